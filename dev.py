@@ -4,7 +4,7 @@
     python3 dev.py app     start the Streamlit app on the bundled catalogs and sample data
     python3 dev.py test    lint (ruff), type-check (mypy, strict on capacity/), run the test suite
     python3 dev.py bench   run every script in benchmarks/
-    python3 dev.py run ... run a command inside the environment (e.g. `python3 dev.py run capacity plan`)
+    python3 dev.py run ... run a command in the environment (`python3 dev.py run capacity plan`)
 
 Only Python 3.11+ and access to the package registries are needed: uv is installed into
 `.tools/` when it is not already on PATH, and `uv sync --locked` builds `.venv/` from `uv.lock`.

@@ -8,6 +8,7 @@ may carry a weight-format suffix (`llama-3.1-8b-fp8`, `qwen3.5-9b-awq`).
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -218,15 +219,15 @@ class Catalog:
         allowed = {f.key: f for f in self.formats_for(model)}
         if fkey not in allowed:
             raise UnknownKeyError(f"weight format for {model.key}", fkey, allowed)
-        fmt = allowed[fkey]
+        chosen = allowed[fkey]
         for stated in model.stated_variants:
             if stated.format == fkey:
-                return ModelVariant(model=model, format=fmt, weights_gb=stated.weights_gb,
+                return ModelVariant(model=model, format=chosen, weights_gb=stated.weights_gb,
                                     weights_stated=True, weights_source=stated.source)
-        weights_gb = model.params_total_b * fmt.bits_per_weight / 8.0
+        weights_gb = model.params_total_b * chosen.bits_per_weight / 8.0
         return ModelVariant(
-            model=model, format=fmt, weights_gb=weights_gb, weights_stated=False,
-            weights_source=f"{model.params_total_b} B params x {fmt.bits_per_weight} bits / 8",
+            model=model, format=chosen, weights_gb=weights_gb, weights_stated=False,
+            weights_source=f"{model.params_total_b} B params x {chosen.bits_per_weight} bits / 8",
         )
 
     def variant_keys(self) -> list[str]:
@@ -476,5 +477,8 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
 
 @cache
 def default_catalog() -> Catalog:
-    """The bundled catalog (and `data/custom/`), read once per process."""
-    return load_catalog()
+    """The bundled catalog (and `data/custom/`), read once per process.
+
+    The environment variable `CAPACITY_DATA_DIR` points it at another data folder.
+    """
+    return load_catalog(os.environ.get("CAPACITY_DATA_DIR") or DATA_DIR)

@@ -38,7 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (0 ok, 1 a check failed, 2 bad input)."""
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # --help (0) or a bad flag (2): argparse already printed why
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         code: int = args._run(args)
     except CapacityError as exc:

@@ -23,7 +23,13 @@ import numpy.typing as npt
 from capacity.catalog import Catalog, Gpu, Model, ModelVariant, default_catalog
 from capacity.cost import DEFAULT_CNY_PER_USD, Currency, convert, cost_per_mtok
 from capacity.errors import InputError
-from capacity.kv import DEFAULT_BLOCK_SIZE, KvPerToken, KvRequest, kv_bytes_per_token, kv_request_bytes
+from capacity.kv import (
+    DEFAULT_BLOCK_SIZE,
+    KvPerToken,
+    KvRequest,
+    kv_bytes_per_token,
+    kv_request_bytes,
+)
 from capacity.memory import (
     DEFAULT_HEADROOM,
     DEFAULT_OVERHEAD_GB,

@@ -23,8 +23,8 @@ from capacity.scenario import (
     DEFAULT_GPU,
     DEFAULT_MFU,
     DEFAULT_MODEL,
-    Evaluation,
     SEED_TABLE_ROWS,
+    Evaluation,
     Scenario,
     TableRow,
     capacity_table,
@@ -176,7 +176,9 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     """The chapter's tables, in order: KV, VRAM, step time, crossover, TTFT, cost, capacity."""
     m = s.model
     md = fmt == "markdown"
-    h = (lambda t: f"\n## {t}\n\n") if md else (lambda t: f"\n{t}\n")
+
+    def h(title: str) -> str:
+        return f"\n## {title}\n\n" if md else f"\n{title}\n"
     kv = ev.kv_token
     out = [("# " if md else "") + f"{s.variant.key} on {s.n_gpus} x {s.gpu.name}"
            + (f" (TP={s.tp}, {s.replicas} replicas)" if s.n_gpus > 1 else "")
@@ -248,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(to_json(s, ev, rows), indent=2))
     elif args.format == "csv":
+        ev = evaluate(s, table_c)
         print(render(["concurrency", "context_tokens", "kv_total_bytes", "vram_subtotal_bytes",
                       "verdict", "bandwidth_ms", "compute_ms", "step_ms", "bound",
                       "tok_s_per_request", "aggregate_tok_s", "ttft_s", "cost_per_mtok"],

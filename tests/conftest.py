@@ -1,0 +1,19 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import pytest
+
+from capacity.catalog import Catalog, default_catalog
+from capacity.scenario import Scenario, make_scenario
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return default_catalog()
+
+
+@pytest.fixture()
+def seed(catalog: Catalog) -> Scenario:
+    """The seed's worked example (SPEC section 4)."""
+    return make_scenario("qwen3.5-9b-awq", "rtx-4090", catalog=catalog)

@@ -1,0 +1,139 @@
+"""`capacity plan` through its real entry point, `main(argv)`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from capacity.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_default_is_the_chapters_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan")
+    assert code == 0
+    assert "24 GB x 0.9 - 5.7 GB weights - 1.5 GB overhead = 14.40 GB for KV" in out
+    assert "= 53 concurrent requests" in out
+    assert "none: bandwidth binds" in out
+    assert "2.975 s linear" in out
+    assert "2 GPUs (2 replicas) (tight), FP8 KV cache (tight), 4K context (tight)" in out
+
+
+def test_chapters_own_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--model", "qwen3.5-9b-awq", "--vram", "24", "--ctx",
+                       "8192", "--concurrency", "50", "--gpu-price", "1.92", "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    p = {pt["concurrency"]: pt for pt in data["points"]}[50]
+    assert p["bound"] == "bandwidth" and p["verdict"] == "tight"
+    assert p["bandwidth_ms"] == pytest.approx(18.97, abs=0.01)
+    assert p["cost_per_mtok"] == pytest.approx(1.92 / (p["aggregate_tok_s"] * 3600) * 1e6)
+
+
+def test_json_keys_and_units(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "plan", "--format", "json")
+    data = json.loads(out)
+    for key in ("kv_bytes_per_token", "kv_request_bytes", "kv_budget_bytes",
+                "max_concurrency_vram", "crossover_concurrency", "ttft_linear_s", "ttft_s",
+                "points"):
+        assert key in data
+    assert data["kv_bytes_per_token"] == 32768
+    assert data["kv_request_bytes"] == 268435456
+    assert data["kv_budget_bytes"] == pytest.approx(14.4e9)
+    assert data["max_concurrency_vram"] == 53
+    assert data["crossover_concurrency"] is None
+    assert [p["concurrency"] for p in data["points"]] == [1, 50, 100]
+    point_keys = {"concurrency", "bandwidth_ms", "compute_ms", "step_ms", "bound",
+                  "tok_s_per_request", "aggregate_tok_s", "cost_per_mtok", "kv_total_bytes",
+                  "vram_subtotal_bytes", "verdict"}
+    assert point_keys <= set(data["points"][0])
+    assert [p["verdict"] for p in data["points"]] == ["fits", "tight", "does_not_fit"]
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "csv", "text"])
+def test_other_formats(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    code, out, _ = run(capsys, "plan", "--format", fmt)
+    assert code == 0 and "tight" in out
+
+
+def test_crossover_and_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "plan", "--ctx", "2048", "--format", "json")
+    assert json.loads(out)["crossover_concurrency"] == pytest.approx(133.4, abs=0.1)
+    _, out, _ = run(capsys, "plan", "--gpu", "h100-sxm", "--kv-dtype", "fp8", "--format", "json")
+    data = json.loads(out)
+    assert data["gpu"] == "h100-sxm" and data["kv_bytes_per_token"] == 16384
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--model", "qwen3.5-9b-awk"], "did you mean qwen3.5-9b-awq", id="model"),
+        pytest.param(["--gpu", "rtx4090"], "did you mean rtx-4090", id="gpu"),
+        pytest.param(["--util", "1.2"], "util must be in (0, 1]", id="util-high"),
+        pytest.param(["--util", "0"], "util must be in (0, 1]", id="util-zero"),
+        pytest.param(["--vram", "-24"], "VRAM must be > 0", id="vram"),
+        pytest.param(["--weights-gb", "0"], "weights must be > 0", id="weights"),
+        pytest.param(["--ctx", "0"], "context must be > 0", id="ctx-zero"),
+        pytest.param(["--ctx", "9999999"], "--allow-long-context", id="ctx-limit"),
+        pytest.param(["--concurrency", "10,fifty"], "comma list", id="conc-parse"),
+        pytest.param(["--concurrency", "0,5"], "whole numbers >= 1", id="conc-zero"),
+        pytest.param(["--kv-dtype", "fp3"], "unknown precision", id="kv"),
+        pytest.param(["--tp", "3", "--gpus", "3"], "does not divide", id="tp"),
+        pytest.param(["--ctx", "abc"], "invalid int value", id="argparse"),
+    ],
+)
+def test_bad_input_is_one_line_and_nonzero(capsys: pytest.CaptureFixture[str],
+                                           argv: list[str], message: str) -> None:
+    code, out, err = run(capsys, "plan", *argv)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_long_context_allowed_with_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--model", "mistral-7b-v0.3", "--ctx", "65536",
+                       "--allow-long-context")
+    assert code == 0 and "warning: context 65536 tokens exceeds" in out
+
+
+def test_corrupt_catalog_is_one_line(tmp_path: Path) -> None:
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data" / "models", data / "models")
+    shutil.copytree(ROOT / "data" / "gpus", data / "gpus")
+    shutil.copy(ROOT / "data" / "weight_formats.toml", data / "weight_formats.toml")
+    (data / "gpus" / "rtx-4090.toml").write_text("key = [unterminated\n")
+    env = {**os.environ, "CAPACITY_DATA_DIR": str(data)}
+    proc = subprocess.run([sys.executable, "-m", "capacity", "plan"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60, env=env)
+    assert proc.returncode == 2
+    assert "rtx-4090.toml: not valid TOML" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_python_dash_m_runs(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "capacity", "plan", "--format", "json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["max_concurrency_vram"] == 53
+
+
+def test_help_says_units_and_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--help"]) == 0
+    out = capsys.readouterr().out
+    for text in ("--vram GB", "--bandwidth GB_S", "--overhead-gb GB", "(default 0.9)",
+                 "(default 8192)", "(default 1,50,100)"):
+        assert text in out
