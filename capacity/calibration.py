@@ -74,7 +74,7 @@ class FitPoint:
     measured_ms: float
     spec_ms: float
     fitted_ms: float
-    held_out_ms: float | None
+    held_out_ms: float | None = None
     source: str = ""
 
     @property
@@ -117,8 +117,8 @@ class Calibration:
     notes: tuple[str, ...] = field(default=())
 
     def knob_std(self, name: str) -> float:
-        """Standard error of a fitted knob (0 when unknown)."""
-        return dict(self.std).get(name, 0.0)
+        """Standard error of a fitted knob (NaN when the fit could not tell)."""
+        return dict(self.std).get(name, math.nan)
 
     def errors(self, kind: str, which: str = "held_out") -> FloatArray:
         """Relative errors of one kind of point ('tpot'/'ttft') for 'fitted', 'spec' or
@@ -192,7 +192,8 @@ def _take(basis: tuple[FloatArray, ...], idx: npt.NDArray[np.intp]) -> tuple[Flo
 
 def _solve(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatArray
            ) -> tuple[FloatArray, FloatArray]:
-    """Robust fit of one problem; returns the knobs and their standard errors."""
+    """Robust fit of one problem; returns the knobs and their standard errors (from the
+    Gauss-Newton covariance; NaN when there are no more points than knobs)."""
     scale = float(np.median(measured))
     lo = np.array([BOUNDS[n][0] for n in problem.names])
     hi = np.array([BOUNDS[n][1] for n in problem.names])
@@ -216,9 +217,10 @@ def _solve(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatArra
             best = res
     assert best is not None
     n = measured.size
+    if n <= len(problem.names):
+        return np.asarray(best.x, dtype=np.float64), np.full(len(problem.names), np.nan)
     r_data = best.fun[:n]
-    dof = max(n - len(problem.names), 1)
-    s2 = float(np.sum(r_data ** 2) / dof)
+    s2 = float(np.sum(r_data ** 2) / (n - len(problem.names)))
     jac = np.asarray(best.jac, dtype=np.float64)
     cov = np.linalg.pinv(jac.T @ jac) * s2
     std = np.sqrt(np.clip(np.diag(cov), 0.0, None))
@@ -316,6 +318,10 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
             measured = np.array([p.ttft_ms for p in pts], dtype=np.float64)
             spec_x = np.array([base.mfu, base.prefill_overhead_ms])
         x, sd = _solve(problem, basis, measured)
+        if kind == "tpot" and len({round(p.decode_context_tokens) for p in pts}) == 1:
+            notes.append("TPOT at one context length only: bandwidth efficiency and per-step "
+                         "overhead trade off against each other; measure a second context to "
+                         "separate them (their sum at this context is well determined)")
         fitted = problem.model(x, basis)
         spec = problem.model(spec_x, basis)
         held, method = _holdout(problem, basis, measured)

@@ -343,5 +343,66 @@ def parse_aiperf_csv(path: Path, text: str, *, concurrency: float | None, model:
         stat="median", source=path.name)]
 
 
-__all__ = ["FORMATS", "ImportFormat", "detect_format", "parse_aiperf_csv", "parse_aiperf_json",
-           "parse_csv", "parse_vllm_json", "read_measured", "tpot_from_throughput"]
+BENCH_ALIASES: dict[str, tuple[str, ...]] = {
+    "concurrency": ("concurrency",),
+    "tpot_ms": ("tpot_p50_ms", "tpot_ms_p50", "median_tpot_ms", "tpot_median_ms", "tpot_ms"),
+    "ttft_ms": ("ttft_p50_ms", "ttft_ms_p50", "median_ttft_ms", "ttft_median_ms", "ttft_ms"),
+    "prompt_tokens": ("prompt_tokens_mean", "mean_prompt_tokens", "prompt_tokens"),
+    "output_tokens": ("output_tokens_mean", "mean_output_tokens", "output_tokens"),
+    "output_tok_s": ("output_tok_s", "output_tokens_per_s", "output_throughput_tok_s"),
+    "tpot_p99_ms": ("tpot_p99_ms", "tpot_ms_p99", "p99_tpot_ms"),
+    "ttft_p99_ms": ("ttft_p99_ms", "ttft_ms_p99", "p99_ttft_ms"),
+}
+"""Column names a `capacity bench` per-level summary.csv may use for each field (SPEC section
+7 fixes units in names, not the names themselves; the first one present wins)."""
+
+
+def parse_bench_summary(path: Path, text: str, *, model: str = "", gpu: str = "",
+                        engine: str = "") -> list[MeasuredPoint]:
+    """A `capacity bench` per-level summary.csv: one point per level (row)."""
+    reader = csv.DictReader(io.StringIO(text))
+    cols = [c.strip() for c in (reader.fieldnames or [])]
+    pick = {f: next((a for a in aliases if a in cols), None)
+            for f, aliases in BENCH_ALIASES.items()}
+    needed = ("concurrency", "tpot_ms", "prompt_tokens", "output_tokens")
+    missing = [f for f in needed if pick[f] is None]
+    if missing:
+        raise InputError(f"{path}: not a bench summary this version can read: no column for "
+                         + ", ".join(f"{f} (one of {', '.join(BENCH_ALIASES[f])})"
+                                     for f in missing))
+    points = []
+    for i, row in enumerate(reader, start=2):
+        vals = {f: _number(path, f"line {i}", c, row.get(c), required=f in needed)
+                for f, c in pick.items() if c is not None}
+        prompt, out = vals["prompt_tokens"], vals["output_tokens"]
+        assert prompt is not None and out is not None
+        points.append(MeasuredPoint(
+            model=model, gpu=gpu, engine=engine, concurrency=float(vals["concurrency"] or 0),
+            context_tokens=int(math.ceil(prompt + out)), prompt_tokens=prompt,
+            output_tokens=out, tpot_ms=vals["tpot_ms"], ttft_ms=vals.get("ttft_ms"),
+            output_tok_s=vals.get("output_tok_s"), tpot_p99_ms=vals.get("tpot_p99_ms"),
+            ttft_p99_ms=vals.get("ttft_p99_ms"), stat="median",
+            source=f"{path.parent.name}/{path.name}:{i}"))
+    if not points:
+        raise InputError(f"{path}: a header but no levels")
+    return points
+
+
+def read_bench_label(label: str, bench_dir: Path, *, model: str = "", gpu: str = "",
+                     engine: str = "") -> list[MeasuredPoint]:
+    """Every level of a stored bench run: `bench_dir/<label>/*/summary.csv` (and
+    `bench_dir/<label>/summary.csv`)."""
+    root = bench_dir / label
+    files = sorted([*root.glob("*/summary.csv"), *root.glob("summary.csv")])
+    if not files:
+        raise InputError(f"no stored bench run '{label}' (looked for {root}/*/summary.csv); "
+                         "run `capacity bench ... --label LABEL` first or pass --measured FILE")
+    return [p for f in files
+            for p in parse_bench_summary(f, _read_text(f), model=model, gpu=gpu, engine=engine)]
+
+
+__all__ = [
+    "BENCH_ALIASES", "FORMATS", "ImportFormat", "detect_format", "parse_aiperf_csv",
+    "parse_aiperf_json", "parse_bench_summary", "parse_csv", "parse_vllm_json",
+    "read_bench_label", "read_measured", "tpot_from_throughput",
+]
