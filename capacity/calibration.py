@@ -273,7 +273,7 @@ def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
         raise InputError("a measured maximum concurrency must be >= 1 request")
     ev = evaluate(base, [1], [context_tokens])
     c_rep = max_concurrency / base.replicas
-    kv = float(ev.kv_request.paged_bytes) * (c_rep + 0.5)
+    kv = float(np.asarray(ev.kv_request.paged_bytes).ravel()[0]) * (c_rep + 0.5)
     v = ev.vram
     overhead = (v.usable_bytes - v.weights_bytes - v.nccl_bytes - kv) / GB
     if overhead < 0:
@@ -328,7 +328,14 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         methods.append(f"{kind.upper()}: {method}")
         for n, v, s in zip(problem.names, x, sd, strict=True):
             knobs[n] = float(v)
-            std.append((n, float(s)))
+            if math.isfinite(s):
+                std.append((n, float(s)))
+        if kind == "tpot":
+            bw, cp, _ = basis
+            if not np.any(cp / x[2] > bw / x[0]):
+                notes.append(f"compute never binds at the measured points: eff is not "
+                             f"determined by them (kept near {PRIORS['eff']:g}); measure at "
+                             "higher concurrency or shorter context to fit it")
         for i, p in enumerate(pts):
             fit_points.append(FitPoint(
                 kind=kind, concurrency=p.concurrency,
