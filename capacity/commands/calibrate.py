@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from capacity.calibration import KNOBS, Calibration, fit, save
+from capacity.calibration import KNOBS, Calibration, calibration_path, fit, save
 from capacity.catalog import DATA_DIR
 from capacity.commands.plan import add_scenario_flags, scenario_from_args
 from capacity.errors import InputError
@@ -160,6 +160,8 @@ def to_json(cal: Calibration) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.save:
+        calibration_path(args.save)  # a bad name fails before any work is done
     base = scenario_from_args(args)
     points, inputs = load_points(args, base)
     name = args.save if args.save and "/" not in args.save and not args.save.endswith(".toml") \
