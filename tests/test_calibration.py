@@ -242,3 +242,14 @@ def test_noise_free_fits_reproduce_the_points(eta: float, eff: float, t0: float)
     cal = fit(synth(base, truth, grid, noise=0.0, seed=0), base)
     assert cal.median_abs_error("tpot", "fitted") < 0.02
     assert math.isfinite(cal.eta_bw or math.nan)
+
+
+def test_shipped_calibration_loads_and_records_what_it_was_fitted_on() -> None:
+    cal = load("rtx-4090-vllm-published")
+    assert (cal.model, cal.gpu, cal.engine) == ("mistral-7b-v0.3-bf16", "rtx-4090", "vLLM")
+    assert cal.inputs == "data/reference/published.csv" and cal.created
+    assert len([p for p in cal.points if p.kind == "tpot"]) == 5
+    spec, held = cal.median_abs_error("tpot", "spec"), cal.median_abs_error("tpot")
+    assert spec is not None and held is not None and held < spec
+    s = apply(cal, make_scenario())  # transfer to the seed's model on the same GPU
+    assert s.calibration == "rtx-4090-vllm-published" and s.warnings == ()
