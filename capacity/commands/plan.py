@@ -125,6 +125,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    metavar="LIST", help="concurrent requests, a comma list (default 1,50,100)")
     p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
                    help="output format (default text)")
+    p.add_argument("--calibration", metavar="NAME|PATH", default=None,
+                   help="predict with a saved calibration (data/calibrations/NAME.toml or a "
+                        "path) instead of the spec-sheet efficiencies; see `capacity calibrate`")
     return p
 
 
@@ -182,7 +185,8 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     kv = ev.kv_token
     out = [("# " if md else "") + f"{s.variant.key} on {s.n_gpus} x {s.gpu.name}"
            + (f" (TP={s.tp}, {s.replicas} replicas)" if s.n_gpus > 1 else "")
-           + f", {s.context_tokens} tokens, KV {s.kv_dtype}"]
+           + f", {s.context_tokens} tokens, KV {s.kv_dtype}"
+           + (f", calibration '{s.calibration}'" if s.calibration else "")]
     out += [f"warning: {w}" for w in s.warnings]
     out.append(h("KV cache (F1-F2)"))
     kinds = [(k, v) for k, v in kv.by_kind_bytes.items() if v]
@@ -244,6 +248,9 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
 def run(args: argparse.Namespace) -> int:
     concurrency = parse_int_list(args.concurrency)
     s = scenario_from_args(args)
+    if args.calibration:
+        from capacity.calibration import apply, load
+        s = apply(load(args.calibration), s)
     ev = evaluate(s, concurrency)
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])

@@ -1,0 +1,79 @@
+"""Published measurements shipped as data: loaded with their sources, mapped to the catalog."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from capacity.catalog import DATA_DIR, default_catalog
+from capacity.errors import CatalogError
+from capacity.measured import tpot_from_throughput
+from capacity.reference import load_reference, reference_points, select
+
+
+def test_every_row_becomes_part_of_a_sweep_with_its_source() -> None:
+    text = (DATA_DIR / "reference" / "published.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(text.splitlines()))
+    sweeps = load_reference()
+    assert sum(len(s.points) for s in sweeps) == len(
+        {(r["source"], r["gpu"], r["model"], r["weight_format"], r["engine"].split(" (")[0],
+          r["prompt_tokens"], r["output_tokens"], r["concurrency"]) for r in rows})
+    for s in sweeps:
+        assert s.source and all(p.source.startswith(s.source) for p in s.points)
+        assert [p.concurrency for p in s.points] == sorted(p.concurrency for p in s.points)
+
+
+def test_mapped_keys_resolve_in_the_catalog() -> None:
+    cat = default_catalog()
+    mapped = [s for s in load_reference() if s.gpu_key and s.model_key]
+    assert len(mapped) == len(load_reference())  # every published sweep is mapped today
+    for s in mapped:
+        cat.gpu(s.gpu_key or "")
+        cat.variant(s.model_key or "")
+
+
+def test_rtx_4090_sweep_derives_tpot_from_throughput_and_ttft() -> None:
+    (s,) = select(load_reference(), gpu="rtx-4090")
+    assert s.model_key == "mistral-7b-v0.3-bf16" and s.engine == "vLLM"
+    assert [p.concurrency for p in s.points] == [4, 8, 16, 32, 48]
+    p = s.points[0]
+    assert (p.output_tok_s, p.ttft_ms) == (210, 63)
+    assert p.tpot_ms == pytest.approx(tpot_from_throughput(
+        concurrency=4, output_tokens=128, output_tok_s=210, ttft_ms=63))
+    assert p.tpot_ms == pytest.approx((4 * 128 / 210 * 1000 - 63) / 127)
+    assert "derived" in p.source
+
+
+def test_itl_counts_as_tpot_and_tp_is_kept() -> None:
+    (s,) = [x for x in select(load_reference(), model="llama", engine="nim")
+            if x.prompt_tokens == 5000]
+    assert (s.gpus, s.tp, s.gpu_key) == (2, 2, "h100-sxm")
+    assert s.points[0].tpot_ms == 18.58 and s.points[0].tp == 2
+
+
+@pytest.mark.parametrize("kwargs,n", [
+    pytest.param({"gpu": "h100"}, 6, id="gpu"),
+    pytest.param({"gpu": "h100-sxm", "model": "qwen3-8b", "engine": "sglang"}, 2, id="engine"),
+    pytest.param({"model": "Qwen3-8B-FP8"}, 1, id="catalog-key"),
+    pytest.param({"gpu": "mi300x"}, 0, id="none"),
+])
+def test_select(kwargs: dict[str, str], n: int) -> None:
+    assert len(select(load_reference(), **kwargs)) == n
+
+
+def test_reference_points_filters() -> None:
+    pts = reference_points(gpu="rtx-4090")
+    assert len(pts) == 5 and {p.gpu for p in pts} == {"rtx-4090"}
+
+
+def test_corrupt_reference_file_names_the_line(tmp_path: Path) -> None:
+    f = tmp_path / "published.csv"
+    f.write_text("source,gpu,model,params_b,weight_format,engine,prompt_tokens,output_tokens,"
+                 "concurrency,metric,value,unit,notes\nx,G,M,1,BF16,E,10,10,4,speed,5,ms,\n")
+    with pytest.raises(CatalogError, match="line 2: unknown metric 'speed'"):
+        load_reference(f)
+    f.write_text("source,gpu\n")
+    with pytest.raises(CatalogError, match="missing column"):
+        load_reference(f)

@@ -1,0 +1,78 @@
+"""Uncertainty: a band around predictions, and which input moves the answer most."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from capacity.calibration import Calibration, FitPoint, apply
+from capacity.scenario import evaluate, make_scenario
+from capacity.uncertainty import band, sensitivity
+
+C = [1, 10, 50, 100]
+
+
+def test_band_without_calibration_is_ordered_and_1_3x_to_3x_above_the_spec_sheet() -> None:
+    s = make_scenario()  # spec-sheet: eta_bw = eff = 1, no overheads
+    b = band(s, C)
+    lo, mid, hi = b.step_ms
+    assert np.all(lo <= mid) and np.all(mid <= hi)
+    ratio = hi / mid
+    assert np.all(ratio >= 1.3) and np.all(ratio <= 3.0)
+    assert b.ttft_s[0] <= b.ttft_s[1] <= b.ttft_s[2]
+    assert b.max_concurrency_vram[0] <= b.max_concurrency_vram[1] <= b.max_concurrency_vram[2]
+    assert b.max_concurrency_vram[1] == 53  # the seed's C_vram in the middle
+    assert "typical" in b.basis
+
+
+def _cal(held_out: float) -> Calibration:
+    pts = tuple(FitPoint(kind=k, concurrency=c, context_tokens=8192, measured_ms=10.0,
+                         spec_ms=6.0, fitted_ms=10.1, held_out_ms=10.0 * (1 + held_out))
+                for k in ("tpot", "ttft") for c in (1, 10, 50))
+    return Calibration(name="c", model="qwen3.5-9b-awq", gpu="rtx-4090", eta_bw=0.7,
+                       step_overhead_ms=2.0, eff=0.4, mfu=0.35, prefill_overhead_ms=20.0,
+                       overhead_gb=2.0, points=pts)
+
+
+@pytest.mark.parametrize("held_out,spread", [pytest.param(0.12, 0.12, id="12%"),
+                                             pytest.param(0.01, 0.05, id="floor-5%")])
+def test_band_with_calibration_uses_its_held_out_spread(held_out: float, spread: float) -> None:
+    s = make_scenario()
+    cal = _cal(held_out)
+    b = band(s, C, cal)
+    mid = np.asarray(evaluate(apply(cal, s), C).decode.step_ms)
+    np.testing.assert_allclose(b.step_ms[1], mid)
+    np.testing.assert_allclose(b.step_ms[2], mid * (1 + spread))
+    np.testing.assert_allclose(b.step_ms[0], mid * (1 - spread))
+    assert b.ttft_s[2] == pytest.approx(b.ttft_s[1] * (1 + spread))
+    lo, c_mid, hi = b.max_concurrency_vram
+    assert lo < c_mid < hi  # overhead +/- 0.5 GB moves C_vram at 8K
+    assert "held-out" in b.basis
+
+
+def test_sensitivity_is_sorted_and_names_the_binding_inputs() -> None:
+    s = make_scenario()
+    step = sensitivity(s, 50, "step_ms")
+    swings = [r.swing for r in step]
+    assert swings == sorted(swings, reverse=True)
+    # bandwidth binds at 50 x 8K: bandwidth-side inputs lead, compute efficiency does nothing
+    assert step[0].name in ("bandwidth_gb_s", "eta_bw", "context_tokens")
+    assert next(r for r in step if r.name == "eff").swing == 0
+    assert next(r for r in step if r.name == "mfu").swing == 0
+    ttft = sensitivity(s, 1, "ttft_s")
+    assert {ttft[0].name, ttft[1].name} <= {"mfu", "tflops", "context_tokens"}
+    mem = sensitivity(s, 1, "max_concurrency_vram")
+    assert mem[0].name in ("util", "context_tokens")
+    assert next(r for r in mem if r.name == "bandwidth_gb_s").swing == 0
+
+
+def test_sensitivity_of_overheads_at_zero_uses_their_typical_range() -> None:
+    rows = {r.name: r for r in sensitivity(make_scenario(), 10)}
+    assert (rows["step_overhead_ms"].low, rows["step_overhead_ms"].high) == (0.3, 5.0)
+    assert rows["step_overhead_ms"].swing == pytest.approx(4.7)
+    assert rows["eta_bw"].high == 1.0  # fractions never exceed 1
+
+
+def test_unknown_output_is_rejected() -> None:
+    with pytest.raises(ValueError, match="output must be one of"):
+        sensitivity(make_scenario(), 10, "cost")
