@@ -139,6 +139,7 @@ class Option:
     ttft_ms: float
     ttft_mean_ms: float
     tpot_ms: float
+    tpot_mean_ms: float
     prefill_ms: float
     utilization: float
     memory_verdict: str
@@ -375,7 +376,7 @@ def _capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl:
                              output_tokens=wl.output_tokens, quantile=slo.quantile,
                              limit=slots * 4 + 4)
         return np.asarray(~r.saturated & (r.concurrency <= slots)
-                          & (r.ttft_q_ms <= slo.ttft_ms) & (r.tpot_ms <= slo.tpot_ms))
+                          & (r.ttft_q_ms <= slo.ttft_ms) & (r.tpot_q_ms <= slo.tpot_ms))
     hi = np.where(prefill_ms > 0, 1e3 / np.maximum(prefill_ms, 1e-9), 1e6)
     lo = np.zeros_like(hi)
     lo_ok = ok(np.full_like(hi, 1e-9))
@@ -437,7 +438,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     fails_memory = (c_vram < 1) | (mem_c > c_vram)
     fails_slots = ~fails_memory & (mem_c > inp.max_num_seqs)
     fails_ttft = ~design.saturated & (design.ttft_q_ms > slo.ttft_ms)
-    fails_tpot = ~design.saturated & (design.tpot_ms > slo.tpot_ms)
+    fails_tpot = ~design.saturated & (design.tpot_q_ms > slo.tpot_ms)
     fails_thr = design.saturated
     subtotal = u.fixed_bytes[idx] + mem_c * u.kv_request_bytes[idx]
     # F8 verdict per row (usable memory differs per GPU): fits / tight / does not fit
@@ -452,7 +453,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     with np.errstate(divide="ignore"):
         ratios = np.stack([
             np.where(slots > 0, mem_c / np.maximum(slots, 1), np.inf),
-            design.ttft_q_ms / slo.ttft_ms, design.tpot_ms / slo.tpot_ms,
+            design.ttft_q_ms / slo.ttft_ms, design.tpot_q_ms / slo.tpot_ms,
             design.utilization])
     names = ("memory", "ttft", "tpot", "throughput")
     bind_i = np.argmax(np.where(np.isfinite(ratios), ratios, 1e300), axis=0)
@@ -474,7 +475,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             peak_concurrency=float(peak.concurrency[j] * reps[j]),
             design_concurrency=float(design_c[j] * reps[j]),
             ttft_ms=float(design.ttft_q_ms[j]), ttft_mean_ms=float(design.ttft_mean_ms[j]),
-            tpot_ms=float(design.tpot_ms[j]), prefill_ms=float(pre[j]),
+            tpot_ms=float(design.tpot_q_ms[j]), tpot_mean_ms=float(design.tpot_ms[j]),
+            prefill_ms=float(pre[j]),
             utilization=float(design.utilization[j]), memory_verdict=str(verdict[j]),
             price_per_hour=float(price[j]), currency=inp.currency,
             cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
@@ -499,7 +501,8 @@ def _lite(u: _Units, i: int, n: int, fails: tuple[str, ...], month: float) -> Op
         weights=u.formats[i], kv_dtype=u.kv[i], weights_gb=float(u.weights_gb[i]),
         c_vram_per_replica=int(u.c_vram[i]), slots_per_replica=0, peak_rate_per_s=nan,
         design_rate_per_s=nan, peak_concurrency=nan, design_concurrency=nan, ttft_ms=nan,
-        ttft_mean_ms=nan, tpot_ms=nan, prefill_ms=float(u.prefill_ms[i]), utilization=nan,
+        ttft_mean_ms=nan, tpot_ms=nan, tpot_mean_ms=nan, prefill_ms=float(u.prefill_ms[i]),
+        utilization=nan,
         memory_verdict="", price_per_hour=float(u.price_per_hour[i]), currency="CNY",
         cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan,
         cost_per_mtok_at_peak=nan, failures=fails, binding=fails[0], binding_ratio=nan)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import gammaincinv
 
 from capacity.errors import InputError
 from capacity.scenario import Scenario, evaluate
@@ -132,7 +133,7 @@ class StepModel:
 
 @dataclass(frozen=True, kw_only=True)
 class AnalyticLatency:
-    """Predicted load behaviour per configuration (arrays), at the design load."""
+    """Predicted load behaviour per configuration (arrays), at one arrival rate."""
 
     rate_per_s: FloatArray
     concurrency: FloatArray
@@ -142,8 +143,24 @@ class AnalyticLatency:
     ttft_mean_ms: FloatArray
     ttft_q_ms: FloatArray
     tpot_ms: FloatArray
+    tpot_q_ms: FloatArray
     duration_s: FloatArray
     saturated: npt.NDArray[np.bool_]
+
+
+def gamma_quantile(mean: npt.ArrayLike, var: npt.ArrayLike, q: float) -> FloatArray:
+    """q-quantile of a gamma distribution with this mean and variance (moment match).
+
+    shape k = mean^2 / var, scale = var / mean; a zero variance gives the mean itself.
+    """
+    m = np.asarray(mean, dtype=np.float64)
+    v = np.asarray(var, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(v > 0, m * m / np.where(v > 0, v, 1.0), np.inf)
+        scale = np.where(m > 0, v / np.where(m > 0, m, 1.0), 0.0)
+        finite = np.isfinite(k) & (k > 0) & np.isfinite(m)
+        x = np.where(finite, gammaincinv(np.where(finite, k, 1.0), q) * scale, m)
+    return np.asarray(x, dtype=np.float64)
 
 
 def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: npt.ArrayLike,
@@ -152,29 +169,51 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                      limit: npt.ArrayLike = np.inf) -> AnalyticLatency:
     """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
 
-    - prefill share of the GPU: rho_p = lambda x t_prefill; decoding pauses during prefills, so
-      TPOT = t_step(C) / (1 - rho_p);
-    - TTFT = t_prefill + residual decode step + prefill-queue wait, the queue taken as M/D/1
-      with service t_prefill (mean rho_p t_prefill / (2 (1 - rho_p))), its quantile from the
-      exponential tail; the residual step is t_step x q at the q-quantile;
-    - concurrency C = lambda x (TTFT + output x TPOT(C)), solved to a fixed point (F9), unless
-      `concurrency` is given;
-    - saturated where rho_p >= 1, the GPU time per request exceeds 1 / lambda, or no fixed point.
-    Unit: ms (TTFT, TPOT), requests (C). Source: SPEC section 6, F4, F6, F9.
+    Prefill-first continuous batching (the discrete-event model without chunking):
+    - prefill share of the GPU rho = lambda t (t = prefill time); the prefill queue is M/D/1:
+      mean wait W = rho t / (2 (1 - rho)), E[W^2] = 2 W^2 + lambda t^3 / (3 (1 - rho));
+    - TTFT = t + residual decode step (s/2 mean, s q at the q-quantile) + W (its quantile from
+      the exponential tail, `wait_quantile_ms`);
+    - decoding pauses for every prefill, so a request's decode lasts the busy period started by
+      its own (output - 1) steps T0 plus the prompts queued behind it when it got its first
+      token (B = t x Poisson(lambda (W + t))): mean (T0 + E[B]) / (1 - rho), variance
+      Var(B) / (1 - rho)^2 + (T0 + E[B]) lambda t^2 / (1 - rho)^3 (M/G/1 busy period);
+      TPOT = that time / (output - 1), its quantile from a moment-matched gamma;
+    - concurrency C = lambda x (TTFT + output x TPOT(C)), a fixed point (F9), unless
+      `concurrency` is given; s = t_step(C) (F4);
+    - saturated where rho >= 1, the GPU time per request exceeds 1 / lambda, or no fixed point.
+    Unit: ms (TTFT, TPOT), requests (C). Source: SPEC section 6; Kleinrock, Queueing Systems
+    vol. 1, sections 5.6-5.8 (M/G/1 waiting-time moments and busy periods).
     The slot queue (C above the slots) is not modelled here; the caller rejects that case.
     """
-    lam = np.asarray(rate_per_s, dtype=np.float64)
-    pre = np.asarray(prefill_ms, dtype=np.float64)
-    rho_p = lam * pre / 1e3
-    ok_p = rho_p < 1.0
-    slow = np.where(ok_p, 1.0 / np.where(ok_p, 1.0 - rho_p, 1.0), np.inf)
-    w_mean = np.where(ok_p, rho_p * pre / (2.0 * np.where(ok_p, 1.0 - rho_p, 1.0)), np.inf)
+    lam_ms = np.asarray(rate_per_s, dtype=np.float64) / 1e3
+    t = np.asarray(prefill_ms, dtype=np.float64)
+    rho = lam_ms * t
+    ok_p = rho < 1.0
+    one_m = np.where(ok_p, 1.0 - rho, 1.0)
+    wq = np.where(ok_p, rho * t / (2.0 * one_m), np.inf)
+    wq2 = np.where(ok_p, 2.0 * wq * wq + lam_ms * t ** 3 / (3.0 * one_m), np.inf)
+    with np.errstate(invalid="ignore"):
+        var_wq = np.where(ok_p, np.maximum(wq2 - wq * wq, 0.0), np.inf)
+    backlog = rho * (wq + t)
+    var_backlog = t * t * (lam_ms * (wq + t) + lam_ms * lam_ms * var_wq)
+    n_dec = max(output_tokens - 1, 0)
+
+    def decode_ms(s: FloatArray) -> tuple[FloatArray, FloatArray]:
+        with np.errstate(invalid="ignore"):
+            x = n_dec * s + (backlog if n_dec else 0.0)
+            mean = np.where(ok_p, x / one_m, np.inf)
+            var = np.where(ok_p, (var_backlog if n_dec else 0.0) / one_m ** 2
+                           + x * lam_ms * t * t / one_m ** 3, np.inf)
+        return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
 
     def duration(c: FloatArray) -> FloatArray:
         s = step.step_ms(c)
-        return np.asarray((pre + 0.5 * s + w_mean + output_tokens * s * slow) / 1e3,
-                          dtype=np.float64)
+        mean, _ = decode_ms(s)
+        tpot = mean / max(n_dec, 1)
+        return np.asarray((t + 0.5 * s + wq + output_tokens * tpot) / 1e3, dtype=np.float64)
 
+    lam = lam_ms * 1e3
     if concurrency is None:
         fp = concurrency_fixed_point(np.where(ok_p, lam, 0.0), duration, limit=limit)
         c = fp.concurrency
@@ -183,19 +222,22 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         c = np.broadcast_to(np.asarray(concurrency, dtype=np.float64), lam.shape).copy()
         converged = np.ones(c.shape, dtype=bool)
     s = step.step_ms(c)
-    tpot = s * slow
-    ttft_mean = pre + 0.5 * s + w_mean
-    ttft_q = pre + quantile * s + wait_quantile_ms(w_mean, rho_p, quantile)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gpu_ms_per_request = pre + output_tokens * s / np.maximum(c, 1.0)
-    util = lam * gpu_ms_per_request / 1e3
+    dec_mean, dec_var = decode_ms(s)
+    tpot = dec_mean / max(n_dec, 1)
+    tpot_q = gamma_quantile(dec_mean, dec_var, quantile) / max(n_dec, 1)
+    ttft_mean = t + 0.5 * s + wq
+    ttft_q = t + quantile * s + wait_quantile_ms(wq, rho, quantile)
+    gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
+    util = lam_ms * gpu_ms_per_request
     saturated = ~ok_p | (util >= 1.0) | ~converged
+    inf = np.inf
     return AnalyticLatency(
-        rate_per_s=lam, concurrency=c, step_ms=s, prefill_share=rho_p, utilization=util,
-        ttft_mean_ms=np.asarray(np.where(saturated, np.inf, ttft_mean), dtype=np.float64),
-        ttft_q_ms=np.asarray(np.where(saturated, np.inf, ttft_q), dtype=np.float64),
-        tpot_ms=np.asarray(np.where(saturated, np.inf, tpot), dtype=np.float64),
-        duration_s=np.asarray(np.where(saturated, np.inf, duration(c)), dtype=np.float64),
+        rate_per_s=lam, concurrency=c, step_ms=s, prefill_share=rho, utilization=util,
+        ttft_mean_ms=np.asarray(np.where(saturated, inf, ttft_mean), dtype=np.float64),
+        ttft_q_ms=np.asarray(np.where(saturated, inf, ttft_q), dtype=np.float64),
+        tpot_ms=np.asarray(np.where(saturated, inf, tpot), dtype=np.float64),
+        tpot_q_ms=np.asarray(np.where(saturated, inf, tpot_q), dtype=np.float64),
+        duration_s=np.asarray(np.where(saturated, inf, duration(c)), dtype=np.float64),
         saturated=np.asarray(saturated),
     )
 
