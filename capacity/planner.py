@@ -30,6 +30,7 @@ from capacity.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, conver
 from capacity.errors import CapacityError, InputError
 from capacity.kv import kv_request_bytes
 from capacity.memory import (
+    DEFAULT_HEADROOM,
     DEFAULT_OVERHEAD_GB,
     DEFAULT_UTIL,
     max_concurrency,
@@ -105,6 +106,8 @@ class PlanInputs:
     eff: float = DEFAULT_EFF
     mfu: float = DEFAULT_MFU
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    memory_headroom: float = DEFAULT_HEADROOM
+    """F8's headroom for the 'fits' (vs 'tight') memory verdict, apart from the load headroom."""
     price_overrides: tuple[tuple[str, float], ...] = ()
     """(GPU key, price per GPU-hour in `currency`) pairs that replace catalog prices."""
 
@@ -444,7 +447,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     # F8 verdict per row (usable memory differs per GPU): fits / tight / does not fit
     usable = u.usable_bytes[idx]
     verdict = np.where(c_vram < 1, "does_not_fit", np.where(
-        subtotal * (1 + wl.headroom) <= usable, "fits",
+        subtotal * (1 + inp.memory_headroom) <= usable, "fits",
         np.where(subtotal <= usable, "tight", "does_not_fit")))
     out_tok = float(wl.output_tokens)
     peak_rate_total = peak.rate_per_s * reps
@@ -599,7 +602,7 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
         prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype, eff=inp.eff, mfu=inp.mfu,
         price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
-        headroom=wl.headroom)
+        headroom=inp.memory_headroom)
 
 
 def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
@@ -613,7 +616,7 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens, prompt=wl.prompt, kv=o.kv_dtype,
         util=inp.util, overhead=inp.overhead_gb, c=max(1, c), slo_ttft_ms=inp.slo.ttft_ms,
         slo_tpot_ms=inp.slo.tpot_ms, price=round(o.price_per_hour, 4), currency=inp.currency,
-        rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=wl.headroom)
+        rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom)
 
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
