@@ -37,7 +37,8 @@ CJK_FONT_CANDIDATES: tuple[tuple[str, int], ...] = (
     ("/System/Library/Fonts/PingFang.ttc", 0),
     ("C:/Windows/Fonts/msyh.ttc", 0),
 )
-"""(path, index in the collection) tried in order; index 2 of Noto Sans CJK is Simplified Chinese."""
+"""(path, index in the collection) tried in order; index 2 of Noto Sans CJK is Simplified
+Chinese."""
 
 T: dict[str, dict[str, str]] = {
     "title": {"en": "Capacity quote", "zh": "容量报价"},
@@ -65,7 +66,8 @@ T: dict[str, dict[str, str]] = {
     "value": {"en": "Value", "zh": "数值"},
     "config": {"en": "Configuration", "zh": "配置"},
     "month": {"en": "Cost per month", "zh": "每月成本"},
-    "mtok": {"en": "Cost per M output tokens at SLO capacity", "zh": "满足 SLO 的满载每百万输出 token 成本"},
+    "mtok": {"en": "Cost per M output tokens at SLO capacity",
+             "zh": "满足 SLO 的满载每百万输出 token 成本"},
     "mtok_peak": {"en": "Cost per M output tokens at the peak load",
                   "zh": "峰值负载下每百万输出 token 成本"},
     "ttft": {"en": "Predicted TTFT (p{q:g}) at peak + headroom",
