@@ -311,9 +311,9 @@ def find_cjk_font() -> tuple[Path, int] | None:
     """
     env = os.environ.get("CAPACITY_CJK_FONT", "").strip()
     if env:
-        path, _, index = env.partition("#")
-        if Path(path).is_file():
-            return Path(path), int(index or 0)
+        name, _, number = env.partition("#")
+        if Path(name).is_file():
+            return Path(name), int(number) if number.isdigit() else 0
     for path, index in CJK_FONT_CANDIDATES:
         if Path(path).is_file():
             return Path(path), index
