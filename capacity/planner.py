@@ -588,6 +588,22 @@ def _design_concurrency_total(inp: PlanInputs, o: Option) -> int:
     return o.c_vram_per_replica * o.replicas + 1
 
 
+def pareto_front(options: Sequence[Option]) -> list[bool]:
+    """Which options are on the cost / goodput Pareto front: no other option costs no more per
+    month and sustains at least as high an SLO-feasible rate, with one of them strictly better.
+    O(n log n): sort by cost (then by rate, best first) and keep each new best rate."""
+    order = sorted(range(len(options)), key=lambda i: (options[i].cost_per_month,
+                                                       -options[i].capacity_rate_per_s))
+    front = [False] * len(options)
+    best_rate = -math.inf
+    for i in order:
+        rate = options[i].capacity_rate_per_s
+        if rate > best_rate:
+            front[i] = True
+            best_rate = rate
+    return front
+
+
 # ---------------------------------------------------------------------------------------------
 # One option, in detail
 
