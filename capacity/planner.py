@@ -440,7 +440,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     mem_c = np.ceil(design_c - 1e-9)
     fails_memory = (c_vram < 1) | (mem_c > c_vram)
     fails_slots = ~fails_memory & (mem_c > inp.max_num_seqs)
-    fails_ttft = ~design.saturated & (design.ttft_q_ms > slo.ttft_ms)
+    # prefill alone over the SLO is a TTFT failure at any load, saturated or not
+    fails_ttft = (~design.saturated & (design.ttft_q_ms > slo.ttft_ms)) | (pre > slo.ttft_ms)
     fails_tpot = ~design.saturated & (design.tpot_q_ms > slo.tpot_ms)
     fails_thr = design.saturated
     subtotal = u.fixed_bytes[idx] + mem_c * u.kv_request_bytes[idx]
@@ -535,8 +536,8 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
         mine = [o for o in options if o.gpu == key]
         if not mine:
             continue
-        closest = min(mine, key=lambda o: (len(o.failures), "memory" in o.failures,
-                                           o.cost_per_month))
+        closest = min(mine, key=lambda o: (len(o.failures), "throughput" in o.failures,
+                                           "memory" in o.failures, o.cost_per_month))
         every = sorted({f for o in mine for f in o.failures}, key=REASONS.index)
         fits_somewhere = any("memory" not in o.failures for o in mine)
         detail = (f"closest: {closest.label} fails on "
