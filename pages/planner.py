@@ -220,10 +220,11 @@ st.subheader(T("best"))
 if best is None:
     st.warning(T("none"))
 else:
+    st.markdown(f"### {best.label}")
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric(T("best"), best.label)
-    m2.metric(T("month"), money(best.cost_per_month))
-    m3.metric(T("mtok"), money(best.cost_per_mtok))
+    m1.metric(T("month"), money(best.cost_per_month))
+    m2.metric(T("mtok"), money(best.cost_per_mtok))
+    m3.metric(f"TTFT / TPOT p{int(pct)}", f"{best.ttft_ms / 1e3:.2f} s / {best.tpot_ms:.0f} ms")
     m4.metric(T("col_binding"), f"{T('reason_' + best.binding)} ({best.binding_ratio:.0%})")
 
 if result.options:

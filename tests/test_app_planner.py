@@ -20,8 +20,11 @@ def app() -> AppTest:
 
 def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     labels = [m.label for m in app.metric]
-    assert labels[:2] == ["Recommendation", "per month"]
-    assert " x " in str(app.metric[0].value) and " KV" in str(app.metric[0].value)
+    assert labels == ["per month", "per M output tokens (SLO capacity)", "TTFT / TPOT p90",
+                      "binding"]
+    assert str(app.metric[0].value).startswith("CNY ")
+    best = app.markdown[0].value
+    assert best.startswith("### ") and " x " in best and " KV" in best
     assert any(s.value.startswith("Ranked options") for s in app.subheader)
     table = app.dataframe[0].value
     assert table["#"].tolist()[:3] == [1, 2, 3]
@@ -42,7 +45,7 @@ def test_100_x_8k_on_4090s_names_the_fixes(app: AppTest) -> None:
     app.multiselect(key="planner_gpus").set_value(["rtx-4090"])
     app.slider(key="planner_maxg").set_value(2).run()
     assert not app.exception
-    assert app.metric[0].value == "1 x RTX 4090, awq, fp8 KV"
+    assert app.markdown[0].value == "### 1 x RTX 4090, awq, fp8 KV"
     near = "\n".join(m.value for m in app.markdown)
     assert "2 GPUs (2 replicas); FP8 KV cache; 4K context" in near
 
@@ -61,4 +64,4 @@ def test_chinese_labels(app: AppTest) -> None:
     app.radio(key="planner_lang").set_value("zh").run()
     assert not app.exception
     assert app.title[0].value == "规划:选什么卡、几张、多少钱"
-    assert app.metric[0].label == "推荐"
+    assert app.metric[0].label == "每月"
