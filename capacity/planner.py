@@ -546,8 +546,11 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
             detail = (f"the weights and KV never fit, even on {max(o.n_gpus for o in mine)} "
                       f"GPUs ({closest.weights}, {closest.kv_dtype} KV)")
         elif "ttft" in closest.failures:
-            detail += (f"; prefill alone takes {closest.prefill_ms / 1e3:.2f} s "
-                       f"(SLO {slo.ttft_ms / 1e3:g} s)")
+            pre_s, slo_s = closest.prefill_ms / 1e3, slo.ttft_ms / 1e3
+            detail += (f"; prefill alone takes {pre_s:.2f} s (SLO {slo_s:g} s)"
+                       if closest.prefill_ms > slo.ttft_ms else
+                       f"; prefill takes {pre_s:.2f} s, and waiting behind other prompts at "
+                       f"the peak pushes p{slo.quantile * 100:g} TTFT past {slo_s:g} s")
         out.append(Rejection(gpu=key, gpu_name=closest.gpu_name,
                              reasons=tuple(f for f in every if f in closest.failures),
                              detail=detail, closest=closest))

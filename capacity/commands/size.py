@@ -121,6 +121,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="language of the quote (default en)")
     o.add_argument("--simulate", action="store_true",
                    help="check the best option with the discrete-event model")
+    o.add_argument("--chunked-prefill", type=int, default=None, metavar="TOKENS",
+                   help="token budget per step for the event model's chunked prefill "
+                        "(vLLM max_num_batched_tokens; default: off, prefill-first)")
     return p
 
 
@@ -229,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
     p = plan(inp)
     sim = None
     if (args.simulate or args.quote) and p.best is not None:
-        sim = simulate_option(inp, p.best)
+        sim = simulate_option(inp, p.best, chunk_tokens=args.chunked_prefill)
     if args.format == "json":
         data = to_json(p, args.top)
         if sim is not None:
