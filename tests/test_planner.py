@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -186,3 +187,53 @@ def test_a_looser_slo_never_raises_the_cost(dau: int, ttft: float, loosen: float
         assert loose.best.cost_per_month <= tight.best.cost_per_month + 1e-9
     best = loose.best
     assert best is None or math.isfinite(best.cost_per_month)
+
+
+@pytest.mark.parametrize("model,gpus", [
+    pytest.param("qwen3.5-9b-awq", ("rtx-4090", "h100-sxm"), id="hybrid-dense"),
+    pytest.param("qwen3-30b-a3b-fp8", ("l40s",), id="moe"),
+    pytest.param("gemma-3-27b-bf16", ("a100-80gb-sxm",), id="sliding-window"),
+])
+def test_vectorized_search_agrees_with_the_scenario_path(model: str,
+                                                         gpus: tuple[str, ...]) -> None:
+    """The search's own F3/F4/F6/F10 arrays give the numbers `scenario.evaluate` gives."""
+    from capacity.planner import option_scenario
+    from capacity.queueing import service_from_scenario
+    from capacity.scenario import evaluate
+
+    wl = Workload(peak_concurrency=8, context_tokens=4096, output_tokens=128)
+    p = plan(PlanInputs(model=model, workload=wl, slo=LOOSE, gpus=gpus, max_gpus=4),
+             keep_all=True)
+    checked = 0
+    for o in p.all_options:
+        if o.c_vram_per_replica < 1 or not o.feasible:
+            continue
+        s = option_scenario(p.inputs, o)
+        ev = evaluate(s, [o.replicas])
+        assert o.c_vram_per_replica == int(ev.max_concurrency_vram) // o.replicas
+        assert o.prefill_ms == pytest.approx(float(ev.ttft_s) * 1e3, rel=1e-9)
+        svc = service_from_scenario(s, output_tokens=128)
+        assert o.slots_per_replica == svc.slots
+        # TPOT under load is never below the bare decode step at the design batch
+        per_replica = int(o.design_concurrency / o.replicas)
+        assert o.tpot_mean_ms >= svc.step_ms[min(svc.slots, per_replica)] * 0.999
+        checked += 1
+    assert checked >= 3
+
+
+def test_search_step_time_is_f4_with_tp_communication() -> None:
+    from capacity.planner import _units
+    from capacity.scenario import evaluate, make_scenario
+
+    wl = Workload(peak_concurrency=8, context_tokens=4096, output_tokens=128)
+    inp = PlanInputs(model="qwen3-30b-a3b-fp8", workload=wl, slo=LOOSE,
+                     gpus=("rtx-4090", "h100-sxm"), max_gpus=4)
+    _, _, u = _units(inp, default_catalog())
+    batch = np.array([1.0, 7.0, 40.0])
+    for i in range(len(u.gpus)):
+        s = make_scenario("qwen3-30b-a3b", u.gpus[i].key, weights=u.formats[i],
+                          n_gpus=int(u.tp[i]), tp=int(u.tp[i]), context_tokens=4096,
+                          kv_dtype=u.kv[i])
+        want = evaluate(s, batch).decode.step_ms
+        got = [float(u.step.step_ms(np.full(len(u.gpus), b))[i]) for b in batch]
+        np.testing.assert_allclose(got, want, rtol=1e-9)
