@@ -1,0 +1,67 @@
+"""The Planner page, driven through Streamlit's AppTest (no browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "planner.py")
+
+
+@pytest.fixture
+def app() -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
+    labels = [m.label for m in app.metric]
+    assert labels == ["per month", "per M output tokens (SLO capacity)", "TTFT / TPOT p90",
+                      "binding"]
+    assert str(app.metric[0].value).startswith("CNY ")
+    best = app.markdown[0].value
+    assert best.startswith("### ") and " x " in best and " KV" in best
+    assert any(s.value.startswith("Ranked options") for s in app.subheader)
+    table = app.dataframe[0].value
+    assert table["#"].tolist()[:3] == [1, 2, 3]
+    assert table["Explorer"].str.startswith("/explorer?").all()
+    assert {"binding", "memory"} <= set(table.columns)
+    charts = [s.value for s in app.subheader]
+    assert "Cost vs SLO-feasible goodput (Pareto front marked)" in charts
+    assert "TTFT percentiles vs arrival rate (discrete-event model)" in charts
+    assert any("Event model at the design load" in c.value for c in app.caption)
+
+
+def test_100_x_8k_on_4090s_names_the_fixes(app: AppTest) -> None:
+    app.radio(key="planner_mode").set_value("conc").run()
+    app.number_input(key="planner_conc").set_value(100)
+    app.slider(key="planner_headroom").set_value(0.0)
+    app.number_input(key="planner_ttft").set_value(1e7)
+    app.number_input(key="planner_tpot").set_value(1e5)
+    app.multiselect(key="planner_gpus").set_value(["rtx-4090"])
+    app.slider(key="planner_maxg").set_value(2).run()
+    assert not app.exception
+    assert app.markdown[0].value == "### 1 x RTX 4090, awq, fp8 KV"
+    near = "\n".join(m.value for m in app.markdown)
+    assert "2 GPUs (2 replicas); FP8 KV cache; 4K context" in near
+
+
+def test_impossible_slo_shows_why_not_a_traceback(app: AppTest) -> None:
+    app.multiselect(key="planner_gpus").set_value(["rtx-4090"])
+    app.checkbox(key="planner_tp").uncheck()
+    app.number_input(key="planner_ttft").set_value(1000.0).run()
+    assert not app.exception
+    assert any("No configuration meets every constraint" in w.value for w in app.warning)
+    text = "\n".join(m.value for m in app.markdown)
+    assert "**RTX 4090**: TTFT" in text and "3.06 s" in text
+
+
+def test_chinese_labels(app: AppTest) -> None:
+    app.radio(key="planner_lang").set_value("zh").run()
+    assert not app.exception
+    assert app.title[0].value == "规划:选什么卡、几张、多少钱"
+    assert app.metric[0].label == "每月"

@@ -1,0 +1,239 @@
+"""The planner: the chapter's cases, rejections with reasons, and properties of the search."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from capacity.catalog import default_catalog
+from capacity.errors import CapacityError
+from capacity.planner import (
+    Plan,
+    PlanInputs,
+    Slo,
+    check_option,
+    explorer_state,
+    load_curve,
+    plan,
+    simulate_option,
+)
+from capacity.urlstate import decode, encode, explorer_url
+from capacity.workload import Workload
+
+LOOSE = Slo(ttft_ms=1e7, tpot_ms=1e5)
+"""SLOs no configuration misses: the memory cases of the chapter's table."""
+
+
+def _plan(*, c: float | None = None, dau: float | None = None, slo: Slo = LOOSE,
+          gpus: tuple[str, ...] | None = ("rtx-4090",), headroom: float = 0.0,
+          model: str = "qwen3.5-9b-awq", **kw: object) -> Plan:
+    wl = Workload(peak_concurrency=c, daily_active_users=dau, context_tokens=8192,
+                  output_tokens=256, headroom=headroom)
+    return plan(PlanInputs(model=model, workload=wl, slo=slo, gpus=gpus, **kw))  # type: ignore[arg-type]
+
+
+def _single(p: Plan, kv: str = "fp16") -> list[str]:
+    return [o.label for o in p.options if o.n_gpus == 1 and o.kv_dtype == kv]
+
+
+def test_chapter_10_x_8k_fits_one_4090() -> None:
+    p = _plan(c=10)
+    best = p.best
+    assert best is not None
+    assert (best.gpu, best.n_gpus) == ("rtx-4090", 1)
+    one = next(o for o in p.options if o.n_gpus == 1 and o.kv_dtype == "fp16")
+    assert one.memory_verdict == "fits"
+    assert one.c_vram_per_replica == 53
+
+
+def test_chapter_50_x_8k_is_tight_on_one_4090() -> None:
+    p = _plan(c=50)
+    one = next(o for o in p.options if o.n_gpus == 1 and o.kv_dtype == "fp16")
+    assert one.memory_verdict == "tight"
+    # the seed's 20 % headroom on 50 concurrent requests (60) no longer fits 53 slots
+    p20 = _plan(c=50, headroom=0.2)
+    assert _single(p20, "fp16") == []
+    assert any(o.n_gpus == 1 and o.kv_dtype == "fp8" for o in p20.options)
+
+
+def test_chapter_ttft_1s_rules_out_the_4090_for_8k_prompts() -> None:
+    # a light load (50 users a day): prefill of an 8K prompt alone is 3.06 s on one 4090
+    p = _plan(dau=50, slo=Slo(ttft_ms=1000, tpot_ms=50), allow_tp=False)
+    assert p.options == ()
+    (rej,) = p.rejected
+    assert rej.gpu == "rtx-4090"
+    assert rej.reasons == ("ttft",)
+    assert "3.06 s" in rej.detail
+    relaxed = _plan(dau=50, slo=Slo(ttft_ms=5000, tpot_ms=50), allow_tp=False)
+    assert relaxed.best is not None and relaxed.best.n_gpus == 1
+
+
+def test_chapter_100_x_8k_needs_two_cards_or_fp8_kv_or_4k() -> None:
+    p = _plan(c=100, max_gpus=2)
+    labels = {o.label for o in p.options}
+    assert "1 x RTX 4090, awq, fp8 KV" in labels
+    assert "2 x RTX 4090 (2 replicas), awq, fp16 KV" in labels
+    assert "1 x RTX 4090, awq, fp16 KV" not in labels
+    (miss,) = [m for m in p.near_misses if m.option.n_gpus == 1 and m.option.kv_dtype == "fp16"]
+    assert miss.option.failures == ("memory",)
+    fixes = {(f.kind, f.value) for f in miss.fixes}
+    assert {("gpus", 2), ("kv_dtype", "fp8"), ("context", 4096)} <= fixes
+
+
+def test_replicas_beat_tp2_on_cost_for_a_model_that_fits_one_card() -> None:
+    p = _plan(c=100, max_gpus=2, kv_dtypes=("fp16",))
+    rep = next(o for o in p.options if o.n_gpus == 2 and o.tp == 1)
+    tp2 = next(o for o in p.options if o.n_gpus == 2 and o.tp == 2)
+    assert rep.cost_per_month == tp2.cost_per_month
+    assert rep.cost_per_mtok < tp2.cost_per_mtok
+    assert p.options.index(rep) < p.options.index(tp2)
+
+
+def test_headline_example_is_ranked_and_explained() -> None:
+    """500 daily users, 8K, TTFT 2 s, TPOT 50 ms: a ranked answer with reasons."""
+    p = _plan(dau=500, slo=Slo(ttft_ms=2000, tpot_ms=50), gpus=None, headroom=0.2)
+    assert p.evaluated > 500
+    assert p.peak_rate_per_s == pytest.approx(500 * 20 * 0.3 / 7200)
+    assert p.best is not None and p.runner_up is not None
+    costs = [o.cost_per_month for o in p.options]
+    assert all(b >= a - 1e-6 for a, b in zip(costs, costs[1:], strict=False))
+    for o in p.options[:5]:
+        assert o.ttft_ms <= 2000 and o.tpot_ms <= 50
+        assert o.binding in ("memory", "ttft", "tpot", "throughput")
+    for r in p.rejected:
+        assert r.reasons and r.detail
+
+
+def test_weights_that_never_fit_are_rejected_for_memory() -> None:
+    p = _plan(c=4, gpus=("rtx-4090",), model="llama-3.1-70b-bf16", max_gpus=2)
+    assert p.options == ()
+    (rej,) = p.rejected
+    assert rej.reasons == ("memory",)
+    assert "never fit" in rej.detail
+
+
+def test_option_links_open_the_explorer_on_it() -> None:
+    p = _plan(c=50, max_gpus=2)
+    o = p.options[0]
+    state = explorer_state(p.inputs, o)
+    url = explorer_url(state)
+    assert url.startswith("/explorer?")
+    back, notices = decode(encode(state), default_catalog())
+    assert notices == []
+    assert (back.gpu, back.gpus, back.tp, back.kv, back.c) == (o.gpu, o.n_gpus, o.tp,
+                                                               o.kv_dtype, 50)
+
+
+def test_chosen_option_runs_in_the_event_model() -> None:
+    p = _plan(dau=200, slo=Slo(ttft_ms=5000, tpot_ms=50), headroom=0.2)
+    o = p.best
+    assert o is not None
+    q = simulate_option(p.inputs, o, n_requests=500)
+    assert q.ttft_ms[0.5] > 0 and q.slo_met_share > 0.5
+    curve = load_curve(p.inputs, o, points=5, n_requests=200)
+    ttft = [pt.ttft_ms[0.9] for pt in curve]
+    assert ttft[-1] > ttft[0]
+
+
+def test_unknown_model_is_an_input_error() -> None:
+    with pytest.raises(CapacityError, match="did you mean"):
+        _plan(c=10, model="qwen3.5-9b-awk")
+
+
+# --------------------------------------------------------------------------- properties
+
+FAST = settings(max_examples=6, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow])
+GPUS = ("rtx-4090", "l40s", "h100-sxm")
+
+
+@FAST
+@given(dau=st.integers(20, 3000), ttft=st.sampled_from([1500.0, 3000.0, 8000.0]),
+       tpot=st.sampled_from([30.0, 60.0]))
+def test_no_returned_option_fails_its_own_check(dau: int, ttft: float, tpot: float) -> None:
+    p = _plan(dau=dau, slo=Slo(ttft_ms=ttft, tpot_ms=tpot), gpus=GPUS, headroom=0.2,
+              max_gpus=4)
+    for o in p.options[:8]:
+        assert check_option(p.inputs, o) == []
+        assert o.ttft_ms <= ttft and o.tpot_ms <= tpot
+
+
+@FAST
+@given(dau=st.integers(10, 4000), more=st.integers(1, 4000),
+       gpu=st.sampled_from(GPUS))
+def test_more_users_never_lower_the_gpu_count(dau: int, more: int, gpu: str) -> None:
+    slo = Slo(ttft_ms=8000, tpot_ms=60)
+    a = _plan(dau=dau, slo=slo, gpus=(gpu,), headroom=0.2)
+    b = _plan(dau=dau + more, slo=slo, gpus=(gpu,), headroom=0.2)
+    if b.best is not None:
+        assert a.best is not None
+        assert b.best.n_gpus >= a.best.n_gpus
+
+
+@FAST
+@given(dau=st.integers(10, 3000), ttft=st.floats(800, 6000), loosen=st.floats(1.0, 4.0),
+       tpot=st.floats(15, 80))
+def test_a_looser_slo_never_raises_the_cost(dau: int, ttft: float, loosen: float,
+                                            tpot: float) -> None:
+    tight = _plan(dau=dau, slo=Slo(ttft_ms=ttft, tpot_ms=tpot), gpus=GPUS, headroom=0.2)
+    loose = _plan(dau=dau, slo=Slo(ttft_ms=ttft * loosen, tpot_ms=tpot * loosen), gpus=GPUS,
+                  headroom=0.2)
+    if tight.best is not None:
+        assert loose.best is not None
+        assert loose.best.cost_per_month <= tight.best.cost_per_month + 1e-9
+    best = loose.best
+    assert best is None or math.isfinite(best.cost_per_month)
+
+
+@pytest.mark.parametrize("model,gpus", [
+    pytest.param("qwen3.5-9b-awq", ("rtx-4090", "h100-sxm"), id="hybrid-dense"),
+    pytest.param("qwen3-30b-a3b-fp8", ("l40s",), id="moe"),
+    pytest.param("gemma-3-27b-bf16", ("a100-80gb-sxm",), id="sliding-window"),
+])
+def test_vectorized_search_agrees_with_the_scenario_path(model: str,
+                                                         gpus: tuple[str, ...]) -> None:
+    """The search's own F3/F4/F6/F10 arrays give the numbers `scenario.evaluate` gives."""
+    from capacity.planner import option_scenario
+    from capacity.queueing import service_from_scenario
+    from capacity.scenario import evaluate
+
+    wl = Workload(peak_concurrency=8, context_tokens=4096, output_tokens=128)
+    p = plan(PlanInputs(model=model, workload=wl, slo=LOOSE, gpus=gpus, max_gpus=4),
+             keep_all=True)
+    checked = 0
+    for o in p.all_options:
+        if o.c_vram_per_replica < 1 or not o.feasible:
+            continue
+        s = option_scenario(p.inputs, o)
+        ev = evaluate(s, [o.replicas])
+        assert o.c_vram_per_replica == int(ev.max_concurrency_vram) // o.replicas
+        assert o.prefill_ms == pytest.approx(float(ev.ttft_s) * 1e3, rel=1e-9)
+        svc = service_from_scenario(s, output_tokens=128)
+        assert o.slots_per_replica == svc.slots
+        # TPOT under load is never below the bare decode step at the design batch
+        per_replica = int(o.design_concurrency / o.replicas)
+        assert o.tpot_mean_ms >= svc.step_ms[min(svc.slots, per_replica)] * 0.999
+        checked += 1
+    assert checked >= 3
+
+
+def test_search_step_time_is_f4_with_tp_communication() -> None:
+    from capacity.planner import _units
+    from capacity.scenario import evaluate, make_scenario
+
+    wl = Workload(peak_concurrency=8, context_tokens=4096, output_tokens=128)
+    inp = PlanInputs(model="qwen3-30b-a3b-fp8", workload=wl, slo=LOOSE,
+                     gpus=("rtx-4090", "h100-sxm"), max_gpus=4)
+    _, _, u = _units(inp, default_catalog())
+    batch = np.array([1.0, 7.0, 40.0])
+    for i in range(len(u.gpus)):
+        s = make_scenario("qwen3-30b-a3b", u.gpus[i].key, weights=u.formats[i],
+                          n_gpus=int(u.tp[i]), tp=int(u.tp[i]), context_tokens=4096,
+                          kv_dtype=u.kv[i])
+        want = evaluate(s, batch).decode.step_ms
+        got = [float(u.step.step_ms(np.full(len(u.gpus), b))[i]) for b in batch]
+        np.testing.assert_allclose(got, want, rtol=1e-9)

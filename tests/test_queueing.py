@@ -1,0 +1,120 @@
+"""Section 6: the discrete-event model of continuous batching and its analytic twin."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from capacity.errors import InputError
+from capacity.queueing import (
+    ServiceModel,
+    StepModel,
+    analytic_latency,
+    md1_mean_wait_ms,
+    service_from_scenario,
+    simulate,
+)
+from capacity.scenario import evaluate, make_scenario
+
+
+def _one_slot(service_ms: float = 100.0) -> ServiceModel:
+    # one slot, no prefill, 11 output tokens of 10 ms: deterministic 100 ms service (M/D/1)
+    return ServiceModel(slots=1, bandwidth_ms=np.array([0.0, service_ms / 10]),
+                        compute_ms=np.zeros(2), comm_ms=np.zeros(2), overhead_ms=0.0,
+                        prefill_ms=0.0, prompt_tokens=16, output_tokens=11)
+
+
+@pytest.mark.parametrize("rho", [pytest.param(r, id=f"rho={r}") for r in (0.3, 0.5, 0.7)])
+def test_one_slot_is_md1(rho: float) -> None:
+    svc = _one_slot()
+    res = simulate(svc, rate_per_s=rho / 0.1, n_requests=20_000, seed=1, warmup_fraction=0.05)
+    assert res.mean_queue_ms == pytest.approx(md1_mean_wait_ms(rho, 100.0), rel=0.08)
+    assert res.saturation_rate_per_s == pytest.approx(10.0)
+
+
+def test_md1_closed_form() -> None:
+    assert md1_mean_wait_ms(0.5, 100.0) == pytest.approx(50.0)
+    assert md1_mean_wait_ms(1.0, 100.0) == float("inf")
+
+
+def test_deterministic_with_a_seed() -> None:
+    svc = service_from_scenario(make_scenario(), output_tokens=64)
+    a = simulate(svc, rate_per_s=0.2, n_requests=300, seed=7)
+    b = simulate(svc, rate_per_s=0.2, n_requests=300, seed=7)
+    c = simulate(svc, rate_per_s=0.2, n_requests=300, seed=8)
+    assert a == b
+    assert a.ttft_ms != c.ttft_ms
+
+
+def test_service_model_uses_the_scenario_numbers() -> None:
+    s = make_scenario()  # the seed: 4090, Qwen3.5-9B AWQ, 8K
+    svc = service_from_scenario(s, output_tokens=128)
+    assert svc.slots == 53
+    assert svc.prefill_ms == pytest.approx(float(evaluate(s, [1]).ttft_s) * 1e3)
+    assert svc.step_ms[50] == pytest.approx(18.97, abs=0.01)
+
+
+def test_past_the_slots_ttft_grows_linearly_while_throughput_flattens() -> None:
+    """The chapter's observation, in closed loop: beyond the slots, extra users only queue."""
+    svc = ServiceModel(slots=8, bandwidth_ms=5.0 + 0.5 * np.arange(9), compute_ms=np.zeros(9),
+                       comm_ms=np.zeros(9), overhead_ms=0.0, prefill_ms=20.0,
+                       prompt_tokens=512, output_tokens=50)
+    res = {c: simulate(svc, concurrency=c, n_requests=800) for c in (8, 16, 24, 32)}
+    thr = [res[c].throughput_req_s for c in (8, 16, 24, 32)]
+    ttft = [res[c].mean_ttft_ms for c in (8, 16, 24, 32)]
+    assert max(thr) / min(thr) < 1.05                      # flat throughput
+    steps = np.diff(ttft)
+    assert np.all(steps > 0)
+    assert steps.max() / steps.min() < 1.15                # linear growth of TTFT
+    assert all(r.queue_ms[0.5] > 0 for c, r in res.items() if c > 8)
+
+
+def test_chunked_prefill_protects_tpot() -> None:
+    s = make_scenario()
+    plain = service_from_scenario(s, output_tokens=128)
+    chunked = service_from_scenario(s, output_tokens=128, chunk_tokens=2048)
+    a = simulate(plain, rate_per_s=0.2, n_requests=400, seed=3)
+    b = simulate(chunked, rate_per_s=0.2, n_requests=400, seed=3)
+    assert b.tpot_ms[0.9] < a.tpot_ms[0.9]
+
+
+def test_analytic_matches_the_event_model() -> None:
+    """The fast path the search uses agrees with the event model on mean TTFT and p90s
+    (prefill share 25 % and 60 %; past that the analytic path grows optimistic)."""
+    s = make_scenario("qwen3.5-9b-awq", "h100-sxm")
+    svc = service_from_scenario(s, output_tokens=256)
+    ev = evaluate(s, [0])
+    step = StepModel(weights_bytes=np.array([s.weights_gb * 1e9]),
+                     kv_request_bytes=np.array([float(ev.kv_request.exact_bytes)]),
+                     bandwidth_gb_s=np.array([s.bandwidth_gb_s]), tflops=np.array([s.tflops]),
+                     params_active_b=s.model.params_active_b)
+    np.testing.assert_allclose(step.step_ms(np.arange(svc.slots + 1)), svc.step_ms, rtol=1e-9)
+    for rate in (0.5, 1.2):
+        an = analytic_latency(rate_per_s=np.array([rate]), step=step,
+                              prefill_ms=np.array([svc.prefill_ms]), output_tokens=256)
+        des = simulate(svc, rate_per_s=rate, n_requests=4000, seed=2)
+        assert float(an.ttft_mean_ms[0]) == pytest.approx(des.mean_ttft_ms, rel=0.1)
+        assert float(an.ttft_q_ms[0]) == pytest.approx(des.ttft_ms[0.9], rel=0.15)
+        assert float(an.tpot_q_ms[0]) == pytest.approx(des.tpot_ms[0.9], rel=0.25)
+        assert float(an.concurrency[0]) == pytest.approx(des.mean_running, rel=0.2)
+
+
+def test_analytic_saturates_past_the_prefill_rate() -> None:
+    step = StepModel(weights_bytes=np.array([5.7e9]), kv_request_bytes=np.array([2.7e8]),
+                     bandwidth_gb_s=np.array([1008.0]), tflops=np.array([165.2]),
+                     params_active_b=9.0)
+    an = analytic_latency(rate_per_s=np.array([0.1, 0.5]), step=step,
+                          prefill_ms=np.array([3000.0, 3000.0]), output_tokens=256)
+    assert an.saturated.tolist() == [False, True]
+    assert np.isinf(an.ttft_q_ms[1])
+
+
+@pytest.mark.parametrize("kwargs", [
+    pytest.param({}, id="no-load"),
+    pytest.param({"rate_per_s": 1.0, "concurrency": 4}, id="both-loads"),
+    pytest.param({"rate_per_s": -1.0}, id="negative-rate"),
+    pytest.param({"rate_per_s": 1.0, "n_requests": 3}, id="too-few-requests"),
+])
+def test_bad_simulation_inputs(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InputError):
+        simulate(_one_slot(), **kwargs)  # type: ignore[arg-type]

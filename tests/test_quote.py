@@ -1,0 +1,80 @@
+"""The quote: Markdown and PDF, English and Chinese, and the fallback without a CJK font."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+import pypdfium2 as pdfium
+import pytest
+
+from capacity.planner import Plan, PlanInputs, Slo, plan, simulate_option
+from capacity.quote import find_cjk_font, quote_markdown, quote_pdf
+from capacity.workload import Workload
+
+TODAY = dt.date(2026, 11, 30)
+
+
+@pytest.fixture(scope="module")
+def headline() -> Plan:
+    wl = Workload(daily_active_users=500, context_tokens=8192, output_tokens=256)
+    return plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl,
+                           slo=Slo(ttft_ms=2000, tpot_ms=50)))
+
+
+def test_markdown_has_every_section(headline: Plan) -> None:
+    best = headline.best
+    assert best is not None
+    md = quote_markdown(headline, today=TODAY)
+    for needle in ("# Capacity quote: Qwen3.5-9B", "Customer inputs",
+                   "| Daily active users | 500 |", "Recommendation", best.label,
+                   "Runner-up", "Capacity table",
+                   "Cost per month", "Cost per M output tokens", "Assumptions",
+                   "per GPU-hour", "as of 2026-11", "Headroom: 20%",
+                   "confirmed by measurement", "2026-11-30"):
+        assert needle in md, needle
+
+
+def test_markdown_in_chinese(headline: Plan) -> None:
+    md = quote_markdown(headline, lang="zh", today=TODAY)
+    assert md.startswith("# 容量报价")
+    assert "推荐配置" in md and "备选配置" in md and "不是承诺" in md
+
+
+def test_simulation_is_reported(headline: Plan) -> None:
+    assert headline.best is not None
+    sim = simulate_option(headline.inputs, headline.best, n_requests=300)
+    md = quote_markdown(headline, simulation=sim, today=TODAY)
+    assert "discrete-event model" in md and "meet both SLOs" in md
+
+
+def _first_page_ink(pdf: bytes) -> float:
+    doc = pdfium.PdfDocument(io.BytesIO(pdf))
+    try:
+        image = doc[0].render(scale=0.5).to_pil().convert("L")
+        hist = image.histogram()
+        return 1.0 - hist[255] / sum(hist)  # share of pixels that are not white
+    finally:
+        doc.close()
+
+
+def test_english_pdf_opens_and_is_not_blank(headline: Plan) -> None:
+    pdf = quote_pdf(headline, today=TODAY)
+    assert pdf.startswith(b"%PDF")
+    assert _first_page_ink(pdf) > 0.02
+
+
+def test_chinese_pdf_without_a_cjk_font_falls_back_to_english(headline: Plan) -> None:
+    pdf = quote_pdf(headline, lang="zh", today=TODAY, cjk_font=None)
+    assert _first_page_ink(pdf) > 0.02
+    text = pdfium.PdfDocument(io.BytesIO(pdf))[0].get_textpage().get_text_range()
+    assert "no Chinese font" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_cjk_font() is None, reason="no CJK font (apt install fonts-noto-cjk)")
+def test_chinese_pdf_with_a_cjk_font(headline: Plan) -> None:
+    pdf = quote_pdf(headline, lang="zh", today=TODAY)
+    assert _first_page_ink(pdf) > 0.02
+    text = pdfium.PdfDocument(io.BytesIO(pdf))[0].get_textpage().get_text_range()
+    assert "容量报价" in text

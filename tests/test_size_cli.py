@@ -1,0 +1,87 @@
+"""`capacity size` through the real entry point."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from capacity.cli import main
+
+HEADLINE = ["size", "--dau", "500", "--requests-per-user", "20", "--peak-share", "0.3",
+            "--peak-hours", "2", "--ctx", "8192", "--output-tokens", "256",
+            "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--model", "qwen3.5-9b-awq"]
+
+
+def test_headline_example_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(HEADLINE) == 0
+    out = capsys.readouterr().out
+    assert "peak 0.417 req/s" in out
+    assert "configurations evaluated" in out
+    assert out.count(" KV") >= 3  # ranked option labels
+
+
+def test_json_is_ranked_and_complete(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*HEADLINE, "--format", "json", "--top", "5"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    opts = data["options"]
+    assert [o["rank"] for o in opts] == [1, 2, 3, 4, 5]
+    assert all(o["ttft_ms"] <= 2000 and o["tpot_ms"] <= 50 for o in opts)
+    months = [o["cost_per_month"] for o in opts]
+    assert months == sorted(months)
+    assert data["peak_rate_per_s"] == pytest.approx(500 * 20 * 0.3 / 7200)
+
+
+def test_csv_has_one_header_row(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["size", "--peak-concurrency", "50", "--gpus", "rtx-4090,l40s",
+                 "--slo-ttft-ms", "1e7", "--slo-tpot-ms", "1e5", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows and rows[0]["rank"] == "1"
+    assert {r["gpu"] for r in rows} <= {"rtx-4090", "l40s"}
+
+
+def test_markdown_names_the_fixes_for_100_x_8k(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["size", "--peak-concurrency", "100", "--gpus", "rtx-4090", "--max-gpus", "2",
+                 "--headroom", "0", "--slo-ttft-ms", "1e7", "--slo-tpot-ms", "1e5",
+                 "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| 1 | 1 x RTX 4090, awq, fp8 KV |" in out
+    assert "2 GPUs (2 replicas); FP8 KV cache; 4K context" in out
+
+
+def test_nothing_feasible_exits_1_with_reasons(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["size", "--dau", "50", "--gpus", "rtx-4090", "--no-tp",
+                 "--slo-ttft-ms", "1000"]) == 1
+    out = capsys.readouterr().out
+    assert "RTX 4090: TTFT over the SLO" in out
+    assert "prefill alone takes 3.06 s" in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    pytest.param(["size"], "--dau", id="no-load"),
+    pytest.param(["size", "--dau", "10", "--peak-share", "2"], "peak share", id="bad-share"),
+    pytest.param(["size", "--dau", "10", "--gpus", "rtx-4099"], "did you mean",
+                 id="typo-gpu"),
+    pytest.param(["size", "--dau", "10", "--quote", "/nonexistent/q.pdf"], "does not exist",
+                 id="bad-quote-folder"),
+    pytest.param(["size", "--dau", "10", "--quote", "q.docx"], ".md or .pdf",
+                 id="bad-quote-kind"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], needle: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_quote_file_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "quote.md"
+    assert main([*HEADLINE, "--quote", str(target), "--lang", "zh"]) == 0
+    text = target.read_text(encoding="utf-8")
+    assert text.startswith("# 容量报价: Qwen3.5-9B")
+    assert "实测确认" in text
+    assert "quote written" in capsys.readouterr().err
