@@ -44,8 +44,6 @@ def init_explorer(catalog: Catalog) -> list[str]:
     page); returns the notices about parameters that fell back to defaults."""
     if SAVED not in st.session_state:
         state, notices = decode(st.query_params.to_dict(), catalog)
-        if "lang" in st.query_params:
-            st.session_state["lang"] = state.lang
         st.session_state[SAVED] = state
         st.session_state[DECODED] = state
         st.session_state[NOTICES] = notices

@@ -96,10 +96,10 @@ class ChartData:
 
 
 def concurrency_grid(chosen: int, c_vram: int, points: int = DEFAULT_POINTS) -> FloatArray:
-    """Concurrency values for the curves: 1 .. max(2 x chosen, 1.25 x C_vram, 64), `points`
-    evenly spaced, plus the chosen value itself (so a tooltip hits it exactly)."""
-    c_max = min(max(2.0 * chosen, 1.25 * c_vram, 64.0), 100_000.0)
-    grid = np.linspace(1.0, c_max, points)
+    """Whole concurrency values for the curves: 1 .. max(2 x chosen, 1.25 x C_vram, 128), at
+    most `points` of them evenly spaced, plus the chosen value itself (a tooltip hits it)."""
+    c_max = min(max(2.0 * chosen, 1.25 * c_vram, 128.0), 100_000.0)
+    grid = np.round(np.linspace(1.0, c_max, points))
     return np.asarray(np.unique(np.concatenate([grid, [float(chosen)]])), dtype=np.float64)
 
 
@@ -225,31 +225,29 @@ def _named(name: str) -> alt.Chart:
 
 
 def _legend_color(field: str, domain: list[str], colors: list[str]) -> alt.Color:
-    return alt.Color(f"{field}:N", title=None, legend=alt.Legend(orient="bottom"),
-                     scale=alt.Scale(domain=domain, range=colors))
+    return alt.Color(f"{field}:N", title=None, scale=alt.Scale(domain=domain, range=colors),
+                     legend=alt.Legend(orient="bottom", columns=min(len(domain), 3),
+                                       labelLimit=260, symbolType="stroke"))
 
 
 def _rule_layers(with_h: bool = True) -> list[Any]:
-    """Vertical rules from dataset `vrules` (x, label, color) and horizontal ones from
-    `hrules` (y, label, color), each with its label and a tooltip."""
-    color = alt.Color("color:N", scale=None)
-    v = _named("vrules")
-    out: list[Any] = [
-        v.mark_rule(strokeWidth=2, strokeDash=[6, 4]).encode(
-            x="x:Q", color=color, tooltip=[alt.Tooltip("label:N", title=" ")]),
-        v.mark_text(align="left", dx=4, baseline="top", fontSize=11).encode(
-            x="x:Q", y=alt.value(2), color=color, text="label:N",
-            tooltip=[alt.Tooltip("label:N", title=" ")]),
-    ]
+    """Vertical rules at the chosen concurrency (dataset `v_chosen`) and C_vram (`v_cvram`),
+    and a horizontal SLO rule (`h_slo`), each with its label and a tooltip. A rule whose
+    dataset is empty is not drawn."""
+    tip = [alt.Tooltip("label:N", title=" ")]
+    out: list[Any] = []
+    for name, color, dy in (("v_chosen", COLORS["chosen"], 2), ("v_cvram", COLORS["c_vram"], 18)):
+        v = _named(name)
+        out += [v.mark_rule(strokeWidth=2, strokeDash=[6, 4], color=color).encode(
+                    x="x:Q", tooltip=tip),
+                v.mark_text(align="left", dx=4, baseline="top", fontSize=11, color=color).encode(
+                    x="x:Q", y=alt.value(dy), text="label:N", tooltip=tip)]
     if with_h:
-        h = _named("hrules")
-        out += [
-            h.mark_rule(strokeWidth=2, strokeDash=[2, 3]).encode(
-                y="y:Q", color=color, tooltip=[alt.Tooltip("label:N", title=" ")]),
-            h.mark_text(align="left", dy=-7, fontSize=11).encode(
-                y="y:Q", x=alt.value(4), color=color, text="label:N",
-                tooltip=[alt.Tooltip("label:N", title=" ")]),
-        ]
+        h = _named("h_slo")
+        out += [h.mark_rule(strokeWidth=2, strokeDash=[2, 3], color=COLORS["slo"]).encode(
+                    y="y:Q", tooltip=tip),
+                h.mark_text(align="left", dy=-7, fontSize=11, color=COLORS["slo"]).encode(
+                    y="y:Q", x=alt.value(4), text="label:N", tooltip=tip)]
     return out
 
 
@@ -262,7 +260,9 @@ def _hover_lines(name: str, x_title: str, y_title: str, domain: list[str], color
               scale=alt.Scale(type="log") if log_y else alt.Scale(zero=True))
     base = _named("lines").encode(x=alt.X("x:Q", title=x_title), y=y,
                                   color=_legend_color("series", domain, colors))
-    return [base.mark_line(strokeWidth=2),
+    dash = alt.StrokeDash("series:N", legend=None, scale=alt.Scale(
+        domain=domain, range=[[1, 0]] * (len(domain) - 1) + [[7, 4] if len(domain) > 1 else [1, 0]]))
+    return [base.mark_line(strokeWidth=2.5).encode(strokeDash=dash),
             base.mark_circle(size=60).encode(
                 opacity=alt.when(hover).then(alt.value(1.0)).otherwise(alt.value(0.0)),
                 tooltip=tooltip).add_params(hover)]
@@ -291,7 +291,7 @@ def _template(name: str, items: LabelItems, currency: str) -> dict[str, Any]:
              alt.Tooltip("x:Q", title=L("concurrency"), format=",.0f"),
              alt.Tooltip("value:Q", title=L("step_ms"), format=",.2f"),
              alt.Tooltip("bound:N", title=L("bound"))])
-        return _finish(layers + _rule_layers(), 300, color="independent")
+        return _finish(layers + _rule_layers(), 300)
     if name == "throughput":
         per, agg = L("tok_s_per_request"), L("aggregate_tok_s")
         hover = alt.selection_point(name="hover_tput", nearest=True, on="pointerover",
@@ -316,26 +316,28 @@ def _template(name: str, items: LabelItems, currency: str) -> dict[str, Any]:
             if col == "per":
                 dots = dots.add_params(hover)
             sides.append(alt.layer(base.mark_line(strokeWidth=2), dots))
-        rules = alt.layer(*_rule_layers(with_h=False)).resolve_scale(color="independent")
-        return _finish([*sides, rules], 300, y="independent", color="independent")
+        return _finish([*sides, *_rule_layers(with_h=False)], 300, y="independent")
     if name == "vram":
         keys = list(VRAM_COLORS)
-        bar = _named("bars").mark_bar(height=40, stroke="white").encode(
+        bar = _named("bars").mark_bar(stroke="white").encode(
             x=alt.X("gb:Q", title=L("gb"), stack="zero"),
-            y=alt.Y("row:N", title=None),
-            color=_legend_color("name", [L(k) for k in keys], list(VRAM_COLORS.values())),
+            color=alt.Color("name:N", title=None,
+                            scale=alt.Scale(domain=[L(k) for k in keys],
+                                            range=list(VRAM_COLORS.values())),
+                            legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
             order=alt.Order("order:Q"),
             tooltip=[alt.Tooltip("name:N", title=L("segment")),
                      alt.Tooltip("gb:Q", title=L("gb"), format=",.2f")])
-        rules = _named("vrules")
-        color = alt.Color("color:N", scale=None)
-        layers = [bar,
-                  rules.mark_rule(strokeWidth=3).encode(
-                      x="x:Q", color=color, strokeDash=alt.StrokeDash("dash:N", legend=None),
-                      tooltip=[alt.Tooltip("label:N", title=" ")]),
-                  rules.mark_text(align="left", dx=4, baseline="top", fontSize=11).encode(
-                      x="x:Q", y="ty:Q", color=color, text="label:N")]
-        return _finish(layers, 120, color="independent")
+        layers = [bar]
+        for ds, rule_color, dash, align in (("v_usable", "#e45756", [1, 0], "right"),
+                                            ("v_vram", "#666666", [4, 3], "left")):
+            r = _named(ds)
+            layers += [r.mark_rule(strokeWidth=3, color=rule_color, strokeDash=dash).encode(
+                           x="x:Q", tooltip=[alt.Tooltip("label:N", title=" ")]),
+                       r.mark_text(align=align, dx=-4 if align == "right" else 4,
+                                   baseline="bottom", fontSize=11, color=rule_color).encode(
+                           x="x:Q", y=alt.value(-4), text="label:N")]
+        return _finish(layers, 60)
     if name == "ttft":
         keys = ["linear", "attention"]
         layers = _hover_lines(
@@ -344,7 +346,7 @@ def _template(name: str, items: LabelItems, currency: str) -> dict[str, Any]:
             [alt.Tooltip("series:N", title=L("series")),
              alt.Tooltip("x:Q", title=L("prompt_tokens"), format=",.0f"),
              alt.Tooltip("value:Q", title=L("ttft_s"), format=",.3f")])
-        return _finish(layers + _rule_layers(), 300, color="independent")
+        return _finish(layers + _rule_layers(), 300)
     if name == "cost":
         title = f"{L('cost')} ({currency})"
         layers = _hover_lines(
@@ -352,7 +354,7 @@ def _template(name: str, items: LabelItems, currency: str) -> dict[str, Any]:
             [alt.Tooltip("x:Q", title=L("concurrency"), format=",.0f"),
              alt.Tooltip("value:Q", title=title, format=",.3f"),
              alt.Tooltip("verdict:N", title=L("verdict"))], log_y=True)
-        return _finish(layers + _rule_layers(), 300, color="independent")
+        return _finish(layers + _rule_layers(), 300)
     if name == "roofline":
         keys = list(ROOF_COLORS)
         color = _legend_color("name", [L(k) for k in keys], list(ROOF_COLORS.values()))
@@ -380,7 +382,8 @@ def _template(name: str, items: LabelItems, currency: str) -> dict[str, Any]:
                          alt.Tooltip("tflops:Q", title=L("tflops"), format=",.1f"),
                          alt.Tooltip("roof_tflops:Q", title=L("roof"), format=",.1f")]),
             pts.mark_text(align="left", dx=8, dy=-8, fontSize=11).encode(
-                x=x, y=y, text="label:N", color=color),
+                x=x, y=y, text="label:N",
+                color=alt.Color("name:N", legend=None)),
         ]
         return _finish(layers, 320)
     raise ValueError(f"unknown chart '{name}'; use one of {', '.join(ALL_CHARTS)}")
@@ -410,12 +413,15 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
 
 
-def _rule(x: float, label: str, color: str, **extra: Any) -> dict[str, Any]:
-    return {"x": x, "label": f"{label}: {x:,.4g}", "color": color, **extra}
+def _rule(x: float, label: str) -> pd.DataFrame:
+    return pd.DataFrame({"x": [x], "label": [f"{label}: {x:,.4g}"]})
 
 
-def _hrule(y: float, label: str, color: str) -> dict[str, Any]:
-    return {"y": y, "label": f"{label}: {y:,.4g}", "color": color}
+def _hrule(y: float, label: str) -> pd.DataFrame:
+    return pd.DataFrame({"y": [y], "label": [f"{label}: {y:,.4g}"]})
+
+
+NO_RULE: Final = pd.DataFrame({"x": [], "y": [], "label": []})
 
 
 def datasets(d: ChartData, labels: Mapping[str, str] = DEFAULT_LABELS
@@ -424,10 +430,8 @@ def datasets(d: ChartData, labels: Mapping[str, str] = DEFAULT_LABELS
     L = functools.partial(_l, labels)
     cv = d.curves
     x_max = float(cv["concurrency"].max())
-    vrules = [_rule(d.concurrency, L("chosen"), COLORS["chosen"])]
-    if 0 < d.c_vram <= x_max:
-        vrules.append(_rule(d.c_vram, L("c_vram"), COLORS["c_vram"]))
-    vr = pd.DataFrame(vrules)
+    rules = {"v_chosen": _rule(d.concurrency, L("chosen")),
+             "v_cvram": _rule(d.c_vram, L("c_vram")) if 0 < d.c_vram <= x_max else NO_RULE}
     n = len(cv)
     step = pd.DataFrame({
         "x": np.tile(cv["concurrency"].to_numpy(), 3),
@@ -439,11 +443,6 @@ def datasets(d: ChartData, labels: Mapping[str, str] = DEFAULT_LABELS
                          "series_per": L("tok_s_per_request"),
                          "series_agg": L("aggregate_tok_s")})
     bars = d.vram.assign(name=d.vram["segment"].map(L), row=f"C = {d.concurrency:,}")
-    vram_rules = pd.DataFrame([
-        _rule(d.usable_gb, L("usable"), "#e45756", dash="a", ty=0),
-        _rule(d.vram_gb, L("vram"), "#888888", dash="b", ty=0)])
-    vram_rules["label"] = [f"{L('usable')}: {d.usable_gb:,.1f} GB",
-                           f"{L('vram')}: {d.vram_gb:,.1f} GB"]
     tt = d.ttft
     m = len(tt)
     ttft = pd.DataFrame({"x": np.tile(tt["prompt_tokens"].to_numpy(), 2),
@@ -459,20 +458,17 @@ def datasets(d: ChartData, labels: Mapping[str, str] = DEFAULT_LABELS
     ridge = ridge.assign(label=[f"{L('ridge')}: {d.ridge_flop_per_byte:,.0f} FLOP/B"])
     ridge_pt = ridge.assign(name=L("ridge"), point="ridge")
     return {
-        "step_time": {"lines": step, "vrules": vr,
-                      "hrules": pd.DataFrame([_hrule(d.slo_tpot_ms, L("slo_tpot"),
-                                                     COLORS["slo"])])},
-        "throughput": {"curves": tput, "vrules": vr},
-        "vram": {"bars": bars, "vrules": vram_rules},
-        "ttft": {"lines": ttft,
-                 "vrules": pd.DataFrame([_rule(d.prompt_tokens, L("chosen_prompt"),
-                                               COLORS["chosen"])]),
-                 "hrules": pd.DataFrame([_hrule(d.slo_ttft_s, L("slo_ttft"),
-                                                COLORS["slo"])])},
-        "cost": {"lines": cost, "vrules": vr,
-                 "hrules": pd.DataFrame([_hrule(d.slo_cost, L("slo_cost"), COLORS["slo"])]
-                                        if d.slo_cost > 0 else [],
-                                        columns=["y", "label", "color"])},
+        "step_time": {"lines": step, **rules, "h_slo": _hrule(d.slo_tpot_ms, L("slo_tpot"))},
+        "throughput": {"curves": tput, **rules},
+        "vram": {"bars": bars,
+                 "v_usable": pd.DataFrame({"x": [d.usable_gb], "label": [
+                     f"{L('usable')}: {d.usable_gb:,.1f} GB"]}),
+                 "v_vram": pd.DataFrame({"x": [d.vram_gb], "label": [
+                     f"{L('vram')}: {d.vram_gb:,.1f} GB"]})},
+        "ttft": {"lines": ttft, "v_chosen": _rule(d.prompt_tokens, L("chosen_prompt")),
+                 "v_cvram": NO_RULE, "h_slo": _hrule(d.slo_ttft_s, L("slo_ttft"))},
+        "cost": {"lines": cost, **rules,
+                 "h_slo": _hrule(d.slo_cost, L("slo_cost")) if d.slo_cost > 0 else NO_RULE},
         "roofline": {"roof": roof, "points": pd.concat([pts, ridge_pt], ignore_index=True),
                      "ridge": ridge},
     }

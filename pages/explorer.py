@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache
+from app.bootstrap import ensure_navigation
 from app.i18n import chart_labels, status_text, t, verdict_text
 from app.state import (
     from_widgets,
@@ -30,6 +31,7 @@ from capacity.scenario import SEED_TABLE_ROWS
 from capacity.tables import render
 from capacity.units import KV_DTYPES
 
+ensure_navigation()
 lang = init_lang()
 
 
@@ -40,6 +42,8 @@ def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a transla
 
 CTX_OPTIONS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
                1048576]
+CHART_HEIGHTS = {"step_time": 380, "throughput": 380, "vram": 250, "ttft": 380, "cost": 380,
+                 "roofline": 380}
 STATUS_COLOR = {"pass": "green", "tight": "orange", "fail": "red"}
 
 
@@ -134,16 +138,17 @@ st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=stat
                gpu=catalog.gpus[state.gpu].name))
 overall = ex.overall
 {"pass": st.success, "tight": st.warning, "fail": st.error}[overall](
-    T("overall_" + overall), icon={"pass": "✅", "tight": "⚠️", "fail": "⛔"}[overall])
+    T("overall_" + overall), icon={"pass": ":material/check_circle:", "tight": ":material/warning:",
+          "fail": ":material/block:"}[overall])
 cur = state.currency
 m = st.columns(6)
-m[0].metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms")
-m[1].metric(T("metric_ttft"), f"{fig['ttft_s']:.2f} s")
+m[0].metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms", help=T("help_tpot"))
+m[1].metric(T("metric_ttft"), f"{fig['ttft_s']:.2f} s", help=T("help_ttft"))
 m[2].metric(T("metric_tok_s"), f"{fig['tok_s_per_request']:,.1f}")
 m[3].metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}")
-m[4].metric(T("metric_cost"), f"{fig['cost_per_mtok']:,.3f} {cur}",
+m[4].metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
             help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}")
-m[5].metric(T("metric_cvram"), f"{int(fig['c_vram']):,}")
+m[5].metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"))
 
 
 # ---- verdict cards ------------------------------------------------------------------------
@@ -212,7 +217,7 @@ with st.container(key="binding"):
     st.markdown(f"**{binding_text(ex)}**")
     if ex.overall == "fail" or ex.reliefs:
         if ex.reliefs:
-            st.markdown(T("relief") + ": " + "; ".join(relief_text(r, ex.binding_detail)
+            st.markdown(T("relief") + ": " + T("list_sep").join(relief_text(r, ex.binding_detail)
                                                         for r in ex.reliefs) + ".")
         else:
             st.markdown(T("relief_none"))
@@ -225,7 +230,8 @@ for i in range(0, len(ALL_CHARTS), 2):
     for col, name in zip(cols, ALL_CHARTS[i:i + 2], strict=True):
         with col.container(border=True):
             st.markdown(f"**{T('ch_' + name)}**")
-            st.vega_lite_chart(result.specs[name], width="stretch", key=f"chart_{name}")
+            st.vega_lite_chart(result.specs[name], width="stretch", key=f"chart_{name}",
+                               height=CHART_HEIGHTS[name])
 
 # ---- capacity table -------------------------------------------------------------------------
 st.subheader(T("sec_table"))
