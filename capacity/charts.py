@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import altair as alt
 import numpy as np
@@ -260,8 +260,9 @@ def _hover_lines(name: str, x_title: str, y_title: str, domain: list[str], color
               scale=alt.Scale(type="log") if log_y else alt.Scale(zero=True))
     base = _named("lines").encode(x=alt.X("x:Q", title=x_title), y=y,
                                   color=_legend_color("series", domain, colors))
+    last = [7, 4] if len(domain) > 1 else [1, 0]
     dash = alt.StrokeDash("series:N", legend=None, scale=alt.Scale(
-        domain=domain, range=[[1, 0]] * (len(domain) - 1) + [[7, 4] if len(domain) > 1 else [1, 0]]))
+        domain=domain, range=[[1, 0]] * (len(domain) - 1) + [last]))
     return [base.mark_line(strokeWidth=2.5).encode(strokeDash=dash),
             base.mark_circle(size=60).encode(
                 opacity=alt.when(hover).then(alt.value(1.0)).otherwise(alt.value(0.0)),
@@ -329,8 +330,9 @@ def _template(name: str, items: LabelItems, currency: str) -> dict[str, Any]:
             tooltip=[alt.Tooltip("name:N", title=L("segment")),
                      alt.Tooltip("gb:Q", title=L("gb"), format=",.2f")])
         layers = [bar]
-        for ds, rule_color, dash, align in (("v_usable", "#e45756", [1, 0], "right"),
-                                            ("v_vram", "#666666", [4, 3], "left")):
+        vram_rules: list[tuple[str, str, list[int], Literal["left", "right"]]] = [
+            ("v_usable", "#e45756", [1, 0], "right"), ("v_vram", "#666666", [4, 3], "left")]
+        for ds, rule_color, dash, align in vram_rules:
             r = _named(ds)
             layers += [r.mark_rule(strokeWidth=3, color=rule_color, strokeDash=dash).encode(
                            x="x:Q", tooltip=[alt.Tooltip("label:N", title=" ")]),
