@@ -44,6 +44,7 @@ CTX_OPTIONS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144,
                1048576]
 CHART_HEIGHTS = {"step_time": 380, "throughput": 380, "vram": 250, "ttft": 380, "cost": 380,
                  "roofline": 380}
+MEMORY_WORD = {"pass": "fits", "tight": "tight", "fail": "does_not_fit"}
 STATUS_COLOR = {"pass": "green", "tight": "orange", "fail": "red"}
 
 
@@ -161,8 +162,9 @@ cards = st.columns(4)
 for col, v in zip(cards, ex.verdicts, strict=True):
     with col.container(border=True, key=f"verdict_{v.constraint}"):
         color = STATUS_COLOR[v.status]
-        st.markdown(f"**{T('c_' + v.constraint)}** &nbsp; "
-                    f":{color}-badge[{status_text(v.status, lang)}]")
+        word = (verdict_text(MEMORY_WORD[v.status], lang) if v.constraint == "memory"
+                else status_text(v.status, lang))
+        st.markdown(f"**{T('c_' + v.constraint)}** &nbsp; :{color}-badge[{word}]")
         st.caption(T("q_" + v.constraint))
         st.markdown(detail_text(v))
 
