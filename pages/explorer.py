@@ -138,9 +138,10 @@ for w in scenario.warnings:
 st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,
                gpu=catalog.gpus[state.gpu].name))
 overall = ex.overall
-{"pass": st.success, "tight": st.warning, "fail": st.error}[overall](
-    T("overall_" + overall), icon={"pass": ":material/check_circle:", "tight": ":material/warning:",
-          "fail": ":material/block:"}[overall])
+with st.container(key="overall"):
+    icon = {"pass": ":material/check_circle:", "tight": ":material/warning:",
+            "fail": ":material/block:"}[overall]
+    st.markdown(f"#### :{STATUS_COLOR[overall]}[{icon} {T('overall_' + overall)}]")
 cur = state.currency
 m = st.columns(6)
 m[0].metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms", help=T("help_tpot"))
