@@ -23,9 +23,15 @@ with st.sidebar:
                          format_func=LANG_NAMES.__getitem__, key="lang", required=True)
 lang = init_lang()
 
+EXPLORER = ROOT / "pages" / "explorer.py"
 pages = [
-    st.Page(ROOT / "pages" / "explorer.py", title=t("nav_explorer", lang),
-            icon=":material/tune:", url_path="explorer", default=True),
+    # The root URL opens the Explorer too. Streamlit serves the default page at "/" and
+    # answers its own pathname with "page not found", so the default is a hidden alias and
+    # the visible Explorer keeps /explorer, the path shared links use.
+    st.Page(EXPLORER, title=t("nav_explorer", lang), url_path="home", default=True,
+            visibility="hidden"),
+    st.Page(EXPLORER, title=t("nav_explorer", lang), icon=":material/tune:",
+            url_path="explorer"),
     st.Page(ROOT / "pages" / "catalog.py", title=t("nav_catalog", lang),
             icon=":material/menu_book:", url_path="catalog"),
 ]

@@ -81,6 +81,7 @@ def page(server: str) -> Iterator[Page]:
 def assert_no_error(pg: Page) -> None:
     assert pg.locator('[data-testid="stException"]').count() == 0
     assert pg.locator('[data-testid="stAlertContentError"]').count() == 0
+    assert pg.get_by_text("Page not found").count() == 0
 
 
 def test_explorer_renders_cards_and_charts(server: str, page: Page) -> None:
