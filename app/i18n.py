@@ -58,8 +58,8 @@ M: Final[dict[str, tuple[str, str]]] = {
                  "{n} × {gpu}：{c} 个并发请求 × {ctx} tokens"),
     "overall_pass": ("Works: every constraint passes.", "可行：所有约束都满足。"),
     "overall_tight": ("Works, but tight: little headroom left.", "可行，但余量很小。"),
-    "overall_fail": ("Does not work as set: see what binds below.",
-                     "按当前设置不可行：瓶颈见下方。"),
+    "overall_fail": ("Does not work as set: {names} fail (what binds and what would relieve "
+                     "it are below).", "按当前设置不可行：{names}不通过（瓶颈与缓解办法见下方）。"),
     "metric_tpot": ("TPOT", "TPOT"),
     "metric_ttft": ("TTFT", "首字延迟"),
     "metric_tok_s": ("tok/s per request", "每请求 tok/s"),

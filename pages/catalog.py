@@ -54,6 +54,7 @@ with models_tab:
     rows = pd.DataFrame(catalog_custom.model_rows(catalog))
     rows.columns = [T("mc_" + c) for c in rows.columns]
     st.dataframe(rows, hide_index=True, width="stretch", key="cat_models",
+                 height=36 * (len(rows) + 1) + 4,
                  column_config={T("mc_kv_kib_per_token_fp16"): st.column_config.NumberColumn(
                      format="%.1f"), T("mc_kv_kib_per_token_fp8"):
                      st.column_config.NumberColumn(format="%.1f")})
@@ -61,7 +62,8 @@ with models_tab:
 with gpus_tab:
     rows = pd.DataFrame(catalog_custom.gpu_rows(catalog))
     rows.columns = [T("gc_" + c) for c in rows.columns]
-    st.dataframe(rows, hide_index=True, width="stretch", key="cat_gpus")
+    st.dataframe(rows, hide_index=True, width="stretch", key="cat_gpus",
+                 height=36 * (len(rows) + 1) + 4)
 
 with add_tab:
     st.caption(T("add_intro"))

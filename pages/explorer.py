@@ -141,7 +141,10 @@ overall = ex.overall
 with st.container(key="overall"):
     icon = {"pass": ":material/check_circle:", "tight": ":material/warning:",
             "fail": ":material/block:"}[overall]
-    st.markdown(f"#### :{STATUS_COLOR[overall]}[{icon} {T('overall_' + overall)}]")
+    failing = [T("c_" + v.constraint) for v in ex.verdicts if v.status == "fail"]
+    sep = "、" if lang == "zh" else ", "
+    st.markdown(f"#### :{STATUS_COLOR[overall]}[{icon} "
+                f"{T('overall_' + overall, names=sep.join(failing))}]")
 cur = state.currency
 m = st.columns(6)
 m[0].metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms", help=T("help_tpot"))
@@ -274,7 +277,13 @@ if rows:
         headers = [T("col_" + c) for c in TABLE_COLUMNS]
         headers[TABLE_COLUMNS.index("cost_per_mtok")] += f" ({cur})"
         shown.columns = headers
-        st.dataframe(shown, hide_index=True, width="stretch", key="ex_table_result")
+        formats = {"kv_total_gb": "%.1f", "subtotal_gb": "%.1f", "usable_gb": "%.1f",
+                   "ttft_s": "%.2f", "tpot_ms": "%.1f", "tok_s_per_request": "%.1f",
+                   "aggregate_tok_s": "%.0f", "cost_per_mtok": "%.3f"}
+        st.dataframe(shown, hide_index=True, width="stretch", key="ex_table_result",
+                     column_config={headers[TABLE_COLUMNS.index(c)]:
+                                    st.column_config.NumberColumn(format=f)
+                                    for c, f in formats.items()})
         d1, d2, _ = st.columns([1, 1, 4])
         raw = [[r[c] for c in TABLE_COLUMNS] for r in table.to_dict("records")]
         csv_headers = list(TABLE_COLUMNS)
