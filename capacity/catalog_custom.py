@@ -34,25 +34,32 @@ from capacity.units import KIB
 
 DEFAULT_CUSTOM_DIR = DATA_DIR / "custom"
 ENV_VAR = "CAPACITY_CUSTOM_DIR"
+DATA_ENV_VAR = "CAPACITY_DATA_DIR"
+
+
+def data_dir() -> Path:
+    """The catalog's data folder: $CAPACITY_DATA_DIR, else the bundled `data/`."""
+    env = os.environ.get(DATA_ENV_VAR, "").strip()
+    return Path(env) if env else DATA_DIR
 
 
 def custom_dir() -> Path:
-    """Where custom entries are saved: $CAPACITY_CUSTOM_DIR, else `data/custom`."""
+    """Where custom entries are saved: $CAPACITY_CUSTOM_DIR, else `<data>/custom`."""
     env = os.environ.get(ENV_VAR, "").strip()
-    return Path(env) if env else DEFAULT_CUSTOM_DIR
+    return Path(env) if env else data_dir() / "custom"
 
 
 @functools.cache
-def _catalog_with(extra: str) -> Catalog:
-    return load_catalog(extra_dirs=[extra])
+def _catalog_with(root: str, extra: str) -> Catalog:
+    return load_catalog(root, extra_dirs=[extra])
 
 
 def current_catalog() -> Catalog:
     """The bundled catalog plus the custom entries (read once until `clear_caches`)."""
     folder = custom_dir()
-    if folder.resolve() == DEFAULT_CUSTOM_DIR.resolve():
+    if folder.resolve() == (DATA_DIR / "custom").resolve() and data_dir() == DATA_DIR:
         return default_catalog()
-    return _catalog_with(str(folder))
+    return _catalog_with(str(data_dir()), str(folder))
 
 
 def clear_caches() -> None:
