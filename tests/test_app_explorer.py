@@ -158,3 +158,18 @@ def test_chinese_labels_render() -> None:
         "放得下", "勉强", "放不下"]
     at.button_group(key="lang").set_value("en").run()
     assert at.title[0].value == "Explorer"
+
+
+def test_weights_that_do_not_fit_say_so_without_an_exception() -> None:
+    at = start(model="llama-3.1-70b", weights="bf16")
+    assert "does not fit" in card(at, "memory")
+    binding = next(m.value for m in at.markdown if m.value.startswith("**Memory binds"))
+    assert "weights and overhead alone exceed the usable memory" in binding
+    assert len(at.get("vega_lite_chart")) == 6
+
+
+def test_a_big_moe_on_eight_gpus_with_tensor_parallel() -> None:
+    at = start(model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8", tp="8", c="64")
+    assert not notices(at)
+    assert at.subheader[0].value == "64 concurrent requests × 8K tokens on 8 × H200 SXM"
+    assert len(at.get("vega_lite_chart")) == 6 and not at.error
