@@ -1,0 +1,167 @@
+"""Catalog: browse models and GPUs with their sources, and add your own (form or TOML upload).
+
+Draws only: tables come from `capacity.catalog_custom`, validation is the catalog loader's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import streamlit as st
+
+from app import cache
+from app.bootstrap import ensure_navigation
+from app.i18n import t
+from app.state import init_lang
+from capacity import catalog_custom
+from capacity.errors import CapacityError
+
+ensure_navigation()
+lang = init_lang()
+
+
+def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+    return t(k, lang, **kw)
+
+
+def saved(message: str) -> None:
+    """Re-read the catalog, then rerun so every table and list shows the new entry."""
+    cache.catalog_changed()
+    st.session_state["cat_flash"] = message
+    st.rerun()
+
+
+if lang != "en":
+    st.query_params.from_dict({"lang": lang})
+elif st.query_params.to_dict():
+    st.query_params.clear()
+
+st.title(T("cat_title"))
+st.caption(T("cat_intro"))
+if "cat_flash" in st.session_state:
+    st.success(st.session_state.pop("cat_flash"))
+
+try:
+    catalog = cache.catalog()
+except CapacityError as exc:
+    st.error(T("err_catalog", msg=str(exc)))
+    st.stop()
+
+models_tab, gpus_tab, add_tab = st.tabs([T("tab_models"), T("tab_gpus"), T("tab_add")])
+
+with models_tab:
+    rows = pd.DataFrame(catalog_custom.model_rows(catalog))
+    rows.columns = [T("mc_" + c) for c in rows.columns]
+    st.dataframe(rows, hide_index=True, width="stretch", key="cat_models",
+                 height=36 * (len(rows) + 1) + 4,
+                 column_config={T("mc_kv_kib_per_token_fp16"): st.column_config.NumberColumn(
+                     format="%.1f"), T("mc_kv_kib_per_token_fp8"):
+                     st.column_config.NumberColumn(format="%.1f")})
+
+with gpus_tab:
+    rows = pd.DataFrame(catalog_custom.gpu_rows(catalog))
+    rows.columns = [T("gc_" + c) for c in rows.columns]
+    st.dataframe(rows, hide_index=True, width="stretch", key="cat_gpus",
+                 height=36 * (len(rows) + 1) + 4)
+
+with add_tab:
+    st.caption(T("add_intro"))
+    kind = st.segmented_control(T("add_kind"), ["model", "gpu", "upload"], key="cat_kind",
+                                format_func=lambda k: T("kind_" + k), default="model",
+                                required=True)
+    today = dt.date.today().isoformat()[:7]
+    if kind == "model":
+        with st.form("cat_model_form"):
+            c1, c2, c3 = st.columns(3)
+            key = c1.text_input(T("f_key"), key="cm_key")
+            name = c2.text_input(T("f_name"), key="cm_name")
+            params = c3.number_input(T("f_params_b"), min_value=0.0, value=7.0, step=0.1,
+                                     key="cm_params")
+            num_layers = c1.number_input(T("f_num_layers"), min_value=1, value=32,
+                                         key="cm_layers")
+            full = c2.number_input(T("f_full_layers"), min_value=1, value=32, key="cm_full")
+            linear = c3.number_input(T("f_linear_layers"), min_value=0, value=0,
+                                     key="cm_linear")
+            kv_heads = c1.number_input(T("f_kv_heads"), min_value=1, value=8, key="cm_kv")
+            head_dim = c2.number_input(T("f_head_dim"), min_value=1, value=128, key="cm_hd")
+            q_heads = c3.number_input(T("f_q_heads"), min_value=1, value=32, key="cm_q")
+            hidden = c1.number_input(T("f_hidden"), min_value=1, value=4096, key="cm_hidden")
+            vocab = c2.number_input(T("f_vocab"), min_value=1, value=128000, key="cm_vocab")
+            max_ctx = c3.number_input(T("f_max_context_tokens"), min_value=1, value=131072,
+                                      key="cm_ctx")
+            state_bytes = c1.number_input(T("f_state_bytes"), min_value=0.0, value=0.0,
+                                          key="cm_state")
+            weights_gb = c2.number_input(T("f_weights_gb"), min_value=0.0, value=0.0,
+                                         key="cm_wgb")
+            weights_fmt = c3.selectbox(T("f_weights_format"), sorted(catalog.formats),
+                                       key="cm_wfmt")
+            source = st.text_input(T("f_source"), key="cm_source")
+            as_of = st.text_input(T("f_as_of"), value=today, key="cm_asof")
+            overwrite = st.checkbox(T("f_replace"), key="cm_replace")
+            submitted = st.form_submit_button(T("f_save"))
+        if submitted:
+            table = catalog_custom.model_form_table(
+                key=key, name=name, params_b=params, num_layers=int(num_layers),
+                full_layers=int(full), kv_heads=int(kv_heads), head_dim=int(head_dim),
+                q_heads=int(q_heads), hidden=int(hidden), vocab=int(vocab),
+                max_context_tokens=int(max_ctx), linear_layers=int(linear),
+                state_bytes=float(state_bytes), weights_gb=weights_gb or None,
+                weights_format=weights_fmt, source=source, as_of=as_of)
+            try:
+                model, path = catalog_custom.save_model(table, catalog, overwrite=overwrite)
+            except CapacityError as exc:
+                st.error(T("not_saved", msg=str(exc)))
+            else:
+                saved(T("saved", kind=T("kind_model"), key=model.key, path=path))
+    elif kind == "gpu":
+        with st.form("cat_gpu_form"):
+            c1, c2, c3 = st.columns(3)
+            key = c1.text_input(T("f_key"), key="cg_key")
+            name = c2.text_input(T("f_name"), key="cg_name")
+            memory = c3.number_input(T("f_memory_gb"), min_value=0.0, value=24.0,
+                                     key="cg_mem")
+            mem_type = c1.text_input(T("f_memory_type"), value="GDDR6X", key="cg_memtype")
+            bw = c2.number_input(T("f_bandwidth_gb_s"), min_value=0.0, value=1000.0,
+                                 key="cg_bw")
+            bf16 = c3.number_input(T("f_bf16_tflops"), min_value=0.0, value=100.0,
+                                   key="cg_bf16")
+            fp8 = c1.number_input(T("f_fp8_tflops"), min_value=0.0, value=0.0, key="cg_fp8")
+            int8 = c2.number_input(T("f_int8_tops"), min_value=0.0, value=0.0, key="cg_int8")
+            link = c3.text_input(T("f_interconnect"), value="PCIe 4.0 x16", key="cg_link")
+            link_kind = c1.selectbox(T("f_interconnect_kind"),
+                                     ["pcie", "nvlink", "infinity-fabric"], key="cg_linkkind")
+            link_bw = c2.number_input(T("f_interconnect_gb_s"), min_value=0.0, value=25.0,
+                                      key="cg_linkbw")
+            price = c3.number_input(T("f_price_per_hour"), min_value=0.0, value=2.0,
+                                    key="cg_price")
+            currency = c1.selectbox(T("currency"), ["CNY", "USD"], key="cg_cur")
+            price_source = c2.text_input(T("f_price_source"), key="cg_psource")
+            as_of = c3.text_input(T("f_as_of"), value=today, key="cg_asof")
+            source = st.text_input(T("f_source"), key="cg_source")
+            overwrite = st.checkbox(T("f_replace"), key="cg_replace")
+            submitted = st.form_submit_button(T("f_save"))
+        if submitted:
+            table = catalog_custom.gpu_form_table(
+                key=key, name=name, memory_gb=memory, memory_type=mem_type,
+                bandwidth_gb_s=bw, bf16_tflops=bf16, fp8_tflops=fp8 or None,
+                int8_tops=int8 or None, interconnect=link, interconnect_kind=link_kind,
+                interconnect_gb_s=link_bw, price_per_hour=price, currency=currency,
+                price_source=price_source, source=source, as_of=as_of)
+            try:
+                gpu, path = catalog_custom.save_gpu(table, overwrite=overwrite)
+            except CapacityError as exc:
+                st.error(T("not_saved", msg=str(exc)))
+            else:
+                saved(T("saved", kind=T("kind_gpu"), key=gpu.key, path=path))
+    else:
+        upload = st.file_uploader(T("f_upload"), type=["toml"], key="cat_upload")
+        overwrite = st.checkbox(T("f_replace"), key="cu_replace")
+        if upload is not None and st.button(T("f_save"), key="cu_save"):
+            try:
+                what, entry_key, path = catalog_custom.save_toml(
+                    upload.getvalue(), catalog, overwrite=overwrite, name=upload.name)
+            except CapacityError as exc:
+                st.error(T("not_saved", msg=str(exc)))
+            else:
+                saved(T("saved", kind=T("kind_" + what), key=entry_key, path=path))

@@ -1,0 +1,175 @@
+"""The Explorer page through Streamlit's AppTest: defaults, widgets, URL state, languages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from capacity import catalog_custom
+
+APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+
+
+@pytest.fixture(autouse=True)
+def empty_custom_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(catalog_custom.ENV_VAR, str(tmp_path))
+    catalog_custom.clear_caches()
+    yield
+    catalog_custom.clear_caches()
+
+
+def start(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: str(m.value) for m in at.metric}
+
+
+def card(at: AppTest, constraint: str) -> str:
+    """The markdown of one verdict card (title with its badge, then the number behind it)."""
+    box = at.get_by_key(f"verdict_{constraint}")
+    return " | ".join(m.value for m in box.markdown)
+
+
+def notices(at: AppTest) -> list[str]:
+    return [w.value for w in at.warning if w.value.startswith("Some link parameters")]
+
+
+def result_table(at: AppTest) -> object:
+    """The capacity table's results (the data frame after the row editor)."""
+    return at.dataframe[-1].value
+
+
+def test_defaults_answer_the_seed_question() -> None:
+    at = start()
+    assert at.title[0].value == "Explorer"
+    assert at.subheader[0].value == "50 concurrent requests × 8K tokens on 1 × RTX 4090"
+    m = metrics(at)
+    assert m["TPOT"] == "19.0 ms" and m["TTFT"] == "3.06 s"
+    assert m["tok/s per request"] == "52.7" and m["aggregate tok/s"] == "2,636"
+    assert m["CNY per M tokens"] == "0.211" and m["C_vram (memory)"] == "53"
+    assert "tight" in card(at, "memory") and "20.6 GB needed of 21.6 GB" in card(at, "memory")
+    assert "pass" in card(at, "bandwidth") and "18.97 ms" in card(at, "bandwidth")
+    assert len(at.get("vega_lite_chart")) == 6
+    table = result_table(at)
+    assert table["memory"].tolist() == ["fits", "tight", "does not fit"]
+    assert len(at.download_button) == 2
+    assert [c.value.splitlines()[1] for c in at.code][2] == "24 x 0.9 - 5.7 - 1.5 = 14.4 GB"
+    assert not notices(at)  # a clean URL has nothing to fall back from
+
+
+def test_concurrency_100_turns_memory_into_does_not_fit() -> None:
+    at = start()
+    at.slider(key="ex_c").set_value(100).run()
+    assert not at.exception
+    assert "does not fit" in card(at, "memory")
+    assert "34.0 GB needed of 21.6 GB" in card(at, "memory")
+    binding = " ".join(m.value for m in at.markdown if m.value.startswith("**Memory binds"))
+    assert "12.4 GB short" in binding
+    fixes = next(m.value for m in at.markdown if m.value.startswith("What would relieve it"))
+    assert "2 GPUs" in fixes and "FP8 KV cache" in fixes and "4K context" in fixes
+    assert at.query_params["c"] == "100"
+
+
+@pytest.mark.parametrize(("widget", "key", "value", "metric", "expected"), [
+    pytest.param("select_slider", "ex_ctx", 32768, "C_vram (memory)", "13", id="context-32k"),
+    pytest.param("selectbox", "ex_kv", "fp8", "C_vram (memory)", "107", id="kv-fp8"),
+    pytest.param("selectbox", "ex_gpu", "rtx-5090", "C_vram (memory)", "80", id="gpu-5090"),
+    pytest.param("number_input", "ex_gpus", 2, "C_vram (memory)", "106", id="two-gpus"),
+    pytest.param("slider", "ex_c", 10, "TPOT", "8.3 ms", id="concurrency-10"),
+])
+def test_widgets_move_the_numbers_they_should(widget: str, key: str, value: object,
+                                              metric: str, expected: str) -> None:
+    at = start()
+    before = metrics(at)[metric]
+    getattr(at, widget)(key=key).set_value(value).run()
+    assert not at.exception
+    assert metrics(at)[metric] == expected != before
+
+
+def test_context_slows_the_first_token_and_the_step() -> None:
+    at = start()
+    at.select_slider(key="ex_ctx").set_value(32768).run()
+    m = metrics(at)
+    assert m["TPOT"] != "19.0 ms" and float(m["TPOT"].split()[0]) > 19.0
+    assert at.subheader[0].value.startswith("50 concurrent requests × 32K")
+
+
+def test_gpu_change_brings_its_price_and_currency_converts_it() -> None:
+    at = start()
+    at.selectbox(key="ex_gpu").set_value("h100-sxm").run()
+    assert at.number_input(key="ex_price").value != 2.0
+    at = start()
+    at.button_group(key="ex_currency").set_value("USD").run()
+    assert at.number_input(key="ex_price").value == pytest.approx(2 / 7.1, abs=1e-4)
+    assert "USD per M tokens" in metrics(at)
+
+
+def test_a_link_restores_every_input() -> None:
+    at = start(c="100", ctx="16384", kv="fp8", gpu="rtx-5090", gpus="2", util="0.85",
+               slo_tpot_ms="40", currency="USD", price="0.5", mfu="0.4")
+    assert at.slider(key="ex_c").value == 100
+    assert at.select_slider(key="ex_ctx").value == 16384
+    assert at.selectbox(key="ex_kv").value == "fp8"
+    assert at.selectbox(key="ex_gpu").value == "rtx-5090"
+    assert at.number_input(key="ex_gpus").value == 2
+    assert at.slider(key="ex_util").value == pytest.approx(0.85)
+    assert at.number_input(key="ex_slo_tpot_ms").value == 40
+    assert at.number_input(key="ex_price").value == 0.5
+    assert at.slider(key="ex_mfu").value == pytest.approx(0.4)
+    assert at.subheader[0].value == "100 concurrent requests × 16K tokens on 2 × RTX 5090"
+    assert not notices(at)
+
+
+def test_bad_parameters_fall_back_with_a_notice() -> None:
+    at = start(gpu="no-such-gpu", util="7", c="lots")
+    notice = notices(at)[0]
+    assert "gpu=no-such-gpu" in notice and "util=7" in notice and "c=lots" in notice
+    assert at.selectbox(key="ex_gpu").value == "rtx-4090"
+    assert at.slider(key="ex_util").value == pytest.approx(0.9)
+    assert at.slider(key="ex_c").value == 50
+
+
+def test_inputs_that_cannot_be_computed_say_why() -> None:
+    at = start(tp="3")  # 3 does not divide 1 GPU: urlstate falls back with a notice
+    assert "cannot be computed" in notices(at)[0]
+    at = start()
+    at.number_input(key="ex_tp").set_value(2).run()  # TP 2 on 1 GPU
+    assert not at.exception
+    assert "does not divide" in at.error[0].value
+
+
+def test_chinese_labels_render() -> None:
+    at = start(lang="zh")
+    assert at.title[0].value == "探索器"
+    assert at.subheader[0].value == "1 × RTX 4090：50 个并发请求 × 8K tokens"
+    assert "勉强" in card(at, "memory") and "通过" in card(at, "bandwidth")
+    assert "CNY/百万 token" in metrics(at)
+    assert result_table(at)["显存结论"].tolist() == [
+        "放得下", "勉强", "放不下"]
+    at.button_group(key="lang").set_value("en").run()
+    assert at.title[0].value == "Explorer"
+
+
+def test_weights_that_do_not_fit_say_so_without_an_exception() -> None:
+    at = start(model="llama-3.1-70b", weights="bf16")
+    assert "does not fit" in card(at, "memory")
+    binding = next(m.value for m in at.markdown if m.value.startswith("**Memory binds"))
+    assert "weights and overhead alone exceed the usable memory" in binding
+    assert len(at.get("vega_lite_chart")) == 6
+
+
+def test_a_big_moe_on_eight_gpus_with_tensor_parallel() -> None:
+    at = start(model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8", tp="8", c="64")
+    assert not notices(at)
+    assert at.subheader[0].value == "64 concurrent requests × 8K tokens on 8 × H200 SXM"
+    assert len(at.get("vega_lite_chart")) == 6 and not at.error

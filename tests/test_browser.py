@@ -1,0 +1,116 @@
+"""The real app in headless Chromium: `streamlit run` on a loopback port, each page loaded.
+
+Skipped (with the reason) only when /usr/bin/chromium is missing. The server is started by the
+fixture and always stopped by it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(),
+                       reason="needs Debian's chromium at /usr/bin/chromium (.ci/run installs it)"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "CAPACITY_CUSTOM_DIR": str(tmp_path_factory.mktemp("custom"))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+         "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):  # up to 30 s
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("streamlit did not answer /_stcore/health within 30 s")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def page(server: str) -> Iterator[Page]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 2400})
+        pg.set_default_timeout(20_000)
+        yield pg
+        browser.close()
+
+
+def assert_no_error(pg: Page) -> None:
+    assert pg.locator('[data-testid="stException"]').count() == 0
+    assert pg.locator('[data-testid="stAlertContentError"]').count() == 0
+    assert pg.get_by_text("Page not found").count() == 0
+
+
+def test_explorer_renders_cards_and_charts(server: str, page: Page) -> None:
+    pg = page
+    pg.goto(server + "/explorer")
+    pg.wait_for_selector('[data-testid="stVegaLiteChart"] canvas, '
+                         '[data-testid="stVegaLiteChart"] svg')
+    pg.wait_for_function(
+        "document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]').length == 6")
+    for c in ("memory", "bandwidth", "compute", "slo"):
+        assert pg.locator(f".st-key-verdict_{c}").count() == 1
+    assert "tight" in pg.locator(".st-key-verdict_memory").inner_text()
+    assert pg.locator(".st-key-lang").count() == 1  # the shared sidebar
+    assert_no_error(pg)
+
+
+def test_a_link_opens_the_same_what_if_in_chinese(server: str, page: Page) -> None:
+    pg = page
+    pg.goto(server + "/explorer?c=100&lang=zh")
+    pg.wait_for_selector(".st-key-verdict_memory")
+    pg.wait_for_function(
+        "document.querySelector('.st-key-verdict_memory').innerText.includes('放不下')")
+    assert "100 个并发请求" in pg.locator("h3").first.inner_text()
+    assert_no_error(pg)
+
+
+def test_catalog_renders_tables(server: str, page: Page) -> None:
+    pg = page
+    pg.goto(server + "/catalog")
+    pg.wait_for_selector('[data-testid="stDataFrame"]')
+    assert "Catalog" in pg.locator("h1").first.inner_text()
+    assert_no_error(pg)
