@@ -1,7 +1,6 @@
 """The capacity planner app: navigation over `pages/` and the shared sidebar (language).
 
-Run with `streamlit run streamlit_app.py` (or `python3 dev.py app`). Planner, Measure and
-Results join the navigation when their pages exist.
+Run with `streamlit run streamlit_app.py` (or `python3 dev.py app`).
 """
 
 from __future__ import annotations
@@ -32,6 +31,8 @@ pages = [
             visibility="hidden"),
     st.Page(EXPLORER, title=t("nav_explorer", lang), icon=":material/tune:",
             url_path="explorer"),
+    st.Page(ROOT / "pages" / "planner.py", title=t("nav_planner", lang),
+            icon=":material/request_quote:", url_path="planner"),
     st.Page(ROOT / "pages" / "catalog.py", title=t("nav_catalog", lang),
             icon=":material/menu_book:", url_path="catalog"),
 ]

@@ -11,6 +11,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from app.bootstrap import ensure_navigation
+from app.state import init_lang
 from capacity.catalog import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.planner import (
@@ -30,6 +32,8 @@ from capacity.quote import quote_markdown, quote_pdf
 from capacity.urlstate import explorer_url
 from capacity.workload import Workload
 
+ensure_navigation()
+
 L: dict[str, dict[str, str]] = {
     "title": {"en": "Planner: which card, how many, what it costs",
               "zh": "规划:选什么卡、几张、多少钱"},
@@ -38,7 +42,6 @@ L: dict[str, dict[str, str]] = {
                     "times the request duration is (Little's law).",
               "zh": "输入日活和 SLO,输出排好序的 GPU 方案及其最紧约束。峰值并发不是日活:"
                     "峰值到达率乘以请求时长才是(利特尔法则)。"},
-    "lang": {"en": "Language", "zh": "语言"},
     "model": {"en": "Model and weights", "zh": "模型与权重格式"},
     "mode": {"en": "Load given as", "zh": "负载输入方式"},
     "mode_dau": {"en": "daily users", "zh": "日活"},
@@ -126,11 +129,7 @@ def _quotes(p: Plan, sim: QueueResult | None, lang: str) -> tuple[str, bytes]:
             quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog()))
 
 
-lang = st.query_params.get("lang", "en")
-lang = lang if lang in ("en", "zh") else "en"
-lang = st.radio(L["lang"][lang], ["en", "zh"], index=["en", "zh"].index(lang),
-                horizontal=True, key="planner_lang",
-                format_func=lambda x: {"en": "English", "zh": "中文"}[x])
+lang = init_lang()  # the app's sidebar switch (or ?lang= on a shared link)
 
 
 def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator

@@ -60,8 +60,10 @@ def test_impossible_slo_shows_why_not_a_traceback(app: AppTest) -> None:
     assert "**RTX 4090**: TTFT" in text and "3.06 s" in text
 
 
-def test_chinese_labels(app: AppTest) -> None:
-    app.radio(key="planner_lang").set_value("zh").run()
+def test_chinese_labels() -> None:
+    app = AppTest.from_file(PAGE, default_timeout=120)
+    app.query_params["lang"] = "zh"
+    app.run()
     assert not app.exception
     assert app.title[0].value == "规划:选什么卡、几张、多少钱"
     assert app.metric[0].label == "每月"

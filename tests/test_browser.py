@@ -114,3 +114,13 @@ def test_catalog_renders_tables(server: str, page: Page) -> None:
     pg.wait_for_selector('[data-testid="stDataFrame"]')
     assert "Catalog" in pg.locator("h1").first.inner_text()
     assert_no_error(pg)
+
+
+def test_planner_renders_options_and_charts(server: str, page: Page) -> None:
+    pg = page
+    pg.goto(server + "/planner")
+    pg.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
+    pg.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=60_000)
+    assert "Planner" in pg.locator("h1").first.inner_text()
+    assert pg.locator(".st-key-lang").count() == 1  # inside the shared navigation
+    assert_no_error(pg)
