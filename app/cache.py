@@ -13,9 +13,11 @@ import pandas as pd
 import streamlit as st
 
 from capacity import catalog_custom
+from capacity.calibration import load as load_calibration
 from capacity.catalog import Catalog
 from capacity.charts import chart_data, specs
 from capacity.explain import Explanation, MathStep, Targets, explain, show_math, table_records
+from capacity.uncertainty import Sensitivity, band, sensitivity
 from capacity.urlstate import ExplorerState
 
 VERSION_KEY = "catalog_version"
@@ -65,6 +67,34 @@ def explorer_result(state: ExplorerState, labels: dict[str, str], version: int
                    slo_cost=state.slo_cost)
     return ExplorerResult(explanation=ex, math=show_math(s, state.c), specs=specs(d, labels),
                           c_vram=d.c_vram)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Uncertainty:
+    """The band around the prediction at the chosen concurrency, and what moves it most."""
+
+    step_ms: tuple[float, float, float]
+    ttft_s: tuple[float, float, float]
+    max_concurrency_vram: tuple[int, int, int]
+    calibrated: bool
+    step_sensitivity: tuple[Sensitivity, ...]
+    ttft_sensitivity: tuple[Sensitivity, ...]
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def uncertainty(state: ExplorerState, version: int) -> Uncertainty:
+    """`capacity.uncertainty.band` and `sensitivity` for the Explorer's state."""
+    del version
+    s = state.scenario(catalog())
+    cal = load_calibration(state.calibration) if state.calibration else None
+    b = band(s, [state.c], cal)
+    return Uncertainty(
+        step_ms=(float(b.step_ms[0][0]), float(b.step_ms[1][0]), float(b.step_ms[2][0])),
+        ttft_s=b.ttft_s, max_concurrency_vram=b.max_concurrency_vram,
+        calibrated=cal is not None,
+        step_sensitivity=tuple(sensitivity(s, state.c, "step_ms")[:5]),
+        ttft_sensitivity=tuple(sensitivity(s, state.c, "ttft_s")[:5]),
+    )
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -54,6 +54,48 @@ M: Final[dict[str, tuple[str, str]]] = {
     "sec_slo": ("Targets (SLO)", "目标 (SLO)"),
     "sec_cost": ("Price and currency", "价格与货币"),
     "sec_eff": ("Efficiency", "效率"),
+    "prediction": ("Prediction", "预测依据"),
+    "spec_sheet": ("spec-sheet (no calibration)", "规格表(未校准)"),
+    "help_prediction": ("Spec-sheet: the chapter's roofline with the efficiencies below. A saved "
+                        "calibration (fitted on the Results page or with `capacity calibrate`) "
+                        "replaces them with values fitted on measurements.",
+                        "规格表:按本章的屋顶线和下面的效率计算。已保存的校准(在结果页或用 "
+                        "`capacity calibrate` 拟合)会用实测拟合出的数值替换它们。"),
+    "pred_basis_cal": ("Prediction: calibrated with '{name}' (bandwidth efficiency {eta_bw:.2f}, "
+                       "step overhead {t0:.1f} ms, eff {eff:.2f}, MFU {mfu:.2f}).",
+                       "预测依据:校准 '{name}'(带宽效率 {eta_bw:.2f},每步开销 {t0:.1f} ms,"
+                       "eff {eff:.2f},MFU {mfu:.2f})。"),
+    "pred_basis_spec": ("Prediction: spec-sheet roofline, an upper bound on speed; real engines "
+                        "are typically 1.3x to 3x slower until calibrated with measurements.",
+                        "预测依据:规格表屋顶线,是速度上限;未用实测校准前,真实引擎通常慢 "
+                        "1.3 到 3 倍。"),
+    "sec_uncertainty": ("How sure is this? TPOT likely {lo:.1f} to {hi:.1f} ms; what moves it "
+                        "most", "有多确定?TPOT 大致在 {lo:.1f} 到 {hi:.1f} ms;什么影响最大"),
+    "unc_basis_cal": ("Band: the calibrated prediction plus or minus its error on held-out "
+                      "measurements.", "区间:校准预测加减其在留出实测点上的误差。"),
+    "unc_basis_spec": ("Band: from the spec-sheet figures (fast edge) to typical efficiencies "
+                       "of real engines (slow edge); calibrate to narrow it.",
+                       "区间:从规格表数值(快端)到真实引擎的典型效率(慢端);校准后会变窄。"),
+    "unc_quantity": ("quantity", "指标"),
+    "unc_low": ("low", "低"),
+    "unc_mid": ("prediction", "预测"),
+    "unc_high": ("high", "高"),
+    "sens_step": ("What moves TPOT most", "对 TPOT 影响最大的输入"),
+    "sens_ttft": ("What moves TTFT most (s)", "对首字延迟影响最大的输入 (s)"),
+    "sens_input": ("input", "输入"),
+    "sens_range": ("range", "范围"),
+    "sens_swing": ("swing", "变化幅度"),
+    "in_eta_bw": ("bandwidth efficiency", "带宽效率"),
+    "in_eff": ("decode compute efficiency", "解码计算效率"),
+    "in_step_overhead_ms": ("per-step overhead (ms)", "每步开销 (ms)"),
+    "in_mfu": ("prefill MFU", "预填充 MFU"),
+    "in_prefill_overhead_ms": ("prefill overhead (ms)", "预填充开销 (ms)"),
+    "in_overhead_gb": ("runtime memory overhead (GB)", "运行时显存开销 (GB)"),
+    "in_util": ("memory utilization", "显存利用率"),
+    "in_bandwidth_gb_s": ("memory bandwidth (GB/s)", "显存带宽 (GB/s)"),
+    "in_tflops": ("peak TFLOP/s", "峰值 TFLOP/s"),
+    "in_weights_gb": ("weight size (GB)", "权重大小 (GB)"),
+    "in_context_tokens": ("context (tokens)", "上下文 (tokens)"),
     # explorer: headline and verdicts
     "headline": ("{c} concurrent requests × {ctx} tokens on {n} × {gpu}",
                  "{n} × {gpu}：{c} 个并发请求 × {ctx} tokens"),

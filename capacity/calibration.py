@@ -406,6 +406,12 @@ def calibration_path(name_or_path: str | Path, directory: Path | None = None) ->
     return (directory or CALIBRATIONS_DIR) / f"{text}.toml"
 
 
+def saved_calibrations(directory: Path | None = None) -> list[str]:
+    """Names of the calibrations saved under `directory` (default data/calibrations/)."""
+    where = directory or CALIBRATIONS_DIR
+    return sorted(p.stem for p in where.glob("*.toml")) if where.is_dir() else []
+
+
 def to_toml(cal: Calibration) -> str:
     """The calibration as TOML text (None values are left out)."""
     doc: dict[str, Any] = {

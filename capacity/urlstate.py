@@ -61,15 +61,24 @@ class ExplorerState:
     calibration: str = ""
 
     def scenario(self, catalog: Catalog) -> Scenario:
-        """The Scenario these inputs describe (prices in `currency`)."""
-        return make_scenario(
+        """The Scenario these inputs describe (prices in `currency`).
+
+        With `calibration` set, the saved calibration's fitted knobs replace the spec-sheet
+        efficiencies (eff, MFU, bandwidth efficiency, per-step and prefill overheads, and the
+        runtime memory overhead when it was measured): SPEC F11's "calibrated" prediction.
+        """
+        s = make_scenario(
             self.model, self.gpu, catalog=catalog, weights=self.weights, n_gpus=self.gpus,
             tp=self.tp, util=self.util, overhead_gb=self.overhead, context_tokens=self.ctx,
             prompt_tokens=min(self.prompt, self.ctx), kv_dtype=self.kv, block_size=self.block,
             eff=self.eff, mfu=self.mfu, price_per_hour=self.price, currency=self.currency,
             cny_per_usd=self.rate, headroom=self.headroom,
-            calibration=self.calibration or None,
         )
+        if not self.calibration:
+            return s
+        from capacity.calibration import apply, load  # scipy: only when calibrated
+
+        return apply(load(self.calibration), s)
 
 
 DEFAULT_STATE = ExplorerState()
@@ -133,7 +142,12 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             raise ValueError(f"KV precision must be one of {', '.join(KV_DTYPES)}")
         if name == "currency" and value not in ("CNY", "USD"):
             raise ValueError("currency must be CNY or USD")
-        return value if name != "calibration" else raw
+        if name == "calibration":
+            # a saved calibration's name, never a path: links must not read arbitrary files
+            if raw and (raw.startswith(".") or not all(c.isalnum() or c in "-_." for c in raw)):
+                raise ValueError("a calibration name holds only letters, digits, '-', '_', '.'")
+            return raw
+        return value
     try:
         number = float(raw)
     except ValueError:
@@ -165,6 +179,17 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
         notices.append(f"'weights={state.weights}' is not a format of {state.model}; "
                        f"using {fallback}")
         state = replace(state, weights=fallback)
+    if state.calibration:
+        from capacity.calibration import calibration_path
+
+        try:
+            exists = calibration_path(state.calibration).exists()
+        except CapacityError:
+            exists = False
+        if not exists:
+            notices.append(f"'calibration={state.calibration}' is not a saved calibration; "
+                           "using the spec-sheet prediction")
+            state = replace(state, calibration="")
     try:
         state.scenario(catalog)
     except CapacityError as exc:

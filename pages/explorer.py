@@ -23,6 +23,7 @@ from app.state import (
     on_model_change,
     write_url,
 )
+from capacity.calibration import saved_calibrations
 from capacity.charts import ALL_CHARTS
 from capacity.cost import CURRENCIES
 from capacity.errors import CapacityError
@@ -114,10 +115,17 @@ with st.sidebar:
         st.number_input(T("price"), min_value=0.0, max_value=1e5, step=0.1, key=key("price"),
                         format="%.3f")
         st.number_input(T("rate"), min_value=0.01, max_value=1e4, step=0.05, key=key("rate"))
-    with st.expander(T("sec_eff"), expanded=False):
+    with st.expander(T("sec_eff"), expanded=bool(st.session_state[key("calibration")])):
+        saved = saved_calibrations()
+        if st.session_state[key("calibration")] not in ("", *saved):
+            st.session_state[key("calibration")] = ""
+        st.selectbox(T("prediction"), ["", *saved], key=key("calibration"),
+                     format_func=lambda n: n or T("spec_sheet"), help=T("help_prediction"))
+        calibrated = bool(st.session_state[key("calibration")])
         st.slider(T("eff"), min_value=0.01, max_value=1.0, step=0.01, key=key("eff"),
-                  help=T("help_eff"))
-        st.slider(T("mfu"), min_value=0.01, max_value=1.0, step=0.01, key=key("mfu"))
+                  help=T("help_eff"), disabled=calibrated)
+        st.slider(T("mfu"), min_value=0.01, max_value=1.0, step=0.01, key=key("mfu"),
+                  disabled=calibrated)
 
 state = from_widgets(lang)
 write_url(state)
@@ -154,6 +162,29 @@ m[3].metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}")
 m[4].metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
             help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}")
 m[5].metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"))
+unc = cache.uncertainty(state, cache.catalog_version())
+if scenario.calibration:
+    st.caption(T("pred_basis_cal", name=scenario.calibration, eta_bw=scenario.eta_bw,
+                 t0=scenario.step_overhead_ms, eff=scenario.eff, mfu=scenario.mfu))
+else:
+    st.caption(T("pred_basis_spec"))
+with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]), expanded=False):
+    st.caption(T("unc_basis_cal") if unc.calibrated else T("unc_basis_spec"))
+    st.dataframe(pd.DataFrame(
+        [[T("metric_tpot") + " (ms)", *unc.step_ms],
+         [T("metric_ttft") + " (s)", *unc.ttft_s],
+         [T("metric_cvram"), *map(float, unc.max_concurrency_vram)]],
+        columns=[T("unc_quantity"), T("unc_low"), T("unc_mid"), T("unc_high")]),
+        hide_index=True, key="unc_band")
+    s1, s2 = st.columns(2)
+    for col, title, rows in ((s1, T("sens_step"), unc.step_sensitivity),
+                             (s2, T("sens_ttft"), unc.ttft_sensitivity)):
+        col.markdown(f"**{title}**")
+        col.dataframe(pd.DataFrame(
+            [[T("in_" + r.name), f"{r.low:.3g} .. {r.high:.3g}", r.output_low, r.output_high,
+              r.swing] for r in rows],
+            columns=[T("sens_input"), T("sens_range"), T("unc_low"), T("unc_high"),
+                     T("sens_swing")]), hide_index=True)
 
 
 # ---- verdict cards ------------------------------------------------------------------------

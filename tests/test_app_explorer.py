@@ -173,3 +173,36 @@ def test_a_big_moe_on_eight_gpus_with_tensor_parallel() -> None:
     assert not notices(at)
     assert at.subheader[0].value == "64 concurrent requests × 8K tokens on 8 × H200 SXM"
     assert len(at.get("vega_lite_chart")) == 6 and not at.error
+
+
+def test_a_saved_calibration_replaces_the_spec_sheet_prediction() -> None:
+    at = start()
+    assert any(c.value.startswith("Prediction: spec-sheet") for c in at.caption)
+    spec_tpot = float(metrics(at)["TPOT"].split()[0])
+    at.selectbox(key="ex_calibration").set_value("rtx-4090-vllm-published").run()
+    assert not at.exception
+    assert any("calibrated with 'rtx-4090-vllm-published'" in c.value for c in at.caption)
+    assert float(metrics(at)["TPOT"].split()[0]) > spec_tpot  # real engines are slower
+    assert at.slider(key="ex_eff").disabled
+    assert at.query_params["calibration"] == "rtx-4090-vllm-published"
+
+
+def test_a_link_restores_the_calibration_and_rejects_paths() -> None:
+    at = start(calibration="rtx-4090-vllm-published")
+    assert at.selectbox(key="ex_calibration").value == "rtx-4090-vllm-published"
+    at = start(calibration="../../etc/passwd")
+    assert any("calibration" in n for n in notices(at))
+    assert at.selectbox(key="ex_calibration").value == ""
+
+
+def test_uncertainty_band_and_sensitivity() -> None:
+    at = start()
+    frames = [d.value for d in at.dataframe]
+    band = next(f for f in frames if "quantity" in f.columns)
+    low, mid, high = band.iloc[0, 1:].astype(float)
+    assert low <= mid < high  # spec-sheet is the fast edge; real engines are slower
+    assert high / mid > 1.3
+    sens = [f for f in frames if "swing" in f.columns]
+    assert len(sens) == 2  # TPOT and TTFT
+    assert sens[0]["swing"].is_monotonic_decreasing
+    assert "bandwidth efficiency" in set(sens[0]["input"])
