@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from capacity.errors import CapacityError
 
-SUBCOMMANDS: tuple[str, ...] = ("plan",)
+SUBCOMMANDS: tuple[str, ...] = ("plan", "bench", "sim-server", "runs")
 """Modules under capacity/commands/, in the order `--help` lists them."""
 
 
