@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -157,6 +158,7 @@ class Simulator:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self.max_batch_seen = 0
+        self.fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -178,6 +180,7 @@ class Simulator:
                                              c.fail_stall), strict=True):
             edge += share
             if u < edge:
+                self.fault_counts[kind] += 1
                 return kind
         return None
 
@@ -324,7 +327,7 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             "model": sim.model_name, "gpu": scenario.gpu.key, "slots": p.slots,
             "c_vram": p.c_vram, "speedup": cfg.speedup, "chars_per_token": cfg.chars_per_token,
             "max_batch_seen": sim.max_batch_seen, "waiting": len(sim.waiting),
-            "running": len(sim.running)})
+            "running": len(sim.running), "faults": sim.fault_counts})
 
     async def completions(request: Request) -> Response:
         return await handle(request, chat=request.url.path.endswith("/chat/completions"))
@@ -439,6 +442,8 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group():  # import anyio's backend now, not on request 1
+            pass
         await sim.start()
         try:
             yield
