@@ -50,6 +50,8 @@ FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
 _WORDS = ("the", " capacity", " of", " a", " GPU", " is", " bounded", " by", " memory", ",",
           " bandwidth", " and", " compute", ".")
 _TRUTH_KEEP = 200_000
+_UNIX_MINUS_PERF = time.time() - time.perf_counter()
+"""Offset from perf_counter to wall-clock seconds (for comparing with a client's timestamps)."""
 
 
 class SimulatedDisconnect(Exception):
@@ -206,6 +208,8 @@ class Simulator:
             "id": seq.id, "status": status, "fault": seq.fault,
             "prompt_tokens": seq.prompt_tokens, "output_tokens": n,
             "arrival_s": seq.arrival_s,
+            "arrival_unix_s": seq.arrival_s + _UNIX_MINUS_PERF,
+            "first_token_unix_s": seq.first_s + _UNIX_MINUS_PERF,
             "queue_ms": (seq.admitted_s - seq.arrival_s) * 1e3,
             "ttft_ms": (seq.first_s - seq.arrival_s) * 1e3,
             "tpot_ms": tpot,
