@@ -159,6 +159,8 @@ class Simulator:
         self._rng = random.Random(config.seed)
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._lag_task: asyncio.Task[None] | None = None
+        self.loop_lag_ms: deque[float] = deque(maxlen=6000)
         self.max_batch_seen = 0
         self.fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
 
@@ -166,12 +168,21 @@ class Simulator:
     async def start(self) -> None:
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="sim-scheduler")
+        self._lag_task = asyncio.create_task(self._lag(), name="sim-lag")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._lag_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _lag(self) -> None:
+        """Oversleep of a 10 ms ticker: how late this server's event loop runs (ms)."""
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            self.loop_lag_ms.append((time.perf_counter() - t - 0.01) * 1e3)
 
     # -- requests ----------------------------------------------------------------------------
     def draw_fault(self) -> str | None:
@@ -245,9 +256,9 @@ class Simulator:
             else:
                 continue
             target += dur / speed
-            delay = target - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            # always yield, even when behind: the streams must send this step's tokens before
+            # the next step is emitted, or delivery turns bursty and the truth runs ahead
+            await asyncio.sleep(max(0.0, target - time.perf_counter()))
             now = time.perf_counter()
             if now - target > 0.002:  # overloaded or a long pause: do not replay missed steps
                 target = now
@@ -331,7 +342,10 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             "model": sim.model_name, "gpu": scenario.gpu.key, "slots": p.slots,
             "c_vram": p.c_vram, "speedup": cfg.speedup, "chars_per_token": cfg.chars_per_token,
             "max_batch_seen": sim.max_batch_seen, "waiting": len(sim.waiting),
-            "running": len(sim.running), "faults": sim.fault_counts})
+            "running": len(sim.running), "faults": sim.fault_counts,
+            "loop_lag_max_ms": max(sim.loop_lag_ms, default=0.0),
+            "loop_lag_p99_ms": sorted(sim.loop_lag_ms)[int(0.99 * (len(sim.loop_lag_ms) - 1))]
+            if sim.loop_lag_ms else 0.0})
 
     async def completions(request: Request) -> Response:
         return await handle(request, chat=request.url.path.endswith("/chat/completions"))
@@ -491,7 +505,10 @@ def quiet_injected_faults() -> None:
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     """A listening TCP socket (port 0 = a free port)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted connections only when
+    # the listening socket says it is TCP; without it Nagle + delayed ACK hold small SSE
+    # chunks for up to 40 ms
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

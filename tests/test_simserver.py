@@ -105,8 +105,8 @@ def test_truth_matches_the_formulas() -> None:
     # alone on the server: TTFT = prefill of 2000 tokens, TPOT = one decode step at batch 1
     prefill_ms = float(evaluate(SEED, [1], [2000.0]).ttft_s[0]) * 1e3 / 10
     step_ms = float(evaluate(SEED, [1], [2010.0]).decode.step_ms[0]) / 10
-    assert truth["ttft_ms"] == pytest.approx(prefill_ms, rel=0.05, abs=3.0)
-    assert truth["tpot_ms"] == pytest.approx(step_ms, rel=0.1, abs=0.3)
+    assert truth["ttft_ms"] == pytest.approx(prefill_ms, rel=0.15)
+    assert truth["tpot_ms"] == pytest.approx(step_ms, rel=0.15, abs=0.3)
 
 
 def test_faults_and_stream_options_rejection() -> None:
