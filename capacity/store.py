@@ -86,6 +86,25 @@ def _ends_cleanly(path: Path) -> bool:
         return False
 
 
+RUNS_VIEW_SQL = """
+    CREATE VIEW runs AS
+    WITH r AS (
+        SELECT run_id, any_value(label) AS label,
+               count(*) FILTER (WHERE success) AS requests_ok,
+               count(*) FILTER (WHERE NOT success) AS requests_failed,
+               min(start_unix_s) AS first_start_unix_s
+        FROM requests GROUP BY run_id)
+    SELECT coalesce(m.run_id, r.run_id) AS run_id,
+           coalesce(m.label, r.label) AS label,
+           coalesce(m.started_at,
+                    CAST(to_timestamp(r.first_start_unix_s) AS VARCHAR)) AS started_at,
+           m.status, m.base_url, m.endpoint, m.model, m.gpu, m.levels,
+           coalesce(r.requests_ok, 0) AS requests_ok,
+           coalesce(r.requests_failed, 0) AS requests_failed, m.dir
+    FROM run_meta m FULL OUTER JOIN r ON m.run_id = r.run_id
+"""
+
+
 class RunStore:
     """DuckDB views over the runs under `root`. Use as a context manager, or call `close`."""
 
@@ -107,13 +126,13 @@ class RunStore:
         for path in sorted(self.root.glob(f"*/*/{name}")):
             header = _header(path)
             if header is None:
-                self.warnings.append(f"skipped {path}: no complete header row (a run killed "
-                                     "before its first row, or not a CSV)")
+                self._skip(path, f"skipped {path}: no complete header row (a run killed "
+                           "before its first row, or not a CSV)")
                 continue
             missing = [c for c in required if c not in header]
             if missing:
-                self.warnings.append(f"skipped {path}: not a capacity {name} (missing "
-                                     f"{', '.join(missing)})")
+                self._skip(path, f"skipped {path}: not a capacity {name} (missing "
+                           f"{', '.join(missing)})")
                 continue
             if path.stat().st_size > len(",".join(header)) + 1 and not _ends_cleanly(path):
                 self.warnings.append(f"{path}: the last row is half-written (a killed run); "
@@ -121,43 +140,43 @@ class RunStore:
             good.append(str(path))
         return good
 
-    def _view(self, name: str, files: list[str], columns: Sequence[str],
+    def _skip(self, path: Path, warning: str) -> None:
+        self.warnings.append(warning)
+        self.con.execute("INSERT INTO skipped_files VALUES ($path)", {"path": str(path.resolve())})
+
+    def _view(self, name: str, csv_name: str, good: list[str], columns: Sequence[str],
               dtypes: Mapping[str, str]) -> None:
-        if files:
-            rel = self.con.read_csv(files, header=True, union_by_name=True, null_padding=True,
-                                    ignore_errors=True, dtype=dict(dtypes))
-            rel.filter("row_complete = 1").create_view(name)
-        else:
+        if not good:
             empty = pd.DataFrame({c: pd.Series(dtype=_pandas_dtype(dtypes[c])) for c in columns})
             self.con.from_df(empty).create_view(name)
+            return
+        # The SQL text is fixed: the root comes in through file_search_path (a bound
+        # parameter), skipped files through the skipped_files table (bound inserts); only our
+        # own column and type names are composed into it. DuckDB prunes skipped files by name.
+        types = "{" + ", ".join(f"'{c}': '{t}'" for c, t in dtypes.items()) + "}"
+        self.con.execute(f"""
+            CREATE VIEW {name} AS
+            SELECT * EXCLUDE (filename)
+            FROM read_csv('*/*/{csv_name}', header = true, union_by_name = true,
+                          ignore_errors = true, filename = true, sample_size = 1024,
+                          types = {types})
+            WHERE filename NOT IN (SELECT path FROM skipped_files) AND row_complete = 1
+        """)
 
     def _build(self) -> None:
+        root = str(self.root.resolve())
+        self.con.execute("CREATE TABLE skipped_files (path VARCHAR)")
         self.request_files = self._files("requests.csv", REQUIRED_REQUEST_COLUMNS)
         self.summary_files = self._files("summary.csv", REQUIRED_SUMMARY_COLUMNS)
-        self._view("requests", self.request_files, REQUEST_COLUMNS, request_dtypes())
-        self._view("summaries", self.summary_files, SUMMARY_COLUMNS, summary_dtypes())
+        self.con.execute("SET file_search_path = $root", {"root": root})
+        self._view("requests", "requests.csv", self.request_files, REQUEST_COLUMNS,
+                   request_dtypes())
+        self._view("summaries", "summary.csv", self.summary_files, SUMMARY_COLUMNS,
+                   summary_dtypes())
         self.con.from_df(self._meta_frame()).create_view("run_meta")
-        self.con.execute("""
-            CREATE VIEW runs AS
-            WITH r AS (
-                SELECT run_id, any_value(label) AS label,
-                       string_agg(DISTINCT CAST(concurrency AS VARCHAR), ',') AS levels_seen,
-                       count(*) FILTER (WHERE success) AS requests_ok,
-                       count(*) FILTER (WHERE NOT success) AS requests_failed,
-                       min(start_unix_s) AS first_start_unix_s
-                FROM requests GROUP BY run_id)
-            SELECT coalesce(m.run_id, r.run_id) AS run_id,
-                   coalesce(m.label, r.label) AS label,
-                   coalesce(m.started_at,
-                            CAST(to_timestamp(r.first_start_unix_s) AS VARCHAR)) AS started_at,
-                   m.status, m.base_url, m.endpoint, m.model, m.gpu, m.levels,
-                   coalesce(r.requests_ok, 0) AS requests_ok,
-                   coalesce(r.requests_failed, 0) AS requests_failed, m.dir
-            FROM run_meta m FULL OUTER JOIN r ON m.run_id = r.run_id
-            ORDER BY started_at DESC
-        """)
-        self.con.execute("SET allowed_directories = $dirs",
-                         {"dirs": [str(self.root.resolve())]})
+        self.con.execute(RUNS_VIEW_SQL)
+        # the views' relative glob ('*/*/...') resolves under file_search_path; '../' is refused
+        self.con.execute("SET allowed_directories = $dirs", {"dirs": [root, "*/"]})
         self.con.execute("SET enable_external_access = false")
 
     def _meta_frame(self) -> pd.DataFrame:
