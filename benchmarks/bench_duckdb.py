@@ -38,8 +38,8 @@ FROM requests GROUP BY run_id, concurrency ORDER BY run_id, concurrency
 """
 
 
-def write_synthetic(root: Path, rows: int, runs: int = 10, levels: tuple[int, ...] = (1, 10, 50, 100)
-                    ) -> None:
+def write_synthetic(root: Path, rows: int, runs: int = 10,
+                    levels: tuple[int, ...] = (1, 10, 50, 100)) -> None:
     rng = np.random.default_rng(0)
     per = rows // (runs * len(levels))
     for r in range(runs):
@@ -80,7 +80,8 @@ def pandas_summary(root: Path) -> pd.DataFrame:
         "ttft_p50_ms": g["ttft_ms"].quantile(0.5), "ttft_p99_ms": g["ttft_ms"].quantile(0.99),
         "tpot_p50_ms": g["tpot_ms"].quantile(0.5), "tpot_p99_ms": g["tpot_ms"].quantile(0.99),
     })
-    end = (ok["start_unix_s"] + ok["e2e_ms"] / 1000).groupby([ok["run_id"], ok["concurrency"]]).max()
+    ends = ok["start_unix_s"] + ok["e2e_ms"] / 1000
+    end = ends.groupby([ok["run_id"], ok["concurrency"]]).max()
     start = df.groupby(["run_id", "concurrency"])["start_unix_s"].min()
     out["output_tok_s"] = g["output_tokens"].sum() / (end - start)
     return out.reset_index()

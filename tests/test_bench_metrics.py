@@ -57,11 +57,14 @@ def test_summary_definitions() -> None:
 def test_client_bound_flags() -> None:
     rs = recs()
     calm = summarize(rs, run_id="r", label="l", concurrency=4, request_rate_rps=None,
-                     endpoint="chat", model="m", load=ClientLoad(cpu_s=0.01, loop_lag_p99_ms=1))
+                     endpoint="chat", model="m", load=ClientLoad(cpu_s=0.01, loop_lag_p50_ms=0.2,
+                                                     loop_lag_p99_ms=30))
     assert calm["client_bound"] is False and calm["client_cpu_share"] < 0.1
     busy = summarize(rs, run_id="r", label="l", concurrency=4, request_rate_rps=None,
-                     endpoint="chat", model="m", load=ClientLoad(cpu_s=10, loop_lag_p99_ms=50))
+                     endpoint="chat", model="m", load=ClientLoad(cpu_s=10, loop_lag_p50_ms=9,
+                                                    loop_lag_p99_ms=50))
     assert busy["client_bound"] is True and "CPU" in busy["client_bound_reason"]
+    assert "lag p50 9.0" in busy["client_bound_reason"]
     late = summarize([replace(r, queue_ms=9.0) for r in rs], run_id="r", label="l",
                      concurrency=4, request_rate_rps=None, endpoint="chat", model="m")
     assert late["client_bound"] is True and "late" in late["client_bound_reason"]

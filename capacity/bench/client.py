@@ -543,11 +543,12 @@ async def _level(runner: _Runner, level: int, warnings: list[str]) -> dict[str, 
     cpu = time.process_time() - cpu0
     stop.set()
     await monitor
-    lag_p99 = float(np.percentile(lag, 99)) if lag else 0.0
+    lag_p50, lag_p99 = (float(x) for x in np.percentile(lag, [50, 99])) if lag else (0.0, 0.0)
     row = summarize(records, run_id=runner.run_id, label=cfg.label, concurrency=level,
                     request_rate_rps=rate, endpoint=cfg.endpoint, model=runner.model,
                     slo_ttft_ms=cfg.slo_ttft_ms, slo_tpot_ms=cfg.slo_tpot_ms,
-                    load=ClientLoad(cpu_s=cpu, loop_lag_p99_ms=lag_p99), gpu=cfg.gpu,
+                    load=ClientLoad(cpu_s=cpu, loop_lag_p50_ms=lag_p50,
+                                    loop_lag_p99_ms=lag_p99), gpu=cfg.gpu,
                     gpus=cfg.gpus, gpu_price_per_hour=cfg.gpu_price, currency=cfg.currency)
     if row["client_bound"]:
         w = (f"level {level}: the client may be the bottleneck ({row['client_bound_reason']}); "

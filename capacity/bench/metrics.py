@@ -93,7 +93,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     *[c for m in SUMMARY_METRICS for c in percentile_columns(m)],
     "prompt_tokens_mean", "output_tokens_mean", "output_tokens_source",
     "output_length_mismatches",
-    "client_cpu_s", "client_cpu_share", "loop_lag_p99_ms", "client_bound", "client_bound_reason",
+    "client_cpu_s", "client_cpu_share", "loop_lag_p50_ms", "loop_lag_p99_ms", "client_bound",
+    "client_bound_reason",
     "gpu", "gpus", "gpu_price_per_hour", "currency", "cost_per_mtok",
     "row_complete",
 )
@@ -121,13 +122,15 @@ class ClientLoad:
     """What the client itself spent on a level (to tell client-bound from server-bound)."""
 
     cpu_s: float
+    loop_lag_p50_ms: float
     loop_lag_p99_ms: float
 
 
 CLIENT_CPU_SHARE_LIMIT = 0.85
 """Above this share of one core the (single-threaded) client limits the level."""
-CLIENT_LOOP_LAG_LIMIT_MS = 20.0
-"""Event-loop lag (p99 oversleep of a 10 ms ticker) above which timestamps are late."""
+CLIENT_LOOP_LAG_LIMIT_MS = 5.0
+"""Median event-loop lag (oversleep of a 10 ms ticker) above which timestamps are late. The
+p99 is recorded too, but on a shared machine it mostly measures the other processes."""
 CLIENT_QUEUE_LIMIT_MS = 5.0
 """Median send delay after a request became due, above which the client is late."""
 
@@ -186,13 +189,15 @@ def summarize(records: Sequence[RequestRecord], *, run_id: str, label: str, conc
         share = load.cpu_s / duration if duration > 0 else None
         row["client_cpu_s"] = load.cpu_s
         row["client_cpu_share"] = share
+        row["loop_lag_p50_ms"] = load.loop_lag_p50_ms
         row["loop_lag_p99_ms"] = load.loop_lag_p99_ms
         if share is not None and share > CLIENT_CPU_SHARE_LIMIT:
             reasons.append(f"client CPU {share:.0%} of one core")
-        if load.loop_lag_p99_ms > CLIENT_LOOP_LAG_LIMIT_MS:
-            reasons.append(f"event-loop lag p99 {load.loop_lag_p99_ms:.1f} ms")
+        if load.loop_lag_p50_ms > CLIENT_LOOP_LAG_LIMIT_MS:
+            reasons.append(f"event-loop lag p50 {load.loop_lag_p50_ms:.1f} ms")
     else:
-        row["client_cpu_s"] = row["client_cpu_share"] = row["loop_lag_p99_ms"] = None
+        row["client_cpu_s"] = row["client_cpu_share"] = None
+        row["loop_lag_p50_ms"] = row["loop_lag_p99_ms"] = None
     q50 = row["queue_p50_ms"]
     if q50 is not None and q50 > CLIENT_QUEUE_LIMIT_MS:
         reasons.append(f"requests sent {q50:.1f} ms late (median)")
