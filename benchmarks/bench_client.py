@@ -61,29 +61,42 @@ def main() -> int:
                            args.eff, "--speedup", args.speedup, "--max-num-seqs", "512"])
     out = tempfile.mkdtemp(prefix="bench-client-")
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    runs: list[tuple[str, int]] = []
     try:
         for level in levels:
             n = max(20, 2 * level)
+            common = ["bench", "--base-url", url, "--concurrency", str(level), "--requests",
+                      str(n), "--prompt-chars", str(args.prompt_chars), "--max-tokens",
+                      str(args.tokens), "--warmup", "2", "--out", out]
             t0 = time.perf_counter()
-            code = capacity_main(["bench", "--base-url", url, "--concurrency", str(level),
-                                  "--requests", str(n), "--prompt-chars",
-                                  str(args.prompt_chars), "--max-tokens", str(args.tokens),
-                                  "--warmup", "2", "--label", f"c{level}", "--out", out])
-            assert code == 0
+            assert capacity_main([*common, "--label", f"closed{level}"]) == 0
             print(f"level {level}: {n} requests in {time.perf_counter() - t0:.1f} s")
+            runs.append((f"closed{level}", level))
+            if level > 1:
+                # the same level as an open loop: Poisson arrivals at level / E2E (Little's
+                # law, E2E ~ tokens x the closed loop's TPOT) keep about `level` in flight
+                # without the synchronized waves of identical closed-loop requests
+                with RunStore(out) as st:
+                    tpot = float(st.query("SELECT tpot_p50_ms FROM summaries WHERE "
+                                          "label = $l", {"l": f"closed{level}"}).iloc[0, 0])
+                rate = level / (args.tokens * tpot / 1e3)
+                open_args = [*common, "--label", f"open{level}", "--request-rate",
+                             f"{rate:.3f}"]
+                open_args[open_args.index("--requests") + 1] = str(4 * level)
+                assert capacity_main(open_args) == 0
+                runs.append((f"open{level}", level))
         truth = {t["id"]: t for t in
                  httpx.get(url.removesuffix("/v1") + "/sim/truth", timeout=30).json()["requests"]}
     finally:
         proc.terminate()
         proc.wait(10)
     print()
-    print("concurrency  TTFT err p50/p90 ms  TPOT err p50/p90 ms  send->server p50 ms  "
+    print("load         TTFT err p50/p90 ms  TPOT err p50/p90 ms  send->server p50 ms  "
           "server->client p50 ms  true TTFT p50 ms  true TPOT p50 ms  client CPU  client-bound")
     with RunStore(out) as store:
-        for level in levels:
-            r = store.query("SELECT * FROM requests WHERE success AND concurrency = $c",
-                            {"c": level})
-            s = store.query("SELECT * FROM summaries WHERE concurrency = $c", {"c": level})
+        for label, _level in runs:
+            r = store.query("SELECT * FROM requests WHERE success AND label = $l", {"l": label})
+            s = store.query("SELECT * FROM summaries WHERE label = $l", {"l": label})
             t = [truth[i] for i in r["response_id"]]
             tt = np.array([x["ttft_ms"] for x in t])
             tp = np.array([x["tpot_ms"] for x in t])
@@ -92,10 +105,11 @@ def main() -> int:
             send = (np.array([x["arrival_unix_s"] for x in t]) - r["start_unix_s"]) * 1e3
             recv = (r["start_unix_s"] + r["ttft_ms"] / 1e3
                     - np.array([x["first_token_unix_s"] for x in t])) * 1e3
-            print(f"{level:>11}  {np.median(e_ttft):8.3f} / {np.percentile(e_ttft, 90):7.3f}"
+            print(f"{label:>11}  {np.median(e_ttft):8.3f} / {np.percentile(e_ttft, 90):7.3f}"
                   f"  {np.median(e_tpot):8.4f} / {np.percentile(e_tpot, 90):7.4f}"
                   f"  {np.median(send):19.3f}  {np.median(recv):21.3f}"
                   f"  {np.median(tt):16.1f}  {np.median(tp):16.2f}"
+                  f"  {s['achieved_concurrency'].iloc[0]:14.1f}"
                   f"  {s['client_cpu_share'].iloc[0]:9.0%}  {bool(s['client_bound'].iloc[0])}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0

@@ -1,7 +1,7 @@
 """`capacity bench`: measure an OpenAI-compatible endpoint at several concurrency levels.
 
 The chapter's command, as written:
-  capacity bench --base-url http://127.0.0.1:8000/v1 --concurrency 10,50,100 --requests 100 \
+  capacity bench --base-url http://127.0.0.1:8000/v1 --concurrency 10,50,100 --requests 100 \\
       --prompt-chars 12000 --max-tokens 128 --label capacity-8k
 Each run writes <out>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}. The API key
 (--api-key, else OPENAI_API_KEY) is sent to the server and written nowhere.
