@@ -98,12 +98,13 @@ def test_chapter_command_matches_the_simulator(tmp_path: Path,
 def test_concurrency_150_is_reached(tmp_path: Path) -> None:
     """httpx's default pool (100) would cap this; the server must see a batch of 150.
 
-    Slow decode (eff 0.1) and few tokens keep the client's CPU low, so one wave of 150 long
-    requests shows the pool, not the 2-core machine.
+    A slow card (50 GB/s: every decode step >= 114 ms whatever the batch) and few tokens keep
+    each request in flight for over a second with little CPU, so one wave of 150 shows the
+    connection handling, not the 2-core machine.
     """
-    with sim_process("--ctx", "2048", "--eff", "0.1", "--speedup", "2") as url:  # 214 slots
+    with sim_process("--ctx", "2048", "--bandwidth", "50", "--speedup", "1.5") as url:
         code = main(["bench", "--base-url", url, "--concurrency", "150", "--requests", "150",
-                     "--prompt-chars", "100", "--max-tokens", "32", "--warmup", "0",
+                     "--prompt-chars", "100", "--max-tokens", "16", "--warmup", "0",
                      "--label", "c150", "--out", str(tmp_path)])
         info = httpx.get(url.removesuffix("/v1") + "/sim/info").json()
     assert code == 0

@@ -115,12 +115,12 @@ def test_faults_and_stream_options_rejection() -> None:
     app = create_app(SEED, cfg)
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
     outcomes: list[str] = []
-    with serve_in_thread(app) as url:
-        r = httpx.post(url + "/chat/completions", json=body | {"stream_options": {}})
+    with serve_in_thread(app) as url, httpx.Client(timeout=0.3) as client:
+        r = client.post(url + "/chat/completions", json=body | {"stream_options": {}})
         assert r.status_code == 400
         for _ in range(12):
             try:
-                r = httpx.post(url + "/chat/completions", json=body, timeout=0.5)
+                r = client.post(url + "/chat/completions", json=body)
             except httpx.RemoteProtocolError:
                 outcomes.append("disconnect")
                 continue
