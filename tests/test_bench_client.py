@@ -251,3 +251,18 @@ def test_completions_endpoint(tmp_path: Path) -> None:
     [row], res = run(tmp_path, lambda r: streaming(frames), endpoint="completions")
     assert row["success"] == "true" and float(row["ttft_ms"]) >= 25
     assert "prompt" in res.bodies[0] and "messages" not in res.bodies[0]
+
+
+@pytest.mark.parametrize("status, fatal", [pytest.param(404, True, id="404-stops"),
+                                           pytest.param(503, False, id="503-recorded")])
+def test_warmup_failure(tmp_path: Path, status: int, fatal: bool) -> None:
+    """A 4xx on the first warm-up is a configuration error; a 5xx is the server's to record."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json={"error": {"message": "model 'm1' not found"}})
+
+    if fatal:
+        with pytest.raises(BenchError, match="warm-up request failed: HTTP 404"):
+            run(tmp_path, handler, warmup=1)
+    else:
+        [row], _ = run(tmp_path, handler, warmup=1)
+        assert row["error_type"] == "http_error" and row["http_status"] == "503"

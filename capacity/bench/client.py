@@ -485,7 +485,8 @@ async def _warmup(runner: _Runner, level: int, first: bool) -> None:
     recs = await asyncio.gather(*(one(i) for i in range(n)))
     if first and all(not r.success for r in recs):
         r = recs[0]
-        if r.error_type in ("http_error", "connect_error"):
+        client_side = r.error_type == "http_error" and 400 <= (r.http_status or 0) < 500
+        if client_side or r.error_type == "connect_error":
             raise BenchError(f"the warm-up request failed: {r.error_message} "
                              "(check --model, --endpoint and --api-key)")
         runner.emit(f"warning: every warm-up request failed ({r.error_type}: "
