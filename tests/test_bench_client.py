@@ -266,3 +266,20 @@ def test_warmup_failure(tmp_path: Path, status: int, fatal: bool) -> None:
     else:
         [row], _ = run(tmp_path, handler, warmup=1)
         assert row["error_type"] == "http_error" and row["http_status"] == "503"
+
+
+def test_start_is_when_the_first_byte_is_written() -> None:
+    """SPEC 7: start just before the request is sent. httpx's trace hook marks the moment the
+    request headers start going out; the earlier client-side work belongs to queue_ms."""
+    import asyncio
+
+    from capacity.bench.client import _StreamState
+
+    st = _StreamState()
+    asyncio.run(st.trace("connection.connect_tcp.started", {}))
+    assert st.sent_ns is None
+    asyncio.run(st.trace("http11.send_request_headers.started", {}))
+    first = st.sent_ns
+    assert first is not None
+    asyncio.run(st.trace("http11.send_request_headers.started", {}))  # a retry keeps the first
+    assert st.sent_ns == first

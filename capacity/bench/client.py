@@ -209,8 +209,8 @@ class _Runner:
             start_unix = time.time()
             st = _StreamState()
             try:
-                async with client.stream("POST", self.url, json=body,
-                                              headers=self.headers) as resp:
+                async with client.stream("POST", self.url, json=body, headers=self.headers,
+                                         extensions={"trace": st.trace}) as resp:
                     st.status = resp.status_code
                     if resp.status_code >= 400:
                         text = (await resp.aread()).decode("utf-8", errors="replace")
@@ -238,8 +238,9 @@ class _Runner:
                 st.fail("disconnected", f"{type(exc).__name__}: {_short(str(exc))}")
             except httpx.HTTPError as exc:
                 st.fail("client_error", f"{type(exc).__name__}: {_short(str(exc))}")
-            return st.record(self, level=level, rate=rate, index=index,
-                             start_ns=start_ns, start_unix=start_unix, due_ns=due_ns,
+            sent_ns = st.sent_ns or start_ns
+            return st.record(self, level=level, rate=rate, index=index, start_ns=sent_ns,
+                             start_unix=start_unix + (sent_ns - start_ns) / 1e9, due_ns=due_ns,
                              prompt_chars=len(prompt))
         raise AssertionError("unreachable: the retry loop always returns")  # pragma: no cover
 
@@ -261,7 +262,8 @@ class _Runner:
 
 class _StreamState:
     __slots__ = ("status", "first_chunk_ns", "token_ns", "usage", "finish", "done", "error",
-                 "error_type", "response_id", "malformed", "events", "last_event_ns")
+                 "error_type", "response_id", "malformed", "events", "last_event_ns",
+                 "sent_ns")
 
     def __init__(self) -> None:
         self.status: int | None = None
@@ -276,6 +278,17 @@ class _StreamState:
         self.malformed = 0
         self.events = 0
         self.last_event_ns: int | None = None
+        self.sent_ns: int | None = None
+
+    async def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpx trace hook: the moment the request's first byte is written to the socket.
+
+        That is SPEC 7's "start: just before the request is sent"; what came before it
+        (building the request, taking a connection, the event loop's turn) is client-side
+        waiting and goes to `queue_ms`, not into TTFT.
+        """
+        if event == "http11.send_request_headers.started" and self.sent_ns is None:
+            self.sent_ns = time.perf_counter_ns()
 
     def fail(self, kind: str, message: str) -> None:
         if self.error_type is None:
