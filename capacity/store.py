@@ -11,6 +11,12 @@ A file whose header is not ours (a foreign CSV) or that has no header yet is ski
 warning; a half-written last row of a killed run (no trailing newline, or missing its
 `row_complete` marker) is dropped with a warning, and the rest of the file is kept.
 
+A finished run also gets `requests.parquet`, a typed columnar copy of its complete rows
+(`compact_run`, called by `capacity bench` when a run ends, or `capacity runs --compact` for
+older runs). The `requests` view reads a run's Parquet file while it is at least as new as its
+CSV, and the CSV otherwise: the CSV stays the source of truth and the row-by-row record of a
+killed run, the Parquet file makes summaries over a million rows fast (SPEC 10).
+
 User SQL (`query`) must be a single SELECT (or WITH ... SELECT); it runs with file access
 limited to the root, and values go in as bound parameters, never by string formatting.
 """
@@ -31,6 +37,7 @@ from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, RequestReco
 from capacity.errors import StoreError
 
 DEFAULT_ROOT = "data/bench"
+PARQUET_NAME = "requests.parquet"
 REQUIRED_REQUEST_COLUMNS = ("run_id", "label", "concurrency", "success", "ttft_ms")
 REQUIRED_SUMMARY_COLUMNS = ("run_id", "label", "concurrency", "requests_ok")
 
@@ -123,15 +130,15 @@ class RunStore:
         good: list[str] = []
         if not self.root.is_dir():
             return good
-        for path in sorted(self.root.glob(f"*/*/{name}")):
+        for path in sorted(self.root.resolve().glob(f"*/*/{name}")):
             header = _header(path)
             if header is None:
-                self._skip(path, f"skipped {path}: no complete header row (a run killed "
+                self.warnings.append(f"skipped {path}: no complete header row (a run killed "
                            "before its first row, or not a CSV)")
                 continue
             missing = [c for c in required if c not in header]
             if missing:
-                self._skip(path, f"skipped {path}: not a capacity {name} (missing "
+                self.warnings.append(f"skipped {path}: not a capacity {name} (missing "
                            f"{', '.join(missing)})")
                 continue
             if path.stat().st_size > len(",".join(header)) + 1 and not _ends_cleanly(path):
@@ -140,43 +147,51 @@ class RunStore:
             good.append(str(path))
         return good
 
-    def _skip(self, path: Path, warning: str) -> None:
-        self.warnings.append(warning)
-        self.con.execute("INSERT INTO skipped_files VALUES ($path)", {"path": str(path.resolve())})
+    def _fresh_parquet(self, csv_files: list[str]) -> tuple[list[str], list[str]]:
+        """Split the requests.csv files into (CSV files to read, Parquet copies to read
+        instead): a copy is used while it is at least as new as its CSV."""
+        csv_left: list[str] = []
+        parquet: list[str] = []
+        for csv_path in csv_files:
+            pq = Path(csv_path).with_name(PARQUET_NAME)
+            try:
+                fresh = pq.stat().st_mtime >= Path(csv_path).stat().st_mtime
+            except OSError:
+                fresh = False
+            (parquet if fresh else csv_left).append(str(pq) if fresh else csv_path)
+        return csv_left, parquet
 
-    def _view(self, name: str, csv_name: str, good: list[str], columns: Sequence[str],
-              dtypes: Mapping[str, str]) -> None:
-        if not good:
+    def _view(self, name: str, csv_files: list[str], columns: Sequence[str],
+              dtypes: Mapping[str, str], parquet: Sequence[str] = ()) -> None:
+        """A view over exactly these files. File names go to DuckDB as arguments of its
+        relation API, never composed into SQL text; only our own view names are."""
+        parts = []
+        if csv_files:
+            rel = self.con.read_csv(csv_files, header=True, union_by_name=True,
+                                    ignore_errors=True, sample_size=1024, dtype=dict(dtypes))
+            rel.filter("row_complete = 1").create_view(f"{name}_csv")
+            parts.append(f"SELECT * FROM {name}_csv")
+        if parquet:
+            self.con.read_parquet(list(parquet), union_by_name=True).create_view(
+                f"{name}_parquet")
+            parts.append(f"SELECT * FROM {name}_parquet")
+        if not parts:
             empty = pd.DataFrame({c: pd.Series(dtype=_pandas_dtype(dtypes[c])) for c in columns})
             self.con.from_df(empty).create_view(name)
             return
-        # The SQL text is fixed: the root comes in through file_search_path (a bound
-        # parameter), skipped files through the skipped_files table (bound inserts); only our
-        # own column and type names are composed into it. DuckDB prunes skipped files by name.
-        types = "{" + ", ".join(f"'{c}': '{t}'" for c, t in dtypes.items()) + "}"
-        self.con.execute(f"""
-            CREATE VIEW {name} AS
-            SELECT * EXCLUDE (filename)
-            FROM read_csv('*/*/{csv_name}', header = true, union_by_name = true,
-                          ignore_errors = true, filename = true, sample_size = 1024,
-                          types = {types})
-            WHERE filename NOT IN (SELECT path FROM skipped_files) AND row_complete = 1
-        """)
+        self.con.execute(f"CREATE VIEW {name} AS " + " UNION ALL BY NAME ".join(parts))
 
     def _build(self) -> None:
         root = str(self.root.resolve())
-        self.con.execute("CREATE TABLE skipped_files (path VARCHAR)")
         self.request_files = self._files("requests.csv", REQUIRED_REQUEST_COLUMNS)
         self.summary_files = self._files("summary.csv", REQUIRED_SUMMARY_COLUMNS)
-        self.con.execute("SET file_search_path = $root", {"root": root})
-        self._view("requests", "requests.csv", self.request_files, REQUEST_COLUMNS,
-                   request_dtypes())
-        self._view("summaries", "summary.csv", self.summary_files, SUMMARY_COLUMNS,
-                   summary_dtypes())
+        csv_left, parquet = self._fresh_parquet(self.request_files)
+        self._view("requests", csv_left, REQUEST_COLUMNS, request_dtypes(), parquet)
+        self._view("summaries", self.summary_files, SUMMARY_COLUMNS, summary_dtypes())
         self.con.from_df(self._meta_frame()).create_view("run_meta")
         self.con.execute(RUNS_VIEW_SQL)
-        # the views' relative glob ('*/*/...') resolves under file_search_path; '../' is refused
-        self.con.execute("SET allowed_directories = $dirs", {"dirs": [root, "*/"]})
+        # user SQL may read files under the root only (the views' own files are there)
+        self.con.execute("SET allowed_directories = $dirs", {"dirs": [root]})
         self.con.execute("SET enable_external_access = false")
 
     def _meta_frame(self) -> pd.DataFrame:
@@ -265,6 +280,45 @@ class RunStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def compact_run(run_dir: str | os.PathLike[str]) -> Path | None:
+    """Write `requests.parquet` beside a run's requests.csv: its complete rows, typed.
+
+    Returns the path, or None when the run has no readable requests.csv. Written to a
+    temporary name and renamed, so a reader never sees half a file.
+    """
+    csv_path = Path(run_dir) / "requests.csv"
+    header = _header(csv_path)
+    if header is None or any(c not in header for c in REQUIRED_REQUEST_COLUMNS):
+        return None
+    out = csv_path.with_name(PARQUET_NAME)
+    tmp = out.with_name(PARQUET_NAME + ".tmp")
+    dtypes = {c: t for c, t in request_dtypes().items() if c in header}
+    con = duckdb.connect(":memory:")
+    try:
+        rel = con.read_csv(str(csv_path), header=True, dtype=dtypes, sample_size=1024)
+        rel.filter("row_complete = 1").write_parquet(str(tmp))
+        tmp.replace(out)
+    except duckdb.Error as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(f"cannot compact {csv_path}: {_first_line(str(exc))}") from None
+    finally:
+        con.close()
+    return out
+
+
+def compact_all(root: str | os.PathLike[str] = DEFAULT_ROOT) -> list[Path]:
+    """Compact every run under `root` whose Parquet copy is missing or older than its CSV."""
+    done = []
+    for csv_path in sorted(Path(root).glob("*/*/requests.csv")):
+        pq = csv_path.with_name(PARQUET_NAME)
+        if pq.exists() and pq.stat().st_mtime >= csv_path.stat().st_mtime:
+            continue
+        path = compact_run(csv_path.parent)
+        if path is not None:
+            done.append(path)
+    return done
 
 
 def _first_line(text: str) -> str:

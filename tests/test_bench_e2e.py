@@ -69,7 +69,8 @@ def test_chapter_command_matches_the_simulator(tmp_path: Path,
     out = capsys.readouterr().out
     assert "TTFT p50 ms" in out and "CNY per M tok" in out
     [run_dir] = list((tmp_path / "capacity-8k").iterdir())
-    assert {p.name for p in run_dir.iterdir()} == {"requests.csv", "summary.csv", "meta.json"}
+    assert {p.name for p in run_dir.iterdir()} == {"requests.csv", "summary.csv", "meta.json",
+                                                   "requests.parquet"}
     with RunStore(tmp_path) as store:
         assert store.warnings == []
         summary = store.summary(run_dir.name)

@@ -13,7 +13,14 @@ from capacity.bench.metrics import RequestRecord, summarize
 from capacity.bench.storage import RunWriter
 from capacity.cli import main
 from capacity.errors import StoreError
-from capacity.store import RunStore, list_runs, load_requests, load_summary
+from capacity.store import (
+    RunStore,
+    compact_all,
+    compact_run,
+    list_runs,
+    load_requests,
+    load_summary,
+)
 
 
 def record(i: int, *, run_id: str, label: str, concurrency: int, ok: bool = True
@@ -170,3 +177,48 @@ def test_runs_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["runs", "--out", str(tmp_path), "--sql", "DELETE FROM requests"]) == 2
     assert "only SELECT" in capsys.readouterr().err
     assert main(["runs", "--out", str(tmp_path), "--label", "nope"]) == 2
+
+
+def test_parquet_copy_reads_the_same_rows(tmp_path: Path) -> None:
+    a = write_run(tmp_path, "alpha")
+    b = write_run(tmp_path, "beta")
+    with RunStore(tmp_path) as s:
+        before = s.query("SELECT * FROM requests ORDER BY run_id, concurrency, request_index")
+    done = compact_all(tmp_path)
+    assert len(done) == 2 and all(p.name == "requests.parquet" for p in done)
+    assert compact_all(tmp_path) == []  # nothing stale left
+    with RunStore(tmp_path) as s:
+        assert s.warnings == []
+        after = s.query("SELECT * FROM requests ORDER BY run_id, concurrency, request_index")
+        assert set(s.list_runs()["run_id"]) == {a, b}
+    assert after[list(before.columns)].equals(before)
+
+
+def test_a_stale_parquet_copy_is_ignored(tmp_path: Path) -> None:
+    import os
+
+    run_id = write_run(tmp_path, "alpha", levels=(1,), n=4)
+    run_dir = tmp_path / "alpha" / run_id
+    pq = compact_run(run_dir)
+    assert pq is not None
+    csv_path = run_dir / "requests.csv"
+    last_row = csv_path.read_text().splitlines()[-1]
+    with csv_path.open("a") as fh:  # the CSV changes after the copy was made
+        fh.write(last_row + "\n")
+    old = pq.stat().st_mtime - 10
+    os.utime(pq, (old, old))
+    with RunStore(tmp_path) as s:
+        assert len(s.requests(run_id)) == 5  # the CSV, newer than its copy, wins
+
+
+def test_compact_skips_a_foreign_csv(tmp_path: Path) -> None:
+    d = tmp_path / "x" / "y"
+    d.mkdir(parents=True)
+    (d / "requests.csv").write_text("a,b\n1,2\n")
+    assert compact_run(d) is None
+
+
+def test_runs_compact_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_run(tmp_path, "alpha")
+    assert main(["runs", "--out", str(tmp_path), "--compact"]) == 0
+    assert "compacted 1 run(s)" in capsys.readouterr().out

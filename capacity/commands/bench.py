@@ -23,6 +23,8 @@ from capacity.bench.client import (
 )
 from capacity.catalog import default_catalog
 from capacity.commands.plan import parse_int_list
+from capacity.errors import StoreError
+from capacity.store import compact_run
 from capacity.tables import render
 
 
@@ -114,5 +116,9 @@ def run(args: argparse.Namespace) -> int:
     print(render(headers, summary_table_rows(result.summaries)), end="")
     for w in result.warnings:
         print(f"warning: {w}")
+    try:  # a typed Parquet copy for fast queries; requests.csv stays the record
+        compact_run(result.run_dir)
+    except StoreError as exc:
+        print(f"warning: stored as CSV only ({exc})")
     print(f"stored in {result.run_dir}")
     return 0

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from capacity.store import DEFAULT_ROOT, RunStore
+from capacity.store import DEFAULT_ROOT, RunStore, compact_all
 from capacity.tables import render
 
 
@@ -32,6 +32,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--label", default=None, help="print the latest run with this label")
     g.add_argument("--run-id", default=None, help="print this run")
     g.add_argument("--sql", default=None, help="one read-only SELECT over the views")
+    g.add_argument("--compact", action="store_true",
+                   help="write a typed Parquet copy (requests.parquet) of every run that lacks "
+                        "a current one; queries then read it instead of the CSV")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="output format (default table)")
     return p
@@ -68,6 +71,10 @@ RUNS_VIEW = ("run_id", "label", "started_at", "status", "base_url", "model", "le
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.compact:
+        done = compact_all(args.out)
+        print(f"compacted {len(done)} run(s)" + "".join(f"\n  {p}" for p in done))
+        return 0
     with RunStore(args.out) as store:
         for w in store.warnings:
             print(f"warning: {w}", file=sys.stderr)
