@@ -1,0 +1,76 @@
+"""`st.cache_data` wrappers around the library: the only caching in the app.
+
+Every function takes the ExplorerState (a frozen dataclass, hashed by value) and the catalog
+version, so saving a custom entry (which bumps the version) invalidates the results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from capacity import catalog_custom
+from capacity.catalog import Catalog
+from capacity.charts import chart_data, specs
+from capacity.explain import Explanation, MathStep, Targets, explain, show_math, table_records
+from capacity.urlstate import ExplorerState
+
+VERSION_KEY = "catalog_version"
+
+
+def catalog() -> Catalog:
+    """The catalog with custom entries (raises CatalogError for a corrupt file)."""
+    return catalog_custom.current_catalog()
+
+
+def catalog_version() -> int:
+    """A counter bumped whenever a custom entry is saved."""
+    return int(st.session_state.get(VERSION_KEY, 0))
+
+
+def catalog_changed() -> None:
+    """Call after saving a custom entry: re-read the catalog and drop cached results."""
+    catalog_custom.clear_caches()
+    st.cache_data.clear()
+    st.session_state[VERSION_KEY] = catalog_version() + 1
+
+
+def targets(state: ExplorerState) -> Targets:
+    """The SLOs in the state."""
+    return Targets(ttft_ms=state.slo_ttft_ms, tpot_ms=state.slo_tpot_ms,
+                   cost_per_mtok=state.slo_cost)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplorerResult:
+    """Everything the Explorer page draws for one state."""
+
+    explanation: Explanation
+    math: tuple[MathStep, ...]
+    specs: dict[str, dict[str, Any]]
+    c_vram: int
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def explorer_result(state: ExplorerState, labels: dict[str, str], version: int
+                    ) -> ExplorerResult:
+    """Verdicts, the math and every chart spec for `state` (labels in the page's language)."""
+    del version  # part of the cache key only
+    s = state.scenario(catalog())
+    ex = explain(s, state.c, targets(state))
+    d = chart_data(s, state.c, slo_ttft_ms=state.slo_ttft_ms, slo_tpot_ms=state.slo_tpot_ms,
+                   slo_cost=state.slo_cost)
+    return ExplorerResult(explanation=ex, math=show_math(s, state.c), specs=specs(d, labels),
+                          c_vram=d.c_vram)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def capacity_rows(state: ExplorerState, rows: tuple[tuple[int, int], ...], version: int
+                  ) -> pd.DataFrame:
+    """The capacity table for the edited scenario rows."""
+    del version
+    s = state.scenario(catalog())
+    return pd.DataFrame(table_records(s, list(rows), targets(state)))

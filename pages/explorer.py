@@ -1,0 +1,290 @@
+"""Explorer: one deployment what-if. Inputs -> verdict per constraint -> curves -> table -> math.
+
+Draws only: every number comes from `capacity/` through `app.cache`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from app import cache
+from app.bootstrap import ensure_navigation
+from app.i18n import chart_labels, status_text, t, verdict_text
+from app.state import (
+    from_widgets,
+    init_explorer,
+    init_lang,
+    key,
+    on_currency_change,
+    on_gpu_change,
+    on_model_change,
+    write_url,
+)
+from capacity.charts import ALL_CHARTS
+from capacity.cost import CURRENCIES
+from capacity.errors import CapacityError
+from capacity.explain import TABLE_COLUMNS, Explanation, Relief, Verdict
+from capacity.scenario import SEED_TABLE_ROWS
+from capacity.tables import render
+from capacity.units import KV_DTYPES
+
+ensure_navigation()
+lang = init_lang()
+
+
+def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+    return t(k, lang, **kw)
+
+
+
+CTX_OPTIONS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
+               1048576]
+CHART_HEIGHTS = {"step_time": 380, "throughput": 380, "vram": 250, "ttft": 380, "cost": 380,
+                 "roofline": 380}
+STATUS_COLOR = {"pass": "green", "tight": "orange", "fail": "red"}
+
+
+def tokens_label(n: int) -> str:
+    return f"{n // 1024}K" if n % 1024 == 0 and n >= 1024 else f"{n:,}"
+
+
+try:
+    catalog = cache.catalog()
+except CapacityError as exc:
+    st.error(T("err_catalog", msg=str(exc)))
+    st.stop()
+
+notices = init_explorer(catalog)
+ctx_now = int(st.session_state[key("ctx")])
+ctx_options = sorted({*CTX_OPTIONS, ctx_now})
+st.session_state.setdefault("ex_c_max", max(1024, int(st.session_state[key("c")])))
+
+st.title(T("nav_explorer"))
+if notices:
+    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {n}" for n in notices))
+
+# ---- inputs: the main ones on the page, the rest in the sidebar ----------------------------
+models = sorted(catalog.models)
+gpus = sorted(catalog.gpus)
+row1 = st.columns([3, 2, 3, 1])
+row1[0].selectbox(T("model"), models, key=key("model"),
+                  format_func=lambda k: catalog.models[k].name,
+                  on_change=on_model_change, args=(catalog,))
+model = catalog.models[st.session_state[key("model")]]
+formats = [f.key for f in catalog.formats_for(model)]
+if st.session_state[key("weights")] not in formats:
+    on_model_change(catalog)
+row1[1].selectbox(T("weights"), formats, key=key("weights"),
+                  format_func=lambda k: catalog.formats[k].name)
+row1[2].selectbox(T("gpu"), gpus, key=key("gpu"), format_func=lambda k: catalog.gpus[k].name,
+                  on_change=on_gpu_change, args=(catalog,))
+row1[3].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus"))
+row2 = st.columns([4, 3, 2])
+row2[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,
+               key=key("c"))
+row2[1].select_slider(T("ctx"), options=ctx_options, key=key("ctx"), format_func=tokens_label)
+row2[2].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
+
+with st.sidebar:
+    with st.expander(T("sec_workload"), expanded=False):
+        st.number_input(T("prompt"), min_value=1, max_value=10_000_000, step=512,
+                        key=key("prompt"))
+        st.number_input(T("tp"), min_value=1, max_value=16, step=1, key=key("tp"),
+                        help=T("help_tp"))
+        st.slider(T("util"), min_value=0.05, max_value=1.0, step=0.01, key=key("util"),
+                  help=T("help_util"))
+        st.number_input(T("overhead"), min_value=0.0, max_value=1000.0, step=0.1,
+                        key=key("overhead"))
+        st.number_input(T("block"), min_value=1, max_value=1024, step=1, key=key("block"))
+        st.slider(T("headroom"), min_value=0.0, max_value=1.0, step=0.05, key=key("headroom"))
+    with st.expander(T("sec_slo"), expanded=True):
+        st.number_input(T("slo_ttft_ms"), min_value=1.0, max_value=1e7, step=100.0,
+                        key=key("slo_ttft_ms"))
+        st.number_input(T("slo_tpot_ms"), min_value=0.1, max_value=1e6, step=5.0,
+                        key=key("slo_tpot_ms"))
+        st.number_input(T("slo_cost"), min_value=0.0, max_value=1e6, step=0.1,
+                        key=key("slo_cost"), format="%.3f")
+    with st.expander(T("sec_cost"), expanded=True):
+        st.segmented_control(T("currency"), list(CURRENCIES), key=key("currency"),
+                             required=True, on_change=on_currency_change)
+        st.number_input(T("price"), min_value=0.0, max_value=1e5, step=0.1, key=key("price"),
+                        format="%.3f")
+        st.number_input(T("rate"), min_value=0.01, max_value=1e4, step=0.05, key=key("rate"))
+    with st.expander(T("sec_eff"), expanded=False):
+        st.slider(T("eff"), min_value=0.01, max_value=1.0, step=0.01, key=key("eff"),
+                  help=T("help_eff"))
+        st.slider(T("mfu"), min_value=0.01, max_value=1.0, step=0.01, key=key("mfu"))
+
+state = from_widgets(lang)
+write_url(state)
+
+try:
+    scenario = state.scenario(catalog)
+    result = cache.explorer_result(state, chart_labels(lang), cache.catalog_version())
+except CapacityError as exc:
+    st.error(T("err_inputs", msg=str(exc)))
+    st.stop()
+
+ex: Explanation = result.explanation
+fig = ex.figures
+for w in scenario.warnings:
+    st.warning(T("warn_scenario", msg=w))
+
+# ---- headline -------------------------------------------------------------------------------
+st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,
+               gpu=catalog.gpus[state.gpu].name))
+overall = ex.overall
+{"pass": st.success, "tight": st.warning, "fail": st.error}[overall](
+    T("overall_" + overall), icon={"pass": ":material/check_circle:", "tight": ":material/warning:",
+          "fail": ":material/block:"}[overall])
+cur = state.currency
+m = st.columns(6)
+m[0].metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms", help=T("help_tpot"))
+m[1].metric(T("metric_ttft"), f"{fig['ttft_s']:.2f} s", help=T("help_ttft"))
+m[2].metric(T("metric_tok_s"), f"{fig['tok_s_per_request']:,.1f}")
+m[3].metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}")
+m[4].metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
+            help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}")
+m[5].metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"))
+
+
+# ---- verdict cards ------------------------------------------------------------------------
+def detail_text(v: Verdict) -> str:
+    return T("d_" + v.detail, value=v.value, limit=v.limit, unit=v.unit,
+             value_s=v.value / 1e3, limit_s=v.limit / 1e3)
+
+
+cards = st.columns(4)
+for col, v in zip(cards, ex.verdicts, strict=True):
+    with col.container(border=True, key=f"verdict_{v.constraint}"):
+        color = STATUS_COLOR[v.status]
+        st.markdown(f"**{T('c_' + v.constraint)}** &nbsp; "
+                    f":{color}-badge[{status_text(v.status, lang)}]")
+        st.caption(T("q_" + v.constraint))
+        st.markdown(detail_text(v))
+
+
+def binding_text(e: Explanation) -> str:
+    b, d = e.binding, e.binding_detail
+    slo_ttft, slo_tpot = state.slo_ttft_ms / 1e3, state.slo_tpot_ms
+    failing = any(v.status == "fail" for v in e.verdicts)
+    if b == "memory" and failing and e.verdict("memory").status == "fail":
+        if fig["weights_shortfall_gb"] > 0:
+            return T("b_memory_weights", short=fig["weights_shortfall_gb"])
+        return T("b_memory", c=e.concurrency, subtotal=fig["subtotal_gb"],
+                 usable=fig["usable_gb"], short=fig["shortfall_gb"], c_vram=int(fig["c_vram"]))
+    if e.verdict("slo").status == "fail":
+        if d == "ttft":
+            return T("b_ttft", ttft=fig["ttft_s"], slo=slo_ttft)
+        if d == "cost":
+            return T("b_cost", cost=fig["cost_per_mtok"], cur=cur, slo=state.slo_cost)
+        return T("b_tpot_compute" if b == "compute" else "b_tpot_bandwidth",
+                 step=fig["step_ms"], slo=slo_tpot)
+    if b == "memory":
+        return T("b_ok_memory", subtotal=fig["subtotal_gb"], usable=fig["usable_gb"],
+                 c_vram=int(fig["c_vram"]))
+    if b == "compute":
+        return T("b_ok_compute", ttft=fig["ttft_s"], slo_ttft=slo_ttft)
+    return T("b_ok_bandwidth", step=fig["step_ms"], slo=slo_tpot)
+
+
+def relief_text(r: Relief, detail: str) -> str:
+    value = r.value
+    if r.kind == "kv_dtype":
+        value = str(value).upper()
+    elif r.kind == "context":
+        value = tokens_label(int(value))
+    if r.kind in ("prompt", "concurrency"):
+        value = f"{int(value):,}"
+    kind = "concurrency_cost" if r.kind == "concurrency" and detail == "cost" else r.kind
+    text = T("r_" + kind, value=value)
+    res = r.result
+    if isinstance(res, str):
+        shown = verdict_text(res, lang)
+    elif detail == "ttft" or r.kind in ("prompt", "tp", "mfu"):
+        shown = f"TTFT {res / 1e3:.2f} s"
+    elif detail == "cost" or r.kind == "price":
+        shown = f"{res:.3f} {cur}"
+    else:
+        shown = f"TPOT {res:.1f} ms"
+    return f"{text} → {shown}"
+
+
+with st.container(key="binding"):
+    st.markdown(f"**{binding_text(ex)}**")
+    if ex.overall == "fail" or ex.reliefs:
+        if ex.reliefs:
+            st.markdown(T("relief") + ": " + T("list_sep").join(relief_text(r, ex.binding_detail)
+                                                        for r in ex.reliefs) + ".")
+        else:
+            st.markdown(T("relief_none"))
+st.caption(T("share"))
+
+# ---- charts ---------------------------------------------------------------------------------
+st.subheader(T("sec_charts"))
+for i in range(0, len(ALL_CHARTS), 2):
+    cols = st.columns(2)
+    for col, name in zip(cols, ALL_CHARTS[i:i + 2], strict=True):
+        with col.container(border=True):
+            st.markdown(f"**{T('ch_' + name)}**")
+            st.vega_lite_chart(result.specs[name], width="stretch", key=f"chart_{name}",
+                               height=CHART_HEIGHTS[name])
+
+# ---- capacity table -------------------------------------------------------------------------
+st.subheader(T("sec_table"))
+st.caption(T("table_help"))
+seed_rows = pd.DataFrame({"concurrency": [c for c, _ in SEED_TABLE_ROWS],
+                          "context_tokens": [state.ctx] * len(SEED_TABLE_ROWS)})
+edited = st.data_editor(
+    seed_rows, key=f"ex_table_{state.ctx}", num_rows="dynamic", hide_index=True,
+    width="content",
+    column_config={
+        "concurrency": st.column_config.NumberColumn(T("col_concurrency"), min_value=1,
+                                                     max_value=100_000, step=1),
+        "context_tokens": st.column_config.NumberColumn(T("col_context_tokens"), min_value=1,
+                                                        max_value=10_000_000, step=1),
+    })
+rows = []
+bad = False
+for c, ctx in zip(edited["concurrency"], edited["context_tokens"], strict=True):
+    if pd.isna(c) or pd.isna(ctx):
+        continue
+    if not (math.isfinite(c) and math.isfinite(ctx)) or c < 1 or ctx < 1:
+        bad = True
+        continue
+    rows.append((int(c), int(ctx)))
+if bad:
+    st.warning(T("table_rows_error"))
+if rows:
+    try:
+        table = cache.capacity_rows(state, tuple(rows), cache.catalog_version())
+    except CapacityError as exc:
+        st.error(T("err_inputs", msg=str(exc)))
+        table = None
+    if table is not None:
+        shown = table.copy()
+        shown["verdict"] = shown["verdict"].map(lambda v: verdict_text(v, lang))
+        shown["slo"] = shown["slo"].map(lambda v: status_text(v, lang))
+        headers = [T("col_" + c) for c in TABLE_COLUMNS]
+        headers[TABLE_COLUMNS.index("cost_per_mtok")] += f" ({cur})"
+        shown.columns = headers
+        st.dataframe(shown, hide_index=True, width="stretch", key="ex_table_result")
+        d1, d2, _ = st.columns([1, 1, 4])
+        raw = [[r[c] for c in TABLE_COLUMNS] for r in table.to_dict("records")]
+        csv_headers = list(TABLE_COLUMNS)
+        csv_headers[TABLE_COLUMNS.index("cost_per_mtok")] = f"cost_per_mtok_{cur.lower()}"
+        d1.download_button(T("dl_csv"), render(csv_headers, raw, "csv"),
+                           file_name="capacity-table.csv", mime="text/csv", key="dl_csv")
+        md_rows = shown.values.tolist()
+        d2.download_button(T("dl_md"), render(headers, md_rows, "markdown"),
+                           file_name="capacity-table.md", mime="text/markdown", key="dl_md")
+
+# ---- show the math --------------------------------------------------------------------------
+with st.expander(T("sec_math"), expanded=False):
+    st.caption(T("math_help"))
+    for step in result.math:
+        st.markdown(f"**{T('m_' + step.key)}**")
+        st.code(f"{step.formula}\n{step.substituted}", language=None)
