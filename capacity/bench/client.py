@@ -1,0 +1,552 @@
+"""The benchmark client: closed-loop levels (or a seeded Poisson open loop) of streamed requests.
+
+One `httpx.AsyncClient` per run with a pool of at least the highest concurrency (httpx's default
+of 100 connections would silently cap a level of 150) and timeouts sized for long prefills: the
+read timeout is the per-stream stall limit (`timeout_s`), there is no pool timeout, and there is
+no overall deadline. Every request ends as a `RequestRecord`; failures are recorded with an
+`error_type`, never raised mid-run. Configuration errors (unreachable server, 401, unknown
+model) raise BenchError before any measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import httpx
+import numpy as np
+
+from capacity.bench.metrics import ClientLoad, RequestRecord, summarize
+from capacity.bench.sse import ChunkInfo, SseDecoder, classify
+from capacity.bench.storage import RunWriter, check_label
+from capacity.errors import BenchError, InputError
+
+Endpoint = Literal["chat", "completions"]
+
+_FILLER_WORDS = (
+    "capacity", "memory", "bandwidth", "compute", "token", "request", "latency", "throughput",
+    "cache", "batch", "model", "server", "prefill", "decode", "context", "window", "planner",
+    "budget", "cluster", "queue", "the", "of", "and", "a", "to", "in", "is", "for", "on", "with",
+    "each", "every", "when", "how", "many", "which", "GPU", "card", "users", "peak",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    """Everything a run needs except the API key (which is passed on its own, never stored)."""
+
+    base_url: str
+    concurrency: tuple[int, ...] = (10,)
+    requests: int = 100
+    prompt_chars: int = 1000
+    max_tokens: int = 128
+    label: str = "bench"
+    model: str | None = None
+    endpoint: Endpoint = "chat"
+    warmup: int = 1
+    request_rate: float | None = None
+    seed: int = 0
+    ignore_eos: bool = True
+    stream_usage: bool = True
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    timeout_s: float = 600.0
+    connect_timeout_s: float = 10.0
+    out_dir: str = "data/bench"
+    gpu: str | None = None
+    gpus: int = 1
+    gpu_price: float | None = None
+    currency: str | None = None
+    predict_model: str | None = None
+
+    def validate(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise InputError(f"--base-url must start with http:// or https://, got "
+                             f"'{self.base_url}' (e.g. http://127.0.0.1:8000/v1)")
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            raise InputError("--concurrency needs whole numbers >= 1, e.g. 10,50,100")
+        for name, v in (("--requests", self.requests), ("--max-tokens", self.max_tokens),
+                        ("--prompt-chars", self.prompt_chars), ("--gpus", self.gpus)):
+            if v < 1:
+                raise InputError(f"{name} must be >= 1, got {v}")
+        if self.warmup < 0:
+            raise InputError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.request_rate is not None and not (math.isfinite(self.request_rate)
+                                                  and self.request_rate > 0):
+            raise InputError(f"--request-rate must be > 0 requests/s, got {self.request_rate}")
+        for name, x in (("--timeout", self.timeout_s), ("--slo-ttft-ms", self.slo_ttft_ms),
+                        ("--slo-tpot-ms", self.slo_tpot_ms), ("--gpu-price", self.gpu_price)):
+            if x is not None and not (math.isfinite(x) and x > 0 or
+                                      (name == "--gpu-price" and x == 0)):
+                raise InputError(f"{name} must be > 0, got {x}")
+        check_label(self.label)
+
+
+@dataclass(kw_only=True)
+class _Compat:
+    """Optional request fields, dropped for the rest of the run once the server rejects them."""
+
+    stream_options: bool
+    ignore_eos: bool
+    dropped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchResult:
+    run_id: str
+    run_dir: str
+    model: str
+    summaries: tuple[dict[str, Any], ...]
+    warnings: tuple[str, ...]
+
+
+def make_filler(chars: int, seed: int) -> str:
+    """Deterministic English-like filler text of exactly `chars` characters."""
+    rng = random.Random(seed)
+    parts: list[str] = []
+    n = 0
+    while n < chars:
+        w = rng.choice(_FILLER_WORDS)
+        parts.append(w)
+        n += len(w) + 1
+    return " ".join(parts)[:chars]
+
+
+def make_prompt(nonce: str, filler: str, chars: int) -> str:
+    """A prompt of `chars` characters that STARTS with a unique nonce (defeats prefix caches)."""
+    head = f"[{nonce}] "
+    if len(head) >= chars:
+        return head[:chars] if chars >= len(nonce) + 2 else head
+    return head + filler[: chars - len(head)]
+
+
+def _auth_headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return " ".join(text.split())[:limit]
+
+
+class _Runner:
+    def __init__(self, cfg: BenchConfig, api_key: str | None, client: httpx.AsyncClient,
+                 model: str, writer: RunWriter | None, emit: Callable[[str], None]) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.model = model
+        self.writer = writer
+        self.emit = emit
+        self.headers = _auth_headers(api_key)
+        self.url = cfg.base_url.rstrip("/") + ("/chat/completions" if cfg.endpoint == "chat"
+                                               else "/completions")
+        self.compat = _Compat(stream_options=cfg.stream_usage, ignore_eos=cfg.ignore_eos)
+        self.filler = make_filler(cfg.prompt_chars, cfg.seed)
+        self.run_id = writer.run_id if writer else "dry"
+        self._nonce_base = f"{self.run_id}-{random.Random().getrandbits(32):08x}"
+
+    def body(self, prompt: str) -> dict[str, Any]:
+        b: dict[str, Any] = {"model": self.model, "max_tokens": self.cfg.max_tokens,
+                             "stream": True}
+        if self.cfg.endpoint == "chat":
+            b["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            b["prompt"] = prompt
+        if self.compat.stream_options:
+            b["stream_options"] = {"include_usage": True}
+        if self.compat.ignore_eos:
+            b["ignore_eos"] = True
+        return b
+
+    def _drop_for(self, message: str) -> bool:
+        """After a 400/422: drop the optional field the server objects to; False if none."""
+        msg = message.lower()
+        dropped = False
+        if self.compat.ignore_eos and "ignore_eos" in msg:
+            self.compat.ignore_eos = False
+            self.compat.dropped.append("ignore_eos")
+            dropped = True
+        if self.compat.stream_options and ("stream_options" in msg or not dropped):
+            self.compat.stream_options = False
+            self.compat.dropped.append("stream_options")
+            dropped = True
+        return dropped
+
+    async def one(self, *, level: int, rate: float | None, index: int, due_ns: int,
+                  tag: str) -> RequestRecord:
+        prompt = make_prompt(f"{self._nonce_base}-{tag}{level}-{index}", self.filler,
+                             self.cfg.prompt_chars)
+        for attempt in (0, 1):
+            body = self.body(prompt)
+            start_ns = time.perf_counter_ns()
+            start_unix = time.time()
+            st = _StreamState()
+            try:
+                async with self.client.stream("POST", self.url, json=body,
+                                              headers=self.headers) as resp:
+                    st.status = resp.status_code
+                    if resp.status_code >= 400:
+                        text = (await resp.aread()).decode("utf-8", errors="replace")
+                        if (attempt == 0 and resp.status_code in (400, 422)
+                                and self._drop_for(text)):
+                            continue
+                        st.fail("http_error", f"HTTP {resp.status_code}: {_short(text)}")
+                    elif "text/event-stream" not in resp.headers.get("content-type", ""):
+                        await self._not_streaming(resp, st, start_ns)
+                    else:
+                        dec = SseDecoder()
+                        async for chunk in resp.aiter_bytes():
+                            now = time.perf_counter_ns()
+                            for ev in dec.feed(chunk):
+                                st.on(classify(ev.data, ev.event), now)
+                        now = time.perf_counter_ns()
+                        for ev in dec.close():
+                            st.on(classify(ev.data, ev.event), now)
+            except httpx.TimeoutException as exc:
+                st.fail("timeout", f"{type(exc).__name__}: no bytes for {self.cfg.timeout_s:g} s"
+                        if isinstance(exc, httpx.ReadTimeout) else f"{type(exc).__name__}")
+            except httpx.ConnectError as exc:
+                st.fail("connect_error", _short(str(exc)) or "cannot connect")
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                st.fail("disconnected", f"{type(exc).__name__}: {_short(str(exc))}")
+            except httpx.HTTPError as exc:
+                st.fail("client_error", f"{type(exc).__name__}: {_short(str(exc))}")
+            return st.record(self, level=level, rate=rate, index=index,
+                             start_ns=start_ns, start_unix=start_unix, due_ns=due_ns,
+                             prompt_chars=len(prompt))
+        raise AssertionError("unreachable: the retry loop always returns")  # pragma: no cover
+
+    async def _not_streaming(self, resp: httpx.Response, st: _StreamState, start_ns: int
+                             ) -> None:
+        raw = await resp.aread()
+        end = time.perf_counter_ns()
+        try:
+            obj = json.loads(raw)
+            usage = obj.get("usage") if isinstance(obj, dict) else None
+        except ValueError:
+            usage = None
+        if isinstance(usage, dict):
+            st.usage = usage
+        st.last_event_ns = end
+        st.fail("not_streaming", "the server answered without streaming (content-type "
+                f"{resp.headers.get('content-type', '?')}); TTFT cannot be measured")
+
+
+class _StreamState:
+    __slots__ = ("status", "first_chunk_ns", "token_ns", "usage", "finish", "done", "error",
+                 "error_type", "response_id", "malformed", "events", "last_event_ns")
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.first_chunk_ns: int | None = None
+        self.token_ns: list[int] = []
+        self.usage: dict[str, Any] | None = None
+        self.finish: str | None = None
+        self.done = False
+        self.error: str | None = None
+        self.error_type: str | None = None
+        self.response_id: str | None = None
+        self.malformed = 0
+        self.events = 0
+        self.last_event_ns: int | None = None
+
+    def fail(self, kind: str, message: str) -> None:
+        if self.error_type is None:
+            self.error_type, self.error = kind, message
+
+    def on(self, info: ChunkInfo, now: int) -> None:
+        self.events += 1
+        self.last_event_ns = now
+        if self.first_chunk_ns is None:
+            self.first_chunk_ns = now
+        if info.done:
+            self.done = True
+            return
+        if info.malformed:
+            self.malformed += 1
+            return
+        if info.error is not None:
+            self.fail("error_event", info.error)
+            return
+        if self.response_id is None and info.response_id:
+            self.response_id = info.response_id
+        if info.tokens:
+            self.token_ns.append(now)
+        if info.finish_reason:
+            self.finish = info.finish_reason
+        if info.usage is not None:
+            self.usage = info.usage
+
+    def record(self, r: _Runner, *, level: int, rate: float | None, index: int, start_ns: int,
+               start_unix: float, due_ns: int, prompt_chars: int) -> RequestRecord:
+        ms = 1e-6
+        n_events = len(self.token_ns)
+        usage = self.usage or {}
+        completion = usage.get("completion_tokens")
+        if isinstance(completion, int) and completion >= 0:
+            out_tokens, source = completion, "usage"
+        else:
+            out_tokens, source = n_events, "chunks"
+        prompt_tokens = usage.get("prompt_tokens")
+        if self.error_type is None:
+            if n_events == 0:
+                self.fail("malformed" if self.malformed and self.events == self.malformed
+                          else "no_tokens", f"no token-bearing event in {self.events} events"
+                          + (f" ({self.malformed} malformed)" if self.malformed else ""))
+            elif not self.done and self.finish is None:
+                self.fail("partial", f"the stream ended without [DONE] or finish_reason after "
+                          f"{n_events} token events")
+        ok = self.error_type is None
+        first = self.token_ns[0] if self.token_ns else None
+        last = self.token_ns[-1] if self.token_ns else None
+        gaps = np.diff(np.asarray(self.token_ns, dtype=np.int64)) * ms if n_events > 1 else None
+        tpot = ((last - first) * ms / (out_tokens - 1)
+                if first is not None and last is not None and out_tokens > 1 else None)
+        end = last if last is not None else self.last_event_ns
+        message = self.error
+        if ok and self.malformed:
+            message = f"{self.malformed} malformed events skipped"
+        return RequestRecord(
+            run_id=r.run_id, label=r.cfg.label, concurrency=level, request_rate_rps=rate,
+            request_index=index, response_id=self.response_id, start_unix_s=start_unix,
+            queue_ms=max(0.0, (start_ns - due_ns) * ms),
+            ttft_ms=(first - start_ns) * ms if first is not None else None,
+            first_chunk_ms=((self.first_chunk_ns - start_ns) * ms
+                            if self.first_chunk_ns is not None else None),
+            e2e_ms=(end - start_ns) * ms if end is not None else None,
+            tpot_ms=tpot,
+            itl_mean_ms=float(gaps.mean()) if gaps is not None else None,
+            itl_max_ms=float(gaps.max()) if gaps is not None else None,
+            prompt_chars=prompt_chars,
+            prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
+            output_tokens=out_tokens, output_tokens_source=source, token_events=n_events,
+            max_tokens=r.cfg.max_tokens,
+            output_length_mismatch=ok and source == "usage" and out_tokens != r.cfg.max_tokens,
+            finish_reason=self.finish, success=ok, error_type=self.error_type,
+            error_message=message, http_status=self.status, endpoint=r.cfg.endpoint,
+            model=r.model,
+            itl_ms=" ".join(f"{g:.3f}" for g in gaps) if gaps is not None else "",
+        )
+
+
+async def _lag_monitor(samples: list[float], stop: asyncio.Event, period_s: float = 0.01
+                       ) -> None:
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(period_s)
+        samples.append((time.perf_counter() - t - period_s) * 1e3)
+
+
+async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | None
+                       ) -> dict[str, Any] | None:
+    """The server's `/models` answer; BenchError for unreachable servers and 401/403."""
+    url = base_url.rstrip("/") + "/models"
+    try:
+        resp = await client.get(url, headers=_auth_headers(api_key))
+    except httpx.ConnectError:
+        raise BenchError(f"cannot reach {base_url}: is the server running? (check --base-url, "
+                         "e.g. http://127.0.0.1:8000/v1)") from None
+    except httpx.HTTPError as exc:
+        raise BenchError(f"{url} failed: {type(exc).__name__} {_short(str(exc))}") from None
+    if resp.status_code in (401, 403):
+        raise BenchError(f"{url} answered {resp.status_code}: pass --api-key or set "
+                         "OPENAI_API_KEY")
+    if resp.status_code >= 400:
+        return None
+    try:
+        answer = resp.json()
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _first_model(models: dict[str, Any] | None) -> str | None:
+    data = (models or {}).get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict) and data[0].get("id"):
+        return str(data[0]["id"])
+    return None
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("capacity", "httpx", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "?"
+    return out
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
+                    emit: Callable[[str], None] = _stderr,
+                    transport: httpx.AsyncBaseTransport | None = None,
+                    meta_extra: dict[str, Any] | None = None) -> BenchResult:
+    """Run every level of `cfg`, writing the run's files as it goes; returns the summaries."""
+    cfg.validate()
+    top = max(cfg.concurrency)
+    limits = httpx.Limits(max_connections=top + 4, max_keepalive_connections=top + 4)
+    timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.timeout_s, write=30.0,
+                            pool=None)
+    warnings: list[str] = []
+    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport,
+                                 trust_env=False, follow_redirects=False) as client:
+        models = await fetch_models(client, cfg.base_url, api_key)
+        model = cfg.model or _first_model(models)
+        if model is None:
+            raise BenchError(f"{cfg.base_url}/models lists no model: pass --model NAME")
+        writer = RunWriter(cfg.out_dir, cfg.label)
+        started = datetime.now(UTC).isoformat()
+        meta: dict[str, Any] = {
+            "run_id": writer.run_id, "label": cfg.label, "status": "running",
+            "started_at": started, "finished_at": None, "args": asdict(cfg), "model": model,
+            "server_models": models, "versions": _versions(), **(meta_extra or {}),
+        }
+        writer.write_meta(meta)
+        runner = _Runner(cfg, api_key, client, model, writer, emit)
+        summaries: list[dict[str, Any]] = []
+        try:
+            for level in cfg.concurrency:
+                if cfg.requests < 3 * level:
+                    w = (f"level {level}: {cfg.requests} requests < 3 x concurrency: one burst, "
+                         "so ramp-up and tail dominate; use --requests "
+                         f"{3 * level} or more")
+                    warnings.append(w)
+                    emit("warning: " + w)
+                if cfg.warmup:
+                    await _warmup(runner, level, first=not summaries)
+                row = await _level(runner, level, warnings)
+                summaries.append(row)
+                writer.write_summary(row)
+            meta["status"] = "finished"
+        except BaseException:
+            meta["status"] = "interrupted"
+            raise
+        finally:
+            meta["finished_at"] = datetime.now(UTC).isoformat()
+            meta["dropped_fields"] = runner.compat.dropped
+            meta["warnings"] = warnings
+            writer.write_meta(meta)
+            writer.close()
+    if "ignore_eos" in runner.compat.dropped:
+        warnings.append("the server rejected ignore_eos: output lengths may differ from "
+                        "--max-tokens (see output_length_mismatch)")
+    if "stream_options" in runner.compat.dropped:
+        warnings.append("the server rejected stream_options: output tokens are counted from "
+                        "chunks (a lower bound)")
+    return BenchResult(run_id=writer.run_id, run_dir=str(writer.dir), model=model,
+                       summaries=tuple(summaries), warnings=tuple(warnings))
+
+
+async def _warmup(runner: _Runner, level: int, first: bool) -> None:
+    n = runner.cfg.warmup
+    sem = asyncio.Semaphore(level)
+
+    async def one(i: int) -> RequestRecord:
+        async with sem:
+            return await runner.one(level=level, rate=None, index=i,
+                                    due_ns=time.perf_counter_ns(), tag="w")
+
+    recs = await asyncio.gather(*(one(i) for i in range(n)))
+    if first and all(not r.success for r in recs):
+        r = recs[0]
+        if r.error_type in ("http_error", "connect_error"):
+            raise BenchError(f"the warm-up request failed: {r.error_message} "
+                             "(check --model, --endpoint and --api-key)")
+        runner.emit(f"warning: every warm-up request failed ({r.error_type}: "
+                    f"{r.error_message})")
+
+
+async def _level(runner: _Runner, level: int, warnings: list[str]) -> dict[str, Any]:
+    cfg = runner.cfg
+    n = cfg.requests
+    records: list[RequestRecord] = []
+    lag: list[float] = []
+    stop = asyncio.Event()
+    monitor = asyncio.create_task(_lag_monitor(lag, stop))
+    step = max(1, n // 10)
+    rate = cfg.request_rate
+
+    def done(rec: RequestRecord) -> None:
+        records.append(rec)
+        if runner.writer is not None:
+            runner.writer.write_request(rec)
+        k = len(records)
+        if k % step == 0 or k == n:
+            ok = [r for r in records if r.success]
+            ttft = np.median([r.ttft_ms for r in ok if r.ttft_ms is not None]) if ok else math.nan
+            tp = [r.tpot_ms for r in ok if r.tpot_ms is not None]
+            tpot = np.median(tp) if tp else math.nan
+            runner.emit(f"  concurrency {level}: {k}/{n} done, {k - len(ok)} failed, "
+                        f"TTFT p50 {ttft:.1f} ms, TPOT p50 {tpot:.2f} ms")
+
+    cpu0 = time.process_time()
+    if rate is None:
+        counter = iter(range(n))
+
+        async def worker() -> None:
+            for i in counter:
+                due = time.perf_counter_ns()
+                done(await runner.one(level=level, rate=None, index=i, due_ns=due, tag=""))
+
+        await asyncio.gather(*(worker() for _ in range(min(level, n))))
+    else:
+        rng = np.random.default_rng(cfg.seed + level)
+        arrivals = np.cumsum(rng.exponential(1.0 / rate, n))
+        sem = asyncio.Semaphore(level)
+        t0 = time.perf_counter_ns()
+
+        async def arrival(i: int, at_s: float) -> None:
+            due = t0 + int(at_s * 1e9)
+            delay = (due - time.perf_counter_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            async with sem:
+                done(await runner.one(level=level, rate=rate, index=i, due_ns=due, tag=""))
+
+        await asyncio.gather(*(arrival(i, float(a)) for i, a in enumerate(arrivals)))
+    cpu = time.process_time() - cpu0
+    stop.set()
+    await monitor
+    lag_p99 = float(np.percentile(lag, 99)) if lag else 0.0
+    row = summarize(records, run_id=runner.run_id, label=cfg.label, concurrency=level,
+                    request_rate_rps=rate, endpoint=cfg.endpoint, model=runner.model,
+                    slo_ttft_ms=cfg.slo_ttft_ms, slo_tpot_ms=cfg.slo_tpot_ms,
+                    load=ClientLoad(cpu_s=cpu, loop_lag_p99_ms=lag_p99), gpu=cfg.gpu,
+                    gpus=cfg.gpus, gpu_price_per_hour=cfg.gpu_price, currency=cfg.currency)
+    if row["client_bound"]:
+        w = (f"level {level}: the client may be the bottleneck ({row['client_bound_reason']}); "
+             "numbers at this level understate the server")
+        warnings.append(w)
+        runner.emit("warning: " + w)
+    return row
+
+
+def run_bench_sync(cfg: BenchConfig, api_key: str | None = None, **kw: Any) -> BenchResult:
+    """`asyncio.run(run_bench(...))`."""
+    return asyncio.run(run_bench(cfg, api_key, **kw))
+
+
+def summary_table_rows(summaries: Sequence[dict[str, Any]]) -> list[list[object]]:
+    """Rows of the end-of-run table (one per level)."""
+    return [[s["concurrency"], s["requests_ok"], s["requests_failed"], s["ttft_p50_ms"],
+             s["ttft_p99_ms"], s["tpot_p50_ms"], s["tpot_p99_ms"], s["output_tok_s"],
+             s["achieved_concurrency"], s["cost_per_mtok"]] for s in summaries]
+
+
+SUMMARY_TABLE_HEADERS = ("concurrency", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms",
+                         "TPOT p50 ms", "TPOT p99 ms", "output tok/s", "achieved conc.",
+                         "cost per M tok")

@@ -1,0 +1,122 @@
+"""Where a run goes: `<out>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}` (SPEC 7).
+
+Both CSVs are flat, with one header row and units in the column names. `requests.csv` gets one
+row per request as the request ends, flushed at once, so a killed run keeps what it measured;
+`summary.csv` gets one row per level as the level ends. `meta.json` is written at the start and
+rewritten at the end. No API key ever reaches these files: callers pass arguments without it,
+and `scrub` removes any key-like field that slips through.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, RequestRecord, record_row
+from capacity.errors import InputError
+
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_SECRET_KEYS = ("api_key", "apikey", "authorization", "token", "secret", "password")
+
+
+def check_label(label: str) -> str:
+    """A label is a folder name: letters, digits, '.', '_', '-' (at most 64)."""
+    if not LABEL_RE.match(label):
+        raise InputError(f"label '{label}' must be 1-64 letters, digits, '.', '_' or '-' "
+                         "(it names a folder), e.g. capacity-8k")
+    return label
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A sortable, unique run id: UTC time plus 6 random hex digits."""
+    t = now or datetime.now(UTC)
+    return t.strftime("%Y%m%dT%H%M%SZ") + "-" + os.urandom(3).hex()
+
+
+def scrub(obj: Any) -> Any:
+    """A copy of a JSON-like object without any secret-looking key."""
+    if isinstance(obj, Mapping):
+        return {k: scrub(v) for k, v in obj.items()
+                if not any(s in str(k).lower() for s in _SECRET_KEYS)}
+    if isinstance(obj, list | tuple):
+        return [scrub(v) for v in obj]
+    return obj
+
+
+def _cell(v: object) -> object:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v) if v == v else ""
+    if isinstance(v, str):
+        return v.replace("\r", " ").replace("\n", " ")
+    return v
+
+
+class _CsvAppender:
+    def __init__(self, path: Path, columns: Sequence[str]) -> None:
+        self.path = path
+        self.columns = tuple(columns)
+        new = not path.exists() or path.stat().st_size == 0
+        self._fh: IO[str] = path.open("a", newline="", encoding="utf-8")
+        self._w = csv.writer(self._fh, lineterminator="\n")
+        if new:
+            self._w.writerow(self.columns)
+            self._fh.flush()
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        self._w.writerow([_cell(row.get(c)) for c in self.columns])
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class RunWriter:
+    """Writes one run's files incrementally. Use as a context manager."""
+
+    def __init__(self, out_dir: str | os.PathLike[str], label: str, run_id: str | None = None
+                 ) -> None:
+        self.label = check_label(label)
+        self.run_id = run_id or new_run_id()
+        self.dir = Path(out_dir) / self.label / self.run_id
+        try:
+            self.dir.mkdir(parents=True, exist_ok=False)
+        except OSError as exc:
+            raise InputError(f"cannot create the run folder {self.dir}: {exc.strerror}; "
+                             "pick another --out") from None
+        self.requests_path = self.dir / "requests.csv"
+        self.summary_path = self.dir / "summary.csv"
+        self.meta_path = self.dir / "meta.json"
+        self._requests = _CsvAppender(self.requests_path, REQUEST_COLUMNS)
+        self._summary = _CsvAppender(self.summary_path, SUMMARY_COLUMNS)
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        tmp = self.meta_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(scrub(dict(meta)), indent=2, default=str) + "\n",
+                       encoding="utf-8")
+        tmp.replace(self.meta_path)
+
+    def write_request(self, record: RequestRecord) -> None:
+        self._requests.write(record_row(record))
+
+    def write_summary(self, row: Mapping[str, Any]) -> None:
+        self._summary.write(row)
+
+    def close(self) -> None:
+        self._requests.close()
+        self._summary.close()
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

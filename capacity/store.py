@@ -1,0 +1,286 @@
+"""Stored benchmark runs, queried in place with DuckDB (SPEC 7, "Storage").
+
+The one module that opens DuckDB over the run files under a root (default `data/bench`):
+`<root>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}`. It defines three views on an
+in-memory database:
+- `requests`: every complete row of every requests.csv (`read_csv` over the file list, union by
+  name, so runs written by older or newer versions still load together);
+- `summaries`: every row of every summary.csv;
+- `runs`: one row per run (from meta.json and the rows above).
+A file whose header is not ours (a foreign CSV) or that has no header yet is skipped with a
+warning; a half-written last row of a killed run (no trailing newline, or missing its
+`row_complete` marker) is dropped with a warning, and the rest of the file is kept.
+
+User SQL (`query`) must be a single SELECT (or WITH ... SELECT); it runs with file access
+limited to the root, and values go in as bound parameters, never by string formatting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import duckdb
+import pandas as pd
+
+from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, RequestRecord
+from capacity.errors import StoreError
+
+DEFAULT_ROOT = "data/bench"
+REQUIRED_REQUEST_COLUMNS = ("run_id", "label", "concurrency", "success", "ttft_ms")
+REQUIRED_SUMMARY_COLUMNS = ("run_id", "label", "concurrency", "requests_ok")
+
+_SUMMARY_TEXT = {"run_id", "label", "endpoint", "model", "error_types", "output_tokens_source",
+                 "client_bound_reason", "gpu", "currency"}
+_SUMMARY_INT = {"concurrency", "requests_total", "requests_ok", "requests_failed",
+                "output_length_mismatches", "gpus", "row_complete"}
+
+
+def _duck_type(hint: Any) -> str:
+    text = str(hint)
+    if "bool" in text:
+        return "BOOLEAN"
+    if "float" in text:
+        return "DOUBLE"
+    if "int" in text:
+        return "BIGINT"
+    return "VARCHAR"
+
+
+def request_dtypes() -> dict[str, str]:
+    """DuckDB types of the requests.csv columns (from RequestRecord)."""
+    hints = get_type_hints(RequestRecord)
+    return {f.name: _duck_type(hints[f.name]) for f in fields(RequestRecord)}
+
+
+def summary_dtypes() -> dict[str, str]:
+    """DuckDB types of the summary.csv columns."""
+    out = {}
+    for c in SUMMARY_COLUMNS:
+        out[c] = ("VARCHAR" if c in _SUMMARY_TEXT else "BIGINT" if c in _SUMMARY_INT
+                  else "BOOLEAN" if c == "client_bound" else "DOUBLE")
+    return out
+
+
+def _header(path: Path) -> list[str] | None:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+            line = fh.readline()
+    except OSError:
+        return None
+    if not line.endswith("\n"):
+        return None
+    return [c.strip().strip('"') for c in line.rstrip("\r\n").split(",")]
+
+
+def _ends_cleanly(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) == b"\n"
+    except OSError:
+        return False
+
+
+class RunStore:
+    """DuckDB views over the runs under `root`. Use as a context manager, or call `close`."""
+
+    def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT) -> None:
+        self.root = Path(root)
+        self.warnings: list[str] = []
+        self.con = duckdb.connect(":memory:")
+        try:
+            self._build()
+        except duckdb.Error as exc:
+            self.con.close()
+            raise StoreError(f"cannot read the runs under {self.root}: {exc}") from None
+
+    # -- building the views ------------------------------------------------------------------
+    def _files(self, name: str, required: Sequence[str]) -> list[str]:
+        good: list[str] = []
+        if not self.root.is_dir():
+            return good
+        for path in sorted(self.root.glob(f"*/*/{name}")):
+            header = _header(path)
+            if header is None:
+                self.warnings.append(f"skipped {path}: no complete header row (a run killed "
+                                     "before its first row, or not a CSV)")
+                continue
+            missing = [c for c in required if c not in header]
+            if missing:
+                self.warnings.append(f"skipped {path}: not a capacity {name} (missing "
+                                     f"{', '.join(missing)})")
+                continue
+            if path.stat().st_size > len(",".join(header)) + 1 and not _ends_cleanly(path):
+                self.warnings.append(f"{path}: the last row is half-written (a killed run); "
+                                     "it is dropped, the rest is kept")
+            good.append(str(path))
+        return good
+
+    def _view(self, name: str, files: list[str], columns: Sequence[str],
+              dtypes: Mapping[str, str]) -> None:
+        if files:
+            rel = self.con.read_csv(files, header=True, union_by_name=True, null_padding=True,
+                                    ignore_errors=True, dtype=dict(dtypes))
+            rel.filter("row_complete = 1").create_view(name)
+        else:
+            empty = pd.DataFrame({c: pd.Series(dtype=_pandas_dtype(dtypes[c])) for c in columns})
+            self.con.from_df(empty).create_view(name)
+
+    def _build(self) -> None:
+        self.request_files = self._files("requests.csv", REQUIRED_REQUEST_COLUMNS)
+        self.summary_files = self._files("summary.csv", REQUIRED_SUMMARY_COLUMNS)
+        self._view("requests", self.request_files, REQUEST_COLUMNS, request_dtypes())
+        self._view("summaries", self.summary_files, SUMMARY_COLUMNS, summary_dtypes())
+        self.con.from_df(self._meta_frame()).create_view("run_meta")
+        self.con.execute("""
+            CREATE VIEW runs AS
+            WITH r AS (
+                SELECT run_id, any_value(label) AS label,
+                       string_agg(DISTINCT CAST(concurrency AS VARCHAR), ',') AS levels_seen,
+                       count(*) FILTER (WHERE success) AS requests_ok,
+                       count(*) FILTER (WHERE NOT success) AS requests_failed,
+                       min(start_unix_s) AS first_start_unix_s
+                FROM requests GROUP BY run_id)
+            SELECT coalesce(m.run_id, r.run_id) AS run_id,
+                   coalesce(m.label, r.label) AS label,
+                   coalesce(m.started_at,
+                            CAST(to_timestamp(r.first_start_unix_s) AS VARCHAR)) AS started_at,
+                   m.status, m.base_url, m.endpoint, m.model, m.gpu, m.levels,
+                   coalesce(r.requests_ok, 0) AS requests_ok,
+                   coalesce(r.requests_failed, 0) AS requests_failed, m.dir
+            FROM run_meta m FULL OUTER JOIN r ON m.run_id = r.run_id
+            ORDER BY started_at DESC
+        """)
+        self.con.execute("SET allowed_directories = $dirs",
+                         {"dirs": [str(self.root.resolve())]})
+        self.con.execute("SET enable_external_access = false")
+
+    def _meta_frame(self) -> pd.DataFrame:
+        rows: list[dict[str, Any]] = []
+        if self.root.is_dir():
+            for path in sorted(self.root.glob("*/*/meta.json")):
+                try:
+                    meta = json.loads(path.read_text(encoding="utf-8"))
+                    args = meta.get("args") or {}
+                    rows.append({
+                        "run_id": str(meta["run_id"]), "label": str(meta.get("label", "")),
+                        "started_at": str(meta.get("started_at") or ""),
+                        "status": str(meta.get("status") or ""),
+                        "base_url": str(args.get("base_url") or ""),
+                        "endpoint": str(args.get("endpoint") or ""),
+                        "model": str(meta.get("model") or ""),
+                        "gpu": str(args.get("gpu") or ""),
+                        "levels": ",".join(str(c) for c in args.get("concurrency") or []),
+                        "dir": str(path.parent)})
+                except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                    self.warnings.append(f"skipped {path}: not a readable run meta.json")
+        cols = ("run_id", "label", "started_at", "status", "base_url", "endpoint", "model",
+                "gpu", "levels", "dir")
+        return pd.DataFrame(rows, columns=list(cols)).astype("string")
+
+    # -- the Python API ----------------------------------------------------------------------
+    def _df(self, sql: str, params: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        try:
+            return self.con.execute(sql, dict(params or {})).df()
+        except duckdb.Error as exc:
+            raise StoreError(f"query failed: {exc}") from None
+
+    def list_runs(self, *, label: str | None = None, since: str | None = None,
+                  until: str | None = None, base_url: str | None = None,
+                  endpoint: str | None = None, model: str | None = None) -> pd.DataFrame:
+        """One row per run, newest first; filters by label, ISO date range, base URL, endpoint
+        kind (chat|completions) and model (all optional)."""
+        return self._df("""
+            SELECT * FROM runs
+            WHERE ($label IS NULL OR label = $label)
+              AND ($since IS NULL OR started_at >= $since)
+              AND ($until IS NULL OR started_at < $until)
+              AND ($base_url IS NULL OR base_url = $base_url)
+              AND ($endpoint IS NULL OR endpoint = $endpoint)
+              AND ($model IS NULL OR model = $model)
+            ORDER BY started_at DESC
+        """, {"label": label, "since": since, "until": until, "base_url": base_url,
+              "endpoint": endpoint, "model": model})
+
+    def latest_run_id(self, label: str) -> str:
+        runs = self.list_runs(label=label)
+        if runs.empty:
+            known = sorted(set(self.list_runs()["label"].dropna()))
+            raise StoreError(f"no run labelled '{label}' under {self.root}"
+                             + (f" (labels: {', '.join(known)})" if known else ""))
+        return str(runs["run_id"].iloc[0])
+
+    def summary(self, run_id: str) -> pd.DataFrame:
+        """The per-level summary rows of one run, by concurrency."""
+        return self._df("SELECT * FROM summaries WHERE run_id = $run_id ORDER BY concurrency",
+                        {"run_id": run_id})
+
+    def requests(self, run_id: str, concurrency: int | None = None) -> pd.DataFrame:
+        """The per-request rows of one run (optionally one level)."""
+        return self._df("""
+            SELECT * FROM requests WHERE run_id = $run_id
+              AND ($c IS NULL OR concurrency = $c)
+            ORDER BY concurrency, start_unix_s""", {"run_id": run_id, "c": concurrency})
+
+    def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None
+              ) -> pd.DataFrame:
+        """Run one read-only SELECT over the views, with bound parameters."""
+        check_select(self.con, sql)
+        try:
+            if isinstance(params, Mapping):
+                return self.con.execute(sql, dict(params)).df()
+            return self.con.execute(sql, list(params or [])).df()
+        except duckdb.Error as exc:
+            raise StoreError(f"query failed: {_first_line(str(exc))}") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def check_select(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """StoreError unless `sql` is exactly one SELECT (WITH ... SELECT included)."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot parse the query: {_first_line(str(exc))}") from None
+    if len(statements) != 1:
+        raise StoreError(f"give exactly one SELECT statement, got {len(statements)}")
+    if statements[0].type != duckdb.StatementType.SELECT:
+        raise StoreError(f"only SELECT queries are allowed (read-only), got "
+                         f"{statements[0].type.name}")
+
+
+def _pandas_dtype(duck: str) -> str:
+    return {"DOUBLE": "float64", "BIGINT": "Int64", "BOOLEAN": "boolean"}.get(duck, "string")
+
+
+def list_runs(root: str | os.PathLike[str] = DEFAULT_ROOT, **filters: str | None
+              ) -> pd.DataFrame:
+    """`RunStore(root).list_runs(**filters)`, closing the store."""
+    with RunStore(root) as s:
+        return s.list_runs(**filters)
+
+
+def load_summary(root: str | os.PathLike[str], run_id: str) -> pd.DataFrame:
+    with RunStore(root) as s:
+        return s.summary(run_id)
+
+
+def load_requests(root: str | os.PathLike[str], run_id: str) -> pd.DataFrame:
+    with RunStore(root) as s:
+        return s.requests(run_id)

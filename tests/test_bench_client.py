@@ -1,0 +1,253 @@
+"""The benchmark client against httpx.MockTransport: every SSE case of SPEC 7, and failures."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from capacity.bench.client import BenchConfig, make_prompt, run_bench
+from capacity.errors import BenchError
+
+Frames = list[tuple[float, bytes]]  # (delay before, bytes)
+
+MODELS = {"object": "list", "data": [{"id": "m1", "object": "model"}]}
+
+
+def ev(obj: object) -> bytes:
+    return f"data: {json.dumps(obj)}\n\n".encode()
+
+
+def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+    return ev({"id": "r1", "object": "chat.completion.chunk",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+
+ROLE = chunk({"role": "assistant", "content": ""})
+DONE = b"data: [DONE]\n\n"
+
+
+def usage(n: int, prompt: int = 10) -> bytes:
+    return ev({"id": "r1", "choices": [], "usage": {"prompt_tokens": prompt,
+                                                     "completion_tokens": n,
+                                                     "total_tokens": prompt + n}})
+
+
+def streaming(frames: Frames) -> httpx.Response:
+    async def body() -> AsyncIterator[bytes]:
+        for delay, data in frames:
+            if delay:
+                await asyncio.sleep(delay)
+            yield data
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+class Ran:
+    def __init__(self, result: Any, bodies: list[dict[str, Any]]) -> None:
+        self.result, self.bodies = result, bodies
+        self.run_dir, self.warnings = result.run_dir, result.warnings
+        self.summaries = result.summaries
+
+
+def run(tmp_path: Path, handler: Handler, **kw: Any) -> tuple[list[dict[str, str]], Ran]:
+    seen: list[dict[str, Any]] = []
+
+    def route(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json=MODELS)
+        seen.append(json.loads(request.content))
+        return handler(request)
+
+    args: dict[str, Any] = {"base_url": "http://test/v1", "concurrency": (1,), "requests": 1,
+                            "warmup": 0, "prompt_chars": 50, "max_tokens": 4,
+                            "out_dir": str(tmp_path), "label": "t"} | kw
+    result = asyncio.run(run_bench(BenchConfig(**args), transport=httpx.MockTransport(route),
+                                   emit=lambda m: None))
+    with open(Path(result.run_dir) / "requests.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return rows, Ran(result, seen)
+
+
+def test_role_chunk_is_not_the_first_token(tmp_path: Path) -> None:
+    frames = [(0, ROLE), (0.08, chunk({"content": "a"})), (0.02, chunk({"content": "b"})),
+              (0.02, chunk({"content": "c"})), (0.02, chunk({"content": "d"}, "length")),
+              (0, usage(4)), (0, DONE)]
+    [row], res = run(tmp_path, lambda r: streaming(frames))
+    assert row["success"] == "true"
+    assert float(row["first_chunk_ms"]) < 40
+    assert float(row["ttft_ms"]) >= 80
+    assert 15 <= float(row["tpot_ms"]) <= 40  # (last - first) / 3 with 20 ms gaps
+    assert row["output_tokens"] == "4" and row["output_tokens_source"] == "usage"
+    assert row["output_length_mismatch"] == "false"
+    assert len(row["itl_ms"].split()) == 3
+    body = res.bodies[0]
+    assert body["stream_options"] == {"include_usage": True} and body["ignore_eos"] is True
+    assert body["max_tokens"] == 4 and body["stream"] is True
+
+
+def test_multi_token_chunks_use_usage(tmp_path: Path) -> None:
+    frames = [(0, chunk({"content": "ab"})), (0.05, chunk({"content": "cd"}, "length")),
+              (0, usage(4)), (0, DONE)]
+    [row], _ = run(tmp_path, lambda r: streaming(frames))
+    assert row["output_tokens"] == "4" and row["token_events"] == "2"
+    # TPOT divides by output tokens - 1 = 3, the ITL is the 50 ms gap between chunks
+    assert float(row["tpot_ms"]) == pytest.approx(float(row["itl_mean_ms"]) / 3, rel=1e-6)
+
+
+def test_reasoning_delta_is_the_first_token(tmp_path: Path) -> None:
+    frames = [(0, ROLE), (0.05, chunk({"reasoning_content": "hmm"})),
+              (0.05, chunk({"content": "x"})), (0, chunk({}, "stop")), (0, usage(2)), (0, DONE)]
+    [row], _ = run(tmp_path, lambda r: streaming(frames))
+    ttft = float(row["ttft_ms"])
+    assert 45 <= ttft < 95
+    assert row["finish_reason"] == "stop"
+    assert row["output_length_mismatch"] == "true"  # 2 tokens, 4 asked
+
+
+def test_no_usage_counts_chunks(tmp_path: Path) -> None:
+    frames = [(0, chunk({"content": "a"})), (0, chunk({"content": "b"}, "length")), (0, DONE)]
+    [row], _ = run(tmp_path, lambda r: streaming(frames))
+    assert row["output_tokens"] == "2" and row["output_tokens_source"] == "chunks"
+    assert row["success"] == "true"
+
+
+def test_data_without_space_comments_and_split_frames(tmp_path: Path) -> None:
+    raw = (b": ping\n\n" + b'data:{"id":"r9","choices":[{"delta":{"content":"a"}}]}\n\n'
+           + b': ping\r\n\r\n' + chunk({"content": "b"}, "length").replace(b"\n", b"\r\n")
+           + usage(2) + b"data:[DONE]\n\n")
+    frames = [(0, raw[i:i + 7]) for i in range(0, len(raw), 7)]
+    [row], _ = run(tmp_path, lambda r: streaming(frames))
+    assert row["success"] == "true", row["error_message"]
+    assert row["output_tokens"] == "2" and row["token_events"] == "2"
+    assert row["response_id"] == "r9"
+
+
+def test_error_event_inside_200_stream(tmp_path: Path) -> None:
+    frames = [(0, chunk({"content": "a"})),
+              (0, ev({"error": {"message": "engine crashed", "code": 500}}))]
+    [row], _ = run(tmp_path, lambda r: streaming(frames))
+    assert row["success"] == "false" and row["error_type"] == "error_event"
+    assert "engine crashed" in row["error_message"] and row["http_status"] == "200"
+
+
+def test_stream_without_done_or_finish_is_partial(tmp_path: Path) -> None:
+    frames = [(0, chunk({"content": "a"})), (0, chunk({"content": "b"}))]
+    [row], _ = run(tmp_path, lambda r: streaming(frames))
+    assert row["success"] == "false" and row["error_type"] == "partial"
+
+
+def test_finish_reason_without_done_is_complete(tmp_path: Path) -> None:
+    frames = [(0, chunk({"content": "a"})), (0, chunk({"content": "b"}, "length"))]
+    [row], _ = run(tmp_path, lambda r: streaming(frames))
+    assert row["success"] == "true"
+
+
+def test_no_tokens(tmp_path: Path) -> None:
+    [row], _ = run(tmp_path, lambda r: streaming([(0, ROLE), (0, chunk({}, "stop")),
+                                                  (0, DONE)]))
+    assert row["error_type"] == "no_tokens"
+
+
+def test_malformed_stream(tmp_path: Path) -> None:
+    [row], _ = run(tmp_path, lambda r: streaming([(0, b"data: {oops\n\n")]))
+    assert row["error_type"] == "malformed"
+
+
+def test_retry_once_without_stream_options(tmp_path: Path) -> None:
+    frames = [(0, chunk({"content": "a"})), (0, chunk({"content": "b"}, "length")), (0, DONE)]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if "stream_options" in json.loads(request.content):
+            return httpx.Response(400, json={"error": {"message": "unknown field"}})
+        return streaming(frames)
+
+    rows, res = run(tmp_path, handler, requests=3)
+    assert [r["success"] for r in rows] == ["true"] * 3
+    assert {r["output_tokens_source"] for r in rows} == {"chunks"}
+    assert len(res.bodies) == 4  # one rejected attempt, then three without stream_options
+    assert any("stream_options" in w for w in res.warnings)
+    meta = json.loads((Path(res.run_dir) / "meta.json").read_text())
+    assert meta["dropped_fields"] == ["stream_options"] and meta["status"] == "finished"
+
+
+def test_rejected_ignore_eos_is_dropped_and_flagged(tmp_path: Path) -> None:
+    frames = [(0, chunk({"content": "a"}, "stop")), (0, usage(1)), (0, DONE)]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if "ignore_eos" in json.loads(request.content):
+            return httpx.Response(422, text="extra field ignore_eos not permitted")
+        return streaming(frames)
+
+    [row], res = run(tmp_path, handler)
+    assert row["success"] == "true" and row["output_length_mismatch"] == "true"
+    assert "stream_options" in res.bodies[-1]
+
+
+@pytest.mark.parametrize("make, kind", [
+    pytest.param(lambda r: httpx.Response(500, text="boom"), "http_error", id="http-500"),
+    pytest.param(lambda r: httpx.Response(200, json={"choices": [], "usage": {
+        "completion_tokens": 4}}), "not_streaming", id="not-streaming"),
+])
+def test_failures_are_recorded(tmp_path: Path, make: Handler, kind: str) -> None:
+    rows, res = run(tmp_path, make, requests=2)
+    assert [r["error_type"] for r in rows] == [kind, kind]
+    assert res.summaries[0]["requests_failed"] == 2
+    assert res.summaries[0]["error_types"] == f"{kind}:2"
+
+
+@pytest.mark.parametrize("exc, kind", [
+    pytest.param(httpx.ReadTimeout("slow"), "timeout", id="timeout"),
+    pytest.param(httpx.RemoteProtocolError("peer closed"), "disconnected", id="disconnect"),
+])
+def test_transport_errors_are_recorded(tmp_path: Path, exc: Exception, kind: str) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    [row], _ = run(tmp_path, handler)
+    assert row["error_type"] == kind and row["success"] == "false"
+
+
+def test_unauthorized_fails_early(tmp_path: Path) -> None:
+    def route(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"error": "bad key"})
+
+    cfg = BenchConfig(base_url="http://test/v1", out_dir=str(tmp_path), warmup=0)
+    with pytest.raises(BenchError, match="api-key"):
+        asyncio.run(run_bench(cfg, transport=httpx.MockTransport(route), emit=lambda m: None))
+    assert not any(tmp_path.iterdir())
+
+
+def test_unreachable_server_fails_early(tmp_path: Path) -> None:
+    def route(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    cfg = BenchConfig(base_url="http://test/v1", out_dir=str(tmp_path))
+    with pytest.raises(BenchError, match="cannot reach"):
+        asyncio.run(run_bench(cfg, transport=httpx.MockTransport(route), emit=lambda m: None))
+
+
+def test_prompt_starts_with_a_unique_nonce(tmp_path: Path) -> None:
+    frames = [(0, chunk({"content": "a"}, "length")), (0, DONE)]
+    _, res = run(tmp_path, lambda r: streaming(frames), requests=5, prompt_chars=300)
+    prompts = [b["messages"][0]["content"] for b in res.bodies]
+    assert all(len(p) == 300 for p in prompts)
+    assert len({p[:40] for p in prompts}) == 5
+    assert make_prompt("n", "x" * 100, 10) == "[n] xxxxxx"
+
+
+def test_completions_endpoint(tmp_path: Path) -> None:
+    frames = [(0, ev({"id": "c", "choices": [{"text": ""}]})),
+              (0.03, ev({"id": "c", "choices": [{"text": "hi", "finish_reason": "length"}]})),
+              (0, DONE)]
+    [row], res = run(tmp_path, lambda r: streaming(frames), endpoint="completions")
+    assert row["success"] == "true" and float(row["ttft_ms"]) >= 25
+    assert "prompt" in res.bodies[0] and "messages" not in res.bodies[0]

@@ -1,0 +1,157 @@
+"""The benchmark client end to end against the real simulated endpoint on a loopback port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from capacity.cli import main
+from capacity.scenario import make_scenario
+from capacity.simserver import SimConfig, create_app, serve_in_thread
+from capacity.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = make_scenario()  # Qwen3.5-9B AWQ on an RTX 4090, 53 slots at 8K
+
+
+def truth_of(url: str) -> dict[str, dict[str, Any]]:
+    reqs = httpx.get(url.removesuffix("/v1") + "/sim/truth").json()["requests"]
+    return {t["id"]: t for t in reqs}
+
+
+def test_chapter_command_matches_the_simulator(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The chapter's command, scaled down (fewer requests, --speedup 10 on the server)."""
+    with serve_in_thread(create_app(SEED, SimConfig(speedup=10))) as url:
+        code = main(["bench", "--base-url", url, "--concurrency", "2,4", "--requests", "8",
+                     "--prompt-chars", "12000", "--max-tokens", "32", "--label", "capacity-8k",
+                     "--out", str(tmp_path), "--gpu", "rtx-4090"])
+        truth = truth_of(url)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "TTFT p50 ms" in out and "CNY per M tok" in out
+    [run_dir] = list((tmp_path / "capacity-8k").iterdir())
+    assert {p.name for p in run_dir.iterdir()} == {"requests.csv", "summary.csv", "meta.json"}
+    with RunStore(tmp_path) as store:
+        assert store.warnings == []
+        summary = store.summary(run_dir.name)
+        reqs = store.requests(run_dir.name)
+    assert list(summary["concurrency"]) == [2, 4]
+    assert list(summary["requests_ok"]) == [8, 8]
+    assert (summary["cost_per_mtok"] > 0).all()
+    assert set(reqs["output_tokens_source"]) == {"usage"} and set(reqs["output_tokens"]) == {32}
+    assert set(reqs["prompt_tokens"]) == {3000}
+    t = [truth[r] for r in reqs["response_id"]]
+    true_ttft = np.array([x["ttft_ms"] for x in t])
+    true_tpot = np.array([x["tpot_ms"] for x in t])
+    # medians within a few percent (TTFT ~220 ms, TPOT ~1.5 ms at this speedup); the truth
+    # starts when the server's handler runs, so the client's figure can only be later
+    assert np.median(reqs["ttft_ms"]) == pytest.approx(np.median(true_ttft), rel=0.05)
+    assert np.median(reqs["tpot_ms"]) == pytest.approx(np.median(true_tpot), rel=0.05, abs=0.05)
+    assert (reqs["ttft_ms"] > true_ttft).all()
+    for level in (2, 4):
+        mine = summary[summary["concurrency"] == level].iloc[0]
+        sel = (reqs["concurrency"] == level).to_numpy()
+        assert mine["ttft_p50_ms"] == pytest.approx(np.median(true_ttft[sel]), rel=0.05)
+        assert mine["tpot_p50_ms"] == pytest.approx(np.median(true_tpot[sel]), rel=0.05,
+                                                    abs=0.05)
+
+
+def test_concurrency_150_is_reached(tmp_path: Path) -> None:
+    """httpx's default pool (100) would cap this; the server must see a batch of 150.
+
+    Slow decode (eff 0.1) and few tokens keep the client's CPU low, so one wave of 150 long
+    requests shows the pool, not the 2-core machine.
+    """
+    scenario = make_scenario(context_tokens=2048, eff=0.1)  # 214 slots
+    app = create_app(scenario, SimConfig(speedup=2))
+    with serve_in_thread(app) as url:
+        code = main(["bench", "--base-url", url, "--concurrency", "150", "--requests", "150",
+                     "--prompt-chars", "100", "--max-tokens", "16", "--warmup", "0",
+                     "--label", "c150", "--out", str(tmp_path)])
+    assert code == 0
+    assert app.state.sim.max_batch_seen == 150
+    with RunStore(tmp_path) as store:
+        row = store.query("SELECT * FROM summaries").iloc[0]
+        reqs = store.query("SELECT start_unix_s, e2e_ms FROM requests")
+    assert row["requests_ok"] == 150
+    assert row["achieved_concurrency"] >= 0.85 * 150
+    # every request was in flight at the moment the last one started
+    last_start = reqs["start_unix_s"].max()
+    assert (reqs["start_unix_s"] + reqs["e2e_ms"] / 1e3 > last_start).all()
+
+
+def test_faults_are_recorded_with_their_types(tmp_path: Path) -> None:
+    cfg = SimConfig(speedup=50, fail_http=0.1, fail_disconnect=0.1, fail_error_event=0.1,
+                    fail_stall=0.1, seed=7)
+    app = create_app(SEED, cfg)
+    with serve_in_thread(app) as url:
+        code = main(["bench", "--base-url", url, "--concurrency", "8", "--requests", "40",
+                     "--prompt-chars", "200", "--max-tokens", "8", "--warmup", "0",
+                     "--timeout", "0.5", "--label", "faults", "--out", str(tmp_path)])
+        injected = dict(app.state.sim.fault_counts)
+    assert code == 0
+    with RunStore(tmp_path) as store:
+        got = store.query("SELECT error_type, count(*) AS n FROM requests WHERE NOT success "
+                          "GROUP BY 1")
+        ok = store.query("SELECT count(*) AS n FROM requests WHERE success")["n"].iloc[0]
+    counts = dict(zip(got["error_type"], got["n"], strict=True))
+    expected = {"http_error": injected["http_error"], "disconnected": injected["disconnect"],
+                "error_event": injected["error_event"], "timeout": injected["stall"]}
+    assert sum(expected.values()) > 0
+    assert counts == {k: v for k, v in expected.items() if v}
+    assert ok == 40 - sum(expected.values())
+
+
+def test_killed_run_leaves_loadable_csvs_and_no_key(tmp_path: Path) -> None:
+    """SIGKILL halfway: the CSVs load; the API key (from the environment) is in no file."""
+    key = "sk-test-NEVER-WRITE-ME-1234"
+    app = create_app(SEED, SimConfig(speedup=50, api_key=key))
+    env = {**os.environ, "OPENAI_API_KEY": key, "PYTHONPATH": str(ROOT)}
+    with serve_in_thread(app) as url:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "capacity", "bench", "--base-url", url, "--concurrency", "2",
+             "--requests", "5000", "--prompt-chars", "100", "--max-tokens", "4",
+             "--label", "killed", "--out", str(tmp_path)],
+            env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 30
+            csv_path = None
+            while time.monotonic() < deadline:
+                found = list(tmp_path.glob("killed/*/requests.csv"))
+                if found and found[0].read_text().count("\n") > 20:
+                    csv_path = found[0]
+                    break
+                time.sleep(0.05)
+            assert csv_path is not None, "the run never wrote 20 rows"
+            proc.send_signal(signal.SIGKILL)
+            out = proc.communicate(timeout=10)[0].decode()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        with httpx.Client() as c:  # a second, completed run with --api-key
+            assert c.get(url + "/models").status_code == 401
+        assert main(["bench", "--base-url", url, "--api-key", key, "--requests", "3",
+                     "--concurrency", "1", "--max-tokens", "2", "--label", "keyed",
+                     "--out", str(tmp_path)]) == 0
+    with RunStore(tmp_path) as store:
+        runs = store.list_runs()
+        killed = runs[runs["label"] == "killed"].iloc[0]
+        assert killed["status"] == "running"  # it never got to write "finished"
+        assert len(store.requests(killed["run_id"])) > 20
+        assert store.summary(killed["run_id"]).empty
+        assert (store.requests(killed["run_id"])["success"]).all()
+    assert key not in out
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path

@@ -1,0 +1,138 @@
+"""The simulated endpoint: its physics (F3/F4/F6), the OpenAI surface, faults, ground truth."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from capacity.errors import InputError
+from capacity.scenario import evaluate, make_scenario
+from capacity.simserver import SimConfig, SimPhysics, create_app, serve_in_thread
+
+SEED = make_scenario()  # Qwen3.5-9B AWQ on one RTX 4090 at 8K
+
+
+def test_physics_is_the_library() -> None:
+    p = SimPhysics(SEED, max_num_seqs=256)
+    assert p.c_vram == 53 and p.slots == 53  # SPEC 4: C_vram = 53
+    assert SimPhysics(SEED, max_num_seqs=16).slots == 16
+    ev = evaluate(SEED, [50], [8192.0])
+    assert p.step_s(50, 8192) * 1e3 == pytest.approx(float(ev.decode.step_ms[0]))
+    assert p.step_s(50, 8192) > p.step_s(10, 8192) > p.step_s(10, 1024)
+    assert p.prefill_s(8192) == pytest.approx(float(evaluate(SEED, [1]).ttft_s))
+
+
+def test_bad_config() -> None:
+    with pytest.raises(InputError, match="sum to at most 1"):
+        SimConfig(fail_http=0.6, fail_stall=0.6)
+    with pytest.raises(InputError, match="speedup"):
+        SimConfig(speedup=0)
+    with pytest.raises(InputError, match="no room"):
+        SimPhysics(make_scenario("qwen3-32b", "rtx-4090", weights="bf16"), 256)
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    app = create_app(SEED, SimConfig(speedup=50, eos_after_tokens=3, api_key="k"))
+    with serve_in_thread(app) as base:
+        yield base
+
+
+H = {"Authorization": "Bearer k"}
+
+
+def lines(resp: httpx.Response) -> list[str]:
+    return [ln.removeprefix("data: ") for ln in resp.text.split("\n\n") if ln]
+
+
+def test_models_and_auth(url: str) -> None:
+    assert httpx.get(url + "/models").status_code == 401
+    data = httpx.get(url + "/models", headers=H).json()["data"]
+    assert data[0]["id"] == "qwen3.5-9b-awq"
+
+
+def test_stream_chat_with_usage(url: str) -> None:
+    body = {"messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 5,
+            "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+    r = httpx.post(url + "/chat/completions", json=body, headers=H)
+    assert r.headers["content-type"].startswith("text/event-stream")
+    events = lines(r)
+    assert events[-1] == "[DONE]"
+    first = json.loads(events[0])
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    content = [json.loads(e) for e in events[1:-1]]
+    assert sum(1 for c in content if c["choices"] and c["choices"][0]["delta"].get("content")) == 5
+    assert content[-2]["choices"][0]["finish_reason"] == "length"
+    assert content[-1]["choices"] == []
+    assert content[-1]["usage"] == {"prompt_tokens": 100, "completion_tokens": 5,
+                                    "total_tokens": 105}
+
+
+def test_eos_without_ignore_eos_and_non_streaming(url: str) -> None:
+    body = {"prompt": "hello world", "max_tokens": 10}
+    r = httpx.post(url + "/completions", json=body, headers=H).json()
+    assert r["usage"]["completion_tokens"] == 3 and r["choices"][0]["finish_reason"] == "stop"
+    r = httpx.post(url + "/completions", json=body | {"ignore_eos": True}, headers=H).json()
+    assert r["usage"]["completion_tokens"] == 10
+
+
+@pytest.mark.parametrize("body, status", [
+    pytest.param({"messages": []}, 400, id="no-messages"),
+    pytest.param({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, 400,
+                 id="zero-max-tokens"),
+    pytest.param({"messages": [{"role": "user", "content": "x"}], "model": "nope"}, 404,
+                 id="unknown-model"),
+    pytest.param({"messages": [{"role": "user", "content": "x" * 2_000_000}]}, 400,
+                 id="beyond-context"),
+])
+def test_bad_requests(url: str, body: dict[str, object], status: int) -> None:
+    r = httpx.post(url + "/chat/completions", json=body, headers=H)
+    assert r.status_code == status and "error" in r.json()
+
+
+def test_truth_matches_the_formulas() -> None:
+    body = {"messages": [{"role": "user", "content": "x" * 8000}], "max_tokens": 20,
+            "stream": True, "ignore_eos": True}
+    with serve_in_thread(create_app(SEED, SimConfig(speedup=10))) as url, httpx.Client() as c:
+        c.post(url + "/chat/completions", json=body | {"max_tokens": 2})  # warm-up
+        r = c.post(url + "/chat/completions", json=body)
+        rid = r.headers["x-sim-request-id"]
+        truth = {t["id"]: t for t in c.get(url[:-3] + "/sim/truth").json()["requests"]}[rid]
+    assert truth["output_tokens"] == 20 and truth["prompt_tokens"] == 2000
+    # alone on the server: TTFT = prefill of 2000 tokens, TPOT = one decode step at batch 1
+    prefill_ms = float(evaluate(SEED, [1], [2000.0]).ttft_s[0]) * 1e3 / 10
+    step_ms = float(evaluate(SEED, [1], [2010.0]).decode.step_ms[0]) / 10
+    assert truth["ttft_ms"] == pytest.approx(prefill_ms, rel=0.05, abs=3.0)
+    assert truth["tpot_ms"] == pytest.approx(step_ms, rel=0.1, abs=0.3)
+
+
+def test_faults_and_stream_options_rejection() -> None:
+    cfg = SimConfig(speedup=100, fail_http=0.25, fail_disconnect=0.25, fail_error_event=0.25,
+                    fail_stall=0.25, stall_s=100, reject_stream_options=True, seed=1)
+    app = create_app(SEED, cfg)
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
+    outcomes: list[str] = []
+    with serve_in_thread(app) as url:
+        r = httpx.post(url + "/chat/completions", json=body | {"stream_options": {}})
+        assert r.status_code == 400
+        for _ in range(12):
+            try:
+                r = httpx.post(url + "/chat/completions", json=body, timeout=0.5)
+            except httpx.RemoteProtocolError:
+                outcomes.append("disconnect")
+                continue
+            except httpx.ReadTimeout:
+                outcomes.append("stall")
+                continue
+            if r.status_code == 500:
+                outcomes.append("http_error")
+            elif '"error"' in r.text:
+                outcomes.append("error_event")
+            else:
+                outcomes.append("ok")
+        counts = app.state.sim.fault_counts
+    assert "ok" not in outcomes
+    assert {k: outcomes.count(k) for k in counts} == counts
