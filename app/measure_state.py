@@ -1,0 +1,99 @@
+"""App-layer state and caching for the Measure and Results pages.
+
+The background bench job and the simulated endpoint live in `st.session_state` (a process
+handle per browser session); the stored runs are read through `capacity.store` with
+`st.cache_data`, keyed by the files' modification times so a finished run shows at once.
+Paths can be redirected by environment variables (tests and shared deployments):
+CAPACITY_BENCH_DIR (default data/bench) and CAPACITY_CALIBRATIONS_DIR (data/calibrations).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from capacity import calibration as calib
+from capacity.catalog import DATA_DIR
+from capacity.measure_job import BenchJob, SimServer
+from capacity.reference import ReferenceSweep, load_reference
+from capacity.store import RunStore
+
+JOB = "measure_job"
+SIM = "measure_sim"
+CONNECT = "measure_connect"
+FITTED = "results_fitted_calibration"
+REPO_ROOT = DATA_DIR.parent
+
+
+def bench_root() -> Path:
+    return Path(os.environ.get("CAPACITY_BENCH_DIR") or DATA_DIR / "bench")
+
+
+def calibrations_dir() -> Path:
+    return Path(os.environ.get("CAPACITY_CALIBRATIONS_DIR") or calib.CALIBRATIONS_DIR)
+
+
+def job() -> BenchJob | None:
+    j = st.session_state.get(JOB)
+    return j if isinstance(j, BenchJob) else None
+
+
+def sim() -> SimServer | None:
+    s = st.session_state.get(SIM)
+    return s if isinstance(s, SimServer) and s.running else None
+
+
+def _stamp(root: Path) -> tuple[float, ...]:
+    """Modification times of every run file: the cache key that changes when a run does."""
+    if not root.is_dir():
+        return ()
+    return tuple(sorted(p.stat().st_mtime for p in root.glob("*/*/*")
+                        if p.name in ("summary.csv", "meta.json", "requests.csv")))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _runs(root: str, stamp: tuple[float, ...]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    del stamp
+    with RunStore(root) as s:
+        return s.list_runs(), tuple(s.warnings)
+
+
+def runs() -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Every stored run (newest first) and the store's warnings."""
+    root = bench_root()
+    return _runs(str(root), _stamp(root))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _summary(root: str, run_id: str, stamp: tuple[float, ...]) -> pd.DataFrame:
+    del stamp
+    with RunStore(root) as s:
+        return s.summary(run_id)
+
+
+def summary(run_id: str) -> pd.DataFrame:
+    root = bench_root()
+    return _summary(str(root), run_id, _stamp(root))
+
+
+def run_meta(run_dir: str) -> dict[str, Any]:
+    """A run's meta.json (empty when unreadable)."""
+    try:
+        return dict(json.loads((Path(run_dir) / "meta.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+@st.cache_data(show_spinner=False)
+def reference_sweeps() -> list[ReferenceSweep]:
+    return load_reference()
+
+
+def saved_calibrations() -> list[str]:
+    d = calibrations_dir()
+    return sorted(p.stem for p in d.glob("*.toml")) if d.is_dir() else []
