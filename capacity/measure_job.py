@@ -404,7 +404,7 @@ class SimServer:
                 raise InputError(f"the simulated endpoint did not start: {tail or 'no output'}")
             try:
                 r = httpx.get(server.base_url + "/models", timeout=1.0, trust_env=False)
-                if r.status_code == 200:
+                if r.status_code in (200, 401, 403):  # up (a key-protected one answers 401)
                     return server
             except httpx.HTTPError:
                 pass
