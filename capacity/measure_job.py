@@ -29,9 +29,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -272,7 +272,6 @@ class BenchJob:
     started_unix_s: float
     stopped: bool = False
     run_dir: Path | None = None
-    _log: IO[bytes] | None = field(default=None, repr=False)
 
     @classmethod
     def start(cls, form: MeasureForm, api_key: str | None = None, *,
@@ -283,12 +282,12 @@ class BenchJob:
         before = _run_dirs(root / form.out_dir, form.label)
         fd, name = tempfile.mkstemp(prefix="capacity-bench-", suffix=".log")
         os.close(fd)
-        log = open(name, "wb")  # closed in `_close_log`
-        proc = subprocess.Popen(form.argv(python), cwd=root, env=_child_env(api_key),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        with open(name, "wb") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(form.argv(python), cwd=root, env=_child_env(api_key),
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
         return cls(form=form, proc=proc, cwd=root, log_path=Path(name), before=before,
-                   started_unix_s=time.time(), _log=log)
+                   started_unix_s=time.time())
 
     def find_run_dir(self) -> Path | None:
         """The run folder the child created (None until it has)."""
@@ -340,18 +339,10 @@ class BenchJob:
         """Stop the child keeping what it measured: SIGINT, then SIGTERM, then SIGKILL."""
         if self.running:
             self.stopped = True
-        rc = _stop_process(self.proc, grace_s)
-        self._close_log()
-        return rc
+        return _stop_process(self.proc, grace_s)
 
     def wait(self, timeout_s: float) -> int:
-        rc = self.proc.wait(timeout=timeout_s)
-        self._close_log()
-        return rc
-
-    def _close_log(self) -> None:
-        if self._log is not None and not self._log.closed:
-            self._log.close()
+        return self.proc.wait(timeout=timeout_s)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -371,7 +362,6 @@ class SimServer:
     port: int
     proc: subprocess.Popen[bytes]
     log_path: Path
-    _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
     def base_url(self) -> str:
@@ -387,15 +377,15 @@ class SimServer:
         port = free_port()
         fd, name = tempfile.mkstemp(prefix="capacity-sim-", suffix=".log")
         os.close(fd)
-        log = open(name, "wb")  # closed in `stop`
         argv = [python, "-m", "capacity", "sim-server", "--model", model, "--gpu", gpu,
                 "--host", "127.0.0.1", "--port", str(port), "--speedup", f"{speedup:g}",
                 *extra_args]
-        proc = subprocess.Popen(argv, cwd=Path(cwd), env=_child_env(None),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        with open(name, "wb") as log:
+            proc = subprocess.Popen(argv, cwd=Path(cwd), env=_child_env(None),
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
         server = cls(model=model, gpu=gpu, speedup=speedup, port=port, proc=proc,
-                     log_path=Path(name), _log=log)
+                     log_path=Path(name))
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -425,8 +415,7 @@ class SimServer:
 
     def stop(self, grace_s: float = 5.0) -> None:
         _stop_process(self.proc, grace_s)
-        if self._log is not None and not self._log.closed:
-            self._log.close()
+        self.log_path.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------

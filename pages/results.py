@@ -101,7 +101,9 @@ if source == "run":
                      hide_index=True, width="stretch")
         ids = shown["run_id"].tolist()
         names = {r.run_id: f"{r.label} · {str(r.started_at)[:19]}" for r in shown.itertuples()}
-        chosen = st.multiselect(T("r_pick"), ids, default=ids[:1], key="r_pick",
+        kept = [i for i in st.session_state.get("r_pick", []) if i in ids]
+        st.session_state["r_pick"] = kept or ids[:1]  # filtering keeps a run selected
+        chosen = st.multiselect(T("r_pick"), ids, key="r_pick",
                                 format_func=lambda i: names.get(i, i), help=T("r_pick_help"))
         if chosen:
             row = shown[shown["run_id"] == chosen[0]].iloc[0]
