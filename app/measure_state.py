@@ -20,6 +20,7 @@ import streamlit as st
 from capacity import calibration as calib
 from capacity.catalog import DATA_DIR
 from capacity.measure_job import BenchJob, SimServer
+from capacity.overlay import complete_levels
 from capacity.reference import ReferenceSweep, load_reference
 from capacity.store import RunStore
 
@@ -79,6 +80,22 @@ def _summary(root: str, run_id: str, stamp: tuple[float, ...]) -> pd.DataFrame:
 def summary(run_id: str) -> pd.DataFrame:
     root = bench_root()
     return _summary(str(root), run_id, _stamp(root))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _requests(root: str, run_id: str, stamp: tuple[float, ...]) -> pd.DataFrame:
+    del stamp
+    with RunStore(root) as s:
+        return s.requests(run_id)
+
+
+def levels(run_id: str) -> pd.DataFrame:
+    """Per-level rows of a run: its summary, plus levels a stopped run measured in part
+    (computed from its requests)."""
+    root = bench_root()
+    stamp = _stamp(root)
+    return complete_levels(_summary(str(root), run_id, stamp),
+                           _requests(str(root), run_id, stamp))
 
 
 def run_meta(run_dir: str) -> dict[str, Any]:

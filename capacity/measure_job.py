@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import atexit
 import csv
 import json
 import math
@@ -286,8 +287,10 @@ class BenchJob:
             proc = subprocess.Popen(form.argv(python), cwd=root, env=_child_env(api_key),
                                     stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
-        return cls(form=form, proc=proc, cwd=root, log_path=Path(name), before=before,
-                   started_unix_s=time.time())
+        job = cls(form=form, proc=proc, cwd=root, log_path=Path(name), before=before,
+                  started_unix_s=time.time())
+        atexit.register(job.stop)  # an app that exits stops its runs (keeping what they measured)
+        return job
 
     def find_run_dir(self) -> Path | None:
         """The run folder the child created (None until it has)."""
@@ -386,6 +389,7 @@ class SimServer:
                                     stderr=subprocess.STDOUT, start_new_session=True)
         server = cls(model=model, gpu=gpu, speedup=speedup, port=port, proc=proc,
                      log_path=Path(name))
+        atexit.register(server.stop)  # never outlive the app that started it
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:

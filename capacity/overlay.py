@@ -11,7 +11,9 @@ Four metrics vs concurrency, all long-form DataFrames so a chart can draw them d
 - `tpot_ms`: time per output token, ms (predicted: the decode step, F4, at the context a request
   holds on average while decoding, prompt + output / 2);
 - `tok_s_per_request`: 1000 / TPOT, tok/s;
-- `aggregate_tok_s`: output tok/s of the whole level.
+- `aggregate_tok_s`: output tok/s of the whole level (predicted for a closed loop: each request
+  is one prefill and n - 1 decode steps, C x n / (TTFT + (n - 1) x TPOT); without an output
+  length, C x 1000 / TPOT).
 Measured points carry p50 and, where the source has them, p90 and p99 (the band). Beyond the
 predicted C_vram an engine cannot batch more requests: the rest wait, so the prediction at C
 uses a batch of min(C, C_vram).
@@ -136,8 +138,13 @@ def _predict(scenario: Scenario, concurrency: np.ndarray, prompt_tokens: float,
         prompt_tokens + output_tokens)), prompt_tokens=prompt_tokens,
         output_tokens=output_tokens if output_tokens > 0 else None) for b in batch]
     step, ttft = predict_ms(scenario, pts)
+    if output_tokens > 1:  # closed loop: each request is one prefill, then n - 1 steps
+        per_request_s = (ttft + (output_tokens - 1) * step) / 1e3
+        aggregate = batch * output_tokens / per_request_s
+    else:
+        aggregate = batch * 1e3 / step
     return {"ttft_ms": ttft, "tpot_ms": step, "tok_s_per_request": 1e3 / step,
-            "aggregate_tok_s": batch * 1e3 / step}
+            "aggregate_tok_s": aggregate}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,3 +312,46 @@ def compare_table(summaries: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame
     out = pd.concat(parts, axis=1).sort_index()
     out.index.name = "concurrency"
     return out.reset_index()
+
+
+def summary_from_requests(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per-level rows (the summary.csv columns the overlay reads) computed from request rows:
+    for a level a stopped run never summarized, so what was measured still shows.
+
+    Percentiles use numpy's linear interpolation (as the bench summary does); output tok/s is
+    the level's output tokens over the span from its first start to its last end."""
+    rows: list[dict[str, object]] = []
+    if requests.empty:
+        return pd.DataFrame(rows)
+    for c, g in requests.groupby("concurrency"):
+        ok = g[g["success"].fillna(False).astype(bool)]
+        row: dict[str, object] = {"concurrency": c, "requests_total": len(g),
+                                  "requests_ok": len(ok), "requests_failed": len(g) - len(ok)}
+        for m in ("ttft", "tpot"):
+            v = ok[f"{m}_ms"].dropna().to_numpy(dtype=float)
+            for q in (50, 90, 99):
+                row[f"{m}_p{q}_ms"] = float(np.percentile(v, q)) if v.size else None
+        if not ok.empty:
+            start = ok["start_unix_s"].to_numpy(dtype=float)
+            end = start + ok["e2e_ms"].fillna(0).to_numpy(dtype=float) / 1e3
+            span = float(end.max() - start.min())
+            row["output_tok_s"] = float(ok["output_tokens"].sum()) / span if span > 0 else None
+            row["prompt_tokens_mean"] = float(ok["prompt_tokens"].mean()) \
+                if ok["prompt_tokens"].notna().any() else None
+            row["output_tokens_mean"] = float(ok["output_tokens"].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def complete_levels(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows plus, for levels the summary lacks (a stopped run), rows computed
+    from the requests (`summary_from_requests`), by concurrency."""
+    have = set(summary["concurrency"].tolist()) if "concurrency" in summary else set()
+    extra = summary_from_requests(requests[~requests["concurrency"].isin(list(have))]) \
+        if not requests.empty else pd.DataFrame()
+    if extra.empty:
+        return summary
+    if summary.empty:
+        return extra.sort_values("concurrency").reset_index(drop=True)
+    return pd.concat([summary, extra], ignore_index=True).sort_values(
+        "concurrency").reset_index(drop=True)

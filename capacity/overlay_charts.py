@@ -38,46 +38,55 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
         meas = pd.concat([meas, extra_measured], ignore_index=True)
     meas = meas[meas["metric"] == metric].copy()
     band = meas.dropna(subset=["p90", "p99"])
-    x = alt.X("concurrency:Q", scale=alt.Scale(type="log"), title=x_title)
+    x = alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=x_title)
     y_scale = alt.Scale(type="log") if metric != "aggregate_tok_s" else alt.Scale(zero=False)
-    dash = alt.StrokeDash("series:N", title=_l(labels, "series"),
-                          scale=alt.Scale(domain=[_l(labels, SPEC), _l(labels, CALIBRATED)],
-                                          range=[[6, 4], [1, 0]]))
+    names = [_l(labels, SPEC), _l(labels, CALIBRATED)]
+    # one explicit domain, so the band and the points of a series get the same colour
+    measured_scale = alt.Scale(domain=list(dict.fromkeys(meas["series"])), scheme="tableau10")
+    legend = alt.Legend(orient="bottom", title=None, labelLimit=400, direction="vertical")
+    dash = alt.StrokeDash("series:N", scale=alt.Scale(domain=names, range=[[6, 4], [1, 0]]),
+                          legend=legend)
+    line_color = alt.Color("series:N", scale=alt.Scale(domain=names,
+                                                       range=["#555555", "#d62728"]),
+                           legend=legend)
     layers: list[alt.Chart] = [
-        alt.Chart(pred).mark_line(color="#4c78a8").encode(
+        alt.Chart(pred).mark_line(strokeWidth=2).encode(
             x=x, y=alt.Y("value:Q", title=y_title, scale=y_scale), strokeDash=dash,
+            color=line_color,
             tooltip=[alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=".3g"),
                      alt.Tooltip("value:Q", title=y_title, format=".4g")]),
     ]
     if not band.empty:
         layers.append(alt.Chart(band).mark_rule(strokeWidth=3, opacity=0.45).encode(
             x=x, y=alt.Y("p90:Q", scale=y_scale), y2="p99:Q",
-            color=alt.Color("series:N", title=None, legend=None),
+            color=alt.Color("series:N", title=None, scale=measured_scale, legend=None),
             tooltip=[alt.Tooltip("series:N"), alt.Tooltip("p90:Q", format=".4g"),
                      alt.Tooltip("p99:Q", format=".4g")]))
     layers.append(alt.Chart(meas).mark_point(filled=True, size=70).encode(
         x=x, y=alt.Y("p50:Q", scale=y_scale),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom",
-                                                                  labelLimit=400)),
+        color=alt.Color("series:N", title=None, scale=measured_scale,
+                        legend=alt.Legend(orient="bottom", labelLimit=400,
+                                          direction="vertical")),
         shape=alt.Shape("series:N", legend=None),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=".3g"),
                  alt.Tooltip("p50:Q", title=f"{y_title} p50", format=".4g"),
                  alt.Tooltip("p90:Q", format=".4g"), alt.Tooltip("p99:Q", format=".4g")]))
-    rules = [{"concurrency": float(ov.c_vram_spec), "what": _l(labels, "c_vram")}]
+    rules: list[tuple[float, str]] = [(float(ov.c_vram_spec), _l(labels, "c_vram"))]
     if ov.saturation.concurrency is not None:
-        rules.append({"concurrency": ov.saturation.concurrency,
-                      "what": _l(labels, "saturation")})
+        rules.append((ov.saturation.concurrency, _l(labels, "saturation")))
     lo = float(pred["concurrency"].min()) if not pred.empty else 1.0
     hi = float(pred["concurrency"].max()) if not pred.empty else 1.0
-    shown = pd.DataFrame([r for r in rules if lo <= r["concurrency"] <= hi])
+    shown = pd.DataFrame([{"concurrency": c, "what": w} for c, w in rules if lo <= c <= hi])
     if not shown.empty:
         layers.append(alt.Chart(shown).mark_rule(color="#e45756", strokeDash=[2, 2]).encode(
             x=x, tooltip=[alt.Tooltip("what:N"), alt.Tooltip("concurrency:Q", format=".4g")]))
         layers.append(alt.Chart(shown).mark_text(align="left", dx=3, dy=-4, color="#e45756",
                                                  baseline="top").encode(
             x=x, y=alt.value(2), text="what:N"))
-    return alt.layer(*layers).resolve_scale(color="independent").properties(
-        height=height, width="container")
+    chart: alt.LayerChart = alt.layer(*layers).resolve_scale(
+        color="independent", strokeDash="independent").properties(height=height,
+                                                                    width="container")
+    return chart
 
 
 def ratio_chart(ratios: pd.DataFrame, labels: Mapping[str, str] = DEFAULT_LABELS,
@@ -88,9 +97,12 @@ def ratio_chart(ratios: pd.DataFrame, labels: Mapping[str, str] = DEFAULT_LABELS
                        value_name="ratio").dropna()
     long["series"] = long["series"].str.removeprefix("ratio_").map(lambda s: _l(labels, s))
     long["metric"] = long["metric"].map(lambda m: _l(labels, m))
-    x = alt.X("concurrency:Q", scale=alt.Scale(type="log"), title=_l(labels, "concurrency"))
+    lo, hi = float(long["concurrency"].min()), float(long["concurrency"].max())
+    x = alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False,
+                                               domain=[lo / 1.3, hi * 1.3]),
+              title=_l(labels, "concurrency"))
     points = alt.Chart(long).mark_point(filled=True, size=60).encode(
-        x=x, y=alt.Y("ratio:Q", scale=alt.Scale(type="log"), title="measured / predicted"),
+        x=x, y=alt.Y("ratio:Q", scale=alt.Scale(type="log"), title="measured/predicted"),
         color=alt.Color("metric:N", title=None, legend=alt.Legend(orient="bottom")),
         shape=alt.Shape("series:N", title=None, legend=alt.Legend(orient="bottom")),
         tooltip=["metric:N", "series:N", alt.Tooltip("concurrency:Q", format=".3g"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -65,6 +66,7 @@ points: list[MeasuredPoint] = []
 failures: pd.DataFrame | None = None
 series = ""
 inputs_desc = ""
+cal_default = "calibration"
 default_model, default_gpu = DEFAULT_MODEL, DEFAULT_GPU
 compare: list[tuple[str, pd.DataFrame]] = []
 
@@ -112,15 +114,16 @@ if source == "run":
             pm = args.get("predict_model") or row["model"]
             default_model = pm if pm in variants else DEFAULT_MODEL
             default_gpu = args.get("gpu") if args.get("gpu") in gpus else DEFAULT_GPU
-            summ = ms.summary(chosen[0])
+            summ = ms.levels(chosen[0])
             failures = summ
             series = names[chosen[0]]
             inputs_desc = f"bench run {row['label']}/{chosen[0]}"
+            cal_default = str(row["label"])
             points = points_from_summary(summ, model=default_model, gpu=default_gpu,
                                          source=chosen[0])
             if summ.empty:
                 st.warning(T("r_no_levels"))
-            compare = [(names.get(i, i), ms.summary(i)) for i in chosen]
+            compare = [(names.get(i, i), ms.levels(i)) for i in chosen]
 else:
     st.subheader(T("r_import"))
     st.caption(T("r_import_help"))
@@ -138,6 +141,8 @@ else:
         else:
             series = up.name
             inputs_desc = f"import {up.name}"
+            cal_default = "".join(c if c.isalnum() or c in "-_." else "-"
+                                  for c in Path(up.name).stem) or "import"
             st.success(T("r_imported", n=len(points), name=up.name))
 
 # -- what to predict it with ------------------------------------------------------------------
@@ -186,6 +191,7 @@ if not points:
     points = list(first.points)
     series = f"{T('r_published')}: {first.label}"
     inputs_desc = "data/reference/published.csv"
+    cal_default = "published"
     extra = extra[extra["series"] != series] if not extra.empty else extra
 
 scenario: Scenario | None = None
@@ -215,7 +221,7 @@ for i, metric in enumerate(METRICS):
         st.markdown(f"**{labels[metric]}**")
         st.altair_chart(overlay_chart(ov, metric, labels,
                                       extra_measured=extra if not extra.empty else None),
-                        width="stretch")
+                        width="stretch", height=380)
 sat = ov.saturation
 if sat.concurrency is None:
     st.info(T("r_sat_none", c_vram=ov.c_vram_spec))
@@ -224,7 +230,7 @@ else:
               ratio=sat.ratio or math.nan))
 
 st.markdown(f"**{T('r_ratio')}**")
-st.altair_chart(ratio_chart(ov.ratios, labels), width="stretch")
+st.altair_chart(ratio_chart(ov.ratios, labels), width="stretch", height=300)
 med_rows = []
 for m in METRICS:
     med_rows.append({T("r_col_metric"): labels[m],
@@ -243,9 +249,7 @@ if len(compare) > 1:
 st.subheader(T("r_calibrate"))
 st.caption(T("r_calibrate_help"))
 c1, c2, c3 = st.columns([2, 1, 1])
-cal_name = c1.text_input(T("r_cal_name"), value=f"{scenario.gpu.key}-{series[:20]}"
-                         .replace(" ", "-").replace("·", "").replace(":", "")
-                         .replace("--", "-"), key="r_cal_name")
+cal_name = c1.text_input(T("r_cal_name"), value=cal_default, key="r_cal_name")
 if c2.button(T("r_fit"), key="r_fit", type="primary"):
     try:
         calib.calibration_path(cal_name, ms.calibrations_dir())

@@ -41,7 +41,7 @@ def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | 
                 "requests_ok": 4 * c, "requests_failed": 2 if c == failed_at else 0,
                 "ttft_p50_ms": tt, "ttft_p90_ms": tt * 1.1, "ttft_p99_ms": tt * 1.2,
                 "tpot_p50_ms": st_ms, "tpot_p90_ms": st_ms * 1.05, "tpot_p99_ms": st_ms * 1.2,
-                "output_tok_s": c * 1e3 / st_ms, "prompt_tokens_mean": PROMPT,
+                "output_tok_s": c * OUTPUT * 1e3 / (tt + (OUTPUT - 1) * st_ms), "prompt_tokens_mean": PROMPT,
                 "output_tokens_mean": OUTPUT, "row_complete": 1})
         return w.run_id
 

@@ -49,7 +49,8 @@ def synthetic(s: Scenario, levels: tuple[float, ...], *, slow: float = 1.0
                           prompt_tokens=PROMPT, output_tokens=OUTPUT, tpot_ms=st * slow,
                           tpot_p90_ms=st * slow * 1.1, tpot_p99_ms=st * slow * 1.3,
                           ttft_ms=tt * slow, ttft_p90_ms=tt * slow * 1.2,
-                          ttft_p99_ms=tt * slow * 1.5, output_tok_s=c * 1e3 / (st * slow))
+                          ttft_p99_ms=tt * slow * 1.5,
+                          output_tok_s=c * OUTPUT * 1e3 / ((tt + (OUTPUT - 1) * st) * slow))
             for c, st, tt in zip(levels, step, ttft, strict=True)]
 
 
