@@ -162,6 +162,8 @@ M: Final[dict[str, tuple[str, str]]] = {
                       "（比值 {ratio:.2f}）。"),
     "r_ratio": ("Measured / predicted per point (1 = agreement)",
                 "逐点实测 / 预测（1 = 一致）"),
+    "r_median_err": ("Median |measured / predicted - 1| per metric:",
+                     "各指标的中位 |实测 / 预测 - 1|："),
     "r_ratio_table": ("Ratios per point", "逐点比值"),
     "r_compare": ("Runs side by side", "测量并排比较"),
     "r_col_metric": ("metric", "指标"),

@@ -51,6 +51,17 @@ def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a transla
     return t(k, lang, **kw)
 
 
+def num(v: float | None) -> str:
+    """A number for a table cell: 4 significant digits, '-' when there is none."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return "0" if abs(v) < 1e-9 else f"{v:.4g}"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
+
+
 cat = default_catalog()
 variants = cat.variant_keys()
 gpus = sorted(cat.gpus)
@@ -234,11 +245,10 @@ st.altair_chart(ratio_chart(ov.ratios, labels), width="stretch", height=300)
 med_rows = []
 for m in METRICS:
     med_rows.append({T("r_col_metric"): labels[m],
-                     **{labels[s]: median_abs_error(ov.ratios, s, m)
+                     **{labels[s]: pct(median_abs_error(ov.ratios, s, m))
                         for s in (SPEC, CALIBRATED) if f"ratio_{s}" in ov.ratios}})
-st.dataframe(pd.DataFrame(med_rows), hide_index=True, width="stretch",
-             column_config={labels[s]: st.column_config.NumberColumn(format="percent")
-                            for s in (SPEC, CALIBRATED)})
+st.caption(T("r_median_err"))
+st.dataframe(pd.DataFrame(med_rows), hide_index=True, width="stretch")
 with st.expander(T("r_ratio_table")):
     st.dataframe(ov.ratios, hide_index=True, width="stretch")
 if len(compare) > 1:
@@ -269,9 +279,9 @@ if isinstance(fitted, calib.Calibration):
             st.error(T("r_error", msg=str(exc)))
         else:
             st.success(T("r_saved", path=str(path)))
-    knob_rows = [{T("r_col_knob"): n, T("r_col_spec"): getattr(scenario, n),
-                  T("r_col_fitted"): getattr(fitted, n),
-                  T("r_col_std"): fitted.knob_std(n)}
+    knob_rows = [{T("r_col_knob"): n, T("r_col_spec"): num(getattr(scenario, n)),
+                  T("r_col_fitted"): num(getattr(fitted, n)),
+                  T("r_col_std"): num(fitted.knob_std(n))}
                  for n in calib.KNOBS if getattr(fitted, n) is not None]
     st.markdown(f"**{T('r_knobs', name=fitted.name)}**")
     st.dataframe(pd.DataFrame(knob_rows), hide_index=True, width="stretch")
@@ -280,13 +290,10 @@ if isinstance(fitted, calib.Calibration):
         vals = {w: fitted.median_abs_error(kind, w) for w in ("spec", "fitted", "held_out")}
         if vals["fitted"] is None:
             continue
-        err_rows.append({T("r_col_metric"): kind.upper(), T("r_col_spec"): vals["spec"],
-                         T("r_col_fitted"): vals["fitted"],
-                         T("r_col_held_out"): vals["held_out"]})
-    pct = st.column_config.NumberColumn(format="percent")
-    st.dataframe(pd.DataFrame(err_rows), hide_index=True, width="stretch",
-                 column_config={T(k): pct for k in ("r_col_spec", "r_col_fitted",
-                                                     "r_col_held_out")})
+        err_rows.append({T("r_col_metric"): kind.upper(), T("r_col_spec"): pct(vals["spec"]),
+                         T("r_col_fitted"): pct(vals["fitted"]),
+                         T("r_col_held_out"): pct(vals["held_out"])})
+    st.dataframe(pd.DataFrame(err_rows), hide_index=True, width="stretch")
     st.caption(T("r_holdout", method=fitted.holdout_method or "-"))
     for n in fitted.notes:
         st.caption(T("r_note", msg=n))
@@ -317,9 +324,11 @@ try:
     base = scenario if calibration is None else calib.apply(calibration, scenario)
     sens = sensitivity(base, float(c_at), "step_ms")
     st.markdown(f"**{T('r_sens', top=sens[0].name)}**")
-    st.dataframe(pd.DataFrame([{T("r_col_input"): r.name, T("r_col_low"): r.low,
-                                T("r_col_high"): r.high, T("r_col_out_low"): r.output_low,
-                                T("r_col_out_high"): r.output_high, T("r_col_swing"): r.swing}
+    st.dataframe(pd.DataFrame([{T("r_col_input"): r.name, T("r_col_low"): num(r.low),
+                                T("r_col_high"): num(r.high),
+                                T("r_col_out_low"): num(r.output_low),
+                                T("r_col_out_high"): num(r.output_high),
+                                T("r_col_swing"): num(r.swing)}
                                for r in sens]), hide_index=True, width="stretch")
 except CapacityError as exc:
     st.error(T("r_error", msg=str(exc)))

@@ -69,17 +69,17 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert "calibration: spec-sheet only" in texts(at)
     # the spec-sheet prediction is off (the truth is 30% slower on bandwidth)
     medians = at.dataframe[1].value.set_index("metric")
-    assert medians.loc["TPOT (ms)", "predicted, spec-sheet"] > 0.2
+    assert float(medians.loc["TPOT (ms)", "predicted, spec-sheet"].rstrip("%")) > 20
 
     at.text_input(key="r_cal_name").set_value("sweep-a-cal")
     at.button(key="r_fit").click().run()
     assert not at.exception and not at.error
     assert at.selectbox(key="r_calibration").value == "__fitted__"
     knobs = next(d.value for d in at.dataframe if "knob" in d.value.columns).set_index("knob")
-    assert knobs.loc["eta_bw", "fitted"] == pytest.approx(0.7, rel=0.05)
-    assert knobs.loc["mfu", "fitted"] == pytest.approx(0.45, rel=0.1)
+    assert float(knobs.loc["eta_bw", "fitted"]) == pytest.approx(0.7, rel=0.05)
+    assert float(knobs.loc["mfu", "fitted"]) == pytest.approx(0.45, rel=0.1)
     medians = at.dataframe[1].value.set_index("metric")
-    assert medians.loc["TPOT (ms)", "predicted, calibrated"] < 0.03
+    assert float(medians.loc["TPOT (ms)", "predicted, calibrated"].rstrip("%")) < 3
     assert "held-out method: TPOT: 5-fold" in texts(at)
 
     at.button(key="r_save").click().run()
