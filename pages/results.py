@@ -109,8 +109,9 @@ if source == "run":
             since = until = days.isoformat()
         shown = filter_runs(runs, labels=f_labels, endpoints=f_eps, models=f_models,
                             since=since, until=until)
-        st.dataframe(shown[["label", "started_at", "status", "model", "gpu", "levels",
-                            "requests_ok", "requests_failed", "base_url", "run_id"]],
+        cols = ["label", "started_at", "status", "model", "gpu", "levels", "requests_ok",
+                "requests_failed", "base_url", "run_id"]
+        st.dataframe(shown[cols].rename(columns={c: T("r_c_" + c) for c in cols}),
                      hide_index=True, width="stretch")
         ids = shown["run_id"].tolist()
         names = {r.run_id: f"{r.label} · {str(r.started_at)[:19]}" for r in shown.itertuples()}

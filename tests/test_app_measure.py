@@ -124,3 +124,28 @@ def test_simulated_run_from_the_page_then_stop(bench_dir: Path) -> None:
         assert not sim.running
     finally:
         sim.stop()
+
+
+def test_every_string_of_both_pages_has_english_and_chinese() -> None:
+    import re
+    import string
+
+    from app.i18n_measure import CHART_LABELS, M
+
+    used: set[str] = set()
+    for page in ("measure.py", "results.py"):
+        src = (ROOT / "pages" / page).read_text()
+        used |= set(re.findall(r"""T\(["']([a-z0-9_]+)["']""", src))
+    used |= {f"m_status_{s}" for s in ("running", "finished", "stopped", "failed")}
+    used |= {f"r_sat_{s}" for s in ("errors", "plateau")} | {"r_source_run", "r_source_import"}
+    used |= {f"r_c_{c}" for c in ("label", "started_at", "status", "model", "gpu", "levels",
+                                  "requests_ok", "requests_failed", "base_url", "run_id")}
+    prefixes = {k for k in used if k.endswith("_")}  # completed at run time (listed above)
+    assert not used - prefixes - set(M), "keys the pages use but the table lacks"
+
+    def fields(text: str) -> set[str]:
+        return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+    for key, (en, zh) in {**M, **CHART_LABELS}.items():
+        assert en.strip() and zh.strip(), key
+        assert fields(en) == fields(zh), key
