@@ -18,9 +18,18 @@ import pandas as pd
 import streamlit as st
 
 from capacity import calibration as calib
-from capacity.catalog import DATA_DIR
+from capacity.catalog import DATA_DIR, default_catalog
 from capacity.measure_job import BenchJob, SimServer
-from capacity.overlay import complete_levels
+from capacity.measured import MeasuredPoint
+from capacity.overlay import (
+    METRICS,
+    Overlay,
+    build_overlay,
+    complete_levels,
+    run_scenario,
+    typical_lengths,
+)
+from capacity.overlay_charts import overlay_chart, ratio_chart
 from capacity.reference import ReferenceSweep, load_reference
 from capacity.store import RunStore
 
@@ -114,3 +123,20 @@ def reference_sweeps() -> list[ReferenceSweep]:
 def saved_calibrations() -> list[str]:
     d = calibrations_dir()
     return sorted(p.stem for p in d.glob("*.toml")) if d.is_dir() else []
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus: int,
+                 calibration: calib.Calibration | None, failures: pd.DataFrame | None,
+                 extra: pd.DataFrame | None, series: str, labels: dict[str, str]
+                 ) -> tuple[Overlay, dict[str, dict[str, Any]], dict[str, Any]]:
+    """The overlay and its Vega-Lite specs (four metrics, the ratios), built once per input:
+    Altair's validation costs about 40 ms a chart, too much for every rerun."""
+    prompt, output = typical_lengths(points)
+    scenario = run_scenario(model, gpu, prompt_tokens=prompt, output_tokens=output,
+                            n_gpus=n_gpus, catalog=default_catalog())
+    ov = build_overlay(points, scenario, series=series, calibration=calibration,
+                       failures=failures)
+    more = extra if extra is not None and not extra.empty else None
+    specs = {m: overlay_chart(ov, m, labels, extra_measured=more).to_dict() for m in METRICS}
+    return ov, specs, ratio_chart(ov.ratios, labels).to_dict()

@@ -28,7 +28,6 @@ from capacity.overlay import (
     METRICS,
     SPEC,
     Overlay,
-    build_overlay,
     compare_table,
     filter_runs,
     measured_frame,
@@ -38,7 +37,6 @@ from capacity.overlay import (
     run_scenario,
     typical_lengths,
 )
-from capacity.overlay_charts import overlay_chart, ratio_chart
 from capacity.scenario import DEFAULT_GPU, DEFAULT_MODEL, Scenario
 from capacity.uncertainty import band, sensitivity
 from capacity.vllm_log import parse_vllm_log, reconcile
@@ -213,8 +211,9 @@ try:
     scenario = run_scenario(st.session_state["r_model"], st.session_state["r_gpu"],
                             prompt_tokens=prompt, output_tokens=output, n_gpus=n_gpus,
                             catalog=cat)
-    ov = build_overlay(points, scenario, series=series, calibration=calibration,
-                       failures=failures)
+    ov, chart_specs, ratio_spec = ms.overlay_view(
+        tuple(points), st.session_state["r_model"], st.session_state["r_gpu"], n_gpus,
+        calibration, failures, extra, series, labels)
 except CapacityError as exc:
     st.error(T("r_error", msg=str(exc)))
     st.stop()
@@ -231,9 +230,7 @@ grid = st.columns(2)
 for i, metric in enumerate(METRICS):
     with grid[i % 2]:
         st.markdown(f"**{labels[metric]}**")
-        st.altair_chart(overlay_chart(ov, metric, labels,
-                                      extra_measured=extra if not extra.empty else None),
-                        width="stretch", height=380)
+        st.vega_lite_chart(spec=chart_specs[metric], width="stretch", height=380)
 sat = ov.saturation
 if sat.concurrency is None:
     st.info(T("r_sat_none", c_vram=ov.c_vram_spec))
@@ -242,7 +239,7 @@ else:
               ratio=sat.ratio or math.nan))
 
 st.markdown(f"**{T('r_ratio')}**")
-st.altair_chart(ratio_chart(ov.ratios, labels), width="stretch", height=300)
+st.vega_lite_chart(spec=ratio_spec, width="stretch", height=300)
 med_rows = []
 for m in METRICS:
     med_rows.append({T("r_col_metric"): labels[m],
