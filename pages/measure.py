@@ -109,9 +109,12 @@ if st.button(T("m_connect"), key="m_connect"):
         st.error(T("m_error", msg=str(exc)))
     else:
         st.session_state[ms.CONNECT] = report
+        st.session_state["m_connected_url"] = st.session_state["m_base_url"]
         if report.models and st.session_state.get("m_model") not in report.models:
             st.session_state["m_model"] = report.models[0]
 rep = st.session_state.get(ms.CONNECT)
+if st.session_state.get("m_connected_url") != st.session_state["m_base_url"]:
+    rep = None  # the report was for another URL
 if isinstance(rep, ConnectReport):
     yes, no, unk = T("m_yes"), T("m_no"), "-"
 

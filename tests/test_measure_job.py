@@ -183,6 +183,7 @@ def test_job_passes_the_key_by_environment_and_stop_keeps_what_was_measured(
     assert not sim.running
 
 
+@pytest.mark.slow
 def test_sim_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="did not start"):
         SimServer.start("no-such-model", "rtx-4090", cwd=ROOT, ready_timeout_s=20)
