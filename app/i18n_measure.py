@@ -243,6 +243,7 @@ CHART_LABELS: Final[dict[str, tuple[str, str]]] = {
     "c_vram": ("C_vram (predicted)", "显存最大并发（预测）"),
     "saturation": ("measured saturation", "实测饱和点"),
     "band": ("p90-p99", "p90-p99"),
+    "ratio": ("measured / predicted", "实测 / 预测"),
 }
 
 _INDEX: Final = {"en": 0, "zh": 1}

@@ -20,6 +20,7 @@ DEFAULT_LABELS: dict[str, str] = {
     "tok_s_per_request": "tok/s per request", "aggregate_tok_s": "aggregate tok/s",
     "series": "series", SPEC: "predicted, spec-sheet", CALIBRATED: "predicted, calibrated",
     "c_vram": "C_vram (predicted)", "saturation": "measured saturation", "band": "p90-p99",
+    "ratio": "measured / predicted",
 }
 
 
@@ -102,7 +103,7 @@ def ratio_chart(ratios: pd.DataFrame, labels: Mapping[str, str] = DEFAULT_LABELS
                                                domain=[lo / 1.3, hi * 1.3]),
               title=_l(labels, "concurrency"))
     points = alt.Chart(long).mark_point(filled=True, size=60).encode(
-        x=x, y=alt.Y("ratio:Q", scale=alt.Scale(type="log"), title="measured/predicted"),
+        x=x, y=alt.Y("ratio:Q", scale=alt.Scale(type="log"), title=_l(labels, "ratio")),
         color=alt.Color("metric:N", title=None, legend=alt.Legend(orient="bottom")),
         shape=alt.Shape("series:N", title=None, legend=alt.Legend(orient="bottom")),
         tooltip=["metric:N", "series:N", alt.Tooltip("concurrency:Q", format=".3g"),

@@ -53,7 +53,7 @@ def num(v: float | None) -> str:
     """A number for a table cell: 4 significant digits, '-' when there is none."""
     if v is None or not math.isfinite(v):
         return "-"
-    return "0" if abs(v) < 1e-9 else f"{v:.4g}"
+    return "0" if abs(v) < 1e-6 else f"{v:.4g}"
 
 
 def pct(v: float | None) -> str:
