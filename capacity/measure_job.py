@@ -342,7 +342,9 @@ class BenchJob:
         """Stop the child keeping what it measured: SIGINT, then SIGTERM, then SIGKILL."""
         if self.running:
             self.stopped = True
-        return _stop_process(self.proc, grace_s)
+        rc = _stop_process(self.proc, grace_s)
+        self.log_path.unlink(missing_ok=True)
+        return rc
 
     def wait(self, timeout_s: float) -> int:
         return self.proc.wait(timeout=timeout_s)
