@@ -1,0 +1,142 @@
+"""App-layer state and caching for the Measure and Results pages.
+
+The background bench job and the simulated endpoint live in `st.session_state` (a process
+handle per browser session); the stored runs are read through `capacity.store` with
+`st.cache_data`, keyed by the files' modification times so a finished run shows at once.
+Paths can be redirected by environment variables (tests and shared deployments):
+CAPACITY_BENCH_DIR (default data/bench) and CAPACITY_CALIBRATIONS_DIR (data/calibrations).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from capacity import calibration as calib
+from capacity.catalog import DATA_DIR, default_catalog
+from capacity.measure_job import BenchJob, SimServer
+from capacity.measured import MeasuredPoint
+from capacity.overlay import (
+    METRICS,
+    Overlay,
+    build_overlay,
+    complete_levels,
+    run_scenario,
+    typical_lengths,
+)
+from capacity.overlay_charts import overlay_chart, ratio_chart
+from capacity.reference import ReferenceSweep, load_reference
+from capacity.store import RunStore
+
+JOB = "measure_job"
+SIM = "measure_sim"
+CONNECT = "measure_connect"
+FITTED = "results_fitted_calibration"
+REPO_ROOT = DATA_DIR.parent
+
+
+def bench_root() -> Path:
+    return Path(os.environ.get("CAPACITY_BENCH_DIR") or DATA_DIR / "bench")
+
+
+def calibrations_dir() -> Path:
+    return Path(os.environ.get("CAPACITY_CALIBRATIONS_DIR") or calib.CALIBRATIONS_DIR)
+
+
+def job() -> BenchJob | None:
+    j = st.session_state.get(JOB)
+    return j if isinstance(j, BenchJob) else None
+
+
+def sim() -> SimServer | None:
+    s = st.session_state.get(SIM)
+    return s if isinstance(s, SimServer) and s.running else None
+
+
+def _stamp(root: Path) -> tuple[float, ...]:
+    """Modification times of every run file: the cache key that changes when a run does."""
+    if not root.is_dir():
+        return ()
+    return tuple(sorted(p.stat().st_mtime for p in root.glob("*/*/*")
+                        if p.name in ("summary.csv", "meta.json", "requests.csv")))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _runs(root: str, stamp: tuple[float, ...]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    del stamp
+    with RunStore(root) as s:
+        return s.list_runs(), tuple(s.warnings)
+
+
+def runs() -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Every stored run (newest first) and the store's warnings."""
+    root = bench_root()
+    return _runs(str(root), _stamp(root))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _summary(root: str, run_id: str, stamp: tuple[float, ...]) -> pd.DataFrame:
+    del stamp
+    with RunStore(root) as s:
+        return s.summary(run_id)
+
+
+def summary(run_id: str) -> pd.DataFrame:
+    root = bench_root()
+    return _summary(str(root), run_id, _stamp(root))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _requests(root: str, run_id: str, stamp: tuple[float, ...]) -> pd.DataFrame:
+    del stamp
+    with RunStore(root) as s:
+        return s.requests(run_id)
+
+
+def levels(run_id: str) -> pd.DataFrame:
+    """Per-level rows of a run: its summary, plus levels a stopped run measured in part
+    (computed from its requests)."""
+    root = bench_root()
+    stamp = _stamp(root)
+    return complete_levels(_summary(str(root), run_id, stamp),
+                           _requests(str(root), run_id, stamp))
+
+
+def run_meta(run_dir: str) -> dict[str, Any]:
+    """A run's meta.json (empty when unreadable)."""
+    try:
+        return dict(json.loads((Path(run_dir) / "meta.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+@st.cache_data(show_spinner=False)
+def reference_sweeps() -> list[ReferenceSweep]:
+    return load_reference()
+
+
+def saved_calibrations() -> list[str]:
+    d = calibrations_dir()
+    return sorted(p.stem for p in d.glob("*.toml")) if d.is_dir() else []
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus: int,
+                 calibration: calib.Calibration | None, failures: pd.DataFrame | None,
+                 extra: pd.DataFrame | None, series: str, labels: dict[str, str]
+                 ) -> tuple[Overlay, dict[str, dict[str, Any]], dict[str, Any]]:
+    """The overlay and its Vega-Lite specs (four metrics, the ratios), built once per input:
+    Altair's validation costs about 40 ms a chart, too much for every rerun."""
+    prompt, output = typical_lengths(points)
+    scenario = run_scenario(model, gpu, prompt_tokens=prompt, output_tokens=output,
+                            n_gpus=n_gpus, catalog=default_catalog())
+    ov = build_overlay(points, scenario, series=series, calibration=calibration,
+                       failures=failures)
+    more = extra if extra is not None and not extra.empty else None
+    specs = {m: overlay_chart(ov, m, labels, extra_measured=more).to_dict() for m in METRICS}
+    return ov, specs, ratio_chart(ov.ratios, labels).to_dict()

@@ -1,0 +1,502 @@
+"""Run `capacity bench` (and the simulated endpoint) as background processes for the Measure page.
+
+- `MeasureForm` holds the page's arguments and turns them into a `python -m capacity bench`
+  command line. The API key never appears in it: `BenchJob.start` passes it to the child through
+  the environment variable OPENAI_API_KEY only (the bench client writes it nowhere).
+- `BenchJob` starts the child in its own process group, finds the run folder it creates, reads
+  its progress from the incrementally written `requests.csv` (`read_progress`) and stops it with
+  SIGINT (the client marks the run "interrupted" and keeps every finished request), then
+  SIGTERM, then SIGKILL, each after a bounded wait.
+- `SimServer` starts `python -m capacity sim-server` on a free loopback port.
+- `connect_check` reports whether a base URL is reachable, accepts the key, lists models and
+  streams a tiny request.
+- `measure_guard` / `check_url` read CAPACITY_MEASURE=off (the page is disabled) and
+  CAPACITY_MEASURE_ALLOW_HOSTS=host1,host2 (only those hosts; loopback only for the simulator
+  this process started), for shared deployments where the page would make outbound requests.
+"""
+
+from __future__ import annotations
+
+import atexit
+import csv
+import json
+import math
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from capacity.bench.storage import check_label
+from capacity.errors import InputError
+
+MEASURE_ENV = "CAPACITY_MEASURE"
+ALLOW_HOSTS_ENV = "CAPACITY_MEASURE_ALLOW_HOSTS"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+# ---------------------------------------------------------------------------------------------
+# the guard
+
+@dataclass(frozen=True, kw_only=True)
+class Guard:
+    """Whether the Measure page may run, and which hosts it may reach (None: any)."""
+
+    enabled: bool
+    allow_hosts: frozenset[str] | None
+    reason: str = ""
+
+
+def measure_guard(env: Mapping[str, str] | None = None) -> Guard:
+    """Read CAPACITY_MEASURE and CAPACITY_MEASURE_ALLOW_HOSTS from `env` (default os.environ)."""
+    e = os.environ if env is None else env
+    if e.get(MEASURE_ENV, "").strip().lower() in ("off", "0", "false", "no"):
+        return Guard(enabled=False, allow_hosts=None,
+                     reason=f"{MEASURE_ENV}={e.get(MEASURE_ENV)} switches measuring off on this "
+                            "deployment")
+    raw = e.get(ALLOW_HOSTS_ENV, "").strip()
+    if not raw:
+        return Guard(enabled=True, allow_hosts=None)
+    hosts = frozenset(h.strip().lower() for h in raw.split(",") if h.strip())
+    return Guard(enabled=True, allow_hosts=hosts)
+
+
+def url_host(base_url: str) -> str:
+    """The host of an http(s) URL, lower-case; InputError for anything else."""
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"base URL '{base_url}' must look like http://HOST:PORT/v1 "
+                         "(http:// or https:// and a host)")
+    return parts.hostname.lower()
+
+
+def check_url(base_url: str, guard: Guard, simulator_urls: Sequence[str] = ()) -> None:
+    """InputError unless the guard allows `base_url`. Loopback is allowed under an allow-list
+    only for a simulator this process started (its URL is in `simulator_urls`)."""
+    host = url_host(base_url)
+    if not guard.enabled:
+        raise InputError(guard.reason or "measuring is switched off on this deployment")
+    if guard.allow_hosts is None or host in guard.allow_hosts:
+        return
+    if host in LOOPBACK_HOSTS and base_url.rstrip("/") in {u.rstrip("/") for u in simulator_urls}:
+        return
+    raise InputError(f"host '{host}' is not in {ALLOW_HOSTS_ENV} "
+                     f"({', '.join(sorted(guard.allow_hosts)) or 'empty'}): this deployment "
+                     "only measures those hosts (the simulator on loopback is always allowed)")
+
+
+# ---------------------------------------------------------------------------------------------
+# the form -> the bench command line
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureForm:
+    """The Measure page's arguments for `capacity bench` (no API key: it is never stored)."""
+
+    base_url: str
+    model: str | None = None
+    concurrency: tuple[int, ...] = (1, 4, 16)
+    requests: int = 32
+    prompt_chars: int = 1000
+    max_tokens: int = 128
+    label: str = "measure"
+    endpoint: str = "chat"
+    warmup: int = 1
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    gpu: str | None = None
+    gpus: int = 1
+    gpu_price: float | None = None
+    currency: str | None = None
+    predict_model: str | None = None
+    timeout_s: float = 600.0
+    out_dir: str = "data/bench"
+
+    def validate(self) -> None:
+        """InputError naming the first bad field."""
+        url_host(self.base_url)
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            raise InputError("concurrency levels must be whole numbers >= 1, e.g. 1,4,16")
+        for name, v in (("requests", self.requests), ("prompt chars", self.prompt_chars),
+                        ("max tokens", self.max_tokens), ("GPUs", self.gpus)):
+            if v < 1:
+                raise InputError(f"{name} must be >= 1, got {v}")
+        check_label(self.label)
+
+    def argv(self, python: str = sys.executable) -> list[str]:
+        """The child's command line (the API key is never part of it)."""
+        a = [python, "-m", "capacity", "bench", "--base-url", self.base_url,
+             "--concurrency", ",".join(str(c) for c in self.concurrency),
+             "--requests", str(self.requests), "--prompt-chars", str(self.prompt_chars),
+             "--max-tokens", str(self.max_tokens), "--label", self.label,
+             "--endpoint", self.endpoint, "--warmup", str(self.warmup),
+             "--timeout", f"{self.timeout_s:g}", "--out", self.out_dir, "--gpus", str(self.gpus)]
+        for flag, v in (("--model", self.model), ("--gpu", self.gpu),
+                        ("--predict-model", self.predict_model), ("--currency", self.currency)):
+            if v:
+                a += [flag, v]
+        for flag, x in (("--slo-ttft-ms", self.slo_ttft_ms), ("--slo-tpot-ms", self.slo_tpot_ms),
+                        ("--gpu-price", self.gpu_price)):
+            if x is not None:
+                a += [flag, f"{x:g}"]
+        return a
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """'1, 4,16' -> (1, 4, 16); InputError naming the bad item."""
+    out: list[int] = []
+    for item in text.replace(" ", "").split(","):
+        if not item:
+            continue
+        try:
+            v = int(item)
+        except ValueError:
+            raise InputError(f"concurrency '{item}' is not a whole number: write e.g. 1,4,16"
+                             ) from None
+        if v < 1:
+            raise InputError(f"concurrency {v} must be >= 1")
+        out.append(v)
+    if not out:
+        raise InputError("give at least one concurrency level, e.g. 1,4,16")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# progress from requests.csv
+
+@dataclass(frozen=True, kw_only=True)
+class LevelProgress:
+    """One concurrency level as measured so far (medians over successful requests, ms)."""
+
+    concurrency: int
+    total: int
+    done: int = 0
+    ok: int = 0
+    errors: int = 0
+    ttft_p50_ms: float | None = None
+    tpot_p50_ms: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        """Share of the level's requests that have ended, 0..1."""
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
+
+def _float(raw: str | None) -> float | None:
+    try:
+        v = float(raw) if raw not in (None, "") else None
+    except ValueError:
+        return None
+    return v if v is not None and math.isfinite(v) else None
+
+
+def complete_rows(path: Path) -> list[dict[str, str]]:
+    """The complete rows of a requests.csv being written: a last line without its newline or
+    its row_complete marker (a write in progress, or a killed run) is left out."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    rows = list(csv.DictReader(text.splitlines()))
+    return [r for r in rows if r.get("row_complete") == "1"]
+
+
+def read_progress(path: Path, levels: Sequence[int], requests: int) -> list[LevelProgress]:
+    """Done/total, errors and running TTFT/TPOT medians per level from a requests.csv."""
+    rows = complete_rows(path)
+    out = []
+    for c in levels:
+        mine = [r for r in rows if r.get("concurrency") == str(c)]
+        ok = [r for r in mine if r.get("success") == "true"]
+        ttft = [v for r in ok if (v := _float(r.get("ttft_ms"))) is not None]
+        tpot = [v for r in ok if (v := _float(r.get("tpot_ms"))) is not None]
+        out.append(LevelProgress(
+            concurrency=c, total=requests, done=len(mine), ok=len(ok), errors=len(mine) - len(ok),
+            ttft_p50_ms=statistics.median(ttft) if ttft else None,
+            tpot_p50_ms=statistics.median(tpot) if tpot else None))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# background processes
+
+def _child_env(api_key: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("OPENAI_API_KEY", None)
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> int:
+    """SIGINT, then SIGTERM, then SIGKILL, each after up to `grace_s`; returns the exit code."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            break
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.wait(timeout=grace_s)
+
+
+def _run_dirs(out_dir: Path, label: str) -> set[Path]:
+    root = out_dir / label
+    return {p for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+
+
+@dataclass(kw_only=True, eq=False)
+class BenchJob:
+    """A `capacity bench` child process started from a form."""
+
+    form: MeasureForm
+    proc: subprocess.Popen[bytes]
+    cwd: Path
+    log_path: Path
+    before: set[Path]
+    started_unix_s: float
+    stopped: bool = False
+    run_dir: Path | None = None
+
+    @classmethod
+    def start(cls, form: MeasureForm, api_key: str | None = None, *,
+              cwd: str | os.PathLike[str] = ".", python: str = sys.executable) -> BenchJob:
+        """Validate the form and start the child (the key goes in its environment only)."""
+        form.validate()
+        root = Path(cwd)
+        before = _run_dirs(root / form.out_dir, form.label)
+        fd, name = tempfile.mkstemp(prefix="capacity-bench-", suffix=".log")
+        os.close(fd)
+        with open(name, "wb") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(form.argv(python), cwd=root, env=_child_env(api_key),
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        job = cls(form=form, proc=proc, cwd=root, log_path=Path(name), before=before,
+                  started_unix_s=time.time())
+        atexit.register(job.stop)  # an app that exits stops its runs (keeping what they measured)
+        return job
+
+    def find_run_dir(self) -> Path | None:
+        """The run folder the child created (None until it has)."""
+        if self.run_dir is None:
+            new = _run_dirs(self.cwd / self.form.out_dir, self.form.label) - self.before
+            if new:
+                self.run_dir = max(new, key=lambda p: p.name)
+        return self.run_dir
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    def progress(self) -> list[LevelProgress]:
+        """Per-level progress read from the run's requests.csv (zeros before it exists)."""
+        d = self.find_run_dir()
+        path = d / "requests.csv" if d is not None else Path("/nonexistent/requests.csv")
+        return read_progress(path, self.form.concurrency, self.form.requests)
+
+    def status(self) -> str:
+        """'running', 'finished', 'stopped' or 'failed'."""
+        rc = self.returncode
+        if rc is None:
+            return "running"
+        if self.stopped:
+            return "stopped"
+        return "finished" if rc == 0 else "failed"
+
+    def log_tail(self, lines: int = 12) -> str:
+        """The end of the child's output (its error message when it failed)."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def meta(self) -> dict[str, Any]:
+        d = self.find_run_dir()
+        try:
+            return dict(json.loads((d / "meta.json").read_text())) if d is not None else {}
+        except (OSError, ValueError):
+            return {}
+
+    def stop(self, grace_s: float = 5.0) -> int:
+        """Stop the child keeping what it measured: SIGINT, then SIGTERM, then SIGKILL."""
+        if self.running:
+            self.stopped = True
+        rc = _stop_process(self.proc, grace_s)
+        self.log_path.unlink(missing_ok=True)
+        return rc
+
+    def wait(self, timeout_s: float) -> int:
+        return self.proc.wait(timeout=timeout_s)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(kw_only=True, eq=False)
+class SimServer:
+    """`capacity sim-server` in a child process on a free loopback port."""
+
+    model: str
+    gpu: str
+    speedup: float
+    port: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @classmethod
+    def start(cls, model: str, gpu: str, *, speedup: float = 1.0,
+              extra_args: Sequence[str] = (), ready_timeout_s: float = 30.0,
+              python: str = sys.executable, cwd: str | os.PathLike[str] = ".") -> SimServer:
+        """Start the server and wait (bounded) until /v1/models answers."""
+        if not (math.isfinite(speedup) and speedup > 0):
+            raise InputError(f"speedup must be > 0, got {speedup}")
+        port = free_port()
+        fd, name = tempfile.mkstemp(prefix="capacity-sim-", suffix=".log")
+        os.close(fd)
+        argv = [python, "-m", "capacity", "sim-server", "--model", model, "--gpu", gpu,
+                "--host", "127.0.0.1", "--port", str(port), "--speedup", f"{speedup:g}",
+                *extra_args]
+        with open(name, "wb") as log:
+            proc = subprocess.Popen(argv, cwd=Path(cwd), env=_child_env(None),
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        server = cls(model=model, gpu=gpu, speedup=speedup, port=port, proc=proc,
+                     log_path=Path(name))
+        atexit.register(server.stop)  # never outlive the app that started it
+        deadline = time.monotonic() + ready_timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = server.log_tail()
+                server.stop()
+                raise InputError(f"the simulated endpoint did not start: {tail or 'no output'}")
+            try:
+                r = httpx.get(server.base_url + "/models", timeout=1.0, trust_env=False)
+                if r.status_code in (200, 401, 403):  # up (a key-protected one answers 401)
+                    return server
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        server.stop()
+        raise InputError(f"the simulated endpoint did not answer within {ready_timeout_s:g} s")
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        _stop_process(self.proc, grace_s)
+        self.log_path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# connect check
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectReport:
+    """What a base URL answered: reachable, key accepted, models, and whether it streams."""
+
+    reachable: bool
+    auth_ok: bool | None = None
+    status: int | None = None
+    models: tuple[str, ...] = ()
+    streams: bool | None = None
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.reachable and bool(self.auth_ok) and bool(self.models) and bool(self.streams)
+
+
+def connect_check(base_url: str, api_key: str | None = None, *, endpoint: str = "chat",
+                  timeout_s: float = 10.0,
+                  transport: httpx.BaseTransport | None = None) -> ConnectReport:
+    """GET {base}/models (reachability, auth, model list), then a 2-token streamed request."""
+    url_host(base_url)
+    base = base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(timeout=timeout_s, transport=transport, trust_env=False,
+                      follow_redirects=False, headers=headers) as client:
+        try:
+            r = client.get(base + "/models")
+        except httpx.HTTPError as exc:
+            return ConnectReport(reachable=False, message=f"cannot reach {base}/models: "
+                                 f"{type(exc).__name__}: {exc}")
+        if r.status_code in (401, 403):
+            return ConnectReport(reachable=True, auth_ok=False, status=r.status_code,
+                                 message=f"{base}/models answered {r.status_code}: the API key "
+                                         "is missing or wrong")
+        if r.status_code >= 400:
+            return ConnectReport(reachable=True, status=r.status_code,
+                                 message=f"{base}/models answered HTTP {r.status_code}: is this "
+                                         "an OpenAI-compatible base URL (ending in /v1)?")
+        try:
+            data = r.json().get("data", [])
+            models = tuple(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
+        except (ValueError, AttributeError, TypeError):
+            return ConnectReport(reachable=True, auth_ok=True, status=r.status_code,
+                                 message=f"{base}/models did not answer an OpenAI model list")
+        if not models:
+            return ConnectReport(reachable=True, auth_ok=True, status=r.status_code,
+                                 message=f"{base}/models lists no model")
+        streams, note = _stream_probe(client, base, models[0], endpoint)
+        return ConnectReport(reachable=True, auth_ok=True, status=r.status_code, models=models,
+                             streams=streams, message=note)
+
+
+def _stream_probe(client: httpx.Client, base: str, model: str, endpoint: str
+                  ) -> tuple[bool, str]:
+    chat = endpoint == "chat"
+    body: dict[str, Any] = {"model": model, "max_tokens": 2, "stream": True}
+    if chat:
+        body["messages"] = [{"role": "user", "content": "ping"}]
+    else:
+        body["prompt"] = "ping"
+    path = "/chat/completions" if chat else "/completions"
+    try:
+        with client.stream("POST", base + path, json=body) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                return False, f"a streamed request answered HTTP {resp.status_code}"
+            kind = resp.headers.get("content-type", "")
+            for line in resp.iter_lines():
+                if line.startswith("data:"):
+                    return True, "streams (server-sent events)"
+            return False, f"the response is not a stream (content-type {kind or 'none'})"
+    except httpx.HTTPError as exc:
+        return False, f"a streamed request failed: {type(exc).__name__}: {exc}"

@@ -1,0 +1,218 @@
+"""Measure: run `capacity bench` against an endpoint in the background, or against the simulator.
+
+Draws only: the job, the simulator, the connect check and the guard are `capacity.measure_job`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import measure_state as ms
+from app.bootstrap import ensure_navigation
+from app.i18n_measure import t
+from app.state import init_lang
+from capacity.catalog import default_catalog
+from capacity.cost import CURRENCIES
+from capacity.errors import CapacityError
+from capacity.measure_job import (
+    BenchJob,
+    ConnectReport,
+    MeasureForm,
+    SimServer,
+    check_url,
+    connect_check,
+    measure_guard,
+    parse_levels,
+)
+from capacity.scenario import DEFAULT_GPU, DEFAULT_MODEL
+
+ensure_navigation()
+lang = init_lang()
+
+
+def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+    return t(k, lang, **kw)
+
+
+cat = default_catalog()
+variants = cat.variant_keys()
+gpus = sorted(cat.gpus)
+
+st.title(T("m_title"))
+st.caption(T("m_intro"))
+
+guard = measure_guard()
+if not guard.enabled:
+    st.warning(T("m_disabled", reason=guard.reason))
+    st.stop()
+if guard.allow_hosts is not None:
+    st.info(T("m_allow", hosts=", ".join(sorted(guard.allow_hosts))))
+
+defaults = {"m_base_url": "http://127.0.0.1:8000/v1", "m_model": "", "m_levels": "1,4,16",
+            "m_requests": 32, "m_prompt_chars": 2000, "m_max_tokens": 64, "m_label": "measure",
+            "m_slo_ttft": 0.0, "m_slo_tpot": 0.0, "m_gpu": DEFAULT_GPU, "m_gpus": 1,
+            "m_price": cat.gpu(DEFAULT_GPU).price_per_hour,
+            "m_currency": cat.gpu(DEFAULT_GPU).currency, "m_predict": DEFAULT_MODEL,
+            "m_sim_model": DEFAULT_MODEL, "m_sim_gpu": DEFAULT_GPU, "m_sim_speedup": 1.0}
+for k, v in defaults.items():
+    st.session_state.setdefault(k, v)
+
+# -- No GPU at hand? ------------------------------------------------------------------------
+with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
+    st.caption(T("m_sim_help"))
+    c1, c2, c3 = st.columns([3, 2, 1])
+    c1.selectbox(T("m_sim_model"), variants, key="m_sim_model")
+    c2.selectbox(T("m_sim_gpu"), gpus, key="m_sim_gpu")
+    c3.number_input(T("m_sim_speedup"), min_value=0.1, max_value=100.0, step=1.0,
+                    key="m_sim_speedup", help=T("m_sim_speedup_help"))
+    running_sim = ms.sim()
+    if running_sim is None:
+        if st.button(T("m_sim_start"), key="m_sim_start", type="primary"):
+            try:
+                s = SimServer.start(st.session_state["m_sim_model"],
+                                    st.session_state["m_sim_gpu"],
+                                    speedup=float(st.session_state["m_sim_speedup"]),
+                                    cwd=ms.REPO_ROOT)
+            except CapacityError as exc:
+                st.error(T("m_error", msg=str(exc)))
+            else:
+                st.session_state[ms.SIM] = s
+                g = cat.gpu(s.gpu)
+                st.session_state.update({
+                    "m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
+                    "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
+                    "m_label": f"sim-{s.gpu}"})
+                st.session_state.pop(ms.CONNECT, None)
+                st.rerun()
+    else:
+        st.success(T("m_sim_running", url=running_sim.base_url, model=running_sim.model,
+                     gpu=running_sim.gpu, speedup=running_sim.speedup))
+        if st.button(T("m_sim_stop"), key="m_sim_stop"):
+            running_sim.stop()
+            st.session_state.pop(ms.SIM, None)
+            st.rerun()
+
+sim_urls = [s.base_url] if (s := ms.sim()) is not None else []
+
+# -- the endpoint ---------------------------------------------------------------------------
+st.subheader(T("m_endpoint"))
+c1, c2 = st.columns([3, 2])
+c1.text_input(T("m_base_url"), key="m_base_url", help=T("m_base_url_help"))
+c2.text_input(T("m_api_key"), key="m_api_key", type="password", help=T("m_api_key_help"))
+if st.button(T("m_connect"), key="m_connect"):
+    try:
+        check_url(st.session_state["m_base_url"], guard, sim_urls)
+        report = connect_check(st.session_state["m_base_url"],
+                               st.session_state.get("m_api_key") or None, timeout_s=10.0)
+    except CapacityError as exc:
+        st.session_state.pop(ms.CONNECT, None)
+        st.error(T("m_error", msg=str(exc)))
+    else:
+        st.session_state[ms.CONNECT] = report
+        st.session_state["m_connected_url"] = st.session_state["m_base_url"]
+        if report.models and st.session_state.get("m_model") not in report.models:
+            st.session_state["m_model"] = report.models[0]
+rep = st.session_state.get(ms.CONNECT)
+if st.session_state.get("m_connected_url") != st.session_state["m_base_url"]:
+    rep = None  # the report was for another URL
+if isinstance(rep, ConnectReport):
+    yes, no, unk = T("m_yes"), T("m_no"), "-"
+
+    def yn(v: bool | None) -> str:
+        return unk if v is None else (yes if v else no)
+
+    cols = st.columns(4)
+    cols[0].metric(T("m_reachable"), yn(rep.reachable))
+    cols[1].metric(T("m_auth"), yn(rep.auth_ok))
+    cols[2].metric(T("m_models"), str(len(rep.models)))
+    cols[3].metric(T("m_streams"), yn(rep.streams))
+    (st.success if rep.ok else st.warning)(rep.message)
+
+models = list(rep.models) if isinstance(rep, ConnectReport) and rep.models else []
+if models:
+    st.selectbox(T("m_model"), models, key="m_model")
+else:
+    st.text_input(T("m_model"), key="m_model", help=T("m_model_help"))
+
+# -- the sweep ------------------------------------------------------------------------------
+st.subheader(T("m_sweep"))
+c1, c2, c3, c4 = st.columns(4)
+c1.text_input(T("m_levels"), key="m_levels", help=T("m_levels_help"))
+c2.number_input(T("m_requests"), min_value=1, max_value=100000, step=1, key="m_requests",
+                help=T("m_requests_help"))
+c3.number_input(T("m_prompt_chars"), min_value=1, max_value=2_000_000, step=100,
+                key="m_prompt_chars")
+c4.number_input(T("m_max_tokens"), min_value=1, max_value=100000, step=16, key="m_max_tokens")
+c1, c2, c3 = st.columns(3)
+c1.text_input(T("m_label"), key="m_label", help=T("m_label_help"))
+c2.number_input(T("m_slo_ttft"), min_value=0.0, step=100.0, key="m_slo_ttft",
+                help=T("m_slo_help"))
+c3.number_input(T("m_slo_tpot"), min_value=0.0, step=5.0, key="m_slo_tpot",
+                help=T("m_slo_help"))
+st.subheader(T("m_hardware"))
+c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 3])
+c1.selectbox(T("m_gpu"), gpus, key="m_gpu")
+c2.number_input(T("m_gpus"), min_value=1, max_value=1024, step=1, key="m_gpus")
+c3.number_input(T("m_price"), min_value=0.0, step=0.5, key="m_price")
+c4.selectbox(T("m_currency"), list(CURRENCIES), key="m_currency")
+c5.selectbox(T("m_predict"), variants, key="m_predict", help=T("m_predict_help"))
+
+
+def form() -> MeasureForm:
+    g = st.session_state
+    return MeasureForm(
+        base_url=str(g["m_base_url"]).strip(), model=str(g["m_model"]).strip() or None,
+        concurrency=parse_levels(str(g["m_levels"])), requests=int(g["m_requests"]),
+        prompt_chars=int(g["m_prompt_chars"]), max_tokens=int(g["m_max_tokens"]),
+        label=str(g["m_label"]).strip(), slo_ttft_ms=float(g["m_slo_ttft"]) or None,
+        slo_tpot_ms=float(g["m_slo_tpot"]) or None, gpu=str(g["m_gpu"]), gpus=int(g["m_gpus"]),
+        gpu_price=float(g["m_price"]), currency=str(g["m_currency"]),
+        predict_model=str(g["m_predict"]), out_dir=str(ms.bench_root()))
+
+
+current = ms.job()
+busy = current is not None and current.running
+if st.button(T("m_start"), key="m_start", type="primary", disabled=busy):
+    try:
+        f = form()
+        check_url(f.base_url, guard, sim_urls)
+        st.session_state[ms.JOB] = BenchJob.start(f, st.session_state.get("m_api_key") or None,
+                                                  cwd=ms.REPO_ROOT)
+    except CapacityError as exc:
+        st.error(T("m_error", msg=str(exc)))
+    else:
+        st.rerun()
+
+
+# -- progress -------------------------------------------------------------------------------
+@st.fragment(run_every=1.0)
+def progress() -> None:
+    j = ms.job()
+    if j is None:
+        st.caption(T("m_no_job"))
+        return
+    status = j.status()
+    st.subheader(T("m_progress", label=j.form.label, status=T("m_status_" + status)))
+    for lv in j.progress():
+        ttft = "-" if lv.ttft_p50_ms is None else f"{lv.ttft_p50_ms:.1f}"
+        tpot = "-" if lv.tpot_p50_ms is None else f"{lv.tpot_p50_ms:.2f}"
+        st.progress(lv.fraction, text=T("m_level", c=lv.concurrency, done=lv.done,
+                                        total=lv.total, errors=lv.errors, ttft=ttft,
+                                        tpot=tpot))
+    if status == "running":
+        if st.button(T("m_stop"), key="m_stop"):
+            j.stop()
+            st.rerun()
+        return
+    d = j.find_run_dir()
+    if status == "failed" and d is None:
+        st.error(T("m_failed", log=j.log_tail()))
+    elif d is not None:
+        st.success(T("m_done", run=d.name, label=j.form.label))
+        st.markdown(f"[{T('m_open_results')}](/results)")
+    if st.session_state.get("m_last_done") != id(j):
+        st.session_state["m_last_done"] = id(j)
+        st.rerun()  # re-enable the start button
+
+
+progress()

@@ -1,0 +1,350 @@
+"""Results: stored runs and imports as measured points on the predicted curves; calibration in
+one step; the uncertainty band; a vLLM startup log reconciled against the prediction.
+
+Draws only: numbers come from `capacity.overlay`, `capacity.calibration`,
+`capacity.uncertainty` and `capacity.vllm_log`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app import measure_state as ms
+from app.bootstrap import ensure_navigation
+from app.i18n_measure import chart_labels, t
+from app.state import init_lang
+from capacity import calibration as calib
+from capacity.catalog import default_catalog
+from capacity.errors import CapacityError
+from capacity.imports import FORMATS
+from capacity.measured import MeasuredPoint
+from capacity.overlay import (
+    CALIBRATED,
+    METRICS,
+    SPEC,
+    Overlay,
+    compare_table,
+    filter_runs,
+    measured_frame,
+    median_abs_error,
+    points_from_summary,
+    read_upload,
+    run_scenario,
+    typical_lengths,
+)
+from capacity.scenario import DEFAULT_GPU, DEFAULT_MODEL, Scenario
+from capacity.uncertainty import band, sensitivity
+from capacity.vllm_log import parse_vllm_log, reconcile
+
+ensure_navigation()
+lang = init_lang()
+
+
+def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+    return t(k, lang, **kw)
+
+
+def num(v: float | None) -> str:
+    """A number for a table cell: 4 significant digits, '-' when there is none."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return "0" if abs(v) < 1e-6 else f"{v:.4g}"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
+
+
+cat = default_catalog()
+variants = cat.variant_keys()
+gpus = sorted(cat.gpus)
+labels = chart_labels(lang)
+
+st.title(T("r_title"))
+st.caption(T("r_intro"))
+
+# -- where the measured points come from ------------------------------------------------------
+source = st.radio(T("r_source"), ["run", "import"], horizontal=True, key="r_source",
+                  format_func=lambda s: T("r_source_" + s))
+points: list[MeasuredPoint] = []
+failures: pd.DataFrame | None = None
+series = ""
+inputs_desc = ""
+cal_default = "calibration"
+default_model, default_gpu = DEFAULT_MODEL, DEFAULT_GPU
+compare: list[tuple[str, pd.DataFrame]] = []
+
+if source == "run":
+    st.subheader(T("r_runs"))
+    try:
+        runs, warns = ms.runs()
+    except CapacityError as exc:
+        st.error(T("r_error", msg=str(exc)))
+        st.stop()
+    for w in warns:
+        st.caption(T("r_store_warning", msg=w))
+    if runs.empty:
+        st.info(T("r_no_runs", root=str(ms.bench_root())))
+    else:
+        c1, c2, c3, c4 = st.columns(4)
+        f_labels = c1.multiselect(T("r_f_label"), sorted(runs["label"].dropna().unique()),
+                                  key="r_f_label")
+        f_eps = c2.multiselect(T("r_f_endpoint"), sorted(runs["base_url"].dropna().unique()),
+                               key="r_f_endpoint")
+        f_models = c3.multiselect(T("r_f_model"), sorted(runs["model"].dropna().unique()),
+                                  key="r_f_model")
+        days = c4.date_input(T("r_f_date"), value=(), key="r_f_date")
+        since = until = None
+        if isinstance(days, tuple | list) and len(days) >= 1:
+            since = days[0].isoformat()
+            until = (days[1] if len(days) > 1 else days[0]).isoformat()
+        elif isinstance(days, dt.date):
+            since = until = days.isoformat()
+        shown = filter_runs(runs, labels=f_labels, endpoints=f_eps, models=f_models,
+                            since=since, until=until)
+        cols = ["label", "started_at", "status", "model", "gpu", "levels", "requests_ok",
+                "requests_failed", "base_url", "run_id"]
+        st.dataframe(shown[cols].rename(columns={c: T("r_c_" + c) for c in cols}),
+                     hide_index=True, width="stretch")
+        ids = shown["run_id"].tolist()
+        names = {r.run_id: f"{r.label} · {str(r.started_at)[:19]}" for r in shown.itertuples()}
+        kept = [i for i in st.session_state.get("r_pick", []) if i in ids]
+        st.session_state["r_pick"] = kept or ids[:1]  # filtering keeps a run selected
+        chosen = st.multiselect(T("r_pick"), ids, key="r_pick",
+                                format_func=lambda i: names.get(i, i), help=T("r_pick_help"))
+        if chosen:
+            row = shown[shown["run_id"] == chosen[0]].iloc[0]
+            meta = ms.run_meta(str(row["dir"]))
+            args = meta.get("args") or {}
+            pm = args.get("predict_model") or row["model"]
+            default_model = pm if pm in variants else DEFAULT_MODEL
+            default_gpu = args.get("gpu") if args.get("gpu") in gpus else DEFAULT_GPU
+            summ = ms.levels(chosen[0])
+            failures = summ
+            series = names[chosen[0]]
+            inputs_desc = f"bench run {row['label']}/{chosen[0]}"
+            cal_default = str(row["label"])
+            points = points_from_summary(summ, model=default_model, gpu=default_gpu,
+                                         source=chosen[0])
+            if summ.empty:
+                st.warning(T("r_no_levels"))
+            compare = [(names.get(i, i), ms.levels(i)) for i in chosen]
+else:
+    st.subheader(T("r_import"))
+    st.caption(T("r_import_help"))
+    c1, c2 = st.columns([3, 1])
+    up = c1.file_uploader(T("r_upload"), type=["csv", "json", "jsonl"], key="r_upload")
+    fmt = c2.selectbox(T("r_format"), ["auto", *FORMATS], key="r_format")
+    conc = c2.number_input(T("r_aiperf_c"), min_value=0.0, value=0.0, step=1.0,
+                           key="r_aiperf_c", help=T("r_aiperf_c_help"))
+    if up is not None:
+        try:
+            points = read_upload(up.name, up.getvalue(), None if fmt == "auto" else fmt,
+                                 concurrency=conc or None)
+        except CapacityError as exc:
+            st.error(T("r_error", msg=str(exc)))
+        else:
+            series = up.name
+            inputs_desc = f"import {up.name}"
+            cal_default = "".join(c if c.isalnum() or c in "-_." else "-"
+                                  for c in Path(up.name).stem) or "import"
+            st.success(T("r_imported", n=len(points), name=up.name))
+
+# -- what to predict it with ------------------------------------------------------------------
+st.subheader(T("r_predict"))
+if st.session_state.get("r_model_for") != series:  # a new source brings its own defaults
+    st.session_state["r_model_for"] = series
+    st.session_state["r_model"] = default_model
+    st.session_state["r_gpu"] = default_gpu
+c1, c2, c3, c4 = st.columns([3, 2, 1, 3])
+c1.selectbox(T("r_model"), variants, key="r_model")
+c2.selectbox(T("r_gpu"), gpus, key="r_gpu")
+n_gpus = int(c3.number_input(T("r_gpus"), min_value=1, max_value=64, value=1, key="r_gpus"))
+fitted: calib.Calibration | None = st.session_state.get(ms.FITTED)
+cal_options = ["", *ms.saved_calibrations()]
+if fitted is not None:
+    cal_options.append("__fitted__")
+if (pending := st.session_state.pop("r_cal_pending", None)) in cal_options:
+    st.session_state["r_calibration"] = pending
+cal_choice = c4.selectbox(T("r_calibration"), cal_options, key="r_calibration",
+                          format_func=lambda n: T("r_cal_none") if n == "" else
+                          (T("r_cal_fitted", name=fitted.name) if n == "__fitted__"
+                           and fitted is not None else n))
+calibration: calib.Calibration | None = None
+try:
+    if cal_choice == "__fitted__":
+        calibration = fitted
+    elif cal_choice:
+        calibration = calib.load(cal_choice, ms.calibrations_dir())
+except CapacityError as exc:
+    st.error(T("r_error", msg=str(exc)))
+
+sweeps = ms.reference_sweeps()
+ref_names = [s.label for s in sweeps]
+refs = st.multiselect(T("r_reference"), ref_names, key="r_reference", help=T("r_reference_help"))
+extra = pd.concat([measured_frame(s.points, f"{T('r_published')}: {s.label}")
+                   for s in sweeps if s.label in refs] or [pd.DataFrame()], ignore_index=True)
+if source == "run" and len(compare) > 1:
+    extra = pd.concat([extra, *[measured_frame(points_from_summary(df), name)
+                                for name, df in compare[1:]]], ignore_index=True)
+
+if not points:
+    if not refs:
+        st.info(T("r_nothing"))
+        st.stop()
+    first = next(s for s in sweeps if s.label == refs[0])
+    points = list(first.points)
+    series = f"{T('r_published')}: {first.label}"
+    inputs_desc = "data/reference/published.csv"
+    cal_default = "published"
+    extra = extra[extra["series"] != series] if not extra.empty else extra
+
+scenario: Scenario | None = None
+ov: Overlay | None = None
+try:
+    prompt, output = typical_lengths(points)
+    scenario = run_scenario(st.session_state["r_model"], st.session_state["r_gpu"],
+                            prompt_tokens=prompt, output_tokens=output, n_gpus=n_gpus,
+                            catalog=cat)
+    ov, chart_specs, ratio_spec = ms.overlay_view(
+        tuple(points), st.session_state["r_model"], st.session_state["r_gpu"], n_gpus,
+        calibration, failures, extra, series, labels)
+except CapacityError as exc:
+    st.error(T("r_error", msg=str(exc)))
+    st.stop()
+assert ov is not None and scenario is not None
+
+# -- the overlay ------------------------------------------------------------------------------
+st.subheader(T("r_overlay"))
+st.caption(T("r_overlay_help", prompt=ov.prompt_tokens, output=ov.output_tokens,
+             model=scenario.variant.key, gpu=scenario.gpu.name, n=scenario.n_gpus,
+             cal=ov.calibration or T("r_cal_none")))
+for w in scenario.warnings:
+    st.caption(T("r_note", msg=w))
+grid = st.columns(2)
+for i, metric in enumerate(METRICS):
+    with grid[i % 2]:
+        st.markdown(f"**{labels[metric]}**")
+        st.vega_lite_chart(spec=chart_specs[metric], width="stretch", height=380)
+sat = ov.saturation
+if sat.concurrency is None:
+    st.info(T("r_sat_none", c_vram=ov.c_vram_spec))
+else:
+    st.info(T("r_sat_" + sat.kind, c=sat.concurrency, c_vram=ov.c_vram_spec,
+              ratio=sat.ratio or math.nan))
+
+st.markdown(f"**{T('r_ratio')}**")
+st.vega_lite_chart(spec=ratio_spec, width="stretch", height=300)
+med_rows = []
+for m in METRICS:
+    med_rows.append({T("r_col_metric"): labels[m],
+                     **{labels[s]: pct(median_abs_error(ov.ratios, s, m))
+                        for s in (SPEC, CALIBRATED) if f"ratio_{s}" in ov.ratios}})
+st.caption(T("r_median_err"))
+st.dataframe(pd.DataFrame(med_rows), hide_index=True, width="stretch")
+with st.expander(T("r_ratio_table")):
+    st.dataframe(ov.ratios, hide_index=True, width="stretch")
+if len(compare) > 1:
+    st.markdown(f"**{T('r_compare')}**")
+    st.dataframe(compare_table(compare), hide_index=True, width="stretch")
+
+# -- calibration in one step ------------------------------------------------------------------
+st.subheader(T("r_calibrate"))
+st.caption(T("r_calibrate_help"))
+c1, c2, c3 = st.columns([2, 1, 1])
+cal_name = c1.text_input(T("r_cal_name"), value=cal_default, key="r_cal_name")
+if c2.button(T("r_fit"), key="r_fit", type="primary"):
+    try:
+        calib.calibration_path(cal_name, ms.calibrations_dir())
+        st.session_state[ms.FITTED] = calib.fit(points, scenario, name=cal_name,
+                                                inputs=inputs_desc)
+    except CapacityError as exc:
+        st.error(T("r_error", msg=str(exc)))
+    else:
+        st.session_state["r_cal_pending"] = "__fitted__"
+        st.rerun()
+fitted = st.session_state.get(ms.FITTED)
+if isinstance(fitted, calib.Calibration):
+    if c3.button(T("r_save"), key="r_save"):
+        try:
+            path = calib.save(fitted, fitted.name, ms.calibrations_dir())
+        except (CapacityError, OSError) as exc:
+            st.error(T("r_error", msg=str(exc)))
+        else:
+            st.success(T("r_saved", path=str(path)))
+    knob_rows = [{T("r_col_knob"): n, T("r_col_spec"): num(getattr(scenario, n)),
+                  T("r_col_fitted"): num(getattr(fitted, n)),
+                  T("r_col_std"): num(fitted.knob_std(n))}
+                 for n in calib.KNOBS if getattr(fitted, n) is not None]
+    st.markdown(f"**{T('r_knobs', name=fitted.name)}**")
+    st.dataframe(pd.DataFrame(knob_rows), hide_index=True, width="stretch")
+    err_rows = []
+    for kind in ("tpot", "ttft"):
+        vals = {w: fitted.median_abs_error(kind, w) for w in ("spec", "fitted", "held_out")}
+        if vals["fitted"] is None:
+            continue
+        err_rows.append({T("r_col_metric"): kind.upper(), T("r_col_spec"): pct(vals["spec"]),
+                         T("r_col_fitted"): pct(vals["fitted"]),
+                         T("r_col_held_out"): pct(vals["held_out"])})
+    st.dataframe(pd.DataFrame(err_rows), hide_index=True, width="stretch")
+    st.caption(T("r_holdout", method=fitted.holdout_method or "-"))
+    for n in fitted.notes:
+        st.caption(T("r_note", msg=n))
+    with st.expander(T("r_residuals")):
+        st.dataframe(pd.DataFrame([{
+            "kind": p.kind, "concurrency": p.concurrency, "context": p.context_tokens,
+            "measured_ms": p.measured_ms, "spec_ms": p.spec_ms, "fitted_ms": p.fitted_ms,
+            "held_out_ms": p.held_out_ms, "fitted_error": p.fitted_error,
+            "held_out_error": p.held_out_error} for p in fitted.points]),
+            hide_index=True, width="stretch")
+
+# -- uncertainty ------------------------------------------------------------------------------
+st.subheader(T("r_uncertainty"))
+c_at = st.number_input(T("r_unc_c"), min_value=1, max_value=100000,
+                       value=int(max(p.concurrency for p in points)), key="r_unc_c")
+try:
+    b = band(scenario, [float(c_at)], calibration)
+    lo, mid, hi = (float(x[0]) for x in b.step_ms)
+    cols = st.columns(3)
+    cols[0].metric(T("r_unc_step"), f"{mid:.2f} ms", help=T("r_unc_range", lo=lo, hi=hi))
+    cols[0].caption(T("r_unc_range", lo=lo, hi=hi))
+    cols[1].metric(T("r_unc_ttft"), f"{b.ttft_s[1]:.3f} s")
+    cols[1].caption(T("r_unc_range_s", lo=b.ttft_s[0], hi=b.ttft_s[2]))
+    cols[2].metric(T("r_unc_cvram"), str(b.max_concurrency_vram[1]))
+    cols[2].caption(T("r_unc_range_c", lo=b.max_concurrency_vram[0],
+                      hi=b.max_concurrency_vram[2]))
+    st.caption(T("r_unc_basis", basis=b.basis))
+    base = scenario if calibration is None else calib.apply(calibration, scenario)
+    sens = sensitivity(base, float(c_at), "step_ms")
+    st.markdown(f"**{T('r_sens', top=sens[0].name)}**")
+    st.dataframe(pd.DataFrame([{T("r_col_input"): r.name, T("r_col_low"): num(r.low),
+                                T("r_col_high"): num(r.high),
+                                T("r_col_out_low"): num(r.output_low),
+                                T("r_col_out_high"): num(r.output_high),
+                                T("r_col_swing"): num(r.swing)}
+                               for r in sens]), hide_index=True, width="stretch")
+except CapacityError as exc:
+    st.error(T("r_error", msg=str(exc)))
+
+# -- vLLM startup log -------------------------------------------------------------------------
+st.subheader(T("r_vllm"))
+log_text = st.text_area(T("r_vllm_paste"), key="r_vllm", height=140, help=T("r_vllm_help"))
+if log_text.strip():
+    try:
+        parsed = parse_vllm_log(log_text)
+        compared, terms = reconcile(parsed, scenario)
+    except CapacityError as exc:
+        st.error(T("r_error", msg=str(exc)))
+    else:
+        st.caption(T("r_vllm_settings", util=compared.util, ctx=compared.context_tokens,
+                     found=", ".join(parsed.found) or "-"))
+        st.dataframe(pd.DataFrame([{T("r_col_term"): x.name, T("r_col_unit"): x.unit,
+                                    T("r_col_logged"): x.logged,
+                                    T("r_col_predicted"): x.predicted,
+                                    T("r_col_ratio"): x.ratio, T("r_col_cause"): x.cause}
+                                   for x in terms]), hide_index=True, width="stretch")

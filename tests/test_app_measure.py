@@ -1,0 +1,151 @@
+"""The Measure page through Streamlit's AppTest: the form, the guard, a run against the
+simulated endpoint started from the page, and the stop button."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app import measure_state as ms
+from capacity.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = str(ROOT / "pages" / "measure.py")
+
+
+@pytest.fixture
+def bench_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CAPACITY_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.delenv("CAPACITY_MEASURE", raising=False)
+    monkeypatch.delenv("CAPACITY_MEASURE_ALLOW_HOSTS", raising=False)
+    return tmp_path / "bench"
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join([*(x.value for x in at.markdown), *(x.value for x in at.caption),
+                      *(x.value for x in at.info), *(x.value for x in at.success),
+                      *(x.value for x in at.warning), *(x.value for x in at.error),
+                      *(x.value for x in at.subheader)])
+
+
+def test_form_renders_with_every_field(bench_dir: Path) -> None:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert at.text_input(key="m_api_key").proto.type == at.text_input(
+        key="m_api_key").proto.PASSWORD
+    for k in ("m_base_url", "m_model", "m_levels", "m_label"):
+        assert at.text_input(key=k).value is not None
+    for k in ("m_requests", "m_prompt_chars", "m_max_tokens", "m_slo_ttft", "m_slo_tpot",
+              "m_gpus", "m_price"):
+        assert at.number_input(key=k).value is not None
+    assert at.selectbox(key="m_predict").value == "qwen3.5-9b-awq"
+    assert "No measurement running" in texts(at)
+    at.text_input(key="m_levels").set_value("1,x")
+    at.button(key="m_start").click().run()
+    assert not at.exception
+    assert any("not a whole number" in e.value for e in at.error)
+
+
+def test_switched_off_and_allow_list(bench_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPACITY_MEASURE", "off")
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.run()
+    assert "switched off" in at.warning[0].value
+    assert not at.button  # nothing to click
+    monkeypatch.setenv("CAPACITY_MEASURE", "on")
+    monkeypatch.setenv("CAPACITY_MEASURE_ALLOW_HOSTS", "gpu1.lan")
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.run()
+    assert "gpu1.lan" in at.info[0].value
+    at.text_input(key="m_base_url").set_value("http://example.com/v1")
+    at.button(key="m_connect").click().run()
+    assert any("not in CAPACITY_MEASURE_ALLOW_HOSTS" in e.value for e in at.error)
+
+
+def _wait(at: AppTest, until: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        at.run()
+        if until in texts(at):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"'{until}' never appeared:\n{texts(at)}")
+
+
+@pytest.mark.slow
+def test_simulated_run_from_the_page_then_stop(bench_dir: Path) -> None:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.run()
+    at.number_input(key="m_sim_speedup").set_value(5.0)
+    at.button(key="m_sim_start").click().run()
+    sim = at.session_state[ms.SIM]
+    try:
+        assert not at.exception
+        assert at.text_input(key="m_base_url").value == sim.base_url
+        at.button(key="m_connect").click().run()
+        assert [m.value for m in at.metric] == ["yes", "yes", "1", "yes"]
+        assert at.selectbox(key="m_model").value == "qwen3.5-9b-awq"
+        at.text_input(key="m_levels").set_value("1,2")
+        at.number_input(key="m_requests").set_value(4)
+        at.number_input(key="m_prompt_chars").set_value(400)
+        at.number_input(key="m_max_tokens").set_value(16)
+        at.text_input(key="m_label").set_value("page-run")
+        at.button(key="m_start").click().run()
+        assert not at.exception and not at.error
+        _wait(at, "Stored as run", 40)
+        assert "finished" in texts(at)
+        assert [round(p.value) for p in at.get("progress")] == [100, 100]
+        with RunStore(bench_dir) as store:
+            runs = store.list_runs(label="page-run")
+            assert runs["status"].tolist() == ["finished"]
+            assert store.summary(runs["run_id"][0])["concurrency"].tolist() == [1, 2]
+
+        # a long run, stopped: what was measured is kept
+        at.number_input(key="m_requests").set_value(2000)
+        at.text_input(key="m_label").set_value("page-stop")
+        at.button(key="m_start").click().run()
+        _wait(at, "running", 20)
+        job = at.session_state[ms.JOB]
+        deadline = time.monotonic() + 20
+        while job.progress()[0].done < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        at.run()
+        at.button(key="m_stop").click().run()
+        _wait(at, "stopped, measured requests kept", 20)
+        d = job.find_run_dir()
+        assert json.loads((d / "meta.json").read_text())["status"] == "interrupted"
+        assert job.progress()[0].done >= 3
+        at.button(key="m_sim_stop").click().run()
+        assert not sim.running
+    finally:
+        sim.stop()
+
+
+def test_every_string_of_both_pages_has_english_and_chinese() -> None:
+    import re
+    import string
+
+    from app.i18n_measure import CHART_LABELS, M
+
+    used: set[str] = set()
+    for page in ("measure.py", "results.py"):
+        src = (ROOT / "pages" / page).read_text()
+        used |= set(re.findall(r"""T\(["']([a-z0-9_]+)["']""", src))
+    used |= {f"m_status_{s}" for s in ("running", "finished", "stopped", "failed")}
+    used |= {f"r_sat_{s}" for s in ("errors", "plateau")} | {"r_source_run", "r_source_import"}
+    used |= {f"r_c_{c}" for c in ("label", "started_at", "status", "model", "gpu", "levels",
+                                  "requests_ok", "requests_failed", "base_url", "run_id")}
+    prefixes = {k for k in used if k.endswith("_")}  # completed at run time (listed above)
+    assert not used - prefixes - set(M), "keys the pages use but the table lacks"
+
+    def fields(text: str) -> set[str]:
+        return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+    for key, (en, zh) in {**M, **CHART_LABELS}.items():
+        assert en.strip() and zh.strip(), key
+        assert fields(en) == fields(zh), key

@@ -1,0 +1,131 @@
+"""The Results page through Streamlit's AppTest: overlay, calibration saved and reused, imports,
+reference curves, uncertainty and the vLLM log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from capacity.bench.storage import RunWriter
+from capacity.calibration import load, predict_ms
+from capacity.measured import MeasuredPoint
+from capacity.overlay import run_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = str(ROOT / "pages" / "results.py")
+FIXTURES = Path(__file__).parent / "fixtures"
+PROMPT, OUTPUT = 1000.0, 128.0
+TRUTH = dict(eta_bw=0.7, step_overhead_ms=1.0, mfu=0.45, prefill_overhead_ms=15.0)
+
+
+def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | None = None
+              ) -> str:
+    """A stored run whose levels are what a deployment with the TRUTH knobs does."""
+    base = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=PROMPT, output_tokens=OUTPUT)
+    s = base.with_(**TRUTH)
+    pts = [MeasuredPoint(concurrency=c, context_tokens=1128, prompt_tokens=PROMPT,
+                         output_tokens=OUTPUT) for c in levels]
+    step, ttft = predict_ms(s, pts)
+    with RunWriter(root, label) as w:
+        w.write_meta({"run_id": w.run_id, "label": label, "status": "finished",
+                      "started_at": "2026-11-20T10:00:00+00:00", "model": "qwen3.5-9b-awq",
+                      "args": {"base_url": "http://127.0.0.1:9/v1", "endpoint": "chat",
+                               "gpu": "rtx-4090", "predict_model": "qwen3.5-9b-awq",
+                               "concurrency": list(levels)}})
+        for c, st_ms, tt in zip(levels, step.tolist(), ttft.tolist(), strict=True):
+            w.write_summary({
+                "run_id": w.run_id, "label": label, "concurrency": c, "endpoint": "chat",
+                "model": "qwen3.5-9b-awq", "requests_total": 4 * c,
+                "requests_ok": 4 * c, "requests_failed": 2 if c == failed_at else 0,
+                "ttft_p50_ms": tt, "ttft_p90_ms": tt * 1.1, "ttft_p99_ms": tt * 1.2,
+                "tpot_p50_ms": st_ms, "tpot_p90_ms": st_ms * 1.05, "tpot_p99_ms": st_ms * 1.2,
+                "output_tok_s": c * OUTPUT * 1e3 / (tt + (OUTPUT - 1) * st_ms), "prompt_tokens_mean": PROMPT,
+                "output_tokens_mean": OUTPUT, "row_complete": 1})
+        return w.run_id
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CAPACITY_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.setenv("CAPACITY_CALIBRATIONS_DIR", str(tmp_path / "cal"))
+    store_run(tmp_path / "bench", "sweep-a", (1, 2, 4, 8, 16, 32))
+    return tmp_path
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join([*(x.value for x in at.markdown), *(x.value for x in at.caption),
+                      *(x.value for x in at.info), *(x.value for x in at.success)])
+
+
+def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    assert not at.exception and not at.error
+    assert at.dataframe[0].value["label"].tolist() == ["sweep-a"]
+    spec_only = at.get("vega_lite_chart")
+    assert len(spec_only) == 5  # four metrics and the ratio chart
+    assert "calibration: spec-sheet only" in texts(at)
+    # the spec-sheet prediction is off (the truth is 30% slower on bandwidth)
+    medians = at.dataframe[1].value.set_index("metric")
+    assert float(medians.loc["TPOT (ms)", "predicted, spec-sheet"].rstrip("%")) > 20
+
+    at.text_input(key="r_cal_name").set_value("sweep-a-cal")
+    at.button(key="r_fit").click().run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="r_calibration").value == "__fitted__"
+    knobs = next(d.value for d in at.dataframe if "knob" in d.value.columns).set_index("knob")
+    assert float(knobs.loc["eta_bw", "fitted"]) == pytest.approx(0.7, rel=0.05)
+    assert float(knobs.loc["mfu", "fitted"]) == pytest.approx(0.45, rel=0.1)
+    medians = at.dataframe[1].value.set_index("metric")
+    assert float(medians.loc["TPOT (ms)", "predicted, calibrated"].rstrip("%")) < 3
+    assert "held-out method: TPOT: 5-fold" in texts(at)
+
+    at.button(key="r_save").click().run()
+    assert (env / "cal" / "sweep-a-cal.toml").is_file()
+    assert load("sweep-a-cal", env / "cal").eta_bw == pytest.approx(0.7, rel=0.05)
+
+    fresh = AppTest.from_file(PAGE, default_timeout=120)  # a new session reuses the saved one
+    fresh.run()
+    assert "sweep-a-cal" in fresh.selectbox(key="r_calibration").options
+    fresh.selectbox(key="r_calibration").set_value("sweep-a-cal").run()
+    assert not fresh.exception
+    assert "calibration: sweep-a-cal" in texts(fresh)
+    assert "calibration 'sweep-a-cal'" in texts(fresh)  # the band comes from it
+
+
+def test_compare_runs_filters_and_saturation(env: Path) -> None:
+    store_run(env / "bench", "sweep-b", (1, 4, 16), failed_at=16)
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    assert sorted(at.dataframe[0].value["label"]) == ["sweep-a", "sweep-b"]
+    at.multiselect(key="r_f_label").set_value(["sweep-b"]).run()
+    assert at.dataframe[0].value["label"].tolist() == ["sweep-b"]
+    assert "First failures at concurrency 16" in texts(at)
+    at.multiselect(key="r_f_label").set_value([]).run()
+    ids = at.multiselect(key="r_pick").options
+    at.multiselect(key="r_pick").set_value(list(ids)).run()
+    assert not at.exception
+    assert "Runs side by side" in texts(at)
+
+
+def test_import_reference_vllm_log_and_chinese(env: Path) -> None:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    at.radio(key="r_source").set_value("import").run()
+    assert "Pick a stored run, import a file" in texts(at)
+    ref = at.multiselect(key="r_reference")
+    rtx = next(o for o in ref.options if "RTX 4090" in o)
+    ref.set_value([rtx]).run()
+    assert not at.exception and not at.error
+    assert len(at.get("vega_lite_chart")) == 5
+    log = (FIXTURES / "vllm_logs" / "v0.11.0.log").read_text()
+    at.text_area(key="r_vllm").set_value(log).run()
+    assert not at.exception
+    terms = at.dataframe[-1].value
+    assert {"term", "logged", "predicted", "likely cause"} <= set(terms.columns)
+    assert len(terms) >= 3
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert at.title[0].value == "结果：实测与预测"

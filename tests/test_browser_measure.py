@@ -1,0 +1,124 @@
+"""The Measure and Results pages in headless Chromium, served by a real `streamlit run`.
+
+Results: a stored run is overlaid on the predicted curves (the charts draw), a calibration is
+fitted from the browser. Measure: the simulator starts from the page, and "Connect" reports
+that it streams. Screenshots go to the test's tmp folder (CAPACITY_SCREENSHOTS=DIR keeps them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from capacity.measure_job import free_port
+from tests.test_app_results import store_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+
+if not Path(CHROMIUM).exists():
+    pytest.skip("needs /usr/bin/chromium", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+def serve(env: dict[str, str]) -> Iterator[str]:
+    """`streamlit run tests/measure_entry.py` (navigation over both pages) on a free port."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "tests" / "measure_entry.py"),
+         "--server.headless", "true", "--server.port", str(port), "--server.address",
+         "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/_stcore/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("streamlit did not start")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Iterator[Path]:
+    d = tmp_path / "shots"
+    d.mkdir()
+    yield d
+    keep = os.environ.get("CAPACITY_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for f in d.iterdir():
+            shutil.copy(f, keep)
+
+
+def test_results_page_overlays_a_stored_run(tmp_path: Path, shots: Path) -> None:
+    store_run(tmp_path / "bench", "sweep-a", (1, 2, 4, 8, 16, 32))
+    env = {"CAPACITY_BENCH_DIR": str(tmp_path / "bench"),
+           "CAPACITY_CALIBRATIONS_DIR": str(tmp_path / "cal")}
+    for url in serve(env):
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 3200})
+            page.goto(url + "/results", wait_until="domcontentloaded")
+            page.get_by_text("Measured on predicted").wait_for(timeout=60_000)
+            page.locator(".vega-embed").nth(4).wait_for(timeout=30_000)
+            assert page.locator(".vega-embed").count() == 5
+            assert page.locator("[data-testid='stException']").count() == 0
+            page.screenshot(path=str(shots / "results.png"), full_page=True)
+            page.get_by_role("button", name="Fit").click()
+            page.get_by_text("Fitted knobs of").wait_for(timeout=60_000)
+            assert page.locator("[data-testid='stException']").count() == 0
+            page.screenshot(path=str(shots / "results-calibrated.png"), full_page=True)
+            page.get_by_text("中文").click()
+            page.get_by_text("结果：实测与预测").wait_for(timeout=30_000)
+            assert page.locator("[data-testid='stException']").count() == 0
+            page.screenshot(path=str(shots / "results-zh.png"), full_page=True)
+            browser.close()
+
+
+def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: Path) -> None:
+    env = {"CAPACITY_BENCH_DIR": str(tmp_path / "bench")}
+    for url in serve(env):
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 3200})
+            page.goto(url, wait_until="domcontentloaded")  # Measure is the default page
+            page.get_by_text("No GPU at hand?").click()
+            page.get_by_role("button", name="Start the simulated endpoint").click()
+            try:
+                page.get_by_text("Simulated qwen3.5-9b-awq on rtx-4090").wait_for(timeout=60_000)
+                page.get_by_role("button", name="Connect").click()
+                page.get_by_text("streams (server-sent events)").wait_for(timeout=30_000)
+                assert page.locator("[data-testid='stException']").count() == 0
+                page.screenshot(path=str(shots / "measure.png"), full_page=True)
+            finally:
+                stop = page.get_by_role("button", name="Stop the simulated endpoint")
+                if stop.count():
+                    stop.click()
+                    page.get_by_role("button", name="Start the simulated endpoint").wait_for(
+                        timeout=30_000)
+            browser.close()
