@@ -33,6 +33,10 @@ pages = [
             url_path="explorer"),
     st.Page(ROOT / "pages" / "planner.py", title=t("nav_planner", lang),
             icon=":material/request_quote:", url_path="planner"),
+    st.Page(ROOT / "pages" / "measure.py", title=t("nav_measure", lang),
+            icon=":material/speed:", url_path="measure"),
+    st.Page(ROOT / "pages" / "results.py", title=t("nav_results", lang),
+            icon=":material/query_stats:", url_path="results"),
     st.Page(ROOT / "pages" / "catalog.py", title=t("nav_catalog", lang),
             icon=":material/menu_book:", url_path="catalog"),
 ]

@@ -17,6 +17,8 @@ M: Final[dict[str, tuple[str, str]]] = {
     "nav_explorer": ("Explorer", "探索器"),
     "nav_catalog": ("Catalog", "目录"),
     "nav_planner": ("Planner", "规划"),
+    "nav_measure": ("Measure", "测量"),
+    "nav_results": ("Results", "结果"),
     "language": ("Language", "语言"),
     "sidebar_caption": ("LLM serving: memory, bandwidth, compute and SLO in one method.",
                         "大模型推理：显存、带宽、算力与 SLO，一套方法。"),

@@ -11,8 +11,6 @@ from typing import Final
 
 M: Final[dict[str, tuple[str, str]]] = {
     # navigation
-    "nav_measure": ("Measure", "测量"),
-    "nav_results": ("Results", "结果"),
     # measure page
     "m_title": ("Measure an endpoint", "测量推理服务"),
     "m_intro": ("Runs `capacity bench` in the background against an OpenAI-compatible "

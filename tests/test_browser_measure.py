@@ -34,10 +34,10 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 
 def serve(env: dict[str, str]) -> Iterator[str]:
-    """`streamlit run tests/measure_entry.py` (navigation over both pages) on a free port."""
+    """`streamlit run streamlit_app.py` (the real app) on a free port."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "tests" / "measure_entry.py"),
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
          "--server.headless", "true", "--server.port", str(port), "--server.address",
          "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
@@ -106,7 +106,7 @@ def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: P
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 3200})
-            page.goto(url, wait_until="domcontentloaded")  # Measure is the default page
+            page.goto(url + "/measure", wait_until="domcontentloaded")
             page.get_by_text("No GPU at hand?").click()
             page.get_by_role("button", name="Start the simulated endpoint").click()
             try:
