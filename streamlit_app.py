@@ -9,8 +9,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.i18n import LANG_NAMES, t
 from app.state import init_lang
+from capacity.i18n import LANG_NAMES, t
 
 ROOT = Path(__file__).resolve().parent
 

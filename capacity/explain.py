@@ -1,7 +1,7 @@
 """Verdicts per constraint, the binding constraint, what would relieve it, and "show the math".
 
 Language-neutral on purpose: a verdict carries a status, the number behind it, the limit and a
-message key with its parameters; the app (app/i18n.py) turns keys into English or Chinese.
+message key with its parameters; the app turns keys into English or Chinese (capacity/i18n.py).
 "Show the math" returns each formula with the current numbers substituted, as plain strings of
 symbols and numbers that read the same in every language; only the titles are keys.
 

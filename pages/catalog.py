@@ -12,10 +12,10 @@ import streamlit as st
 
 from app import cache
 from app.bootstrap import ensure_navigation
-from app.i18n import t
 from app.state import init_lang
 from capacity import catalog_custom
 from capacity.errors import CapacityError
+from capacity.i18n import t
 
 ensure_navigation()
 lang = init_lang()

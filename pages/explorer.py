@@ -12,7 +12,7 @@ import streamlit as st
 
 from app import cache
 from app.bootstrap import ensure_navigation
-from app.i18n import chart_labels, status_text, t, verdict_text
+from app.i18n import chart_labels, status_text, verdict_text
 from app.state import (
     from_widgets,
     init_explorer,
@@ -28,6 +28,7 @@ from capacity.charts import ALL_CHARTS
 from capacity.cost import CURRENCIES
 from capacity.errors import CapacityError
 from capacity.explain import TABLE_COLUMNS, Explanation, Relief, Verdict
+from capacity.i18n import t
 from capacity.scenario import SEED_TABLE_ROWS
 from capacity.tables import render
 from capacity.units import KV_DTYPES

@@ -9,11 +9,11 @@ import streamlit as st
 
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
-from app.i18n_measure import t
 from app.state import init_lang
 from capacity.catalog import default_catalog
 from capacity.cost import CURRENCIES
 from capacity.errors import CapacityError
+from capacity.i18n import t
 from capacity.measure_job import (
     BenchJob,
     ConnectReport,

@@ -15,6 +15,7 @@ from app.bootstrap import ensure_navigation
 from app.state import init_lang
 from capacity.catalog import Catalog, default_catalog
 from capacity.errors import CapacityError
+from capacity.i18n import t
 from capacity.planner import (
     CurvePoint,
     Option,
@@ -33,72 +34,6 @@ from capacity.urlstate import explorer_url
 from capacity.workload import Workload
 
 ensure_navigation()
-
-L: dict[str, dict[str, str]] = {
-    "title": {"en": "Planner: which card, how many, what it costs",
-              "zh": "规划:选什么卡、几张、多少钱"},
-    "intro": {"en": "Daily users and SLOs in; ranked GPU options out, each with the constraint "
-                    "that binds. Peak concurrency is not daily users: the peak arrival rate "
-                    "times the request duration is (Little's law).",
-              "zh": "输入日活和 SLO,输出排好序的 GPU 方案及其最紧约束。峰值并发不是日活:"
-                    "峰值到达率乘以请求时长才是(利特尔法则)。"},
-    "model": {"en": "Model and weights", "zh": "模型与权重格式"},
-    "mode": {"en": "Load given as", "zh": "负载输入方式"},
-    "mode_dau": {"en": "daily users", "zh": "日活"},
-    "mode_conc": {"en": "peak concurrency", "zh": "峰值并发"},
-    "dau": {"en": "Daily active users", "zh": "日活用户"},
-    "rpu": {"en": "Requests per user per day", "zh": "每用户每日请求"},
-    "share": {"en": "Share of daily requests in the peak", "zh": "峰值时段请求占比"},
-    "hours": {"en": "Peak window, hours", "zh": "峰值时长(小时)"},
-    "conc": {"en": "Peak concurrency (requests in flight)", "zh": "峰值并发(在途请求)"},
-    "ctx": {"en": "Context, tokens", "zh": "上下文(token)"},
-    "out": {"en": "Output tokens per request", "zh": "每请求输出 token"},
-    "ttft": {"en": "TTFT SLO, ms", "zh": "首字 SLO(ms)"},
-    "tpot": {"en": "TPOT SLO, ms", "zh": "每 token SLO(ms)"},
-    "pct": {"en": "SLO percentile", "zh": "SLO 分位"},
-    "headroom": {"en": "Headroom on the peak", "zh": "峰值余量"},
-    "space": {"en": "Search space and engine", "zh": "搜索范围与引擎"},
-    "gpus": {"en": "GPUs", "zh": "GPU"},
-    "maxg": {"en": "Most GPUs per option", "zh": "每方案最多 GPU 数"},
-    "kv": {"en": "KV precisions", "zh": "KV 精度"},
-    "tp": {"en": "Allow tensor parallel", "zh": "允许张量并行"},
-    "currency": {"en": "Currency", "zh": "币种"},
-    "util": {"en": "gpu_memory_utilization", "zh": "gpu_memory_utilization"},
-    "mfu": {"en": "Prefill MFU", "zh": "Prefill MFU"},
-    "best": {"en": "Recommendation", "zh": "推荐"},
-    "month": {"en": "per month", "zh": "每月"},
-    "mtok": {"en": "per M output tokens (SLO capacity)", "zh": "每百万输出 token(满载)"},
-    "options": {"en": "Ranked options ({n} meet every constraint, {m} evaluated)",
-                "zh": "排序方案({n} 个满足全部约束,共评估 {m} 个)"},
-    "none": {"en": "No configuration meets every constraint; the reasons are below.",
-             "zh": "没有配置满足全部约束,原因见下。"},
-    "rejected": {"en": "Ruled out", "zh": "被排除"},
-    "near": {"en": "Cheaper, but short of memory", "zh": "更便宜但显存不够"},
-    "chart_cost": {"en": "Cost vs SLO-feasible goodput (Pareto front marked)",
-                   "zh": "成本 vs 满足 SLO 的吞吐(标出帕累托前沿)"},
-    "chosen": {"en": "Option to inspect", "zh": "查看方案"},
-    "chart_ttft": {"en": "TTFT percentiles vs arrival rate (discrete-event model)",
-                   "zh": "首字延迟分位数 vs 到达率(离散事件模型)"},
-    "sim": {"en": "Event model at the design load: TTFT p50/p90/p99 {a:.0f}/{b:.0f}/{c:.0f} ms, "
-                  "TPOT p50/p90/p99 {d:.1f}/{e:.1f}/{f:.1f} ms, {ok:.0%} meet both SLOs.",
-            "zh": "设计负载下的离散事件模型:首字 p50/p90/p99 {a:.0f}/{b:.0f}/{c:.0f} ms,"
-                  "每 token p50/p90/p99 {d:.1f}/{e:.1f}/{f:.1f} ms,{ok:.0%} 同时满足两项 SLO。"},
-    "explorer": {"en": "Open in Explorer", "zh": "在 Explorer 中打开"},
-    "quote_md": {"en": "Download quote (Markdown)", "zh": "下载报价(Markdown)"},
-    "quote_pdf": {"en": "Download quote (PDF)", "zh": "下载报价(PDF)"},
-    "error": {"en": "Cannot plan these inputs: {msg}", "zh": "无法规划:{msg}"},
-    "col_option": {"en": "option", "zh": "方案"},
-    "col_month": {"en": "per month", "zh": "每月"},
-    "col_mtok": {"en": "per M tok", "zh": "每百万 token"},
-    "col_binding": {"en": "binding", "zh": "最紧约束"},
-    "col_memory": {"en": "memory", "zh": "显存"},
-    "col_link": {"en": "Explorer", "zh": "Explorer"},
-    "reason_memory": {"en": "memory", "zh": "显存"},
-    "reason_slots": {"en": "slots", "zh": "槽位"},
-    "reason_ttft": {"en": "TTFT", "zh": "首字"},
-    "reason_tpot": {"en": "TPOT", "zh": "每 token"},
-    "reason_throughput": {"en": "throughput", "zh": "吞吐"},
-}
 
 CTX_CHOICES = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
@@ -133,58 +68,58 @@ lang = init_lang()  # the app's sidebar switch (or ?lang= on a shared link)
 
 
 def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
-    return L[k][lang].format(**kw)
+    return t(k, lang, **kw)
 
 
-st.title(T("title"))
-st.caption(T("intro"))
+st.title(T("pl_title"))
+st.caption(T("pl_intro"))
 
 catalog = _catalog()
 variants = catalog.variant_keys()
 c1, c2, c3 = st.columns(3)
 with c1:
-    model = st.selectbox(T("model"), variants, index=variants.index("qwen3.5-9b-awq"),
+    model = st.selectbox(T("pl_model"), variants, index=variants.index("qwen3.5-9b-awq"),
                          key="planner_model")
-    mode = st.radio(T("mode"), ["dau", "conc"], horizontal=True, key="planner_mode",
-                    format_func=lambda m: T("mode_" + m))
+    mode = st.radio(T("pl_mode"), ["dau", "conc"], horizontal=True, key="planner_mode",
+                    format_func=lambda m: T("pl_mode_" + m))
     if mode == "dau":
-        dau = st.number_input(T("dau"), min_value=1, value=500, step=50, key="planner_dau")
-        rpu = st.number_input(T("rpu"), min_value=0.1, value=20.0, key="planner_rpu")
-        share = st.slider(T("share"), 0.05, 1.0, 0.3, 0.05, key="planner_share")
-        hours = st.number_input(T("hours"), min_value=0.25, max_value=24.0, value=2.0,
+        dau = st.number_input(T("pl_dau"), min_value=1, value=500, step=50, key="planner_dau")
+        rpu = st.number_input(T("pl_rpu"), min_value=0.1, value=20.0, key="planner_rpu")
+        share = st.slider(T("pl_share"), 0.05, 1.0, 0.3, 0.05, key="planner_share")
+        hours = st.number_input(T("pl_hours"), min_value=0.25, max_value=24.0, value=2.0,
                                 step=0.25, key="planner_hours")
         conc = None
     else:
-        conc = st.number_input(T("conc"), min_value=1, value=50, key="planner_conc")
+        conc = st.number_input(T("pl_conc"), min_value=1, value=50, key="planner_conc")
         dau, rpu, share, hours = None, 20.0, 0.3, 2.0
 with c2:
-    ctx = st.selectbox(T("ctx"), CTX_CHOICES, index=CTX_CHOICES.index(8192),
+    ctx = st.selectbox(T("pl_ctx"), CTX_CHOICES, index=CTX_CHOICES.index(8192),
                        key="planner_ctx")
-    out_tokens = st.number_input(T("out"), min_value=1, value=256, key="planner_out")
-    headroom = st.slider(T("headroom"), 0.0, 1.0, 0.2, 0.05, key="planner_headroom")
+    out_tokens = st.number_input(T("pl_out"), min_value=1, value=256, key="planner_out")
+    headroom = st.slider(T("pl_headroom"), 0.0, 1.0, 0.2, 0.05, key="planner_headroom")
 with c3:
-    slo_ttft = st.number_input(T("ttft"), min_value=10.0, value=2000.0, step=100.0,
+    slo_ttft = st.number_input(T("pl_ttft"), min_value=10.0, value=2000.0, step=100.0,
                                key="planner_ttft")
-    slo_tpot = st.number_input(T("tpot"), min_value=1.0, value=50.0, step=5.0,
+    slo_tpot = st.number_input(T("pl_tpot"), min_value=1.0, value=50.0, step=5.0,
                                key="planner_tpot")
-    pct = st.select_slider(T("pct"), [50, 75, 90, 95, 99], value=90, key="planner_pct")
+    pct = st.select_slider(T("pl_pct"), [50, 75, 90, 95, 99], value=90, key="planner_pct")
 
-with st.expander(T("space")):
+with st.expander(T("pl_space")):
     s1, s2, s3 = st.columns(3)
     gpu_keys = sorted(catalog.gpus)
     with s1:
-        gpus = st.multiselect(T("gpus"), gpu_keys, default=gpu_keys, key="planner_gpus",
+        gpus = st.multiselect(T("pl_gpus"), gpu_keys, default=gpu_keys, key="planner_gpus",
                               format_func=lambda k: catalog.gpus[k].name)
-        max_gpus = st.slider(T("maxg"), 1, 16, 16, key="planner_maxg")
+        max_gpus = st.slider(T("pl_maxg"), 1, 16, 16, key="planner_maxg")
     with s2:
-        kv = st.multiselect(T("kv"), ["fp16", "fp8"], default=["fp16", "fp8"],
+        kv = st.multiselect(T("pl_kv"), ["fp16", "fp8"], default=["fp16", "fp8"],
                             key="planner_kv")
-        allow_tp = st.checkbox(T("tp"), value=True, key="planner_tp")
+        allow_tp = st.checkbox(T("pl_tp"), value=True, key="planner_tp")
     with s3:
-        currency = st.radio(T("currency"), ["CNY", "USD"], horizontal=True,
+        currency = st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True,
                             key="planner_currency")
-        util = st.slider(T("util"), 0.5, 1.0, 0.9, 0.01, key="planner_util")
-        mfu = st.slider(T("mfu"), 0.05, 1.0, 0.3, 0.05, key="planner_mfu")
+        util = st.slider(T("pl_util"), 0.5, 1.0, 0.9, 0.01, key="planner_util")
+        mfu = st.slider(T("pl_mfu"), 0.05, 1.0, 0.3, 0.05, key="planner_mfu")
 
 try:
     wl = Workload(daily_active_users=None if dau is None else float(dau),
@@ -200,7 +135,7 @@ try:
                         currency=currency, util=float(util), mfu=float(mfu))  # type: ignore[arg-type]
     result = _plan(inputs)
 except CapacityError as exc:
-    st.error(T("error", msg=str(exc)))
+    st.error(T("pl_error", msg=str(exc)))
     st.stop()
 
 cur = inputs.currency
@@ -215,40 +150,41 @@ def link(o: Option) -> str:
     return explorer_url(explorer_state(inputs, o, catalog, lang))
 
 
-st.subheader(T("best"))
+st.subheader(T("pl_best"))
 if best is None:
-    st.warning(T("none"))
+    st.warning(T("pl_none"))
 else:
     st.markdown(f"### {best.label}")
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric(T("month"), money(best.cost_per_month))
-    m2.metric(T("mtok"), money(best.cost_per_mtok))
+    m1.metric(T("pl_month"), money(best.cost_per_month))
+    m2.metric(T("pl_mtok"), money(best.cost_per_mtok))
     m3.metric(f"TTFT / TPOT p{int(pct)}", f"{best.ttft_ms / 1e3:.2f} s / {best.tpot_ms:.0f} ms")
-    m4.metric(T("col_binding"), f"{T('reason_' + best.binding)} ({best.binding_ratio:.0%})")
+    m4.metric(T("pl_col_binding"),
+              f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})")
 
 if result.options:
-    st.subheader(T("options", n=len(result.options), m=result.evaluated))
+    st.subheader(T("pl_options", n=len(result.options), m=result.evaluated))
     shown = result.options[:30]
     q = int(pct)
     table = pd.DataFrame([{
-        "#": i + 1, T("col_option"): o.label, T("col_month"): o.cost_per_month,
-        T("col_mtok"): o.cost_per_mtok, f"TTFT p{q} ms": round(o.ttft_ms),
-        f"TPOT p{q} ms": round(o.tpot_ms, 1), T("col_memory"): o.memory_verdict,
-        T("col_binding"): T("reason_" + o.binding), T("col_link"): link(o)}
+        "#": i + 1, T("pl_col_option"): o.label, T("pl_col_month"): o.cost_per_month,
+        T("pl_col_mtok"): o.cost_per_mtok, f"TTFT p{q} ms": round(o.ttft_ms),
+        f"TPOT p{q} ms": round(o.tpot_ms, 1), T("pl_col_memory"): o.memory_verdict,
+        T("pl_col_binding"): T("pl_reason_" + o.binding), T("pl_col_link"): link(o)}
         for i, o in enumerate(shown)])
     st.dataframe(table, hide_index=True, width="stretch", column_config={
-        T("col_link"): st.column_config.LinkColumn(T("col_link"),
-                                                   display_text=T("explorer")),
-        T("col_month"): st.column_config.NumberColumn(format=f"{cur} %.0f"),
-        T("col_mtok"): st.column_config.NumberColumn(format=f"{cur} %.2f")})
+        T("pl_col_link"): st.column_config.LinkColumn(T("pl_col_link"),
+                                                      display_text=T("pl_explorer")),
+        T("pl_col_month"): st.column_config.NumberColumn(format=f"{cur} %.0f"),
+        T("pl_col_mtok"): st.column_config.NumberColumn(format=f"{cur} %.2f")})
 
 if result.rejected:
-    st.subheader(T("rejected"))
+    st.subheader(T("pl_rejected"))
     st.markdown("\n".join(
-        f"- **{r.gpu_name}**: {', '.join(T('reason_' + x) for x in r.reasons)} - {r.detail}"
+        f"- **{r.gpu_name}**: {', '.join(T('pl_reason_' + x) for x in r.reasons)} - {r.detail}"
         for r in result.rejected))
 if result.near_misses:
-    st.subheader(T("near"))
+    st.subheader(T("pl_near"))
     st.markdown("\n".join(
         f"- {m.option.label}: " + "; ".join(f.description for f in m.fixes)
         for m in result.near_misses))
@@ -260,7 +196,7 @@ if result.options:
         "option": o.label, "gpu": o.gpu_name, "cost_per_month": o.cost_per_month,
         "goodput_req_s": o.capacity_rate_per_s, "binding": o.binding, "pareto": f,
         "rank": i + 1} for i, (o, f) in enumerate(zip(opts, front, strict=True))])
-    st.subheader(T("chart_cost"))
+    st.subheader(T("pl_chart_cost"))
     base = alt.Chart(frame).encode(
         x=alt.X("cost_per_month:Q", title=f"{cur} / month", scale=alt.Scale(type="log")),
         y=alt.Y("goodput_req_s:Q", title="SLO-feasible goodput, req/s",
@@ -273,21 +209,21 @@ if result.options:
     st.altair_chart(alt.layer(points, front_line), width="stretch")
 
     labels = [o.label for o in result.options[:30]]
-    chosen_label = st.selectbox(T("chosen"), labels, key="planner_chosen")
+    chosen_label = st.selectbox(T("pl_chosen"), labels, key="planner_chosen")
     chosen = result.options[labels.index(chosen_label)]
-    st.link_button(T("explorer"), link(chosen))
+    st.link_button(T("pl_explorer"), link(chosen))
     try:
         sim = _sim(inputs, chosen)
         curve = _curve(inputs, chosen)
     except CapacityError as exc:
-        st.error(T("error", msg=str(exc)))
+        st.error(T("pl_error", msg=str(exc)))
         st.stop()
-    st.caption(T("sim", a=sim.ttft_ms[0.5], b=sim.ttft_ms[0.9], c=sim.ttft_ms[0.99],
+    st.caption(T("pl_sim", a=sim.ttft_ms[0.5], b=sim.ttft_ms[0.9], c=sim.ttft_ms[0.99],
                  d=sim.tpot_ms[0.5], e=sim.tpot_ms[0.9], f=sim.tpot_ms[0.99],
                  ok=sim.slo_met_share))
     pts = pd.DataFrame([{"rate_per_s": c.rate_per_s, "percentile": f"p{round(qq * 100)}",
                          "ttft_ms": c.ttft_ms[qq]} for c in curve for qq in (0.5, 0.9, 0.99)])
-    st.subheader(T("chart_ttft"))
+    st.subheader(T("pl_chart_ttft"))
     lines = alt.Chart(pts).mark_line(point=True).encode(
         x=alt.X("rate_per_s:Q", title="arrival rate, req/s"),
         y=alt.Y("ttft_ms:Q", title="TTFT, ms", scale=alt.Scale(type="log")),
@@ -302,7 +238,7 @@ if result.options:
 
     md, pdf = _quotes(result, sim if chosen == best else None, lang)
     d1, d2 = st.columns(2)
-    d1.download_button(T("quote_md"), md, file_name="capacity-quote.md",
+    d1.download_button(T("pl_quote_md"), md, file_name="capacity-quote.md",
                        mime="text/markdown", key="planner_quote_md")
-    d2.download_button(T("quote_pdf"), pdf, file_name="capacity-quote.pdf",
+    d2.download_button(T("pl_quote_pdf"), pdf, file_name="capacity-quote.pdf",
                        mime="application/pdf", key="planner_quote_pdf")

@@ -16,11 +16,12 @@ import streamlit as st
 
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
-from app.i18n_measure import chart_labels, t
+from app.i18n import overlay_chart_labels
 from app.state import init_lang
 from capacity import calibration as calib
 from capacity.catalog import default_catalog
 from capacity.errors import CapacityError
+from capacity.i18n import t
 from capacity.imports import FORMATS
 from capacity.measured import MeasuredPoint
 from capacity.overlay import (
@@ -63,7 +64,7 @@ def pct(v: float | None) -> str:
 cat = default_catalog()
 variants = cat.variant_keys()
 gpus = sorted(cat.gpus)
-labels = chart_labels(lang)
+labels = overlay_chart_labels(lang)
 
 st.title(T("r_title"))
 st.caption(T("r_intro"))
@@ -164,7 +165,7 @@ if st.session_state.get("r_model_for") != series:  # a new source brings its own
 c1, c2, c3, c4 = st.columns([3, 2, 1, 3])
 c1.selectbox(T("r_model"), variants, key="r_model")
 c2.selectbox(T("r_gpu"), gpus, key="r_gpu")
-n_gpus = int(c3.number_input(T("r_gpus"), min_value=1, max_value=64, value=1, key="r_gpus"))
+n_gpus = int(c3.number_input(T("r_gpu_count"), min_value=1, max_value=64, value=1, key="r_gpus"))
 fitted: calib.Calibration | None = st.session_state.get(ms.FITTED)
 cal_options = ["", *ms.saved_calibrations()]
 if fitted is not None:

@@ -1,4 +1,5 @@
-"""Every message exists in English and Chinese, and covers every key the library produces."""
+"""Every message exists in English and Chinese, covers every key the library produces, and every
+key literal the pages and the quote use is in the one table (`capacity.i18n.MESSAGES`)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,37 @@ from pathlib import Path
 
 import pytest
 
-from app.i18n import CHART_LABELS, M, chart_labels, t
+from app.i18n import CHART_LABELS, OVERLAY_CHART_LABELS, chart_labels, overlay_chart_labels
 from capacity.catalog import default_catalog
 from capacity.catalog_custom import gpu_rows, model_rows
 from capacity.charts import DEFAULT_LABELS
 from capacity.explain import CONSTRAINTS, TABLE_COLUMNS, Targets, explain, show_math
+from capacity.i18n import LANG_NAMES, LANGS, MESSAGES, t
+from capacity.overlay_charts import DEFAULT_LABELS as OVERLAY_DEFAULT_LABELS
+from capacity.planner import REASON_TEXT
 from capacity.urlstate import DEFAULT_STATE
 
 ROOT = Path(__file__).resolve().parent.parent
+M = MESSAGES
+
+# Every file that looks strings up, and the keys it must be found to use (so the grep below
+# cannot pass by finding nothing).
+SOURCES = {
+    "streamlit_app.py": "nav_explorer",
+    "pages/explorer.py": "headline",
+    "pages/catalog.py": "cat_title",
+    "pages/planner.py": "pl_title",
+    "pages/measure.py": "m_title",
+    "pages/results.py": "r_title",
+    "capacity/quote.py": "quote_title",
+}
+# t("key" / T("key" / T('key', also with the key on the next line: a literal key or, when it
+# ends in "_", the fixed part of a key completed at run time (T("c_" + name)).
+KEY_LITERAL = re.compile(r"""\b[tT]\(\s*["']([a-z0-9_.-]+)["']""")
+
+
+def keys_used(path: str) -> set[str]:
+    return set(KEY_LITERAL.findall((ROOT / path).read_text(encoding="utf-8")))
 
 
 @pytest.mark.parametrize("key", sorted(M))
@@ -25,10 +49,23 @@ def test_both_languages_present_with_the_same_placeholders(key: str) -> None:
     assert set(fields.findall(en)) == set(fields.findall(zh))
 
 
+def test_languages() -> None:
+    assert LANGS == ("en", "zh") and set(LANG_NAMES) == set(LANGS)
+    assert all(len(pair) == len(LANGS) for pair in M.values())
+
+
 def test_chart_labels_cover_the_library() -> None:
     assert set(CHART_LABELS) == set(DEFAULT_LABELS)
     assert chart_labels("en") == {k: v[0] for k, v in CHART_LABELS.items()}
     assert all(chart_labels("zh").values())
+    assert chart_labels("zh")["concurrency"] == "并发请求数"
+
+
+def test_overlay_chart_labels_cover_the_library() -> None:
+    assert set(OVERLAY_CHART_LABELS) == set(OVERLAY_DEFAULT_LABELS)
+    assert overlay_chart_labels("en")["ratio"] == OVERLAY_DEFAULT_LABELS["ratio"]
+    assert overlay_chart_labels("zh")["c_vram"] == "显存最大并发（预测）"
+    assert overlay_chart_labels("fr") == overlay_chart_labels("en")
 
 
 def test_library_keys_all_have_messages() -> None:
@@ -47,18 +84,29 @@ def test_library_keys_all_have_messages() -> None:
     for c in (10, 100):
         for r in explain(s, c, Targets()).reliefs:
             needed.add(f"r_{r.kind}")
+    # the planner's binding constraints and memory verdicts, on the Planner page and the quote
+    needed |= {f"{p}reason_{r}" for p in ("pl_", "quote_") for r in REASON_TEXT}
+    needed |= {f"quote_verdict_{v}" for v in ("fits", "tight", "does_not_fit")}
     assert sorted(needed - set(M)) == []
 
 
-def test_every_key_the_pages_use_exists() -> None:
-    used: set[str] = set()
-    for page in ("pages/explorer.py", "pages/catalog.py", "streamlit_app.py"):
-        text = (ROOT / page).read_text()
-        used |= set(re.findall(r'\bTL?\("([a-z0-9_]+)"', text))
-        used |= set(re.findall(r'\bt\("([a-z0-9_]+)"', text))
+@pytest.mark.parametrize(("path", "known"), [pytest.param(p, k, id=p) for p, k in SOURCES.items()])
+def test_every_key_the_sources_use_exists(path: str, known: str) -> None:
+    used = keys_used(path)
+    assert known in used  # the pattern still finds this file's lookups
     prefixes = {k for k in used if k.endswith("_")}  # T("col_" + name): dynamic keys
-    assert all(any(m.startswith(p) for m in M) for p in prefixes)
-    assert used and sorted(used - prefixes - set(M)) == []
+    assert [p for p in prefixes if not any(m.startswith(p) for m in M)] == []
+    assert sorted(used - prefixes - set(M)) == []
+
+
+def test_no_other_translation_table() -> None:
+    """The one table: no page, app module or library module keeps its own bilingual dict."""
+    files = [*ROOT.glob("pages/*.py"), *ROOT.glob("app/*.py"), *ROOT.glob("capacity/**/*.py"),
+             ROOT / "streamlit_app.py"]
+    own = re.compile(r"""["']zh["']\s*:|dict\[str, tuple\[str, str\]\]\]?\s*=\s*\{""")
+    found = [str(f.relative_to(ROOT)) for f in files
+             if f.name != "i18n.py" and own.search(f.read_text(encoding="utf-8"))]
+    assert found == []
 
 
 def test_formatting() -> None:
@@ -66,3 +114,7 @@ def test_formatting() -> None:
         "1 × RTX 4090：50 个并发请求 × 8K tokens")
     assert t("st_fail", "en") == "fail" and t("st_fail", "zh") == "不通过"
     assert t("st_fail", "fr") == "fail"  # unknown language falls back to English
+    assert t("pl_options", "zh", n=3, m=40) == "排序方案(3 个满足全部约束,共评估 40 个)"
+    assert t("quote_searched", "en", n=7) == "Configurations evaluated: 7"
+    with pytest.raises(KeyError):
+        t("no_such_key", "en")

@@ -130,7 +130,8 @@ def test_every_string_of_both_pages_has_english_and_chinese() -> None:
     import re
     import string
 
-    from app.i18n_measure import CHART_LABELS, M
+    from app.i18n import OVERLAY_CHART_LABELS as CHART_LABELS
+    from capacity.i18n import MESSAGES as M
 
     used: set[str] = set()
     for page in ("measure.py", "results.py"):
