@@ -10,6 +10,7 @@ Concurrency on a log axis. Labels come from the caller (the app's language).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import altair as alt
@@ -44,6 +45,14 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
     band = meas.dropna(subset=["p90", "p99"])
     x = alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=x_title)
     y_scale = alt.Scale(type="log") if metric != "aggregate_tok_s" else alt.Scale(zero=False)
+    if metric == "aggregate_tok_s" and (pred["series"] == _l(labels, ROOFLINE)).any():
+        # the roofline without queueing climbs far above what a loaded server delivers: let it
+        # leave the top of the chart rather than flatten the measured points and the curve
+        loaded = pred.loc[pred["series"] != _l(labels, ROOFLINE), "value"]
+        top = max([float(meas["p50"].max()) if not meas.empty else 0.0,
+                   float(loaded.max()) if not loaded.empty else 0.0]) * 1.25
+        if math.isfinite(top) and top > 0:
+            y_scale = alt.Scale(domain=[0.0, top], nice=True)
     names = [_l(labels, SPEC), _l(labels, CALIBRATED), _l(labels, ROOFLINE)]
     # one explicit domain, so the band and the points of a series get the same colour
     measured_scale = alt.Scale(domain=list(dict.fromkeys(meas["series"])), scheme="tableau10")
@@ -54,7 +63,7 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
                                                        range=["#555555", "#d62728", "#b0b0b0"]),
                            legend=legend)
     layers: list[alt.Chart] = [
-        alt.Chart(pred).mark_line(strokeWidth=2).encode(
+        alt.Chart(pred).mark_line(strokeWidth=2, clip=True).encode(
             x=x, y=alt.Y("value:Q", title=y_title, scale=y_scale), strokeDash=dash,
             color=line_color,
             tooltip=[alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=".3g"),
