@@ -289,7 +289,8 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
     `load`: "closed" (the default, or "open" when `failures` carries arrival rates) predicts
     TTFT and aggregate tok/s under load with the event model, on about `LOAD_GRID_POINTS`
     concurrencies; "none" keeps F4/F6 without queueing (then `grid_points` per curve). Without
-    an output length (or, open loop, without any rate) the prediction falls back to "none"."""
+    an output length (or, open loop, without any rate), or where not one request fits in memory,
+    the prediction falls back to "none"."""
     if not points:
         raise InputError("no measured points to overlay: pick a run or import a file")
     if load is not None and load not in LOADS:
@@ -303,6 +304,14 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
     if output < 1 or (load == "open" and rates is None):
         load = "none"
     spec_cv = c_vram(scenario)
+    scenarios: list[tuple[str, Scenario]] = [(SPEC, scenario)]
+    cal_cv: int | None = None
+    if calibration is not None:
+        cal_s = apply(calibration, scenario)
+        scenarios.append((CALIBRATED, cal_s))
+        cal_cv = c_vram(cal_s)
+    if min(spec_cv, spec_cv if cal_cv is None else cal_cv) < 1:
+        load = "none"  # not one request fits: nothing to queue (the C_vram rule says so)
     hi = max(float(cs.max()), 1.0) * 1.5
     extra_c = [float(spec_cv)] if 1 <= spec_cv <= hi else []
     if load == "none":
@@ -312,12 +321,6 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
                                          cs, extra_c]))
     else:  # open loop: only the measured levels have an arrival rate
         grid = cs
-    scenarios: list[tuple[str, Scenario]] = [(SPEC, scenario)]
-    cal_cv: int | None = None
-    if calibration is not None:
-        cal_s = apply(calibration, scenario)
-        scenarios.append((CALIBRATED, cal_s))
-        cal_cv = c_vram(cal_s)
     grid_rates = None if rates is None else [
         rates[int(np.searchsorted(cs, c))] if c in cs else None for c in grid]
     pred_rows: list[pd.DataFrame] = []

@@ -252,5 +252,8 @@ def test_open_loop_uses_each_levels_rate_and_falls_back_without_output(
                                prompt_tokens=p.prompt_tokens, ttft_ms=p.ttft_ms,
                                tpot_ms=p.tpot_ms) for p in pts]
     assert build_overlay(no_output, s, series="x").load == "none"
+    # a model that does not fit has nothing to queue: the roofline still draws (C_vram = 0)
+    big = run_scenario("llama-3.1-70b", "rtx-4090", prompt_tokens=500, output_tokens=64)
+    assert build_overlay(pts, big, series="x").load == "none"
     with pytest.raises(InputError, match="load must be"):
         build_overlay(pts, s, series="x", load="busy")
