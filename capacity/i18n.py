@@ -761,6 +761,22 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "overlay_saturation": ("measured saturation", "实测饱和点"),
     "overlay_band": ("p90-p99", "p90-p99"),
     "overlay_ratio": ("measured / predicted", "实测 / 预测"),
+    "overlay_roofline": ("roofline, no queueing", "屋顶线（无排队）"),
+    "r_load_closed": ("TTFT and aggregate tok/s are predicted under load: a closed loop of C "
+                      "clients in the continuous-batching model (each prefill waits for the "
+                      "others and pauses decoding); shaded: its TTFT p90-p99. The grey dotted "
+                      "line is the roofline without queueing (one prefill, C × 1000 / TPOT).",
+                      "首字延迟与总吞吐按负载预测：连续批处理模型中 C 个客户端的闭环（每次预填充"
+                      "要等其他请求的预填充，并暂停解码）；阴影为其首字延迟 p90-p99。灰色点线为"
+                      "不含排队的屋顶线（一次预填充，C × 1000 / TPOT）。"),
+    "r_load_open": ("TTFT and aggregate tok/s are predicted under load: Poisson arrivals at each "
+                    "level's request rate in the continuous-batching model. The grey dotted "
+                    "line is the roofline without queueing.",
+                    "首字延迟与总吞吐按负载预测：连续批处理模型中按各档请求速率的泊松到达。"
+                    "灰色点线为不含排队的屋顶线。"),
+    "r_load_none": ("TTFT and aggregate tok/s: roofline without queueing (no output length or "
+                    "arrival rate to model the load with).",
+                    "首字延迟与总吞吐：不含排队的屋顶线（没有可用于负载建模的输出长度或请求速率）。"),
 }
 
 _INDEX: Final = {lang: i for i, lang in enumerate(LANGS)}

@@ -7,7 +7,8 @@ through `scenario.evaluate`) for the spec-sheet scenario and, when given, the ca
 (`calibration.apply`), at the run's prompt and output lengths.
 
 Four metrics vs concurrency, all long-form DataFrames so a chart can draw them directly:
-- `ttft_ms`: time to first token, ms (predicted: prefill without queueing, F6);
+- `ttft_ms`: time to first token, ms (predicted: prefill without queueing, F6; under load, see
+  below);
 - `tpot_ms`: time per output token, ms (predicted: the decode step, F4, at the context a request
   holds on average while decoding, prompt + output / 2);
 - `tok_s_per_request`: 1000 / TPOT, tok/s;
@@ -17,6 +18,18 @@ Four metrics vs concurrency, all long-form DataFrames so a chart can draw them d
 Measured points carry p50 and, where the source has them, p90 and p99 (the band). Beyond the
 predicted C_vram an engine cannot batch more requests: the rest wait, so the prediction at C
 uses a batch of min(C, C_vram).
+
+Under load (`load="closed"`, the bench's default): in a closed loop at concurrency C every
+request's prefill competes with the other prefills and with decoding, so TTFT and aggregate
+throughput come from the discrete-event model of continuous batching (`capacity.queueing`:
+`simulate(service_from_scenario(s), concurrency=C, n_requests=max(200, 4 C), seed=0)`; TTFT p50
+with its p90/p99 as a band, aggregate = its output tok/s). `load="open"` does the same with each
+level's Poisson arrival rate. TPOT (and tok/s per request) stay the decode step of F4: that is
+what the calibration fits and what measured TPOT p50 follows (the bundled sample run: within 18%
+at concurrency 1-64 with eff 0.3, MFU 0.25), whereas the event model's TPOT carries its own
+prefill scheduling. The no-load prediction of TTFT and aggregate is kept as a lighter series,
+`ROOFLINE` ("roofline, no queueing"), so the chapter's formula stays visible; ratios compare with
+the under-load series.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +49,21 @@ from capacity.catalog import Catalog
 from capacity.errors import InputError
 from capacity.imports import read_measured
 from capacity.measured import MeasuredPoint
+from capacity.queueing import QueueResult, service_from_scenario, simulate
 from capacity.scenario import Scenario, evaluate, make_scenario
 
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")
 MEASURED_COLUMNS = ("series", "concurrency", "metric", "p50", "p90", "p99")
-PREDICTED_COLUMNS = ("series", "concurrency", "metric", "value")
+PREDICTED_COLUMNS = ("series", "concurrency", "metric", "value", "p90", "p99")
 SPEC = "spec-sheet"
 CALIBRATED = "calibrated"
+ROOFLINE = "roofline"
+"""Series of the no-load prediction (F4/F6 without queueing) drawn next to the under-load one."""
+LOADS = ("closed", "open", "none")
+LOAD_METRICS = ("ttft_ms", "aggregate_tok_s")
+"""Metrics the event model predicts under load (TPOT stays F4's step, see the module doc)."""
+LOAD_GRID_POINTS = 12
+"""Log-spaced concurrencies simulated per curve (plus the measured levels and C_vram)."""
 
 
 def _num(x: object) -> float | None:
@@ -147,6 +169,49 @@ def _predict(scenario: Scenario, concurrency: np.ndarray, prompt_tokens: float,
             "aggregate_tok_s": aggregate}
 
 
+@lru_cache(maxsize=4096)
+def _simulated(scenario: Scenario, output_tokens: int, concurrency: int | None,
+               rate_per_s: float | None) -> QueueResult:
+    """One seeded run of the event model (cached: a rerun of the page costs nothing)."""
+    svc = service_from_scenario(scenario, output_tokens=output_tokens)
+    n = max(200, 4 * (concurrency or 1))
+    if rate_per_s is not None:
+        return simulate(svc, rate_per_s=rate_per_s, n_requests=n, seed=0)
+    return simulate(svc, concurrency=concurrency, n_requests=n, seed=0)
+
+
+def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: float,
+                rates_per_s: Sequence[float | None] | None
+                ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """TTFT (p50, p90, p99, ms) and aggregate output tok/s (p50; no band) at each concurrency
+    from the event model: a closed loop of round(C) clients, or Poisson arrivals at
+    `rates_per_s[i]` where given (NaN where a level of an open-loop run has no rate)."""
+    out = max(1, round(output_tokens))
+    ttft = np.full((3, concurrency.size), np.nan)
+    agg = np.full(concurrency.size, np.nan)
+    for i, c in enumerate(concurrency):
+        rate = rates_per_s[i] if rates_per_s is not None else None
+        if rates_per_s is not None and rate is None:
+            continue
+        r = _simulated(scenario, out, None if rate is not None else max(1, round(float(c))),
+                       rate)
+        ttft[:, i] = [r.ttft_ms[0.5], r.ttft_ms[0.9], r.ttft_ms[0.99]]
+        agg[i] = r.output_tok_s
+    nan = np.full(concurrency.size, np.nan)
+    return {"ttft_ms": (ttft[0], ttft[1], ttft[2]), "aggregate_tok_s": (agg, nan, nan)}
+
+
+def _rates(failures: pd.DataFrame | None, cs: np.ndarray) -> list[float | None] | None:
+    """Each measured level's arrival rate (req/s) from per-level rows with `request_rate_rps`
+    (an open-loop run), or None when no level has one (a closed loop)."""
+    if failures is None or "request_rate_rps" not in failures:
+        return None
+    by_c = {float(c): _num(r) for c, r in zip(failures["concurrency"],
+                                              failures["request_rate_rps"], strict=True)}
+    rates = [by_c.get(float(c)) for c in cs]
+    return rates if any(r is not None for r in rates) else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Overlay:
     """Everything the Results page draws for one set of measured points."""
@@ -160,6 +225,9 @@ class Overlay:
     prompt_tokens: float
     output_tokens: float
     calibration: str | None
+    load: str = "none"
+    """How TTFT and aggregate were predicted: "closed" or "open" (the event model under load),
+    "none" (F4/F6 without queueing)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,48 +279,96 @@ def typical_lengths(points: Sequence[MeasuredPoint]) -> tuple[float, float]:
 
 def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series: str,
                   calibration: Calibration | None = None,
-                  failures: pd.DataFrame | None = None, grid_points: int = 48) -> Overlay:
+                  failures: pd.DataFrame | None = None, grid_points: int = 48,
+                  load: str | None = None) -> Overlay:
     """Measured frame, spec-sheet (and calibrated) curves over the measured range, ratios per
     point, and the saturation point vs the predicted C_vram.
 
     `scenario` is the spec-sheet scenario (see `run_scenario`); `failures` optional per-level
-    rows with `concurrency` and `requests_failed`."""
+    rows with `concurrency`, `requests_failed` and, for an open-loop run, `request_rate_rps`.
+    `load`: "closed" (the default, or "open" when `failures` carries arrival rates) predicts
+    TTFT and aggregate tok/s under load with the event model, on about `LOAD_GRID_POINTS`
+    concurrencies; "none" keeps F4/F6 without queueing (then `grid_points` per curve). Without
+    an output length (or, open loop, without any rate), or where not one request fits in memory,
+    the prediction falls back to "none"."""
     if not points:
         raise InputError("no measured points to overlay: pick a run or import a file")
+    if load is not None and load not in LOADS:
+        raise InputError(f"load must be one of {', '.join(LOADS)}, got {load!r}")
     prompt, output = typical_lengths(points)
     measured = measured_frame(points, series)
     cs = np.array(sorted({p.concurrency for p in points}), dtype=np.float64)
+    rates = _rates(failures, cs)
+    if load is None:
+        load = "open" if rates is not None else "closed"
+    if output < 1 or (load == "open" and rates is None):
+        load = "none"
     spec_cv = c_vram(scenario)
-    hi = max(float(cs.max()), 1.0) * 1.5
-    grid = np.unique(np.concatenate([np.geomspace(1.0, hi, grid_points), cs,
-                                     [float(spec_cv)] if 1 <= spec_cv <= hi else []]))
     scenarios: list[tuple[str, Scenario]] = [(SPEC, scenario)]
     cal_cv: int | None = None
     if calibration is not None:
         cal_s = apply(calibration, scenario)
         scenarios.append((CALIBRATED, cal_s))
         cal_cv = c_vram(cal_s)
+    if min(spec_cv, spec_cv if cal_cv is None else cal_cv) < 1:
+        load = "none"  # not one request fits: nothing to queue (the C_vram rule says so)
+    hi = max(float(cs.max()), 1.0) * 1.5
+    extra_c = [float(spec_cv)] if 1 <= spec_cv <= hi else []
+    if load == "none":
+        grid = np.unique(np.concatenate([np.geomspace(1.0, hi, grid_points), cs, extra_c]))
+    elif load == "closed":  # whole clients: the event model runs round(C) of them
+        grid = np.unique(np.concatenate([np.round(np.geomspace(1.0, hi, LOAD_GRID_POINTS)),
+                                         cs, extra_c]))
+    else:  # open loop: only the measured levels have an arrival rate
+        grid = cs
+    grid_rates = None if rates is None else [
+        rates[int(np.searchsorted(cs, c))] if c in cs else None for c in grid]
     pred_rows: list[pd.DataFrame] = []
     at_points: dict[str, dict[str, np.ndarray]] = {}
+
+    def frame(name: str, x: np.ndarray, metric: str, value: np.ndarray,
+              p90: np.ndarray | None = None, p99: np.ndarray | None = None) -> pd.DataFrame:
+        nan = np.full(x.size, np.nan)
+        return pd.DataFrame({"series": name, "concurrency": x, "metric": metric,
+                             "value": value, "p90": nan if p90 is None else p90,
+                             "p99": nan if p99 is None else p99})
+
     for name, s in scenarios:
         curve = _predict(s, grid, prompt, output)
-        for m in METRICS:
-            pred_rows.append(pd.DataFrame({"series": name, "concurrency": grid, "metric": m,
-                                           "value": curve[m]}))
-        at_points[name] = _predict(s, cs, prompt, output)
+        here = _predict(s, cs, prompt, output)
+        if load != "none":
+            loaded = _under_load(s, grid, output, grid_rates)
+            loaded_here = _under_load(s, cs, output, rates)
+            for m in LOAD_METRICS:
+                pred_rows.append(frame(name, grid, m, *loaded[m]))
+                here[m] = loaded_here[m][0]
+            pred_rows += [frame(name, grid, m, curve[m]) for m in METRICS
+                          if m not in LOAD_METRICS]
+        else:
+            pred_rows += [frame(name, grid, m, curve[m]) for m in METRICS]
+        at_points[name] = here
+    if load != "none":  # the formula without queueing, from the best scenario we have
+        best_name, best = scenarios[-1]
+        roof = _predict(best, grid, prompt, output)
+        pred_rows += [frame(ROOFLINE, grid, m, roof[m]) for m in LOAD_METRICS]
+        at_points[ROOFLINE] = _predict(best, cs, prompt, output)
     predicted = pd.concat(pred_rows, ignore_index=True)
+    predicted = predicted[np.isfinite(predicted["value"].to_numpy(dtype=float))].reset_index(
+        drop=True)
+    names = [n for n, _ in scenarios] + ([ROOFLINE] if load != "none" else [])
     rrows: list[dict[str, object]] = []
     for m in METRICS:
         sub = measured[measured["metric"] == m]
         for c, v in zip(sub["concurrency"], sub["p50"], strict=True):
             i = int(np.searchsorted(cs, c))
             row: dict[str, object] = {"concurrency": c, "metric": m, "measured": v}
-            for name, _ in scenarios:
-                pv = float(at_points[name][m][i])
+            for name in names:
+                pv = float(at_points[name][m][i]) if name != ROOFLINE or m in LOAD_METRICS \
+                    else math.nan
                 row[name] = pv
                 row[f"ratio_{name}"] = v / pv if pv > 0 else math.nan
             rrows.append(row)
-    cols = ["concurrency", "metric", "measured"] + [c for n, _ in scenarios
+    cols = ["concurrency", "metric", "measured"] + [c for n in names
                                                       for c in (n, f"ratio_{n}")]
     ratios = pd.DataFrame(rrows, columns=cols)
     levels = pd.DataFrame({"concurrency": cs})
@@ -266,7 +382,8 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
     return Overlay(measured=measured, predicted=predicted, ratios=ratios, c_vram_spec=spec_cv,
                    c_vram_calibrated=cal_cv, saturation=saturation(levels, spec_cv),
                    prompt_tokens=prompt, output_tokens=output,
-                   calibration=calibration.name if calibration is not None else None)
+                   calibration=calibration.name if calibration is not None else None,
+                   load=load)
 
 
 def median_abs_error(ratios: pd.DataFrame, series: str, metric: str) -> float | None:

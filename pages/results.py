@@ -225,6 +225,7 @@ st.subheader(T("r_overlay"))
 st.caption(T("r_overlay_help", prompt=ov.prompt_tokens, output=ov.output_tokens,
              model=scenario.variant.key, gpu=scenario.gpu.name, n=scenario.n_gpus,
              cal=ov.calibration or T("r_cal_none")))
+st.caption(T("r_load_" + ov.load))
 for w in scenario.warnings:
     st.caption(T("r_note", msg=w))
 grid = st.columns(2)

@@ -67,6 +67,9 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     spec_only = at.get("vega_lite_chart")
     assert len(spec_only) == 5  # four metrics and the ratio chart
     assert "calibration: spec-sheet only" in texts(at)
+    assert "predicted under load: a closed loop of C clients" in texts(at)
+    ttft = at.get("vega_lite_chart")[0].proto.spec
+    assert "roofline, no queueing" in ttft and '"area"' in ttft  # both curves and the band
     # the spec-sheet prediction is off (the truth is 30% slower on bandwidth)
     medians = at.dataframe[1].value.set_index("metric")
     assert float(medians.loc["TPOT (ms)", "predicted, spec-sheet"].rstrip("%")) > 20

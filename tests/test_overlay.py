@@ -15,6 +15,7 @@ from capacity.measured import MeasuredPoint
 from capacity.overlay import (
     CALIBRATED,
     METRICS,
+    ROOFLINE,
     SPEC,
     build_overlay,
     c_vram,
@@ -26,11 +27,14 @@ from capacity.overlay import (
     read_upload,
     run_scenario,
     saturation,
+    typical_lengths,
 )
 from capacity.overlay_charts import overlay_chart, ratio_chart
 from capacity.scenario import Scenario
+from capacity.store import RunStore
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[1]
 PROMPT, OUTPUT = 1000.0, 128.0
 
 
@@ -62,8 +66,8 @@ def test_run_scenario_uses_prompt_plus_output_as_context(base: Scenario) -> None
 
 def test_points_that_are_the_prediction_have_ratio_one(base: Scenario) -> None:
     pts = synthetic(base, (1, 4, 16, 64))
-    ov = build_overlay(pts, base, series="run")
-    assert set(ov.predicted["series"]) == {SPEC}
+    ov = build_overlay(pts, base, series="run", load="none")
+    assert set(ov.predicted["series"]) == {SPEC} and ov.load == "none"
     assert set(ov.measured["metric"]) == set(METRICS)
     np.testing.assert_allclose(ov.ratios[f"ratio_{SPEC}"], 1.0, rtol=1e-9)
     assert median_abs_error(ov.ratios, SPEC, "tpot_ms") == pytest.approx(0.0, abs=1e-9)
@@ -86,7 +90,7 @@ def test_calibrated_curve_is_closer_than_the_spec_sheet(base: Scenario) -> None:
     pts = synthetic(truth, (1, 2, 8, 32, 64))
     cal = fit(pts, base, name="t")
     ov = build_overlay(pts, base, series="run", calibration=cal)
-    assert set(ov.predicted["series"]) == {SPEC, CALIBRATED}
+    assert set(ov.predicted["series"]) == {SPEC, CALIBRATED, ROOFLINE}
     spec_err = median_abs_error(ov.ratios, SPEC, "tpot_ms")
     cal_err = median_abs_error(ov.ratios, CALIBRATED, "tpot_ms")
     assert spec_err is not None and cal_err is not None
@@ -100,7 +104,7 @@ def test_prediction_beyond_c_vram_is_capped(base: Scenario) -> None:
     far = MeasuredPoint(concurrency=cv * 4.0, context_tokens=int(PROMPT + OUTPUT),
                         prompt_tokens=PROMPT, output_tokens=OUTPUT, tpot_ms=pts[1].tpot_ms,
                         output_tok_s=pts[1].output_tok_s)
-    ov = build_overlay([*pts, far], base, series="run")
+    ov = build_overlay([*pts, far], base, series="run", load="none")
     r = ov.ratios[ov.ratios["metric"] == "aggregate_tok_s"].set_index("concurrency")
     assert r.loc[cv * 4.0, f"ratio_{SPEC}"] == pytest.approx(1.0)
 
@@ -177,7 +181,79 @@ def test_charts_are_valid_vega_lite(base: Scenario) -> None:
     for m in METRICS:
         spec = overlay_chart(ov, m, extra_measured=extra).to_dict()
         marks = [layer["mark"]["type"] for layer in spec["layer"]]
-        # curves, the p90-p99 band (none for aggregate tok/s), points, rules and their labels
+        # the predicted band under load (TTFT), curves, the measured p90-p99 band (none for
+        # aggregate tok/s), points, rules and their labels
+        pband = ["area"] if m == "ttft_ms" else []
         band = [] if m == "aggregate_tok_s" else ["rule"]
-        assert marks == ["line", *band, "point", "rule", "text"], m
-    assert "layer" in ratio_chart(ov.ratios).to_dict()
+        assert marks == [*pband, "line", *band, "point", "rule", "text"], m
+    ratio = ratio_chart(ov.ratios).to_dict()
+    shown = {r["series"] for d in ratio["datasets"].values() for r in d if "series" in r}
+    assert shown == {"predicted, spec-sheet", "predicted, calibrated"}  # not the roofline
+
+
+SAMPLE_LEVELS = (8.0, 32.0, 64.0)
+
+
+@pytest.fixture(scope="module")
+def sample_run() -> tuple[list[MeasuredPoint], pd.DataFrame, Scenario]:
+    """The bundled sample run (the simulator as an RTX 4090 with eff 0.3, MFU 0.25, closed
+    loops at 1, 8, 32, 64) and the scenario it simulated, knobs given explicitly."""
+    with RunStore(ROOT / "data" / "bench") as store:
+        runs = store.list_runs(label="sample-rtx-4090-sim")
+        summary = store.summary(str(runs["run_id"].iloc[0]))
+    pts = points_from_summary(summary)
+    prompt, output = typical_lengths(pts)
+    s = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=prompt, output_tokens=output)
+    return pts, summary, s.with_(eff=0.3, mfu=0.25)
+
+
+def test_under_load_prediction_follows_the_sample_run_and_the_roofline_does_not(
+        sample_run: tuple[list[MeasuredPoint], pd.DataFrame, Scenario]) -> None:
+    """Closed loop at 8-64: TTFT within a factor 2 and aggregate tok/s within 20% of measured
+    (the event model prefills one request at a time where the simulator batches the admitted
+    prompts, hence the TTFT tolerance); the no-load roofline is off by more than 3x on both."""
+    pts, summary, s = sample_run
+    ov = build_overlay(pts, s, series="sample", failures=summary)
+    assert ov.load == "closed"
+    r = ov.ratios.set_index(["metric", "concurrency"])
+    for c in SAMPLE_LEVELS:
+        assert 0.5 < r.loc[("ttft_ms", c), f"ratio_{SPEC}"] < 2.0, c
+        assert 0.8 < r.loc[("aggregate_tok_s", c), f"ratio_{SPEC}"] < 1.2, c
+        assert r.loc[("ttft_ms", c), f"ratio_{ROOFLINE}"] > 3.0, c
+        assert r.loc[("aggregate_tok_s", c), f"ratio_{ROOFLINE}"] < 1 / 3, c
+    # TPOT stays F4's step at the batch, which the measurement follows too
+    for c in (1.0, *SAMPLE_LEVELS):
+        assert 0.8 < r.loc[("tpot_ms", c), f"ratio_{SPEC}"] < 1.25, c
+    # the curve the chart draws is the one the ratios use, with a TTFT band around it
+    curve = ov.predicted[(ov.predicted["series"] == SPEC)
+                         & (ov.predicted["metric"] == "ttft_ms")].set_index("concurrency")
+    for c in SAMPLE_LEVELS:
+        assert curve.loc[c, "value"] == pytest.approx(r.loc[("ttft_ms", c), SPEC])
+        assert curve.loc[c, "value"] <= curve.loc[c, "p90"] <= curve.loc[c, "p99"]
+    assert 10 <= curve.index.size <= 20  # log grid plus the measured levels
+    # reverting to the roofline (load="none") puts TTFT off by far more than 3x
+    flat = build_overlay(pts, s, series="sample", failures=summary, load="none")
+    off = flat.ratios.set_index(["metric", "concurrency"])
+    assert off.loc[("ttft_ms", 32.0), f"ratio_{SPEC}"] > 3.0
+
+
+def test_open_loop_uses_each_levels_rate_and_falls_back_without_output(
+        sample_run: tuple[list[MeasuredPoint], pd.DataFrame, Scenario]) -> None:
+    pts, summary, s = sample_run
+    light = summary.assign(request_rate_rps=[0.5, 1.0, 2.0, 3.0])
+    ov = build_overlay(pts, s, series="open", failures=light)
+    assert ov.load == "open"
+    spec = ov.predicted[ov.predicted["series"] == SPEC]
+    assert sorted(set(spec["concurrency"])) == [1.0, 8.0, 32.0, 64.0]
+    agg = ov.ratios[ov.ratios["metric"] == "aggregate_tok_s"].set_index("concurrency")[SPEC]
+    # below saturation an open loop delivers its arrival rate x output tokens
+    assert agg.loc[8.0] == pytest.approx(1.0 * 64, rel=0.2)
+    no_output = [MeasuredPoint(concurrency=p.concurrency, context_tokens=p.context_tokens,
+                               prompt_tokens=p.prompt_tokens, ttft_ms=p.ttft_ms,
+                               tpot_ms=p.tpot_ms) for p in pts]
+    assert build_overlay(no_output, s, series="x").load == "none"
+    # a model that does not fit has nothing to queue: the roofline still draws (C_vram = 0)
+    big = run_scenario("llama-3.1-70b", "rtx-4090", prompt_tokens=500, output_tokens=64)
+    assert build_overlay(pts, big, series="x").load == "none"
+    with pytest.raises(InputError, match="load must be"):
+        build_overlay(pts, s, series="x", load="busy")
