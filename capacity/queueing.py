@@ -4,19 +4,25 @@ concurrency, as a seeded discrete-event model and as a vectorized analytic appro
 Model of one replica (vLLM-style continuous batching):
 - `slots = min(C_vram, max_num_seqs)` requests decode together; a request that arrives when every
   slot is busy waits (FCFS) for one to free;
-- an admitted request is prefilled (F6) before it decodes; without chunked prefill a prefill step
-  holds the GPU and pauses decoding (prefill-first scheduling); with a chunked-prefill token
-  budget each step carries the decoding requests plus up to `budget - batch` prompt tokens, and the
-  prompt's arithmetic overlaps the memory-bound decode: `step = max(bw(b), compute(b) + chunk x
-  prefill per token) + comm(b)`;
+- admission happens at scheduling points (step boundaries): every waiting request that finds a
+  free slot is admitted there, and an admitted request is prefilled (F6) before it decodes;
+- without chunked prefill, every prompt admitted at one scheduling point is prefilled in one
+  batch (one forward pass, as vLLM's scheduler and `capacity.simserver` do): the batch takes the
+  sum of their prefill times, holds the GPU and pauses decoding (prefill-first scheduling), and
+  all of its prompts get their first token when it ends, not one after another;
+- with a chunked-prefill token budget each step carries the decoding requests plus up to
+  `budget - batch` prompt tokens of the admitted prompts (in admission order; the budget caps
+  the tokens prefilled per step), a prompt's first token comes at the end of the step that
+  prefills its last chunk, and the prompt's arithmetic overlaps the memory-bound decode:
+  `step = max(bw(b), compute(b) + chunk x prefill per token) + comm(b)`;
 - a decode step for `b` requests takes `t_step(b)` from F4 (with TP communication, F10); the
-  prefill step produces the first token, and `output - 1` decode steps follow.
+  prefill produces the first token, and `output - 1` decode steps follow.
 Outputs: TTFT and TPOT percentiles (p50/p90/p99, numpy's linear interpolation), queue time
 (arrival to slot), goodput (requests/s meeting every SLO) and the saturation rate. Past the slots,
 TTFT rises linearly with the queue while throughput flattens (the chapter's observation).
 
-The discrete-event model jumps from event to event (arrival, completion, prefill chunk), not from
-step to step, so thousands of requests take milliseconds. The analytic path (`analytic_latency`)
+The discrete-event model jumps from event to event (arrival, completion, prefill batch or chunk),
+not from step to step, so thousands of requests take milliseconds. The analytic path (`analytic_latency`)
 gives the same quantities in closed form over arrays of configurations, for the planner's search.
 """
 
@@ -169,19 +175,30 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                      limit: npt.ArrayLike = np.inf) -> AnalyticLatency:
     """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
 
-    Prefill-first continuous batching (the discrete-event model without chunking):
-    - prefill share of the GPU rho = lambda t (t = prefill time); the prefill queue is M/D/1:
-      mean wait W = rho t / (2 (1 - rho)), E[W^2] = 2 W^2 + lambda t^3 / (3 (1 - rho));
-    - TTFT = t + residual decode step (s/2 mean, s q at the q-quantile) + W (its quantile from
-      the exponential tail, `wait_quantile_ms`);
+    Prefill-first continuous batching with batched prefill (the discrete-event model without
+    chunking, and the simulated endpoint): the GPU alternates decode steps (s) and prefill
+    batches; a batch holds every prompt that arrived during the period before it and lasts t per
+    prompt, and each of its prompts gets its first token when the whole batch ends.
+    - prefill share of the GPU rho = lambda t (t = prefill time of one prompt);
+    - a request arriving during a period of length L waits its residual R, then its batch:
+      itself plus the arrivals during the period before and after it, so
+      E[TTFT] = t + E[R] + rho (E[A] + E[R]) = t + (1 + 2 rho) X / 2, with X = E[L^2] / E[L]
+      the length-biased period; batch sizes are Poisson in the previous period's length, so
+      X = (1 - rho) s + rho t (1 + lambda X), i.e. X = ((1 - rho) s + rho t) / (1 - rho^2).
+      Equivalently E[TTFT] = t + f (s/2 + W) with W = rho t / (2 (1 - rho)) the M/D/1 wait of
+      serial prefill and f = (1 + 2 rho) / (1 + rho) the batching factor; the q-quantile is
+      t + f (s q + W_q), W_q from the exponential tail (`wait_quantile_ms`);
     - decoding pauses for every prefill, so a request's decode lasts the busy period started by
-      its own (output - 1) steps T0 plus the prompts queued behind it when it got its first
-      token (B = t x Poisson(lambda (W + t))): mean (T0 + E[B]) / (1 - rho), variance
-      Var(B) / (1 - rho)^2 + (T0 + E[B]) lambda t^2 / (1 - rho)^3 (M/G/1 busy period);
-      TPOT = that time / (output - 1), its quantile from a moment-matched gamma;
+      its own (output - 1) steps T0 plus the batch prefilled right after its first token
+      (B = t x Poisson(rho K), K = 1 + Poisson(lambda X) its own batch): mean
+      (T0 + E[B]) / (1 - rho), variance Var(B) / (1 - rho)^2 + (T0 + E[B]) lambda t^2 /
+      (1 - rho)^3 (M/G/1 busy period); TPOT = that time / (output - 1), its quantile from a
+      moment-matched gamma;
     - concurrency C = lambda x (TTFT + output x TPOT(C)), a fixed point (F9), unless
       `concurrency` is given; s = t_step(C) (F4);
     - saturated where rho >= 1, the GPU time per request exceeds 1 / lambda, or no fixed point.
+    Idle time (no request running) is ignored: at light load it overstates the wait by s/2 at
+    most.
     Unit: ms (TTFT, TPOT), requests (C). Source: SPEC section 6; Kleinrock, Queueing Systems
     vol. 1, sections 5.6-5.8 (M/G/1 waiting-time moments and busy periods).
     The slot queue (C above the slots) is not modelled here; the caller rejects that case.
@@ -192,26 +209,30 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     ok_p = rho < 1.0
     one_m = np.where(ok_p, 1.0 - rho, 1.0)
     wq = np.where(ok_p, rho * t / (2.0 * one_m), np.inf)
-    wq2 = np.where(ok_p, 2.0 * wq * wq + lam_ms * t ** 3 / (3.0 * one_m), np.inf)
-    with np.errstate(invalid="ignore"):
-        var_wq = np.where(ok_p, np.maximum(wq2 - wq * wq, 0.0), np.inf)
-    backlog = rho * (wq + t)
-    var_backlog = t * t * (lam_ms * (wq + t) + lam_ms * lam_ms * var_wq)
+    batching = np.where(ok_p, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf)
     n_dec = max(output_tokens - 1, 0)
+
+    def wait_ms(s: FloatArray) -> FloatArray:
+        """Mean TTFT minus one prompt's prefill: residual period + the batch-mates' prefill."""
+        return np.asarray(batching * (0.5 * s + wq), dtype=np.float64)
 
     def decode_ms(s: FloatArray) -> tuple[FloatArray, FloatArray]:
         with np.errstate(invalid="ignore"):
-            x = n_dec * s + (backlog if n_dec else 0.0)
+            lam_x = np.where(ok_p, lam_ms * ((1.0 - rho) * s + rho * t) / (1.0 - rho * rho),
+                             np.inf)
+            backlog = rho * t * (1.0 + lam_x) if n_dec else 0.0
+            var_backlog = t * t * (rho * (1.0 + lam_x) + rho * rho * lam_x) if n_dec else 0.0
+            x = n_dec * s + backlog
             mean = np.where(ok_p, x / one_m, np.inf)
-            var = np.where(ok_p, (var_backlog if n_dec else 0.0) / one_m ** 2
-                           + x * lam_ms * t * t / one_m ** 3, np.inf)
+            var = np.where(ok_p, var_backlog / one_m ** 2 + x * lam_ms * t * t / one_m ** 3,
+                           np.inf)
         return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
 
     def duration(c: FloatArray) -> FloatArray:
         s = step.step_ms(c)
         mean, _ = decode_ms(s)
         tpot = mean / max(n_dec, 1)
-        return np.asarray((t + 0.5 * s + wq + output_tokens * tpot) / 1e3, dtype=np.float64)
+        return np.asarray((t + wait_ms(s) + output_tokens * tpot) / 1e3, dtype=np.float64)
 
     lam = lam_ms * 1e3
     if concurrency is None:
@@ -225,8 +246,8 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     dec_mean, dec_var = decode_ms(s)
     tpot = dec_mean / max(n_dec, 1)
     tpot_q = gamma_quantile(dec_mean, dec_var, quantile) / max(n_dec, 1)
-    ttft_mean = t + 0.5 * s + wq
-    ttft_q = t + quantile * s + wait_quantile_ms(wq, rho, quantile)
+    ttft_mean = t + wait_ms(s)
+    ttft_q = t + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
     gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
     util = lam_ms * gpu_ms_per_request
     saturated = ~ok_p | (util >= 1.0) | ~converged
@@ -409,14 +430,20 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             continue
         finished_now: list[int] = []
         if prefill_q and svc.chunk_tokens is None:
-            i = prefill_q.popleft()
-            now += svc.prefill_ms
-            first[i] = now
-            if out > 1:
-                running.append(i)
-                remaining.append(out - 1)
-            else:
-                finished_now.append(i)
+            # one forward pass over every prompt admitted at this scheduling point: each of
+            # them gets its first token when the whole batch's prefill ends
+            batch_ids = list(prefill_q)
+            prefill_q.clear()
+            for i in batch_ids:
+                del prompt_left[i]
+            now += svc.prefill_ms * len(batch_ids)
+            for i in batch_ids:
+                first[i] = now
+                if out > 1:
+                    running.append(i)
+                    remaining.append(out - 1)
+                else:
+                    finished_now.append(i)
         elif prefill_q and chunk is not None:
             b = len(running)
             budget = chunk - b
@@ -480,24 +507,37 @@ def _quantiles(x: FloatArray) -> dict[float, float]:
 
 
 def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
-             concurrency: int | None = None, n_requests: int = 2000, seed: int = 0,
+             concurrency: int | None = None, arrivals_ms: Sequence[float] | None = None,
+             n_requests: int = 2000, seed: int = 0,
              slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf,
              warmup_fraction: float = 0.1) -> QueueResult:
     """Run the discrete-event model of one replica and summarize it.
 
-    Give `rate_per_s` (Poisson arrivals, seeded) or `concurrency` (closed loop, zero think
-    time). The first `warmup_fraction` of requests (by arrival) are left out of the statistics.
+    Give `rate_per_s` (Poisson arrivals, seeded), `concurrency` (closed loop, zero think
+    time) or `arrivals_ms` (replay these arrival times, ms from any origin, in order; then
+    `n_requests` is their count and `rate_per_s` in the result is their mean rate).
+    The first `warmup_fraction` of requests (by arrival) are left out of the statistics.
     Goodput = counted requests that meet both SLOs / the span from the first counted arrival to
     the last counted finish. Deterministic for a given seed.
     """
-    if (rate_per_s is None) == (concurrency is None):
-        raise InputError("give an arrival rate or a closed-loop concurrency, not both")
+    if sum(x is not None for x in (rate_per_s, concurrency, arrivals_ms)) != 1:
+        raise InputError("give one of: an arrival rate, a closed-loop concurrency, or a list "
+                         "of arrival times")
+    if arrivals_ms is not None:
+        n_requests = len(arrivals_ms)
     if not 10 <= n_requests <= 1_000_000:
         raise InputError(f"simulate 10..1,000,000 requests, got {n_requests}")
     if not 0 <= warmup_fraction < 0.9:
         raise InputError("warm-up fraction must be in [0, 0.9)")
     arrivals = None
-    if rate_per_s is not None:
+    if arrivals_ms is not None:
+        arrivals = np.asarray(arrivals_ms, dtype=np.float64)
+        if not np.all(np.isfinite(arrivals)) or np.any(np.diff(arrivals) < 0):
+            raise InputError("arrival times must be finite and in increasing order")
+        arrivals = arrivals - arrivals[0]
+        span = float(arrivals[-1])
+        rate_per_s = (n_requests - 1) / span * 1e3 if span > 0 else math.inf
+    elif rate_per_s is not None:
         if not (math.isfinite(rate_per_s) and rate_per_s > 0):
             raise InputError(f"arrival rate must be > 0 requests/s, got {rate_per_s}")
         rng = np.random.default_rng(seed)
