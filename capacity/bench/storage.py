@@ -63,11 +63,10 @@ def _cell(v: object) -> object:
         return "true" if v else "false"
     if isinstance(v, numbers.Integral):
         return str(int(v))
+    if isinstance(v, np.floating):  # str: the shortest round-trip decimal in its precision
+        return str(v) if np.isfinite(v) else ""
     if isinstance(v, numbers.Real):
-        if not math.isfinite(v):
-            return ""
-        # str of a numpy float is its shortest round-trip decimal in its own precision
-        return str(v) if isinstance(v, np.floating) else repr(float(v))
+        return repr(float(v)) if math.isfinite(v) else ""
     if isinstance(v, str):
         return v.replace("\r", " ").replace("\n", " ")
     return v
