@@ -94,7 +94,7 @@ def test_chapter_command_matches_the_simulator(tmp_path: Path,
     t = [truth[r] for r in reqs["response_id"]]
     true_ttft = np.array([x["ttft_ms"] for x in t])
     true_tpot = np.array([x["tpot_ms"] for x in t])
-    # the truth starts when the server's handler runs and ends when the server emits, so the
+    # the truth starts when the server has read the body and ends when it emits, so the
     # client's TTFT can only be longer
     assert (reqs["ttft_ms"] > true_ttft).all()
     # accuracy on the paired errors of all 16 requests (one comparison, not one per level
