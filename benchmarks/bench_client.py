@@ -92,7 +92,8 @@ def main() -> int:
         proc.wait(10)
     print()
     print("load         TTFT err p50/p90 ms  TPOT err p50/p90 ms  send->server p50 ms  "
-          "server->client p50 ms  true TTFT p50 ms  true TPOT p50 ms  client CPU  client-bound")
+          "server->client p50 ms  true TTFT p50 ms  true TPOT p50 ms  achieved conc.  client CPU  "
+          "client-bound")
     with RunStore(out) as store:
         for label, _level in runs:
             r = store.query("SELECT * FROM requests WHERE success AND label = $l", {"l": label})

@@ -351,11 +351,15 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
         return await handle(request, chat=request.url.path.endswith("/chat/completions"))
 
     async def handle(request: Request, chat: bool) -> Response:
-        arrival = time.perf_counter()
         if not authorized(request):
             return _error(401, "invalid API key", "authentication_error")
         try:
-            body = json.loads(await request.body())
+            raw = await request.body()
+            # the request has arrived when its body has: a real server (vLLM stamps
+            # arrival_time when the engine gets the parsed request) cannot start earlier, so
+            # a client that sends its body late is measured late, as it should be
+            arrival = time.perf_counter()
+            body = json.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             chars = _prompt_chars(body, chat)

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 
-from capacity.bench.client import BenchConfig, make_prompt, run_bench
+from capacity.bench.client import BenchConfig, _OneWriteBackend, make_prompt, run_bench
 from capacity.errors import BenchError
 
 Frames = list[tuple[float, bytes]]  # (delay before, bytes)
@@ -283,3 +284,54 @@ def test_start_is_when_the_first_byte_is_written() -> None:
     assert first is not None
     asyncio.run(st.trace("http11.send_request_headers.started", {}))  # a retry keeps the first
     assert st.sent_ns == first
+
+
+class _RecordingStream(httpcore.AsyncNetworkStream):
+    """A fake connection: records every write, answers one small HTTP response."""
+
+    def __init__(self, writes: list[bytes]) -> None:
+        self.writes = writes
+        self.answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        out, self.answer = self.answer[:max_bytes], self.answer[max_bytes:]
+        return out
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.writes.append(buffer)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _RecordingBackend(httpcore.AsyncNetworkBackend):
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Any = None) -> httpcore.AsyncNetworkStream:
+        return _RecordingStream(self.writes)
+
+
+@pytest.mark.parametrize("wrapped", [pytest.param(True, id="one-write"),
+                                     pytest.param(False, id="httpcore-alone")])
+def test_a_request_leaves_in_one_write(wrapped: bool) -> None:
+    """httpcore writes headers and body separately (anyio yields to the loop after each);
+    the client's backend sends them in one write, so the body does not trail the start
+    clock by a loop round."""
+    fake = _RecordingBackend()
+    backend: httpcore.AsyncNetworkBackend = _OneWriteBackend(fake) if wrapped else fake
+    body = json.dumps({"prompt": "x" * 3000}).encode()
+
+    async def go() -> bytes:
+        async with httpcore.AsyncConnectionPool(network_backend=backend) as pool:
+            resp = await pool.request("POST", "http://127.0.0.1:9/v1/completions",
+                                      headers={"content-type": "application/json"},
+                                      content=body)
+            return resp.content
+
+    assert asyncio.run(go()) == b"ok"
+    sent = b"".join(fake.writes)
+    assert sent.startswith(b"POST /v1/completions HTTP/1.1\r\n") and sent.endswith(body)
+    assert len([w for w in fake.writes if w]) == (1 if wrapped else 2)

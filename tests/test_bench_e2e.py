@@ -24,13 +24,20 @@ from capacity.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = make_scenario()  # Qwen3.5-9B AWQ on an RTX 4090, 53 slots at 8K
+LAUNCHER = ("import sys, capacity.cli as cli; cli.SUBCOMMANDS = ('{name}',); "
+            "sys.exit(cli.main())")
 
 
 @contextlib.contextmanager
 def sim_process(*flags: str) -> Iterator[str]:
     """`capacity sim-server` in its own process (no GIL shared with the client) on a free
-    loopback port; yields its base URL and stops it afterwards."""
-    proc = subprocess.Popen([sys.executable, "-m", "capacity", "sim-server", "--port", "0",
+    loopback port; yields its base URL and stops it afterwards.
+
+    The real CLI entry point, with only the sim-server subcommand registered: the others
+    import pandas, DuckDB and SciPy, which took 5-8 s of a loaded 2-core machine per start.
+    """
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(name="sim-server"),
+                             "sim-server", "--port", "0",
                              *flags], cwd=str(ROOT), stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
@@ -58,11 +65,15 @@ def truth_of(url: str) -> dict[str, dict[str, Any]]:
 def test_chapter_command_matches_the_simulator(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     """The chapter's command, scaled down: fewer requests, a 4,000-character prompt and
-    --speedup 2 on the server (TTFT ~180 ms, TPOT ~3 ms: long enough to measure to a few
-    percent on a busy 2-core machine)."""
+    --speedup 2 on the server (TTFT ~180 ms, TPOT ~3.4 ms).
+
+    64 output tokens: a request's TPOT is (last - first token) / 63, so a first token read
+    10 ms late by a descheduled client (a loaded 2-core machine) moves it by 5%, not the 10%
+    that 32 tokens gave (the cause of this test's failures under load).
+    """
     with sim_process("--speedup", "2") as url:
         code = main(["bench", "--base-url", url, "--concurrency", "2,4", "--requests", "8",
-                     "--prompt-chars", "4000", "--max-tokens", "32", "--label", "capacity-8k",
+                     "--prompt-chars", "4000", "--max-tokens", "64", "--label", "capacity-8k",
                      "--out", str(tmp_path), "--gpu", "rtx-4090"])
         truth = truth_of(url)
     assert code == 0
@@ -78,34 +89,48 @@ def test_chapter_command_matches_the_simulator(tmp_path: Path,
     assert list(summary["concurrency"]) == [2, 4]
     assert list(summary["requests_ok"]) == [8, 8]
     assert (summary["cost_per_mtok"] > 0).all()
-    assert set(reqs["output_tokens_source"]) == {"usage"} and set(reqs["output_tokens"]) == {32}
+    assert set(reqs["output_tokens_source"]) == {"usage"} and set(reqs["output_tokens"]) == {64}
     assert set(reqs["prompt_tokens"]) == {1000}
     t = [truth[r] for r in reqs["response_id"]]
     true_ttft = np.array([x["ttft_ms"] for x in t])
     true_tpot = np.array([x["tpot_ms"] for x in t])
-    # medians within a few percent; the truth
-    # starts when the server's handler runs, so the client's figure can only be later
-    assert np.median(reqs["ttft_ms"]) == pytest.approx(np.median(true_ttft), rel=0.1)
-    assert np.median(reqs["tpot_ms"]) == pytest.approx(np.median(true_tpot), rel=0.1, abs=0.05)
+    # the truth starts when the server has read the body and ends when it emits, so the
+    # client's TTFT can only be longer
     assert (reqs["ttft_ms"] > true_ttft).all()
+    # accuracy on the paired errors of all 16 requests (one comparison, not one per level
+    # and metric: each extra median of 8 was another chance for a descheduled client to fail)
+    err_ttft = reqs["ttft_ms"].to_numpy() - true_ttft
+    err_tpot = reqs["tpot_ms"].to_numpy() - true_tpot
+    assert np.median(err_ttft) < 0.1 * np.median(true_ttft)
+    assert abs(np.median(err_tpot)) < 0.1 * np.median(true_tpot) + 0.05
+    # the summary is exactly the stored requests' statistics
     for level in (2, 4):
         mine = summary[summary["concurrency"] == level].iloc[0]
-        sel = (reqs["concurrency"] == level).to_numpy()
-        assert mine["ttft_p50_ms"] == pytest.approx(np.median(true_ttft[sel]), rel=0.1)
-        assert mine["tpot_p50_ms"] == pytest.approx(np.median(true_tpot[sel]), rel=0.1,
-                                                    abs=0.05)
+        sel = reqs[reqs["concurrency"] == level]
+        assert mine["ttft_p50_ms"] == pytest.approx(np.median(sel["ttft_ms"]), rel=1e-9)
+        assert mine["tpot_p50_ms"] == pytest.approx(np.median(sel["tpot_ms"]), rel=1e-9)
+        assert mine["ttft_p99_ms"] == pytest.approx(np.percentile(sel["ttft_ms"], 99),
+                                                    rel=1e-9)
 
 
 def test_concurrency_150_is_reached(tmp_path: Path) -> None:
     """httpx's default pool (100) would cap this; the server must see a batch of 150.
 
     A slow card (50 GB/s: every decode step >= 114 ms whatever the batch) and few tokens keep
-    each request in flight for over a second with little CPU, so one wave of 150 shows the
-    connection handling, not the 2-core machine.
+    each request in flight for ~2.5 s with little CPU, so one wave of 150 shows the connection
+    handling, not the 2-core machine.
+
+    Launching the wave (150 new connections, 150 requests built on one event loop) takes
+    0.1 s on an idle machine and over 0.6 s on a loaded one; that launch is in the level's
+    duration but not in any request's E2E (the clock starts at the first byte sent), so
+    achieved concurrency (sum of E2E / duration) fell to ~118 under load and a 0.85 x 150
+    bound failed although all 150 streams were in flight together. The checks below are
+    the property itself: the server's largest batch, every request still running when the
+    last one was sent, and an achieved concurrency no 100-connection cap could reach.
     """
     with sim_process("--ctx", "2048", "--bandwidth", "50", "--speedup", "1.5") as url:
         code = main(["bench", "--base-url", url, "--concurrency", "150", "--requests", "150",
-                     "--prompt-chars", "100", "--max-tokens", "16", "--warmup", "0",
+                     "--prompt-chars", "100", "--max-tokens", "24", "--warmup", "0",
                      "--label", "c150", "--out", str(tmp_path)])
         info = httpx.get(url.removesuffix("/v1") + "/sim/info").json()
     assert code == 0
@@ -114,7 +139,8 @@ def test_concurrency_150_is_reached(tmp_path: Path) -> None:
         row = store.query("SELECT * FROM summaries").iloc[0]
         reqs = store.query("SELECT start_unix_s, e2e_ms FROM requests")
     assert row["requests_ok"] == 150
-    assert row["achieved_concurrency"] >= 0.85 * 150
+    # at most 100 in flight at any instant would give at most 100
+    assert row["achieved_concurrency"] > 110
     # every request was in flight at the moment the last one started
     last_start = reqs["start_unix_s"].max()
     assert (reqs["start_unix_s"] + reqs["e2e_ms"] / 1e3 > last_start).all()
@@ -148,8 +174,9 @@ def test_killed_run_leaves_loadable_csvs_and_no_key(tmp_path: Path) -> None:
     app = create_app(SEED, SimConfig(speedup=50, api_key=key))
     env = {**os.environ, "OPENAI_API_KEY": key, "PYTHONPATH": str(ROOT)}
     with serve_in_thread(app) as url:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "capacity", "bench", "--base-url", url, "--concurrency", "2",
+        proc = subprocess.Popen(  # the CLI with only `bench` registered (see sim_process)
+            [sys.executable, "-c", LAUNCHER.format(name="bench"), "bench", "--base-url", url,
+             "--concurrency", "2",
              "--requests", "5000", "--prompt-chars", "100", "--max-tokens", "4",
              "--label", "killed", "--out", str(tmp_path)],
             env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -222,3 +222,42 @@ def test_runs_compact_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     write_run(tmp_path, "alpha")
     assert main(["runs", "--out", str(tmp_path), "--compact"]) == 0
     assert "compacted 1 run(s)" in capsys.readouterr().out
+
+
+def test_numpy_scalars_round_trip_with_every_row_kept(tmp_path: Path) -> None:
+    """A record holding numpy scalars (as metrics computed with numpy produce) is written as
+    plain decimals, never `np.float64(...)`, so the store keeps every row (it used to drop
+    them silently); NaN and infinity become empty (NULL)."""
+    values = [np.float64(123.456), np.float32(0.1), np.float64(1e-7), np.float64(2.5e9)]
+    with RunWriter(tmp_path, "numpy") as w:
+        run_id = w.run_id
+        recs = []
+        for i, v in enumerate(values):
+            r = record(i, run_id=run_id, label="numpy", concurrency=2)
+            recs.append(replace(
+                r, ttft_ms=v, tpot_ms=np.float64("nan") if i == 0 else np.float64(10.5),
+                first_chunk_ms=np.float64("inf") if i == 1 else np.float64(1.25),
+                e2e_ms=np.float64(400.25),
+                prompt_tokens=np.int64(100 + i), output_tokens=np.int32(20),
+                concurrency=np.int64(2), success=np.bool_(True), queue_ms=np.float16(0.5)))
+        for r in recs:
+            w.write_request(r)
+        row = summarize(recs, run_id=run_id, label="numpy", concurrency=2,
+                        request_rate_rps=None, endpoint="chat", model="m1")
+        w.write_summary({k: np.float64(v) if isinstance(v, float) else v
+                         for k, v in row.items()})
+    text = w.requests_path.read_text()
+    assert "np." not in text and "nan" not in text.lower() and "inf" not in text.lower()
+    with RunStore(tmp_path) as s:
+        assert s.warnings == []
+        got = s.requests(run_id)
+        summ = s.summary(run_id)
+    assert len(got) == len(values) and len(summ) == 1
+    assert list(got["ttft_ms"]) == [float(np.float64(123.456)), pytest.approx(0.1),
+                                    1e-7, 2.5e9]
+    assert list(got["prompt_tokens"]) == [100, 101, 102, 103]
+    assert got["tpot_ms"].isna().tolist() == [True, False, False, False]
+    assert got["first_chunk_ms"].isna().tolist() == [False, True, False, False]
+    assert (got["e2e_ms"] == 400.25).all()
+    assert got["success"].all() and (got["queue_ms"] == 0.5).all()
+    assert summ["requests_ok"].iloc[0] == len(values)

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import httpcore
 import httpx
 import numpy as np
 
@@ -142,6 +143,88 @@ def _auth_headers(api_key: str | None) -> dict[str, str]:
 
 def _short(text: str, limit: int = 200) -> str:
     return " ".join(text.split())[:limit]
+
+
+class _OneWriteStream(httpcore.AsyncNetworkStream):
+    """A connection that sends a request in one socket write.
+
+    httpcore writes the headers and the body separately, and anyio's socket yields to the
+    event loop after every write: with a hundred streams in flight the body then left a
+    whole loop round (tens of ms at concurrency 100) after the headers, i.e. after our start
+    clock, and a real server cannot start a request before its body. Writes are buffered
+    here and flushed together on the next read (httpcore always reads the response after
+    sending the request), so the request leaves in the same loop turn as the start
+    timestamp.
+    """
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._pending: list[bytes] = []
+        self._timeout: float | None = None
+
+    async def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            await self._inner.write(data, timeout=self._timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if buffer:
+            self._pending.append(buffer)
+            self._timeout = timeout
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        await self._flush()
+        return await self._inner.read(max_bytes, timeout=timeout)
+
+    async def aclose(self) -> None:
+        self._pending.clear()
+        await self._inner.aclose()
+
+    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+        await self._flush()
+        return _OneWriteStream(await self._inner.start_tls(ssl_context, server_hostname,
+                                                           timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _OneWriteBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's default (anyio) backend, or `inner`, with `_OneWriteStream` connections."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+        self._inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Any = None) -> httpcore.AsyncNetworkStream:
+        return _OneWriteStream(await self._inner.connect_tcp(
+            host, port, timeout=timeout, local_address=local_address,
+            socket_options=socket_options))
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Any = None) -> httpcore.AsyncNetworkStream:
+        return _OneWriteStream(await self._inner.connect_unix_socket(
+            path, timeout=timeout, socket_options=socket_options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def one_write_transport(tls: ssl.SSLContext, keepalive_expiry_s: float | None = 5.0
+                        ) -> httpx.AsyncHTTPTransport:
+    """An httpx transport with one connection whose requests leave in one write.
+
+    httpx takes no network backend, so its pool is replaced by the same httpcore pool it
+    would build (one connection, kept alive) on `_OneWriteBackend`.
+    """
+    transport = httpx.AsyncHTTPTransport(verify=tls, trust_env=False)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=tls, max_connections=1, max_keepalive_connections=1,
+        keepalive_expiry=keepalive_expiry_s, network_backend=_OneWriteBackend())
+    return transport
 
 
 class _Runner:
@@ -437,7 +520,8 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
     warnings: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(httpx.AsyncClient(
-            limits=limits, timeout=timeout, transport=transport, verify=tls, trust_env=False,
+            limits=limits, timeout=timeout, verify=tls, trust_env=False,
+            transport=transport or one_write_transport(tls, limits.keepalive_expiry),
             follow_redirects=False)) for _ in range(top)]
         models = await fetch_models(clients[0], cfg.base_url, api_key)
         model = cfg.model or _first_model(models)

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import numbers
 import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, RequestRecord, record_row
 from capacity.errors import InputError
@@ -50,12 +54,19 @@ def scrub(obj: Any) -> Any:
 
 
 def _cell(v: object) -> object:
+    """One CSV cell: numbers as plain decimals (numpy scalars included, never their repr
+    `np.float64(...)`, which the store cannot parse), NaN and infinities as empty, booleans
+    as true/false, text on one line."""
     if v is None:
         return ""
-    if isinstance(v, bool):
+    if isinstance(v, bool | np.bool_):
         return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v) if v == v else ""
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, np.floating):  # str: the shortest round-trip decimal in its precision
+        return str(v) if np.isfinite(v) else ""
+    if isinstance(v, numbers.Real):
+        return repr(float(v)) if math.isfinite(v) else ""
     if isinstance(v, str):
         return v.replace("\r", " ").replace("\n", " ")
     return v

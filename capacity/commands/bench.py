@@ -24,7 +24,6 @@ from capacity.bench.client import (
 from capacity.catalog import default_catalog
 from capacity.commands.plan import parse_int_list
 from capacity.errors import StoreError
-from capacity.store import compact_run
 from capacity.tables import render
 
 
@@ -116,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
     print(render(headers, summary_table_rows(result.summaries)), end="")
     for w in result.warnings:
         print(f"warning: {w}")
+    # imported here: DuckDB and pandas would add seconds to the start of every run
+    from capacity.store import compact_run
+
     try:  # a typed Parquet copy for fast queries; requests.csv stays the record
         compact_run(result.run_dir)
     except StoreError as exc:
