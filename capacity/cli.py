@@ -24,11 +24,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand, or with `only` one of them (a subcommand's module
+    imports what it runs with: scipy, httpx, uvicorn..., so a command loads only its own)."""
     parser = _Parser(prog="capacity", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else (only,):
         module = importlib.import_module(f"capacity.commands.{name.replace('-', '_')}")
         p = module.add_parser(sub)
         p.set_defaults(_run=module.run)
@@ -37,9 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (0 ok, 1 a check failed, 2 bad input)."""
-    parser = build_parser()
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    first = args_list[0] if args_list else None
+    parser = build_parser(first if first in SUBCOMMANDS else None)
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(args_list)
     except SystemExit as exc:  # --help (0) or a bad flag (2): argparse already printed why
         return exc.code if isinstance(exc.code, int) else 2
     try:

@@ -24,8 +24,6 @@ from capacity.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = make_scenario()  # Qwen3.5-9B AWQ on an RTX 4090, 53 slots at 8K
-LAUNCHER = ("import sys, capacity.cli as cli; cli.SUBCOMMANDS = ('{name}',); "
-            "sys.exit(cli.main())")
 
 
 @contextlib.contextmanager
@@ -33,11 +31,10 @@ def sim_process(*flags: str) -> Iterator[str]:
     """`capacity sim-server` in its own process (no GIL shared with the client) on a free
     loopback port; yields its base URL and stops it afterwards.
 
-    The real CLI entry point, with only the sim-server subcommand registered: the others
-    import pandas, DuckDB and SciPy, which took 5-8 s of a loaded 2-core machine per start.
+    The real CLI entry point (`python -m capacity`), which imports only the subcommand it runs:
+    the others import pandas, DuckDB and SciPy (5-8 s of a loaded 2-core machine per start).
     """
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(name="sim-server"),
-                             "sim-server", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "capacity", "sim-server", "--port", "0",
                              *flags], cwd=str(ROOT), stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
@@ -175,7 +172,7 @@ def test_killed_run_leaves_loadable_csvs_and_no_key(tmp_path: Path) -> None:
     env = {**os.environ, "OPENAI_API_KEY": key, "PYTHONPATH": str(ROOT)}
     with serve_in_thread(app) as url:
         proc = subprocess.Popen(  # the CLI with only `bench` registered (see sim_process)
-            [sys.executable, "-c", LAUNCHER.format(name="bench"), "bench", "--base-url", url,
+            [sys.executable, "-m", "capacity", "bench", "--base-url", url,
              "--concurrency", "2",
              "--requests", "5000", "--prompt-chars", "100", "--max-tokens", "4",
              "--label", "killed", "--out", str(tmp_path)],

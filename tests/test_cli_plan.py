@@ -137,3 +137,14 @@ def test_help_says_units_and_defaults(capsys: pytest.CaptureFixture[str]) -> Non
     for text in ("--vram GB", "--bandwidth GB_S", "--overhead-gb GB", "(default 0.9)",
                  "(default 8192)", "(default 1,50,100)"):
         assert text in out
+
+
+def test_a_subcommand_imports_only_its_own_module() -> None:
+    """`capacity plan` must not pay for scipy, httpx or DuckDB (the other commands' imports)."""
+    code = ("import sys; from capacity.cli import main; main(['plan', '--format', 'json']); "
+            "print(sorted(m for m in ('scipy', 'duckdb', 'uvicorn', 'capacity.commands.bench') "
+            "if m in sys.modules), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
