@@ -68,6 +68,11 @@ def test_client_bound_flags() -> None:
     late = summarize([replace(r, queue_ms=9.0) for r in rs], run_id="r", label="l",
                      concurrency=4, request_rate_rps=None, endpoint="chat", model="m")
     assert late["client_bound"] is True and "late" in late["client_bound_reason"]
+    # the same delay on requests 100x longer is not the client limiting the level
+    slow = [replace(r, queue_ms=9.0, e2e_ms=(r.e2e_ms or 0.0) * 100) for r in rs]
+    long = summarize(slow, run_id="r", label="l", concurrency=4, request_rate_rps=None,
+                     endpoint="chat", model="m")
+    assert long["client_bound"] is False
 
 
 def test_all_failed_level() -> None:
