@@ -1,4 +1,4 @@
-"""docs/bench.md documents every stored column and every bench flag (a missing one fails)."""
+"""The README documents every stored column and every bench flag (a missing one fails)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from capacity.bench.metrics import ERROR_TYPES, REQUEST_COLUMNS, SUMMARY_COLUMNS
 from capacity.cli import build_parser
 
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "bench.md").read_text(encoding="utf-8")
+DOC = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("column", sorted(set(REQUEST_COLUMNS) | set(SUMMARY_COLUMNS)))
