@@ -46,6 +46,9 @@ def uv() -> str:
 
 
 def sync() -> str:
+    # trust the platform's certificate store (where a site's own CA lives), not only uv's
+    # bundled roots; an explicit UV_SYSTEM_CERTS in the environment still wins
+    os.environ.setdefault("UV_SYSTEM_CERTS", "1")
     exe = uv()
     subprocess.run([exe, "sync", "--locked", "--quiet"], cwd=ROOT, check=True)
     return exe
