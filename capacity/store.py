@@ -166,11 +166,21 @@ class RunStore:
         """A view over exactly these files. File names go to DuckDB as arguments of its
         relation API, never composed into SQL text; only our own view names are."""
         parts = []
-        if csv_files:
-            rel = self.con.read_csv(csv_files, header=True, union_by_name=True,
-                                    ignore_errors=True, sample_size=1024, dtype=dict(dtypes))
-            rel.filter("row_complete = 1").create_view(f"{name}_csv")
-            parts.append(f"SELECT * FROM {name}_csv")
+        # Files with the same header are read together with their columns and types given,
+        # so DuckDB does not sniff 100 MB of text per file; runs of other versions (another
+        # header) form their own group, and the groups are united by column name.
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for path in csv_files:
+            found = _header(Path(path))
+            if found is not None:
+                groups.setdefault(tuple(found), []).append(path)
+        for i, (cols, files) in enumerate(groups.items()):
+            rel = self.con.read_csv(files, header=True, auto_detect=False, ignore_errors=True,
+                                    columns={c: dtypes.get(c, "VARCHAR") for c in cols})
+            if "row_complete" in cols:
+                rel = rel.filter("row_complete = 1")
+            rel.create_view(f"{name}_csv{i}")
+            parts.append(f"SELECT * FROM {name}_csv{i}")
         if parquet:
             self.con.read_parquet(list(parquet), union_by_name=True).create_view(
                 f"{name}_parquet")
