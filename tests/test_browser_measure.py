@@ -107,6 +107,9 @@ def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: P
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 3200})
             page.goto(url + "/measure", wait_until="domcontentloaded")
+            # the first run has drawn the whole page (its last button) before we click: a click
+            # that lands while the script is still starting up can be lost in its rerun
+            page.get_by_role("button", name="Start measuring").wait_for(timeout=60_000)
             page.get_by_text("No GPU at hand?").click()
             page.get_by_role("button", name="Start the simulated endpoint").click()
             try:
