@@ -411,6 +411,17 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
         waiting.extend(range(issued))
     guard = 20 * n * (2 + (svc.prompt_tokens // max(1, (svc.chunk_tokens or svc.prompt_tokens)
                                                      - svc.slots)))
+
+    def first_tokens(ids: list[int]) -> None:
+        """These prompts get their first token now; they decode on, or end at one token."""
+        for i in ids:
+            first[i] = now
+            if out > 1:
+                running.append(i)
+                remaining.append(out - 1)
+            else:
+                finished_now.append(i)
+
     for _ in range(guard):
         if arrivals is not None:
             while next_arrival < n and arrival[next_arrival] <= now:
@@ -437,13 +448,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             for i in batch_ids:
                 del prompt_left[i]
             now += svc.prefill_ms * len(batch_ids)
-            for i in batch_ids:
-                first[i] = now
-                if out > 1:
-                    running.append(i)
-                    remaining.append(out - 1)
-                else:
-                    finished_now.append(i)
+            first_tokens(batch_ids)
         elif prefill_q and chunk is not None:
             b = len(running)
             budget = chunk - b
@@ -460,13 +465,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
                     done_prompts.append(i)   # first token at the end of this step
             now += svc.mixed_step_ms(b, used)
             remaining = [r - 1 for r in remaining]
-            for i in done_prompts:
-                first[i] = now
-                if out > 1:
-                    running.append(i)
-                    remaining.append(out - 1)
-                else:
-                    finished_now.append(i)
+            first_tokens(done_prompts)
         else:
             b = len(running)
             k = min(remaining)
