@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.state import init_lang
-from capacity.i18n import LANG_NAMES, t
+from capacity.report.i18n import LANG_NAMES, t
 
 ROOT = Path(__file__).resolve().parent
 

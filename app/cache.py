@@ -12,13 +12,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from capacity import catalog_custom
-from capacity.calibration import load as load_calibration
-from capacity.catalog import Catalog
-from capacity.charts import chart_data, specs
-from capacity.explain import Explanation, MathStep, Targets, explain, show_math, table_records
-from capacity.uncertainty import Sensitivity, band, sensitivity
-from capacity.urlstate import ExplorerState
+from capacity.catalog import custom as catalog_custom
+from capacity.catalog.loader import Catalog
+from capacity.fit.calibration import load as load_calibration
+from capacity.fit.uncertainty import Sensitivity, band, sensitivity
+from capacity.report.charts import chart_data, specs
+from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
+from capacity.report.urlstate import ExplorerState
 
 VERSION_KEY = "catalog_version"
 
@@ -83,7 +83,7 @@ class Uncertainty:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def uncertainty(state: ExplorerState, version: int) -> Uncertainty:
-    """`capacity.uncertainty.band` and `sensitivity` for the Explorer's state."""
+    """`capacity.fit.uncertainty.band` and `sensitivity` for the Explorer's state."""
     del version
     s = state.scenario(catalog())
     cal = load_calibration(state.calibration) if state.calibration else None

@@ -1,8 +1,8 @@
-"""The app's translation helpers that are more than a lookup; the strings live in `capacity.i18n`.
+"""The app's translation helpers that are more than a lookup; the strings live in `capacity.report.i18n`.
 
-`t(key, lang, **values)` (re-exported from `capacity.i18n`) formats one message;
+`t(key, lang, **values)` (re-exported from `capacity.report.i18n`) formats one message;
 `chart_labels(lang)` and `overlay_chart_labels(lang)` give the labels the chart builders in
-`capacity.charts` and `capacity.overlay_charts` take; `verdict_text` and `status_text` name
+`capacity.report.charts` and `capacity.report.overlay_charts` take; `verdict_text` and `status_text` name
 F8's memory verdicts and the constraint statuses.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from capacity.i18n import LANG_NAMES, LANGS, MESSAGES, t
+from capacity.report.i18n import LANG_NAMES, LANGS, MESSAGES, t
 
 __all__ = ["CHART_LABELS", "LANGS", "LANG_NAMES", "MESSAGES", "OVERLAY_CHART_LABELS",
            "chart_labels", "overlay_chart_labels", "status_text", "t", "verdict_text"]
@@ -21,10 +21,10 @@ def _group(prefix: str) -> dict[str, tuple[str, str]]:
 
 
 CHART_LABELS: Final = _group("chart_")
-"""`capacity.charts` label name -> (English, Chinese): the `chart_*` messages."""
+"""`capacity.report.charts` label name -> (English, Chinese): the `chart_*` messages."""
 
 OVERLAY_CHART_LABELS: Final = _group("overlay_")
-"""`capacity.overlay_charts` label name -> (English, Chinese): the `overlay_*` messages."""
+"""`capacity.report.overlay_charts` label name -> (English, Chinese): the `overlay_*` messages."""
 
 
 def _labels(table: dict[str, tuple[str, str]], lang: str) -> dict[str, str]:
@@ -33,12 +33,12 @@ def _labels(table: dict[str, tuple[str, str]], lang: str) -> dict[str, str]:
 
 
 def chart_labels(lang: str = "en") -> dict[str, str]:
-    """Axis titles and series names for `capacity.charts` (Explorer) in `lang`."""
+    """Axis titles and series names for `capacity.report.charts` (Explorer) in `lang`."""
     return _labels(CHART_LABELS, lang)
 
 
 def overlay_chart_labels(lang: str = "en") -> dict[str, str]:
-    """Axis titles and series names for `capacity.overlay_charts` (Results) in `lang`."""
+    """Axis titles and series names for `capacity.report.overlay_charts` (Results) in `lang`."""
     return _labels(OVERLAY_CHART_LABELS, lang)
 
 

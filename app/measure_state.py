@@ -1,7 +1,7 @@
 """App-layer state and caching for the Measure and Results pages.
 
 The background bench job and the simulated endpoint live in `st.session_state` (a process
-handle per browser session); the stored runs are read through `capacity.store` with
+handle per browser session); the stored runs are read through `capacity.bench.store` with
 `st.cache_data`, keyed by the files' modification times so a finished run shows at once.
 Paths can be redirected by environment variables (tests and shared deployments):
 CAPACITY_BENCH_DIR (default data/bench) and CAPACITY_CALIBRATIONS_DIR (data/calibrations).
@@ -17,11 +17,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from capacity import calibration as calib
-from capacity.catalog import DATA_DIR, default_catalog
-from capacity.measure_job import BenchJob, SimServer
-from capacity.measured import MeasuredPoint
-from capacity.overlay import (
+from capacity.bench.job import BenchJob, SimServer
+from capacity.bench.store import RunStore
+from capacity.catalog.loader import DATA_DIR, default_catalog
+from capacity.fit import calibration as calib
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.overlay import (
     METRICS,
     Overlay,
     build_overlay,
@@ -29,9 +30,8 @@ from capacity.overlay import (
     run_scenario,
     typical_lengths,
 )
-from capacity.overlay_charts import overlay_chart, ratio_chart
-from capacity.reference import ReferenceSweep, load_reference
-from capacity.store import RunStore
+from capacity.fit.reference import ReferenceSweep, load_reference
+from capacity.report.overlay_charts import overlay_chart, ratio_chart
 
 JOB = "measure_job"
 SIM = "measure_sim"

@@ -1,4 +1,4 @@
-"""The Explorer's inputs bound to the URL: `capacity.urlstate` <-> `st.query_params`.
+"""The Explorer's inputs bound to the URL: `capacity.report.urlstate` <-> `st.query_params`.
 
 On the first run of a session the query parameters are decoded (bad ones fall back with a
 notice) into the widgets' session-state keys (`ex_<field>`); afterwards the widgets own the
@@ -14,9 +14,9 @@ from typing import Any
 
 import streamlit as st
 
-from capacity.catalog import Catalog
-from capacity.cost import convert
-from capacity.urlstate import DEFAULT_STATE, LANGS, ExplorerState, decode, encode
+from capacity.catalog.loader import Catalog
+from capacity.model.cost import convert
+from capacity.report.urlstate import DEFAULT_STATE, LANGS, ExplorerState, decode, encode
 
 PREFIX = "ex_"
 SAVED = "explorer_saved_state"

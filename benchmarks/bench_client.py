@@ -28,8 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity.cli import main as capacity_main  # noqa: E402
-from capacity.store import RunStore  # noqa: E402
+from capacity.bench.store import RunStore  # noqa: E402
+from capacity.cli.main import main as capacity_main  # noqa: E402
 
 
 def start_sim(flags: list[str]) -> tuple[subprocess.Popen[str], str]:

@@ -1,7 +1,7 @@
 """Per-level summaries over 1,000,000 stored request rows: DuckDB in place vs pandas.
 
 Writes synthetic runs in the real requests.csv schema (10 runs x 4 levels x 25,000 requests)
-under a temporary folder, opens them with `capacity.store.RunStore` (views over the CSVs, read
+under a temporary folder, opens them with `capacity.bench.store.RunStore` (views over the CSVs, read
 in place), and times the summary query (count, ok, TTFT/TPOT p50/p99 with quantile_cont, output
 tok/s) against the same in pandas (read_csv + groupby), then again after compacting the runs
 to Parquet (what `capacity bench` does when a run ends). SPEC 10 target: under 1 s.
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from capacity.bench.metrics import REQUEST_COLUMNS  # noqa: E402
-from capacity.store import RunStore, compact_all  # noqa: E402
+from capacity.bench.store import RunStore, compact_all  # noqa: E402
 
 SQL = """
 SELECT run_id, concurrency, count(*) AS requests, count(*) FILTER (WHERE success) AS ok,

@@ -24,11 +24,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from capacity.catalog import default_catalog  # noqa: E402
-from capacity.charts import chart_data, specs  # noqa: E402
-from capacity.explain import Targets, explain, show_math  # noqa: E402
-from capacity.scenario import evaluate  # noqa: E402
-from capacity.urlstate import DEFAULT_STATE  # noqa: E402
+from capacity.catalog.loader import default_catalog  # noqa: E402
+from capacity.model.scenario import evaluate  # noqa: E402
+from capacity.report.charts import chart_data, specs  # noqa: E402
+from capacity.report.explain import Targets, explain, show_math  # noqa: E402
+from capacity.report.urlstate import DEFAULT_STATE  # noqa: E402
 
 RERUN_TARGET_MS = 300.0
 GRID_TARGET_MS = 50.0

@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from capacity.catalog import default_catalog
-from capacity.scenario import evaluate, make_scenario
+from capacity.catalog.loader import default_catalog
+from capacity.model.scenario import evaluate, make_scenario
 
 N_C, N_L = 512, 64
 REPEATS = 7

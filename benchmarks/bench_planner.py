@@ -14,9 +14,9 @@ import argparse
 import statistics
 import time
 
-from capacity.catalog import default_catalog
-from capacity.planner import PlanInputs, Slo, load_curve, plan, simulate_option
-from capacity.workload import Workload
+from capacity.catalog.loader import default_catalog
+from capacity.model.workload import Workload
+from capacity.plan.search import PlanInputs, Slo, load_curve, plan, simulate_option
 
 TARGET_S = 1.0
 

@@ -16,11 +16,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-from capacity.calibration import fit, predict_ms
-from capacity.measured import MeasuredPoint
-from capacity.overlay import METRICS, _simulated, build_overlay, run_scenario
-from capacity.overlay_charts import overlay_chart, ratio_chart
-from capacity.uncertainty import band, sensitivity
+from capacity.fit.calibration import fit, predict_ms
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.overlay import METRICS, _simulated, build_overlay, run_scenario
+from capacity.fit.uncertainty import band, sensitivity
+from capacity.report.overlay_charts import overlay_chart, ratio_chart
 
 REPEATS = 9
 PROMPT, OUTPUT = 1000.0, 128.0

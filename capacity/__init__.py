@@ -9,7 +9,7 @@ Memory decides "can it run", bandwidth and compute decide "how fast", the SLO de
     53
 """
 
-from capacity.catalog import (
+from capacity.catalog.loader import (
     Catalog,
     Gpu,
     Model,
@@ -18,7 +18,6 @@ from capacity.catalog import (
     default_catalog,
     load_catalog,
 )
-from capacity.cost import convert, cost_per_mtok
 from capacity.errors import (
     BenchError,
     CapacityError,
@@ -27,11 +26,12 @@ from capacity.errors import (
     StoreError,
     UnknownKeyError,
 )
-from capacity.kv import kv_bytes_per_token, kv_request_bytes
-from capacity.memory import max_concurrency, memory_verdict, vram_budget
-from capacity.prefill import prefill_flops, prefill_seconds
-from capacity.roofline import crossover_concurrency, decode_step
-from capacity.scenario import (
+from capacity.model.cost import convert, cost_per_mtok
+from capacity.model.kv import kv_bytes_per_token, kv_request_bytes
+from capacity.model.memory import max_concurrency, memory_verdict, vram_budget
+from capacity.model.prefill import prefill_flops, prefill_seconds
+from capacity.model.roofline import crossover_concurrency, decode_step
+from capacity.model.scenario import (
     Evaluation,
     Fix,
     Scenario,

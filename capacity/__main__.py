@@ -2,6 +2,6 @@
 
 import sys
 
-from capacity.cli import main
+from capacity.cli.main import main
 
 sys.exit(main())

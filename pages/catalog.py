@@ -1,6 +1,6 @@
 """Catalog: browse models and GPUs with their sources, and add your own (form or TOML upload).
 
-Draws only: tables come from `capacity.catalog_custom`, validation is the catalog loader's.
+Draws only: tables come from `capacity.catalog.custom`, validation is the catalog loader's.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import streamlit as st
 from app import cache
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
-from capacity import catalog_custom
+from capacity.catalog import custom as catalog_custom
 from capacity.errors import CapacityError
-from capacity.i18n import t
+from capacity.report import catalog_tables
+from capacity.report.i18n import t
 
 ensure_navigation()
 lang = init_lang()
@@ -51,7 +52,7 @@ except CapacityError as exc:
 models_tab, gpus_tab, add_tab = st.tabs([T("tab_models"), T("tab_gpus"), T("tab_add")])
 
 with models_tab:
-    rows = pd.DataFrame(catalog_custom.model_rows(catalog))
+    rows = pd.DataFrame(catalog_tables.model_rows(catalog))
     rows.columns = [T("mc_" + c) for c in rows.columns]
     st.dataframe(rows, hide_index=True, width="stretch", key="cat_models",
                  height=36 * (len(rows) + 1) + 4,
@@ -60,7 +61,7 @@ with models_tab:
                      st.column_config.NumberColumn(format="%.1f")})
 
 with gpus_tab:
-    rows = pd.DataFrame(catalog_custom.gpu_rows(catalog))
+    rows = pd.DataFrame(catalog_tables.gpu_rows(catalog))
     rows.columns = [T("gc_" + c) for c in rows.columns]
     st.dataframe(rows, hide_index=True, width="stretch", key="cat_gpus",
                  height=36 * (len(rows) + 1) + 4)

@@ -23,14 +23,14 @@ from app.state import (
     on_model_change,
     write_url,
 )
-from capacity.calibration import saved_calibrations
-from capacity.charts import ALL_CHARTS
-from capacity.cost import CURRENCIES
 from capacity.errors import CapacityError
-from capacity.explain import TABLE_COLUMNS, Explanation, Relief, Verdict
-from capacity.i18n import t
-from capacity.scenario import SEED_TABLE_ROWS
-from capacity.tables import render
+from capacity.fit.calibration import saved_calibrations
+from capacity.model.cost import CURRENCIES
+from capacity.model.scenario import SEED_TABLE_ROWS
+from capacity.report.charts import ALL_CHARTS
+from capacity.report.explain import TABLE_COLUMNS, Explanation, Relief, Verdict
+from capacity.report.i18n import t
+from capacity.report.tables import render
 from capacity.units import KV_DTYPES
 
 ensure_navigation()

@@ -1,6 +1,6 @@
 """Measure: run `capacity bench` against an endpoint in the background, or against the simulator.
 
-Draws only: the job, the simulator, the connect check and the guard are `capacity.measure_job`.
+Draws only: the job, the simulator, the connect check and the guard are `capacity.bench.job`.
 """
 
 from __future__ import annotations
@@ -10,11 +10,7 @@ import streamlit as st
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
-from capacity.catalog import default_catalog
-from capacity.cost import CURRENCIES
-from capacity.errors import CapacityError
-from capacity.i18n import t
-from capacity.measure_job import (
+from capacity.bench.job import (
     BenchJob,
     ConnectReport,
     MeasureForm,
@@ -24,7 +20,11 @@ from capacity.measure_job import (
     measure_guard,
     parse_levels,
 )
-from capacity.scenario import DEFAULT_GPU, DEFAULT_MODEL
+from capacity.catalog.loader import default_catalog
+from capacity.errors import CapacityError
+from capacity.model.cost import CURRENCIES
+from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL
+from capacity.report.i18n import t
 
 ensure_navigation()
 lang = init_lang()

@@ -1,6 +1,7 @@
 """Planner page: daily users (or peak concurrency) and SLOs -> ranked GPU options, charts, quote.
 
-Draws only: every number comes from `capacity.planner`, `capacity.queueing` and `capacity.quote`.
+Draws only: every number comes from `capacity.plan.search`, `capacity.plan.queueing` and
+`capacity.report.quote`.
 """
 
 from __future__ import annotations
@@ -13,25 +14,24 @@ import streamlit as st
 
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
-from capacity.catalog import Catalog, default_catalog
+from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
-from capacity.i18n import t
-from capacity.planner import (
+from capacity.model.workload import Workload
+from capacity.plan.queueing import QueueResult
+from capacity.plan.search import (
     CurvePoint,
     Option,
     Plan,
     PlanInputs,
     Slo,
-    explorer_state,
     load_curve,
     pareto_front,
     plan,
     simulate_option,
 )
-from capacity.queueing import QueueResult
-from capacity.quote import quote_markdown, quote_pdf
-from capacity.urlstate import explorer_url
-from capacity.workload import Workload
+from capacity.report.i18n import t
+from capacity.report.quote import quote_markdown, quote_pdf
+from capacity.report.urlstate import explorer_state, explorer_url
 
 ensure_navigation()
 

@@ -1,8 +1,8 @@
 """Results: stored runs and imports as measured points on the predicted curves; calibration in
 one step; the uncertainty band; a vLLM startup log reconciled against the prediction.
 
-Draws only: numbers come from `capacity.overlay`, `capacity.calibration`,
-`capacity.uncertainty` and `capacity.vllm_log`.
+Draws only: numbers come from `capacity.fit.overlay`, `capacity.fit.calibration`,
+`capacity.fit.uncertainty` and `capacity.fit.vllm_log`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.i18n import overlay_chart_labels
 from app.state import init_lang
-from capacity import calibration as calib
-from capacity.catalog import default_catalog
+from capacity.catalog.loader import default_catalog
 from capacity.errors import CapacityError
-from capacity.i18n import t
-from capacity.imports import FORMATS
-from capacity.measured import MeasuredPoint
-from capacity.overlay import (
+from capacity.fit import calibration as calib
+from capacity.fit.imports import FORMATS
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.overlay import (
     CALIBRATED,
     METRICS,
     SPEC,
@@ -38,9 +37,10 @@ from capacity.overlay import (
     run_scenario,
     typical_lengths,
 )
-from capacity.scenario import DEFAULT_GPU, DEFAULT_MODEL, Scenario
-from capacity.uncertainty import band, sensitivity
-from capacity.vllm_log import parse_vllm_log, reconcile
+from capacity.fit.uncertainty import band, sensitivity
+from capacity.fit.vllm_log import parse_vllm_log, reconcile
+from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, Scenario
+from capacity.report.i18n import t
 
 ensure_navigation()
 lang = init_lang()

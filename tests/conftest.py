@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from capacity.catalog import Catalog, default_catalog
-from capacity.scenario import Scenario, make_scenario
+from capacity.catalog.loader import Catalog, default_catalog
+from capacity.model.scenario import Scenario, make_scenario
 
 
 @pytest.fixture(scope="session")

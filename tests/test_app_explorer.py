@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from capacity import catalog_custom
+from capacity.catalog import custom as catalog_custom
 
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 

@@ -1,5 +1,5 @@
 """Every message exists in English and Chinese, covers every key the library produces, and every
-key literal the pages and the quote use is in the one table (`capacity.i18n.MESSAGES`)."""
+key literal the pages and the quote use is in the one table (`capacity.report.i18n.MESSAGES`)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from app.i18n import CHART_LABELS, OVERLAY_CHART_LABELS, chart_labels, overlay_chart_labels
-from capacity.catalog import default_catalog
-from capacity.catalog_custom import gpu_rows, model_rows
-from capacity.charts import DEFAULT_LABELS
-from capacity.explain import CONSTRAINTS, TABLE_COLUMNS, Targets, explain, show_math
-from capacity.i18n import LANG_NAMES, LANGS, MESSAGES, t
-from capacity.overlay_charts import DEFAULT_LABELS as OVERLAY_DEFAULT_LABELS
-from capacity.planner import REASON_TEXT
-from capacity.urlstate import DEFAULT_STATE
+from capacity.catalog.loader import default_catalog
+from capacity.plan.search import REASON_TEXT
+from capacity.report.catalog_tables import gpu_rows, model_rows
+from capacity.report.charts import DEFAULT_LABELS
+from capacity.report.explain import CONSTRAINTS, TABLE_COLUMNS, Targets, explain, show_math
+from capacity.report.i18n import LANG_NAMES, LANGS, MESSAGES, t
+from capacity.report.overlay_charts import DEFAULT_LABELS as OVERLAY_DEFAULT_LABELS
+from capacity.report.urlstate import DEFAULT_STATE
 
 ROOT = Path(__file__).resolve().parent.parent
 M = MESSAGES

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import measure_state as ms
-from capacity.store import RunStore
+from capacity.bench.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "pages" / "measure.py")
@@ -131,7 +131,7 @@ def test_every_string_of_both_pages_has_english_and_chinese() -> None:
     import string
 
     from app.i18n import OVERLAY_CHART_LABELS as CHART_LABELS
-    from capacity.i18n import MESSAGES as M
+    from capacity.report.i18n import MESSAGES as M
 
     used: set[str] = set()
     for page in ("measure.py", "results.py"):

@@ -9,9 +9,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from capacity.bench.storage import RunWriter
-from capacity.calibration import load, predict_ms
-from capacity.measured import MeasuredPoint
-from capacity.overlay import run_scenario
+from capacity.fit.calibration import load, predict_ms
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.overlay import run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "pages" / "results.py")

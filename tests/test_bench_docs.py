@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from capacity.bench.metrics import ERROR_TYPES, REQUEST_COLUMNS, SUMMARY_COLUMNS
-from capacity.cli import build_parser
+from capacity.cli.main import build_parser
 
 DOC = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 

@@ -17,10 +17,10 @@ import httpx
 import numpy as np
 import pytest
 
-from capacity.cli import main
-from capacity.scenario import make_scenario
-from capacity.simserver import SimConfig, create_app, serve_in_thread
-from capacity.store import RunStore
+from capacity.bench.store import RunStore
+from capacity.cli.main import main
+from capacity.model.scenario import make_scenario
+from capacity.sim.server import SimConfig, create_app, serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = make_scenario()  # Qwen3.5-9B AWQ on an RTX 4090, 53 slots at 8K

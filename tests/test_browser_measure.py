@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from capacity.measure_job import free_port
+from capacity.bench.job import free_port
 from tests.test_app_results import store_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

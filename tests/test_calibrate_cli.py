@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from capacity.calibration import load
-from capacity.cli import main
+from capacity.cli.main import main
+from capacity.fit.calibration import load
 
 FIX = Path(__file__).parent / "fixtures"
 

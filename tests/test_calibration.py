@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity.calibration import (
+from capacity.errors import InputError
+from capacity.fit.calibration import (
     Calibration,
     apply,
     calibration_path,
@@ -20,10 +21,9 @@ from capacity.calibration import (
     predict_ms,
     save,
 )
-from capacity.errors import InputError
-from capacity.measured import MeasuredPoint
-from capacity.reference import load_reference
-from capacity.scenario import Scenario, evaluate, make_scenario
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.reference import load_reference
+from capacity.model.scenario import Scenario, evaluate, make_scenario
 
 TRUTH = {"eta_bw": 0.72, "step_overhead_ms": 2.5, "eff": 0.3, "mfu": 0.45,
          "prefill_overhead_ms": 25.0}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.catalog import DATA_DIR, Catalog, load_catalog
+from capacity.catalog.loader import DATA_DIR, Catalog, load_catalog
 from capacity.errors import CatalogError, UnknownKeyError
 
 GPU_REFERENCE = DATA_DIR / "reference" / "gpus.csv"

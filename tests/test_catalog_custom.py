@@ -1,4 +1,4 @@
-"""Custom models and GPUs (capacity.catalog_custom): validated, saved, loaded back."""
+"""Custom models and GPUs (capacity.catalog.custom): validated, saved, loaded back."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from capacity import catalog_custom as cc
-from capacity.catalog import Catalog, default_catalog, load_catalog
+from capacity.catalog import custom as cc
+from capacity.catalog.loader import Catalog, default_catalog, load_catalog
 from capacity.errors import CatalogError
-from capacity.scenario import evaluate, make_scenario
+from capacity.model.scenario import evaluate, make_scenario
+from capacity.report import catalog_tables
 
 
 @pytest.fixture
@@ -49,7 +50,8 @@ def test_saved_model_loads_back_and_computes_like_the_seed(custom: Path) -> None
     assert "my-9b" in cat.models
     ev = evaluate(make_scenario("my-9b-awq", "rtx-4090", catalog=cat), [50])
     assert int(ev.max_concurrency_vram) == 53  # same layout as the seed model
-    assert cc.model_rows(cat)[[r["key"] for r in cc.model_rows(cat)].index("my-9b")]["custom"]
+    rows = catalog_tables.model_rows(cat)
+    assert rows[[r["key"] for r in rows].index("my-9b")]["custom"]
 
 
 def test_saved_gpu_loads_back(custom: Path) -> None:
@@ -106,6 +108,6 @@ def test_bad_upload_says_why(custom: Path, text: str | bytes, message: str) -> N
 
 
 def test_bundled_entries_are_not_custom() -> None:
-    rows = cc.gpu_rows(default_catalog())
+    rows = catalog_tables.gpu_rows(default_catalog())
     assert rows and not any(r["custom"] for r in rows)
     assert all(r["source"] and r["as_of"] for r in rows)

@@ -1,4 +1,4 @@
-"""Chart data and Vega-Lite specs (capacity.charts): numbers from `evaluate`, complete specs."""
+"""Chart data and Vega-Lite specs (capacity.report.charts): numbers from `evaluate`, complete specs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from capacity.catalog import default_catalog
-from capacity.charts import (
+from capacity.catalog.loader import default_catalog
+from capacity.model.scenario import Scenario, evaluate, make_scenario
+from capacity.report.charts import (
     ALL_CHARTS,
     DEFAULT_LABELS,
     chart_data,
@@ -18,8 +19,7 @@ from capacity.charts import (
     decode_intensity,
     specs,
 )
-from capacity.scenario import Scenario, evaluate, make_scenario
-from capacity.urlstate import DEFAULT_STATE
+from capacity.report.urlstate import DEFAULT_STATE
 
 
 @pytest.fixture(scope="module")

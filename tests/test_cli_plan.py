@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,8 +141,8 @@ def test_help_says_units_and_defaults(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_a_subcommand_imports_only_its_own_module() -> None:
     """`capacity plan` must not pay for scipy, httpx or DuckDB (the other commands' imports)."""
-    code = ("import sys; from capacity.cli import main; main(['plan', '--format', 'json']); "
-            "print(sorted(m for m in ('scipy', 'duckdb', 'uvicorn', 'capacity.commands.bench') "
+    code = ("import sys; from capacity.cli.main import main; main(['plan', '--format', 'json']); "
+            "print(sorted(m for m in ('scipy', 'duckdb', 'uvicorn', 'capacity.cli.bench') "
             "if m in sys.modules), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)

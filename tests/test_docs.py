@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import build_parser, main
+from capacity.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

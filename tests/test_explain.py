@@ -1,4 +1,4 @@
-"""Verdicts per constraint, what binds, what relieves it, and "show the math" (capacity.explain).
+"""Verdicts per constraint, what binds, what relieves it, and "show the math" (capacity.report.explain).
 
 Expected values are the seed's worked example (SPEC section 4): Qwen3.5-9B AWQ on one RTX 4090,
 8K context, util 0.9, overhead 1.5 GB, MFU 0.3, CNY 2 per hour.
@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capacity.catalog import default_catalog
-from capacity.explain import (
+from capacity.catalog.loader import default_catalog
+from capacity.model.scenario import SEED_TABLE_ROWS, Scenario, evaluate, make_scenario
+from capacity.report.explain import (
     TABLE_COLUMNS,
     Targets,
     explain,
@@ -21,8 +22,7 @@ from capacity.explain import (
     status_of,
     table_records,
 )
-from capacity.scenario import SEED_TABLE_ROWS, Scenario, evaluate, make_scenario
-from capacity.urlstate import DEFAULT_STATE
+from capacity.report.urlstate import DEFAULT_STATE
 
 
 @pytest.fixture(scope="module")

@@ -7,17 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity.catalog import Catalog
+from capacity.catalog.loader import Catalog
 from capacity.errors import InputError
-from capacity.memory import max_concurrency, memory_verdict, vram_budget
-from capacity.prefill import attended_pairs, prefill_flops
-from capacity.roofline import (
+from capacity.model.memory import max_concurrency, memory_verdict, vram_budget
+from capacity.model.prefill import attended_pairs, prefill_flops
+from capacity.model.roofline import (
     attainable_tflops,
     expected_experts_touched,
     ridge_point,
     weight_bytes_read,
 )
-from capacity.scenario import Scenario, evaluate, make_scenario
+from capacity.model.scenario import Scenario, evaluate, make_scenario
 
 SETUPS = st.sampled_from([
     ("qwen3.5-9b-awq", "rtx-4090"), ("llama-3.1-8b", "h100-sxm"), ("qwen3-30b-a3b", "l40s"),

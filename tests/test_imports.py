@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from capacity.errors import InputError
-from capacity.imports import read_bench_label, read_measured
+from capacity.fit.imports import read_bench_label, read_measured
 
 FIX = Path(__file__).parent / "fixtures"
 

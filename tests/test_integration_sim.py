@@ -4,7 +4,7 @@
    and prefill overhead: `capacity sim-server` exposes only --eff/--mfu, so the server is built
    in-process with `create_app`); the bench client measures a small sweep; `calibration.fit`
    recovers the knobs.
-2. The planner's discrete-event queueing model (`capacity.queueing`) predicts the endpoint's
+2. The planner's discrete-event queueing model (`capacity.plan.queueing`) predicts the endpoint's
    TTFT p50 within 10%, under Poisson arrivals (light and heavy prefill load) and in a burst
    (a closed loop with twice as many clients as slots). Both prefill every prompt admitted at
    one scheduling point in one batch, whose prompts all get their first token when it ends.
@@ -25,13 +25,13 @@ import numpy as np
 import pytest
 
 from capacity.bench.client import BenchConfig, run_bench_sync
-from capacity.calibration import Calibration, fit
-from capacity.measured import MeasuredPoint
-from capacity.overlay import points_from_summary
-from capacity.queueing import service_from_scenario, simulate
-from capacity.scenario import Scenario, make_scenario
-from capacity.simserver import SimConfig, create_app, serve_in_thread
-from capacity.store import RunStore
+from capacity.bench.store import RunStore
+from capacity.fit.calibration import Calibration, fit
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.overlay import points_from_summary
+from capacity.model.scenario import Scenario, make_scenario
+from capacity.plan.queueing import service_from_scenario, simulate
+from capacity.sim.server import SimConfig, create_app, serve_in_thread
 
 pytestmark = pytest.mark.slow
 

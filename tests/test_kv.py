@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity.catalog import Catalog
+from capacity.catalog.loader import Catalog
 from capacity.errors import InputError
-from capacity.kv import heads_per_rank, kv_bytes_per_token, kv_request_bytes
+from capacity.model.kv import heads_per_rank, kv_bytes_per_token, kv_request_bytes
 from capacity.units import bytes_per_element
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "models.csv"

@@ -9,8 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from capacity.errors import InputError
-from capacity.measure_job import (
+from capacity.bench.job import (
     BenchJob,
     MeasureForm,
     SimServer,
@@ -21,6 +20,7 @@ from capacity.measure_job import (
     parse_levels,
     read_progress,
 )
+from capacity.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capacity.calibration import Calibration, fit, predict_ms
+from capacity.bench.store import RunStore
 from capacity.errors import InputError
-from capacity.measured import MeasuredPoint
-from capacity.overlay import (
+from capacity.fit.calibration import Calibration, fit, predict_ms
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.overlay import (
     CALIBRATED,
     METRICS,
     ROOFLINE,
@@ -29,9 +30,8 @@ from capacity.overlay import (
     saturation,
     typical_lengths,
 )
-from capacity.overlay_charts import overlay_chart, ratio_chart
-from capacity.scenario import Scenario
-from capacity.store import RunStore
+from capacity.model.scenario import Scenario
+from capacity.report.overlay_charts import overlay_chart, ratio_chart
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[1]

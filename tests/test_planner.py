@@ -9,20 +9,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capacity.catalog import default_catalog
+from capacity.catalog.loader import default_catalog
 from capacity.errors import CapacityError
-from capacity.planner import (
+from capacity.model.workload import Workload
+from capacity.plan.search import (
     Plan,
     PlanInputs,
     Slo,
     check_option,
-    explorer_state,
     load_curve,
     plan,
     simulate_option,
 )
-from capacity.urlstate import decode, encode, explorer_url
-from capacity.workload import Workload
+from capacity.report.urlstate import decode, encode, explorer_state, explorer_url
 
 LOOSE = Slo(ttft_ms=1e7, tpot_ms=1e5)
 """SLOs no configuration misses: the memory cases of the chapter's table."""
@@ -197,9 +196,9 @@ def test_a_looser_slo_never_raises_the_cost(dau: int, ttft: float, loosen: float
 def test_vectorized_search_agrees_with_the_scenario_path(model: str,
                                                          gpus: tuple[str, ...]) -> None:
     """The search's own F3/F4/F6/F10 arrays give the numbers `scenario.evaluate` gives."""
-    from capacity.planner import option_scenario
-    from capacity.queueing import service_from_scenario
-    from capacity.scenario import evaluate
+    from capacity.model.scenario import evaluate
+    from capacity.plan.queueing import service_from_scenario
+    from capacity.plan.search import option_scenario
 
     wl = Workload(peak_concurrency=8, context_tokens=4096, output_tokens=128)
     p = plan(PlanInputs(model=model, workload=wl, slo=LOOSE, gpus=gpus, max_gpus=4),
@@ -222,8 +221,8 @@ def test_vectorized_search_agrees_with_the_scenario_path(model: str,
 
 
 def test_search_step_time_is_f4_with_tp_communication() -> None:
-    from capacity.planner import _units
-    from capacity.scenario import evaluate, make_scenario
+    from capacity.model.scenario import evaluate, make_scenario
+    from capacity.plan.search import _units
 
     wl = Workload(peak_concurrency=8, context_tokens=4096, output_tokens=128)
     inp = PlanInputs(model="qwen3-30b-a3b-fp8", workload=wl, slo=LOOSE,

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from capacity.errors import InputError
-from capacity.queueing import (
+from capacity.model.scenario import evaluate, make_scenario
+from capacity.plan.queueing import (
     ServiceModel,
     StepModel,
     analytic_latency,
@@ -14,7 +15,6 @@ from capacity.queueing import (
     service_from_scenario,
     simulate,
 )
-from capacity.scenario import evaluate, make_scenario
 
 
 def _one_slot(service_ms: float = 100.0) -> ServiceModel:

@@ -8,9 +8,9 @@ import io
 import pypdfium2 as pdfium
 import pytest
 
-from capacity.planner import Plan, PlanInputs, Slo, plan, simulate_option
-from capacity.quote import find_cjk_font, quote_markdown, quote_pdf
-from capacity.workload import Workload
+from capacity.model.workload import Workload
+from capacity.plan.search import Plan, PlanInputs, Slo, plan, simulate_option
+from capacity.report.quote import find_cjk_font, quote_markdown, quote_pdf
 
 TODAY = dt.date(2026, 11, 30)
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from capacity.catalog import DATA_DIR, default_catalog
+from capacity.catalog.loader import DATA_DIR, default_catalog
 from capacity.errors import CatalogError
-from capacity.measured import tpot_from_throughput
-from capacity.reference import load_reference, reference_points, select
+from capacity.fit.measured import tpot_from_throughput
+from capacity.fit.reference import load_reference, reference_points, select
 
 
 def test_every_row_becomes_part_of_a_sweep_with_its_source() -> None:

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from capacity.errors import InputError
-from capacity.scenario import evaluate, make_scenario
-from capacity.simserver import SimConfig, SimPhysics, create_app, serve_in_thread
+from capacity.model.scenario import evaluate, make_scenario
+from capacity.sim.server import SimConfig, SimPhysics, create_app, serve_in_thread
 
 SEED = make_scenario()  # Qwen3.5-9B AWQ on one RTX 4090 at 8K
 

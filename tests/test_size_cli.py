@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.main import main
 
 HEADLINE = ["size", "--dau", "500", "--requests-per-user", "20", "--peak-share", "0.3",
             "--peak-hours", "2", "--ctx", "8192", "--output-tokens", "256",

@@ -11,9 +11,7 @@ import pytest
 
 from capacity.bench.metrics import RequestRecord, summarize
 from capacity.bench.storage import RunWriter
-from capacity.cli import main
-from capacity.errors import StoreError
-from capacity.store import (
+from capacity.bench.store import (
     RunStore,
     compact_all,
     compact_run,
@@ -21,6 +19,8 @@ from capacity.store import (
     load_requests,
     load_summary,
 )
+from capacity.cli.main import main
+from capacity.errors import StoreError
 
 
 def record(i: int, *, run_id: str, label: str, concurrency: int, ok: bool = True

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capacity.calibration import Calibration, FitPoint, apply
-from capacity.scenario import evaluate, make_scenario
-from capacity.uncertainty import band, sensitivity
+from capacity.fit.calibration import Calibration, FitPoint, apply
+from capacity.fit.uncertainty import band, sensitivity
+from capacity.model.scenario import evaluate, make_scenario
 
 C = [1, 10, 50, 100]
 

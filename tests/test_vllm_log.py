@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from capacity.errors import InputError
-from capacity.scenario import evaluate, make_scenario
+from capacity.fit.vllm_log import implied_overhead_gb, parse_vllm_log, reconcile
+from capacity.model.scenario import evaluate, make_scenario
 from capacity.units import GB, GIB
-from capacity.vllm_log import implied_overhead_gb, parse_vllm_log, reconcile
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from capacity.errors import InputError
-from capacity.workload import (
+from capacity.model.workload import (
     Workload,
     concurrency_fixed_point,
     littles_law_concurrency,

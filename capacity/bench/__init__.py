@@ -1,25 +1,5 @@
-"""The benchmark client (SPEC 7): SSE parsing, the async runner, metrics and run storage."""
+"""The benchmark client: SSE parsing, the async runner, per-request metrics, run files, the run
+store (DuckDB over the files) and the Measure page's background jobs.
 
-from __future__ import annotations
-
-from capacity.bench.client import BenchConfig, BenchResult, make_prompt, run_bench, run_bench_sync
-from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, RequestRecord, summarize
-from capacity.bench.sse import ChunkInfo, SseDecoder, SseEvent, classify
-from capacity.bench.storage import RunWriter
-
-__all__ = [
-    "REQUEST_COLUMNS",
-    "SUMMARY_COLUMNS",
-    "BenchConfig",
-    "BenchResult",
-    "ChunkInfo",
-    "RequestRecord",
-    "RunWriter",
-    "SseDecoder",
-    "SseEvent",
-    "classify",
-    "make_prompt",
-    "run_bench",
-    "run_bench_sync",
-    "summarize",
-]
+Submodules are imported where they are used (the client pulls in httpx; the store, DuckDB).
+"""

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from capacity.cost import cost_per_mtok
+from capacity.model.cost import cost_per_mtok
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 

@@ -1,0 +1,189 @@
+"""Browse the catalog as tables, and validate and save custom models and GPUs.
+
+Custom entries live as TOML files under `data/custom/models/` and `data/custom/gpus/` (or the
+folder named by the environment variable CAPACITY_CUSTOM_DIR), which `load_catalog` reads after
+the bundled ones, so they survive a restart and can be used in the Explorer. Validation is the
+loader's own (`parse_model`, `parse_gpu`): the message names the entry and the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from capacity.catalog.loader import (
+    DATA_DIR,
+    KEY_RE,
+    Catalog,
+    Gpu,
+    Model,
+    default_catalog,
+    load_catalog,
+    parse_gpu,
+    parse_model,
+)
+from capacity.errors import CatalogError
+
+DEFAULT_CUSTOM_DIR = DATA_DIR / "custom"
+ENV_VAR = "CAPACITY_CUSTOM_DIR"
+DATA_ENV_VAR = "CAPACITY_DATA_DIR"
+
+
+def data_dir() -> Path:
+    """The catalog's data folder: $CAPACITY_DATA_DIR, else the bundled `data/`."""
+    env = os.environ.get(DATA_ENV_VAR, "").strip()
+    return Path(env) if env else DATA_DIR
+
+
+def custom_dir() -> Path:
+    """Where custom entries are saved: $CAPACITY_CUSTOM_DIR, else `<data>/custom`."""
+    env = os.environ.get(ENV_VAR, "").strip()
+    return Path(env) if env else data_dir() / "custom"
+
+
+@functools.cache
+def _catalog_with(root: str, extra: str) -> Catalog:
+    return load_catalog(root, extra_dirs=[extra])
+
+
+def current_catalog() -> Catalog:
+    """The bundled catalog plus the custom entries (read once until `clear_caches`)."""
+    folder = custom_dir()
+    if folder.resolve() == (DATA_DIR / "custom").resolve() and data_dir() == DATA_DIR:
+        return default_catalog()
+    return _catalog_with(str(data_dir()), str(folder))
+
+
+def clear_caches() -> None:
+    """Forget the catalogs read so far, so the next read sees newly saved entries."""
+    default_catalog.cache_clear()
+    _catalog_with.cache_clear()
+
+
+def parse_toml_text(text: str | bytes, name: str = "upload.toml") -> dict[str, Any]:
+    """Parse TOML text; a syntax error becomes a CatalogError naming the line."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CatalogError(f"{name}: not UTF-8 text; save the file as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{name}: not valid TOML: {exc}") from None
+
+
+def validate_model(table: Mapping[str, Any], catalog: Catalog,
+                   name: str = "custom model") -> Model:
+    """Validate a model table exactly as the loader does; CatalogError names the field."""
+    return parse_model(Path(f"{name}.toml"), table, catalog.formats)
+
+
+def validate_gpu(table: Mapping[str, Any], name: str = "custom GPU") -> Gpu:
+    """Validate a GPU table exactly as the loader does; CatalogError names the field."""
+    return parse_gpu(Path(f"{name}.toml"), table)
+
+
+def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None,
+           overwrite: bool) -> Path:
+    if not KEY_RE.match(key):
+        raise CatalogError(f"key '{key}' must be lower-case letters, digits, '.', '-' or '_'")
+    folder = (directory or custom_dir()) / kind
+    path = folder / f"{key}.toml"
+    if path.exists() and not overwrite:
+        raise CatalogError(f"a custom entry '{key}' already exists ({path}); choose another "
+                           "key or tick 'replace'")
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_bytes(tomli_w.dumps(dict(table)).encode("utf-8"))
+    tmp.replace(path)
+    clear_caches()
+    return path
+
+
+def save_model(table: Mapping[str, Any], catalog: Catalog, *, directory: Path | None = None,
+               overwrite: bool = False) -> tuple[Model, Path]:
+    """Validate and save a custom model under `<custom>/models/<key>.toml`."""
+    model = validate_model(table, catalog, str(table.get("key", "custom model")))
+    return model, _write("models", model.key, table, directory, overwrite)
+
+
+def save_gpu(table: Mapping[str, Any], *, directory: Path | None = None,
+             overwrite: bool = False) -> tuple[Gpu, Path]:
+    """Validate and save a custom GPU under `<custom>/gpus/<key>.toml`."""
+    gpu = validate_gpu(table, str(table.get("key", "custom GPU")))
+    return gpu, _write("gpus", gpu.key, table, directory, overwrite)
+
+
+def save_toml(text: str | bytes, catalog: Catalog, *, directory: Path | None = None,
+              overwrite: bool = False, name: str = "upload.toml") -> tuple[str, str, Path]:
+    """Save an uploaded TOML file as a model (it has `layers`) or a GPU (it has
+    `bandwidth_gb_s`); returns (kind, key, path)."""
+    table = parse_toml_text(text, name)
+    if "layers" in table:
+        model, path = save_model(table, catalog, directory=directory, overwrite=overwrite)
+        return "model", model.key, path
+    if "bandwidth_gb_s" in table:
+        gpu, path = save_gpu(table, directory=directory, overwrite=overwrite)
+        return "gpu", gpu.key, path
+    raise CatalogError(f"{name}: neither a model (needs [[layers]]) nor a GPU (needs "
+                       "bandwidth_gb_s); see data/models/ and data/gpus/ for examples")
+
+
+def model_form_table(*, key: str, name: str, params_b: float, num_layers: int,
+                     full_layers: int, kv_heads: int, head_dim: int, q_heads: int,
+                     hidden: int, vocab: int, max_context_tokens: int,
+                     linear_layers: int = 0, state_bytes: float = 0.0,
+                     weights_gb: float | None = None, weights_format: str = "bf16",
+                     source: str, as_of: str) -> dict[str, Any]:
+    """A model table from the Catalog page's form: a dense model with full-attention layers
+    and optionally linear-attention layers (anything else: upload a TOML file)."""
+    table: dict[str, Any] = {
+        "key": key.strip().lower(), "name": name.strip(), "params_total_b": params_b,
+        "params_active_b": params_b, "num_layers": num_layers, "hidden": hidden,
+        "vocab": vocab, "max_context_tokens": max_context_tokens, "source": source.strip(),
+        "as_of": as_of.strip(),
+        "layers": [{"kind": "full", "count": full_layers, "kv_heads": kv_heads,
+                    "head_dim": head_dim, "q_heads": q_heads}],
+    }
+    if linear_layers:
+        table["layers"].append({"kind": "linear", "count": linear_layers,
+                                "state_bytes": state_bytes})
+    if weights_gb:
+        table["variants"] = [{"format": weights_format, "weights_gb": weights_gb,
+                              "source": source.strip()}]
+    return table
+
+
+def gpu_form_table(*, key: str, name: str, memory_gb: float, memory_type: str,
+                   bandwidth_gb_s: float, bf16_tflops: float, fp8_tflops: float | None,
+                   int8_tops: float | None, interconnect: str, interconnect_kind: str,
+                   interconnect_gb_s: float, price_per_hour: float, currency: str,
+                   price_source: str, source: str, as_of: str) -> dict[str, Any]:
+    """A GPU table from the Catalog page's form (0 for FP8/INT8 means 'not supported')."""
+    table: dict[str, Any] = {
+        "key": key.strip().lower(), "name": name.strip(), "memory_gb": memory_gb,
+        "memory_type": memory_type.strip(), "bandwidth_gb_s": bandwidth_gb_s,
+        "bf16_tflops": bf16_tflops, "interconnect": interconnect.strip(),
+        "interconnect_kind": interconnect_kind, "interconnect_gb_s": interconnect_gb_s,
+        "price_per_hour": price_per_hour, "currency": currency,
+        "price_source": price_source.strip(), "price_as_of": as_of.strip(),
+        "source": source.strip(), "as_of": as_of.strip(),
+    }
+    if fp8_tflops:
+        table["fp8_tflops"] = fp8_tflops
+    if int8_tops:
+        table["int8_tops"] = int8_tops
+    return table
+
+
+def is_custom(path: str) -> bool:
+    """True for an entry read from a custom folder."""
+    p = Path(path).resolve()
+    return p.parent.parent.resolve() != DATA_DIR.resolve()

@@ -1,0 +1,484 @@
+"""Model, GPU and weight-format catalogs, read from TOML files under `data/`.
+
+Every entry carries a `source` and an `as_of` date. The loader rejects unknown or missing fields,
+non-positive numbers and inconsistent layouts with a message naming the file, the entry and the
+field (SPEC section 5). Keys are lower-case with hyphens (`rtx-4090`, `llama-3.1-8b`); a model key
+may carry a weight-format suffix (`llama-3.1-8b-fp8`, `qwen3.5-9b-awq`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from capacity.errors import CatalogError, UnknownKeyError
+from capacity.units import GB
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+"""The bundled data folder (catalogs, reference measurements, stored runs)."""
+
+LayerKind = Literal["full", "sliding", "mla", "linear"]
+LAYER_KINDS: tuple[LayerKind, ...] = ("full", "sliding", "mla", "linear")
+KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerGroup:
+    """A run of layers of one kind that hold KV (or state) the same way.
+
+    kind: `full` (MHA/GQA/MQA), `sliding` (window of `window_tokens`), `mla` (one latent of
+    `kv_lora_rank + qk_rope_head_dim` per token), `linear` (fixed `state_bytes` per request).
+    `q_heads` and `head_dim` also size the attention FLOPs of prefill (F6).
+    """
+
+    kind: LayerKind
+    count: int
+    kv_heads: int = 0
+    head_dim: int = 0
+    q_heads: int = 0
+    window_tokens: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    state_bytes: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Moe:
+    """Mixture of experts: `experts` routed experts per layer, `active` chosen per token."""
+
+    experts: int
+    active: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightFormat:
+    """A weight storage format: bits per weight (scales included) and the GEMM precision."""
+
+    key: str
+    name: str
+    bits_per_weight: float
+    compute_dtype: Literal["bf16", "fp8", "int8"]
+    generic: bool
+    source: str
+    notes: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatedVariant:
+    """A real, published size of one model in one format; it wins over params x bits."""
+
+    format: str
+    weights_gb: float
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Model:
+    """A model architecture: parameters, layers by kind, and optional MoE routing."""
+
+    key: str
+    name: str
+    hf_repo: str
+    params_total_b: float
+    params_active_b: float
+    hidden: int
+    vocab: int
+    max_context_tokens: int
+    layer_groups: tuple[LayerGroup, ...]
+    moe: Moe | None
+    default_format: str
+    stated_variants: tuple[StatedVariant, ...]
+    source: str
+    as_of: str
+    notes: str = ""
+    path: str = ""
+
+    @property
+    def layers(self) -> int:
+        """Total number of layers."""
+        return sum(g.count for g in self.layer_groups)
+
+    def layers_of(self, kind: LayerKind) -> int:
+        """Number of layers of one kind."""
+        return sum(g.count for g in self.layer_groups if g.kind == kind)
+
+    @property
+    def expert_params_b(self) -> float:
+        """Parameters (billions) that sit in routed experts; 0 for dense models.
+
+        Derived from total P, active A, experts E and active experts k: the shared part S and
+        the expert part X satisfy S + X = P and S + X k/E = A, so X = (P - A) / (1 - k/E).
+        Check: Qwen3-30B-A3B (30.5, 3.3, 128, 8) gives 29.0 B = 48 x 128 x 3 x 2048 x 768.
+        """
+        if self.moe is None:
+            return 0.0
+        share = self.moe.active / self.moe.experts
+        return (self.params_total_b - self.params_active_b) / (1.0 - share)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gpu:
+    """One GPU's spec-sheet facts (dense figures) and a default hourly price."""
+
+    key: str
+    name: str
+    memory_gb: float
+    memory_type: str
+    bandwidth_gb_s: float
+    bf16_tflops: float
+    fp8_tflops: float | None
+    int8_tops: float | None
+    interconnect: str
+    interconnect_kind: Literal["pcie", "nvlink", "infinity-fabric"]
+    interconnect_gb_s: float
+    price_per_hour: float
+    currency: Literal["CNY", "USD"]
+    price_source: str
+    price_as_of: str
+    source: str
+    as_of: str
+    memory_driver_gib: float | None = None
+    notes: str = ""
+    path: str = ""
+
+    def tflops_for(self, compute_dtype: str) -> float:
+        """Dense tensor TFLOP/s for a GEMM precision; falls back to bf16 where the GPU lacks it."""
+        if compute_dtype == "fp8" and self.fp8_tflops:
+            return self.fp8_tflops
+        if compute_dtype == "int8" and self.int8_tops:
+            return self.int8_tops
+        return self.bf16_tflops
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelVariant:
+    """A model in one weight format, with its resolved weight size."""
+
+    model: Model
+    format: WeightFormat
+    weights_gb: float
+    weights_stated: bool
+    weights_source: str
+
+    @property
+    def key(self) -> str:
+        """Catalog key of the variant, e.g. `llama-3.1-8b-fp8`."""
+        return f"{self.model.key}-{self.format.key}"
+
+    @property
+    def weights_bytes(self) -> float:
+        """Weight bytes (decimal GB x 1e9)."""
+        return self.weights_gb * GB
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All catalog entries, keyed by their lower-case keys."""
+
+    models: Mapping[str, Model]
+    gpus: Mapping[str, Gpu]
+    formats: Mapping[str, WeightFormat]
+    warnings: tuple[str, ...] = field(default=())
+
+    def gpu(self, key: str) -> Gpu:
+        """The GPU with this key (case-insensitive; spaces become hyphens)."""
+        k = _norm_key(key)
+        if k not in self.gpus:
+            raise UnknownKeyError("GPU", key, self.gpus)
+        return self.gpus[k]
+
+    def formats_for(self, model: Model) -> list[WeightFormat]:
+        """Formats a model can be served in: generic ones plus those it states a size for."""
+        stated = {v.format for v in model.stated_variants}
+        return [f for f in self.formats.values() if f.generic or f.key in stated]
+
+    def variant(self, model_key: str, format_key: str | None = None) -> ModelVariant:
+        """Resolve `qwen3.5-9b-awq` or (`llama-3.1-8b`, `fp8`) into a model and a weight size.
+
+        A stated size (a published file or a vLLM log) wins over params x bits / 8.
+        """
+        key = _norm_key(model_key)
+        model = self.models.get(key)
+        if model is None:
+            for fmt in sorted(self.formats, key=len, reverse=True):
+                suffix = "-" + fmt
+                if key.endswith(suffix) and key[: -len(suffix)] in self.models:
+                    if format_key is not None and _norm_key(format_key) != fmt:
+                        raise UnknownKeyError("model", model_key, self.variant_keys())
+                    model, format_key = self.models[key[: -len(suffix)]], fmt
+                    break
+        if model is None:
+            raise UnknownKeyError("model", model_key, self.variant_keys())
+        fkey = _norm_key(format_key or model.default_format)
+        allowed = {f.key: f for f in self.formats_for(model)}
+        if fkey not in allowed:
+            raise UnknownKeyError(f"weight format for {model.key}", fkey, allowed)
+        chosen = allowed[fkey]
+        for stated in model.stated_variants:
+            if stated.format == fkey:
+                return ModelVariant(model=model, format=chosen, weights_gb=stated.weights_gb,
+                                    weights_stated=True, weights_source=stated.source)
+        weights_gb = model.params_total_b * chosen.bits_per_weight / 8.0
+        return ModelVariant(
+            model=model, format=chosen, weights_gb=weights_gb, weights_stated=False,
+            weights_source=f"{model.params_total_b} B params x {chosen.bits_per_weight} bits / 8",
+        )
+
+    def variant_keys(self) -> list[str]:
+        """Every model key, bare and with each format suffix."""
+        keys: list[str] = []
+        for m in self.models.values():
+            keys.append(m.key)
+            keys.extend(f"{m.key}-{f.key}" for f in self.formats_for(m))
+        return keys
+
+
+def _norm_key(key: str) -> str:
+    return key.strip().lower().replace(" ", "-").replace("_", "_")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and validation
+
+
+class _Entry:
+    """Reads fields of one TOML table, recording which were used, naming file/entry/field."""
+
+    def __init__(self, path: Path, entry: str, table: Mapping[str, Any]) -> None:
+        self.path, self.entry, self.table = path, entry, table
+        self.used: set[str] = set()
+
+    def fail(self, fieldname: str, problem: str) -> CatalogError:
+        return CatalogError(f"{self.path.name}: entry '{self.entry}': field '{fieldname}': {problem}")
+
+    def _get(self, name: str, default: Any, required: bool) -> Any:
+        self.used.add(name)
+        if name not in self.table:
+            if required:
+                raise self.fail(name, "missing")
+            return default
+        return self.table[name]
+
+    def text(self, name: str, default: str | None = None) -> str:
+        value = self._get(name, default, default is None)
+        if not isinstance(value, str) or (default is None and not value.strip()):
+            raise self.fail(name, f"expected non-empty text, got {value!r}")
+        return value
+
+    def number(self, name: str, default: float | None = None, *, positive: bool = True,
+               optional: bool = False) -> float:
+        value = self._get(name, default, default is None and not optional)
+        if value is None:
+            return cast(float, None)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(name, f"expected a number, got {value!r}")
+        if positive and value <= 0:
+            raise self.fail(name, f"must be > 0, got {value!r}")
+        if value < 0:
+            raise self.fail(name, f"must be >= 0, got {value!r}")
+        return float(value)
+
+    def integer(self, name: str, default: int | None = None, *, positive: bool = True) -> int:
+        value = self._get(name, default, default is None)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(name, f"expected a whole number, got {value!r}")
+        if (positive and value <= 0) or value < 0:
+            raise self.fail(name, f"must be {'> 0' if positive else '>= 0'}, got {value!r}")
+        return value
+
+    def finish(self) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            raise self.fail(unknown[0], f"unknown field (known: {', '.join(sorted(self.used))})")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path.name}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _check_key(e: _Entry) -> str:
+    key = e.text("key")
+    if not KEY_RE.match(key) or key != key.lower():
+        raise e.fail("key", f"'{key}' must be lower-case letters, digits, '.', '-' or '_'")
+    return key
+
+
+def parse_format(path: Path, table: Mapping[str, Any]) -> WeightFormat:
+    """Validate one `[[format]]` table of `weight_formats.toml`."""
+    e = _Entry(path, str(table.get("key", "?")), table)
+    key = _check_key(e)
+    compute = e.text("compute_dtype")
+    if compute not in ("bf16", "fp8", "int8"):
+        raise e.fail("compute_dtype", f"'{compute}' is not one of bf16, fp8, int8")
+    fmt = WeightFormat(
+        key=key, name=e.text("name"), bits_per_weight=e.number("bits_per_weight"),
+        compute_dtype=cast(Literal["bf16", "fp8", "int8"], compute),
+        generic=bool(e._get("generic", True, False)), source=e.text("source"),
+        notes=e.text("notes", ""),
+    )
+    e.text("as_of")
+    e.finish()
+    return fmt
+
+
+def _parse_layer_group(e: _Entry, index: int, table: Mapping[str, Any]) -> LayerGroup:
+    g = _Entry(e.path, f"{e.entry}.layers[{index}]", table)
+    kind = g.text("kind")
+    if kind not in LAYER_KINDS:
+        raise g.fail("kind", f"'{kind}' is not one of {', '.join(LAYER_KINDS)}")
+    count = g.integer("count")
+    if kind in ("full", "sliding"):
+        group = LayerGroup(kind=kind, count=count, kv_heads=g.integer("kv_heads"),
+                           head_dim=g.integer("head_dim"), q_heads=g.integer("q_heads"),
+                           window_tokens=g.integer("window_tokens") if kind == "sliding" else 0)
+        if group.q_heads % group.kv_heads:
+            raise g.fail("kv_heads", f"q_heads {group.q_heads} is not a multiple of "
+                                     f"kv_heads {group.kv_heads}")
+    elif kind == "mla":
+        group = LayerGroup(kind="mla", count=count, kv_lora_rank=g.integer("kv_lora_rank"),
+                           qk_rope_head_dim=g.integer("qk_rope_head_dim"),
+                           q_heads=g.integer("q_heads"), head_dim=g.integer("head_dim"))
+    else:
+        group = LayerGroup(kind="linear", count=count,
+                           state_bytes=g.number("state_bytes", positive=False))
+    g.finish()
+    return group
+
+
+def parse_model(path: Path, table: Mapping[str, Any], formats: Mapping[str, WeightFormat]
+                ) -> Model:
+    """Validate one model table (a file under `data/models/`)."""
+    e = _Entry(path, str(table.get("key", path.stem)), table)
+    key = _check_key(e)
+    for fmt in formats:
+        if key.endswith("-" + fmt):
+            raise e.fail("key", f"'{key}' ends with a weight-format suffix '-{fmt}'")
+    groups_raw = e._get("layers", None, True)
+    if not isinstance(groups_raw, list) or not groups_raw:
+        raise e.fail("layers", "expected one or more [[layers]] tables")
+    groups = tuple(_parse_layer_group(e, i, t) for i, t in enumerate(groups_raw))
+    total_layers = e.integer("num_layers")
+    if sum(g.count for g in groups) != total_layers:
+        raise e.fail("layers", f"layer counts add up to {sum(g.count for g in groups)}, "
+                               f"not num_layers = {total_layers}")
+    moe_raw = e._get("moe", None, False)
+    moe = None
+    if moe_raw is not None:
+        m = _Entry(path, f"{key}.moe", moe_raw)
+        moe = Moe(experts=m.integer("experts"), active=m.integer("active"))
+        m.finish()
+        if moe.active > moe.experts:
+            raise e.fail("moe", f"active {moe.active} > experts {moe.experts}")
+    total, active = e.number("params_total_b"), e.number("params_active_b")
+    if active > total:
+        raise e.fail("params_active_b", f"{active} exceeds params_total_b {total}")
+    if moe is None and active != total:
+        raise e.fail("params_active_b", "differs from params_total_b but no [moe] table")
+    stated: list[StatedVariant] = []
+    for i, raw in enumerate(e._get("variants", [], False)):
+        v = _Entry(path, f"{key}.variants[{i}]", raw)
+        fmt_key = v.text("format")
+        if fmt_key not in formats:
+            raise v.fail("format", f"'{fmt_key}' is not a known format ({', '.join(formats)})")
+        stated.append(StatedVariant(format=fmt_key, weights_gb=v.number("weights_gb"),
+                                    source=v.text("source")))
+        v.finish()
+    default_format = e.text("default_format", "bf16")
+    if default_format not in formats:
+        raise e.fail("default_format", f"'{default_format}' is not a known format")
+    model = Model(
+        key=key, name=e.text("name"), hf_repo=e.text("hf_repo", ""),
+        params_total_b=total, params_active_b=active, hidden=e.integer("hidden"),
+        vocab=e.integer("vocab"), max_context_tokens=e.integer("max_context_tokens"),
+        layer_groups=groups, moe=moe, default_format=default_format,
+        stated_variants=tuple(stated), source=e.text("source"), as_of=e.text("as_of"),
+        notes=e.text("notes", ""), path=str(path),
+    )
+    e.finish()
+    return model
+
+
+def parse_gpu(path: Path, table: Mapping[str, Any]) -> Gpu:
+    """Validate one GPU table (a file under `data/gpus/`)."""
+    e = _Entry(path, str(table.get("key", path.stem)), table)
+    key = _check_key(e)
+    kind = e.text("interconnect_kind")
+    if kind not in ("pcie", "nvlink", "infinity-fabric"):
+        raise e.fail("interconnect_kind", f"'{kind}' is not one of pcie, nvlink, infinity-fabric")
+    currency = e.text("currency")
+    if currency not in ("CNY", "USD"):
+        raise e.fail("currency", f"'{currency}' is not CNY or USD")
+    gpu = Gpu(
+        key=key, name=e.text("name"), memory_gb=e.number("memory_gb"),
+        memory_type=e.text("memory_type"), bandwidth_gb_s=e.number("bandwidth_gb_s"),
+        bf16_tflops=e.number("bf16_tflops"),
+        fp8_tflops=e.number("fp8_tflops", optional=True),
+        int8_tops=e.number("int8_tops", optional=True),
+        interconnect=e.text("interconnect"),
+        interconnect_kind=cast(Literal["pcie", "nvlink", "infinity-fabric"], kind),
+        interconnect_gb_s=e.number("interconnect_gb_s"),
+        price_per_hour=e.number("price_per_hour"),
+        currency=cast(Literal["CNY", "USD"], currency),
+        price_source=e.text("price_source"), price_as_of=e.text("price_as_of"),
+        source=e.text("source"), as_of=e.text("as_of"),
+        memory_driver_gib=e.number("memory_driver_gib", optional=True),
+        notes=e.text("notes", ""), path=str(path),
+    )
+    e.finish()
+    return gpu
+
+
+def _toml_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def load_catalog(data_dir: Path | str = DATA_DIR,
+                 extra_dirs: Iterable[Path | str] = ()) -> Catalog:
+    """Read `weight_formats.toml`, `models/*.toml` and `gpus/*.toml` under `data_dir`.
+
+    `extra_dirs` (and `data_dir/custom`) may add `models/` and `gpus/` folders of user
+    entries; a user entry with a bundled entry's key replaces it. Raises CatalogError on the
+    first bad entry, naming the file, the entry and the field.
+    """
+    root = Path(data_dir)
+    fpath = root / "weight_formats.toml"
+    formats: dict[str, WeightFormat] = {}
+    for table in _read_toml(fpath).get("format", []):
+        fmt = parse_format(fpath, table)
+        formats[fmt.key] = fmt
+    if not formats:
+        raise CatalogError(f"{fpath.name}: no [[format]] entries")
+    models: dict[str, Model] = {}
+    gpus: dict[str, Gpu] = {}
+    folders = [root, root / "custom", *(Path(d) for d in extra_dirs)]
+    for folder in folders:
+        for path in _toml_files(folder / "models"):
+            model = parse_model(path, _read_toml(path), formats)
+            models[model.key] = model
+        for path in _toml_files(folder / "gpus"):
+            gpu = parse_gpu(path, _read_toml(path))
+            gpus[gpu.key] = gpu
+    if not models or not gpus:
+        raise CatalogError(f"{root}: no models or no GPUs found under models/ and gpus/")
+    return Catalog(models=models, gpus=gpus, formats=formats)
+
+
+@cache
+def default_catalog() -> Catalog:
+    """The bundled catalog (and `data/custom/`), read once per process.
+
+    The environment variable `CAPACITY_DATA_DIR` points it at another data folder.
+    """
+    return load_catalog(os.environ.get("CAPACITY_DATA_DIR") or DATA_DIR)

@@ -1,0 +1,126 @@
+"""`capacity bench`: measure an OpenAI-compatible endpoint at several concurrency levels.
+
+The chapter's command, as written:
+  capacity bench --base-url http://127.0.0.1:8000/v1 --concurrency 10,50,100 --requests 100 \\
+      --prompt-chars 12000 --max-tokens 128 --label capacity-8k
+Each run writes <out>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}. The API key
+(--api-key, else OPENAI_API_KEY) is sent to the server and written nowhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+from capacity.bench.client import (
+    SUMMARY_TABLE_HEADERS,
+    BenchConfig,
+    run_bench,
+    summary_table_rows,
+)
+from capacity.catalog.loader import default_catalog
+from capacity.cli.plan import parse_int_list
+from capacity.errors import StoreError
+from capacity.report.tables import render
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "bench", help="measure TTFT, TPOT and throughput of an OpenAI-compatible endpoint",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--base-url", default="http://127.0.0.1:8000/v1",
+                   help="the server's OpenAI base URL (default http://127.0.0.1:8000/v1)")
+    p.add_argument("--model", default=None,
+                   help="model name to request (default: the first of /v1/models)")
+    p.add_argument("--api-key", default=None,
+                   help="bearer token (default: $OPENAI_API_KEY); never written to any file")
+    p.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
+                   help="/v1/chat/completions or /v1/completions (default chat)")
+    p.add_argument("--concurrency", default="10", metavar="LIST",
+                   help="concurrent requests per level, a comma list (default 10)")
+    p.add_argument("--requests", type=int, default=100,
+                   help="measured requests per level; aim for 3-5x the concurrency (default 100)")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="unmeasured warm-up requests before each level (default 1)")
+    p.add_argument("--prompt-chars", type=int, default=1000, metavar="CHARS",
+                   help="prompt length in characters, a unique nonce first (default 1000)")
+    p.add_argument("--max-tokens", type=int, default=128, metavar="TOKENS",
+                   help="output tokens requested per request (default 128)")
+    p.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True,
+                   help="ask the server to ignore EOS so every output has --max-tokens "
+                        "(default on; dropped automatically if the server rejects it)")
+    p.add_argument("--request-rate", type=float, default=None, metavar="RPS",
+                   help="open loop: Poisson arrivals at this rate, requests/s, capped by the "
+                        "level's concurrency (default: closed loop)")
+    p.add_argument("--seed", type=int, default=0, help="seed for arrivals and prompts (default 0)")
+    p.add_argument("--slo-ttft-ms", type=float, default=None, metavar="MS",
+                   help="TTFT objective for goodput, ms")
+    p.add_argument("--slo-tpot-ms", type=float, default=None, metavar="MS",
+                   help="TPOT objective for goodput, ms")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="per-stream stall limit: seconds without a byte (default 600; long "
+                        "prefills under load are slow)")
+    p.add_argument("--out", default="data/bench", metavar="DIR",
+                   help="where runs are stored (default data/bench)")
+    p.add_argument("--label", default="bench", help="run label, a folder name (default bench)")
+    p.add_argument("--gpu", default=None,
+                   help="catalog GPU key of the server, for cost per M tokens and the overlay")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs behind the endpoint (default 1)")
+    p.add_argument("--gpu-price", type=float, default=None, metavar="PER_HOUR",
+                   help="price per GPU-hour (default: the catalog's for --gpu)")
+    p.add_argument("--currency", choices=("CNY", "USD"), default=None,
+                   help="currency of --gpu-price (default: the catalog's, else CNY)")
+    p.add_argument("--predict-model", default=None, metavar="KEY",
+                   help="catalog model the endpoint serves (stored for the predicted overlay)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    price, currency = args.gpu_price, args.currency
+    if args.gpu is not None:
+        g = default_catalog().gpu(args.gpu)
+        if price is None:
+            price, currency = g.price_per_hour, currency or g.currency
+        currency = currency or g.currency
+    if args.predict_model is not None:
+        default_catalog().variant(args.predict_model)
+    if price is not None and currency is None:
+        currency = "CNY"
+    return BenchConfig(
+        base_url=args.base_url, concurrency=tuple(parse_int_list(args.concurrency)),
+        requests=args.requests, prompt_chars=args.prompt_chars, max_tokens=args.max_tokens,
+        label=args.label, model=args.model, endpoint=args.endpoint, warmup=args.warmup,
+        request_rate=args.request_rate, seed=args.seed, ignore_eos=args.ignore_eos,
+        slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, timeout_s=args.timeout,
+        out_dir=args.out, gpu=args.gpu, gpus=args.gpus, gpu_price=price, currency=currency,
+        predict_model=args.predict_model)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    cfg.validate()
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY") or None
+    args.api_key = None  # nothing downstream may see it through args
+    print(f"capacity bench: {cfg.base_url}, levels {','.join(map(str, cfg.concurrency))}, "
+          f"{cfg.requests} requests each, {cfg.prompt_chars} chars -> {cfg.max_tokens} tokens",
+          file=sys.stderr, flush=True)
+    result = asyncio.run(run_bench(cfg, api_key))
+    cur = cfg.currency or ""
+    headers = list(SUMMARY_TABLE_HEADERS)
+    headers[-1] = f"{cur} per M tok".strip()
+    print(f"\nrun {result.run_id} ({cfg.label}), model {result.model}")
+    print(render(headers, summary_table_rows(result.summaries)), end="")
+    for w in result.warnings:
+        print(f"warning: {w}")
+    # imported here: DuckDB and pandas would add seconds to the start of every run
+    from capacity.bench.store import compact_run
+
+    try:  # a typed Parquet copy for fast queries; requests.csv stays the record
+        compact_run(result.run_dir)
+    except StoreError as exc:
+        print(f"warning: stored as CSV only ({exc})")
+    print(f"stored in {result.run_dir}")
+    return 0

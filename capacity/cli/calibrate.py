@@ -1,0 +1,180 @@
+"""`capacity calibrate`: fit the efficiency knobs (SPEC F11) from measured points and save them.
+
+    capacity calibrate --model M --gpu G --measured FILE [--format-in csv|vllm|aiperf] --save NAME
+    capacity calibrate --model M --gpu G --label LABEL --save NAME      (a stored bench run)
+    capacity calibrate --model M --gpu G --reference --save NAME        (published.csv sweeps)
+
+Prints the fitted knobs beside the spec-sheet ones, each point's measured, spec-sheet, fitted
+and held-out prediction, and the median errors; saves data/calibrations/NAME.toml (or a path
+ending in .toml). `capacity plan ... --calibration NAME` then predicts with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from capacity.catalog.loader import DATA_DIR
+from capacity.cli.plan import add_scenario_flags, scenario_from_args
+from capacity.errors import InputError
+from capacity.fit.calibration import KNOBS, Calibration, calibration_path, fit, save
+from capacity.fit.imports import FORMATS, read_bench_label, read_measured
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.reference import reference_points
+from capacity.model.scenario import Scenario
+from capacity.report.tables import render
+
+BENCH_DIR = DATA_DIR / "bench"
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "calibrate", help="fit bandwidth/compute efficiency and overheads from measured points",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_scenario_flags(p)
+    src = p.add_argument_group("measurements (one of)")
+    one = src.add_mutually_exclusive_group(required=True)
+    one.add_argument("--measured", metavar="FILE",
+                     help="a CSV (concurrency, context_tokens, tpot_ms, ...), a `vllm bench "
+                          "serve` result JSON or an AIPerf profile_export_aiperf.json/.csv")
+    one.add_argument("--label", help="a stored `capacity bench` run: "
+                                     "data/bench/LABEL/*/summary.csv")
+    one.add_argument("--reference", action="store_true",
+                     help="the published sweeps in data/reference/published.csv for this "
+                          "--model and --gpu")
+    src.add_argument("--format-in", choices=FORMATS, default=None,
+                     help="format of --measured (default: guessed from the content)")
+    src.add_argument("--concurrency", type=float, default=None, metavar="N",
+                     help="concurrency of an AIPerf CSV export (it does not record it)")
+    src.add_argument("--engine", default="", help="engine and version, e.g. 'vLLM 0.11.0' "
+                                                  "(recorded in the calibration)")
+    src.add_argument("--bench-dir", default=str(BENCH_DIR), help=argparse.SUPPRESS)
+    f = p.add_argument_group("fit")
+    f.add_argument("--max-concurrency", metavar="C@TOKENS", default=None,
+                   help="a measured maximum concurrency (or the last C before an OOM) at a "
+                        "context, e.g. 53@8192: fits the runtime memory overhead")
+    f.add_argument("--ttft-all-levels", action="store_true",
+                   help="fit prefill on TTFT at every concurrency (default: the lowest level "
+                        "of each prompt length; TTFT under load includes queueing)")
+    p.add_argument("--save", metavar="NAME", default=None,
+                   help="save as data/calibrations/NAME.toml (or a path ending in .toml)")
+    p.add_argument("--output", choices=("text", "json", "markdown"), default="text",
+                   help="report format (default text)")
+    return p
+
+
+def _max_concurrency(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        c, ctx = text.split("@")
+        return int(c), int(ctx)
+    except ValueError:
+        raise InputError(f"--max-concurrency '{text}': write C@TOKENS, e.g. 53@8192") from None
+
+
+def load_points(args: argparse.Namespace, s: Scenario) -> tuple[list[MeasuredPoint], str]:
+    """The measured points the flags name, and a description of where they came from."""
+    labels = {"model": s.variant.key, "gpu": s.gpu.key, "engine": args.engine}
+    if args.measured:
+        return (read_measured(args.measured, args.format_in, concurrency=args.concurrency,
+                              **labels), str(args.measured))
+    if args.label:
+        return (read_bench_label(args.label, Path(args.bench_dir), **labels),
+                f"bench run '{args.label}'")
+    pts = reference_points(gpu=s.gpu.key, model=s.variant.key,
+                           engine=args.engine or None)
+    pts = [p for p in pts if p.tp == s.tp and p.gpus == s.n_gpus]
+    if not pts:
+        raise InputError(f"data/reference/published.csv has no sweep of {s.variant.key} on "
+                         f"{s.n_gpus} x {s.gpu.key} (TP={s.tp})"
+                         + (f" with engine '{args.engine}'" if args.engine else ""))
+    engines = sorted({p.engine for p in pts})
+    if len(engines) > 1:
+        raise InputError("the published points mix engines (" + ", ".join(engines)
+                         + "): pick one with --engine")
+    return pts, "data/reference/published.csv"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}"
+
+
+def _std(std: float, value: float) -> str:
+    """A knob's standard error as +/- percent, or why there is none."""
+    if math.isnan(std):
+        return "- (too few points)"
+    if value == 0 or std > abs(value):
+        return f"+/- {std:.3g} (not pinned down by the data)"
+    return f"+/- {std / abs(value):.0%}"
+
+
+def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
+    """The fit as text: knobs, per-point residuals and errors (held-out error always shown)."""
+    md = fmt == "markdown"
+    out = [("## " if md else "") + f"Calibration '{cal.name}': {cal.model} on {cal.gpu}"
+           + (f" ({cal.engine})" if cal.engine else "") + f", from {cal.inputs}", ""]
+    spec = {n: getattr(base, n) for n in KNOBS}
+    rows = [[n, spec[n], getattr(cal, n), _std(cal.knob_std(n), getattr(cal, n))]
+            for n in KNOBS if getattr(cal, n) is not None]
+    if cal.overhead_gb is not None:
+        rows.append(["overhead_gb", base.overhead_gb, cal.overhead_gb, "-"])
+    out.append(render(["knob", "spec-sheet", "fitted", "std error"], rows,
+                      "markdown" if md else "text"))
+    for kind, title in (("tpot", "TPOT (decode step)"), ("ttft", "TTFT (prefill)")):
+        pts = [p for p in cal.points if p.kind == kind]
+        if not pts:
+            continue
+        out.append(f"\n{title}, ms\n")
+        out.append(render(
+            ["concurrency", "context", "measured", "spec-sheet", "err", "fitted", "err",
+             "held out", "err"],
+            [[p.concurrency, p.context_tokens, p.measured_ms, p.spec_ms, _pct(p.spec_error),
+              p.fitted_ms, _pct(p.fitted_error), p.held_out_ms, _pct(p.held_out_error)]
+             for p in pts], "markdown" if md else "text"))
+        med = {w: cal.median_abs_error(kind, w) for w in ("spec", "fitted", "held_out")}
+        held = ("none (too few points to hold any out)" if med["held_out"] is None
+                else f"{med['held_out']:.1%}")
+        out.append(f"median |error|: spec-sheet {med['spec']:.1%}, fitted {med['fitted']:.1%}, "
+                   f"held out {held}\n")
+    out.append(f"held-out method: {cal.holdout_method}")
+    out += [f"note: {n}" for n in cal.notes]
+    return "\n".join(out) + "\n"
+
+
+def to_json(cal: Calibration) -> dict[str, Any]:
+    """The calibration and its errors as JSON."""
+    return {
+        "name": cal.name, "model": cal.model, "gpu": cal.gpu, "engine": cal.engine,
+        "inputs": cal.inputs, "created": cal.created,
+        "knobs": {n: getattr(cal, n) for n in (*KNOBS, "overhead_gb")},
+        "std": dict(cal.std), "holdout_method": cal.holdout_method,
+        "median_abs_error": {k: {w: cal.median_abs_error(k, w)
+                                 for w in ("spec", "fitted", "held_out")}
+                             for k in ("tpot", "ttft")},
+        "points": [p.__dict__ for p in cal.points], "notes": list(cal.notes),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.save:
+        calibration_path(args.save)  # a bad name fails before any work is done
+    base = scenario_from_args(args)
+    points, inputs = load_points(args, base)
+    name = args.save if args.save and "/" not in args.save and not args.save.endswith(".toml") \
+        else (Path(args.save).stem if args.save else "unsaved")
+    cal = fit(points, base, name=name, engine=args.engine, inputs=inputs,
+              max_concurrency=_max_concurrency(args.max_concurrency),
+              ttft_all_levels=args.ttft_all_levels)
+    if args.output == "json":
+        print(json.dumps(to_json(cal), indent=2))
+    else:
+        print(report(cal, base, args.output), end="")
+    if args.save:
+        path = save(cal, args.save)
+        if args.output != "json":
+            print(f"saved {path}")
+    return 0

@@ -1,0 +1,57 @@
+"""The `capacity` command line: `capacity <subcommand> ...` (also `python -m capacity`).
+
+Each subcommand lives in `capacity/cli/<name>.py` with two functions:
+`add_parser(subparsers) -> argparse.ArgumentParser` and `run(args) -> int`.
+Library errors (CapacityError) become one-line messages and exit code 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from capacity.errors import CapacityError
+
+SUBCOMMANDS: tuple[str, ...] = ("plan", "size", "bench", "sim-server", "runs", "calibrate")
+"""Modules under capacity/cli/, in the order `--help` lists them."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Bad flags: one line and exit code 2 (argparse's own behaviour, kept short)."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand, or with `only` one of them (a subcommand's module
+    imports what it runs with: scipy, httpx, uvicorn..., so a command loads only its own)."""
+    parser = _Parser(prog="capacity", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in SUBCOMMANDS if only is None else (only,):
+        module = importlib.import_module(f"capacity.cli.{name.replace('-', '_')}")
+        p = module.add_parser(sub)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (0 ok, 1 a check failed, 2 bad input)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    first = args_list[0] if args_list else None
+    parser = build_parser(first if first in SUBCOMMANDS else None)
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:  # --help (0) or a bad flag (2): argparse already printed why
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        code: int = args._run(args)
+    except CapacityError as exc:
+        print(f"capacity {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"capacity {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code

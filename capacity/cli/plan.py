@@ -1,0 +1,271 @@
+"""`capacity plan`: the chapter's `capacity.py`, printing the four constraints for one setup.
+
+With no flags it is the chapter's example: Qwen3.5-9B AWQ on one RTX 4090, util 0.9,
+overhead 1.5 GB, 8K context, concurrency 1, 50, 100, fp16 KV, eff 1.0, MFU 0.3, CNY 2 per hour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from capacity.catalog.loader import default_catalog
+from capacity.errors import InputError
+from capacity.model.cost import DEFAULT_CNY_PER_USD
+from capacity.model.kv import DEFAULT_BLOCK_SIZE
+from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
+from capacity.model.scenario import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_CONTEXT_TOKENS,
+    DEFAULT_EFF,
+    DEFAULT_GPU,
+    DEFAULT_MFU,
+    DEFAULT_MODEL,
+    SEED_TABLE_ROWS,
+    Evaluation,
+    Scenario,
+    TableRow,
+    capacity_table,
+    evaluate,
+    make_scenario,
+    suggest_fixes,
+)
+from capacity.report.tables import render
+from capacity.units import GB, KIB
+
+VERDICT_TEXT = {"fits": "fits", "tight": "tight", "does_not_fit": "does not fit"}
+
+
+def parse_int_list(text: str) -> list[int]:
+    """'1,50,100' -> [1, 50, 100]; raises InputError on anything else."""
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise InputError(f"cannot read '{text}' as a comma list of whole numbers "
+                         "(e.g. 1,50,100)") from None
+    if not values or any(v < 1 for v in values):
+        raise InputError(f"'{text}': give one or more whole numbers >= 1, e.g. 1,50,100")
+    return values
+
+
+def add_scenario_flags(p: argparse.ArgumentParser) -> None:
+    """Flags that describe one deployment; shared by commands that predict."""
+    g = p.add_argument_group("model and hardware")
+    g.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"catalog model key, optionally with a format suffix (default {DEFAULT_MODEL})")
+    g.add_argument("--weights", default=None, metavar="FORMAT",
+                   help="weight format: bf16, fp8, int8, awq, gptq, gguf-q4_k_m "
+                        "(default: the key's suffix or the model's default)")
+    g.add_argument("--gpu", default=DEFAULT_GPU, help=f"catalog GPU key (default {DEFAULT_GPU})")
+    g.add_argument("--gpus", type=int, default=1, help="number of GPUs in all (default 1)")
+    g.add_argument("--tp", type=int, default=1,
+                   help="tensor-parallel size; replicas = GPUs / TP (default 1)")
+    g.add_argument("--vram", type=float, default=None, metavar="GB",
+                   help="override memory per GPU, decimal GB (default: the catalog's)")
+    g.add_argument("--bandwidth", type=float, default=None, metavar="GB_S",
+                   help="override memory bandwidth per GPU, GB/s (default: the catalog's)")
+    g.add_argument("--tflops", type=float, default=None,
+                   help="override dense TFLOP/s per GPU (default: the catalog's for the format)")
+    g.add_argument("--weights-gb", type=float, default=None, metavar="GB",
+                   help="override the weight size, decimal GB (default: stated or params x bits)")
+    g.add_argument("--overhead-gb", type=float, default=DEFAULT_OVERHEAD_GB, metavar="GB",
+                   help=f"runtime memory per GPU (activations, CUDA graphs), GB "
+                        f"(default {DEFAULT_OVERHEAD_GB})")
+    g.add_argument("--util", type=float, default=DEFAULT_UTIL,
+                   help=f"fraction of device memory the engine may use, as vLLM's "
+                        f"gpu_memory_utilization (default {DEFAULT_UTIL})")
+    w = p.add_argument_group("workload")
+    w.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_TOKENS, metavar="TOKENS",
+                   help=f"context length per request, tokens (default {DEFAULT_CONTEXT_TOKENS})")
+    w.add_argument("--prompt-tokens", type=int, default=None, metavar="TOKENS",
+                   help="prompt length for TTFT, tokens (default = --ctx)")
+    w.add_argument("--allow-long-context", action="store_true",
+                   help="compute a context beyond the model's limit (with a warning)")
+    w.add_argument("--kv-dtype", default="fp16",
+                   help="KV cache precision: fp16, bf16, fp8, int8, int4 (default fp16)")
+    w.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="TOKENS",
+                   help=f"paged KV block size, tokens (default {DEFAULT_BLOCK_SIZE})")
+    w.add_argument("--eff", type=float, default=DEFAULT_EFF,
+                   help=f"decode compute efficiency, fraction of peak (default {DEFAULT_EFF})")
+    w.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                   help=f"prefill model FLOPs utilization (default {DEFAULT_MFU})")
+    c = p.add_argument_group("cost")
+    c.add_argument("--gpu-price", type=float, default=None, metavar="PER_HOUR",
+                   help="price per GPU-hour in --currency (default: the catalog's)")
+    c.add_argument("--currency", choices=("CNY", "USD"), default=None,
+                   help="currency of prices and costs (default: the GPU price's)")
+    c.add_argument("--cny-per-usd", type=float, default=DEFAULT_CNY_PER_USD,
+                   help=f"exchange rate for conversions (default {DEFAULT_CNY_PER_USD})")
+    c.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
+                   help=f"memory headroom for the 'fits' verdict, fraction (default "
+                        f"{DEFAULT_HEADROOM})")
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """Build the Scenario the scenario flags describe."""
+    return make_scenario(
+        args.model, args.gpu, catalog=default_catalog(), weights=args.weights,
+        n_gpus=args.gpus, tp=args.tp, vram_gb=args.vram, bandwidth_gb_s=args.bandwidth,
+        tflops=args.tflops, weights_gb=args.weights_gb, util=args.util,
+        overhead_gb=args.overhead_gb, context_tokens=args.ctx, prompt_tokens=args.prompt_tokens,
+        kv_dtype=args.kv_dtype, block_size=args.block_size, eff=args.eff, mfu=args.mfu,
+        price_per_hour=args.gpu_price, currency=args.currency, cny_per_usd=args.cny_per_usd,
+        headroom=args.headroom, allow_long_context=args.allow_long_context,
+    )
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "plan", help="memory, bandwidth, compute and cost for one setup (the chapter's tables)",
+        description=__doc__)
+    add_scenario_flags(p)
+    p.add_argument("--concurrency", default=",".join(map(str, DEFAULT_CONCURRENCY)),
+                   metavar="LIST", help="concurrent requests, a comma list (default 1,50,100)")
+    p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
+                   help="output format (default text)")
+    p.add_argument("--calibration", metavar="NAME|PATH", default=None,
+                   help="predict with a saved calibration (data/calibrations/NAME.toml or a "
+                        "path) instead of the spec-sheet efficiencies; see `capacity calibrate`")
+    return p
+
+
+def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow]) -> dict[str, Any]:
+    """The stable JSON interface (bytes, ms, s, tok/s)."""
+    def num(x: float) -> float | None:
+        return None if not math.isfinite(x) else x
+    return {
+        "model": s.variant.key, "gpu": s.gpu.key, "gpus": s.n_gpus, "tp": s.tp,
+        "replicas": s.replicas, "context_tokens": s.context_tokens,
+        "prompt_tokens": s.prompt, "kv_dtype": s.kv_dtype, "currency": s.currency,
+        "price_per_hour": s.price_per_hour, "weights_bytes": s.weights_gb * GB,
+        "kv_bytes_per_token": ev.kv_token.bytes_per_token,
+        "kv_bytes_per_token_by_kind": ev.kv_token.by_kind_bytes,
+        "kv_request_bytes": float(ev.kv_request.exact_bytes),
+        "kv_request_paged_bytes": float(ev.kv_request.paged_bytes),
+        "usable_bytes": ev.vram.usable_bytes,
+        "kv_budget_bytes": ev.vram.kv_budget_bytes,
+        "weights_fit": ev.vram.weights_fit,
+        "shortfall_bytes": ev.vram.shortfall_bytes,
+        "max_concurrency_vram": int(ev.max_concurrency_vram),
+        "max_concurrency_vram_paged": int(ev.max_concurrency_vram_paged),
+        "crossover_concurrency": ev.crossover_concurrency,
+        "ttft_linear_s": float(ev.ttft_linear_s), "ttft_s": float(ev.ttft_s),
+        "calibration": s.calibration, "warnings": list(s.warnings),
+        "points": [
+            {"concurrency": int(ev.concurrency[i]),
+             "bandwidth_ms": float(ev.decode.bandwidth_ms[i]),
+             "compute_ms": float(ev.decode.compute_ms[i]),
+             "comm_ms": float(ev.decode.comm_ms[i]),
+             "step_ms": float(ev.decode.step_ms[i]), "bound": str(ev.decode.bound[i]),
+             "tok_s_per_request": float(ev.decode.tok_s_per_request[i]),
+             "aggregate_tok_s": float(ev.aggregate_tok_s[i]),
+             "cost_per_mtok": num(float(ev.cost_per_mtok[i])),
+             "kv_total_bytes": float(ev.kv_total_bytes[i]),
+             "vram_subtotal_bytes": float(ev.vram_subtotal_bytes[i]),
+             "verdict": str(ev.verdict[i])}
+            for i in range(ev.concurrency.size)
+        ],
+        "table": [r.__dict__ for r in rows],
+    }
+
+
+def _gb(b: float) -> str:
+    return f"{b / GB:.2f} GB"
+
+
+def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text") -> str:
+    """The chapter's tables, in order: KV, VRAM, step time, crossover, TTFT, cost, capacity."""
+    m = s.model
+    md = fmt == "markdown"
+
+    def h(title: str) -> str:
+        return f"\n## {title}\n\n" if md else f"\n{title}\n"
+    kv = ev.kv_token
+    out = [("# " if md else "") + f"{s.variant.key} on {s.n_gpus} x {s.gpu.name}"
+           + (f" (TP={s.tp}, {s.replicas} replicas)" if s.n_gpus > 1 else "")
+           + f", {s.context_tokens} tokens, KV {s.kv_dtype}"
+           + (f", calibration '{s.calibration}'" if s.calibration else "")]
+    out += [f"warning: {w}" for w in s.warnings]
+    out.append(h("KV cache (F1-F2)"))
+    kinds = [(k, v) for k, v in kv.by_kind_bytes.items() if v]
+    out.append(render(["layers", "count", "KiB/token"],
+                      [[k, m.layers_of(k), v / KIB] for k, v in kinds]
+                      + [["total", m.layers, kv.bytes_per_token / KIB]], fmt))
+    out.append(f"KV per request at {s.context_tokens} tokens: {_gb(float(ev.kv_request.exact_bytes))}"
+               f" ({float(ev.kv_request.exact_bytes):,.0f} bytes); paged (block "
+               f"{s.block_size}): {float(ev.kv_request.paged_bytes):,.0f} bytes\n")
+    v = ev.vram
+    out.append(h("VRAM budget per GPU (F3)"))
+    out.append(f"{s.vram_gb:g} GB x {s.util:g} - {s.weights_per_gpu_gb:g} GB weights - "
+               f"{s.overhead_gb:g} GB overhead" + (f" - {s.nccl_gb:.2f} GB NCCL" if s.nccl_gb else "")
+               + f" = {v.kv_budget_bytes / GB:.2f} GB for KV\n")
+    if not v.weights_fit:
+        out.append(f"the weights do not fit: {v.shortfall_bytes / GB:.2f} GB short before any KV\n")
+    out.append(f"C_vram = floor({v.kv_budget_bytes / GB:.2f} GB / "
+               f"{float(ev.kv_request.exact_bytes) / GB:.3f} GB) = {int(ev.max_concurrency_vram)}"
+               f" concurrent requests (paged: {int(ev.max_concurrency_vram_paged)})\n")
+    out.append(h("Decode step (F4)"))
+    d = ev.decode
+    out.append(render(
+        ["concurrency", "bandwidth ms", "compute ms", "step ms", "bound", "tok/s per request",
+         "aggregate tok/s"],
+        [[int(ev.concurrency[i]), float(d.bandwidth_ms[i]), float(d.compute_ms[i]),
+          float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
+          float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
+    cross = ev.crossover_concurrency
+    out.append(h("Crossover (F5)"))
+    out.append("none: bandwidth binds at every concurrency at this context\n" if cross is None
+               else f"compute overtakes bandwidth at about {cross:.0f} concurrent requests\n")
+    out.append(h("Prefill (F6)"))
+    out.append(f"TTFT for a {s.prompt}-token prompt at MFU {s.mfu:g}: "
+               f"{float(ev.ttft_linear_s):.3f} s linear, {float(ev.ttft_s):.3f} s with attention"
+               " (no queueing)\n")
+    out.append(h(f"Cost (F7), {s.currency} {s.price_per_hour:g} per GPU-hour x {s.n_gpus}"))
+    out.append(render(["concurrency", "aggregate tok/s", f"{s.currency} per M tokens"],
+                      [[int(ev.concurrency[i]), float(ev.aggregate_tok_s[i]),
+                        float(ev.cost_per_mtok[i])] for i in range(ev.concurrency.size)], fmt))
+    out.append(h(f"Capacity table (F8), budget {v.usable_bytes / GB:.1f} GB per GPU, "
+                 f"headroom {s.headroom:.0%}"))
+    out.append(render(
+        ["concurrency", "context", "KV total GB", "subtotal GB", "verdict", "TTFT s",
+         "TPOT ms", "tok/s per request", "aggregate tok/s", f"{s.currency}/M tok"],
+        [[r.concurrency, r.context_tokens, r.kv_total_bytes / GB, r.vram_subtotal_bytes / GB,
+          VERDICT_TEXT[r.verdict], r.ttft_s, r.tpot_ms, r.tok_s_per_request, r.aggregate_tok_s,
+          r.cost_per_mtok] for r in rows], fmt))
+    for r in rows:
+        if r.verdict == "does_not_fit":
+            row_s = s.with_(context_tokens=r.context_tokens)
+            fixes = suggest_fixes(row_s, r.concurrency)
+            if fixes:
+                out.append(f"{r.concurrency} x {r.context_tokens}: does not fit; fixes: "
+                           + ", ".join(f"{f.description} ({VERDICT_TEXT[f.verdict]})"
+                                       for f in fixes) + "\n")
+    return "".join(x if x.endswith("\n") else x + "\n" for x in out)
+
+
+def run(args: argparse.Namespace) -> int:
+    concurrency = parse_int_list(args.concurrency)
+    s = scenario_from_args(args)
+    if args.calibration:
+        from capacity.fit.calibration import apply, load
+        s = apply(load(args.calibration), s)
+    ev = evaluate(s, concurrency)
+    table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
+    rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])
+    if args.format == "json":
+        print(json.dumps(to_json(s, ev, rows), indent=2))
+    elif args.format == "csv":
+        ev = evaluate(s, table_c)
+        print(render(["concurrency", "context_tokens", "kv_total_bytes", "vram_subtotal_bytes",
+                      "verdict", "bandwidth_ms", "compute_ms", "step_ms", "bound",
+                      "tok_s_per_request", "aggregate_tok_s", "ttft_s", "cost_per_mtok"],
+                     [[r.concurrency, r.context_tokens, r.kv_total_bytes, r.vram_subtotal_bytes,
+                       r.verdict, float(ev.decode.bandwidth_ms[i]),
+                       float(ev.decode.compute_ms[i]), r.tpot_ms, r.bound, r.tok_s_per_request,
+                       r.aggregate_tok_s, r.ttft_s, r.cost_per_mtok]
+                      for i, r in enumerate(rows)], "csv"), end="")
+    else:
+        print(to_text(s, ev, rows, args.format), end="")
+    return 0

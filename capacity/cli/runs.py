@@ -1,0 +1,105 @@
+"""`capacity runs`: list stored benchmark runs, show one run's summary, or query them with SQL.
+
+  capacity runs                          # every run: label, date, endpoint, levels, ok/failed
+  capacity runs --label capacity-8k      # the latest run with that label, level by level
+  capacity runs --sql "SELECT concurrency, quantile_cont(ttft_ms, 0.5) AS ttft_p50_ms
+                       FROM requests WHERE success GROUP BY 1 ORDER BY 1"
+Views: requests (one row per request), summaries (one row per level), runs (one row per run).
+Only a single SELECT is accepted; the files are read in place and never changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+import pandas as pd
+
+from capacity.bench.store import DEFAULT_ROOT, RunStore, compact_all
+from capacity.report.tables import render
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "runs", help="list stored benchmark runs, show a summary, or query them with SQL",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=DEFAULT_ROOT, metavar="DIR",
+                   help=f"where runs are stored (default {DEFAULT_ROOT})")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--label", default=None, help="print the latest run with this label")
+    g.add_argument("--run-id", default=None, help="print this run")
+    g.add_argument("--sql", default=None, help="one read-only SELECT over the views")
+    g.add_argument("--compact", action="store_true",
+                   help="write a typed Parquet copy (requests.parquet) of every run that lacks "
+                        "a current one; queries then read it instead of the CSV")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="output format (default table)")
+    return p
+
+
+def _plain(v: Any) -> Any:
+    if v is None or v is pd.NA or v is pd.NaT:
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "item"):
+        return _plain(v.item())
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
+
+
+def print_frame(df: pd.DataFrame, fmt: str) -> None:
+    rows = [[_plain(v) for v in row] for row in df.itertuples(index=False, name=None)]
+    if fmt == "json":
+        print(json.dumps([dict(zip(df.columns, r, strict=True)) for r in rows], indent=2,
+                         default=str))
+    else:
+        print(render([str(c) for c in df.columns], rows, "csv" if fmt == "csv" else "text"),
+              end="")
+
+
+SUMMARY_VIEW = ("concurrency", "requests_ok", "requests_failed", "ttft_p50_ms", "ttft_p99_ms",
+                "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "e2e_p50_ms", "output_tok_s",
+                "request_throughput_rps", "goodput_rps", "achieved_concurrency",
+                "cost_per_mtok", "client_bound")
+RUNS_VIEW = ("run_id", "label", "started_at", "status", "base_url", "model", "levels",
+             "requests_ok", "requests_failed")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.compact:
+        done = compact_all(args.out)
+        print(f"compacted {len(done)} run(s)" + "".join(f"\n  {p}" for p in done))
+        return 0
+    with RunStore(args.out) as store:
+        for w in store.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        if args.sql is not None:
+            print_frame(store.query(args.sql), args.format)
+        elif args.label is not None or args.run_id is not None:
+            run_id = args.run_id or store.latest_run_id(args.label)
+            df = store.summary(run_id)
+            if args.format == "table":
+                info = store.list_runs()
+                info = info[info["run_id"] == run_id]
+                if not info.empty:
+                    r = info.iloc[0]
+                    print(f"run {run_id} ({r['label']}), {r['started_at']}, {r['status']}, "
+                          f"{r['base_url']}, model {r['model']}")
+                if df.empty:
+                    print("no completed level yet (a killed run?); its requests are in the "
+                          "requests view")
+                    return 0
+                df = df[[c for c in SUMMARY_VIEW if c in df.columns]]
+            print_frame(df, args.format)
+        else:
+            df = store.list_runs()
+            if df.empty:
+                print(f"no runs under {args.out} (run capacity bench first)")
+                return 0
+            print_frame(df[list(RUNS_VIEW)] if args.format == "table" else df, args.format)
+    return 0

@@ -1,0 +1,78 @@
+"""`capacity sim-server`: an OpenAI-compatible endpoint that behaves like a model on a GPU.
+
+  capacity sim-server --model qwen3.5-9b-awq --gpu rtx-4090 --port 8000
+Continuous batching with min(C_vram, --max-num-seqs) slots, decode steps from F4 for the current
+batch, prefill from F6, tokens streamed per step. --speedup X divides every delay. Its ground
+truth per request is at GET /sim/truth; its physics at GET /sim/info.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from capacity.cli.plan import add_scenario_flags, scenario_from_args
+from capacity.sim.server import SimConfig, bind_socket, create_app, uvicorn_config
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "sim-server", help="serve a simulated OpenAI-compatible endpoint (no GPU needed)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_scenario_flags(p)
+    s = p.add_argument_group("server")
+    s.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
+    s.add_argument("--speedup", type=float, default=1.0,
+                   help="divide every delay by this factor (default 1: real time)")
+    s.add_argument("--max-num-seqs", type=int, default=256,
+                   help="engine batch limit, as vLLM's --max-num-seqs (default 256)")
+    s.add_argument("--chars-per-token", type=float, default=4.0,
+                   help="prompt characters per token (default 4)")
+    s.add_argument("--eos-after", type=int, default=0, metavar="TOKENS",
+                   help="without ignore_eos, stop after this many tokens (default 0: never)")
+    s.add_argument("--served-model-name", default=None,
+                   help="model id in /v1/models (default: the catalog key)")
+    s.add_argument("--api-key", default=None,
+                   help="require this bearer token (default: none)")
+    s.add_argument("--reject-stream-options", action="store_true",
+                   help="answer 400 to stream_options (to test clients' fallback)")
+    f = p.add_argument_group("fault injection (shares of requests, 0-1)")
+    f.add_argument("--fail-http", type=float, default=0.0, help="HTTP 500 before streaming")
+    f.add_argument("--fail-disconnect", type=float, default=0.0,
+                   help="connection dropped half-way through the stream")
+    f.add_argument("--fail-error-event", type=float, default=0.0,
+                   help='a data: {"error": ...} event inside the 200 stream, then silence')
+    f.add_argument("--fail-stall", type=float, default=0.0,
+                   help="the stream stops half-way and hangs for --stall-s")
+    f.add_argument("--stall-s", type=float, default=3600.0,
+                   help="how long a stalled stream hangs, seconds before speedup (default 3600)")
+    f.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws (default 0)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    return SimConfig(
+        speedup=args.speedup, max_num_seqs=args.max_num_seqs,
+        chars_per_token=args.chars_per_token, eos_after_tokens=args.eos_after,
+        fail_http=args.fail_http, fail_disconnect=args.fail_disconnect,
+        fail_error_event=args.fail_error_event, fail_stall=args.fail_stall,
+        stall_s=args.stall_s, reject_stream_options=args.reject_stream_options,
+        seed=args.fault_seed, served_model_name=args.served_model_name, api_key=args.api_key)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    scenario = scenario_from_args(args)
+    app = create_app(scenario, config_from_args(args))
+    sim = app.state.sim
+    sock = bind_socket(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    print(f"capacity sim-server: {sim.model_name} on {scenario.n_gpus} x {scenario.gpu.name}, "
+          f"{sim.physics.slots} slots (C_vram {sim.physics.c_vram} at {scenario.context_tokens} "
+          f"tokens), speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
+          flush=True)
+    uvicorn.Server(uvicorn_config(app, log_level="warning")).run(sockets=[sock])
+    return 0

@@ -1,0 +1,256 @@
+"""`capacity size`: from daily users (or peak concurrency) and SLOs to ranked GPU options.
+
+Example (the chapter's customer): 500 daily users, 20 requests each, 30 % of them in a 2-hour
+peak, 8K context, 256 output tokens, first token within 2 s and 50 ms per token:
+
+    capacity size --dau 500 --requests-per-user 20 --peak-share 0.3 --peak-hours 2 \\
+        --ctx 8192 --output-tokens 256 --slo-ttft-ms 2000 --slo-tpot-ms 50 --model qwen3.5-9b-awq
+
+Or `--peak-concurrency 50` instead of the daily figures. `--quote FILE.md|FILE.pdf` writes the
+customer document for the best option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from capacity.errors import InputError
+from capacity.model.cost import DEFAULT_CNY_PER_USD
+from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
+from capacity.model.scenario import DEFAULT_CONTEXT_TOKENS, DEFAULT_EFF, DEFAULT_MFU, DEFAULT_MODEL
+from capacity.model.workload import Workload
+from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS
+from capacity.plan.search import (
+    MAX_GPUS,
+    REASON_TEXT,
+    Option,
+    Plan,
+    PlanInputs,
+    Slo,
+    plan,
+    simulate_option,
+)
+from capacity.report.quote import write_quote
+from capacity.report.tables import render
+
+COLUMNS = ("rank", "option", "gpu", "gpus", "tp", "replicas", "weights", "kv_dtype",
+           "cost_per_month", "cost_per_mtok", "ttft_ms", "tpot_ms", "design_concurrency",
+           "memory_verdict", "binding")
+
+
+def _list(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    items = tuple(x.strip().lower() for x in text.split(",") if x.strip())
+    if not items:
+        raise InputError(f"'{text}': give a comma list, e.g. rtx-4090,h100-sxm")
+    return items
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "size", help="rank GPU options for daily users (or peak concurrency) and SLOs",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = p.add_argument_group("workload")
+    w.add_argument("--dau", type=float, default=None, metavar="USERS",
+                   help="daily active users (or give --peak-concurrency)")
+    w.add_argument("--requests-per-user", type=float, default=20.0, metavar="N",
+                   help="requests per user per day (default 20)")
+    w.add_argument("--peak-share", type=float, default=0.3, metavar="FRACTION",
+                   help="share of daily requests in the peak window (default 0.3)")
+    w.add_argument("--peak-hours", type=float, default=2.0, metavar="HOURS",
+                   help="length of the peak window, hours (default 2)")
+    w.add_argument("--peak-concurrency", type=float, default=None, metavar="C",
+                   help="requests in flight at the peak, entered directly (instead of --dau)")
+    w.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_TOKENS, metavar="TOKENS",
+                   help=f"context per request, tokens (default {DEFAULT_CONTEXT_TOKENS})")
+    w.add_argument("--prompt-tokens", type=int, default=None, metavar="TOKENS",
+                   help="prompt tokens per request (default = --ctx, as the chapter)")
+    w.add_argument("--output-tokens", type=int, default=256, metavar="TOKENS",
+                   help="output tokens per request (default 256)")
+    w.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, metavar="FRACTION",
+                   help=f"headroom on the peak load (default {DEFAULT_HEADROOM})")
+    s = p.add_argument_group("service-level objectives")
+    s.add_argument("--slo-ttft-ms", type=float, default=2000.0, metavar="MS",
+                   help="time to first token target, ms (default 2000)")
+    s.add_argument("--slo-tpot-ms", type=float, default=50.0, metavar="MS",
+                   help="time per output token target, ms (default 50)")
+    s.add_argument("--slo-percentile", type=float, default=90.0, metavar="P",
+                   help="percentile of requests the SLOs hold for (default 90)")
+    m = p.add_argument_group("search space")
+    m.add_argument("--model", default=DEFAULT_MODEL,
+                   help="model key; a format suffix (qwen3.5-9b-awq) fixes the weight format, "
+                        f"a bare key searches every format (default {DEFAULT_MODEL})")
+    m.add_argument("--weights", default=None, metavar="LIST",
+                   help="weight formats to search, comma list (default: see --model)")
+    m.add_argument("--gpus", default=None, metavar="LIST",
+                   help="GPU keys to search, comma list (default: every catalog GPU)")
+    m.add_argument("--max-gpus", type=int, default=MAX_GPUS, metavar="N",
+                   help=f"largest GPU count to try (default {MAX_GPUS})")
+    m.add_argument("--kv-dtypes", default="fp16,fp8", metavar="LIST",
+                   help="KV precisions to search (default fp16,fp8)")
+    m.add_argument("--no-tp", action="store_true", help="replicas only, no tensor parallel")
+    e = p.add_argument_group("engine and cost")
+    e.add_argument("--util", type=float, default=DEFAULT_UTIL,
+                   help=f"gpu_memory_utilization (default {DEFAULT_UTIL})")
+    e.add_argument("--overhead-gb", type=float, default=DEFAULT_OVERHEAD_GB, metavar="GB",
+                   help=f"runtime memory per GPU, GB (default {DEFAULT_OVERHEAD_GB})")
+    e.add_argument("--eff", type=float, default=DEFAULT_EFF,
+                   help=f"decode compute efficiency (default {DEFAULT_EFF})")
+    e.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                   help=f"prefill MFU (default {DEFAULT_MFU})")
+    e.add_argument("--max-num-seqs", type=int, default=DEFAULT_MAX_NUM_SEQS, metavar="N",
+                   help=f"sequences per replica, as vLLM (default {DEFAULT_MAX_NUM_SEQS})")
+    e.add_argument("--currency", choices=("CNY", "USD"), default="CNY",
+                   help="currency of costs (default CNY)")
+    e.add_argument("--cny-per-usd", type=float, default=DEFAULT_CNY_PER_USD,
+                   help=f"exchange rate (default {DEFAULT_CNY_PER_USD})")
+    o = p.add_argument_group("output")
+    o.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
+                   help="output format (default text)")
+    o.add_argument("--top", type=int, default=10, metavar="N",
+                   help="options to show (default 10)")
+    o.add_argument("--quote", default=None, metavar="FILE",
+                   help="also write a quote for the best option: FILE.md or FILE.pdf")
+    o.add_argument("--lang", choices=("en", "zh"), default="en",
+                   help="language of the quote (default en)")
+    o.add_argument("--simulate", action="store_true",
+                   help="check the best option with the discrete-event model")
+    o.add_argument("--chunked-prefill", type=int, default=None, metavar="TOKENS",
+                   help="token budget per step for the event model's chunked prefill "
+                        "(vLLM max_num_batched_tokens; default: off, prefill-first)")
+    return p
+
+
+def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
+    """PlanInputs from the command line."""
+    if args.dau is None and args.peak_concurrency is None:
+        raise InputError("give --dau (daily active users) or --peak-concurrency")
+    if args.top < 1:
+        raise InputError(f"--top must be >= 1, got {args.top}")
+    wl = Workload(daily_active_users=args.dau, requests_per_user_per_day=args.requests_per_user,
+                  peak_share=args.peak_share, peak_hours=args.peak_hours,
+                  peak_concurrency=args.peak_concurrency, context_tokens=args.ctx,
+                  prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                  headroom=args.headroom)
+    kv = _list(args.kv_dtypes)
+    assert kv is not None
+    return PlanInputs(
+        model=args.model, workload=wl,
+        slo=Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms,
+                quantile=args.slo_percentile / 100.0),
+        gpus=_list(args.gpus), max_gpus=args.max_gpus, kv_dtypes=kv,
+        formats=_list(args.weights), allow_tp=not args.no_tp, currency=args.currency,
+        cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
+        eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs)
+
+
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def option_record(rank: int, o: Option) -> dict[str, Any]:
+    """One option as a flat record (the JSON and CSV interface)."""
+    return {"rank": rank, "option": o.label, "gpu": o.gpu, "gpus": o.n_gpus, "tp": o.tp,
+            "replicas": o.replicas, "weights": o.weights, "kv_dtype": o.kv_dtype,
+            "cost_per_month": o.cost_per_month, "cost_per_mtok": _num(o.cost_per_mtok),
+            "ttft_ms": _num(o.ttft_ms), "tpot_ms": _num(o.tpot_ms),
+            "design_concurrency": _num(o.design_concurrency),
+            "memory_verdict": o.memory_verdict, "binding": o.binding}
+
+
+def to_json(p: Plan, top: int) -> dict[str, Any]:
+    """The stable JSON interface of `capacity size`."""
+    inp = p.inputs
+    return {
+        "model": inp.model, "currency": inp.currency, "evaluated": p.evaluated,
+        "peak_rate_per_s": p.peak_rate_per_s, "workload": asdict(inp.workload),
+        "slo": asdict(inp.slo),
+        "options": [option_record(i + 1, o) | {
+            "peak_concurrency": _num(o.peak_concurrency),
+            "capacity_rate_per_s": _num(o.capacity_rate_per_s),
+            "cost_per_mtok_at_peak": _num(o.cost_per_mtok_at_peak),
+            "slots_per_replica": o.slots_per_replica, "weights_gb": o.weights_gb}
+            for i, o in enumerate(p.options[:top])],
+        "rejected": [{"gpu": r.gpu, "reasons": list(r.reasons), "detail": r.detail}
+                     for r in p.rejected],
+        "near_misses": [{"option": m.option.label,
+                         "fixes": [f.description for f in m.fixes]} for m in p.near_misses],
+    }
+
+
+def to_text(p: Plan, top: int, fmt: str = "text") -> str:
+    """Ranked options, then the rejected families and the near misses."""
+    inp, wl = p.inputs, p.inputs.workload
+    md = fmt == "markdown"
+
+    def h(title: str) -> str:
+        return f"\n## {title}\n" if md else f"\n{title}"
+
+    if p.peak_rate_per_s is not None:
+        load = (f"{wl.daily_active_users:,.0f} daily users x {wl.requests_per_user_per_day:g} "
+                f"requests, {wl.peak_share:.0%} in {wl.peak_hours:g} h -> peak "
+                f"{p.peak_rate_per_s:.3f} req/s")
+    else:
+        load = f"peak concurrency {wl.peak_concurrency:g} (entered)"
+    q = inp.slo.quantile * 100
+    out = [("# " if md else "") + f"{p.model_name}: {load}, +{wl.headroom:.0%} headroom",
+           f"{wl.context_tokens} context / {wl.prompt} prompt / {wl.output_tokens} output tokens;"
+           f" SLO p{q:g} TTFT <= {inp.slo.ttft_ms:g} ms, TPOT <= {inp.slo.tpot_ms:g} ms; "
+           f"{p.evaluated} configurations evaluated"]
+    cur = inp.currency
+    if p.options:
+        out.append(h(f"Options ({len(p.options)} meet every constraint; best {top} shown)"))
+        out.append(render(
+            ["#", "option", f"{cur}/month", f"{cur}/M tok", f"TTFT p{q:g} ms",
+             f"TPOT p{q:g} ms", "in flight", "memory", "binding"],
+            [[i + 1, o.label, o.cost_per_month, o.cost_per_mtok, o.ttft_ms, o.tpot_ms,
+              o.design_concurrency, o.memory_verdict, o.binding]
+             for i, o in enumerate(p.options[:top])], fmt).rstrip("\n"))
+        out.append(f"{cur}/M tok: per million output tokens at the option's SLO-feasible "
+                   "capacity; in flight: requests at the peak with headroom")
+    else:
+        out.append(h("No configuration meets every constraint"))
+    if p.rejected:
+        out.append(h("Ruled out"))
+        out += [f"- {r.gpu_name}: {', '.join(REASON_TEXT[x] for x in r.reasons)}; {r.detail}"
+                for r in p.rejected]
+    if p.near_misses:
+        out.append(h("Cheaper but short of memory"))
+        out += [f"- {m.option.label}: " + ("; ".join(f.description for f in m.fixes) or "-")
+                for m in p.near_misses]
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    inp = inputs_from_args(args)
+    p = plan(inp)
+    sim = None
+    if (args.simulate or args.quote) and p.best is not None:
+        sim = simulate_option(inp, p.best, chunk_tokens=args.chunked_prefill)
+    if args.format == "json":
+        data = to_json(p, args.top)
+        if sim is not None:
+            data["simulation"] = {"ttft_ms": sim.ttft_ms, "tpot_ms": sim.tpot_ms,
+                                  "slo_met_share": sim.slo_met_share}
+        print(json.dumps(data, indent=2))
+    elif args.format == "csv":
+        print(render(list(COLUMNS), [[option_record(i + 1, o)[c] for c in COLUMNS]
+                                     for i, o in enumerate(p.options[:args.top])], "csv"),
+              end="")
+    else:
+        print(to_text(p, args.top, args.format), end="")
+        if sim is not None and args.simulate:
+            print(f"\nevent model, best option at the design load: TTFT p50/p90/p99 "
+                  f"{sim.ttft_ms[0.5]:.0f}/{sim.ttft_ms[0.9]:.0f}/{sim.ttft_ms[0.99]:.0f} ms, "
+                  f"TPOT p50/p90/p99 {sim.tpot_ms[0.5]:.1f}/{sim.tpot_ms[0.9]:.1f}/"
+                  f"{sim.tpot_ms[0.99]:.1f} ms, {sim.slo_met_share:.0%} meet both SLOs")
+    if args.quote:
+        path = write_quote(args.quote, p, lang=args.lang, simulation=sim)
+        print(f"quote written to {path}", file=sys.stderr)
+    return 0 if p.options else 1

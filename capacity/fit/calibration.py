@@ -1,0 +1,473 @@
+"""F11: fit the efficiency knobs from measured points, and predict with them.
+
+Decode: `t_step = t0 + max((W + C x KV) / (BW x eta_bw), 2 x P x C / (F x eff)) + comm`
+(the library's own F4, so a fitted calibration predicts exactly what `evaluate` computes).
+Prefill: `TTFT = t0_prefill + FLOPs(prompt, with attention) / (F x MFU) + comm` (F6).
+Memory: `overhead_gb` from a measured maximum concurrency (or OOM point) through F3.
+
+The fit is robust least squares (`scipy.optimize.least_squares`, loss `soft_l1`, bounds) on
+relative residuals (predicted / measured - 1), with a weak pull toward typical values
+(eta_bw 0.8, eff 0.5, MFU 0.4, zero overheads) so that knobs the data cannot tell apart stay
+sensible: with one context length, bandwidth efficiency and per-step overhead trade off
+against each other, and with one prompt length MFU and prefill overhead do. Decode and prefill
+are fitted separately (they share no knob). Every fit reports its residuals per point and the
+error on points held out of the fit (k-fold, leave-one-out for small sets); that error is
+never hidden: with fewer than two points there is none and the report says so.
+
+TTFT under load includes queueing (SPEC section 6), which this formula does not model: by
+default only the TTFT points at the lowest measured concurrency of each prompt length are fitted.
+Decode points use the context a request holds on average while decoding (prompt + output / 2).
+
+Transfer: efficiencies belong to kernels and hardware more than to one model, so a calibration
+fitted on one model applies to another on the same GPU and engine (`apply` warns when the
+GPU differs). Source: SPEC F11, ANCHORS items 2 and 5.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import tomli_w
+from scipy.optimize import least_squares
+
+from capacity.catalog.loader import DATA_DIR
+from capacity.errors import InputError
+from capacity.fit.measured import MeasuredPoint
+from capacity.model.parallel import tp_comm_ms
+from capacity.model.prefill import prefill_flops
+from capacity.model.scenario import Scenario, evaluate
+from capacity.units import GB, TERA
+
+FloatArray = npt.NDArray[np.float64]
+
+CALIBRATIONS_DIR = DATA_DIR / "calibrations"
+DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
+PREFILL_KNOBS = ("mfu", "prefill_overhead_ms")
+KNOBS = (*DECODE_KNOBS, *PREFILL_KNOBS)
+PRIORS: dict[str, float] = {"eta_bw": 0.8, "step_overhead_ms": 0.0, "eff": 0.5, "mfu": 0.4,
+                            "prefill_overhead_ms": 0.0}
+"""Where the weak pull goes when the data cannot decide (fractions: in log space)."""
+BOUNDS: dict[str, tuple[float, float]] = {
+    "eta_bw": (0.05, 1.0), "step_overhead_ms": (0.0, 1000.0), "eff": (0.005, 1.0),
+    "mfu": (0.005, 1.0), "prefill_overhead_ms": (0.0, 10000.0)}
+PRIOR_WEIGHT = 0.02
+"""Weight of each prior term against one point's relative residual."""
+ROBUST_SCALE = 0.05
+"""soft_l1 f_scale: residuals beyond about 5% count less than quadratically."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitPoint:
+    """One measured point with its predictions: spec-sheet, fitted, and held out of the fit."""
+
+    kind: str  # "tpot" | "ttft"
+    concurrency: float
+    context_tokens: float
+    measured_ms: float
+    spec_ms: float
+    fitted_ms: float
+    held_out_ms: float | None = None
+    source: str = ""
+
+    @property
+    def fitted_error(self) -> float:
+        """Relative error of the fitted prediction: predicted / measured - 1."""
+        return self.fitted_ms / self.measured_ms - 1.0
+
+    @property
+    def spec_error(self) -> float:
+        """Relative error of the spec-sheet prediction."""
+        return self.spec_ms / self.measured_ms - 1.0
+
+    @property
+    def held_out_error(self) -> float | None:
+        """Relative error when this point was left out of the fit (None: not held out)."""
+        return None if self.held_out_ms is None else self.held_out_ms / self.measured_ms - 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """Fitted knobs and what they were fitted on. A knob is None when the data had nothing to
+    say about it (no TTFT points: no MFU); `apply` then leaves the scenario's value."""
+
+    name: str
+    model: str
+    gpu: str
+    engine: str = ""
+    eta_bw: float | None = None
+    step_overhead_ms: float | None = None
+    eff: float | None = None
+    mfu: float | None = None
+    prefill_overhead_ms: float | None = None
+    overhead_gb: float | None = None
+    std: tuple[tuple[str, float], ...] = ()
+    points: tuple[FitPoint, ...] = ()
+    holdout_method: str = ""
+    created: str = ""
+    inputs: str = ""
+    settings: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def knob_std(self, name: str) -> float:
+        """Standard error of a fitted knob (NaN when the fit could not tell)."""
+        return dict(self.std).get(name, math.nan)
+
+    def errors(self, kind: str, which: str = "held_out") -> FloatArray:
+        """Relative errors of one kind of point ('tpot'/'ttft') for 'fitted', 'spec' or
+        'held_out' predictions (held-out: only the points that were held out)."""
+        vals: list[float] = []
+        for p in self.points:
+            if p.kind != kind:
+                continue
+            e = {"fitted": p.fitted_error, "spec": p.spec_error,
+                 "held_out": p.held_out_error}[which]
+            if e is not None:
+                vals.append(e)
+        return np.asarray(vals, dtype=np.float64)
+
+    def median_abs_error(self, kind: str, which: str = "held_out") -> float | None:
+        """Median |relative error| (a fraction), or None when there are no such points."""
+        e = self.errors(kind, which)
+        return float(np.median(np.abs(e))) if e.size else None
+
+
+# ---------------------------------------------------------------------------------------------
+# prediction bases: the parts of F4 and F6 that do not depend on the knobs
+
+def _decode_basis(base: Scenario, pts: Sequence[MeasuredPoint]
+                  ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Bandwidth term at eta_bw = 1, compute term at eff = 1 and comm, in ms, per point."""
+    s1 = base.with_(eta_bw=1.0, eff=1.0, step_overhead_ms=0.0)
+    ev = evaluate(s1, np.array([p.concurrency for p in pts], dtype=np.float64),
+                  np.array([p.decode_context_tokens for p in pts], dtype=np.float64))
+    return (np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
+            np.asarray(ev.decode.compute_ms, dtype=np.float64),
+            np.asarray(ev.decode.comm_ms, dtype=np.float64))
+
+
+def _prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> tuple[FloatArray, FloatArray]:
+    """Prefill compute at MFU = 1 and TP comm, in ms, per point (as `evaluate` computes TTFT)."""
+    prompt = np.array([p.prefill_tokens for p in pts], dtype=np.float64)
+    flops = prefill_flops(base.model, prompt).total_flops
+    at_peak = flops / (base.tflops * base.tp * TERA) * 1e3
+    comm = np.asarray(tp_comm_ms(base.model, base.gpu, base.tp, prompt), dtype=np.float64)
+    return np.asarray(at_peak, dtype=np.float64), np.broadcast_to(comm, at_peak.shape).copy()
+
+
+def _decode_model(x: FloatArray, basis: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
+    bw, cp, comm = basis
+    eta, t0, eff = x
+    return np.asarray(t0 + np.maximum(bw / eta, cp / eff) + comm, dtype=np.float64)
+
+
+def _prefill_model(x: FloatArray, basis: tuple[FloatArray, FloatArray]) -> FloatArray:
+    at_peak, comm = basis
+    mfu, t0p = x
+    return np.asarray(t0p + at_peak / mfu + comm, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class _Problem:
+    names: tuple[str, ...]
+    model: Callable[[FloatArray, Any], FloatArray]
+    starts: tuple[tuple[float, ...], ...]
+
+
+_DECODE = _Problem(DECODE_KNOBS, _decode_model,
+                   ((0.8, 0.0, 0.5), (0.6, 1.0, 0.1), (0.9, 0.5, 1.0), (0.5, 3.0, 0.03)))
+_PREFILL = _Problem(PREFILL_KNOBS, _prefill_model, ((0.4, 0.0), (0.2, 20.0), (0.8, 5.0)))
+
+
+def _take(basis: tuple[FloatArray, ...], idx: npt.NDArray[np.intp]) -> tuple[FloatArray, ...]:
+    return tuple(b[idx] for b in basis)
+
+
+def _solve(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatArray
+           ) -> tuple[FloatArray, FloatArray]:
+    """Robust fit of one problem; returns the knobs and their standard errors (from the
+    Gauss-Newton covariance; NaN when there are no more points than knobs)."""
+    scale = float(np.median(measured))
+    lo = np.array([BOUNDS[n][0] for n in problem.names])
+    hi = np.array([BOUNDS[n][1] for n in problem.names])
+
+    def residuals(x: FloatArray) -> FloatArray:
+        r = problem.model(x, basis) / measured - 1.0
+        prior = []
+        for n, v in zip(problem.names, x, strict=True):
+            if n.endswith("_ms"):
+                prior.append(PRIOR_WEIGHT * (v - PRIORS[n]) / scale)
+            else:
+                prior.append(PRIOR_WEIGHT * math.log(v / PRIORS[n]))
+        return np.concatenate([r, np.asarray(prior)])
+
+    best = None
+    for start in problem.starts:
+        x0 = np.clip(np.asarray(start, dtype=np.float64), lo + 1e-9, hi - 1e-9)
+        res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1",
+                            f_scale=ROBUST_SCALE, x_scale="jac", max_nfev=400)
+        if best is None or res.cost < best.cost:
+            best = res
+    assert best is not None
+    n = measured.size
+    if n <= len(problem.names):
+        return np.asarray(best.x, dtype=np.float64), np.full(len(problem.names), np.nan)
+    r_data = best.fun[:n]
+    s2 = float(np.sum(r_data ** 2) / (n - len(problem.names)))
+    jac = np.asarray(best.jac, dtype=np.float64)
+    cov = np.linalg.pinv(jac.T @ jac) * s2
+    std = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return np.asarray(best.x, dtype=np.float64), std
+
+
+def _holdout(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatArray
+             ) -> tuple[list[float | None], str]:
+    """Predictions for each point from a fit that left it out; k-fold (k = 5) or, for 5
+    points or fewer, leave-one-out. Fewer than 2 points: none."""
+    n = measured.size
+    if n < 2:
+        return [None] * n, f"none: {n} point(s) is too few to hold any out"
+    k = n if n <= 5 else 5
+    out: list[float | None] = [None] * n
+    idx = np.arange(n)
+    for fold in range(k):
+        test = idx[idx % k == fold]
+        train = idx[idx % k != fold]
+        x, _ = _solve(problem, _take(basis, train), measured[train])
+        pred = problem.model(x, _take(basis, test))
+        for i, v in zip(test, pred, strict=True):
+            out[int(i)] = float(v)
+    method = "leave-one-out" if k == n else f"{k}-fold"
+    return out, f"{method} over {n} points"
+
+
+def prefill_fit_points(points: Sequence[MeasuredPoint], all_levels: bool = False
+                       ) -> list[MeasuredPoint]:
+    """The TTFT points the prefill fit uses: by default those at the lowest measured
+    concurrency of each prompt length (TTFT under load includes queueing)."""
+    with_ttft = [p for p in points if p.ttft_ms is not None]
+    if all_levels:
+        return with_ttft
+    lowest: dict[float, float] = {}
+    for p in with_ttft:
+        lowest[p.prefill_tokens] = min(lowest.get(p.prefill_tokens, math.inf), p.concurrency)
+    return [p for p in with_ttft if p.concurrency == lowest[p.prefill_tokens]]
+
+
+def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
+                                  context_tokens: int) -> float:
+    """Runtime memory overhead (GB per GPU) implied by a measured maximum concurrency (F3
+    inverted): VRAM x util - W - NCCL - (C + 0.5) x KV_request(L, paged), with C per replica.
+
+    The +0.5 takes the middle of the interval that floor() leaves. Example (seed setup): 53
+    requests of 8K fit -> 24 x 0.9 - 5.7 - 53.5 x 0.2684 = 1.54 GB.
+    """
+    if max_concurrency < 1:
+        raise InputError("a measured maximum concurrency must be >= 1 request")
+    ev = evaluate(base, [1], [context_tokens])
+    c_rep = max_concurrency / base.replicas
+    kv = float(np.asarray(ev.kv_request.paged_bytes).ravel()[0]) * (c_rep + 0.5)
+    v = ev.vram
+    overhead = (v.usable_bytes - v.weights_bytes - v.nccl_bytes - kv) / GB
+    if overhead < 0:
+        raise InputError(
+            f"{max_concurrency} requests of {context_tokens} tokens need "
+            f"{kv / GB:.2f} GB of KV per GPU, more than VRAM x util - weights leaves "
+            f"({(v.usable_bytes - v.weights_bytes - v.nccl_bytes) / GB:.2f} GB): check the "
+            "GPU, util, weight format and KV precision of the scenario")
+    return overhead
+
+
+def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
+        engine: str = "", inputs: str = "", max_concurrency: tuple[int, int] | None = None,
+        ttft_all_levels: bool = False, today: str | None = None) -> Calibration:
+    """Fit F11's knobs from measured points of one model on one GPU and engine.
+
+    `base` is the scenario the points were measured under (model, GPU, TP, KV precision);
+    its knobs are the spec-sheet prediction the report compares against.
+    `max_concurrency` = (C, context tokens): a measured maximum (or the C just below an OOM).
+    """
+    if not points:
+        raise InputError("no measured points to fit: import a file with at least one row")
+    dec = [p for p in points if p.tpot_ms is not None]
+    pre = prefill_fit_points(points, ttft_all_levels)
+    if not dec and not pre and max_concurrency is None:
+        raise InputError("the points have neither TPOT nor TTFT: nothing to fit")
+    knobs: dict[str, float | None] = dict.fromkeys(KNOBS)
+    std: list[tuple[str, float]] = []
+    fit_points: list[FitPoint] = []
+    methods: list[str] = []
+    notes: list[str] = []
+    for kind, pts, problem in (("tpot", dec, _DECODE), ("ttft", pre, _PREFILL)):
+        if not pts:
+            notes.append(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted")
+            continue
+        if kind == "tpot":
+            basis: tuple[FloatArray, ...] = _decode_basis(base, pts)
+            measured = np.array([p.tpot_ms for p in pts], dtype=np.float64)
+            spec_x = np.array([base.eta_bw, base.step_overhead_ms, base.eff])
+        else:
+            basis = _prefill_basis(base, pts)
+            measured = np.array([p.ttft_ms for p in pts], dtype=np.float64)
+            spec_x = np.array([base.mfu, base.prefill_overhead_ms])
+        x, sd = _solve(problem, basis, measured)
+        if kind == "tpot" and len({round(p.decode_context_tokens) for p in pts}) == 1:
+            notes.append("TPOT at one context length only: bandwidth efficiency and per-step "
+                         "overhead trade off against each other; measure a second context to "
+                         "separate them (their sum at this context is well determined)")
+        fitted = problem.model(x, basis)
+        spec = problem.model(spec_x, basis)
+        held, method = _holdout(problem, basis, measured)
+        methods.append(f"{kind.upper()}: {method}")
+        for n, v, s in zip(problem.names, x, sd, strict=True):
+            knobs[n] = float(v)
+            if math.isfinite(s):
+                std.append((n, float(s)))
+        if kind == "tpot":
+            bw, cp, _ = basis
+            if not np.any(cp / x[2] > bw / x[0]):
+                notes.append(f"compute never binds at the measured points: eff is not "
+                             f"determined by them (kept near {PRIORS['eff']:g}); measure at "
+                             "higher concurrency or shorter context to fit it")
+        for i, p in enumerate(pts):
+            fit_points.append(FitPoint(
+                kind=kind, concurrency=p.concurrency,
+                context_tokens=p.decode_context_tokens if kind == "tpot" else p.prefill_tokens,
+                measured_ms=float(measured[i]), spec_ms=float(spec[i]),
+                fitted_ms=float(fitted[i]), held_out_ms=held[i], source=p.source))
+    overhead = None
+    if max_concurrency is not None:
+        overhead = overhead_from_max_concurrency(base, *max_concurrency)
+        notes.append(f"overhead from a measured maximum of {max_concurrency[0]} requests at "
+                     f"{max_concurrency[1]} tokens")
+    settings = (("weights_gb", f"{base.weights_gb:g}"), ("kv_dtype", base.kv_dtype),
+                ("util", f"{base.util:g}"), ("gpus", str(base.n_gpus)), ("tp", str(base.tp)),
+                ("bandwidth_gb_s", f"{base.bandwidth_gb_s:g}"),
+                ("tflops", f"{base.tflops:g}"))
+    return Calibration(
+        name=name, model=base.variant.key, gpu=base.gpu.key,
+        engine=engine or next((p.engine for p in points if p.engine), ""),
+        eta_bw=knobs["eta_bw"], step_overhead_ms=knobs["step_overhead_ms"], eff=knobs["eff"],
+        mfu=knobs["mfu"], prefill_overhead_ms=knobs["prefill_overhead_ms"],
+        overhead_gb=overhead, std=tuple(std), points=tuple(fit_points),
+        holdout_method="; ".join(methods), created=today or date.today().isoformat(),
+        inputs=inputs, settings=settings, notes=tuple(notes))
+
+
+def apply(calibration: Calibration, scenario: Scenario) -> Scenario:
+    """The scenario with the calibration's fitted knobs (those it has) and its name set.
+
+    Works across models (transfer); records a warning when the GPU differs, since
+    efficiencies are properties of the GPU and engine.
+    """
+    changes: dict[str, object] = {"calibration": calibration.name or "calibrated"}
+    for n in (*KNOBS, "overhead_gb"):
+        v = getattr(calibration, n)
+        if v is not None:
+            changes[n] = float(v)
+    warnings = list(scenario.warnings)
+    if calibration.gpu and calibration.gpu != scenario.gpu.key:
+        warnings.append(f"calibration '{calibration.name}' was fitted on {calibration.gpu}, "
+                        f"applied to {scenario.gpu.key}: efficiencies may not transfer")
+    changes["warnings"] = tuple(warnings)
+    return scenario.with_(**changes)
+
+
+def predict_ms(scenario: Scenario, points: Sequence[MeasuredPoint]
+               ) -> tuple[FloatArray, FloatArray]:
+    """What `evaluate` predicts for each point: TPOT (step ms, at the decode context) and TTFT
+    (ms, at the prompt length, no queueing)."""
+    C = np.array([p.concurrency for p in points], dtype=np.float64)
+    ev = evaluate(scenario, C, np.array([p.decode_context_tokens for p in points]))
+    s = scenario.with_(prompt_tokens=None)
+    ttft = evaluate(s, C, np.array([p.prefill_tokens for p in points])).ttft_s * 1e3
+    return (np.asarray(ev.decode.step_ms, dtype=np.float64),
+            np.asarray(ttft, dtype=np.float64))
+
+
+# ---------------------------------------------------------------------------------------------
+# TOML storage
+
+def calibration_path(name_or_path: str | Path, directory: Path | None = None) -> Path:
+    """`NAME` -> data/calibrations/NAME.toml; anything with a slash or `.toml` is a path."""
+    text = str(name_or_path)
+    if "/" in text or "\\" in text or text.endswith(".toml"):
+        return Path(text)
+    if not text or not all(c.isalnum() or c in "-_." for c in text):
+        raise InputError(f"calibration name '{text}' may hold only letters, digits, '-', '_' "
+                         "and '.' (or give a path ending in .toml)")
+    return (directory or CALIBRATIONS_DIR) / f"{text}.toml"
+
+
+def saved_calibrations(directory: Path | None = None) -> list[str]:
+    """Names of the calibrations saved under `directory` (default data/calibrations/)."""
+    where = directory or CALIBRATIONS_DIR
+    return sorted(p.stem for p in where.glob("*.toml")) if where.is_dir() else []
+
+
+def to_toml(cal: Calibration) -> str:
+    """The calibration as TOML text (None values are left out)."""
+    doc: dict[str, Any] = {
+        "name": cal.name, "model": cal.model, "gpu": cal.gpu, "engine": cal.engine,
+        "created": cal.created, "inputs": cal.inputs, "holdout_method": cal.holdout_method,
+        "notes": list(cal.notes),
+        "knobs": {n: getattr(cal, n) for n in (*KNOBS, "overhead_gb")
+                  if getattr(cal, n) is not None},
+        "std": dict(cal.std), "settings": dict(cal.settings),
+        "points": [{k: v for k, v in p.__dict__.items() if v is not None} for p in cal.points],
+    }
+    return tomli_w.dumps(doc)
+
+
+def save(cal: Calibration, name_or_path: str | Path | None = None,
+         directory: Path | None = None) -> Path:
+    """Write the calibration as TOML; returns the path. Never overwrites a file with a
+    half-written one (writes a temporary file, then renames)."""
+    path = calibration_path(name_or_path or cal.name, directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(to_toml(cal), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration:
+    """Read a calibration saved by `save`; InputError naming the file on anything wrong."""
+    path = calibration_path(name_or_path, directory)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        where = path.parent
+        known = sorted(p.stem for p in where.glob("*.toml")) if where.is_dir() else []
+        raise InputError(f"no calibration at {path}" + (f" (saved: {', '.join(known)})"
+                         if known else "; fit one with `capacity calibrate ... --save NAME`")
+                         ) from None
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise InputError(f"{path}: not a readable calibration file ({e})") from None
+    try:
+        knobs = doc.get("knobs", {})
+        for n, v in knobs.items():
+            if n not in (*KNOBS, "overhead_gb"):
+                raise InputError(f"{path}: unknown knob '{n}'")
+            lo, hi = BOUNDS.get(n, (0.0, math.inf))
+            if not (isinstance(v, int | float) and lo <= v <= hi):
+                raise InputError(f"{path}: knob {n} = {v!r} is outside [{lo:g}, {hi:g}]")
+        pts = tuple(FitPoint(**p) for p in doc.get("points", []))
+        cal = Calibration(
+            name=str(doc.get("name", path.stem)), model=str(doc["model"]), gpu=str(doc["gpu"]),
+            engine=str(doc.get("engine", "")), std=tuple(doc.get("std", {}).items()),
+            points=pts, holdout_method=str(doc.get("holdout_method", "")),
+            created=str(doc.get("created", "")), inputs=str(doc.get("inputs", "")),
+            settings=tuple((str(k), str(v)) for k, v in doc.get("settings", {}).items()),
+            notes=tuple(str(n) for n in doc.get("notes", [])))
+        values: dict[str, Any] = {n: float(v) for n, v in knobs.items()}
+        return replace(cal, **values)
+    except (KeyError, TypeError) as e:
+        raise InputError(f"{path}: not a calibration file (missing or bad field {e})") from None

@@ -1,0 +1,474 @@
+"""Measured points on predicted curves: what the Results page overlays (SPEC 9, ANCHORS item 2).
+
+Measured points come from a stored run (`points_from_summary`, the per-level rows of
+`capacity.bench.store`), an import (`read_upload`, through `capacity.fit.imports`) or a published sweep
+(`capacity.fit.reference`). Predictions come from `capacity.fit.calibration.predict_ms` (hence F4 and F6
+through `scenario.evaluate`) for the spec-sheet scenario and, when given, the calibrated one
+(`calibration.apply`), at the run's prompt and output lengths.
+
+Four metrics vs concurrency, all long-form DataFrames so a chart can draw them directly:
+- `ttft_ms`: time to first token, ms (predicted: prefill without queueing, F6; under load, see
+  below);
+- `tpot_ms`: time per output token, ms (predicted: the decode step, F4, at the context a request
+  holds on average while decoding, prompt + output / 2);
+- `tok_s_per_request`: 1000 / TPOT, tok/s;
+- `aggregate_tok_s`: output tok/s of the whole level (predicted for a closed loop: each request
+  is one prefill and n - 1 decode steps, C x n / (TTFT + (n - 1) x TPOT); without an output
+  length, C x 1000 / TPOT).
+Measured points carry p50 and, where the source has them, p90 and p99 (the band). Beyond the
+predicted C_vram an engine cannot batch more requests: the rest wait, so the prediction at C
+uses a batch of min(C, C_vram).
+
+Under load (`load="closed"`, the bench's default): in a closed loop at concurrency C every
+request's prefill competes with the other prefills and with decoding, so TTFT and aggregate
+throughput come from the discrete-event model of continuous batching (`capacity.plan.queueing`:
+`simulate(service_from_scenario(s), concurrency=C, n_requests=max(200, 4 C), seed=0)`; TTFT p50
+with its p90/p99 as a band, aggregate = its output tok/s). `load="open"` does the same with each
+level's Poisson arrival rate. TPOT (and tok/s per request) stay the decode step of F4: that is
+what the calibration fits and what measured TPOT p50 follows (the bundled sample run: within 18%
+at concurrency 1-64 with eff 0.3, MFU 0.25), whereas the event model's TPOT carries its own
+prefill scheduling. The no-load prediction of TTFT and aggregate is kept as a lighter series,
+`ROOFLINE` ("roofline, no queueing"), so the chapter's formula stays visible; ratios compare with
+the under-load series.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from capacity.catalog.loader import Catalog
+from capacity.errors import InputError
+from capacity.fit.calibration import Calibration, apply, predict_ms
+from capacity.fit.imports import read_measured
+from capacity.fit.measured import MeasuredPoint
+from capacity.model.scenario import Scenario, evaluate, make_scenario
+from capacity.plan.queueing import QueueResult, service_from_scenario, simulate
+
+METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")
+MEASURED_COLUMNS = ("series", "concurrency", "metric", "p50", "p90", "p99")
+PREDICTED_COLUMNS = ("series", "concurrency", "metric", "value", "p90", "p99")
+SPEC = "spec-sheet"
+CALIBRATED = "calibrated"
+ROOFLINE = "roofline"
+"""Series of the no-load prediction (F4/F6 without queueing) drawn next to the under-load one."""
+LOADS = ("closed", "open", "none")
+LOAD_METRICS = ("ttft_ms", "aggregate_tok_s")
+"""Metrics the event model predicts under load (TPOT stays F4's step, see the module doc)."""
+LOAD_GRID_POINTS = 12
+"""Log-spaced concurrencies simulated per curve (plus the measured levels and C_vram)."""
+
+
+def _num(x: object) -> float | None:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def points_from_summary(summary: pd.DataFrame, *, model: str = "", gpu: str = "",
+                        source: str = "") -> list[MeasuredPoint]:
+    """One point per level of a stored run's summary rows (p50 as the central value).
+
+    Levels with no successful request (no TPOT and no TTFT) are left out: they have nothing to
+    overlay (their failures still count in `saturation`)."""
+    out: list[MeasuredPoint] = []
+    for row in summary.to_dict("records"):
+        prompt = _num(row.get("prompt_tokens_mean"))
+        output = _num(row.get("output_tokens_mean"))
+        c = _num(row.get("concurrency"))
+        if c is None or (_num(row.get("tpot_p50_ms")) is None
+                         and _num(row.get("ttft_p50_ms")) is None):
+            continue
+        ctx = math.ceil((prompt or 1.0) + (output or 0.0))
+        out.append(MeasuredPoint(
+            model=model, gpu=gpu, concurrency=c, context_tokens=max(1, ctx),
+            prompt_tokens=prompt, output_tokens=output,
+            tpot_ms=_num(row.get("tpot_p50_ms")), ttft_ms=_num(row.get("ttft_p50_ms")),
+            output_tok_s=_num(row.get("output_tok_s")),
+            tpot_p90_ms=_num(row.get("tpot_p90_ms")), tpot_p99_ms=_num(row.get("tpot_p99_ms")),
+            ttft_p90_ms=_num(row.get("ttft_p90_ms")), ttft_p99_ms=_num(row.get("ttft_p99_ms")),
+            stat="median", source=source or str(row.get("run_id", ""))))
+    return out
+
+
+def read_upload(name: str, data: bytes, fmt: str | None = None, *, model: str = "",
+                gpu: str = "", engine: str = "",
+                concurrency: float | None = None) -> list[MeasuredPoint]:
+    """Points from an uploaded file's bytes (CSV, `vllm bench serve` JSON, AIPerf export);
+    the file name helps guess the format. InputError on anything malformed."""
+    safe = Path(name).name or "upload"
+    with tempfile.TemporaryDirectory(prefix="capacity-import-") as tmp:
+        path = Path(tmp) / safe
+        path.write_bytes(data)
+        return read_measured(path, fmt, model=model, gpu=gpu, engine=engine,
+                             concurrency=concurrency)
+
+
+def measured_frame(points: Sequence[MeasuredPoint], series: str) -> pd.DataFrame:
+    """Long form: one row per point and metric, p50 with the p90/p99 band where known."""
+    rows: list[dict[str, object]] = []
+    for p in points:
+        mine: list[dict[str, object]] = []
+        if p.ttft_ms is not None:
+            mine.append({"metric": "ttft_ms", "p50": p.ttft_ms, "p90": p.ttft_p90_ms,
+                         "p99": p.ttft_p99_ms})
+        if p.tpot_ms is not None:
+            mine.append({"metric": "tpot_ms", "p50": p.tpot_ms, "p90": p.tpot_p90_ms,
+                         "p99": p.tpot_p99_ms})
+            mine.append({"metric": "tok_s_per_request", "p50": 1e3 / p.tpot_ms,
+                         "p90": 1e3 / p.tpot_p90_ms if p.tpot_p90_ms else None,
+                         "p99": 1e3 / p.tpot_p99_ms if p.tpot_p99_ms else None})
+        if p.output_tok_s is not None:
+            mine.append({"metric": "aggregate_tok_s", "p50": p.output_tok_s, "p90": None,
+                         "p99": None})
+        rows += [{"series": series, "concurrency": p.concurrency, **r} for r in mine]
+    return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS)).astype(
+        {"p50": "float64", "p90": "float64", "p99": "float64", "concurrency": "float64"})
+
+
+def run_scenario(model: str, gpu: str, *, prompt_tokens: float, output_tokens: float,
+                 n_gpus: int = 1, tp: int = 1, catalog: Catalog | None = None) -> Scenario:
+    """The spec-sheet scenario a run was measured under: its model and GPU, a context of
+    prompt + output tokens (the most a request holds) and its prompt for TTFT."""
+    if prompt_tokens < 1 or output_tokens < 0:
+        raise InputError("a run needs prompt tokens >= 1 and output tokens >= 0 to predict it")
+    return make_scenario(model, gpu, catalog=catalog, n_gpus=n_gpus, tp=tp,
+                         context_tokens=max(1, math.ceil(prompt_tokens + output_tokens)),
+                         prompt_tokens=max(1, round(prompt_tokens)))
+
+
+def c_vram(scenario: Scenario) -> int:
+    """Predicted C_vram (requests, whole deployment) at the scenario's context (F3)."""
+    return int(np.asarray(evaluate(scenario, [1]).max_concurrency_vram).ravel()[0])
+
+
+def _predict(scenario: Scenario, concurrency: np.ndarray, prompt_tokens: float,
+             output_tokens: float) -> dict[str, np.ndarray]:
+    """The four metrics at each concurrency (batch capped at C_vram)."""
+    cap = max(1, c_vram(scenario))
+    batch = np.minimum(concurrency, cap)
+    pts = [MeasuredPoint(concurrency=float(b), context_tokens=max(1, math.ceil(
+        prompt_tokens + output_tokens)), prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens if output_tokens > 0 else None) for b in batch]
+    step, ttft = predict_ms(scenario, pts)
+    if output_tokens > 1:  # closed loop: each request is one prefill, then n - 1 steps
+        per_request_s = (ttft + (output_tokens - 1) * step) / 1e3
+        aggregate = batch * output_tokens / per_request_s
+    else:
+        aggregate = batch * 1e3 / step
+    return {"ttft_ms": ttft, "tpot_ms": step, "tok_s_per_request": 1e3 / step,
+            "aggregate_tok_s": aggregate}
+
+
+@lru_cache(maxsize=4096)
+def _simulated(scenario: Scenario, output_tokens: int, concurrency: int | None,
+               rate_per_s: float | None) -> QueueResult:
+    """One seeded run of the event model (cached: a rerun of the page costs nothing)."""
+    svc = service_from_scenario(scenario, output_tokens=output_tokens)
+    n = max(200, 4 * (concurrency or 1))
+    if rate_per_s is not None:
+        return simulate(svc, rate_per_s=rate_per_s, n_requests=n, seed=0)
+    return simulate(svc, concurrency=concurrency, n_requests=n, seed=0)
+
+
+def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: float,
+                rates_per_s: Sequence[float | None] | None
+                ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """TTFT (p50, p90, p99, ms) and aggregate output tok/s (p50; no band) at each concurrency
+    from the event model: a closed loop of round(C) clients, or Poisson arrivals at
+    `rates_per_s[i]` where given (NaN where a level of an open-loop run has no rate)."""
+    out = max(1, round(output_tokens))
+    ttft = np.full((3, concurrency.size), np.nan)
+    agg = np.full(concurrency.size, np.nan)
+    for i, c in enumerate(concurrency):
+        rate = rates_per_s[i] if rates_per_s is not None else None
+        if rates_per_s is not None and rate is None:
+            continue
+        r = _simulated(scenario, out, None if rate is not None else max(1, round(float(c))),
+                       rate)
+        ttft[:, i] = [r.ttft_ms[0.5], r.ttft_ms[0.9], r.ttft_ms[0.99]]
+        agg[i] = r.output_tok_s
+    nan = np.full(concurrency.size, np.nan)
+    return {"ttft_ms": (ttft[0], ttft[1], ttft[2]), "aggregate_tok_s": (agg, nan, nan)}
+
+
+def _rates(failures: pd.DataFrame | None, cs: np.ndarray) -> list[float | None] | None:
+    """Each measured level's arrival rate (req/s) from per-level rows with `request_rate_rps`
+    (an open-loop run), or None when no level has one (a closed loop)."""
+    if failures is None or "request_rate_rps" not in failures:
+        return None
+    by_c = {float(c): _num(r) for c, r in zip(failures["concurrency"],
+                                              failures["request_rate_rps"], strict=True)}
+    rates = [by_c.get(float(c)) for c in cs]
+    return rates if any(r is not None for r in rates) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overlay:
+    """Everything the Results page draws for one set of measured points."""
+
+    measured: pd.DataFrame
+    predicted: pd.DataFrame
+    ratios: pd.DataFrame
+    c_vram_spec: int
+    c_vram_calibrated: int | None
+    saturation: Saturation
+    prompt_tokens: float
+    output_tokens: float
+    calibration: str | None
+    load: str = "none"
+    """How TTFT and aggregate were predicted: "closed" or "open" (the event model under load),
+    "none" (F4/F6 without queueing)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Saturation:
+    """Where the measurement stops scaling: the first level with failed requests (an OOM or
+    rejection), or the level after which aggregate throughput grows by less than a tenth of
+    the concurrency's growth (a plateau). None when neither is seen."""
+
+    concurrency: float | None
+    kind: str  # "errors" | "plateau" | ""
+    c_vram: int
+
+    @property
+    def ratio(self) -> float | None:
+        """Measured saturation / predicted C_vram (None without a measured point)."""
+        return None if self.concurrency is None or self.c_vram < 1 else \
+            self.concurrency / self.c_vram
+
+
+def saturation(levels: pd.DataFrame, predicted_c_vram: int) -> Saturation:
+    """From per-level rows with `concurrency`, `aggregate_tok_s` and optional
+    `requests_failed` (see `Saturation`)."""
+    df = levels.sort_values("concurrency")
+    if "requests_failed" in df:
+        bad = df[df["requests_failed"].fillna(0) > 0]
+        if not bad.empty:
+            return Saturation(concurrency=float(bad["concurrency"].iloc[0]), kind="errors",
+                              c_vram=predicted_c_vram)
+    c = df["concurrency"].to_numpy(dtype=float)
+    agg = df["aggregate_tok_s"].to_numpy(dtype=float)
+    for i in range(1, len(c)):
+        if not (np.isfinite(agg[i]) and np.isfinite(agg[i - 1]) and agg[i - 1] > 0):
+            continue
+        growth = agg[i] / agg[i - 1] - 1.0
+        if growth < 0.1 * (c[i] / c[i - 1] - 1.0):
+            return Saturation(concurrency=float(c[i - 1]), kind="plateau",
+                              c_vram=predicted_c_vram)
+    return Saturation(concurrency=None, kind="", c_vram=predicted_c_vram)
+
+
+def typical_lengths(points: Sequence[MeasuredPoint]) -> tuple[float, float]:
+    """Median prompt and output tokens of the points (context when no prompt is given)."""
+    prompts = [p.prefill_tokens for p in points]
+    outs = [p.output_tokens for p in points if p.output_tokens is not None]
+    if not prompts:
+        raise InputError("no measured points to overlay")
+    return float(np.median(prompts)), float(np.median(outs)) if outs else 0.0
+
+
+def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series: str,
+                  calibration: Calibration | None = None,
+                  failures: pd.DataFrame | None = None, grid_points: int = 48,
+                  load: str | None = None) -> Overlay:
+    """Measured frame, spec-sheet (and calibrated) curves over the measured range, ratios per
+    point, and the saturation point vs the predicted C_vram.
+
+    `scenario` is the spec-sheet scenario (see `run_scenario`); `failures` optional per-level
+    rows with `concurrency`, `requests_failed` and, for an open-loop run, `request_rate_rps`.
+    `load`: "closed" (the default, or "open" when `failures` carries arrival rates) predicts
+    TTFT and aggregate tok/s under load with the event model, on about `LOAD_GRID_POINTS`
+    concurrencies; "none" keeps F4/F6 without queueing (then `grid_points` per curve). Without
+    an output length (or, open loop, without any rate), or where not one request fits in memory,
+    the prediction falls back to "none"."""
+    if not points:
+        raise InputError("no measured points to overlay: pick a run or import a file")
+    if load is not None and load not in LOADS:
+        raise InputError(f"load must be one of {', '.join(LOADS)}, got {load!r}")
+    prompt, output = typical_lengths(points)
+    measured = measured_frame(points, series)
+    cs = np.array(sorted({p.concurrency for p in points}), dtype=np.float64)
+    rates = _rates(failures, cs)
+    if load is None:
+        load = "open" if rates is not None else "closed"
+    if output < 1 or (load == "open" and rates is None):
+        load = "none"
+    spec_cv = c_vram(scenario)
+    scenarios: list[tuple[str, Scenario]] = [(SPEC, scenario)]
+    cal_cv: int | None = None
+    if calibration is not None:
+        cal_s = apply(calibration, scenario)
+        scenarios.append((CALIBRATED, cal_s))
+        cal_cv = c_vram(cal_s)
+    if min(spec_cv, spec_cv if cal_cv is None else cal_cv) < 1:
+        load = "none"  # not one request fits: nothing to queue (the C_vram rule says so)
+    hi = max(float(cs.max()), 1.0) * 1.5
+    extra_c = [float(spec_cv)] if 1 <= spec_cv <= hi else []
+    if load == "none":
+        grid = np.unique(np.concatenate([np.geomspace(1.0, hi, grid_points), cs, extra_c]))
+    elif load == "closed":  # whole clients: the event model runs round(C) of them
+        grid = np.unique(np.concatenate([np.round(np.geomspace(1.0, hi, LOAD_GRID_POINTS)),
+                                         cs, extra_c]))
+    else:  # open loop: only the measured levels have an arrival rate
+        grid = cs
+    grid_rates = None if rates is None else [
+        rates[int(np.searchsorted(cs, c))] if c in cs else None for c in grid]
+    pred_rows: list[pd.DataFrame] = []
+    at_points: dict[str, dict[str, np.ndarray]] = {}
+
+    def frame(name: str, x: np.ndarray, metric: str, value: np.ndarray,
+              p90: np.ndarray | None = None, p99: np.ndarray | None = None) -> pd.DataFrame:
+        nan = np.full(x.size, np.nan)
+        return pd.DataFrame({"series": name, "concurrency": x, "metric": metric,
+                             "value": value, "p90": nan if p90 is None else p90,
+                             "p99": nan if p99 is None else p99})
+
+    for name, s in scenarios:
+        curve = _predict(s, grid, prompt, output)
+        here = _predict(s, cs, prompt, output)
+        if load != "none":
+            loaded = _under_load(s, grid, output, grid_rates)
+            loaded_here = _under_load(s, cs, output, rates)
+            for m in LOAD_METRICS:
+                pred_rows.append(frame(name, grid, m, *loaded[m]))
+                here[m] = loaded_here[m][0]
+            pred_rows += [frame(name, grid, m, curve[m]) for m in METRICS
+                          if m not in LOAD_METRICS]
+        else:
+            pred_rows += [frame(name, grid, m, curve[m]) for m in METRICS]
+        at_points[name] = here
+    if load != "none":  # the formula without queueing, from the best scenario we have
+        best_name, best = scenarios[-1]
+        roof = _predict(best, grid, prompt, output)
+        pred_rows += [frame(ROOFLINE, grid, m, roof[m]) for m in LOAD_METRICS]
+        at_points[ROOFLINE] = _predict(best, cs, prompt, output)
+    predicted = pd.concat(pred_rows, ignore_index=True)
+    predicted = predicted[np.isfinite(predicted["value"].to_numpy(dtype=float))].reset_index(
+        drop=True)
+    names = [n for n, _ in scenarios] + ([ROOFLINE] if load != "none" else [])
+    rrows: list[dict[str, object]] = []
+    for m in METRICS:
+        sub = measured[measured["metric"] == m]
+        for c, v in zip(sub["concurrency"], sub["p50"], strict=True):
+            i = int(np.searchsorted(cs, c))
+            row: dict[str, object] = {"concurrency": c, "metric": m, "measured": v}
+            for name in names:
+                pv = float(at_points[name][m][i]) if name != ROOFLINE or m in LOAD_METRICS \
+                    else math.nan
+                row[name] = pv
+                row[f"ratio_{name}"] = v / pv if pv > 0 else math.nan
+            rrows.append(row)
+    cols = ["concurrency", "metric", "measured"] + [c for n in names
+                                                      for c in (n, f"ratio_{n}")]
+    ratios = pd.DataFrame(rrows, columns=cols)
+    levels = pd.DataFrame({"concurrency": cs})
+    agg = measured[measured["metric"] == "aggregate_tok_s"].groupby("concurrency")["p50"].mean()
+    levels["aggregate_tok_s"] = levels["concurrency"].map(agg)
+    if failures is not None and "requests_failed" in failures:
+        fail = failures.groupby("concurrency")["requests_failed"].sum()
+        levels = pd.concat([levels, pd.DataFrame({"concurrency": fail.index.astype(float)})]
+                           ).drop_duplicates("concurrency")
+        levels["requests_failed"] = levels["concurrency"].map(fail).fillna(0)
+    return Overlay(measured=measured, predicted=predicted, ratios=ratios, c_vram_spec=spec_cv,
+                   c_vram_calibrated=cal_cv, saturation=saturation(levels, spec_cv),
+                   prompt_tokens=prompt, output_tokens=output,
+                   calibration=calibration.name if calibration is not None else None,
+                   load=load)
+
+
+def median_abs_error(ratios: pd.DataFrame, series: str, metric: str) -> float | None:
+    """Median |measured / predicted - 1| of one predicted series on one metric (a fraction)."""
+    col = f"ratio_{series}"
+    if col not in ratios:
+        return None
+    r = ratios.loc[ratios["metric"] == metric, col].dropna().to_numpy(dtype=float)
+    return float(np.median(np.abs(r - 1.0))) if r.size else None
+
+
+def filter_runs(runs: pd.DataFrame, *, labels: Sequence[str] = (),
+                endpoints: Sequence[str] = (), models: Sequence[str] = (),
+                since: str | None = None, until: str | None = None) -> pd.DataFrame:
+    """The stored runs (`RunStore.list_runs`) that match every non-empty filter: labels,
+    endpoints (base URLs), models, and an ISO date range [since, until] (inclusive days)."""
+    keep = pd.Series(True, index=runs.index)
+    for col, allowed in (("label", labels), ("base_url", endpoints), ("model", models)):
+        if allowed:
+            keep &= runs[col].isin(list(allowed))
+    day = runs["started_at"].astype("string").str.slice(0, 10)
+    if since:
+        keep &= day >= since
+    if until:
+        keep &= day <= until
+    return runs[keep.fillna(False)]
+
+
+COMPARE_COLUMNS = {"ttft_p50_ms": "TTFT p50 ms", "tpot_p50_ms": "TPOT p50 ms",
+                   "output_tok_s": "output tok/s", "requests_failed": "failed"}
+
+
+def compare_table(summaries: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """Runs side by side: one row per concurrency, one column per (run, metric)."""
+    parts = []
+    for name, df in summaries:
+        cols = [c for c in COMPARE_COLUMNS if c in df]
+        part = df.set_index("concurrency")[cols].rename(
+            columns={c: f"{name}: {COMPARE_COLUMNS[c]}" for c in cols})
+        parts.append(part[~part.index.duplicated()])
+    if not parts:
+        return pd.DataFrame()
+    out = pd.concat(parts, axis=1).sort_index()
+    out.index.name = "concurrency"
+    return out.reset_index()
+
+
+def summary_from_requests(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per-level rows (the summary.csv columns the overlay reads) computed from request rows:
+    for a level a stopped run never summarized, so what was measured still shows.
+
+    Percentiles use numpy's linear interpolation (as the bench summary does); output tok/s is
+    the level's output tokens over the span from its first start to its last end."""
+    rows: list[dict[str, object]] = []
+    if requests.empty:
+        return pd.DataFrame(rows)
+    for c, g in requests.groupby("concurrency"):
+        ok = g[g["success"].fillna(False).astype(bool)]
+        row: dict[str, object] = {"concurrency": c, "requests_total": len(g),
+                                  "requests_ok": len(ok), "requests_failed": len(g) - len(ok)}
+        for m in ("ttft", "tpot"):
+            v = ok[f"{m}_ms"].dropna().to_numpy(dtype=float)
+            for q in (50, 90, 99):
+                row[f"{m}_p{q}_ms"] = float(np.percentile(v, q)) if v.size else None
+        if not ok.empty:
+            start = ok["start_unix_s"].to_numpy(dtype=float)
+            end = start + ok["e2e_ms"].fillna(0).to_numpy(dtype=float) / 1e3
+            span = float(end.max() - start.min())
+            row["output_tok_s"] = float(ok["output_tokens"].sum()) / span if span > 0 else None
+            row["prompt_tokens_mean"] = float(ok["prompt_tokens"].mean()) \
+                if ok["prompt_tokens"].notna().any() else None
+            row["output_tokens_mean"] = float(ok["output_tokens"].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def complete_levels(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows plus, for levels the summary lacks (a stopped run), rows computed
+    from the requests (`summary_from_requests`), by concurrency."""
+    have = set(summary["concurrency"].tolist()) if "concurrency" in summary else set()
+    extra = summary_from_requests(requests[~requests["concurrency"].isin(list(have))]) \
+        if not requests.empty else pd.DataFrame()
+    if extra.empty:
+        return summary
+    if summary.empty:
+        return extra.sort_values("concurrency").reset_index(drop=True)
+    return pd.concat([summary, extra], ignore_index=True).sort_values(
+        "concurrency").reset_index(drop=True)

@@ -1,0 +1,169 @@
+"""Published measurements shipped as data (`data/reference/published.csv`), as measured points.
+
+The CSV is long-form, one metric per row, each with its `source` (a URL or a repository path at
+a commit) and `notes`. Rows of one source, GPU, model, weight format, engine, prompt/output
+length and concurrency become one `MeasuredPoint`: `ttft_ms`; `tpot_ms` (or `itl_ms`, the mean
+inter-token latency, which equals TPOT when every chunk holds one token); `agg_output_tps` as
+`output_tok_s`. Where a source gives no TPOT it is derived from throughput and TTFT
+(`tpot_from_throughput`) and the point's source says so. `data/reference/keys.toml` maps the
+names in the CSV to catalog keys; unmapped names stay as they are (overlay only).
+"""
+
+from __future__ import annotations
+
+import csv
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from capacity.catalog.loader import DATA_DIR
+from capacity.errors import CatalogError
+from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
+
+REFERENCE_CSV = DATA_DIR / "reference" / "published.csv"
+REFERENCE_KEYS = DATA_DIR / "reference" / "keys.toml"
+COLUMNS = ("source", "gpu", "model", "params_b", "weight_format", "engine", "prompt_tokens",
+           "output_tokens", "concurrency", "metric", "value", "unit", "notes")
+METRICS = {"ttft_ms": "ms", "itl_ms": "ms", "tpot_ms": "ms", "agg_output_tps": "tokens/s"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceSweep:
+    """One published sweep: a model on a GPU and engine at one prompt/output length."""
+
+    source: str
+    gpu_name: str
+    model_name: str
+    weight_format: str
+    engine: str
+    gpu_key: str | None
+    model_key: str | None
+    gpus: int
+    tp: int
+    prompt_tokens: float
+    output_tokens: float
+    points: tuple[MeasuredPoint, ...]
+
+    @property
+    def label(self) -> str:
+        """A short name for menus and legends."""
+        return (f"{self.model_name} ({self.weight_format.split(' ')[0]}) on {self.gpu_name}, "
+                f"{self.engine}, {self.prompt_tokens:g} in / {self.output_tokens:g} out")
+
+
+def _engine(text: str) -> str:
+    """'NVIDIA NIM 1.8.0 (TensorRT-LLM/vLLM backend per profile)' -> 'NVIDIA NIM 1.8.0'."""
+    return text.split(" (")[0].strip()
+
+
+def _keys(path: Path) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], str]]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise CatalogError(f"{path}: cannot read the reference key map ({e})") from None
+    gpus = {str(g["name"]): g for g in data.get("gpu", [])}
+    models = {(str(m["name"]), str(m["weight_format"])): str(m["key"])
+              for m in data.get("model", [])}
+    return gpus, models
+
+
+def _float(path: Path, line: int, name: str, raw: str) -> float:
+    try:
+        v = float(raw)
+    except ValueError:
+        raise CatalogError(f"{path}: line {line}: {name} = {raw!r} is not a number") from None
+    if not v > 0:
+        raise CatalogError(f"{path}: line {line}: {name} = {raw!r} must be > 0")
+    return v
+
+
+def load_reference(path: Path | str = REFERENCE_CSV,
+                   keys_path: Path | str = REFERENCE_KEYS) -> list[ReferenceSweep]:
+    """Every published sweep in the CSV, its points sorted by concurrency."""
+    return list(_load(Path(path), Path(keys_path)))
+
+
+@cache
+def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise CatalogError(f"{path}: cannot read the published measurements ({e})") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise CatalogError(f"{path}: missing column(s) {', '.join(missing)}")
+    gpu_map, model_map = _keys(keys_path)
+    groups: dict[str, dict[str, Any]] = {}
+    for line, row in enumerate(reader, start=2):
+        metric = row["metric"]
+        if metric not in METRICS:
+            raise CatalogError(f"{path}: line {line}: unknown metric '{metric}' "
+                               f"(known: {', '.join(METRICS)})")
+        if row["unit"] != METRICS[metric]:
+            raise CatalogError(f"{path}: line {line}: {metric} must be in {METRICS[metric]}, "
+                               f"got '{row['unit']}'")
+        if not row["source"].strip():
+            raise CatalogError(f"{path}: line {line}: every row needs a source")
+        engine = _engine(row["engine"])
+        sweep_key = (row["source"], row["gpu"], row["model"], row["weight_format"], engine,
+                     row["prompt_tokens"], row["output_tokens"])
+        g = groups.setdefault("\x1f".join(sweep_key), {"key": sweep_key, "levels": {}})
+        conc = _float(path, line, "concurrency", row["concurrency"])
+        g["levels"].setdefault(conc, {})[metric] = _float(path, line, "value", row["value"])
+    sweeps = []
+    for g in groups.values():
+        source, gpu_name, model_name, wf, engine, p_raw, o_raw = g["key"]
+        prompt, out = float(p_raw), float(o_raw)
+        gm = gpu_map.get(gpu_name)
+        mkey = model_map.get((model_name, wf))
+        points = []
+        for conc in sorted(g["levels"]):
+            m = g["levels"][conc]
+            tpot = m.get("tpot_ms", m.get("itl_ms"))
+            note = source
+            if tpot is None and "agg_output_tps" in m:
+                tpot = tpot_from_throughput(concurrency=conc, output_tokens=out,
+                                            output_tok_s=m["agg_output_tps"],
+                                            ttft_ms=m.get("ttft_ms"))
+                note = source + " (TPOT derived from aggregate tok/s and TTFT)"
+            points.append(MeasuredPoint(
+                model=mkey or model_name, gpu=str(gm["key"]) if gm else gpu_name,
+                engine=engine, gpus=int(gm["gpus"]) if gm else 1,
+                tp=int(gm["tp"]) if gm else 1, concurrency=conc,
+                context_tokens=int(round(prompt + out)), prompt_tokens=prompt,
+                output_tokens=out, tpot_ms=tpot, ttft_ms=m.get("ttft_ms"),
+                output_tok_s=m.get("agg_output_tps"), stat="mean", source=note))
+        sweeps.append(ReferenceSweep(
+            source=source, gpu_name=gpu_name, model_name=model_name, weight_format=wf,
+            engine=engine, gpu_key=str(gm["key"]) if gm else None, model_key=mkey,
+            gpus=int(gm["gpus"]) if gm else 1, tp=int(gm["tp"]) if gm else 1,
+            prompt_tokens=prompt, output_tokens=out, points=tuple(points)))
+    return tuple(sweeps)
+
+
+def _matches(value: str | None, names: Iterable[str | None]) -> bool:
+    if value is None:
+        return True
+    v = value.lower()
+    return any(n is not None and v in n.lower() for n in names)
+
+
+def select(sweeps: Iterable[ReferenceSweep], *, gpu: str | None = None,
+           model: str | None = None, engine: str | None = None) -> list[ReferenceSweep]:
+    """Sweeps whose GPU, model and engine contain the given text (catalog key or published
+    name, case-insensitive); None matches everything."""
+    return [s for s in sweeps
+            if _matches(gpu, (s.gpu_key, s.gpu_name))
+            and _matches(model, (s.model_key, s.model_name))
+            and _matches(engine, (s.engine,))]
+
+
+def reference_points(*, gpu: str | None = None, model: str | None = None,
+                     engine: str | None = None) -> list[MeasuredPoint]:
+    """The points of every selected published sweep."""
+    return [p for s in select(load_reference(), gpu=gpu, model=model, engine=engine)
+            for p in s.points]

@@ -1,0 +1,174 @@
+"""How sure is a prediction? A band, and which input moves the answer most (ANCHORS item 5).
+
+Band: with a calibration, the spread of its held-out errors (or, for points it could not
+hold out, its fitted residuals) widens the calibrated prediction: step x (1 +/- spread), and
+the same for TTFT; C_vram from the overhead +/- 0.5 GB when the calibration measured it.
+Without one, the band comes from typical efficiency ranges on real engines (`TYPICAL_RANGES`):
+the spec-sheet roofline (eta_bw = eff = 1, no overhead) is its optimistic edge, and real
+engines land 1.3x to 3x slower (SPEC F11 issue text; e.g. the published RTX 4090 vLLM sweep in
+data/reference is 1.3x to 2.2x above the spec-sheet step time).
+
+Sensitivity: one input at a time moved over its range, the others held; inputs sorted by the
+swing they cause (a tornado chart's data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from capacity.fit.calibration import Calibration, apply
+from capacity.model.scenario import Scenario, evaluate
+
+FloatArray = npt.NDArray[np.float64]
+
+TYPICAL_RANGES: dict[str, tuple[float, float]] = {
+    "eta_bw": (0.55, 0.9),
+    "eff": (0.15, 0.6),
+    "step_overhead_ms": (0.3, 5.0),
+    "mfu": (0.2, 0.6),
+    "prefill_overhead_ms": (5.0, 50.0),
+    "overhead_gb": (1.0, 5.0),
+}
+"""Plausible values on real engines (vLLM, SGLang, TensorRT-LLM on datacenter and consumer
+GPUs): the low edge of each fraction and the high edge of each overhead give the slow end.
+Overhead_gb: SPEC F3 (1.89 to 4.76 GiB measured on vLLM for Llama-3.1-8B, plus CUDA graphs)."""
+
+CALIBRATED_OVERHEAD_SPREAD_GB = 0.5
+MIN_SPREAD = 0.05
+"""A calibrated band is never narrower than +/- 5%: runs of the same setup differ that much."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Band:
+    """Low / middle / high of step time (ms), TTFT (s) and C_vram at each concurrency."""
+
+    concurrency: FloatArray
+    step_ms: tuple[FloatArray, FloatArray, FloatArray]
+    ttft_s: tuple[float, float, float]
+    max_concurrency_vram: tuple[int, int, int]
+    basis: str
+
+    @property
+    def step_ratio(self) -> tuple[float, float]:
+        """Low and high edge of the step time over the middle, at the largest spread."""
+        lo, mid, hi = self.step_ms
+        return float(np.min(lo / mid)), float(np.max(hi / mid))
+
+
+def _spread(cal: Calibration, kind: str) -> float:
+    """Median |error| of the held-out predictions, else of the fitted ones, at least 5%."""
+    e = cal.median_abs_error(kind, "held_out")
+    if e is None:
+        e = cal.median_abs_error(kind, "fitted")
+    return max(MIN_SPREAD, e if e is not None else MIN_SPREAD)
+
+
+def _at(s: Scenario, concurrency: FloatArray) -> tuple[FloatArray, float, int]:
+    ev = evaluate(s, concurrency)
+    return (np.asarray(ev.decode.step_ms, dtype=np.float64), float(ev.ttft_s),
+            int(ev.max_concurrency_vram))
+
+
+def band(scenario: Scenario, concurrency: npt.ArrayLike,
+         calibration: Calibration | None = None) -> Band:
+    """The band around a prediction at the scenario's context.
+
+    With a calibration: the calibrated prediction +/- its held-out spread. Without: from the
+    scenario as given (middle) to the `TYPICAL_RANGES` edges (low = fast end, high = slow end);
+    when the scenario is spec-sheet, the middle equals the fast edge of the range or below it.
+    """
+    C = np.asarray(concurrency, dtype=np.float64)
+    if calibration is not None:
+        s = apply(calibration, scenario)
+        step, ttft, cv = _at(s, C)
+        sp_t, sp_f = _spread(calibration, "tpot"), _spread(calibration, "ttft")
+        if calibration.overhead_gb is not None:
+            lo_s = s.with_(overhead_gb=max(0.0, s.overhead_gb - CALIBRATED_OVERHEAD_SPREAD_GB))
+            hi_s = s.with_(overhead_gb=s.overhead_gb + CALIBRATED_OVERHEAD_SPREAD_GB)
+            cv_lo, cv_hi = _at(hi_s, C)[2], _at(lo_s, C)[2]
+        else:
+            cv_lo, cv_hi = _at(s.with_(overhead_gb=TYPICAL_RANGES["overhead_gb"][1]), C)[2], \
+                _at(s.with_(overhead_gb=TYPICAL_RANGES["overhead_gb"][0]), C)[2]
+        return Band(concurrency=C, step_ms=(step * (1 - sp_t), step, step * (1 + sp_t)),
+                    ttft_s=(ttft * (1 - sp_f), ttft, ttft * (1 + sp_f)),
+                    max_concurrency_vram=(min(cv_lo, cv), cv, max(cv_hi, cv)),
+                    basis=f"calibration '{calibration.name}': +/- {sp_t:.0%} step, "
+                          f"+/- {sp_f:.0%} TTFT (held-out error)")
+    r = TYPICAL_RANGES
+    fast = scenario.with_(eta_bw=r["eta_bw"][1], eff=r["eff"][1],
+                          step_overhead_ms=r["step_overhead_ms"][0], mfu=r["mfu"][1],
+                          prefill_overhead_ms=r["prefill_overhead_ms"][0],
+                          overhead_gb=r["overhead_gb"][0])
+    slow = scenario.with_(eta_bw=r["eta_bw"][0], eff=r["eff"][0],
+                          step_overhead_ms=r["step_overhead_ms"][1], mfu=r["mfu"][0],
+                          prefill_overhead_ms=r["prefill_overhead_ms"][1],
+                          overhead_gb=r["overhead_gb"][1])
+    mid = _at(scenario, C)
+    f, sl = _at(fast, C), _at(slow, C)
+    return Band(concurrency=C,
+                step_ms=(np.minimum(f[0], mid[0]), mid[0], np.maximum(sl[0], mid[0])),
+                ttft_s=(min(f[1], mid[1]), mid[1], max(sl[1], mid[1])),
+                max_concurrency_vram=(min(sl[2], mid[2]), mid[2], max(f[2], mid[2])),
+                basis="typical efficiency ranges (no calibration)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sensitivity:
+    """One input moved over [low, high]: the output at each end and the swing."""
+
+    name: str
+    low: float
+    high: float
+    output_low: float
+    output_high: float
+
+    @property
+    def swing(self) -> float:
+        """|output at high - output at low| (the output's unit)."""
+        return abs(self.output_high - self.output_low)
+
+
+OUTPUTS = ("step_ms", "ttft_s", "max_concurrency_vram")
+INPUTS = ("eta_bw", "eff", "step_overhead_ms", "mfu", "prefill_overhead_ms", "overhead_gb",
+          "util", "bandwidth_gb_s", "tflops", "weights_gb", "context_tokens")
+
+
+def _range(s: Scenario, name: str, rel: float) -> tuple[float, float]:
+    v = float(getattr(s, name))
+    if name in TYPICAL_RANGES and name.endswith(("_ms", "_gb")) and v == 0.0:
+        return TYPICAL_RANGES[name]
+    lo, hi = v * (1 - rel), v * (1 + rel)
+    if name in ("eta_bw", "eff", "mfu", "util"):
+        hi = min(hi, 1.0)
+    return lo, hi
+
+
+def _output(s: Scenario, output: str, concurrency: float) -> float:
+    ev = evaluate(s, [concurrency])
+    if output == "step_ms":
+        return float(ev.decode.step_ms[0])
+    if output == "ttft_s":
+        return float(ev.ttft_s)
+    return float(ev.max_concurrency_vram)
+
+
+def sensitivity(scenario: Scenario, concurrency: float, output: str = "step_ms",
+                rel: float = 0.2, inputs: Sequence[str] = INPUTS) -> list[Sensitivity]:
+    """Move each input +/- `rel` (overheads at 0: over their typical range), one at a time,
+    and sort by the swing of `output` ('step_ms', 'ttft_s' or 'max_concurrency_vram')."""
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {', '.join(OUTPUTS)}")
+    rows = []
+    for name in inputs:
+        lo, hi = _range(scenario, name, rel)
+        vals = []
+        for v in (lo, hi):
+            changed = int(round(v)) if name == "context_tokens" else v
+            vals.append(_output(scenario.with_(**{name: changed}), output, concurrency))
+        rows.append(Sensitivity(name=name, low=lo, high=hi, output_low=vals[0],
+                                output_high=vals[1]))
+    return sorted(rows, key=lambda r: r.swing, reverse=True)

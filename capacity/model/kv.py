@@ -1,0 +1,135 @@
+"""F1 and F2: KV-cache bytes per token and per request, layer by layer.
+
+Source: SPEC section 3, F1-F2 (the seed chapter's KV account, extended to hybrid layouts).
+Seed check: Qwen3.5-9B, 8 full-attention layers of 32, 4 KV heads x 256 at fp16
+-> 2 x 4 x 256 x 2 B x 8 layers = 32 KiB per token; 8192 tokens -> 268,435,456 B (0.27 GB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from capacity.catalog.loader import LAYER_KINDS, LayerGroup, LayerKind, Model
+from capacity.errors import InputError
+from capacity.units import bytes_per_element, normalize_dtype
+
+FloatArray = npt.NDArray[np.float64]
+ArrayLike = float | int | npt.ArrayLike
+
+DEFAULT_BLOCK_SIZE = 16
+"""vLLM PagedAttention's default block size in tokens."""
+
+
+def heads_per_rank(kv_heads: int, tp: int) -> float:
+    """KV heads each tensor-parallel rank holds: kv_heads / tp, or 1 when heads are replicated.
+
+    With TP larger than the KV head count (kv_heads < tp) every rank keeps one whole head
+    (vLLM replicates them), so per-rank KV stops shrinking. Source: SPEC F10.
+    """
+    return max(kv_heads / tp, 1.0)
+
+
+def layer_bytes_per_token(group: LayerGroup, kv_dtype: str, tp: int = 1) -> float:
+    """Bytes per token per layer of one group, on one TP rank (0 for linear-state layers).
+
+    full/sliding: 2 (K and V) x kv_heads x head_dim x bytes; MLA: (kv_lora_rank +
+    qk_rope_head_dim) x bytes, one latent replicated on every rank. Source: SPEC F1.
+    """
+    b = bytes_per_element(kv_dtype)
+    if group.kind in ("full", "sliding"):
+        return 2.0 * heads_per_rank(group.kv_heads, tp) * group.head_dim * b
+    if group.kind == "mla":
+        return float(group.kv_lora_rank + group.qk_rope_head_dim) * b
+    return 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvPerToken:
+    """KV bytes per token on one TP rank, split by layer kind (`linear` is always 0)."""
+
+    kv_dtype: str
+    tp: int
+    by_kind_bytes: dict[LayerKind, float]
+    state_bytes_per_request: float
+
+    @property
+    def bytes_per_token(self) -> float:
+        """Bytes per token over all layers (what a full-context token costs)."""
+        return sum(self.by_kind_bytes.values())
+
+
+def kv_bytes_per_token(model: Model, kv_dtype: str = "fp16", tp: int = 1) -> KvPerToken:
+    """Bytes of KV per token, layer by layer (F1), on one of `tp` tensor-parallel ranks.
+
+    Unit: bytes per token. Linear-attention layers add a fixed `state_bytes` per request
+    instead (split across ranks by heads). Seed: Qwen3.5-9B at fp16 -> 32,768 B (32 KiB).
+    """
+    if tp < 1:
+        raise InputError(f"tensor parallel size must be >= 1, got {tp}")
+    dtype = normalize_dtype(kv_dtype)
+    by_kind: dict[LayerKind, float] = {k: 0.0 for k in LAYER_KINDS}
+    state = 0.0
+    for g in model.layer_groups:
+        by_kind[g.kind] += g.count * layer_bytes_per_token(g, dtype, tp)
+        if g.kind == "linear":
+            state += g.count * g.state_bytes / tp
+    return KvPerToken(kv_dtype=dtype, tp=tp, by_kind_bytes=by_kind, state_bytes_per_request=state)
+
+
+def tokens_held(group: LayerGroup, context_tokens: ArrayLike, block_size: int = 0) -> FloatArray:
+    """Tokens a request keeps in one layer: L for full/MLA, min(L, w) for sliding windows.
+
+    With `block_size` > 0 the count rounds up to whole pages (vLLM PagedAttention).
+    """
+    L = np.asarray(context_tokens, dtype=np.float64)
+    held = np.minimum(L, group.window_tokens) if group.kind == "sliding" else L
+    if block_size > 0:
+        held = np.ceil(held / block_size) * block_size
+    return np.asarray(held, dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvRequest:
+    """KV bytes one request holds at a context length, exact and paged, with its breakdown."""
+
+    context_tokens: FloatArray
+    exact_bytes: FloatArray
+    paged_bytes: FloatArray
+    block_size: int
+    by_kind_bytes: dict[LayerKind, FloatArray]
+
+
+def kv_request_bytes(model: Model, context_tokens: ArrayLike, kv_dtype: str = "fp16",
+                     tp: int = 1, block_size: int = DEFAULT_BLOCK_SIZE) -> KvRequest:
+    """KV bytes one request holds at `context_tokens` on one TP rank (F2).
+
+    Unit: bytes. Sum over layers of per-token bytes x tokens held (min(L, w) on sliding
+    layers), plus linear-attention states. `paged_bytes` rounds tokens up to `block_size`.
+    For plain full-attention models this is K x L. Seed: Qwen3.5-9B, 8192 tokens, fp16
+    -> 268,435,456 B.
+    """
+    if block_size < 1:
+        raise InputError(f"block size must be >= 1 token, got {block_size}")
+    L = np.asarray(context_tokens, dtype=np.float64)
+    if np.any(L <= 0):
+        raise InputError("context length must be > 0 tokens")
+    dtype = normalize_dtype(kv_dtype)
+    exact = np.zeros_like(L)
+    paged = np.zeros_like(L)
+    by_kind: dict[LayerKind, FloatArray] = {k: np.zeros_like(L) for k in LAYER_KINDS}
+    for g in model.layer_groups:
+        if g.kind == "linear":
+            state = np.full_like(L, g.count * g.state_bytes / tp)
+            exact, paged = exact + state, paged + state
+            by_kind["linear"] = by_kind["linear"] + state
+            continue
+        per_tok = g.count * layer_bytes_per_token(g, dtype, tp)
+        e = per_tok * tokens_held(g, L)
+        exact = exact + e
+        paged = paged + per_tok * tokens_held(g, L, block_size)
+        by_kind[g.kind] = by_kind[g.kind] + e
+    return KvRequest(context_tokens=L, exact_bytes=exact, paged_bytes=paged,
+                     block_size=block_size, by_kind_bytes=by_kind)

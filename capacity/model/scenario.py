@@ -1,0 +1,402 @@
+"""One deployment what-if: a model variant on N GPUs under a workload, evaluated end to end.
+
+`make_scenario` resolves catalog keys and validates every input (InputError with a message
+that says how to fix it); `evaluate` combines F1-F8 over numpy arrays of concurrency and
+context, keeping every term; `capacity_table` gives the seed's table rows; `suggest_fixes`
+says what turns a "does not fit" into a fit. Defaults are the seed's worked example
+(SPEC section 4): Qwen3.5-9B AWQ on one RTX 4090, util 0.9, overhead 1.5 GB, 8K, fp16 KV,
+eff 1.0, MFU 0.3, CNY 2 per hour.
+
+Multi-GPU (F10): `n_gpus = replicas x tp`. Concurrency is the deployment's total; each replica
+serves ceil(C / replicas). Memory figures (KV, subtotal, budget) are per GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
+from capacity.errors import InputError
+from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency, convert, cost_per_mtok
+from capacity.model.kv import (
+    DEFAULT_BLOCK_SIZE,
+    KvPerToken,
+    KvRequest,
+    kv_bytes_per_token,
+    kv_request_bytes,
+)
+from capacity.model.memory import (
+    DEFAULT_HEADROOM,
+    DEFAULT_OVERHEAD_GB,
+    DEFAULT_UTIL,
+    VramBudget,
+    max_concurrency,
+    memory_verdict,
+    vram_budget,
+)
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
+from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds
+from capacity.model.roofline import DecodeStep, crossover_concurrency, decode_step
+from capacity.units import bytes_per_element, normalize_dtype
+
+FloatArray = npt.NDArray[np.float64]
+
+DEFAULT_MODEL = "qwen3.5-9b-awq"
+DEFAULT_GPU = "rtx-4090"
+DEFAULT_CONTEXT_TOKENS = 8192
+DEFAULT_CONCURRENCY = (1, 50, 100)
+DEFAULT_EFF = 1.0
+DEFAULT_MFU = 0.3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """Every input of one what-if, resolved to numbers. Build it with `make_scenario`."""
+
+    variant: ModelVariant
+    gpu: Gpu
+    n_gpus: int = 1
+    tp: int = 1
+    vram_gb: float
+    bandwidth_gb_s: float
+    tflops: float
+    weights_gb: float
+    util: float = DEFAULT_UTIL
+    overhead_gb: float = DEFAULT_OVERHEAD_GB
+    nccl_gb: float = 0.0
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    prompt_tokens: int | None = None
+    kv_dtype: str = "fp16"
+    block_size: int = DEFAULT_BLOCK_SIZE
+    eff: float = DEFAULT_EFF
+    mfu: float = DEFAULT_MFU
+    price_per_hour: float
+    currency: Currency
+    cny_per_usd: float = DEFAULT_CNY_PER_USD
+    headroom: float = DEFAULT_HEADROOM
+    eta_bw: float = 1.0
+    step_overhead_ms: float = 0.0
+    prefill_overhead_ms: float = 0.0
+    calibration: str | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def model(self) -> Model:
+        return self.variant.model
+
+    @property
+    def replicas(self) -> int:
+        """Independent copies of the model: GPUs / TP."""
+        return self.n_gpus // self.tp
+
+    @property
+    def weights_per_gpu_gb(self) -> float:
+        """Weights one GPU holds: W / TP (decimal GB)."""
+        return self.weights_gb / self.tp
+
+    @property
+    def prompt(self) -> int:
+        """Prompt tokens for TTFT (defaults to the context length)."""
+        return self.prompt_tokens if self.prompt_tokens is not None else self.context_tokens
+
+    def with_(self, **changes: object) -> Scenario:
+        """A copy with some fields changed (no re-validation of catalog keys)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _positive(name: str, value: float, unit: str) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise InputError(f"{name} must be > 0 {unit}, got {value}")
+
+
+def make_scenario(
+    model: str = DEFAULT_MODEL,
+    gpu: str = DEFAULT_GPU,
+    *,
+    catalog: Catalog | None = None,
+    weights: str | None = None,
+    n_gpus: int = 1,
+    tp: int = 1,
+    vram_gb: float | None = None,
+    bandwidth_gb_s: float | None = None,
+    tflops: float | None = None,
+    weights_gb: float | None = None,
+    util: float = DEFAULT_UTIL,
+    overhead_gb: float = DEFAULT_OVERHEAD_GB,
+    nccl_gb: float | None = None,
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS,
+    prompt_tokens: int | None = None,
+    kv_dtype: str = "fp16",
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    eff: float = DEFAULT_EFF,
+    mfu: float = DEFAULT_MFU,
+    price_per_hour: float | None = None,
+    currency: str | None = None,
+    cny_per_usd: float = DEFAULT_CNY_PER_USD,
+    headroom: float = DEFAULT_HEADROOM,
+    allow_long_context: bool = False,
+    eta_bw: float = 1.0,
+    step_overhead_ms: float = 0.0,
+    prefill_overhead_ms: float = 0.0,
+    calibration: str | None = None,
+) -> Scenario:
+    """Resolve catalog keys and validate every input into a Scenario.
+
+    Overrides (`vram_gb`, `bandwidth_gb_s`, `tflops`, `weights_gb`, `price_per_hour`) replace
+    the catalog's figures. A context beyond the model's limit raises InputError unless
+    `allow_long_context`, which records a warning instead.
+    """
+    cat = catalog or default_catalog()
+    variant = cat.variant(model, weights)
+    g = cat.gpu(gpu)
+    check_tp(variant.model, n_gpus, tp)
+    if not (isinstance(util, int | float) and 0 < util <= 1):
+        raise InputError(f"util must be in (0, 1] (a fraction of device memory), got {util}")
+    vram = g.memory_gb if vram_gb is None else vram_gb
+    bw = g.bandwidth_gb_s if bandwidth_gb_s is None else bandwidth_gb_s
+    fl = g.tflops_for(variant.format.compute_dtype) if tflops is None else tflops
+    w = variant.weights_gb if weights_gb is None else weights_gb
+    for name, value, unit in (("VRAM", vram, "GB"), ("bandwidth", bw, "GB/s"),
+                              ("TFLOP/s", fl, ""), ("weights", w, "GB"),
+                              ("context", context_tokens, "tokens"), ("eff", eff, ""),
+                              ("MFU", mfu, ""), ("eta_bw", eta_bw, ""),
+                              ("exchange rate", cny_per_usd, "CNY per USD")):
+        _positive(name, value, unit)
+    if prompt_tokens is not None:
+        _positive("prompt length", prompt_tokens, "tokens")
+        if prompt_tokens > context_tokens:
+            raise InputError(f"prompt of {prompt_tokens} tokens exceeds the context of "
+                             f"{context_tokens} tokens")
+    if eff > 1 or mfu > 1 or eta_bw > 1:
+        raise InputError("eff, MFU and eta_bw are fractions of peak: each must be <= 1")
+    for name, value in (("overhead", overhead_gb), ("headroom", headroom),
+                        ("step overhead", step_overhead_ms),
+                        ("prefill overhead", prefill_overhead_ms)):
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(f"{name} must be >= 0, got {value}")
+    if block_size < 1:
+        raise InputError(f"block size must be >= 1 token, got {block_size}")
+    warnings: list[str] = []
+    limit = variant.model.max_context_tokens
+    if context_tokens > limit:
+        msg = (f"context {context_tokens} tokens exceeds {variant.model.name}'s limit of "
+               f"{limit} tokens")
+        if not allow_long_context:
+            raise InputError(msg + " (pass --allow-long-context to compute it anyway)")
+        warnings.append(msg + "; computed anyway")
+    cur = currency or g.currency
+    if cur not in ("CNY", "USD"):
+        raise InputError(f"unknown currency '{cur}'; use CNY or USD")
+    if price_per_hour is None:
+        price = convert(g.price_per_hour, g.currency, cur, cny_per_usd)
+    else:
+        if not (math.isfinite(price_per_hour) and price_per_hour >= 0):
+            raise InputError(f"price per hour must be >= 0, got {price_per_hour}")
+        price = price_per_hour
+    return Scenario(
+        variant=variant, gpu=g, n_gpus=n_gpus, tp=tp, vram_gb=vram, bandwidth_gb_s=bw,
+        tflops=fl, weights_gb=w, util=util, overhead_gb=overhead_gb,
+        nccl_gb=(DEFAULT_NCCL_GB if tp > 1 else 0.0) if nccl_gb is None else nccl_gb,
+        context_tokens=int(context_tokens), prompt_tokens=prompt_tokens,
+        kv_dtype=normalize_dtype(kv_dtype), block_size=block_size, eff=eff, mfu=mfu,
+        price_per_hour=price, currency=cur, cny_per_usd=cny_per_usd,  # type: ignore[arg-type]
+        headroom=headroom, eta_bw=eta_bw, step_overhead_ms=step_overhead_ms,
+        prefill_overhead_ms=prefill_overhead_ms, calibration=calibration,
+        warnings=tuple(warnings),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluation:
+    """A scenario evaluated at arrays of concurrency (total) and context, every term kept.
+
+    Arrays broadcast over `concurrency` and `context_tokens`. Memory figures are per GPU;
+    throughput and cost are for the whole deployment.
+    """
+
+    scenario: Scenario
+    concurrency: FloatArray
+    context_tokens: FloatArray
+    per_replica_concurrency: FloatArray
+    kv_token: KvPerToken
+    kv_request: KvRequest
+    vram: VramBudget
+    max_concurrency_vram: npt.NDArray[np.int64]
+    max_concurrency_vram_paged: npt.NDArray[np.int64]
+    decode: DecodeStep
+    aggregate_tok_s: FloatArray
+    cost_per_mtok: FloatArray
+    kv_total_bytes: FloatArray
+    vram_subtotal_bytes: FloatArray
+    verdict: npt.NDArray[np.str_]
+    prefill: PrefillFlops
+    ttft_linear_s: FloatArray
+    ttft_s: FloatArray
+    crossover_concurrency: float | None
+
+    @property
+    def tpot_ms(self) -> FloatArray:
+        """Time per output token = decode step time (ms)."""
+        return self.decode.step_ms
+
+
+def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
+             context_tokens: npt.ArrayLike | None = None) -> Evaluation:
+    """Evaluate F1-F8 for every (concurrency, context) pair (numpy broadcasting rules).
+
+    Pass `concurrency[:, None]` and `context[None, :]` for a grid.
+    """
+    C = np.asarray(concurrency, dtype=np.float64)
+    if np.any(C < 0):
+        raise InputError("concurrency must be >= 0")
+    L = np.asarray(s.context_tokens if context_tokens is None else context_tokens,
+                   dtype=np.float64)
+    prompt = L if s.prompt_tokens is None else np.minimum(float(s.prompt_tokens), L)
+    m = s.model
+    c_rep = np.ceil(C / s.replicas)
+    kv_tok = kv_bytes_per_token(m, s.kv_dtype, s.tp)
+    kv_req = kv_request_bytes(m, L, s.kv_dtype, s.tp, s.block_size)
+    vram = vram_budget(vram_gb=s.vram_gb, util=s.util, weights_gb=s.weights_per_gpu_gb,
+                       overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
+    c_vram = max_concurrency(vram.kv_budget_bytes, kv_req.exact_bytes) * s.replicas
+    c_vram_paged = max_concurrency(vram.kv_budget_bytes, kv_req.paged_bytes) * s.replicas
+    step = decode_step(model=m, weights_bytes=s.weights_per_gpu_gb * 1e9,
+                       kv_request_bytes=kv_req.exact_bytes, concurrency=c_rep,
+                       bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff,
+                       eta_bw=s.eta_bw, overhead_ms=s.step_overhead_ms,
+                       comm_ms=tp_comm_ms(m, s.gpu, s.tp, c_rep))
+    agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
+    kv_total = c_rep * kv_req.exact_bytes
+    subtotal = vram.weights_bytes + vram.overhead_bytes + vram.nccl_bytes + kv_total
+    pf = prefill_flops(m, prompt)
+    comm_prefill_s = tp_comm_ms(m, s.gpu, s.tp, prompt) / 1e3
+    ttft_lin = prefill_seconds(pf.linear_flops, s.tflops * s.tp, s.mfu)
+    ttft = prefill_seconds(pf.total_flops, s.tflops * s.tp, s.mfu,
+                           s.prefill_overhead_ms / 1e3) + comm_prefill_s
+    cross = None
+    if L.ndim == 0:
+        per_gpu = crossover_concurrency(
+            model=m, weights_bytes=s.weights_per_gpu_gb * 1e9,
+            kv_request_bytes=float(kv_req.exact_bytes), bandwidth_gb_s=s.bandwidth_gb_s,
+            tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw)
+        cross = None if per_gpu is None else per_gpu * s.replicas
+    return Evaluation(
+        scenario=s, concurrency=C, context_tokens=L, per_replica_concurrency=c_rep,
+        kv_token=kv_tok, kv_request=kv_req, vram=vram, max_concurrency_vram=c_vram,
+        max_concurrency_vram_paged=c_vram_paged, decode=step, aggregate_tok_s=agg,
+        cost_per_mtok=cost_per_mtok(s.price_per_hour, s.n_gpus, agg),
+        kv_total_bytes=kv_total, vram_subtotal_bytes=subtotal,
+        verdict=memory_verdict(subtotal, vram.usable_bytes, s.headroom), prefill=pf,
+        ttft_linear_s=ttft_lin, ttft_s=ttft, crossover_concurrency=cross,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableRow:
+    """One row of the capacity table (F8): memory per GPU, with speed and cost beside it."""
+
+    concurrency: int
+    context_tokens: int
+    kv_request_bytes: float
+    kv_total_bytes: float
+    vram_subtotal_bytes: float
+    usable_bytes: float
+    verdict: str
+    ttft_s: float
+    ttft_linear_s: float
+    tpot_ms: float
+    bound: str
+    tok_s_per_request: float
+    aggregate_tok_s: float
+    cost_per_mtok: float
+
+
+SEED_TABLE_ROWS: tuple[tuple[int, int], ...] = ((10, 8192), (50, 8192), (100, 8192))
+"""The seed's capacity table: 10, 50 and 100 concurrent requests at 8K."""
+
+
+def capacity_table(s: Scenario, rows: Sequence[tuple[int, int]] = SEED_TABLE_ROWS
+                   ) -> list[TableRow]:
+    """Rows of concurrency x context with total KV, VRAM subtotal, verdict, TTFT and TPOT (F8)."""
+    if not rows:
+        return []
+    C = np.array([r[0] for r in rows], dtype=np.float64)
+    L = np.array([r[1] for r in rows], dtype=np.float64)
+    if np.any(L <= 0) or np.any(C < 0):
+        raise InputError("table rows need concurrency >= 0 and context > 0")
+    ev = evaluate(s, C, L)
+    out = []
+    for i, (c, ctx) in enumerate(rows):
+        out.append(TableRow(
+            concurrency=int(c), context_tokens=int(ctx),
+            kv_request_bytes=float(ev.kv_request.exact_bytes[i]),
+            kv_total_bytes=float(ev.kv_total_bytes[i]),
+            vram_subtotal_bytes=float(ev.vram_subtotal_bytes[i]),
+            usable_bytes=ev.vram.usable_bytes, verdict=str(ev.verdict[i]),
+            ttft_s=float(ev.ttft_s[i]), ttft_linear_s=float(ev.ttft_linear_s[i]),
+            tpot_ms=float(ev.decode.step_ms[i]), bound=str(ev.decode.bound[i]),
+            tok_s_per_request=float(ev.decode.tok_s_per_request[i]),
+            aggregate_tok_s=float(ev.aggregate_tok_s[i]),
+            cost_per_mtok=float(ev.cost_per_mtok[i]),
+        ))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fix:
+    """One change that makes a memory verdict at least 'tight', and the verdict it gives."""
+
+    kind: str  # "gpus" | "kv_dtype" | "context" | "concurrency"
+    value: float | str
+    verdict: str
+    description: str
+
+
+def _verdict_at(s: Scenario, concurrency: int) -> str:
+    return str(evaluate(s, [concurrency]).verdict[0])
+
+
+def suggest_fixes(s: Scenario, concurrency: int) -> list[Fix]:
+    """What turns 'does not fit' at `concurrency` into a fit: more GPUs (replicas), a smaller
+    KV precision, a shorter context, or fewer concurrent requests. Empty when it already fits.
+
+    Seed: 100 x 8K on one RTX 4090 -> 2 cards, FP8 KV or 4K context.
+    """
+    if _verdict_at(s, concurrency) != "does_not_fit":
+        return []
+    fixes: list[Fix] = []
+    for n in range(s.n_gpus + s.tp, 16 * s.tp + 1, s.tp):
+        v = _verdict_at(s.with_(n_gpus=n), concurrency)
+        if v != "does_not_fit":
+            fixes.append(Fix(kind="gpus", value=n, verdict=v,
+                             description=f"{n} GPUs ({n // s.tp} replicas)"))
+            break
+    for dtype in ("fp8", "int4"):
+        if bytes_per_element(dtype) < bytes_per_element(s.kv_dtype):
+            v = _verdict_at(s.with_(kv_dtype=dtype), concurrency)
+            if v != "does_not_fit":
+                fixes.append(Fix(kind="kv_dtype", value=dtype, verdict=v,
+                                 description=f"{dtype.upper()} KV cache"))
+                break
+    ctx = s.context_tokens
+    while ctx > 256:
+        ctx //= 2
+        prompt = None if s.prompt_tokens is None else min(s.prompt_tokens, ctx)
+        v = _verdict_at(s.with_(context_tokens=ctx, prompt_tokens=prompt), concurrency)
+        if v != "does_not_fit":
+            fixes.append(Fix(kind="context", value=ctx, verdict=v,
+                             description=f"{ctx // 1024}K context" if ctx >= 1024
+                             else f"{ctx}-token context"))
+            break
+    c_max = int(evaluate(s, [1]).max_concurrency_vram)
+    if 0 < c_max < concurrency:
+        fixes.append(Fix(kind="concurrency", value=c_max, verdict="tight",
+                         description=f"at most {c_max} concurrent requests"))
+    return fixes
+
+

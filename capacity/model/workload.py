@@ -1,0 +1,190 @@
+"""F9: peak concurrency is not daily users. From daily traffic to a peak arrival rate, and from
+the arrival rate to concurrency with Little's law.
+
+`peak rate = DAU x requests per user per day x peak share / (peak hours x 3600)` (requests/s);
+`peak concurrency = peak rate x request duration` (Little's law), where the request duration is
+`TTFT + output tokens x TPOT` and TPOT itself depends on the concurrency (F4), so the two are
+iterated to a fixed point. Headroom (default 20 %, the seed advises 20-30 %) goes on top.
+A user may also enter peak concurrency directly; then the arrival rate is what sustains it.
+Source: SPEC F9 and the chapter's section "峰值并发不是日活".
+Worked number: 500 users x 20 requests x 0.3 in 2 hours -> 3000 requests / 7200 s = 0.417 req/s;
+at 10 s per request that is 4.2 requests in flight, 5.0 with 20 % headroom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from capacity.errors import InputError
+from capacity.model.memory import DEFAULT_HEADROOM
+
+FloatArray = npt.NDArray[np.float64]
+
+SECONDS_PER_HOUR = 3600.0
+FIXED_POINT_MAX_ITER = 200
+FIXED_POINT_REL_TOL = 1e-5
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """What the customer says: daily traffic and its peak, or peak concurrency directly.
+
+    Either `daily_active_users` (with `requests_per_user_per_day`, `peak_share`, `peak_hours`)
+    or `peak_concurrency` is set. Token counts are means per request.
+    """
+
+    daily_active_users: float | None = None
+    requests_per_user_per_day: float = 20.0
+    peak_share: float = 0.3
+    peak_hours: float = 2.0
+    peak_concurrency: float | None = None
+    context_tokens: int = 8192
+    prompt_tokens: int | None = None
+    output_tokens: int = 256
+    headroom: float = DEFAULT_HEADROOM
+
+    def __post_init__(self) -> None:
+        if (self.daily_active_users is None) == (self.peak_concurrency is None):
+            raise InputError("give either daily active users (--dau) or peak concurrency "
+                             "(--peak-concurrency), not both and not neither")
+        if self.daily_active_users is not None:
+            _finite_positive("daily active users", self.daily_active_users)
+            _finite_positive("requests per user per day", self.requests_per_user_per_day)
+            _finite_positive("peak hours", self.peak_hours)
+            if not 0 < self.peak_share <= 1:
+                raise InputError(f"peak share is the fraction of daily requests in the peak "
+                                 f"window: give a value in (0, 1], got {self.peak_share}")
+            if self.peak_hours > 24:
+                raise InputError(f"peak window must be at most 24 hours, got {self.peak_hours}")
+        if self.peak_concurrency is not None:
+            _finite_positive("peak concurrency", self.peak_concurrency)
+        for name, tokens in (("context", self.context_tokens), ("output", self.output_tokens)):
+            if not (isinstance(tokens, int) and tokens >= 1):
+                raise InputError(f"{name} length must be a whole number >= 1 token, got {tokens}")
+        if self.prompt_tokens is not None:
+            if not (isinstance(self.prompt_tokens, int) and self.prompt_tokens >= 1):
+                raise InputError(f"prompt length must be >= 1 token, got {self.prompt_tokens}")
+            if self.prompt_tokens > self.context_tokens:
+                raise InputError(f"prompt of {self.prompt_tokens} tokens exceeds the context "
+                                 f"of {self.context_tokens} tokens")
+        if not (math.isfinite(self.headroom) and 0 <= self.headroom <= 2):
+            raise InputError(f"headroom is a fraction (0.2 = 20 %): give 0..2, "
+                             f"got {self.headroom}")
+
+    @property
+    def prompt(self) -> int:
+        """Prompt tokens per request (defaults to the context length, as the seed does)."""
+        return self.prompt_tokens if self.prompt_tokens is not None else self.context_tokens
+
+    @property
+    def peak_rate_per_s(self) -> float | None:
+        """Peak arrival rate in requests/s, or None when concurrency was entered directly."""
+        if self.daily_active_users is None:
+            return None
+        return peak_arrival_rate_per_s(daily_active_users=self.daily_active_users,
+                                       requests_per_user_per_day=self.requests_per_user_per_day,
+                                       peak_share=self.peak_share, peak_hours=self.peak_hours)
+
+    @property
+    def requests_per_day(self) -> float | None:
+        """Requests per day (DAU x requests per user), or None with direct concurrency."""
+        if self.daily_active_users is None:
+            return None
+        return self.daily_active_users * self.requests_per_user_per_day
+
+
+def _finite_positive(name: str, value: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise InputError(f"{name} must be > 0, got {value}")
+
+
+def peak_arrival_rate_per_s(*, daily_active_users: float, requests_per_user_per_day: float,
+                            peak_share: float, peak_hours: float) -> float:
+    """Peak arrival rate in requests/s: DAU x requests/user/day x peak share / (hours x 3600).
+
+    The requests of the peak window arrive evenly inside it (Poisson around that mean).
+    Source: SPEC F9. 500 x 20 x 0.3 / 7200 s = 0.4167 req/s.
+    """
+    return daily_active_users * requests_per_user_per_day * peak_share / (
+        peak_hours * SECONDS_PER_HOUR)
+
+
+def request_duration_s(ttft_s: npt.ArrayLike, output_tokens: float, tpot_ms: npt.ArrayLike
+                       ) -> FloatArray:
+    """Predicted time a request spends in the server, in s: TTFT + output tokens x TPOT.
+
+    Source: SPEC F9 (the duration that Little's law multiplies). 3 s + 256 x 20 ms = 8.12 s.
+    """
+    return np.asarray(np.asarray(ttft_s, dtype=np.float64)
+                      + output_tokens * np.asarray(tpot_ms, dtype=np.float64) / 1e3,
+                      dtype=np.float64)
+
+
+def littles_law_concurrency(rate_per_s: npt.ArrayLike, duration_s: npt.ArrayLike) -> FloatArray:
+    """Mean requests in flight: L = lambda x W (Little's law). Unit: requests.
+
+    0.4167 req/s x 10 s = 4.17 requests.
+    """
+    return np.asarray(np.asarray(rate_per_s, dtype=np.float64)
+                      * np.asarray(duration_s, dtype=np.float64), dtype=np.float64)
+
+
+def with_headroom(concurrency: npt.ArrayLike, headroom: float = DEFAULT_HEADROOM) -> FloatArray:
+    """Concurrency to provision: C x (1 + headroom). The seed advises 20-30 %."""
+    if headroom < 0:
+        raise InputError(f"headroom must be >= 0, got {headroom}")
+    return np.asarray(np.asarray(concurrency, dtype=np.float64) * (1.0 + headroom),
+                      dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FixedPoint:
+    """Concurrency C = rate x duration(C), solved per configuration (arrays)."""
+
+    concurrency: FloatArray
+    duration_s: FloatArray
+    converged: npt.NDArray[np.bool_]
+    iterations: int
+
+
+def concurrency_fixed_point(rate_per_s: npt.ArrayLike,
+                            duration_s: Callable[[FloatArray], FloatArray],
+                            *, limit: npt.ArrayLike = np.inf,
+                            max_iter: int = FIXED_POINT_MAX_ITER,
+                            rel_tol: float = FIXED_POINT_REL_TOL) -> FixedPoint:
+    """Solve C = rate x duration(C) by iteration from C = 0, elementwise over configurations.
+
+    `duration_s(C)` must not fall as C rises (a decode step never gets faster with a bigger
+    batch, F4), so the iterates rise monotonically to the smallest fixed point. Where none
+    exists (the load outruns the hardware: rate x d duration / dC >= 1) or the iterate passes
+    `limit`, the entry is marked not converged and holds the last iterate (capped at `limit`).
+    Unit: requests in flight. Source: SPEC F9 (Little's law with a configuration-dependent W).
+    """
+    rate = np.asarray(rate_per_s, dtype=np.float64)
+    lim = np.asarray(limit, dtype=np.float64)
+    if np.any(rate < 0):
+        raise InputError("arrival rate must be >= 0 requests/s")
+    c = np.zeros(np.broadcast(rate, lim).shape)
+    done = np.zeros(c.shape, dtype=bool)
+    over = np.zeros(c.shape, dtype=bool)
+    iterations = 0
+    d = duration_s(c)
+    for step in range(1, max_iter + 1):
+        iterations = step
+        with np.errstate(invalid="ignore"):
+            nxt = np.where(rate > 0, rate * d, 0.0)
+        nxt = np.where(np.isnan(nxt), np.inf, nxt)
+        over = over | (nxt > lim)
+        nxt = np.minimum(nxt, lim)
+        done = np.abs(nxt - c) <= rel_tol * np.maximum(nxt, 1e-12)
+        c = nxt
+        d = duration_s(c)
+        if np.all(done | over):
+            break
+    return FixedPoint(concurrency=c, duration_s=np.asarray(d, dtype=np.float64),
+                      converged=np.asarray(done & ~over), iterations=iterations)

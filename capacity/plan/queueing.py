@@ -1,0 +1,574 @@
+"""Load and queueing (SPEC section 6): continuous batching under Poisson arrivals or closed-loop
+concurrency, as a seeded discrete-event model and as a vectorized analytic approximation.
+
+Model of one replica (vLLM-style continuous batching):
+- `slots = min(C_vram, max_num_seqs)` requests decode together; a request that arrives when every
+  slot is busy waits (FCFS) for one to free;
+- admission happens at scheduling points (step boundaries): every waiting request that finds a
+  free slot is admitted there, and an admitted request is prefilled (F6) before it decodes;
+- without chunked prefill, every prompt admitted at one scheduling point is prefilled in one
+  batch (one forward pass, as vLLM's scheduler and `capacity.sim.server` do): the batch takes the
+  sum of their prefill times, holds the GPU and pauses decoding (prefill-first scheduling), and
+  all of its prompts get their first token when it ends, not one after another;
+- with a chunked-prefill token budget each step carries the decoding requests plus up to
+  `budget - batch` prompt tokens of the admitted prompts (in admission order; the budget caps
+  the tokens prefilled per step), a prompt's first token comes at the end of the step that
+  prefills its last chunk, and the prompt's arithmetic overlaps the memory-bound decode:
+  `step = max(bw(b), compute(b) + chunk x prefill per token) + comm(b)`;
+- a decode step for `b` requests takes `t_step(b)` from F4 (with TP communication, F10); the
+  prefill produces the first token, and `output - 1` decode steps follow.
+Outputs: TTFT and TPOT percentiles (p50/p90/p99, numpy's linear interpolation), queue time
+(arrival to slot), goodput (requests/s meeting every SLO) and the saturation rate. Past the slots,
+TTFT rises linearly with the queue while throughput flattens (the chapter's observation).
+
+The discrete-event model jumps from event to event (arrival, completion, prefill batch or chunk),
+not from step to step, so thousands of requests take milliseconds. The analytic path (`analytic_latency`)
+gives the same quantities in closed form over arrays of configurations, for the planner's search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import gammaincinv
+
+from capacity.errors import InputError
+from capacity.model.scenario import Scenario, evaluate
+from capacity.model.workload import concurrency_fixed_point
+from capacity.units import GB, TERA
+
+FloatArray = npt.NDArray[np.float64]
+
+DEFAULT_MAX_NUM_SEQS = 256
+"""vLLM's default `max_num_seqs` (sequences decoded together per replica)."""
+DEFAULT_SLO_QUANTILE = 0.9
+"""The percentile SLOs are checked at (p90), unless told otherwise."""
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+def md1_mean_wait_ms(rho: float, service_ms: float) -> float:
+    """Mean wait in queue of M/D/1 (Pollaczek-Khinchine, deterministic service), in ms.
+
+    W_q = rho x S / (2 (1 - rho)), rho = lambda x S < 1; infinite otherwise.
+    Source: Kleinrock, Queueing Systems vol. 1 (1975), eq. 5.73 with Var(S) = 0.
+    rho 0.5, S 100 ms -> 50 ms.
+    """
+    if rho < 0 or service_ms < 0:
+        raise InputError("utilization and service time must be >= 0")
+    if rho >= 1:
+        return math.inf
+    return rho * service_ms / (2.0 * (1.0 - rho))
+
+
+def wait_quantile_ms(mean_wait_ms: npt.ArrayLike, rho: npt.ArrayLike, q: float) -> FloatArray:
+    """q-quantile of the queueing wait under the exponential-tail approximation, in ms.
+
+    P(W > t) ~ rho x exp(-t rho / E[W]) (exact for M/M/1; the heavy-traffic form for M/G/1),
+    so t_q = E[W] / rho x ln(rho / (1 - q)) when rho > 1 - q, else 0 (most requests never wait).
+    Source: Kingman (1961) heavy-traffic approximation; Kleinrock vol. 2 section 2.
+    """
+    w = np.asarray(mean_wait_ms, dtype=np.float64)
+    r = np.asarray(rho, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(r > 1.0 - q, w / r * np.log(np.maximum(r, 1e-300) / (1.0 - q)), 0.0)
+    return np.asarray(np.where(r >= 1.0, np.inf, t), dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step time over arrays of configurations (F4 + F10, vectorized across configurations)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepModel:
+    """F4 per replica for many configurations at once (every field an array or a scalar).
+
+    `weights_bytes`, `kv_request_bytes` and `bandwidth_gb_s` are per GPU; `tflops` is per
+    replica (GPU TFLOP/s x TP). `expert_fraction` is the share of weights in routed experts
+    (0 for dense models); `comm_fixed_ms + comm_per_seq_ms x b` is the TP all-reduce time of a
+    step for `b` sequences (linear in the message size, F10).
+    """
+
+    weights_bytes: FloatArray
+    kv_request_bytes: FloatArray
+    bandwidth_gb_s: FloatArray
+    tflops: FloatArray
+    params_active_b: float
+    eff: float = 1.0
+    eta_bw: float = 1.0
+    overhead_ms: float = 0.0
+    comm_fixed_ms: FloatArray | float = 0.0
+    comm_per_seq_ms: FloatArray | float = 0.0
+    expert_fraction: float = 0.0
+    experts: int = 1
+    active_experts: int = 1
+
+    def terms_ms(self, batch: npt.ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(bandwidth, compute, communication) terms of a decode step for `batch` sequences, ms.
+
+        bandwidth = (W_read(b) + b x KV) / (BW x eta_bw); compute = 2 P b / (F x eff);
+        W_read grows toward W with b for MoE (E (1 - (1 - k/E)^b) experts touched). Source: F4.
+        """
+        b = np.asarray(batch, dtype=np.float64)
+        if self.expert_fraction > 0:
+            share = self.active_experts / self.experts
+            touched = 1.0 - (1.0 - share) ** np.maximum(b, 1.0)
+            w_read = self.weights_bytes * ((1.0 - self.expert_fraction)
+                                           + self.expert_fraction * touched)
+        else:
+            w_read = self.weights_bytes
+        bw = (w_read + b * self.kv_request_bytes) / (self.bandwidth_gb_s * GB * self.eta_bw) * 1e3
+        cp = 2.0 * self.params_active_b * 1e9 * b / (self.tflops * TERA * self.eff) * 1e3
+        comm = self.comm_fixed_ms + self.comm_per_seq_ms * b
+        return (np.asarray(bw, dtype=np.float64), np.asarray(cp, dtype=np.float64),
+                np.asarray(comm, dtype=np.float64))
+
+    def step_ms(self, batch: npt.ArrayLike) -> FloatArray:
+        """Decode step time in ms: overhead + max(bandwidth, compute) + communication (F4)."""
+        bw, cp, comm = self.terms_ms(batch)
+        return np.asarray(self.overhead_ms + np.maximum(bw, cp) + comm, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Analytic path (vectorized)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyticLatency:
+    """Predicted load behaviour per configuration (arrays), at one arrival rate."""
+
+    rate_per_s: FloatArray
+    concurrency: FloatArray
+    step_ms: FloatArray
+    prefill_share: FloatArray
+    utilization: FloatArray
+    ttft_mean_ms: FloatArray
+    ttft_q_ms: FloatArray
+    tpot_ms: FloatArray
+    tpot_q_ms: FloatArray
+    duration_s: FloatArray
+    saturated: npt.NDArray[np.bool_]
+
+
+def gamma_quantile(mean: npt.ArrayLike, var: npt.ArrayLike, q: float) -> FloatArray:
+    """q-quantile of a gamma distribution with this mean and variance (moment match).
+
+    shape k = mean^2 / var, scale = var / mean; a zero variance gives the mean itself.
+    """
+    m = np.asarray(mean, dtype=np.float64)
+    v = np.asarray(var, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(v > 0, m * m / np.where(v > 0, v, 1.0), np.inf)
+        scale = np.where(m > 0, v / np.where(m > 0, m, 1.0), 0.0)
+        finite = np.isfinite(k) & (k > 0) & np.isfinite(m)
+        x = np.where(finite, gammaincinv(np.where(finite, k, 1.0), q) * scale, m)
+    return np.asarray(x, dtype=np.float64)
+
+
+def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: npt.ArrayLike,
+                     output_tokens: int, quantile: float = DEFAULT_SLO_QUANTILE,
+                     concurrency: npt.ArrayLike | None = None,
+                     limit: npt.ArrayLike = np.inf) -> AnalyticLatency:
+    """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
+
+    Prefill-first continuous batching with batched prefill (the discrete-event model without
+    chunking, and the simulated endpoint): the GPU alternates decode steps (s) and prefill
+    batches; a batch holds every prompt that arrived during the period before it and lasts t per
+    prompt, and each of its prompts gets its first token when the whole batch ends.
+    - prefill share of the GPU rho = lambda t (t = prefill time of one prompt);
+    - a request arriving during a period of length L waits its residual R, then its batch:
+      itself plus the arrivals during the period before and after it, so
+      E[TTFT] = t + E[R] + rho (E[A] + E[R]) = t + (1 + 2 rho) X / 2, with X = E[L^2] / E[L]
+      the length-biased period; batch sizes are Poisson in the previous period's length, so
+      X = (1 - rho) s + rho t (1 + lambda X), i.e. X = ((1 - rho) s + rho t) / (1 - rho^2).
+      Equivalently E[TTFT] = t + f (s/2 + W) with W = rho t / (2 (1 - rho)) the M/D/1 wait of
+      serial prefill and f = (1 + 2 rho) / (1 + rho) the batching factor; the q-quantile is
+      t + f (s q + W_q), W_q from the exponential tail (`wait_quantile_ms`);
+    - decoding pauses for every prefill, so a request's decode lasts the busy period started by
+      its own (output - 1) steps T0 plus the batch prefilled right after its first token
+      (B = t x Poisson(rho K), K = 1 + Poisson(lambda X) its own batch): mean
+      (T0 + E[B]) / (1 - rho), variance Var(B) / (1 - rho)^2 + (T0 + E[B]) lambda t^2 /
+      (1 - rho)^3 (M/G/1 busy period); TPOT = that time / (output - 1), its quantile from a
+      moment-matched gamma;
+    - concurrency C = lambda x (TTFT + output x TPOT(C)), a fixed point (F9), unless
+      `concurrency` is given; s = t_step(C) (F4);
+    - saturated where rho >= 1, the GPU time per request exceeds 1 / lambda, or no fixed point.
+    Idle time (no request running) is ignored: at light load it overstates the wait by s/2 at
+    most.
+    Unit: ms (TTFT, TPOT), requests (C). Source: SPEC section 6; Kleinrock, Queueing Systems
+    vol. 1, sections 5.6-5.8 (M/G/1 waiting-time moments and busy periods).
+    The slot queue (C above the slots) is not modelled here; the caller rejects that case.
+    """
+    lam_ms = np.asarray(rate_per_s, dtype=np.float64) / 1e3
+    t = np.asarray(prefill_ms, dtype=np.float64)
+    rho = lam_ms * t
+    ok_p = rho < 1.0
+    one_m = np.where(ok_p, 1.0 - rho, 1.0)
+    wq = np.where(ok_p, rho * t / (2.0 * one_m), np.inf)
+    batching = np.where(ok_p, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf)
+    n_dec = max(output_tokens - 1, 0)
+
+    def wait_ms(s: FloatArray) -> FloatArray:
+        """Mean TTFT minus one prompt's prefill: residual period + the batch-mates' prefill."""
+        return np.asarray(batching * (0.5 * s + wq), dtype=np.float64)
+
+    def decode_ms(s: FloatArray) -> tuple[FloatArray, FloatArray]:
+        with np.errstate(invalid="ignore"):
+            lam_x = np.where(ok_p, lam_ms * ((1.0 - rho) * s + rho * t) / (1.0 - rho * rho),
+                             np.inf)
+            backlog = rho * t * (1.0 + lam_x) if n_dec else 0.0
+            var_backlog = t * t * (rho * (1.0 + lam_x) + rho * rho * lam_x) if n_dec else 0.0
+            x = n_dec * s + backlog
+            mean = np.where(ok_p, x / one_m, np.inf)
+            var = np.where(ok_p, var_backlog / one_m ** 2 + x * lam_ms * t * t / one_m ** 3,
+                           np.inf)
+        return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
+
+    def duration(c: FloatArray) -> FloatArray:
+        s = step.step_ms(c)
+        mean, _ = decode_ms(s)
+        tpot = mean / max(n_dec, 1)
+        return np.asarray((t + wait_ms(s) + output_tokens * tpot) / 1e3, dtype=np.float64)
+
+    lam = lam_ms * 1e3
+    if concurrency is None:
+        fp = concurrency_fixed_point(np.where(ok_p, lam, 0.0), duration, limit=limit)
+        c = fp.concurrency
+        converged = fp.converged | (lam == 0)
+    else:
+        c = np.broadcast_to(np.asarray(concurrency, dtype=np.float64), lam.shape).copy()
+        converged = np.ones(c.shape, dtype=bool)
+    s = step.step_ms(c)
+    dec_mean, dec_var = decode_ms(s)
+    tpot = dec_mean / max(n_dec, 1)
+    tpot_q = gamma_quantile(dec_mean, dec_var, quantile) / max(n_dec, 1)
+    ttft_mean = t + wait_ms(s)
+    ttft_q = t + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
+    gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
+    util = lam_ms * gpu_ms_per_request
+    saturated = ~ok_p | (util >= 1.0) | ~converged
+    inf = np.inf
+    return AnalyticLatency(
+        rate_per_s=lam, concurrency=c, step_ms=s, prefill_share=rho, utilization=util,
+        ttft_mean_ms=np.asarray(np.where(saturated, inf, ttft_mean), dtype=np.float64),
+        ttft_q_ms=np.asarray(np.where(saturated, inf, ttft_q), dtype=np.float64),
+        tpot_ms=np.asarray(np.where(saturated, inf, tpot), dtype=np.float64),
+        tpot_q_ms=np.asarray(np.where(saturated, inf, tpot_q), dtype=np.float64),
+        duration_s=np.asarray(np.where(saturated, inf, duration(c)), dtype=np.float64),
+        saturated=np.asarray(saturated),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Discrete-event model (one configuration)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceModel:
+    """Timings of one replica: step terms for every batch size 0..slots, and prefill."""
+
+    slots: int
+    bandwidth_ms: FloatArray
+    compute_ms: FloatArray
+    comm_ms: FloatArray
+    overhead_ms: float
+    prefill_ms: float
+    prompt_tokens: int
+    output_tokens: int
+    chunk_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.slots < 1:
+            raise InputError("no request fits in memory (0 slots): use a bigger GPU, more "
+                             "GPUs, a shorter context or a smaller KV precision")
+        if self.output_tokens < 1 or self.prompt_tokens < 1:
+            raise InputError("prompt and output must be >= 1 token")
+        if self.chunk_tokens is not None and self.chunk_tokens <= self.slots:
+            raise InputError(f"chunked-prefill budget of {self.chunk_tokens} tokens must exceed "
+                             f"the {self.slots} decode slots (vLLM's max_num_batched_tokens)")
+        if self.prefill_ms < 0:
+            raise InputError("prefill time must be >= 0 ms")
+
+    @property
+    def step_ms(self) -> FloatArray:
+        """Decode step time (ms) for 0..slots sequences."""
+        return np.asarray(self.overhead_ms + np.maximum(self.bandwidth_ms, self.compute_ms)
+                          + self.comm_ms, dtype=np.float64)
+
+    def mixed_step_ms(self, batch: int, chunk: int) -> float:
+        """A chunked-prefill step: `batch` decode tokens plus `chunk` prompt tokens, in ms.
+
+        The prompt's arithmetic overlaps the memory traffic of the decode:
+        overhead + max(bw(b), compute(b) + chunk x prefill / prompt) + comm(b).
+        """
+        extra = chunk * self.prefill_ms / self.prompt_tokens
+        return float(self.overhead_ms + max(self.bandwidth_ms[batch],
+                                            self.compute_ms[batch] + extra)
+                     + self.comm_ms[batch])
+
+    @property
+    def saturation_rate_per_s(self) -> float:
+        """Arrival rate (req/s) above which the queue grows without bound.
+
+        Full slots: each request costs the GPU t_prefill + output x t_step(slots) / slots.
+        With chunked prefill the prompt overlaps decode, so only its compute excess counts.
+        """
+        b = self.slots
+        decode_ms = (self.output_tokens - 1) * float(self.step_ms[b]) / b
+        if self.chunk_tokens is None:
+            per_request = self.prefill_ms + decode_ms
+        else:
+            chunk = self.chunk_tokens - b
+            steps = self.prompt_tokens / chunk
+            per_request = steps * (self.mixed_step_ms(b, chunk) - float(self.step_ms[b])) \
+                + decode_ms
+        return 1e3 / per_request
+
+
+def service_from_scenario(s: Scenario, *, output_tokens: int,
+                          max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+                          chunk_tokens: int | None = None) -> ServiceModel:
+    """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
+    TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
+    numbers as the Explorer)."""
+    if max_num_seqs < 1:
+        raise InputError(f"max_num_seqs must be >= 1, got {max_num_seqs}")
+    one = evaluate(s, [s.replicas])
+    c_vram = int(one.max_concurrency_vram) // s.replicas
+    slots = min(c_vram, max_num_seqs)
+    if slots < 1:
+        raise InputError(f"{s.variant.key} on {s.gpu.name} (TP={s.tp}) holds no request of "
+                         f"{s.context_tokens} tokens: use more or bigger GPUs, a shorter "
+                         "context or FP8 KV")
+    b = np.arange(0, slots + 1, dtype=np.float64)
+    ev = evaluate(s, b * s.replicas)
+    return ServiceModel(
+        slots=slots, bandwidth_ms=np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
+        compute_ms=np.asarray(ev.decode.compute_ms, dtype=np.float64),
+        comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
+        overhead_ms=s.step_overhead_ms, prefill_ms=float(one.ttft_s) * 1e3,
+        prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=chunk_tokens)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueResult:
+    """What the discrete-event model measured over the counted requests (after warm-up)."""
+
+    requests: int
+    rate_per_s: float | None
+    concurrency: int | None
+    ttft_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+    queue_ms: dict[float, float]
+    e2e_ms: dict[float, float]
+    mean_queue_ms: float
+    mean_ttft_ms: float
+    throughput_req_s: float
+    output_tok_s: float
+    goodput_req_s: float
+    slo_met_share: float
+    mean_running: float
+    saturation_rate_per_s: float
+    saturated: bool
+    slots: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Trace:
+    arrival_ms: FloatArray
+    admit_ms: FloatArray
+    first_ms: FloatArray
+    finish_ms: FloatArray
+
+
+def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
+         n_requests: int) -> _Trace:
+    """The event loop. Open loop: `arrivals` (ms, sorted). Closed loop: `clients` users that
+    send the next request as soon as the previous one finishes (no think time)."""
+    n = n_requests
+    arrival = np.full(n, np.nan) if arrivals is None else arrivals.copy()
+    admit = np.full(n, np.nan)
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    out = svc.output_tokens
+    chunk = svc.chunk_tokens
+    steps = svc.step_ms
+    waiting: deque[int] = deque()
+    prefill_q: deque[int] = deque()      # admitted, prompt not done (FCFS)
+    prompt_left: dict[int, int] = {}
+    running: list[int] = []              # decoding: request ids
+    remaining: list[int] = []            # decode tokens left per running request
+    now = 0.0
+    next_arrival = 0                     # index of the next open-loop arrival
+    issued = 0
+    if clients is not None:
+        issued = min(clients, n)
+        arrival[:issued] = 0.0
+        waiting.extend(range(issued))
+    guard = 20 * n * (2 + (svc.prompt_tokens // max(1, (svc.chunk_tokens or svc.prompt_tokens)
+                                                     - svc.slots)))
+
+    def first_tokens(ids: list[int]) -> None:
+        """These prompts get their first token now; they decode on, or end at one token."""
+        for i in ids:
+            first[i] = now
+            if out > 1:
+                running.append(i)
+                remaining.append(out - 1)
+            else:
+                finished_now.append(i)
+
+    for _ in range(guard):
+        if arrivals is not None:
+            while next_arrival < n and arrival[next_arrival] <= now:
+                waiting.append(next_arrival)
+                next_arrival += 1
+        busy = len(running) + len(prefill_q)
+        while waiting and busy < svc.slots:
+            i = waiting.popleft()
+            admit[i] = now
+            prefill_q.append(i)
+            prompt_left[i] = svc.prompt_tokens
+            busy += 1
+        if not running and not prefill_q:
+            if arrivals is None or next_arrival >= n:
+                break
+            now = max(now, float(arrival[next_arrival]))
+            continue
+        finished_now: list[int] = []
+        if prefill_q and svc.chunk_tokens is None:
+            # one forward pass over every prompt admitted at this scheduling point: each of
+            # them gets its first token when the whole batch's prefill ends
+            batch_ids = list(prefill_q)
+            prefill_q.clear()
+            for i in batch_ids:
+                del prompt_left[i]
+            now += svc.prefill_ms * len(batch_ids)
+            first_tokens(batch_ids)
+        elif prefill_q and chunk is not None:
+            b = len(running)
+            budget = chunk - b
+            used = 0
+            done_prompts: list[int] = []
+            while prefill_q and used < budget:
+                i = prefill_q[0]
+                take = min(budget - used, prompt_left[i])
+                prompt_left[i] -= take
+                used += take
+                if prompt_left[i] == 0:
+                    prefill_q.popleft()
+                    del prompt_left[i]
+                    done_prompts.append(i)   # first token at the end of this step
+            now += svc.mixed_step_ms(b, used)
+            remaining = [r - 1 for r in remaining]
+            first_tokens(done_prompts)
+        else:
+            b = len(running)
+            k = min(remaining)
+            if arrivals is not None and next_arrival < n and busy < svc.slots:
+                gap = float(arrival[next_arrival]) - now
+                k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
+            elif waiting and busy < svc.slots:
+                k = 1
+            now += k * float(steps[b])
+            remaining = [r - k for r in remaining]
+        keep_r: list[int] = []
+        keep_m: list[int] = []
+        for i, r in zip(running, remaining, strict=True):
+            if r <= 0:
+                finished_now.append(i)
+            else:
+                keep_r.append(i)
+                keep_m.append(r)
+        running, remaining = keep_r, keep_m
+        for i in finished_now:
+            finish[i] = now
+            if clients is not None and issued < n:
+                arrival[issued] = now
+                waiting.append(issued)
+                issued += 1
+        if arrivals is None and issued >= n and not waiting and not running and not prefill_q:
+            break
+    else:  # pragma: no cover - the guard is generous; reaching it is a bug
+        raise RuntimeError("queueing model did not finish within its step guard")
+    return _Trace(arrival_ms=arrival, admit_ms=admit, first_ms=first, finish_ms=finish)
+
+
+def _quantiles(x: FloatArray) -> dict[float, float]:
+    if x.size == 0:
+        return {q: math.nan for q in QUANTILES}
+    v = np.quantile(x, QUANTILES)
+    return {q: float(v[j]) for j, q in enumerate(QUANTILES)}
+
+
+def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
+             concurrency: int | None = None, arrivals_ms: Sequence[float] | None = None,
+             n_requests: int = 2000, seed: int = 0,
+             slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf,
+             warmup_fraction: float = 0.1) -> QueueResult:
+    """Run the discrete-event model of one replica and summarize it.
+
+    Give `rate_per_s` (Poisson arrivals, seeded), `concurrency` (closed loop, zero think
+    time) or `arrivals_ms` (replay these arrival times, ms from any origin, in order; then
+    `n_requests` is their count and `rate_per_s` in the result is their mean rate).
+    The first `warmup_fraction` of requests (by arrival) are left out of the statistics.
+    Goodput = counted requests that meet both SLOs / the span from the first counted arrival to
+    the last counted finish. Deterministic for a given seed.
+    """
+    if sum(x is not None for x in (rate_per_s, concurrency, arrivals_ms)) != 1:
+        raise InputError("give one of: an arrival rate, a closed-loop concurrency, or a list "
+                         "of arrival times")
+    if arrivals_ms is not None:
+        n_requests = len(arrivals_ms)
+    if not 10 <= n_requests <= 1_000_000:
+        raise InputError(f"simulate 10..1,000,000 requests, got {n_requests}")
+    if not 0 <= warmup_fraction < 0.9:
+        raise InputError("warm-up fraction must be in [0, 0.9)")
+    arrivals = None
+    if arrivals_ms is not None:
+        arrivals = np.asarray(arrivals_ms, dtype=np.float64)
+        if not np.all(np.isfinite(arrivals)) or np.any(np.diff(arrivals) < 0):
+            raise InputError("arrival times must be finite and in increasing order")
+        arrivals = arrivals - arrivals[0]
+        span = float(arrivals[-1])
+        rate_per_s = (n_requests - 1) / span * 1e3 if span > 0 else math.inf
+    elif rate_per_s is not None:
+        if not (math.isfinite(rate_per_s) and rate_per_s > 0):
+            raise InputError(f"arrival rate must be > 0 requests/s, got {rate_per_s}")
+        rng = np.random.default_rng(seed)
+        arrivals = np.cumsum(rng.exponential(1e3 / rate_per_s, size=n_requests))
+    elif concurrency is not None and concurrency < 1:
+        raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
+    tr = _run(svc, arrivals, concurrency, n_requests)
+    skip = int(n_requests * warmup_fraction)
+    sl = slice(skip, None)
+    arr, adm, fst, fin = tr.arrival_ms[sl], tr.admit_ms[sl], tr.first_ms[sl], tr.finish_ms[sl]
+    ttft = fst - arr
+    tpot = (fin - fst) / max(svc.output_tokens - 1, 1)
+    queue = adm - arr
+    e2e = fin - arr
+    span_s = max((float(np.max(fin)) - float(np.min(arr))) / 1e3, 1e-9)
+    ok = (ttft <= slo_ttft_ms) & (tpot <= slo_tpot_ms)
+    sat_rate = svc.saturation_rate_per_s
+    return QueueResult(
+        requests=int(arr.size), rate_per_s=rate_per_s, concurrency=concurrency,
+        ttft_ms=_quantiles(ttft), tpot_ms=_quantiles(tpot), queue_ms=_quantiles(queue),
+        e2e_ms=_quantiles(e2e), mean_queue_ms=float(np.mean(queue)),
+        mean_ttft_ms=float(np.mean(ttft)), throughput_req_s=arr.size / span_s,
+        output_tok_s=arr.size * svc.output_tokens / span_s,
+        goodput_req_s=float(np.sum(ok)) / span_s, slo_met_share=float(np.mean(ok)),
+        mean_running=float(np.sum(e2e)) / 1e3 / span_s, saturation_rate_per_s=sat_rate,
+        saturated=rate_per_s is not None and rate_per_s >= sat_rate, slots=svc.slots,
+    )
+
+
+def sweep(svc: ServiceModel, rates_per_s: Sequence[float], *, n_requests: int = 600,
+          seed: int = 0, slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf
+          ) -> list[QueueResult]:
+    """`simulate` at each arrival rate (same seed), for TTFT-vs-load curves."""
+    return [simulate(svc, rate_per_s=r, n_requests=n_requests, seed=seed,
+                     slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms) for r in rates_per_s]

@@ -1,0 +1,697 @@
+"""The planner: from daily users and SLOs to ranked GPU options (SPEC F7-F10, section 6).
+
+Search: every catalog GPU (or a subset) x GPU count 1..16 x tensor-parallel size (replicas =
+GPUs / TP) x KV precision x weight format of the chosen model. A configuration is kept when
+
+- memory: the weights fit and the design concurrency per replica fits the KV slots
+  (`C_vram`, F3) and `max_num_seqs`;
+- SLO: the TTFT percentile and TPOT at the peak with headroom meet the targets (queueing,
+  section 6, analytic path), and the load does not saturate the GPU.
+
+Kept options are ranked by cost per month, then cost per million output tokens at the option's
+SLO-feasible capacity (the highest arrival rate that still meets every SLO). Every GPU family
+with no feasible configuration gets the reason of its closest configuration (memory, TTFT,
+TPOT, throughput), and configurations that miss on memory alone get the chapter's fixes
+(more GPUs, FP8 KV, a shorter context). The search is vectorized over configurations;
+`simulate_option` runs the discrete-event model for the chosen one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
+from capacity.errors import CapacityError, InputError
+from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, convert, cost_per_mtok
+from capacity.model.kv import kv_request_bytes
+from capacity.model.memory import (
+    DEFAULT_HEADROOM,
+    DEFAULT_OVERHEAD_GB,
+    DEFAULT_UTIL,
+    max_concurrency,
+    vram_budget,
+)
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
+from capacity.model.prefill import prefill_flops, prefill_seconds
+from capacity.model.scenario import (
+    DEFAULT_EFF,
+    DEFAULT_MFU,
+    Fix,
+    Scenario,
+    evaluate,
+    make_scenario,
+    suggest_fixes,
+)
+from capacity.model.workload import Workload
+from capacity.plan.queueing import (
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_SLO_QUANTILE,
+    AnalyticLatency,
+    QueueResult,
+    ServiceModel,
+    StepModel,
+    analytic_latency,
+    service_from_scenario,
+    simulate,
+)
+from capacity.units import GB
+
+FloatArray = npt.NDArray[np.float64]
+
+DEFAULT_KV_DTYPES: tuple[str, ...] = ("fp16", "fp8")
+MAX_GPUS = 16
+REASONS = ("memory", "slots", "ttft", "tpot", "throughput")
+"""Why a configuration is rejected: KV/weights do not fit, more sequences than max_num_seqs,
+TTFT over the SLO, TPOT over the SLO, the load saturates the GPU."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slo:
+    """Service-level objectives, checked at a percentile of the requests (p90 by default)."""
+
+    ttft_ms: float = 2000.0
+    tpot_ms: float = 50.0
+    quantile: float = DEFAULT_SLO_QUANTILE
+
+    def __post_init__(self) -> None:
+        for name, v in (("TTFT SLO", self.ttft_ms), ("TPOT SLO", self.tpot_ms)):
+            if not (v > 0):
+                raise InputError(f"{name} must be > 0 ms, got {v}")
+        if not 0.5 <= self.quantile < 1:
+            raise InputError(f"SLO percentile must be in [0.5, 1), got {self.quantile}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanInputs:
+    """Everything the planner needs: the model, the workload, the SLOs and the search space."""
+
+    model: str
+    workload: Workload
+    slo: Slo = field(default_factory=Slo)
+    gpus: tuple[str, ...] | None = None
+    max_gpus: int = MAX_GPUS
+    kv_dtypes: tuple[str, ...] = DEFAULT_KV_DTYPES
+    formats: tuple[str, ...] | None = None
+    allow_tp: bool = True
+    currency: Currency = "CNY"
+    cny_per_usd: float = DEFAULT_CNY_PER_USD
+    util: float = DEFAULT_UTIL
+    overhead_gb: float = DEFAULT_OVERHEAD_GB
+    eff: float = DEFAULT_EFF
+    mfu: float = DEFAULT_MFU
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    memory_headroom: float = DEFAULT_HEADROOM
+    """F8's headroom for the 'fits' (vs 'tight') memory verdict, apart from the load headroom."""
+    price_overrides: tuple[tuple[str, float], ...] = ()
+    """(GPU key, price per GPU-hour in `currency`) pairs that replace catalog prices."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_gpus <= 64:
+            raise InputError(f"GPU count limit must be 1..64, got {self.max_gpus}")
+        if not self.kv_dtypes:
+            raise InputError("give at least one KV precision (fp16, fp8)")
+        if self.max_num_seqs < 1:
+            raise InputError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.currency not in ("CNY", "USD"):
+            raise InputError(f"unknown currency '{self.currency}'; use CNY or USD")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Option:
+    """One configuration with its predicted behaviour at the peak (with headroom) and its cost."""
+
+    gpu: str
+    gpu_name: str
+    n_gpus: int
+    tp: int
+    weights: str
+    kv_dtype: str
+    weights_gb: float
+    c_vram_per_replica: int
+    slots_per_replica: int
+    peak_rate_per_s: float
+    design_rate_per_s: float
+    peak_concurrency: float
+    design_concurrency: float
+    ttft_ms: float
+    ttft_mean_ms: float
+    tpot_ms: float
+    tpot_mean_ms: float
+    prefill_ms: float
+    utilization: float
+    memory_verdict: str
+    price_per_hour: float
+    currency: Currency
+    cost_per_month: float
+    capacity_rate_per_s: float
+    cost_per_mtok: float
+    cost_per_mtok_at_peak: float
+    failures: tuple[str, ...]
+    binding: str
+    binding_ratio: float
+
+    @property
+    def replicas(self) -> int:
+        return self.n_gpus // self.tp
+
+    @property
+    def feasible(self) -> bool:
+        return not self.failures
+
+    @property
+    def label(self) -> str:
+        """'2 x RTX 4090 (TP=2), awq, fp16 KV'."""
+        layout = f"TP={self.tp}" if self.replicas == 1 and self.tp > 1 else (
+            f"{self.replicas} replicas" + (f" x TP={self.tp}" if self.tp > 1 else ""))
+        par = f" ({layout})" if self.n_gpus > 1 else ""
+        return f"{self.n_gpus} x {self.gpu_name}{par}, {self.weights}, {self.kv_dtype} KV"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rejection:
+    """Why a GPU family has no feasible configuration: the reasons of its closest one."""
+
+    gpu: str
+    gpu_name: str
+    reasons: tuple[str, ...]
+    detail: str
+    closest: Option | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NearMiss:
+    """A cheap configuration that fails on memory alone, and the changes that make it fit."""
+
+    option: Option
+    fixes: tuple[Fix, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """The ranked, explained answer."""
+
+    inputs: PlanInputs
+    model_name: str
+    options: tuple[Option, ...]
+    rejected: tuple[Rejection, ...]
+    near_misses: tuple[NearMiss, ...]
+    evaluated: int
+    peak_rate_per_s: float | None
+    all_options: tuple[Option, ...] = ()
+
+    @property
+    def best(self) -> Option | None:
+        return self.options[0] if self.options else None
+
+    @property
+    def runner_up(self) -> Option | None:
+        """The best option on a different GPU, or the second option."""
+        if len(self.options) < 2:
+            return None
+        for o in self.options[1:]:
+            if o.gpu != self.options[0].gpu:
+                return o
+        return self.options[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Enumeration
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Units:
+    """Per-replica configurations (GPU x TP x format x KV), as parallel arrays and lists."""
+
+    gpus: list[Gpu]
+    tp: npt.NDArray[np.int64]
+    formats: list[str]
+    kv: list[str]
+    weights_gb: FloatArray
+    c_vram: npt.NDArray[np.int64]
+    usable_bytes: FloatArray
+    fixed_bytes: FloatArray
+    kv_request_bytes: FloatArray
+    prefill_ms: FloatArray
+    step: StepModel
+    price_per_hour: FloatArray
+
+
+def _tp_choices(model: Model, n_max: int, allow_tp: bool) -> list[int]:
+    out = []
+    for tp in (1, 2, 4, 8, 16):
+        if tp > n_max or (tp > 1 and not allow_tp):
+            continue
+        try:
+            check_tp(model, tp, tp)
+        except InputError:
+            continue
+        out.append(tp)
+    return out
+
+
+def _variants(cat: Catalog, model_key: str, formats: tuple[str, ...] | None
+              ) -> list[ModelVariant]:
+    base = cat.variant(model_key)
+    if formats is None and base.model.key != model_key.strip().lower():
+        return [base]  # a key with a format suffix fixes the format
+    keys = formats if formats is not None else tuple(f.key for f in cat.formats_for(base.model))
+    return [cat.variant(base.model.key, k) for k in keys]
+
+
+def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _Units]:
+    variants = _variants(cat, inp.model, inp.formats)
+    model = variants[0].model
+    gpus = [cat.gpu(k) for k in (inp.gpus if inp.gpus is not None else sorted(cat.gpus))]
+    if not gpus:
+        raise InputError("choose at least one GPU")
+    wl = inp.workload
+    if wl.context_tokens > model.max_context_tokens:
+        raise InputError(f"context {wl.context_tokens} tokens exceeds {model.name}'s limit of "
+                         f"{model.max_context_tokens} tokens")
+    prices = dict(inp.price_overrides)
+    tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
+    pf = prefill_flops(model, wl.prompt).total_flops
+    g_l: list[Gpu] = []
+    tp_l: list[int] = []
+    f_l: list[str] = []
+    kv_l: list[str] = []
+    cols: dict[str, list[float]] = {k: [] for k in (
+        "w", "cv", "usable", "fixed", "kvr", "pre", "bw", "fl", "ca", "cb", "price")}
+    kv_cache: dict[tuple[str, int], float] = {}
+    for g in gpus:
+        price = prices.get(g.key, convert(g.price_per_hour, g.currency, inp.currency,
+                                          inp.cny_per_usd))
+        for tp in tps:
+            comm = tp_comm_ms(model, g, tp, np.array([0.0, 1.0]))
+            comm_prompt = float(tp_comm_ms(model, g, tp, float(wl.prompt)))
+            nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
+            for v in variants:
+                tflops = g.tflops_for(v.format.compute_dtype) * tp
+                pre_ms = float(prefill_seconds(pf, tflops, inp.mfu)) * 1e3 + comm_prompt
+                vb = vram_budget(vram_gb=g.memory_gb, util=inp.util,
+                                 weights_gb=v.weights_gb / tp, overhead_gb=inp.overhead_gb,
+                                 nccl_gb=nccl)
+                for kv in inp.kv_dtypes:
+                    if (kv, tp) not in kv_cache:
+                        kv_cache[(kv, tp)] = float(kv_request_bytes(
+                            model, wl.context_tokens, kv, tp).exact_bytes)
+                    kvr = kv_cache[(kv, tp)]
+                    g_l.append(g)
+                    tp_l.append(tp)
+                    f_l.append(v.format.key)
+                    kv_l.append(kv)
+                    for k, val in (("w", v.weights_gb), ("cv", float(
+                            max_concurrency(vb.kv_budget_bytes, kvr))),
+                            ("usable", vb.usable_bytes),
+                            ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes),
+                            ("kvr", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
+                            ("fl", tflops), ("ca", float(comm[0])),
+                            ("cb", float(comm[1] - comm[0])), ("price", price)):
+                        cols[k].append(val)
+    a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
+    tp_a = np.asarray(tp_l, dtype=np.int64)
+    moe = model.moe
+    step = StepModel(
+        weights_bytes=a["w"] * GB / tp_a, kv_request_bytes=a["kvr"], bandwidth_gb_s=a["bw"],
+        tflops=a["fl"], params_active_b=model.params_active_b, eff=inp.eff,
+        comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"],
+        expert_fraction=model.expert_params_b / model.params_total_b if moe else 0.0,
+        experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1)
+    units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
+                   c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
+                   fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
+                   step=step, price_per_hour=a["price"])
+    return model, variants, units
+
+
+def _take(step: StepModel, idx: npt.NDArray[np.int64]) -> StepModel:
+    def t(x: FloatArray | float) -> FloatArray | float:
+        return x[idx] if isinstance(x, np.ndarray) else x
+    return StepModel(
+        weights_bytes=step.weights_bytes[idx], kv_request_bytes=step.kv_request_bytes[idx],
+        bandwidth_gb_s=step.bandwidth_gb_s[idx], tflops=step.tflops[idx],
+        params_active_b=step.params_active_b, eff=step.eff, eta_bw=step.eta_bw,
+        overhead_ms=step.overhead_ms, comm_fixed_ms=t(step.comm_fixed_ms),
+        comm_per_seq_ms=t(step.comm_per_seq_ms), expert_fraction=step.expert_fraction,
+        experts=step.experts, active_experts=step.active_experts)
+
+
+def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
+          rate: FloatArray | None, conc: FloatArray | None, limit: FloatArray
+          ) -> AnalyticLatency:
+    """Analytic behaviour of one replica at an arrival rate, or at a closed-loop concurrency
+    (then the rate that sustains it, lambda = C / duration, found by bisection)."""
+    if rate is not None:
+        return analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
+                                output_tokens=wl.output_tokens, quantile=slo.quantile,
+                                limit=limit)
+    assert conc is not None
+    zero = np.zeros_like(conc)
+    base = analytic_latency(rate_per_s=zero, step=step, prefill_ms=prefill_ms,
+                            output_tokens=wl.output_tokens, quantile=slo.quantile,
+                            concurrency=conc)
+    lo, hi = zero, conc / base.duration_s
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        r = analytic_latency(rate_per_s=mid, step=step, prefill_ms=prefill_ms,
+                             output_tokens=wl.output_tokens, quantile=slo.quantile,
+                             concurrency=conc)
+        over = mid * r.duration_s >= conc
+        hi = np.where(over, mid, hi)
+        lo = np.where(over, lo, mid)
+    return analytic_latency(rate_per_s=lo, step=step, prefill_ms=prefill_ms,
+                            output_tokens=wl.output_tokens, quantile=slo.quantile,
+                            concurrency=conc)
+
+
+def _capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Workload,
+              slo: Slo) -> FloatArray:
+    """Highest arrival rate per replica (req/s) at which every check still passes (bisection;
+    every check only gets worse as the rate rises)."""
+    def ok(rate: FloatArray) -> npt.NDArray[np.bool_]:
+        r = analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
+                             output_tokens=wl.output_tokens, quantile=slo.quantile,
+                             limit=slots * 4 + 4)
+        return np.asarray(~r.saturated & (r.concurrency <= slots)
+                          & (r.ttft_q_ms <= slo.ttft_ms) & (r.tpot_q_ms <= slo.tpot_ms))
+    hi = np.where(prefill_ms > 0, 1e3 / np.maximum(prefill_ms, 1e-9), 1e6)
+    lo = np.zeros_like(hi)
+    lo_ok = ok(np.full_like(hi, 1e-9))
+    for _ in range(22):
+        mid = 0.5 * (lo + hi)
+        good = ok(mid)
+        lo = np.where(good, mid, lo)
+        hi = np.where(good, hi, mid)
+    return np.asarray(np.where(lo_ok, lo, 0.0), dtype=np.float64)
+
+
+def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = False) -> Plan:
+    """Search, check and rank every configuration (see the module docstring).
+
+    `keep_all` also returns every evaluated configuration (feasible or not) in `all_options`.
+    """
+    cat = catalog or default_catalog()
+    wl, slo = inp.workload, inp.slo
+    model, _, u = _units(inp, cat)
+    # expand replica units into deployments: n = replicas x tp <= max_gpus
+    idx_l: list[int] = []
+    rep_l: list[int] = []
+    for i, tp in enumerate(u.tp):
+        for r in range(1, inp.max_gpus // int(tp) + 1):
+            idx_l.append(i)
+            rep_l.append(r)
+    idx = np.asarray(idx_l, dtype=np.int64)
+    reps = np.asarray(rep_l, dtype=np.float64)
+    n = reps * u.tp[idx]
+    step = _take(u.step, idx)
+    pre = u.prefill_ms[idx]
+    c_vram = u.c_vram[idx].astype(np.float64)
+    slots = np.minimum(c_vram, inp.max_num_seqs)
+    lim = slots * 4 + 4
+    h = 1.0 + wl.headroom
+    peak_rate = wl.peak_rate_per_s
+    if peak_rate is not None:
+        peak = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate / reps,
+                     conc=None, limit=lim)
+        design = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate * h / reps,
+                       conc=None, limit=lim)
+        design_c = np.maximum(design.concurrency, peak.concurrency * h)
+    else:
+        assert wl.peak_concurrency is not None
+        c_rep = wl.peak_concurrency / reps
+        peak = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=None,
+                     conc=np.ceil(c_rep - 1e-9), limit=lim)
+        design_c = np.ceil(c_rep * h - 1e-9)
+        design = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=None, conc=design_c,
+                       limit=lim)
+    # capacity is per replica unit: compute once per unit, then scale by replicas
+    cap_unit = _capacity(step=u.step, prefill_ms=u.prefill_ms,
+                         slots=np.minimum(u.c_vram, inp.max_num_seqs).astype(np.float64),
+                         wl=wl, slo=slo)
+    cap = cap_unit[idx] * reps
+    price = u.price_per_hour[idx]
+    month = price * n * HOURS_PER_MONTH
+    mem_c = np.ceil(design_c - 1e-9)
+    fails_memory = (c_vram < 1) | (mem_c > c_vram)
+    fails_slots = ~fails_memory & (mem_c > inp.max_num_seqs)
+    # prefill alone over the SLO is a TTFT failure at any load, saturated or not
+    fails_ttft = (~design.saturated & (design.ttft_q_ms > slo.ttft_ms)) | (pre > slo.ttft_ms)
+    fails_tpot = ~design.saturated & (design.tpot_q_ms > slo.tpot_ms)
+    fails_thr = design.saturated
+    subtotal = u.fixed_bytes[idx] + mem_c * u.kv_request_bytes[idx]
+    # F8 verdict per row (usable memory differs per GPU): fits / tight / does not fit
+    usable = u.usable_bytes[idx]
+    verdict = np.where(c_vram < 1, "does_not_fit", np.where(
+        subtotal * (1 + inp.memory_headroom) <= usable, "fits",
+        np.where(subtotal <= usable, "tight", "does_not_fit")))
+    out_tok = float(wl.output_tokens)
+    peak_rate_total = peak.rate_per_s * reps
+    cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * n
+    cpm_peak = cost_per_mtok(1.0, 1, peak_rate_total * out_tok) * price * n
+    with np.errstate(divide="ignore"):
+        ratios = np.stack([
+            np.where(slots > 0, mem_c / np.maximum(slots, 1), np.inf),
+            design.ttft_q_ms / slo.ttft_ms, design.tpot_q_ms / slo.tpot_ms,
+            design.utilization])
+    names = ("memory", "ttft", "tpot", "throughput")
+    bind_i = np.argmax(np.where(np.isfinite(ratios), ratios, 1e300), axis=0)
+    options: list[Option] = []
+    for j in range(idx.size):
+        i = int(idx[j])
+        fails = tuple(name for name, f in (
+            ("memory", fails_memory[j]), ("slots", fails_slots[j]), ("ttft", fails_ttft[j]),
+            ("tpot", fails_tpot[j]), ("throughput", fails_thr[j])) if f)
+        if not keep_all and fails:
+            options.append(_lite(u, i, int(n[j]), fails, float(month[j])))
+            continue
+        rate_peak = float(peak_rate_total[j])
+        options.append(Option(
+            gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=int(n[j]), tp=int(u.tp[i]),
+            weights=u.formats[i], kv_dtype=u.kv[i], weights_gb=float(u.weights_gb[i]),
+            c_vram_per_replica=int(c_vram[j]), slots_per_replica=int(slots[j]),
+            peak_rate_per_s=rate_peak, design_rate_per_s=float(design.rate_per_s[j] * reps[j]),
+            peak_concurrency=float(peak.concurrency[j] * reps[j]),
+            design_concurrency=float(design_c[j] * reps[j]),
+            ttft_ms=float(design.ttft_q_ms[j]), ttft_mean_ms=float(design.ttft_mean_ms[j]),
+            tpot_ms=float(design.tpot_q_ms[j]), tpot_mean_ms=float(design.tpot_ms[j]),
+            prefill_ms=float(pre[j]),
+            utilization=float(design.utilization[j]), memory_verdict=str(verdict[j]),
+            price_per_hour=float(price[j]), currency=inp.currency,
+            cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
+            cost_per_mtok=float(cpm_cap[j]), cost_per_mtok_at_peak=float(cpm_peak[j]),
+            failures=fails, binding=names[int(bind_i[j])],
+            binding_ratio=float(ratios[int(bind_i[j]), j]),
+        ))
+    feasible = sorted((o for o in options if o.feasible), key=_rank_key)
+    rejected = _rejections(options, feasible, [g.key for g in dict.fromkeys(u.gpus)], slo)
+    near = _near_misses(inp, cat, options, feasible)
+    return Plan(inputs=inp, model_name=model.name, options=tuple(feasible),
+                rejected=tuple(rejected), near_misses=tuple(near), evaluated=int(idx.size),
+                peak_rate_per_s=peak_rate,
+                all_options=tuple(options) if keep_all else ())
+
+
+def _lite(u: _Units, i: int, n: int, fails: tuple[str, ...], month: float) -> Option:
+    """A rejected configuration, without the numbers only kept options need."""
+    nan = math.nan
+    return Option(
+        gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=n, tp=int(u.tp[i]),
+        weights=u.formats[i], kv_dtype=u.kv[i], weights_gb=float(u.weights_gb[i]),
+        c_vram_per_replica=int(u.c_vram[i]), slots_per_replica=0, peak_rate_per_s=nan,
+        design_rate_per_s=nan, peak_concurrency=nan, design_concurrency=nan, ttft_ms=nan,
+        ttft_mean_ms=nan, tpot_ms=nan, tpot_mean_ms=nan, prefill_ms=float(u.prefill_ms[i]),
+        utilization=nan,
+        memory_verdict="", price_per_hour=float(u.price_per_hour[i]), currency="CNY",
+        cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan,
+        cost_per_mtok_at_peak=nan, failures=fails, binding=fails[0], binding_ratio=nan)
+
+
+def _rank_key(o: Option) -> tuple[float, float, int, int, str, str, str]:
+    return (round(o.cost_per_month, 6), o.cost_per_mtok, o.n_gpus, o.tp, o.gpu, o.weights,
+            o.kv_dtype)
+
+
+REASON_TEXT = {
+    "memory": "memory (weights + KV do not fit)",
+    "slots": "slots (more sequences than max_num_seqs)",
+    "ttft": "TTFT over the SLO",
+    "tpot": "TPOT over the SLO",
+    "throughput": "throughput (the load saturates the GPU)",
+}
+
+
+def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys: list[str],
+                slo: Slo) -> list[Rejection]:
+    ok = {o.gpu for o in feasible}
+    out = []
+    for key in gpu_keys:
+        if key in ok:
+            continue
+        mine = [o for o in options if o.gpu == key]
+        if not mine:
+            continue
+        closest = min(mine, key=lambda o: (len(o.failures), "throughput" in o.failures,
+                                           "memory" in o.failures, o.cost_per_month))
+        every = sorted({f for o in mine for f in o.failures}, key=REASONS.index)
+        fits_somewhere = any("memory" not in o.failures for o in mine)
+        detail = (f"closest: {closest.label} fails on "
+                  + ", ".join(REASON_TEXT[f] for f in closest.failures))
+        if not fits_somewhere:
+            detail = (f"the weights and KV never fit, even on {max(o.n_gpus for o in mine)} "
+                      f"GPUs ({closest.weights}, {closest.kv_dtype} KV)")
+        elif "ttft" in closest.failures:
+            pre_s, slo_s = closest.prefill_ms / 1e3, slo.ttft_ms / 1e3
+            detail += (f"; prefill alone takes {pre_s:.2f} s (SLO {slo_s:g} s)"
+                       if closest.prefill_ms > slo.ttft_ms else
+                       f"; prefill takes {pre_s:.2f} s, and waiting behind other prompts at "
+                       f"the peak pushes p{slo.quantile * 100:g} TTFT past {slo_s:g} s")
+        out.append(Rejection(gpu=key, gpu_name=closest.gpu_name,
+                             reasons=tuple(f for f in every if f in closest.failures),
+                             detail=detail, closest=closest))
+    return out
+
+
+def _near_misses(inp: PlanInputs, cat: Catalog, options: Sequence[Option],
+                 feasible: Sequence[Option], limit: int = 3) -> list[NearMiss]:
+    """Cheapest configurations that fail on memory alone and are cheaper than the best option,
+    with `suggest_fixes` (more GPUs, FP8 KV, a shorter context, fewer requests)."""
+    best = feasible[0].cost_per_month if feasible else math.inf
+    cands = sorted((o for o in options if o.failures == ("memory",)
+                    and o.cost_per_month <= best), key=_rank_key)
+    out: list[NearMiss] = []
+    seen: set[tuple[str, int, int]] = set()
+    for o in cands:
+        k = (o.gpu, o.n_gpus, o.tp)
+        if k in seen:
+            continue
+        seen.add(k)
+        try:
+            s = option_scenario(inp, o, cat)
+            c = design_concurrency_total(inp, o)
+            fixes = tuple(suggest_fixes(s, c))
+        except CapacityError:
+            continue
+        out.append(NearMiss(option=o, fixes=fixes))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def design_concurrency_total(inp: PlanInputs, o: Option) -> int:
+    wl = inp.workload
+    if wl.peak_concurrency is not None:
+        return int(math.ceil(wl.peak_concurrency * (1 + wl.headroom) - 1e-9))
+    if math.isfinite(o.design_concurrency):
+        return int(math.ceil(o.design_concurrency - 1e-9))
+    return o.c_vram_per_replica * o.replicas + 1
+
+
+def pareto_front(options: Sequence[Option]) -> list[bool]:
+    """Which options are on the cost / goodput Pareto front: no other option costs no more per
+    month and sustains at least as high an SLO-feasible rate, with one of them strictly better.
+    O(n log n): sort by cost (then by rate, best first) and keep each new best rate."""
+    order = sorted(range(len(options)), key=lambda i: (options[i].cost_per_month,
+                                                       -options[i].capacity_rate_per_s))
+    front = [False] * len(options)
+    best_rate = -math.inf
+    for i in order:
+        rate = options[i].capacity_rate_per_s
+        if rate > best_rate:
+            front[i] = True
+            best_rate = rate
+    return front
+
+
+# ---------------------------------------------------------------------------------------------
+# One option, in detail
+
+
+def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> Scenario:
+    """The Scenario of one option (the Explorer's view of it)."""
+    cat = catalog or default_catalog()
+    base = cat.variant(inp.model).model.key
+    wl = inp.workload
+    return make_scenario(
+        base, o.gpu, catalog=cat, weights=o.weights, n_gpus=o.n_gpus, tp=o.tp, util=inp.util,
+        overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
+        prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype, eff=inp.eff, mfu=inp.mfu,
+        price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
+        headroom=inp.memory_headroom)
+
+
+def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
+                   chunk_tokens: int | None = None) -> ServiceModel:
+    """One replica of the option for the discrete-event model."""
+    s = option_scenario(inp, o, catalog)
+    return service_from_scenario(s, output_tokens=inp.workload.output_tokens,
+                                 max_num_seqs=inp.max_num_seqs, chunk_tokens=chunk_tokens)
+
+
+def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, *,
+                    n_requests: int = 2000, seed: int = 0,
+                    chunk_tokens: int | None = None) -> QueueResult:
+    """Discrete-event check of one option at its design load (per replica: arrivals are split
+    evenly, so one replica sees rate / replicas)."""
+    svc = option_service(inp, o, catalog, chunk_tokens)
+    wl = inp.workload
+    if wl.peak_concurrency is not None:
+        c = max(1, math.ceil(wl.peak_concurrency * (1 + wl.headroom) / o.replicas - 1e-9))
+        return simulate(svc, concurrency=c, n_requests=n_requests, seed=seed,
+                        slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
+    return simulate(svc, rate_per_s=o.design_rate_per_s / o.replicas, n_requests=n_requests,
+                    seed=seed, slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvePoint:
+    """TTFT and TPOT percentiles of the deployment at one total arrival rate."""
+
+    rate_per_s: float
+    ttft_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+    goodput_req_s: float
+    throughput_req_s: float
+
+
+def load_curve(inp: PlanInputs, o: Option, rates_per_s: Sequence[float] | None = None,
+               catalog: Catalog | None = None, *, n_requests: int = 600, seed: int = 0,
+               points: int = 12) -> list[CurvePoint]:
+    """TTFT/TPOT percentiles vs total arrival rate for one option (discrete-event model).
+
+    Default rates: `points` values from 5 % to 130 % of the saturation rate.
+    """
+    svc = option_service(inp, o, catalog)
+    reps = o.replicas
+    if rates_per_s is None:
+        top = svc.saturation_rate_per_s * reps
+        rates_per_s = list(np.linspace(0.05, 1.3, points) * top)
+    out = []
+    for r in rates_per_s:
+        q = simulate(svc, rate_per_s=r / reps, n_requests=n_requests, seed=seed,
+                     slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
+        out.append(CurvePoint(rate_per_s=float(r), ttft_ms=q.ttft_ms, tpot_ms=q.tpot_ms,
+                              goodput_req_s=q.goodput_req_s * reps,
+                              throughput_req_s=q.throughput_req_s * reps))
+    return out
+
+
+def check_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> list[str]:
+    """Re-check one option through the Scenario path (make_scenario + evaluate), independent
+    of the vectorized search: returns the failed checks ('memory', 'ttft', 'tpot')."""
+    s = option_scenario(inp, o, catalog)
+    c = design_concurrency_total(inp, o)
+    ev = evaluate(s, [c])
+    fails = []
+    if str(ev.verdict[0]) == "does_not_fit" or c > int(ev.max_concurrency_vram):
+        fails.append("memory")
+    zero_load_ttft_ms = float(ev.ttft_s) * 1e3
+    if zero_load_ttft_ms > inp.slo.ttft_ms or o.ttft_ms > inp.slo.ttft_ms:
+        fails.append("ttft")
+    if float(ev.decode.step_ms[0]) > inp.slo.tpot_ms or o.tpot_ms > inp.slo.tpot_ms:
+        fails.append("tpot")
+    return fails

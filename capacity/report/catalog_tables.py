@@ -1,0 +1,55 @@
+"""The Catalog page's tables: one row per model and per GPU, with derived columns (KV per token)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capacity.catalog.custom import is_custom
+from capacity.catalog.loader import Catalog, Model
+from capacity.model.kv import kv_bytes_per_token
+from capacity.units import KIB
+
+
+def _layers_text(model: Model) -> str:
+    parts = []
+    for g in model.layer_groups:
+        extra = f" (w={g.window_tokens})" if g.kind == "sliding" else ""
+        parts.append(f"{g.count} {g.kind}{extra}")
+    return " + ".join(parts)
+
+
+def model_rows(catalog: Catalog) -> list[dict[str, Any]]:
+    """One row per model: layers by kind, KV per token (fp16 and fp8, KiB), weights per format
+    (GB, stated sizes marked), limits, source and date."""
+    rows = []
+    for m in sorted(catalog.models.values(), key=lambda m: m.key):
+        weights = {}
+        for f in catalog.formats_for(m):
+            v = catalog.variant(m.key, f.key)
+            weights[f.key] = f"{v.weights_gb:.1f}" + ("*" if v.weights_stated else "")
+        rows.append({
+            "key": m.key, "name": m.name, "params_total_b": m.params_total_b,
+            "params_active_b": m.params_active_b, "layers": _layers_text(m),
+            "kv_kib_per_token_fp16": kv_bytes_per_token(m, "fp16").bytes_per_token / KIB,
+            "kv_kib_per_token_fp8": kv_bytes_per_token(m, "fp8").bytes_per_token / KIB,
+            "max_context_tokens": m.max_context_tokens,
+            "weights_gb": ", ".join(f"{k} {v}" for k, v in weights.items()),
+            "custom": is_custom(m.path), "source": m.source, "as_of": m.as_of,
+        })
+    return rows
+
+
+def gpu_rows(catalog: Catalog) -> list[dict[str, Any]]:
+    """One row per GPU: memory, bandwidth, dense rates, interconnect, price, source and date."""
+    rows = []
+    for g in sorted(catalog.gpus.values(), key=lambda g: g.key):
+        rows.append({
+            "key": g.key, "name": g.name, "memory_gb": g.memory_gb,
+            "memory_driver_gib": g.memory_driver_gib, "memory_type": g.memory_type,
+            "bandwidth_gb_s": g.bandwidth_gb_s, "bf16_tflops": g.bf16_tflops,
+            "fp8_tflops": g.fp8_tflops, "int8_tops": g.int8_tops,
+            "interconnect": g.interconnect, "price_per_hour": g.price_per_hour,
+            "currency": g.currency, "price_as_of": g.price_as_of,
+            "custom": is_custom(g.path), "source": g.source, "as_of": g.as_of,
+        })
+    return rows

@@ -1,0 +1,436 @@
+"""Verdicts per constraint, the binding constraint, what would relieve it, and "show the math".
+
+Language-neutral on purpose: a verdict carries a status, the number behind it, the limit and a
+message key with its parameters; the app turns keys into English or Chinese (capacity/i18n.py).
+"Show the math" returns each formula with the current numbers substituted, as plain strings of
+symbols and numbers that read the same in every language; only the titles are keys.
+
+Status of one constraint, as a ratio r = value / limit (the same rule as the F8 memory verdict):
+pass when r x (1 + headroom) <= 1, tight when r <= 1, fail otherwise. Source: SPEC sections 2,
+3 (F8) and 9; the seed's table (section 4) is the worked example.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import numpy as np
+
+from capacity.errors import InputError
+from capacity.model.cost import HOURS_PER_MONTH
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
+from capacity.model.roofline import weight_bytes_read
+from capacity.model.scenario import Evaluation, Scenario, capacity_table, evaluate, suggest_fixes
+from capacity.units import GB, KIB, TERA, bytes_per_element
+
+Status = Literal["pass", "tight", "fail"]
+Constraint = Literal["memory", "bandwidth", "compute", "slo"]
+CONSTRAINTS: Final[tuple[Constraint, ...]] = ("memory", "bandwidth", "compute", "slo")
+STATUS_RANK: Final[dict[str, int]] = {"pass": 0, "tight": 1, "fail": 2}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Targets:
+    """The service-level objectives a deployment is judged against (0 disables cost)."""
+
+    ttft_ms: float = 2000.0
+    tpot_ms: float = 50.0
+    cost_per_mtok: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """One constraint's verdict: status, the number behind it (`value` against `limit`, in
+    `unit`), and `detail` naming which figure it is (a message key, e.g. 'ttft')."""
+
+    constraint: Constraint
+    status: Status
+    value: float
+    limit: float
+    unit: str
+    detail: str
+
+    @property
+    def ratio(self) -> float:
+        """value / limit (inf when the limit is 0 and the value is not)."""
+        if self.limit == 0:
+            return 0.0 if self.value == 0 else math.inf
+        return self.value / self.limit
+
+
+@dataclass(frozen=True, kw_only=True)
+class Relief:
+    """One change that would relieve the binding constraint, with the result it gives.
+
+    kind: gpus | kv_dtype | context | concurrency | prompt | tp | price | mfu.
+    `value` is the new setting; `result` is the figure it gives (a verdict string for memory
+    fixes, ms/s/cost for the others).
+    """
+
+    kind: str
+    value: float | str
+    result: float | str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Explanation:
+    """Verdicts of the four constraints at one concurrency, which binds, and what relieves it."""
+
+    concurrency: int
+    verdicts: tuple[Verdict, ...]
+    binding: Constraint
+    binding_detail: str
+    reliefs: tuple[Relief, ...]
+    figures: dict[str, float] = field(default_factory=dict)
+
+    def verdict(self, constraint: Constraint) -> Verdict:
+        """The verdict of one constraint."""
+        return next(v for v in self.verdicts if v.constraint == constraint)
+
+    @property
+    def overall(self) -> Status:
+        """The worst status over all four constraints."""
+        return max((v.status for v in self.verdicts), key=STATUS_RANK.__getitem__)
+
+
+def status_of(ratio: float, headroom: float) -> Status:
+    """pass if ratio x (1 + headroom) <= 1, tight if ratio <= 1, else fail (F8's rule)."""
+    if ratio * (1.0 + headroom) <= 1.0:
+        return "pass"
+    return "tight" if ratio <= 1.0 else "fail"
+
+
+def _verdict(constraint: Constraint, value: float, limit: float, unit: str, detail: str,
+             headroom: float) -> Verdict:
+    ratio = 0.0 if limit == 0 and value == 0 else (math.inf if limit == 0 else value / limit)
+    return Verdict(constraint=constraint, status=status_of(ratio, headroom), value=value,
+                   limit=limit, unit=unit, detail=detail)
+
+
+def _worst(*candidates: tuple[float, float, str, str]) -> tuple[float, float, str, str]:
+    """The (value, limit, unit, detail) with the largest value / limit."""
+    def r(c: tuple[float, float, str, str]) -> float:
+        return math.inf if c[1] == 0 else c[0] / c[1]
+    return max(candidates, key=r)
+
+
+def verdicts(ev: Evaluation, targets: Targets, index: int = 0) -> tuple[Verdict, ...]:
+    """The four verdicts at point `index` of a one-context evaluation.
+
+    memory: VRAM subtotal per GPU against VRAM x util (F8);
+    bandwidth: the memory term of the decode step against the TPOT SLO (F4);
+    compute: the worse of TTFT against its SLO (prefill, F6) and the compute term of the decode
+    step against the TPOT SLO (F4);
+    slo: the worst of TTFT, TPOT and cost per M tokens against their targets.
+    """
+    s = ev.scenario
+    h = s.headroom
+    i = index
+    mem = _verdict("memory", float(ev.vram_subtotal_bytes.flat[i]) / GB,
+                   ev.vram.usable_bytes / GB, "GB", "subtotal", h)
+    bw = _verdict("bandwidth", float(ev.decode.bandwidth_ms.flat[i]), targets.tpot_ms, "ms",
+                  "bandwidth_term", h)
+    ttft_ms = float(ev.ttft_s.flat[min(i, ev.ttft_s.size - 1)]) * 1e3
+    cp = _worst((ttft_ms, targets.ttft_ms, "ms", "ttft"),
+                (float(ev.decode.compute_ms.flat[i]), targets.tpot_ms, "ms", "compute_term"))
+    comp = _verdict("compute", *cp, h)
+    tpot = float(ev.decode.step_ms.flat[i])
+    cost = float(ev.cost_per_mtok.flat[i])
+    slo_candidates = [(ttft_ms, targets.ttft_ms, "ms", "ttft"),
+                      (tpot, targets.tpot_ms, "ms", "tpot")]
+    if targets.cost_per_mtok > 0:
+        slo_candidates.append((cost, targets.cost_per_mtok, s.currency, "cost"))
+    slo = _verdict("slo", *_worst(*slo_candidates), h)
+    return (mem, bw, comp, slo)
+
+
+def _binding(vs: tuple[Verdict, ...], bound: str) -> tuple[Constraint, str]:
+    by = {v.constraint: v for v in vs}
+    if by["memory"].status == "fail":
+        return "memory", "subtotal"
+    slo = by["slo"]
+    if slo.status == "fail":
+        if slo.detail == "ttft":
+            return "compute", "ttft"
+        if slo.detail == "tpot":
+            return ("compute", "compute_term") if bound == "compute" else \
+                ("bandwidth", "bandwidth_term")
+        return "slo", "cost"
+    ranked = sorted((by["memory"], by["bandwidth"], by["compute"]),
+                    key=lambda v: (STATUS_RANK[v.status], v.ratio), reverse=True)
+    return ranked[0].constraint, ranked[0].detail
+
+
+def _first_index(mask: np.ndarray) -> int | None:
+    idx = np.flatnonzero(mask)
+    return int(idx[0]) if idx.size else None
+
+
+def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: str,
+             targets: Targets) -> list[Relief]:
+    out: list[Relief] = []
+    if binding == "memory":
+        fixes = suggest_fixes(s, c)
+        for f in fixes:
+            out.append(Relief(kind=f.kind, value=f.value, result=f.verdict))
+        c_max = int(ev.max_concurrency_vram.flat[0])
+        if not fixes and c_max > c:
+            out.append(Relief(kind="concurrency", value=c_max, result="tight"))
+        return out
+    if detail == "ttft":
+        # a shorter prompt: TTFT grows with L, so the longest prompt under the SLO
+        grid = np.unique(np.linspace(1, s.prompt, 512).round())
+        e = evaluate(s.with_(prompt_tokens=None, context_tokens=s.context_tokens), [1], grid)
+        ok = np.flatnonzero(e.ttft_s * 1e3 <= targets.ttft_ms)
+        if ok.size:
+            out.append(Relief(kind="prompt", value=int(grid[ok[-1]]),
+                              result=float(e.ttft_s[ok[-1]]) * 1e3))
+        for tp in (2, 4, 8):
+            t = s.with_(tp=tp, n_gpus=max(s.n_gpus // s.tp, 1) * tp,
+                        nccl_gb=s.nccl_gb or DEFAULT_NCCL_GB)
+            try:
+                check_tp(t.model, t.n_gpus, t.tp)
+            except InputError:
+                continue
+            ttft = float(evaluate(t, [c]).ttft_s) * 1e3
+            if ttft <= targets.ttft_ms:
+                out.append(Relief(kind="tp", value=tp, result=ttft))
+                break
+        need_mfu = s.mfu * float(ev.ttft_s.flat[0]) * 1e3 / targets.ttft_ms
+        if need_mfu <= 0.6:
+            out.append(Relief(kind="mfu", value=round(need_mfu, 2), result=targets.ttft_ms))
+        return out
+    if detail in ("tpot", "bandwidth_term", "compute_term"):
+        grid = np.arange(1, max(c, 1) + 1, dtype=np.float64)
+        e = evaluate(s, grid)
+        ok = np.flatnonzero(e.decode.step_ms <= targets.tpot_ms)
+        if ok.size and ok[-1] + 1 < c:
+            out.append(Relief(kind="concurrency", value=int(grid[ok[-1]]),
+                              result=float(e.decode.step_ms[ok[-1]])))
+        for n in range(s.n_gpus + s.tp, 16 * s.tp + 1, s.tp):
+            step = float(evaluate(s.with_(n_gpus=n), [c]).decode.step_ms[0])
+            if step <= targets.tpot_ms:
+                out.append(Relief(kind="gpus", value=n, result=step))
+                break
+        if bytes_per_element(s.kv_dtype) > 1:
+            step = float(evaluate(s.with_(kv_dtype="fp8"), [c]).decode.step_ms[0])
+            if step <= targets.tpot_ms:
+                out.append(Relief(kind="kv_dtype", value="fp8", result=step))
+        return out
+    if detail == "cost" and targets.cost_per_mtok > 0:
+        c_max = int(ev.max_concurrency_vram.flat[0])
+        if c_max > c:
+            cost = float(evaluate(s, [c_max]).cost_per_mtok[0])
+            if cost <= targets.cost_per_mtok:
+                out.append(Relief(kind="concurrency", value=c_max, result=cost))
+        agg = float(ev.aggregate_tok_s.flat[0])
+        if agg > 0:
+            price = targets.cost_per_mtok * agg * 3600.0 / 1e6 / s.n_gpus
+            out.append(Relief(kind="price", value=price, result=targets.cost_per_mtok))
+        return out
+    return out
+
+
+def explain(s: Scenario, concurrency: int, targets: Targets) -> Explanation:
+    """Verdicts at `concurrency` (total), the binding constraint and what would relieve it.
+
+    Binding: memory when it does not fit; else the cause of a failed SLO (TTFT -> compute,
+    TPOT -> whichever term binds the decode step, cost -> slo); else the constraint closest to
+    its limit. Seed: 50 x 8K on one RTX 4090 is tight on memory (20.6 of 21.6 GB) with TPOT
+    18.97 ms; 100 x 8K does not fit and is relieved by 2 GPUs, FP8 KV or a 4K context.
+    """
+    c = int(concurrency)
+    ev = evaluate(s, [c])
+    vs = verdicts(ev, targets)
+    binding, detail = _binding(vs, str(ev.decode.bound[0]))
+    reliefs = _reliefs(s, ev, c, binding, detail, targets)
+    figures = {
+        "c_vram": float(ev.max_concurrency_vram.flat[0]),
+        "subtotal_gb": float(ev.vram_subtotal_bytes[0]) / GB,
+        "usable_gb": ev.vram.usable_bytes / GB,
+        "shortfall_gb": max(0.0, float(ev.vram_subtotal_bytes[0]) - ev.vram.usable_bytes) / GB,
+        "weights_shortfall_gb": ev.vram.shortfall_bytes / GB,
+        "step_ms": float(ev.decode.step_ms[0]),
+        "bandwidth_ms": float(ev.decode.bandwidth_ms[0]),
+        "compute_ms": float(ev.decode.compute_ms[0]),
+        "ttft_s": float(ev.ttft_s.flat[0]),
+        "ttft_linear_s": float(ev.ttft_linear_s.flat[0]),
+        "tok_s_per_request": float(ev.decode.tok_s_per_request[0]),
+        "aggregate_tok_s": float(ev.aggregate_tok_s[0]),
+        "cost_per_mtok": float(ev.cost_per_mtok[0]),
+        "monthly_cost": s.price_per_hour * s.n_gpus * HOURS_PER_MONTH,
+    }
+    return Explanation(concurrency=c, verdicts=vs, binding=binding, binding_detail=detail,
+                       reliefs=tuple(reliefs), figures=figures)
+
+
+# ---------------------------------------------------------------------------------------------
+# Show the math
+
+
+@dataclass(frozen=True, kw_only=True)
+class MathStep:
+    """One formula with the current numbers substituted: `key` names it (a message key),
+    `formula` is symbolic, `substituted` carries the numbers, `value` the result in `unit`."""
+
+    key: str
+    formula: str
+    substituted: str
+    value: float
+    unit: str
+
+
+def _n(x: float, digits: int = 4) -> str:
+    """A number for a formula line: up to `digits` significant figures, thousands separated."""
+    if not math.isfinite(x):
+        return "inf"
+    if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+        mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}e{int(exponent)}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
+    """The chapter's formulas F1-F7 with this scenario's numbers substituted, in order.
+
+    Every `value` is the figure `evaluate` computes, so the page and the math agree.
+    Seed: 32 KiB/token, 0.268 GB/request, 14.4 GB budget, C_vram 53, 18.97 ms, 5.45 ms, 2.975 s.
+    """
+    c = int(concurrency)
+    ev = evaluate(s, [c])
+    m = s.model
+    b = bytes_per_element(s.kv_dtype)
+    steps: list[MathStep] = []
+    # F1: KV per token, per layer group
+    terms, subs = [], []
+    for g in m.layer_groups:
+        if g.kind in ("full", "sliding"):
+            heads = max(g.kv_heads / s.tp, 1.0)
+            terms.append("layers x 2 x kv_heads x head_dim x bytes")
+            subs.append(f"{g.count} x 2 x {_n(heads)} x {g.head_dim} x {_n(b)}")
+        elif g.kind == "mla":
+            terms.append("layers x (kv_lora_rank + rope_dim) x bytes")
+            subs.append(f"{g.count} x ({g.kv_lora_rank} + {g.qk_rope_head_dim}) x {_n(b)}")
+    kv_tok = ev.kv_token.bytes_per_token
+    steps.append(MathStep(key="kv_token", formula="K = " + " + ".join(dict.fromkeys(terms)),
+                          substituted=" + ".join(subs) + f" = {kv_tok:,.0f} B "
+                          f"= {_n(kv_tok / KIB)} KiB", value=kv_tok / KIB, unit="KiB"))
+    # F2: KV per request
+    kv_req = float(ev.kv_request.exact_bytes[0]) if ev.kv_request.exact_bytes.ndim else \
+        float(ev.kv_request.exact_bytes)
+    sliding = [g for g in m.layer_groups if g.kind == "sliding"]
+    state = ev.kv_token.state_bytes_per_request
+    formula = "KV_request = K x L" + (" (sliding layers hold min(L, w))" if sliding else "") + \
+        (" + states" if state else "")
+    steps.append(MathStep(key="kv_request", formula=formula,
+                          substituted=f"{_n(kv_tok / KIB)} KiB x {s.context_tokens:,}"
+                          + (f" + {_n(state / GB)} GB" if state else "")
+                          + f" = {kv_req:,.0f} B = {_n(kv_req / GB)} GB"
+                          if not sliding else f"= {kv_req:,.0f} B = {_n(kv_req / GB)} GB",
+                          value=kv_req / GB, unit="GB"))
+    # F3: budget and C_vram
+    v = ev.vram
+    nccl = f" - {_n(s.nccl_gb)}" if s.nccl_gb else ""
+    steps.append(MathStep(
+        key="budget", formula="KV_budget = VRAM x util - W - overhead" + (" - NCCL" if nccl
+                                                                           else ""),
+        substituted=f"{_n(s.vram_gb)} x {_n(s.util)} - {_n(s.weights_per_gpu_gb)} - "
+                    f"{_n(s.overhead_gb)}{nccl} = {_n(v.kv_budget_bytes / GB)} GB",
+        value=v.kv_budget_bytes / GB, unit="GB"))
+    c_vram = int(ev.max_concurrency_vram.flat[0])
+    rep = f" x {s.replicas} replicas" if s.replicas > 1 else ""
+    steps.append(MathStep(
+        key="c_vram", formula="C_vram = floor(KV_budget / KV_request)" + (" x replicas" if rep
+                                                                          else ""),
+        substituted=f"floor({_n(max(v.kv_budget_bytes, 0) / GB)} / {_n(kv_req / GB)}){rep} "
+                    f"= {c_vram}", value=float(c_vram), unit="requests"))
+    c_rep = float(ev.per_replica_concurrency[0])
+    subtotal = float(ev.vram_subtotal_bytes[0])
+    steps.append(MathStep(
+        key="subtotal", formula="subtotal = W + overhead + C x KV_request  (<= VRAM x util)",
+        substituted=f"{_n(s.weights_per_gpu_gb)} + {_n(s.overhead_gb)}{nccl} + {_n(c_rep)} x "
+                    f"{_n(kv_req / GB)} = {_n(subtotal / GB)} GB vs "
+                    f"{_n(s.vram_gb)} x {_n(s.util)} = {_n(v.usable_bytes / GB)} GB",
+        value=subtotal / GB, unit="GB"))
+    # F4: the decode step
+    w_read = float(weight_bytes_read(m, s.weights_per_gpu_gb * GB, c_rep))
+    bw_ms = float(ev.decode.bandwidth_ms[0])
+    steps.append(MathStep(
+        key="bandwidth_term", formula="t_bw = (W + C x KV_request) / BW" +
+        (" (MoE: W read grows with C)" if m.moe else ""),
+        substituted=f"({_n(w_read / GB)} + {_n(c_rep)} x {_n(kv_req / GB)}) GB / "
+                    f"{_n(s.bandwidth_gb_s * s.eta_bw)} GB/s = {_n(bw_ms)} ms",
+        value=bw_ms, unit="ms"))
+    cp_ms = float(ev.decode.compute_ms[0])
+    f_tot = s.tflops * s.tp
+    steps.append(MathStep(
+        key="compute_term", formula="t_compute = 2 x P x C / (F x eff)",
+        substituted=f"2 x {_n(m.params_active_b * 1e9)} x {_n(c_rep)} / "
+                    f"({_n(f_tot * TERA)} x {_n(s.eff)}) = {_n(cp_ms)} ms",
+        value=cp_ms, unit="ms"))
+    step = float(ev.decode.step_ms[0])
+    comm = float(ev.decode.comm_ms[0])
+    steps.append(MathStep(
+        key="step", formula="t_step = max(t_bw, t_compute)" + (" + comm" if comm else "")
+        + "; tok/s per request = 1000 / t_step; aggregate = C x 1000 / t_step",
+        substituted=f"max({_n(bw_ms)}, {_n(cp_ms)})" + (f" + {_n(comm)}" if comm else "")
+        + f" = {_n(step)} ms -> {_n(1e3 / step)} tok/s per request, "
+          f"{_n(float(ev.aggregate_tok_s[0]))} tok/s aggregate",
+        value=step, unit="ms"))
+    # F6: prefill
+    lin = float(ev.ttft_linear_s.flat[0])
+    ttft = float(ev.ttft_s.flat[0])
+    attn = float(ev.prefill.attention_flops.flat[0])
+    steps.append(MathStep(
+        key="ttft", formula="TTFT = 2 x P x L / (F x MFU)  (+ attention ~ 2 x layers x "
+                            "q_heads x head_dim x L^2)",
+        substituted=f"2 x {_n(m.params_active_b * 1e9)} x {s.prompt:,} / ({_n(f_tot * TERA)}"
+                    f" x {_n(s.mfu)}) = {_n(lin)} s; + {_n(attn)} FLOP attention -> "
+                    f"{_n(ttft)} s", value=ttft, unit="s"))
+    # F7: cost
+    agg = float(ev.aggregate_tok_s[0])
+    cost = float(ev.cost_per_mtok[0])
+    steps.append(MathStep(
+        key="cost", formula="cost per M tokens = price x GPUs / (aggregate tok/s x 3600) x 1e6",
+        substituted=f"{_n(s.price_per_hour)} x {s.n_gpus} / ({_n(agg)} x 3600) x 1e6 = "
+                    f"{_n(cost)} {s.currency}", value=cost, unit=s.currency))
+    # F5: crossover
+    cross = ev.crossover_concurrency
+    steps.append(MathStep(
+        key="crossover", formula="C* = (W / BW) / (2P / (F x eff) - KV_request / BW)",
+        substituted="denominator <= 0: bandwidth binds at every C" if cross is None
+        else f"C* = {_n(cross)}", value=math.nan if cross is None else cross,
+        unit="requests"))
+    return tuple(steps)
+
+
+TABLE_COLUMNS: Final = ("concurrency", "context_tokens", "kv_total_gb", "subtotal_gb",
+                        "usable_gb", "verdict", "ttft_s", "tpot_ms", "tok_s_per_request",
+                        "aggregate_tok_s", "cost_per_mtok", "slo")
+"""Columns of `table_records`, in order (units in the names; `verdict` is F8's, `slo` is
+'pass' when TTFT, TPOT and cost all meet their targets, else 'fail')."""
+
+
+def table_records(s: Scenario, rows: Sequence[tuple[int, int]], targets: Targets
+                  ) -> list[dict[str, Any]]:
+    """The capacity table (F8) for concurrency x context rows, with the SLO check beside the
+    memory verdict. Seed rows 10/50/100 x 8K: fits / tight / does_not_fit."""
+    out: list[dict[str, Any]] = []
+    for r in capacity_table(s, rows):
+        ok = (r.ttft_s * 1e3 <= targets.ttft_ms and r.tpot_ms <= targets.tpot_ms
+              and (targets.cost_per_mtok <= 0 or r.cost_per_mtok <= targets.cost_per_mtok))
+        out.append({
+            "concurrency": r.concurrency, "context_tokens": r.context_tokens,
+            "kv_total_gb": r.kv_total_bytes / GB, "subtotal_gb": r.vram_subtotal_bytes / GB,
+            "usable_gb": r.usable_bytes / GB, "verdict": r.verdict, "ttft_s": r.ttft_s,
+            "tpot_ms": r.tpot_ms, "tok_s_per_request": r.tok_s_per_request,
+            "aggregate_tok_s": r.aggregate_tok_s, "cost_per_mtok": r.cost_per_mtok,
+            "slo": "pass" if ok else "fail",
+        })
+    return out

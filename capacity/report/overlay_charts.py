@@ -1,0 +1,134 @@
+"""Altair charts of measured points on predicted curves (`capacity.fit.overlay` frames).
+
+Per metric: predicted curves as lines (spec-sheet dashed, calibrated solid, the no-load roofline
+light grey and dotted where the overlay predicts under load), the predicted p90-p99 band of the
+best prediction as a light area where it has one (TTFT under load), measured p50 as
+points per series (a run, an import, a published sweep), the p90-p99 band as a vertical rule
+through each point, and vertical rules at the predicted C_vram and the measured saturation.
+Concurrency on a log axis. Labels come from the caller (the app's language).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import altair as alt
+import pandas as pd
+
+from capacity.fit.overlay import CALIBRATED, ROOFLINE, SPEC, Overlay
+
+DEFAULT_LABELS: dict[str, str] = {
+    "concurrency": "concurrent requests", "ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)",
+    "tok_s_per_request": "tok/s per request", "aggregate_tok_s": "aggregate tok/s",
+    "series": "series", SPEC: "predicted, spec-sheet", CALIBRATED: "predicted, calibrated",
+    ROOFLINE: "roofline, no queueing",
+    "c_vram": "C_vram (predicted)", "saturation": "measured saturation", "band": "p90-p99",
+    "ratio": "measured / predicted",
+}
+
+
+def _l(labels: Mapping[str, str], key: str) -> str:
+    return labels.get(key, DEFAULT_LABELS.get(key, key))
+
+
+def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_LABELS,
+                  extra_measured: pd.DataFrame | None = None, height: int = 260) -> alt.LayerChart:
+    """One metric vs concurrency: curves, points, band, C_vram and saturation rules."""
+    x_title, y_title = _l(labels, "concurrency"), _l(labels, metric)
+    pred = ov.predicted[ov.predicted["metric"] == metric].copy()
+    pred["series"] = pred["series"].map(lambda s: _l(labels, s))
+    meas = ov.measured
+    if extra_measured is not None and not extra_measured.empty:
+        meas = pd.concat([meas, extra_measured], ignore_index=True)
+    meas = meas[meas["metric"] == metric].copy()
+    band = meas.dropna(subset=["p90", "p99"])
+    x = alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=x_title)
+    y_scale = alt.Scale(type="log") if metric != "aggregate_tok_s" else alt.Scale(zero=False)
+    if metric == "aggregate_tok_s" and (pred["series"] == _l(labels, ROOFLINE)).any():
+        # the roofline without queueing climbs far above what a loaded server delivers: let it
+        # leave the top of the chart rather than flatten the measured points and the curve
+        loaded = pred.loc[pred["series"] != _l(labels, ROOFLINE), "value"]
+        top = max([float(meas["p50"].max()) if not meas.empty else 0.0,
+                   float(loaded.max()) if not loaded.empty else 0.0]) * 1.25
+        if math.isfinite(top) and top > 0:
+            y_scale = alt.Scale(domain=[0.0, top], nice=True)
+    names = [_l(labels, SPEC), _l(labels, CALIBRATED), _l(labels, ROOFLINE)]
+    # one explicit domain, so the band and the points of a series get the same colour
+    measured_scale = alt.Scale(domain=list(dict.fromkeys(meas["series"])), scheme="tableau10")
+    legend = alt.Legend(orient="bottom", title=None, labelLimit=400, direction="vertical")
+    dash = alt.StrokeDash("series:N", scale=alt.Scale(domain=names, range=[[6, 4], [1, 0], [2, 3]]),
+                          legend=legend)
+    line_color = alt.Color("series:N", scale=alt.Scale(domain=names,
+                                                       range=["#555555", "#d62728", "#b0b0b0"]),
+                           legend=legend)
+    layers: list[alt.Chart] = [
+        alt.Chart(pred).mark_line(strokeWidth=2, clip=True).encode(
+            x=x, y=alt.Y("value:Q", title=y_title, scale=y_scale), strokeDash=dash,
+            color=line_color,
+            tooltip=[alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=".3g"),
+                     alt.Tooltip("value:Q", title=y_title, format=".4g")]),
+    ]
+    best = CALIBRATED if (ov.predicted["series"] == CALIBRATED).any() else SPEC
+    pband = ov.predicted[(ov.predicted["metric"] == metric) & (ov.predicted["series"] == best)
+                         ].dropna(subset=["p90", "p99"])
+    if not pband.empty:
+        layers.insert(0, alt.Chart(pband).mark_area(
+            opacity=0.12, color="#d62728" if best == CALIBRATED else "#555555").encode(
+            x=x, y=alt.Y("p90:Q", scale=y_scale, title=y_title), y2="p99:Q",
+            tooltip=[alt.Tooltip("concurrency:Q", format=".3g"),
+                     alt.Tooltip("p90:Q", title=f"{y_title} p90", format=".4g"),
+                     alt.Tooltip("p99:Q", title=f"{y_title} p99", format=".4g")]))
+    if not band.empty:
+        layers.append(alt.Chart(band).mark_rule(strokeWidth=3, opacity=0.45).encode(
+            x=x, y=alt.Y("p90:Q", scale=y_scale), y2="p99:Q",
+            color=alt.Color("series:N", title=None, scale=measured_scale, legend=None),
+            tooltip=[alt.Tooltip("series:N"), alt.Tooltip("p90:Q", format=".4g"),
+                     alt.Tooltip("p99:Q", format=".4g")]))
+    layers.append(alt.Chart(meas).mark_point(filled=True, size=70).encode(
+        x=x, y=alt.Y("p50:Q", scale=y_scale),
+        color=alt.Color("series:N", title=None, scale=measured_scale,
+                        legend=alt.Legend(orient="bottom", labelLimit=400,
+                                          direction="vertical")),
+        shape=alt.Shape("series:N", legend=None),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=".3g"),
+                 alt.Tooltip("p50:Q", title=f"{y_title} p50", format=".4g"),
+                 alt.Tooltip("p90:Q", format=".4g"), alt.Tooltip("p99:Q", format=".4g")]))
+    rules: list[tuple[float, str]] = [(float(ov.c_vram_spec), _l(labels, "c_vram"))]
+    if ov.saturation.concurrency is not None:
+        rules.append((ov.saturation.concurrency, _l(labels, "saturation")))
+    lo = float(pred["concurrency"].min()) if not pred.empty else 1.0
+    hi = float(pred["concurrency"].max()) if not pred.empty else 1.0
+    shown = pd.DataFrame([{"concurrency": c, "what": w} for c, w in rules if lo <= c <= hi])
+    if not shown.empty:
+        layers.append(alt.Chart(shown).mark_rule(color="#e45756", strokeDash=[2, 2]).encode(
+            x=x, tooltip=[alt.Tooltip("what:N"), alt.Tooltip("concurrency:Q", format=".4g")]))
+        layers.append(alt.Chart(shown).mark_text(align="left", dx=3, dy=-4, color="#e45756",
+                                                 baseline="top").encode(
+            x=x, y=alt.value(2), text="what:N"))
+    chart: alt.LayerChart = alt.layer(*layers).resolve_scale(
+        color="independent", strokeDash="independent").properties(height=height,
+                                                                    width="container")
+    return chart
+
+
+def ratio_chart(ratios: pd.DataFrame, labels: Mapping[str, str] = DEFAULT_LABELS,
+                height: int = 220) -> alt.Chart:
+    """Measured / predicted per point and metric (1 = agreement), one mark per prediction."""
+    cols = [c for c in ratios.columns if c.startswith("ratio_") and c != f"ratio_{ROOFLINE}"]
+    long = ratios.melt(id_vars=["concurrency", "metric"], value_vars=cols, var_name="series",
+                       value_name="ratio").dropna()
+    long["series"] = long["series"].str.removeprefix("ratio_").map(lambda s: _l(labels, s))
+    long["metric"] = long["metric"].map(lambda m: _l(labels, m))
+    lo, hi = float(long["concurrency"].min()), float(long["concurrency"].max())
+    x = alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False,
+                                               domain=[lo / 1.3, hi * 1.3]),
+              title=_l(labels, "concurrency"))
+    points = alt.Chart(long).mark_point(filled=True, size=60).encode(
+        x=x, y=alt.Y("ratio:Q", scale=alt.Scale(type="log"), title=_l(labels, "ratio")),
+        color=alt.Color("metric:N", title=None, legend=alt.Legend(orient="bottom")),
+        shape=alt.Shape("series:N", title=None, legend=alt.Legend(orient="bottom")),
+        tooltip=["metric:N", "series:N", alt.Tooltip("concurrency:Q", format=".3g"),
+                 alt.Tooltip("ratio:Q", format=".3f")])
+    one = alt.Chart(pd.DataFrame({"ratio": [1.0]})).mark_rule(color="gray").encode(y="ratio:Q")
+    return alt.layer(points, one).properties(height=height, width="container")  # type: ignore[return-value]

@@ -1,0 +1,305 @@
+"""The quote: a Markdown and a PDF document for the chosen option, in English or Chinese.
+
+Contents: the customer's inputs, the recommendation and the runner-up, the capacity table, cost
+per month and per million tokens, the assumptions (prices with their dates, efficiencies,
+headroom, the queueing model), the GPU families that were ruled out and why, and the sentence
+that these are estimates to be confirmed by measurement.
+
+One list of blocks (heading, paragraph, table) renders to both formats. The PDF uses fpdf2;
+Chinese needs a CJK font (Debian `fonts-noto-cjk`): it is looked up in `CAPACITY_CJK_FONT`, then
+in the usual font folders. Without one, the PDF falls back to English and says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from capacity.catalog.loader import Catalog, default_catalog
+from capacity.errors import InputError
+from capacity.model.scenario import capacity_table
+from capacity.plan.queueing import QueueResult
+from capacity.plan.search import Option, Plan, option_scenario
+from capacity.report.i18n import LANGS, t
+from capacity.units import GB
+
+CJK_FONT_CANDIDATES: tuple[tuple[str, int], ...] = (
+    ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc", 2),
+    ("/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc", 2),
+    ("/usr/share/fonts/opentype/noto/NotoSerifCJK-Regular.ttc", 2),
+    ("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc", 0),
+    ("/usr/share/fonts/truetype/arphic/uming.ttc", 0),
+    ("/System/Library/Fonts/PingFang.ttc", 0),
+    ("C:/Windows/Fonts/msyh.ttc", 0),
+)
+"""(path, index in the collection) tried in order; index 2 of Noto Sans CJK is Simplified
+Chinese."""
+
+@dataclass(frozen=True)
+class Heading:
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+Block = Heading | Para | Table
+
+
+def _money(x: float, cur: str) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{cur} {x:,.0f}" if x >= 100 else f"{cur} {x:,.2f}"
+
+
+def _ms(x: float) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{x / 1e3:.2f} s" if x >= 1000 else f"{x:.1f} ms"
+
+
+def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+    q = plan.inputs.slo.quantile * 100
+    cur = plan.inputs.currency
+    return [
+        (t("quote_config", lang), o.label),
+        (t("quote_month", lang), _money(o.cost_per_month, cur)),
+        (t("quote_mtok", lang), _money(o.cost_per_mtok, cur)),
+        (t("quote_mtok_peak", lang), _money(o.cost_per_mtok_at_peak, cur)),
+        (t("quote_ttft", lang, q=q), _ms(o.ttft_ms)),
+        (t("quote_tpot", lang, q=q), _ms(o.tpot_ms)),
+        (t("quote_concurrency", lang), f"{o.peak_concurrency:.1f} / {o.design_concurrency:.1f}"),
+        (t("quote_capacity", lang), f"{o.capacity_rate_per_s:.2f} req/s"),
+        (t("quote_verdict", lang), f"{t('quote_verdict_' + o.memory_verdict, lang)} / "
+                                   f"{o.slots_per_replica}"),
+        (t("quote_binding", lang), f"{t('quote_reason_' + o.binding, lang)} "
+                                   f"({o.binding_ratio:.0%})"),
+    ]
+
+
+def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
+                 catalog: Catalog | None = None, today: dt.date | None = None,
+                 top: int = 5) -> list[Block]:
+    """The quote as a list of blocks (shared by the Markdown and the PDF)."""
+    if lang not in LANGS:
+        raise InputError(f"quote language must be one of {', '.join(LANGS)}, got '{lang}'")
+    cat = catalog or default_catalog()
+    inp, wl, slo = plan.inputs, plan.inputs.workload, plan.inputs.slo
+    date = (today or dt.date.today()).isoformat()
+    b: list[Block] = [Heading(f"{t('quote_title', lang)}: {plan.model_name}"),
+                      Para(t("quote_prepared", lang, date=date)),
+                      Heading(t("quote_inputs", lang))]
+    rows: list[tuple[str, str]] = [(t("quote_model", lang), inp.model)]
+    if wl.daily_active_users is not None:
+        rows += [(t("quote_dau", lang), f"{wl.daily_active_users:,.0f}"),
+                 (t("quote_rpu", lang), f"{wl.requests_per_user_per_day:g}"),
+                 (t("quote_peak", lang), t("quote_peak_v", lang, share=wl.peak_share,
+                                           hours=wl.peak_hours)),
+                 (t("quote_rate", lang), f"{plan.peak_rate_per_s or 0:.3f} req/s")]
+    else:
+        rows.append((t("quote_conc", lang), f"{wl.peak_concurrency:g}"))
+    rows += [(t("quote_tokens", lang),
+              f"{wl.context_tokens} / {wl.prompt} / {wl.output_tokens}"),
+             (t("quote_slo", lang), t("quote_slo_v", lang, ttft=slo.ttft_ms, tpot=slo.tpot_ms,
+                                      q=slo.quantile * 100))]
+    b.append(Table((t("quote_quantity", lang), t("quote_value", lang)), tuple(rows)))
+    b.append(Heading(t("quote_rec", lang)))
+    best = plan.best
+    if best is None:
+        b.append(Para(t("quote_none", lang)))
+    else:
+        b.append(Table((t("quote_quantity", lang), t("quote_value", lang)),
+                       tuple(_option_rows(plan, best, lang))))
+        if simulation is not None:
+            s = simulation
+            b.append(Para(t("quote_sim", lang) + ": " + t(
+                "quote_sim_v", lang, a=s.ttft_ms[0.5], b=s.ttft_ms[0.9], c=s.ttft_ms[0.99],
+                d=s.tpot_ms[0.5], e=s.tpot_ms[0.9], f=s.tpot_ms[0.99], ok=s.slo_met_share)))
+        b.append(Heading(t("quote_table", lang) + f": {best.label}"))
+        scen = option_scenario(inp, best, cat)
+        cs = sorted({max(1, math.ceil(best.peak_concurrency)),
+                     max(1, math.ceil(best.design_concurrency)),
+                     best.slots_per_replica * best.replicas})
+        table = capacity_table(scen, [(c, wl.context_tokens) for c in cs])
+        b.append(Table(
+            (t("quote_c", lang), t("quote_kv", lang), t("quote_sub", lang),
+             t("quote_fit", lang), t("quote_ttft0", lang), "TPOT", f"{inp.currency}/M tok"),
+            tuple((str(r.concurrency), f"{r.kv_total_bytes / GB:.1f}",
+                   f"{r.vram_subtotal_bytes / GB:.1f} / {r.usable_bytes / GB:.1f}",
+                   t("quote_verdict_" + r.verdict, lang), f"{r.ttft_s:.2f} s",
+                   f"{r.tpot_ms:.1f} ms", _money(r.cost_per_mtok, inp.currency))
+                  for r in table)))
+        runner = plan.runner_up
+        if runner is not None:
+            b.append(Heading(t("quote_runner", lang)))
+            b.append(Table((t("quote_quantity", lang), t("quote_value", lang)),
+                           tuple(_option_rows(plan, runner, lang))))
+        b.append(Heading(t("quote_others", lang)))
+        b.append(Table(
+            ("#", t("quote_config", lang), t("quote_month", lang), "TTFT", "TPOT",
+             t("quote_binding", lang)),
+            tuple((str(i + 1), o.label, _money(o.cost_per_month, inp.currency),
+                   _ms(o.ttft_ms), _ms(o.tpot_ms), t("quote_reason_" + o.binding, lang))
+                  for i, o in enumerate(plan.options[:top]))))
+    if plan.rejected:
+        b.append(Heading(t("quote_rejected", lang)))
+        b.append(Table(("GPU", t("quote_binding", lang), ""), tuple(
+            (r.gpu_name, ", ".join(t("quote_reason_" + x, lang) for x in r.reasons), r.detail)
+            for r in plan.rejected)))
+    if plan.near_misses:
+        b.append(Heading(t("quote_fixes", lang)))
+        b.append(Table((t("quote_config", lang), ""), tuple(
+            (m.option.label, "; ".join(f.description for f in m.fixes))
+            for m in plan.near_misses)))
+    b.append(Heading(t("quote_assumptions", lang)))
+    shown = [plan.best, plan.runner_up] if plan.best else []
+    for key in dict.fromkeys(o.gpu for o in shown if o is not None):
+        g = cat.gpu(key)
+        o = next(x for x in shown if x is not None and x.gpu == key)
+        b.append(Para(t("quote_price", lang, gpu=g.name, cur=inp.currency, price=o.price_per_hour,
+                         src=g.price_source, date=g.price_as_of)))
+    b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
+          Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=inp.max_num_seqs)),
+          Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu)),
+          Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
+          Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
+          Para("**" + t("quote_estimate", lang) + "**")]
+    return b
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(blocks: Sequence[Block]) -> str:
+    """Blocks as GitHub Markdown."""
+    out: list[str] = []
+    first = True
+    for blk in blocks:
+        if isinstance(blk, Heading):
+            out.append(("# " if first else "## ") + blk.text)
+            first = False
+        elif isinstance(blk, Para):
+            out.append(blk.text)
+        else:
+            out.append("| " + " | ".join(_md_cell(h) for h in blk.headers) + " |")
+            out.append("|" + "|".join("---" for _ in blk.headers) + "|")
+            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in blk.rows]
+        out.append("")
+    return "\n".join(out)
+
+
+def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
+                   catalog: Catalog | None = None, today: dt.date | None = None) -> str:
+    """The quote as Markdown."""
+    return render_markdown(quote_blocks(plan, lang=lang, simulation=simulation,
+                                        catalog=catalog, today=today))
+
+
+def find_cjk_font() -> tuple[Path, int] | None:
+    """A font file with Chinese glyphs and its index in the collection, or None.
+
+    `CAPACITY_CJK_FONT` (a path, optionally `path#index`) wins; then the usual folders.
+    """
+    env = os.environ.get("CAPACITY_CJK_FONT", "").strip()
+    if env:
+        name, _, number = env.partition("#")
+        if Path(name).is_file():
+            return Path(name), int(number) if number.isdigit() else 0
+    for path, index in CJK_FONT_CANDIDATES:
+        if Path(path).is_file():
+            return Path(path), index
+    return None
+
+
+def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
+              catalog: Catalog | None = None, today: dt.date | None = None,
+              cjk_font: tuple[Path, int] | None | bool = True) -> bytes:
+    """The quote as PDF bytes (fpdf2). Chinese needs a CJK font: `cjk_font=True` looks one up,
+    a (path, index) pair uses it, None/False forces the fallback. Without a CJK font a Chinese
+    quote falls back to English with a note; English uses the core Helvetica font (catalog
+    names are ASCII)."""
+    from fpdf import FPDF
+    from fpdf.enums import XPos, YPos
+
+    font = find_cjk_font() if cjk_font is True else (cjk_font or None)
+    note = None
+    if lang == "zh" and font is None:
+        lang, note = "en", t("quote_no_cjk", "en")
+    if lang == "en":
+        font = None  # the core font is enough for English and keeps the file small
+    blocks = quote_blocks(plan, lang=lang, simulation=simulation, catalog=catalog, today=today)
+    pdf = FPDF(orientation="P", unit="mm", format="A4")
+    pdf.set_auto_page_break(auto=True, margin=15)
+    pdf.set_margins(15, 15, 15)
+    pdf.add_page()
+    family = "Helvetica"
+    if font is not None:
+        pdf.add_font("cjk", "", str(font[0]), collection_font_number=font[1])
+        pdf.add_font("cjk", "B", str(font[0]), collection_font_number=font[1])
+        family = "cjk"
+
+    def text(s: str) -> str:
+        s = s.replace("**", "")
+        if family == "Helvetica":
+            s = s.replace("≤", "<=").replace("—", "-").replace("×", "x")
+            return s.encode("latin-1", "replace").decode("latin-1")
+        return s
+
+    width = pdf.w - pdf.l_margin - pdf.r_margin
+    if note:
+        pdf.set_font(family, size=9)
+        pdf.multi_cell(width, 5, text(note), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+        pdf.ln(2)
+    first = True
+    for blk in blocks:
+        if isinstance(blk, Heading):
+            pdf.set_font(family, size=16 if first else 12)
+            if not first:
+                pdf.ln(3)
+            pdf.multi_cell(width, 8 if first else 7, text(blk.text), new_x=XPos.LMARGIN,
+                           new_y=YPos.NEXT)
+            first = False
+        elif isinstance(blk, Para):
+            pdf.set_font(family, size=9)
+            pdf.multi_cell(width, 5, text(blk.text), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+            pdf.ln(1)
+        else:
+            pdf.set_font(family, size=8)
+            with pdf.table(width=width, line_height=4.5, text_align="LEFT",
+                           first_row_as_headings=True) as tbl:
+                for row in (blk.headers, *blk.rows):
+                    r = tbl.row()
+                    for cell in row:
+                        r.cell(text(cell))
+            pdf.ln(2)
+    return bytes(pdf.output())
+
+
+def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
+                simulation: QueueResult | None = None, catalog: Catalog | None = None) -> Path:
+    """Write the quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in (".md", ".markdown", ".pdf"):
+        raise InputError(f"quote file '{p.name}' must end in .md or .pdf")
+    if not p.parent.exists():
+        raise InputError(f"folder '{p.parent}' does not exist; create it or choose another path")
+    if suffix == ".pdf":
+        p.write_bytes(quote_pdf(plan, lang=lang, simulation=simulation, catalog=catalog))
+    else:
+        p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog),
+                     encoding="utf-8")
+    return p
