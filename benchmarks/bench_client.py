@@ -5,7 +5,7 @@ schedule), runs `capacity bench` at concurrency 1, 100 and 256, joins every requ
 server's ground truth (`/sim/truth`, by response id) and prints, per level, the median and p90
 of (measured - true) TTFT and TPOT, where the TTFT error sits (send -> server arrival, server
 emission -> client receipt, both on the shared wall clock), and the client's CPU share.
-SPEC 10 target: within 1 ms at the median at concurrency 100, and 256 streams without the
+docs/benchmarks.md target: within 1 ms at the median at concurrency 100, and 256 streams without the
 client becoming the bottleneck (or saying so).
 
     .venv/bin/python benchmarks/bench_client.py [--levels 1,100,256] [--tokens 32]
@@ -55,7 +55,7 @@ def main() -> int:
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     # an H200 holds ~440 sequences of 8K for this model, so 256 streams run in one batch;
-    # decode efficiency 0.05 makes a step at 100 sequences ~36 ms, like the seed's 4090 at
+    # decode efficiency 0.05 makes a step at 100 sequences ~36 ms, like the chapter's 4090 at
     # 100 x 8K (32 ms): a realistic token rate, which a 2-core box can serve and measure
     proc, url = start_sim(["--model", "qwen3.5-9b-awq", "--gpu", "h200-sxm", "--eff",
                            args.eff, "--speedup", args.speedup, "--max-num-seqs", "512"])

@@ -4,7 +4,7 @@ Writes synthetic runs in the real requests.csv schema (10 runs x 4 levels x 25,0
 under a temporary folder, opens them with `capacity.bench.store.RunStore` (views over the CSVs, read
 in place), and times the summary query (count, ok, TTFT/TPOT p50/p99 with quantile_cont, output
 tok/s) against the same in pandas (read_csv + groupby), then again after compacting the runs
-to Parquet (what `capacity bench` does when a run ends). SPEC 10 target: under 1 s.
+to Parquet (what `capacity bench` does when a run ends). docs/benchmarks.md target: under 1 s.
 
     .venv/bin/python benchmarks/bench_duckdb.py [--rows 1000000]
 """

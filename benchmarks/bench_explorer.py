@@ -1,4 +1,4 @@
-"""Explorer speed (SPEC 10): one page rerun after a slider move, and the computation alone.
+"""Explorer speed (docs/benchmarks.md): one page rerun after a slider move, and the computation alone.
 
     .venv/bin/python benchmarks/bench_explorer.py [--runs N]
 

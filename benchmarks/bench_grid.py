@@ -1,4 +1,4 @@
-"""SPEC 10: the Explorer's full grid (512 concurrency points x 64 contexts) for every catalog GPU,
+"""docs/benchmarks.md: the Explorer's full grid (512 concurrency points x 64 contexts) for every catalog GPU,
 computed vectorized (one `evaluate` call per GPU) vs a plain Python loop over the same formulas.
 
 Run: python3 dev.py run python benchmarks/bench_grid.py

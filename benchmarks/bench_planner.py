@@ -1,4 +1,4 @@
-"""Benchmark: the planner's full search (SPEC section 10: under 1 s on 2 cores).
+"""Benchmark: the planner's full search (docs/method.md: under 1 s on 2 cores).
 
 Every catalog GPU x count 1-16 x TP/replicas x KV precision (fp16, fp8) x every weight format
 of the model, for the chapter's customer (500 daily users, 8K context, TTFT 2 s, TPOT 50 ms).

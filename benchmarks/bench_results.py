@@ -1,4 +1,4 @@
-"""SPEC 10 for the Results page: a rerun must stay under 300 ms.
+"""docs/benchmarks.md for the Results page: a rerun must stay under 300 ms.
 
 Times, on a 6-level sweep: the overlay (measured frame, spec-sheet and calibrated curves,
 ratios, saturation), its five Altair charts as validated Vega-Lite dicts, the uncertainty band

@@ -1,8 +1,8 @@
 """Units and element sizes used by every formula.
 
-Memory and bandwidth are decimal (1 GB = 1e9 bytes, GB/s), as the seed chapter computes them;
+Memory and bandwidth are decimal (1 GB = 1e9 bytes, GB/s), as the chapter chapter computes them;
 per-token KV is shown in KiB (1024 bytes); compute in TFLOP/s (1e12 FLOP/s).
-Source: SPEC section 3 ("Units").
+Source: docs/method.md ("Units").
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Final
 from capacity.errors import InputError
 
 GB: Final = 1e9
-"""Bytes in one decimal gigabyte (the seed's unit for memory)."""
+"""Bytes in one decimal gigabyte (the chapter's unit for memory)."""
 GIB: Final = 1024.0**3
 """Bytes in one binary gibibyte (what drivers and vLLM logs report)."""
 KIB: Final = 1024.0

@@ -26,7 +26,7 @@ from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
     CALIBRATED,
     METRICS,
-    SPEC,
+    SPEC_SHEET,
     Overlay,
     compare_table,
     filter_runs,
@@ -246,7 +246,7 @@ med_rows = []
 for m in METRICS:
     med_rows.append({T("r_col_metric"): labels[m],
                      **{labels[s]: pct(median_abs_error(ov.ratios, s, m))
-                        for s in (SPEC, CALIBRATED) if f"ratio_{s}" in ov.ratios}})
+                        for s in (SPEC_SHEET, CALIBRATED) if f"ratio_{s}" in ov.ratios}})
 st.caption(T("r_median_err"))
 st.dataframe(pd.DataFrame(med_rows), hide_index=True, width="stretch")
 with st.expander(T("r_ratio_table")):

@@ -15,5 +15,5 @@ def catalog() -> Catalog:
 
 @pytest.fixture()
 def seed(catalog: Catalog) -> Scenario:
-    """The seed's worked example (SPEC section 4)."""
+    """The chapter's worked example (docs/method.md)."""
     return make_scenario("qwen3.5-9b-awq", "rtx-4090", catalog=catalog)

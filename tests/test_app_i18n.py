@@ -30,7 +30,7 @@ SOURCES = {
     "pages/planner.py": "pl_title",
     "pages/measure.py": "m_title",
     "pages/results.py": "r_title",
-    "capacity/quote.py": "quote_title",
+    "capacity/report/quote.py": "quote_title",
 }
 # t("key" / T("key" / T('key', also with the key on the next line: a literal key or, when it
 # ends in "_", the fixed part of a key completed at run time (T("c_" + name)).

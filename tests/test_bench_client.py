@@ -1,4 +1,4 @@
-"""The benchmark client against httpx.MockTransport: every SSE case of SPEC 7, and failures."""
+"""The benchmark client against httpx.MockTransport: every SSE case of docs/bench.md, and failures."""
 
 from __future__ import annotations
 
@@ -270,7 +270,7 @@ def test_warmup_failure(tmp_path: Path, status: int, fatal: bool) -> None:
 
 
 def test_start_is_when_the_first_byte_is_written() -> None:
-    """SPEC 7: start just before the request is sent. httpx's trace hook marks the moment the
+    """docs/bench.md: start just before the request is sent. httpx's trace hook marks the moment the
     request headers start going out; the earlier client-side work belongs to queue_ms."""
     import asyncio
 

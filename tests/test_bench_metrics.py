@@ -1,4 +1,4 @@
-"""Per-level aggregates (SPEC 7) and the run files' guarantees."""
+"""Per-level aggregates (docs/bench.md) and the run files' guarantees."""
 
 from __future__ import annotations
 

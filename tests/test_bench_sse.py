@@ -1,4 +1,4 @@
-"""The SSE decoder and the OpenAI chunk classifier (SPEC 7), without a network."""
+"""The SSE decoder and the OpenAI chunk classifier (docs/bench.md), without a network."""
 
 from __future__ import annotations
 

@@ -251,5 +251,5 @@ def test_shipped_calibration_loads_and_records_what_it_was_fitted_on() -> None:
     assert len([p for p in cal.points if p.kind == "tpot"]) == 5
     spec, held = cal.median_abs_error("tpot", "spec"), cal.median_abs_error("tpot")
     assert spec is not None and held is not None and held < spec
-    s = apply(cal, make_scenario())  # transfer to the seed's model on the same GPU
+    s = apply(cal, make_scenario())  # transfer to the chapter's model on the same GPU
     assert s.calibration == "rtx-4090-vllm-published" and s.warnings == ()

@@ -49,7 +49,7 @@ def test_saved_model_loads_back_and_computes_like_the_seed(custom: Path) -> None
     cat = cc.current_catalog()
     assert "my-9b" in cat.models
     ev = evaluate(make_scenario("my-9b-awq", "rtx-4090", catalog=cat), [50])
-    assert int(ev.max_concurrency_vram) == 53  # same layout as the seed model
+    assert int(ev.max_concurrency_vram) == 53  # same layout as the chapter model
     rows = catalog_tables.model_rows(cat)
     assert rows[[r["key"] for r in rows].index("my-9b")]["custom"]
 

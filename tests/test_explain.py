@@ -1,6 +1,6 @@
 """Verdicts per constraint, what binds, what relieves it, and "show the math" (capacity.report.explain).
 
-Expected values are the seed's worked example (SPEC section 4): Qwen3.5-9B AWQ on one RTX 4090,
+Expected values are the chapter's worked example (docs/method.md): Qwen3.5-9B AWQ on one RTX 4090,
 8K context, util 0.9, overhead 1.5 GB, MFU 0.3, CNY 2 per hour.
 """
 

@@ -1,4 +1,4 @@
-"""F3-F8 and F10 beyond the seed: properties and edge cases."""
+"""F3-F8 and F10 beyond the chapter: properties and edge cases."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def test_chapter_50_x_8k_is_tight_on_one_4090() -> None:
     p = _plan(c=50)
     one = next(o for o in p.options if o.n_gpus == 1 and o.kv_dtype == "fp16")
     assert one.memory_verdict == "tight"
-    # the seed's 20 % headroom on 50 concurrent requests (60) no longer fits 53 slots
+    # the chapter's 20 % headroom on 50 concurrent requests (60) no longer fits 53 slots
     p20 = _plan(c=50, headroom=0.2)
     assert _single(p20, "fp16") == []
     assert any(o.n_gpus == 1 and o.kv_dtype == "fp8" for o in p20.options)

@@ -47,7 +47,7 @@ def test_deterministic_with_a_seed() -> None:
 
 
 def test_service_model_uses_the_scenario_numbers() -> None:
-    s = make_scenario()  # the seed: 4090, Qwen3.5-9B AWQ, 8K
+    s = make_scenario()  # the chapter: 4090, Qwen3.5-9B AWQ, 8K
     svc = service_from_scenario(s, output_tokens=128)
     assert svc.slots == 53
     assert svc.prefill_ms == pytest.approx(float(evaluate(s, [1]).ttft_s) * 1e3)

@@ -1,6 +1,6 @@
-"""Golden tests: every number of the seed's worked example (SPEC section 4), at its rounding.
+"""Golden tests: every number of the chapter's worked example (docs/method.md), at its rounding.
 
-Source of every expected value: shared/seed/capacity-planning.zh.md, restated in SPEC section 4.
+Source of every expected value: the chapter's worked example, restated in docs/method.md.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_step_time_terms(seed: Scenario, c: int, bandwidth_ms: float, compute_ms
 
 
 def test_seed_bandwidth_term_at_100_is_32_2_rounded(seed: Scenario) -> None:
-    # The seed prints 32.2 ms; the exact value is 32.28 ms (SPEC: "32.28 computed exactly").
+    # The chapter prints 32.2 ms; the exact value is 32.28 ms (the chapter's table: "32.28 computed exactly").
     ev = evaluate(seed, [100])
     assert float(ev.decode.bandwidth_ms[0]) == pytest.approx(32.285, abs=0.001)
 
@@ -66,7 +66,7 @@ def test_no_crossover_at_8k(seed: Scenario) -> None:
 
 @pytest.mark.parametrize("ctx", [1024, 2048])
 def test_crossover_appears_at_short_context(seed: Scenario, ctx: int) -> None:
-    """SPEC F5: at 1-2K it appears at tens (low eff) to 100+ (eff = 1)."""
+    """F5 (docs/method.md): at 1-2K it appears at tens (low eff) to 100+ (eff = 1)."""
     at_full = evaluate(seed.with_(context_tokens=ctx)).crossover_concurrency
     at_low = evaluate(seed.with_(context_tokens=ctx, eff=0.3)).crossover_concurrency
     assert at_full is not None and at_low is not None
@@ -96,7 +96,7 @@ def test_capacity_table(seed: Scenario) -> None:
     assert round(r10.kv_total_bytes / GB, 1) == 2.7
     assert round(r10.vram_subtotal_bytes / GB, 1) == 9.9
     assert r10.verdict == "fits"
-    # The seed multiplies the rounded 0.27 GB: 13.5 and 20.7; exact values are 13.42 and 20.62.
+    # The chapter multiplies the rounded 0.27 GB: 13.5 and 20.7; exact values are 13.42 and 20.62.
     assert r50.kv_total_bytes / GB == pytest.approx(13.5, abs=0.1)
     assert r50.vram_subtotal_bytes / GB == pytest.approx(20.7, abs=0.1)
     assert r50.verdict == "tight" and r50.usable_bytes / GB == pytest.approx(21.6)

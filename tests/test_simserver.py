@@ -17,7 +17,7 @@ SEED = make_scenario()  # Qwen3.5-9B AWQ on one RTX 4090 at 8K
 
 def test_physics_is_the_library() -> None:
     p = SimPhysics(SEED, max_num_seqs=256)
-    assert p.c_vram == 53 and p.slots == 53  # SPEC 4: C_vram = 53
+    assert p.c_vram == 53 and p.slots == 53  # the chapter: C_vram = 53
     assert SimPhysics(SEED, max_num_seqs=16).slots == 16
     ev = evaluate(SEED, [50], [8192.0])
     assert p.step_s(50, 8192) * 1e3 == pytest.approx(float(ev.decode.step_ms[0]))

@@ -21,7 +21,7 @@ def test_band_without_calibration_is_ordered_and_1_3x_to_3x_above_the_spec_sheet
     assert np.all(ratio >= 1.3) and np.all(ratio <= 3.0)
     assert b.ttft_s[0] <= b.ttft_s[1] <= b.ttft_s[2]
     assert b.max_concurrency_vram[0] <= b.max_concurrency_vram[1] <= b.max_concurrency_vram[2]
-    assert b.max_concurrency_vram[1] == 53  # the seed's C_vram in the middle
+    assert b.max_concurrency_vram[1] == 53  # the chapter's C_vram in the middle
     assert "typical" in b.basis
 
 

@@ -366,7 +366,7 @@ class _StreamState:
     async def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpx trace hook: the moment the request's first byte is written to the socket.
 
-        That is SPEC 7's "start: just before the request is sent"; what came before it
+        That is docs/bench.md's "start: just before the request is sent"; what came before it
         (building the request, taking a connection, the event loop's turn) is client-side
         waiting and goes to `queue_ms`, not into TTFT.
         """

@@ -1,4 +1,4 @@
-"""Per-request records and per-level aggregates of a benchmark run (SPEC 7).
+"""Per-request records and per-level aggregates of a benchmark run (docs/bench.md).
 
 Definitions (aligned with vLLM bench serve, SGLang, GuideLLM and AIPerf where they agree):
 - start: just before the request is sent; waiting for our own concurrency limit or arrival

@@ -1,4 +1,4 @@
-"""Server-sent events: an incremental decoder and the OpenAI chunk classifier (SPEC 7).
+"""Server-sent events: an incremental decoder and the OpenAI chunk classifier (docs/bench.md).
 
 The decoder follows the WHATWG event-stream rules that matter for LLM servers: lines end in
 LF, CR LF or CR (a frame may be split anywhere, even between CR and LF); `data:` with or without
@@ -112,7 +112,7 @@ def _nonempty(v: object) -> bool:
 
 
 def classify(data: str, event: str = "message") -> ChunkInfo:
-    """Classify one event's data (SPEC 7: which events carry tokens, usage, errors)."""
+    """Classify one event's data (docs/bench.md: which events carry tokens, usage, errors)."""
     text = data.strip()
     if text == "[DONE]":
         return _DONE

@@ -1,4 +1,4 @@
-"""Where a run goes: `<out>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}` (SPEC 7).
+"""Where a run goes: `<out>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}` (docs/bench.md).
 
 Both CSVs are flat, with one header row and units in the column names. `requests.csv` gets one
 row per request as the request ends, flushed at once, so a killed run keeps what it measured;

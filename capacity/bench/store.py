@@ -1,4 +1,4 @@
-"""Stored benchmark runs, queried in place with DuckDB (SPEC 7, "Storage").
+"""Stored benchmark runs, queried in place with DuckDB (docs/bench.md, "Storage").
 
 The one module that opens DuckDB over the run files under a root (default `data/bench`):
 `<root>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}`. It defines three views on an
@@ -15,7 +15,7 @@ A finished run also gets `requests.parquet`, a typed columnar copy of its comple
 (`compact_run`, called by `capacity bench` when a run ends, or `capacity runs --compact` for
 older runs). The `requests` view reads a run's Parquet file while it is at least as new as its
 CSV, and the CSV otherwise: the CSV stays the source of truth and the row-by-row record of a
-killed run, the Parquet file makes summaries over a million rows fast (SPEC 10).
+killed run, the Parquet file makes summaries over a million rows fast (docs/benchmarks.md).
 
 User SQL (`query`) must be a single SELECT (or WITH ... SELECT); it runs with file access
 limited to the root, and values go in as bound parameters, never by string formatting.

@@ -2,7 +2,7 @@
 
 Every entry carries a `source` and an `as_of` date. The loader rejects unknown or missing fields,
 non-positive numbers and inconsistent layouts with a message naming the file, the entry and the
-field (SPEC section 5). Keys are lower-case with hyphens (`rtx-4090`, `llama-3.1-8b`); a model key
+field (docs/method.md). Keys are lower-case with hyphens (`rtx-4090`, `llama-3.1-8b`); a model key
 may carry a weight-format suffix (`llama-3.1-8b-fp8`, `qwen3.5-9b-awq`).
 """
 

@@ -1,4 +1,4 @@
-"""`capacity calibrate`: fit the efficiency knobs (SPEC F11) from measured points and save them.
+"""`capacity calibrate`: fit the efficiency knobs (F11 (docs/method.md)) from measured points and save them.
 
     capacity calibrate --model M --gpu G --measured FILE [--format-in csv|vllm|aiperf] --save NAME
     capacity calibrate --model M --gpu G --label LABEL --save NAME      (a stored bench run)

@@ -14,13 +14,13 @@ are fitted separately (they share no knob). Every fit reports its residuals per 
 error on points held out of the fit (k-fold, leave-one-out for small sets); that error is
 never hidden: with fewer than two points there is none and the report says so.
 
-TTFT under load includes queueing (SPEC section 6), which this formula does not model: by
+TTFT under load includes queueing (docs/method.md, queueing), which this formula does not model: by
 default only the TTFT points at the lowest measured concurrency of each prompt length are fitted.
 Decode points use the context a request holds on average while decoding (prompt + output / 2).
 
 Transfer: efficiencies belong to kernels and hardware more than to one model, so a calibration
 fitted on one model applies to another on the same GPU and engine (`apply` warns when the
-GPU differs). Source: SPEC F11, ANCHORS items 2 and 5.
+GPU differs). Source: F11 (docs/method.md), docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
     """Runtime memory overhead (GB per GPU) implied by a measured maximum concurrency (F3
     inverted): VRAM x util - W - NCCL - (C + 0.5) x KV_request(L, paged), with C per replica.
 
-    The +0.5 takes the middle of the interval that floor() leaves. Example (seed setup): 53
+    The +0.5 takes the middle of the interval that floor() leaves. Example (the chapter's setup): 53
     requests of 8K fit -> 24 x 0.9 - 5.7 - 53.5 x 0.2684 = 1.54 GB.
     """
     if max_concurrency < 1:

@@ -353,7 +353,7 @@ BENCH_ALIASES: dict[str, tuple[str, ...]] = {
     "tpot_p99_ms": ("tpot_p99_ms", "tpot_ms_p99", "p99_tpot_ms"),
     "ttft_p99_ms": ("ttft_p99_ms", "ttft_ms_p99", "p99_ttft_ms"),
 }
-"""Column names a `capacity bench` per-level summary.csv may use for each field (SPEC section
+"""Column names a `capacity bench` per-level summary.csv may use for each field (docs/method.md
 7 fixes units in names, not the names themselves; the first one present wins)."""
 
 

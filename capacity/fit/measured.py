@@ -62,7 +62,7 @@ class MeasuredPoint:
     def decode_context_tokens(self) -> float:
         """Tokens a request holds on average while decoding (tokens): prompt + output / 2
         when both are known (the context grows by one token per step), else `context_tokens`.
-        Source: ANCHORS 'decode cost averaged over the growing context'."""
+        Source: docs/method.md, decode context."""
         if self.prompt_tokens is not None and self.output_tokens is not None:
             return self.prompt_tokens + self.output_tokens / 2.0
         return float(self.context_tokens)

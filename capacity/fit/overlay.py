@@ -1,4 +1,4 @@
-"""Measured points on predicted curves: what the Results page overlays (SPEC 9, ANCHORS item 2).
+"""Measured points on predicted curves: what the Results page overlays (docs/app.md, Results).
 
 Measured points come from a stored run (`points_from_summary`, the per-level rows of
 `capacity.bench.store`), an import (`read_upload`, through `capacity.fit.imports`) or a published sweep
@@ -55,7 +55,7 @@ from capacity.plan.queueing import QueueResult, service_from_scenario, simulate
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")
 MEASURED_COLUMNS = ("series", "concurrency", "metric", "p50", "p90", "p99")
 PREDICTED_COLUMNS = ("series", "concurrency", "metric", "value", "p90", "p99")
-SPEC = "spec-sheet"
+SPEC_SHEET = "spec-sheet"
 CALIBRATED = "calibrated"
 ROOFLINE = "roofline"
 """Series of the no-load prediction (F4/F6 without queueing) drawn next to the under-load one."""
@@ -304,7 +304,7 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
     if output < 1 or (load == "open" and rates is None):
         load = "none"
     spec_cv = c_vram(scenario)
-    scenarios: list[tuple[str, Scenario]] = [(SPEC, scenario)]
+    scenarios: list[tuple[str, Scenario]] = [(SPEC_SHEET, scenario)]
     cal_cv: int | None = None
     if calibration is not None:
         cal_s = apply(calibration, scenario)

@@ -1,11 +1,11 @@
-"""How sure is a prediction? A band, and which input moves the answer most (ANCHORS item 5).
+"""How sure is a prediction? A band, and which input moves the answer most (docs/method.md, uncertainty).
 
 Band: with a calibration, the spread of its held-out errors (or, for points it could not
 hold out, its fitted residuals) widens the calibrated prediction: step x (1 +/- spread), and
 the same for TTFT; C_vram from the overhead +/- 0.5 GB when the calibration measured it.
 Without one, the band comes from typical efficiency ranges on real engines (`TYPICAL_RANGES`):
 the spec-sheet roofline (eta_bw = eff = 1, no overhead) is its optimistic edge, and real
-engines land 1.3x to 3x slower (SPEC F11 issue text; e.g. the published RTX 4090 vLLM sweep in
+engines land 1.3x to 3x slower (F11 (docs/method.md) issue text; e.g. the published RTX 4090 vLLM sweep in
 data/reference is 1.3x to 2.2x above the spec-sheet step time).
 
 Sensitivity: one input at a time moved over its range, the others held; inputs sorted by the
@@ -35,7 +35,7 @@ TYPICAL_RANGES: dict[str, tuple[float, float]] = {
 }
 """Plausible values on real engines (vLLM, SGLang, TensorRT-LLM on datacenter and consumer
 GPUs): the low edge of each fraction and the high edge of each overhead give the slow end.
-Overhead_gb: SPEC F3 (1.89 to 4.76 GiB measured on vLLM for Llama-3.1-8B, plus CUDA graphs)."""
+Overhead_gb: F3 (docs/method.md) (1.89 to 4.76 GiB measured on vLLM for Llama-3.1-8B, plus CUDA graphs)."""
 
 CALIBRATED_OVERHEAD_SPREAD_GB = 0.5
 MIN_SPREAD = 0.05

@@ -1,5 +1,5 @@
 """Read a pasted vLLM startup log and reconcile it, term by term, with the prediction
-(ANCHORS item 9).
+(a feature no peer tool has, docs/method.md).
 
 vLLM logs how it split the GPU's memory at startup; the phrasing changed across versions:
 - v0.6 (V0 engine): `Loading model weights took 14.9888 GB` (GiB in fact), then

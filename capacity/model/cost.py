@@ -1,7 +1,7 @@
 """F7: cost per million tokens, and currency conversion.
 
 `cost per M tokens = price_per_hour x n_gpus / (aggregate tok/s x 3600) x 1e6`.
-Source: SPEC F7. Seed: CNY 2/hour at 1,000 / 3,000 / 5,000 tok/s -> 0.56 / 0.19 / 0.11 CNY.
+Source: F7 (docs/method.md). Seed: CNY 2/hour at 1,000 / 3,000 / 5,000 tok/s -> 0.56 / 0.19 / 0.11 CNY.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """F1 and F2: KV-cache bytes per token and per request, layer by layer.
 
-Source: SPEC section 3, F1-F2 (the seed chapter's KV account, extended to hybrid layouts).
-Seed check: Qwen3.5-9B, 8 full-attention layers of 32, 4 KV heads x 256 at fp16
+Source: docs/method.md, F1-F2 (the chapter chapter's KV account, extended to hybrid layouts).
+Chapter check: Qwen3.5-9B, 8 full-attention layers of 32, 4 KV heads x 256 at fp16
 -> 2 x 4 x 256 x 2 B x 8 layers = 32 KiB per token; 8192 tokens -> 268,435,456 B (0.27 GB).
 """
 
@@ -27,7 +27,7 @@ def heads_per_rank(kv_heads: int, tp: int) -> float:
     """KV heads each tensor-parallel rank holds: kv_heads / tp, or 1 when heads are replicated.
 
     With TP larger than the KV head count (kv_heads < tp) every rank keeps one whole head
-    (vLLM replicates them), so per-rank KV stops shrinking. Source: SPEC F10.
+    (vLLM replicates them), so per-rank KV stops shrinking. Source: F10 (docs/method.md).
     """
     return max(kv_heads / tp, 1.0)
 
@@ -36,7 +36,7 @@ def layer_bytes_per_token(group: LayerGroup, kv_dtype: str, tp: int = 1) -> floa
     """Bytes per token per layer of one group, on one TP rank (0 for linear-state layers).
 
     full/sliding: 2 (K and V) x kv_heads x head_dim x bytes; MLA: (kv_lora_rank +
-    qk_rope_head_dim) x bytes, one latent replicated on every rank. Source: SPEC F1.
+    qk_rope_head_dim) x bytes, one latent replicated on every rank. Source: F1 (docs/method.md).
     """
     b = bytes_per_element(kv_dtype)
     if group.kind in ("full", "sliding"):

@@ -3,7 +3,7 @@
 `KV_budget = VRAM x util - W - overhead`; `C_vram = floor(KV_budget / KV_request)`.
 `util` follows vLLM's `gpu_memory_utilization` (a fraction of TOTAL device memory; TensorRT-LLM's
 is a fraction of free memory). A budget <= 0 means the weights do not fit: the result says so and
-by how much, never a negative concurrency. Source: SPEC F3.
+by how much, never a negative concurrency. Source: F3 (docs/method.md).
 Seed: 24 GB x 0.9 - 5.7 - 1.5 = 14.4 GB; / 0.268 GB per request -> C_vram = 53.
 """
 

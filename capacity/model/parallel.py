@@ -3,7 +3,7 @@
 Replicas: N independent copies; capacity and cost x N, no communication.
 Tensor parallel TP=N: weights and KV heads split N ways (kv_heads < N replicates heads),
 bandwidth and compute x N, plus two all-reduces of the activations per layer per step over
-the interconnect, and NCCL buffers on each rank. Source: SPEC F10 and F3 (about 2 GiB of NCCL
+the interconnect, and NCCL buffers on each rank. Source: F10 (docs/method.md) and F3 (about 2 GiB of NCCL
 buffers per rank measured on vLLM).
 """
 
@@ -27,7 +27,7 @@ ALLREDUCE_LATENCY_US: Final[dict[str, float]] = {
 Order of magnitude of nccl-tests small-message latency on PCIe and NVLink systems."""
 
 DEFAULT_NCCL_GB: Final = 2.0 * GIB / GB
-"""NCCL buffers and communicator memory per rank when TP > 1 (about 2 GiB, SPEC F3)."""
+"""NCCL buffers and communicator memory per rank when TP > 1 (about 2 GiB, F3 (docs/method.md))."""
 
 ACTIVATION_BYTES: Final = 2.0
 """Bytes per activation element all-reduced (bf16)."""

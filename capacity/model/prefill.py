@@ -1,11 +1,11 @@
 """F6: prefill FLOPs and time to first token.
 
-Linear part (the seed's formula): `t = 2 x P x L / (F x MFU)`.
-Attention part (the O(L^2) term the seed warns about): causal attention costs 4 x q_heads x
+Linear part (the chapter's formula): `t = 2 x P x L / (F x MFU)`.
+Attention part (the O(L^2) term the chapter warns about): causal attention costs 4 x q_heads x
 head_dim FLOPs per attended (query, key) pair (QK^T and PV, 2 FLOPs per multiply-add each);
 a full layer attends L^2/2 pairs, so it adds 2 x q_heads x head_dim x L^2; a sliding layer of
 window w attends sum_i min(i, w) pairs (= L^2/2 while L <= w, then grows by w per token).
-Source: SPEC F6. Seed: Qwen3.5-9B, 8192 tokens, RTX 4090, MFU 0.3 -> 2.975 s (linear).
+Source: F6 (docs/method.md). Seed: Qwen3.5-9B, 8192 tokens, RTX 4090, MFU 0.3 -> 2.975 s (linear).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 `t_step(C) = t0 + max((W_read(C) + C x KV_request) / (BW x eta_bw), 2 x P x C / (F x eff)) + comm`
 The first term moves weights and KV through memory; the second does the arithmetic. With
-eta_bw = 1, t0 = 0 and comm = 0 it is the seed's formula; the knobs are SPEC F11's calibration.
-Source: SPEC F4, F5, F11. Seed (Qwen3.5-9B AWQ, RTX 4090, 8K): bandwidth term 5.92 / 18.97 /
+eta_bw = 1, t0 = 0 and comm = 0 it is the chapter's formula; the knobs are F11 (docs/method.md)'s calibration.
+Source: F4, F5, F11 (docs/method.md). The chapter (Qwen3.5-9B AWQ, RTX 4090, 8K): bandwidth term
+5.92 / 18.97 /
 32.28 ms and compute term 0.11 / 5.45 / 10.9 ms at C = 1 / 50 / 100; bandwidth binds at all three.
 """
 
@@ -24,7 +25,7 @@ FloatArray = npt.NDArray[np.float64]
 def expected_experts_touched(experts: int, active: int, tokens: npt.ArrayLike) -> FloatArray:
     """Expected distinct experts a batch of `tokens` routes to: E x (1 - (1 - k/E)^C).
 
-    Unit: experts (per MoE layer). Assumes uniform, independent routing. Source: SPEC F4.
+    Unit: experts (per MoE layer). Assumes uniform, independent routing. Source: F4 (docs/method.md).
     One token touches k; a large batch touches all E.
     """
     c = np.asarray(tokens, dtype=np.float64)
@@ -117,7 +118,7 @@ def crossover_concurrency(*, model: Model, weights_bytes: float, kv_request_byte
 
     Dense: C* = (W / BW') / (2P / (F x eff) - KV / BW'), with BW' = BW x eta_bw; it exists
     only when the denominator is positive. MoE: the weights read grow with C, so C* is found
-    numerically on 1..1e6. Unit: sequences. Seed at 8K: none.
+    numerically on 1..1e6. Unit: sequences. The chapter at 8K: none.
     """
     bw = bandwidth_gb_s * GB * eta_bw
     per_seq_compute = 2.0 * model.params_active_b * 1e9 / (tflops * TERA * eff)

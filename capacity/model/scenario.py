@@ -2,9 +2,9 @@
 
 `make_scenario` resolves catalog keys and validates every input (InputError with a message
 that says how to fix it); `evaluate` combines F1-F8 over numpy arrays of concurrency and
-context, keeping every term; `capacity_table` gives the seed's table rows; `suggest_fixes`
-says what turns a "does not fit" into a fit. Defaults are the seed's worked example
-(SPEC section 4): Qwen3.5-9B AWQ on one RTX 4090, util 0.9, overhead 1.5 GB, 8K, fp16 KV,
+context, keeping every term; `capacity_table` gives the chapter's table rows; `suggest_fixes`
+says what turns a "does not fit" into a fit. Defaults are the chapter's worked example
+(docs/method.md): Qwen3.5-9B AWQ on one RTX 4090, util 0.9, overhead 1.5 GB, 8K, fp16 KV,
 eff 1.0, MFU 0.3, CNY 2 per hour.
 
 Multi-GPU (F10): `n_gpus = replicas x tp`. Concurrency is the deployment's total; each replica
@@ -317,7 +317,7 @@ class TableRow:
 
 
 SEED_TABLE_ROWS: tuple[tuple[int, int], ...] = ((10, 8192), (50, 8192), (100, 8192))
-"""The seed's capacity table: 10, 50 and 100 concurrent requests at 8K."""
+"""The chapter's capacity table: 10, 50 and 100 concurrent requests at 8K."""
 
 
 def capacity_table(s: Scenario, rows: Sequence[tuple[int, int]] = SEED_TABLE_ROWS

@@ -4,9 +4,9 @@ the arrival rate to concurrency with Little's law.
 `peak rate = DAU x requests per user per day x peak share / (peak hours x 3600)` (requests/s);
 `peak concurrency = peak rate x request duration` (Little's law), where the request duration is
 `TTFT + output tokens x TPOT` and TPOT itself depends on the concurrency (F4), so the two are
-iterated to a fixed point. Headroom (default 20 %, the seed advises 20-30 %) goes on top.
+iterated to a fixed point. Headroom (default 20 %, the chapter advises 20-30 %) goes on top.
 A user may also enter peak concurrency directly; then the arrival rate is what sustains it.
-Source: SPEC F9 and the chapter's section "峰值并发不是日活".
+Source: F9 (docs/method.md) and the chapter's section "峰值并发不是日活".
 Worked number: 500 users x 20 requests x 0.3 in 2 hours -> 3000 requests / 7200 s = 0.417 req/s;
 at 10 s per request that is 4.2 requests in flight, 5.0 with 20 % headroom.
 """
@@ -78,7 +78,7 @@ class Workload:
 
     @property
     def prompt(self) -> int:
-        """Prompt tokens per request (defaults to the context length, as the seed does)."""
+        """Prompt tokens per request (defaults to the context length, as the chapter does)."""
         return self.prompt_tokens if self.prompt_tokens is not None else self.context_tokens
 
     @property
@@ -108,7 +108,7 @@ def peak_arrival_rate_per_s(*, daily_active_users: float, requests_per_user_per_
     """Peak arrival rate in requests/s: DAU x requests/user/day x peak share / (hours x 3600).
 
     The requests of the peak window arrive evenly inside it (Poisson around that mean).
-    Source: SPEC F9. 500 x 20 x 0.3 / 7200 s = 0.4167 req/s.
+    Source: F9 (docs/method.md). 500 x 20 x 0.3 / 7200 s = 0.4167 req/s.
     """
     return daily_active_users * requests_per_user_per_day * peak_share / (
         peak_hours * SECONDS_PER_HOUR)
@@ -118,7 +118,7 @@ def request_duration_s(ttft_s: npt.ArrayLike, output_tokens: float, tpot_ms: npt
                        ) -> FloatArray:
     """Predicted time a request spends in the server, in s: TTFT + output tokens x TPOT.
 
-    Source: SPEC F9 (the duration that Little's law multiplies). 3 s + 256 x 20 ms = 8.12 s.
+    Source: F9 (docs/method.md) (the duration that Little's law multiplies). 3 s + 256 x 20 ms = 8.12 s.
     """
     return np.asarray(np.asarray(ttft_s, dtype=np.float64)
                       + output_tokens * np.asarray(tpot_ms, dtype=np.float64) / 1e3,
@@ -135,7 +135,7 @@ def littles_law_concurrency(rate_per_s: npt.ArrayLike, duration_s: npt.ArrayLike
 
 
 def with_headroom(concurrency: npt.ArrayLike, headroom: float = DEFAULT_HEADROOM) -> FloatArray:
-    """Concurrency to provision: C x (1 + headroom). The seed advises 20-30 %."""
+    """Concurrency to provision: C x (1 + headroom). The chapter advises 20-30 %."""
     if headroom < 0:
         raise InputError(f"headroom must be >= 0, got {headroom}")
     return np.asarray(np.asarray(concurrency, dtype=np.float64) * (1.0 + headroom),
@@ -163,7 +163,7 @@ def concurrency_fixed_point(rate_per_s: npt.ArrayLike,
     batch, F4), so the iterates rise monotonically to the smallest fixed point. Where none
     exists (the load outruns the hardware: rate x d duration / dC >= 1) or the iterate passes
     `limit`, the entry is marked not converged and holds the last iterate (capped at `limit`).
-    Unit: requests in flight. Source: SPEC F9 (Little's law with a configuration-dependent W).
+    Unit: requests in flight. Source: F9 (docs/method.md) (Little's law with a configuration-dependent W).
     """
     rate = np.asarray(rate_per_s, dtype=np.float64)
     lim = np.asarray(limit, dtype=np.float64)

@@ -1,4 +1,4 @@
-"""Load and queueing (SPEC section 6): continuous batching under Poisson arrivals or closed-loop
+"""Load and queueing (docs/method.md, queueing): continuous batching under Poisson arrivals or closed-loop
 concurrency, as a seeded discrete-event model and as a vectorized analytic approximation.
 
 Model of one replica (vLLM-style continuous batching):
@@ -199,7 +199,7 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     - saturated where rho >= 1, the GPU time per request exceeds 1 / lambda, or no fixed point.
     Idle time (no request running) is ignored: at light load it overstates the wait by s/2 at
     most.
-    Unit: ms (TTFT, TPOT), requests (C). Source: SPEC section 6; Kleinrock, Queueing Systems
+    Unit: ms (TTFT, TPOT), requests (C). Source: docs/method.md, queueing; Kleinrock, Queueing Systems
     vol. 1, sections 5.6-5.8 (M/G/1 waiting-time moments and busy periods).
     The slot queue (C above the slots) is not modelled here; the caller rejects that case.
     """

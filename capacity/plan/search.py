@@ -1,4 +1,4 @@
-"""The planner: from daily users and SLOs to ranked GPU options (SPEC F7-F10, section 6).
+"""The planner: from daily users and SLOs to ranked GPU options (F7-F10 (docs/method.md), section 6).
 
 Search: every catalog GPU (or a subset) x GPU count 1..16 x tensor-parallel size (replicas =
 GPUs / TP) x KV precision x weight format of the chosen model. A configuration is kept when

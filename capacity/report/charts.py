@@ -156,8 +156,8 @@ def chart_data(s: Scenario, concurrency: int, *, slo_ttft_ms: float = 2000.0,
 def decode_intensity(s: Scenario, per_replica_concurrency: npt.ArrayLike,
                      kv_request_bytes: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """FLOPs and bytes of one decode step on one GPU: (2 x P_active x C / TP, W_read(C) / TP +
-    C x KV_request per rank). Intensity = FLOPs / bytes (FLOP/byte). Source: SPEC F4 terms.
-    Seed at C = 50: 9e11 FLOP over 19.12e9 B = 47 FLOP/B (below the 4090's ridge of 164)."""
+    C x KV_request per rank). Intensity = FLOPs / bytes (FLOP/byte). Source: F4 (docs/method.md) terms.
+    The chapter at C = 50: 9e11 FLOP over 19.12e9 B = 47 FLOP/B (below the 4090's ridge of 164)."""
     c = np.asarray(per_replica_concurrency, dtype=np.float64)
     flops = 2.0 * s.model.params_active_b * 1e9 * c / s.tp
     moved = weight_bytes_read(s.model, s.weights_per_gpu_gb * GB, c) + c * np.asarray(
@@ -201,7 +201,7 @@ def _roofline(s: Scenario, ev: Any, grid: FloatArray, one: Any
 # Vega-Lite specs, built with Altair
 #
 # Building Altair objects costs tens of milliseconds per chart (schema validation and deep
-# copies), too slow for a page that reruns on every slider move (SPEC 10: < 300 ms). So each
+# copies), too slow for a page that reruns on every slider move (docs/benchmarks.md: < 300 ms). So each
 # chart's structure is built once per set of labels with Altair over *named* datasets and cached
 # as a dict; a rerun only fills the datasets (`specs`), which takes about a millisecond.
 

@@ -6,8 +6,8 @@ message key with its parameters; the app turns keys into English or Chinese (cap
 symbols and numbers that read the same in every language; only the titles are keys.
 
 Status of one constraint, as a ratio r = value / limit (the same rule as the F8 memory verdict):
-pass when r x (1 + headroom) <= 1, tight when r <= 1, fail otherwise. Source: SPEC sections 2,
-3 (F8) and 9; the seed's table (section 4) is the worked example.
+pass when r x (1 + headroom) <= 1, tight when r <= 1, fail otherwise. Source: docs/method.md, sections 2,
+3 (F8) and 9; the chapter's table (section 4) is the worked example.
 """
 
 from __future__ import annotations
@@ -420,7 +420,7 @@ TABLE_COLUMNS: Final = ("concurrency", "context_tokens", "kv_total_gb", "subtota
 def table_records(s: Scenario, rows: Sequence[tuple[int, int]], targets: Targets
                   ) -> list[dict[str, Any]]:
     """The capacity table (F8) for concurrency x context rows, with the SLO check beside the
-    memory verdict. Seed rows 10/50/100 x 8K: fits / tight / does_not_fit."""
+    memory verdict. The chapter's rows 10/50/100 x 8K: fits / tight / does_not_fit."""
     out: list[dict[str, Any]] = []
     for r in capacity_table(s, rows):
         ok = (r.ttft_s * 1e3 <= targets.ttft_ms and r.tpot_ms <= targets.tpot_ms

@@ -505,10 +505,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_col_metric": ("metric", "指标"),
     "r_calibrate": ("Calibrate in one step", "一步校准"),
     "r_calibrate_help": ("Fits bandwidth efficiency, per-step overhead, decode efficiency, "
-                         "prefill MFU and overhead (SPEC F11) to these points; the error on "
+                         "prefill MFU and overhead (F11 (docs/method.md)) to these points; the error on "
                          "held-out points is always shown.",
                          "用这些点拟合带宽效率、每步开销、解码效率、预填充 MFU 与开销"
-                         "（SPEC F11）；始终显示留出点上的误差。"),
+                         "（F11 (docs/method.md)）；始终显示留出点上的误差。"),
     "r_cal_name": ("Name", "名称"),
     "r_fit": ("Fit", "拟合"),
     "r_save": ("Save", "保存"),
@@ -618,7 +618,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_reason_ttft": ("TTFT", "首字"),
     "pl_reason_tpot": ("TPOT", "每 token"),
     "pl_reason_throughput": ("throughput", "吞吐"),
-    # the quote document (capacity/quote.py), Markdown and PDF
+    # the quote document (capacity/report/quote.py), Markdown and PDF
     "quote_title": ("Capacity quote", "容量报价"),
     "quote_prepared": ("Prepared {date} with capacity (LLM-serving capacity planner).",
                        "{date} 由 capacity(LLM 推理容量规划工具)生成。"),

@@ -16,12 +16,12 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-from capacity.fit.overlay import CALIBRATED, ROOFLINE, SPEC, Overlay
+from capacity.fit.overlay import CALIBRATED, ROOFLINE, SPEC_SHEET, Overlay
 
 DEFAULT_LABELS: dict[str, str] = {
     "concurrency": "concurrent requests", "ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)",
     "tok_s_per_request": "tok/s per request", "aggregate_tok_s": "aggregate tok/s",
-    "series": "series", SPEC: "predicted, spec-sheet", CALIBRATED: "predicted, calibrated",
+    "series": "series", SPEC_SHEET: "predicted, spec-sheet", CALIBRATED: "predicted, calibrated",
     ROOFLINE: "roofline, no queueing",
     "c_vram": "C_vram (predicted)", "saturation": "measured saturation", "band": "p90-p99",
     "ratio": "measured / predicted",
@@ -53,7 +53,7 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
                    float(loaded.max()) if not loaded.empty else 0.0]) * 1.25
         if math.isfinite(top) and top > 0:
             y_scale = alt.Scale(domain=[0.0, top], nice=True)
-    names = [_l(labels, SPEC), _l(labels, CALIBRATED), _l(labels, ROOFLINE)]
+    names = [_l(labels, SPEC_SHEET), _l(labels, CALIBRATED), _l(labels, ROOFLINE)]
     # one explicit domain, so the band and the points of a series get the same colour
     measured_scale = alt.Scale(domain=list(dict.fromkeys(meas["series"])), scheme="tableau10")
     legend = alt.Legend(orient="bottom", title=None, labelLimit=400, direction="vertical")
@@ -69,7 +69,7 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
             tooltip=[alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=".3g"),
                      alt.Tooltip("value:Q", title=y_title, format=".4g")]),
     ]
-    best = CALIBRATED if (ov.predicted["series"] == CALIBRATED).any() else SPEC
+    best = CALIBRATED if (ov.predicted["series"] == CALIBRATED).any() else SPEC_SHEET
     pband = ov.predicted[(ov.predicted["metric"] == metric) & (ov.predicted["series"] == best)
                          ].dropna(subset=["p90", "p99"])
     if not pband.empty:

@@ -66,7 +66,7 @@ class ExplorerState:
 
         With `calibration` set, the saved calibration's fitted knobs replace the spec-sheet
         efficiencies (eff, MFU, bandwidth efficiency, per-step and prefill overheads, and the
-        runtime memory overhead when it was measured): SPEC F11's "calibrated" prediction.
+        runtime memory overhead when it was measured): F11 (docs/method.md)'s "calibrated" prediction.
         """
         s = make_scenario(
             self.model, self.gpu, catalog=catalog, weights=self.weights, n_gpus=self.gpus,

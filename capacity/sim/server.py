@@ -1,4 +1,6 @@
-"""A simulated OpenAI-compatible endpoint whose timings come from the capacity formulas (SPEC 8).
+"""A simulated OpenAI-compatible endpoint whose timings come from the capacity formulas.
+
+See docs/bench.md (sim-server).
 
 It behaves like a catalog model on a catalog GPU: continuous batching with at most
 `slots = min(C_vram (F3, at the scenario's context), max_num_seqs)` sequences in the batch; a
