@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from capacity.catalog import custom as catalog_custom
-from capacity.catalog.loader import Catalog
+from capacity.catalog.loader import Catalog, default_catalog
 from capacity.fit.calibration import load as load_calibration
 from capacity.fit.uncertainty import Sensitivity, band, sensitivity
 from capacity.report.charts import chart_data, specs
@@ -24,8 +24,9 @@ VERSION_KEY = "catalog_version"
 
 
 def catalog() -> Catalog:
-    """The catalog with custom entries (raises CatalogError for a corrupt file)."""
-    return catalog_custom.current_catalog()
+    """The catalog every page reads: `default_catalog`, the bundled entries plus the custom
+    ones (raises CatalogError for a corrupt file)."""
+    return default_catalog()
 
 
 def catalog_version() -> int:

@@ -3,23 +3,26 @@
 The background bench job and the simulated endpoint live in `st.session_state` (a process
 handle per browser session); the stored runs are read through `capacity.bench.store` with
 `st.cache_data`, keyed by the files' modification times so a finished run shows at once.
-Paths can be redirected by environment variables (tests and shared deployments):
-CAPACITY_BENCH_DIR (default data/bench) and CAPACITY_CALIBRATIONS_DIR (data/calibrations).
+The folders are the workspace's (`capacity.workspace`, docs/configuration.md): runs under
+CAPACITY_BENCH_DIR (default `<workspace>/bench`, which starts with the bundled sample run),
+calibrations under CAPACITY_CALIBRATIONS_DIR (default `<workspace>/calibrations`) besides the
+bundled ones.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+import capacity
+from capacity import workspace
 from capacity.bench.job import BenchJob, SimServer
 from capacity.bench.store import RunStore
-from capacity.catalog.loader import DATA_DIR, default_catalog
+from capacity.catalog.loader import default_catalog
 from capacity.fit import calibration as calib
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
@@ -37,15 +40,18 @@ JOB = "measure_job"
 SIM = "measure_sim"
 CONNECT = "measure_connect"
 FITTED = "results_fitted_calibration"
-REPO_ROOT = DATA_DIR.parent
+REPO_ROOT = Path(capacity.__file__).resolve().parent.parent
+"""The working folder of the background runs: where `python -m capacity` imports this package."""
 
 
 def bench_root() -> Path:
-    return Path(os.environ.get("CAPACITY_BENCH_DIR") or DATA_DIR / "bench")
+    """The workspace's bench folder (with the sample run on first use)."""
+    return workspace.prepare_bench_dir()
 
 
 def calibrations_dir() -> Path:
-    return Path(os.environ.get("CAPACITY_CALIBRATIONS_DIR") or calib.CALIBRATIONS_DIR)
+    """Where the Results page saves calibrations (the workspace's folder)."""
+    return workspace.calibrations_dir()
 
 
 def job() -> BenchJob | None:
@@ -121,8 +127,8 @@ def reference_sweeps() -> list[ReferenceSweep]:
 
 
 def saved_calibrations() -> list[str]:
-    d = calibrations_dir()
-    return sorted(p.stem for p in d.glob("*.toml")) if d.is_dir() else []
+    """The workspace's and the bundled calibrations, by name."""
+    return calib.saved_calibrations()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app import cache
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
@@ -20,7 +21,6 @@ from capacity.bench.job import (
     measure_guard,
     parse_levels,
 )
-from capacity.catalog.loader import default_catalog
 from capacity.errors import CapacityError
 from capacity.model.cost import CURRENCIES
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL
@@ -34,7 +34,7 @@ def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a transla
     return t(k, lang, **kw)
 
 
-cat = default_catalog()
+cat = cache.catalog()
 variants = cat.variant_keys()
 gpus = sorted(cat.gpus)
 

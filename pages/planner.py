@@ -12,9 +12,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from app import cache
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
-from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
 from capacity.model.workload import Workload
 from capacity.plan.queueing import QueueResult
@@ -38,9 +39,8 @@ ensure_navigation()
 CTX_CHOICES = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
 
-@st.cache_data(show_spinner=False)
 def _catalog() -> Catalog:
-    return default_catalog()
+    return cache.catalog()
 
 
 @st.cache_data(show_spinner=False)

@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from app import cache
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.i18n import overlay_chart_labels
 from app.state import init_lang
-from capacity.catalog.loader import default_catalog
 from capacity.errors import CapacityError
 from capacity.fit import calibration as calib
 from capacity.fit.imports import FORMATS
@@ -61,7 +61,7 @@ def pct(v: float | None) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
 
 
-cat = default_catalog()
+cat = cache.catalog()
 variants = cat.variant_keys()
 gpus = sorted(cat.gpus)
 labels = overlay_chart_labels(lang)
@@ -181,7 +181,7 @@ try:
     if cal_choice == "__fitted__":
         calibration = fitted
     elif cal_choice:
-        calibration = calib.load(cal_choice, ms.calibrations_dir())
+        calibration = calib.load(cal_choice)
 except CapacityError as exc:
     st.error(T("r_error", msg=str(exc)))
 

@@ -122,4 +122,6 @@ def test_custom_entry_replaces_bundled(data_copy: Path) -> None:
     text = (data_copy / "gpus" / "rtx-4090.toml").read_text().replace(
         "price_per_hour = 2.0", "price_per_hour = 1.5")
     (custom / "rtx-4090.toml").write_text(text)
-    assert load_catalog(data_copy).gpu("rtx-4090").price_per_hour == 1.5
+    assert load_catalog(data_copy).gpu("rtx-4090").price_per_hour == 2.0
+    assert load_catalog(data_copy, extra_dirs=[data_copy / "custom"]).gpu(
+        "rtx-4090").price_per_hour == 1.5

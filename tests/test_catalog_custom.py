@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from capacity.catalog import custom as cc
-from capacity.catalog.loader import Catalog, default_catalog, load_catalog
+from capacity.catalog.loader import DATA_DIR, Catalog, default_catalog, load_catalog
 from capacity.errors import CatalogError
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.report import catalog_tables
@@ -46,7 +46,7 @@ def test_saved_model_loads_back_and_computes_like_the_seed(custom: Path) -> None
     model, path = cc.save_model(model_table(), default_catalog())
     assert path == custom / "models" / "my-9b.toml"
     assert tomllib.loads(path.read_text())["key"] == "my-9b"
-    cat = cc.current_catalog()
+    cat = default_catalog()
     assert "my-9b" in cat.models
     ev = evaluate(make_scenario("my-9b-awq", "rtx-4090", catalog=cat), [50])
     assert int(ev.max_concurrency_vram) == 53  # same layout as the chapter model
@@ -84,15 +84,15 @@ def test_existing_entry_is_kept_unless_replace(custom: Path) -> None:
     with pytest.raises(CatalogError, match="already exists"):
         cc.save_gpu(gpu_table(name="Other"))
     cc.save_gpu(gpu_table(name="Other"), overwrite=True)
-    assert cc.current_catalog().gpu("my-gpu").name == "Other"
+    assert default_catalog().gpu("my-gpu").name == "Other"
 
 
 def test_upload_detects_model_or_gpu(custom: Path) -> None:
     cat: Catalog = default_catalog()
-    text = (Path(cc.DATA_DIR) / "models" / "llama-3.1-8b.toml").read_text()
+    text = (Path(DATA_DIR) / "models" / "llama-3.1-8b.toml").read_text()
     text = text.replace('key = "llama-3.1-8b"', 'key = "my-llama"')
     assert cc.save_toml(text, cat)[:2] == ("model", "my-llama")
-    gpu_text = (Path(cc.DATA_DIR) / "gpus" / "l4.toml").read_bytes().replace(
+    gpu_text = (Path(DATA_DIR) / "gpus" / "l4.toml").read_bytes().replace(
         b'key = "l4"', b'key = "my-l4"')
     assert cc.save_toml(gpu_text, cat)[:2] == ("gpu", "my-l4")
 

@@ -37,11 +37,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from capacity import workspace
 from capacity.bench.storage import check_label
 from capacity.errors import InputError
 
-MEASURE_ENV = "CAPACITY_MEASURE"
-ALLOW_HOSTS_ENV = "CAPACITY_MEASURE_ALLOW_HOSTS"
+MEASURE_ENV = workspace.CAPACITY_MEASURE
+ALLOW_HOSTS_ENV = workspace.CAPACITY_MEASURE_ALLOW_HOSTS
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -58,13 +59,14 @@ class Guard:
 
 
 def measure_guard(env: Mapping[str, str] | None = None) -> Guard:
-    """Read CAPACITY_MEASURE and CAPACITY_MEASURE_ALLOW_HOSTS from `env` (default os.environ)."""
-    e = os.environ if env is None else env
-    if e.get(MEASURE_ENV, "").strip().lower() in ("off", "0", "false", "no"):
+    """Read CAPACITY_MEASURE and CAPACITY_MEASURE_ALLOW_HOSTS from `env` (default: the process
+    environment, through `capacity.workspace.get`)."""
+    switch = workspace.get(MEASURE_ENV, env)
+    if switch.lower() in ("off", "0", "false", "no"):
         return Guard(enabled=False, allow_hosts=None,
-                     reason=f"{MEASURE_ENV}={e.get(MEASURE_ENV)} switches measuring off on this "
+                     reason=f"{MEASURE_ENV}={switch} switches measuring off on this "
                             "deployment")
-    raw = e.get(ALLOW_HOSTS_ENV, "").strip()
+    raw = workspace.get(ALLOW_HOSTS_ENV, env)
     if not raw:
         return Guard(enabled=True, allow_hosts=None)
     hosts = frozenset(h.strip().lower() for h in raw.split(",") if h.strip())
@@ -233,7 +235,7 @@ def read_progress(path: Path, levels: Sequence[int], requests: int) -> list[Leve
 
 def _child_env(api_key: str | None) -> dict[str, str]:
     env = dict(os.environ)
-    env.pop("OPENAI_API_KEY", None)
+    env.pop(workspace.OPENAI_API_KEY, None)
     if api_key:
         env["OPENAI_API_KEY"] = api_key
     env["PYTHONUNBUFFERED"] = "1"

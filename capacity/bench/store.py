@@ -1,6 +1,7 @@
 """Stored benchmark runs, queried in place with DuckDB (docs/bench.md, "Storage").
 
-The one module that opens DuckDB over the run files under a root (default `data/bench`):
+The one module that opens DuckDB over the run files under a root (default: the workspace's
+bench folder, `capacity.workspace.prepare_bench_dir`, docs/configuration.md):
 `<root>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}`. It defines three views on an
 in-memory database:
 - `requests`: every complete row of every requests.csv (`read_csv` over the file list, union by
@@ -33,10 +34,10 @@ from typing import Any, get_type_hints
 import duckdb
 import pandas as pd
 
+from capacity import workspace
 from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, RequestRecord
 from capacity.errors import StoreError
 
-DEFAULT_ROOT = "data/bench"
 PARQUET_NAME = "requests.parquet"
 REQUIRED_REQUEST_COLUMNS = ("run_id", "label", "concurrency", "success", "ttft_ms")
 REQUIRED_SUMMARY_COLUMNS = ("run_id", "label", "concurrency", "requests_ok")
@@ -115,8 +116,8 @@ RUNS_VIEW_SQL = """
 class RunStore:
     """DuckDB views over the runs under `root`. Use as a context manager, or call `close`."""
 
-    def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT) -> None:
-        self.root = Path(root)
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root) if root is not None else workspace.prepare_bench_dir()
         self.warnings: list[str] = []
         self.con = duckdb.connect(":memory:")
         try:
@@ -318,10 +319,12 @@ def compact_run(run_dir: str | os.PathLike[str]) -> Path | None:
     return out
 
 
-def compact_all(root: str | os.PathLike[str] = DEFAULT_ROOT) -> list[Path]:
-    """Compact every run under `root` whose Parquet copy is missing or older than its CSV."""
+def compact_all(root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Compact every run under `root` (default: the workspace's bench folder) whose Parquet
+    copy is missing or older than its CSV."""
     done = []
-    for csv_path in sorted(Path(root).glob("*/*/requests.csv")):
+    folder = Path(root) if root is not None else workspace.prepare_bench_dir()
+    for csv_path in sorted(folder.glob("*/*/requests.csv")):
         pq = csv_path.with_name(PARQUET_NAME)
         if pq.exists() and pq.stat().st_mtime >= csv_path.stat().st_mtime:
             continue
@@ -352,7 +355,7 @@ def _pandas_dtype(duck: str) -> str:
     return {"DOUBLE": "float64", "BIGINT": "Int64", "BOOLEAN": "boolean"}.get(duck, "string")
 
 
-def list_runs(root: str | os.PathLike[str] = DEFAULT_ROOT, **filters: str | None
+def list_runs(root: str | os.PathLike[str] | None = None, **filters: str | None
               ) -> pd.DataFrame:
     """`RunStore(root).list_runs(**filters)`, closing the store."""
     with RunStore(root) as s:

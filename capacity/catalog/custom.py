@@ -1,15 +1,14 @@
 """Browse the catalog as tables, and validate and save custom models and GPUs.
 
-Custom entries live as TOML files under `data/custom/models/` and `data/custom/gpus/` (or the
-folder named by the environment variable CAPACITY_CUSTOM_DIR), which `load_catalog` reads after
-the bundled ones, so they survive a restart and can be used in the Explorer. Validation is the
+Custom entries live as TOML files under `<workspace>/custom/models/` and `.../gpus/` (the
+folder named by CAPACITY_CUSTOM_DIR when set; `capacity.workspace.custom_dir`,
+docs/configuration.md). `default_catalog`, the one catalog every command and page reads, adds
+them to the bundled ones, so they survive a restart and can be used everywhere. Validation is the
 loader's own (`parse_model`, `parse_gpu`): the message names the entry and the field.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,53 +16,29 @@ from typing import Any
 
 import tomli_w
 
+from capacity import workspace
 from capacity.catalog.loader import (
-    DATA_DIR,
     KEY_RE,
     Catalog,
     Gpu,
     Model,
-    default_catalog,
-    load_catalog,
+    clear_catalog_cache,
     parse_gpu,
     parse_model,
 )
 from capacity.errors import CatalogError
 
-DEFAULT_CUSTOM_DIR = DATA_DIR / "custom"
-ENV_VAR = "CAPACITY_CUSTOM_DIR"
-DATA_ENV_VAR = "CAPACITY_DATA_DIR"
-
-
-def data_dir() -> Path:
-    """The catalog's data folder: $CAPACITY_DATA_DIR, else the bundled `data/`."""
-    env = os.environ.get(DATA_ENV_VAR, "").strip()
-    return Path(env) if env else DATA_DIR
+ENV_VAR = workspace.CAPACITY_CUSTOM_DIR
 
 
 def custom_dir() -> Path:
-    """Where custom entries are saved: $CAPACITY_CUSTOM_DIR, else `<data>/custom`."""
-    env = os.environ.get(ENV_VAR, "").strip()
-    return Path(env) if env else data_dir() / "custom"
-
-
-@functools.cache
-def _catalog_with(root: str, extra: str) -> Catalog:
-    return load_catalog(root, extra_dirs=[extra])
-
-
-def current_catalog() -> Catalog:
-    """The bundled catalog plus the custom entries (read once until `clear_caches`)."""
-    folder = custom_dir()
-    if folder.resolve() == (DATA_DIR / "custom").resolve() and data_dir() == DATA_DIR:
-        return default_catalog()
-    return _catalog_with(str(data_dir()), str(folder))
+    """Where custom entries are saved: $CAPACITY_CUSTOM_DIR, else `<workspace>/custom`."""
+    return workspace.custom_dir()
 
 
 def clear_caches() -> None:
     """Forget the catalogs read so far, so the next read sees newly saved entries."""
-    default_catalog.cache_clear()
-    _catalog_with.cache_clear()
+    clear_catalog_cache()
 
 
 def parse_toml_text(text: str | bytes, name: str = "upload.toml") -> dict[str, Any]:
@@ -184,6 +159,6 @@ def gpu_form_table(*, key: str, name: str, memory_gb: float, memory_type: str,
 
 
 def is_custom(path: str) -> bool:
-    """True for an entry read from a custom folder."""
+    """True for an entry read from a custom folder (not the catalog folder itself)."""
     p = Path(path).resolve()
-    return p.parent.parent.resolve() != DATA_DIR.resolve()
+    return p.parent.parent.resolve() != workspace.catalog_dir().resolve()

@@ -1,4 +1,5 @@
-"""Model, GPU and weight-format catalogs, read from TOML files under `data/`.
+"""Model, GPU and weight-format catalogs, read from TOML files under the bundled data
+(`capacity.workspace.catalog_dir()`: the checkout's `data/`, or the copy in the wheel).
 
 Every entry carries a `source` and an `as_of` date. The loader rejects unknown or missing fields,
 non-positive numbers and inconsistent layouts with a message naming the file, the entry and the
@@ -8,7 +9,6 @@ may carry a weight-format suffix (`llama-3.1-8b-fp8`, `qwen3.5-9b-awq`).
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -17,11 +17,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from capacity import workspace
 from capacity.errors import CatalogError, UnknownKeyError
 from capacity.units import GB
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
-"""The bundled data folder (catalogs, reference measurements, stored runs)."""
+DATA_DIR = workspace.bundled_data_dir()
+"""The bundled data folder (catalogs, reference measurements, the sample run), read-only."""
 
 LayerKind = Literal["full", "sliding", "mla", "linear"]
 LAYER_KINDS: tuple[LayerKind, ...] = ("full", "sliding", "mla", "linear")
@@ -448,7 +449,7 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
                  extra_dirs: Iterable[Path | str] = ()) -> Catalog:
     """Read `weight_formats.toml`, `models/*.toml` and `gpus/*.toml` under `data_dir`.
 
-    `extra_dirs` (and `data_dir/custom`) may add `models/` and `gpus/` folders of user
+    `extra_dirs` (the custom entries' folder) may add `models/` and `gpus/` folders of user
     entries; a user entry with a bundled entry's key replaces it. Raises CatalogError on the
     first bad entry, naming the file, the entry and the field.
     """
@@ -462,7 +463,7 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
         raise CatalogError(f"{fpath.name}: no [[format]] entries")
     models: dict[str, Model] = {}
     gpus: dict[str, Gpu] = {}
-    folders = [root, root / "custom", *(Path(d) for d in extra_dirs)]
+    folders = [root, *(Path(d) for d in extra_dirs)]
     for folder in folders:
         for path in _toml_files(folder / "models"):
             model = parse_model(path, _read_toml(path), formats)
@@ -476,9 +477,22 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
 
 
 @cache
-def default_catalog() -> Catalog:
-    """The bundled catalog (and `data/custom/`), read once per process.
+def _catalog_at(data_dir: str, custom_dir: str) -> Catalog:
+    return load_catalog(data_dir, extra_dirs=[custom_dir])
 
-    The environment variable `CAPACITY_DATA_DIR` points it at another data folder.
+
+def default_catalog() -> Catalog:
+    """The catalog every command and page reads: the bundled entries plus the workspace's
+    custom entries (a custom entry with a bundled key replaces it).
+
+    The folders are looked up on every call (`capacity.workspace.catalog_dir` and `custom_dir`:
+    $CAPACITY_DATA_DIR, $CAPACITY_CUSTOM_DIR, $CAPACITY_HOME; docs/configuration.md); each pair
+    of folders is read once per process, until `clear_catalog_cache` (called when a custom
+    entry is saved).
     """
-    return load_catalog(os.environ.get("CAPACITY_DATA_DIR") or DATA_DIR)
+    return _catalog_at(str(workspace.catalog_dir()), str(workspace.custom_dir()))
+
+
+def clear_catalog_cache() -> None:
+    """Forget the catalogs read so far, so the next `default_catalog` sees new entries."""
+    _catalog_at.cache_clear()

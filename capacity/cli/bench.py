@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from typing import Any
 
+from capacity import workspace
 from capacity.bench.client import (
     SUMMARY_TABLE_HEADERS,
     BenchConfig,
@@ -63,8 +63,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="per-stream stall limit: seconds without a byte (default 600; long "
                         "prefills under load are slow)")
-    p.add_argument("--out", default="data/bench", metavar="DIR",
-                   help="where runs are stored (default data/bench)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="where runs are stored (default: the workspace's bench folder, "
+                        "data/bench in a checkout; docs/configuration.md)")
     p.add_argument("--label", default="bench", help="run label, a folder name (default bench)")
     p.add_argument("--gpu", default=None,
                    help="catalog GPU key of the server, for cost per M tokens and the overlay")
@@ -95,14 +96,15 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         label=args.label, model=args.model, endpoint=args.endpoint, warmup=args.warmup,
         request_rate=args.request_rate, seed=args.seed, ignore_eos=args.ignore_eos,
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, timeout_s=args.timeout,
-        out_dir=args.out, gpu=args.gpu, gpus=args.gpus, gpu_price=price, currency=currency,
+        out_dir=str(args.out or workspace.prepare_bench_dir()), gpu=args.gpu, gpus=args.gpus,
+        gpu_price=price, currency=currency,
         predict_model=args.predict_model)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     cfg.validate()
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY") or None
+    api_key = args.api_key or workspace.openai_api_key()
     args.api_key = None  # nothing downstream may see it through args
     print(f"capacity bench: {cfg.base_url}, levels {','.join(map(str, cfg.concurrency))}, "
           f"{cfg.requests} requests each, {cfg.prompt_chars} chars -> {cfg.max_tokens} tokens",

@@ -5,8 +5,9 @@
     capacity calibrate --model M --gpu G --reference --save NAME        (published.csv sweeps)
 
 Prints the fitted knobs beside the spec-sheet ones, each point's measured, spec-sheet, fitted
-and held-out prediction, and the median errors; saves data/calibrations/NAME.toml (or a path
-ending in .toml). `capacity plan ... --calibration NAME` then predicts with it.
+and held-out prediction, and the median errors; saves NAME.toml in the workspace's
+calibrations folder (data/calibrations in a checkout; docs/configuration.md) or a path ending in
+.toml. `capacity plan ... --calibration NAME` then predicts with it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from capacity.catalog.loader import DATA_DIR
+from capacity import workspace
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
 from capacity.errors import InputError
 from capacity.fit.calibration import KNOBS, Calibration, calibration_path, fit, save
@@ -26,8 +27,6 @@ from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import reference_points
 from capacity.model.scenario import Scenario
 from capacity.report.tables import render
-
-BENCH_DIR = DATA_DIR / "bench"
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -51,7 +50,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                      help="concurrency of an AIPerf CSV export (it does not record it)")
     src.add_argument("--engine", default="", help="engine and version, e.g. 'vLLM 0.11.0' "
                                                   "(recorded in the calibration)")
-    src.add_argument("--bench-dir", default=str(BENCH_DIR), help=argparse.SUPPRESS)
+    src.add_argument("--bench-dir", default=None, help=argparse.SUPPRESS)
     f = p.add_argument_group("fit")
     f.add_argument("--max-concurrency", metavar="C@TOKENS", default=None,
                    help="a measured maximum concurrency (or the last C before an OOM) at a "
@@ -83,7 +82,8 @@ def load_points(args: argparse.Namespace, s: Scenario) -> tuple[list[MeasuredPoi
         return (read_measured(args.measured, args.format_in, concurrency=args.concurrency,
                               **labels), str(args.measured))
     if args.label:
-        return (read_bench_label(args.label, Path(args.bench_dir), **labels),
+        runs = Path(args.bench_dir) if args.bench_dir else workspace.prepare_bench_dir()
+        return (read_bench_label(args.label, runs, **labels),
                 f"bench run '{args.label}'")
     pts = reference_points(gpu=s.gpu.key, model=s.variant.key,
                            engine=args.engine or None)

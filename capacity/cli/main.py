@@ -2,7 +2,8 @@
 
 Each subcommand lives in `capacity/cli/<name>.py` with two functions:
 `add_parser(subparsers) -> argparse.ArgumentParser` and `run(args) -> int`.
-Library errors (CapacityError) become one-line messages and exit code 2; never a traceback.
+A module that sets `PASSES_UNKNOWN_ARGS = True` (`app`) gets the arguments it does not define
+as `args.extra`. Library errors (CapacityError) become one-line messages and exit code 2; never a traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 
 from capacity.errors import CapacityError
 
-SUBCOMMANDS: tuple[str, ...] = ("plan", "size", "bench", "sim-server", "runs", "calibrate")
+SUBCOMMANDS: tuple[str, ...] = ("plan", "size", "bench", "sim-server", "runs", "calibrate",
+                                 "app")
 """Modules under capacity/cli/, in the order `--help` lists them."""
 
 
@@ -33,7 +35,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name in SUBCOMMANDS if only is None else (only,):
         module = importlib.import_module(f"capacity.cli.{name.replace('-', '_')}")
         p = module.add_parser(sub)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run,
+                       _passes_unknown=getattr(module, "PASSES_UNKNOWN_ARGS", False))
     return parser
 
 
@@ -43,7 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = args_list[0] if args_list else None
     parser = build_parser(first if first in SUBCOMMANDS else None)
     try:
-        args = parser.parse_args(args_list)
+        args, extra = parser.parse_known_args(args_list)
+        if extra and not args._passes_unknown:
+            parser.parse_args(args_list)  # argparse's own message for unknown arguments
+        args.extra = extra
     except SystemExit as exc:  # --help (0) or a bad flag (2): argparse already printed why
         return exc.code if isinstance(exc.code, int) else 2
     try:

@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from capacity.bench.store import DEFAULT_ROOT, RunStore, compact_all
+from capacity import workspace
+from capacity.bench.store import RunStore, compact_all
 from capacity.report.tables import render
 
 
@@ -26,8 +27,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         "runs", help="list stored benchmark runs, show a summary, or query them with SQL",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=DEFAULT_ROOT, metavar="DIR",
-                   help=f"where runs are stored (default {DEFAULT_ROOT})")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="where runs are stored (default: the workspace's bench folder, "
+                        "data/bench in a checkout; docs/configuration.md)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--label", default=None, help="print the latest run with this label")
     g.add_argument("--run-id", default=None, help="print this run")
@@ -71,6 +73,8 @@ RUNS_VIEW = ("run_id", "label", "started_at", "status", "base_url", "model", "le
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is None:
+        args.out = workspace.prepare_bench_dir()
     if args.compact:
         done = compact_all(args.out)
         print(f"compacted {len(done)} run(s)" + "".join(f"\n  {p}" for p in done))

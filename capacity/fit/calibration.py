@@ -38,7 +38,7 @@ import numpy.typing as npt
 import tomli_w
 from scipy.optimize import least_squares
 
-from capacity.catalog.loader import DATA_DIR
+from capacity import workspace
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.parallel import tp_comm_ms
@@ -48,7 +48,6 @@ from capacity.units import GB, TERA
 
 FloatArray = npt.NDArray[np.float64]
 
-CALIBRATIONS_DIR = DATA_DIR / "calibrations"
 DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
 PREFILL_KNOBS = ("mfu", "prefill_overhead_ms")
 KNOBS = (*DECODE_KNOBS, *PREFILL_KNOBS)
@@ -395,21 +394,42 @@ def predict_ms(scenario: Scenario, points: Sequence[MeasuredPoint]
 # ---------------------------------------------------------------------------------------------
 # TOML storage
 
-def calibration_path(name_or_path: str | Path, directory: Path | None = None) -> Path:
-    """`NAME` -> data/calibrations/NAME.toml; anything with a slash or `.toml` is a path."""
+def calibration_dirs() -> list[Path]:
+    """Where calibrations are looked up by name, first match wins: the workspace's folder
+    ($CAPACITY_CALIBRATIONS_DIR or `<workspace>/calibrations`), then the bundled, read-only
+    one (docs/configuration.md). From a checkout both are `data/calibrations`."""
+    mine, bundled = workspace.calibrations_dir(), workspace.bundled_calibrations_dir()
+    return [mine] if mine.resolve() == bundled.resolve() else [mine, bundled]
+
+
+def calibration_path(name_or_path: str | Path, directory: Path | None = None, *,
+                     for_writing: bool = False) -> Path:
+    """`NAME` -> `<folder>/NAME.toml`; anything with a slash or `.toml` is a path.
+
+    The folder is `directory` when given; else, to write, the workspace's calibrations folder;
+    to read, the first of `calibration_dirs()` that holds NAME.toml (the workspace's when none
+    does, so the error names where a save would go)."""
     text = str(name_or_path)
     if "/" in text or "\\" in text or text.endswith(".toml"):
         return Path(text)
     if not text or not all(c.isalnum() or c in "-_." for c in text):
         raise InputError(f"calibration name '{text}' may hold only letters, digits, '-', '_' "
                          "and '.' (or give a path ending in .toml)")
-    return (directory or CALIBRATIONS_DIR) / f"{text}.toml"
+    if directory is not None:
+        return directory / f"{text}.toml"
+    folders = calibration_dirs()
+    if not for_writing:
+        for folder in folders:
+            if (folder / f"{text}.toml").is_file():
+                return folder / f"{text}.toml"
+    return folders[0] / f"{text}.toml"
 
 
 def saved_calibrations(directory: Path | None = None) -> list[str]:
-    """Names of the calibrations saved under `directory` (default data/calibrations/)."""
-    where = directory or CALIBRATIONS_DIR
-    return sorted(p.stem for p in where.glob("*.toml")) if where.is_dir() else []
+    """Names of the calibrations saved under `directory` (default: every folder of
+    `calibration_dirs()`, the workspace's and the bundled ones)."""
+    folders = [directory] if directory is not None else calibration_dirs()
+    return sorted({p.stem for d in folders if d.is_dir() for p in d.glob("*.toml")})
 
 
 def to_toml(cal: Calibration) -> str:
@@ -430,7 +450,7 @@ def save(cal: Calibration, name_or_path: str | Path | None = None,
          directory: Path | None = None) -> Path:
     """Write the calibration as TOML; returns the path. Never overwrites a file with a
     half-written one (writes a temporary file, then renames)."""
-    path = calibration_path(name_or_path or cal.name, directory)
+    path = calibration_path(name_or_path or cal.name, directory, for_writing=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(to_toml(cal), encoding="utf-8")
@@ -444,8 +464,8 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        where = path.parent
-        known = sorted(p.stem for p in where.glob("*.toml")) if where.is_dir() else []
+        by_name = directory is None and path.parent in calibration_dirs()
+        known = saved_calibrations(None if by_name else path.parent)
         raise InputError(f"no calibration at {path}" + (f" (saved: {', '.join(known)})"
                          if known else "; fit one with `capacity calibrate ... --save NAME`")
                          ) from None

@@ -1,4 +1,5 @@
-"""Published measurements shipped as data (`data/reference/published.csv`), as measured points.
+"""Published measurements shipped as data (`data/reference/published.csv`, bundled read-only:
+`capacity.workspace.reference_dir`), as measured points.
 
 The CSV is long-form, one metric per row, each with its `source` (a URL or a repository path at
 a commit) and `notes`. Rows of one source, GPU, model, weight format, engine, prompt/output
@@ -19,12 +20,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from capacity.catalog.loader import DATA_DIR
+from capacity import workspace
 from capacity.errors import CatalogError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
 
-REFERENCE_CSV = DATA_DIR / "reference" / "published.csv"
-REFERENCE_KEYS = DATA_DIR / "reference" / "keys.toml"
+REFERENCE_CSV = workspace.reference_dir() / "published.csv"
+REFERENCE_KEYS = workspace.reference_dir() / "keys.toml"
 COLUMNS = ("source", "gpu", "model", "params_b", "weight_format", "engine", "prompt_tokens",
            "output_tokens", "concurrency", "metric", "value", "unit", "notes")
 METRICS = {"ttft_ms": "ms", "itl_ms": "ms", "tpot_ms": "ms", "agg_output_tps": "tokens/s"}

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import InputError
 from capacity.model.scenario import capacity_table
@@ -213,7 +213,7 @@ def find_cjk_font() -> tuple[Path, int] | None:
 
     `CAPACITY_CJK_FONT` (a path, optionally `path#index`) wins; then the usual folders.
     """
-    env = os.environ.get("CAPACITY_CJK_FONT", "").strip()
+    env = workspace.cjk_font()
     if env:
         name, _, number = env.partition("#")
         if Path(name).is_file():

@@ -1,0 +1,241 @@
+"""Where the project reads its data and keeps the user's state: the one place that names every
+environment variable and every folder (docs/configuration.md).
+
+Two kinds of folder:
+- the bundled data, read-only: the catalogs (`weight_formats.toml`, `models/`, `gpus/`), the
+  published reference measurements (`reference/`), the published calibration
+  (`calibrations/`) and the sample run (`bench/sample-rtx-4090-sim`). From a checkout it is the
+  checkout's `data/`; from an installed wheel, the copy inside the package (`capacity/_data`).
+- the workspace, the user's state: benchmark runs (`bench/`), custom catalog entries
+  (`custom/`) and saved calibrations (`calibrations/`). It is `$CAPACITY_HOME` when set, else
+  the checkout's `data/` when running from a checkout (so nothing moves for a developer), else
+  a per-user folder (`$XDG_DATA_HOME/capacity` or `~/.local/share/capacity` on Linux,
+  `%APPDATA%\\capacity` on Windows, `~/Library/Application Support/capacity` on macOS).
+
+Every function reads the environment when it is called, never at import, so a test (or a
+long-running app) sees a changed variable at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variable:
+    """One environment variable the project reads: its name, what it does, its default."""
+
+    name: str
+    meaning: str
+    default: str
+
+
+CAPACITY_HOME = "CAPACITY_HOME"
+CAPACITY_DATA_DIR = "CAPACITY_DATA_DIR"
+CAPACITY_CUSTOM_DIR = "CAPACITY_CUSTOM_DIR"
+CAPACITY_BENCH_DIR = "CAPACITY_BENCH_DIR"
+CAPACITY_CALIBRATIONS_DIR = "CAPACITY_CALIBRATIONS_DIR"
+CAPACITY_MEASURE = "CAPACITY_MEASURE"
+CAPACITY_MEASURE_ALLOW_HOSTS = "CAPACITY_MEASURE_ALLOW_HOSTS"
+CAPACITY_CJK_FONT = "CAPACITY_CJK_FONT"
+OPENAI_API_KEY = "OPENAI_API_KEY"
+XDG_DATA_HOME = "XDG_DATA_HOME"
+APPDATA = "APPDATA"
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable(name=CAPACITY_HOME,
+             meaning="the workspace: the folder that holds bench runs, custom catalog entries "
+                     "and saved calibrations",
+             default="the checkout's data/ when running from a checkout, else the per-user "
+                     "folder"),
+    Variable(name=CAPACITY_DATA_DIR,
+             meaning="another catalog folder to read instead of the bundled one "
+                     "(weight_formats.toml, models/, gpus/)",
+             default="the bundled data"),
+    Variable(name=CAPACITY_CUSTOM_DIR,
+             meaning="where custom models and GPUs are saved and read (models/, gpus/)",
+             default="<workspace>/custom"),
+    Variable(name=CAPACITY_BENCH_DIR,
+             meaning="where benchmark runs are stored and read (capacity bench, capacity runs, "
+                     "Measure, Results)",
+             default="<workspace>/bench"),
+    Variable(name=CAPACITY_CALIBRATIONS_DIR,
+             meaning="where calibrations are saved and read (besides the bundled, read-only "
+                     "ones)",
+             default="<workspace>/calibrations"),
+    Variable(name=CAPACITY_MEASURE,
+             meaning="'off' (or 0, false, no) switches the Measure page's runs off on a shared "
+                     "deployment",
+             default="on"),
+    Variable(name=CAPACITY_MEASURE_ALLOW_HOSTS,
+             meaning="comma-separated hosts the Measure page may benchmark",
+             default="any host"),
+    Variable(name=CAPACITY_CJK_FONT,
+             meaning="a TTF/OTF/TTC font with Chinese glyphs for the Chinese quote PDF "
+                     "(PATH, or PATH#INDEX in a collection)",
+             default="the first Noto/Source Han/WenQuanYi font found in the system's font "
+                     "folders"),
+    Variable(name=OPENAI_API_KEY,
+             meaning="the API key `capacity bench` sends when --api-key is not given (the "
+                     "Measure page passes its key to the run this way)",
+             default="none"),
+    Variable(name=XDG_DATA_HOME,
+             meaning="Linux: the base of the per-user workspace ($XDG_DATA_HOME/capacity)",
+             default="~/.local/share"),
+    Variable(name=APPDATA,
+             meaning="Windows: the base of the per-user workspace (%APPDATA%\\capacity)",
+             default="~/AppData/Roaming"),
+)
+"""Every environment variable the project reads (docs/configuration.md has the same table)."""
+
+_NAMES = frozenset(v.name for v in VARIABLES)
+PACKAGE_DIR = Path(__file__).resolve().parent
+SAMPLE_RUNS = ("sample-rtx-4090-sim",)
+"""The bundled runs (labels under bundled `bench/`) that a fresh workspace starts with."""
+
+
+def get(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The value of the environment variable `name` (stripped; "" when unset).
+
+    `name` must be one of VARIABLES; `environ` defaults to the process environment, read now.
+    """
+    if name not in _NAMES:
+        raise ValueError(f"{name} is not a variable listed in capacity.workspace.VARIABLES")
+    env = os.environ if environ is None else environ
+    return env.get(name, "").strip()
+
+
+def _path(name: str) -> Path | None:
+    value = get(name)
+    return Path(value).expanduser() if value else None
+
+
+# ---------------------------------------------------------------------------------------------
+# bundled, read-only
+
+def checkout_root() -> Path | None:
+    """The checkout the package runs from (it has pyproject.toml and data/ beside capacity/),
+    else None (an installed wheel)."""
+    root = PACKAGE_DIR.parent
+    if (root / "pyproject.toml").is_file() and (root / "data" / "weight_formats.toml").is_file():
+        return root
+    return None
+
+
+def bundled_data_dir() -> Path:
+    """The bundled data: the checkout's `data/`, else the package's `_data` (in the wheel)."""
+    root = checkout_root()
+    if root is not None:
+        return root / "data"
+    return Path(str(resources.files("capacity") / "_data"))
+
+
+def catalog_dir() -> Path:
+    """The folder the catalog is read from: $CAPACITY_DATA_DIR, else the bundled data."""
+    return _path(CAPACITY_DATA_DIR) or bundled_data_dir()
+
+
+def reference_dir() -> Path:
+    """The published reference measurements (published.csv, keys.toml), read-only."""
+    return bundled_data_dir() / "reference"
+
+
+def bundled_calibrations_dir() -> Path:
+    """The bundled, read-only calibrations (e.g. rtx-4090-vllm-published)."""
+    return bundled_data_dir() / "calibrations"
+
+
+def bundled_bench_dir() -> Path:
+    """The bundled sample runs, read-only."""
+    return bundled_data_dir() / "bench"
+
+
+def app_dir() -> Path:
+    """The folder holding the Streamlit app (streamlit_app.py, pages/, app/): the checkout's
+    root, else the package's `_app` (in the wheel)."""
+    root = checkout_root()
+    if root is not None and (root / "streamlit_app.py").is_file():
+        return root
+    return Path(str(resources.files("capacity") / "_app"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the workspace: the user's state
+
+def user_data_dir() -> Path:
+    """The per-user workspace when neither $CAPACITY_HOME nor a checkout gives one."""
+    if sys.platform == "win32":
+        base = _path(APPDATA) or Path.home() / "AppData" / "Roaming"
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = _path(XDG_DATA_HOME) or Path.home() / ".local" / "share"
+    return base / "capacity"
+
+
+def home_dir() -> Path:
+    """The workspace: $CAPACITY_HOME, else the checkout's `data/`, else the per-user folder."""
+    explicit = _path(CAPACITY_HOME)
+    if explicit is not None:
+        return explicit
+    root = checkout_root()
+    return root / "data" if root is not None else user_data_dir()
+
+
+def custom_dir() -> Path:
+    """Custom catalog entries: $CAPACITY_CUSTOM_DIR, else `<workspace>/custom`."""
+    return _path(CAPACITY_CUSTOM_DIR) or home_dir() / "custom"
+
+
+def bench_dir() -> Path:
+    """Benchmark runs: $CAPACITY_BENCH_DIR, else `<workspace>/bench` (see `prepare_bench_dir`)."""
+    return _path(CAPACITY_BENCH_DIR) or home_dir() / "bench"
+
+
+def calibrations_dir() -> Path:
+    """Saved calibrations: $CAPACITY_CALIBRATIONS_DIR, else `<workspace>/calibrations`."""
+    return _path(CAPACITY_CALIBRATIONS_DIR) or home_dir() / "calibrations"
+
+
+def prepare_bench_dir() -> Path:
+    """`bench_dir()`, with the bundled sample run copied in the first time the workspace's
+    bench folder is created, so a fresh install lists it (Results, `capacity runs`).
+
+    Nothing is copied into a folder named by $CAPACITY_BENCH_DIR, nor into one that already
+    exists (a sample the user deleted stays deleted). From a checkout the folder is the
+    bundled one and already holds the sample.
+    """
+    target = bench_dir()
+    if get(CAPACITY_BENCH_DIR) or target.exists():
+        return target
+    source = bundled_bench_dir()
+    staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for label in SAMPLE_RUNS:
+        if (source / label).is_dir():
+            shutil.copytree(source / label, staging / label)
+    try:
+        staging.rename(target)
+    except OSError:  # another process created it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# settings
+
+def cjk_font() -> str:
+    """$CAPACITY_CJK_FONT: a font path, optionally `path#index` in a collection ("" unset)."""
+    return get(CAPACITY_CJK_FONT)
+
+
+def openai_api_key() -> str | None:
+    """$OPENAI_API_KEY, or None when unset or empty."""
+    return get(OPENAI_API_KEY) or None
