@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, env.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen(cmd, cwd=cwd, env=env)
+    if hasattr(signal, "SIGTERM"):  # stopping the launcher stops the server
+        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
     try:
         return proc.wait()
     except KeyboardInterrupt:  # Ctrl+C reached Streamlit too: let it shut down on its own
