@@ -79,8 +79,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(name=CAPACITY_CJK_FONT,
              meaning="a TTF/OTF/TTC font with Chinese glyphs for the Chinese quote PDF "
                      "(PATH, or PATH#INDEX in a collection)",
-             default="the first Noto/Source Han/WenQuanYi font found in the system's font "
-                     "folders"),
+             default="the first of the usual Noto CJK, WenQuanYi, AR PL, PingFang or "
+                     "Microsoft YaHei font files found"),
     Variable(name=OPENAI_API_KEY,
              meaning="the API key `capacity bench` sends when --api-key is not given (the "
                      "Measure page passes its key to the run this way)",
