@@ -26,3 +26,25 @@ def test_library_never_imports_streamlit() -> None:
     pattern = re.compile(r"^\s*(import|from)\s+streamlit", re.MULTILINE)
     offenders = [p for p in (ROOT / "capacity").rglob("*.py") if pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_wheel_layout_matches_the_workspace() -> None:
+    """The wheel maps data/ to capacity/_data and the app to capacity/_app, which is where
+    `capacity.workspace` looks when it runs from an install; every mapped path exists."""
+    import tomllib
+
+    from capacity import workspace
+
+    wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"]["wheel"]
+    missing = [p for p in [*wheel["only-include"], *wheel["force-include"]]
+               if not (ROOT / p).exists()]
+    assert not missing, missing
+    assert wheel["sources"]["data/"] == "capacity/_data/"
+    assert {wheel["sources"]["pages/"], wheel["sources"]["app/"]} == {
+        "capacity/_app/pages/", "capacity/_app/app/"}
+    assert wheel["force-include"]["streamlit_app.py"] == "capacity/_app/streamlit_app.py"
+    shipped = {p for p in wheel["only-include"] if p.startswith("data/bench/")}
+    assert shipped == {f"data/bench/{label}" for label in workspace.SAMPLE_RUNS}
+    # nothing of the user's state travels: custom entries, user runs
+    assert not any(p in ("data", "data/custom", "data/bench") for p in wheel["only-include"])

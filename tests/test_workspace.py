@@ -186,3 +186,13 @@ def test_planner_offers_a_custom_gpu(custom_gpu: str) -> None:
     at.run()
     assert not at.exception
     assert "My 4090" in at.multiselect(key="planner_gpus").options  # shown by name
+
+
+def test_app_command_runs_the_checkouts_app_with_extra_args() -> None:
+    from capacity.cli import app as app_cli
+
+    cmd, cwd = app_cli.command(["--server.port", "8600"])
+    assert cwd == str(ROOT) and cmd[-3:] == [str(ROOT / "streamlit_app.py"), "--server.port",
+                                             "8600"]
+    assert cmd[1:4] == ["-m", "streamlit", "run"]
+    assert main(["plan", "--server.port", "8600"]) == 2  # only `app` passes unknown flags on

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -121,7 +121,8 @@ class MeasureForm:
     currency: str | None = None
     predict_model: str | None = None
     timeout_s: float = 600.0
-    out_dir: str = "data/bench"
+    out_dir: str = field(default_factory=lambda: str(workspace.bench_dir()))
+    """Where the run is stored (default: the workspace's bench folder, docs/configuration.md)."""
 
     def validate(self) -> None:
         """InputError naming the first bad field."""
