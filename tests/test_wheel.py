@@ -29,6 +29,9 @@ pytestmark = pytest.mark.slow
 
 
 def _uv() -> str | None:
+    """`uv run` names itself in $UV; else uv on PATH, else the one dev.py put in .tools/."""
+    if os.environ.get("UV") and Path(os.environ["UV"]).exists():
+        return os.environ["UV"]
     found = shutil.which("uv")
     if found:
         return found

@@ -28,6 +28,7 @@ PASSES_UNKNOWN_ARGS = True
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         "app", help="start the Streamlit app (extra arguments go to `streamlit run`)",
+        usage="capacity app [-h] [STREAMLIT_RUN_ARGUMENTS ...]",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     return p
 
