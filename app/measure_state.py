@@ -19,10 +19,10 @@ import pandas as pd
 import streamlit as st
 
 import capacity
+from app import cache
 from capacity import workspace
 from capacity.bench.job import BenchJob, SimServer
 from capacity.bench.store import RunStore
-from capacity.catalog.loader import default_catalog
 from capacity.fit import calibration as calib
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
@@ -140,7 +140,7 @@ def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus
     Altair's validation costs about 40 ms a chart, too much for every rerun."""
     prompt, output = typical_lengths(points)
     scenario = run_scenario(model, gpu, prompt_tokens=prompt, output_tokens=output,
-                            n_gpus=n_gpus, catalog=default_catalog())
+                            n_gpus=n_gpus, catalog=cache.catalog())
     ov = build_overlay(points, scenario, series=series, calibration=calibration,
                        failures=failures)
     more = extra if extra is not None and not extra.empty else None
