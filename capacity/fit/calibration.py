@@ -44,9 +44,8 @@ from capacity.fit.measured import MeasuredPoint
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops
 from capacity.model.scenario import Scenario, evaluate
+from capacity.types import FloatArray
 from capacity.units import GB, TERA
-
-FloatArray = npt.NDArray[np.float64]
 
 CALIBRATIONS_DIR = DATA_DIR / "calibrations"
 DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")

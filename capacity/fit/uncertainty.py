@@ -22,8 +22,7 @@ import numpy.typing as npt
 
 from capacity.fit.calibration import Calibration, apply
 from capacity.model.scenario import Scenario, evaluate
-
-FloatArray = npt.NDArray[np.float64]
+from capacity.types import FloatArray
 
 TYPICAL_RANGES: dict[str, tuple[float, float]] = {
     "eta_bw": (0.55, 0.9),

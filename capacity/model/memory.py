@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.errors import InputError
+from capacity.types import IntArray, StrArray
 from capacity.units import GB
 
 DEFAULT_UTIL = 0.9
@@ -67,7 +68,7 @@ def vram_budget(*, vram_gb: float, util: float, weights_gb: float, overhead_gb: 
 
 
 def max_concurrency(kv_budget_bytes: float, kv_request_bytes: npt.ArrayLike
-                    ) -> npt.NDArray[np.int64]:
+                    ) -> IntArray:
     """C_vram = floor(KV_budget / KV_request), 0 when the budget is not positive (F3).
 
     Unit: requests held at once at the given context. Seed: floor(14.4e9 / 268435456) = 53.
@@ -84,7 +85,7 @@ VERDICTS = ("fits", "tight", "does_not_fit")
 
 
 def memory_verdict(subtotal_bytes: npt.ArrayLike, usable_bytes: float,
-                   headroom: float = DEFAULT_HEADROOM) -> npt.NDArray[np.str_]:
+                   headroom: float = DEFAULT_HEADROOM) -> StrArray:
     """F8 verdict: 'fits' if subtotal x (1 + headroom) <= VRAM x util, 'tight' if subtotal
     alone fits, else 'does_not_fit'. Seed: 9.9 GB fits, 20.7 GB tight, 34.2 GB does not (21.6).
     """

@@ -17,9 +17,8 @@ import numpy.typing as npt
 
 from capacity.catalog.loader import Model
 from capacity.errors import InputError
+from capacity.types import FloatArray, StrArray
 from capacity.units import GB, TERA
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def expected_experts_touched(experts: int, active: int, tokens: npt.ArrayLike) -> FloatArray:
@@ -61,7 +60,7 @@ class DecodeStep:
     aggregate_tok_s: FloatArray
 
     @property
-    def bound(self) -> npt.NDArray[np.str_]:
+    def bound(self) -> StrArray:
         """Which term binds at each point: 'bandwidth' or 'compute' (ties go to bandwidth)."""
         return np.asarray(np.where(self.compute_ms > self.bandwidth_ms, "compute", "bandwidth"),
                           dtype=np.str_)

@@ -42,9 +42,8 @@ from capacity.model.memory import (
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds
 from capacity.model.roofline import DecodeStep, crossover_concurrency, decode_step
+from capacity.types import FloatArray, IntArray, StrArray
 from capacity.units import bytes_per_element, normalize_dtype
-
-FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
 DEFAULT_GPU = "rtx-4090"
@@ -226,14 +225,14 @@ class Evaluation:
     kv_token: KvPerToken
     kv_request: KvRequest
     vram: VramBudget
-    max_concurrency_vram: npt.NDArray[np.int64]
-    max_concurrency_vram_paged: npt.NDArray[np.int64]
+    max_concurrency_vram: IntArray
+    max_concurrency_vram_paged: IntArray
     decode: DecodeStep
     aggregate_tok_s: FloatArray
     cost_per_mtok: FloatArray
     kv_total_bytes: FloatArray
     vram_subtotal_bytes: FloatArray
-    verdict: npt.NDArray[np.str_]
+    verdict: StrArray
     prefill: PrefillFlops
     ttft_linear_s: FloatArray
     ttft_s: FloatArray

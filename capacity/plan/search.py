@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
 from capacity.errors import CapacityError, InputError
@@ -59,9 +58,8 @@ from capacity.plan.queueing import (
     service_from_scenario,
     simulate,
 )
+from capacity.types import BoolArray, FloatArray, IntArray
 from capacity.units import GB
-
-FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_KV_DTYPES: tuple[str, ...] = ("fp16", "fp8")
 MAX_GPUS = 16
@@ -228,11 +226,11 @@ class _Units:
     """Per-replica configurations (GPU x TP x format x KV), as parallel arrays and lists."""
 
     gpus: list[Gpu]
-    tp: npt.NDArray[np.int64]
+    tp: IntArray
     formats: list[str]
     kv: list[str]
     weights_gb: FloatArray
-    c_vram: npt.NDArray[np.int64]
+    c_vram: IntArray
     usable_bytes: FloatArray
     fixed_bytes: FloatArray
     kv_request_bytes: FloatArray
@@ -329,7 +327,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     return model, variants, units
 
 
-def _take(step: StepModel, idx: npt.NDArray[np.int64]) -> StepModel:
+def _take(step: StepModel, idx: IntArray) -> StepModel:
     def t(x: FloatArray | float) -> FloatArray | float:
         return x[idx] if isinstance(x, np.ndarray) else x
     return StepModel(
@@ -373,7 +371,7 @@ def _capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl:
               slo: Slo) -> FloatArray:
     """Highest arrival rate per replica (req/s) at which every check still passes (bisection;
     every check only gets worse as the rate rises)."""
-    def ok(rate: FloatArray) -> npt.NDArray[np.bool_]:
+    def ok(rate: FloatArray) -> BoolArray:
         r = analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
                              output_tokens=wl.output_tokens, quantile=slo.quantile,
                              limit=slots * 4 + 4)
