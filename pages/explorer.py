@@ -161,7 +161,7 @@ overall = ex.overall
 with st.container(key="overall"):
     icon = {Status.PASS: ":material/check_circle:", Status.TIGHT: ":material/warning:",
             Status.FAIL: ":material/block:"}[overall]
-    failing = [T("c_" + v.constraint) for v in ex.verdicts if v.status is Status.FAIL]
+    failing = [T("c_" + v.constraint) for v in ex.verdicts if v.status == Status.FAIL]
     sep = "、" if lang == "zh" else ", "
     st.markdown(f"#### :{STATUS_COLOR[overall]}[{icon} "
                 f"{T('overall_' + overall, names=sep.join(failing))}]")
@@ -209,7 +209,7 @@ cards = st.columns(4)
 for col, v in zip(cards, ex.verdicts, strict=True):
     with col.container(border=True, key=f"verdict_{v.constraint}"):
         color = STATUS_COLOR[v.status]
-        word = (verdict_text(MEMORY_WORD[v.status], lang) if v.constraint is Constraint.MEMORY
+        word = (verdict_text(MEMORY_WORD[v.status], lang) if v.constraint == Constraint.MEMORY
                 else status_text(v.status, lang))
         st.markdown(f"**{T('c_' + v.constraint)}** &nbsp; :{color}-badge[{word}]")
         st.caption(T("q_" + v.constraint))
@@ -219,45 +219,45 @@ for col, v in zip(cards, ex.verdicts, strict=True):
 def binding_text(e: Explanation) -> str:
     b, d = e.binding, e.binding_detail
     slo_ttft, slo_tpot = state.slo_ttft_ms / 1e3, state.slo_tpot_ms
-    failing = any(v.status is Status.FAIL for v in e.verdicts)
-    if (b is Constraint.MEMORY and failing
-            and e.verdict(Constraint.MEMORY).status is Status.FAIL):
+    failing = any(v.status == Status.FAIL for v in e.verdicts)
+    if (b == Constraint.MEMORY and failing
+            and e.verdict(Constraint.MEMORY).status == Status.FAIL):
         if fig["weights_shortfall_gb"] > 0:
             return T("b_memory_weights", short=fig["weights_shortfall_gb"])
         return T("b_memory", c=e.concurrency, subtotal=fig["subtotal_gb"],
                  usable=fig["usable_gb"], short=fig["shortfall_gb"], c_vram=int(fig["c_vram"]))
-    if e.verdict(Constraint.SLO).status is Status.FAIL:
-        if d is Detail.TTFT:
+    if e.verdict(Constraint.SLO).status == Status.FAIL:
+        if d == Detail.TTFT:
             return T("b_ttft", ttft=fig["ttft_s"], slo=slo_ttft)
-        if d is Detail.COST:
+        if d == Detail.COST:
             return T("b_cost", cost=fig["cost_per_mtok"], cur=cur, slo=state.slo_cost)
-        return T("b_tpot_compute" if b is Constraint.COMPUTE else "b_tpot_bandwidth",
+        return T("b_tpot_compute" if b == Constraint.COMPUTE else "b_tpot_bandwidth",
                  step=fig["step_ms"], slo=slo_tpot)
-    if b is Constraint.MEMORY:
+    if b == Constraint.MEMORY:
         return T("b_ok_memory", subtotal=fig["subtotal_gb"], usable=fig["usable_gb"],
                  c_vram=int(fig["c_vram"]))
-    if b is Constraint.COMPUTE:
+    if b == Constraint.COMPUTE:
         return T("b_ok_compute", ttft=fig["ttft_s"], slo_ttft=slo_ttft)
     return T("b_ok_bandwidth", step=fig["step_ms"], slo=slo_tpot)
 
 
 def relief_text(r: Relief, detail: Detail) -> str:
     value = r.value
-    if r.kind is ReliefKind.KV_DTYPE:
+    if r.kind == ReliefKind.KV_DTYPE:
         value = str(value).upper()
-    elif r.kind is ReliefKind.CONTEXT:
+    elif r.kind == ReliefKind.CONTEXT:
         value = tokens_label(int(value))
     if r.kind in (ReliefKind.PROMPT, ReliefKind.CONCURRENCY):
         value = f"{int(value):,}"
-    kind = ("concurrency_cost" if r.kind is ReliefKind.CONCURRENCY and detail is Detail.COST
+    kind = ("concurrency_cost" if r.kind == ReliefKind.CONCURRENCY and detail == Detail.COST
             else r.kind)
     text = T("r_" + kind, value=value)
     res = r.result
-    if isinstance(res, MemoryVerdict):
+    if isinstance(res, str):  # a MemoryVerdict
         shown = verdict_text(res, lang)
-    elif detail is Detail.TTFT or r.kind in (ReliefKind.PROMPT, ReliefKind.TP, ReliefKind.MFU):
+    elif detail == Detail.TTFT or r.kind in (ReliefKind.PROMPT, ReliefKind.TP, ReliefKind.MFU):
         shown = f"TTFT {res / 1e3:.2f} s"
-    elif detail is Detail.COST or r.kind is ReliefKind.PRICE:
+    elif detail == Detail.COST or r.kind == ReliefKind.PRICE:
         shown = f"{res:.3f} {cur}"
     else:
         shown = f"TPOT {res:.1f} ms"
@@ -266,7 +266,7 @@ def relief_text(r: Relief, detail: Detail) -> str:
 
 with st.container(key="binding"):
     st.markdown(f"**{binding_text(ex)}**")
-    if ex.overall is Status.FAIL or ex.reliefs:
+    if ex.overall == Status.FAIL or ex.reliefs:
         if ex.reliefs:
             st.markdown(T("relief") + ": " + T("list_sep").join(relief_text(r, ex.binding_detail)
                                                         for r in ex.reliefs) + ".")

@@ -241,7 +241,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
           VERDICT_TEXT[r.verdict], r.ttft_s, r.tpot_ms, r.tok_s_per_request, r.aggregate_tok_s,
           r.cost_per_mtok] for r in rows], fmt))
     for r in rows:
-        if r.verdict is MemoryVerdict.DOES_NOT_FIT:
+        if r.verdict == MemoryVerdict.DOES_NOT_FIT:
             row_s = s.with_(context_tokens=r.context_tokens)
             fixes = suggest_fixes(row_s, r.concurrency)
             if fixes:

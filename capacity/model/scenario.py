@@ -381,19 +381,19 @@ def suggest_fixes(s: Scenario, concurrency: int) -> list[Fix]:
 
     Seed: 100 x 8K on one RTX 4090 -> 2 cards, FP8 KV or 4K context.
     """
-    if _verdict_at(s, concurrency) is not MemoryVerdict.DOES_NOT_FIT:
+    if _verdict_at(s, concurrency) != MemoryVerdict.DOES_NOT_FIT:
         return []
     fixes: list[Fix] = []
     for n in range(s.n_gpus + s.tp, 16 * s.tp + 1, s.tp):
         v = _verdict_at(s.with_(n_gpus=n), concurrency)
-        if v is not MemoryVerdict.DOES_NOT_FIT:
+        if v != MemoryVerdict.DOES_NOT_FIT:
             fixes.append(Fix(kind=FixKind.GPUS, value=n, verdict=v,
                              description=f"{n} GPUs ({n // s.tp} replicas)"))
             break
     for dtype in ("fp8", "int4"):
         if bytes_per_element(dtype) < bytes_per_element(s.kv_dtype):
             v = _verdict_at(s.with_(kv_dtype=dtype), concurrency)
-            if v is not MemoryVerdict.DOES_NOT_FIT:
+            if v != MemoryVerdict.DOES_NOT_FIT:
                 fixes.append(Fix(kind=FixKind.KV_DTYPE, value=dtype, verdict=v,
                                  description=f"{dtype.upper()} KV cache"))
                 break
@@ -402,7 +402,7 @@ def suggest_fixes(s: Scenario, concurrency: int) -> list[Fix]:
         ctx //= 2
         prompt = None if s.prompt_tokens is None else min(s.prompt_tokens, ctx)
         v = _verdict_at(s.with_(context_tokens=ctx, prompt_tokens=prompt), concurrency)
-        if v is not MemoryVerdict.DOES_NOT_FIT:
+        if v != MemoryVerdict.DOES_NOT_FIT:
             fixes.append(Fix(kind=FixKind.CONTEXT, value=ctx, verdict=v,
                              description=f"{ctx // 1024}K context" if ctx >= 1024
                              else f"{ctx}-token context"))

@@ -211,14 +211,14 @@ def verdicts(ev: Evaluation, targets: Targets, index: int = 0) -> tuple[Verdict,
 
 def _binding(vs: tuple[Verdict, ...], bound: Bound) -> tuple[Constraint, Detail]:
     by = {v.constraint: v for v in vs}
-    if by[Constraint.MEMORY].status is Status.FAIL:
+    if by[Constraint.MEMORY].status == Status.FAIL:
         return Constraint.MEMORY, Detail.SUBTOTAL
     slo = by[Constraint.SLO]
-    if slo.status is Status.FAIL:
-        if slo.detail is Detail.TTFT:
+    if slo.status == Status.FAIL:
+        if slo.detail == Detail.TTFT:
             return Constraint.COMPUTE, Detail.TTFT
-        if slo.detail is Detail.TPOT:
-            return (Constraint.COMPUTE, Detail.COMPUTE_TERM) if bound is Bound.COMPUTE else \
+        if slo.detail == Detail.TPOT:
+            return (Constraint.COMPUTE, Detail.COMPUTE_TERM) if bound == Bound.COMPUTE else \
                 (Constraint.BANDWIDTH, Detail.BANDWIDTH_TERM)
         return Constraint.SLO, Detail.COST
     ranked = sorted((by[Constraint.MEMORY], by[Constraint.BANDWIDTH], by[Constraint.COMPUTE]),
@@ -234,7 +234,7 @@ def _first_index(mask: np.ndarray) -> int | None:
 def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: Detail,
              targets: Targets) -> list[Relief]:
     out: list[Relief] = []
-    if binding is Constraint.MEMORY:
+    if binding == Constraint.MEMORY:
         fixes = suggest_fixes(s, c)
         for f in fixes:
             out.append(Relief(kind=ReliefKind(f.kind), value=f.value, result=f.verdict))
@@ -243,7 +243,7 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: D
             out.append(Relief(kind=ReliefKind.CONCURRENCY, value=c_max,
                               result=MemoryVerdict.TIGHT))
         return out
-    if detail is Detail.TTFT:
+    if detail == Detail.TTFT:
         # a shorter prompt: TTFT grows with L, so the longest prompt under the SLO
         grid = np.unique(np.linspace(1, s.prompt, 512).round())
         e = evaluate(s.with_(prompt_tokens=None, context_tokens=s.context_tokens), [1], grid)
@@ -284,7 +284,7 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: D
             if step <= targets.tpot_ms:
                 out.append(Relief(kind=ReliefKind.KV_DTYPE, value="fp8", result=step))
         return out
-    if detail is Detail.COST and targets.cost_per_mtok > 0:
+    if detail == Detail.COST and targets.cost_per_mtok > 0:
         c_max = int(ev.max_concurrency_vram.flat[0])
         if c_max > c:
             cost = float(evaluate(s, [c_max]).cost_per_mtok[0])
