@@ -66,6 +66,7 @@ class Scenario:
     vram_gb: float
     bandwidth_gb_s: float
     tflops: float
+    """Dense TFLOP/s of ONE GPU for the weight format; a TP group has `tflops_per_replica`."""
     weights_gb: float
     util: float = DEFAULT_UTIL
     overhead_gb: float = DEFAULT_OVERHEAD_GB
@@ -94,6 +95,11 @@ class Scenario:
     def replicas(self) -> int:
         """Independent copies of the model: GPUs / TP."""
         return self.n_gpus // self.tp
+
+    @property
+    def tflops_per_replica(self) -> float:
+        """Dense TFLOP/s of one replica (a TP group): tflops x TP, what F4-F6 divide by."""
+        return self.tflops * self.tp
 
     @property
     def weights_per_gpu_gb(self) -> float:

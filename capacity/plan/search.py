@@ -306,8 +306,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
             comm_prompt = float(tp_comm_ms(model, g, tp, float(wl.prompt)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             for v in variants:
-                tflops = g.tflops_for(v.format.compute_dtype) * tp
-                pre_ms = float(prefill_seconds(pf, tflops, inp.mfu)) * 1e3 + comm_prompt
+                tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
+                pre_ms = (float(prefill_seconds(pf, tflops_per_replica, inp.mfu)) * 1e3
+                          + comm_prompt)
                 vb = vram_budget(vram_gb=g.memory_gb, util=inp.util,
                                  weights_gb=v.weights_gb / tp, overhead_gb=inp.overhead_gb,
                                  nccl_gb=nccl)
@@ -325,7 +326,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
                             ("usable", vb.usable_bytes),
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes),
                             ("kvr", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
-                            ("fl", tflops), ("ca", float(comm[0])),
+                            ("fl", tflops_per_replica), ("ca", float(comm[0])),
                             ("cb", float(comm[1] - comm[0])), ("price", price)):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}

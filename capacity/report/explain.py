@@ -432,7 +432,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
                     f"{_n(s.bandwidth_gb_s * s.eta_bw)} GB/s = {_n(bw_ms)} ms",
         value=bw_ms, unit="ms"))
     cp_ms = float(ev.decode.compute_ms[0])
-    f_tot = s.tflops * s.tp
+    f_tot = s.tflops_per_replica
     steps.append(MathStep(
         key="compute_term", formula="t_compute = 2 x P x C / (F x eff)",
         substituted=f"2 x {_n(m.params_active_b * 1e9)} x {_n(c_rep)} / "
