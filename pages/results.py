@@ -286,7 +286,7 @@ if isinstance(fitted, calib.Calibration):
     st.markdown(f"**{T('r_knobs', name=fitted.name)}**")
     st.dataframe(pd.DataFrame(knob_rows), hide_index=True, width="stretch")
     err_rows = []
-    for kind in ("tpot", "ttft"):
+    for kind in (calib.PointKind.TPOT, calib.PointKind.TTFT):
         vals = {w: fitted.median_abs_error(kind, w) for w in ("spec", "fitted", "held_out")}
         if vals["fitted"] is None:
             continue
