@@ -63,10 +63,10 @@ def explorer_result(state: ExplorerState, labels: dict[str, str], version: int
     """Verdicts, the math and every chart spec for `state` (labels in the page's language)."""
     del version  # part of the cache key only
     s = state.scenario(catalog())
-    ex = explain(s, state.c, targets(state))
-    d = chart_data(s, state.c, slo_ttft_ms=state.slo_ttft_ms, slo_tpot_ms=state.slo_tpot_ms,
+    ex = explain(s, state.concurrency, targets(state))
+    d = chart_data(s, state.concurrency, slo_ttft_ms=state.slo_ttft_ms, slo_tpot_ms=state.slo_tpot_ms,
                    slo_cost=state.slo_cost)
-    return ExplorerResult(explanation=ex, math=show_math(s, state.c), specs=specs(d, labels),
+    return ExplorerResult(explanation=ex, math=show_math(s, state.concurrency), specs=specs(d, labels),
                           c_vram=d.c_vram)
 
 
@@ -88,13 +88,13 @@ def uncertainty(state: ExplorerState, version: int) -> Uncertainty:
     del version
     s = state.scenario(catalog())
     cal = load_calibration(state.calibration) if state.calibration else None
-    b = band(s, [state.c], cal)
+    b = band(s, [state.concurrency], cal)
     return Uncertainty(
         step_ms=(float(b.step_ms[0][0]), float(b.step_ms[1][0]), float(b.step_ms[2][0])),
         ttft_s=b.ttft_s, max_concurrency_vram=b.max_concurrency_vram,
         calibrated=cal is not None,
-        step_sensitivity=tuple(sensitivity(s, state.c, "step_ms")[:5]),
-        ttft_sensitivity=tuple(sensitivity(s, state.c, "ttft_s")[:5]),
+        step_sensitivity=tuple(sensitivity(s, state.concurrency, "step_ms")[:5]),
+        ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s")[:5]),
     )
 
 

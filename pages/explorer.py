@@ -26,9 +26,19 @@ from app.state import (
 from capacity.errors import CapacityError
 from capacity.fit.calibration import saved_calibrations
 from capacity.model.cost import CURRENCIES
+from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import SEED_TABLE_ROWS
 from capacity.report.charts import ALL_CHARTS
-from capacity.report.explain import TABLE_COLUMNS, Explanation, Relief, Verdict
+from capacity.report.explain import (
+    TABLE_COLUMNS,
+    Constraint,
+    Detail,
+    Explanation,
+    Relief,
+    ReliefKind,
+    Status,
+    Verdict,
+)
 from capacity.report.i18n import t
 from capacity.report.tables import render
 from capacity.units import KV_DTYPES
@@ -46,8 +56,9 @@ CTX_OPTIONS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144,
                1048576]
 CHART_HEIGHTS = {"step_time": 380, "throughput": 380, "vram": 250, "ttft": 380, "cost": 380,
                  "roofline": 380}
-MEMORY_WORD = {"pass": "fits", "tight": "tight", "fail": "does_not_fit"}
-STATUS_COLOR = {"pass": "green", "tight": "orange", "fail": "red"}
+MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGHT,
+               Status.FAIL: MemoryVerdict.DOES_NOT_FIT}
+STATUS_COLOR = {Status.PASS: "green", Status.TIGHT: "orange", Status.FAIL: "red"}
 
 
 def tokens_label(n: int) -> str:
@@ -148,9 +159,9 @@ st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=stat
                gpu=catalog.gpus[state.gpu].name))
 overall = ex.overall
 with st.container(key="overall"):
-    icon = {"pass": ":material/check_circle:", "tight": ":material/warning:",
-            "fail": ":material/block:"}[overall]
-    failing = [T("c_" + v.constraint) for v in ex.verdicts if v.status == "fail"]
+    icon = {Status.PASS: ":material/check_circle:", Status.TIGHT: ":material/warning:",
+            Status.FAIL: ":material/block:"}[overall]
+    failing = [T("c_" + v.constraint) for v in ex.verdicts if v.status == Status.FAIL]
     sep = "、" if lang == "zh" else ", "
     st.markdown(f"#### :{STATUS_COLOR[overall]}[{icon} "
                 f"{T('overall_' + overall, names=sep.join(failing))}]")
@@ -198,7 +209,7 @@ cards = st.columns(4)
 for col, v in zip(cards, ex.verdicts, strict=True):
     with col.container(border=True, key=f"verdict_{v.constraint}"):
         color = STATUS_COLOR[v.status]
-        word = (verdict_text(MEMORY_WORD[v.status], lang) if v.constraint == "memory"
+        word = (verdict_text(MEMORY_WORD[v.status], lang) if v.constraint == Constraint.MEMORY
                 else status_text(v.status, lang))
         st.markdown(f"**{T('c_' + v.constraint)}** &nbsp; :{color}-badge[{word}]")
         st.caption(T("q_" + v.constraint))
@@ -208,43 +219,45 @@ for col, v in zip(cards, ex.verdicts, strict=True):
 def binding_text(e: Explanation) -> str:
     b, d = e.binding, e.binding_detail
     slo_ttft, slo_tpot = state.slo_ttft_ms / 1e3, state.slo_tpot_ms
-    failing = any(v.status == "fail" for v in e.verdicts)
-    if b == "memory" and failing and e.verdict("memory").status == "fail":
+    failing = any(v.status == Status.FAIL for v in e.verdicts)
+    if (b == Constraint.MEMORY and failing
+            and e.verdict(Constraint.MEMORY).status == Status.FAIL):
         if fig["weights_shortfall_gb"] > 0:
             return T("b_memory_weights", short=fig["weights_shortfall_gb"])
         return T("b_memory", c=e.concurrency, subtotal=fig["subtotal_gb"],
                  usable=fig["usable_gb"], short=fig["shortfall_gb"], c_vram=int(fig["c_vram"]))
-    if e.verdict("slo").status == "fail":
-        if d == "ttft":
+    if e.verdict(Constraint.SLO).status == Status.FAIL:
+        if d == Detail.TTFT:
             return T("b_ttft", ttft=fig["ttft_s"], slo=slo_ttft)
-        if d == "cost":
+        if d == Detail.COST:
             return T("b_cost", cost=fig["cost_per_mtok"], cur=cur, slo=state.slo_cost)
-        return T("b_tpot_compute" if b == "compute" else "b_tpot_bandwidth",
+        return T("b_tpot_compute" if b == Constraint.COMPUTE else "b_tpot_bandwidth",
                  step=fig["step_ms"], slo=slo_tpot)
-    if b == "memory":
+    if b == Constraint.MEMORY:
         return T("b_ok_memory", subtotal=fig["subtotal_gb"], usable=fig["usable_gb"],
                  c_vram=int(fig["c_vram"]))
-    if b == "compute":
+    if b == Constraint.COMPUTE:
         return T("b_ok_compute", ttft=fig["ttft_s"], slo_ttft=slo_ttft)
     return T("b_ok_bandwidth", step=fig["step_ms"], slo=slo_tpot)
 
 
-def relief_text(r: Relief, detail: str) -> str:
+def relief_text(r: Relief, detail: Detail) -> str:
     value = r.value
-    if r.kind == "kv_dtype":
+    if r.kind == ReliefKind.KV_DTYPE:
         value = str(value).upper()
-    elif r.kind == "context":
+    elif r.kind == ReliefKind.CONTEXT:
         value = tokens_label(int(value))
-    if r.kind in ("prompt", "concurrency"):
+    if r.kind in (ReliefKind.PROMPT, ReliefKind.CONCURRENCY):
         value = f"{int(value):,}"
-    kind = "concurrency_cost" if r.kind == "concurrency" and detail == "cost" else r.kind
+    kind = ("concurrency_cost" if r.kind == ReliefKind.CONCURRENCY and detail == Detail.COST
+            else r.kind)
     text = T("r_" + kind, value=value)
     res = r.result
-    if isinstance(res, str):
+    if isinstance(res, str):  # a MemoryVerdict
         shown = verdict_text(res, lang)
-    elif detail == "ttft" or r.kind in ("prompt", "tp", "mfu"):
+    elif detail == Detail.TTFT or r.kind in (ReliefKind.PROMPT, ReliefKind.TP, ReliefKind.MFU):
         shown = f"TTFT {res / 1e3:.2f} s"
-    elif detail == "cost" or r.kind == "price":
+    elif detail == Detail.COST or r.kind == ReliefKind.PRICE:
         shown = f"{res:.3f} {cur}"
     else:
         shown = f"TPOT {res:.1f} ms"
@@ -253,7 +266,7 @@ def relief_text(r: Relief, detail: str) -> str:
 
 with st.container(key="binding"):
     st.markdown(f"**{binding_text(ex)}**")
-    if ex.overall == "fail" or ex.reliefs:
+    if ex.overall == Status.FAIL or ex.reliefs:
         if ex.reliefs:
             st.markdown(T("relief") + ": " + T("list_sep").join(relief_text(r, ex.binding_detail)
                                                         for r in ex.reliefs) + ".")

@@ -14,6 +14,7 @@ from app.state import init_lang
 from capacity.bench.job import (
     BenchJob,
     ConnectReport,
+    JobState,
     MeasureForm,
     SimServer,
     check_url,
@@ -199,13 +200,13 @@ def progress() -> None:
         st.progress(lv.fraction, text=T("m_level", c=lv.concurrency, done=lv.done,
                                         total=lv.total, errors=lv.errors, ttft=ttft,
                                         tpot=tpot))
-    if status == "running":
+    if status == JobState.RUNNING:
         if st.button(T("m_stop"), key="m_stop"):
             j.stop()
             st.rerun()
         return
     d = j.find_run_dir()
-    if status == "failed" and d is None:
+    if status == JobState.FAILED and d is None:
         st.error(T("m_failed", log=j.log_tail()))
     elif d is not None:
         st.success(T("m_done", run=d.name, label=j.form.label))

@@ -24,10 +24,9 @@ from capacity.fit import calibration as calib
 from capacity.fit.imports import FORMATS
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
-    CALIBRATED,
     METRICS,
-    SPEC_SHEET,
     Overlay,
+    Predicted,
     compare_table,
     filter_runs,
     measured_frame,
@@ -246,7 +245,8 @@ med_rows = []
 for m in METRICS:
     med_rows.append({T("r_col_metric"): labels[m],
                      **{labels[s]: pct(median_abs_error(ov.ratios, s, m))
-                        for s in (SPEC_SHEET, CALIBRATED) if f"ratio_{s}" in ov.ratios}})
+                        for s in (Predicted.SPEC_SHEET, Predicted.CALIBRATED)
+                        if f"ratio_{s}" in ov.ratios}})
 st.caption(T("r_median_err"))
 st.dataframe(pd.DataFrame(med_rows), hide_index=True, width="stretch")
 with st.expander(T("r_ratio_table")):
@@ -286,7 +286,7 @@ if isinstance(fitted, calib.Calibration):
     st.markdown(f"**{T('r_knobs', name=fitted.name)}**")
     st.dataframe(pd.DataFrame(knob_rows), hide_index=True, width="stretch")
     err_rows = []
-    for kind in ("tpot", "ttft"):
+    for kind in (calib.PointKind.TPOT, calib.PointKind.TTFT):
         vals = {w: fitted.median_abs_error(kind, w) for w in ("spec", "fitted", "held_out")}
         if vals["fitted"] is None:
             continue

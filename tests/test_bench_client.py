@@ -201,8 +201,8 @@ def test_rejected_ignore_eos_is_dropped_and_flagged(tmp_path: Path) -> None:
 def test_failures_are_recorded(tmp_path: Path, make: Handler, kind: str) -> None:
     rows, res = run(tmp_path, make, requests=2)
     assert [r["error_type"] for r in rows] == [kind, kind]
-    assert res.summaries[0]["requests_failed"] == 2
-    assert res.summaries[0]["error_types"] == f"{kind}:2"
+    assert res.summaries[0].requests_failed == 2
+    assert res.summaries[0].error_types == f"{kind}:2"
 
 
 @pytest.mark.parametrize("exc, kind", [

@@ -32,26 +32,26 @@ def test_summary_definitions() -> None:
     row = summarize(rs, run_id="r", label="l", concurrency=4, request_rate_rps=None,
                     endpoint="chat", model="m", slo_ttft_ms=104.5, slo_tpot_ms=100.0,
                     gpu="rtx-4090", gpu_price_per_hour=2.0, currency="CNY")
-    assert tuple(row) == SUMMARY_COLUMNS
+    assert tuple(row.to_row()) == SUMMARY_COLUMNS
     first = min(r.start_unix_s for r in rs)
     last_end = max(r.start_unix_s + r.e2e_ms / 1e3 for r in ok)
     duration = last_end - first
-    assert row["duration_s"] == pytest.approx(duration)
-    assert row["requests_ok"] == 9 and row["requests_failed"] == 1
-    assert row["error_types"] == "http_error:1"
-    assert row["request_throughput_rps"] == pytest.approx(9 / duration)
-    assert row["output_tok_s"] == pytest.approx(9 * 20 / duration)
-    assert row["total_tok_s"] == pytest.approx(9 * 120 / duration)
-    assert row["achieved_concurrency"] == pytest.approx(sum(r.e2e_ms for r in ok) / 1e3
+    assert row.duration_s == pytest.approx(duration)
+    assert row.requests_ok == 9 and row.requests_failed == 1
+    assert row.error_types == "http_error:1"
+    assert row.request_throughput_rps == pytest.approx(9 / duration)
+    assert row.output_tok_s == pytest.approx(9 * 20 / duration)
+    assert row.total_tok_s == pytest.approx(9 * 120 / duration)
+    assert row.achieved_concurrency == pytest.approx(sum(r.e2e_ms for r in ok) / 1e3
                                                         / duration)
-    assert row["goodput_rps"] == pytest.approx(4 / duration)  # TTFT 100..104 of the ok ones
+    assert row.goodput_rps == pytest.approx(4 / duration)  # TTFT 100..104 of the ok ones
     ttft = [r.ttft_ms for r in ok]
-    assert row["ttft_p50_ms"] == pytest.approx(np.percentile(ttft, 50))
-    assert row["ttft_p99_ms"] == pytest.approx(np.percentile(ttft, 99))
-    assert row["ttft_max_ms"] == max(ttft) and row["ttft_mean_ms"] == pytest.approx(np.mean(ttft))
-    assert row["itl_p50_ms"] == pytest.approx(np.percentile([10.0, 9.5] * 9, 50))
-    assert row["cost_per_mtok"] == pytest.approx(2.0 / (row["output_tok_s"] * 3600) * 1e6)
-    assert row["output_tokens_source"] == "usage"
+    assert row.ttft_p50_ms == pytest.approx(np.percentile(ttft, 50))
+    assert row.ttft_p99_ms == pytest.approx(np.percentile(ttft, 99))
+    assert row.ttft_max_ms == max(ttft) and row.ttft_mean_ms == pytest.approx(np.mean(ttft))
+    assert row.itl_p50_ms == pytest.approx(np.percentile([10.0, 9.5] * 9, 50))
+    assert row.cost_per_mtok == pytest.approx(2.0 / (row.output_tok_s * 3600) * 1e6)
+    assert row.output_tokens_source == "usage"
 
 
 def test_client_bound_flags() -> None:
@@ -59,28 +59,28 @@ def test_client_bound_flags() -> None:
     calm = summarize(rs, run_id="r", label="l", concurrency=4, request_rate_rps=None,
                      endpoint="chat", model="m", load=ClientLoad(cpu_s=0.01, loop_lag_p50_ms=0.2,
                                                      loop_lag_p99_ms=30))
-    assert calm["client_bound"] is False and calm["client_cpu_share"] < 0.1
+    assert calm.client_bound is False and calm.client_cpu_share < 0.1
     busy = summarize(rs, run_id="r", label="l", concurrency=4, request_rate_rps=None,
                      endpoint="chat", model="m", load=ClientLoad(cpu_s=10, loop_lag_p50_ms=9,
                                                     loop_lag_p99_ms=50))
-    assert busy["client_bound"] is True and "CPU" in busy["client_bound_reason"]
-    assert "lag p50 9.0" in busy["client_bound_reason"]
+    assert busy.client_bound is True and "CPU" in busy.client_bound_reason
+    assert "lag p50 9.0" in busy.client_bound_reason
     late = summarize([replace(r, queue_ms=9.0) for r in rs], run_id="r", label="l",
                      concurrency=4, request_rate_rps=None, endpoint="chat", model="m")
-    assert late["client_bound"] is True and "late" in late["client_bound_reason"]
+    assert late.client_bound is True and "late" in late.client_bound_reason
     # the same delay on requests 100x longer is not the client limiting the level
     slow = [replace(r, queue_ms=9.0, e2e_ms=(r.e2e_ms or 0.0) * 100) for r in rs]
     long = summarize(slow, run_id="r", label="l", concurrency=4, request_rate_rps=None,
                      endpoint="chat", model="m")
-    assert long["client_bound"] is False
+    assert long.client_bound is False
 
 
 def test_all_failed_level() -> None:
     rs = [record(i, run_id="r", label="l", concurrency=2, ok=False) for i in range(3)]
     row = summarize(rs, run_id="r", label="l", concurrency=2, request_rate_rps=None,
                     endpoint="chat", model="m", gpu_price_per_hour=2.0)
-    assert row["requests_ok"] == 0 and row["ttft_p50_ms"] is None
-    assert row["output_tok_s"] is None and row["cost_per_mtok"] is None
+    assert row.requests_ok == 0 and row.ttft_p50_ms is None
+    assert row.output_tok_s is None and row.cost_per_mtok is None
 
 
 @settings(max_examples=40, deadline=None)
@@ -90,8 +90,8 @@ def test_percentiles_are_ordered(ttfts: list[float]) -> None:
           for i, t in enumerate(ttfts)]
     row = summarize(rs, run_id="r", label="l", concurrency=1, request_rate_rps=None,
                     endpoint="chat", model="m")
-    ps = [row[f"ttft_p{p}_ms"] for p in (50, 90, 95, 99)]
-    assert min(ttfts) <= ps[0] <= ps[1] <= ps[2] <= ps[3] <= row["ttft_max_ms"] == max(ttfts)
+    ps = [getattr(row, f"ttft_p{p}_ms") for p in (50, 90, 95, 99)]
+    assert min(ttfts) <= ps[0] <= ps[1] <= ps[2] <= ps[3] <= row.ttft_max_ms == max(ttfts)
 
 
 def test_csv_files_have_one_header_and_units(tmp_path: Path) -> None:

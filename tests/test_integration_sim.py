@@ -165,7 +165,7 @@ def test_queueing_model_predicts_the_simulators_ttft_p50(
                               seed=seed, out_dir=str(tmp_path))
             res = run_bench_sync(cfg, emit=lambda _m: None)
             arrival_s, ttft, tpot = truth_after_warmup(url)
-        assert res.summaries[-1]["requests_failed"] == 0 and len(ttft) == n
+        assert res.summaries[-1].requests_failed == 0 and len(ttft) == n
         if clients is not None:
             model = simulate(svc, concurrency=clients, n_requests=n, warmup_fraction=0.0)
         else:
@@ -178,6 +178,6 @@ def test_queueing_model_predicts_the_simulators_ttft_p50(
     predicted_p50 = model.ttft_ms[0.5]
     assert predicted_p50 > svc.prefill_ms * 1.2  # requests wait behind other prompts
     endpoint_p50 = float(np.median(ttft)) * speedup
-    client_p50 = float(res.summaries[-1]["ttft_p50_ms"]) * speedup
+    client_p50 = float(res.summaries[-1].ttft_p50_ms) * speedup
     assert endpoint_p50 == pytest.approx(predicted_p50, rel=0.10), (endpoint_p50, predicted_p50)
     assert endpoint_p50 <= client_p50 < endpoint_p50 * 1.25, (client_p50, endpoint_p50)

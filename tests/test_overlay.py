@@ -14,10 +14,8 @@ from capacity.errors import InputError
 from capacity.fit.calibration import Calibration, fit, predict_ms
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
-    CALIBRATED,
     METRICS,
-    ROOFLINE,
-    SPEC_SHEET,
+    Predicted,
     build_overlay,
     c_vram,
     compare_table,
@@ -67,11 +65,11 @@ def test_run_scenario_uses_prompt_plus_output_as_context(base: Scenario) -> None
 def test_points_that_are_the_prediction_have_ratio_one(base: Scenario) -> None:
     pts = synthetic(base, (1, 4, 16, 64))
     ov = build_overlay(pts, base, series="run", load="none")
-    assert set(ov.predicted["series"]) == {SPEC_SHEET} and ov.load == "none"
+    assert set(ov.predicted["series"]) == {Predicted.SPEC_SHEET} and ov.load == "none"
     assert set(ov.measured["metric"]) == set(METRICS)
-    np.testing.assert_allclose(ov.ratios[f"ratio_{SPEC_SHEET}"], 1.0, rtol=1e-9)
-    assert median_abs_error(ov.ratios, SPEC_SHEET, "tpot_ms") == pytest.approx(0.0, abs=1e-9)
-    assert median_abs_error(ov.ratios, CALIBRATED, "tpot_ms") is None
+    np.testing.assert_allclose(ov.ratios[f"ratio_{Predicted.SPEC_SHEET}"], 1.0, rtol=1e-9)
+    assert median_abs_error(ov.ratios, Predicted.SPEC_SHEET, "tpot_ms") == pytest.approx(0.0, abs=1e-9)
+    assert median_abs_error(ov.ratios, Predicted.CALIBRATED, "tpot_ms") is None
     assert ov.c_vram_spec == c_vram(base) and ov.c_vram_calibrated is None
 
 
@@ -90,9 +88,9 @@ def test_calibrated_curve_is_closer_than_the_spec_sheet(base: Scenario) -> None:
     pts = synthetic(truth, (1, 2, 8, 32, 64))
     cal = fit(pts, base, name="t")
     ov = build_overlay(pts, base, series="run", calibration=cal)
-    assert set(ov.predicted["series"]) == {SPEC_SHEET, CALIBRATED, ROOFLINE}
-    spec_err = median_abs_error(ov.ratios, SPEC_SHEET, "tpot_ms")
-    cal_err = median_abs_error(ov.ratios, CALIBRATED, "tpot_ms")
+    assert set(ov.predicted["series"]) == {Predicted.SPEC_SHEET, Predicted.CALIBRATED, Predicted.ROOFLINE}
+    spec_err = median_abs_error(ov.ratios, Predicted.SPEC_SHEET, "tpot_ms")
+    cal_err = median_abs_error(ov.ratios, Predicted.CALIBRATED, "tpot_ms")
     assert spec_err is not None and cal_err is not None
     assert spec_err > 0.2 and cal_err < 0.02
     assert ov.calibration == "t"
@@ -106,7 +104,7 @@ def test_prediction_beyond_c_vram_is_capped(base: Scenario) -> None:
                         output_tok_s=pts[1].output_tok_s)
     ov = build_overlay([*pts, far], base, series="run", load="none")
     r = ov.ratios[ov.ratios["metric"] == "aggregate_tok_s"].set_index("concurrency")
-    assert r.loc[cv * 4.0, f"ratio_{SPEC_SHEET}"] == pytest.approx(1.0)
+    assert r.loc[cv * 4.0, f"ratio_{Predicted.SPEC_SHEET}"] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("agg, failed, expect", [
@@ -217,24 +215,24 @@ def test_under_load_prediction_follows_the_sample_run_and_the_roofline_does_not(
     assert ov.load == "closed"
     r = ov.ratios.set_index(["metric", "concurrency"])
     for c in SAMPLE_LEVELS:
-        assert 0.5 < r.loc[("ttft_ms", c), f"ratio_{SPEC_SHEET}"] < 2.0, c
-        assert 0.8 < r.loc[("aggregate_tok_s", c), f"ratio_{SPEC_SHEET}"] < 1.2, c
-        assert r.loc[("ttft_ms", c), f"ratio_{ROOFLINE}"] > 3.0, c
-        assert r.loc[("aggregate_tok_s", c), f"ratio_{ROOFLINE}"] < 1 / 3, c
+        assert 0.5 < r.loc[("ttft_ms", c), f"ratio_{Predicted.SPEC_SHEET}"] < 2.0, c
+        assert 0.8 < r.loc[("aggregate_tok_s", c), f"ratio_{Predicted.SPEC_SHEET}"] < 1.2, c
+        assert r.loc[("ttft_ms", c), f"ratio_{Predicted.ROOFLINE}"] > 3.0, c
+        assert r.loc[("aggregate_tok_s", c), f"ratio_{Predicted.ROOFLINE}"] < 1 / 3, c
     # TPOT stays F4's step at the batch, which the measurement follows too
     for c in (1.0, *SAMPLE_LEVELS):
-        assert 0.8 < r.loc[("tpot_ms", c), f"ratio_{SPEC_SHEET}"] < 1.25, c
+        assert 0.8 < r.loc[("tpot_ms", c), f"ratio_{Predicted.SPEC_SHEET}"] < 1.25, c
     # the curve the chart draws is the one the ratios use, with a TTFT band around it
-    curve = ov.predicted[(ov.predicted["series"] == SPEC_SHEET)
+    curve = ov.predicted[(ov.predicted["series"] == Predicted.SPEC_SHEET)
                          & (ov.predicted["metric"] == "ttft_ms")].set_index("concurrency")
     for c in SAMPLE_LEVELS:
-        assert curve.loc[c, "value"] == pytest.approx(r.loc[("ttft_ms", c), SPEC_SHEET])
+        assert curve.loc[c, "value"] == pytest.approx(r.loc[("ttft_ms", c), Predicted.SPEC_SHEET])
         assert curve.loc[c, "value"] <= curve.loc[c, "p90"] <= curve.loc[c, "p99"]
     assert 10 <= curve.index.size <= 20  # log grid plus the measured levels
     # reverting to the roofline (load="none") puts TTFT off by far more than 3x
     flat = build_overlay(pts, s, series="sample", failures=summary, load="none")
     off = flat.ratios.set_index(["metric", "concurrency"])
-    assert off.loc[("ttft_ms", 32.0), f"ratio_{SPEC_SHEET}"] > 3.0
+    assert off.loc[("ttft_ms", 32.0), f"ratio_{Predicted.SPEC_SHEET}"] > 3.0
 
 
 def test_open_loop_uses_each_levels_rate_and_falls_back_without_output(
@@ -243,9 +241,9 @@ def test_open_loop_uses_each_levels_rate_and_falls_back_without_output(
     light = summary.assign(request_rate_rps=[0.5, 1.0, 2.0, 3.0])
     ov = build_overlay(pts, s, series="open", failures=light)
     assert ov.load == "open"
-    spec = ov.predicted[ov.predicted["series"] == SPEC_SHEET]
+    spec = ov.predicted[ov.predicted["series"] == Predicted.SPEC_SHEET]
     assert sorted(set(spec["concurrency"])) == [1.0, 8.0, 32.0, 64.0]
-    agg = ov.ratios[ov.ratios["metric"] == "aggregate_tok_s"].set_index("concurrency")[SPEC_SHEET]
+    agg = ov.ratios[ov.ratios["metric"] == "aggregate_tok_s"].set_index("concurrency")[Predicted.SPEC_SHEET]
     # below saturation an open loop delivers its arrival rate x output tokens
     assert agg.loc[8.0] == pytest.approx(1.0 * 64, rel=0.2)
     no_output = [MeasuredPoint(concurrency=p.concurrency, context_tokens=p.context_tokens,

@@ -245,7 +245,7 @@ def test_numpy_scalars_round_trip_with_every_row_kept(tmp_path: Path) -> None:
         row = summarize(recs, run_id=run_id, label="numpy", concurrency=2,
                         request_rate_rps=None, endpoint="chat", model="m1")
         w.write_summary({k: np.float64(v) if isinstance(v, float) else v
-                         for k, v in row.items()})
+                         for k, v in row.to_row().items()})
     text = w.requests_path.read_text()
     assert "np." not in text and "nan" not in text.lower() and "inf" not in text.lower()
     with RunStore(tmp_path) as s:

@@ -33,9 +33,16 @@ import httpcore
 import httpx
 import numpy as np
 
-from capacity.bench.metrics import ClientLoad, RequestRecord, summarize
+from capacity.bench.metrics import (
+    ClientLoad,
+    ErrorType,
+    LevelSummary,
+    RequestRecord,
+    TokenSource,
+    summarize,
+)
 from capacity.bench.sse import ChunkInfo, SseDecoder, classify
-from capacity.bench.storage import RunWriter, check_label
+from capacity.bench.storage import RunStatus, RunWriter, check_label
 from capacity.errors import BenchError, InputError
 
 Endpoint = Literal["chat", "completions"]
@@ -113,7 +120,7 @@ class BenchResult:
     run_id: str
     run_dir: str
     model: str
-    summaries: tuple[dict[str, Any], ...]
+    summaries: tuple[LevelSummary, ...]
     warnings: tuple[str, ...]
 
 
@@ -300,7 +307,7 @@ class _Runner:
                         if (attempt == 0 and resp.status_code in (400, 422)
                                 and self._drop_for(text)):
                             continue
-                        st.fail("http_error", f"HTTP {resp.status_code}: {_short(text)}")
+                        st.fail(ErrorType.HTTP_ERROR, f"HTTP {resp.status_code}: {_short(text)}")
                     elif "text/event-stream" not in resp.headers.get("content-type", ""):
                         await self._not_streaming(resp, st, start_ns)
                     else:
@@ -313,14 +320,14 @@ class _Runner:
                         for ev in dec.close():
                             st.on(classify(ev.data, ev.event), now)
             except httpx.TimeoutException as exc:
-                st.fail("timeout", f"{type(exc).__name__}: no bytes for {self.cfg.timeout_s:g} s"
+                st.fail(ErrorType.TIMEOUT, f"{type(exc).__name__}: no bytes for {self.cfg.timeout_s:g} s"
                         if isinstance(exc, httpx.ReadTimeout) else f"{type(exc).__name__}")
             except httpx.ConnectError as exc:
-                st.fail("connect_error", _short(str(exc)) or "cannot connect")
+                st.fail(ErrorType.CONNECT_ERROR, _short(str(exc)) or "cannot connect")
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                st.fail("disconnected", f"{type(exc).__name__}: {_short(str(exc))}")
+                st.fail(ErrorType.DISCONNECTED, f"{type(exc).__name__}: {_short(str(exc))}")
             except httpx.HTTPError as exc:
-                st.fail("client_error", f"{type(exc).__name__}: {_short(str(exc))}")
+                st.fail(ErrorType.CLIENT_ERROR, f"{type(exc).__name__}: {_short(str(exc))}")
             sent_ns = st.sent_ns or start_ns
             return st.record(self, level=level, rate=rate, index=index, start_ns=sent_ns,
                              start_unix=start_unix + (sent_ns - start_ns) / 1e9, due_ns=due_ns,
@@ -339,7 +346,7 @@ class _Runner:
         if isinstance(usage, dict):
             st.usage = usage
         st.last_event_ns = end
-        st.fail("not_streaming", "the server answered without streaming (content-type "
+        st.fail(ErrorType.NOT_STREAMING, "the server answered without streaming (content-type "
                 f"{resp.headers.get('content-type', '?')}); TTFT cannot be measured")
 
 
@@ -356,7 +363,7 @@ class _StreamState:
         self.finish: str | None = None
         self.done = False
         self.error: str | None = None
-        self.error_type: str | None = None
+        self.error_type: ErrorType | None = None
         self.response_id: str | None = None
         self.malformed = 0
         self.events = 0
@@ -373,7 +380,7 @@ class _StreamState:
         if event == "http11.send_request_headers.started" and self.sent_ns is None:
             self.sent_ns = time.perf_counter_ns()
 
-    def fail(self, kind: str, message: str) -> None:
+    def fail(self, kind: ErrorType, message: str) -> None:
         if self.error_type is None:
             self.error_type, self.error = kind, message
 
@@ -389,7 +396,7 @@ class _StreamState:
             self.malformed += 1
             return
         if info.error is not None:
-            self.fail("error_event", info.error)
+            self.fail(ErrorType.ERROR_EVENT, info.error)
             return
         if self.response_id is None and info.response_id:
             self.response_id = info.response_id
@@ -407,17 +414,17 @@ class _StreamState:
         usage = self.usage or {}
         completion = usage.get("completion_tokens")
         if isinstance(completion, int) and completion >= 0:
-            out_tokens, source = completion, "usage"
+            out_tokens, source = completion, TokenSource.USAGE
         else:
-            out_tokens, source = n_events, "chunks"
+            out_tokens, source = n_events, TokenSource.CHUNKS
         prompt_tokens = usage.get("prompt_tokens")
         if self.error_type is None:
             if n_events == 0:
-                self.fail("malformed" if self.malformed and self.events == self.malformed
-                          else "no_tokens", f"no token-bearing event in {self.events} events"
+                self.fail(ErrorType.MALFORMED if self.malformed and self.events == self.malformed
+                          else ErrorType.NO_TOKENS, f"no token-bearing event in {self.events} events"
                           + (f" ({self.malformed} malformed)" if self.malformed else ""))
             elif not self.done and self.finish is None:
-                self.fail("partial", f"the stream ended without [DONE] or finish_reason after "
+                self.fail(ErrorType.PARTIAL, f"the stream ended without [DONE] or finish_reason after "
                           f"{n_events} token events")
         ok = self.error_type is None
         first = self.token_ns[0] if self.token_ns else None
@@ -444,7 +451,7 @@ class _StreamState:
             prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
             output_tokens=out_tokens, output_tokens_source=source, token_events=n_events,
             max_tokens=r.cfg.max_tokens,
-            output_length_mismatch=ok and source == "usage" and out_tokens != r.cfg.max_tokens,
+            output_length_mismatch=ok and source == TokenSource.USAGE and out_tokens != r.cfg.max_tokens,
             finish_reason=self.finish, success=ok, error_type=self.error_type,
             error_message=message, http_status=self.status, endpoint=r.cfg.endpoint,
             model=r.model,
@@ -530,13 +537,13 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
         writer = RunWriter(cfg.out_dir, cfg.label)
         started = datetime.now(UTC).isoformat()
         meta: dict[str, Any] = {
-            "run_id": writer.run_id, "label": cfg.label, "status": "running",
+            "run_id": writer.run_id, "label": cfg.label, "status": RunStatus.RUNNING.value,
             "started_at": started, "finished_at": None, "args": asdict(cfg), "model": model,
             "server_models": models, "versions": _versions(), **(meta_extra or {}),
         }
         writer.write_meta(meta)
         runner = _Runner(cfg, api_key, clients, model, writer, emit)
-        summaries: list[dict[str, Any]] = []
+        summaries: list[LevelSummary] = []
         try:
             for level in cfg.concurrency:
                 if cfg.requests < 3 * level:
@@ -550,9 +557,9 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
                 row = await _level(runner, level, warnings)
                 summaries.append(row)
                 writer.write_summary(row)
-            meta["status"] = "finished"
+            meta["status"] = RunStatus.FINISHED.value
         except BaseException:
-            meta["status"] = "interrupted"
+            meta["status"] = RunStatus.INTERRUPTED.value
             raise
         finally:
             meta["finished_at"] = datetime.now(UTC).isoformat()
@@ -582,15 +589,15 @@ async def _warmup(runner: _Runner, level: int, first: bool) -> None:
     recs = await asyncio.gather(*(one(i) for i in range(n)))
     if first and all(not r.success for r in recs):
         r = recs[0]
-        client_side = r.error_type == "http_error" and 400 <= (r.http_status or 0) < 500
-        if client_side or r.error_type == "connect_error":
+        client_side = r.error_type == ErrorType.HTTP_ERROR and 400 <= (r.http_status or 0) < 500
+        if client_side or r.error_type == ErrorType.CONNECT_ERROR:
             raise BenchError(f"the warm-up request failed: {r.error_message} "
                              "(check --model, --endpoint and --api-key)")
         runner.emit(f"warning: every warm-up request failed ({r.error_type}: "
                     f"{r.error_message})")
 
 
-async def _level(runner: _Runner, level: int, warnings: list[str]) -> dict[str, Any]:
+async def _level(runner: _Runner, level: int, warnings: list[str]) -> LevelSummary:
     cfg = runner.cfg
     n = cfg.requests
     records: list[RequestRecord] = []
@@ -648,8 +655,8 @@ async def _level(runner: _Runner, level: int, warnings: list[str]) -> dict[str, 
                     load=ClientLoad(cpu_s=cpu, loop_lag_p50_ms=lag_p50,
                                     loop_lag_p99_ms=lag_p99), gpu=cfg.gpu,
                     gpus=cfg.gpus, gpu_price_per_hour=cfg.gpu_price, currency=cfg.currency)
-    if row["client_bound"]:
-        w = (f"level {level}: the client may be the bottleneck ({row['client_bound_reason']}); "
+    if row.client_bound:
+        w = (f"level {level}: the client may be the bottleneck ({row.client_bound_reason}); "
              "numbers at this level understate the server")
         warnings.append(w)
         runner.emit("warning: " + w)
@@ -661,11 +668,11 @@ def run_bench_sync(cfg: BenchConfig, api_key: str | None = None, **kw: Any) -> B
     return asyncio.run(run_bench(cfg, api_key, **kw))
 
 
-def summary_table_rows(summaries: Sequence[dict[str, Any]]) -> list[list[object]]:
+def summary_table_rows(summaries: Sequence[LevelSummary]) -> list[list[object]]:
     """Rows of the end-of-run table (one per level)."""
-    return [[s["concurrency"], s["requests_ok"], s["requests_failed"], s["ttft_p50_ms"],
-             s["ttft_p99_ms"], s["tpot_p50_ms"], s["tpot_p99_ms"], s["output_tok_s"],
-             s["achieved_concurrency"], s["cost_per_mtok"]] for s in summaries]
+    return [[s.concurrency, s.requests_ok, s.requests_failed, s.ttft_p50_ms, s.ttft_p99_ms,
+             s.tpot_p50_ms, s.tpot_p99_ms, s.output_tok_s, s.achieved_concurrency,
+             s.cost_per_mtok] for s in summaries]
 
 
 SUMMARY_TABLE_HEADERS = ("concurrency", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms",

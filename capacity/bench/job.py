@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -264,6 +265,19 @@ def _run_dirs(out_dir: Path, label: str) -> set[Path]:
     return {p for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
 
 
+class JobState(StrEnum):
+    """Where a Measure job's child process stands (`BenchJob.status`); message keys m_status_*."""
+
+    RUNNING = "running"
+    """The child is still measuring."""
+    FINISHED = "finished"
+    """The child exited with status 0."""
+    STOPPED = "stopped"
+    """The user stopped it; the requests measured so far are kept."""
+    FAILED = "failed"
+    """The child exited with an error (its log says why)."""
+
+
 @dataclass(kw_only=True, eq=False)
 class BenchJob:
     """A `capacity bench` child process started from a form."""
@@ -317,14 +331,14 @@ class BenchJob:
         path = d / "requests.csv" if d is not None else Path("/nonexistent/requests.csv")
         return read_progress(path, self.form.concurrency, self.form.requests)
 
-    def status(self) -> str:
-        """'running', 'finished', 'stopped' or 'failed'."""
+    def status(self) -> JobState:
+        """Running, finished, stopped by the user, or failed."""
         rc = self.returncode
         if rc is None:
-            return "running"
+            return JobState.RUNNING
         if self.stopped:
-            return "stopped"
-        return "finished" if rc == 0 else "failed"
+            return JobState.STOPPED
+        return JobState.FINISHED if rc == 0 else JobState.FAILED
 
     def log_tail(self, lines: int = 12) -> str:
         """The end of the child's output (its error message when it failed)."""

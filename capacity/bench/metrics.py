@@ -20,6 +20,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -28,11 +29,43 @@ from capacity.model.cost import cost_per_mtok
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 
-ERROR_TYPES: tuple[str, ...] = (
-    "http_error", "timeout", "connect_error", "disconnected", "error_event", "partial",
-    "no_tokens", "malformed", "not_streaming", "client_error",
-)
+class ErrorType(StrEnum):
+    """Why a request failed (`RequestRecord.error_type`; requests.csv and summary.csv carry the
+    values)."""
+
+    HTTP_ERROR = "http_error"
+    """The server answered with a non-200 status."""
+    TIMEOUT = "timeout"
+    """No byte arrived within the read timeout."""
+    CONNECT_ERROR = "connect_error"
+    """The connection could not be made (refused, DNS, TLS)."""
+    DISCONNECTED = "disconnected"
+    """The connection broke while the answer streamed."""
+    ERROR_EVENT = "error_event"
+    """An `{"error": ...}` event inside the 200 stream."""
+    PARTIAL = "partial"
+    """The stream ended without [DONE] or a finish_reason."""
+    NO_TOKENS = "no_tokens"
+    """The stream carried no token-bearing event."""
+    MALFORMED = "malformed"
+    """Every event was malformed (not JSON, or not the expected shape)."""
+    NOT_STREAMING = "not_streaming"
+    """The server answered without streaming, so TTFT cannot be measured."""
+    CLIENT_ERROR = "client_error"
+    """An unexpected error in the client itself."""
+
+
+ERROR_TYPES: tuple[ErrorType, ...] = tuple(ErrorType)
 """Every `error_type` a failed request may carry."""
+
+
+class TokenSource(StrEnum):
+    """Where a request's `output_tokens` comes from (`RequestRecord.output_tokens_source`)."""
+
+    USAGE = "usage"
+    """The server's usage.completion_tokens: exact."""
+    CHUNKS = "chunks"
+    """The count of token-bearing events: a lower bound when a chunk holds several tokens."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,15 +89,14 @@ class RequestRecord:
     prompt_chars: int
     prompt_tokens: int | None
     output_tokens: int
-    output_tokens_source: str
-    """'usage' (the server's usage.completion_tokens) or 'chunks' (count of token-bearing
-    events: a lower bound when a chunk holds several tokens)."""
+    output_tokens_source: TokenSource
+    """Exact from the server's usage, or counted from the stream's chunks (`TokenSource`)."""
     token_events: int
     max_tokens: int
     output_length_mismatch: bool
     finish_reason: str | None
     success: bool
-    error_type: str | None
+    error_type: ErrorType | None
     error_message: str | None
     http_status: int | None
     endpoint: str
@@ -77,27 +109,106 @@ class RequestRecord:
 
 REQUEST_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
 
-SUMMARY_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
+@dataclass(frozen=True, kw_only=True)
+class LevelSummary:
+    """One level of a run: a row of summary.csv (the field names are its columns, in order).
+
+    Aggregates over the level's successful requests unless said otherwise; None where nothing
+    was measured (no successful request, no duration). Percentiles over successful requests,
+    linear interpolation (module docstring).
+    """
+
+    run_id: str
+    label: str
+    concurrency: int
+    """Requests held in flight at once (the level), requests."""
+    request_rate_rps: float | None
+    """Poisson arrival rate of the level, requests/s; None for a closed loop."""
+    endpoint: str
+    model: str
+    requests_total: int
+    requests_ok: int
+    requests_failed: int
+    error_types: str
+    """Failed requests by `ErrorType`, 'type:count' joined by ';' ('' when none failed)."""
+    duration_s: float
+    """Last end minus first start over the level's requests, s (0 when none succeeded)."""
+    request_throughput_rps: float | None
+    output_tok_s: float | None
+    total_tok_s: float | None
+    """Prompt plus output tokens per second."""
+    goodput_rps: float | None
+    """Successful requests per second that met every SLO given."""
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+    achieved_concurrency: float | None
+    """Sum of E2E over the duration: requests in flight on average."""
+    ttft_mean_ms: float | None
+    """Mean time to first token, ms."""
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p95_ms: float | None
+    ttft_p99_ms: float | None
+    ttft_max_ms: float | None
+    tpot_mean_ms: float | None
+    """Mean time per output token, ms."""
+    tpot_p50_ms: float | None
+    tpot_p90_ms: float | None
+    tpot_p95_ms: float | None
+    tpot_p99_ms: float | None
+    tpot_max_ms: float | None
+    itl_mean_ms: float | None
+    """Mean inter-token gap (over every gap of every request), ms."""
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p95_ms: float | None
+    itl_p99_ms: float | None
+    itl_max_ms: float | None
+    e2e_mean_ms: float | None
+    """Mean end-to-end latency, ms."""
+    e2e_p50_ms: float | None
+    e2e_p90_ms: float | None
+    e2e_p95_ms: float | None
+    e2e_p99_ms: float | None
+    e2e_max_ms: float | None
+    queue_mean_ms: float | None
+    """Mean client-side wait before the send (over every request), ms."""
+    queue_p50_ms: float | None
+    queue_p90_ms: float | None
+    queue_p95_ms: float | None
+    queue_p99_ms: float | None
+    queue_max_ms: float | None
+    prompt_tokens_mean: float | None
+    output_tokens_mean: float | None
+    output_tokens_source: str | None
+    """The `TokenSource` values seen, sorted and joined by '+' ('chunks+usage' when mixed)."""
+    output_length_mismatches: int
+    """Successful requests whose usage count differs from max_tokens."""
+    client_cpu_s: float | None
+    """CPU seconds the client process spent on the level."""
+    client_cpu_share: float | None
+    """client_cpu_s over the duration: the share of one core."""
+    loop_lag_p50_ms: float | None
+    loop_lag_p99_ms: float | None
+    client_bound: bool
+    """True when the client itself may have limited the level (see client_bound_reason)."""
+    client_bound_reason: str | None
+    gpu: str | None
+    gpus: int
+    gpu_price_per_hour: float | None
+    currency: str | None
+    cost_per_mtok: float | None
+    """Price x GPUs per million output tokens at output_tok_s (F7), in `currency`."""
+    row_complete: int = 1
+    """Always 1; a row cut short by a killed run lacks it, so readers can drop it."""
+
+    def to_row(self) -> dict[str, Any]:
+        """The summary.csv row: column name -> value, in column order."""
+        return asdict(self)
 
 
-def percentile_columns(metric: str) -> list[str]:
-    base = metric.removesuffix("_ms")
-    return [f"{base}_mean_ms"] + [f"{base}_p{p}_ms" for p in PERCENTILES] + [f"{base}_max_ms"]
-
-
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    "run_id", "label", "concurrency", "request_rate_rps", "endpoint", "model",
-    "requests_total", "requests_ok", "requests_failed", "error_types",
-    "duration_s", "request_throughput_rps", "output_tok_s", "total_tok_s",
-    "goodput_rps", "slo_ttft_ms", "slo_tpot_ms", "achieved_concurrency",
-    *[c for m in SUMMARY_METRICS for c in percentile_columns(m)],
-    "prompt_tokens_mean", "output_tokens_mean", "output_tokens_source",
-    "output_length_mismatches",
-    "client_cpu_s", "client_cpu_share", "loop_lag_p50_ms", "loop_lag_p99_ms", "client_bound",
-    "client_bound_reason",
-    "gpu", "gpus", "gpu_price_per_hour", "currency", "cost_per_mtok",
-    "row_complete",
-)
+SUMMARY_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(LevelSummary))
+"""The summary.csv header: LevelSummary's fields, in order."""
 
 
 def record_row(r: RequestRecord) -> dict[str, Any]:
@@ -144,7 +255,7 @@ def summarize(records: Sequence[RequestRecord], *, run_id: str, label: str, conc
               slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None,
               load: ClientLoad | None = None, gpu: str | None = None, gpus: int = 1,
               gpu_price_per_hour: float | None = None, currency: str | None = None
-              ) -> dict[str, Any]:
+              ) -> LevelSummary:
     """One row of summary.csv for the records of one level."""
     ok = [r for r in records if r.success]
     failed = [r for r in records if not r.success]
@@ -153,67 +264,63 @@ def summarize(records: Sequence[RequestRecord], *, run_id: str, label: str, conc
     duration = (max(ends) - min(starts)) if ok else 0.0
     out_tokens = sum(r.output_tokens for r in ok)
     in_tokens = sum(r.prompt_tokens or 0 for r in ok)
-    row: dict[str, Any] = {
-        "run_id": run_id, "label": label, "concurrency": concurrency,
-        "request_rate_rps": request_rate_rps, "endpoint": endpoint, "model": model,
-        "requests_total": len(records), "requests_ok": len(ok), "requests_failed": len(failed),
-        "error_types": ";".join(f"{k}:{v}" for k, v in
-                                sorted(Counter(r.error_type or "?" for r in failed).items())),
-        "duration_s": duration,
-    }
-    per_s = (lambda x: x / duration) if duration > 0 else (lambda x: None)
-    row["request_throughput_rps"] = per_s(len(ok))
-    row["output_tok_s"] = per_s(out_tokens)
-    row["total_tok_s"] = per_s(out_tokens + in_tokens)
+
+    def per_s(x: float) -> float | None:
+        return x / duration if duration > 0 else None
     good = [r for r in ok
             if (slo_ttft_ms is None or (r.ttft_ms is not None and r.ttft_ms <= slo_ttft_ms))
             and (slo_tpot_ms is None or r.tpot_ms is None or r.tpot_ms <= slo_tpot_ms)]
-    row["goodput_rps"] = per_s(len(good))
-    row["slo_ttft_ms"] = slo_ttft_ms
-    row["slo_tpot_ms"] = slo_tpot_ms
-    row["achieved_concurrency"] = per_s(sum((r.e2e_ms or 0.0) / 1e3 for r in ok))
-    series: dict[str, list[float]] = {
-        "ttft_ms": [r.ttft_ms for r in ok if r.ttft_ms is not None],
-        "tpot_ms": [r.tpot_ms for r in ok if r.tpot_ms is not None],
-        "itl_ms": [g for r in ok for g in parse_itl(r.itl_ms)],
-        "e2e_ms": [r.e2e_ms for r in ok if r.e2e_ms is not None],
-        "queue_ms": [r.queue_ms for r in records],
-    }
-    for metric in SUMMARY_METRICS:
-        row.update(zip(percentile_columns(metric), _stats(series[metric]), strict=True))
-    row["prompt_tokens_mean"] = (float(np.mean([r.prompt_tokens for r in ok
-                                                if r.prompt_tokens is not None]))
-                                 if any(r.prompt_tokens is not None for r in ok) else None)
-    row["output_tokens_mean"] = float(np.mean([r.output_tokens for r in ok])) if ok else None
-    sources = sorted({r.output_tokens_source for r in ok})
-    row["output_tokens_source"] = "+".join(sources) if sources else None
-    row["output_length_mismatches"] = sum(r.output_length_mismatch for r in ok)
+    ttft = _stats([r.ttft_ms for r in ok if r.ttft_ms is not None])
+    tpot = _stats([r.tpot_ms for r in ok if r.tpot_ms is not None])
+    itl = _stats([g for r in ok for g in parse_itl(r.itl_ms)])
+    e2e = _stats([r.e2e_ms for r in ok if r.e2e_ms is not None])
+    queue = _stats([r.queue_ms for r in records])
+    prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    sources = sorted({str(r.output_tokens_source) for r in ok})
     reasons: list[str] = []
+    share: float | None = None
     if load is not None:
         share = load.cpu_s / duration if duration > 0 else None
-        row["client_cpu_s"] = load.cpu_s
-        row["client_cpu_share"] = share
-        row["loop_lag_p50_ms"] = load.loop_lag_p50_ms
-        row["loop_lag_p99_ms"] = load.loop_lag_p99_ms
         if share is not None and share > CLIENT_CPU_SHARE_LIMIT:
             reasons.append(f"client CPU {share:.0%} of one core")
         if load.loop_lag_p50_ms > CLIENT_LOOP_LAG_LIMIT_MS:
             reasons.append(f"event-loop lag p50 {load.loop_lag_p50_ms:.1f} ms")
-    else:
-        row["client_cpu_s"] = row["client_cpu_share"] = None
-        row["loop_lag_p50_ms"] = row["loop_lag_p99_ms"] = None
-    q50, e2e50 = row["queue_p50_ms"], row["e2e_p50_ms"]
+    q50, e2e50 = queue[1], e2e[1]
     if (q50 is not None and q50 > CLIENT_QUEUE_LIMIT_MS
             and (e2e50 is None or q50 > CLIENT_QUEUE_SHARE_LIMIT * e2e50)):
         reasons.append(f"requests sent {q50:.1f} ms late (median)")
-    row["client_bound"] = bool(reasons)
-    row["client_bound_reason"] = "; ".join(reasons) or None
-    row["gpu"] = gpu
-    row["gpus"] = gpus
-    row["gpu_price_per_hour"] = gpu_price_per_hour
-    row["currency"] = currency
-    tok_s = row["output_tok_s"]
-    row["cost_per_mtok"] = (float(cost_per_mtok(gpu_price_per_hour, gpus, tok_s))
-                            if gpu_price_per_hour is not None and tok_s else None)
-    row["row_complete"] = 1
-    return {c: row[c] for c in SUMMARY_COLUMNS}
+    tok_s = per_s(out_tokens)
+    return LevelSummary(
+        run_id=run_id, label=label, concurrency=concurrency, request_rate_rps=request_rate_rps,
+        endpoint=endpoint, model=model,
+        requests_total=len(records), requests_ok=len(ok), requests_failed=len(failed),
+        error_types=";".join(f"{k}:{v}" for k, v in
+                             sorted(Counter(str(r.error_type or "?") for r in failed).items())),
+        duration_s=duration,
+        request_throughput_rps=per_s(len(ok)), output_tok_s=tok_s,
+        total_tok_s=per_s(out_tokens + in_tokens), goodput_rps=per_s(len(good)),
+        slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+        achieved_concurrency=per_s(sum((r.e2e_ms or 0.0) / 1e3 for r in ok)),
+        ttft_mean_ms=ttft[0], ttft_p50_ms=ttft[1], ttft_p90_ms=ttft[2], ttft_p95_ms=ttft[3],
+        ttft_p99_ms=ttft[4], ttft_max_ms=ttft[5],
+        tpot_mean_ms=tpot[0], tpot_p50_ms=tpot[1], tpot_p90_ms=tpot[2], tpot_p95_ms=tpot[3],
+        tpot_p99_ms=tpot[4], tpot_max_ms=tpot[5],
+        itl_mean_ms=itl[0], itl_p50_ms=itl[1], itl_p90_ms=itl[2], itl_p95_ms=itl[3],
+        itl_p99_ms=itl[4], itl_max_ms=itl[5],
+        e2e_mean_ms=e2e[0], e2e_p50_ms=e2e[1], e2e_p90_ms=e2e[2], e2e_p95_ms=e2e[3],
+        e2e_p99_ms=e2e[4], e2e_max_ms=e2e[5],
+        queue_mean_ms=queue[0], queue_p50_ms=queue[1], queue_p90_ms=queue[2],
+        queue_p95_ms=queue[3], queue_p99_ms=queue[4], queue_max_ms=queue[5],
+        prompt_tokens_mean=float(np.mean(prompts)) if prompts else None,
+        output_tokens_mean=float(np.mean([r.output_tokens for r in ok])) if ok else None,
+        output_tokens_source="+".join(sources) if sources else None,
+        output_length_mismatches=sum(r.output_length_mismatch for r in ok),
+        client_cpu_s=load.cpu_s if load is not None else None,
+        client_cpu_share=share,
+        loop_lag_p50_ms=load.loop_lag_p50_ms if load is not None else None,
+        loop_lag_p99_ms=load.loop_lag_p99_ms if load is not None else None,
+        client_bound=bool(reasons), client_bound_reason="; ".join(reasons) or None,
+        gpu=gpu, gpus=gpus, gpu_price_per_hour=gpu_price_per_hour, currency=currency,
+        cost_per_mtok=(float(cost_per_mtok(gpu_price_per_hour, gpus, tok_s))
+                       if gpu_price_per_hour is not None and tok_s else None),
+    )

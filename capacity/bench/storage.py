@@ -17,16 +17,34 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, RequestRecord, record_row
+from capacity.bench.metrics import (
+    REQUEST_COLUMNS,
+    SUMMARY_COLUMNS,
+    LevelSummary,
+    RequestRecord,
+    record_row,
+)
 from capacity.errors import InputError
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SECRET_KEYS = ("api_key", "apikey", "authorization", "token", "secret", "password")
+
+
+class RunStatus(StrEnum):
+    """A run's `status` in meta.json, as the bench client leaves it."""
+
+    RUNNING = "running"
+    """Started and not ended (or the process was killed before it could say)."""
+    FINISHED = "finished"
+    """Every level ran to its end."""
+    INTERRUPTED = "interrupted"
+    """Stopped by a signal or an error; the finished requests and levels are kept."""
 
 
 def check_label(label: str) -> str:
@@ -119,8 +137,10 @@ class RunWriter:
     def write_request(self, record: RequestRecord) -> None:
         self._requests.write(record_row(record))
 
-    def write_summary(self, row: Mapping[str, Any]) -> None:
-        self._summary.write(row)
+    def write_summary(self, summary: LevelSummary | Mapping[str, Any]) -> None:
+        """Append one level's row; a mapping (column -> value) for rows built by hand, e.g. an
+        imported or synthetic run, with missing columns left empty."""
+        self._summary.write(summary.to_row() if isinstance(summary, LevelSummary) else summary)
 
     def close(self) -> None:
         self._requests.close()

@@ -29,49 +29,45 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_type_hints
 
 import duckdb
 import pandas as pd
 
 from capacity import workspace
-from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, RequestRecord
+from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, LevelSummary, RequestRecord
 from capacity.errors import StoreError
 
 PARQUET_NAME = "requests.parquet"
 REQUIRED_REQUEST_COLUMNS = ("run_id", "label", "concurrency", "success", "ttft_ms")
 REQUIRED_SUMMARY_COLUMNS = ("run_id", "label", "concurrency", "requests_ok")
 
-_SUMMARY_TEXT = {"run_id", "label", "endpoint", "model", "error_types", "output_tokens_source",
-                 "client_bound_reason", "gpu", "currency"}
-_SUMMARY_INT = {"concurrency", "requests_total", "requests_ok", "requests_failed",
-                "output_length_mismatches", "gpus", "row_complete"}
-
-
 def _duck_type(hint: Any) -> str:
-    text = str(hint)
-    if "bool" in text:
+    """DuckDB type of a field annotation: bool, int, float (optional or not), else text
+    (str and the StrEnum vocabularies)."""
+    kinds = set(get_args(hint)) - {type(None)} or {hint}
+    if kinds <= {bool}:
         return "BOOLEAN"
-    if "float" in text:
-        return "DOUBLE"
-    if "int" in text:
+    if kinds <= {int}:
         return "BIGINT"
+    if kinds <= {float, int}:
+        return "DOUBLE"
     return "VARCHAR"
 
 
+def _dtypes(cls: type[RequestRecord] | type[LevelSummary]) -> dict[str, str]:
+    hints = get_type_hints(cls)
+    return {f.name: _duck_type(hints[f.name]) for f in fields(cls)}
+
+
 def request_dtypes() -> dict[str, str]:
-    """DuckDB types of the requests.csv columns (from RequestRecord)."""
-    hints = get_type_hints(RequestRecord)
-    return {f.name: _duck_type(hints[f.name]) for f in fields(RequestRecord)}
+    """DuckDB types of the requests.csv columns (from RequestRecord's fields)."""
+    return _dtypes(RequestRecord)
 
 
 def summary_dtypes() -> dict[str, str]:
-    """DuckDB types of the summary.csv columns."""
-    out = {}
-    for c in SUMMARY_COLUMNS:
-        out[c] = ("VARCHAR" if c in _SUMMARY_TEXT else "BIGINT" if c in _SUMMARY_INT
-                  else "BOOLEAN" if c == "client_bound" else "DOUBLE")
-    return out
+    """DuckDB types of the summary.csv columns (from LevelSummary's fields)."""
+    return _dtypes(LevelSummary)
 
 
 def _header(path: Path) -> list[str] | None:

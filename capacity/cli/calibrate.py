@@ -21,7 +21,7 @@ from typing import Any
 from capacity import workspace
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
 from capacity.errors import InputError
-from capacity.fit.calibration import KNOBS, Calibration, calibration_path, fit, save
+from capacity.fit.calibration import KNOBS, Calibration, PointKind, calibration_path, fit, save
 from capacity.fit.imports import FORMATS, read_bench_label, read_measured
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import reference_points
@@ -124,7 +124,7 @@ def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
         rows.append(["overhead_gb", base.overhead_gb, cal.overhead_gb, "-"])
     out.append(render(["knob", "spec-sheet", "fitted", "std error"], rows,
                       "markdown" if md else "text"))
-    for kind, title in (("tpot", "TPOT (decode step)"), ("ttft", "TTFT (prefill)")):
+    for kind, title in ((PointKind.TPOT, "TPOT (decode step)"), (PointKind.TTFT, "TTFT (prefill)")):
         pts = [p for p in cal.points if p.kind == kind]
         if not pts:
             continue
@@ -154,7 +154,7 @@ def to_json(cal: Calibration) -> dict[str, Any]:
         "std": dict(cal.std), "holdout_method": cal.holdout_method,
         "median_abs_error": {k: {w: cal.median_abs_error(k, w)
                                  for w in ("spec", "fitted", "held_out")}
-                             for k in ("tpot", "ttft")},
+                             for k in PointKind},
         "points": [p.__dict__ for p in cal.points], "notes": list(cal.notes),
     }
 

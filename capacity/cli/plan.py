@@ -15,7 +15,12 @@ from capacity.catalog.loader import default_catalog
 from capacity.errors import InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
-from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
+from capacity.model.memory import (
+    DEFAULT_HEADROOM,
+    DEFAULT_OVERHEAD_GB,
+    DEFAULT_UTIL,
+    MemoryVerdict,
+)
 from capacity.model.scenario import (
     DEFAULT_CONCURRENCY,
     DEFAULT_CONTEXT_TOKENS,
@@ -35,7 +40,8 @@ from capacity.model.scenario import (
 from capacity.report.tables import render
 from capacity.units import GB, KIB
 
-VERDICT_TEXT = {"fits": "fits", "tight": "tight", "does_not_fit": "does not fit"}
+VERDICT_TEXT: dict[MemoryVerdict, str] = {MemoryVerdict.FITS: "fits", MemoryVerdict.TIGHT: "tight",
+                                          MemoryVerdict.DOES_NOT_FIT: "does not fit"}
 
 
 def parse_int_list(text: str) -> list[int]:
@@ -235,7 +241,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
           VERDICT_TEXT[r.verdict], r.ttft_s, r.tpot_ms, r.tok_s_per_request, r.aggregate_tok_s,
           r.cost_per_mtok] for r in rows], fmt))
     for r in rows:
-        if r.verdict == "does_not_fit":
+        if r.verdict == MemoryVerdict.DOES_NOT_FIT:
             row_s = s.with_(context_tokens=r.context_tokens)
             fixes = suggest_fixes(row_s, r.concurrency)
             if fixes:

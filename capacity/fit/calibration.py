@@ -30,6 +30,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,8 @@ from capacity.fit.measured import MeasuredPoint
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops
 from capacity.model.scenario import Scenario, evaluate
+from capacity.types import FloatArray
 from capacity.units import GB, TERA
-
-FloatArray = npt.NDArray[np.float64]
 
 DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
 PREFILL_KNOBS = ("mfu", "prefill_overhead_ms")
@@ -63,11 +63,20 @@ ROBUST_SCALE = 0.05
 """soft_l1 f_scale: residuals beyond about 5% count less than quadratically."""
 
 
+class PointKind(StrEnum):
+    """Which latency a fitted point measures (`FitPoint.kind`; saved calibrations carry it)."""
+
+    TPOT = "tpot"
+    """Time per output token: the decode step (F4), fits eta_bw, step overhead and eff."""
+    TTFT = "ttft"
+    """Time to first token: prefill (F6), fits MFU and the prefill overhead."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class FitPoint:
     """One measured point with its predictions: spec-sheet, fitted, and held out of the fit."""
 
-    kind: str  # "tpot" | "ttft"
+    kind: PointKind
     concurrency: float
     context_tokens: float
     measured_ms: float
@@ -119,7 +128,7 @@ class Calibration:
         """Standard error of a fitted knob (NaN when the fit could not tell)."""
         return dict(self.std).get(name, math.nan)
 
-    def errors(self, kind: str, which: str = "held_out") -> FloatArray:
+    def errors(self, kind: PointKind, which: str = "held_out") -> FloatArray:
         """Relative errors of one kind of point ('tpot'/'ttft') for 'fitted', 'spec' or
         'held_out' predictions (held-out: only the points that were held out)."""
         vals: list[float] = []
@@ -132,7 +141,7 @@ class Calibration:
                 vals.append(e)
         return np.asarray(vals, dtype=np.float64)
 
-    def median_abs_error(self, kind: str, which: str = "held_out") -> float | None:
+    def median_abs_error(self, kind: PointKind, which: str = "held_out") -> float | None:
         """Median |relative error| (a fraction), or None when there are no such points."""
         e = self.errors(kind, which)
         return float(np.median(np.abs(e))) if e.size else None
@@ -304,11 +313,11 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     fit_points: list[FitPoint] = []
     methods: list[str] = []
     notes: list[str] = []
-    for kind, pts, problem in (("tpot", dec, _DECODE), ("ttft", pre, _PREFILL)):
+    for kind, pts, problem in ((PointKind.TPOT, dec, _DECODE), (PointKind.TTFT, pre, _PREFILL)):
         if not pts:
             notes.append(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted")
             continue
-        if kind == "tpot":
+        if kind == PointKind.TPOT:
             basis: tuple[FloatArray, ...] = _decode_basis(base, pts)
             measured = np.array([p.tpot_ms for p in pts], dtype=np.float64)
             spec_x = np.array([base.eta_bw, base.step_overhead_ms, base.eff])
@@ -317,7 +326,7 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
             measured = np.array([p.ttft_ms for p in pts], dtype=np.float64)
             spec_x = np.array([base.mfu, base.prefill_overhead_ms])
         x, sd = _solve(problem, basis, measured)
-        if kind == "tpot" and len({round(p.decode_context_tokens) for p in pts}) == 1:
+        if kind == PointKind.TPOT and len({round(p.decode_context_tokens) for p in pts}) == 1:
             notes.append("TPOT at one context length only: bandwidth efficiency and per-step "
                          "overhead trade off against each other; measure a second context to "
                          "separate them (their sum at this context is well determined)")
@@ -329,7 +338,7 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
             knobs[n] = float(v)
             if math.isfinite(s):
                 std.append((n, float(s)))
-        if kind == "tpot":
+        if kind == PointKind.TPOT:
             bw, cp, _ = basis
             if not np.any(cp / x[2] > bw / x[0]):
                 notes.append(f"compute never binds at the measured points: eff is not "
@@ -338,7 +347,7 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         for i, p in enumerate(pts):
             fit_points.append(FitPoint(
                 kind=kind, concurrency=p.concurrency,
-                context_tokens=p.decode_context_tokens if kind == "tpot" else p.prefill_tokens,
+                context_tokens=p.decode_context_tokens if kind == PointKind.TPOT else p.prefill_tokens,
                 measured_ms=float(measured[i]), spec_ms=float(spec[i]),
                 fitted_ms=float(fitted[i]), held_out_ms=held[i], source=p.source))
     overhead = None
@@ -479,7 +488,7 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
             lo, hi = BOUNDS.get(n, (0.0, math.inf))
             if not (isinstance(v, int | float) and lo <= v <= hi):
                 raise InputError(f"{path}: knob {n} = {v!r} is outside [{lo:g}, {hi:g}]")
-        pts = tuple(FitPoint(**p) for p in doc.get("points", []))
+        pts = tuple(FitPoint(**{**p, "kind": PointKind(p["kind"])}) for p in doc.get("points", []))
         cal = Calibration(
             name=str(doc.get("name", path.stem)), model=str(doc["model"]), gpu=str(doc["gpu"]),
             engine=str(doc.get("engine", "")), std=tuple(doc.get("std", {}).items()),
@@ -489,5 +498,5 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
             notes=tuple(str(n) for n in doc.get("notes", [])))
         values: dict[str, Any] = {n: float(v) for n, v in knobs.items()}
         return replace(cal, **values)
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"{path}: not a calibration file (missing or bad field {e})") from None

@@ -38,6 +38,7 @@ import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 
@@ -55,11 +56,31 @@ from capacity.plan.queueing import QueueResult, service_from_scenario, simulate
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")
 MEASURED_COLUMNS = ("series", "concurrency", "metric", "p50", "p90", "p99")
 PREDICTED_COLUMNS = ("series", "concurrency", "metric", "value", "p90", "p99")
-SPEC_SHEET = "spec-sheet"
-CALIBRATED = "calibrated"
-ROOFLINE = "roofline"
-"""Series of the no-load prediction (F4/F6 without queueing) drawn next to the under-load one."""
-LOADS = ("closed", "open", "none")
+
+
+class Predicted(StrEnum):
+    """The predicted series of an overlay (measured series are named by their run or file)."""
+
+    SPEC_SHEET = "spec-sheet"
+    """The scenario with the catalog's figures and default efficiencies."""
+    CALIBRATED = "calibrated"
+    """The same scenario with a saved calibration's knobs applied (F11)."""
+    ROOFLINE = "roofline"
+    """The no-load prediction (F4/F6 without queueing), drawn next to the under-load one."""
+
+
+class Load(StrEnum):
+    """How an overlay predicts TTFT and aggregate throughput."""
+
+    CLOSED = "closed"
+    """Under load, a closed loop: C clients each send the next request when one ends."""
+    OPEN = "open"
+    """Under load, an open loop: Poisson arrivals at each level's measured rate."""
+    NONE = "none"
+    """F4/F6 without queueing (the roofline)."""
+
+
+LOADS: tuple[Load, ...] = tuple(Load)
 LOAD_METRICS = ("ttft_ms", "aggregate_tok_s")
 """Metrics the event model predicts under load (TPOT stays F4's step, see the module doc)."""
 LOAD_GRID_POINTS = 12
@@ -225,9 +246,20 @@ class Overlay:
     prompt_tokens: float
     output_tokens: float
     calibration: str | None
-    load: str = "none"
-    """How TTFT and aggregate were predicted: "closed" or "open" (the event model under load),
-    "none" (F4/F6 without queueing)."""
+    load: Load = Load.NONE
+    """How TTFT and aggregate were predicted: under load (closed or open loop, the event
+    model) or without queueing."""
+
+
+class SaturationKind(StrEnum):
+    """What marks the measured saturation point (`Saturation.kind`); message keys r_sat_*."""
+
+    ERRORS = "errors"
+    """The first level with failed requests (an OOM or a rejection)."""
+    PLATEAU = "plateau"
+    """Aggregate throughput stops growing with the concurrency."""
+    NONE = ""
+    """Neither is seen in the measured range."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,7 +269,7 @@ class Saturation:
     the concurrency's growth (a plateau). None when neither is seen."""
 
     concurrency: float | None
-    kind: str  # "errors" | "plateau" | ""
+    kind: SaturationKind
     c_vram: int
 
     @property
@@ -254,7 +286,7 @@ def saturation(levels: pd.DataFrame, predicted_c_vram: int) -> Saturation:
     if "requests_failed" in df:
         bad = df[df["requests_failed"].fillna(0) > 0]
         if not bad.empty:
-            return Saturation(concurrency=float(bad["concurrency"].iloc[0]), kind="errors",
+            return Saturation(concurrency=float(bad["concurrency"].iloc[0]), kind=SaturationKind.ERRORS,
                               c_vram=predicted_c_vram)
     c = df["concurrency"].to_numpy(dtype=float)
     agg = df["aggregate_tok_s"].to_numpy(dtype=float)
@@ -263,9 +295,9 @@ def saturation(levels: pd.DataFrame, predicted_c_vram: int) -> Saturation:
             continue
         growth = agg[i] / agg[i - 1] - 1.0
         if growth < 0.1 * (c[i] / c[i - 1] - 1.0):
-            return Saturation(concurrency=float(c[i - 1]), kind="plateau",
+            return Saturation(concurrency=float(c[i - 1]), kind=SaturationKind.PLATEAU,
                               c_vram=predicted_c_vram)
-    return Saturation(concurrency=None, kind="", c_vram=predicted_c_vram)
+    return Saturation(concurrency=None, kind=SaturationKind.NONE, c_vram=predicted_c_vram)
 
 
 def typical_lengths(points: Sequence[MeasuredPoint]) -> tuple[float, float]:
@@ -280,7 +312,7 @@ def typical_lengths(points: Sequence[MeasuredPoint]) -> tuple[float, float]:
 def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series: str,
                   calibration: Calibration | None = None,
                   failures: pd.DataFrame | None = None, grid_points: int = 48,
-                  load: str | None = None) -> Overlay:
+                  load: Load | str | None = None) -> Overlay:
     """Measured frame, spec-sheet (and calibrated) curves over the measured range, ratios per
     point, and the saturation point vs the predicted C_vram.
 
@@ -295,28 +327,29 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
         raise InputError("no measured points to overlay: pick a run or import a file")
     if load is not None and load not in LOADS:
         raise InputError(f"load must be one of {', '.join(LOADS)}, got {load!r}")
+    mode = Load(load) if load is not None else None
     prompt, output = typical_lengths(points)
     measured = measured_frame(points, series)
     cs = np.array(sorted({p.concurrency for p in points}), dtype=np.float64)
     rates = _rates(failures, cs)
-    if load is None:
-        load = "open" if rates is not None else "closed"
-    if output < 1 or (load == "open" and rates is None):
-        load = "none"
+    if mode is None:
+        mode = Load.OPEN if rates is not None else Load.CLOSED
+    if output < 1 or (mode == Load.OPEN and rates is None):
+        mode = Load.NONE
     spec_cv = c_vram(scenario)
-    scenarios: list[tuple[str, Scenario]] = [(SPEC_SHEET, scenario)]
+    scenarios: list[tuple[str, Scenario]] = [(Predicted.SPEC_SHEET.value, scenario)]
     cal_cv: int | None = None
     if calibration is not None:
         cal_s = apply(calibration, scenario)
-        scenarios.append((CALIBRATED, cal_s))
+        scenarios.append((Predicted.CALIBRATED.value, cal_s))
         cal_cv = c_vram(cal_s)
     if min(spec_cv, spec_cv if cal_cv is None else cal_cv) < 1:
-        load = "none"  # not one request fits: nothing to queue (the C_vram rule says so)
+        mode = Load.NONE  # not one request fits: nothing to queue (the C_vram rule says so)
     hi = max(float(cs.max()), 1.0) * 1.5
     extra_c = [float(spec_cv)] if 1 <= spec_cv <= hi else []
-    if load == "none":
+    if mode == Load.NONE:
         grid = np.unique(np.concatenate([np.geomspace(1.0, hi, grid_points), cs, extra_c]))
-    elif load == "closed":  # whole clients: the event model runs round(C) of them
+    elif mode == Load.CLOSED:  # whole clients: the event model runs round(C) of them
         grid = np.unique(np.concatenate([np.round(np.geomspace(1.0, hi, LOAD_GRID_POINTS)),
                                          cs, extra_c]))
     else:  # open loop: only the measured levels have an arrival rate
@@ -336,7 +369,7 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
     for name, s in scenarios:
         curve = _predict(s, grid, prompt, output)
         here = _predict(s, cs, prompt, output)
-        if load != "none":
+        if mode != Load.NONE:
             loaded = _under_load(s, grid, output, grid_rates)
             loaded_here = _under_load(s, cs, output, rates)
             for m in LOAD_METRICS:
@@ -347,15 +380,16 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
         else:
             pred_rows += [frame(name, grid, m, curve[m]) for m in METRICS]
         at_points[name] = here
-    if load != "none":  # the formula without queueing, from the best scenario we have
+    roofline = Predicted.ROOFLINE.value
+    if mode != Load.NONE:  # the formula without queueing, from the best scenario we have
         best_name, best = scenarios[-1]
         roof = _predict(best, grid, prompt, output)
-        pred_rows += [frame(ROOFLINE, grid, m, roof[m]) for m in LOAD_METRICS]
-        at_points[ROOFLINE] = _predict(best, cs, prompt, output)
+        pred_rows += [frame(roofline, grid, m, roof[m]) for m in LOAD_METRICS]
+        at_points[roofline] = _predict(best, cs, prompt, output)
     predicted = pd.concat(pred_rows, ignore_index=True)
     predicted = predicted[np.isfinite(predicted["value"].to_numpy(dtype=float))].reset_index(
         drop=True)
-    names = [n for n, _ in scenarios] + ([ROOFLINE] if load != "none" else [])
+    names = [n for n, _ in scenarios] + ([roofline] if mode != Load.NONE else [])
     rrows: list[dict[str, object]] = []
     for m in METRICS:
         sub = measured[measured["metric"] == m]
@@ -363,7 +397,7 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
             i = int(np.searchsorted(cs, c))
             row: dict[str, object] = {"concurrency": c, "metric": m, "measured": v}
             for name in names:
-                pv = float(at_points[name][m][i]) if name != ROOFLINE or m in LOAD_METRICS \
+                pv = float(at_points[name][m][i]) if name != roofline or m in LOAD_METRICS \
                     else math.nan
                 row[name] = pv
                 row[f"ratio_{name}"] = v / pv if pv > 0 else math.nan
@@ -383,7 +417,7 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
                    c_vram_calibrated=cal_cv, saturation=saturation(levels, spec_cv),
                    prompt_tokens=prompt, output_tokens=output,
                    calibration=calibration.name if calibration is not None else None,
-                   load=load)
+                   load=mode)
 
 
 def median_abs_error(ratios: pd.DataFrame, series: str, metric: str) -> float | None:

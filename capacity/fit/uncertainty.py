@@ -20,10 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from capacity.fit.calibration import Calibration, apply
+from capacity.fit.calibration import Calibration, PointKind, apply
 from capacity.model.scenario import Scenario, evaluate
-
-FloatArray = npt.NDArray[np.float64]
+from capacity.types import FloatArray
 
 TYPICAL_RANGES: dict[str, tuple[float, float]] = {
     "eta_bw": (0.55, 0.9),
@@ -59,7 +58,7 @@ class Band:
         return float(np.min(lo / mid)), float(np.max(hi / mid))
 
 
-def _spread(cal: Calibration, kind: str) -> float:
+def _spread(cal: Calibration, kind: PointKind) -> float:
     """Median |error| of the held-out predictions, else of the fitted ones, at least 5%."""
     e = cal.median_abs_error(kind, "held_out")
     if e is None:
@@ -85,7 +84,7 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
     if calibration is not None:
         s = apply(calibration, scenario)
         step, ttft, cv = _at(s, C)
-        sp_t, sp_f = _spread(calibration, "tpot"), _spread(calibration, "ttft")
+        sp_t, sp_f = _spread(calibration, PointKind.TPOT), _spread(calibration, PointKind.TTFT)
         if calibration.overhead_gb is not None:
             lo_s = s.with_(overhead_gb=max(0.0, s.overhead_gb - CALIBRATED_OVERHEAD_SPREAD_GB))
             hi_s = s.with_(overhead_gb=s.overhead_gb + CALIBRATED_OVERHEAD_SPREAD_GB)

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.errors import InputError
+from capacity.types import FloatArray
 
 Currency = Literal["CNY", "USD"]
 CURRENCIES: Final[tuple[Currency, ...]] = ("CNY", "USD")
@@ -22,7 +23,7 @@ HOURS_PER_MONTH: Final = 730.0
 
 
 def cost_per_mtok(price_per_hour: float, n_gpus: int, aggregate_tok_s: npt.ArrayLike
-                  ) -> npt.NDArray[np.float64]:
+                  ) -> FloatArray:
     """Cost (in the price's currency) of one million output tokens at a sustained rate (F7).
 
     Infinite where the rate is 0.

@@ -10,14 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from capacity.catalog.loader import LAYER_KINDS, LayerGroup, LayerKind, Model
 from capacity.errors import InputError
+from capacity.types import ArrayLike, FloatArray
 from capacity.units import bytes_per_element, normalize_dtype
-
-FloatArray = npt.NDArray[np.float64]
-ArrayLike = float | int | npt.ArrayLike
 
 DEFAULT_BLOCK_SIZE = 16
 """vLLM PagedAttention's default block size in tokens."""

@@ -10,11 +10,13 @@ Seed: 24 GB x 0.9 - 5.7 - 1.5 = 14.4 GB; / 0.268 GB per request -> C_vram = 53.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 
 from capacity.errors import InputError
+from capacity.types import IntArray, StrArray
 from capacity.units import GB
 
 DEFAULT_UTIL = 0.9
@@ -67,7 +69,7 @@ def vram_budget(*, vram_gb: float, util: float, weights_gb: float, overhead_gb: 
 
 
 def max_concurrency(kv_budget_bytes: float, kv_request_bytes: npt.ArrayLike
-                    ) -> npt.NDArray[np.int64]:
+                    ) -> IntArray:
     """C_vram = floor(KV_budget / KV_request), 0 when the budget is not positive (F3).
 
     Unit: requests held at once at the given context. Seed: floor(14.4e9 / 268435456) = 53.
@@ -80,17 +82,30 @@ def max_concurrency(kv_budget_bytes: float, kv_request_bytes: npt.ArrayLike
     return np.asarray(np.where(np.isfinite(c), c, np.iinfo(np.int64).max), dtype=np.int64)
 
 
-VERDICTS = ("fits", "tight", "does_not_fit")
+class MemoryVerdict(StrEnum):
+    """F8's memory verdict of one point (per GPU); the values are what files and JSON carry."""
+
+    FITS = "fits"
+    """The subtotal with the headroom fits: subtotal x (1 + headroom) <= VRAM x util."""
+    TIGHT = "tight"
+    """The subtotal fits but not with the headroom: no margin for spikes or fragmentation."""
+    DOES_NOT_FIT = "does_not_fit"
+    """The subtotal exceeds VRAM x util: the engine would refuse or preempt."""
+
+
+VERDICTS: tuple[MemoryVerdict, ...] = tuple(MemoryVerdict)
+"""Every memory verdict, best first."""
 
 
 def memory_verdict(subtotal_bytes: npt.ArrayLike, usable_bytes: float,
-                   headroom: float = DEFAULT_HEADROOM) -> npt.NDArray[np.str_]:
+                   headroom: float = DEFAULT_HEADROOM) -> StrArray:
     """F8 verdict: 'fits' if subtotal x (1 + headroom) <= VRAM x util, 'tight' if subtotal
     alone fits, else 'does_not_fit'. Seed: 9.9 GB fits, 20.7 GB tight, 34.2 GB does not (21.6).
     """
     if headroom < 0:
         raise InputError(f"headroom must be >= 0, got {headroom}")
     s = np.asarray(subtotal_bytes, dtype=np.float64)
-    out = np.where(s * (1 + headroom) <= usable_bytes, "fits",
-                   np.where(s <= usable_bytes, "tight", "does_not_fit"))
+    out = np.where(s * (1 + headroom) <= usable_bytes, MemoryVerdict.FITS.value,
+                   np.where(s <= usable_bytes, MemoryVerdict.TIGHT.value,
+                            MemoryVerdict.DOES_NOT_FIT.value))
     return np.asarray(out, dtype=np.str_)

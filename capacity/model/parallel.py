@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from capacity.catalog.loader import Gpu, Model
 from capacity.errors import InputError
+from capacity.types import FloatArray
 from capacity.units import GB, GIB
 
 ALLREDUCE_LATENCY_US: Final[dict[str, float]] = {
@@ -49,7 +50,7 @@ def check_tp(model: Model, n_gpus: int, tp: int) -> None:
                              "divide the other")
 
 
-def allreduce_ms(message_bytes: npt.ArrayLike, tp: int, gpu: Gpu) -> npt.NDArray[np.float64]:
+def allreduce_ms(message_bytes: npt.ArrayLike, tp: int, gpu: Gpu) -> FloatArray:
     """Time of one ring all-reduce of `message_bytes` across `tp` ranks, in ms.
 
     latency + 2 (tp - 1) / tp x bytes / link bandwidth; 0 when tp = 1.
@@ -63,7 +64,7 @@ def allreduce_ms(message_bytes: npt.ArrayLike, tp: int, gpu: Gpu) -> npt.NDArray
 
 
 def tp_comm_ms(model: Model, gpu: Gpu, tp: int, tokens: npt.ArrayLike
-               ) -> npt.NDArray[np.float64]:
+               ) -> FloatArray:
     """Communication time of one forward pass over `tokens` tokens with TP, in ms.
 
     Two all-reduces per layer (after attention and after the MLP) of tokens x hidden x 2 bytes.

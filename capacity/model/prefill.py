@@ -17,9 +17,8 @@ import numpy.typing as npt
 
 from capacity.catalog.loader import Model
 from capacity.errors import InputError
+from capacity.types import FloatArray
 from capacity.units import TERA
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def attended_pairs(prompt_tokens: npt.ArrayLike, window_tokens: int = 0) -> FloatArray:

@@ -11,15 +11,15 @@ Source: F4, F5, F11 (docs/method.md). The chapter (Qwen3.5-9B AWQ, RTX 4090, 8K)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 
 from capacity.catalog.loader import Model
 from capacity.errors import InputError
+from capacity.types import FloatArray, StrArray
 from capacity.units import GB, TERA
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def expected_experts_touched(experts: int, active: int, tokens: npt.ArrayLike) -> FloatArray:
@@ -47,6 +47,15 @@ def weight_bytes_read(model: Model, weights_bytes: float, batch: npt.ArrayLike) 
                       dtype=np.float64)
 
 
+class Bound(StrEnum):
+    """Which term of F4's decode step binds at a point."""
+
+    BANDWIDTH = "bandwidth"
+    """Moving weights and KV through memory takes longer than the arithmetic."""
+    COMPUTE = "compute"
+    """The arithmetic (2 x P x C FLOPs) takes longer than moving weights and KV."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class DecodeStep:
     """Decode step time and its terms at each concurrency (arrays broadcast over C and L)."""
@@ -61,9 +70,10 @@ class DecodeStep:
     aggregate_tok_s: FloatArray
 
     @property
-    def bound(self) -> npt.NDArray[np.str_]:
+    def bound(self) -> StrArray:
         """Which term binds at each point: 'bandwidth' or 'compute' (ties go to bandwidth)."""
-        return np.asarray(np.where(self.compute_ms > self.bandwidth_ms, "compute", "bandwidth"),
+        return np.asarray(np.where(self.compute_ms > self.bandwidth_ms, Bound.COMPUTE.value,
+                                   Bound.BANDWIDTH.value),
                           dtype=np.str_)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,7 @@ from capacity.model.memory import (
     DEFAULT_HEADROOM,
     DEFAULT_OVERHEAD_GB,
     DEFAULT_UTIL,
+    MemoryVerdict,
     VramBudget,
     max_concurrency,
     memory_verdict,
@@ -41,10 +43,9 @@ from capacity.model.memory import (
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds
-from capacity.model.roofline import DecodeStep, crossover_concurrency, decode_step
+from capacity.model.roofline import Bound, DecodeStep, crossover_concurrency, decode_step
+from capacity.types import FloatArray, IntArray, StrArray
 from capacity.units import bytes_per_element, normalize_dtype
-
-FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
 DEFAULT_GPU = "rtx-4090"
@@ -65,6 +66,7 @@ class Scenario:
     vram_gb: float
     bandwidth_gb_s: float
     tflops: float
+    """Dense TFLOP/s of ONE GPU for the weight format; a TP group has `tflops_per_replica`."""
     weights_gb: float
     util: float = DEFAULT_UTIL
     overhead_gb: float = DEFAULT_OVERHEAD_GB
@@ -93,6 +95,11 @@ class Scenario:
     def replicas(self) -> int:
         """Independent copies of the model: GPUs / TP."""
         return self.n_gpus // self.tp
+
+    @property
+    def tflops_per_replica(self) -> float:
+        """Dense TFLOP/s of one replica (a TP group): tflops x TP, what F4-F6 divide by."""
+        return self.tflops * self.tp
 
     @property
     def weights_per_gpu_gb(self) -> float:
@@ -226,14 +233,14 @@ class Evaluation:
     kv_token: KvPerToken
     kv_request: KvRequest
     vram: VramBudget
-    max_concurrency_vram: npt.NDArray[np.int64]
-    max_concurrency_vram_paged: npt.NDArray[np.int64]
+    max_concurrency_vram: IntArray
+    max_concurrency_vram_paged: IntArray
     decode: DecodeStep
     aggregate_tok_s: FloatArray
     cost_per_mtok: FloatArray
     kv_total_bytes: FloatArray
     vram_subtotal_bytes: FloatArray
-    verdict: npt.NDArray[np.str_]
+    verdict: StrArray
     prefill: PrefillFlops
     ttft_linear_s: FloatArray
     ttft_s: FloatArray
@@ -306,11 +313,11 @@ class TableRow:
     kv_total_bytes: float
     vram_subtotal_bytes: float
     usable_bytes: float
-    verdict: str
+    verdict: MemoryVerdict
     ttft_s: float
     ttft_linear_s: float
     tpot_ms: float
-    bound: str
+    bound: Bound
     tok_s_per_request: float
     aggregate_tok_s: float
     cost_per_mtok: float
@@ -337,9 +344,9 @@ def capacity_table(s: Scenario, rows: Sequence[tuple[int, int]] = SEED_TABLE_ROW
             kv_request_bytes=float(ev.kv_request.exact_bytes[i]),
             kv_total_bytes=float(ev.kv_total_bytes[i]),
             vram_subtotal_bytes=float(ev.vram_subtotal_bytes[i]),
-            usable_bytes=ev.vram.usable_bytes, verdict=str(ev.verdict[i]),
+            usable_bytes=ev.vram.usable_bytes, verdict=MemoryVerdict(str(ev.verdict[i])),
             ttft_s=float(ev.ttft_s[i]), ttft_linear_s=float(ev.ttft_linear_s[i]),
-            tpot_ms=float(ev.decode.step_ms[i]), bound=str(ev.decode.bound[i]),
+            tpot_ms=float(ev.decode.step_ms[i]), bound=Bound(str(ev.decode.bound[i])),
             tok_s_per_request=float(ev.decode.tok_s_per_request[i]),
             aggregate_tok_s=float(ev.aggregate_tok_s[i]),
             cost_per_mtok=float(ev.cost_per_mtok[i]),
@@ -347,18 +354,31 @@ def capacity_table(s: Scenario, rows: Sequence[tuple[int, int]] = SEED_TABLE_ROW
     return out
 
 
+class FixKind(StrEnum):
+    """What a memory fix changes (`Fix.kind`); the same values as the Explorer's relief kinds."""
+
+    GPUS = "gpus"
+    """More GPUs in all (more replicas of the same TP size)."""
+    KV_DTYPE = "kv_dtype"
+    """A smaller KV-cache precision (fp8, int4)."""
+    CONTEXT = "context"
+    """A shorter context per request."""
+    CONCURRENCY = "concurrency"
+    """Fewer requests held at once (at most C_vram)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Fix:
     """One change that makes a memory verdict at least 'tight', and the verdict it gives."""
 
-    kind: str  # "gpus" | "kv_dtype" | "context" | "concurrency"
+    kind: FixKind
     value: float | str
-    verdict: str
+    verdict: MemoryVerdict
     description: str
 
 
-def _verdict_at(s: Scenario, concurrency: int) -> str:
-    return str(evaluate(s, [concurrency]).verdict[0])
+def _verdict_at(s: Scenario, concurrency: int) -> MemoryVerdict:
+    return MemoryVerdict(str(evaluate(s, [concurrency]).verdict[0]))
 
 
 def suggest_fixes(s: Scenario, concurrency: int) -> list[Fix]:
@@ -367,20 +387,20 @@ def suggest_fixes(s: Scenario, concurrency: int) -> list[Fix]:
 
     Seed: 100 x 8K on one RTX 4090 -> 2 cards, FP8 KV or 4K context.
     """
-    if _verdict_at(s, concurrency) != "does_not_fit":
+    if _verdict_at(s, concurrency) != MemoryVerdict.DOES_NOT_FIT:
         return []
     fixes: list[Fix] = []
     for n in range(s.n_gpus + s.tp, 16 * s.tp + 1, s.tp):
         v = _verdict_at(s.with_(n_gpus=n), concurrency)
-        if v != "does_not_fit":
-            fixes.append(Fix(kind="gpus", value=n, verdict=v,
+        if v != MemoryVerdict.DOES_NOT_FIT:
+            fixes.append(Fix(kind=FixKind.GPUS, value=n, verdict=v,
                              description=f"{n} GPUs ({n // s.tp} replicas)"))
             break
     for dtype in ("fp8", "int4"):
         if bytes_per_element(dtype) < bytes_per_element(s.kv_dtype):
             v = _verdict_at(s.with_(kv_dtype=dtype), concurrency)
-            if v != "does_not_fit":
-                fixes.append(Fix(kind="kv_dtype", value=dtype, verdict=v,
+            if v != MemoryVerdict.DOES_NOT_FIT:
+                fixes.append(Fix(kind=FixKind.KV_DTYPE, value=dtype, verdict=v,
                                  description=f"{dtype.upper()} KV cache"))
                 break
     ctx = s.context_tokens
@@ -388,14 +408,14 @@ def suggest_fixes(s: Scenario, concurrency: int) -> list[Fix]:
         ctx //= 2
         prompt = None if s.prompt_tokens is None else min(s.prompt_tokens, ctx)
         v = _verdict_at(s.with_(context_tokens=ctx, prompt_tokens=prompt), concurrency)
-        if v != "does_not_fit":
-            fixes.append(Fix(kind="context", value=ctx, verdict=v,
+        if v != MemoryVerdict.DOES_NOT_FIT:
+            fixes.append(Fix(kind=FixKind.CONTEXT, value=ctx, verdict=v,
                              description=f"{ctx // 1024}K context" if ctx >= 1024
                              else f"{ctx}-token context"))
             break
     c_max = int(evaluate(s, [1]).max_concurrency_vram)
     if 0 < c_max < concurrency:
-        fixes.append(Fix(kind="concurrency", value=c_max, verdict="tight",
+        fixes.append(Fix(kind=FixKind.CONCURRENCY, value=c_max, verdict=MemoryVerdict.TIGHT,
                          description=f"at most {c_max} concurrent requests"))
     return fixes
 

@@ -22,8 +22,7 @@ import numpy.typing as npt
 
 from capacity.errors import InputError
 from capacity.model.memory import DEFAULT_HEADROOM
-
-FloatArray = npt.NDArray[np.float64]
+from capacity.types import BoolArray, FloatArray
 
 SECONDS_PER_HOUR = 3600.0
 FIXED_POINT_MAX_ITER = 200
@@ -148,7 +147,7 @@ class FixedPoint:
 
     concurrency: FloatArray
     duration_s: FloatArray
-    converged: npt.NDArray[np.bool_]
+    converged: BoolArray
     iterations: int
 
 

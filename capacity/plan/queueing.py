@@ -40,9 +40,8 @@ from scipy.special import gammaincinv
 from capacity.errors import InputError
 from capacity.model.scenario import Scenario, evaluate
 from capacity.model.workload import concurrency_fixed_point
+from capacity.types import BoolArray, FloatArray
 from capacity.units import GB, TERA
-
-FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_MAX_NUM_SEQS = 256
 """vLLM's default `max_num_seqs` (sequences decoded together per replica)."""
@@ -151,7 +150,7 @@ class AnalyticLatency:
     tpot_ms: FloatArray
     tpot_q_ms: FloatArray
     duration_s: FloatArray
-    saturated: npt.NDArray[np.bool_]
+    saturated: BoolArray
 
 
 def gamma_quantile(mean: npt.ArrayLike, var: npt.ArrayLike, q: float) -> FloatArray:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
-import numpy.typing as npt
 
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
 from capacity.errors import CapacityError, InputError
@@ -33,6 +33,7 @@ from capacity.model.memory import (
     DEFAULT_HEADROOM,
     DEFAULT_OVERHEAD_GB,
     DEFAULT_UTIL,
+    MemoryVerdict,
     max_concurrency,
     vram_budget,
 )
@@ -59,15 +60,28 @@ from capacity.plan.queueing import (
     service_from_scenario,
     simulate,
 )
+from capacity.types import BoolArray, FloatArray, IntArray
 from capacity.units import GB
-
-FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_KV_DTYPES: tuple[str, ...] = ("fp16", "fp8")
 MAX_GPUS = 16
-REASONS = ("memory", "slots", "ttft", "tpot", "throughput")
-"""Why a configuration is rejected: KV/weights do not fit, more sequences than max_num_seqs,
-TTFT over the SLO, TPOT over the SLO, the load saturates the GPU."""
+class Reason(StrEnum):
+    """Why a configuration is rejected, or which check binds it (`Option.binding`)."""
+
+    MEMORY = "memory"
+    """Weights and KV for the design concurrency do not fit (F3/F8)."""
+    SLOTS = "slots"
+    """More sequences at once than the engine's max_num_seqs."""
+    TTFT = "ttft"
+    """TTFT at the SLO percentile is over the SLO (or prefill alone is)."""
+    TPOT = "tpot"
+    """TPOT at the SLO percentile is over the SLO."""
+    THROUGHPUT = "throughput"
+    """The load saturates the GPU: arrivals outrun service."""
+
+
+REASONS: tuple[Reason, ...] = tuple(Reason)
+"""Every reason, in the order they are listed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,15 +158,16 @@ class Option:
     tpot_mean_ms: float
     prefill_ms: float
     utilization: float
-    memory_verdict: str
+    memory_verdict: MemoryVerdict | None
+    """F8's verdict at the design concurrency; None for a configuration rejected before it."""
     price_per_hour: float
     currency: Currency
     cost_per_month: float
     capacity_rate_per_s: float
     cost_per_mtok: float
     cost_per_mtok_at_peak: float
-    failures: tuple[str, ...]
-    binding: str
+    failures: tuple[Reason, ...]
+    binding: Reason
     binding_ratio: float
 
     @property
@@ -178,7 +193,7 @@ class Rejection:
 
     gpu: str
     gpu_name: str
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     detail: str
     closest: Option | None
 
@@ -228,11 +243,11 @@ class _Units:
     """Per-replica configurations (GPU x TP x format x KV), as parallel arrays and lists."""
 
     gpus: list[Gpu]
-    tp: npt.NDArray[np.int64]
+    tp: IntArray
     formats: list[str]
     kv: list[str]
     weights_gb: FloatArray
-    c_vram: npt.NDArray[np.int64]
+    c_vram: IntArray
     usable_bytes: FloatArray
     fixed_bytes: FloatArray
     kv_request_bytes: FloatArray
@@ -291,8 +306,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
             comm_prompt = float(tp_comm_ms(model, g, tp, float(wl.prompt)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             for v in variants:
-                tflops = g.tflops_for(v.format.compute_dtype) * tp
-                pre_ms = float(prefill_seconds(pf, tflops, inp.mfu)) * 1e3 + comm_prompt
+                tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
+                pre_ms = (float(prefill_seconds(pf, tflops_per_replica, inp.mfu)) * 1e3
+                          + comm_prompt)
                 vb = vram_budget(vram_gb=g.memory_gb, util=inp.util,
                                  weights_gb=v.weights_gb / tp, overhead_gb=inp.overhead_gb,
                                  nccl_gb=nccl)
@@ -310,7 +326,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
                             ("usable", vb.usable_bytes),
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes),
                             ("kvr", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
-                            ("fl", tflops), ("ca", float(comm[0])),
+                            ("fl", tflops_per_replica), ("ca", float(comm[0])),
                             ("cb", float(comm[1] - comm[0])), ("price", price)):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
@@ -329,7 +345,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     return model, variants, units
 
 
-def _take(step: StepModel, idx: npt.NDArray[np.int64]) -> StepModel:
+def _take(step: StepModel, idx: IntArray) -> StepModel:
     def t(x: FloatArray | float) -> FloatArray | float:
         return x[idx] if isinstance(x, np.ndarray) else x
     return StepModel(
@@ -373,7 +389,7 @@ def _capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl:
               slo: Slo) -> FloatArray:
     """Highest arrival rate per replica (req/s) at which every check still passes (bisection;
     every check only gets worse as the rate rises)."""
-    def ok(rate: FloatArray) -> npt.NDArray[np.bool_]:
+    def ok(rate: FloatArray) -> BoolArray:
         r = analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
                              output_tokens=wl.output_tokens, quantile=slo.quantile,
                              limit=slots * 4 + 4)
@@ -446,9 +462,10 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     subtotal = u.fixed_bytes[idx] + mem_c * u.kv_request_bytes[idx]
     # F8 verdict per row (usable memory differs per GPU): fits / tight / does not fit
     usable = u.usable_bytes[idx]
-    verdict = np.where(c_vram < 1, "does_not_fit", np.where(
-        subtotal * (1 + inp.memory_headroom) <= usable, "fits",
-        np.where(subtotal <= usable, "tight", "does_not_fit")))
+    verdict = np.where(c_vram < 1, MemoryVerdict.DOES_NOT_FIT.value, np.where(
+        subtotal * (1 + inp.memory_headroom) <= usable, MemoryVerdict.FITS.value,
+        np.where(subtotal <= usable, MemoryVerdict.TIGHT.value,
+                 MemoryVerdict.DOES_NOT_FIT.value)))
     out_tok = float(wl.output_tokens)
     peak_rate_total = peak.rate_per_s * reps
     cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * n
@@ -458,14 +475,15 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             np.where(slots > 0, mem_c / np.maximum(slots, 1), np.inf),
             design.ttft_q_ms / slo.ttft_ms, design.tpot_q_ms / slo.tpot_ms,
             design.utilization])
-    names = ("memory", "ttft", "tpot", "throughput")
+    names = (Reason.MEMORY, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT)
     bind_i = np.argmax(np.where(np.isfinite(ratios), ratios, 1e300), axis=0)
     options: list[Option] = []
     for j in range(idx.size):
         i = int(idx[j])
         fails = tuple(name for name, f in (
-            ("memory", fails_memory[j]), ("slots", fails_slots[j]), ("ttft", fails_ttft[j]),
-            ("tpot", fails_tpot[j]), ("throughput", fails_thr[j])) if f)
+            (Reason.MEMORY, fails_memory[j]), (Reason.SLOTS, fails_slots[j]),
+            (Reason.TTFT, fails_ttft[j]), (Reason.TPOT, fails_tpot[j]),
+            (Reason.THROUGHPUT, fails_thr[j])) if f)
         if not keep_all and fails:
             options.append(_lite(u, i, int(n[j]), fails, float(month[j])))
             continue
@@ -480,7 +498,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             ttft_ms=float(design.ttft_q_ms[j]), ttft_mean_ms=float(design.ttft_mean_ms[j]),
             tpot_ms=float(design.tpot_q_ms[j]), tpot_mean_ms=float(design.tpot_ms[j]),
             prefill_ms=float(pre[j]),
-            utilization=float(design.utilization[j]), memory_verdict=str(verdict[j]),
+            utilization=float(design.utilization[j]), memory_verdict=MemoryVerdict(str(verdict[j])),
             price_per_hour=float(price[j]), currency=inp.currency,
             cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
             cost_per_mtok=float(cpm_cap[j]), cost_per_mtok_at_peak=float(cpm_peak[j]),
@@ -496,7 +514,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
                 all_options=tuple(options) if keep_all else ())
 
 
-def _lite(u: _Units, i: int, n: int, fails: tuple[str, ...], month: float) -> Option:
+def _lite(u: _Units, i: int, n: int, fails: tuple[Reason, ...], month: float) -> Option:
     """A rejected configuration, without the numbers only kept options need."""
     nan = math.nan
     return Option(
@@ -506,7 +524,7 @@ def _lite(u: _Units, i: int, n: int, fails: tuple[str, ...], month: float) -> Op
         design_rate_per_s=nan, peak_concurrency=nan, design_concurrency=nan, ttft_ms=nan,
         ttft_mean_ms=nan, tpot_ms=nan, tpot_mean_ms=nan, prefill_ms=float(u.prefill_ms[i]),
         utilization=nan,
-        memory_verdict="", price_per_hour=float(u.price_per_hour[i]), currency="CNY",
+        memory_verdict=None, price_per_hour=float(u.price_per_hour[i]), currency="CNY",
         cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan,
         cost_per_mtok_at_peak=nan, failures=fails, binding=fails[0], binding_ratio=nan)
 
@@ -516,12 +534,12 @@ def _rank_key(o: Option) -> tuple[float, float, int, int, str, str, str]:
             o.kv_dtype)
 
 
-REASON_TEXT = {
-    "memory": "memory (weights + KV do not fit)",
-    "slots": "slots (more sequences than max_num_seqs)",
-    "ttft": "TTFT over the SLO",
-    "tpot": "TPOT over the SLO",
-    "throughput": "throughput (the load saturates the GPU)",
+REASON_TEXT: dict[Reason, str] = {
+    Reason.MEMORY: "memory (weights + KV do not fit)",
+    Reason.SLOTS: "slots (more sequences than max_num_seqs)",
+    Reason.TTFT: "TTFT over the SLO",
+    Reason.TPOT: "TPOT over the SLO",
+    Reason.THROUGHPUT: "throughput (the load saturates the GPU)",
 }
 
 
@@ -535,16 +553,16 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
         mine = [o for o in options if o.gpu == key]
         if not mine:
             continue
-        closest = min(mine, key=lambda o: (len(o.failures), "throughput" in o.failures,
-                                           "memory" in o.failures, o.cost_per_month))
+        closest = min(mine, key=lambda o: (len(o.failures), Reason.THROUGHPUT in o.failures,
+                                           Reason.MEMORY in o.failures, o.cost_per_month))
         every = sorted({f for o in mine for f in o.failures}, key=REASONS.index)
-        fits_somewhere = any("memory" not in o.failures for o in mine)
+        fits_somewhere = any(Reason.MEMORY not in o.failures for o in mine)
         detail = (f"closest: {closest.label} fails on "
                   + ", ".join(REASON_TEXT[f] for f in closest.failures))
         if not fits_somewhere:
             detail = (f"the weights and KV never fit, even on {max(o.n_gpus for o in mine)} "
                       f"GPUs ({closest.weights}, {closest.kv_dtype} KV)")
-        elif "ttft" in closest.failures:
+        elif Reason.TTFT in closest.failures:
             pre_s, slo_s = closest.prefill_ms / 1e3, slo.ttft_ms / 1e3
             detail += (f"; prefill alone takes {pre_s:.2f} s (SLO {slo_s:g} s)"
                        if closest.prefill_ms > slo.ttft_ms else
@@ -561,7 +579,7 @@ def _near_misses(inp: PlanInputs, cat: Catalog, options: Sequence[Option],
     """Cheapest configurations that fail on memory alone and are cheaper than the best option,
     with `suggest_fixes` (more GPUs, FP8 KV, a shorter context, fewer requests)."""
     best = feasible[0].cost_per_month if feasible else math.inf
-    cands = sorted((o for o in options if o.failures == ("memory",)
+    cands = sorted((o for o in options if o.failures == (Reason.MEMORY,)
                     and o.cost_per_month <= best), key=_rank_key)
     out: list[NearMiss] = []
     seen: set[tuple[str, int, int]] = set()
@@ -680,18 +698,18 @@ def load_curve(inp: PlanInputs, o: Option, rates_per_s: Sequence[float] | None =
     return out
 
 
-def check_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> list[str]:
+def check_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> list[Reason]:
     """Re-check one option through the Scenario path (make_scenario + evaluate), independent
     of the vectorized search: returns the failed checks ('memory', 'ttft', 'tpot')."""
     s = option_scenario(inp, o, catalog)
     c = design_concurrency_total(inp, o)
     ev = evaluate(s, [c])
-    fails = []
-    if str(ev.verdict[0]) == "does_not_fit" or c > int(ev.max_concurrency_vram):
-        fails.append("memory")
+    fails: list[Reason] = []
+    if ev.verdict[0] == MemoryVerdict.DOES_NOT_FIT or c > int(ev.max_concurrency_vram):
+        fails.append(Reason.MEMORY)
     zero_load_ttft_ms = float(ev.ttft_s) * 1e3
     if zero_load_ttft_ms > inp.slo.ttft_ms or o.ttft_ms > inp.slo.ttft_ms:
-        fails.append("ttft")
+        fails.append(Reason.TTFT)
     if float(ev.decode.step_ms[0]) > inp.slo.tpot_ms or o.tpot_ms > inp.slo.tpot_ms:
-        fails.append("tpot")
+        fails.append(Reason.TPOT)
     return fails

@@ -21,9 +21,8 @@ import pandas as pd
 
 from capacity.model.roofline import attainable_tflops, ridge_point, weight_bytes_read
 from capacity.model.scenario import Scenario, evaluate
+from capacity.types import FloatArray
 from capacity.units import GB, TERA
-
-FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_POINTS: Final = 400
 """Concurrency points per curve."""

@@ -15,21 +15,84 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from enum import StrEnum
+from typing import Any, Final
 
 import numpy as np
 
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH
+from capacity.model.memory import MemoryVerdict
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
-from capacity.model.roofline import weight_bytes_read
+from capacity.model.roofline import Bound, weight_bytes_read
 from capacity.model.scenario import Evaluation, Scenario, capacity_table, evaluate, suggest_fixes
 from capacity.units import GB, KIB, TERA, bytes_per_element
 
-Status = Literal["pass", "tight", "fail"]
-Constraint = Literal["memory", "bandwidth", "compute", "slo"]
-CONSTRAINTS: Final[tuple[Constraint, ...]] = ("memory", "bandwidth", "compute", "slo")
-STATUS_RANK: Final[dict[str, int]] = {"pass": 0, "tight": 1, "fail": 2}
+
+class Status(StrEnum):
+    """How one constraint stands, by r = value / limit (F8's rule, applied to every constraint)."""
+
+    PASS = "pass"
+    """Within the limit with the headroom: r x (1 + headroom) <= 1."""
+    TIGHT = "tight"
+    """Within the limit but not with the headroom: r <= 1."""
+    FAIL = "fail"
+    """Over the limit: r > 1."""
+
+
+class Constraint(StrEnum):
+    """The four constraints the Explorer judges a deployment on."""
+
+    MEMORY = "memory"
+    """VRAM subtotal per GPU against VRAM x util (F3/F8)."""
+    BANDWIDTH = "bandwidth"
+    """The memory term of the decode step against the TPOT SLO (F4)."""
+    COMPUTE = "compute"
+    """TTFT against its SLO (F6) or the arithmetic term of the decode step against TPOT (F4)."""
+    SLO = "slo"
+    """The worst of TTFT, TPOT and cost per M tokens against their targets."""
+
+
+class Detail(StrEnum):
+    """Which figure a verdict (or the binding constraint) is about; a message key ('d_...')."""
+
+    SUBTOTAL = "subtotal"
+    """The VRAM subtotal per GPU, GB."""
+    BANDWIDTH_TERM = "bandwidth_term"
+    """The memory term of the decode step, ms."""
+    COMPUTE_TERM = "compute_term"
+    """The arithmetic term of the decode step, ms."""
+    TTFT = "ttft"
+    """Time to first token, ms."""
+    TPOT = "tpot"
+    """Time per output token (the whole decode step), ms."""
+    COST = "cost"
+    """Cost per million output tokens, in the scenario's currency."""
+
+
+class ReliefKind(StrEnum):
+    """What a relief changes (`Relief.kind`); the memory ones are `FixKind`'s values."""
+
+    GPUS = "gpus"
+    """More GPUs in all (more replicas)."""
+    KV_DTYPE = "kv_dtype"
+    """A smaller KV-cache precision."""
+    CONTEXT = "context"
+    """A shorter context per request."""
+    CONCURRENCY = "concurrency"
+    """Fewer (or, for cost, more) requests at once."""
+    PROMPT = "prompt"
+    """A shorter prompt (the longest one whose TTFT meets the SLO)."""
+    TP = "tp"
+    """A larger tensor-parallel size (prefill split across GPUs)."""
+    PRICE = "price"
+    """A lower GPU price per hour."""
+    MFU = "mfu"
+    """A higher prefill MFU (a faster kernel or engine)."""
+
+
+CONSTRAINTS: Final[tuple[Constraint, ...]] = tuple(Constraint)
+STATUS_RANK: Final[dict[Status, int]] = {Status.PASS: 0, Status.TIGHT: 1, Status.FAIL: 2}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +114,7 @@ class Verdict:
     value: float
     limit: float
     unit: str
-    detail: str
+    detail: Detail
 
     @property
     def ratio(self) -> float:
@@ -65,14 +128,13 @@ class Verdict:
 class Relief:
     """One change that would relieve the binding constraint, with the result it gives.
 
-    kind: gpus | kv_dtype | context | concurrency | prompt | tp | price | mfu.
-    `value` is the new setting; `result` is the figure it gives (a verdict string for memory
+    `value` is the new setting; `result` is the figure it gives (a memory verdict for memory
     fixes, ms/s/cost for the others).
     """
 
-    kind: str
+    kind: ReliefKind
     value: float | str
-    result: float | str
+    result: float | MemoryVerdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +144,7 @@ class Explanation:
     concurrency: int
     verdicts: tuple[Verdict, ...]
     binding: Constraint
-    binding_detail: str
+    binding_detail: Detail
     reliefs: tuple[Relief, ...]
     figures: dict[str, float] = field(default_factory=dict)
 
@@ -99,20 +161,20 @@ class Explanation:
 def status_of(ratio: float, headroom: float) -> Status:
     """pass if ratio x (1 + headroom) <= 1, tight if ratio <= 1, else fail (F8's rule)."""
     if ratio * (1.0 + headroom) <= 1.0:
-        return "pass"
-    return "tight" if ratio <= 1.0 else "fail"
+        return Status.PASS
+    return Status.TIGHT if ratio <= 1.0 else Status.FAIL
 
 
-def _verdict(constraint: Constraint, value: float, limit: float, unit: str, detail: str,
+def _verdict(constraint: Constraint, value: float, limit: float, unit: str, detail: Detail,
              headroom: float) -> Verdict:
     ratio = 0.0 if limit == 0 and value == 0 else (math.inf if limit == 0 else value / limit)
     return Verdict(constraint=constraint, status=status_of(ratio, headroom), value=value,
                    limit=limit, unit=unit, detail=detail)
 
 
-def _worst(*candidates: tuple[float, float, str, str]) -> tuple[float, float, str, str]:
+def _worst(*candidates: tuple[float, float, str, Detail]) -> tuple[float, float, str, Detail]:
     """The (value, limit, unit, detail) with the largest value / limit."""
-    def r(c: tuple[float, float, str, str]) -> float:
+    def r(c: tuple[float, float, str, Detail]) -> float:
         return math.inf if c[1] == 0 else c[0] / c[1]
     return max(candidates, key=r)
 
@@ -129,37 +191,37 @@ def verdicts(ev: Evaluation, targets: Targets, index: int = 0) -> tuple[Verdict,
     s = ev.scenario
     h = s.headroom
     i = index
-    mem = _verdict("memory", float(ev.vram_subtotal_bytes.flat[i]) / GB,
-                   ev.vram.usable_bytes / GB, "GB", "subtotal", h)
-    bw = _verdict("bandwidth", float(ev.decode.bandwidth_ms.flat[i]), targets.tpot_ms, "ms",
-                  "bandwidth_term", h)
+    mem = _verdict(Constraint.MEMORY, float(ev.vram_subtotal_bytes.flat[i]) / GB,
+                   ev.vram.usable_bytes / GB, "GB", Detail.SUBTOTAL, h)
+    bw = _verdict(Constraint.BANDWIDTH, float(ev.decode.bandwidth_ms.flat[i]), targets.tpot_ms,
+                  "ms", Detail.BANDWIDTH_TERM, h)
     ttft_ms = float(ev.ttft_s.flat[min(i, ev.ttft_s.size - 1)]) * 1e3
-    cp = _worst((ttft_ms, targets.ttft_ms, "ms", "ttft"),
-                (float(ev.decode.compute_ms.flat[i]), targets.tpot_ms, "ms", "compute_term"))
-    comp = _verdict("compute", *cp, h)
+    cp = _worst((ttft_ms, targets.ttft_ms, "ms", Detail.TTFT),
+                (float(ev.decode.compute_ms.flat[i]), targets.tpot_ms, "ms", Detail.COMPUTE_TERM))
+    comp = _verdict(Constraint.COMPUTE, *cp, h)
     tpot = float(ev.decode.step_ms.flat[i])
     cost = float(ev.cost_per_mtok.flat[i])
-    slo_candidates = [(ttft_ms, targets.ttft_ms, "ms", "ttft"),
-                      (tpot, targets.tpot_ms, "ms", "tpot")]
+    slo_candidates = [(ttft_ms, targets.ttft_ms, "ms", Detail.TTFT),
+                      (tpot, targets.tpot_ms, "ms", Detail.TPOT)]
     if targets.cost_per_mtok > 0:
-        slo_candidates.append((cost, targets.cost_per_mtok, s.currency, "cost"))
-    slo = _verdict("slo", *_worst(*slo_candidates), h)
+        slo_candidates.append((cost, targets.cost_per_mtok, s.currency, Detail.COST))
+    slo = _verdict(Constraint.SLO, *_worst(*slo_candidates), h)
     return (mem, bw, comp, slo)
 
 
-def _binding(vs: tuple[Verdict, ...], bound: str) -> tuple[Constraint, str]:
+def _binding(vs: tuple[Verdict, ...], bound: Bound) -> tuple[Constraint, Detail]:
     by = {v.constraint: v for v in vs}
-    if by["memory"].status == "fail":
-        return "memory", "subtotal"
-    slo = by["slo"]
-    if slo.status == "fail":
-        if slo.detail == "ttft":
-            return "compute", "ttft"
-        if slo.detail == "tpot":
-            return ("compute", "compute_term") if bound == "compute" else \
-                ("bandwidth", "bandwidth_term")
-        return "slo", "cost"
-    ranked = sorted((by["memory"], by["bandwidth"], by["compute"]),
+    if by[Constraint.MEMORY].status == Status.FAIL:
+        return Constraint.MEMORY, Detail.SUBTOTAL
+    slo = by[Constraint.SLO]
+    if slo.status == Status.FAIL:
+        if slo.detail == Detail.TTFT:
+            return Constraint.COMPUTE, Detail.TTFT
+        if slo.detail == Detail.TPOT:
+            return (Constraint.COMPUTE, Detail.COMPUTE_TERM) if bound == Bound.COMPUTE else \
+                (Constraint.BANDWIDTH, Detail.BANDWIDTH_TERM)
+        return Constraint.SLO, Detail.COST
+    ranked = sorted((by[Constraint.MEMORY], by[Constraint.BANDWIDTH], by[Constraint.COMPUTE]),
                     key=lambda v: (STATUS_RANK[v.status], v.ratio), reverse=True)
     return ranked[0].constraint, ranked[0].detail
 
@@ -169,24 +231,25 @@ def _first_index(mask: np.ndarray) -> int | None:
     return int(idx[0]) if idx.size else None
 
 
-def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: str,
+def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: Detail,
              targets: Targets) -> list[Relief]:
     out: list[Relief] = []
-    if binding == "memory":
+    if binding == Constraint.MEMORY:
         fixes = suggest_fixes(s, c)
         for f in fixes:
-            out.append(Relief(kind=f.kind, value=f.value, result=f.verdict))
+            out.append(Relief(kind=ReliefKind(f.kind), value=f.value, result=f.verdict))
         c_max = int(ev.max_concurrency_vram.flat[0])
         if not fixes and c_max > c:
-            out.append(Relief(kind="concurrency", value=c_max, result="tight"))
+            out.append(Relief(kind=ReliefKind.CONCURRENCY, value=c_max,
+                              result=MemoryVerdict.TIGHT))
         return out
-    if detail == "ttft":
+    if detail == Detail.TTFT:
         # a shorter prompt: TTFT grows with L, so the longest prompt under the SLO
         grid = np.unique(np.linspace(1, s.prompt, 512).round())
         e = evaluate(s.with_(prompt_tokens=None, context_tokens=s.context_tokens), [1], grid)
         ok = np.flatnonzero(e.ttft_s * 1e3 <= targets.ttft_ms)
         if ok.size:
-            out.append(Relief(kind="prompt", value=int(grid[ok[-1]]),
+            out.append(Relief(kind=ReliefKind.PROMPT, value=int(grid[ok[-1]]),
                               result=float(e.ttft_s[ok[-1]]) * 1e3))
         for tp in (2, 4, 8):
             t = s.with_(tp=tp, n_gpus=max(s.n_gpus // s.tp, 1) * tp,
@@ -197,39 +260,40 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: s
                 continue
             ttft = float(evaluate(t, [c]).ttft_s) * 1e3
             if ttft <= targets.ttft_ms:
-                out.append(Relief(kind="tp", value=tp, result=ttft))
+                out.append(Relief(kind=ReliefKind.TP, value=tp, result=ttft))
                 break
         need_mfu = s.mfu * float(ev.ttft_s.flat[0]) * 1e3 / targets.ttft_ms
         if need_mfu <= 0.6:
-            out.append(Relief(kind="mfu", value=round(need_mfu, 2), result=targets.ttft_ms))
+            out.append(Relief(kind=ReliefKind.MFU, value=round(need_mfu, 2),
+                              result=targets.ttft_ms))
         return out
-    if detail in ("tpot", "bandwidth_term", "compute_term"):
+    if detail in (Detail.TPOT, Detail.BANDWIDTH_TERM, Detail.COMPUTE_TERM):
         grid = np.arange(1, max(c, 1) + 1, dtype=np.float64)
         e = evaluate(s, grid)
         ok = np.flatnonzero(e.decode.step_ms <= targets.tpot_ms)
         if ok.size and ok[-1] + 1 < c:
-            out.append(Relief(kind="concurrency", value=int(grid[ok[-1]]),
+            out.append(Relief(kind=ReliefKind.CONCURRENCY, value=int(grid[ok[-1]]),
                               result=float(e.decode.step_ms[ok[-1]])))
         for n in range(s.n_gpus + s.tp, 16 * s.tp + 1, s.tp):
             step = float(evaluate(s.with_(n_gpus=n), [c]).decode.step_ms[0])
             if step <= targets.tpot_ms:
-                out.append(Relief(kind="gpus", value=n, result=step))
+                out.append(Relief(kind=ReliefKind.GPUS, value=n, result=step))
                 break
         if bytes_per_element(s.kv_dtype) > 1:
             step = float(evaluate(s.with_(kv_dtype="fp8"), [c]).decode.step_ms[0])
             if step <= targets.tpot_ms:
-                out.append(Relief(kind="kv_dtype", value="fp8", result=step))
+                out.append(Relief(kind=ReliefKind.KV_DTYPE, value="fp8", result=step))
         return out
-    if detail == "cost" and targets.cost_per_mtok > 0:
+    if detail == Detail.COST and targets.cost_per_mtok > 0:
         c_max = int(ev.max_concurrency_vram.flat[0])
         if c_max > c:
             cost = float(evaluate(s, [c_max]).cost_per_mtok[0])
             if cost <= targets.cost_per_mtok:
-                out.append(Relief(kind="concurrency", value=c_max, result=cost))
+                out.append(Relief(kind=ReliefKind.CONCURRENCY, value=c_max, result=cost))
         agg = float(ev.aggregate_tok_s.flat[0])
         if agg > 0:
             price = targets.cost_per_mtok * agg * 3600.0 / 1e6 / s.n_gpus
-            out.append(Relief(kind="price", value=price, result=targets.cost_per_mtok))
+            out.append(Relief(kind=ReliefKind.PRICE, value=price, result=targets.cost_per_mtok))
         return out
     return out
 
@@ -245,7 +309,7 @@ def explain(s: Scenario, concurrency: int, targets: Targets) -> Explanation:
     c = int(concurrency)
     ev = evaluate(s, [c])
     vs = verdicts(ev, targets)
-    binding, detail = _binding(vs, str(ev.decode.bound[0]))
+    binding, detail = _binding(vs, Bound(str(ev.decode.bound[0])))
     reliefs = _reliefs(s, ev, c, binding, detail, targets)
     figures = {
         "c_vram": float(ev.max_concurrency_vram.flat[0]),
@@ -368,7 +432,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
                     f"{_n(s.bandwidth_gb_s * s.eta_bw)} GB/s = {_n(bw_ms)} ms",
         value=bw_ms, unit="ms"))
     cp_ms = float(ev.decode.compute_ms[0])
-    f_tot = s.tflops * s.tp
+    f_tot = s.tflops_per_replica
     steps.append(MathStep(
         key="compute_term", formula="t_compute = 2 x P x C / (F x eff)",
         substituted=f"2 x {_n(m.params_active_b * 1e9)} x {_n(c_rep)} / "
@@ -428,9 +492,9 @@ def table_records(s: Scenario, rows: Sequence[tuple[int, int]], targets: Targets
         out.append({
             "concurrency": r.concurrency, "context_tokens": r.context_tokens,
             "kv_total_gb": r.kv_total_bytes / GB, "subtotal_gb": r.vram_subtotal_bytes / GB,
-            "usable_gb": r.usable_bytes / GB, "verdict": r.verdict, "ttft_s": r.ttft_s,
+            "usable_gb": r.usable_bytes / GB, "verdict": r.verdict.value, "ttft_s": r.ttft_s,
             "tpot_ms": r.tpot_ms, "tok_s_per_request": r.tok_s_per_request,
             "aggregate_tok_s": r.aggregate_tok_s, "cost_per_mtok": r.cost_per_mtok,
-            "slo": "pass" if ok else "fail",
+            "slo": Status.PASS.value if ok else Status.FAIL.value,
         })
     return out

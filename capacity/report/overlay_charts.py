@@ -16,13 +16,13 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-from capacity.fit.overlay import CALIBRATED, ROOFLINE, SPEC_SHEET, Overlay
+from capacity.fit.overlay import Overlay, Predicted
 
 DEFAULT_LABELS: dict[str, str] = {
     "concurrency": "concurrent requests", "ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)",
     "tok_s_per_request": "tok/s per request", "aggregate_tok_s": "aggregate tok/s",
-    "series": "series", SPEC_SHEET: "predicted, spec-sheet", CALIBRATED: "predicted, calibrated",
-    ROOFLINE: "roofline, no queueing",
+    "series": "series", Predicted.SPEC_SHEET: "predicted, spec-sheet",
+    Predicted.CALIBRATED: "predicted, calibrated", Predicted.ROOFLINE: "roofline, no queueing",
     "c_vram": "C_vram (predicted)", "saturation": "measured saturation", "band": "p90-p99",
     "ratio": "measured / predicted",
 }
@@ -45,15 +45,15 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
     band = meas.dropna(subset=["p90", "p99"])
     x = alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=x_title)
     y_scale = alt.Scale(type="log") if metric != "aggregate_tok_s" else alt.Scale(zero=False)
-    if metric == "aggregate_tok_s" and (pred["series"] == _l(labels, ROOFLINE)).any():
+    if metric == "aggregate_tok_s" and (pred["series"] == _l(labels, Predicted.ROOFLINE)).any():
         # the roofline without queueing climbs far above what a loaded server delivers: let it
         # leave the top of the chart rather than flatten the measured points and the curve
-        loaded = pred.loc[pred["series"] != _l(labels, ROOFLINE), "value"]
+        loaded = pred.loc[pred["series"] != _l(labels, Predicted.ROOFLINE), "value"]
         top = max([float(meas["p50"].max()) if not meas.empty else 0.0,
                    float(loaded.max()) if not loaded.empty else 0.0]) * 1.25
         if math.isfinite(top) and top > 0:
             y_scale = alt.Scale(domain=[0.0, top], nice=True)
-    names = [_l(labels, SPEC_SHEET), _l(labels, CALIBRATED), _l(labels, ROOFLINE)]
+    names = [_l(labels, p) for p in (Predicted.SPEC_SHEET, Predicted.CALIBRATED, Predicted.ROOFLINE)]
     # one explicit domain, so the band and the points of a series get the same colour
     measured_scale = alt.Scale(domain=list(dict.fromkeys(meas["series"])), scheme="tableau10")
     legend = alt.Legend(orient="bottom", title=None, labelLimit=400, direction="vertical")
@@ -69,12 +69,13 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
             tooltip=[alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=".3g"),
                      alt.Tooltip("value:Q", title=y_title, format=".4g")]),
     ]
-    best = CALIBRATED if (ov.predicted["series"] == CALIBRATED).any() else SPEC_SHEET
+    best = (Predicted.CALIBRATED if (ov.predicted["series"] == Predicted.CALIBRATED).any()
+            else Predicted.SPEC_SHEET)
     pband = ov.predicted[(ov.predicted["metric"] == metric) & (ov.predicted["series"] == best)
                          ].dropna(subset=["p90", "p99"])
     if not pband.empty:
         layers.insert(0, alt.Chart(pband).mark_area(
-            opacity=0.12, color="#d62728" if best == CALIBRATED else "#555555").encode(
+            opacity=0.12, color="#d62728" if best == Predicted.CALIBRATED else "#555555").encode(
             x=x, y=alt.Y("p90:Q", scale=y_scale, title=y_title), y2="p99:Q",
             tooltip=[alt.Tooltip("concurrency:Q", format=".3g"),
                      alt.Tooltip("p90:Q", title=f"{y_title} p90", format=".4g"),
@@ -115,7 +116,8 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
 def ratio_chart(ratios: pd.DataFrame, labels: Mapping[str, str] = DEFAULT_LABELS,
                 height: int = 220) -> alt.Chart:
     """Measured / predicted per point and metric (1 = agreement), one mark per prediction."""
-    cols = [c for c in ratios.columns if c.startswith("ratio_") and c != f"ratio_{ROOFLINE}"]
+    cols = [c for c in ratios.columns
+            if c.startswith("ratio_") and c != f"ratio_{Predicted.ROOFLINE}"]
     long = ratios.melt(id_vars=["concurrency", "metric"], value_vars=cols, var_name="series",
                        value_name="ratio").dropna()
     long["series"] = long["series"].str.removeprefix("ratio_").map(lambda s: _l(labels, s))

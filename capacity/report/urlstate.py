@@ -61,6 +61,11 @@ class ExplorerState:
     headroom: float = DEFAULT_HEADROOM
     calibration: str = ""
 
+    @property
+    def concurrency(self) -> int:
+        """Concurrent requests in all (the URL's `c`), for code outside the URL codec."""
+        return self.c
+
     def scenario(self, catalog: Catalog) -> Scenario:
         """The Scenario these inputs describe (prices in `currency`).
 

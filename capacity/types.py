@@ -1,0 +1,24 @@
+"""Type aliases shared by the library: one definition each, imported everywhere.
+
+Numeric results are numpy arrays so that one call evaluates a whole sweep (concurrency 1..N,
+every GPU option); these aliases name the element type once. Base layer: imports nothing from
+capacity.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray: TypeAlias = npt.NDArray[np.float64]
+"""An array of float64 values (bytes, milliseconds, tokens per second...: the name says which)."""
+IntArray: TypeAlias = npt.NDArray[np.int64]
+"""An array of int64 counts (requests, GPUs, tensor-parallel sizes)."""
+BoolArray: TypeAlias = npt.NDArray[np.bool_]
+"""An array of booleans (a mask: saturated, converged, meets the SLO)."""
+StrArray: TypeAlias = npt.NDArray[np.str_]
+"""An array of strings, each a member's value of a vocabulary (memory verdicts, bounds)."""
+ArrayLike: TypeAlias = float | int | npt.ArrayLike
+"""A scalar or anything numpy turns into an array (a formula's sweepable input)."""
