@@ -21,7 +21,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.state import enter_page, init_lang, on_lang_change, seed_lang_switch
+from app.state import LANG_SWITCH, enter_page, init_lang, on_lang_change, seed_lang_switch
 from capacity.report.i18n import LANG_NAMES, t
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +59,7 @@ def run_app() -> None:
     seed_lang_switch()
     with st.sidebar:
         st.segmented_control(t("language", init_lang()), options=list(LANG_NAMES),
-                             format_func=LANG_NAMES.__getitem__, key="lang", required=True,
+                             format_func=LANG_NAMES.__getitem__, key=LANG_SWITCH, required=True,
                              on_change=on_lang_change)
     lang = init_lang()
     app_pages = pages(lang)

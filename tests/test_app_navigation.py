@@ -60,6 +60,18 @@ def sidebar_lang(at: AppTest) -> str | None:
     return value
 
 
+@pytest.mark.parametrize("page", list(TITLES))
+def test_a_link_to_a_page_opens_it_inside_the_app(page: str) -> None:
+    """A session's first run on a page's address (a shared link; Streamlit runs the file on
+    its own there) still draws the app around it: the sidebar's language switch."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(f"pages/{page}.py")
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.title[0].value == t(TITLES[page], "zh")
+    assert sidebar_lang(at) == "zh"
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize(("first", "second"), list(itertools.combinations(TITLES, 2)),
                          ids=lambda p: str(p))
