@@ -5,6 +5,13 @@ notice) into the widgets' session-state keys (`ex_<field>`); afterwards the widg
 values, and every run writes the encoded state back to the URL, so a copied link reopens the
 same what-if. A copy of the state survives a visit to another page (Streamlit drops the state of
 widgets that are not drawn), and the language lives in the shared sidebar (`lang`).
+
+The state every page needs is set up here, once, by `app.bootstrap.run_app` before each page
+run: `enter_page` notes whether this run entered a page (first run, or from another page) and
+leaves the URL to the page that owns it; `seed_lang_switch` keeps the language across pages.
+A widget's identity includes the page it is drawn on, so a value kept only by a widget is lost
+on a page switch: the language and the Explorer's inputs are kept in plain session-state keys
+and put back into their widgets' keys (docs/app-internals.md).
 """
 
 from __future__ import annotations
@@ -23,6 +30,12 @@ SAVED = "explorer_saved_state"
 NOTICES = "explorer_notices"
 DECODED = "explorer_decoded_state"
 FIELDS = tuple(f.name for f in fields(ExplorerState) if f.name != "lang")
+LANG_SWITCH = "lang"
+"""The sidebar's language switch (its widget key)."""
+LANG = "app_lang"
+"""The language itself: the switch's value, kept across pages."""
+PAGE = "app_page"
+ENTERED = "app_page_entered"
 
 
 def key(field: str) -> str:
@@ -32,24 +45,56 @@ def key(field: str) -> str:
 
 def init_lang() -> str:
     """The language: the `lang` query parameter on the first run, then the sidebar switch."""
-    if "lang" not in st.session_state:
+    if LANG not in st.session_state:
         raw = st.query_params.get("lang", "en")
-        st.session_state["lang"] = raw if raw in LANGS else "en"
-    lang = st.session_state["lang"]
+        st.session_state[LANG] = raw if raw in LANGS else "en"
+    lang = st.session_state[LANG]
     return lang if lang in LANGS else "en"
 
 
+def seed_lang_switch() -> None:
+    """Give the sidebar's switch the language before it is drawn (every run: on another page
+    the switch is a new widget that would otherwise start empty)."""
+    st.session_state[LANG_SWITCH] = init_lang()
+
+
+def on_lang_change() -> None:
+    """The switch was clicked: its value becomes the language."""
+    if st.session_state.get(LANG_SWITCH) in LANGS:
+        st.session_state[LANG] = st.session_state[LANG_SWITCH]
+
+
+def enter_page(url_path: str, lang: str, *, owns_query: bool) -> None:
+    """Before each page run: note whether this run entered the page (`page_entered`), and,
+    unless the page owns its query parameters (the Explorer), leave only the language in the
+    URL, so a page does not carry the parameters of the one before."""
+    st.session_state[ENTERED] = st.session_state.get(PAGE) != url_path
+    st.session_state[PAGE] = url_path
+    if not owns_query:
+        params = {"lang": lang} if lang != "en" else {}
+        if st.query_params.to_dict() != params:
+            st.query_params.from_dict(params)
+
+
+def page_entered() -> bool:
+    """Whether this run entered the page (the app's first run, or a switch from another page
+    or from the same page's other address) rather than rerunning it."""
+    return bool(st.session_state.get(ENTERED, True))
+
+
 def init_explorer(catalog: Catalog) -> list[str]:
-    """Fill the widget keys from the URL (first run) or the saved state (return from another
-    page); returns the notices about parameters that fell back to defaults."""
+    """Fill the widget keys from the URL (first run) or the saved state (on entering the page:
+    its widgets are new ones); returns the notices about parameters that fell back to
+    defaults."""
     if SAVED not in st.session_state:
         state, notices = decode(st.query_params.to_dict(), catalog)
         st.session_state[SAVED] = state
         st.session_state[DECODED] = state
         st.session_state[NOTICES] = notices
     saved: ExplorerState = st.session_state[SAVED]
+    entered = page_entered()
     for name in FIELDS:
-        if key(name) not in st.session_state:
+        if entered or key(name) not in st.session_state:
             st.session_state[key(name)] = getattr(saved, name)
     return list(st.session_state.get(NOTICES, []))
 

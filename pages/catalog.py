@@ -33,11 +33,6 @@ def saved(message: str) -> None:
     st.rerun()
 
 
-if lang != "en":
-    st.query_params.from_dict({"lang": lang})
-elif st.query_params.to_dict():
-    st.query_params.clear()
-
 st.title(T("cat_title"))
 st.caption(T("cat_intro"))
 if "cat_flash" in st.session_state:

@@ -24,7 +24,7 @@ M = MESSAGES
 # Every file that looks strings up, and the keys it must be found to use (so the grep below
 # cannot pass by finding nothing).
 SOURCES = {
-    "streamlit_app.py": "nav_explorer",
+    "app/bootstrap.py": "nav_explorer",
     "pages/explorer.py": "headline",
     "pages/catalog.py": "cat_title",
     "pages/planner.py": "pl_title",

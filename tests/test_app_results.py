@@ -14,7 +14,8 @@ from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = str(ROOT / "pages" / "results.py")
+APP = str(ROOT / "streamlit_app.py")
+PAGE = "pages/results.py"  # entered through the app's navigation (docs/app-internals.md)
 FIXTURES = Path(__file__).parent / "fixtures"
 PROMPT, OUTPUT = 1000.0, 128.0
 TRUTH = dict(eta_bw=0.7, step_overhead_ms=1.0, mfu=0.45, prefill_overhead_ms=15.0)
@@ -60,7 +61,7 @@ def texts(at: AppTest) -> str:
 
 
 def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
-    at = AppTest.from_file(PAGE, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
     at.run()
     assert not at.exception and not at.error
     assert at.dataframe[0].value["label"].tolist() == ["sweep-a"]
@@ -89,7 +90,8 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert (env / "cal" / "sweep-a-cal.toml").is_file()
     assert load("sweep-a-cal", env / "cal").eta_bw == pytest.approx(0.7, rel=0.05)
 
-    fresh = AppTest.from_file(PAGE, default_timeout=120)  # a new session reuses the saved one
+    # a new session reuses the saved one
+    fresh = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
     fresh.run()
     assert "sweep-a-cal" in fresh.selectbox(key="r_calibration").options
     fresh.selectbox(key="r_calibration").set_value("sweep-a-cal").run()
@@ -100,7 +102,7 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
 
 def test_compare_runs_filters_and_saturation(env: Path) -> None:
     store_run(env / "bench", "sweep-b", (1, 4, 16), failed_at=16)
-    at = AppTest.from_file(PAGE, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
     at.run()
     assert sorted(at.dataframe[0].value["label"]) == ["sweep-a", "sweep-b"]
     at.multiselect(key="r_f_label").set_value(["sweep-b"]).run()
@@ -114,7 +116,7 @@ def test_compare_runs_filters_and_saturation(env: Path) -> None:
 
 
 def test_import_reference_vllm_log_and_chinese(env: Path) -> None:
-    at = AppTest.from_file(PAGE, default_timeout=120)
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
     at.run()
     at.radio(key="r_source").set_value("import").run()
     assert "Pick a stored run, import a file" in texts(at)
@@ -129,6 +131,5 @@ def test_import_reference_vllm_log_and_chinese(env: Path) -> None:
     terms = at.dataframe[-1].value
     assert {"term", "logged", "predicted", "likely cause"} <= set(terms.columns)
     assert len(terms) >= 3
-    at.session_state["lang"] = "zh"
-    at.run()
+    at.sidebar.segmented_control(key="lang").set_value("zh").run()
     assert at.title[0].value == "结果：实测与预测"
