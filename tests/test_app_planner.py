@@ -18,6 +18,7 @@ def app() -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     labels = [m.label for m in app.metric]
     assert labels == ["per month", "per M output tokens (SLO capacity)", "TTFT / TPOT p90",
@@ -60,6 +61,7 @@ def test_impossible_slo_shows_why_not_a_traceback(app: AppTest) -> None:
     assert "**RTX 4090**: TTFT" in text and "3.06 s" in text
 
 
+@pytest.mark.slow
 def test_chinese_labels() -> None:
     app = AppTest.from_file(PAGE, default_timeout=120)
     app.query_params["lang"] = "zh"
