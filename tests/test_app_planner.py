@@ -37,6 +37,7 @@ def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     assert any("Event model at the design load" in c.value for c in app.caption)
 
 
+@pytest.mark.slow
 def test_100_x_8k_on_4090s_names_the_fixes(app: AppTest) -> None:
     app.radio(key="planner_mode").set_value("conc").run()
     app.number_input(key="planner_conc").set_value(100)
