@@ -96,13 +96,18 @@ def test_reference_renders_argparse_features() -> None:
     p.add_argument("--eos", action=argparse.BooleanOptionalAction, default=True, help="eos | stop")
     p.add_argument("--secret", default="x", help=argparse.SUPPRESS)
     p.add_argument("--many", nargs="+", type=int, help="numbers")
+    p.add_argument("--runs", default=str(ROOT / "data" / "bench"), help="runs")
+    p.add_argument("--home", default=Path.home() / ".capacity", help="home")
     assert usage(p) == ("usage: capacity demo (--file FILE | --ref) [--fmt {a,b}] [--eos | --no-eos]\n"
-                        + " " * 21 + "[--many MANY [MANY ...]]")  # wrapped between flags
+                        + " " * 21 + "[--many MANY [MANY ...]] [--runs RUNS] [--home HOME]")
+    # (wrapped between flags, never inside one)
     text = render_reference(outer)
     assert "| [`capacity demo`](#capacity-demo) | try it |" in text
     assert "| `--fmt {a,b}` | `a` | format (default a) |" in text
     assert "| `--eos \\| --no-eos` | on | eos \\| stop |" in text
     assert "--secret" not in text
+    assert "| `--runs RUNS` | `data/bench` | runs |" in text  # the same on every machine
+    assert "| `--home HOME` | `~/.capacity` | home |" in text
     assert "  indented example" in text
 
 

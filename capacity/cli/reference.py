@@ -121,11 +121,18 @@ def _default(action: argparse.Action) -> str:
     if action.nargs == 0 or value is None or value == "" or value == argparse.SUPPRESS:
         return ""
     if isinstance(value, (str, Path)) and Path(value).is_absolute():
-        try:
-            value = Path(value).relative_to(ROOT).as_posix()
-        except ValueError:
-            pass
+        value = _portable(Path(value))
     return f"`{value}`"
+
+
+def _portable(path: Path) -> str:
+    """A path default as it reads on any machine: relative to the repository, or under `~`."""
+    for base, shown in ((ROOT, ""), (Path.home(), "~/")):
+        try:
+            return shown + path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return path.as_posix()
 
 
 def _cell(text: str) -> str:
