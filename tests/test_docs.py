@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
+PENDING = ("configuration.md", "app-internals.md")
+"""Docs written by parallel changes: linked already, checked like the others once they are here."""
 
 
 def read(path: Path) -> str:
@@ -45,9 +47,8 @@ def test_readme_is_a_front_door() -> None:
 def test_readme_links_every_doc() -> None:
     text = read(README)
     missing = [p.name for p in DOCS if f"(docs/{p.name}" not in text]
-    # docs/configuration.md is written elsewhere; the README links it whether or not it is here
+    missing += [name for name in PENDING if f"(docs/{name})" not in text]
     assert missing == []
-    assert "(docs/configuration.md)" in text
 
 
 def test_cli_example_output_is_current(capsys: pytest.CaptureFixture[str]) -> None:
@@ -143,8 +144,8 @@ def test_relative_links_resolve(page: Path) -> None:
             continue  # http(s), mailto: not checked here (tests talk to 127.0.0.1 only)
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
-        if not file.exists() and file == ROOT / "docs" / "configuration.md":
-            continue  # written by a parallel change; checked like the others once it is here
+        if not file.exists() and file in {ROOT / "docs" / name for name in PENDING}:
+            continue
         if not file.exists():
             broken.append(target)
         elif anchor and file.suffix == ".md" and anchor not in _anchors(read(file)):
