@@ -2,8 +2,11 @@
 """One entry point for a fresh machine: bootstrap the pinned environment, then run something.
 
     python3 dev.py app     start the Streamlit app on the bundled catalogs and sample data
-    python3 dev.py test    lint (ruff), type-check (mypy, strict on capacity/), run the test suite
+    python3 dev.py test    lint (ruff), type-check (mypy, strict on capacity/), run the test suite;
+                           extra arguments go to pytest: `python3 dev.py test -m "not slow and
+                           not browser"` is the quick loop
     python3 dev.py bench   run every script in benchmarks/
+    python3 dev.py docs    regenerate docs/cli.md from the command line's own definitions
     python3 dev.py run ... run a command in the environment (`python3 dev.py run capacity plan`)
 
 Only Python 3.11+ and access to the package registries are needed: uv is installed into
@@ -60,7 +63,7 @@ def run(exe: str, *cmd: str) -> int:
 
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
-    if task not in {"app", "test", "bench", "run"}:
+    if task not in {"app", "test", "bench", "docs", "run"}:
         print(__doc__)
         return 0 if task in {"help", "-h", "--help"} else 2
     exe = sync()
@@ -68,6 +71,8 @@ def main(argv: list[str]) -> int:
         return run(exe, "streamlit", "run", "streamlit_app.py", *argv[1:])
     if task == "run":
         return run(exe, *argv[1:])
+    if task == "docs":
+        return run(exe, "python", "-m", "capacity.cli.reference", *argv[1:])
     if task == "bench":
         rc = 0
         for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):

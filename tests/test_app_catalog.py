@@ -49,6 +49,7 @@ def fill_model_form(at: AppTest, key: str) -> None:
     at.text_input(key="cm_source").set_value("my config.json")
 
 
+@pytest.mark.slow
 def test_a_custom_model_is_saved_and_usable_in_the_explorer(custom: Path) -> None:
     at = open_catalog()
     fill_model_form(at, "my-model-7b")

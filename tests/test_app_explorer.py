@@ -104,6 +104,7 @@ def test_context_slows_the_first_token_and_the_step() -> None:
     assert at.subheader[0].value.startswith("50 concurrent requests × 32K")
 
 
+@pytest.mark.slow
 def test_gpu_change_brings_its_price_and_currency_converts_it() -> None:
     at = start()
     at.selectbox(key="ex_gpu").set_value("h100-sxm").run()
@@ -148,6 +149,7 @@ def test_inputs_that_cannot_be_computed_say_why() -> None:
     assert "does not divide" in at.error[0].value
 
 
+@pytest.mark.slow
 def test_chinese_labels_render() -> None:
     at = start(lang="zh")
     assert at.title[0].value == "探索器"

@@ -19,6 +19,7 @@ def app() -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     labels = [m.label for m in app.metric]
     assert labels == ["per month", "per M output tokens (SLO capacity)", "TTFT / TPOT p90",
@@ -37,6 +38,7 @@ def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     assert any("Event model at the design load" in c.value for c in app.caption)
 
 
+@pytest.mark.slow
 def test_100_x_8k_on_4090s_names_the_fixes(app: AppTest) -> None:
     app.radio(key="planner_mode").set_value("conc").run()
     app.number_input(key="planner_conc").set_value(100)
@@ -61,6 +63,7 @@ def test_impossible_slo_shows_why_not_a_traceback(app: AppTest) -> None:
     assert "**RTX 4090**: TTFT" in text and "3.06 s" in text
 
 
+@pytest.mark.slow
 def test_chinese_labels() -> None:
     app = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
     app.query_params["lang"] = "zh"

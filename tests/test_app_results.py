@@ -60,6 +60,7 @@ def texts(at: AppTest) -> str:
                       *(x.value for x in at.info), *(x.value for x in at.success)])
 
 
+@pytest.mark.slow
 def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
     at.run()
@@ -100,6 +101,7 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert "calibration 'sweep-a-cal'" in texts(fresh)  # the band comes from it
 
 
+@pytest.mark.slow
 def test_compare_runs_filters_and_saturation(env: Path) -> None:
     store_run(env / "bench", "sweep-b", (1, 4, 16), failed_at=16)
     at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
@@ -115,6 +117,7 @@ def test_compare_runs_filters_and_saturation(env: Path) -> None:
     assert "Runs side by side" in texts(at)
 
 
+@pytest.mark.slow
 def test_import_reference_vllm_log_and_chinese(env: Path) -> None:
     at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
     at.run()

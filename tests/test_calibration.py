@@ -233,6 +233,7 @@ def test_rtx_4090_published_sweep_calibrated_beats_spec_sheet() -> None:
     assert spec > 0.3 and fitted < spec / 2 and held < spec
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(eta=st.floats(0.4, 0.95), eff=st.floats(0.1, 0.8), t0=st.floats(0.0, 5.0))
 def test_noise_free_fits_reproduce_the_points(eta: float, eff: float, t0: float) -> None:

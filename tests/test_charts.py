@@ -91,6 +91,7 @@ def test_roofline_ridge_and_points(seed: Scenario) -> None:
     assert flops[0] == pytest.approx(9e11) and moved[0] == pytest.approx(5.7e9 + 50 * 268435456)
 
 
+@pytest.mark.slow
 def test_every_spec_is_complete_json_with_tooltips(seed: Scenario) -> None:
     out = specs(chart_data(seed, 50))
     assert list(out) == list(ALL_CHARTS)
@@ -113,6 +114,7 @@ def test_rules_follow_the_inputs(seed: Scenario) -> None:
     assert data["cost"]["h_slo"].empty  # no cost target, no rule
 
 
+@pytest.mark.slow
 def test_labels_are_translatable(seed: Scenario) -> None:
     labels = {**DEFAULT_LABELS, "bandwidth": "带宽项", "concurrency": "并发请求数"}
     spec = specs(chart_data(seed, 50), labels)["step_time"]
