@@ -398,7 +398,8 @@ def run_virtual(scenario: Scenario, workload: Workload,
                 config: SimConfig | None = None) -> list[dict[str, Any]]:
     """Run `workload` on the simulated engine in virtual time: no sleeping, no HTTP, the clock
     jumps from event to event (arrival, prefill done, decode step done). Returns the truth
-    records (as `/sim/truth`'s, `clock: "virtual"`, times from 0) in arrival order.
+    records (as `/sim/truth`'s, `clock: "virtual"`; every time, `*_unix_s` included, counts
+    from 0 on the virtual clock) in arrival order.
 
     The scheduler is the HTTP server's (`Simulator.next_step`/`complete`); fault injection,
     which acts on HTTP streams, does not apply. Deterministic: the same inputs give the same
