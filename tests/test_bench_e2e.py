@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import signal
@@ -10,11 +11,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import pandas as pd
 import pytest
 
 from capacity.bench.store import RunStore
@@ -59,47 +62,54 @@ def truth_of(url: str) -> dict[str, dict[str, Any]]:
     return {t["id"]: t for t in reqs}
 
 
-def test_chapter_command_matches_the_simulator(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    """The chapter's command, scaled down: fewer requests, a 4,000-character prompt and
-    --speedup 2 on the server (TTFT ~180 ms, TPOT ~3.4 ms).
+@dataclass(frozen=True)
+class ChapterRun:
+    code: int
+    out: str
+    run_id: str
+    summary: pd.DataFrame
+    reqs: pd.DataFrame
+    truth: list[dict[str, Any]]
+    """The server's truth of each stored request, in the same order."""
 
-    64 output tokens: a request's TPOT is (last - first token) / 63, so a first token read
-    10 ms late by a descheduled client (a loaded 2-core machine) moves it by 5%, not the 10%
-    that 32 tokens gave (the cause of this test's failures under load).
-    """
-    with sim_process("--speedup", "2") as url:
+
+@pytest.fixture(scope="module")
+def chapter(tmp_path_factory: pytest.TempPathFactory) -> ChapterRun:
+    """The chapter's command, scaled down: fewer requests, a 4,000-character prompt and
+    --speedup 2 on the server (TTFT ~180 ms, TPOT ~3.4 ms), run once for the
+    functional test and the timing test below."""
+    out_dir = tmp_path_factory.mktemp("chapter")
+    with sim_process("--speedup", "2") as url, contextlib.redirect_stdout(io.StringIO()) as out:
         code = main(["bench", "--base-url", url, "--concurrency", "2,4", "--requests", "8",
                      "--prompt-chars", "4000", "--max-tokens", "64", "--label", "capacity-8k",
-                     "--out", str(tmp_path), "--gpu", "rtx-4090"])
+                     "--out", str(out_dir), "--gpu", "rtx-4090"])
         truth = truth_of(url)
-    assert code == 0
-    out = capsys.readouterr().out
-    assert "TTFT p50 ms" in out and "CNY per M tok" in out
-    [run_dir] = list((tmp_path / "capacity-8k").iterdir())
+    [run_dir] = list((out_dir / "capacity-8k").iterdir())
     assert {p.name for p in run_dir.iterdir()} == {"requests.csv", "summary.csv", "meta.json",
                                                    "requests.parquet"}
-    with RunStore(tmp_path) as store:
+    with RunStore(out_dir) as store:
         assert store.warnings == []
         summary = store.summary(run_dir.name)
         reqs = store.requests(run_dir.name)
+    return ChapterRun(code=code, out=out.getvalue(), run_id=run_dir.name, summary=summary,
+                      reqs=reqs, truth=[truth[r] for r in reqs["response_id"]])
+
+
+def test_chapter_command_runs_and_stores_what_it_measured(chapter: ChapterRun) -> None:
+    assert chapter.code == 0
+    assert "TTFT p50 ms" in chapter.out and "CNY per M tok" in chapter.out
+    summary, reqs = chapter.summary, chapter.reqs
     assert list(summary["concurrency"]) == [2, 4]
     assert list(summary["requests_ok"]) == [8, 8]
     assert (summary["cost_per_mtok"] > 0).all()
     assert set(reqs["output_tokens_source"]) == {"usage"} and set(reqs["output_tokens"]) == {64}
     assert set(reqs["prompt_tokens"]) == {1000}
-    t = [truth[r] for r in reqs["response_id"]]
-    true_ttft = np.array([x["ttft_ms"] for x in t])
-    true_tpot = np.array([x["tpot_ms"] for x in t])
-    # the truth starts when the server has read the body and ends when it emits, so the
-    # client's TTFT can only be longer
-    assert (reqs["ttft_ms"] > true_ttft).all()
-    # accuracy on the paired errors of all 16 requests (one comparison, not one per level
-    # and metric: each extra median of 8 was another chance for a descheduled client to fail)
-    err_ttft = reqs["ttft_ms"].to_numpy() - true_ttft
-    err_tpot = reqs["tpot_ms"].to_numpy() - true_tpot
-    assert np.median(err_ttft) < 0.1 * np.median(true_ttft)
-    assert abs(np.median(err_tpot)) < 0.1 * np.median(true_tpot) + 0.05
+    assert {t["clock"] for t in chapter.truth} == {"real"}
+    assert {t["output_tokens"] for t in chapter.truth} == {64}
+    # the truth starts when the server has read the body and ends at the simulated emission,
+    # which the server never delivers early: the client's TTFT can only be longer, on any
+    # machine however busy
+    assert (reqs["ttft_ms"] > np.array([t["ttft_ms"] for t in chapter.truth])).all()
     # the summary is exactly the stored requests' statistics
     for level in (2, 4):
         mine = summary[summary["concurrency"] == level].iloc[0]
@@ -110,6 +120,45 @@ def test_chapter_command_matches_the_simulator(tmp_path: Path,
                                                     rel=1e-9)
 
 
+TTFT_ERR_LIMIT = 0.10
+"""The client's median TTFT error, as a share of the true median TTFT (see the test)."""
+TPOT_ERR_LIMIT = 0.10
+"""The client's median TPOT error (absolute), as a share of the true median TPOT."""
+
+
+@pytest.mark.timing
+def test_client_timing_error_against_the_truth(chapter: ChapterRun,
+                                               record_property: Any) -> None:
+    """The benchmark client's own timing error: its TTFT and TPOT minus the server's truth,
+    paired by response id, medians over the 16 requests (one comparison, not one per level and
+    metric: each extra median of 8 was another chance for a descheduled client to fail).
+
+    Only real time can test this, so it depends on the machine: the truth is simulated time
+    (a stall of the server delays delivery, not the truth), and the error is everything
+    between the simulated emission and the client's clock: the server's delivery delay,
+    loopback, the client's SSE parsing and scheduling. 64 output tokens: a first token read
+    10 ms late moves a request's TPOT by 1/63 of that.
+
+    Noise floor (benchmarks/flaky_timing.py, 2026-11-30, the 2-core dev machine, which other
+    test suites shared): the TTFT error / true TTFT had p50 1.3% and max 2.3% over 10 runs
+    without a hog, p50 1.8% and max 3.3% over 20 runs with both cores hogged; the TPOT error /
+    true TPOT p50 0.9% and max 2.3% without, p50 0.8% and max 5.2% with. Hence 10% on each:
+    3x and 2x the worst seen under load. A client that adds a tenth to what it measures fails
+    here; one that measures too little (a TTFT below the truth) fails the functional test above.
+    """
+    true_ttft = np.array([t["ttft_ms"] for t in chapter.truth])
+    true_tpot = np.array([t["tpot_ms"] for t in chapter.truth])
+    err_ttft = chapter.reqs["ttft_ms"].to_numpy() - true_ttft
+    err_tpot = chapter.reqs["tpot_ms"].to_numpy() - true_tpot
+    ttft_rel = float(np.median(err_ttft) / np.median(true_ttft))
+    tpot_rel = float(abs(np.median(err_tpot)) / np.median(true_tpot))
+    record_property("ttft_err_rel", ttft_rel)
+    record_property("tpot_err_rel", tpot_rel)
+    assert ttft_rel < TTFT_ERR_LIMIT, (np.median(err_ttft), np.median(true_ttft))
+    assert tpot_rel < TPOT_ERR_LIMIT, (np.median(err_tpot), np.median(true_tpot))
+
+
+@pytest.mark.timing
 def test_concurrency_150_is_reached(tmp_path: Path) -> None:
     """httpx's default pool (100) would cap this; the server must see a batch of 150.
 

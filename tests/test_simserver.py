@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -10,7 +12,15 @@ import pytest
 
 from capacity.errors import InputError
 from capacity.model.scenario import evaluate, make_scenario
-from capacity.sim.server import SimConfig, SimPhysics, create_app, serve_in_thread
+from capacity.sim.server import (
+    SimConfig,
+    SimPhysics,
+    Simulator,
+    Workload,
+    create_app,
+    run_virtual,
+    serve_in_thread,
+)
 
 SEED = make_scenario()  # Qwen3.5-9B AWQ on one RTX 4090 at 8K
 
@@ -93,20 +103,58 @@ def test_bad_requests(url: str, body: dict[str, object], status: int) -> None:
     assert r.status_code == status and "error" in r.json()
 
 
-def test_truth_matches_the_formulas() -> None:
+def test_truth_matches_the_formulas_and_the_virtual_clock() -> None:
+    """The truth is simulated time: a request alone on the server gets TTFT = prefill (F6) and
+    TPOT = one decode step (F4), exactly, however late the machine delivered its tokens; and
+    the HTTP server's real-time clock gives the numbers `run_virtual` gives."""
     body = {"messages": [{"role": "user", "content": "x" * 8000}], "max_tokens": 20,
             "stream": True, "ignore_eos": True}
     with serve_in_thread(create_app(SEED, SimConfig(speedup=10))) as url, httpx.Client() as c:
-        c.post(url + "/chat/completions", json=body | {"max_tokens": 2})  # warm-up
-        r = c.post(url + "/chat/completions", json=body)
-        rid = r.headers["x-sim-request-id"]
-        truth = {t["id"]: t for t in c.get(url[:-3] + "/sim/truth").json()["requests"]}[rid]
-    assert truth["output_tokens"] == 20 and truth["prompt_tokens"] == 2000
+        ids = [c.post(url + "/chat/completions", json=body).headers["x-sim-request-id"]
+               for _ in range(3)]
+        got = {t["id"]: t for t in c.get(url[:-3] + "/sim/truth").json()["requests"]}
+    truth = [got[i] for i in ids]
+    assert {t["clock"] for t in truth} == {"real"}
+    assert {t["output_tokens"] for t in truth} == {20} and truth[0]["prompt_tokens"] == 2000
     # alone on the server: TTFT = prefill of 2000 tokens, TPOT = one decode step at batch 1
+    # (the context grows from 2001 to 2019 tokens: 16-token buckets 2000 and 2016)
     prefill_ms = float(evaluate(SEED, [1], [2000.0]).ttft_s[0]) * 1e3 / 10
     step_ms = float(evaluate(SEED, [1], [2010.0]).decode.step_ms[0]) / 10
-    assert truth["ttft_ms"] == pytest.approx(prefill_ms, rel=0.15)
-    assert truth["tpot_ms"] == pytest.approx(step_ms, rel=0.15, abs=0.3)
+    virtual = run_virtual(SEED, Workload(prompt_tokens=2000, output_tokens=20, requests=3,
+                                         clients=1), SimConfig(speedup=10))
+    for t, v in zip(truth, virtual, strict=True):
+        assert t["ttft_ms"] == pytest.approx(prefill_ms, rel=1e-6)
+        assert t["queue_ms"] == pytest.approx(0.0, abs=1e-6)
+        assert t["tpot_ms"] == pytest.approx(step_ms, rel=0.01)
+        for key in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"):
+            assert t[key] == pytest.approx(v[key], rel=1e-6, abs=1e-6), key
+
+
+def test_a_stalled_process_delays_delivery_not_the_truth() -> None:
+    """The event loop blocked for 0.3 s after the first token: the remaining tokens reach the
+    stream late (behind_max_ms says by how much) but their simulated times do not move."""
+    async def go() -> Simulator:
+        sim = Simulator(SEED, SimConfig(speedup=10))
+        await sim.start()
+        try:
+            seq = sim.submit(prompt_tokens=2000, max_tokens=20, ignore_eos=True, fault=None,
+                             arrival_s=time.perf_counter())
+            assert await seq.out.get() == 1
+            time.sleep(0.3)  # the whole process stalls: nothing runs, not even the scheduler
+            while await seq.out.get() is not None:
+                pass
+        finally:
+            await sim.stop()
+        return sim
+
+    sim = asyncio.run(go())
+    [truth] = sim.truth.values()
+    [virtual] = run_virtual(SEED, Workload(prompt_tokens=2000, output_tokens=20, requests=1,
+                                           clients=1), SimConfig(speedup=10))
+    assert sim.behind_max_ms > 250
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert truth[key] == pytest.approx(virtual[key], rel=1e-6), key
+    assert truth["e2e_ms"] < 100  # 0.3 s of stall are nowhere in it
 
 
 def test_faults_and_stream_options_rejection() -> None:

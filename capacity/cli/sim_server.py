@@ -3,7 +3,8 @@
   capacity sim-server --model qwen3.5-9b-awq --gpu rtx-4090 --port 8000
 Continuous batching with min(C_vram, --max-num-seqs) slots, decode steps from F4 for the current
 batch, prefill from F6, tokens streamed per step. --speedup X divides every delay. Its ground
-truth per request is at GET /sim/truth; its physics at GET /sim/info.
+truth per request is at GET /sim/truth, in simulated time (a busy machine delays the delivery
+of tokens, not the truth); its physics at GET /sim/info. See docs/bench.md.
 """
 
 from __future__ import annotations

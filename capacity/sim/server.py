@@ -11,9 +11,17 @@ prefill emits each one's first token; otherwise it runs one decode step of F4 fo
 batch size and the batch's mean context (prompt + tokens so far), emitting one token to every
 running sequence. `speedup` divides every delay.
 
-The server records its own ground truth per request (`/sim/truth`): when the request arrived,
-when its first and last tokens were emitted, hence the true TTFT and TPOT that a perfect client
-would measure. The benchmark client's error is its measurement minus this truth.
+The scheduler keeps its own clock and advances it from event to event (a prefill batch or a
+decode step ends after its computed duration), one implementation under two clocks:
+- real time (`create_app`, the HTTP server): the simulated clock starts at a request's arrival
+  (wall clock, when its body has been read) and the token streams are paced against the wall
+  clock; a stall of this process delays the delivery of tokens but not the simulated times;
+- virtual time (`run_virtual`): a scripted workload (closed-loop clients, Poisson or given
+  arrivals) runs in-process with no sleeping at all; deterministic, and fast.
+The ground truth per request (`/sim/truth`, or `run_virtual`'s records) is in simulated time:
+when the request arrived, when its first and last tokens were emitted, hence the true TTFT and
+TPOT that a perfect client would measure. The benchmark client's error is its measurement minus
+this truth (in real time it includes the server's own delivery delay under load).
 
 Prompt tokens are counted as `ceil(chars / chars_per_token)` (there is no tokenizer here).
 Fault injection draws one uniform number per request (seeded) against the shares of HTTP errors,
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import math
@@ -38,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import numpy as np
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -102,6 +112,8 @@ class _Seq:
     finish_reason: str
     fault: str | None
     arrival_s: float
+    stream: bool = True
+    """Put every emitted token on `out` (an HTTP response reads it); not in virtual time."""
     out: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
     emitted: int = 0
     admitted_s: float = math.nan
@@ -109,6 +121,16 @@ class _Seq:
     last_s: float = math.nan
     cancelled: bool = False
     done: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Step:
+    """One scheduling decision: prefill `batch` (the prompts admitted now) or decode it."""
+
+    batch: list[_Seq]
+    admitted: list[_Seq]
+    duration_s: float
+    """Its duration on the simulator's clock (seconds, after the speed-up)."""
 
 
 class SimPhysics:
@@ -148,25 +170,38 @@ class SimPhysics:
 
 
 class Simulator:
-    """The engine: a FIFO of waiting sequences, a running batch, one scheduler task."""
+    """The engine: a FIFO of waiting sequences, a running batch and the simulated clock `now_s`.
 
-    def __init__(self, scenario: Scenario, config: SimConfig) -> None:
+    `next_step` (admission and batching at a scheduling point) and `complete` (emit the step's
+    tokens at its end) are the scheduler; the real-time loop (`start`, for the HTTP server) and
+    `run_virtual` drive the same two methods, on the wall clock or on no clock at all.
+    """
+
+    def __init__(self, scenario: Scenario, config: SimConfig, *, clock: str = "real") -> None:
+        if clock not in ("real", "virtual"):
+            raise InputError(f"clock must be 'real' or 'virtual', got {clock!r}")
         self.config = config
+        self.clock = clock
         self.physics = SimPhysics(scenario, config.max_num_seqs)
         self.model_name = config.served_model_name or scenario.variant.key
         self.max_model_len = scenario.model.max_context_tokens
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
         self.truth: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.now_s = -math.inf
+        """Simulated time (s; in real time on perf_counter's scale, in virtual time from 0)."""
         self._rng = random.Random(config.seed)
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._lag_task: asyncio.Task[None] | None = None
         self.loop_lag_ms: deque[float] = deque(maxlen=6000)
+        self.behind_max_ms = 0.0
+        """Real time: how far the wall clock ran past a step's simulated end before its tokens
+        could be emitted (ms, the worst seen): the delivery delay of a busy machine."""
         self.max_batch_seen = 0
         self.fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    # -- lifecycle (real time) ---------------------------------------------------------------
     async def start(self) -> None:
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="sim-scheduler")
@@ -200,76 +235,101 @@ class Simulator:
         return None
 
     def submit(self, *, prompt_tokens: int, max_tokens: int, ignore_eos: bool,
-               fault: str | None, arrival_s: float) -> _Seq:
+               fault: str | None, arrival_s: float, seq_id: str | None = None) -> _Seq:
+        """Queue a request that arrived at `arrival_s` (on the simulator's clock; in arrival
+        order). It is admitted at the first scheduling point at or after its arrival."""
         eos = self.config.eos_after_tokens
         if not ignore_eos and 0 < eos < max_tokens:
             target, reason = eos, "stop"
         else:
             target, reason = max_tokens, "length"
-        seq = _Seq(id=f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
-                   target_tokens=target, finish_reason=reason, fault=fault, arrival_s=arrival_s)
+        seq = _Seq(id=seq_id or f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
+                   target_tokens=target, finish_reason=reason, fault=fault, arrival_s=arrival_s,
+                   stream=self.clock == "real")
         self.waiting.append(seq)
-        assert self._wake is not None, "the simulator is not started"
-        self._wake.set()
+        if self.clock == "real":
+            assert self._wake is not None, "the simulator is not started"
+            self._wake.set()
         return seq
 
     def record(self, seq: _Seq, status: str) -> None:
-        """Store the ground truth of a finished, failed or abandoned request."""
+        """Store the ground truth of a finished, failed or abandoned request (simulated time)."""
         n = seq.emitted
         tpot = (seq.last_s - seq.first_s) / (n - 1) * 1e3 if n > 1 else math.nan
+        unix = _UNIX_MINUS_PERF if self.clock == "real" else 0.0
         self.truth[seq.id] = {
             "id": seq.id, "status": status, "fault": seq.fault,
             "prompt_tokens": seq.prompt_tokens, "output_tokens": n,
             "arrival_s": seq.arrival_s,
-            "arrival_unix_s": seq.arrival_s + _UNIX_MINUS_PERF,
-            "first_token_unix_s": seq.first_s + _UNIX_MINUS_PERF,
+            "arrival_unix_s": seq.arrival_s + unix,
+            "first_token_unix_s": seq.first_s + unix,
             "queue_ms": (seq.admitted_s - seq.arrival_s) * 1e3,
             "ttft_ms": (seq.first_s - seq.arrival_s) * 1e3,
             "tpot_ms": tpot,
             "e2e_ms": (seq.last_s - seq.arrival_s) * 1e3,
+            "clock": self.clock,
         }
         while len(self.truth) > _TRUTH_KEEP:
             self.truth.popitem(last=False)
 
-    # -- the engine --------------------------------------------------------------------------
+    # -- the scheduler (both clocks) ---------------------------------------------------------
+    def next_step(self) -> _Step | None:
+        """Admission and batching at the scheduling point `now_s`.
+
+        While sequences that have arrived are waiting and slots are free, they are admitted
+        (FIFO) and prefilled together: F6 summed over their prompts, the running sequences
+        wait. Otherwise one F4 decode step for the running batch at its mean context. An idle
+        engine first moves its clock to the next arrival. None when nothing is left to run.
+        """
+        self.running = [s for s in self.running if not s.cancelled]
+        while self.waiting and self.waiting[0].cancelled:
+            self.waiting.popleft()
+        if not self.running and self.waiting:
+            self.now_s = max(self.now_s, self.waiting[0].arrival_s)
+        admitted: list[_Seq] = []
+        while (self.waiting and self.waiting[0].arrival_s <= self.now_s
+               and len(self.running) + len(admitted) < self.physics.slots):
+            s = self.waiting.popleft()
+            if not s.cancelled:
+                s.admitted_s = self.now_s
+                admitted.append(s)
+        if admitted:
+            dur = sum(self.physics.prefill_s(s.prompt_tokens) for s in admitted)
+            return _Step(batch=admitted, admitted=admitted, duration_s=dur / self.config.speedup)
+        if self.running:
+            ctx = sum(s.prompt_tokens + s.emitted for s in self.running) / len(self.running)
+            dur = self.physics.step_s(len(self.running), ctx)
+            return _Step(batch=self.running, admitted=[], duration_s=dur / self.config.speedup)
+        return None
+
+    def complete(self, step: _Step) -> list[_Seq]:
+        """The step has ended at `now_s`: emit its tokens; returns the sequences it finished."""
+        finished = self._emit(step.batch, self.now_s)
+        self.running.extend(s for s in step.admitted if not s.done)
+        self.max_batch_seen = max(self.max_batch_seen, len(self.running))
+        return finished
+
     async def _loop(self) -> None:
+        """Real time: the simulated clock runs ahead by each step's duration; the step's
+        tokens are emitted when the wall clock reaches its end (at once when it is late)."""
         assert self._wake is not None
-        speed = self.config.speedup
-        target = time.perf_counter()
         while True:
             if not self.waiting and not self.running:
                 self._wake.clear()
                 await self._wake.wait()
-                target = time.perf_counter()
-            self.running = [s for s in self.running if not s.cancelled]
-            admitted: list[_Seq] = []
-            while self.waiting and len(self.running) + len(admitted) < self.physics.slots:
-                s = self.waiting.popleft()
-                if not s.cancelled:
-                    s.admitted_s = target
-                    admitted.append(s)
-            if admitted:
-                dur = sum(self.physics.prefill_s(s.prompt_tokens) for s in admitted)
-                batch = admitted
-            elif self.running:
-                ctx = sum(s.prompt_tokens + s.emitted for s in self.running) / len(self.running)
-                dur = self.physics.step_s(len(self.running), ctx)
-                batch = self.running
-            else:
+            step = self.next_step()
+            if step is None:
                 continue
-            target += dur / speed
+            self.now_s += step.duration_s
             # always yield, even when behind: the streams must send this step's tokens before
-            # the next step is emitted, or delivery turns bursty and the truth runs ahead
-            await asyncio.sleep(max(0.0, target - time.perf_counter()))
-            now = time.perf_counter()
-            if now - target > 0.002:  # overloaded or a long pause: do not replay missed steps
-                target = now
-            self._emit(batch, now)
-            if admitted:
-                self.running.extend(s for s in admitted if not s.done)
-            self.max_batch_seen = max(self.max_batch_seen, len(self.running))
+            # the next step is emitted, or delivery turns bursty
+            await asyncio.sleep(max(0.0, self.now_s - time.perf_counter()))
+            self.behind_max_ms = max(self.behind_max_ms,
+                                     (time.perf_counter() - self.now_s) * 1e3)
+            self.complete(step)
 
-    def _emit(self, batch: list[_Seq], now: float) -> None:
+    def _emit(self, batch: list[_Seq], now: float) -> list[_Seq]:
+        finished: list[_Seq] = []
         for s in batch:
             if s.cancelled or s.done:
                 continue
@@ -277,13 +337,107 @@ class Simulator:
             if s.emitted == 1:
                 s.first_s = now
             s.last_s = now
-            s.out.put_nowait(s.emitted)
+            if s.stream:
+                s.out.put_nowait(s.emitted)
             if s.emitted >= s.target_tokens:
                 s.done = True
-                s.out.put_nowait(None)
+                if s.stream:
+                    s.out.put_nowait(None)
                 self.record(s, "ok")
-        if any(s.done or s.cancelled for s in batch):
+                finished.append(s)
+        if finished or any(s.cancelled for s in batch):
             self.running = [s for s in self.running if not (s.done or s.cancelled)]
+        return finished
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """A scripted workload for `run_virtual`: `requests` requests of `prompt_tokens` prompt and
+    `output_tokens` output tokens (ignore_eos), arriving in one of three ways:
+    - `clients`: closed loop, that many users with no think time (each sends its next request
+      when its previous one finishes), all starting at 0;
+    - `rate_per_s`: Poisson arrivals, the same seeded draw as `capacity.plan.queueing.simulate`;
+    - `arrivals_s`: these arrival times (s, increasing)."""
+
+    prompt_tokens: int
+    output_tokens: int
+    requests: int
+    clients: int | None = None
+    rate_per_s: float | None = None
+    arrivals_s: tuple[float, ...] | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if sum(x is not None for x in (self.clients, self.rate_per_s, self.arrivals_s)) != 1:
+            raise InputError("give one of: closed-loop clients, an arrival rate, or arrival times")
+        if self.prompt_tokens < 1 or self.output_tokens < 1 or self.requests < 1:
+            raise InputError("prompt, output and requests must each be >= 1")
+        if self.clients is not None and self.clients < 1:
+            raise InputError(f"clients must be >= 1, got {self.clients}")
+        if self.rate_per_s is not None and not (math.isfinite(self.rate_per_s)
+                                                and self.rate_per_s > 0):
+            raise InputError(f"arrival rate must be > 0 requests/s, got {self.rate_per_s}")
+        if self.arrivals_s is not None and (
+                len(self.arrivals_s) != self.requests
+                or any(not math.isfinite(a) for a in self.arrivals_s)
+                or any(b < a for a, b in itertools.pairwise(self.arrivals_s))):
+            raise InputError("arrival times must be `requests` finite times in increasing order")
+
+    def open_arrivals_s(self) -> list[float] | None:
+        """The open-loop arrival times (s), None for a closed loop."""
+        if self.arrivals_s is not None:
+            return list(self.arrivals_s)
+        if self.rate_per_s is not None:
+            rng = np.random.default_rng(self.seed)
+            return [float(t) / 1e3 for t in
+                    np.cumsum(rng.exponential(1e3 / self.rate_per_s, size=self.requests))]
+        return None
+
+
+def run_virtual(scenario: Scenario, workload: Workload,
+                config: SimConfig | None = None) -> list[dict[str, Any]]:
+    """Run `workload` on the simulated engine in virtual time: no sleeping, no HTTP, the clock
+    jumps from event to event (arrival, prefill done, decode step done). Returns the truth
+    records (as `/sim/truth`'s, `clock: "virtual"`; every time, `*_unix_s` included, counts
+    from 0 on the virtual clock) in arrival order.
+
+    The scheduler is the HTTP server's (`Simulator.next_step`/`complete`); fault injection,
+    which acts on HTTP streams, does not apply. Deterministic: the same inputs give the same
+    numbers on any machine, however busy.
+    """
+    sim = Simulator(scenario, config or SimConfig(), clock="virtual")
+    sim.now_s = 0.0
+    w = workload
+    opened = w.open_arrivals_s()
+    pending = deque(opened or [])
+    issued = 0
+
+    def send(at_s: float) -> None:
+        nonlocal issued
+        sim.submit(prompt_tokens=w.prompt_tokens, max_tokens=w.output_tokens, ignore_eos=True,
+                   fault=None, arrival_s=at_s, seq_id=f"virtual-{issued:06d}")
+        issued += 1
+
+    if opened is None:
+        assert w.clients is not None
+        for _ in range(min(w.clients, w.requests)):
+            send(0.0)
+    while True:
+        # an idle engine's clock moves to the next arrival (next_step does it for the queue)
+        if pending and not sim.running and not sim.waiting:
+            sim.now_s = max(sim.now_s, pending[0])
+        while pending and pending[0] <= sim.now_s:
+            send(pending.popleft())
+        step = sim.next_step()
+        if step is None:
+            if not pending:
+                break
+            continue
+        sim.now_s += step.duration_s
+        for _ in sim.complete(step):
+            if opened is None and issued < w.requests:
+                send(sim.now_s)
+    return sorted(sim.truth.values(), key=lambda r: (r["arrival_s"], r["id"]))
 
 
 # -- HTTP ------------------------------------------------------------------------------------
@@ -344,7 +498,8 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             "model": sim.model_name, "gpu": scenario.gpu.key, "slots": p.slots,
             "c_vram": p.c_vram, "speedup": cfg.speedup, "chars_per_token": cfg.chars_per_token,
             "max_batch_seen": sim.max_batch_seen, "waiting": len(sim.waiting),
-            "running": len(sim.running), "faults": sim.fault_counts,
+            "running": len(sim.running), "faults": sim.fault_counts, "clock": sim.clock,
+            "behind_max_ms": sim.behind_max_ms,
             "loop_lag_max_ms": max(sim.loop_lag_ms, default=0.0),
             "loop_lag_p99_ms": sorted(sim.loop_lag_ms)[int(0.99 * (len(sim.loop_lag_ms) - 1))]
             if sim.loop_lag_ms else 0.0})
