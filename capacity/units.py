@@ -1,6 +1,6 @@
 """Units and element sizes used by every formula.
 
-Memory and bandwidth are decimal (1 GB = 1e9 bytes, GB/s), as the chapter chapter computes them;
+Memory and bandwidth are decimal (1 GB = 1e9 bytes, GB/s), as the chapter computes them;
 per-token KV is shown in KiB (1024 bytes); compute in TFLOP/s (1e12 FLOP/s).
 Source: docs/method.md ("Units").
 """

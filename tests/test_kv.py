@@ -16,7 +16,7 @@ from capacity.model.kv import heads_per_rank, kv_bytes_per_token, kv_request_byt
 from capacity.units import bytes_per_element
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "models.csv"
-"""A copy of shared/reference/models.csv (config.json facts with sources), shipped as data."""
+"""data/reference/models.csv (config.json facts with sources), shipped as data."""
 
 
 def _reference_rows() -> list[dict[str, str]]:
@@ -30,7 +30,7 @@ def _key(name: str) -> str:
 
 @pytest.mark.parametrize("row", _reference_rows(), ids=lambda r: r["model"])
 def test_kv_per_token_matches_reference_config(catalog: Catalog, row: dict[str, str]) -> None:
-    """shared/reference/models.csv, column kv_bytes_per_token_bf16 (from each config.json)."""
+    """data/reference/models.csv, column kv_bytes_per_token_bf16 (from each config.json)."""
     model = catalog.models[_key(row["model"])]
     assert kv_bytes_per_token(model, "bf16").bytes_per_token == float(
         row["kv_bytes_per_token_bf16"])

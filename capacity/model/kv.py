@@ -1,6 +1,6 @@
 """F1 and F2: KV-cache bytes per token and per request, layer by layer.
 
-Source: docs/method.md, F1-F2 (the chapter chapter's KV account, extended to hybrid layouts).
+Source: docs/method.md, F1-F2 (the chapter's KV account, extended to hybrid layouts).
 Chapter check: Qwen3.5-9B, 8 full-attention layers of 32, 4 KV heads x 256 at fp16
 -> 2 x 4 x 256 x 2 B x 8 layers = 32 KiB per token; 8192 tokens -> 268,435,456 B (0.27 GB).
 """
