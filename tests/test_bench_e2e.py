@@ -25,6 +25,9 @@ from capacity.cli.main import main
 from capacity.model.scenario import make_scenario
 from capacity.sim.server import SimConfig, create_app, serve_in_thread
 
+# subprocesses and real-time runs of several seconds each: outside the quick loop
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SEED = make_scenario()  # Qwen3.5-9B AWQ on an RTX 4090, 53 slots at 8K
 

@@ -157,6 +157,7 @@ def test_a_stalled_process_delays_delivery_not_the_truth() -> None:
     assert truth["e2e_ms"] < 100  # 0.3 s of stall are nowhere in it
 
 
+@pytest.mark.slow
 def test_faults_and_stream_options_rejection() -> None:
     cfg = SimConfig(speedup=100, fail_http=0.25, fail_disconnect=0.25, fail_error_event=0.25,
                     fail_stall=0.25, stall_s=100, reject_stream_options=True, seed=1)

@@ -182,8 +182,8 @@ def test_size_searches_a_custom_gpu(custom_gpu: str, capsys: pytest.CaptureFixtu
 
 
 def test_planner_offers_a_custom_gpu(custom_gpu: str) -> None:
-    at = AppTest.from_file(str(ROOT / "pages" / "planner.py"), default_timeout=120)
-    at.run()
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
+    at.switch_page("pages/planner.py").run()
     assert not at.exception
     assert "My 4090" in at.multiselect(key="planner_gpus").options  # shown by name
 
