@@ -81,16 +81,32 @@ def max_concurrency(kv_budget_bytes: float, kv_request_bytes: npt.ArrayLike
 
 
 VERDICTS = ("fits", "tight", "does_not_fit")
+"""F8's memory verdicts, in order of `headroom_level` (0, 1, 2)."""
 
 
-def memory_verdict(subtotal_bytes: npt.ArrayLike, usable_bytes: float,
-                   headroom: float = DEFAULT_HEADROOM) -> npt.NDArray[np.str_]:
-    """F8 verdict: 'fits' if subtotal x (1 + headroom) <= VRAM x util, 'tight' if subtotal
-    alone fits, else 'does_not_fit'. Seed: 9.9 GB fits, 20.7 GB tight, 34.2 GB does not (21.6).
+def headroom_level(value: npt.ArrayLike, limit: npt.ArrayLike,
+                   headroom: float = DEFAULT_HEADROOM) -> npt.NDArray[np.int64]:
+    """F8's rule on any quantity against its limit: 0 when value x (1 + headroom) <= limit
+    (fits with headroom), 1 when value <= limit (tight), 2 otherwise (over).
+
+    The memory verdict applies it to the VRAM subtotal against VRAM x util; the explanations
+    apply it to speed and cost against their targets. Unit: a level (0, 1, 2).
     """
     if headroom < 0:
         raise InputError(f"headroom must be >= 0, got {headroom}")
-    s = np.asarray(subtotal_bytes, dtype=np.float64)
-    out = np.where(s * (1 + headroom) <= usable_bytes, "fits",
-                   np.where(s <= usable_bytes, "tight", "does_not_fit"))
-    return np.asarray(out, dtype=np.str_)
+    v = np.asarray(value, dtype=np.float64)
+    lim = np.asarray(limit, dtype=np.float64)
+    return np.asarray(np.where(v * (1 + headroom) <= lim, 0, np.where(v <= lim, 1, 2)),
+                      dtype=np.int64)
+
+
+def memory_verdict(subtotal_bytes: npt.ArrayLike, usable_bytes: npt.ArrayLike,
+                   headroom: float = DEFAULT_HEADROOM, *,
+                   holds_a_request: npt.ArrayLike = True) -> npt.NDArray[np.str_]:
+    """F8 verdict: 'fits' if subtotal x (1 + headroom) <= VRAM x util, 'tight' if subtotal
+    alone fits, else 'does_not_fit'; also 'does_not_fit' where `holds_a_request` is False (not
+    one request's KV fits, C_vram < 1). Seed: 9.9 GB fits, 20.7 GB tight, 34.2 GB does not
+    (21.6). Used by `scenario.evaluate` (Explorer, table, explanations, charts) and the planner.
+    """
+    level = np.where(holds_a_request, headroom_level(subtotal_bytes, usable_bytes, headroom), 2)
+    return np.asarray(np.asarray(VERDICTS)[level], dtype=np.str_)
