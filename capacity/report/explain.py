@@ -171,11 +171,6 @@ def _binding(vs: tuple[Verdict, ...], bound: str) -> tuple[Constraint, str]:
     return ranked[0].constraint, ranked[0].detail
 
 
-def _first_index(mask: np.ndarray) -> int | None:
-    idx = np.flatnonzero(mask)
-    return int(idx[0]) if idx.size else None
-
-
 def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: str,
              targets: Targets) -> list[Relief]:
     out: list[Relief] = []
