@@ -276,7 +276,8 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                        overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
     c_vram = max_concurrency(vram.kv_budget_bytes, kv_req.exact_bytes) * s.replicas
     c_vram_paged = max_concurrency(vram.kv_budget_bytes, kv_req.paged_bytes) * s.replicas
-    step = decode_model(s, kv_req.exact_bytes).decode(c_rep)
+    step_model = decode_model(s, kv_req.exact_bytes)
+    step = step_model.decode(c_rep)
     agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
     kv_total = c_rep * kv_req.exact_bytes
     subtotal = vram.weights_bytes + vram.overhead_bytes + vram.nccl_bytes + kv_total
@@ -287,7 +288,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                            s.prefill_overhead_ms / 1e3) + comm_prefill_s
     cross = None
     if L.ndim == 0:
-        per_gpu = decode_model(s, float(kv_req.exact_bytes)).crossover_batch()
+        per_gpu = step_model.crossover_batch()  # one context: a scalar KV per request
         cross = None if per_gpu is None else per_gpu * s.replicas
     return Evaluation(
         scenario=s, concurrency=C, context_tokens=L, per_replica_concurrency=c_rep,
