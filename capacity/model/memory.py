@@ -1,10 +1,12 @@
-"""F3: the VRAM budget and the concurrency it allows.
+"""F3: the VRAM budget and the concurrency it allows; F8: the memory verdict.
 
 `KV_budget = VRAM x util - W - overhead`; `C_vram = floor(KV_budget / KV_request)`.
 `util` follows vLLM's `gpu_memory_utilization` (a fraction of TOTAL device memory; TensorRT-LLM's
 is a fraction of free memory). A budget <= 0 means the weights do not fit: the result says so and
 by how much, never a negative concurrency. Source: F3 (docs/method.md).
 Seed: 24 GB x 0.9 - 5.7 - 1.5 = 14.4 GB; / 0.268 GB per request -> C_vram = 53.
+`memory_verdict` (fits / tight / does_not_fit with headroom) is the only F8 verdict: the
+Explorer, the capacity table, the charts, the explanations and the planner all use it.
 """
 
 from __future__ import annotations
