@@ -131,6 +131,8 @@ def step_ms_with_knobs(*, bandwidth_peak_ms: FloatArray, compute_peak_ms: FloatA
 def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]:
     """(fixed, per sequence) ms of one decode step's TP all-reduces: F10's `tp_comm_ms` is
     linear in the batch, tp_comm_ms(b) = fixed + per_seq x b. (0, 0) without TP."""
+    if tp <= 1:
+        return 0.0, 0.0
     at = tp_comm_ms(model, gpu, tp, np.array([0.0, 1.0]))
     return float(at[0]), float(at[1] - at[0])
 
@@ -272,7 +274,7 @@ class StepModel:
         shape = step.shape
 
         def full(x: FloatArray) -> FloatArray:
-            return np.broadcast_to(x, shape)
+            return x if x.shape == shape else np.broadcast_to(x, shape)
         cb = full(b)
         return DecodeStep(concurrency=cb, weight_read_bytes=full(w), kv_read_bytes=full(kv),
                           flops=full(fl), bandwidth_ms=full(bw), compute_ms=full(cp),
