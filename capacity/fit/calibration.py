@@ -1,7 +1,8 @@
 """F11: fit the efficiency knobs from measured points, and predict with them.
 
 Decode: `t_step = t0 + max((W + C x KV) / (BW x eta_bw), 2 x P x C / (F x eff)) + comm`
-(the library's own F4, so a fitted calibration predicts exactly what `evaluate` computes).
+(the library's own F4, `model.roofline.StepModel`: its terms at peak, then
+`step_ms_with_knobs`, so a fitted calibration predicts exactly what `evaluate` computes).
 Prefill: `TTFT = t0_prefill + FLOPs(prompt, with attention) / (F x MFU) + comm` (F6).
 Memory: `overhead_gb` from a measured maximum concurrency (or OOM point) through F3.
 
@@ -44,6 +45,7 @@ from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops
+from capacity.model.roofline import step_ms_with_knobs
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import FloatArray
 from capacity.units import GB, TERA
@@ -152,7 +154,8 @@ class Calibration:
 
 def _decode_basis(base: Scenario, pts: Sequence[MeasuredPoint]
                   ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Bandwidth term at eta_bw = 1, compute term at eff = 1 and comm, in ms, per point."""
+    """Bandwidth term at eta_bw = 1, compute term at eff = 1 and comm, in ms, per point: F4's
+    terms at peak, from the one implementation (`evaluate` -> `roofline.StepModel`)."""
     s1 = base.with_(eta_bw=1.0, eff=1.0, step_overhead_ms=0.0)
     ev = evaluate(s1, np.array([p.concurrency for p in pts], dtype=np.float64),
                   np.array([p.decode_context_tokens for p in pts], dtype=np.float64))
@@ -171,9 +174,13 @@ def _prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> tuple[FloatA
 
 
 def _decode_model(x: FloatArray, basis: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
+    """F4 at the knobs x = (eta_bw, step_overhead_ms, eff), ms per point: the same arithmetic
+    as `evaluate` with those knobs (`roofline.step_ms_with_knobs`), without re-deriving the
+    terms at each trial of the fit."""
     bw, cp, comm = basis
     eta, t0, eff = x
-    return np.asarray(t0 + np.maximum(bw / eta, cp / eff) + comm, dtype=np.float64)
+    return step_ms_with_knobs(bandwidth_peak_ms=bw, compute_peak_ms=cp, comm_ms=comm,
+                              eta_bw=float(eta), eff=float(eff), overhead_ms=float(t0))
 
 
 def _prefill_model(x: FloatArray, basis: tuple[FloatArray, FloatArray]) -> FloatArray:

@@ -1,10 +1,12 @@
-"""F3: the VRAM budget and the concurrency it allows.
+"""F3: the VRAM budget and the concurrency it allows; F8: the memory verdict.
 
 `KV_budget = VRAM x util - W - overhead`; `C_vram = floor(KV_budget / KV_request)`.
 `util` follows vLLM's `gpu_memory_utilization` (a fraction of TOTAL device memory; TensorRT-LLM's
 is a fraction of free memory). A budget <= 0 means the weights do not fit: the result says so and
 by how much, never a negative concurrency. Source: F3 (docs/method.md).
 Seed: 24 GB x 0.9 - 5.7 - 1.5 = 14.4 GB; / 0.268 GB per request -> C_vram = 53.
+`memory_verdict` (fits / tight / does_not_fit with headroom) is the only F8 verdict: the
+Explorer, the capacity table, the charts, the explanations and the planner all use it.
 """
 
 from __future__ import annotations
@@ -94,18 +96,32 @@ class MemoryVerdict(StrEnum):
 
 
 VERDICTS: tuple[MemoryVerdict, ...] = tuple(MemoryVerdict)
-"""Every memory verdict, best first."""
+"""Every memory verdict, best first: the order of `headroom_level` (0, 1, 2)."""
 
 
-def memory_verdict(subtotal_bytes: npt.ArrayLike, usable_bytes: float,
-                   headroom: float = DEFAULT_HEADROOM) -> StrArray:
-    """F8 verdict: 'fits' if subtotal x (1 + headroom) <= VRAM x util, 'tight' if subtotal
-    alone fits, else 'does_not_fit'. Seed: 9.9 GB fits, 20.7 GB tight, 34.2 GB does not (21.6).
+def headroom_level(value: npt.ArrayLike, limit: npt.ArrayLike,
+                   headroom: float = DEFAULT_HEADROOM) -> IntArray:
+    """F8's rule on any quantity against its limit: 0 when value x (1 + headroom) <= limit
+    (fits with headroom), 1 when value <= limit (tight), 2 otherwise (over).
+
+    The memory verdict applies it to the VRAM subtotal against VRAM x util; the explanations
+    apply it to speed and cost against their targets. Unit: a level (0, 1, 2).
     """
     if headroom < 0:
         raise InputError(f"headroom must be >= 0, got {headroom}")
-    s = np.asarray(subtotal_bytes, dtype=np.float64)
-    out = np.where(s * (1 + headroom) <= usable_bytes, MemoryVerdict.FITS.value,
-                   np.where(s <= usable_bytes, MemoryVerdict.TIGHT.value,
-                            MemoryVerdict.DOES_NOT_FIT.value))
-    return np.asarray(out, dtype=np.str_)
+    v = np.asarray(value, dtype=np.float64)
+    lim = np.asarray(limit, dtype=np.float64)
+    return np.asarray(np.where(v * (1 + headroom) <= lim, 0, np.where(v <= lim, 1, 2)),
+                      dtype=np.int64)
+
+
+def memory_verdict(subtotal_bytes: npt.ArrayLike, usable_bytes: npt.ArrayLike,
+                   headroom: float = DEFAULT_HEADROOM, *,
+                   holds_a_request: npt.ArrayLike = True) -> StrArray:
+    """F8 verdict: 'fits' if subtotal x (1 + headroom) <= VRAM x util, 'tight' if subtotal
+    alone fits, else 'does_not_fit'; also 'does_not_fit' where `holds_a_request` is False (not
+    one request's KV fits, C_vram < 1). Seed: 9.9 GB fits, 20.7 GB tight, 34.2 GB does not
+    (21.6). Used by `scenario.evaluate` (Explorer, table, explanations, charts) and the planner.
+    """
+    level = np.where(holds_a_request, headroom_level(subtotal_bytes, usable_bytes, headroom), 2)
+    return np.asarray(np.asarray([v.value for v in VERDICTS])[level], dtype=np.str_)

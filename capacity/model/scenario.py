@@ -43,9 +43,9 @@ from capacity.model.memory import (
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds
-from capacity.model.roofline import Bound, DecodeStep, crossover_concurrency, decode_step
+from capacity.model.roofline import Bound, DecodeStep, StepModel, comm_coefficients_ms
 from capacity.types import FloatArray, IntArray, StrArray
-from capacity.units import bytes_per_element, normalize_dtype
+from capacity.units import GB, bytes_per_element, normalize_dtype
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
 DEFAULT_GPU = "rtx-4090"
@@ -252,6 +252,17 @@ class Evaluation:
         return self.decode.step_ms
 
 
+def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike) -> StepModel:
+    """The decode step (F4 with F10's communication and F11's knobs) of one replica of `s`,
+    at `kv_request_bytes` of KV per sequence per GPU (a scalar, or an array over contexts)."""
+    comm_fixed, comm_per_seq = comm_coefficients_ms(s.model, s.gpu, s.tp)
+    return StepModel.for_model(
+        s.model, weights_bytes=s.weights_per_gpu_gb * GB,
+        kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64),
+        bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw,
+        overhead_ms=s.step_overhead_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq)
+
+
 def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
              context_tokens: npt.ArrayLike | None = None) -> Evaluation:
     """Evaluate F1-F8 for every (concurrency, context) pair (numpy broadcasting rules).
@@ -272,11 +283,8 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                        overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
     c_vram = max_concurrency(vram.kv_budget_bytes, kv_req.exact_bytes) * s.replicas
     c_vram_paged = max_concurrency(vram.kv_budget_bytes, kv_req.paged_bytes) * s.replicas
-    step = decode_step(model=m, weights_bytes=s.weights_per_gpu_gb * 1e9,
-                       kv_request_bytes=kv_req.exact_bytes, concurrency=c_rep,
-                       bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff,
-                       eta_bw=s.eta_bw, overhead_ms=s.step_overhead_ms,
-                       comm_ms=tp_comm_ms(m, s.gpu, s.tp, c_rep))
+    step_model = decode_model(s, kv_req.exact_bytes)
+    step = step_model.decode(c_rep)
     agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
     kv_total = c_rep * kv_req.exact_bytes
     subtotal = vram.weights_bytes + vram.overhead_bytes + vram.nccl_bytes + kv_total
@@ -287,10 +295,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                            s.prefill_overhead_ms / 1e3) + comm_prefill_s
     cross = None
     if L.ndim == 0:
-        per_gpu = crossover_concurrency(
-            model=m, weights_bytes=s.weights_per_gpu_gb * 1e9,
-            kv_request_bytes=float(kv_req.exact_bytes), bandwidth_gb_s=s.bandwidth_gb_s,
-            tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw)
+        per_gpu = step_model.crossover_batch()  # one context: a scalar KV per request
         cross = None if per_gpu is None else per_gpu * s.replicas
     return Evaluation(
         scenario=s, concurrency=C, context_tokens=L, per_replica_concurrency=c_rep,

@@ -38,10 +38,11 @@ import numpy.typing as npt
 from scipy.special import gammaincinv
 
 from capacity.errors import InputError
+from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
+from capacity.model.roofline import step_time_ms
 from capacity.model.scenario import Scenario, evaluate
 from capacity.model.workload import concurrency_fixed_point
 from capacity.types import BoolArray, FloatArray
-from capacity.units import GB, TERA
 
 DEFAULT_MAX_NUM_SEQS = 256
 """vLLM's default `max_num_seqs` (sequences decoded together per replica)."""
@@ -76,60 +77,6 @@ def wait_quantile_ms(mean_wait_ms: npt.ArrayLike, rho: npt.ArrayLike, q: float) 
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(r > 1.0 - q, w / r * np.log(np.maximum(r, 1e-300) / (1.0 - q)), 0.0)
     return np.asarray(np.where(r >= 1.0, np.inf, t), dtype=np.float64)
-
-
-# ---------------------------------------------------------------------------------------------
-# Step time over arrays of configurations (F4 + F10, vectorized across configurations)
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepModel:
-    """F4 per replica for many configurations at once (every field an array or a scalar).
-
-    `weights_bytes`, `kv_request_bytes` and `bandwidth_gb_s` are per GPU; `tflops` is per
-    replica (GPU TFLOP/s x TP). `expert_fraction` is the share of weights in routed experts
-    (0 for dense models); `comm_fixed_ms + comm_per_seq_ms x b` is the TP all-reduce time of a
-    step for `b` sequences (linear in the message size, F10).
-    """
-
-    weights_bytes: FloatArray
-    kv_request_bytes: FloatArray
-    bandwidth_gb_s: FloatArray
-    tflops: FloatArray
-    params_active_b: float
-    eff: float = 1.0
-    eta_bw: float = 1.0
-    overhead_ms: float = 0.0
-    comm_fixed_ms: FloatArray | float = 0.0
-    comm_per_seq_ms: FloatArray | float = 0.0
-    expert_fraction: float = 0.0
-    experts: int = 1
-    active_experts: int = 1
-
-    def terms_ms(self, batch: npt.ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """(bandwidth, compute, communication) terms of a decode step for `batch` sequences, ms.
-
-        bandwidth = (W_read(b) + b x KV) / (BW x eta_bw); compute = 2 P b / (F x eff);
-        W_read grows toward W with b for MoE (E (1 - (1 - k/E)^b) experts touched). Source: F4.
-        """
-        b = np.asarray(batch, dtype=np.float64)
-        if self.expert_fraction > 0:
-            share = self.active_experts / self.experts
-            touched = 1.0 - (1.0 - share) ** np.maximum(b, 1.0)
-            w_read = self.weights_bytes * ((1.0 - self.expert_fraction)
-                                           + self.expert_fraction * touched)
-        else:
-            w_read = self.weights_bytes
-        bw = (w_read + b * self.kv_request_bytes) / (self.bandwidth_gb_s * GB * self.eta_bw) * 1e3
-        cp = 2.0 * self.params_active_b * 1e9 * b / (self.tflops * TERA * self.eff) * 1e3
-        comm = self.comm_fixed_ms + self.comm_per_seq_ms * b
-        return (np.asarray(bw, dtype=np.float64), np.asarray(cp, dtype=np.float64),
-                np.asarray(comm, dtype=np.float64))
-
-    def step_ms(self, batch: npt.ArrayLike) -> FloatArray:
-        """Decode step time in ms: overhead + max(bandwidth, compute) + communication (F4)."""
-        bw, cp, comm = self.terms_ms(batch)
-        return np.asarray(self.overhead_ms + np.maximum(bw, cp) + comm, dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,9 +241,9 @@ class ServiceModel:
 
     @property
     def step_ms(self) -> FloatArray:
-        """Decode step time (ms) for 0..slots sequences."""
-        return np.asarray(self.overhead_ms + np.maximum(self.bandwidth_ms, self.compute_ms)
-                          + self.comm_ms, dtype=np.float64)
+        """Decode step time (ms) for 0..slots sequences (F4's combination of the terms)."""
+        return step_time_ms(bandwidth_ms=self.bandwidth_ms, compute_ms=self.compute_ms,
+                            comm_ms=self.comm_ms, overhead_ms=self.overhead_ms)
 
     def mixed_step_ms(self, batch: int, chunk: int) -> float:
         """A chunked-prefill step: `batch` decode tokens plus `chunk` prompt tokens, in ms.
@@ -305,9 +252,9 @@ class ServiceModel:
         overhead + max(bw(b), compute(b) + chunk x prefill / prompt) + comm(b).
         """
         extra = chunk * self.prefill_ms / self.prompt_tokens
-        return float(self.overhead_ms + max(self.bandwidth_ms[batch],
-                                            self.compute_ms[batch] + extra)
-                     + self.comm_ms[batch])
+        return float(step_time_ms(bandwidth_ms=self.bandwidth_ms[batch],
+                                  compute_ms=self.compute_ms[batch] + extra,
+                                  comm_ms=self.comm_ms[batch], overhead_ms=self.overhead_ms))
 
     @property
     def saturation_rate_per_s(self) -> float:

@@ -35,10 +35,12 @@ from capacity.model.memory import (
     DEFAULT_UTIL,
     MemoryVerdict,
     max_concurrency,
+    memory_verdict,
     vram_budget,
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import prefill_flops, prefill_seconds
+from capacity.model.roofline import StepModel, comm_coefficients_ms
 from capacity.model.scenario import (
     DEFAULT_EFF,
     DEFAULT_MFU,
@@ -55,7 +57,6 @@ from capacity.plan.queueing import (
     AnalyticLatency,
     QueueResult,
     ServiceModel,
-    StepModel,
     analytic_latency,
     service_from_scenario,
     simulate,
@@ -302,7 +303,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
         price = prices.get(g.key, convert(g.price_per_hour, g.currency, inp.currency,
                                           inp.cny_per_usd))
         for tp in tps:
-            comm = tp_comm_ms(model, g, tp, np.array([0.0, 1.0]))
+            comm_fixed, comm_per_seq = comm_coefficients_ms(model, g, tp)
             comm_prompt = float(tp_comm_ms(model, g, tp, float(wl.prompt)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             for v in variants:
@@ -326,35 +327,22 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
                             ("usable", vb.usable_bytes),
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes),
                             ("kvr", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
-                            ("fl", tflops_per_replica), ("ca", float(comm[0])),
-                            ("cb", float(comm[1] - comm[0])), ("price", price)):
+                            ("fl", tflops_per_replica), ("ca", comm_fixed), ("cb", comm_per_seq),
+                            ("price", price)):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp_a = np.asarray(tp_l, dtype=np.int64)
-    moe = model.moe
-    step = StepModel(
-        weights_bytes=a["w"] * GB / tp_a, kv_request_bytes=a["kvr"], bandwidth_gb_s=a["bw"],
-        tflops=a["fl"], params_active_b=model.params_active_b, eff=inp.eff,
-        comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"],
-        expert_fraction=model.expert_params_b / model.params_total_b if moe else 0.0,
-        experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1)
+    # the F4 step of every configuration at once: the same StepModel as `evaluate` (weights per
+    # GPU as W / TP, like Scenario.weights_per_gpu_gb)
+    step = StepModel.for_model(
+        model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvr"],
+        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, comm_fixed_ms=a["ca"],
+        comm_per_seq_ms=a["cb"])
     units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
                    step=step, price_per_hour=a["price"])
     return model, variants, units
-
-
-def _take(step: StepModel, idx: IntArray) -> StepModel:
-    def t(x: FloatArray | float) -> FloatArray | float:
-        return x[idx] if isinstance(x, np.ndarray) else x
-    return StepModel(
-        weights_bytes=step.weights_bytes[idx], kv_request_bytes=step.kv_request_bytes[idx],
-        bandwidth_gb_s=step.bandwidth_gb_s[idx], tflops=step.tflops[idx],
-        params_active_b=step.params_active_b, eff=step.eff, eta_bw=step.eta_bw,
-        overhead_ms=step.overhead_ms, comm_fixed_ms=t(step.comm_fixed_ms),
-        comm_per_seq_ms=t(step.comm_per_seq_ms), expert_fraction=step.expert_fraction,
-        experts=step.experts, active_experts=step.active_experts)
 
 
 def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
@@ -424,7 +412,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     idx = np.asarray(idx_l, dtype=np.int64)
     reps = np.asarray(rep_l, dtype=np.float64)
     n = reps * u.tp[idx]
-    step = _take(u.step, idx)
+    step = u.step.select(idx)
     pre = u.prefill_ms[idx]
     c_vram = u.c_vram[idx].astype(np.float64)
     slots = np.minimum(c_vram, inp.max_num_seqs)
@@ -462,10 +450,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     subtotal = u.fixed_bytes[idx] + mem_c * u.kv_request_bytes[idx]
     # F8 verdict per row (usable memory differs per GPU): fits / tight / does not fit
     usable = u.usable_bytes[idx]
-    verdict = np.where(c_vram < 1, MemoryVerdict.DOES_NOT_FIT.value, np.where(
-        subtotal * (1 + inp.memory_headroom) <= usable, MemoryVerdict.FITS.value,
-        np.where(subtotal <= usable, MemoryVerdict.TIGHT.value,
-                 MemoryVerdict.DOES_NOT_FIT.value)))
+    verdict = memory_verdict(subtotal, usable, inp.memory_headroom, holds_a_request=c_vram >= 1)
     out_tok = float(wl.output_tokens)
     peak_rate_total = peak.rate_per_s * reps
     cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * n

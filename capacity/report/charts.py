@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from capacity.model.roofline import attainable_tflops, ridge_point, weight_bytes_read
-from capacity.model.scenario import Scenario, evaluate
+from capacity.model.roofline import DecodeStep, attainable_tflops, ridge_point
+from capacity.model.scenario import Scenario, decode_model, evaluate
 from capacity.types import FloatArray
 from capacity.units import GB, TERA
 
@@ -152,23 +152,27 @@ def chart_data(s: Scenario, concurrency: int, *, slo_ttft_ms: float = 2000.0,
         currency=s.currency)
 
 
+def step_intensity(step: DecodeStep, tp: int) -> tuple[FloatArray, FloatArray]:
+    """FLOPs and bytes of one decode step on one GPU, from F4's terms (`DecodeStep`):
+    (2 x P_active x C / TP, W_read(C) / TP + C x KV_request per rank). Intensity = FLOPs /
+    bytes (FLOP/byte). Source: F4 (docs/method.md)."""
+    return (np.asarray(step.flops / tp, dtype=np.float64),
+            np.asarray(step.weight_read_bytes + step.kv_read_bytes, dtype=np.float64))
+
+
 def decode_intensity(s: Scenario, per_replica_concurrency: npt.ArrayLike,
                      kv_request_bytes: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
-    """FLOPs and bytes of one decode step on one GPU: (2 x P_active x C / TP, W_read(C) / TP +
-    C x KV_request per rank). Intensity = FLOPs / bytes (FLOP/byte). Source: F4 (docs/method.md) terms.
-    The chapter at C = 50: 9e11 FLOP over 19.12e9 B = 47 FLOP/B (below the 4090's ridge of 164)."""
-    c = np.asarray(per_replica_concurrency, dtype=np.float64)
-    flops = 2.0 * s.model.params_active_b * 1e9 * c / s.tp
-    moved = weight_bytes_read(s.model, s.weights_per_gpu_gb * GB, c) + c * np.asarray(
-        kv_request_bytes, dtype=np.float64)
-    return np.asarray(flops, dtype=np.float64), np.asarray(moved, dtype=np.float64)
+    """`step_intensity` of `s` at these per-replica batches and KV per request. The chapter at
+    C = 50: 9e11 FLOP over 19.12e9 B = 47 FLOP/B (below the 4090's ridge of 164)."""
+    return step_intensity(decode_model(s, kv_request_bytes).decode(per_replica_concurrency),
+                          s.tp)
 
 
 def _roofline(s: Scenario, ev: Any, grid: FloatArray, one: Any
               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    flops, moved = decode_intensity(s, ev.per_replica_concurrency, ev.kv_request.exact_bytes)
+    flops, moved = step_intensity(ev.decode, s.tp)
     achieved = flops / (ev.decode.step_ms / 1e3) / TERA
-    f1, m1 = decode_intensity(s, one.per_replica_concurrency, one.kv_request.exact_bytes)
+    f1, m1 = step_intensity(one.decode, s.tp)
     dec_i = float(f1[0] / m1[0])
     dec_t = float(f1[0] / (one.decode.step_ms[0] / 1e3) / TERA)
     pf_flops = float(one.prefill.total_flops.flat[0]) / s.tp

@@ -22,9 +22,9 @@ import numpy as np
 
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH
-from capacity.model.memory import MemoryVerdict
+from capacity.model.memory import VERDICTS, MemoryVerdict, headroom_level
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
-from capacity.model.roofline import Bound, weight_bytes_read
+from capacity.model.roofline import Bound
 from capacity.model.scenario import Evaluation, Scenario, capacity_table, evaluate, suggest_fixes
 from capacity.units import GB, KIB, TERA, bytes_per_element
 
@@ -158,11 +158,16 @@ class Explanation:
         return max((v.status for v in self.verdicts), key=STATUS_RANK.__getitem__)
 
 
+STATUSES: Final[tuple[Status, ...]] = (Status.PASS, Status.TIGHT, Status.FAIL)
+"""Statuses in order of F8's `headroom_level` (0, 1, 2)."""
+MEMORY_STATUS: Final[dict[str, Status]] = dict(zip(VERDICTS, STATUSES, strict=True))
+"""F8's memory verdict ('fits', 'tight', 'does_not_fit') as a status."""
+
+
 def status_of(ratio: float, headroom: float) -> Status:
-    """pass if ratio x (1 + headroom) <= 1, tight if ratio <= 1, else fail (F8's rule)."""
-    if ratio * (1.0 + headroom) <= 1.0:
-        return Status.PASS
-    return Status.TIGHT if ratio <= 1.0 else Status.FAIL
+    """pass if ratio x (1 + headroom) <= 1, tight if ratio <= 1, else fail (F8's rule,
+    `memory.headroom_level` with the limit as 1)."""
+    return STATUSES[int(headroom_level(ratio, 1.0, headroom))]
 
 
 def _verdict(constraint: Constraint, value: float, limit: float, unit: str, detail: Detail,
@@ -191,8 +196,10 @@ def verdicts(ev: Evaluation, targets: Targets, index: int = 0) -> tuple[Verdict,
     s = ev.scenario
     h = s.headroom
     i = index
-    mem = _verdict(Constraint.MEMORY, float(ev.vram_subtotal_bytes.flat[i]) / GB,
-                   ev.vram.usable_bytes / GB, "GB", Detail.SUBTOTAL, h)
+    # memory: F8's verdict as `evaluate` gave it (the Explorer's table and the planner agree)
+    mem = Verdict(constraint=Constraint.MEMORY, status=MEMORY_STATUS[str(ev.verdict.flat[i])],
+                  value=float(ev.vram_subtotal_bytes.flat[i]) / GB,
+                  limit=ev.vram.usable_bytes / GB, unit="GB", detail=Detail.SUBTOTAL)
     bw = _verdict(Constraint.BANDWIDTH, float(ev.decode.bandwidth_ms.flat[i]), targets.tpot_ms,
                   "ms", Detail.BANDWIDTH_TERM, h)
     ttft_ms = float(ev.ttft_s.flat[min(i, ev.ttft_s.size - 1)]) * 1e3
@@ -224,11 +231,6 @@ def _binding(vs: tuple[Verdict, ...], bound: Bound) -> tuple[Constraint, Detail]
     ranked = sorted((by[Constraint.MEMORY], by[Constraint.BANDWIDTH], by[Constraint.COMPUTE]),
                     key=lambda v: (STATUS_RANK[v.status], v.ratio), reverse=True)
     return ranked[0].constraint, ranked[0].detail
-
-
-def _first_index(mask: np.ndarray) -> int | None:
-    idx = np.flatnonzero(mask)
-    return int(idx[0]) if idx.size else None
 
 
 def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: Detail,
@@ -423,7 +425,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
                     f"{_n(s.vram_gb)} x {_n(s.util)} = {_n(v.usable_bytes / GB)} GB",
         value=subtotal / GB, unit="GB"))
     # F4: the decode step
-    w_read = float(weight_bytes_read(m, s.weights_per_gpu_gb * GB, c_rep))
+    w_read = float(ev.decode.weight_read_bytes.flat[0])
     bw_ms = float(ev.decode.bandwidth_ms[0])
     steps.append(MathStep(
         key="bandwidth_term", formula="t_bw = (W + C x KV_request) / BW" +
