@@ -73,7 +73,7 @@ def page(server: str) -> Iterator[Page]:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         pg = browser.new_page(viewport={"width": 1400, "height": 2400})
-        pg.set_default_timeout(20_000)
+        pg.set_default_timeout(60_000)  # waits end early when the page draws: only a loaded machine waits long
         yield pg
         browser.close()
 
