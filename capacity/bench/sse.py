@@ -92,6 +92,8 @@ class SseDecoder:
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """The events completed by `chunk`; SseTooLarge beyond the limits."""
+        if not chunk:
+            return []  # an empty frame must not forget a CR that may precede an LF
         start = 0
         if self._pending_cr and chunk.startswith(b"\n"):
             start = 1  # the LF of a CR LF split across frames
