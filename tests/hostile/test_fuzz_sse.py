@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from capacity.bench.sse import SseDecoder, SseEvent, classify, loads_json
@@ -58,6 +58,7 @@ def decode(chunks: list[bytes]) -> list[SseEvent]:
 
 @BOUNDED
 @given(streams, st.lists(st.integers(min_value=0, max_value=600), max_size=24))
+@example(b"data: a\r\ndata: b\n\n", [8, 8])  # an empty frame between the CR and LF of one CR LF
 def test_any_split_decodes_like_the_whole(raw: bytes, cuts: list[int]) -> None:
     points = sorted(min(c, len(raw)) for c in cuts)
     chunks = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
