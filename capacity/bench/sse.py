@@ -229,9 +229,9 @@ def classify(data: str, event: str = "message") -> ChunkInfo:
                 tokens = True
             fr = ch.get("finish_reason")
             if fr:
-                finish = str(fr)
+                finish = str(fr)[:200]
     usage = obj.get("usage")
     rid = obj.get("id")
     return ChunkInfo(tokens=tokens, finish_reason=finish,
                      usage=usage if isinstance(usage, dict) else None,
-                     response_id=str(rid) if rid is not None else None)
+                     response_id=str(rid)[:200] if rid is not None else None)
