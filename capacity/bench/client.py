@@ -6,7 +6,11 @@ pool of 100 connections would silently cap a level of 150, and one shared pool o
 connections costs O(pool) work per request in httpcore: measured here, it delayed sends by up
 to 2 s at concurrency 100 on 2 cores, where one connection per slot sends within tens of ms.
 Timeouts are sized for long prefills: the read timeout is the per-stream stall limit
-(`timeout_s`), there is no pool timeout and no overall deadline.
+(`timeout_s`), there is no pool timeout, and each request has a deadline (`deadline_s`: the
+stall limit plus one second per requested output token unless given), so a server that
+trickles keep-alives cannot hold a slot for ever. Sizes are capped (docs/reliability-server.md):
+an SSE line or event at 1 MiB, an error body at 64 KiB read, a non-streaming or /models body at
+16 MiB, a stream at `stream_byte_limit`.
 
 Every request ends as a `RequestRecord`; failures are recorded with an `error_type`, never
 raised mid-run. Configuration errors (unreachable server, 401, unknown
@@ -17,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import platform
 import random
@@ -39,10 +42,11 @@ from capacity.bench.metrics import (
     LevelSummary,
     RequestRecord,
     TokenSource,
+    check_usage,
     summarize,
 )
-from capacity.bench.sse import ChunkInfo, SseDecoder, classify
-from capacity.bench.storage import RunStatus, RunWriter, check_label
+from capacity.bench.sse import ChunkInfo, SseDecoder, SseTooLarge, classify, loads_json
+from capacity.bench.storage import RunStatus, RunWriter, check_label, process_owner
 from capacity.errors import BenchError, InputError
 
 Endpoint = Literal["chat", "completions"]
@@ -75,6 +79,8 @@ class BenchConfig:
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     timeout_s: float = 600.0
+    request_deadline_s: float | None = None
+    """Per-request deadline, s; None: `timeout_s` + 1 s per max token (`deadline_s`)."""
     connect_timeout_s: float = 10.0
     out_dir: str = "data/bench"
     gpu: str | None = None
@@ -103,7 +109,64 @@ class BenchConfig:
             if x is not None and not (math.isfinite(x) and x > 0 or
                                       (name == "--gpu-price" and x == 0)):
                 raise InputError(f"{name} must be > 0, got {x}")
+        if self.request_deadline_s is not None and not (math.isfinite(self.request_deadline_s)
+                                                        and self.request_deadline_s > 0):
+            raise InputError(f"--request-deadline-s must be > 0 s, got "
+                             f"{self.request_deadline_s}")
         check_label(self.label)
+
+    def deadline_s(self) -> float:
+        """Per-request deadline, s: `request_deadline_s`, else the stall limit (time allowed
+        before the first byte) plus DEADLINE_S_PER_TOKEN per requested output token."""
+        if self.request_deadline_s is not None:
+            return self.request_deadline_s
+        return self.timeout_s + DEADLINE_S_PER_TOKEN * self.max_tokens
+
+
+DEADLINE_S_PER_TOKEN = 1.0
+"""Default deadline allowance per requested output token, s (1 token/s: far below any server)."""
+MAX_ERROR_BODY_BYTES = 64 << 10
+"""Bytes of an error (non-2xx) body read for its message; the rest is not read."""
+MAX_BODY_BYTES = 16 << 20
+"""Largest non-streaming answer or /models body read, bytes (16 MiB); beyond: `too_large`."""
+
+
+def stream_byte_limit(max_tokens: int) -> int:
+    """Most bytes one streamed answer may take: 16 MiB + 64 KiB per requested token (an
+    OpenAI chunk of one token is ~200 bytes); beyond: `too_large`."""
+    return MAX_BODY_BYTES + (64 << 10) * max_tokens
+
+
+async def _read_capped(resp: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """At most `limit` bytes of the body, and whether there was more (left unread)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in resp.aiter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(parts)[:limit], True
+    return b"".join(parts), False
+
+
+def _retry_after(resp: httpx.Response) -> str:
+    """', retry after N s' from a Retry-After header (seconds or an HTTP date), else ''."""
+    value = _short(resp.headers.get("retry-after", ""), 40)
+    if not value:
+        return ""
+    return f", retry after {value} s" if value.isdigit() else f", retry after {value}"
+
+
+def http_error_message(resp: httpx.Response, text: str) -> str:
+    """The error_message of a non-2xx answer: the status, what it means, the body's start."""
+    code = resp.status_code
+    if 300 <= code < 400:
+        where = _short(resp.headers.get("location", "?"), 120)
+        return (f"HTTP {code}: redirect to {where}; capacity does not follow redirects "
+                "(use the final URL as --base-url)")
+    if code == 429:
+        return f"HTTP 429: rate limited{_retry_after(resp)}: {_short(text)}"[:200]
+    return f"HTTP {code}: {_short(text)}"
 
 
 @dataclass(kw_only=True)
@@ -298,27 +361,41 @@ class _Runner:
             start_ns = time.perf_counter_ns()
             start_unix = time.time()
             st = _StreamState()
+            deadline = self.cfg.deadline_s()
             try:
-                async with client.stream("POST", self.url, json=body, headers=self.headers,
-                                         extensions={"trace": st.trace}) as resp:
+                async with (asyncio.timeout(deadline),
+                            client.stream("POST", self.url, json=body, headers=self.headers,
+                                          extensions={"trace": st.trace}) as resp):
                     st.status = resp.status_code
-                    if resp.status_code >= 400:
-                        text = (await resp.aread()).decode("utf-8", errors="replace")
+                    if not 200 <= resp.status_code < 300:
+                        raw, _ = await _read_capped(resp, MAX_ERROR_BODY_BYTES)
+                        text = raw.decode("utf-8", errors="replace")
                         if (attempt == 0 and resp.status_code in (400, 422)
                                 and self._drop_for(text)):
                             continue
-                        st.fail(ErrorType.HTTP_ERROR, f"HTTP {resp.status_code}: {_short(text)}")
+                        st.fail(ErrorType.HTTP_ERROR, http_error_message(resp, text))
                     elif "text/event-stream" not in resp.headers.get("content-type", ""):
                         await self._not_streaming(resp, st, start_ns)
                     else:
                         dec = SseDecoder()
+                        left = stream_byte_limit(self.cfg.max_tokens)
                         async for chunk in resp.aiter_bytes():
                             now = time.perf_counter_ns()
+                            left -= len(chunk)
+                            if left < 0:
+                                raise SseTooLarge(f"a stream of more than "
+                                                  f"{stream_byte_limit(self.cfg.max_tokens)} "
+                                                  "bytes")
                             for ev in dec.feed(chunk):
                                 st.on(classify(ev.data, ev.event), now)
                         now = time.perf_counter_ns()
                         for ev in dec.close():
                             st.on(classify(ev.data, ev.event), now)
+            except TimeoutError:
+                st.fail(ErrorType.TIMEOUT, f"the request passed its deadline of {deadline:g} s "
+                        "(--request-deadline-s)")
+            except SseTooLarge as exc:
+                st.fail(ErrorType.TOO_LARGE, str(exc))
             except httpx.TimeoutException as exc:
                 st.fail(ErrorType.TIMEOUT, f"{type(exc).__name__}: no bytes for {self.cfg.timeout_s:g} s"
                         if isinstance(exc, httpx.ReadTimeout) else f"{type(exc).__name__}")
@@ -336,16 +413,20 @@ class _Runner:
 
     async def _not_streaming(self, resp: httpx.Response, st: _StreamState, start_ns: int
                              ) -> None:
-        raw = await resp.aread()
+        raw, more = await _read_capped(resp, MAX_BODY_BYTES)
         end = time.perf_counter_ns()
+        st.last_event_ns = end
+        if more:
+            st.fail(ErrorType.TOO_LARGE, f"a non-streaming body of more than {MAX_BODY_BYTES} "
+                    "bytes")
+            return
         try:
-            obj = json.loads(raw)
+            obj = loads_json(raw.decode("utf-8", errors="replace"))
             usage = obj.get("usage") if isinstance(obj, dict) else None
         except ValueError:
             usage = None
         if isinstance(usage, dict):
             st.usage = usage
-        st.last_event_ns = end
         st.fail(ErrorType.NOT_STREAMING, "the server answered without streaming (content-type "
                 f"{resp.headers.get('content-type', '?')}); TTFT cannot be measured")
 
@@ -411,13 +492,9 @@ class _StreamState:
                start_unix: float, due_ns: int, prompt_chars: int) -> RequestRecord:
         ms = 1e-6
         n_events = len(self.token_ns)
-        usage = self.usage or {}
-        completion = usage.get("completion_tokens")
-        if isinstance(completion, int) and completion >= 0:
-            out_tokens, source = completion, TokenSource.USAGE
-        else:
-            out_tokens, source = n_events, TokenSource.CHUNKS
-        prompt_tokens = usage.get("prompt_tokens")
+        checked = check_usage(self.usage, token_events=n_events, max_tokens=r.cfg.max_tokens,
+                              prompt_chars=prompt_chars)
+        out_tokens, source = checked.output_tokens, checked.source
         if self.error_type is None:
             if n_events == 0:
                 self.fail(ErrorType.MALFORMED if self.malformed and self.events == self.malformed
@@ -434,8 +511,10 @@ class _StreamState:
                 if first is not None and last is not None and out_tokens > 1 else None)
         end = last if last is not None else self.last_event_ns
         message = self.error
-        if ok and self.malformed:
-            message = f"{self.malformed} malformed events skipped"
+        if ok:
+            notes = [f"{self.malformed} malformed events skipped"] if self.malformed else []
+            notes += [checked.note] if checked.note else []
+            message = "; ".join(notes)[:200] or None
         return RequestRecord(
             run_id=r.run_id, label=r.cfg.label, concurrency=level, request_rate_rps=rate,
             request_index=index, response_id=self.response_id, start_unix_s=start_unix,
@@ -448,7 +527,7 @@ class _StreamState:
             itl_mean_ms=float(gaps.mean()) if gaps is not None else None,
             itl_max_ms=float(gaps.max()) if gaps is not None else None,
             prompt_chars=prompt_chars,
-            prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
+            prompt_tokens=checked.prompt_tokens,
             output_tokens=out_tokens, output_tokens_source=source, token_events=n_events,
             max_tokens=r.cfg.max_tokens,
             output_length_mismatch=ok and source == TokenSource.USAGE and out_tokens != r.cfg.max_tokens,
@@ -472,7 +551,8 @@ async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | 
     """The server's `/models` answer; BenchError for unreachable servers and 401/403."""
     url = base_url.rstrip("/") + "/models"
     try:
-        resp = await client.get(url, headers=_auth_headers(api_key))
+        async with client.stream("GET", url, headers=_auth_headers(api_key)) as resp:
+            raw, more = await _read_capped(resp, MAX_BODY_BYTES)
     except httpx.ConnectError:
         raise BenchError(f"cannot reach {base_url}: is the server running? (check --base-url, "
                          "e.g. http://127.0.0.1:8000/v1)") from None
@@ -481,10 +561,12 @@ async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | 
     if resp.status_code in (401, 403):
         raise BenchError(f"{url} answered {resp.status_code}: pass --api-key or set "
                          "OPENAI_API_KEY")
-    if resp.status_code >= 400:
+    if 300 <= resp.status_code < 400:
+        raise BenchError(f"{url}: {http_error_message(resp, '')}")
+    if resp.status_code >= 400 or more:
         return None
     try:
-        answer = resp.json()
+        answer = loads_json(raw.decode("utf-8", errors="replace"))
     except ValueError:
         return None
     return answer if isinstance(answer, dict) else None
@@ -539,7 +621,8 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
         meta: dict[str, Any] = {
             "run_id": writer.run_id, "label": cfg.label, "status": RunStatus.RUNNING.value,
             "started_at": started, "finished_at": None, "args": asdict(cfg), "model": model,
-            "server_models": models, "versions": _versions(), **(meta_extra or {}),
+            "server_models": models, "versions": _versions(), "owner": process_owner(),
+            **(meta_extra or {}),
         }
         writer.write_meta(meta)
         runner = _Runner(cfg, api_key, clients, model, writer, emit)
@@ -589,6 +672,9 @@ async def _warmup(runner: _Runner, level: int, first: bool) -> None:
     recs = await asyncio.gather(*(one(i) for i in range(n)))
     if first and all(not r.success for r in recs):
         r = recs[0]
+        if r.error_type == ErrorType.HTTP_ERROR and (
+                r.http_status == 429 or 300 <= (r.http_status or 0) < 400):
+            raise BenchError(f"the warm-up request failed: {r.error_message}")
         client_side = r.error_type == ErrorType.HTTP_ERROR and 400 <= (r.http_status or 0) < 500
         if client_side or r.error_type == ErrorType.CONNECT_ERROR:
             raise BenchError(f"the warm-up request failed: {r.error_message} "

@@ -36,7 +36,8 @@ class ErrorType(StrEnum):
     HTTP_ERROR = "http_error"
     """The server answered with a non-200 status."""
     TIMEOUT = "timeout"
-    """No byte arrived within the read timeout."""
+    """No byte arrived within the stall limit (`--timeout`), or the request passed its
+    deadline (`--request-deadline-s`)."""
     CONNECT_ERROR = "connect_error"
     """The connection could not be made (refused, DNS, TLS)."""
     DISCONNECTED = "disconnected"
@@ -53,6 +54,9 @@ class ErrorType(StrEnum):
     """The server answered without streaming, so TTFT cannot be measured."""
     CLIENT_ERROR = "client_error"
     """An unexpected error in the client itself."""
+    TOO_LARGE = "too_large"
+    """An SSE line, an event or a body beyond the client's size limits
+    (docs/reliability-server.md)."""
 
 
 ERROR_TYPES: tuple[ErrorType, ...] = tuple(ErrorType)
@@ -66,6 +70,75 @@ class TokenSource(StrEnum):
     """The server's usage.completion_tokens: exact."""
     CHUNKS = "chunks"
     """The count of token-bearing events: a lower bound when a chunk holds several tokens."""
+    CHUNKS_USAGE_REJECTED = "chunks_usage_rejected"
+    """Counted from chunks because the server's usage.completion_tokens was impossible
+    (`check_usage`); the row's error_message says why."""
+
+
+PROMPT_TOKENS_SLACK = 65536
+"""Tokens a chat template may add to a prompt: `prompt_tokens` above prompt_chars plus this
+is impossible (every prompt character is ASCII, at most one token each)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageCheck:
+    """What a request's usage is trusted for (`check_usage`)."""
+
+    output_tokens: int
+    """Output tokens, from usage when plausible, else from the stream's chunks."""
+    source: TokenSource
+    prompt_tokens: int | None
+    """usage.prompt_tokens when plausible, else None."""
+    note: str | None
+    """Why part of the usage was rejected (None when nothing was)."""
+
+
+def _count(v: object) -> int | None:
+    """A JSON integer >= 0 (not a bool, not a float), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def check_usage(usage: dict[str, Any] | None, *, token_events: int, max_tokens: int,
+                prompt_chars: int) -> UsageCheck:
+    """Validate a server's usage before it is stored (docs/reliability-server.md).
+
+    usage.completion_tokens is impossible, and `output_tokens` falls back to the count of
+    token-bearing events (source `chunks_usage_rejected`), when it is not a whole number
+    >= 0, when it exceeds `max_tokens` (tokens; the server was asked for at most that many)
+    or when it is below `token_events` (every token-bearing event holds at least one token).
+    usage.prompt_tokens is dropped (None) when it is not a whole number >= 0 or exceeds
+    prompt_chars + PROMPT_TOKENS_SLACK tokens. Absent usage is not an error: source `chunks`.
+    """
+    usage = usage or {}
+    notes: list[str] = []
+    raw = usage.get("completion_tokens")
+    completion = _count(raw)
+    if raw is None:
+        out, source = token_events, TokenSource.CHUNKS
+    elif completion is None:
+        notes.append(f"usage.completion_tokens {_show(raw)} is not a count")
+    elif completion > max_tokens:
+        notes.append(f"usage.completion_tokens {completion} > max_tokens {max_tokens}")
+    elif completion < token_events:
+        notes.append(f"usage.completion_tokens {completion} < {token_events} token events")
+    if raw is not None:
+        if notes:
+            out, source = token_events, TokenSource.CHUNKS_USAGE_REJECTED
+        else:
+            out, source = int(raw), TokenSource.USAGE
+    raw_prompt = usage.get("prompt_tokens")
+    prompt = _count(raw_prompt)
+    if raw_prompt is not None and prompt is None:
+        notes.append(f"usage.prompt_tokens {_show(raw_prompt)} is not a count")
+    elif prompt is not None and prompt > prompt_chars + PROMPT_TOKENS_SLACK:
+        notes.append(f"usage.prompt_tokens {prompt} > {prompt_chars} prompt characters")
+        prompt = None
+    return UsageCheck(output_tokens=out, source=source, prompt_tokens=prompt,
+                      note=("usage rejected: " + "; ".join(notes)) if notes else None)
+
+
+def _show(v: object) -> str:
+    return repr(v)[:40]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,6 +6,12 @@ the one optional space; several `data:` lines of one event are joined with LF; l
 with `:` are comments (keep-alives); an event is dispatched at a blank line; `event:`, `id:` and
 `retry:` are read and otherwise ignored. Bytes are decoded as UTF-8 per line, so a multi-byte
 character split across frames is safe.
+
+Limits (docs/reliability-server.md): decoding is linear in the bytes fed, however they are
+split (only the new bytes are searched for a line end); a line longer than `max_line_bytes`
+or an event whose data exceeds `max_event_bytes` raises `SseTooLarge`, so a server that never
+sends a newline costs bounded memory. JSON is parsed by `loads_json`: nesting deeper than
+`MAX_JSON_DEPTH` is a ValueError (a malformed event), never a RecursionError.
 """
 
 from __future__ import annotations
@@ -13,6 +19,50 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+MAX_LINE_BYTES = 1 << 20
+"""Longest SSE line accepted, bytes (1 MiB; an OpenAI chunk is well under 1 KiB)."""
+MAX_EVENT_BYTES = 1 << 20
+"""Most data one event may carry (its `data:` lines together), bytes (1 MiB)."""
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of JSON arrays and objects accepted from a server (an OpenAI chunk: 5)."""
+
+
+class SseTooLarge(ValueError):
+    """A line or an event beyond the decoder's limits (recorded as `too_large`)."""
+
+
+def _depth_over(obj: Any, limit: int) -> bool:
+    """True when `obj` nests lists/dicts deeper than `limit` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if d > limit:
+            return True
+        stack.extend((c, d + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def loads_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads` for untrusted text: a `json.JSONDecodeError` (a ValueError) for invalid
+    JSON and for nesting deeper than `max_depth`, never a RecursionError.
+
+    The depth walk only runs when the text holds more than `max_depth` brackets, so a
+    normal chunk costs two `str.count` calls on top of the parse.
+    """
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("JSON nested too deeply to parse", text, 0) from None
+    if (text.count("[") + text.count("{") > max_depth and _depth_over(obj, max_depth)):
+        raise json.JSONDecodeError(f"JSON nested deeper than {max_depth} levels", text, 0)
+    return obj
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,28 +74,41 @@ class SseEvent:
 
 
 class SseDecoder:
-    """Feed bytes as they arrive; get back the events completed by them."""
+    """Feed bytes as they arrive; get back the events completed by them.
 
-    def __init__(self) -> None:
-        self._buf = b""
+    Linear time: bytes of an unfinished line wait in a buffer that is never searched again;
+    each fed chunk is scanned once for CR and once for LF.
+    """
+
+    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES,
+                 max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._buf = bytearray()
         self._data: list[str] = []
+        self._data_bytes = 0
         self._event = ""
         self._pending_cr = False
+        self._max_line = max_line_bytes
+        self._max_event = max_event_bytes
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        if self._pending_cr and chunk.startswith(b"\n"):
-            chunk = chunk[1:]  # the LF of a CR LF split across frames
-        self._pending_cr = False
-        buf = self._buf + chunk
-        events: list[SseEvent] = []
+        """The events completed by `chunk`; SseTooLarge beyond the limits."""
+        if not chunk:
+            return []  # an empty frame must not forget a CR that may precede an LF
         start = 0
-        n = len(buf)
+        if self._pending_cr and chunk.startswith(b"\n"):
+            start = 1  # the LF of a CR LF split across frames
+        self._pending_cr = False
+        events: list[SseEvent] = []
+        n = len(chunk)
+        lf = cr = -2  # next LF / CR at or after `start`; -1: none left, -2: not searched
         while start < n:
-            lf = buf.find(b"\n", start)
-            cr = buf.find(b"\r", start, lf if lf >= 0 else n)
-            if cr >= 0:
+            if lf != -1 and lf < start:
+                lf = chunk.find(b"\n", start)
+            if cr != -1 and cr < start:
+                cr = chunk.find(b"\r", start)
+            if cr >= 0 and (lf < 0 or cr < lf):
                 end, nxt = cr, cr + 1
-                if nxt < n and buf[nxt] == 0x0A:
+                if nxt < n and chunk[nxt] == 0x0A:
                     nxt += 1
                 elif nxt == n:
                     self._pending_cr = True
@@ -53,27 +116,42 @@ class SseDecoder:
                 end, nxt = lf, lf + 1
             else:
                 break
-            self._line(buf[start:end], events)
+            if self._buf:
+                self._buf += chunk[start:end]
+                line = bytes(self._buf)
+                self._buf.clear()
+            else:
+                line = chunk[start:end]
+            self._check_line(len(line))
+            self._line(line, events)
             start = nxt
-        self._buf = buf[start:]
+        if start < n:
+            self._check_line(len(self._buf) + n - start)
+            self._buf += chunk[start:]
         return events
+
+    def _check_line(self, size: int) -> None:
+        if size > self._max_line:
+            self._buf.clear()
+            raise SseTooLarge(f"an SSE line of more than {self._max_line} bytes")
 
     def close(self) -> list[SseEvent]:
         """End of stream: a last line without its newline, and an event without its blank line."""
         events: list[SseEvent] = []
         if self._buf:
-            self._line(self._buf, events)
-            self._buf = b""
+            line = bytes(self._buf)
+            self._buf.clear()
+            self._line(line, events)
         if self._data:
             events.append(SseEvent(data="\n".join(self._data), event=self._event or "message"))
-            self._data, self._event = [], ""
+            self._data, self._data_bytes, self._event = [], 0, ""
         return events
 
     def _line(self, raw: bytes, events: list[SseEvent]) -> None:
         if not raw:
             if self._data:
                 events.append(SseEvent(data="\n".join(self._data), event=self._event or "message"))
-            self._data, self._event = [], ""
+            self._data, self._data_bytes, self._event = [], 0, ""
             return
         line = raw.decode("utf-8", errors="replace")
         if line.startswith(":"):
@@ -82,6 +160,10 @@ class SseDecoder:
         if sep and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._data_bytes += len(raw) + 1
+            if self._data_bytes > self._max_event:
+                self._data, self._data_bytes = [], 0
+                raise SseTooLarge(f"an SSE event with more than {self._max_event} bytes of data")
             self._data.append(value)
         elif name == "event":
             self._event = value
@@ -117,7 +199,7 @@ def classify(data: str, event: str = "message") -> ChunkInfo:
     if text == "[DONE]":
         return _DONE
     try:
-        obj = json.loads(text)
+        obj = loads_json(text)
     except ValueError:
         if event == "error":
             return ChunkInfo(error=text[:200] or "error event")
@@ -147,9 +229,9 @@ def classify(data: str, event: str = "message") -> ChunkInfo:
                 tokens = True
             fr = ch.get("finish_reason")
             if fr:
-                finish = str(fr)
+                finish = str(fr)[:200]
     usage = obj.get("usage")
     rid = obj.get("id")
     return ChunkInfo(tokens=tokens, finish_reason=finish,
                      usage=usage if isinstance(usage, dict) else None,
-                     response_id=str(rid) if rid is not None else None)
+                     response_id=str(rid)[:200] if rid is not None else None)

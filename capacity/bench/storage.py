@@ -3,7 +3,9 @@
 Both CSVs are flat, with one header row and units in the column names. `requests.csv` gets one
 row per request as the request ends, flushed at once, so a killed run keeps what it measured;
 `summary.csv` gets one row per level as the level ends. `meta.json` is written at the start and
-rewritten at the end. No API key ever reaches these files: callers pass arguments without it,
+rewritten at the end; it names the process that owns the run (`owner`: pid, host, process start
+time), so a reader can tell a live `running` run from one whose process was killed
+(`effective_status`). No API key ever reaches these files: callers pass arguments without it,
 and `scrub` removes any key-like field that slips through.
 """
 
@@ -15,6 +17,7 @@ import math
 import numbers
 import os
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -44,7 +47,61 @@ class RunStatus(StrEnum):
     FINISHED = "finished"
     """Every level ran to its end."""
     INTERRUPTED = "interrupted"
-    """Stopped by a signal or an error; the finished requests and levels are kept."""
+    """Stopped by a signal or an error; the finished requests and levels are kept. A reader
+    also shows a `running` run whose owning process is gone as interrupted
+    (`effective_status`)."""
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process `pid` in clock ticks since boot (Linux /proc), or None where
+    unknown; with the pid it names one process even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the command name may hold spaces and ')'
+    return fields[19] if len(fields) > 19 else None
+
+
+def process_owner() -> dict[str, Any]:
+    """This process as the owner of a run, for meta.json: pid, host, start time."""
+    pid = os.getpid()
+    return {"pid": pid, "host": socket.gethostname(), "process_start": _process_start(pid)}
+
+
+def owner_alive(owner: object) -> bool | None:
+    """Whether the process of a meta.json `owner` still runs: True, False, or None when it
+    cannot be told (no owner recorded, another host, a malformed entry)."""
+    if not isinstance(owner, Mapping) or owner.get("host") != socket.gethostname():
+        return None
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    except OSError:
+        return None
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return True  # no /proc (not Linux): the pid exists
+    if state.rpartition(")")[2].split()[:1] == ["Z"]:
+        return False  # a zombie: exited, not yet reaped by its parent
+    started = owner.get("process_start")
+    return started is None or started == _process_start(pid)
+
+
+def effective_status(meta: Mapping[str, Any]) -> str:
+    """A run's status as meta.json says, except that a `running` run whose owning process
+    is gone (killed, e.g. by SIGKILL, before it could say) is `interrupted`."""
+    status = str(meta.get("status") or "")
+    if status == RunStatus.RUNNING and owner_alive(meta.get("owner")) is False:
+        return RunStatus.INTERRUPTED.value
+    return status
 
 
 def check_label(label: str) -> str:

@@ -36,6 +36,7 @@ import pandas as pd
 
 from capacity import workspace
 from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, LevelSummary, RequestRecord
+from capacity.bench.storage import effective_status
 from capacity.errors import StoreError
 
 PARQUET_NAME = "requests.parquet"
@@ -211,14 +212,15 @@ class RunStore:
                     rows.append({
                         "run_id": str(meta["run_id"]), "label": str(meta.get("label", "")),
                         "started_at": str(meta.get("started_at") or ""),
-                        "status": str(meta.get("status") or ""),
+                        "status": effective_status(meta),
                         "base_url": str(args.get("base_url") or ""),
                         "endpoint": str(args.get("endpoint") or ""),
                         "model": str(meta.get("model") or ""),
                         "gpu": str(args.get("gpu") or ""),
                         "levels": ",".join(str(c) for c in args.get("concurrency") or []),
                         "dir": str(path.parent)})
-                except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                except (OSError, ValueError, KeyError, TypeError, AttributeError,
+                        RecursionError):
                     self.warnings.append(f"skipped {path}: not a readable run meta.json")
         cols = ("run_id", "label", "started_at", "status", "base_url", "endpoint", "model",
                 "gpu", "levels", "dir")

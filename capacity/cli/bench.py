@@ -4,13 +4,16 @@ The chapter's command, as written:
   capacity bench --base-url http://127.0.0.1:8000/v1 --concurrency 10,50,100 --requests 100 \\
       --prompt-chars 12000 --max-tokens 128 --label capacity-8k
 Each run writes <out>/<label>/<run_id>/{requests.csv, summary.csv, meta.json}. The API key
-(--api-key, else OPENAI_API_KEY) is sent to the server and written nowhere.
+(--api-key, else OPENAI_API_KEY) is sent to the server and written nowhere. SIGTERM stops a run
+like Ctrl-C (SIGINT): meta.json says `interrupted` and every finished request is kept.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
 from typing import Any
 
@@ -18,6 +21,7 @@ from capacity import workspace
 from capacity.bench.client import (
     SUMMARY_TABLE_HEADERS,
     BenchConfig,
+    BenchResult,
     run_bench,
     summary_table_rows,
 )
@@ -63,6 +67,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="per-stream stall limit: seconds without a byte (default 600; long "
                         "prefills under load are slow)")
+    p.add_argument("--request-deadline-s", type=float, default=None, metavar="S",
+                   help="per-request deadline: a request still running after S seconds ends "
+                        "as a timeout (default: --timeout + 1 s per --max-tokens)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="where runs are stored (default: the workspace's bench folder, "
                         "data/bench in a checkout; docs/configuration.md)")
@@ -96,9 +103,39 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         label=args.label, model=args.model, endpoint=args.endpoint, warmup=args.warmup,
         request_rate=args.request_rate, seed=args.seed, ignore_eos=args.ignore_eos,
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, timeout_s=args.timeout,
+        request_deadline_s=args.request_deadline_s,
         out_dir=str(args.out or workspace.prepare_bench_dir()), gpu=args.gpu, gpus=args.gpus,
         gpu_price=price, currency=currency,
         predict_model=args.predict_model)
+
+
+async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None) -> BenchResult | None:
+    """`run_bench`, cancelled by SIGTERM as asyncio cancels it on SIGINT, so the run ends as
+    `interrupted` with its files written (a job started with `&` ignores SIGINT, and a
+    process manager stops with SIGTERM); None when SIGTERM stopped it."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, RuntimeError):  # no signal handlers here (Windows, a thread)
+        pass
+    try:
+        return await run_bench(cfg, api_key)
+    except asyncio.CancelledError:
+        if terminated:
+            return None
+        raise
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +146,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"capacity bench: {cfg.base_url}, levels {','.join(map(str, cfg.concurrency))}, "
           f"{cfg.requests} requests each, {cfg.prompt_chars} chars -> {cfg.max_tokens} tokens",
           file=sys.stderr, flush=True)
-    result = asyncio.run(run_bench(cfg, api_key))
+    result = asyncio.run(_bench_until_sigterm(cfg, api_key))
+    if result is None:
+        print("capacity bench: terminated (SIGTERM); the finished requests are kept",
+              file=sys.stderr)
+        return 143
     cur = cfg.currency or ""
     headers = list(SUMMARY_TABLE_HEADERS)
     headers[-1] = f"{cur} per M tok".strip()

@@ -12,7 +12,8 @@ Formats:
   `profile_export_aiperf.csv` (a `Metric,avg,min,max,p1,...` section then a `Metric,Value`
   section; it does not record the concurrency, so pass it).
 
-Every malformed file raises InputError naming the file and what is wrong.
+Every malformed file raises InputError naming the file and what is wrong; JSON nested deeper
+than 64 levels is malformed (`capacity.bench.sse.loads_json`), never a RecursionError.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from capacity.bench.sse import loads_json
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
 
@@ -69,10 +71,10 @@ def detect_format(path: Path, text: str) -> ImportFormat:
     if stripped.startswith(("{", "[")):
         first = stripped.splitlines()[0] if stripped.startswith("{") else stripped
         try:
-            obj = json.loads(stripped)
+            obj = loads_json(stripped)
         except json.JSONDecodeError:
             try:
-                obj = json.loads(first)
+                obj = loads_json(first)
             except json.JSONDecodeError:
                 raise InputError(f"{path}: looks like JSON but does not parse; expected a "
                                  "`vllm bench serve` result or AIPerf profile_export_aiperf.json"
@@ -158,7 +160,7 @@ def parse_csv(path: Path, text: str, *, model: str = "", gpu: str = "",
 def _json_records(path: Path, text: str) -> list[Mapping[str, Any]]:
     """One JSON object, a list of them, or JSON lines."""
     try:
-        obj = json.loads(text)
+        obj = loads_json(text)
         records = obj if isinstance(obj, list) else [obj]
     except json.JSONDecodeError as e:
         records = []
@@ -166,7 +168,7 @@ def _json_records(path: Path, text: str) -> list[Mapping[str, Any]]:
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append(loads_json(line))
             except json.JSONDecodeError:
                 raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); "
                                  f"line {n} is not a JSON object either") from None
@@ -255,7 +257,7 @@ def parse_aiperf_json(path: Path, text: str, *, model: str = "", gpu: str = "",
                       engine: str = "") -> list[MeasuredPoint]:
     """AIPerf `profile_export_aiperf.json`: one point (TPOT = inter_token_latency p50)."""
     try:
-        obj = json.loads(text)
+        obj = loads_json(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(obj, Mapping):
