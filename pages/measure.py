@@ -17,7 +17,6 @@ from capacity.bench.job import (
     JobState,
     MeasureForm,
     SimServer,
-    check_url,
     connect_check,
     measure_guard,
     parse_levels,
@@ -46,8 +45,10 @@ guard = measure_guard()
 if not guard.enabled:
     st.warning(T("m_disabled", reason=guard.reason))
     st.stop()
-if guard.allow_hosts is not None:
+if guard.allow_hosts:
     st.info(T("m_allow", hosts=", ".join(sorted(guard.allow_hosts))))
+elif guard.allow_hosts is not None:
+    st.caption(T("m_loopback_only"))
 
 defaults = {"m_base_url": "http://127.0.0.1:8000/v1", "m_model": "", "m_levels": "1,4,16",
             "m_requests": 32, "m_prompt_chars": 2000, "m_max_tokens": 64, "m_label": "measure",
@@ -102,9 +103,9 @@ c1.text_input(T("m_base_url"), key="m_base_url", help=T("m_base_url_help"))
 c2.text_input(T("m_api_key"), key="m_api_key", type="password", help=T("m_api_key_help"))
 if st.button(T("m_connect"), key="m_connect"):
     try:
-        check_url(st.session_state["m_base_url"], guard, sim_urls)
         report = connect_check(st.session_state["m_base_url"],
-                               st.session_state.get("m_api_key") or None, timeout_s=10.0)
+                               st.session_state.get("m_api_key") or None, timeout_s=10.0,
+                               guard=guard, simulator_urls=sim_urls)
     except CapacityError as exc:
         st.session_state.pop(ms.CONNECT, None)
         st.error(T("m_error", msg=str(exc)))
@@ -176,9 +177,9 @@ busy = current is not None and current.running
 if st.button(T("m_start"), key="m_start", type="primary", disabled=busy):
     try:
         f = form()
-        check_url(f.base_url, guard, sim_urls)
         st.session_state[ms.JOB] = BenchJob.start(f, st.session_state.get("m_api_key") or None,
-                                                  cwd=ms.REPO_ROOT)
+                                                  cwd=ms.REPO_ROOT, guard=guard,
+                                                  simulator_urls=sim_urls)
     except CapacityError as exc:
         st.error(T("m_error", msg=str(exc)))
     else:
