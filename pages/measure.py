@@ -12,6 +12,7 @@ from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
 from capacity.bench.job import (
+    PAGE_LIMITS,
     BenchJob,
     ConnectReport,
     JobState,
@@ -140,11 +141,12 @@ else:
 st.subheader(T("m_sweep"))
 c1, c2, c3, c4 = st.columns(4)
 c1.text_input(T("m_levels"), key="m_levels", help=T("m_levels_help"))
-c2.number_input(T("m_requests"), min_value=1, max_value=100000, step=1, key="m_requests",
-                help=T("m_requests_help"))
-c3.number_input(T("m_prompt_chars"), min_value=1, max_value=2_000_000, step=100,
+c2.number_input(T("m_requests"), min_value=1, max_value=PAGE_LIMITS.requests, step=1,
+                key="m_requests", help=T("m_requests_help"))
+c3.number_input(T("m_prompt_chars"), min_value=1, max_value=PAGE_LIMITS.prompt_chars, step=100,
                 key="m_prompt_chars")
-c4.number_input(T("m_max_tokens"), min_value=1, max_value=100000, step=16, key="m_max_tokens")
+c4.number_input(T("m_max_tokens"), min_value=1, max_value=PAGE_LIMITS.max_tokens, step=16,
+                key="m_max_tokens")
 c1, c2, c3 = st.columns(3)
 c1.text_input(T("m_label"), key="m_label", help=T("m_label_help"))
 c2.number_input(T("m_slo_ttft"), min_value=0.0, step=100.0, key="m_slo_ttft",
@@ -154,7 +156,7 @@ c3.number_input(T("m_slo_tpot"), min_value=0.0, step=5.0, key="m_slo_tpot",
 st.subheader(T("m_hardware"))
 c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 3])
 c1.selectbox(T("m_gpu"), gpus, key="m_gpu")
-c2.number_input(T("m_gpus"), min_value=1, max_value=1024, step=1, key="m_gpus")
+c2.number_input(T("m_gpus"), min_value=1, max_value=PAGE_LIMITS.gpus, step=1, key="m_gpus")
 c3.number_input(T("m_price"), min_value=0.0, step=0.5, key="m_price")
 c4.selectbox(T("m_currency"), list(CURRENCIES), key="m_currency")
 c5.selectbox(T("m_predict"), variants, key="m_predict", help=T("m_predict_help"))

@@ -1,7 +1,8 @@
 """The benchmark client: closed-loop levels (or a seeded Poisson open loop) of streamed requests.
 
 Connections: one `httpx.AsyncClient` with a single keep-alive connection per concurrent
-request slot (as many as the highest concurrency), handed out from an idle queue. httpx's default
+request slot, made when a slot first needs one (so at most the highest concurrency, and no more
+than the requests in flight), then handed out from an idle list. httpx's default
 pool of 100 connections would silently cap a level of 150, and one shared pool of hundreds of
 connections costs O(pool) work per request in httpcore: measured here, it delayed sends by up
 to 2 s at concurrency 100 on 2 cores, where one connection per slot sends within tens of ms.
@@ -56,6 +57,86 @@ _FILLER_WORDS = (
 
 
 @dataclass(frozen=True, kw_only=True)
+class BenchLimits:
+    """The largest sizes a run accepts (docs/reliability-security.md). Beyond them a run
+    would exhaust the client's memory or never end, so they are refused before it starts:
+    `capacity bench` with one line and exit 2 (`CLI_LIMITS`), the Measure page with its own,
+    lower limits (`capacity.bench.job.PAGE_LIMITS`)."""
+
+    concurrency: int = 10_000
+    """Concurrent requests of one level."""
+    levels: int = 64
+    """Concurrency levels in one run."""
+    requests: int = 1_000_000
+    """Measured requests per level."""
+    prompt_chars: int = 4_000_000
+    """Prompt length in characters (about a million tokens)."""
+    max_tokens: int = 1_000_000
+    """Output tokens requested per request."""
+    warmup: int = 1_000
+    """Warm-up requests per level."""
+    gpus: int = 65_536
+    """GPUs behind the endpoint (for cost per token)."""
+    timeout_s: float = 86_400.0
+    """Stall limit per stream, seconds."""
+    request_rate_rps: float = 100_000.0
+    """Open-loop arrival rate, requests/s."""
+    schedule_s: float = 86_400.0
+    """Longest open-loop schedule of one level (requests / rate), seconds."""
+    prompt_chars_in_flight: int = 1_000_000_000
+    """Prompt characters the client holds at once (prompt chars x concurrent requests)."""
+
+    def check(self, *, concurrency: Sequence[int], requests: int, prompt_chars: int,
+              max_tokens: int, warmup: int, gpus: int, timeout_s: float,
+              request_rate: float | None = None, flags: bool = True) -> None:
+        """InputError naming the first value beyond a limit (`flags`: name the CLI's flags,
+        else the page's fields)."""
+        def name(flag: str) -> str:
+            return flag if flags else flag.lstrip("-").replace("-", " ")
+
+        def over(flag: str, value: float, limit: float, unit: str = "") -> InputError:
+            def num(x: float) -> str:
+                return str(x) if isinstance(x, int) else f"{x:g}"
+
+            return InputError(f"{name(flag)} {num(value)}{unit} is above the limit of "
+                              f"{num(limit)}{unit} (docs/reliability-security.md)")
+
+        if len(concurrency) > self.levels:
+            raise InputError(f"{name('--concurrency')}: {len(concurrency)} levels is more "
+                             f"than the limit of {self.levels} (docs/reliability-security.md)")
+        for flag, v, lim in (("--concurrency", max(concurrency, default=1), self.concurrency),
+                             ("--requests", requests, self.requests),
+                             ("--prompt-chars", prompt_chars, self.prompt_chars),
+                             ("--max-tokens", max_tokens, self.max_tokens),
+                             ("--warmup", warmup, self.warmup), ("--gpus", gpus, self.gpus)):
+            if v > lim:
+                raise over(flag, v, lim)
+        if timeout_s > self.timeout_s:
+            raise over("--timeout", timeout_s, self.timeout_s, " s")
+        if request_rate is not None:
+            if request_rate > self.request_rate_rps:
+                raise over("--request-rate", request_rate, self.request_rate_rps, " requests/s")
+            if requests / request_rate > self.schedule_s:
+                raise InputError(
+                    f"{name('--request-rate')} {request_rate:g} requests/s spreads "
+                    f"{requests} requests over {requests / request_rate:,.0f} s, more than "
+                    f"the limit of {self.schedule_s:g} s per level: raise the rate or lower "
+                    f"{name('--requests')} (docs/reliability-security.md)")
+        in_flight = prompt_chars * min(max(concurrency, default=1), max(requests, warmup, 1))
+        if in_flight > self.prompt_chars_in_flight:
+            raise InputError(
+                f"{name('--prompt-chars')} x concurrent requests = {in_flight:,} characters "
+                f"held at once, above the limit of {self.prompt_chars_in_flight:,}: lower "
+                f"{name('--prompt-chars')} or {name('--concurrency')} "
+                "(docs/reliability-security.md)")
+
+
+CLI_LIMITS = BenchLimits()
+"""`capacity bench`'s limits."""
+SEED_MAX = 2**32 - 1
+
+
+@dataclass(frozen=True, kw_only=True)
 class BenchConfig:
     """Everything a run needs except the API key (which is passed on its own, never stored)."""
 
@@ -83,7 +164,8 @@ class BenchConfig:
     currency: str | None = None
     predict_model: str | None = None
 
-    def validate(self) -> None:
+    def validate(self, limits: BenchLimits = CLI_LIMITS) -> None:
+        """InputError naming the first impossible or out-of-limit value."""
         if not self.base_url.startswith(("http://", "https://")):
             raise InputError(f"--base-url must start with http:// or https://, got "
                              f"'{self.base_url}' (e.g. http://127.0.0.1:8000/v1)")
@@ -103,6 +185,12 @@ class BenchConfig:
             if x is not None and not (math.isfinite(x) and x > 0 or
                                       (name == "--gpu-price" and x == 0)):
                 raise InputError(f"{name} must be > 0, got {x}")
+        if not 0 <= self.seed <= SEED_MAX:
+            raise InputError(f"--seed must be between 0 and {SEED_MAX}, got {self.seed}")
+        limits.check(concurrency=self.concurrency, requests=self.requests,
+                     prompt_chars=self.prompt_chars, max_tokens=self.max_tokens,
+                     warmup=self.warmup, gpus=self.gpus, timeout_s=self.timeout_s,
+                     request_rate=self.request_rate)
         check_label(self.label)
 
 
@@ -234,14 +322,33 @@ def one_write_transport(tls: ssl.SSLContext, keepalive_expiry_s: float | None = 
     return transport
 
 
+class _ClientPool:
+    """One-connection clients handed out per request slot, made when first needed: a level
+    of C concurrent requests makes at most min(C, requests in flight) clients, never one per
+    slot up front (a level of 10^9 would otherwise build 10^9 clients before measuring)."""
+
+    def __init__(self, stack: contextlib.AsyncExitStack,
+                 make: Callable[[], httpx.AsyncClient]) -> None:
+        self._stack = stack
+        self._make = make
+        self._idle: list[httpx.AsyncClient] = []
+        self.made = 0
+
+    async def get(self) -> httpx.AsyncClient:
+        if self._idle:
+            return self._idle.pop()
+        self.made += 1
+        return await self._stack.enter_async_context(self._make())
+
+    def put(self, client: httpx.AsyncClient) -> None:
+        self._idle.append(client)
+
+
 class _Runner:
-    def __init__(self, cfg: BenchConfig, api_key: str | None,
-                 clients: Sequence[httpx.AsyncClient], model: str, writer: RunWriter | None,
-                 emit: Callable[[str], None]) -> None:
+    def __init__(self, cfg: BenchConfig, api_key: str | None, clients: _ClientPool,
+                 model: str, writer: RunWriter | None, emit: Callable[[str], None]) -> None:
         self.cfg = cfg
-        self.idle: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
-        for c in clients:
-            self.idle.put_nowait(c)
+        self.clients = clients
         self.model = model
         self.writer = writer
         self.emit = emit
@@ -282,12 +389,12 @@ class _Runner:
 
     async def one(self, *, level: int, rate: float | None, index: int, due_ns: int,
                   tag: str) -> RequestRecord:
-        client = await self.idle.get()
+        client = await self.clients.get()
         try:
             return await self._one(client, level=level, rate=rate, index=index, due_ns=due_ns,
                                    tag=tag)
         finally:
-            self.idle.put_nowait(client)
+            self.clients.put(client)
 
     async def _one(self, client: httpx.AsyncClient, *, level: int, rate: float | None,
                    index: int, due_ns: int, tag: str) -> RequestRecord:
@@ -519,18 +626,19 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
                     meta_extra: dict[str, Any] | None = None) -> BenchResult:
     """Run every level of `cfg`, writing the run's files as it goes; returns the summaries."""
     cfg.validate()
-    top = max(cfg.concurrency)
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.timeout_s, write=30.0,
                             pool=None)
     tls = ssl.create_default_context()  # one context shared by every client (cheap to make)
     warnings: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(httpx.AsyncClient(
+        clients = _ClientPool(stack, lambda: httpx.AsyncClient(
             limits=limits, timeout=timeout, verify=tls, trust_env=False,
             transport=transport or one_write_transport(tls, limits.keepalive_expiry),
-            follow_redirects=False)) for _ in range(top)]
-        models = await fetch_models(clients[0], cfg.base_url, api_key)
+            follow_redirects=False))
+        first = await clients.get()
+        models = await fetch_models(first, cfg.base_url, api_key)
+        clients.put(first)
         model = cfg.model or _first_model(models)
         if model is None:
             raise BenchError(f"{cfg.base_url}/models lists no model: pass --model NAME")

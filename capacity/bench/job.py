@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from capacity import workspace
+from capacity.bench.client import BenchLimits
 from capacity.bench.storage import check_label
 from capacity.errors import InputError
 
@@ -159,6 +160,12 @@ def check_url(base_url: str, guard: Guard, simulator_urls: Sequence[str] = ()) -
 # ---------------------------------------------------------------------------------------------
 # the form -> the bench command line
 
+PAGE_LIMITS = BenchLimits(concurrency=256, levels=16, requests=10_000, prompt_chars=1_000_000,
+                          max_tokens=100_000, warmup=100, gpus=1_024, timeout_s=3_600.0,
+                          prompt_chars_in_flight=64_000_000)
+"""The Measure page's limits, lower than `capacity bench`'s (a shared deployment runs what its
+users ask for): docs/reliability-security.md."""
+
 @dataclass(frozen=True, kw_only=True)
 class MeasureForm:
     """The Measure page's arguments for `capacity bench` (no API key: it is never stored)."""
@@ -192,6 +199,14 @@ class MeasureForm:
                         ("max tokens", self.max_tokens), ("GPUs", self.gpus)):
             if v < 1:
                 raise InputError(f"{name} must be >= 1, got {v}")
+        if self.warmup < 0:
+            raise InputError(f"warm-up must be >= 0, got {self.warmup}")
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise InputError(f"timeout must be > 0 s, got {self.timeout_s}")
+        PAGE_LIMITS.check(concurrency=self.concurrency, requests=self.requests,
+                          prompt_chars=self.prompt_chars, max_tokens=self.max_tokens,
+                          warmup=self.warmup, gpus=self.gpus, timeout_s=self.timeout_s,
+                          flags=False)
         check_label(self.label)
 
     def argv(self, python: str = sys.executable) -> list[str]:
