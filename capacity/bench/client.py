@@ -26,7 +26,7 @@ import ssl
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -43,7 +43,7 @@ from capacity.bench.metrics import (
     summarize,
 )
 from capacity.bench.sse import ChunkInfo, SseDecoder, classify
-from capacity.bench.storage import RunStatus, RunWriter, check_label
+from capacity.bench.storage import RunStatus, RunWriter, check_label, redact, redact_record
 from capacity.errors import BenchError, InputError
 
 Endpoint = Literal["chat", "completions"]
@@ -349,6 +349,7 @@ class _Runner:
                  model: str, writer: RunWriter | None, emit: Callable[[str], None]) -> None:
         self.cfg = cfg
         self.clients = clients
+        self.secrets = (api_key,) if api_key else ()
         self.model = model
         self.writer = writer
         self.emit = emit
@@ -391,10 +392,11 @@ class _Runner:
                   tag: str) -> RequestRecord:
         client = await self.clients.get()
         try:
-            return await self._one(client, level=level, rate=rate, index=index, due_ns=due_ns,
-                                   tag=tag)
+            rec = await self._one(client, level=level, rate=rate, index=index, due_ns=due_ns,
+                                  tag=tag)
         finally:
             self.clients.put(client)
+        return redact_record(rec, self.secrets)  # server text may echo the key
 
     async def _one(self, client: httpx.AsyncClient, *, level: int, rate: float | None,
                    index: int, due_ns: int, tag: str) -> RequestRecord:
@@ -624,7 +626,30 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
                     emit: Callable[[str], None] = _stderr,
                     transport: httpx.AsyncBaseTransport | None = None,
                     meta_extra: dict[str, Any] | None = None) -> BenchResult:
-    """Run every level of `cfg`, writing the run's files as it goes; returns the summaries."""
+    """Run every level of `cfg`, writing the run's files as it goes; returns the summaries.
+
+    The API key is redacted (`capacity.bench.storage.redact`) from everything that leaves
+    the client: stored rows and meta.json, the messages passed to `emit`, the errors raised
+    and the result, even when the server echoes it back."""
+    secrets = (api_key,) if api_key else ()
+
+    def out(msg: str) -> None:
+        emit(redact(msg, secrets))
+
+    try:
+        result = await _run_bench(cfg, api_key, emit=out, transport=transport,
+                                  meta_extra=meta_extra)
+    except (BenchError, InputError) as exc:
+        clean = redact(str(exc), secrets)
+        if clean == str(exc):
+            raise
+        raise type(exc)(clean) from None
+    return replace(result, model=redact(result.model, secrets))
+
+
+async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[str], None],
+                     transport: httpx.AsyncBaseTransport | None,
+                     meta_extra: dict[str, Any] | None) -> BenchResult:
     cfg.validate()
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.timeout_s, write=30.0,
@@ -642,7 +667,7 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
         model = cfg.model or _first_model(models)
         if model is None:
             raise BenchError(f"{cfg.base_url}/models lists no model: pass --model NAME")
-        writer = RunWriter(cfg.out_dir, cfg.label)
+        writer = RunWriter(cfg.out_dir, cfg.label, secrets=(api_key,) if api_key else ())
         started = datetime.now(UTC).isoformat()
         meta: dict[str, Any] = {
             "run_id": writer.run_id, "label": cfg.label, "status": RunStatus.RUNNING.value,

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ import httpx
 
 from capacity import workspace
 from capacity.bench.client import BenchLimits
-from capacity.bench.storage import check_label
+from capacity.bench.storage import check_label, redact
 from capacity.errors import InputError
 
 MEASURE_ENV = workspace.CAPACITY_MEASURE
@@ -363,6 +363,8 @@ class BenchJob:
     started_unix_s: float
     stopped: bool = False
     run_dir: Path | None = None
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The API key, in memory only: redacted from the log the page shows."""
 
     @classmethod
     def start(cls, form: MeasureForm, api_key: str | None = None, *,
@@ -382,7 +384,7 @@ class BenchJob:
                                     stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         job = cls(form=form, proc=proc, cwd=root, log_path=Path(name), before=before,
-                  started_unix_s=time.time())
+                  started_unix_s=time.time(), secrets=(api_key,) if api_key else ())
         atexit.register(job.stop)  # an app that exits stops its runs (keeping what they measured)
         return job
 
@@ -418,12 +420,14 @@ class BenchJob:
         return JobState.FINISHED if rc == 0 else JobState.FAILED
 
     def log_tail(self, lines: int = 12) -> str:
-        """The end of the child's output (its error message when it failed)."""
+        """The end of the child's output (its error message when it failed), the API key
+        redacted (the child redacts what it prints; this covers anything else)."""
         try:
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return ""
-        return "\n".join(text.strip().splitlines()[-lines:])
+        return "\n".join(redact(line, self.secrets)
+                         for line in text.strip().splitlines()[-lines:])
 
     def meta(self) -> dict[str, Any]:
         d = self.find_run_dir()
@@ -549,6 +553,15 @@ def connect_check(base_url: str, api_key: str | None = None, *, endpoint: str = 
     if guard is not None:
         check_url(base_url, guard, simulator_urls)
     url_host(base_url)
+    report = _connect(base_url, api_key, endpoint=endpoint, timeout_s=timeout_s,
+                      transport=transport)
+    secrets = (api_key,) if api_key else ()
+    return replace(report, message=redact(report.message, secrets),
+                   models=tuple(redact(m, secrets) for m in report.models))
+
+
+def _connect(base_url: str, api_key: str | None, *, endpoint: str, timeout_s: float,
+             transport: httpx.BaseTransport | None) -> ConnectReport:
     base = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with httpx.Client(timeout=timeout_s, transport=transport, trust_env=False,
