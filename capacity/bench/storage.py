@@ -46,6 +46,10 @@ REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 4
 """Shorter keys are not looked for in text (every 'ab' of a message would go); `Bearer ...`
 still is."""
+MIN_CUT_SECRET_CHARS = 6
+"""A text that ends in the first 6 characters of a secret or more was cut inside it: that start
+is redacted too (fewer would erase ordinary word endings that a short key happens to start
+with)."""
 _BEARER_RE = re.compile(r"(?i)\b(bearer)(\s+|%20|\+)(?!\[redacted\])[^\s\"',;}\])<>]+")
 
 
@@ -90,7 +94,7 @@ def redact(text: str, secrets: Sequence[str | None] = ()) -> str:
     sent leaves the client (rows, meta.json, messages, logs).
 
     A text cut short (messages are shortened to a few hundred characters) may end inside a
-    key: a trailing start of a secret, 4 characters or more, is redacted too. Returns `text`
+    key: a trailing start of a secret, 6 characters or more, is redacted too. Returns `text`
     itself (the same object) when nothing changed."""
     out = _BEARER_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     for secret in secrets:
@@ -100,7 +104,7 @@ def redact(text: str, secrets: Sequence[str | None] = ()) -> str:
                      urllib.parse.quote_plus(secret)}:
             if form in out:
                 out = out.replace(form, REDACTED)
-        for k in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
+        for k in range(len(secret) - 1, MIN_CUT_SECRET_CHARS - 1, -1):
             if out.endswith(secret[:k]):
                 out = out[:-k] + REDACTED
                 break
