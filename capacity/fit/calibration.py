@@ -464,9 +464,19 @@ def calibration_path(name_or_path: str | Path, directory: Path | None = None, *,
 
 def saved_calibrations(directory: Path | None = None) -> list[str]:
     """Names of the calibrations saved under `directory` (default: every folder of
-    `calibration_dirs()`, the workspace's and the bundled ones)."""
+    `calibration_dirs()`, the workspace's and the bundled ones); a file whose stem is not a
+    name (`check_name`, e.g. `x.toml.toml`) is not listed, since no page could load it."""
     folders = [directory] if directory is not None else calibration_dirs()
-    return sorted({p.stem for d in folders if d.is_dir() for p in d.glob("*.toml")})
+    return sorted({p.stem for d in folders if d.is_dir() for p in d.glob("*.toml")
+                   if _is_name(p.stem)})
+
+
+def _is_name(text: str) -> bool:
+    try:
+        check_name(text)
+    except InputError:
+        return False
+    return True
 
 
 def to_toml(cal: Calibration) -> str:

@@ -120,6 +120,12 @@ def test_a_good_name_is_saved_inside_the_folder_only(tmp_path: Path,
     assert calib.save(cal, str(elsewhere)) == elsewhere
 
 
+def test_only_names_are_listed(tmp_path: Path) -> None:
+    for stem in ("good-one", "x.toml", ".hidden", "sp ace"):
+        (tmp_path / f"{stem}.toml").write_text("", encoding="utf-8")
+    assert calib.saved_calibrations(tmp_path) == ["good-one"]
+
+
 @pytest.mark.parametrize("name", ["pwn.toml", "../../etc/passwd", "a/b", ".hidden"])
 def test_a_link_names_a_calibration_never_a_file(name: str, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
