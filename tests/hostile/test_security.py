@@ -14,6 +14,8 @@ Limits: docs/reliability-security.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import itertools
 import json
 import signal
@@ -25,10 +27,13 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import duckdb
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from capacity.bench import client as bench_client
@@ -528,3 +533,50 @@ def test_no_client_is_made_per_slot_up_front(tmp_path: Path,
                                    emit=lambda m: None))
     assert result.summaries[0].requests_ok == 3
     assert len(made) <= 3, f"{len(made)} clients for 3 requests"
+
+
+_INTS = st.one_of(st.integers(-5, 5), st.integers(-(10**12), 10**12),
+                  st.sampled_from([0, 1, 256, 257, 10_000, 10_001, 2**32, 2**63]))
+_FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from([0.0, -1.0, 1e-9, 1e-3, 86_400.0, 86_401.0, 1e308]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conc=_INTS, requests=_INTS, chars=_INTS, tokens=_INTS, warmup=_INTS, gpus=_INTS,
+       seed=_INTS, timeout=_FLOATS, rate=st.one_of(st.none(), _FLOATS))
+def test_fuzzed_bench_sizes_run_within_limits_or_are_refused_in_one_line(
+        conc: int, requests: int, chars: int, tokens: int, warmup: int, gpus: int, seed: int,
+        timeout: float, rate: float | None) -> None:
+    """Any value of bench's numeric flags: the run starts only within CLI_LIMITS; anything
+    else is one line and exit 2, never a traceback (the run itself is replaced)."""
+    started: list[BenchConfig] = []
+
+    async def fake_run(cfg: BenchConfig, api_key: str | None = None) -> Any:
+        started.append(cfg)
+        raise BenchError("stopped by the test")
+
+    argv = ["bench", "--base-url", "http://127.0.0.1:9/v1", "--out", "/nonexistent/h15a",
+            "--concurrency", str(conc), "--requests", str(requests), "--prompt-chars",
+            str(chars), "--max-tokens", str(tokens), "--warmup", str(warmup), "--gpus",
+            str(gpus), "--seed", str(seed), "--timeout", repr(timeout)]
+    if rate is not None:
+        argv += ["--request-rate", repr(rate)]
+    err = io.StringIO()
+    with mock.patch("capacity.cli.bench.run_bench", fake_run), \
+            contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    assert code == 2
+    if started:
+        (cfg,) = started
+        lim = CLI_LIMITS
+        assert 1 <= max(cfg.concurrency) <= lim.concurrency
+        assert 1 <= cfg.requests <= lim.requests and 1 <= cfg.prompt_chars <= lim.prompt_chars
+        assert 1 <= cfg.max_tokens <= lim.max_tokens and 0 <= cfg.warmup <= lim.warmup
+        assert 1 <= cfg.gpus <= lim.gpus and 0 < cfg.timeout_s <= lim.timeout_s
+        assert cfg.request_rate is None or (
+            0 < cfg.request_rate <= lim.request_rate_rps
+            and cfg.requests / cfg.request_rate <= lim.schedule_s)
+        assert "stopped by the test" in err.getvalue()
+    else:
+        lines = err.getvalue().strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
