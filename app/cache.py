@@ -14,7 +14,7 @@ import streamlit as st
 
 from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import Catalog, default_catalog
-from capacity.fit.calibration import load as load_calibration
+from capacity.fit.calibration import load_named as load_calibration
 from capacity.fit.uncertainty import Sensitivity, band, sensitivity
 from capacity.report.charts import chart_data, specs
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records

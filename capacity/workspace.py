@@ -70,12 +70,15 @@ VARIABLES: tuple[Variable, ...] = (
                      "ones)",
              default="<workspace>/calibrations"),
     Variable(name=CAPACITY_MEASURE,
-             meaning="'off' (or 0, false, no) switches the Measure page's runs off on a shared "
-                     "deployment",
-             default="on"),
+             meaning="how far the Measure page may reach: 'closed' (loopback only, plus "
+                     "CAPACITY_MEASURE_ALLOW_HOSTS), 'open' (any host) or 'off' (no runs); any "
+                     "other value is off",
+             default="closed"),
     Variable(name=CAPACITY_MEASURE_ALLOW_HOSTS,
-             meaning="comma-separated hosts the Measure page may benchmark",
-             default="any host"),
+             meaning="comma-separated hosts the Measure page may connect to and benchmark "
+                     "when closed (then loopback only for the simulator the app started, "
+                     "unless listed)",
+             default="none: loopback only"),
     Variable(name=CAPACITY_CJK_FONT,
              meaning="a TTF/OTF/TTC font with Chinese glyphs for the Chinese quote PDF "
                      "(PATH, or PATH#INDEX in a collection)",

@@ -12,12 +12,12 @@ from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
 from capacity.bench.job import (
+    PAGE_LIMITS,
     BenchJob,
     ConnectReport,
     JobState,
     MeasureForm,
     SimServer,
-    check_url,
     connect_check,
     measure_guard,
     parse_levels,
@@ -46,8 +46,10 @@ guard = measure_guard()
 if not guard.enabled:
     st.warning(T("m_disabled", reason=guard.reason))
     st.stop()
-if guard.allow_hosts is not None:
+if guard.allow_hosts:
     st.info(T("m_allow", hosts=", ".join(sorted(guard.allow_hosts))))
+elif guard.allow_hosts is not None:
+    st.caption(T("m_loopback_only"))
 
 defaults = {"m_base_url": "http://127.0.0.1:8000/v1", "m_model": "", "m_levels": "1,4,16",
             "m_requests": 32, "m_prompt_chars": 2000, "m_max_tokens": 64, "m_label": "measure",
@@ -102,9 +104,9 @@ c1.text_input(T("m_base_url"), key="m_base_url", help=T("m_base_url_help"))
 c2.text_input(T("m_api_key"), key="m_api_key", type="password", help=T("m_api_key_help"))
 if st.button(T("m_connect"), key="m_connect"):
     try:
-        check_url(st.session_state["m_base_url"], guard, sim_urls)
         report = connect_check(st.session_state["m_base_url"],
-                               st.session_state.get("m_api_key") or None, timeout_s=10.0)
+                               st.session_state.get("m_api_key") or None, timeout_s=10.0,
+                               guard=guard, simulator_urls=sim_urls)
     except CapacityError as exc:
         st.session_state.pop(ms.CONNECT, None)
         st.error(T("m_error", msg=str(exc)))
@@ -139,11 +141,12 @@ else:
 st.subheader(T("m_sweep"))
 c1, c2, c3, c4 = st.columns(4)
 c1.text_input(T("m_levels"), key="m_levels", help=T("m_levels_help"))
-c2.number_input(T("m_requests"), min_value=1, max_value=100000, step=1, key="m_requests",
-                help=T("m_requests_help"))
-c3.number_input(T("m_prompt_chars"), min_value=1, max_value=2_000_000, step=100,
+c2.number_input(T("m_requests"), min_value=1, max_value=PAGE_LIMITS.requests, step=1,
+                key="m_requests", help=T("m_requests_help"))
+c3.number_input(T("m_prompt_chars"), min_value=1, max_value=PAGE_LIMITS.prompt_chars, step=100,
                 key="m_prompt_chars")
-c4.number_input(T("m_max_tokens"), min_value=1, max_value=100000, step=16, key="m_max_tokens")
+c4.number_input(T("m_max_tokens"), min_value=1, max_value=PAGE_LIMITS.max_tokens, step=16,
+                key="m_max_tokens")
 c1, c2, c3 = st.columns(3)
 c1.text_input(T("m_label"), key="m_label", help=T("m_label_help"))
 c2.number_input(T("m_slo_ttft"), min_value=0.0, step=100.0, key="m_slo_ttft",
@@ -153,7 +156,7 @@ c3.number_input(T("m_slo_tpot"), min_value=0.0, step=5.0, key="m_slo_tpot",
 st.subheader(T("m_hardware"))
 c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 3])
 c1.selectbox(T("m_gpu"), gpus, key="m_gpu")
-c2.number_input(T("m_gpus"), min_value=1, max_value=1024, step=1, key="m_gpus")
+c2.number_input(T("m_gpus"), min_value=1, max_value=PAGE_LIMITS.gpus, step=1, key="m_gpus")
 c3.number_input(T("m_price"), min_value=0.0, step=0.5, key="m_price")
 c4.selectbox(T("m_currency"), list(CURRENCIES), key="m_currency")
 c5.selectbox(T("m_predict"), variants, key="m_predict", help=T("m_predict_help"))
@@ -176,9 +179,9 @@ busy = current is not None and current.running
 if st.button(T("m_start"), key="m_start", type="primary", disabled=busy):
     try:
         f = form()
-        check_url(f.base_url, guard, sim_urls)
         st.session_state[ms.JOB] = BenchJob.start(f, st.session_state.get("m_api_key") or None,
-                                                  cwd=ms.REPO_ROOT)
+                                                  cwd=ms.REPO_ROOT, guard=guard,
+                                                  simulator_urls=sim_urls)
     except CapacityError as exc:
         st.error(T("m_error", msg=str(exc)))
     else:

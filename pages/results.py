@@ -180,7 +180,7 @@ try:
     if cal_choice == "__fitted__":
         calibration = fitted
     elif cal_choice:
-        calibration = calib.load(cal_choice)
+        calibration = calib.load_named(cal_choice)
 except CapacityError as exc:
     st.error(T("r_error", msg=str(exc)))
 
@@ -262,7 +262,7 @@ c1, c2, c3 = st.columns([2, 1, 1])
 cal_name = c1.text_input(T("r_cal_name"), value=cal_default, key="r_cal_name")
 if c2.button(T("r_fit"), key="r_fit", type="primary"):
     try:
-        calib.calibration_path(cal_name, ms.calibrations_dir())
+        calib.check_name(cal_name)  # a name, never a path (docs/reliability.md)
         st.session_state[ms.FITTED] = calib.fit(points, scenario, name=cal_name,
                                                 inputs=inputs_desc)
     except CapacityError as exc:
@@ -274,7 +274,7 @@ fitted = st.session_state.get(ms.FITTED)
 if isinstance(fitted, calib.Calibration):
     if c3.button(T("r_save"), key="r_save"):
         try:
-            path = calib.save(fitted, fitted.name, ms.calibrations_dir())
+            path = calib.save_named(fitted, fitted.name, ms.calibrations_dir())
         except (CapacityError, OSError) as exc:
             st.error(T("r_error", msg=str(exc)))
         else:

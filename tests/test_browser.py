@@ -73,7 +73,8 @@ def page(server: str) -> Iterator[Page]:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         pg = browser.new_page(viewport={"width": 1400, "height": 2400})
-        pg.set_default_timeout(60_000)  # waits end early when the page draws: only a loaded machine waits long
+        # a wait ends as soon as the page draws: only a loaded machine waits long
+        pg.set_default_timeout(60_000)
         yield pg
         browser.close()
 

@@ -48,7 +48,9 @@ def test_allow_list_limits_hosts_and_admits_only_our_simulator_on_loopback() -> 
     with pytest.raises(InputError, match="not in CAPACITY_MEASURE_ALLOW_HOSTS"):
         check_url("http://127.0.0.1:9999/v1", g, ["http://127.0.0.1:8123/v1"])
     check_url("http://127.0.0.1:8123/v1/", g, ["http://127.0.0.1:8123/v1"])
-    check_url("http://anything:1/v1", measure_guard({}))
+    check_url("http://anything:1/v1", measure_guard({"CAPACITY_MEASURE": "open"}))
+    with pytest.raises(InputError, match="not loopback"):  # closed by default
+        check_url("http://anything:1/v1", measure_guard({}))
 
 
 @pytest.mark.parametrize("url", [pytest.param("127.0.0.1:8000", id="no-scheme"),

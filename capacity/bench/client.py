@@ -1,7 +1,8 @@
 """The benchmark client: closed-loop levels (or a seeded Poisson open loop) of streamed requests.
 
 Connections: one `httpx.AsyncClient` with a single keep-alive connection per concurrent
-request slot (as many as the highest concurrency), handed out from an idle queue. httpx's default
+request slot, made when a slot first needs one (so at most the highest concurrency, and no more
+than the requests in flight), then handed out from an idle list. httpx's default
 pool of 100 connections would silently cap a level of 150, and one shared pool of hundreds of
 connections costs O(pool) work per request in httpcore: measured here, it delayed sends by up
 to 2 s at concurrency 100 on 2 cores, where one connection per slot sends within tens of ms.
@@ -28,7 +29,7 @@ import ssl
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -46,7 +47,14 @@ from capacity.bench.metrics import (
     summarize,
 )
 from capacity.bench.sse import ChunkInfo, SseDecoder, SseTooLarge, classify, loads_json
-from capacity.bench.storage import RunStatus, RunWriter, check_label, process_owner
+from capacity.bench.storage import (
+    RunStatus,
+    RunWriter,
+    check_label,
+    process_owner,
+    redact,
+    redact_record,
+)
 from capacity.errors import BenchError, InputError
 
 Endpoint = Literal["chat", "completions"]
@@ -57,6 +65,86 @@ _FILLER_WORDS = (
     "budget", "cluster", "queue", "the", "of", "and", "a", "to", "in", "is", "for", "on", "with",
     "each", "every", "when", "how", "many", "which", "GPU", "card", "users", "peak",
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchLimits:
+    """The largest sizes a run accepts (docs/reliability-security.md). Beyond them a run
+    would exhaust the client's memory or never end, so they are refused before it starts:
+    `capacity bench` with one line and exit 2 (`CLI_LIMITS`), the Measure page with its own,
+    lower limits (`capacity.bench.job.PAGE_LIMITS`)."""
+
+    concurrency: int = 10_000
+    """Concurrent requests of one level."""
+    levels: int = 64
+    """Concurrency levels in one run."""
+    requests: int = 1_000_000
+    """Measured requests per level."""
+    prompt_chars: int = 4_000_000
+    """Prompt length in characters (about a million tokens)."""
+    max_tokens: int = 1_000_000
+    """Output tokens requested per request."""
+    warmup: int = 1_000
+    """Warm-up requests per level."""
+    gpus: int = 65_536
+    """GPUs behind the endpoint (for cost per token)."""
+    timeout_s: float = 86_400.0
+    """Stall limit per stream, seconds."""
+    request_rate_rps: float = 100_000.0
+    """Open-loop arrival rate, requests/s."""
+    schedule_s: float = 86_400.0
+    """Longest open-loop schedule of one level (requests / rate), seconds."""
+    prompt_chars_in_flight: int = 1_000_000_000
+    """Prompt characters the client holds at once (prompt chars x concurrent requests)."""
+
+    def check(self, *, concurrency: Sequence[int], requests: int, prompt_chars: int,
+              max_tokens: int, warmup: int, gpus: int, timeout_s: float,
+              request_rate: float | None = None, flags: bool = True) -> None:
+        """InputError naming the first value beyond a limit (`flags`: name the CLI's flags,
+        else the page's fields)."""
+        def name(flag: str) -> str:
+            return flag if flags else flag.lstrip("-").replace("-", " ")
+
+        def over(flag: str, value: float, limit: float, unit: str = "") -> InputError:
+            def num(x: float) -> str:
+                return str(x) if isinstance(x, int) else f"{x:g}"
+
+            return InputError(f"{name(flag)} {num(value)}{unit} is above the limit of "
+                              f"{num(limit)}{unit} (docs/reliability-security.md)")
+
+        if len(concurrency) > self.levels:
+            raise InputError(f"{name('--concurrency')}: {len(concurrency)} levels is more "
+                             f"than the limit of {self.levels} (docs/reliability-security.md)")
+        for flag, v, lim in (("--concurrency", max(concurrency, default=1), self.concurrency),
+                             ("--requests", requests, self.requests),
+                             ("--prompt-chars", prompt_chars, self.prompt_chars),
+                             ("--max-tokens", max_tokens, self.max_tokens),
+                             ("--warmup", warmup, self.warmup), ("--gpus", gpus, self.gpus)):
+            if v > lim:
+                raise over(flag, v, lim)
+        if timeout_s > self.timeout_s:
+            raise over("--timeout", timeout_s, self.timeout_s, " s")
+        if request_rate is not None:
+            if request_rate > self.request_rate_rps:
+                raise over("--request-rate", request_rate, self.request_rate_rps, " requests/s")
+            if requests / request_rate > self.schedule_s:
+                raise InputError(
+                    f"{name('--request-rate')} {request_rate:g} requests/s spreads "
+                    f"{requests} requests over {requests / request_rate:,.0f} s, more than "
+                    f"the limit of {self.schedule_s:g} s per level: raise the rate or lower "
+                    f"{name('--requests')} (docs/reliability-security.md)")
+        in_flight = prompt_chars * min(max(concurrency, default=1), max(requests, warmup, 1))
+        if in_flight > self.prompt_chars_in_flight:
+            raise InputError(
+                f"{name('--prompt-chars')} x concurrent requests = {in_flight:,} characters "
+                f"held at once, above the limit of {self.prompt_chars_in_flight:,}: lower "
+                f"{name('--prompt-chars')} or {name('--concurrency')} "
+                "(docs/reliability-security.md)")
+
+
+CLI_LIMITS = BenchLimits()
+"""`capacity bench`'s limits."""
+SEED_MAX = 2**32 - 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +177,8 @@ class BenchConfig:
     currency: str | None = None
     predict_model: str | None = None
 
-    def validate(self) -> None:
+    def validate(self, limits: BenchLimits = CLI_LIMITS) -> None:
+        """InputError naming the first impossible or out-of-limit value."""
         if not self.base_url.startswith(("http://", "https://")):
             raise InputError(f"--base-url must start with http:// or https://, got "
                              f"'{self.base_url}' (e.g. http://127.0.0.1:8000/v1)")
@@ -113,6 +202,12 @@ class BenchConfig:
                                                         and self.request_deadline_s > 0):
             raise InputError(f"--request-deadline-s must be > 0 s, got "
                              f"{self.request_deadline_s}")
+        if not 0 <= self.seed <= SEED_MAX:
+            raise InputError(f"--seed must be between 0 and {SEED_MAX}, got {self.seed}")
+        limits.check(concurrency=self.concurrency, requests=self.requests,
+                     prompt_chars=self.prompt_chars, max_tokens=self.max_tokens,
+                     warmup=self.warmup, gpus=self.gpus, timeout_s=self.timeout_s,
+                     request_rate=self.request_rate)
         check_label(self.label)
 
     def deadline_s(self) -> float:
@@ -297,14 +392,34 @@ def one_write_transport(tls: ssl.SSLContext, keepalive_expiry_s: float | None = 
     return transport
 
 
+class _ClientPool:
+    """One-connection clients handed out per request slot, made when first needed: a level
+    of C concurrent requests makes at most min(C, requests in flight) clients, never one per
+    slot up front (a level of 10^9 would otherwise build 10^9 clients before measuring)."""
+
+    def __init__(self, stack: contextlib.AsyncExitStack,
+                 make: Callable[[], httpx.AsyncClient]) -> None:
+        self._stack = stack
+        self._make = make
+        self._idle: list[httpx.AsyncClient] = []
+        self.made = 0
+
+    async def get(self) -> httpx.AsyncClient:
+        if self._idle:
+            return self._idle.pop()
+        self.made += 1
+        return await self._stack.enter_async_context(self._make())
+
+    def put(self, client: httpx.AsyncClient) -> None:
+        self._idle.append(client)
+
+
 class _Runner:
-    def __init__(self, cfg: BenchConfig, api_key: str | None,
-                 clients: Sequence[httpx.AsyncClient], model: str, writer: RunWriter | None,
-                 emit: Callable[[str], None]) -> None:
+    def __init__(self, cfg: BenchConfig, api_key: str | None, clients: _ClientPool,
+                 model: str, writer: RunWriter | None, emit: Callable[[str], None]) -> None:
         self.cfg = cfg
-        self.idle: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
-        for c in clients:
-            self.idle.put_nowait(c)
+        self.clients = clients
+        self.secrets = (api_key,) if api_key else ()
         self.model = model
         self.writer = writer
         self.emit = emit
@@ -345,12 +460,13 @@ class _Runner:
 
     async def one(self, *, level: int, rate: float | None, index: int, due_ns: int,
                   tag: str) -> RequestRecord:
-        client = await self.idle.get()
+        client = await self.clients.get()
         try:
-            return await self._one(client, level=level, rate=rate, index=index, due_ns=due_ns,
-                                   tag=tag)
+            rec = await self._one(client, level=level, rate=rate, index=index, due_ns=due_ns,
+                                  tag=tag)
         finally:
-            self.idle.put_nowait(client)
+            self.clients.put(client)
+        return redact_record(rec, self.secrets)  # server text may echo the key
 
     async def _one(self, client: httpx.AsyncClient, *, level: int, rate: float | None,
                    index: int, due_ns: int, tag: str) -> RequestRecord:
@@ -599,24 +715,48 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
                     emit: Callable[[str], None] = _stderr,
                     transport: httpx.AsyncBaseTransport | None = None,
                     meta_extra: dict[str, Any] | None = None) -> BenchResult:
-    """Run every level of `cfg`, writing the run's files as it goes; returns the summaries."""
+    """Run every level of `cfg`, writing the run's files as it goes; returns the summaries.
+
+    The API key is redacted (`capacity.bench.storage.redact`) from everything that leaves
+    the client: stored rows and meta.json, the messages passed to `emit`, the errors raised
+    and the result, even when the server echoes it back."""
+    secrets = (api_key,) if api_key else ()
+
+    def out(msg: str) -> None:
+        emit(redact(msg, secrets))
+
+    try:
+        result = await _run_bench(cfg, api_key, emit=out, transport=transport,
+                                  meta_extra=meta_extra)
+    except (BenchError, InputError) as exc:
+        clean = redact(str(exc), secrets)
+        if clean == str(exc):
+            raise
+        raise type(exc)(clean) from None
+    return replace(result, model=redact(result.model, secrets))
+
+
+async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[str], None],
+                     transport: httpx.AsyncBaseTransport | None,
+                     meta_extra: dict[str, Any] | None) -> BenchResult:
     cfg.validate()
-    top = max(cfg.concurrency)
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.timeout_s, write=30.0,
                             pool=None)
     tls = ssl.create_default_context()  # one context shared by every client (cheap to make)
     warnings: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(httpx.AsyncClient(
+        clients = _ClientPool(stack, lambda: httpx.AsyncClient(
             limits=limits, timeout=timeout, verify=tls, trust_env=False,
             transport=transport or one_write_transport(tls, limits.keepalive_expiry),
-            follow_redirects=False)) for _ in range(top)]
-        models = await fetch_models(clients[0], cfg.base_url, api_key)
+            follow_redirects=False))
+        first = await clients.get()
+        models = await fetch_models(first, cfg.base_url, api_key)
+        clients.put(first)
         model = cfg.model or _first_model(models)
         if model is None:
             raise BenchError(f"{cfg.base_url}/models lists no model: pass --model NAME")
-        writer = RunWriter(cfg.out_dir, cfg.label)
+        writer = RunWriter(cfg.out_dir, cfg.label, secrets=(api_key,) if api_key else ())
         started = datetime.now(UTC).isoformat()
         meta: dict[str, Any] = {
             "run_id": writer.run_id, "label": cfg.label, "status": RunStatus.RUNNING.value,

@@ -10,15 +10,18 @@
 - `SimServer` starts `python -m capacity sim-server` on a free loopback port.
 - `connect_check` reports whether a base URL is reachable, accepts the key, lists models and
   streams a tiny request.
-- `measure_guard` / `check_url` read CAPACITY_MEASURE=off (the page is disabled) and
-  CAPACITY_MEASURE_ALLOW_HOSTS=host1,host2 (only those hosts; loopback only for the simulator
-  this process started), for shared deployments where the page would make outbound requests.
+- `measure_guard` / `check_url`: closed by default, so that a shared deployment cannot be used
+  to probe its network. Loopback only, unless CAPACITY_MEASURE_ALLOW_HOSTS=host1,host2 lists
+  hosts (then only those, and loopback only for the simulator this process started) or
+  CAPACITY_MEASURE=open allows any host; CAPACITY_MEASURE=off disables the page. A refused URL
+  is refused before anything is connected or resolved (docs/configuration.md).
 """
 
 from __future__ import annotations
 
 import atexit
 import csv
+import ipaddress
 import json
 import math
 import os
@@ -29,8 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -39,67 +42,130 @@ from urllib.parse import urlsplit
 import httpx
 
 from capacity import workspace
-from capacity.bench.storage import check_label
+from capacity.bench.client import MAX_BODY_BYTES, BenchLimits
+from capacity.bench.sse import loads_json
+from capacity.bench.storage import check_label, redact
 from capacity.errors import InputError
 
 MEASURE_ENV = workspace.CAPACITY_MEASURE
 ALLOW_HOSTS_ENV = workspace.CAPACITY_MEASURE_ALLOW_HOSTS
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 # ---------------------------------------------------------------------------------------------
 # the guard
 
+class MeasureMode(StrEnum):
+    """CAPACITY_MEASURE: how far the Measure page may reach (docs/configuration.md)."""
+
+    CLOSED = "closed"
+    """The default: loopback only (127.0.0.0/8, ::1, localhost), plus the hosts of
+    CAPACITY_MEASURE_ALLOW_HOSTS when set (then loopback only for the simulator the app
+    started, unless the list names it)."""
+    OPEN = "open"
+    """Any host (a single-user install, or a deployment that trusts every user)."""
+    OFF = "off"
+    """The page does not measure at all (imports of measurements still work)."""
+
+
+_MODE_WORDS: dict[str, MeasureMode] = {
+    "": MeasureMode.CLOSED, "closed": MeasureMode.CLOSED, "on": MeasureMode.CLOSED,
+    "1": MeasureMode.CLOSED, "true": MeasureMode.CLOSED, "yes": MeasureMode.CLOSED,
+    "open": MeasureMode.OPEN, "any": MeasureMode.OPEN,
+    "off": MeasureMode.OFF, "0": MeasureMode.OFF, "false": MeasureMode.OFF,
+    "no": MeasureMode.OFF}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Guard:
-    """Whether the Measure page may run, and which hosts it may reach (None: any)."""
+    """Whether the Measure page may run, and which hosts it may reach (None: any host)."""
 
     enabled: bool
     allow_hosts: frozenset[str] | None
     reason: str = ""
+    loopback: bool = True
+    """Whether any loopback URL is allowed (closed mode without an allow-list)."""
 
 
 def measure_guard(env: Mapping[str, str] | None = None) -> Guard:
-    """Read CAPACITY_MEASURE and CAPACITY_MEASURE_ALLOW_HOSTS from `env` (default: the process
-    environment, through `capacity.workspace.get`)."""
+    """Read CAPACITY_MEASURE (closed by default; 'open'; 'off') and
+    CAPACITY_MEASURE_ALLOW_HOSTS from `env` (default: the process environment, through
+    `capacity.workspace.get`). An unknown CAPACITY_MEASURE value switches measuring off (a
+    typo must not open a shared deployment)."""
     switch = workspace.get(MEASURE_ENV, env)
-    if switch.lower() in ("off", "0", "false", "no"):
-        return Guard(enabled=False, allow_hosts=None,
+    mode = _MODE_WORDS.get(switch.lower())
+    if mode is None:
+        return Guard(enabled=False, allow_hosts=frozenset(), loopback=False,
+                     reason=f"{MEASURE_ENV}={switch} is not one of closed, open, off: "
+                            "measuring stays off until it is")
+    if mode == MeasureMode.OFF:
+        return Guard(enabled=False, allow_hosts=frozenset(), loopback=False,
                      reason=f"{MEASURE_ENV}={switch} switches measuring off on this "
                             "deployment")
-    raw = workspace.get(ALLOW_HOSTS_ENV, env)
-    if not raw:
+    if mode == MeasureMode.OPEN:
         return Guard(enabled=True, allow_hosts=None)
-    hosts = frozenset(h.strip().lower() for h in raw.split(",") if h.strip())
-    return Guard(enabled=True, allow_hosts=hosts)
+    raw = workspace.get(ALLOW_HOSTS_ENV, env)
+    hosts = frozenset(h.strip().lower().strip("[]") for h in raw.split(",") if h.strip())
+    return Guard(enabled=True, allow_hosts=hosts, loopback=not hosts)
 
 
 def url_host(base_url: str) -> str:
     """The host of an http(s) URL, lower-case; InputError for anything else."""
-    parts = urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"base URL '{base_url}' must look like http://HOST:PORT/v1 "
+    try:
+        parts = urlsplit(base_url.strip())
+        host = parts.hostname
+        _ = parts.port  # raises ValueError on a port outside 0-65535
+    except ValueError as exc:
+        raise InputError(f"base URL '{base_url[:200]}' is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise InputError(f"base URL '{base_url[:200]}' must look like http://HOST:PORT/v1 "
                          "(http:// or https:// and a host)")
-    return parts.hostname.lower()
+    return host.lower()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is loopback by its spelling alone: 'localhost' (or NAME.localhost), an
+    IPv4 address in 127.0.0.0/8 or ::1. Nothing is resolved: a name that resolves to loopback
+    is not loopback here (a resolver could answer otherwise at connect time)."""
+    h = host.lower().strip("[]").rstrip(".")
+    if h == "localhost" or h.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
 
 
 def check_url(base_url: str, guard: Guard, simulator_urls: Sequence[str] = ()) -> None:
-    """InputError unless the guard allows `base_url`. Loopback is allowed under an allow-list
-    only for a simulator this process started (its URL is in `simulator_urls`)."""
+    """InputError unless the guard allows `base_url`; nothing is connected or resolved.
+
+    Closed (the default): loopback only; with CAPACITY_MEASURE_ALLOW_HOSTS, the listed hosts
+    and, on loopback, only a simulator this process started (its URL in `simulator_urls`).
+    Open: any host. The refusal names no more than the host the user typed."""
     host = url_host(base_url)
     if not guard.enabled:
         raise InputError(guard.reason or "measuring is switched off on this deployment")
     if guard.allow_hosts is None or host in guard.allow_hosts:
         return
-    if host in LOOPBACK_HOSTS and base_url.rstrip("/") in {u.rstrip("/") for u in simulator_urls}:
+    if is_loopback(host) and (guard.loopback or base_url.strip().rstrip("/") in
+                              {u.rstrip("/") for u in simulator_urls}):
         return
-    raise InputError(f"host '{host}' is not in {ALLOW_HOSTS_ENV} "
-                     f"({', '.join(sorted(guard.allow_hosts)) or 'empty'}): this deployment "
-                     "only measures those hosts (the simulator on loopback is always allowed)")
+    if guard.allow_hosts:
+        raise InputError(f"host '{host}' is not in {ALLOW_HOSTS_ENV} "
+                         f"({', '.join(sorted(guard.allow_hosts))}): this deployment only "
+                         "measures those hosts (and the simulator it started on loopback)")
+    raise InputError(f"host '{host}' is not loopback: this deployment measures only "
+                     f"127.0.0.1/localhost unless {ALLOW_HOSTS_ENV} lists more hosts or "
+                     f"{MEASURE_ENV}=open (docs/configuration.md)")
 
 
 # ---------------------------------------------------------------------------------------------
 # the form -> the bench command line
+
+PAGE_LIMITS = BenchLimits(concurrency=256, levels=16, requests=10_000, prompt_chars=1_000_000,
+                          max_tokens=100_000, warmup=100, gpus=1_024, timeout_s=3_600.0,
+                          prompt_chars_in_flight=64_000_000)
+"""The Measure page's limits, lower than `capacity bench`'s (a shared deployment runs what its
+users ask for): docs/reliability-security.md."""
 
 @dataclass(frozen=True, kw_only=True)
 class MeasureForm:
@@ -134,6 +200,14 @@ class MeasureForm:
                         ("max tokens", self.max_tokens), ("GPUs", self.gpus)):
             if v < 1:
                 raise InputError(f"{name} must be >= 1, got {v}")
+        if self.warmup < 0:
+            raise InputError(f"warm-up must be >= 0, got {self.warmup}")
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise InputError(f"timeout must be > 0 s, got {self.timeout_s}")
+        PAGE_LIMITS.check(concurrency=self.concurrency, requests=self.requests,
+                          prompt_chars=self.prompt_chars, max_tokens=self.max_tokens,
+                          warmup=self.warmup, gpus=self.gpus, timeout_s=self.timeout_s,
+                          flags=False)
         check_label(self.label)
 
     def argv(self, python: str = sys.executable) -> list[str]:
@@ -290,12 +364,18 @@ class BenchJob:
     started_unix_s: float
     stopped: bool = False
     run_dir: Path | None = None
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The API key, in memory only: redacted from the log the page shows."""
 
     @classmethod
     def start(cls, form: MeasureForm, api_key: str | None = None, *,
-              cwd: str | os.PathLike[str] = ".", python: str = sys.executable) -> BenchJob:
-        """Validate the form and start the child (the key goes in its environment only)."""
+              cwd: str | os.PathLike[str] = ".", python: str = sys.executable,
+              guard: Guard | None = None, simulator_urls: Sequence[str] = ()) -> BenchJob:
+        """Validate the form and start the child (the key goes in its environment only).
+        With `guard`, a URL it refuses raises InputError before any process starts."""
         form.validate()
+        if guard is not None:
+            check_url(form.base_url, guard, simulator_urls)
         root = Path(cwd)
         before = _run_dirs(root / form.out_dir, form.label)
         fd, name = tempfile.mkstemp(prefix="capacity-bench-", suffix=".log")
@@ -305,7 +385,7 @@ class BenchJob:
                                     stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         job = cls(form=form, proc=proc, cwd=root, log_path=Path(name), before=before,
-                  started_unix_s=time.time())
+                  started_unix_s=time.time(), secrets=(api_key,) if api_key else ())
         atexit.register(job.stop)  # an app that exits stops its runs (keeping what they measured)
         return job
 
@@ -341,12 +421,14 @@ class BenchJob:
         return JobState.FINISHED if rc == 0 else JobState.FAILED
 
     def log_tail(self, lines: int = 12) -> str:
-        """The end of the child's output (its error message when it failed)."""
+        """The end of the child's output (its error message when it failed), the API key
+        redacted (the child redacts what it prints; this covers anything else)."""
         try:
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return ""
-        return "\n".join(text.strip().splitlines()[-lines:])
+        return "\n".join(redact(line, self.secrets)
+                         for line in text.strip().splitlines()[-lines:])
 
     def meta(self) -> dict[str, Any]:
         d = self.find_run_dir()
@@ -462,15 +544,34 @@ class ConnectReport:
 
 def connect_check(base_url: str, api_key: str | None = None, *, endpoint: str = "chat",
                   timeout_s: float = 10.0,
-                  transport: httpx.BaseTransport | None = None) -> ConnectReport:
-    """GET {base}/models (reachability, auth, model list), then a 2-token streamed request."""
+                  transport: httpx.BaseTransport | None = None, guard: Guard | None = None,
+                  simulator_urls: Sequence[str] = ()) -> ConnectReport:
+    """GET {base}/models (reachability, auth, model list), then a 2-token streamed request.
+
+    With `guard`, a URL the guard refuses raises InputError before anything is connected or
+    resolved, so the report (reachable or not, HTTP statuses) only ever describes hosts the
+    deployment allows."""
+    if guard is not None:
+        check_url(base_url, guard, simulator_urls)
     url_host(base_url)
+    report = _connect(base_url, api_key, endpoint=endpoint, timeout_s=timeout_s,
+                      transport=transport)
+    secrets = (api_key,) if api_key else ()
+    return replace(report, message=redact(report.message, secrets),
+                   models=tuple(redact(m, secrets) for m in report.models))
+
+
+def _connect(base_url: str, api_key: str | None, *, endpoint: str, timeout_s: float,
+             transport: httpx.BaseTransport | None) -> ConnectReport:
     base = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with httpx.Client(timeout=timeout_s, transport=transport, trust_env=False,
                       follow_redirects=False, headers=headers) as client:
         try:
-            r = client.get(base + "/models")
+            with client.stream("GET", base + "/models") as r:
+                # a hostile server cannot stall or flood Connect: the body is read up to a cap
+                raw, too_large = _read_capped(r, MAX_BODY_BYTES) if r.status_code < 400 \
+                    else (b"", False)
         except httpx.HTTPError as exc:
             return ConnectReport(reachable=False, message=f"cannot reach {base}/models: "
                                  f"{type(exc).__name__}: {exc}")
@@ -483,8 +584,10 @@ def connect_check(base_url: str, api_key: str | None = None, *, endpoint: str = 
                                  message=f"{base}/models answered HTTP {r.status_code}: is this "
                                          "an OpenAI-compatible base URL (ending in /v1)?")
         try:
-            data = r.json().get("data", [])
-            models = tuple(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
+            if too_large:
+                raise ValueError("model list too large")
+            data = loads_json(raw.decode("utf-8", "replace")).get("data", [])
+            models = tuple(str(m["id"])[:200] for m in data if isinstance(m, dict) and "id" in m)
         except (ValueError, AttributeError, TypeError):
             return ConnectReport(reachable=True, auth_ok=True, status=r.status_code,
                                  message=f"{base}/models did not answer an OpenAI model list")
@@ -494,6 +597,28 @@ def connect_check(base_url: str, api_key: str | None = None, *, endpoint: str = 
         streams, note = _stream_probe(client, base, models[0], endpoint)
         return ConnectReport(reachable=True, auth_ok=True, status=r.status_code, models=models,
                              streams=streams, message=note)
+
+
+PROBE_BYTES = 64 << 10
+"""Connect's stream probe reads at most this much of the streamed answer (bytes)."""
+
+
+def _has_data_line(buf: bytes) -> bool:
+    return buf.startswith(b"data:") or b"\ndata:" in buf
+
+
+def _read_capped(resp: httpx.Response, limit: int,
+                 until: Callable[[bytes], bool] | None = None) -> tuple[bytes, bool]:
+    """At most `limit` bytes of a streamed response (stopping early once `until` holds), and
+    whether more was there: Connect never reads an unbounded body."""
+    buf = bytearray()
+    for chunk in resp.iter_bytes():
+        buf += chunk
+        if len(buf) > limit:
+            return bytes(buf[:limit]), True
+        if until is not None and until(bytes(buf)):
+            break
+    return bytes(buf), False
 
 
 def _stream_probe(client: httpx.Client, base: str, model: str, endpoint: str
@@ -508,12 +633,11 @@ def _stream_probe(client: httpx.Client, base: str, model: str, endpoint: str
     try:
         with client.stream("POST", base + path, json=body) as resp:
             if resp.status_code >= 400:
-                resp.read()
                 return False, f"a streamed request answered HTTP {resp.status_code}"
             kind = resp.headers.get("content-type", "")
-            for line in resp.iter_lines():
-                if line.startswith("data:"):
-                    return True, "streams (server-sent events)"
+            head, _ = _read_capped(resp, PROBE_BYTES, until=_has_data_line)
+            if _has_data_line(head):
+                return True, "streams (server-sent events)"
             return False, f"the response is not a stream (content-type {kind or 'none'})"
     except httpx.HTTPError as exc:
         return False, f"a streamed request failed: {type(exc).__name__}: {exc}"

@@ -6,7 +6,9 @@ row per request as the request ends, flushed at once, so a killed run keeps what
 rewritten at the end; it names the process that owns the run (`owner`: pid, host, process start
 time), so a reader can tell a live `running` run from one whose process was killed
 (`effective_status`). No API key ever reaches these files: callers pass arguments without it,
-and `scrub` removes any key-like field that slips through.
+`scrub` removes fields named like secrets (api_key, authorization, password...), and `redact`
+replaces the key's value and `Bearer ...` tokens in every text a server could have echoed
+(error messages, model lists, ids), in every row and in meta.json (docs/reliability-security.md).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import numbers
 import os
 import re
 import socket
+import urllib.parse
 from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -36,7 +40,20 @@ from capacity.bench.metrics import (
 from capacity.errors import InputError
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_SECRET_KEYS = ("api_key", "apikey", "authorization", "token", "secret", "password")
+_SECRET_KEY_RE = re.compile(
+    r"api[_-]?key|authorization|passw(or)?d|secret|access[_-]?token|auth[_-]?token|bearer"
+    r"|^token$|^key$", re.IGNORECASE)
+"""Field names whose values are secrets (`max_tokens` is not one)."""
+REDACTED = "[redacted]"
+"""What a secret is replaced with."""
+MIN_SECRET_CHARS = 4
+"""Shorter keys are not looked for in text (every 'ab' of a message would go); `Bearer ...`
+still is."""
+MIN_CUT_SECRET_CHARS = 6
+"""A text that ends in the first 6 characters of a secret or more was cut inside it: that start
+is redacted too (fewer would erase ordinary word endings that a short key happens to start
+with)."""
+_BEARER_RE = re.compile(r"(?i)\b(bearer)(\s+|%20|\+)(?!\[redacted\])[^\s\"',;}\])<>]+")
 
 
 class RunStatus(StrEnum):
@@ -119,13 +136,56 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def scrub(obj: Any) -> Any:
-    """A copy of a JSON-like object without any secret-looking key."""
+    """A copy of a JSON-like object without the fields named like secrets (api_key,
+    authorization, password, secret, access_token...); every other field is kept."""
     if isinstance(obj, Mapping):
-        return {k: scrub(v) for k, v in obj.items()
-                if not any(s in str(k).lower() for s in _SECRET_KEYS)}
+        return {k: scrub(v) for k, v in obj.items() if not _SECRET_KEY_RE.search(str(k))}
     if isinstance(obj, list | tuple):
         return [scrub(v) for v in obj]
     return obj
+
+
+def redact(text: str, secrets: Sequence[str | None] = ()) -> str:
+    """`text` with every secret's value (as is, JSON-escaped or URL-encoded) and every
+    `Bearer <token>` replaced by [redacted]; the one function applied wherever text a server
+    sent leaves the client (rows, meta.json, messages, logs).
+
+    A text cut short (messages are shortened to a few hundred characters) may end inside a
+    key: a trailing start of a secret, 6 characters or more, is redacted too. Returns `text`
+    itself (the same object) when nothing changed."""
+    out = _BEARER_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    for secret in secrets:
+        if not secret or len(secret) < MIN_SECRET_CHARS:
+            continue
+        for form in {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""),
+                     urllib.parse.quote_plus(secret)}:
+            if form in out:
+                out = out.replace(form, REDACTED)
+        for k in range(len(secret) - 1, MIN_CUT_SECRET_CHARS - 1, -1):
+            if out.endswith(secret[:k]):
+                out = out[:-k] + REDACTED
+                break
+    return text if out == text else out
+
+
+def redact_obj(obj: Any, secrets: Sequence[str | None] = ()) -> Any:
+    """A JSON-like object with `redact` applied to every string in it, keys included."""
+    if isinstance(obj, str):
+        return redact(obj, secrets)
+    if isinstance(obj, Mapping):
+        return {redact_obj(k, secrets): redact_obj(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [redact_obj(v, secrets) for v in obj]
+    return obj
+
+
+def redact_record(record: RequestRecord, secrets: Sequence[str | None] = ()) -> RequestRecord:
+    """The record with `redact` applied to its text fields (error message, response id,
+    finish reason, model: all of them can come from the server)."""
+    changes: dict[str, Any] = {f.name: new for f in fields(record)
+               if isinstance(old := getattr(record, f.name), str)
+               and (new := redact(old, secrets)) is not old}
+    return replace(record, **changes) if changes else record
 
 
 def _cell(v: object) -> object:
@@ -169,8 +229,10 @@ class _CsvAppender:
 class RunWriter:
     """Writes one run's files incrementally. Use as a context manager."""
 
-    def __init__(self, out_dir: str | os.PathLike[str], label: str, run_id: str | None = None
-                 ) -> None:
+    def __init__(self, out_dir: str | os.PathLike[str], label: str, run_id: str | None = None,
+                 *, secrets: Sequence[str | None] = ()) -> None:
+        """`secrets` (the API key): redacted from everything written (`redact`)."""
+        self._secrets = tuple(secrets)
         self.label = check_label(label)
         self.run_id = run_id or new_run_id()
         self.dir = Path(out_dir) / self.label / self.run_id
@@ -187,17 +249,22 @@ class RunWriter:
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         tmp = self.meta_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(scrub(dict(meta)), indent=2, default=str) + "\n",
-                       encoding="utf-8")
+        clean = redact_obj(json.loads(json.dumps(scrub(dict(meta)), default=str)),
+                           self._secrets)
+        tmp.write_text(json.dumps(clean, indent=2) + "\n", encoding="utf-8")
         tmp.replace(self.meta_path)
 
     def write_request(self, record: RequestRecord) -> None:
-        self._requests.write(record_row(record))
+        self._requests.write(self._redacted(record_row(record)))
 
     def write_summary(self, summary: LevelSummary | Mapping[str, Any]) -> None:
         """Append one level's row; a mapping (column -> value) for rows built by hand, e.g. an
         imported or synthetic run, with missing columns left empty."""
-        self._summary.write(summary.to_row() if isinstance(summary, LevelSummary) else summary)
+        self._summary.write(self._redacted(
+            summary.to_row() if isinstance(summary, LevelSummary) else summary))
+
+    def _redacted(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: redact(v, self._secrets) if isinstance(v, str) else v for k, v in row.items()}
 
     def close(self) -> None:
         self._requests.close()

@@ -418,34 +418,72 @@ def calibration_dirs() -> list[Path]:
     return [mine] if mine.resolve() == bundled.resolve() else [mine, bundled]
 
 
-def calibration_path(name_or_path: str | Path, directory: Path | None = None, *,
-                     for_writing: bool = False) -> Path:
-    """`NAME` -> `<folder>/NAME.toml`; anything with a slash or `.toml` is a path.
+NAME_MAX_CHARS = 100
+"""Longest calibration name (a file name inside the calibrations folder)."""
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
-    The folder is `directory` when given; else, to write, the workspace's calibrations folder;
-    to read, the first of `calibration_dirs()` that holds NAME.toml (the workspace's when none
-    does, so the error names where a save would go)."""
-    text = str(name_or_path)
-    if "/" in text or "\\" in text or text.endswith(".toml"):
-        return Path(text)
-    if not text or not all(c.isalnum() or c in "-_." for c in text):
-        raise InputError(f"calibration name '{text}' may hold only letters, digits, '-', '_' "
-                         "and '.' (or give a path ending in .toml)")
+
+def check_name(name: str) -> str:
+    """`name` if it is a calibration *name*, else InputError saying what a name is.
+
+    A name is 1-100 of `[A-Za-z0-9._-]` (ASCII), not starting with '.' (so never '.' or '..'
+    nor a hidden file) and not ending in '.toml': it can only ever name `<folder>/NAME.toml`.
+    Everything that comes from a page or a URL is checked with this (docs/reliability.md)."""
+    if (not name or len(name) > NAME_MAX_CHARS or not set(name) <= _NAME_CHARS
+            or name.startswith(".") or name.lower().endswith(".toml")):
+        shown = name if len(name) <= 60 else name[:60] + "..."
+        raise InputError(f"calibration name '{shown}' must be 1-{NAME_MAX_CHARS} letters, "
+                         "digits, '-', '_' or '.', not starting with '.' nor ending in .toml "
+                         "(it names a file in the calibrations folder), e.g. rtx-4090-vllm")
+    return name
+
+
+def named_path(name: str, directory: Path | None = None, *, for_writing: bool = False) -> Path:
+    """`<folder>/NAME.toml` for a calibration *name* (`check_name`; never a path).
+
+    The folder is `directory` when given; else, to write, the workspace's calibrations folder
+    ($CAPACITY_CALIBRATIONS_DIR); to read, the first of `calibration_dirs()` that holds
+    NAME.toml (the workspace's when none does, so the error names where a save would go)."""
+    check_name(name)
     if directory is not None:
-        return directory / f"{text}.toml"
+        return directory / f"{name}.toml"
     folders = calibration_dirs()
     if not for_writing:
         for folder in folders:
-            if (folder / f"{text}.toml").is_file():
-                return folder / f"{text}.toml"
-    return folders[0] / f"{text}.toml"
+            if (folder / f"{name}.toml").is_file():
+                return folder / f"{name}.toml"
+    return folders[0] / f"{name}.toml"
+
+
+def calibration_path(name_or_path: str | Path, directory: Path | None = None, *,
+                     for_writing: bool = False) -> Path:
+    """For the command line (a user's own shell): `NAME` -> `named_path(NAME)`; anything with
+    a slash or ending in `.toml` is a path. Pages and URLs use `named_path`, never this."""
+    text = str(name_or_path)
+    if "/" in text or "\\" in text or text.endswith(".toml"):
+        return Path(text)
+    try:
+        return named_path(text, directory, for_writing=for_writing)
+    except InputError:
+        raise InputError(f"calibration name '{text[:60]}' may hold only letters, digits, '-', "
+                         "'_' and '.' (or give a path ending in .toml)") from None
 
 
 def saved_calibrations(directory: Path | None = None) -> list[str]:
     """Names of the calibrations saved under `directory` (default: every folder of
-    `calibration_dirs()`, the workspace's and the bundled ones)."""
+    `calibration_dirs()`, the workspace's and the bundled ones); a file whose stem is not a
+    name (`check_name`, e.g. `x.toml.toml`) is not listed, since no page could load it."""
     folders = [directory] if directory is not None else calibration_dirs()
-    return sorted({p.stem for d in folders if d.is_dir() for p in d.glob("*.toml")})
+    return sorted({p.stem for d in folders if d.is_dir() for p in d.glob("*.toml")
+                   if _is_name(p.stem)})
+
+
+def _is_name(text: str) -> bool:
+    try:
+        check_name(text)
+    except InputError:
+        return False
+    return True
 
 
 def to_toml(cal: Calibration) -> str:
@@ -462,11 +500,7 @@ def to_toml(cal: Calibration) -> str:
     return tomli_w.dumps(doc)
 
 
-def save(cal: Calibration, name_or_path: str | Path | None = None,
-         directory: Path | None = None) -> Path:
-    """Write the calibration as TOML; returns the path. Never overwrites a file with a
-    half-written one (writes a temporary file, then renames)."""
-    path = calibration_path(name_or_path or cal.name, directory, for_writing=True)
+def _write(cal: Calibration, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(to_toml(cal), encoding="utf-8")
@@ -474,8 +508,32 @@ def save(cal: Calibration, name_or_path: str | Path | None = None,
     return path
 
 
+def save(cal: Calibration, name_or_path: str | Path | None = None,
+         directory: Path | None = None) -> Path:
+    """Write the calibration as TOML to a name or a path (the command line's --save); returns
+    the path. Never overwrites a file with a half-written one (temporary file, then rename).
+    Pages use `save_named`."""
+    return _write(cal, calibration_path(name_or_path or cal.name, directory, for_writing=True))
+
+
+def save_named(cal: Calibration, name: str, directory: Path | None = None) -> Path:
+    """Write the calibration as `<folder>/NAME.toml`, NAME a name (`check_name`), the folder
+    `directory` or the workspace's calibrations folder: nothing is written anywhere else."""
+    folder = directory if directory is not None else workspace.calibrations_dir()
+    path = named_path(name, folder, for_writing=True)
+    if path.resolve().parent != folder.resolve():  # belt and braces: a name is one file name
+        raise InputError(f"calibration name '{name}' does not name a file in {folder}")
+    return _write(cal, path)
+
+
+def load_named(name: str, directory: Path | None = None) -> Calibration:
+    """Read a saved calibration by name only (`check_name`): what pages and URLs use."""
+    return load(named_path(name, directory), directory)
+
+
 def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration:
-    """Read a calibration saved by `save`; InputError naming the file on anything wrong."""
+    """Read a calibration saved by `save` (a name or a path, the command line's
+    --calibration); InputError naming the file on anything wrong."""
     path = calibration_path(name_or_path, directory)
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -350,6 +350,12 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                    "此部署已关闭测量功能（{reason}）。可在“结果”页导入已有测量数据。"),
     "m_allow": ("This deployment only measures these hosts: {hosts} (and the simulator on "
                 "loopback).", "此部署只允许测量这些主机：{hosts}（以及本机上的模拟器）。"),
+    "m_loopback_only": ("This deployment measures only endpoints on this machine (127.0.0.1, "
+                        "localhost) and the simulator: CAPACITY_MEASURE_ALLOW_HOSTS or "
+                        "CAPACITY_MEASURE=open allow more (docs/configuration.md).",
+                        "此部署只测量本机上的接口（127.0.0.1、localhost）和模拟器："
+                        "设置 CAPACITY_MEASURE_ALLOW_HOSTS 或 CAPACITY_MEASURE=open 可放开"
+                        "（见 docs/configuration.md）。"),
     "m_sim_title": ("No GPU at hand? Start a simulated endpoint",
                     "手头没有 GPU？启动模拟接口"),
     "m_sim_help": ("One click starts `capacity sim-server` for the chosen model and GPU on "

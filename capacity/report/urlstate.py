@@ -82,9 +82,9 @@ class ExplorerState:
         )
         if not self.calibration:
             return s
-        from capacity.fit.calibration import apply, load  # scipy: only when calibrated
+        from capacity.fit.calibration import apply, load_named  # scipy: only when calibrated
 
-        return apply(load(self.calibration), s)
+        return apply(load_named(self.calibration), s)
 
 
 DEFAULT_STATE = ExplorerState()
@@ -150,8 +150,14 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             raise ValueError("currency must be CNY or USD")
         if name == "calibration":
             # a saved calibration's name, never a path: links must not read arbitrary files
-            if raw and (raw.startswith(".") or not all(c.isalnum() or c in "-_." for c in raw)):
-                raise ValueError("a calibration name holds only letters, digits, '-', '_', '.'")
+            from capacity.fit.calibration import check_name
+
+            if raw:
+                try:
+                    check_name(raw)
+                except CapacityError:
+                    raise ValueError("a calibration name holds only letters, digits, '-', '_', "
+                                     "'.' and does not end in .toml") from None
             return raw
         return value
     try:
@@ -186,10 +192,10 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
                        f"using {fallback}")
         state = replace(state, weights=fallback)
     if state.calibration:
-        from capacity.fit.calibration import calibration_path
+        from capacity.fit.calibration import named_path
 
         try:
-            exists = calibration_path(state.calibration).exists()
+            exists = named_path(state.calibration).is_file()
         except CapacityError:
             exists = False
         if not exists:

@@ -391,3 +391,27 @@ def test_a_running_run_of_another_host_stays_running(tmp_path: Path) -> None:
         "run_id": run.name, "label": "x", "status": "running", "args": {},
         "owner": {"pid": os.getpid() + 10_000_000, "host": "elsewhere", "process_start": "1"}}))
     assert list_runs(tmp_path)["status"].tolist() == ["running"]
+
+
+def test_connect_survives_a_hostile_model_list_and_an_endless_stream() -> None:
+    """The Measure page's Connect: 200,000 nested brackets in /v1/models, and a streamed answer
+    that never sends a data line, are reports, not crashes or hangs."""
+    import httpx
+
+    from capacity.bench.job import connect_check, measure_guard
+
+    def deep(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"[" * 200_000)
+
+    rep = connect_check("http://127.0.0.1:9/v1", guard=measure_guard({}),
+                        transport=httpx.MockTransport(deep))
+    assert rep.reachable and not rep.models and "model list" in rep.message
+
+    def endless_models(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        return httpx.Response(200, content=iter([b": keepalive\n"] * 1_000_000))
+
+    rep = connect_check("http://127.0.0.1:9/v1", guard=measure_guard({}),
+                        transport=httpx.MockTransport(endless_models))
+    assert rep.models == ("m",) and not rep.streams and "not a stream" in rep.message
