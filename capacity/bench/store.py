@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -172,12 +173,19 @@ class RunStore:
             if found is not None:
                 groups.setdefault(tuple(found), []).append(path)
         for i, (cols, files) in enumerate(groups.items()):
-            rel = self.con.read_csv(files, header=True, auto_detect=False, ignore_errors=True,
+            rel = self.con.read_csv(files, header=True, auto_detect=False, store_rejects=True,
+                                    rejects_table=f"{name}_rejects{i}",
+                                    rejects_scan=f"{name}_scans{i}",
                                     columns={c: dtypes.get(c, "VARCHAR") for c in cols})
             if "row_complete" in cols:
                 rel = rel.filter("row_complete = 1")
             rel.create_view(f"{name}_csv{i}")
             parts.append(f"SELECT * FROM {name}_csv{i}")
+            # one full read now, so that every row whose values do not fit their column is
+            # known (and named) before any query: DuckDB leaves such rows out of a typed read
+            self.con.execute(f"SELECT count(COLUMNS(*)) FROM {name}_csv{i}").fetchall()
+            self.warnings.extend(_rejected_rows(self.con, f"{name}_rejects{i}",
+                                                f"{name}_scans{i}"))
         if parquet:
             self.con.read_parquet(list(parquet), union_by_name=True).create_view(
                 f"{name}_parquet")
@@ -301,11 +309,19 @@ def compact_run(run_dir: str | os.PathLike[str]) -> Path | None:
         return None
     out = csv_path.with_name(PARQUET_NAME)
     tmp = out.with_name(PARQUET_NAME + ".tmp")
-    dtypes = {c: t for c, t in request_dtypes().items() if c in header}
+    columns = {c: request_dtypes().get(c, "VARCHAR") for c in header}
     con = duckdb.connect(":memory:")
     try:
-        rel = con.read_csv(str(csv_path), header=True, dtype=dtypes, sample_size=1024)
-        rel.filter("row_complete = 1").write_parquet(str(tmp))
+        rel = con.read_csv(str(csv_path), header=True, auto_detect=False, store_rejects=True,
+                           columns=columns)
+        if "row_complete" in header:
+            rel = rel.filter("row_complete = 1")
+        rel.create_view("typed")
+        con.execute("SELECT count(COLUMNS(*)) FROM typed").fetchall()
+        bad = _rejected_rows(con, "reject_errors", "reject_scans")
+        if bad:  # the copy would lose these rows: keep the CSV, which names them on every read
+            raise StoreError(f"not compacted, {bad[0]}")
+        con.table("typed").write_parquet(str(tmp))
         tmp.replace(out)
     except duckdb.Error as exc:
         tmp.unlink(missing_ok=True)
@@ -315,19 +331,70 @@ def compact_run(run_dir: str | os.PathLike[str]) -> Path | None:
     return out
 
 
-def compact_all(root: str | os.PathLike[str] | None = None) -> list[Path]:
+def compact_all(root: str | os.PathLike[str] | None = None,
+                warnings: list[str] | None = None) -> list[Path]:
     """Compact every run under `root` (default: the workspace's bench folder) whose Parquet
-    copy is missing or older than its CSV."""
+    copy is missing or older than its CSV. A run that cannot be compacted (rows whose values
+    do not fit their column) stays CSV only; why goes to `warnings` when given."""
     done = []
     folder = Path(root) if root is not None else workspace.prepare_bench_dir()
     for csv_path in sorted(folder.glob("*/*/requests.csv")):
         pq = csv_path.with_name(PARQUET_NAME)
         if pq.exists() and pq.stat().st_mtime >= csv_path.stat().st_mtime:
             continue
-        path = compact_run(csv_path.parent)
+        try:
+            path = compact_run(csv_path.parent)
+        except StoreError as exc:
+            if warnings is None:
+                raise
+            warnings.append(str(exc))
+            continue
         if path is not None:
             done.append(path)
     return done
+
+
+_CAST_ERROR = re.compile(r'Could not convert string "(.*?)" to \'(\w+)\'', re.S)
+MAX_LISTED_ROWS = 5
+"""Bad rows named one by one in a warning; the rest are counted."""
+
+
+def _rejected_rows(con: duckdb.DuckDBPyConnection, errors: str, scans: str) -> list[str]:
+    """One warning per file with rows that DuckDB left out of a typed read (a value that does
+    not fit its column: `true` or 10^30 in an integer column, text in a number column, a row
+    with too few or too many cells), naming the file, the lines and the columns. The last row
+    of a file without a final newline is not listed: it is the half-written row of a killed
+    run, which `RunStore._files` already reports."""
+    rows = con.execute(f"""
+        SELECT DISTINCT s.file_path, e.line, e.column_name, e.error_type, e.csv_line,
+               e.line_byte_position, e.error_message
+        FROM {errors} e JOIN {scans} s USING (scan_id, file_id)
+        ORDER BY s.file_path, e.line""").fetchall()
+    by_file: dict[str, list[str]] = {}
+    for path, line, column, kind, text, start, message in rows:
+        if not _ends_cleanly(Path(path)) and _is_last_line(Path(path), int(start), text):
+            continue
+        cast = _CAST_ERROR.search(str(message or ""))
+        what = (f"{column} = '{cast.group(1)[:40]}' is not {cast.group(2)}" if cast
+                else str(kind).lower())
+        entries = by_file.setdefault(str(path), [])
+        if f"line {line}" not in (e.split(" (")[0] for e in entries):
+            entries.append(f"line {line} ({what})")
+    out = []
+    for path, entries in by_file.items():
+        shown = ", ".join(entries[:MAX_LISTED_ROWS])
+        more = f" and {len(entries) - MAX_LISTED_ROWS} more" if len(entries) > MAX_LISTED_ROWS \
+            else ""
+        out.append(f"{path}: {len(entries)} row(s) left out of every query, their values do not "
+                   f"fit the columns' types: {shown}{more}")
+    return out
+
+
+def _is_last_line(path: Path, start: int, text: str | None) -> bool:
+    try:
+        return start + len((text or "").encode("utf-8")) >= path.stat().st_size - 1
+    except OSError:
+        return False
 
 
 def _first_line(text: str) -> str:
