@@ -173,19 +173,31 @@ class RunStore:
             if found is not None:
                 groups.setdefault(tuple(found), []).append(path)
         for i, (cols, files) in enumerate(groups.items()):
-            rel = self.con.read_csv(files, header=True, auto_detect=False, store_rejects=True,
-                                    rejects_table=f"{name}_rejects{i}",
-                                    rejects_scan=f"{name}_scans{i}",
-                                    columns={c: dtypes.get(c, "VARCHAR") for c in cols})
-            if "row_complete" in cols:
-                rel = rel.filter("row_complete = 1")
-            rel.create_view(f"{name}_csv{i}")
-            parts.append(f"SELECT * FROM {name}_csv{i}")
-            # one full read now, so that every row whose values do not fit their column is
-            # known (and named) before any query: DuckDB leaves such rows out of a typed read
-            self.con.execute(f"SELECT count(COLUMNS(*)) FROM {name}_csv{i}").fetchall()
+            # 1. a typed read, once, that names every row whose values do not fit their
+            # column (file and line, from DuckDB's rejects table)
+            typed = self.con.read_csv(files, header=True, auto_detect=False,
+                                      store_rejects=True, rejects_table=f"{name}_rejects{i}",
+                                      rejects_scan=f"{name}_scans{i}",
+                                      columns={c: dtypes.get(c, "VARCHAR") for c in cols})
+            typed.aggregate("count(COLUMNS(*))").fetchall()  # every column, every row
             self.warnings.extend(_rejected_rows(self.con, f"{name}_rejects{i}",
                                                 f"{name}_scans{i}"))
+            # 2. the view reads text and casts each cell: a cell that does not fit its type
+            # is NULL, and its row stays in every query whichever columns the query reads
+            # (a typed read drops it only when the query reads that column). Rows with a
+            # wrong number of cells are left out (and were named above).
+            self.con.read_csv(files, header=True, auto_detect=False, store_rejects=True,
+                              rejects_table=f"{name}_textrejects{i}",
+                              rejects_scan=f"{name}_textscans{i}",
+                              columns=dict.fromkeys(cols, "VARCHAR")
+                              ).create_view(f"{name}_text{i}")
+            cast = ", ".join(f"TRY_CAST({_ident(c)} AS {dtypes.get(c, 'VARCHAR')}) AS {_ident(c)}"
+                             for c in cols)
+            where = (" WHERE TRY_CAST(row_complete AS BIGINT) = 1" if "row_complete" in cols
+                     else "")
+            self.con.execute(f"CREATE VIEW {name}_csv{i} AS SELECT {cast} FROM {name}_text{i}"
+                             + where)
+            parts.append(f"SELECT * FROM {name}_csv{i}")
         if parquet:
             self.con.read_parquet(list(parquet), union_by_name=True).create_view(
                 f"{name}_parquet")
@@ -360,9 +372,10 @@ MAX_LISTED_ROWS = 5
 
 
 def _rejected_rows(con: duckdb.DuckDBPyConnection, errors: str, scans: str) -> list[str]:
-    """One warning per file with rows that DuckDB left out of a typed read (a value that does
-    not fit its column: `true` or 10^30 in an integer column, text in a number column, a row
-    with too few or too many cells), naming the file, the lines and the columns. The last row
+    """One warning per file with rows that DuckDB rejected in a typed read, naming the file,
+    the lines and the columns: a value that does not fit its column (`true` or 10^30 in an
+    integer column, text in a number column; the views read it as NULL) or a row with too
+    few or too many cells (left out). The last row
     of a file without a final newline is not listed: it is the half-written row of a killed
     run, which `RunStore._files` already reports."""
     rows = con.execute(f"""
@@ -375,8 +388,8 @@ def _rejected_rows(con: duckdb.DuckDBPyConnection, errors: str, scans: str) -> l
         if not _ends_cleanly(Path(path)) and _is_last_line(Path(path), int(start), text):
             continue
         cast = _CAST_ERROR.search(str(message or ""))
-        what = (f"{column} = '{cast.group(1)[:40]}' is not {cast.group(2)}" if cast
-                else str(kind).lower())
+        what = (f"{column} = '{cast.group(1)[:40]}' is not {cast.group(2)}, read as empty"
+                if cast else f"{str(kind).lower()}, left out")
         entries = by_file.setdefault(str(path), [])
         if f"line {line}" not in (e.split(" (")[0] for e in entries):
             entries.append(f"line {line} ({what})")
@@ -385,9 +398,15 @@ def _rejected_rows(con: duckdb.DuckDBPyConnection, errors: str, scans: str) -> l
         shown = ", ".join(entries[:MAX_LISTED_ROWS])
         more = f" and {len(entries) - MAX_LISTED_ROWS} more" if len(entries) > MAX_LISTED_ROWS \
             else ""
-        out.append(f"{path}: {len(entries)} row(s) left out of every query, their values do not "
-                   f"fit the columns' types: {shown}{more}")
+        out.append(f"{path}: {len(entries)} row(s) with cells that do not fit their column's "
+                   f"type: {shown}{more}")
     return out
+
+
+def _ident(column: str) -> str:
+    """A column name from a file's header as a quoted SQL identifier (quotes doubled), so
+    that no header text is ever read as SQL."""
+    return '"' + column.replace('"', '""') + '"'
 
 
 def _is_last_line(path: Path, start: int, text: str | None) -> bool:

@@ -80,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
     elif Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"--out {args.out}: not a folder")
     if args.compact:
-        done = compact_all(args.out)
+        problems: list[str] = []
+        done = compact_all(args.out, warnings=problems)
+        for w in problems:
+            print(f"warning: {w}", file=sys.stderr)
         print(f"compacted {len(done)} run(s)" + "".join(f"\n  {p}" for p in done))
         return 0
     with RunStore(args.out) as store:
