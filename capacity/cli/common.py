@@ -58,9 +58,10 @@ class Number:
 
     def _bad(self, text: str) -> argparse.ArgumentTypeError:
         kind = "a whole number" if self.integer else "a finite number"
-        return argparse.ArgumentTypeError(f"'{text[:40]}' is not {kind} in {self.range_text}"
-                                          if self.min is not None or self.max is not None
-                                          else f"'{text[:40]}' is not {kind}")
+        where = self.range_text
+        where = "" if self.min is None and self.max is None else \
+            f" in {where}" if self.min is not None and self.max is not None else f" {where}"
+        return argparse.ArgumentTypeError(f"{text[:40]!r} is not {kind}{where}")
 
     def __call__(self, text: str) -> float:
         value: float
