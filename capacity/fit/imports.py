@@ -226,20 +226,19 @@ def _parse_csv_duckdb(path: Path, text: str, *, model: str = "", gpu: str = "",
         rel = con.read_csv(str(path), header=True, auto_detect=False, sep=",", quotechar='"',
                            escapechar='"', strict_mode=True,
                            columns={f"c{i}": "VARCHAR" for i in range(len(header))})
-        rel.create_view("raw")
+        rel.create("raw")  # a table: its rowid is the row's place in the file
         idx = {c: f"c{header.index(c)}" for c in present}
         cells = ", ".join(f"nullif(trim({idx[c]}), '') AS {c}_raw, "
                           f"TRY_CAST(nullif(trim({idx[c]}), '') AS DOUBLE) AS {c}"
                           for c in present)
-        con.execute(f"CREATE VIEW v AS SELECT row_number() OVER () + 1 AS line, {cells} "
-                    "FROM raw")
+        con.execute(f"CREATE VIEW v AS SELECT rowid + 2 AS line, {cells} FROM raw")
         empty = " AND ".join(f"{c}_raw IS NULL" for c in present)
         bad = [f"({c}_raw IS NOT NULL AND ({c} IS NULL OR NOT isfinite({c}) OR {c} < 0))"
                for c in present]
         bad += [f"coalesce({c}, 0) <= 0" for c in CSV_REQUIRED]
         if "prompt_tokens" in present:
             bad.append("prompt_tokens > context_tokens")
-        con.execute(f"CREATE VIEW rows AS SELECT * FROM v WHERE NOT ({empty})")
+        con.execute(f"CREATE TABLE rows AS SELECT * FROM v WHERE NOT ({empty})")
         n_bad = con.execute(f"SELECT count(*) FROM rows WHERE {' OR '.join(bad)}").fetchone()
         if n_bad is None or n_bad[0]:
             return None
