@@ -19,7 +19,7 @@ from typing import Any
 
 from capacity import workspace
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
-from capacity.cli.common import dumps, number
+from capacity.cli.common import MAX_CONCURRENCY, dumps, number
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
 from capacity.errors import InputError
 from capacity.fit.calibration import KNOBS, Calibration, PointKind, calibration_path, fit, save
@@ -65,10 +65,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--output", choices=("text", "json", "markdown"), default="text",
                    help="report format (default text)")
     return p
-
-
-MAX_CONCURRENCY = 10_000_000
-"""Largest concurrency a flag accepts (requests in flight)."""
 
 
 def _max_concurrency(text: str | None) -> tuple[int, int] | None:

@@ -23,6 +23,8 @@ from capacity.errors import InputError
 
 MAX_BLOCK_SIZE = 4096
 """Largest paged-KV block a flag accepts, tokens (vLLM uses 16 to 128)."""
+MAX_CONCURRENCY = 10_000_000
+"""Most requests in flight a flag accepts (a concurrency list, a measured maximum)."""
 MAX_GPUS_PER_DEPLOYMENT = 1024
 """Most GPUs (and the largest TP) one `plan` scenario may use."""
 

@@ -16,6 +16,7 @@ from capacity.cli.common import (
     FRACTION_OPEN,
     HEADROOM,
     MAX_BLOCK_SIZE,
+    MAX_CONCURRENCY,
     MAX_GPUS_PER_DEPLOYMENT,
     dumps,
     number,
@@ -54,8 +55,8 @@ VERDICT_TEXT: dict[MemoryVerdict, str] = {MemoryVerdict.FITS: "fits", MemoryVerd
                                           MemoryVerdict.DOES_NOT_FIT: "does not fit"}
 
 
-def parse_int_list(text: str) -> list[int]:
-    """'1,50,100' -> [1, 50, 100]; raises InputError on anything else."""
+def parse_int_list(text: str, maximum: int = MAX_CONCURRENCY) -> list[int]:
+    """'1,50,100' -> [1, 50, 100], each 1..maximum; raises InputError on anything else."""
     try:
         values = [int(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
@@ -63,6 +64,8 @@ def parse_int_list(text: str) -> list[int]:
                          "(e.g. 1,50,100)") from None
     if not values or any(v < 1 for v in values):
         raise InputError(f"'{text}': give one or more whole numbers >= 1, e.g. 1,50,100")
+    if any(v > maximum for v in values):
+        raise InputError(f"'{text[:40]}': each number must be at most {maximum:,}")
     return values
 
 

@@ -188,6 +188,11 @@ def test_a_bad_numeric_flag_is_one_line_and_exit_2(capsys: pytest.CaptureFixture
     assert f"argument {argv[-2] if argv[-1] != '--allow-long-context' else argv[-3]}" in err
 
 
+def test_a_concurrency_list_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    err = one_line_exit_2(capsys, "plan", "--concurrency", "1,100000000000000000000000")
+    assert "at most 10,000,000" in err
+
+
 def test_json_output_is_strict() -> None:
     from capacity.cli.common import dumps
     text = dumps({"a": float("nan"), "b": [float("inf"), 1.5], "c": (float("-inf"),)})
