@@ -91,6 +91,10 @@ def _ends_cleanly(path: Path) -> bool:
         return False
 
 
+_CHECKED: dict[tuple[Any, ...], tuple[list[str], int]] = {}
+"""Per version of a CSV file (path, size, mtime, columns): its bad-row warnings and the number
+of cells that do not fit their type (`RunStore._check_file`)."""
+
 RUNS_VIEW_SQL = """
     CREATE VIEW runs AS
     WITH r AS (
@@ -173,22 +177,29 @@ class RunStore:
             if found is not None:
                 groups.setdefault(tuple(found), []).append(path)
         for i, (cols, files) in enumerate(groups.items()):
-            # 1. a typed read, once, that names every row whose values do not fit their
-            # column (file and line, from DuckDB's rejects table)
-            typed = self.con.read_csv(files, header=True, auto_detect=False,
-                                      store_rejects=True, rejects_table=f"{name}_rejects{i}",
-                                      rejects_scan=f"{name}_scans{i}",
-                                      columns={c: dtypes.get(c, "VARCHAR") for c in cols})
-            typed.aggregate("count(COLUMNS(*))").fetchall()  # every column, every row
-            self.warnings.extend(_rejected_rows(self.con, f"{name}_rejects{i}",
-                                                f"{name}_scans{i}"))
-            # 2. the view reads text and casts each cell: a cell that does not fit its type
-            # is NULL, and its row stays in every query whichever columns the query reads
-            # (a typed read drops it only when the query reads that column). Rows with a
+            # 1. a typed read of each file, once per version of the file, that names every
+            # row whose values do not fit their column (file and line, from DuckDB's rejects
+            # table)
+            typed_columns = {c: dtypes.get(c, "VARCHAR") for c in cols}
+            bad_cells = 0
+            for j, path in enumerate(files):
+                found, cells = self._check_file(path, typed_columns, f"{name}_{i}_{j}")
+                self.warnings.extend(found)
+                bad_cells += cells
+            # (ignore_errors: the rows named above are left out, not an error of the view)
+            typed = self.con.read_csv(files, header=True, auto_detect=False, ignore_errors=True,
+                                      columns=typed_columns)
+            if not bad_cells:  # every cell fits its type: the typed read is the view
+                if "row_complete" in cols:
+                    typed = typed.filter("row_complete = 1")
+                typed.create_view(f"{name}_csv{i}")
+                parts.append(f"SELECT * FROM {name}_csv{i}")
+                continue
+            # 2. else the view reads text and casts each cell: a cell that does not fit its
+            # type is NULL, and its row stays in every query whichever columns the query reads
+            # (a typed read drops it only from the queries that read that column). Rows with a
             # wrong number of cells are left out (and were named above).
-            self.con.read_csv(files, header=True, auto_detect=False, store_rejects=True,
-                              rejects_table=f"{name}_textrejects{i}",
-                              rejects_scan=f"{name}_textscans{i}",
+            self.con.read_csv(files, header=True, auto_detect=False, ignore_errors=True,
                               columns=dict.fromkeys(cols, "VARCHAR")
                               ).create_view(f"{name}_text{i}")
             cast = ", ".join(f"TRY_CAST({_ident(c)} AS {dtypes.get(c, 'VARCHAR')}) AS {_ident(c)}"
@@ -207,6 +218,30 @@ class RunStore:
             self.con.from_df(empty).create_view(name)
             return
         self.con.execute(f"CREATE VIEW {name} AS " + " UNION ALL BY NAME ".join(parts))
+
+    def _check_file(self, path: str, columns: dict[str, str], tag: str
+                    ) -> tuple[list[str], int]:
+        """(warnings, cells that do not fit their type) of one CSV file, read typed in full;
+        remembered for this version of the file (size and modification time), so a page
+        that reopens the store does not read an unchanged file again."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return [], 0
+        key = (path, st.st_size, st.st_mtime_ns, tuple(columns.items()))
+        if key in _CHECKED:
+            return _CHECKED[key]
+        rel = self.con.read_csv(path, header=True, auto_detect=False, store_rejects=True,
+                                rejects_table=f"{tag}_rejects", rejects_scan=f"{tag}_scans",
+                                columns=columns)
+        rel.aggregate("count(COLUMNS(*))").fetchall()  # every column of every row
+        found = _rejected_rows(self.con, f"{tag}_rejects", f"{tag}_scans")
+        cells = int(self.con.execute(f"SELECT count(*) FROM {tag}_rejects "
+                                     "WHERE error_type = 'CAST'").fetchall()[0][0])
+        if len(_CHECKED) > 10_000:
+            _CHECKED.clear()
+        _CHECKED[key] = (found, cells)
+        return found, cells
 
     def _build(self) -> None:
         root = str(self.root.resolve())
