@@ -43,6 +43,8 @@ try:
 except CapacityError as exc:
     st.error(T("err_catalog", msg=str(exc)))
     st.stop()
+for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
+    st.warning(catalog_warning)
 
 models_tab, gpus_tab, add_tab = st.tabs([T("tab_models"), T("tab_gpus"), T("tab_add")])
 

@@ -70,6 +70,8 @@ try:
 except CapacityError as exc:
     st.error(T("err_catalog", msg=str(exc)))
     st.stop()
+for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
+    st.warning(catalog_warning)
 
 notices = init_explorer(catalog)
 ctx_now = int(st.session_state[key("ctx")])

@@ -62,7 +62,8 @@ def test_nothing_feasible_exits_1_with_reasons(capsys: pytest.CaptureFixture[str
 
 @pytest.mark.parametrize("argv,needle", [
     pytest.param(["size"], "--dau", id="no-load"),
-    pytest.param(["size", "--dau", "10", "--peak-share", "2"], "peak share", id="bad-share"),
+    pytest.param(["size", "--dau", "10", "--peak-share", "2"], "argument --peak-share",
+                 id="bad-share"),
     pytest.param(["size", "--dau", "10", "--gpus", "rtx-4099"], "did you mean",
                  id="typo-gpu"),
     pytest.param(["size", "--dau", "10", "--quote", "/nonexistent/q.pdf"], "does not exist",

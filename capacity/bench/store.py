@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -90,6 +91,10 @@ def _ends_cleanly(path: Path) -> bool:
     except OSError:
         return False
 
+
+_CHECKED: dict[tuple[Any, ...], tuple[list[str], int]] = {}
+"""Per version of a CSV file (path, size, mtime, columns): its bad-row warnings and the number
+of cells that do not fit their type (`RunStore._check_file`)."""
 
 RUNS_VIEW_SQL = """
     CREATE VIEW runs AS
@@ -173,11 +178,37 @@ class RunStore:
             if found is not None:
                 groups.setdefault(tuple(found), []).append(path)
         for i, (cols, files) in enumerate(groups.items()):
-            rel = self.con.read_csv(files, header=True, auto_detect=False, ignore_errors=True,
-                                    columns={c: dtypes.get(c, "VARCHAR") for c in cols})
-            if "row_complete" in cols:
-                rel = rel.filter("row_complete = 1")
-            rel.create_view(f"{name}_csv{i}")
+            # 1. a typed read of each file, once per version of the file, that names every
+            # row whose values do not fit their column (file and line, from DuckDB's rejects
+            # table)
+            typed_columns = {c: dtypes.get(c, "VARCHAR") for c in cols}
+            bad_cells = 0
+            for j, path in enumerate(files):
+                found, cells = self._check_file(path, typed_columns, f"{name}_{i}_{j}")
+                self.warnings.extend(found)
+                bad_cells += cells
+            # (ignore_errors: the rows named above are left out, not an error of the view)
+            typed = self.con.read_csv(files, header=True, auto_detect=False, ignore_errors=True,
+                                      columns=typed_columns)
+            if not bad_cells:  # every cell fits its type: the typed read is the view
+                if "row_complete" in cols:
+                    typed = typed.filter("row_complete = 1")
+                typed.create_view(f"{name}_csv{i}")
+                parts.append(f"SELECT * FROM {name}_csv{i}")
+                continue
+            # 2. else the view reads text and casts each cell: a cell that does not fit its
+            # type is NULL, and its row stays in every query whichever columns the query reads
+            # (a typed read drops it only from the queries that read that column). Rows with a
+            # wrong number of cells are left out (and were named above).
+            self.con.read_csv(files, header=True, auto_detect=False, ignore_errors=True,
+                              columns=dict.fromkeys(cols, "VARCHAR")
+                              ).create_view(f"{name}_text{i}")
+            cast = ", ".join(f"TRY_CAST({_ident(c)} AS {dtypes.get(c, 'VARCHAR')}) AS {_ident(c)}"
+                             for c in cols)
+            where = (" WHERE TRY_CAST(row_complete AS BIGINT) = 1" if "row_complete" in cols
+                     else "")
+            self.con.execute(f"CREATE VIEW {name}_csv{i} AS SELECT {cast} FROM {name}_text{i}"
+                             + where)
             parts.append(f"SELECT * FROM {name}_csv{i}")
         if parquet:
             self.con.read_parquet(list(parquet), union_by_name=True).create_view(
@@ -188,6 +219,30 @@ class RunStore:
             self.con.from_df(empty).create_view(name)
             return
         self.con.execute(f"CREATE VIEW {name} AS " + " UNION ALL BY NAME ".join(parts))
+
+    def _check_file(self, path: str, columns: dict[str, str], tag: str
+                    ) -> tuple[list[str], int]:
+        """(warnings, cells that do not fit their type) of one CSV file, read typed in full;
+        remembered for this version of the file (size and modification time), so a page
+        that reopens the store does not read an unchanged file again."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return [], 0
+        key = (path, st.st_size, st.st_mtime_ns, tuple(columns.items()))
+        if key in _CHECKED:
+            return _CHECKED[key]
+        rel = self.con.read_csv(path, header=True, auto_detect=False, store_rejects=True,
+                                rejects_table=f"{tag}_rejects", rejects_scan=f"{tag}_scans",
+                                columns=columns)
+        rel.aggregate("count(COLUMNS(*))").fetchall()  # every column of every row
+        found = _rejected_rows(self.con, f"{tag}_rejects", f"{tag}_scans")
+        cells = int(self.con.execute(f"SELECT count(*) FROM {tag}_rejects "
+                                     "WHERE error_type = 'CAST'").fetchall()[0][0])
+        if len(_CHECKED) > 10_000:
+            _CHECKED.clear()
+        _CHECKED[key] = (found, cells)
+        return found, cells
 
     def _build(self) -> None:
         root = str(self.root.resolve())
@@ -303,11 +358,19 @@ def compact_run(run_dir: str | os.PathLike[str]) -> Path | None:
         return None
     out = csv_path.with_name(PARQUET_NAME)
     tmp = out.with_name(PARQUET_NAME + ".tmp")
-    dtypes = {c: t for c, t in request_dtypes().items() if c in header}
+    columns = {c: request_dtypes().get(c, "VARCHAR") for c in header}
     con = duckdb.connect(":memory:")
     try:
-        rel = con.read_csv(str(csv_path), header=True, dtype=dtypes, sample_size=1024)
-        rel.filter("row_complete = 1").write_parquet(str(tmp))
+        rel = con.read_csv(str(csv_path), header=True, auto_detect=False, store_rejects=True,
+                           columns=columns)
+        if "row_complete" in header:
+            rel = rel.filter("row_complete = 1")
+        rel.create_view("typed")
+        con.execute("SELECT count(COLUMNS(*)) FROM typed").fetchall()
+        bad = _rejected_rows(con, "reject_errors", "reject_scans")
+        if bad:  # the copy would lose these rows: keep the CSV, which names them on every read
+            raise StoreError(f"not compacted, {bad[0]}")
+        con.table("typed").write_parquet(str(tmp))
         tmp.replace(out)
     except duckdb.Error as exc:
         tmp.unlink(missing_ok=True)
@@ -317,19 +380,77 @@ def compact_run(run_dir: str | os.PathLike[str]) -> Path | None:
     return out
 
 
-def compact_all(root: str | os.PathLike[str] | None = None) -> list[Path]:
+def compact_all(root: str | os.PathLike[str] | None = None,
+                warnings: list[str] | None = None) -> list[Path]:
     """Compact every run under `root` (default: the workspace's bench folder) whose Parquet
-    copy is missing or older than its CSV."""
+    copy is missing or older than its CSV. A run that cannot be compacted (rows whose values
+    do not fit their column) stays CSV only; why goes to `warnings` when given."""
     done = []
     folder = Path(root) if root is not None else workspace.prepare_bench_dir()
     for csv_path in sorted(folder.glob("*/*/requests.csv")):
         pq = csv_path.with_name(PARQUET_NAME)
         if pq.exists() and pq.stat().st_mtime >= csv_path.stat().st_mtime:
             continue
-        path = compact_run(csv_path.parent)
+        try:
+            path = compact_run(csv_path.parent)
+        except StoreError as exc:
+            if warnings is None:
+                raise
+            warnings.append(str(exc))
+            continue
         if path is not None:
             done.append(path)
     return done
+
+
+_CAST_ERROR = re.compile(r'Could not convert string "(.*?)" to \'(\w+)\'', re.S)
+MAX_LISTED_ROWS = 5
+"""Bad rows named one by one in a warning; the rest are counted."""
+
+
+def _rejected_rows(con: duckdb.DuckDBPyConnection, errors: str, scans: str) -> list[str]:
+    """One warning per file with rows that DuckDB rejected in a typed read, naming the file,
+    the lines and the columns: a value that does not fit its column (`true` or 10^30 in an
+    integer column, text in a number column; the views read it as NULL) or a row with too
+    few or too many cells (left out). The last row
+    of a file without a final newline is not listed: it is the half-written row of a killed
+    run, which `RunStore._files` already reports."""
+    rows = con.execute(f"""
+        SELECT DISTINCT s.file_path, e.line, e.column_name, e.error_type, e.csv_line,
+               e.line_byte_position, e.error_message
+        FROM {errors} e JOIN {scans} s USING (scan_id, file_id)
+        ORDER BY s.file_path, e.line""").fetchall()
+    by_file: dict[str, list[str]] = {}
+    for path, line, column, kind, text, start, message in rows:
+        if not _ends_cleanly(Path(path)) and _is_last_line(Path(path), int(start), text):
+            continue
+        cast = _CAST_ERROR.search(str(message or ""))
+        what = (f"{column} = '{cast.group(1)[:40]}' is not {cast.group(2)}, read as empty"
+                if cast else f"{str(kind).lower()}, left out")
+        entries = by_file.setdefault(str(path), [])
+        if f"line {line}" not in (e.split(" (")[0] for e in entries):
+            entries.append(f"line {line} ({what})")
+    out = []
+    for path, entries in by_file.items():
+        shown = ", ".join(entries[:MAX_LISTED_ROWS])
+        more = f" and {len(entries) - MAX_LISTED_ROWS} more" if len(entries) > MAX_LISTED_ROWS \
+            else ""
+        out.append(f"{path}: {len(entries)} row(s) with cells that do not fit their column's "
+                   f"type: {shown}{more}")
+    return out
+
+
+def _ident(column: str) -> str:
+    """A column name from a file's header as a quoted SQL identifier (quotes doubled), so
+    that no header text is ever read as SQL."""
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _is_last_line(path: Path, start: int, text: str | None) -> bool:
+    try:
+        return start + len((text or "").encode("utf-8")) >= path.stat().st_size - 1
+    except OSError:
+        return False
 
 
 def _first_line(text: str) -> str:

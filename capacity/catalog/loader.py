@@ -2,13 +2,16 @@
 (`capacity.workspace.catalog_dir()`: the checkout's `data/`, or the copy in the wheel).
 
 Every entry carries a `source` and an `as_of` date. The loader rejects unknown or missing fields,
-non-positive numbers and inconsistent layouts with a message naming the file, the entry and the
-field (docs/method.md). Keys are lower-case with hyphens (`rtx-4090`, `llama-3.1-8b`); a model key
+non-positive, non-finite or physically impossible numbers (`BOUNDS`) and inconsistent layouts
+with a message naming the file, the entry and the field (docs/method.md). A bad bundled entry
+is an error; a bad custom entry is skipped with a warning (`Catalog.warnings`,
+docs/reliability-numbers.md). Keys are lower-case with hyphens (`rtx-4090`, `llama-3.1-8b`); a model key
 may carry a weight-format suffix (`llama-3.1-8b-fp8`, `qwen3.5-9b-awq`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -27,6 +30,50 @@ DATA_DIR = workspace.bundled_data_dir()
 LayerKind = Literal["full", "sliding", "mla", "linear"]
 LAYER_KINDS: tuple[LayerKind, ...] = ("full", "sliding", "mla", "linear")
 KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+MAX_CONTEXT_TOKENS = 10_000_000
+"""Longest context a model (or a flag, or a measured point) may have, tokens: the longest
+published context window is 10 M tokens (Llama 4 Scout)."""
+DEFAULT_MAX = 1e15
+"""Upper bound of a catalog number without its own entry in BOUNDS."""
+BOUNDS: dict[str, tuple[float, float]] = {
+    # GPUs
+    "memory_gb": (0.0, 10_000.0),
+    "memory_driver_gib": (0.0, 10_000.0),
+    "bandwidth_gb_s": (0.0, 100_000.0),
+    "bf16_tflops": (0.0, 100_000.0),
+    "fp8_tflops": (0.0, 100_000.0),
+    "int8_tops": (0.0, 100_000.0),
+    "interconnect_gb_s": (0.0, 100_000.0),
+    "price_per_hour": (0.0, 1_000_000.0),
+    # models
+    "params_total_b": (0.0, 100_000.0),
+    "params_active_b": (0.0, 100_000.0),
+    "weights_gb": (0.0, 1_000_000.0),
+    "bits_per_weight": (0.0, 64.0),
+    "num_layers": (1.0, 1_000.0),
+    "count": (1.0, 1_000.0),
+    "kv_heads": (1.0, 10_000.0),
+    "q_heads": (1.0, 10_000.0),
+    "head_dim": (1.0, 100_000.0),
+    "kv_lora_rank": (1.0, 1_000_000.0),
+    "qk_rope_head_dim": (1.0, 100_000.0),
+    "hidden": (1.0, 10_000_000.0),
+    "vocab": (1.0, 100_000_000.0),
+    "max_context_tokens": (1.0, float(MAX_CONTEXT_TOKENS)),
+    "window_tokens": (1.0, float(MAX_CONTEXT_TOKENS)),
+    "state_bytes": (0.0, 1e12),
+    "experts": (1.0, 100_000.0),
+    "active": (1.0, 100_000.0),
+}
+"""Physical bounds of every catalog number, by field name: (lowest, highest). Numbers must
+also be finite (TOML's `nan` and `inf` are refused) and > 0 unless the field allows 0 (a
+linear layer's `state_bytes`). Values beyond these bounds describe no real hardware or model
+and would overflow the formulas (a `memory_gb` of 1e300 made C_vram a negative integer)."""
+_BOUND_HINTS = {"memory_gb": " GB (the largest accelerators hold a few hundred)",
+                "bandwidth_gb_s": " GB/s", "bf16_tflops": " TFLOP/s",
+                "num_layers": " layers", "count": " layers",
+                "max_context_tokens": " tokens"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,6 +301,9 @@ class _Entry:
     def __init__(self, path: Path, entry: str, table: Mapping[str, Any]) -> None:
         self.path, self.entry, self.table = path, entry, table
         self.used: set[str] = set()
+        if not isinstance(table, Mapping):
+            raise CatalogError(f"{path.name}: entry '{entry}': expected a table, got "
+                               f"{str(table)[:40]!r}")
 
     def fail(self, fieldname: str, problem: str) -> CatalogError:
         return CatalogError(f"{self.path.name}: entry '{self.entry}': field '{fieldname}': {problem}")
@@ -279,10 +329,13 @@ class _Entry:
             return cast(float, None)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(name, f"expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise self.fail(name, f"must be a finite number, got {value!r}")
         if positive and value <= 0:
             raise self.fail(name, f"must be > 0, got {value!r}")
         if value < 0:
             raise self.fail(name, f"must be >= 0, got {value!r}")
+        self._check_max(name, value)
         return float(value)
 
     def integer(self, name: str, default: int | None = None, *, positive: bool = True) -> int:
@@ -291,7 +344,14 @@ class _Entry:
             raise self.fail(name, f"expected a whole number, got {value!r}")
         if (positive and value <= 0) or value < 0:
             raise self.fail(name, f"must be {'> 0' if positive else '>= 0'}, got {value!r}")
+        self._check_max(name, value)
         return value
+
+    def _check_max(self, name: str, value: float) -> None:
+        limit = BOUNDS.get(name, (0.0, DEFAULT_MAX))[1]
+        if value > limit:
+            raise self.fail(name, f"{value!r} is beyond the physical bound {limit:,g}"
+                                  f"{_BOUND_HINTS.get(name, '')}")
 
     def finish(self) -> None:
         unknown = sorted(set(self.table) - self.used)
@@ -305,6 +365,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{path.name}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path.name}: not UTF-8 text; save the file as UTF-8") from None
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read: {exc.strerror}") from None
 
@@ -388,7 +450,10 @@ def parse_model(path: Path, table: Mapping[str, Any], formats: Mapping[str, Weig
     if moe is None and active != total:
         raise e.fail("params_active_b", "differs from params_total_b but no [moe] table")
     stated: list[StatedVariant] = []
-    for i, raw in enumerate(e._get("variants", [], False)):
+    variants_raw = e._get("variants", [], False)
+    if not isinstance(variants_raw, list):
+        raise e.fail("variants", "expected [[variants]] tables")
+    for i, raw in enumerate(variants_raw):
         v = _Entry(path, f"{key}.variants[{i}]", raw)
         fmt_key = v.text("format")
         if fmt_key not in formats:
@@ -450,8 +515,10 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
     """Read `weight_formats.toml`, `models/*.toml` and `gpus/*.toml` under `data_dir`.
 
     `extra_dirs` (the custom entries' folder) may add `models/` and `gpus/` folders of user
-    entries; a user entry with a bundled entry's key replaces it. Raises CatalogError on the
-    first bad entry, naming the file, the entry and the field.
+    entries; a user entry with a bundled entry's key replaces it. A bad bundled entry raises
+    CatalogError (a bug of the package); a bad custom file is skipped, and
+    `Catalog.warnings` names it, its entry and its field (so one bad upload cannot stop every
+    command and page).
     """
     root = Path(data_dir)
     fpath = root / "weight_formats.toml"
@@ -463,17 +530,29 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
         raise CatalogError(f"{fpath.name}: no [[format]] entries")
     models: dict[str, Model] = {}
     gpus: dict[str, Gpu] = {}
-    folders = [root, *(Path(d) for d in extra_dirs)]
-    for folder in folders:
+    warnings: list[str] = []
+    for folder, custom in [(root, False), *((Path(d), True) for d in extra_dirs)]:
         for path in _toml_files(folder / "models"):
-            model = parse_model(path, _read_toml(path), formats)
+            try:
+                model = parse_model(path, _read_toml(path), formats)
+            except CatalogError as exc:
+                if not custom:  # a bad bundled file is a bug: fail loudly
+                    raise
+                warnings.append(f"skipped custom model {path}: {exc}")
+                continue
             models[model.key] = model
         for path in _toml_files(folder / "gpus"):
-            gpu = parse_gpu(path, _read_toml(path))
+            try:
+                gpu = parse_gpu(path, _read_toml(path))
+            except CatalogError as exc:
+                if not custom:
+                    raise
+                warnings.append(f"skipped custom GPU {path}: {exc}")
+                continue
             gpus[gpu.key] = gpu
     if not models or not gpus:
         raise CatalogError(f"{root}: no models or no GPUs found under models/ and gpus/")
-    return Catalog(models=models, gpus=gpus, formats=formats)
+    return Catalog(models=models, gpus=gpus, formats=formats, warnings=tuple(warnings))
 
 
 @cache

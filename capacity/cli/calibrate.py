@@ -13,12 +13,13 @@ calibrations folder (data/calibrations in a checkout; docs/configuration.md) or 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from capacity import workspace
+from capacity.catalog.loader import MAX_CONTEXT_TOKENS
+from capacity.cli.common import MAX_CONCURRENCY, dumps, number
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
 from capacity.errors import InputError
 from capacity.fit.calibration import KNOBS, Calibration, PointKind, calibration_path, fit, save
@@ -46,7 +47,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                           "--model and --gpu")
     src.add_argument("--format-in", choices=FORMATS, default=None,
                      help="format of --measured (default: guessed from the content)")
-    src.add_argument("--concurrency", type=float, default=None, metavar="N",
+    src.add_argument("--concurrency", type=number(min=0, max=MAX_CONCURRENCY, min_open=True),
+                     default=None, metavar="N",
                      help="concurrency of an AIPerf CSV export (it does not record it)")
     src.add_argument("--engine", default="", help="engine and version, e.g. 'vLLM 0.11.0' "
                                                   "(recorded in the calibration)")
@@ -70,9 +72,13 @@ def _max_concurrency(text: str | None) -> tuple[int, int] | None:
         return None
     try:
         c, ctx = text.split("@")
-        return int(c), int(ctx)
+        c_n, ctx_n = int(c), int(ctx)
     except ValueError:
         raise InputError(f"--max-concurrency '{text}': write C@TOKENS, e.g. 53@8192") from None
+    if not (1 <= c_n <= MAX_CONCURRENCY and 1 <= ctx_n <= MAX_CONTEXT_TOKENS):
+        raise InputError(f"--max-concurrency '{text}': C must be 1..{MAX_CONCURRENCY:,} and "
+                         f"TOKENS 1..{MAX_CONTEXT_TOKENS:,}")
+    return c_n, ctx_n
 
 
 def load_points(args: argparse.Namespace, s: Scenario) -> tuple[list[MeasuredPoint], str]:
@@ -170,11 +176,15 @@ def run(args: argparse.Namespace) -> int:
               max_concurrency=_max_concurrency(args.max_concurrency),
               ttft_all_levels=args.ttft_all_levels)
     if args.output == "json":
-        print(json.dumps(to_json(cal), indent=2))
+        print(dumps(to_json(cal), indent=2))
     else:
         print(report(cal, base, args.output), end="")
     if args.save:
-        path = save(cal, args.save)
+        try:
+            path = save(cal, args.save)
+        except OSError as exc:
+            raise InputError(f"cannot save the calibration to {args.save}: "
+                             f"{exc.strerror or exc}") from None
         if args.output != "json":
             print(f"saved {path}")
     return 0

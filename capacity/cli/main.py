@@ -3,7 +3,8 @@
 Each subcommand lives in `capacity/cli/<name>.py` with two functions:
 `add_parser(subparsers) -> argparse.ArgumentParser` and `run(args) -> int`.
 A module that sets `PASSES_UNKNOWN_ARGS = True` (`app`) gets the arguments it does not define
-as `args.extra`. Library errors (CapacityError) become one-line messages and exit code 2; never a traceback.
+as `args.extra`. Library errors (CapacityError) and what the system refuses (OSError: a folder that cannot be
+written, a port in use) become one-line messages and exit code 2; never a traceback.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args._run(args)
     except CapacityError as exc:
         print(f"capacity {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the system refused what the arguments ask: a folder that cannot
+        # be written, an address in use or that does not resolve; not a bug of ours
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"capacity {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"capacity {args.command}: interrupted", file=sys.stderr)

@@ -7,11 +7,22 @@ overhead 1.5 GB, 8K context, concurrency 1, 50, 100, fp16 KV, eff 1.0, MFU 0.3, 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from typing import Any
 
-from capacity.catalog.loader import default_catalog
+from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
+from capacity.cli.common import (
+    CNY_PER_USD,
+    FRACTION_OPEN,
+    HEADROOM,
+    MAX_BLOCK_SIZE,
+    MAX_CONCURRENCY,
+    MAX_GPUS_PER_DEPLOYMENT,
+    dumps,
+    number,
+    print_catalog_warnings,
+    whole,
+)
 from capacity.errors import InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
@@ -44,8 +55,8 @@ VERDICT_TEXT: dict[MemoryVerdict, str] = {MemoryVerdict.FITS: "fits", MemoryVerd
                                           MemoryVerdict.DOES_NOT_FIT: "does not fit"}
 
 
-def parse_int_list(text: str) -> list[int]:
-    """'1,50,100' -> [1, 50, 100]; raises InputError on anything else."""
+def parse_int_list(text: str, maximum: int = MAX_CONCURRENCY) -> list[int]:
+    """'1,50,100' -> [1, 50, 100], each 1..maximum; raises InputError on anything else."""
     try:
         values = [int(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
@@ -53,6 +64,8 @@ def parse_int_list(text: str) -> list[int]:
                          "(e.g. 1,50,100)") from None
     if not values or any(v < 1 for v in values):
         raise InputError(f"'{text}': give one or more whole numbers >= 1, e.g. 1,50,100")
+    if any(v > maximum for v in values):
+        raise InputError(f"'{text[:40]}': each number must be at most {maximum:,}")
     return values
 
 
@@ -65,46 +78,55 @@ def add_scenario_flags(p: argparse.ArgumentParser) -> None:
                    help="weight format: bf16, fp8, int8, awq, gptq, gguf-q4_k_m "
                         "(default: the key's suffix or the model's default)")
     g.add_argument("--gpu", default=DEFAULT_GPU, help=f"catalog GPU key (default {DEFAULT_GPU})")
-    g.add_argument("--gpus", type=int, default=1, help="number of GPUs in all (default 1)")
-    g.add_argument("--tp", type=int, default=1,
+    g.add_argument("--gpus", type=whole(min=1, max=MAX_GPUS_PER_DEPLOYMENT),
+                   default=1, help="number of GPUs in all (default 1)")
+    g.add_argument("--tp", type=whole(min=1, max=MAX_GPUS_PER_DEPLOYMENT), default=1,
                    help="tensor-parallel size; replicas = GPUs / TP (default 1)")
-    g.add_argument("--vram", type=float, default=None, metavar="GB",
+    g.add_argument("--vram", type=number(min=0, max=BOUNDS["memory_gb"][1], min_open=True),
+                   default=None, metavar="GB",
                    help="override memory per GPU, decimal GB (default: the catalog's)")
-    g.add_argument("--bandwidth", type=float, default=None, metavar="GB_S",
+    g.add_argument("--bandwidth", type=number(min=0, max=BOUNDS["bandwidth_gb_s"][1],
+                                                                min_open=True), default=None, metavar="GB_S",
                    help="override memory bandwidth per GPU, GB/s (default: the catalog's)")
-    g.add_argument("--tflops", type=float, default=None,
+    g.add_argument("--tflops", type=number(min=0, max=BOUNDS["bf16_tflops"][1], min_open=True), default=None,
                    help="override dense TFLOP/s per GPU (default: the catalog's for the format)")
-    g.add_argument("--weights-gb", type=float, default=None, metavar="GB",
+    g.add_argument("--weights-gb", type=number(min=0, max=BOUNDS["weights_gb"][1], min_open=True),
+                   default=None, metavar="GB",
                    help="override the weight size, decimal GB (default: stated or params x bits)")
-    g.add_argument("--overhead-gb", type=float, default=DEFAULT_OVERHEAD_GB, metavar="GB",
+    g.add_argument("--overhead-gb", type=number(min=0, max=BOUNDS["memory_gb"][1]),
+                   default=DEFAULT_OVERHEAD_GB, metavar="GB",
                    help=f"runtime memory per GPU (activations, CUDA graphs), GB "
                         f"(default {DEFAULT_OVERHEAD_GB})")
-    g.add_argument("--util", type=float, default=DEFAULT_UTIL,
+    g.add_argument("--util", type=FRACTION_OPEN, default=DEFAULT_UTIL,
                    help=f"fraction of device memory the engine may use, as vLLM's "
                         f"gpu_memory_utilization (default {DEFAULT_UTIL})")
     w = p.add_argument_group("workload")
-    w.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_TOKENS, metavar="TOKENS",
+    w.add_argument("--ctx", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
+                   default=DEFAULT_CONTEXT_TOKENS, metavar="TOKENS",
                    help=f"context length per request, tokens (default {DEFAULT_CONTEXT_TOKENS})")
-    w.add_argument("--prompt-tokens", type=int, default=None, metavar="TOKENS",
+    w.add_argument("--prompt-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
+                   default=None, metavar="TOKENS",
                    help="prompt length for TTFT, tokens (default = --ctx)")
     w.add_argument("--allow-long-context", action="store_true",
                    help="compute a context beyond the model's limit (with a warning)")
     w.add_argument("--kv-dtype", default="fp16",
                    help="KV cache precision: fp16, bf16, fp8, int8, int4 (default fp16)")
-    w.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="TOKENS",
+    w.add_argument("--block-size", type=whole(min=1, max=MAX_BLOCK_SIZE),
+                   default=DEFAULT_BLOCK_SIZE, metavar="TOKENS",
                    help=f"paged KV block size, tokens (default {DEFAULT_BLOCK_SIZE})")
-    w.add_argument("--eff", type=float, default=DEFAULT_EFF,
+    w.add_argument("--eff", type=FRACTION_OPEN, default=DEFAULT_EFF,
                    help=f"decode compute efficiency, fraction of peak (default {DEFAULT_EFF})")
-    w.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+    w.add_argument("--mfu", type=FRACTION_OPEN, default=DEFAULT_MFU,
                    help=f"prefill model FLOPs utilization (default {DEFAULT_MFU})")
     c = p.add_argument_group("cost")
-    c.add_argument("--gpu-price", type=float, default=None, metavar="PER_HOUR",
+    c.add_argument("--gpu-price", type=number(min=0, max=BOUNDS["price_per_hour"][1]),
+                   default=None, metavar="PER_HOUR",
                    help="price per GPU-hour in --currency (default: the catalog's)")
     c.add_argument("--currency", choices=("CNY", "USD"), default=None,
                    help="currency of prices and costs (default: the GPU price's)")
-    c.add_argument("--cny-per-usd", type=float, default=DEFAULT_CNY_PER_USD,
+    c.add_argument("--cny-per-usd", type=CNY_PER_USD, default=DEFAULT_CNY_PER_USD,
                    help=f"exchange rate for conversions (default {DEFAULT_CNY_PER_USD})")
-    c.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
+    c.add_argument("--headroom", type=HEADROOM, default=DEFAULT_HEADROOM,
                    help=f"memory headroom for the 'fits' verdict, fraction (default "
                         f"{DEFAULT_HEADROOM})")
 
@@ -252,6 +274,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
 
 
 def run(args: argparse.Namespace) -> int:
+    print_catalog_warnings()
     concurrency = parse_int_list(args.concurrency)
     s = scenario_from_args(args)
     if args.calibration:
@@ -261,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])
     if args.format == "json":
-        print(json.dumps(to_json(s, ev, rows), indent=2))
+        print(dumps(to_json(s, ev, rows), indent=2))
     elif args.format == "csv":
         ev = evaluate(s, table_c)
         print(render(["concurrency", "context_tokens", "kv_total_bytes", "vram_subtotal_bytes",

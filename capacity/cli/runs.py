@@ -11,15 +11,17 @@ Only a single SELECT is accepted; the files are read in place and never changed.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from capacity import workspace
 from capacity.bench.store import RunStore, compact_all
+from capacity.cli.common import dumps
+from capacity.errors import InputError, StoreError
 from capacity.report.tables import render
 
 
@@ -57,8 +59,8 @@ def _plain(v: Any) -> Any:
 def print_frame(df: pd.DataFrame, fmt: str) -> None:
     rows = [[_plain(v) for v in row] for row in df.itertuples(index=False, name=None)]
     if fmt == "json":
-        print(json.dumps([dict(zip(df.columns, r, strict=True)) for r in rows], indent=2,
-                         default=str))
+        print(dumps([dict(zip(df.columns, r, strict=True)) for r in rows], indent=2,
+                    default=str))
     else:
         print(render([str(c) for c in df.columns], rows, "csv" if fmt == "csv" else "text"),
               end="")
@@ -75,8 +77,13 @@ RUNS_VIEW = ("run_id", "label", "started_at", "status", "base_url", "model", "le
 def run(args: argparse.Namespace) -> int:
     if args.out is None:
         args.out = workspace.prepare_bench_dir()
+    elif Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"--out {args.out}: not a folder")
     if args.compact:
-        done = compact_all(args.out)
+        problems: list[str] = []
+        done = compact_all(args.out, warnings=problems)
+        for w in problems:
+            print(f"warning: {w}", file=sys.stderr)
         print(f"compacted {len(done)} run(s)" + "".join(f"\n  {p}" for p in done))
         return 0
     with RunStore(args.out) as store:
@@ -87,9 +94,12 @@ def run(args: argparse.Namespace) -> int:
         elif args.label is not None or args.run_id is not None:
             run_id = args.run_id or store.latest_run_id(args.label)
             df = store.summary(run_id)
+            info = store.list_runs()
+            info = info[info["run_id"] == run_id]
+            if info.empty and df.empty:
+                raise StoreError(f"no run '{run_id}' under {args.out} (`capacity runs` "
+                                 "lists them)")
             if args.format == "table":
-                info = store.list_runs()
-                info = info[info["run_id"] == run_id]
                 if not info.empty:
                     r = info.iloc[0]
                     print(f"run {run_id} ({r['label']}), {r['started_at']}, {r['status']}, "

@@ -13,6 +13,8 @@ import argparse
 import sys
 from typing import Any
 
+from capacity.catalog.loader import MAX_CONTEXT_TOKENS
+from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
 from capacity.sim.server import SimConfig, bind_socket, create_app, uvicorn_config
 
@@ -24,14 +26,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_scenario_flags(p)
     s = p.add_argument_group("server")
     s.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
-    s.add_argument("--speedup", type=float, default=1.0,
+    s.add_argument("--port", type=whole(min=0, max=65535), default=8000, help="listen port (default 8000)")
+    s.add_argument("--speedup", type=number(min=0, max=1e6, min_open=True), default=1.0,
                    help="divide every delay by this factor (default 1: real time)")
-    s.add_argument("--max-num-seqs", type=int, default=256,
+    s.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=256,
                    help="engine batch limit, as vLLM's --max-num-seqs (default 256)")
-    s.add_argument("--chars-per-token", type=float, default=4.0,
+    s.add_argument("--chars-per-token", type=number(min=0, max=1000, min_open=True), default=4.0,
                    help="prompt characters per token (default 4)")
-    s.add_argument("--eos-after", type=int, default=0, metavar="TOKENS",
+    s.add_argument("--eos-after", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0, metavar="TOKENS",
                    help="without ignore_eos, stop after this many tokens (default 0: never)")
     s.add_argument("--served-model-name", default=None,
                    help="model id in /v1/models (default: the catalog key)")
@@ -40,16 +42,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--reject-stream-options", action="store_true",
                    help="answer 400 to stream_options (to test clients' fallback)")
     f = p.add_argument_group("fault injection (shares of requests, 0-1)")
-    f.add_argument("--fail-http", type=float, default=0.0, help="HTTP 500 before streaming")
-    f.add_argument("--fail-disconnect", type=float, default=0.0,
+    f.add_argument("--fail-http", type=SHARE, default=0.0, help="HTTP 500 before streaming")
+    f.add_argument("--fail-disconnect", type=SHARE, default=0.0,
                    help="connection dropped half-way through the stream")
-    f.add_argument("--fail-error-event", type=float, default=0.0,
+    f.add_argument("--fail-error-event", type=SHARE, default=0.0,
                    help='a data: {"error": ...} event inside the 200 stream, then silence')
-    f.add_argument("--fail-stall", type=float, default=0.0,
+    f.add_argument("--fail-stall", type=SHARE, default=0.0,
                    help="the stream stops half-way and hangs for --stall-s")
-    f.add_argument("--stall-s", type=float, default=3600.0,
+    f.add_argument("--stall-s", type=number(min=0, max=86_400), default=3600.0,
                    help="how long a stalled stream hangs, seconds before speedup (default 3600)")
-    f.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draws (default 0)")
+    f.add_argument("--fault-seed", type=whole(min=0, max=2**32 - 1),
+                   default=0, help="seed of the fault draws (default 0)")
     return p
 
 

@@ -13,12 +13,23 @@ customer document for the best option.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import asdict
 from typing import Any
 
+from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
+from capacity.cli.common import (
+    CNY_PER_USD,
+    FRACTION_OPEN,
+    HEADROOM,
+    MAX_NUM_SEQS,
+    MS,
+    dumps,
+    number,
+    print_catalog_warnings,
+    whole,
+)
 from capacity.errors import InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
@@ -37,6 +48,9 @@ from capacity.plan.search import (
 )
 from capacity.report.quote import write_quote
 from capacity.report.tables import render
+
+MAX_GPUS_LIMIT = 64
+"""Largest --max-gpus (PlanInputs refuses more)."""
 
 COLUMNS = ("rank", "option", "gpu", "gpus", "tp", "replicas", "weights", "kv_dtype",
            "cost_per_month", "cost_per_mtok", "ttft_ms", "tpot_ms", "design_concurrency",
@@ -57,30 +71,35 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "size", help="rank GPU options for daily users (or peak concurrency) and SLOs",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("workload")
-    w.add_argument("--dau", type=float, default=None, metavar="USERS",
+    w.add_argument("--dau", type=number(min=0, max=1e10, min_open=True), default=None, metavar="USERS",
                    help="daily active users (or give --peak-concurrency)")
-    w.add_argument("--requests-per-user", type=float, default=20.0, metavar="N",
+    w.add_argument("--requests-per-user", type=number(min=0, max=1e6, min_open=True),
+                   default=20.0, metavar="N",
                    help="requests per user per day (default 20)")
-    w.add_argument("--peak-share", type=float, default=0.3, metavar="FRACTION",
+    w.add_argument("--peak-share", type=FRACTION_OPEN, default=0.3, metavar="FRACTION",
                    help="share of daily requests in the peak window (default 0.3)")
-    w.add_argument("--peak-hours", type=float, default=2.0, metavar="HOURS",
+    w.add_argument("--peak-hours", type=number(min=0, max=24, min_open=True), default=2.0, metavar="HOURS",
                    help="length of the peak window, hours (default 2)")
-    w.add_argument("--peak-concurrency", type=float, default=None, metavar="C",
+    w.add_argument("--peak-concurrency", type=number(min=0, max=1e7, min_open=True),
+                   default=None, metavar="C",
                    help="requests in flight at the peak, entered directly (instead of --dau)")
-    w.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_TOKENS, metavar="TOKENS",
+    w.add_argument("--ctx", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
+                   default=DEFAULT_CONTEXT_TOKENS, metavar="TOKENS",
                    help=f"context per request, tokens (default {DEFAULT_CONTEXT_TOKENS})")
-    w.add_argument("--prompt-tokens", type=int, default=None, metavar="TOKENS",
+    w.add_argument("--prompt-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
+                   default=None, metavar="TOKENS",
                    help="prompt tokens per request (default = --ctx, as the chapter)")
-    w.add_argument("--output-tokens", type=int, default=256, metavar="TOKENS",
+    w.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
+                   default=256, metavar="TOKENS",
                    help="output tokens per request (default 256)")
-    w.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, metavar="FRACTION",
+    w.add_argument("--headroom", type=HEADROOM, default=DEFAULT_HEADROOM, metavar="FRACTION",
                    help=f"headroom on the peak load (default {DEFAULT_HEADROOM})")
     s = p.add_argument_group("service-level objectives")
-    s.add_argument("--slo-ttft-ms", type=float, default=2000.0, metavar="MS",
+    s.add_argument("--slo-ttft-ms", type=MS, default=2000.0, metavar="MS",
                    help="time to first token target, ms (default 2000)")
-    s.add_argument("--slo-tpot-ms", type=float, default=50.0, metavar="MS",
+    s.add_argument("--slo-tpot-ms", type=MS, default=50.0, metavar="MS",
                    help="time per output token target, ms (default 50)")
-    s.add_argument("--slo-percentile", type=float, default=90.0, metavar="P",
+    s.add_argument("--slo-percentile", type=number(min=50, max=100, max_open=True), default=90.0, metavar="P",
                    help="percentile of requests the SLOs hold for (default 90)")
     m = p.add_argument_group("search space")
     m.add_argument("--model", default=DEFAULT_MODEL,
@@ -90,30 +109,32 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="weight formats to search, comma list (default: see --model)")
     m.add_argument("--gpus", default=None, metavar="LIST",
                    help="GPU keys to search, comma list (default: every catalog GPU)")
-    m.add_argument("--max-gpus", type=int, default=MAX_GPUS, metavar="N",
+    m.add_argument("--max-gpus", type=whole(min=1, max=MAX_GPUS_LIMIT), default=MAX_GPUS, metavar="N",
                    help=f"largest GPU count to try (default {MAX_GPUS})")
     m.add_argument("--kv-dtypes", default="fp16,fp8", metavar="LIST",
                    help="KV precisions to search (default fp16,fp8)")
     m.add_argument("--no-tp", action="store_true", help="replicas only, no tensor parallel")
     e = p.add_argument_group("engine and cost")
-    e.add_argument("--util", type=float, default=DEFAULT_UTIL,
+    e.add_argument("--util", type=FRACTION_OPEN, default=DEFAULT_UTIL,
                    help=f"gpu_memory_utilization (default {DEFAULT_UTIL})")
-    e.add_argument("--overhead-gb", type=float, default=DEFAULT_OVERHEAD_GB, metavar="GB",
+    e.add_argument("--overhead-gb", type=number(min=0, max=BOUNDS["memory_gb"][1]),
+                   default=DEFAULT_OVERHEAD_GB, metavar="GB",
                    help=f"runtime memory per GPU, GB (default {DEFAULT_OVERHEAD_GB})")
-    e.add_argument("--eff", type=float, default=DEFAULT_EFF,
+    e.add_argument("--eff", type=FRACTION_OPEN, default=DEFAULT_EFF,
                    help=f"decode compute efficiency (default {DEFAULT_EFF})")
-    e.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+    e.add_argument("--mfu", type=FRACTION_OPEN, default=DEFAULT_MFU,
                    help=f"prefill MFU (default {DEFAULT_MFU})")
-    e.add_argument("--max-num-seqs", type=int, default=DEFAULT_MAX_NUM_SEQS, metavar="N",
+    e.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS),
+                   default=DEFAULT_MAX_NUM_SEQS, metavar="N",
                    help=f"sequences per replica, as vLLM (default {DEFAULT_MAX_NUM_SEQS})")
     e.add_argument("--currency", choices=("CNY", "USD"), default="CNY",
                    help="currency of costs (default CNY)")
-    e.add_argument("--cny-per-usd", type=float, default=DEFAULT_CNY_PER_USD,
+    e.add_argument("--cny-per-usd", type=CNY_PER_USD, default=DEFAULT_CNY_PER_USD,
                    help=f"exchange rate (default {DEFAULT_CNY_PER_USD})")
     o = p.add_argument_group("output")
     o.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
                    help="output format (default text)")
-    o.add_argument("--top", type=int, default=10, metavar="N",
+    o.add_argument("--top", type=whole(min=1, max=10_000), default=10, metavar="N",
                    help="options to show (default 10)")
     o.add_argument("--quote", default=None, metavar="FILE",
                    help="also write a quote for the best option: FILE.md or FILE.pdf")
@@ -121,7 +142,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="language of the quote (default en)")
     o.add_argument("--simulate", action="store_true",
                    help="check the best option with the discrete-event model")
-    o.add_argument("--chunked-prefill", type=int, default=None, metavar="TOKENS",
+    o.add_argument("--chunked-prefill", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
+                   default=None, metavar="TOKENS",
                    help="token budget per step for the event model's chunked prefill "
                         "(vLLM max_num_batched_tokens; default: off, prefill-first)")
     return p
@@ -228,6 +250,7 @@ def to_text(p: Plan, top: int, fmt: str = "text") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    print_catalog_warnings()
     inp = inputs_from_args(args)
     p = plan(inp)
     sim = None
@@ -238,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         if sim is not None:
             data["simulation"] = {"ttft_ms": sim.ttft_ms, "tpot_ms": sim.tpot_ms,
                                   "slo_met_share": sim.slo_met_share}
-        print(json.dumps(data, indent=2))
+        print(dumps(data, indent=2))
     elif args.format == "csv":
         print(render(list(COLUMNS), [[option_record(i + 1, o)[c] for c in COLUMNS]
                                      for i, o in enumerate(p.options[:args.top])], "csv"),

@@ -41,6 +41,7 @@ import tomli_w
 from scipy.optimize import least_squares
 
 from capacity import workspace
+from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.parallel import tp_comm_ms
@@ -311,6 +312,14 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     """
     if not points:
         raise InputError("no measured points to fit: import a file with at least one row")
+    for p in points:
+        longest = max(p.context_tokens, (p.prompt_tokens or 0) + (p.output_tokens or 0))
+        if longest > MAX_CONTEXT_TOKENS:
+            raise InputError(f"{p.source or 'a measured point'}: a context of {longest:,.0f} "
+                             f"tokens is beyond any model's ({MAX_CONTEXT_TOKENS:,} tokens)")
+    if max_concurrency is not None and not 1 <= max_concurrency[1] <= MAX_CONTEXT_TOKENS:
+        raise InputError(f"a measured maximum concurrency at {max_concurrency[1]:,} tokens: "
+                         f"the context must be 1..{MAX_CONTEXT_TOKENS:,} tokens")
     dec = [p for p in points if p.tpot_ms is not None]
     pre = prefill_fit_points(points, ttft_all_levels)
     if not dec and not pre and max_concurrency is None:
@@ -543,10 +552,12 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
         raise InputError(f"no calibration at {path}" + (f" (saved: {', '.join(known)})"
                          if known else "; fit one with `capacity calibrate ... --save NAME`")
                          ) from None
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise InputError(f"{path}: not a readable calibration file ({e})") from None
     try:
         knobs = doc.get("knobs", {})
+        if not isinstance(knobs, dict):
+            raise InputError(f"{path}: [knobs] must be a table, got {knobs!r:.40}")
         for n, v in knobs.items():
             if n not in (*KNOBS, "overhead_gb"):
                 raise InputError(f"{path}: unknown knob '{n}'")
@@ -563,5 +574,7 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
             notes=tuple(str(n) for n in doc.get("notes", [])))
         values: dict[str, Any] = {n: float(v) for n, v in knobs.items()}
         return replace(cal, **values)
-    except (KeyError, TypeError, ValueError) as e:
+    except InputError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise InputError(f"{path}: not a calibration file (missing or bad field {e})") from None

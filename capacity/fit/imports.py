@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -112,7 +113,7 @@ def read_measured(path: str | Path, fmt: str | None = None, *, model: str = "",
     kind = fmt or detect_format(p, text)
     labels = {"model": model, "gpu": gpu, "engine": engine}
     if kind == "csv":
-        return parse_csv(p, text, **labels)
+        return _parse_csv_duckdb(p, text, **labels) or parse_csv(p, text, **labels)
     if kind == "vllm":
         return parse_vllm_json(p, text, **labels)
     if text.lstrip().startswith("{"):
@@ -122,36 +123,145 @@ def read_measured(path: str | Path, fmt: str | None = None, *, model: str = "",
 
 def parse_csv(path: Path, text: str, *, model: str = "", gpu: str = "",
               engine: str = "") -> list[MeasuredPoint]:
-    """Our CSV: `concurrency, context_tokens, tpot_ms` (+ optional columns), one header row."""
-    reader = csv.DictReader(io.StringIO(text))
-    cols = [c.strip() for c in (reader.fieldnames or [])]
+    """Our CSV: `concurrency, context_tokens, tpot_ms` (+ optional columns), one header row.
+
+    Rows with the same concurrency, context, prompt and output tokens are one operating point
+    measured several times: they become one point with the median of each measurement
+    (`_point_from_group`), so a per-request export of millions of rows fits as fast as its
+    levels. This is the row-by-row reader (exact line numbers in every message); files go
+    through `_parse_csv_duckdb` first."""
+    try:
+        reader = csv.DictReader(io.StringIO(text))
+        cols = [c.strip() for c in (reader.fieldnames or [])]
+        _check_csv_columns(path, cols)
+        groups: dict[tuple[float | None, ...], tuple[int, list[dict[str, float | None]]]] = {}
+        for i, raw_row in enumerate(reader, start=2):
+            row = {(k or "").strip(): v for k, v in raw_row.items()}
+            if None in raw_row:
+                raise InputError(f"{path}: line {i}: more cells than header columns")
+            if all((v or "").strip() == "" for v in row.values() if isinstance(v, str)):
+                continue
+            where = f"line {i}"
+            vals = {c: _number(path, where, c, row.get(c), required=c in CSV_REQUIRED)
+                    for c in (*CSV_REQUIRED, *CSV_OPTIONAL)}
+            ctx = vals["context_tokens"]
+            assert ctx is not None
+            prompt = vals["prompt_tokens"]
+            if prompt is not None and prompt > ctx:
+                raise InputError(f"{path}: {where}: prompt_tokens {prompt:g} exceeds "
+                                 f"context_tokens {ctx:g}")
+            key = tuple(vals[c] for c in CSV_KEYS)
+            groups.setdefault(key, (i, []))[1].append(vals)
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a readable CSV ({exc})") from None
+    points = []
+    for line, rows in groups.values():
+        med = {c: _median([r[c] for r in rows]) for c in CSV_MEASURES}
+        points.append(_point_from_group(path, line, len(rows), rows[0], med,
+                                        model=model, gpu=gpu, engine=engine))
+    if not points:
+        raise InputError(f"{path}: a header but no data rows")
+    return points
+
+
+CSV_KEYS = ("concurrency", "context_tokens", "prompt_tokens", "output_tokens")
+"""The columns that name an operating point; rows with equal keys are one point."""
+CSV_MEASURES = ("tpot_ms", "ttft_ms", "output_tok_s")
+"""The measured columns, summarised by their median over a point's rows."""
+
+
+def _check_csv_columns(path: Path, cols: Sequence[str]) -> None:
     missing = [c for c in CSV_REQUIRED if c not in cols]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; the header must "
                          f"include {', '.join(CSV_REQUIRED)} (optional: {', '.join(CSV_OPTIONAL)})"
                          f"; found: {', '.join(cols) or 'nothing'}")
-    points: list[MeasuredPoint] = []
-    for i, raw_row in enumerate(reader, start=2):
-        row = {(k or "").strip(): v for k, v in raw_row.items()}
-        if None in raw_row:
-            raise InputError(f"{path}: line {i}: more cells than header columns")
-        if all((v or "").strip() == "" for v in row.values() if isinstance(v, str)):
-            continue
-        where = f"line {i}"
-        vals = {c: _number(path, where, c, row.get(c), required=c in CSV_REQUIRED)
-                for c in (*CSV_REQUIRED, *CSV_OPTIONAL)}
-        ctx = vals["context_tokens"]
-        assert ctx is not None
-        prompt = vals["prompt_tokens"]
-        if prompt is not None and prompt > ctx:
-            raise InputError(f"{path}: {where}: prompt_tokens {prompt:g} exceeds "
-                             f"context_tokens {ctx:g}")
-        points.append(MeasuredPoint(
-            model=model, gpu=gpu, engine=engine, concurrency=float(vals["concurrency"] or 0),
-            context_tokens=int(round(ctx)), prompt_tokens=prompt,
-            output_tokens=vals["output_tokens"], tpot_ms=vals["tpot_ms"],
-            ttft_ms=vals["ttft_ms"], output_tok_s=vals["output_tok_s"],
-            stat="as given", source=f"{path.name}:{i}"))
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    """Median of the values that exist (None when none does); the mean of the two middle
+    values for an even count, as DuckDB's `median`."""
+    xs = sorted(v for v in values if v is not None)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
+
+
+def _point_from_group(path: Path, line: int, n: int, keys: Mapping[str, float | None],
+                      med: Mapping[str, float | None], *, model: str, gpu: str,
+                      engine: str) -> MeasuredPoint:
+    ctx = keys["context_tokens"]
+    assert ctx is not None
+    return MeasuredPoint(
+        model=model, gpu=gpu, engine=engine, concurrency=float(keys["concurrency"] or 0),
+        context_tokens=int(round(ctx)), prompt_tokens=keys["prompt_tokens"],
+        output_tokens=keys["output_tokens"], tpot_ms=med["tpot_ms"],
+        ttft_ms=med["ttft_ms"], output_tok_s=med["output_tok_s"],
+        stat="as given" if n == 1 else f"median of {n} rows",
+        source=f"{path.name}:{line}" + (f" (+{n - 1} rows)" if n > 1 else ""))
+
+
+_BLANK_LINE = re.compile(r"\n[ \t\r]*\n")
+
+
+def _parse_csv_duckdb(path: Path, text: str, *, model: str = "", gpu: str = "",
+                      engine: str = "") -> list[MeasuredPoint] | None:
+    """`parse_csv` for a file, in DuckDB: read in place, group by the point's keys, medians.
+
+    Returns None when the file needs the row-by-row reader: a cell that is not a valid
+    positive number, a prompt longer than its context, a ragged row, blank lines (line
+    numbers would shift) or anything DuckDB cannot read; that reader then names the line."""
+    first = text.split("\n", 1)[0]
+    try:
+        header = [c.strip() for c in next(csv.reader([first]))]
+    except (csv.Error, StopIteration):
+        return None
+    _check_csv_columns(path, header)
+    if len(set(header)) != len(header) or _BLANK_LINE.search(text.lstrip("\ufeff")):
+        return None
+    import duckdb  # here: DuckDB adds a second to the start of every other command
+
+    present = [c for c in (*CSV_REQUIRED, *CSV_OPTIONAL) if c in header]
+    con = duckdb.connect(":memory:")
+    try:
+        rel = con.read_csv(str(path), header=True, auto_detect=False, sep=",", quotechar='"',
+                           escapechar='"', strict_mode=True,
+                           columns={f"c{i}": "VARCHAR" for i in range(len(header))})
+        rel.create("raw")  # a table: its rowid is the row's place in the file
+        idx = {c: f"c{header.index(c)}" for c in present}
+        cells = ", ".join(f"nullif(trim({idx[c]}), '') AS {c}_raw, "
+                          f"TRY_CAST(nullif(trim({idx[c]}), '') AS DOUBLE) AS {c}"
+                          for c in present)
+        con.execute(f"CREATE VIEW v AS SELECT rowid + 2 AS line, {cells} FROM raw")
+        empty = " AND ".join(f"{c}_raw IS NULL" for c in present)
+        bad = [f"({c}_raw IS NOT NULL AND ({c} IS NULL OR NOT isfinite({c}) OR {c} < 0))"
+               for c in present]
+        bad += [f"coalesce({c}, 0) <= 0" for c in CSV_REQUIRED]
+        if "prompt_tokens" in present:
+            bad.append("prompt_tokens > context_tokens")
+        con.execute(f"CREATE TABLE rows AS SELECT * FROM v WHERE NOT ({empty})")
+        n_bad = con.execute(f"SELECT count(*) FROM rows WHERE {' OR '.join(bad)}").fetchone()
+        if n_bad is None or n_bad[0]:
+            return None
+
+        def col(c: str) -> str:
+            return (c if c in CSV_REQUIRED else f"nullif({c}, 0)") if c in present else "NULL"
+        inner = ", ".join(f"{col(c)}::DOUBLE AS {c}" for c in (*CSV_KEYS, *CSV_MEASURES))
+        meds = ", ".join(f"median({c}) AS {c}" for c in CSV_MEASURES)
+        out = con.execute(f"SELECT min(line), count(*), {', '.join(CSV_KEYS)}, {meds} "
+                          f"FROM (SELECT line, {inner} FROM rows) "
+                          "GROUP BY ALL ORDER BY 1").fetchall()
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+    points = []
+    for line, n, *vals in out:
+        keys_d = dict(zip(CSV_KEYS, vals[:len(CSV_KEYS)], strict=True))
+        med = dict(zip(CSV_MEASURES, vals[len(CSV_KEYS):], strict=True))
+        points.append(_point_from_group(path, int(line), int(n), keys_d, med, model=model,
+                                        gpu=gpu, engine=engine))
     if not points:
         raise InputError(f"{path}: a header but no data rows")
     return points
@@ -291,6 +401,13 @@ def parse_aiperf_json(path: Path, text: str, *, model: str = "", gpu: str = "",
         stat="median", source=path.name)]
 
 
+def _csv_rows(path: Path, text: str) -> list[list[str]]:
+    try:
+        return list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a readable CSV ({exc})") from None
+
+
 def parse_aiperf_csv(path: Path, text: str, *, concurrency: float | None, model: str = "",
                      gpu: str = "", engine: str = "") -> list[MeasuredPoint]:
     """AIPerf `profile_export_aiperf.csv`: a statistics section (`Metric,avg,...,p50,...`) and a
@@ -298,7 +415,7 @@ def parse_aiperf_csv(path: Path, text: str, *, concurrency: float | None, model:
     stats: dict[str, dict[str, str]] = {}
     values: dict[str, str] = {}
     header: list[str] | None = None
-    for row in csv.reader(io.StringIO(text)):
+    for row in _csv_rows(path, text):
         if not row or all(not c.strip() for c in row):
             header = None
             continue
@@ -362,8 +479,11 @@ BENCH_ALIASES: dict[str, tuple[str, ...]] = {
 def parse_bench_summary(path: Path, text: str, *, model: str = "", gpu: str = "",
                         engine: str = "") -> list[MeasuredPoint]:
     """A `capacity bench` per-level summary.csv: one point per level (row)."""
-    reader = csv.DictReader(io.StringIO(text))
-    cols = [c.strip() for c in (reader.fieldnames or [])]
+    try:
+        records = list(csv.DictReader(io.StringIO(text)))
+        cols = [c.strip() for c in (csv.DictReader(io.StringIO(text)).fieldnames or [])]
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a readable CSV ({exc})") from None
     pick = {f: next((a for a in aliases if a in cols), None)
             for f, aliases in BENCH_ALIASES.items()}
     needed = ("concurrency", "tpot_ms", "prompt_tokens", "output_tokens")
@@ -373,7 +493,7 @@ def parse_bench_summary(path: Path, text: str, *, model: str = "", gpu: str = ""
                          + ", ".join(f"{f} (one of {', '.join(BENCH_ALIASES[f])})"
                                      for f in missing))
     points = []
-    for i, row in enumerate(reader, start=2):
+    for i, row in enumerate(records, start=2):
         vals = {f: _number(path, f"line {i}", c, row.get(c), required=f in needed)
                 for f, c in pick.items() if c is not None}
         prompt, out = vals["prompt_tokens"], vals["output_tokens"]

@@ -96,8 +96,16 @@ class SimConfig:
             raise InputError(f"speedup must be > 0, got {self.speedup}")
         if self.max_num_seqs < 1:
             raise InputError(f"max-num-seqs must be >= 1, got {self.max_num_seqs}")
-        if self.chars_per_token <= 0:
-            raise InputError(f"chars per token must be > 0, got {self.chars_per_token}")
+        if not (math.isfinite(self.chars_per_token) and self.chars_per_token > 0):
+            raise InputError(f"chars per token must be a finite number > 0, got "
+                             f"{self.chars_per_token}")
+        if not (math.isfinite(self.stall_s) and self.stall_s >= 0):
+            raise InputError(f"stall must be a finite number of seconds >= 0, got {self.stall_s}")
+        for name, n, lo in (("eos-after", self.eos_after_tokens, 0),
+                            ("default max_tokens", self.default_max_tokens, 1),
+                            ("fault seed", self.seed, 0)):
+            if n < lo:
+                raise InputError(f"{name} must be >= {lo}, got {n}")
         shares = (self.fail_http, self.fail_disconnect, self.fail_error_event, self.fail_stall)
         if any(not 0 <= s <= 1 for s in shares) or sum(shares) > 1:
             raise InputError("fault shares must each be in [0, 1] and sum to at most 1, "
