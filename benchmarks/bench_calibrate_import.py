@@ -7,7 +7,7 @@ long sweep would be. Then times `read_measured` (DuckDB reads the file in place 
 the rows by the point's keys, capacity/fit/imports.py) and `fit` on the aggregated points, three
 times, and prints the median. Before the aggregation, 100,000 rows took 74 s and 4.4 M rows ran
 past 120 s at 3.1 GB (issue 15, item 14); the target is a few seconds
-(docs/reliability-numbers.md).
+(docs/reliability.md).
 
     .venv/bin/python benchmarks/bench_calibrate_import.py [--rows 1000000] [--repeat 3]
 """

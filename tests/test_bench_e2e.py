@@ -254,7 +254,7 @@ def test_killed_run_leaves_loadable_csvs_and_no_key(tmp_path: Path) -> None:
         runs = store.list_runs()
         killed = runs[runs["label"] == "killed"].iloc[0]
         # meta.json still says "running" (it never got to write "finished"), but its process
-        # is gone, so every reader shows it interrupted (docs/reliability-server.md)
+        # is gone, so every reader shows it interrupted (docs/reliability.md)
         assert killed["status"] == "interrupted"
         assert len(store.requests(killed["run_id"])) >= 20
         assert store.summary(killed["run_id"]).empty

@@ -9,7 +9,7 @@ to 2 s at concurrency 100 on 2 cores, where one connection per slot sends within
 Timeouts are sized for long prefills: the read timeout is the per-stream stall limit
 (`timeout_s`), there is no pool timeout, and each request has a deadline (`deadline_s`: the
 stall limit plus one second per requested output token unless given), so a server that
-trickles keep-alives cannot hold a slot for ever. Sizes are capped (docs/reliability-server.md):
+trickles keep-alives cannot hold a slot for ever. Sizes are capped (docs/reliability.md):
 an SSE line or event at 1 MiB, an error body at 64 KiB read, a non-streaming or /models body at
 16 MiB, a stream at `stream_byte_limit`.
 
@@ -69,7 +69,7 @@ _FILLER_WORDS = (
 
 @dataclass(frozen=True, kw_only=True)
 class BenchLimits:
-    """The largest sizes a run accepts (docs/reliability-security.md). Beyond them a run
+    """The largest sizes a run accepts (docs/reliability.md). Beyond them a run
     would exhaust the client's memory or never end, so they are refused before it starts:
     `capacity bench` with one line and exit 2 (`CLI_LIMITS`), the Measure page with its own,
     lower limits (`capacity.bench.job.PAGE_LIMITS`)."""
@@ -110,11 +110,11 @@ class BenchLimits:
                 return str(x) if isinstance(x, int) else f"{x:g}"
 
             return InputError(f"{name(flag)} {num(value)}{unit} is above the limit of "
-                              f"{num(limit)}{unit} (docs/reliability-security.md)")
+                              f"{num(limit)}{unit} (docs/reliability.md)")
 
         if len(concurrency) > self.levels:
             raise InputError(f"{name('--concurrency')}: {len(concurrency)} levels is more "
-                             f"than the limit of {self.levels} (docs/reliability-security.md)")
+                             f"than the limit of {self.levels} (docs/reliability.md)")
         for flag, v, lim in (("--concurrency", max(concurrency, default=1), self.concurrency),
                              ("--requests", requests, self.requests),
                              ("--prompt-chars", prompt_chars, self.prompt_chars),
@@ -132,14 +132,14 @@ class BenchLimits:
                     f"{name('--request-rate')} {request_rate:g} requests/s spreads "
                     f"{requests} requests over {requests / request_rate:,.0f} s, more than "
                     f"the limit of {self.schedule_s:g} s per level: raise the rate or lower "
-                    f"{name('--requests')} (docs/reliability-security.md)")
+                    f"{name('--requests')} (docs/reliability.md)")
         in_flight = prompt_chars * min(max(concurrency, default=1), max(requests, warmup, 1))
         if in_flight > self.prompt_chars_in_flight:
             raise InputError(
                 f"{name('--prompt-chars')} x concurrent requests = {in_flight:,} characters "
                 f"held at once, above the limit of {self.prompt_chars_in_flight:,}: lower "
                 f"{name('--prompt-chars')} or {name('--concurrency')} "
-                "(docs/reliability-security.md)")
+                "(docs/reliability.md)")
 
 
 CLI_LIMITS = BenchLimits()

@@ -165,7 +165,7 @@ PAGE_LIMITS = BenchLimits(concurrency=256, levels=16, requests=10_000, prompt_ch
                           max_tokens=100_000, warmup=100, gpus=1_024, timeout_s=3_600.0,
                           prompt_chars_in_flight=64_000_000)
 """The Measure page's limits, lower than `capacity bench`'s (a shared deployment runs what its
-users ask for): docs/reliability-security.md."""
+users ask for): docs/reliability.md."""
 
 @dataclass(frozen=True, kw_only=True)
 class MeasureForm:

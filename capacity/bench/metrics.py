@@ -56,7 +56,7 @@ class ErrorType(StrEnum):
     """An unexpected error in the client itself."""
     TOO_LARGE = "too_large"
     """An SSE line, an event or a body beyond the client's size limits
-    (docs/reliability-server.md)."""
+    (docs/reliability.md)."""
 
 
 ERROR_TYPES: tuple[ErrorType, ...] = tuple(ErrorType)
@@ -100,7 +100,7 @@ def _count(v: object) -> int | None:
 
 def check_usage(usage: dict[str, Any] | None, *, token_events: int, max_tokens: int,
                 prompt_chars: int) -> UsageCheck:
-    """Validate a server's usage before it is stored (docs/reliability-server.md).
+    """Validate a server's usage before it is stored (docs/reliability.md).
 
     usage.completion_tokens is impossible, and `output_tokens` falls back to the count of
     token-bearing events (source `chunks_usage_rejected`), when it is not a whole number

@@ -7,7 +7,7 @@ with `:` are comments (keep-alives); an event is dispatched at a blank line; `ev
 `retry:` are read and otherwise ignored. Bytes are decoded as UTF-8 per line, so a multi-byte
 character split across frames is safe.
 
-Limits (docs/reliability-server.md): decoding is linear in the bytes fed, however they are
+Limits (docs/reliability.md): decoding is linear in the bytes fed, however they are
 split (only the new bytes are searched for a line end); a line longer than `max_line_bytes`
 or an event whose data exceeds `max_event_bytes` raises `SseTooLarge`, so a server that never
 sends a newline costs bounded memory. JSON is parsed by `loads_json`: nesting deeper than

@@ -8,7 +8,7 @@ time), so a reader can tell a live `running` run from one whose process was kill
 (`effective_status`). No API key ever reaches these files: callers pass arguments without it,
 `scrub` removes fields named like secrets (api_key, authorization, password...), and `redact`
 replaces the key's value and `Bearer ...` tokens in every text a server could have echoed
-(error messages, model lists, ids), in every row and in meta.json (docs/reliability-security.md).
+(error messages, model lists, ids), in every row and in meta.json (docs/reliability.md).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Every entry carries a `source` and an `as_of` date. The loader rejects unknown o
 non-positive, non-finite or physically impossible numbers (`BOUNDS`) and inconsistent layouts
 with a message naming the file, the entry and the field (docs/method.md). A bad bundled entry
 is an error; a bad custom entry is skipped with a warning (`Catalog.warnings`,
-docs/reliability-numbers.md). Keys are lower-case with hyphens (`rtx-4090`, `llama-3.1-8b`); a model key
+docs/reliability.md). Keys are lower-case with hyphens (`rtx-4090`, `llama-3.1-8b`); a model key
 may carry a weight-format suffix (`llama-3.1-8b-fp8`, `qwen3.5-9b-awq`).
 """
 

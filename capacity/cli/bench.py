@@ -25,8 +25,8 @@ from capacity.bench.client import (
     run_bench,
     summary_table_rows,
 )
-from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
-from capacity.cli.common import MAX_GPUS_PER_DEPLOYMENT, MS, check_base_url, number, whole
+from capacity.catalog.loader import BOUNDS, default_catalog
+from capacity.cli.common import MS, check_base_url, number, whole
 from capacity.cli.plan import parse_int_list
 from capacity.errors import StoreError
 from capacity.report.tables import render
@@ -44,6 +44,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="bearer token (default: $OPENAI_API_KEY); never written to any file")
     p.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
                    help="/v1/chat/completions or /v1/completions (default chat)")
+    # upper limits of sizes are BenchConfig.validate's, with their own message (docs/reliability.md)
     p.add_argument("--concurrency", default="10", metavar="LIST",
                    help="concurrent requests per level, a comma list (default 10)")
     p.add_argument("--requests", type=whole(min=1), default=100,
@@ -52,7 +53,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="unmeasured warm-up requests before each level (default 1)")
     p.add_argument("--prompt-chars", type=whole(min=1), default=1000, metavar="CHARS",
                    help="prompt length in characters, a unique nonce first (default 1000)")
-    p.add_argument("--max-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=128, metavar="TOKENS",
+    p.add_argument("--max-tokens", type=whole(min=1), default=128, metavar="TOKENS",
                    help="output tokens requested per request (default 128)")
     p.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True,
                    help="ask the server to ignore EOS so every output has --max-tokens "
@@ -60,16 +61,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--request-rate", type=number(min=0, min_open=True), default=None, metavar="RPS",
                    help="open loop: Poisson arrivals at this rate, requests/s, capped by the "
                         "level's concurrency (default: closed loop)")
-    p.add_argument("--seed", type=whole(min=0, max=2**32 - 1),
+    p.add_argument("--seed", type=whole(min=0),
                    default=0, help="seed for arrivals and prompts (default 0)")
     p.add_argument("--slo-ttft-ms", type=MS, default=None, metavar="MS",
                    help="TTFT objective for goodput, ms")
     p.add_argument("--slo-tpot-ms", type=MS, default=None, metavar="MS",
                    help="TPOT objective for goodput, ms")
-    p.add_argument("--timeout", type=number(min=0, max=86_400, min_open=True), default=600.0, metavar="S",
+    p.add_argument("--timeout", type=number(min=0, min_open=True), default=600.0, metavar="S",
                    help="per-stream stall limit: seconds without a byte (default 600; long "
                         "prefills under load are slow)")
-    p.add_argument("--request-deadline-s", type=float, default=None, metavar="S",
+    p.add_argument("--request-deadline-s", type=number(min=0, max=2_000_000, min_open=True),
+                   default=None, metavar="S",
                    help="per-request deadline: a request still running after S seconds ends "
                         "as a timeout (default: --timeout + 1 s per --max-tokens)")
     p.add_argument("--out", default=None, metavar="DIR",
@@ -78,7 +80,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--label", default="bench", help="run label, a folder name (default bench)")
     p.add_argument("--gpu", default=None,
                    help="catalog GPU key of the server, for cost per M tokens and the overlay")
-    p.add_argument("--gpus", type=whole(min=1, max=MAX_GPUS_PER_DEPLOYMENT),
+    p.add_argument("--gpus", type=whole(min=1),
                    default=1, help="GPUs behind the endpoint (default 1)")
     p.add_argument("--gpu-price", type=number(min=0, max=BOUNDS["price_per_hour"][1]),
                    default=None, metavar="PER_HOUR",
@@ -103,7 +105,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         currency = "CNY"
     check_base_url(args.base_url)
     return BenchConfig(
-        base_url=args.base_url, concurrency=tuple(parse_int_list(args.concurrency)),
+        # the level limits (and their message) are BenchConfig.validate's (docs/reliability.md)
+        base_url=args.base_url, concurrency=tuple(parse_int_list(args.concurrency, maximum=2**62)),
         requests=args.requests, prompt_chars=args.prompt_chars, max_tokens=args.max_tokens,
         label=args.label, model=args.model, endpoint=args.endpoint, warmup=args.warmup,
         request_rate=args.request_rate, seed=args.seed, ignore_eos=args.ignore_eos,

@@ -3,7 +3,7 @@
 Every numeric flag of every subcommand is declared with `number(...)` or `whole(...)`: the value
 must be finite and inside the flag's documented range, else argparse prints one line
 (`capacity plan: error: argument --eff: ...`) and the command exits with code 2. The range is
-shown in `--help` by the flag's own text and listed in docs/reliability-numbers.md.
+shown in `--help` by the flag's own text and listed in docs/reliability.md.
 
 `dumps` writes JSON that any strict parser reads: NaN and infinities become null (a value that
 does not exist), never the `NaN`/`Infinity` tokens Python's json module writes by default.

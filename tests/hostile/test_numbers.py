@@ -1,5 +1,5 @@
 """Issue 15, items 8 (storage), 11, 12, 13, 14: no bad number is stored or ranked; a bad input
-is one line and exit code 2, never a traceback (docs/reliability-numbers.md).
+is one line and exit code 2, never a traceback (docs/reliability.md).
 
 Every test is bounded in time: an alarm ends any test that runs past its limit, and the
 commands that could start a server run in a subprocess with a timeout.

@@ -8,7 +8,7 @@
 
 Servers are on 127.0.0.1 only; "internal" hosts are addresses that are never connected to (a
 patched socket fails the test if anything tries). Every test is bounded in time (`bounded`).
-Limits: docs/reliability-security.md.
+Limits: docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -465,7 +465,7 @@ def test_scrub_drops_secret_fields_only(tmp_path: Path) -> None:
     (["--concurrency", ",".join(map(str, range(1, 200)))], "levels is more than the limit"),
     (["--concurrency", "10000", "--requests", "10000", "--prompt-chars", "4000000"],
      "characters held at once"),
-    (["--seed", "-1"], "--seed must be between"),
+    (["--seed", "4294967296"], "--seed must be between"),
 ])
 def test_bench_flags_beyond_limits_are_refused_in_one_line(
         flags: list[str], says: str, capsys: pytest.CaptureFixture[str],

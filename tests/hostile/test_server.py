@@ -2,7 +2,7 @@
 
 Every server here is a raw socket on 127.0.0.1 (servers_server.py); every run is bounded by
 `asyncio.wait_for` or a subprocess timeout, so a regression fails instead of hanging.
-docs/reliability-server.md states the limits these tests hold the client to.
+docs/reliability.md states the limits these tests hold the client to.
 """
 
 from __future__ import annotations
