@@ -63,7 +63,7 @@ def explorer_result(state: ExplorerState, labels: dict[str, str], version: int
     """Verdicts, the math and every chart spec for `state` (labels in the page's language)."""
     del version  # part of the cache key only
     s = state.scenario(catalog())
-    ex = explain(s, state.concurrency, targets(state))
+    ex = explain(s, state.concurrency, targets(state), catalog())
     d = chart_data(s, state.concurrency, slo_ttft_ms=state.slo_ttft_ms, slo_tpot_ms=state.slo_tpot_ms,
                    slo_cost=state.slo_cost)
     return ExplorerResult(explanation=ex, math=show_math(s, state.concurrency), specs=specs(d, labels),

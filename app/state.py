@@ -154,3 +154,21 @@ def on_model_change(catalog: Catalog) -> None:
     if st.session_state.get(key("weights")) not in formats:
         stated = [v.format for v in model.stated_variants]
         st.session_state[key("weights")] = stated[0] if stated else model.default_format
+
+
+RELIEF_FIELDS = {"gpus": "gpus", "tp": "tp", "weights": "weights", "kv_dtype": "kv",
+                 "context": "ctx", "concurrency": "c", "prompt": "prompt", "mfu": "mfu",
+                 "price": "price"}
+"""The Explorer input each relief kind (`capacity.report.explain.ReliefKind`) sets."""
+
+
+def apply_relief(kind: str, value: float | str, n_gpus: int, tp: int) -> None:
+    """A relief button was clicked: set the input it changes, and the GPUs and TP it gives."""
+    name = RELIEF_FIELDS[kind]
+    default = getattr(DEFAULT_STATE, name)
+    st.session_state[key(name)] = (float(value) if isinstance(default, float)
+                                   else int(value) if isinstance(default, int) else str(value))
+    st.session_state[key("gpus")] = int(n_gpus)
+    st.session_state[key("tp")] = int(tp)
+    if name == "c" and int(value) > int(st.session_state.get("ex_c_max", 1024)):
+        st.session_state["ex_c_max"] = int(value)

@@ -14,6 +14,7 @@ from app import cache
 from app.bootstrap import ensure_navigation
 from app.i18n import chart_labels, status_text, verdict_text
 from app.state import (
+    apply_relief,
     from_widgets,
     init_explorer,
     init_lang,
@@ -224,8 +225,9 @@ def binding_text(e: Explanation) -> str:
             and e.verdict(Constraint.MEMORY).status == Status.FAIL):
         if fig["weights_shortfall_gb"] > 0:
             return T("b_memory_weights", short=fig["weights_shortfall_gb"])
-        return T("b_memory", c=e.concurrency, subtotal=fig["subtotal_gb"],
-                 usable=fig["usable_gb"], short=fig["shortfall_gb"], c_vram=int(fig["c_vram"]))
+        return T("b_memory" if fig["c_vram"] >= 1 else "b_memory_none", c=e.concurrency,
+                 subtotal=fig["subtotal_gb"], usable=fig["usable_gb"], short=fig["shortfall_gb"],
+                 c_vram=int(fig["c_vram"]))
     if e.verdict(Constraint.SLO).status == Status.FAIL:
         if d == Detail.TTFT:
             return T("b_ttft", ttft=fig["ttft_s"], slo=slo_ttft)
@@ -245,16 +247,24 @@ def relief_text(r: Relief, detail: Detail) -> str:
     value = r.value
     if r.kind == ReliefKind.KV_DTYPE:
         value = str(value).upper()
+    elif r.kind == ReliefKind.WEIGHTS:
+        value = catalog.formats[str(value)].name if str(value) in catalog.formats else value
     elif r.kind == ReliefKind.CONTEXT:
         value = tokens_label(int(value))
     if r.kind in (ReliefKind.PROMPT, ReliefKind.CONCURRENCY):
         value = f"{int(value):,}"
-    kind = ("concurrency_cost" if r.kind == ReliefKind.CONCURRENCY and detail == Detail.COST
-            else r.kind)
-    text = T("r_" + kind, value=value)
+    kind: str = r.kind
+    if r.kind == ReliefKind.CONCURRENCY and detail == Detail.COST:
+        kind = "concurrency_cost"
+    elif r.kind == ReliefKind.GPUS and r.tp != state.tp:
+        kind = "gpus_tp"
+    elif r.kind == ReliefKind.TP and detail == Detail.SUBTOTAL:
+        kind = "tp_memory"
+    text = T("r_" + kind, value=value, tp=r.tp, n=r.n_gpus, cur=cur)
     res = r.result
     if isinstance(res, str):  # a MemoryVerdict
-        shown = verdict_text(res, lang)
+        shown = T("r_memory_result", verdict=verdict_text(res, lang), subtotal=r.subtotal_gb,
+                  usable=r.usable_gb, cost=r.cost_per_mtok, cur=cur)
     elif detail == Detail.TTFT or r.kind in (ReliefKind.PROMPT, ReliefKind.TP, ReliefKind.MFU):
         shown = f"TTFT {res / 1e3:.2f} s"
     elif detail == Detail.COST or r.kind == ReliefKind.PRICE:
@@ -268,8 +278,11 @@ with st.container(key="binding"):
     st.markdown(f"**{binding_text(ex)}**")
     if ex.overall == Status.FAIL or ex.reliefs:
         if ex.reliefs:
-            st.markdown(T("relief") + ": " + T("list_sep").join(relief_text(r, ex.binding_detail)
-                                                        for r in ex.reliefs) + ".")
+            st.markdown(T("relief_ranked") + ":")
+            for i, r in enumerate(ex.reliefs):
+                st.button(relief_text(r, ex.binding_detail), key=f"relief_{i}",
+                          help=T("relief_apply"), icon=":material/arrow_forward:",
+                          on_click=apply_relief, args=(r.kind, r.value, r.n_gpus, r.tp))
         else:
             st.markdown(T("relief_none"))
 st.caption(T("share"))

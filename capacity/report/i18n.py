@@ -161,6 +161,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                  "{c_vram} at this context.",
                  "瓶颈是显存：{c} 个请求每卡需要 {subtotal:.1f} GB，可用只有 {usable:.1f} GB"
                  "（差 {short:.1f} GB）；此上下文下显存最多容纳 {c_vram} 个并发。"),
+    "b_memory_none": ("Memory binds: {c} requests need {subtotal:.1f} GB per GPU but only "
+                      "{usable:.1f} GB is usable ({short:.1f} GB short); at this context "
+                      "memory holds not even one request.",
+                      "瓶颈是显存：{c} 个请求每卡需要 {subtotal:.1f} GB，可用只有 "
+                      "{usable:.1f} GB（差 {short:.1f} GB）；此上下文下显存连一个请求都放不下。"),
     "b_memory_weights": ("Memory binds: the weights and overhead alone exceed the usable "
                          "memory by {short:.1f} GB, before any KV cache.",
                          "瓶颈是显存：仅权重和运行时开销就超出可用显存 {short:.1f} GB，"
@@ -188,11 +193,18 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                      "of {slo_ttft:.2f} s).",
                      "全部通过；最接近上限的是算力（TTFT {ttft:.2f} s，目标 {slo_ttft:.2f} s）。"),
     "relief": ("What would relieve it", "缓解办法"),
+    "relief_ranked": ("What would relieve it (each alone, cheapest first; click to apply)",
+                      "缓解办法（每项单独即可，按成本从低到高；点击即应用）"),
+    "relief_apply": ("Apply this change to the inputs above", "把这项改动应用到上面的输入"),
     "relief_none": ("No single change in the usual knobs relieves it; try a larger GPU or "
                     "a smaller model.", "常用手段单独都不够；试试更大的 GPU 或更小的模型。"),
     "r_gpus": ("{value} GPUs as replicas", "{value} 张 GPU（多副本）"),
+    "r_gpus_tp": ("{value} GPUs at TP={tp}", "{value} 张 GPU，TP={tp}"),
+    "r_tp_memory": ("TP={value} on the {n} GPUs (weights and KV split across them)",
+                    "在这 {n} 张卡上用 TP={value}（权重和 KV 分到各卡）"),
+    "r_weights": ("{value} weights", "{value} 权重"),
     "r_kv_dtype": ("{value} KV cache", "{value} KV 缓存"),
-    "r_context": ("a {value} context", "{value} 上下文"),
+    "r_context": ("a context of {value} tokens", "上下文 {value} tokens"),
     "r_concurrency": ("at most {value} concurrent requests", "并发不超过 {value}"),
     "r_concurrency_cost": ("{value} concurrent requests (fill the memory)",
                            "并发提高到 {value}（用满显存）"),
@@ -201,7 +213,12 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
              "TP={value}：预填充分摊到 {value} 张卡"),
     "r_mfu": ("a prefill MFU of {value} (better kernels, chunked prefill tuning)",
               "预填充 MFU 提到 {value}（更好的算子、分块预填充调优）"),
-    "r_price": ("a price of at most {value:.2f} per GPU-hour", "每 GPU 小时价格不超过 {value:.2f}"),
+    "r_price": ("a price of at most {value:.2f} {cur} per GPU-hour",
+                "每 GPU 小时价格不超过 {value:.2f} {cur}"),
+    "r_memory_result": ("{verdict}, {subtotal:.1f} of {usable:.1f} GB per GPU, {cost:.3f} {cur} "
+                        "per M tokens",
+                        "{verdict}，每卡 {subtotal:.1f} / {usable:.1f} GB，每百万 token "
+                        "{cost:.3f} {cur}"),
     "gives": ("gives", "结果"),
     "v_fits": ("fits", "放得下"),
     "v_tight": ("tight", "勉强"),

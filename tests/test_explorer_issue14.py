@@ -1,0 +1,83 @@
+"""Issue 14, the Explorer's part: fixes offered and clickable, the prompt following the
+context, valid TP values only, number inputs beside the sliders, exact currency round trips,
+Compare (a pinned what-if), and a "How sure is this?" band that knows its distance from the
+calibration's data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from capacity.catalog import custom as catalog_custom
+from capacity.catalog.loader import default_catalog
+from capacity.model.memory import MemoryVerdict
+from capacity.model.scenario import FixKind, by_cost, make_scenario, suggest_fixes
+
+APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+
+
+@pytest.fixture(autouse=True)
+def empty_custom_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(catalog_custom.ENV_VAR, str(tmp_path))
+    catalog_custom.clear_caches()
+    yield
+    catalog_custom.clear_caches()
+
+
+def explorer(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/explorer.py").run()
+    assert not at.exception
+    return at
+
+
+def reliefs(at: AppTest) -> list[str]:
+    return [b.label for b in at.button if b.key and b.key.startswith("relief_")]
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: str(m.value) for m in at.metric}
+
+
+# ---- 1. every fix that works, ranked by cost, clickable -------------------------------------
+
+def test_deepseek_on_eight_h200_at_tp1_is_offered_tp8() -> None:
+    cat = default_catalog()
+    s = make_scenario("deepseek-v3", "h200-sxm", catalog=cat, weights="fp8", n_gpus=8, tp=1)
+    fixes = by_cost(suggest_fixes(s, 50, cat))
+    kinds = [f.kind for f in fixes]
+    assert FixKind.TP in kinds and FixKind.GPUS in kinds
+    tp = next(f for f in fixes if f.kind == FixKind.TP)
+    assert (tp.value, tp.n_gpus, tp.tp) == (8, 8, 8) and tp.verdict != MemoryVerdict.DOES_NOT_FIT
+    assert tp.subtotal_gb < tp.usable_gb == pytest.approx(126.9, abs=0.1)
+    costs = [(f.monthly_cost, f.cost_per_mtok) for f in fixes]
+    assert costs == sorted(costs)  # cheapest first: TP 8 on the same 8 GPUs before 16 GPUs
+
+
+def test_a_smaller_weight_format_is_offered() -> None:
+    cat = default_catalog()
+    s = make_scenario("llama-3.1-70b", "h100-sxm", catalog=cat, weights="bf16", n_gpus=2, tp=1)
+    fixes = {f.kind: f for f in suggest_fixes(s, 4, cat)}
+    # the largest format that fits: fp8's 70.6 GB + 1.5 GB overhead exceed 80 x 0.9 GB
+    assert fixes[FixKind.WEIGHTS].value == "gguf-q4_k_m"
+    assert fixes[FixKind.WEIGHTS].description == "GGUF Q4_K_M (llama.cpp) weights"
+    assert fixes[FixKind.GPUS].tp > 1  # more GPUs only help with the weights split
+
+
+def test_the_page_offers_clickable_fixes_and_a_click_applies_one() -> None:
+    at = explorer(model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8", c="50")
+    shown = reliefs(at)
+    assert shown and "TP=8" in shown[0]  # the cheapest: no extra GPU
+    assert "GB per GPU" in shown[0] and "per M tokens" in shown[0]
+    assert not any("No single change" in m.value for m in at.markdown)
+    at.button(key="relief_0").click().run()
+    assert not at.exception
+    assert at.query_params["tp"] == "8"
+    card = " ".join(m.value for m in at.get_by_key("verdict_memory").markdown)
+    assert "does not fit" not in card
