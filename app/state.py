@@ -96,7 +96,23 @@ def init_explorer(catalog: Catalog) -> list[str]:
     for name in FIELDS:
         if entered or key(name) not in st.session_state:
             st.session_state[key(name)] = getattr(saved, name)
+    if entered or key(PROMPT_FOLLOWS) not in st.session_state:
+        st.session_state[key(PROMPT_FOLLOWS)] = saved.prompt == 0
+    sync_prompt()
     return list(st.session_state.get(NOTICES, []))
+
+
+PROMPT_FOLLOWS = "prompt_follows"
+"""The switch 'the prompt follows the context' (`ex_prompt_follows`; `prompt=0` in the URL)."""
+
+
+def sync_prompt() -> None:
+    """Before the prompt input is drawn: while the prompt follows the context it shows the
+    context; once set apart it keeps its own value (at least 1)."""
+    if st.session_state.get(key(PROMPT_FOLLOWS), True):
+        st.session_state[key("prompt")] = int(st.session_state[key("ctx")])
+    elif int(st.session_state.get(key("prompt"), 0)) < 1:
+        st.session_state[key("prompt")] = int(st.session_state[key("ctx")])
 
 
 def from_widgets(lang: str) -> ExplorerState:
@@ -110,6 +126,8 @@ def from_widgets(lang: str) -> ExplorerState:
         elif isinstance(default, int):
             value = int(value)
         values[name] = value
+    if st.session_state.get(key(PROMPT_FOLLOWS), True):
+        values["prompt"] = 0
     state = replace(DEFAULT_STATE, lang=lang, **values)
     st.session_state[SAVED] = state
     if state != st.session_state.get(DECODED):
@@ -168,6 +186,8 @@ def apply_relief(kind: str, value: float | str, n_gpus: int, tp: int) -> None:
     default = getattr(DEFAULT_STATE, name)
     st.session_state[key(name)] = (float(value) if isinstance(default, float)
                                    else int(value) if isinstance(default, int) else str(value))
+    if name == "prompt":
+        st.session_state[key(PROMPT_FOLLOWS)] = False
     st.session_state[key("gpus")] = int(n_gpus)
     st.session_state[key("tp")] = int(tp)
     if name == "c" and int(value) > int(st.session_state.get("ex_c_max", 1024)):

@@ -14,6 +14,7 @@ from app import cache
 from app.bootstrap import ensure_navigation
 from app.i18n import chart_labels, status_text, verdict_text
 from app.state import (
+    PROMPT_FOLLOWS,
     apply_relief,
     from_widgets,
     init_explorer,
@@ -22,6 +23,7 @@ from app.state import (
     on_currency_change,
     on_gpu_change,
     on_model_change,
+    sync_prompt,
     write_url,
 )
 from capacity.errors import CapacityError
@@ -105,8 +107,10 @@ row2[2].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
 
 with st.sidebar:
     with st.expander(T("sec_workload"), expanded=False):
+        st.toggle(T("prompt_follows"), key=key(PROMPT_FOLLOWS), on_change=sync_prompt,
+                  help=T("help_prompt_follows"))
         st.number_input(T("prompt"), min_value=1, max_value=10_000_000, step=512,
-                        key=key("prompt"))
+                        key=key("prompt"), disabled=bool(st.session_state[key(PROMPT_FOLLOWS)]))
         st.number_input(T("tp"), min_value=1, max_value=16, step=1, key=key("tp"),
                         help=T("help_tp"))
         st.slider(T("util"), min_value=0.05, max_value=1.0, step=0.01, key=key("util"),
@@ -176,6 +180,10 @@ m[4].metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
             help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}")
 m[5].metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"))
 unc = cache.uncertainty(state, cache.catalog_version())
+if state.prompt:
+    st.caption(T("ttft_prompt_apart", p=tokens_label(state.prompt_tokens), ctx=tokens_label(state.ctx)))
+else:
+    st.caption(T("ttft_prompt_follows", p=tokens_label(state.prompt_tokens)))
 if scenario.calibration:
     st.caption(T("pred_basis_cal", name=scenario.calibration, eta_bw=scenario.eta_bw,
                  t0=scenario.step_overhead_ms, eff=scenario.eff, mfu=scenario.mfu))

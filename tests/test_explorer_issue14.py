@@ -81,3 +81,30 @@ def test_the_page_offers_clickable_fixes_and_a_click_applies_one() -> None:
     assert at.query_params["tp"] == "8"
     card = " ".join(m.value for m in at.get_by_key("verdict_memory").markdown)
     assert "does not fit" not in card
+
+
+# ---- 2. the prompt follows the context unless set apart -------------------------------------
+
+def test_the_prompt_follows_the_context_and_the_page_says_which_prompt() -> None:
+    at = explorer()
+    ttft_8k = metrics(at)["TTFT"]
+    assert any("prompt of 8K tokens (the whole context" in c.value for c in at.caption)
+    at.select_slider(key="ex_ctx").set_value(32768).run()
+    assert metrics(at)["TTFT"] != ttft_8k
+    assert at.number_input(key="ex_prompt").value == 32768
+    assert any("prompt of 32K tokens (the whole context" in c.value for c in at.caption)
+    assert "prompt" not in at.query_params  # following is the default
+
+
+def test_a_prompt_set_apart_stays_and_is_named() -> None:
+    at = explorer()
+    at.toggle(key="ex_prompt_follows").set_value(False).run()
+    at.number_input(key="ex_prompt").set_value(2048).run()
+    at.select_slider(key="ex_ctx").set_value(131072).run()
+    assert at.number_input(key="ex_prompt").value == 2048
+    assert any("prompt of 2K tokens, set apart from the 128K-token context" in c.value
+               for c in at.caption)
+    assert at.query_params["prompt"] == "2048"
+    again = explorer(ctx="131072", prompt="2048")
+    assert not again.toggle(key="ex_prompt_follows").value
+    assert again.number_input(key="ex_prompt").value == 2048

@@ -44,6 +44,17 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "tp": ("Tensor parallel (TP)", "张量并行 (TP)"),
     "ctx": ("Context per request (tokens)", "每个请求的上下文 (tokens)"),
     "prompt": ("Prompt length for TTFT (tokens)", "计算首字延迟的提示长度 (tokens)"),
+    "prompt_follows": ("Prompt = the whole context", "提示长度 = 整个上下文"),
+    "help_prompt_follows": ("On: TTFT is for a prompt as long as the context, and follows it. "
+                            "Off: set the prompt length apart.",
+                            "开：首字延迟按与上下文等长的提示计算，并随上下文变化。关：单独设定提示长度。"),
+    "ttft_prompt_follows": ("TTFT is for a prompt of {p} tokens (the whole context; set it apart "
+                            "under Workload and memory).",
+                            "首字延迟按 {p} tokens 的提示计算（即整个上下文；可在“负载与显存”中单独设定）。"),
+    "ttft_prompt_apart": ("TTFT is for a prompt of {p} tokens, set apart from the {ctx}-token "
+                          "context (under Workload and memory).",
+                          "首字延迟按 {p} tokens 的提示计算，与 {ctx} tokens 的上下文分开设定"
+                          "（见“负载与显存”）。"),
     "kv": ("KV cache precision", "KV 缓存精度"),
     "block": ("KV block size (tokens)", "KV 块大小 (tokens)"),
     "util": ("GPU memory utilization", "显存利用率"),

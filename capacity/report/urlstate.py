@@ -35,7 +35,11 @@ LANGS = ("en", "zh")
 
 @dataclass(frozen=True, kw_only=True)
 class ExplorerState:
-    """Every Explorer input. Field names are the query-parameter names."""
+    """Every Explorer input. Field names are the query-parameter names.
+
+    `prompt` 0 means the prompt follows the context (TTFT for a prompt as long as `ctx`); a
+    positive `prompt` is set apart from it (capped at `ctx`).
+    """
 
     lang: str = "en"
     model: str = "qwen3.5-9b"
@@ -44,7 +48,7 @@ class ExplorerState:
     gpus: int = 1
     tp: int = 1
     ctx: int = DEFAULT_CONTEXT_TOKENS
-    prompt: int = DEFAULT_CONTEXT_TOKENS
+    prompt: int = 0
     kv: str = "fp16"
     block: int = DEFAULT_BLOCK_SIZE
     util: float = DEFAULT_UTIL
@@ -62,6 +66,11 @@ class ExplorerState:
     calibration: str = ""
 
     @property
+    def prompt_tokens(self) -> int:
+        """The prompt TTFT is for: the context when `prompt` is 0, else min(prompt, ctx)."""
+        return min(self.prompt, self.ctx) if self.prompt else self.ctx
+
+    @property
     def concurrency(self) -> int:
         """Concurrent requests in all (the URL's `c`), for code outside the URL codec."""
         return self.c
@@ -76,7 +85,8 @@ class ExplorerState:
         s = make_scenario(
             self.model, self.gpu, catalog=catalog, weights=self.weights, n_gpus=self.gpus,
             tp=self.tp, util=self.util, overhead_gb=self.overhead, context_tokens=self.ctx,
-            prompt_tokens=min(self.prompt, self.ctx), kv_dtype=self.kv, block_size=self.block,
+            prompt_tokens=min(self.prompt, self.ctx) if self.prompt else None,
+            kv_dtype=self.kv, block_size=self.block,
             eff=self.eff, mfu=self.mfu, price_per_hour=self.price, currency=self.currency,
             cny_per_usd=self.rate, headroom=self.headroom,
         )
@@ -90,7 +100,7 @@ class ExplorerState:
 DEFAULT_STATE = ExplorerState()
 
 _RANGES: dict[str, tuple[float, float]] = {
-    "gpus": (1, 64), "tp": (1, 16), "ctx": (1, 10_000_000), "prompt": (1, 10_000_000),
+    "gpus": (1, 64), "tp": (1, 16), "ctx": (1, 10_000_000), "prompt": (0, 10_000_000),
     "block": (1, 1024), "util": (0.01, 1.0), "overhead": (0.0, 1000.0), "c": (1, 100_000),
     "slo_ttft_ms": (1.0, 1e7), "slo_tpot_ms": (0.1, 1e6), "slo_cost": (0.0, 1e6),
     "price": (0.0, 1e5), "rate": (0.01, 1e4), "eff": (0.01, 1.0), "mfu": (0.01, 1.0),
@@ -212,7 +222,8 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
     c = design_concurrency_total(inp, o)
     return ExplorerState(
         lang=lang, model=cat.variant(inp.model).model.key, weights=o.weights, gpu=o.gpu,
-        gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens, prompt=wl.prompt, kv=o.kv_dtype,
+        gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens,
+        prompt=0 if wl.prompt >= wl.context_tokens else wl.prompt, kv=o.kv_dtype,
         util=inp.util, overhead=inp.overhead_gb, c=max(1, c), slo_ttft_ms=inp.slo.ttft_ms,
         slo_tpot_ms=inp.slo.tpot_ms, price=round(o.price_per_hour, 4), currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom)
