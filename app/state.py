@@ -23,6 +23,7 @@ import streamlit as st
 
 from capacity.catalog.loader import Catalog
 from capacity.model.cost import convert
+from capacity.model.scenario import valid_tp_sizes
 from capacity.report.urlstate import DEFAULT_STATE, LANGS, ExplorerState, decode, encode
 
 PREFIX = "ex_"
@@ -192,3 +193,26 @@ def apply_relief(kind: str, value: float | str, n_gpus: int, tp: int) -> None:
     st.session_state[key("tp")] = int(tp)
     if name == "c" and int(value) > int(st.session_state.get("ex_c_max", 1024)):
         st.session_state["ex_c_max"] = int(value)
+
+
+MAX_TP = 16
+"""The largest TP size the Explorer offers (the URL's limit)."""
+
+
+def valid_tps(catalog: Catalog) -> list[int]:
+    """The TP sizes the chosen model allows on the chosen GPU count (F10), up to `MAX_TP`."""
+    model = catalog.models[st.session_state[key("model")]]
+    gpus = int(st.session_state[key("gpus")])
+    return [tp for tp in valid_tp_sizes(model, gpus) if tp <= MAX_TP] or [1]
+
+
+def fit_tp(catalog: Catalog) -> tuple[int, int] | None:
+    """Before the TP input is drawn: a TP size the GPU count or the model no longer allows
+    moves to the nearest valid one. Returns (old, new) when it moved, for the page to say so."""
+    tp = int(st.session_state[key("tp")])
+    sizes = valid_tps(catalog)
+    if tp in sizes:
+        return None
+    new = min(sizes, key=lambda v: (abs(v - tp), v))
+    st.session_state[key("tp")] = new
+    return tp, new

@@ -16,6 +16,7 @@ from app.i18n import chart_labels, status_text, verdict_text
 from app.state import (
     PROMPT_FOLLOWS,
     apply_relief,
+    fit_tp,
     from_widgets,
     init_explorer,
     init_lang,
@@ -24,6 +25,7 @@ from app.state import (
     on_gpu_change,
     on_model_change,
     sync_prompt,
+    valid_tps,
     write_url,
 )
 from capacity.errors import CapacityError
@@ -86,7 +88,7 @@ if notices:
 # ---- inputs: the main ones on the page, the rest in the sidebar ----------------------------
 models = sorted(catalog.models)
 gpus = sorted(catalog.gpus)
-row1 = st.columns([3, 2, 3, 1])
+row1 = st.columns([3, 2, 3, 1, 1])
 row1[0].selectbox(T("model"), models, key=key("model"),
                   format_func=lambda k: catalog.models[k].name,
                   on_change=on_model_change, args=(catalog,))
@@ -99,6 +101,9 @@ row1[1].selectbox(T("weights"), formats, key=key("weights"),
 row1[2].selectbox(T("gpu"), gpus, key=key("gpu"), format_func=lambda k: catalog.gpus[k].name,
                   on_change=on_gpu_change, args=(catalog,))
 row1[3].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus"))
+tp_moved = fit_tp(catalog)
+tp_sizes = valid_tps(catalog)
+row1[4].selectbox(T("tp_short"), tp_sizes, key=key("tp"), help=T("help_tp"))
 row2 = st.columns([4, 3, 2])
 row2[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,
                key=key("c"))
@@ -111,8 +116,6 @@ with st.sidebar:
                   help=T("help_prompt_follows"))
         st.number_input(T("prompt"), min_value=1, max_value=10_000_000, step=512,
                         key=key("prompt"), disabled=bool(st.session_state[key(PROMPT_FOLLOWS)]))
-        st.number_input(T("tp"), min_value=1, max_value=16, step=1, key=key("tp"),
-                        help=T("help_tp"))
         st.slider(T("util"), min_value=0.05, max_value=1.0, step=0.01, key=key("util"),
                   help=T("help_util"))
         st.number_input(T("overhead"), min_value=0.0, max_value=1000.0, step=0.1,
@@ -146,6 +149,9 @@ with st.sidebar:
 
 state = from_widgets(lang)
 write_url(state)
+if tp_moved is not None:
+    st.info(T("tp_moved", old=tp_moved[0], new=tp_moved[1], n=state.gpus,
+              model=model.name), icon=":material/swap_horiz:")
 
 try:
     scenario = state.scenario(catalog)

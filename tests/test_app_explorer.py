@@ -146,12 +146,12 @@ def test_bad_parameters_fall_back_with_a_notice() -> None:
 
 
 def test_inputs_that_cannot_be_computed_say_why() -> None:
-    at = start(tp="3")  # 3 does not divide 1 GPU: urlstate falls back with a notice
+    at = start(ctx="10000000")  # beyond the model's limit: urlstate falls back with a notice
     assert "cannot be computed" in notices(at)[0]
     at = start()
-    at.number_input(key="ex_tp").set_value(2).run()  # TP 2 on 1 GPU
+    at.select_slider(key="ex_ctx").set_value(1048576).run()  # 1M tokens: beyond 262,144
     assert not at.exception
-    assert "does not divide" in at.error[0].value
+    assert "exceeds" in at.error[0].value
 
 
 @pytest.mark.slow

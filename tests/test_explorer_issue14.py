@@ -108,3 +108,25 @@ def test_a_prompt_set_apart_stays_and_is_named() -> None:
     again = explorer(ctx="131072", prompt="2048")
     assert not again.toggle(key="ex_prompt_follows").value
     assert again.number_input(key="ex_prompt").value == 2048
+
+
+# ---- 3. only valid TP sizes; a change that invalidates TP moves it and says so --------------
+
+def test_only_valid_tp_sizes_are_offered() -> None:
+    at = explorer(model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8", tp="8")
+    assert at.selectbox(key="ex_tp").options == ["1", "2", "4", "8"]
+    at.number_input(key="ex_gpus").set_value(2).run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="ex_tp").value == 2
+    assert at.selectbox(key="ex_tp").options == ["1", "2"]
+    assert any("TP=8 is not possible for DeepSeek-V3 on 2 GPUs; moved to TP=2" in i.value
+               for i in at.info)
+    assert at.query_params["tp"] == "2"
+    assert len(at.get("vega_lite_chart")) == 6  # the page, not one line of error
+
+
+def test_a_link_with_an_impossible_tp_takes_the_nearest_valid_one() -> None:
+    at = explorer(gpus="4", tp="3")
+    assert at.selectbox(key="ex_tp").value == 2  # 2 and 4 are as near: the smaller
+    notice = next(w.value for w in at.warning if w.value.startswith("Some link parameters"))
+    assert "'tp=3' is not possible" in notice and "cannot be computed" not in notice

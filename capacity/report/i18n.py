@@ -42,6 +42,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "gpu": ("GPU", "GPU"),
     "gpus": ("GPUs", "GPU 数量"),
     "tp": ("Tensor parallel (TP)", "张量并行 (TP)"),
+    "tp_short": ("TP", "TP"),
+    "tp_moved": ("TP={old} is not possible for {model} on {n} GPUs; moved to TP={new}, the "
+                 "nearest size that is.",
+                 "{model} 在 {n} 张 GPU 上不能用 TP={old}；已改为最接近的可行值 TP={new}。"),
     "ctx": ("Context per request (tokens)", "每个请求的上下文 (tokens)"),
     "prompt": ("Prompt length for TTFT (tokens)", "计算首字延迟的提示长度 (tokens)"),
     "prompt_follows": ("Prompt = the whole context", "提示长度 = 整个上下文"),
@@ -72,8 +76,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "help_util": ("Fraction of total GPU memory the engine may use (vLLM "
                   "gpu_memory_utilization).",
                   "推理引擎可用的显存比例（vLLM 的 gpu_memory_utilization，按总显存计）。"),
-    "help_tp": ("Replicas = GPUs / TP. A model that fits one card is usually better served by "
-                "replicas.", "副本数 = GPU 数 / TP。单卡放得下的模型通常用多副本更好。"),
+    "help_tp": ("Tensor parallel size. Replicas = GPUs / TP; only sizes that divide the GPU "
+                "count and the model's heads are offered. A model that fits one card is "
+                "usually better served by replicas.",
+                "张量并行大小。副本数 = GPU 数 / TP；只列出能整除 GPU 数和模型头数的取值。"
+                "单卡放得下的模型通常用多副本更好。"),
     "help_eff": ("Fraction of peak TFLOP/s a decode step reaches (the chapter uses 1.0; real "
                  "values are lower).", "解码阶段达到的峰值算力比例（原文取 1.0，实际更低）。"),
     "sec_inputs": ("Inputs", "输入"),

@@ -26,6 +26,8 @@ from capacity.model.scenario import (
     DEFAULT_MFU,
     Scenario,
     make_scenario,
+    nearest_valid_tp,
+    valid_tp_sizes,
 )
 from capacity.plan.search import Option, PlanInputs, design_concurrency_total
 from capacity.units import KV_DTYPES
@@ -206,6 +208,12 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
             notices.append(f"'calibration={state.calibration}' is not a saved calibration; "
                            "using the spec-sheet prediction")
             state = replace(state, calibration="")
+    model = catalog.models[state.model]
+    if state.tp not in valid_tp_sizes(model, state.gpus):
+        tp = nearest_valid_tp(model, state.gpus, state.tp)
+        notices.append(f"'tp={state.tp}' is not possible for {model.name} on {state.gpus} "
+                       f"GPUs; using TP={tp}, the nearest size that is")
+        state = replace(state, tp=tp)
     try:
         state.scenario(catalog)
     except CapacityError as exc:
