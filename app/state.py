@@ -216,3 +216,27 @@ def fit_tp(catalog: Catalog) -> tuple[int, int] | None:
     new = min(sizes, key=lambda v: (abs(v - tp), v))
     st.session_state[key("tp")] = new
     return tp, new
+
+
+MAX_CONCURRENCY = 100_000
+"""The largest concurrency the Explorer takes (the URL's limit)."""
+MAX_CONTEXT = 10_000_000
+"""The largest context the Explorer takes (the URL's limit)."""
+MIRRORED = ("c", "ctx")
+"""Inputs drawn twice: a slider for the rough value, a number input (`ex_<name>_in`) for the
+exact one."""
+
+
+def mirror_inputs() -> None:
+    """Before the sliders are drawn: their number inputs show the sliders' values."""
+    for name in MIRRORED:
+        st.session_state[key(name + "_in")] = int(st.session_state[key(name)])
+
+
+def from_mirror(name: str) -> None:
+    """A number input beside a slider changed: it sets the slider's value (and widens the
+    concurrency slider when the number is beyond its end)."""
+    value = int(st.session_state[key(name + "_in")])
+    st.session_state[key(name)] = value
+    if name == "c" and value > int(st.session_state.get("ex_c_max", 1024)):
+        st.session_state["ex_c_max"] = value

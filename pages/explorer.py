@@ -14,13 +14,17 @@ from app import cache
 from app.bootstrap import ensure_navigation
 from app.i18n import chart_labels, status_text, verdict_text
 from app.state import (
+    MAX_CONCURRENCY,
+    MAX_CONTEXT,
     PROMPT_FOLLOWS,
     apply_relief,
     fit_tp,
+    from_mirror,
     from_widgets,
     init_explorer,
     init_lang,
     key,
+    mirror_inputs,
     on_currency_change,
     on_gpu_change,
     on_model_change,
@@ -104,11 +108,18 @@ row1[3].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus
 tp_moved = fit_tp(catalog)
 tp_sizes = valid_tps(catalog)
 row1[4].selectbox(T("tp_short"), tp_sizes, key=key("tp"), help=T("help_tp"))
-row2 = st.columns([4, 3, 2])
+row2 = st.columns([3, 1, 3, 1, 2], vertical_alignment="bottom")
+mirror_inputs()
 row2[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,
                key=key("c"))
-row2[1].select_slider(T("ctx"), options=ctx_options, key=key("ctx"), format_func=tokens_label)
-row2[2].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
+row2[1].number_input(T("c_exact"), min_value=1, max_value=MAX_CONCURRENCY, step=1,
+                     key=key("c_in"), on_change=from_mirror, args=("c",),
+                     help=T("help_exact"))
+row2[2].select_slider(T("ctx"), options=ctx_options, key=key("ctx"), format_func=tokens_label)
+row2[3].number_input(T("ctx_exact"), min_value=1, max_value=MAX_CONTEXT, step=1024,
+                     key=key("ctx_in"), on_change=from_mirror, args=("ctx",),
+                     help=T("help_exact"))
+row2[4].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
 
 with st.sidebar:
     with st.expander(T("sec_workload"), expanded=False):

@@ -130,3 +130,20 @@ def test_a_link_with_an_impossible_tp_takes_the_nearest_valid_one() -> None:
     assert at.selectbox(key="ex_tp").value == 2  # 2 and 4 are as near: the smaller
     notice = next(w.value for w in at.warning if w.value.startswith("Some link parameters"))
     assert "'tp=3' is not possible" in notice and "cannot be computed" not in notice
+
+
+# ---- 4. number inputs beside the concurrency and context sliders ----------------------------
+
+def test_number_inputs_beside_the_sliders_set_exact_values() -> None:
+    at = explorer()
+    assert at.number_input(key="ex_c_in").value == 50
+    at.number_input(key="ex_c_in").set_value(73).run()
+    assert at.slider(key="ex_c").value == 73 and at.query_params["c"] == "73"
+    at.number_input(key="ex_c_in").set_value(5000).run()  # beyond the slider's 1024
+    assert at.slider(key="ex_c").value == 5000 and at.slider(key="ex_c").max >= 5000
+    at.slider(key="ex_c").set_value(10).run()
+    assert at.number_input(key="ex_c_in").value == 10
+    at.number_input(key="ex_ctx_in").set_value(12000).run()
+    assert at.select_slider(key="ex_ctx").value == 12000
+    assert at.query_params["ctx"] == "12000"
+    assert at.subheader[0].value.startswith("10 concurrent requests × 12,000 tokens")
