@@ -152,16 +152,35 @@ def on_gpu_change(catalog: Catalog) -> None:
     rate = float(st.session_state.get(key("rate"), DEFAULT_STATE.rate))
     st.session_state[key("price")] = round(convert(gpu.price_per_hour, gpu.currency, cur,
                                                    rate), 4)
+    st.session_state.get(TYPED, {}).pop("price", None)
+
+
+TYPED = "explorer_typed_money"
+"""For each money input: (currency, value) as the user last typed it, and the converted value
+shown now; a conversion back to that currency returns the typed value."""
 
 
 def on_currency_change() -> None:
-    """Switching currency converts the hourly price (and the cost SLO) at the chosen rate."""
+    """Switching currency converts the hourly price (and the cost SLO) at the chosen rate.
+
+    A round trip (CNY -> USD -> CNY) gives back the value typed in CNY, not the value converted
+    twice through the rounding: each input remembers what was typed and the converted value it
+    showed, and while that is unchanged, converting back restores the typed one.
+    """
     new = st.session_state.get(key("currency"), "CNY")
     old = "USD" if new == "CNY" else "CNY"
     rate = float(st.session_state.get(key("rate"), DEFAULT_STATE.rate))
+    typed: dict[str, tuple[str, float, float, float]] = st.session_state.setdefault(TYPED, {})
     for name in ("price", "slo_cost"):
         value = float(st.session_state.get(key(name), getattr(DEFAULT_STATE, name)))
-        st.session_state[key(name)] = round(convert(value, old, new, rate), 4)
+        origin = typed.get(name)
+        if origin is not None and origin[0] == new and origin[2] == value and origin[3] == rate:
+            st.session_state[key(name)] = origin[1]  # back where it was typed
+            del typed[name]
+            continue
+        converted = round(convert(value, old, new, rate), 4)
+        typed[name] = (old, value, converted, rate)
+        st.session_state[key(name)] = converted
 
 
 def on_model_change(catalog: Catalog) -> None:

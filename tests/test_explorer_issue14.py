@@ -147,3 +147,30 @@ def test_number_inputs_beside_the_sliders_set_exact_values() -> None:
     assert at.select_slider(key="ex_ctx").value == 12000
     assert at.query_params["ctx"] == "12000"
     assert at.subheader[0].value.startswith("10 concurrent requests × 12,000 tokens")
+
+
+# ---- 5. a currency round trip returns the typed value ---------------------------------------
+
+def test_cny_usd_cny_returns_the_typed_values() -> None:
+    at = explorer()
+    at.number_input(key="ex_price").set_value(2.5).run()
+    at.number_input(key="ex_slo_cost").set_value(0.9).run()
+    at.button_group(key="ex_currency").set_value("USD").run()
+    assert at.number_input(key="ex_price").value == pytest.approx(2.5 / 7.1, abs=1e-4)
+    at.button_group(key="ex_currency").set_value("CNY").run()
+    assert at.number_input(key="ex_price").value == 2.5
+    assert at.number_input(key="ex_slo_cost").value == 0.9
+    assert at.query_params["price"] == "2.5" and at.query_params["slo_cost"] == "0.9"
+    at.button_group(key="ex_currency").set_value("USD").run()
+    at.number_input(key="ex_price").set_value(0.5).run()  # typed in USD now
+    at.button_group(key="ex_currency").set_value("CNY").run()
+    at.button_group(key="ex_currency").set_value("USD").run()
+    assert at.number_input(key="ex_price").value == 0.5
+    assert at.number_input(key="ex_slo_cost").value == pytest.approx(0.9 / 7.1, abs=1e-4)
+
+
+def test_the_default_round_trip_leaves_a_clean_url() -> None:
+    at = explorer()
+    at.button_group(key="ex_currency").set_value("USD").run()
+    at.button_group(key="ex_currency").set_value("CNY").run()
+    assert "price" not in at.query_params and "slo_cost" not in at.query_params
