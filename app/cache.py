@@ -15,7 +15,7 @@ import streamlit as st
 from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.fit.calibration import load as load_calibration
-from capacity.fit.uncertainty import Sensitivity, band, sensitivity
+from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
 from capacity.report.charts import chart_data, specs
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
 from capacity.report.urlstate import ExplorerState
@@ -80,6 +80,8 @@ class Uncertainty:
     calibrated: bool
     step_sensitivity: tuple[Sensitivity, ...]
     ttft_sensitivity: tuple[Sensitivity, ...]
+    widenings: tuple[Widening, ...] = ()
+    flags: tuple[KnobFlag, ...] = ()
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -95,6 +97,7 @@ def uncertainty(state: ExplorerState, version: int) -> Uncertainty:
         calibrated=cal is not None,
         step_sensitivity=tuple(sensitivity(s, state.concurrency, "step_ms")[:5]),
         ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s")[:5]),
+        widenings=b.widenings, flags=b.flags,
     )
 
 

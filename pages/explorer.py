@@ -206,12 +206,38 @@ if scenario.calibration:
                  t0=scenario.step_overhead_ms, eff=scenario.eff, mfu=scenario.mfu))
 else:
     st.caption(T("pred_basis_spec"))
-with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]), expanded=False):
+def num(x: float) -> str:
+    """A number for the How-sure tables: thousands separated, 3 significant figures below."""
+    if not math.isfinite(x):
+        return "—"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def knob_name(name: str) -> str:
+    return T("in_" + name)
+
+
+with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]),
+                 expanded=bool(unc.flags)):
     st.caption(T("unc_basis_cal") if unc.calibrated else T("unc_basis_spec"))
+    if unc.flags:
+        st.warning(T("unc_flags") + "\n\n" + "\n".join(
+            "- " + (T("unc_flag_high", knob=knob_name(f.knob), value=f.value, limit=f.limit)
+                    if math.isfinite(f.limit) else
+                    T("unc_flag_std", knob=knob_name(f.knob), value=f.value, std=f.std))
+            for f in unc.flags), icon=":material/report:")
+    if unc.widenings:
+        st.markdown(T("unc_wider") + "\n\n" + "\n".join(
+            "- " + T("unc_w_" + w.kind, used=w.used,
+                     measured=knob_name(w.measured) if w.kind == "implausible" else w.measured,
+                     amount=f"{w.amount:.0%}", output=T("unc_out_" + w.output))
+            for w in unc.widenings))
     st.dataframe(pd.DataFrame(
-        [[T("metric_tpot") + " (ms)", *unc.step_ms],
-         [T("metric_ttft") + " (s)", *unc.ttft_s],
-         [T("metric_cvram"), *map(float, unc.max_concurrency_vram)]],
+        [[T("metric_tpot") + " (ms)", *map(num, unc.step_ms)],
+         [T("metric_ttft") + " (s)", *map(num, unc.ttft_s)],
+         [T("metric_cvram"), *(f"{int(v):,}" for v in unc.max_concurrency_vram)]],
         columns=[T("unc_quantity"), T("unc_low"), T("unc_mid"), T("unc_high")]),
         hide_index=True, key="unc_band")
     s1, s2 = st.columns(2)
@@ -219,10 +245,11 @@ with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]), exp
                              (s2, T("sens_ttft"), unc.ttft_sensitivity)):
         col.markdown(f"**{title}**")
         col.dataframe(pd.DataFrame(
-            [[T("in_" + r.name), f"{r.low:.3g} .. {r.high:.3g}", r.output_low, r.output_high,
-              r.swing] for r in rows],
+            [[T("in_" + r.name), f"{num(r.low)} .. {num(r.high)}", num(r.output_low),
+              num(r.output_high), r.swing] for r in rows],
             columns=[T("sens_input"), T("sens_range"), T("unc_low"), T("unc_high"),
-                     T("sens_swing")]), hide_index=True)
+                     T("sens_swing")]), hide_index=True,
+            column_config={T("sens_swing"): st.column_config.NumberColumn(format="%.3f")})
 
 
 # ---- verdict cards ------------------------------------------------------------------------

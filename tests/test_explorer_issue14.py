@@ -174,3 +174,28 @@ def test_the_default_round_trip_leaves_a_clean_url() -> None:
     at.button_group(key="ex_currency").set_value("USD").run()
     at.button_group(key="ex_currency").set_value("CNY").run()
     assert "price" not in at.query_params and "slo_cost" not in at.query_params
+
+
+# ---- 7. How sure is this? the band knows its distance; implausible knobs flagged ------------
+
+def test_how_sure_widens_away_from_the_calibration_and_flags_its_knobs() -> None:
+    at = explorer(calibration="rtx-4090-vllm-published", gpu="h100-sxm")
+    wider = next(m.value for m in at.markdown if m.value.startswith("The band is wider"))
+    assert "fitted on mistral-7b-v0.3-bf16, applied to qwen3.5-9b-awq: +15%" in wider
+    assert "measured on rtx-4090, applied to h100-sxm: +25%" in wider
+    flags = next(w.value for w in at.warning if w.value.startswith("The calibration has knobs"))
+    assert "bandwidth efficiency = 1, above the plausible 0.95" in flags
+    band = next(d.value for d in at.dataframe if "quantity" in d.value.columns)
+    low, mid, high = (float(x) for x in band.iloc[0, 1:])
+    assert high / mid > 1.5 and mid / low > 1.5  # not the +/- 5% of the issue
+
+
+def test_how_sure_tables_write_plain_numbers() -> None:
+    at = explorer(c="1200", gpu="h200-sxm")
+    frames = [d.value for d in at.dataframe]
+    how_sure = [f for f in frames if "quantity" in f.columns or "swing" in f.columns]
+    cells = [str(v) for f in how_sure for v in f.to_numpy().ravel()]
+    assert len(how_sure) == 3 and not [c for c in cells if "e+" in c]
+    sens = how_sure[2]  # what moves TTFT: the context's range in tokens
+    ctx = sens[sens["input"] == "context (tokens)"]["range"].iloc[0]
+    assert ctx == "6,554 .. 9,830"
