@@ -16,7 +16,7 @@ from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.fit.calibration import load as load_calibration
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
-from capacity.report.charts import chart_data, specs
+from capacity.report.charts import ChartData, chart_data, compare_specs, specs
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
 from capacity.report.urlstate import ExplorerState
 
@@ -108,3 +108,17 @@ def capacity_rows(state: ExplorerState, rows: tuple[tuple[int, int], ...], versi
     del version
     s = state.scenario(catalog())
     return pd.DataFrame(table_records(s, list(rows), targets(state)))
+
+
+def _chart_data(state: ExplorerState) -> ChartData:
+    s = state.scenario(catalog())
+    return chart_data(s, state.concurrency, slo_ttft_ms=state.slo_ttft_ms,
+                      slo_tpot_ms=state.slo_tpot_ms, slo_cost=state.slo_cost)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def compare_charts(current: ExplorerState, pinned: ExplorerState, labels: dict[str, str],
+                   version: int) -> dict[str, dict[str, Any]]:
+    """Compare: the current and the pinned what-if's curves overlaid (`compare_specs`)."""
+    del version
+    return compare_specs(_chart_data(current), _chart_data(pinned), labels)

@@ -24,7 +24,16 @@ import streamlit as st
 from capacity.catalog.loader import Catalog
 from capacity.model.cost import convert
 from capacity.model.scenario import valid_tp_sizes
-from capacity.report.urlstate import DEFAULT_STATE, LANGS, ExplorerState, decode, encode
+from capacity.report.urlstate import (
+    DEFAULT_STATE,
+    LANGS,
+    PIN,
+    ExplorerState,
+    decode,
+    decode_pin,
+    encode,
+    encode_pin,
+)
 
 PREFIX = "ex_"
 SAVED = "explorer_saved_state"
@@ -88,7 +97,12 @@ def init_explorer(catalog: Catalog) -> list[str]:
     its widgets are new ones); returns the notices about parameters that fell back to
     defaults."""
     if SAVED not in st.session_state:
-        state, notices = decode(st.query_params.to_dict(), catalog)
+        params = st.query_params.to_dict()
+        state, notices = decode(params, catalog)
+        if params.get(PIN):
+            pinned, more = decode_pin(params[PIN], state, catalog)
+            notices += more
+            st.session_state[PINNED] = pinned
         st.session_state[SAVED] = state
         st.session_state[DECODED] = state
         st.session_state[NOTICES] = notices
@@ -136,9 +150,33 @@ def from_widgets(lang: str) -> ExplorerState:
     return state
 
 
+PINNED = "explorer_pinned"
+"""The pinned what-if of Compare (an ExplorerState), or None."""
+
+
+def pinned_state(lang: str) -> ExplorerState | None:
+    """The pinned what-if, in the page's language."""
+    pinned: ExplorerState | None = st.session_state.get(PINNED)
+    return None if pinned is None else replace(pinned, lang=lang)
+
+
+def pin() -> None:
+    """Pin the current what-if (the one the URL holds now)."""
+    st.session_state[PINNED] = st.session_state.get(SAVED)
+
+
+def unpin() -> None:
+    """Drop the pinned what-if."""
+    st.session_state[PINNED] = None
+
+
 def write_url(state: ExplorerState) -> None:
-    """Put the state into the query parameters (only what differs from the defaults)."""
+    """Put the state into the query parameters (only what differs from the defaults), and the
+    pinned what-if as its differences from it (`pin=`)."""
     params = encode(state)
+    pinned = pinned_state(state.lang)
+    if pinned is not None:
+        params[PIN] = encode_pin(pinned, state)
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
 

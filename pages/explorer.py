@@ -28,7 +28,10 @@ from app.state import (
     on_currency_change,
     on_gpu_change,
     on_model_change,
+    pin,
+    pinned_state,
     sync_prompt,
+    unpin,
     valid_tps,
     write_url,
 )
@@ -37,7 +40,7 @@ from capacity.fit.calibration import saved_calibrations
 from capacity.model.cost import CURRENCIES
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import SEED_TABLE_ROWS
-from capacity.report.charts import ALL_CHARTS
+from capacity.report.charts import ALL_CHARTS, COMPARE_CHARTS
 from capacity.report.explain import (
     TABLE_COLUMNS,
     Constraint,
@@ -50,6 +53,7 @@ from capacity.report.explain import (
 )
 from capacity.report.i18n import t
 from capacity.report.tables import render
+from capacity.report.urlstate import ExplorerState
 from capacity.units import KV_DTYPES
 
 ensure_navigation()
@@ -67,6 +71,10 @@ CHART_HEIGHTS = {"step_time": 380, "throughput": 380, "vram": 250, "ttft": 380, 
                  "roofline": 380}
 MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGHT,
                Status.FAIL: MemoryVerdict.DOES_NOT_FIT}
+COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv", "block",
+                   "util", "overhead", "headroom", "slo_ttft_ms", "slo_tpot_ms", "slo_cost",
+                   "currency", "price", "rate", "calibration", "eff", "mfu")
+FIELD_LABEL = {"calibration": "prediction"}
 STATUS_COLOR = {Status.PASS: "green", Status.TIGHT: "orange", Status.FAIL: "red"}
 
 
@@ -196,6 +204,77 @@ m[3].metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}")
 m[4].metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
             help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}")
 m[5].metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"))
+
+
+# ---- compare: a pinned what-if beside this one ---------------------------------------------
+def shown_value(st8: ExplorerState, name: str) -> str:
+    """One input of a state as the page shows it."""
+    v = getattr(st8, name)
+    if name == "model":
+        return catalog.models[v].name if v in catalog.models else str(v)
+    if name == "gpu":
+        return catalog.gpus[v].name if v in catalog.gpus else str(v)
+    if name == "weights":
+        return catalog.formats[v].name if v in catalog.formats else str(v)
+    if name == "ctx":
+        return tokens_label(int(v))
+    if name == "prompt":
+        return tokens_label(st8.prompt_tokens)
+    if name == "calibration":
+        return str(v) or T("spec_sheet")
+    if isinstance(v, float):
+        return f"{v:g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def key_numbers(e: Explanation, st8: ExplorerState) -> list[str]:
+    f = e.figures
+    return [f"{f['step_ms']:.1f}", f"{f['ttft_s']:.2f}", f"{f['tok_s_per_request']:,.1f}",
+            f"{f['aggregate_tok_s']:,.0f}", f"{f['cost_per_mtok']:,.3f} {st8.currency}",
+            f"{f['monthly_cost']:,.0f} {st8.currency}", f"{int(f['c_vram']):,}",
+            *(verdict_text(MEMORY_WORD[v.status], lang) if v.constraint == Constraint.MEMORY
+              else status_text(v.status, lang) for v in e.verdicts),
+            status_text(e.overall, lang)]
+
+
+pinned = pinned_state(lang)
+if pinned is None:
+    st.button(T("pin"), key="pin", on_click=pin, icon=":material/push_pin:", help=T("help_pin"))
+else:
+    with st.container(border=True, key="compare"):
+        head = st.columns([5, 1, 1], vertical_alignment="center")
+        head[0].markdown(f"**{T('compare_title')}**")
+        head[1].button(T("repin"), key="repin", on_click=pin, help=T("help_repin"))
+        head[2].button(T("unpin"), key="unpin", on_click=unpin)
+        try:
+            pinned_result = cache.explorer_result(pinned, chart_labels(lang),
+                                                  cache.catalog_version())
+            overlays = cache.compare_charts(state, pinned, chart_labels(lang),
+                                            cache.catalog_version())
+        except CapacityError as exc:
+            st.warning(T("compare_error", msg=str(exc)))
+        else:
+            diff = [f for f in COMPARED_FIELDS if getattr(pinned, f) != getattr(state, f)]
+            if diff:
+                st.markdown(T("compare_diff") + " " + T("list_sep").join(
+                    T("compare_item", name=T(FIELD_LABEL.get(f, f)),
+                      pinned=shown_value(pinned, f), now=shown_value(state, f))
+                    for f in diff) + ".")
+            else:
+                st.caption(T("compare_same"))
+            rows = [T("metric_tpot") + " (ms)", T("metric_ttft") + " (s)", T("metric_tok_s"),
+                    T("metric_agg"), T("col_cost_per_mtok"), T("metric_month"),
+                    T("metric_cvram"), *(T("c_" + v.constraint) for v in ex.verdicts),
+                    T("compare_overall")]
+            st.dataframe(pd.DataFrame({
+                T("unc_quantity"): rows,
+                T("chart_pinned"): key_numbers(pinned_result.explanation, pinned),
+                T("chart_current"): key_numbers(ex, state)}), hide_index=True,
+                key="compare_table", width="stretch")
+            cols = st.columns(len(COMPARE_CHARTS))
+            for col, name in zip(cols, COMPARE_CHARTS, strict=True):
+                col.vega_lite_chart(overlays[name], width="stretch", key=f"compare_{name}")
+
 unc = cache.uncertainty(state, cache.catalog_version())
 if state.prompt:
     st.caption(T("ttft_prompt_apart", p=tokens_label(state.prompt_tokens), ctx=tokens_label(state.ctx)))

@@ -199,3 +199,58 @@ def test_how_sure_tables_write_plain_numbers() -> None:
     sens = how_sure[2]  # what moves TTFT: the context's range in tokens
     ctx = sens[sens["input"] == "context (tokens)"]["range"].iloc[0]
     assert ctx == "6,554 .. 9,830"
+
+
+# ---- 6. compare: pin the current what-if, the pair is in the URL ----------------------------
+
+def test_pin_then_change_keeps_the_pinned_one_beside_it() -> None:
+    at = explorer()
+    at.button(key="pin").click().run()
+    assert at.query_params["pin"] == "same"
+    at.slider(key="ex_c").set_value(100).run()
+    assert at.query_params["c"] == "100" and at.query_params["pin"] == "c:50"
+    diff = next(m.value for m in at.markdown if m.value.startswith("The pinned one differs"))
+    assert "Concurrent requests: 50 (now 100)" in diff
+    table = next(d.value for d in at.dataframe if "pinned" in d.value.columns)
+    row = dict(zip(table["quantity"], zip(table["pinned"], table["this what-if"], strict=True),
+                   strict=True))
+    assert row["TPOT (ms)"] == ("19.0", row["TPOT (ms)"][1]) and row["TPOT (ms)"][1] != "19.0"
+    assert row["Memory (VRAM)"] == ("tight", "does not fit")
+    assert len(at.get("vega_lite_chart")) == 6 + 3 and not at.exception  # 3 overlays
+    at.button(key="unpin").click().run()
+    assert "pin" not in at.query_params
+
+
+def test_a_link_with_a_pin_restores_the_pair_and_old_links_still_work() -> None:
+    at = explorer(c="100", ctx="16384", pin="c:50,ctx:8192,kv:fp8")
+    assert not [w for w in at.warning if w.value.startswith("Some link parameters")]
+    diff = next(m.value for m in at.markdown if m.value.startswith("The pinned one differs"))
+    assert "50 (now 100)" in diff and "8K (now 16K)" in diff and "fp8 (now fp16)" in diff
+    assert set(at.query_params["pin"].split(",")) == {"c:50", "ctx:8192", "kv:fp8"}
+    plain = explorer(c="100")  # no pin: no compare box, only the pin button
+    assert plain.button(key="pin") and not [b for b in plain.button if b.key == "unpin"]
+    bad = explorer(pin="nonsense")
+    assert any("nothing is pinned" in w.value for w in bad.warning)
+
+
+def test_pin_encoding_round_trips_and_compare_overlays_both_curves() -> None:
+    from dataclasses import replace
+
+    from capacity.report.charts import COMPARE_CHARTS, chart_data, compare_specs
+    from capacity.report.urlstate import DEFAULT_STATE, decode_pin, encode_pin
+
+    cat = default_catalog()
+    now = replace(DEFAULT_STATE, c=100, ctx=16384)
+    pinned = replace(DEFAULT_STATE, gpu="rtx-5090", util=0.85)
+    raw = encode_pin(pinned, now)
+    assert set(raw.split(",")) == {"gpu:rtx-5090", "util:0.85", "c:50", "ctx:8192"}
+    assert decode_pin(raw, now, cat) == (pinned, [])
+    assert decode_pin(encode_pin(now, now), now, cat) == (now, [])
+    back, notices = decode_pin("c:lots", now, cat)
+    assert back == now and "c=lots" in notices[0]
+    d1 = chart_data(now.scenario(cat), now.c)
+    d2 = chart_data(pinned.scenario(cat), pinned.c)
+    specs = compare_specs(d1, d2)
+    assert list(specs) == list(COMPARE_CHARTS)
+    values = next(iter(specs["step_ms"]["datasets"].values()))
+    assert {r["series"] for r in values} == {"this what-if", "pinned"}

@@ -120,6 +120,44 @@ def encode(state: ExplorerState) -> dict[str, str]:
     return out
 
 
+PIN = "pin"
+"""The query parameter of a pinned what-if (Compare): the pinned state's differences from the
+current one, as `name:value` items joined by ',' (`pin=c:100,ctx:32768`); `same` when it
+equals the current state. Links without it open without a pin."""
+PIN_SAME = "same"
+
+
+def encode_pin(pinned: ExplorerState, current: ExplorerState) -> str:
+    """The `pin` parameter: the fields of `pinned` that differ from `current` (not `lang`)."""
+    items = []
+    for f in fields(ExplorerState):
+        value = getattr(pinned, f.name)
+        if f.name != "lang" and value != getattr(current, f.name):
+            items.append(f"{f.name}:{value:g}" if isinstance(value, float) else
+                         f"{f.name}:{value}")
+    return ",".join(items) or PIN_SAME
+
+
+def decode_pin(raw: str, current: ExplorerState, catalog: Catalog
+               ) -> tuple[ExplorerState | None, list[str]]:
+    """The pinned state a `pin` parameter describes relative to `current` (None when it is
+    unreadable), and notices for the parts that fell back (as `decode` gives them)."""
+    if raw.strip() == PIN_SAME:
+        return current, []
+    params: dict[str, str] = {}
+    for item in raw.split(","):
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            return None, [f"'pin={raw}' ignored (items are name:value, joined by ','); "
+                          "nothing is pinned"]
+        params[name.strip()] = value
+    unknown = sorted(set(params) - {f.name for f in fields(ExplorerState)} - {"lang"})
+    if unknown:
+        return None, [f"'pin={raw}' ignored (unknown {', '.join(unknown)}); nothing is pinned"]
+    state, notices = decode(params, catalog, base=current)
+    return replace(state, lang=current.lang), [f"pin: {n}" for n in notices]
+
+
 def explorer_url(state: ExplorerState, base: str = "/explorer") -> str:
     """A relative link that opens the Explorer on `state`."""
     q = encode(state)
