@@ -254,3 +254,24 @@ def test_pin_encoding_round_trips_and_compare_overlays_both_curves() -> None:
     assert list(specs) == list(COMPARE_CHARTS)
     values = next(iter(specs["step_ms"]["datasets"].values()))
     assert {r["series"] for r in values} == {"this what-if", "pinned"}
+
+
+# ---- 13. the Explorer's small things --------------------------------------------------------
+
+def test_bad_calibration_notice_says_what_it_uses() -> None:
+    from capacity.report.urlstate import decode
+
+    _, notices = decode({"calibration": "../../etc/passwd"}, default_catalog())
+    assert notices[0].endswith("; using the spec-sheet prediction")
+
+
+def test_relief_texts_read_right() -> None:
+    at = explorer(ctx="512", c="1000")  # 512-token context: the context fix is 256 tokens
+    shown = " | ".join(reliefs(at))
+    assert "a context of 256 tokens" in shown and "a 256 context" not in shown
+    at = explorer(model="llama-3.1-70b", weights="awq", gpu="h100-sxm", ctx="131072", c="4")
+    binding = next(m.value for m in at.markdown if m.value.startswith("**Memory binds"))
+    assert "at most 0" not in binding and "not even one request" in binding
+    at = explorer(c="10", slo_ttft_ms="100000", slo_cost="0.05")
+    price = next(r for r in reliefs(at) if "per GPU-hour" in r)
+    assert "CNY per GPU-hour" in price

@@ -181,7 +181,9 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         try:
             changes[f.name] = _parse(f.name, raw, type(default))
         except ValueError as exc:
-            notices.append(f"'{f.name}={raw}' ignored ({exc}); using {default}")
+            fallback = ("the spec-sheet prediction" if f.name == "calibration" and not default
+                        else default)
+            notices.append(f"'{f.name}={raw}' ignored ({exc}); using {fallback}")
     state = replace(base, **changes)
     state, more = _check_catalog(state, catalog, base)
     notices += more
