@@ -100,7 +100,7 @@ if notices:
 # ---- inputs: the main ones on the page, the rest in the sidebar ----------------------------
 models = sorted(catalog.models)
 gpus = sorted(catalog.gpus)
-row1 = st.columns([3, 2, 3, 1, 1])
+row1 = st.columns([3, 2, 3])
 row1[0].selectbox(T("model"), models, key=key("model"),
                   format_func=lambda k: catalog.models[k].name,
                   on_change=on_model_change, args=(catalog,))
@@ -112,22 +112,23 @@ row1[1].selectbox(T("weights"), formats, key=key("weights"),
                   format_func=lambda k: catalog.formats[k].name)
 row1[2].selectbox(T("gpu"), gpus, key=key("gpu"), format_func=lambda k: catalog.gpus[k].name,
                   on_change=on_gpu_change, args=(catalog,))
-row1[3].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus"))
+row2 = st.columns([3, 2, 3])
+row2[0].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus"))
 tp_moved = fit_tp(catalog)
 tp_sizes = valid_tps(catalog)
-row1[4].selectbox(T("tp_short"), tp_sizes, key=key("tp"), help=T("help_tp"))
-row2 = st.columns([3, 1, 3, 1, 2], vertical_alignment="bottom")
+row2[1].selectbox(T("tp_short"), tp_sizes, key=key("tp"), help=T("help_tp"))
+row2[2].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
+row3 = st.columns([3, 1, 3, 1], vertical_alignment="bottom")
 mirror_inputs()
-row2[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,
+row3[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,
                key=key("c"))
-row2[1].number_input(T("c_exact"), min_value=1, max_value=MAX_CONCURRENCY, step=1,
+row3[1].number_input(T("c_exact"), min_value=1, max_value=MAX_CONCURRENCY, step=1,
                      key=key("c_in"), on_change=from_mirror, args=("c",),
-                     help=T("help_exact"))
-row2[2].select_slider(T("ctx"), options=ctx_options, key=key("ctx"), format_func=tokens_label)
-row2[3].number_input(T("ctx_exact"), min_value=1, max_value=MAX_CONTEXT, step=1024,
+                     help=T("help_exact"), label_visibility="collapsed")
+row3[2].select_slider(T("ctx"), options=ctx_options, key=key("ctx"), format_func=tokens_label)
+row3[3].number_input(T("ctx_exact"), min_value=1, max_value=MAX_CONTEXT, step=1024,
                      key=key("ctx_in"), on_change=from_mirror, args=("ctx",),
-                     help=T("help_exact"))
-row2[4].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
+                     help=T("help_exact"), label_visibility="collapsed")
 
 with st.sidebar:
     with st.expander(T("sec_workload"), expanded=False):
@@ -196,84 +197,18 @@ with st.container(key="overall"):
     st.markdown(f"#### :{STATUS_COLOR[overall]}[{icon} "
                 f"{T('overall_' + overall, names=sep.join(failing))}]")
 cur = state.currency
-m = st.columns(6)
-m[0].metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms", help=T("help_tpot"))
-m[1].metric(T("metric_ttft"), f"{fig['ttft_s']:.2f} s", help=T("help_ttft"))
-m[2].metric(T("metric_tok_s"), f"{fig['tok_s_per_request']:,.1f}")
-m[3].metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}")
-m[4].metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
-            help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}")
-m[5].metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"))
+with st.container(horizontal=True, wrap=True, gap="medium", key="key_numbers"):
+    # content-wide metrics that wrap onto a second line on a narrow page, never cut off
+    st.metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms", help=T("help_tpot"),
+              width="content")
+    st.metric(T("metric_ttft"), f"{fig['ttft_s']:.2f} s", help=T("help_ttft"), width="content")
+    st.metric(T("metric_tok_s"), f"{fig['tok_s_per_request']:,.1f}", width="content")
+    st.metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}", width="content")
+    st.metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
+              help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}", width="content")
+    st.metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"),
+              width="content")
 
-
-# ---- compare: a pinned what-if beside this one ---------------------------------------------
-def shown_value(st8: ExplorerState, name: str) -> str:
-    """One input of a state as the page shows it."""
-    v = getattr(st8, name)
-    if name == "model":
-        return catalog.models[v].name if v in catalog.models else str(v)
-    if name == "gpu":
-        return catalog.gpus[v].name if v in catalog.gpus else str(v)
-    if name == "weights":
-        return catalog.formats[v].name if v in catalog.formats else str(v)
-    if name == "ctx":
-        return tokens_label(int(v))
-    if name == "prompt":
-        return tokens_label(st8.prompt_tokens)
-    if name == "calibration":
-        return str(v) or T("spec_sheet")
-    if isinstance(v, float):
-        return f"{v:g}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
-
-
-def key_numbers(e: Explanation, st8: ExplorerState) -> list[str]:
-    f = e.figures
-    return [f"{f['step_ms']:.1f}", f"{f['ttft_s']:.2f}", f"{f['tok_s_per_request']:,.1f}",
-            f"{f['aggregate_tok_s']:,.0f}", f"{f['cost_per_mtok']:,.3f} {st8.currency}",
-            f"{f['monthly_cost']:,.0f} {st8.currency}", f"{int(f['c_vram']):,}",
-            *(verdict_text(MEMORY_WORD[v.status], lang) if v.constraint == Constraint.MEMORY
-              else status_text(v.status, lang) for v in e.verdicts),
-            status_text(e.overall, lang)]
-
-
-pinned = pinned_state(lang)
-if pinned is None:
-    st.button(T("pin"), key="pin", on_click=pin, icon=":material/push_pin:", help=T("help_pin"))
-else:
-    with st.container(border=True, key="compare"):
-        head = st.columns([5, 1, 1], vertical_alignment="center")
-        head[0].markdown(f"**{T('compare_title')}**")
-        head[1].button(T("repin"), key="repin", on_click=pin, help=T("help_repin"))
-        head[2].button(T("unpin"), key="unpin", on_click=unpin)
-        try:
-            pinned_result = cache.explorer_result(pinned, chart_labels(lang),
-                                                  cache.catalog_version())
-            overlays = cache.compare_charts(state, pinned, chart_labels(lang),
-                                            cache.catalog_version())
-        except CapacityError as exc:
-            st.warning(T("compare_error", msg=str(exc)))
-        else:
-            diff = [f for f in COMPARED_FIELDS if getattr(pinned, f) != getattr(state, f)]
-            if diff:
-                st.markdown(T("compare_diff") + " " + T("list_sep").join(
-                    T("compare_item", name=T(FIELD_LABEL.get(f, f)),
-                      pinned=shown_value(pinned, f), now=shown_value(state, f))
-                    for f in diff) + ".")
-            else:
-                st.caption(T("compare_same"))
-            rows = [T("metric_tpot") + " (ms)", T("metric_ttft") + " (s)", T("metric_tok_s"),
-                    T("metric_agg"), T("col_cost_per_mtok"), T("metric_month"),
-                    T("metric_cvram"), *(T("c_" + v.constraint) for v in ex.verdicts),
-                    T("compare_overall")]
-            st.dataframe(pd.DataFrame({
-                T("unc_quantity"): rows,
-                T("chart_pinned"): key_numbers(pinned_result.explanation, pinned),
-                T("chart_current"): key_numbers(ex, state)}), hide_index=True,
-                key="compare_table", width="stretch")
-            cols = st.columns(len(COMPARE_CHARTS))
-            for col, name in zip(cols, COMPARE_CHARTS, strict=True):
-                col.vega_lite_chart(overlays[name], width="stretch", key=f"compare_{name}")
 
 unc = cache.uncertainty(state, cache.catalog_version())
 if state.prompt:
@@ -330,6 +265,76 @@ with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]),
                      T("sens_swing")]), hide_index=True,
             column_config={T("sens_swing"): st.column_config.NumberColumn(format="%.3f")})
 
+
+# ---- compare: a pinned what-if beside this one ---------------------------------------------
+def shown_value(st8: ExplorerState, name: str) -> str:
+    """One input of a state as the page shows it."""
+    v = getattr(st8, name)
+    if name == "model":
+        return catalog.models[v].name if v in catalog.models else str(v)
+    if name == "gpu":
+        return catalog.gpus[v].name if v in catalog.gpus else str(v)
+    if name == "weights":
+        return catalog.formats[v].name if v in catalog.formats else str(v)
+    if name == "ctx":
+        return tokens_label(int(v))
+    if name == "prompt":
+        return tokens_label(st8.prompt_tokens)
+    if name == "calibration":
+        return str(v) or T("spec_sheet")
+    if isinstance(v, float):
+        return f"{v:g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def key_numbers(e: Explanation, st8: ExplorerState) -> list[str]:
+    f = e.figures
+    return [f"{f['step_ms']:.1f}", f"{f['ttft_s']:.2f}", f"{f['tok_s_per_request']:,.1f}",
+            f"{f['aggregate_tok_s']:,.0f}", f"{f['cost_per_mtok']:,.3f} {st8.currency}",
+            f"{f['monthly_cost']:,.0f} {st8.currency}", f"{int(f['c_vram']):,}",
+            *(verdict_text(MEMORY_WORD[v.status], lang) if v.constraint == Constraint.MEMORY
+              else status_text(v.status, lang) for v in e.verdicts),
+            status_text(e.overall, lang)]
+
+
+pinned = pinned_state(lang)
+if pinned is None:
+    st.button(T("pin"), key="pin", on_click=pin, icon=":material/push_pin:", help=T("help_pin"))
+else:
+    with st.container(border=True, key="compare"):
+        st.markdown(f"**{T('compare_title')}**")
+        with st.container(horizontal=True):
+            st.button(T("repin"), key="repin", on_click=pin, help=T("help_repin"),
+                      icon=":material/push_pin:")
+            st.button(T("unpin"), key="unpin", on_click=unpin, icon=":material/close:")
+        try:
+            pinned_result = cache.explorer_result(pinned, chart_labels(lang),
+                                                  cache.catalog_version())
+            overlays = cache.compare_charts(state, pinned, chart_labels(lang),
+                                            cache.catalog_version())
+        except CapacityError as exc:
+            st.warning(T("compare_error", msg=str(exc)))
+        else:
+            diff = [f for f in COMPARED_FIELDS if getattr(pinned, f) != getattr(state, f)]
+            if diff:
+                st.markdown(T("compare_diff") + " " + T("list_sep").join(
+                    T("compare_item", name=T(FIELD_LABEL.get(f, f)),
+                      pinned=shown_value(pinned, f), now=shown_value(state, f))
+                    for f in diff) + ".")
+            else:
+                st.caption(T("compare_same"))
+            rows = [T("metric_tpot") + " (ms)", T("metric_ttft") + " (s)", T("metric_tok_s"),
+                    T("metric_agg"), T("col_cost_per_mtok"), T("metric_month"),
+                    T("metric_cvram"), *(T("c_" + v.constraint) for v in ex.verdicts),
+                    T("compare_overall")]
+            st.dataframe(pd.DataFrame({
+                T("unc_quantity"): rows,
+                T("chart_pinned"): key_numbers(pinned_result.explanation, pinned),
+                T("chart_current"): key_numbers(ex, state)}), hide_index=True,
+                key="compare_table", width="stretch", height=35 * (len(rows) + 1) + 3)
+            tabs = st.tabs([T("compare_ch_" + name) for name in COMPARE_CHARTS])
+            for tab, name in zip(tabs, COMPARE_CHARTS, strict=True):
+                tab.vega_lite_chart(overlays[name], width="stretch", key=f"compare_{name}")
 
 # ---- verdict cards ------------------------------------------------------------------------
 def detail_text(v: Verdict) -> str:
@@ -409,7 +414,8 @@ with st.container(key="binding"):
     st.markdown(f"**{binding_text(ex)}**")
     if ex.overall == Status.FAIL or ex.reliefs:
         if ex.reliefs:
-            st.markdown(T("relief_ranked") + ":")
+            st.markdown(T("relief_ranked" if ex.binding_detail == Detail.SUBTOTAL
+                          else "relief_click") + ":")
             for i, r in enumerate(ex.reliefs):
                 st.button(relief_text(r, ex.binding_detail), key=f"relief_{i}",
                           help=T("relief_apply"), icon=":material/arrow_forward:",
