@@ -15,8 +15,8 @@ import streamlit as st
 from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.fit.calibration import load_named as load_calibration
-from capacity.fit.uncertainty import Sensitivity, band, sensitivity
-from capacity.report.charts import chart_data, specs
+from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
+from capacity.report.charts import ChartData, chart_data, compare_specs, specs
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
 from capacity.report.urlstate import ExplorerState
 
@@ -63,7 +63,7 @@ def explorer_result(state: ExplorerState, labels: dict[str, str], version: int
     """Verdicts, the math and every chart spec for `state` (labels in the page's language)."""
     del version  # part of the cache key only
     s = state.scenario(catalog())
-    ex = explain(s, state.concurrency, targets(state))
+    ex = explain(s, state.concurrency, targets(state), catalog())
     d = chart_data(s, state.concurrency, slo_ttft_ms=state.slo_ttft_ms, slo_tpot_ms=state.slo_tpot_ms,
                    slo_cost=state.slo_cost)
     return ExplorerResult(explanation=ex, math=show_math(s, state.concurrency), specs=specs(d, labels),
@@ -80,6 +80,8 @@ class Uncertainty:
     calibrated: bool
     step_sensitivity: tuple[Sensitivity, ...]
     ttft_sensitivity: tuple[Sensitivity, ...]
+    widenings: tuple[Widening, ...] = ()
+    flags: tuple[KnobFlag, ...] = ()
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -95,6 +97,7 @@ def uncertainty(state: ExplorerState, version: int) -> Uncertainty:
         calibrated=cal is not None,
         step_sensitivity=tuple(sensitivity(s, state.concurrency, "step_ms")[:5]),
         ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s")[:5]),
+        widenings=b.widenings, flags=b.flags,
     )
 
 
@@ -105,3 +108,17 @@ def capacity_rows(state: ExplorerState, rows: tuple[tuple[int, int], ...], versi
     del version
     s = state.scenario(catalog())
     return pd.DataFrame(table_records(s, list(rows), targets(state)))
+
+
+def _chart_data(state: ExplorerState) -> ChartData:
+    s = state.scenario(catalog())
+    return chart_data(s, state.concurrency, slo_ttft_ms=state.slo_ttft_ms,
+                      slo_tpot_ms=state.slo_tpot_ms, slo_cost=state.slo_cost)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def compare_charts(current: ExplorerState, pinned: ExplorerState, labels: dict[str, str],
+                   version: int) -> dict[str, dict[str, Any]]:
+    """Compare: the current and the pinned what-if's curves overlaid (`compare_specs`)."""
+    del version
+    return compare_specs(_chart_data(current), _chart_data(pinned), labels)

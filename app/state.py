@@ -23,7 +23,17 @@ import streamlit as st
 
 from capacity.catalog.loader import Catalog
 from capacity.model.cost import convert
-from capacity.report.urlstate import DEFAULT_STATE, LANGS, ExplorerState, decode, encode
+from capacity.model.scenario import valid_tp_sizes
+from capacity.report.urlstate import (
+    DEFAULT_STATE,
+    LANGS,
+    PIN,
+    ExplorerState,
+    decode,
+    decode_pin,
+    encode,
+    encode_pin,
+)
 
 PREFIX = "ex_"
 SAVED = "explorer_saved_state"
@@ -87,7 +97,12 @@ def init_explorer(catalog: Catalog) -> list[str]:
     its widgets are new ones); returns the notices about parameters that fell back to
     defaults."""
     if SAVED not in st.session_state:
-        state, notices = decode(st.query_params.to_dict(), catalog)
+        params = st.query_params.to_dict()
+        state, notices = decode(params, catalog)
+        if params.get(PIN):
+            pinned, more = decode_pin(params[PIN], state, catalog)
+            notices += more
+            st.session_state[PINNED] = pinned
         st.session_state[SAVED] = state
         st.session_state[DECODED] = state
         st.session_state[NOTICES] = notices
@@ -96,7 +111,23 @@ def init_explorer(catalog: Catalog) -> list[str]:
     for name in FIELDS:
         if entered or key(name) not in st.session_state:
             st.session_state[key(name)] = getattr(saved, name)
+    if entered or key(PROMPT_FOLLOWS) not in st.session_state:
+        st.session_state[key(PROMPT_FOLLOWS)] = saved.prompt == 0
+    sync_prompt()
     return list(st.session_state.get(NOTICES, []))
+
+
+PROMPT_FOLLOWS = "prompt_follows"
+"""The switch 'the prompt follows the context' (`ex_prompt_follows`; `prompt=0` in the URL)."""
+
+
+def sync_prompt() -> None:
+    """Before the prompt input is drawn: while the prompt follows the context it shows the
+    context; once set apart it keeps its own value (at least 1)."""
+    if st.session_state.get(key(PROMPT_FOLLOWS), True):
+        st.session_state[key("prompt")] = int(st.session_state[key("ctx")])
+    elif int(st.session_state.get(key("prompt"), 0)) < 1:
+        st.session_state[key("prompt")] = int(st.session_state[key("ctx")])
 
 
 def from_widgets(lang: str) -> ExplorerState:
@@ -110,6 +141,8 @@ def from_widgets(lang: str) -> ExplorerState:
         elif isinstance(default, int):
             value = int(value)
         values[name] = value
+    if st.session_state.get(key(PROMPT_FOLLOWS), True):
+        values["prompt"] = 0
     state = replace(DEFAULT_STATE, lang=lang, **values)
     st.session_state[SAVED] = state
     if state != st.session_state.get(DECODED):
@@ -117,9 +150,33 @@ def from_widgets(lang: str) -> ExplorerState:
     return state
 
 
+PINNED = "explorer_pinned"
+"""The pinned what-if of Compare (an ExplorerState), or None."""
+
+
+def pinned_state(lang: str) -> ExplorerState | None:
+    """The pinned what-if, in the page's language."""
+    pinned: ExplorerState | None = st.session_state.get(PINNED)
+    return None if pinned is None else replace(pinned, lang=lang)
+
+
+def pin() -> None:
+    """Pin the current what-if (the one the URL holds now)."""
+    st.session_state[PINNED] = st.session_state.get(SAVED)
+
+
+def unpin() -> None:
+    """Drop the pinned what-if."""
+    st.session_state[PINNED] = None
+
+
 def write_url(state: ExplorerState) -> None:
-    """Put the state into the query parameters (only what differs from the defaults)."""
+    """Put the state into the query parameters (only what differs from the defaults), and the
+    pinned what-if as its differences from it (`pin=`)."""
     params = encode(state)
+    pinned = pinned_state(state.lang)
+    if pinned is not None:
+        params[PIN] = encode_pin(pinned, state)
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
 
@@ -133,16 +190,35 @@ def on_gpu_change(catalog: Catalog) -> None:
     rate = float(st.session_state.get(key("rate"), DEFAULT_STATE.rate))
     st.session_state[key("price")] = round(convert(gpu.price_per_hour, gpu.currency, cur,
                                                    rate), 4)
+    st.session_state.get(TYPED, {}).pop("price", None)
+
+
+TYPED = "explorer_typed_money"
+"""For each money input: (currency, value) as the user last typed it, and the converted value
+shown now; a conversion back to that currency returns the typed value."""
 
 
 def on_currency_change() -> None:
-    """Switching currency converts the hourly price (and the cost SLO) at the chosen rate."""
+    """Switching currency converts the hourly price (and the cost SLO) at the chosen rate.
+
+    A round trip (CNY -> USD -> CNY) gives back the value typed in CNY, not the value converted
+    twice through the rounding: each input remembers what was typed and the converted value it
+    showed, and while that is unchanged, converting back restores the typed one.
+    """
     new = st.session_state.get(key("currency"), "CNY")
     old = "USD" if new == "CNY" else "CNY"
     rate = float(st.session_state.get(key("rate"), DEFAULT_STATE.rate))
+    typed: dict[str, tuple[str, float, float, float]] = st.session_state.setdefault(TYPED, {})
     for name in ("price", "slo_cost"):
         value = float(st.session_state.get(key(name), getattr(DEFAULT_STATE, name)))
-        st.session_state[key(name)] = round(convert(value, old, new, rate), 4)
+        origin = typed.get(name)
+        if origin is not None and origin[0] == new and origin[2] == value and origin[3] == rate:
+            st.session_state[key(name)] = origin[1]  # back where it was typed
+            del typed[name]
+            continue
+        converted = round(convert(value, old, new, rate), 4)
+        typed[name] = (old, value, converted, rate)
+        st.session_state[key(name)] = converted
 
 
 def on_model_change(catalog: Catalog) -> None:
@@ -154,3 +230,70 @@ def on_model_change(catalog: Catalog) -> None:
     if st.session_state.get(key("weights")) not in formats:
         stated = [v.format for v in model.stated_variants]
         st.session_state[key("weights")] = stated[0] if stated else model.default_format
+
+
+RELIEF_FIELDS = {"gpus": "gpus", "tp": "tp", "weights": "weights", "kv_dtype": "kv",
+                 "context": "ctx", "concurrency": "c", "prompt": "prompt", "mfu": "mfu",
+                 "price": "price"}
+"""The Explorer input each relief kind (`capacity.report.explain.ReliefKind`) sets."""
+
+
+def apply_relief(kind: str, value: float | str, n_gpus: int, tp: int) -> None:
+    """A relief button was clicked: set the input it changes, and the GPUs and TP it gives."""
+    name = RELIEF_FIELDS[kind]
+    default = getattr(DEFAULT_STATE, name)
+    st.session_state[key(name)] = (float(value) if isinstance(default, float)
+                                   else int(value) if isinstance(default, int) else str(value))
+    if name == "prompt":
+        st.session_state[key(PROMPT_FOLLOWS)] = False
+    st.session_state[key("gpus")] = int(n_gpus)
+    st.session_state[key("tp")] = int(tp)
+    if name == "c" and int(value) > int(st.session_state.get("ex_c_max", 1024)):
+        st.session_state["ex_c_max"] = int(value)
+
+
+MAX_TP = 16
+"""The largest TP size the Explorer offers (the URL's limit)."""
+
+
+def valid_tps(catalog: Catalog) -> list[int]:
+    """The TP sizes the chosen model allows on the chosen GPU count (F10), up to `MAX_TP`."""
+    model = catalog.models[st.session_state[key("model")]]
+    gpus = int(st.session_state[key("gpus")])
+    return [tp for tp in valid_tp_sizes(model, gpus) if tp <= MAX_TP] or [1]
+
+
+def fit_tp(catalog: Catalog) -> tuple[int, int] | None:
+    """Before the TP input is drawn: a TP size the GPU count or the model no longer allows
+    moves to the nearest valid one. Returns (old, new) when it moved, for the page to say so."""
+    tp = int(st.session_state[key("tp")])
+    sizes = valid_tps(catalog)
+    if tp in sizes:
+        return None
+    new = min(sizes, key=lambda v: (abs(v - tp), v))
+    st.session_state[key("tp")] = new
+    return tp, new
+
+
+MAX_CONCURRENCY = 100_000
+"""The largest concurrency the Explorer takes (the URL's limit)."""
+MAX_CONTEXT = 10_000_000
+"""The largest context the Explorer takes (the URL's limit)."""
+MIRRORED = ("c", "ctx")
+"""Inputs drawn twice: a slider for the rough value, a number input (`ex_<name>_in`) for the
+exact one."""
+
+
+def mirror_inputs() -> None:
+    """Before the sliders are drawn: their number inputs show the sliders' values."""
+    for name in MIRRORED:
+        st.session_state[key(name + "_in")] = int(st.session_state[key(name)])
+
+
+def from_mirror(name: str) -> None:
+    """A number input beside a slider changed: it sets the slider's value (and widens the
+    concurrency slider when the number is beyond its end)."""
+    value = int(st.session_state[key(name + "_in")])
+    st.session_state[key(name)] = value
+    if name == "c" and value > int(st.session_state.get("ex_c_max", 1024)):
+        st.session_state["ex_c_max"] = value

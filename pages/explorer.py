@@ -14,13 +14,25 @@ from app import cache
 from app.bootstrap import ensure_navigation
 from app.i18n import chart_labels, status_text, verdict_text
 from app.state import (
+    MAX_CONCURRENCY,
+    MAX_CONTEXT,
+    PROMPT_FOLLOWS,
+    apply_relief,
+    fit_tp,
+    from_mirror,
     from_widgets,
     init_explorer,
     init_lang,
     key,
+    mirror_inputs,
     on_currency_change,
     on_gpu_change,
     on_model_change,
+    pin,
+    pinned_state,
+    sync_prompt,
+    unpin,
+    valid_tps,
     write_url,
 )
 from capacity.errors import CapacityError
@@ -28,7 +40,7 @@ from capacity.fit.calibration import saved_calibrations
 from capacity.model.cost import CURRENCIES
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import SEED_TABLE_ROWS
-from capacity.report.charts import ALL_CHARTS
+from capacity.report.charts import ALL_CHARTS, COMPARE_CHARTS
 from capacity.report.explain import (
     TABLE_COLUMNS,
     Constraint,
@@ -41,6 +53,7 @@ from capacity.report.explain import (
 )
 from capacity.report.i18n import t
 from capacity.report.tables import render
+from capacity.report.urlstate import ExplorerState
 from capacity.units import KV_DTYPES
 
 ensure_navigation()
@@ -58,6 +71,10 @@ CHART_HEIGHTS = {"step_time": 380, "throughput": 380, "vram": 250, "ttft": 380, 
                  "roofline": 380}
 MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGHT,
                Status.FAIL: MemoryVerdict.DOES_NOT_FIT}
+COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv", "block",
+                   "util", "overhead", "headroom", "slo_ttft_ms", "slo_tpot_ms", "slo_cost",
+                   "currency", "price", "rate", "calibration", "eff", "mfu")
+FIELD_LABEL = {"calibration": "prediction"}
 STATUS_COLOR = {Status.PASS: "green", Status.TIGHT: "orange", Status.FAIL: "red"}
 
 
@@ -85,7 +102,7 @@ if notices:
 # ---- inputs: the main ones on the page, the rest in the sidebar ----------------------------
 models = sorted(catalog.models)
 gpus = sorted(catalog.gpus)
-row1 = st.columns([3, 2, 3, 1])
+row1 = st.columns([3, 2, 3])
 row1[0].selectbox(T("model"), models, key=key("model"),
                   format_func=lambda k: catalog.models[k].name,
                   on_change=on_model_change, args=(catalog,))
@@ -97,19 +114,30 @@ row1[1].selectbox(T("weights"), formats, key=key("weights"),
                   format_func=lambda k: catalog.formats[k].name)
 row1[2].selectbox(T("gpu"), gpus, key=key("gpu"), format_func=lambda k: catalog.gpus[k].name,
                   on_change=on_gpu_change, args=(catalog,))
-row1[3].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus"))
-row2 = st.columns([4, 3, 2])
-row2[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,
-               key=key("c"))
-row2[1].select_slider(T("ctx"), options=ctx_options, key=key("ctx"), format_func=tokens_label)
+row2 = st.columns([3, 2, 3])
+row2[0].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus"))
+tp_moved = fit_tp(catalog)
+tp_sizes = valid_tps(catalog)
+row2[1].selectbox(T("tp_short"), tp_sizes, key=key("tp"), help=T("help_tp"))
 row2[2].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
+row3 = st.columns([3, 1, 3, 1], vertical_alignment="bottom")
+mirror_inputs()
+row3[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,
+               key=key("c"))
+row3[1].number_input(T("c_exact"), min_value=1, max_value=MAX_CONCURRENCY, step=1,
+                     key=key("c_in"), on_change=from_mirror, args=("c",),
+                     help=T("help_exact"), label_visibility="collapsed")
+row3[2].select_slider(T("ctx"), options=ctx_options, key=key("ctx"), format_func=tokens_label)
+row3[3].number_input(T("ctx_exact"), min_value=1, max_value=MAX_CONTEXT, step=1024,
+                     key=key("ctx_in"), on_change=from_mirror, args=("ctx",),
+                     help=T("help_exact"), label_visibility="collapsed")
 
 with st.sidebar:
     with st.expander(T("sec_workload"), expanded=False):
+        st.toggle(T("prompt_follows"), key=key(PROMPT_FOLLOWS), on_change=sync_prompt,
+                  help=T("help_prompt_follows"))
         st.number_input(T("prompt"), min_value=1, max_value=10_000_000, step=512,
-                        key=key("prompt"))
-        st.number_input(T("tp"), min_value=1, max_value=16, step=1, key=key("tp"),
-                        help=T("help_tp"))
+                        key=key("prompt"), disabled=bool(st.session_state[key(PROMPT_FOLLOWS)]))
         st.slider(T("util"), min_value=0.05, max_value=1.0, step=0.01, key=key("util"),
                   help=T("help_util"))
         st.number_input(T("overhead"), min_value=0.0, max_value=1000.0, step=0.1,
@@ -143,6 +171,9 @@ with st.sidebar:
 
 state = from_widgets(lang)
 write_url(state)
+if tp_moved is not None:
+    st.info(T("tp_moved", old=tp_moved[0], new=tp_moved[1], n=state.gpus,
+              model=model.name), icon=":material/swap_horiz:")
 
 try:
     scenario = state.scenario(catalog)
@@ -168,26 +199,61 @@ with st.container(key="overall"):
     st.markdown(f"#### :{STATUS_COLOR[overall]}[{icon} "
                 f"{T('overall_' + overall, names=sep.join(failing))}]")
 cur = state.currency
-m = st.columns(6)
-m[0].metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms", help=T("help_tpot"))
-m[1].metric(T("metric_ttft"), f"{fig['ttft_s']:.2f} s", help=T("help_ttft"))
-m[2].metric(T("metric_tok_s"), f"{fig['tok_s_per_request']:,.1f}")
-m[3].metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}")
-m[4].metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
-            help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}")
-m[5].metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"))
+with st.container(horizontal=True, wrap=True, gap="medium", key="key_numbers"):
+    # content-wide metrics that wrap onto a second line on a narrow page, never cut off
+    st.metric(T("metric_tpot"), f"{fig['step_ms']:.1f} ms", help=T("help_tpot"),
+              width="content")
+    st.metric(T("metric_ttft"), f"{fig['ttft_s']:.2f} s", help=T("help_ttft"), width="content")
+    st.metric(T("metric_tok_s"), f"{fig['tok_s_per_request']:,.1f}", width="content")
+    st.metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}", width="content")
+    st.metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
+              help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}", width="content")
+    st.metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"),
+              width="content")
+
+
 unc = cache.uncertainty(state, cache.catalog_version())
+if state.prompt:
+    st.caption(T("ttft_prompt_apart", p=tokens_label(state.prompt_tokens), ctx=tokens_label(state.ctx)))
+else:
+    st.caption(T("ttft_prompt_follows", p=tokens_label(state.prompt_tokens)))
 if scenario.calibration:
     st.caption(T("pred_basis_cal", name=scenario.calibration, eta_bw=scenario.eta_bw,
                  t0=scenario.step_overhead_ms, eff=scenario.eff, mfu=scenario.mfu))
 else:
     st.caption(T("pred_basis_spec"))
-with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]), expanded=False):
+def num(x: float) -> str:
+    """A number for the How-sure tables: thousands separated, 3 significant figures below."""
+    if not math.isfinite(x):
+        return "—"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def knob_name(name: str) -> str:
+    return T("in_" + name)
+
+
+with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]),
+                 expanded=bool(unc.flags)):
     st.caption(T("unc_basis_cal") if unc.calibrated else T("unc_basis_spec"))
+    if unc.flags:
+        st.warning(T("unc_flags") + "\n\n" + "\n".join(
+            "- " + (T("unc_flag_high", knob=knob_name(f.knob), value=f.value, limit=f.limit)
+                    if math.isfinite(f.limit) else
+                    T("unc_flag_std", knob=knob_name(f.knob), value=f.value, std=f.std))
+            for f in unc.flags), icon=":material/report:")
+    if unc.widenings:
+        st.markdown(T("unc_wider") + "\n\n" + "\n".join(
+            "- " + T("unc_w_" + w.kind, used=w.used,
+                     measured=knob_name(w.measured) if w.kind == "implausible" else w.measured,
+                     amount=f"{w.amount:.0%}", output=T("unc_out_" + w.output))
+            for w in unc.widenings))
     st.dataframe(pd.DataFrame(
-        [[T("metric_tpot") + " (ms)", *unc.step_ms],
-         [T("metric_ttft") + " (s)", *unc.ttft_s],
-         [T("metric_cvram"), *map(float, unc.max_concurrency_vram)]],
+        [[T("metric_tpot") + " (ms)", *map(num, unc.step_ms)],
+         [T("metric_ttft") + " (s)", *map(num, unc.ttft_s)],
+         [T("metric_cvram"), *(f"{int(v):,}" for v in unc.max_concurrency_vram)]],
         columns=[T("unc_quantity"), T("unc_low"), T("unc_mid"), T("unc_high")]),
         hide_index=True, key="unc_band")
     s1, s2 = st.columns(2)
@@ -195,11 +261,82 @@ with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]), exp
                              (s2, T("sens_ttft"), unc.ttft_sensitivity)):
         col.markdown(f"**{title}**")
         col.dataframe(pd.DataFrame(
-            [[T("in_" + r.name), f"{r.low:.3g} .. {r.high:.3g}", r.output_low, r.output_high,
-              r.swing] for r in rows],
+            [[T("in_" + r.name), f"{num(r.low)} .. {num(r.high)}", num(r.output_low),
+              num(r.output_high), r.swing] for r in rows],
             columns=[T("sens_input"), T("sens_range"), T("unc_low"), T("unc_high"),
-                     T("sens_swing")]), hide_index=True)
+                     T("sens_swing")]), hide_index=True,
+            column_config={T("sens_swing"): st.column_config.NumberColumn(format="%.3f")})
 
+
+# ---- compare: a pinned what-if beside this one ---------------------------------------------
+def shown_value(st8: ExplorerState, name: str) -> str:
+    """One input of a state as the page shows it."""
+    v = getattr(st8, name)
+    if name == "model":
+        return catalog.models[v].name if v in catalog.models else str(v)
+    if name == "gpu":
+        return catalog.gpus[v].name if v in catalog.gpus else str(v)
+    if name == "weights":
+        return catalog.formats[v].name if v in catalog.formats else str(v)
+    if name == "ctx":
+        return tokens_label(int(v))
+    if name == "prompt":
+        return tokens_label(st8.prompt_tokens)
+    if name == "calibration":
+        return str(v) or T("spec_sheet")
+    if isinstance(v, float):
+        return f"{v:g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def key_numbers(e: Explanation, st8: ExplorerState) -> list[str]:
+    f = e.figures
+    return [f"{f['step_ms']:.1f}", f"{f['ttft_s']:.2f}", f"{f['tok_s_per_request']:,.1f}",
+            f"{f['aggregate_tok_s']:,.0f}", f"{f['cost_per_mtok']:,.3f} {st8.currency}",
+            f"{f['monthly_cost']:,.0f} {st8.currency}", f"{int(f['c_vram']):,}",
+            *(verdict_text(MEMORY_WORD[v.status], lang) if v.constraint == Constraint.MEMORY
+              else status_text(v.status, lang) for v in e.verdicts),
+            status_text(e.overall, lang)]
+
+
+pinned = pinned_state(lang)
+if pinned is None:
+    st.button(T("pin"), key="pin", on_click=pin, icon=":material/push_pin:", help=T("help_pin"))
+else:
+    with st.container(border=True, key="compare"):
+        st.markdown(f"**{T('compare_title')}**")
+        with st.container(horizontal=True):
+            st.button(T("repin"), key="repin", on_click=pin, help=T("help_repin"),
+                      icon=":material/push_pin:")
+            st.button(T("unpin"), key="unpin", on_click=unpin, icon=":material/close:")
+        try:
+            pinned_result = cache.explorer_result(pinned, chart_labels(lang),
+                                                  cache.catalog_version())
+            overlays = cache.compare_charts(state, pinned, chart_labels(lang),
+                                            cache.catalog_version())
+        except CapacityError as exc:
+            st.warning(T("compare_error", msg=str(exc)))
+        else:
+            diff = [f for f in COMPARED_FIELDS if getattr(pinned, f) != getattr(state, f)]
+            if diff:
+                st.markdown(T("compare_diff") + " " + T("list_sep").join(
+                    T("compare_item", name=T(FIELD_LABEL.get(f, f)),
+                      pinned=shown_value(pinned, f), now=shown_value(state, f))
+                    for f in diff) + ".")
+            else:
+                st.caption(T("compare_same"))
+            rows = [T("metric_tpot") + " (ms)", T("metric_ttft") + " (s)", T("metric_tok_s"),
+                    T("metric_agg"), T("col_cost_per_mtok"), T("metric_month"),
+                    T("metric_cvram"), *(T("c_" + v.constraint) for v in ex.verdicts),
+                    T("compare_overall")]
+            st.dataframe(pd.DataFrame({
+                T("unc_quantity"): rows,
+                T("chart_pinned"): key_numbers(pinned_result.explanation, pinned),
+                T("chart_current"): key_numbers(ex, state)}), hide_index=True,
+                key="compare_table", width="stretch", height=35 * (len(rows) + 1) + 3)
+            tabs = st.tabs([T("compare_ch_" + name) for name in COMPARE_CHARTS])
+            for tab, name in zip(tabs, COMPARE_CHARTS, strict=True):
+                tab.vega_lite_chart(overlays[name], width="stretch", key=f"compare_{name}")
 
 # ---- verdict cards ------------------------------------------------------------------------
 def detail_text(v: Verdict) -> str:
@@ -226,8 +363,9 @@ def binding_text(e: Explanation) -> str:
             and e.verdict(Constraint.MEMORY).status == Status.FAIL):
         if fig["weights_shortfall_gb"] > 0:
             return T("b_memory_weights", short=fig["weights_shortfall_gb"])
-        return T("b_memory", c=e.concurrency, subtotal=fig["subtotal_gb"],
-                 usable=fig["usable_gb"], short=fig["shortfall_gb"], c_vram=int(fig["c_vram"]))
+        return T("b_memory" if fig["c_vram"] >= 1 else "b_memory_none", c=e.concurrency,
+                 subtotal=fig["subtotal_gb"], usable=fig["usable_gb"], short=fig["shortfall_gb"],
+                 c_vram=int(fig["c_vram"]))
     if e.verdict(Constraint.SLO).status == Status.FAIL:
         if d == Detail.TTFT:
             return T("b_ttft", ttft=fig["ttft_s"], slo=slo_ttft)
@@ -247,16 +385,24 @@ def relief_text(r: Relief, detail: Detail) -> str:
     value = r.value
     if r.kind == ReliefKind.KV_DTYPE:
         value = str(value).upper()
+    elif r.kind == ReliefKind.WEIGHTS:
+        value = catalog.formats[str(value)].name if str(value) in catalog.formats else value
     elif r.kind == ReliefKind.CONTEXT:
         value = tokens_label(int(value))
     if r.kind in (ReliefKind.PROMPT, ReliefKind.CONCURRENCY):
         value = f"{int(value):,}"
-    kind = ("concurrency_cost" if r.kind == ReliefKind.CONCURRENCY and detail == Detail.COST
-            else r.kind)
-    text = T("r_" + kind, value=value)
+    kind: str = r.kind
+    if r.kind == ReliefKind.CONCURRENCY and detail == Detail.COST:
+        kind = "concurrency_cost"
+    elif r.kind == ReliefKind.GPUS and r.tp != state.tp:
+        kind = "gpus_tp"
+    elif r.kind == ReliefKind.TP and detail == Detail.SUBTOTAL:
+        kind = "tp_memory"
+    text = T("r_" + kind, value=value, tp=r.tp, n=r.n_gpus, cur=cur)
     res = r.result
     if isinstance(res, str):  # a MemoryVerdict
-        shown = verdict_text(res, lang)
+        shown = T("r_memory_result", verdict=verdict_text(res, lang), subtotal=r.subtotal_gb,
+                  usable=r.usable_gb, cost=r.cost_per_mtok, cur=cur)
     elif detail == Detail.TTFT or r.kind in (ReliefKind.PROMPT, ReliefKind.TP, ReliefKind.MFU):
         shown = f"TTFT {res / 1e3:.2f} s"
     elif detail == Detail.COST or r.kind == ReliefKind.PRICE:
@@ -270,8 +416,12 @@ with st.container(key="binding"):
     st.markdown(f"**{binding_text(ex)}**")
     if ex.overall == Status.FAIL or ex.reliefs:
         if ex.reliefs:
-            st.markdown(T("relief") + ": " + T("list_sep").join(relief_text(r, ex.binding_detail)
-                                                        for r in ex.reliefs) + ".")
+            st.markdown(T("relief_ranked" if ex.binding_detail == Detail.SUBTOTAL
+                          else "relief_click") + ":")
+            for i, r in enumerate(ex.reliefs):
+                st.button(relief_text(r, ex.binding_detail), key=f"relief_{i}",
+                          help=T("relief_apply"), icon=":material/arrow_forward:",
+                          on_click=apply_relief, args=(r.kind, r.value, r.n_gpus, r.tp))
         else:
             st.markdown(T("relief_none"))
 st.caption(T("share"))

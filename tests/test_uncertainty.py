@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capacity.fit.calibration import Calibration, FitPoint, apply
-from capacity.fit.uncertainty import band, sensitivity
+from capacity.fit.calibration import Calibration, FitPoint, PointKind, apply
+from capacity.fit.uncertainty import Distance, band, knob_flags, sensitivity
 from capacity.model.scenario import evaluate, make_scenario
 
 C = [1, 10, 50, 100]
@@ -28,7 +28,7 @@ def test_band_without_calibration_is_ordered_and_1_3x_to_3x_above_the_spec_sheet
 def _cal(held_out: float) -> Calibration:
     pts = tuple(FitPoint(kind=k, concurrency=c, context_tokens=8192, measured_ms=10.0,
                          spec_ms=6.0, fitted_ms=10.1, held_out_ms=10.0 * (1 + held_out))
-                for k in ("tpot", "ttft") for c in (1, 10, 50))
+                for k in ("tpot", "ttft") for c in (1, 10, 50, 100))
     return Calibration(name="c", model="qwen3.5-9b-awq", gpu="rtx-4090", eta_bw=0.7,
                        step_overhead_ms=2.0, eff=0.4, mfu=0.35, prefill_overhead_ms=20.0,
                        overhead_gb=2.0, points=pts)
@@ -43,7 +43,8 @@ def test_band_with_calibration_uses_its_held_out_spread(held_out: float, spread:
     mid = np.asarray(evaluate(apply(cal, s), C).decode.step_ms)
     np.testing.assert_allclose(b.step_ms[1], mid)
     np.testing.assert_allclose(b.step_ms[2], mid * (1 + spread))
-    np.testing.assert_allclose(b.step_ms[0], mid * (1 - spread))
+    np.testing.assert_allclose(b.step_ms[0], mid / (1 + spread))  # a ratio either way
+    assert b.widenings == () and b.flags == ()  # the setup it was fitted on
     assert b.ttft_s[2] == pytest.approx(b.ttft_s[1] * (1 + spread))
     lo, c_mid, hi = b.max_concurrency_vram
     assert lo < c_mid < hi  # overhead +/- 0.5 GB moves C_vram at 8K
@@ -76,3 +77,35 @@ def test_sensitivity_of_overheads_at_zero_uses_their_typical_range() -> None:
 def test_unknown_output_is_rejected() -> None:
     with pytest.raises(ValueError, match="output must be one of"):
         sensitivity(make_scenario(), 10, "cost")
+
+
+def test_the_band_widens_with_distance_from_the_calibration_data() -> None:
+    cal = _cal(0.05)
+    here = band(make_scenario(), [50], cal)
+    assert here.widenings == () and here.spread[0] == pytest.approx(0.05)
+    other = make_scenario("llama-3.1-8b", "h100-sxm", context_tokens=65536)
+    far = band(other, [400], cal)
+    kinds = {w.kind for w in far.widenings}
+    assert {Distance.MODEL, Distance.GPU, Distance.CONTEXT, Distance.CONCURRENCY} <= kinds
+    # +15 model, +25 GPU, +15 (3 doublings of context), +10 (2 doublings of concurrency)
+    assert far.spread[0] == pytest.approx(0.05 + 0.15 + 0.25 + 0.15 + 0.10)
+    lo, mid, hi = (float(x[0]) for x in far.step_ms)
+    assert hi / mid == pytest.approx(1.70) and mid / lo == pytest.approx(1.70)
+
+
+def test_two_points_and_an_mfu_of_094_are_flagged_and_widen_the_band() -> None:
+    pts = tuple(FitPoint(kind=PointKind.TPOT, concurrency=c, context_tokens=8192,
+                         measured_ms=10.0, spec_ms=6.0, fitted_ms=10.0) for c in (1, 50))
+    cal = Calibration(name="sim", model="qwen3.5-9b-awq", gpu="rtx-4090", eta_bw=0.8,
+                      mfu=0.94, eff=0.5, points=pts)
+    flags = knob_flags(cal)
+    assert [(f.knob, f.value) for f in flags] == [("mfu", 0.94)]
+    b = band(make_scenario(), [50], cal)
+    assert b.flags == flags
+    kinds = [(w.kind, w.output) for w in b.widenings]
+    assert (Distance.FEW_POINTS, "step_ms") in kinds  # 2 TPOT points
+    assert (Distance.FEW_POINTS, "ttft_s") in kinds  # no TTFT point
+    assert (Distance.IMPLAUSIBLE, "ttft_s") in kinds
+    assert b.spread[0] == pytest.approx(0.05 + 0.10)
+    assert knob_flags(Calibration(name="x", model="m", gpu="g", eta_bw=1.02)) != ()
+    assert knob_flags(Calibration(name="x", model="m", gpu="g", eff=0.93)) != ()

@@ -1,12 +1,22 @@
 """How sure is a prediction? A band, and which input moves the answer most (docs/method.md, uncertainty).
 
 Band: with a calibration, the spread of its held-out errors (or, for points it could not
-hold out, its fitted residuals) widens the calibrated prediction: step x (1 +/- spread), and
-the same for TTFT; C_vram from the overhead +/- 0.5 GB when the calibration measured it.
+hold out, its fitted residuals) widens the calibrated prediction: step / (1 + spread) to
+step x (1 + spread) (a ratio either way, so a wide spread never reaches 0), and the same for
+TTFT; C_vram from the overhead +/- 0.5 GB when the calibration measured it.
 Without one, the band comes from typical efficiency ranges on real engines (`TYPICAL_RANGES`):
 the spec-sheet roofline (eta_bw = eff = 1, no overhead) is its optimistic edge, and real
 engines land 1.3x to 3x slower (F11 (docs/method.md) issue text; e.g. the published RTX 4090 vLLM sweep in
 data/reference is 1.3x to 2.2x above the spec-sheet step time).
+
+Distance (docs/calibration.md): a calibration describes the setup it was fitted on. Applied
+elsewhere, its spread widens (`Widening`): another model (+15 points), another GPU (+25:
+efficiencies belong to the GPU and engine), a context or concurrency outside the range of its
+points (+5 per doubling beyond, at most +30 each), fewer than 3 points of a kind (+10). These
+are this project's rules of thumb, not fitted figures: they say "further from the data, less
+sure" in numbers a reader can check. Knobs outside what real engines reach (`PLAUSIBLE_MAX`),
+or whose standard error exceeds half their value, are flagged (`KnobFlag`) and widen the
+band by +10 points each.
 
 Sensitivity: one input at a time moved over its range, the others held; inputs sorted by the
 swing they cause (a tornado chart's data).
@@ -14,8 +24,10 @@ swing they cause (a tornado chart's data).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +53,139 @@ MIN_SPREAD = 0.05
 """A calibrated band is never narrower than +/- 5%: runs of the same setup differ that much."""
 
 
+class Distance(StrEnum):
+    """How a prediction lies away from the calibration's data (`Widening.kind`)."""
+
+    MODEL = "model"
+    """Another model than the one measured."""
+    GPU = "gpu"
+    """Another GPU than the one measured."""
+    CONTEXT = "context"
+    """A context (TTFT: prompt) outside the measured range."""
+    CONCURRENCY = "concurrency"
+    """A concurrency outside the measured range."""
+    FEW_POINTS = "few_points"
+    """Fewer than `FEW_POINTS` measured points of a kind."""
+    IMPLAUSIBLE = "implausible"
+    """A fitted knob outside what real engines reach, or poorly determined."""
+
+
+WIDENING: dict[Distance, float] = {
+    Distance.MODEL: 0.15, Distance.GPU: 0.25, Distance.FEW_POINTS: 0.10,
+    Distance.IMPLAUSIBLE: 0.10,
+}
+"""Added to the relative spread (a fraction) for each distance (rules of thumb, see above)."""
+PER_DOUBLING = 0.05
+"""Added to the spread per doubling of context or concurrency beyond the measured range."""
+MAX_RANGE_WIDENING = 0.30
+"""The most a context or concurrency distance adds."""
+FEW_POINTS = 3
+"""Fewer measured points than this (of TPOT or of TTFT) widen the band."""
+PLAUSIBLE_MAX: dict[str, float] = {"eta_bw": 0.95, "eff": 0.9, "mfu": 0.8}
+"""Highest plausible fitted fractions of peak: bandwidth-bound decode kernels reach 0.6-0.9 of
+peak memory bandwidth, dense GEMMs up to ~0.8 of peak TFLOP/s (`TYPICAL_RANGES` for typical
+values); a fit above these has traded against another knob or overhead."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Widening:
+    """One reason the band is wider: `kind`, what it is about (`measured` vs `used`, as
+    plain text: keys, token counts or request counts) and `amount` added to the spread."""
+
+    kind: Distance
+    measured: str
+    used: str
+    amount: float
+    output: str
+    """'step_ms', 'ttft_s' or 'both'."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KnobFlag:
+    """A fitted knob that is implausible: above `limit` (a fraction of peak), or with a
+    standard error `std` over half its value (`limit` is NaN then)."""
+
+    knob: str
+    value: float
+    limit: float
+    std: float
+
+
+def knob_flags(cal: Calibration) -> tuple[KnobFlag, ...]:
+    """The calibration's implausible knobs: above `PLAUSIBLE_MAX`, or std > value / 2."""
+    out = []
+    for name in ("eta_bw", "eff", "mfu", "step_overhead_ms", "prefill_overhead_ms"):
+        v = getattr(cal, name)
+        if v is None:
+            continue
+        std = cal.knob_std(name)
+        limit = PLAUSIBLE_MAX.get(name, math.nan)
+        if v > limit:
+            out.append(KnobFlag(knob=name, value=float(v), limit=limit, std=std))
+        elif math.isfinite(std) and v > 0 and std > v / 2:
+            out.append(KnobFlag(knob=name, value=float(v), limit=math.nan, std=std))
+    return tuple(out)
+
+
+def _range_widening(kind: Distance, lo: float, hi: float, used: float, output: str
+                    ) -> Widening | None:
+    """+`PER_DOUBLING` per doubling of `used` beyond [lo, hi], at most `MAX_RANGE_WIDENING`."""
+    if used > hi > 0:
+        doublings = math.log2(used / hi)
+    elif 0 < used < lo:
+        doublings = math.log2(lo / used)
+    else:
+        return None
+    amount = min(MAX_RANGE_WIDENING, PER_DOUBLING * doublings)
+    if amount < 0.01:
+        return None
+    span = f"{lo:,.0f}" if lo == hi else f"{lo:,.0f}-{hi:,.0f}"
+    return Widening(kind=kind, measured=span, used=f"{used:,.0f}", amount=amount, output=output)
+
+
+def distance(cal: Calibration, scenario: Scenario, concurrency: npt.ArrayLike
+             ) -> tuple[Widening, ...]:
+    """Why a calibration applied to `scenario` at `concurrency` deserves a wider band."""
+    out: list[Widening] = []
+    if cal.model and cal.model not in (scenario.variant.key, scenario.model.key):
+        out.append(Widening(kind=Distance.MODEL, measured=cal.model, used=scenario.variant.key,
+                            amount=WIDENING[Distance.MODEL], output="both"))
+    if cal.gpu and cal.gpu != scenario.gpu.key:
+        out.append(Widening(kind=Distance.GPU, measured=cal.gpu, used=scenario.gpu.key,
+                            amount=WIDENING[Distance.GPU], output="both"))
+    C = np.asarray(concurrency, dtype=np.float64)
+    for kind, output in ((PointKind.TPOT, "step_ms"), (PointKind.TTFT, "ttft_s")):
+        pts = [p for p in cal.points if p.kind == kind]
+        if len(pts) < FEW_POINTS:
+            out.append(Widening(kind=Distance.FEW_POINTS, measured=str(len(pts)),
+                                used=str(FEW_POINTS), amount=WIDENING[Distance.FEW_POINTS],
+                                output=output))
+        if not pts:
+            continue
+        ctx = [p.context_tokens for p in pts]
+        used_ctx = scenario.context_tokens if kind == PointKind.TPOT else scenario.prompt
+        w = _range_widening(Distance.CONTEXT, min(ctx), max(ctx), used_ctx, output)
+        if w is not None:
+            out.append(w)
+        if kind == PointKind.TPOT and C.size:
+            cs = [p.concurrency for p in pts]
+            far = max((_range_widening(Distance.CONCURRENCY, min(cs), max(cs), float(c), output)
+                       for c in (float(C.min()), float(C.max()))),
+                      key=lambda x: -1.0 if x is None else x.amount)
+            if far is not None:
+                out.append(far)
+    for flag in knob_flags(cal):
+        out.append(Widening(kind=Distance.IMPLAUSIBLE, measured=flag.knob,
+                            used=f"{flag.value:.3g}", amount=WIDENING[Distance.IMPLAUSIBLE],
+                            output="ttft_s" if flag.knob in ("mfu", "prefill_overhead_ms")
+                            else "step_ms"))
+    return tuple(out)
+
+
+def _widened(base: float, widenings: Sequence[Widening], output: str) -> float:
+    return base + sum(w.amount for w in widenings if w.output in (output, "both"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Band:
     """Low / middle / high of step time (ms), TTFT (s) and C_vram at each concurrency."""
@@ -50,6 +195,12 @@ class Band:
     ttft_s: tuple[float, float, float]
     max_concurrency_vram: tuple[int, int, int]
     basis: str
+    widenings: tuple[Widening, ...] = ()
+    """Why a calibrated band is wider than the calibration's own error (empty otherwise)."""
+    flags: tuple[KnobFlag, ...] = ()
+    """The calibration's implausible knobs."""
+    spread: tuple[float, float] = (0.0, 0.0)
+    """The relative spread of step time and TTFT of a calibrated band (0 without one)."""
 
     @property
     def step_ratio(self) -> tuple[float, float]:
@@ -76,7 +227,9 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
          calibration: Calibration | None = None) -> Band:
     """The band around a prediction at the scenario's context.
 
-    With a calibration: the calibrated prediction +/- its held-out spread. Without: from the
+    With a calibration: the calibrated prediction +/- its held-out spread, widened by its
+    distance from the scenario (`distance`: other model, GPU, context, concurrency, few
+    points, implausible knobs). Without: from the
     scenario as given (middle) to the `TYPICAL_RANGES` edges (low = fast end, high = slow end);
     when the scenario is spec-sheet, the middle equals the fast edge of the range or below it.
     """
@@ -84,7 +237,9 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
     if calibration is not None:
         s = apply(calibration, scenario)
         step, ttft, cv = _at(s, C)
-        sp_t, sp_f = _spread(calibration, PointKind.TPOT), _spread(calibration, PointKind.TTFT)
+        far = distance(calibration, scenario, C)
+        sp_t = _widened(_spread(calibration, PointKind.TPOT), far, "step_ms")
+        sp_f = _widened(_spread(calibration, PointKind.TTFT), far, "ttft_s")
         if calibration.overhead_gb is not None:
             lo_s = s.with_(overhead_gb=max(0.0, s.overhead_gb - CALIBRATED_OVERHEAD_SPREAD_GB))
             hi_s = s.with_(overhead_gb=s.overhead_gb + CALIBRATED_OVERHEAD_SPREAD_GB)
@@ -92,11 +247,14 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
         else:
             cv_lo, cv_hi = _at(s.with_(overhead_gb=TYPICAL_RANGES["overhead_gb"][1]), C)[2], \
                 _at(s.with_(overhead_gb=TYPICAL_RANGES["overhead_gb"][0]), C)[2]
-        return Band(concurrency=C, step_ms=(step * (1 - sp_t), step, step * (1 + sp_t)),
-                    ttft_s=(ttft * (1 - sp_f), ttft, ttft * (1 + sp_f)),
+        return Band(concurrency=C,
+                    step_ms=(step / (1 + sp_t), step, step * (1 + sp_t)),
+                    ttft_s=(ttft / (1 + sp_f), ttft, ttft * (1 + sp_f)),
                     max_concurrency_vram=(min(cv_lo, cv), cv, max(cv_hi, cv)),
                     basis=f"calibration '{calibration.name}': +/- {sp_t:.0%} step, "
-                          f"+/- {sp_f:.0%} TTFT (held-out error)")
+                          f"+/- {sp_f:.0%} TTFT (held-out error"
+                          + (", widened by its distance from here)" if far else ")"),
+                    widenings=far, flags=knob_flags(calibration), spread=(sp_t, sp_f))
     r = TYPICAL_RANGES
     fast = scenario.with_(eta_bw=r["eta_bw"][1], eff=r["eff"][1],
                           step_overhead_ms=r["step_overhead_ms"][0], mfu=r["mfu"][1],

@@ -70,6 +70,9 @@ DEFAULT_LABELS: Final[dict[str, str]] = {
     "verdict": "memory verdict",
     "bound": "binds",
     "point": "point",
+    "current": "this what-if",
+    "pinned": "pinned",
+    "what_if": "what-if",
 }
 
 
@@ -489,4 +492,46 @@ def specs(d: ChartData, labels: Mapping[str, str] = DEFAULT_LABELS) -> dict[str,
         spec = dict(_template(name, items, d.currency))
         spec["datasets"] = {k: _records(v) for k, v in data[name].items()}
         out[name] = spec
+    return out
+
+
+COMPARE_CHARTS: Final = ("step_ms", "aggregate_tok_s", "cost_per_mtok")
+"""The curves Compare overlays (columns of `ChartData.curves`), by concurrency."""
+_COMPARE_TITLES: Final = {"step_ms": "step_ms", "aggregate_tok_s": "aggregate_tok_s",
+                          "cost_per_mtok": "cost"}
+
+
+def compare_specs(current: ChartData, pinned: ChartData,
+                  labels: Mapping[str, str] = DEFAULT_LABELS, height: int = 260
+                  ) -> dict[str, dict[str, Any]]:
+    """Compare: each of `COMPARE_CHARTS` for the current and the pinned what-if overlaid on one
+    concurrency axis (current solid, pinned dashed), a dot at each one's chosen concurrency.
+    Units as in `chart_data` (ms, tok/s, currency per M tokens); by name."""
+    L = functools.partial(_l, labels)
+    names = [L("current"), L("pinned")]
+    out: dict[str, dict[str, Any]] = {}
+    for y in COMPARE_CHARTS:
+        frames, dots = [], []
+        for name, d in zip(names, (current, pinned), strict=True):
+            cv = d.curves
+            ok = np.isfinite(cv[y].to_numpy())
+            frames.append(pd.DataFrame({"x": cv["concurrency"][ok], "value": cv[y][ok],
+                                        "series": name}))
+            at = cv.iloc[[int(np.argmin(np.abs(cv["concurrency"].to_numpy() - d.concurrency)))]]
+            dots.append(pd.DataFrame({"x": at["concurrency"], "value": at[y], "series": name}))
+        title = L(_COMPARE_TITLES[y]) + (f" ({current.currency})" if y == "cost_per_mtok"
+                                         else "")
+        tip = [alt.Tooltip("series:N", title=L("what_if")),
+               alt.Tooltip("x:Q", title=L("concurrency"), format=",.0f"),
+               alt.Tooltip("value:Q", title=title, format=",.3f")]
+        color = _legend_color("series", names, [COLORS["bandwidth"], COLORS["compute"]])
+        dash = alt.StrokeDash("series:N", legend=None,
+                              scale=alt.Scale(domain=names, range=[[1, 0], [7, 4]]))
+        enc = {"x": alt.X("x:Q", title=L("concurrency")),
+               "y": alt.Y("value:Q", title=title, scale=alt.Scale(zero=True)), "color": color}
+        lines = alt.Chart(pd.concat(frames, ignore_index=True)).mark_line(
+            strokeWidth=2.5).encode(strokeDash=dash, tooltip=tip, **enc)
+        points = alt.Chart(pd.concat(dots, ignore_index=True)).mark_circle(size=90).encode(
+            tooltip=tip, **enc)
+        out[y] = alt.layer(lines, points).properties(height=height).to_dict()
     return out

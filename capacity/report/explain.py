@@ -20,12 +20,20 @@ from typing import Any, Final
 
 import numpy as np
 
+from capacity.catalog.loader import Catalog
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH
 from capacity.model.memory import VERDICTS, MemoryVerdict, headroom_level
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
 from capacity.model.roofline import Bound
-from capacity.model.scenario import Evaluation, Scenario, capacity_table, evaluate, suggest_fixes
+from capacity.model.scenario import (
+    Evaluation,
+    Scenario,
+    by_cost,
+    capacity_table,
+    evaluate,
+    suggest_fixes,
+)
 from capacity.units import GB, KIB, TERA, bytes_per_element
 
 
@@ -74,7 +82,9 @@ class ReliefKind(StrEnum):
     """What a relief changes (`Relief.kind`); the memory ones are `FixKind`'s values."""
 
     GPUS = "gpus"
-    """More GPUs in all (more replicas)."""
+    """More GPUs in all (more replicas, or a larger TP group)."""
+    WEIGHTS = "weights"
+    """A smaller weight format of the same model."""
     KV_DTYPE = "kv_dtype"
     """A smaller KV-cache precision."""
     CONTEXT = "context"
@@ -84,7 +94,7 @@ class ReliefKind(StrEnum):
     PROMPT = "prompt"
     """A shorter prompt (the longest one whose TTFT meets the SLO)."""
     TP = "tp"
-    """A larger tensor-parallel size (prefill split across GPUs)."""
+    """A larger tensor-parallel size (weights split across GPUs; prefill split too)."""
     PRICE = "price"
     """A lower GPU price per hour."""
     MFU = "mfu"
@@ -129,12 +139,19 @@ class Relief:
     """One change that would relieve the binding constraint, with the result it gives.
 
     `value` is the new setting; `result` is the figure it gives (a memory verdict for memory
-    fixes, ms/s/cost for the others).
+    fixes, ms/s/cost for the others). `n_gpus` and `tp` are the deployment the relief gives
+    (they change with the GPU and TP reliefs); memory reliefs also carry the VRAM subtotal and
+    usable GB per GPU (F8) and the cost per M tokens (F7) they give.
     """
 
     kind: ReliefKind
     value: float | str
     result: float | MemoryVerdict
+    n_gpus: int
+    tp: int
+    subtotal_gb: float | None = None
+    usable_gb: float | None = None
+    cost_per_mtok: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,16 +251,14 @@ def _binding(vs: tuple[Verdict, ...], bound: Bound) -> tuple[Constraint, Detail]
 
 
 def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: Detail,
-             targets: Targets) -> list[Relief]:
+             targets: Targets, catalog: Catalog | None) -> list[Relief]:
     out: list[Relief] = []
     if binding == Constraint.MEMORY:
-        fixes = suggest_fixes(s, c)
-        for f in fixes:
-            out.append(Relief(kind=ReliefKind(f.kind), value=f.value, result=f.verdict))
-        c_max = int(ev.max_concurrency_vram.flat[0])
-        if not fixes and c_max > c:
-            out.append(Relief(kind=ReliefKind.CONCURRENCY, value=c_max,
-                              result=MemoryVerdict.TIGHT))
+        # every fix that works, cheapest first (F7's monthly cost, then cost per M tokens)
+        for f in by_cost(suggest_fixes(s, c, catalog)):
+            out.append(Relief(kind=ReliefKind(f.kind), value=f.value, result=f.verdict,
+                              n_gpus=f.n_gpus, tp=f.tp, subtotal_gb=f.subtotal_gb,
+                              usable_gb=f.usable_gb, cost_per_mtok=f.cost_per_mtok))
         return out
     if detail == Detail.TTFT:
         # a shorter prompt: TTFT grows with L, so the longest prompt under the SLO
@@ -252,7 +267,7 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: D
         ok = np.flatnonzero(e.ttft_s * 1e3 <= targets.ttft_ms)
         if ok.size:
             out.append(Relief(kind=ReliefKind.PROMPT, value=int(grid[ok[-1]]),
-                              result=float(e.ttft_s[ok[-1]]) * 1e3))
+                              result=float(e.ttft_s[ok[-1]]) * 1e3, n_gpus=s.n_gpus, tp=s.tp))
         for tp in (2, 4, 8):
             t = s.with_(tp=tp, n_gpus=max(s.n_gpus // s.tp, 1) * tp,
                         nccl_gb=s.nccl_gb or DEFAULT_NCCL_GB)
@@ -262,12 +277,13 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: D
                 continue
             ttft = float(evaluate(t, [c]).ttft_s) * 1e3
             if ttft <= targets.ttft_ms:
-                out.append(Relief(kind=ReliefKind.TP, value=tp, result=ttft))
+                out.append(Relief(kind=ReliefKind.TP, value=tp, result=ttft, n_gpus=t.n_gpus,
+                                  tp=tp))
                 break
         need_mfu = s.mfu * float(ev.ttft_s.flat[0]) * 1e3 / targets.ttft_ms
         if need_mfu <= 0.6:
             out.append(Relief(kind=ReliefKind.MFU, value=round(need_mfu, 2),
-                              result=targets.ttft_ms))
+                              result=targets.ttft_ms, n_gpus=s.n_gpus, tp=s.tp))
         return out
     if detail in (Detail.TPOT, Detail.BANDWIDTH_TERM, Detail.COMPUTE_TERM):
         grid = np.arange(1, max(c, 1) + 1, dtype=np.float64)
@@ -275,44 +291,50 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: D
         ok = np.flatnonzero(e.decode.step_ms <= targets.tpot_ms)
         if ok.size and ok[-1] + 1 < c:
             out.append(Relief(kind=ReliefKind.CONCURRENCY, value=int(grid[ok[-1]]),
-                              result=float(e.decode.step_ms[ok[-1]])))
+                              result=float(e.decode.step_ms[ok[-1]]), n_gpus=s.n_gpus, tp=s.tp))
         for n in range(s.n_gpus + s.tp, 16 * s.tp + 1, s.tp):
             step = float(evaluate(s.with_(n_gpus=n), [c]).decode.step_ms[0])
             if step <= targets.tpot_ms:
-                out.append(Relief(kind=ReliefKind.GPUS, value=n, result=step))
+                out.append(Relief(kind=ReliefKind.GPUS, value=n, result=step, n_gpus=n,
+                                  tp=s.tp))
                 break
         if bytes_per_element(s.kv_dtype) > 1:
             step = float(evaluate(s.with_(kv_dtype="fp8"), [c]).decode.step_ms[0])
             if step <= targets.tpot_ms:
-                out.append(Relief(kind=ReliefKind.KV_DTYPE, value="fp8", result=step))
+                out.append(Relief(kind=ReliefKind.KV_DTYPE, value="fp8", result=step,
+                                  n_gpus=s.n_gpus, tp=s.tp))
         return out
     if detail == Detail.COST and targets.cost_per_mtok > 0:
         c_max = int(ev.max_concurrency_vram.flat[0])
         if c_max > c:
             cost = float(evaluate(s, [c_max]).cost_per_mtok[0])
             if cost <= targets.cost_per_mtok:
-                out.append(Relief(kind=ReliefKind.CONCURRENCY, value=c_max, result=cost))
+                out.append(Relief(kind=ReliefKind.CONCURRENCY, value=c_max, result=cost,
+                                  n_gpus=s.n_gpus, tp=s.tp))
         agg = float(ev.aggregate_tok_s.flat[0])
         if agg > 0:
             price = targets.cost_per_mtok * agg * 3600.0 / 1e6 / s.n_gpus
-            out.append(Relief(kind=ReliefKind.PRICE, value=price, result=targets.cost_per_mtok))
+            out.append(Relief(kind=ReliefKind.PRICE, value=price, result=targets.cost_per_mtok,
+                              n_gpus=s.n_gpus, tp=s.tp))
         return out
     return out
 
 
-def explain(s: Scenario, concurrency: int, targets: Targets) -> Explanation:
+def explain(s: Scenario, concurrency: int, targets: Targets, catalog: Catalog | None = None
+            ) -> Explanation:
     """Verdicts at `concurrency` (total), the binding constraint and what would relieve it.
 
     Binding: memory when it does not fit; else the cause of a failed SLO (TTFT -> compute,
     TPOT -> whichever term binds the decode step, cost -> slo); else the constraint closest to
-    its limit. Seed: 50 x 8K on one RTX 4090 is tight on memory (20.6 of 21.6 GB) with TPOT
+    its limit. `catalog` lists the model's weight formats for the memory fixes (default:
+    `default_catalog`). Seed: 50 x 8K on one RTX 4090 is tight on memory (20.6 of 21.6 GB) with TPOT
     18.97 ms; 100 x 8K does not fit and is relieved by 2 GPUs, FP8 KV or a 4K context.
     """
     c = int(concurrency)
     ev = evaluate(s, [c])
     vs = verdicts(ev, targets)
     binding, detail = _binding(vs, Bound(str(ev.decode.bound[0])))
-    reliefs = _reliefs(s, ev, c, binding, detail, targets)
+    reliefs = _reliefs(s, ev, c, binding, detail, targets, catalog)
     figures = {
         "c_vram": float(ev.max_concurrency_vram.flat[0]),
         "subtotal_gb": float(ev.vram_subtotal_bytes[0]) / GB,

@@ -42,13 +42,32 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "gpu": ("GPU", "GPU"),
     "gpus": ("GPUs", "GPU 数量"),
     "tp": ("Tensor parallel (TP)", "张量并行 (TP)"),
+    "tp_short": ("TP", "TP"),
+    "tp_moved": ("TP={old} is not possible for {model} on {n} GPUs; moved to TP={new}, the "
+                 "nearest size that is.",
+                 "{model} 在 {n} 张 GPU 上不能用 TP={old}；已改为最接近的可行值 TP={new}。"),
     "ctx": ("Context per request (tokens)", "每个请求的上下文 (tokens)"),
     "prompt": ("Prompt length for TTFT (tokens)", "计算首字延迟的提示长度 (tokens)"),
+    "prompt_follows": ("Prompt = the whole context", "提示长度 = 整个上下文"),
+    "help_prompt_follows": ("On: TTFT is for a prompt as long as the context, and follows it. "
+                            "Off: set the prompt length apart.",
+                            "开：首字延迟按与上下文等长的提示计算，并随上下文变化。关：单独设定提示长度。"),
+    "ttft_prompt_follows": ("TTFT is for a prompt of {p} tokens (the whole context; set it apart "
+                            "under Workload and memory).",
+                            "首字延迟按 {p} tokens 的提示计算（即整个上下文；可在“负载与显存”中单独设定）。"),
+    "ttft_prompt_apart": ("TTFT is for a prompt of {p} tokens, set apart from the {ctx}-token "
+                          "context (under Workload and memory).",
+                          "首字延迟按 {p} tokens 的提示计算，与 {ctx} tokens 的上下文分开设定"
+                          "（见“负载与显存”）。"),
     "kv": ("KV cache precision", "KV 缓存精度"),
     "block": ("KV block size (tokens)", "KV 块大小 (tokens)"),
     "util": ("GPU memory utilization", "显存利用率"),
     "overhead": ("Runtime overhead per GPU (GB)", "每卡运行时开销 (GB)"),
     "c": ("Concurrent requests", "并发请求数"),
+    "c_exact": ("exact", "精确值"),
+    "ctx_exact": ("tokens", "tokens"),
+    "help_exact": ("Type an exact value; the slider beside it follows.",
+                   "输入精确值；旁边的滑块随之移动。"),
     "slo_ttft_ms": ("TTFT target (ms)", "首字延迟目标 (ms)"),
     "slo_tpot_ms": ("TPOT target (ms)", "每 token 时间目标 (ms)"),
     "slo_cost": ("Cost target per M tokens (0 = none)", "每百万 token 成本目标 (0 = 不设)"),
@@ -61,8 +80,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "help_util": ("Fraction of total GPU memory the engine may use (vLLM "
                   "gpu_memory_utilization).",
                   "推理引擎可用的显存比例（vLLM 的 gpu_memory_utilization，按总显存计）。"),
-    "help_tp": ("Replicas = GPUs / TP. A model that fits one card is usually better served by "
-                "replicas.", "副本数 = GPU 数 / TP。单卡放得下的模型通常用多副本更好。"),
+    "help_tp": ("Tensor parallel size. Replicas = GPUs / TP; only sizes that divide the GPU "
+                "count and the model's heads are offered. A model that fits one card is "
+                "usually better served by replicas.",
+                "张量并行大小。副本数 = GPU 数 / TP；只列出能整除 GPU 数和模型头数的取值。"
+                "单卡放得下的模型通常用多副本更好。"),
     "help_eff": ("Fraction of peak TFLOP/s a decode step reaches (the chapter uses 1.0; real "
                  "values are lower).", "解码阶段达到的峰值算力比例（原文取 1.0，实际更低）。"),
     "sec_inputs": ("Inputs", "输入"),
@@ -93,6 +115,30 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                        "of real engines (slow edge); calibrate to narrow it.",
                        "区间:从规格表数值(快端)到真实引擎的典型效率(慢端);校准后会变窄。"),
     "unc_quantity": ("quantity", "指标"),
+    "unc_flags": ("The calibration has knobs real engines do not reach, or that its data "
+                  "could not pin down; treat its prediction with care:",
+                  "该校准的部分参数超出真实引擎能达到的范围，或数据不足以确定；请谨慎看待其预测："),
+    "unc_flag_high": ("{knob} = {value:.3g}, above the plausible {limit:g}",
+                      "{knob} = {value:.3g}，高于合理上限 {limit:g}"),
+    "unc_flag_std": ("{knob} = {value:.3g} with a standard error of {std:.3g} (over half "
+                     "its value)", "{knob} = {value:.3g}，标准误 {std:.3g}（超过其值的一半）"),
+    "unc_wider": ("The band is wider than the calibration's own error, because:",
+                  "区间比校准自身的误差更宽，原因是："),
+    "unc_w_model": ("fitted on {measured}, applied to {used}: +{amount} ({output})",
+                    "在 {measured} 上拟合，用于 {used}：+{amount}（{output}）"),
+    "unc_w_gpu": ("measured on {measured}, applied to {used}: +{amount} ({output})",
+                  "在 {measured} 上测量，用于 {used}：+{amount}（{output}）"),
+    "unc_w_context": ("measured at {measured} tokens, used at {used}: +{amount} ({output})",
+                      "测量时为 {measured} tokens，现在为 {used}：+{amount}（{output}）"),
+    "unc_w_concurrency": ("measured at concurrency {measured}, used at {used}: +{amount} "
+                          "({output})", "测量时并发为 {measured}，现在为 {used}：+{amount}（{output}）"),
+    "unc_w_few_points": ("only {measured} measured point(s), fewer than {used}: +{amount} "
+                         "({output})", "只有 {measured} 个测量点，少于 {used} 个：+{amount}（{output}）"),
+    "unc_w_implausible": ("{measured} = {used} is implausible: +{amount} ({output})",
+                          "{measured} = {used} 不合理：+{amount}（{output}）"),
+    "unc_out_step_ms": ("TPOT", "TPOT"),
+    "unc_out_ttft_s": ("TTFT", "首字延迟"),
+    "unc_out_both": ("TPOT and TTFT", "TPOT 和首字延迟"),
     "unc_low": ("low", "低"),
     "unc_mid": ("prediction", "预测"),
     "unc_high": ("high", "高"),
@@ -161,6 +207,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                  "{c_vram} at this context.",
                  "瓶颈是显存：{c} 个请求每卡需要 {subtotal:.1f} GB，可用只有 {usable:.1f} GB"
                  "（差 {short:.1f} GB）；此上下文下显存最多容纳 {c_vram} 个并发。"),
+    "b_memory_none": ("Memory binds: {c} requests need {subtotal:.1f} GB per GPU but only "
+                      "{usable:.1f} GB is usable ({short:.1f} GB short); at this context "
+                      "memory holds not even one request.",
+                      "瓶颈是显存：{c} 个请求每卡需要 {subtotal:.1f} GB，可用只有 "
+                      "{usable:.1f} GB（差 {short:.1f} GB）；此上下文下显存连一个请求都放不下。"),
     "b_memory_weights": ("Memory binds: the weights and overhead alone exceed the usable "
                          "memory by {short:.1f} GB, before any KV cache.",
                          "瓶颈是显存：仅权重和运行时开销就超出可用显存 {short:.1f} GB，"
@@ -187,12 +238,38 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "b_ok_compute": ("Everything passes; compute is closest to its limit (TTFT {ttft:.2f} s "
                      "of {slo_ttft:.2f} s).",
                      "全部通过；最接近上限的是算力（TTFT {ttft:.2f} s，目标 {slo_ttft:.2f} s）。"),
+    "pin": ("Pin this what-if to compare", "固定此方案以便比较"),
+    "help_pin": ("Keep these inputs beside the page while you change them; the pair is in the "
+                 "URL.", "修改输入时把当前方案保留在旁边对比；两个方案都保存在链接中。"),
+    "repin": ("Pin this", "固定当前"),
+    "help_repin": ("Pin the current what-if instead.", "改为固定当前方案。"),
+    "unpin": ("Unpin", "取消固定"),
+    "compare_title": ("Compared with the pinned what-if", "与已固定方案对比"),
+    "compare_diff": ("The pinned one differs in:", "已固定方案的不同之处："),
+    "compare_item": ("{name}: {pinned} (now {now})", "{name}：{pinned}（当前 {now}）"),
+    "compare_same": ("The pinned what-if equals this one: change an input to compare.",
+                     "已固定方案与当前相同：修改输入即可比较。"),
+    "compare_overall": ("overall", "总体"),
+    "compare_ch_step_ms": ("TPOT vs concurrency", "TPOT 随并发变化"),
+    "compare_ch_aggregate_tok_s": ("aggregate tok/s vs concurrency", "总吞吐随并发变化"),
+    "compare_ch_cost_per_mtok": ("cost per M tokens vs concurrency", "每百万 token 成本随并发变化"),
+    "compare_error": ("The pinned what-if cannot be computed any more: {msg}",
+                      "已固定方案已无法计算：{msg}"),
     "relief": ("What would relieve it", "缓解办法"),
+    "relief_ranked": ("What would relieve it (each alone, cheapest first; click to apply)",
+                      "缓解办法（每项单独即可，按成本从低到高；点击即应用）"),
+    "relief_click": ("What would relieve it (each alone; click to apply)",
+                     "缓解办法（每项单独即可；点击即应用）"),
+    "relief_apply": ("Apply this change to the inputs above", "把这项改动应用到上面的输入"),
     "relief_none": ("No single change in the usual knobs relieves it; try a larger GPU or "
                     "a smaller model.", "常用手段单独都不够；试试更大的 GPU 或更小的模型。"),
     "r_gpus": ("{value} GPUs as replicas", "{value} 张 GPU（多副本）"),
+    "r_gpus_tp": ("{value} GPUs at TP={tp}", "{value} 张 GPU，TP={tp}"),
+    "r_tp_memory": ("TP={value} on the {n} GPUs (weights and KV split across them)",
+                    "在这 {n} 张卡上用 TP={value}（权重和 KV 分到各卡）"),
+    "r_weights": ("{value} weights", "{value} 权重"),
     "r_kv_dtype": ("{value} KV cache", "{value} KV 缓存"),
-    "r_context": ("a {value} context", "{value} 上下文"),
+    "r_context": ("a context of {value} tokens", "上下文 {value} tokens"),
     "r_concurrency": ("at most {value} concurrent requests", "并发不超过 {value}"),
     "r_concurrency_cost": ("{value} concurrent requests (fill the memory)",
                            "并发提高到 {value}（用满显存）"),
@@ -201,7 +278,12 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
              "TP={value}：预填充分摊到 {value} 张卡"),
     "r_mfu": ("a prefill MFU of {value} (better kernels, chunked prefill tuning)",
               "预填充 MFU 提到 {value}（更好的算子、分块预填充调优）"),
-    "r_price": ("a price of at most {value:.2f} per GPU-hour", "每 GPU 小时价格不超过 {value:.2f}"),
+    "r_price": ("a price of at most {value:.2f} {cur} per GPU-hour",
+                "每 GPU 小时价格不超过 {value:.2f} {cur}"),
+    "r_memory_result": ("{verdict}, {subtotal:.1f} of {usable:.1f} GB per GPU, {cost:.3f} {cur} "
+                        "per M tokens",
+                        "{verdict}，每卡 {subtotal:.1f} / {usable:.1f} GB，每百万 token "
+                        "{cost:.3f} {cur}"),
     "gives": ("gives", "结果"),
     "v_fits": ("fits", "放得下"),
     "v_tight": ("tight", "勉强"),
@@ -714,6 +796,9 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "quote_verdict_does_not_fit": ("does not fit", "不能"),
     # chart labels of capacity.report.charts (Explorer): chart_<name> -> app.i18n.chart_labels
     "chart_concurrency": ("concurrent requests", "并发请求数"),
+    "chart_current": ("this what-if", "当前方案"),
+    "chart_pinned": ("pinned", "已固定方案"),
+    "chart_what_if": ("what-if", "方案"),
     "chart_step_ms": ("decode step (ms)", "解码步 (ms)"),
     "chart_bandwidth": ("bandwidth term", "带宽项"),
     "chart_compute": ("compute term", "计算项"),

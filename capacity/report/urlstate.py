@@ -26,6 +26,8 @@ from capacity.model.scenario import (
     DEFAULT_MFU,
     Scenario,
     make_scenario,
+    nearest_valid_tp,
+    valid_tp_sizes,
 )
 from capacity.plan.search import Option, PlanInputs, design_concurrency_total
 from capacity.units import KV_DTYPES
@@ -35,7 +37,11 @@ LANGS = ("en", "zh")
 
 @dataclass(frozen=True, kw_only=True)
 class ExplorerState:
-    """Every Explorer input. Field names are the query-parameter names."""
+    """Every Explorer input. Field names are the query-parameter names.
+
+    `prompt` 0 means the prompt follows the context (TTFT for a prompt as long as `ctx`); a
+    positive `prompt` is set apart from it (capped at `ctx`).
+    """
 
     lang: str = "en"
     model: str = "qwen3.5-9b"
@@ -44,7 +50,7 @@ class ExplorerState:
     gpus: int = 1
     tp: int = 1
     ctx: int = DEFAULT_CONTEXT_TOKENS
-    prompt: int = DEFAULT_CONTEXT_TOKENS
+    prompt: int = 0
     kv: str = "fp16"
     block: int = DEFAULT_BLOCK_SIZE
     util: float = DEFAULT_UTIL
@@ -62,6 +68,11 @@ class ExplorerState:
     calibration: str = ""
 
     @property
+    def prompt_tokens(self) -> int:
+        """The prompt TTFT is for: the context when `prompt` is 0, else min(prompt, ctx)."""
+        return min(self.prompt, self.ctx) if self.prompt else self.ctx
+
+    @property
     def concurrency(self) -> int:
         """Concurrent requests in all (the URL's `c`), for code outside the URL codec."""
         return self.c
@@ -76,7 +87,8 @@ class ExplorerState:
         s = make_scenario(
             self.model, self.gpu, catalog=catalog, weights=self.weights, n_gpus=self.gpus,
             tp=self.tp, util=self.util, overhead_gb=self.overhead, context_tokens=self.ctx,
-            prompt_tokens=min(self.prompt, self.ctx), kv_dtype=self.kv, block_size=self.block,
+            prompt_tokens=min(self.prompt, self.ctx) if self.prompt else None,
+            kv_dtype=self.kv, block_size=self.block,
             eff=self.eff, mfu=self.mfu, price_per_hour=self.price, currency=self.currency,
             cny_per_usd=self.rate, headroom=self.headroom,
         )
@@ -90,7 +102,7 @@ class ExplorerState:
 DEFAULT_STATE = ExplorerState()
 
 _RANGES: dict[str, tuple[float, float]] = {
-    "gpus": (1, 64), "tp": (1, 16), "ctx": (1, 10_000_000), "prompt": (1, 10_000_000),
+    "gpus": (1, 64), "tp": (1, 16), "ctx": (1, 10_000_000), "prompt": (0, 10_000_000),
     "block": (1, 1024), "util": (0.01, 1.0), "overhead": (0.0, 1000.0), "c": (1, 100_000),
     "slo_ttft_ms": (1.0, 1e7), "slo_tpot_ms": (0.1, 1e6), "slo_cost": (0.0, 1e6),
     "price": (0.0, 1e5), "rate": (0.01, 1e4), "eff": (0.01, 1.0), "mfu": (0.01, 1.0),
@@ -106,6 +118,44 @@ def encode(state: ExplorerState) -> dict[str, str]:
         if value != getattr(DEFAULT_STATE, f.name):
             out[f.name] = f"{value:g}" if isinstance(value, float) else str(value)
     return out
+
+
+PIN = "pin"
+"""The query parameter of a pinned what-if (Compare): the pinned state's differences from the
+current one, as `name:value` items joined by ',' (`pin=c:100,ctx:32768`); `same` when it
+equals the current state. Links without it open without a pin."""
+PIN_SAME = "same"
+
+
+def encode_pin(pinned: ExplorerState, current: ExplorerState) -> str:
+    """The `pin` parameter: the fields of `pinned` that differ from `current` (not `lang`)."""
+    items = []
+    for f in fields(ExplorerState):
+        value = getattr(pinned, f.name)
+        if f.name != "lang" and value != getattr(current, f.name):
+            items.append(f"{f.name}:{value:g}" if isinstance(value, float) else
+                         f"{f.name}:{value}")
+    return ",".join(items) or PIN_SAME
+
+
+def decode_pin(raw: str, current: ExplorerState, catalog: Catalog
+               ) -> tuple[ExplorerState | None, list[str]]:
+    """The pinned state a `pin` parameter describes relative to `current` (None when it is
+    unreadable), and notices for the parts that fell back (as `decode` gives them)."""
+    if raw.strip() == PIN_SAME:
+        return current, []
+    params: dict[str, str] = {}
+    for item in raw.split(","):
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            return None, [f"'pin={raw}' ignored (items are name:value, joined by ','); "
+                          "nothing is pinned"]
+        params[name.strip()] = value
+    unknown = sorted(set(params) - {f.name for f in fields(ExplorerState)} - {"lang"})
+    if unknown:
+        return None, [f"'pin={raw}' ignored (unknown {', '.join(unknown)}); nothing is pinned"]
+    state, notices = decode(params, catalog, base=current)
+    return replace(state, lang=current.lang), [f"pin: {n}" for n in notices]
 
 
 def explorer_url(state: ExplorerState, base: str = "/explorer") -> str:
@@ -131,7 +181,9 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         try:
             changes[f.name] = _parse(f.name, raw, type(default))
         except ValueError as exc:
-            notices.append(f"'{f.name}={raw}' ignored ({exc}); using {default}")
+            fallback = ("the spec-sheet prediction" if f.name == "calibration" and not default
+                        else default)
+            notices.append(f"'{f.name}={raw}' ignored ({exc}); using {fallback}")
     state = replace(base, **changes)
     state, more = _check_catalog(state, catalog, base)
     notices += more
@@ -202,6 +254,12 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
             notices.append(f"'calibration={state.calibration}' is not a saved calibration; "
                            "using the spec-sheet prediction")
             state = replace(state, calibration="")
+    model = catalog.models[state.model]
+    if state.tp not in valid_tp_sizes(model, state.gpus):
+        tp = nearest_valid_tp(model, state.gpus, state.tp)
+        notices.append(f"'tp={state.tp}' is not possible for {model.name} on {state.gpus} "
+                       f"GPUs; using TP={tp}, the nearest size that is")
+        state = replace(state, tp=tp)
     try:
         state.scenario(catalog)
     except CapacityError as exc:
@@ -218,7 +276,8 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
     c = design_concurrency_total(inp, o)
     return ExplorerState(
         lang=lang, model=cat.variant(inp.model).model.key, weights=o.weights, gpu=o.gpu,
-        gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens, prompt=wl.prompt, kv=o.kv_dtype,
+        gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens,
+        prompt=0 if wl.prompt >= wl.context_tokens else wl.prompt, kv=o.kv_dtype,
         util=inp.util, overhead=inp.overhead_gb, c=max(1, c), slo_ttft_ms=inp.slo.ttft_ms,
         slo_tpot_ms=inp.slo.tpot_ms, price=round(o.price_per_hour, 4), currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom)
