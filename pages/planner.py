@@ -6,8 +6,6 @@ Draws only: every number comes from `capacity.plan.search`, `capacity.plan.queue
 
 from __future__ import annotations
 
-import math
-
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -31,7 +29,7 @@ from capacity.plan.search import (
     simulate_option,
 )
 from capacity.report.i18n import t
-from capacity.report.quote import quote_markdown, quote_pdf
+from capacity.report.quote import fmt_ms, headline_rows, quote_markdown, quote_pdf
 from capacity.report.urlstate import explorer_state, explorer_url
 
 ensure_navigation()
@@ -103,6 +101,8 @@ with c3:
     slo_tpot = st.number_input(T("pl_tpot"), min_value=1.0, value=50.0, step=5.0,
                                key="planner_tpot")
     pct = st.select_slider(T("pl_pct"), [50, 75, 90, 95, 99], value=90, key="planner_pct")
+    cost_target = st.number_input(T("pl_cost_target"), min_value=0.0, value=0.0, step=0.5,
+                                  key="planner_cost_target")
 
 with st.expander(T("pl_space")):
     s1, s2, s3 = st.columns(3)
@@ -129,7 +129,7 @@ try:
                   headroom=float(headroom))
     inputs = PlanInputs(model=model, workload=wl,
                         slo=Slo(ttft_ms=float(slo_ttft), tpot_ms=float(slo_tpot),
-                                quantile=pct / 100.0),
+                                quantile=pct / 100.0, cost_per_mtok=float(cost_target)),
                         gpus=tuple(gpus) if gpus else None, max_gpus=int(max_gpus),
                         kv_dtypes=tuple(kv) or ("fp16",), allow_tp=bool(allow_tp),
                         currency=currency, util=float(util), mfu=float(mfu))  # type: ignore[arg-type]
@@ -142,10 +142,6 @@ cur = inputs.currency
 best = result.best
 
 
-def money(x: float) -> str:
-    return "-" if not math.isfinite(x) else (f"{cur} {x:,.0f}" if x >= 100 else f"{cur} {x:.2f}")
-
-
 def link(o: Option) -> str:
     return explorer_url(explorer_state(inputs, o, catalog, lang))
 
@@ -155,12 +151,12 @@ if best is None:
     st.warning(T("pl_none"))
 else:
     st.markdown(f"### {best.label}")
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric(T("pl_month"), money(best.cost_per_month))
-    m2.metric(T("pl_mtok"), money(best.cost_per_mtok))
-    m3.metric(f"TTFT / TPOT p{int(pct)}", f"{best.ttft_ms / 1e3:.2f} s / {best.tpot_ms:.0f} ms")
-    m4.metric(T("pl_col_binding"),
-              f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})")
+    cols = st.columns(5)
+    # the quote's own labels and strings (capacity.report.quote.headline_rows)
+    for col, (label, value) in zip(cols, headline_rows(result, best, lang), strict=False):
+        col.metric(label, value)
+    cols[4].metric(T("pl_col_binding"),
+                   f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})")
 
 if result.options:
     st.subheader(T("pl_options", n=len(result.options), m=result.evaluated))
@@ -168,15 +164,15 @@ if result.options:
     q = int(pct)
     table = pd.DataFrame([{
         "#": i + 1, T("pl_col_option"): o.label, T("pl_col_month"): o.cost_per_month,
-        T("pl_col_mtok"): o.cost_per_mtok, f"TTFT p{q} ms": round(o.ttft_ms),
-        f"TPOT p{q} ms": round(o.tpot_ms, 1), T("pl_col_memory"): o.memory_verdict,
+        T("fig_col_mtok"): o.cost_per_mtok, T("fig_col_ttft", q=q): fmt_ms(o.ttft_ms),
+        T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms), T("pl_col_memory"): o.memory_verdict,
         T("pl_col_binding"): T("pl_reason_" + o.binding), T("pl_col_link"): link(o)}
         for i, o in enumerate(shown)])
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         T("pl_col_link"): st.column_config.LinkColumn(T("pl_col_link"),
                                                       display_text=T("pl_explorer")),
         T("pl_col_month"): st.column_config.NumberColumn(format=f"{cur} %.0f"),
-        T("pl_col_mtok"): st.column_config.NumberColumn(format=f"{cur} %.2f")})
+        T("fig_col_mtok"): st.column_config.NumberColumn(format=f"{cur} %.2f")})
 
 if result.rejected:
     st.subheader(T("pl_rejected"))

@@ -82,6 +82,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="time per output token target, ms (default 50)")
     s.add_argument("--slo-percentile", type=float, default=90.0, metavar="P",
                    help="percentile of requests the SLOs hold for (default 90)")
+    s.add_argument("--slo-cost-per-mtok", type=float, default=0.0, metavar="COST",
+                   help="most cost per million output tokens at SLO capacity, in --currency "
+                        "(default 0: no cost target)")
     m = p.add_argument_group("search space")
     m.add_argument("--model", default=DEFAULT_MODEL,
                    help="model key; a format suffix (qwen3.5-9b-awq) fixes the weight format, "
@@ -143,7 +146,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
     return PlanInputs(
         model=args.model, workload=wl,
         slo=Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms,
-                quantile=args.slo_percentile / 100.0),
+                quantile=args.slo_percentile / 100.0, cost_per_mtok=args.slo_cost_per_mtok),
         gpus=_list(args.gpus), max_gpus=args.max_gpus, kv_dtypes=kv,
         formats=_list(args.weights), allow_tp=not args.no_tp, currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
@@ -174,7 +177,6 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
         "options": [option_record(i + 1, o) | {
             "peak_concurrency": _num(o.peak_concurrency),
             "capacity_rate_per_s": _num(o.capacity_rate_per_s),
-            "cost_per_mtok_at_peak": _num(o.cost_per_mtok_at_peak),
             "slots_per_replica": o.slots_per_replica, "weights_gb": o.weights_gb}
             for i, o in enumerate(p.options[:top])],
         "rejected": [{"gpu": r.gpu, "reasons": list(r.reasons), "detail": r.detail}
@@ -201,8 +203,9 @@ def to_text(p: Plan, top: int, fmt: str = "text") -> str:
     q = inp.slo.quantile * 100
     out = [("# " if md else "") + f"{p.model_name}: {load}, +{wl.headroom:.0%} headroom",
            f"{wl.context_tokens} context / {wl.prompt} prompt / {wl.output_tokens} output tokens;"
-           f" SLO p{q:g} TTFT <= {inp.slo.ttft_ms:g} ms, TPOT <= {inp.slo.tpot_ms:g} ms; "
-           f"{p.evaluated} configurations evaluated"]
+           f" SLO p{q:g} TTFT <= {inp.slo.ttft_ms:g} ms, TPOT <= {inp.slo.tpot_ms:g} ms"
+           + (f", <= {inp.slo.cost_per_mtok:g} {inp.currency}/M tok" if inp.slo.cost_per_mtok
+              else "") + f"; {p.evaluated} configurations evaluated"]
     cur = inp.currency
     if p.options:
         out.append(h(f"Options ({len(p.options)} meet every constraint; best {top} shown)"))
@@ -213,7 +216,8 @@ def to_text(p: Plan, top: int, fmt: str = "text") -> str:
               o.design_concurrency, o.memory_verdict, o.binding]
              for i, o in enumerate(p.options[:top])], fmt).rstrip("\n"))
         out.append(f"{cur}/M tok: per million output tokens at the option's SLO-feasible "
-                   "capacity; in flight: requests at the peak with headroom")
+                   f"capacity; TTFT, TPOT: p{q:g} at the design load (peak + "
+                   f"{wl.headroom:.0%}); in flight: requests at the peak with headroom")
     else:
         out.append(h("No configuration meets every constraint"))
     if p.rejected:

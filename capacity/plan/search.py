@@ -79,6 +79,8 @@ class Reason(StrEnum):
     """TPOT at the SLO percentile is over the SLO."""
     THROUGHPUT = "throughput"
     """The load saturates the GPU: arrivals outrun service."""
+    COST = "cost"
+    """Cost per million output tokens (at SLO capacity) is over the cost target."""
 
 
 REASONS: tuple[Reason, ...] = tuple(Reason)
@@ -87,16 +89,22 @@ REASONS: tuple[Reason, ...] = tuple(Reason)
 
 @dataclass(frozen=True, kw_only=True)
 class Slo:
-    """Service-level objectives, checked at a percentile of the requests (p90 by default)."""
+    """Service-level objectives, checked at a percentile of the requests (p90 by default),
+    and an optional cost target (0 = none)."""
 
     ttft_ms: float = 2000.0
     tpot_ms: float = 50.0
     quantile: float = DEFAULT_SLO_QUANTILE
+    cost_per_mtok: float = 0.0
+    """Most cost per million output tokens at SLO capacity (`Option.cost_per_mtok`), in the
+    plan's currency; 0 = no cost target. The Explorer opened from an option gets the same."""
 
     def __post_init__(self) -> None:
         for name, v in (("TTFT SLO", self.ttft_ms), ("TPOT SLO", self.tpot_ms)):
             if not (v > 0):
                 raise InputError(f"{name} must be > 0 ms, got {v}")
+        if not (math.isfinite(self.cost_per_mtok) and self.cost_per_mtok >= 0):
+            raise InputError(f"cost target must be >= 0 (0 = none), got {self.cost_per_mtok}")
         if not 0.5 <= self.quantile < 1:
             raise InputError(f"SLO percentile must be in [0.5, 1), got {self.quantile}")
 
@@ -138,7 +146,17 @@ class PlanInputs:
 
 @dataclass(frozen=True, kw_only=True)
 class Option:
-    """One configuration with its predicted behaviour at the peak (with headroom) and its cost."""
+    """One configuration with its predicted behaviour at the peak (with headroom) and its cost.
+
+    The headline figures have one definition each, used by the Planner page, `capacity size`,
+    the quote and its capacity table (docs/method.md, section 6):
+
+    - `ttft_ms`, `tpot_ms`: the SLO percentile (`Slo.quantile`) at the design load, i.e. the
+      peak arrival rate x (1 + headroom) (queueing model, analytic path);
+    - `cost_per_mtok`: F7 at SLO capacity, price x GPUs / (capacity_rate_per_s x output
+      tokens), with `capacity_rate_per_s` the highest arrival rate that still meets every SLO;
+    - `cost_per_month`: price per GPU-hour x GPUs x 730 h.
+    """
 
     gpu: str
     gpu_name: str
@@ -154,8 +172,10 @@ class Option:
     peak_concurrency: float
     design_concurrency: float
     ttft_ms: float
+    """TTFT at the SLO percentile at the design load (peak x (1 + headroom)), ms."""
     ttft_mean_ms: float
     tpot_ms: float
+    """TPOT at the SLO percentile at the design load, ms."""
     tpot_mean_ms: float
     prefill_ms: float
     utilization: float
@@ -165,8 +185,9 @@ class Option:
     currency: Currency
     cost_per_month: float
     capacity_rate_per_s: float
+    """SLO-feasible capacity: the highest total arrival rate meeting every SLO, req/s."""
     cost_per_mtok: float
-    cost_per_mtok_at_peak: float
+    """Cost per million output tokens at SLO capacity (F7), in `currency`."""
     failures: tuple[Reason, ...]
     binding: Reason
     binding_ratio: float
@@ -454,13 +475,16 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     out_tok = float(wl.output_tokens)
     peak_rate_total = peak.rate_per_s * reps
     cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * n
-    cpm_peak = cost_per_mtok(1.0, 1, peak_rate_total * out_tok) * price * n
+    cost_target = slo.cost_per_mtok
+    fails_cost = (np.zeros(idx.size, dtype=bool) if cost_target <= 0
+                  else ~(cpm_cap <= cost_target))
     with np.errstate(divide="ignore"):
         ratios = np.stack([
             np.where(slots > 0, mem_c / np.maximum(slots, 1), np.inf),
             design.ttft_q_ms / slo.ttft_ms, design.tpot_q_ms / slo.tpot_ms,
-            design.utilization])
-    names = (Reason.MEMORY, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT)
+            design.utilization,
+            cpm_cap / cost_target if cost_target > 0 else np.zeros(idx.size)])
+    names = (Reason.MEMORY, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT, Reason.COST)
     bind_i = np.argmax(np.where(np.isfinite(ratios), ratios, 1e300), axis=0)
     options: list[Option] = []
     for j in range(idx.size):
@@ -468,7 +492,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
         fails = tuple(name for name, f in (
             (Reason.MEMORY, fails_memory[j]), (Reason.SLOTS, fails_slots[j]),
             (Reason.TTFT, fails_ttft[j]), (Reason.TPOT, fails_tpot[j]),
-            (Reason.THROUGHPUT, fails_thr[j])) if f)
+            (Reason.THROUGHPUT, fails_thr[j]), (Reason.COST, fails_cost[j])) if f)
         if not keep_all and fails:
             options.append(_lite(u, i, int(n[j]), fails, float(month[j])))
             continue
@@ -486,7 +510,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             utilization=float(design.utilization[j]), memory_verdict=MemoryVerdict(str(verdict[j])),
             price_per_hour=float(price[j]), currency=inp.currency,
             cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
-            cost_per_mtok=float(cpm_cap[j]), cost_per_mtok_at_peak=float(cpm_peak[j]),
+            cost_per_mtok=float(cpm_cap[j]),
             failures=fails, binding=names[int(bind_i[j])],
             binding_ratio=float(ratios[int(bind_i[j]), j]),
         ))
@@ -510,8 +534,8 @@ def _lite(u: _Units, i: int, n: int, fails: tuple[Reason, ...], month: float) ->
         ttft_mean_ms=nan, tpot_ms=nan, tpot_mean_ms=nan, prefill_ms=float(u.prefill_ms[i]),
         utilization=nan,
         memory_verdict=None, price_per_hour=float(u.price_per_hour[i]), currency="CNY",
-        cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan,
-        cost_per_mtok_at_peak=nan, failures=fails, binding=fails[0], binding_ratio=nan)
+        cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan, failures=fails,
+        binding=fails[0], binding_ratio=nan)
 
 
 def _rank_key(o: Option) -> tuple[float, float, int, int, str, str, str]:
@@ -525,6 +549,7 @@ REASON_TEXT: dict[Reason, str] = {
     Reason.TTFT: "TTFT over the SLO",
     Reason.TPOT: "TPOT over the SLO",
     Reason.THROUGHPUT: "throughput (the load saturates the GPU)",
+    Reason.COST: "cost per M output tokens over the target",
 }
 
 

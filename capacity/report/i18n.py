@@ -6,7 +6,8 @@ The app (streamlit_app.py, pages/, app/), the Planner page and the library's quo
 
 Keys are grouped by where they appear; a prefix marks a group where one reads better or where
 keys would collide: `m_`/`r_` (Measure/Results pages; `m_` and `r_` also hold the math steps and
-the reliefs the library names), `pl_` (Planner page), `quote_` (the quote document), `chart_`
+the reliefs the library names), `pl_` (Planner page), `quote_` (the quote document), `fig_`
+(the planner's headline figures: one label on the Planner page and in the quote), `chart_`
 and `overlay_` (labels of `capacity.report.charts` and `capacity.report.overlay_charts`, read through
 `app.i18n.chart_labels` and `app.i18n.overlay_chart_labels`). tests/test_app_i18n.py checks that
 every key has both languages with the same placeholders, that the keys the library produces
@@ -586,8 +587,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_util": ("gpu_memory_utilization", "gpu_memory_utilization"),
     "pl_mfu": ("Prefill MFU", "Prefill MFU"),
     "pl_best": ("Recommendation", "推荐"),
-    "pl_month": ("per month", "每月"),
-    "pl_mtok": ("per M output tokens (SLO capacity)", "每百万输出 token(满载)"),
+    "pl_cost_target": ("Cost target per M output tokens (0 = none)",
+                       "每百万输出 token 成本目标(0 = 不设)"),
     "pl_options": ("Ranked options ({n} meet every constraint, {m} evaluated)",
                    "排序方案({n} 个满足全部约束,共评估 {m} 个)"),
     "pl_none": ("No configuration meets every constraint; the reasons are below.",
@@ -609,7 +610,6 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_error": ("Cannot plan these inputs: {msg}", "无法规划:{msg}"),
     "pl_col_option": ("option", "方案"),
     "pl_col_month": ("per month", "每月"),
-    "pl_col_mtok": ("per M tok", "每百万 token"),
     "pl_col_binding": ("binding", "最紧约束"),
     "pl_col_memory": ("memory", "显存"),
     "pl_col_link": ("Explorer", "Explorer"),
@@ -618,6 +618,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_reason_ttft": ("TTFT", "首字"),
     "pl_reason_tpot": ("TPOT", "每 token"),
     "pl_reason_throughput": ("throughput", "吞吐"),
+    "pl_reason_cost": ("cost", "成本"),
     # the quote document (capacity/report/quote.py), Markdown and PDF
     "quote_title": ("Capacity quote", "容量报价"),
     "quote_prepared": ("Prepared {date} with capacity (LLM-serving capacity planner).",
@@ -635,6 +636,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "quote_slo_v": ("TTFT <= {ttft:g} ms, TPOT <= {tpot:g} ms at p{q:g}",
                     "p{q:g} 首字 <= {ttft:g} ms,每 token <= {tpot:g} ms"),
     "quote_model": ("Model", "模型"),
+    "quote_cost_target": ("Cost target per M output tokens at SLO capacity",
+                          "满足 SLO 的最大负载下每百万输出 token 成本目标"),
     "quote_rec": ("Recommendation", "推荐配置"),
     "quote_runner": ("Runner-up", "备选配置"),
     "quote_none": ("No configuration in the search meets every constraint. See the reasons below.",
@@ -642,15 +645,18 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "quote_quantity": ("Quantity", "项目"),
     "quote_value": ("Value", "数值"),
     "quote_config": ("Configuration", "配置"),
-    "quote_month": ("Cost per month", "每月成本"),
-    "quote_mtok": ("Cost per M output tokens at SLO capacity",
-                   "满足 SLO 的满载每百万输出 token 成本"),
-    "quote_mtok_peak": ("Cost per M output tokens at the peak load",
-                        "峰值负载下每百万输出 token 成本"),
-    "quote_ttft": ("Predicted TTFT (p{q:g}) at peak + headroom",
-                   "峰值加余量时预测首字延迟(p{q:g})"),
-    "quote_tpot": ("Predicted TPOT (p{q:g}) at peak + headroom",
-                   "峰值加余量时预测每 token 延迟(p{q:g})"),
+    # the headline figures: one definition each (capacity.plan.search.Option), one label,
+    # shared by the Planner page and the quote
+    "fig_month": ("Cost per month", "每月成本"),
+    "fig_mtok": ("Cost per M output tokens at SLO capacity",
+                 "满足 SLO 的最大负载下每百万输出 token 成本"),
+    "fig_ttft": ("TTFT p{q:g} at the design load (peak + headroom)",
+                 "设计负载(峰值加余量)下首字延迟 p{q:g}"),
+    "fig_tpot": ("TPOT p{q:g} at the design load (peak + headroom)",
+                 "设计负载(峰值加余量)下每 token 延迟 p{q:g}"),
+    "fig_col_mtok": ("per M tok (SLO capacity)", "每百万 token(SLO 容量)"),
+    "fig_col_ttft": ("TTFT p{q:g}, design load", "首字 p{q:g}(设计负载)"),
+    "fig_col_tpot": ("TPOT p{q:g}, design load", "每 token p{q:g}(设计负载)"),
     "quote_concurrency": ("Requests in flight at peak / with headroom", "峰值在途请求 / 含余量"),
     "quote_capacity": ("SLO-feasible capacity", "满足 SLO 的最大到达率"),
     "quote_verdict": ("Memory verdict / slots per replica", "显存结论 / 每副本槽位"),
@@ -661,12 +667,21 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                     "{e:.1f} / {f:.1f} ms; {ok:.0%} of requests meet both SLOs",
                     "首字 p50/p90/p99 {a:.0f} / {b:.0f} / {c:.0f} ms;每 token p50/p90/p99 "
                     "{d:.1f} / {e:.1f} / {f:.1f} ms;{ok:.0%} 的请求同时满足两项 SLO"),
-    "quote_table": ("Capacity table (per GPU)", "容量表(每张卡)"),
-    "quote_c": ("Concurrency", "并发"),
-    "quote_kv": ("Total KV GB", "总 KV GB"),
-    "quote_sub": ("VRAM subtotal GB", "显存小计 GB"),
+    "quote_table": ("Capacity table", "容量表"),
+    "quote_table_note": ("Concurrency is the deployment's total, {r} replica(s) sharing it; "
+                         "memory is per GPU; TTFT and TPOT here are the prefill and the decode "
+                         "step at that concurrency without queueing (the Explorer's figures), "
+                         "below the p{q:g} figures above, which include queueing.",
+                         "并发为整个部署的合计,由 {r} 个副本分担;显存为每张卡;此处首字与每 "
+                         "token 延迟是该并发下不含排队的 prefill 与 decode 单步时间(与 "
+                         "Explorer 一致),低于上文含排队的 p{q:g} 数值。"),
+    "quote_c": ("Concurrency (deployment)", "并发(整个部署)"),
+    "quote_c_rep": ("per replica", "每副本"),
+    "quote_kv": ("KV per GPU, GB", "每卡 KV(GB)"),
+    "quote_sub": ("VRAM per GPU: subtotal / usable, GB", "每卡显存:小计 / 可用(GB)"),
     "quote_fit": ("Verdict", "结论"),
-    "quote_ttft0": ("TTFT (no queue)", "首字(无排队)"),
+    "quote_ttft0": ("TTFT (prefill, no queue)", "首字(prefill,无排队)"),
+    "quote_tpot0": ("TPOT (decode step, no queue)", "每 token(decode 单步,无排队)"),
     "quote_others": ("Other options", "其他可选配置"),
     "quote_rejected": ("Ruled out, and why", "被排除的卡型及原因"),
     "quote_fixes": ("Cheaper configurations that miss on memory alone, and what fixes them",
@@ -703,6 +718,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "quote_reason_ttft": ("TTFT", "首字延迟"),
     "quote_reason_tpot": ("TPOT", "每 token 延迟"),
     "quote_reason_throughput": ("throughput", "吞吐"),
+    "quote_reason_cost": ("cost", "成本"),
     "quote_verdict_fits": ("fits", "能"),
     "quote_verdict_tight": ("tight", "勉强"),
     "quote_verdict_does_not_fit": ("does not fit", "不能"),

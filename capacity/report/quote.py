@@ -21,9 +21,9 @@ from pathlib import Path
 from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import InputError
-from capacity.model.scenario import capacity_table
+from capacity.model.scenario import TableRow, capacity_table
 from capacity.plan.queueing import QueueResult
-from capacity.plan.search import Option, Plan, option_scenario
+from capacity.plan.search import Option, Plan, design_concurrency_total, option_scenario
 from capacity.report.i18n import LANGS, t
 from capacity.units import GB
 
@@ -58,28 +58,41 @@ class Table:
 Block = Heading | Para | Table
 
 
-def _money(x: float, cur: str) -> str:
+def fmt_money(x: float, cur: str) -> str:
+    """A cost as the Planner page and the quote both show it: 'CNY 10,220', 'CNY 2.81'."""
     if not math.isfinite(x):
         return "-"
     return f"{cur} {x:,.0f}" if x >= 100 else f"{cur} {x:,.2f}"
 
 
-def _ms(x: float) -> str:
+def fmt_ms(x: float) -> str:
+    """A latency as the Planner page and the quote both show it: '1.42 s', '17.9 ms'."""
     if not math.isfinite(x):
         return "-"
     return f"{x / 1e3:.2f} s" if x >= 1000 else f"{x:.1f} ms"
 
 
-def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+_money, _ms = fmt_money, fmt_ms
+
+
+def headline_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+    """The option's headline figures, labelled: cost per month, cost per M output tokens at
+    SLO capacity, TTFT and TPOT at the SLO percentile at the design load (one definition each,
+    `Option`). The Planner page shows these same labels and strings."""
     q = plan.inputs.slo.quantile * 100
     cur = plan.inputs.currency
     return [
+        (t("fig_month", lang), fmt_money(o.cost_per_month, cur)),
+        (t("fig_mtok", lang), fmt_money(o.cost_per_mtok, cur)),
+        (t("fig_ttft", lang, q=q), fmt_ms(o.ttft_ms)),
+        (t("fig_tpot", lang, q=q), fmt_ms(o.tpot_ms)),
+    ]
+
+
+def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+    return [
         (t("quote_config", lang), o.label),
-        (t("quote_month", lang), _money(o.cost_per_month, cur)),
-        (t("quote_mtok", lang), _money(o.cost_per_mtok, cur)),
-        (t("quote_mtok_peak", lang), _money(o.cost_per_mtok_at_peak, cur)),
-        (t("quote_ttft", lang, q=q), _ms(o.ttft_ms)),
-        (t("quote_tpot", lang, q=q), _ms(o.tpot_ms)),
+        *headline_rows(plan, o, lang),
         (t("quote_concurrency", lang), f"{o.peak_concurrency:.1f} / {o.design_concurrency:.1f}"),
         (t("quote_capacity", lang), f"{o.capacity_rate_per_s:.2f} req/s"),
         (t("quote_verdict", lang), f"{t('quote_verdict_' + (o.memory_verdict or ''), lang)} / "
@@ -87,6 +100,18 @@ def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
         (t("quote_binding", lang), f"{t('quote_reason_' + o.binding, lang)} "
                                    f"({o.binding_ratio:.0%})"),
     ]
+
+
+def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list[TableRow]:
+    """The quote's capacity table for one option (F8 on the option's Scenario, the Explorer's
+    view): the deployment's concurrency at the peak, at the design load (the concurrency the
+    'Open in Explorer' link carries) and at the slot limit; memory per GPU."""
+    wl = plan.inputs.workload
+    scen = option_scenario(plan.inputs, o, catalog)
+    cs = sorted({max(1, math.ceil(o.peak_concurrency)),
+                 max(1, design_concurrency_total(plan.inputs, o)),
+                 o.slots_per_replica * o.replicas})
+    return capacity_table(scen, [(c, wl.context_tokens) for c in cs])
 
 
 def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
@@ -114,6 +139,8 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
               f"{wl.context_tokens} / {wl.prompt} / {wl.output_tokens}"),
              (t("quote_slo", lang), t("quote_slo_v", lang, ttft=slo.ttft_ms, tpot=slo.tpot_ms,
                                       q=slo.quantile * 100))]
+    if slo.cost_per_mtok > 0:
+        rows.append((t("quote_cost_target", lang), _money(slo.cost_per_mtok, inp.currency)))
     b.append(Table((t("quote_quantity", lang), t("quote_value", lang)), tuple(rows)))
     b.append(Heading(t("quote_rec", lang)))
     best = plan.best
@@ -128,18 +155,17 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                 "quote_sim_v", lang, a=s.ttft_ms[0.5], b=s.ttft_ms[0.9], c=s.ttft_ms[0.99],
                 d=s.tpot_ms[0.5], e=s.tpot_ms[0.9], f=s.tpot_ms[0.99], ok=s.slo_met_share)))
         b.append(Heading(t("quote_table", lang) + f": {best.label}"))
-        scen = option_scenario(inp, best, cat)
-        cs = sorted({max(1, math.ceil(best.peak_concurrency)),
-                     max(1, math.ceil(best.design_concurrency)),
-                     best.slots_per_replica * best.replicas})
-        table = capacity_table(scen, [(c, wl.context_tokens) for c in cs])
+        b.append(Para(t("quote_table_note", lang, r=best.replicas, q=slo.quantile * 100)))
+        table = capacity_rows(plan, best, cat)
         b.append(Table(
-            (t("quote_c", lang), t("quote_kv", lang), t("quote_sub", lang),
-             t("quote_fit", lang), t("quote_ttft0", lang), "TPOT", f"{inp.currency}/M tok"),
-            tuple((str(r.concurrency), f"{r.kv_total_bytes / GB:.1f}",
+            (t("quote_c", lang), t("quote_c_rep", lang), t("quote_kv", lang),
+             t("quote_sub", lang), t("quote_fit", lang), t("quote_ttft0", lang),
+             t("quote_tpot0", lang)),
+            tuple((str(r.concurrency), str(math.ceil(r.concurrency / best.replicas)),
+                   f"{r.kv_total_bytes / GB:.1f}",
                    f"{r.vram_subtotal_bytes / GB:.1f} / {r.usable_bytes / GB:.1f}",
                    t("quote_verdict_" + r.verdict, lang), f"{r.ttft_s:.2f} s",
-                   f"{r.tpot_ms:.1f} ms", _money(r.cost_per_mtok, inp.currency))
+                   f"{r.tpot_ms:.1f} ms")
                   for r in table)))
         runner = plan.runner_up
         if runner is not None:
@@ -148,10 +174,12 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                            tuple(_option_rows(plan, runner, lang))))
         b.append(Heading(t("quote_others", lang)))
         b.append(Table(
-            ("#", t("quote_config", lang), t("quote_month", lang), "TTFT", "TPOT",
-             t("quote_binding", lang)),
+            ("#", t("quote_config", lang), t("fig_month", lang), t("fig_col_mtok", lang),
+             t("fig_col_ttft", lang, q=slo.quantile * 100),
+             t("fig_col_tpot", lang, q=slo.quantile * 100), t("quote_binding", lang)),
             tuple((str(i + 1), o.label, _money(o.cost_per_month, inp.currency),
-                   _ms(o.ttft_ms), _ms(o.tpot_ms), t("quote_reason_" + o.binding, lang))
+                   _money(o.cost_per_mtok, inp.currency), _ms(o.ttft_ms), _ms(o.tpot_ms),
+                   t("quote_reason_" + o.binding, lang))
                   for i, o in enumerate(plan.options[:top]))))
     if plan.rejected:
         b.append(Heading(t("quote_rejected", lang)))

@@ -206,7 +206,13 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
 
 def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
                    lang: str = "en") -> ExplorerState:
-    """The Explorer's inputs for one option, for an 'open in Explorer' link."""
+    """The Explorer's inputs for one option, for an 'open in Explorer' link.
+
+    Every input that changes a verdict travels: the option (GPU, count, TP, formats), the
+    workload at the design concurrency (peak + headroom), the engine and efficiency knobs, the
+    price and exchange rate, and the targets: TTFT, TPOT and the cost target (0 when the plan
+    has none, which turns the Explorer's cost check off instead of applying its default).
+    """
     cat = catalog or default_catalog()
     wl = inp.workload
     c = design_concurrency_total(inp, o)
@@ -214,5 +220,6 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         lang=lang, model=cat.variant(inp.model).model.key, weights=o.weights, gpu=o.gpu,
         gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens, prompt=wl.prompt, kv=o.kv_dtype,
         util=inp.util, overhead=inp.overhead_gb, c=max(1, c), slo_ttft_ms=inp.slo.ttft_ms,
-        slo_tpot_ms=inp.slo.tpot_ms, price=round(o.price_per_hour, 4), currency=inp.currency,
+        slo_tpot_ms=inp.slo.tpot_ms, slo_cost=inp.slo.cost_per_mtok,
+        price=round(o.price_per_hour, 4), currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom)
