@@ -6,23 +6,24 @@ Draws only: every number comes from `capacity.plan.search`, `capacity.plan.queue
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import altair as alt
 import pandas as pd
 import streamlit as st
 
 from app import cache
 from app.bootstrap import ensure_navigation
+from app.planner_state import from_widgets, init_planner, write_url
 from app.state import init_lang
 from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
-from capacity.model.workload import Workload
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     CurvePoint,
     Option,
     Plan,
     PlanInputs,
-    Slo,
     load_curve,
     pareto_front,
     plan,
@@ -30,7 +31,13 @@ from capacity.plan.search import (
 )
 from capacity.report.i18n import t
 from capacity.report.quote import fmt_ms, headline_rows, quote_markdown, quote_pdf
-from capacity.report.urlstate import explorer_state, explorer_url
+from capacity.report.urlstate import (
+    PLANNER_KV,
+    PLANNER_PCTS,
+    explorer_state,
+    explorer_url,
+    planner_url,
+)
 
 ensure_navigation()
 
@@ -57,9 +64,15 @@ def _sim(inp: PlanInputs, o: Option) -> QueueResult:
 
 
 @st.cache_data(show_spinner=False)
-def _quotes(p: Plan, sim: QueueResult | None, lang: str) -> tuple[str, bytes]:
-    return (quote_markdown(p, lang=lang, simulation=sim, catalog=_catalog()),
-            quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog()))
+def _quotes(p: Plan, sim: QueueResult | None, lang: str, link: str) -> tuple[str, bytes]:
+    return (quote_markdown(p, lang=lang, simulation=sim, catalog=_catalog(), link=link),
+            quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog(), link=link))
+
+
+def _here() -> str:
+    """This app's Planner address ('http://host:port/planner'), or '/planner' when unknown."""
+    parts = urlsplit(st.context.url or "")
+    return f"{parts.scheme}://{parts.netloc}/planner" if parts.netloc else "/planner"
 
 
 lang = init_lang()  # the app's sidebar switch (or ?lang= on a shared link)
@@ -73,66 +86,54 @@ st.title(T("pl_title"))
 st.caption(T("pl_intro"))
 
 catalog = _catalog()
+saved, notices = init_planner(catalog)  # the URL (a shared link) or this session's last values
+if notices:
+    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {n}" for n in notices))
 variants = catalog.variant_keys()
+ctx_choices = sorted({*CTX_CHOICES, int(st.session_state["planner_ctx"])})
 c1, c2, c3 = st.columns(3)
 with c1:
-    model = st.selectbox(T("pl_model"), variants, index=variants.index("qwen3.5-9b-awq"),
-                         key="planner_model")
+    st.selectbox(T("pl_model"), variants, key="planner_model")
     mode = st.radio(T("pl_mode"), ["dau", "conc"], horizontal=True, key="planner_mode",
                     format_func=lambda m: T("pl_mode_" + m))
     if mode == "dau":
-        dau = st.number_input(T("pl_dau"), min_value=1, value=500, step=50, key="planner_dau")
-        rpu = st.number_input(T("pl_rpu"), min_value=0.1, value=20.0, key="planner_rpu")
-        share = st.slider(T("pl_share"), 0.05, 1.0, 0.3, 0.05, key="planner_share")
-        hours = st.number_input(T("pl_hours"), min_value=0.25, max_value=24.0, value=2.0,
-                                step=0.25, key="planner_hours")
-        conc = None
+        st.number_input(T("pl_dau"), min_value=1, step=50, key="planner_dau")
+        st.number_input(T("pl_rpu"), min_value=0.1, key="planner_rpu")
+        st.slider(T("pl_share"), 0.05, 1.0, step=0.05, key="planner_share")
+        st.number_input(T("pl_hours"), min_value=0.25, max_value=24.0, step=0.25,
+                        key="planner_hours")
     else:
-        conc = st.number_input(T("pl_conc"), min_value=1, value=50, key="planner_conc")
-        dau, rpu, share, hours = None, 20.0, 0.3, 2.0
+        st.number_input(T("pl_conc"), min_value=1, key="planner_conc")
 with c2:
-    ctx = st.selectbox(T("pl_ctx"), CTX_CHOICES, index=CTX_CHOICES.index(8192),
-                       key="planner_ctx")
-    out_tokens = st.number_input(T("pl_out"), min_value=1, value=256, key="planner_out")
-    headroom = st.slider(T("pl_headroom"), 0.0, 1.0, 0.2, 0.05, key="planner_headroom")
+    st.selectbox(T("pl_ctx"), ctx_choices, key="planner_ctx")
+    st.number_input(T("pl_out"), min_value=1, key="planner_out")
+    st.slider(T("pl_headroom"), 0.0, 1.0, step=0.05, key="planner_headroom")
 with c3:
-    slo_ttft = st.number_input(T("pl_ttft"), min_value=10.0, value=2000.0, step=100.0,
-                               key="planner_ttft")
-    slo_tpot = st.number_input(T("pl_tpot"), min_value=1.0, value=50.0, step=5.0,
-                               key="planner_tpot")
-    pct = st.select_slider(T("pl_pct"), [50, 75, 90, 95, 99], value=90, key="planner_pct")
-    cost_target = st.number_input(T("pl_cost_target"), min_value=0.0, value=0.0, step=0.5,
-                                  key="planner_cost_target")
+    st.number_input(T("pl_ttft"), min_value=10.0, step=100.0, key="planner_ttft")
+    st.number_input(T("pl_tpot"), min_value=1.0, step=5.0, key="planner_tpot")
+    st.select_slider(T("pl_pct"), list(PLANNER_PCTS), key="planner_pct")
+    st.number_input(T("pl_cost_target"), min_value=0.0, step=0.5, key="planner_cost_target")
 
 with st.expander(T("pl_space")):
     s1, s2, s3 = st.columns(3)
     gpu_keys = sorted(catalog.gpus)
     with s1:
-        gpus = st.multiselect(T("pl_gpus"), gpu_keys, default=gpu_keys, key="planner_gpus",
-                              format_func=lambda k: catalog.gpus[k].name)
-        max_gpus = st.slider(T("pl_maxg"), 1, 16, 16, key="planner_maxg")
+        st.multiselect(T("pl_gpus"), gpu_keys, key="planner_gpus",
+                       format_func=lambda k: catalog.gpus[k].name)
+        st.slider(T("pl_maxg"), 1, 16, key="planner_maxg")
     with s2:
-        kv = st.multiselect(T("pl_kv"), ["fp16", "fp8"], default=["fp16", "fp8"],
-                            key="planner_kv")
-        allow_tp = st.checkbox(T("pl_tp"), value=True, key="planner_tp")
+        st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv")
+        st.checkbox(T("pl_tp"), key="planner_tp")
     with s3:
-        currency = st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True,
-                            key="planner_currency")
-        util = st.slider(T("pl_util"), 0.5, 1.0, 0.9, 0.01, key="planner_util")
-        mfu = st.slider(T("pl_mfu"), 0.05, 1.0, 0.3, 0.05, key="planner_mfu")
+        st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True, key="planner_currency")
+        st.slider(T("pl_util"), 0.5, 1.0, step=0.01, key="planner_util")
+        st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu")
 
+state = from_widgets(lang, catalog)
+write_url(state)
+pct = state.pct
 try:
-    wl = Workload(daily_active_users=None if dau is None else float(dau),
-                  requests_per_user_per_day=float(rpu), peak_share=float(share),
-                  peak_hours=float(hours), peak_concurrency=None if conc is None else float(conc),
-                  context_tokens=int(ctx), output_tokens=int(out_tokens),
-                  headroom=float(headroom))
-    inputs = PlanInputs(model=model, workload=wl,
-                        slo=Slo(ttft_ms=float(slo_ttft), tpot_ms=float(slo_tpot),
-                                quantile=pct / 100.0, cost_per_mtok=float(cost_target)),
-                        gpus=tuple(gpus) if gpus else None, max_gpus=int(max_gpus),
-                        kv_dtypes=tuple(kv) or ("fp16",), allow_tp=bool(allow_tp),
-                        currency=currency, util=float(util), mfu=float(mfu))  # type: ignore[arg-type]
+    inputs = state.inputs(catalog)
     result = _plan(inputs)
 except CapacityError as exc:
     st.error(T("pl_error", msg=str(exc)))
@@ -232,7 +233,8 @@ if result.options:
         color="gray", strokeDash=[2, 2]).encode(x="x:Q")
     st.altair_chart(alt.layer(lines, slo_rule, load_rule), width="stretch")
 
-    md, pdf = _quotes(result, sim if chosen == best else None, lang)
+    md, pdf = _quotes(result, sim if chosen == best else None, lang,
+                      planner_url(state, base=_here()))
     d1, d2 = st.columns(2)
     d1.download_button(T("pl_quote_md"), md, file_name="capacity-quote.md",
                        mime="text/markdown", key="planner_quote_md")

@@ -37,6 +37,7 @@ from capacity.plan.search import (
 )
 from capacity.report.quote import write_quote
 from capacity.report.tables import render
+from capacity.report.urlstate import planner_state, planner_url
 
 COLUMNS = ("rank", "option", "gpu", "gpus", "tp", "replicas", "weights", "kv_dtype",
            "cost_per_month", "cost_per_mtok", "ttft_ms", "tpot_ms", "design_concurrency",
@@ -120,6 +121,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="options to show (default 10)")
     o.add_argument("--quote", default=None, metavar="FILE",
                    help="also write a quote for the best option: FILE.md or FILE.pdf")
+    o.add_argument("--app-url", default="", metavar="URL",
+                   help="the app's address (http://host:8501) for the quote's link to the "
+                        "Planner that reproduces it (default: a relative /planner link)")
     o.add_argument("--lang", choices=("en", "zh"), default="en",
                    help="language of the quote (default en)")
     o.add_argument("--simulate", action="store_true",
@@ -255,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
                   f"TPOT p50/p90/p99 {sim.tpot_ms[0.5]:.1f}/{sim.tpot_ms[0.9]:.1f}/"
                   f"{sim.tpot_ms[0.99]:.1f} ms, {sim.slo_met_share:.0%} meet both SLOs")
     if args.quote:
-        path = write_quote(args.quote, p, lang=args.lang, simulation=sim)
+        link = planner_url(planner_state(inp, lang=args.lang),
+                           base=args.app_url.rstrip("/") + "/planner")
+        path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link)
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if p.options else 1

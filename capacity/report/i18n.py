@@ -624,6 +624,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "quote_prepared": ("Prepared {date} with capacity (LLM-serving capacity planner).",
                        "{date} 由 capacity(LLM 推理容量规划工具)生成。"),
     "quote_inputs": ("Customer inputs", "客户输入"),
+    "quote_link": ("Reproduce this plan in the Planner: {url}", "在规划页复现本方案:{url}"),
     "quote_dau": ("Daily active users", "日活用户"),
     "quote_rpu": ("Requests per user per day", "每用户每日请求数"),
     "quote_peak": ("Peak window", "峰值时段"),

@@ -116,16 +116,19 @@ def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list
 
 def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                  catalog: Catalog | None = None, today: dt.date | None = None,
-                 top: int = 5) -> list[Block]:
-    """The quote as a list of blocks (shared by the Markdown and the PDF)."""
+                 top: int = 5, link: str | None = None) -> list[Block]:
+    """The quote as a list of blocks (shared by the Markdown and the PDF). `link`: the Planner
+    address that reproduces the plan (`capacity.report.urlstate.planner_url`)."""
     if lang not in LANGS:
         raise InputError(f"quote language must be one of {', '.join(LANGS)}, got '{lang}'")
     cat = catalog or default_catalog()
     inp, wl, slo = plan.inputs, plan.inputs.workload, plan.inputs.slo
     date = (today or dt.date.today()).isoformat()
     b: list[Block] = [Heading(f"{t('quote_title', lang)}: {plan.model_name}"),
-                      Para(t("quote_prepared", lang, date=date)),
-                      Heading(t("quote_inputs", lang))]
+                      Para(t("quote_prepared", lang, date=date))]
+    if link:
+        b.append(Para(t("quote_link", lang, url=link)))
+    b.append(Heading(t("quote_inputs", lang)))
     rows: list[tuple[str, str]] = [(t("quote_model", lang), inp.model)]
     if wl.daily_active_users is not None:
         rows += [(t("quote_dau", lang), f"{wl.daily_active_users:,.0f}"),
@@ -230,10 +233,11 @@ def render_markdown(blocks: Sequence[Block]) -> str:
 
 
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
-                   catalog: Catalog | None = None, today: dt.date | None = None) -> str:
+                   catalog: Catalog | None = None, today: dt.date | None = None,
+                   link: str | None = None) -> str:
     """The quote as Markdown."""
     return render_markdown(quote_blocks(plan, lang=lang, simulation=simulation,
-                                        catalog=catalog, today=today))
+                                        catalog=catalog, today=today, link=link))
 
 
 def find_cjk_font() -> tuple[Path, int] | None:
@@ -254,7 +258,8 @@ def find_cjk_font() -> tuple[Path, int] | None:
 
 def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
               catalog: Catalog | None = None, today: dt.date | None = None,
-              cjk_font: tuple[Path, int] | None | bool = True) -> bytes:
+              cjk_font: tuple[Path, int] | None | bool = True, link: str | None = None
+              ) -> bytes:
     """The quote as PDF bytes (fpdf2). Chinese needs a CJK font: `cjk_font=True` looks one up,
     a (path, index) pair uses it, None/False forces the fallback. Without a CJK font a Chinese
     quote falls back to English with a note; English uses the core Helvetica font (catalog
@@ -268,7 +273,8 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
         lang, note = "en", t("quote_no_cjk", "en")
     if lang == "en":
         font = None  # the core font is enough for English and keeps the file small
-    blocks = quote_blocks(plan, lang=lang, simulation=simulation, catalog=catalog, today=today)
+    blocks = quote_blocks(plan, lang=lang, simulation=simulation, catalog=catalog, today=today,
+                          link=link)
     pdf = FPDF(orientation="P", unit="mm", format="A4")
     pdf.set_auto_page_break(auto=True, margin=15)
     pdf.set_margins(15, 15, 15)
@@ -317,7 +323,8 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
 
 
 def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
-                simulation: QueueResult | None = None, catalog: Catalog | None = None) -> Path:
+                simulation: QueueResult | None = None, catalog: Catalog | None = None,
+                link: str | None = None) -> Path:
     """Write the quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
     p = Path(path)
     suffix = p.suffix.lower()
@@ -326,8 +333,9 @@ def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
     if not p.parent.exists():
         raise InputError(f"folder '{p.parent}' does not exist; create it or choose another path")
     if suffix == ".pdf":
-        p.write_bytes(quote_pdf(plan, lang=lang, simulation=simulation, catalog=catalog))
+        p.write_bytes(quote_pdf(plan, lang=lang, simulation=simulation, catalog=catalog,
+                                link=link))
     else:
-        p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog),
-                     encoding="utf-8")
+        p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog,
+                                    link=link), encoding="utf-8")
     return p

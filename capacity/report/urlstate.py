@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from capacity.catalog.loader import Catalog, default_catalog
-from capacity.errors import CapacityError
+from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
@@ -223,3 +223,188 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         slo_tpot_ms=inp.slo.tpot_ms, slo_cost=inp.slo.cost_per_mtok,
         price=round(o.price_per_hour, 4), currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Planner's state: every Planner input in the URL, with the same rules as the Explorer's
+# (only what differs from the defaults is written; a bad value falls back with a notice).
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannerState:
+    """Every Planner input. Field names are the query-parameter names (short ones, kept here
+    only); `inputs()` turns them into the planner's PlanInputs."""
+
+    lang: str = "en"
+    model: str = "qwen3.5-9b-awq"
+    mode: str = "dau"
+    """'dau' (daily users) or 'conc' (peak concurrency entered)."""
+    dau: int = 500
+    rpu: float = 20.0
+    share: float = 0.3
+    hours: float = 2.0
+    conc: int = 50
+    ctx: int = DEFAULT_CONTEXT_TOKENS
+    out: int = 256
+    headroom: float = 0.2
+    ttft: float = 2000.0
+    tpot: float = 50.0
+    pct: int = 90
+    cost: float = 0.0
+    """Cost target per M output tokens at SLO capacity; 0 = none."""
+    gpus: str = ""
+    """Comma list of GPU keys; '' = every catalog GPU."""
+    maxg: int = 16
+    kv: str = "fp16,fp8"
+    tp: int = 1
+    """1: tensor parallel allowed; 0: replicas only."""
+    cur: str = "CNY"
+    util: float = DEFAULT_UTIL
+    mfu: float = DEFAULT_MFU
+
+    def gpu_list(self, catalog: Catalog) -> tuple[str, ...]:
+        """The chosen GPU keys (every catalog GPU when none is named)."""
+        keys = tuple(k for k in self.gpus.split(",") if k)
+        return keys or tuple(sorted(catalog.gpus))
+
+    def kv_list(self) -> tuple[str, ...]:
+        return tuple(k for k in self.kv.split(",") if k) or ("fp16",)
+
+    def inputs(self, catalog: Catalog) -> PlanInputs:
+        """The planner's inputs these values describe (raises InputError when inconsistent)."""
+        from capacity.model.workload import Workload
+        from capacity.plan.search import Slo
+
+        model = catalog.variant(self.model).model
+        if self.ctx > model.max_context_tokens:
+            raise InputError(f"context {self.ctx} tokens exceeds {model.name}'s limit of "
+                             f"{model.max_context_tokens} tokens")
+        dau = self.mode == "dau"
+        wl = Workload(daily_active_users=float(self.dau) if dau else None,
+                      requests_per_user_per_day=self.rpu, peak_share=self.share,
+                      peak_hours=self.hours, peak_concurrency=None if dau else float(self.conc),
+                      context_tokens=self.ctx, output_tokens=self.out, headroom=self.headroom)
+        return PlanInputs(
+            model=self.model, workload=wl,
+            slo=Slo(ttft_ms=self.ttft, tpot_ms=self.tpot, quantile=self.pct / 100.0,
+                    cost_per_mtok=self.cost),
+            gpus=self.gpu_list(catalog), max_gpus=self.maxg, kv_dtypes=self.kv_list(),
+            allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
+            util=self.util, mfu=self.mfu)
+
+
+DEFAULT_PLANNER = PlannerState()
+
+PLANNER_PCTS: tuple[int, ...] = (50, 75, 90, 95, 99)
+"""The SLO percentiles the Planner offers."""
+PLANNER_KV: tuple[str, ...] = ("fp16", "fp8")
+"""The KV precisions the Planner searches."""
+
+_PLANNER_RANGES: dict[str, tuple[float, float]] = {
+    "dau": (1, 1e9), "rpu": (0.1, 1e5), "share": (0.05, 1.0), "hours": (0.25, 24.0),
+    "conc": (1, 1e6), "ctx": (1, 10_000_000), "out": (1, 1_000_000), "headroom": (0.0, 1.0),
+    "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
+    "tp": (0, 1), "util": (0.5, 1.0), "mfu": (0.05, 1.0),
+}
+
+
+def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
+                  lang: str = "en") -> PlannerState:
+    """The Planner's URL state for a plan's inputs (the link a quote carries)."""
+    cat = catalog or default_catalog()
+    wl = inp.workload
+    every = tuple(sorted(cat.gpus))
+    chosen = inp.gpus if inp.gpus is not None else every
+    return PlannerState(
+        lang=lang, model=inp.model, mode="dau" if wl.peak_concurrency is None else "conc",
+        dau=int(round(wl.daily_active_users or DEFAULT_PLANNER.dau)),
+        rpu=wl.requests_per_user_per_day, share=wl.peak_share, hours=wl.peak_hours,
+        conc=int(math.ceil(wl.peak_concurrency or DEFAULT_PLANNER.conc)),
+        ctx=wl.context_tokens, out=wl.output_tokens, headroom=wl.headroom,
+        ttft=inp.slo.ttft_ms, tpot=inp.slo.tpot_ms, pct=int(round(inp.slo.quantile * 100)),
+        cost=inp.slo.cost_per_mtok, gpus="" if tuple(sorted(chosen)) == every
+        else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
+        tp=int(inp.allow_tp), cur=inp.currency, util=inp.util, mfu=inp.mfu)
+
+
+def planner_encode(state: PlannerState) -> dict[str, str]:
+    """Query parameters for a Planner state: only the fields that differ from the defaults."""
+    out: dict[str, str] = {}
+    for f in fields(PlannerState):
+        value = getattr(state, f.name)
+        if value != getattr(DEFAULT_PLANNER, f.name):
+            out[f.name] = f"{value:g}" if isinstance(value, float) else str(value)
+    return out
+
+
+def planner_url(state: PlannerState, base: str = "/planner") -> str:
+    """A link that opens the Planner on `state` (relative unless `base` is absolute)."""
+    q = planner_encode(state)
+    return base + ("?" + urlencode(q) if q else "")
+
+
+def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
+                   base: PlannerState = DEFAULT_PLANNER) -> tuple[PlannerState, list[str]]:
+    """Read query parameters into a Planner state; bad values fall back to `base` with a
+    notice naming the parameter, the value and why. Unknown parameters are ignored."""
+    notices: list[str] = []
+    changes: dict[str, Any] = {}
+    for f in fields(PlannerState):
+        if f.name not in params:
+            continue
+        raw_value = params[f.name]
+        raw = (raw_value[-1] if isinstance(raw_value, list) else raw_value).strip()
+        default = getattr(base, f.name)
+        try:
+            changes[f.name] = _planner_parse(f.name, raw, type(default), catalog)
+        except ValueError as exc:
+            notices.append(f"'{f.name}={raw}' ignored ({exc}); using {default}")
+    state = replace(base, **changes)
+    try:
+        state.inputs(catalog)
+    except CapacityError as exc:
+        notices.append(f"these settings cannot be planned ({exc}); using the defaults")
+        state = replace(base, lang=state.lang)
+    return state, notices
+
+
+def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
+    if kind is str:
+        value = raw.lower()
+        if name == "lang" and value not in LANGS:
+            raise ValueError(f"language must be one of {', '.join(LANGS)}")
+        if name == "model" and value not in catalog.variant_keys():
+            raise ValueError("not a model (or model-format) key of the catalog")
+        if name == "mode" and value not in ("dau", "conc"):
+            raise ValueError("mode must be dau or conc")
+        if name == "cur":
+            if raw.upper() not in ("CNY", "USD"):
+                raise ValueError("currency must be CNY or USD")
+            return raw.upper()
+        if name in ("gpus", "kv"):
+            items = [x.strip() for x in value.split(",") if x.strip()]
+            known = set(catalog.gpus) if name == "gpus" else set(PLANNER_KV)
+            bad = [x for x in items if x not in known]
+            if bad:
+                raise ValueError(f"unknown {'GPU' if name == 'gpus' else 'KV precision'} "
+                                 f"{', '.join(bad)}")
+            if name == "kv" and not items:
+                raise ValueError("give at least one KV precision")
+            return ",".join(dict.fromkeys(items))
+        return value
+    try:
+        number: Any = float(raw)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not math.isfinite(number):
+        raise ValueError("not a finite number")
+    if kind is int:
+        if number != int(number):
+            raise ValueError("not a whole number")
+        number = int(number)
+    lo, hi = _PLANNER_RANGES.get(name, (-math.inf, math.inf))
+    if not lo <= number <= hi:
+        raise ValueError(f"outside {lo:g}..{hi:g}")
+    if name == "pct" and number not in PLANNER_PCTS:
+        raise ValueError(f"percentile must be one of {', '.join(map(str, PLANNER_PCTS))}")
+    return number
