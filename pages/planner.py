@@ -30,7 +30,14 @@ from capacity.plan.search import (
     simulate_option,
 )
 from capacity.report.i18n import t
-from capacity.report.quote import fmt_ms, headline_rows, quote_markdown, quote_pdf
+from capacity.report.quote import (
+    fmt_ms,
+    headline_rows,
+    nodes_text,
+    quote_markdown,
+    quote_pdf,
+    variants_text,
+)
 from capacity.report.urlstate import (
     PLANNER_KV,
     PLANNER_PCTS,
@@ -152,6 +159,7 @@ if best is None:
     st.warning(T("pl_none"))
 else:
     st.markdown(f"### {best.label}")
+    st.caption(" · ".join(x for x in (nodes_text(best, lang), variants_text(best, lang)) if x))
     cols = st.columns(5)
     # the quote's own labels and strings (capacity.report.quote.headline_rows)
     for col, (label, value) in zip(cols, headline_rows(result, best, lang), strict=False):
@@ -167,6 +175,8 @@ if result.options:
         "#": i + 1, T("pl_col_option"): o.label, T("pl_col_month"): o.cost_per_month,
         T("fig_col_mtok"): o.cost_per_mtok, T("fig_col_ttft", q=q): fmt_ms(o.ttft_ms),
         T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms), T("pl_col_memory"): o.memory_verdict,
+        T("pl_col_nodes"): " + ".join(map(str, o.nodes)),
+        T("pl_col_variants"): variants_text(o, lang),
         T("pl_col_binding"): T("pl_reason_" + o.binding), T("pl_col_link"): link(o)}
         for i, o in enumerate(shown)])
     st.dataframe(table, hide_index=True, width="stretch", column_config={

@@ -181,3 +181,19 @@ def test_planner_page_and_explorer_page_agree(catalog: Catalog) -> None:
     cards = [" ".join(m.value for m in ex.get_by_key(f"verdict_{c}").markdown)
              for c in Constraint]
     assert all(":red-badge" not in c for c in cards), cards
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_quote_lists_each_deployment_once(planned: Plan, catalog: Catalog, lang: str) -> None:
+    best, runner = planned.best, planned.runner_up
+    assert best is not None and runner is planned.options[1]
+    md = quote_markdown(planned, lang=lang, catalog=catalog, today=TODAY)
+    rec, rest = md.split("## " + t("quote_runner", lang), 1)
+    assert f"| {t('quote_config', lang)} | {best.label} |" in rec
+    assert f"| {t('quote_config', lang)} | {runner.label} |" in rest
+    others = rest.split("## " + t("quote_others", lang), 1)[1].split("\n## ", 1)[0]
+    assert best.label not in others and runner.label not in others
+    assert f"| 3 | {planned.options[2].label} |" in others
+    assert t("quote_variants", lang) in rec and t("quote_nodes", lang) in rec
+    if lang == "zh":
+        assert "weights" not in rec and "node(s)" not in rec

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 import numpy as np
 
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
+from capacity.catalog.nodes import node_shape
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, convert, cost_per_mtok
 from capacity.model.kv import kv_request_bytes
@@ -191,6 +192,11 @@ class Option:
     failures: tuple[Reason, ...]
     binding: Reason
     binding_ratio: float
+    nodes: tuple[int, ...] = ()
+    """GPUs per node of the deployment (`NodeShape.layout`): each TP group in one node."""
+    variants: tuple[tuple[str, str], ...] = ()
+    """Equivalent configurations folded into this row, as (weight format, KV precision): same
+    GPU, count and TP at the same cost per month, another format or KV precision."""
 
     @property
     def replicas(self) -> int:
@@ -240,6 +246,8 @@ class Plan:
     evaluated: int
     peak_rate_per_s: float | None
     all_options: tuple[Option, ...] = ()
+    configurations: tuple[Option, ...] = ()
+    """Every feasible configuration, ranked, twins included (`options` folds them)."""
 
     @property
     def best(self) -> Option | None:
@@ -247,13 +255,8 @@ class Plan:
 
     @property
     def runner_up(self) -> Option | None:
-        """The best option on a different GPU, or the second option."""
-        if len(self.options) < 2:
-            return None
-        for o in self.options[1:]:
-            if o.gpu != self.options[0].gpu:
-                return o
-        return self.options[1]
+        """The list's second option (twins of the first are folded into it, `Option.variants`)."""
+        return self.options[1] if len(self.options) > 1 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +326,10 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     for g in gpus:
         price = prices.get(g.key, convert(g.price_per_hour, g.currency, inp.currency,
                                           inp.cny_per_usd))
+        largest_node = node_shape(g.key).max_gpus_per_node
         for tp in tps:
+            if tp > largest_node:  # a TP group stays inside one node
+                continue
             comm_fixed, comm_per_seq = comm_coefficients_ms(model, g, tp)
             comm_prompt = float(tp_comm_ms(model, g, tp, float(wl.prompt)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
@@ -514,13 +520,33 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             failures=fails, binding=names[int(bind_i[j])],
             binding_ratio=float(ratios[int(bind_i[j]), j]),
         ))
-    feasible = sorted((o for o in options if o.feasible), key=_rank_key)
+    ranked = sorted((o for o in options if o.feasible), key=_rank_key)
+    feasible = _fold_twins(ranked)
     rejected = _rejections(options, feasible, [g.key for g in dict.fromkeys(u.gpus)], slo)
     near = _near_misses(inp, cat, options, feasible)
     return Plan(inputs=inp, model_name=model.name, options=tuple(feasible),
+                configurations=tuple(ranked),
                 rejected=tuple(rejected), near_misses=tuple(near), evaluated=int(idx.size),
                 peak_rate_per_s=peak_rate,
                 all_options=tuple(options) if keep_all else ())
+
+
+def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
+    """One row per deployment: options on the same GPU with the same count and TP (so the same
+    cost per month) that differ only in weight format or KV precision collapse into the
+    best-ranked one (lowest cost per M tokens, then most headroom by the rank key), which names
+    the others in `variants`; each kept row gets its node layout."""
+    groups: dict[tuple[str, int, int], list[Option]] = {}
+    for o in ranked:
+        groups.setdefault((o.gpu, o.n_gpus, o.tp), []).append(o)
+    out = []
+    for o in ranked:
+        twins = groups[(o.gpu, o.n_gpus, o.tp)]
+        if twins[0] is not o:
+            continue
+        out.append(replace(o, nodes=node_shape(o.gpu).layout(o.n_gpus, o.tp),
+                           variants=tuple((x.weights, x.kv_dtype) for x in twins[1:])))
+    return out
 
 
 def _lite(u: _Units, i: int, n: int, fails: tuple[Reason, ...], month: float) -> Option:

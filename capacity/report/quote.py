@@ -20,6 +20,7 @@ from pathlib import Path
 
 from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.nodes import node_shape
 from capacity.errors import InputError
 from capacity.model.scenario import TableRow, capacity_table
 from capacity.plan.queueing import QueueResult
@@ -89,9 +90,36 @@ def headline_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
     ]
 
 
+def variants_text(o: Option, lang: str) -> str:
+    """The twins folded into an option ('int8 weights, fp16 KV'; a summary past three)."""
+    if not o.variants:
+        return ""
+    if len(o.variants) <= 3:
+        sep = ";" if lang == "zh" else "; "
+        return sep.join(t("quote_variant", lang, w=w, kv=kv) for w, kv in o.variants)
+    ws = "/".join(dict.fromkeys(w for w, _ in o.variants))
+    kvs = "/".join(dict.fromkeys(kv for _, kv in o.variants))
+    return t("quote_variants_many", lang, n=len(o.variants), w=ws, kv=kvs)
+
+
+def nodes_text(o: Option, lang: str) -> str:
+    """'3 node(s) of 4 + 2 + 1 GPUs (PCIe cards, no NVLink)'."""
+    if not o.nodes:
+        return ""
+    shape = node_shape(o.gpu)
+    link = (t("quote_link_nvlink", lang, n=shape.nvlink_domain) if shape.nvlink_domain > 1
+            else t("quote_link_pcie", lang))
+    return t("quote_nodes_v", lang, n=len(o.nodes), layout=" + ".join(map(str, o.nodes)),
+             form=t("quote_form_" + shape.form_factor, lang), link=link)
+
+
 def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+    extra = [(t("quote_nodes", lang), nodes_text(o, lang))] if o.nodes else []
+    if o.variants:
+        extra.append((t("quote_variants", lang), variants_text(o, lang)))
     return [
         (t("quote_config", lang), o.label),
+        *extra,
         *headline_rows(plan, o, lang),
         (t("quote_concurrency", lang), f"{o.peak_concurrency:.1f} / {o.design_concurrency:.1f}"),
         (t("quote_capacity", lang), f"{o.capacity_rate_per_s:.2f} req/s"),
@@ -175,15 +203,17 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
             b.append(Heading(t("quote_runner", lang)))
             b.append(Table((t("quote_quantity", lang), t("quote_value", lang)),
                            tuple(_option_rows(plan, runner, lang))))
-        b.append(Heading(t("quote_others", lang)))
-        b.append(Table(
-            ("#", t("quote_config", lang), t("fig_month", lang), t("fig_col_mtok", lang),
-             t("fig_col_ttft", lang, q=slo.quantile * 100),
-             t("fig_col_tpot", lang, q=slo.quantile * 100), t("quote_binding", lang)),
-            tuple((str(i + 1), o.label, _money(o.cost_per_month, inp.currency),
-                   _money(o.cost_per_mtok, inp.currency), _ms(o.ttft_ms), _ms(o.tpot_ms),
-                   t("quote_reason_" + o.binding, lang))
-                  for i, o in enumerate(plan.options[:top]))))
+        others = plan.options[2:top + 2]  # #1 and the runner-up (#2) are above
+        if others:
+            b.append(Heading(t("quote_others", lang)))
+            b.append(Table(
+                ("#", t("quote_config", lang), t("fig_month", lang), t("fig_col_mtok", lang),
+                 t("fig_col_ttft", lang, q=slo.quantile * 100),
+                 t("fig_col_tpot", lang, q=slo.quantile * 100), t("quote_binding", lang)),
+                tuple((str(i + 3), o.label, _money(o.cost_per_month, inp.currency),
+                       _money(o.cost_per_mtok, inp.currency), _ms(o.ttft_ms), _ms(o.tpot_ms),
+                       t("quote_reason_" + o.binding, lang))
+                      for i, o in enumerate(others))))
     if plan.rejected:
         b.append(Heading(t("quote_rejected", lang)))
         b.append(Table(("GPU", t("quote_binding", lang), ""), tuple(
