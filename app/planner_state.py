@@ -17,6 +17,7 @@ import streamlit as st
 from app.state import SAVED as EXPLORER_SAVED
 from app.state import page_entered
 from capacity.catalog.loader import Catalog
+from capacity.model.cost import convert
 from capacity.report.urlstate import PlannerState, planner_decode, planner_encode
 
 SAVED = "planner_saved_state"
@@ -28,9 +29,11 @@ WIDGETS: dict[str, str] = {
     "headroom": "planner_headroom", "ttft": "planner_ttft", "tpot": "planner_tpot",
     "pct": "planner_pct", "cost": "planner_cost_target", "gpus": "planner_gpus",
     "maxg": "planner_maxg", "kv": "planner_kv", "tp": "planner_tp", "cur": "planner_currency",
+    "fx": "planner_fx",
     "util": "planner_util", "mfu": "planner_mfu",
 }
-"""PlannerState field -> the widget key that edits it."""
+"""PlannerState field -> the widget key that edits it (`prices` is the price editor's, read by
+`entered_prices`)."""
 
 
 def _to_widget(state: PlannerState, name: str, catalog: Catalog) -> Any:
@@ -87,6 +90,35 @@ def from_widgets(lang: str, catalog: Catalog) -> PlannerState:
     if state != saved:
         st.session_state[NOTICES] = []
     st.session_state[SAVED] = state
+    return state
+
+
+def price_rows(state: PlannerState, catalog: Catalog) -> list[dict[str, Any]]:
+    """The price editor's rows: each chosen GPU with its price per GPU-hour in the state's
+    currency (entered, else the catalog's converted) and where the price comes from."""
+    entered = dict(state.price_list())
+    rows = []
+    for key in state.gpu_list(catalog):
+        g = catalog.gpus[key]
+        base = convert(g.price_per_hour, g.currency, state.cur, state.fx)
+        rows.append({"gpu": key, "name": g.name, "price": round(entered.get(key, base), 4),
+                     "catalog": round(base, 4), "source": g.price_source})
+    return rows
+
+
+def entered_prices(rows: list[dict[str, Any]]) -> str:
+    """The editor's rows back to the state's `prices`: only prices that differ from the
+    catalog's."""
+    return ",".join(f"{r['gpu']}:{float(r['price']):g}" for r in rows
+                    if r["price"] is not None and float(r["price"]) > 0
+                    and abs(float(r["price"]) - float(r["catalog"])) > 1e-9)
+
+
+def keep_prices(state: PlannerState, prices: str) -> PlannerState:
+    """The state with the editor's prices (and remember it for the next run)."""
+    if prices != state.prices:
+        state = replace(state, prices=prices)
+        st.session_state[SAVED] = state
     return state
 
 

@@ -14,7 +14,14 @@ import streamlit as st
 
 from app import cache
 from app.bootstrap import ensure_navigation
-from app.planner_state import from_widgets, init_planner, write_url
+from app.planner_state import (
+    entered_prices,
+    from_widgets,
+    init_planner,
+    keep_prices,
+    price_rows,
+    write_url,
+)
 from app.state import init_lang
 from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
@@ -133,10 +140,26 @@ with st.expander(T("pl_space")):
         st.checkbox(T("pl_tp"), key="planner_tp")
     with s3:
         st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True, key="planner_currency")
+        st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")
         st.slider(T("pl_util"), 0.5, 1.0, step=0.01, key="planner_util")
         st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu")
 
 state = from_widgets(lang, catalog)
+with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices)):
+    st.caption(T("pl_prices_help"))
+    rows = price_rows(state, catalog)
+    edited = st.data_editor(
+        pd.DataFrame(rows), key=f"planner_prices_{state.cur}", hide_index=True,
+        width="stretch", disabled=["gpu", "name", "catalog", "source"],
+        column_config={
+            "gpu": None, "name": st.column_config.TextColumn(T("pl_col_gpu")),
+            "price": st.column_config.NumberColumn(T("pl_col_price", cur=state.cur),
+                                                   min_value=0.0001, max_value=1e5,
+                                                   format="%.4g"),
+            "catalog": st.column_config.NumberColumn(T("pl_col_catalog", cur=state.cur),
+                                                     format="%.4g"),
+            "source": st.column_config.TextColumn(T("pl_col_source"))})
+    state = keep_prices(state, entered_prices(edited.to_dict("records")))
 write_url(state)
 pct = state.pct
 try:

@@ -29,7 +29,7 @@ def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     best = app.markdown[0].value
     assert best.startswith("### ") and " x " in best and " KV" in best
     assert any(s.value.startswith("Ranked options") for s in app.subheader)
-    table = app.dataframe[0].value
+    table = next(d.value for d in app.dataframe if "Explorer" in d.value.columns)
     assert table["#"].tolist()[:3] == [1, 2, 3]
     assert table["Explorer"].str.startswith("/explorer?").all()
     assert {"binding", "memory"} <= set(table.columns)

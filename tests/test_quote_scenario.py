@@ -169,7 +169,8 @@ def test_planner_page_and_explorer_page_agree(catalog: Catalog) -> None:
     assert p.best is not None
     shown = [(m.label, str(m.value)) for m in at.metric][:4]
     assert shown == headline_rows(p, p.best, "en")
-    link = at.dataframe[0].value["Explorer"].tolist()[0]
+    table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
+    link = table["Explorer"].tolist()[0]
     assert link == explorer_url(explorer_state(p.inputs, p.best, catalog))
 
     ex = AppTest.from_file(app, default_timeout=120)

@@ -19,6 +19,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from capacity.catalog.loader import default_catalog
+from capacity.catalog.offers import OFFER_KINDS, choose, load_offers
 from capacity.errors import InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
@@ -114,6 +116,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="currency of costs (default CNY)")
     e.add_argument("--cny-per-usd", type=float, default=DEFAULT_CNY_PER_USD,
                    help=f"exchange rate (default {DEFAULT_CNY_PER_USD})")
+    e.add_argument("--price", action="append", default=[], metavar="GPU=VALUE",
+                   help="price of one GPU per hour in --currency, replacing the catalog's "
+                        "(repeatable: --price rtx-4090=2.5 --price h100-sxm=19)")
+    e.add_argument("--prices", default=None, metavar="FILE",
+                   help="a prices file of [[offer]] tables (docs/method.md: prices as data)")
+    e.add_argument("--offer-kind", choices=OFFER_KINDS, default="on-demand",
+                   help="which offer of --prices to use (default on-demand)")
     o = p.add_argument_group("output")
     o.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
                    help="output format (default text)")
@@ -147,6 +156,23 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
                   headroom=args.headroom)
     kv = _list(args.kv_dtypes)
     assert kv is not None
+    cat = default_catalog()
+    overrides: dict[str, float] = {}
+    for item in args.price:
+        gpu, sep, value = item.partition("=")
+        gpu = gpu.strip().lower()
+        try:
+            price = float(value) if sep else math.nan
+        except ValueError:
+            price = math.nan
+        if not (math.isfinite(price) and price > 0):
+            raise InputError(f"--price '{item}': give GPU=VALUE with a price > 0, "
+                             "e.g. rtx-4090=2.5")
+        if gpu not in cat.gpus:
+            raise InputError(f"--price '{item}': '{gpu}' is not a catalog GPU")
+        overrides[gpu] = price
+    offers = (tuple(choose(load_offers(args.prices, cat), args.offer_kind).values())
+              if args.prices else ())
     return PlanInputs(
         model=args.model, workload=wl,
         slo=Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms,
@@ -154,7 +180,8 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         gpus=_list(args.gpus), max_gpus=args.max_gpus, kv_dtypes=kv,
         formats=_list(args.weights), allow_tp=not args.no_tp, currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
-        eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs)
+        eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
+        price_overrides=tuple(overrides.items()), offers=offers)
 
 
 def _num(x: float) -> float | None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
 from capacity.catalog.nodes import node_shape
+from capacity.catalog.offers import Offer
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, convert, cost_per_mtok
 from capacity.model.kv import kv_request_bytes
@@ -132,7 +133,11 @@ class PlanInputs:
     memory_headroom: float = DEFAULT_HEADROOM
     """F8's headroom for the 'fits' (vs 'tight') memory verdict, apart from the load headroom."""
     price_overrides: tuple[tuple[str, float], ...] = ()
-    """(GPU key, price per GPU-hour in `currency`) pairs that replace catalog prices."""
+    """(GPU key, price per GPU-hour in `currency`) pairs that replace catalog prices (prices
+    entered on the Planner page or with `capacity size --price GPU=VALUE`)."""
+    offers: tuple[Offer, ...] = ()
+    """Offers (at most one per GPU, `capacity.catalog.offers.choose`) that replace catalog
+    prices, converted to `currency` at `cny_per_usd`; `price_overrides` win over them."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_gpus <= 64:
@@ -314,6 +319,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
         raise InputError(f"context {wl.context_tokens} tokens exceeds {model.name}'s limit of "
                          f"{model.max_context_tokens} tokens")
     prices = dict(inp.price_overrides)
+    offers = {o.gpu: o for o in inp.offers}
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
     pf = prefill_flops(model, wl.prompt).total_flops
     g_l: list[Gpu] = []
@@ -324,8 +330,10 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
         "w", "cv", "usable", "fixed", "kvr", "pre", "bw", "fl", "ca", "cb", "price")}
     kv_cache: dict[tuple[str, int], float] = {}
     for g in gpus:
-        price = prices.get(g.key, convert(g.price_per_hour, g.currency, inp.currency,
-                                          inp.cny_per_usd))
+        offer = offers.get(g.key)
+        price = prices.get(g.key, convert(
+            offer.price_per_gpu_hour if offer else g.price_per_hour,
+            offer.currency if offer else g.currency, inp.currency, inp.cny_per_usd))
         largest_node = node_shape(g.key).max_gpus_per_node
         for tp in tps:
             if tp > largest_node:  # a TP group stays inside one node

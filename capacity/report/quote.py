@@ -229,8 +229,16 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     for key in dict.fromkeys(o.gpu for o in shown if o is not None):
         g = cat.gpu(key)
         o = next(x for x in shown if x is not None and x.gpu == key)
-        b.append(Para(t("quote_price", lang, gpu=g.name, cur=inp.currency, price=o.price_per_hour,
-                         src=g.price_source, date=g.price_as_of)))
+        offer = next((x for x in inp.offers if x.gpu == key), None)
+        if key in dict(inp.price_overrides):
+            b.append(Para(t("quote_price_entered", lang, gpu=g.name, cur=inp.currency,
+                            price=o.price_per_hour)))
+        elif offer is not None:
+            b.append(Para(t("quote_price_offer", lang, gpu=g.name, cur=inp.currency,
+                            price=o.price_per_hour, offer=offer.description)))
+        else:
+            b.append(Para(t("quote_price", lang, gpu=g.name, cur=inp.currency,
+                            price=o.price_per_hour, src=g.price_source, date=g.price_as_of)))
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=inp.max_num_seqs)),
           Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu)),

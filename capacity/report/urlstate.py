@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
-from capacity.model.cost import DEFAULT_CNY_PER_USD
+from capacity.model.cost import DEFAULT_CNY_PER_USD, convert
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.scenario import (
@@ -259,8 +259,21 @@ class PlannerState:
     tp: int = 1
     """1: tensor parallel allowed; 0: replicas only."""
     cur: str = "CNY"
+    fx: float = DEFAULT_CNY_PER_USD
+    """Exchange rate, CNY per USD."""
+    prices: str = ""
+    """Entered prices per GPU-hour in `cur`, 'rtx-4090:2.5,h100-sxm:19'; '' = catalog prices."""
     util: float = DEFAULT_UTIL
     mfu: float = DEFAULT_MFU
+
+    def price_list(self) -> tuple[tuple[str, float], ...]:
+        """The entered prices as (GPU key, price per GPU-hour in `cur`) pairs."""
+        out = []
+        for item in self.prices.split(","):
+            if item:
+                gpu, _, value = item.partition(":")
+                out.append((gpu, float(value)))
+        return tuple(out)
 
     def gpu_list(self, catalog: Catalog) -> tuple[str, ...]:
         """The chosen GPU keys (every catalog GPU when none is named)."""
@@ -290,7 +303,8 @@ class PlannerState:
                     cost_per_mtok=self.cost),
             gpus=self.gpu_list(catalog), max_gpus=self.maxg, kv_dtypes=self.kv_list(),
             allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
-            util=self.util, mfu=self.mfu)
+            cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
+            mfu=self.mfu)
 
 
 DEFAULT_PLANNER = PlannerState()
@@ -304,7 +318,7 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
     "dau": (1, 1e9), "rpu": (0.1, 1e5), "share": (0.05, 1.0), "hours": (0.25, 24.0),
     "conc": (1, 1e6), "ctx": (1, 10_000_000), "out": (1, 1_000_000), "headroom": (0.0, 1.0),
     "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
-    "tp": (0, 1), "util": (0.5, 1.0), "mfu": (0.05, 1.0),
+    "tp": (0, 1), "util": (0.5, 1.0), "mfu": (0.05, 1.0), "fx": (0.01, 1e4),
 }
 
 
@@ -314,6 +328,9 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
     cat = catalog or default_catalog()
     wl = inp.workload
     every = tuple(sorted(cat.gpus))
+    # offers and entered prices travel as prices per GPU-hour in the plan's currency
+    entered = {o.gpu: convert(o.price_per_gpu_hour, o.currency, inp.currency, inp.cny_per_usd)
+               for o in inp.offers} | dict(inp.price_overrides)
     chosen = inp.gpus if inp.gpus is not None else every
     return PlannerState(
         lang=lang, model=inp.model, mode="dau" if wl.peak_concurrency is None else "conc",
@@ -324,7 +341,8 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         ttft=inp.slo.ttft_ms, tpot=inp.slo.tpot_ms, pct=int(round(inp.slo.quantile * 100)),
         cost=inp.slo.cost_per_mtok, gpus="" if tuple(sorted(chosen)) == every
         else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
-        tp=int(inp.allow_tp), cur=inp.currency, util=inp.util, mfu=inp.mfu)
+        tp=int(inp.allow_tp), cur=inp.currency, fx=inp.cny_per_usd,
+        prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util, mfu=inp.mfu)
 
 
 def planner_encode(state: PlannerState) -> dict[str, str]:
@@ -381,6 +399,20 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
             if raw.upper() not in ("CNY", "USD"):
                 raise ValueError("currency must be CNY or USD")
             return raw.upper()
+        if name == "prices":
+            pairs = []
+            for item in (x.strip() for x in value.split(",") if x.strip()):
+                gpu, sep, text = item.partition(":")
+                try:
+                    price = float(text) if sep else math.nan
+                except ValueError:
+                    price = math.nan
+                if gpu not in catalog.gpus:
+                    raise ValueError(f"unknown GPU {gpu}")
+                if not (math.isfinite(price) and 0 < price <= 1e5):
+                    raise ValueError(f"price of {gpu} must be a number in (0, 1e5]")
+                pairs.append(f"{gpu}:{price:g}")
+            return ",".join(pairs)
         if name in ("gpus", "kv"):
             items = [x.strip() for x in value.split(",") if x.strip()]
             known = set(catalog.gpus) if name == "gpus" else set(PLANNER_KV)
