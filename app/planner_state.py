@@ -29,7 +29,7 @@ WIDGETS: dict[str, str] = {
     "headroom": "planner_headroom", "ttft": "planner_ttft", "tpot": "planner_tpot",
     "pct": "planner_pct", "cost": "planner_cost_target", "gpus": "planner_gpus",
     "maxg": "planner_maxg", "kv": "planner_kv", "tp": "planner_tp", "cur": "planner_currency",
-    "fx": "planner_fx",
+    "fx": "planner_fx", "cal": "planner_cal",
     "util": "planner_util", "mfu": "planner_mfu",
 }
 """PlannerState field -> the widget key that edits it (`prices` is the price editor's, read by

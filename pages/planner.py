@@ -25,6 +25,9 @@ from app.planner_state import (
 from app.state import init_lang
 from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
+from capacity.fit.calibration import load as load_calibration
+from capacity.fit.calibration import saved_calibrations
+from capacity.fit.planning import GpuBand, gpu_band
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     CurvePoint,
@@ -78,9 +81,17 @@ def _sim(inp: PlanInputs, o: Option) -> QueueResult:
 
 
 @st.cache_data(show_spinner=False)
-def _quotes(p: Plan, sim: QueueResult | None, lang: str, link: str) -> tuple[str, bytes]:
-    return (quote_markdown(p, lang=lang, simulation=sim, catalog=_catalog(), link=link),
-            quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog(), link=link))
+def _quotes(p: Plan, sim: QueueResult | None, lang: str, link: str,
+            band: tuple[int | None, int | None] | None) -> tuple[str, bytes]:
+    return (quote_markdown(p, lang=lang, simulation=sim, catalog=_catalog(), link=link,
+                           band=band),
+            quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog(), link=link, band=band))
+
+
+@st.cache_data(show_spinner=False)
+def _band(inp: PlanInputs, o: Option) -> GpuBand:
+    cal = load_calibration(inp.calibration) if inp.calibration else None
+    return gpu_band(inp, o, cal, _catalog())
 
 
 def _here() -> str:
@@ -143,6 +154,11 @@ with st.expander(T("pl_space")):
         st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")
         st.slider(T("pl_util"), 0.5, 1.0, step=0.01, key="planner_util")
         st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu")
+        saved_cals = saved_calibrations()
+        if st.session_state.get("planner_cal", "") not in ("", *saved_cals):
+            st.session_state["planner_cal"] = ""
+        st.selectbox(T("prediction"), ["", *saved_cals], key="planner_cal",
+                     format_func=lambda n: n or T("spec_sheet"), help=T("help_prediction"))
 
 state = from_widgets(lang, catalog)
 with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices)):
@@ -183,6 +199,8 @@ if best is None:
 else:
     st.markdown(f"### {best.label}")
     st.caption(" · ".join(x for x in (nodes_text(best, lang), variants_text(best, lang)) if x))
+    st.caption(T("quote_basis") + ": " + (T("quote_basis_cal", name=inputs.calibration)
+                                         if inputs.calibration else T("quote_basis_spec")))
     cols = st.columns(5)
     # the quote's own labels and strings (capacity.report.quote.headline_rows)
     for col, (label, value) in zip(cols, headline_rows(result, best, lang), strict=False):
@@ -266,8 +284,15 @@ if result.options:
         color="gray", strokeDash=[2, 2]).encode(x="x:Q")
     st.altair_chart(alt.layer(lines, slo_rule, load_rule), width="stretch")
 
+    band = None if best is None else _band(inputs, best)
+    if band is not None:
+        more = T("quote_band_more", n=inputs.max_gpus)
+        st.caption(T("quote_band") + ": " + T(
+            "quote_band_v", n=band.n_gpus, lo=more if band.low is None else band.low,
+            hi=more if band.high is None else band.high))
     md, pdf = _quotes(result, sim if chosen == best else None, lang,
-                      planner_url(state, base=_here()))
+                      planner_url(state, base=_here()),
+                      None if band is None else (band.low, band.high))
     d1, d2 = st.columns(2)
     d1.download_button(T("pl_quote_md"), md, file_name="capacity-quote.md",
                        mime="text/markdown", key="planner_quote_md")

@@ -116,6 +116,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="currency of costs (default CNY)")
     e.add_argument("--cny-per-usd", type=float, default=DEFAULT_CNY_PER_USD,
                    help=f"exchange rate (default {DEFAULT_CNY_PER_USD})")
+    e.add_argument("--calibration", default=None, metavar="NAME",
+                   help="plan with a saved calibration's fitted efficiencies (capacity "
+                        "calibrate; default: spec-sheet figures)")
     e.add_argument("--price", action="append", default=[], metavar="GPU=VALUE",
                    help="price of one GPU per hour in --currency, replacing the catalog's "
                         "(repeatable: --price rtx-4090=2.5 --price h100-sxm=19)")
@@ -173,7 +176,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         overrides[gpu] = price
     offers = (tuple(choose(load_offers(args.prices, cat), args.offer_kind).values())
               if args.prices else ())
-    return PlanInputs(
+    inp = PlanInputs(
         model=args.model, workload=wl,
         slo=Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms,
                 quantile=args.slo_percentile / 100.0, cost_per_mtok=args.slo_cost_per_mtok),
@@ -182,6 +185,12 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
         price_overrides=tuple(overrides.items()), offers=offers)
+    if not args.calibration:
+        return inp
+    from capacity.fit.calibration import load
+    from capacity.fit.planning import with_calibration
+
+    return with_calibration(inp, load(args.calibration))
 
 
 def _num(x: float) -> float | None:
@@ -288,6 +297,14 @@ def run(args: argparse.Namespace) -> int:
     if args.quote:
         link = planner_url(planner_state(inp, lang=args.lang),
                            base=args.app_url.rstrip("/") + "/planner")
-        path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link)
+        band = None
+        if p.best is not None:
+            from capacity.fit.calibration import load
+            from capacity.fit.planning import gpu_band
+
+            cal = load(args.calibration) if args.calibration else None
+            b = gpu_band(inp, p.best, cal)
+            band = (b.low, b.high)
+        path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band)
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if p.options else 1

@@ -130,6 +130,15 @@ class PlanInputs:
     eff: float = DEFAULT_EFF
     mfu: float = DEFAULT_MFU
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    eta_bw: float = 1.0
+    """Achieved share of spec-sheet bandwidth in the decode step (F11; 1 = spec sheet)."""
+    step_overhead_ms: float = 0.0
+    """Fixed time per decode step, ms (F11)."""
+    prefill_overhead_ms: float = 0.0
+    """Fixed time per prefill, ms (F11)."""
+    calibration: str = ""
+    """Name of the saved calibration these knobs come from ('' = spec-sheet figures);
+    `capacity.fit.planning.with_calibration` sets knobs and name together."""
     memory_headroom: float = DEFAULT_HEADROOM
     """F8's headroom for the 'fits' (vs 'tight') memory verdict, apart from the load headroom."""
     price_overrides: tuple[tuple[str, float], ...] = ()
@@ -343,7 +352,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
-                pre_ms = (float(prefill_seconds(pf, tflops_per_replica, inp.mfu)) * 1e3
+                pre_ms = (float(prefill_seconds(pf, tflops_per_replica, inp.mfu,
+                                                inp.prefill_overhead_ms / 1e3)) * 1e3
                           + comm_prompt)
                 vb = vram_budget(vram_gb=g.memory_gb, util=inp.util,
                                  weights_gb=v.weights_gb / tp, overhead_gb=inp.overhead_gb,
@@ -371,7 +381,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     # GPU as W / TP, like Scenario.weights_per_gpu_gb)
     step = StepModel.for_model(
         model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvr"],
-        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, comm_fixed_ms=a["ca"],
+        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
+        overhead_ms=inp.step_overhead_ms, comm_fixed_ms=a["ca"],
         comm_per_seq_ms=a["cb"])
     units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
@@ -683,7 +694,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
         prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype, eff=inp.eff, mfu=inp.mfu,
         price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
-        headroom=inp.memory_headroom)
+        headroom=inp.memory_headroom, eta_bw=inp.eta_bw, step_overhead_ms=inp.step_overhead_ms,
+        prefill_overhead_ms=inp.prefill_overhead_ms, calibration=inp.calibration or None)
 
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,

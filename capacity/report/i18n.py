@@ -716,6 +716,17 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                             "{gpu} 价格:每卡每小时 {cur} {price:.2f}(本报价录入)"),
     "quote_price_offer": ("Price of {gpu}: {cur} {price:.2f} per GPU-hour, from the offer: {offer}",
                           "{gpu} 价格:每卡每小时 {cur} {price:.2f},来自报价:{offer}"),
+    "quote_basis": ("Basis of the figures", "数字依据"),
+    "quote_basis_spec": ("spec-sheet figures (no calibration)", "规格表数值(未校准)"),
+    "quote_basis_cal": ("calibrated: {name}", "已校准:{name}"),
+    "quote_band": ("GPUs within the uncertainty band", "不确定区间内的卡数"),
+    "quote_band_v": ("{n} GPUs, {lo}-{hi} within the band", "{n} 张卡,区间内 {lo}-{hi} 张"),
+    "quote_band_more": ("more than {n}", "超过 {n}"),
+    "quote_eff_cal": ("Efficiency from the calibration {name}: bandwidth efficiency {eta:.2f}, "
+                      "decode compute eff {eff:.2f}, {t0:.1f} ms per step, prefill MFU "
+                      "{mfu:.2f}, {p0:.1f} ms per prefill",
+                      "效率来自校准 {name}:带宽效率 {eta:.2f},decode 算力效率 {eff:.2f},每步 "
+                      "{t0:.1f} ms,prefill MFU {mfu:.2f},每次 prefill {p0:.1f} ms"),
     "quote_fx": ("Exchange rate: {rate:g} CNY per USD", "汇率:1 USD = {rate:g} CNY"),
     "quote_engine": ("Engine: vLLM-style continuous batching; gpu_memory_utilization {util:g}, "
                      "runtime overhead {ovh:g} GB per GPU, max_num_seqs {seqs}",

@@ -144,9 +144,12 @@ def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list
 
 def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                  catalog: Catalog | None = None, today: dt.date | None = None,
-                 top: int = 5, link: str | None = None) -> list[Block]:
+                 top: int = 5, link: str | None = None,
+                 band: tuple[int | None, int | None] | None = None) -> list[Block]:
     """The quote as a list of blocks (shared by the Markdown and the PDF). `link`: the Planner
-    address that reproduces the plan (`capacity.report.urlstate.planner_url`)."""
+    address that reproduces the plan (`capacity.report.urlstate.planner_url`); `band`: the
+    fewest GPUs of the recommended configuration at the fast and the slow edge of the
+    uncertainty band (`capacity.fit.planning.gpu_band`; None: beyond the search's limit)."""
     if lang not in LANGS:
         raise InputError(f"quote language must be one of {', '.join(LANGS)}, got '{lang}'")
     cat = catalog or default_catalog()
@@ -178,8 +181,17 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     if best is None:
         b.append(Para(t("quote_none", lang)))
     else:
-        b.append(Table((t("quote_quantity", lang), t("quote_value", lang)),
-                       tuple(_option_rows(plan, best, lang))))
+        rec = _option_rows(plan, best, lang)
+        basis = (t("quote_basis_cal", lang, name=inp.calibration) if inp.calibration
+                 else t("quote_basis_spec", lang))
+        rec.insert(1, (t("quote_basis", lang), basis))
+        if band is not None:
+            more = t("quote_band_more", lang, n=inp.max_gpus)
+            lo = more if band[0] is None else str(band[0])
+            hi = more if band[1] is None else str(band[1])
+            rec.insert(2, (t("quote_band", lang),
+                           t("quote_band_v", lang, n=best.n_gpus, lo=lo, hi=hi)))
+        b.append(Table((t("quote_quantity", lang), t("quote_value", lang)), tuple(rec)))
         if simulation is not None:
             s = simulation
             b.append(Para(t("quote_sim", lang) + ": " + t(
@@ -241,7 +253,9 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                             price=o.price_per_hour, src=g.price_source, date=g.price_as_of)))
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=inp.max_num_seqs)),
-          Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu)),
+          Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu) if not inp.calibration else
+               t("quote_eff_cal", lang, name=inp.calibration, eta=inp.eta_bw, eff=inp.eff,
+                 t0=inp.step_overhead_ms, mfu=inp.mfu, p0=inp.prefill_overhead_ms)),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
           Para("**" + t("quote_estimate", lang) + "**")]
@@ -272,10 +286,11 @@ def render_markdown(blocks: Sequence[Block]) -> str:
 
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                    catalog: Catalog | None = None, today: dt.date | None = None,
-                   link: str | None = None) -> str:
+                   link: str | None = None,
+                   band: tuple[int | None, int | None] | None = None) -> str:
     """The quote as Markdown."""
     return render_markdown(quote_blocks(plan, lang=lang, simulation=simulation,
-                                        catalog=catalog, today=today, link=link))
+                                        catalog=catalog, today=today, link=link, band=band))
 
 
 def find_cjk_font() -> tuple[Path, int] | None:
@@ -296,8 +311,8 @@ def find_cjk_font() -> tuple[Path, int] | None:
 
 def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
               catalog: Catalog | None = None, today: dt.date | None = None,
-              cjk_font: tuple[Path, int] | None | bool = True, link: str | None = None
-              ) -> bytes:
+              cjk_font: tuple[Path, int] | None | bool = True, link: str | None = None,
+              band: tuple[int | None, int | None] | None = None) -> bytes:
     """The quote as PDF bytes (fpdf2). Chinese needs a CJK font: `cjk_font=True` looks one up,
     a (path, index) pair uses it, None/False forces the fallback. Without a CJK font a Chinese
     quote falls back to English with a note; English uses the core Helvetica font (catalog
@@ -312,7 +327,7 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
     if lang == "en":
         font = None  # the core font is enough for English and keeps the file small
     blocks = quote_blocks(plan, lang=lang, simulation=simulation, catalog=catalog, today=today,
-                          link=link)
+                          link=link, band=band)
     pdf = FPDF(orientation="P", unit="mm", format="A4")
     pdf.set_auto_page_break(auto=True, margin=15)
     pdf.set_margins(15, 15, 15)
@@ -362,7 +377,8 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
 
 def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
                 simulation: QueueResult | None = None, catalog: Catalog | None = None,
-                link: str | None = None) -> Path:
+                link: str | None = None,
+                band: tuple[int | None, int | None] | None = None) -> Path:
     """Write the quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
     p = Path(path)
     suffix = p.suffix.lower()
@@ -372,8 +388,8 @@ def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
         raise InputError(f"folder '{p.parent}' does not exist; create it or choose another path")
     if suffix == ".pdf":
         p.write_bytes(quote_pdf(plan, lang=lang, simulation=simulation, catalog=catalog,
-                                link=link))
+                                link=link, band=band))
     else:
         p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog,
-                                    link=link), encoding="utf-8")
+                                    link=link, band=band), encoding="utf-8")
     return p

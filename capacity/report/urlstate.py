@@ -222,7 +222,8 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         util=inp.util, overhead=inp.overhead_gb, c=max(1, c), slo_ttft_ms=inp.slo.ttft_ms,
         slo_tpot_ms=inp.slo.tpot_ms, slo_cost=inp.slo.cost_per_mtok,
         price=round(o.price_per_hour, 4), currency=inp.currency,
-        rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom)
+        rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom,
+        calibration=inp.calibration)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +266,8 @@ class PlannerState:
     """Entered prices per GPU-hour in `cur`, 'rtx-4090:2.5,h100-sxm:19'; '' = catalog prices."""
     util: float = DEFAULT_UTIL
     mfu: float = DEFAULT_MFU
+    cal: str = ""
+    """A saved calibration's name ('' = spec-sheet figures)."""
 
     def price_list(self) -> tuple[tuple[str, float], ...]:
         """The entered prices as (GPU key, price per GPU-hour in `cur`) pairs."""
@@ -297,7 +300,7 @@ class PlannerState:
                       requests_per_user_per_day=self.rpu, peak_share=self.share,
                       peak_hours=self.hours, peak_concurrency=None if dau else float(self.conc),
                       context_tokens=self.ctx, output_tokens=self.out, headroom=self.headroom)
-        return PlanInputs(
+        inp = PlanInputs(
             model=self.model, workload=wl,
             slo=Slo(ttft_ms=self.ttft, tpot_ms=self.tpot, quantile=self.pct / 100.0,
                     cost_per_mtok=self.cost),
@@ -305,6 +308,12 @@ class PlannerState:
             allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
             cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
             mfu=self.mfu)
+        if not self.cal:
+            return inp
+        from capacity.fit.calibration import load  # scipy: only when calibrated
+        from capacity.fit.planning import with_calibration
+
+        return with_calibration(inp, load(self.cal))
 
 
 DEFAULT_PLANNER = PlannerState()
@@ -342,7 +351,8 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         cost=inp.slo.cost_per_mtok, gpus="" if tuple(sorted(chosen)) == every
         else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
         tp=int(inp.allow_tp), cur=inp.currency, fx=inp.cny_per_usd,
-        prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util, mfu=inp.mfu)
+        prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
+        mfu=inp.mfu, cal=inp.calibration)
 
 
 def planner_encode(state: PlannerState) -> dict[str, str]:
@@ -399,6 +409,19 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
             if raw.upper() not in ("CNY", "USD"):
                 raise ValueError("currency must be CNY or USD")
             return raw.upper()
+        if name == "cal":
+            if raw and (raw.startswith(".") or not all(c.isalnum() or c in "-_." for c in raw)):
+                raise ValueError("a calibration name holds only letters, digits, '-', '_', '.'")
+            if raw:
+                from capacity.fit.calibration import calibration_path
+
+                try:
+                    exists = calibration_path(raw).exists()
+                except CapacityError:
+                    exists = False
+                if not exists:
+                    raise ValueError("not a saved calibration")
+            return raw
         if name == "prices":
             pairs = []
             for item in (x.strip() for x in value.split(",") if x.strip()):
