@@ -41,11 +41,14 @@ from capacity.plan.search import (
 )
 from capacity.report.i18n import t
 from capacity.report.quote import (
+    fix_text,
     fmt_ms,
     headline_rows,
     nodes_text,
+    option_label,
     quote_markdown,
     quote_pdf,
+    rejection_text,
     variants_text,
 )
 from capacity.report.urlstate import (
@@ -197,7 +200,7 @@ st.subheader(T("pl_best"))
 if best is None:
     st.warning(T("pl_none"))
 else:
-    st.markdown(f"### {best.label}")
+    st.markdown(f"### {option_label(best, lang)}")
     st.caption(" · ".join(x for x in (nodes_text(best, lang), variants_text(best, lang)) if x))
     st.caption(T("quote_basis") + ": " + (T("quote_basis_cal", name=inputs.calibration)
                                          if inputs.calibration else T("quote_basis_spec")))
@@ -213,9 +216,10 @@ if result.options:
     shown = result.options[:30]
     q = int(pct)
     table = pd.DataFrame([{
-        "#": i + 1, T("pl_col_option"): o.label, T("pl_col_month"): o.cost_per_month,
+        "#": i + 1, T("pl_col_option"): option_label(o, lang), T("pl_col_month"): o.cost_per_month,
         T("fig_col_mtok"): o.cost_per_mtok, T("fig_col_ttft", q=q): fmt_ms(o.ttft_ms),
-        T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms), T("pl_col_memory"): o.memory_verdict,
+        T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms),
+        T("pl_col_memory"): T("quote_verdict_" + (o.memory_verdict or "")),
         T("pl_col_nodes"): " + ".join(map(str, o.nodes)),
         T("pl_col_variants"): variants_text(o, lang),
         T("pl_col_binding"): T("pl_reason_" + o.binding), T("pl_col_link"): link(o)}
@@ -229,25 +233,28 @@ if result.options:
 if result.rejected:
     st.subheader(T("pl_rejected"))
     st.markdown("\n".join(
-        f"- **{r.gpu_name}**: {', '.join(T('pl_reason_' + x) for x in r.reasons)} - {r.detail}"
+        f"- **{r.gpu_name}**: {', '.join(T('pl_reason_' + x) for x in r.reasons)} - "
+        f"{rejection_text(r, inputs.slo, lang)}"
         for r in result.rejected))
 if result.near_misses:
     st.subheader(T("pl_near"))
     st.markdown("\n".join(
-        f"- {m.option.label}: " + "; ".join(f.description for f in m.fixes)
+        f"- {option_label(m.option, lang)}: "
+        + "; ".join(fix_text(f, m.option.tp, lang) for f in m.fixes)
         for m in result.near_misses))
 
 if result.options:
     opts = result.options[:200]
     front = pareto_front(opts)
     frame = pd.DataFrame([{
-        "option": o.label, "gpu": o.gpu_name, "cost_per_month": o.cost_per_month,
+        "option": option_label(o, lang), "gpu": o.gpu_name, "cost_per_month": o.cost_per_month,
         "goodput_req_s": o.capacity_rate_per_s, "binding": o.binding, "pareto": f,
         "rank": i + 1} for i, (o, f) in enumerate(zip(opts, front, strict=True))])
     st.subheader(T("pl_chart_cost"))
     base = alt.Chart(frame).encode(
-        x=alt.X("cost_per_month:Q", title=f"{cur} / month", scale=alt.Scale(type="log")),
-        y=alt.Y("goodput_req_s:Q", title="SLO-feasible goodput, req/s",
+        x=alt.X("cost_per_month:Q", title=T("pl_ax_month", cur=cur),
+                scale=alt.Scale(type="log")),
+        y=alt.Y("goodput_req_s:Q", title=T("pl_ax_goodput"),
                 scale=alt.Scale(type="log")),
         tooltip=["rank", "option", alt.Tooltip("cost_per_month:Q", format=",.0f"),
                  alt.Tooltip("goodput_req_s:Q", format=".2f"), "binding"])
@@ -256,7 +263,7 @@ if result.options:
         color="black", point=alt.OverlayMarkDef(color="black", size=70, shape="diamond"))
     st.altair_chart(alt.layer(points, front_line), width="stretch")
 
-    labels = [o.label for o in result.options[:30]]
+    labels = [option_label(o, lang) for o in result.options[:30]]
     chosen_label = st.selectbox(T("pl_chosen"), labels, key="planner_chosen")
     chosen = result.options[labels.index(chosen_label)]
     st.link_button(T("pl_explorer"), link(chosen))
@@ -273,9 +280,9 @@ if result.options:
                          "ttft_ms": c.ttft_ms[qq]} for c in curve for qq in (0.5, 0.9, 0.99)])
     st.subheader(T("pl_chart_ttft"))
     lines = alt.Chart(pts).mark_line(point=True).encode(
-        x=alt.X("rate_per_s:Q", title="arrival rate, req/s"),
-        y=alt.Y("ttft_ms:Q", title="TTFT, ms", scale=alt.Scale(type="log")),
-        color=alt.Color("percentile:N"),
+        x=alt.X("rate_per_s:Q", title=T("pl_ax_rate")),
+        y=alt.Y("ttft_ms:Q", title=T("pl_ax_ttft"), scale=alt.Scale(type="log")),
+        color=alt.Color("percentile:N", title=T("pl_ax_pct")),
         tooltip=["percentile", alt.Tooltip("rate_per_s:Q", format=".2f"),
                  alt.Tooltip("ttft_ms:Q", format=",.0f")])
     slo_rule = alt.Chart(pd.DataFrame({"y": [inputs.slo.ttft_ms], "label": ["TTFT SLO"]})

@@ -26,6 +26,7 @@ from capacity.report.quote import (
     fmt_money,
     fmt_ms,
     headline_rows,
+    option_label,
     quote_markdown,
     quote_pdf,
 )
@@ -142,7 +143,7 @@ def test_quote_figures_agree_with_the_planner(planned: Plan, catalog: Catalog,
     text = _squash(_pdf_text(quote_pdf(planned, lang=lang, catalog=catalog, today=TODAY)))
     for label, value in headline_rows(planned, best, lang):
         assert _squash(value) in text and _squash(label) in text, (label, value)
-    assert _squash(best.label) in text
+    assert _squash(option_label(best, lang)) in text
 
 
 @pytest.mark.slow
@@ -190,11 +191,30 @@ def test_quote_lists_each_deployment_once(planned: Plan, catalog: Catalog, lang:
     assert best is not None and runner is planned.options[1]
     md = quote_markdown(planned, lang=lang, catalog=catalog, today=TODAY)
     rec, rest = md.split("## " + t("quote_runner", lang), 1)
-    assert f"| {t('quote_config', lang)} | {best.label} |" in rec
-    assert f"| {t('quote_config', lang)} | {runner.label} |" in rest
+    b, r = option_label(best, lang), option_label(runner, lang)
+    assert f"| {t('quote_config', lang)} | {b} |" in rec
+    assert f"| {t('quote_config', lang)} | {r} |" in rest
     others = rest.split("## " + t("quote_others", lang), 1)[1].split("\n## ", 1)[0]
-    assert best.label not in others and runner.label not in others
-    assert f"| 3 | {planned.options[2].label} |" in others
+    assert f"| {b} |" not in others and f"| {r} |" not in others
+    assert f"| 3 | {option_label(planned.options[2], lang)} |" in others
     assert t("quote_variants", lang) in rec and t("quote_nodes", lang) in rec
     if lang == "zh":
         assert "weights" not in rec and "node(s)" not in rec
+
+
+ALLOWED_LATIN = {"Explorer", "Llama", "Qwen", "NVLink", "PCIe", "capacity", "decode", "prefill",
+                 "token", "vLLM", "gpu", "memory", "utilization", "max", "num", "seqs", "TTFT",
+                 "TPOT", "MFU", "SLO", "KV", "USD", "CNY", "GPU", "SXM", "OAM", "AWQ",
+                 "llama", "qwen", "docs", "method", "RTX"}
+
+
+def test_the_chinese_quote_is_chinese_throughout(planned: Plan, catalog: Catalog) -> None:
+    """Reasons, rejections, layouts, variants and price sources in Chinese: what stays Latin
+    is names (models, GPUs, formats, engine settings) and units."""
+    import re
+
+    md = quote_markdown(planned, lang="zh", catalog=catalog, today=TODAY)
+    words = set(re.findall(r"[A-Za-z]{4,}", md))
+    names = {w for o in planned.options for w in re.findall(r"[A-Za-z]{4,}", o.gpu_name)}
+    names |= {w for r in planned.rejected for w in re.findall(r"[A-Za-z]{4,}", r.gpu_name)}
+    assert sorted(words - ALLOWED_LATIN - names) == []

@@ -238,6 +238,10 @@ class Rejection:
     reasons: tuple[Reason, ...]
     detail: str
     closest: Option | None
+    never_fits: bool = False
+    """The weights and KV fit on no configuration of this GPU (`detail` says so)."""
+    most_gpus: int = 0
+    """The largest GPU count tried on this GPU."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -625,7 +629,8 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
                        f"the peak pushes p{slo.quantile * 100:g} TTFT past {slo_s:g} s")
         out.append(Rejection(gpu=key, gpu_name=closest.gpu_name,
                              reasons=tuple(f for f in every if f in closest.failures),
-                             detail=detail, closest=closest))
+                             detail=detail, closest=closest, never_fits=not fits_somewhere,
+                             most_gpus=max(o.n_gpus for o in mine)))
     return out
 
 

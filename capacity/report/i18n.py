@@ -596,6 +596,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_col_price": ("price per GPU-hour ({cur})", "每卡每小时价格({cur})"),
     "pl_col_catalog": ("catalog ({cur})", "目录价({cur})"),
     "pl_col_source": ("catalog source", "目录价格来源"),
+    "pl_ax_month": ("{cur} / month", "{cur} / 月"),
+    "pl_ax_goodput": ("SLO-feasible goodput, req/s", "满足 SLO 的吞吐(req/s)"),
+    "pl_ax_rate": ("arrival rate, req/s", "到达率(req/s)"),
+    "pl_ax_ttft": ("TTFT, ms", "首字延迟(ms)"),
+    "pl_ax_pct": ("percentile", "分位"),
     "pl_cost_target": ("Cost target per M output tokens (0 = none)",
                        "每百万输出 token 成本目标(0 = 不设)"),
     "pl_options": ("Ranked options ({n} meet every constraint, {m} evaluated)",
@@ -727,6 +732,28 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                       "{mfu:.2f}, {p0:.1f} ms per prefill",
                       "效率来自校准 {name}:带宽效率 {eta:.2f},decode 算力效率 {eff:.2f},每步 "
                       "{t0:.1f} ms,prefill MFU {mfu:.2f},每次 prefill {p0:.1f} ms"),
+    "lbl_replicas": ("{r} replicas", "{r} 个副本"),
+    "fix_gpus": ("{n} GPUs ({r} replicas)", "{n} 张卡({r} 个副本)"),
+    "fix_kv": ("{d} KV cache", "{d} KV 缓存"),
+    "fix_ctx": ("{ctx} context", "{ctx} 上下文"),
+    "fix_conc": ("at most {c} concurrent requests", "最多 {c} 个并发请求"),
+    "rej_never": ("the weights and KV never fit, even on {n} GPUs ({w}, {kv} KV)",
+                  "即使用 {n} 张卡,权重和 KV 也放不下({w},{kv} KV)"),
+    "rej_closest": ("closest: {label} fails on {reasons}", "最接近的配置:{label},未通过:{reasons}"),
+    "rej_prefill": ("; prefill alone takes {pre:.2f} s (SLO {slo:g} s)",
+                    ";仅 prefill 就需 {pre:.2f} 秒(SLO {slo:g} 秒)"),
+    "rej_queue": ("; prefill takes {pre:.2f} s, and waiting behind other prompts at the peak "
+                  "pushes p{q:g} TTFT past {slo:g} s",
+                  ";prefill 需 {pre:.2f} 秒,峰值时排在其他请求之后,p{q:g} 首字延迟超过 {slo:g} 秒"),
+    # the catalog's price sources (data/gpus/*.toml), for the Chinese quote: the English text is
+    # the data's own, matched exactly
+    "src_cloud": ("indicative cloud on-demand price (capacity default, not a quote); edit to "
+                  "your provider's", "云厂商按需价格参考值(capacity 默认值,不是报价);请改为您的供应商价格"),
+    "src_rental": ("indicative rental price (capacity default, not a quote); edit to your "
+                   "provider's", "租赁价格参考值(capacity 默认值,不是报价);请改为您的供应商价格"),
+    "src_chapter": ("the capacity-planning chapter, worked example in docs/method.md: RTX 4090 "
+                    "rental, CNY 2 per hour",
+                    "容量规划一章的示例(docs/method.md):RTX 4090 租赁,每小时 2 元"),
     "quote_fx": ("Exchange rate: {rate:g} CNY per USD", "汇率:1 USD = {rate:g} CNY"),
     "quote_engine": ("Engine: vLLM-style continuous batching; gpu_memory_utilization {util:g}, "
                      "runtime overhead {ovh:g} GB per GPU, max_num_seqs {seqs}",

@@ -22,9 +22,17 @@ from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.nodes import node_shape
 from capacity.errors import InputError
-from capacity.model.scenario import TableRow, capacity_table
+from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
 from capacity.plan.queueing import QueueResult
-from capacity.plan.search import Option, Plan, design_concurrency_total, option_scenario
+from capacity.plan.search import (
+    Option,
+    Plan,
+    Reason,
+    Rejection,
+    Slo,
+    design_concurrency_total,
+    option_scenario,
+)
 from capacity.report.i18n import LANGS, t
 from capacity.units import GB
 
@@ -57,6 +65,64 @@ class Table:
 
 
 Block = Heading | Para | Table
+
+
+def _zh(lang: str) -> bool:
+    return lang == "zh"
+
+
+def option_label(o: Option, lang: str) -> str:
+    """The option's label in `lang` ('2 x RTX 4090 (TP=2), awq, fp16 KV' in English)."""
+    if not _zh(lang):
+        return o.label
+    if o.n_gpus == 1:
+        par = ""
+    elif o.replicas == 1:
+        par = f"(TP={o.tp})"
+    else:
+        par = "(" + t("lbl_replicas", lang, r=o.replicas) + (
+            f" x TP={o.tp}" if o.tp > 1 else "") + ")"
+    return f"{o.n_gpus} x {o.gpu_name}{par},{o.weights},{o.kv_dtype} KV"
+
+
+def fix_text(f: Fix, tp: int, lang: str) -> str:
+    """One memory fix in `lang` (`Fix.description` in English)."""
+    if not _zh(lang):
+        return f.description
+    if f.kind == FixKind.GPUS:
+        return t("fix_gpus", lang, n=f.value, r=int(f.value) // tp)
+    if f.kind == FixKind.KV_DTYPE:
+        return t("fix_kv", lang, d=str(f.value).upper())
+    if f.kind == FixKind.CONTEXT:
+        ctx = int(f.value)
+        return t("fix_ctx", lang, ctx=f"{ctx // 1024}K" if ctx >= 1024 else str(ctx))
+    return t("fix_conc", lang, c=f.value)
+
+
+def rejection_text(r: Rejection, slo: Slo, lang: str) -> str:
+    """Why a GPU family is ruled out, in `lang` (`Rejection.detail` in English)."""
+    c = r.closest
+    if not _zh(lang) or c is None:
+        return r.detail
+    if r.never_fits:
+        return t("rej_never", lang, n=r.most_gpus, w=c.weights, kv=c.kv_dtype)
+    sep = "、"
+    text = t("rej_closest", lang, label=option_label(c, lang),
+             reasons=sep.join(t("quote_reason_" + x, lang) for x in c.failures))
+    if Reason.TTFT in c.failures:
+        pre_s, slo_s = c.prefill_ms / 1e3, slo.ttft_ms / 1e3
+        text += (t("rej_prefill", lang, pre=pre_s, slo=slo_s) if c.prefill_ms > slo.ttft_ms
+                 else t("rej_queue", lang, pre=pre_s, q=slo.quantile * 100, slo=slo_s))
+    return text
+
+
+def source_text(text: str, lang: str) -> str:
+    """A catalog price source in `lang`: the known default sources have a translation
+    (`src_` messages); any other source is the data's own text."""
+    for key in ("src_cloud", "src_rental", "src_chapter"):
+        if t(key, "en") == text:
+            return t(key, lang)
+    return text
 
 
 def fmt_money(x: float, cur: str) -> str:
@@ -118,7 +184,7 @@ def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
     if o.variants:
         extra.append((t("quote_variants", lang), variants_text(o, lang)))
     return [
-        (t("quote_config", lang), o.label),
+        (t("quote_config", lang), option_label(o, lang)),
         *extra,
         *headline_rows(plan, o, lang),
         (t("quote_concurrency", lang), f"{o.peak_concurrency:.1f} / {o.design_concurrency:.1f}"),
@@ -197,7 +263,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
             b.append(Para(t("quote_sim", lang) + ": " + t(
                 "quote_sim_v", lang, a=s.ttft_ms[0.5], b=s.ttft_ms[0.9], c=s.ttft_ms[0.99],
                 d=s.tpot_ms[0.5], e=s.tpot_ms[0.9], f=s.tpot_ms[0.99], ok=s.slo_met_share)))
-        b.append(Heading(t("quote_table", lang) + f": {best.label}"))
+        b.append(Heading(t("quote_table", lang) + f": {option_label(best, lang)}"))
         b.append(Para(t("quote_table_note", lang, r=best.replicas, q=slo.quantile * 100)))
         table = capacity_rows(plan, best, cat)
         b.append(Table(
@@ -222,19 +288,22 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                 ("#", t("quote_config", lang), t("fig_month", lang), t("fig_col_mtok", lang),
                  t("fig_col_ttft", lang, q=slo.quantile * 100),
                  t("fig_col_tpot", lang, q=slo.quantile * 100), t("quote_binding", lang)),
-                tuple((str(i + 3), o.label, _money(o.cost_per_month, inp.currency),
+                tuple((str(i + 3), option_label(o, lang), _money(o.cost_per_month, inp.currency),
                        _money(o.cost_per_mtok, inp.currency), _ms(o.ttft_ms), _ms(o.tpot_ms),
                        t("quote_reason_" + o.binding, lang))
                       for i, o in enumerate(others))))
     if plan.rejected:
         b.append(Heading(t("quote_rejected", lang)))
         b.append(Table(("GPU", t("quote_binding", lang), ""), tuple(
-            (r.gpu_name, ", ".join(t("quote_reason_" + x, lang) for x in r.reasons), r.detail)
+            (r.gpu_name, ("、" if lang == "zh" else ", ").join(
+                t("quote_reason_" + x, lang) for x in r.reasons),
+             rejection_text(r, slo, lang))
             for r in plan.rejected)))
     if plan.near_misses:
         b.append(Heading(t("quote_fixes", lang)))
         b.append(Table((t("quote_config", lang), ""), tuple(
-            (m.option.label, "; ".join(f.description for f in m.fixes))
+            (option_label(m.option, lang),
+             "; ".join(fix_text(f, m.option.tp, lang) for f in m.fixes))
             for m in plan.near_misses)))
     b.append(Heading(t("quote_assumptions", lang)))
     shown = [plan.best, plan.runner_up] if plan.best else []
@@ -250,7 +319,8 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                             price=o.price_per_hour, offer=offer.description)))
         else:
             b.append(Para(t("quote_price", lang, gpu=g.name, cur=inp.currency,
-                            price=o.price_per_hour, src=g.price_source, date=g.price_as_of)))
+                            price=o.price_per_hour, src=source_text(g.price_source, lang),
+                            date=g.price_as_of)))
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=inp.max_num_seqs)),
           Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu) if not inp.calibration else
