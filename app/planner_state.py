@@ -29,7 +29,7 @@ WIDGETS: dict[str, str] = {
     "headroom": "planner_headroom", "ttft": "planner_ttft", "tpot": "planner_tpot",
     "pct": "planner_pct", "cost": "planner_cost_target", "gpus": "planner_gpus",
     "maxg": "planner_maxg", "kv": "planner_kv", "tp": "planner_tp", "cur": "planner_currency",
-    "fx": "planner_fx", "cal": "planner_cal",
+    "fx": "planner_fx", "cal": "planner_cal", "spare": "planner_spare",
     "util": "planner_util", "mfu": "planner_mfu",
 }
 """PlannerState field -> the widget key that edits it (`prices` is the price editor's, read by
@@ -41,8 +41,8 @@ def _to_widget(state: PlannerState, name: str, catalog: Catalog) -> Any:
         return list(state.gpu_list(catalog))
     if name == "kv":
         return list(state.kv_list())
-    if name == "tp":
-        return bool(state.tp)
+    if name in ("tp", "spare"):
+        return bool(getattr(state, name))
     return getattr(state, name)
 
 
@@ -52,7 +52,7 @@ def _from_widget(name: str, value: Any, saved: PlannerState, catalog: Catalog) -
         return "" if not chosen or sorted(chosen) == sorted(catalog.gpus) else ",".join(chosen)
     if name == "kv":
         return ",".join(value) or "fp16"
-    if name == "tp":
+    if name in ("tp", "spare"):
         return int(bool(value))
     default = getattr(saved, name)
     if isinstance(default, float):

@@ -152,6 +152,7 @@ with st.expander(T("pl_space")):
     with s2:
         st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv")
         st.checkbox(T("pl_tp"), key="planner_tp")
+        st.checkbox(T("pl_spare"), key="planner_spare")
     with s3:
         st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True, key="planner_currency")
         st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")

@@ -275,3 +275,36 @@ def test_tp_stays_inside_a_node() -> None:
     tps = {o.tp for o in p.all_options}
     assert 8 in tps and 16 not in tps  # 16 x RTX 5090 is two nodes: replicas, not one TP group
     assert p.options and all(o.nodes and max(o.nodes) <= 8 for o in p.options)
+
+
+def test_n_plus_one_spare_is_paid_for_and_travels() -> None:
+    from urllib.parse import parse_qsl, urlsplit
+
+    from capacity.catalog.loader import default_catalog
+    from capacity.report.explain import Status, Targets, explain
+    from capacity.report.urlstate import planner_decode, planner_encode, planner_state
+
+    cat = default_catalog()
+    base = _scenario("qwen3.5-9b")
+    spare = plan(replace(base.inputs, spare=True), cat)
+    assert spare.best is not None
+    for o in spare.options[:10]:
+        assert o.spare_gpus == o.tp and " spare, " in o.label
+        assert o.cost_per_month == pytest.approx(o.price_per_hour * (o.n_gpus + o.tp) * 730)
+        assert sum(o.nodes) >= o.n_gpus + o.spare_gpus
+        twin = next(x for x in base.configurations
+                    if (x.gpu, x.n_gpus, x.tp, x.weights, x.kv_dtype)
+                    == (o.gpu, o.n_gpus, o.tp, o.weights, o.kv_dtype))
+        assert o.capacity_rate_per_s == twin.capacity_rate_per_s  # the spare does not serve
+        assert o.cost_per_mtok > twin.cost_per_mtok
+    st = explorer_state(spare.inputs, spare.best, cat)
+    state, notices = decode(dict(parse_qsl(urlsplit(explorer_url(st)).query)), cat)
+    assert notices == []
+    ex = explain(state.scenario(cat), state.c, Targets(
+        ttft_ms=state.slo_ttft_ms, tpot_ms=state.slo_tpot_ms, cost_per_mtok=state.slo_cost))
+    assert ex.overall != Status.FAIL
+    assert ex.figures["monthly_cost"] == pytest.approx(spare.best.cost_per_month, rel=1e-4)
+    q = planner_encode(planner_state(spare.inputs, cat))
+    assert q["spare"] == "1"
+    back, notices = planner_decode(q, cat)
+    assert notices == [] and back.inputs(cat).spare

@@ -101,6 +101,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     m.add_argument("--kv-dtypes", default="fp16,fp8", metavar="LIST",
                    help="KV precisions to search (default fp16,fp8)")
     m.add_argument("--no-tp", action="store_true", help="replicas only, no tensor parallel")
+    m.add_argument("--spare", action="store_true",
+                   help="N+1: add one spare replica (TP GPUs) to every option, in its costs")
     e = p.add_argument_group("engine and cost")
     e.add_argument("--util", type=float, default=DEFAULT_UTIL,
                    help=f"gpu_memory_utilization (default {DEFAULT_UTIL})")
@@ -181,7 +183,8 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         slo=Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms,
                 quantile=args.slo_percentile / 100.0, cost_per_mtok=args.slo_cost_per_mtok),
         gpus=_list(args.gpus), max_gpus=args.max_gpus, kv_dtypes=kv,
-        formats=_list(args.weights), allow_tp=not args.no_tp, currency=args.currency,
+        formats=_list(args.weights), allow_tp=not args.no_tp, spare=args.spare,
+        currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
         price_overrides=tuple(overrides.items()), offers=offers)

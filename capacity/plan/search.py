@@ -136,6 +136,8 @@ class PlanInputs:
     """Fixed time per decode step, ms (F11)."""
     prefill_overhead_ms: float = 0.0
     """Fixed time per prefill, ms (F11)."""
+    spare: bool = False
+    """N+1: every option carries one spare replica (TP GPUs) for failover, in its costs."""
     calibration: str = ""
     """Name of the saved calibration these knobs come from ('' = spec-sheet figures);
     `capacity.fit.planning.with_calibration` sets knobs and name together."""
@@ -206,8 +208,10 @@ class Option:
     failures: tuple[Reason, ...]
     binding: Reason
     binding_ratio: float
+    spare_gpus: int = 0
+    """GPUs of the N+1 spare replica (paid for in the costs, not serving: `PlanInputs.spare`)."""
     nodes: tuple[int, ...] = ()
-    """GPUs per node of the deployment (`NodeShape.layout`): each TP group in one node."""
+    """GPUs per node of the deployment, the spare included (`NodeShape.layout`): each TP group in one node."""
     variants: tuple[tuple[str, str], ...] = ()
     """Equivalent configurations folded into this row, as (weight format, KV precision): same
     GPU, count and TP at the same cost per month, another format or KV precision."""
@@ -226,7 +230,9 @@ class Option:
         layout = f"TP={self.tp}" if self.replicas == 1 and self.tp > 1 else (
             f"{self.replicas} replicas" + (f" x TP={self.tp}" if self.tp > 1 else ""))
         par = f" ({layout})" if self.n_gpus > 1 else ""
-        return f"{self.n_gpus} x {self.gpu_name}{par}, {self.weights}, {self.kv_dtype} KV"
+        spare = f" + {self.spare_gpus} spare" if self.spare_gpus else ""
+        return (f"{self.n_gpus} x {self.gpu_name}{par}{spare}, {self.weights}, "
+                f"{self.kv_dtype} KV")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -489,7 +495,10 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
                          wl=wl, slo=slo)
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
-    month = price * n * HOURS_PER_MONTH
+    # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving
+    spare = u.tp[idx] if inp.spare else np.zeros_like(n)
+    billed = n + spare
+    month = price * billed * HOURS_PER_MONTH
     mem_c = np.ceil(design_c - 1e-9)
     fails_memory = (c_vram < 1) | (mem_c > c_vram)
     fails_slots = ~fails_memory & (mem_c > inp.max_num_seqs)
@@ -503,7 +512,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     verdict = memory_verdict(subtotal, usable, inp.memory_headroom, holds_a_request=c_vram >= 1)
     out_tok = float(wl.output_tokens)
     peak_rate_total = peak.rate_per_s * reps
-    cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * n
+    cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * billed
     cost_target = slo.cost_per_mtok
     fails_cost = (np.zeros(idx.size, dtype=bool) if cost_target <= 0
                   else ~(cpm_cap <= cost_target))
@@ -539,6 +548,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             utilization=float(design.utilization[j]), memory_verdict=MemoryVerdict(str(verdict[j])),
             price_per_hour=float(price[j]), currency=inp.currency,
             cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
+            spare_gpus=int(spare[j]),
             cost_per_mtok=float(cpm_cap[j]),
             failures=fails, binding=names[int(bind_i[j])],
             binding_ratio=float(ratios[int(bind_i[j]), j]),
@@ -567,7 +577,7 @@ def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
         twins = groups[(o.gpu, o.n_gpus, o.tp)]
         if twins[0] is not o:
             continue
-        out.append(replace(o, nodes=node_shape(o.gpu).layout(o.n_gpus, o.tp),
+        out.append(replace(o, nodes=node_shape(o.gpu).layout(o.n_gpus + o.spare_gpus, o.tp),
                            variants=tuple((x.weights, x.kv_dtype) for x in twins[1:])))
     return out
 

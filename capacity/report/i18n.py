@@ -733,6 +733,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                       "效率来自校准 {name}:带宽效率 {eta:.2f},decode 算力效率 {eff:.2f},每步 "
                       "{t0:.1f} ms,prefill MFU {mfu:.2f},每次 prefill {p0:.1f} ms"),
     "lbl_replicas": ("{r} replicas", "{r} 个副本"),
+    "lbl_spare": (" + {n} spare", " + {n} 张备用"),
+    "pl_spare": ("N+1: one spare replica per option", "N+1:每个方案加一个备用副本"),
     "fix_gpus": ("{n} GPUs ({r} replicas)", "{n} 张卡({r} 个副本)"),
     "fix_kv": ("{d} KV cache", "{d} KV 缓存"),
     "fix_ctx": ("{ctx} context", "{ctx} 上下文"),

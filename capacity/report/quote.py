@@ -82,7 +82,8 @@ def option_label(o: Option, lang: str) -> str:
     else:
         par = "(" + t("lbl_replicas", lang, r=o.replicas) + (
             f" x TP={o.tp}" if o.tp > 1 else "") + ")"
-    return f"{o.n_gpus} x {o.gpu_name}{par},{o.weights},{o.kv_dtype} KV"
+    spare = t("lbl_spare", lang, n=o.spare_gpus) if o.spare_gpus else ""
+    return f"{o.n_gpus} x {o.gpu_name}{par}{spare},{o.weights},{o.kv_dtype} KV"
 
 
 def fix_text(f: Fix, tp: int, lang: str) -> str:

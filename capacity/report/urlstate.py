@@ -221,7 +221,9 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens, prompt=wl.prompt, kv=o.kv_dtype,
         util=inp.util, overhead=inp.overhead_gb, c=max(1, c), slo_ttft_ms=inp.slo.ttft_ms,
         slo_tpot_ms=inp.slo.tpot_ms, slo_cost=inp.slo.cost_per_mtok,
-        price=round(o.price_per_hour, 4), currency=inp.currency,
+        # an N+1 spare is paid for but does not serve: its cost rides on the serving GPUs' price
+        price=round(o.price_per_hour * (o.n_gpus + o.spare_gpus) / o.n_gpus, 4),
+        currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom,
         calibration=inp.calibration)
 
@@ -268,6 +270,8 @@ class PlannerState:
     mfu: float = DEFAULT_MFU
     cal: str = ""
     """A saved calibration's name ('' = spec-sheet figures)."""
+    spare: int = 0
+    """1: an N+1 spare replica per option."""
 
     def price_list(self) -> tuple[tuple[str, float], ...]:
         """The entered prices as (GPU key, price per GPU-hour in `cur`) pairs."""
@@ -307,7 +311,7 @@ class PlannerState:
             gpus=self.gpu_list(catalog), max_gpus=self.maxg, kv_dtypes=self.kv_list(),
             allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
             cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
-            mfu=self.mfu)
+            mfu=self.mfu, spare=bool(self.spare))
         if not self.cal:
             return inp
         from capacity.fit.calibration import load  # scipy: only when calibrated
@@ -327,7 +331,7 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
     "dau": (1, 1e9), "rpu": (0.1, 1e5), "share": (0.05, 1.0), "hours": (0.25, 24.0),
     "conc": (1, 1e6), "ctx": (1, 10_000_000), "out": (1, 1_000_000), "headroom": (0.0, 1.0),
     "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
-    "tp": (0, 1), "util": (0.5, 1.0), "mfu": (0.05, 1.0), "fx": (0.01, 1e4),
+    "tp": (0, 1), "spare": (0, 1), "util": (0.5, 1.0), "mfu": (0.05, 1.0), "fx": (0.01, 1e4),
 }
 
 
@@ -352,7 +356,7 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
         tp=int(inp.allow_tp), cur=inp.currency, fx=inp.cny_per_usd,
         prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
-        mfu=inp.mfu, cal=inp.calibration)
+        mfu=inp.mfu, cal=inp.calibration, spare=int(inp.spare))
 
 
 def planner_encode(state: PlannerState) -> dict[str, str]:
