@@ -37,6 +37,7 @@ from capacity.plan.search import (
     load_curve,
     pareto_front,
     plan,
+    runs_out_month,
     simulate_option,
 )
 from capacity.report.i18n import t
@@ -136,6 +137,8 @@ with c2:
     st.selectbox(T("pl_ctx"), ctx_choices, key="planner_ctx")
     st.number_input(T("pl_out"), min_value=1, key="planner_out")
     st.slider(T("pl_headroom"), 0.0, 1.0, step=0.05, key="planner_headroom")
+    st.number_input(T("pl_growth"), min_value=0.0, max_value=10.0, step=0.05,
+                    key="planner_growth", format="%.2f")
 with c3:
     st.number_input(T("pl_ttft"), min_value=10.0, step=100.0, key="planner_ttft")
     st.number_input(T("pl_tpot"), min_value=1.0, step=5.0, key="planner_tpot")
@@ -205,6 +208,10 @@ else:
     st.caption(" · ".join(x for x in (nodes_text(best, lang), variants_text(best, lang)) if x))
     st.caption(T("quote_basis") + ": " + (T("quote_basis_cal", name=inputs.calibration)
                                          if inputs.calibration else T("quote_basis_spec")))
+    if inputs.growth_per_month > 0:
+        month = runs_out_month(inputs, best)
+        st.caption(T("quote_growth", g=inputs.growth_per_month) + ": " + (
+            T("quote_growth_v", m=month) if month is not None else T("quote_growth_never")))
     cols = st.columns(5)
     # the quote's own labels and strings (capacity.report.quote.headline_rows)
     for col, (label, value) in zip(cols, headline_rows(result, best, lang), strict=False):

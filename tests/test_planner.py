@@ -308,3 +308,24 @@ def test_n_plus_one_spare_is_paid_for_and_travels() -> None:
     assert q["spare"] == "1"
     back, notices = planner_decode(q, cat)
     assert notices == [] and back.inputs(cat).spare
+
+
+def test_growth_names_the_month_the_fleet_runs_out() -> None:
+    from capacity.plan.search import runs_out_month
+    from capacity.report.quote import quote_markdown
+
+    base = _scenario("qwen3.5-9b")
+    best = base.best
+    assert best is not None
+    assert runs_out_month(base.inputs, best) is None  # no growth given
+    inp = replace(base.inputs, growth_per_month=0.05)
+    m = runs_out_month(inp, best)
+    assert m is not None and m >= 1
+    wl = inp.workload
+    assert wl.peak_rate_per_s is not None
+    design = wl.peak_rate_per_s * (1 + wl.headroom)
+    assert design * 1.05 ** m > best.capacity_rate_per_s >= design * 1.05 ** (m - 1)
+    md = quote_markdown(plan(inp))
+    assert f"| Runs out with 5% growth per month | in month {m} |" in md
+    with pytest.raises(CapacityError):
+        replace(inp, growth_per_month=-0.1)

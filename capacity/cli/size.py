@@ -76,6 +76,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="prompt tokens per request (default = --ctx, as the chapter)")
     w.add_argument("--output-tokens", type=int, default=256, metavar="TOKENS",
                    help="output tokens per request (default 256)")
+    w.add_argument("--growth-per-month", type=float, default=0.0, metavar="FRACTION",
+                   help="traffic growth per month, compounding (0.1 = +10 %%); the quote says "
+                        "the month the recommended fleet runs out (default 0)")
     w.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, metavar="FRACTION",
                    help=f"headroom on the peak load (default {DEFAULT_HEADROOM})")
     s = p.add_argument_group("service-level objectives")
@@ -184,6 +187,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
                 quantile=args.slo_percentile / 100.0, cost_per_mtok=args.slo_cost_per_mtok),
         gpus=_list(args.gpus), max_gpus=args.max_gpus, kv_dtypes=kv,
         formats=_list(args.weights), allow_tp=not args.no_tp, spare=args.spare,
+        growth_per_month=args.growth_per_month,
         currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,

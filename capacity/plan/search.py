@@ -136,6 +136,8 @@ class PlanInputs:
     """Fixed time per decode step, ms (F11)."""
     prefill_overhead_ms: float = 0.0
     """Fixed time per prefill, ms (F11)."""
+    growth_per_month: float = 0.0
+    """Traffic growth per month (0.1 = +10 % a month, compounding); see `runs_out_month`."""
     spare: bool = False
     """N+1: every option carries one spare replica (TP GPUs) for failover, in its costs."""
     calibration: str = ""
@@ -157,6 +159,9 @@ class PlanInputs:
             raise InputError("give at least one KV precision (fp16, fp8)")
         if self.max_num_seqs < 1:
             raise InputError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if not (math.isfinite(self.growth_per_month) and 0 <= self.growth_per_month <= 10):
+            raise InputError(f"growth per month must be 0..10 (0.1 = +10 %), "
+                             f"got {self.growth_per_month}")
         if self.currency not in ("CNY", "USD"):
             raise InputError(f"unknown currency '{self.currency}'; use CNY or USD")
 
@@ -677,6 +682,23 @@ def design_concurrency_total(inp: PlanInputs, o: Option) -> int:
     if math.isfinite(o.design_concurrency):
         return int(math.ceil(o.design_concurrency - 1e-9))
     return o.c_vram_per_replica * o.replicas + 1
+
+
+def runs_out_month(inp: PlanInputs, o: Option, horizon: int = 120) -> int | None:
+    """The first month (1, 2, ...) in which traffic growing by `growth_per_month` makes the
+    design load (peak x (1 + headroom)) exceed the option's SLO-feasible capacity; None without
+    growth, for a load entered as concurrency, or beyond `horizon` months.
+
+    month = floor(ln(capacity / design rate) / ln(1 + g)) + 1 (compounding growth).
+    """
+    g = inp.growth_per_month
+    if g <= 0 or not math.isfinite(o.capacity_rate_per_s) or inp.workload.peak_rate_per_s is None:
+        return None
+    design = inp.workload.peak_rate_per_s * (1 + inp.workload.headroom)
+    if design >= o.capacity_rate_per_s:
+        return 0
+    m = math.floor(math.log(o.capacity_rate_per_s / design) / math.log1p(g)) + 1
+    return m if m <= horizon else None
 
 
 def pareto_front(options: Sequence[Option]) -> list[bool]:

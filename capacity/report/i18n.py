@@ -756,6 +756,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "src_chapter": ("the capacity-planning chapter, worked example in docs/method.md: RTX 4090 "
                     "rental, CNY 2 per hour",
                     "容量规划一章的示例(docs/method.md):RTX 4090 租赁,每小时 2 元"),
+    "quote_growth": ("Runs out with {g:.0%} growth per month", "按每月增长 {g:.0%} 何时不够用"),
+    "quote_growth_v": ("in month {m}", "第 {m} 个月"),
+    "quote_growth_never": ("not within 10 years", "10 年内不会"),
+    "pl_growth": ("Traffic growth per month", "每月流量增长"),
     "quote_fx": ("Exchange rate: {rate:g} CNY per USD", "汇率:1 USD = {rate:g} CNY"),
     "quote_engine": ("Engine: vLLM-style continuous batching; gpu_memory_utilization {util:g}, "
                      "runtime overhead {ovh:g} GB per GPU, max_num_seqs {seqs}",

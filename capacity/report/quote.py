@@ -32,6 +32,7 @@ from capacity.plan.search import (
     Slo,
     design_concurrency_total,
     option_scenario,
+    runs_out_month,
 )
 from capacity.report.i18n import LANGS, t
 from capacity.units import GB
@@ -258,6 +259,11 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
             hi = more if band[1] is None else str(band[1])
             rec.insert(2, (t("quote_band", lang),
                            t("quote_band_v", lang, n=best.n_gpus, lo=lo, hi=hi)))
+        if inp.growth_per_month > 0:
+            month = runs_out_month(inp, best)
+            rec.append((t("quote_growth", lang, g=inp.growth_per_month),
+                        t("quote_growth_v", lang, m=month) if month is not None
+                        else t("quote_growth_never", lang)))
         b.append(Table((t("quote_quantity", lang), t("quote_value", lang)), tuple(rec)))
         if simulation is not None:
             s = simulation

@@ -272,6 +272,8 @@ class PlannerState:
     """A saved calibration's name ('' = spec-sheet figures)."""
     spare: int = 0
     """1: an N+1 spare replica per option."""
+    growth: float = 0.0
+    """Traffic growth per month (0.1 = +10 %)."""
 
     def price_list(self) -> tuple[tuple[str, float], ...]:
         """The entered prices as (GPU key, price per GPU-hour in `cur`) pairs."""
@@ -311,7 +313,7 @@ class PlannerState:
             gpus=self.gpu_list(catalog), max_gpus=self.maxg, kv_dtypes=self.kv_list(),
             allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
             cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
-            mfu=self.mfu, spare=bool(self.spare))
+            mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth)
         if not self.cal:
             return inp
         from capacity.fit.calibration import load  # scipy: only when calibrated
@@ -331,7 +333,8 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
     "dau": (1, 1e9), "rpu": (0.1, 1e5), "share": (0.05, 1.0), "hours": (0.25, 24.0),
     "conc": (1, 1e6), "ctx": (1, 10_000_000), "out": (1, 1_000_000), "headroom": (0.0, 1.0),
     "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
-    "tp": (0, 1), "spare": (0, 1), "util": (0.5, 1.0), "mfu": (0.05, 1.0), "fx": (0.01, 1e4),
+    "tp": (0, 1), "spare": (0, 1), "growth": (0.0, 10.0), "util": (0.5, 1.0),
+    "mfu": (0.05, 1.0), "fx": (0.01, 1e4),
 }
 
 
@@ -356,7 +359,8 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
         tp=int(inp.allow_tp), cur=inp.currency, fx=inp.cny_per_usd,
         prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
-        mfu=inp.mfu, cal=inp.calibration, spare=int(inp.spare))
+        mfu=inp.mfu, cal=inp.calibration, spare=int(inp.spare),
+        growth=inp.growth_per_month)
 
 
 def planner_encode(state: PlannerState) -> dict[str, str]:
