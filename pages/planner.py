@@ -301,10 +301,10 @@ if result.options:
 
     band = None if best is None else _band(inputs, best)
     if band is not None:
-        more = T("quote_band_more", n=inputs.max_gpus)
-        st.caption(T("quote_band") + ": " + T(
-            "quote_band_v", n=band.n_gpus, lo=more if band.low is None else band.low,
-            hi=more if band.high is None else band.high))
+        lo = T("quote_band_more", n=inputs.max_gpus) if band.low is None else band.low
+        st.caption(T("quote_band") + ": " + (
+            T("quote_band_v", n=band.n_gpus, lo=lo, hi=band.high) if band.high is not None
+            else T("quote_band_open", n=band.n_gpus, lo=lo, top=inputs.max_gpus)))
     md, pdf = _quotes(result, sim if chosen == best else None, lang,
                       planner_url(state, base=_here()),
                       None if band is None else (band.low, band.high))

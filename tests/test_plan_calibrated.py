@@ -91,9 +91,9 @@ def test_quote_states_basis_and_band(catalog: Catalog) -> None:
     b = gpu_band(inp, p.best, cal, catalog)
     md = quote_markdown(p, catalog=catalog, band=(b.low, b.high))
     assert f"| Basis of the figures | calibrated: {CAL} |" in md
-    hi = "more than 16" if b.high is None else str(b.high)
-    assert f"| GPUs within the uncertainty band | {p.best.n_gpus} GPUs, {b.low}-{hi} within " \
-           "the band |" in md
+    band = (f"{p.best.n_gpus} GPUs, {b.low}-{b.high} within the band" if b.high is not None
+            else f"{p.best.n_gpus} GPUs, {b.low} to more than 16 within the band")
+    assert f"| GPUs within the uncertainty band | {band} |" in md
     assert "Efficiency from the calibration" in md
     zh = quote_markdown(p, lang="zh", catalog=catalog, band=(b.low, b.high))
     assert f"已校准:{CAL}" in zh and "区间内" in zh

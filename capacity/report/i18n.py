@@ -727,6 +727,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "quote_band": ("GPUs within the uncertainty band", "不确定区间内的卡数"),
     "quote_band_v": ("{n} GPUs, {lo}-{hi} within the band", "{n} 张卡,区间内 {lo}-{hi} 张"),
     "quote_band_more": ("more than {n}", "超过 {n}"),
+    "quote_band_open": ("{n} GPUs, {lo} to more than {top} within the band",
+                        "{n} 张卡,区间内 {lo} 张到超过 {top} 张"),
     "quote_eff_cal": ("Efficiency from the calibration {name}: bandwidth efficiency {eta:.2f}, "
                       "decode compute eff {eff:.2f}, {t0:.1f} ms per step, prefill MFU "
                       "{mfu:.2f}, {p0:.1f} ms per prefill",

@@ -256,9 +256,9 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
         if band is not None:
             more = t("quote_band_more", lang, n=inp.max_gpus)
             lo = more if band[0] is None else str(band[0])
-            hi = more if band[1] is None else str(band[1])
-            rec.insert(2, (t("quote_band", lang),
-                           t("quote_band_v", lang, n=best.n_gpus, lo=lo, hi=hi)))
+            rec.insert(2, (t("quote_band", lang), t(
+                "quote_band_v", lang, n=best.n_gpus, lo=lo, hi=band[1]) if band[1] is not None
+                else t("quote_band_open", lang, n=best.n_gpus, lo=lo, top=inp.max_gpus)))
         if inp.growth_per_month > 0:
             month = runs_out_month(inp, best)
             rec.append((t("quote_growth", lang, g=inp.growth_per_month),
@@ -438,7 +438,9 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
             first = False
         elif isinstance(blk, Para):
             pdf.set_font(family, size=9)
-            pdf.multi_cell(width, 5, text(blk.text), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+            # left-aligned: justifying a line before a long link spreads its words apart
+            pdf.multi_cell(width, 5, text(blk.text), align="L", new_x=XPos.LMARGIN,
+                           new_y=YPos.NEXT)
             pdf.ln(1)
         else:
             pdf.set_font(family, size=8)
