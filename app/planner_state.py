@@ -88,6 +88,11 @@ def from_widgets(lang: str, catalog: Catalog) -> PlannerState:
     values = {name: _from_widget(name, st.session_state[key], saved, catalog)
               for name, key in WIDGETS.items() if key in st.session_state}
     state = replace(saved, lang=lang, **values)
+    if state.cur != saved.cur and state.prices:
+        # entered prices follow a currency switch at the exchange rate
+        state = replace(state, prices=",".join(
+            f"{k}:{convert(v, saved.cur, state.cur, state.fx):.4g}"
+            for k, v in state.price_list()))
     if state != saved:
         st.session_state[NOTICES] = []
     st.session_state[SAVED] = state

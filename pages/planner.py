@@ -215,7 +215,7 @@ else:
     cols = st.columns(5)
     # the quote's own labels and strings (capacity.report.quote.headline_rows)
     for col, (label, value) in zip(cols, headline_rows(result, best, lang), strict=False):
-        col.metric(label, value)
+        col.metric(label, value, help=label)  # a long label is cut on a narrow column
     cols[4].metric(T("pl_col_binding"),
                    f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})")
 

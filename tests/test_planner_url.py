@@ -138,3 +138,30 @@ def test_bad_link_shows_the_notice() -> None:
     at.run()
     assert not at.exception
     assert any("'gpus=warp-drive' ignored" in w.value for w in at.warning)
+
+
+@pytest.mark.slow
+def test_from_the_explorer_the_planner_starts_clean() -> None:
+    """The address still holds the Explorer's parameters (gpus=7 is a count there): the
+    Planner does not read them as its own."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["gpus"] = "7"
+    at.query_params["kv"] = "fp8"
+    at.run()
+    assert not at.exception
+    at.switch_page("pages/planner.py").run()
+    assert not at.exception
+    assert not [w.value for w in at.warning if w.value.startswith("Some link parameters")]
+    assert at.multiselect(key="planner_gpus").value == sorted(default_catalog().gpus)
+
+
+@pytest.mark.slow
+def test_entered_prices_follow_a_currency_switch() -> None:
+    at = AppTest.from_file(APP, default_timeout=120).switch_page("pages/planner.py")
+    at.query_params["prices"] = "rtx-4090:7.1"
+    at.query_params["gpus"] = "rtx-4090"
+    at.run()
+    assert not at.exception
+    at.radio(key="planner_currency").set_value("USD").run()
+    assert not at.exception
+    assert at.query_params["prices"] == "rtx-4090:1" and at.query_params["cur"] == "USD"
