@@ -218,3 +218,28 @@ def test_the_chinese_quote_is_chinese_throughout(planned: Plan, catalog: Catalog
     names = {w for o in planned.options for w in re.findall(r"[A-Za-z]{4,}", o.gpu_name)}
     names |= {w for r in planned.rejected for w in re.findall(r"[A-Za-z]{4,}", r.gpu_name)}
     assert sorted(words - ALLOWED_LATIN - names) == []
+
+
+@pytest.mark.slow
+def test_the_chinese_planner_page_matches_the_chinese_quote(catalog: Catalog) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from capacity.report.urlstate import planner_state, planner_url
+
+    p = plan(scenario_inputs("qwen3.5-9b"), catalog)
+    assert p.best is not None
+    link = planner_url(planner_state(p.inputs, catalog, lang="zh"))
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
+    at.switch_page("pages/planner.py")
+    for k, v in parse_qsl(urlsplit(link).query):
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "zh")
+    assert at.markdown[0].value == "### " + option_label(p.best, "zh")
+    table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
+    assert table.iloc[0, 1] == option_label(p.best, "zh")
+    assert not any("replicas" in str(x) for x in table.iloc[:, 1])
+    md = quote_markdown(p, lang="zh", catalog=catalog, today=TODAY)
+    for label, value in headline_rows(p, p.best, "zh"):
+        assert f"| {label} | {value} |" in md
