@@ -30,8 +30,8 @@ _inside_navigation: ContextVar[bool] = ContextVar("capacity_inside_navigation", 
 
 
 def pages(lang: str) -> list[st.Page]:
-    """The app's pages, titled in `lang`; the first two are the Explorer's addresses (the only
-    page that owns query parameters besides `lang`)."""
+    """The app's pages, titled in `lang`; the first two are the Explorer's addresses and the
+    third the Planner (the pages that own query parameters besides `lang`)."""
     explorer = PAGES / "explorer.py"
     return [
         # The root URL opens the Explorer too. Streamlit serves the default page at "/" and
@@ -67,7 +67,8 @@ def run_app() -> None:
     with st.sidebar:
         st.caption(t("sidebar_caption", lang))
     # url_path tells the Explorer's two addresses apart (the default page's is "").
-    enter_page(page.url_path, lang, owns_query=any(page is p for p in app_pages[:2]))
+    # the Explorer (both addresses) and the Planner keep their inputs in the URL
+    enter_page(page.url_path, lang, owns_query=any(page is p for p in app_pages[:3]))
     token = _inside_navigation.set(True)
     try:
         page.run()

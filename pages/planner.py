@@ -6,7 +6,7 @@ Draws only: every number comes from `capacity.plan.search`, `capacity.plan.queue
 
 from __future__ import annotations
 
-import math
+from urllib.parse import urlsplit
 
 import altair as alt
 import pandas as pd
@@ -14,25 +14,51 @@ import streamlit as st
 
 from app import cache
 from app.bootstrap import ensure_navigation
+from app.planner_state import (
+    entered_prices,
+    from_widgets,
+    init_planner,
+    keep_prices,
+    price_rows,
+    write_url,
+)
 from app.state import init_lang
 from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
-from capacity.model.workload import Workload
+from capacity.fit.calibration import load as load_calibration
+from capacity.fit.calibration import saved_calibrations
+from capacity.fit.planning import GpuBand, gpu_band
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     CurvePoint,
     Option,
     Plan,
     PlanInputs,
-    Slo,
     load_curve,
     pareto_front,
     plan,
+    runs_out_month,
     simulate_option,
 )
 from capacity.report.i18n import t
-from capacity.report.quote import quote_markdown, quote_pdf
-from capacity.report.urlstate import explorer_state, explorer_url
+from capacity.report.quote import (
+    fix_text,
+    fmt_ms,
+    headline_rows,
+    nodes_text,
+    option_label,
+    quote_markdown,
+    quote_pdf,
+    rejection_text,
+    variants_text,
+)
+from capacity.report.urlstate import (
+    PLANNER_KV,
+    PLANNER_PCTS,
+    explorer_state,
+    explorer_url,
+    planner_url,
+)
 
 ensure_navigation()
 
@@ -59,9 +85,23 @@ def _sim(inp: PlanInputs, o: Option) -> QueueResult:
 
 
 @st.cache_data(show_spinner=False)
-def _quotes(p: Plan, sim: QueueResult | None, lang: str) -> tuple[str, bytes]:
-    return (quote_markdown(p, lang=lang, simulation=sim, catalog=_catalog()),
-            quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog()))
+def _quotes(p: Plan, sim: QueueResult | None, lang: str, link: str,
+            band: tuple[int | None, int | None] | None) -> tuple[str, bytes]:
+    return (quote_markdown(p, lang=lang, simulation=sim, catalog=_catalog(), link=link,
+                           band=band),
+            quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog(), link=link, band=band))
+
+
+@st.cache_data(show_spinner=False)
+def _band(inp: PlanInputs, o: Option) -> GpuBand:
+    cal = load_calibration(inp.calibration) if inp.calibration else None
+    return gpu_band(inp, o, cal, _catalog())
+
+
+def _here() -> str:
+    """This app's Planner address ('http://host:port/planner'), or '/planner' when unknown."""
+    parts = urlsplit(st.context.url or "")
+    return f"{parts.scheme}://{parts.netloc}/planner" if parts.netloc else "/planner"
 
 
 lang = init_lang()  # the app's sidebar switch (or ?lang= on a shared link)
@@ -75,64 +115,78 @@ st.title(T("pl_title"))
 st.caption(T("pl_intro"))
 
 catalog = _catalog()
+saved, notices = init_planner(catalog)  # the URL (a shared link) or this session's last values
+if notices:
+    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {n}" for n in notices))
 variants = catalog.variant_keys()
+ctx_choices = sorted({*CTX_CHOICES, int(st.session_state["planner_ctx"])})
 c1, c2, c3 = st.columns(3)
 with c1:
-    model = st.selectbox(T("pl_model"), variants, index=variants.index("qwen3.5-9b-awq"),
-                         key="planner_model")
+    st.selectbox(T("pl_model"), variants, key="planner_model")
     mode = st.radio(T("pl_mode"), ["dau", "conc"], horizontal=True, key="planner_mode",
                     format_func=lambda m: T("pl_mode_" + m))
     if mode == "dau":
-        dau = st.number_input(T("pl_dau"), min_value=1, value=500, step=50, key="planner_dau")
-        rpu = st.number_input(T("pl_rpu"), min_value=0.1, value=20.0, key="planner_rpu")
-        share = st.slider(T("pl_share"), 0.05, 1.0, 0.3, 0.05, key="planner_share")
-        hours = st.number_input(T("pl_hours"), min_value=0.25, max_value=24.0, value=2.0,
-                                step=0.25, key="planner_hours")
-        conc = None
+        st.number_input(T("pl_dau"), min_value=1, step=50, key="planner_dau")
+        st.number_input(T("pl_rpu"), min_value=0.1, key="planner_rpu")
+        st.slider(T("pl_share"), 0.05, 1.0, step=0.05, key="planner_share")
+        st.number_input(T("pl_hours"), min_value=0.25, max_value=24.0, step=0.25,
+                        key="planner_hours")
     else:
-        conc = st.number_input(T("pl_conc"), min_value=1, value=50, key="planner_conc")
-        dau, rpu, share, hours = None, 20.0, 0.3, 2.0
+        st.number_input(T("pl_conc"), min_value=1, key="planner_conc")
 with c2:
-    ctx = st.selectbox(T("pl_ctx"), CTX_CHOICES, index=CTX_CHOICES.index(8192),
-                       key="planner_ctx")
-    out_tokens = st.number_input(T("pl_out"), min_value=1, value=256, key="planner_out")
-    headroom = st.slider(T("pl_headroom"), 0.0, 1.0, 0.2, 0.05, key="planner_headroom")
+    st.selectbox(T("pl_ctx"), ctx_choices, key="planner_ctx")
+    st.number_input(T("pl_out"), min_value=1, key="planner_out")
+    st.slider(T("pl_headroom"), 0.0, 1.0, step=0.05, key="planner_headroom")
+    st.number_input(T("pl_growth"), min_value=0.0, max_value=10.0, step=0.05,
+                    key="planner_growth", format="%.2f")
 with c3:
-    slo_ttft = st.number_input(T("pl_ttft"), min_value=10.0, value=2000.0, step=100.0,
-                               key="planner_ttft")
-    slo_tpot = st.number_input(T("pl_tpot"), min_value=1.0, value=50.0, step=5.0,
-                               key="planner_tpot")
-    pct = st.select_slider(T("pl_pct"), [50, 75, 90, 95, 99], value=90, key="planner_pct")
+    st.number_input(T("pl_ttft"), min_value=10.0, step=100.0, key="planner_ttft")
+    st.number_input(T("pl_tpot"), min_value=1.0, step=5.0, key="planner_tpot")
+    st.select_slider(T("pl_pct"), list(PLANNER_PCTS), key="planner_pct")
+    st.number_input(T("pl_cost_target"), min_value=0.0, step=0.5, key="planner_cost_target")
 
 with st.expander(T("pl_space")):
     s1, s2, s3 = st.columns(3)
     gpu_keys = sorted(catalog.gpus)
     with s1:
-        gpus = st.multiselect(T("pl_gpus"), gpu_keys, default=gpu_keys, key="planner_gpus",
-                              format_func=lambda k: catalog.gpus[k].name)
-        max_gpus = st.slider(T("pl_maxg"), 1, 16, 16, key="planner_maxg")
+        st.multiselect(T("pl_gpus"), gpu_keys, key="planner_gpus",
+                       format_func=lambda k: catalog.gpus[k].name)
+        st.slider(T("pl_maxg"), 1, 16, key="planner_maxg")
     with s2:
-        kv = st.multiselect(T("pl_kv"), ["fp16", "fp8"], default=["fp16", "fp8"],
-                            key="planner_kv")
-        allow_tp = st.checkbox(T("pl_tp"), value=True, key="planner_tp")
+        st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv")
+        st.checkbox(T("pl_tp"), key="planner_tp")
+        st.checkbox(T("pl_spare"), key="planner_spare")
     with s3:
-        currency = st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True,
-                            key="planner_currency")
-        util = st.slider(T("pl_util"), 0.5, 1.0, 0.9, 0.01, key="planner_util")
-        mfu = st.slider(T("pl_mfu"), 0.05, 1.0, 0.3, 0.05, key="planner_mfu")
+        st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True, key="planner_currency")
+        st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")
+        st.slider(T("pl_util"), 0.5, 1.0, step=0.01, key="planner_util")
+        st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu")
+        saved_cals = saved_calibrations()
+        if st.session_state.get("planner_cal", "") not in ("", *saved_cals):
+            st.session_state["planner_cal"] = ""
+        st.selectbox(T("prediction"), ["", *saved_cals], key="planner_cal",
+                     format_func=lambda n: n or T("spec_sheet"), help=T("help_prediction"))
 
+state = from_widgets(lang, catalog)
+with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices)):
+    st.caption(T("pl_prices_help"))
+    rows = price_rows(state, catalog)
+    edited = st.data_editor(
+        pd.DataFrame(rows), key=f"planner_prices_{state.cur}", hide_index=True,
+        width="stretch", disabled=["gpu", "name", "catalog", "source"],
+        column_config={
+            "gpu": None, "name": st.column_config.TextColumn(T("pl_col_gpu")),
+            "price": st.column_config.NumberColumn(T("pl_col_price", cur=state.cur),
+                                                   min_value=0.0001, max_value=1e5,
+                                                   format="%.4g"),
+            "catalog": st.column_config.NumberColumn(T("pl_col_catalog", cur=state.cur),
+                                                     format="%.4g"),
+            "source": st.column_config.TextColumn(T("pl_col_source"))})
+    state = keep_prices(state, entered_prices(edited.to_dict("records")))
+write_url(state)
+pct = state.pct
 try:
-    wl = Workload(daily_active_users=None if dau is None else float(dau),
-                  requests_per_user_per_day=float(rpu), peak_share=float(share),
-                  peak_hours=float(hours), peak_concurrency=None if conc is None else float(conc),
-                  context_tokens=int(ctx), output_tokens=int(out_tokens),
-                  headroom=float(headroom))
-    inputs = PlanInputs(model=model, workload=wl,
-                        slo=Slo(ttft_ms=float(slo_ttft), tpot_ms=float(slo_tpot),
-                                quantile=pct / 100.0),
-                        gpus=tuple(gpus) if gpus else None, max_gpus=int(max_gpus),
-                        kv_dtypes=tuple(kv) or ("fp16",), allow_tp=bool(allow_tp),
-                        currency=currency, util=float(util), mfu=float(mfu))  # type: ignore[arg-type]
+    inputs = state.inputs(catalog)
     result = _plan(inputs)
 except CapacityError as exc:
     st.error(T("pl_error", msg=str(exc)))
@@ -140,10 +194,6 @@ except CapacityError as exc:
 
 cur = inputs.currency
 best = result.best
-
-
-def money(x: float) -> str:
-    return "-" if not math.isfinite(x) else (f"{cur} {x:,.0f}" if x >= 100 else f"{cur} {x:.2f}")
 
 
 def link(o: Option) -> str:
@@ -154,52 +204,65 @@ st.subheader(T("pl_best"))
 if best is None:
     st.warning(T("pl_none"))
 else:
-    st.markdown(f"### {best.label}")
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric(T("pl_month"), money(best.cost_per_month))
-    m2.metric(T("pl_mtok"), money(best.cost_per_mtok))
-    m3.metric(f"TTFT / TPOT p{int(pct)}", f"{best.ttft_ms / 1e3:.2f} s / {best.tpot_ms:.0f} ms")
-    m4.metric(T("pl_col_binding"),
-              f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})")
+    st.markdown(f"### {option_label(best, lang)}")
+    st.caption(" · ".join(x for x in (nodes_text(best, lang), variants_text(best, lang)) if x))
+    st.caption(T("quote_basis") + ": " + (T("quote_basis_cal", name=inputs.calibration)
+                                         if inputs.calibration else T("quote_basis_spec")))
+    if inputs.growth_per_month > 0:
+        month = runs_out_month(inputs, best)
+        st.caption(T("quote_growth", g=inputs.growth_per_month) + ": " + (
+            T("quote_growth_v", m=month) if month is not None else T("quote_growth_never")))
+    cols = st.columns(5)
+    # the quote's own labels and strings (capacity.report.quote.headline_rows)
+    for col, (label, value) in zip(cols, headline_rows(result, best, lang), strict=False):
+        col.metric(label, value, help=label)  # a long label is cut on a narrow column
+    cols[4].metric(T("pl_col_binding"),
+                   f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})")
 
 if result.options:
     st.subheader(T("pl_options", n=len(result.options), m=result.evaluated))
     shown = result.options[:30]
     q = int(pct)
     table = pd.DataFrame([{
-        "#": i + 1, T("pl_col_option"): o.label, T("pl_col_month"): o.cost_per_month,
-        T("pl_col_mtok"): o.cost_per_mtok, f"TTFT p{q} ms": round(o.ttft_ms),
-        f"TPOT p{q} ms": round(o.tpot_ms, 1), T("pl_col_memory"): o.memory_verdict,
+        "#": i + 1, T("pl_col_option"): option_label(o, lang), T("pl_col_month"): o.cost_per_month,
+        T("fig_col_mtok"): o.cost_per_mtok, T("fig_col_ttft", q=q): fmt_ms(o.ttft_ms),
+        T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms),
+        T("pl_col_memory"): T("quote_verdict_" + (o.memory_verdict or "")),
+        T("pl_col_nodes"): " + ".join(map(str, o.nodes)),
+        T("pl_col_variants"): variants_text(o, lang),
         T("pl_col_binding"): T("pl_reason_" + o.binding), T("pl_col_link"): link(o)}
         for i, o in enumerate(shown)])
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         T("pl_col_link"): st.column_config.LinkColumn(T("pl_col_link"),
                                                       display_text=T("pl_explorer")),
         T("pl_col_month"): st.column_config.NumberColumn(format=f"{cur} %.0f"),
-        T("pl_col_mtok"): st.column_config.NumberColumn(format=f"{cur} %.2f")})
+        T("fig_col_mtok"): st.column_config.NumberColumn(format=f"{cur} %.2f")})
 
 if result.rejected:
     st.subheader(T("pl_rejected"))
     st.markdown("\n".join(
-        f"- **{r.gpu_name}**: {', '.join(T('pl_reason_' + x) for x in r.reasons)} - {r.detail}"
+        f"- **{r.gpu_name}**: {', '.join(T('pl_reason_' + x) for x in r.reasons)} - "
+        f"{rejection_text(r, inputs.slo, lang)}"
         for r in result.rejected))
 if result.near_misses:
     st.subheader(T("pl_near"))
     st.markdown("\n".join(
-        f"- {m.option.label}: " + "; ".join(f.description for f in m.fixes)
+        f"- {option_label(m.option, lang)}: "
+        + "; ".join(fix_text(f, m.option.tp, lang) for f in m.fixes)
         for m in result.near_misses))
 
 if result.options:
     opts = result.options[:200]
     front = pareto_front(opts)
     frame = pd.DataFrame([{
-        "option": o.label, "gpu": o.gpu_name, "cost_per_month": o.cost_per_month,
+        "option": option_label(o, lang), "gpu": o.gpu_name, "cost_per_month": o.cost_per_month,
         "goodput_req_s": o.capacity_rate_per_s, "binding": o.binding, "pareto": f,
         "rank": i + 1} for i, (o, f) in enumerate(zip(opts, front, strict=True))])
     st.subheader(T("pl_chart_cost"))
     base = alt.Chart(frame).encode(
-        x=alt.X("cost_per_month:Q", title=f"{cur} / month", scale=alt.Scale(type="log")),
-        y=alt.Y("goodput_req_s:Q", title="SLO-feasible goodput, req/s",
+        x=alt.X("cost_per_month:Q", title=T("pl_ax_month", cur=cur),
+                scale=alt.Scale(type="log")),
+        y=alt.Y("goodput_req_s:Q", title=T("pl_ax_goodput"),
                 scale=alt.Scale(type="log")),
         tooltip=["rank", "option", alt.Tooltip("cost_per_month:Q", format=",.0f"),
                  alt.Tooltip("goodput_req_s:Q", format=".2f"), "binding"])
@@ -208,7 +271,7 @@ if result.options:
         color="black", point=alt.OverlayMarkDef(color="black", size=70, shape="diamond"))
     st.altair_chart(alt.layer(points, front_line), width="stretch")
 
-    labels = [o.label for o in result.options[:30]]
+    labels = [option_label(o, lang) for o in result.options[:30]]
     chosen_label = st.selectbox(T("pl_chosen"), labels, key="planner_chosen")
     chosen = result.options[labels.index(chosen_label)]
     st.link_button(T("pl_explorer"), link(chosen))
@@ -225,9 +288,9 @@ if result.options:
                          "ttft_ms": c.ttft_ms[qq]} for c in curve for qq in (0.5, 0.9, 0.99)])
     st.subheader(T("pl_chart_ttft"))
     lines = alt.Chart(pts).mark_line(point=True).encode(
-        x=alt.X("rate_per_s:Q", title="arrival rate, req/s"),
-        y=alt.Y("ttft_ms:Q", title="TTFT, ms", scale=alt.Scale(type="log")),
-        color=alt.Color("percentile:N"),
+        x=alt.X("rate_per_s:Q", title=T("pl_ax_rate")),
+        y=alt.Y("ttft_ms:Q", title=T("pl_ax_ttft"), scale=alt.Scale(type="log")),
+        color=alt.Color("percentile:N", title=T("pl_ax_pct")),
         tooltip=["percentile", alt.Tooltip("rate_per_s:Q", format=".2f"),
                  alt.Tooltip("ttft_ms:Q", format=",.0f")])
     slo_rule = alt.Chart(pd.DataFrame({"y": [inputs.slo.ttft_ms], "label": ["TTFT SLO"]})
@@ -236,7 +299,15 @@ if result.options:
         color="gray", strokeDash=[2, 2]).encode(x="x:Q")
     st.altair_chart(alt.layer(lines, slo_rule, load_rule), width="stretch")
 
-    md, pdf = _quotes(result, sim if chosen == best else None, lang)
+    band = None if best is None else _band(inputs, best)
+    if band is not None:
+        lo = T("quote_band_more", n=inputs.max_gpus) if band.low is None else band.low
+        st.caption(T("quote_band") + ": " + (
+            T("quote_band_v", n=band.n_gpus, lo=lo, hi=band.high) if band.high is not None
+            else T("quote_band_open", n=band.n_gpus, lo=lo, top=inputs.max_gpus)))
+    md, pdf = _quotes(result, sim if chosen == best else None, lang,
+                      planner_url(state, base=_here()),
+                      None if band is None else (band.low, band.high))
     d1, d2 = st.columns(2)
     d1.download_button(T("pl_quote_md"), md, file_name="capacity-quote.md",
                        mime="text/markdown", key="planner_quote_md")

@@ -22,13 +22,14 @@ def app() -> AppTest:
 @pytest.mark.slow
 def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     labels = [m.label for m in app.metric]
-    assert labels == ["per month", "per M output tokens (SLO capacity)", "TTFT / TPOT p90",
-                      "binding"]
+    assert labels == ["Cost per month", "Cost per M output tokens at SLO capacity",
+                      "TTFT p90 at the design load (peak + headroom)",
+                      "TPOT p90 at the design load (peak + headroom)", "binding"]
     assert str(app.metric[0].value).startswith("CNY ")
     best = app.markdown[0].value
     assert best.startswith("### ") and " x " in best and " KV" in best
     assert any(s.value.startswith("Ranked options") for s in app.subheader)
-    table = app.dataframe[0].value
+    table = next(d.value for d in app.dataframe if "Explorer" in d.value.columns)
     assert table["#"].tolist()[:3] == [1, 2, 3]
     assert table["Explorer"].str.startswith("/explorer?").all()
     assert {"binding", "memory"} <= set(table.columns)
@@ -70,4 +71,4 @@ def test_chinese_labels() -> None:
     app.run()
     assert not app.exception
     assert app.title[0].value == "规划:选什么卡、几张、多少钱"
-    assert app.metric[0].label == "每月"
+    assert app.metric[0].label == "每月成本"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -36,7 +37,7 @@ def _plan(*, c: float | None = None, dau: float | None = None, slo: Slo = LOOSE,
 
 
 def _single(p: Plan, kv: str = "fp16") -> list[str]:
-    return [o.label for o in p.options if o.n_gpus == 1 and o.kv_dtype == kv]
+    return [o.label for o in p.configurations if o.n_gpus == 1 and o.kv_dtype == kv]
 
 
 def test_chapter_10_x_8k_fits_one_4090() -> None:
@@ -44,19 +45,19 @@ def test_chapter_10_x_8k_fits_one_4090() -> None:
     best = p.best
     assert best is not None
     assert (best.gpu, best.n_gpus) == ("rtx-4090", 1)
-    one = next(o for o in p.options if o.n_gpus == 1 and o.kv_dtype == "fp16")
+    one = next(o for o in p.configurations if o.n_gpus == 1 and o.kv_dtype == "fp16")
     assert one.memory_verdict == "fits"
     assert one.c_vram_per_replica == 53
 
 
 def test_chapter_50_x_8k_is_tight_on_one_4090() -> None:
     p = _plan(c=50)
-    one = next(o for o in p.options if o.n_gpus == 1 and o.kv_dtype == "fp16")
+    one = next(o for o in p.configurations if o.n_gpus == 1 and o.kv_dtype == "fp16")
     assert one.memory_verdict == "tight"
     # the chapter's 20 % headroom on 50 concurrent requests (60) no longer fits 53 slots
     p20 = _plan(c=50, headroom=0.2)
     assert _single(p20, "fp16") == []
-    assert any(o.n_gpus == 1 and o.kv_dtype == "fp8" for o in p20.options)
+    assert any(o.n_gpus == 1 and o.kv_dtype == "fp8" for o in p20.configurations)
 
 
 def test_chapter_ttft_1s_rules_out_the_4090_for_8k_prompts() -> None:
@@ -73,7 +74,7 @@ def test_chapter_ttft_1s_rules_out_the_4090_for_8k_prompts() -> None:
 
 def test_chapter_100_x_8k_needs_two_cards_or_fp8_kv_or_4k() -> None:
     p = _plan(c=100, max_gpus=2)
-    labels = {o.label for o in p.options}
+    labels = {o.label for o in p.configurations}
     assert "1 x RTX 4090, awq, fp8 KV" in labels
     assert "2 x RTX 4090 (2 replicas), awq, fp16 KV" in labels
     assert "1 x RTX 4090, awq, fp16 KV" not in labels
@@ -236,3 +237,95 @@ def test_search_step_time_is_f4_with_tp_communication() -> None:
         want = evaluate(s, batch).decode.step_ms
         got = [float(u.step.step_ms(np.full(len(u.gpus), b))[i]) for b in batch]
         np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def _scenario(model: str) -> Plan:
+    wl = Workload(daily_active_users=2000, requests_per_user_per_day=30, peak_share=0.25,
+                  peak_hours=2, context_tokens=8192, output_tokens=512)
+    return plan(PlanInputs(model=model, workload=wl, slo=Slo(ttft_ms=1500, tpot_ms=40)))
+
+
+@pytest.mark.parametrize("model", ["qwen3.5-9b", "llama-3.1-70b"])
+def test_deployments_as_they_are_built(model: str) -> None:
+    """Issue 13: one row per deployment (twins folded with a variants note), TP inside one
+    node, the runner-up is the list's second, and every row has its node layout."""
+    from capacity.catalog.nodes import node_shape
+
+    p = _scenario(model)
+    keys = [(o.gpu, o.n_gpus, o.tp) for o in p.options]
+    assert len(keys) == len(set(keys))
+    assert p.runner_up is p.options[1]
+    for o in p.options:
+        shape = node_shape(o.gpu)
+        assert o.tp <= shape.max_gpus_per_node
+        assert sum(o.nodes) >= o.n_gpus and all(n in shape.gpus_per_node for n in o.nodes)
+        twins = [c for c in p.configurations if (c.gpu, c.n_gpus, c.tp) == (o.gpu, o.n_gpus, o.tp)]
+        assert twins[0] == replace(o, nodes=(), variants=())
+        assert o.variants == tuple((c.weights, c.kv_dtype) for c in twins[1:])
+        assert all(c.cost_per_month == o.cost_per_month for c in twins)
+    assert max(c.tp for c in p.configurations) <= 8  # no TP=16 across cards
+    best = p.best
+    assert best is not None and best.variants  # the fp16-KV twin (or more) is folded in
+
+
+def test_tp_stays_inside_a_node() -> None:
+    wl = Workload(peak_concurrency=20, context_tokens=8192, output_tokens=256)
+    p = plan(PlanInputs(model="llama-3.1-70b-awq", workload=wl, slo=LOOSE,
+                        gpus=("rtx-5090",)), keep_all=True)
+    tps = {o.tp for o in p.all_options}
+    assert 8 in tps and 16 not in tps  # 16 x RTX 5090 is two nodes: replicas, not one TP group
+    assert p.options and all(o.nodes and max(o.nodes) <= 8 for o in p.options)
+
+
+def test_n_plus_one_spare_is_paid_for_and_travels() -> None:
+    from urllib.parse import parse_qsl, urlsplit
+
+    from capacity.catalog.loader import default_catalog
+    from capacity.report.explain import Status, Targets, explain
+    from capacity.report.urlstate import planner_decode, planner_encode, planner_state
+
+    cat = default_catalog()
+    base = _scenario("qwen3.5-9b")
+    spare = plan(replace(base.inputs, spare=True), cat)
+    assert spare.best is not None
+    for o in spare.options[:10]:
+        assert o.spare_gpus == o.tp and " spare, " in o.label
+        assert o.cost_per_month == pytest.approx(o.price_per_hour * (o.n_gpus + o.tp) * 730)
+        assert sum(o.nodes) >= o.n_gpus + o.spare_gpus
+        twin = next(x for x in base.configurations
+                    if (x.gpu, x.n_gpus, x.tp, x.weights, x.kv_dtype)
+                    == (o.gpu, o.n_gpus, o.tp, o.weights, o.kv_dtype))
+        assert o.capacity_rate_per_s == twin.capacity_rate_per_s  # the spare does not serve
+        assert o.cost_per_mtok > twin.cost_per_mtok
+    st = explorer_state(spare.inputs, spare.best, cat)
+    state, notices = decode(dict(parse_qsl(urlsplit(explorer_url(st)).query)), cat)
+    assert notices == []
+    ex = explain(state.scenario(cat), state.c, Targets(
+        ttft_ms=state.slo_ttft_ms, tpot_ms=state.slo_tpot_ms, cost_per_mtok=state.slo_cost))
+    assert ex.overall != Status.FAIL
+    assert ex.figures["monthly_cost"] == pytest.approx(spare.best.cost_per_month, rel=1e-4)
+    q = planner_encode(planner_state(spare.inputs, cat))
+    assert q["spare"] == "1"
+    back, notices = planner_decode(q, cat)
+    assert notices == [] and back.inputs(cat).spare
+
+
+def test_growth_names_the_month_the_fleet_runs_out() -> None:
+    from capacity.plan.search import runs_out_month
+    from capacity.report.quote import quote_markdown
+
+    base = _scenario("qwen3.5-9b")
+    best = base.best
+    assert best is not None
+    assert runs_out_month(base.inputs, best) is None  # no growth given
+    inp = replace(base.inputs, growth_per_month=0.05)
+    m = runs_out_month(inp, best)
+    assert m is not None and m >= 1
+    wl = inp.workload
+    assert wl.peak_rate_per_s is not None
+    design = wl.peak_rate_per_s * (1 + wl.headroom)
+    assert design * 1.05 ** m > best.capacity_rate_per_s >= design * 1.05 ** (m - 1)
+    md = quote_markdown(plan(inp))
+    assert f"| Runs out with 5% growth per month | in month {m} |" in md
+    with pytest.raises(CapacityError):
+        replace(inp, growth_per_month=-0.1)

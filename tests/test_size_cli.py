@@ -86,3 +86,31 @@ def test_quote_file_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert text.startswith("# 容量报价: Qwen3.5-9B")
     assert "实测确认" in text
     assert "quote written" in capsys.readouterr().err
+
+
+def test_quote_links_to_the_planner_that_reproduces_it(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "quote.md"
+    argv = ["size", "--dau", "2000", "--requests-per-user", "30", "--peak-share", "0.25",
+            "--ctx", "8192", "--output-tokens", "512", "--slo-ttft-ms", "1500",
+            "--slo-tpot-ms", "40", "--slo-cost-per-mtok", "4", "--model", "qwen3.5-9b",
+            "--gpus", "rtx-4090,mi300x", "--quote", str(target),
+            "--app-url", "http://127.0.0.1:8501/"]
+    assert main(argv) == 0
+    text = target.read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.startswith("Reproduce this plan"))
+    url = line.split(": ", 1)[1]
+    assert url.startswith("http://127.0.0.1:8501/planner?")
+    from urllib.parse import parse_qsl, urlsplit
+
+    from capacity.catalog.loader import default_catalog
+    from capacity.cli.main import build_parser
+    from capacity.cli.size import inputs_from_args
+    from capacity.report.urlstate import planner_decode
+
+    cat = default_catalog()
+    state, notices = planner_decode(dict(parse_qsl(urlsplit(url).query)), cat)
+    assert notices == []
+    assert state.inputs(cat) == inputs_from_args(build_parser().parse_args(argv))
+    assert "Cost target per M output tokens at SLO capacity | CNY 4.00" in text
+    capsys.readouterr()

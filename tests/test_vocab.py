@@ -40,7 +40,7 @@ GOLDEN: list[tuple[type[StrEnum], list[str]]] = [
     (MemoryVerdict, ["fits", "tight", "does_not_fit"]),
     (Bound, ["bandwidth", "compute"]),
     (FixKind, ["gpus", "tp", "weights", "kv_dtype", "context", "concurrency"]),
-    (Reason, ["memory", "slots", "ttft", "tpot", "throughput"]),
+    (Reason, ["memory", "slots", "ttft", "tpot", "throughput", "cost"]),
     (Status, ["pass", "tight", "fail"]),
     (Constraint, ["memory", "bandwidth", "compute", "slo"]),
     (Detail, ["subtotal", "bandwidth_term", "compute_term", "ttft", "tpot", "cost"]),

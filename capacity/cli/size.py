@@ -18,7 +18,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
+from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
+from capacity.catalog.offers import OFFER_KINDS, choose, load_offers
 from capacity.cli.common import (
     CNY_PER_USD,
     FRACTION_OPEN,
@@ -48,6 +49,7 @@ from capacity.plan.search import (
 )
 from capacity.report.quote import write_quote
 from capacity.report.tables import render
+from capacity.report.urlstate import planner_state, planner_url
 
 MAX_GPUS_LIMIT = 64
 """Largest --max-gpus (PlanInputs refuses more)."""
@@ -92,6 +94,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     w.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=256, metavar="TOKENS",
                    help="output tokens per request (default 256)")
+    w.add_argument("--growth-per-month", type=number(min=0, max=100), default=0.0,
+                   metavar="FRACTION",
+                   help="traffic growth per month, compounding (0.1 = +10 %%); the quote says "
+                        "the month the recommended fleet runs out (default 0)")
     w.add_argument("--headroom", type=HEADROOM, default=DEFAULT_HEADROOM, metavar="FRACTION",
                    help=f"headroom on the peak load (default {DEFAULT_HEADROOM})")
     s = p.add_argument_group("service-level objectives")
@@ -101,6 +107,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="time per output token target, ms (default 50)")
     s.add_argument("--slo-percentile", type=number(min=50, max=100, max_open=True), default=90.0, metavar="P",
                    help="percentile of requests the SLOs hold for (default 90)")
+    s.add_argument("--slo-cost-per-mtok", type=number(min=0, max=1_000_000), default=0.0, metavar="COST",
+                   help="most cost per million output tokens at SLO capacity, in --currency "
+                        "(default 0: no cost target)")
     m = p.add_argument_group("search space")
     m.add_argument("--model", default=DEFAULT_MODEL,
                    help="model key; a format suffix (qwen3.5-9b-awq) fixes the weight format, "
@@ -114,6 +123,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     m.add_argument("--kv-dtypes", default="fp16,fp8", metavar="LIST",
                    help="KV precisions to search (default fp16,fp8)")
     m.add_argument("--no-tp", action="store_true", help="replicas only, no tensor parallel")
+    m.add_argument("--spare", action="store_true",
+                   help="N+1: add one spare replica (TP GPUs) to every option, in its costs")
     e = p.add_argument_group("engine and cost")
     e.add_argument("--util", type=FRACTION_OPEN, default=DEFAULT_UTIL,
                    help=f"gpu_memory_utilization (default {DEFAULT_UTIL})")
@@ -131,6 +142,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="currency of costs (default CNY)")
     e.add_argument("--cny-per-usd", type=CNY_PER_USD, default=DEFAULT_CNY_PER_USD,
                    help=f"exchange rate (default {DEFAULT_CNY_PER_USD})")
+    e.add_argument("--calibration", default=None, metavar="NAME",
+                   help="plan with a saved calibration's fitted efficiencies (capacity "
+                        "calibrate; default: spec-sheet figures)")
+    e.add_argument("--price", action="append", default=[], metavar="GPU=VALUE",
+                   help="price of one GPU per hour in --currency, replacing the catalog's "
+                        "(repeatable: --price rtx-4090=2.5 --price h100-sxm=19)")
+    e.add_argument("--prices", default=None, metavar="FILE",
+                   help="a prices file of [[offer]] tables (docs/method.md: prices as data)")
+    e.add_argument("--offer-kind", choices=OFFER_KINDS, default="on-demand",
+                   help="which offer of --prices to use (default on-demand)")
     o = p.add_argument_group("output")
     o.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
                    help="output format (default text)")
@@ -138,6 +159,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="options to show (default 10)")
     o.add_argument("--quote", default=None, metavar="FILE",
                    help="also write a quote for the best option: FILE.md or FILE.pdf")
+    o.add_argument("--app-url", default="", metavar="URL",
+                   help="the app's address (http://host:8501) for the quote's link to the "
+                        "Planner that reproduces it (default: a relative /planner link)")
     o.add_argument("--lang", choices=("en", "zh"), default="en",
                    help="language of the quote (default en)")
     o.add_argument("--simulate", action="store_true",
@@ -162,14 +186,40 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
                   headroom=args.headroom)
     kv = _list(args.kv_dtypes)
     assert kv is not None
-    return PlanInputs(
+    cat = default_catalog()
+    overrides: dict[str, float] = {}
+    for item in args.price:
+        gpu, sep, value = item.partition("=")
+        gpu = gpu.strip().lower()
+        try:
+            price = float(value) if sep else math.nan
+        except ValueError:
+            price = math.nan
+        if not (math.isfinite(price) and price > 0):
+            raise InputError(f"--price '{item}': give GPU=VALUE with a price > 0, "
+                             "e.g. rtx-4090=2.5")
+        if gpu not in cat.gpus:
+            raise InputError(f"--price '{item}': '{gpu}' is not a catalog GPU")
+        overrides[gpu] = price
+    offers = (tuple(choose(load_offers(args.prices, cat), args.offer_kind).values())
+              if args.prices else ())
+    inp = PlanInputs(
         model=args.model, workload=wl,
         slo=Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms,
-                quantile=args.slo_percentile / 100.0),
+                quantile=args.slo_percentile / 100.0, cost_per_mtok=args.slo_cost_per_mtok),
         gpus=_list(args.gpus), max_gpus=args.max_gpus, kv_dtypes=kv,
-        formats=_list(args.weights), allow_tp=not args.no_tp, currency=args.currency,
+        formats=_list(args.weights), allow_tp=not args.no_tp, spare=args.spare,
+        growth_per_month=args.growth_per_month,
+        currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
-        eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs)
+        eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
+        price_overrides=tuple(overrides.items()), offers=offers)
+    if not args.calibration:
+        return inp
+    from capacity.fit.calibration import load
+    from capacity.fit.planning import with_calibration
+
+    return with_calibration(inp, load(args.calibration))
 
 
 def _num(x: float) -> float | None:
@@ -196,7 +246,6 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
         "options": [option_record(i + 1, o) | {
             "peak_concurrency": _num(o.peak_concurrency),
             "capacity_rate_per_s": _num(o.capacity_rate_per_s),
-            "cost_per_mtok_at_peak": _num(o.cost_per_mtok_at_peak),
             "slots_per_replica": o.slots_per_replica, "weights_gb": o.weights_gb}
             for i, o in enumerate(p.options[:top])],
         "rejected": [{"gpu": r.gpu, "reasons": list(r.reasons), "detail": r.detail}
@@ -223,8 +272,9 @@ def to_text(p: Plan, top: int, fmt: str = "text") -> str:
     q = inp.slo.quantile * 100
     out = [("# " if md else "") + f"{p.model_name}: {load}, +{wl.headroom:.0%} headroom",
            f"{wl.context_tokens} context / {wl.prompt} prompt / {wl.output_tokens} output tokens;"
-           f" SLO p{q:g} TTFT <= {inp.slo.ttft_ms:g} ms, TPOT <= {inp.slo.tpot_ms:g} ms; "
-           f"{p.evaluated} configurations evaluated"]
+           f" SLO p{q:g} TTFT <= {inp.slo.ttft_ms:g} ms, TPOT <= {inp.slo.tpot_ms:g} ms"
+           + (f", <= {inp.slo.cost_per_mtok:g} {inp.currency}/M tok" if inp.slo.cost_per_mtok
+              else "") + f"; {p.evaluated} configurations evaluated"]
     cur = inp.currency
     if p.options:
         out.append(h(f"Options ({len(p.options)} meet every constraint; best {top} shown)"))
@@ -235,7 +285,8 @@ def to_text(p: Plan, top: int, fmt: str = "text") -> str:
               o.design_concurrency, o.memory_verdict, o.binding]
              for i, o in enumerate(p.options[:top])], fmt).rstrip("\n"))
         out.append(f"{cur}/M tok: per million output tokens at the option's SLO-feasible "
-                   "capacity; in flight: requests at the peak with headroom")
+                   f"capacity; TTFT, TPOT: p{q:g} at the design load (peak + "
+                   f"{wl.headroom:.0%}); in flight: requests at the peak with headroom")
     else:
         out.append(h("No configuration meets every constraint"))
     if p.rejected:
@@ -274,6 +325,16 @@ def run(args: argparse.Namespace) -> int:
                   f"TPOT p50/p90/p99 {sim.tpot_ms[0.5]:.1f}/{sim.tpot_ms[0.9]:.1f}/"
                   f"{sim.tpot_ms[0.99]:.1f} ms, {sim.slo_met_share:.0%} meet both SLOs")
     if args.quote:
-        path = write_quote(args.quote, p, lang=args.lang, simulation=sim)
+        link = planner_url(planner_state(inp, lang=args.lang),
+                           base=args.app_url.rstrip("/") + "/planner")
+        band = None
+        if p.best is not None:
+            from capacity.fit.calibration import load
+            from capacity.fit.planning import gpu_band
+
+            cal = load(args.calibration) if args.calibration else None
+            b = gpu_band(inp, p.best, cal)
+            band = (b.low, b.high)
+        path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band)
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if p.options else 1

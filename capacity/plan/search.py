@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 import numpy as np
 
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
+from capacity.catalog.nodes import node_shape
+from capacity.catalog.offers import Offer
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, convert, cost_per_mtok
 from capacity.model.kv import kv_request_bytes
@@ -79,6 +81,8 @@ class Reason(StrEnum):
     """TPOT at the SLO percentile is over the SLO."""
     THROUGHPUT = "throughput"
     """The load saturates the GPU: arrivals outrun service."""
+    COST = "cost"
+    """Cost per million output tokens (at SLO capacity) is over the cost target."""
 
 
 REASONS: tuple[Reason, ...] = tuple(Reason)
@@ -87,16 +91,22 @@ REASONS: tuple[Reason, ...] = tuple(Reason)
 
 @dataclass(frozen=True, kw_only=True)
 class Slo:
-    """Service-level objectives, checked at a percentile of the requests (p90 by default)."""
+    """Service-level objectives, checked at a percentile of the requests (p90 by default),
+    and an optional cost target (0 = none)."""
 
     ttft_ms: float = 2000.0
     tpot_ms: float = 50.0
     quantile: float = DEFAULT_SLO_QUANTILE
+    cost_per_mtok: float = 0.0
+    """Most cost per million output tokens at SLO capacity (`Option.cost_per_mtok`), in the
+    plan's currency; 0 = no cost target. The Explorer opened from an option gets the same."""
 
     def __post_init__(self) -> None:
         for name, v in (("TTFT SLO", self.ttft_ms), ("TPOT SLO", self.tpot_ms)):
             if not (v > 0):
                 raise InputError(f"{name} must be > 0 ms, got {v}")
+        if not (math.isfinite(self.cost_per_mtok) and self.cost_per_mtok >= 0):
+            raise InputError(f"cost target must be >= 0 (0 = none), got {self.cost_per_mtok}")
         if not 0.5 <= self.quantile < 1:
             raise InputError(f"SLO percentile must be in [0.5, 1), got {self.quantile}")
 
@@ -120,10 +130,27 @@ class PlanInputs:
     eff: float = DEFAULT_EFF
     mfu: float = DEFAULT_MFU
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    eta_bw: float = 1.0
+    """Achieved share of spec-sheet bandwidth in the decode step (F11; 1 = spec sheet)."""
+    step_overhead_ms: float = 0.0
+    """Fixed time per decode step, ms (F11)."""
+    prefill_overhead_ms: float = 0.0
+    """Fixed time per prefill, ms (F11)."""
+    growth_per_month: float = 0.0
+    """Traffic growth per month (0.1 = +10 % a month, compounding); see `runs_out_month`."""
+    spare: bool = False
+    """N+1: every option carries one spare replica (TP GPUs) for failover, in its costs."""
+    calibration: str = ""
+    """Name of the saved calibration these knobs come from ('' = spec-sheet figures);
+    `capacity.fit.planning.with_calibration` sets knobs and name together."""
     memory_headroom: float = DEFAULT_HEADROOM
     """F8's headroom for the 'fits' (vs 'tight') memory verdict, apart from the load headroom."""
     price_overrides: tuple[tuple[str, float], ...] = ()
-    """(GPU key, price per GPU-hour in `currency`) pairs that replace catalog prices."""
+    """(GPU key, price per GPU-hour in `currency`) pairs that replace catalog prices (prices
+    entered on the Planner page or with `capacity size --price GPU=VALUE`)."""
+    offers: tuple[Offer, ...] = ()
+    """Offers (at most one per GPU, `capacity.catalog.offers.choose`) that replace catalog
+    prices, converted to `currency` at `cny_per_usd`; `price_overrides` win over them."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_gpus <= 64:
@@ -132,13 +159,26 @@ class PlanInputs:
             raise InputError("give at least one KV precision (fp16, fp8)")
         if self.max_num_seqs < 1:
             raise InputError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if not (math.isfinite(self.growth_per_month) and 0 <= self.growth_per_month <= 10):
+            raise InputError(f"growth per month must be 0..10 (0.1 = +10 %), "
+                             f"got {self.growth_per_month}")
         if self.currency not in ("CNY", "USD"):
             raise InputError(f"unknown currency '{self.currency}'; use CNY or USD")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Option:
-    """One configuration with its predicted behaviour at the peak (with headroom) and its cost."""
+    """One configuration with its predicted behaviour at the peak (with headroom) and its cost.
+
+    The headline figures have one definition each, used by the Planner page, `capacity size`,
+    the quote and its capacity table (docs/method.md, section 6):
+
+    - `ttft_ms`, `tpot_ms`: the SLO percentile (`Slo.quantile`) at the design load, i.e. the
+      peak arrival rate x (1 + headroom) (queueing model, analytic path);
+    - `cost_per_mtok`: F7 at SLO capacity, price x GPUs / (capacity_rate_per_s x output
+      tokens), with `capacity_rate_per_s` the highest arrival rate that still meets every SLO;
+    - `cost_per_month`: price per GPU-hour x GPUs x 730 h.
+    """
 
     gpu: str
     gpu_name: str
@@ -154,8 +194,10 @@ class Option:
     peak_concurrency: float
     design_concurrency: float
     ttft_ms: float
+    """TTFT at the SLO percentile at the design load (peak x (1 + headroom)), ms."""
     ttft_mean_ms: float
     tpot_ms: float
+    """TPOT at the SLO percentile at the design load, ms."""
     tpot_mean_ms: float
     prefill_ms: float
     utilization: float
@@ -165,11 +207,19 @@ class Option:
     currency: Currency
     cost_per_month: float
     capacity_rate_per_s: float
+    """SLO-feasible capacity: the highest total arrival rate meeting every SLO, req/s."""
     cost_per_mtok: float
-    cost_per_mtok_at_peak: float
+    """Cost per million output tokens at SLO capacity (F7), in `currency`."""
     failures: tuple[Reason, ...]
     binding: Reason
     binding_ratio: float
+    spare_gpus: int = 0
+    """GPUs of the N+1 spare replica (paid for in the costs, not serving: `PlanInputs.spare`)."""
+    nodes: tuple[int, ...] = ()
+    """GPUs per node of the deployment, the spare included (`NodeShape.layout`): each TP group in one node."""
+    variants: tuple[tuple[str, str], ...] = ()
+    """Equivalent configurations folded into this row, as (weight format, KV precision): same
+    GPU, count and TP at the same cost per month, another format or KV precision."""
 
     @property
     def replicas(self) -> int:
@@ -185,7 +235,9 @@ class Option:
         layout = f"TP={self.tp}" if self.replicas == 1 and self.tp > 1 else (
             f"{self.replicas} replicas" + (f" x TP={self.tp}" if self.tp > 1 else ""))
         par = f" ({layout})" if self.n_gpus > 1 else ""
-        return f"{self.n_gpus} x {self.gpu_name}{par}, {self.weights}, {self.kv_dtype} KV"
+        spare = f" + {self.spare_gpus} spare" if self.spare_gpus else ""
+        return (f"{self.n_gpus} x {self.gpu_name}{par}{spare}, {self.weights}, "
+                f"{self.kv_dtype} KV")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,6 +249,10 @@ class Rejection:
     reasons: tuple[Reason, ...]
     detail: str
     closest: Option | None
+    never_fits: bool = False
+    """The weights and KV fit on no configuration of this GPU (`detail` says so)."""
+    most_gpus: int = 0
+    """The largest GPU count tried on this GPU."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,6 +275,8 @@ class Plan:
     evaluated: int
     peak_rate_per_s: float | None
     all_options: tuple[Option, ...] = ()
+    configurations: tuple[Option, ...] = ()
+    """Every feasible configuration, ranked, twins included (`options` folds them)."""
 
     @property
     def best(self) -> Option | None:
@@ -226,13 +284,8 @@ class Plan:
 
     @property
     def runner_up(self) -> Option | None:
-        """The best option on a different GPU, or the second option."""
-        if len(self.options) < 2:
-            return None
-        for o in self.options[1:]:
-            if o.gpu != self.options[0].gpu:
-                return o
-        return self.options[1]
+        """The list's second option (twins of the first are folded into it, `Option.variants`)."""
+        return self.options[1] if len(self.options) > 1 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,6 +343,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
         raise InputError(f"context {wl.context_tokens} tokens exceeds {model.name}'s limit of "
                          f"{model.max_context_tokens} tokens")
     prices = dict(inp.price_overrides)
+    offers = {o.gpu: o for o in inp.offers}
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
     pf = prefill_flops(model, wl.prompt).total_flops
     g_l: list[Gpu] = []
@@ -300,15 +354,21 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
         "w", "cv", "usable", "fixed", "kvr", "pre", "bw", "fl", "ca", "cb", "price")}
     kv_cache: dict[tuple[str, int], float] = {}
     for g in gpus:
-        price = prices.get(g.key, convert(g.price_per_hour, g.currency, inp.currency,
-                                          inp.cny_per_usd))
+        offer = offers.get(g.key)
+        price = prices.get(g.key, convert(
+            offer.price_per_gpu_hour if offer else g.price_per_hour,
+            offer.currency if offer else g.currency, inp.currency, inp.cny_per_usd))
+        largest_node = node_shape(g.key).max_gpus_per_node
         for tp in tps:
+            if tp > largest_node:  # a TP group stays inside one node
+                continue
             comm_fixed, comm_per_seq = comm_coefficients_ms(model, g, tp)
             comm_prompt = float(tp_comm_ms(model, g, tp, float(wl.prompt)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
-                pre_ms = (float(prefill_seconds(pf, tflops_per_replica, inp.mfu)) * 1e3
+                pre_ms = (float(prefill_seconds(pf, tflops_per_replica, inp.mfu,
+                                                inp.prefill_overhead_ms / 1e3)) * 1e3
                           + comm_prompt)
                 vb = vram_budget(vram_gb=g.memory_gb, util=inp.util,
                                  weights_gb=v.weights_gb / tp, overhead_gb=inp.overhead_gb,
@@ -336,7 +396,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     # GPU as W / TP, like Scenario.weights_per_gpu_gb)
     step = StepModel.for_model(
         model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvr"],
-        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, comm_fixed_ms=a["ca"],
+        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
+        overhead_ms=inp.step_overhead_ms, comm_fixed_ms=a["ca"],
         comm_per_seq_ms=a["cb"])
     units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
@@ -439,7 +500,10 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
                          wl=wl, slo=slo)
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
-    month = price * n * HOURS_PER_MONTH
+    # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving
+    spare = u.tp[idx] if inp.spare else np.zeros_like(n)
+    billed = n + spare
+    month = price * billed * HOURS_PER_MONTH
     mem_c = np.ceil(design_c - 1e-9)
     fails_memory = (c_vram < 1) | (mem_c > c_vram)
     fails_slots = ~fails_memory & (mem_c > inp.max_num_seqs)
@@ -453,14 +517,17 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     verdict = memory_verdict(subtotal, usable, inp.memory_headroom, holds_a_request=c_vram >= 1)
     out_tok = float(wl.output_tokens)
     peak_rate_total = peak.rate_per_s * reps
-    cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * n
-    cpm_peak = cost_per_mtok(1.0, 1, peak_rate_total * out_tok) * price * n
+    cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * billed
+    cost_target = slo.cost_per_mtok
+    fails_cost = (np.zeros(idx.size, dtype=bool) if cost_target <= 0
+                  else ~(cpm_cap <= cost_target))
     with np.errstate(divide="ignore"):
         ratios = np.stack([
             np.where(slots > 0, mem_c / np.maximum(slots, 1), np.inf),
             design.ttft_q_ms / slo.ttft_ms, design.tpot_q_ms / slo.tpot_ms,
-            design.utilization])
-    names = (Reason.MEMORY, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT)
+            design.utilization,
+            cpm_cap / cost_target if cost_target > 0 else np.zeros(idx.size)])
+    names = (Reason.MEMORY, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT, Reason.COST)
     bind_i = np.argmax(np.where(np.isfinite(ratios), ratios, 1e300), axis=0)
     options: list[Option] = []
     for j in range(idx.size):
@@ -468,7 +535,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
         fails = tuple(name for name, f in (
             (Reason.MEMORY, fails_memory[j]), (Reason.SLOTS, fails_slots[j]),
             (Reason.TTFT, fails_ttft[j]), (Reason.TPOT, fails_tpot[j]),
-            (Reason.THROUGHPUT, fails_thr[j])) if f)
+            (Reason.THROUGHPUT, fails_thr[j]), (Reason.COST, fails_cost[j])) if f)
         if not keep_all and fails:
             options.append(_lite(u, i, int(n[j]), fails, float(month[j])))
             continue
@@ -486,17 +553,38 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             utilization=float(design.utilization[j]), memory_verdict=MemoryVerdict(str(verdict[j])),
             price_per_hour=float(price[j]), currency=inp.currency,
             cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
-            cost_per_mtok=float(cpm_cap[j]), cost_per_mtok_at_peak=float(cpm_peak[j]),
+            spare_gpus=int(spare[j]),
+            cost_per_mtok=float(cpm_cap[j]),
             failures=fails, binding=names[int(bind_i[j])],
             binding_ratio=float(ratios[int(bind_i[j]), j]),
         ))
-    feasible = sorted((o for o in options if o.feasible), key=_rank_key)
+    ranked = sorted((o for o in options if o.feasible), key=_rank_key)
+    feasible = _fold_twins(ranked)
     rejected = _rejections(options, feasible, [g.key for g in dict.fromkeys(u.gpus)], slo)
     near = _near_misses(inp, cat, options, feasible)
     return Plan(inputs=inp, model_name=model.name, options=tuple(feasible),
+                configurations=tuple(ranked),
                 rejected=tuple(rejected), near_misses=tuple(near), evaluated=int(idx.size),
                 peak_rate_per_s=peak_rate,
                 all_options=tuple(options) if keep_all else ())
+
+
+def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
+    """One row per deployment: options on the same GPU with the same count and TP (so the same
+    cost per month) that differ only in weight format or KV precision collapse into the
+    best-ranked one (lowest cost per M tokens, then most headroom by the rank key), which names
+    the others in `variants`; each kept row gets its node layout."""
+    groups: dict[tuple[str, int, int], list[Option]] = {}
+    for o in ranked:
+        groups.setdefault((o.gpu, o.n_gpus, o.tp), []).append(o)
+    out = []
+    for o in ranked:
+        twins = groups[(o.gpu, o.n_gpus, o.tp)]
+        if twins[0] is not o:
+            continue
+        out.append(replace(o, nodes=node_shape(o.gpu).layout(o.n_gpus + o.spare_gpus, o.tp),
+                           variants=tuple((x.weights, x.kv_dtype) for x in twins[1:])))
+    return out
 
 
 def _lite(u: _Units, i: int, n: int, fails: tuple[Reason, ...], month: float) -> Option:
@@ -510,8 +598,8 @@ def _lite(u: _Units, i: int, n: int, fails: tuple[Reason, ...], month: float) ->
         ttft_mean_ms=nan, tpot_ms=nan, tpot_mean_ms=nan, prefill_ms=float(u.prefill_ms[i]),
         utilization=nan,
         memory_verdict=None, price_per_hour=float(u.price_per_hour[i]), currency="CNY",
-        cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan,
-        cost_per_mtok_at_peak=nan, failures=fails, binding=fails[0], binding_ratio=nan)
+        cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan, failures=fails,
+        binding=fails[0], binding_ratio=nan)
 
 
 def _rank_key(o: Option) -> tuple[float, float, int, int, str, str, str]:
@@ -525,6 +613,7 @@ REASON_TEXT: dict[Reason, str] = {
     Reason.TTFT: "TTFT over the SLO",
     Reason.TPOT: "TPOT over the SLO",
     Reason.THROUGHPUT: "throughput (the load saturates the GPU)",
+    Reason.COST: "cost per M output tokens over the target",
 }
 
 
@@ -555,7 +644,8 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
                        f"the peak pushes p{slo.quantile * 100:g} TTFT past {slo_s:g} s")
         out.append(Rejection(gpu=key, gpu_name=closest.gpu_name,
                              reasons=tuple(f for f in every if f in closest.failures),
-                             detail=detail, closest=closest))
+                             detail=detail, closest=closest, never_fits=not fits_somewhere,
+                             most_gpus=max(o.n_gpus for o in mine)))
     return out
 
 
@@ -594,6 +684,23 @@ def design_concurrency_total(inp: PlanInputs, o: Option) -> int:
     return o.c_vram_per_replica * o.replicas + 1
 
 
+def runs_out_month(inp: PlanInputs, o: Option, horizon: int = 120) -> int | None:
+    """The first month (1, 2, ...) in which traffic growing by `growth_per_month` makes the
+    design load (peak x (1 + headroom)) exceed the option's SLO-feasible capacity; None without
+    growth, for a load entered as concurrency, or beyond `horizon` months.
+
+    month = floor(ln(capacity / design rate) / ln(1 + g)) + 1 (compounding growth).
+    """
+    g = inp.growth_per_month
+    if g <= 0 or not math.isfinite(o.capacity_rate_per_s) or inp.workload.peak_rate_per_s is None:
+        return None
+    design = inp.workload.peak_rate_per_s * (1 + inp.workload.headroom)
+    if design >= o.capacity_rate_per_s:
+        return 0
+    m = math.floor(math.log(o.capacity_rate_per_s / design) / math.log1p(g)) + 1
+    return m if m <= horizon else None
+
+
 def pareto_front(options: Sequence[Option]) -> list[bool]:
     """Which options are on the cost / goodput Pareto front: no other option costs no more per
     month and sustains at least as high an SLO-feasible rate, with one of them strictly better.
@@ -624,7 +731,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
         prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype, eff=inp.eff, mfu=inp.mfu,
         price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
-        headroom=inp.memory_headroom)
+        headroom=inp.memory_headroom, eta_bw=inp.eta_bw, step_overhead_ms=inp.step_overhead_ms,
+        prefill_overhead_ms=inp.prefill_overhead_ms, calibration=inp.calibration or None)
 
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,

@@ -20,10 +20,20 @@ from pathlib import Path
 
 from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.nodes import node_shape
 from capacity.errors import InputError
-from capacity.model.scenario import capacity_table
+from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
 from capacity.plan.queueing import QueueResult
-from capacity.plan.search import Option, Plan, option_scenario
+from capacity.plan.search import (
+    Option,
+    Plan,
+    Reason,
+    Rejection,
+    Slo,
+    design_concurrency_total,
+    option_scenario,
+    runs_out_month,
+)
 from capacity.report.i18n import LANGS, t
 from capacity.units import GB
 
@@ -58,28 +68,127 @@ class Table:
 Block = Heading | Para | Table
 
 
-def _money(x: float, cur: str) -> str:
+def _zh(lang: str) -> bool:
+    return lang == "zh"
+
+
+def option_label(o: Option, lang: str) -> str:
+    """The option's label in `lang` ('2 x RTX 4090 (TP=2), awq, fp16 KV' in English)."""
+    if not _zh(lang):
+        return o.label
+    if o.n_gpus == 1:
+        par = ""
+    elif o.replicas == 1:
+        par = f"(TP={o.tp})"
+    else:
+        par = "(" + t("lbl_replicas", lang, r=o.replicas) + (
+            f" x TP={o.tp}" if o.tp > 1 else "") + ")"
+    spare = t("lbl_spare", lang, n=o.spare_gpus) if o.spare_gpus else ""
+    return f"{o.n_gpus} x {o.gpu_name}{par}{spare},{o.weights},{o.kv_dtype} KV"
+
+
+def fix_text(f: Fix, tp: int, lang: str) -> str:
+    """One memory fix in `lang` (`Fix.description` in English)."""
+    if not _zh(lang):
+        return f.description
+    if f.kind == FixKind.GPUS:
+        return t("fix_gpus", lang, n=f.value, r=int(f.value) // tp)
+    if f.kind == FixKind.KV_DTYPE:
+        return t("fix_kv", lang, d=str(f.value).upper())
+    if f.kind == FixKind.CONTEXT:
+        ctx = int(f.value)
+        return t("fix_ctx", lang, ctx=f"{ctx // 1024}K" if ctx >= 1024 else str(ctx))
+    return t("fix_conc", lang, c=f.value)
+
+
+def rejection_text(r: Rejection, slo: Slo, lang: str) -> str:
+    """Why a GPU family is ruled out, in `lang` (`Rejection.detail` in English)."""
+    c = r.closest
+    if not _zh(lang) or c is None:
+        return r.detail
+    if r.never_fits:
+        return t("rej_never", lang, n=r.most_gpus, w=c.weights, kv=c.kv_dtype)
+    sep = "、"
+    text = t("rej_closest", lang, label=option_label(c, lang),
+             reasons=sep.join(t("quote_reason_" + x, lang) for x in c.failures))
+    if Reason.TTFT in c.failures:
+        pre_s, slo_s = c.prefill_ms / 1e3, slo.ttft_ms / 1e3
+        text += (t("rej_prefill", lang, pre=pre_s, slo=slo_s) if c.prefill_ms > slo.ttft_ms
+                 else t("rej_queue", lang, pre=pre_s, q=slo.quantile * 100, slo=slo_s))
+    return text
+
+
+def source_text(text: str, lang: str) -> str:
+    """A catalog price source in `lang`: the known default sources have a translation
+    (`src_` messages); any other source is the data's own text."""
+    for key in ("src_cloud", "src_rental", "src_chapter"):
+        if t(key, "en") == text:
+            return t(key, lang)
+    return text
+
+
+def fmt_money(x: float, cur: str) -> str:
+    """A cost as the Planner page and the quote both show it: 'CNY 10,220', 'CNY 2.81'."""
     if not math.isfinite(x):
         return "-"
     return f"{cur} {x:,.0f}" if x >= 100 else f"{cur} {x:,.2f}"
 
 
-def _ms(x: float) -> str:
+def fmt_ms(x: float) -> str:
+    """A latency as the Planner page and the quote both show it: '1.42 s', '17.9 ms'."""
     if not math.isfinite(x):
         return "-"
     return f"{x / 1e3:.2f} s" if x >= 1000 else f"{x:.1f} ms"
 
 
-def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+_money, _ms = fmt_money, fmt_ms
+
+
+def headline_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+    """The option's headline figures, labelled: cost per month, cost per M output tokens at
+    SLO capacity, TTFT and TPOT at the SLO percentile at the design load (one definition each,
+    `Option`). The Planner page shows these same labels and strings."""
     q = plan.inputs.slo.quantile * 100
     cur = plan.inputs.currency
     return [
-        (t("quote_config", lang), o.label),
-        (t("quote_month", lang), _money(o.cost_per_month, cur)),
-        (t("quote_mtok", lang), _money(o.cost_per_mtok, cur)),
-        (t("quote_mtok_peak", lang), _money(o.cost_per_mtok_at_peak, cur)),
-        (t("quote_ttft", lang, q=q), _ms(o.ttft_ms)),
-        (t("quote_tpot", lang, q=q), _ms(o.tpot_ms)),
+        (t("fig_month", lang), fmt_money(o.cost_per_month, cur)),
+        (t("fig_mtok", lang), fmt_money(o.cost_per_mtok, cur)),
+        (t("fig_ttft", lang, q=q), fmt_ms(o.ttft_ms)),
+        (t("fig_tpot", lang, q=q), fmt_ms(o.tpot_ms)),
+    ]
+
+
+def variants_text(o: Option, lang: str) -> str:
+    """The twins folded into an option ('int8 weights, fp16 KV'; a summary past three)."""
+    if not o.variants:
+        return ""
+    if len(o.variants) <= 3:
+        sep = ";" if lang == "zh" else "; "
+        return sep.join(t("quote_variant", lang, w=w, kv=kv) for w, kv in o.variants)
+    ws = "/".join(dict.fromkeys(w for w, _ in o.variants))
+    kvs = "/".join(dict.fromkeys(kv for _, kv in o.variants))
+    return t("quote_variants_many", lang, n=len(o.variants), w=ws, kv=kvs)
+
+
+def nodes_text(o: Option, lang: str) -> str:
+    """'3 node(s) of 4 + 2 + 1 GPUs (PCIe cards, no NVLink)'."""
+    if not o.nodes:
+        return ""
+    shape = node_shape(o.gpu)
+    link = (t("quote_link_nvlink", lang, n=shape.nvlink_domain) if shape.nvlink_domain > 1
+            else t("quote_link_pcie", lang))
+    return t("quote_nodes_v", lang, n=len(o.nodes), layout=" + ".join(map(str, o.nodes)),
+             form=t("quote_form_" + shape.form_factor, lang), link=link)
+
+
+def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+    extra = [(t("quote_nodes", lang), nodes_text(o, lang))] if o.nodes else []
+    if o.variants:
+        extra.append((t("quote_variants", lang), variants_text(o, lang)))
+    return [
+        (t("quote_config", lang), option_label(o, lang)),
+        *extra,
+        *headline_rows(plan, o, lang),
         (t("quote_concurrency", lang), f"{o.peak_concurrency:.1f} / {o.design_concurrency:.1f}"),
         (t("quote_capacity", lang), f"{o.capacity_rate_per_s:.2f} req/s"),
         (t("quote_verdict", lang), f"{t('quote_verdict_' + (o.memory_verdict or ''), lang)} / "
@@ -89,18 +198,36 @@ def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
     ]
 
 
+def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list[TableRow]:
+    """The quote's capacity table for one option (F8 on the option's Scenario, the Explorer's
+    view): the deployment's concurrency at the peak, at the design load (the concurrency the
+    'Open in Explorer' link carries) and at the slot limit; memory per GPU."""
+    wl = plan.inputs.workload
+    scen = option_scenario(plan.inputs, o, catalog)
+    cs = sorted({max(1, math.ceil(o.peak_concurrency)),
+                 max(1, design_concurrency_total(plan.inputs, o)),
+                 o.slots_per_replica * o.replicas})
+    return capacity_table(scen, [(c, wl.context_tokens) for c in cs])
+
+
 def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                  catalog: Catalog | None = None, today: dt.date | None = None,
-                 top: int = 5) -> list[Block]:
-    """The quote as a list of blocks (shared by the Markdown and the PDF)."""
+                 top: int = 5, link: str | None = None,
+                 band: tuple[int | None, int | None] | None = None) -> list[Block]:
+    """The quote as a list of blocks (shared by the Markdown and the PDF). `link`: the Planner
+    address that reproduces the plan (`capacity.report.urlstate.planner_url`); `band`: the
+    fewest GPUs of the recommended configuration at the fast and the slow edge of the
+    uncertainty band (`capacity.fit.planning.gpu_band`; None: beyond the search's limit)."""
     if lang not in LANGS:
         raise InputError(f"quote language must be one of {', '.join(LANGS)}, got '{lang}'")
     cat = catalog or default_catalog()
     inp, wl, slo = plan.inputs, plan.inputs.workload, plan.inputs.slo
     date = (today or dt.date.today()).isoformat()
     b: list[Block] = [Heading(f"{t('quote_title', lang)}: {plan.model_name}"),
-                      Para(t("quote_prepared", lang, date=date)),
-                      Heading(t("quote_inputs", lang))]
+                      Para(t("quote_prepared", lang, date=date))]
+    if link:
+        b.append(Para(t("quote_link", lang, url=link)))
+    b.append(Heading(t("quote_inputs", lang)))
     rows: list[tuple[str, str]] = [(t("quote_model", lang), inp.model)]
     if wl.daily_active_users is not None:
         rows += [(t("quote_dau", lang), f"{wl.daily_active_users:,.0f}"),
@@ -114,65 +241,98 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
               f"{wl.context_tokens} / {wl.prompt} / {wl.output_tokens}"),
              (t("quote_slo", lang), t("quote_slo_v", lang, ttft=slo.ttft_ms, tpot=slo.tpot_ms,
                                       q=slo.quantile * 100))]
+    if slo.cost_per_mtok > 0:
+        rows.append((t("quote_cost_target", lang), _money(slo.cost_per_mtok, inp.currency)))
     b.append(Table((t("quote_quantity", lang), t("quote_value", lang)), tuple(rows)))
     b.append(Heading(t("quote_rec", lang)))
     best = plan.best
     if best is None:
         b.append(Para(t("quote_none", lang)))
     else:
-        b.append(Table((t("quote_quantity", lang), t("quote_value", lang)),
-                       tuple(_option_rows(plan, best, lang))))
+        rec = _option_rows(plan, best, lang)
+        basis = (t("quote_basis_cal", lang, name=inp.calibration) if inp.calibration
+                 else t("quote_basis_spec", lang))
+        rec.insert(1, (t("quote_basis", lang), basis))
+        if band is not None:
+            more = t("quote_band_more", lang, n=inp.max_gpus)
+            lo = more if band[0] is None else str(band[0])
+            rec.insert(2, (t("quote_band", lang), t(
+                "quote_band_v", lang, n=best.n_gpus, lo=lo, hi=band[1]) if band[1] is not None
+                else t("quote_band_open", lang, n=best.n_gpus, lo=lo, top=inp.max_gpus)))
+        if inp.growth_per_month > 0:
+            month = runs_out_month(inp, best)
+            rec.append((t("quote_growth", lang, g=inp.growth_per_month),
+                        t("quote_growth_v", lang, m=month) if month is not None
+                        else t("quote_growth_never", lang)))
+        b.append(Table((t("quote_quantity", lang), t("quote_value", lang)), tuple(rec)))
         if simulation is not None:
             s = simulation
             b.append(Para(t("quote_sim", lang) + ": " + t(
                 "quote_sim_v", lang, a=s.ttft_ms[0.5], b=s.ttft_ms[0.9], c=s.ttft_ms[0.99],
                 d=s.tpot_ms[0.5], e=s.tpot_ms[0.9], f=s.tpot_ms[0.99], ok=s.slo_met_share)))
-        b.append(Heading(t("quote_table", lang) + f": {best.label}"))
-        scen = option_scenario(inp, best, cat)
-        cs = sorted({max(1, math.ceil(best.peak_concurrency)),
-                     max(1, math.ceil(best.design_concurrency)),
-                     best.slots_per_replica * best.replicas})
-        table = capacity_table(scen, [(c, wl.context_tokens) for c in cs])
+        b.append(Heading(t("quote_table", lang) + f": {option_label(best, lang)}"))
+        b.append(Para(t("quote_table_note", lang, r=best.replicas, q=slo.quantile * 100)))
+        table = capacity_rows(plan, best, cat)
         b.append(Table(
-            (t("quote_c", lang), t("quote_kv", lang), t("quote_sub", lang),
-             t("quote_fit", lang), t("quote_ttft0", lang), "TPOT", f"{inp.currency}/M tok"),
-            tuple((str(r.concurrency), f"{r.kv_total_bytes / GB:.1f}",
+            (t("quote_c", lang), t("quote_c_rep", lang), t("quote_kv", lang),
+             t("quote_sub", lang), t("quote_fit", lang), t("quote_ttft0", lang),
+             t("quote_tpot0", lang)),
+            tuple((str(r.concurrency), str(math.ceil(r.concurrency / best.replicas)),
+                   f"{r.kv_total_bytes / GB:.1f}",
                    f"{r.vram_subtotal_bytes / GB:.1f} / {r.usable_bytes / GB:.1f}",
                    t("quote_verdict_" + r.verdict, lang), f"{r.ttft_s:.2f} s",
-                   f"{r.tpot_ms:.1f} ms", _money(r.cost_per_mtok, inp.currency))
+                   f"{r.tpot_ms:.1f} ms")
                   for r in table)))
         runner = plan.runner_up
         if runner is not None:
             b.append(Heading(t("quote_runner", lang)))
             b.append(Table((t("quote_quantity", lang), t("quote_value", lang)),
                            tuple(_option_rows(plan, runner, lang))))
-        b.append(Heading(t("quote_others", lang)))
-        b.append(Table(
-            ("#", t("quote_config", lang), t("quote_month", lang), "TTFT", "TPOT",
-             t("quote_binding", lang)),
-            tuple((str(i + 1), o.label, _money(o.cost_per_month, inp.currency),
-                   _ms(o.ttft_ms), _ms(o.tpot_ms), t("quote_reason_" + o.binding, lang))
-                  for i, o in enumerate(plan.options[:top]))))
+        others = plan.options[2:top + 2]  # #1 and the runner-up (#2) are above
+        if others:
+            b.append(Heading(t("quote_others", lang)))
+            b.append(Table(
+                ("#", t("quote_config", lang), t("fig_month", lang), t("fig_col_mtok", lang),
+                 t("fig_col_ttft", lang, q=slo.quantile * 100),
+                 t("fig_col_tpot", lang, q=slo.quantile * 100), t("quote_binding", lang)),
+                tuple((str(i + 3), option_label(o, lang), _money(o.cost_per_month, inp.currency),
+                       _money(o.cost_per_mtok, inp.currency), _ms(o.ttft_ms), _ms(o.tpot_ms),
+                       t("quote_reason_" + o.binding, lang))
+                      for i, o in enumerate(others))))
     if plan.rejected:
         b.append(Heading(t("quote_rejected", lang)))
         b.append(Table(("GPU", t("quote_binding", lang), ""), tuple(
-            (r.gpu_name, ", ".join(t("quote_reason_" + x, lang) for x in r.reasons), r.detail)
+            (r.gpu_name, ("、" if lang == "zh" else ", ").join(
+                t("quote_reason_" + x, lang) for x in r.reasons),
+             rejection_text(r, slo, lang))
             for r in plan.rejected)))
     if plan.near_misses:
         b.append(Heading(t("quote_fixes", lang)))
         b.append(Table((t("quote_config", lang), ""), tuple(
-            (m.option.label, "; ".join(f.description for f in m.fixes))
+            (option_label(m.option, lang),
+             "; ".join(fix_text(f, m.option.tp, lang) for f in m.fixes))
             for m in plan.near_misses)))
     b.append(Heading(t("quote_assumptions", lang)))
     shown = [plan.best, plan.runner_up] if plan.best else []
     for key in dict.fromkeys(o.gpu for o in shown if o is not None):
         g = cat.gpu(key)
         o = next(x for x in shown if x is not None and x.gpu == key)
-        b.append(Para(t("quote_price", lang, gpu=g.name, cur=inp.currency, price=o.price_per_hour,
-                         src=g.price_source, date=g.price_as_of)))
+        offer = next((x for x in inp.offers if x.gpu == key), None)
+        if key in dict(inp.price_overrides):
+            b.append(Para(t("quote_price_entered", lang, gpu=g.name, cur=inp.currency,
+                            price=o.price_per_hour)))
+        elif offer is not None:
+            b.append(Para(t("quote_price_offer", lang, gpu=g.name, cur=inp.currency,
+                            price=o.price_per_hour, offer=offer.description)))
+        else:
+            b.append(Para(t("quote_price", lang, gpu=g.name, cur=inp.currency,
+                            price=o.price_per_hour, src=source_text(g.price_source, lang),
+                            date=g.price_as_of)))
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=inp.max_num_seqs)),
-          Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu)),
+          Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu) if not inp.calibration else
+               t("quote_eff_cal", lang, name=inp.calibration, eta=inp.eta_bw, eff=inp.eff,
+                 t0=inp.step_overhead_ms, mfu=inp.mfu, p0=inp.prefill_overhead_ms)),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
           Para("**" + t("quote_estimate", lang) + "**")]
@@ -202,10 +362,12 @@ def render_markdown(blocks: Sequence[Block]) -> str:
 
 
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
-                   catalog: Catalog | None = None, today: dt.date | None = None) -> str:
+                   catalog: Catalog | None = None, today: dt.date | None = None,
+                   link: str | None = None,
+                   band: tuple[int | None, int | None] | None = None) -> str:
     """The quote as Markdown."""
     return render_markdown(quote_blocks(plan, lang=lang, simulation=simulation,
-                                        catalog=catalog, today=today))
+                                        catalog=catalog, today=today, link=link, band=band))
 
 
 def find_cjk_font() -> tuple[Path, int] | None:
@@ -226,7 +388,8 @@ def find_cjk_font() -> tuple[Path, int] | None:
 
 def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
               catalog: Catalog | None = None, today: dt.date | None = None,
-              cjk_font: tuple[Path, int] | None | bool = True) -> bytes:
+              cjk_font: tuple[Path, int] | None | bool = True, link: str | None = None,
+              band: tuple[int | None, int | None] | None = None) -> bytes:
     """The quote as PDF bytes (fpdf2). Chinese needs a CJK font: `cjk_font=True` looks one up,
     a (path, index) pair uses it, None/False forces the fallback. Without a CJK font a Chinese
     quote falls back to English with a note; English uses the core Helvetica font (catalog
@@ -240,7 +403,8 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
         lang, note = "en", t("quote_no_cjk", "en")
     if lang == "en":
         font = None  # the core font is enough for English and keeps the file small
-    blocks = quote_blocks(plan, lang=lang, simulation=simulation, catalog=catalog, today=today)
+    blocks = quote_blocks(plan, lang=lang, simulation=simulation, catalog=catalog, today=today,
+                          link=link, band=band)
     pdf = FPDF(orientation="P", unit="mm", format="A4")
     pdf.set_auto_page_break(auto=True, margin=15)
     pdf.set_margins(15, 15, 15)
@@ -274,7 +438,9 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
             first = False
         elif isinstance(blk, Para):
             pdf.set_font(family, size=9)
-            pdf.multi_cell(width, 5, text(blk.text), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+            # left-aligned: justifying a line before a long link spreads its words apart
+            pdf.multi_cell(width, 5, text(blk.text), align="L", new_x=XPos.LMARGIN,
+                           new_y=YPos.NEXT)
             pdf.ln(1)
         else:
             pdf.set_font(family, size=8)
@@ -289,7 +455,9 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
 
 
 def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
-                simulation: QueueResult | None = None, catalog: Catalog | None = None) -> Path:
+                simulation: QueueResult | None = None, catalog: Catalog | None = None,
+                link: str | None = None,
+                band: tuple[int | None, int | None] | None = None) -> Path:
     """Write the quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
     p = Path(path)
     suffix = p.suffix.lower()
@@ -298,8 +466,9 @@ def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
     if not p.parent.exists():
         raise InputError(f"folder '{p.parent}' does not exist; create it or choose another path")
     if suffix == ".pdf":
-        p.write_bytes(quote_pdf(plan, lang=lang, simulation=simulation, catalog=catalog))
+        p.write_bytes(quote_pdf(plan, lang=lang, simulation=simulation, catalog=catalog,
+                                link=link, band=band))
     else:
-        p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog),
-                     encoding="utf-8")
+        p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog,
+                                    link=link, band=band), encoding="utf-8")
     return p

@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from capacity.catalog.loader import Catalog, default_catalog
-from capacity.errors import CapacityError
-from capacity.model.cost import DEFAULT_CNY_PER_USD
+from capacity.errors import CapacityError, InputError
+from capacity.model.cost import DEFAULT_CNY_PER_USD, convert
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.scenario import (
@@ -270,7 +270,13 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
 
 def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
                    lang: str = "en") -> ExplorerState:
-    """The Explorer's inputs for one option, for an 'open in Explorer' link."""
+    """The Explorer's inputs for one option, for an 'open in Explorer' link.
+
+    Every input that changes a verdict travels: the option (GPU, count, TP, formats), the
+    workload at the design concurrency (peak + headroom), the engine and efficiency knobs, the
+    price and exchange rate, and the targets: TTFT, TPOT and the cost target (0 when the plan
+    has none, which turns the Explorer's cost check off instead of applying its default).
+    """
     cat = catalog or default_catalog()
     wl = inp.workload
     c = design_concurrency_total(inp, o)
@@ -279,5 +285,254 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens,
         prompt=0 if wl.prompt >= wl.context_tokens else wl.prompt, kv=o.kv_dtype,
         util=inp.util, overhead=inp.overhead_gb, c=max(1, c), slo_ttft_ms=inp.slo.ttft_ms,
-        slo_tpot_ms=inp.slo.tpot_ms, price=round(o.price_per_hour, 4), currency=inp.currency,
-        rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom)
+        slo_tpot_ms=inp.slo.tpot_ms, slo_cost=inp.slo.cost_per_mtok,
+        # an N+1 spare is paid for but does not serve: its cost rides on the serving GPUs' price
+        price=round(o.price_per_hour * (o.n_gpus + o.spare_gpus) / o.n_gpus, 4),
+        currency=inp.currency,
+        rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom,
+        calibration=inp.calibration)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Planner's state: every Planner input in the URL, with the same rules as the Explorer's
+# (only what differs from the defaults is written; a bad value falls back with a notice).
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannerState:
+    """Every Planner input. Field names are the query-parameter names (short ones, kept here
+    only); `inputs()` turns them into the planner's PlanInputs."""
+
+    lang: str = "en"
+    model: str = "qwen3.5-9b-awq"
+    mode: str = "dau"
+    """'dau' (daily users) or 'conc' (peak concurrency entered)."""
+    dau: int = 500
+    rpu: float = 20.0
+    share: float = 0.3
+    hours: float = 2.0
+    conc: int = 50
+    ctx: int = DEFAULT_CONTEXT_TOKENS
+    out: int = 256
+    headroom: float = 0.2
+    ttft: float = 2000.0
+    tpot: float = 50.0
+    pct: int = 90
+    cost: float = 0.0
+    """Cost target per M output tokens at SLO capacity; 0 = none."""
+    gpus: str = ""
+    """Comma list of GPU keys; '' = every catalog GPU."""
+    maxg: int = 16
+    kv: str = "fp16,fp8"
+    tp: int = 1
+    """1: tensor parallel allowed; 0: replicas only."""
+    cur: str = "CNY"
+    fx: float = DEFAULT_CNY_PER_USD
+    """Exchange rate, CNY per USD."""
+    prices: str = ""
+    """Entered prices per GPU-hour in `cur`, 'rtx-4090:2.5,h100-sxm:19'; '' = catalog prices."""
+    util: float = DEFAULT_UTIL
+    mfu: float = DEFAULT_MFU
+    cal: str = ""
+    """A saved calibration's name ('' = spec-sheet figures)."""
+    spare: int = 0
+    """1: an N+1 spare replica per option."""
+    growth: float = 0.0
+    """Traffic growth per month (0.1 = +10 %)."""
+
+    def price_list(self) -> tuple[tuple[str, float], ...]:
+        """The entered prices as (GPU key, price per GPU-hour in `cur`) pairs."""
+        out = []
+        for item in self.prices.split(","):
+            if item:
+                gpu, _, value = item.partition(":")
+                out.append((gpu, float(value)))
+        return tuple(out)
+
+    def gpu_list(self, catalog: Catalog) -> tuple[str, ...]:
+        """The chosen GPU keys (every catalog GPU when none is named)."""
+        keys = tuple(k for k in self.gpus.split(",") if k)
+        return keys or tuple(sorted(catalog.gpus))
+
+    def kv_list(self) -> tuple[str, ...]:
+        return tuple(k for k in self.kv.split(",") if k) or ("fp16",)
+
+    def inputs(self, catalog: Catalog) -> PlanInputs:
+        """The planner's inputs these values describe (raises InputError when inconsistent)."""
+        from capacity.model.workload import Workload
+        from capacity.plan.search import Slo
+
+        model = catalog.variant(self.model).model
+        if self.ctx > model.max_context_tokens:
+            raise InputError(f"context {self.ctx} tokens exceeds {model.name}'s limit of "
+                             f"{model.max_context_tokens} tokens")
+        dau = self.mode == "dau"
+        wl = Workload(daily_active_users=float(self.dau) if dau else None,
+                      requests_per_user_per_day=self.rpu, peak_share=self.share,
+                      peak_hours=self.hours, peak_concurrency=None if dau else float(self.conc),
+                      context_tokens=self.ctx, output_tokens=self.out, headroom=self.headroom)
+        inp = PlanInputs(
+            model=self.model, workload=wl,
+            slo=Slo(ttft_ms=self.ttft, tpot_ms=self.tpot, quantile=self.pct / 100.0,
+                    cost_per_mtok=self.cost),
+            gpus=self.gpu_list(catalog), max_gpus=self.maxg, kv_dtypes=self.kv_list(),
+            allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
+            cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
+            mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth)
+        if not self.cal:
+            return inp
+        from capacity.fit.calibration import load  # scipy: only when calibrated
+        from capacity.fit.planning import with_calibration
+
+        return with_calibration(inp, load(self.cal))
+
+
+DEFAULT_PLANNER = PlannerState()
+
+PLANNER_PCTS: tuple[int, ...] = (50, 75, 90, 95, 99)
+"""The SLO percentiles the Planner offers."""
+PLANNER_KV: tuple[str, ...] = ("fp16", "fp8")
+"""The KV precisions the Planner searches."""
+
+_PLANNER_RANGES: dict[str, tuple[float, float]] = {
+    "dau": (1, 1e9), "rpu": (0.1, 1e5), "share": (0.05, 1.0), "hours": (0.25, 24.0),
+    "conc": (1, 1e6), "ctx": (1, 10_000_000), "out": (1, 1_000_000), "headroom": (0.0, 1.0),
+    "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
+    "tp": (0, 1), "spare": (0, 1), "growth": (0.0, 10.0), "util": (0.5, 1.0),
+    "mfu": (0.05, 1.0), "fx": (0.01, 1e4),
+}
+
+
+def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
+                  lang: str = "en") -> PlannerState:
+    """The Planner's URL state for a plan's inputs (the link a quote carries)."""
+    cat = catalog or default_catalog()
+    wl = inp.workload
+    every = tuple(sorted(cat.gpus))
+    # offers and entered prices travel as prices per GPU-hour in the plan's currency
+    entered = {o.gpu: convert(o.price_per_gpu_hour, o.currency, inp.currency, inp.cny_per_usd)
+               for o in inp.offers} | dict(inp.price_overrides)
+    chosen = inp.gpus if inp.gpus is not None else every
+    return PlannerState(
+        lang=lang, model=inp.model, mode="dau" if wl.peak_concurrency is None else "conc",
+        dau=int(round(wl.daily_active_users or DEFAULT_PLANNER.dau)),
+        rpu=wl.requests_per_user_per_day, share=wl.peak_share, hours=wl.peak_hours,
+        conc=int(math.ceil(wl.peak_concurrency or DEFAULT_PLANNER.conc)),
+        ctx=wl.context_tokens, out=wl.output_tokens, headroom=wl.headroom,
+        ttft=inp.slo.ttft_ms, tpot=inp.slo.tpot_ms, pct=int(round(inp.slo.quantile * 100)),
+        cost=inp.slo.cost_per_mtok, gpus="" if tuple(sorted(chosen)) == every
+        else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
+        tp=int(inp.allow_tp), cur=inp.currency, fx=inp.cny_per_usd,
+        prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
+        mfu=inp.mfu, cal=inp.calibration, spare=int(inp.spare),
+        growth=inp.growth_per_month)
+
+
+def planner_encode(state: PlannerState) -> dict[str, str]:
+    """Query parameters for a Planner state: only the fields that differ from the defaults."""
+    out: dict[str, str] = {}
+    for f in fields(PlannerState):
+        value = getattr(state, f.name)
+        if value != getattr(DEFAULT_PLANNER, f.name):
+            out[f.name] = f"{value:g}" if isinstance(value, float) else str(value)
+    return out
+
+
+def planner_url(state: PlannerState, base: str = "/planner") -> str:
+    """A link that opens the Planner on `state` (relative unless `base` is absolute)."""
+    q = planner_encode(state)
+    return base + ("?" + urlencode(q) if q else "")
+
+
+def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
+                   base: PlannerState = DEFAULT_PLANNER) -> tuple[PlannerState, list[str]]:
+    """Read query parameters into a Planner state; bad values fall back to `base` with a
+    notice naming the parameter, the value and why. Unknown parameters are ignored."""
+    notices: list[str] = []
+    changes: dict[str, Any] = {}
+    for f in fields(PlannerState):
+        if f.name not in params:
+            continue
+        raw_value = params[f.name]
+        raw = (raw_value[-1] if isinstance(raw_value, list) else raw_value).strip()
+        default = getattr(base, f.name)
+        try:
+            changes[f.name] = _planner_parse(f.name, raw, type(default), catalog)
+        except ValueError as exc:
+            notices.append(f"'{f.name}={raw}' ignored ({exc}); using {default}")
+    state = replace(base, **changes)
+    try:
+        state.inputs(catalog)
+    except CapacityError as exc:
+        notices.append(f"these settings cannot be planned ({exc}); using the defaults")
+        state = replace(base, lang=state.lang)
+    return state, notices
+
+
+def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
+    if kind is str:
+        value = raw.lower()
+        if name == "lang" and value not in LANGS:
+            raise ValueError(f"language must be one of {', '.join(LANGS)}")
+        if name == "model" and value not in catalog.variant_keys():
+            raise ValueError("not a model (or model-format) key of the catalog")
+        if name == "mode" and value not in ("dau", "conc"):
+            raise ValueError("mode must be dau or conc")
+        if name == "cur":
+            if raw.upper() not in ("CNY", "USD"):
+                raise ValueError("currency must be CNY or USD")
+            return raw.upper()
+        if name == "cal":
+            if raw and (raw.startswith(".") or not all(c.isalnum() or c in "-_." for c in raw)):
+                raise ValueError("a calibration name holds only letters, digits, '-', '_', '.'")
+            if raw:
+                from capacity.fit.calibration import calibration_path
+
+                try:
+                    exists = calibration_path(raw).exists()
+                except CapacityError:
+                    exists = False
+                if not exists:
+                    raise ValueError("not a saved calibration")
+            return raw
+        if name == "prices":
+            pairs = []
+            for item in (x.strip() for x in value.split(",") if x.strip()):
+                gpu, sep, text = item.partition(":")
+                try:
+                    price = float(text) if sep else math.nan
+                except ValueError:
+                    price = math.nan
+                if gpu not in catalog.gpus:
+                    raise ValueError(f"unknown GPU {gpu}")
+                if not (math.isfinite(price) and 0 < price <= 1e5):
+                    raise ValueError(f"price of {gpu} must be a number in (0, 1e5]")
+                pairs.append(f"{gpu}:{price:g}")
+            return ",".join(pairs)
+        if name in ("gpus", "kv"):
+            items = [x.strip() for x in value.split(",") if x.strip()]
+            known = set(catalog.gpus) if name == "gpus" else set(PLANNER_KV)
+            bad = [x for x in items if x not in known]
+            if bad:
+                raise ValueError(f"unknown {'GPU' if name == 'gpus' else 'KV precision'} "
+                                 f"{', '.join(bad)}")
+            if name == "kv" and not items:
+                raise ValueError("give at least one KV precision")
+            return ",".join(dict.fromkeys(items))
+        return value
+    try:
+        number: Any = float(raw)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not math.isfinite(number):
+        raise ValueError("not a finite number")
+    if kind is int:
+        if number != int(number):
+            raise ValueError("not a whole number")
+        number = int(number)
+    lo, hi = _PLANNER_RANGES.get(name, (-math.inf, math.inf))
+    if not lo <= number <= hi:
+        raise ValueError(f"outside {lo:g}..{hi:g}")
+    if name == "pct" and number not in PLANNER_PCTS:
+        raise ValueError(f"percentile must be one of {', '.join(map(str, PLANNER_PCTS))}")
+    return number

@@ -1,0 +1,158 @@
+"""Prices as data: offers per GPU (kind, provider, date, per GPU or per node), entered prices,
+and where they reach: the plan, capacity size, the Planner page's URL and the quote."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.offers import Offer, catalog_offer, choose, load_offers, parse_offers
+from capacity.cli.main import main
+from capacity.errors import CatalogError
+from capacity.model.workload import Workload
+from capacity.plan.search import PlanInputs, Slo, plan
+from capacity.report.quote import quote_markdown
+from capacity.report.urlstate import planner_decode, planner_state, planner_url
+
+PRICES = """
+[[offer]]
+gpu = "rtx-4090"
+kind = "on-demand"
+provider = "Example Rental"
+price = 2.6
+currency = "CNY"
+as_of = "2026-11"
+source = "price list 2026-11-01"
+
+[[offer]]
+gpu = "rtx-4090"
+kind = "reserved-1y"
+provider = "Example Rental"
+price = 12.0
+currency = "CNY"
+per = "node"
+gpus_per_node = 8
+as_of = "2026-11"
+source = "contract quote"
+
+[[offer]]
+gpu = "h100-sxm"
+kind = "spot"
+provider = "Example Cloud"
+price = 1.1
+currency = "USD"
+"""
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return default_catalog()
+
+
+def _inputs(**kw: object) -> PlanInputs:
+    wl = Workload(daily_active_users=2000, requests_per_user_per_day=30, peak_share=0.25,
+                  peak_hours=2, context_tokens=8192, output_tokens=512)
+    return PlanInputs(model="qwen3.5-9b", workload=wl, slo=Slo(ttft_ms=1500, tpot_ms=40),
+                      gpus=("rtx-4090", "h100-sxm"), **kw)  # type: ignore[arg-type]
+
+
+def test_offers_parse_and_choose(catalog: Catalog) -> None:
+    offers = parse_offers(PRICES, catalog)
+    assert len(offers) == 3
+    reserved = choose(offers, "reserved-1y")["rtx-4090"]
+    assert reserved.price_per_gpu_hour == pytest.approx(1.5)
+    assert "per 8-GPU node-hour" in reserved.description and "contract quote" in reserved.description
+    assert choose(offers, "spot") == {"h100-sxm": offers[2]}
+    assert catalog_offer(catalog, "rtx-4090").price == catalog.gpus["rtx-4090"].price_per_hour
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ('[[offer]]\ngpu = "warp"\nprice = 1\ncurrency = "CNY"', "not in the catalog"),
+    ('[[offer]]\ngpu = "l4"\nprice = -1\ncurrency = "CNY"', "price must be > 0"),
+    ('[[offer]]\ngpu = "l4"\nprice = 1\ncurrency = "EUR"', "CNY or USD"),
+    ('[[offer]]\ngpu = "l4"\nprice = 1\ncurrency = "CNY"\nkind = "weekly"', "kind"),
+    ('[[offer]]\ngpu = "l4"\nprice = 1\ncurrency = "CNY"\nper = "rack"', "per must be"),
+    ("x = 1", r"no \[\[offer\]\]"),
+])
+def test_bad_offers_are_named(catalog: Catalog, text: str, why: str) -> None:
+    with pytest.raises(CatalogError, match=why):
+        parse_offers(text, catalog, "mine.toml")
+
+
+def test_offers_and_entered_prices_reach_the_plan(catalog: Catalog) -> None:
+    base = plan(_inputs(), catalog)
+    spot = plan(_inputs(offers=tuple(choose(parse_offers(PRICES, catalog), "spot").values())),
+                catalog)
+    h100 = next(o for o in spot.options if o.gpu == "h100-sxm")
+    assert h100.price_per_hour == pytest.approx(1.1 * 7.1)
+    entered = plan(_inputs(price_overrides=(("rtx-4090", 4.0),), cny_per_usd=7.2), catalog)
+    r = next(o for o in entered.options if o.gpu == "rtx-4090")
+    assert r.price_per_hour == 4.0
+    assert r.cost_per_month == pytest.approx(4.0 * r.n_gpus * 730)
+    b = next(o for o in base.options if o.gpu == "rtx-4090")
+    assert b.price_per_hour == 2.0
+    only_h100 = plan(replace(spot.inputs, gpus=("h100-sxm",)), catalog)
+    md = quote_markdown(only_h100, catalog=catalog)
+    assert "CNY 7.81 per GPU-hour, from the offer: Example Cloud, spot, USD 1.1 per GPU-hour" in md
+    md = quote_markdown(entered, catalog=catalog)
+    assert "CNY 4.00 per GPU-hour (entered for this quote)" in md
+    assert "Exchange rate: 7.2 CNY per USD" in md
+
+
+def test_prices_travel_in_the_planner_link(catalog: Catalog) -> None:
+    inp = _inputs(price_overrides=(("rtx-4090", 4.0),), cny_per_usd=7.2,
+                  offers=(Offer(gpu="h100-sxm", price=1.0, currency="USD"),))
+    url = planner_url(planner_state(inp, catalog))
+    q = dict(parse_qsl(urlsplit(url).query))
+    assert q["fx"] == "7.2" and q["prices"] == "h100-sxm:7.2,rtx-4090:4"
+    state, notices = planner_decode(q, catalog)
+    assert notices == []
+    again = state.inputs(catalog)
+    assert plan(again, catalog).options == plan(inp, catalog).options
+    bad, notices = planner_decode({"prices": "rtx-4090:free"}, catalog)
+    assert bad.prices == "" and "'prices=rtx-4090:free' ignored" in notices[0]
+
+
+def test_size_cli_takes_prices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "prices.toml"
+    f.write_text(PRICES, encoding="utf-8")
+    args = ["size", "--dau", "2000", "--requests-per-user", "30", "--peak-share", "0.25",
+            "--ctx", "8192", "--output-tokens", "512", "--slo-ttft-ms", "1500",
+            "--slo-tpot-ms", "40", "--model", "qwen3.5-9b", "--gpus", "rtx-4090",
+            "--format", "json"]
+    import json
+
+    assert main([*args, "--prices", str(f), "--offer-kind", "reserved-1y"]) == 0
+    best = json.loads(capsys.readouterr().out)["options"][0]
+    assert best["cost_per_month"] == pytest.approx(1.5 * best["gpus"] * 730)
+    assert main([*args, "--price", "rtx-4090=3"]) == 0
+    best = json.loads(capsys.readouterr().out)["options"][0]
+    assert best["cost_per_month"] == pytest.approx(3 * best["gpus"] * 730)
+    assert main([*args, "--prices", str(tmp_path / "none.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert load_offers(f, default_catalog())[0].provider == "Example Rental"
+
+
+@pytest.mark.slow
+def test_planner_page_prices_from_a_link(catalog: Catalog) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from capacity.report.quote import headline_rows
+
+    inp = _inputs(price_overrides=(("rtx-4090", 4.0),), cny_per_usd=7.2)
+    link = planner_url(planner_state(inp, catalog))
+    app = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+    at = AppTest.from_file(app, default_timeout=120).switch_page("pages/planner.py")
+    for k, v in parse_qsl(urlsplit(link).query):
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    p = plan(inp, catalog)
+    assert p.best is not None
+    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
+    assert at.number_input(key="planner_fx").value == 7.2
+    assert at.query_params["prices"] == "rtx-4090:4"

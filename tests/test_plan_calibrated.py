@@ -1,0 +1,151 @@
+"""Planning with a saved calibration: the knobs reach the search, the Explorer link and the
+quote, which states its basis and the GPU band ("7 GPUs, 6-9 within the band")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from capacity.catalog.loader import Catalog, default_catalog
+from capacity.cli.main import main
+from capacity.fit.calibration import load, saved_calibrations
+from capacity.fit.planning import band_edges, gpu_band, with_calibration
+from capacity.model.scenario import evaluate
+from capacity.model.workload import Workload
+from capacity.plan.search import PlanInputs, Slo, option_scenario, plan
+from capacity.report.explain import Status, Targets, explain
+from capacity.report.quote import quote_markdown
+from capacity.report.urlstate import (
+    decode,
+    explorer_state,
+    explorer_url,
+    planner_decode,
+    planner_encode,
+    planner_state,
+)
+
+CAL = "rtx-4090-vllm-published"
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return default_catalog()
+
+
+def _inputs() -> PlanInputs:
+    wl = Workload(daily_active_users=2000, requests_per_user_per_day=30, peak_share=0.25,
+                  peak_hours=2, context_tokens=8192, output_tokens=512)
+    return PlanInputs(model="qwen3.5-9b", workload=wl, slo=Slo(ttft_ms=1500, tpot_ms=40),
+                      gpus=("rtx-4090", "h100-sxm", "l40s"))
+
+
+def test_the_bundled_calibration_is_there() -> None:
+    assert CAL in saved_calibrations()
+
+
+def test_calibrated_plan_predicts_like_the_explorer(catalog: Catalog) -> None:
+    cal = load(CAL)
+    inp = with_calibration(_inputs(), cal)
+    assert inp.calibration == CAL and inp.eff == pytest.approx(cal.eff)
+    assert inp.step_overhead_ms == pytest.approx(cal.step_overhead_ms)
+    p = plan(inp, catalog)
+    spec = plan(_inputs(), catalog)
+    assert p.best is not None and spec.best is not None
+    assert p.options != spec.options
+    # the option's scenario is the calibrated one, and the Explorer link reproduces it
+    s = option_scenario(inp, p.best, catalog)
+    assert s.calibration == CAL and s.step_overhead_ms == pytest.approx(cal.step_overhead_ms)
+    url = explorer_url(explorer_state(inp, p.best, catalog))
+    state, notices = decode(dict(parse_qsl(urlsplit(url).query)), catalog)
+    assert notices == [] and state.calibration == CAL
+    ex_s = state.scenario(catalog)
+    a, b = evaluate(s, [state.c]), evaluate(ex_s, [state.c])
+    assert float(a.decode.step_ms[0]) == pytest.approx(float(b.decode.step_ms[0]))
+    assert float(a.ttft_s) == pytest.approx(float(b.ttft_s))
+    ex = explain(ex_s, state.c, Targets(ttft_ms=state.slo_ttft_ms, tpot_ms=state.slo_tpot_ms,
+                                         cost_per_mtok=state.slo_cost))
+    assert ex.overall != Status.FAIL
+
+
+def test_gpu_band_brackets_the_answer(catalog: Catalog) -> None:
+    cal = load(CAL)
+    for c in (None, cal):
+        inp = _inputs() if c is None else with_calibration(_inputs(), c)
+        p = plan(inp, catalog)
+        assert p.best is not None
+        b = gpu_band(inp, p.best, c, catalog)
+        assert b.basis == ("spec-sheet" if c is None else "calibrated")
+        assert b.low is not None and b.low <= b.n_gpus
+        assert b.high is None or b.high >= b.n_gpus
+        slow, fast = band_edges(inp, c)
+        assert slow.eff <= inp.eff <= fast.eff and slow.mfu <= inp.mfu <= fast.mfu
+
+
+def test_quote_states_basis_and_band(catalog: Catalog) -> None:
+    cal = load(CAL)
+    inp = with_calibration(_inputs(), cal)
+    p = plan(inp, catalog)
+    assert p.best is not None
+    b = gpu_band(inp, p.best, cal, catalog)
+    md = quote_markdown(p, catalog=catalog, band=(b.low, b.high))
+    assert f"| Basis of the figures | calibrated: {CAL} |" in md
+    band = (f"{p.best.n_gpus} GPUs, {b.low}-{b.high} within the band" if b.high is not None
+            else f"{p.best.n_gpus} GPUs, {b.low} to more than 16 within the band")
+    assert f"| GPUs within the uncertainty band | {band} |" in md
+    assert "Efficiency from the calibration" in md
+    zh = quote_markdown(p, lang="zh", catalog=catalog, band=(b.low, b.high))
+    assert f"已校准:{CAL}" in zh and "区间内" in zh
+    spec = quote_markdown(plan(_inputs(), catalog), catalog=catalog)
+    assert "| Basis of the figures | spec-sheet figures (no calibration) |" in spec
+
+
+def test_planner_link_carries_the_calibration(catalog: Catalog) -> None:
+    inp = with_calibration(_inputs(), load(CAL))
+    q = planner_encode(planner_state(inp, catalog))
+    assert q["cal"] == CAL
+    state, notices = planner_decode(q, catalog)
+    assert notices == [] and state.inputs(catalog) == inp
+    bad, notices = planner_decode({"cal": "nope"}, catalog)
+    assert bad.cal == "" and "not a saved calibration" in notices[0]
+    bad, notices = planner_decode({"cal": "../etc/passwd"}, catalog)
+    assert bad.cal == "" and notices
+
+
+def test_size_cli_plans_with_a_calibration(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "q.md"
+    argv = ["size", "--dau", "2000", "--requests-per-user", "30", "--peak-share", "0.25",
+            "--ctx", "8192", "--output-tokens", "512", "--slo-ttft-ms", "1500",
+            "--slo-tpot-ms", "40", "--model", "qwen3.5-9b", "--gpus", "rtx-4090",
+            "--calibration", CAL, "--quote", str(target)]
+    assert main(argv) == 0
+    text = target.read_text(encoding="utf-8")
+    assert f"calibrated: {CAL}" in text and "within the band" in text
+    assert f"cal={CAL}" in text
+    capsys.readouterr()
+    assert main([*argv[:-2], "--calibration", "missing-one"]) == 2
+    assert "missing-one" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_planner_page_with_a_calibration(catalog: Catalog) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from capacity.report.quote import headline_rows
+
+    inp = with_calibration(_inputs(), load(CAL))
+    app = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+    at = AppTest.from_file(app, default_timeout=120).switch_page("pages/planner.py")
+    for k, v in planner_encode(planner_state(inp, catalog)).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    p = plan(inp, catalog)
+    assert p.best is not None
+    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
+    captions = [c.value for c in at.caption]
+    assert f"Basis of the figures: calibrated: {CAL}" in captions
+    assert any(c.startswith("GPUs within the uncertainty band: ") for c in captions)
+    assert at.selectbox(key="planner_cal").value == CAL
