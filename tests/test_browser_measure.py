@@ -113,7 +113,8 @@ def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: P
             page.get_by_text("No GPU at hand?").click()
             page.get_by_role("button", name="Start the simulated endpoint").click()
             try:
-                page.get_by_text("Simulated qwen3.5-9b-awq on rtx-4090").wait_for(timeout=60_000)
+                # the simulator may take up to its own 60 s to start on a loaded machine
+                page.get_by_text("Simulated qwen3.5-9b-awq on rtx-4090").wait_for(timeout=90_000)
                 page.get_by_role("button", name="Connect").click()
                 page.get_by_text("streams (server-sent events)").wait_for(timeout=30_000)
                 assert page.locator("[data-testid='stException']").count() == 0

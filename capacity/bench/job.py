@@ -473,7 +473,7 @@ class SimServer:
 
     @classmethod
     def start(cls, model: str, gpu: str, *, speedup: float = 1.0,
-              extra_args: Sequence[str] = (), ready_timeout_s: float = 30.0,
+              extra_args: Sequence[str] = (), ready_timeout_s: float = 60.0,
               python: str = sys.executable, cwd: str | os.PathLike[str] = ".") -> SimServer:
         """Start the server and wait (bounded) until /v1/models answers."""
         if not (math.isfinite(speedup) and speedup > 0):

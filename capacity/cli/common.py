@@ -100,7 +100,10 @@ def whole(*, min: int | None = None, max: int | None = None) -> Number:
 
 
 FRACTION_OPEN = number(min=0.0, max=1.0, min_open=True)
-"""(0, 1]: efficiencies and shares of peak (util, eff, MFU, peak share)."""
+"""(0, 1]: shares of a whole (util, peak share)."""
+EFFICIENCY = number(min=0.001, max=1.0)
+"""[0.001, 1]: efficiencies of peak (eff, MFU). Below 0.1 % of peak no real engine runs, and the
+queueing model's step times would overflow (a fuzzed --eff of 5.7e-192 did)."""
 SHARE = number(min=0.0, max=1.0)
 """[0, 1]: shares of requests (fault injection)."""
 MS = number(min=0.0, max=1e7, min_open=True)

@@ -13,6 +13,7 @@ from typing import Any
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
 from capacity.cli.common import (
     CNY_PER_USD,
+    EFFICIENCY,
     FRACTION_OPEN,
     HEADROOM,
     MAX_BLOCK_SIZE,
@@ -114,9 +115,9 @@ def add_scenario_flags(p: argparse.ArgumentParser) -> None:
     w.add_argument("--block-size", type=whole(min=1, max=MAX_BLOCK_SIZE),
                    default=DEFAULT_BLOCK_SIZE, metavar="TOKENS",
                    help=f"paged KV block size, tokens (default {DEFAULT_BLOCK_SIZE})")
-    w.add_argument("--eff", type=FRACTION_OPEN, default=DEFAULT_EFF,
+    w.add_argument("--eff", type=EFFICIENCY, default=DEFAULT_EFF,
                    help=f"decode compute efficiency, fraction of peak (default {DEFAULT_EFF})")
-    w.add_argument("--mfu", type=FRACTION_OPEN, default=DEFAULT_MFU,
+    w.add_argument("--mfu", type=EFFICIENCY, default=DEFAULT_MFU,
                    help=f"prefill model FLOPs utilization (default {DEFAULT_MFU})")
     c = p.add_argument_group("cost")
     c.add_argument("--gpu-price", type=number(min=0, max=BOUNDS["price_per_hour"][1]),

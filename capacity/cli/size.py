@@ -22,6 +22,7 @@ from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
 from capacity.catalog.offers import OFFER_KINDS, choose, load_offers
 from capacity.cli.common import (
     CNY_PER_USD,
+    EFFICIENCY,
     FRACTION_OPEN,
     HEADROOM,
     MAX_NUM_SEQS,
@@ -131,9 +132,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     e.add_argument("--overhead-gb", type=number(min=0, max=BOUNDS["memory_gb"][1]),
                    default=DEFAULT_OVERHEAD_GB, metavar="GB",
                    help=f"runtime memory per GPU, GB (default {DEFAULT_OVERHEAD_GB})")
-    e.add_argument("--eff", type=FRACTION_OPEN, default=DEFAULT_EFF,
+    e.add_argument("--eff", type=EFFICIENCY, default=DEFAULT_EFF,
                    help=f"decode compute efficiency (default {DEFAULT_EFF})")
-    e.add_argument("--mfu", type=FRACTION_OPEN, default=DEFAULT_MFU,
+    e.add_argument("--mfu", type=EFFICIENCY, default=DEFAULT_MFU,
                    help=f"prefill MFU (default {DEFAULT_MFU})")
     e.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS),
                    default=DEFAULT_MAX_NUM_SEQS, metavar="N",
