@@ -18,6 +18,9 @@ from streamlit.testing.v1 import AppTest
 from capacity.catalog import custom as catalog_custom
 from capacity.report.i18n import t
 
+# AppTest runs of whole pages, a second or more each: outside the quick loop
+pytestmark = pytest.mark.slow
+
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 TITLES = {"explorer": "nav_explorer", "planner": "pl_title", "measure": "m_title",
           "results": "r_title", "catalog": "cat_title"}

@@ -16,6 +16,9 @@ from capacity.catalog.loader import default_catalog
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import FixKind, by_cost, make_scenario, suggest_fixes
 
+# AppTest runs of whole pages, a second or more each: outside the quick loop
+pytestmark = pytest.mark.slow
+
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 
 

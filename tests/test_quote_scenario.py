@@ -32,6 +32,9 @@ from capacity.report.quote import (
 )
 from capacity.report.urlstate import decode, explorer_state, explorer_url
 
+# AppTest runs of whole pages, a second or more each: outside the quick loop
+pytestmark = pytest.mark.slow
+
 TODAY = dt.date(2026, 11, 30)
 MODELS = ("qwen3.5-9b", "llama-3.1-70b")
 ROOT = Path(__file__).resolve().parent.parent
