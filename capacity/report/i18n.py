@@ -957,6 +957,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_load_none": ("TTFT and aggregate tok/s: roofline without queueing (no output length or "
                     "arrival rate to model the load with).",
                     "首字延迟与总吞吐：不含排队的屋顶线（没有可用于负载建模的输出长度或请求速率）。"),
+    # issue 13, second pass (whole nodes, typical efficiency, mixes)
+    "lbl_whole_nodes": (", {k} node(s) of {g} ({used} used)", ",{k} 个 {g} 卡节点(用 {used} 张)"),
 }
 
 _INDEX: Final = {lang: i for i, lang in enumerate(LANGS)}

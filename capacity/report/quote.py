@@ -84,7 +84,9 @@ def option_label(o: Option, lang: str) -> str:
         par = "(" + t("lbl_replicas", lang, r=o.replicas) + (
             f" x TP={o.tp}" if o.tp > 1 else "") + ")"
     spare = t("lbl_spare", lang, n=o.spare_gpus) if o.spare_gpus else ""
-    return f"{o.n_gpus} x {o.gpu_name}{par}{spare},{o.weights},{o.kv_dtype} KV"
+    whole = (t("lbl_whole_nodes", lang, k=o.paid_gpus // o.node_gpus, g=o.node_gpus,
+               used=o.n_gpus + o.spare_gpus) if o.node_gpus and o.idle_gpus else "")
+    return f"{o.n_gpus} x {o.gpu_name}{par}{spare},{o.weights},{o.kv_dtype} KV{whole}"
 
 
 def fix_text(f: Fix, tp: int, lang: str) -> str:
