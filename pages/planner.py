@@ -27,7 +27,7 @@ from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
 from capacity.fit.calibration import load as load_calibration
 from capacity.fit.calibration import saved_calibrations
-from capacity.fit.planning import GpuBand, gpu_band
+from capacity.fit.planning import GpuBand, engines, gpu_band
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     CurvePoint,
@@ -42,6 +42,7 @@ from capacity.plan.search import (
 )
 from capacity.report.i18n import t
 from capacity.report.quote import (
+    basis_text,
     fix_text,
     fmt_ms,
     headline_rows,
@@ -55,6 +56,7 @@ from capacity.report.quote import (
 from capacity.report.urlstate import (
     PLANNER_KV,
     PLANNER_PCTS,
+    TYPICAL_PREFIX,
     explorer_state,
     explorer_url,
     planner_url,
@@ -161,11 +163,14 @@ with st.expander(T("pl_space")):
         st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")
         st.slider(T("pl_util"), 0.5, 1.0, step=0.01, key="planner_util")
         st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu")
-        saved_cals = saved_calibrations()
+        typical = {TYPICAL_PREFIX + k: e.name for k, e in engines().items()}
+        saved_cals = [*typical, *saved_calibrations()]
         if st.session_state.get("planner_cal", "") not in ("", *saved_cals):
             st.session_state["planner_cal"] = ""
         st.selectbox(T("prediction"), ["", *saved_cals], key="planner_cal",
-                     format_func=lambda n: n or T("spec_sheet"), help=T("help_prediction"))
+                     format_func=lambda n: (T("typical_engine", engine=typical[n])
+                                            if n in typical else n or T("spec_sheet")),
+                     help=T("help_prediction"))
 
 state = from_widgets(lang, catalog)
 with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices)):
@@ -206,8 +211,7 @@ if best is None:
 else:
     st.markdown(f"### {option_label(best, lang)}")
     st.caption(" · ".join(x for x in (nodes_text(best, lang), variants_text(best, lang)) if x))
-    st.caption(T("quote_basis") + ": " + (T("quote_basis_cal", name=inputs.calibration)
-                                         if inputs.calibration else T("quote_basis_spec")))
+    st.caption(T("quote_basis") + ": " + basis_text(inputs, lang))
     if inputs.growth_per_month > 0:
         month = runs_out_month(inputs, best)
         st.caption(T("quote_growth", g=inputs.growth_per_month) + ": " + (

@@ -145,6 +145,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     e.add_argument("--calibration", default=None, metavar="NAME",
                    help="plan with a saved calibration's fitted efficiencies (capacity "
                         "calibrate; default: spec-sheet figures)")
+    e.add_argument("--typical", default=None, metavar="ENGINE",
+                   help="without a calibration, plan with the engine's typical efficiency "
+                        "(data/engines.toml: vllm); the quote says so")
     e.add_argument("--price", action="append", default=[], metavar="GPU=VALUE",
                    help="price of one GPU per hour in --currency, replacing the catalog's "
                         "(repeatable: --price rtx-4090=2.5 --price h100-sxm=19)")
@@ -214,6 +217,12 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
         price_overrides=tuple(overrides.items()), offers=offers)
+    if args.calibration and args.typical:
+        raise InputError("give --calibration or --typical, not both")
+    if args.typical:
+        from capacity.fit.planning import typical_efficiency, with_typical
+
+        return with_typical(inp, typical_efficiency(args.typical))
     if not args.calibration:
         return inp
     from capacity.fit.calibration import load
@@ -241,6 +250,7 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
     inp = p.inputs
     return {
         "model": inp.model, "currency": inp.currency, "evaluated": p.evaluated,
+        "basis": inp.basis,
         "peak_rate_per_s": p.peak_rate_per_s, "workload": asdict(inp.workload),
         "slo": asdict(inp.slo),
         "options": [option_record(i + 1, o) | {

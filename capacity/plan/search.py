@@ -143,6 +143,9 @@ class PlanInputs:
     calibration: str = ""
     """Name of the saved calibration these knobs come from ('' = spec-sheet figures);
     `capacity.fit.planning.with_calibration` sets knobs and name together."""
+    typical: str = ""
+    """Engine key (data/engines.toml) whose typical efficiency these knobs are, when there is
+    no calibration ('' = none); `capacity.fit.planning.with_typical` sets knobs and key."""
     memory_headroom: float = DEFAULT_HEADROOM
     """F8's headroom for the 'fits' (vs 'tight') memory verdict, apart from the load headroom."""
     price_overrides: tuple[tuple[str, float], ...] = ()
@@ -164,6 +167,14 @@ class PlanInputs:
                              f"got {self.growth_per_month}")
         if self.currency not in ("CNY", "USD"):
             raise InputError(f"unknown currency '{self.currency}'; use CNY or USD")
+
+
+    @property
+    def basis(self) -> str:
+        """What the speed figures (TTFT, TPOT, capacity, cost per M tokens) rest on:
+        'calibrated' (a saved calibration fitted to measurements), 'typical' (an engine's
+        typical efficiency) or 'spec-sheet' (the GPU's data sheet, no efficiency loss)."""
+        return "calibrated" if self.calibration else "typical" if self.typical else "spec-sheet"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -959,6 +959,20 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                     "首字延迟与总吞吐：不含排队的屋顶线（没有可用于负载建模的输出长度或请求速率）。"),
     # issue 13, second pass (whole nodes, typical efficiency, mixes)
     "lbl_whole_nodes": (", {k} node(s) of {g} ({used} used)", ",{k} 个 {g} 卡节点(用 {used} 张)"),
+    "quote_basis_typical": ("typical {engine} efficiency (no calibration)",
+                            "{engine} 典型效率(未校准)"),
+    "quote_basis_per_figure": ("TTFT, TPOT, capacity and cost per M tokens: {speed}; memory: "
+                               "catalog sizes (spec-sheet); cost per month: the prices below",
+                               "首字延迟、每 token 时间、容量与每百万 token 成本:{speed};"
+                               "显存:目录中的规格表数值;每月成本:下列价格"),
+    "quote_eff_typical": ("Efficiency: typical {engine} figures, bandwidth efficiency {eta:.2f}, "
+                          "decode compute eff {eff:.2f}, prefill MFU {mfu:.2f}, {p0:.1f} ms per "
+                          "prefill (data/engines.toml: derived from the published vLLM "
+                          "measurements this project ships)",
+                          "效率:{engine} 典型数值,带宽效率 {eta:.2f},decode 算力效率 {eff:.2f},"
+                          "prefill MFU {mfu:.2f},每次预填充 {p0:.1f} ms(data/engines.toml:由本项目附带的"
+                          "公开 vLLM 实测数据推得)"),
+    "typical_engine": ("typical {engine} efficiency (no calibration)", "{engine} 典型效率(未校准)"),
 }
 
 _INDEX: Final = {lang: i for i, lang in enumerate(LANGS)}

@@ -27,6 +27,7 @@ from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     Option,
     Plan,
+    PlanInputs,
     Reason,
     Rejection,
     Slo,
@@ -146,6 +147,21 @@ def fmt_ms(x: float) -> str:
 _money, _ms = fmt_money, fmt_ms
 
 
+def basis_text(inp: PlanInputs, lang: str) -> str:
+    """Which basis each figure uses: the speed figures (TTFT, TPOT, capacity, cost per M
+    tokens) are calibrated (fitted to measured points), an engine's typical efficiency, or
+    spec-sheet; memory comes from the catalog's sizes, cost per month from the prices."""
+    if inp.calibration:
+        speed = t("quote_basis_cal", lang, name=inp.calibration)
+    elif inp.typical:
+        from capacity.fit.planning import typical_efficiency
+
+        speed = t("quote_basis_typical", lang, engine=typical_efficiency(inp.typical).name)
+    else:
+        speed = t("quote_basis_spec", lang)
+    return t("quote_basis_per_figure", lang, speed=speed)
+
+
 def headline_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
     """The option's headline figures, labelled: cost per month, cost per M output tokens at
     SLO capacity, TTFT and TPOT at the SLO percentile at the design load (one definition each,
@@ -252,9 +268,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
         b.append(Para(t("quote_none", lang)))
     else:
         rec = _option_rows(plan, best, lang)
-        basis = (t("quote_basis_cal", lang, name=inp.calibration) if inp.calibration
-                 else t("quote_basis_spec", lang))
-        rec.insert(1, (t("quote_basis", lang), basis))
+        rec.insert(1, (t("quote_basis", lang), basis_text(inp, lang)))
         if band is not None:
             more = t("quote_band_more", lang, n=inp.max_gpus)
             lo = more if band[0] is None else str(band[0])
@@ -332,13 +346,24 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                             date=g.price_as_of)))
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=inp.max_num_seqs)),
-          Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu) if not inp.calibration else
-               t("quote_eff_cal", lang, name=inp.calibration, eta=inp.eta_bw, eff=inp.eff,
-                 t0=inp.step_overhead_ms, mfu=inp.mfu, p0=inp.prefill_overhead_ms)),
+          Para(_eff_text(inp, lang)),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
           Para("**" + t("quote_estimate", lang) + "**")]
     return b
+
+
+def _eff_text(inp: PlanInputs, lang: str) -> str:
+    if inp.calibration:
+        return t("quote_eff_cal", lang, name=inp.calibration, eta=inp.eta_bw, eff=inp.eff,
+                 t0=inp.step_overhead_ms, mfu=inp.mfu, p0=inp.prefill_overhead_ms)
+    if inp.typical:
+        from capacity.fit.planning import typical_efficiency
+
+        typ = typical_efficiency(inp.typical)
+        return t("quote_eff_typical", lang, engine=typ.name, eta=inp.eta_bw, eff=inp.eff,
+                 mfu=inp.mfu, p0=inp.prefill_overhead_ms)
+    return t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu)
 
 
 def _md_cell(text: str) -> str:
