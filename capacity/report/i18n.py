@@ -973,6 +973,25 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                           "prefill MFU {mfu:.2f},每次预填充 {p0:.1f} ms(data/engines.toml:由本项目附带的"
                           "公开 vLLM 实测数据推得)"),
     "typical_engine": ("typical {engine} efficiency (no calibration)", "{engine} 典型效率(未校准)"),
+    "mix_title": ("Capacity quote: a mix of {n} workloads on one fleet",
+                  "容量报价:{n} 个工作负载共用一个集群"),
+    "mix_rule": ("Each workload is sized on its own replicas of the fleet's GPU (replicas are "
+                 "not shared between models); the fleet is their sum, and each workload's "
+                 "share is its part of the cost per month.",
+                 "每个工作负载在集群同型号 GPU 上按自己的副本单独测算(不同模型之间不共享副本);"
+                 "集群为其总和,各工作负载的占比为其每月成本所占份额。"),
+    "mix_none": ("No GPU type serves every workload within the limits.",
+                 "没有一种 GPU 型号能在限制内服务所有工作负载。"),
+    "mix_short": ("{gpu}: no option meets the SLOs of {names}.", "{gpu}:没有方案满足 {names} 的 SLO。"),
+    "mix_fleet": ("Recommended fleet: {n} x {gpu}, {cost} per month",
+                  "推荐集群:{n} 张 {gpu},每月 {cost}"),
+    "mix_workload": ("Workload", "工作负载"),
+    "mix_gpus": ("GPUs paid", "计费卡数"),
+    "mix_gpu": ("GPU", "GPU"),
+    "mix_share": ("Share", "占比"),
+    "mix_total": ("Fleet", "集群合计"),
+    "mix_others": ("Other fleets (cheapest first)", "其他集群(按成本从低到高)"),
+    "mix_part": ("Workload: {name}", "工作负载:{name}"),
 }
 
 _INDEX: Final = {lang: i for i, lang in enumerate(LANGS)}
