@@ -15,7 +15,7 @@ from capacity.cli.main import main
 from capacity.errors import InputError
 from capacity.model.workload import Workload
 from capacity.plan.mix import MixWorkload, parse_mix, plan_mix
-from capacity.plan.search import PlanInputs, plan
+from capacity.plan.search import PlanInputs, Slo, plan
 from capacity.report.quote import fmt_money, mix_quote_blocks, render_markdown, write_mix_quote
 
 MIX = """
@@ -147,3 +147,50 @@ def test_size_cli_mix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "Best fleet:" in out and "share" in out
     assert main([*args, "--dau", "5"]) == 2
     assert "drop --dau" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_planner_page_adds_a_workload(catalog: Catalog) -> None:
+    """The Planner's mix section: the page's inputs are the first workload, an added one has
+    its own model, traffic and SLO; the fleet table shows each workload's share, as plan_mix."""
+    from dataclasses import replace
+
+    from streamlit.testing.v1 import AppTest
+
+    from capacity.report.urlstate import planner_encode, planner_state
+
+    wl = Workload(daily_active_users=2000, requests_per_user_per_day=30, peak_share=0.25,
+                  peak_hours=2, context_tokens=8192, output_tokens=512)
+    inp = PlanInputs(model="qwen3.5-9b", workload=wl, slo=Slo(ttft_ms=1500, tpot_ms=40),
+                     gpus=("rtx-4090", "h100-sxm"))
+    app = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+    at = AppTest.from_file(app, default_timeout=180).switch_page("pages/planner.py")
+    for k, v in planner_encode(planner_state(inp, catalog)).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    at.number_input(key="planner_mix_n").set_value(1).run()
+    at.text_input(key="planner_mix_0_name").set_value("assistant")
+    at.selectbox(key="planner_mix_0_model").set_value("llama-3.1-70b")
+    at.number_input(key="planner_mix_0_dau").set_value(300)
+    at.number_input(key="planner_mix_0_rpu").set_value(10.0)
+    at.selectbox(key="planner_mix_0_ctx").set_value(4096)
+    at.number_input(key="planner_mix_0_ttft").set_value(3000.0)
+    at.number_input(key="planner_mix_0_tpot").set_value(60.0).run()
+    assert not at.exception and not at.error
+    other = replace(inp, model="llama-3.1-70b", formats=None,
+                    workload=replace(wl, daily_active_users=300.0,
+                                     requests_per_user_per_day=10.0, context_tokens=4096,
+                                     output_tokens=256),
+                    slo=replace(inp.slo, ttft_ms=3000.0, tpot_ms=60.0))
+    m = plan_mix([MixWorkload(name="main", inputs=inp),
+                  MixWorkload(name="assistant", inputs=other)], catalog)
+    f = m.best
+    assert f is not None
+    assert any(x.value == f"#### Recommended fleet: {f.paid_gpus} x {f.gpu_name}, "
+               f"{fmt_money(f.cost_per_month, 'CNY')} per month" for x in at.markdown)
+    table = at.dataframe[-1].value
+    assert list(table["Workload"]) == ["main", "assistant"]
+    assert list(table["Share"]) == [f"{f.share(p):.0%}" for p in f.parts]
+    assert {b.label for b in at.get("download_button")} >= {"Mix quote (Markdown)",
+                                                            "Mix quote (PDF)"}

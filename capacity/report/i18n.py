@@ -992,6 +992,17 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "mix_total": ("Fleet", "集群合计"),
     "mix_others": ("Other fleets (cheapest first)", "其他集群(按成本从低到高)"),
     "mix_part": ("Workload: {name}", "工作负载:{name}"),
+    "mix_add": ("Mix: more workloads on the same fleet", "混合:同一集群上的更多工作负载"),
+    "mix_help": ("The inputs above are the first workload. Each added workload has its own "
+                 "model, traffic and SLOs and shares the peak window, headroom, GPUs, prices and "
+                 "efficiency basis above; each is sized on its own replicas of one GPU type.",
+                 "上面的输入是第一个工作负载。每个新增工作负载有自己的模型、流量和 SLO,"
+                 "并沿用上面的高峰时段、余量、GPU、价格和效率依据;各自在同一型号 GPU 上"
+                 "按自己的副本测算。"),
+    "mix_n": ("Workloads to add", "新增工作负载数"),
+    "mix_first": ("main", "主负载"),
+    "mix_quote_md": ("Mix quote (Markdown)", "混合报价(Markdown)"),
+    "mix_quote_pdf": ("Mix quote (PDF)", "混合报价(PDF)"),
 }
 
 _INDEX: Final = {lang: i for i, lang in enumerate(LANGS)}
