@@ -531,19 +531,23 @@ def mix_quote_blocks(mix: MixPlan, *, lang: str = "en", catalog: Catalog | None 
     cur = fleet.parts[0].plan.inputs.currency
     b.append(Heading(t("mix_fleet", lang, gpu=fleet.gpu_name, n=fleet.paid_gpus,
                        cost=fmt_money(fleet.cost_per_month, cur))))
-    q = {p.plan.inputs.slo.quantile for p in fleet.parts}
-    pct = f"p{next(iter(q)) * 100:g}" if len(q) == 1 else "SLO p"
+    q = {p.plan.inputs.slo.quantile * 100 for p in fleet.parts}
+    # one percentile for every workload (the usual case) goes in the header; else each row's
+    head_q = next(iter(q)) if len(q) == 1 else None
     rows = tuple(
         (p.name, p.plan.model_name, option_label(p.option, lang), str(p.option.paid_gpus),
          fmt_money(p.option.cost_per_month, cur), f"{fleet.share(p):.0%}",
-         fmt_money(p.option.cost_per_mtok, cur), fmt_ms(p.option.ttft_ms),
-         fmt_ms(p.option.tpot_ms))
+         fmt_money(p.option.cost_per_mtok, cur),
+         fmt_ms(p.option.ttft_ms) + ("" if head_q else f" (p{p.plan.inputs.slo.quantile * 100:g})"),
+         fmt_ms(p.option.tpot_ms) + ("" if head_q else f" (p{p.plan.inputs.slo.quantile * 100:g})"))
         for p in fleet.parts)
     total = (t("mix_total", lang), "", "", str(fleet.paid_gpus),
              fmt_money(fleet.cost_per_month, cur), "100%", "", "", "")
     b.append(Table((t("mix_workload", lang), t("quote_model", lang), t("quote_config", lang),
                     t("mix_gpus", lang), t("fig_month", lang), t("mix_share", lang),
-                    t("fig_mtok", lang), f"TTFT {pct}", f"TPOT {pct}"), (*rows, total)))
+                    t("fig_mtok", lang),
+                    t("fig_col_ttft", lang, q=head_q) if head_q else "TTFT",
+                    t("fig_col_tpot", lang, q=head_q) if head_q else "TPOT"), (*rows, total)))
     others = mix.fleets[1:4]
     if others:
         b.append(Heading(t("mix_others", lang)))
