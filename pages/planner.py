@@ -6,6 +6,7 @@ Draws only: every number comes from `capacity.plan.search`, `capacity.plan.queue
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import altair as alt
@@ -27,7 +28,8 @@ from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
 from capacity.fit.calibration import load as load_calibration
 from capacity.fit.calibration import saved_calibrations
-from capacity.fit.planning import GpuBand, gpu_band
+from capacity.fit.planning import GpuBand, engines, gpu_band
+from capacity.plan.mix import MAX_WORKLOADS, MixPlan, MixWorkload, plan_mix
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     CurvePoint,
@@ -42,19 +44,25 @@ from capacity.plan.search import (
 )
 from capacity.report.i18n import t
 from capacity.report.quote import (
+    basis_text,
+    blocks_pdf,
     fix_text,
+    fmt_money,
     fmt_ms,
     headline_rows,
+    mix_quote_blocks,
     nodes_text,
     option_label,
     quote_markdown,
     quote_pdf,
     rejection_text,
+    render_markdown,
     variants_text,
 )
 from capacity.report.urlstate import (
     PLANNER_KV,
     PLANNER_PCTS,
+    TYPICAL_PREFIX,
     explorer_state,
     explorer_url,
     planner_url,
@@ -90,6 +98,18 @@ def _quotes(p: Plan, sim: QueueResult | None, lang: str, link: str,
     return (quote_markdown(p, lang=lang, simulation=sim, catalog=_catalog(), link=link,
                            band=band),
             quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog(), link=link, band=band))
+
+
+@st.cache_data(show_spinner=False)
+def _mix(workloads: tuple[MixWorkload, ...]) -> MixPlan:
+    return plan_mix(workloads, _catalog())
+
+
+@st.cache_data(show_spinner=False)
+def _mix_quotes(mix: MixPlan, lang: str) -> tuple[str, bytes]:
+    return (render_markdown(mix_quote_blocks(mix, lang=lang, catalog=_catalog())),
+            blocks_pdf(lambda lg: mix_quote_blocks(mix, lang=lg, catalog=_catalog()),
+                       lang=lang))
 
 
 @st.cache_data(show_spinner=False)
@@ -161,11 +181,14 @@ with st.expander(T("pl_space")):
         st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")
         st.slider(T("pl_util"), 0.5, 1.0, step=0.01, key="planner_util")
         st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu")
-        saved_cals = saved_calibrations()
+        typical = {TYPICAL_PREFIX + k: e.name for k, e in engines().items()}
+        saved_cals = [*typical, *saved_calibrations()]
         if st.session_state.get("planner_cal", "") not in ("", *saved_cals):
             st.session_state["planner_cal"] = ""
         st.selectbox(T("prediction"), ["", *saved_cals], key="planner_cal",
-                     format_func=lambda n: n or T("spec_sheet"), help=T("help_prediction"))
+                     format_func=lambda n: (T("typical_engine", engine=typical[n])
+                                            if n in typical else n or T("spec_sheet")),
+                     help=T("help_prediction"))
 
 state = from_widgets(lang, catalog)
 with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices)):
@@ -206,8 +229,7 @@ if best is None:
 else:
     st.markdown(f"### {option_label(best, lang)}")
     st.caption(" · ".join(x for x in (nodes_text(best, lang), variants_text(best, lang)) if x))
-    st.caption(T("quote_basis") + ": " + (T("quote_basis_cal", name=inputs.calibration)
-                                         if inputs.calibration else T("quote_basis_spec")))
+    st.caption(T("quote_basis") + ": " + basis_text(inputs, lang))
     if inputs.growth_per_month > 0:
         month = runs_out_month(inputs, best)
         st.caption(T("quote_growth", g=inputs.growth_per_month) + ": " + (
@@ -313,3 +335,73 @@ if result.options:
                        mime="text/markdown", key="planner_quote_md")
     d2.download_button(T("pl_quote_pdf"), pdf, file_name="capacity-quote.pdf",
                        mime="application/pdf", key="planner_quote_pdf")
+
+# Mix: more workloads on the same fleet, each with its own model, traffic and SLO (sized on its
+# own replicas of one GPU type: capacity.plan.mix). The inputs above are the first workload;
+# the others share its peak window, headroom, GPUs, prices and efficiency basis.
+with st.expander(T("mix_add"), expanded=bool(st.session_state.get("planner_mix_n", 0))):
+    st.caption(T("mix_help"))
+    n_more = int(st.number_input(T("mix_n"), min_value=0, max_value=MAX_WORKLOADS - 1, value=0,
+                                 step=1, key="planner_mix_n"))
+    extra: list[MixWorkload] = []
+    for i in range(n_more):
+        c = st.columns([2, 3, 2, 2, 2, 2, 2, 2])
+        name = c[0].text_input(T("mix_workload"), value=f"{T('mix_workload')} {i + 2}",
+                               key=f"planner_mix_{i}_name")
+        model_key = c[1].selectbox(T("pl_model"), variants, key=f"planner_mix_{i}_model")
+        dau_i = c[2].number_input(T("pl_dau"), min_value=1, max_value=10**9, value=500,
+                                  step=100, key=f"planner_mix_{i}_dau")
+        rpu_i = c[3].number_input(T("pl_rpu"), min_value=0.1, max_value=1e5, value=20.0,
+                                  key=f"planner_mix_{i}_rpu")
+        ctx_i = c[4].selectbox(T("pl_ctx"), CTX_CHOICES, index=CTX_CHOICES.index(8192),
+                               key=f"planner_mix_{i}_ctx")
+        out_i = c[5].number_input(T("pl_out"), min_value=1, max_value=1_000_000, value=256,
+                                  key=f"planner_mix_{i}_out")
+        ttft_i = c[6].number_input(T("pl_ttft"), min_value=10.0, max_value=1e7, value=2000.0,
+                                   key=f"planner_mix_{i}_ttft")
+        tpot_i = c[7].number_input(T("pl_tpot"), min_value=1.0, max_value=1e6, value=50.0,
+                                   key=f"planner_mix_{i}_tpot")
+        try:
+            wl_i = replace(inputs.workload, daily_active_users=float(dau_i),
+                           peak_concurrency=None, requests_per_user_per_day=float(rpu_i),
+                           context_tokens=int(ctx_i), prompt_tokens=None,
+                           output_tokens=int(out_i))
+            extra.append(MixWorkload(name=str(name).strip() or f"{i + 2}", inputs=replace(
+                inputs, model=str(model_key), workload=wl_i, formats=None,
+                slo=replace(inputs.slo, ttft_ms=float(ttft_i), tpot_ms=float(tpot_i)))))
+        except CapacityError as exc:
+            st.error(T("pl_error", msg=str(exc)))
+    if extra:
+        try:
+            mix = _mix((MixWorkload(name=T("mix_first"), inputs=inputs), *extra))
+        except CapacityError as exc:
+            st.error(T("pl_error", msg=str(exc)))
+            st.stop()
+        fleet = mix.best
+        if fleet is None:
+            st.warning(T("mix_none"))
+        else:
+            st.markdown("#### " + T("mix_fleet", gpu=fleet.gpu_name, n=fleet.paid_gpus,
+                                    cost=fmt_money(fleet.cost_per_month, cur)))
+            st.dataframe(pd.DataFrame([{
+                T("mix_workload"): p.name, T("pl_model"): p.plan.model_name,
+                T("pl_col_option"): option_label(p.option, lang),
+                T("mix_gpus"): p.option.paid_gpus,
+                T("pl_col_month"): fmt_money(p.option.cost_per_month, cur),
+                T("mix_share"): f"{fleet.share(p):.0%}",
+                T("fig_col_mtok"): fmt_money(p.option.cost_per_mtok, cur),
+                T("fig_col_ttft", q=int(pct)): fmt_ms(p.option.ttft_ms),
+                T("fig_col_tpot", q=int(pct)): fmt_ms(p.option.tpot_ms)}
+                for p in fleet.parts]), hide_index=True, width="stretch")
+            if mix.fleets[1:]:
+                st.caption(T("mix_others") + ": " + "; ".join(
+                    f"{f.paid_gpus} x {f.gpu_name} {fmt_money(f.cost_per_month, cur)}"
+                    for f in mix.fleets[1:4]))
+        for g, names in mix.short:
+            st.caption(T("mix_short", gpu=catalog.gpu(g).name, names=", ".join(names)))
+        mmd, mpdf = _mix_quotes(mix, lang)
+        m1, m2 = st.columns(2)
+        m1.download_button(T("mix_quote_md"), mmd, file_name="capacity-mix-quote.md",
+                           mime="text/markdown", key="planner_mix_quote_md")
+        m2.download_button(T("mix_quote_pdf"), mpdf, file_name="capacity-mix-quote.pdf",
+                           mime="application/pdf", key="planner_mix_quote_pdf")

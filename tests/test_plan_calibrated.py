@@ -90,7 +90,9 @@ def test_quote_states_basis_and_band(catalog: Catalog) -> None:
     assert p.best is not None
     b = gpu_band(inp, p.best, cal, catalog)
     md = quote_markdown(p, catalog=catalog, band=(b.low, b.high))
-    assert f"| Basis of the figures | calibrated: {CAL} |" in md
+    assert (f"| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: calibrated: "
+            f"{CAL}; memory: catalog sizes (spec-sheet); cost per month: the prices below |"
+            ) in md
     band = (f"{p.best.n_gpus} GPUs, {b.low}-{b.high} within the band" if b.high is not None
             else f"{p.best.n_gpus} GPUs, {b.low} to more than 16 within the band")
     assert f"| GPUs within the uncertainty band | {band} |" in md
@@ -98,7 +100,8 @@ def test_quote_states_basis_and_band(catalog: Catalog) -> None:
     zh = quote_markdown(p, lang="zh", catalog=catalog, band=(b.low, b.high))
     assert f"已校准:{CAL}" in zh and "区间内" in zh
     spec = quote_markdown(plan(_inputs(), catalog), catalog=catalog)
-    assert "| Basis of the figures | spec-sheet figures (no calibration) |" in spec
+    assert ("| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: spec-sheet "
+            "figures (no calibration);") in spec
 
 
 def test_planner_link_carries_the_calibration(catalog: Catalog) -> None:
@@ -146,6 +149,7 @@ def test_planner_page_with_a_calibration(catalog: Catalog) -> None:
     assert p.best is not None
     assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
     captions = [c.value for c in at.caption]
-    assert f"Basis of the figures: calibrated: {CAL}" in captions
+    assert any(c.startswith("Basis of the figures: TTFT, TPOT, capacity and cost per M "
+                            f"tokens: calibrated: {CAL};") for c in captions)
     assert any(c.startswith("GPUs within the uncertainty band: ") for c in captions)
     assert at.selectbox(key="planner_cal").value == CAL

@@ -8,6 +8,10 @@ peak, 8K context, 256 output tokens, first token within 2 s and 50 ms per token:
 
 Or `--peak-concurrency 50` instead of the daily figures. `--quote FILE.md|FILE.pdf` writes the
 customer document for the best option.
+
+`--mix FILE` sizes several workloads (models, traffic, SLOs: a TOML of [[workload]] tables, see
+docs/method.md) on one fleet of one GPU type, each on its own replicas, and ranks the fleets;
+the other flags (GPUs, prices, currency, efficiency) are shared by every workload.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.scenario import DEFAULT_CONTEXT_TOKENS, DEFAULT_EFF, DEFAULT_MFU, DEFAULT_MODEL
 from capacity.model.workload import Workload
+from capacity.plan.mix import MixPlan, load_mix, plan_mix
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS
 from capacity.plan.search import (
     MAX_GPUS,
@@ -48,7 +53,7 @@ from capacity.plan.search import (
     plan,
     simulate_option,
 )
-from capacity.report.quote import write_quote
+from capacity.report.quote import write_mix_quote, write_quote
 from capacity.report.tables import render
 from capacity.report.urlstate import planner_state, planner_url
 
@@ -74,6 +79,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "size", help="rank GPU options for daily users (or peak concurrency) and SLOs",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("workload")
+    w.add_argument("--mix", default=None, metavar="FILE",
+                   help="several workloads on one fleet: a TOML of [[workload]] tables (name, "
+                        "model, dau or peak_concurrency, ctx, output_tokens, slo_ttft_ms, "
+                        "slo_tpot_ms, ...); replaces --dau/--peak-concurrency and --model")
     w.add_argument("--dau", type=number(min=0, max=1e10, min_open=True), default=None, metavar="USERS",
                    help="daily active users (or give --peak-concurrency)")
     w.add_argument("--requests-per-user", type=number(min=0, max=1e6, min_open=True),
@@ -146,6 +155,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     e.add_argument("--calibration", default=None, metavar="NAME",
                    help="plan with a saved calibration's fitted efficiencies (capacity "
                         "calibrate; default: spec-sheet figures)")
+    e.add_argument("--typical", default=None, metavar="ENGINE",
+                   help="without a calibration, plan with the engine's typical efficiency "
+                        "(data/engines.toml: vllm); the quote says so")
     e.add_argument("--price", action="append", default=[], metavar="GPU=VALUE",
                    help="price of one GPU per hour in --currency, replacing the catalog's "
                         "(repeatable: --price rtx-4090=2.5 --price h100-sxm=19)")
@@ -176,13 +188,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
     """PlanInputs from the command line."""
-    if args.dau is None and args.peak_concurrency is None:
-        raise InputError("give --dau (daily active users) or --peak-concurrency")
+    mix = getattr(args, "mix", None)
+    if args.dau is None and args.peak_concurrency is None and not mix:
+        raise InputError("give --dau (daily active users) or --peak-concurrency (or --mix)")
+    if mix and (args.dau is not None or args.peak_concurrency is not None):
+        raise InputError("--mix gives each workload's traffic: drop --dau/--peak-concurrency")
     if args.top < 1:
         raise InputError(f"--top must be >= 1, got {args.top}")
     wl = Workload(daily_active_users=args.dau, requests_per_user_per_day=args.requests_per_user,
                   peak_share=args.peak_share, peak_hours=args.peak_hours,
-                  peak_concurrency=args.peak_concurrency, context_tokens=args.ctx,
+                  # with --mix each workload brings its own traffic; this one is replaced
+                  peak_concurrency=1.0 if mix else args.peak_concurrency,
+                  context_tokens=args.ctx,
                   prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                   headroom=args.headroom)
     kv = _list(args.kv_dtypes)
@@ -215,6 +232,12 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
         price_overrides=tuple(overrides.items()), offers=offers)
+    if args.calibration and args.typical:
+        raise InputError("give --calibration or --typical, not both")
+    if args.typical:
+        from capacity.fit.planning import typical_efficiency, with_typical
+
+        return with_typical(inp, typical_efficiency(args.typical))
     if not args.calibration:
         return inp
     from capacity.fit.calibration import load
@@ -242,6 +265,7 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
     inp = p.inputs
     return {
         "model": inp.model, "currency": inp.currency, "evaluated": p.evaluated,
+        "basis": inp.basis,
         "peak_rate_per_s": p.peak_rate_per_s, "workload": asdict(inp.workload),
         "slo": asdict(inp.slo),
         "options": [option_record(i + 1, o) | {
@@ -301,9 +325,70 @@ def to_text(p: Plan, top: int, fmt: str = "text") -> str:
     return "\n".join(out) + "\n"
 
 
+def mix_text(m: MixPlan, top: int, fmt: str = "text") -> str:
+    """The ranked fleets of a mix, then the best fleet's workloads with their shares."""
+    md = fmt == "markdown"
+    out = [("# " if md else "") + f"Mix of {len(m.workloads)} workloads: "
+           + ", ".join(f"{w.name} ({w.inputs.model})" for w in m.workloads)]
+    cur = m.workloads[0].inputs.currency
+    if not m.fleets:
+        out.append("No GPU type serves every workload")
+    else:
+        out.append(("\n## " if md else "\n") + "Fleets (one GPU type, each workload on its "
+                   "own replicas)")
+        out.append(render(["#", "GPU", "GPUs paid", f"{cur}/month"],
+                          [[i + 1, f.gpu_name, f.paid_gpus, f.cost_per_month]
+                           for i, f in enumerate(m.fleets[:top])], fmt).rstrip("\n"))
+        best = m.fleets[0]
+        out.append(("\n## " if md else "\n") + f"Best fleet: {best.gpu_name}, by workload")
+        out.append(render(["workload", "option", "GPUs paid", f"{cur}/month", "share",
+                           f"{cur}/M tok", "TTFT ms", "TPOT ms"],
+                          [[p.name, p.option.label, p.option.paid_gpus,
+                            p.option.cost_per_month, f"{best.share(p):.0%}",
+                            p.option.cost_per_mtok, p.option.ttft_ms, p.option.tpot_ms]
+                           for p in best.parts], fmt).rstrip("\n"))
+    out += [f"- {g}: no option meets the SLOs of {', '.join(n)}" for g, n in m.short]
+    return "\n".join(out) + "\n"
+
+
+def mix_json(m: MixPlan, top: int) -> dict[str, Any]:
+    """The JSON interface of `capacity size --mix`."""
+    return {
+        "workloads": [{"name": w.name, "model": w.inputs.model,
+                       "workload": asdict(w.inputs.workload), "slo": asdict(w.inputs.slo)}
+                      for w in m.workloads],
+        "fleets": [{"rank": i + 1, "gpu": f.gpu, "gpus": f.n_gpus, "paid_gpus": f.paid_gpus,
+                    "cost_per_month": f.cost_per_month,
+                    "parts": [option_record(1, p.option) | {"workload": p.name,
+                                                             "share": f.share(p)}
+                              for p in f.parts]}
+                   for i, f in enumerate(m.fleets[:top])],
+        "short": [{"gpu": g, "workloads": list(n)} for g, n in m.short],
+    }
+
+
+def run_mix(args: argparse.Namespace, base: PlanInputs) -> int:
+    m = plan_mix(load_mix(args.mix, base))
+    if args.format == "json":
+        print(dumps(mix_json(m, args.top), indent=2))
+    elif args.format == "csv":
+        cols = ("workload", *COLUMNS, "share")
+        rows = ([option_record(1, p.option) | {"workload": p.name, "share": m.fleets[0].share(p)}
+                 for p in m.fleets[0].parts] if m.fleets else [])
+        print(render(list(cols), [[r[c] for c in cols] for r in rows], "csv"), end="")
+    else:
+        print(mix_text(m, args.top, args.format), end="")
+    if args.quote:
+        path = write_mix_quote(args.quote, m, lang=args.lang)
+        print(f"quote written to {path}", file=sys.stderr)
+    return 0 if m.fleets else 1
+
+
 def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
     inp = inputs_from_args(args)
+    if args.mix:
+        return run_mix(args, inp)
     p = plan(inp)
     sim = None
     if (args.simulate or args.quote) and p.best is not None:

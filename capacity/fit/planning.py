@@ -10,13 +10,23 @@ calibration, the edges widen its knobs by the spread of its held-out errors (as
 `capacity.fit.uncertainty.band` widens a prediction); without one, the slow edge is the
 typical real-engine efficiencies (`TYPICAL_RANGES`: low fractions, high overheads) and the fast
 edge the spec-sheet roofline, as the uncertainty band does.
+
+`with_typical` plans with an engine's typical efficiency when there is no calibration
+(data/engines.toml: values and ranges derived from the bundled published measurements and
+calibration, with the derivation in the file); its band spans the file's ranges.
 """
 
 from __future__ import annotations
 
+import math
+import tomllib
 from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
 
+from capacity import workspace
 from capacity.catalog.loader import Catalog
+from capacity.errors import CatalogError, InputError
 from capacity.fit.calibration import Calibration, PointKind
 from capacity.fit.uncertainty import TYPICAL_RANGES, _spread
 from capacity.plan.search import Option, PlanInputs, plan
@@ -24,7 +34,7 @@ from capacity.plan.search import Option, PlanInputs, plan
 
 def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
     """The inputs with the calibration's fitted knobs (those it has) and its name."""
-    changes: dict[str, object] = {"calibration": cal.name or "calibrated"}
+    changes: dict[str, object] = {"calibration": cal.name or "calibrated", "typical": ""}
     for name, field in (("eta_bw", "eta_bw"), ("step_overhead_ms", "step_overhead_ms"),
                         ("eff", "eff"), ("mfu", "mfu"),
                         ("prefill_overhead_ms", "prefill_overhead_ms"),
@@ -35,8 +45,94 @@ def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
     return replace(inp, **changes)  # type: ignore[arg-type]
 
 
+ENGINES_FILE = "engines.toml"
+TYPICAL_KNOBS: tuple[str, ...] = ("eta_bw", "eff", "mfu", "step_overhead_ms",
+                                  "prefill_overhead_ms")
+"""The knobs an engine's typical efficiency sets (fractions, then overheads in ms)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TypicalEfficiency:
+    """An engine's typical efficiency knobs and their ranges (data/engines.toml)."""
+
+    engine: str
+    name: str
+    typical: dict[str, float]
+    """Knob -> the value planned with (eta_bw, eff, mfu: fractions; overheads: ms)."""
+    low: dict[str, float]
+    high: dict[str, float]
+    """Knob -> the smallest and largest value seen (for overheads the slow edge is `high`)."""
+    source: str
+    as_of: str
+
+
+def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEfficiency]:
+    """Every [engine] table of an engines file."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{where}: {exc}") from None
+    out: dict[str, TypicalEfficiency] = {}
+    for key, raw in data.items():
+        typ: dict[str, float] = {}
+        lo: dict[str, float] = {}
+        hi: dict[str, float] = {}
+        try:
+            for knob in TYPICAL_KNOBS:
+                t, a, b = (float(raw[knob][x]) for x in ("typical", "low", "high"))
+                if not (math.isfinite(a) and math.isfinite(b) and 0 <= a <= t <= b):
+                    raise ValueError(f"{knob}: needs 0 <= low <= typical <= high")
+                if knob in ("eta_bw", "eff", "mfu") and not (0 < a and b <= 1):
+                    raise ValueError(f"{knob}: a fraction in (0, 1]")
+                typ[knob], lo[knob], hi[knob] = t, a, b
+            out[key] = TypicalEfficiency(engine=key, name=str(raw["name"]), typical=typ,
+                                         low=lo, high=hi, source=str(raw["source"]),
+                                         as_of=str(raw["as_of"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"{where} [{key}]: {exc} (needs name, source, as_of and "
+                               f"typical/low/high for {', '.join(TYPICAL_KNOBS)})") from None
+    return out
+
+
+@cache
+def _engines(path: Path) -> dict[str, TypicalEfficiency]:
+    return parse_engines(path.read_text(encoding="utf-8"), str(path))
+
+
+def engines() -> dict[str, TypicalEfficiency]:
+    """The engines with a typical efficiency: the catalog folder's engines.toml, else the
+    bundled one."""
+    for folder in (workspace.catalog_dir(), workspace.bundled_data_dir()):
+        path = folder / ENGINES_FILE
+        if path.is_file():
+            return _engines(path)
+    raise CatalogError(f"no {ENGINES_FILE} in {workspace.catalog_dir()}")
+
+
+def typical_efficiency(engine: str) -> TypicalEfficiency:
+    """One engine's typical efficiency (InputError naming the known engines)."""
+    known = engines()
+    key = engine.strip().lower()
+    if key not in known:
+        raise InputError(f"no typical efficiency for engine '{engine}' (known: "
+                         f"{', '.join(sorted(known))})")
+    return known[key]
+
+
+def with_typical(inp: PlanInputs, typ: TypicalEfficiency) -> PlanInputs:
+    """The inputs with the engine's typical efficiency knobs and its key (no calibration)."""
+    return replace(inp, calibration="", typical=typ.engine, **typ.typical)  # type: ignore[arg-type]
+
+
 def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, PlanInputs]:
-    """(slow, fast) inputs: the edges of the band around `inp`'s prediction."""
+    """(slow, fast) inputs: the edges of the band around `inp`'s prediction (with an engine's
+    typical efficiency and no calibration: that engine's ranges)."""
+    if cal is None and inp.typical:
+        typ = typical_efficiency(inp.typical)
+        fractions = ("eta_bw", "eff", "mfu")
+        slow_k = {k: (typ.low[k] if k in fractions else typ.high[k]) for k in TYPICAL_KNOBS}
+        fast_k = {k: (typ.high[k] if k in fractions else typ.low[k]) for k in TYPICAL_KNOBS}
+        return (replace(inp, **slow_k), replace(inp, **fast_k))  # type: ignore[arg-type]
     if cal is None:
         lo = {k: v[0] for k, v in TYPICAL_RANGES.items()}
         hi = {k: v[1] for k, v in TYPICAL_RANGES.items()}
@@ -67,7 +163,7 @@ class GpuBand:
     low: int | None
     high: int | None
     basis: str
-    """'calibrated' or 'spec-sheet'."""
+    """'calibrated', 'typical' or 'spec-sheet' (`PlanInputs.basis`)."""
 
 
 def _fewest(inp: PlanInputs, o: Option, catalog: Catalog | None) -> int | None:
@@ -83,4 +179,4 @@ def gpu_band(inp: PlanInputs, o: Option, cal: Calibration | None = None,
     slow, fast = band_edges(inp, cal)
     return GpuBand(n_gpus=o.n_gpus, low=_fewest(fast, o, catalog),
                    high=_fewest(slow, o, catalog),
-                   basis="calibrated" if cal is not None else "spec-sheet")
+                   basis="calibrated" if cal is not None else inp.basis)

@@ -143,6 +143,9 @@ class PlanInputs:
     calibration: str = ""
     """Name of the saved calibration these knobs come from ('' = spec-sheet figures);
     `capacity.fit.planning.with_calibration` sets knobs and name together."""
+    typical: str = ""
+    """Engine key (data/engines.toml) whose typical efficiency these knobs are, when there is
+    no calibration ('' = none); `capacity.fit.planning.with_typical` sets knobs and key."""
     memory_headroom: float = DEFAULT_HEADROOM
     """F8's headroom for the 'fits' (vs 'tight') memory verdict, apart from the load headroom."""
     price_overrides: tuple[tuple[str, float], ...] = ()
@@ -164,6 +167,14 @@ class PlanInputs:
                              f"got {self.growth_per_month}")
         if self.currency not in ("CNY", "USD"):
             raise InputError(f"unknown currency '{self.currency}'; use CNY or USD")
+
+
+    @property
+    def basis(self) -> str:
+        """What the speed figures (TTFT, TPOT, capacity, cost per M tokens) rest on:
+        'calibrated' (a saved calibration fitted to measurements), 'typical' (an engine's
+        typical efficiency) or 'spec-sheet' (the GPU's data sheet, no efficiency loss)."""
+        return "calibrated" if self.calibration else "typical" if self.typical else "spec-sheet"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,6 +228,12 @@ class Option:
     """GPUs of the N+1 spare replica (paid for in the costs, not serving: `PlanInputs.spare`)."""
     nodes: tuple[int, ...] = ()
     """GPUs per node of the deployment, the spare included (`NodeShape.layout`): each TP group in one node."""
+    node_gpus: int = 0
+    """GPUs per node of a per-node offer (the deployment is bought in whole nodes of this
+    size); 0 = priced per GPU."""
+    billed_gpus: int = 0
+    """GPUs paid for: serving + spare, rounded up to whole nodes with a per-node offer
+    (`paid_gpus`; 0 = not set, i.e. serving + spare)."""
     variants: tuple[tuple[str, str], ...] = ()
     """Equivalent configurations folded into this row, as (weight format, KV precision): same
     GPU, count and TP at the same cost per month, another format or KV precision."""
@@ -230,14 +247,29 @@ class Option:
         return not self.failures
 
     @property
+    def paid_gpus(self) -> int:
+        """GPUs in the costs: serving + spare, rounded up to whole nodes (per-node offer)."""
+        return self.billed_gpus or self.n_gpus + self.spare_gpus
+
+    @property
+    def idle_gpus(self) -> int:
+        """GPUs paid for in whole nodes that neither serve nor stand by as the spare."""
+        return self.paid_gpus - self.n_gpus - self.spare_gpus
+
+    @property
     def label(self) -> str:
         """'2 x RTX 4090 (TP=2), awq, fp16 KV'."""
         layout = f"TP={self.tp}" if self.replicas == 1 and self.tp > 1 else (
             f"{self.replicas} replicas" + (f" x TP={self.tp}" if self.tp > 1 else ""))
         par = f" ({layout})" if self.n_gpus > 1 else ""
         spare = f" + {self.spare_gpus} spare" if self.spare_gpus else ""
+        whole = ""
+        if self.node_gpus and self.idle_gpus:
+            k = self.paid_gpus // self.node_gpus
+            whole = (f", {k} node{'s' if k > 1 else ''} of {self.node_gpus} "
+                     f"({self.n_gpus + self.spare_gpus} used)")
         return (f"{self.n_gpus} x {self.gpu_name}{par}{spare}, {self.weights}, "
-                f"{self.kv_dtype} KV")
+                f"{self.kv_dtype} KV{whole}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -308,6 +340,8 @@ class _Units:
     prefill_ms: FloatArray
     step: StepModel
     price_per_hour: FloatArray
+    node_gpus: IntArray
+    """GPUs per node of a per-node offer (bought in whole nodes); 0 = priced per GPU."""
 
 
 def _tp_choices(model: Model, n_max: int, allow_tp: bool) -> list[int]:
@@ -351,7 +385,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     f_l: list[str] = []
     kv_l: list[str] = []
     cols: dict[str, list[float]] = {k: [] for k in (
-        "w", "cv", "usable", "fixed", "kvr", "pre", "bw", "fl", "ca", "cb", "price")}
+        "w", "cv", "usable", "fixed", "kvr", "pre", "bw", "fl", "ca", "cb", "price", "node")}
     kv_cache: dict[tuple[str, int], float] = {}
     for g in gpus:
         offer = offers.get(g.key)
@@ -359,9 +393,12 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
             offer.price_per_gpu_hour if offer else g.price_per_hour,
             offer.currency if offer else g.currency, inp.currency, inp.cny_per_usd))
         largest_node = node_shape(g.key).max_gpus_per_node
+        # a per-node offer (and no entered per-GPU price) is bought in whole nodes of its size
+        whole_node = (offer.gpus_per_node if offer is not None and offer.per == "node"
+                      and g.key not in prices else 0)
         for tp in tps:
-            if tp > largest_node:  # a TP group stays inside one node
-                continue
+            if tp > largest_node or (whole_node and whole_node % tp):
+                continue  # a TP group stays inside one node
             comm_fixed, comm_per_seq = comm_coefficients_ms(model, g, tp)
             comm_prompt = float(tp_comm_ms(model, g, tp, float(wl.prompt)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
@@ -388,7 +425,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes),
                             ("kvr", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
                             ("fl", tflops_per_replica), ("ca", comm_fixed), ("cb", comm_per_seq),
-                            ("price", price)):
+                            ("price", price), ("node", whole_node)):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp_a = np.asarray(tp_l, dtype=np.int64)
@@ -402,7 +439,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
-                   step=step, price_per_hour=a["price"])
+                   step=step, price_per_hour=a["price"],
+                   node_gpus=a["node"].astype(np.int64))
     return model, variants, units
 
 
@@ -502,7 +540,9 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     price = u.price_per_hour[idx]
     # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving
     spare = u.tp[idx] if inp.spare else np.zeros_like(n)
-    billed = n + spare
+    # whole-node pricing: with a per-node offer, serving + spare GPUs round up to whole nodes
+    node = u.node_gpus[idx]
+    billed = np.where(node > 0, np.ceil((n + spare) / np.maximum(node, 1)) * node, n + spare)
     month = price * billed * HOURS_PER_MONTH
     mem_c = np.ceil(design_c - 1e-9)
     fails_memory = (c_vram < 1) | (mem_c > c_vram)
@@ -553,7 +593,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             utilization=float(design.utilization[j]), memory_verdict=MemoryVerdict(str(verdict[j])),
             price_per_hour=float(price[j]), currency=inp.currency,
             cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
-            spare_gpus=int(spare[j]),
+            spare_gpus=int(spare[j]), node_gpus=int(node[j]), billed_gpus=int(billed[j]),
             cost_per_mtok=float(cpm_cap[j]),
             failures=fails, binding=names[int(bind_i[j])],
             binding_ratio=float(ratios[int(bind_i[j]), j]),
@@ -573,17 +613,21 @@ def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
     """One row per deployment: options on the same GPU with the same count and TP (so the same
     cost per month) that differ only in weight format or KV precision collapse into the
     best-ranked one (lowest cost per M tokens, then most headroom by the rank key), which names
-    the others in `variants`; each kept row gets its node layout."""
+    the others in `variants`; each kept row gets its node layout. With whole-node pricing, the
+    same GPU and TP on the same paid nodes is one deployment too: fewer GPUs used in the same
+    nodes cost as much and serve less, so the best-ranked count stands for them."""
     groups: dict[tuple[str, int, int], list[Option]] = {}
     for o in ranked:
-        groups.setdefault((o.gpu, o.n_gpus, o.tp), []).append(o)
+        groups.setdefault((o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp), []).append(o)
     out = []
     for o in ranked:
-        twins = groups[(o.gpu, o.n_gpus, o.tp)]
+        twins = groups[(o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp)]
         if twins[0] is not o:
             continue
-        out.append(replace(o, nodes=node_shape(o.gpu).layout(o.n_gpus + o.spare_gpus, o.tp),
-                           variants=tuple((x.weights, x.kv_dtype) for x in twins[1:])))
+        nodes = ((o.node_gpus,) * (o.paid_gpus // o.node_gpus) if o.node_gpus
+                 else node_shape(o.gpu).layout(o.n_gpus + o.spare_gpus, o.tp))
+        out.append(replace(o, nodes=nodes, variants=tuple(
+            (x.weights, x.kv_dtype) for x in twins[1:] if x.n_gpus == o.n_gpus)))
     return out
 
 

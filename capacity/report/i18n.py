@@ -957,6 +957,52 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_load_none": ("TTFT and aggregate tok/s: roofline without queueing (no output length or "
                     "arrival rate to model the load with).",
                     "首字延迟与总吞吐：不含排队的屋顶线（没有可用于负载建模的输出长度或请求速率）。"),
+    # issue 13, second pass (whole nodes, typical efficiency, mixes)
+    "lbl_whole_nodes": (", {k} node(s) of {g} ({used} used)", ",{k} 个 {g} 卡节点(用 {used} 张)"),
+    "quote_basis_typical": ("typical {engine} efficiency (no calibration)",
+                            "{engine} 典型效率(未校准)"),
+    "quote_basis_per_figure": ("TTFT, TPOT, capacity and cost per M tokens: {speed}; memory: "
+                               "catalog sizes (spec-sheet); cost per month: the prices below",
+                               "首字延迟、每 token 时间、容量与每百万 token 成本:{speed};"
+                               "显存:目录中的规格表数值;每月成本:下列价格"),
+    "quote_eff_typical": ("Efficiency: typical {engine} figures, bandwidth efficiency {eta:.2f}, "
+                          "decode compute eff {eff:.2f}, prefill MFU {mfu:.2f}, {p0:.1f} ms per "
+                          "prefill (data/engines.toml: derived from the published vLLM "
+                          "measurements this project ships)",
+                          "效率:{engine} 典型数值,带宽效率 {eta:.2f},decode 算力效率 {eff:.2f},"
+                          "prefill MFU {mfu:.2f},每次预填充 {p0:.1f} ms(data/engines.toml:由本项目附带的"
+                          "公开 vLLM 实测数据推得)"),
+    "typical_engine": ("typical {engine} efficiency (no calibration)", "{engine} 典型效率(未校准)"),
+    "mix_title": ("Capacity quote: a mix of {n} workloads on one fleet",
+                  "容量报价:{n} 个工作负载共用一个集群"),
+    "mix_rule": ("Each workload is sized on its own replicas of the fleet's GPU (replicas are "
+                 "not shared between models); the fleet is their sum, and each workload's "
+                 "share is its part of the cost per month.",
+                 "每个工作负载在集群同型号 GPU 上按自己的副本单独测算(不同模型之间不共享副本);"
+                 "集群为其总和,各工作负载的占比为其每月成本所占份额。"),
+    "mix_none": ("No GPU type serves every workload within the limits.",
+                 "没有一种 GPU 型号能在限制内服务所有工作负载。"),
+    "mix_short": ("{gpu}: no option meets the SLOs of {names}.", "{gpu}:没有方案满足 {names} 的 SLO。"),
+    "mix_fleet": ("Recommended fleet: {n} x {gpu}, {cost} per month",
+                  "推荐集群:{n} 张 {gpu},每月 {cost}"),
+    "mix_workload": ("Workload", "工作负载"),
+    "mix_gpus": ("GPUs paid", "计费卡数"),
+    "mix_gpu": ("GPU", "GPU"),
+    "mix_share": ("Share", "占比"),
+    "mix_total": ("Fleet", "集群合计"),
+    "mix_others": ("Other fleets (cheapest first)", "其他集群(按成本从低到高)"),
+    "mix_part": ("Workload: {name}", "工作负载:{name}"),
+    "mix_add": ("Mix: more workloads on the same fleet", "混合:同一集群上的更多工作负载"),
+    "mix_help": ("The inputs above are the first workload. Each added workload has its own "
+                 "model, traffic and SLOs and shares the peak window, headroom, GPUs, prices and "
+                 "efficiency basis above; each is sized on its own replicas of one GPU type.",
+                 "上面的输入是第一个工作负载。每个新增工作负载有自己的模型、流量和 SLO,"
+                 "并沿用上面的高峰时段、余量、GPU、价格和效率依据;各自在同一型号 GPU 上"
+                 "按自己的副本测算。"),
+    "mix_n": ("Workloads to add", "新增工作负载数"),
+    "mix_first": ("main", "主负载"),
+    "mix_quote_md": ("Mix quote (Markdown)", "混合报价(Markdown)"),
+    "mix_quote_pdf": ("Mix quote (PDF)", "混合报价(PDF)"),
 }
 
 _INDEX: Final = {lang: i for i, lang in enumerate(LANGS)}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +23,12 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.nodes import node_shape
 from capacity.errors import InputError
 from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
+from capacity.plan.mix import MixPlan
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     Option,
     Plan,
+    PlanInputs,
     Reason,
     Rejection,
     Slo,
@@ -84,7 +86,9 @@ def option_label(o: Option, lang: str) -> str:
         par = "(" + t("lbl_replicas", lang, r=o.replicas) + (
             f" x TP={o.tp}" if o.tp > 1 else "") + ")"
     spare = t("lbl_spare", lang, n=o.spare_gpus) if o.spare_gpus else ""
-    return f"{o.n_gpus} x {o.gpu_name}{par}{spare},{o.weights},{o.kv_dtype} KV"
+    whole = (t("lbl_whole_nodes", lang, k=o.paid_gpus // o.node_gpus, g=o.node_gpus,
+               used=o.n_gpus + o.spare_gpus) if o.node_gpus and o.idle_gpus else "")
+    return f"{o.n_gpus} x {o.gpu_name}{par}{spare},{o.weights},{o.kv_dtype} KV{whole}"
 
 
 def fix_text(f: Fix, tp: int, lang: str) -> str:
@@ -142,6 +146,21 @@ def fmt_ms(x: float) -> str:
 
 
 _money, _ms = fmt_money, fmt_ms
+
+
+def basis_text(inp: PlanInputs, lang: str) -> str:
+    """Which basis each figure uses: the speed figures (TTFT, TPOT, capacity, cost per M
+    tokens) are calibrated (fitted to measured points), an engine's typical efficiency, or
+    spec-sheet; memory comes from the catalog's sizes, cost per month from the prices."""
+    if inp.calibration:
+        speed = t("quote_basis_cal", lang, name=inp.calibration)
+    elif inp.typical:
+        from capacity.fit.planning import typical_efficiency
+
+        speed = t("quote_basis_typical", lang, engine=typical_efficiency(inp.typical).name)
+    else:
+        speed = t("quote_basis_spec", lang)
+    return t("quote_basis_per_figure", lang, speed=speed)
 
 
 def headline_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
@@ -250,9 +269,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
         b.append(Para(t("quote_none", lang)))
     else:
         rec = _option_rows(plan, best, lang)
-        basis = (t("quote_basis_cal", lang, name=inp.calibration) if inp.calibration
-                 else t("quote_basis_spec", lang))
-        rec.insert(1, (t("quote_basis", lang), basis))
+        rec.insert(1, (t("quote_basis", lang), basis_text(inp, lang)))
         if band is not None:
             more = t("quote_band_more", lang, n=inp.max_gpus)
             lo = more if band[0] is None else str(band[0])
@@ -330,13 +347,24 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                             date=g.price_as_of)))
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=inp.max_num_seqs)),
-          Para(t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu) if not inp.calibration else
-               t("quote_eff_cal", lang, name=inp.calibration, eta=inp.eta_bw, eff=inp.eff,
-                 t0=inp.step_overhead_ms, mfu=inp.mfu, p0=inp.prefill_overhead_ms)),
+          Para(_eff_text(inp, lang)),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
           Para("**" + t("quote_estimate", lang) + "**")]
     return b
+
+
+def _eff_text(inp: PlanInputs, lang: str) -> str:
+    if inp.calibration:
+        return t("quote_eff_cal", lang, name=inp.calibration, eta=inp.eta_bw, eff=inp.eff,
+                 t0=inp.step_overhead_ms, mfu=inp.mfu, p0=inp.prefill_overhead_ms)
+    if inp.typical:
+        from capacity.fit.planning import typical_efficiency
+
+        typ = typical_efficiency(inp.typical)
+        return t("quote_eff_typical", lang, engine=typ.name, eta=inp.eta_bw, eff=inp.eff,
+                 mfu=inp.mfu, p0=inp.prefill_overhead_ms)
+    return t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu)
 
 
 def _md_cell(text: str) -> str:
@@ -394,6 +422,15 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
     a (path, index) pair uses it, None/False forces the fallback. Without a CJK font a Chinese
     quote falls back to English with a note; English uses the core Helvetica font (catalog
     names are ASCII)."""
+    return blocks_pdf(lambda lg: quote_blocks(plan, lang=lg, simulation=simulation,
+                                              catalog=catalog, today=today, link=link,
+                                              band=band), lang=lang, cjk_font=cjk_font)
+
+
+def blocks_pdf(make: Callable[[str], list[Block]], *, lang: str = "en",
+               cjk_font: tuple[Path, int] | None | bool = True) -> bytes:
+    """PDF bytes of the blocks `make(lang)` returns (the language after the font fallback:
+    see `quote_pdf`)."""
     from fpdf import FPDF
     from fpdf.enums import XPos, YPos
 
@@ -403,8 +440,7 @@ def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = 
         lang, note = "en", t("quote_no_cjk", "en")
     if lang == "en":
         font = None  # the core font is enough for English and keeps the file small
-    blocks = quote_blocks(plan, lang=lang, simulation=simulation, catalog=catalog, today=today,
-                          link=link, band=band)
+    blocks = make(lang)
     pdf = FPDF(orientation="P", unit="mm", format="A4")
     pdf.set_auto_page_break(auto=True, margin=15)
     pdf.set_margins(15, 15, 15)
@@ -471,4 +507,73 @@ def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
     else:
         p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog,
                                     link=link, band=band), encoding="utf-8")
+    return p
+
+
+def mix_quote_blocks(mix: MixPlan, *, lang: str = "en", catalog: Catalog | None = None,
+                     today: dt.date | None = None) -> list[Block]:
+    """The quote of a mix (`capacity.plan.mix`): the recommended fleet with each workload's
+    deployment and share of its cost, then each workload's own quote on the fleet's GPU
+    (inputs, recommendation, capacity table, assumptions)."""
+    if lang not in LANGS:
+        raise InputError(f"quote language must be one of {', '.join(LANGS)}, got '{lang}'")
+    date = (today or dt.date.today()).isoformat()
+    cat = catalog or default_catalog()
+    b: list[Block] = [Heading(t("mix_title", lang, n=len(mix.workloads))),
+                      Para(t("quote_prepared", lang, date=date)),
+                      Para(t("mix_rule", lang))]
+    fleet = mix.best
+    if fleet is None:
+        b.append(Para(t("mix_none", lang)))
+        b += [Para(t("mix_short", lang, gpu=cat.gpu(g).name, names=", ".join(n)))
+              for g, n in mix.short]
+        return b
+    cur = fleet.parts[0].plan.inputs.currency
+    b.append(Heading(t("mix_fleet", lang, gpu=fleet.gpu_name, n=fleet.paid_gpus,
+                       cost=fmt_money(fleet.cost_per_month, cur))))
+    q = {p.plan.inputs.slo.quantile * 100 for p in fleet.parts}
+    # one percentile for every workload (the usual case) goes in the header; else each row's
+    head_q = next(iter(q)) if len(q) == 1 else None
+    rows = tuple(
+        (p.name, p.plan.model_name, option_label(p.option, lang), str(p.option.paid_gpus),
+         fmt_money(p.option.cost_per_month, cur), f"{fleet.share(p):.0%}",
+         fmt_money(p.option.cost_per_mtok, cur),
+         fmt_ms(p.option.ttft_ms) + ("" if head_q else f" (p{p.plan.inputs.slo.quantile * 100:g})"),
+         fmt_ms(p.option.tpot_ms) + ("" if head_q else f" (p{p.plan.inputs.slo.quantile * 100:g})"))
+        for p in fleet.parts)
+    total = (t("mix_total", lang), "", "", str(fleet.paid_gpus),
+             fmt_money(fleet.cost_per_month, cur), "100%", "", "", "")
+    b.append(Table((t("mix_workload", lang), t("quote_model", lang), t("quote_config", lang),
+                    t("mix_gpus", lang), t("fig_month", lang), t("mix_share", lang),
+                    t("fig_mtok", lang),
+                    t("fig_col_ttft", lang, q=head_q) if head_q else "TTFT",
+                    t("fig_col_tpot", lang, q=head_q) if head_q else "TPOT"), (*rows, total)))
+    others = mix.fleets[1:4]
+    if others:
+        b.append(Heading(t("mix_others", lang)))
+        b.append(Table((t("mix_gpu", lang), t("mix_gpus", lang), t("fig_month", lang)), tuple(
+            (f.gpu_name, str(f.paid_gpus), fmt_money(f.cost_per_month, cur)) for f in others)))
+    for g, names in mix.short:
+        b.append(Para(t("mix_short", lang, gpu=cat.gpu(g).name, names=", ".join(names))))
+    for p in fleet.parts:
+        b.append(Heading(t("mix_part", lang, name=p.name)))
+        b += quote_blocks(p.plan, lang=lang, catalog=cat, today=today)[2:]
+    return b
+
+
+def write_mix_quote(path: str | Path, mix: MixPlan, *, lang: str = "en",
+                    catalog: Catalog | None = None, today: dt.date | None = None) -> Path:
+    """Write a mix's quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in (".md", ".markdown", ".pdf"):
+        raise InputError(f"quote file '{p.name}' must end in .md or .pdf")
+    if not p.parent.exists():
+        raise InputError(f"folder '{p.parent}' does not exist; create it or choose another path")
+    if suffix == ".pdf":
+        p.write_bytes(blocks_pdf(lambda lg: mix_quote_blocks(mix, lang=lg, catalog=catalog,
+                                                             today=today), lang=lang))
+    else:
+        p.write_text(render_markdown(mix_quote_blocks(mix, lang=lang, catalog=catalog,
+                                                      today=today)), encoding="utf-8")
     return p

@@ -334,7 +334,8 @@ class PlannerState:
     util: float = DEFAULT_UTIL
     mfu: float = DEFAULT_MFU
     cal: str = ""
-    """A saved calibration's name ('' = spec-sheet figures)."""
+    """A saved calibration's name, or 'typical:ENGINE' for an engine's typical efficiency
+    (data/engines.toml); '' = spec-sheet figures."""
     spare: int = 0
     """1: an N+1 spare replica per option."""
     growth: float = 0.0
@@ -381,6 +382,10 @@ class PlannerState:
             mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth)
         if not self.cal:
             return inp
+        if self.cal.startswith(TYPICAL_PREFIX):
+            from capacity.fit.planning import typical_efficiency, with_typical
+
+            return with_typical(inp, typical_efficiency(self.cal.removeprefix(TYPICAL_PREFIX)))
         from capacity.fit.calibration import load  # scipy: only when calibrated
         from capacity.fit.planning import with_calibration
 
@@ -388,6 +393,8 @@ class PlannerState:
 
 
 DEFAULT_PLANNER = PlannerState()
+TYPICAL_PREFIX = "typical:"
+"""`PlannerState.cal` for an engine's typical efficiency: 'typical:vllm'."""
 
 PLANNER_PCTS: tuple[int, ...] = (50, 75, 90, 95, 99)
 """The SLO percentiles the Planner offers."""
@@ -424,7 +431,8 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
         tp=int(inp.allow_tp), cur=inp.currency, fx=inp.cny_per_usd,
         prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
-        mfu=inp.mfu, cal=inp.calibration, spare=int(inp.spare),
+        mfu=inp.mfu, cal=inp.calibration or (TYPICAL_PREFIX + inp.typical if inp.typical
+                                             else ""), spare=int(inp.spare),
         growth=inp.growth_per_month)
 
 
@@ -483,6 +491,12 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
                 raise ValueError("currency must be CNY or USD")
             return raw.upper()
         if name == "cal":
+            if raw.startswith(TYPICAL_PREFIX):
+                from capacity.fit.planning import engines
+
+                if raw.removeprefix(TYPICAL_PREFIX) not in engines():
+                    raise ValueError("not an engine with a typical efficiency")
+                return raw
             if raw and (raw.startswith(".") or not all(c.isalnum() or c in "-_." for c in raw)):
                 raise ValueError("a calibration name holds only letters, digits, '-', '_', '.'")
             if raw:
