@@ -69,33 +69,56 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
     c3.number_input(T("m_sim_speedup"), min_value=0.1, max_value=100.0, step=1.0,
                     key="m_sim_speedup", help=T("m_sim_speedup_help"))
     running_sim = ms.sim()
+
+    def use(s: SimServer) -> None:
+        """Point the form at a simulated endpoint (its URL, model, GPU and price)."""
+        st.session_state[ms.SIM] = s
+        g = cat.gpu(s.gpu)
+        st.session_state.update({
+            "m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
+            "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
+            "m_label": f"sim-{s.gpu}"})
+        st.session_state.pop(ms.CONNECT, None)
+
+    if running_sim is not None and st.session_state.pop("measure_sim_reattached", False):
+        use(running_sim)  # a tab opened after the one that started it: carry on with it
+        st.info(T("m_sim_reattached", url=running_sim.base_url))
     if running_sim is None:
         if st.button(T("m_sim_start"), key="m_sim_start", type="primary"):
             try:
-                s = SimServer.start(st.session_state["m_sim_model"],
-                                    st.session_state["m_sim_gpu"],
-                                    speedup=float(st.session_state["m_sim_speedup"]),
-                                    cwd=ms.REPO_ROOT)
+                model, gpu = st.session_state["m_sim_model"], st.session_state["m_sim_gpu"]
+                speedup = float(st.session_state["m_sim_speedup"])
+                s = ms.SIMS.find(model, gpu, speedup) or ms.SIMS.add(
+                    SimServer.start(model, gpu, speedup=speedup, cwd=ms.REPO_ROOT))
             except CapacityError as exc:
                 st.error(T("m_error", msg=str(exc)))
             else:
-                st.session_state[ms.SIM] = s
-                g = cat.gpu(s.gpu)
-                st.session_state.update({
-                    "m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
-                    "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
-                    "m_label": f"sim-{s.gpu}"})
-                st.session_state.pop(ms.CONNECT, None)
+                use(s)
                 st.rerun()
     else:
         st.success(T("m_sim_running", url=running_sim.base_url, model=running_sim.model,
                      gpu=running_sim.gpu, speedup=running_sim.speedup))
         if st.button(T("m_sim_stop"), key="m_sim_stop"):
+            ms.SIMS.stop(running_sim.proc.pid)
             running_sim.stop()
             st.session_state.pop(ms.SIM, None)
             st.rerun()
+    others = [s for s in ms.SIMS.running() if s is not running_sim]
+    if others:  # started by this app from other tabs (or earlier): use one, or stop it
+        st.markdown(f"**{T('m_sims')}**")
+        for s in others:
+            pid = s.proc.pid
+            r1, r2, r3 = st.columns([6, 1, 1])
+            r1.caption(T("m_sim_row", model=s.model, gpu=s.gpu, url=s.base_url,
+                         speedup=s.speedup, pid=pid))
+            if r2.button(T("m_sim_use"), key=f"m_sim_use_{pid}"):
+                use(s)
+                st.rerun()
+            if r3.button(T("m_sim_stop_one"), key=f"m_sim_stop_{pid}"):
+                ms.SIMS.stop(pid)
+                st.rerun()
 
-sim_urls = [s.base_url] if (s := ms.sim()) is not None else []
+sim_urls = [s.base_url for s in ms.SIMS.running()]  # the simulators this app started
 
 # -- the endpoint ---------------------------------------------------------------------------
 st.subheader(T("m_endpoint"))

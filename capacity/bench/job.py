@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -521,6 +522,50 @@ class SimServer:
     def stop(self, grace_s: float = 5.0) -> None:
         _stop_process(self.proc, grace_s)
         self.log_path.unlink(missing_ok=True)
+
+
+class SimRegistry:
+    """The simulated endpoints this process started, by pid, newest last: they outlive the
+    browser tab that started them (the app stops them when it exits), so a page opened later
+    reattaches to one (`latest`, `find`) or lists and stops them instead of starting another.
+    Entries whose process has ended are dropped on every read. Thread-safe (a Streamlit server
+    runs each session's script in its own thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_pid: dict[int, SimServer] = {}
+
+    def add(self, server: SimServer) -> SimServer:
+        with self._lock:
+            self._by_pid[server.proc.pid] = server
+        return server
+
+    def running(self) -> list[SimServer]:
+        """The live ones, oldest first (ended ones are forgotten)."""
+        with self._lock:
+            for pid in [p for p, s in self._by_pid.items() if not s.running]:
+                del self._by_pid[pid]
+            return list(self._by_pid.values())
+
+    def latest(self) -> SimServer | None:
+        live = self.running()
+        return live[-1] if live else None
+
+    def find(self, model: str, gpu: str, speedup: float) -> SimServer | None:
+        """A live one with this configuration (the newest), None if there is none."""
+        return next((s for s in reversed(self.running())
+                     if (s.model, s.gpu, s.speedup) == (model, gpu, speedup)), None)
+
+    def stop(self, pid: int, grace_s: float = 5.0) -> None:
+        """Stop the one with this pid and forget it (nothing when there is none)."""
+        with self._lock:
+            server = self._by_pid.pop(pid, None)
+        if server is not None:
+            server.stop(grace_s)
+
+    def stop_all(self, grace_s: float = 5.0) -> None:
+        for s in self.running():
+            self.stop(s.proc.pid, grace_s)
 
 
 # ---------------------------------------------------------------------------------------------
