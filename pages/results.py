@@ -56,6 +56,14 @@ def num(v: float | None) -> str:
     return "0" if abs(v) < 1e-6 else f"{v:.4g}"
 
 
+def knob(v: float | None) -> str:
+    """A knob's value: 3 significant digits, '0' below 0.0005 (a fitted overhead of 1e-6 ms is
+    none), '-' when there is none."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return "0" if abs(v) < 5e-4 else f"{v:.3g}"
+
+
 def pct(v: float | None) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
 
@@ -78,9 +86,8 @@ inputs_desc = ""
 cal_default = "calibration"
 default_model, default_gpu = DEFAULT_MODEL, DEFAULT_GPU
 compare: list[tuple[str, pd.DataFrame]] = []
-fit_points: list[MeasuredPoint] | None = None
+fit_points: list[MeasuredPoint] | None = None  # what Fit uses: every chosen run's points
 fit_desc = ""
-"""What Fit uses: every chosen run's points (None: the points shown)."""
 
 if source == "run":
     st.subheader(T("r_runs"))
@@ -300,8 +307,8 @@ if isinstance(fitted, calib.Calibration):
             st.success(T("r_saved", path=str(path)))
     knob_words = {n: T("r_knob_" + n) for n in calib.KNOBS}
     st.markdown(f"**{T('r_knobs', name=fitted.name)}**")
-    st.dataframe(pd.DataFrame([{T("r_col_knob"): knob_words[r.knob], T("r_col_spec"): num(r.spec),
-                                T("r_col_fitted"): num(r.fitted), T("r_col_std"): num(r.std)}
+    st.dataframe(pd.DataFrame([{T("r_col_knob"): knob_words[r.knob], T("r_col_spec"): knob(r.spec),
+                                T("r_col_fitted"): knob(r.fitted), T("r_col_std"): num(r.std)}
                                for r in calib.knob_rows(fitted, scenario)]),
                  hide_index=True, width="stretch")
     st.dataframe(pd.DataFrame([{T("r_col_metric"): r.kind.upper(), T("r_col_spec"): pct(r.spec),

@@ -42,6 +42,7 @@ def test_runs_can_be_emptied_and_fit_uses_only_the_chosen(two_runs: tuple[str, s
     at.run()
     first = at.multiselect(key="r_pick").value  # one run (the newest), on a first visit
     assert len(first) == 1
+    assert "What Fit uses" not in texts(at)  # no stray string drawn by Streamlit's magic
     assert at.text_input(key="r_cal_name").value == {old: "sweep-a", new: "sweep-b"}[first[0]]
     # emptied: it stays empty (no snap-back to the newest run) and the page says what to do
     at.multiselect(key="r_pick").set_value([]).run()

@@ -451,10 +451,16 @@ def error_rows(cal: Calibration) -> list[ErrorRow]:
     return out
 
 
-def _cell(v: float | None, pct: bool = False) -> str:
+def _cell(v: float | None, pct: bool = False, knob: bool = False) -> str:
+    """A report cell: a percentage, a knob (3 significant digits, 0 below 0.0005: a fitted
+    overhead of 1e-6 ms is none) or a number (4 significant digits); '-' for none."""
     if v is None or not math.isfinite(v):
         return "-"
-    return f"{v:.1%}" if pct else ("0" if abs(v) < 1e-6 else f"{v:.4g}")
+    if pct:
+        return f"{v:.1%}"
+    if knob:
+        return "0" if abs(v) < 5e-4 else f"{v:.3g}"
+    return "0" if abs(v) < 1e-6 else f"{v:.4g}"
 
 
 def report_markdown(cal: Calibration, base: Scenario, *,
@@ -472,7 +478,8 @@ def report_markdown(cal: Calibration, base: Scenario, *,
     lines = [f"# {w['title']}", "", w["basis"], "",
              f"| {w['knob']} | {w['spec']} | {w['fitted']} | {w['std']} |",
              "|---|---:|---:|---:|"]
-    lines += [f"| {w.get(r.knob, r.knob)} | {_cell(r.spec)} | {_cell(r.fitted)} | "
+    lines += [f"| {w.get(r.knob, r.knob)} | {_cell(r.spec, knob=True)} | "
+              f"{_cell(r.fitted, knob=True)} | "
               f"{_cell(r.std)} |" for r in knob_rows(cal, base)]
     lines += ["", f"## {w['errors']}", "",
               f"| {w['metric']} | {w['spec']} | {w['fitted']} | {w['held_out']} |",

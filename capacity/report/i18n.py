@@ -972,11 +972,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_report_title": ("Calibration '{name}'", "校准“{name}”"),
     "r_report_basis": ("{model} on {gpu}; fitted on: {inputs}", "{model}，{gpu}；拟合数据：{inputs}"),
     "r_report_errors": ("Median |error|", "误差绝对值中位数"),
-    "m_prompt_list": ("Prompt characters (one run per length)", "提示字符数（每个长度一次运行）"),
+    "m_prompt_list": ("Prompt lengths, chars", "提示长度（字符）"),
     "m_prompt_list_help": ("A comma list, e.g. 1000,8000: one run per length, one after the "
                            "other, each under the label plus '-p' and the length.",
                            "逗号分隔，例如 1000,8000：每个长度依次运行一次，标签为原标签加 “-p” 和长度。"),
-    "m_rate": ("Request rate, req/s (0: closed loop)", "请求速率，次/秒（0：闭环）"),
+    "m_rate": ("Request rate, req/s", "请求速率（次/秒）"),
     "m_rate_help": ("0 keeps a closed loop of C clients; a rate sends Poisson arrivals at that "
                     "rate, capped by each level's concurrency (capacity bench --request-rate).",
                     "0 表示 C 个客户端的闭环；填入速率则按该速率泊松到达，受各档并发上限约束"
