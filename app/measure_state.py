@@ -21,7 +21,7 @@ import streamlit as st
 import capacity
 from app import cache
 from capacity import workspace
-from capacity.bench.job import BenchJob, SimServer
+from capacity.bench.job import BenchJob, SimRegistry, SimServer
 from capacity.bench.store import RunStore
 from capacity.fit import calibration as calib
 from capacity.fit.measured import MeasuredPoint
@@ -40,6 +40,9 @@ JOB = "measure_job"
 SIM = "measure_sim"
 CONNECT = "measure_connect"
 FITTED = "results_fitted_calibration"
+SIMS = SimRegistry()
+"""The simulated endpoints this app started, shared by every browser session of the process: a
+tab opened after another closed reattaches to a running one instead of starting a second."""
 REPO_ROOT = Path(capacity.__file__).resolve().parent.parent
 """The working folder of the background runs: where `python -m capacity` imports this package."""
 
@@ -60,8 +63,19 @@ def job() -> BenchJob | None:
 
 
 def sim() -> SimServer | None:
+    """This session's simulated endpoint; on a session's first look, the one this app started
+    most recently and still runs (reattached: the tab that started it may be gone)."""
     s = st.session_state.get(SIM)
-    return s if isinstance(s, SimServer) and s.running else None
+    if isinstance(s, SimServer) and s.running:
+        return s
+    if "measure_sim_looked" not in st.session_state:
+        st.session_state["measure_sim_looked"] = True
+        found = SIMS.latest()
+        if found is not None:
+            st.session_state[SIM] = found
+            st.session_state["measure_sim_reattached"] = True
+            return found
+    return None
 
 
 def _stamp(root: Path) -> tuple[float, ...]:

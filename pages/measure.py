@@ -21,6 +21,8 @@ from capacity.bench.job import (
     connect_check,
     measure_guard,
     parse_levels,
+    parse_prompt_chars,
+    per_prompt,
 )
 from capacity.errors import CapacityError
 from capacity.model.cost import CURRENCIES
@@ -52,7 +54,7 @@ elif guard.allow_hosts is not None:
     st.caption(T("m_loopback_only"))
 
 defaults = {"m_base_url": "http://127.0.0.1:8000/v1", "m_model": "", "m_levels": "1,4,16",
-            "m_requests": 32, "m_prompt_chars": 2000, "m_max_tokens": 64, "m_label": "measure",
+            "m_requests": 32, "m_prompts": "2000", "m_rate": 0.0, "m_max_tokens": 64, "m_label": "measure",
             "m_slo_ttft": 0.0, "m_slo_tpot": 0.0, "m_gpu": DEFAULT_GPU, "m_gpus": 1,
             "m_price": cat.gpu(DEFAULT_GPU).price_per_hour,
             "m_currency": cat.gpu(DEFAULT_GPU).currency, "m_predict": DEFAULT_MODEL,
@@ -69,33 +71,56 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
     c3.number_input(T("m_sim_speedup"), min_value=0.1, max_value=100.0, step=1.0,
                     key="m_sim_speedup", help=T("m_sim_speedup_help"))
     running_sim = ms.sim()
+
+    def use(s: SimServer) -> None:
+        """Point the form at a simulated endpoint (its URL, model, GPU and price)."""
+        st.session_state[ms.SIM] = s
+        g = cat.gpu(s.gpu)
+        st.session_state.update({
+            "m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
+            "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
+            "m_label": f"sim-{s.gpu}"})
+        st.session_state.pop(ms.CONNECT, None)
+
+    if running_sim is not None and st.session_state.pop("measure_sim_reattached", False):
+        use(running_sim)  # a tab opened after the one that started it: carry on with it
+        st.info(T("m_sim_reattached", url=running_sim.base_url))
     if running_sim is None:
         if st.button(T("m_sim_start"), key="m_sim_start", type="primary"):
             try:
-                s = SimServer.start(st.session_state["m_sim_model"],
-                                    st.session_state["m_sim_gpu"],
-                                    speedup=float(st.session_state["m_sim_speedup"]),
-                                    cwd=ms.REPO_ROOT)
+                model, gpu = st.session_state["m_sim_model"], st.session_state["m_sim_gpu"]
+                speedup = float(st.session_state["m_sim_speedup"])
+                s = ms.SIMS.find(model, gpu, speedup) or ms.SIMS.add(
+                    SimServer.start(model, gpu, speedup=speedup, cwd=ms.REPO_ROOT))
             except CapacityError as exc:
                 st.error(T("m_error", msg=str(exc)))
             else:
-                st.session_state[ms.SIM] = s
-                g = cat.gpu(s.gpu)
-                st.session_state.update({
-                    "m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
-                    "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
-                    "m_label": f"sim-{s.gpu}"})
-                st.session_state.pop(ms.CONNECT, None)
+                use(s)
                 st.rerun()
     else:
         st.success(T("m_sim_running", url=running_sim.base_url, model=running_sim.model,
                      gpu=running_sim.gpu, speedup=running_sim.speedup))
         if st.button(T("m_sim_stop"), key="m_sim_stop"):
+            ms.SIMS.stop(running_sim.proc.pid)
             running_sim.stop()
             st.session_state.pop(ms.SIM, None)
             st.rerun()
+    others = [s for s in ms.SIMS.running() if s is not running_sim]
+    if others:  # started by this app from other tabs (or earlier): use one, or stop it
+        st.markdown(f"**{T('m_sims')}**")
+        for s in others:
+            pid = s.proc.pid
+            r1, r2, r3 = st.columns([6, 1, 1])
+            r1.caption(T("m_sim_row", model=s.model, gpu=s.gpu, url=s.base_url,
+                         speedup=s.speedup, pid=pid))
+            if r2.button(T("m_sim_use"), key=f"m_sim_use_{pid}"):
+                use(s)
+                st.rerun()
+            if r3.button(T("m_sim_stop_one"), key=f"m_sim_stop_{pid}"):
+                ms.SIMS.stop(pid)
+                st.rerun()
 
-sim_urls = [s.base_url] if (s := ms.sim()) is not None else []
+sim_urls = [s.base_url for s in ms.SIMS.running()]  # the simulators this app started
 
 # -- the endpoint ---------------------------------------------------------------------------
 st.subheader(T("m_endpoint"))
@@ -143,15 +168,16 @@ c1, c2, c3, c4 = st.columns(4)
 c1.text_input(T("m_levels"), key="m_levels", help=T("m_levels_help"))
 c2.number_input(T("m_requests"), min_value=1, max_value=PAGE_LIMITS.requests, step=1,
                 key="m_requests", help=T("m_requests_help"))
-c3.number_input(T("m_prompt_chars"), min_value=1, max_value=PAGE_LIMITS.prompt_chars, step=100,
-                key="m_prompt_chars")
+c3.text_input(T("m_prompt_list"), key="m_prompts", help=T("m_prompt_list_help"))
 c4.number_input(T("m_max_tokens"), min_value=1, max_value=PAGE_LIMITS.max_tokens, step=16,
                 key="m_max_tokens")
-c1, c2, c3 = st.columns(3)
+c1, c2, c3, c4 = st.columns(4)
 c1.text_input(T("m_label"), key="m_label", help=T("m_label_help"))
-c2.number_input(T("m_slo_ttft"), min_value=0.0, step=100.0, key="m_slo_ttft",
+c2.number_input(T("m_rate"), min_value=0.0, max_value=PAGE_LIMITS.request_rate_rps, step=1.0,
+                key="m_rate", help=T("m_rate_help"))
+c3.number_input(T("m_slo_ttft"), min_value=0.0, step=100.0, key="m_slo_ttft",
                 help=T("m_slo_help"))
-c3.number_input(T("m_slo_tpot"), min_value=0.0, step=5.0, key="m_slo_tpot",
+c4.number_input(T("m_slo_tpot"), min_value=0.0, step=5.0, key="m_slo_tpot",
                 help=T("m_slo_help"))
 st.subheader(T("m_hardware"))
 c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 3])
@@ -162,24 +188,25 @@ c4.selectbox(T("m_currency"), list(CURRENCIES), key="m_currency")
 c5.selectbox(T("m_predict"), variants, key="m_predict", help=T("m_predict_help"))
 
 
-def form() -> MeasureForm:
+def forms() -> tuple[MeasureForm, ...]:
+    """The job: one `capacity bench` run per prompt length (`per_prompt`)."""
     g = st.session_state
-    return MeasureForm(
+    return per_prompt(MeasureForm(
         base_url=str(g["m_base_url"]).strip(), model=str(g["m_model"]).strip() or None,
         concurrency=parse_levels(str(g["m_levels"])), requests=int(g["m_requests"]),
-        prompt_chars=int(g["m_prompt_chars"]), max_tokens=int(g["m_max_tokens"]),
+        max_tokens=int(g["m_max_tokens"]), request_rate=float(g["m_rate"]) or None,
         label=str(g["m_label"]).strip(), slo_ttft_ms=float(g["m_slo_ttft"]) or None,
         slo_tpot_ms=float(g["m_slo_tpot"]) or None, gpu=str(g["m_gpu"]), gpus=int(g["m_gpus"]),
         gpu_price=float(g["m_price"]), currency=str(g["m_currency"]),
-        predict_model=str(g["m_predict"]), out_dir=str(ms.bench_root()))
+        predict_model=str(g["m_predict"]), out_dir=str(ms.bench_root())),
+        parse_prompt_chars(str(g["m_prompts"])))
 
 
 current = ms.job()
 busy = current is not None and current.running
 if st.button(T("m_start"), key="m_start", type="primary", disabled=busy):
     try:
-        f = form()
-        st.session_state[ms.JOB] = BenchJob.start(f, st.session_state.get("m_api_key") or None,
+        st.session_state[ms.JOB] = BenchJob.start(forms(), st.session_state.get("m_api_key") or None,
                                                   cwd=ms.REPO_ROOT, guard=guard,
                                                   simulator_urls=sim_urls)
     except CapacityError as exc:
@@ -197,6 +224,8 @@ def progress() -> None:
         return
     status = j.status()
     st.subheader(T("m_progress", label=j.form.label, status=T("m_status_" + status)))
+    if j.total > 1:
+        st.caption(T("m_queue", i=j.position, n=j.total, chars=j.form.prompt_chars))
     for lv in j.progress():
         ttft = "-" if lv.ttft_p50_ms is None else f"{lv.ttft_p50_ms:.1f}"
         tpot = "-" if lv.tpot_p50_ms is None else f"{lv.tpot_p50_ms:.2f}"
@@ -208,11 +237,12 @@ def progress() -> None:
             j.stop()
             st.rerun()
         return
-    d = j.find_run_dir()
-    if status == JobState.FAILED and d is None:
+    dirs = j.run_dirs()
+    if status == JobState.FAILED and j.find_run_dir() is None:
         st.error(T("m_failed", log=j.log_tail()))
-    elif d is not None:
-        st.success(T("m_done", run=d.name, label=j.form.label))
+    for d in dirs:
+        st.success(T("m_done", run=d.name, label=d.parent.name))
+    if dirs:
         st.markdown(f"[{T('m_open_results')}](/results)")
     if st.session_state.get("m_last_done") != id(j):
         st.session_state["m_last_done"] = id(j)

@@ -56,6 +56,14 @@ def num(v: float | None) -> str:
     return "0" if abs(v) < 1e-6 else f"{v:.4g}"
 
 
+def knob(v: float | None) -> str:
+    """A knob's value: 3 significant digits, '0' below 0.0005 (a fitted overhead of 1e-6 ms is
+    none), '-' when there is none."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return "0" if abs(v) < 5e-4 else f"{v:.3g}"
+
+
 def pct(v: float | None) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
 
@@ -78,6 +86,8 @@ inputs_desc = ""
 cal_default = "calibration"
 default_model, default_gpu = DEFAULT_MODEL, DEFAULT_GPU
 compare: list[tuple[str, pd.DataFrame]] = []
+fit_points: list[MeasuredPoint] | None = None  # what Fit uses: every chosen run's points
+fit_desc = ""
 
 if source == "run":
     st.subheader(T("r_runs"))
@@ -113,11 +123,16 @@ if source == "run":
                      hide_index=True, width="stretch")
         ids = shown["run_id"].tolist()
         names = {r.run_id: f"{r.label} · {str(r.started_at)[:19]}" for r in shown.itertuples()}
-        kept = [i for i in st.session_state.get("r_pick", []) if i in ids]
-        st.session_state["r_pick"] = kept or ids[:1]  # filtering keeps a run selected
+        before = st.session_state.get("r_pick")
+        kept = [i for i in before or [] if i in ids]
+        # the newest run on a first visit, or when a filter hid every chosen run; a choice the
+        # user emptied stays empty (none is a valid state: nothing is shown or fitted)
+        st.session_state["r_pick"] = kept or (ids[:1] if before is None or before else [])
         chosen = st.multiselect(T("r_pick"), ids, key="r_pick",
                                 format_func=lambda i: names.get(i, i), help=T("r_pick_help"))
-        if chosen:
+        if not chosen:
+            st.info(T("r_pick_none"))
+        else:
             row = shown[shown["run_id"] == chosen[0]].iloc[0]
             meta = ms.run_meta(str(row["dir"]))
             args = meta.get("args") or {}
@@ -127,10 +142,16 @@ if source == "run":
             summ = ms.levels(chosen[0])
             failures = summ
             series = names[chosen[0]]
-            inputs_desc = f"bench run {row['label']}/{chosen[0]}"
-            cal_default = str(row["label"])
+            picked = shown.set_index("run_id").loc[chosen]
+            inputs_desc = "bench run " + ", ".join(
+                f"{lb}/{i}" for i, lb in zip(chosen, picked["label"], strict=True))
+            # the name follows the choice: its labels, each once, in the order chosen
+            cal_default = "_".join(dict.fromkeys(str(lb) for lb in picked["label"]))[:80]
             points = points_from_summary(summ, model=default_model, gpu=default_gpu,
                                          source=chosen[0])
+            fit_points = [*points, *[p for i in chosen[1:] for p in points_from_summary(
+                ms.levels(i), model=default_model, gpu=default_gpu, source=i)]]
+            fit_desc = "; ".join(names.get(i, i) for i in chosen)
             if summ.empty:
                 st.warning(T("r_no_levels"))
             compare = [(names.get(i, i), ms.levels(i)) for i in chosen]
@@ -259,11 +280,16 @@ if len(compare) > 1:
 st.subheader(T("r_calibrate"))
 st.caption(T("r_calibrate_help"))
 c1, c2, c3 = st.columns([2, 1, 1])
-cal_name = c1.text_input(T("r_cal_name"), value=cal_default, key="r_cal_name")
+if st.session_state.get("r_cal_name_for") != cal_default:  # a new choice names it anew
+    st.session_state["r_cal_name_for"] = cal_default
+    st.session_state["r_cal_name"] = cal_default
+cal_name = c1.text_input(T("r_cal_name"), key="r_cal_name")
+c1.caption(T("r_fit_on", runs=fit_desc or series))
 if c2.button(T("r_fit"), key="r_fit", type="primary"):
     try:
         calib.check_name(cal_name)  # a name, never a path (docs/reliability.md)
-        st.session_state[ms.FITTED] = calib.fit(points, scenario, name=cal_name,
+        st.session_state[ms.FITTED] = calib.fit(
+            fit_points if fit_points is not None else points, scenario, name=cal_name,
                                                 inputs=inputs_desc)
     except CapacityError as exc:
         st.error(T("r_error", msg=str(exc)))
@@ -279,21 +305,29 @@ if isinstance(fitted, calib.Calibration):
             st.error(T("r_error", msg=str(exc)))
         else:
             st.success(T("r_saved", path=str(path)))
-    knob_rows = [{T("r_col_knob"): n, T("r_col_spec"): num(getattr(scenario, n)),
-                  T("r_col_fitted"): num(getattr(fitted, n)),
-                  T("r_col_std"): num(fitted.knob_std(n))}
-                 for n in calib.KNOBS if getattr(fitted, n) is not None]
+    knob_words = {n: T("r_knob_" + n) for n in calib.KNOBS}
     st.markdown(f"**{T('r_knobs', name=fitted.name)}**")
-    st.dataframe(pd.DataFrame(knob_rows), hide_index=True, width="stretch")
-    err_rows = []
-    for kind in (calib.PointKind.TPOT, calib.PointKind.TTFT):
-        vals = {w: fitted.median_abs_error(kind, w) for w in ("spec", "fitted", "held_out")}
-        if vals["fitted"] is None:
-            continue
-        err_rows.append({T("r_col_metric"): kind.upper(), T("r_col_spec"): pct(vals["spec"]),
-                         T("r_col_fitted"): pct(vals["fitted"]),
-                         T("r_col_held_out"): pct(vals["held_out"])})
-    st.dataframe(pd.DataFrame(err_rows), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame([{T("r_col_knob"): knob_words[r.knob], T("r_col_spec"): knob(r.spec),
+                                T("r_col_fitted"): knob(r.fitted), T("r_col_std"): num(r.std)}
+                               for r in calib.knob_rows(fitted, scenario)]),
+                 hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame([{T("r_col_metric"): r.kind.upper(), T("r_col_spec"): pct(r.spec),
+                                T("r_col_fitted"): pct(r.fitted),
+                                T("r_col_held_out"): pct(r.held_out)}
+                               for r in calib.error_rows(fitted)]),
+                 hide_index=True, width="stretch")
+    words = {**knob_words, "title": T("r_report_title", name=fitted.name),
+             "basis": T("r_report_basis", model=fitted.model, gpu=fitted.gpu,
+                        inputs=fitted.inputs or "-"),
+             "knob": T("r_col_knob"), "spec": T("r_col_spec"), "fitted": T("r_col_fitted"),
+             "std": T("r_col_std"), "errors": T("r_report_errors"), "metric": T("r_col_metric"),
+             "held_out": T("r_col_held_out"),
+             "holdout": T("r_holdout", method=fitted.holdout_method or "-")}
+    e1, e2 = st.columns(2)
+    e1.download_button(T("r_export_md"), calib.report_markdown(fitted, scenario, words=words),
+                       file_name=f"{fitted.name}.md", mime="text/markdown", key="r_export_md")
+    e2.download_button(T("r_export_csv"), calib.report_csv(fitted, scenario),
+                       file_name=f"{fitted.name}.csv", mime="text/csv", key="r_export_csv")
     st.caption(T("r_holdout", method=fitted.holdout_method or "-"))
     for n in fitted.notes:
         st.caption(T("r_note", msg=n))
@@ -324,7 +358,8 @@ try:
     base = scenario if calibration is None else calib.apply(calibration, scenario)
     sens = sensitivity(base, float(c_at), "step_ms")
     st.markdown(f"**{T('r_sens', top=sens[0].name)}**")
-    st.dataframe(pd.DataFrame([{T("r_col_input"): r.name, T("r_col_low"): num(r.low),
+    st.dataframe(pd.DataFrame([{T("r_col_input"): T("r_knob_" + r.name)
+                                if r.name in calib.KNOBS else r.name, T("r_col_low"): num(r.low),
                                 T("r_col_high"): num(r.high),
                                 T("r_col_out_low"): num(r.output_low),
                                 T("r_col_out_high"): num(r.output_high),

@@ -39,9 +39,9 @@ def test_form_renders_with_every_field(bench_dir: Path) -> None:
     assert not at.exception
     assert at.text_input(key="m_api_key").proto.type == at.text_input(
         key="m_api_key").proto.PASSWORD
-    for k in ("m_base_url", "m_model", "m_levels", "m_label"):
+    for k in ("m_base_url", "m_model", "m_levels", "m_prompts", "m_label"):
         assert at.text_input(key=k).value is not None
-    for k in ("m_requests", "m_prompt_chars", "m_max_tokens", "m_slo_ttft", "m_slo_tpot",
+    for k in ("m_requests", "m_rate", "m_max_tokens", "m_slo_ttft", "m_slo_tpot",
               "m_gpus", "m_price"):
         assert at.number_input(key=k).value is not None
     assert at.selectbox(key="m_predict").value == "qwen3.5-9b-awq"
@@ -93,7 +93,7 @@ def test_simulated_run_from_the_page_then_stop(bench_dir: Path) -> None:
         assert at.selectbox(key="m_model").value == "qwen3.5-9b-awq"
         at.text_input(key="m_levels").set_value("1,2")
         at.number_input(key="m_requests").set_value(4)
-        at.number_input(key="m_prompt_chars").set_value(400)
+        at.text_input(key="m_prompts").set_value("400")
         at.number_input(key="m_max_tokens").set_value(16)
         at.text_input(key="m_label").set_value("page-run")
         at.button(key="m_start").click().run()

@@ -81,8 +81,9 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert not at.exception and not at.error
     assert at.selectbox(key="r_calibration").value == "__fitted__"
     knobs = next(d.value for d in at.dataframe if "knob" in d.value.columns).set_index("knob")
-    assert float(knobs.loc["eta_bw", "fitted"]) == pytest.approx(0.7, rel=0.05)
-    assert float(knobs.loc["mfu", "fitted"]) == pytest.approx(0.45, rel=0.1)
+    assert float(knobs.loc["bandwidth efficiency η_bw (fraction)", "fitted"]) == \
+        pytest.approx(0.7, rel=0.05)
+    assert float(knobs.loc["prefill MFU (fraction)", "fitted"]) == pytest.approx(0.45, rel=0.1)
     medians = at.dataframe[1].value.set_index("metric")
     assert float(medians.loc["TPOT (ms)", "predicted, calibrated"].rstrip("%")) < 3
     assert "held-out method: TPOT: 5-fold" in texts(at)

@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -187,6 +188,9 @@ class MeasureForm:
     gpu_price: float | None = None
     currency: str | None = None
     predict_model: str | None = None
+    request_rate: float | None = None
+    """Open loop: Poisson arrivals at this rate, requests/s, capped by each level's
+    concurrency (`capacity bench --request-rate`); None: a closed loop of C clients."""
     timeout_s: float = 600.0
     out_dir: str = field(default_factory=lambda: str(workspace.bench_dir()))
     """Where the run is stored (default: the workspace's bench folder, docs/configuration.md)."""
@@ -204,10 +208,13 @@ class MeasureForm:
             raise InputError(f"warm-up must be >= 0, got {self.warmup}")
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise InputError(f"timeout must be > 0 s, got {self.timeout_s}")
+        if self.request_rate is not None and not (math.isfinite(self.request_rate)
+                                                  and self.request_rate > 0):
+            raise InputError(f"request rate must be > 0 requests/s, got {self.request_rate}")
         PAGE_LIMITS.check(concurrency=self.concurrency, requests=self.requests,
                           prompt_chars=self.prompt_chars, max_tokens=self.max_tokens,
                           warmup=self.warmup, gpus=self.gpus, timeout_s=self.timeout_s,
-                          flags=False)
+                          request_rate=self.request_rate, flags=False)
         check_label(self.label)
 
     def argv(self, python: str = sys.executable) -> list[str]:
@@ -223,7 +230,7 @@ class MeasureForm:
             if v:
                 a += [flag, v]
         for flag, x in (("--slo-ttft-ms", self.slo_ttft_ms), ("--slo-tpot-ms", self.slo_tpot_ms),
-                        ("--gpu-price", self.gpu_price)):
+                        ("--gpu-price", self.gpu_price), ("--request-rate", self.request_rate)):
             if x is not None:
                 a += [flag, f"{x:g}"]
         return a
@@ -246,6 +253,43 @@ def parse_levels(text: str) -> tuple[int, ...]:
     if not out:
         raise InputError("give at least one concurrency level, e.g. 1,4,16")
     return tuple(out)
+
+
+MAX_PROMPT_LENGTHS = 8
+"""Prompt lengths one Measure job runs at most (one `capacity bench` run each)."""
+
+
+def parse_prompt_chars(text: str) -> tuple[int, ...]:
+    """'1000, 8000' -> (1000, 8000), each once in the order given; InputError naming the bad
+    item, or when there are none or more than MAX_PROMPT_LENGTHS."""
+    out: list[int] = []
+    for item in text.replace(" ", "").split(","):
+        if not item:
+            continue
+        try:
+            v = int(item)
+        except ValueError:
+            raise InputError(f"prompt length '{item[:40]}' is not a whole number of characters: "
+                             "write e.g. 1000,8000") from None
+        if v < 1:
+            raise InputError(f"prompt length {v} must be >= 1 character")
+        out.append(v)
+    out = list(dict.fromkeys(out))
+    if not out:
+        raise InputError("give at least one prompt length in characters, e.g. 1000,8000")
+    if len(out) > MAX_PROMPT_LENGTHS:
+        raise InputError(f"{len(out)} prompt lengths is more than the limit of "
+                         f"{MAX_PROMPT_LENGTHS} per job (docs/reliability.md)")
+    return tuple(out)
+
+
+def per_prompt(form: MeasureForm, prompt_chars: Sequence[int]) -> tuple[MeasureForm, ...]:
+    """One form per prompt length, run one after the other: with one length the form as it is
+    (its label unchanged), with several each labelled '<label>-p<chars>' so that every length
+    is its own run (Results can show and fit them together)."""
+    if len(prompt_chars) == 1:
+        return (replace(form, prompt_chars=prompt_chars[0]),)
+    return tuple(replace(form, prompt_chars=c, label=f"{form.label}-p{c}") for c in prompt_chars)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -334,6 +378,20 @@ def _stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> int:
     return proc.wait(timeout=grace_s)
 
 
+def _spawn(form: MeasureForm, api_key: str | None, root: Path, python: str
+           ) -> tuple[subprocess.Popen[bytes], Path, set[Path]]:
+    """Start `capacity bench` for one form in its own process group, its output in a temporary
+    log; returns the process, the log and the run folders of its label that existed before."""
+    before = _run_dirs(root / form.out_dir, form.label)
+    fd, name = tempfile.mkstemp(prefix="capacity-bench-", suffix=".log")
+    os.close(fd)
+    with open(name, "wb") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(form.argv(python), cwd=root, env=_child_env(api_key),
+                                stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, Path(name), before
+
+
 def _run_dirs(out_dir: Path, label: str) -> set[Path]:
     root = out_dir / label
     return {p for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
@@ -367,27 +425,54 @@ class BenchJob:
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """The API key, in memory only: redacted from the log the page shows."""
 
+    queue: tuple[MeasureForm, ...] = ()
+    """Forms still to run after this one (the other prompt lengths), one child at a time."""
+    done_dirs: tuple[Path, ...] = ()
+    """The run folders of the forms already run."""
+    position: int = 1
+    """Which form of the job runs now, 1-based (of `total`)."""
+    total: int = 1
+    python: str = sys.executable
+
     @classmethod
-    def start(cls, form: MeasureForm, api_key: str | None = None, *,
+    def start(cls, form: MeasureForm | Sequence[MeasureForm], api_key: str | None = None, *,
               cwd: str | os.PathLike[str] = ".", python: str = sys.executable,
               guard: Guard | None = None, simulator_urls: Sequence[str] = ()) -> BenchJob:
-        """Validate the form and start the child (the key goes in its environment only).
-        With `guard`, a URL it refuses raises InputError before any process starts."""
-        form.validate()
-        if guard is not None:
-            check_url(form.base_url, guard, simulator_urls)
+        """Validate the form(s) and start the first child (the key goes in its environment
+        only); several forms (`per_prompt`) run one after the other, the next when the one
+        before finished. With `guard`, a URL it refuses raises InputError before any process
+        starts."""
+        forms = (form,) if isinstance(form, MeasureForm) else tuple(form)
+        if not forms:
+            raise InputError("nothing to measure: give at least one prompt length")
+        for f in forms:
+            f.validate()
+            if guard is not None:
+                check_url(f.base_url, guard, simulator_urls)
         root = Path(cwd)
-        before = _run_dirs(root / form.out_dir, form.label)
-        fd, name = tempfile.mkstemp(prefix="capacity-bench-", suffix=".log")
-        os.close(fd)
-        with open(name, "wb") as log:  # the child keeps its own copy of the descriptor
-            proc = subprocess.Popen(form.argv(python), cwd=root, env=_child_env(api_key),
-                                    stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        job = cls(form=form, proc=proc, cwd=root, log_path=Path(name), before=before,
-                  started_unix_s=time.time(), secrets=(api_key,) if api_key else ())
+        proc, log, before = _spawn(forms[0], api_key, root, python)
+        job = cls(form=forms[0], proc=proc, cwd=root, log_path=log, before=before,
+                  started_unix_s=time.time(), secrets=(api_key,) if api_key else (),
+                  queue=forms[1:], total=len(forms), python=python)
         atexit.register(job.stop)  # an app that exits stops its runs (keeping what they measured)
         return job
+
+    def _advance(self) -> None:
+        """When the current child finished well and forms remain, start the next one."""
+        if self.stopped or not self.queue or self.proc.poll() != 0:
+            return
+        d = self.find_run_dir()
+        self.done_dirs = (*self.done_dirs, *([d] if d is not None else []))
+        self.log_path.unlink(missing_ok=True)
+        nxt, self.queue = self.queue[0], self.queue[1:]
+        self.proc, self.log_path, self.before = _spawn(
+            nxt, self.secrets[0] if self.secrets else None, self.cwd, self.python)
+        self.form, self.run_dir, self.position = nxt, None, self.position + 1
+
+    def run_dirs(self) -> list[Path]:
+        """Every run folder the job has created so far, in the order run."""
+        d = self.find_run_dir()
+        return [*self.done_dirs, *([d] if d is not None else [])]
 
     def find_run_dir(self) -> Path | None:
         """The run folder the child created (None until it has)."""
@@ -399,10 +484,12 @@ class BenchJob:
 
     @property
     def running(self) -> bool:
+        self._advance()
         return self.proc.poll() is None
 
     @property
     def returncode(self) -> int | None:
+        self._advance()
         return self.proc.poll()
 
     def progress(self) -> list[LevelProgress]:
@@ -438,9 +525,11 @@ class BenchJob:
             return {}
 
     def stop(self, grace_s: float = 5.0) -> int:
-        """Stop the child keeping what it measured: SIGINT, then SIGTERM, then SIGKILL."""
+        """Stop the child keeping what it measured: SIGINT, then SIGTERM, then SIGKILL; the
+        forms still queued do not run."""
         if self.running:
             self.stopped = True
+        self.queue = ()
         rc = _stop_process(self.proc, grace_s)
         self.log_path.unlink(missing_ok=True)
         return rc
@@ -521,6 +610,50 @@ class SimServer:
     def stop(self, grace_s: float = 5.0) -> None:
         _stop_process(self.proc, grace_s)
         self.log_path.unlink(missing_ok=True)
+
+
+class SimRegistry:
+    """The simulated endpoints this process started, by pid, newest last: they outlive the
+    browser tab that started them (the app stops them when it exits), so a page opened later
+    reattaches to one (`latest`, `find`) or lists and stops them instead of starting another.
+    Entries whose process has ended are dropped on every read. Thread-safe (a Streamlit server
+    runs each session's script in its own thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_pid: dict[int, SimServer] = {}
+
+    def add(self, server: SimServer) -> SimServer:
+        with self._lock:
+            self._by_pid[server.proc.pid] = server
+        return server
+
+    def running(self) -> list[SimServer]:
+        """The live ones, oldest first (ended ones are forgotten)."""
+        with self._lock:
+            for pid in [p for p, s in self._by_pid.items() if not s.running]:
+                del self._by_pid[pid]
+            return list(self._by_pid.values())
+
+    def latest(self) -> SimServer | None:
+        live = self.running()
+        return live[-1] if live else None
+
+    def find(self, model: str, gpu: str, speedup: float) -> SimServer | None:
+        """A live one with this configuration (the newest), None if there is none."""
+        return next((s for s in reversed(self.running())
+                     if (s.model, s.gpu, s.speedup) == (model, gpu, speedup)), None)
+
+    def stop(self, pid: int, grace_s: float = 5.0) -> None:
+        """Stop the one with this pid and forget it (nothing when there is none)."""
+        with self._lock:
+            server = self._by_pid.pop(pid, None)
+        if server is not None:
+            server.stop(grace_s)
+
+    def stop_all(self, grace_s: float = 5.0) -> None:
+        for s in self.running():
+            self.stop(s.proc.pid, grace_s)
 
 
 # ---------------------------------------------------------------------------------------------

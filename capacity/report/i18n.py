@@ -1003,6 +1003,38 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "mix_first": ("main", "主负载"),
     "mix_quote_md": ("Mix quote (Markdown)", "混合报价(Markdown)"),
     "mix_quote_pdf": ("Mix quote (PDF)", "混合报价(PDF)"),
+    # -- issue 14 items 8-11: Measure and Results (runs chosen freely, prompt lengths, request
+    # rate, simulators this app started, calibration report and knob labels)
+    "r_pick_none": ("No run chosen: pick one or more above (or published curves below).",
+                    "未选择运行：请在上方选择一个或多个（或在下方选择公开曲线）。"),
+    "r_fit_on": ("Fit on: {runs}", "拟合数据：{runs}"),
+    "r_knob_eta_bw": ("bandwidth efficiency η_bw (fraction)", "带宽效率 η_bw（比例）"),
+    "r_knob_step_overhead_ms": ("step overhead (ms)", "每步开销（毫秒）"),
+    "r_knob_eff": ("decode compute efficiency (fraction)", "解码计算效率（比例）"),
+    "r_knob_mfu": ("prefill MFU (fraction)", "预填充 MFU（比例）"),
+    "r_knob_prefill_overhead_ms": ("prefill overhead (ms)", "预填充开销（毫秒）"),
+    "r_export_md": ("Download report (Markdown)", "下载报告（Markdown）"),
+    "r_export_csv": ("Download tables (CSV)", "下载表格（CSV）"),
+    "r_report_title": ("Calibration '{name}'", "校准“{name}”"),
+    "r_report_basis": ("{model} on {gpu}; fitted on: {inputs}", "{model}，{gpu}；拟合数据：{inputs}"),
+    "r_report_errors": ("Median |error|", "误差绝对值中位数"),
+    "m_prompt_list": ("Prompt lengths, chars", "提示长度（字符）"),
+    "m_prompt_list_help": ("A comma list, e.g. 1000,8000: one run per length, one after the "
+                           "other, each under the label plus '-p' and the length.",
+                           "逗号分隔，例如 1000,8000：每个长度依次运行一次，标签为原标签加 “-p” 和长度。"),
+    "m_rate": ("Request rate, req/s", "请求速率（次/秒）"),
+    "m_rate_help": ("0 keeps a closed loop of C clients; a rate sends Poisson arrivals at that "
+                    "rate, capped by each level's concurrency (capacity bench --request-rate).",
+                    "0 表示 C 个客户端的闭环；填入速率则按该速率泊松到达，受各档并发上限约束"
+                    "（capacity bench --request-rate）。"),
+    "m_queue": ("Run {i} of {n} (prompt {chars} characters)", "第 {i} / {n} 次运行（提示 {chars} 字符）"),
+    "m_sims": ("Simulated endpoints this app started", "本应用启动的模拟接口"),
+    "m_sim_reattached": ("Reattached to the simulated endpoint already running at {url}.",
+                         "已重新连接到正在 {url} 运行的模拟接口。"),
+    "m_sim_use": ("Use", "使用"),
+    "m_sim_stop_one": ("Stop", "停止"),
+    "m_sim_row": ("{model} on {gpu} at {url} (speed-up {speedup:g}, pid {pid})",
+                  "{model}，{gpu}，{url}（加速 {speedup:g}，进程 {pid}）"),
 }
 
 _INDEX: Final = {lang: i for i, lang in enumerate(LANGS)}

@@ -28,6 +28,19 @@ DEFAULT_LABELS: dict[str, str] = {
 }
 
 
+PAD = 1.3
+"""Margin of a log axis beyond the data on each side (a factor)."""
+
+
+def _positive(columns: list[pd.Series]) -> list[float]:
+    """The finite positive values of some columns (what a log axis can show)."""
+    out: list[float] = []
+    for c in columns:
+        v = pd.to_numeric(c, errors="coerce")
+        out += [float(x) for x in v[(v > 0) & v.map(math.isfinite)]] if not v.empty else []
+    return out
+
+
 def _l(labels: Mapping[str, str], key: str) -> str:
     return labels.get(key, DEFAULT_LABELS.get(key, key))
 
@@ -43,13 +56,25 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
         meas = pd.concat([meas, extra_measured], ignore_index=True)
     meas = meas[meas["metric"] == metric].copy()
     band = meas.dropna(subset=["p90", "p99"])
-    x = alt.X("concurrency:Q", scale=alt.Scale(type="log", nice=False), title=x_title)
-    y_scale = alt.Scale(type="log") if metric != "aggregate_tok_s" else alt.Scale(zero=False)
+    # every axis spans all the data shown (the curves, each series' points and bands) with a
+    # margin, so that no point sits on the chart's edge half cut off (issue 14, item 8)
+    xs = _positive([pred["concurrency"], meas["concurrency"]])
+    x_scale = (alt.Scale(type="log", nice=False, domain=[min(xs) / PAD, max(xs) * PAD])
+               if xs else alt.Scale(type="log", nice=False))
+    x = alt.X("concurrency:Q", scale=x_scale, title=x_title)
+    pband_all = ov.predicted[ov.predicted["metric"] == metric]
+    ys = _positive([pred["value"], meas["p50"], meas["p90"], meas["p99"],
+                    pband_all["p90"], pband_all["p99"]])
+    if metric != "aggregate_tok_s":
+        y_scale = (alt.Scale(type="log", domain=[min(ys) / PAD, max(ys) * PAD])
+                   if ys else alt.Scale(type="log"))
+    else:
+        y_scale = alt.Scale(zero=False)
     if metric == "aggregate_tok_s" and (pred["series"] == _l(labels, Predicted.ROOFLINE)).any():
         # the roofline without queueing climbs far above what a loaded server delivers: let it
         # leave the top of the chart rather than flatten the measured points and the curve
         loaded = pred.loc[pred["series"] != _l(labels, Predicted.ROOFLINE), "value"]
-        top = max([float(meas["p50"].max()) if not meas.empty else 0.0,
+        top = max([*_positive([meas["p50"], meas["p90"], meas["p99"]]),
                    float(loaded.max()) if not loaded.empty else 0.0]) * 1.25
         if math.isfinite(top) and top > 0:
             y_scale = alt.Scale(domain=[0.0, top], nice=True)
@@ -98,8 +123,8 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
     rules: list[tuple[float, str]] = [(float(ov.c_vram_spec), _l(labels, "c_vram"))]
     if ov.saturation.concurrency is not None:
         rules.append((ov.saturation.concurrency, _l(labels, "saturation")))
-    lo = float(pred["concurrency"].min()) if not pred.empty else 1.0
-    hi = float(pred["concurrency"].max()) if not pred.empty else 1.0
+    lo = min(xs) if xs else 1.0
+    hi = max(xs) if xs else 1.0
     shown = pd.DataFrame([{"concurrency": c, "what": w} for c, w in rules if lo <= c <= hi])
     if not shown.empty:
         layers.append(alt.Chart(shown).mark_rule(color="#e45756", strokeDash=[2, 2]).encode(

@@ -503,7 +503,13 @@ def test_measure_page_refuses_a_level_beyond_its_limit(tmp_path: Path,
     at.button(key="m_start").click().run()
     assert not at.exception
     assert any("above the limit of 256" in e.value for e in at.error)
-    assert at.number_input(key="m_prompt_chars").proto.max == PAGE_LIMITS.prompt_chars
+    # the prompt lengths (a comma list) are held to the page's limit one by one
+    at.text_input(key="m_levels").set_value("1")
+    at.text_input(key="m_prompts").set_value(f"1000,{PAGE_LIMITS.prompt_chars + 1}")
+    at.button(key="m_start").click().run()
+    assert not at.exception
+    assert any(f"prompt chars {PAGE_LIMITS.prompt_chars + 1} is above the limit" in e.value
+               for e in at.error)
 
 
 def test_no_client_is_made_per_slot_up_front(tmp_path: Path,
