@@ -51,7 +51,7 @@ from capacity.report.explain import (
     Status,
     Verdict,
 )
-from capacity.report.i18n import t
+from capacity.report.i18n import note_text, t
 from capacity.report.tables import render
 from capacity.report.urlstate import ExplorerState
 from capacity.units import KV_DTYPES
@@ -185,7 +185,7 @@ except CapacityError as exc:
 ex: Explanation = result.explanation
 fig = ex.figures
 for w in scenario.warnings:
-    st.warning(T("warn_scenario", msg=w))
+    st.warning(T("warn_scenario", msg=note_text(w, lang)))
 
 # ---- headline -------------------------------------------------------------------------------
 st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,

@@ -149,11 +149,12 @@ with st.expander(T("pl_space")):
     s1, s2, s3 = st.columns(3)
     gpu_keys = sorted(catalog.gpus)
     with s1:
-        st.multiselect(T("pl_gpus"), gpu_keys, key="planner_gpus",
+        st.multiselect(T("pl_gpus"), gpu_keys, key="planner_gpus", placeholder=T("choose_options"),
                        format_func=lambda k: catalog.gpus[k].name)
         st.slider(T("pl_maxg"), 1, 16, key="planner_maxg")
     with s2:
-        st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv")
+        st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv",
+                       placeholder=T("choose_options"))
         st.checkbox(T("pl_tp"), key="planner_tp")
         st.checkbox(T("pl_spare"), key="planner_spare")
     with s3:
