@@ -230,7 +230,7 @@ def reconcile(log: VllmStartup, scenario: Scenario) -> tuple[Scenario, list[Term
                          "check the one that disagrees")))
     kv_tok = ev.kv_token.bytes_per_token
     if log.kv_tokens is not None and kv_tok > 0:
-        predicted = max(0.0, v.kv_budget_bytes) / kv_tok
+        predicted = float(max(0.0, v.kv_budget_bytes) // kv_tok)  # whole tokens, as vLLM
         logged_t = float(log.kv_tokens)
         cause = "KV bytes per token differ from the model: check --kv-dtype (fp8 halves it)"
         if log.kv_cache_gib is not None:
