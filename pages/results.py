@@ -376,9 +376,12 @@ if log_text.strip():
         st.error(T("r_error", msg=str(exc)))
     else:
         st.caption(T("r_vllm_settings", util=compared.util, ctx=compared.context_tokens,
-                     found=", ".join(parsed.found) or "-"))
-        st.dataframe(pd.DataFrame([{T("r_col_term"): x.name, T("r_col_unit"): x.unit,
+                     found=", ".join(f"`{f}`" for f in parsed.found) or "-"))
+        st.dataframe(pd.DataFrame([{T("r_col_term"): note_text(x.name, lang),
+                                    T("r_col_unit"): T("unit_" + x.unit)
+                                    if f"unit_{x.unit}" in MESSAGES else x.unit,
                                     T("r_col_logged"): x.logged,
                                     T("r_col_predicted"): x.predicted,
-                                    T("r_col_ratio"): x.ratio, T("r_col_cause"): x.cause}
+                                    T("r_col_ratio"): x.ratio,
+                                    T("r_col_cause"): note_text(x.cause, lang)}
                                    for x in terms]), hide_index=True, width="stretch")

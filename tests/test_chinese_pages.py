@@ -39,7 +39,7 @@ ALLOWED = {
     "Markdown", "CLI", "API", "ID", "MoE", "MLA", "GQA", "SXM", "NVL", "SM", "Gbps", "x",
     # names of formats, engines, interconnects and methods
     "bf16", "awq", "gptq", "vLLM", "SGLang", "NVLink", "PCIe", "Pareto", "Poisson", "Little",
-    "Erlang", "OpenAI", "localhost",
+    "Erlang", "OpenAI", "localhost", "torch", "CUDA",
     # one-letter symbols of the formulas (C concurrency, L context, P parameters...)
     "A", "C", "F", "L", "N", "P", "Q", "T", "W", "c", "n", "t",
     *LANG_NAMES.values(),  # each language's name in itself, on the language switch
@@ -194,6 +194,9 @@ def test_every_page_in_chinese_has_no_english_words(page: str, workspace: Path,
     assert len(texts) > 20  # the page was drawn and the collector saw it
     if page == "pages/results.py":
         assert any("sample-rtx-4090-sim" in x for x in texts)  # the sample run is shown
+        log = (ROOT / "tests" / "fixtures" / "vllm_logs" / "v0.11.0.log").read_text()
+        at.text_area(key="r_vllm").set_value(log).run()  # the log's terms and their causes
+        assert not at.exception and any("KV 缓存容量" in x for _, x in page_texts(at))
     if page == "pages/catalog.py":
         assert any("my-gemma-27b" in x for x in texts)
         assert any("滑动窗口" in x for x in texts)  # a layer kind, in Chinese

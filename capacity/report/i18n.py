@@ -452,6 +452,64 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "note_overhead_from_max": ("overhead from a measured maximum of {requests} requests at "
                                "{tokens} tokens",
                                "运行时开销由实测最大 {requests} 个请求（每个 {tokens} tokens）推得"),
+    # the vLLM startup log's terms (capacity.fit.vllm_log.reconcile): names and causes
+    "note_vllm_consistent": ("consistent (within 5%)", "一致（相差 5% 以内）"),
+    "note_vllm_gpu_memory": ("GPU memory", "GPU 显存"),
+    "note_vllm_weights": ("weights per GPU", "每卡权重"),
+    "note_vllm_overhead": ("runtime overhead (activation peak, non-torch)",
+                           "运行时开销（激活峰值、非 torch 分配）"),
+    "note_vllm_overhead_implied": ("runtime overhead (implied: VRAM x util - weights - KV)",
+                                   "运行时开销（推算：显存 x 利用率 - 权重 - KV）"),
+    "note_vllm_kv_memory": ("KV cache memory", "KV 缓存显存"),
+    "note_vllm_kv_tokens": ("KV cache size", "KV 缓存容量"),
+    "note_vllm_max_conc": ("maximum concurrency at {tokens} tokens",
+                           "每请求 {tokens} tokens 时的最大并发"),
+    "note_vllm_util": ("gpu_memory_utilization", "显存利用率"),
+    "note_vllm_cause_gpu_memory": ("the driver's figure differs from the catalog's (marketed "
+                                   "'GB' are often GiB; some is reserved): set --vram to the "
+                                   "logged figure",
+                                   "驱动报告的显存与目录不同（标称的 GB 常是 GiB，且有预留）："
+                                   "用 `--vram` 设为日志中的数值"),
+    "note_vllm_cause_weights": ("the served checkpoint differs from the catalog variant "
+                                "(another weight format, quantization scales, tied or untied "
+                                "embeddings, a vision tower): set --weights-gb to the logged "
+                                "figure",
+                                "实际加载的权重与目录中的版本不同（权重格式、量化缩放、嵌入是否共享、"
+                                "视觉塔）：用 `--weights-gb` 设为日志中的数值"),
+    "note_vllm_cause_overhead": ("runtime memory differs by engine version, "
+                                 "max_num_batched_tokens and CUDA graphs: set --overhead-gb to "
+                                 "the logged figure",
+                                 "运行时显存随引擎版本、`max_num_batched_tokens` 与 CUDA 图而变："
+                                 "用 `--overhead-gb` 设为日志中的数值"),
+    "note_vllm_cause_overhead_implied": ("runtime memory (activations at max_num_batched_tokens, "
+                                         "non-torch allocations) differs by engine version: set "
+                                         "--overhead-gb to the implied figure",
+                                         "运行时显存（`max_num_batched_tokens` 下的激活、非 torch "
+                                         "分配）随引擎版本而变：用 `--overhead-gb` 设为推算的数值"),
+    "note_vllm_cause_kv_memory": ("follows from the terms above: VRAM x util - weights - "
+                                  "overhead; check the one that disagrees",
+                                  "由上面各项得出：显存 x 利用率 - 权重 - 开销；请检查不一致的那一项"),
+    "note_vllm_cause_kv_tokens": ("KV bytes per token differ from the model: check --kv-dtype "
+                                  "(fp8 halves it)",
+                                  "每 token 的 KV 字节数与模型不同：请检查 `--kv-dtype`（fp8 减半）"),
+    "note_vllm_cause_kv_agree": ("KV bytes per token agree ({kib:.1f} KiB); the difference "
+                                 "follows from the KV cache memory above",
+                                 "每 token 的 KV 字节数一致（{kib:.1f} KiB）；差异来自上面的 KV 缓存显存"),
+    "note_vllm_cause_kv_implied": ("KV bytes per token differ from the model: check --kv-dtype "
+                                   "(fp8 halves it); the log implies {implied:.1f} KiB per "
+                                   "token, the model {model:.1f} KiB (hybrid and sliding-window "
+                                   "layers are sized per layer group by vLLM)",
+                                   "每 token 的 KV 字节数与模型不同：请检查 `--kv-dtype`（fp8 减半）；"
+                                   "日志推得每 token {implied:.1f} KiB，模型为 {model:.1f} KiB"
+                                   "（vLLM 按层组分别计算混合与滑动窗口层）"),
+    "note_vllm_cause_max_conc": ("follows from the KV cache size and KV per request; vLLM counts "
+                                 "requests of the full max_model_len, real ones are often shorter",
+                                 "由 KV 缓存容量与每请求 KV 得出；vLLM 按完整的 `max_model_len` "
+                                 "计请求，实际请求往往更短"),
+    "note_vllm_cause_util": ("the server ran with another util; the terms above use the logged "
+                             "one", "服务端用了另一个利用率；上面各项按日志中的数值计算"),
+    "unit_requests": ("requests", "个请求"),
+    "unit_fraction": ("fraction", "比例"),
     "r_ref_label": ("{model} ({fmt}) on {gpu}, {engine}, {p} in / {o} out",
                     "{model} ({fmt})，{gpu}，{engine}，输入 {p} / 输出 {o}"),
     "r_unc_basis_typical": ("typical efficiency ranges (no calibration)",
