@@ -213,12 +213,13 @@ else:
         month = runs_out_month(inputs, best)
         st.caption(T("quote_growth", g=inputs.growth_per_month) + ": " + (
             T("quote_growth_v", m=month) if month is not None else T("quote_growth_never")))
-    cols = st.columns(5)
+    # one row that wraps: each figure as wide as its value, none cut on a narrow window
+    row = st.container(horizontal=True, gap="medium", key="pl_headline")
     # the quote's own labels and strings (capacity.report.quote.headline_rows)
-    for col, (label, value) in zip(cols, headline_rows(result, best, lang), strict=False):
-        col.metric(label, value, help=label)  # a long label is cut on a narrow column
-    cols[4].metric(T("pl_col_binding"),
-                   f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})")
+    for label, value in headline_rows(result, best, lang):
+        row.metric(label, value, help=label, width="content")
+    row.metric(T("pl_col_binding"),
+               f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})", width="content")
 
 if result.options:
     st.subheader(T("pl_options", n=len(result.options), m=result.evaluated))
