@@ -37,3 +37,7 @@ class Note(str):
         note.code = code
         note.params = dict(params)
         return note
+
+    def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, str | int | float]]:
+        """Pickled and copied with its code (Streamlit keeps results in its caches)."""
+        return (str(self),), {"code": self.code, **self.params}

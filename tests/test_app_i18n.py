@@ -142,3 +142,16 @@ def test_library_messages_that_reach_a_page_are_said_in_chinese() -> None:
         zh = note_text(n, "zh")
         assert zh != str(n) and not re.search(r"\b(?:the|at|of|not|from)\b", zh), zh
     assert note_text("a note read back from a file", "zh") == "a note read back from a file"
+
+
+def test_a_note_survives_pickling_and_copying() -> None:
+    """Streamlit pickles cached results: a Note keeps its text, code and parameters."""
+    import copy
+    import pickle
+
+    from capacity.types import Note
+
+    note = Note("no TTFT points: mfu not fitted", code="no_points", kind="TTFT", names="mfu")
+    for back in (pickle.loads(pickle.dumps(note)), copy.deepcopy(note)):
+        assert isinstance(back, Note) and back == note
+        assert (back.code, back.params) == ("no_points", {"kind": "TTFT", "names": "mfu"})
