@@ -14,6 +14,7 @@ from app import cache
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
 from capacity.catalog import custom as catalog_custom
+from capacity.catalog.loader import LAYER_KINDS
 from capacity.errors import CapacityError
 from capacity.report import catalog_tables
 from capacity.report.i18n import t
@@ -24,6 +25,14 @@ lang = init_lang()
 
 def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
     return t(k, lang, **kw)
+
+
+def missing(fields: dict[str, str]) -> bool:
+    """Name every empty required field at once, in the form's own words; True when any is."""
+    empty = [T(label) for label, value in fields.items() if not value.strip()]
+    if empty:
+        st.error(T("cat_missing", fields=T("list_sep").join(empty)))
+    return bool(empty)
 
 
 def saved(message: str) -> None:
@@ -49,7 +58,9 @@ for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it,
 models_tab, gpus_tab, add_tab = st.tabs([T("tab_models"), T("tab_gpus"), T("tab_add")])
 
 with models_tab:
-    rows = pd.DataFrame(catalog_tables.model_rows(catalog))
+    rows = pd.DataFrame(catalog_tables.model_rows(
+        catalog, kind_names={k: T("layer_" + k) for k in LAYER_KINDS},
+        window=T("layer_window", w="{w}")))
     rows.columns = [T("mc_" + c) for c in rows.columns]
     st.dataframe(rows, hide_index=True, width="stretch", key="cat_models",
                  height=36 * (len(rows) + 1) + 4,
@@ -64,7 +75,7 @@ with gpus_tab:
                  height=36 * (len(rows) + 1) + 4)
 
 with add_tab:
-    st.caption(T("add_intro"))
+    st.caption(T("add_intro", folder=str(catalog_custom.custom_dir())))
     kind = st.segmented_control(T("add_kind"), ["model", "gpu", "upload"], key="cat_kind",
                                 format_func=lambda k: T("kind_" + k), default="model",
                                 required=True)
@@ -98,7 +109,8 @@ with add_tab:
             as_of = st.text_input(T("f_as_of"), value=today, key="cm_asof")
             overwrite = st.checkbox(T("f_replace"), key="cm_replace")
             submitted = st.form_submit_button(T("f_save"))
-        if submitted:
+        if submitted and not missing({"f_key": key, "f_name": name, "f_source": source,
+                                      "f_as_of": as_of}):
             table = catalog_custom.model_form_table(
                 key=key, name=name, params_b=params, num_layers=int(num_layers),
                 full_layers=int(full), kv_heads=int(kv_heads), head_dim=int(head_dim),
@@ -139,7 +151,9 @@ with add_tab:
             source = st.text_input(T("f_source"), key="cg_source")
             overwrite = st.checkbox(T("f_replace"), key="cg_replace")
             submitted = st.form_submit_button(T("f_save"))
-        if submitted:
+        if submitted and not missing({"f_key": key, "f_name": name, "f_memory_type": mem_type,
+                                      "f_interconnect": link, "f_source": source,
+                                      "f_as_of": as_of}):
             table = catalog_custom.gpu_form_table(
                 key=key, name=name, memory_gb=memory, memory_type=mem_type,
                 bandwidth_gb_s=bw, bf16_tflops=bf16, fp8_tflops=fp8 or None,

@@ -51,7 +51,7 @@ from capacity.report.explain import (
     Status,
     Verdict,
 )
-from capacity.report.i18n import t
+from capacity.report.i18n import note_text, t
 from capacity.report.tables import render
 from capacity.report.urlstate import ExplorerState
 from capacity.units import KV_DTYPES
@@ -185,7 +185,7 @@ except CapacityError as exc:
 ex: Explanation = result.explanation
 fig = ex.figures
 for w in scenario.warnings:
-    st.warning(T("warn_scenario", msg=w))
+    st.warning(T("warn_scenario", msg=note_text(w, lang)))
 
 # ---- headline -------------------------------------------------------------------------------
 st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,
@@ -477,18 +477,22 @@ if rows:
         formats = {"kv_total_gb": "%.1f", "subtotal_gb": "%.1f", "usable_gb": "%.1f",
                    "ttft_s": "%.2f", "tpot_ms": "%.1f", "tok_s_per_request": "%.1f",
                    "aggregate_tok_s": "%.0f", "cost_per_mtok": "%.3f"}
+        # the verdicts and cost first: the measurements that follow scroll on a narrow page
+        first = ("concurrency", "context_tokens", "verdict", "slo", "cost_per_mtok")
+        order = [*first, *(c for c in TABLE_COLUMNS if c not in first)]
         st.dataframe(shown, hide_index=True, width="stretch", key="ex_table_result",
+                     column_order=[headers[TABLE_COLUMNS.index(c)] for c in order],
                      column_config={headers[TABLE_COLUMNS.index(c)]:
                                     st.column_config.NumberColumn(format=f)
                                     for c, f in formats.items()})
-        d1, d2, _ = st.columns([1, 1, 4])
+        downloads = st.container(horizontal=True, key="ex_downloads")  # labels never cut
         raw = [[r[c] for c in TABLE_COLUMNS] for r in table.to_dict("records")]
         csv_headers = list(TABLE_COLUMNS)
         csv_headers[TABLE_COLUMNS.index("cost_per_mtok")] = f"cost_per_mtok_{cur.lower()}"
-        d1.download_button(T("dl_csv"), render(csv_headers, raw, "csv"),
+        downloads.download_button(T("dl_csv"), render(csv_headers, raw, "csv"),
                            file_name="capacity-table.csv", mime="text/csv", key="dl_csv")
         md_rows = shown.values.tolist()
-        d2.download_button(T("dl_md"), render(headers, md_rows, "markdown"),
+        downloads.download_button(T("dl_md"), render(headers, md_rows, "markdown"),
                            file_name="capacity-table.md", mime="text/markdown", key="dl_md")
 
 # ---- show the math --------------------------------------------------------------------------

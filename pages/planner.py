@@ -169,11 +169,12 @@ with st.expander(T("pl_space")):
     s1, s2, s3 = st.columns(3)
     gpu_keys = sorted(catalog.gpus)
     with s1:
-        st.multiselect(T("pl_gpus"), gpu_keys, key="planner_gpus",
+        st.multiselect(T("pl_gpus"), gpu_keys, key="planner_gpus", placeholder=T("choose_options"),
                        format_func=lambda k: catalog.gpus[k].name)
         st.slider(T("pl_maxg"), 1, 16, key="planner_maxg")
     with s2:
-        st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv")
+        st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv",
+                       placeholder=T("choose_options"))
         st.checkbox(T("pl_tp"), key="planner_tp")
         st.checkbox(T("pl_spare"), key="planner_spare")
     with s3:
@@ -234,12 +235,13 @@ else:
         month = runs_out_month(inputs, best)
         st.caption(T("quote_growth", g=inputs.growth_per_month) + ": " + (
             T("quote_growth_v", m=month) if month is not None else T("quote_growth_never")))
-    cols = st.columns(5)
+    # one row that wraps: each figure as wide as its value, none cut on a narrow window
+    row = st.container(horizontal=True, gap="medium", key="pl_headline")
     # the quote's own labels and strings (capacity.report.quote.headline_rows)
-    for col, (label, value) in zip(cols, headline_rows(result, best, lang), strict=False):
-        col.metric(label, value, help=label)  # a long label is cut on a narrow column
-    cols[4].metric(T("pl_col_binding"),
-                   f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})")
+    for label, value in headline_rows(result, best, lang):
+        row.metric(label, value, help=label, width="content")
+    row.metric(T("pl_col_binding"),
+               f"{T('pl_reason_' + best.binding)} ({best.binding_ratio:.0%})", width="content")
 
 if result.options:
     st.subheader(T("pl_options", n=len(result.options), m=result.evaluated))

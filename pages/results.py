@@ -39,7 +39,7 @@ from capacity.fit.overlay import (
 from capacity.fit.uncertainty import band, sensitivity
 from capacity.fit.vllm_log import parse_vllm_log, reconcile
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, Scenario
-from capacity.report.i18n import t
+from capacity.report.i18n import MESSAGES, note_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -103,11 +103,11 @@ if source == "run":
     else:
         c1, c2, c3, c4 = st.columns(4)
         f_labels = c1.multiselect(T("r_f_label"), sorted(runs["label"].dropna().unique()),
-                                  key="r_f_label")
+                                  key="r_f_label", placeholder=T("choose_options"))
         f_eps = c2.multiselect(T("r_f_endpoint"), sorted(runs["base_url"].dropna().unique()),
-                               key="r_f_endpoint")
+                               key="r_f_endpoint", placeholder=T("choose_options"))
         f_models = c3.multiselect(T("r_f_model"), sorted(runs["model"].dropna().unique()),
-                                  key="r_f_model")
+                                  key="r_f_model", placeholder=T("choose_options"))
         days = c4.date_input(T("r_f_date"), value=(), key="r_f_date")
         since = until = None
         if isinstance(days, tuple | list) and len(days) >= 1:
@@ -119,7 +119,9 @@ if source == "run":
                             since=since, until=until)
         cols = ["label", "started_at", "status", "model", "gpu", "levels", "requests_ok",
                 "requests_failed", "base_url", "run_id"]
-        st.dataframe(shown[cols].rename(columns={c: T("r_c_" + c) for c in cols}),
+        listed = shown[cols].assign(status=shown["status"].map(
+            lambda v: T("status_" + v) if f"status_{v}" in MESSAGES else v))
+        st.dataframe(listed.rename(columns={c: T("r_c_" + c) for c in cols}),
                      hide_index=True, width="stretch")
         ids = shown["run_id"].tolist()
         names = {r.run_id: f"{r.label} · {str(r.started_at)[:19]}" for r in shown.itertuples()}
@@ -129,7 +131,8 @@ if source == "run":
         # user emptied stays empty (none is a valid state: nothing is shown or fitted)
         st.session_state["r_pick"] = kept or (ids[:1] if before is None or before else [])
         chosen = st.multiselect(T("r_pick"), ids, key="r_pick",
-                                format_func=lambda i: names.get(i, i), help=T("r_pick_help"))
+                                format_func=lambda i: names.get(i, i), help=T("r_pick_help"),
+                                placeholder=T("choose_options"))
         if not chosen:
             st.info(T("r_pick_none"))
         else:
@@ -207,8 +210,20 @@ except CapacityError as exc:
 
 sweeps = ms.reference_sweeps()
 ref_names = [s.label for s in sweeps]
-refs = st.multiselect(T("r_reference"), ref_names, key="r_reference", help=T("r_reference_help"))
-extra = pd.concat([measured_frame(s.points, f"{T('r_published')}: {s.label}")
+ref_by_label = {s.label: s for s in sweeps}
+
+
+def ref_text(label: str) -> str:
+    """A published sweep's name in the page's language (the option itself stays its label)."""
+    s = ref_by_label[label]
+    return T("r_ref_label", model=s.model_name, fmt=s.weight_format.split(" ")[0],
+             gpu=s.gpu_name, engine=s.engine, p=f"{s.prompt_tokens:g}",
+             o=f"{s.output_tokens:g}")
+
+
+refs = st.multiselect(T("r_reference"), ref_names, key="r_reference", help=T("r_reference_help"),
+                      format_func=ref_text, placeholder=T("choose_options"))
+extra = pd.concat([measured_frame(s.points, f"{T('r_published')}: {ref_text(s.label)}")
                    for s in sweeps if s.label in refs] or [pd.DataFrame()], ignore_index=True)
 if source == "run" and len(compare) > 1:
     extra = pd.concat([extra, *[measured_frame(points_from_summary(df), name)
@@ -247,7 +262,7 @@ st.caption(T("r_overlay_help", prompt=ov.prompt_tokens, output=ov.output_tokens,
              cal=ov.calibration or T("r_cal_none")))
 st.caption(T("r_load_" + ov.load))
 for w in scenario.warnings:
-    st.caption(T("r_note", msg=w))
+    st.caption(T("r_note", msg=note_text(w, lang)))
 grid = st.columns(2)
 for i, metric in enumerate(METRICS):
     with grid[i % 2]:
@@ -270,8 +285,20 @@ for m in METRICS:
                         if f"ratio_{s}" in ov.ratios}})
 st.caption(T("r_median_err"))
 st.dataframe(pd.DataFrame(med_rows), hide_index=True, width="stretch")
+
+
+def ratio_header(col: str) -> str:
+    """A column of the ratio table in the page's language."""
+    name = col.removeprefix("ratio_")
+    shown = {"concurrency": labels["concurrency"], "metric": T("r_col_metric"),
+             "measured": T("r_measured")}.get(name) or labels.get(name, name)
+    return T("r_ratio_col", series=shown) if col.startswith("ratio_") else shown
+
+
 with st.expander(T("r_ratio_table")):
-    st.dataframe(ov.ratios, hide_index=True, width="stretch")
+    ratio_view = ov.ratios.assign(metric=ov.ratios["metric"].map(lambda m: labels.get(m, m)))
+    st.dataframe(ratio_view.rename(columns={c: ratio_header(str(c)) for c in ov.ratios.columns}),
+                 hide_index=True, width="stretch")
 if len(compare) > 1:
     st.markdown(f"**{T('r_compare')}**")
     st.dataframe(compare_table(compare), hide_index=True, width="stretch")
@@ -330,7 +357,7 @@ if isinstance(fitted, calib.Calibration):
                        file_name=f"{fitted.name}.csv", mime="text/csv", key="r_export_csv")
     st.caption(T("r_holdout", method=fitted.holdout_method or "-"))
     for n in fitted.notes:
-        st.caption(T("r_note", msg=n))
+        st.caption(T("r_note", msg=note_text(n, lang)))
     with st.expander(T("r_residuals")):
         st.dataframe(pd.DataFrame([{
             "kind": p.kind, "concurrency": p.concurrency, "context": p.context_tokens,
@@ -354,12 +381,16 @@ try:
     cols[2].metric(T("r_unc_cvram"), str(b.max_concurrency_vram[1]))
     cols[2].caption(T("r_unc_range_c", lo=b.max_concurrency_vram[0],
                       hi=b.max_concurrency_vram[2]))
-    st.caption(T("r_unc_basis", basis=b.basis))
+    if calibration is None:
+        basis = T("r_unc_basis_typical")
+    else:
+        basis = T("r_unc_basis_cal_far" if b.widenings else "r_unc_basis_cal",
+                  name=calibration.name, step=b.spread[0], ttft=b.spread[1])
+    st.caption(T("r_unc_basis", basis=basis))
     base = scenario if calibration is None else calib.apply(calibration, scenario)
     sens = sensitivity(base, float(c_at), "step_ms")
-    st.markdown(f"**{T('r_sens', top=sens[0].name)}**")
-    st.dataframe(pd.DataFrame([{T("r_col_input"): T("r_knob_" + r.name)
-                                if r.name in calib.KNOBS else r.name, T("r_col_low"): num(r.low),
+    st.markdown(f"**{T('r_sens', top=T('in_' + sens[0].name))}**")
+    st.dataframe(pd.DataFrame([{T("r_col_input"): T("in_" + r.name), T("r_col_low"): num(r.low),
                                 T("r_col_high"): num(r.high),
                                 T("r_col_out_low"): num(r.output_low),
                                 T("r_col_out_high"): num(r.output_high),
@@ -379,9 +410,12 @@ if log_text.strip():
         st.error(T("r_error", msg=str(exc)))
     else:
         st.caption(T("r_vllm_settings", util=compared.util, ctx=compared.context_tokens,
-                     found=", ".join(parsed.found) or "-"))
-        st.dataframe(pd.DataFrame([{T("r_col_term"): x.name, T("r_col_unit"): x.unit,
+                     found=", ".join(f"`{f}`" for f in parsed.found) or "-"))
+        st.dataframe(pd.DataFrame([{T("r_col_term"): note_text(x.name, lang),
+                                    T("r_col_unit"): T("unit_" + x.unit)
+                                    if f"unit_{x.unit}" in MESSAGES else x.unit,
                                     T("r_col_logged"): x.logged,
                                     T("r_col_predicted"): x.predicted,
-                                    T("r_col_ratio"): x.ratio, T("r_col_cause"): x.cause}
+                                    T("r_col_ratio"): x.ratio,
+                                    T("r_col_cause"): note_text(x.cause, lang)}
                                    for x in terms]), hide_index=True, width="stretch")

@@ -92,3 +92,27 @@ def test_catalog_in_chinese(custom: Path) -> None:
     assert at.title[0].value == "目录：模型与 GPU"
     assert "各类层数" in at.dataframe[0].value.columns
     assert [t.label for t in at.tabs] == ["模型", "GPU", "添加自定义"]
+
+
+def test_every_missing_field_is_named_at_once_in_plain_words(custom: Path) -> None:
+    """Issue 14 item 13: one submit names every empty field by its label (not 'entry '':
+    field 'key'...', one per submit), and the intro names the folder actually used."""
+    at = open_catalog()
+    assert str(custom) in at.caption[1].value and "data/custom" not in at.caption[1].value
+    at.text_input(key="cm_name").set_value("")
+    at.button[0].click().run()
+    assert not at.exception
+    msg = at.error[0].value
+    assert msg.startswith("Not saved: fill in ")
+    for label in ("key (lower-case", "display name", "source (where", ):
+        assert label in msg
+    assert "entry" not in msg and "field" not in msg
+    at.segmented_control(key="cat_kind").set_value("gpu").run()
+    at.text_input(key="cg_memtype").set_value(" ")
+    at.button[0].click().run()
+    assert all(w in at.error[0].value for w in ("key (lower-case", "display name",
+                                                 "memory type", "source (where"))
+    assert not (custom / "models").exists() and not (custom / "gpus").exists()
+    zh = open_catalog("zh")
+    zh.button[0].click().run()
+    assert zh.error[0].value.startswith("未保存：请填写键（小写")

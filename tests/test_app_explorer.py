@@ -213,3 +213,15 @@ def test_uncertainty_band_and_sensitivity() -> None:
     assert len(sens) == 2  # TPOT and TTFT
     assert sens[0]["swing"].is_monotonic_decreasing
     assert "bandwidth efficiency" in set(sens[0]["input"])
+
+
+def test_the_capacity_table_shows_verdicts_and_cost_first() -> None:
+    """Issue 14 item 13: at 1400 px the cost and SLO columns were off-screen, after eight
+    columns of measurements; the verdicts and the cost now follow concurrency and context."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page("pages/explorer.py")
+    at.run()
+    table = at.dataframe[-1]  # the results, after the row editor
+    order = list(table.proto.column_order)
+    assert order[:5] == ["concurrency", "context (tokens)", "memory", "SLO",
+                         "cost per M tokens (CNY)"]
+    assert sorted(order) == sorted(table.value.columns)  # every column is still shown

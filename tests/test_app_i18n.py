@@ -118,3 +118,40 @@ def test_formatting() -> None:
     assert t("quote_searched", "en", n=7) == "Configurations evaluated: 7"
     with pytest.raises(KeyError):
         t("no_such_key", "en")
+
+
+def test_library_messages_that_reach_a_page_are_said_in_chinese() -> None:
+    """Issue 14 item 12: a scenario's warning and a calibration's notes carry a code and its
+    parameters (`capacity.types.Note`); the page says them in its language, the CLI in English."""
+    from capacity.fit.calibration import fit
+    from capacity.fit.measured import MeasuredPoint
+    from capacity.model.scenario import make_scenario
+    from capacity.report.i18n import note_text
+
+    s = make_scenario("qwen3.5-9b-awq", "rtx-4090", context_tokens=10_000_000,
+                      allow_long_context=True)
+    (warning,) = s.warnings
+    assert note_text(warning, "en") == str(warning) and "computed anyway" in warning
+    assert note_text(warning, "zh").startswith("上下文 10000000 tokens 超出")
+    cal = fit([MeasuredPoint(concurrency=1, context_tokens=8192, tpot_ms=7.0)],
+              make_scenario("qwen3.5-9b-awq", "rtx-4090"), max_concurrency=(20, 8192))
+    codes = {getattr(n, "code", None) for n in cal.notes}
+    assert {"no_points", "one_context", "overhead_from_max"} <= codes
+    for n in cal.notes:
+        assert note_text(n, "en") == str(n)
+        zh = note_text(n, "zh")
+        assert zh != str(n) and not re.search(r"\b(?:the|at|of|not|from)\b", zh), zh
+    assert note_text("a note read back from a file", "zh") == "a note read back from a file"
+
+
+def test_a_note_survives_pickling_and_copying() -> None:
+    """Streamlit pickles cached results: a Note keeps its text, code and parameters."""
+    import copy
+    import pickle
+
+    from capacity.types import Note
+
+    note = Note("no TTFT points: mfu not fitted", code="no_points", kind="TTFT", names="mfu")
+    for back in (pickle.loads(pickle.dumps(note)), copy.deepcopy(note)):
+        assert isinstance(back, Note) and back == note
+        assert (back.code, back.params) == ("no_points", {"kind": "TTFT", "names": "mfu"})

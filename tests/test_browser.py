@@ -125,3 +125,28 @@ def test_planner_renders_options_and_charts(server: str, page: Page) -> None:
     assert "Planner" in pg.locator("h1").first.inner_text()
     assert pg.locator(".st-key-lang").count() == 1  # inside the shared navigation
     assert_no_error(pg)
+
+
+CUT_TEXT = """() => Array.from(document.querySelectorAll(
+    '[data-testid=stDownloadButton] *, [data-testid=stMetric] *'))
+  .filter(el => el.scrollWidth > el.clientWidth + 1)
+  .map(el => el.textContent)"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_nothing_is_cut_on_a_1000_px_window(server: str, page: Page, lang: str) -> None:
+    """Issue 14 item 13: 'Download Markdo…' under the capacity table, and the Planner's headline
+    figures ('CNY 10,2…', the binding constraint) cut on a narrow window."""
+    pg = page
+    pg.set_viewport_size({"width": 1000, "height": 2400})
+    try:
+        pg.goto(server + f"/explorer?lang={lang}")
+        pg.wait_for_selector('[data-testid="stDownloadButton"]')
+        assert pg.evaluate(CUT_TEXT) == []
+        pg.goto(server + f"/planner?lang={lang}")
+        pg.wait_for_selector('[data-testid="stMetric"]', timeout=60_000)
+        pg.wait_for_function("document.querySelectorAll('[data-testid=stMetric]').length == 5")
+        assert pg.evaluate(CUT_TEXT) == []
+        assert_no_error(pg)
+    finally:
+        pg.set_viewport_size({"width": 1400, "height": 2400})

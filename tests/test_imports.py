@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from capacity.errors import InputError
 from capacity.fit.imports import read_bench_label, read_measured
+from capacity.fit.overlay import read_upload
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -141,3 +143,17 @@ def test_stored_bench_run_by_label(tmp_path: Path) -> None:
     (bad / "summary.csv").write_text("level,latency\n1,2\n")
     with pytest.raises(InputError, match="no column for concurrency"):
         read_bench_label("odd", tmp_path)
+
+
+@pytest.mark.parametrize("name, data", [
+    ("my-run.csv", b"concurrency,context_tokens,tpot_ms\n1,abc,2\n"),
+    ("my-run.csv", b"\xff\xfe"),
+    ("my-run.json", b"[]"),
+])
+def test_an_upload_error_names_the_uploaded_file_not_the_servers_temp_copy(
+        name: str, data: bytes) -> None:
+    """Issue 14 item 13: the Results import said '/tmp/capacity-import-…/my-run.csv: …'."""
+    with pytest.raises(InputError) as err:
+        read_upload(name, data)
+    assert str(err.value).startswith("my-run.") and "capacity-import-" not in str(err.value)
+    assert tempfile.gettempdir() not in str(err.value)

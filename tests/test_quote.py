@@ -78,3 +78,32 @@ def test_chinese_pdf_with_a_cjk_font(headline: Plan) -> None:
     assert _first_page_ink(pdf) > 0.02
     text = pdfium.PdfDocument(io.BytesIO(pdf))[0].get_textpage().get_text_range()
     assert "容量报价" in text
+
+
+def test_the_rank_column_of_the_pdf_is_narrow(headline: Plan) -> None:
+    """Issue 14 item 13: the other options' '#' column took a seventh of the page."""
+    assert len(headline.options) > 2  # the table of other options is there
+    doc = pdfium.PdfDocument(io.BytesIO(quote_pdf(headline, today=TODAY)))
+    try:
+        for page in doc:
+            text = page.get_textpage()
+            found = text.search("#", match_case=True)
+            hit = found.get_next()
+            while hit is not None:
+                start, _ = hit
+                box = text.get_charbox(start)
+                line = text.get_text_bounded(left=box[0], bottom=box[1] - 1,
+                                             right=page.get_width(), top=box[3] + 1)
+                if line.lstrip().startswith("#") and "Configuration" in line:
+                    on_line = text.search("Configuration", match_case=True)
+                    config = on_line.get_next()
+                    while config is not None and abs(text.get_charbox(config[0])[1] - box[1]) > 2:
+                        config = on_line.get_next()
+                    assert config is not None
+                    gap = text.get_charbox(config[0])[0] - box[0]
+                    assert 0 < gap < 0.07 * page.get_width(), gap
+                    return
+                hit = found.get_next()
+        raise AssertionError("no '#' header found")
+    finally:
+        doc.close()

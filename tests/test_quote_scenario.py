@@ -240,7 +240,7 @@ def test_the_chinese_planner_page_matches_the_chinese_quote(catalog: Catalog) ->
     assert not at.exception
     assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "zh")
     assert at.markdown[0].value == "### " + option_label(p.best, "zh")
-    table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
+    table = next(d.value for d in at.dataframe if "探索器" in d.value.columns)
     assert table.iloc[0, 1] == option_label(p.best, "zh")
     assert not any("replicas" in str(x) for x in table.iloc[:, 1])
     md = quote_markdown(p, lang="zh", catalog=catalog, today=TODAY)

@@ -100,3 +100,11 @@ def test_implied_overhead_for_the_v1_engine() -> None:
 def test_no_memory_lines_is_a_clear_error(text: str) -> None:
     with pytest.raises(InputError, match="no vLLM memory lines"):
         parse_vllm_log(text)
+
+
+def test_kv_cache_size_is_predicted_in_whole_tokens() -> None:
+    """Issue 14 item 13: '439453.125 tokens' is not a token count; vLLM floors it too."""
+    log = (LOGS / "v0.11.0.log").read_text()
+    _, terms = reconcile(parse_vllm_log(log), make_scenario("qwen3.5-9b-awq", "rtx-4090"))
+    kv = next(x for x in terms if x.unit == "tokens")
+    assert kv.predicted == int(kv.predicted) and kv.predicted > 0

@@ -50,7 +50,7 @@ from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops
 from capacity.model.roofline import step_ms_with_knobs
 from capacity.model.scenario import Scenario, evaluate
-from capacity.types import FloatArray
+from capacity.types import FloatArray, Note
 from capacity.units import GB, TERA
 
 DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
@@ -330,10 +330,12 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     std: list[tuple[str, float]] = []
     fit_points: list[FitPoint] = []
     methods: list[str] = []
-    notes: list[str] = []
+    notes: list[str] = []  # Notes: English, with a code for the page's language
     for kind, pts, problem in ((PointKind.TPOT, dec, _DECODE), (PointKind.TTFT, pre, _PREFILL)):
         if not pts:
-            notes.append(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted")
+            notes.append(Note(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted",
+                              code="no_points", kind=kind.upper(),
+                              names=", ".join(problem.names)))
             continue
         if kind == PointKind.TPOT:
             basis: tuple[FloatArray, ...] = _decode_basis(base, pts)
@@ -345,9 +347,10 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
             spec_x = np.array([base.mfu, base.prefill_overhead_ms])
         x, sd = _solve(problem, basis, measured)
         if kind == PointKind.TPOT and len({round(p.decode_context_tokens) for p in pts}) == 1:
-            notes.append("TPOT at one context length only: bandwidth efficiency and per-step "
-                         "overhead trade off against each other; measure a second context to "
-                         "separate them (their sum at this context is well determined)")
+            notes.append(Note("TPOT at one context length only: bandwidth efficiency and "
+                              "per-step overhead trade off against each other; measure a "
+                              "second context to separate them (their sum at this context is "
+                              "well determined)", code="one_context"))
         fitted = problem.model(x, basis)
         spec = problem.model(spec_x, basis)
         held, method = _holdout(problem, basis, measured)
@@ -359,9 +362,10 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         if kind == PointKind.TPOT:
             bw, cp, _ = basis
             if not np.any(cp / x[2] > bw / x[0]):
-                notes.append(f"compute never binds at the measured points: eff is not "
-                             f"determined by them (kept near {PRIORS['eff']:g}); measure at "
-                             "higher concurrency or shorter context to fit it")
+                notes.append(Note(f"compute never binds at the measured points: eff is not "
+                                  f"determined by them (kept near {PRIORS['eff']:g}); measure "
+                                  "at higher concurrency or shorter context to fit it",
+                                  code="eff_undetermined", eff=PRIORS["eff"]))
         for i, p in enumerate(pts):
             fit_points.append(FitPoint(
                 kind=kind, concurrency=p.concurrency,
@@ -371,8 +375,9 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     overhead = None
     if max_concurrency is not None:
         overhead = overhead_from_max_concurrency(base, *max_concurrency)
-        notes.append(f"overhead from a measured maximum of {max_concurrency[0]} requests at "
-                     f"{max_concurrency[1]} tokens")
+        notes.append(Note(f"overhead from a measured maximum of {max_concurrency[0]} requests "
+                          f"at {max_concurrency[1]} tokens", code="overhead_from_max",
+                          requests=max_concurrency[0], tokens=max_concurrency[1]))
     settings = (("weights_gb", f"{base.weights_gb:g}"), ("kv_dtype", base.kv_dtype),
                 ("util", f"{base.util:g}"), ("gpus", str(base.n_gpus)), ("tp", str(base.tp)),
                 ("bandwidth_gb_s", f"{base.bandwidth_gb_s:g}"),
@@ -603,7 +608,7 @@ def to_toml(cal: Calibration) -> str:
     doc: dict[str, Any] = {
         "name": cal.name, "model": cal.model, "gpu": cal.gpu, "engine": cal.engine,
         "created": cal.created, "inputs": cal.inputs, "holdout_method": cal.holdout_method,
-        "notes": list(cal.notes),
+        "notes": [str(n) for n in cal.notes],
         "knobs": {n: getattr(cal, n) for n in (*KNOBS, "overhead_gb")
                   if getattr(cal, n) is not None},
         "std": dict(cal.std), "settings": dict(cal.settings),

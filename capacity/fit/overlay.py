@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from capacity.catalog.loader import Catalog
-from capacity.errors import InputError
+from capacity.errors import CapacityError, InputError
 from capacity.fit.calibration import Calibration, apply, predict_ms
 from capacity.fit.imports import read_measured
 from capacity.fit.measured import MeasuredPoint
@@ -130,8 +130,11 @@ def read_upload(name: str, data: bytes, fmt: str | None = None, *, model: str = 
     with tempfile.TemporaryDirectory(prefix="capacity-import-") as tmp:
         path = Path(tmp) / safe
         path.write_bytes(data)
-        return read_measured(path, fmt, model=model, gpu=gpu, engine=engine,
-                             concurrency=concurrency)
+        try:
+            return read_measured(path, fmt, model=model, gpu=gpu, engine=engine,
+                                 concurrency=concurrency)
+        except CapacityError as exc:  # name the uploaded file, not the server's temp copy
+            raise InputError(str(exc).replace(str(path), safe).replace(tmp, "")) from None
 
 
 def measured_frame(points: Sequence[MeasuredPoint], series: str) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from capacity.errors import InputError
 from capacity.model.scenario import Scenario, evaluate
+from capacity.types import Note
 from capacity.units import GB, GIB
 
 _NUM = r"([0-9][0-9,]*\.?[0-9]*)"
@@ -165,7 +166,12 @@ TOLERANCE = 0.05
 
 
 def _cause(ok: bool, text: str) -> str:
-    return "consistent (within 5%)" if ok else text
+    return Note("consistent (within 5%)", code="vllm_consistent") if ok else text
+
+
+def _n(text: str, code: str, **params: str | int | float) -> Note:
+    """A term's name or cause: English, with a code for the page's language (`Note`)."""
+    return Note(text, code="vllm_" + code, **params)
 
 
 def reconcile(log: VllmStartup, scenario: Scenario) -> tuple[Scenario, list[Term]]:
@@ -190,73 +196,82 @@ def reconcile(log: VllmStartup, scenario: Scenario) -> tuple[Scenario, list[Term
 
     if log.total_gpu_gib is not None:
         logged = log.total_gpu_gib * GIB / GB
-        terms.append(Term(name="GPU memory", unit="GB", logged=logged, predicted=s.vram_gb,
+        terms.append(Term(name=_n("GPU memory", "gpu_memory"), unit="GB", logged=logged, predicted=s.vram_gb,
                           cause=_cause(close(logged, s.vram_gb),
-                                       "the driver's figure differs from the catalog's "
-                                       "(marketed 'GB' are often GiB; some is reserved): set "
-                                       "--vram to the logged figure")))
+                                       _n("the driver's figure differs from the catalog's "
+                                          "(marketed 'GB' are often GiB; some is reserved): "
+                                          "set --vram to the logged figure",
+                                          "cause_gpu_memory"))))
     if log.weights_gib is not None:
         logged = log.weights_gib * GIB / GB
         terms.append(Term(
-            name="weights per GPU", unit="GB", logged=logged, predicted=s.weights_per_gpu_gb,
+            name=_n("weights per GPU", "weights"), unit="GB", logged=logged, predicted=s.weights_per_gpu_gb,
             cause=_cause(close(logged, s.weights_per_gpu_gb),
-                         "the served checkpoint differs from the catalog variant (another "
-                         "weight format, quantization scales, tied or untied embeddings, a "
-                         "vision tower): set --weights-gb to the logged figure")))
+                         _n("the served checkpoint differs from the catalog variant (another "
+                            "weight format, quantization scales, tied or untied embeddings, a "
+                            "vision tower): set --weights-gb to the logged figure",
+                            "cause_weights"))))
     if log.runtime_overhead_gib is not None:
         logged = log.runtime_overhead_gib * GIB / GB
         terms.append(Term(
-            name="runtime overhead (activation peak, non-torch)", unit="GB",
+            name=_n("runtime overhead (activation peak, non-torch)", "overhead"), unit="GB",
             logged=logged, predicted=s.overhead_gb + s.nccl_gb,
             cause=_cause(close(logged, s.overhead_gb + s.nccl_gb),
-                         "runtime memory differs by engine version, max_num_batched_tokens and "
-                         "CUDA graphs: set --overhead-gb to the logged figure")))
+                         _n("runtime memory differs by engine version, max_num_batched_tokens "
+                            "and CUDA graphs: set --overhead-gb to the logged figure",
+                            "cause_overhead"))))
     elif log.weights_gib is not None and log.kv_cache_gib is not None:
         logged = (implied_overhead_gb(log, s) or 0.0)
         terms.append(Term(
-            name="runtime overhead (implied: VRAM x util - weights - KV)", unit="GB",
+            name=_n("runtime overhead (implied: VRAM x util - weights - KV)",
+                    "overhead_implied"), unit="GB",
             logged=logged, predicted=s.overhead_gb + s.nccl_gb,
             cause=_cause(close(logged, s.overhead_gb + s.nccl_gb),
-                         "runtime memory (activations at max_num_batched_tokens, non-torch "
-                         "allocations) differs by engine version: set --overhead-gb to the "
-                         "implied figure")))
+                         _n("runtime memory (activations at max_num_batched_tokens, non-torch "
+                            "allocations) differs by engine version: set --overhead-gb to the "
+                            "implied figure", "cause_overhead_implied"))))
     if log.kv_cache_gib is not None:
         logged = log.kv_cache_gib * GIB / GB
         predicted = max(0.0, v.kv_budget_bytes / GB)
         terms.append(Term(
-            name="KV cache memory", unit="GB", logged=logged, predicted=predicted,
+            name=_n("KV cache memory", "kv_memory"), unit="GB", logged=logged, predicted=predicted,
             cause=_cause(close(logged, predicted),
-                         "follows from the terms above: VRAM x util - weights - overhead; "
-                         "check the one that disagrees")))
+                         _n("follows from the terms above: VRAM x util - weights - overhead; "
+                            "check the one that disagrees", "cause_kv_memory"))))
     kv_tok = ev.kv_token.bytes_per_token
     if log.kv_tokens is not None and kv_tok > 0:
-        predicted = max(0.0, v.kv_budget_bytes) / kv_tok
+        predicted = float(max(0.0, v.kv_budget_bytes) // kv_tok)  # whole tokens, as vLLM
         logged_t = float(log.kv_tokens)
-        cause = "KV bytes per token differ from the model: check --kv-dtype (fp8 halves it)"
+        cause: str = _n("KV bytes per token differ from the model: check --kv-dtype (fp8 "
+                        "halves it)", "cause_kv_tokens")
         if log.kv_cache_gib is not None:
             implied = log.kv_cache_gib * GIB / logged_t
             if close(implied, kv_tok):
-                cause = (f"KV bytes per token agree ({kv_tok / 1024:.1f} KiB); the difference "
-                         "follows from the KV cache memory above")
+                cause = _n(f"KV bytes per token agree ({kv_tok / 1024:.1f} KiB); the difference "
+                           "follows from the KV cache memory above", "cause_kv_agree",
+                           kib=kv_tok / 1024)
             else:
-                cause += (f"; the log implies {implied / 1024:.1f} KiB per token, the model "
-                          f"{kv_tok / 1024:.1f} KiB (hybrid and sliding-window layers are "
-                          "sized per layer group by vLLM)")
-        terms.append(Term(name="KV cache size", unit="tokens", logged=logged_t,
+                cause = _n(f"{cause}; the log implies {implied / 1024:.1f} KiB per token, the "
+                           f"model {kv_tok / 1024:.1f} KiB (hybrid and sliding-window layers "
+                           "are sized per layer group by vLLM)", "cause_kv_implied",
+                           implied=implied / 1024, model=kv_tok / 1024)
+        terms.append(Term(name=_n("KV cache size", "kv_tokens"), unit="tokens", logged=logged_t,
                           predicted=predicted, cause=_cause(close(logged_t, predicted), cause)))
     if log.max_concurrency is not None:
         predicted = max(0.0, v.kv_budget_bytes) / float(ev.kv_request.paged_bytes)
         terms.append(Term(
-            name=f"maximum concurrency at {log.max_concurrency_tokens} tokens", unit="requests",
+            name=_n(f"maximum concurrency at {log.max_concurrency_tokens} tokens", "max_conc",
+                    tokens=log.max_concurrency_tokens or 0), unit="requests",
             logged=log.max_concurrency, predicted=predicted,
             cause=_cause(close(log.max_concurrency, predicted),
-                         "follows from the KV cache size and KV per request; vLLM counts "
-                         "requests of the full max_model_len, real ones are often shorter")))
+                         _n("follows from the KV cache size and KV per request; vLLM counts "
+                            "requests of the full max_model_len, real ones are often shorter",
+                            "cause_max_conc"))))
     if log.gpu_memory_utilization is not None and log.gpu_memory_utilization != scenario.util:
-        terms.append(Term(name="gpu_memory_utilization", unit="fraction",
+        terms.append(Term(name=_n("gpu_memory_utilization", "util"), unit="fraction",
                           logged=log.gpu_memory_utilization, predicted=scenario.util,
-                          cause="the server ran with another util; the terms above use the "
-                                "logged one"))
+                          cause=_n("the server ran with another util; the terms above use "
+                                   "the logged one", "cause_util")))
     return s, terms
 
 

@@ -50,7 +50,7 @@ from capacity.model.memory import (
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds
 from capacity.model.roofline import Bound, DecodeStep, StepModel, comm_coefficients_ms
-from capacity.types import FloatArray, IntArray, StrArray
+from capacity.types import FloatArray, IntArray, Note, StrArray
 from capacity.units import GB, bytes_per_element, normalize_dtype
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
@@ -201,7 +201,8 @@ def make_scenario(
                f"{limit} tokens")
         if not allow_long_context:
             raise InputError(msg + " (pass --allow-long-context to compute it anyway)")
-        warnings.append(msg + "; computed anyway")
+        warnings.append(Note(msg + "; computed anyway", code="long_context",
+                             context=context_tokens, model=variant.model.name, limit=limit))
     cur = currency or g.currency
     if cur not in ("CNY", "USD"):
         raise InputError(f"unknown currency '{cur}'; use CNY or USD")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from capacity.catalog.custom import is_custom
@@ -10,17 +11,20 @@ from capacity.model.kv import kv_bytes_per_token
 from capacity.units import KIB
 
 
-def _layers_text(model: Model) -> str:
+def _layers_text(model: Model, kind_names: Mapping[str, str], window: str) -> str:
     parts = []
     for g in model.layer_groups:
-        extra = f" (w={g.window_tokens})" if g.kind == "sliding" else ""
-        parts.append(f"{g.count} {g.kind}{extra}")
+        extra = f" ({window.format(w=g.window_tokens)})" if g.kind == "sliding" else ""
+        parts.append(f"{g.count} {kind_names.get(g.kind, g.kind)}{extra}")
     return " + ".join(parts)
 
 
-def model_rows(catalog: Catalog) -> list[dict[str, Any]]:
+def model_rows(catalog: Catalog, *, kind_names: Mapping[str, str] | None = None,
+               window: str = "w={w}") -> list[dict[str, Any]]:
     """One row per model: layers by kind, KV per token (fp16 and fp8, KiB), weights per format
-    (GB, stated sizes marked), limits, source and date."""
+    (GB, stated sizes marked), limits, source and date. `kind_names` names the layer kinds
+    ('full', 'sliding'...: as they are when absent) and `window` (with `{w}`, in tokens) a
+    sliding window, so a page can show them in its language."""
     rows = []
     for m in sorted(catalog.models.values(), key=lambda m: m.key):
         weights = {}
@@ -29,7 +33,7 @@ def model_rows(catalog: Catalog) -> list[dict[str, Any]]:
             weights[f.key] = f"{v.weights_gb:.1f}" + ("*" if v.weights_stated else "")
         rows.append({
             "key": m.key, "name": m.name, "params_total_b": m.params_total_b,
-            "params_active_b": m.params_active_b, "layers": _layers_text(m),
+            "params_active_b": m.params_active_b, "layers": _layers_text(m, kind_names or {}, window),
             "kv_kib_per_token_fp16": kv_bytes_per_token(m, "fp16").bytes_per_token / KIB,
             "kv_kib_per_token_fp8": kv_bytes_per_token(m, "fp8").bytes_per_token / KIB,
             "max_context_tokens": m.max_context_tokens,

@@ -297,11 +297,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "warn_scenario": ("Note: {msg}", "注意：{msg}"),
     # explorer: charts
     "sec_charts": ("Curves", "曲线"),
-    "ch_step_time": ("Decode step time vs concurrency", "解码步时间 vs 并发"),
+    "ch_step_time": ("Decode step time vs concurrency", "解码步时间随并发变化"),
     "ch_throughput": ("Speed: per request and aggregate", "速度：每请求与总吞吐"),
     "ch_vram": ("Memory of one GPU at the chosen concurrency", "所选并发下单卡显存"),
-    "ch_ttft": ("TTFT vs prompt length", "首字延迟 vs 提示长度"),
-    "ch_cost": ("Cost per million tokens vs concurrency", "每百万 token 成本 vs 并发"),
+    "ch_ttft": ("TTFT vs prompt length", "首字延迟随提示长度变化"),
+    "ch_cost": ("Cost per million tokens vs concurrency", "每百万 token 成本随并发变化"),
     "ch_roofline": ("Roofline: where decode and prefill sit", "屋顶线：解码与预填充的位置"),
     # explorer: table
     "sec_table": ("Capacity table", "容量表"),
@@ -375,11 +375,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "gc_custom": ("custom", "自定义"),
     "gc_source": ("source", "来源"),
     "gc_as_of": ("as of", "日期"),
-    "add_intro": ("Custom entries are saved under data/custom/ and appear in the Explorer at "
+    "add_intro": ("Custom entries are saved under {folder} and appear in the Explorer at "
                   "once. The form covers dense models with full-attention (and optional "
                   "linear-attention) layers; for MoE, sliding-window or MLA models upload a "
                   "TOML file shaped like data/models/*.toml.",
-                  "自定义条目保存在 data/custom/ 下，立即出现在探索器中。表单适用于全注意力"
+                  "自定义条目保存在 {folder} 下，立即出现在探索器中。表单适用于全注意力"
                   "（可加线性注意力层）的稠密模型；MoE、滑动窗口或 MLA 模型请上传与 "
                   "data/models/*.toml 格式相同的 TOML 文件。"),
     "add_kind": ("Add a", "添加"),
@@ -421,6 +421,106 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "saved": ("Saved {kind} '{key}' to {path}; it is now in the Explorer's lists.",
               "已将{kind} '{key}' 保存到 {path}；探索器的列表中已可选择。"),
     "not_saved": ("Not saved: {msg}", "未保存：{msg}"),
+    # issue 14 item 12: words that stayed English in Chinese mode
+    "choose_options": ("Choose options", "请选择"),
+    "r_measured": ("measured (p50)", "实测 (p50)"),
+    "r_ratio_col": ("measured / {series}", "实测 / {series}"),
+    "cat_missing": ("Not saved: fill in {fields}.", "未保存：请填写{fields}。"),
+    "layer_full": ("full", "全注意力"),
+    "layer_sliding": ("sliding", "滑动窗口"),
+    "layer_linear": ("linear", "线性注意力"),
+    "layer_mla": ("mla", "MLA"),
+    "layer_window": ("window {w}", "窗口 {w}"),
+    "status_running": ("running", "进行中"),
+    "status_finished": ("finished", "已完成"),
+    "status_interrupted": ("interrupted", "已中断"),
+    "note_long_context": ("context {context} tokens exceeds {model}'s limit of {limit} tokens; "
+                          "computed anyway",
+                          "上下文 {context} tokens 超出 {model} 的上限 {limit} tokens；仍照算"),
+    "note_no_points": ("no {kind} points: {names} not fitted",
+                       "没有 {kind} 数据点：{names} 未拟合"),
+    "note_one_context": ("TPOT at one context length only: bandwidth efficiency and per-step "
+                         "overhead trade off against each other; measure a second context to "
+                         "separate them (their sum at this context is well determined)",
+                         "TPOT 只在一个上下文长度下测得：带宽效率与每步开销此消彼长；再测一个上下文"
+                         "长度即可分开二者（二者在此上下文下之和已确定）"),
+    "note_eff_undetermined": ("compute never binds at the measured points: eff is not "
+                              "determined by them (kept near {eff:g}); measure at higher "
+                              "concurrency or shorter context to fit it",
+                              "实测点上算力从未成为瓶颈：eff 无法由它们确定（保持在 {eff:g} 附近）；"
+                              "请在更高并发或更短上下文下测量以拟合它"),
+    "note_overhead_from_max": ("overhead from a measured maximum of {requests} requests at "
+                               "{tokens} tokens",
+                               "运行时开销由实测最大 {requests} 个请求（每个 {tokens} tokens）推得"),
+    # the vLLM startup log's terms (capacity.fit.vllm_log.reconcile): names and causes
+    "note_vllm_consistent": ("consistent (within 5%)", "一致（相差 5% 以内）"),
+    "note_vllm_gpu_memory": ("GPU memory", "GPU 显存"),
+    "note_vllm_weights": ("weights per GPU", "每卡权重"),
+    "note_vllm_overhead": ("runtime overhead (activation peak, non-torch)",
+                           "运行时开销（激活峰值、非 torch 分配）"),
+    "note_vllm_overhead_implied": ("runtime overhead (implied: VRAM x util - weights - KV)",
+                                   "运行时开销（推算：显存 x 利用率 - 权重 - KV）"),
+    "note_vllm_kv_memory": ("KV cache memory", "KV 缓存显存"),
+    "note_vllm_kv_tokens": ("KV cache size", "KV 缓存容量"),
+    "note_vllm_max_conc": ("maximum concurrency at {tokens} tokens",
+                           "每请求 {tokens} tokens 时的最大并发"),
+    "note_vllm_util": ("gpu_memory_utilization", "显存利用率"),
+    "note_vllm_cause_gpu_memory": ("the driver's figure differs from the catalog's (marketed "
+                                   "'GB' are often GiB; some is reserved): set --vram to the "
+                                   "logged figure",
+                                   "驱动报告的显存与目录不同（标称的 GB 常是 GiB，且有预留）："
+                                   "用 `--vram` 设为日志中的数值"),
+    "note_vllm_cause_weights": ("the served checkpoint differs from the catalog variant "
+                                "(another weight format, quantization scales, tied or untied "
+                                "embeddings, a vision tower): set --weights-gb to the logged "
+                                "figure",
+                                "实际加载的权重与目录中的版本不同（权重格式、量化缩放、嵌入是否共享、"
+                                "视觉塔）：用 `--weights-gb` 设为日志中的数值"),
+    "note_vllm_cause_overhead": ("runtime memory differs by engine version, "
+                                 "max_num_batched_tokens and CUDA graphs: set --overhead-gb to "
+                                 "the logged figure",
+                                 "运行时显存随引擎版本、`max_num_batched_tokens` 与 CUDA 图而变："
+                                 "用 `--overhead-gb` 设为日志中的数值"),
+    "note_vllm_cause_overhead_implied": ("runtime memory (activations at max_num_batched_tokens, "
+                                         "non-torch allocations) differs by engine version: set "
+                                         "--overhead-gb to the implied figure",
+                                         "运行时显存（`max_num_batched_tokens` 下的激活、非 torch "
+                                         "分配）随引擎版本而变：用 `--overhead-gb` 设为推算的数值"),
+    "note_vllm_cause_kv_memory": ("follows from the terms above: VRAM x util - weights - "
+                                  "overhead; check the one that disagrees",
+                                  "由上面各项得出：显存 x 利用率 - 权重 - 开销；请检查不一致的那一项"),
+    "note_vllm_cause_kv_tokens": ("KV bytes per token differ from the model: check --kv-dtype "
+                                  "(fp8 halves it)",
+                                  "每 token 的 KV 字节数与模型不同：请检查 `--kv-dtype`（fp8 减半）"),
+    "note_vllm_cause_kv_agree": ("KV bytes per token agree ({kib:.1f} KiB); the difference "
+                                 "follows from the KV cache memory above",
+                                 "每 token 的 KV 字节数一致（{kib:.1f} KiB）；差异来自上面的 KV 缓存显存"),
+    "note_vllm_cause_kv_implied": ("KV bytes per token differ from the model: check --kv-dtype "
+                                   "(fp8 halves it); the log implies {implied:.1f} KiB per "
+                                   "token, the model {model:.1f} KiB (hybrid and sliding-window "
+                                   "layers are sized per layer group by vLLM)",
+                                   "每 token 的 KV 字节数与模型不同：请检查 `--kv-dtype`（fp8 减半）；"
+                                   "日志推得每 token {implied:.1f} KiB，模型为 {model:.1f} KiB"
+                                   "（vLLM 按层组分别计算混合与滑动窗口层）"),
+    "note_vllm_cause_max_conc": ("follows from the KV cache size and KV per request; vLLM counts "
+                                 "requests of the full max_model_len, real ones are often shorter",
+                                 "由 KV 缓存容量与每请求 KV 得出；vLLM 按完整的 `max_model_len` "
+                                 "计请求，实际请求往往更短"),
+    "note_vllm_cause_util": ("the server ran with another util; the terms above use the logged "
+                             "one", "服务端用了另一个利用率；上面各项按日志中的数值计算"),
+    "unit_requests": ("requests", "个请求"),
+    "unit_fraction": ("fraction", "比例"),
+    "r_ref_label": ("{model} ({fmt}) on {gpu}, {engine}, {p} in / {o} out",
+                    "{model} ({fmt})，{gpu}，{engine}，输入 {p} / 输出 {o}"),
+    "r_unc_basis_typical": ("typical efficiency ranges (no calibration)",
+                            "真实引擎的典型效率范围（无校准）"),
+    "r_unc_basis_cal": ("calibration '{name}': +/- {step:.0%} step, +/- {ttft:.0%} TTFT "
+                        "(held-out error)",
+                        "校准“{name}”：解码步 ±{step:.0%}，首字延迟 ±{ttft:.0%}（留出误差）"),
+    "r_unc_basis_cal_far": ("calibration '{name}': +/- {step:.0%} step, +/- {ttft:.0%} TTFT "
+                            "(held-out error, widened by its distance from here)",
+                            "校准“{name}”：解码步 ±{step:.0%}，首字延迟 ±{ttft:.0%}"
+                            "（留出误差，按与此处的距离放宽）"),
     "open_in_explorer": ("Open it in the Explorer", "在探索器中打开"),
     # measure page
     "m_title": ("Measure an endpoint", "测量推理服务"),
@@ -672,8 +772,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_kv": ("KV precisions", "KV 精度"),
     "pl_tp": ("Allow tensor parallel", "允许张量并行"),
     "pl_currency": ("Currency", "币种"),
-    "pl_util": ("gpu_memory_utilization", "gpu_memory_utilization"),
-    "pl_mfu": ("Prefill MFU", "Prefill MFU"),
+    "pl_util": ("gpu_memory_utilization", "显存利用率（`gpu_memory_utilization`）"),
+    "pl_mfu": ("Prefill MFU", "预填充 MFU"),
     "pl_best": ("Recommendation", "推荐"),
     "pl_fx": ("Exchange rate, CNY per USD", "汇率(1 USD 兑 CNY)"),
     "pl_prices": ("Prices per GPU-hour ({cur})", "每卡每小时价格({cur})"),
@@ -698,15 +798,15 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_rejected": ("Ruled out", "被排除"),
     "pl_near": ("Cheaper, but short of memory", "更便宜但显存不够"),
     "pl_chart_cost": ("Cost vs SLO-feasible goodput (Pareto front marked)",
-                      "成本 vs 满足 SLO 的吞吐(标出帕累托前沿)"),
+                      "成本与满足 SLO 的吞吐(标出帕累托前沿)"),
     "pl_chosen": ("Option to inspect", "查看方案"),
     "pl_chart_ttft": ("TTFT percentiles vs arrival rate (discrete-event model)",
-                      "首字延迟分位数 vs 到达率(离散事件模型)"),
+                      "首字延迟分位数随到达率变化(离散事件模型)"),
     "pl_sim": ("Event model at the design load: TTFT p50/p90/p99 {a:.0f}/{b:.0f}/{c:.0f} ms, TPOT "
                "p50/p90/p99 {d:.1f}/{e:.1f}/{f:.1f} ms, {ok:.0%} meet both SLOs.",
                "设计负载下的离散事件模型:首字 p50/p90/p99 {a:.0f}/{b:.0f}/{c:.0f} ms,每 token "
                "p50/p90/p99 {d:.1f}/{e:.1f}/{f:.1f} ms,{ok:.0%} 同时满足两项 SLO。"),
-    "pl_explorer": ("Open in Explorer", "在 Explorer 中打开"),
+    "pl_explorer": ("Open in Explorer", "在探索器中打开"),
     "pl_quote_md": ("Download quote (Markdown)", "下载报价(Markdown)"),
     "pl_quote_pdf": ("Download quote (PDF)", "下载报价(PDF)"),
     "pl_error": ("Cannot plan these inputs: {msg}", "无法规划:{msg}"),
@@ -714,7 +814,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_col_month": ("per month", "每月"),
     "pl_col_binding": ("binding", "最紧约束"),
     "pl_col_memory": ("memory", "显存"),
-    "pl_col_link": ("Explorer", "Explorer"),
+    "pl_col_link": ("Explorer", "探索器"),
     "pl_col_nodes": ("nodes (GPUs each)", "节点(每台卡数)"),
     "pl_col_variants": ("equivalent variants", "等价变体"),
     "pl_reason_memory": ("memory", "显存"),
@@ -833,7 +933,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                   "即使用 {n} 张卡,权重和 KV 也放不下({w},{kv} KV)"),
     "rej_closest": ("closest: {label} fails on {reasons}", "最接近的配置:{label},未通过:{reasons}"),
     "rej_prefill": ("; prefill alone takes {pre:.2f} s (SLO {slo:g} s)",
-                    ";仅 prefill 就需 {pre:.2f} 秒(SLO {slo:g} 秒)"),
+                    ";仅预填充就需 {pre:.2f} 秒(SLO {slo:g} 秒)"),
     "rej_queue": ("; prefill takes {pre:.2f} s, and waiting behind other prompts at the peak "
                   "pushes p{q:g} TTFT past {slo:g} s",
                   ";prefill 需 {pre:.2f} 秒,峰值时排在其他请求之后,p{q:g} 首字延迟超过 {slo:g} 秒"),
@@ -880,9 +980,9 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "quote_reason_tpot": ("TPOT", "每 token 延迟"),
     "quote_reason_throughput": ("throughput", "吞吐"),
     "quote_reason_cost": ("cost", "成本"),
-    "quote_verdict_fits": ("fits", "能"),
+    "quote_verdict_fits": ("fits", "放得下"),
     "quote_verdict_tight": ("tight", "勉强"),
-    "quote_verdict_does_not_fit": ("does not fit", "不能"),
+    "quote_verdict_does_not_fit": ("does not fit", "放不下"),
     # chart labels of capacity.report.charts (Explorer): chart_<name> -> app.i18n.chart_labels
     "chart_concurrency": ("concurrent requests", "并发请求数"),
     "chart_current": ("this what-if", "当前方案"),
@@ -1048,3 +1148,13 @@ def t(key: str, lang: str = "en", /, **values: object) -> str:
     """
     text = MESSAGES[key][_INDEX.get(lang, 0)]
     return text.format(**values) if values else text
+
+
+def note_text(note: str, lang: str = "en") -> str:
+    """A library message (`capacity.types.Note`: a scenario's warning, a calibration's note) in
+    `lang`; a plain string (a note read back from a saved calibration) stays as it is."""
+    code = getattr(note, "code", None)
+    key = f"note_{code}"
+    if code is None or key not in MESSAGES:
+        return str(note)
+    return t(key, lang, **getattr(note, "params", {}))

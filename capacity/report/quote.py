@@ -480,8 +480,9 @@ def blocks_pdf(make: Callable[[str], list[Block]], *, lang: str = "en",
             pdf.ln(1)
         else:
             pdf.set_font(family, size=8)
-            with pdf.table(width=width, line_height=4.5, text_align="LEFT",
-                           first_row_as_headings=True) as tbl:
+            narrow = (1, *(4,) * (len(blk.headers) - 1)) if blk.headers[0] == "#" else None
+            with pdf.table(width=width, line_height=4.5, text_align="LEFT",  # a narrow "#"
+                           first_row_as_headings=True, col_widths=narrow) as tbl:
                 for row in (blk.headers, *blk.rows):
                     r = tbl.row()
                     for cell in row:
