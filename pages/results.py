@@ -24,6 +24,7 @@ from capacity.fit import calibration as calib
 from capacity.fit.imports import FORMATS
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
+    COMPARE_COLUMNS,
     METRICS,
     Overlay,
     Predicted,
@@ -301,7 +302,9 @@ with st.expander(T("r_ratio_table")):
                  hide_index=True, width="stretch")
 if len(compare) > 1:
     st.markdown(f"**{T('r_compare')}**")
-    st.dataframe(compare_table(compare), hide_index=True, width="stretch")
+    st.dataframe(compare_table(compare, {c: T("r_cmp_" + c)
+                                         for c in ("concurrency", *COMPARE_COLUMNS)}),
+                 hide_index=True, width="stretch")
 
 # -- calibration in one step ------------------------------------------------------------------
 st.subheader(T("r_calibrate"))
@@ -360,10 +363,12 @@ if isinstance(fitted, calib.Calibration):
         st.caption(T("r_note", msg=note_text(n, lang)))
     with st.expander(T("r_residuals")):
         st.dataframe(pd.DataFrame([{
-            "kind": p.kind, "concurrency": p.concurrency, "context": p.context_tokens,
-            "measured_ms": p.measured_ms, "spec_ms": p.spec_ms, "fitted_ms": p.fitted_ms,
-            "held_out_ms": p.held_out_ms, "fitted_error": p.fitted_error,
-            "held_out_error": p.held_out_error} for p in fitted.points]),
+            T(f"r_res_{k}"): v for k, v in (
+                ("kind", p.kind.upper()), ("concurrency", p.concurrency),
+                ("context", p.context_tokens), ("measured_ms", p.measured_ms),
+                ("spec_ms", p.spec_ms), ("fitted_ms", p.fitted_ms),
+                ("held_out_ms", p.held_out_ms), ("fitted_error", p.fitted_error),
+                ("held_out_error", p.held_out_error))} for p in fitted.points]),
             hide_index=True, width="stretch")
 
 # -- uncertainty ------------------------------------------------------------------------------

@@ -146,3 +146,33 @@ def test_report_markdown_and_csv() -> None:
     err = {r["name"]: r for r in rows if r["table"] == "error"}
     assert set(err) == {"tpot", "ttft"}
     assert float(err["tpot"]["fitted"]) < 0.03
+
+
+def test_runs_side_by_side_name_their_columns_in_the_readers_language() -> None:
+    """Item 12: the comparison table's headers come from the page (Chinese in Chinese)."""
+    import pandas as pd
+
+    from capacity.fit.overlay import COMPARE_COLUMNS, compare_table
+
+    df = pd.DataFrame({"concurrency": [1, 2], "ttft_p50_ms": [10.0, 12.0],
+                       "tpot_p50_ms": [5.0, 6.0], "output_tok_s": [100.0, 180.0],
+                       "requests_failed": [0, 0]})
+    english = compare_table([("a", df), ("b", df)])
+    assert list(english.columns)[:2] == ["concurrency", "a: TTFT p50 ms"]
+    zh = {"concurrency": "并发数", **{c: f"列{i}" for i, c in enumerate(COMPARE_COLUMNS)}}
+    table = compare_table([("a", df), ("b", df)], zh)
+    assert list(table.columns) == ["并发数", *(f"{r}: 列{i}" for r in "ab"
+                                             for i in range(len(COMPARE_COLUMNS)))]
+
+
+@pytest.mark.slow
+def test_the_fits_residuals_are_headed_in_chinese(two_runs: tuple[str, str]) -> None:
+    """Item 12: after a Fit in Chinese, the residuals table has no English header."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    at.sidebar.segmented_control(key="lang").set_value("zh").run()
+    at.button(key="r_fit").click().run()
+    assert not at.exception and not at.error
+    headers = {str(c) for d in at.dataframe for c in d.value.columns}
+    assert {"类型", "实测（毫秒）", "拟合误差", "留出误差"} <= headers
+    assert not headers & {"kind", "measured_ms", "fitted_error", "held_out_error"}

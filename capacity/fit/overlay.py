@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -453,18 +453,23 @@ COMPARE_COLUMNS = {"ttft_p50_ms": "TTFT p50 ms", "tpot_p50_ms": "TPOT p50 ms",
                    "output_tok_s": "output tok/s", "requests_failed": "failed"}
 
 
-def compare_table(summaries: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
-    """Runs side by side: one row per concurrency, one column per (run, metric)."""
+def compare_table(summaries: Sequence[tuple[str, pd.DataFrame]],
+                  headers: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Runs side by side: one row per concurrency, one column per (run, metric).
+
+    `headers` names the columns in the reader's language (keys: "concurrency" and those of
+    COMPARE_COLUMNS); the English names otherwise."""
+    names = {"concurrency": "concurrency", **COMPARE_COLUMNS, **(headers or {})}
     parts = []
     for name, df in summaries:
         cols = [c for c in COMPARE_COLUMNS if c in df]
         part = df.set_index("concurrency")[cols].rename(
-            columns={c: f"{name}: {COMPARE_COLUMNS[c]}" for c in cols})
+            columns={c: f"{name}: {names[c]}" for c in cols})
         parts.append(part[~part.index.duplicated()])
     if not parts:
         return pd.DataFrame()
     out = pd.concat(parts, axis=1).sort_index()
-    out.index.name = "concurrency"
+    out.index.name = names["concurrency"]
     return out.reset_index()
 
 

@@ -1135,6 +1135,21 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "m_sim_stop_one": ("Stop", "停止"),
     "m_sim_row": ("{model} on {gpu} at {url} (speed-up {speedup:g}, pid {pid})",
                   "{model}，{gpu}，{url}（加速 {speedup:g}，进程 {pid}）"),
+    # -- Results tables in the page's language: runs side by side, the fit's residuals
+    "r_cmp_concurrency": ("concurrency", "并发数"),
+    "r_cmp_ttft_p50_ms": ("TTFT p50 ms", "首字延迟 p50（毫秒）"),
+    "r_cmp_tpot_p50_ms": ("TPOT p50 ms", "每 token 时间 p50（毫秒）"),
+    "r_cmp_output_tok_s": ("output tok/s", "输出 tok/s"),
+    "r_cmp_requests_failed": ("failed", "失败"),
+    "r_res_kind": ("kind", "类型"),
+    "r_res_concurrency": ("concurrency", "并发数"),
+    "r_res_context": ("context (tokens)", "上下文（token）"),
+    "r_res_measured_ms": ("measured (ms)", "实测（毫秒）"),
+    "r_res_spec_ms": ("spec-sheet (ms)", "规格值（毫秒）"),
+    "r_res_fitted_ms": ("fitted (ms)", "拟合（毫秒）"),
+    "r_res_held_out_ms": ("held out (ms)", "留出（毫秒）"),
+    "r_res_fitted_error": ("fitted error", "拟合误差"),
+    "r_res_held_out_error": ("held-out error", "留出误差"),
 }
 
 _INDEX: Final = {lang: i for i, lang in enumerate(LANGS)}
