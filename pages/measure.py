@@ -180,11 +180,13 @@ c3.number_input(T("m_slo_ttft"), min_value=0.0, step=100.0, key="m_slo_ttft",
 c4.number_input(T("m_slo_tpot"), min_value=0.0, step=5.0, key="m_slo_tpot",
                 help=T("m_slo_help"))
 st.subheader(T("m_hardware"))
-c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 3])
+# two rows: five fields in one row left the currency one letter wide at 1000 px
+c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
 c1.selectbox(T("m_gpu"), gpus, key="m_gpu")
 c2.number_input(T("m_gpus"), min_value=1, max_value=PAGE_LIMITS.gpus, step=1, key="m_gpus")
 c3.number_input(T("m_price"), min_value=0.0, step=0.5, key="m_price")
 c4.selectbox(T("m_currency"), list(CURRENCIES), key="m_currency")
+c5, _ = st.columns([3, 2])
 c5.selectbox(T("m_predict"), variants, key="m_predict", help=T("m_predict_help"))
 
 

@@ -148,5 +148,13 @@ def test_nothing_is_cut_on_a_1000_px_window(server: str, page: Page, lang: str) 
         pg.wait_for_function("document.querySelectorAll('[data-testid=stMetric]').length == 5")
         assert pg.evaluate(CUT_TEXT) == []
         assert_no_error(pg)
+        # the Measure page's hardware row: five fields in one row left the currency 55 px wide
+        pg.goto(server + f"/measure?lang={lang}")
+        pg.wait_for_function("document.querySelectorAll('[data-testid=stSelectbox]').length >= 5",
+                             timeout=60_000)
+        widths = pg.evaluate("""() => Array.from(document.querySelectorAll(
+            '[data-testid=stSelectbox]')).map(e => e.getBoundingClientRect().width)
+            .filter(w => w > 0)""")  # those in the collapsed simulator section have no box
+        assert len(widths) >= 3 and min(widths) >= 80, widths
     finally:
         pg.set_viewport_size({"width": 1400, "height": 2400})
