@@ -110,6 +110,25 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+
+def _number(raw: str, kind: type, bounds: tuple[float, float]) -> float | int:
+    """A URL value as a finite number of `kind` (int or float) within `bounds`, or ValueError
+    with the reason (the Explorer's and the Planner's links share it)."""
+    try:
+        number: float | int = float(raw)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not math.isfinite(number):
+        raise ValueError("not a finite number")
+    if kind is int:
+        if number != int(number):
+            raise ValueError("not a whole number")
+        number = int(number)
+    lo, hi = bounds
+    if not lo <= number <= hi:
+        raise ValueError(f"outside {lo:g}..{hi:g}")
+    return number
+
 def encode(state: ExplorerState) -> dict[str, str]:
     """Query parameters for `state`: only the fields that differ from the defaults."""
     out: dict[str, str] = {}
@@ -212,20 +231,7 @@ def _parse(name: str, raw: str, kind: type) -> Any:
                                      "'.' and does not end in .toml") from None
             return raw
         return value
-    try:
-        number = float(raw)
-    except ValueError:
-        raise ValueError("not a number") from None
-    if not math.isfinite(number):
-        raise ValueError("not a finite number")
-    if kind is int:
-        if number != int(number):
-            raise ValueError("not a whole number")
-        number = int(number)
-    lo, hi = _RANGES.get(name, (-math.inf, math.inf))
-    if not lo <= number <= hi:
-        raise ValueError(f"outside {lo:g}..{hi:g}")
-    return number
+    return _number(raw, kind, _RANGES.get(name, (-math.inf, math.inf)))
 
 
 def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
@@ -534,19 +540,7 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
                 raise ValueError("give at least one KV precision")
             return ",".join(dict.fromkeys(items))
         return value
-    try:
-        number: Any = float(raw)
-    except ValueError:
-        raise ValueError("not a number") from None
-    if not math.isfinite(number):
-        raise ValueError("not a finite number")
-    if kind is int:
-        if number != int(number):
-            raise ValueError("not a whole number")
-        number = int(number)
-    lo, hi = _PLANNER_RANGES.get(name, (-math.inf, math.inf))
-    if not lo <= number <= hi:
-        raise ValueError(f"outside {lo:g}..{hi:g}")
+    number: Any = _number(raw, kind, _PLANNER_RANGES.get(name, (-math.inf, math.inf)))
     if name == "pct" and number not in PLANNER_PCTS:
         raise ValueError(f"percentile must be one of {', '.join(map(str, PLANNER_PCTS))}")
     return number
