@@ -120,7 +120,9 @@ def test_catalog_renders_tables(server: str, page: Page) -> None:
 def test_planner_renders_options_and_charts(server: str, page: Page) -> None:
     pg = page
     pg.goto(server + "/planner")
-    pg.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
+    # the first table in the page can be the price editor inside a collapsed section (never
+    # visible): wait for a visible one, the ranked options
+    pg.locator('[data-testid="stDataFrame"]:visible').first.wait_for(timeout=60_000)
     pg.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=60_000)
     assert "Planner" in pg.locator("h1").first.inner_text()
     assert pg.locator(".st-key-lang").count() == 1  # inside the shared navigation
