@@ -112,7 +112,7 @@ def test_a_link_opens_the_same_what_if_in_chinese(server: str, page: Page) -> No
 def test_catalog_renders_tables(server: str, page: Page) -> None:
     pg = page
     pg.goto(server + "/catalog")
-    pg.wait_for_selector('[data-testid="stDataFrame"]')
+    pg.locator('[data-testid="stDataFrame"]:visible').first.wait_for()
     assert "Catalog" in pg.locator("h1").first.inner_text()
     assert_no_error(pg)
 
