@@ -3,7 +3,10 @@ fuzzing, seconds each. Every test here is `slow`: outside the quick loop, inside
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,3 +17,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def bounded(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail (not hang) a test that runs past its module's LIMIT_S seconds (default 90)."""
+    limit_s = int(getattr(request.module, "LIMIT_S", 90))
+
+    def stop(*_: Any) -> None:
+        raise TimeoutError(f"hostile test ran past {limit_s} s")
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(limit_s)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +28,6 @@ from capacity.fit.imports import _parse_csv_duckdb, parse_csv, read_measured
 
 LIMIT_S = 240
 
-
-@pytest.fixture(autouse=True)
-def bounded() -> Iterator[None]:
-    """Fail (not hang) a test that runs past LIMIT_S."""
-    def stop(*_: Any) -> None:
-        raise TimeoutError(f"test ran past {LIMIT_S} s")
-    old = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(LIMIT_S)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 FUZZ = settings(max_examples=150, deadline=None,

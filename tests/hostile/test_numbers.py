@@ -11,7 +11,6 @@ import csv
 import io
 import json
 import math
-import signal
 import subprocess
 import sys
 import time
@@ -37,19 +36,6 @@ FIX = ROOT / "tests" / "fixtures"
 APP = str(ROOT / "streamlit_app.py")
 LIMIT_S = 90
 
-
-@pytest.fixture(autouse=True)
-def bounded() -> Iterator[None]:
-    """Fail (not hang) a test that runs past LIMIT_S."""
-    def stop(*_: Any) -> None:
-        raise TimeoutError(f"test ran past {LIMIT_S} s")
-    old = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(LIMIT_S)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture

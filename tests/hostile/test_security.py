@@ -18,7 +18,6 @@ import contextlib
 import io
 import itertools
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -61,20 +60,6 @@ BUNDLED_CAL = ROOT / "data" / "calibrations" / "rtx-4090-vllm-published.toml"
 KEY = "sk-hostile-0123456789abcdefSECRET"
 LIMIT_S = 90
 
-
-@pytest.fixture(autouse=True)
-def bounded() -> Iterator[None]:
-    """Fail any test of this file that runs longer than LIMIT_S seconds."""
-    def expire(signum: int, frame: object) -> None:
-        raise TimeoutError(f"hostile test ran past {LIMIT_S} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, LIMIT_S)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture
