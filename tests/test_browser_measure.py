@@ -75,6 +75,33 @@ def shots(tmp_path: Path) -> Iterator[Path]:
             shutil.copy(f, keep)
 
 
+def click_until(page, name: str, expect, shots: Path, *, attempts: int, each_ms: int) -> None:
+    """Click the button `name` until `expect` shows, as a user retries a click that did nothing.
+
+    On a loaded machine Streamlit can drop a click that lands while a rerun is still drawing
+    (CI saw the simulator's Start button do nothing for 90 s). The buttons clicked here are
+    idempotent: Start reuses a simulator already started with the same settings, Connect only
+    reads. A click is repeated only while the button is still offered and the app is idle.
+    On the last failure the page (and any message it shows) is kept for the report.
+    """
+    for attempt in range(attempts):
+        button = page.get_by_role("button", name=name)
+        running = page.locator("[data-testid='stStatusWidget']").filter(has_text="Running")
+        if button.count() and not running.count():
+            try:
+                button.first.click(timeout=10_000)
+            except sync_api.TimeoutError:
+                pass  # hidden while a rerun redraws: wait, then look again
+        try:
+            expect.wait_for(timeout=each_ms)
+            return
+        except sync_api.TimeoutError:
+            if attempt == attempts - 1:
+                page.screenshot(path=str(shots / f"failed-{name}.png"), full_page=True)
+                alerts = page.locator("[data-testid='stAlert']").all_inner_texts()
+                raise AssertionError(f"{name!r} never led to {expect}; the page says {alerts}") from None
+
+
 def test_results_page_overlays_a_stored_run(tmp_path: Path, shots: Path) -> None:
     store_run(tmp_path / "bench", "sweep-a", (1, 2, 4, 8, 16, 32))
     env = {"CAPACITY_BENCH_DIR": str(tmp_path / "bench"),
@@ -111,22 +138,13 @@ def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: P
             # that lands while the script is still starting up can be lost in its rerun
             page.get_by_role("button", name="Start measuring").wait_for(timeout=60_000)
             page.get_by_text("No GPU at hand?").click()
-            page.get_by_role("button", name="Start the simulated endpoint").click()
             try:
                 # the simulator may take up to its own 60 s to start on a loaded machine
-                page.get_by_text("Simulated qwen3.5-9b-awq on rtx-4090").wait_for(timeout=90_000)
-                # a click that lands while a rerun is still drawing can be dropped by Streamlit
-                # on a loaded machine: a second click after 30 s is the user's retry, not a
-                # second check (Connect is idempotent)
-                streams = page.get_by_text("streams (server-sent events)")
-                for attempt in range(2):
-                    page.get_by_role("button", name="Connect").click()
-                    try:
-                        streams.wait_for(timeout=30_000)
-                        break
-                    except sync_api.TimeoutError:
-                        if attempt:
-                            raise
+                click_until(page, "Start the simulated endpoint",
+                            page.get_by_text("Simulated qwen3.5-9b-awq on rtx-4090"), shots,
+                            attempts=3, each_ms=60_000)
+                click_until(page, "Connect", page.get_by_text("streams (server-sent events)"),
+                            shots, attempts=3, each_ms=30_000)
                 assert page.locator("[data-testid='stException']").count() == 0
                 page.screenshot(path=str(shots / "measure.png"), full_page=True)
             finally:
