@@ -116,8 +116,8 @@ def test_results_page_overlays_a_stored_run(tmp_path: Path, shots: Path) -> None
             assert page.locator(".vega-embed").count() == 5
             assert page.locator("[data-testid='stException']").count() == 0
             page.screenshot(path=str(shots / "results.png"), full_page=True)
-            page.get_by_role("button", name="Fit").click()
-            page.get_by_text("Fitted knobs of").wait_for(timeout=60_000)
+            click_until(page, "Fit", page.get_by_text("Fitted knobs of"), shots,
+                        attempts=2, each_ms=60_000)
             assert page.locator("[data-testid='stException']").count() == 0
             page.screenshot(path=str(shots / "results-calibrated.png"), full_page=True)
             page.get_by_text("中文").click()
