@@ -8,7 +8,7 @@
    closed loop with twice as many clients as slots). Both prefill every prompt admitted at one
    scheduling point in one batch, whose prompts all get their first token when it ends.
 
-Both run the endpoint's scheduler (`capacity.sim.server`, the one behind `capacity sim-server`)
+Both run the endpoint's scheduler (`capacity.sim.scheduler`, the one behind `capacity sim-server`)
 on its virtual clock (`run_virtual`): it jumps from event to event and never sleeps, so the
 numbers are the same on an idle laptop and on a loaded 2-core CI machine, and the tolerances
 are the models' own differences, not a busy machine's noise (these tests used to run the
@@ -28,7 +28,7 @@ from capacity.fit.calibration import fit
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.plan.queueing import service_from_scenario, simulate
-from capacity.sim.server import SimConfig, Workload, run_virtual
+from capacity.sim.scheduler import SimConfig, Workload, run_virtual
 
 KNOWN = {"eta_bw": 0.7, "step_overhead_ms": 1.5, "mfu": 0.45, "prefill_overhead_ms": 20.0}
 

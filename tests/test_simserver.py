@@ -12,15 +12,8 @@ import pytest
 
 from capacity.errors import InputError
 from capacity.model.scenario import evaluate, make_scenario
-from capacity.sim.server import (
-    SimConfig,
-    SimPhysics,
-    Simulator,
-    Workload,
-    create_app,
-    run_virtual,
-    serve_in_thread,
-)
+from capacity.sim.scheduler import SimConfig, SimPhysics, Simulator, Workload, run_virtual
+from capacity.sim.server import create_app, serve_in_thread
 
 SEED = make_scenario()  # Qwen3.5-9B AWQ on one RTX 4090 at 8K
 

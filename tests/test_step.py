@@ -20,7 +20,7 @@ from capacity.model.scenario import Scenario, decode_model, evaluate, make_scena
 from capacity.model.workload import Workload
 from capacity.plan.queueing import service_from_scenario
 from capacity.plan.search import PlanInputs, _units, option_scenario, plan
-from capacity.sim.server import SimPhysics
+from capacity.sim.scheduler import SimPhysics
 
 RTOL = 1e-12
 """Where a caller converts units (the endpoint works in seconds): the same numbers up to the

@@ -16,7 +16,8 @@ from typing import Any
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
-from capacity.sim.server import SimConfig, bind_socket, create_app, uvicorn_config
+from capacity.sim.scheduler import SimConfig
+from capacity.sim.server import bind_socket, create_app, uvicorn_config
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

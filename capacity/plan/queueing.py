@@ -7,7 +7,7 @@ Model of one replica (vLLM-style continuous batching):
 - admission happens at scheduling points (step boundaries): every waiting request that finds a
   free slot is admitted there, and an admitted request is prefilled (F6) before it decodes;
 - without chunked prefill, every prompt admitted at one scheduling point is prefilled in one
-  batch (one forward pass, as vLLM's scheduler and `capacity.sim.server` do): the batch takes the
+  batch (one forward pass, as vLLM's scheduler and `capacity.sim.scheduler` do): the batch takes the
   sum of their prefill times, holds the GPU and pauses decoding (prefill-first scheduling), and
   all of its prompts get their first token when it ends, not one after another;
 - with a chunked-prefill token budget each step carries the decoding requests plus up to

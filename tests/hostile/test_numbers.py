@@ -29,7 +29,7 @@ from capacity.catalog.loader import DATA_DIR, load_catalog
 from capacity.cli.main import main
 from capacity.errors import CatalogError, InputError
 from capacity.fit.imports import read_measured
-from capacity.sim.server import SimConfig
+from capacity.sim.scheduler import SimConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"

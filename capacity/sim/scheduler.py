@@ -1,0 +1,425 @@
+"""The simulated engine's scheduler: continuous batching on the capacity formulas, one clock.
+
+See `capacity.sim.server` (the HTTP endpoint that streams it) and docs/bench.md (sim-server).
+It behaves like a catalog model on a catalog GPU: continuous batching with at most
+`slots = min(C_vram (F3, at the scenario's context), max_num_seqs)` sequences in the batch; a
+request that finds every slot busy waits in a FIFO queue. When sequences are waiting and slots
+are free it prefills them (F6, "with attention", summed over the admitted prompts; the running
+sequences wait, as without chunked prefill) and the prefill emits each one's first token;
+otherwise it runs one decode step of F4 for the current batch size and the batch's mean context
+(prompt + tokens so far), emitting one token to every running sequence. `speedup` divides every
+delay.
+
+The scheduler keeps its own clock and advances it from event to event (a prefill batch or a
+decode step ends after its computed duration), one implementation under two clocks: real time
+(the HTTP server paces token streams against the wall clock) and virtual time (`run_virtual`: a
+scripted workload runs in-process with no sleeping at all; deterministic, and fast). The ground
+truth per request is in simulated time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import math
+import random
+import time
+import uuid
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from capacity.errors import InputError
+from capacity.model.scenario import Scenario, evaluate
+
+FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
+"""Injected faults, in the order their shares are stacked on the unit interval."""
+
+_TRUTH_KEEP = 200_000
+_UNIX_MINUS_PERF = time.time() - time.perf_counter()
+"""Offset from perf_counter to wall-clock seconds (for comparing with a client's timestamps)."""
+
+
+class SimulatedDisconnect(Exception):
+    """Raised inside a stream to drop the connection on purpose (fault injection)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimConfig:
+    """Knobs of the simulated server that are not physics."""
+
+    speedup: float = 1.0
+    max_num_seqs: int = 256
+    chars_per_token: float = 4.0
+    eos_after_tokens: int = 0
+    """Without `ignore_eos`, stop after this many tokens (finish_reason "stop"); 0 = never."""
+    default_max_tokens: int = 256
+    fail_http: float = 0.0
+    fail_disconnect: float = 0.0
+    fail_error_event: float = 0.0
+    fail_stall: float = 0.0
+    stall_s: float = 3600.0
+    reject_stream_options: bool = False
+    """Answer 400 to requests that carry `stream_options` (servers that predate it)."""
+    seed: int = 0
+    served_model_name: str | None = None
+    api_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.speedup) and self.speedup > 0):
+            raise InputError(f"speedup must be > 0, got {self.speedup}")
+        if self.max_num_seqs < 1:
+            raise InputError(f"max-num-seqs must be >= 1, got {self.max_num_seqs}")
+        if not (math.isfinite(self.chars_per_token) and self.chars_per_token > 0):
+            raise InputError(f"chars per token must be a finite number > 0, got "
+                             f"{self.chars_per_token}")
+        if not (math.isfinite(self.stall_s) and self.stall_s >= 0):
+            raise InputError(f"stall must be a finite number of seconds >= 0, got {self.stall_s}")
+        for name, n, lo in (("eos-after", self.eos_after_tokens, 0),
+                            ("default max_tokens", self.default_max_tokens, 1),
+                            ("fault seed", self.seed, 0)):
+            if n < lo:
+                raise InputError(f"{name} must be >= {lo}, got {n}")
+        shares = (self.fail_http, self.fail_disconnect, self.fail_error_event, self.fail_stall)
+        if any(not 0 <= s <= 1 for s in shares) or sum(shares) > 1:
+            raise InputError("fault shares must each be in [0, 1] and sum to at most 1, "
+                             f"got {shares}")
+
+
+@dataclass(kw_only=True, eq=False)
+class _Seq:
+    id: str
+    prompt_tokens: int
+    target_tokens: int
+    finish_reason: str
+    fault: str | None
+    arrival_s: float
+    stream: bool = True
+    """Put every emitted token on `out` (an HTTP response reads it); not in virtual time."""
+    out: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
+    emitted: int = 0
+    admitted_s: float = math.nan
+    first_s: float = math.nan
+    last_s: float = math.nan
+    cancelled: bool = False
+    done: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Step:
+    """One scheduling decision: prefill `batch` (the prompts admitted now) or decode it."""
+
+    batch: list[_Seq]
+    admitted: list[_Seq]
+    duration_s: float
+    """Its duration on the simulator's clock (seconds, after the speed-up)."""
+
+
+class SimPhysics:
+    """Prefill and decode-step times (seconds, before speedup) from a Scenario, cached."""
+
+    def __init__(self, scenario: Scenario, max_num_seqs: int) -> None:
+        self.scenario = scenario
+        ev = evaluate(scenario, [1])
+        self.c_vram = int(ev.max_concurrency_vram)
+        if self.c_vram < 1:
+            raise InputError(
+                f"{scenario.variant.key} leaves no room for KV cache on {scenario.gpu.name} at "
+                f"{scenario.context_tokens} tokens: pick a bigger GPU, a smaller format or context")
+        self.slots = min(self.c_vram, max_num_seqs)
+        self._step: dict[tuple[int, int], float] = {}
+        self._prefill: dict[int, float] = {}
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        """F6 prefill time (s) of one prompt, with the attention term."""
+        t = self._prefill.get(prompt_tokens)
+        if t is None:
+            ev = evaluate(self.scenario, [1], [float(max(prompt_tokens, 1))])
+            t = float(ev.ttft_s.reshape(-1)[0])
+            self._prefill[prompt_tokens] = t
+        return t
+
+    def step_s(self, batch: int, mean_context_tokens: float) -> float:
+        """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets)."""
+        bucket = max(1, int(round(mean_context_tokens / 16.0)))
+        key = (batch, bucket)
+        t = self._step.get(key)
+        if t is None:
+            ev = evaluate(self.scenario, [float(batch)], [bucket * 16.0])
+            t = float(ev.decode.step_ms.reshape(-1)[0]) / 1e3
+            self._step[key] = t
+        return t
+
+
+class Simulator:
+    """The engine: a FIFO of waiting sequences, a running batch and the simulated clock `now_s`.
+
+    `next_step` (admission and batching at a scheduling point) and `complete` (emit the step's
+    tokens at its end) are the scheduler; the real-time loop (`start`, for the HTTP server) and
+    `run_virtual` drive the same two methods, on the wall clock or on no clock at all.
+    """
+
+    def __init__(self, scenario: Scenario, config: SimConfig, *, clock: str = "real") -> None:
+        if clock not in ("real", "virtual"):
+            raise InputError(f"clock must be 'real' or 'virtual', got {clock!r}")
+        self.config = config
+        self.clock = clock
+        self.physics = SimPhysics(scenario, config.max_num_seqs)
+        self.model_name = config.served_model_name or scenario.variant.key
+        self.max_model_len = scenario.model.max_context_tokens
+        self.waiting: deque[_Seq] = deque()
+        self.running: list[_Seq] = []
+        self.truth: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.now_s = -math.inf
+        """Simulated time (s; in real time on perf_counter's scale, in virtual time from 0)."""
+        self._rng = random.Random(config.seed)
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._lag_task: asyncio.Task[None] | None = None
+        self.loop_lag_ms: deque[float] = deque(maxlen=6000)
+        self.behind_max_ms = 0.0
+        """Real time: how far the wall clock ran past a step's simulated end before its tokens
+        could be emitted (ms, the worst seen): the delivery delay of a busy machine."""
+        self.max_batch_seen = 0
+        self.fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
+
+    # -- lifecycle (real time) ---------------------------------------------------------------
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._loop(), name="sim-scheduler")
+        self._lag_task = asyncio.create_task(self._lag(), name="sim-lag")
+
+    async def stop(self) -> None:
+        for task in (self._task, self._lag_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _lag(self) -> None:
+        """Oversleep of a 10 ms ticker: how late this server's event loop runs (ms)."""
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            self.loop_lag_ms.append((time.perf_counter() - t - 0.01) * 1e3)
+
+    # -- requests ----------------------------------------------------------------------------
+    def draw_fault(self) -> str | None:
+        c = self.config
+        u = self._rng.random()
+        edge = 0.0
+        for kind, share in zip(FAULT_KINDS, (c.fail_http, c.fail_disconnect, c.fail_error_event,
+                                             c.fail_stall), strict=True):
+            edge += share
+            if u < edge:
+                self.fault_counts[kind] += 1
+                return kind
+        return None
+
+    def submit(self, *, prompt_tokens: int, max_tokens: int, ignore_eos: bool,
+               fault: str | None, arrival_s: float, seq_id: str | None = None) -> _Seq:
+        """Queue a request that arrived at `arrival_s` (on the simulator's clock; in arrival
+        order). It is admitted at the first scheduling point at or after its arrival."""
+        eos = self.config.eos_after_tokens
+        if not ignore_eos and 0 < eos < max_tokens:
+            target, reason = eos, "stop"
+        else:
+            target, reason = max_tokens, "length"
+        seq = _Seq(id=seq_id or f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
+                   target_tokens=target, finish_reason=reason, fault=fault, arrival_s=arrival_s,
+                   stream=self.clock == "real")
+        self.waiting.append(seq)
+        if self.clock == "real":
+            assert self._wake is not None, "the simulator is not started"
+            self._wake.set()
+        return seq
+
+    def record(self, seq: _Seq, status: str) -> None:
+        """Store the ground truth of a finished, failed or abandoned request (simulated time)."""
+        n = seq.emitted
+        tpot = (seq.last_s - seq.first_s) / (n - 1) * 1e3 if n > 1 else math.nan
+        unix = _UNIX_MINUS_PERF if self.clock == "real" else 0.0
+        self.truth[seq.id] = {
+            "id": seq.id, "status": status, "fault": seq.fault,
+            "prompt_tokens": seq.prompt_tokens, "output_tokens": n,
+            "arrival_s": seq.arrival_s,
+            "arrival_unix_s": seq.arrival_s + unix,
+            "first_token_unix_s": seq.first_s + unix,
+            "queue_ms": (seq.admitted_s - seq.arrival_s) * 1e3,
+            "ttft_ms": (seq.first_s - seq.arrival_s) * 1e3,
+            "tpot_ms": tpot,
+            "e2e_ms": (seq.last_s - seq.arrival_s) * 1e3,
+            "clock": self.clock,
+        }
+        while len(self.truth) > _TRUTH_KEEP:
+            self.truth.popitem(last=False)
+
+    # -- the scheduler (both clocks) ---------------------------------------------------------
+    def next_step(self) -> _Step | None:
+        """Admission and batching at the scheduling point `now_s`.
+
+        While sequences that have arrived are waiting and slots are free, they are admitted
+        (FIFO) and prefilled together: F6 summed over their prompts, the running sequences
+        wait. Otherwise one F4 decode step for the running batch at its mean context. An idle
+        engine first moves its clock to the next arrival. None when nothing is left to run.
+        """
+        self.running = [s for s in self.running if not s.cancelled]
+        while self.waiting and self.waiting[0].cancelled:
+            self.waiting.popleft()
+        if not self.running and self.waiting:
+            self.now_s = max(self.now_s, self.waiting[0].arrival_s)
+        admitted: list[_Seq] = []
+        while (self.waiting and self.waiting[0].arrival_s <= self.now_s
+               and len(self.running) + len(admitted) < self.physics.slots):
+            s = self.waiting.popleft()
+            if not s.cancelled:
+                s.admitted_s = self.now_s
+                admitted.append(s)
+        if admitted:
+            dur = sum(self.physics.prefill_s(s.prompt_tokens) for s in admitted)
+            return _Step(batch=admitted, admitted=admitted, duration_s=dur / self.config.speedup)
+        if self.running:
+            ctx = sum(s.prompt_tokens + s.emitted for s in self.running) / len(self.running)
+            dur = self.physics.step_s(len(self.running), ctx)
+            return _Step(batch=self.running, admitted=[], duration_s=dur / self.config.speedup)
+        return None
+
+    def complete(self, step: _Step) -> list[_Seq]:
+        """The step has ended at `now_s`: emit its tokens; returns the sequences it finished."""
+        finished = self._emit(step.batch, self.now_s)
+        self.running.extend(s for s in step.admitted if not s.done)
+        self.max_batch_seen = max(self.max_batch_seen, len(self.running))
+        return finished
+
+    async def _loop(self) -> None:
+        """Real time: the simulated clock runs ahead by each step's duration; the step's
+        tokens are emitted when the wall clock reaches its end (at once when it is late)."""
+        assert self._wake is not None
+        while True:
+            if not self.waiting and not self.running:
+                self._wake.clear()
+                await self._wake.wait()
+            step = self.next_step()
+            if step is None:
+                continue
+            self.now_s += step.duration_s
+            # always yield, even when behind: the streams must send this step's tokens before
+            # the next step is emitted, or delivery turns bursty
+            await asyncio.sleep(max(0.0, self.now_s - time.perf_counter()))
+            self.behind_max_ms = max(self.behind_max_ms,
+                                     (time.perf_counter() - self.now_s) * 1e3)
+            self.complete(step)
+
+    def _emit(self, batch: list[_Seq], now: float) -> list[_Seq]:
+        finished: list[_Seq] = []
+        for s in batch:
+            if s.cancelled or s.done:
+                continue
+            s.emitted += 1
+            if s.emitted == 1:
+                s.first_s = now
+            s.last_s = now
+            if s.stream:
+                s.out.put_nowait(s.emitted)
+            if s.emitted >= s.target_tokens:
+                s.done = True
+                if s.stream:
+                    s.out.put_nowait(None)
+                self.record(s, "ok")
+                finished.append(s)
+        if finished or any(s.cancelled for s in batch):
+            self.running = [s for s in self.running if not (s.done or s.cancelled)]
+        return finished
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """A scripted workload for `run_virtual`: `requests` requests of `prompt_tokens` prompt and
+    `output_tokens` output tokens (ignore_eos), arriving in one of three ways:
+    - `clients`: closed loop, that many users with no think time (each sends its next request
+      when its previous one finishes), all starting at 0;
+    - `rate_per_s`: Poisson arrivals, the same seeded draw as `capacity.plan.queueing.simulate`;
+    - `arrivals_s`: these arrival times (s, increasing)."""
+
+    prompt_tokens: int
+    output_tokens: int
+    requests: int
+    clients: int | None = None
+    rate_per_s: float | None = None
+    arrivals_s: tuple[float, ...] | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if sum(x is not None for x in (self.clients, self.rate_per_s, self.arrivals_s)) != 1:
+            raise InputError("give one of: closed-loop clients, an arrival rate, or arrival times")
+        if self.prompt_tokens < 1 or self.output_tokens < 1 or self.requests < 1:
+            raise InputError("prompt, output and requests must each be >= 1")
+        if self.clients is not None and self.clients < 1:
+            raise InputError(f"clients must be >= 1, got {self.clients}")
+        if self.rate_per_s is not None and not (math.isfinite(self.rate_per_s)
+                                                and self.rate_per_s > 0):
+            raise InputError(f"arrival rate must be > 0 requests/s, got {self.rate_per_s}")
+        if self.arrivals_s is not None and (
+                len(self.arrivals_s) != self.requests
+                or any(not math.isfinite(a) for a in self.arrivals_s)
+                or any(b < a for a, b in itertools.pairwise(self.arrivals_s))):
+            raise InputError("arrival times must be `requests` finite times in increasing order")
+
+    def open_arrivals_s(self) -> list[float] | None:
+        """The open-loop arrival times (s), None for a closed loop."""
+        if self.arrivals_s is not None:
+            return list(self.arrivals_s)
+        if self.rate_per_s is not None:
+            rng = np.random.default_rng(self.seed)
+            return [float(t) / 1e3 for t in
+                    np.cumsum(rng.exponential(1e3 / self.rate_per_s, size=self.requests))]
+        return None
+
+
+def run_virtual(scenario: Scenario, workload: Workload,
+                config: SimConfig | None = None) -> list[dict[str, Any]]:
+    """Run `workload` on the simulated engine in virtual time: no sleeping, no HTTP, the clock
+    jumps from event to event (arrival, prefill done, decode step done). Returns the truth
+    records (as `/sim/truth`'s, `clock: "virtual"`; every time, `*_unix_s` included, counts
+    from 0 on the virtual clock) in arrival order.
+
+    The scheduler is the HTTP server's (`Simulator.next_step`/`complete`); fault injection,
+    which acts on HTTP streams, does not apply. Deterministic: the same inputs give the same
+    numbers on any machine, however busy.
+    """
+    sim = Simulator(scenario, config or SimConfig(), clock="virtual")
+    sim.now_s = 0.0
+    w = workload
+    opened = w.open_arrivals_s()
+    pending = deque(opened or [])
+    issued = 0
+
+    def send(at_s: float) -> None:
+        nonlocal issued
+        sim.submit(prompt_tokens=w.prompt_tokens, max_tokens=w.output_tokens, ignore_eos=True,
+                   fault=None, arrival_s=at_s, seq_id=f"virtual-{issued:06d}")
+        issued += 1
+
+    if opened is None:
+        assert w.clients is not None
+        for _ in range(min(w.clients, w.requests)):
+            send(0.0)
+    while True:
+        # an idle engine's clock moves to the next arrival (next_step does it for the queue)
+        if pending and not sim.running and not sim.waiting:
+            sim.now_s = max(sim.now_s, pending[0])
+        while pending and pending[0] <= sim.now_s:
+            send(pending.popleft())
+        step = sim.next_step()
+        if step is None:
+            if not pending:
+                break
+            continue
+        sim.now_s += step.duration_s
+        for _ in sim.complete(step):
+            if opened is None and issued < w.requests:
+                send(sim.now_s)
+    return sorted(sim.truth.values(), key=lambda r: (r["arrival_s"], r["id"]))
