@@ -53,7 +53,7 @@ from capacity.report.explain import (
 )
 from capacity.report.i18n import note_text, t
 from capacity.report.tables import render
-from capacity.report.urlstate import ExplorerState
+from capacity.report.urlstate import DEFAULT_STATE, ExplorerState
 from capacity.units import KV_DTYPES
 
 ensure_navigation()
@@ -73,7 +73,8 @@ MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGH
                Status.FAIL: MemoryVerdict.DOES_NOT_FIT}
 COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv", "block",
                    "util", "overhead", "headroom", "slo_ttft_ms", "slo_tpot_ms", "slo_cost",
-                   "currency", "price", "rate", "calibration", "eff", "mfu")
+                   "currency", "price", "rate", "calibration", "eff", "mfu",
+                   "eta_bw", "step_oh_ms", "prefill_oh_ms")
 FIELD_LABEL = {"calibration": "prediction"}
 STATUS_COLOR = {Status.PASS: "green", Status.TIGHT: "orange", Status.FAIL: "red"}
 
@@ -168,6 +169,14 @@ with st.sidebar:
                   help=T("help_eff"), disabled=calibrated)
         st.slider(T("mfu"), min_value=0.01, max_value=1.0, step=0.01, key=key("mfu"),
                   disabled=calibrated)
+        # the rest of a basis' knobs (a Planner option on a typical-engine basis carries them;
+        # 1.0 and 0 ms are the chapter's spec sheet)
+        st.slider(T("eta_bw"), min_value=0.01, max_value=1.0, step=0.01, key=key("eta_bw"),
+                  help=T("help_eta_bw"), disabled=calibrated)
+        st.number_input(T("step_oh_ms"), min_value=0.0, max_value=1000.0, step=0.5,
+                        key=key("step_oh_ms"), disabled=calibrated)
+        st.number_input(T("prefill_oh_ms"), min_value=0.0, max_value=100_000.0, step=1.0,
+                        key=key("prefill_oh_ms"), disabled=calibrated)
 
 state = from_widgets(lang)
 write_url(state)
@@ -220,6 +229,11 @@ else:
 if scenario.calibration:
     st.caption(T("pred_basis_cal", name=scenario.calibration, eta_bw=scenario.eta_bw,
                  t0=scenario.step_overhead_ms, eff=scenario.eff, mfu=scenario.mfu))
+elif (scenario.eta_bw, scenario.eff, scenario.mfu, scenario.step_overhead_ms,
+      scenario.prefill_overhead_ms) != (1.0, DEFAULT_STATE.eff, DEFAULT_STATE.mfu, 0.0, 0.0):
+    st.caption(T("pred_basis_knobs", eta_bw=scenario.eta_bw, eff=scenario.eff,
+                 mfu=scenario.mfu, t0=scenario.step_overhead_ms,
+                 p0=scenario.prefill_overhead_ms))
 else:
     st.caption(T("pred_basis_spec"))
 def num(x: float) -> str:

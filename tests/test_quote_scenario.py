@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -246,3 +247,79 @@ def test_the_chinese_planner_page_matches_the_chinese_quote(catalog: Catalog) ->
     md = quote_markdown(p, lang="zh", catalog=catalog, today=TODAY)
     for label, value in headline_rows(p, p.best, "zh"):
         assert f"| {label} | {value} |" in md
+
+
+# ---- the same scenario on the typical-vLLM basis (`--typical vllm`, data/engines.toml) ------
+
+def typical_plan(model: str, catalog: Catalog) -> Plan:
+    from capacity.fit.planning import typical_efficiency, with_typical
+
+    return plan(with_typical(scenario_inputs(model), typical_efficiency("vllm")), catalog)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_the_typical_basis_opens_in_the_explorer_with_its_knobs(model: str,
+                                                                catalog: Catalog) -> None:
+    """A typical-vLLM option opens in the Explorer with vLLM's efficiencies, not the spec
+    sheet's: the capacity table (the quote's Explorer view) and the Explorer agree, and the
+    option lands without a failing verdict."""
+    from capacity.fit.planning import typical_efficiency
+
+    p = typical_plan(model, catalog)
+    best = p.best
+    assert best is not None and p.inputs.basis == "typical"
+    typ = typical_efficiency("vllm").typical
+    state, ex = _explorer(p, catalog)
+    assert (state.eta_bw, state.eff, state.mfu, state.step_oh_ms, state.prefill_oh_ms) == (
+        typ["eta_bw"], typ["eff"], typ["mfu"], typ["step_overhead_ms"],
+        typ["prefill_overhead_ms"])
+    row = {r.concurrency: r for r in capacity_rows(p, best, catalog)}[state.c]
+    assert row.tpot_ms == pytest.approx(ex.figures["step_ms"])
+    assert row.ttft_s == pytest.approx(ex.figures["ttft_s"])
+    assert [v.constraint for v in ex.verdicts if v.status == Status.FAIL] == []
+    # the spec sheet would have been faster: the knobs change the Explorer's figures
+    spec = explain(replace(state, eta_bw=1.0, eff=1.0, mfu=0.3, step_oh_ms=0.0,
+                           prefill_oh_ms=0.0).scenario(catalog), state.c,
+                   Targets(ttft_ms=1500, tpot_ms=40))
+    assert spec.figures["step_ms"] < ex.figures["step_ms"]
+    md = quote_markdown(p, lang="en", catalog=catalog, today=TODAY)
+    for label, value in headline_rows(p, best, "en"):
+        assert f"| {label} | {value} |" in md
+
+
+@pytest.mark.slow
+def test_typical_planner_to_explorer_pages_agree(catalog: Catalog) -> None:
+    """Planner page on the typical-vLLM basis (from its link) -> the option's Explorer link ->
+    the Explorer page shows the capacity table's TPOT and TTFT and no failing verdict."""
+    from streamlit.testing.v1 import AppTest
+
+    from capacity.report.urlstate import planner_state, planner_url
+
+    p = typical_plan("qwen3.5-9b", catalog)
+    assert p.best is not None
+    app = str(ROOT / "streamlit_app.py")
+    at = AppTest.from_file(app, default_timeout=120).switch_page("pages/planner.py")
+    for k, v in parse_qsl(urlsplit(planner_url(planner_state(p.inputs, catalog))).query):
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
+    table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
+    link = table["Explorer"].tolist()[0]
+    assert link == explorer_url(explorer_state(p.inputs, p.best, catalog))
+    assert "eta_bw=0.65" in link
+
+    ex = AppTest.from_file(app, default_timeout=120)
+    for k, v in parse_qsl(urlsplit(link).query):
+        ex.query_params[k] = v
+    ex.run()
+    assert not ex.exception
+    state, _ = decode(dict(parse_qsl(urlsplit(link).query)), catalog)
+    row = {r.concurrency: r for r in capacity_rows(p, p.best, catalog)}[state.c]
+    metrics = {m.label: m.value for m in ex.metric}
+    assert metrics[t("metric_tpot", "en")] == f"{row.tpot_ms:.1f} ms"
+    assert metrics[t("metric_ttft", "en")] == f"{row.ttft_s:.2f} s"
+    assert ex.slider(key="ex_eta_bw").value == 0.65
+    cards = [" ".join(m.value for m in ex.get_by_key(f"verdict_{c}").markdown)
+             for c in Constraint]
+    assert all(":red-badge" not in c for c in cards), cards

@@ -92,7 +92,21 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "sec_workload": ("Workload and memory", "负载与显存"),
     "sec_slo": ("Targets (SLO)", "目标 (SLO)"),
     "sec_cost": ("Price and currency", "价格与货币"),
-    "sec_eff": ("Efficiency", "效率"),
+    "sec_eff": ("Efficiency (calibration)", "效率(校准)"),
+    "eta_bw": ("Bandwidth efficiency (eta_bw)", "带宽效率 (eta_bw)"),
+    "help_eta_bw": ("Achieved share of the spec-sheet memory bandwidth in a decode step (the "
+                    "chapter uses 1.0; a Planner option on a typical-engine basis opens with "
+                    "the engine's value).",
+                    "解码一步实际达到的规格表显存带宽比例（原文取 1.0；按典型引擎效率规划的"
+                    "方案打开时带入该引擎的数值）。"),
+    "step_oh_ms": ("Per-step overhead (ms)", "每步开销 (ms)"),
+    "prefill_oh_ms": ("Prefill overhead (ms)", "预填充开销 (ms)"),
+    "pred_basis_knobs": ("Prediction: roofline with the efficiencies set here (bandwidth "
+                         "efficiency {eta_bw:.2f}, eff {eff:.2f}, MFU {mfu:.2f}, step overhead "
+                         "{t0:.1f} ms, prefill overhead {p0:.1f} ms).",
+                         "预测依据:按此处设置的效率计算屋顶线(带宽效率 {eta_bw:.2f},eff "
+                         "{eff:.2f},MFU {mfu:.2f},每步开销 {t0:.1f} ms,预填充开销 "
+                         "{p0:.1f} ms)。"),
     "prediction": ("Prediction", "预测依据"),
     "spec_sheet": ("spec-sheet (no calibration)", "规格表(未校准)"),
     "help_prediction": ("Spec-sheet: the chapter's roofline with the efficiencies below. A saved "

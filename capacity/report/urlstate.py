@@ -66,6 +66,13 @@ class ExplorerState:
     mfu: float = DEFAULT_MFU
     headroom: float = DEFAULT_HEADROOM
     calibration: str = ""
+    eta_bw: float = 1.0
+    """Achieved share of the spec-sheet memory bandwidth in a decode step (1.0: the chapter's
+    spec-sheet roofline; a Planner option on a typical-engine basis carries the engine's)."""
+    step_oh_ms: float = 0.0
+    """Fixed overhead per decode step, ms (0: spec-sheet)."""
+    prefill_oh_ms: float = 0.0
+    """Fixed overhead per prefill, ms (0: spec-sheet)."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -90,7 +97,8 @@ class ExplorerState:
             prompt_tokens=min(self.prompt, self.ctx) if self.prompt else None,
             kv_dtype=self.kv, block_size=self.block,
             eff=self.eff, mfu=self.mfu, price_per_hour=self.price, currency=self.currency,
-            cny_per_usd=self.rate, headroom=self.headroom,
+            cny_per_usd=self.rate, headroom=self.headroom, eta_bw=self.eta_bw,
+            step_overhead_ms=self.step_oh_ms, prefill_overhead_ms=self.prefill_oh_ms,
         )
         if not self.calibration:
             return s
@@ -106,7 +114,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "block": (1, 1024), "util": (0.01, 1.0), "overhead": (0.0, 1000.0), "c": (1, 100_000),
     "slo_ttft_ms": (1.0, 1e7), "slo_tpot_ms": (0.1, 1e6), "slo_cost": (0.0, 1e6),
     "price": (0.0, 1e5), "rate": (0.01, 1e4), "eff": (0.01, 1.0), "mfu": (0.01, 1.0),
-    "headroom": (0.0, 2.0),
+    "headroom": (0.0, 2.0), "eta_bw": (0.01, 1.0), "step_oh_ms": (0.0, 1000.0),
+    "prefill_oh_ms": (0.0, 100_000.0),
 }
 
 
@@ -279,7 +288,9 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
     """The Explorer's inputs for one option, for an 'open in Explorer' link.
 
     Every input that changes a verdict travels: the option (GPU, count, TP, formats), the
-    workload at the design concurrency (peak + headroom), the engine and efficiency knobs, the
+    workload at the design concurrency (peak + headroom), the engine and every efficiency knob
+    of the plan's basis (eff, MFU, bandwidth efficiency, per-step and prefill overheads: a
+    typical-engine basis opens with the engine's figures, not the spec sheet's), the
     price and exchange rate, and the targets: TTFT, TPOT and the cost target (0 when the plan
     has none, which turns the Explorer's cost check off instead of applying its default).
     """
@@ -296,7 +307,8 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         price=round(o.price_per_hour * (o.n_gpus + o.spare_gpus) / o.n_gpus, 4),
         currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom,
-        calibration=inp.calibration)
+        calibration=inp.calibration, eta_bw=inp.eta_bw, step_oh_ms=inp.step_overhead_ms,
+        prefill_oh_ms=inp.prefill_overhead_ms)
 
 
 # ---------------------------------------------------------------------------------------------
