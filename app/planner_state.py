@@ -18,6 +18,8 @@ from app.state import SAVED as EXPLORER_SAVED
 from app.state import page_entered
 from capacity.catalog.loader import Catalog
 from capacity.model.cost import convert
+from capacity.report.i18n import t
+from capacity.report.quote import offer_text, source_text
 from capacity.report.urlstate import PlannerState, planner_decode, planner_encode
 
 SAVED = "planner_saved_state"
@@ -30,7 +32,7 @@ WIDGETS: dict[str, str] = {
     "pct": "planner_pct", "cost": "planner_cost_target", "gpus": "planner_gpus",
     "maxg": "planner_maxg", "kv": "planner_kv", "tp": "planner_tp", "cur": "planner_currency",
     "fx": "planner_fx", "cal": "planner_cal", "spare": "planner_spare",
-    "growth": "planner_growth",
+    "growth": "planner_growth", "offer": "planner_offer",
     "util": "planner_util", "mfu": "planner_mfu",
 }
 """PlannerState field -> the widget key that edits it (`prices` is the price editor's, read by
@@ -99,16 +101,28 @@ def from_widgets(lang: str, catalog: Catalog) -> PlannerState:
     return state
 
 
-def price_rows(state: PlannerState, catalog: Catalog) -> list[dict[str, Any]]:
+def price_rows(state: PlannerState, catalog: Catalog, lang: str = "en") -> list[dict[str, Any]]:
     """The price editor's rows: each chosen GPU with its price per GPU-hour in the state's
-    currency (entered, else the catalog's converted) and where the price comes from."""
+    currency (entered, else its offer of the chosen kind, else the catalog's, converted), that
+    base price (`catalog`) and where it comes from (the offer, or the catalog's source with a
+    note when the chosen kind has no offer for the GPU)."""
     entered = dict(state.price_list())
+    offers = {o.gpu: o for o in state.offer_list(catalog)}
     rows = []
     for key in state.gpu_list(catalog):
         g = catalog.gpus[key]
-        base = convert(g.price_per_hour, g.currency, state.cur, state.fx)
+        offer = offers.get(key)
+        if offer is not None:
+            base = convert(offer.price_per_gpu_hour, offer.currency, state.cur, state.fx)
+            source = offer_text(offer, lang)
+        else:
+            base = convert(g.price_per_hour, g.currency, state.cur, state.fx)
+            source = source_text(g.price_source, lang)
+            if state.offer:
+                source = t("pl_no_offer", lang, kind=t("offer_kind_" + state.offer, lang),
+                           src=source)
         rows.append({"gpu": key, "name": g.name, "price": round(entered.get(key, base), 4),
-                     "catalog": round(base, 4), "source": g.price_source})
+                     "catalog": round(base, 4), "source": source})
     return rows
 
 

@@ -25,6 +25,7 @@ from app.planner_state import (
 )
 from app.state import init_lang
 from capacity.catalog.loader import Catalog
+from capacity.catalog.offers import OFFER_KINDS, without_offer
 from capacity.errors import CapacityError
 from capacity.fit.calibration import load as load_calibration
 from capacity.fit.calibration import saved_calibrations
@@ -192,11 +193,21 @@ with st.expander(T("pl_space")):
                      help=T("help_prediction"))
 
 state = from_widgets(lang, catalog)
-with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices)):
+with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices or state.offer)):
     st.caption(T("pl_prices_help"))
-    rows = price_rows(state, catalog)
+    # ---- offer kind (issue 13): the bundled published offers, or the catalog's prices ----
+    st.selectbox(T("pl_offer"), ["", *OFFER_KINDS], key="planner_offer",
+                 format_func=lambda k: T("offer_kind_" + k) if k else T("pl_offer_catalog"),
+                 help=T("help_pl_offer"))
+    missing = without_offer({o.gpu: o for o in state.offer_list(catalog)},
+                            state.gpu_list(catalog)) if state.offer else ()
+    if missing:
+        st.info(T("pl_offer_missing", kind=T("offer_kind_" + state.offer),
+                  gpus=", ".join(catalog.gpus[g].name for g in missing)))
+    # ---- end offer kind ----
+    rows = price_rows(state, catalog, lang)
     edited = st.data_editor(
-        pd.DataFrame(rows), key=f"planner_prices_{state.cur}", hide_index=True,
+        pd.DataFrame(rows), key=f"planner_prices_{state.cur}_{state.offer}", hide_index=True,
         width="stretch", disabled=["gpu", "name", "catalog", "source"],
         column_config={
             "gpu": None, "name": st.column_config.TextColumn(T("pl_col_gpu")),

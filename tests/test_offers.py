@@ -156,3 +156,115 @@ def test_planner_page_prices_from_a_link(catalog: Catalog) -> None:
     assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
     assert at.number_input(key="planner_fx").value == 7.2
     assert at.query_params["prices"] == "rtx-4090:4"
+
+
+# ---- the bundled published offers (data/offers.toml) ----------------------------------------
+
+def test_the_bundled_offers_parse_with_a_source_and_a_date(catalog: Catalog) -> None:
+    from capacity.catalog.offers import OFFER_KINDS, bundled_offers, offers_path
+
+    offers = bundled_offers(catalog)
+    assert len(offers) >= 20
+    header = offers_path().read_text(encoding="utf-8")
+    keys = [(o.gpu, o.kind, o.provider) for o in offers]
+    assert len(keys) == len(set(keys))  # one row per (GPU, kind, provider)
+    for o in offers:
+        assert o.kind in OFFER_KINDS and o.provider
+        assert o.source.startswith("https://") and o.source in header, o
+        assert o.as_of[:4] == "2026", o
+    assert {o.kind for o in offers} == set(OFFER_KINDS)
+
+
+def _one_option(kind: str, catalog: Catalog, gpu: str = "rtx-4090") -> tuple[PlanInputs, float]:
+    from capacity.catalog.offers import bundled_offers
+
+    inp = replace(_inputs(), gpus=(gpu,), kv_dtypes=("fp16",),
+                  offers=tuple(choose(bundled_offers(catalog), kind).values()), offer_kind=kind)
+    o = choose(bundled_offers(catalog), kind)[gpu]
+    return inp, o.price_per_gpu_hour
+
+
+def test_spot_changes_the_cost_per_mtok_by_the_price_ratio(catalog: Catalog) -> None:
+    on_inp, on_price = _one_option("on-demand", catalog)
+    spot_inp, spot_price = _one_option("spot", catalog)
+    on, spot = plan(on_inp, catalog), plan(spot_inp, catalog)
+    assert on.best is not None and spot.best is not None
+    assert spot_price < on_price
+    a = {(o.n_gpus, o.tp, o.weights, o.kv_dtype): o for o in on.options}
+    b = {(o.n_gpus, o.tp, o.weights, o.kv_dtype): o for o in spot.options}
+    shared = set(a) & set(b)
+    assert shared
+    for k in shared:
+        assert b[k].cost_per_mtok / a[k].cost_per_mtok == pytest.approx(spot_price / on_price,
+                                                                         rel=1e-12)
+        assert b[k].cost_per_month / a[k].cost_per_month == pytest.approx(
+            spot_price / on_price, rel=1e-12)
+    md = quote_markdown(spot, catalog=catalog)
+    assert "from the offer: RunPod, spot, USD 0.34 per GPU-hour, as of 2026-03" in md
+    assert "https://deploybase.ai/articles/runpod-gpu-pricing" in md
+
+
+def test_a_gpu_without_a_spot_offer_says_so(catalog: Catalog,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from capacity.catalog.offers import bundled_offers, without_offer
+
+    spot = choose(bundled_offers(catalog), "spot")
+    assert without_offer(spot, ("a100-40gb-sxm", "rtx-4090")) == ("a100-40gb-sxm",)
+    inp = replace(_inputs(), gpus=("a100-40gb-sxm",), offers=tuple(spot.values()),
+                  offer_kind="spot")
+    p = plan(inp, catalog)
+    assert p.best is not None
+    assert p.best.price_per_hour == pytest.approx(1.3 * 7.1)  # the catalog's USD 1.3
+    for lang, text in (("en", "no spot offer for this GPU, so the catalog's price"),
+                       ("zh", "该 GPU 没有竞价(可中断)报价")):
+        assert text in quote_markdown(p, catalog=catalog, lang=lang)
+    args = ["size", "--dau", "2000", "--requests-per-user", "30", "--peak-share", "0.25",
+            "--ctx", "8192", "--output-tokens", "512", "--slo-ttft-ms", "1500",
+            "--slo-tpot-ms", "40", "--model", "qwen3.5-9b", "--gpus", "a100-40gb-sxm,rtx-4090",
+            "--offer-kind", "spot", "--format", "json"]
+    import json
+
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "note: no spot offer for A100 40GB SXM" in out.err
+    data = json.loads(out.out)
+    assert data["offer_kind"] == "spot" and set(data["offers"]) == {"rtx-4090"}
+    r = next(o for o in data["options"] if o["gpu"] == "rtx-4090")
+    assert r["cost_per_month"] == pytest.approx(0.34 * 7.1 * r["gpus"] * 730)
+
+
+def test_the_offer_kind_travels_in_the_planner_link(catalog: Catalog) -> None:
+    inp, _ = _one_option("reserved-1y", catalog, gpu="h100-sxm")
+    state = planner_state(inp, catalog)
+    assert state.offer == "reserved-1y" and state.prices == ""
+    q = dict(parse_qsl(urlsplit(planner_url(state)).query))
+    assert q["offer"] == "reserved-1y"
+    back, notices = planner_decode(q, catalog)
+    assert notices == [] and back == state
+    again = back.inputs(catalog)
+    assert again.offer_kind == "reserved-1y" and set(again.offers) == set(inp.offers)
+    assert plan(again, catalog).options == plan(inp, catalog).options
+    bad, notices = planner_decode({"offer": "weekly"}, catalog)
+    assert bad.offer == "" and "'offer=weekly' ignored" in notices[0]
+
+
+@pytest.mark.slow
+def test_planner_page_prices_with_spot_offers(catalog: Catalog) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from capacity.report.quote import headline_rows
+
+    inp = replace(_inputs(), gpus=("rtx-4090", "a100-40gb-sxm"))
+    state = replace(planner_state(inp, catalog), offer="spot")
+    app = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+    at = AppTest.from_file(app, default_timeout=120).switch_page("pages/planner.py")
+    for k, v in parse_qsl(urlsplit(planner_url(state)).query):
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="planner_offer").value == "spot"
+    assert any("No spot offer for A100 40GB SXM" in i.value for i in at.info)
+    p = plan(state.inputs(catalog), catalog)
+    assert p.best is not None and p.inputs.offer_kind == "spot"
+    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
+    assert at.query_params["offer"] == "spot"

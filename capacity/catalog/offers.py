@@ -17,6 +17,12 @@ on-demand offer, custom GPUs included. A prices file adds offers, several per GP
 `capacity size --prices FILE [--offer-kind KIND]` and the Planner page use them; a per-node offer
 becomes its price per GPU-hour (node price / GPUs per node). Currency conversion happens where
 the plan's currency is known (`capacity.model.cost.convert`).
+
+capacity bundles published offers (`data/offers.toml`: on-demand, reserved 1-year and spot
+prices of public cloud price pages, each row with its source URL and date): `capacity size
+--offer-kind KIND` without `--prices`, and the Planner's offer choice, price with them
+(`bundled_offers`). A GPU without an offer of the chosen kind keeps its catalog price, and
+`without_offer` names it so the CLI, the page and the quote can say so.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError
 
@@ -138,3 +145,28 @@ def choose(offers: Iterable[Offer], kind: str = "on-demand") -> dict[str, Offer]
                            and o.price_per_gpu_hour < cur.price_per_gpu_hour):
             out[o.gpu] = o
     return out
+
+
+OFFERS_FILE = "offers.toml"
+"""The bundled offers' file name (in the catalog folder, else the bundled data)."""
+
+
+def offers_path() -> Path:
+    """The offers file the app and the CLI use: the catalog folder's offers.toml, else the
+    bundled data/offers.toml."""
+    for folder in (workspace.catalog_dir(), workspace.bundled_data_dir()):
+        path = folder / OFFERS_FILE
+        if path.is_file():
+            return path
+    raise CatalogError(f"no {OFFERS_FILE} in {workspace.catalog_dir()} or the bundled data")
+
+
+def bundled_offers(catalog: Catalog) -> tuple[Offer, ...]:
+    """The published offers (`offers_path`): every row with its provider, kind, date and
+    source."""
+    return load_offers(offers_path(), catalog)
+
+
+def without_offer(chosen: Mapping[str, Offer], gpus: Iterable[str]) -> tuple[str, ...]:
+    """The GPUs of `gpus` that have no offer in `chosen` (they keep their catalog price)."""
+    return tuple(g for g in gpus if g not in chosen)

@@ -22,8 +22,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
-from capacity.catalog.offers import OFFER_KINDS, choose, load_offers
+from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, Catalog, default_catalog
+from capacity.catalog.offers import OFFER_KINDS, bundled_offers, choose, load_offers, without_offer
 from capacity.cli.common import (
     CNY_PER_USD,
     EFFICIENCY,
@@ -163,8 +163,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "(repeatable: --price rtx-4090=2.5 --price h100-sxm=19)")
     e.add_argument("--prices", default=None, metavar="FILE",
                    help="a prices file of [[offer]] tables (docs/method.md: prices as data)")
-    e.add_argument("--offer-kind", choices=OFFER_KINDS, default="on-demand",
-                   help="which offer of --prices to use (default on-demand)")
+    e.add_argument("--offer-kind", choices=OFFER_KINDS, default=None,
+                   help="price each GPU with its offer of this kind: from --prices (default "
+                        "there: on-demand), else from the bundled published offers "
+                        "(data/offers.toml: provider, date and source per row); a GPU "
+                        "without one keeps its catalog price, and the output says so "
+                        "(default: catalog prices)")
     o = p.add_argument_group("output")
     o.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
                    help="output format (default text)")
@@ -219,8 +223,13 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         if gpu not in cat.gpus:
             raise InputError(f"--price '{item}': '{gpu}' is not a catalog GPU")
         overrides[gpu] = price
-    offers = (tuple(choose(load_offers(args.prices, cat), args.offer_kind).values())
-              if args.prices else ())
+    kind = args.offer_kind or ""
+    if args.prices:
+        offers = tuple(choose(load_offers(args.prices, cat), kind or "on-demand").values())
+    elif kind:
+        offers = tuple(choose(bundled_offers(cat), kind).values())
+    else:
+        offers = ()
     inp = PlanInputs(
         model=args.model, workload=wl,
         slo=Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms,
@@ -231,7 +240,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
-        price_overrides=tuple(overrides.items()), offers=offers)
+        price_overrides=tuple(overrides.items()), offers=offers, offer_kind=kind)
     if args.calibration and args.typical:
         raise InputError("give --calibration or --typical, not both")
     if args.typical:
@@ -265,7 +274,11 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
     inp = p.inputs
     return {
         "model": inp.model, "currency": inp.currency, "evaluated": p.evaluated,
-        "basis": inp.basis,
+        "basis": inp.basis, "offer_kind": inp.offer_kind or None,
+        "offers": {o.gpu: {"kind": o.kind, "provider": o.provider, "price": o.price,
+                           "currency": o.currency, "per": o.per, "as_of": o.as_of,
+                           "source": o.source}
+                   for o in inp.offers if inp.gpus is None or o.gpu in inp.gpus},
         "peak_rate_per_s": p.peak_rate_per_s, "workload": asdict(inp.workload),
         "slo": asdict(inp.slo),
         "options": [option_record(i + 1, o) | {
@@ -384,9 +397,24 @@ def run_mix(args: argparse.Namespace, base: PlanInputs) -> int:
     return 0 if m.fleets else 1
 
 
+def offer_notes(inp: PlanInputs, catalog: Catalog | None = None) -> list[str]:
+    """One line per searched GPU without an offer of the kind asked for (it keeps its catalog
+    price): never a silent fallback."""
+    if not inp.offer_kind:
+        return []
+    cat = catalog or default_catalog()
+    gpus = inp.gpus if inp.gpus is not None else tuple(sorted(cat.gpus))
+    entered = dict(inp.price_overrides)
+    return [f"note: no {inp.offer_kind} offer for {cat.gpu(g).name}; priced at the catalog's "
+            f"{cat.gpu(g).currency} {cat.gpu(g).price_per_hour:g} per GPU-hour"
+            for g in without_offer({o.gpu: o for o in inp.offers}, gpus) if g not in entered]
+
+
 def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
     inp = inputs_from_args(args)
+    for line in offer_notes(inp):
+        print(line, file=sys.stderr)
     if args.mix:
         return run_mix(args, inp)
     p = plan(inp)

@@ -27,7 +27,7 @@ import numpy as np
 
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
 from capacity.catalog.nodes import node_shape
-from capacity.catalog.offers import Offer
+from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, convert, cost_per_mtok
 from capacity.model.kv import kv_request_bytes
@@ -154,8 +154,16 @@ class PlanInputs:
     offers: tuple[Offer, ...] = ()
     """Offers (at most one per GPU, `capacity.catalog.offers.choose`) that replace catalog
     prices, converted to `currency` at `cny_per_usd`; `price_overrides` win over them."""
+    offer_kind: str = ""
+    """The offer kind asked for (on-demand, reserved-1y, spot: `capacity size --offer-kind`,
+    the Planner's offer choice), '' = none asked (catalog prices, or a prices file's
+    on-demand offers). With a kind set, a GPU without an offer of it keeps its catalog price
+    and the quote says so."""
 
     def __post_init__(self) -> None:
+        if self.offer_kind and self.offer_kind not in OFFER_KINDS:
+            raise InputError(f"offer kind '{self.offer_kind}' is not one of "
+                             f"{', '.join(OFFER_KINDS)}")
         if not 1 <= self.max_gpus <= 64:
             raise InputError(f"GPU count limit must be 1..64, got {self.max_gpus}")
         if not self.kv_dtypes:

@@ -93,7 +93,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "sec_slo": ("Targets (SLO)", "目标 (SLO)"),
     "sec_cost": ("Price and currency", "价格与货币"),
     "sec_eff": ("Efficiency (calibration)", "效率(校准)"),
-    "eta_bw": ("Bandwidth efficiency (eta_bw)", "带宽效率 (eta_bw)"),
+    "eta_bw": ("Bandwidth efficiency (eta_bw)", "带宽效率"),
     "help_eta_bw": ("Achieved share of the spec-sheet memory bandwidth in a decode step (the "
                     "chapter uses 1.0; a Planner option on a typical-engine basis opens with "
                     "the engine's value).",
@@ -796,8 +796,20 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                        "把价格改成您的供应商报价;它会替代目录价格,用于排序、报价和链接。"),
     "pl_col_gpu": ("GPU", "GPU"),
     "pl_col_price": ("price per GPU-hour ({cur})", "每卡每小时价格({cur})"),
-    "pl_col_catalog": ("catalog ({cur})", "目录价({cur})"),
-    "pl_col_source": ("catalog source", "目录价格来源"),
+    "pl_col_catalog": ("list price ({cur})", "标价({cur})"),
+    "pl_col_source": ("price source", "价格来源"),
+    "pl_offer": ("Offer", "报价类型"),
+    "pl_offer_catalog": ("catalog prices", "目录价格"),
+    "help_pl_offer": ("Price each GPU with a published offer of this kind (data/offers.toml: "
+                      "provider, date and source per row; the cheapest when several providers "
+                      "offer it). A GPU without one keeps its catalog price, and the page and "
+                      "the quote say so.",
+                      "用该类型的公开报价给每种 GPU 定价(data/offers.toml:每行有供应商、日期和"
+                      "来源;多家供应商时取最便宜的)。没有该报价的 GPU 保留目录价格,页面和报价单"
+                      "会注明。"),
+    "pl_no_offer": ("no {kind} offer: catalog price ({src})", "无{kind}报价:按目录价格({src})"),
+    "pl_offer_missing": ("No {kind} offer for {gpus}: priced at the catalog's price.",
+                         "{gpus} 没有{kind}报价:按目录价格计算。"),
     "pl_ax_month": ("{cur} / month", "{cur} / 月"),
     "pl_ax_goodput": ("SLO-feasible goodput, req/s", "满足 SLO 的吞吐(req/s)"),
     "pl_ax_rate": ("arrival rate, req/s", "到达率(req/s)"),
@@ -923,6 +935,17 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                             "{gpu} 价格:每卡每小时 {cur} {price:.2f}(本报价录入)"),
     "quote_price_offer": ("Price of {gpu}: {cur} {price:.2f} per GPU-hour, from the offer: {offer}",
                           "{gpu} 价格:每卡每小时 {cur} {price:.2f},来自报价:{offer}"),
+    "quote_price_no_offer": ("Price of {gpu}: {cur} {price:.2f} per GPU-hour; no {kind} offer "
+                             "for this GPU, so the catalog's price ({src}, as of {date})",
+                             "{gpu} 价格:每卡每小时 {cur} {price:.2f};该 GPU 没有{kind}报价,"
+                             "按目录价格({src},截至 {date})"),
+    "offer_kind_on-demand": ("on-demand", "按需"),
+    "offer_kind_reserved-1y": ("reserved 1-year", "预留 1 年"),
+    "offer_kind_spot": ("spot", "竞价(可中断)"),
+    "offer_per_gpu": ("per GPU-hour", "每卡每小时"),
+    "offer_per_node": ("per {n}-GPU node-hour", "每 {n} 卡节点每小时"),
+    "offer_as_of": (", as of {date}", ",截至 {date}"),
+    "offer_source": (" ({src})", "(来源:{src})"),
     "quote_basis": ("Basis of the figures", "数字依据"),
     "quote_basis_spec": ("spec-sheet figures (no calibration)", "规格表数值(未校准)"),
     "quote_basis_cal": ("calibrated: {name}", "已校准:{name}"),

@@ -21,6 +21,7 @@ from pathlib import Path
 from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.nodes import node_shape
+from capacity.catalog.offers import Offer
 from capacity.errors import InputError
 from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
 from capacity.plan.mix import MixPlan
@@ -129,6 +130,21 @@ def source_text(text: str, lang: str) -> str:
         if t(key, "en") == text:
             return t(key, lang)
     return text
+
+
+def offer_text(offer: Offer, lang: str) -> str:
+    """An offer as the quote names it: provider, kind, price per GPU- or node-hour, date and
+    source ('RunPod, spot, USD 0.34 per GPU-hour, as of 2026-03 (https://...)'); English is
+    `Offer.description`."""
+    if lang != "zh":
+        return offer.description
+    unit = (t("offer_per_node", lang, n=offer.gpus_per_node) if offer.per == "node"
+            else t("offer_per_gpu", lang))
+    parts = [x for x in (offer.provider, t("offer_kind_" + offer.kind, lang)) if x]
+    text = ",".join([*parts, f"{unit} {offer.currency} {offer.price:g}"])
+    if offer.as_of:
+        text += t("offer_as_of", lang, date=offer.as_of)
+    return text + (t("offer_source", lang, src=offer.source) if offer.source else "")
 
 
 def fmt_money(x: float, cur: str) -> str:
@@ -340,7 +356,12 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                             price=o.price_per_hour)))
         elif offer is not None:
             b.append(Para(t("quote_price_offer", lang, gpu=g.name, cur=inp.currency,
-                            price=o.price_per_hour, offer=offer.description)))
+                            price=o.price_per_hour, offer=offer_text(offer, lang))))
+        elif inp.offer_kind:
+            # a kind was asked for and this GPU has none: say so, never fall back silently
+            b.append(Para(t("quote_price_no_offer", lang, gpu=g.name, cur=inp.currency,
+                            price=o.price_per_hour, kind=t("offer_kind_" + inp.offer_kind, lang),
+                            src=source_text(g.price_source, lang), date=g.price_as_of)))
         else:
             b.append(Para(t("quote_price", lang, gpu=g.name, cur=inp.currency,
                             price=o.price_per_hour, src=source_text(g.price_source, lang),

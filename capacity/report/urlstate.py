@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_offers, choose
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD, convert
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
@@ -349,6 +350,9 @@ class PlannerState:
     """Exchange rate, CNY per USD."""
     prices: str = ""
     """Entered prices per GPU-hour in `cur`, 'rtx-4090:2.5,h100-sxm:19'; '' = catalog prices."""
+    offer: str = ""
+    """Offer kind of the bundled published offers (on-demand, reserved-1y, spot; data/offers.toml)
+    each GPU is priced with; '' = catalog prices. Entered `prices` win over offers."""
     util: float = DEFAULT_UTIL
     mfu: float = DEFAULT_MFU
     cal: str = ""
@@ -367,6 +371,12 @@ class PlannerState:
                 gpu, _, value = item.partition(":")
                 out.append((gpu, float(value)))
         return tuple(out)
+
+    def offer_list(self, catalog: Catalog) -> tuple[Offer, ...]:
+        """The bundled offers of kind `offer`, one per GPU (none when `offer` is '')."""
+        if not self.offer:
+            return ()
+        return tuple(choose(bundled_offers(catalog), self.offer).values())
 
     def gpu_list(self, catalog: Catalog) -> tuple[str, ...]:
         """The chosen GPU keys (every catalog GPU when none is named)."""
@@ -397,7 +407,8 @@ class PlannerState:
             gpus=self.gpu_list(catalog), max_gpus=self.maxg, kv_dtypes=self.kv_list(),
             allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
             cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
-            mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth)
+            mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth,
+            offers=self.offer_list(catalog), offer_kind=self.offer)
         if not self.cal:
             return inp
         if self.cal.startswith(TYPICAL_PREFIX):
@@ -434,9 +445,12 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
     cat = catalog or default_catalog()
     wl = inp.workload
     every = tuple(sorted(cat.gpus))
-    # offers and entered prices travel as prices per GPU-hour in the plan's currency
+    # the bundled offers of a kind travel as that kind (`offer=spot`); other offers (a prices
+    # file) and entered prices as prices per GPU-hour in the plan's currency
+    bundled = bool(inp.offer_kind) and set(inp.offers) == set(
+        choose(bundled_offers(cat), inp.offer_kind).values())
     entered = {o.gpu: convert(o.price_per_gpu_hour, o.currency, inp.currency, inp.cny_per_usd)
-               for o in inp.offers} | dict(inp.price_overrides)
+               for o in ([] if bundled else inp.offers)} | dict(inp.price_overrides)
     chosen = inp.gpus if inp.gpus is not None else every
     return PlannerState(
         lang=lang, model=inp.model, mode="dau" if wl.peak_concurrency is None else "conc",
@@ -451,7 +465,7 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
         mfu=inp.mfu, cal=inp.calibration or (TYPICAL_PREFIX + inp.typical if inp.typical
                                              else ""), spare=int(inp.spare),
-        growth=inp.growth_per_month)
+        growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "")
 
 
 def planner_encode(state: PlannerState) -> dict[str, str]:
@@ -504,6 +518,10 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
             raise ValueError("not a model (or model-format) key of the catalog")
         if name == "mode" and value not in ("dau", "conc"):
             raise ValueError("mode must be dau or conc")
+        if name == "offer":
+            if value and value not in OFFER_KINDS:
+                raise ValueError(f"offer kind must be one of {', '.join(OFFER_KINDS)}")
+            return value
         if name == "cur":
             if raw.upper() not in ("CNY", "USD"):
                 raise ValueError("currency must be CNY or USD")
