@@ -18,9 +18,17 @@ from app.state import SAVED as EXPLORER_SAVED
 from app.state import page_entered
 from capacity.catalog.loader import Catalog
 from capacity.model.cost import convert
+from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry
 from capacity.report.i18n import t
 from capacity.report.quote import offer_text, source_text
-from capacity.report.urlstate import PlannerState, planner_decode, planner_encode
+from capacity.report.urlstate import (
+    MIX_FIELD_SEP,
+    MIX_SEP,
+    PlannerState,
+    encode_mix,
+    planner_decode,
+    planner_encode,
+)
 
 SAVED = "planner_saved_state"
 NOTICES = "planner_notices"
@@ -65,6 +73,55 @@ def _from_widget(name: str, value: Any, saved: PlannerState, catalog: Catalog) -
     return value
 
 
+# ---- the mix section's added workloads (issue 13): `PlannerState.mix` <-> planner_mix_* ----
+MIX_N = "planner_mix_n"
+"""Widget key of the number of added workloads."""
+MIX_FIELDS: tuple[str, ...] = ("name", "model", "dau", "rpu", "ctx", "out", "ttft", "tpot")
+
+
+def mix_key(i: int, name: str) -> str:
+    """Widget key of one field of added workload `i` (0-based)."""
+    return f"planner_mix_{i}_{name}"
+
+
+def _init_mix(saved: PlannerState, entered: bool) -> None:
+    """Fill the mix section's keys from the saved state (first run, or entering the page)."""
+    if not entered and MIX_N in st.session_state:
+        return
+    entries = saved.mix_entries()
+    st.session_state[MIX_N] = len(entries)
+    for i, e in enumerate(entries):
+        for name in MIX_FIELDS:
+            st.session_state[mix_key(i, name)] = getattr(e, name)
+
+
+def _clean_name(text: object, fallback: str) -> str:
+    """A workload's name as the link can hold it: printable, no separators, bounded."""
+    name = "".join(c for c in str(text) if c.isprintable() and c not in (MIX_SEP, MIX_FIELD_SEP))
+    return name.strip()[:MIX_NAME_CHARS].strip() or fallback
+
+
+def _mix_from_widgets(saved: PlannerState, lang: str, catalog: Catalog) -> str:
+    """`PlannerState.mix` from the mix section's widgets (a workload added this run gets its
+    defaults here, before its widgets are drawn, so the URL holds it at once)."""
+    ss = st.session_state
+    n = max(0, min(MAX_WORKLOADS - 1, int(ss.get(MIX_N, 0))))
+    entries = saved.mix_entries()
+    out: list[MixEntry] = []
+    for i in range(n):
+        dflt = entries[i] if i < len(entries) else MixEntry(
+            name=f"{t('mix_workload', lang)} {i + 2}", model=catalog.variant_keys()[0])
+        for name in MIX_FIELDS:
+            ss.setdefault(mix_key(i, name), getattr(dflt, name))
+        out.append(MixEntry(
+            name=_clean_name(ss[mix_key(i, "name")], f"{i + 2}"),
+            model=str(ss[mix_key(i, "model")]), dau=int(ss[mix_key(i, "dau")]),
+            rpu=float(ss[mix_key(i, "rpu")]), ctx=int(ss[mix_key(i, "ctx")]),
+            out=int(ss[mix_key(i, "out")]), ttft=float(ss[mix_key(i, "ttft")]),
+            tpot=float(ss[mix_key(i, "tpot")])))
+    return encode_mix(tuple(out))
+
+
 def init_planner(catalog: Catalog) -> tuple[PlannerState, list[str]]:
     """Fill the widget keys from the URL (first run) or the saved state (on entering the page);
     returns the state and the notices about parameters that fell back to defaults."""
@@ -81,6 +138,7 @@ def init_planner(catalog: Catalog) -> tuple[PlannerState, list[str]]:
     for name, key in WIDGETS.items():
         if entered or key not in st.session_state:
             st.session_state[key] = _to_widget(saved, name, catalog)
+    _init_mix(saved, entered)
     return saved, list(st.session_state.get(NOTICES, []))
 
 
@@ -89,7 +147,7 @@ def from_widgets(lang: str, catalog: Catalog) -> PlannerState:
     saved: PlannerState = st.session_state[SAVED]
     values = {name: _from_widget(name, st.session_state[key], saved, catalog)
               for name, key in WIDGETS.items() if key in st.session_state}
-    state = replace(saved, lang=lang, **values)
+    state = replace(saved, lang=lang, mix=_mix_from_widgets(saved, lang, catalog), **values)
     if state.cur != saved.cur and state.prices:
         # entered prices follow a currency switch at the exchange rate
         state = replace(state, prices=",".join(

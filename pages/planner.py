@@ -6,7 +6,6 @@ Draws only: every number comes from `capacity.plan.search`, `capacity.plan.queue
 
 from __future__ import annotations
 
-from dataclasses import replace
 from urllib.parse import urlsplit
 
 import altair as alt
@@ -16,10 +15,12 @@ import streamlit as st
 from app import cache
 from app.bootstrap import ensure_navigation
 from app.planner_state import (
+    MIX_N,
     entered_prices,
     from_widgets,
     init_planner,
     keep_prices,
+    mix_key,
     price_rows,
     write_url,
 )
@@ -30,7 +31,7 @@ from capacity.errors import CapacityError
 from capacity.fit.calibration import load as load_calibration
 from capacity.fit.calibration import saved_calibrations
 from capacity.fit.planning import GpuBand, engines, gpu_band
-from capacity.plan.mix import MAX_WORKLOADS, MixPlan, MixWorkload, plan_mix
+from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixPlan, MixWorkload, plan_mix
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     CurvePoint,
@@ -107,9 +108,9 @@ def _mix(workloads: tuple[MixWorkload, ...]) -> MixPlan:
 
 
 @st.cache_data(show_spinner=False)
-def _mix_quotes(mix: MixPlan, lang: str) -> tuple[str, bytes]:
-    return (render_markdown(mix_quote_blocks(mix, lang=lang, catalog=_catalog())),
-            blocks_pdf(lambda lg: mix_quote_blocks(mix, lang=lg, catalog=_catalog()),
+def _mix_quotes(mix: MixPlan, lang: str, link: str) -> tuple[str, bytes]:
+    return (render_markdown(mix_quote_blocks(mix, lang=lang, catalog=_catalog(), link=link)),
+            blocks_pdf(lambda lg: mix_quote_blocks(mix, lang=lg, catalog=_catalog(), link=link),
                        lang=lang))
 
 
@@ -351,39 +352,29 @@ if result.options:
 
 # Mix: more workloads on the same fleet, each with its own model, traffic and SLO (sized on its
 # own replicas of one GPU type: capacity.plan.mix). The inputs above are the first workload;
-# the others share its peak window, headroom, GPUs, prices and efficiency basis.
-with st.expander(T("mix_add"), expanded=bool(st.session_state.get("planner_mix_n", 0))):
+# the others share its peak window, headroom, GPUs, prices and efficiency basis. They are in
+# the URL (`mix`, read into these widgets by app.planner_state), so a link reopens the mix.
+with st.expander(T("mix_add"), expanded=bool(st.session_state.get(MIX_N, 0))):
     st.caption(T("mix_help"))
-    n_more = int(st.number_input(T("mix_n"), min_value=0, max_value=MAX_WORKLOADS - 1, value=0,
-                                 step=1, key="planner_mix_n"))
-    extra: list[MixWorkload] = []
+    n_more = int(st.number_input(T("mix_n"), min_value=0, max_value=MAX_WORKLOADS - 1,
+                                 step=1, key=MIX_N))
     for i in range(n_more):
         c = st.columns([2, 3, 2, 2, 2, 2, 2, 2])
-        name = c[0].text_input(T("mix_workload"), value=f"{T('mix_workload')} {i + 2}",
-                               key=f"planner_mix_{i}_name")
-        model_key = c[1].selectbox(T("pl_model"), variants, key=f"planner_mix_{i}_model")
-        dau_i = c[2].number_input(T("pl_dau"), min_value=1, max_value=10**9, value=500,
-                                  step=100, key=f"planner_mix_{i}_dau")
-        rpu_i = c[3].number_input(T("pl_rpu"), min_value=0.1, max_value=1e5, value=20.0,
-                                  key=f"planner_mix_{i}_rpu")
-        ctx_i = c[4].selectbox(T("pl_ctx"), CTX_CHOICES, index=CTX_CHOICES.index(8192),
-                               key=f"planner_mix_{i}_ctx")
-        out_i = c[5].number_input(T("pl_out"), min_value=1, max_value=1_000_000, value=256,
-                                  key=f"planner_mix_{i}_out")
-        ttft_i = c[6].number_input(T("pl_ttft"), min_value=10.0, max_value=1e7, value=2000.0,
-                                   key=f"planner_mix_{i}_ttft")
-        tpot_i = c[7].number_input(T("pl_tpot"), min_value=1.0, max_value=1e6, value=50.0,
-                                   key=f"planner_mix_{i}_tpot")
-        try:
-            wl_i = replace(inputs.workload, daily_active_users=float(dau_i),
-                           peak_concurrency=None, requests_per_user_per_day=float(rpu_i),
-                           context_tokens=int(ctx_i), prompt_tokens=None,
-                           output_tokens=int(out_i))
-            extra.append(MixWorkload(name=str(name).strip() or f"{i + 2}", inputs=replace(
-                inputs, model=str(model_key), workload=wl_i, formats=None,
-                slo=replace(inputs.slo, ttft_ms=float(ttft_i), tpot_ms=float(tpot_i)))))
-        except CapacityError as exc:
-            st.error(T("pl_error", msg=str(exc)))
+        c[0].text_input(T("mix_workload"), max_chars=MIX_NAME_CHARS, key=mix_key(i, "name"))
+        c[1].selectbox(T("pl_model"), variants, key=mix_key(i, "model"))
+        c[2].number_input(T("pl_dau"), min_value=1, max_value=10**9, step=100,
+                          key=mix_key(i, "dau"))
+        c[3].number_input(T("pl_rpu"), min_value=0.1, max_value=1e5, key=mix_key(i, "rpu"))
+        c[4].selectbox(T("pl_ctx"), sorted({*CTX_CHOICES, int(st.session_state[mix_key(i, "ctx")])}),
+                       key=mix_key(i, "ctx"))
+        c[5].number_input(T("pl_out"), min_value=1, max_value=1_000_000, key=mix_key(i, "out"))
+        c[6].number_input(T("pl_ttft"), min_value=10.0, max_value=1e7, key=mix_key(i, "ttft"))
+        c[7].number_input(T("pl_tpot"), min_value=1.0, max_value=1e6, key=mix_key(i, "tpot"))
+    extra: tuple[MixWorkload, ...] = ()
+    try:
+        extra = state.mix_workloads(catalog, first_name=T("mix_first"))[1:]
+    except CapacityError as exc:
+        st.error(T("pl_error", msg=str(exc)))
     if extra:
         try:
             mix = _mix((MixWorkload(name=T("mix_first"), inputs=inputs), *extra))
@@ -412,7 +403,7 @@ with st.expander(T("mix_add"), expanded=bool(st.session_state.get("planner_mix_n
                     for f in mix.fleets[1:4]))
         for g, names in mix.short:
             st.caption(T("mix_short", gpu=catalog.gpu(g).name, names=", ".join(names)))
-        mmd, mpdf = _mix_quotes(mix, lang)
+        mmd, mpdf = _mix_quotes(mix, lang, planner_url(state, base=_here()))
         m1, m2 = st.columns(2)
         m1.download_button(T("mix_quote_md"), mmd, file_name="capacity-mix-quote.md",
                            mime="text/markdown", key="planner_mix_quote_md")

@@ -194,3 +194,111 @@ def test_planner_page_adds_a_workload(catalog: Catalog) -> None:
     assert list(table["Share"]) == [f"{f.share(p):.0%}" for p in f.parts]
     assert {b.label for b in at.get("download_button")} >= {"Mix quote (Markdown)",
                                                             "Mix quote (PDF)"}
+
+
+# ---- the mix in the Planner's URL -----------------------------------------------------------
+
+def _scenario_state(catalog: Catalog):  # noqa: ANN202
+    from capacity.plan.mix import MixEntry
+    from capacity.report.urlstate import encode_mix, planner_state
+
+    wl = Workload(daily_active_users=2000, requests_per_user_per_day=30, peak_share=0.25,
+                  peak_hours=2, context_tokens=8192, output_tokens=512)
+    inp = PlanInputs(model="qwen3.5-9b", workload=wl, slo=Slo(ttft_ms=1500, tpot_ms=40),
+                     gpus=("rtx-4090", "h100-sxm"))
+    extra = (MixEntry(name="assistant, long answers", model="llama-3.1-70b", dau=300, rpu=10.0,
+                      ctx=4096, out=256, ttft=3000.0, tpot=60.0),)
+    from dataclasses import replace
+
+    return replace(planner_state(inp, catalog), mix=encode_mix(extra)), inp
+
+
+def test_the_mix_round_trips_through_the_planner_url(catalog: Catalog) -> None:
+    from urllib.parse import parse_qsl, urlsplit
+
+    from capacity.report.urlstate import planner_decode, planner_url
+
+    state, inp = _scenario_state(catalog)
+    url = planner_url(state)
+    q = dict(parse_qsl(urlsplit(url).query))
+    assert q["mix"] == "assistant, long answers|llama-3.1-70b|300|10|4096|256|3000|60"
+    back, notices = planner_decode(q, catalog)
+    assert notices == [] and back == state
+    mix = back.mix_workloads(catalog)
+    assert [w.name for w in mix] == ["main", "assistant, long answers"]
+    assert mix[0].inputs == inp
+    assert mix[1].inputs.workload.daily_active_users == 300
+    assert mix[1].inputs.workload.peak_share == 0.25  # shared with the first workload
+    assert (mix[1].inputs.slo.ttft_ms, mix[1].inputs.slo.tpot_ms) == (3000, 60)
+
+
+@pytest.mark.parametrize(("raw", "why"), [
+    (";".join(f"w{i}|qwen3.5-9b|1|1|1024|1|100|10" for i in range(8)), "at most 7"),
+    ("a|warp-9|1|1|1024|1|100|10", "not a model"),
+    ("a|qwen3.5-9b|0|1|1024|1|100|10", "dau outside"),
+    ("a|qwen3.5-9b|1|1|1024|1|100|nan", "tpot not a finite number"),
+    ("a|qwen3.5-9b|1.5|1|1024|1|100|10", "dau not a whole number"),
+    ("a|qwen3.5-9b|1|1|1024|1", "give name|model"),
+    ("\x07bell|qwen3.5-9b|1|1|1024|1|100|10", "printable"),
+    ("x" * 41 + "|qwen3.5-9b|1|1|1024|1|100|10", "1..40"),
+    ("a|qwen3.5-9b|1|1|1024|1|100|10;a|qwen3.5-9b|1|1|1024|1|100|10", "must differ"),
+    ("a|qwen3.5-9b|1|1|99999999|1|100|10", "ctx"),
+])
+def test_a_bad_mix_in_the_url_falls_back_with_a_notice(catalog: Catalog, raw: str,
+                                                       why: str) -> None:
+    from capacity.report.urlstate import planner_decode
+
+    state, notices = planner_decode({"mix": raw, "dau": "700"}, catalog)
+    assert state.mix == "" and state.dau == 700  # the rest of the link still holds
+    assert len(notices) == 1 and "mix" in notices[0] and why in notices[0], notices
+
+
+def test_the_mix_quote_carries_the_link_that_reproduces_it(tmp_path: Path,
+                                                           catalog: Catalog) -> None:
+    from urllib.parse import parse_qsl, urlsplit
+
+    from capacity.report.urlstate import planner_decode
+
+    path = tmp_path / "mix.toml"
+    path.write_text(MIX, encoding="utf-8")
+    out = tmp_path / "q.md"
+    assert main(["size", "--mix", str(path), "--gpus", ",".join(GPUS), "--quote", str(out),
+                 "--app-url", "http://host:8501"]) == 0
+    md = out.read_text(encoding="utf-8")
+    link = next(w.strip("<>()") for w in md.split() if w.startswith(("http://host:8501",
+                                                                     "<http://host:8501")))
+    assert link.startswith("http://host:8501/planner?")
+    state, notices = planner_decode(dict(parse_qsl(urlsplit(link).query)), catalog)
+    assert notices == []
+    again = state.mix_workloads(catalog, first_name="chat")
+    original = parse_mix(MIX, _base())
+    assert [w.inputs for w in again] == [w.inputs for w in original]
+    assert plan_mix(again, catalog).best == plan_mix(original, catalog).best
+
+
+@pytest.mark.slow
+def test_planner_page_opens_a_mix_from_its_link(catalog: Catalog) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from capacity.report.urlstate import planner_encode
+
+    state, _ = _scenario_state(catalog)
+    app = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+    at = AppTest.from_file(app, default_timeout=180).switch_page("pages/planner.py")
+    for k, v in planner_encode(state).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="planner_mix_n").value == 1
+    assert at.text_input(key="planner_mix_0_name").value == "assistant, long answers"
+    assert at.selectbox(key="planner_mix_0_model").value == "llama-3.1-70b"
+    assert at.number_input(key="planner_mix_0_dau").value == 300
+    assert at.selectbox(key="planner_mix_0_ctx").value == 4096
+    assert at.number_input(key="planner_mix_0_tpot").value == 60.0
+    m = plan_mix(state.mix_workloads(catalog), catalog)
+    f = m.best
+    assert f is not None
+    assert any(x.value == f"#### Recommended fleet: {f.paid_gpus} x {f.gpu_name}, "
+               f"{fmt_money(f.cost_per_month, 'CNY')} per month" for x in at.markdown)
+    assert list(at.dataframe[-1].value["Workload"]) == ["main", "assistant, long answers"]
+    assert at.query_params["mix"] == state.mix

@@ -55,7 +55,7 @@ from capacity.plan.search import (
 )
 from capacity.report.quote import write_mix_quote, write_quote
 from capacity.report.tables import render
-from capacity.report.urlstate import planner_state, planner_url
+from capacity.report.urlstate import planner_mix_state, planner_state, planner_url
 
 MAX_GPUS_LIMIT = 64
 """Largest --max-gpus (PlanInputs refuses more)."""
@@ -392,7 +392,11 @@ def run_mix(args: argparse.Namespace, base: PlanInputs) -> int:
     else:
         print(mix_text(m, args.top, args.format), end="")
     if args.quote:
-        path = write_mix_quote(args.quote, m, lang=args.lang)
+        # the Planner link that reproduces the mix, when its section can hold every workload
+        state = planner_mix_state(m.workloads, lang=args.lang)
+        link = (None if state is None
+                else planner_url(state, base=args.app_url.rstrip("/") + "/planner"))
+        path = write_mix_quote(args.quote, m, lang=args.lang, link=link)
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if m.fleets else 1
 

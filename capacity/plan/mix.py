@@ -246,3 +246,54 @@ def load_mix(path: str | Path, base: PlanInputs) -> tuple[MixWorkload, ...]:
     if not p.is_file():
         raise InputError(f"mix file '{p}' does not exist")
     return parse_mix(p.read_text(encoding="utf-8"), base, str(p))
+
+
+# ---------------------------------------------------------------------------------------------
+# An added workload as the Planner page holds it (and its URL carries it): a name, a model, its
+# daily users, requests per user, context, output tokens and TTFT / TPOT targets; the rest (peak
+# window, headroom, GPUs, prices, efficiency basis, percentile) is the page's first workload's.
+
+MIX_NAME_CHARS = 40
+"""Longest name of an added workload (a label, never a path)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixEntry:
+    """One added workload of the Planner's mix section (`capacity.report.urlstate` writes it
+    into the link as `name|model|dau|rpu|ctx|out|ttft|tpot`)."""
+
+    name: str
+    model: str
+    dau: int = 500
+    rpu: float = 20.0
+    ctx: int = 8192
+    out: int = 256
+    ttft: float = 2000.0
+    tpot: float = 50.0
+
+    def workload(self, base: PlanInputs) -> MixWorkload:
+        """This workload on the first one's inputs `base` (its peak window, headroom, GPUs,
+        prices, efficiency basis and percentile); InputError when its numbers are invalid."""
+        wl = replace(base.workload, daily_active_users=float(self.dau), peak_concurrency=None,
+                     requests_per_user_per_day=float(self.rpu), context_tokens=int(self.ctx),
+                     prompt_tokens=None, output_tokens=int(self.out))
+        return MixWorkload(name=self.name, inputs=replace(
+            base, model=self.model, workload=wl, formats=None,
+            slo=replace(base.slo, ttft_ms=float(self.ttft), tpot_ms=float(self.tpot))))
+
+    @staticmethod
+    def of(w: MixWorkload, base: PlanInputs) -> MixEntry | None:
+        """The entry that rebuilds `w` on `base`, or None when `w` differs from `base` in
+        something an entry does not hold (its own peak window, headroom, prompt, GPUs...)."""
+        wl = w.inputs.workload
+        if wl.daily_active_users is None or wl.daily_active_users != int(wl.daily_active_users):
+            return None
+        entry = MixEntry(name=w.name, model=w.inputs.model, dau=int(wl.daily_active_users),
+                         rpu=wl.requests_per_user_per_day, ctx=wl.context_tokens,
+                         out=wl.output_tokens, ttft=w.inputs.slo.ttft_ms,
+                         tpot=w.inputs.slo.tpot_ms)
+        try:
+            same = entry.workload(base) == w
+        except CapacityError:
+            return None
+        return entry if same else None

@@ -533,17 +533,20 @@ def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
 
 
 def mix_quote_blocks(mix: MixPlan, *, lang: str = "en", catalog: Catalog | None = None,
-                     today: dt.date | None = None) -> list[Block]:
+                     today: dt.date | None = None, link: str | None = None) -> list[Block]:
     """The quote of a mix (`capacity.plan.mix`): the recommended fleet with each workload's
     deployment and share of its cost, then each workload's own quote on the fleet's GPU
-    (inputs, recommendation, capacity table, assumptions)."""
+    (inputs, recommendation, capacity table, assumptions). `link`: the Planner address that
+    reproduces the mix (`capacity.report.urlstate.planner_mix_state`)."""
     if lang not in LANGS:
         raise InputError(f"quote language must be one of {', '.join(LANGS)}, got '{lang}'")
     date = (today or dt.date.today()).isoformat()
     cat = catalog or default_catalog()
     b: list[Block] = [Heading(t("mix_title", lang, n=len(mix.workloads))),
-                      Para(t("quote_prepared", lang, date=date)),
-                      Para(t("mix_rule", lang))]
+                      Para(t("quote_prepared", lang, date=date))]
+    if link:
+        b.append(Para(t("quote_link", lang, url=link)))
+    b.append(Para(t("mix_rule", lang)))
     fleet = mix.best
     if fleet is None:
         b.append(Para(t("mix_none", lang)))
@@ -584,7 +587,8 @@ def mix_quote_blocks(mix: MixPlan, *, lang: str = "en", catalog: Catalog | None 
 
 
 def write_mix_quote(path: str | Path, mix: MixPlan, *, lang: str = "en",
-                    catalog: Catalog | None = None, today: dt.date | None = None) -> Path:
+                    catalog: Catalog | None = None, today: dt.date | None = None,
+                    link: str | None = None) -> Path:
     """Write a mix's quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
     p = Path(path)
     suffix = p.suffix.lower()
@@ -594,8 +598,10 @@ def write_mix_quote(path: str | Path, mix: MixPlan, *, lang: str = "en",
         raise InputError(f"folder '{p.parent}' does not exist; create it or choose another path")
     if suffix == ".pdf":
         p.write_bytes(blocks_pdf(lambda lg: mix_quote_blocks(mix, lang=lg, catalog=catalog,
-                                                             today=today), lang=lang))
+                                                             today=today, link=link),
+                                 lang=lang))
     else:
         p.write_text(render_markdown(mix_quote_blocks(mix, lang=lang, catalog=catalog,
-                                                      today=today)), encoding="utf-8")
+                                                      today=today, link=link)),
+                     encoding="utf-8")
     return p

@@ -30,6 +30,7 @@ from capacity.model.scenario import (
     nearest_valid_tp,
     valid_tp_sizes,
 )
+from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry, MixWorkload
 from capacity.plan.search import Option, PlanInputs, design_concurrency_total
 from capacity.units import KV_DTYPES
 
@@ -362,6 +363,31 @@ class PlannerState:
     """1: an N+1 spare replica per option."""
     growth: float = 0.0
     """Traffic growth per month (0.1 = +10 %)."""
+    mix: str = ""
+    """The mix section's added workloads (`capacity.plan.mix.MixEntry`), each
+    `name|model|dau|rpu|ctx|out|ttft|tpot`, joined by ';' (at most MAX_WORKLOADS - 1); '' =
+    none. They share the first workload's peak window, headroom, GPUs, prices and basis."""
+
+    def mix_entries(self) -> tuple[MixEntry, ...]:
+        """The added workloads `mix` holds (checked when the URL was read)."""
+        out = []
+        for item in (x for x in self.mix.split(MIX_SEP) if x):
+            name, model, dau, rpu, ctx, outp, ttft, tpot = item.split(MIX_FIELD_SEP)
+            out.append(MixEntry(name=name, model=model, dau=int(dau), rpu=float(rpu),
+                                ctx=int(ctx), out=int(outp), ttft=float(ttft),
+                                tpot=float(tpot)))
+        return tuple(out)
+
+    def mix_workloads(self, catalog: Catalog, first_name: str = "main"
+                      ) -> tuple[MixWorkload, ...]:
+        """The mix these inputs describe: the page's own inputs as the first workload, then
+        the added ones on top of them (empty when none is added)."""
+        entries = self.mix_entries()
+        if not entries:
+            return ()
+        base = self.inputs(catalog)
+        return (MixWorkload(name=first_name, inputs=base),
+                *(e.workload(base) for e in entries))
 
     def price_list(self) -> tuple[tuple[str, float], ...]:
         """The entered prices as (GPU key, price per GPU-hour in `cur`) pairs."""
@@ -421,6 +447,54 @@ class PlannerState:
         return with_calibration(inp, load(self.cal))
 
 
+MIX_SEP = ";"
+MIX_FIELD_SEP = "|"
+
+
+def encode_mix(entries: tuple[MixEntry, ...]) -> str:
+    """`PlannerState.mix` for some added workloads."""
+    return MIX_SEP.join(MIX_FIELD_SEP.join((
+        e.name, e.model, str(e.dau), f"{e.rpu:g}", str(e.ctx), str(e.out), f"{e.ttft:g}",
+        f"{e.tpot:g}")) for e in entries)
+
+
+def _mix_param(raw: str, catalog: Catalog) -> str:
+    """A URL's `mix` checked item by item (ValueError naming the workload and why)."""
+    items = [x for x in raw.split(MIX_SEP) if x.strip()]
+    if len(items) > MAX_WORKLOADS - 1:
+        raise ValueError(f"at most {MAX_WORKLOADS - 1} added workloads, got {len(items)}")
+    entries = []
+    kinds = (int, float, int, int, float, float)
+    for i, item in enumerate(items):
+        where = f"workload {i + 2}"
+        fields_ = item.split(MIX_FIELD_SEP)
+        if len(fields_) != 8:
+            raise ValueError(f"{where}: give name|model|dau|rpu|ctx|out|ttft|tpot")
+        name, model = fields_[0].strip(), fields_[1].strip().lower()
+        if not name or len(name) > MIX_NAME_CHARS or not name.isprintable():
+            raise ValueError(f"{where}: a name is 1..{MIX_NAME_CHARS} printable characters")
+        if model not in catalog.variant_keys():
+            raise ValueError(f"{where}: '{model}' is not a model (or model-format) key")
+        numbers = []
+        for field_name, kind, text in zip(("dau", "rpu", "ctx", "out", "ttft", "tpot"), kinds,
+                                          fields_[2:], strict=True):
+            try:
+                numbers.append(_number(text.strip(), kind, _PLANNER_RANGES[field_name]))
+            except ValueError as exc:
+                raise ValueError(f"{where}: {field_name} {exc}") from None
+        dau, rpu, ctx, out, ttft, tpot = numbers
+        limit = catalog.variant(model).model.max_context_tokens
+        if ctx > limit:
+            raise ValueError(f"{where}: ctx {ctx} exceeds the model's {limit} tokens")
+        entries.append(MixEntry(name=name, model=model, dau=int(dau), rpu=float(rpu),
+                                ctx=int(ctx), out=int(out), ttft=float(ttft),
+                                tpot=float(tpot)))
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise ValueError("the added workloads' names must differ")
+    return encode_mix(tuple(entries))
+
+
 DEFAULT_PLANNER = PlannerState()
 TYPICAL_PREFIX = "typical:"
 """`PlannerState.cal` for an engine's typical efficiency: 'typical:vllm'."""
@@ -468,6 +542,22 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "")
 
 
+def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | None = None,
+                      lang: str = "en") -> PlannerState | None:
+    """The Planner's URL state for a mix (the link its quote carries): the first workload's
+    inputs and the others as added workloads; None when one of them holds what the Planner's
+    mix section cannot (its own peak window, headroom, prompt, GPUs...) or there are too many."""
+    if not workloads or len(workloads) > MAX_WORKLOADS:
+        return None
+    first = workloads[0].inputs
+    entries = [MixEntry.of(w, first) for w in workloads[1:]]
+    if any(e is None or MIX_SEP in e.name or MIX_FIELD_SEP in e.name
+           or len(e.name) > MIX_NAME_CHARS for e in entries):
+        return None
+    state = planner_state(first, catalog, lang)
+    return replace(state, mix=encode_mix(tuple(e for e in entries if e is not None)))
+
+
 def planner_encode(state: PlannerState) -> dict[str, str]:
     """Query parameters for a Planner state: only the fields that differ from the defaults."""
     out: dict[str, str] = {}
@@ -506,6 +596,11 @@ def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
     except CapacityError as exc:
         notices.append(f"these settings cannot be planned ({exc}); using the defaults")
         state = replace(base, lang=state.lang)
+    try:
+        state.mix_workloads(catalog)
+    except CapacityError as exc:
+        notices.append(f"'mix' ignored ({exc}); no added workloads")
+        state = replace(state, mix="")
     return state, notices
 
 
@@ -518,6 +613,8 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
             raise ValueError("not a model (or model-format) key of the catalog")
         if name == "mode" and value not in ("dau", "conc"):
             raise ValueError("mode must be dau or conc")
+        if name == "mix":
+            return _mix_param(raw, catalog)
         if name == "offer":
             if value and value not in OFFER_KINDS:
                 raise ValueError(f"offer kind must be one of {', '.join(OFFER_KINDS)}")
