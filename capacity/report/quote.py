@@ -136,7 +136,8 @@ def offer_text(offer: Offer, lang: str) -> str:
     """An offer as the quote names it: provider, kind, price per GPU- or node-hour, date and
     source ('RunPod, spot, USD 0.34 per GPU-hour, as of 2026-03 (https://...)'); English is
     `Offer.description`."""
-    if lang != "zh":
+    english = lang != "zh"
+    if english:
         return offer.description
     unit = (t("offer_per_node", lang, n=offer.gpus_per_node) if offer.per == "node"
             else t("offer_per_gpu", lang))
