@@ -241,7 +241,9 @@ if best is None:
     st.warning(T("pl_none"))
 else:
     st.markdown(f"### {option_label(best, lang)}")
-    st.caption(" · ".join(x for x in (nodes_text(best, lang), variants_text(best, lang)) if x))
+    twins = variants_text(best, lang)  # named as such: read bare, it looked like the option's own
+    st.caption(" · ".join(x for x in (nodes_text(best, lang),
+                                      twins and f"{T('quote_variants')}: {twins}") if x))
     st.caption(T("quote_basis") + ": " + basis_text(inputs, lang))
     if inputs.growth_per_month > 0:
         month = runs_out_month(inputs, best)
