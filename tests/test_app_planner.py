@@ -37,6 +37,9 @@ def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     assert "Cost vs SLO-feasible goodput (Pareto front marked)" in charts
     assert "TTFT percentiles vs arrival rate (discrete-event model)" in charts
     assert any("Event model at the design load" in c.value for c in app.caption)
+    # folded twins are named as such, never read as the option's own weights/KV
+    twins = [c.value for c in app.caption if " KV" in c.value and "weights" in c.value]
+    assert twins and all("Equivalent variants (same GPUs, same cost): " in c for c in twins)
 
 
 @pytest.mark.slow
