@@ -57,7 +57,8 @@ def test_itl_counts_as_tpot_and_tp_is_kept() -> None:
     pytest.param({"gpu": "h100"}, 6, id="gpu"),
     pytest.param({"gpu": "h100-sxm", "model": "qwen3-8b", "engine": "sglang"}, 2, id="engine"),
     pytest.param({"model": "Qwen3-8B-FP8"}, 1, id="catalog-key"),
-    pytest.param({"gpu": "mi300x"}, 0, id="none"),
+    pytest.param({"gpu": "mi300x"}, 1, id="mi300x"),
+    pytest.param({"gpu": "b200"}, 0, id="none"),
 ])
 def test_select(kwargs: dict[str, str], n: int) -> None:
     assert len(select(load_reference(), **kwargs)) == n

@@ -8,7 +8,8 @@ source states none, the day it was recorded here, and the notes say so), its `st
 format, engine, prompt/output length and concurrency become one `MeasuredPoint`: `ttft_ms`;
 `tpot_ms` (or `itl_ms`, the inter-token latency, which equals TPOT when every chunk holds one
 token; a median is preferred to a mean, since the median step is what the decode step model
-predicts); `agg_output_tps` as `output_tok_s`. Each sweep also keeps its rows as stated
+predicts); `agg_output_tps` as `output_tok_s`; `e2e_ms` (a request's end-to-end latency) gives
+a TPOT when nothing else does (`tpot_from_e2e`). Each sweep also keeps its rows as stated
 (`ReferenceSweep.stated`), which `capacity validate` compares one by one. Where a source gives
 no TPOT it is derived from throughput and TTFT
 (`tpot_from_throughput`) and the point's source says so. `data/reference/keys.toml` maps the
@@ -35,7 +36,8 @@ REFERENCE_KEYS = workspace.reference_dir() / "keys.toml"
 COLUMNS = ("source", "date", "gpu", "model", "params_b", "weight_format", "engine",
            "prompt_tokens", "output_tokens", "concurrency", "metric", "stat", "value", "unit",
            "notes")
-METRICS = {"ttft_ms": "ms", "itl_ms": "ms", "tpot_ms": "ms", "agg_output_tps": "tokens/s"}
+METRICS = {"ttft_ms": "ms", "itl_ms": "ms", "tpot_ms": "ms", "agg_output_tps": "tokens/s",
+           "e2e_ms": "ms"}
 STATS = ("mean", "median")
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
@@ -75,6 +77,17 @@ class ReferenceSweep:
         """A short name for menus and legends."""
         return (f"{self.model_name} ({self.weight_format.split(' ')[0]}) on {self.gpu_name}, "
                 f"{self.engine}, {self.prompt_tokens:g} in / {self.output_tokens:g} out")
+
+
+def tpot_from_e2e(*, e2e_ms: float, output_tokens: float, ttft_ms: float | None) -> float | None:
+    """TPOT in ms from a request's end-to-end latency: E2E = TTFT + (n - 1) x TPOT, so
+    (E2E - TTFT) / (n - 1); without a TTFT, E2E / (n - 1) (a slight overestimate: the prefill
+    counts as decode). None when n <= 1 or the result is not positive. Example: 833.4 ms for
+    128 tokens, no TTFT -> 6.56 ms."""
+    if output_tokens <= 1:
+        return None
+    tpot = (e2e_ms - (ttft_ms or 0.0)) / (output_tokens - 1)
+    return tpot if tpot > 0 else None
 
 
 def _engine(text: str) -> str:
@@ -171,6 +184,11 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
                                             output_tok_s=m["agg_output_tps"],
                                             ttft_ms=m.get("ttft_ms"))
                 note = source + " (TPOT derived from aggregate tok/s and TTFT)"
+            elif tpot is None and "e2e_ms" in m:
+                tpot = tpot_from_e2e(e2e_ms=m["e2e_ms"], output_tokens=out,
+                                     ttft_ms=m.get("ttft_ms"))
+                stat = m["e2e_ms:stat"]
+                note = source + " (TPOT derived from end-to-end latency)"
             points.append(MeasuredPoint(
                 model=mkey or model_name, gpu=str(gm["key"]) if gm else gpu_name,
                 engine=engine, gpus=int(gm["gpus"]) if gm else 1,

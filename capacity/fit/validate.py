@@ -14,7 +14,8 @@ overheads). Metrics, as the row states them:
 - TTFT (`ttft_ms`): prefill time (F6) with no queueing, so under load it can only be lower than
   what a client measures;
 - throughput (`agg_output_tps`): a closed loop of C clients, each request one prefill then
-  n - 1 decode steps: C x n / (TTFT + (n - 1) x step) (`closed_loop_tok_s`).
+  n - 1 decode steps: C x n / (TTFT + (n - 1) x step) (`closed_loop_tok_s`);
+- end-to-end latency (`e2e_ms`): TTFT + (n - 1) x step (`e2e_ms`).
 
 Optimism = how much faster the spec sheet says than measured (`optimism`): measured time /
 predicted time, or predicted tok/s / measured tok/s; >= 1 means the spec sheet is an upper bound
@@ -73,10 +74,12 @@ class Metric(StrEnum):
     """Time to first token (ms), predicted without queueing."""
     THROUGHPUT = "throughput"
     """Aggregate output tokens per second of a level."""
+    E2E = "e2e"
+    """A request's end-to-end latency (ms): TTFT + (n - 1) decode steps."""
 
 
 METRIC_OF = {"tpot_ms": Metric.STEP, "itl_ms": Metric.STEP, "ttft_ms": Metric.TTFT,
-             "agg_output_tps": Metric.THROUGHPUT}
+             "agg_output_tps": Metric.THROUGHPUT, "e2e_ms": Metric.E2E}
 """The CSV's metric names (`reference.METRICS`) and what each measures."""
 
 
@@ -101,6 +104,12 @@ def closed_loop_tok_s(batch: float, output_tokens: float, ttft_ms: float,
     if output_tokens > 1:
         return batch * output_tokens / ((ttft_ms + (output_tokens - 1) * step_ms) / 1e3)
     return batch * 1e3 / step_ms
+
+
+def e2e_ms(output_tokens: float, ttft_ms: float, step_ms: float) -> float:
+    """A request's end-to-end latency in ms: one prefill, then n - 1 decode steps,
+    TTFT + (n - 1) x step. Example: 128 tokens, TTFT 20 ms, step 6 ms -> 782 ms."""
+    return ttft_ms + max(0.0, output_tokens - 1) * step_ms
 
 
 def optimism(metric: Metric, measured: float, predicted: float) -> float:
@@ -262,12 +271,13 @@ class Prediction:
     step_ms: tuple[float, ...]
     ttft_ms: tuple[float, ...]
     tok_s: tuple[float, ...]
+    e2e_ms: tuple[float, ...]
     c_vram: int
 
 
 def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: float,
             output_tokens: float) -> Prediction:
-    """The three metrics at each concurrency (`calibration.predict_ms`, i.e. `evaluate`),
+    """The four metrics at each concurrency (`calibration.predict_ms`, i.e. `evaluate`),
     with the batch capped at the spec-sheet C_vram (F3) of the scenario."""
     cap = max(1, c_vram(scenario))
     batch = [min(float(c), float(cap)) for c in concurrency]
@@ -279,7 +289,9 @@ def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: flo
     tok = [closed_loop_tok_s(b, output_tokens, float(t), float(s))
            for b, t, s in zip(batch, ttft, step, strict=True)]
     return Prediction(step_ms=tuple(float(x) for x in step),
-                      ttft_ms=tuple(float(x) for x in ttft), tok_s=tuple(tok), c_vram=cap)
+                      ttft_ms=tuple(float(x) for x in ttft), tok_s=tuple(tok),
+                      e2e_ms=tuple(e2e_ms(output_tokens, float(t), float(s))
+                                   for t, s in zip(ttft, step, strict=True)), c_vram=cap)
 
 
 def spec_sheet(s: Scenario) -> Scenario:
@@ -289,8 +301,8 @@ def spec_sheet(s: Scenario) -> Scenario:
 
 
 def _pick(p: Prediction, metric: Metric, i: int) -> float:
-    return {Metric.STEP: p.step_ms, Metric.TTFT: p.ttft_ms, Metric.THROUGHPUT: p.tok_s}[
-        metric][i]
+    return {Metric.STEP: p.step_ms, Metric.TTFT: p.ttft_ms, Metric.THROUGHPUT: p.tok_s,
+            Metric.E2E: p.e2e_ms}[metric][i]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -521,7 +533,7 @@ def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAN
                   f"{_n(v.check.measured)} | {_n(v.check.spec)} | {v.reason} |"
                   for v in card.violations]
         lines.append("")
-    lines += ["### Optimism (spec-sheet speed / measured speed, decode step and throughput)", "",
+    lines += ["### Optimism (spec-sheet speed / measured speed: decode step, throughput, end-to-end)", "",
               "| by | name | rows | median | range |", "|---|---|---:|---:|---|"]
     for by, rows in (("GPU", card.optimism_by_gpu), ("engine", card.optimism_by_engine)):
         lines += [f"| {by} | {name} | {s.n} | {_x(s.median)} | {_x(s.low)} - {_x(s.high)} |"

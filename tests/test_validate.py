@@ -1,0 +1,224 @@
+"""The accuracy scorecard (`capacity validate`): metric conversions, the pinned thresholds over
+the shipped published rows, the Results page's rows for one's own runs, and docs/accuracy.md
+being current."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from capacity.cli.main import main
+from capacity.errors import InputError
+from capacity.fit import calibration as calib
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.overlay import run_scenario
+from capacity.fit.reference import load_reference, tpot_from_e2e
+from capacity.fit.validate import (
+    BEGIN,
+    END,
+    Metric,
+    Scorecard,
+    between_markers,
+    closed_loop_tok_s,
+    e2e_ms,
+    engine_family,
+    markdown,
+    optimism,
+    relative_error,
+    run_checks,
+    saturated_levels,
+    scorecard,
+    spec_sheet,
+    step_methods,
+    to_json,
+    with_step_method,
+    write_between_markers,
+)
+from capacity.model.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+ACCURACY = ROOT / "docs" / "accuracy.md"
+
+LOGO_STEP_MEDIAN_MAX = 0.17
+"""Calibrated leave-one-group-out decode-step error below saturation, median: measured 15.3%
+over 12 rows on 2026-11-30 (docs/accuracy.md), pinned with a small margin."""
+LOGO_THROUGHPUT_MEDIAN_MAX = 0.18
+"""The same for throughput rows: measured 16.2% over 15 rows."""
+
+
+@pytest.fixture(scope="module")
+def card() -> Scorecard:
+    return scorecard()
+
+
+# -- one unit test per metric conversion -------------------------------------------------------
+
+def test_closed_loop_throughput_is_clients_times_tokens_over_request_time() -> None:
+    assert closed_loop_tok_s(4, 128, 20.0, 10.0) == pytest.approx(4 * 128 / 1.29)
+    assert closed_loop_tok_s(2, 1, 20.0, 10.0) == pytest.approx(200.0)  # one token: steps only
+
+
+def test_end_to_end_latency_is_prefill_then_n_minus_one_steps() -> None:
+    assert e2e_ms(128, 20.0, 6.0) == pytest.approx(782.0)
+    assert e2e_ms(1, 20.0, 6.0) == 20.0
+
+
+def test_tpot_from_end_to_end_latency() -> None:
+    assert tpot_from_e2e(e2e_ms=833.4, output_tokens=128, ttft_ms=None) == pytest.approx(
+        833.4 / 127)
+    assert tpot_from_e2e(e2e_ms=782.0, output_tokens=128, ttft_ms=20.0) == pytest.approx(6.0)
+    assert tpot_from_e2e(e2e_ms=10.0, output_tokens=1, ttft_ms=None) is None
+    assert tpot_from_e2e(e2e_ms=10.0, output_tokens=8, ttft_ms=20.0) is None
+
+
+def test_optimism_is_speed_over_speed_for_times_and_throughputs() -> None:
+    assert optimism(Metric.STEP, measured=20.0, predicted=8.0) == pytest.approx(2.5)
+    assert optimism(Metric.TTFT, measured=100.0, predicted=200.0) == pytest.approx(0.5)
+    assert optimism(Metric.E2E, measured=900.0, predicted=450.0) == pytest.approx(2.0)
+    assert optimism(Metric.THROUGHPUT, measured=500.0, predicted=1000.0) == pytest.approx(2.0)
+    assert relative_error(11.0, 10.0) == pytest.approx(0.1)
+
+
+def test_saturation_is_a_flat_throughput_or_a_batch_beyond_c_vram() -> None:
+    assert saturated_levels([50, 100, 150], [814.0, 917.0, 921.0], 1000) == [False, False, True]
+    assert saturated_levels([1, 8, 64], [None, None, None], 32) == [False, False, True]
+    assert saturated_levels([8, 4], [100.0, 99.0], 1000) == [True, False]  # any order
+
+
+def test_engine_family_drops_versions() -> None:
+    assert [engine_family(e) for e in ("SGLang v0.5.3.post3", "NVIDIA NIM 1.8.0", "vLLM 0.9.1",
+                                       "TensorRT-LLM v1.2.0rc1", "llama-server b4000", "")] == [
+        "SGLang", "NIM", "vLLM", "TensorRT-LLM", "llama.cpp", "?"]
+
+
+def test_spec_sheet_puts_every_knob_at_peak() -> None:
+    s = run_scenario("qwen3-8b-bf16", "h100-sxm", prompt_tokens=100, output_tokens=100)
+    tuned = s.with_(eta_bw=0.5, eff=0.2, mfu=0.3, step_overhead_ms=4.0, prefill_overhead_ms=9.0)
+    peak = spec_sheet(tuned)
+    assert (peak.eta_bw, peak.eff, peak.mfu, peak.step_overhead_ms, peak.prefill_overhead_ms) == (
+        1.0, 1.0, 1.0, 0.0, 0.0)
+
+
+# -- the pinned thresholds over the shipped rows ----------------------------------------------
+
+def test_every_stated_row_is_checked(card: Scorecard) -> None:
+    stated = sum(len(s.stated) for s in load_reference() if s.gpu_key and s.model_key)
+    assert len(card.checks) == stated and not card.skipped
+
+
+def test_spec_sheet_is_an_upper_bound_on_every_row(card: Scorecard) -> None:
+    assert card.upper_bound_rate == 1.0, [
+        (v.check.group, v.check.concurrency, str(v.check.metric), v.reason)
+        for v in card.violations]
+    assert all(c.optimism >= 1.0 for c in card.checks)
+
+
+def test_calibrated_leave_one_group_out_error_is_pinned(card: Scorecard) -> None:
+    step = card.logo(Metric.STEP, saturated=False)
+    assert step.n >= 10 and step.median < LOGO_STEP_MEDIAN_MAX
+    tput = card.logo(Metric.THROUGHPUT, saturated=False)
+    assert tput.n >= 10 and tput.median < LOGO_THROUGHPUT_MEDIAN_MAX
+
+
+def test_the_rows_cover_gpus_engines_tp_and_contexts(card: Scorecard) -> None:
+    assert len({c.gpu for c in card.checks}) >= 5
+    assert {"vLLM", "SGLang", "TensorRT-LLM", "NIM"} <= {engine_family(c.engine)
+                                                         for c in card.checks}
+    assert {c.tp for c in card.checks} >= {1, 2, 4}
+    assert max(c.prompt_tokens for c in card.checks) >= 16000
+    assert {str(c.metric) for c in card.checks} == {m.value for m in Metric}
+    assert {c.stat for c in card.checks} == {"mean", "median"}
+    assert all(re.match(r"^\d{4}-\d{2}", c.date) for c in card.checks)
+
+
+def test_held_out_groups_never_use_their_own_knobs(card: Scorecard) -> None:
+    # a group alone on its GPU and engine borrows from others, and says from where
+    for c in card.checks:
+        assert c.calibrated is not None and c.calibrated_from
+    h200 = {c.calibrated_from for c in card.checks if c.gpu == "h200-sxm"}
+    assert h200 and all(not f.startswith("same GPU and engine (2)") for f in h200)
+
+
+def test_json_is_strict_and_complete(card: Scorecard) -> None:
+    doc = json.loads(to_json(card))
+    assert doc["upper_bound_rate"] == 1.0 and len(doc["checks"]) == len(card.checks)
+    assert {"optimism", "upper_bound", "calibrated_error"} <= set(doc["checks"][0])
+
+
+# -- the step method is one parameter ---------------------------------------------------------
+
+def test_step_method_is_offered_only_when_the_scenario_has_one() -> None:
+    names = {f.name for f in dataclasses.fields(Scenario)}
+    assert bool(step_methods()) == bool({"step_method", "method"} & names)
+    s = run_scenario("qwen3-8b-bf16", "h100-sxm", prompt_tokens=100, output_tokens=100)
+    assert with_step_method(None)(s) is s
+    with pytest.raises(InputError, match="step method 'nope' is not offered"):
+        with_step_method("nope")
+
+
+def test_configure_reaches_every_prediction() -> None:
+    sweeps = [s for s in load_reference() if s.gpu_key == "rtx-4090"]
+    base = scorecard(sweeps)
+    slower = scorecard(sweeps, configure=lambda s: s.with_(bandwidth_gb_s=s.bandwidth_gb_s / 2))
+    pairs = [(a.spec, b.spec) for a, b in zip(base.checks, slower.checks, strict=True)
+             if a.metric == Metric.THROUGHPUT]
+    assert pairs and all(b < a for a, b in pairs)
+
+
+# -- one's own runs (the Results page) --------------------------------------------------------
+
+def test_run_checks_with_and_without_a_calibration() -> None:
+    s = run_scenario("mistral-7b-v0.3-bf16", "rtx-4090", prompt_tokens=256, output_tokens=128)
+    pts = [MeasuredPoint(concurrency=c, context_tokens=384, prompt_tokens=256, output_tokens=128,
+                         tpot_ms=t, ttft_ms=60.0, output_tok_s=r, engine="vLLM")
+           for c, t, r in ((4, 17.0, 210.0), (16, 21.0, 644.0))]
+    plain = run_checks(pts, s)
+    assert [(c.concurrency, str(c.metric)) for c in plain] == [
+        (4, "step"), (4, "ttft"), (4, "throughput"), (16, "step"), (16, "ttft"),
+        (16, "throughput")]
+    assert all(c.calibrated is None and c.upper_bound for c in plain)
+    cal = calib.fit(pts, s, name="mine", today="2026-11-30")
+    fitted = run_checks(pts, s, cal)
+    assert [c.spec for c in fitted] == [c.spec for c in plain]
+    step = [c.calibrated for c in fitted if c.metric == Metric.STEP]
+    assert step == pytest.approx([p.fitted_ms for p in cal.points if p.kind == "tpot"])
+    assert {c.calibrated_from for c in fitted} == {"mine"}
+
+
+# -- docs/accuracy.md -------------------------------------------------------------------------
+
+def test_markers_keep_the_text_around_them(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_text(f"# Title\n\nbefore\n\n{BEGIN}\nold\n{END}\n\nafter\n", encoding="utf-8")
+    write_between_markers(f, "new table\n")
+    assert f.read_text(encoding="utf-8") == (
+        f"# Title\n\nbefore\n\n{BEGIN}\nnew table\n{END}\n\nafter\n")
+    assert between_markers(f.read_text(encoding="utf-8")) == "new table"
+    g = tmp_path / "sub" / "b.md"
+    write_between_markers(g, "x")
+    assert between_markers(g.read_text(encoding="utf-8")) == "x"
+
+
+def _without_date(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("Generated "))
+
+
+def test_committed_scorecard_is_current(card: Scorecard) -> None:
+    committed = between_markers(ACCURACY.read_text(encoding="utf-8"))
+    assert committed, "docs/accuracy.md has no <!-- validate:begin/end --> part"
+    assert _without_date(committed) == _without_date(markdown(card).rstrip("\n")), (
+        "docs/accuracy.md is not current: run `capacity validate --out docs/accuracy.md`")
+
+
+def test_cli_writes_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["upper_bound_rate"] == 1.0
+    out = tmp_path / "acc.md"
+    out.write_text("# Mine\n\nkept\n", encoding="utf-8")
+    assert main(["validate", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# Mine\n\nkept\n") and "Every row" in between_markers(text)
