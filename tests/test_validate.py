@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from capacity.fit.validate import (
     scorecard,
     spec_sheet,
     step_methods,
+    summarize,
     to_json,
     with_step_method,
     write_between_markers,
@@ -187,6 +189,12 @@ def test_run_checks_with_and_without_a_calibration() -> None:
     step = [c.calibrated for c in fitted if c.metric == Metric.STEP]
     assert step == pytest.approx([p.fitted_ms for p in cal.points if p.kind == "tpot"])
     assert {c.calibrated_from for c in fitted} == {"mine"}
+    plain_sum, fitted_sum = summarize(plain), summarize(fitted)
+    assert (plain_sum.rows, plain_sum.upper_bound_rate) == (6, 1.0)
+    errors = sorted(abs(c.spec_error) for c in plain)
+    assert plain_sum.spec_median_error == pytest.approx((errors[2] + errors[3]) / 2)
+    assert math.isnan(plain_sum.calibrated_median_error)
+    assert fitted_sum.calibrated_median_error < plain_sum.spec_median_error
 
 
 # -- docs/accuracy.md -------------------------------------------------------------------------

@@ -497,6 +497,29 @@ def run_checks(points: Sequence[MeasuredPoint], scenario: Scenario,
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunAccuracy:
+    """The summary of `run_checks`: rows, the share where the spec sheet is an upper bound, and
+    the median |relative error| of the spec-sheet and calibrated predictions (fractions; NaN
+    when there is none)."""
+
+    rows: int
+    upper_bound_rate: float
+    spec_median_error: float
+    calibrated_median_error: float
+
+
+def summarize(checks: Sequence[Check]) -> RunAccuracy:
+    """`RunAccuracy` of a list of checks (the Results page's caption)."""
+    cal = [abs(e) for c in checks if (e := c.calibrated_error) is not None]
+    return RunAccuracy(
+        rows=len(checks),
+        upper_bound_rate=(sum(c.upper_bound for c in checks) / len(checks)) if checks
+        else math.nan,
+        spec_median_error=Spread.of(abs(c.spec_error) for c in checks).median,
+        calibrated_median_error=float(statistics.median(cal)) if cal else math.nan)
+
+
 # ---------------------------------------------------------------------------------------------
 # output
 
@@ -611,8 +634,3 @@ def between_markers(text: str) -> str:
         return ""
     return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
 
-
-__all__ = ["Check", "Metric", "Scorecard", "Spread", "Violation", "closed_loop_tok_s",
-           "engine_family", "markdown", "optimism", "predict", "relative_error", "run_checks",
-           "saturated_levels", "scorecard", "step_methods", "to_json", "with_step_method",
-           "write_between_markers"]
