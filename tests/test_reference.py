@@ -54,7 +54,7 @@ def test_itl_counts_as_tpot_and_tp_is_kept() -> None:
 
 
 @pytest.mark.parametrize("kwargs,n", [
-    pytest.param({"gpu": "h100"}, 6, id="gpu"),
+    pytest.param({"gpu": "h100"}, 7, id="gpu"),
     pytest.param({"gpu": "h100-sxm", "model": "qwen3-8b", "engine": "sglang"}, 2, id="engine"),
     pytest.param({"model": "Qwen3-8B-FP8"}, 1, id="catalog-key"),
     pytest.param({"gpu": "mi300x"}, 1, id="mi300x"),

@@ -15,8 +15,8 @@ import pytest
 from capacity.cli.main import main
 from capacity.errors import InputError
 from capacity.fit import calibration as calib
+from capacity.fit import overlay
 from capacity.fit.measured import MeasuredPoint
-from capacity.fit.overlay import run_scenario
 from capacity.fit.reference import load_reference, tpot_from_e2e
 from capacity.fit.validate import (
     BEGIN,
@@ -31,6 +31,7 @@ from capacity.fit.validate import (
     optimism,
     relative_error,
     run_checks,
+    run_scenario,
     saturated_levels,
     scorecard,
     spec_sheet,
@@ -40,16 +41,19 @@ from capacity.fit.validate import (
     with_step_method,
     write_between_markers,
 )
+from capacity.fit.validate import (
+    c_vram as validate_c_vram,
+)
 from capacity.model.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURACY = ROOT / "docs" / "accuracy.md"
 
 LOGO_STEP_MEDIAN_MAX = 0.17
-"""Calibrated leave-one-group-out decode-step error below saturation, median: measured 15.3%
+"""Calibrated leave-one-group-out decode-step error below saturation, median: measured 15.4%
 over 12 rows on 2026-11-30 (docs/accuracy.md), pinned with a small margin."""
 LOGO_THROUGHPUT_MEDIAN_MAX = 0.18
-"""The same for throughput rows: measured 16.2% over 15 rows."""
+"""The same for throughput rows: measured 16.2% over 17 rows."""
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +99,14 @@ def test_engine_family_drops_versions() -> None:
     assert [engine_family(e) for e in ("SGLang v0.5.3.post3", "NVIDIA NIM 1.8.0", "vLLM 0.9.1",
                                        "TensorRT-LLM v1.2.0rc1", "llama-server b4000", "")] == [
         "SGLang", "NIM", "vLLM", "TensorRT-LLM", "llama.cpp", "?"]
+
+
+def test_the_scenario_of_a_sweep_is_the_results_pages() -> None:
+    for args in (("qwen3-8b-bf16", "h100-sxm"), ("llama-3.1-70b-fp8", "h100-sxm")):
+        kw = {"prompt_tokens": 5000.0, "output_tokens": 500.0, "n_gpus": 2, "tp": 2}
+        assert run_scenario(*args, **kw) == overlay.run_scenario(*args, **kw)
+        assert validate_c_vram(run_scenario(*args, **kw)) == overlay.c_vram(
+            overlay.run_scenario(*args, **kw))
 
 
 def test_spec_sheet_puts_every_knob_at_peak() -> None:
@@ -230,3 +242,25 @@ def test_cli_writes_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["validate", "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# Mine\n\nkept\n") and "Every row" in between_markers(text)
+
+
+def test_a_row_faster_than_the_spec_sheet_is_listed_with_its_reason(tmp_path: Path) -> None:
+    header = ("source,date,gpu,model,params_b,weight_format,engine,prompt_tokens,output_tokens,"
+              "concurrency,metric,stat,value,unit,notes\n")
+    row = "{src},2025-01,RTX 4090 24GB,Mistral,7.25,BF16,vLLM,256,128,{c},itl_ms,mean,{v},ms,\n"
+    csv_path = tmp_path / "published.csv"
+    csv_path.write_text(header + row.format(src="spec-dec", c=1, v=1.0)  # speculative decoding
+                        + row.format(src="typo", c=2, v=0.5) + row.format(src="ok", c=4, v=99.0),
+                        encoding="utf-8")
+    keys = tmp_path / "keys.toml"
+    keys.write_text(
+        '[[gpu]]\nname = "RTX 4090 24GB"\nkey = "rtx-4090"\ngpus = 1\ntp = 1\n\n'
+        '[[model]]\nname = "Mistral"\nweight_format = "BF16"\nkey = "mistral-7b-v0.3-bf16"\n\n'
+        '[[upper_bound_exception]]\nsource = "spec-dec"\nmetric = "step"\nconcurrency = 1\n'
+        'reason = "speculative decoding emits several tokens per step"\n', encoding="utf-8")
+    card = scorecard(load_reference(csv_path, keys), keys_path=keys)
+    assert card.upper_bound_rate == pytest.approx(1 / 3)
+    assert {v.check.source: v.reason for v in card.violations} == {
+        "spec-dec": "speculative decoding emits several tokens per step",
+        "typo": "not explained"}
+    assert "| not explained |" in markdown(card)
