@@ -17,7 +17,7 @@ from capacity.errors import InputError
 from capacity.fit import calibration as calib
 from capacity.fit import overlay
 from capacity.fit.measured import MeasuredPoint
-from capacity.fit.reference import load_reference, tpot_from_e2e
+from capacity.fit.reference import ReferenceSweep, load_reference, tpot_from_e2e
 from capacity.fit.validate import (
     BEGIN,
     END,
@@ -150,11 +150,29 @@ def test_the_rows_cover_gpus_engines_tp_and_contexts(card: Scorecard) -> None:
 
 
 def test_held_out_groups_never_use_their_own_knobs(card: Scorecard) -> None:
-    # a group alone on its GPU and engine borrows from others, and says from where
-    for c in card.checks:
+    for c in card.checks:  # every group borrows from others, and says from where
         assert c.calibrated is not None and c.calibrated_from
-    h200 = {c.calibrated_from for c in card.checks if c.gpu == "h200-sxm"}
-    assert h200 and all(not f.startswith("same GPU and engine (2)") for f in h200)
+    # two groups: doubling one group's measured times changes the other's calibrated
+    # predictions, never its own
+    sweeps = [s for s in load_reference() if s.gpu_key == "rtx-4090"
+              or (s.gpu_key == "h100-sxm" and s.engine.startswith("SGLang")
+                  and s.model_key == "qwen3-8b-bf16")]
+    assert len(sweeps) == 2
+
+    def slower(s: ReferenceSweep) -> ReferenceSweep:
+        return dataclasses.replace(s, points=tuple(dataclasses.replace(
+            p, tpot_ms=p.tpot_ms and 2 * p.tpot_ms, ttft_ms=p.ttft_ms and 2 * p.ttft_ms,
+            output_tok_s=p.output_tok_s and p.output_tok_s / 2) for p in s.points))
+
+    before = scorecard(sweeps)
+    after = scorecard([slower(sweeps[0]), sweeps[1]])
+
+    def cal(card: Scorecard, gpu: str) -> list[float | None]:
+        return [c.calibrated for c in card.checks if c.gpu == gpu]
+
+    changed, other = sweeps[0].gpu_key or "", sweeps[1].gpu_key or ""
+    assert cal(after, changed) == pytest.approx(cal(before, changed))
+    assert cal(after, other) != pytest.approx(cal(before, other))
 
 
 def test_json_is_strict_and_complete(card: Scorecard) -> None:
