@@ -1,8 +1,9 @@
-"""Results: stored runs and imports as measured points on the predicted curves; calibration in
-one step; the uncertainty band; a vLLM startup log reconciled against the prediction.
+"""Results: stored runs and imports as measured points on the predicted curves; their accuracy
+table; calibration in one step; the uncertainty band; a vLLM startup log reconciled against
+the prediction.
 
-Draws only: numbers come from `capacity.fit.overlay`, `capacity.fit.calibration`,
-`capacity.fit.uncertainty` and `capacity.fit.vllm_log`.
+Draws only: numbers come from `capacity.fit.overlay`, `capacity.fit.validate`,
+`capacity.fit.calibration`, `capacity.fit.uncertainty` and `capacity.fit.vllm_log`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from capacity.fit.overlay import (
     typical_lengths,
 )
 from capacity.fit.uncertainty import band, sensitivity
+from capacity.fit.validate import run_checks, summarize
 from capacity.fit.vllm_log import parse_vllm_log, reconcile
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, Scenario
 from capacity.report.i18n import MESSAGES, note_text, t
@@ -63,6 +65,11 @@ def knob(v: float | None) -> str:
     if v is None or not math.isfinite(v):
         return "-"
     return "0" if abs(v) < 5e-4 else f"{v:.3g}"
+
+
+def sig(v: float | None) -> float | None:
+    """A number for a numeric table cell: 4 significant digits, None when there is none."""
+    return None if v is None or not math.isfinite(v) else float(f"{v:.4g}")
 
 
 def pct(v: float | None) -> str:
@@ -305,6 +312,28 @@ if len(compare) > 1:
     st.dataframe(compare_table(compare, {c: T("r_cmp_" + c)
                                          for c in ("concurrency", *COMPARE_COLUMNS)}),
                  hide_index=True, width="stretch")
+
+# -- accuracy on these runs (the scorecard's table, docs/accuracy.md) ------------------------
+st.subheader(T("r_accuracy"))
+st.caption(T("r_accuracy_help"))
+try:
+    checks = run_checks(points, scenario, calibration)
+except CapacityError as exc:
+    st.error(T("r_error", msg=str(exc)))
+else:
+    acc = summarize(checks)
+    st.caption(T("r_acc_summary", ok=sum(c.upper_bound for c in checks), n=acc.rows,
+                 rate=pct(acc.upper_bound_rate), spec=pct(acc.spec_median_error),
+                 cal=pct(acc.calibrated_median_error)))
+    st.dataframe(pd.DataFrame([{
+        T("r_acc_c_concurrency"): c.concurrency, T("r_acc_c_metric"): T(f"r_acc_m_{c.metric}"),
+        T("r_acc_c_stat"): T(f"r_acc_stat_{c.stat}") if f"r_acc_stat_{c.stat}" in MESSAGES
+        else c.stat,
+        T("r_acc_c_measured"): sig(c.measured), T("r_acc_c_spec"): sig(c.spec),
+        T("r_acc_c_optimism"): sig(c.optimism), T("r_acc_c_calibrated"): sig(c.calibrated),
+        T("r_acc_c_error"): pct(c.calibrated_error),
+        T("r_acc_c_saturated"): T("r_acc_yes" if c.saturated else "r_acc_no")}
+        for c in checks]), hide_index=True, width="stretch")
 
 # -- calibration in one step ------------------------------------------------------------------
 st.subheader(T("r_calibrate"))

@@ -137,3 +137,23 @@ def test_import_reference_vllm_log_and_chinese(env: Path) -> None:
     assert len(terms) >= 3
     at.sidebar.segmented_control(key="lang").set_value("zh").run()
     assert at.title[0].value == "结果：实测与预测"
+
+
+@pytest.mark.slow
+def test_accuracy_on_your_runs(env: Path) -> None:
+    """The scorecard's table for one's own run: every level and metric, spec-sheet only until a
+    calibration is chosen; headed in the page's language."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    assert not at.exception and not at.error
+    assert "Accuracy on your runs" in [h.value for h in at.subheader]
+    table = next(d.value for d in at.dataframe if "optimism (x)" in d.value.columns)
+    assert len(table) == 6 * 3  # six levels x (step, TTFT, throughput)
+    assert set(table["metric"]) == {"decode step (ms)", "TTFT (ms)", "throughput (tok/s)"}
+    assert table["calibrated"].isna().all()
+    assert (table["optimism (x)"] >= 1).all()  # the truth is slower than peak
+    assert "18 of 18 rows: the spec sheet is not slower than measured (100.0%)" in texts(at)
+    at.sidebar.segmented_control(key="lang").set_value("zh").run()
+    assert not at.exception
+    assert "在您的测量上的准确度" in [h.value for h in at.subheader]
+    assert any("乐观倍数 (x)" in d.value.columns for d in at.dataframe)

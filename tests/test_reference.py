@@ -54,10 +54,11 @@ def test_itl_counts_as_tpot_and_tp_is_kept() -> None:
 
 
 @pytest.mark.parametrize("kwargs,n", [
-    pytest.param({"gpu": "h100"}, 6, id="gpu"),
+    pytest.param({"gpu": "h100"}, 7, id="gpu"),
     pytest.param({"gpu": "h100-sxm", "model": "qwen3-8b", "engine": "sglang"}, 2, id="engine"),
     pytest.param({"model": "Qwen3-8B-FP8"}, 1, id="catalog-key"),
-    pytest.param({"gpu": "mi300x"}, 0, id="none"),
+    pytest.param({"gpu": "mi300x"}, 1, id="mi300x"),
+    pytest.param({"gpu": "b200"}, 0, id="none"),
 ])
 def test_select(kwargs: dict[str, str], n: int) -> None:
     assert len(select(load_reference(), **kwargs)) == n
@@ -70,10 +71,31 @@ def test_reference_points_filters() -> None:
 
 def test_corrupt_reference_file_names_the_line(tmp_path: Path) -> None:
     f = tmp_path / "published.csv"
-    f.write_text("source,gpu,model,params_b,weight_format,engine,prompt_tokens,output_tokens,"
-                 "concurrency,metric,value,unit,notes\nx,G,M,1,BF16,E,10,10,4,speed,5,ms,\n")
+    header = ("source,date,gpu,model,params_b,weight_format,engine,prompt_tokens,output_tokens,"
+              "concurrency,metric,stat,value,unit,notes\n")
+    f.write_text(header + "x,2025-01,G,M,1,BF16,E,10,10,4,speed,mean,5,ms,\n")
     with pytest.raises(CatalogError, match="line 2: unknown metric 'speed'"):
+        load_reference(f)
+    f.write_text(header + "x,last year,G,M,1,BF16,E,10,10,4,itl_ms,mean,5,ms,\n")
+    with pytest.raises(CatalogError, match="line 2: date = 'last year' must be"):
+        load_reference(f)
+    f.write_text(header + "x,2025-01-02,G,M,1,BF16,E,10,10,4,itl_ms,p90,5,ms,\n")
+    with pytest.raises(CatalogError, match="line 2: stat = 'p90' must be one of mean, median"):
         load_reference(f)
     f.write_text("source,gpu\n")
     with pytest.raises(CatalogError, match="missing column"):
         load_reference(f)
+
+
+def test_a_median_wins_over_a_mean_and_every_row_is_kept_as_stated(tmp_path: Path) -> None:
+    f = tmp_path / "published.csv"
+    f.write_text("source,date,gpu,model,params_b,weight_format,engine,prompt_tokens,"
+                 "output_tokens,concurrency,metric,stat,value,unit,notes\n"
+                 "x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,6,ms,\n"
+                 "x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,median,5,ms,\n"
+                 "x,2025-01,G,M,1,BF16,E,10,10,4,ttft_ms,mean,50,ms,\n")
+    (s,) = load_reference(f)
+    assert s.date == "2025-01"
+    assert (s.points[0].tpot_ms, s.points[0].stat, s.points[0].ttft_ms) == (5, "median", 50)
+    assert [(v.metric, v.stat, v.value) for v in s.stated] == [
+        ("itl_ms", "mean", 6), ("itl_ms", "median", 5), ("ttft_ms", "mean", 50)]

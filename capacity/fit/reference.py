@@ -2,10 +2,16 @@
 `capacity.workspace.reference_dir`), as measured points.
 
 The CSV is long-form, one metric per row, each with its `source` (a URL or a repository path at
-a commit) and `notes`. Rows of one source, GPU, model, weight format, engine, prompt/output
-length and concurrency become one `MeasuredPoint`: `ttft_ms`; `tpot_ms` (or `itl_ms`, the mean
-inter-token latency, which equals TPOT when every chunk holds one token); `agg_output_tps` as
-`output_tok_s`. Where a source gives no TPOT it is derived from throughput and TTFT
+a commit), its `date` (when the source published the figures, YYYY-MM-DD or YYYY-MM; where the
+source states none, the day it was recorded here, and the notes say so), its `stat` (`mean` or
+`median`, the statistic the source reports) and `notes`. Rows of one source, GPU, model, weight
+format, engine, prompt/output length and concurrency become one `MeasuredPoint`: `ttft_ms`;
+`tpot_ms` (or `itl_ms`, the inter-token latency, which equals TPOT when every chunk holds one
+token; a median is preferred to a mean, since the median step is what the decode step model
+predicts); `agg_output_tps` as `output_tok_s`; `e2e_ms` (a request's end-to-end latency) gives
+a TPOT when nothing else does (`tpot_from_e2e`). Each sweep also keeps its rows as stated
+(`ReferenceSweep.stated`), which `capacity validate` compares one by one. Where a source gives
+no TPOT it is derived from throughput and TTFT
 (`tpot_from_throughput`) and the point's source says so. `data/reference/keys.toml` maps the
 names in the CSV to catalog keys; unmapped names stay as they are (overlay only).
 """
@@ -13,6 +19,7 @@ names in the CSV to catalog keys; unmapped names stay as they are (overlay only)
 from __future__ import annotations
 
 import csv
+import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,9 +33,24 @@ from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
 
 REFERENCE_CSV = workspace.reference_dir() / "published.csv"
 REFERENCE_KEYS = workspace.reference_dir() / "keys.toml"
-COLUMNS = ("source", "gpu", "model", "params_b", "weight_format", "engine", "prompt_tokens",
-           "output_tokens", "concurrency", "metric", "value", "unit", "notes")
-METRICS = {"ttft_ms": "ms", "itl_ms": "ms", "tpot_ms": "ms", "agg_output_tps": "tokens/s"}
+COLUMNS = ("source", "date", "gpu", "model", "params_b", "weight_format", "engine",
+           "prompt_tokens", "output_tokens", "concurrency", "metric", "stat", "value", "unit",
+           "notes")
+METRICS = {"ttft_ms": "ms", "itl_ms": "ms", "tpot_ms": "ms", "agg_output_tps": "tokens/s",
+           "e2e_ms": "ms"}
+STATS = ("mean", "median")
+_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatedValue:
+    """One row of the CSV as its source states it: a metric (a key of METRICS), the statistic
+    (`mean` or `median`) and the value in the metric's unit, at one concurrency."""
+
+    concurrency: float
+    metric: str
+    stat: str
+    value: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,12 +69,25 @@ class ReferenceSweep:
     prompt_tokens: float
     output_tokens: float
     points: tuple[MeasuredPoint, ...]
+    date: str = ""
+    stated: tuple[StatedValue, ...] = ()
 
     @property
     def label(self) -> str:
         """A short name for menus and legends."""
         return (f"{self.model_name} ({self.weight_format.split(' ')[0]}) on {self.gpu_name}, "
                 f"{self.engine}, {self.prompt_tokens:g} in / {self.output_tokens:g} out")
+
+
+def tpot_from_e2e(*, e2e_ms: float, output_tokens: float, ttft_ms: float | None) -> float | None:
+    """TPOT in ms from a request's end-to-end latency: E2E = TTFT + (n - 1) x TPOT, so
+    (E2E - TTFT) / (n - 1); without a TTFT, E2E / (n - 1) (a slight overestimate: the prefill
+    counts as decode). None when n <= 1 or the result is not positive. Example: 833.4 ms for
+    128 tokens, no TTFT -> 6.56 ms."""
+    if output_tokens <= 1:
+        return None
+    tpot = (e2e_ms - (ttft_ms or 0.0)) / (output_tokens - 1)
+    return tpot if tpot > 0 else None
 
 
 def _engine(text: str) -> str:
@@ -109,12 +144,26 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
                                f"got '{row['unit']}'")
         if not row["source"].strip():
             raise CatalogError(f"{path}: line {line}: every row needs a source")
+        if not _DATE.match(row["date"].strip()):
+            raise CatalogError(f"{path}: line {line}: date = {row['date']!r} must be "
+                               "YYYY-MM-DD or YYYY-MM (when the source published the figures)")
+        stat = row["stat"].strip() or "mean"
+        if stat not in STATS:
+            raise CatalogError(f"{path}: line {line}: stat = {stat!r} must be one of "
+                               f"{', '.join(STATS)}")
         engine = _engine(row["engine"])
         sweep_key = (row["source"], row["gpu"], row["model"], row["weight_format"], engine,
                      row["prompt_tokens"], row["output_tokens"])
-        g = groups.setdefault("\x1f".join(sweep_key), {"key": sweep_key, "levels": {}})
+        g = groups.setdefault("\x1f".join(sweep_key), {"key": sweep_key, "levels": {},
+                                                        "date": row["date"].strip(),
+                                                        "stated": []})
         conc = _float(path, line, "concurrency", row["concurrency"])
-        g["levels"].setdefault(conc, {})[metric] = _float(path, line, "value", row["value"])
+        value = _float(path, line, "value", row["value"])
+        level = g["levels"].setdefault(conc, {})
+        if stat == "median" or metric not in level:  # a median wins over a mean
+            level[metric] = value
+            level[metric + ":stat"] = stat
+        g["stated"].append(StatedValue(concurrency=conc, metric=metric, stat=stat, value=value))
     sweeps = []
     for g in groups.values():
         source, gpu_name, model_name, wf, engine, p_raw, o_raw = g["key"]
@@ -124,25 +173,35 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
         points = []
         for conc in sorted(g["levels"]):
             m = g["levels"][conc]
-            tpot = m.get("tpot_ms", m.get("itl_ms"))
+            tpot_metric = next((k for k in ("tpot_ms", "itl_ms")
+                                if k in m and m[k + ":stat"] == "median"),
+                               "tpot_ms" if "tpot_ms" in m else "itl_ms")
+            tpot = m.get(tpot_metric)
+            stat = m[tpot_metric + ":stat"] if tpot is not None else "mean"
             note = source
             if tpot is None and "agg_output_tps" in m:
                 tpot = tpot_from_throughput(concurrency=conc, output_tokens=out,
                                             output_tok_s=m["agg_output_tps"],
                                             ttft_ms=m.get("ttft_ms"))
                 note = source + " (TPOT derived from aggregate tok/s and TTFT)"
+            elif tpot is None and "e2e_ms" in m:
+                tpot = tpot_from_e2e(e2e_ms=m["e2e_ms"], output_tokens=out,
+                                     ttft_ms=m.get("ttft_ms"))
+                stat = m["e2e_ms:stat"]
+                note = source + " (TPOT derived from end-to-end latency)"
             points.append(MeasuredPoint(
                 model=mkey or model_name, gpu=str(gm["key"]) if gm else gpu_name,
                 engine=engine, gpus=int(gm["gpus"]) if gm else 1,
                 tp=int(gm["tp"]) if gm else 1, concurrency=conc,
                 context_tokens=int(round(prompt + out)), prompt_tokens=prompt,
                 output_tokens=out, tpot_ms=tpot, ttft_ms=m.get("ttft_ms"),
-                output_tok_s=m.get("agg_output_tps"), stat="mean", source=note))
+                output_tok_s=m.get("agg_output_tps"), stat=stat, source=note))
         sweeps.append(ReferenceSweep(
             source=source, gpu_name=gpu_name, model_name=model_name, weight_format=wf,
             engine=engine, gpu_key=str(gm["key"]) if gm else None, model_key=mkey,
             gpus=int(gm["gpus"]) if gm else 1, tp=int(gm["tp"]) if gm else 1,
-            prompt_tokens=prompt, output_tokens=out, points=tuple(points)))
+            prompt_tokens=prompt, output_tokens=out, points=tuple(points), date=g["date"],
+            stated=tuple(sorted(g["stated"], key=lambda v: (v.concurrency, v.metric, v.stat)))))
     return tuple(sweeps)
 
 

@@ -706,6 +706,35 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_ratio_table": ("Ratios per point", "逐点比值"),
     "r_compare": ("Runs side by side", "测量并排比较"),
     "r_col_metric": ("metric", "指标"),
+    "r_accuracy": ("Accuracy on your runs", "在您的测量上的准确度"),
+    "r_accuracy_help": ("Each measured level beside the spec-sheet prediction (every efficiency "
+                        "at peak: an upper bound on speed) and, with a calibration chosen above, "
+                        "the calibrated one; the same table `capacity validate` prints for the "
+                        "published measurements (docs/accuracy.md).",
+                        "每个实测档位与规格值预测（所有效率取峰值：速度的上界）并列；若上方选择了"
+                        "校准，再列出校准后的预测。与 `capacity validate` 对公开测量输出的表相同"
+                        "（docs/accuracy.md）。"),
+    "r_acc_summary": ("{ok} of {n} rows: the spec sheet is not slower than measured ({rate}). "
+                      "Median |error|: spec-sheet {spec}, calibrated {cal}.",
+                      "{n} 行中 {ok} 行规格值预测不慢于实测（{rate}）。中位绝对误差：规格值 "
+                      "{spec}，校准后 {cal}。"),
+    "r_acc_c_concurrency": ("concurrency", "并发"),
+    "r_acc_c_metric": ("metric", "指标"),
+    "r_acc_c_stat": ("statistic", "统计量"),
+    "r_acc_c_measured": ("measured", "实测"),
+    "r_acc_c_spec": ("spec-sheet", "规格值"),
+    "r_acc_c_optimism": ("optimism (x)", "乐观倍数 (x)"),
+    "r_acc_c_calibrated": ("calibrated", "校准后"),
+    "r_acc_c_error": ("calibrated error", "校准误差"),
+    "r_acc_c_saturated": ("saturated", "已饱和"),
+    "r_acc_m_step": ("decode step (ms)", "解码步 (ms)"),
+    "r_acc_m_ttft": ("TTFT (ms)", "首字延迟 (ms)"),
+    "r_acc_m_throughput": ("throughput (tok/s)", "吞吐 (tok/s)"),
+    "r_acc_m_e2e": ("end-to-end (ms)", "端到端 (ms)"),
+    "r_acc_stat_mean": ("mean", "均值"),
+    "r_acc_stat_median": ("median", "中位数"),
+    "r_acc_yes": ("yes", "是"),
+    "r_acc_no": ("no", "否"),
     "r_calibrate": ("Calibrate in one step", "一步校准"),
     "r_calibrate_help": ("Fits bandwidth efficiency, per-step overhead, decode efficiency, "
                          "prefill MFU and overhead (F11 (docs/method.md)) to these points; the error on "

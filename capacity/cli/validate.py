@@ -1,0 +1,60 @@
+"""`capacity validate`: the accuracy scorecard over every published measurement the project ships.
+
+    capacity validate                          (Markdown on stdout)
+    capacity validate --format json
+    capacity validate --out docs/accuracy.md   (rewrites the part between the markers)
+
+Each row of data/reference/published.csv beside its spec-sheet prediction (every knob at peak)
+and its calibrated leave-one-group-out prediction (knobs fitted on other GPU + engine + model
+groups only); the share of rows where the spec sheet is an upper bound on speed (target 100%),
+with every exception and its reason; optimism (spec-sheet speed / measured) by GPU and by engine;
+the held-out error below and at saturation. Exit code 1 when a row breaks the upper bound
+without a listed reason. Method: docs/accuracy.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from capacity.fit.validate import (
+    COMMAND,
+    markdown,
+    scorecard,
+    step_methods,
+    to_json,
+    with_step_method,
+    write_between_markers,
+)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "validate", help="score the predictor against every shipped published measurement",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--format", choices=("md", "json"), default="md",
+                   help="what to print (default md)")
+    p.add_argument("--out", metavar="FILE.md", default=None,
+                   help="write the Markdown between the <!-- validate:begin/end --> markers "
+                        "of FILE.md (text outside them is kept; the file is created if "
+                        "missing), e.g. docs/accuracy.md")
+    if step_methods():  # only when the step model offers more than one method
+        p.add_argument("--step-method", choices=step_methods(), default=None,
+                       help="decode-step method to score (default: the scenario's own)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    method = getattr(args, "step_method", None)
+    card = scorecard(configure=with_step_method(method), step_method=method)
+    if args.out:
+        command = COMMAND if method is None else f"{COMMAND} --step-method {method}"
+        path = write_between_markers(Path(args.out), markdown(card, command=command))
+        print(f"wrote {path}")
+    elif args.format == "json":
+        print(to_json(card))
+    else:
+        print(markdown(card), end="")
+    unexplained = [v for v in card.violations if v.reason == "not explained"]
+    return 1 if unexplained else 0

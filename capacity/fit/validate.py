@@ -1,0 +1,654 @@
+"""The accuracy scorecard: the predictor against every measured row the project ships
+(`capacity validate`, docs/accuracy.md), and against a user's own runs (the Results page).
+
+Each stated row of `data/reference/published.csv` (`ReferenceSweep.stated`) becomes one
+`Check`: the measured figure beside the spec-sheet prediction (every knob at its spec-sheet
+value) and the calibrated leave-one-group-out prediction.
+
+The spec-sheet prediction has every knob at peak (`spec_sheet`: eta_bw = eff = MFU = 1, no
+overheads). Metrics, as the row states them:
+
+- decode step (`tpot_ms`, `itl_ms`, mean or median): the decode step time (F4) at the batch the
+  engine runs (min(C, C_vram) per replica, F3) and the context a request holds on average while
+  decoding (prompt + output / 2);
+- TTFT (`ttft_ms`): prefill time (F6) with no queueing, so under load it can only be lower than
+  what a client measures;
+- throughput (`agg_output_tps`): a closed loop of C clients, each request one prefill then
+  n - 1 decode steps: C x n / (TTFT + (n - 1) x step) (`closed_loop_tok_s`);
+- end-to-end latency (`e2e_ms`): TTFT + (n - 1) x step (`e2e_ms`).
+
+Optimism = how much faster the spec sheet says than measured (`optimism`): measured time /
+predicted time, or predicted tok/s / measured tok/s; >= 1 means the spec sheet is an upper bound
+on speed, which is the target for every row. A level is at saturation when C exceeds the
+spec-sheet C_vram or its measured throughput is within 5% of a lower concurrency's
+(`saturated_levels`).
+
+Leave-one-group-out (a group = GPU + engine + model): each group is fitted on its own
+(`calibration.fit`, public API), then each group is predicted with knobs learned only from
+other groups: the median knobs of the groups on the same GPU and engine (another model) when
+there are any, else the same GPU, else the same engine, else all other groups (`Check.
+calibrated_from` says which). The predictor is `calibration.predict_ms` over
+`scenario.evaluate`, the one step implementation; `configure` maps every scenario before it is
+predicted or fitted, so a step method becomes one parameter (see `step_methods`).
+Source: docs/accuracy.md, docs/calibration.md, F3, F4, F6, F11 (docs/method.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import statistics
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from capacity.catalog.loader import Catalog, default_catalog
+from capacity.errors import CapacityError, InputError
+from capacity.fit import calibration as calib
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.reference import REFERENCE_KEYS, ReferenceSweep, StatedValue, load_reference
+from capacity.model.scenario import Scenario, evaluate, make_scenario
+
+SATURATION_GAIN = 0.05
+"""A level whose throughput is within 5% of a lower concurrency's is at saturation."""
+TOLERANCE = 1e-9
+"""Relative slack of the upper-bound test (rounding only)."""
+BEGIN = "<!-- validate:begin -->"
+END = "<!-- validate:end -->"
+"""Markers of the generated part of docs/accuracy.md; text outside them is kept."""
+COMMAND = "capacity validate --out docs/accuracy.md"
+
+
+class Metric(StrEnum):
+    """What a check compares."""
+
+    STEP = "step"
+    """Decode step / inter-token latency (ms)."""
+    TTFT = "ttft"
+    """Time to first token (ms), predicted without queueing."""
+    THROUGHPUT = "throughput"
+    """Aggregate output tokens per second of a level."""
+    E2E = "e2e"
+    """A request's end-to-end latency (ms): TTFT + (n - 1) decode steps."""
+
+
+METRIC_OF = {"tpot_ms": Metric.STEP, "itl_ms": Metric.STEP, "ttft_ms": Metric.TTFT,
+             "agg_output_tps": Metric.THROUGHPUT, "e2e_ms": Metric.E2E}
+"""The CSV's metric names (`reference.METRICS`) and what each measures."""
+
+
+def engine_family(engine: str) -> str:
+    """The engine without its version: 'SGLang v0.5.3' -> 'SGLang', 'NVIDIA NIM 1.8.0' ->
+    'NIM', 'trtllm-serve' -> 'TensorRT-LLM'; an unknown engine keeps its first word."""
+    e = engine.lower()
+    for key, name in (("nim", "NIM"), ("tensorrt", "TensorRT-LLM"), ("trtllm", "TensorRT-LLM"),
+                      ("sglang", "SGLang"), ("vllm", "vLLM"), ("llama.cpp", "llama.cpp"),
+                      ("llama-server", "llama.cpp")):
+        if key in e:
+            return name
+    return engine.split(" ")[0] if engine.strip() else "?"
+
+
+def closed_loop_tok_s(batch: float, output_tokens: float, ttft_ms: float,
+                      step_ms: float) -> float:
+    """Aggregate output tok/s of a closed loop of `batch` clients (tokens/s): each request is
+    one prefill then n - 1 decode steps, so C x n / ((TTFT + (n - 1) x step) / 1000); with
+    one output token or fewer, C x 1000 / step. Example: 4 clients, 128 tokens, TTFT 20 ms,
+    step 10 ms -> 4 x 128 / 1.29 s = 396.9 tok/s."""
+    if output_tokens > 1:
+        return batch * output_tokens / ((ttft_ms + (output_tokens - 1) * step_ms) / 1e3)
+    return batch * 1e3 / step_ms
+
+
+def e2e_ms(output_tokens: float, ttft_ms: float, step_ms: float) -> float:
+    """A request's end-to-end latency in ms: one prefill, then n - 1 decode steps,
+    TTFT + (n - 1) x step. Example: 128 tokens, TTFT 20 ms, step 6 ms -> 782 ms."""
+    return ttft_ms + max(0.0, output_tokens - 1) * step_ms
+
+
+def optimism(metric: Metric, measured: float, predicted: float) -> float:
+    """How much faster the prediction is than the measurement (a ratio): measured / predicted
+    for times (step, TTFT), predicted / measured for throughput. >= 1: an upper bound on
+    speed. Example: measured step 20 ms, spec-sheet 8 ms -> 2.5."""
+    if metric == Metric.THROUGHPUT:
+        return predicted / measured
+    return measured / predicted
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    """predicted / measured - 1 (a fraction). Example: 11 vs 10 -> 0.1."""
+    return predicted / measured - 1.0
+
+
+def saturated_levels(concurrency: Sequence[float], tok_s: Sequence[float | None],
+                     c_vram_requests: float, gain: float = SATURATION_GAIN) -> list[bool]:
+    """Which levels of a sweep are at saturation: C above the spec-sheet C_vram (requests), or
+    a measured throughput at most (1 + gain) x the best of the lower concurrencies (more
+    clients, no more tokens). Levels in any order; a level without throughput uses C_vram
+    only. Example: tok/s 814, 917, 921 at C 50, 100, 150 -> only C = 150 is."""
+    out = []
+    for c, r in zip(concurrency, tok_s, strict=True):
+        lower = [x for cc, x in zip(concurrency, tok_s, strict=True) if cc < c and x is not None]
+        flat = r is not None and bool(lower) and r <= (1.0 + gain) * max(lower)
+        out.append(c > c_vram_requests or flat)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """One stated row: measured, spec-sheet and calibrated predictions (the metric's unit:
+    ms, or tok/s for throughput)."""
+
+    group: str
+    gpu: str
+    engine: str
+    model: str
+    source: str
+    date: str
+    tp: int
+    concurrency: float
+    prompt_tokens: float
+    output_tokens: float
+    metric: Metric
+    stat: str
+    measured: float
+    spec: float
+    saturated: bool
+    calibrated: float | None = None
+    calibrated_from: str = ""
+
+    @property
+    def optimism(self) -> float:
+        """Spec-sheet speed / measured speed (`optimism`)."""
+        return optimism(self.metric, self.measured, self.spec)
+
+    @property
+    def upper_bound(self) -> bool:
+        """The spec-sheet prediction is not slower than measured."""
+        return self.optimism >= 1.0 - TOLERANCE
+
+    @property
+    def spec_error(self) -> float:
+        return relative_error(self.spec, self.measured)
+
+    @property
+    def calibrated_error(self) -> float | None:
+        return None if self.calibrated is None else relative_error(self.calibrated,
+                                                                   self.measured)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spread:
+    """Median and range of a set of ratios or |errors| (NaN when empty)."""
+
+    n: int
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Spread:
+        v = [x for x in values if math.isfinite(x)]
+        if not v:
+            return cls(n=0, median=math.nan, low=math.nan, high=math.nan)
+        return cls(n=len(v), median=float(statistics.median(v)), low=min(v), high=max(v))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Violation:
+    """A row where the spec-sheet prediction is slower than measured, and why (from
+    data/reference/keys.toml's [[upper_bound_exception]] entries, else 'not explained')."""
+
+    check: Check
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scorecard:
+    """Every check, the upper-bound rate, optimism by GPU and engine, and the calibrated
+    leave-one-group-out error by metric, below and at saturation."""
+
+    checks: tuple[Check, ...]
+    upper_bound_rate: float
+    violations: tuple[Violation, ...]
+    optimism_by_gpu: tuple[tuple[str, Spread], ...]
+    optimism_by_engine: tuple[tuple[str, Spread], ...]
+    logo_error: tuple[tuple[str, str, Spread], ...]
+    """(metric, 'below' | 'at saturation', spread of |relative error|)."""
+    groups: tuple[str, ...]
+    step_method: str | None = None
+    skipped: tuple[str, ...] = field(default=())
+
+    def logo(self, metric: Metric, saturated: bool) -> Spread:
+        """The leave-one-group-out |error| of one metric, below or at saturation."""
+        where = "at saturation" if saturated else "below"
+        return next(s for m, w, s in self.logo_error if m == metric and w == where)
+
+
+# ---------------------------------------------------------------------------------------------
+# predictions
+
+Configure = Callable[[Scenario], Scenario]
+
+
+def _same(s: Scenario) -> Scenario:
+    return s
+
+
+def step_methods() -> tuple[str, ...]:
+    """The decode-step methods `Scenario` offers (its `step_method` or `method` field's values,
+    when it has one), else () : `capacity validate --step-method` exists only then."""
+    names = {f.name: f for f in dataclasses.fields(Scenario)}
+    for name in ("step_method", "method"):
+        if name in names:
+            return ("chapter", "operator")
+    return ()
+
+
+def with_step_method(method: str | None) -> Configure:
+    """A `configure` that sets the scenario's step method (identity for None)."""
+    if method is None:
+        return _same
+    if method not in step_methods():
+        raise InputError(f"step method '{method}' is not offered by this version "
+                         f"(offered: {', '.join(step_methods()) or 'none'})")
+    name = next(n for n in ("step_method", "method")
+                if n in {f.name for f in dataclasses.fields(Scenario)})
+    return lambda s: s.with_(**{name: method})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prediction:
+    """Predictions of a scenario at measured levels: step and TTFT (ms), closed-loop
+    throughput (tok/s), at the batch the engine can hold (min(C, C_vram))."""
+
+    step_ms: tuple[float, ...]
+    ttft_ms: tuple[float, ...]
+    tok_s: tuple[float, ...]
+    e2e_ms: tuple[float, ...]
+    c_vram: int
+
+
+def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: float,
+            output_tokens: float) -> Prediction:
+    """The four metrics at each concurrency (`calibration.predict_ms`, i.e. `evaluate`),
+    with the batch capped at the spec-sheet C_vram (F3) of the scenario."""
+    cap = max(1, c_vram(scenario))
+    batch = [min(float(c), float(cap)) for c in concurrency]
+    ctx = max(1, math.ceil(prompt_tokens + output_tokens))
+    pts = [MeasuredPoint(concurrency=b, context_tokens=ctx, prompt_tokens=prompt_tokens,
+                         output_tokens=output_tokens if output_tokens > 0 else None)
+           for b in batch]
+    step, ttft = calib.predict_ms(scenario, pts)
+    tok = [closed_loop_tok_s(b, output_tokens, float(t), float(s))
+           for b, t, s in zip(batch, ttft, step, strict=True)]
+    return Prediction(step_ms=tuple(float(x) for x in step),
+                      ttft_ms=tuple(float(x) for x in ttft), tok_s=tuple(tok),
+                      e2e_ms=tuple(e2e_ms(output_tokens, float(t), float(s))
+                                   for t, s in zip(ttft, step, strict=True)), c_vram=cap)
+
+
+def run_scenario(model: str, gpu: str, *, prompt_tokens: float, output_tokens: float,
+                 n_gpus: int = 1, tp: int = 1, catalog: Catalog | None = None) -> Scenario:
+    """The scenario a sweep was measured under: its model and GPU, a context of prompt + output
+    tokens and its prompt for TTFT. The same as `overlay.run_scenario` (the Results page's),
+    kept here so that `capacity validate` does not import pandas (2.8 s of its start)."""
+    if prompt_tokens < 1 or output_tokens < 0:
+        raise InputError("a run needs prompt tokens >= 1 and output tokens >= 0 to predict it")
+    return make_scenario(model, gpu, catalog=catalog, n_gpus=n_gpus, tp=tp,
+                         context_tokens=max(1, math.ceil(prompt_tokens + output_tokens)),
+                         prompt_tokens=max(1, round(prompt_tokens)))
+
+
+def c_vram(scenario: Scenario) -> int:
+    """Spec-sheet C_vram of the whole deployment at the scenario's context (F3), requests."""
+    return int(np.asarray(evaluate(scenario, [1]).max_concurrency_vram).ravel()[0])
+
+
+def spec_sheet(s: Scenario) -> Scenario:
+    """`s` with every efficiency knob at its spec-sheet value: eta_bw = eff = MFU = 1 and no
+    overheads (the planner's default MFU of 0.3 is a typical value, not the spec sheet)."""
+    return s.with_(eta_bw=1.0, eff=1.0, mfu=1.0, step_overhead_ms=0.0, prefill_overhead_ms=0.0)
+
+
+def _pick(p: Prediction, metric: Metric, i: int) -> float:
+    return {Metric.STEP: p.step_ms, Metric.TTFT: p.ttft_ms, Metric.THROUGHPUT: p.tok_s,
+            Metric.E2E: p.e2e_ms}[metric][i]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Group:
+    key: str
+    gpu: str
+    engine: str
+    sweeps: tuple[ReferenceSweep, ...]
+
+
+def group_key(model: str, gpu: str, gpus: int, engine: str) -> str:
+    """A group's name: GPU + engine + model, e.g. 'qwen3-8b-bf16 on h100-sxm (SGLang)'."""
+    on = f"{gpus}x {gpu}" if gpus > 1 else gpu
+    return f"{model} on {on} ({engine_family(engine)})"
+
+
+def _scenario(s: ReferenceSweep, configure: Configure, catalog: Catalog) -> Scenario:
+    assert s.model_key is not None and s.gpu_key is not None
+    return configure(run_scenario(s.model_key, s.gpu_key, prompt_tokens=s.prompt_tokens,
+                                  output_tokens=s.output_tokens, n_gpus=s.gpus, tp=s.tp,
+                                  catalog=catalog))
+
+
+def _fit_group(g: _Group, configure: Configure, catalog: Catalog) -> calib.Calibration | None:
+    """The group's own calibration (all its points), or None when it cannot be fitted."""
+    pts = [p for s in g.sweeps for p in s.points]
+    try:
+        return calib.fit(pts, _scenario(g.sweeps[0], configure, catalog), name=g.key,
+                         engine=g.engine, today="-")
+    except CapacityError:
+        return None
+
+
+def _median_knobs(cals: Sequence[calib.Calibration]) -> calib.Calibration:
+    """A calibration whose every knob is the median of those that fitted it."""
+    knobs: dict[str, Any] = {}
+    for n in calib.KNOBS:
+        vals = [float(v) for c in cals if (v := getattr(c, n)) is not None]
+        if vals:
+            knobs[n] = float(statistics.median(vals))
+    return dataclasses.replace(calib.Calibration(name="leave-one-group-out", model="", gpu=""),
+                               **knobs)
+
+
+def _logo_calibration(g: _Group, fitted: dict[str, calib.Calibration]
+                      ) -> tuple[calib.Calibration | None, str]:
+    """Knobs for group `g` from other groups only, and which others they came from."""
+    others = {k: c for k, c in fitted.items() if k != g.key}
+    fam = engine_family(g.engine)
+    tiers: tuple[tuple[str, Callable[[calib.Calibration], bool]], ...] = (
+        ("same GPU and engine", lambda c: c.gpu == g.gpu and engine_family(c.engine) == fam),
+        ("same GPU", lambda c: c.gpu == g.gpu),
+        ("same engine", lambda c: engine_family(c.engine) == fam),
+        ("all other groups", lambda c: True))
+    for label, keep in tiers:
+        chosen = [c for c in others.values() if keep(c)]
+        if chosen:
+            return _median_knobs(chosen), f"{label} ({len(chosen)})"
+    return None, ""
+
+
+def _exceptions(keys_path: Path | None) -> list[dict[str, Any]]:
+    """[[upper_bound_exception]] entries of the key map: source (substring), metric,
+    concurrency (optional) and reason."""
+    path = keys_path or REFERENCE_KEYS
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    return [dict(e) for e in data.get("upper_bound_exception", [])]
+
+
+def _reason(c: Check, exceptions: Sequence[dict[str, Any]]) -> str:
+    for e in exceptions:
+        if (str(e.get("source", "")) in c.source and e.get("metric", c.metric) == c.metric
+                and float(e.get("concurrency", c.concurrency)) == c.concurrency):
+            return str(e["reason"])
+    return "not explained"
+
+
+def _spreads(checks: Sequence[Check], key: Callable[[Check], str]
+             ) -> tuple[tuple[str, Spread], ...]:
+    names = sorted({key(c) for c in checks})
+    return tuple((n, Spread.of(c.optimism for c in checks if key(c) == n)) for n in names)
+
+
+def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
+              configure: Configure = _same, step_method: str | None = None,
+              catalog: Catalog | None = None, keys_path: Path | None = None) -> Scorecard:
+    """Run the predictor over every mapped published sweep (default: all of
+    data/reference/published.csv) and score it. `configure` maps each scenario (a step
+    method, a what-if); `step_method` only labels the result."""
+    cat = catalog or default_catalog()
+    all_sweeps = list(load_reference() if sweeps is None else sweeps)
+    skipped = tuple(f"{s.label}: not in the catalog" for s in all_sweeps
+                    if s.gpu_key is None or s.model_key is None)
+    mapped = [s for s in all_sweeps if s.gpu_key is not None and s.model_key is not None]
+    by_key: dict[str, list[ReferenceSweep]] = {}
+    for s in mapped:
+        k = group_key(s.model_key or "", s.gpu_key or "", s.gpus, s.engine)
+        by_key.setdefault(k, []).append(s)
+    groups = [_Group(key=k, gpu=v[0].gpu_key or "", engine=v[0].engine, sweeps=tuple(v))
+              for k, v in sorted(by_key.items())]
+    fitted = {g.key: c for g in groups if (c := _fit_group(g, configure, cat)) is not None}
+    checks: list[Check] = []
+    for g in groups:
+        logo_cal, logo_from = _logo_calibration(g, fitted)
+        for s in g.sweeps:
+            base = spec_sheet(_scenario(s, configure, cat))
+            levels = sorted({v.concurrency for v in s.stated})
+            spec = predict(base, levels, s.prompt_tokens, s.output_tokens)
+            cal = (predict(calib.apply(logo_cal, base), levels, s.prompt_tokens,
+                           s.output_tokens) if logo_cal is not None else None)
+            tok = {p.concurrency: p.output_tok_s for p in s.points}
+            sat = dict(zip(levels, saturated_levels(
+                levels, [tok.get(c) for c in levels], spec.c_vram * base.replicas),
+                strict=True))
+            for v in s.stated:
+                checks.append(_check(g, s, v, levels.index(v.concurrency), spec, cal,
+                                     sat[v.concurrency], logo_from))
+    exceptions = _exceptions(keys_path)
+    violations = tuple(Violation(check=c, reason=_reason(c, exceptions))
+                       for c in checks if not c.upper_bound)
+    speed = [c for c in checks if c.metric != Metric.TTFT]
+    logo = []
+    for m in Metric:
+        for where, flag in (("below", False), ("at saturation", True)):
+            logo.append((m.value, where, Spread.of(
+                abs(e) for c in checks if c.metric == m and c.saturated == flag
+                if (e := c.calibrated_error) is not None)))
+    return Scorecard(
+        checks=tuple(checks),
+        upper_bound_rate=(sum(c.upper_bound for c in checks) / len(checks)) if checks
+        else math.nan,
+        violations=violations, optimism_by_gpu=_spreads(speed, lambda c: c.gpu),
+        optimism_by_engine=_spreads(speed, lambda c: engine_family(c.engine)),
+        logo_error=tuple(logo), groups=tuple(g.key for g in groups), step_method=step_method,
+        skipped=skipped)
+
+
+def _check(g: _Group, s: ReferenceSweep, v: StatedValue, i: int, spec: Prediction,
+           cal: Prediction | None, saturated: bool, cal_from: str) -> Check:
+    metric = METRIC_OF[v.metric]
+    return Check(group=g.key, gpu=s.gpu_key or s.gpu_name, engine=s.engine,
+                 model=s.model_key or s.model_name, source=s.source, date=s.date, tp=s.tp,
+                 concurrency=v.concurrency, prompt_tokens=s.prompt_tokens,
+                 output_tokens=s.output_tokens, metric=metric,
+                 stat=v.stat, measured=v.value, spec=_pick(spec, metric, i), saturated=saturated,
+                 calibrated=None if cal is None else _pick(cal, metric, i),
+                 calibrated_from=cal_from)
+
+
+# ---------------------------------------------------------------------------------------------
+# a user's own runs (the Results page)
+
+def run_checks(points: Sequence[MeasuredPoint], scenario: Scenario,
+               calibration: calib.Calibration | None = None) -> list[Check]:
+    """The scorecard's rows for measured points of one's own (a stored run, an import): each
+    level's stated step (TPOT), TTFT and throughput beside the spec-sheet prediction of
+    `scenario` (`spec_sheet`: every knob at peak) and, with a calibration, the calibrated
+    one. Prompt and output lengths are each point's own (else the scenario's prompt and
+    context)."""
+    out: list[Check] = []
+    by_len: dict[tuple[float, float], list[MeasuredPoint]] = {}
+    for p in points:
+        prompt = p.prompt_tokens if p.prompt_tokens is not None else float(scenario.prompt)
+        output = (p.output_tokens if p.output_tokens is not None
+                  else max(0.0, p.context_tokens - prompt))
+        by_len.setdefault((prompt, output), []).append(p)
+    cal_s = None if calibration is None else calib.apply(calibration, scenario)
+    scenario = spec_sheet(scenario)
+    for (prompt, output), pts in sorted(by_len.items()):
+        pts = sorted(pts, key=lambda p: p.concurrency)
+        levels = [p.concurrency for p in pts]
+        spec = predict(scenario, levels, prompt, output)
+        cal = None if cal_s is None else predict(cal_s, levels, prompt, output)
+        sat = saturated_levels(levels, [p.output_tok_s for p in pts],
+                               spec.c_vram * scenario.replicas)
+        for i, p in enumerate(pts):
+            for metric, value in ((Metric.STEP, p.tpot_ms), (Metric.TTFT, p.ttft_ms),
+                                  (Metric.THROUGHPUT, p.output_tok_s)):
+                if value is None:
+                    continue
+                out.append(Check(
+                    group="", gpu=scenario.gpu.key, engine=p.engine,
+                    model=scenario.variant.key, source=p.source, date="", tp=scenario.tp,
+                    concurrency=p.concurrency, prompt_tokens=prompt, output_tokens=output,
+                    metric=metric, stat=p.stat, measured=float(value),
+                    spec=_pick(spec, metric, i), saturated=sat[i],
+                    calibrated=None if cal is None else _pick(cal, metric, i),
+                    calibrated_from="" if calibration is None else calibration.name))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunAccuracy:
+    """The summary of `run_checks`: rows, the share where the spec sheet is an upper bound, and
+    the median |relative error| of the spec-sheet and calibrated predictions (fractions; NaN
+    when there is none)."""
+
+    rows: int
+    upper_bound_rate: float
+    spec_median_error: float
+    calibrated_median_error: float
+
+
+def summarize(checks: Sequence[Check]) -> RunAccuracy:
+    """`RunAccuracy` of a list of checks (the Results page's caption)."""
+    cal = [abs(e) for c in checks if (e := c.calibrated_error) is not None]
+    return RunAccuracy(
+        rows=len(checks),
+        upper_bound_rate=(sum(c.upper_bound for c in checks) / len(checks)) if checks
+        else math.nan,
+        spec_median_error=Spread.of(abs(c.spec_error) for c in checks).median,
+        calibrated_median_error=float(statistics.median(cal)) if cal else math.nan)
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+def _n(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v:.4g}"
+
+
+def _p(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
+
+
+def _x(v: float) -> str:
+    return "-" if not math.isfinite(v) else f"{v:.2f}x"
+
+
+def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAND) -> str:
+    """The scorecard as Markdown (the part of docs/accuracy.md between the markers): the date
+    and command line first, then the summary, optimism, held-out error and every row."""
+    day = today or dt.date.today().isoformat()
+    method = f", step method {card.step_method}" if card.step_method else ""
+    n_ok = sum(c.upper_bound for c in card.checks)
+    lines = [f"Generated {day} by `{command}`{method}.", "",
+             f"{len(card.checks)} measured rows in {len(card.groups)} groups "
+             "(GPU + engine + model) from data/reference/published.csv.", "",
+             "### Spec-sheet upper bound", "",
+             f"The spec-sheet prediction is not slower than measured on {n_ok} of "
+             f"{len(card.checks)} rows: **{_p(card.upper_bound_rate)}** (target 100%).", ""]
+    if card.violations:
+        lines += ["| group | C | metric | measured | spec-sheet | reason |",
+                  "|---|---:|---|---:|---:|---|"]
+        lines += [f"| {v.check.group} | {v.check.concurrency:g} | {v.check.metric} | "
+                  f"{_n(v.check.measured)} | {_n(v.check.spec)} | {v.reason} |"
+                  for v in card.violations]
+        lines.append("")
+    lines += ["### Optimism (spec-sheet speed / measured speed: decode step, throughput, end-to-end)", "",
+              "| by | name | rows | median | range |", "|---|---|---:|---:|---|"]
+    for by, rows in (("GPU", card.optimism_by_gpu), ("engine", card.optimism_by_engine)):
+        lines += [f"| {by} | {name} | {s.n} | {_x(s.median)} | {_x(s.low)} - {_x(s.high)} |"
+                  for name, s in rows]
+    lines += ["", "### Calibrated, leave one group out (|predicted / measured - 1|)", "",
+              "| metric | levels | rows | median | worst |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {m} | {w} | {s.n} | {_p(s.median)} | {_p(s.high)} |"
+              for m, w, s in card.logo_error]
+    lines += ["", "### Every row", "",
+              "| group | in / out | C | metric | stat | measured | spec-sheet | optimism | "
+              "calibrated (held out) | error | saturated |",
+              "|---|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
+    for c in card.checks:
+        lines.append(
+            f"| {c.group} | {c.prompt_tokens:g} / {c.output_tokens:g} | {c.concurrency:g} | "
+            f"{c.metric} | {c.stat} | {_n(c.measured)} | {_n(c.spec)} | {_x(c.optimism)} | "
+            f"{_n(c.calibrated)} | {_p(c.calibrated_error)} | "
+            f"{'yes' if c.saturated else 'no'} |")
+    lines += ["", "Calibrated knobs for each group came from: " + "; ".join(
+        sorted({f"{c.group}: {c.calibrated_from or 'none'}" for c in card.checks})) + ".", ""]
+    if card.skipped:
+        lines += ["Not predicted (not in the catalog): " + "; ".join(card.skipped) + ".", ""]
+    return "\n".join(lines)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def to_json(card: Scorecard) -> str:
+    """The scorecard as JSON: every check with its derived figures, and the summaries."""
+    def check(c: Check) -> dict[str, Any]:
+        return {**dataclasses.asdict(c), "metric": str(c.metric), "optimism": c.optimism,
+                "upper_bound": c.upper_bound, "calibrated_error": c.calibrated_error}
+
+    doc = {"upper_bound_rate": card.upper_bound_rate,
+           "violations": [{"check": check(v.check), "reason": v.reason} for v in card.violations],
+           "optimism_by_gpu": {n: dataclasses.asdict(s) for n, s in card.optimism_by_gpu},
+           "optimism_by_engine": {n: dataclasses.asdict(s) for n, s in card.optimism_by_engine},
+           "leave_one_group_out": [{"metric": m, "levels": w, **dataclasses.asdict(s)}
+                                   for m, w, s in card.logo_error],
+           "groups": list(card.groups), "step_method": card.step_method,
+           "skipped": list(card.skipped), "checks": [check(c) for c in card.checks]}
+    return json.dumps(_jsonable(doc), indent=2, allow_nan=False)
+
+
+def write_between_markers(path: Path, generated: str) -> Path:
+    """Put `generated` between BEGIN and END in `path`, keeping everything outside them; a file
+    without the markers gets them (and the part) appended; a missing file is created."""
+    block = f"{BEGIN}\n{generated.rstrip()}\n{END}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = "# Accuracy\n\n"
+    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def between_markers(text: str) -> str:
+    """The generated part of a document (between the markers), or '' when it has none."""
+    if BEGIN not in text or END not in text:
+        return ""
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+

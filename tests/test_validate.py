@@ -1,0 +1,284 @@
+"""The accuracy scorecard (`capacity validate`): metric conversions, the pinned thresholds over
+the shipped published rows, the Results page's rows for one's own runs, and docs/accuracy.md
+being current."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from capacity.cli.main import main
+from capacity.errors import InputError
+from capacity.fit import calibration as calib
+from capacity.fit import overlay
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.reference import ReferenceSweep, load_reference, tpot_from_e2e
+from capacity.fit.validate import (
+    BEGIN,
+    END,
+    Metric,
+    Scorecard,
+    between_markers,
+    closed_loop_tok_s,
+    e2e_ms,
+    engine_family,
+    markdown,
+    optimism,
+    relative_error,
+    run_checks,
+    run_scenario,
+    saturated_levels,
+    scorecard,
+    spec_sheet,
+    step_methods,
+    summarize,
+    to_json,
+    with_step_method,
+    write_between_markers,
+)
+from capacity.fit.validate import (
+    c_vram as validate_c_vram,
+)
+from capacity.model.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+ACCURACY = ROOT / "docs" / "accuracy.md"
+
+LOGO_STEP_MEDIAN_MAX = 0.17
+"""Calibrated leave-one-group-out decode-step error below saturation, median: measured 15.4%
+over 12 rows on 2026-11-30 (docs/accuracy.md), pinned with a small margin."""
+LOGO_THROUGHPUT_MEDIAN_MAX = 0.18
+"""The same for throughput rows: measured 16.2% over 17 rows."""
+
+
+@pytest.fixture(scope="module")
+def card() -> Scorecard:
+    return scorecard()
+
+
+# -- one unit test per metric conversion -------------------------------------------------------
+
+def test_closed_loop_throughput_is_clients_times_tokens_over_request_time() -> None:
+    assert closed_loop_tok_s(4, 128, 20.0, 10.0) == pytest.approx(4 * 128 / 1.29)
+    assert closed_loop_tok_s(2, 1, 20.0, 10.0) == pytest.approx(200.0)  # one token: steps only
+
+
+def test_end_to_end_latency_is_prefill_then_n_minus_one_steps() -> None:
+    assert e2e_ms(128, 20.0, 6.0) == pytest.approx(782.0)
+    assert e2e_ms(1, 20.0, 6.0) == 20.0
+
+
+def test_tpot_from_end_to_end_latency() -> None:
+    assert tpot_from_e2e(e2e_ms=833.4, output_tokens=128, ttft_ms=None) == pytest.approx(
+        833.4 / 127)
+    assert tpot_from_e2e(e2e_ms=782.0, output_tokens=128, ttft_ms=20.0) == pytest.approx(6.0)
+    assert tpot_from_e2e(e2e_ms=10.0, output_tokens=1, ttft_ms=None) is None
+    assert tpot_from_e2e(e2e_ms=10.0, output_tokens=8, ttft_ms=20.0) is None
+
+
+def test_optimism_is_speed_over_speed_for_times_and_throughputs() -> None:
+    assert optimism(Metric.STEP, measured=20.0, predicted=8.0) == pytest.approx(2.5)
+    assert optimism(Metric.TTFT, measured=100.0, predicted=200.0) == pytest.approx(0.5)
+    assert optimism(Metric.E2E, measured=900.0, predicted=450.0) == pytest.approx(2.0)
+    assert optimism(Metric.THROUGHPUT, measured=500.0, predicted=1000.0) == pytest.approx(2.0)
+    assert relative_error(11.0, 10.0) == pytest.approx(0.1)
+
+
+def test_saturation_is_a_flat_throughput_or_a_batch_beyond_c_vram() -> None:
+    assert saturated_levels([50, 100, 150], [814.0, 917.0, 921.0], 1000) == [False, False, True]
+    assert saturated_levels([1, 8, 64], [None, None, None], 32) == [False, False, True]
+    assert saturated_levels([8, 4], [100.0, 99.0], 1000) == [True, False]  # any order
+
+
+def test_engine_family_drops_versions() -> None:
+    assert [engine_family(e) for e in ("SGLang v0.5.3.post3", "NVIDIA NIM 1.8.0", "vLLM 0.9.1",
+                                       "TensorRT-LLM v1.2.0rc1", "llama-server b4000", "")] == [
+        "SGLang", "NIM", "vLLM", "TensorRT-LLM", "llama.cpp", "?"]
+
+
+def test_the_scenario_of_a_sweep_is_the_results_pages() -> None:
+    for args in (("qwen3-8b-bf16", "h100-sxm"), ("llama-3.1-70b-fp8", "h100-sxm")):
+        kw = {"prompt_tokens": 5000.0, "output_tokens": 500.0, "n_gpus": 2, "tp": 2}
+        assert run_scenario(*args, **kw) == overlay.run_scenario(*args, **kw)
+        assert validate_c_vram(run_scenario(*args, **kw)) == overlay.c_vram(
+            overlay.run_scenario(*args, **kw))
+
+
+def test_spec_sheet_puts_every_knob_at_peak() -> None:
+    s = run_scenario("qwen3-8b-bf16", "h100-sxm", prompt_tokens=100, output_tokens=100)
+    tuned = s.with_(eta_bw=0.5, eff=0.2, mfu=0.3, step_overhead_ms=4.0, prefill_overhead_ms=9.0)
+    peak = spec_sheet(tuned)
+    assert (peak.eta_bw, peak.eff, peak.mfu, peak.step_overhead_ms, peak.prefill_overhead_ms) == (
+        1.0, 1.0, 1.0, 0.0, 0.0)
+
+
+# -- the pinned thresholds over the shipped rows ----------------------------------------------
+
+def test_every_stated_row_is_checked(card: Scorecard) -> None:
+    stated = sum(len(s.stated) for s in load_reference() if s.gpu_key and s.model_key)
+    assert len(card.checks) == stated and not card.skipped
+
+
+def test_spec_sheet_is_an_upper_bound_on_every_row(card: Scorecard) -> None:
+    assert card.upper_bound_rate == 1.0, [
+        (v.check.group, v.check.concurrency, str(v.check.metric), v.reason)
+        for v in card.violations]
+    assert all(c.optimism >= 1.0 for c in card.checks)
+
+
+def test_calibrated_leave_one_group_out_error_is_pinned(card: Scorecard) -> None:
+    step = card.logo(Metric.STEP, saturated=False)
+    assert step.n >= 10 and step.median < LOGO_STEP_MEDIAN_MAX
+    tput = card.logo(Metric.THROUGHPUT, saturated=False)
+    assert tput.n >= 10 and tput.median < LOGO_THROUGHPUT_MEDIAN_MAX
+
+
+def test_the_rows_cover_gpus_engines_tp_and_contexts(card: Scorecard) -> None:
+    assert len({c.gpu for c in card.checks}) >= 5
+    assert {"vLLM", "SGLang", "TensorRT-LLM", "NIM"} <= {engine_family(c.engine)
+                                                         for c in card.checks}
+    assert {c.tp for c in card.checks} >= {1, 2, 4}
+    assert max(c.prompt_tokens for c in card.checks) >= 16000
+    assert {str(c.metric) for c in card.checks} == {m.value for m in Metric}
+    assert {c.stat for c in card.checks} == {"mean", "median"}
+    assert all(re.match(r"^\d{4}-\d{2}", c.date) for c in card.checks)
+
+
+def test_held_out_groups_never_use_their_own_knobs(card: Scorecard) -> None:
+    for c in card.checks:  # every group borrows from others, and says from where
+        assert c.calibrated is not None and c.calibrated_from
+    # two groups: doubling one group's measured times changes the other's calibrated
+    # predictions, never its own
+    sweeps = [s for s in load_reference() if s.gpu_key == "rtx-4090"
+              or (s.gpu_key == "h100-sxm" and s.engine.startswith("SGLang")
+                  and s.model_key == "qwen3-8b-bf16")]
+    assert len(sweeps) == 2
+
+    def slower(s: ReferenceSweep) -> ReferenceSweep:
+        return dataclasses.replace(s, points=tuple(dataclasses.replace(
+            p, tpot_ms=p.tpot_ms and 2 * p.tpot_ms, ttft_ms=p.ttft_ms and 2 * p.ttft_ms,
+            output_tok_s=p.output_tok_s and p.output_tok_s / 2) for p in s.points))
+
+    before = scorecard(sweeps)
+    after = scorecard([slower(sweeps[0]), sweeps[1]])
+
+    def cal(card: Scorecard, gpu: str) -> list[float | None]:
+        return [c.calibrated for c in card.checks if c.gpu == gpu]
+
+    changed, other = sweeps[0].gpu_key or "", sweeps[1].gpu_key or ""
+    assert cal(after, changed) == pytest.approx(cal(before, changed))
+    assert cal(after, other) != pytest.approx(cal(before, other))
+
+
+def test_json_is_strict_and_complete(card: Scorecard) -> None:
+    doc = json.loads(to_json(card))
+    assert doc["upper_bound_rate"] == 1.0 and len(doc["checks"]) == len(card.checks)
+    assert {"optimism", "upper_bound", "calibrated_error"} <= set(doc["checks"][0])
+
+
+# -- the step method is one parameter ---------------------------------------------------------
+
+def test_step_method_is_offered_only_when_the_scenario_has_one() -> None:
+    names = {f.name for f in dataclasses.fields(Scenario)}
+    assert bool(step_methods()) == bool({"step_method", "method"} & names)
+    s = run_scenario("qwen3-8b-bf16", "h100-sxm", prompt_tokens=100, output_tokens=100)
+    assert with_step_method(None)(s) is s
+    with pytest.raises(InputError, match="step method 'nope' is not offered"):
+        with_step_method("nope")
+
+
+def test_configure_reaches_every_prediction() -> None:
+    sweeps = [s for s in load_reference() if s.gpu_key == "rtx-4090"]
+    base = scorecard(sweeps)
+    slower = scorecard(sweeps, configure=lambda s: s.with_(bandwidth_gb_s=s.bandwidth_gb_s / 2))
+    pairs = [(a.spec, b.spec) for a, b in zip(base.checks, slower.checks, strict=True)
+             if a.metric == Metric.THROUGHPUT]
+    assert pairs and all(b < a for a, b in pairs)
+
+
+# -- one's own runs (the Results page) --------------------------------------------------------
+
+def test_run_checks_with_and_without_a_calibration() -> None:
+    s = run_scenario("mistral-7b-v0.3-bf16", "rtx-4090", prompt_tokens=256, output_tokens=128)
+    pts = [MeasuredPoint(concurrency=c, context_tokens=384, prompt_tokens=256, output_tokens=128,
+                         tpot_ms=t, ttft_ms=60.0, output_tok_s=r, engine="vLLM")
+           for c, t, r in ((4, 17.0, 210.0), (16, 21.0, 644.0))]
+    plain = run_checks(pts, s)
+    assert [(c.concurrency, str(c.metric)) for c in plain] == [
+        (4, "step"), (4, "ttft"), (4, "throughput"), (16, "step"), (16, "ttft"),
+        (16, "throughput")]
+    assert all(c.calibrated is None and c.upper_bound for c in plain)
+    cal = calib.fit(pts, s, name="mine", today="2026-11-30")
+    fitted = run_checks(pts, s, cal)
+    assert [c.spec for c in fitted] == [c.spec for c in plain]
+    step = [c.calibrated for c in fitted if c.metric == Metric.STEP]
+    assert step == pytest.approx([p.fitted_ms for p in cal.points if p.kind == "tpot"])
+    assert {c.calibrated_from for c in fitted} == {"mine"}
+    plain_sum, fitted_sum = summarize(plain), summarize(fitted)
+    assert (plain_sum.rows, plain_sum.upper_bound_rate) == (6, 1.0)
+    errors = sorted(abs(c.spec_error) for c in plain)
+    assert plain_sum.spec_median_error == pytest.approx((errors[2] + errors[3]) / 2)
+    assert math.isnan(plain_sum.calibrated_median_error)
+    assert fitted_sum.calibrated_median_error < plain_sum.spec_median_error
+
+
+# -- docs/accuracy.md -------------------------------------------------------------------------
+
+def test_markers_keep_the_text_around_them(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_text(f"# Title\n\nbefore\n\n{BEGIN}\nold\n{END}\n\nafter\n", encoding="utf-8")
+    write_between_markers(f, "new table\n")
+    assert f.read_text(encoding="utf-8") == (
+        f"# Title\n\nbefore\n\n{BEGIN}\nnew table\n{END}\n\nafter\n")
+    assert between_markers(f.read_text(encoding="utf-8")) == "new table"
+    g = tmp_path / "sub" / "b.md"
+    write_between_markers(g, "x")
+    assert between_markers(g.read_text(encoding="utf-8")) == "x"
+
+
+def _without_date(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("Generated "))
+
+
+def test_committed_scorecard_is_current(card: Scorecard) -> None:
+    committed = between_markers(ACCURACY.read_text(encoding="utf-8"))
+    assert committed, "docs/accuracy.md has no <!-- validate:begin/end --> part"
+    assert _without_date(committed) == _without_date(markdown(card).rstrip("\n")), (
+        "docs/accuracy.md is not current: run `capacity validate --out docs/accuracy.md`")
+
+
+def test_cli_writes_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["upper_bound_rate"] == 1.0
+    out = tmp_path / "acc.md"
+    out.write_text("# Mine\n\nkept\n", encoding="utf-8")
+    assert main(["validate", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# Mine\n\nkept\n") and "Every row" in between_markers(text)
+
+
+def test_a_row_faster_than_the_spec_sheet_is_listed_with_its_reason(tmp_path: Path) -> None:
+    header = ("source,date,gpu,model,params_b,weight_format,engine,prompt_tokens,output_tokens,"
+              "concurrency,metric,stat,value,unit,notes\n")
+    row = "{src},2025-01,RTX 4090 24GB,Mistral,7.25,BF16,vLLM,256,128,{c},itl_ms,mean,{v},ms,\n"
+    csv_path = tmp_path / "published.csv"
+    csv_path.write_text(header + row.format(src="spec-dec", c=1, v=1.0)  # speculative decoding
+                        + row.format(src="typo", c=2, v=0.5) + row.format(src="ok", c=4, v=99.0),
+                        encoding="utf-8")
+    keys = tmp_path / "keys.toml"
+    keys.write_text(
+        '[[gpu]]\nname = "RTX 4090 24GB"\nkey = "rtx-4090"\ngpus = 1\ntp = 1\n\n'
+        '[[model]]\nname = "Mistral"\nweight_format = "BF16"\nkey = "mistral-7b-v0.3-bf16"\n\n'
+        '[[upper_bound_exception]]\nsource = "spec-dec"\nmetric = "step"\nconcurrency = 1\n'
+        'reason = "speculative decoding emits several tokens per step"\n', encoding="utf-8")
+    card = scorecard(load_reference(csv_path, keys), keys_path=keys)
+    assert card.upper_bound_rate == pytest.approx(1 / 3)
+    assert {v.check.source: v.reason for v in card.violations} == {
+        "spec-dec": "speculative decoding emits several tokens per step",
+        "typo": "not explained"}
+    assert "| not explained |" in markdown(card)
