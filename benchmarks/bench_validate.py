@@ -7,7 +7,7 @@ the number of rows and groups, and the load average before and after. A fresh pr
 (`capacity validate`, imports and catalog included) is timed once more. The target is a few
 seconds (docs/accuracy.md); figures go to docs/benchmarks.md.
 
-    .venv/bin/python benchmarks/validate_time.py [--repeat 5]
+    .venv/bin/python benchmarks/bench_validate.py [--repeat 5]
 """
 
 from __future__ import annotations
