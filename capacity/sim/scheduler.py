@@ -128,6 +128,8 @@ class _Seq:
     the tokens so far)."""
     cached: int = 0
     """Tokens whose KV the engine holds for it."""
+    preempted: int = 0
+    """Times it was preempted (its KV freed, to be recomputed)."""
     first_s: float = math.nan
     last_s: float = math.nan
     cancelled: bool = False
@@ -330,6 +332,7 @@ class Simulator:
             "ttft_ms": (seq.first_s - seq.arrival_s) * 1e3,
             "tpot_ms": tpot,
             "e2e_ms": (seq.last_s - seq.arrival_s) * 1e3,
+            "preemptions": seq.preempted,
             "clock": self.clock,
         }
         while len(self.truth) > _TRUTH_KEEP:
@@ -367,6 +370,7 @@ class Simulator:
         s = self.running.pop()
         s.prefill_left = s.prompt_tokens + s.emitted
         s.cached = 0
+        s.preempted += 1
         self.waiting.appendleft(s)
         self.preemptions += 1
         return s
