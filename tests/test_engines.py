@@ -257,3 +257,55 @@ def test_the_analytic_path_follows_chunked_prefill() -> None:
         analytic_latency(rate_per_s=np.array([0.1]), step=step,
                          prefill_ms=np.array([svc.prefill_ms]), output_tokens=128,
                          chunk_tokens=np.array([2048.0]))
+
+
+def _plan_for(engine: str, **kw: Any) -> Any:
+    from capacity.model.workload import Workload as Load
+    from capacity.plan.search import PlanInputs, Slo, plan
+
+    wl = Load(peak_concurrency=150, context_tokens=8192, prompt_tokens=800, output_tokens=200)
+    return plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl, slo=Slo(ttft_ms=1e7, tpot_ms=1e5),
+                           gpus=("rtx-4090",), engine=engine, **kw), keep_all=True)
+
+
+def test_the_planner_follows_the_engine() -> None:
+    # 150 users of 800 + 200 tokens sized at 8K, one 4090: the chapter reserves 8K per request
+    # (53 fit), vLLM's paged KV holds what they use, llama.cpp has 4 slots
+    one = {e: next(o for o in _plan_for(e).all_options
+                   if o.n_gpus == 1 and o.kv_dtype == "fp16" and o.weights == "awq")
+           for e in ("chapter", "vllm", "llamacpp")}
+    assert one["chapter"].c_vram_per_replica == 53
+    assert one["vllm"].c_vram_per_replica > 400 and one["vllm"].slots_per_replica == 256
+    assert "memory" in one["chapter"].failures and "memory" not in one["vllm"].failures
+    assert one["llamacpp"].slots_per_replica == 4 and "memory" in one["llamacpp"].failures
+    with pytest.raises(InputError, match="unknown engine"):
+        _plan_for("tgi")
+    # an explicit max_num_seqs wins over the engine's default
+    assert _plan_for("llamacpp", max_num_seqs=8).all_options[0].slots_per_replica <= 8
+
+
+def test_cli_engine_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from capacity.cli.main import build_parser, main
+    from capacity.cli.sim_server import config_from_args
+
+    assert main(["plan", "--engine", "vllm", "--prompt-tokens", "800", "--output-tokens", "200",
+                 "--concurrency", "1,150", "--format", "json"]) == 0
+    load = json.loads(capsys.readouterr().out)["load"]
+    assert (load["engine"], load["slots_per_replica"], load["token_budget"]) == ("vllm", 256, 2048)
+    assert [p["concurrency"] for p in load["points"]] == [1, 150]
+    assert main(["plan", "--engine", "llamacpp", "--concurrency", "8"]) == 0
+    assert "Under load: llama.cpp server" in capsys.readouterr().out
+    assert main(["plan"]) == 0
+    assert "Under load" not in capsys.readouterr().out  # the chapter's output is unchanged
+    assert main(["plan", "--engine", "tgi"]) != 0
+    assert "unknown engine 'tgi'" in capsys.readouterr().err
+    cfg = config_from_args(build_parser().parse_args(["sim-server", "--engine", "sglang"]))
+    assert (cfg.engine, cfg.max_num_seqs) == ("sglang", None)
+    assert main(["size", "--peak-concurrency", "20", "--gpus", "rtx-4090", "--engine",
+                 "llamacpp", "--slo-ttft-ms", "1e7", "--slo-tpot-ms", "1e5", "--format",
+                 "json"]) == 0
+    opts = json.loads(capsys.readouterr().out)["options"]
+    # 20 users (and the headroom) on replicas of 4 slots each
+    assert opts and all(o["gpus"] >= 5 and o["slots_per_replica"] == 4 for o in opts)

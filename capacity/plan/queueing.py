@@ -385,6 +385,34 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
 
 
 @dataclass(frozen=True, kw_only=True)
+class LoadPoint:
+    """TTFT and TPOT percentiles (ms) at one closed-loop concurrency (deployment total)."""
+
+    concurrency: int
+    ttft_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+
+
+MAX_LOAD_REQUESTS = 4000
+"""Requests one `closed_loop_load` point simulates at most (it runs at page speed)."""
+
+
+def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
+                     concurrency: Sequence[int]) -> tuple[ServiceModel, list[LoadPoint]]:
+    """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
+    (`service_from_scenario`) in a closed loop of ceil(C / replicas) users with no think time,
+    max(200, 4 C) requests (at most MAX_LOAD_REQUESTS), no warm-up left out."""
+    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine)
+    out = []
+    for c in concurrency:
+        per = max(1, math.ceil(c / s.replicas))
+        n = min(max(200, 4 * per), MAX_LOAD_REQUESTS)
+        q = simulate(svc, concurrency=per, n_requests=n, warmup_fraction=0.0)
+        out.append(LoadPoint(concurrency=int(c), ttft_ms=q.ttft_ms, tpot_ms=q.tpot_ms))
+    return svc, out
+
+
+@dataclass(frozen=True, kw_only=True)
 class QueueResult:
     """What the discrete-event model measured over the counted requests (after warm-up)."""
 

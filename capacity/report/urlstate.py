@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD, convert
@@ -66,6 +67,8 @@ class ExplorerState:
     mfu: float = DEFAULT_MFU
     headroom: float = DEFAULT_HEADROOM
     calibration: str = ""
+    engine: str = DEFAULT_ENGINE
+    """Engine profile (data/engines.toml) the load view follows: chapter, vllm, sglang, llamacpp."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -219,6 +222,8 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             raise ValueError(f"KV precision must be one of {', '.join(KV_DTYPES)}")
         if name == "currency" and value not in ("CNY", "USD"):
             raise ValueError("currency must be CNY or USD")
+        if name == "engine":
+            return _engine(value)
         if name == "calibration":
             # a saved calibration's name, never a path: links must not read arbitrary files
             from capacity.fit.calibration import check_name
@@ -232,6 +237,14 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             return raw
         return value
     return _number(raw, kind, _RANGES.get(name, (-math.inf, math.inf)))
+
+
+def _engine(value: str) -> str:
+    """An engine profile's key, or ValueError naming the known ones."""
+    try:
+        return engine_profile(value).key
+    except CapacityError:
+        raise ValueError(f"engine must be one of {', '.join(engine_names())}") from None
 
 
 def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
@@ -296,7 +309,7 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         price=round(o.price_per_hour * (o.n_gpus + o.spare_gpus) / o.n_gpus, 4),
         currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom,
-        calibration=inp.calibration)
+        calibration=inp.calibration, engine=inp.engine)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,6 +359,8 @@ class PlannerState:
     """1: an N+1 spare replica per option."""
     growth: float = 0.0
     """Traffic growth per month (0.1 = +10 %)."""
+    engine: str = DEFAULT_ENGINE
+    """Engine profile whose scheduling the load model follows (data/engines.toml)."""
 
     def price_list(self) -> tuple[tuple[str, float], ...]:
         """The entered prices as (GPU key, price per GPU-hour in `cur`) pairs."""
@@ -385,7 +400,8 @@ class PlannerState:
             gpus=self.gpu_list(catalog), max_gpus=self.maxg, kv_dtypes=self.kv_list(),
             allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
             cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
-            mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth)
+            mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth,
+            engine=self.engine)
         if not self.cal:
             return inp
         if self.cal.startswith(TYPICAL_PREFIX):
@@ -439,7 +455,7 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
         mfu=inp.mfu, cal=inp.calibration or (TYPICAL_PREFIX + inp.typical if inp.typical
                                              else ""), spare=int(inp.spare),
-        growth=inp.growth_per_month)
+        growth=inp.growth_per_month, engine=inp.engine)
 
 
 def planner_encode(state: PlannerState) -> dict[str, str]:
@@ -492,6 +508,8 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
             raise ValueError("not a model (or model-format) key of the catalog")
         if name == "mode" and value not in ("dau", "conc"):
             raise ValueError("mode must be dau or conc")
+        if name == "engine":
+            return _engine(value)
         if name == "cur":
             if raw.upper() not in ("CNY", "USD"):
                 raise ValueError("currency must be CNY or USD")
