@@ -205,12 +205,12 @@ class SimPhysics:
         """One step that decodes `batch` sequences and prefills `chunks` ((done, tokens) each), s.
 
         t = t_step(b, mean context) (F4, 0 without decoding sequences) + sum of the chunks'
-        prefill times (`chunk_s`, F6). The sum, not the max: within one forward pass the weight
-        GEMMs, the decode attention and the chunk's attention run one after another, and a
-        chunk of hundreds of tokens makes the GEMMs compute-bound (issue 10 of the project,
-        "kernels run one after another"; Agrawal et al., Sarathi-Serve, OSDI 2024, section 3,
-        measure the decode-plus-chunk iteration as about the sum). It is an upper bound: the
-        weights are read once for both, so a small chunk in a bandwidth-bound step costs less.
+        prefill times (`chunk_s`, F6). Unit: s. The sum, not the max: within one forward pass
+        the kernels run one after another (the weight GEMMs over decode and prompt tokens, the
+        decode attention, the chunk's attention), and a chunk of hundreds of tokens already
+        makes the GEMMs compute-bound; source: docs/method.md, "Engine profiles" (chunked
+        prefill itself: Agrawal et al., Sarathi-Serve, OSDI 2024). It errs slow: the weights
+        are read once for both, so a small chunk in a bandwidth-bound step costs less.
         """
         t = self.step_s(batch, mean_context_tokens) if batch else 0.0
         return t + sum(self.chunk_s(done, n) for done, n in chunks)
