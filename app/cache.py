@@ -16,6 +16,7 @@ from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.fit.calibration import load_named as load_calibration
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
+from capacity.plan.queueing import MAX_LOAD_REQUESTS, LoadPoint, closed_loop_load
 from capacity.report.charts import ChartData, chart_data, compare_specs, specs
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
 from capacity.report.urlstate import ExplorerState
@@ -122,3 +123,35 @@ def compare_charts(current: ExplorerState, pinned: ExplorerState, labels: dict[s
     """Compare: the current and the pinned what-if's curves overlaid (`compare_specs`)."""
     del version
     return compare_specs(_chart_data(current), _chart_data(pinned), labels)
+
+
+LOAD_OUTPUT_TOKENS = 256
+"""Output tokens per request in the Explorer's load view when the prompt fills the context."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadView:
+    """The Explorer's load view: the engine's replica and the percentiles at `state.c`."""
+
+    engine: str
+    slots: int
+    prompt_tokens: int
+    output_tokens: int
+    point: LoadPoint | None
+    """None when the users per replica exceed what the view simulates."""
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def load_view(state: ExplorerState, version: int) -> LoadView:
+    """`capacity.plan.queueing.closed_loop_load` at the Explorer's concurrency and engine; the
+    output is the context left after the prompt (LOAD_OUTPUT_TOKENS when the prompt fills it)."""
+    del version
+    s = state.scenario(catalog())
+    prompt = state.prompt_tokens
+    out = state.ctx - prompt if state.ctx > prompt else LOAD_OUTPUT_TOKENS
+    per_replica = -(-state.concurrency // s.replicas)
+    svc, points = closed_loop_load(
+        s, engine=state.engine, output_tokens=out,
+        concurrency=[state.concurrency] if per_replica <= MAX_LOAD_REQUESTS else [])
+    return LoadView(engine=svc.engine, slots=svc.slots, prompt_tokens=prompt, output_tokens=out,
+                    point=points[0] if points else None)

@@ -35,11 +35,13 @@ from app.state import (
     valid_tps,
     write_url,
 )
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.errors import CapacityError
 from capacity.fit.calibration import saved_calibrations
 from capacity.model.cost import CURRENCIES
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import SEED_TABLE_ROWS
+from capacity.plan.queueing import MAX_LOAD_REQUESTS
 from capacity.report.charts import ALL_CHARTS, COMPARE_CHARTS
 from capacity.report.explain import (
     TABLE_COLUMNS,
@@ -51,7 +53,7 @@ from capacity.report.explain import (
     Status,
     Verdict,
 )
-from capacity.report.i18n import note_text, t
+from capacity.report.i18n import MESSAGES, note_text, t
 from capacity.report.tables import render
 from capacity.report.urlstate import DEFAULT_STATE, ExplorerState
 from capacity.units import KV_DTYPES
@@ -77,6 +79,11 @@ COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt"
                    "eta_bw", "step_oh_ms", "prefill_oh_ms")
 FIELD_LABEL = {"calibration": "prediction"}
 STATUS_COLOR = {Status.PASS: "green", Status.TIGHT: "orange", Status.FAIL: "red"}
+
+
+def engine_label(k: str) -> str:
+    """An engine profile's name in the page's language (a custom profile: its own name)."""
+    return T("engine_name_" + k) if "engine_name_" + k in MESSAGES else engine_profile(k).name
 
 
 def tokens_label(n: int) -> str:
@@ -145,6 +152,11 @@ with st.sidebar:
                         key=key("overhead"))
         st.number_input(T("block"), min_value=1, max_value=1024, step=1, key=key("block"))
         st.slider(T("headroom"), min_value=0.0, max_value=1.0, step=0.05, key=key("headroom"))
+        engines = list(engine_names())
+        if st.session_state[key("engine")] not in engines:
+            st.session_state[key("engine")] = DEFAULT_ENGINE
+        st.selectbox(T("engine"), engines, key=key("engine"),
+                     format_func=engine_label, help=T("help_engine"))
     with st.expander(T("sec_slo"), expanded=True):
         st.number_input(T("slo_ttft_ms"), min_value=1.0, max_value=1e7, step=100.0,
                         key=key("slo_ttft_ms"))
@@ -226,6 +238,27 @@ if state.prompt:
     st.caption(T("ttft_prompt_apart", p=tokens_label(state.prompt_tokens), ctx=tokens_label(state.ctx)))
 else:
     st.caption(T("ttft_prompt_follows", p=tokens_label(state.prompt_tokens)))
+try:
+    load = cache.load_view(state, cache.catalog_version())
+except CapacityError as exc:
+    load = None
+    st.warning(T("err_inputs", msg=str(exc)))
+if load is not None:
+    st.markdown(f"**{T('sec_load', engine=engine_label(load.engine))}**")
+    if load.point is None:
+        st.caption(T("load_too_many", n=MAX_LOAD_REQUESTS))
+    else:
+        with st.container(horizontal=True, wrap=True, gap="medium", key="load_numbers"):
+            for name, q, values in (("load_ttft_p50", 0.5, load.point.ttft_ms),
+                                    ("load_ttft_p90", 0.9, load.point.ttft_ms),
+                                    ("load_tpot_p50", 0.5, load.point.tpot_ms),
+                                    ("load_tpot_p90", 0.9, load.point.tpot_ms)):
+                unit = "s" if name.startswith("load_ttft") else "ms"
+                v = values[q] / 1e3 if unit == "s" else values[q]
+                st.metric(T(name), f"{v:,.2f} s" if unit == "s" else f"{v:,.1f} ms",
+                          width="content")
+        st.caption(T("load_caption", c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
+                     o=f"{load.output_tokens:,}", slots=load.slots))
 if scenario.calibration:
     st.caption(T("pred_basis_cal", name=scenario.calibration, eta_bw=scenario.eta_bw,
                  t0=scenario.step_overhead_ms, eff=scenario.eff, mfu=scenario.mfu))

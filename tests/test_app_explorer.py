@@ -225,3 +225,33 @@ def test_the_capacity_table_shows_verdicts_and_cost_first() -> None:
     assert order[:5] == ["concurrency", "context (tokens)", "memory", "SLO",
                          "cost per M tokens (CNY)"]
     assert sorted(order) == sorted(table.value.columns)  # every column is still shown
+
+
+def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> None:
+    # 100 users of 6,000-token prompts at 8K on the 4090: the load view follows the engine's
+    # scheduling (chapter: 53 slots, whole prompts; vLLM: chunked prefill; llama.cpp: 4 slots)
+    def slots_caption(at: AppTest) -> str:
+        return next(c.value for c in at.caption if "slots per replica" in c.value)
+
+    def ms(text: str) -> float:
+        value, unit = text.split()
+        return float(value.replace(",", "")) * (1e3 if unit == "s" else 1.0)
+
+    at = start(c="100", prompt="6000")
+    chapter = metrics(at)
+    assert any("Under load: chapter" in m.value for m in at.markdown)
+    assert "53 slots per replica" in slots_caption(at)
+    at.selectbox(key="ex_engine").set_value("vllm").run()
+    assert not at.exception
+    assert at.query_params["engine"] == "vllm"
+    vllm = metrics(at)
+    assert ms(vllm["TTFT p90 under load"]) < ms(chapter["TTFT p90 under load"])
+    assert vllm["TPOT"] == chapter["TPOT"]  # the chapter's figures above do not move
+    again = start(c="100", prompt="6000", engine="vllm")
+    assert metrics(again) == vllm
+    assert "4 slots per replica" in slots_caption(start(c="100", prompt="6000",
+                                                        engine="llamacpp"))
+    bad = start(engine="tgi")
+    assert any("'engine=tgi' ignored (engine must be one of chapter" in n for n in notices(bad))
+    zh = start(engine="sglang", lang="zh")
+    assert any("负载下" in m.value for m in zh.markdown)

@@ -79,7 +79,11 @@ def test_chunked_prefill_protects_tpot() -> None:
     a = simulate(plain, rate_per_s=0.2, n_requests=400, seed=3)
     b = simulate(chunked, rate_per_s=0.2, n_requests=400, seed=3)
     assert b.tpot_ms[0.99] < 0.75 * a.tpot_ms[0.99]
-    longest_step = max(chunked.mixed_step_ms(n, 512 - n) for n in range(chunked.slots + 1))
+    # the longest step: a decode batch plus the most expensive chunk (the prompt's last one,
+    # whose tokens attend to the most tokens before them)
+    p = chunked.prompt_tokens
+    longest_step = max(chunked.mixed_step_ms(n, [(p - (512 - n), 512 - n)])
+                       for n in range(chunked.slots + 1))
     assert b.tpot_ms[0.99] <= longest_step + 1e-9
 
 

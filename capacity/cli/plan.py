@@ -2,14 +2,18 @@
 
 With no flags it is the chapter's example: Qwen3.5-9B AWQ on one RTX 4090, util 0.9,
 overhead 1.5 GB, 8K context, concurrency 1, 50, 100, fp16 KV, eff 1.0, MFU 0.3, CNY 2 per hour.
+With --engine NAME (vllm, sglang, llamacpp, chapter; data/engines.toml) it adds the load each
+concurrency sees under that engine's scheduling: slots, and TTFT and TPOT p50/p90 from the
+discrete-event model (closed loop, --prompt-tokens in, --output-tokens out).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
 from capacity.cli.common import (
     CNY_PER_USD,
@@ -51,6 +55,9 @@ from capacity.model.scenario import (
 )
 from capacity.report.tables import render
 from capacity.units import GB, KIB
+
+if TYPE_CHECKING:  # the event model imports scipy: only `--engine` pays for it
+    from capacity.plan.queueing import LoadPoint, ServiceModel
 
 VERDICT_TEXT: dict[MemoryVerdict, str] = {MemoryVerdict.FITS: "fits", MemoryVerdict.TIGHT: "tight",
                                           MemoryVerdict.DOES_NOT_FIT: "does not fit"}
@@ -157,7 +164,28 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--calibration", metavar="NAME|PATH", default=None,
                    help="predict with a saved calibration (data/calibrations/NAME.toml or a "
                         "path) instead of the spec-sheet efficiencies; see `capacity calibrate`")
+    p.add_argument("--engine", default=None, metavar="NAME",
+                   help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, "
+                        "sglang, llamacpp (data/engines.toml; default: no load section)")
+    p.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=256,
+                   metavar="N", help="output tokens per request for --engine (default 256)")
     return p
+
+
+def load_text(svc: ServiceModel, rows: list[LoadPoint], fmt: str) -> str:
+    """The --engine section: the profile's scheduling and the load table."""
+    prof = engine_profile(svc.engine)
+    budget = (f"token budget {svc.chunk_tokens} per step"
+              + (" shared with the decode tokens" if svc.mixed else ", decoding waits")
+              if svc.chunk_tokens else "whole prompts, decoding waits")
+    head = (f"\n{'## ' if fmt == 'markdown' else ''}Under load: {prof.name}\n\n"
+            f"{svc.slots} slots per replica; {budget}; KV "
+            + ("reserved at the context" if prof.kv_admission == "context"
+               else "admitted by the tokens held") + "\n")
+    return head + render(
+        ["concurrency", "TTFT p50 ms", "TTFT p90 ms", "TPOT p50 ms", "TPOT p90 ms"],
+        [[r.concurrency, r.ttft_ms[0.5], r.ttft_ms[0.9], r.tpot_ms[0.5], r.tpot_ms[0.9]]
+         for r in rows], fmt)
 
 
 def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow]) -> dict[str, Any]:
@@ -284,8 +312,21 @@ def run(args: argparse.Namespace) -> int:
     ev = evaluate(s, concurrency)
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])
+    under_load = None
+    if args.engine:
+        from capacity.plan.queueing import closed_loop_load
+
+        under_load = closed_loop_load(s, engine=args.engine, output_tokens=args.output_tokens,
+                                      concurrency=concurrency)
     if args.format == "json":
-        print(dumps(to_json(s, ev, rows), indent=2))
+        data = to_json(s, ev, rows)
+        if under_load is not None:
+            svc, lrows = under_load
+            data["load"] = {"engine": svc.engine, "slots_per_replica": svc.slots,
+                            "token_budget": svc.chunk_tokens, "mixed": svc.mixed,
+                            "output_tokens": args.output_tokens,
+                            "points": [r.__dict__ for r in lrows]}
+        print(dumps(data, indent=2))
     elif args.format == "csv":
         ev = evaluate(s, table_c)
         print(render(["concurrency", "context_tokens", "kv_total_bytes", "vram_subtotal_bytes",
@@ -298,4 +339,6 @@ def run(args: argparse.Namespace) -> int:
                       for i, r in enumerate(rows)], "csv"), end="")
     else:
         print(to_text(s, ev, rows, args.format), end="")
+        if under_load is not None:
+            print(load_text(under_load[0], under_load[1], args.format), end="")
     return 0

@@ -1,10 +1,14 @@
 """`capacity sim-server`: an OpenAI-compatible endpoint that behaves like a model on a GPU.
 
   capacity sim-server --model qwen3.5-9b-awq --gpu rtx-4090 --port 8000
-Continuous batching with min(C_vram, --max-num-seqs) slots, decode steps from F4 for the current
-batch, prefill from F6, tokens streamed per step. --speedup X divides every delay. Its ground
-truth per request is at GET /sim/truth, in simulated time (a busy machine delays the delivery
-of tokens, not the truth); its physics at GET /sim/info. See docs/bench.md.
+Continuous batching scheduled as --engine says (data/engines.toml): `chapter` (default: whole
+prompts prefilled while decoding waits, KV reserved at --ctx, min(C_vram, --max-num-seqs) slots),
+`vllm` (chunked prefill in mixed steps, paged KV admitted by the tokens held, preemption), `sglang`
+(prefill batches of its chunk size, token pool) or `llamacpp` (fixed --parallel slots, n_batch
+steps); decode steps from F4 for the current batch, prefill from F6, tokens streamed per step.
+--speedup X divides every delay. Its ground truth per request is at GET /sim/truth, in simulated
+time (a busy machine delays the delivery of tokens, not the truth); its physics at GET /sim/info.
+See docs/bench.md.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import sys
 from typing import Any
 
+from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
@@ -30,8 +35,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--port", type=whole(min=0, max=65535), default=8000, help="listen port (default 8000)")
     s.add_argument("--speedup", type=number(min=0, max=1e6, min_open=True), default=1.0,
                    help="divide every delay by this factor (default 1: real time)")
-    s.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=256,
-                   help="engine batch limit, as vLLM's --max-num-seqs (default 256)")
+    s.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
+                   help="scheduling profile: chapter (default), vllm, sglang, llamacpp "
+                        "(data/engines.toml)")
+    s.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=None,
+                   help="engine batch limit, as vLLM's --max-num-seqs or llama.cpp's --parallel "
+                        "(default: the engine's; 256 for chapter)")
     s.add_argument("--chars-per-token", type=number(min=0, max=1000, min_open=True), default=4.0,
                    help="prompt characters per token (default 4)")
     s.add_argument("--eos-after", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0, metavar="TOKENS",
@@ -59,7 +68,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     return SimConfig(
-        speedup=args.speedup, max_num_seqs=args.max_num_seqs,
+        speedup=args.speedup, engine=args.engine, max_num_seqs=args.max_num_seqs,
         chars_per_token=args.chars_per_token, eos_after_tokens=args.eos_after,
         fail_http=args.fail_http, fail_disconnect=args.fail_disconnect,
         fail_error_event=args.fail_error_event, fail_stall=args.fail_stall,
@@ -75,9 +84,13 @@ def run(args: argparse.Namespace) -> int:
     sim = app.state.sim
     sock = bind_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
+    prof = sim.profile
+    engine = "" if prof.key == DEFAULT_ENGINE else (
+        f", engine {prof.key} (token budget {prof.token_budget_tokens}, KV by "
+        f"{'tokens held' if prof.kv_admission == 'tokens' else 'context'})")
     print(f"capacity sim-server: {sim.model_name} on {scenario.n_gpus} x {scenario.gpu.name}, "
           f"{sim.physics.slots} slots (C_vram {sim.physics.c_vram} at {scenario.context_tokens} "
-          f"tokens), speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
+          f"tokens){engine}, speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
           flush=True)
     uvicorn.Server(uvicorn_config(app, log_level="warning")).run(sockets=[sock])
     return 0

@@ -22,6 +22,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, Catalog, default_catalog
 from capacity.catalog.offers import OFFER_KINDS, bundled_offers, choose, load_offers, without_offer
 from capacity.cli.common import (
@@ -145,9 +146,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help=f"decode compute efficiency (default {DEFAULT_EFF})")
     e.add_argument("--mfu", type=EFFICIENCY, default=DEFAULT_MFU,
                    help=f"prefill MFU (default {DEFAULT_MFU})")
+    e.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
+                   help="scheduling the load model follows: chapter (default: whole prompts, KV "
+                        "reserved at the context), vllm, sglang, llamacpp (data/engines.toml)")
     e.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS),
-                   default=DEFAULT_MAX_NUM_SEQS, metavar="N",
-                   help=f"sequences per replica, as vLLM (default {DEFAULT_MAX_NUM_SEQS})")
+                   default=None, metavar="N",
+                   help=f"sequences per replica (default: the engine's; {DEFAULT_MAX_NUM_SEQS} for "
+                        "the chapter, as vLLM)")
     e.add_argument("--currency", choices=("CNY", "USD"), default="CNY",
                    help="currency of costs (default CNY)")
     e.add_argument("--cny-per-usd", type=CNY_PER_USD, default=DEFAULT_CNY_PER_USD,
@@ -186,7 +191,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     o.add_argument("--chunked-prefill", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=None, metavar="TOKENS",
                    help="token budget per step for the event model's chunked prefill "
-                        "(vLLM max_num_batched_tokens; default: off, prefill-first)")
+                        "(vLLM max_num_batched_tokens; default: the engine's, off for the "
+                        "chapter)")
     return p
 
 
@@ -239,7 +245,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         growth_per_month=args.growth_per_month,
         currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
-        eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
+        eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs, engine=args.engine,
         price_overrides=tuple(overrides.items()), offers=offers, offer_kind=kind)
     if args.calibration and args.typical:
         raise InputError("give --calibration or --typical, not both")

@@ -74,6 +74,8 @@ def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEffi
         raise CatalogError(f"{where}: {exc}") from None
     out: dict[str, TypicalEfficiency] = {}
     for key, raw in data.items():
+        if key == "profile":  # engine profiles (capacity.catalog.engines), not efficiency knobs
+            continue
         typ: dict[str, float] = {}
         lo: dict[str, float] = {}
         hi: dict[str, float] = {}

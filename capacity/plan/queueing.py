@@ -10,11 +10,19 @@ Model of one replica (vLLM-style continuous batching):
   batch (one forward pass, as vLLM's scheduler and `capacity.sim.scheduler` do): the batch takes the
   sum of their prefill times, holds the GPU and pauses decoding (prefill-first scheduling), and
   all of its prompts get their first token when it ends, not one after another;
-- with a chunked-prefill token budget each step carries the decoding requests plus up to
-  `budget - batch` prompt tokens of the admitted prompts (in admission order; the budget caps
-  the tokens prefilled per step), a prompt's first token comes at the end of the step that
-  prefills its last chunk, and the prompt's arithmetic overlaps the memory-bound decode:
-  `step = max(bw(b), compute(b) + chunk x prefill per token) + comm(b)`;
+- with a chunked-prefill token budget and mixed steps (vLLM V1, llama.cpp) each step carries
+  the decoding requests plus up to `budget - batch` prompt tokens of the admitted prompts (in
+  admission order; the budget caps the tokens prefilled per step), a prompt's first token comes
+  at the end of the step that prefills its last chunk, and the step lasts the decode step plus
+  the chunks' prefill time: `step = t_step(b) + sum of F6(done + n) - F6(done)` (the same
+  formula as the simulated engine, `capacity.sim.scheduler.SimPhysics.mixed_step_s`);
+- with a budget and no mixing (SGLang) a prefill batch carries at most `budget` prompt tokens
+  (its last prompt may be cut and continues in the next batch) and decoding waits;
+- the scheduling comes from an engine profile (`capacity.catalog.engines`, data/engines.toml):
+  `service_from_scenario(..., engine=...)` sets the slots, the budget and the mixing; with KV
+  admitted by the tokens held (vLLM, SGLang) the slots are the requests whose prompt + output
+  fit the KV pool (no preemption is modelled: the pool holds every admitted request to its
+  end) and the decode step is taken at the mean context they hold (prompt + output / 2);
 - a decode step for `b` requests takes `t_step(b)` from F4 (with TP communication, F10); the
   prefill produces the first token, and `output - 1` decode steps follow.
 Outputs: TTFT and TPOT percentiles (p50/p90/p99, numpy's linear interpolation), queue time
@@ -37,7 +45,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaincinv
 
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
+from capacity.model.kv import kv_request_bytes
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
 from capacity.model.roofline import step_time_ms
 from capacity.model.scenario import Scenario, evaluate
@@ -118,7 +128,9 @@ def gamma_quantile(mean: npt.ArrayLike, var: npt.ArrayLike, q: float) -> FloatAr
 def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: npt.ArrayLike,
                      output_tokens: int, quantile: float = DEFAULT_SLO_QUANTILE,
                      concurrency: npt.ArrayLike | None = None,
-                     limit: npt.ArrayLike = np.inf) -> AnalyticLatency:
+                     limit: npt.ArrayLike = np.inf,
+                     chunk_tokens: npt.ArrayLike | None = None,
+                     prompt_tokens: int | None = None) -> AnalyticLatency:
     """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
 
     Prefill-first continuous batching with batched prefill (the discrete-event model without
@@ -145,6 +157,17 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     - saturated where rho >= 1, the GPU time per request exceeds 1 / lambda, or no fixed point.
     Idle time (no request running) is ignored: at light load it overstates the wait by s/2 at
     most.
+    With mixed chunked prefill (`chunk_tokens`, the engine's token budget B, and
+    `prompt_tokens` P given; vLLM V1, llama.cpp): a step prefills up to B - C prompt tokens
+    beside the C decode tokens and lasts s + the chunk's prefill time, so
+    - a prompt's own prefill spreads over n = ceil(P / (B - C)) steps: it takes t + n s;
+    - prompts are served first come first served, each costing the GPU t' = t + s P / (B - C)
+      (its prefill and its share of the steps it rides on): E[TTFT] = t + n s + s/2 + W',
+      W' the M/D/1 wait at rho' = lambda t' (no batching factor: a prompt's first token does not
+      wait for its batch-mates); the q-quantile is t + n s + q s + W'_q;
+    - TPOT keeps the same stall share and spread: the chunks carry the same prefill time (the
+      mixed step is the decode step plus the chunk's prefill), and a request that decodes while
+      a prompt is prefilled waits for all of its chunks, one step at a time.
     Unit: ms (TTFT, TPOT), requests (C). Source: docs/method.md, queueing; Kleinrock, Queueing Systems
     vol. 1, sections 5.6-5.8 (M/G/1 waiting-time moments and busy periods).
     The slot queue (C above the slots) is not modelled here; the caller rejects that case.
@@ -152,14 +175,39 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     lam_ms = np.asarray(rate_per_s, dtype=np.float64) / 1e3
     t = np.asarray(prefill_ms, dtype=np.float64)
     rho = lam_ms * t
+    chunked = chunk_tokens is not None
+    if chunked and (prompt_tokens is None or prompt_tokens < 1):
+        raise InputError("chunked prefill in the analytic path needs the prompt length")
+    budget = np.asarray(chunk_tokens if chunked else np.inf, dtype=np.float64)
+    prompt = float(prompt_tokens or 1)
+
+    def chunking(c: FloatArray, s: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Mixed chunked prefill at concurrency c: (n s, t' = t + s P / (B - C))."""
+        per_step = np.maximum(budget - c, 1.0)
+        n_steps = np.ceil(prompt / per_step)
+        return (np.asarray(n_steps * s, dtype=np.float64),
+                np.asarray(t + s * prompt / per_step, dtype=np.float64))
     ok_p = rho < 1.0
     one_m = np.where(ok_p, 1.0 - rho, 1.0)
     wq = np.where(ok_p, rho * t / (2.0 * one_m), np.inf)
     batching = np.where(ok_p, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf)
     n_dec = max(output_tokens - 1, 0)
 
-    def wait_ms(s: FloatArray) -> FloatArray:
-        """Mean TTFT minus one prompt's prefill: residual period + the batch-mates' prefill."""
+    def chunk_wait(c: FloatArray, s: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Mixed chunked prefill: (own steps n s, mean wait W', rho')."""
+        own, t_prime = chunking(c, s)
+        rho_p = lam_ms * t_prime
+        ok = rho_p < 1.0
+        w = np.where(ok, rho_p * t_prime / (2.0 * np.where(ok, 1.0 - rho_p, 1.0)), np.inf)
+        return own, np.asarray(w, dtype=np.float64), np.asarray(rho_p, dtype=np.float64)
+
+    def wait_ms(s: FloatArray, c: FloatArray | None = None) -> FloatArray:
+        """Mean TTFT minus one prompt's prefill: residual period + the batch-mates' prefill
+        (chunked: its own steps + half a step + the prompts ahead)."""
+        if chunked:
+            assert c is not None
+            own, w, _ = chunk_wait(c, s)
+            return np.asarray(own + 0.5 * s + w, dtype=np.float64)
         return np.asarray(batching * (0.5 * s + wq), dtype=np.float64)
 
     def decode_ms(s: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -178,7 +226,7 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         s = step.step_ms(c)
         mean, _ = decode_ms(s)
         tpot = mean / max(n_dec, 1)
-        return np.asarray((t + wait_ms(s) + output_tokens * tpot) / 1e3, dtype=np.float64)
+        return np.asarray((t + wait_ms(s, c) + output_tokens * tpot) / 1e3, dtype=np.float64)
 
     lam = lam_ms * 1e3
     if concurrency is None:
@@ -192,8 +240,13 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     dec_mean, dec_var = decode_ms(s)
     tpot = dec_mean / max(n_dec, 1)
     tpot_q = gamma_quantile(dec_mean, dec_var, quantile) / max(n_dec, 1)
-    ttft_mean = t + wait_ms(s)
-    ttft_q = t + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
+    ttft_mean = t + wait_ms(s, c)
+    if chunked:
+        own, w_c, rho_c = chunk_wait(c, s)
+        ttft_q = t + own + quantile * s + wait_quantile_ms(w_c, rho_c, quantile)
+        ok_p = ok_p & (rho_c < 1.0)
+    else:
+        ttft_q = t + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
     gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
     util = lam_ms * gpu_ms_per_request
     saturated = ~ok_p | (util >= 1.0) | ~converged
@@ -226,6 +279,15 @@ class ServiceModel:
     prompt_tokens: int
     output_tokens: int
     chunk_tokens: int | None = None
+    """Tokens one step may carry (the engine's token budget); None = whole prompts."""
+    mixed: bool = True
+    """With a budget: decode tokens and prompt chunks share a step (vLLM, llama.cpp); False: a
+    prefill batch of at most the budget pauses decoding (SGLang)."""
+    prefill_cum_ms: FloatArray | None = None
+    """F6 prefill time (ms) of a prompt's first k tokens, k = 0..prompt_tokens (chunk times are
+    differences of it); None = linear, k x prefill_ms / prompt_tokens."""
+    engine: str = "chapter"
+    """The engine profile these timings and this scheduling come from (a label)."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -233,9 +295,13 @@ class ServiceModel:
                              "GPUs, a shorter context or a smaller KV precision")
         if self.output_tokens < 1 or self.prompt_tokens < 1:
             raise InputError("prompt and output must be >= 1 token")
-        if self.chunk_tokens is not None and self.chunk_tokens <= self.slots:
+        if self.chunk_tokens is not None and self.mixed and self.chunk_tokens <= self.slots:
             raise InputError(f"chunked-prefill budget of {self.chunk_tokens} tokens must exceed "
                              f"the {self.slots} decode slots (vLLM's max_num_batched_tokens)")
+        if self.chunk_tokens is not None and self.chunk_tokens < 1:
+            raise InputError(f"chunked-prefill budget must be >= 1 token, got {self.chunk_tokens}")
+        if self.prefill_cum_ms is not None and len(self.prefill_cum_ms) != self.prompt_tokens + 1:
+            raise InputError("prefill_cum_ms needs one time per prompt length 0..prompt_tokens")
         if self.prefill_ms < 0:
             raise InputError("prefill time must be >= 0 ms")
 
@@ -245,59 +311,105 @@ class ServiceModel:
         return step_time_ms(bandwidth_ms=self.bandwidth_ms, compute_ms=self.compute_ms,
                             comm_ms=self.comm_ms, overhead_ms=self.overhead_ms)
 
-    def mixed_step_ms(self, batch: int, chunk: int) -> float:
-        """A chunked-prefill step: `batch` decode tokens plus `chunk` prompt tokens, in ms.
+    def chunk_ms(self, done_tokens: int, chunk_tokens: int) -> float:
+        """Prefill time (ms) of prompt tokens done..done+chunk: F6 at the end minus F6 at the
+        start, so a prompt's chunks add up to its whole prefill."""
+        if self.prefill_cum_ms is None:
+            return chunk_tokens * self.prefill_ms / self.prompt_tokens
+        return float(self.prefill_cum_ms[done_tokens + chunk_tokens]
+                     - self.prefill_cum_ms[done_tokens])
 
-        The prompt's arithmetic overlaps the memory traffic of the decode:
-        overhead + max(bw(b), compute(b) + chunk x prefill / prompt) + comm(b).
+    def mixed_step_ms(self, batch: int, chunks: Sequence[tuple[int, int]]) -> float:
+        """A mixed step: `batch` decode tokens plus prompt `chunks` ((done, tokens) each), in ms.
+
+        t_step(b) (F4; 0 without decoding requests) + the chunks' prefill times (`chunk_ms`):
+        kernels run one after another within the step; docs/method.md, "Engine profiles", and
+        `capacity.sim.scheduler.SimPhysics.mixed_step_s` (the same formula) give the source.
         """
-        extra = chunk * self.prefill_ms / self.prompt_tokens
-        return float(step_time_ms(bandwidth_ms=self.bandwidth_ms[batch],
-                                  compute_ms=self.compute_ms[batch] + extra,
-                                  comm_ms=self.comm_ms[batch], overhead_ms=self.overhead_ms))
+        base = float(self.step_ms[batch]) if batch else 0.0
+        return base + sum(self.chunk_ms(d, n) for d, n in chunks)
 
     @property
     def saturation_rate_per_s(self) -> float:
         """Arrival rate (req/s) above which the queue grows without bound.
 
-        Full slots: each request costs the GPU t_prefill + output x t_step(slots) / slots.
-        With chunked prefill the prompt overlaps decode, so only its compute excess counts.
+        Full slots: each request costs the GPU t_prefill + output x t_step(slots) / slots; a
+        chunked prompt costs the same prefill time, only spread over steps.
         """
         b = self.slots
         decode_ms = (self.output_tokens - 1) * float(self.step_ms[b]) / b
-        if self.chunk_tokens is None:
-            per_request = self.prefill_ms + decode_ms
-        else:
-            chunk = self.chunk_tokens - b
-            steps = self.prompt_tokens / chunk
-            per_request = steps * (self.mixed_step_ms(b, chunk) - float(self.step_ms[b])) \
-                + decode_ms
-        return 1e3 / per_request
+        return 1e3 / (self.prefill_ms + decode_ms)
 
 
 def service_from_scenario(s: Scenario, *, output_tokens: int,
-                          max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
-                          chunk_tokens: int | None = None) -> ServiceModel:
+                          max_num_seqs: int | None = None,
+                          chunk_tokens: int | None = None,
+                          engine: str | EngineProfile = DEFAULT_ENGINE) -> ServiceModel:
     """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
     TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
-    numbers as the Explorer)."""
-    if max_num_seqs < 1:
-        raise InputError(f"max_num_seqs must be >= 1, got {max_num_seqs}")
+    numbers as the Explorer), scheduled as the engine profile says (`engine`, default the
+    chapter's; `max_num_seqs` and `chunk_tokens` override its max_seqs and token budget)."""
+    prof = engine_profile(engine) if isinstance(engine, str) else engine
+    prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
+    budget = chunk_tokens if chunk_tokens is not None else prof.token_budget_tokens or None
     one = evaluate(s, [s.replicas])
-    c_vram = int(one.max_concurrency_vram) // s.replicas
-    slots = min(c_vram, max_num_seqs)
+    held = s.context_tokens
+    if prof.kv_admission == "tokens":
+        # the requests whose whole prompt + output fit the pool, in the engine's pages
+        full = min(s.prompt + output_tokens, s.context_tokens)
+        per_req = float(kv_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
+                                         prof.kv_block_tokens).paged_bytes)
+        c_vram = int(max(float(one.vram.kv_budget_bytes), 0.0) // per_req)
+        held = max(1, min(s.prompt + output_tokens // 2, s.context_tokens))
+    else:
+        c_vram = int(one.max_concurrency_vram) // s.replicas
+    slots = min(c_vram, prof.max_seqs)
     if slots < 1:
         raise InputError(f"{s.variant.key} on {s.gpu.name} (TP={s.tp}) holds no request of "
                          f"{s.context_tokens} tokens: use more or bigger GPUs, a shorter "
                          "context or FP8 KV")
     b = np.arange(0, slots + 1, dtype=np.float64)
-    ev = evaluate(s, b * s.replicas)
+    ev = evaluate(s, b * s.replicas, None if held == s.context_tokens else float(held))
+    cum = None
+    if budget is not None:
+        ks = np.arange(1, s.prompt + 1, dtype=np.float64)
+        pre = evaluate(s.with_(prompt_tokens=None), [s.replicas], ks)
+        cum = np.concatenate([[0.0], np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
     return ServiceModel(
         slots=slots, bandwidth_ms=np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
         compute_ms=np.asarray(ev.decode.compute_ms, dtype=np.float64),
         comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
         overhead_ms=s.step_overhead_ms, prefill_ms=float(one.ttft_s) * 1e3,
-        prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=chunk_tokens)
+        prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=budget,
+        mixed=prof.mixed or not prof.chunked, prefill_cum_ms=cum, engine=prof.key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadPoint:
+    """TTFT and TPOT percentiles (ms) at one closed-loop concurrency (deployment total)."""
+
+    concurrency: int
+    ttft_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+
+
+MAX_LOAD_REQUESTS = 4000
+"""Requests one `closed_loop_load` point simulates at most (it runs at page speed)."""
+
+
+def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
+                     concurrency: Sequence[int]) -> tuple[ServiceModel, list[LoadPoint]]:
+    """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
+    (`service_from_scenario`) in a closed loop of ceil(C / replicas) users with no think time,
+    max(200, 4 C) requests (at most MAX_LOAD_REQUESTS), no warm-up left out."""
+    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine)
+    out = []
+    for c in concurrency:
+        per = max(1, math.ceil(c / s.replicas))
+        n = min(max(200, 4 * per), MAX_LOAD_REQUESTS)
+        q = simulate(svc, concurrency=per, n_requests=n, warmup_fraction=0.0)
+        out.append(LoadPoint(concurrency=int(c), ttft_ms=q.ttft_ms, tpot_ms=q.tpot_ms))
+    return svc, out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -355,8 +467,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
         issued = min(clients, n)
         arrival[:issued] = 0.0
         waiting.extend(range(issued))
-    guard = 20 * n * (2 + (svc.prompt_tokens // max(1, (svc.chunk_tokens or svc.prompt_tokens)
-                                                     - svc.slots)))
+    per_step = (svc.chunk_tokens or svc.prompt_tokens) - (svc.slots if svc.mixed else 0)
+    guard = 20 * n * (2 + svc.prompt_tokens // max(1, per_step))
 
     def first_tokens(ids: list[int]) -> None:
         """These prompts get their first token now; they decode on, or end at one token."""
@@ -396,21 +508,26 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             now += svc.prefill_ms * len(batch_ids)
             first_tokens(batch_ids)
         elif prefill_q and chunk is not None:
-            b = len(running)
+            # mixed: the decoding requests' tokens and prompt chunks share the budget; not
+            # mixed (SGLang): a prefill batch of at most the budget, decoding waits
+            b = len(running) if svc.mixed else 0
             budget = chunk - b
             used = 0
             done_prompts: list[int] = []
+            pieces: list[tuple[int, int]] = []
             while prefill_q and used < budget:
                 i = prefill_q[0]
                 take = min(budget - used, prompt_left[i])
+                pieces.append((svc.prompt_tokens - prompt_left[i], take))
                 prompt_left[i] -= take
                 used += take
                 if prompt_left[i] == 0:
                     prefill_q.popleft()
                     del prompt_left[i]
                     done_prompts.append(i)   # first token at the end of this step
-            now += svc.mixed_step_ms(b, used)
-            remaining = [r - 1 for r in remaining]
+            now += svc.mixed_step_ms(b, pieces)
+            if b:
+                remaining = [r - 1 for r in remaining]
             first_tokens(done_prompts)
         else:
             b = len(running)

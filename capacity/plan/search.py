@@ -22,15 +22,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
 from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, convert, cost_per_mtok
-from capacity.model.kv import kv_request_bytes
+from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
 from capacity.model.memory import (
     DEFAULT_HEADROOM,
     DEFAULT_OVERHEAD_GB,
@@ -54,7 +56,6 @@ from capacity.model.scenario import (
 )
 from capacity.model.workload import Workload
 from capacity.plan.queueing import (
-    DEFAULT_MAX_NUM_SEQS,
     DEFAULT_SLO_QUANTILE,
     AnalyticLatency,
     QueueResult,
@@ -129,7 +130,13 @@ class PlanInputs:
     overhead_gb: float = DEFAULT_OVERHEAD_GB
     eff: float = DEFAULT_EFF
     mfu: float = DEFAULT_MFU
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    max_num_seqs: int | None = None
+    """Sequences one replica decodes together at most; None = the engine's default
+    (`engine`'s profile on each GPU; 256 for the chapter, as vLLM's max_num_seqs)."""
+    engine: str = DEFAULT_ENGINE
+    """Engine profile (data/engines.toml `[profile.*]`) whose scheduling the load model follows:
+    its max_num_seqs, KV admission (reserved at the context, or by the tokens a request holds)
+    and chunked-prefill token budget; 'chapter' keeps the chapter's numbers."""
     eta_bw: float = 1.0
     """Achieved share of spec-sheet bandwidth in the decode step (F11; 1 = spec sheet)."""
     step_overhead_ms: float = 0.0
@@ -168,8 +175,9 @@ class PlanInputs:
             raise InputError(f"GPU count limit must be 1..64, got {self.max_gpus}")
         if not self.kv_dtypes:
             raise InputError("give at least one KV precision (fp16, fp8)")
-        if self.max_num_seqs < 1:
+        if self.max_num_seqs is not None and self.max_num_seqs < 1:
             raise InputError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        engine_profile(self.engine)  # an unknown engine is a clear error here
         if not (math.isfinite(self.growth_per_month) and 0 <= self.growth_per_month <= 10):
             raise InputError(f"growth per month must be 0..10 (0.1 = +10 %), "
                              f"got {self.growth_per_month}")
@@ -183,6 +191,15 @@ class PlanInputs:
         'calibrated' (a saved calibration fitted to measurements), 'typical' (an engine's
         typical efficiency) or 'spec-sheet' (the GPU's data sheet, no efficiency loss)."""
         return "calibrated" if self.calibration else "typical" if self.typical else "spec-sheet"
+
+    def profile_for(self, gpu_key: str, memory_gb: float) -> EngineProfile:
+        """The engine's profile on this GPU, with `max_num_seqs` when one is given."""
+        return engine_profile(self.engine).for_gpu(gpu_key, memory_gb).with_max_seqs(
+            self.max_num_seqs)
+
+    def seqs_for(self, gpu_key: str, memory_gb: float) -> int:
+        """max_num_seqs on this GPU: the one given, else the engine's default there."""
+        return self.profile_for(gpu_key, memory_gb).max_seqs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,6 +365,10 @@ class _Units:
     prefill_ms: FloatArray
     step: StepModel
     price_per_hour: FloatArray
+    seqs: FloatArray
+    """max_num_seqs of each configuration's engine on its GPU."""
+    budget: FloatArray
+    """The engine's mixed-step token budget on each GPU (0: prefill batches pause decoding)."""
     node_gpus: IntArray
     """GPUs per node of a per-node offer (bought in whole nodes); 0 = priced per GPU."""
 
@@ -393,9 +414,17 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     f_l: list[str] = []
     kv_l: list[str] = []
     cols: dict[str, list[float]] = {k: [] for k in (
-        "w", "cv", "usable", "fixed", "kvr", "pre", "bw", "fl", "ca", "cb", "price", "node")}
-    kv_cache: dict[tuple[str, int], float] = {}
+        "w", "cv", "usable", "fixed", "kvr", "pre", "bw", "fl", "ca", "cb", "price", "node",
+        "seqs", "budget")}
+    kv_cache: dict[tuple[str, int, int, int], float] = {}
     for g in gpus:
+        prof = inp.profile_for(g.key, g.memory_gb)
+        # KV per request: reserved at the context, or (vLLM, SGLang) the pages of the tokens a
+        # request holds at its end, prompt + output (the pool holds every admitted request)
+        held, block = ((wl.context_tokens, DEFAULT_BLOCK_SIZE) if prof.kv_admission == "context"
+                       else (min(wl.context_tokens, wl.prompt + wl.output_tokens),
+                             prof.kv_block_tokens))
+        budget = float(prof.token_budget_tokens) if prof.mixed else 0.0
         offer = offers.get(g.key)
         price = prices.get(g.key, convert(
             offer.price_per_gpu_hour if offer else g.price_per_hour,
@@ -419,10 +448,12 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
                                  weights_gb=v.weights_gb / tp, overhead_gb=inp.overhead_gb,
                                  nccl_gb=nccl)
                 for kv in inp.kv_dtypes:
-                    if (kv, tp) not in kv_cache:
-                        kv_cache[(kv, tp)] = float(kv_request_bytes(
-                            model, wl.context_tokens, kv, tp).exact_bytes)
-                    kvr = kv_cache[(kv, tp)]
+                    key = (kv, tp, held, block)
+                    if key not in kv_cache:
+                        kv_req = kv_request_bytes(model, held, kv, tp, block)
+                        kv_cache[key] = float(kv_req.exact_bytes if prof.kv_admission == "context"
+                                              else kv_req.paged_bytes)
+                    kvr = kv_cache[key]
                     g_l.append(g)
                     tp_l.append(tp)
                     f_l.append(v.format.key)
@@ -433,7 +464,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes),
                             ("kvr", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
                             ("fl", tflops_per_replica), ("ca", comm_fixed), ("cb", comm_per_seq),
-                            ("price", price), ("node", whole_node)):
+                            ("price", price), ("node", whole_node),
+                            ("seqs", prof.max_seqs), ("budget", budget)):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp_a = np.asarray(tp_l, dtype=np.int64)
@@ -447,47 +479,58 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
-                   step=step, price_per_hour=a["price"],
+                   step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
                    node_gpus=a["node"].astype(np.int64))
     return model, variants, units
 
 
+def _chunking(budget: FloatArray, wl: Workload) -> dict[str, object]:
+    """The analytic path's chunked-prefill arguments for these budgets (none when 0)."""
+    if not np.any(budget > 0):
+        return {}
+    return {"chunk_tokens": np.where(budget > 0, budget, np.inf), "prompt_tokens": wl.prompt}
+
+
 def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
-          rate: FloatArray | None, conc: FloatArray | None, limit: FloatArray
-          ) -> AnalyticLatency:
+          rate: FloatArray | None, conc: FloatArray | None, limit: FloatArray,
+          budget: FloatArray) -> AnalyticLatency:
     """Analytic behaviour of one replica at an arrival rate, or at a closed-loop concurrency
-    (then the rate that sustains it, lambda = C / duration, found by bisection)."""
+    (then the rate that sustains it, lambda = C / duration, found by bisection). `budget`: the
+    engine's mixed-step token budget per configuration (0 = none)."""
+    ch: Any = _chunking(budget, wl)
     if rate is not None:
         return analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
                                 output_tokens=wl.output_tokens, quantile=slo.quantile,
-                                limit=limit)
+                                limit=limit, **ch)
     assert conc is not None
     zero = np.zeros_like(conc)
     base = analytic_latency(rate_per_s=zero, step=step, prefill_ms=prefill_ms,
                             output_tokens=wl.output_tokens, quantile=slo.quantile,
-                            concurrency=conc)
+                            concurrency=conc, **ch)
     lo, hi = zero, conc / base.duration_s
     for _ in range(30):
         mid = 0.5 * (lo + hi)
         r = analytic_latency(rate_per_s=mid, step=step, prefill_ms=prefill_ms,
                              output_tokens=wl.output_tokens, quantile=slo.quantile,
-                             concurrency=conc)
+                             concurrency=conc, **ch)
         over = mid * r.duration_s >= conc
         hi = np.where(over, mid, hi)
         lo = np.where(over, lo, mid)
     return analytic_latency(rate_per_s=lo, step=step, prefill_ms=prefill_ms,
                             output_tokens=wl.output_tokens, quantile=slo.quantile,
-                            concurrency=conc)
+                            concurrency=conc, **ch)
 
 
 def _capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Workload,
-              slo: Slo) -> FloatArray:
+              slo: Slo, budget: FloatArray) -> FloatArray:
     """Highest arrival rate per replica (req/s) at which every check still passes (bisection;
     every check only gets worse as the rate rises)."""
+    ch: Any = _chunking(budget, wl)
+
     def ok(rate: FloatArray) -> BoolArray:
         r = analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
                              output_tokens=wl.output_tokens, quantile=slo.quantile,
-                             limit=slots * 4 + 4)
+                             limit=slots * 4 + 4, **ch)
         return np.asarray(~r.saturated & (r.concurrency <= slots)
                           & (r.ttft_q_ms <= slo.ttft_ms) & (r.tpot_q_ms <= slo.tpot_ms))
     hi = np.where(prefill_ms > 0, 1e3 / np.maximum(prefill_ms, 1e-9), 1e6)
@@ -522,28 +565,30 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     step = u.step.select(idx)
     pre = u.prefill_ms[idx]
     c_vram = u.c_vram[idx].astype(np.float64)
-    slots = np.minimum(c_vram, inp.max_num_seqs)
+    seqs = u.seqs[idx]
+    bud = u.budget[idx]
+    slots = np.minimum(c_vram, seqs)
     lim = slots * 4 + 4
     h = 1.0 + wl.headroom
     peak_rate = wl.peak_rate_per_s
     if peak_rate is not None:
         peak = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate / reps,
-                     conc=None, limit=lim)
+                     conc=None, limit=lim, budget=bud)
         design = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate * h / reps,
-                       conc=None, limit=lim)
+                       conc=None, limit=lim, budget=bud)
         design_c = np.maximum(design.concurrency, peak.concurrency * h)
     else:
         assert wl.peak_concurrency is not None
         c_rep = wl.peak_concurrency / reps
         peak = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=None,
-                     conc=np.ceil(c_rep - 1e-9), limit=lim)
+                     conc=np.ceil(c_rep - 1e-9), limit=lim, budget=bud)
         design_c = np.ceil(c_rep * h - 1e-9)
         design = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=None, conc=design_c,
-                       limit=lim)
+                       limit=lim, budget=bud)
     # capacity is per replica unit: compute once per unit, then scale by replicas
     cap_unit = _capacity(step=u.step, prefill_ms=u.prefill_ms,
-                         slots=np.minimum(u.c_vram, inp.max_num_seqs).astype(np.float64),
-                         wl=wl, slo=slo)
+                         slots=np.minimum(u.c_vram, u.seqs).astype(np.float64),
+                         wl=wl, slo=slo, budget=u.budget)
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
     # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving
@@ -554,7 +599,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     month = price * billed * HOURS_PER_MONTH
     mem_c = np.ceil(design_c - 1e-9)
     fails_memory = (c_vram < 1) | (mem_c > c_vram)
-    fails_slots = ~fails_memory & (mem_c > inp.max_num_seqs)
+    fails_slots = ~fails_memory & (mem_c > seqs)
     # prefill alone over the SLO is a TTFT failure at any load, saturated or not
     fails_ttft = (~design.saturated & (design.ttft_q_ms > slo.ttft_ms)) | (pre > slo.ttft_ms)
     fails_tpot = ~design.saturated & (design.tpot_q_ms > slo.tpot_ms)
@@ -792,7 +837,8 @@ def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
     """One replica of the option for the discrete-event model."""
     s = option_scenario(inp, o, catalog)
     return service_from_scenario(s, output_tokens=inp.workload.output_tokens,
-                                 max_num_seqs=inp.max_num_seqs, chunk_tokens=chunk_tokens)
+                                 max_num_seqs=inp.max_num_seqs, chunk_tokens=chunk_tokens,
+                                 engine=inp.engine)
 
 
 def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, *,

@@ -310,6 +310,34 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
               "网址包含全部输入：复制即可分享这个假设。"),
     "warn_scenario": ("Note: {msg}", "注意：{msg}"),
     # explorer: charts
+    "engine": ("Engine scheduling", "引擎调度"),
+    "help_engine": ("How the engine batches requests (data/engines.toml): chapter = whole prompts, "
+                    "decoding waits, KV reserved at the context; vLLM = chunked prefill beside "
+                    "the decodes, KV by the tokens held; SGLang = prefill batches of its chunk "
+                    "size; llama.cpp = fixed slots. It changes the load view below, not the "
+                    "chapter's figures above.",
+                    "引擎如何组批(data/engines.toml):chapter = 整段提示词预填充、解码等待、按上下文预留 "
+                    "KV;vLLM = 分块预填充与解码同批、按实际持有的 token 分配 KV;SGLang = 按其分块大小"
+                    "成批预填充;llama.cpp = 固定槽位。它改变下方的负载视图,不改变上方本章的数字。"),
+    "sec_load": ("Under load: {engine}", "负载下:{engine}"),
+    "load_caption": ("{c} users in a closed loop (no think time), {p} prompt + {o} output tokens "
+                     "each, {slots} slots per replica; discrete-event model of the engine's "
+                     "scheduling (queueing in docs/method.md).",
+                     "{c} 个用户闭环(无思考时间),每个请求 {p} 个提示词 token + {o} 个输出 token,"
+                     "每个副本 {slots} 个槽位;按该引擎调度的离散事件模型(docs/method.md 排队一节)。"),
+    "load_too_many": ("More than {n} users per replica: the load view is left out.",
+                      "每个副本超过 {n} 个用户:不显示负载视图。"),
+    "load_ttft_p50": ("TTFT p50 under load", "负载下 TTFT p50"),
+    "load_ttft_p90": ("TTFT p90 under load", "负载下 TTFT p90"),
+    "load_tpot_p50": ("TPOT p50 under load", "负载下 TPOT p50"),
+    "load_tpot_p90": ("TPOT p90 under load", "负载下 TPOT p90"),
+    "engine_name_chapter": ("chapter (whole prompts, KV reserved at the context)",
+                            "本章(整段预填充,按上下文预留 KV)"),
+    "engine_name_vllm": ("vLLM V1 (chunked prefill, paged KV)", "vLLM V1(分块预填充,分页 KV)"),
+    "engine_name_sglang": ("SGLang (chunked prefill batches, token pool)",
+                           "SGLang(分块预填充批次,token 池)"),
+    "engine_name_llamacpp": ("llama.cpp server (fixed slots, n_batch)",
+                             "llama.cpp 服务器(固定槽位,n_batch)"),
     "sec_charts": ("Curves", "曲线"),
     "ch_step_time": ("Decode step time vs concurrency", "解码步时间随并发变化"),
     "ch_throughput": ("Speed: per request and aggregate", "速度：每请求与总吞吐"),

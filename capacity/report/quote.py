@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capacity import workspace
+from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import Offer
@@ -367,8 +368,11 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
             b.append(Para(t("quote_price", lang, gpu=g.name, cur=inp.currency,
                             price=o.price_per_hour, src=source_text(g.price_source, lang),
                             date=g.price_as_of)))
+    best = plan.best
+    seqs = (inp.seqs_for(best.gpu, cat.gpu(best.gpu).memory_gb) if best is not None
+            else engine_profile(inp.engine).with_max_seqs(inp.max_num_seqs).max_seqs)
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
-          Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=inp.max_num_seqs)),
+          Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=seqs)),
           Para(_eff_text(inp, lang)),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_offers, choose
 from capacity.errors import CapacityError, InputError
@@ -75,6 +76,8 @@ class ExplorerState:
     """Fixed overhead per decode step, ms (0: spec-sheet)."""
     prefill_oh_ms: float = 0.0
     """Fixed overhead per prefill, ms (0: spec-sheet)."""
+    engine: str = DEFAULT_ENGINE
+    """Engine profile (data/engines.toml) the load view follows: chapter, vllm, sglang, llamacpp."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -230,6 +233,8 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             raise ValueError(f"KV precision must be one of {', '.join(KV_DTYPES)}")
         if name == "currency" and value not in ("CNY", "USD"):
             raise ValueError("currency must be CNY or USD")
+        if name == "engine":
+            return _engine(value)
         if name == "calibration":
             # a saved calibration's name, never a path: links must not read arbitrary files
             from capacity.fit.calibration import check_name
@@ -243,6 +248,14 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             return raw
         return value
     return _number(raw, kind, _RANGES.get(name, (-math.inf, math.inf)))
+
+
+def _engine(value: str) -> str:
+    """An engine profile's key, or ValueError naming the known ones."""
+    try:
+        return engine_profile(value).key
+    except CapacityError:
+        raise ValueError(f"engine must be one of {', '.join(engine_names())}") from None
 
 
 def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
@@ -310,7 +323,7 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom,
         calibration=inp.calibration, eta_bw=inp.eta_bw, step_oh_ms=inp.step_overhead_ms,
-        prefill_oh_ms=inp.prefill_overhead_ms)
+        prefill_oh_ms=inp.prefill_overhead_ms, engine=inp.engine)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,6 +380,8 @@ class PlannerState:
     """The mix section's added workloads (`capacity.plan.mix.MixEntry`), each
     `name|model|dau|rpu|ctx|out|ttft|tpot`, joined by ';' (at most MAX_WORKLOADS - 1); '' =
     none. They share the first workload's peak window, headroom, GPUs, prices and basis."""
+    engine: str = DEFAULT_ENGINE
+    """Engine profile whose scheduling the load model follows (data/engines.toml)."""
 
     def mix_entries(self) -> tuple[MixEntry, ...]:
         """The added workloads `mix` holds (checked when the URL was read)."""
@@ -434,7 +449,7 @@ class PlannerState:
             allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
             cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
             mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth,
-            offers=self.offer_list(catalog), offer_kind=self.offer)
+            offers=self.offer_list(catalog), offer_kind=self.offer, engine=self.engine)
         if not self.cal:
             return inp
         if self.cal.startswith(TYPICAL_PREFIX):
@@ -539,7 +554,7 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
         mfu=inp.mfu, cal=inp.calibration or (TYPICAL_PREFIX + inp.typical if inp.typical
                                              else ""), spare=int(inp.spare),
-        growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "")
+        growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "", engine=inp.engine)
 
 
 def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | None = None,
@@ -619,6 +634,8 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
             if value and value not in OFFER_KINDS:
                 raise ValueError(f"offer kind must be one of {', '.join(OFFER_KINDS)}")
             return value
+        if name == "engine":
+            return _engine(value)
         if name == "cur":
             if raw.upper() not in ("CNY", "USD"):
                 raise ValueError("currency must be CNY or USD")

@@ -1,14 +1,29 @@
 """The simulated engine's scheduler: continuous batching on the capacity formulas, one clock.
 
 See `capacity.sim.server` (the HTTP endpoint that streams it) and docs/bench.md (sim-server).
-It behaves like a catalog model on a catalog GPU: continuous batching with at most
-`slots = min(C_vram (F3, at the scenario's context), max_num_seqs)` sequences in the batch; a
-request that finds every slot busy waits in a FIFO queue. When sequences are waiting and slots
-are free it prefills them (F6, "with attention", summed over the admitted prompts; the running
-sequences wait, as without chunked prefill) and the prefill emits each one's first token;
-otherwise it runs one decode step of F4 for the current batch size and the batch's mean context
-(prompt + tokens so far), emitting one token to every running sequence. `speedup` divides every
-delay.
+It behaves like a catalog model on a catalog GPU scheduled the way one engine profile says
+(`capacity.catalog.engines`, data/engines.toml; `SimConfig.engine`):
+
+- `chapter` (the default): at most `slots = min(C_vram (F3, at the scenario's context),
+  max_num_seqs)` sequences; when sequences are waiting and slots are free it prefills them (F6,
+  "with attention", summed over the admitted prompts; the running sequences wait, as without
+  chunked prefill) and the prefill emits each one's first token; otherwise one decode step of F4
+  for the current batch size and the batch's mean context (prompt + tokens so far), emitting one
+  token to every running sequence.
+- `vllm` / `llamacpp` (mixed steps): each step carries one decode token per running sequence
+  and prompt chunks of the admitted prompts (in admission order) up to the token budget; a
+  prompt's first token comes at the end of the step that prefills its last chunk.
+- `sglang` (prefill batches): a prefill batch of at most the token budget (its last prompt may
+  be cut, and continues in the next batch) runs before the next decode step; decode waits.
+- KV admission: `context` reserves the whole context per request (the slots above; llama.cpp's
+  slots own n_ctx / n_parallel each); `tokens` admits a request when the KV pool (F3's KV budget)
+  holds the pages of the tokens the running requests really hold plus its own (with SGLang's
+  reserve for their remaining output), and preempts the newest request (it is recomputed:
+  prompt and tokens so far are prefilled again) when a step finds the pool full.
+
+A mixed step lasts the decode step of its decoding sequences plus the prefill time of its
+prompt chunks (`SimPhysics.mixed_step_s`). A request that finds no room waits in a FIFO queue;
+`speedup` divides every delay.
 
 The scheduler keeps its own clock and advances it from event to event (a prefill batch or a
 decode step ends after its computed duration), one implementation under two clocks: real time
@@ -32,7 +47,9 @@ from typing import Any
 
 import numpy as np
 
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
+from capacity.model.kv import kv_request_bytes
 from capacity.model.scenario import Scenario, evaluate
 
 FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
@@ -52,7 +69,10 @@ class SimConfig:
     """Knobs of the simulated server that are not physics."""
 
     speedup: float = 1.0
-    max_num_seqs: int = 256
+    engine: str = DEFAULT_ENGINE
+    """The engine profile the scheduler follows (data/engines.toml `[profile.*]`)."""
+    max_num_seqs: int | None = None
+    """Sequences decoded together at most; None = the engine's default (256 for the chapter)."""
     chars_per_token: float = 4.0
     eos_after_tokens: int = 0
     """Without `ignore_eos`, stop after this many tokens (finish_reason "stop"); 0 = never."""
@@ -71,8 +91,9 @@ class SimConfig:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.speedup) and self.speedup > 0):
             raise InputError(f"speedup must be > 0, got {self.speedup}")
-        if self.max_num_seqs < 1:
+        if self.max_num_seqs is not None and self.max_num_seqs < 1:
             raise InputError(f"max-num-seqs must be >= 1, got {self.max_num_seqs}")
+        engine_profile(self.engine)  # an unknown engine is a clear error here
         if not (math.isfinite(self.chars_per_token) and self.chars_per_token > 0):
             raise InputError(f"chars per token must be a finite number > 0, got "
                              f"{self.chars_per_token}")
@@ -102,6 +123,13 @@ class _Seq:
     out: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
     emitted: int = 0
     admitted_s: float = math.nan
+    prefill_left: int = 0
+    """Tokens to prefill before its next token (the prompt; after a preemption, the prompt and
+    the tokens so far)."""
+    cached: int = 0
+    """Tokens whose KV the engine holds for it."""
+    preempted: int = 0
+    """Times it was preempted (its KV freed, to be recomputed)."""
     first_s: float = math.nan
     last_s: float = math.nan
     cancelled: bool = False
@@ -110,37 +138,56 @@ class _Seq:
 
 @dataclass(frozen=True, kw_only=True)
 class _Step:
-    """One scheduling decision: prefill `batch` (the prompts admitted now) or decode it."""
+    """One scheduling decision: the sequences that get a token when it ends, and its length."""
 
-    batch: list[_Seq]
-    admitted: list[_Seq]
+    emit: list[_Seq]
     duration_s: float
     """Its duration on the simulator's clock (seconds, after the speed-up)."""
 
 
 class SimPhysics:
-    """Prefill and decode-step times (seconds, before speedup) from a Scenario, cached."""
+    """Prefill and decode-step times (seconds, before speedup) and the KV account of a Scenario
+    under an engine profile, cached."""
 
-    def __init__(self, scenario: Scenario, max_num_seqs: int) -> None:
+    def __init__(self, scenario: Scenario, max_num_seqs: int | None = None,
+                 profile: EngineProfile | None = None) -> None:
         self.scenario = scenario
+        prof = profile or engine_profile(DEFAULT_ENGINE)
+        self.profile = prof.for_gpu(scenario.gpu.key, scenario.vram_gb).with_max_seqs(max_num_seqs)
+        self._step: dict[tuple[int, int], float] = {}
+        self._prefill: dict[int, float] = {0: 0.0}
+        self._kv: dict[int, float] = {0: 0.0}
         ev = evaluate(scenario, [1])
         self.c_vram = int(ev.max_concurrency_vram)
-        if self.c_vram < 1:
-            raise InputError(
-                f"{scenario.variant.key} leaves no room for KV cache on {scenario.gpu.name} at "
-                f"{scenario.context_tokens} tokens: pick a bigger GPU, a smaller format or context")
-        self.slots = min(self.c_vram, max_num_seqs)
-        self._step: dict[tuple[int, int], float] = {}
-        self._prefill: dict[int, float] = {}
+        self.kv_budget_bytes = float(ev.vram.kv_budget_bytes)
+        if self.profile.kv_admission == "context":
+            if self.c_vram < 1:
+                raise InputError(
+                    f"{scenario.variant.key} leaves no room for KV cache on {scenario.gpu.name} "
+                    f"at {scenario.context_tokens} tokens: pick a bigger GPU, a smaller format "
+                    "or context")
+            self.slots = min(self.c_vram, self.profile.max_seqs)
+        else:
+            self.slots = self.profile.max_seqs
+            if self.kv_bytes(1) > self.kv_budget_bytes:
+                raise InputError(f"{scenario.variant.key} leaves no room for KV cache on "
+                                 f"{scenario.gpu.name}: pick a bigger GPU or a smaller format")
+        self._prefill_scenario = scenario.with_(prompt_tokens=None)
 
     def prefill_s(self, prompt_tokens: int) -> float:
-        """F6 prefill time (s) of one prompt, with the attention term."""
+        """F6 prefill time (s) of one prompt, with the attention term (0 for no tokens)."""
         t = self._prefill.get(prompt_tokens)
         if t is None:
-            ev = evaluate(self.scenario, [1], [float(max(prompt_tokens, 1))])
+            ev = evaluate(self._prefill_scenario, [1], [float(prompt_tokens)])
             t = float(ev.ttft_s.reshape(-1)[0])
             self._prefill[prompt_tokens] = t
         return t
+
+    def chunk_s(self, done_tokens: int, chunk_tokens: int) -> float:
+        """Prefill time (s) of tokens done..done+chunk of a prompt: F6 at the chunk's end minus F6
+        at its start, so a prompt's chunks add up to its whole prefill (the fixed prefill
+        overhead falls on the first chunk; each chunk attends to the tokens before it)."""
+        return self.prefill_s(done_tokens + chunk_tokens) - self.prefill_s(done_tokens)
 
     def step_s(self, batch: int, mean_context_tokens: float) -> float:
         """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets)."""
@@ -152,6 +199,31 @@ class SimPhysics:
             t = float(ev.decode.step_ms.reshape(-1)[0]) / 1e3
             self._step[key] = t
         return t
+
+    def mixed_step_s(self, batch: int, mean_context_tokens: float,
+                     chunks: list[tuple[int, int]]) -> float:
+        """One step that decodes `batch` sequences and prefills `chunks` ((done, tokens) each), s.
+
+        t = t_step(b, mean context) (F4, 0 without decoding sequences) + sum of the chunks'
+        prefill times (`chunk_s`, F6). Unit: s. The sum, not the max: within one forward pass
+        the kernels run one after another (the weight GEMMs over decode and prompt tokens, the
+        decode attention, the chunk's attention), and a chunk of hundreds of tokens already
+        makes the GEMMs compute-bound; source: docs/method.md, "Engine profiles" (chunked
+        prefill itself: Agrawal et al., Sarathi-Serve, OSDI 2024). It errs slow: the weights
+        are read once for both, so a small chunk in a bandwidth-bound step costs less.
+        """
+        t = self.step_s(batch, mean_context_tokens) if batch else 0.0
+        return t + sum(self.chunk_s(done, n) for done, n in chunks)
+
+    def kv_bytes(self, tokens: int) -> float:
+        """KV bytes (per GPU) a request holding `tokens` tokens takes in the engine's pages (F2)."""
+        b = self._kv.get(tokens)
+        if b is None:
+            s = self.scenario
+            b = float(kv_request_bytes(s.model, float(tokens), s.kv_dtype, s.tp,
+                                       self.profile.kv_block_tokens).paged_bytes)
+            self._kv[tokens] = b
+        return b
 
 
 class Simulator:
@@ -167,9 +239,12 @@ class Simulator:
             raise InputError(f"clock must be 'real' or 'virtual', got {clock!r}")
         self.config = config
         self.clock = clock
-        self.physics = SimPhysics(scenario, config.max_num_seqs)
+        self.physics = SimPhysics(scenario, config.max_num_seqs, engine_profile(config.engine))
+        self.profile = self.physics.profile
         self.model_name = config.served_model_name or scenario.variant.key
         self.max_model_len = scenario.model.max_context_tokens
+        if self.profile.kv_admission == "tokens":  # as vLLM: no request longer than the KV pool
+            self.max_model_len = min(self.max_model_len, self._pool_tokens())
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
         self.truth: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -184,6 +259,8 @@ class Simulator:
         """Real time: how far the wall clock ran past a step's simulated end before its tokens
         could be emitted (ms, the worst seen): the delivery delay of a busy machine."""
         self.max_batch_seen = 0
+        self.preemptions = 0
+        """Requests preempted (and later recomputed) because the KV pool ran out."""
         self.fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
 
     # -- lifecycle (real time) ---------------------------------------------------------------
@@ -228,9 +305,12 @@ class Simulator:
             target, reason = eos, "stop"
         else:
             target, reason = max_tokens, "length"
+        if prompt_tokens < 1 or prompt_tokens + max_tokens > self.max_model_len:
+            raise InputError(f"a request of {prompt_tokens} prompt and {max_tokens} output tokens "
+                             f"does not fit this engine's maximum of {self.max_model_len} tokens")
         seq = _Seq(id=seq_id or f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
                    target_tokens=target, finish_reason=reason, fault=fault, arrival_s=arrival_s,
-                   stream=self.clock == "real")
+                   stream=self.clock == "real", prefill_left=prompt_tokens)
         self.waiting.append(seq)
         if self.clock == "real":
             assert self._wake is not None, "the simulator is not started"
@@ -252,45 +332,159 @@ class Simulator:
             "ttft_ms": (seq.first_s - seq.arrival_s) * 1e3,
             "tpot_ms": tpot,
             "e2e_ms": (seq.last_s - seq.arrival_s) * 1e3,
+            "preemptions": seq.preempted,
             "clock": self.clock,
         }
         while len(self.truth) > _TRUTH_KEEP:
             self.truth.popitem(last=False)
 
     # -- the scheduler (both clocks) ---------------------------------------------------------
-    def next_step(self) -> _Step | None:
-        """Admission and batching at the scheduling point `now_s`.
+    def _pool_tokens(self) -> int:
+        """Most tokens one request can hold in the KV pool (tokens admission)."""
+        lo, hi = 1, 1
+        while self.physics.kv_bytes(hi) <= self.physics.kv_budget_bytes and hi < 1 << 24:
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.physics.kv_bytes(mid) <= self.physics.kv_budget_bytes \
+                else (lo, mid)
+        return lo
 
-        While sequences that have arrived are waiting and slots are free, they are admitted
-        (FIFO) and prefilled together: F6 summed over their prompts, the running sequences
-        wait. Otherwise one F4 decode step for the running batch at its mean context. An idle
-        engine first moves its clock to the next arrival. None when nothing is left to run.
-        """
+    def _claim_bytes(self, s: _Seq, extra_tokens: int) -> float:
+        """KV bytes `s` claims with `extra_tokens` more: the pages of what it holds and, with a
+        reserve (SGLang), that share of its remaining output."""
+        left = max(s.target_tokens - s.emitted, 0)
+        ahead = math.ceil(self.profile.reserve_output_share * left)
+        return self.physics.kv_bytes(s.cached + extra_tokens + ahead)
+
+    def _fits(self, plan: dict[_Seq, int]) -> bool:
+        """Tokens admission: every running sequence's claim, with this step's tokens, fits."""
+        if self.profile.kv_admission == "context":
+            return True
+        used = sum(self._claim_bytes(s, plan.get(s, 0)) for s in self.running)
+        return used <= self.physics.kv_budget_bytes
+
+    def _preempt_last(self) -> _Seq:
+        """Preempt the newest running sequence: its KV is freed and it goes back to the head of
+        the queue, to prefill its prompt and its tokens so far again (recompute)."""
+        s = self.running.pop()
+        s.prefill_left = s.prompt_tokens + s.emitted
+        s.cached = 0
+        s.preempted += 1
+        self.waiting.appendleft(s)
+        self.preemptions += 1
+        return s
+
+    def _admissible(self) -> bool:
+        while self.waiting and self.waiting[0].cancelled:
+            self.waiting.popleft()
+        return bool(self.waiting and self.waiting[0].arrival_s <= self.now_s
+                    and len(self.running) < self.physics.slots)
+
+    def _try_admit(self, plan: dict[_Seq, int], budget_left: float) -> bool:
+        """Admit the head of the queue with its first chunk (at most `budget_left` tokens) when
+        the KV pool holds it; False (and nothing changed) when it does not."""
+        s = self.waiting[0]
+        self.running.append(s)
+        plan[s] = int(min(s.prefill_left, budget_left))
+        if not self._fits(plan):
+            del plan[s]
+            self.running.pop()
+            return False
+        self.waiting.popleft()
+        if math.isnan(s.admitted_s):
+            s.admitted_s = self.now_s
+        return True
+
+    def next_step(self) -> _Step | None:
+        """Admission and batching at the scheduling point `now_s` (see the module docstring):
+        a prefill batch (chapter, SGLang), a mixed step (vLLM, llama.cpp) or a decode step. An
+        idle engine first moves its clock to the next arrival. None when nothing is left to
+        run. The prompt tokens a step prefills are counted when it is planned; its tokens are
+        emitted by `complete` when it ends."""
         self.running = [s for s in self.running if not s.cancelled]
         while self.waiting and self.waiting[0].cancelled:
             self.waiting.popleft()
         if not self.running and self.waiting:
             self.now_s = max(self.now_s, self.waiting[0].arrival_s)
-        admitted: list[_Seq] = []
-        while (self.waiting and self.waiting[0].arrival_s <= self.now_s
-               and len(self.running) + len(admitted) < self.physics.slots):
-            s = self.waiting.popleft()
-            if not s.cancelled:
-                s.admitted_s = self.now_s
-                admitted.append(s)
-        if admitted:
-            dur = sum(self.physics.prefill_s(s.prompt_tokens) for s in admitted)
-            return _Step(batch=admitted, admitted=admitted, duration_s=dur / self.config.speedup)
-        if self.running:
-            ctx = sum(s.prompt_tokens + s.emitted for s in self.running) / len(self.running)
-            dur = self.physics.step_s(len(self.running), ctx)
-            return _Step(batch=self.running, admitted=[], duration_s=dur / self.config.speedup)
-        return None
+        step = self._mixed() if self.profile.mixed else self._prefill_or_decode()
+        if step is None:
+            return None
+        return _Step(emit=step.emit, duration_s=step.duration_s / self.config.speedup)
+
+    def _chunks(self, plan: dict[_Seq, int]) -> tuple[list[_Seq], list[tuple[int, int]]]:
+        """Apply the planned prompt tokens: the sequences whose prompt completes, the chunks."""
+        done: list[_Seq] = []
+        chunks: list[tuple[int, int]] = []
+        for s, n in plan.items():
+            chunks.append((s.cached, n))
+            s.cached += n
+            s.prefill_left -= n
+            if s.prefill_left == 0:
+                done.append(s)
+        return done, chunks
+
+    def _decode_room(self, decoding: list[_Seq]) -> list[_Seq]:
+        """Preempt the newest sequences until the decoding ones' next token fits the pool."""
+        while decoding and not self._fits(dict.fromkeys(decoding, 1)):
+            gone = self._preempt_last()
+            decoding = [s for s in decoding if s is not gone]
+        return decoding
+
+    def _prefill_or_decode(self) -> _Step | None:
+        """Chapter and SGLang: a prefill batch of the prompts in progress and those admitted now
+        (at most the token budget, when there is one), or else a decode step."""
+        budget = self.profile.token_budget_tokens or math.inf
+        plan: dict[_Seq, int] = {}
+        used = 0
+        for s in self.running:
+            if s.prefill_left and used < budget:
+                plan[s] = int(min(s.prefill_left, budget - used))
+                used += plan[s]
+        while used < budget and self._admissible() and self._try_admit(plan, budget - used):
+            used += plan[self.running[-1]]
+        if plan:
+            done, chunks = self._chunks(plan)
+            return _Step(emit=done, duration_s=sum(self.physics.chunk_s(d, n) for d, n in chunks))
+        decoding = self._decode_room([s for s in self.running if not s.prefill_left])
+        if not decoding:
+            return None
+        for s in decoding:
+            s.cached += 1
+        ctx = sum(s.prompt_tokens + s.emitted for s in decoding) / len(decoding)
+        return _Step(emit=decoding, duration_s=self.physics.step_s(len(decoding), ctx))
+
+    def _mixed(self) -> _Step | None:
+        """vLLM and llama.cpp: one token for every decoding sequence, then prompt chunks of the
+        sequences in progress and of those admitted now, within the token budget."""
+        budget = self.profile.token_budget_tokens
+        decoding = self._decode_room([s for s in self.running if not s.prefill_left])[:budget]
+        plan: dict[_Seq, int] = dict.fromkeys(decoding, 1)
+        used = len(decoding)
+        for s in self.running:
+            if s.prefill_left and used < budget:
+                plan[s] = min(s.prefill_left, budget - used)
+                if not self._fits(plan):
+                    del plan[s]
+                    break
+                used += plan[s]
+        preempted = self.preemptions
+        while (used < budget and self.preemptions == preempted and self._admissible()
+               and self._try_admit(plan, budget - used)):
+            used += plan[self.running[-1]]
+        for s in decoding:
+            del plan[s]
+            s.cached += 1
+        if not decoding and not plan:
+            return None
+        done, chunks = self._chunks(plan)
+        ctx = sum(s.prompt_tokens + s.emitted for s in decoding) / max(len(decoding), 1)
+        return _Step(emit=decoding + done,
+                     duration_s=self.physics.mixed_step_s(len(decoding), ctx, chunks))
 
     def complete(self, step: _Step) -> list[_Seq]:
         """The step has ended at `now_s`: emit its tokens; returns the sequences it finished."""
-        finished = self._emit(step.batch, self.now_s)
-        self.running.extend(s for s in step.admitted if not s.done)
+        finished = self._emit(step.emit, self.now_s)
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
         return finished
 

@@ -1,0 +1,175 @@
+"""Engine profiles: how vLLM, SGLang and llama.cpp schedule, as data (data/engines.toml).
+
+One profile says how many sequences decode together (`max_seqs`), how many tokens a step may
+carry (`token_budget`, 0 = whole prompts), whether decode tokens and prompt chunks share a step
+(`mixed`), how KV is admitted (`kv_admission`: the whole context reserved per request, or the
+tokens a request holds in pages of `kv_block_tokens`, with `reserve_output_share` of its
+remaining output reserved ahead) and whether a request is preempted and recomputed when the
+pages run out (`preempt`). Defaults that depend on the GPU's memory are `tier`s. The simulated
+endpoint (`capacity.sim.scheduler`), the event model (`capacity.plan.queueing`) and the planner
+follow the same profile; docs/method.md ("Engine profiles") has what each models and its
+sources. The `[profile.*]` tables sit beside the typical-efficiency tables of the same file
+(`capacity.fit.planning`).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from capacity import workspace
+from capacity.errors import CatalogError, InputError
+
+ENGINES_FILE = "engines.toml"
+PROFILE_TABLE = "profile"
+"""The top-level table of data/engines.toml that holds the profiles."""
+DEFAULT_ENGINE = "chapter"
+"""The profile used unless one is named: the chapter's scheduling (every existing number)."""
+KV_ADMISSIONS = ("context", "tokens")
+
+KvAdmission = Literal["context", "tokens"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineTier:
+    """Other defaults on GPUs with at least `min_memory_gb` (decimal GB) whose key contains
+    none of `exclude`."""
+
+    min_memory_gb: float
+    exclude: tuple[str, ...]
+    max_seqs: int
+    token_budget_tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineProfile:
+    """How one engine schedules (see the module docstring)."""
+
+    key: str
+    name: str
+    max_seqs: int
+    """Sequences decoded together at most (max_num_seqs, max_running_requests, --parallel)."""
+    token_budget_tokens: int
+    """Tokens one step may carry (decode tokens included when `mixed`); 0 = whole prompts."""
+    mixed: bool
+    kv_admission: KvAdmission
+    kv_block_tokens: int
+    reserve_output_share: float
+    preempt: bool
+    source: str
+    as_of: str
+    tiers: tuple[EngineTier, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_seqs < 1:
+            raise CatalogError(f"engine profile {self.key}: max_seqs must be >= 1")
+        if self.token_budget_tokens < 0:
+            raise CatalogError(f"engine profile {self.key}: token_budget must be >= 0")
+        if self.mixed and self.token_budget_tokens <= 0:
+            raise CatalogError(f"engine profile {self.key}: a mixed step needs a token budget")
+        if self.kv_admission not in KV_ADMISSIONS:
+            raise CatalogError(f"engine profile {self.key}: kv_admission must be one of "
+                               f"{', '.join(KV_ADMISSIONS)}, got {self.kv_admission!r}")
+        if self.kv_block_tokens < 1:
+            raise CatalogError(f"engine profile {self.key}: kv_block_tokens must be >= 1")
+        if not (math.isfinite(self.reserve_output_share) and 0 <= self.reserve_output_share <= 1):
+            raise CatalogError(f"engine profile {self.key}: reserve_output_share must be in [0, 1]")
+        if self.preempt and self.kv_admission != "tokens":
+            raise CatalogError(f"engine profile {self.key}: preemption needs kv_admission "
+                               "'tokens' (a reserved context never runs out)")
+
+    @property
+    def chunked(self) -> bool:
+        """Prompts are cut into chunks of at most the token budget."""
+        return self.token_budget_tokens > 0
+
+    def for_gpu(self, gpu_key: str, memory_gb: float) -> EngineProfile:
+        """The profile with the defaults of the largest tier this GPU reaches (no tiers left)."""
+        chosen: EngineTier | None = None
+        for tier in self.tiers:
+            if memory_gb >= tier.min_memory_gb and not any(x in gpu_key.lower()
+                                                           for x in tier.exclude):
+                if chosen is None or tier.min_memory_gb >= chosen.min_memory_gb:
+                    chosen = tier
+        if chosen is None:
+            return replace(self, tiers=())
+        return replace(self, max_seqs=chosen.max_seqs,
+                       token_budget_tokens=chosen.token_budget_tokens, tiers=())
+
+    def with_max_seqs(self, max_seqs: int | None) -> EngineProfile:
+        """The profile with an explicit max_seqs (None keeps the engine's default)."""
+        if max_seqs is None:
+            return self
+        if max_seqs < 1:
+            raise InputError(f"max-num-seqs must be >= 1, got {max_seqs}")
+        return replace(self, max_seqs=max_seqs)
+
+
+def _tier(raw: Mapping[str, Any]) -> EngineTier:
+    return EngineTier(min_memory_gb=float(raw["min_memory_gb"]),
+                      exclude=tuple(str(x).lower() for x in raw.get("exclude", ())),
+                      max_seqs=int(raw["max_seqs"]),
+                      token_budget_tokens=int(raw["token_budget"]))
+
+
+def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProfile]:
+    """Every `[profile.KEY]` table of an engines file (CatalogError naming the bad one)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{where}: {exc}") from None
+    out: dict[str, EngineProfile] = {}
+    for key, raw in dict(data.get(PROFILE_TABLE, {})).items():
+        try:
+            admission = str(raw["kv_admission"])
+            out[key] = EngineProfile(
+                key=key, name=str(raw["name"]), max_seqs=int(raw["max_seqs"]),
+                token_budget_tokens=int(raw["token_budget"]), mixed=bool(raw["mixed"]),
+                kv_admission=admission,  # type: ignore[arg-type]  # checked in __post_init__
+                kv_block_tokens=int(raw["kv_block_tokens"]),
+                reserve_output_share=float(raw["reserve_output_share"]),
+                preempt=bool(raw["preempt"]), source=str(raw["source"]),
+                as_of=str(raw["as_of"]), tiers=tuple(_tier(t) for t in raw.get("tier", ())))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"{where} [{PROFILE_TABLE}.{key}]: {exc!r} (needs name, "
+                               "max_seqs, token_budget, mixed, kv_admission, kv_block_tokens, "
+                               "reserve_output_share, preempt, source, as_of)") from None
+    return out
+
+
+@cache
+def _profiles(path: Path) -> dict[str, EngineProfile]:
+    return parse_profiles(path.read_text(encoding="utf-8"), str(path))
+
+
+def profiles() -> dict[str, EngineProfile]:
+    """The engine profiles: the catalog folder's engines.toml when it has any, else the
+    bundled ones."""
+    for folder in (workspace.catalog_dir(), workspace.bundled_data_dir()):
+        path = folder / ENGINES_FILE
+        if path.is_file():
+            found = _profiles(path)
+            if found:
+                return found
+    raise CatalogError(f"no [{PROFILE_TABLE}.*] tables in {ENGINES_FILE}")
+
+
+def engine_names() -> tuple[str, ...]:
+    """Keys of the known profiles, the default first."""
+    keys = sorted(profiles())
+    return tuple([DEFAULT_ENGINE] * (DEFAULT_ENGINE in keys) + [k for k in keys if k != DEFAULT_ENGINE])
+
+
+def engine_profile(engine: str = DEFAULT_ENGINE) -> EngineProfile:
+    """One profile by key (InputError naming the known ones)."""
+    known = profiles()
+    key = engine.strip().lower().replace(".", "").replace("-", "")
+    key = {"llamacppserver": "llamacpp", "vllmv1": "vllm"}.get(key, key)
+    if key not in known:
+        raise InputError(f"unknown engine '{engine}' (known: {', '.join(engine_names())})")
+    return known[key]
