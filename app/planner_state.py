@@ -40,7 +40,7 @@ WIDGETS: dict[str, str] = {
     "pct": "planner_pct", "cost": "planner_cost_target", "gpus": "planner_gpus",
     "maxg": "planner_maxg", "kv": "planner_kv", "tp": "planner_tp", "cur": "planner_currency",
     "fx": "planner_fx", "cal": "planner_cal", "spare": "planner_spare",
-    "growth": "planner_growth", "offer": "planner_offer",
+    "growth": "planner_growth", "offer": "planner_offer", "engine": "planner_engine",
     "util": "planner_util", "mfu": "planner_mfu",
 }
 """PlannerState field -> the widget key that edits it (`prices` is the price editor's, read by

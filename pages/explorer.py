@@ -35,7 +35,7 @@ from app.state import (
     valid_tps,
     write_url,
 )
-from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
 from capacity.errors import CapacityError
 from capacity.fit.calibration import saved_calibrations
 from capacity.model.cost import CURRENCIES
@@ -53,7 +53,7 @@ from capacity.report.explain import (
     Status,
     Verdict,
 )
-from capacity.report.i18n import MESSAGES, note_text, t
+from capacity.report.i18n import engine_label, note_text, t
 from capacity.report.tables import render
 from capacity.report.urlstate import DEFAULT_STATE, ExplorerState
 from capacity.units import KV_DTYPES
@@ -79,11 +79,6 @@ COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt"
                    "eta_bw", "step_oh_ms", "prefill_oh_ms")
 FIELD_LABEL = {"calibration": "prediction"}
 STATUS_COLOR = {Status.PASS: "green", Status.TIGHT: "orange", Status.FAIL: "red"}
-
-
-def engine_label(k: str) -> str:
-    """An engine profile's name in the page's language (a custom profile: its own name)."""
-    return T("engine_name_" + k) if "engine_name_" + k in MESSAGES else engine_profile(k).name
 
 
 def tokens_label(n: int) -> str:
@@ -156,7 +151,7 @@ with st.sidebar:
         if st.session_state[key("engine")] not in engines:
             st.session_state[key("engine")] = DEFAULT_ENGINE
         st.selectbox(T("engine"), engines, key=key("engine"),
-                     format_func=engine_label, help=T("help_engine"))
+                     format_func=lambda k: engine_label(k, lang), help=T("help_engine"))
     with st.expander(T("sec_slo"), expanded=True):
         st.number_input(T("slo_ttft_ms"), min_value=1.0, max_value=1e7, step=100.0,
                         key=key("slo_ttft_ms"))
@@ -244,7 +239,7 @@ except CapacityError as exc:
     load = None
     st.warning(T("err_inputs", msg=str(exc)))
 if load is not None:
-    st.markdown(f"**{T('sec_load', engine=engine_label(load.engine))}**")
+    st.markdown(f"**{T('sec_load', engine=engine_label(load.engine, lang))}**")
     if load.point is None:
         st.caption(T("load_too_many", n=MAX_LOAD_REQUESTS))
     else:

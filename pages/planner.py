@@ -25,6 +25,7 @@ from app.planner_state import (
     write_url,
 )
 from app.state import init_lang
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
 from capacity.catalog.loader import Catalog
 from capacity.catalog.offers import OFFER_KINDS, without_offer
 from capacity.errors import CapacityError
@@ -44,7 +45,7 @@ from capacity.plan.search import (
     runs_out_month,
     simulate_option,
 )
-from capacity.report.i18n import t
+from capacity.report.i18n import engine_label, t
 from capacity.report.quote import (
     basis_text,
     blocks_pdf,
@@ -179,6 +180,11 @@ with st.expander(T("pl_space")):
                        placeholder=T("choose_options"))
         st.checkbox(T("pl_tp"), key="planner_tp")
         st.checkbox(T("pl_spare"), key="planner_spare")
+        engine_keys = list(engine_names())  # whose scheduling the load model follows
+        if st.session_state.get("planner_engine") not in engine_keys:
+            st.session_state["planner_engine"] = DEFAULT_ENGINE
+        st.selectbox(T("engine"), engine_keys, key="planner_engine", help=T("pl_help_engine"),
+                     format_func=lambda k: engine_label(k, lang))
     with s3:
         st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True, key="planner_currency")
         st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")

@@ -75,3 +75,15 @@ def test_chinese_labels() -> None:
     assert not app.exception
     assert app.title[0].value == "规划:选什么卡、几张、多少钱"
     assert app.metric[0].label == "每月成本"
+
+
+def test_engine_choice_follows_the_link_and_the_url() -> None:
+    """The engine profile is a Planner input: a link's `engine=` selects it, and it stays in the URL."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.query_params["engine"] = "vllm"
+    at.run()
+    assert not at.exception
+    box = at.selectbox(key="planner_engine")
+    assert box.value == "vllm" and box.options[0].startswith("chapter")
+    box.set_value("llamacpp").run()
+    assert not at.exception and at.query_params["engine"] in ("llamacpp", ["llamacpp"])

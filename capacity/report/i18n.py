@@ -320,6 +320,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                     "KV;vLLM = 分块预填充与解码同批、按实际持有的 token 分配 KV;SGLang = 按其分块大小"
                     "成批预填充;llama.cpp = 固定槽位。它改变下方的负载视图,不改变上方本章的数字。"),
     "sec_load": ("Under load: {engine}", "负载下:{engine}"),
+    "pl_help_engine": ("How the engine batches requests (data/engines.toml): its max_num_seqs "
+                       "per GPU, chunked prefill and KV admission set each option's slots and "
+                       "the event model's TTFT and TPOT under the design load.",
+                       "引擎如何组批(data/engines.toml):其每卡 max_num_seqs、分块预填充与 KV "
+                       "分配方式决定每个方案的槽位数,以及事件模型在设计负载下的 TTFT 与 TPOT。"),
     "load_caption": ("{c} users in a closed loop (no think time), {p} prompt + {o} output tokens "
                      "each, {slots} slots per replica; discrete-event model of the engine's "
                      "scheduling (queueing in docs/method.md).",
@@ -337,7 +342,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "engine_name_sglang": ("SGLang (chunked prefill batches, token pool)",
                            "SGLang(分块预填充批次,token 池)"),
     "engine_name_llamacpp": ("llama.cpp server (fixed slots, n_batch)",
-                             "llama.cpp 服务器(固定槽位,n_batch)"),
+                             "llama.cpp 服务器(固定槽位,提示词分块处理)"),
     "sec_charts": ("Curves", "曲线"),
     "ch_step_time": ("Decode step time vs concurrency", "解码步时间随并发变化"),
     "ch_throughput": ("Speed: per request and aggregate", "速度：每请求与总吞吐"),
@@ -1267,3 +1272,13 @@ def note_text(note: str, lang: str = "en") -> str:
     if code is None or key not in MESSAGES:
         return str(note)
     return t(key, lang, **getattr(note, "params", {}))
+
+
+def engine_label(engine: str, lang: str = "en") -> str:
+    """An engine profile's display name in `lang` (a profile without a translation: its own name
+    from data/engines.toml)."""
+    key = "engine_name_" + engine
+    if key in MESSAGES:
+        return t(key, lang)
+    from capacity.catalog.engines import engine_profile  # only for profiles without a message
+    return engine_profile(engine).name
