@@ -33,6 +33,7 @@ from capacity.model.memory import (
     DEFAULT_UTIL,
     MemoryVerdict,
 )
+from capacity.model.roofline import DEFAULT_STEP_METHOD, StepMethod
 from capacity.model.scenario import (
     DEFAULT_CONCURRENCY,
     DEFAULT_CONTEXT_TOKENS,
@@ -119,6 +120,11 @@ def add_scenario_flags(p: argparse.ArgumentParser) -> None:
                    help=f"decode compute efficiency, fraction of peak (default {DEFAULT_EFF})")
     w.add_argument("--mfu", type=EFFICIENCY, default=DEFAULT_MFU,
                    help=f"prefill model FLOPs utilization (default {DEFAULT_MFU})")
+    w.add_argument("--step-method", choices=[m.value for m in StepMethod], default=None,
+                   help="decode step: 'chapter' (F4: max of memory and arithmetic) or "
+                        "'operator' (F4b: weight GEMMs, then attention, each on its own "
+                        f"roofline; docs/method.md). Default: a --calibration's method, else "
+                        f"{DEFAULT_STEP_METHOD.value}")
     c = p.add_argument_group("cost")
     c.add_argument("--gpu-price", type=number(min=0, max=BOUNDS["price_per_hour"][1]),
                    default=None, metavar="PER_HOUR",
@@ -142,6 +148,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         kv_dtype=args.kv_dtype, block_size=args.block_size, eff=args.eff, mfu=args.mfu,
         price_per_hour=args.gpu_price, currency=args.currency, cny_per_usd=args.cny_per_usd,
         headroom=args.headroom, allow_long_context=args.allow_long_context,
+        step_method=getattr(args, "step_method", None) or DEFAULT_STEP_METHOD.value,
     )
 
 
@@ -182,11 +189,15 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow]) -> dict[str, Any]
         "crossover_concurrency": ev.crossover_concurrency,
         "ttft_linear_s": float(ev.ttft_linear_s), "ttft_s": float(ev.ttft_s),
         "calibration": s.calibration, "warnings": list(s.warnings),
+        "step_method": s.step_method,
         "points": [
             {"concurrency": int(ev.concurrency[i]),
              "bandwidth_ms": float(ev.decode.bandwidth_ms[i]),
              "compute_ms": float(ev.decode.compute_ms[i]),
              "comm_ms": float(ev.decode.comm_ms[i]),
+             "gemm_ms": float(ev.decode.gemm_ms[i]),
+             "attention_ms": float(ev.decode.attention_ms[i]),
+             "serial_ms": float(ev.decode.serial_ms[i]),
              "step_ms": float(ev.decode.step_ms[i]), "bound": str(ev.decode.bound[i]),
              "tok_s_per_request": float(ev.decode.tok_s_per_request[i]),
              "aggregate_tok_s": float(ev.aggregate_tok_s[i]),
@@ -235,14 +246,23 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     out.append(f"C_vram = floor({v.kv_budget_bytes / GB:.2f} GB / "
                f"{float(ev.kv_request.exact_bytes) / GB:.3f} GB) = {int(ev.max_concurrency_vram)}"
                f" concurrent requests (paged: {int(ev.max_concurrency_vram_paged)})\n")
-    out.append(h("Decode step (F4)"))
     d = ev.decode
-    out.append(render(
-        ["concurrency", "bandwidth ms", "compute ms", "step ms", "bound", "tok/s per request",
-         "aggregate tok/s"],
-        [[int(ev.concurrency[i]), float(d.bandwidth_ms[i]), float(d.compute_ms[i]),
-          float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
-          float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
+    if s.step_method == StepMethod.OPERATOR:
+        out.append(h("Decode step (F4b, operator method: GEMMs + attention + overheads)"))
+        out.append(render(
+            ["concurrency", "GEMM ms", "attention ms", "step ms", "bound", "tok/s per request",
+             "aggregate tok/s"],
+            [[int(ev.concurrency[i]), float(d.gemm_ms[i]), float(d.attention_ms[i]),
+              float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
+              float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
+    else:
+        out.append(h("Decode step (F4)"))
+        out.append(render(
+            ["concurrency", "bandwidth ms", "compute ms", "step ms", "bound",
+             "tok/s per request", "aggregate tok/s"],
+            [[int(ev.concurrency[i]), float(d.bandwidth_ms[i]), float(d.compute_ms[i]),
+              float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
+              float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
     cross = ev.crossover_concurrency
     out.append(h("Crossover (F5)"))
     out.append("none: bandwidth binds at every concurrency at this context\n" if cross is None
@@ -281,6 +301,8 @@ def run(args: argparse.Namespace) -> int:
     if args.calibration:
         from capacity.fit.calibration import apply, load
         s = apply(load(args.calibration), s)
+        if args.step_method:  # said on the command line: wins over the calibration's
+            s = s.with_(step_method=args.step_method)
     ev = evaluate(s, concurrency)
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])

@@ -226,6 +226,9 @@ class ServiceModel:
     prompt_tokens: int
     output_tokens: int
     chunk_tokens: int | None = None
+    serial_ms: FloatArray | None = None
+    """What the step adds to the overlap of its terms, per batch 0..slots (`DecodeStep.serial_ms`:
+    the operator method's groups run one after another, and per-sequence overhead); None: 0."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -243,7 +246,11 @@ class ServiceModel:
     def step_ms(self) -> FloatArray:
         """Decode step time (ms) for 0..slots sequences (F4's combination of the terms)."""
         return step_time_ms(bandwidth_ms=self.bandwidth_ms, compute_ms=self.compute_ms,
-                            comm_ms=self.comm_ms, overhead_ms=self.overhead_ms)
+                            comm_ms=self.comm_ms, overhead_ms=self.overhead_ms) + self._serial()
+
+    def _serial(self) -> FloatArray:
+        return (np.zeros_like(self.bandwidth_ms) if self.serial_ms is None
+                else np.asarray(self.serial_ms, dtype=np.float64))
 
     def mixed_step_ms(self, batch: int, chunk: int) -> float:
         """A chunked-prefill step: `batch` decode tokens plus `chunk` prompt tokens, in ms.
@@ -254,7 +261,8 @@ class ServiceModel:
         extra = chunk * self.prefill_ms / self.prompt_tokens
         return float(step_time_ms(bandwidth_ms=self.bandwidth_ms[batch],
                                   compute_ms=self.compute_ms[batch] + extra,
-                                  comm_ms=self.comm_ms[batch], overhead_ms=self.overhead_ms))
+                                  comm_ms=self.comm_ms[batch], overhead_ms=self.overhead_ms)
+                     + self._serial()[batch])
 
     @property
     def saturation_rate_per_s(self) -> float:
@@ -297,6 +305,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         compute_ms=np.asarray(ev.decode.compute_ms, dtype=np.float64),
         comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
         overhead_ms=s.step_overhead_ms, prefill_ms=float(one.ttft_s) * 1e3,
+        serial_ms=np.asarray(ev.decode.serial_ms, dtype=np.float64),
         prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=chunk_tokens)
 
 
