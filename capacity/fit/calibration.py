@@ -86,9 +86,10 @@ SEQ_PRIOR_SHARE = 0.01
 """Width of seq_overhead_ms's prior: 1 % of the median measured step per sequence."""
 ROBUST_SCALE = 0.05
 """soft_l1 f_scale: residuals beyond about 5% count less than quadratically."""
-PINNED_RATIO = 0.5
-"""A knob is pinned down when the data cut its prior's width at least in half (posterior sd
-/ prior sd < 0.5, i.e. the data carry at least 3x the prior's information about it)."""
+PINNED_RATIO = 0.1
+"""A knob is pinned down when the data cut its prior's width tenfold (posterior sd / prior
+sd < 0.1): with the nominal 2 % noise a fraction is then known to about +/- 10 % (a tenth
+of the prior's e-fold), an overhead to a tenth of a median measured time."""
 ITL_CHUNK_RATIO = 1.5
 """A median inter-token gap above 1.5 x the median TPOT means chunks carry several tokens:
 the level's decode step is then taken from TPOT."""
