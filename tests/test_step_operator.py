@@ -142,3 +142,17 @@ def test_planner_grid_uses_the_operator_step() -> None:
     _, _, u = _units(inp, _CAT)
     assert float(np.asarray(u.step.step_ms(np.array([1.0]))).ravel()[0]) == pytest.approx(
         W_MS + 3 * KV_MS, rel=1e-9)
+
+
+def test_explorer_says_why_the_methods_differ(seed: Scenario) -> None:
+    from capacity.report.explain import method_note, show_math
+    from capacity.report.i18n import note_text
+    assert method_note(seed, 50) is None  # bandwidth binds both groups: the same step
+    note = method_note(seed, 100)
+    assert note is not None and note.code == "method_gemm_compute"
+    assert "compute-bound" in note and "37.5 ms" in note and "32.3 ms" in note
+    assert "GEMM" in note_text(note, "zh") and "37.526" in note_text(note, "zh")
+    step = next(m for m in show_math(seed, 100) if m.key == "operator_step")
+    assert step.value == pytest.approx(37.526, abs=0.001) and step.note == note
+    floor = method_note(seed.with_(attn_sat_batch=8.0), 1)
+    assert floor is not None and floor.code == "method_knobs"

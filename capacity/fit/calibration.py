@@ -640,7 +640,7 @@ class ErrorRow:
 
 def knob_rows(cal: Calibration, base: Scenario) -> list[KnobRow]:
     """The knobs the calibration fitted, each with the base scenario's (spec-sheet) value."""
-    return [KnobRow(knob=n, spec=float(getattr(base, n)), fitted=float(v),
+    return [KnobRow(knob=n, spec=spec_value(base, n), fitted=float(v),
                     std=cal.knob_std(n))
             for n in KNOBS if (v := getattr(cal, n)) is not None]
 
