@@ -5,8 +5,8 @@
     capacity calibrate --model M --gpu G --reference --save NAME        (published.csv sweeps)
     capacity calibrate --model M --gpu G --plan [--format json]          (what to measure)
 
-With --step-method operator it fits the operator step's six decode knobs (F4b: eta_bw,
-eta_kv, eff, attn_sat_batch, step and per-sequence overhead), else the chapter's three; prefill
+It fits the operator step's six decode knobs (F4b: eta_bw, eta_kv, eff, attn_sat_batch, step
+and per-sequence overhead; with --step-method chapter the chapter's three instead); prefill
 fits MFU, attention MFU and overhead (F6b). The decode step is the median inter-token latency
 where a bench run recorded it. `--plan` prints the smallest sweep (prompt length x concurrency)
 that pins every knob, instead of fitting.
@@ -44,6 +44,7 @@ from capacity.fit.imports import FORMATS, read_bench_label, read_measured
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import reference_points
 from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, MeasurementPlan, measurement_plan
+from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
 from capacity.report.tables import render
 
@@ -239,6 +240,8 @@ def run(args: argparse.Namespace) -> int:
             print(plan_text(plan, args.output), end="")
         return 0
     base = scenario_from_args(args)
+    if not args.step_method:  # calibration learns the engine: the operator step (F4b)
+        base = base.with_(step_method=StepMethod.OPERATOR.value)
     points, inputs = load_points(args, base)
     name = args.save if args.save and "/" not in args.save and not args.save.endswith(".toml") \
         else (Path(args.save).stem if args.save else "unsaved")
