@@ -110,16 +110,16 @@ def test_another_model_on_the_same_gpu_within_10_percent(calibrated: Calibration
 
 
 def test_long_prompt_ttft_from_a_fit_at_4k_or_less() -> None:
-    """TTFT at 8K, 16K, 32K from prompts of 4K or less: attention at long prompts is not seen,
-    so attn_mfu is tied to the fitted MFU (it stays near its prior) and the error is the
-    attention efficiency's gap (0.5 vs 0.3 here): reported, not hidden."""
+    """TTFT at 8K, 16K, 32K from prompts of 4K or less (the issue's target: each within 10 %).
+    Attention is a small share of a short prompt's prefill, so attn_mfu is not pinned (the
+    report says so) but pulled off MFU as far as 4K shows (0.33 against the true 0.3 here)."""
     base = make_scenario(MODEL_A, GPU, step_method="operator")
     cal = fit(measure(MODEL_A, [(p, 1) for p in (512, 1024, 2048, 4096)]), base)
     assert cal.pinned("attn_mfu") is False and cal.pinned("mfu") is True
     long = measure(MODEL_A, [(p, 1) for p in (8192, 16384, 32768)], seed=9)
     _, ttft = predict_ms(apply(cal, make_scenario(MODEL_A, GPU)), long)
     err = ttft / np.array([p.ttft_ms for p in long]) - 1.0
-    assert np.all(np.abs(err[:2]) < 0.10)
+    assert np.all(np.abs(err) < 0.10)
     assert np.all(err < 0)  # attention faster than measured: the optimistic side
 
 
