@@ -156,3 +156,16 @@ def test_explorer_says_why_the_methods_differ(seed: Scenario) -> None:
     assert step.value == pytest.approx(37.526, abs=0.001) and step.note == note
     floor = method_note(seed.with_(attn_sat_batch=8.0), 1)
     assert floor is not None and floor.code == "method_knobs"
+
+
+def test_sensitivity_moves_the_operator_knobs_when_in_use(seed: Scenario) -> None:
+    from capacity.fit.uncertainty import OPERATOR_INPUTS, sensitivity
+    chapter = {r.name for r in sensitivity(seed, 4)}
+    assert not chapter & set(OPERATOR_INPUTS)
+    rows = {r.name: r for r in sensitivity(seed.with_(step_method="operator"), 4)}
+    assert set(OPERATOR_INPUTS) <= set(rows)
+    floor = rows["attn_sat_batch"]  # at 0 (no floor) it moves over its typical range, 1..8
+    assert (floor.low, floor.high) == (1.0, 8.0)
+    # batch 4 at 8K: a floor of 8 sequences reads 4 more sequences' KV (4 x 0.2663 ms)
+    assert floor.swing == pytest.approx(4 * KV_MS, rel=1e-6)
+    assert rows["eta_kv"].high == 1.0  # unset: eta_bw's 1.0, capped at 1

@@ -159,6 +159,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "in_tflops": ("peak TFLOP/s", "峰值 TFLOP/s"),
     "in_weights_gb": ("weight size (GB)", "权重大小 (GB)"),
     "in_context_tokens": ("context (tokens)", "上下文 (tokens)"),
+    "in_eta_kv": ("KV-read bandwidth efficiency", "KV 读取带宽效率"),
+    "in_attn_sat_batch": ("attention saturation batch (sequences)", "注意力饱和批量（序列数）"),
+    "in_seq_overhead_ms": ("per-sequence step overhead (ms)", "每序列每步开销 (ms)"),
+    "in_attn_mfu": ("prefill attention MFU", "预填充注意力 MFU"),
     # explorer: headline and verdicts
     "headline": ("{c} concurrent requests × {ctx} tokens on {n} × {gpu}",
                  "{n} × {gpu}：{c} 个并发请求 × {ctx} tokens"),
