@@ -202,3 +202,15 @@ def test_calibrate_plan_cli_text_and_json(capsys: pytest.CaptureFixture[str]) ->
 def test_calibrate_plan_with_save_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", "--plan", "--model", MODEL_A, "--gpu", GPU, "--save", "x"]) == 2
     assert "--plan fits nothing" in capsys.readouterr().err
+
+
+def test_levels_far_beyond_memory_are_left_out_of_the_decode_fit() -> None:
+    """The Measure preset runs every level at every prompt length: 512 requests of 32K do not
+    fit on one H100 (C_vram about 12), the engine ran a smaller batch: not a decode point."""
+    base = make_scenario(MODEL_A, GPU, step_method="operator")
+    pts = measure(MODEL_A, [(256, 1), (256, 64), (8192, 1), (8192, 16)])
+    crowded = MeasuredPoint(concurrency=512, context_tokens=32768 + OUTPUT_TOKENS,
+                            prompt_tokens=32768, output_tokens=OUTPUT_TOKENS, tpot_ms=40.0)
+    cal = fit([*pts, crowded], base)
+    assert all(p.concurrency != 512 for p in cal.points)
+    assert any("left out of the decode fit" in n for n in cal.notes)

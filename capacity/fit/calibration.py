@@ -90,6 +90,8 @@ PINNED_RATIO = 0.1
 """A knob is pinned down when the data cut its prior's width tenfold (posterior sd / prior
 sd < 0.1): with the nominal 2 % noise a fraction is then known to about +/- 10 % (a tenth
 of the prior's e-fold), an overhead to a tenth of a median measured time."""
+OVER_MEMORY = 2.0
+"""A decode level above 2x the scenario's C_vram at its context is left out of the fit."""
 ITL_CHUNK_RATIO = 1.5
 """A median inter-token gap above 1.5 x the median TPOT means chunks carry several tokens:
 the level's decode step is then taken from TPOT."""
@@ -485,6 +487,8 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                          f"the context must be 1..{MAX_CONTEXT_TOKENS:,} tokens")
     method = StepMethod(base.step_method)
     dec = [p for p in points if decode_measured_ms(p) is not None]
+    over = _over_memory(base, dec)
+    dec = [p for p, o in zip(dec, over, strict=True) if not o]
     pre = prefill_fit_points(points, ttft_all_levels)
     if not dec and not pre and max_concurrency is None:
         raise InputError("the points have neither TPOT nor TTFT: nothing to fit")
@@ -495,6 +499,11 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     fit_points: list[FitPoint] = []
     methods: list[str] = []
     notes: list[str] = []  # Notes: English, with a code for the page's language
+    if any(over):
+        notes.append(Note(f"{sum(over)} level(s) held more than twice the requests that fit in "
+                          "memory at their context (the engine ran a smaller batch and queued "
+                          "the rest): left out of the decode fit", code="over_memory",
+                          levels=sum(over)))
     for kind, pts, problem in ((PointKind.TPOT, dec, decode_problem),
                                (PointKind.TTFT, pre, _PREFILL)):
         if not pts:
@@ -576,6 +585,20 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         points=tuple(fit_points), holdout_method="; ".join(methods),
         created=today or date.today().isoformat(), inputs=inputs, settings=settings,
         notes=tuple(notes), **{n: v for n, v in knobs.items() if v is not None})
+
+
+def _over_memory(base: Scenario, pts: Sequence[MeasuredPoint]) -> list[bool]:
+    """Per point: more than `OVER_MEMORY` x the concurrent requests that fit in memory at its
+    context (F3, paged KV, the scenario's C_vram): the engine's batch was smaller than the
+    level, by how much unknown. The margin leaves room for a runtime overhead or utilization
+    other than the scenario's."""
+    if not pts:
+        return []
+    ctx = np.array([max(p.context_tokens, p.decode_context_tokens) for p in pts],
+                   dtype=np.float64)
+    c_vram = np.asarray(evaluate(base, np.ones_like(ctx), ctx).max_concurrency_vram_paged)
+    return [bool(p.concurrency > OVER_MEMORY * c)
+            for p, c in zip(pts, np.broadcast_to(c_vram, ctx.shape), strict=True)]
 
 
 def _compute_binds(basis: dict[str, FloatArray], x: FloatArray, method: StepMethod

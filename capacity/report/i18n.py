@@ -459,6 +459,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                       "levels (stalls and prefills between tokens left out)",
                       "解码步取自 {total} 个并发档中 {levels} 个档的 token 间延迟中位数（已排除 token "
                       "之间的停顿与预填充）"),
+    "note_over_memory": ("{levels} level(s) held more than twice the requests that fit in "
+                         "memory at their context (the engine ran a smaller batch and queued "
+                         "the rest): left out of the decode fit",
+                         "{levels} 个并发档的请求数超过其上下文下显存容量的两倍（引擎实际批量更小，"
+                         "其余在排队）：未用于解码拟合"),
     "note_ttft_under_load": ("some prompt lengths were measured only under load: their TTFT may "
                              "include queueing; measure them at concurrency 1",
                              "部分提示长度只在负载下测过：其 TTFT 可能包含排队；请在并发 1 下测量"),
