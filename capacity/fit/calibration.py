@@ -1,16 +1,21 @@
 """F11: fit the efficiency knobs from measured points, and predict with them.
 
-Decode: `t_step = t0 + max((W + C x KV) / (BW x eta_bw), 2 x P x C / (F x eff)) + comm`
-(the library's own F4, `model.roofline.StepModel`: its terms at peak, then
-`step_ms_with_knobs`, so a fitted calibration predicts exactly what `evaluate` computes).
-Prefill: `TTFT = t0_prefill + FLOPs(prompt, with attention) / (F x MFU) + comm` (F6).
+Decode: the scenario's step method, the chapter's F4
+`t_step = t0 + max((W + C x KV) / (BW x eta_bw), 2 x P x C / (F x eff)) + comm` (three knobs)
+or the operator step F4b (six: `OPERATOR_KNOBS`), both the library's own
+(`model.roofline.StepModel.peak_terms`, then `combine_step`), so a fitted calibration predicts
+exactly what `evaluate` computes. The measured step is each level's median inter-token latency
+where the source has it (`decode_measured_ms`), so stalls between tokens stay out.
+Prefill: `TTFT = t0_prefill + 2PL / (F x MFU) + attention / (F x MFU_attn) + comm` (F6b).
 Memory: `overhead_gb` from a measured maximum concurrency (or OOM point) through F3.
 
 The fit is robust least squares (`scipy.optimize.least_squares`, loss `soft_l1`, bounds) on
-relative residuals (predicted / measured - 1), with a weak pull toward typical values
-(eta_bw 0.8, eff 0.5, MFU 0.4, zero overheads) so that knobs the data cannot tell apart stay
-sensible: with one context length, bandwidth efficiency and per-step overhead trade off
-against each other, and with one prompt length MFU and prefill overhead do. Decode and prefill
+relative residuals (predicted / measured - 1), with a weak prior toward typical values
+(`PRIORS`: eta_bw 0.8, eff 0.5, MFU 0.4, zero overheads and floor; eta_kv and MFU_attn toward
+the fitted eta_bw and MFU) so that knobs the data cannot tell apart stay sensible, and
+`identifiability` says which knobs the data pinned down: with one context length, bandwidth
+efficiency and per-step overhead trade off against each other, and with one prompt length MFU
+and prefill overhead do. Decode and prefill
 are fitted separately (they share no knob). Every fit reports its residuals per point and the
 error on points held out of the fit (k-fold, leave-one-out for small sets); that error is
 never hidden: with fewer than two points there is none and the report says so.

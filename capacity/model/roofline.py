@@ -33,10 +33,9 @@ GEMMs and attention are both bandwidth-bound the two methods agree exactly.
 
 `StepModel` is the only implementation: `scenario.evaluate` (the Explorer, the event model's
 `ServiceModel`, the simulated endpoint, the charts and the explanations), the planner's
-vectorized search (arrays of configurations) and calibration's fit (terms at peak, then
-`step_ms_with_knobs`) all call it. Each term is a named method, so an operator-level model
-(GEMMs and attention each on their own roofline) replaces `bandwidth_ms` / `compute_ms` here and
-every caller follows.
+vectorized search (arrays of configurations) and calibration's fit (`StepModel.peak_terms`,
+then `combine_step` with each trial of the knobs) all call it, so every caller follows the
+method and the knobs.
 
 The chapter (Qwen3.5-9B AWQ, RTX 4090, 8K): bandwidth term 5.92 / 18.97 / 32.28 ms and compute
 term 0.11 / 5.45 / 10.9 ms at C = 1 / 50 / 100; bandwidth binds at all three.
@@ -131,20 +130,6 @@ def step_time_ms(*, bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
     """
     return np.asarray(overhead_ms + np.maximum(bandwidth_ms, compute_ms)
                       + np.asarray(comm_ms, dtype=np.float64), dtype=np.float64)
-
-
-def step_ms_with_knobs(*, bandwidth_peak_ms: FloatArray, compute_peak_ms: FloatArray,
-                       comm_ms: FloatArray, eta_bw: float, eff: float,
-                       overhead_ms: float) -> FloatArray:
-    """F4 with F11's knobs as arguments, from the terms at peak (eta_bw = eff = 1, t0 = 0) that
-    `StepModel` computed: t0 + max(t_bw / eta_bw, t_compute / eff) + comm, in ms.
-
-    The same arithmetic as `StepModel.step_ms` (bit for bit), without recomputing the bytes and
-    FLOPs: calibration's least squares calls it for every trial of the knobs.
-    """
-    return step_time_ms(bandwidth_ms=bandwidth_peak_ms / eta_bw,
-                        compute_ms=compute_peak_ms / eff, comm_ms=comm_ms,
-                        overhead_ms=overhead_ms)
 
 
 def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]:
