@@ -543,3 +543,5 @@ with st.expander(T("sec_math"), expanded=False):
     for step in result.math:
         st.markdown(f"**{T('m_' + step.key)}**")
         st.code(f"{step.formula}\n{step.substituted}", language=None)
+        if step.note:  # why the chapter's step and the operator step differ here
+            st.caption(note_text(step.note, lang))

@@ -25,8 +25,9 @@ from capacity.bench.job import (
     per_prompt,
 )
 from capacity.errors import CapacityError
+from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, measurement_plan
 from capacity.model.cost import CURRENCIES
-from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL
+from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, make_scenario
 from capacity.report.i18n import t
 
 ensure_navigation()
@@ -164,6 +165,33 @@ else:
 
 # -- the sweep ------------------------------------------------------------------------------
 st.subheader(T("m_sweep"))
+
+
+def fill_calibration_sweep() -> None:
+    """The "calibration sweep" preset: the prompt lengths and levels of `capacity calibrate
+    --plan` for the model to predict with on the chosen GPU (runs before the widgets)."""
+    g = st.session_state
+    try:
+        plan = measurement_plan(make_scenario(str(g["m_predict"]), str(g["m_gpu"]),
+                                              catalog=cat))
+    except CapacityError as exc:
+        g["m_preset_info"] = T("m_error", msg=str(exc))
+        return
+    prompts = [p for p, _ in plan.sweeps()]
+    levels = sorted({c.concurrency for c in plan.cells})
+    g["m_prompts"] = ",".join(str(p * CHARS_PER_TOKEN) for p in prompts)
+    g["m_levels"] = ",".join(map(str, levels))
+    g["m_max_tokens"] = OUTPUT_TOKENS
+    g["m_label"] = "calibration"
+    g["m_preset_info"] = T("m_preset_calib_done", model=plan.model, gpu=plan.gpu,
+                           n=len(plan.cells), prompts=", ".join(map(str, prompts)),
+                           levels=", ".join(map(str, levels)), tokens=OUTPUT_TOKENS)
+
+
+st.button(T("m_preset_calib"), key="m_preset_calib", on_click=fill_calibration_sweep,
+          help=T("m_preset_calib_help"))
+if info := st.session_state.get("m_preset_info"):
+    st.caption(info)
 c1, c2, c3, c4 = st.columns(4)
 c1.text_input(T("m_levels"), key="m_levels", help=T("m_levels_help"))
 c2.number_input(T("m_requests"), min_value=1, max_value=PAGE_LIMITS.requests, step=1,

@@ -41,6 +41,7 @@ from capacity.fit.overlay import (
 from capacity.fit.uncertainty import band, sensitivity
 from capacity.fit.validate import run_checks, summarize
 from capacity.fit.vllm_log import parse_vllm_log, reconcile
+from capacity.model.roofline import StepMethod
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, Scenario
 from capacity.report.i18n import MESSAGES, note_text, t
 
@@ -347,9 +348,11 @@ c1.caption(T("r_fit_on", runs=fit_desc or series))
 if c2.button(T("r_fit"), key="r_fit", type="primary"):
     try:
         calib.check_name(cal_name)  # a name, never a path (docs/reliability.md)
+        # the operator step (F4b): the knobs belong to the GPU and engine (docs/calibration.md)
         st.session_state[ms.FITTED] = calib.fit(
-            fit_points if fit_points is not None else points, scenario, name=cal_name,
-                                                inputs=inputs_desc)
+            fit_points if fit_points is not None else points,
+            scenario.with_(step_method=StepMethod.OPERATOR.value), name=cal_name,
+            inputs=inputs_desc)
     except CapacityError as exc:
         st.error(T("r_error", msg=str(exc)))
     else:
@@ -366,8 +369,12 @@ if isinstance(fitted, calib.Calibration):
             st.success(T("r_saved", path=str(path)))
     knob_words = {n: T("r_knob_" + n) for n in calib.KNOBS}
     st.markdown(f"**{T('r_knobs', name=fitted.name)}**")
+    if fitted.step_method == StepMethod.OPERATOR:
+        st.caption(T("r_fit_method"))
     st.dataframe(pd.DataFrame([{T("r_col_knob"): knob_words[r.knob], T("r_col_spec"): knob(r.spec),
-                                T("r_col_fitted"): knob(r.fitted), T("r_col_std"): num(r.std)}
+                                T("r_col_fitted"): knob(r.fitted), T("r_col_std"): num(r.std),
+                                T("r_col_pinned"): "-" if (pin := fitted.pinned(r.knob)) is None
+                                else T("r_pinned_yes" if pin else "r_pinned_no")}
                                for r in calib.knob_rows(fitted, scenario)]),
                  hide_index=True, width="stretch")
     st.dataframe(pd.DataFrame([{T("r_col_metric"): r.kind.upper(), T("r_col_spec"): pct(r.spec),

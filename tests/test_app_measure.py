@@ -151,3 +151,26 @@ def test_every_string_of_both_pages_has_english_and_chinese() -> None:
     for key, (en, zh) in {**M, **CHART_LABELS}.items():
         assert en.strip() and zh.strip(), key
         assert fields(en) == fields(zh), key
+
+
+def test_calibration_sweep_preset_fills_the_plan(bench_dir: Path) -> None:
+    """The "calibration sweep" preset: the prompt lengths (as characters) and levels of
+    `capacity calibrate --plan` for the model to predict with on the chosen GPU."""
+    from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, measurement_plan
+    from capacity.model.scenario import make_scenario
+    at = AppTest.from_file(APP, default_timeout=60).switch_page(PAGE)
+    at.run()
+    at.selectbox(key="m_predict").set_value("llama-3.1-8b-bf16")
+    at.selectbox(key="m_gpu").set_value("h100-sxm")
+    at.run()
+    at.button(key="m_preset_calib").click()
+    at.run()
+    assert not at.exception
+    plan = measurement_plan(make_scenario("llama-3.1-8b-bf16", "h100-sxm"))
+    prompts = [p for p, _ in plan.sweeps()]
+    assert at.text_input(key="m_prompts").value == ",".join(
+        str(p * CHARS_PER_TOKEN) for p in prompts)
+    assert at.text_input(key="m_levels").value == ",".join(
+        map(str, sorted({c.concurrency for c in plan.cells})))
+    assert at.number_input(key="m_max_tokens").value == OUTPUT_TOKENS
+    assert "calibration plan of llama-3.1-8b-bf16 on h100-sxm" in texts(at)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from capacity.catalog.loader import Catalog
-from capacity.fit.calibration import _decode_basis, _decode_model
+from capacity.fit.calibration import OPERATOR_KNOBS, _decode_basis, _decode_model
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.memory import memory_verdict
 from capacity.model.roofline import StepModel, weight_bytes_read
@@ -31,6 +31,11 @@ SETUPS = {
     "moe": ("qwen3-30b-a3b", "h100-sxm", 1, {}),
     "tp2": ("qwen3.5-9b-awq", "h100-sxm", 2, {}),
     "moe-tp2-fp8kv": ("qwen3-30b-a3b", "h100-sxm", 2, {"kv_dtype": "fp8", "eff": 0.6}),
+    "operator": ("qwen3.5-9b-awq", "rtx-4090", 1, {
+        "step_method": "operator", "eta_bw": 0.8, "eta_kv": 0.6, "attn_sat_batch": 3.0,
+        "seq_overhead_ms": 0.02, "step_overhead_ms": 0.5, "attn_mfu": 0.2}),
+    "operator-moe-tp2": ("qwen3-30b-a3b", "h100-sxm", 2, {
+        "step_method": "operator", "eff": 0.6, "attn_sat_batch": 6.0}),
 }
 """(model, GPU, TP, other inputs): dense, MoE (touched experts grow the weights read), tensor
 parallel (all-reduce term) on the H100, and both with an efficiency below 1."""
@@ -55,7 +60,10 @@ def test_event_model_steps_are_the_explorers(catalog: Catalog, name: str) -> Non
     s = _scenario(catalog, name)
     svc = service_from_scenario(s, output_tokens=128, max_num_seqs=64)
     b = np.arange(svc.slots + 1, dtype=np.float64)
-    np.testing.assert_array_equal(svc.step_ms, _explorer(s, b))
+    if s.step_method == "chapter":
+        np.testing.assert_array_equal(svc.step_ms, _explorer(s, b))
+    else:  # the event model rebuilds the step as t0 + max(terms) + comm + serial: last bits
+        np.testing.assert_allclose(svc.step_ms, _explorer(s, b), rtol=RTOL)
 
 
 @pytest.mark.parametrize("name", list(SETUPS))
@@ -63,7 +71,10 @@ def test_planner_grid_steps_are_the_explorers(catalog: Catalog, name: str) -> No
     s = _scenario(catalog, name)
     wl = Workload(peak_concurrency=10, context_tokens=s.context_tokens, output_tokens=256)
     inp = PlanInputs(model=s.variant.key, workload=wl, gpus=(s.gpu.key,), max_gpus=s.tp,
-                     kv_dtypes=(s.kv_dtype,), eff=s.eff)
+                     kv_dtypes=(s.kv_dtype,), eff=s.eff, eta_bw=s.eta_bw,
+                     step_overhead_ms=s.step_overhead_ms, step_method=s.step_method,
+                     eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch,
+                     seq_overhead_ms=s.seq_overhead_ms, attn_mfu=s.attn_mfu)
     _, _, u = _units(inp, catalog)
     rows = [j for j in range(len(u.gpus)) if int(u.tp[j]) == s.tp]
     assert len(rows) == 1
@@ -84,9 +95,18 @@ def test_calibration_predictor_is_the_explorer_with_the_knobs(catalog: Catalog,
                          tpot_ms=20.0)
            for c, p, o in ((1, 1000, 200), (8, 4000, 500), (32, 2000, 256), (96, 6000, 1000))]
     basis = _decode_basis(base, pts)
-    for eta, t0, eff in ((1.0, 0.0, 1.0), (0.72, 3.5, 0.4), (0.3, 0.0, 0.05)):
-        predicted = _decode_model(np.array([eta, t0, eff]), basis)
-        knobbed = base.with_(eta_bw=eta, eff=eff, step_overhead_ms=t0)
+    if base.step_method == "chapter":
+        for eta, t0, eff in ((1.0, 0.0, 1.0), (0.72, 3.5, 0.4), (0.3, 0.0, 0.05)):
+            predicted = _decode_model(np.array([eta, t0, eff]), basis)
+            knobbed = base.with_(eta_bw=eta, eff=eff, step_overhead_ms=t0)
+            ev = evaluate(knobbed, np.array([p.concurrency for p in pts]),
+                          np.array([p.decode_context_tokens for p in pts]))
+            np.testing.assert_array_equal(predicted, ev.decode.step_ms)  # bit for bit
+        return
+    for knobs in ((1.0, 1.0, 1.0, 0.0, 0.0, 0.0), (0.72, 0.5, 0.4, 4.0, 3.5, 0.01),
+                  (0.3, 0.9, 0.05, 0.0, 0.0, 0.2)):
+        predicted = _decode_model(np.array(knobs), basis, "operator")
+        knobbed = base.with_(**dict(zip(OPERATOR_KNOBS, knobs, strict=True)))
         ev = evaluate(knobbed, np.array([p.concurrency for p in pts]),
                       np.array([p.decode_context_tokens for p in pts]))
         np.testing.assert_array_equal(predicted, ev.decode.step_ms)  # bit for bit
@@ -110,12 +130,14 @@ def test_evaluate_is_the_step_model_over_contexts(catalog: Catalog, name: str) -
     s = _scenario(catalog, name, eta_bw=0.8, step_overhead_ms=2.0)
     ctx = np.array([512.0, 8192.0, 32768.0])
     ev = evaluate(s, BATCHES[:, None] * s.replicas, ctx[None, :])
-    step = decode_model(s, ev.kv_request.exact_bytes)
+    step = decode_model(s, ev.kv_request.exact_bytes, ctx[None, :])
     d = step.decode(BATCHES[:, None])
-    for field in ("bandwidth_ms", "compute_ms", "comm_ms", "step_ms"):
+    for field in ("bandwidth_ms", "compute_ms", "comm_ms", "serial_ms", "step_ms"):
         np.testing.assert_array_equal(getattr(ev.decode, field), getattr(d, field))
     np.testing.assert_array_equal(step.step_ms(BATCHES[:, None]), d.step_ms)
     assert np.all(d.step_ms >= s.step_overhead_ms + np.maximum(d.bandwidth_ms, d.compute_ms))
+    np.testing.assert_allclose(d.step_ms, s.step_overhead_ms + np.maximum(
+        d.bandwidth_ms, d.compute_ms) + d.comm_ms + d.serial_ms, rtol=1e-12)
 
 
 def test_terms_add_up_to_the_chapter(seed: Scenario) -> None:

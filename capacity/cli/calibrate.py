@@ -3,11 +3,19 @@
     capacity calibrate --model M --gpu G --measured FILE [--format-in csv|vllm|aiperf] --save NAME
     capacity calibrate --model M --gpu G --label LABEL --save NAME      (a stored bench run)
     capacity calibrate --model M --gpu G --reference --save NAME        (published.csv sweeps)
+    capacity calibrate --model M --gpu G --plan [--format json]          (what to measure)
 
-Prints the fitted knobs beside the spec-sheet ones, each point's measured, spec-sheet, fitted
-and held-out prediction, and the median errors; saves NAME.toml in the workspace's
-calibrations folder (data/calibrations in a checkout; docs/configuration.md) or a path ending in
-.toml. `capacity plan ... --calibration NAME` then predicts with it.
+It fits the operator step's six decode knobs (F4b: eta_bw, eta_kv, eff, attn_sat_batch, step
+and per-sequence overhead; with --step-method chapter the chapter's three instead); prefill
+fits MFU, attention MFU and overhead (F6b). The decode step is the median inter-token latency
+where a bench run recorded it. `--plan` prints the smallest sweep (prompt length x concurrency)
+that pins every knob, instead of fitting.
+
+Prints the fitted knobs beside the spec-sheet ones, whether the data pinned each down, each
+point's measured, spec-sheet, fitted and held-out prediction, and the median errors; saves
+NAME.toml in the workspace's calibrations folder (data/calibrations in a checkout;
+docs/configuration.md) or a path ending in .toml. `capacity plan ... --calibration NAME` then
+predicts with it.
 """
 
 from __future__ import annotations
@@ -22,10 +30,21 @@ from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.cli.common import MAX_CONCURRENCY, dumps, number
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
 from capacity.errors import InputError
-from capacity.fit.calibration import KNOBS, Calibration, PointKind, calibration_path, fit, save
+from capacity.fit.calibration import (
+    KNOBS,
+    PINNED_RATIO,
+    Calibration,
+    PointKind,
+    calibration_path,
+    fit,
+    save,
+    spec_value,
+)
 from capacity.fit.imports import FORMATS, read_bench_label, read_measured
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import reference_points
+from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, MeasurementPlan, measurement_plan
+from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
 from capacity.report.tables import render
 
@@ -45,6 +64,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     one.add_argument("--reference", action="store_true",
                      help="the published sweeps in data/reference/published.csv for this "
                           "--model and --gpu")
+    one.add_argument("--plan", action="store_true",
+                     help="fit nothing: print the smallest sweep (prompt length x "
+                          "concurrency) that pins every knob of the operator step and of "
+                          "prefill on this --model and --gpu (docs/calibration.md)")
     src.add_argument("--format-in", choices=FORMATS, default=None,
                      help="format of --measured (default: guessed from the content)")
     src.add_argument("--concurrency", type=number(min=0, max=MAX_CONCURRENCY, min_open=True),
@@ -62,8 +85,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "of each prompt length; TTFT under load includes queueing)")
     p.add_argument("--save", metavar="NAME", default=None,
                    help="save as data/calibrations/NAME.toml (or a path ending in .toml)")
-    p.add_argument("--output", choices=("text", "json", "markdown"), default="text",
-                   help="report format (default text)")
+    p.add_argument("--output", "--format", dest="output",
+                   choices=("text", "json", "markdown"), default="text",
+                   help="report (or --plan) format (default text)")
     return p
 
 
@@ -109,6 +133,12 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1%}"
 
 
+def _pinned(cal: Calibration, name: str) -> str:
+    """'yes', 'no: stays near its prior', or '-' (an old file, or not fitted)."""
+    p = cal.pinned(name)
+    return "-" if p is None else ("yes" if p else "no: stays near its prior")
+
+
 def _std(std: float, value: float) -> str:
     """A knob's standard error as +/- percent, or why there is none."""
     if math.isnan(std):
@@ -123,12 +153,13 @@ def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
     md = fmt == "markdown"
     out = [("## " if md else "") + f"Calibration '{cal.name}': {cal.model} on {cal.gpu}"
            + (f" ({cal.engine})" if cal.engine else "") + f", from {cal.inputs}", ""]
-    spec = {n: getattr(base, n) for n in KNOBS}
-    rows = [[n, spec[n], getattr(cal, n), _std(cal.knob_std(n), getattr(cal, n))]
+    rows = [[n, spec_value(base, n), getattr(cal, n), _std(cal.knob_std(n), getattr(cal, n)),
+             _pinned(cal, n)]
             for n in KNOBS if getattr(cal, n) is not None]
     if cal.overhead_gb is not None:
-        rows.append(["overhead_gb", base.overhead_gb, cal.overhead_gb, "-"])
-    out.append(render(["knob", "spec-sheet", "fitted", "std error"], rows,
+        rows.append(["overhead_gb", base.overhead_gb, cal.overhead_gb, "-", "-"])
+    out.append(f"decode step: {cal.step_method or 'chapter'} method")
+    out.append(render(["knob", "spec-sheet", "fitted", "std error", "pinned by the data"], rows,
                       "markdown" if md else "text"))
     for kind, title in ((PointKind.TPOT, "TPOT (decode step)"), (PointKind.TTFT, "TTFT (prefill)")):
         pts = [p for p in cal.points if p.kind == kind]
@@ -156,8 +187,11 @@ def to_json(cal: Calibration) -> dict[str, Any]:
     return {
         "name": cal.name, "model": cal.model, "gpu": cal.gpu, "engine": cal.engine,
         "inputs": cal.inputs, "created": cal.created,
+        "step_method": cal.step_method or "chapter",
         "knobs": {n: getattr(cal, n) for n in (*KNOBS, "overhead_gb")},
-        "std": dict(cal.std), "holdout_method": cal.holdout_method,
+        "std": dict(cal.std), "identifiability": dict(cal.identifiability),
+        "pinned": {n: cal.pinned(n) for n, _ in cal.identifiability},
+        "holdout_method": cal.holdout_method,
         "median_abs_error": {k: {w: cal.median_abs_error(k, w)
                                  for w in ("spec", "fitted", "held_out")}
                              for k in PointKind},
@@ -165,10 +199,49 @@ def to_json(cal: Calibration) -> dict[str, Any]:
     }
 
 
+def plan_text(plan: MeasurementPlan, fmt: str = "text") -> str:
+    """The measurement plan as a table of cells (one bench run per prompt length) and each
+    knob's width ratio."""
+    out = [f"Measurement plan for {plan.model} on {plan.gpu}: {len(plan.cells)} cells, "
+           f"{OUTPUT_TOKENS} output tokens each (decode step from the median inter-token "
+           "latency, prefill from TTFT at concurrency 1)", ""]
+    out.append(render(["prompt tokens", "concurrency", "pins"],
+                      [[c.prompt_tokens, c.concurrency, c.pins] for c in plan.cells], fmt))
+    out.append(f"\nOne bench run per prompt length ({CHARS_PER_TOKEN} characters per token; "
+               "set the engine's max_num_seqs at least to the largest level):")
+    out += [f"  capacity bench ... --prompt-chars {p * CHARS_PER_TOKEN} --concurrency "
+            f"{','.join(map(str, levels))} --max-tokens {OUTPUT_TOKENS} --label calib-p{p}"
+            for p, levels in plan.sweeps()]
+    out.append("")
+    out.append(render(["knob", "posterior / prior width", "pinned"],
+                      [[n, r, "yes" if r < PINNED_RATIO else "no: stays near its prior"]
+                       for n, r in plan.ratios], fmt))
+    if plan.not_pinned:
+        out.append(f"not pinned by any sweep of this grid: {', '.join(plan.not_pinned)} (its "
+                   "term never dominates on this model and GPU, or trades off against another "
+                   "knob's, e.g. eta_bw against the fixed overhead: a second model of another "
+                   "size on the same GPU separates them); it stays near its prior")
+    return "\n".join(out) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.save:
         calibration_path(args.save)  # a bad name fails before any work is done
+    if args.plan:
+        if args.save:
+            raise InputError("--plan fits nothing: drop --save")
+        plan = measurement_plan(scenario_from_args(args))
+        if not plan.cells:
+            raise InputError(f"{args.model} leaves no room for KV cache on {args.gpu}: no "
+                             "sweep can be measured (pick a bigger GPU or a smaller format)")
+        if args.output == "json":
+            print(dumps(plan.to_json(), indent=2))
+        else:
+            print(plan_text(plan, args.output), end="")
+        return 0
     base = scenario_from_args(args)
+    if not args.step_method:  # calibration learns the engine: the operator step (F4b)
+        base = base.with_(step_method=StepMethod.OPERATOR.value)
     points, inputs = load_points(args, base)
     name = args.save if args.save and "/" not in args.save and not args.save.endswith(".toml") \
         else (Path(args.save).stem if args.save else "unsaved")

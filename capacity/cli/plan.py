@@ -37,6 +37,7 @@ from capacity.model.memory import (
     DEFAULT_UTIL,
     MemoryVerdict,
 )
+from capacity.model.roofline import DEFAULT_STEP_METHOD, StepMethod
 from capacity.model.scenario import (
     DEFAULT_CONCURRENCY,
     DEFAULT_CONTEXT_TOKENS,
@@ -126,6 +127,11 @@ def add_scenario_flags(p: argparse.ArgumentParser) -> None:
                    help=f"decode compute efficiency, fraction of peak (default {DEFAULT_EFF})")
     w.add_argument("--mfu", type=EFFICIENCY, default=DEFAULT_MFU,
                    help=f"prefill model FLOPs utilization (default {DEFAULT_MFU})")
+    w.add_argument("--step-method", choices=[m.value for m in StepMethod], default=None,
+                   help="decode step: 'chapter' (F4: max of memory and arithmetic) or "
+                        "'operator' (F4b: weight GEMMs, then attention, each on its own "
+                        f"roofline; docs/method.md). Default: a --calibration's method, else "
+                        f"{DEFAULT_STEP_METHOD.value}")
     c = p.add_argument_group("cost")
     c.add_argument("--gpu-price", type=number(min=0, max=BOUNDS["price_per_hour"][1]),
                    default=None, metavar="PER_HOUR",
@@ -149,6 +155,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         kv_dtype=args.kv_dtype, block_size=args.block_size, eff=args.eff, mfu=args.mfu,
         price_per_hour=args.gpu_price, currency=args.currency, cny_per_usd=args.cny_per_usd,
         headroom=args.headroom, allow_long_context=args.allow_long_context,
+        step_method=getattr(args, "step_method", None) or DEFAULT_STEP_METHOD.value,
     )
 
 
@@ -192,7 +199,7 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow]) -> dict[str, Any]
     """The stable JSON interface (bytes, ms, s, tok/s)."""
     def num(x: float) -> float | None:
         return None if not math.isfinite(x) else x
-    return {
+    doc: dict[str, Any] = {
         "model": s.variant.key, "gpu": s.gpu.key, "gpus": s.n_gpus, "tp": s.tp,
         "replicas": s.replicas, "context_tokens": s.context_tokens,
         "prompt_tokens": s.prompt, "kv_dtype": s.kv_dtype, "currency": s.currency,
@@ -226,6 +233,7 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow]) -> dict[str, Any]
         ],
         "table": [r.__dict__ for r in rows],
     }
+    return doc  # the keys never change (tests/test_vocab.py): the method is in the text output
 
 
 def _gb(b: float) -> str:
@@ -263,14 +271,23 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     out.append(f"C_vram = floor({v.kv_budget_bytes / GB:.2f} GB / "
                f"{float(ev.kv_request.exact_bytes) / GB:.3f} GB) = {int(ev.max_concurrency_vram)}"
                f" concurrent requests (paged: {int(ev.max_concurrency_vram_paged)})\n")
-    out.append(h("Decode step (F4)"))
     d = ev.decode
-    out.append(render(
-        ["concurrency", "bandwidth ms", "compute ms", "step ms", "bound", "tok/s per request",
-         "aggregate tok/s"],
-        [[int(ev.concurrency[i]), float(d.bandwidth_ms[i]), float(d.compute_ms[i]),
-          float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
-          float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
+    if s.step_method == StepMethod.OPERATOR:
+        out.append(h("Decode step (F4b, operator method: GEMMs + attention + overheads)"))
+        out.append(render(
+            ["concurrency", "GEMM ms", "attention ms", "step ms", "bound", "tok/s per request",
+             "aggregate tok/s"],
+            [[int(ev.concurrency[i]), float(d.gemm_ms[i]), float(d.attention_ms[i]),
+              float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
+              float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
+    else:
+        out.append(h("Decode step (F4)"))
+        out.append(render(
+            ["concurrency", "bandwidth ms", "compute ms", "step ms", "bound",
+             "tok/s per request", "aggregate tok/s"],
+            [[int(ev.concurrency[i]), float(d.bandwidth_ms[i]), float(d.compute_ms[i]),
+              float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
+              float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
     cross = ev.crossover_concurrency
     out.append(h("Crossover (F5)"))
     out.append("none: bandwidth binds at every concurrency at this context\n" if cross is None
@@ -309,6 +326,8 @@ def run(args: argparse.Namespace) -> int:
     if args.calibration:
         from capacity.fit.calibration import apply, load
         s = apply(load(args.calibration), s)
+        if args.step_method:  # said on the command line: wins over the calibration's
+            s = s.with_(step_method=args.step_method)
     ev = evaluate(s, concurrency)
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])

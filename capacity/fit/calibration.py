@@ -1,16 +1,21 @@
 """F11: fit the efficiency knobs from measured points, and predict with them.
 
-Decode: `t_step = t0 + max((W + C x KV) / (BW x eta_bw), 2 x P x C / (F x eff)) + comm`
-(the library's own F4, `model.roofline.StepModel`: its terms at peak, then
-`step_ms_with_knobs`, so a fitted calibration predicts exactly what `evaluate` computes).
-Prefill: `TTFT = t0_prefill + FLOPs(prompt, with attention) / (F x MFU) + comm` (F6).
+Decode: the scenario's step method, the chapter's F4
+`t_step = t0 + max((W + C x KV) / (BW x eta_bw), 2 x P x C / (F x eff)) + comm` (three knobs)
+or the operator step F4b (six: `OPERATOR_KNOBS`), both the library's own
+(`model.roofline.StepModel.peak_terms`, then `combine_step`), so a fitted calibration predicts
+exactly what `evaluate` computes. The measured step is each level's median inter-token latency
+where the source has it (`decode_measured_ms`), so stalls between tokens stay out.
+Prefill: `TTFT = t0_prefill + 2PL / (F x MFU) + attention / (F x MFU_attn) + comm` (F6b).
 Memory: `overhead_gb` from a measured maximum concurrency (or OOM point) through F3.
 
 The fit is robust least squares (`scipy.optimize.least_squares`, loss `soft_l1`, bounds) on
-relative residuals (predicted / measured - 1), with a weak pull toward typical values
-(eta_bw 0.8, eff 0.5, MFU 0.4, zero overheads) so that knobs the data cannot tell apart stay
-sensible: with one context length, bandwidth efficiency and per-step overhead trade off
-against each other, and with one prompt length MFU and prefill overhead do. Decode and prefill
+relative residuals (predicted / measured - 1), with a weak prior toward typical values
+(`PRIORS`: eta_bw 0.8, eff 0.5, MFU 0.4, zero overheads and floor; eta_kv and MFU_attn toward
+the fitted eta_bw and MFU) so that knobs the data cannot tell apart stay sensible, and
+`identifiability` says which knobs the data pinned down: with one context length, bandwidth
+efficiency and per-step overhead trade off against each other, and with one prompt length MFU
+and prefill overhead do. Decode and prefill
 are fitted separately (they share no knob). Every fit reports its residuals per point and the
 error on points held out of the fit (k-fold, leave-one-out for small sets); that error is
 never hidden: with fewer than two points there is none and the report says so.
@@ -46,26 +51,55 @@ from capacity import workspace
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint
+from capacity.model.kv import kv_request_bytes
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops
-from capacity.model.roofline import step_ms_with_knobs
-from capacity.model.scenario import Scenario, evaluate
+from capacity.model.roofline import StepMethod, combine_step, step_method
+from capacity.model.scenario import Scenario, decode_model, evaluate
 from capacity.types import FloatArray, Note
 from capacity.units import GB, TERA
 
 DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
-PREFILL_KNOBS = ("mfu", "prefill_overhead_ms")
-KNOBS = (*DECODE_KNOBS, *PREFILL_KNOBS)
+"""The chapter method's decode knobs (F4 + F11)."""
+OPERATOR_KNOBS = ("eta_bw", "eta_kv", "eff", "attn_sat_batch", "step_overhead_ms",
+                  "seq_overhead_ms")
+"""The operator method's decode knobs (F4b): eta_bw is the weight GEMMs' eta_w."""
+PREFILL_KNOBS = ("mfu", "attn_mfu", "prefill_overhead_ms")
+KNOBS = ("eta_bw", "step_overhead_ms", "eff", "eta_kv", "attn_sat_batch", "seq_overhead_ms",
+         "mfu", "prefill_overhead_ms", "attn_mfu")
+"""Every knob a calibration may carry (a saved file lists those it fitted)."""
 PRIORS: dict[str, float] = {"eta_bw": 0.8, "step_overhead_ms": 0.0, "eff": 0.5, "mfu": 0.4,
-                            "prefill_overhead_ms": 0.0}
-"""Where the weak pull goes when the data cannot decide (fractions: in log space)."""
+                            "prefill_overhead_ms": 0.0, "eta_kv": 0.8, "attn_sat_batch": 0.0,
+                            "seq_overhead_ms": 0.0, "attn_mfu": 0.4}
+"""Where the weak pull goes when the data cannot decide (fractions: in log space). eta_kv and
+attn_mfu are pulled toward the fitted eta_bw and MFU instead (`PRIOR_TIED`): without data
+that separate them, KV reads run at the weights' efficiency and attention at the GEMMs'."""
+PRIOR_TIED: dict[str, str] = {"eta_kv": "eta_bw", "attn_mfu": "mfu"}
+LOG_KNOBS = frozenset({"eta_bw", "eta_kv", "eff", "mfu", "attn_mfu"})
+"""Fractions of peak: their prior (and identifiability) works on log(value)."""
 BOUNDS: dict[str, tuple[float, float]] = {
     "eta_bw": (0.05, 1.0), "step_overhead_ms": (0.0, 1000.0), "eff": (0.005, 1.0),
-    "mfu": (0.005, 1.0), "prefill_overhead_ms": (0.0, 10000.0)}
+    "mfu": (0.005, 1.0), "prefill_overhead_ms": (0.0, 10000.0), "eta_kv": (0.05, 1.0),
+    "attn_sat_batch": (0.0, 1024.0), "seq_overhead_ms": (0.0, 100.0), "attn_mfu": (0.005, 1.0)}
 PRIOR_WEIGHT = 0.02
-"""Weight of each prior term against one point's relative residual."""
+"""Weight of each prior term against one point's relative residual: the nominal measurement
+noise (2 %) over the prior's width, so a fraction's prior is one e-fold wide (log space) and
+an overhead's one median measured time (`_prior_sd`)."""
+SAT_PRIOR_SD = 8.0
+"""Width of attn_sat_batch's prior around 0, sequences."""
+SEQ_PRIOR_SHARE = 0.01
+"""Width of seq_overhead_ms's prior: 1 % of the median measured step per sequence."""
 ROBUST_SCALE = 0.05
 """soft_l1 f_scale: residuals beyond about 5% count less than quadratically."""
+PINNED_RATIO = 0.1
+"""A knob is pinned down when the data cut its prior's width tenfold (posterior sd / prior
+sd < 0.1): with the nominal 2 % noise a fraction is then known to about +/- 10 % (a tenth
+of the prior's e-fold), an overhead to a tenth of a median measured time."""
+OVER_MEMORY = 2.0
+"""A decode level above 2x the scenario's C_vram at its context is left out of the fit."""
+ITL_CHUNK_RATIO = 1.5
+"""A median inter-token gap above 1.5 x the median TPOT means chunks carry several tokens:
+the level's decode step is then taken from TPOT."""
 
 
 class PointKind(StrEnum):
@@ -121,13 +155,28 @@ class Calibration:
     mfu: float | None = None
     prefill_overhead_ms: float | None = None
     overhead_gb: float | None = None
+    eta_kv: float | None = None
+    attn_sat_batch: float | None = None
+    seq_overhead_ms: float | None = None
+    attn_mfu: float | None = None
+    step_method: str = ""
+    """The decode method the knobs were fitted under ('' in files from before there were
+    two: the chapter's)."""
     std: tuple[tuple[str, float], ...] = ()
+    identifiability: tuple[tuple[str, float], ...] = ()
+    """Per fitted knob: posterior over prior width (`identifiability`); below
+    `PINNED_RATIO` the data pin it down, else it stays near its prior."""
     points: tuple[FitPoint, ...] = ()
     holdout_method: str = ""
     created: str = ""
     inputs: str = ""
     settings: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+
+    def pinned(self, name: str) -> bool | None:
+        """Whether the data pinned this knob down (None: not fitted, or an old file)."""
+        r = dict(self.identifiability).get(name)
+        return None if r is None else r < PINNED_RATIO
 
     def knob_std(self, name: str) -> float:
         """Standard error of a fitted knob (NaN when the fit could not tell)."""
@@ -153,43 +202,74 @@ class Calibration:
 
 
 # ---------------------------------------------------------------------------------------------
-# prediction bases: the parts of F4 and F6 that do not depend on the knobs
+# prediction bases: the parts of F4/F4b and F6b that do not depend on the knobs
 
-def _decode_basis(base: Scenario, pts: Sequence[MeasuredPoint]
-                  ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Bandwidth term at eta_bw = 1, compute term at eff = 1 and comm, in ms, per point: F4's
-    terms at peak, from the one implementation (`evaluate` -> `roofline.StepModel`)."""
-    s1 = base.with_(eta_bw=1.0, eff=1.0, step_overhead_ms=0.0)
-    ev = evaluate(s1, np.array([p.concurrency for p in pts], dtype=np.float64),
-                  np.array([p.decode_context_tokens for p in pts], dtype=np.float64))
-    return (np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
-            np.asarray(ev.decode.compute_ms, dtype=np.float64),
-            np.asarray(ev.decode.comm_ms, dtype=np.float64))
+def decode_measured_ms(p: MeasuredPoint) -> float | None:
+    """The measured decode step of a point (ms): the median inter-token latency where the
+    source has it (a stall or a prefill between two tokens is one long gap: the median skips
+    it; the per-request mean TPOT includes it), else TPOT; TPOT when the median gap exceeds
+    1.5 x TPOT (chunks carrying several tokens). Source: docs/calibration.md."""
+    if p.itl_p50_ms is not None and (p.tpot_ms is None
+                                     or p.itl_p50_ms <= ITL_CHUNK_RATIO * p.tpot_ms):
+        return p.itl_p50_ms
+    return p.tpot_ms
 
 
-def _prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> tuple[FloatArray, FloatArray]:
-    """Prefill compute at MFU = 1 and TP comm, in ms, per point (as `evaluate` computes TTFT)."""
+def _decode_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, FloatArray]:
+    """`combine_step`'s knob-free inputs per point (terms at peak in ms, comm, the batch per
+    replica), from the one implementation (`decode_model` -> `roofline.StepModel`), at each
+    point's decode context."""
+    C = np.array([p.concurrency for p in pts], dtype=np.float64)
+    L = np.array([p.decode_context_tokens for p in pts], dtype=np.float64)
+    kv = kv_request_bytes(base.model, L, base.kv_dtype, base.tp, base.block_size).exact_bytes
+    sm = decode_model(base, kv, L)
+    peak = sm.peak_terms(np.ceil(C / base.replicas))
+    shape = np.broadcast_shapes(*(np.shape(v) for v in peak.values()))
+    return {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape).copy()
+            for k, v in peak.items()}
+
+
+def _prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, FloatArray]:
+    """Prefill GEMMs and attention at MFU = 1 and TP comm, in ms, per point (F6b)."""
     prompt = np.array([p.prefill_tokens for p in pts], dtype=np.float64)
-    flops = prefill_flops(base.model, prompt).total_flops
-    at_peak = flops / (base.tflops * base.tp * TERA) * 1e3
+    pf = prefill_flops(base.model, prompt)
+    f = base.tflops * base.tp * TERA
     comm = np.asarray(tp_comm_ms(base.model, base.gpu, base.tp, prompt), dtype=np.float64)
-    return np.asarray(at_peak, dtype=np.float64), np.broadcast_to(comm, at_peak.shape).copy()
+    lin = np.asarray(pf.linear_flops / f * 1e3, dtype=np.float64)
+    return {"linear_ms": lin, "attention_ms": np.asarray(pf.attention_flops / f * 1e3,
+                                                         dtype=np.float64),
+            "comm_ms": np.broadcast_to(comm, lin.shape).copy()}
 
 
-def _decode_model(x: FloatArray, basis: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
-    """F4 at the knobs x = (eta_bw, step_overhead_ms, eff), ms per point: the same arithmetic
-    as `evaluate` with those knobs (`roofline.step_ms_with_knobs`), without re-deriving the
-    terms at each trial of the fit."""
-    bw, cp, comm = basis
-    eta, t0, eff = x
-    return step_ms_with_knobs(bandwidth_peak_ms=bw, compute_peak_ms=cp, comm_ms=comm,
-                              eta_bw=float(eta), eff=float(eff), overhead_ms=float(t0))
+def _decode_model(x: FloatArray, basis: dict[str, FloatArray],
+                  method: str = StepMethod.CHAPTER.value) -> FloatArray:
+    """F4 (x = eta_bw, step_overhead_ms, eff) or F4b (x = `OPERATOR_KNOBS`) per point, ms: the
+    same arithmetic as `evaluate` with those knobs (`roofline.combine_step`), without
+    re-deriving the terms at each trial of the fit."""
+    b = basis
+    terms = {"weight_peak_ms": b["weight_peak_ms"], "kv_peak_ms": b["kv_peak_ms"],
+             "gemm_peak_ms": b["gemm_peak_ms"], "attention_peak_ms": b["attention_peak_ms"],
+             "kv_request_peak_ms": b["kv_request_peak_ms"], "comm_ms": b["comm_ms"],
+             "batch": b["batch"]}
+    if method == StepMethod.CHAPTER:
+        eta, t0, eff = (float(v) for v in x)
+        return combine_step(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
+                            overhead_ms=t0).step_ms
+    eta, eta_kv, eff, sat, t0, seq = (float(v) for v in x)
+    return combine_step(method=method, **terms, eta_bw=eta,
+                        eta_kv=eta_kv, eff=eff, attn_sat_batch=sat, overhead_ms=t0,
+                        seq_overhead_ms=seq).step_ms
 
 
-def _prefill_model(x: FloatArray, basis: tuple[FloatArray, FloatArray]) -> FloatArray:
-    at_peak, comm = basis
-    mfu, t0p = x
-    return np.asarray(t0p + at_peak / mfu + comm, dtype=np.float64)
+def _operator_model(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
+    return _decode_model(x, basis, StepMethod.OPERATOR.value)
+
+
+def _prefill_model(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
+    """F6b per point, ms: t0 + linear / MFU + attention / attn_mfu + comm."""
+    mfu, attn_mfu, t0p = x
+    return np.asarray(t0p + basis["linear_ms"] / mfu + basis["attention_ms"] / attn_mfu
+                      + basis["comm_ms"], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -201,14 +281,45 @@ class _Problem:
 
 _DECODE = _Problem(DECODE_KNOBS, _decode_model,
                    ((0.8, 0.0, 0.5), (0.6, 1.0, 0.1), (0.9, 0.5, 1.0), (0.5, 3.0, 0.03)))
-_PREFILL = _Problem(PREFILL_KNOBS, _prefill_model, ((0.4, 0.0), (0.2, 20.0), (0.8, 5.0)))
+_OPERATOR = _Problem(OPERATOR_KNOBS, _operator_model,
+                     ((0.8, 0.8, 0.5, 0.0, 0.0, 0.0), (0.6, 0.5, 0.3, 4.0, 1.0, 0.01),
+                      (0.9, 0.9, 0.8, 1.0, 0.3, 0.002), (0.5, 0.7, 0.1, 16.0, 3.0, 0.05)))
+_PREFILL = _Problem(PREFILL_KNOBS, _prefill_model,
+                    ((0.4, 0.4, 0.0), (0.2, 0.2, 20.0), (0.8, 0.5, 5.0)))
 
 
-def _take(basis: tuple[FloatArray, ...], idx: npt.NDArray[np.intp]) -> tuple[FloatArray, ...]:
-    return tuple(b[idx] for b in basis)
+def _take(basis: dict[str, FloatArray], idx: npt.NDArray[np.intp]) -> dict[str, FloatArray]:
+    return {k: v[idx] for k, v in basis.items()}
 
 
-def _solve(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatArray
+def _prior_sd(name: str, scale_ms: float) -> float:
+    """Width of a knob's prior in its prior coordinate (log for fractions; the knob's unit
+    else): one e-fold; one median measured time; `SAT_PRIOR_SD`; `SEQ_PRIOR_SHARE` x it."""
+    if name in LOG_KNOBS:
+        return 1.0
+    if name == "attn_sat_batch":
+        return SAT_PRIOR_SD
+    if name == "seq_overhead_ms":
+        return SEQ_PRIOR_SHARE * scale_ms
+    return scale_ms
+
+
+def _prior_residuals(names: Sequence[str], x: FloatArray, scale_ms: float) -> FloatArray:
+    """The prior's terms: PRIOR_WEIGHT x (coordinate - prior) / width, per knob; a tied knob
+    (`PRIOR_TIED`) is pulled toward its partner's value when both are fitted."""
+    val = dict(zip(names, (float(v) for v in x), strict=True))
+    out = []
+    for n in names:
+        v = val[n]
+        if n in LOG_KNOBS:
+            centre = val.get(PRIOR_TIED.get(n, ""), PRIORS[n])
+            out.append(PRIOR_WEIGHT * math.log(v / centre))
+        else:
+            out.append(PRIOR_WEIGHT * (v - PRIORS[n]) / _prior_sd(n, scale_ms))
+    return np.asarray(out, dtype=np.float64)
+
+
+def _solve(problem: _Problem, basis: dict[str, FloatArray], measured: FloatArray
            ) -> tuple[FloatArray, FloatArray]:
     """Robust fit of one problem; returns the knobs and their standard errors (from the
     Gauss-Newton covariance; NaN when there are no more points than knobs)."""
@@ -218,13 +329,7 @@ def _solve(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatArra
 
     def residuals(x: FloatArray) -> FloatArray:
         r = problem.model(x, basis) / measured - 1.0
-        prior = []
-        for n, v in zip(problem.names, x, strict=True):
-            if n.endswith("_ms"):
-                prior.append(PRIOR_WEIGHT * (v - PRIORS[n]) / scale)
-            else:
-                prior.append(PRIOR_WEIGHT * math.log(v / PRIORS[n]))
-        return np.concatenate([r, np.asarray(prior)])
+        return np.concatenate([r, _prior_residuals(problem.names, x, scale)])
 
     best = None
     for start in problem.starts:
@@ -245,7 +350,56 @@ def _solve(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatArra
     return np.asarray(best.x, dtype=np.float64), std
 
 
-def _holdout(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatArray
+def identifiability(problem_names: Sequence[str], model: Callable[[FloatArray, Any], FloatArray],
+                    x: FloatArray, basis: dict[str, FloatArray], measured: FloatArray
+                    ) -> FloatArray:
+    """Per knob: its posterior width over its prior width (< `PINNED_RATIO`: pinned down).
+
+    Linearised at the knobs `x`, in the prior's coordinates (log for fractions), with the
+    nominal 2 % noise that `PRIOR_WEIGHT` assumes: posterior precision = J'J (the data's
+    relative residuals, J by central differences, one-sided at a bound) + the prior's own
+    J_p'J_p. A knob whose term never matters at the measured points (a floor below every
+    measured batch, compute at a batch where memory binds) has J = 0: its ratio is 1 and it
+    stays at its prior. It depends on where the points are, not on their values: the same
+    function ranks candidate sweeps (`measurement_plan`).
+    """
+    names = list(problem_names)
+    k = len(names)
+    scale = float(np.median(measured))
+    lo = np.array([BOUNDS[n][0] for n in names])
+    hi = np.array([BOUNDS[n][1] for n in names])
+    log = np.array([n in LOG_KNOBS for n in names])
+    u0 = np.where(log, np.log(np.maximum(x, 1e-12)), x)
+
+    def to_x(u: FloatArray) -> FloatArray:
+        return np.asarray(np.where(log, np.exp(u), u), dtype=np.float64)
+
+    def data(u: FloatArray) -> FloatArray:
+        return np.asarray(model(to_x(u), basis) / measured, dtype=np.float64)
+
+    def prior(u: FloatArray) -> FloatArray:
+        return _prior_residuals(names, to_x(u), scale)
+
+    jd = np.zeros((measured.size, k))
+    jp = np.zeros((k, k))
+    for j, n in enumerate(names):
+        h = 1e-4 if log[j] else max(1e-4 * abs(u0[j]), 1e-4 * _prior_sd(n, scale))
+        up, dn = u0.copy(), u0.copy()
+        up[j] = min(u0[j] + h, math.log(hi[j]) if log[j] else hi[j])
+        dn[j] = max(u0[j] - h, math.log(lo[j]) if log[j] else lo[j])
+        width = up[j] - dn[j]
+        if width <= 0:
+            continue
+        jd[:, j] = (data(up) - data(dn)) / width
+        jp[:, j] = (prior(up) - prior(dn)) / width
+    prior_info = jp.T @ jp
+    post = np.linalg.pinv(jd.T @ jd + prior_info)
+    pri = np.linalg.pinv(prior_info)
+    return np.asarray(np.sqrt(np.clip(np.diag(post), 0.0, None)
+                              / np.clip(np.diag(pri), 1e-300, None)), dtype=np.float64)
+
+
+def _holdout(problem: _Problem, basis: dict[str, FloatArray], measured: FloatArray
              ) -> tuple[list[float | None], str]:
     """Predictions for each point from a fit that left it out; k-fold (k = 5) or, for 5
     points or fewer, leave-one-out. Fewer than 2 points: none."""
@@ -269,7 +423,8 @@ def _holdout(problem: _Problem, basis: tuple[FloatArray, ...], measured: FloatAr
 def prefill_fit_points(points: Sequence[MeasuredPoint], all_levels: bool = False
                        ) -> list[MeasuredPoint]:
     """The TTFT points the prefill fit uses: by default those at the lowest measured
-    concurrency of each prompt length (TTFT under load includes queueing)."""
+    concurrency of each prompt length (concurrency 1 in a sweep: no queue; TTFT under load
+    includes queueing and, in engines without chunked prefill, other prompts' prefills)."""
     with_ttft = [p for p in points if p.ttft_ms is not None]
     if all_levels:
         return with_ttft
@@ -303,13 +458,26 @@ def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
     return overhead
 
 
+def spec_value(base: Scenario, name: str) -> float:
+    """A knob's value in the scenario the points were measured under (the spec-sheet side of
+    the report): eta_kv None is eta_bw, attn_mfu None is MFU."""
+    v = getattr(base, name)
+    if v is None:
+        v = getattr(base, PRIOR_TIED[name])
+    return float(v)
+
+
 def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         engine: str = "", inputs: str = "", max_concurrency: tuple[int, int] | None = None,
         ttft_all_levels: bool = False, today: str | None = None) -> Calibration:
     """Fit F11's knobs from measured points of one model on one GPU and engine.
 
     `base` is the scenario the points were measured under (model, GPU, TP, KV precision);
-    its knobs are the spec-sheet prediction the report compares against.
+    its knobs are the spec-sheet prediction the report compares against, and its
+    `step_method` picks the decode knobs: the chapter's three (eta_bw, step overhead, eff) or
+    the operator method's six (`OPERATOR_KNOBS`). The decode step is each level's median
+    inter-token latency where the points have it (`decode_measured_ms`), prefill is TTFT at
+    the lowest level of each prompt length (`prefill_fit_points`).
     `max_concurrency` = (C, context tokens): a measured maximum (or the C just below an OOM).
     """
     if not points:
@@ -322,29 +490,51 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     if max_concurrency is not None and not 1 <= max_concurrency[1] <= MAX_CONTEXT_TOKENS:
         raise InputError(f"a measured maximum concurrency at {max_concurrency[1]:,} tokens: "
                          f"the context must be 1..{MAX_CONTEXT_TOKENS:,} tokens")
-    dec = [p for p in points if p.tpot_ms is not None]
+    method = StepMethod(base.step_method)
+    dec = [p for p in points if decode_measured_ms(p) is not None]
+    over = _over_memory(base, dec)
+    dec = [p for p, o in zip(dec, over, strict=True) if not o]
     pre = prefill_fit_points(points, ttft_all_levels)
     if not dec and not pre and max_concurrency is None:
         raise InputError("the points have neither TPOT nor TTFT: nothing to fit")
+    decode_problem = _OPERATOR if method == StepMethod.OPERATOR else _DECODE
     knobs: dict[str, float | None] = dict.fromkeys(KNOBS)
     std: list[tuple[str, float]] = []
+    ident: list[tuple[str, float]] = []
     fit_points: list[FitPoint] = []
     methods: list[str] = []
     notes: list[str] = []  # Notes: English, with a code for the page's language
-    for kind, pts, problem in ((PointKind.TPOT, dec, _DECODE), (PointKind.TTFT, pre, _PREFILL)):
+    if any(over):
+        notes.append(Note(f"{sum(over)} level(s) held more than twice the requests that fit in "
+                          "memory at their context (the engine ran a smaller batch and queued "
+                          "the rest): left out of the decode fit", code="over_memory",
+                          levels=sum(over)))
+    for kind, pts, problem in ((PointKind.TPOT, dec, decode_problem),
+                               (PointKind.TTFT, pre, _PREFILL)):
         if not pts:
             notes.append(Note(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted",
                               code="no_points", kind=kind.upper(),
                               names=", ".join(problem.names)))
             continue
+        basis: dict[str, FloatArray]
         if kind == PointKind.TPOT:
-            basis: tuple[FloatArray, ...] = _decode_basis(base, pts)
-            measured = np.array([p.tpot_ms for p in pts], dtype=np.float64)
-            spec_x = np.array([base.eta_bw, base.step_overhead_ms, base.eff])
+            basis = _decode_basis(base, pts)
+            measured = np.array([decode_measured_ms(p) for p in pts], dtype=np.float64)
+            from_itl = sum(1 for p in pts if p.itl_p50_ms is not None
+                           and decode_measured_ms(p) == p.itl_p50_ms)
+            if from_itl:
+                notes.append(Note(f"decode step from the median inter-token latency at "
+                                  f"{from_itl} of {len(pts)} levels (stalls and prefills "
+                                  "between tokens left out)", code="from_itl",
+                                  levels=from_itl, total=len(pts)))
         else:
             basis = _prefill_basis(base, pts)
             measured = np.array([p.ttft_ms for p in pts], dtype=np.float64)
-            spec_x = np.array([base.mfu, base.prefill_overhead_ms])
+            if any(p.concurrency > 1 for p in pts) and not ttft_all_levels:
+                notes.append(Note("some prompt lengths were measured only under load: their "
+                                  "TTFT may include queueing; measure them at concurrency 1",
+                                  code="ttft_under_load"))
+        spec_x = np.array([spec_value(base, n) for n in problem.names])
         x, sd = _solve(problem, basis, measured)
         if kind == PointKind.TPOT and len({round(p.decode_context_tokens) for p in pts}) == 1:
             notes.append(Note("TPOT at one context length only: bandwidth efficiency and "
@@ -353,15 +543,25 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                               "well determined)", code="one_context"))
         fitted = problem.model(x, basis)
         spec = problem.model(spec_x, basis)
-        held, method = _holdout(problem, basis, measured)
-        methods.append(f"{kind.upper()}: {method}")
-        for n, v, s in zip(problem.names, x, sd, strict=True):
+        held, how = _holdout(problem, basis, measured)
+        methods.append(f"{kind.upper()}: {how}")
+        ratios = identifiability(problem.names, problem.model, x, basis, measured)
+        loose = []
+        for n, v, s, r in zip(problem.names, x, sd, ratios, strict=True):
             knobs[n] = float(v)
             if math.isfinite(s):
                 std.append((n, float(s)))
+            ident.append((n, float(r)))
+            if r >= PINNED_RATIO:
+                loose.append(n)
+        if loose:
+            notes.append(Note("not pinned by these points (they stay near their prior): "
+                              + ", ".join(loose) + "; `capacity calibrate --plan` lists a "
+                              "sweep that pins every knob", code="not_pinned",
+                              names=", ".join(loose)))
         if kind == PointKind.TPOT:
-            bw, cp, _ = basis
-            if not np.any(cp / x[2] > bw / x[0]):
+            gemm_bound = _compute_binds(basis, x, method)
+            if not np.any(gemm_bound):
                 notes.append(Note(f"compute never binds at the measured points: eff is not "
                                   f"determined by them (kept near {PRIORS['eff']:g}); measure "
                                   "at higher concurrency or shorter context to fit it",
@@ -385,15 +585,41 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     return Calibration(
         name=name, model=base.variant.key, gpu=base.gpu.key,
         engine=engine or next((p.engine for p in points if p.engine), ""),
-        eta_bw=knobs["eta_bw"], step_overhead_ms=knobs["step_overhead_ms"], eff=knobs["eff"],
-        mfu=knobs["mfu"], prefill_overhead_ms=knobs["prefill_overhead_ms"],
-        overhead_gb=overhead, std=tuple(std), points=tuple(fit_points),
-        holdout_method="; ".join(methods), created=today or date.today().isoformat(),
-        inputs=inputs, settings=settings, notes=tuple(notes))
+        step_method=method.value if dec else "",
+        overhead_gb=overhead, std=tuple(std), identifiability=tuple(ident),
+        points=tuple(fit_points), holdout_method="; ".join(methods),
+        created=today or date.today().isoformat(), inputs=inputs, settings=settings,
+        notes=tuple(notes), **{n: v for n, v in knobs.items() if v is not None})
+
+
+def _over_memory(base: Scenario, pts: Sequence[MeasuredPoint]) -> list[bool]:
+    """Per point: more than `OVER_MEMORY` x the concurrent requests that fit in memory at its
+    context (F3, paged KV, the scenario's C_vram): the engine's batch was smaller than the
+    level, by how much unknown. The margin leaves room for a runtime overhead or utilization
+    other than the scenario's."""
+    if not pts:
+        return []
+    ctx = np.array([max(p.context_tokens, p.decode_context_tokens) for p in pts],
+                   dtype=np.float64)
+    c_vram = np.asarray(evaluate(base, np.ones_like(ctx), ctx).max_concurrency_vram_paged)
+    return [bool(p.concurrency > OVER_MEMORY * c)
+            for p, c in zip(pts, np.broadcast_to(c_vram, ctx.shape), strict=True)]
+
+
+def _compute_binds(basis: dict[str, FloatArray], x: FloatArray, method: StepMethod
+                   ) -> npt.NDArray[np.bool_]:
+    """Per point: does the weight GEMMs' arithmetic bind (the only place eff shows)?"""
+    if method == StepMethod.CHAPTER:
+        eta, _, eff = x
+        return np.asarray(basis["gemm_peak_ms"] / eff
+                          > (basis["weight_peak_ms"] + basis["kv_peak_ms"]) / eta)
+    eta, _, eff = x[0], x[1], x[2]
+    return np.asarray(basis["gemm_peak_ms"] / eff > basis["weight_peak_ms"] / eta)
 
 
 def apply(calibration: Calibration, scenario: Scenario) -> Scenario:
-    """The scenario with the calibration's fitted knobs (those it has) and its name set.
+    """The scenario with the calibration's fitted knobs (those it has), its decode method
+    (a calibration without one, fitted before there were two, is the chapter's) and its name.
 
     Works across models (transfer); records a warning when the GPU differs, since
     efficiencies are properties of the GPU and engine.
@@ -403,6 +629,8 @@ def apply(calibration: Calibration, scenario: Scenario) -> Scenario:
         v = getattr(calibration, n)
         if v is not None:
             changes[n] = float(v)
+    if calibration.step_method or calibration.eta_bw is not None:
+        changes["step_method"] = calibration.step_method or StepMethod.CHAPTER.value
     warnings = list(scenario.warnings)
     if calibration.gpu and calibration.gpu != scenario.gpu.key:
         warnings.append(f"calibration '{calibration.name}' was fitted on {calibration.gpu}, "
@@ -440,7 +668,7 @@ class ErrorRow:
 
 def knob_rows(cal: Calibration, base: Scenario) -> list[KnobRow]:
     """The knobs the calibration fitted, each with the base scenario's (spec-sheet) value."""
-    return [KnobRow(knob=n, spec=float(getattr(base, n)), fitted=float(v),
+    return [KnobRow(knob=n, spec=spec_value(base, n), fitted=float(v),
                     std=cal.knob_std(n))
             for n in KNOBS if (v := getattr(cal, n)) is not None]
 
@@ -607,11 +835,13 @@ def to_toml(cal: Calibration) -> str:
     """The calibration as TOML text (None values are left out)."""
     doc: dict[str, Any] = {
         "name": cal.name, "model": cal.model, "gpu": cal.gpu, "engine": cal.engine,
+        **({"step_method": cal.step_method} if cal.step_method else {}),
         "created": cal.created, "inputs": cal.inputs, "holdout_method": cal.holdout_method,
         "notes": [str(n) for n in cal.notes],
         "knobs": {n: getattr(cal, n) for n in (*KNOBS, "overhead_gb")
                   if getattr(cal, n) is not None},
-        "std": dict(cal.std), "settings": dict(cal.settings),
+        "std": dict(cal.std), "identifiability": dict(cal.identifiability),
+        "settings": dict(cal.settings),
         "points": [{k: v for k, v in p.__dict__.items() if v is not None} for p in cal.points],
     }
     return tomli_w.dumps(doc)
@@ -676,6 +906,10 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
         cal = Calibration(
             name=str(doc.get("name", path.stem)), model=str(doc["model"]), gpu=str(doc["gpu"]),
             engine=str(doc.get("engine", "")), std=tuple(doc.get("std", {}).items()),
+            step_method=(step_method(str(doc["step_method"])).value if "step_method" in doc
+                         else ""),
+            identifiability=tuple((str(k), float(v))
+                                  for k, v in doc.get("identifiability", {}).items()),
             points=pts, holdout_method=str(doc.get("holdout_method", "")),
             created=str(doc.get("created", "")), inputs=str(doc.get("inputs", "")),
             settings=tuple((str(k), str(v)) for k, v in doc.get("settings", {}).items()),

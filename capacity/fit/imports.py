@@ -471,6 +471,7 @@ BENCH_ALIASES: dict[str, tuple[str, ...]] = {
     "output_tok_s": ("output_tok_s", "output_tokens_per_s", "output_throughput_tok_s"),
     "tpot_p99_ms": ("tpot_p99_ms", "tpot_ms_p99", "p99_tpot_ms"),
     "ttft_p99_ms": ("ttft_p99_ms", "ttft_ms_p99", "p99_ttft_ms"),
+    "itl_p50_ms": ("itl_p50_ms", "itl_ms_p50", "median_itl_ms"),
 }
 """Column names a `capacity bench` per-level summary.csv may use for each field (docs/method.md
 7 fixes units in names, not the names themselves; the first one present wins)."""
@@ -503,7 +504,8 @@ def parse_bench_summary(path: Path, text: str, *, model: str = "", gpu: str = ""
             context_tokens=int(math.ceil(prompt + out)), prompt_tokens=prompt,
             output_tokens=out, tpot_ms=vals["tpot_ms"], ttft_ms=vals.get("ttft_ms"),
             output_tok_s=vals.get("output_tok_s"), tpot_p99_ms=vals.get("tpot_p99_ms"),
-            ttft_p99_ms=vals.get("ttft_p99_ms"), stat="median",
+            ttft_p99_ms=vals.get("ttft_p99_ms"), itl_p50_ms=vals.get("itl_p50_ms"),
+            stat="median",
             source=f"{path.parent.name}/{path.name}:{i}"))
     if not points:
         raise InputError(f"{path}: a header but no levels")

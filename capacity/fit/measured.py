@@ -41,6 +41,9 @@ class MeasuredPoint:
     tpot_p99_ms: float | None = None
     ttft_p90_ms: float | None = None
     ttft_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    """Median inter-token latency of the level (ms, over every gap of every request): the
+    decode step without the stalls a request's mean TPOT includes (docs/calibration.md)."""
     stat: str = "median"
     source: str = ""
 
@@ -52,7 +55,7 @@ class MeasuredPoint:
             raise InputError(f"{self.source or 'measured point'}: context must be >= 1 token, "
                              f"got {self.context_tokens}")
         for name in ("prompt_tokens", "output_tokens", "tpot_ms", "ttft_ms", "output_tok_s",
-                     "tpot_p90_ms", "tpot_p99_ms", "ttft_p90_ms", "ttft_p99_ms"):
+                     "tpot_p90_ms", "tpot_p99_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise InputError(f"{self.source or 'measured point'}: {name} must be a number "

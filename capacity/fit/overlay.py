@@ -117,6 +117,7 @@ def points_from_summary(summary: pd.DataFrame, *, model: str = "", gpu: str = ""
             output_tok_s=_num(row.get("output_tok_s")),
             tpot_p90_ms=_num(row.get("tpot_p90_ms")), tpot_p99_ms=_num(row.get("tpot_p99_ms")),
             ttft_p90_ms=_num(row.get("ttft_p90_ms")), ttft_p99_ms=_num(row.get("ttft_p99_ms")),
+            itl_p50_ms=_num(row.get("itl_p50_ms")),
             stat="median", source=source or str(row.get("run_id", ""))))
     return out
 

@@ -27,21 +27,22 @@ from pathlib import Path
 from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError, InputError
-from capacity.fit.calibration import Calibration, PointKind
+from capacity.fit.calibration import KNOBS, Calibration, PointKind
 from capacity.fit.uncertainty import TYPICAL_RANGES, _spread
+from capacity.model.roofline import StepMethod
 from capacity.plan.search import Option, PlanInputs, plan
 
 
 def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
-    """The inputs with the calibration's fitted knobs (those it has) and its name."""
+    """The inputs with the calibration's fitted knobs (those it has), its decode method (F4 or
+    F4b) and its name."""
     changes: dict[str, object] = {"calibration": cal.name or "calibrated", "typical": ""}
-    for name, field in (("eta_bw", "eta_bw"), ("step_overhead_ms", "step_overhead_ms"),
-                        ("eff", "eff"), ("mfu", "mfu"),
-                        ("prefill_overhead_ms", "prefill_overhead_ms"),
-                        ("overhead_gb", "overhead_gb")):
+    for name in (*KNOBS, "overhead_gb"):
         value = getattr(cal, name)
         if value is not None:
-            changes[field] = float(value)
+            changes[name] = float(value)
+    if cal.step_method or cal.eta_bw is not None:  # an old file's knobs are the chapter's
+        changes["step_method"] = cal.step_method or StepMethod.CHAPTER.value
     return replace(inp, **changes)  # type: ignore[arg-type]
 
 
@@ -148,11 +149,17 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
     s_ttft = 1.0 + _spread(cal, PointKind.TTFT)
     slow = replace(inp, eta_bw=inp.eta_bw / s_step, eff=inp.eff / s_step,
                    step_overhead_ms=inp.step_overhead_ms * s_step, mfu=inp.mfu / s_ttft,
-                   prefill_overhead_ms=inp.prefill_overhead_ms * s_ttft)
+                   prefill_overhead_ms=inp.prefill_overhead_ms * s_ttft,
+                   seq_overhead_ms=inp.seq_overhead_ms * s_step,
+                   eta_kv=None if inp.eta_kv is None else inp.eta_kv / s_step,
+                   attn_mfu=None if inp.attn_mfu is None else inp.attn_mfu / s_ttft)
     fast = replace(inp, eta_bw=min(1.0, inp.eta_bw * s_step), eff=min(1.0, inp.eff * s_step),
                    step_overhead_ms=inp.step_overhead_ms / s_step,
                    mfu=min(1.0, inp.mfu * s_ttft),
-                   prefill_overhead_ms=inp.prefill_overhead_ms / s_ttft)
+                   prefill_overhead_ms=inp.prefill_overhead_ms / s_ttft,
+                   seq_overhead_ms=inp.seq_overhead_ms / s_step,
+                   eta_kv=None if inp.eta_kv is None else min(1.0, inp.eta_kv * s_step),
+                   attn_mfu=None if inp.attn_mfu is None else min(1.0, inp.attn_mfu * s_ttft))
     return slow, fast
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.fit.calibration import Calibration, PointKind, apply
+from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import FloatArray
 
@@ -43,10 +44,17 @@ TYPICAL_RANGES: dict[str, tuple[float, float]] = {
     "mfu": (0.2, 0.6),
     "prefill_overhead_ms": (5.0, 50.0),
     "overhead_gb": (1.0, 5.0),
+    "eta_kv": (0.55, 0.9),
+    "attn_sat_batch": (1.0, 8.0),
+    "seq_overhead_ms": (0.005, 0.3),
 }
 """Plausible values on real engines (vLLM, SGLang, TensorRT-LLM on datacenter and consumer
 GPUs): the low edge of each fraction and the high edge of each overhead give the slow end.
-Overhead_gb: F3 (docs/method.md) (1.89 to 4.76 GiB measured on vLLM for Llama-3.1-8B, plus CUDA graphs)."""
+Overhead_gb: F3 (docs/method.md) (1.89 to 4.76 GiB measured on vLLM for Llama-3.1-8B, plus CUDA graphs).
+The operator step's knobs (F4b): eta_kv as eta_bw; attn_sat_batch 1 to 8 sequences (the issue's
+data-centre measurements: at batch 1 the step grows with context 2-3x faster than KV / BW;
+8 is this project's assumption); seq_overhead_ms from 5 us (an assumption for CUDA-graph
+engines) to 0.3 ms (the RTX 4090 vLLM published sweep fitted with the operator step: 0.31)."""
 
 CALIBRATED_OVERHEAD_SPREAD_GB = 0.5
 MIN_SPREAD = 0.05
@@ -294,12 +302,19 @@ INPUTS = ("eta_bw", "eff", "step_overhead_ms", "mfu", "prefill_overhead_ms", "ov
           "util", "bandwidth_gb_s", "tflops", "weights_gb", "context_tokens")
 
 
+OPERATOR_INPUTS = ("eta_kv", "attn_sat_batch", "seq_overhead_ms", "attn_mfu")
+"""Inputs the operator step (F4b, F6b) adds; `sensitivity` moves them too when it is in use."""
+_TIED = {"eta_kv": "eta_bw", "attn_mfu": "mfu"}
+
+
 def _range(s: Scenario, name: str, rel: float) -> tuple[float, float]:
-    v = float(getattr(s, name))
-    if name in TYPICAL_RANGES and name.endswith(("_ms", "_gb")) and v == 0.0:
+    raw = getattr(s, name)
+    v = float(getattr(s, _TIED[name]) if raw is None else raw)
+    if name in TYPICAL_RANGES and (name.endswith(("_ms", "_gb")) or name == "attn_sat_batch") \
+            and v == 0.0:
         return TYPICAL_RANGES[name]
     lo, hi = v * (1 - rel), v * (1 + rel)
-    if name in ("eta_bw", "eff", "mfu", "util"):
+    if name in ("eta_bw", "eff", "mfu", "util", "eta_kv", "attn_mfu"):
         hi = min(hi, 1.0)
     return lo, hi
 
@@ -314,11 +329,15 @@ def _output(s: Scenario, output: str, concurrency: float) -> float:
 
 
 def sensitivity(scenario: Scenario, concurrency: float, output: str = "step_ms",
-                rel: float = 0.2, inputs: Sequence[str] = INPUTS) -> list[Sensitivity]:
+                rel: float = 0.2, inputs: Sequence[str] | None = None) -> list[Sensitivity]:
     """Move each input +/- `rel` (overheads at 0: over their typical range), one at a time,
-    and sort by the swing of `output` ('step_ms', 'ttft_s' or 'max_concurrency_vram')."""
+    and sort by the swing of `output` ('step_ms', 'ttft_s' or 'max_concurrency_vram').
+    Default inputs: `INPUTS`, plus `OPERATOR_INPUTS` under the operator step."""
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {', '.join(OUTPUTS)}")
+    if inputs is None:
+        inputs = (*INPUTS, *OPERATOR_INPUTS) if scenario.step_method == StepMethod.OPERATOR \
+            else INPUTS
     rows = []
     for name in inputs:
         lo, hi = _range(scenario, name, rel)

@@ -6,6 +6,11 @@ head_dim FLOPs per attended (query, key) pair (QK^T and PV, 2 FLOPs per multiply
 a full layer attends L^2/2 pairs, so it adds 2 x q_heads x head_dim x L^2; a sliding layer of
 window w attends sum_i min(i, w) pairs (= L^2/2 while L <= w, then grows by w per token).
 Source: F6 (docs/method.md). Seed: Qwen3.5-9B, 8192 tokens, RTX 4090, MFU 0.3 -> 2.975 s (linear).
+
+By parts (F6b): the GEMMs run at MFU, the attention kernels at their own efficiency
+`attn_mfu` (FlashAttention-class kernels reach a different share of peak than GEMMs, and the
+share drifts with the prompt length): `t = t0 + 2 P L / (F x MFU) + attention / (F x attn_mfu)`.
+With `attn_mfu` None (the spec-sheet default) the attention runs at MFU too, today's formula.
 """
 
 from __future__ import annotations
@@ -72,3 +77,19 @@ def prefill_seconds(flops: npt.ArrayLike, tflops: float, mfu: float,
         raise InputError(f"TFLOP/s must be > 0, got {tflops}")
     return np.asarray(overhead_s + np.asarray(flops, dtype=np.float64) / (tflops * TERA * mfu),
                       dtype=np.float64)
+
+
+def prefill_seconds_by_parts(pf: PrefillFlops, tflops: float, mfu: float,
+                             attn_mfu: float | None = None, overhead_s: float = 0.0) -> FloatArray:
+    """Prefill time in seconds by parts (F6b): t0 + linear / (F x MFU) + attention / (F x attn_mfu).
+
+    `attn_mfu` None: the attention at MFU, i.e. `prefill_seconds(total)`, the chapter's TTFT
+    (seed: 2.975 s linear + 0.034 s attention at MFU 0.3). Example: 1.47e14 FLOP linear and
+    1.0e13 FLOP attention on 165.2 TFLOP/s at MFU 0.3 and attn_mfu 0.5: 2.975 + 0.121 s.
+    """
+    if attn_mfu is None:
+        return prefill_seconds(pf.total_flops, tflops, mfu, overhead_s)
+    if not 0 < attn_mfu <= 1:
+        raise InputError(f"attention MFU must be in (0, 1], got {attn_mfu}")
+    return np.asarray(prefill_seconds(pf.linear_flops, tflops, mfu, overhead_s)
+                      + pf.attention_flops / (tflops * TERA * attn_mfu), dtype=np.float64)

@@ -1,6 +1,9 @@
 """F4 and F5: the decode step on the roofline, in ONE place, and the crossover concurrency.
 
-`t_step(b) = t0 + max(t_bw(b), t_compute(b)) + t_comm(b)`, per replica, for `b` sequences:
+Two methods (`StepMethod`), one implementation (`combine_step`):
+
+*chapter* (the chapter's F4) `t_step(b) = t0 + max(t_bw(b), t_compute(b)) + t_comm(b)`, per
+replica, for `b` sequences:
 - bandwidth term `t_bw = (W_read(b) + b x KV_request) / (BW x eta_bw)` moves weights and KV
   through memory (per GPU: W and KV are one rank's share, BW one GPU's);
 - compute term `t_compute = 2 x P_active x b / (F x eff)` does the arithmetic (F = GPU TFLOP/s
@@ -12,12 +15,27 @@
 With eta_bw = 1, t0 = 0 and comm = 0 it is the chapter's formula; eta_bw, eff and t0 are F11's
 calibration knobs. Source: F4, F5, F10, F11 (docs/method.md).
 
+*operator* (F4b, docs/method.md): the kernels of a decode step run one after another, each
+group on its own roofline:
+`t_step(b) = t0 + max(W_read / (BW x eta_w), 2 P b / (F x eff))`             (weight GEMMs)
+`          + max(b KV / (BW x eta_kv), b A / F, KV x b_sat / (BW x eta_kv))`  (attention)
+`          + t_comm(b) + t_seq x b`,
+with A = 4 x layers x q_heads x head_dim x context the attention FLOPs of one sequence's token
+(QK^T and PV, 2 FLOPs per multiply-add; Hoffmann et al. 2022, "Chinchilla", appendix F; the
+same count as F6's prefill attention) and eta_w the existing `eta_bw`. The third attention term
+is the small-batch floor: with fewer than `b_sat` sequences the attention kernel cannot fill
+the GPU and reads KV at the effective bandwidth BW x b / b_sat, so the attention time stays at
+b_sat sequences' worth (it flattens once the batch reaches b_sat). b_sat = 0 (the default,
+spec-sheet) means no floor. With every knob at its spec-sheet value (eta = eff = 1, no
+overheads, no floor) the operator step is >= the chapter's (a sum of maxima is at least the
+max of the sums), so it is never faster: still an upper bound on speed. Where the weight
+GEMMs and attention are both bandwidth-bound the two methods agree exactly.
+
 `StepModel` is the only implementation: `scenario.evaluate` (the Explorer, the event model's
 `ServiceModel`, the simulated endpoint, the charts and the explanations), the planner's
-vectorized search (arrays of configurations) and calibration's fit (terms at peak, then
-`step_ms_with_knobs`) all call it. Each term is a named method, so an operator-level model
-(GEMMs and attention each on their own roofline) replaces `bandwidth_ms` / `compute_ms` here and
-every caller follows.
+vectorized search (arrays of configurations) and calibration's fit (`StepModel.peak_terms`,
+then `combine_step` with each trial of the knobs) all call it, so every caller follows the
+method and the knobs.
 
 The chapter (Qwen3.5-9B AWQ, RTX 4090, 8K): bandwidth term 5.92 / 18.97 / 32.28 ms and compute
 term 0.11 / 5.45 / 10.9 ms at C = 1 / 50 / 100; bandwidth binds at all three.
@@ -25,7 +43,7 @@ term 0.11 / 5.45 / 10.9 ms at C = 1 / 50 / 100; bandwidth binds at all three.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
@@ -114,20 +132,6 @@ def step_time_ms(*, bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
                       + np.asarray(comm_ms, dtype=np.float64), dtype=np.float64)
 
 
-def step_ms_with_knobs(*, bandwidth_peak_ms: FloatArray, compute_peak_ms: FloatArray,
-                       comm_ms: FloatArray, eta_bw: float, eff: float,
-                       overhead_ms: float) -> FloatArray:
-    """F4 with F11's knobs as arguments, from the terms at peak (eta_bw = eff = 1, t0 = 0) that
-    `StepModel` computed: t0 + max(t_bw / eta_bw, t_compute / eff) + comm, in ms.
-
-    The same arithmetic as `StepModel.step_ms` (bit for bit), without recomputing the bytes and
-    FLOPs: calibration's least squares calls it for every trial of the knobs.
-    """
-    return step_time_ms(bandwidth_ms=bandwidth_peak_ms / eta_bw,
-                        compute_ms=compute_peak_ms / eff, comm_ms=comm_ms,
-                        overhead_ms=overhead_ms)
-
-
 def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]:
     """(fixed, per sequence) ms of one decode step's TP all-reduces: F10's `tp_comm_ms` is
     linear in the batch, tp_comm_ms(b) = fixed + per_seq x b. (0, 0) without TP."""
@@ -135,6 +139,118 @@ def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]
         return 0.0, 0.0
     at = tp_comm_ms(model, gpu, tp, np.array([0.0, 1.0]))
     return float(at[0]), float(at[1] - at[0])
+
+
+class StepMethod(StrEnum):
+    """How the decode step combines its terms (`StepModel.method`, `Scenario.step_method`)."""
+
+    CHAPTER = "chapter"
+    """The chapter's F4: t0 + max(all bytes / BW, GEMM FLOPs / F) + comm (memory and
+    arithmetic of the whole step overlap)."""
+    OPERATOR = "operator"
+    """F4b: weight GEMMs, then attention, each on its own roofline, plus overheads."""
+
+
+DEFAULT_STEP_METHOD = StepMethod.CHAPTER
+"""The default method: the chapter's (docs/method.md, F4b: how the default was decided)."""
+
+
+def step_method(text: str) -> StepMethod:
+    """The `StepMethod` named `text`, or InputError listing the methods."""
+    try:
+        return StepMethod(text)
+    except ValueError:
+        raise InputError(f"unknown step method '{text}': use "
+                         + " or ".join(m.value for m in StepMethod)) from None
+
+
+def attention_flops_per_token(model: Model, context_tokens: npt.ArrayLike) -> FloatArray:
+    """FLOPs of one decode token's attention at `context_tokens` of context (FLOP, per replica).
+
+    4 x q_heads x head_dim per attended key per layer (QK^T and PV, 2 FLOPs per multiply-add;
+    Hoffmann et al. 2022, appendix F; F6 uses the same count): full layers attend the whole
+    context, sliding layers min(context, window), linear-attention layers none (their state
+    does not grow with the context). Seed (Qwen3.5-9B, 8 full layers of 16 x 256, 8K):
+    4 x 8 x 16 x 256 x 8192 = 1.07e9 FLOP.
+    """
+    L = np.asarray(context_tokens, dtype=np.float64)
+    out = np.zeros_like(L)
+    for g in model.layer_groups:
+        if g.kind == "linear":
+            continue
+        attended = np.minimum(L, float(g.window_tokens)) if g.kind == "sliding" else L
+        out = out + 4.0 * g.count * g.q_heads * g.head_dim * attended
+    return np.asarray(out, dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepParts:
+    """The step's parts in ms (arrays broadcast over the batch): what `combine_step` returns.
+
+    `bandwidth_ms` and `compute_ms` are the memory and arithmetic totals of the step (the
+    chapter's two terms; under the operator method each sums both groups); `gemm_ms` and
+    `attention_ms` the two operator groups (the chapter's method: 0); `serial_ms` what the step
+    adds on top of the chapter's overlap, so that always
+    `step_ms = overhead + max(bandwidth_ms, compute_ms) + comm_ms + serial_ms`.
+    """
+
+    bandwidth_ms: FloatArray
+    compute_ms: FloatArray
+    gemm_ms: FloatArray
+    attention_ms: FloatArray
+    serial_ms: FloatArray
+    step_ms: FloatArray
+
+
+def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
+                 kv_peak_ms: npt.ArrayLike, gemm_peak_ms: npt.ArrayLike,
+                 attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
+                 comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float = 1.0,
+                 eta_kv: float | None = None, eff: float = 1.0, attn_sat_batch: float = 0.0,
+                 overhead_ms: float = 0.0, seq_overhead_ms: float = 0.0) -> StepParts:
+    """The decode step from its terms at peak (ms) and the knobs: F4 or F4b (docs/method.md).
+
+    Peak terms: `weight_peak_ms` = W_read / BW, `kv_peak_ms` = b x KV / BW, `gemm_peak_ms` =
+    2 P b / F, `attention_peak_ms` = b x A / F, `kv_request_peak_ms` = KV / BW (one sequence).
+    Chapter: t0 + max((W + bKV) / (BW eta_bw), 2Pb / (F eff)) + comm + t_seq b (attention FLOPs,
+    eta_kv and the floor are not part of it). Operator: t0 + max(W / (BW eta_bw), 2Pb / (F eff))
+    + max(bKV / (BW eta_kv), bA / F, KV b_sat / (BW eta_kv)) + comm + t_seq b; the floor only
+    where b > 0. `eta_kv` None: eta_bw. `StepModel` and calibration's fit both call this, so a
+    fitted calibration predicts exactly what `evaluate` computes.
+    """
+    b = np.asarray(batch, dtype=np.float64)
+    comm = np.asarray(comm_ms, dtype=np.float64)
+    per_seq = seq_overhead_ms * b
+    w = np.asarray(weight_peak_ms, dtype=np.float64) / eta_bw
+    g = np.asarray(gemm_peak_ms, dtype=np.float64) / eff
+    if StepMethod(method) == StepMethod.CHAPTER:
+        bw = np.asarray((np.asarray(weight_peak_ms, dtype=np.float64)
+                         + np.asarray(kv_peak_ms, dtype=np.float64)) / eta_bw, dtype=np.float64)
+        zero = np.zeros_like(bw)
+        step = step_time_ms(bandwidth_ms=bw, compute_ms=g, comm_ms=comm,
+                            overhead_ms=overhead_ms) + per_seq
+        return StepParts(bandwidth_ms=bw, compute_ms=np.asarray(g, dtype=np.float64),
+                         gemm_ms=zero, attention_ms=zero,
+                         serial_ms=np.asarray(per_seq + zero, dtype=np.float64),
+                         step_ms=np.asarray(step, dtype=np.float64))
+    ekv = eta_bw if eta_kv is None else eta_kv
+    kv = np.asarray(kv_peak_ms, dtype=np.float64) / ekv
+    a = np.asarray(attention_peak_ms, dtype=np.float64)
+    floor = np.where(b > 0, np.asarray(kv_request_peak_ms, dtype=np.float64)
+                     * attn_sat_batch / ekv, 0.0)
+    gemm = np.maximum(w, g)
+    attn = np.maximum(np.maximum(kv, a), floor)
+    bw = w + kv
+    cp = g + a
+    serial = gemm + attn + per_seq - np.maximum(bw, cp)
+    step = overhead_ms + gemm + attn + comm + per_seq
+    shape = np.broadcast_shapes(np.shape(step), np.shape(bw))
+    return StepParts(bandwidth_ms=np.asarray(bw, dtype=np.float64),
+                     compute_ms=np.asarray(cp, dtype=np.float64),
+                     gemm_ms=np.asarray(np.broadcast_to(gemm, shape), dtype=np.float64),
+                     attention_ms=np.asarray(np.broadcast_to(attn, shape), dtype=np.float64),
+                     serial_ms=np.asarray(serial, dtype=np.float64),
+                     step_ms=np.asarray(step, dtype=np.float64))
 
 
 class Bound(StrEnum):
@@ -151,20 +267,27 @@ class DecodeStep:
     """Decode step time and its terms at each batch (arrays broadcast over batch and context).
 
     `concurrency` is the batch of one replica; throughputs are per replica. Units: ms, bytes,
-    FLOP, tok/s.
+    FLOP, tok/s. `bandwidth_ms` / `compute_ms` are the step's memory and arithmetic totals;
+    `gemm_ms`, `attention_ms` the operator method's two groups (0 under the chapter's);
+    `serial_ms` what the step adds to the chapter's overlap (`StepParts`).
     """
 
     concurrency: FloatArray
     weight_read_bytes: FloatArray
     kv_read_bytes: FloatArray
     flops: FloatArray
+    attention_flops: FloatArray
     bandwidth_ms: FloatArray
     compute_ms: FloatArray
+    gemm_ms: FloatArray
+    attention_ms: FloatArray
+    serial_ms: FloatArray
     comm_ms: FloatArray
     overhead_ms: float
     step_ms: FloatArray
     tok_s_per_request: FloatArray
     aggregate_tok_s: FloatArray
+    method: str = StepMethod.CHAPTER.value
 
     @property
     def bound(self) -> StrArray:
@@ -176,14 +299,18 @@ class DecodeStep:
 
 @dataclass(frozen=True, kw_only=True)
 class StepModel:
-    """F4 (+ F10 communication) per replica, for one configuration or many at once.
+    """F4 / F4b (+ F10 communication) per replica, for one configuration or many at once.
 
     Every field may be a scalar or an array (arrays broadcast against each other and against
     the batch). `weights_bytes`, `kv_request_bytes` and `bandwidth_gb_s` are per GPU (one TP
     rank); `tflops` is per replica (GPU TFLOP/s x TP). `expert_fraction` is the share of weights
     in routed experts (0 for dense models), `experts` and `active_experts` are E and k;
     `comm_fixed_ms + comm_per_seq_ms x b` is the TP all-reduce time of a step for `b`
-    sequences (F10). `eta_bw`, `eff` and `overhead_ms` are F11's knobs.
+    sequences (F10). `eta_bw`, `eff` and `overhead_ms` are F11's knobs. `method` picks the
+    chapter's combination or the operator one (`StepMethod`); the operator method also uses
+    `attention_flops_request` (A, FLOP per sequence per step: `attention_flops_per_token`),
+    `eta_kv` (None: eta_bw), `attn_sat_batch` (the floor's b_sat, sequences; 0: none) and
+    `seq_overhead_ms` (ms per sequence per step, both methods).
     """
 
     weights_bytes: FloatArray | float
@@ -199,33 +326,44 @@ class StepModel:
     expert_fraction: float = 0.0
     experts: int = 1
     active_experts: int = 1
+    method: str = DEFAULT_STEP_METHOD.value
+    attention_flops_request: FloatArray | float = 0.0
+    eta_kv: float | None = None
+    attn_sat_batch: float = 0.0
+    seq_overhead_ms: float = 0.0
 
     @classmethod
     def for_model(cls, model: Model, *, weights_bytes: FloatArray | float,
                   kv_request_bytes: FloatArray | float, bandwidth_gb_s: FloatArray | float,
                   tflops: FloatArray | float, eff: float = 1.0, eta_bw: float = 1.0,
                   overhead_ms: float = 0.0, comm_fixed_ms: FloatArray | float = 0.0,
-                  comm_per_seq_ms: FloatArray | float = 0.0) -> StepModel:
-        """The step of `model`: active parameters and MoE routing taken from the catalog."""
+                  comm_per_seq_ms: FloatArray | float = 0.0,
+                  method: str = DEFAULT_STEP_METHOD.value,
+                  context_tokens: FloatArray | float | None = None, eta_kv: float | None = None,
+                  attn_sat_batch: float = 0.0, seq_overhead_ms: float = 0.0) -> StepModel:
+        """The step of `model`: active parameters and MoE routing taken from the catalog; the
+        attention FLOPs per sequence from its layers at `context_tokens` (none when None)."""
         moe = model.moe
+        attn = (0.0 if context_tokens is None
+                else attention_flops_per_token(model, context_tokens))
         return cls(weights_bytes=weights_bytes, kv_request_bytes=kv_request_bytes,
                    bandwidth_gb_s=bandwidth_gb_s, tflops=tflops,
                    params_active_b=model.params_active_b, eff=eff, eta_bw=eta_bw,
                    overhead_ms=overhead_ms, comm_fixed_ms=comm_fixed_ms,
                    comm_per_seq_ms=comm_per_seq_ms, expert_fraction=expert_fraction(model),
-                   experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1)
+                   experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1,
+                   method=StepMethod(method).value, attention_flops_request=attn,
+                   eta_kv=eta_kv, attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms)
 
     def select(self, idx: npt.NDArray[np.int64]) -> StepModel:
         """The configurations at `idx` (array fields indexed, scalars kept)."""
         def t(x: FloatArray | float) -> FloatArray | float:
-            return x[idx] if isinstance(x, np.ndarray) else x
-        return StepModel(
-            weights_bytes=t(self.weights_bytes), kv_request_bytes=t(self.kv_request_bytes),
+            return x[idx] if isinstance(x, np.ndarray) and x.ndim > 0 else x
+        return replace(
+            self, weights_bytes=t(self.weights_bytes), kv_request_bytes=t(self.kv_request_bytes),
             bandwidth_gb_s=t(self.bandwidth_gb_s), tflops=t(self.tflops),
-            params_active_b=self.params_active_b, eff=self.eff, eta_bw=self.eta_bw,
-            overhead_ms=self.overhead_ms, comm_fixed_ms=t(self.comm_fixed_ms),
-            comm_per_seq_ms=t(self.comm_per_seq_ms), expert_fraction=self.expert_fraction,
-            experts=self.experts, active_experts=self.active_experts)
+            comm_fixed_ms=t(self.comm_fixed_ms), comm_per_seq_ms=t(self.comm_per_seq_ms),
+            attention_flops_request=t(self.attention_flops_request))
 
     # -- the terms, each named (bytes, FLOPs, ms) ------------------------------------------------
     def weight_read_bytes(self, batch: FloatArray) -> FloatArray:
@@ -241,34 +379,67 @@ class StepModel:
         return np.asarray(batch * self.kv_request_bytes, dtype=np.float64)
 
     def flops(self, batch: FloatArray) -> FloatArray:
-        """2 x P_active x b, the FLOPs of one decode step of the replica (FLOP)."""
+        """2 x P_active x b, the weight GEMMs' FLOPs of one decode step of the replica (FLOP)."""
         return np.asarray(2.0 * self.params_active_b * 1e9 * batch, dtype=np.float64)
 
-    def bandwidth_ms(self, batch: FloatArray) -> FloatArray:
-        """(W_read(b) + b x KV) / (BW x eta_bw), ms."""
-        return bandwidth_term_ms(self.weight_read_bytes(batch) + self.kv_read_bytes(batch),
-                                 self.bandwidth_gb_s, self.eta_bw)
-
-    def compute_ms(self, batch: FloatArray) -> FloatArray:
-        """2 x P_active x b / (F x eff), ms."""
-        return compute_term_ms(self.flops(batch), self.tflops, self.eff)
+    def attention_flops(self, batch: FloatArray) -> FloatArray:
+        """b x A, the attention FLOPs of one decode step of the replica (FLOP; F4b)."""
+        return np.asarray(batch * self.attention_flops_request, dtype=np.float64)
 
     def comm_ms(self, batch: FloatArray) -> FloatArray:
         """TP all-reduces of the step, comm_fixed + comm_per_seq x b, ms (0 without TP)."""
         return np.asarray(self.comm_fixed_ms + self.comm_per_seq_ms * batch, dtype=np.float64)
 
+    def parts(self, batch: npt.ArrayLike) -> StepParts:
+        """Every part of the step in ms at each batch (`combine_step` on this model's terms)."""
+        b = np.asarray(batch, dtype=np.float64)
+        return self._parts(b, self.weight_read_bytes(b), self.kv_read_bytes(b), self.flops(b),
+                           self.attention_flops(b))
+
+    def peak_terms(self, batch: npt.ArrayLike) -> dict[str, FloatArray]:
+        """The knob-free inputs of `combine_step` at each batch (ms at peak, comm, the batch):
+        calibration's fit keeps them and tries knobs with `combine_step` alone."""
+        b = np.asarray(batch, dtype=np.float64)
+        return self._peak(b, self.weight_read_bytes(b), self.kv_read_bytes(b), self.flops(b),
+                          self.attention_flops(b))
+
+    def _peak(self, b: FloatArray, w: FloatArray, kv: FloatArray, fl: FloatArray,
+              afl: FloatArray) -> dict[str, FloatArray]:
+        return {"weight_peak_ms": bandwidth_term_ms(w, self.bandwidth_gb_s),
+                "kv_peak_ms": bandwidth_term_ms(kv, self.bandwidth_gb_s),
+                "gemm_peak_ms": compute_term_ms(fl, self.tflops),
+                "attention_peak_ms": compute_term_ms(afl, self.tflops),
+                "kv_request_peak_ms": bandwidth_term_ms(self.kv_request_bytes,
+                                                        self.bandwidth_gb_s),
+                "comm_ms": self.comm_ms(b), "batch": b}
+
+    def _parts(self, b: FloatArray, w: FloatArray, kv: FloatArray, fl: FloatArray,
+               afl: FloatArray) -> StepParts:
+        return combine_step(
+            method=self.method, **self._peak(b, w, kv, fl, afl), eta_bw=self.eta_bw,
+            eta_kv=self.eta_kv, eff=self.eff, attn_sat_batch=self.attn_sat_batch,
+            overhead_ms=self.overhead_ms, seq_overhead_ms=self.seq_overhead_ms)
+
+    def bandwidth_ms(self, batch: FloatArray) -> FloatArray:
+        """The step's memory total, ms: (W_read(b) + b x KV) / (BW x eta_bw) (chapter), or
+        W_read / (BW x eta_w) + b KV / (BW x eta_kv) (operator)."""
+        return self.parts(batch).bandwidth_ms
+
+    def compute_ms(self, batch: FloatArray) -> FloatArray:
+        """The step's arithmetic total, ms: 2 x P_active x b / (F x eff), plus b A / F under the
+        operator method."""
+        return self.parts(batch).compute_ms
+
     # -- the step -------------------------------------------------------------------------------
     def step_ms(self, batch: npt.ArrayLike) -> FloatArray:
-        """Decode step time in ms: overhead + max(bandwidth, compute) + communication (F4).
+        """Decode step time in ms (F4 or F4b, `combine_step`).
 
         The lean path (no byte or throughput arrays kept) for the planner's search loops.
         """
-        b = np.asarray(batch, dtype=np.float64)
-        return step_time_ms(bandwidth_ms=self.bandwidth_ms(b), compute_ms=self.compute_ms(b),
-                            comm_ms=self.comm_ms(b), overhead_ms=self.overhead_ms)
+        return self.parts(batch).step_ms
 
     def decode(self, batch: npt.ArrayLike) -> DecodeStep:
-        """Every term of the step at each batch, broadcast to one shape (F4).
+        """Every term of the step at each batch, broadcast to one shape (F4 / F4b).
 
         Per-request speed = 1000 / step_ms tok/s; the replica's aggregate = b x 1000 / step_ms.
         """
@@ -276,30 +447,34 @@ class StepModel:
         w = self.weight_read_bytes(b)
         kv = self.kv_read_bytes(b)
         fl = self.flops(b)
-        bw = bandwidth_term_ms(w + kv, self.bandwidth_gb_s, self.eta_bw)
-        cp = compute_term_ms(fl, self.tflops, self.eff)
+        afl = self.attention_flops(b)
+        p = self._parts(b, w, kv, fl, afl)
         comm = self.comm_ms(b)
-        step = step_time_ms(bandwidth_ms=bw, compute_ms=cp, comm_ms=comm,
-                            overhead_ms=self.overhead_ms)
+        step = p.step_ms
         shape = step.shape
 
         def full(x: FloatArray) -> FloatArray:
             return x if x.shape == shape else np.broadcast_to(x, shape)
         cb = full(b)
         return DecodeStep(concurrency=cb, weight_read_bytes=full(w), kv_read_bytes=full(kv),
-                          flops=full(fl), bandwidth_ms=full(bw), compute_ms=full(cp),
-                          comm_ms=full(comm), overhead_ms=self.overhead_ms, step_ms=step,
-                          tok_s_per_request=1e3 / step, aggregate_tok_s=cb * 1e3 / step)
+                          flops=full(fl), attention_flops=full(afl),
+                          bandwidth_ms=full(p.bandwidth_ms), compute_ms=full(p.compute_ms),
+                          gemm_ms=full(p.gemm_ms), attention_ms=full(p.attention_ms),
+                          serial_ms=full(p.serial_ms), comm_ms=full(comm),
+                          overhead_ms=self.overhead_ms, step_ms=step,
+                          tok_s_per_request=1e3 / step, aggregate_tok_s=cb * 1e3 / step,
+                          method=self.method)
 
     def crossover_batch(self) -> float | None:
         """C* where the compute term overtakes the bandwidth term, or None (F5). Scalar fields.
 
-        Dense: C* = (W / BW') / (2P / (F x eff) - KV / BW'), with BW' = BW x eta_bw; it exists
-        only when the denominator is positive. MoE: the weights read grow with C, so C* is found
-        on a grid of 1..1e6. Overhead and communication add to both sides: they do not move C*.
+        Chapter, dense: C* = (W / BW') / (2P / (F x eff) - KV / BW'), with BW' = BW x eta_bw;
+        it exists only when the denominator is positive. MoE, or the operator method (where
+        the totals are W / BW_w + b KV / BW_kv against b (2P / eff + A) / F): on a grid of
+        1..1e6. Overhead and communication add to both sides: they do not move C*.
         Unit: sequences.
         """
-        if self.expert_fraction <= 0:
+        if self.expert_fraction <= 0 and self.method == StepMethod.CHAPTER:
             bw = float(np.asarray(self.bandwidth_gb_s)) * GB * self.eta_bw
             per_seq_compute = float(self.flops(np.asarray(1.0))) / (
                 float(np.asarray(self.tflops)) * TERA * self.eff)
@@ -308,8 +483,19 @@ class StepModel:
                 return None
             return float((float(np.asarray(self.weights_bytes)) / bw) / denom)
         grid = np.unique(np.round(np.geomspace(1, 1e6, 4000)))
-        over = np.nonzero(self.compute_ms(grid) > self.bandwidth_ms(grid))[0]
-        return float(grid[over[0]]) if over.size else None
+        p = self.parts(grid)
+        over = np.nonzero(p.compute_ms > p.bandwidth_ms)[0]
+        if not over.size:
+            return None
+        i = int(over[0])
+        if self.method == StepMethod.CHAPTER or i == 0:
+            return float(grid[i])
+        lo, hi = float(grid[i - 1]), float(grid[i])  # operator: both sides linear in b
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            q = self.parts(np.asarray(mid))
+            lo, hi = (mid, hi) if float(q.compute_ms) <= float(q.bandwidth_ms) else (lo, mid)
+        return hi
 
 
 def decode_step(*, model: Model, weights_bytes: float, kv_request_bytes: npt.ArrayLike,

@@ -48,8 +48,20 @@ from capacity.model.memory import (
     vram_budget,
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
-from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds
-from capacity.model.roofline import Bound, DecodeStep, StepModel, comm_coefficients_ms
+from capacity.model.prefill import (
+    PrefillFlops,
+    prefill_flops,
+    prefill_seconds,
+    prefill_seconds_by_parts,
+)
+from capacity.model.roofline import (
+    DEFAULT_STEP_METHOD,
+    Bound,
+    DecodeStep,
+    StepModel,
+    comm_coefficients_ms,
+)
+from capacity.model.roofline import step_method as step_method_of
 from capacity.types import FloatArray, IntArray, Note, StrArray
 from capacity.units import GB, bytes_per_element, normalize_dtype
 
@@ -92,6 +104,17 @@ class Scenario:
     prefill_overhead_ms: float = 0.0
     calibration: str | None = None
     warnings: tuple[str, ...] = field(default=())
+    step_method: str = DEFAULT_STEP_METHOD.value
+    """How the decode step combines its terms: 'chapter' (F4) or 'operator' (F4b)."""
+    eta_kv: float | None = None
+    """Operator method: achieved share of bandwidth reading KV (None: eta_bw)."""
+    attn_sat_batch: float = 0.0
+    """Operator method: batch (sequences) below which attention cannot fill the GPU (F4b's
+    floor; 0 = no floor, the spec sheet)."""
+    seq_overhead_ms: float = 0.0
+    """Time per sequence per decode step, ms (sampling, scheduling, element-wise kernels)."""
+    attn_mfu: float | None = None
+    """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
 
     @property
     def model(self) -> Model:
@@ -157,6 +180,11 @@ def make_scenario(
     step_overhead_ms: float = 0.0,
     prefill_overhead_ms: float = 0.0,
     calibration: str | None = None,
+    step_method: str = DEFAULT_STEP_METHOD.value,
+    eta_kv: float | None = None,
+    attn_sat_batch: float = 0.0,
+    seq_overhead_ms: float = 0.0,
+    attn_mfu: float | None = None,
 ) -> Scenario:
     """Resolve catalog keys and validate every input into a Scenario.
 
@@ -187,8 +215,14 @@ def make_scenario(
                              f"{context_tokens} tokens")
     if eff > 1 or mfu > 1 or eta_bw > 1:
         raise InputError("eff, MFU and eta_bw are fractions of peak: each must be <= 1")
+    for name, frac in (("eta_kv", eta_kv), ("attention MFU", attn_mfu)):
+        if frac is not None and not (math.isfinite(frac) and 0 < frac <= 1):
+            raise InputError(f"{name} is a fraction of peak: it must be in (0, 1], got {frac}")
+    method = step_method_of(step_method).value
     for name, value in (("overhead", overhead_gb), ("headroom", headroom),
                         ("step overhead", step_overhead_ms),
+                        ("per-sequence overhead", seq_overhead_ms),
+                        ("attention saturation batch", attn_sat_batch),
                         ("prefill overhead", prefill_overhead_ms)):
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"{name} must be >= 0, got {value}")
@@ -221,7 +255,8 @@ def make_scenario(
         price_per_hour=price, currency=cur, cny_per_usd=cny_per_usd,  # type: ignore[arg-type]
         headroom=headroom, eta_bw=eta_bw, step_overhead_ms=step_overhead_ms,
         prefill_overhead_ms=prefill_overhead_ms, calibration=calibration,
-        warnings=tuple(warnings),
+        warnings=tuple(warnings), step_method=method, eta_kv=eta_kv,
+        attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
     )
 
 
@@ -259,15 +294,20 @@ class Evaluation:
         return self.decode.step_ms
 
 
-def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike) -> StepModel:
-    """The decode step (F4 with F10's communication and F11's knobs) of one replica of `s`,
-    at `kv_request_bytes` of KV per sequence per GPU (a scalar, or an array over contexts)."""
+def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
+                 context_tokens: npt.ArrayLike | None = None) -> StepModel:
+    """The decode step (F4 or F4b with F10's communication and F11's knobs) of one replica of
+    `s`, at `kv_request_bytes` of KV per sequence per GPU (a scalar, or an array over contexts)
+    and `context_tokens` (the attention FLOPs of F4b; default the scenario's context)."""
     comm_fixed, comm_per_seq = comm_coefficients_ms(s.model, s.gpu, s.tp)
+    ctx = s.context_tokens if context_tokens is None else context_tokens
     return StepModel.for_model(
         s.model, weights_bytes=s.weights_per_gpu_gb * GB,
         kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64),
         bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw,
-        overhead_ms=s.step_overhead_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq)
+        overhead_ms=s.step_overhead_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq,
+        method=s.step_method, context_tokens=np.asarray(ctx, dtype=np.float64),
+        eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms)
 
 
 def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
@@ -290,7 +330,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                        overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
     c_vram = max_concurrency(vram.kv_budget_bytes, kv_req.exact_bytes) * s.replicas
     c_vram_paged = max_concurrency(vram.kv_budget_bytes, kv_req.paged_bytes) * s.replicas
-    step_model = decode_model(s, kv_req.exact_bytes)
+    step_model = decode_model(s, kv_req.exact_bytes, L)
     step = step_model.decode(c_rep)
     agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
     kv_total = c_rep * kv_req.exact_bytes
@@ -298,8 +338,8 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
     pf = prefill_flops(m, prompt)
     comm_prefill_s = tp_comm_ms(m, s.gpu, s.tp, prompt) / 1e3
     ttft_lin = prefill_seconds(pf.linear_flops, s.tflops * s.tp, s.mfu)
-    ttft = prefill_seconds(pf.total_flops, s.tflops * s.tp, s.mfu,
-                           s.prefill_overhead_ms / 1e3) + comm_prefill_s
+    ttft = prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
+                                    s.prefill_overhead_ms / 1e3) + comm_prefill_s
     cross = None
     if L.ndim == 0:
         per_gpu = step_model.crossover_batch()  # one context: a scalar KV per request

@@ -288,6 +288,9 @@ class ServiceModel:
     differences of it); None = linear, k x prefill_ms / prompt_tokens."""
     engine: str = "chapter"
     """The engine profile these timings and this scheduling come from (a label)."""
+    serial_ms: FloatArray | None = None
+    """What the step adds to the overlap of its terms, per batch 0..slots (`DecodeStep.serial_ms`:
+    the operator method's groups run one after another, and per-sequence overhead); None: 0."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -309,7 +312,11 @@ class ServiceModel:
     def step_ms(self) -> FloatArray:
         """Decode step time (ms) for 0..slots sequences (F4's combination of the terms)."""
         return step_time_ms(bandwidth_ms=self.bandwidth_ms, compute_ms=self.compute_ms,
-                            comm_ms=self.comm_ms, overhead_ms=self.overhead_ms)
+                            comm_ms=self.comm_ms, overhead_ms=self.overhead_ms) + self._serial()
+
+    def _serial(self) -> FloatArray:
+        return (np.zeros_like(self.bandwidth_ms) if self.serial_ms is None
+                else np.asarray(self.serial_ms, dtype=np.float64))
 
     def chunk_ms(self, done_tokens: int, chunk_tokens: int) -> float:
         """Prefill time (ms) of prompt tokens done..done+chunk: F6 at the end minus F6 at the
@@ -381,7 +388,8 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
         overhead_ms=s.step_overhead_ms, prefill_ms=float(one.ttft_s) * 1e3,
         prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=budget,
-        mixed=prof.mixed or not prof.chunked, prefill_cum_ms=cum, engine=prof.key)
+        mixed=prof.mixed or not prof.chunked, prefill_cum_ms=cum, engine=prof.key,
+        serial_ms=np.asarray(ev.decode.serial_ms, dtype=np.float64))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,8 +43,8 @@ from capacity.model.memory import (
     vram_budget,
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
-from capacity.model.prefill import prefill_flops, prefill_seconds
-from capacity.model.roofline import StepModel, comm_coefficients_ms
+from capacity.model.prefill import prefill_flops, prefill_seconds_by_parts
+from capacity.model.roofline import DEFAULT_STEP_METHOD, StepModel, comm_coefficients_ms
 from capacity.model.scenario import (
     DEFAULT_EFF,
     DEFAULT_MFU,
@@ -143,6 +143,16 @@ class PlanInputs:
     """Fixed time per decode step, ms (F11)."""
     prefill_overhead_ms: float = 0.0
     """Fixed time per prefill, ms (F11)."""
+    step_method: str = DEFAULT_STEP_METHOD.value
+    """How the decode step combines its terms: 'chapter' (F4) or 'operator' (F4b)."""
+    eta_kv: float | None = None
+    """Operator method: achieved share of bandwidth reading KV (None: eta_bw)."""
+    attn_sat_batch: float = 0.0
+    """Operator method: the attention floor's saturation batch, sequences (0: no floor)."""
+    seq_overhead_ms: float = 0.0
+    """Time per sequence per decode step, ms."""
+    attn_mfu: float | None = None
+    """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
     growth_per_month: float = 0.0
     """Traffic growth per month (0.1 = +10 % a month, compounding); see `runs_out_month`."""
     spare: bool = False
@@ -408,7 +418,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     prices = dict(inp.price_overrides)
     offers = {o.gpu: o for o in inp.offers}
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
-    pf = prefill_flops(model, wl.prompt).total_flops
+    pf = prefill_flops(model, wl.prompt)
     g_l: list[Gpu] = []
     tp_l: list[int] = []
     f_l: list[str] = []
@@ -441,8 +451,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
-                pre_ms = (float(prefill_seconds(pf, tflops_per_replica, inp.mfu,
-                                                inp.prefill_overhead_ms / 1e3)) * 1e3
+                pre_ms = (float(prefill_seconds_by_parts(
+                    pf, tflops_per_replica, inp.mfu, inp.attn_mfu,
+                    inp.prefill_overhead_ms / 1e3)) * 1e3
                           + comm_prompt)
                 vb = vram_budget(vram_gb=g.memory_gb, util=inp.util,
                                  weights_gb=v.weights_gb / tp, overhead_gb=inp.overhead_gb,
@@ -475,7 +486,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
         model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvr"],
         bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
         overhead_ms=inp.step_overhead_ms, comm_fixed_ms=a["ca"],
-        comm_per_seq_ms=a["cb"])
+        comm_per_seq_ms=a["cb"], method=inp.step_method,
+        context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
+        attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms)
     units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
@@ -829,7 +842,9 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype, eff=inp.eff, mfu=inp.mfu,
         price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
         headroom=inp.memory_headroom, eta_bw=inp.eta_bw, step_overhead_ms=inp.step_overhead_ms,
-        prefill_overhead_ms=inp.prefill_overhead_ms, calibration=inp.calibration or None)
+        prefill_overhead_ms=inp.prefill_overhead_ms, calibration=inp.calibration or None,
+        step_method=inp.step_method, eta_kv=inp.eta_kv, attn_sat_batch=inp.attn_sat_batch,
+        seq_overhead_ms=inp.seq_overhead_ms, attn_mfu=inp.attn_mfu)
 
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,

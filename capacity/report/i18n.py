@@ -173,6 +173,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "in_tflops": ("peak TFLOP/s", "峰值 TFLOP/s"),
     "in_weights_gb": ("weight size (GB)", "权重大小 (GB)"),
     "in_context_tokens": ("context (tokens)", "上下文 (tokens)"),
+    "in_eta_kv": ("KV-read bandwidth efficiency", "KV 读取带宽效率"),
+    "in_attn_sat_batch": ("attention saturation batch (sequences)", "注意力饱和批量（序列数）"),
+    "in_seq_overhead_ms": ("per-sequence step overhead (ms)", "每序列每步开销 (ms)"),
+    "in_attn_mfu": ("prefill attention MFU", "预填充注意力 MFU"),
     # explorer: headline and verdicts
     "headline": ("{c} concurrent requests × {ctx} tokens on {n} × {gpu}",
                  "{n} × {gpu}：{c} 个并发请求 × {ctx} tokens"),
@@ -382,6 +386,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "m_bandwidth_term": ("Bandwidth term of the decode step (F4)", "解码步的带宽项 (F4)"),
     "m_compute_term": ("Compute term of the decode step (F4)", "解码步的计算项 (F4)"),
     "m_step": ("Step time and speed (F4)", "步时间与速度 (F4)"),
+    "m_operator_step": ("Decode step by operator group (F4b): GEMMs, then attention",
+                        "按算子组计算的解码步 (F4b)：先权重 GEMM，再注意力"),
     "m_ttft": ("Time to first token (F6)", "首字延迟 (F6)"),
     "m_cost": ("Cost per million tokens (F7)", "每百万 token 成本 (F7)"),
     "m_crossover": ("Crossover concurrency (F5)", "交叉并发 (F5)"),
@@ -496,6 +502,35 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                               "concurrency or shorter context to fit it",
                               "实测点上算力从未成为瓶颈：eff 无法由它们确定（保持在 {eff:g} 附近）；"
                               "请在更高并发或更短上下文下测量以拟合它"),
+    "note_from_itl": ("decode step from the median inter-token latency at {levels} of {total} "
+                      "levels (stalls and prefills between tokens left out)",
+                      "解码步取自 {total} 个并发档中 {levels} 个档的 token 间延迟中位数（已排除 token "
+                      "之间的停顿与预填充）"),
+    "note_over_memory": ("{levels} level(s) held more than twice the requests that fit in "
+                         "memory at their context (the engine ran a smaller batch and queued "
+                         "the rest): left out of the decode fit",
+                         "{levels} 个并发档的请求数超过其上下文下显存容量的两倍（引擎实际批量更小，"
+                         "其余在排队）：未用于解码拟合"),
+    "note_ttft_under_load": ("some prompt lengths were measured only under load: their TTFT may "
+                             "include queueing; measure them at concurrency 1",
+                             "部分提示长度只在负载下测过：其 TTFT 可能包含排队；请在并发 1 下测量"),
+    "note_not_pinned": ("not pinned by these points (they stay near their prior): {names}; "
+                        "`capacity calibrate --plan` lists a sweep that pins every knob",
+                        "这些数据点无法确定（保持在先验值附近）：{names}；"
+                        "`capacity calibrate --plan` 会列出能确定全部参数的测量方案"),
+    "note_method_gemm_compute": ("the weight GEMMs are compute-bound here ({gemm:g} ms) while "
+                                 "attention reads the KV cache ({attn:g} ms): the kernels run one "
+                                 "after the other, so the operator step is their sum ({op:g} ms), "
+                                 "not the chapter's max of all bytes and all FLOPs ({ch:g} ms)",
+                                 "此处权重 GEMM 受算力限制（{gemm:g} ms），而注意力在读取 KV 缓存"
+                                 "（{attn:g} ms）：两类内核先后执行，算子法的步时间是二者之和"
+                                 "（{op:g} ms），而非本章公式中全部字节与全部 FLOPs 的最大值"
+                                 "（{ch:g} ms）"),
+    "note_method_knobs": ("the operator step adds what the chapter's leaves out: the small-batch "
+                          "attention floor, per-sequence overhead and KV-read efficiency "
+                          "({op:g} ms against {ch:g} ms)",
+                          "算子法加入了本章公式未含的部分：小批量注意力下限、每序列开销与 KV 读取效率"
+                          "（{op:g} ms 对比 {ch:g} ms）"),
     "note_overhead_from_max": ("overhead from a measured maximum of {requests} requests at "
                                "{tokens} tokens",
                                "运行时开销由实测最大 {requests} 个请求（每个 {tokens} tokens）推得"),
@@ -1212,6 +1247,31 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_knob_eff": ("decode compute efficiency (fraction)", "解码计算效率（比例）"),
     "r_knob_mfu": ("prefill MFU (fraction)", "预填充 MFU（比例）"),
     "r_knob_prefill_overhead_ms": ("prefill overhead (ms)", "预填充开销（毫秒）"),
+    "r_knob_eta_kv": ("KV-read bandwidth efficiency η_kv (fraction)", "KV 读取带宽效率 η_kv（比例）"),
+    "r_knob_attn_sat_batch": ("attention saturation batch b_sat (sequences)",
+                              "注意力饱和批量 b_sat（序列数）"),
+    "r_knob_seq_overhead_ms": ("per-sequence step overhead (ms)", "每序列每步开销（毫秒）"),
+    "r_knob_attn_mfu": ("prefill attention MFU (fraction)", "预填充注意力 MFU（比例）"),
+    "r_col_pinned": ("pinned by the data", "数据能否确定"),
+    "r_pinned_yes": ("yes", "能"),
+    "r_pinned_no": ("no: stays near its prior", "否：保持在先验值附近"),
+    "r_fit_method": ("Fitted with the operator step (F4b): the decode step from the median "
+                     "inter-token latency, prefill from TTFT at concurrency 1.",
+                     "以算子法步模型 (F4b) 拟合：解码步取 token 间延迟中位数，预填充取并发 1 下的 TTFT。"),
+    "m_preset_calib": ("Calibration sweep", "校准测量方案"),
+    "m_preset_calib_help": ("Fill the sweep with the smallest one that pins every calibration "
+                            "knob of the model to predict with on the GPU below (`capacity "
+                            "calibrate --plan`). Each prompt length runs every level; a level "
+                            "that does not fit in memory at a long prompt queues in the engine.",
+                            "用能确定下方预测模型在该 GPU 上全部校准参数的最小方案填写测量（"
+                            "`capacity calibrate --plan`）。每个提示长度都会跑全部并发档；长提示下"
+                            "放不进显存的档会在引擎中排队。"),
+    "m_preset_calib_done": ("Sweep filled from the calibration plan of {model} on {gpu}: {n} "
+                            "cells, prompt lengths {prompts} tokens, levels {levels}, "
+                            "{tokens} output tokens. Results fits it in one click (Fit).",
+                            "已按 {model} 在 {gpu} 上的校准方案填写测量：{n} 个测量点，提示长度 "
+                            "{prompts} tokens，并发档 {levels}，输出 {tokens} tokens。"
+                            "在结果页点击“拟合”即可一键拟合。"),
     "r_export_md": ("Download report (Markdown)", "下载报告（Markdown）"),
     "r_export_csv": ("Download tables (CSV)", "下载表格（CSV）"),
     "r_report_title": ("Calibration '{name}'", "校准“{name}”"),
