@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 
 from capacity.errors import InputError
+from capacity.model.prefix import cached_prefill_s
 from capacity.model.scenario import Scenario, evaluate
+from capacity.model.traffic import TrafficSample
 
 FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
 """Injected faults, in the order their shares are stacked on the unit interval."""
@@ -106,6 +108,14 @@ class _Seq:
     last_s: float = math.nan
     cancelled: bool = False
     done: bool = False
+    prefix_key: int = -1
+    """The cached prefix this request may reuse (`PrefixCache`); -1 none."""
+    prefix_tokens: int = 0
+    """Leading prompt tokens that prefix holds."""
+    conversation_key: int = -1
+    """A conversation turn: when it finishes, its whole context is cached under this key."""
+    cached_tokens: int = 0
+    """Prompt tokens the prefix cache served at admission (not prefilled)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,8 +143,11 @@ class SimPhysics:
         self._step: dict[tuple[int, int], float] = {}
         self._prefill: dict[int, float] = {}
 
-    def prefill_s(self, prompt_tokens: int) -> float:
-        """F6 prefill time (s) of one prompt, with the attention term."""
+    def prefill_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        """F6 prefill time (s) of one prompt, with the attention term; with `cached_tokens`
+        served by the prefix cache, F6 of the rest (`capacity.model.prefix`)."""
+        if cached_tokens > 0:
+            return float(cached_prefill_s(self.scenario, prompt_tokens, cached_tokens))
         t = self._prefill.get(prompt_tokens)
         if t is None:
             ev = evaluate(self.scenario, [1], [float(max(prompt_tokens, 1))])
@@ -152,6 +165,38 @@ class SimPhysics:
             t = float(ev.decode.step_ms.reshape(-1)[0]) / 1e3
             self._step[key] = t
         return t
+
+
+class PrefixCache:
+    """The engine's prefix cache, by key: how many leading tokens of each prefix are cached.
+
+    A request that names a prefix gets a hit when the cache already holds at least its
+    `prefix_tokens` (then those tokens are not prefilled); its prefill puts them in. A finished
+    conversation turn leaves its whole context (prompt + output) as the next turn's prefix.
+    Nothing is evicted (the model holds a shared prefix once, docs/method.md "Prefix caching").
+    """
+
+    def __init__(self) -> None:
+        self.tokens: dict[int, int] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def admit(self, seq: _Seq) -> int:
+        """Cached prompt tokens for `seq` now (0 on a miss); records its prefix as cached."""
+        if seq.prefix_key < 0 or seq.prefix_tokens <= 0:
+            return 0
+        held = self.tokens.get(seq.prefix_key, 0)
+        hit = held >= seq.prefix_tokens
+        self.hits += hit
+        self.misses += not hit
+        self.tokens[seq.prefix_key] = max(held, seq.prefix_tokens)
+        return min(seq.prefix_tokens, seq.prompt_tokens - 1) if hit else 0
+
+    def finish(self, seq: _Seq) -> None:
+        """A finished conversation turn: its context is cached for the next turn."""
+        if seq.conversation_key >= 0:
+            self.tokens[seq.conversation_key] = max(self.tokens.get(seq.conversation_key, 0),
+                                                    seq.prompt_tokens + seq.emitted)
 
 
 class Simulator:
@@ -172,6 +217,7 @@ class Simulator:
         self.max_model_len = scenario.model.max_context_tokens
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
+        self.prefix_cache = PrefixCache()
         self.truth: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.now_s = -math.inf
         """Simulated time (s; in real time on perf_counter's scale, in virtual time from 0)."""
@@ -220,7 +266,9 @@ class Simulator:
         return None
 
     def submit(self, *, prompt_tokens: int, max_tokens: int, ignore_eos: bool,
-               fault: str | None, arrival_s: float, seq_id: str | None = None) -> _Seq:
+               fault: str | None, arrival_s: float, seq_id: str | None = None,
+               prefix_key: int = -1, prefix_tokens: int = 0,
+               conversation_key: int = -1) -> _Seq:
         """Queue a request that arrived at `arrival_s` (on the simulator's clock; in arrival
         order). It is admitted at the first scheduling point at or after its arrival."""
         eos = self.config.eos_after_tokens
@@ -230,7 +278,8 @@ class Simulator:
             target, reason = max_tokens, "length"
         seq = _Seq(id=seq_id or f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
                    target_tokens=target, finish_reason=reason, fault=fault, arrival_s=arrival_s,
-                   stream=self.clock == "real")
+                   stream=self.clock == "real", prefix_key=prefix_key,
+                   prefix_tokens=prefix_tokens, conversation_key=conversation_key)
         self.waiting.append(seq)
         if self.clock == "real":
             assert self._wake is not None, "the simulator is not started"
@@ -245,6 +294,7 @@ class Simulator:
         self.truth[seq.id] = {
             "id": seq.id, "status": status, "fault": seq.fault,
             "prompt_tokens": seq.prompt_tokens, "output_tokens": n,
+            "cached_tokens": seq.cached_tokens,
             "arrival_s": seq.arrival_s,
             "arrival_unix_s": seq.arrival_s + unix,
             "first_token_unix_s": seq.first_s + unix,
@@ -277,9 +327,10 @@ class Simulator:
             s = self.waiting.popleft()
             if not s.cancelled:
                 s.admitted_s = self.now_s
+                s.cached_tokens = self.prefix_cache.admit(s)
                 admitted.append(s)
         if admitted:
-            dur = sum(self.physics.prefill_s(s.prompt_tokens) for s in admitted)
+            dur = sum(self.physics.prefill_s(s.prompt_tokens, s.cached_tokens) for s in admitted)
             return _Step(batch=admitted, admitted=admitted, duration_s=dur / self.config.speedup)
         if self.running:
             ctx = sum(s.prompt_tokens + s.emitted for s in self.running) / len(self.running)
@@ -328,6 +379,7 @@ class Simulator:
                 s.done = True
                 if s.stream:
                     s.out.put_nowait(None)
+                self.prefix_cache.finish(s)
                 self.record(s, "ok")
                 finished.append(s)
         if finished or any(s.cancelled for s in batch):
@@ -351,6 +403,8 @@ class Workload:
     rate_per_s: float | None = None
     arrivals_s: tuple[float, ...] | None = None
     seed: int = 0
+    sample: TrafficSample | None = None
+    """Per-request lengths and prefixes (`Traffic.sample`); build it with `from_sample`."""
 
     def __post_init__(self) -> None:
         if sum(x is not None for x in (self.clients, self.rate_per_s, self.arrivals_s)) != 1:
@@ -367,6 +421,15 @@ class Workload:
                 or any(not math.isfinite(a) for a in self.arrivals_s)
                 or any(b < a for a, b in itertools.pairwise(self.arrivals_s))):
             raise InputError("arrival times must be `requests` finite times in increasing order")
+
+    @classmethod
+    def from_sample(cls, sample: TrafficSample) -> Workload:
+        """Replay a per-request workload: its arrivals, prompts, outputs and prefix keys."""
+        t0 = float(sample.arrival_ms[0])
+        return cls(prompt_tokens=int(np.max(sample.prompt_tokens)),
+                   output_tokens=int(np.max(sample.output_tokens)), requests=sample.size,
+                   arrivals_s=tuple(float(a - t0) / 1e3 for a in sample.arrival_ms),
+                   sample=sample)
 
     def open_arrivals_s(self) -> list[float] | None:
         """The open-loop arrival times (s), None for a closed loop."""
@@ -399,8 +462,17 @@ def run_virtual(scenario: Scenario, workload: Workload,
 
     def send(at_s: float) -> None:
         nonlocal issued
-        sim.submit(prompt_tokens=w.prompt_tokens, max_tokens=w.output_tokens, ignore_eos=True,
-                   fault=None, arrival_s=at_s, seq_id=f"virtual-{issued:06d}")
+        one = w.sample
+        if one is None:
+            sim.submit(prompt_tokens=w.prompt_tokens, max_tokens=w.output_tokens,
+                       ignore_eos=True, fault=None, arrival_s=at_s, seq_id=f"virtual-{issued:06d}")
+        else:
+            key = int(one.prefix_ids[issued])
+            sim.submit(prompt_tokens=int(one.prompt_tokens[issued]),
+                       max_tokens=int(one.output_tokens[issued]), ignore_eos=True, fault=None,
+                       arrival_s=at_s, seq_id=f"virtual-{issued:06d}", prefix_key=key,
+                       prefix_tokens=int(one.cached_tokens[issued]) if key >= 0 else 0,
+                       conversation_key=int(one.conversation_ids[issued]))
         issued += 1
 
     if opened is None:
