@@ -196,10 +196,19 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         if as_json:
             cols = _json_columns(p)
             literal = "'" + str(p).replace("'", "''") + "'"
-            con.execute(f"CREATE VIEW src AS SELECT json FROM read_json_objects({literal}, "
-                        "format='newline_delimited')")
+            flat = [c for c in cols if "." not in c]
+            nested = len(flat) < len(cols)
+            if nested:   # AIPerf's records: pull the dotted paths out of each object
+                con.execute(f"CREATE VIEW src AS SELECT json FROM read_json_objects({literal}, "
+                            "format='newline_delimited')")
+            else:        # flat records: read the columns as text, every one
+                spec = ", ".join("'" + c.replace("'", "''") + "': 'VARCHAR'" for c in flat)
+                con.execute(f"CREATE VIEW src AS SELECT * FROM read_json({literal}, "
+                            f"format='newline_delimited', columns={{{spec}}})")
 
             def cell(c: str) -> str:
+                if not nested:
+                    return '"' + c.replace('"', '""') + '"'
                 path_expr = "$." + ".".join(f'"{part}"' for part in c.split("."))
                 return f"json_extract_string(json, '{path_expr}')"
         else:
