@@ -15,6 +15,8 @@ cache saves (docs/method.md, "Prefix caching").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -105,3 +107,45 @@ def full_load_cost_per_mtok(s: Scenario, *, prefill_s: npt.ArrayLike, output_tok
     through a shorter prefill (and more slots)."""
     rate = full_load_rate_per_s(s, prefill_s=prefill_s, output_tokens=output_tokens, slots=slots)
     return cost_per_mtok(s.price_per_hour, s.n_gpus, rate * output_tokens)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixEffect:
+    """What a shared prefix held in the cache changes for one scenario, without and with it:
+    mean prefill (TTFT at no load, s), C_vram (requests) and F7's cost per M output tokens
+    with C_vram requests decoding (the scenario's currency)."""
+
+    prefix_tokens: int
+    share: float
+    ttft_s: tuple[float, float]
+    c_vram: tuple[int, int]
+    cost_per_mtok: tuple[float, float]
+
+
+def prefix_effect(s: Scenario, prefix_tokens: int, share: float) -> PrefixEffect:
+    """The Explorer's "shared prefix": `share` of requests reuse a cached prefix of
+    `prefix_tokens` (capped below the prompt).
+
+    - mean TTFT at no load: share x prefill(L, prefix) + (1 - share) x prefill(L);
+    - C_vram: the prefix held once, each sharing request holds the rest:
+      replicas x floor((budget - prefix KV) / (KV(context) - share x prefix KV));
+    - cost per M output tokens (F7) at that C_vram, the decode step from F4.
+    Source: docs/method.md, "Prefix caching".
+    """
+    if not 0.0 <= share <= 1.0:
+        raise InputError(f"prefix share is a fraction of requests in [0, 1], got {share}")
+    prompt = s.prompt
+    p = max(0, min(int(prefix_tokens), prompt - 1, s.context_tokens - 1))
+    full = float(cached_prefill_s(s, prompt))
+    hit = float(cached_prefill_s(s, prompt, p)) if p > 0 else full
+    ev = evaluate(s, [1])
+    shared = float(shared_prefix_bytes(s, p))
+    per_request = float(ev.kv_request.exact_bytes) - share * shared
+    budget = ev.vram.kv_budget_bytes - (shared if share > 0 else 0.0)
+    c_with = int(max_concurrency(budget, per_request)) * s.replicas
+    c_without = int(ev.max_concurrency_vram)
+    costs = evaluate(s, [max(c_without, 1), max(c_with, 1)]).cost_per_mtok
+    return PrefixEffect(prefix_tokens=p, share=share,
+                        ttft_s=(full, share * hit + (1.0 - share) * full),
+                        c_vram=(c_without, c_with),
+                        cost_per_mtok=(float(costs[0]), float(costs[1])))

@@ -90,6 +90,23 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                  "values are lower).", "解码阶段达到的峰值算力比例（原文取 1.0，实际更低）。"),
     "sec_inputs": ("Inputs", "输入"),
     "sec_workload": ("Workload and memory", "负载与显存"),
+    "sec_prefix": ("Prefix caching", "前缀缓存"),
+    "prefix_tokens": ("Shared prefix (system prompt), tokens", "共享前缀（系统提示）token 数"),
+    "prefix_share": ("Share of requests that reuse it", "复用它的请求占比"),
+    "help_prefix": ("A prefix cache holds the KV of a shared system prompt once and skips its "
+                    "prefill for every request that reuses it (docs/method.md, Prefix caching). "
+                    "0 turns it off.",
+                    "前缀缓存只保存一份共享系统提示的 KV，复用它的请求跳过这部分预填充"
+                    "（docs/method.md，前缀缓存）。0 表示关闭。"),
+    "prefix_title": ("Prefix caching: {p} shared tokens, reused by {share} of requests",
+                     "前缀缓存：共享 {p} 个 token，{share} 的请求复用"),
+    "prefix_ttft": ("Mean TTFT, no load", "空载平均首字延迟"),
+    "prefix_cvram": ("C_vram, prefix held once", "前缀只存一份时的显存最大并发"),
+    "prefix_cost": ("{cur} per M tokens at C_vram", "满显存并发时 {cur}/百万 token"),
+    "prefix_caption": ("Without the cache: TTFT {t0}, C_vram {c0}, {cost0} {cur} per M tokens. "
+                       "The prefix is capped below the prompt ({p} tokens).",
+                       "无缓存时：首字延迟 {t0}，显存最大并发 {c0}，每百万 token {cost0} {cur}。"
+                       "前缀长度不超过提示长度（{p} token）。"),
     "sec_slo": ("Targets (SLO)", "目标 (SLO)"),
     "sec_cost": ("Price and currency", "价格与货币"),
     "sec_eff": ("Efficiency", "效率"),

@@ -66,6 +66,10 @@ class ExplorerState:
     mfu: float = DEFAULT_MFU
     headroom: float = DEFAULT_HEADROOM
     calibration: str = ""
+    prefix: int = 0
+    """Shared prefix (system prompt) tokens held in the prefix cache; 0 = none."""
+    prefix_share: float = 0.9
+    """Share of requests that reuse the shared prefix."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -106,7 +110,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "block": (1, 1024), "util": (0.01, 1.0), "overhead": (0.0, 1000.0), "c": (1, 100_000),
     "slo_ttft_ms": (1.0, 1e7), "slo_tpot_ms": (0.1, 1e6), "slo_cost": (0.0, 1e6),
     "price": (0.0, 1e5), "rate": (0.01, 1e4), "eff": (0.01, 1.0), "mfu": (0.01, 1.0),
-    "headroom": (0.0, 2.0),
+    "headroom": (0.0, 2.0), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
 }
 
 
