@@ -218,3 +218,31 @@ def test_sim_prefix_cache_first_use_misses_and_conversations_extend() -> None:
     records = run_virtual(SEED, Workload.from_sample(shared.sample(5, seed=0)))
     assert [r["cached_tokens"] for r in records] == [0, 500, 500, 500, 500]
     assert math.isfinite(records[1]["ttft_ms"])
+
+
+def test_planner_and_quote_with_prefix_caching(tmp_path: Path) -> None:
+    """A shared prefix in the planner: shorter prefill, more slots, a cheaper best option; the
+    quote says what the cache changes."""
+    from capacity.model.workload import Workload as F9Workload
+    from capacity.plan.search import PlanInputs, plan
+    from capacity.report.quote import write_quote
+
+    wl = F9Workload(daily_active_users=5000, context_tokens=4096, prompt_tokens=3000,
+                    output_tokens=200)
+    base = plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",)))
+    cached = plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",),
+                             prefix_tokens=2000, prefix_share=0.9))
+    assert base.best is not None and cached.best is not None
+    assert cached.best.cost_per_month < base.best.cost_per_month
+    assert cached.best.cost_per_mtok < base.best.cost_per_mtok
+    same = [o for o in cached.all_options or cached.configurations
+            if (o.gpu, o.n_gpus, o.tp, o.weights, o.kv_dtype) == (
+                base.best.gpu, base.best.n_gpus, base.best.tp, base.best.weights,
+                base.best.kv_dtype)]
+    assert same and same[0].prefill_ms < 0.7 * base.best.prefill_ms
+    assert same[0].c_vram_per_replica > base.best.c_vram_per_replica
+    text = write_quote(tmp_path / "q.md", cached).read_text()
+    assert "Prefix caching | 2,000 shared tokens reused by 90% of requests" in text
+    assert "Prefix caching" not in write_quote(tmp_path / "b.md", base).read_text()
+    with pytest.raises(InputError, match="prefix share"):
+        PlanInputs(model="qwen3.5-9b-awq", workload=wl, prefix_share=1.5)

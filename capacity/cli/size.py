@@ -114,6 +114,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     w.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=256, metavar="TOKENS",
                    help="output tokens per request (default 256)")
+    w.add_argument("--prefix-tokens", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0,
+                   metavar="TOKENS",
+                   help="shared prefix (system prompt) a prefix cache holds once: prefill skips "
+                        "it for --prefix-share of requests (default 0: no prefix caching)")
+    w.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9,
+                   metavar="FRACTION",
+                   help="share of requests that reuse the shared prefix (default 0.9)")
     w.add_argument("--growth-per-month", type=number(min=0, max=100), default=0.0,
                    metavar="FRACTION",
                    help="traffic growth per month, compounding (0.1 = +10 %%); the quote says "
@@ -248,7 +255,9 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs,
-        price_overrides=tuple(overrides.items()), offers=offers)
+        price_overrides=tuple(overrides.items()), offers=offers,
+        prefix_tokens=args.prefix_tokens,
+        prefix_share=args.prefix_share if args.prefix_tokens else 0.0)
     if args.calibration and args.typical:
         raise InputError("give --calibration or --typical, not both")
     if args.typical:

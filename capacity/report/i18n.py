@@ -103,6 +103,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "prefix_ttft": ("Mean TTFT, no load", "空载平均首字延迟"),
     "prefix_cvram": ("C_vram, prefix held once", "前缀只存一份时的显存最大并发"),
     "prefix_cost": ("{cur} per M tokens at C_vram", "满显存并发时 {cur}/百万 token"),
+    "quote_prefix": ("Prefix caching", "前缀缓存"),
+    "quote_prefix_v": ("{p} shared tokens reused by {share} of requests: prefill {t0} s -> {t1} s "
+                       "(mean, no load), C_vram per replica {c0} -> {c1}",
+                       "{share} 的请求复用 {p} 个共享 token：预填充 {t0} s -> {t1} s（空载平均），"
+                       "每副本显存最大并发 {c0} -> {c1}"),
     "prefix_caption": ("Without the cache: TTFT {t0}, C_vram {c0}, {cost0} {cur} per M tokens. "
                        "The prefix is capped below the prompt ({p} tokens).",
                        "无缓存时：首字延迟 {t0}，显存最大并发 {c0}，每百万 token {cost0} {cur}。"
