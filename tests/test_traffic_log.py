@@ -136,3 +136,19 @@ def test_cli_workload_and_size_log(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 2 and "--percentile goes with --log" in err
     code, _, err = _run(capsys, "workload", "summarize", str(tmp_path / "nope.csv"))
     assert code == 2 and "no such file" in err and "Traceback" not in err
+
+
+def test_summary_charts(tmp_path: Path) -> None:
+    from capacity.report.charts import log_arrivals_chart, log_length_chart
+
+    f = tmp_path / "log.csv"
+    f.write_text(LOG)
+    s = summarize_log(f)
+    lengths = log_length_chart(s, prompt_label="prompt", output_label="output",
+                               x_title="tokens", y_title="requests").to_dict()
+    rows = next(iter(lengths["datasets"].values()))
+    assert sum(r["requests"] for r in rows if r["length"] == "prompt") == 4
+    assert {r["bin"] for r in rows if r["length"] == "output"} == {"16+", "32+"}
+    hours = next(iter(log_arrivals_chart(s, x_title="h", y_title="n").to_dict()[
+        "datasets"].values()))
+    assert len(hours) == 24 and [r["hour"] for r in hours if r["busiest"]] == [10]
