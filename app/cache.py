@@ -16,6 +16,8 @@ from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.fit.calibration import load_named as load_calibration
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
+from capacity.model.prefix import PrefixEffect
+from capacity.model.prefix import prefix_effect as model_prefix_effect
 from capacity.plan.queueing import MAX_LOAD_REQUESTS, LoadPoint, closed_loop_load
 from capacity.report.charts import ChartData, chart_data, compare_specs, specs
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
@@ -83,6 +85,13 @@ class Uncertainty:
     ttft_sensitivity: tuple[Sensitivity, ...]
     widenings: tuple[Widening, ...] = ()
     flags: tuple[KnobFlag, ...] = ()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def prefix_effect(state: ExplorerState, version: int) -> PrefixEffect:
+    """`capacity.model.prefix.prefix_effect` for the Explorer's shared prefix."""
+    del version
+    return model_prefix_effect(state.scenario(catalog()), state.prefix, state.prefix_share)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -152,6 +152,11 @@ with st.sidebar:
             st.session_state[key("engine")] = DEFAULT_ENGINE
         st.selectbox(T("engine"), engines, key=key("engine"),
                      format_func=lambda k: engine_label(k, lang), help=T("help_engine"))
+    with st.expander(T("sec_prefix"), expanded=False):
+        st.number_input(T("prefix_tokens"), min_value=0, max_value=10_000_000, step=256,
+                        key=key("prefix"), help=T("help_prefix"))
+        st.slider(T("prefix_share"), min_value=0.0, max_value=1.0, step=0.05,
+                  key=key("prefix_share"))
     with st.expander(T("sec_slo"), expanded=True):
         st.number_input(T("slo_ttft_ms"), min_value=1.0, max_value=1e7, step=100.0,
                         key=key("slo_ttft_ms"))
@@ -254,6 +259,24 @@ if load is not None:
                           width="content")
         st.caption(T("load_caption", c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
                      o=f"{load.output_tokens:,}", slots=load.slots))
+# ---- prefix caching (issue 12): only when a shared prefix is set ----------------------------
+if state.prefix > 0:
+    pe = cache.prefix_effect(state, cache.catalog_version())
+    with st.container(border=True, key="prefix_effect"):
+        st.markdown("**" + T("prefix_title", p=f"{pe.prefix_tokens:,}",
+                             share=f"{pe.share:.0%}") + "**")
+        with st.container(horizontal=True, wrap=True, gap="medium"):
+            st.metric(T("prefix_ttft"), f"{pe.ttft_s[1]:.2f} s",
+                      delta=f"{pe.ttft_s[1] - pe.ttft_s[0]:+.2f} s", delta_color="inverse",
+                      width="content")
+            st.metric(T("prefix_cvram"), f"{pe.c_vram[1]:,}",
+                      delta=f"{pe.c_vram[1] - pe.c_vram[0]:+,}", width="content")
+            st.metric(T("prefix_cost", cur=cur), f"{pe.cost_per_mtok[1]:,.3f}",
+                      delta=f"{pe.cost_per_mtok[1] - pe.cost_per_mtok[0]:+,.3f}",
+                      delta_color="inverse", width="content")
+        st.caption(T("prefix_caption", t0=f"{pe.ttft_s[0]:.2f} s", c0=f"{pe.c_vram[0]:,}",
+                     cost0=f"{pe.cost_per_mtok[0]:,.3f}", cur=cur,
+                     p=f"{state.prompt_tokens:,}"))
 if scenario.calibration:
     st.caption(T("pred_basis_cal", name=scenario.calibration, eta_bw=scenario.eta_bw,
                  t0=scenario.step_overhead_ms, eff=scenario.eff, mfu=scenario.mfu))

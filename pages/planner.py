@@ -6,6 +6,9 @@ Draws only: every number comes from `capacity.plan.search`, `capacity.plan.queue
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import replace
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import altair as alt
@@ -32,6 +35,7 @@ from capacity.errors import CapacityError
 from capacity.fit.calibration import load as load_calibration
 from capacity.fit.calibration import saved_calibrations
 from capacity.fit.planning import GpuBand, engines, gpu_band
+from capacity.fit.traffic import LogSummary, summarize_log
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixPlan, MixWorkload, plan_mix
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
@@ -45,6 +49,7 @@ from capacity.plan.search import (
     runs_out_month,
     simulate_option,
 )
+from capacity.report.charts import log_arrivals_chart, log_length_chart
 from capacity.report.i18n import engine_label, t
 from capacity.report.quote import (
     basis_text,
@@ -271,6 +276,7 @@ if result.options:
         "#": i + 1, T("pl_col_option"): option_label(o, lang), T("pl_col_month"): o.cost_per_month,
         T("fig_col_mtok"): o.cost_per_mtok, T("fig_col_ttft", q=q): fmt_ms(o.ttft_ms),
         T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms),
+        T("pl_col_max_rate"): round(o.capacity_rate_per_s, 3),
         T("pl_col_memory"): T("quote_verdict_" + (o.memory_verdict or "")),
         T("pl_col_nodes"): " + ".join(map(str, o.nodes)),
         T("pl_col_variants"): variants_text(o, lang),
@@ -417,3 +423,76 @@ with st.expander(T("mix_add"), expanded=bool(st.session_state.get(MIX_N, 0))):
                            mime="text/markdown", key="planner_mix_quote_md")
         m2.download_button(T("mix_quote_pdf"), mpdf, file_name="capacity-mix-quote.pdf",
                            mime="application/pdf", key="planner_mix_quote_pdf")
+
+
+# =============================================================================================
+# Size from a log (issue 12): upload a request log -> its summary charts -> ranked options for
+# its busiest hour. A block of its own: it reads the page's `inputs` and changes nothing above.
+# =============================================================================================
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _log_summary(name: str, data: bytes) -> LogSummary:
+    """`capacity.fit.traffic.summarize_log` over the uploaded bytes (DuckDB reads a file: the
+    upload goes to a temporary one, removed after)."""
+    suffix = Path(name).suffix.lower() or ".csv"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"log{suffix}"
+        path.write_bytes(data)
+        s = summarize_log(path)
+    return replace(s, path=name)
+
+
+with st.expander(T("pl_log"), expanded=False):
+    st.caption(T("pl_log_help"))
+    upload = st.file_uploader(T("pl_log_upload"), type=["csv", "jsonl", "json", "ndjson"],
+                              key="planner_log")
+    if upload is not None:
+        try:
+            log = _log_summary(upload.name, upload.getvalue())
+        except CapacityError as exc:
+            st.error(T("pl_log_error", msg=str(exc)))
+            st.stop()
+        left = sum(log.bad_rows.values())
+        st.markdown(T("pl_log_read", rows=f"{log.rows:,}", kept=f"{log.kept:,}",
+                      left=f"{left:,}"))
+        if left:
+            st.warning(T("pl_log_bad", reasons="; ".join(
+                f"{n:,} {T(f'pl_log_bad_{i}')}" for i, n in enumerate(log.bad_rows.values())
+                if n)))
+        cv = f"{log.burstiness_cv:.2f}" if log.burstiness_cv == log.burstiness_cv else "-"
+        st.caption(T("pl_log_peak", hour=f"{log.busiest_hour_of_day:02d}",
+                     clock=T("pl_log_clock_utc" if log.absolute_time else "pl_log_clock_rel"),
+                     n=f"{log.busiest_hour_requests:,}", rate=f"{log.peak_rate_per_s:.3f}",
+                     cv=cv, reuse=f"{log.prefix_reuse_share:.0%}"))
+        g1, g2 = st.columns(2)
+        with g1:
+            st.markdown("**" + T("pl_log_lengths") + "**")
+            st.altair_chart(log_length_chart(
+                log, prompt_label=T("pl_log_prompt"), output_label=T("pl_log_output"),
+                x_title=T("pl_log_tokens"), y_title=T("pl_log_requests")), width="stretch")
+        with g2:
+            st.markdown("**" + T("pl_log_arrivals") + "**")
+            st.altair_chart(log_arrivals_chart(log, x_title=T("pl_log_hour"),
+                                               y_title=T("pl_log_requests")), width="stretch")
+        try:
+            log_wl = log.workload(percentile=pct, headroom=inputs.workload.headroom)
+            log_plan = _plan(replace(inputs, workload=log_wl))
+        except CapacityError as exc:
+            st.error(T("pl_log_error", msg=str(exc)))
+            st.stop()
+        st.caption(T("pl_log_workload", rate=f"{log.peak_rate_per_s:.3f}",
+                     prompt=f"{log_wl.prompt:,}", out=f"{log_wl.output_tokens:,}",
+                     ctx=f"{log_wl.context_tokens:,}", q=f"{pct:g}"))
+        st.markdown("**" + T("pl_log_options") + "**")
+        if not log_plan.options:
+            st.warning(T("pl_none"))
+        else:
+            q = int(pct)
+            st.dataframe(pd.DataFrame([{
+                "#": i + 1, T("pl_col_option"): option_label(o, lang),
+                T("pl_col_month"): round(o.cost_per_month), T("fig_col_mtok"): o.cost_per_mtok,
+                T("fig_col_ttft", q=q): fmt_ms(o.ttft_ms), T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms),
+                T("pl_col_max_rate"): round(o.capacity_rate_per_s, 3),
+                T("pl_col_binding"): T("pl_reason_" + o.binding)}
+                for i, o in enumerate(log_plan.options[:10])]), hide_index=True, width="stretch")

@@ -255,3 +255,15 @@ def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> Non
     assert any("'engine=tgi' ignored (engine must be one of chapter" in n for n in notices(bad))
     zh = start(engine="sglang", lang="zh")
     assert any("负载下" in m.value for m in zh.markdown)
+def test_shared_prefix_shows_what_the_cache_saves() -> None:
+    """Issue 12: a shared prefix from the URL shows TTFT, C_vram and cost with the cache held
+    once, each below (C_vram above) the figure without it; none of it without a prefix."""
+    assert "Mean TTFT, no load" not in metrics(start())
+    at = start(prompt="4000", prefix="2000", prefix_share="0.9")
+    m = metrics(at)
+    assert m["Mean TTFT, no load"] == "0.82 s"      # 1.47 s without the cache
+    assert m["C_vram, prefix held once"] == "68"    # 53 without
+    assert float(m["CNY per M tokens at C_vram"]) < 0.2072
+    assert at.query_params["prefix"] == "2000"
+    zh = start(prefix="2000", lang="zh")
+    assert "空载平均首字延迟" in metrics(zh)

@@ -87,3 +87,23 @@ def test_engine_choice_follows_the_link_and_the_url() -> None:
     assert box.value == "vllm" and box.options[0].startswith("chapter")
     box.set_value("llamacpp").run()
     assert not at.exception and at.query_params["engine"] in ("llamacpp", ["llamacpp"])
+@pytest.mark.slow
+def test_size_from_an_uploaded_log(app: AppTest) -> None:
+    """Issue 12: upload a log -> counts with the bad rows' reasons, the two summary charts,
+    then ranked options for its busiest hour with the SLO-feasible capacity column."""
+    rows = "".join(f"2026-01-05 10:{m:02d}:{s:02d},{800 + m},{100 + s}\n"
+                   for m in range(60) for s in range(0, 60, 10))
+    log = ("timestamp,prompt_tokens,output_tokens\n" + rows + "not a time,100,10\n"
+           + "2026-01-05 11:00:00,0,10\n").encode()
+    app.file_uploader(key="planner_log").set_value(("traffic.csv", log, "text/csv"))
+    app.run()
+    assert not app.exception
+    texts = [m.value for m in app.markdown]
+    assert "362 rows, 360 used, 2 left out" in texts
+    warn = " ".join(w.value for w in app.warning)
+    assert "1 missing or unreadable timestamp" in warn and "1 prompt tokens" in warn
+    assert any("Busiest hour 10:00 (UTC): 360 requests = 0.100 req/s" in c.value
+               for c in app.caption)
+    table = app.dataframe[-1].value
+    assert len(table) >= 1 and "max req/s within the SLO" in table.columns
+    assert (table["max req/s within the SLO"] >= 0.1).all()

@@ -34,7 +34,7 @@ APP = str(ROOT / "streamlit_app.py")
 ALLOWED = {
     # abbreviations and units (a word with a digit, such as fp8, H100 or p90, is a name anyway)
     "GPU", "GPUs", "TP", "KV", "TTFT", "TPOT", "SLO", "MFU", "eff", "VRAM", "HBM", "TFLOP",
-    "TFLOPS", "TOP", "TOPS", "FLOP", "GB", "GiB", "MB", "KiB", "KB", "TB", "ms", "s", "h", "req",
+    "TFLOPS", "TOP", "TOPS", "FLOP", "GEMM", "GB", "GiB", "MB", "KiB", "KB", "TB", "ms", "s", "h", "req",
     "tok", "token", "tokens", "M", "K", "B", "CNY", "USD", "PDF", "CSV", "TOML", "JSON", "URL",
     "Markdown", "CLI", "API", "ID", "MoE", "MLA", "GQA", "SXM", "NVL", "SM", "Gbps", "x",
     # names of formats, engines, interconnects and methods

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from capacity.errors import CapacityError
 
-SUBCOMMANDS: tuple[str, ...] = ("plan", "size", "bench", "sim-server", "runs", "calibrate",
-                                 "validate", "app")
+SUBCOMMANDS: tuple[str, ...] = ("plan", "size", "workload", "bench", "sim-server", "runs",
+                                 "calibrate", "validate", "app")
 """Modules under capacity/cli/, in the order `--help` lists them."""
 
 

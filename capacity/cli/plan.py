@@ -94,11 +94,14 @@ def add_scenario_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--vram", type=number(min=0, max=BOUNDS["memory_gb"][1], min_open=True),
                    default=None, metavar="GB",
                    help="override memory per GPU, decimal GB (default: the catalog's)")
-    g.add_argument("--bandwidth", type=number(min=0, max=BOUNDS["bandwidth_gb_s"][1],
-                                                                min_open=True), default=None, metavar="GB_S",
-                   help="override memory bandwidth per GPU, GB/s (default: the catalog's)")
-    g.add_argument("--tflops", type=number(min=0, max=BOUNDS["bf16_tflops"][1], min_open=True), default=None,
-                   help="override dense TFLOP/s per GPU (default: the catalog's for the format)")
+    # floors: below 1 MB/s or 1 GFLOP/s no device exists, and a denormal value (5e-324) would
+    # overflow the step's divisions (the hostile fuzz found it)
+    g.add_argument("--bandwidth", type=number(min=1e-3, max=BOUNDS["bandwidth_gb_s"][1]),
+                   default=None, metavar="GB_S",
+                   help="override memory bandwidth per GPU, GB/s (default: the catalog's; >= 0.001)")
+    g.add_argument("--tflops", type=number(min=1e-3, max=BOUNDS["bf16_tflops"][1]), default=None,
+                   help="override dense TFLOP/s per GPU (default: the catalog's for the format; "
+                        ">= 0.001)")
     g.add_argument("--weights-gb", type=number(min=0, max=BOUNDS["weights_gb"][1], min_open=True),
                    default=None, metavar="GB",
                    help="override the weight size, decimal GB (default: stated or params x bits)")

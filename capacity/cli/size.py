@@ -6,7 +6,10 @@ peak, 8K context, 256 output tokens, first token within 2 s and 50 ms per token:
     capacity size --dau 500 --requests-per-user 20 --peak-share 0.3 --peak-hours 2 \\
         --ctx 8192 --output-tokens 256 --slo-ttft-ms 2000 --slo-tpot-ms 50 --model qwen3.5-9b-awq
 
-Or `--peak-concurrency 50` instead of the daily figures. `--quote FILE.md|FILE.pdf` writes the
+Or `--peak-concurrency 50` instead of the daily figures, or `--log FILE` to size from a request
+log (CSV or JSON lines: timestamp, prompt and output tokens; see `capacity workload summarize`):
+its busiest hour's rate, its mean lengths, a context that holds `--percentile` of its requests,
+and SLOs checked at that percentile. `--quote FILE.md|FILE.pdf` writes the
 customer document for the best option.
 
 `--mix FILE` sizes several workloads (models, traffic, SLOs: a TOML of [[workload]] tables, see
@@ -63,7 +66,7 @@ MAX_GPUS_LIMIT = 64
 
 COLUMNS = ("rank", "option", "gpu", "gpus", "tp", "replicas", "weights", "kv_dtype",
            "cost_per_month", "cost_per_mtok", "ttft_ms", "tpot_ms", "design_concurrency",
-           "memory_verdict", "binding")
+           "max_rate_per_s", "memory_verdict", "binding")
 
 
 def _list(text: str | None) -> tuple[str, ...] | None:
@@ -84,6 +87,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="several workloads on one fleet: a TOML of [[workload]] tables (name, "
                         "model, dau or peak_concurrency, ctx, output_tokens, slo_ttft_ms, "
                         "slo_tpot_ms, ...); replaces --dau/--peak-concurrency and --model")
+    w.add_argument("--log", default=None, metavar="FILE",
+                   help="size from a request log (CSV or JSON lines with a timestamp, prompt and "
+                        "output tokens): its busiest hour, mean lengths and --percentile context; "
+                        "replaces --dau/--peak-concurrency and the length flags")
+    w.add_argument("--percentile", type=number(min=50, max=99.9), default=None, metavar="P",
+                   help="with --log: the percentile the SLOs hold for and the context covers "
+                        "(50, 90, 95, 99 or 99.9; default 99)")
     w.add_argument("--dau", type=number(min=0, max=1e10, min_open=True), default=None, metavar="USERS",
                    help="daily active users (or give --peak-concurrency)")
     w.add_argument("--requests-per-user", type=number(min=0, max=1e6, min_open=True),
@@ -105,6 +115,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     w.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=256, metavar="TOKENS",
                    help="output tokens per request (default 256)")
+    w.add_argument("--prefix-tokens", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0,
+                   metavar="TOKENS",
+                   help="shared prefix (system prompt) a prefix cache holds once: prefill skips "
+                        "it for --prefix-share of requests (default 0: no prefix caching)")
+    w.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9,
+                   metavar="FRACTION",
+                   help="share of requests that reuse the shared prefix (default 0.9)")
     w.add_argument("--growth-per-month", type=number(min=0, max=100), default=0.0,
                    metavar="FRACTION",
                    help="traffic growth per month, compounding (0.1 = +10 %%); the quote says "
@@ -199,6 +216,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
     """PlanInputs from the command line."""
     mix = getattr(args, "mix", None)
+    log = getattr(args, "log", None)
+    if log:
+        if mix or args.dau is not None or args.peak_concurrency is not None:
+            raise InputError("--log gives the traffic: drop --dau/--peak-concurrency/--mix")
+        return _log_inputs(args)
+    if getattr(args, "percentile", None) is not None:
+        raise InputError("--percentile goes with --log; without a log use --slo-percentile")
     if args.dau is None and args.peak_concurrency is None and not mix:
         raise InputError("give --dau (daily active users) or --peak-concurrency (or --mix)")
     if mix and (args.dau is not None or args.peak_concurrency is not None):
@@ -246,7 +270,9 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs, engine=args.engine,
-        price_overrides=tuple(overrides.items()), offers=offers, offer_kind=kind)
+        price_overrides=tuple(overrides.items()), offers=offers, offer_kind=kind,
+        prefix_tokens=args.prefix_tokens,
+        prefix_share=args.prefix_share if args.prefix_tokens else 0.0)
     if args.calibration and args.typical:
         raise InputError("give --calibration or --typical, not both")
     if args.typical:
@@ -261,6 +287,26 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
     return with_calibration(inp, load(args.calibration))
 
 
+def _log_inputs(args: argparse.Namespace) -> PlanInputs:
+    """PlanInputs from a request log: its busiest hour (capacity.fit.traffic)."""
+    from dataclasses import replace
+
+    from capacity.fit.traffic import summarize_log
+
+    pct = 99.0 if args.percentile is None else float(args.percentile)
+    summary = summarize_log(args.log)
+    wl = summary.workload(percentile=pct, headroom=args.headroom)
+    args.log_summary = summary
+    args.dau, args.requests_per_user, args.peak_share, args.peak_hours = (
+        wl.daily_active_users, 1.0, 1.0, 1.0)
+    args.ctx, args.prompt_tokens, args.output_tokens = (wl.context_tokens, wl.prompt_tokens,
+                                                        wl.output_tokens)
+    args.log = None
+    args.percentile = None
+    inp = inputs_from_args(args)
+    return replace(inp, slo=replace(inp.slo, quantile=pct / 100.0))
+
+
 def _num(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
@@ -272,6 +318,7 @@ def option_record(rank: int, o: Option) -> dict[str, Any]:
             "cost_per_month": o.cost_per_month, "cost_per_mtok": _num(o.cost_per_mtok),
             "ttft_ms": _num(o.ttft_ms), "tpot_ms": _num(o.tpot_ms),
             "design_concurrency": _num(o.design_concurrency),
+            "max_rate_per_s": _num(o.capacity_rate_per_s),
             "memory_verdict": o.memory_verdict, "binding": o.binding}
 
 
@@ -324,13 +371,15 @@ def to_text(p: Plan, top: int, fmt: str = "text") -> str:
         out.append(h(f"Options ({len(p.options)} meet every constraint; best {top} shown)"))
         out.append(render(
             ["#", "option", f"{cur}/month", f"{cur}/M tok", f"TTFT p{q:g} ms",
-             f"TPOT p{q:g} ms", "in flight", "memory", "binding"],
+             f"TPOT p{q:g} ms", "in flight", "max req/s", "memory", "binding"],
             [[i + 1, o.label, o.cost_per_month, o.cost_per_mtok, o.ttft_ms, o.tpot_ms,
-              o.design_concurrency, o.memory_verdict, o.binding]
+              o.design_concurrency, o.capacity_rate_per_s, o.memory_verdict, o.binding]
              for i, o in enumerate(p.options[:top])], fmt).rstrip("\n"))
         out.append(f"{cur}/M tok: per million output tokens at the option's SLO-feasible "
                    f"capacity; TTFT, TPOT: p{q:g} at the design load (peak + "
-                   f"{wl.headroom:.0%}); in flight: requests at the peak with headroom")
+                   f"{wl.headroom:.0%}); in flight: requests at the peak with headroom; "
+                   f"max req/s: the SLO-feasible capacity, the highest arrival rate at which "
+                   f"p{q:g} TTFT and TPOT still meet the targets")
     else:
         out.append(h("No configuration meets every constraint"))
     if p.rejected:
@@ -428,6 +477,11 @@ def run(args: argparse.Namespace) -> int:
     if args.mix:
         return run_mix(args, inp)
     p = plan(inp)
+    log_summary = getattr(args, "log_summary", None)
+    if log_summary is not None and args.format in ("text", "markdown"):
+        from capacity.cli.workload import summary_text
+
+        print(summary_text(log_summary), end="\n")
     sim = None
     if (args.simulate or args.quote) and p.best is not None:
         sim = simulate_option(inp, p.best, chunk_tokens=args.chunked_prefill)

@@ -43,7 +43,7 @@ from capacity.model.memory import (
     vram_budget,
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
-from capacity.model.prefill import prefill_flops, prefill_seconds_by_parts
+from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
 from capacity.model.roofline import DEFAULT_STEP_METHOD, StepModel, comm_coefficients_ms
 from capacity.model.scenario import (
     DEFAULT_EFF,
@@ -176,6 +176,12 @@ class PlanInputs:
     the Planner's offer choice), '' = none asked (catalog prices, or a prices file's
     on-demand offers). With a kind set, a GPU without an offer of it keeps its catalog price
     and the quote says so."""
+    prefix_tokens: int = 0
+    """Shared prefix (system prompt) tokens a prefix cache holds once (docs/method.md, "Prefix
+    caching"); capped below the prompt. 0 = no prefix caching."""
+    prefix_share: float = 0.0
+    """Share of requests that reuse the shared prefix: their prefill skips it, and its KV is
+    held once per replica."""
 
     def __post_init__(self) -> None:
         if self.offer_kind and self.offer_kind not in OFFER_KINDS:
@@ -193,6 +199,12 @@ class PlanInputs:
                              f"got {self.growth_per_month}")
         if self.currency not in ("CNY", "USD"):
             raise InputError(f"unknown currency '{self.currency}'; use CNY or USD")
+        if not (isinstance(self.prefix_tokens, int) and self.prefix_tokens >= 0):
+            raise InputError(f"shared prefix must be a whole number >= 0 tokens, got "
+                             f"{self.prefix_tokens}")
+        if not (math.isfinite(self.prefix_share) and 0 <= self.prefix_share <= 1):
+            raise InputError(f"prefix share is a fraction of requests in [0, 1], got "
+                             f"{self.prefix_share}")
 
 
     @property
@@ -419,6 +431,17 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     offers = {o.gpu: o for o in inp.offers}
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
     pf = prefill_flops(model, wl.prompt)
+    # prefix caching: the mean prompt skips share x the cached prefix (F6 of the rest, exact
+    # for causal attention: each part of the prefix's FLOPs drops out), and the prefix's
+    # full-attention KV is held once
+    hit = min(inp.prefix_tokens, wl.prompt - 1, wl.context_tokens - 1)
+    share = inp.prefix_share if hit > 0 else 0.0
+    if share > 0:
+        cached = prefill_flops(model, hit)
+        pf = PrefillFlops(prompt_tokens=pf.prompt_tokens - share * hit,
+                          linear_flops=pf.linear_flops - share * cached.linear_flops,
+                          attention_flops=pf.attention_flops - share * cached.attention_flops)
+    new_tokens = wl.prompt - share * hit
     g_l: list[Gpu] = []
     tp_l: list[int] = []
     f_l: list[str] = []
@@ -447,7 +470,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
             if tp > largest_node or (whole_node and whole_node % tp):
                 continue  # a TP group stays inside one node
             comm_fixed, comm_per_seq = comm_coefficients_ms(model, g, tp)
-            comm_prompt = float(tp_comm_ms(model, g, tp, float(wl.prompt)))
+            comm_prompt = float(tp_comm_ms(model, g, tp, float(new_tokens)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
@@ -464,15 +487,22 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
                         kv_req = kv_request_bytes(model, held, kv, tp, block)
                         kv_cache[key] = float(kv_req.exact_bytes if prof.kv_admission == "context"
                                               else kv_req.paged_bytes)
+                        if share > 0:
+                            prefix_req = kv_request_bytes(model, hit, kv, tp)
+                            kv_cache[(kv, -tp, held, block)] = float(
+                                prefix_req.by_kind_bytes["full"] + prefix_req.by_kind_bytes["mla"])
                     kvr = kv_cache[key]
+                    prefix_kv = kv_cache.get((kv, -tp, held, block), 0.0)
+                    kvr -= share * prefix_kv   # per request; the prefix once, from the budget
                     g_l.append(g)
                     tp_l.append(tp)
                     f_l.append(v.format.key)
                     kv_l.append(kv)
                     for k, val in (("w", v.weights_gb), ("cv", float(
-                            max_concurrency(vb.kv_budget_bytes, kvr))),
+                            max_concurrency(vb.kv_budget_bytes - prefix_kv, kvr))),
                             ("usable", vb.usable_bytes),
-                            ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes),
+                            ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes
+                             + prefix_kv),
                             ("kvr", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
                             ("fl", tflops_per_replica), ("ca", comm_fixed), ("cb", comm_per_seq),
                             ("price", price), ("node", whole_node),

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from capacity.fit.traffic import LogSummary
 from capacity.model.roofline import DecodeStep, attainable_tflops, ridge_point
 from capacity.model.scenario import Scenario, decode_model, evaluate
 from capacity.types import FloatArray
@@ -535,3 +536,40 @@ def compare_specs(current: ChartData, pinned: ChartData,
             tooltip=tip, **enc)
         out[y] = alt.layer(lines, points).properties(height=height).to_dict()
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A request log's summary (issue 12: the Planner's "size from a log")
+
+
+def log_length_chart(summary: LogSummary, *, prompt_label: str, output_label: str,
+                     x_title: str, y_title: str) -> alt.Chart:
+    """Prompt and output length histograms of a log (`capacity.fit.traffic`), on powers of two:
+    one bar per bin (its lower edge in tokens), the two lengths side by side."""
+    rows = [{"length": name, "from_tokens": b, "bin": f"{b:,}+", "requests": n}
+            for name, part in ((prompt_label, summary.prompt), (output_label, summary.output))
+            for b, n in zip(part.bins_tokens, part.counts, strict=True)]
+    df = pd.DataFrame(rows)
+    return alt.Chart(df).mark_bar().encode(  # type: ignore[no-any-return]
+        x=alt.X("bin:N", title=x_title, sort=alt.SortField("from_tokens")),
+        y=alt.Y("requests:Q", title=y_title),
+        color=alt.Color("length:N", title=None, legend=alt.Legend(orient="bottom")),
+        xOffset="length:N",
+        tooltip=[alt.Tooltip("length:N"), alt.Tooltip("bin:N", title=x_title),
+                 alt.Tooltip("requests:Q", title=y_title, format=",")],
+    ).properties(height=260)
+
+
+def log_arrivals_chart(summary: LogSummary, *, x_title: str, y_title: str) -> alt.Chart:
+    """Mean requests per hour of the day, the busiest hour in red."""
+    busiest = summary.busiest_hour_of_day
+    df = pd.DataFrame({"hour": list(range(24)), "requests": list(summary.per_hour_of_day),
+                       "busiest": [h == busiest for h in range(24)]})
+    return alt.Chart(df).mark_bar().encode(  # type: ignore[no-any-return]
+        x=alt.X("hour:O", title=x_title),
+        y=alt.Y("requests:Q", title=y_title),
+        color=alt.condition(alt.datum.busiest, alt.value(COLORS["c_vram"]),
+                            alt.value(COLORS["bandwidth"])),
+        tooltip=[alt.Tooltip("hour:O", title=x_title),
+                 alt.Tooltip("requests:Q", title=y_title, format=",.1f")],
+    ).properties(height=220)

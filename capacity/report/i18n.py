@@ -90,6 +90,66 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                  "values are lower).", "解码阶段达到的峰值算力比例（原文取 1.0，实际更低）。"),
     "sec_inputs": ("Inputs", "输入"),
     "sec_workload": ("Workload and memory", "负载与显存"),
+    "sec_prefix": ("Prefix caching", "前缀缓存"),
+    "prefix_tokens": ("Shared prefix (system prompt), tokens", "共享前缀（系统提示）token 数"),
+    "prefix_share": ("Share of requests that reuse it", "复用它的请求占比"),
+    "help_prefix": ("A prefix cache holds the KV of a shared system prompt once and skips its "
+                    "prefill for every request that reuses it (docs/method.md, Prefix caching). "
+                    "0 turns it off.",
+                    "前缀缓存只保存一份共享系统提示的 KV，复用它的请求跳过这部分预填充"
+                    "（docs/method.md，前缀缓存）。0 表示关闭。"),
+    "prefix_title": ("Prefix caching: {p} shared tokens, reused by {share} of requests",
+                     "前缀缓存：共享 {p} 个 token，{share} 的请求复用"),
+    "prefix_ttft": ("Mean TTFT, no load", "空载平均首字延迟"),
+    "prefix_cvram": ("C_vram, prefix held once", "前缀只存一份时的显存最大并发"),
+    "prefix_cost": ("{cur} per M tokens at C_vram", "满显存并发时 {cur}/百万 token"),
+    "pl_log": ("Size from a log", "按请求日志规划"),
+    "pl_log_help": ("A request log, CSV or JSON lines: a timestamp, prompt tokens and output tokens "
+                    "per request, optionally a conversation id (capacity bench's requests.csv, "
+                    "AIPerf's profile_export.jsonl, the Azure LLM, BurstGPT and Mooncake traces as "
+                    "they are). Its busiest hour is sized with this page's SLOs, percentile, "
+                    "model, GPUs and prices; the length inputs above are replaced by the log's.",
+                    "请求日志（CSV，或每行一个 JSON 对象）：每个请求的时间戳、提示 token 数、输出 "
+                    "token 数，可选会话编号；本工具压测的请求文件、常见压测工具的导出与公开请求轨迹"
+                    "均可直接读取（列名见方法文档）。按本页的 SLO、分位数、模型、GPU 与价格为其最忙"
+                    "的一小时规划；上方的长度输入由日志代替。"),
+    "pl_log_upload": ("Request log", "请求日志"),
+    "pl_log_error": ("This log cannot be used: {msg}", "无法使用此日志：{msg}"),
+    "pl_log_read": ("{rows} rows, {kept} used, {left} left out", "{rows} 行，使用 {kept} 行，"
+                    "剔除 {left} 行"),
+    "pl_log_bad": ("Left out: {reasons}", "剔除原因：{reasons}"),
+    "pl_log_bad_0": ("missing or unreadable timestamp", "时间戳缺失或无法解析"),
+    "pl_log_bad_1": ("prompt tokens not a whole number >= 1", "提示 token 数不是 >= 1 的整数"),
+    "pl_log_bad_2": ("output tokens not a whole number >= 1", "输出 token 数不是 >= 1 的整数"),
+    "pl_log_bad_3": ("failed request", "失败的请求"),
+    "pl_log_peak": ("Busiest hour {hour}:00 ({clock}): {n} requests = {rate} req/s; burstiness CV "
+                    "{cv} (1 = Poisson); prefix reuse {reuse}",
+                    "最忙时段 {hour}:00（{clock}）：{n} 个请求 = {rate} 请求/秒；到达间隔变异系数 "
+                    "{cv}（1 = 泊松）；前缀复用 {reuse}"),
+    "pl_log_clock_utc": ("UTC", "协调世界时"),
+    "pl_log_clock_rel": ("hours from the first request", "自第一个请求起的小时"),
+    "pl_log_lengths": ("Prompt and output lengths", "提示与输出长度"),
+    "pl_log_arrivals": ("Requests per hour of the day", "一天中每小时的请求数"),
+    "pl_log_tokens": ("tokens (from)", "token 数（起）"),
+    "pl_log_requests": ("requests", "请求数"),
+    "pl_log_hour": ("hour of the day", "小时"),
+    "pl_log_prompt": ("prompt", "提示"),
+    "pl_log_output": ("output", "输出"),
+    "pl_log_workload": ("Sized for: {rate} req/s, mean prompt {prompt} and output {out} tokens, "
+                        "context {ctx} tokens (p{q} of prompt + output)",
+                        "规划依据：{rate} 请求/秒，平均提示 {prompt}、输出 {out} token，"
+                        "上下文 {ctx} token（提示 + 输出的 p{q}）"),
+    "pl_log_options": ("Options for the log's busiest hour", "日志最忙时段的方案"),
+    "pl_col_max_rate": ("max req/s within the SLO", "SLO 内最大请求/秒"),
+    "quote_prefix": ("Prefix caching", "前缀缓存"),
+    "quote_prefix_v": ("{p} shared tokens reused by {share} of requests: prefill {t0} s -> {t1} s "
+                       "(mean, no load), C_vram per replica {c0} -> {c1}",
+                       "{share} 的请求复用 {p} 个共享 token：预填充 {t0} s -> {t1} s（空载平均），"
+                       "每副本显存最大并发 {c0} -> {c1}"),
+    "prefix_caption": ("Without the cache: TTFT {t0}, C_vram {c0}, {cost0} {cur} per M tokens. "
+                       "The prefix is capped below the prompt ({p} tokens).",
+                       "无缓存时：首字延迟 {t0}，显存最大并发 {c0}，每百万 token {cost0} {cur}。"
+                       "前缀长度不超过提示长度（{p} token）。"),
     "sec_slo": ("Targets (SLO)", "目标 (SLO)"),
     "sec_cost": ("Price and currency", "价格与货币"),
     "sec_eff": ("Efficiency (calibration)", "效率(校准)"),

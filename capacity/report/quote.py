@@ -228,11 +228,27 @@ def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
         *headline_rows(plan, o, lang),
         (t("quote_concurrency", lang), f"{o.peak_concurrency:.1f} / {o.design_concurrency:.1f}"),
         (t("quote_capacity", lang), f"{o.capacity_rate_per_s:.2f} req/s"),
+        *_prefix_rows(plan, o, lang),
         (t("quote_verdict", lang), f"{t('quote_verdict_' + (o.memory_verdict or ''), lang)} / "
                                    f"{o.slots_per_replica}"),
         (t("quote_binding", lang), f"{t('quote_reason_' + o.binding, lang)} "
                                    f"({o.binding_ratio:.0%})"),
     ]
+
+
+def _prefix_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+    """With prefix caching planned: the prefix, its share, and the mean prefill and C_vram per
+    replica with and without the cache (docs/method.md, "Prefix caching")."""
+    inp = plan.inputs
+    if inp.prefix_tokens <= 0 or inp.prefix_share <= 0:
+        return []
+    from capacity.model.prefix import prefix_effect
+
+    pe = prefix_effect(option_scenario(inp, o), inp.prefix_tokens, inp.prefix_share)
+    return [(t("quote_prefix", lang),
+             t("quote_prefix_v", lang, p=f"{pe.prefix_tokens:,}", share=f"{pe.share:.0%}",
+               t0=f"{pe.ttft_s[0]:.2f}", t1=f"{pe.ttft_s[1]:.2f}",
+               c0=f"{pe.c_vram[0] // o.replicas:,}", c1=f"{pe.c_vram[1] // o.replicas:,}"))]
 
 
 def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list[TableRow]:

@@ -78,6 +78,10 @@ class ExplorerState:
     """Fixed overhead per prefill, ms (0: spec-sheet)."""
     engine: str = DEFAULT_ENGINE
     """Engine profile (data/engines.toml) the load view follows: chapter, vllm, sglang, llamacpp."""
+    prefix: int = 0
+    """Shared prefix (system prompt) tokens held in the prefix cache; 0 = none."""
+    prefix_share: float = 0.9
+    """Share of requests that reuse the shared prefix."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -120,7 +124,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "slo_ttft_ms": (1.0, 1e7), "slo_tpot_ms": (0.1, 1e6), "slo_cost": (0.0, 1e6),
     "price": (0.0, 1e5), "rate": (0.01, 1e4), "eff": (0.01, 1.0), "mfu": (0.01, 1.0),
     "headroom": (0.0, 2.0), "eta_bw": (0.01, 1.0), "step_oh_ms": (0.0, 1000.0),
-    "prefill_oh_ms": (0.0, 100_000.0),
+    "prefill_oh_ms": (0.0, 100_000.0), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
 }
 
 

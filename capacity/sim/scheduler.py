@@ -51,6 +51,7 @@ from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profi
 from capacity.errors import InputError
 from capacity.model.kv import kv_request_bytes
 from capacity.model.scenario import Scenario, evaluate
+from capacity.model.traffic import TrafficSample
 
 FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
 """Injected faults, in the order their shares are stacked on the unit interval."""
@@ -134,6 +135,14 @@ class _Seq:
     last_s: float = math.nan
     cancelled: bool = False
     done: bool = False
+    prefix_key: int = -1
+    """The cached prefix this request may reuse (`PrefixCache`); -1 none."""
+    prefix_tokens: int = 0
+    """Leading prompt tokens that prefix holds."""
+    conversation_key: int = -1
+    """A conversation turn: when it finishes, its whole context is cached under this key."""
+    cached_tokens: int = 0
+    """Prompt tokens the prefix cache served at admission (not prefilled)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,6 +235,46 @@ class SimPhysics:
         return b
 
 
+class PrefixCache:
+    """The engine's prefix cache, by key: how many leading tokens of each prefix are cached.
+
+    A request that names a prefix gets a hit when the cache already holds at least its
+    `prefix_tokens` (then those tokens are not prefilled); its prefill puts them in. A finished
+    conversation turn leaves its whole context (prompt + output) as the next turn's prefix.
+    Nothing is evicted (the model holds a shared prefix once, docs/method.md "Prefix caching").
+    """
+
+    def __init__(self) -> None:
+        self.tokens: dict[int, int] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def peek(self, seq: _Seq) -> int:
+        """Prompt tokens of `seq` the cache would serve now (0 on a miss); changes nothing. At
+        least one prompt token is always prefilled (it yields the first output token)."""
+        if seq.prefix_key < 0 or seq.prefix_tokens <= 0:
+            return 0
+        if self.tokens.get(seq.prefix_key, 0) < seq.prefix_tokens:
+            return 0
+        return min(seq.prefix_tokens, seq.prompt_tokens - 1)
+
+    def admit(self, seq: _Seq) -> int:
+        """Cached prompt tokens for `seq` now (0 on a miss); records its prefix as cached."""
+        if seq.prefix_key < 0 or seq.prefix_tokens <= 0:
+            return 0
+        hit = self.peek(seq)
+        self.hits += hit > 0
+        self.misses += hit == 0
+        self.tokens[seq.prefix_key] = max(self.tokens.get(seq.prefix_key, 0), seq.prefix_tokens)
+        return hit
+
+    def finish(self, seq: _Seq) -> None:
+        """A finished conversation turn: its context is cached for the next turn."""
+        if seq.conversation_key >= 0:
+            self.tokens[seq.conversation_key] = max(self.tokens.get(seq.conversation_key, 0),
+                                                    seq.prompt_tokens + seq.emitted)
+
+
 class Simulator:
     """The engine: a FIFO of waiting sequences, a running batch and the simulated clock `now_s`.
 
@@ -247,6 +296,7 @@ class Simulator:
             self.max_model_len = min(self.max_model_len, self._pool_tokens())
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
+        self.prefix_cache = PrefixCache()
         self.truth: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.now_s = -math.inf
         """Simulated time (s; in real time on perf_counter's scale, in virtual time from 0)."""
@@ -297,7 +347,9 @@ class Simulator:
         return None
 
     def submit(self, *, prompt_tokens: int, max_tokens: int, ignore_eos: bool,
-               fault: str | None, arrival_s: float, seq_id: str | None = None) -> _Seq:
+               fault: str | None, arrival_s: float, seq_id: str | None = None,
+               prefix_key: int = -1, prefix_tokens: int = 0,
+               conversation_key: int = -1) -> _Seq:
         """Queue a request that arrived at `arrival_s` (on the simulator's clock; in arrival
         order). It is admitted at the first scheduling point at or after its arrival."""
         eos = self.config.eos_after_tokens
@@ -310,7 +362,9 @@ class Simulator:
                              f"does not fit this engine's maximum of {self.max_model_len} tokens")
         seq = _Seq(id=seq_id or f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
                    target_tokens=target, finish_reason=reason, fault=fault, arrival_s=arrival_s,
-                   stream=self.clock == "real", prefill_left=prompt_tokens)
+                   stream=self.clock == "real", prefill_left=prompt_tokens,
+                   prefix_key=prefix_key, prefix_tokens=prefix_tokens,
+                   conversation_key=conversation_key)
         self.waiting.append(seq)
         if self.clock == "real":
             assert self._wake is not None, "the simulator is not started"
@@ -325,6 +379,7 @@ class Simulator:
         self.truth[seq.id] = {
             "id": seq.id, "status": status, "fault": seq.fault,
             "prompt_tokens": seq.prompt_tokens, "output_tokens": n,
+            "cached_tokens": seq.cached_tokens,
             "arrival_s": seq.arrival_s,
             "arrival_unix_s": seq.arrival_s + unix,
             "first_token_unix_s": seq.first_s + unix,
@@ -385,15 +440,25 @@ class Simulator:
         """Admit the head of the queue with its first chunk (at most `budget_left` tokens) when
         the KV pool holds it; False (and nothing changed) when it does not."""
         s = self.waiting[0]
+        first = math.isnan(s.admitted_s)
+        # a first admission skips the prompt tokens the prefix cache holds: their KV is there,
+        # and its chunks are F6 of the rest (`chunk_s` from `cached`). After a preemption the
+        # request recomputes all it held.
+        hit = self.prefix_cache.peek(s) if first else 0
+        s.cached += hit
+        s.prefill_left -= hit
         self.running.append(s)
         plan[s] = int(min(s.prefill_left, budget_left))
         if not self._fits(plan):
             del plan[s]
             self.running.pop()
+            s.cached -= hit
+            s.prefill_left += hit
             return False
         self.waiting.popleft()
-        if math.isnan(s.admitted_s):
+        if first:
             s.admitted_s = self.now_s
+            s.cached_tokens = self.prefix_cache.admit(s)
         return True
 
     def next_step(self) -> _Step | None:
@@ -522,6 +587,7 @@ class Simulator:
                 s.done = True
                 if s.stream:
                     s.out.put_nowait(None)
+                self.prefix_cache.finish(s)
                 self.record(s, "ok")
                 finished.append(s)
         if finished or any(s.cancelled for s in batch):
@@ -545,6 +611,8 @@ class Workload:
     rate_per_s: float | None = None
     arrivals_s: tuple[float, ...] | None = None
     seed: int = 0
+    sample: TrafficSample | None = None
+    """Per-request lengths and prefixes (`Traffic.sample`); build it with `from_sample`."""
 
     def __post_init__(self) -> None:
         if sum(x is not None for x in (self.clients, self.rate_per_s, self.arrivals_s)) != 1:
@@ -561,6 +629,15 @@ class Workload:
                 or any(not math.isfinite(a) for a in self.arrivals_s)
                 or any(b < a for a, b in itertools.pairwise(self.arrivals_s))):
             raise InputError("arrival times must be `requests` finite times in increasing order")
+
+    @classmethod
+    def from_sample(cls, sample: TrafficSample) -> Workload:
+        """Replay a per-request workload: its arrivals, prompts, outputs and prefix keys."""
+        t0 = float(sample.arrival_ms[0])
+        return cls(prompt_tokens=int(np.max(sample.prompt_tokens)),
+                   output_tokens=int(np.max(sample.output_tokens)), requests=sample.size,
+                   arrivals_s=tuple(float(a - t0) / 1e3 for a in sample.arrival_ms),
+                   sample=sample)
 
     def open_arrivals_s(self) -> list[float] | None:
         """The open-loop arrival times (s), None for a closed loop."""
@@ -593,8 +670,17 @@ def run_virtual(scenario: Scenario, workload: Workload,
 
     def send(at_s: float) -> None:
         nonlocal issued
-        sim.submit(prompt_tokens=w.prompt_tokens, max_tokens=w.output_tokens, ignore_eos=True,
-                   fault=None, arrival_s=at_s, seq_id=f"virtual-{issued:06d}")
+        one = w.sample
+        if one is None:
+            sim.submit(prompt_tokens=w.prompt_tokens, max_tokens=w.output_tokens,
+                       ignore_eos=True, fault=None, arrival_s=at_s, seq_id=f"virtual-{issued:06d}")
+        else:
+            key = int(one.prefix_ids[issued])
+            sim.submit(prompt_tokens=int(one.prompt_tokens[issued]),
+                       max_tokens=int(one.output_tokens[issued]), ignore_eos=True, fault=None,
+                       arrival_s=at_s, seq_id=f"virtual-{issued:06d}", prefix_key=key,
+                       prefix_tokens=int(one.cached_tokens[issued]) if key >= 0 else 0,
+                       conversation_key=int(one.conversation_ids[issued]))
         issued += 1
 
     if opened is None:

@@ -1,0 +1,354 @@
+"""Size from a log: read a request log in place with DuckDB, summarise it, and turn its busiest
+hour into the planner's inputs (docs/method.md, "Workloads"; docs/cli.md, `capacity workload`).
+
+A log is CSV or JSON lines with, per request, a timestamp, prompt tokens and output tokens, and
+optionally a conversation (or prefix) id. Columns are found by name (case-insensitive):
+
+- timestamp: `timestamp`, `time`, `ts`, `start_unix_s` (`capacity bench`'s requests.csv),
+  `arrival_time`, `created_at`, `metadata.request_start_ns` (AIPerf's profile_export.jsonl);
+  a date-time text, or a number: seconds, or ms/ns where the name ends in `_ms`/`_ns` and ms
+  in a Mooncake trace (`timestamp` beside `input_length`);
+- prompt tokens: `prompt_tokens`, `input_tokens`, `ContextTokens` (Azure LLM trace),
+  `input_length` (Mooncake), `Request tokens` (BurstGPT), `num_prompt_tokens`,
+  `metrics.input_sequence_length.value` (AIPerf);
+- output tokens: `output_tokens`, `completion_tokens`, `GeneratedTokens`, `output_length`,
+  `Response tokens`, `num_output_tokens`, `metrics.output_sequence_length.value`;
+- conversation / prefix id (optional): `conversation_id`, `session_id`, `prefix_id`,
+  `conversation`, `SessionID`.
+
+A row with a missing or unreadable timestamp, a prompt that is not a whole number >= 1, an output
+that is not a whole number >= 1 (0 is a failed request in BurstGPT), or `success` false (a
+`capacity bench` row that failed) is counted under its reason and left out: never dropped
+silently. The summary says how many rows were read, kept and left out, and why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from capacity.errors import InputError
+from capacity.model.traffic import Arrivals, LengthDist, Traffic
+from capacity.model.workload import Workload
+from capacity.types import FloatArray
+
+TS_NAMES = ("timestamp", "time", "ts", "start_unix_s", "arrival_time", "created_at",
+            "metadata.request_start_ns")
+PROMPT_NAMES = ("prompt_tokens", "input_tokens", "contexttokens", "input_length",
+                "request tokens", "num_prompt_tokens", "metrics.input_sequence_length.value")
+OUTPUT_NAMES = ("output_tokens", "completion_tokens", "generatedtokens", "output_length",
+                "response tokens", "num_output_tokens", "metrics.output_sequence_length.value")
+CONV_NAMES = ("conversation_id", "session_id", "prefix_id", "conversation", "sessionid")
+BAD_REASONS = ("missing or unreadable timestamp", "prompt tokens not a whole number >= 1",
+               "output tokens not a whole number >= 1", "failed request (success false)")
+SAMPLE_ROWS = 100_000
+"""Rows kept (a seeded reservoir sample) as the empirical length distribution."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LengthSummary:
+    """A token-length column: mean and percentiles (tokens), and a histogram on powers of two
+    (`bins_tokens[i]` is the lower edge of bin i, `counts[i]` its rows; the last bin also holds
+    everything longer)."""
+
+    mean_tokens: float
+    p50_tokens: float
+    p90_tokens: float
+    p99_tokens: float
+    max_tokens: int
+    bins_tokens: tuple[int, ...]
+    counts: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogSummary:
+    """What a request log says about its traffic."""
+
+    path: str
+    rows: int
+    kept: int
+    bad_rows: dict[str, int]
+    """Rows left out, by reason (`BAD_REASONS`); every reason is listed, 0 when none."""
+    columns: dict[str, str]
+    """Which of the file's columns were read as timestamp, prompt, output, conversation."""
+    span_s: float
+    prompt: LengthSummary
+    output: LengthSummary
+    context_p_tokens: dict[float, float]
+    """Percentiles of prompt + output tokens (the KV a request holds at its end)."""
+    per_hour_of_day: tuple[float, ...]
+    """Mean requests per clock hour 0..23 (UTC for absolute times, hours from the first
+    request otherwise), over the days the log covers."""
+    per_minute_of_day: tuple[float, ...]
+    """Mean requests per minute 0..1439 of the day (same clock)."""
+    absolute_time: bool
+    busiest_hour_start_s: float
+    busiest_hour_requests: int
+    peak_rate_per_s: float
+    """Requests in the busiest clock hour / 3600 (or rows / span for a log under an hour)."""
+    burstiness_cv: float
+    """Coefficient of variation of the inter-arrival gaps in the busiest hour (1 = Poisson;
+    NaN with fewer than 10 gaps)."""
+    prefix_reuse_share: float
+    """Share of requests whose conversation / prefix id appeared earlier in the log."""
+    sample_prompt_tokens: tuple[int, ...]
+    sample_output_tokens: tuple[int, ...]
+
+    @property
+    def busiest_hour_of_day(self) -> int:
+        return int(math.floor((self.busiest_hour_start_s % 86400) / 3600)) \
+            if self.absolute_time else int(self.busiest_hour_start_s // 3600)
+
+    def traffic(self) -> Traffic:
+        """The log as a workload: its lengths resampled (empirical), gamma arrivals at the
+        busiest hour's rate with its CV (Poisson when the CV is within 5 % of 1)."""
+        cv = self.burstiness_cv if math.isfinite(self.burstiness_cv) else 1.0
+        kind = "poisson" if abs(cv - 1.0) <= 0.05 else "gamma"
+        return Traffic(prompt=LengthDist.empirical(self.sample_prompt_tokens),
+                       output=LengthDist.empirical(self.sample_output_tokens),
+                       arrivals=Arrivals(kind=kind, rate_per_s=self.peak_rate_per_s,
+                                         cv=min(max(cv, 0.05), 20.0)),
+                       name=Path(self.path).name, source=self.path)
+
+    def workload(self, *, percentile: float = 99.0, headroom: float = 0.2) -> Workload:
+        """F9 inputs for the busiest hour: its rate (as one hour holding every request of
+        the window: DAU = rate x 3600, 1 request each, share 1, 1 peak hour), the mean prompt
+        and output lengths (the analytic path takes means) and a context that holds the
+        `percentile` of prompt + output tokens (memory is sized for long requests)."""
+        q = _percentile_key(percentile)
+        ctx = max(1, math.ceil(self.context_p_tokens[q]))
+        prompt = min(ctx, max(1, round(self.prompt.mean_tokens)))
+        return Workload(daily_active_users=self.peak_rate_per_s * 3600.0,
+                        requests_per_user_per_day=1.0, peak_share=1.0, peak_hours=1.0,
+                        context_tokens=ctx, prompt_tokens=prompt,
+                        output_tokens=max(1, round(self.output.mean_tokens)), headroom=headroom)
+
+
+PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
+
+
+def _percentile_key(p: float) -> float:
+    if p not in PERCENTILES:
+        raise InputError(f"percentile {p:g}: use one of {', '.join(f'{x:g}' for x in PERCENTILES)}")
+    return p
+
+
+def _pick(columns: list[str], names: tuple[str, ...]) -> str | None:
+    low = {c.lower().strip(): c for c in columns}
+    return next((low[n] for n in names if n in low), None)
+
+
+def _is_json(path: Path) -> bool:
+    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        return True
+    with path.open("rb") as f:
+        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"{")
+
+
+def _json_columns(path: Path) -> list[str]:
+    """Dotted paths of the scalar fields of the first JSON line (nested objects flattened)."""
+    with path.open("r", encoding="utf-8-sig") as f:
+        first = f.readline()
+    try:
+        obj = json.loads(first)
+    except json.JSONDecodeError:
+        raise InputError(f"{path}: the first line is not a JSON object") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{path}: the first line is not a JSON object")
+    out: list[str] = []
+
+    def walk(prefix: str, o: dict[str, Any]) -> None:
+        for k, v in o.items():
+            name = f"{prefix}{k}"
+            if isinstance(v, dict):
+                walk(name + ".", v)
+            else:
+                out.append(name)
+    walk("", obj)
+    return out
+
+
+def _ts_scale(name: str, mooncake: bool) -> float:
+    low = name.lower()
+    if low.endswith("_ns"):
+        return 1e-9
+    if low.endswith("_ms") or mooncake:
+        return 1e-3
+    return 1.0
+
+
+def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
+    """Read `path` in place (DuckDB) and summarise it (see the module docstring)."""
+    import duckdb  # here: DuckDB adds a second to the start of every other command
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such file")
+    as_json = _is_json(p)
+    con = duckdb.connect(":memory:")
+    try:
+        if as_json:
+            cols = _json_columns(p)
+            literal = "'" + str(p).replace("'", "''") + "'"
+            flat = [c for c in cols if "." not in c]
+            nested = len(flat) < len(cols)
+            if nested:   # AIPerf's records: pull the dotted paths out of each object
+                con.execute(f"CREATE VIEW src AS SELECT json FROM read_json_objects({literal}, "
+                            "format='newline_delimited')")
+            else:        # flat records: read the columns as text, every one
+                spec = ", ".join("'" + c.replace("'", "''") + "': 'VARCHAR'" for c in flat)
+                con.execute(f"CREATE VIEW src AS SELECT * FROM read_json({literal}, "
+                            f"format='newline_delimited', columns={{{spec}}})")
+
+            def cell(c: str) -> str:
+                if not nested:
+                    return '"' + c.replace('"', '""') + '"'
+                path_expr = "$." + ".".join(f'"{part}"' for part in c.split("."))
+                return f"json_extract_string(json, '{path_expr}')"
+        else:
+            rel = con.read_csv(str(p), header=True, all_varchar=True)
+            cols = list(rel.columns)
+            rel.create_view("src")
+
+            def cell(c: str) -> str:
+                return '"' + c.replace('"', '""') + '"'
+        ts_c, pr_c = _pick(cols, TS_NAMES), _pick(cols, PROMPT_NAMES)
+        out_c, cv_c = _pick(cols, OUTPUT_NAMES), _pick(cols, CONV_NAMES)
+        missing = [what for what, c in (("a timestamp", ts_c), ("prompt tokens", pr_c),
+                                         ("output tokens", out_c)) if c is None]
+        if missing:
+            raise InputError(f"{p}: no column for {' and '.join(missing)} (found: "
+                             f"{', '.join(cols[:12])}); see `capacity workload summarize --help`")
+        assert ts_c is not None and pr_c is not None and out_c is not None
+        succ_c = _pick(cols, ("success",))
+        scale = _ts_scale(ts_c, mooncake=_pick(cols, ("input_length",)) is not None)
+        ts_raw = f"nullif(trim({cell(ts_c)}), '')"
+        probe = con.execute(f"SELECT count(TRY_CAST(t AS DOUBLE)), count(t) FROM (SELECT "
+                            f"{ts_raw} AS t FROM src LIMIT 1000)").fetchone()
+        numeric = probe is not None and probe[0] * 2 > probe[1]
+        # one parse per file (numbers, or date-times: 26 characters keep microseconds)
+        ts_expr = (f"TRY_CAST({ts_raw} AS DOUBLE) * {scale!r}" if numeric else
+                   f"epoch(TRY_CAST(left({ts_raw}, 26) AS TIMESTAMP))")
+        conv_expr = f"nullif(trim({cell(cv_c)}), '')" if cv_c else "NULL"
+        succ_expr = f"lower(trim({cell(succ_c)}))" if succ_c else "NULL"
+        con.execute(f"""CREATE TABLE parsed AS SELECT
+            {ts_expr} AS ts,
+            TRY_CAST(trim({cell(pr_c)}) AS DOUBLE) AS prompt,
+            TRY_CAST(trim({cell(out_c)}) AS DOUBLE) AS output,
+            {conv_expr} AS conv, {succ_expr} AS success
+            FROM src""")
+        reason = """CASE
+            WHEN ts IS NULL OR NOT isfinite(ts) THEN 0
+            WHEN prompt IS NULL OR NOT isfinite(prompt) OR prompt < 1 OR prompt != floor(prompt)
+                THEN 1
+            WHEN output IS NULL OR NOT isfinite(output) OR output < 1 OR output != floor(output)
+                THEN 2
+            WHEN success IN ('false', '0', 'no') THEN 3
+            ELSE -1 END"""
+        con.execute(f"CREATE TABLE tagged AS SELECT *, {reason} AS bad FROM parsed")
+        counts = dict(con.execute("SELECT bad, count(*) FROM tagged GROUP BY bad").fetchall())
+        rows = int(sum(counts.values()))
+        kept = int(counts.get(-1, 0))
+        bad = {BAD_REASONS[i]: int(counts.get(i, 0)) for i in range(len(BAD_REASONS))}
+        if kept < 2:
+            raise InputError(f"{p}: {rows} rows, {kept} usable (need at least 2): "
+                             + ", ".join(f"{n} {r}" for r, n in bad.items() if n))
+        con.execute("CREATE TABLE good AS SELECT ts, prompt::BIGINT AS prompt, "
+                    "output::BIGINT AS output, conv FROM tagged WHERE bad = -1")
+        t0, t1 = con.execute("SELECT min(ts), max(ts) FROM good").fetchone() or (0.0, 0.0)
+        absolute = float(t0) > 1e8   # after 1973: a Unix time, so the clock hour means something
+        lengths = {c: _length(con, c, bins) for c in ("prompt", "output")}
+        qs = [x / 100.0 for x in PERCENTILES]
+        ctx = con.execute("SELECT quantile_cont(prompt + output, ?) FROM good", [qs]).fetchone()
+        assert ctx is not None
+        origin = 0.0 if absolute else float(t0)
+        # calendar days the log touches (UTC), or started days since the first request
+        days = (math.floor(float(t1) / 86400.0) - math.floor(float(t0) / 86400.0) + 1.0
+                if absolute else math.floor((float(t1) - float(t0)) / 86400.0) + 1.0)
+        minute = np.zeros(1440)
+        for m, n in con.execute("SELECT floor(((ts - ?) % 86400) / 60)::INT AS m, count(*) "
+                                "FROM good GROUP BY m", [origin]).fetchall():
+            minute[int(m)] = n
+        minute /= days
+        hour = minute.reshape(24, 60).sum(axis=1)
+        busiest = con.execute("SELECT floor((ts - ?) / 3600) AS h, count(*) AS n FROM good "
+                              "GROUP BY h ORDER BY n DESC, h LIMIT 1", [origin]).fetchone()
+        assert busiest is not None
+        h_start = float(busiest[0]) * 3600.0 + origin
+        span = float(t1) - float(t0)
+        rate = int(busiest[1]) / 3600.0 if span >= 3600.0 else kept / max(span, 1e-9)
+        gaps = con.execute("SELECT CASE WHEN count(g) >= 10 THEN stddev_pop(g) / avg(g) END "
+                           "FROM (SELECT ts - lag(ts) OVER (ORDER BY ts) AS g FROM good "
+                           "WHERE ts >= ? AND ts < ?) "
+                           "WHERE g IS NOT NULL",
+                           [h_start if span >= 3600.0 else float(t0),
+                            h_start + 3600.0 if span >= 3600.0 else float(t1) + 1.0]).fetchone()
+        cv = float(gaps[0]) if gaps and gaps[0] is not None else math.nan
+        reuse = con.execute("SELECT count(conv) - count(DISTINCT conv) FROM good").fetchone()
+        sample = con.execute(f"SELECT prompt, output FROM good USING SAMPLE "
+                             f"reservoir({SAMPLE_ROWS} ROWS) REPEATABLE (12)").fetchnumpy()
+    except duckdb.Error as exc:
+        raise InputError(f"{p}: cannot read it as a request log ({str(exc).splitlines()[0]})"
+                         ) from None
+    finally:
+        con.close()
+    return LogSummary(
+        path=str(p), rows=rows, kept=kept, bad_rows=bad,
+        columns={k: v for k, v in (("timestamp", ts_c), ("prompt", pr_c), ("output", out_c),
+                                   ("conversation", cv_c)) if v},
+        span_s=span, prompt=lengths["prompt"], output=lengths["output"],
+        context_p_tokens={p_: float(v) for p_, v in zip(PERCENTILES, ctx[0], strict=True)},
+        per_hour_of_day=tuple(float(x) for x in hour),
+        per_minute_of_day=tuple(float(x) for x in minute), absolute_time=absolute,
+        busiest_hour_start_s=h_start, busiest_hour_requests=int(busiest[1]),
+        peak_rate_per_s=rate, burstiness_cv=cv,
+        prefix_reuse_share=float(reuse[0] if reuse else 0) / kept,
+        sample_prompt_tokens=tuple(sample["prompt"].astype(np.int64).tolist()),
+        sample_output_tokens=tuple(sample["output"].astype(np.int64).tolist()))
+
+
+def _length(con: Any, col: str, bins: int) -> LengthSummary:
+    row = con.execute(f"SELECT avg({col}), quantile_cont({col}, [0.5, 0.9, 0.99]), "
+                      f"max({col}) FROM good").fetchone()
+    hist = dict(con.execute(f"SELECT floor(log2({col}))::INT AS b, count(*) FROM good "
+                            "GROUP BY b").fetchall())
+    low = min(hist)
+    top = min(max(hist), low + bins - 1)
+    edges = tuple(2 ** b for b in range(low, top + 1))
+    counts = tuple(int(hist.get(b, 0)) if b < top else
+                   int(sum(v for k, v in hist.items() if k >= top)) for b in range(low, top + 1))
+    return LengthSummary(mean_tokens=float(row[0]), p50_tokens=float(row[1][0]),
+                         p90_tokens=float(row[1][1]), p99_tokens=float(row[1][2]),
+                         max_tokens=int(row[2]), bins_tokens=edges, counts=counts)
+
+
+def hourly_profile(summary: LogSummary) -> FloatArray:
+    """Share of the day's requests per hour 0..23 (sums to 1)."""
+    h = np.asarray(summary.per_hour_of_day, dtype=np.float64)
+    return np.asarray(h / h.sum(), dtype=np.float64) if h.sum() > 0 else h
+
+
+def summary_record(s: LogSummary) -> dict[str, Any]:
+    """The summary as plain data (the CLI's JSON)."""
+    def length(x: LengthSummary) -> dict[str, Any]:
+        return {"mean_tokens": x.mean_tokens, "p50_tokens": x.p50_tokens,
+                "p90_tokens": x.p90_tokens, "p99_tokens": x.p99_tokens,
+                "max_tokens": x.max_tokens,
+                "histogram": [{"from_tokens": b, "requests": n}
+                              for b, n in zip(x.bins_tokens, x.counts, strict=True)]}
+    return {"path": s.path, "rows": s.rows, "kept": s.kept, "bad_rows": s.bad_rows,
+            "columns": s.columns, "span_s": s.span_s, "prompt": length(s.prompt),
+            "output": length(s.output),
+            "context_tokens": {f"p{k:g}": v for k, v in s.context_p_tokens.items()},
+            "per_hour_of_day": list(s.per_hour_of_day),
+            "busiest_hour_of_day": s.busiest_hour_of_day,
+            "busiest_hour_requests": s.busiest_hour_requests,
+            "peak_rate_per_s": s.peak_rate_per_s,
+            "burstiness_cv": s.burstiness_cv if math.isfinite(s.burstiness_cv) else None,
+            "prefix_reuse_share": s.prefix_reuse_share}

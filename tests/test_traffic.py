@@ -1,0 +1,265 @@
+"""Workloads as customers have them (issue 12): distributions, arrivals, presets, the event model
+and the analytic path on per-request workloads against the simulated engine, prefix caching."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capacity.errors import InputError
+from capacity.model.prefill import prefill_flops
+from capacity.model.prefix import (
+    cached_prefill_flops,
+    cached_prefill_s,
+    full_load_cost_per_mtok,
+    max_concurrency_shared_prefix,
+)
+from capacity.model.scenario import evaluate, make_scenario
+from capacity.model.traffic import (
+    Arrivals,
+    DailyProfile,
+    LengthDist,
+    Traffic,
+    load_presets,
+    lognormal_from_mean_p90,
+    preset,
+)
+from capacity.plan.queueing import (
+    analytic_traffic,
+    gamma_delay_probability,
+    simulate_traffic,
+    traffic_service,
+)
+from capacity.sim.scheduler import SimConfig, Workload, run_virtual
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = make_scenario()  # Qwen3.5-9B AWQ on one RTX 4090, 53 slots at 8K
+
+
+def _truth(records: list[dict[str, object]], skip: int) -> tuple[np.ndarray, np.ndarray]:
+    ttft = np.array([r["ttft_ms"] for r in records], dtype=float)[skip:]
+    tpot = np.array([r["tpot_ms"] for r in records], dtype=float)[skip:]
+    return ttft, tpot[np.isfinite(tpot)]
+
+
+def test_lognormal_from_mean_and_p90() -> None:
+    mu, sigma = lognormal_from_mean_p90(1000, 2000)
+    assert sigma == pytest.approx(0.7755, abs=1e-4) and mu == pytest.approx(6.6070, abs=1e-4)
+    d = LengthDist.lognormal(mean_tokens=1000, p90_tokens=2000)
+    assert d.mean_tokens == pytest.approx(1000) and d.quantile_tokens(0.9) == pytest.approx(2000)
+    x = d.sample(200_000, np.random.default_rng(3))
+    assert np.mean(x) == pytest.approx(1000, rel=0.02)
+    assert np.quantile(x, 0.9) == pytest.approx(2000, rel=0.02)
+    for p90 in (900, 1000, 5000):
+        with pytest.raises(InputError, match="p90"):
+            lognormal_from_mean_p90(1000, p90)
+
+
+def test_length_kinds_and_errors() -> None:
+    rng = np.random.default_rng(0)
+    assert set(LengthDist.fixed(7).sample(5, rng)) == {7}
+    emp = LengthDist.empirical([10, 20, 30])
+    assert set(emp.sample(1000, rng)) == {10, 20, 30} and emp.mean_tokens == 20
+    assert LengthDist.lognormal(median_tokens=100, sigma=0.5).quantile_tokens(0.5) == \
+        pytest.approx(100)
+    assert LengthDist.lognormal(mean_tokens=100, sigma=0.5).mean_tokens == pytest.approx(100)
+    with pytest.raises(InputError, match="use one of"):
+        LengthDist(kind="zipf")
+    with pytest.raises(InputError, match="empirical"):
+        LengthDist.empirical([])
+    with pytest.raises(InputError, match="needs its mean"):
+        LengthDist.lognormal(mean_tokens=100)
+
+
+def test_arrivals_rate_and_burstiness() -> None:
+    rng = np.random.default_rng(1)
+    for kind, cv in (("poisson", 1.0), ("gamma", 2.0), ("gamma", 0.5)):
+        gaps = Arrivals(kind=kind, rate_per_s=4.0, cv=cv).gaps_ms(200_000, rng)
+        assert np.mean(gaps) == pytest.approx(250.0, rel=0.02)
+        assert np.std(gaps) / np.mean(gaps) == pytest.approx(cv, rel=0.03)
+    with pytest.raises(InputError, match="CV"):
+        Arrivals(kind="gamma", cv=0)
+    with pytest.raises(InputError, match="rate"):
+        Arrivals(rate_per_s=-1)
+
+
+def test_daily_profile_busiest_hour() -> None:
+    shares = [1.0] * 24
+    shares[14] = 5.0
+    p = DailyProfile(hourly_shares=tuple(shares))
+    assert p.busiest_hour == 14 and p.peak_share == pytest.approx(5 / 28)
+    assert p.peak_rate_per_s(100_800) == pytest.approx(100_800 * 5 / 28 / 3600)
+    with pytest.raises(InputError, match="24"):
+        DailyProfile(hourly_shares=(1.0,) * 23)
+
+
+def test_sample_is_seeded_and_carries_prefixes_and_turns() -> None:
+    t = Traffic(prompt=LengthDist.fixed(100), output=LengthDist.fixed(20),
+                prefix_tokens=2000, prefix_share=0.9)
+    a, b = t.sample(5000, seed=4), t.sample(5000, seed=4)
+    assert np.array_equal(a.arrival_ms, b.arrival_ms) and np.array_equal(a.cached_tokens,
+                                                                         b.cached_tokens)
+    assert not np.array_equal(a.arrival_ms, t.sample(5000, seed=5).arrival_ms)
+    assert set(a.prompt_tokens) == {2100}
+    assert np.mean(a.cached_tokens == 2000) == pytest.approx(0.9, abs=0.02)
+    assert set(a.prefix_ids[a.cached_tokens == 0]) == {-1}
+    conv = Traffic(prompt=LengthDist.fixed(50), output=LengthDist.fixed(10), turns=3).sample(6)
+    assert list(conv.prompt_tokens) == [50, 110, 170, 50, 110, 170]
+    assert list(conv.cached_tokens) == [0, 60, 120, 0, 60, 120]
+    assert list(conv.conversation_ids) == [1, 1, 1, 2, 2, 2]
+    with pytest.raises(InputError, match="prefix share"):
+        Traffic(prompt=LengthDist.fixed(1), output=LengthDist.fixed(1), prefix_share=2)
+
+
+def test_presets_have_sources_and_ship_in_the_wheel() -> None:
+    presets = load_presets()
+    assert {"chat", "rag", "code", "agentic", "summarize"} <= set(presets)
+    for p in presets.values():
+        assert p.sources and all(len(s) > 20 for s in p.sources)
+        assert p.traffic.sample(50, seed=0).size == 50
+    assert preset("code").traffic.prompt.quantile_tokens(0.5) == pytest.approx(1500)
+    with pytest.raises(InputError, match="known: "):
+        preset("nope")
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"]["wheel"]["only-include"]
+    assert "data/workloads.toml" in include
+
+
+def test_cached_prefill_skips_the_prefix() -> None:
+    s = SEED
+    assert float(cached_prefill_flops(s, 8192)) == pytest.approx(
+        float(prefill_flops(s.model, 8192).total_flops))
+    assert float(cached_prefill_s(s, 8192)) == pytest.approx(float(evaluate(s, [1]).ttft_s))
+    # causal attention: F(L) - F(c) is what the L - c new queries cost
+    f = cached_prefill_flops(s, 4000, 2000)
+    full = prefill_flops(s.model, [4000, 2000]).total_flops
+    assert float(f) == pytest.approx(float(full[0] - full[1]))
+    assert float(cached_prefill_s(s, 4000, 2000)) < float(cached_prefill_s(s, 4000)) / 1.9
+    with pytest.raises(InputError, match="fewer than"):
+        cached_prefill_flops(s, 100, 100)
+
+
+def test_shared_prefix_held_once_raises_c_vram_and_cuts_cost() -> None:
+    s = SEED
+    base = int(evaluate(s, [1]).max_concurrency_vram)
+    assert int(max_concurrency_shared_prefix(s, 0)) == base == 53
+    assert int(max_concurrency_shared_prefix(s, 2000)) > base
+    with pytest.raises(InputError, match="shorter than the context"):
+        max_concurrency_shared_prefix(s, 8192)
+    no_cache, cache = full_load_cost_per_mtok(
+        s, prefill_s=cached_prefill_s(s, [2200, 2200], [0, 2000]), output_tokens=200, slots=53)
+    assert cache < no_cache
+
+
+def test_gamma_delay_probability() -> None:
+    assert gamma_delay_probability(0.3, 1.0) == pytest.approx(0.3, abs=1e-9)
+    assert gamma_delay_probability(0.3, 2.0) > 0.5
+    assert gamma_delay_probability(0.3, 0.5) < 0.3
+
+
+MIX = Traffic(prompt=LengthDist.lognormal(mean_tokens=1500, p90_tokens=3000, max_tokens=6000),
+              output=LengthDist.lognormal(mean_tokens=200, p90_tokens=400, max_tokens=2000),
+              arrivals=Arrivals(kind="gamma", rate_per_s=0.4, cv=1.5))
+
+
+def test_event_model_matches_the_simulated_engine_on_a_bursty_lognormal_mix() -> None:
+    """Issue 12's target: lognormal lengths, bursty (gamma, CV 1.5) arrivals; the event model's
+    TTFT and TPOT p50/p90 within 10 % of run_virtual's truth, the analytic path within 20 %."""
+    smp = MIX.sample(1500, seed=1)
+    pred = simulate_traffic(traffic_service(SEED), smp)
+    ttft, tpot = _truth(run_virtual(SEED, Workload.from_sample(smp)), skip=150)
+    fast = analytic_traffic(SEED, smp, arrival_cv=1.5)
+    for q in (0.5, 0.9):
+        assert pred.ttft_ms[q] == pytest.approx(np.quantile(ttft, q), rel=0.10)
+        assert pred.tpot_ms[q] == pytest.approx(np.quantile(tpot, q), rel=0.10)
+        assert fast.ttft_ms[q] == pytest.approx(pred.ttft_ms[q], rel=0.20)
+        assert fast.tpot_ms[q] == pytest.approx(pred.tpot_ms[q], rel=0.20)
+    # the tail comes from sampling: a fixed-length model at the means misses it
+    assert pred.ttft_ms[0.9] > 2.5 * pred.ttft_ms[0.5]
+
+
+def test_prefix_cache_predicted_and_simulated_agree_and_save() -> None:
+    """A 2,000-token system prompt shared by 90 % of requests: TTFT falls with the cache, the
+    event model agrees with the simulated engine's own prefix cache within 10 %, and the cost
+    per M tokens at full load falls too."""
+    t = Traffic(prompt=LengthDist.lognormal(mean_tokens=400, p90_tokens=800, max_tokens=4000),
+                output=LengthDist.lognormal(mean_tokens=150, p90_tokens=300, max_tokens=1000),
+                arrivals=Arrivals(kind="poisson", rate_per_s=0.8), prefix_tokens=2000,
+                prefix_share=0.9)
+    smp = t.sample(1200, seed=2)
+    svc = traffic_service(SEED)
+    with_cache = simulate_traffic(svc, smp)
+    without = simulate_traffic(svc, smp, prefix_cache=False)
+    records = run_virtual(SEED, Workload.from_sample(smp))
+    ttft, _ = _truth(records, skip=120)
+    hits = np.array([r["cached_tokens"] for r in records])
+    assert np.mean(hits == 2000) == pytest.approx(0.9, abs=0.03)
+    for q in (0.5, 0.9):
+        assert with_cache.ttft_ms[q] == pytest.approx(np.quantile(ttft, q), rel=0.10)
+        assert with_cache.ttft_ms[q] < 0.6 * without.ttft_ms[q]
+    assert with_cache.mean_prefill_ms < 0.5 * without.mean_prefill_ms
+    cost = full_load_cost_per_mtok(SEED, prefill_s=np.array([without.mean_prefill_ms,
+                                                             with_cache.mean_prefill_ms]) / 1e3,
+                                   output_tokens=150, slots=svc.slots)
+    assert cost[1] < cost[0]
+
+
+def test_sim_prefix_cache_first_use_misses_and_conversations_extend() -> None:
+    t = Traffic(prompt=LengthDist.fixed(100), output=LengthDist.fixed(10), turns=2,
+                arrivals=Arrivals(rate_per_s=0.01))   # turns far apart: each finds its history
+    records = run_virtual(SEED, Workload.from_sample(t.sample(10, seed=0)))
+    assert [r["cached_tokens"] for r in records] == [0, 110] * 5
+    shared = Traffic(prompt=LengthDist.fixed(100), output=LengthDist.fixed(10),
+                     prefix_tokens=500, prefix_share=1.0, arrivals=Arrivals(rate_per_s=0.01))
+    records = run_virtual(SEED, Workload.from_sample(shared.sample(5, seed=0)))
+    assert [r["cached_tokens"] for r in records] == [0, 500, 500, 500, 500]
+    assert math.isfinite(records[1]["ttft_ms"])
+
+
+def test_planner_and_quote_with_prefix_caching(tmp_path: Path) -> None:
+    """A shared prefix in the planner: shorter prefill, more slots, a cheaper best option; the
+    quote says what the cache changes."""
+    from capacity.model.workload import Workload as F9Workload
+    from capacity.plan.search import PlanInputs, plan
+    from capacity.report.quote import write_quote
+
+    wl = F9Workload(daily_active_users=5000, context_tokens=4096, prompt_tokens=3000,
+                    output_tokens=200)
+    base = plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",)))
+    cached = plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",),
+                             prefix_tokens=2000, prefix_share=0.9))
+    assert base.best is not None and cached.best is not None
+    assert cached.best.cost_per_month < base.best.cost_per_month
+    assert cached.best.cost_per_mtok < base.best.cost_per_mtok
+    same = [o for o in cached.all_options or cached.configurations
+            if (o.gpu, o.n_gpus, o.tp, o.weights, o.kv_dtype) == (
+                base.best.gpu, base.best.n_gpus, base.best.tp, base.best.weights,
+                base.best.kv_dtype)]
+    assert same and same[0].prefill_ms < 0.7 * base.best.prefill_ms
+    assert same[0].c_vram_per_replica > base.best.c_vram_per_replica
+    text = write_quote(tmp_path / "q.md", cached).read_text()
+    assert "Prefix caching | 2,000 shared tokens reused by 90% of requests" in text
+    assert "Prefix caching" not in write_quote(tmp_path / "b.md", base).read_text()
+    with pytest.raises(InputError, match="prefix share"):
+        PlanInputs(model="qwen3.5-9b-awq", workload=wl, prefix_share=1.5)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "llamacpp"])
+def test_sim_prefix_cache_under_each_engine_profile(engine: str) -> None:
+    """The prefix cache works under every engine's scheduling: a cached prompt's prefill skips
+    the prefix (its chunks are F6 of the rest), so TTFT falls against the same prompts uncached."""
+    out, arrivals = LengthDist.fixed(20), Arrivals(rate_per_s=0.05)
+    # the same 2,400-token prompts: 2,000 of them a shared system prompt, or all new
+    cached = Traffic(prompt=LengthDist.fixed(400), output=out, arrivals=arrivals,
+                     prefix_tokens=2000, prefix_share=1.0)
+    plain = Traffic(prompt=LengthDist.fixed(2400), output=out, arrivals=arrivals)
+    cfg = SimConfig(engine=engine)
+    hit = run_virtual(SEED, Workload.from_sample(cached.sample(6, seed=0)), cfg)
+    miss = run_virtual(SEED, Workload.from_sample(plain.sample(6, seed=0)), cfg)
+    assert [r["cached_tokens"] for r in hit] == [0] + [2000] * 5
+    assert hit[0]["ttft_ms"] == pytest.approx(miss[0]["ttft_ms"])  # the first one fills the cache
+    assert all(h["ttft_ms"] < 0.5 * m["ttft_ms"] for h, m in zip(hit[1:], miss[1:], strict=True))

@@ -1,0 +1,154 @@
+"""Size from a log (issue 12): DuckDB over the file in place, bad rows counted with reasons,
+the busiest hour, burstiness and prefix reuse, and `capacity workload` / `capacity size --log`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capacity.cli.main import main
+from capacity.errors import InputError
+from capacity.fit.traffic import BAD_REASONS, summarize_log
+from capacity.plan.search import PlanInputs, Slo, plan
+
+LOG = """timestamp,prompt_tokens,output_tokens,conversation_id
+2026-01-05 10:00:00,100,20,c1
+2026-01-05 10:00:01,200,30,c1
+2026-01-05 10:00:03,abc,30,c2
+,100,10,c3
+2026-01-05 10:30:00,400,0,c2
+2026-01-05 11:00:00,300,50,
+2026-01-05 11:10:00,300,50,c2
+"""
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bad_rows_are_counted_with_their_reasons(tmp_path: Path) -> None:
+    f = tmp_path / "log.csv"
+    f.write_text(LOG)
+    s = summarize_log(f)
+    assert (s.rows, s.kept) == (7, 4)
+    assert s.bad_rows == {BAD_REASONS[0]: 1, BAD_REASONS[1]: 1, BAD_REASONS[2]: 1,
+                          BAD_REASONS[3]: 0}
+    assert s.columns["conversation"] == "conversation_id"
+    assert s.prompt.mean_tokens == 225 and s.output.max_tokens == 50
+    assert s.busiest_hour_of_day == 10 and s.busiest_hour_requests == 2
+    assert s.prefix_reuse_share == pytest.approx(1 / 4)   # c1 comes back once
+    assert sum(s.per_hour_of_day) == pytest.approx(4)
+    assert sum(s.prompt.counts) == 4 and s.prompt.bins_tokens[0] == 64
+
+
+def test_busiest_hour_rate_and_burstiness_of_a_generated_day(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    quiet = np.sort(rng.uniform(0, 3600, 200))            # hour 0: 200 requests
+    busy = 7200 + np.cumsum(rng.exponential(3600 / 1800, 1800))   # hour 2: Poisson, 0.5/s
+    busy = busy[busy < 10800]
+    t = np.concatenate([quiet, busy]) + 1_767_225_600.0
+    rows = [{"start_unix_s": float(x), "prompt_tokens": 500, "output_tokens": 100,
+             "success": True} for x in t]
+    rows.append({"start_unix_s": float(t[-1]) + 1, "prompt_tokens": 500, "output_tokens": 100,
+                 "success": False})
+    f = tmp_path / "requests.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    s = summarize_log(f)
+    assert s.bad_rows[BAD_REASONS[3]] == 1
+    assert s.busiest_hour_of_day == 2
+    assert s.peak_rate_per_s == pytest.approx(busy.size / 3600)
+    assert s.burstiness_cv == pytest.approx(1.0, abs=0.1)
+    wl = s.workload(percentile=99)
+    assert wl.peak_rate_per_s == pytest.approx(s.peak_rate_per_s)
+    assert (wl.prompt, wl.output_tokens, wl.context_tokens) == (500, 100, 600)
+    t2 = s.traffic()
+    assert t2.arrivals.kind == "poisson" and t2.prompt.mean_tokens == 500
+
+
+def test_mooncake_and_aiperf_shapes(tmp_path: Path) -> None:
+    moon = tmp_path / "mooncake.jsonl"
+    moon.write_text("".join(json.dumps({"timestamp": ms, "input_length": 1000 + ms,
+                                        "output_length": 10, "hash_ids": [0]}) + "\n"
+                            for ms in range(0, 30_000, 1000)))
+    s = summarize_log(moon)
+    assert s.span_s == pytest.approx(29.0) and s.peak_rate_per_s == pytest.approx(30 / 29)
+    aip = tmp_path / "profile_export.jsonl"
+    aip.write_text("".join(json.dumps({
+        "metadata": {"request_start_ns": 1_767_225_600_000_000_000 + i * 10**9},
+        "metrics": {"input_sequence_length": {"value": 300, "unit": "tokens"},
+                    "output_sequence_length": {"value": 40, "unit": "tokens"}}}) + "\n"
+        for i in range(20)))
+    s = summarize_log(aip)
+    assert s.kept == 20 and s.prompt.p50_tokens == 300 and s.span_s == pytest.approx(19)
+
+
+def test_unusable_logs_say_why(tmp_path: Path) -> None:
+    f = tmp_path / "x.csv"
+    f.write_text("when,size\n1,2\n")
+    with pytest.raises(InputError, match="no column for a timestamp and prompt tokens"):
+        summarize_log(f)
+    f.write_text("timestamp,prompt_tokens,output_tokens\n,1,1\n1,0,1\n")
+    with pytest.raises(InputError, match="usable"):
+        summarize_log(f)
+    with pytest.raises(InputError, match="no such file"):
+        summarize_log(tmp_path / "missing.csv")
+
+
+def test_planner_sizes_the_busiest_hour_with_spare(tmp_path: Path) -> None:
+    f = tmp_path / "log.csv"
+    t = 1_767_225_600 + np.arange(0, 3600, 2.0)
+    f.write_text("timestamp,prompt_tokens,output_tokens\n"
+                 + "".join(f"{x},1000,200\n" for x in t))
+    s = summarize_log(f)
+    inp = PlanInputs(model="qwen3.5-9b-awq", workload=s.workload(percentile=99),
+                     slo=Slo(quantile=0.99), gpus=("rtx-4090",))
+    best = plan(inp).best
+    assert best is not None and best.capacity_rate_per_s >= s.peak_rate_per_s
+    spare = plan(PlanInputs(model="qwen3.5-9b-awq", workload=s.workload(percentile=99),
+                            slo=Slo(quantile=0.99), gpus=("rtx-4090",), spare=True)).best
+    assert spare is not None and spare.spare_gpus >= 1
+
+
+def test_cli_workload_and_size_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "log.csv"
+    f.write_text(LOG)
+    code, out, _ = _run(capsys, "workload", "summarize", str(f))
+    assert code == 0 and "3 left out" in out and "busiest hour 10:00 UTC" in out
+    code, out, _ = _run(capsys, "workload", "summarize", str(f), "--format", "json")
+    assert code == 0 and json.loads(out)["bad_rows"][BAD_REASONS[1]] == 1
+    code, out, _ = _run(capsys, "workload", "presets")
+    assert code == 0 and "agentic" in out and "assumed" in out
+    code, out, _ = _run(capsys, "size", "--log", str(f), "--percentile", "99", "--spare",
+                        "--gpus", "rtx-4090", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["slo"]["quantile"] == 0.99
+    assert data["options"][0]["max_rate_per_s"] > 0
+    code, out, _ = _run(capsys, "size", "--log", str(f), "--gpus", "rtx-4090")
+    assert code == 0 and "max req/s" in out and "left out" in out
+    code, _, err = _run(capsys, "size", "--log", str(f), "--dau", "10")
+    assert code == 2 and "drop --dau" in err
+    code, _, err = _run(capsys, "size", "--dau", "10", "--percentile", "99")
+    assert code == 2 and "--percentile goes with --log" in err
+    code, _, err = _run(capsys, "workload", "summarize", str(tmp_path / "nope.csv"))
+    assert code == 2 and "no such file" in err and "Traceback" not in err
+
+
+def test_summary_charts(tmp_path: Path) -> None:
+    from capacity.report.charts import log_arrivals_chart, log_length_chart
+
+    f = tmp_path / "log.csv"
+    f.write_text(LOG)
+    s = summarize_log(f)
+    lengths = log_length_chart(s, prompt_label="prompt", output_label="output",
+                               x_title="tokens", y_title="requests").to_dict()
+    rows = next(iter(lengths["datasets"].values()))
+    assert sum(r["requests"] for r in rows if r["length"] == "prompt") == 4
+    assert {r["bin"] for r in rows if r["length"] == "output"} == {"16+", "32+"}
+    hours = next(iter(log_arrivals_chart(s, x_title="h", y_title="n").to_dict()[
+        "datasets"].values()))
+    assert len(hours) == 24 and [r["hour"] for r in hours if r["busiest"]] == [10]
