@@ -55,7 +55,7 @@ from capacity.report.explain import (
 )
 from capacity.report.i18n import engine_label, note_text, t
 from capacity.report.tables import render
-from capacity.report.urlstate import DEFAULT_STATE, ExplorerState
+from capacity.report.urlstate import DEFAULT_STATE, STEP_METHODS, ExplorerState
 from capacity.units import KV_DTYPES
 
 ensure_navigation()
@@ -76,7 +76,7 @@ MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGH
 COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv", "block",
                    "util", "overhead", "headroom", "slo_ttft_ms", "slo_tpot_ms", "slo_cost",
                    "currency", "price", "rate", "calibration", "eff", "mfu",
-                   "eta_bw", "step_oh_ms", "prefill_oh_ms")
+                   "eta_bw", "step_oh_ms", "prefill_oh_ms", "step")
 FIELD_LABEL = {"calibration": "prediction"}
 STATUS_COLOR = {Status.PASS: "green", Status.TIGHT: "orange", Status.FAIL: "red"}
 
@@ -189,6 +189,9 @@ with st.sidebar:
                         key=key("step_oh_ms"), disabled=calibrated)
         st.number_input(T("prefill_oh_ms"), min_value=0.0, max_value=100_000.0, step=1.0,
                         key=key("prefill_oh_ms"), disabled=calibrated)
+        st.radio(T("step_method"), list(STEP_METHODS), key=key("step"), horizontal=True,
+                 format_func=lambda m: T("step_method_" + m), help=T("help_step_method"),
+                 disabled=calibrated)
 
 state = from_widgets(lang)
 write_url(state)

@@ -267,3 +267,16 @@ def test_shared_prefix_shows_what_the_cache_saves() -> None:
     assert at.query_params["prefix"] == "2000"
     zh = start(prefix="2000", lang="zh")
     assert "空载平均首字延迟" in metrics(zh)
+
+
+def test_step_method_is_an_input_in_the_url_and_moves_tpot_where_gemms_bind() -> None:
+    """The chapter's 100 x 8K point on the RTX 4090: by operator the weight GEMMs are compute-
+    bound (10.90 ms > 5.65 ms of weight traffic), so the step is their sum with attention,
+    37.5 ms, where the chapter's single roofline gives 32.3 ms (docs/method.md, F4b)."""
+    at = start(c="100")
+    chapter = metrics(at)["TPOT"]
+    at.radio(key="ex_step").set_value("operator").run()
+    assert not at.exception and at.query_params["step"] in ("operator", ["operator"])
+    assert (chapter, metrics(at)["TPOT"]) == ("32.3 ms", "37.5 ms")
+    bad = start(step="bogus")  # a bad value falls back with a notice, never a traceback
+    assert bad.radio(key="ex_step").value == "chapter"

@@ -384,6 +384,19 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                     "KV;vLLM = 分块预填充与解码同批、按实际持有的 token 分配 KV;SGLang = 按其分块大小"
                     "成批预填充;llama.cpp = 固定槽位。它改变下方的负载视图,不改变上方本章的数字。"),
     "sec_load": ("Under load: {engine}", "负载下:{engine}"),
+    "step_method": ("Decode step", "解码步"),
+    "step_method_chapter": ("chapter (one roofline)", "本章(单一屋顶线)"),
+    "step_method_operator": ("by operator (GEMMs, then attention)", "按算子(先 GEMM,再注意力)"),
+    "help_step_method": ("How the decode step combines its terms. Chapter (F4): the memory "
+                         "traffic and the arithmetic of the whole step overlap, max(bytes / "
+                         "bandwidth, FLOPs / compute). By operator (F4b): the weight GEMMs and "
+                         "the attention run one after another, each on its own roofline; never "
+                         "faster than the chapter's, slower where the GEMMs turn compute-bound "
+                         "at large batches (docs/method.md). A saved calibration uses its own.",
+                         "解码步各项如何合成。本章(F4):整步的访存与计算重叠,取 max(字节 / 带宽, "
+                         "FLOPs / 算力)。按算子(F4b):权重 GEMM 与注意力先后执行,各按自己的屋顶线"
+                         "计时;不会比本章更快,大批量时 GEMM 转为算力受限处更慢(docs/method.md)。"
+                         "已保存的校准使用其自身的方法。"),
     "pl_help_engine": ("How the engine batches requests (data/engines.toml): its max_num_seqs "
                        "per GPU, chunked prefill and KV admission set each option's slots and "
                        "the event model's TTFT and TPOT under the design load.",

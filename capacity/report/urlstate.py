@@ -21,6 +21,7 @@ from capacity.errors import CapacityError, InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD, convert
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
+from capacity.model.roofline import StepMethod
 from capacity.model.scenario import (
     DEFAULT_CONTEXT_TOKENS,
     DEFAULT_EFF,
@@ -78,6 +79,10 @@ class ExplorerState:
     """Fixed overhead per prefill, ms (0: spec-sheet)."""
     engine: str = DEFAULT_ENGINE
     """Engine profile (data/engines.toml) the load view follows: chapter, vllm, sglang, llamacpp."""
+    step: str = "chapter"
+    """Decode-step method (`capacity.model.roofline.StepMethod`): 'chapter' (F4, one roofline
+    over the whole step) or 'operator' (F4b, weight GEMMs then attention, each on its own
+    roofline). A saved calibration's own method wins."""
     prefix: int = 0
     """Shared prefix (system prompt) tokens held in the prefix cache; 0 = none."""
     prefix_share: float = 0.9
@@ -108,6 +113,7 @@ class ExplorerState:
             eff=self.eff, mfu=self.mfu, price_per_hour=self.price, currency=self.currency,
             cny_per_usd=self.rate, headroom=self.headroom, eta_bw=self.eta_bw,
             step_overhead_ms=self.step_oh_ms, prefill_overhead_ms=self.prefill_oh_ms,
+            step_method=self.step,
         )
         if not self.calibration:
             return s
@@ -115,6 +121,8 @@ class ExplorerState:
 
         return apply(load_named(self.calibration), s)
 
+
+STEP_METHODS: tuple[str, ...] = tuple(m.value for m in StepMethod)
 
 DEFAULT_STATE = ExplorerState()
 
@@ -239,6 +247,8 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             raise ValueError("currency must be CNY or USD")
         if name == "engine":
             return _engine(value)
+        if name == "step" and value not in STEP_METHODS:
+            raise ValueError(f"step method must be one of {', '.join(STEP_METHODS)}")
         if name == "calibration":
             # a saved calibration's name, never a path: links must not read arbitrary files
             from capacity.fit.calibration import check_name
