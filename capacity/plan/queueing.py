@@ -52,7 +52,7 @@ from capacity.model.prefix import cached_prefill_s
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
 from capacity.model.roofline import step_time_ms
 from capacity.model.scenario import Scenario, decode_model, evaluate
-from capacity.model.traffic import TrafficSample
+from capacity.model.traffic import Arrivals, LengthDist, Traffic, TrafficSample
 from capacity.model.workload import concurrency_fixed_point
 from capacity.types import BoolArray, FloatArray, IntArray
 
@@ -677,14 +677,17 @@ class TrafficService:
 
 
 def traffic_service(s: Scenario, *, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
-                    max_context_tokens: float | None = None, grid_points: int = 48
-                    ) -> TrafficService:
+                    max_context_tokens: float | None = None, grid_points: int = 48,
+                    slots: int | None = None) -> TrafficService:
     """A TrafficService for one replica of `s` (the same physics as `capacity.sim`'s engine).
-    The context grid spans 16 tokens to `max_context_tokens` (default: the scenario's context)."""
+    The context grid spans 16 tokens to `max_context_tokens` (default: the scenario's context).
+    `slots` (default: F3's C_vram capped by `max_num_seqs`) sets the requests decoded together,
+    e.g. the planner's slots with a shared prefix held once."""
     if max_num_seqs < 1:
         raise InputError(f"max_num_seqs must be >= 1, got {max_num_seqs}")
     one = evaluate(s, [s.replicas])
-    slots = min(int(one.max_concurrency_vram) // s.replicas, max_num_seqs)
+    if slots is None:
+        slots = min(int(one.max_concurrency_vram) // s.replicas, max_num_seqs)
     if slots < 1:
         raise InputError(f"{s.variant.key} on {s.gpu.name} (TP={s.tp}) holds no request of "
                          f"{s.context_tokens} tokens: use more or bigger GPUs, a shorter "
@@ -796,6 +799,12 @@ class TrafficResult:
     output_tok_s: float
     slo_met_share: float
     slots: int
+    mean_queue_ms: float = math.nan
+    mean_ttft_ms: float = math.nan
+    goodput_req_s: float = math.nan
+    """Counted requests meeting both SLOs per second of the counted span."""
+    mean_running: float = math.nan
+    """Mean requests in the replica (Little's law: total time in system / span)."""
 
 
 def simulate_traffic(svc: TrafficService, sample: TrafficSample, *,
@@ -836,7 +845,10 @@ def simulate_traffic(svc: TrafficService, sample: TrafficSample, *,
         ttft_ms=_quantiles(ttft), tpot_ms=_quantiles(tpot), queue_ms=_quantiles(adm - arr),
         e2e_ms=_quantiles(fin - arr), mean_prefill_ms=float(np.mean(prefill)),
         throughput_req_s=arr.size / span_s, output_tok_s=float(np.sum(out)) / span_s,
-        slo_met_share=float(np.mean(ok)), slots=svc.slots)
+        slo_met_share=float(np.mean(ok)), slots=svc.slots,
+        mean_queue_ms=float(np.mean(adm - arr)), mean_ttft_ms=float(np.mean(ttft)),
+        goodput_req_s=float(np.sum(ok)) / span_s,
+        mean_running=float(np.sum(fin - arr)) / 1e3 / span_s)
 
 
 def traffic_moments(s: Scenario, sample: TrafficSample, *, prefix_cache: bool = True
@@ -948,3 +960,39 @@ def analytic_traffic(s: Scenario, sample: TrafficSample, *, arrival_cv: float = 
     return TrafficEstimate(ttft_ms=_quantiles(ttft), tpot_ms=_quantiles((dur / steps)[multi]),
                            prefill_share=rho, delay_probability=sig, step_ms=s_ms,
                            saturated=False)
+
+
+def simulate_prefix(svc: TrafficService, *, rate_per_s: float, prompt_tokens: int,
+                    output_tokens: int, prefix_tokens: int, prefix_share: float,
+                    n_requests: int = 2000, seed: int = 0, slo_ttft_ms: float = math.inf,
+                    slo_tpot_ms: float = math.inf) -> QueueResult:
+    """`simulate` (Poisson arrivals at `rate_per_s`, one prompt and output length: the same
+    seeded arrivals) with a shared prefix: `prefix_share` of requests find the first
+    `prefix_tokens` of their prompt cached and prefill the rest (F6 of the rest, `model.prefix`),
+    the others prefill the whole prompt; per request, through the per-request event model
+    (`simulate_traffic`: whole prompts prefilled in batches). The planner's `simulate_option`
+    uses it when prefix caching is planned. Returns the `simulate` summary."""
+    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
+        raise InputError(f"arrival rate must be > 0 requests/s, got {rate_per_s}")
+    if prompt_tokens < 1 or output_tokens < 1:
+        raise InputError("prompt and output must be >= 1 token")
+    if not 10 <= n_requests <= 1_000_000:
+        raise InputError(f"simulate 10..1,000,000 requests, got {n_requests}")
+    hit = max(0, min(prefix_tokens, prompt_tokens - 1))
+    traffic = Traffic(prompt=LengthDist.fixed(prompt_tokens - hit),
+                      output=LengthDist.fixed(output_tokens),
+                      arrivals=Arrivals(kind="poisson", rate_per_s=rate_per_s),
+                      prefix_tokens=hit, prefix_share=prefix_share if hit else 0.0)
+    res = simulate_traffic(svc, traffic.sample(n_requests, seed), slo_ttft_ms=slo_ttft_ms,
+                           slo_tpot_ms=slo_tpot_ms)
+    b = svc.slots
+    full_ms = svc.step_ms(b, prompt_tokens + output_tokens / 2.0)
+    sat = 1e3 / (res.mean_prefill_ms + (output_tokens - 1) * full_ms / b)
+    return QueueResult(
+        requests=res.requests, rate_per_s=rate_per_s, concurrency=None, ttft_ms=res.ttft_ms,
+        tpot_ms=res.tpot_ms, queue_ms=res.queue_ms, e2e_ms=res.e2e_ms,
+        mean_queue_ms=res.mean_queue_ms, mean_ttft_ms=res.mean_ttft_ms,
+        throughput_req_s=res.throughput_req_s, output_tok_s=res.output_tok_s,
+        goodput_req_s=res.goodput_req_s, slo_met_share=res.slo_met_share,
+        mean_running=res.mean_running, saturation_rate_per_s=sat,
+        saturated=rate_per_s >= sat, slots=b)
