@@ -167,6 +167,10 @@ with c2:
     st.slider(T("pl_headroom"), 0.0, 1.0, step=0.05, key="planner_headroom")
     st.number_input(T("pl_growth"), min_value=0.0, max_value=10.0, step=0.05,
                     key="planner_growth", format="%.2f")
+    st.number_input(T("prefix_tokens"), min_value=0, max_value=10_000_000, step=256,
+                    key="planner_prefix", help=T("help_prefix"))
+    st.slider(T("prefix_share"), min_value=0.0, max_value=1.0, step=0.05,
+              key="planner_prefix_share", disabled=not st.session_state.get("planner_prefix"))
 with c3:
     st.number_input(T("pl_ttft"), min_value=10.0, step=100.0, key="planner_ttft")
     st.number_input(T("pl_tpot"), min_value=1.0, step=5.0, key="planner_tpot")
