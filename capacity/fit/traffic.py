@@ -47,7 +47,8 @@ CONV_NAMES = ("conversation_id", "session_id", "prefix_id", "conversation", "ses
 BAD_REASONS = ("missing or unreadable timestamp", "prompt tokens not a whole number >= 1",
                "output tokens not a whole number >= 1", "failed request (success false)")
 SAMPLE_ROWS = 100_000
-"""Rows kept (a seeded reservoir sample) as the empirical length distribution."""
+"""Rows kept (about this many, chosen by a hash of their position) as the empirical length
+distribution."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,23 +236,24 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         # one parse per file (numbers, or date-times: 26 characters keep microseconds)
         ts_expr = (f"TRY_CAST({ts_raw} AS DOUBLE) * {scale!r}" if numeric else
                    f"epoch(TRY_CAST(left({ts_raw}, 26) AS TIMESTAMP))")
-        conv_expr = f"nullif(trim({cell(cv_c)}), '')" if cv_c else "NULL"
-        succ_expr = f"lower(trim({cell(succ_c)}))" if succ_c else "NULL"
-        con.execute(f"""CREATE TABLE parsed AS SELECT
-            {ts_expr} AS ts,
-            TRY_CAST(trim({cell(pr_c)}) AS DOUBLE) AS prompt,
-            TRY_CAST(trim({cell(out_c)}) AS DOUBLE) AS output,
-            {conv_expr} AS conv, {succ_expr} AS success
-            FROM src""")
+        # the id as a 64-bit hash: reuse is counted on it (a collision among a million ids
+        # has odds of 3e-8) and the table holds no strings
+        conv_expr = f"hash(nullif(trim({cell(cv_c)}), ''))" if cv_c else "NULL::UBIGINT"
+        succ_expr = f"lower(trim({cell(succ_c)})) IN ('false', '0', 'no')" if succ_c else "false"
         reason = """CASE
             WHEN ts IS NULL OR NOT isfinite(ts) THEN 0
             WHEN prompt IS NULL OR NOT isfinite(prompt) OR prompt < 1 OR prompt != floor(prompt)
                 THEN 1
             WHEN output IS NULL OR NOT isfinite(output) OR output < 1 OR output != floor(output)
                 THEN 2
-            WHEN success IN ('false', '0', 'no') THEN 3
+            WHEN failed THEN 3
             ELSE -1 END"""
-        con.execute(f"CREATE TABLE tagged AS SELECT *, {reason} AS bad FROM parsed")
+        # one pass over the file: parse, tag each row with its reason, keep the numbers only
+        con.execute(f"""CREATE TABLE tagged AS SELECT ts, prompt, output, conv, {reason} AS bad
+            FROM (SELECT {ts_expr} AS ts,
+                         TRY_CAST({cell(pr_c)} AS DOUBLE) AS prompt,
+                         TRY_CAST({cell(out_c)} AS DOUBLE) AS output,
+                         {conv_expr} AS conv, {succ_expr} AS failed FROM src)""")
         counts = dict(con.execute("SELECT bad, count(*) FROM tagged GROUP BY bad").fetchall())
         rows = int(sum(counts.values()))
         kept = int(counts.get(-1, 0))
@@ -259,14 +261,23 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         if kept < 2:
             raise InputError(f"{p}: {rows} rows, {kept} usable (need at least 2): "
                              + ", ".join(f"{n} {r}" for r, n in bad.items() if n))
-        con.execute("CREATE TABLE good AS SELECT ts, prompt::BIGINT AS prompt, "
+        con.execute("CREATE VIEW good AS SELECT rowid AS rid, ts, prompt::BIGINT AS prompt, "
                     "output::BIGINT AS output, conv FROM tagged WHERE bad = -1")
-        t0, t1 = con.execute("SELECT min(ts), max(ts) FROM good").fetchone() or (0.0, 0.0)
-        absolute = float(t0) > 1e8   # after 1973: a Unix time, so the clock hour means something
-        lengths = {c: _length(con, c, bins) for c in ("prompt", "output")}
+        # every whole-log figure in one pass: span, lengths, context percentiles, prefix reuse
         qs = [x / 100.0 for x in PERCENTILES]
-        ctx = con.execute("SELECT quantile_cont(prompt + output, ?) FROM good", [qs]).fetchone()
-        assert ctx is not None
+        stats = con.execute(
+            "SELECT min(ts), max(ts), avg(prompt), quantile_cont(prompt, [0.5, 0.9, 0.99]), "
+            "max(prompt), avg(output), quantile_cont(output, [0.5, 0.9, 0.99]), max(output), "
+            "quantile_cont(prompt + output, ?), count(conv) - count(DISTINCT conv) FROM good",
+            [qs]).fetchone()
+        assert stats is not None
+        t0, t1 = stats[0], stats[1]
+        ctx, reuse = stats[8:9], stats[9:10]
+        absolute = float(t0) > 1e8   # after 1973: a Unix time, so the clock hour means something
+        hists = {c: dict(con.execute(f"SELECT floor(log2({c}))::INT AS b, count(*) FROM good "
+                                     "GROUP BY b").fetchall()) for c in ("prompt", "output")}
+        lengths = {c: _length(stats[k:k + 3], hists[c], bins)
+                   for c, k in (("prompt", 2), ("output", 5))}
         origin = 0.0 if absolute else float(t0)
         # calendar days the log touches (UTC), or started days since the first request
         days = (math.floor(float(t1) / 86400.0) - math.floor(float(t0) / 86400.0) + 1.0
@@ -283,16 +294,18 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         h_start = float(busiest[0]) * 3600.0 + origin
         span = float(t1) - float(t0)
         rate = int(busiest[1]) / 3600.0 if span >= 3600.0 else kept / max(span, 1e-9)
-        gaps = con.execute("SELECT CASE WHEN count(g) >= 10 THEN stddev_pop(g) / avg(g) END "
-                           "FROM (SELECT ts - lag(ts) OVER (ORDER BY ts) AS g FROM good "
-                           "WHERE ts >= ? AND ts < ?) "
-                           "WHERE g IS NOT NULL",
-                           [h_start if span >= 3600.0 else float(t0),
-                            h_start + 3600.0 if span >= 3600.0 else float(t1) + 1.0]).fetchone()
-        cv = float(gaps[0]) if gaps and gaps[0] is not None else math.nan
-        reuse = con.execute("SELECT count(conv) - count(DISTINCT conv) FROM good").fetchone()
-        sample = con.execute(f"SELECT prompt, output FROM good USING SAMPLE "
-                             f"reservoir({SAMPLE_ROWS} ROWS) REPEATABLE (12)").fetchnumpy()
+        # the busiest hour's gaps in numpy (a fixed summation order: the same CV every run)
+        window = con.execute("SELECT ts FROM good WHERE ts >= ? AND ts < ? ORDER BY ts",
+                             [h_start if span >= 3600.0 else float(t0),
+                              h_start + 3600.0 if span >= 3600.0 else float(t1) + 1.0]
+                             ).fetchnumpy()["ts"]
+        g = np.diff(np.asarray(window, dtype=np.float64))
+        cv = float(np.std(g) / np.mean(g)) if g.size >= 10 and np.mean(g) > 0 else math.nan
+        # a seeded sample that does not depend on the threads: rows whose hashed position
+        # falls under the share wanted (about SAMPLE_ROWS of them, in file order)
+        share = min(1.0, SAMPLE_ROWS / kept)
+        sample = con.execute("SELECT prompt, output FROM good WHERE hash(rid + 12) < ? "
+                             "ORDER BY rid", [int(share * 2.0 ** 64) - 1]).fetchnumpy()
     except duckdb.Error as exc:
         raise InputError(f"{p}: cannot read it as a request log ({str(exc).splitlines()[0]})"
                          ) from None
@@ -313,11 +326,8 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         sample_output_tokens=tuple(sample["output"].astype(np.int64).tolist()))
 
 
-def _length(con: Any, col: str, bins: int) -> LengthSummary:
-    row = con.execute(f"SELECT avg({col}), quantile_cont({col}, [0.5, 0.9, 0.99]), "
-                      f"max({col}) FROM good").fetchone()
-    hist = dict(con.execute(f"SELECT floor(log2({col}))::INT AS b, count(*) FROM good "
-                            "GROUP BY b").fetchall())
+def _length(row: Any, hist: dict[int, int], bins: int) -> LengthSummary:
+    """A length column's summary from (mean, [p50, p90, p99], max) and its log2 histogram."""
     low = min(hist)
     top = min(max(hist), low + bins - 1)
     edges = tuple(2 ** b for b in range(low, top + 1))
