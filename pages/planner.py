@@ -464,6 +464,12 @@ with st.expander(T("pl_log"), expanded=False):
             st.warning(T("pl_log_bad", reasons="; ".join(
                 f"{n:,} {T(f'pl_log_bad_{i}')}" for i, n in enumerate(log.bad_rows.values())
                 if n)))
+        if not log.arrivals:   # lengths only (a vLLM result without start_times)
+            st.warning(T("pl_log_no_arrivals"))
+            st.altair_chart(log_length_chart(
+                log, prompt_label=T("pl_log_prompt"), output_label=T("pl_log_output"),
+                x_title=T("pl_log_tokens"), y_title=T("pl_log_requests")), width="stretch")
+            st.stop()
         cv = f"{log.burstiness_cv:.2f}" if log.burstiness_cv == log.burstiness_cv else "-"
         st.caption(T("pl_log_peak", hour=f"{log.busiest_hour_of_day:02d}",
                      clock=T("pl_log_clock_utc" if log.absolute_time else "pl_log_clock_rel"),

@@ -16,17 +16,24 @@ optionally a conversation (or prefix) id. Columns are found by name (case-insens
 - conversation / prefix id (optional): `conversation_id`, `session_id`, `prefix_id`,
   `conversation`, `SessionID`.
 
-A row with a missing or unreadable timestamp, a prompt that is not a whole number >= 1, an output
-that is not a whole number >= 1 (0 is a failed request in BurstGPT), or `success` false (a
-`capacity bench` row that failed) is counted under its reason and left out: never dropped
-silently. The summary says how many rows were read, kept and left out, and why.
+A vLLM benchmark result (`vllm bench serve --save-result --save-detailed`, one JSON object per
+run with per-request arrays) is read as the log of its requests: `input_lens`, `output_lens`,
+`errors` (a failed request) and `start_times` (each send, `time.perf_counter()` seconds; vLLM
+versions before it saved no send times: then the lengths are summarised and the file says it
+has no arrivals, `LogSummary.arrivals`).
+
+A failed request (`success` false: a `capacity bench` row, a vLLM error), a row with a missing
+or unreadable timestamp, a prompt that is not a whole number >= 1, or an output that is not a
+whole number >= 1 (0 is a failed request in BurstGPT) is counted under its reason (the first
+that applies, in that order) and left out: never dropped silently. The summary says how many
+rows were read, kept and left out, and why.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +106,16 @@ class LogSummary:
     """Share of requests whose conversation / prefix id appeared earlier in the log."""
     sample_prompt_tokens: tuple[int, ...]
     sample_output_tokens: tuple[int, ...]
+    arrivals: bool = True
+    """False for a file with lengths but no send times (a vLLM result saved without
+    `start_times`): the span, hours, busiest hour, rate and CV then mean nothing (0 or NaN) and
+    the log cannot be sized for a rate (`workload`, `traffic` say so)."""
+
+    def _need_arrivals(self) -> None:
+        if not self.arrivals:
+            raise InputError(f"{self.path}: no send times in this file (a vLLM result saved "
+                             "without start_times): its lengths are summarised, its rate is "
+                             "unknown; give a log with timestamps, or the rate with --dau/--rpu")
 
     @property
     def busiest_hour_of_day(self) -> int:
@@ -108,6 +125,7 @@ class LogSummary:
     def traffic(self) -> Traffic:
         """The log as a workload: its lengths resampled (empirical), gamma arrivals at the
         busiest hour's rate with its CV (Poisson when the CV is within 5 % of 1)."""
+        self._need_arrivals()
         cv = self.burstiness_cv if math.isfinite(self.burstiness_cv) else 1.0
         kind = "poisson" if abs(cv - 1.0) <= 0.05 else "gamma"
         return Traffic(prompt=LengthDist.empirical(self.sample_prompt_tokens),
@@ -121,6 +139,7 @@ class LogSummary:
         the window: DAU = rate x 3600, 1 request each, share 1, 1 peak hour), the mean prompt
         and output lengths (the analytic path takes means) and a context that holds the
         `percentile` of prompt + output tokens (memory is sized for long requests)."""
+        self._need_arrivals()
         q = _percentile_key(percentile)
         ctx = max(1, math.ceil(self.context_p_tokens[q]))
         prompt = min(ctx, max(1, round(self.prompt.mean_tokens)))
@@ -184,13 +203,87 @@ def _ts_scale(name: str, mooncake: bool) -> float:
     return 1.0
 
 
-def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
-    """Read `path` in place (DuckDB) and summarise it (see the module docstring)."""
-    import duckdb  # here: DuckDB adds a second to the start of every other command
+VLLM_ARRAYS = ("input_lens", "output_lens")
+"""The per-request arrays that mark a `vllm bench serve --save-result --save-detailed` file."""
 
+
+def _vllm_results(path: Path) -> list[dict[str, Any]] | None:
+    """The results of a `vllm bench serve --save-result --save-detailed` file (one JSON object
+    per line: `--append-result` adds lines), or None when `path` is not one."""
+    if not _is_json(path):
+        return None
+    with path.open("r", encoding="utf-8-sig") as f:
+        first = f.readline()
+        try:
+            obj = json.loads(first)
+        except json.JSONDecodeError:
+            return None
+        if not (isinstance(obj, dict) and all(isinstance(obj.get(k), list) for k in VLLM_ARRAYS)):
+            return None
+        out = [obj]
+        for n, line in enumerate(f, start=2):
+            if line.strip():
+                try:
+                    more = json.loads(line)
+                except json.JSONDecodeError:
+                    raise InputError(f"{path}: line {n} is not a vLLM result (JSON)") from None
+                if isinstance(more, dict) and all(isinstance(more.get(k), list)
+                                                  for k in VLLM_ARRAYS):
+                    out.append(more)
+    return out
+
+
+def _vllm_rows(results: list[dict[str, Any]], into: Path) -> bool:
+    """Write the results' requests as a JSON-lines log (send time, prompt and output tokens,
+    success) into `into`; True when every result has `start_times` (vLLM's
+    `time.perf_counter()` at each send, seconds from an arbitrary origin)."""
+    timed = all(isinstance(r.get("start_times"), list) for r in results)
+    with into.open("w", encoding="utf-8") as f:
+        for r in results:
+            n = len(r["input_lens"])
+            starts = r.get("start_times") if timed else None
+            errors = r.get("errors") if isinstance(r.get("errors"), list) else None
+            if len(r["output_lens"]) != n or (starts is not None and len(starts) != n) \
+                    or (errors is not None and len(errors) != n):
+                raise InputError("a vLLM result whose per-request arrays differ in length")
+            for i in range(n):
+                f.write(json.dumps({
+                    "timestamp": starts[i] if starts is not None else 0.0,
+                    "prompt_tokens": r["input_lens"][i], "output_tokens": r["output_lens"][i],
+                    "success": not (errors is not None and errors[i])}) + "\n")
+    return timed
+
+
+def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
+    """Read `path` in place (DuckDB) and summarise it (see the module docstring). A vLLM
+    benchmark result (`vllm bench serve --save-result --save-detailed`: per-request arrays)
+    is read as the log of its requests: `input_lens`, `output_lens`, `errors` and, when saved
+    (newer vLLM), `start_times`; without them it has no arrivals (`LogSummary.arrivals`)."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file")
+    results = _vllm_results(p)
+    if results is None:
+        return _summarize(p, bins)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = Path(tmp) / "vllm.jsonl"
+        timed = _vllm_rows(results, rows)
+        s = _summarize(rows, bins)
+    cols = {"timestamp": "start_times", "prompt": "input_lens", "output": "output_lens"}
+    if timed:
+        return replace(s, path=str(p), columns=cols)
+    del cols["timestamp"]
+    return replace(s, path=str(p), columns=cols, arrivals=False, span_s=math.nan,
+                   per_hour_of_day=(0.0,) * 24, per_minute_of_day=(0.0,) * 1440,
+                   busiest_hour_requests=0, peak_rate_per_s=math.nan,
+                   burstiness_cv=math.nan)
+
+
+def _summarize(p: Path, bins: int) -> LogSummary:
+    import duckdb  # here: DuckDB adds a second to the start of every other command
+
     as_json = _is_json(p)
     con = duckdb.connect(":memory:")
     try:
@@ -241,12 +334,12 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         conv_expr = f"hash(nullif(trim({cell(cv_c)}), ''))" if cv_c else "NULL::UBIGINT"
         succ_expr = f"lower(trim({cell(succ_c)})) IN ('false', '0', 'no')" if succ_c else "false"
         reason = """CASE
+            WHEN failed THEN 3
             WHEN ts IS NULL OR NOT isfinite(ts) THEN 0
             WHEN prompt IS NULL OR NOT isfinite(prompt) OR prompt < 1 OR prompt != floor(prompt)
                 THEN 1
             WHEN output IS NULL OR NOT isfinite(output) OR output < 1 OR output != floor(output)
                 THEN 2
-            WHEN failed THEN 3
             ELSE -1 END"""
         # one pass over the file: parse, tag each row with its reason, keep the numbers only
         con.execute(f"""CREATE TABLE tagged AS SELECT ts, prompt, output, conv, {reason} AS bad
@@ -353,12 +446,13 @@ def summary_record(s: LogSummary) -> dict[str, Any]:
                 "histogram": [{"from_tokens": b, "requests": n}
                               for b, n in zip(x.bins_tokens, x.counts, strict=True)]}
     return {"path": s.path, "rows": s.rows, "kept": s.kept, "bad_rows": s.bad_rows,
-            "columns": s.columns, "span_s": s.span_s, "prompt": length(s.prompt),
+            "columns": s.columns, "span_s": s.span_s if math.isfinite(s.span_s) else None,
+            "prompt": length(s.prompt),
             "output": length(s.output),
             "context_tokens": {f"p{k:g}": v for k, v in s.context_p_tokens.items()},
             "per_hour_of_day": list(s.per_hour_of_day),
             "busiest_hour_of_day": s.busiest_hour_of_day,
             "busiest_hour_requests": s.busiest_hour_requests,
-            "peak_rate_per_s": s.peak_rate_per_s,
+            "peak_rate_per_s": s.peak_rate_per_s if math.isfinite(s.peak_rate_per_s) else None,
             "burstiness_cv": s.burstiness_cv if math.isfinite(s.burstiness_cv) else None,
-            "prefix_reuse_share": s.prefix_reuse_share}
+            "prefix_reuse_share": s.prefix_reuse_share, "arrivals": s.arrivals}
