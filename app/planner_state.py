@@ -41,7 +41,8 @@ WIDGETS: dict[str, str] = {
     "maxg": "planner_maxg", "kv": "planner_kv", "tp": "planner_tp", "cur": "planner_currency",
     "fx": "planner_fx", "cal": "planner_cal", "spare": "planner_spare",
     "growth": "planner_growth", "offer": "planner_offer", "engine": "planner_engine",
-    "util": "planner_util", "mfu": "planner_mfu",
+    "util": "planner_util", "mfu": "planner_mfu", "prefix": "planner_prefix",
+    "prefix_share": "planner_prefix_share",
 }
 """PlannerState field -> the widget key that edits it (`prices` is the price editor's, read by
 `entered_prices`)."""

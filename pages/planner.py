@@ -167,6 +167,10 @@ with c2:
     st.slider(T("pl_headroom"), 0.0, 1.0, step=0.05, key="planner_headroom")
     st.number_input(T("pl_growth"), min_value=0.0, max_value=10.0, step=0.05,
                     key="planner_growth", format="%.2f")
+    st.number_input(T("prefix_tokens"), min_value=0, max_value=10_000_000, step=256,
+                    key="planner_prefix", help=T("help_prefix"))
+    st.slider(T("prefix_share"), min_value=0.0, max_value=1.0, step=0.05,
+              key="planner_prefix_share", disabled=not st.session_state.get("planner_prefix"))
 with c3:
     st.number_input(T("pl_ttft"), min_value=10.0, step=100.0, key="planner_ttft")
     st.number_input(T("pl_tpot"), min_value=1.0, step=5.0, key="planner_tpot")
@@ -460,6 +464,12 @@ with st.expander(T("pl_log"), expanded=False):
             st.warning(T("pl_log_bad", reasons="; ".join(
                 f"{n:,} {T(f'pl_log_bad_{i}')}" for i, n in enumerate(log.bad_rows.values())
                 if n)))
+        if not log.arrivals:   # lengths only (a vLLM result without start_times)
+            st.warning(T("pl_log_no_arrivals"))
+            st.altair_chart(log_length_chart(
+                log, prompt_label=T("pl_log_prompt"), output_label=T("pl_log_output"),
+                x_title=T("pl_log_tokens"), y_title=T("pl_log_requests")), width="stretch")
+            st.stop()
         cv = f"{log.burstiness_cv:.2f}" if log.burstiness_cv == log.burstiness_cv else "-"
         st.caption(T("pl_log_peak", hour=f"{log.busiest_hour_of_day:02d}",
                      clock=T("pl_log_clock_utc" if log.absolute_time else "pl_log_clock_rel"),

@@ -107,3 +107,21 @@ def test_size_from_an_uploaded_log(app: AppTest) -> None:
     table = app.dataframe[-1].value
     assert len(table) >= 1 and "max req/s within the SLO" in table.columns
     assert (table["max req/s within the SLO"] >= 0.1).all()
+
+
+@pytest.mark.slow
+def test_a_vllm_result_without_send_times_shows_its_lengths_only(app: AppTest) -> None:
+    """A vLLM result saved without start_times: the lengths, a warning that it has no rate,
+    and no options sized from it (nothing made up)."""
+    import json
+
+    raw = json.loads((Path(__file__).resolve().parent / "fixtures"
+                      / "vllm_bench_serve_detailed.json").read_text())
+    del raw["start_times"]
+    app.file_uploader(key="planner_log").set_value(
+        ("vllm_result.json", json.dumps(raw).encode(), "application/json"))
+    app.run()
+    assert not app.exception
+    assert "12 rows, 11 used, 1 left out" in [m.value for m in app.markdown]
+    assert any("no send times" in w.value for w in app.warning)
+    assert not any(c.value.startswith("Busiest hour") for c in app.caption)

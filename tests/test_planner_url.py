@@ -79,7 +79,7 @@ def test_concurrency_mode_round_trips(catalog: Catalog) -> None:
     ("pct", "42", "percentile"), ("model", "no-such-model", "not a model"),
     ("gpus", "rtx-4090,warp-drive", "unknown GPU warp-drive"), ("kv", "int4", "KV precision"),
     ("mode", "weekly", "dau or conc"), ("cur", "EUR", "CNY or USD"), ("tp", "2", "outside"),
-    ("lang", "fr", "language"),
+    ("lang", "fr", "language"), ("prefix", "-1", "outside"), ("prefix_share", "1.5", "outside"),
 ])
 def test_bad_values_fall_back_with_a_notice(catalog: Catalog, param: str, value: str,
                                             why: str) -> None:
@@ -165,3 +165,44 @@ def test_entered_prices_follow_a_currency_switch() -> None:
     at.radio(key="planner_currency").set_value("USD").run()
     assert not at.exception
     assert at.query_params["prices"] == "rtx-4090:1" and at.query_params["cur"] == "USD"
+
+
+def test_the_shared_prefix_round_trips_and_reaches_the_explorer(catalog: Catalog) -> None:
+    """The Planner's prefix inputs: in the URL, back into PlanInputs, and on the option's
+    'Open in Explorer' link (the Explorer's own `prefix`/`prefix_share`)."""
+    from dataclasses import replace
+
+    from capacity.report.urlstate import encode, explorer_state
+
+    inp = replace(scenario(), prefix_tokens=2000, prefix_share=0.8)
+    state = planner_state(inp, catalog)
+    q = _query(planner_url(state))
+    assert q["prefix"] == "2000" and q["prefix_share"] == "0.8"
+    back, notices = planner_decode(q, catalog)
+    assert notices == [] and back == state and back.inputs(catalog) == inp
+    p = plan(inp, catalog)
+    assert p.best is not None
+    link = encode(explorer_state(inp, p.best, catalog))
+    assert link["prefix"] == "2000" and link["prefix_share"] == "0.8"
+    # no prefix: nothing in either link, and a share alone plans no cache
+    plain = planner_state(scenario(), catalog)
+    assert "prefix" not in planner_encode(plain) and "prefix_share" not in planner_encode(plain)
+    assert replace(plain, prefix_share=0.5).inputs(catalog).prefix_share == 0.0
+
+
+@pytest.mark.slow
+def test_the_page_takes_the_prefix_from_a_link_and_carries_it() -> None:
+    at = AppTest.from_file(APP, default_timeout=120).switch_page("pages/planner.py")
+    at.query_params["prefix"] = "2000"
+    at.query_params["prefix_share"] = "0.8"
+    at.run()
+    assert not at.exception
+    assert at.number_input(key="planner_prefix").value == 2000
+    assert at.slider(key="planner_prefix_share").value == pytest.approx(0.8)
+    table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
+    assert table["Explorer"].str.contains("prefix=2000").all()
+    assert table["Explorer"].str.contains("prefix_share=0.8").all()
+    at.number_input(key="planner_prefix").set_value(1024).run()
+    assert not at.exception and at.query_params["prefix"] in ("1024", ["1024"])
+    at.number_input(key="planner_prefix").set_value(0).run()
+    assert not at.exception and "prefix" not in at.query_params

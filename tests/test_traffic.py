@@ -263,3 +263,90 @@ def test_sim_prefix_cache_under_each_engine_profile(engine: str) -> None:
     assert [r["cached_tokens"] for r in hit] == [0] + [2000] * 5
     assert hit[0]["ttft_ms"] == pytest.approx(miss[0]["ttft_ms"])  # the first one fills the cache
     assert all(h["ttft_ms"] < 0.5 * m["ttft_ms"] for h, m in zip(hit[1:], miss[1:], strict=True))
+
+
+@pytest.mark.parametrize(("cv", "rate"), [(1.5, 0.4), (1.5, 0.6), (2.0, 0.2)])
+def test_analytic_path_under_bursty_arrivals(cv: float, rate: float) -> None:
+    """The analytic fast path against the event model under gamma arrivals (CV 1.5 and 2): TTFT
+    and TPOT p50/p90 within 20 % (the prefill backlog follows the sample's own bursts)."""
+    t = Traffic(prompt=MIX.prompt, output=MIX.output,
+                arrivals=Arrivals(kind="gamma", rate_per_s=rate, cv=cv))
+    smp = t.sample(3000, seed=1)
+    pred = simulate_traffic(traffic_service(SEED), smp)
+    fast = analytic_traffic(SEED, smp, arrival_cv=cv)
+    for q in (0.5, 0.9):
+        assert fast.ttft_ms[q] == pytest.approx(pred.ttft_ms[q], rel=0.20)
+        assert fast.tpot_ms[q] == pytest.approx(pred.tpot_ms[q], rel=0.20)
+    assert fast.delay_probability > gamma_delay_probability(fast.prefill_share, 1.0)
+
+
+def test_conversation_history_is_cached_only_after_the_previous_turn() -> None:
+    """Multi-turn traffic whose turns arrive before the previous one has finished: the event
+    model counts a turn's history as cached only once that turn is done (as the simulated
+    engine's prefix cache), so it matches run_virtual where the sample alone would be optimistic."""
+    t = Traffic(prompt=LengthDist.lognormal(mean_tokens=300, p90_tokens=600, max_tokens=2000),
+                output=LengthDist.lognormal(mean_tokens=150, p90_tokens=300, max_tokens=800),
+                arrivals=Arrivals(rate_per_s=1.0), turns=4)
+    smp = t.sample(800, seed=3)
+    svc = traffic_service(SEED)
+    pred = simulate_traffic(svc, smp)
+    records = run_virtual(SEED, Workload.from_sample(smp))
+    ttft, tpot = _truth(records, skip=80)
+    hit_share = float(np.mean([r["cached_tokens"] > 0 for r in records]))
+    assert hit_share < 0.5 < float(np.mean(smp.cached_tokens > 0))   # most turns miss
+    for q in (0.5, 0.9):
+        assert pred.ttft_ms[q] == pytest.approx(np.quantile(ttft, q), rel=0.02)
+        assert pred.tpot_ms[q] == pytest.approx(np.quantile(tpot, q), rel=0.02)
+    optimistic = float(np.mean(svc.prefill_ms(smp.prompt_tokens, smp.cached_tokens)))
+    assert pred.mean_prefill_ms > 1.5 * optimistic
+
+
+def test_simulate_option_and_the_quote_table_follow_the_prefix() -> None:
+    """`capacity size --simulate` and the quote's capacity table with a shared prefix: the
+    simulated TTFT of the same option falls as the cache saves, the prefix's KV is held once in
+    the table, and TTFT at no load is the mean with the cache; without a prefix, as before."""
+    from capacity.model.prefix import prefix_capacity_table, shared_prefix_bytes
+    from capacity.model.scenario import capacity_table
+    from capacity.model.workload import Workload as F9Workload
+    from capacity.plan.queueing import simulate, simulate_prefix
+    from capacity.plan.search import (
+        PlanInputs,
+        option_scenario,
+        option_service,
+        plan,
+        simulate_option,
+    )
+    from capacity.report.quote import capacity_rows
+
+    wl = F9Workload(daily_active_users=5000, context_tokens=4096, prompt_tokens=3000,
+                    output_tokens=200)
+    base = plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",)))
+    cached_inp = PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",),
+                            prefix_tokens=2000, prefix_share=0.9)
+    cached = plan(cached_inp)
+    assert base.best is not None and cached.best is not None
+    o = base.best
+    without = simulate_option(base.inputs, o, n_requests=600)
+    with_cache = simulate_option(cached_inp, o, n_requests=600)
+    assert with_cache.ttft_ms[0.5] < 0.6 * without.ttft_ms[0.5]
+    assert with_cache.mean_ttft_ms < 0.6 * without.mean_ttft_ms
+    # share 0: the per-request path gives the plain event model's numbers (same arrivals)
+    svc = option_service(base.inputs, o)
+    s = option_scenario(base.inputs, o)
+    plain = simulate(svc, rate_per_s=o.design_rate_per_s / o.replicas, n_requests=600)
+    zero = simulate_prefix(traffic_service(s, slots=svc.slots),
+                           rate_per_s=o.design_rate_per_s / o.replicas, prompt_tokens=3000,
+                           output_tokens=200, prefix_tokens=2000, prefix_share=0.0,
+                           n_requests=600)
+    for q in (0.5, 0.9):
+        assert zero.ttft_ms[q] == pytest.approx(plain.ttft_ms[q], rel=0.05)
+        assert zero.tpot_ms[q] == pytest.approx(plain.tpot_ms[q], rel=0.05)
+    rows_plain = capacity_rows(base, o)
+    rows = capacity_rows(cached, o)   # the plan's inputs carry the prefix
+    shared = float(shared_prefix_bytes(s, 2000))
+    for a, b in zip(rows_plain, rows, strict=True):
+        c = math.ceil(a.concurrency / o.replicas)
+        assert b.kv_total_bytes == pytest.approx(a.kv_total_bytes - 0.9 * c * shared + shared)
+        assert b.ttft_s < 0.6 * a.ttft_s
+    assert prefix_capacity_table(s, [(10, 4096)], 0, 0.9) == capacity_table(s, [(10, 4096)])
+

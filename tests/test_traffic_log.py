@@ -152,3 +152,48 @@ def test_summary_charts(tmp_path: Path) -> None:
     hours = next(iter(log_arrivals_chart(s, x_title="h", y_title="n").to_dict()[
         "datasets"].values()))
     assert len(hours) == 24 and [r["hour"] for r in hours if r["busiest"]] == [10]
+
+
+FIX = Path(__file__).resolve().parent / "fixtures"
+
+
+def test_vllm_detailed_result_is_read_as_a_log(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`vllm bench serve --save-result --save-detailed` writes one JSON object with per-request
+    arrays (vllm-project/vllm, vllm/benchmarks/serve.py: `benchmark()`'s result dict holds
+    input_lens, output_lens, ttfts, itls, latencies, start_times, queue_times, generated_texts,
+    errors; `main` drops the arrays without --save-detailed). The fixture has that shape: 12
+    requests at 4 req/s, the 8th failed (error text, output 0)."""
+    f = FIX / "vllm_bench_serve_detailed.json"
+    raw = json.loads(f.read_text())
+    s = summarize_log(f)
+    assert (s.rows, s.kept) == (12, 11) and s.bad_rows[BAD_REASONS[3]] == 1
+    assert s.arrivals and s.columns == {"timestamp": "start_times", "prompt": "input_lens",
+                                        "output": "output_lens"}
+    ok = [i for i, e in enumerate(raw["errors"]) if not e]
+    assert s.prompt.mean_tokens == pytest.approx(np.mean([raw["input_lens"][i] for i in ok]))
+    assert s.output.max_tokens == 256
+    assert s.span_s == pytest.approx(raw["start_times"][-1] - raw["start_times"][0])
+    assert not s.absolute_time and s.peak_rate_per_s == pytest.approx(11 / s.span_s)
+    assert s.workload(percentile=99).prompt == round(s.prompt.mean_tokens)
+    # --append-result: one result per line, read together
+    two = tmp_path / "appended.json"
+    two.write_text(f.read_text() + "\n" + f.read_text())
+    assert summarize_log(two).rows == 24
+    # an older vLLM saved no start_times: the lengths, and no arrivals, said so
+    del raw["start_times"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(raw))
+    s = summarize_log(old)
+    assert not s.arrivals and s.kept == 11 and "timestamp" not in s.columns
+    with pytest.raises(InputError, match="no send times"):
+        s.workload()
+    code, out, _ = _run(capsys, "workload", "summarize", str(old))
+    assert code == 0 and "no send times in this file" in out
+    code, out, _ = _run(capsys, "workload", "summarize", str(old), "--format", "json")
+    assert code == 0 and json.loads(out)["arrivals"] is False
+    code, _, err = _run(capsys, "size", "--log", str(old))
+    assert code == 2 and "no send times" in err and "Traceback" not in err
+    # the summary-only result (no --save-detailed) is not a request log
+    with pytest.raises(InputError, match="no column for a timestamp"):
+        summarize_log(FIX / "vllm_bench_serve_c16.json")

@@ -52,15 +52,18 @@ def summary_text(s: LogSummary) -> str:
     left = sum(s.bad_rows.values())
     reasons = "; ".join(f"{n:,} {r}" for r, n in s.bad_rows.items() if n)
     cv = "-" if not math.isfinite(s.burstiness_cv) else f"{s.burstiness_cv:.2f}"
+    when = (f"span {s.span_s / 3600:.2f} h; busiest hour "
+            + (f"{s.busiest_hour_of_day:02d}:00 UTC" if s.absolute_time
+               else f"#{s.busiest_hour_of_day} from the start")
+            + f": {s.busiest_hour_requests:,} requests = {s.peak_rate_per_s:.3f} req/s; "
+              f"burstiness CV {cv} (1 = Poisson); prefix reuse {s.prefix_reuse_share:.0%}"
+            if s.arrivals else "no send times in this file (a vLLM result without "
+                               "start_times): lengths only, no rate or burstiness")
     lines = [
         f"{s.path}: {s.rows:,} rows, {s.kept:,} used, {left:,} left out"
         + (f" ({reasons})" if reasons else ""),
         "columns: " + ", ".join(f"{k} = {v}" for k, v in s.columns.items()),
-        f"span {s.span_s / 3600:.2f} h; busiest hour "
-        + (f"{s.busiest_hour_of_day:02d}:00 UTC" if s.absolute_time
-           else f"#{s.busiest_hour_of_day} from the start")
-        + f": {s.busiest_hour_requests:,} requests = {s.peak_rate_per_s:.3f} req/s; "
-          f"burstiness CV {cv} (1 = Poisson); prefix reuse {s.prefix_reuse_share:.0%}",
+        when,
         render(["tokens", "mean", "p50", "p90", "p99", "max"],
                [[name, _n(x.mean_tokens), _n(x.p50_tokens), _n(x.p90_tokens), _n(x.p99_tokens),
                  f"{x.max_tokens:,}"] for name, x in (("prompt", s.prompt),

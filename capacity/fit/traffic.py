@@ -16,17 +16,24 @@ optionally a conversation (or prefix) id. Columns are found by name (case-insens
 - conversation / prefix id (optional): `conversation_id`, `session_id`, `prefix_id`,
   `conversation`, `SessionID`.
 
-A row with a missing or unreadable timestamp, a prompt that is not a whole number >= 1, an output
-that is not a whole number >= 1 (0 is a failed request in BurstGPT), or `success` false (a
-`capacity bench` row that failed) is counted under its reason and left out: never dropped
-silently. The summary says how many rows were read, kept and left out, and why.
+A vLLM benchmark result (`vllm bench serve --save-result --save-detailed`, one JSON object per
+run with per-request arrays) is read as the log of its requests: `input_lens`, `output_lens`,
+`errors` (a failed request) and `start_times` (each send, `time.perf_counter()` seconds; vLLM
+versions before it saved no send times: then the lengths are summarised and the file says it
+has no arrivals, `LogSummary.arrivals`).
+
+A failed request (`success` false: a `capacity bench` row, a vLLM error), a row with a missing
+or unreadable timestamp, a prompt that is not a whole number >= 1, or an output that is not a
+whole number >= 1 (0 is a failed request in BurstGPT) is counted under its reason (the first
+that applies, in that order) and left out: never dropped silently. The summary says how many
+rows were read, kept and left out, and why.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +54,8 @@ CONV_NAMES = ("conversation_id", "session_id", "prefix_id", "conversation", "ses
 BAD_REASONS = ("missing or unreadable timestamp", "prompt tokens not a whole number >= 1",
                "output tokens not a whole number >= 1", "failed request (success false)")
 SAMPLE_ROWS = 100_000
-"""Rows kept (a seeded reservoir sample) as the empirical length distribution."""
+"""Rows kept (about this many, chosen by a hash of their position) as the empirical length
+distribution."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +106,16 @@ class LogSummary:
     """Share of requests whose conversation / prefix id appeared earlier in the log."""
     sample_prompt_tokens: tuple[int, ...]
     sample_output_tokens: tuple[int, ...]
+    arrivals: bool = True
+    """False for a file with lengths but no send times (a vLLM result saved without
+    `start_times`): the span, hours, busiest hour, rate and CV then mean nothing (0 or NaN) and
+    the log cannot be sized for a rate (`workload`, `traffic` say so)."""
+
+    def _need_arrivals(self) -> None:
+        if not self.arrivals:
+            raise InputError(f"{self.path}: no send times in this file (a vLLM result saved "
+                             "without start_times): its lengths are summarised, its rate is "
+                             "unknown; give a log with timestamps, or the rate with --dau/--rpu")
 
     @property
     def busiest_hour_of_day(self) -> int:
@@ -107,6 +125,7 @@ class LogSummary:
     def traffic(self) -> Traffic:
         """The log as a workload: its lengths resampled (empirical), gamma arrivals at the
         busiest hour's rate with its CV (Poisson when the CV is within 5 % of 1)."""
+        self._need_arrivals()
         cv = self.burstiness_cv if math.isfinite(self.burstiness_cv) else 1.0
         kind = "poisson" if abs(cv - 1.0) <= 0.05 else "gamma"
         return Traffic(prompt=LengthDist.empirical(self.sample_prompt_tokens),
@@ -120,6 +139,7 @@ class LogSummary:
         the window: DAU = rate x 3600, 1 request each, share 1, 1 peak hour), the mean prompt
         and output lengths (the analytic path takes means) and a context that holds the
         `percentile` of prompt + output tokens (memory is sized for long requests)."""
+        self._need_arrivals()
         q = _percentile_key(percentile)
         ctx = max(1, math.ceil(self.context_p_tokens[q]))
         prompt = min(ctx, max(1, round(self.prompt.mean_tokens)))
@@ -183,13 +203,87 @@ def _ts_scale(name: str, mooncake: bool) -> float:
     return 1.0
 
 
-def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
-    """Read `path` in place (DuckDB) and summarise it (see the module docstring)."""
-    import duckdb  # here: DuckDB adds a second to the start of every other command
+VLLM_ARRAYS = ("input_lens", "output_lens")
+"""The per-request arrays that mark a `vllm bench serve --save-result --save-detailed` file."""
 
+
+def _vllm_results(path: Path) -> list[dict[str, Any]] | None:
+    """The results of a `vllm bench serve --save-result --save-detailed` file (one JSON object
+    per line: `--append-result` adds lines), or None when `path` is not one."""
+    if not _is_json(path):
+        return None
+    with path.open("r", encoding="utf-8-sig") as f:
+        first = f.readline()
+        try:
+            obj = json.loads(first)
+        except json.JSONDecodeError:
+            return None
+        if not (isinstance(obj, dict) and all(isinstance(obj.get(k), list) for k in VLLM_ARRAYS)):
+            return None
+        out = [obj]
+        for n, line in enumerate(f, start=2):
+            if line.strip():
+                try:
+                    more = json.loads(line)
+                except json.JSONDecodeError:
+                    raise InputError(f"{path}: line {n} is not a vLLM result (JSON)") from None
+                if isinstance(more, dict) and all(isinstance(more.get(k), list)
+                                                  for k in VLLM_ARRAYS):
+                    out.append(more)
+    return out
+
+
+def _vllm_rows(results: list[dict[str, Any]], into: Path) -> bool:
+    """Write the results' requests as a JSON-lines log (send time, prompt and output tokens,
+    success) into `into`; True when every result has `start_times` (vLLM's
+    `time.perf_counter()` at each send, seconds from an arbitrary origin)."""
+    timed = all(isinstance(r.get("start_times"), list) for r in results)
+    with into.open("w", encoding="utf-8") as f:
+        for r in results:
+            n = len(r["input_lens"])
+            starts = r.get("start_times") if timed else None
+            errors = r.get("errors") if isinstance(r.get("errors"), list) else None
+            if len(r["output_lens"]) != n or (starts is not None and len(starts) != n) \
+                    or (errors is not None and len(errors) != n):
+                raise InputError("a vLLM result whose per-request arrays differ in length")
+            for i in range(n):
+                f.write(json.dumps({
+                    "timestamp": starts[i] if starts is not None else 0.0,
+                    "prompt_tokens": r["input_lens"][i], "output_tokens": r["output_lens"][i],
+                    "success": not (errors is not None and errors[i])}) + "\n")
+    return timed
+
+
+def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
+    """Read `path` in place (DuckDB) and summarise it (see the module docstring). A vLLM
+    benchmark result (`vllm bench serve --save-result --save-detailed`: per-request arrays)
+    is read as the log of its requests: `input_lens`, `output_lens`, `errors` and, when saved
+    (newer vLLM), `start_times`; without them it has no arrivals (`LogSummary.arrivals`)."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such file")
+    results = _vllm_results(p)
+    if results is None:
+        return _summarize(p, bins)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = Path(tmp) / "vllm.jsonl"
+        timed = _vllm_rows(results, rows)
+        s = _summarize(rows, bins)
+    cols = {"timestamp": "start_times", "prompt": "input_lens", "output": "output_lens"}
+    if timed:
+        return replace(s, path=str(p), columns=cols)
+    del cols["timestamp"]
+    return replace(s, path=str(p), columns=cols, arrivals=False, span_s=math.nan,
+                   per_hour_of_day=(0.0,) * 24, per_minute_of_day=(0.0,) * 1440,
+                   busiest_hour_requests=0, peak_rate_per_s=math.nan,
+                   burstiness_cv=math.nan)
+
+
+def _summarize(p: Path, bins: int) -> LogSummary:
+    import duckdb  # here: DuckDB adds a second to the start of every other command
+
     as_json = _is_json(p)
     con = duckdb.connect(":memory:")
     try:
@@ -235,23 +329,24 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         # one parse per file (numbers, or date-times: 26 characters keep microseconds)
         ts_expr = (f"TRY_CAST({ts_raw} AS DOUBLE) * {scale!r}" if numeric else
                    f"epoch(TRY_CAST(left({ts_raw}, 26) AS TIMESTAMP))")
-        conv_expr = f"nullif(trim({cell(cv_c)}), '')" if cv_c else "NULL"
-        succ_expr = f"lower(trim({cell(succ_c)}))" if succ_c else "NULL"
-        con.execute(f"""CREATE TABLE parsed AS SELECT
-            {ts_expr} AS ts,
-            TRY_CAST(trim({cell(pr_c)}) AS DOUBLE) AS prompt,
-            TRY_CAST(trim({cell(out_c)}) AS DOUBLE) AS output,
-            {conv_expr} AS conv, {succ_expr} AS success
-            FROM src""")
+        # the id as a 64-bit hash: reuse is counted on it (a collision among a million ids
+        # has odds of 3e-8) and the table holds no strings
+        conv_expr = f"hash(nullif(trim({cell(cv_c)}), ''))" if cv_c else "NULL::UBIGINT"
+        succ_expr = f"lower(trim({cell(succ_c)})) IN ('false', '0', 'no')" if succ_c else "false"
         reason = """CASE
+            WHEN failed THEN 3
             WHEN ts IS NULL OR NOT isfinite(ts) THEN 0
             WHEN prompt IS NULL OR NOT isfinite(prompt) OR prompt < 1 OR prompt != floor(prompt)
                 THEN 1
             WHEN output IS NULL OR NOT isfinite(output) OR output < 1 OR output != floor(output)
                 THEN 2
-            WHEN success IN ('false', '0', 'no') THEN 3
             ELSE -1 END"""
-        con.execute(f"CREATE TABLE tagged AS SELECT *, {reason} AS bad FROM parsed")
+        # one pass over the file: parse, tag each row with its reason, keep the numbers only
+        con.execute(f"""CREATE TABLE tagged AS SELECT ts, prompt, output, conv, {reason} AS bad
+            FROM (SELECT {ts_expr} AS ts,
+                         TRY_CAST({cell(pr_c)} AS DOUBLE) AS prompt,
+                         TRY_CAST({cell(out_c)} AS DOUBLE) AS output,
+                         {conv_expr} AS conv, {succ_expr} AS failed FROM src)""")
         counts = dict(con.execute("SELECT bad, count(*) FROM tagged GROUP BY bad").fetchall())
         rows = int(sum(counts.values()))
         kept = int(counts.get(-1, 0))
@@ -259,14 +354,23 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         if kept < 2:
             raise InputError(f"{p}: {rows} rows, {kept} usable (need at least 2): "
                              + ", ".join(f"{n} {r}" for r, n in bad.items() if n))
-        con.execute("CREATE TABLE good AS SELECT ts, prompt::BIGINT AS prompt, "
+        con.execute("CREATE VIEW good AS SELECT rowid AS rid, ts, prompt::BIGINT AS prompt, "
                     "output::BIGINT AS output, conv FROM tagged WHERE bad = -1")
-        t0, t1 = con.execute("SELECT min(ts), max(ts) FROM good").fetchone() or (0.0, 0.0)
-        absolute = float(t0) > 1e8   # after 1973: a Unix time, so the clock hour means something
-        lengths = {c: _length(con, c, bins) for c in ("prompt", "output")}
+        # every whole-log figure in one pass: span, lengths, context percentiles, prefix reuse
         qs = [x / 100.0 for x in PERCENTILES]
-        ctx = con.execute("SELECT quantile_cont(prompt + output, ?) FROM good", [qs]).fetchone()
-        assert ctx is not None
+        stats = con.execute(
+            "SELECT min(ts), max(ts), avg(prompt), quantile_cont(prompt, [0.5, 0.9, 0.99]), "
+            "max(prompt), avg(output), quantile_cont(output, [0.5, 0.9, 0.99]), max(output), "
+            "quantile_cont(prompt + output, ?), count(conv) - count(DISTINCT conv) FROM good",
+            [qs]).fetchone()
+        assert stats is not None
+        t0, t1 = stats[0], stats[1]
+        ctx, reuse = stats[8:9], stats[9:10]
+        absolute = float(t0) > 1e8   # after 1973: a Unix time, so the clock hour means something
+        hists = {c: dict(con.execute(f"SELECT floor(log2({c}))::INT AS b, count(*) FROM good "
+                                     "GROUP BY b").fetchall()) for c in ("prompt", "output")}
+        lengths = {c: _length(stats[k:k + 3], hists[c], bins)
+                   for c, k in (("prompt", 2), ("output", 5))}
         origin = 0.0 if absolute else float(t0)
         # calendar days the log touches (UTC), or started days since the first request
         days = (math.floor(float(t1) / 86400.0) - math.floor(float(t0) / 86400.0) + 1.0
@@ -283,16 +387,18 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         h_start = float(busiest[0]) * 3600.0 + origin
         span = float(t1) - float(t0)
         rate = int(busiest[1]) / 3600.0 if span >= 3600.0 else kept / max(span, 1e-9)
-        gaps = con.execute("SELECT CASE WHEN count(g) >= 10 THEN stddev_pop(g) / avg(g) END "
-                           "FROM (SELECT ts - lag(ts) OVER (ORDER BY ts) AS g FROM good "
-                           "WHERE ts >= ? AND ts < ?) "
-                           "WHERE g IS NOT NULL",
-                           [h_start if span >= 3600.0 else float(t0),
-                            h_start + 3600.0 if span >= 3600.0 else float(t1) + 1.0]).fetchone()
-        cv = float(gaps[0]) if gaps and gaps[0] is not None else math.nan
-        reuse = con.execute("SELECT count(conv) - count(DISTINCT conv) FROM good").fetchone()
-        sample = con.execute(f"SELECT prompt, output FROM good USING SAMPLE "
-                             f"reservoir({SAMPLE_ROWS} ROWS) REPEATABLE (12)").fetchnumpy()
+        # the busiest hour's gaps in numpy (a fixed summation order: the same CV every run)
+        window = con.execute("SELECT ts FROM good WHERE ts >= ? AND ts < ? ORDER BY ts",
+                             [h_start if span >= 3600.0 else float(t0),
+                              h_start + 3600.0 if span >= 3600.0 else float(t1) + 1.0]
+                             ).fetchnumpy()["ts"]
+        g = np.diff(np.asarray(window, dtype=np.float64))
+        cv = float(np.std(g) / np.mean(g)) if g.size >= 10 and np.mean(g) > 0 else math.nan
+        # a seeded sample that does not depend on the threads: rows whose hashed position
+        # falls under the share wanted (about SAMPLE_ROWS of them, in file order)
+        share = min(1.0, SAMPLE_ROWS / kept)
+        sample = con.execute("SELECT prompt, output FROM good WHERE hash(rid + 12) < ? "
+                             "ORDER BY rid", [int(share * 2.0 ** 64) - 1]).fetchnumpy()
     except duckdb.Error as exc:
         raise InputError(f"{p}: cannot read it as a request log ({str(exc).splitlines()[0]})"
                          ) from None
@@ -313,11 +419,8 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         sample_output_tokens=tuple(sample["output"].astype(np.int64).tolist()))
 
 
-def _length(con: Any, col: str, bins: int) -> LengthSummary:
-    row = con.execute(f"SELECT avg({col}), quantile_cont({col}, [0.5, 0.9, 0.99]), "
-                      f"max({col}) FROM good").fetchone()
-    hist = dict(con.execute(f"SELECT floor(log2({col}))::INT AS b, count(*) FROM good "
-                            "GROUP BY b").fetchall())
+def _length(row: Any, hist: dict[int, int], bins: int) -> LengthSummary:
+    """A length column's summary from (mean, [p50, p90, p99], max) and its log2 histogram."""
     low = min(hist)
     top = min(max(hist), low + bins - 1)
     edges = tuple(2 ** b for b in range(low, top + 1))
@@ -343,12 +446,13 @@ def summary_record(s: LogSummary) -> dict[str, Any]:
                 "histogram": [{"from_tokens": b, "requests": n}
                               for b, n in zip(x.bins_tokens, x.counts, strict=True)]}
     return {"path": s.path, "rows": s.rows, "kept": s.kept, "bad_rows": s.bad_rows,
-            "columns": s.columns, "span_s": s.span_s, "prompt": length(s.prompt),
+            "columns": s.columns, "span_s": s.span_s if math.isfinite(s.span_s) else None,
+            "prompt": length(s.prompt),
             "output": length(s.output),
             "context_tokens": {f"p{k:g}": v for k, v in s.context_p_tokens.items()},
             "per_hour_of_day": list(s.per_hour_of_day),
             "busiest_hour_of_day": s.busiest_hour_of_day,
             "busiest_hour_requests": s.busiest_hour_requests,
-            "peak_rate_per_s": s.peak_rate_per_s,
+            "peak_rate_per_s": s.peak_rate_per_s if math.isfinite(s.peak_rate_per_s) else None,
             "burstiness_cv": s.burstiness_cv if math.isfinite(s.burstiness_cv) else None,
-            "prefix_reuse_share": s.prefix_reuse_share}
+            "prefix_reuse_share": s.prefix_reuse_share, "arrivals": s.arrivals}

@@ -15,7 +15,9 @@ cache saves (docs/method.md, "Prefix caching").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -23,10 +25,10 @@ import numpy.typing as npt
 from capacity.errors import InputError
 from capacity.model.cost import cost_per_mtok
 from capacity.model.kv import kv_request_bytes
-from capacity.model.memory import max_concurrency
+from capacity.model.memory import MemoryVerdict, max_concurrency, memory_verdict
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops, prefill_seconds
-from capacity.model.scenario import Scenario, evaluate
+from capacity.model.scenario import Scenario, TableRow, capacity_table, evaluate
 from capacity.types import FloatArray, IntArray
 
 
@@ -149,3 +151,32 @@ def prefix_effect(s: Scenario, prefix_tokens: int, share: float) -> PrefixEffect
                         ttft_s=(full, share * hit + (1.0 - share) * full),
                         c_vram=(c_without, c_with),
                         cost_per_mtok=(float(costs[0]), float(costs[1])))
+
+
+def prefix_capacity_table(s: Scenario, rows: Sequence[tuple[int, int]], prefix_tokens: int,
+                          share: float) -> list[TableRow]:
+    """F8's capacity table (`capacity_table`) with a shared prefix held in the cache: per GPU,
+    the KV total of c requests per replica becomes c x KV(L) - share x c x prefix KV + prefix KV
+    (the prefix once; its full-attention and MLA layers, `shared_prefix_bytes`), the subtotal
+    and verdict follow, and TTFT at no load is the mean over requests, share x prefill(L,
+    prefix) + (1 - share) x prefill(L) (as a ratio to F6's, so the table's basis stays).
+    Units: bytes, s. Source: docs/method.md, "Prefix caching". Without a prefix: the table."""
+    table = capacity_table(s, rows)
+    p = max(0, min(int(prefix_tokens), s.prompt - 1, s.context_tokens - 1))
+    if p == 0 or share <= 0 or not table:
+        return table
+    if share > 1:
+        raise InputError(f"prefix share is a fraction of requests in [0, 1], got {share}")
+    shared = float(shared_prefix_bytes(s, p))
+    full = float(cached_prefill_s(s, s.prompt))
+    ratio = (share * float(cached_prefill_s(s, s.prompt, p)) + (1.0 - share) * full) / full
+    out = []
+    for r in table:
+        per_replica = math.ceil(r.concurrency / s.replicas)
+        delta = shared - share * per_replica * min(shared, r.kv_request_bytes)
+        kv_total = max(r.kv_total_bytes + delta, 0.0) if per_replica else r.kv_total_bytes
+        subtotal = r.vram_subtotal_bytes + (kv_total - r.kv_total_bytes)
+        verdict = MemoryVerdict(str(memory_verdict(subtotal, r.usable_bytes, s.headroom)))
+        out.append(replace(r, kv_total_bytes=kv_total, vram_subtotal_bytes=subtotal,
+                           verdict=verdict, ttft_s=r.ttft_s * ratio))
+    return out

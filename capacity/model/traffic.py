@@ -233,8 +233,10 @@ class Traffic:
     prompt; `prefix_share` of requests reuse the one shared system prompt (cached after the first
     of them), the others carry a prefix of their own. With `turns` > 1 requests come in
     conversations of that many turns; turn k's prompt also holds every earlier turn (prompt and
-    answer), which stays cached: the sample counts it as cached (it is once the previous
-    turn has finished; the simulated engine's prefix cache checks that itself).
+    answer): the sample's `cached_tokens` is that history, which a cache holds only once the
+    previous turn has finished (turn k arrives right after turn k-1, so under load it often has
+    not): the event model (`simulate_traffic`) and the simulated engine's prefix cache check
+    that at admission; the analytic path's moments take the sample as cached (optimistic).
     """
 
     prompt: LengthDist

@@ -63,6 +63,8 @@ from capacity.plan.queueing import (
     analytic_latency,
     service_from_scenario,
     simulate,
+    simulate_prefix,
+    traffic_service,
 )
 from capacity.types import BoolArray, FloatArray, IntArray
 from capacity.units import GB
@@ -890,9 +892,25 @@ def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, 
                     n_requests: int = 2000, seed: int = 0,
                     chunk_tokens: int | None = None) -> QueueResult:
     """Discrete-event check of one option at its design load (per replica: arrivals are split
-    evenly, so one replica sees rate / replicas)."""
-    svc = option_service(inp, o, catalog, chunk_tokens)
+    evenly, so one replica sees rate / replicas).
+
+    With prefix caching planned (`prefix_tokens` and `prefix_share`), the check follows it:
+    the per-request event model (`queueing.simulate_prefix`) at the design rate, where the
+    sharing requests prefill only the rest of their prompt and the option's slots count the
+    prefix once; there prompts are prefilled whole, in batches (the chapter's scheduling:
+    an engine's chunked prefill is not modelled on that path)."""
     wl = inp.workload
+    hit = min(inp.prefix_tokens, wl.prompt - 1, wl.context_tokens - 1)
+    if hit > 0 and inp.prefix_share > 0 and math.isfinite(o.design_rate_per_s) \
+            and o.design_rate_per_s > 0:
+        s = option_scenario(inp, o, catalog)
+        tsvc = traffic_service(s, slots=max(1, o.slots_per_replica))
+        return simulate_prefix(tsvc, rate_per_s=o.design_rate_per_s / o.replicas,
+                               prompt_tokens=wl.prompt, output_tokens=wl.output_tokens,
+                               prefix_tokens=hit, prefix_share=inp.prefix_share,
+                               n_requests=n_requests, seed=seed, slo_ttft_ms=inp.slo.ttft_ms,
+                               slo_tpot_ms=inp.slo.tpot_ms)
+    svc = option_service(inp, o, catalog, chunk_tokens)
     if wl.peak_concurrency is not None:
         c = max(1, math.ceil(wl.peak_concurrency * (1 + wl.headroom) / o.replicas - 1e-9))
         return simulate(svc, concurrency=c, n_requests=n_requests, seed=seed,

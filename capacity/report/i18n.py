@@ -126,6 +126,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                     "{cv} (1 = Poisson); prefix reuse {reuse}",
                     "最忙时段 {hour}:00（{clock}）：{n} 个请求 = {rate} 请求/秒；到达间隔变异系数 "
                     "{cv}（1 = 泊松）；前缀复用 {reuse}"),
+    "pl_log_no_arrivals": ("This file has no send times (a vLLM result saved without start_times): "
+                           "its lengths are shown, but no rate to size for. Give a log with "
+                           "timestamps, or enter the traffic above.",
+                           "该文件没有发送时间（未保存 start_times 的 vLLM 结果）：只显示长度分布，"
+                           "没有可据以规划的到达率。请提供带时间戳的日志，或在上方输入流量。"),
     "pl_log_clock_utc": ("UTC", "协调世界时"),
     "pl_log_clock_rel": ("hours from the first request", "自第一个请求起的小时"),
     "pl_log_lengths": ("Prompt and output lengths", "提示与输出长度"),

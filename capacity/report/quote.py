@@ -254,13 +254,21 @@ def _prefix_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
 def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list[TableRow]:
     """The quote's capacity table for one option (F8 on the option's Scenario, the Explorer's
     view): the deployment's concurrency at the peak, at the design load (the concurrency the
-    'Open in Explorer' link carries) and at the slot limit; memory per GPU."""
-    wl = plan.inputs.workload
-    scen = option_scenario(plan.inputs, o, catalog)
+    'Open in Explorer' link carries) and at the slot limit; memory per GPU. With prefix
+    caching planned, the prefix's KV is held once and TTFT at no load is the mean with the
+    cache (`model.prefix.prefix_capacity_table`)."""
+    from capacity.model.prefix import prefix_capacity_table
+
+    inp = plan.inputs
+    wl = inp.workload
+    scen = option_scenario(inp, o, catalog)
     cs = sorted({max(1, math.ceil(o.peak_concurrency)),
-                 max(1, design_concurrency_total(plan.inputs, o)),
+                 max(1, design_concurrency_total(inp, o)),
                  o.slots_per_replica * o.replicas})
-    return capacity_table(scen, [(c, wl.context_tokens) for c in cs])
+    rows = [(c, wl.context_tokens) for c in cs]
+    if inp.prefix_tokens > 0 and inp.prefix_share > 0:
+        return prefix_capacity_table(scen, rows, inp.prefix_tokens, inp.prefix_share)
+    return capacity_table(scen, rows)
 
 
 def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,

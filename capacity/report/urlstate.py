@@ -337,7 +337,10 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         currency=inp.currency,
         rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom,
         calibration=inp.calibration, eta_bw=inp.eta_bw, step_oh_ms=inp.step_overhead_ms,
-        prefill_oh_ms=inp.prefill_overhead_ms, engine=inp.engine)
+        prefill_oh_ms=inp.prefill_overhead_ms, engine=inp.engine,
+        prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
+        prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
+        else DEFAULT_STATE.prefix_share)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,6 +399,11 @@ class PlannerState:
     none. They share the first workload's peak window, headroom, GPUs, prices and basis."""
     engine: str = DEFAULT_ENGINE
     """Engine profile whose scheduling the load model follows (data/engines.toml)."""
+    prefix: int = 0
+    """Shared prefix (system prompt) tokens a prefix cache holds once; 0 = no prefix caching
+    (the Explorer's `prefix`)."""
+    prefix_share: float = 0.9
+    """Share of requests that reuse the shared prefix (the Explorer's `prefix_share`)."""
 
     def mix_entries(self) -> tuple[MixEntry, ...]:
         """The added workloads `mix` holds (checked when the URL was read)."""
@@ -463,7 +471,8 @@ class PlannerState:
             allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
             cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
             mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth,
-            offers=self.offer_list(catalog), offer_kind=self.offer, engine=self.engine)
+            offers=self.offer_list(catalog), offer_kind=self.offer, engine=self.engine,
+            prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0)
         if not self.cal:
             return inp
         if self.cal.startswith(TYPICAL_PREFIX):
@@ -538,7 +547,7 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
     "conc": (1, 1e6), "ctx": (1, 10_000_000), "out": (1, 1_000_000), "headroom": (0.0, 1.0),
     "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
     "tp": (0, 1), "spare": (0, 1), "growth": (0.0, 10.0), "util": (0.5, 1.0),
-    "mfu": (0.05, 1.0), "fx": (0.01, 1e4),
+    "mfu": (0.05, 1.0), "fx": (0.01, 1e4), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
 }
 
 
@@ -568,7 +577,10 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
         mfu=inp.mfu, cal=inp.calibration or (TYPICAL_PREFIX + inp.typical if inp.typical
                                              else ""), spare=int(inp.spare),
-        growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "", engine=inp.engine)
+        growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "", engine=inp.engine,
+        prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
+        prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
+        else DEFAULT_PLANNER.prefix_share)
 
 
 def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | None = None,
