@@ -25,6 +25,7 @@ from capacity.bench.client import (
     run_bench,
     summary_table_rows,
 )
+from capacity.bench.workers import default_workers
 from capacity.catalog.loader import BOUNDS, default_catalog
 from capacity.cli.common import MS, check_base_url, number, whole
 from capacity.cli.plan import parse_int_list
@@ -87,6 +88,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="price per GPU-hour (default: the catalog's for --gpu)")
     p.add_argument("--currency", choices=("CNY", "USD"), default=None,
                    help="currency of --gpu-price (default: the catalog's, else CNY)")
+    p.add_argument("--workers", type=whole(min=1), default=None, metavar="N",
+                   help="client processes, each with its own event loop, that share the "
+                        "streams (default: one per core available, at most the largest level; "
+                        "1: this process alone)")
     p.add_argument("--predict-model", default=None, metavar="KEY",
                    help="catalog model the endpoint serves (stored for the predicted overlay)")
     return p
@@ -104,9 +109,11 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if price is not None and currency is None:
         currency = "CNY"
     check_base_url(args.base_url)
+    levels = tuple(parse_int_list(args.concurrency, maximum=2**62))
+    workers = args.workers or min(default_workers(), max(levels, default=1))
     return BenchConfig(
         # the level limits (and their message) are BenchConfig.validate's (docs/reliability.md)
-        base_url=args.base_url, concurrency=tuple(parse_int_list(args.concurrency, maximum=2**62)),
+        base_url=args.base_url, concurrency=levels,
         requests=args.requests, prompt_chars=args.prompt_chars, max_tokens=args.max_tokens,
         label=args.label, model=args.model, endpoint=args.endpoint, warmup=args.warmup,
         request_rate=args.request_rate, seed=args.seed, ignore_eos=args.ignore_eos,
@@ -114,7 +121,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         request_deadline_s=args.request_deadline_s,
         out_dir=str(args.out or workspace.prepare_bench_dir()), gpu=args.gpu, gpus=args.gpus,
         gpu_price=price, currency=currency,
-        predict_model=args.predict_model)
+        predict_model=args.predict_model, workers=workers)
 
 
 async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None) -> BenchResult | None:
