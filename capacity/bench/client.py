@@ -49,6 +49,7 @@ from capacity.bench.metrics import (
     summarize,
 )
 from capacity.bench.sse import ChunkInfo, SseDecoder, SseTooLarge, classify, loads_json
+from capacity.bench.stamped import StampedBackend
 from capacity.bench.storage import (
     RunStatus,
     RunWriter,
@@ -367,12 +368,18 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
 
+    @property
+    def last_arrival_ns(self) -> int | None:
+        """When the bytes last read reached the socket (`StampedStream`), else None."""
+        return getattr(self._inner, "last_arrival_ns", None)
+
 
 class _OneWriteBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's default (anyio) backend, or `inner`, with `_OneWriteStream` connections."""
+    """The chunk-stamping backend (`capacity.bench.stamped`), or `inner`, with
+    `_OneWriteStream` connections."""
 
     def __init__(self, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
-        self._inner = inner or httpcore.AnyIOBackend()
+        self._inner = inner or StampedBackend()
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
@@ -529,8 +536,11 @@ class _Runner:
                     else:
                         dec = SseDecoder()
                         left = stream_byte_limit(self.cfg.max_tokens)
+                        # each chunk is stamped when its bytes reached the socket, not when
+                        # this task gets its turn (capacity.bench.stamped)
+                        wire = resp.extensions.get("network_stream")
                         async for chunk in resp.aiter_bytes():
-                            now = time.perf_counter_ns()
+                            now = getattr(wire, "last_arrival_ns", None) or time.perf_counter_ns()
                             left -= len(chunk)
                             if left < 0:
                                 raise SseTooLarge(f"a stream of more than "
