@@ -26,7 +26,7 @@ import collections
 import ssl
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import httpcore
 
@@ -49,8 +49,8 @@ class _StampProtocol(asyncio.Protocol):
         self._drain: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a TCP transport (uvloop's are not subclasses of asyncio's, but have its methods)
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.chunks.append((data, time.perf_counter_ns()))
@@ -164,7 +164,6 @@ class StampedStream(httpcore.AsyncNetworkStream):
             raise httpcore.ConnectError(f"{type(exc).__name__}: {exc}") from None
         if new is None:
             raise httpcore.ConnectError("the TLS handshake did not complete")
-        assert isinstance(new, asyncio.Transport)
         return StampedStream(new, self._protocol)
 
     def get_extra_info(self, info: str) -> Any:

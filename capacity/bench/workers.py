@@ -17,7 +17,8 @@ with its `worker_id` and the worst loop lag of its worker while it ran; at the l
 worker reports its CPU time and loop lag, and `client_bound` is judged per worker
 (`judge_workers`).
 
-Workers are started with the `spawn` method (safe with threads, and under pytest), ignore
+Each worker runs on uvloop where it is installed (asyncio otherwise). Workers are started with
+the `spawn` method (safe with threads, and under pytest), ignore
 SIGINT (Ctrl-C reaches the coordinator, which stops them), and are terminated when the run
 ends for any reason; a worker whose coordinator was killed outright (SIGKILL) exits by itself
 within a quarter of a second. A worker that dies is reported as a BenchError naming it and its exit
@@ -34,7 +35,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,8 @@ START_AHEAD_S = 0.1
 """The level starts this long after its orders are sent, so every worker is waiting (s)."""
 POLL_S = 0.2
 """How often the coordinator checks that its workers live while it waits for records (s)."""
+START_TIMEOUT_S = 120.0
+"""Longest a worker may take to start and make its first request (s)."""
 PARENT_POLL_S = 0.25
 """How often a worker checks that the coordinator still lives (s)."""
 STOP_WAIT_S = 5.0
@@ -159,6 +162,17 @@ def _exit_with(parent_pid: int) -> None:
     os._exit(3)
 
 
+def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """`uvloop.run` where uvloop is installed (its event loop, in C, costs a worker a fraction
+    of asyncio's CPU per stream), else `asyncio.run`."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
+
+
 def worker_main(worker_id: int, cfg: BenchConfig, api_key: str | None, model: str,
                 run_id: str, orders: Any, results: Any, counter: Any, parent_pid: int) -> None:
     """A worker process: run the levels it is sent until it gets None."""
@@ -166,7 +180,7 @@ def worker_main(worker_id: int, cfg: BenchConfig, api_key: str | None, model: st
     threading.Thread(target=_exit_with, args=(parent_pid,), daemon=True,
                      name="parent-watch").start()
     try:
-        asyncio.run(_serve(worker_id, cfg, api_key, model, run_id, orders, results, counter))
+        _run_loop(_serve(worker_id, cfg, api_key, model, run_id, orders, results, counter))
     except BaseException as exc:  # report, then die: the coordinator names the worker
         text = redact(f"{type(exc).__name__}: {exc}", (api_key,) if api_key else ())
         with contextlib.suppress(Exception):
@@ -201,7 +215,13 @@ class WorkerPool:
             await loop.run_in_executor(None, p.start)
         self._started = True
         ready: set[int] = set()
+        deadline = time.monotonic() + START_TIMEOUT_S
         while len(ready) < self.n:
+            if time.monotonic() > deadline:
+                late = sorted(set(range(self.n)) - ready)
+                raise BenchError(f"bench worker(s) {', '.join(map(str, late))} not ready after "
+                                 f"{START_TIMEOUT_S:g} s (their first request to the server "
+                                 "did not finish)")
             for kind, wid, payload in await loop.run_in_executor(None, self._get):
                 if kind == "ready":
                     ready.add(wid)

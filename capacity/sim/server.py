@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 import math
@@ -28,7 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from starlette.applications import Starlette
@@ -105,6 +106,7 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
         return JSONResponse({
             "model": sim.model_name, "gpu": scenario.gpu.key, "slots": p.slots,
             "c_vram": p.c_vram, "speedup": cfg.speedup, "chars_per_token": cfg.chars_per_token,
+            "http_stack": getattr(request.app.state, "http_stack", None),
             "max_batch_seen": sim.max_batch_seen, "waiting": len(sim.waiting),
             "running": len(sim.running), "faults": sim.fault_counts, "clock": sim.clock,
             "behind_max_ms": sim.behind_max_ms,
@@ -289,17 +291,34 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
-def uvicorn_config(app: Starlette, *, log_level: str = "warning") -> Any:
+HttpStack = Literal["auto", "plain"]
+
+
+def http_stack(stack: HttpStack = "auto") -> tuple[str, str]:
+    """uvicorn's (loop, http) for a stack: `auto` takes uvloop and httptools where installed
+    (an event loop and an HTTP parser in C: the endpoint then serves more streams per core,
+    docs/benchmarks.md), `plain` is asyncio and h11 (pure Python)."""
+    if stack == "plain":
+        return "asyncio", "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+    return loop, http
+
+
+def uvicorn_config(app: Starlette, *, log_level: str = "warning", stack: HttpStack = "auto"
+                   ) -> Any:
     import uvicorn
 
     quiet_injected_faults()
+    loop, http = http_stack(stack)
+    app.state.http_stack = f"{loop}+{http}"
     return uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
-                          timeout_keep_alive=30, backlog=2048, loop="asyncio", http="h11")
+                          timeout_keep_alive=30, backlog=2048, loop=loop, http=http)
 
 
 @contextlib.contextmanager
 def serve_in_thread(app: Starlette, host: str = "127.0.0.1", port: int = 0,
-                    timeout_s: float = 10.0) -> Iterator[str]:
+                    timeout_s: float = 10.0, stack: HttpStack = "auto") -> Iterator[str]:
     """Run the app with uvicorn in a daemon thread; yields its base URL ('http://h:p/v1').
 
     The server is stopped (and the thread joined) when the block ends.
@@ -307,7 +326,7 @@ def serve_in_thread(app: Starlette, host: str = "127.0.0.1", port: int = 0,
     import uvicorn
 
     sock = bind_socket(host, port)
-    server = uvicorn.Server(uvicorn_config(app))
+    server = uvicorn.Server(uvicorn_config(app, stack=stack))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                               name="sim-server")
     thread.start()
