@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from capacity.bench.client import BenchConfig, _Compat, run_bench
+from capacity.bench.client import BenchConfig, _Compat, run_bench, split_slots
 from capacity.bench.metrics import ClientLoad, RequestRecord
 from capacity.bench.store import RunStore
-from capacity.bench.workers import WorkerPool, default_workers, split_slots
+from capacity.bench.workers import WorkerPool, default_workers
 from capacity.cli.bench import add_parser, config_from_args
 from capacity.errors import BenchError, InputError
 from capacity.model.scenario import make_scenario
@@ -142,7 +142,7 @@ def test_a_worker_that_dies_is_reported_not_waited_on() -> None:
         try:
             got: list[RequestRecord] = []
             task = asyncio.create_task(pool.run_level(
-                level=2, requests=2, rate=None, arrivals=None,
+                level=2, slots=2, indices=range(2), rate=None, arrivals=None,
                 compat=_Compat(stream_options=True, ignore_eos=True), on_record=got.append))
             await asyncio.sleep(0.5)
             pid = pool._procs[1].pid

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpcore
@@ -48,12 +49,15 @@ from capacity.bench.metrics import (
     check_usage,
     summarize,
 )
+from capacity.bench.s3 import cache_dir as s3_cache_dir
+from capacity.bench.s3 import is_s3, parse_url, push
 from capacity.bench.sse import ChunkInfo, SseDecoder, SseTooLarge, classify, loads_json
 from capacity.bench.stamped import StampedBackend
 from capacity.bench.storage import (
     RunStatus,
     RunWriter,
     check_label,
+    check_run_id,
     process_owner,
     redact,
     redact_record,
@@ -151,6 +155,8 @@ class BenchLimits:
 CLI_LIMITS = BenchLimits()
 """`capacity bench`'s limits."""
 SEED_MAX = 2**32 - 1
+MAX_SHARDS = 1024
+"""Most shards (client machines) of one run (`--shard i/N`)."""
 MAX_WORKERS = 256
 """Most client worker processes of one run (`--workers`)."""
 
@@ -187,6 +193,14 @@ class BenchConfig:
     workers: int = 1
     """Client processes, each with its own event loop (`capacity.bench.workers`); 1: this
     process alone."""
+    shard_index: int = 0
+    """This client's shard of the run, 0-based (`--shard i/N` is 1-based)."""
+    shard_count: int = 1
+    """Clients (machines) that run the benchmark together, each a shard."""
+    run_id: str | None = None
+    """The run's id, shared by its shards; None: a new one."""
+    start_at_unix_s: float | None = None
+    """When the first level starts (wall clock, so shards start together); None: at once."""
 
     def validate(self, limits: BenchLimits = CLI_LIMITS) -> None:
         """InputError naming the first impossible or out-of-limit value."""
@@ -213,6 +227,15 @@ class BenchConfig:
                                                         and self.request_deadline_s > 0):
             raise InputError(f"--request-deadline-s must be > 0 s, got "
                              f"{self.request_deadline_s}")
+        if not 0 <= self.shard_index < self.shard_count <= MAX_SHARDS:
+            raise InputError(f"--shard must be i/N with 1 <= i <= N <= {MAX_SHARDS}, got "
+                             f"{self.shard_index + 1}/{self.shard_count}")
+        if self.shard_count > 1 and self.run_id is None:
+            raise InputError("--shard needs --run-id ID, the same on every shard")
+        if self.run_id is not None:
+            check_run_id(self.run_id)
+        if is_s3(self.out_dir):
+            parse_url(self.out_dir)
         if not 1 <= self.workers <= MAX_WORKERS:
             raise InputError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
         if not 0 <= self.seed <= SEED_MAX:
@@ -703,7 +726,8 @@ async def _lag_monitor(samples: list[float], stop: asyncio.Event, period_s: floa
     while not stop.is_set():
         t = time.perf_counter()
         await asyncio.sleep(period_s)
-        samples.append((time.perf_counter() - t - period_s) * 1e3)
+        # uvloop's timers have 1 ms resolution and may fire a little early: no lag, not less
+        samples.append(max(0.0, (time.perf_counter() - t - period_s) * 1e3))
 
 
 async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | None
@@ -795,12 +819,16 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
         model = cfg.model or _first_model(models)
         if model is None:
             raise BenchError(f"{cfg.base_url}/models lists no model: pass --model NAME")
-        writer = RunWriter(cfg.out_dir, cfg.label, secrets=(api_key,) if api_key else ())
+        writer = RunWriter(_local_out(cfg.out_dir), cfg.label, run_id=cfg.run_id,
+                           secrets=(api_key,) if api_key else (),
+                           shard=(f"shard-{cfg.shard_index + 1}of{cfg.shard_count}"
+                                  if cfg.shard_count > 1 else None))
         started = datetime.now(UTC).isoformat()
         meta: dict[str, Any] = {
             "run_id": writer.run_id, "label": cfg.label, "status": RunStatus.RUNNING.value,
             "started_at": started, "finished_at": None, "args": asdict(cfg), "model": model,
             "server_models": models, "versions": _versions(), "owner": process_owner(),
+            "shard_index": cfg.shard_index + 1, "shard_count": cfg.shard_count,
             **(meta_extra or {}),
         }
         writer.write_meta(meta)
@@ -814,6 +842,15 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                 pool = WorkerPool(cfg, api_key, model=model, run_id=writer.run_id)
                 await pool.start()
                 emit(f"  {cfg.workers} worker processes started")
+            if cfg.start_at_unix_s is not None:
+                wait_s = cfg.start_at_unix_s - time.time()
+                if wait_s > 0:
+                    emit(f"  waiting {wait_s:.1f} s for --start-at")
+                    await asyncio.sleep(wait_s)
+                elif wait_s < -1.0:
+                    w = f"started {-wait_s:.1f} s after --start-at"
+                    warnings.append(w)
+                    emit("warning: " + w)
             for level in cfg.concurrency:
                 if cfg.requests < 3 * level:
                     w = (f"level {level}: {cfg.requests} requests < 3 x concurrency: one burst, "
@@ -826,6 +863,7 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                 row = await _level(runner, level, warnings, pool)
                 summaries.append(row)
                 writer.write_summary(row)
+                _level_files(writer, cfg, emit)
             meta["status"] = RunStatus.FINISHED.value
         except BaseException:
             meta["status"] = RunStatus.INTERRUPTED.value
@@ -838,6 +876,9 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
             meta["warnings"] = warnings
             writer.write_meta(meta)
             writer.close()
+    if is_s3(cfg.out_dir):  # the Parquet copy last, so that it is not older than its CSV
+        _push(writer, cfg, [writer.requests_path, writer.summary_path, writer.meta_path,
+                            writer.dir / "requests.parquet"])
     if "ignore_eos" in runner.compat.dropped:
         warnings.append("the server rejected ignore_eos: output lengths may differ from "
                         "--max-tokens (see output_length_mismatch)")
@@ -846,6 +887,31 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                         "chunks (a lower bound)")
     return BenchResult(run_id=writer.run_id, run_dir=str(writer.dir), model=model,
                        summaries=tuple(summaries), warnings=tuple(warnings))
+
+
+def _local_out(out_dir: str) -> str:
+    """Where a run's files are written: `out_dir`, or the local mirror of an s3:// one."""
+    return str(s3_cache_dir(out_dir)) if is_s3(out_dir) else out_dir
+
+
+def _push(writer: RunWriter, cfg: BenchConfig, files: list[Path]) -> None:
+    """Upload a run's files to the s3:// out folder (in this order)."""
+    push([f for f in files if f.exists()], Path(_local_out(cfg.out_dir)), cfg.out_dir)
+
+
+def _level_files(writer: RunWriter, cfg: BenchConfig, emit: Callable[[str], None]) -> None:
+    """After a level: a typed Parquet copy of every finished level's rows (requests.parquet,
+    which the store reads while it is current), uploaded with the CSVs when --out is s3://."""
+    from capacity.bench.store import compact_run  # DuckDB: imported once the first level ends
+    from capacity.errors import StoreError
+
+    try:
+        compact_run(writer.dir)
+    except StoreError as exc:
+        emit(f"warning: stored as CSV only ({exc})")
+    if is_s3(cfg.out_dir):
+        _push(writer, cfg, [writer.requests_path, writer.summary_path, writer.meta_path,
+                            writer.dir / "requests.parquet"])
 
 
 async def _warmup(runner: _Runner, level: int, first: bool) -> None:
@@ -882,7 +948,11 @@ def arrival_schedule(cfg: BenchConfig, level: int) -> list[float]:
 async def _level(runner: _Runner, level: int, warnings: list[str],
                  pool: WorkerPool | None = None) -> LevelSummary:
     cfg = runner.cfg
-    n = cfg.requests
+    # a shard runs its share of the level: every shard_count-th request, from its index on,
+    # and its part of the concurrency (the request indices stay the level's)
+    indices = range(cfg.shard_index, cfg.requests, cfg.shard_count)
+    slots = split_slots(level, cfg.shard_count)[cfg.shard_index]
+    n = len(indices)
     records: list[RequestRecord] = []
     step = max(1, n // 10)
     rate = cfg.request_rate
@@ -900,15 +970,17 @@ async def _level(runner: _Runner, level: int, warnings: list[str],
             runner.emit(f"  concurrency {level}: {k}/{n} done, {k - len(ok)} failed, "
                         f"TTFT p50 {ttft:.1f} ms, TPOT p50 {tpot:.2f} ms")
 
-    arrivals = arrival_schedule(cfg, level) if rate is not None else None
+    arrivals = ([(i, a) for i, a in enumerate(arrival_schedule(cfg, level))
+                 if i % cfg.shard_count == cfg.shard_index] if rate is not None else None)
     if pool is not None:
-        loads = await pool.run_level(level=level, requests=n, rate=rate, arrivals=arrivals,
-                                     compat=runner.compat, on_record=done)
+        loads = await pool.run_level(level=level, slots=slots, indices=indices, rate=rate,
+                                     arrivals=arrivals, compat=runner.compat, on_record=done)
     else:
-        loads = {0: await drive_level(runner, level=level, slots=level, requests=n, rate=rate,
-                                      arrivals=list(enumerate(arrivals or [])),
-                                      t0_ns=time.perf_counter_ns(), take=iter(range(n)),
+        loads = {0: await drive_level(runner, level=level, slots=slots, requests=n, rate=rate,
+                                      arrivals=arrivals or [],
+                                      t0_ns=time.perf_counter_ns(), take=iter(indices),
                                       done=done)}
+
     row = summarize(records, run_id=runner.run_id, label=cfg.label, concurrency=level,
                     request_rate_rps=rate, endpoint=cfg.endpoint, model=runner.model,
                     slo_ttft_ms=cfg.slo_ttft_ms, slo_tpot_ms=cfg.slo_tpot_ms,
@@ -924,7 +996,15 @@ async def _level(runner: _Runner, level: int, warnings: list[str],
     return row
 
 
-def judge_workers(row: LevelSummary, loads: Mapping[int, ClientLoad]) -> LevelSummary:
+def split_slots(level: int, parts: int) -> list[int]:
+    """A level's concurrency split over workers or shards: as even as can be, the first ones
+    get one more (`[3, 3, 2]` for 8 over 3)."""
+    base, extra = divmod(level, parts)
+    return [base + (1 if w < extra else 0) for w in range(parts)]
+
+
+def judge_workers(row: LevelSummary, loads: Mapping[int, ClientLoad], unit: str = "worker"
+                  ) -> LevelSummary:
     """The level's row with the client load of several workers: `client_cpu_s` their sum,
     `client_cpu_share` and the loop lags the busiest worker's (each worker is one process on
     one core, so the client is bound as soon as ONE of them is), and `client_bound` when any
@@ -937,9 +1017,9 @@ def judge_workers(row: LevelSummary, loads: Mapping[int, ClientLoad]) -> LevelSu
         if share is not None:
             shares.append(share)
             if share > CLIENT_CPU_SHARE_LIMIT:
-                reasons.append(f"worker {wid}: client CPU {share:.0%} of one core")
+                reasons.append(f"{unit} {wid}: client CPU {share:.0%} of one core")
         if load.loop_lag_p50_ms > CLIENT_LOOP_LAG_LIMIT_MS:
-            reasons.append(f"worker {wid}: event-loop lag p50 {load.loop_lag_p50_ms:.1f} ms")
+            reasons.append(f"{unit} {wid}: event-loop lag p50 {load.loop_lag_p50_ms:.1f} ms")
     return replace(
         row, client_cpu_s=sum(x.cpu_s for x in loads.values()),
         client_cpu_share=max(shares) if shares else None,

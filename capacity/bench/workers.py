@@ -46,6 +46,7 @@ from capacity.bench.client import (
     client_pool,
     drive_level,
     fetch_models,
+    split_slots,
 )
 from capacity.bench.metrics import ClientLoad, RequestRecord
 from capacity.bench.storage import redact
@@ -71,13 +72,6 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def split_slots(level: int, workers: int) -> list[int]:
-    """A level's concurrency split over the workers: as even as can be, the first ones get
-    one more (`[3, 3, 2]` for 8 over 3)."""
-    base, extra = divmod(level, workers)
-    return [base + (1 if w < extra else 0) for w in range(workers)]
-
-
 @dataclass(frozen=True, kw_only=True)
 class LevelOrder:
     """What one worker runs of one level."""
@@ -86,8 +80,9 @@ class LevelOrder:
     """The level's concurrency (stored in every record)."""
     slots: int
     """This worker's share of it: streams at once."""
-    requests: int
-    """The level's requests (closed loop: the credits all workers draw from)."""
+    indices: range
+    """The request indices of the level (closed loop: the credits all workers draw from, in
+    order)."""
     rate: float | None
     arrivals: tuple[tuple[int, float], ...]
     """Open loop: this worker's requests, (index, seconds after the start)."""
@@ -107,15 +102,16 @@ class WorkerDone:
     """Optional request fields it dropped (the server rejected them)."""
 
 
-def _credits(counter: Any, requests: int) -> Iterator[int]:
-    """The shared counter as an iterator of request indices, until `requests` are taken."""
+def _credits(counter: Any, indices: range) -> Iterator[int]:
+    """The shared counter as an iterator of request indices, until all of `indices` are
+    taken (by this worker or the others)."""
     while True:
         with counter.get_lock():
-            i = int(counter.value)
-            if i >= requests:
+            j = int(counter.value)
+            if j >= len(indices):
                 return
-            counter.value = i + 1
-        yield i
+            counter.value = j + 1
+        yield indices[j]
 
 
 async def _serve(worker_id: int, cfg: BenchConfig, api_key: str | None, model: str,
@@ -147,9 +143,9 @@ async def _serve(worker_id: int, cfg: BenchConfig, api_key: str | None, model: s
                 results.put(("record", worker_id, rec))
 
             load = await drive_level(runner, level=order.level, slots=order.slots,
-                                     requests=order.requests, rate=order.rate,
+                                     requests=len(order.indices), rate=order.rate,
                                      arrivals=order.arrivals, t0_ns=t0_ns,
-                                     take=_credits(counter, order.requests), done=done)
+                                     take=_credits(counter, order.indices), done=done)
             results.put(("done", worker_id, WorkerDone(
                 worker_id=worker_id, load=load, dropped=tuple(runner.compat.dropped))))
 
@@ -246,19 +242,20 @@ class WorkerPool:
                 out.append(self._results.get_nowait())
         return out
 
-    async def run_level(self, *, level: int, requests: int, rate: float | None,
-                        arrivals: Sequence[float] | None, compat: _Compat,
+    async def run_level(self, *, level: int, slots: int, indices: range, rate: float | None,
+                        arrivals: Sequence[tuple[int, float]] | None, compat: _Compat,
                         on_record: Callable[[RequestRecord], None]) -> dict[int, ClientLoad]:
-        """Run one level on every worker; each record goes to `on_record` as it arrives.
-        Returns each worker's load; BenchError when a worker dies or fails."""
-        slots = split_slots(level, self.n)
+        """Run one level (`slots` streams at once, the requests `indices`; open loop: the
+        `arrivals`, pairs of index and seconds after the start) on every worker; each record
+        goes to `on_record` as it arrives. Returns each worker's load; BenchError when a worker
+        dies or fails."""
+        shares = split_slots(slots, self.n)
         self._counter.value = 0
         start = time.time() + START_AHEAD_S
         for w in range(self.n):
-            mine = (tuple((i, a) for i, a in enumerate(arrivals) if i % self.n == w)
-                    if arrivals is not None else ())
+            mine = tuple(arrivals[w::self.n]) if arrivals is not None else ()
             self._orders[w].put(LevelOrder(
-                level=level, slots=slots[w], requests=requests, rate=rate, arrivals=mine,
+                level=level, slots=shares[w], indices=indices, rate=rate, arrivals=mine,
                 start_unix_s=start, stream_options=compat.stream_options,
                 ignore_eos=compat.ignore_eos))
         loop = asyncio.get_running_loop()
