@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 from starlette.applications import Starlette
@@ -122,10 +122,11 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             return _error(401, "invalid API key", "authentication_error")
         try:
             raw = await request.body()
-            # the request has arrived when its body has: a real server (vLLM stamps
-            # arrival_time when the engine gets the parsed request) cannot start earlier, so
-            # a client that sends its body late is measured late, as it should be
-            arrival = time.perf_counter()
+            # the request has arrived when its body has: a real server cannot start earlier,
+            # so a client that sends its body late is measured late, as it should be. With
+            # httptools the time is when the body's last byte reached the socket (stamped by
+            # the protocol, before this handler's turn among a burst of requests), else now
+            arrival = request.scope.get(ARRIVAL_KEY) or time.perf_counter()
             body = json.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
@@ -292,6 +293,29 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 
 
 HttpStack = Literal["auto", "plain"]
+ARRIVAL_KEY = "capacity.arrival_s"
+"""ASGI scope key: when the request's last byte reached the socket (perf_counter s)."""
+
+
+def _stamping_httptools() -> Any:
+    """uvicorn's httptools protocol, stamping when each request's last byte arrived (the
+    chunk that completed it) into its scope: the same place as the client's receive stamps
+    (capacity.bench.stamped), so the truth's arrival does not include the time the request
+    waited behind a burst of others for the handler's turn."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class StampingHttpTools(HttpToolsProtocol):
+        _rx_s = 0.0
+
+        def data_received(self, data: bytes) -> None:
+            self._rx_s = time.perf_counter()
+            super().data_received(data)
+
+        def on_message_complete(self) -> None:
+            cast(dict[str, Any], self.scope)[ARRIVAL_KEY] = self._rx_s
+            super().on_message_complete()
+
+    return StampingHttpTools
 
 
 def http_stack(stack: HttpStack = "auto") -> tuple[str, str]:
@@ -313,7 +337,8 @@ def uvicorn_config(app: Starlette, *, log_level: str = "warning", stack: HttpSta
     loop, http = http_stack(stack)
     app.state.http_stack = f"{loop}+{http}"
     return uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
-                          timeout_keep_alive=30, backlog=2048, loop=loop, http=http)
+                          timeout_keep_alive=30, backlog=2048, loop=loop,
+                          http=_stamping_httptools() if http == "httptools" else http)
 
 
 @contextlib.contextmanager
