@@ -1,5 +1,5 @@
 """The simulated endpoint's capacity: CPU per delivered token, plain (asyncio + h11) vs auto
-(uvloop + httptools).
+(asyncio + httptools).
 
 Starts `capacity sim-server --http-stack STACK` in its own process, drives it with
 `capacity bench` (worker processes) at one closed-loop level, and reads the server process's

@@ -1,7 +1,7 @@
 """Concurrency 1,024 against the simulated endpoint: streams in flight, client-bound workers,
 client memory (issue 16's targets).
 
-Starts `capacity sim-server` (uvloop + httptools; Qwen3.5-9B AWQ on an H200 at --ctx 512, so
+Starts `capacity sim-server` (httptools; Qwen3.5-9B AWQ on an H200 at --ctx 512, so
 2,048 sequences fit and the engine never queues) in its own process, runs `capacity bench
 --concurrency 1024 --workers N` as a subprocess, samples the resident memory of the client's
 whole process tree (coordinator + workers) every 0.2 s, then reads the run:

@@ -186,8 +186,7 @@ def test_both_http_stacks_serve_the_same_truth(stack: str) -> None:
 
     from capacity.sim.server import http_stack
 
-    want = (("uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-             "httptools" if importlib.util.find_spec("httptools") else "h11")
+    want = (("asyncio", "httptools" if importlib.util.find_spec("httptools") else "h11")
             if stack == "auto" else ("asyncio", "h11"))
     assert http_stack(stack) == want  # type: ignore[arg-type]
     app = create_app(SEED, SimConfig(speedup=50))

@@ -33,7 +33,7 @@ from capacity.bench.workers import default_workers
 from capacity.catalog.loader import BOUNDS, default_catalog
 from capacity.cli.common import MS, check_base_url, number, whole
 from capacity.cli.plan import parse_int_list
-from capacity.errors import StoreError
+from capacity.errors import InputError, StoreError
 from capacity.report.tables import render
 
 
@@ -97,13 +97,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="client processes, each with its own event loop, that share the "
                         "streams (default: one per core available, at most the largest level; "
                         "1: this process alone)")
-    p.add_argument("--shard", type=parse_shard, default=(0, 1), metavar="I/N",
+    # --shard and --start-at are not numbers: parsed by config_from_args (InputError)
+    p.add_argument("--shard", default="1/1", metavar="I/N",
                    help="run shard I of N (1-based): this client sends every N-th request of "
                         "each level and its share of the concurrency; every shard needs the "
                         "same flags, --run-id and --start-at (default 1/1: the whole run)")
     p.add_argument("--run-id", default=None, metavar="ID",
                    help="the run's id, the same on every shard (default: a new one)")
-    p.add_argument("--start-at", type=parse_start_at, default=None, metavar="TIME",
+    p.add_argument("--start-at", default=None, metavar="TIME",
                    help="start the first level at this time: ISO 8601 (UTC unless it says), "
                         "e.g. 2026-11-30T10:00:00Z, or seconds since 1970 (default: at once)")
     p.add_argument("--predict-model", default=None, metavar="KEY",
@@ -113,9 +114,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def parse_shard(text: str) -> tuple[int, int]:
     """`--shard I/N` (1-based) as (0-based index, count)."""
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    m = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text)
     if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-        raise argparse.ArgumentTypeError(f"'{text}' is not I/N with 1 <= I <= N, e.g. 2/4")
+        raise InputError(f"--shard '{text}' is not I/N with 1 <= I <= N, e.g. 2/4")
     return int(m.group(1)) - 1, int(m.group(2))
 
 
@@ -128,9 +129,9 @@ def parse_start_at(text: str) -> float:
     try:
         t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"'{text}' is not a time: give ISO 8601, e.g. 2026-11-30T10:00:00Z, or seconds "
-            "since 1970") from None
+        raise InputError(
+            f"--start-at '{text}' is not a time: give ISO 8601, e.g. 2026-11-30T10:00:00Z, or "
+            "seconds since 1970") from None
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
@@ -147,6 +148,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         currency = "CNY"
     check_base_url(args.base_url)
     levels = tuple(parse_int_list(args.concurrency, maximum=2**62))
+    shard = parse_shard(args.shard)
     workers = args.workers or min(default_workers(), max(levels, default=1))
     return BenchConfig(
         # the level limits (and their message) are BenchConfig.validate's (docs/reliability.md)
@@ -158,8 +160,9 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         request_deadline_s=args.request_deadline_s,
         out_dir=str(args.out or workspace.prepare_bench_dir()), gpu=args.gpu, gpus=args.gpus,
         gpu_price=price, currency=currency,
-        predict_model=args.predict_model, workers=workers, shard_index=args.shard[0],
-        shard_count=args.shard[1], run_id=args.run_id, start_at_unix_s=args.start_at)
+        predict_model=args.predict_model, workers=workers, shard_index=shard[0],
+        shard_count=shard[1], run_id=args.run_id,
+        start_at_unix_s=parse_start_at(args.start_at) if args.start_at else None)
 
 
 async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None) -> BenchResult | None:

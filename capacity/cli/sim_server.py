@@ -41,8 +41,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--api-key", default=None,
                    help="require this bearer token (default: none)")
     s.add_argument("--http-stack", choices=("auto", "plain"), default="auto",
-                   help="auto: uvloop and httptools where installed (fast); plain: asyncio and "
-                        "h11 (default auto)")
+                   help="auto: the httptools parser where installed (fast); plain: h11 "
+                        "(default auto)")
     s.add_argument("--reject-stream-options", action="store_true",
                    help="answer 400 to stream_options (to test clients' fallback)")
     f = p.add_argument_group("fault injection (shares of requests, 0-1)")

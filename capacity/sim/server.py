@@ -319,14 +319,14 @@ def _stamping_httptools() -> Any:
 
 
 def http_stack(stack: HttpStack = "auto") -> tuple[str, str]:
-    """uvicorn's (loop, http) for a stack: `auto` takes uvloop and httptools where installed
-    (an event loop and an HTTP parser in C: the endpoint then serves more streams per core,
-    docs/benchmarks.md), `plain` is asyncio and h11 (pure Python)."""
+    """uvicorn's (loop, http) for a stack: `auto` takes httptools where installed (an HTTP
+    parser in C: the endpoint then serves more streams per core, docs/benchmarks.md), `plain`
+    is h11 (pure Python). The loop stays asyncio's: uvloop's timers have 1 ms resolution and
+    may fire up to 1 ms early, which would deliver tokens before their simulated time (a
+    perfect client would then read a TTFT below the truth)."""
     if stack == "plain":
         return "asyncio", "h11"
-    loop = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
-    http = "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
-    return loop, http
+    return "asyncio", "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
 
 
 def uvicorn_config(app: Starlette, *, log_level: str = "warning", stack: HttpStack = "auto"
