@@ -28,7 +28,7 @@ from capacity.errors import InputError, StoreError
 
 RUN_FILE_RE = re.compile(
     r"^[^/]+/[^/]+/(?:shard-\d+of\d+/)?"
-    r"(?:meta\.json|requests\.csv|summary\.csv|requests\.parquet|requests\.level-\d+\.parquet)$")
+    r"(?:meta\.json|requests\.csv|summary\.csv|requests\.parquet)$")
 """Object keys (below the prefix) that are run files: `<label>/<run_id>/<file>`, or a shard's
 `<label>/<run_id>/shard-<i>of<N>/<file>`."""
 
