@@ -52,6 +52,9 @@ def main() -> int:
     ap.add_argument("--prompt-chars", type=int, default=400)
     ap.add_argument("--speedup", default="1")
     ap.add_argument("--eff", default="0.05")
+    ap.add_argument("--workers", default=None,
+                    help="client worker processes (default: capacity bench's, one per core)")
+    ap.add_argument("--no-open", action="store_true", help="closed loops only")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     # an H200 holds ~440 sequences of 8K for this model, so 256 streams run in one batch;
@@ -67,12 +70,13 @@ def main() -> int:
             n = max(20, 2 * level)
             common = ["bench", "--base-url", url, "--concurrency", str(level), "--requests",
                       str(n), "--prompt-chars", str(args.prompt_chars), "--max-tokens",
-                      str(args.tokens), "--warmup", "2", "--out", out]
+                      str(args.tokens), "--warmup", "2", "--out", out,
+                      *(["--workers", args.workers] if args.workers else [])]
             t0 = time.perf_counter()
             assert capacity_main([*common, "--label", f"closed{level}"]) == 0
             print(f"level {level}: {n} requests in {time.perf_counter() - t0:.1f} s")
             runs.append((f"closed{level}", level))
-            if level > 1:
+            if level > 1 and not args.no_open:
                 # the same level as an open loop: Poisson arrivals at level / E2E (Little's
                 # law, E2E ~ tokens x the closed loop's TPOT) keep about `level` in flight
                 # without the synchronized waves of identical closed-loop requests

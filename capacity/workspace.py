@@ -63,7 +63,8 @@ VARIABLES: tuple[Variable, ...] = (
              default="<workspace>/custom"),
     Variable(name=CAPACITY_BENCH_DIR,
              meaning="where benchmark runs are stored and read (capacity bench, capacity runs, "
-                     "Measure, Results)",
+                     "Measure, Results): a folder, or s3://bucket/prefix for runs in object "
+                     "storage (docs/bench.md)",
              default="<workspace>/bench"),
     Variable(name=CAPACITY_CALIBRATIONS_DIR,
              meaning="where calibrations are saved and read (besides the bundled, read-only "

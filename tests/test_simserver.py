@@ -178,3 +178,24 @@ def test_faults_and_stream_options_rejection() -> None:
         counts = app.state.sim.fault_counts
     assert "ok" not in outcomes
     assert {k: outcomes.count(k) for k in counts} == counts
+
+
+@pytest.mark.parametrize("stack", ["auto", "plain"])
+def test_both_http_stacks_serve_the_same_truth(stack: str) -> None:
+    import importlib.util
+
+    from capacity.sim.server import http_stack
+
+    want = (("asyncio", "httptools" if importlib.util.find_spec("httptools") else "h11")
+            if stack == "auto" else ("asyncio", "h11"))
+    assert http_stack(stack) == want  # type: ignore[arg-type]
+    app = create_app(SEED, SimConfig(speedup=50))
+    with serve_in_thread(app, stack=stack) as url, httpx.Client() as c:  # type: ignore[arg-type]
+        r = c.post(url + "/chat/completions", json={
+            "model": app.state.sim.model_name, "max_tokens": 3, "stream": True,
+            "messages": [{"role": "user", "content": "x" * 40}]})
+        assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n")
+        root = url.removesuffix("/v1")
+        assert c.get(root + "/sim/info").json()["http_stack"] == "+".join(want)
+        (truth,) = c.get(root + "/sim/truth").json()["requests"]
+        assert truth["output_tokens"] == 3

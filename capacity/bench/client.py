@@ -28,16 +28,19 @@ import random
 import ssl
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpcore
 import httpx
 import numpy as np
 
 from capacity.bench.metrics import (
+    CLIENT_CPU_SHARE_LIMIT,
+    CLIENT_LOOP_LAG_LIMIT_MS,
     ClientLoad,
     ErrorType,
     LevelSummary,
@@ -46,16 +49,23 @@ from capacity.bench.metrics import (
     check_usage,
     summarize,
 )
+from capacity.bench.s3 import cache_dir as s3_cache_dir
+from capacity.bench.s3 import is_s3, parse_url, push
 from capacity.bench.sse import ChunkInfo, SseDecoder, SseTooLarge, classify, loads_json
+from capacity.bench.stamped import StampedBackend
 from capacity.bench.storage import (
     RunStatus,
     RunWriter,
     check_label,
+    check_run_id,
     process_owner,
     redact,
     redact_record,
 )
 from capacity.errors import BenchError, InputError
+
+if TYPE_CHECKING:
+    from capacity.bench.workers import WorkerPool
 
 Endpoint = Literal["chat", "completions"]
 
@@ -145,6 +155,10 @@ class BenchLimits:
 CLI_LIMITS = BenchLimits()
 """`capacity bench`'s limits."""
 SEED_MAX = 2**32 - 1
+MAX_SHARDS = 1024
+"""Most shards (client machines) of one run (`--shard i/N`)."""
+MAX_WORKERS = 256
+"""Most client worker processes of one run (`--workers`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,6 +190,17 @@ class BenchConfig:
     gpu_price: float | None = None
     currency: str | None = None
     predict_model: str | None = None
+    workers: int = 1
+    """Client processes, each with its own event loop (`capacity.bench.workers`); 1: this
+    process alone."""
+    shard_index: int = 0
+    """This client's shard of the run, 0-based (`--shard i/N` is 1-based)."""
+    shard_count: int = 1
+    """Clients (machines) that run the benchmark together, each a shard."""
+    run_id: str | None = None
+    """The run's id, shared by its shards; None: a new one."""
+    start_at_unix_s: float | None = None
+    """When the first level starts (wall clock, so shards start together); None: at once."""
 
     def validate(self, limits: BenchLimits = CLI_LIMITS) -> None:
         """InputError naming the first impossible or out-of-limit value."""
@@ -202,6 +227,17 @@ class BenchConfig:
                                                         and self.request_deadline_s > 0):
             raise InputError(f"--request-deadline-s must be > 0 s, got "
                              f"{self.request_deadline_s}")
+        if not 0 <= self.shard_index < self.shard_count <= MAX_SHARDS:
+            raise InputError(f"--shard must be i/N with 1 <= i <= N <= {MAX_SHARDS}, got "
+                             f"{self.shard_index + 1}/{self.shard_count}")
+        if self.shard_count > 1 and self.run_id is None:
+            raise InputError("--shard needs --run-id ID, the same on every shard")
+        if self.run_id is not None:
+            check_run_id(self.run_id)
+        if is_s3(self.out_dir):
+            parse_url(self.out_dir)
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise InputError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
         if not 0 <= self.seed <= SEED_MAX:
             raise InputError(f"--seed must be between 0 and {SEED_MAX}, got {self.seed}")
         limits.check(concurrency=self.concurrency, requests=self.requests,
@@ -355,12 +391,18 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
 
+    @property
+    def last_arrival_ns(self) -> int | None:
+        """When the bytes last read reached the socket (`StampedStream`), else None."""
+        return getattr(self._inner, "last_arrival_ns", None)
+
 
 class _OneWriteBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's default (anyio) backend, or `inner`, with `_OneWriteStream` connections."""
+    """The chunk-stamping backend (`capacity.bench.stamped`), or `inner`, with
+    `_OneWriteStream` connections."""
 
     def __init__(self, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
-        self._inner = inner or httpcore.AnyIOBackend()
+        self._inner = inner or StampedBackend()
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
@@ -414,9 +456,23 @@ class _ClientPool:
         self._idle.append(client)
 
 
+def client_pool(stack: contextlib.AsyncExitStack, cfg: BenchConfig,
+                transport: httpx.AsyncBaseTransport | None = None) -> _ClientPool:
+    """The one-connection clients of a process, closed with `stack`."""
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.timeout_s, write=30.0,
+                            pool=None)
+    tls = ssl.create_default_context()  # one context shared by every client (cheap to make)
+    return _ClientPool(stack, lambda: httpx.AsyncClient(
+        limits=limits, timeout=timeout, verify=tls, trust_env=False,
+        transport=transport or one_write_transport(tls, limits.keepalive_expiry),
+        follow_redirects=False))
+
+
 class _Runner:
     def __init__(self, cfg: BenchConfig, api_key: str | None, clients: _ClientPool,
-                 model: str, writer: RunWriter | None, emit: Callable[[str], None]) -> None:
+                 model: str, writer: RunWriter | None, emit: Callable[[str], None], *,
+                 run_id: str | None = None, worker_id: int = 0) -> None:
         self.cfg = cfg
         self.clients = clients
         self.secrets = (api_key,) if api_key else ()
@@ -428,8 +484,12 @@ class _Runner:
                                                else "/completions")
         self.compat = _Compat(stream_options=cfg.stream_usage, ignore_eos=cfg.ignore_eos)
         self.filler = make_filler(cfg.prompt_chars, cfg.seed)
-        self.run_id = writer.run_id if writer else "dry"
-        self._nonce_base = f"{self.run_id}-{random.Random().getrandbits(32):08x}"
+        self.run_id = run_id or (writer.run_id if writer else "dry")
+        self.worker_id = worker_id
+        self.lag: list[float] | None = None
+        """The event-loop lag samples of the level under way (ms), or None when not sampled."""
+        self._nonce_base = (f"{self.run_id}-{worker_id}-"
+                            f"{random.Random().getrandbits(32):08x}")
 
     def body(self, prompt: str) -> dict[str, Any]:
         b: dict[str, Any] = {"model": self.model, "max_tokens": self.cfg.max_tokens,
@@ -460,12 +520,16 @@ class _Runner:
 
     async def one(self, *, level: int, rate: float | None, index: int, due_ns: int,
                   tag: str) -> RequestRecord:
+        lag = self.lag
+        mark = len(lag) if lag is not None else 0
         client = await self.clients.get()
         try:
             rec = await self._one(client, level=level, rate=rate, index=index, due_ns=due_ns,
                                   tag=tag)
         finally:
             self.clients.put(client)
+        rec = replace(rec, worker_id=self.worker_id,
+                      loop_lag_ms=max(lag[mark:], default=0.0) if lag is not None else None)
         return redact_record(rec, self.secrets)  # server text may echo the key
 
     async def _one(self, client: httpx.AsyncClient, *, level: int, rate: float | None,
@@ -495,8 +559,11 @@ class _Runner:
                     else:
                         dec = SseDecoder()
                         left = stream_byte_limit(self.cfg.max_tokens)
+                        # each chunk is stamped when its bytes reached the socket, not when
+                        # this task gets its turn (capacity.bench.stamped)
+                        wire = resp.extensions.get("network_stream")
                         async for chunk in resp.aiter_bytes():
-                            now = time.perf_counter_ns()
+                            now = getattr(wire, "last_arrival_ns", None) or time.perf_counter_ns()
                             left -= len(chunk)
                             if left < 0:
                                 raise SseTooLarge(f"a stream of more than "
@@ -659,7 +726,8 @@ async def _lag_monitor(samples: list[float], stop: asyncio.Event, period_s: floa
     while not stop.is_set():
         t = time.perf_counter()
         await asyncio.sleep(period_s)
-        samples.append((time.perf_counter() - t - period_s) * 1e3)
+        # uvloop's timers have 1 ms resolution and may fire a little early: no lag, not less
+        samples.append(max(0.0, (time.perf_counter() - t - period_s) * 1e3))
 
 
 async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | None
@@ -740,34 +808,49 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                      transport: httpx.AsyncBaseTransport | None,
                      meta_extra: dict[str, Any] | None) -> BenchResult:
     cfg.validate()
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.timeout_s, write=30.0,
-                            pool=None)
-    tls = ssl.create_default_context()  # one context shared by every client (cheap to make)
+    if transport is not None and cfg.workers > 1:
+        raise InputError("a custom transport runs in this process only: use workers=1")
     warnings: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
-        clients = _ClientPool(stack, lambda: httpx.AsyncClient(
-            limits=limits, timeout=timeout, verify=tls, trust_env=False,
-            transport=transport or one_write_transport(tls, limits.keepalive_expiry),
-            follow_redirects=False))
+        clients = client_pool(stack, cfg, transport)
         first = await clients.get()
         models = await fetch_models(first, cfg.base_url, api_key)
         clients.put(first)
         model = cfg.model or _first_model(models)
         if model is None:
             raise BenchError(f"{cfg.base_url}/models lists no model: pass --model NAME")
-        writer = RunWriter(cfg.out_dir, cfg.label, secrets=(api_key,) if api_key else ())
+        writer = RunWriter(_local_out(cfg.out_dir), cfg.label, run_id=cfg.run_id,
+                           secrets=(api_key,) if api_key else (),
+                           shard=(f"shard-{cfg.shard_index + 1}of{cfg.shard_count}"
+                                  if cfg.shard_count > 1 else None))
         started = datetime.now(UTC).isoformat()
         meta: dict[str, Any] = {
             "run_id": writer.run_id, "label": cfg.label, "status": RunStatus.RUNNING.value,
             "started_at": started, "finished_at": None, "args": asdict(cfg), "model": model,
             "server_models": models, "versions": _versions(), "owner": process_owner(),
+            "shard_index": cfg.shard_index + 1, "shard_count": cfg.shard_count,
             **(meta_extra or {}),
         }
         writer.write_meta(meta)
         runner = _Runner(cfg, api_key, clients, model, writer, emit)
         summaries: list[LevelSummary] = []
+        pool: WorkerPool | None = None
         try:
+            if cfg.workers > 1:
+                from capacity.bench.workers import WorkerPool
+
+                pool = WorkerPool(cfg, api_key, model=model, run_id=writer.run_id)
+                await pool.start()
+                emit(f"  {cfg.workers} worker processes started")
+            if cfg.start_at_unix_s is not None:
+                wait_s = cfg.start_at_unix_s - time.time()
+                if wait_s > 0:
+                    emit(f"  waiting {wait_s:.1f} s for --start-at")
+                    await asyncio.sleep(wait_s)
+                elif wait_s < -1.0:
+                    w = f"started {-wait_s:.1f} s after --start-at"
+                    warnings.append(w)
+                    emit("warning: " + w)
             for level in cfg.concurrency:
                 if cfg.requests < 3 * level:
                     w = (f"level {level}: {cfg.requests} requests < 3 x concurrency: one burst, "
@@ -777,19 +860,25 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                     emit("warning: " + w)
                 if cfg.warmup:
                     await _warmup(runner, level, first=not summaries)
-                row = await _level(runner, level, warnings)
+                row = await _level(runner, level, warnings, pool)
                 summaries.append(row)
                 writer.write_summary(row)
+                _level_files(writer, cfg, emit)
             meta["status"] = RunStatus.FINISHED.value
         except BaseException:
             meta["status"] = RunStatus.INTERRUPTED.value
             raise
         finally:
+            if pool is not None:
+                pool.close(graceful=meta["status"] == RunStatus.FINISHED.value)
             meta["finished_at"] = datetime.now(UTC).isoformat()
             meta["dropped_fields"] = runner.compat.dropped
             meta["warnings"] = warnings
             writer.write_meta(meta)
             writer.close()
+    if is_s3(cfg.out_dir):  # the Parquet copy last, so that it is not older than its CSV
+        _push(writer, cfg, [writer.requests_path, writer.summary_path, writer.meta_path,
+                            writer.dir / "requests.parquet"])
     if "ignore_eos" in runner.compat.dropped:
         warnings.append("the server rejected ignore_eos: output lengths may differ from "
                         "--max-tokens (see output_length_mismatch)")
@@ -798,6 +887,31 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                         "chunks (a lower bound)")
     return BenchResult(run_id=writer.run_id, run_dir=str(writer.dir), model=model,
                        summaries=tuple(summaries), warnings=tuple(warnings))
+
+
+def _local_out(out_dir: str) -> str:
+    """Where a run's files are written: `out_dir`, or the local mirror of an s3:// one."""
+    return str(s3_cache_dir(out_dir)) if is_s3(out_dir) else out_dir
+
+
+def _push(writer: RunWriter, cfg: BenchConfig, files: list[Path]) -> None:
+    """Upload a run's files to the s3:// out folder (in this order)."""
+    push([f for f in files if f.exists()], Path(_local_out(cfg.out_dir)), cfg.out_dir)
+
+
+def _level_files(writer: RunWriter, cfg: BenchConfig, emit: Callable[[str], None]) -> None:
+    """After a level: a typed Parquet copy of every finished level's rows (requests.parquet,
+    which the store reads while it is current), uploaded with the CSVs when --out is s3://."""
+    from capacity.bench.store import compact_run  # DuckDB: imported once the first level ends
+    from capacity.errors import StoreError
+
+    try:
+        compact_run(writer.dir)
+    except StoreError as exc:
+        emit(f"warning: stored as CSV only ({exc})")
+    if is_s3(cfg.out_dir):
+        _push(writer, cfg, [writer.requests_path, writer.summary_path, writer.meta_path,
+                            writer.dir / "requests.parquet"])
 
 
 async def _warmup(runner: _Runner, level: int, first: bool) -> None:
@@ -823,13 +937,23 @@ async def _warmup(runner: _Runner, level: int, first: bool) -> None:
                     f"{r.error_message})")
 
 
-async def _level(runner: _Runner, level: int, warnings: list[str]) -> LevelSummary:
+def arrival_schedule(cfg: BenchConfig, level: int) -> list[float]:
+    """The open loop's Poisson arrival times of one level, s after its start (seeded by
+    `seed + level`, so a rerun and every worker see the same schedule)."""
+    assert cfg.request_rate is not None
+    rng = np.random.default_rng(cfg.seed + level)
+    return [float(a) for a in np.cumsum(rng.exponential(1.0 / cfg.request_rate, cfg.requests))]
+
+
+async def _level(runner: _Runner, level: int, warnings: list[str],
+                 pool: WorkerPool | None = None) -> LevelSummary:
     cfg = runner.cfg
-    n = cfg.requests
+    # a shard runs its share of the level: every shard_count-th request, from its index on,
+    # and its part of the concurrency (the request indices stay the level's)
+    indices = range(cfg.shard_index, cfg.requests, cfg.shard_count)
+    slots = split_slots(level, cfg.shard_count)[cfg.shard_index]
+    n = len(indices)
     records: list[RequestRecord] = []
-    lag: list[float] = []
-    stop = asyncio.Event()
-    monitor = asyncio.create_task(_lag_monitor(lag, stop))
     step = max(1, n // 10)
     rate = cfg.request_rate
 
@@ -846,47 +970,104 @@ async def _level(runner: _Runner, level: int, warnings: list[str]) -> LevelSumma
             runner.emit(f"  concurrency {level}: {k}/{n} done, {k - len(ok)} failed, "
                         f"TTFT p50 {ttft:.1f} ms, TPOT p50 {tpot:.2f} ms")
 
-    cpu0 = time.process_time()
-    if rate is None:
-        counter = iter(range(n))
-
-        async def worker() -> None:
-            for i in counter:
-                due = time.perf_counter_ns()
-                done(await runner.one(level=level, rate=None, index=i, due_ns=due, tag=""))
-
-        await asyncio.gather(*(worker() for _ in range(min(level, n))))
+    arrivals = ([(i, a) for i, a in enumerate(arrival_schedule(cfg, level))
+                 if i % cfg.shard_count == cfg.shard_index] if rate is not None else None)
+    if pool is not None:
+        loads = await pool.run_level(level=level, slots=slots, indices=indices, rate=rate,
+                                     arrivals=arrivals, compat=runner.compat, on_record=done)
     else:
-        rng = np.random.default_rng(cfg.seed + level)
-        arrivals = np.cumsum(rng.exponential(1.0 / rate, n))
-        sem = asyncio.Semaphore(level)
-        t0 = time.perf_counter_ns()
+        loads = {0: await drive_level(runner, level=level, slots=slots, requests=n, rate=rate,
+                                      arrivals=arrivals or [],
+                                      t0_ns=time.perf_counter_ns(), take=iter(indices),
+                                      done=done)}
 
-        async def arrival(i: int, at_s: float) -> None:
-            due = t0 + int(at_s * 1e9)
-            delay = (due - time.perf_counter_ns()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
-            async with sem:
-                done(await runner.one(level=level, rate=rate, index=i, due_ns=due, tag=""))
-
-        await asyncio.gather(*(arrival(i, float(a)) for i, a in enumerate(arrivals)))
-    cpu = time.process_time() - cpu0
-    stop.set()
-    await monitor
-    lag_p50, lag_p99 = (float(x) for x in np.percentile(lag, [50, 99])) if lag else (0.0, 0.0)
     row = summarize(records, run_id=runner.run_id, label=cfg.label, concurrency=level,
                     request_rate_rps=rate, endpoint=cfg.endpoint, model=runner.model,
                     slo_ttft_ms=cfg.slo_ttft_ms, slo_tpot_ms=cfg.slo_tpot_ms,
-                    load=ClientLoad(cpu_s=cpu, loop_lag_p50_ms=lag_p50,
-                                    loop_lag_p99_ms=lag_p99), gpu=cfg.gpu,
+                    load=loads[0] if len(loads) == 1 else None, gpu=cfg.gpu,
                     gpus=cfg.gpus, gpu_price_per_hour=cfg.gpu_price, currency=cfg.currency)
+    if len(loads) > 1:
+        row = judge_workers(row, loads)
     if row.client_bound:
         w = (f"level {level}: the client may be the bottleneck ({row.client_bound_reason}); "
              "numbers at this level understate the server")
         warnings.append(w)
         runner.emit("warning: " + w)
     return row
+
+
+def split_slots(level: int, parts: int) -> list[int]:
+    """A level's concurrency split over workers or shards: as even as can be, the first ones
+    get one more (`[3, 3, 2]` for 8 over 3)."""
+    base, extra = divmod(level, parts)
+    return [base + (1 if w < extra else 0) for w in range(parts)]
+
+
+def judge_workers(row: LevelSummary, loads: Mapping[int, ClientLoad], unit: str = "worker"
+                  ) -> LevelSummary:
+    """The level's row with the client load of several workers: `client_cpu_s` their sum,
+    `client_cpu_share` and the loop lags the busiest worker's (each worker is one process on
+    one core, so the client is bound as soon as ONE of them is), and `client_bound` when any
+    worker is (its reasons name the worker), or the sends were late (`summarize`)."""
+    reasons = [row.client_bound_reason] if row.client_bound_reason else []
+    duration = row.duration_s
+    shares: list[float] = []
+    for wid, load in sorted(loads.items()):
+        share = load.cpu_s / duration if duration > 0 else None
+        if share is not None:
+            shares.append(share)
+            if share > CLIENT_CPU_SHARE_LIMIT:
+                reasons.append(f"{unit} {wid}: client CPU {share:.0%} of one core")
+        if load.loop_lag_p50_ms > CLIENT_LOOP_LAG_LIMIT_MS:
+            reasons.append(f"{unit} {wid}: event-loop lag p50 {load.loop_lag_p50_ms:.1f} ms")
+    return replace(
+        row, client_cpu_s=sum(x.cpu_s for x in loads.values()),
+        client_cpu_share=max(shares) if shares else None,
+        loop_lag_p50_ms=max(x.loop_lag_p50_ms for x in loads.values()),
+        loop_lag_p99_ms=max(x.loop_lag_p99_ms for x in loads.values()),
+        client_bound=bool(reasons), client_bound_reason="; ".join(reasons) or None)
+
+
+async def drive_level(runner: _Runner, *, level: int, slots: int, requests: int,
+                      rate: float | None, arrivals: Sequence[tuple[int, float]], t0_ns: int,
+                      take: Iterator[int], done: Callable[[RequestRecord], None]) -> ClientLoad:
+    """Run one process's part of a level (`level`: the level's concurrency, stored in the
+    records): `slots` streams at once (closed loop: each takes the next request index from
+    `take` until it runs dry, the credits; open loop: `arrivals`, pairs of request index and
+    seconds after `t0_ns`); every record goes to `done`. Returns the process's load (CPU and
+    event-loop lag) over the level."""
+    lag: list[float] = []
+    stop = asyncio.Event()
+    monitor = asyncio.create_task(_lag_monitor(lag, stop))
+    runner.lag = lag
+    cpu0 = time.process_time()
+    try:
+        if rate is None:
+            async def slot() -> None:
+                for i in take:
+                    due = time.perf_counter_ns()
+                    done(await runner.one(level=level, rate=None, index=i, due_ns=due, tag=""))
+
+            await asyncio.gather(*(slot() for _ in range(min(slots, requests))))
+        else:
+            sem = asyncio.Semaphore(max(1, slots))
+
+            async def arrival(i: int, at_s: float) -> None:
+                due = t0_ns + int(at_s * 1e9)
+                delay = (due - time.perf_counter_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                async with sem:
+                    done(await runner.one(level=level, rate=rate, index=i, due_ns=due, tag=""))
+
+            await asyncio.gather(*(arrival(i, a) for i, a in arrivals))
+    finally:
+        cpu = time.process_time() - cpu0
+        stop.set()
+        await monitor
+        runner.lag = None
+    lag_p50, lag_p99 = (float(x) for x in np.percentile(lag, [50, 99])) if lag else (0.0, 0.0)
+    return ClientLoad(cpu_s=cpu, loop_lag_p50_ms=lag_p50, loop_lag_p99_ms=lag_p99)
 
 
 def run_bench_sync(cfg: BenchConfig, api_key: str | None = None, **kw: Any) -> BenchResult:

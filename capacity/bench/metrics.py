@@ -176,6 +176,11 @@ class RequestRecord:
     model: str
     itl_ms: str
     """Space-separated inter-token gaps in ms (3 decimals)."""
+    worker_id: int = 0
+    """The client worker process that sent the request (`capacity bench --workers`), 0-based."""
+    loop_lag_ms: float | None = None
+    """The worst event-loop lag of that worker while the request ran, ms (None: not sampled,
+    e.g. a warm-up request): a bound on how late its timestamps may be."""
     row_complete: int = 1
     """Always 1; a row cut short by a killed run lacks it, so readers can drop it."""
 

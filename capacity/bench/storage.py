@@ -129,6 +129,18 @@ def check_label(label: str) -> str:
     return label
 
 
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id given by hand (`--run-id`) names a folder too: letters, digits, '.', '_', '-'
+    (at most 80)."""
+    if not RUN_ID_RE.match(run_id):
+        raise InputError(f"run id '{run_id}' must be 1-80 letters, digits, '.', '_' or '-' "
+                         "(it names a folder), e.g. 20261130-llama70b")
+    return run_id
+
+
 def new_run_id(now: datetime | None = None) -> str:
     """A sortable, unique run id: UTC time plus 6 random hex digits."""
     t = now or datetime.now(UTC)
@@ -226,16 +238,29 @@ class _CsvAppender:
         self._fh.close()
 
 
+def write_summary_csv(path: Path, rows: Sequence[LevelSummary]) -> None:
+    """A summary.csv with these rows (e.g. the merged summary of a sharded run)."""
+    out = _CsvAppender(path, SUMMARY_COLUMNS)
+    try:
+        for row in rows:
+            out.write(row.to_row())
+    finally:
+        out.close()
+
+
 class RunWriter:
     """Writes one run's files incrementally. Use as a context manager."""
 
     def __init__(self, out_dir: str | os.PathLike[str], label: str, run_id: str | None = None,
-                 *, secrets: Sequence[str | None] = ()) -> None:
-        """`secrets` (the API key): redacted from everything written (`redact`)."""
+                 *, secrets: Sequence[str | None] = (), shard: str | None = None) -> None:
+        """`secrets` (the API key): redacted from everything written (`redact`); `shard`:
+        the folder of this shard inside the run's (`shard-<i>of<N>`), None for a whole run."""
         self._secrets = tuple(secrets)
         self.label = check_label(label)
-        self.run_id = run_id or new_run_id()
+        self.run_id = check_run_id(run_id) if run_id else new_run_id()
         self.dir = Path(out_dir) / self.label / self.run_id
+        if shard is not None:
+            self.dir = self.dir / shard
         try:
             self.dir.mkdir(parents=True, exist_ok=False)
         except OSError as exc:

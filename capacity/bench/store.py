@@ -36,11 +36,14 @@ import duckdb
 import pandas as pd
 
 from capacity import workspace
+from capacity.bench import s3
 from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, LevelSummary, RequestRecord
-from capacity.bench.storage import effective_status
+from capacity.bench.storage import RunStatus, effective_status
 from capacity.errors import StoreError
 
 PARQUET_NAME = "requests.parquet"
+SHARD_GLOB = "shard-*of*"
+"""The folders of a sharded run's shards: `<label>/<run_id>/shard-<i>of<N>/`."""
 REQUIRED_REQUEST_COLUMNS = ("run_id", "label", "concurrency", "success", "ttft_ms")
 REQUIRED_SUMMARY_COLUMNS = ("run_id", "label", "concurrency", "requests_ok")
 
@@ -110,7 +113,7 @@ RUNS_VIEW_SQL = """
                     CAST(to_timestamp(r.first_start_unix_s) AS VARCHAR)) AS started_at,
            m.status, m.base_url, m.endpoint, m.model, m.gpu, m.levels,
            coalesce(r.requests_ok, 0) AS requests_ok,
-           coalesce(r.requests_failed, 0) AS requests_failed, m.dir
+           coalesce(r.requests_failed, 0) AS requests_failed, m.dir, m.shards
     FROM run_meta m FULL OUTER JOIN r ON m.run_id = r.run_id
 """
 
@@ -119,7 +122,12 @@ class RunStore:
     """DuckDB views over the runs under `root`. Use as a context manager, or call `close`."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        self.root = Path(root) if root is not None else workspace.prepare_bench_dir()
+        """`root`: a folder, or `s3://bucket/prefix` (mirrored into a local cache first,
+        `capacity.bench.s3.pull`); default: the workspace's bench folder."""
+        if root is None:
+            root = workspace.prepare_bench_dir()
+        self.source = s3.url_of(root) if s3.is_s3(root) else str(root)
+        self.root = s3.pull(root) if s3.is_s3(root) else Path(root)
         self.warnings: list[str] = []
         self.con = duckdb.connect(":memory:")
         try:
@@ -129,11 +137,12 @@ class RunStore:
             raise StoreError(f"cannot read the runs under {self.root}: {exc}") from None
 
     # -- building the views ------------------------------------------------------------------
-    def _files(self, name: str, required: Sequence[str]) -> list[str]:
+    def _files(self, name: str, required: Sequence[str], shards: bool = False) -> list[str]:
         good: list[str] = []
         if not self.root.is_dir():
             return good
-        for path in sorted(self.root.resolve().glob(f"*/*/{name}")):
+        patterns = [f"*/*/{name}"] + ([f"*/*/{SHARD_GLOB}/{name}"] if shards else [])
+        for path in sorted(p for pat in patterns for p in self.root.resolve().glob(pat)):
             header = _header(path)
             if header is None:
                 self.warnings.append(f"skipped {path}: no complete header row (a run killed "
@@ -246,7 +255,7 @@ class RunStore:
 
     def _build(self) -> None:
         root = str(self.root.resolve())
-        self.request_files = self._files("requests.csv", REQUIRED_REQUEST_COLUMNS)
+        self.request_files = self._files("requests.csv", REQUIRED_REQUEST_COLUMNS, shards=True)
         self.summary_files = self._files("summary.csv", REQUIRED_SUMMARY_COLUMNS)
         csv_left, parquet = self._fresh_parquet(self.request_files)
         self._view("requests", csv_left, REQUEST_COLUMNS, request_dtypes(), parquet)
@@ -261,25 +270,32 @@ class RunStore:
         rows: list[dict[str, Any]] = []
         if self.root.is_dir():
             for path in sorted(self.root.glob("*/*/meta.json")):
-                try:
-                    meta = json.loads(path.read_text(encoding="utf-8"))
-                    args = meta.get("args") or {}
-                    rows.append({
-                        "run_id": str(meta["run_id"]), "label": str(meta.get("label", "")),
-                        "started_at": str(meta.get("started_at") or ""),
-                        "status": effective_status(meta),
-                        "base_url": str(args.get("base_url") or ""),
-                        "endpoint": str(args.get("endpoint") or ""),
-                        "model": str(meta.get("model") or ""),
-                        "gpu": str(args.get("gpu") or ""),
-                        "levels": ",".join(str(c) for c in args.get("concurrency") or []),
-                        "dir": str(path.parent)})
-                except (OSError, ValueError, KeyError, TypeError, AttributeError,
-                        RecursionError):
-                    self.warnings.append(f"skipped {path}: not a readable run meta.json")
+                meta = self._read_meta(path)
+                if meta is not None:
+                    rows.append(_meta_row(meta, path.parent, effective_status(meta), ""))
+            for run_dir in sorted({p.parent.parent for p in
+                                   self.root.glob(f"*/*/{SHARD_GLOB}/meta.json")}):
+                if (run_dir / "meta.json").exists():
+                    continue  # a whole-run meta.json wins
+                metas = [m for p in sorted(run_dir.glob(f"{SHARD_GLOB}/meta.json"))
+                         if (m := self._read_meta(p)) is not None]
+                if metas:
+                    status, shards = shard_status(metas)
+                    rows.append(_meta_row(metas[0], run_dir, status, shards))
         cols = ("run_id", "label", "started_at", "status", "base_url", "endpoint", "model",
-                "gpu", "levels", "dir")
+                "gpu", "levels", "dir", "shards")
         return pd.DataFrame(rows, columns=list(cols)).astype("string")
+
+    def _read_meta(self, path: Path) -> dict[str, Any] | None:
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+            str(meta["run_id"])
+            if not isinstance(meta, dict) or not isinstance(meta.get("args") or {}, dict):
+                raise TypeError
+            return meta
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            self.warnings.append(f"skipped {path}: not a readable run meta.json")
+            return None
 
     # -- the Python API ----------------------------------------------------------------------
     def _df(self, sql: str, params: Mapping[str, Any] | None = None) -> pd.DataFrame:
@@ -346,6 +362,93 @@ class RunStore:
         self.close()
 
 
+def _meta_row(meta: Mapping[str, Any], run_dir: Path, status: str, shards: str
+              ) -> dict[str, Any]:
+    args = meta.get("args") or {}
+    return {"run_id": str(meta["run_id"]), "label": str(meta.get("label", "")),
+            "started_at": str(meta.get("started_at") or ""), "status": status,
+            "base_url": str(args.get("base_url") or ""),
+            "endpoint": str(args.get("endpoint") or ""), "model": str(meta.get("model") or ""),
+            "gpu": str(args.get("gpu") or ""),
+            "levels": ",".join(str(c) for c in args.get("concurrency") or []),
+            "dir": str(run_dir), "shards": shards}
+
+
+def shard_status(metas: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """(status, 'k/N finished') of a sharded run from its shards' meta.json: `finished` once
+    every shard has finished, `running` while one runs, else `interrupted` (a shard stopped,
+    or never came: the run is not complete)."""
+    count = max(int(m.get("shard_count") or 1) for m in metas)
+    states = {int(m.get("shard_index") or 0): effective_status(m) for m in metas}
+    finished = sum(s == RunStatus.FINISHED for s in states.values())
+    if finished == count and len(states) == count:
+        status = RunStatus.FINISHED.value
+    elif any(s == RunStatus.RUNNING for s in states.values()):
+        status = RunStatus.RUNNING.value
+    else:
+        status = RunStatus.INTERRUPTED.value
+    return status, f"{finished}/{count} finished"
+
+
+def merge_shards(run_dir: str | os.PathLike[str]) -> Path | None:
+    """The whole run's `summary.csv` from its shards, once every shard has finished: per
+    level, `summarize` over every shard's requests, with each shard's client load (from its
+    own summary row) judged as a worker's (`judge_workers`). Returns the file, or None while
+    the run is not complete (then nothing is written)."""
+    from capacity.bench.client import judge_workers  # the client's rule, not a copy of it
+    from capacity.bench.metrics import ClientLoad, summarize
+    from capacity.bench.storage import write_summary_csv
+
+    run = Path(run_dir)
+    metas = []
+    for p in sorted(run.glob(f"{SHARD_GLOB}/meta.json")):
+        try:
+            metas.append(json.loads(p.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
+    if not metas or shard_status(metas)[0] != RunStatus.FINISHED:
+        return None
+    with RunStore(run.parent.parent) as st:
+        reqs = st.query("SELECT * FROM requests WHERE run_id = $r", {"r": str(run.name)})
+        parts = st.con.read_csv([str(p) for p in sorted(run.glob(f"{SHARD_GLOB}/summary.csv"))],
+                                header=True, union_by_name=True, filename=True).df()
+    meta = metas[0]
+    args = meta.get("args") or {}
+    names = {f.name for f in fields(RequestRecord)}
+    rows = []
+    for level, group in reqs.groupby("concurrency", sort=True):
+        cells: list[dict[str, Any]] = [
+            {k: (None if pd.isna(v) else v) for k, v in r.items() if k in names}
+            for r in group.to_dict("records")]
+        records = [RequestRecord(**c) for c in cells]
+        row = summarize(records, run_id=str(meta["run_id"]), label=str(meta.get("label")),
+                        concurrency=int(str(level)), request_rate_rps=args.get("request_rate"),
+                        endpoint=str(args.get("endpoint") or ""), model=str(meta.get("model")),
+                        slo_ttft_ms=args.get("slo_ttft_ms"), slo_tpot_ms=args.get("slo_tpot_ms"),
+                        gpu=args.get("gpu"), gpus=int(args.get("gpus") or 1),
+                        gpu_price_per_hour=args.get("gpu_price"), currency=args.get("currency"))
+        mine = parts[parts["concurrency"] == level]
+        loads = {_shard_number(str(x.filename)): ClientLoad(
+                     cpu_s=_num(x.client_cpu_s), loop_lag_p50_ms=_num(x.loop_lag_p50_ms),
+                     loop_lag_p99_ms=_num(x.loop_lag_p99_ms)) for x in mine.itertuples()}
+        rows.append(judge_workers(row, loads, unit="shard") if loads else row)
+    out = run / "summary.csv"
+    tmp = run / "summary.csv.tmp"
+    tmp.unlink(missing_ok=True)
+    write_summary_csv(tmp, rows)
+    tmp.replace(out)
+    return out
+
+
+def _shard_number(path: str) -> int:
+    m = re.search(r"shard-(\d+)of\d+", path)
+    return int(m.group(1)) if m else 0
+
+
+def _num(v: Any) -> float:
+    return 0.0 if v is None or pd.isna(v) else float(v)
+
+
 def compact_run(run_dir: str | os.PathLike[str]) -> Path | None:
     """Write `requests.parquet` beside a run's requests.csv: its complete rows, typed.
 
@@ -382,12 +485,20 @@ def compact_run(run_dir: str | os.PathLike[str]) -> Path | None:
 
 def compact_all(root: str | os.PathLike[str] | None = None,
                 warnings: list[str] | None = None) -> list[Path]:
-    """Compact every run under `root` (default: the workspace's bench folder) whose Parquet
-    copy is missing or older than its CSV. A run that cannot be compacted (rows whose values
-    do not fit their column) stays CSV only; why goes to `warnings` when given."""
+    """Compact every run (and shard) under `root` (default: the workspace's bench folder)
+    whose Parquet copy is missing or older than its CSV, and write the summary of every
+    sharded run whose shards have all finished since (`merge_shards`). A run that cannot be
+    compacted (rows whose values do not fit their column) stays CSV only; why goes to
+    `warnings` when given."""
     done = []
     folder = Path(root) if root is not None else workspace.prepare_bench_dir()
-    for csv_path in sorted(folder.glob("*/*/requests.csv")):
+    for run_dir in sorted({p.parent.parent for p in folder.glob(f"*/*/{SHARD_GLOB}/meta.json")}):
+        if not (run_dir / "summary.csv").exists():  # a sharded run complete since its end
+            merged = merge_shards(run_dir)
+            if merged is not None:
+                done.append(merged)
+    for csv_path in sorted([*folder.glob("*/*/requests.csv"),
+                            *folder.glob(f"*/*/{SHARD_GLOB}/requests.csv")]):
         pq = csv_path.with_name(PARQUET_NAME)
         if pq.exists() and pq.stat().st_mtime >= csv_path.stat().st_mtime:
             continue

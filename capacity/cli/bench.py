@@ -13,8 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import re
 import signal
 import sys
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from capacity import workspace
@@ -25,10 +28,12 @@ from capacity.bench.client import (
     run_bench,
     summary_table_rows,
 )
+from capacity.bench.s3 import is_s3, pull, push
+from capacity.bench.workers import default_workers
 from capacity.catalog.loader import BOUNDS, default_catalog
 from capacity.cli.common import MS, check_base_url, number, whole
 from capacity.cli.plan import parse_int_list
-from capacity.errors import StoreError
+from capacity.errors import InputError, StoreError
 from capacity.report.tables import render
 
 
@@ -75,8 +80,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="per-request deadline: a request still running after S seconds ends "
                         "as a timeout (default: --timeout + 1 s per --max-tokens)")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="where runs are stored (default: the workspace's bench folder, "
-                        "data/bench in a checkout; docs/configuration.md)")
+                   help="where runs are stored: a folder, or s3://bucket/prefix (uploaded as "
+                        "levels end; default: the workspace's bench folder, data/bench in a "
+                        "checkout; docs/configuration.md)")
     p.add_argument("--label", default="bench", help="run label, a folder name (default bench)")
     p.add_argument("--gpu", default=None,
                    help="catalog GPU key of the server, for cost per M tokens and the overlay")
@@ -87,9 +93,46 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="price per GPU-hour (default: the catalog's for --gpu)")
     p.add_argument("--currency", choices=("CNY", "USD"), default=None,
                    help="currency of --gpu-price (default: the catalog's, else CNY)")
+    p.add_argument("--workers", type=whole(min=1), default=None, metavar="N",
+                   help="client processes, each with its own event loop, that share the "
+                        "streams (default: one per core available, at most the largest level; "
+                        "1: this process alone)")
+    # --shard and --start-at are not numbers: parsed by config_from_args (InputError)
+    p.add_argument("--shard", default="1/1", metavar="I/N",
+                   help="run shard I of N (1-based): this client sends every N-th request of "
+                        "each level and its share of the concurrency; every shard needs the "
+                        "same flags, --run-id and --start-at (default 1/1: the whole run)")
+    p.add_argument("--run-id", default=None, metavar="ID",
+                   help="the run's id, the same on every shard (default: a new one)")
+    p.add_argument("--start-at", default=None, metavar="TIME",
+                   help="start the first level at this time: ISO 8601 (UTC unless it says), "
+                        "e.g. 2026-11-30T10:00:00Z, or seconds since 1970 (default: at once)")
     p.add_argument("--predict-model", default=None, metavar="KEY",
                    help="catalog model the endpoint serves (stored for the predicted overlay)")
     return p
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`--shard I/N` (1-based) as (0-based index, count)."""
+    m = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise InputError(f"--shard '{text}' is not I/N with 1 <= I <= N, e.g. 2/4")
+    return int(m.group(1)) - 1, int(m.group(2))
+
+
+def parse_start_at(text: str) -> float:
+    """`--start-at`: ISO 8601 (UTC when no offset is given) or seconds since 1970."""
+    try:
+        return number(min=0, max=1e11)(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"--start-at '{text}' is not a time: give ISO 8601, e.g. 2026-11-30T10:00:00Z, or "
+            "seconds since 1970") from None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
@@ -104,9 +147,12 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if price is not None and currency is None:
         currency = "CNY"
     check_base_url(args.base_url)
+    levels = tuple(parse_int_list(args.concurrency, maximum=2**62))
+    shard = parse_shard(args.shard)
+    workers = args.workers or min(default_workers(), max(levels, default=1))
     return BenchConfig(
         # the level limits (and their message) are BenchConfig.validate's (docs/reliability.md)
-        base_url=args.base_url, concurrency=tuple(parse_int_list(args.concurrency, maximum=2**62)),
+        base_url=args.base_url, concurrency=levels,
         requests=args.requests, prompt_chars=args.prompt_chars, max_tokens=args.max_tokens,
         label=args.label, model=args.model, endpoint=args.endpoint, warmup=args.warmup,
         request_rate=args.request_rate, seed=args.seed, ignore_eos=args.ignore_eos,
@@ -114,7 +160,9 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         request_deadline_s=args.request_deadline_s,
         out_dir=str(args.out or workspace.prepare_bench_dir()), gpu=args.gpu, gpus=args.gpus,
         gpu_price=price, currency=currency,
-        predict_model=args.predict_model)
+        predict_model=args.predict_model, workers=workers, shard_index=shard[0],
+        shard_count=shard[1], run_id=args.run_id,
+        start_at_unix_s=parse_start_at(args.start_at) if args.start_at else None)
 
 
 async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None) -> BenchResult | None:
@@ -167,11 +215,22 @@ def run(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"warning: {w}")
     # imported here: DuckDB and pandas would add seconds to the start of every run
-    from capacity.bench.store import compact_run
+    from capacity.bench.store import compact_run, merge_shards
 
     try:  # a typed Parquet copy for fast queries; requests.csv stays the record
         compact_run(result.run_dir)
     except StoreError as exc:
         print(f"warning: stored as CSV only ({exc})")
-    print(f"stored in {result.run_dir}")
+    if cfg.shard_count > 1:  # the last shard to finish writes the whole run's summary
+        run_dir = Path(result.run_dir).parent
+        if is_s3(cfg.out_dir):
+            pull(cfg.out_dir)  # the other shards' files, from the bucket
+        merged = merge_shards(run_dir)
+        if merged is not None and is_s3(cfg.out_dir):
+            push([merged], run_dir.parent.parent, cfg.out_dir)
+        print(f"shard {cfg.shard_index + 1}/{cfg.shard_count} done; " + (
+            "every shard has finished: the run's summary.csv is written" if merged else
+            "the run is complete when every shard is (capacity runs --compact merges it)"))
+    print(f"stored in {result.run_dir}" + (f" (uploaded to {cfg.out_dir})"
+                                           if is_s3(cfg.out_dir) else ""))
     return 0

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from capacity import workspace
+from capacity.bench.s3 import is_s3
 from capacity.bench.store import RunStore, compact_all
 from capacity.cli.common import dumps
 from capacity.errors import InputError, StoreError
@@ -30,8 +31,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "runs", help="list stored benchmark runs, show a summary, or query them with SQL",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="where runs are stored (default: the workspace's bench folder, "
-                        "data/bench in a checkout; docs/configuration.md)")
+                   help="where runs are stored: a folder, or s3://bucket/prefix read through "
+                        "a local mirror (default: the workspace's bench folder, data/bench in "
+                        "a checkout; docs/configuration.md)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--label", default=None, help="print the latest run with this label")
     g.add_argument("--run-id", default=None, help="print this run")
@@ -71,14 +73,17 @@ SUMMARY_VIEW = ("concurrency", "requests_ok", "requests_failed", "ttft_p50_ms", 
                 "request_throughput_rps", "goodput_rps", "achieved_concurrency",
                 "cost_per_mtok", "client_bound")
 RUNS_VIEW = ("run_id", "label", "started_at", "status", "base_url", "model", "levels",
-             "requests_ok", "requests_failed")
+             "requests_ok", "requests_failed", "shards")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.out is None:
         args.out = workspace.prepare_bench_dir()
-    elif Path(args.out).exists() and not Path(args.out).is_dir():
+    elif not is_s3(args.out) and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"--out {args.out}: not a folder")
+    if args.compact and is_s3(args.out):
+        raise InputError("--compact works on a local folder; runs written to s3:// by "
+                         "capacity bench are uploaded with their Parquet copies")
     if args.compact:
         problems: list[str] = []
         done = compact_all(args.out, warnings=problems)

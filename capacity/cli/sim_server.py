@@ -49,6 +49,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="model id in /v1/models (default: the catalog key)")
     s.add_argument("--api-key", default=None,
                    help="require this bearer token (default: none)")
+    s.add_argument("--http-stack", choices=("auto", "plain"), default="auto",
+                   help="auto: the httptools parser where installed (fast); plain: h11 "
+                        "(default auto)")
     s.add_argument("--reject-stream-options", action="store_true",
                    help="answer 400 to stream_options (to test clients' fallback)")
     f = p.add_argument_group("fault injection (shares of requests, 0-1)")
@@ -92,5 +95,6 @@ def run(args: argparse.Namespace) -> int:
           f"{sim.physics.slots} slots (C_vram {sim.physics.c_vram} at {scenario.context_tokens} "
           f"tokens){engine}, speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
           flush=True)
-    uvicorn.Server(uvicorn_config(app, log_level="warning")).run(sockets=[sock])
+    uvicorn.Server(uvicorn_config(app, log_level="warning", stack=args.http_stack)
+                   ).run(sockets=[sock])
     return 0

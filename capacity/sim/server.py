@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 import math
@@ -28,7 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Literal, cast
 
 import anyio
 from starlette.applications import Starlette
@@ -105,6 +106,7 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
         return JSONResponse({
             "model": sim.model_name, "gpu": scenario.gpu.key, "slots": p.slots,
             "c_vram": p.c_vram, "speedup": cfg.speedup, "chars_per_token": cfg.chars_per_token,
+            "http_stack": getattr(request.app.state, "http_stack", None),
             "max_batch_seen": sim.max_batch_seen, "waiting": len(sim.waiting),
             "running": len(sim.running), "faults": sim.fault_counts, "clock": sim.clock,
             "behind_max_ms": sim.behind_max_ms,
@@ -120,10 +122,11 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             return _error(401, "invalid API key", "authentication_error")
         try:
             raw = await request.body()
-            # the request has arrived when its body has: a real server (vLLM stamps
-            # arrival_time when the engine gets the parsed request) cannot start earlier, so
-            # a client that sends its body late is measured late, as it should be
-            arrival = time.perf_counter()
+            # the request has arrived when its body has: a real server cannot start earlier,
+            # so a client that sends its body late is measured late, as it should be. With
+            # httptools the time is when the body's last byte reached the socket (stamped by
+            # the protocol, before this handler's turn among a burst of requests), else now
+            arrival = request.scope.get(ARRIVAL_KEY) or time.perf_counter()
             body = json.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
@@ -289,17 +292,58 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
-def uvicorn_config(app: Starlette, *, log_level: str = "warning") -> Any:
+HttpStack = Literal["auto", "plain"]
+ARRIVAL_KEY = "capacity.arrival_s"
+"""ASGI scope key: when the request's last byte reached the socket (perf_counter s)."""
+
+
+def _stamping_httptools() -> Any:
+    """uvicorn's httptools protocol, stamping when each request's last byte arrived (the
+    chunk that completed it) into its scope: the same place as the client's receive stamps
+    (capacity.bench.stamped), so the truth's arrival does not include the time the request
+    waited behind a burst of others for the handler's turn."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class StampingHttpTools(HttpToolsProtocol):
+        _rx_s = 0.0
+
+        def data_received(self, data: bytes) -> None:
+            self._rx_s = time.perf_counter()
+            super().data_received(data)
+
+        def on_message_complete(self) -> None:
+            cast(dict[str, Any], self.scope)[ARRIVAL_KEY] = self._rx_s
+            super().on_message_complete()
+
+    return StampingHttpTools
+
+
+def http_stack(stack: HttpStack = "auto") -> tuple[str, str]:
+    """uvicorn's (loop, http) for a stack: `auto` takes httptools where installed (an HTTP
+    parser in C: the endpoint then serves more streams per core, docs/benchmarks.md), `plain`
+    is h11 (pure Python). The loop stays asyncio's: uvloop's timers have 1 ms resolution and
+    may fire up to 1 ms early, which would deliver tokens before their simulated time (a
+    perfect client would then read a TTFT below the truth)."""
+    if stack == "plain":
+        return "asyncio", "h11"
+    return "asyncio", "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+
+
+def uvicorn_config(app: Starlette, *, log_level: str = "warning", stack: HttpStack = "auto"
+                   ) -> Any:
     import uvicorn
 
     quiet_injected_faults()
+    loop, http = http_stack(stack)
+    app.state.http_stack = f"{loop}+{http}"
     return uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
-                          timeout_keep_alive=30, backlog=2048, loop="asyncio", http="h11")
+                          timeout_keep_alive=30, backlog=2048, loop=loop,
+                          http=_stamping_httptools() if http == "httptools" else http)
 
 
 @contextlib.contextmanager
 def serve_in_thread(app: Starlette, host: str = "127.0.0.1", port: int = 0,
-                    timeout_s: float = 10.0) -> Iterator[str]:
+                    timeout_s: float = 10.0, stack: HttpStack = "auto") -> Iterator[str]:
     """Run the app with uvicorn in a daemon thread; yields its base URL ('http://h:p/v1').
 
     The server is stopped (and the thread joined) when the block ends.
@@ -307,7 +351,7 @@ def serve_in_thread(app: Starlette, host: str = "127.0.0.1", port: int = 0,
     import uvicorn
 
     sock = bind_socket(host, port)
-    server = uvicorn.Server(uvicorn_config(app))
+    server = uvicorn.Server(uvicorn_config(app, stack=stack))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                               name="sim-server")
     thread.start()
