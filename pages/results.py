@@ -325,7 +325,8 @@ else:
     acc = summarize(checks)
     st.caption(T("r_acc_summary", ok=sum(c.upper_bound for c in checks), n=acc.rows,
                  rate=pct(acc.upper_bound_rate), spec=pct(acc.spec_median_error),
-                 cal=pct(acc.calibrated_median_error)))
+                 cal=pct(acc.calibrated_median_error) if calibration is not None
+                 else T("r_acc_no_cal")))
     st.dataframe(pd.DataFrame([{
         T("r_acc_c_concurrency"): c.concurrency, T("r_acc_c_metric"): T(f"r_acc_m_{c.metric}"),
         T("r_acc_c_stat"): T(f"r_acc_stat_{c.stat}") if f"r_acc_stat_{c.stat}" in MESSAGES
@@ -334,7 +335,9 @@ else:
         T("r_acc_c_optimism"): sig(c.optimism), T("r_acc_c_calibrated"): sig(c.calibrated),
         T("r_acc_c_error"): pct(c.calibrated_error),
         T("r_acc_c_saturated"): T("r_acc_yes" if c.saturated else "r_acc_no")}
-        for c in checks]), hide_index=True, width="stretch")
+        for c in checks]).drop(  # without a calibration its two columns would be empty
+        columns=[] if calibration is not None else [T("r_acc_c_calibrated"), T("r_acc_c_error")]),
+        hide_index=True, width="stretch")
 
 # -- calibration in one step ------------------------------------------------------------------
 st.subheader(T("r_calibrate"))

@@ -861,9 +861,9 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                         "校准，再列出校准后的预测。与 `capacity validate` 对公开测量输出的表相同"
                         "（docs/accuracy.md）。"),
     "r_acc_summary": ("{ok} of {n} rows: the spec sheet is not slower than measured ({rate}). "
-                      "Median |error|: spec-sheet {spec}, calibrated {cal}.",
+                      "Median |error|: spec-sheet {spec}; calibrated: {cal}.",
                       "{n} 行中 {ok} 行规格值预测不慢于实测（{rate}）。中位绝对误差：规格值 "
-                      "{spec}，校准后 {cal}。"),
+                      "{spec}；校准后：{cal}。"),
     "r_acc_c_concurrency": ("concurrency", "并发"),
     "r_acc_c_metric": ("metric", "指标"),
     "r_acc_c_stat": ("statistic", "统计量"),
@@ -879,6 +879,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_acc_m_e2e": ("end-to-end (ms)", "端到端 (ms)"),
     "r_acc_stat_mean": ("mean", "均值"),
     "r_acc_stat_median": ("median", "中位数"),
+    "r_acc_no_cal": ("no calibration chosen", "未选择校准"),
     "r_acc_yes": ("yes", "是"),
     "r_acc_no": ("no", "否"),
     "r_calibrate": ("Calibrate in one step", "一步校准"),
