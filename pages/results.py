@@ -133,7 +133,9 @@ if source == "run":
         st.dataframe(listed.rename(columns={c: T("r_c_" + c) for c in cols}),
                      hide_index=True, width="stretch")
         ids = shown["run_id"].tolist()
-        names = {r.run_id: f"{r.label} · {str(r.started_at)[:19]}" for r in shown.itertuples()}
+        # 'label · 11-30 01:03:20': short enough for a chart legend at 1000 px, unique per second
+        names = {r.run_id: f"{r.label} · {str(r.started_at)[5:19].replace('T', ' ')}"
+                 for r in shown.itertuples()}
         before = st.session_state.get("r_pick")
         kept = [i for i in before or [] if i in ids]
         # the newest run on a first visit, or when a filter hid every chosen run; a choice the
@@ -153,8 +155,13 @@ if source == "run":
             default_gpu = args.get("gpu") if args.get("gpu") in gpus else DEFAULT_GPU
             summ = ms.levels(chosen[0])
             failures = summ
-            series = names[chosen[0]]
             picked = shown.set_index("run_id").loc[chosen]
+            # in charts a run is its label, with its start time only where two chosen runs
+            # share a label (a legend of long names was cut at the chart's edge)
+            shared = {lb for lb in picked["label"] if list(picked["label"]).count(lb) > 1}
+            short = {i: names[i] if lb in shared else str(lb)
+                     for i, lb in zip(chosen, picked["label"], strict=True)}
+            series = short[chosen[0]]
             inputs_desc = "bench run " + ", ".join(
                 f"{lb}/{i}" for i, lb in zip(chosen, picked["label"], strict=True))
             # the name follows the choice: its labels, each once, in the order chosen
@@ -166,7 +173,7 @@ if source == "run":
             fit_desc = "; ".join(names.get(i, i) for i in chosen)
             if summ.empty:
                 st.warning(T("r_no_levels"))
-            compare = [(names.get(i, i), ms.levels(i)) for i in chosen]
+            compare = [(short[i], ms.levels(i)) for i in chosen]
 else:
     st.subheader(T("r_import"))
     st.caption(T("r_import_help"))

@@ -72,6 +72,8 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert "predicted under load: a closed loop of C clients" in texts(at)
     ttft = at.get("vega_lite_chart")[0].proto.spec
     assert "roofline, no queueing" in ttft and '"area"' in ttft  # both curves and the band
+    # one run chosen: the legend names it by its label alone (a long name was cut at 1000 px)
+    assert '"sweep-a"' in ttft and '"sweep-a · ' not in ttft and '"orient": "top"' in ttft
     # the spec-sheet prediction is off (the truth is 30% slower on bandwidth)
     medians = at.dataframe[1].value.set_index("metric")
     assert float(medians.loc["TPOT (ms)", "predicted, spec-sheet"].rstrip("%")) > 20

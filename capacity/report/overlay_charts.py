@@ -114,7 +114,9 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
     layers.append(alt.Chart(meas).mark_point(filled=True, size=70).encode(
         x=x, y=alt.Y("p50:Q", scale=y_scale),
         color=alt.Color("series:N", title=None, scale=measured_scale,
-                        legend=alt.Legend(orient="bottom", labelLimit=400,
+                        # above the chart, its labels ellipsized at 180 px: beside the predicted
+                        # lines' legend below, a long run label was cut at the chart's edge
+                        legend=alt.Legend(orient="top", labelLimit=180,
                                           direction="vertical")),
         shape=alt.Shape("series:N", legend=None),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("concurrency:Q", format=".3g"),
