@@ -50,7 +50,8 @@ def version_dir(version: str = SDIST_VERSION) -> Path:
 
 
 def cached_binary(version: str = SDIST_VERSION) -> Path:
-    """Where the built binary of `version` is kept (it may not exist yet)."""
+    """Where the built binary of `version` is found (it may not exist yet): a link to
+    `build/bin/llama-server`, whose shared libraries sit beside it."""
     return version_dir(version) / "llama-server"
 
 
@@ -151,7 +152,9 @@ def build(version: str = SDIST_VERSION, *, jobs: int = 2, log: IO[str] | None = 
     built = build_dir / "bin" / "llama-server"
     if not built.is_file():
         raise LlamaCppError(f"the build finished but {built} is missing; see {logfile}")
-    shutil.copy2(built, done)
+    # a link, not a copy: the binary finds its shared libraries (libllama, libggml) beside it
+    done.unlink(missing_ok=True)
+    done.symlink_to(built.relative_to(folder))
     return done
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import signal
 import sys
 from typing import Any
@@ -25,6 +26,8 @@ from capacity.bench.client import (
     run_bench,
     summary_table_rows,
 )
+from capacity.bench.engine_info import metrics_delta, probe_engine
+from capacity.bench.storage import model_name, update_meta
 from capacity.catalog.loader import BOUNDS, default_catalog
 from capacity.cli.common import MS, check_base_url, number, whole
 from capacity.cli.plan import parse_int_list
@@ -117,7 +120,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         predict_model=args.predict_model)
 
 
-async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None) -> BenchResult | None:
+async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None,
+                               meta_extra: dict[str, Any] | None = None) -> BenchResult | None:
     """`run_bench`, cancelled by SIGTERM as asyncio cancels it on SIGINT, so the run ends as
     `interrupted` with its files written (a job started with `&` ignores SIGINT, and a
     process manager stops with SIGTERM); None when SIGTERM stopped it."""
@@ -136,7 +140,7 @@ async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None) -> BenchRe
     except (NotImplementedError, RuntimeError):  # no signal handlers here (Windows, a thread)
         pass
     try:
-        return await run_bench(cfg, api_key)
+        return await run_bench(cfg, api_key, meta_extra=meta_extra)
     except asyncio.CancelledError:
         if terminated:
             return None
@@ -154,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"capacity bench: {cfg.base_url}, levels {','.join(map(str, cfg.concurrency))}, "
           f"{cfg.requests} requests each, {cfg.prompt_chars} chars -> {cfg.max_tokens} tokens",
           file=sys.stderr, flush=True)
-    result = asyncio.run(_bench_until_sigterm(cfg, api_key))
+    engine = probe_engine(cfg.base_url, api_key)  # llama.cpp's /slots, /metrics... (or nothing)
+    before = engine.pop("metrics", {})
+    result = asyncio.run(_bench_until_sigterm(cfg, api_key, {"engine_info": engine}))
     if result is None:
         print("capacity bench: terminated (SIGTERM); the finished requests are kept",
               file=sys.stderr)
@@ -162,10 +168,20 @@ def run(args: argparse.Namespace) -> int:
     cur = cfg.currency or ""
     headers = list(SUMMARY_TABLE_HEADERS)
     headers[-1] = f"{cur} per M tok".strip()
-    print(f"\nrun {result.run_id} ({cfg.label}), model {result.model}")
+    print(f"\nrun {result.run_id} ({cfg.label}), model {model_name(result.model)}")
     print(render(headers, summary_table_rows(result.summaries)), end="")
     for w in result.warnings:
         print(f"warning: {w}")
+    if before:
+        delta = metrics_delta(before, probe_engine(cfg.base_url, api_key).get("metrics", {}))
+        update_meta(result.run_dir, {"server_metrics": delta},
+                    secrets=(api_key,) if api_key else ())
+        if "llamacpp_decode_step_ms" in delta:
+            print(f"server ({engine.get('engine', '?')}, {engine.get('slots', '?')} slots): mean "
+                  f"decode step {delta['llamacpp_decode_step_ms']:.2f} ms over "
+                  f"{delta.get('llamacpp:n_decode_total', 0):.0f} steps, prompt "
+                  f"{delta.get('llamacpp_prompt_tok_s', math.nan):.0f} tok/s (its own clock; "
+                  "whole run, warm-ups included)")
     # imported here: DuckDB and pandas would add seconds to the start of every run
     from capacity.bench.store import compact_run
 
