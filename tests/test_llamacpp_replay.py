@@ -41,8 +41,9 @@ class _Replay(BaseHTTPRequestHandler):
             self._send((FIXTURES / files[self.path]).read_bytes(), "application/json")
         elif self.path == "/metrics":
             text = (FIXTURES / "metrics.txt").read_text()
-            if type(self).scrapes:  # the second scrape: 10 more decode steps of 25 ms
-                text = text.replace("llamacpp:n_decode_total 7", "llamacpp:n_decode_total 17")
+            if type(self).scrapes:  # the second scrape: 10 more tokens of 25 ms
+                text = text.replace("llamacpp:tokens_predicted_total 7",
+                                    "llamacpp:tokens_predicted_total 17")
                 text = text.replace("llamacpp:tokens_predicted_seconds_total 1.12999",
                                     "llamacpp:tokens_predicted_seconds_total 1.37999")
             type(self).scrapes += 1
@@ -80,7 +81,7 @@ def test_bench_reads_llamacpp_answers(server: str, tmp_path: Path, endpoint: str
                  "--label", "llama"]) == 0
     out = capsys.readouterr().out
     assert "model capacity-test-156m-f32\n" in out
-    assert "server (llama.cpp, 8 slots): mean decode step 25.00 ms over 10 steps" in out
+    assert "server (llama.cpp, 8 slots): 25.00 ms per output token over 10 tokens" in out
     (run,) = (tmp_path / "llama").iterdir()
     with open(run / "requests.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -97,7 +98,7 @@ def test_bench_reads_llamacpp_answers(server: str, tmp_path: Path, endpoint: str
     assert meta["model_id"].endswith("/models/capacity-test-156m-f32.gguf")
     assert meta["engine_info"] == {"health": "ok", "engine": "llama.cpp", "slots": 8,
                                    "slot_ctx_tokens": 1024}
-    assert meta["server_metrics"]["llamacpp_decode_step_ms"] == pytest.approx(25.0)
+    assert meta["server_metrics"]["llamacpp_tpot_ms"] == pytest.approx(25.0)
     with open(run / "summary.csv", newline="") as fh:
         assert next(csv.DictReader(fh))["model"] == "capacity-test-156m-f32"
 
@@ -115,14 +116,15 @@ def test_engine_probe_of_a_server_without_introspection(tmp_path: Path) -> None:
 def test_prometheus_parsing_and_delta() -> None:
     text = ('# HELP x\nvllm:num_requests_running{model_name="m"} 3\n'
             'vllm:num_requests_running{model_name="n"} 2\nvllm:e2e_bucket{le="1"} 4\n'
-            "llamacpp:n_decode_total 10\nllamacpp:tokens_predicted_seconds_total 0.5\nbad line\n"
+            "llamacpp:tokens_predicted_total 10\nllamacpp:tokens_predicted_seconds_total 0.5\n"
+            "bad line\n"
             "nan_metric NaN\n")
     m = parse_prometheus(text)
-    assert m == {"vllm:num_requests_running": 5.0, "llamacpp:n_decode_total": 10.0,
+    assert m == {"vllm:num_requests_running": 5.0, "llamacpp:tokens_predicted_total": 10.0,
                  "llamacpp:tokens_predicted_seconds_total": 0.5}
-    d = metrics_delta({"llamacpp:n_decode_total": 5.0,
+    d = metrics_delta({"llamacpp:tokens_predicted_total": 5.0,
                        "llamacpp:tokens_predicted_seconds_total": 0.25}, m)
-    assert d["llamacpp_decode_step_ms"] == pytest.approx(50.0)
+    assert d["llamacpp_tpot_ms"] == pytest.approx(50.0)
     assert "vllm:num_requests_running" not in d  # a gauge, not a counter
 
 

@@ -5,9 +5,9 @@
 `capacity bench` reads them before and after a run (GET only, on the base URL's host; every
 failure is silent: most servers have some of them) and stores in meta.json the engine, its
 slots (llama.cpp's fixed number of parallel sequences, each with its share of the context) and
-the server's own counters over the run: for llama.cpp the mean decode step
-(`tokens_predicted_seconds_total / n_decode_total`) and the prompt rate, which need no client
-clock at all.
+the server's own counters over the run: for llama.cpp the mean time per output token
+(`tokens_predicted_seconds_total / tokens_predicted_total`) and the prompt rate, which need no
+client clock at all.
 """
 
 from __future__ import annotations
@@ -109,13 +109,14 @@ def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float 
 
 def metrics_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """What the server's own counters say about the run between two scrapes: every counter's
-    increase (`*_total`), and for llama.cpp the mean decode step (ms) and the prompt rate
-    (tokens/s) over the run."""
+    increase (`*_total`), and for llama.cpp the mean time per output token of a sequence (ms)
+    and the prompt rate of a sequence (tokens/s) over the run (llama.cpp adds up the time of
+    each slot, so these are per sequence, not per batched step)."""
     out = {k: after[k] - before.get(k, 0.0) for k in after if k.endswith("_total")}
-    steps = out.get("llamacpp:n_decode_total", 0.0)
+    tokens = out.get("llamacpp:tokens_predicted_total", 0.0)
     decode_s = out.get("llamacpp:tokens_predicted_seconds_total", 0.0)
-    if steps > 0 and decode_s > 0:
-        out["llamacpp_decode_step_ms"] = 1e3 * decode_s / steps
+    if tokens > 0 and decode_s > 0:  # each slot adds its own generation time: per sequence
+        out["llamacpp_tpot_ms"] = 1e3 * decode_s / tokens
     prompt_s = out.get("llamacpp:prompt_seconds_total", 0.0)
     prompt_n = out.get("llamacpp:prompt_tokens_total", 0.0)
     if prompt_s > 0 and prompt_n > 0:

@@ -176,12 +176,12 @@ def run(args: argparse.Namespace) -> int:
         delta = metrics_delta(before, probe_engine(cfg.base_url, api_key).get("metrics", {}))
         update_meta(result.run_dir, {"server_metrics": delta},
                     secrets=(api_key,) if api_key else ())
-        if "llamacpp_decode_step_ms" in delta:
-            print(f"server ({engine.get('engine', '?')}, {engine.get('slots', '?')} slots): mean "
-                  f"decode step {delta['llamacpp_decode_step_ms']:.2f} ms over "
-                  f"{delta.get('llamacpp:n_decode_total', 0):.0f} steps, prompt "
-                  f"{delta.get('llamacpp_prompt_tok_s', math.nan):.0f} tok/s (its own clock; "
-                  "whole run, warm-ups included)")
+        if "llamacpp_tpot_ms" in delta:
+            print(f"server ({engine.get('engine', '?')}, {engine.get('slots', '?')} slots): "
+                  f"{delta['llamacpp_tpot_ms']:.2f} ms per output token over "
+                  f"{delta.get('llamacpp:tokens_predicted_total', 0):.0f} tokens, prompt "
+                  f"{delta.get('llamacpp_prompt_tok_s', math.nan):.0f} tok/s per sequence (its "
+                  "own clock; whole run, warm-ups included)")
     # imported here: DuckDB and pandas would add seconds to the start of every run
     from capacity.bench.store import compact_run
 
