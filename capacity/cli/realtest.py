@@ -64,6 +64,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _load() -> str:
+    """The 1-minute load average, or '?' where the platform has none."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except (OSError, AttributeError):
+        return "?"
+
+
 def _say(text: str) -> None:
     print(f"realtest [{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
@@ -125,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="llama-server threads (default: the cores, at most 8)")
     args = p.parse_args(argv)
     started = time.monotonic()
+    load_before = _load()
     log = sys.stdout
     binary = llamacpp.locate_or_build(log=log)
     _say(f"llama-server: {binary} (ready after {time.monotonic() - started:.0f} s)")
@@ -137,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for dtype, path in models.items():
         steps.capacity("catalog", "add-model", str(path), "--key", MODELS[dtype], "--replace")
     catalog = load_catalog(workspace.catalog_dir(), extra_dirs=[home / "custom"])
-    requests = 8 if args.quick else 24
+    requests = 8 if args.quick else 16
     engine = f"llama.cpp (llama-cpp-python {llamacpp.SDIST_VERSION} sdist)"
     cal_path = home / "calibrations" / "realtest-llamacpp.toml"
     held: list[tuple[str, str, pd.DataFrame]] = []
@@ -172,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"held out: Poisson load at {rate:.2f} req/s (at most 8 in flight)")
         held.append(("f32 Poisson", MODELS["f32"], steps.bench(
             srv.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
-            requests=2 * requests, model_key=MODELS["f32"], rate=rate)))
+            requests=requests, model_key=MODELS["f32"], rate=rate)))
     with server("f16") as srv:
         _say("held out: the f16 model (a second shape), concurrency 1,2,4,8")
         held.append(("f16 model", MODELS["f16"], steps.bench(
@@ -195,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Calibration ({cal_path.name}): eta_bw {cal.eta_bw}, eff {cal.eff}, step overhead "
         f"{cal.step_overhead_ms} ms, MFU {cal.mfu}, prefill overhead {cal.prefill_overhead_ms} ms.",
         f"Requests per level: {requests}; {MAX_TOKENS} output tokens; run time "
-        f"{(time.monotonic() - started) / 60:.1f} min.", "",
+        f"{(time.monotonic() - started) / 60:.1f} min; 1-minute load average {load_before} at "
+        f"the start, {_load()} at the end (other work on the machine slows the engine).", "",
         table, "Median |error| over the held-out levels: " + ", ".join(
             f"{k} {v:.0%}" for k, v in errors.items()), "",
     ]
