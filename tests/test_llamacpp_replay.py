@@ -24,6 +24,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "llamacpp"
 class _Replay(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     scrapes = 0
+    drops = 0
+    """POSTs still to answer by closing the connection without a response (as llama-server
+    sometimes does with a kept-alive connection after a streamed answer)."""
 
     def log_message(self, *args: object) -> None:  # quiet
         pass
@@ -54,6 +57,10 @@ class _Replay(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("Content-Length", "0"))
         self.rfile.read(length)
+        if type(self).drops:
+            type(self).drops -= 1
+            self.close_connection = True
+            return
         name = "chat_stream.txt" if self.path.endswith("/chat/completions") else \
             "completions_stream.txt"
         self._send((FIXTURES / name).read_bytes(), "text/event-stream")
@@ -62,6 +69,7 @@ class _Replay(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Replay.scrapes = 0
+    _Replay.drops = 0
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Replay)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -101,6 +109,29 @@ def test_bench_reads_llamacpp_answers(server: str, tmp_path: Path, endpoint: str
     assert meta["server_metrics"]["llamacpp_tpot_ms"] == pytest.approx(25.0)
     with open(run / "summary.csv", newline="") as fh:
         assert next(csv.DictReader(fh))["model"] == "capacity-test-156m-f32"
+
+
+def test_a_connection_closed_before_any_answer_is_sent_again_once(
+        server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Measured against the built llama-server: 6 of 20 sequential streamed requests on one
+    kept-alive connection failed with 'Server disconnected without sending a response', 0 of
+    15 on fresh connections. The client sends such a request again, once."""
+    _Replay.drops = 1  # the warm-up: retried
+    assert main(["bench", "--base-url", server, "--endpoint", "completions", "--concurrency",
+                 "1", "--requests", "2", "--max-tokens", "4", "--out", str(tmp_path)]) == 0
+    (first,) = (tmp_path / "bench").iterdir()
+    with open(first / "requests.csv", newline="") as fh:
+        assert [r["success"] for r in csv.DictReader(fh)] == ["true", "true"]
+    _Replay.drops = 2  # twice in a row: the measured request fails as disconnected
+    assert main(["bench", "--base-url", server, "--endpoint", "completions", "--concurrency",
+                 "1", "--requests", "1", "--warmup", "0", "--max-tokens", "4",
+                 "--out", str(tmp_path), "--label", "twice"]) == 0
+    (run,) = (tmp_path / "twice").iterdir()
+    with open(run / "requests.csv", newline="") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["error_type"] == "disconnected" and "without sending a response" in \
+        row["error_message"]
+    capsys.readouterr()
 
 
 def test_engine_probe_of_a_server_without_introspection(tmp_path: Path) -> None:

@@ -379,16 +379,7 @@ class _OneWriteBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-KEEPALIVE_EXPIRY_S = 2.0
-"""Seconds an idle connection is kept for reuse. Servers close idle keep-alive connections
-after 5 s (uvicorn, so vLLM and SGLang; llama.cpp's cpp-httplib): at 5 s here too, a connection
-idle for about 5 s (a client of a closed loop at concurrency 2 waits one request's length) was
-sometimes reused just as the server closed it, and the request failed as `disconnected`
-(seen against llama-server on a loaded CPU). Reconnecting on loopback costs well under a
-millisecond, and before the request's start clock."""
-
-
-def one_write_transport(tls: ssl.SSLContext, keepalive_expiry_s: float | None = KEEPALIVE_EXPIRY_S
+def one_write_transport(tls: ssl.SSLContext, keepalive_expiry_s: float | None = 5.0
                         ) -> httpx.AsyncHTTPTransport:
     """An httpx transport with one connection whose requests leave in one write.
 
@@ -528,6 +519,12 @@ class _Runner:
             except httpx.ConnectError as exc:
                 st.fail(ErrorType.CONNECT_ERROR, _short(str(exc)) or "cannot connect")
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if (attempt == 0 and st.status is None and st.events == 0
+                        and isinstance(exc, httpx.RemoteProtocolError)):
+                    # closed before any answer: llama-server sometimes closes a kept-alive
+                    # connection after a streamed answer without saying so, and the next
+                    # request on it never starts; sent again once on a new connection
+                    continue
                 st.fail(ErrorType.DISCONNECTED, f"{type(exc).__name__}: {_short(str(exc))}")
             except httpx.HTTPError as exc:
                 st.fail(ErrorType.CLIENT_ERROR, f"{type(exc).__name__}: {_short(str(exc))}")
@@ -755,8 +752,7 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                      transport: httpx.AsyncBaseTransport | None,
                      meta_extra: dict[str, Any] | None) -> BenchResult:
     cfg.validate()
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1,
-                          keepalive_expiry=KEEPALIVE_EXPIRY_S)
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.timeout_s, write=30.0,
                             pool=None)
     tls = ssl.create_default_context()  # one context shared by every client (cheap to make)
