@@ -201,8 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Engine: llama-server from {engine}, --parallel {PARALLEL}, -c {CTX_TOKENS}, "
         f"-t {args.threads}; /props total_slots = "
         f"{(info.get('/props') or {}).get('total_slots', '?')}.",
-        f"Calibration ({cal_path.name}): eta_bw {cal.eta_bw}, eff {cal.eff}, step overhead "
-        f"{cal.step_overhead_ms} ms, MFU {cal.mfu}, prefill overhead {cal.prefill_overhead_ms} ms.",
+        f"Calibration ({cal_path.name}): " + ", ".join(
+            f"{k} {getattr(cal, k):.3g}" for k in calib.KNOBS if getattr(cal, k) is not None)
+        + " (ms for the overheads).",
         f"Requests per level: {requests}; {MAX_TOKENS} output tokens; run time "
         f"{(time.monotonic() - started) / 60:.1f} min; 1-minute load average {load_before} at "
         f"the start, {_load()} at the end (other work on the machine slows the engine).", "",
