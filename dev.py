@@ -6,6 +6,9 @@
                            extra arguments go to pytest: `python3 dev.py test -m "not slow and
                            not browser"` is the quick loop
     python3 dev.py bench   run every script in benchmarks/
+    python3 dev.py realtest  llama.cpp on this CPU, end to end: build (once, ~15 min, cached
+                           outside the checkout) and start llama-server, probe, bench, calibrate,
+                           predict held-out points (docs/accuracy.md); `--quick` for a smoke run
     python3 dev.py docs    regenerate docs/cli.md from the command line's own definitions
     python3 dev.py run ... run a command in the environment (`python3 dev.py run capacity plan`)
 
@@ -63,7 +66,7 @@ def run(exe: str, *cmd: str) -> int:
 
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
-    if task not in {"app", "test", "bench", "docs", "run"}:
+    if task not in {"app", "test", "bench", "docs", "run", "realtest"}:
         print(__doc__)
         return 0 if task in {"help", "-h", "--help"} else 2
     exe = sync()
@@ -71,6 +74,8 @@ def main(argv: list[str]) -> int:
         return run(exe, "streamlit", "run", "streamlit_app.py", *argv[1:])
     if task == "run":
         return run(exe, *argv[1:])
+    if task == "realtest":
+        return run(exe, "python", "-m", "capacity.cli.realtest", *argv[1:])
     if task == "docs":
         return run(exe, "python", "-m", "capacity.cli.reference", *argv[1:])
     if task == "bench":

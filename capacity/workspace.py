@@ -44,7 +44,10 @@ CAPACITY_CALIBRATIONS_DIR = "CAPACITY_CALIBRATIONS_DIR"
 CAPACITY_MEASURE = "CAPACITY_MEASURE"
 CAPACITY_MEASURE_ALLOW_HOSTS = "CAPACITY_MEASURE_ALLOW_HOSTS"
 CAPACITY_CJK_FONT = "CAPACITY_CJK_FONT"
+CAPACITY_LLAMA_SERVER = "CAPACITY_LLAMA_SERVER"
+CAPACITY_CACHE_DIR = "CAPACITY_CACHE_DIR"
 OPENAI_API_KEY = "OPENAI_API_KEY"
+XDG_CACHE_HOME = "XDG_CACHE_HOME"
 XDG_DATA_HOME = "XDG_DATA_HOME"
 APPDATA = "APPDATA"
 
@@ -85,10 +88,22 @@ VARIABLES: tuple[Variable, ...] = (
                      "(PATH, or PATH#INDEX in a collection)",
              default="the first of the usual Noto CJK, WenQuanYi, AR PL, PingFang or "
                      "Microsoft YaHei font files found"),
+    Variable(name=CAPACITY_LLAMA_SERVER,
+             meaning="an existing llama.cpp `llama-server` binary for `python3 dev.py realtest` "
+                     "(skips the build)",
+             default="<cache>/llama.cpp/<version>/llama-server, built there on first use"),
+    Variable(name=CAPACITY_CACHE_DIR,
+             meaning="the cache for large rebuildable things: the llama-server build and the "
+                     "GGUF test models of `python3 dev.py realtest`",
+             default="$XDG_CACHE_HOME/capacity (default ~/.cache/capacity)"),
     Variable(name=OPENAI_API_KEY,
              meaning="the API key `capacity bench` sends when --api-key is not given (the "
                      "Measure page passes its key to the run this way)",
              default="none"),
+    Variable(name=XDG_CACHE_HOME,
+             meaning="the base of the cache when CAPACITY_CACHE_DIR is not set "
+                     "($XDG_CACHE_HOME/capacity)",
+             default="~/.cache"),
     Variable(name=XDG_DATA_HOME,
              meaning="Linux: the base of the per-user workspace ($XDG_DATA_HOME/capacity)",
              default="~/.local/share"),
@@ -230,6 +245,20 @@ def prepare_bench_dir() -> Path:
     except OSError:  # another process created it first
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def cache_dir() -> Path:
+    """Large, rebuildable files kept outside the repository (the llama-server build, GGUF test
+    models): $CAPACITY_CACHE_DIR, else `$XDG_CACHE_HOME/capacity` (`~/.cache/capacity`)."""
+    explicit = _path(CAPACITY_CACHE_DIR)
+    if explicit is not None:
+        return explicit
+    return (_path(XDG_CACHE_HOME) or Path.home() / ".cache") / "capacity"
+
+
+def llama_server_override() -> Path | None:
+    """$CAPACITY_LLAMA_SERVER: an existing llama-server binary to use instead of building one."""
+    return _path(CAPACITY_LLAMA_SERVER)
 
 
 # ---------------------------------------------------------------------------------------------

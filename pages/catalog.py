@@ -14,6 +14,7 @@ from app import cache
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
 from capacity.catalog import custom as catalog_custom
+from capacity.catalog import model_files
 from capacity.catalog.loader import LAYER_KINDS
 from capacity.errors import CapacityError
 from capacity.report import catalog_tables
@@ -76,7 +77,8 @@ with gpus_tab:
 
 with add_tab:
     st.caption(T("add_intro", folder=str(catalog_custom.custom_dir())))
-    kind = st.segmented_control(T("add_kind"), ["model", "gpu", "upload"], key="cat_kind",
+    kind = st.segmented_control(T("add_kind"), ["model", "gpu", "modelfile", "upload"],
+                                key="cat_kind",
                                 format_func=lambda k: T("kind_" + k), default="model",
                                 required=True)
     today = dt.date.today().isoformat()[:7]
@@ -166,6 +168,27 @@ with add_tab:
                 st.error(T("not_saved", msg=str(exc)))
             else:
                 saved(T("saved", kind=T("kind_gpu"), key=gpu.key, path=path))
+    elif kind == "modelfile":
+        st.caption(T("mf_intro"))
+        upload = st.file_uploader(T("f_modelfile"), type=["json", "gguf"], key="cat_modelfile")
+        c1, c2, c3 = st.columns(3)
+        key = c1.text_input(T("mf_key"), key="mf_key")
+        weights_gb = c2.number_input(T("mf_weights_gb"), min_value=0.0, value=0.0,
+                                     key="mf_wgb")
+        weights_fmt = c3.selectbox(T("f_weights_format"), sorted(catalog.formats),
+                                   index=sorted(catalog.formats).index("bf16"), key="mf_wfmt")
+        overwrite = st.checkbox(T("f_replace"), key="mf_replace")
+        if upload is not None and st.button(T("f_save"), key="mf_save"):
+            try:
+                table = model_files.table_from_upload(
+                    upload.getvalue(), upload.name, key=key.strip().lower() or None,
+                    as_of=dt.date.today().isoformat(), weights_bytes=weights_gb * 1e9 or None,
+                    weights_format=weights_fmt)
+                model, path = catalog_custom.save_model(table, catalog, overwrite=overwrite)
+            except CapacityError as exc:
+                st.error(T("not_saved", msg=str(exc)))
+            else:
+                saved(T("saved", kind=T("kind_model"), key=model.key, path=path))
     else:
         upload = st.file_uploader(T("f_upload"), type=["toml"], key="cat_upload")
         overwrite = st.checkbox(T("f_replace"), key="cu_replace")

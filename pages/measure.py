@@ -24,6 +24,7 @@ from capacity.bench.job import (
     parse_prompt_chars,
     per_prompt,
 )
+from capacity.bench.storage import model_name
 from capacity.errors import CapacityError
 from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, measurement_plan
 from capacity.model.cost import CURRENCIES
@@ -159,7 +160,9 @@ if isinstance(rep, ConnectReport):
 
 models = list(rep.models) if isinstance(rep, ConnectReport) and rep.models else []
 if models:
-    st.selectbox(T("m_model"), models, key="m_model")
+    # a model id that is a file path (llama.cpp: the .gguf it loaded) is shown by its name;
+    # the id itself is what the run requests
+    st.selectbox(T("m_model"), models, key="m_model", format_func=model_name)
 else:
     st.text_input(T("m_model"), key="m_model", help=T("m_model_help"))
 

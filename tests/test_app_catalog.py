@@ -116,3 +116,14 @@ def test_every_missing_field_is_named_at_once_in_plain_words(custom: Path) -> No
     zh = open_catalog("zh")
     zh.button[0].click().run()
     assert zh.error[0].value.startswith("未保存：请填写键（小写")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_model_file_upload_is_offered(custom: Path, lang: str) -> None:
+    """The 'model file' tab offers a config.json / GGUF upload in both languages (AppTest
+    cannot feed a file; the reading and saving are tests/test_model_files.py's)."""
+    at = open_catalog(lang)
+    at.segmented_control(key="cat_kind").set_value("modelfile").run()
+    assert not at.exception and not at.error
+    assert any("GGUF" in c.value for c in at.caption)
+    assert at.text_input(key="mf_key").value == ""

@@ -47,6 +47,7 @@ from capacity.bench.metrics import (
     RequestRecord,
     TokenSource,
     check_usage,
+    server_timings,
     summarize,
 )
 from capacity.bench.s3 import cache_dir as s3_cache_dir
@@ -585,6 +586,12 @@ class _Runner:
             except httpx.ConnectError as exc:
                 st.fail(ErrorType.CONNECT_ERROR, _short(str(exc)) or "cannot connect")
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if (attempt == 0 and st.status is None and st.events == 0
+                        and isinstance(exc, httpx.RemoteProtocolError)):
+                    # closed before any answer: llama-server sometimes closes a kept-alive
+                    # connection after a streamed answer without saying so, and the next
+                    # request on it never starts; sent again once on a new connection
+                    continue
                 st.fail(ErrorType.DISCONNECTED, f"{type(exc).__name__}: {_short(str(exc))}")
             except httpx.HTTPError as exc:
                 st.fail(ErrorType.CLIENT_ERROR, f"{type(exc).__name__}: {_short(str(exc))}")
@@ -617,7 +624,7 @@ class _Runner:
 class _StreamState:
     __slots__ = ("status", "first_chunk_ns", "token_ns", "usage", "finish", "done", "error",
                  "error_type", "response_id", "malformed", "events", "last_event_ns",
-                 "sent_ns")
+                 "sent_ns", "timings")
 
     def __init__(self) -> None:
         self.status: int | None = None
@@ -633,6 +640,7 @@ class _StreamState:
         self.events = 0
         self.last_event_ns: int | None = None
         self.sent_ns: int | None = None
+        self.timings: dict[str, Any] | None = None
 
     async def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpx trace hook: the moment the request's first byte is written to the socket.
@@ -670,6 +678,8 @@ class _StreamState:
             self.finish = info.finish_reason
         if info.usage is not None:
             self.usage = info.usage
+        if info.timings is not None:
+            self.timings = info.timings
 
     def record(self, r: _Runner, *, level: int, rate: float | None, index: int, start_ns: int,
                start_unix: float, due_ns: int, prompt_chars: int) -> RequestRecord:
@@ -693,6 +703,7 @@ class _StreamState:
         tpot = ((last - first) * ms / (out_tokens - 1)
                 if first is not None and last is not None and out_tokens > 1 else None)
         end = last if last is not None else self.last_event_ns
+        srv_prompt_ms, srv_tpot_ms = server_timings(self.timings)
         message = self.error
         if ok:
             notes = [f"{self.malformed} malformed events skipped"] if self.malformed else []
@@ -718,6 +729,7 @@ class _StreamState:
             error_message=message, http_status=self.status, endpoint=r.cfg.endpoint,
             model=r.model,
             itl_ms=" ".join(f"{g:.3f}" for g in gaps) if gaps is not None else "",
+            server_prompt_ms=srv_prompt_ms, server_tpot_ms=srv_tpot_ms,
         )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
@@ -181,6 +181,13 @@ class RequestRecord:
     loop_lag_ms: float | None = None
     """The worst event-loop lag of that worker while the request ran, ms (None: not sampled,
     e.g. a warm-up request): a bound on how late its timestamps may be."""
+    server_prompt_ms: float | None = None
+    """The server's own prompt-processing time for this request, ms: llama.cpp's
+    `timings.prompt_ms` in its final chunk (no queueing, no network); empty where the server
+    reports none (`server_timings`)."""
+    server_tpot_ms: float | None = None
+    """The server's own time per output token, ms: llama.cpp's
+    `timings.predicted_per_token_ms`; empty where the server reports none."""
     row_complete: int = 1
     """Always 1; a row cut short by a killed run lacks it, so readers can drop it."""
 
@@ -287,6 +294,22 @@ class LevelSummary:
 
 SUMMARY_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(LevelSummary))
 """The summary.csv header: LevelSummary's fields, in order."""
+
+
+def server_timings(timings: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
+    """(prompt ms, ms per output token) from a server's per-request `timings` object
+    (llama.cpp: `prompt_ms`, `predicted_per_token_ms`); None for what is missing, not a
+    number, or not finite and positive."""
+    if not isinstance(timings, Mapping):
+        return None, None
+
+    def num(key: str) -> float | None:
+        v = timings.get(key)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return None
+        return float(v) if math.isfinite(v) and v > 0 else None
+
+    return num("prompt_ms"), num("predicted_per_token_ms")
 
 
 def record_row(r: RequestRecord) -> dict[str, Any]:

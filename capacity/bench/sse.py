@@ -184,6 +184,9 @@ class ChunkInfo:
     """The message of an `{"error": ...}` event (an error inside a 200 stream)."""
     malformed: bool = False
     response_id: str | None = None
+    timings: dict[str, Any] | None = None
+    """llama.cpp's per-request `timings` (prompt_ms, predicted_per_token_ms, ...), in the
+    chunk that carries its usage."""
 
 
 _DONE = ChunkInfo(done=True)
@@ -232,6 +235,8 @@ def classify(data: str, event: str = "message") -> ChunkInfo:
                 finish = str(fr)[:200]
     usage = obj.get("usage")
     rid = obj.get("id")
+    timings = obj.get("timings")
     return ChunkInfo(tokens=tokens, finish_reason=finish,
                      usage=usage if isinstance(usage, dict) else None,
+                     timings=timings if isinstance(timings, dict) else None,
                      response_id=str(rid)[:200] if rid is not None else None)

@@ -219,6 +219,36 @@ def _cell(v: object) -> object:
     return v
 
 
+_WEIGHT_FILE_SUFFIXES = (".gguf", ".ggml", ".bin", ".safetensors", ".pt", ".pth", ".llamafile")
+_PATH_START = re.compile(r"^(/|~|\.{1,2}[/\\]|[A-Za-z]:[/\\])")
+
+
+def model_name(model_id: str) -> str:
+    """A model id as a name. A server that reports its model as a file path (llama.cpp: the
+    .gguf it loaded, `/models/llama-3.1-8b-q4_k_m.gguf`) is named by the file's stem
+    (`llama-3.1-8b-q4_k_m`); any other id (`meta-llama/Llama-3.1-8B`, `m1`) is kept."""
+    text = model_id.strip()
+    if not (text.lower().endswith(_WEIGHT_FILE_SUFFIXES) or _PATH_START.match(text)):
+        return model_id
+    base = re.split(r"[/\\]", text.rstrip("/\\"))[-1]
+    for suffix in _WEIGHT_FILE_SUFFIXES:
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    return base or model_id
+
+
+def update_meta(run_dir: str | os.PathLike[str], changes: Mapping[str, Any],
+                secrets: Sequence[str | None] = ()) -> None:
+    """Add `changes` to a finished run's meta.json (atomically; redacted like the rest)."""
+    path = Path(run_dir) / "meta.json"
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    meta.update(redact_obj(json.loads(json.dumps(scrub(dict(changes)), default=str)), secrets))
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
 class _CsvAppender:
     def __init__(self, path: Path, columns: Sequence[str]) -> None:
         self.path = path
@@ -276,6 +306,9 @@ class RunWriter:
         tmp = self.meta_path.with_suffix(".json.tmp")
         clean = redact_obj(json.loads(json.dumps(scrub(dict(meta)), default=str)),
                            self._secrets)
+        model = clean.get("model")
+        if isinstance(model, str) and model_name(model) != model:  # a file path: keep both
+            clean["model_id"], clean["model"] = model, model_name(model)
         tmp.write_text(json.dumps(clean, indent=2) + "\n", encoding="utf-8")
         tmp.replace(self.meta_path)
 
@@ -289,7 +322,10 @@ class RunWriter:
             summary.to_row() if isinstance(summary, LevelSummary) else summary))
 
     def _redacted(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: redact(v, self._secrets) if isinstance(v, str) else v for k, v in row.items()}
+        out = {k: redact(v, self._secrets) if isinstance(v, str) else v for k, v in row.items()}
+        if isinstance(out.get("model"), str):
+            out["model"] = model_name(out["model"])
+        return out
 
     def close(self) -> None:
         self._requests.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import re
 import signal
 import sys
@@ -28,7 +29,9 @@ from capacity.bench.client import (
     run_bench,
     summary_table_rows,
 )
+from capacity.bench.engine_info import metrics_delta, probe_engine
 from capacity.bench.s3 import is_s3, pull, push
+from capacity.bench.storage import model_name, update_meta
 from capacity.bench.workers import default_workers
 from capacity.catalog.loader import BOUNDS, default_catalog
 from capacity.cli.common import MS, check_base_url, number, whole
@@ -165,7 +168,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         start_at_unix_s=parse_start_at(args.start_at) if args.start_at else None)
 
 
-async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None) -> BenchResult | None:
+async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None,
+                               meta_extra: dict[str, Any] | None = None) -> BenchResult | None:
     """`run_bench`, cancelled by SIGTERM as asyncio cancels it on SIGINT, so the run ends as
     `interrupted` with its files written (a job started with `&` ignores SIGINT, and a
     process manager stops with SIGTERM); None when SIGTERM stopped it."""
@@ -184,7 +188,7 @@ async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None) -> BenchRe
     except (NotImplementedError, RuntimeError):  # no signal handlers here (Windows, a thread)
         pass
     try:
-        return await run_bench(cfg, api_key)
+        return await run_bench(cfg, api_key, meta_extra=meta_extra)
     except asyncio.CancelledError:
         if terminated:
             return None
@@ -202,7 +206,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"capacity bench: {cfg.base_url}, levels {','.join(map(str, cfg.concurrency))}, "
           f"{cfg.requests} requests each, {cfg.prompt_chars} chars -> {cfg.max_tokens} tokens",
           file=sys.stderr, flush=True)
-    result = asyncio.run(_bench_until_sigterm(cfg, api_key))
+    engine = probe_engine(cfg.base_url, api_key)  # llama.cpp's /slots, /metrics... (or nothing)
+    before = engine.pop("metrics", {})
+    result = asyncio.run(_bench_until_sigterm(cfg, api_key, {"engine_info": engine}))
     if result is None:
         print("capacity bench: terminated (SIGTERM); the finished requests are kept",
               file=sys.stderr)
@@ -210,10 +216,20 @@ def run(args: argparse.Namespace) -> int:
     cur = cfg.currency or ""
     headers = list(SUMMARY_TABLE_HEADERS)
     headers[-1] = f"{cur} per M tok".strip()
-    print(f"\nrun {result.run_id} ({cfg.label}), model {result.model}")
+    print(f"\nrun {result.run_id} ({cfg.label}), model {model_name(result.model)}")
     print(render(headers, summary_table_rows(result.summaries)), end="")
     for w in result.warnings:
         print(f"warning: {w}")
+    if before:
+        delta = metrics_delta(before, probe_engine(cfg.base_url, api_key).get("metrics", {}))
+        update_meta(result.run_dir, {"server_metrics": delta},
+                    secrets=(api_key,) if api_key else ())
+        if "llamacpp_tpot_ms" in delta:
+            print(f"server ({engine.get('engine', '?')}, {engine.get('slots', '?')} slots): "
+                  f"{delta['llamacpp_tpot_ms']:.2f} ms per output token over "
+                  f"{delta.get('llamacpp:tokens_predicted_total', 0):.0f} tokens, prompt "
+                  f"{delta.get('llamacpp_prompt_tok_s', math.nan):.0f} tok/s per sequence (its "
+                  "own clock; whole run, warm-ups included)")
     # imported here: DuckDB and pandas would add seconds to the start of every run
     from capacity.bench.store import compact_run, merge_shards
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from capacity.errors import CapacityError
 
 SUBCOMMANDS: tuple[str, ...] = ("plan", "size", "workload", "bench", "sim-server", "runs",
-                                 "calibrate", "validate", "app")
+                                 "calibrate", "validate", "probe", "catalog", "app")
 """Modules under capacity/cli/, in the order `--help` lists them."""
 
 

@@ -517,6 +517,22 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "kind_model": ("model", "模型"),
     "kind_gpu": ("GPU", "GPU"),
     "kind_upload": ("TOML file", "TOML 文件"),
+    "kind_modelfile": ("model file", "模型文件"),
+    "mf_intro": ("Upload a Hugging Face config.json or a GGUF file: layers by kind, heads, "
+                 "head_dim, sliding windows, MLA and MoE are read from it and the parameter "
+                 "count is computed from the shapes. A GGUF's header is enough (its first "
+                 "megabytes: `head -c 20M model.gguf > header.gguf`); its weight size comes "
+                 "from its tensor table. For a config.json, state the safetensors' total size "
+                 "below (or use `capacity catalog add-model FOLDER`, which sums them).",
+                 "上传 Hugging Face 的 config.json 或 GGUF 文件：从中读取各类层数、头数、"
+                 "head_dim、滑动窗口、MLA 和 MoE，并按形状计算参数量。GGUF 只需文件头"
+                 "（前若干 MB：`head -c 20M model.gguf > header.gguf`），权重大小取自其张量表。"
+                 "config.json 请在下方填写 safetensors 文件总大小（或用 "
+                 "`capacity catalog add-model 文件夹` 自动求和）。"),
+    "f_modelfile": ("config.json or GGUF (header) of one model", "一个模型的 config.json 或 GGUF（文件头）"),
+    "mf_key": ("key (empty: from the file)", "键（留空：取自文件）"),
+    "mf_weights_gb": ("weight files' size (GB, 0 = params × bits; config.json only)",
+                      "权重文件大小（GB，0 = 参数量 × 位宽；仅 config.json）"),
     "f_key": ("key (lower-case, e.g. my-model-7b)", "键（小写，例如 my-model-7b）"),
     "f_name": ("display name", "显示名称"),
     "f_params_b": ("parameters (billions)", "参数量（十亿）"),

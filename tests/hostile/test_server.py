@@ -35,6 +35,7 @@ from servers_server import (
 )
 
 from capacity.bench.client import BenchConfig, run_bench
+from capacity.bench.engine_info import probe_engine
 from capacity.bench.metrics import check_usage
 from capacity.bench.sse import SseDecoder, SseTooLarge, classify
 from capacity.bench.store import list_runs
@@ -415,3 +416,14 @@ def test_connect_survives_a_hostile_model_list_and_an_endless_stream() -> None:
     rep = connect_check("http://127.0.0.1:9/v1", guard=measure_guard({}),
                         transport=httpx.MockTransport(endless_models))
     assert rep.models == ("m",) and not rep.streams and "not a stream" in rep.message
+
+
+def test_engine_probe_is_bounded_by_a_server_that_trickles_forever(serve: Any) -> None:
+    """`capacity bench` reads /health, /slots and /metrics before a run: a server that answers
+    200 and then sends a keep-alive every 0.2 s forever (never tripping httpx's read timeout)
+    costs the probe at most its deadline per answer, not the run."""
+    server = serve(keepalive_after_one_token)
+    t0 = time.perf_counter()
+    info = probe_engine(server.base_url, timeout_s=1.0)
+    assert time.perf_counter() - t0 < 6
+    assert "health" not in info and "metrics" not in info

@@ -1,0 +1,129 @@
+"""What a serving engine says about itself beside its OpenAI API: llama.cpp's `/health`,
+`/slots` and `/props`, and the Prometheus `/metrics` of llama.cpp (`--metrics`), vLLM and SGLang
+(docs/bench.md, "Real engines").
+
+`capacity bench` reads them before and after a run (GET only, on the base URL's host; every
+failure is silent: most servers have some of them) and stores in meta.json the engine, its
+slots (llama.cpp's fixed number of parallel sequences, each with its share of the context) and
+the server's own counters over the run: for llama.cpp the mean time per output token
+(`tokens_predicted_seconds_total / tokens_predicted_total`) and the prompt rate, which need no
+client clock at all.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from capacity.bench.sse import loads_json
+
+MAX_BODY_BYTES = 1 << 20
+"""Largest introspection answer read, bytes (a /metrics page is a few KiB)."""
+ENGINE_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("llamacpp:", "llama.cpp"), ("vllm:", "vLLM"), ("sglang:", "SGLang"))
+
+
+def server_root(base_url: str) -> str:
+    """The server's root URL: the base URL without a trailing `/v1`."""
+    root = base_url.rstrip("/")
+    return root[:-3] if root.endswith("/v1") else root
+
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text format -> {metric name: value}, summed over label sets; comments,
+    histograms' `_bucket` lines and non-finite values are skipped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line.strip())
+        if m is None or m.group(1).endswith("_bucket"):
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            out[m.group(1)] = out.get(m.group(1), 0.0) + value
+    return out
+
+
+def _get(client: httpx.Client, url: str, deadline: float) -> str | None:
+    """The body of a 200 answer (at most MAX_BODY_BYTES, UTF-8, complete before `deadline` on
+    the monotonic clock), else None. The deadline bounds the whole answer: a server that sends
+    a byte now and then never trips httpx's read timeout, and a hostile one would hold the run's
+    start forever."""
+    try:
+        with client.stream("GET", url) as resp:
+            if resp.status_code != 200:
+                return None
+            body = bytearray()
+            for block in resp.iter_bytes():
+                body += block
+                if len(body) > MAX_BODY_BYTES or time.monotonic() > deadline:
+                    return None
+            return body.decode("utf-8", errors="replace")
+    except httpx.HTTPError:
+        return None
+
+
+def _json(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return loads_json(text)
+    except ValueError:
+        return None
+
+
+def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float = 3.0,
+                 transport: httpx.BaseTransport | None = None) -> dict[str, Any]:
+    """The engine's self-description: {"engine", "slots", "slot_ctx_tokens", "health",
+    "metrics"} with whatever the server answered (missing keys: it did not). Each answer must be
+    whole within `timeout_s`, so the probe takes at most about 3 x `timeout_s`."""
+    root = server_root(base_url)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    info: dict[str, Any] = {}
+    with httpx.Client(timeout=timeout_s, headers=headers, transport=transport, trust_env=False,
+                      follow_redirects=False) as client:
+        health_text = _get(client, f"{root}/health", time.monotonic() + timeout_s)
+        if health_text is not None:
+            health = _json(health_text)
+            info["health"] = str(health.get("status"))[:40] if isinstance(health, dict) else "ok"
+        slots = _json(_get(client, f"{root}/slots", time.monotonic() + timeout_s))
+        if isinstance(slots, list) and slots and all(isinstance(s, dict) for s in slots):
+            info["engine"] = "llama.cpp"
+            info["slots"] = len(slots)
+            ctx = slots[0].get("n_ctx")
+            if isinstance(ctx, int) and ctx > 0:
+                info["slot_ctx_tokens"] = ctx
+        metrics = parse_prometheus(_get(client, f"{root}/metrics", time.monotonic() + timeout_s) or "")
+        if metrics:
+            info["metrics"] = metrics
+            for prefix, engine in ENGINE_PREFIXES:
+                if any(k.startswith(prefix) for k in metrics):
+                    info.setdefault("engine", engine)
+    return info
+
+
+def metrics_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """What the server's own counters say about the run between two scrapes: every counter's
+    increase (`*_total`), and for llama.cpp the mean time per output token of a sequence (ms)
+    and the prompt rate of a sequence (tokens/s) over the run (llama.cpp adds up the time of
+    each slot, so these are per sequence, not per batched step)."""
+    out = {k: after[k] - before.get(k, 0.0) for k in after if k.endswith("_total")}
+    tokens = out.get("llamacpp:tokens_predicted_total", 0.0)
+    decode_s = out.get("llamacpp:tokens_predicted_seconds_total", 0.0)
+    if tokens > 0 and decode_s > 0:  # each slot adds its own generation time: per sequence
+        out["llamacpp_tpot_ms"] = 1e3 * decode_s / tokens
+    prompt_s = out.get("llamacpp:prompt_seconds_total", 0.0)
+    prompt_n = out.get("llamacpp:prompt_tokens_total", 0.0)
+    if prompt_s > 0 and prompt_n > 0:
+        out["llamacpp_prompt_tok_s"] = prompt_n / prompt_s
+    return out

@@ -1,0 +1,382 @@
+"""A catalog model entry from a model's own files, so users stop typing shapes: a Hugging Face
+`config.json` (with the `*.safetensors` beside it, when present, for the weight size) or a GGUF
+file's header (`capacity catalog add-model`, the Catalog page; docs/app.md).
+
+config.json: layers (`num_hidden_layers`), query and KV heads, `head_dim` (else hidden / heads),
+sliding windows (`layer_types`, Gemma's `sliding_window_pattern`, Mistral's all-sliding
+`sliding_window`), MLA (`kv_lora_rank`, DeepSeek), MoE (`num_local_experts` / `num_experts` /
+`n_routed_experts` with `num_experts_per_tok`), vocabulary and tied embeddings; multimodal
+configs are read from their `text_config`. The parameter count is computed from these shapes
+(`config_params`); the weight size is the sum of the safetensors files when they are there.
+
+GGUF: the metadata under the architecture's prefix (`llama.block_count`,
+`llama.attention.head_count`, ...) and the tensor table (names, shapes, types): parameters are the
+tensors' elements, weights their bytes; routed-expert tensors (`*_exps`) count active at
+`expert_used_count / expert_count`. Only the header is read, so a file's first megabytes suffice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capacity.errors import CatalogError
+
+GGUF_MAGIC = b"GGUF"
+GGUF_FORMATS: Mapping[str, str] = {
+    "F32": "f32", "F16": "bf16", "BF16": "bf16", "Q8_0": "int8", "Q4_K": "gguf-q4_k_m",
+}
+"""Catalog weight format of a GGUF by the type of most of its weight bytes (a stated size from
+the file wins over bits x params anyway)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParamCount:
+    """Parameters of a model computed from its shapes, count (not billions)."""
+
+    total: float
+    active: float
+
+
+def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    inner = config.get("text_config")
+    if isinstance(inner, Mapping):
+        return {**{k: v for k, v in config.items() if k != "text_config"}, **inner}
+    return config
+
+
+def _int(cfg: Mapping[str, Any], *names: str, default: int | None = None) -> int:
+    for name in names:
+        value = cfg.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    if default is None:
+        raise CatalogError(f"config.json: missing {' or '.join(names)}")
+    return default
+
+
+def _moe(cfg: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(routed experts, active experts, shared experts); (0, 0, 0) for a dense model."""
+    experts = _int(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0)
+    if experts <= 1:
+        return 0, 0, 0
+    active = _int(cfg, "num_experts_per_tok", "moe_topk", default=0)
+    if not active:
+        raise CatalogError("config.json: an MoE model without num_experts_per_tok")
+    shared = _int(cfg, "n_shared_experts", "num_shared_experts", default=0)
+    return experts, active, shared
+
+
+def config_params(config: Mapping[str, Any]) -> ParamCount:
+    """Parameters from a config.json's shapes, count.
+
+    Per layer: attention q, k, v, o (or MLA's low-rank q, kv_a, kv_b, o), two RMSNorms, and a
+    SwiGLU MLP of 3 h I (dense) or E routed + S shared experts of 3 h I_moe plus the router
+    h E (MoE; DeepSeek's first `first_k_dense_replace` layers are dense); embeddings V h, an
+    untied output head V h, the final norm h. Biases are left out (under 0.1% in Qwen2).
+    Checked against the published totals: Llama-3.1-8B 8.03 B, Qwen3-30B-A3B 30.5/3.3 B,
+    DeepSeek-V3 671/37 B (tests/test_model_files.py).
+    """
+    cfg = _text_config(config)
+    h = _int(cfg, "hidden_size", "d_model")
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    q_heads = _int(cfg, "num_attention_heads", "n_head")
+    kv_heads = _int(cfg, "num_key_value_heads", default=q_heads)
+    head_dim = _int(cfg, "head_dim", default=h // q_heads)
+    vocab = _int(cfg, "vocab_size")
+    inter = _int(cfg, "intermediate_size", "ffn_dim", default=4 * h)
+    kv_lora = _int(cfg, "kv_lora_rank", default=0)
+    if kv_lora:
+        rope = _int(cfg, "qk_rope_head_dim")
+        nope = _int(cfg, "qk_nope_head_dim")
+        v_dim = _int(cfg, "v_head_dim", default=nope)
+        q_lora = _int(cfg, "q_lora_rank", default=0)
+        qk = nope + rope
+        q = (h * q_lora + q_lora + q_lora * q_heads * qk) if q_lora else h * q_heads * qk
+        attn = q + h * (kv_lora + rope) + kv_lora + kv_lora * q_heads * (nope + v_dim) \
+            + q_heads * v_dim * h
+    else:
+        attn = h * q_heads * head_dim + 2 * h * kv_heads * head_dim + q_heads * head_dim * h
+    experts, active, shared = _moe(cfg)
+    dense_mlp = 3 * h * inter
+    total = active_total = 0.0
+    if experts:
+        moe_inter = _int(cfg, "moe_intermediate_size", default=inter)
+        dense_layers = min(layers, _int(cfg, "first_k_dense_replace", default=0))
+        per_expert = 3 * h * moe_inter
+        moe_layers = layers - dense_layers
+        base = dense_layers * dense_mlp + moe_layers * (shared * per_expert + h * experts)
+        total += base + moe_layers * experts * per_expert
+        active_total += base + moe_layers * active * per_expert
+    else:
+        total += layers * dense_mlp
+        active_total += layers * dense_mlp
+    common = layers * (attn + 2 * h) + vocab * h + h
+    if not cfg.get("tie_word_embeddings", False):
+        common += vocab * h
+    return ParamCount(total=total + common, active=active_total + common)
+
+
+def _layer_groups(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    h = _int(cfg, "hidden_size", "d_model")
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    q_heads = _int(cfg, "num_attention_heads", "n_head")
+    kv_lora = _int(cfg, "kv_lora_rank", default=0)
+    if kv_lora:
+        rope = _int(cfg, "qk_rope_head_dim")
+        nope = _int(cfg, "qk_nope_head_dim")
+        v_dim = _int(cfg, "v_head_dim", default=nope)
+        return [{"kind": "mla", "count": layers, "kv_lora_rank": kv_lora,
+                 "qk_rope_head_dim": rope, "q_heads": q_heads,
+                 "head_dim": round(((nope + rope) + v_dim) / 2)}]
+    kv_heads = _int(cfg, "num_key_value_heads", default=q_heads)
+    head_dim = _int(cfg, "head_dim", default=h // q_heads)
+    attn = {"kv_heads": kv_heads, "head_dim": head_dim, "q_heads": q_heads}
+    window = cfg.get("sliding_window")
+    window = window if isinstance(window, int) and window > 0 else 0
+    sliding = 0
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        sliding = sum(1 for t in types if "sliding" in str(t))
+    elif window and isinstance(cfg.get("sliding_window_pattern"), int):
+        pattern = int(cfg["sliding_window_pattern"])  # every pattern-th layer is full
+        sliding = layers - layers // pattern if pattern > 1 else 0
+    elif window and cfg.get("use_sliding_window", True) and \
+            str(cfg.get("model_type", "")) in ("mistral", "mixtral"):
+        sliding = layers
+    if window < 1:
+        sliding = 0
+    groups: list[dict[str, Any]] = []
+    if layers - sliding:
+        groups.append({"kind": "full", "count": layers - sliding, **attn})
+    if sliding:
+        groups.append({"kind": "sliding", "count": sliding, **attn, "window_tokens": window})
+    return groups
+
+
+def _billions(count: float) -> float:
+    return float(f"{count / 1e9:.4g}")
+
+
+def _gb(n_bytes: float) -> float:
+    return float(f"{n_bytes / 1e9:.4g}")
+
+
+def table_from_config(config: Mapping[str, Any], *, key: str, name: str = "",
+                      weights_bytes: float | None = None, weights_format: str = "bf16",
+                      source: str, as_of: str) -> dict[str, Any]:
+    """A catalog model table (the loader's format, data/models/*.toml) from a config.json."""
+    if not isinstance(config, Mapping):
+        raise CatalogError("config.json: expected a JSON object")
+    cfg = _text_config(config)
+    params = config_params(config)
+    experts, active, _ = _moe(cfg)
+    groups = _layer_groups(cfg)
+    table: dict[str, Any] = {
+        "key": key, "name": name or key,
+        "params_total_b": _billions(params.total), "params_active_b": _billions(params.active),
+        "num_layers": sum(g["count"] for g in groups),
+        "hidden": _int(cfg, "hidden_size", "d_model"), "vocab": _int(cfg, "vocab_size"),
+        "max_context_tokens": _int(cfg, "max_position_embeddings", "n_positions",
+                                   default=4096),
+        "default_format": weights_format, "source": source, "as_of": as_of,
+        "notes": f"read from config.json (model_type {cfg.get('model_type', '?')}); parameters "
+                 "computed from the shapes",
+        "layers": groups,
+    }
+    if experts:
+        table["moe"] = {"experts": experts, "active": active}
+    else:
+        table["params_active_b"] = table["params_total_b"]
+    if weights_bytes:
+        table["variants"] = [{"format": weights_format, "weights_gb": _gb(weights_bytes),
+                              "source": f"{source}: file sizes"}]
+    return table
+
+
+def _safetensors_bytes(folder: Path) -> float | None:
+    files = sorted(folder.glob("*.safetensors"))
+    return float(sum(f.stat().st_size for f in files)) if files else None
+
+
+# ---------------------------------------------------------------------------------------------
+# GGUF
+
+@dataclass(frozen=True, kw_only=True)
+class GgufTensor:
+    """One entry of a GGUF tensor table."""
+
+    name: str
+    elements: int
+    n_bytes: int
+    type_name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GgufHeader:
+    """A GGUF file's metadata (scalars and short arrays) and tensor table."""
+
+    metadata: Mapping[str, Any]
+    tensors: tuple[GgufTensor, ...]
+
+
+def read_gguf_header(path: Path) -> GgufHeader:
+    """Read the metadata and the tensor table with the `gguf` package's reader, without mapping
+    tensor data (so a truncated file holding only the header works)."""
+    import gguf
+    import numpy as np
+
+    class _HeaderReader(gguf.GGUFReader):
+        def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
+            table: list[GgufTensor] = []
+            for fld in fields:
+                _n, name_data, _d, dims, raw_dtype, _off = fld.parts
+                qtype = gguf.GGMLQuantizationType(int(raw_dtype[0]))
+                block, size = gguf.GGML_QUANT_SIZES[qtype]
+                elements = int(np.prod(dims))
+                table.append(GgufTensor(name=bytes(name_data).decode("utf-8"),
+                                        elements=elements, n_bytes=elements * size // block,
+                                        type_name=qtype.name))
+            self.header_tensors = table
+
+    try:
+        reader = _HeaderReader(path)
+    except (ValueError, IndexError, KeyError, OSError) as exc:
+        raise CatalogError(f"{path.name}: not a readable GGUF header ({exc})") from None
+    meta: dict[str, Any] = {}
+    for key, fld in reader.fields.items():
+        if len(fld.data) > 4096:  # the vocabulary: only its length is needed
+            meta[key] = len(fld.data)
+            continue
+        try:
+            meta[key] = fld.contents()
+        except (ValueError, UnicodeDecodeError):
+            continue
+    return GgufHeader(metadata=meta, tensors=tuple(reader.header_tensors))
+
+
+def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str,
+                    as_of: str) -> dict[str, Any]:
+    """A catalog model table from a GGUF header (architecture-prefixed metadata + tensors)."""
+    meta = header.metadata
+    arch = str(meta.get("general.architecture", ""))
+    if not arch:
+        raise CatalogError("GGUF: no general.architecture")
+
+    def get(name: str, default: Any = None) -> Any:
+        value = meta.get(f"{arch}.{name}", default)
+        if isinstance(value, list):  # per-layer values (e.g. head_count_kv): the most common
+            value = max(set(value), key=value.count) if value else default
+        return value
+
+    layers = get("block_count")
+    hidden = get("embedding_length")
+    q_heads = get("attention.head_count")
+    if not all(isinstance(v, int) and v > 0 for v in (layers, hidden, q_heads)):
+        raise CatalogError(f"GGUF: missing {arch}.block_count, embedding_length or "
+                           "attention.head_count")
+    kv_heads = get("attention.head_count_kv", q_heads) or q_heads
+    head_dim = get("attention.key_length", hidden // q_heads)
+    vocab = get("vocab_size") or meta.get("tokenizer.ggml.tokens")
+    if not isinstance(vocab, int):
+        vocab = next((t.elements // hidden for t in header.tensors
+                      if t.name == "token_embd.weight"), 0)
+    experts, active = int(get("expert_count", 0) or 0), int(get("expert_used_count", 0) or 0)
+    total = sum(t.elements for t in header.tensors)
+    weights = sum(t.n_bytes for t in header.tensors)
+    if not total:
+        raise CatalogError("GGUF: no tensors in the header")
+    routed = sum(t.elements for t in header.tensors if "_exps" in t.name)
+    active_params = total - routed + (routed * active / experts if experts > 1 and active else 0)
+    by_type: dict[str, int] = {}
+    for t in header.tensors:
+        by_type[t.type_name] = by_type.get(t.type_name, 0) + t.n_bytes
+    main_type = max(by_type, key=lambda k: by_type[k])
+    fmt = GGUF_FORMATS.get(main_type, "bf16")
+    attn = {"kv_heads": int(kv_heads), "head_dim": int(head_dim), "q_heads": int(q_heads)}
+    window = get("attention.sliding_window", 0)
+    groups: list[dict[str, Any]] = [{"kind": "full", "count": int(layers), **attn}]
+    table: dict[str, Any] = {
+        "key": key, "name": name or str(meta.get("general.name") or key),
+        "params_total_b": _billions(total), "params_active_b": _billions(active_params),
+        "num_layers": int(layers), "hidden": int(hidden), "vocab": int(vocab),
+        "max_context_tokens": int(get("context_length", 4096)),
+        "default_format": fmt, "source": source, "as_of": as_of,
+        "notes": f"read from a GGUF header (architecture {arch}, weights mostly {main_type}"
+                 f"{f', sliding window {window} not split by layer' if window else ''}); "
+                 "parameters and bytes from its tensor table",
+        "layers": groups,
+        "variants": [{"format": fmt, "weights_gb": _gb(weights),
+                      "source": f"{source}: tensor bytes"}],
+    }
+    if experts > 1 and active:
+        table["moe"] = {"experts": experts, "active": active}
+    else:
+        table["params_active_b"] = table["params_total_b"]
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# files and uploads
+
+def _key_from(stem: str) -> str:
+    chars = [c if c.isalnum() or c in "._-" else "-" for c in stem.lower()]
+    return "".join(chars).strip("-._") or "custom-model"
+
+
+def table_from_path(path: Path, *, key: str | None = None, name: str = "", as_of: str,
+                    weights_format: str = "bf16") -> dict[str, Any]:
+    """A model table from a GGUF file, a config.json, or a folder holding a config.json (with
+    its safetensors for the weight size)."""
+    if path.is_dir():
+        folder, config_path = path, path / "config.json"
+    else:
+        folder, config_path = path.parent, path
+    if not config_path.is_file():
+        raise CatalogError(f"{path}: no such file (a config.json, a folder with one, or a .gguf)")
+    with config_path.open("rb") as fh:
+        head = fh.read(4)
+    if head == GGUF_MAGIC:
+        header = read_gguf_header(config_path)
+        return table_from_gguf(header, key=key or _key_from(config_path.stem), name=name,
+                               source=f"GGUF header of {config_path.name}", as_of=as_of)
+    try:
+        config = json.loads(config_path.read_text("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"{config_path.name}: neither a GGUF file nor JSON ({exc})") from None
+    default_key = folder.name if config_path.name == "config.json" else config_path.stem
+    return table_from_config(config, key=key or _key_from(default_key), name=name,
+                             weights_bytes=_safetensors_bytes(folder),
+                             weights_format=weights_format,
+                             source=f"config.json of {folder.name}", as_of=as_of)
+
+
+def table_from_upload(data: bytes, filename: str, *, key: str | None = None, name: str = "",
+                      as_of: str, weights_bytes: float | None = None,
+                      weights_format: str = "bf16") -> dict[str, Any]:
+    """A model table from uploaded bytes: a GGUF file (or its first megabytes) or a config.json."""
+    import tempfile
+
+    stem = Path(filename).stem
+    if data[:4] == GGUF_MAGIC:
+        with tempfile.TemporaryDirectory() as tmp:
+            p = Path(tmp) / "upload.gguf"
+            p.write_bytes(data)
+            header = read_gguf_header(p)
+        return table_from_gguf(header, key=key or _key_from(stem), name=name,
+                               source=f"GGUF header of {filename}", as_of=as_of)
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"{filename}: neither a GGUF file nor a JSON config ({exc})") from None
+    if not isinstance(config, dict):
+        raise CatalogError(f"{filename}: expected a JSON object")
+    default_key = str(config.get("_name_or_path") or config.get("model_type") or stem)
+    return table_from_config(config, key=key or _key_from(default_key.split("/")[-1]),
+                             name=name, weights_bytes=weights_bytes,
+                             weights_format=weights_format, source=f"{filename} (upload)",
+                             as_of=as_of)
+

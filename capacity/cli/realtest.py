@@ -1,0 +1,225 @@
+"""`python3 dev.py realtest`: a real serving engine in the loop, llama.cpp on this CPU, end to end
+(docs/accuracy.md, "Real engine: llama.cpp on this CPU").
+
+1. find or build `llama-server` (`capacity.bench.llamacpp`: $CAPACITY_LLAMA_SERVER, else the
+   cached build, else a ~15-minute build into the cache);
+2. write the GGUF test models (`capacity.bench.gguf_model`: ~156 M Llama-shaped, f32 and f16)
+   beside the binary, once;
+3. in a workspace of its own (`<cache>/realtest/home`, never the checkout's data/): probe the
+   CPU (`capacity probe`), add both models (`capacity catalog add-model`);
+4. start the server on the f32 model (`--parallel 8`, `--metrics`) and run the calibration
+   sweep with `capacity bench`: concurrency 1/2/4/8 at two prompt lengths (~100 and ~400
+   tokens), 64 output tokens: two lengths at concurrency 1 pin MFU and the prefill overhead,
+   four batch sizes pin eta_bw, eff and the step overhead;
+5. `capacity calibrate` on that sweep;
+6. measure held-out points: other concurrencies (3, 6), another prompt length (~200 tokens),
+   a Poisson load (`--request-rate`), and the f16 model (a second shape, other kernels);
+7. print measured vs predicted (TTFT p50/p90, ITL p50, output tok/s) per level as Markdown,
+   and write it with the calibration report to a file.
+
+Run as `python -m capacity.cli.realtest [--quick] [--out FILE]`; not a `capacity` subcommand
+(it needs a compiler and minutes of CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from capacity import workspace
+from capacity.bench import llamacpp
+from capacity.bench.gguf_model import TEST_SHAPE, write_llama_gguf
+from capacity.bench.store import RunStore
+from capacity.catalog.loader import load_catalog
+from capacity.fit import calibration as calib
+from capacity.fit.engine_check import CheckRow, check_run, markdown_table, median_abs_errors
+
+MODELS = {"f32": "rt-llama156m-w32", "f16": "rt-llama156m-w16"}
+"""Catalog keys of the two test models (a key may not end in a format suffix such as -f32)."""
+GPU_KEY = "cpu-probe"
+SHORT_CHARS, LONG_CHARS, MID_CHARS = 450, 1800, 900
+"""Prompt lengths, characters (the bench's English filler: ~4.5 characters per token)."""
+MAX_TOKENS = 64
+PARALLEL = 8
+CTX_TOKENS = PARALLEL * 1024
+"""llama-server's `-c`: 1,024 tokens for each of the 8 slots."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _load() -> str:
+    """The 1-minute load average, or '?' where the platform has none."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except (OSError, AttributeError):
+        return "?"
+
+
+def _say(text: str) -> None:
+    print(f"realtest [{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+class Steps:
+    """Runs `capacity` subcommands in the realtest's own workspace."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        env = dict(os.environ)
+        for name in (workspace.CAPACITY_CUSTOM_DIR, workspace.CAPACITY_BENCH_DIR,
+                     workspace.CAPACITY_CALIBRATIONS_DIR, workspace.CAPACITY_DATA_DIR):
+            env.pop(name, None)
+        env[workspace.CAPACITY_HOME] = str(home)
+        self.env = env
+
+    def capacity(self, *argv: str, capture: bool = False) -> str:
+        cmd = [sys.executable, "-m", "capacity", *argv]
+        proc = subprocess.run(cmd, env=self.env, text=True,
+                              stdout=subprocess.PIPE if capture else None)
+        if proc.returncode != 0:
+            raise SystemExit(f"realtest: `capacity {' '.join(argv)}` failed "
+                             f"(exit {proc.returncode})")
+        return proc.stdout or ""
+
+    def bench(self, base_url: str, label: str, *, concurrency: str, prompt_chars: int,
+              requests: int, model_key: str, rate: float | None = None) -> pd.DataFrame:
+        argv = ["bench", "--base-url", base_url, "--endpoint", "completions",
+                "--concurrency", concurrency, "--requests", str(requests),
+                "--prompt-chars", str(prompt_chars), "--max-tokens", str(MAX_TOKENS),
+                "--label", label, "--gpu", GPU_KEY, "--predict-model", model_key,
+                "--timeout", "120"]
+        if rate is not None:
+            argv += ["--request-rate", f"{rate:.3g}"]
+        self.capacity(*argv)
+        store = RunStore(self.home / "bench")
+        return store.summary(store.latest_run_id(label))
+
+
+def write_models(folder: Path) -> dict[str, Path]:
+    """The f32 and f16 test models, written once into `folder`."""
+    paths: dict[str, Path] = {}
+    for dtype in ("f32", "f16"):
+        path = folder / f"capacity-test-156m-{dtype}.gguf"
+        if not path.is_file():
+            _say(f"writing {path.name} ({TEST_SHAPE.params / 1e6:.0f} M parameters)")
+            write_llama_gguf(path, llamacpp.vocab_file(), dtype="f16" if dtype == "f16" else "f32")
+        paths[dtype] = path
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 dev.py realtest", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="fewer requests per level (a smoke run: noisier numbers)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="Markdown report (default <cache>/realtest/realtest-<date>.md)")
+    p.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1),
+                   help="llama-server threads (default: the cores, at most 8)")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    load_before = _load()
+    log = sys.stdout
+    binary = llamacpp.locate_or_build(log=log)
+    _say(f"llama-server: {binary} (ready after {time.monotonic() - started:.0f} s)")
+    models = write_models(llamacpp.version_dir() / "models")
+    home = workspace.cache_dir() / "realtest" / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    steps = Steps(home)
+    steps.capacity("probe", "--device", "cpu", "--key", GPU_KEY, "--replace")
+    for dtype, path in models.items():
+        steps.capacity("catalog", "add-model", str(path), "--key", MODELS[dtype], "--replace")
+    catalog = load_catalog(workspace.catalog_dir(), extra_dirs=[home / "custom"])
+    requests = 8 if args.quick else 16
+    engine = f"llama.cpp (llama-cpp-python {llamacpp.SDIST_VERSION} sdist)"
+    cal_path = home / "calibrations" / "realtest-llamacpp.toml"
+    held: list[tuple[str, str, pd.DataFrame]] = []
+    info: dict[str, Any] = {}
+
+    def server(dtype: str) -> llamacpp.LlamaServer:
+        cfg = llamacpp.ServerConfig(model_path=models[dtype], port=_free_port(),
+                                    parallel=PARALLEL, ctx_tokens=CTX_TOKENS,
+                                    threads=args.threads)
+        return llamacpp.LlamaServer(binary, cfg, log_path=home / f"llama-server-{dtype}.log")
+
+    with server("f32") as srv:
+        _say(f"llama-server up on {srv.base_url} (f32 model)")
+        info = llamacpp.server_info(srv.root_url)
+        for chars in (SHORT_CHARS, LONG_CHARS):
+            _say(f"calibration sweep: prompt {chars} chars, concurrency 1,2,4,8")
+            steps.bench(srv.base_url, "rt-cal", concurrency="1,2,4,8", prompt_chars=chars,
+                        requests=requests, model_key=MODELS["f32"])
+        steps.capacity("calibrate", "--model", MODELS["f32"], "--gpu", GPU_KEY,
+                       "--ctx", "2048", "--label", "rt-cal", "--engine", engine,
+                       "--save", str(cal_path))
+        cal = calib.load(cal_path)
+        _say("held out: concurrency 3 and 6")
+        held.append(("f32 C=3,6", MODELS["f32"], steps.bench(
+            srv.base_url, "rt-held-conc", concurrency="3,6", prompt_chars=SHORT_CHARS,
+            requests=requests, model_key=MODELS["f32"])))
+        _say(f"held out: prompt {MID_CHARS} chars")
+        held.append(("f32 prompt ~200", MODELS["f32"], steps.bench(
+            srv.base_url, "rt-held-len", concurrency="1,2,4", prompt_chars=MID_CHARS,
+            requests=requests, model_key=MODELS["f32"])))
+        rate = 0.6 * float(held[0][2]["request_throughput_rps"].max())
+        _say(f"held out: Poisson load at {rate:.2f} req/s (at most 8 in flight)")
+        held.append(("f32 Poisson", MODELS["f32"], steps.bench(
+            srv.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
+            requests=requests, model_key=MODELS["f32"], rate=rate)))
+    with server("f16") as srv:
+        _say("held out: the f16 model (a second shape), concurrency 1,2,4,8")
+        held.append(("f16 model", MODELS["f16"], steps.bench(
+            srv.base_url, "rt-held-f16", concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
+            requests=requests, model_key=MODELS["f16"])))
+    rows: list[CheckRow] = []
+    for case, model_key, summary in held:
+        rows += check_run(summary, case=case, model=model_key, gpu=GPU_KEY, calibration=cal,
+                          catalog=catalog)
+    table = markdown_table(rows)
+    errors = median_abs_errors(rows)
+    gpu = catalog.gpu(GPU_KEY)
+    report = [
+        f"## llama.cpp realtest, {dt.date.today().isoformat()}", "",
+        f"Machine: {gpu.name}, {platform.machine()}, {os.cpu_count()} cores; probed "
+        f"{gpu.bandwidth_gb_s:g} GB/s, {gpu.bf16_tflops:g} TFLOP/s (best GEMM).",
+        f"Engine: llama-server from {engine}, --parallel {PARALLEL}, -c {CTX_TOKENS}, "
+        f"-t {args.threads}; /props total_slots = "
+        f"{(info.get('/props') or {}).get('total_slots', '?')}.",
+        f"Calibration ({cal_path.name}): " + ", ".join(
+            f"{k} {getattr(cal, k):.3g}" for k in calib.KNOBS if getattr(cal, k) is not None)
+        + " (ms for the overheads).",
+        f"Requests per level: {requests}; {MAX_TOKENS} output tokens; run time "
+        f"{(time.monotonic() - started) / 60:.1f} min; 1-minute load average {load_before} at "
+        f"the start, {_load()} at the end (other work on the machine slows the engine).", "",
+        table, "Median |error| over the held-out levels: " + ", ".join(
+            f"{k} {v:.0%}" for k, v in errors.items()), "",
+    ]
+    text = "\n".join(report)
+    out = Path(args.out) if args.out else (workspace.cache_dir() / "realtest" /
+                                           f"realtest-{dt.date.today().isoformat()}.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n<!-- knobs: " + json.dumps(
+        {k: getattr(cal, k) for k in calib.KNOBS}) + " -->\n")
+    print(text)
+    _say(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

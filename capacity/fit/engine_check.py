@@ -1,0 +1,127 @@
+"""Measured vs predicted, level by level, for runs held out of a calibration: the table that
+`python3 dev.py realtest` prints for llama.cpp (docs/accuracy.md, "Real engine").
+
+For each level of a stored run (its `summary.csv` rows): TTFT p50 and p90, inter-token latency
+p50 and output tok/s as measured, beside what the calibrated scenario predicts at the run's own
+prompt and output lengths (`overlay.run_scenario`): ITL p50 is F4's decode step at the context a
+request holds while decoding; TTFT and output tok/s come from the event model under the run's
+load (closed loop at each level's concurrency, or Poisson arrivals at its rate;
+`overlay.build_overlay`), TTFT p90 from the same simulated distribution. Errors are
+measured / predicted - 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from capacity.catalog.loader import Catalog
+from capacity.fit.calibration import Calibration
+from capacity.fit.overlay import Load, Predicted, build_overlay, points_from_summary, run_scenario
+
+METRICS: tuple[tuple[str, str], ...] = (
+    ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),
+    ("itl_p50_ms", "ITL p50 ms"), ("output_tok_s", "output tok/s"))
+"""(summary column, table heading) of each compared metric."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckRow:
+    """One level of a held-out run: measured and predicted values by summary column."""
+
+    case: str
+    concurrency: int
+    request_rate_rps: float | None
+    prompt_tokens: float
+    output_tokens: float
+    measured: dict[str, float]
+    predicted: dict[str, float]
+
+    def error(self, metric: str) -> float:
+        """measured / predicted - 1 (NaN where either is missing)."""
+        m, p = self.measured.get(metric, math.nan), self.predicted.get(metric, math.nan)
+        return m / p - 1.0 if p > 0 and math.isfinite(m) and math.isfinite(p) else math.nan
+
+
+def _num(x: object) -> float:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return v if math.isfinite(v) else math.nan
+
+
+def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
+              calibration: Calibration, catalog: Catalog | None = None) -> list[CheckRow]:
+    """Compare every level of one run (one prompt length, one model) with the calibrated
+    prediction under the run's own load."""
+    points = points_from_summary(summary, model=model, gpu=gpu, source=case)
+    if not points:
+        return []
+    prompt = float(np.median([p.prompt_tokens or 1.0 for p in points]))
+    output = float(np.median([p.output_tokens or 0.0 for p in points]))
+    scenario = run_scenario(model, gpu, prompt_tokens=prompt, output_tokens=output,
+                            catalog=catalog)
+    open_loop = "request_rate_rps" in summary and summary["request_rate_rps"].notna().any()
+    ov = build_overlay(points, scenario, series=case, calibration=calibration,
+                       failures=summary, load=Load.OPEN if open_loop else Load.CLOSED)
+    cal = Predicted.CALIBRATED.value
+    pred = ov.predicted[ov.predicted["series"] == cal]
+    rows: list[CheckRow] = []
+    for rec in summary.to_dict("records"):
+        c = float(rec["concurrency"])
+        at = pred[np.isclose(pred["concurrency"].to_numpy(dtype=float), c)]
+
+        def value(metric: str, column: str = "value", _at: pd.DataFrame = at) -> float:
+            sel = _at.loc[_at["metric"] == metric, column]
+            return float(sel.iloc[0]) if len(sel) else math.nan
+
+        rows.append(CheckRow(
+            case=case, concurrency=int(c), request_rate_rps=_num(rec.get("request_rate_rps"))
+            if open_loop else None,
+            prompt_tokens=_num(rec.get("prompt_tokens_mean")),
+            output_tokens=_num(rec.get("output_tokens_mean")),
+            measured={k: _num(rec.get(k)) for k, _ in METRICS},
+            predicted={"ttft_p50_ms": value("ttft_ms"), "ttft_p90_ms": value("ttft_ms", "p90"),
+                       "itl_p50_ms": value("tpot_ms"), "output_tok_s": value("aggregate_tok_s")}))
+    return rows
+
+
+def _fmt(v: float) -> str:
+    if not math.isfinite(v):
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _pct(v: float) -> str:
+    return "-" if not math.isfinite(v) else f"{v:+.0%}"
+
+
+def markdown_table(rows: Sequence[CheckRow]) -> str:
+    """One line per level: measured, predicted and error of each metric."""
+    head = ["case", "C", "rate/s", "prompt tok"]
+    for _, title in METRICS:
+        head += [f"{title} meas", "pred", "err"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r.case, str(r.concurrency),
+                 "-" if r.request_rate_rps is None else f"{r.request_rate_rps:g}",
+                 _fmt(r.prompt_tokens)]
+        for key, _ in METRICS:
+            cells += [_fmt(r.measured.get(key, math.nan)), _fmt(r.predicted.get(key, math.nan)),
+                      _pct(r.error(key))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def median_abs_errors(rows: Sequence[CheckRow]) -> dict[str, float]:
+    """Median |error| of each metric over the rows (NaN where none has both values)."""
+    out: dict[str, float] = {}
+    for key, _ in METRICS:
+        errs = [abs(r.error(key)) for r in rows if math.isfinite(r.error(key))]
+        out[key] = float(np.median(errs)) if errs else math.nan
+    return out

@@ -1,0 +1,45 @@
+"""Measured vs predicted for held-out runs (capacity.fit.engine_check): the realtest's table,
+checked on the bundled sample run (no server needed)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from capacity import workspace
+from capacity.catalog.loader import Catalog
+from capacity.fit.calibration import fit
+from capacity.fit.engine_check import check_run, markdown_table, median_abs_errors
+from capacity.fit.overlay import points_from_summary, run_scenario
+
+
+def sample_summary() -> pd.DataFrame:
+    (path,) = (workspace.bundled_bench_dir() / "sample-rtx-4090-sim").glob("*/summary.csv")
+    return pd.read_csv(path)
+
+
+def test_held_out_table_compares_every_level(catalog: Catalog) -> None:
+    summary = sample_summary()
+    model, gpu = "qwen3.5-9b-awq", "rtx-4090"
+    pts = points_from_summary(summary, model=model, gpu=gpu)
+    base = run_scenario(model, gpu, prompt_tokens=pts[0].prompt_tokens or 1,
+                        output_tokens=pts[0].output_tokens or 1, catalog=catalog)
+    cal = fit(pts, base, name="t")
+    rows = check_run(summary, case="sample", model=model, gpu=gpu, calibration=cal,
+                     catalog=catalog)
+    assert [r.concurrency for r in rows] == summary["concurrency"].tolist()
+    one = rows[0]
+    assert one.measured["itl_p50_ms"] == pytest.approx(summary["itl_p50_ms"].iloc[0])
+    for key in ("ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "output_tok_s"):
+        assert one.predicted[key] > 0
+    assert one.predicted["ttft_p90_ms"] >= one.predicted["ttft_p50_ms"]
+    # the calibration was fitted on these very points: the decode step agrees closely
+    assert abs(one.error("itl_p50_ms")) < 0.1
+    errs = median_abs_errors(rows)
+    assert set(errs) == {"ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "output_tok_s"}
+    assert all(math.isfinite(v) for v in errs.values())
+    table = markdown_table(rows)
+    assert table.count("\n") == 2 + len(rows)
+    assert table.splitlines()[2].startswith("| sample | 1 | - |")
