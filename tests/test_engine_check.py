@@ -43,3 +43,22 @@ def test_held_out_table_compares_every_level(catalog: Catalog) -> None:
     table = markdown_table(rows)
     assert table.count("\n") == 2 + len(rows)
     assert table.splitlines()[2].startswith("| sample | 1 | - |")
+
+
+def test_the_event_model_schedules_as_the_engine_profile_says(catalog: Catalog) -> None:
+    """llama.cpp with 4 slots (`--parallel 4`): at 64 clients most wait for a slot, so TTFT under
+    load is longer than with the chapter's batch of up to C_vram sequences (19.5 s vs 14.1 s
+    here); at 1 client the two agree (nothing waits)."""
+    summary = sample_summary()
+    model, gpu = "qwen3.5-9b-awq", "rtx-4090"
+    pts = points_from_summary(summary, model=model, gpu=gpu)
+    base = run_scenario(model, gpu, prompt_tokens=pts[0].prompt_tokens or 1,
+                        output_tokens=pts[0].output_tokens or 1, catalog=catalog)
+    cal = fit(pts, base, name="t")
+    chapter = check_run(summary, case="s", model=model, gpu=gpu, calibration=cal, catalog=catalog)
+    llama = check_run(summary, case="s", model=model, gpu=gpu, calibration=cal, catalog=catalog,
+                      engine="llamacpp", max_num_seqs=4)
+    assert llama[0].predicted["ttft_p50_ms"] == pytest.approx(chapter[0].predicted["ttft_p50_ms"],
+                                                              rel=0.05)
+    assert llama[-1].concurrency >= 32
+    assert llama[-1].predicted["ttft_p50_ms"] > 1.2 * chapter[-1].predicted["ttft_p50_ms"]

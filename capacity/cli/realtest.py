@@ -189,8 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             requests=requests, model_key=MODELS["f16"])))
     rows: list[CheckRow] = []
     for case, model_key, summary in held:
+        # the event model schedules as llama-server does: its --parallel slots, prompts in
+        # n_batch chunks between decode steps (the llamacpp engine profile, data/engines.toml)
         rows += check_run(summary, case=case, model=model_key, gpu=GPU_KEY, calibration=cal,
-                          catalog=catalog)
+                          catalog=catalog, engine="llamacpp", max_num_seqs=PARALLEL)
     table = markdown_table(rows)
     errors = median_abs_errors(rows)
     gpu = catalog.gpu(GPU_KEY)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import Catalog
 from capacity.fit.calibration import Calibration
 from capacity.fit.overlay import Load, Predicted, build_overlay, points_from_summary, run_scenario
@@ -56,9 +57,10 @@ def _num(x: object) -> float:
 
 
 def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
-              calibration: Calibration, catalog: Catalog | None = None) -> list[CheckRow]:
+              calibration: Calibration, catalog: Catalog | None = None,
+              engine: str = DEFAULT_ENGINE, max_num_seqs: int | None = None) -> list[CheckRow]:
     """Compare every level of one run (one prompt length, one model) with the calibrated
-    prediction under the run's own load."""
+    prediction under the run's own load, scheduled as `engine` with `max_num_seqs` slots."""
     points = points_from_summary(summary, model=model, gpu=gpu, source=case)
     if not points:
         return []
@@ -68,7 +70,8 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
                             catalog=catalog)
     open_loop = "request_rate_rps" in summary and summary["request_rate_rps"].notna().any()
     ov = build_overlay(points, scenario, series=case, calibration=calibration,
-                       failures=summary, load=Load.OPEN if open_loop else Load.CLOSED)
+                       failures=summary, load=Load.OPEN if open_loop else Load.CLOSED,
+                       engine=engine, max_num_seqs=max_num_seqs)
     cal = Predicted.CALIBRATED.value
     pred = ov.predicted[ov.predicted["series"] == cal]
     rows: list[CheckRow] = []

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit.calibration import Calibration, apply, predict_ms
@@ -196,9 +197,12 @@ def _predict(scenario: Scenario, concurrency: np.ndarray, prompt_tokens: float,
 
 @lru_cache(maxsize=4096)
 def _simulated(scenario: Scenario, output_tokens: int, concurrency: int | None,
-               rate_per_s: float | None) -> QueueResult:
-    """One seeded run of the event model (cached: a rerun of the page costs nothing)."""
-    svc = service_from_scenario(scenario, output_tokens=output_tokens)
+               rate_per_s: float | None, engine: str = DEFAULT_ENGINE,
+               max_num_seqs: int | None = None) -> QueueResult:
+    """One seeded run of the event model under `engine`'s scheduling (cached: a rerun of the
+    page costs nothing)."""
+    svc = service_from_scenario(scenario, output_tokens=output_tokens, engine=engine,
+                                max_num_seqs=max_num_seqs)
     n = max(200, 4 * (concurrency or 1))
     if rate_per_s is not None:
         return simulate(svc, rate_per_s=rate_per_s, n_requests=n, seed=0)
@@ -206,7 +210,8 @@ def _simulated(scenario: Scenario, output_tokens: int, concurrency: int | None,
 
 
 def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: float,
-                rates_per_s: Sequence[float | None] | None
+                rates_per_s: Sequence[float | None] | None, engine: str = DEFAULT_ENGINE,
+                max_num_seqs: int | None = None
                 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """TTFT (p50, p90, p99, ms) and aggregate output tok/s (p50; no band) at each concurrency
     from the event model: a closed loop of round(C) clients, or Poisson arrivals at
@@ -219,7 +224,7 @@ def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: floa
         if rates_per_s is not None and rate is None:
             continue
         r = _simulated(scenario, out, None if rate is not None else max(1, round(float(c))),
-                       rate)
+                       rate, engine, max_num_seqs)
         ttft[:, i] = [r.ttft_ms[0.5], r.ttft_ms[0.9], r.ttft_ms[0.99]]
         agg[i] = r.output_tok_s
     nan = np.full(concurrency.size, np.nan)
@@ -316,7 +321,8 @@ def typical_lengths(points: Sequence[MeasuredPoint]) -> tuple[float, float]:
 def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series: str,
                   calibration: Calibration | None = None,
                   failures: pd.DataFrame | None = None, grid_points: int = 48,
-                  load: Load | str | None = None) -> Overlay:
+                  load: Load | str | None = None, engine: str = DEFAULT_ENGINE,
+                  max_num_seqs: int | None = None) -> Overlay:
     """Measured frame, spec-sheet (and calibrated) curves over the measured range, ratios per
     point, and the saturation point vs the predicted C_vram.
 
@@ -326,7 +332,8 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
     TTFT and aggregate tok/s under load with the event model, on about `LOAD_GRID_POINTS`
     concurrencies; "none" keeps F4/F6 without queueing (then `grid_points` per curve). Without
     an output length (or, open loop, without any rate), or where not one request fits in memory,
-    the prediction falls back to "none"."""
+    the prediction falls back to "none". `engine` (an engine profile, data/engines.toml) and
+    `max_num_seqs` (its slots, e.g. llama.cpp's --parallel) set the event model's scheduling."""
     if not points:
         raise InputError("no measured points to overlay: pick a run or import a file")
     if load is not None and load not in LOADS:
@@ -374,8 +381,8 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
         curve = _predict(s, grid, prompt, output)
         here = _predict(s, cs, prompt, output)
         if mode != Load.NONE:
-            loaded = _under_load(s, grid, output, grid_rates)
-            loaded_here = _under_load(s, cs, output, rates)
+            loaded = _under_load(s, grid, output, grid_rates, engine, max_num_seqs)
+            loaded_here = _under_load(s, cs, output, rates, engine, max_num_seqs)
             for m in LOAD_METRICS:
                 pred_rows.append(frame(name, grid, m, *loaded[m]))
                 here[m] = loaded_here[m][0]
