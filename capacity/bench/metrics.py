@@ -181,6 +181,17 @@ class RequestRecord:
     loop_lag_ms: float | None = None
     """The worst event-loop lag of that worker while the request ran, ms (None: not sampled,
     e.g. a warm-up request): a bound on how late its timestamps may be."""
+    prompt_tokens_target: int | None = None
+    """Prompt tokens this request was drawn to have (`--workload`, `--replay`,
+    `--prompt-tokens`; the shared prefix included), sent as that many x `--chars-per-token`
+    characters; None when the prompt was given in characters (`--prompt-chars`)."""
+    output_tokens_target: int | None = None
+    """Output tokens asked for (`max_tokens` of this request), tokens."""
+    prefix_id: int | None = None
+    """Which shared prefix leads the prompt: 0 the workload's system prompt, 1 + k the
+    history of conversation k; None: no shared prefix (a unique nonce first)."""
+    prefix_tokens_target: int | None = None
+    """Tokens of that shared prefix (sent as the identical leading text), tokens."""
     row_complete: int = 1
     """Always 1; a row cut short by a killed run lacks it, so readers can drop it."""
 
