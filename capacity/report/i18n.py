@@ -845,6 +845,34 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                       "predicted C_vram of {c_vram} (ratio {ratio:.2f}).",
                       "并发 {c:g} 之后总吞吐不再随并发增长，预测的显存最大并发为 {c_vram}"
                       "（比值 {ratio:.2f}）。"),
+    "r_fm_title": ("Highest load within the SLO: measured vs predicted",
+                   "SLO 内最高负载:实测与预测"),
+    "r_fm_help": ("This run searched the highest load at which p{pct} TTFT <= {ttft} ms and "
+                  "TPOT <= {tpot} ms (`capacity bench --find-max`, {n} probes, {stopped}). "
+                  "The prediction is the event model's highest Poisson rate for the same "
+                  "targets with the model and GPU chosen above.",
+                  "本次运行搜索了 p{pct} TTFT <= {ttft} ms 且 TPOT <= {tpot} ms 时的最高负载"
+                  "(`capacity bench --find-max`,{n} 次探测,{stopped})。预测值是事件模型在上方所选"
+                  "模型与 GPU 下、相同目标时的最高泊松到达率。"),
+    "r_fm_measured": ("measured maximum", "实测最大值"),
+    "r_fm_converged": ("converged", "已收敛"),
+    "r_fm_predicted": ("predicted maximum", "预测最大值"),
+    "r_fm_unit_rate": ("req/s", "请求/秒"),
+    "r_fm_unit_concurrency": ("requests in flight", "并发请求"),
+    "r_fm_bracket": ("bracket {lo} - {hi}", "区间 {lo} - {hi}"),
+    "r_fm_ratio": ("measured / predicted {ratio}", "实测 / 预测 {ratio}"),
+    "r_fm_no_prediction": ("The prediction is a request rate; this run searched concurrency.",
+                           "预测值是请求速率;本次运行搜索的是并发数。"),
+    "r_fm_speedup": ("Speedup of the simulated endpoint", "模拟端点的加速倍数"),
+    "r_fm_speedup_help": ("`capacity sim-server --speedup` divides every time: 1 for a real "
+                          "server.", "`capacity sim-server --speedup` 会把所有时间除以该倍数;"
+                          "真实服务器填 1。"),
+    "r_fm_load": ("load (req/s or requests in flight)", "负载(请求/秒或并发数)"),
+    "r_fm_ttft": ("TTFT at the percentile (ms)", "该百分位的 TTFT(ms)"),
+    "r_fm_verdict": ("probe", "探测"),
+    "r_fm_passed": ("meets the SLO", "满足 SLO"),
+    "r_fm_failed": ("misses the SLO", "未满足 SLO"),
+    "r_fm_target": ("TTFT target", "TTFT 目标"),
     "r_ratio": ("Measured / predicted per point (1 = agreement)",
                 "逐点实测 / 预测（1 = 一致）"),
     "r_median_err": ("Median |measured / predicted - 1| per metric:",
