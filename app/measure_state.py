@@ -149,7 +149,8 @@ def saved_calibrations() -> list[str]:
 @st.cache_data(max_entries=16, show_spinner=False)
 def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus: int,
                  calibration: calib.Calibration | None, failures: pd.DataFrame | None,
-                 extra: pd.DataFrame | None, series: str, labels: dict[str, str]
+                 extra: pd.DataFrame | None, series: str, labels: dict[str, str],
+                 find_max_concurrency: float | None = None
                  ) -> tuple[Overlay, dict[str, dict[str, Any]], dict[str, Any]]:
     """The overlay and its Vega-Lite specs (four metrics, the ratios), built once per input:
     Altair's validation costs about 40 ms a chart, too much for every rerun."""
@@ -159,7 +160,9 @@ def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus
     ov = build_overlay(points, scenario, series=series, calibration=calibration,
                        failures=failures)
     more = extra if extra is not None and not extra.empty else None
-    specs = {m: overlay_chart(ov, m, labels, extra_measured=more).to_dict() for m in METRICS}
+    specs = {m: overlay_chart(ov, m, labels, extra_measured=more,
+                              find_max_concurrency=find_max_concurrency).to_dict()
+             for m in METRICS}
     return ov, specs, ratio_chart(ov.ratios, labels).to_dict()
 
 

@@ -23,6 +23,7 @@ from app.i18n import overlay_chart_labels
 from app.state import init_lang
 from capacity.errors import CapacityError
 from capacity.fit import calibration as calib
+from capacity.fit.findmax import max_concurrency_within_slo
 from capacity.fit.imports import FORMATS
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
@@ -261,7 +262,10 @@ try:
                             catalog=cat)
     ov, chart_specs, ratio_spec = ms.overlay_view(
         tuple(points), st.session_state["r_model"], st.session_state["r_gpu"], n_gpus,
-        calibration, failures, extra, series, labels)
+        calibration, failures, extra, series, labels,
+        # a concurrency search's answer is a line on these charts (a rate's is not: their x
+        # axis is concurrency)
+        max_concurrency_within_slo(find_max))
 except CapacityError as exc:
     st.error(T("r_error", msg=str(exc)))
     st.stop()

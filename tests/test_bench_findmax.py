@@ -262,3 +262,31 @@ def test_old_runs_lack_the_workload_columns(tmp_path: Path) -> None:
     with RunStore(tmp_path) as s:
         got = s.query("SELECT count(*) AS n, count(prompt_tokens_target) AS t FROM requests")
     assert got["n"].iloc[0] == 1 and got["t"].iloc[0] == 0
+
+
+def test_a_concurrency_search_is_a_line_on_the_overlay() -> None:
+    from capacity.fit.findmax import max_concurrency_within_slo
+    from capacity.fit.measured import MeasuredPoint
+    from capacity.fit.overlay import build_overlay, run_scenario
+    from capacity.report.overlay_charts import find_max_chart, overlay_chart
+
+    entry = {"by": "concurrency", "max_load": 8, "bracket": [8, 9], "pct": 90,
+             "slo_ttft_ms": 500, "slo_tpot_ms": 50,
+             "probes": [{"load": 8, "ttft_pct_ms": 300.0, "passed": True},
+                        {"load": 9, "ttft_pct_ms": 600.0, "passed": False}]}
+    assert max_concurrency_within_slo(entry) == 8
+    assert max_concurrency_within_slo({**entry, "by": "rate"}) is None
+    assert max_concurrency_within_slo({**entry, "max_load": "x"}) is None
+    assert max_concurrency_within_slo(None) is None
+    s = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=1000, output_tokens=128)
+    pts = [MeasuredPoint(concurrency=c, context_tokens=1128, prompt_tokens=1000, output_tokens=128,
+                         tpot_ms=20.0 + c, ttft_ms=100.0 * c) for c in (1, 4, 16)]
+    ov = build_overlay(pts, s, series="run")
+    spec = json.dumps(overlay_chart(ov, "ttft_ms", find_max_concurrency=8).to_dict())
+    assert "highest within the SLO (measured)" in spec
+    assert "highest within the SLO" not in json.dumps(overlay_chart(ov, "ttft_ms").to_dict())
+    labels = {k: k for k in ("load", "ttft", "verdict", "passed", "failed", "measured",
+                             "predicted", "target")}
+    fov = find_max_overlay(entry, s, prompt_tokens=1000, output_tokens=128)
+    chart = json.dumps(find_max_chart(fov, labels).to_dict())
+    assert '"measured"' in chart and '"predicted"' not in chart and "500" in chart

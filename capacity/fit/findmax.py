@@ -139,3 +139,15 @@ def find_max_overlay(entry: Mapping[str, Any], scenario: Scenario, *, prompt_tok
                           predicted_rate_per_s=pred,
                           ratio=measured / pred if pred else None, pct=pct, slo_ttft_ms=ttft,
                           slo_tpot_ms=tpot, probes=probes)
+
+
+def max_concurrency_within_slo(entry: Mapping[str, Any] | None) -> float | None:
+    """The measured maximum of a concurrency search (meta.json `find_max`), for a line on the
+    overlay's concurrency axis; None for a rate search, no entry or a malformed one."""
+    if not entry or entry.get("by") != "concurrency":
+        return None
+    try:
+        c = float(entry["max_load"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return c if math.isfinite(c) and c > 0 else None

@@ -1279,6 +1279,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "overlay_calibrated": ("predicted, calibrated", "预测（校准后）"),
     "overlay_c_vram": ("C_vram (predicted)", "显存最大并发（预测）"),
     "overlay_saturation": ("measured saturation", "实测饱和点"),
+    "overlay_find_max": ("highest within the SLO (measured)", "SLO 内最高并发(实测)"),
     "overlay_band": ("p90-p99", "p90-p99"),
     "overlay_ratio": ("measured / predicted", "实测 / 预测"),
     "overlay_roofline": ("roofline, no queueing", "屋顶线（无排队）"),

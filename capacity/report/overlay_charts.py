@@ -25,6 +25,7 @@ DEFAULT_LABELS: dict[str, str] = {
     "series": "series", Predicted.SPEC_SHEET: "predicted, spec-sheet",
     Predicted.CALIBRATED: "predicted, calibrated", Predicted.ROOFLINE: "roofline, no queueing",
     "c_vram": "C_vram (predicted)", "saturation": "measured saturation", "band": "p90-p99",
+    "find_max": "highest within the SLO (measured)",
     "ratio": "measured / predicted",
 }
 
@@ -47,8 +48,10 @@ def _l(labels: Mapping[str, str], key: str) -> str:
 
 
 def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_LABELS,
-                  extra_measured: pd.DataFrame | None = None, height: int = 260) -> alt.LayerChart:
-    """One metric vs concurrency: curves, points, band, C_vram and saturation rules."""
+                  extra_measured: pd.DataFrame | None = None, height: int = 260,
+                  find_max_concurrency: float | None = None) -> alt.LayerChart:
+    """One metric vs concurrency: curves, points, band, C_vram and saturation rules, and the
+    highest concurrency within the SLO that a `--find-max` run measured, when given."""
     x_title, y_title = _l(labels, "concurrency"), _l(labels, metric)
     pred = ov.predicted[ov.predicted["metric"] == metric].copy()
     pred["series"] = pred["series"].map(lambda s: _l(labels, s))
@@ -124,6 +127,8 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
     rules: list[tuple[float, str]] = [(float(ov.c_vram_spec), _l(labels, "c_vram"))]
     if ov.saturation.concurrency is not None:
         rules.append((ov.saturation.concurrency, _l(labels, "saturation")))
+    if find_max_concurrency is not None and find_max_concurrency > 0:
+        rules.append((find_max_concurrency, _l(labels, "find_max")))
     lo = min(xs) if xs else 1.0
     hi = max(xs) if xs else 1.0
     shown = pd.DataFrame([{"concurrency": c, "what": w} for c, w in rules if lo <= c <= hi])
