@@ -752,6 +752,20 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "m_price": ("Price per GPU-hour", "每 GPU 小时价格"),
     "m_currency": ("Currency", "货币"),
     "m_predict": ("Catalog model it serves", "对应的目录模型"),
+    "m_workload": ("Workload (lengths drawn per request)", "工作负载(逐请求抽取长度)"),
+    "m_workload_none": ("none: every prompt as above", "无:每个提示如上"),
+    "workload_preset_chat": ("Chat (conversation service)", "聊天(对话服务)"),
+    "workload_preset_code": ("Code completion", "代码补全"),
+    "workload_preset_rag": ("RAG with long documents", "长文档检索增强生成"),
+    "workload_preset_agentic": ("Agentic multi-turn", "智能体多轮对话"),
+    "workload_preset_summarize": ("Batch summarisation", "批量摘要"),
+    "m_workload_help": ("A preset of data/workloads.toml: each request draws its prompt and "
+                        "output tokens and the shared system prompt from it (`capacity bench "
+                        "--workload`); with a request rate, arrivals follow its bursts. The "
+                        "prompt and output fields above are then not used.",
+                        "data/workloads.toml 中的预设:每个请求从中抽取提示与输出 token 数以及共享"
+                        "系统提示(`capacity bench --workload`);设置请求速率时,到达过程按其突发"
+                        "特征。此时上方的提示与输出字段不再使用。"),
     "m_predict_help": ("Stored with the run, so Results can draw the prediction for it.",
                        "随测量保存，供“结果”页绘制对应的预测。"),
     "m_start": ("Start measuring", "开始测量"),
