@@ -245,6 +245,9 @@ def find_max_from_args(args: argparse.Namespace) -> FindMaxConfig | None:
         raise InputError("--find-max needs the targets: --slo-ttft-ms MS and --slo-tpot-ms MS")
     if args.replay:
         raise InputError("--find-max sets the load itself: it cannot --replay a log's times")
+    if args.shard != "1/1":
+        raise InputError("--find-max decides each probe from the last one: run it on one "
+                         "machine (no --shard), with --workers for more streams")
     if args.find_max_by == "rate" and args.request_rate is not None:
         raise InputError("--find-max searches the rate: drop --request-rate")
     fm = FindMaxConfig(by=args.find_max_by, slo_ttft_ms=args.slo_ttft_ms,
