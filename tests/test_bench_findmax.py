@@ -249,7 +249,8 @@ def test_find_max_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtur
                        (["--workload", "chat", "--prompt-tokens", "5"], "give one of"),
                        (["--find-max", "--slo-ttft-ms", "5", "--slo-tpot-ms", "1", "--shard",
                          "1/2", "--run-id", "x"], "one machine"),
-                       (["--workload", "nope"], "unknown workload preset")):
+                       (["--workload", "nope"], "unknown workload preset"),
+                       (["--replay", "x.csv", "--request-rate", "3"], "drop --request-rate")):
         assert main(["bench", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path),
                      *flags]) == 2
         assert msg in capsys.readouterr().err

@@ -209,6 +209,10 @@ def workload_specs(args: argparse.Namespace
     if args.replay:
         from capacity.fit.traffic import summarize_log
 
+        if rate is not None:
+            raise InputError("--replay sends each request at the log's own time: drop "
+                             "--request-rate")
+
         log = summarize_log(args.replay, keep_requests=n)
         if not log.arrivals or log.requests is None:
             raise InputError(f"--replay {args.replay}: the log has no send times to replay")
