@@ -24,6 +24,7 @@ from capacity import workspace
 from capacity.bench.job import BenchJob, SimRegistry, SimServer
 from capacity.bench.store import RunStore
 from capacity.fit import calibration as calib
+from capacity.fit.findmax import FindMaxOverlay, find_max_overlay
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
     METRICS,
@@ -34,7 +35,7 @@ from capacity.fit.overlay import (
     typical_lengths,
 )
 from capacity.fit.reference import ReferenceSweep, load_reference
-from capacity.report.overlay_charts import overlay_chart, ratio_chart
+from capacity.report.overlay_charts import find_max_chart, overlay_chart, ratio_chart
 
 JOB = "measure_job"
 SIM = "measure_sim"
@@ -148,7 +149,8 @@ def saved_calibrations() -> list[str]:
 @st.cache_data(max_entries=16, show_spinner=False)
 def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus: int,
                  calibration: calib.Calibration | None, failures: pd.DataFrame | None,
-                 extra: pd.DataFrame | None, series: str, labels: dict[str, str]
+                 extra: pd.DataFrame | None, series: str, labels: dict[str, str],
+                 find_max_concurrency: float | None = None
                  ) -> tuple[Overlay, dict[str, dict[str, Any]], dict[str, Any]]:
     """The overlay and its Vega-Lite specs (four metrics, the ratios), built once per input:
     Altair's validation costs about 40 ms a chart, too much for every rerun."""
@@ -158,5 +160,21 @@ def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus
     ov = build_overlay(points, scenario, series=series, calibration=calibration,
                        failures=failures)
     more = extra if extra is not None and not extra.empty else None
-    specs = {m: overlay_chart(ov, m, labels, extra_measured=more).to_dict() for m in METRICS}
+    specs = {m: overlay_chart(ov, m, labels, extra_measured=more,
+                              find_max_concurrency=find_max_concurrency).to_dict()
+             for m in METRICS}
     return ov, specs, ratio_chart(ov.ratios, labels).to_dict()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def find_max_view(entry_json: str, model: str, gpu: str, n_gpus: int, prompt_tokens: int,
+                  output_tokens: int, speedup: float, labels: dict[str, str]
+                  ) -> tuple[FindMaxOverlay, dict[str, Any]]:
+    """A find-max run's measured maximum beside the event model's for the same model, GPU and
+    targets (`capacity.fit.findmax.find_max_overlay`), and its Vega-Lite spec; once per input
+    (the prediction runs the event model a few dozen times)."""
+    scenario = run_scenario(model, gpu, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                            n_gpus=n_gpus, catalog=cache.catalog())
+    ov = find_max_overlay(json.loads(entry_json), scenario, prompt_tokens=prompt_tokens,
+                          output_tokens=output_tokens, speedup=speedup)
+    return ov, find_max_chart(ov, labels).to_dict()

@@ -29,7 +29,8 @@ from capacity.errors import CapacityError
 from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, measurement_plan
 from capacity.model.cost import CURRENCIES
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, make_scenario
-from capacity.report.i18n import t
+from capacity.model.traffic import load_presets
+from capacity.report.i18n import MESSAGES, t
 
 ensure_navigation()
 lang = init_lang()
@@ -59,7 +60,7 @@ defaults = {"m_base_url": "http://127.0.0.1:8000/v1", "m_model": "", "m_levels":
             "m_requests": 32, "m_prompts": "2000", "m_rate": 0.0, "m_max_tokens": 64, "m_label": "measure",
             "m_slo_ttft": 0.0, "m_slo_tpot": 0.0, "m_gpu": DEFAULT_GPU, "m_gpus": 1,
             "m_price": cat.gpu(DEFAULT_GPU).price_per_hour,
-            "m_currency": cat.gpu(DEFAULT_GPU).currency, "m_predict": DEFAULT_MODEL,
+            "m_currency": cat.gpu(DEFAULT_GPU).currency, "m_predict": DEFAULT_MODEL, "m_workload": "",
             "m_sim_model": DEFAULT_MODEL, "m_sim_gpu": DEFAULT_GPU, "m_sim_speedup": 1.0}
 for k, v in defaults.items():
     st.session_state.setdefault(k, v)
@@ -217,8 +218,13 @@ c1.selectbox(T("m_gpu"), gpus, key="m_gpu")
 c2.number_input(T("m_gpus"), min_value=1, max_value=PAGE_LIMITS.gpus, step=1, key="m_gpus")
 c3.number_input(T("m_price"), min_value=0.0, step=0.5, key="m_price")
 c4.selectbox(T("m_currency"), list(CURRENCIES), key="m_currency")
-c5, _ = st.columns([3, 2])
+c5, c6 = st.columns([3, 2])
 c5.selectbox(T("m_predict"), variants, key="m_predict", help=T("m_predict_help"))
+c6.selectbox(T("m_workload"), ["", *sorted(load_presets())], key="m_workload",
+             format_func=lambda k: T("m_workload_none") if k == "" else (
+                 T("workload_preset_" + k) if "workload_preset_" + k in MESSAGES
+                 else load_presets()[k].name),
+             help=T("m_workload_help"))
 
 
 def forms() -> tuple[MeasureForm, ...]:
@@ -231,8 +237,10 @@ def forms() -> tuple[MeasureForm, ...]:
         label=str(g["m_label"]).strip(), slo_ttft_ms=float(g["m_slo_ttft"]) or None,
         slo_tpot_ms=float(g["m_slo_tpot"]) or None, gpu=str(g["m_gpu"]), gpus=int(g["m_gpus"]),
         gpu_price=float(g["m_price"]), currency=str(g["m_currency"]),
-        predict_model=str(g["m_predict"]), out_dir=str(ms.bench_root())),
-        parse_prompt_chars(str(g["m_prompts"])))
+        predict_model=str(g["m_predict"]), out_dir=str(ms.bench_root()),
+        workload=str(g["m_workload"]) or None),
+        # a workload draws each prompt's length: one run, not one per prompt length
+        parse_prompt_chars(str(g["m_prompts"]))[:1 if g["m_workload"] else None])
 
 
 current = ms.job()

@@ -9,6 +9,7 @@ Draws only: numbers come from `capacity.fit.overlay`, `capacity.fit.validate`,
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from app.i18n import overlay_chart_labels
 from app.state import init_lang
 from capacity.errors import CapacityError
 from capacity.fit import calibration as calib
+from capacity.fit.findmax import max_concurrency_within_slo
 from capacity.fit.imports import FORMATS
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.overlay import (
@@ -96,6 +98,7 @@ cal_default = "calibration"
 default_model, default_gpu = DEFAULT_MODEL, DEFAULT_GPU
 compare: list[tuple[str, pd.DataFrame]] = []
 fit_points: list[MeasuredPoint] | None = None  # what Fit uses: every chosen run's points
+find_max: dict[str, object] | None = None  # a find-max run's answer (meta.json)
 fit_desc = ""
 
 if source == "run":
@@ -150,6 +153,7 @@ if source == "run":
             row = shown[shown["run_id"] == chosen[0]].iloc[0]
             meta = ms.run_meta(str(row["dir"]))
             args = meta.get("args") or {}
+            find_max = meta.get("find_max") if isinstance(meta.get("find_max"), dict) else None
             pm = args.get("predict_model") or row["model"]
             default_model = pm if pm in variants else DEFAULT_MODEL
             default_gpu = args.get("gpu") if args.get("gpu") in gpus else DEFAULT_GPU
@@ -265,7 +269,10 @@ try:
                             catalog=cat)
     ov, chart_specs, ratio_spec = ms.overlay_view(
         tuple(points), st.session_state["r_model"], st.session_state["r_gpu"], n_gpus,
-        calibration, failures, extra, series, labels)
+        calibration, failures, extra, series, labels,
+        # a concurrency search's answer is a line on these charts (a rate's is not: their x
+        # axis is concurrency)
+        max_concurrency_within_slo(find_max))
 except CapacityError as exc:
     st.error(T("r_error", msg=str(exc)))
     st.stop()
@@ -290,6 +297,40 @@ if sat.concurrency is None:
 else:
     st.info(T("r_sat_" + sat.kind, c=sat.concurrency, c_vram=ov.c_vram_spec,
               ratio=sat.ratio or math.nan))
+
+# -- a find-max run: its measured maximum beside the predicted one -------------------------
+if find_max is not None:
+    st.subheader(T("r_fm_title"))
+    speedup = float(st.number_input(T("r_fm_speedup"), min_value=0.01, max_value=10_000.0,
+                                    value=1.0, key="r_fm_speedup", help=T("r_fm_speedup_help")))
+    fm_labels = {k: T("r_fm_" + k) for k in ("load", "ttft", "verdict", "passed", "failed",
+                                              "measured", "predicted", "target")}
+    try:
+        fm_ov, fm_spec = ms.find_max_view(
+            json.dumps(find_max, default=str), st.session_state["r_model"],
+            st.session_state["r_gpu"], n_gpus, max(1, round(ov.prompt_tokens)),
+            max(1, round(ov.output_tokens)), speedup,
+            fm_labels)
+    except CapacityError as exc:
+        st.error(T("r_error", msg=str(exc)))
+    else:
+        st.caption(T("r_fm_help", pct=f"{fm_ov.pct:g}", ttft=f"{fm_ov.slo_ttft_ms:g}",
+                     tpot=f"{fm_ov.slo_tpot_ms:g}", n=len(fm_ov.probes),
+                     stopped=T("r_fm_converged") if find_max.get("converged")
+                     else f"`{find_max.get('stopped', '')}`"))
+        unit = T("r_fm_unit_" + ("rate" if fm_ov.by == "rate" else "concurrency"))
+        m1, m2 = st.columns(2)
+        hi = fm_ov.bracket[1]
+        m1.metric(T("r_fm_measured"), f"{num(fm_ov.measured)} {unit}",
+                  help=T("r_fm_bracket", lo=num(fm_ov.bracket[0]),
+                         hi=num(hi) if hi is not None else "-"))
+        if fm_ov.predicted_rate_per_s is None:
+            m2.info(T("r_fm_no_prediction"))
+        else:
+            m2.metric(T("r_fm_predicted"), f"{num(fm_ov.predicted_rate_per_s)} {unit}",
+                      delta=T("r_fm_ratio", ratio=f"{fm_ov.ratio:.2f}")
+                      if fm_ov.ratio is not None else None, delta_color="off")
+        st.vega_lite_chart(spec=fm_spec, width="stretch", height=300)
 
 st.markdown(f"**{T('r_ratio')}**")
 st.vega_lite_chart(spec=ratio_spec, width="stretch", height=300)

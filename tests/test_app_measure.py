@@ -45,6 +45,8 @@ def test_form_renders_with_every_field(bench_dir: Path) -> None:
               "m_gpus", "m_price"):
         assert at.number_input(key=k).value is not None
     assert at.selectbox(key="m_predict").value == "qwen3.5-9b-awq"
+    assert at.selectbox(key="m_workload").value == ""
+    assert "Chat (conversation service)" in at.selectbox(key="m_workload").options
     assert "No measurement running" in texts(at)
     at.text_input(key="m_levels").set_value("1,x")
     at.button(key="m_start").click().run()
@@ -174,3 +176,12 @@ def test_calibration_sweep_preset_fills_the_plan(bench_dir: Path) -> None:
         map(str, sorted({c.concurrency for c in plan.cells})))
     assert at.number_input(key="m_max_tokens").value == OUTPUT_TOKENS
     assert "calibration plan of llama-3.1-8b-bf16 on h100-sxm" in texts(at)
+
+
+def test_every_workload_preset_has_a_name_in_both_languages() -> None:
+    from capacity.model.traffic import load_presets
+    from capacity.report.i18n import MESSAGES
+
+    for key, p in load_presets().items():
+        en, zh = MESSAGES[f"workload_preset_{key}"]
+        assert en == p.name and zh

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -74,6 +75,13 @@ def test_argv_carries_the_form_and_never_the_key() -> None:
     assert pairs["--slo-ttft-ms"] == "500" and "--slo-tpot-ms" not in pairs
     assert pairs["--predict-model"] == "llama-3.1-8b" and pairs["--gpu-price"] == "2.5"
     assert not any("key" in x.lower() for x in a)
+    assert "--workload" not in a
+    w = replace(f, workload="chat")
+    w.validate()
+    assert dict(zip(w.argv("python")[4::2], w.argv("python")[5::2], strict=True)
+                )["--workload"] == "chat"
+    with pytest.raises(InputError, match="unknown workload preset"):
+        replace(f, workload="nope").validate()
 
 
 @pytest.mark.parametrize("text, levels", [pytest.param("1,4,16", (1, 4, 16), id="plain"),

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,6 +39,7 @@ import httpcore
 import httpx
 import numpy as np
 
+from capacity.bench.findmax import FindMaxConfig, FindMaxResult, Search, judge, probe_requests
 from capacity.bench.metrics import (
     CLIENT_CPU_SHARE_LIMIT,
     CLIENT_LOOP_LAG_LIMIT_MS,
@@ -163,6 +165,38 @@ MAX_WORKERS = 256
 
 
 @dataclass(frozen=True, kw_only=True)
+class RequestSpec:
+    """What one request of a workload carries (`--workload`, `--replay`, `--prompt-tokens`):
+    request i of every level is `specs[i mod len(specs)]`."""
+
+    prompt_tokens: int
+    """Prompt tokens, the shared prefix included (sent as x `chars_per_token` characters)."""
+    output_tokens: int
+    """Output tokens asked for (`max_tokens`)."""
+    prefix_id: int = -1
+    """-1: no shared prefix (a unique nonce first); 0: the workload's system prompt; 1 + k:
+    the history of conversation k. The prefix is the same text every time, so prefix caches
+    hit (`prefix_text`)."""
+    prefix_tokens: int = 0
+    """Leading prompt tokens that are that shared prefix."""
+    at_s: float | None = None
+    """Arrival time: seconds from the start (`ArrivalMode.REPLAY`) or at 1 request/s, scaled
+    by the level's rate (`ArrivalMode.SHAPE`); None: Poisson arrivals or a closed loop."""
+
+
+class ArrivalMode(StrEnum):
+    """Where an open loop's arrival times come from."""
+
+    POISSON = "poisson"
+    """Seeded Poisson arrivals at the level's rate (`arrival_schedule`)."""
+    SHAPE = "shape"
+    """The specs' `at_s`, drawn at 1 request/s from the workload's arrival process (bursts
+    included), divided by the level's rate."""
+    REPLAY = "replay"
+    """The specs' `at_s` as they are: a log's own send times."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class BenchConfig:
     """Everything a run needs except the API key (which is passed on its own, never stored)."""
 
@@ -202,6 +236,35 @@ class BenchConfig:
     """The run's id, shared by its shards; None: a new one."""
     start_at_unix_s: float | None = None
     """When the first level starts (wall clock, so shards start together); None: at once."""
+    specs: tuple[RequestSpec, ...] = ()
+    """Per-request prompt and output lengths and prefixes (a workload); empty: every request
+    has `prompt_chars` characters and `max_tokens`."""
+    arrivals: ArrivalMode = ArrivalMode.POISSON
+    chars_per_token: float = 4.0
+    """Characters sent per prompt token of a spec (the simulated endpoint's default)."""
+    workload: str | None = None
+    """What the specs came from (a preset, a file, a log, prompt lengths), for meta.json."""
+
+    def spec(self, index: int) -> RequestSpec | None:
+        """The spec of request `index` of a level, or None without a workload."""
+        return self.specs[index % len(self.specs)] if self.specs else None
+
+    def largest_prompt_chars(self) -> int:
+        """Characters of the longest prompt a request of this run sends."""
+        if not self.specs:
+            return self.prompt_chars
+        return max(self.spec_chars(s)[0] for s in self.specs)
+
+    def largest_output_tokens(self) -> int:
+        """`max_tokens` of the request asking for the most."""
+        return max((s.output_tokens for s in self.specs), default=self.max_tokens)
+
+    def spec_chars(self, spec: RequestSpec) -> tuple[int, int]:
+        """(prompt characters, of which the shared prefix's) of a spec's request."""
+        total = max(1, math.ceil(spec.prompt_tokens * self.chars_per_token))
+        prefix = (min(total - 1, math.ceil(spec.prefix_tokens * self.chars_per_token))
+                  if spec.prefix_id >= 0 and spec.prefix_tokens > 0 else 0)
+        return total, max(0, prefix)
 
     def validate(self, limits: BenchLimits = CLI_LIMITS) -> None:
         """InputError naming the first impossible or out-of-limit value."""
@@ -216,6 +279,18 @@ class BenchConfig:
                 raise InputError(f"{name} must be >= 1, got {v}")
         if self.warmup < 0:
             raise InputError(f"--warmup must be >= 0, got {self.warmup}")
+        if not (math.isfinite(self.chars_per_token) and 0.5 <= self.chars_per_token <= 64):
+            raise InputError(f"--chars-per-token must be in 0.5..64, got {self.chars_per_token}")
+        for sp in self.specs:
+            if sp.prompt_tokens < 1 or sp.output_tokens < 1 or sp.prefix_tokens < 0 \
+                    or sp.prefix_tokens > sp.prompt_tokens:
+                raise InputError(f"a workload request needs >= 1 prompt and output tokens and "
+                                 f"a prefix within its prompt, got {sp.prompt_tokens} prompt, "
+                                 f"{sp.output_tokens} output, {sp.prefix_tokens} prefix tokens")
+        if self.arrivals != ArrivalMode.POISSON and (
+                len(self.specs) < self.requests or any(sp.at_s is None for sp in self.specs)):
+            raise InputError("arrival times from a workload need one spec with a time per "
+                             "request")
         if self.request_rate is not None and not (math.isfinite(self.request_rate)
                                                   and self.request_rate > 0):
             raise InputError(f"--request-rate must be > 0 requests/s, got {self.request_rate}")
@@ -242,7 +317,8 @@ class BenchConfig:
         if not 0 <= self.seed <= SEED_MAX:
             raise InputError(f"--seed must be between 0 and {SEED_MAX}, got {self.seed}")
         limits.check(concurrency=self.concurrency, requests=self.requests,
-                     prompt_chars=self.prompt_chars, max_tokens=self.max_tokens,
+                     prompt_chars=self.largest_prompt_chars(),
+                     max_tokens=self.largest_output_tokens(),
                      warmup=self.warmup, gpus=self.gpus, timeout_s=self.timeout_s,
                      request_rate=self.request_rate)
         check_label(self.label)
@@ -252,7 +328,7 @@ class BenchConfig:
         before the first byte) plus DEADLINE_S_PER_TOKEN per requested output token."""
         if self.request_deadline_s is not None:
             return self.request_deadline_s
-        return self.timeout_s + DEADLINE_S_PER_TOKEN * self.max_tokens
+        return self.timeout_s + DEADLINE_S_PER_TOKEN * self.largest_output_tokens()
 
 
 DEADLINE_S_PER_TOKEN = 1.0
@@ -317,6 +393,8 @@ class BenchResult:
     model: str
     summaries: tuple[LevelSummary, ...]
     warnings: tuple[str, ...]
+    find_max: FindMaxResult | None = None
+    """`--find-max`'s answer (None for a run of fixed levels)."""
 
 
 def make_filler(chars: int, seed: int) -> str:
@@ -484,7 +562,8 @@ class _Runner:
         self.url = cfg.base_url.rstrip("/") + ("/chat/completions" if cfg.endpoint == "chat"
                                                else "/completions")
         self.compat = _Compat(stream_options=cfg.stream_usage, ignore_eos=cfg.ignore_eos)
-        self.filler = make_filler(cfg.prompt_chars, cfg.seed)
+        self.filler = make_filler(cfg.largest_prompt_chars(), cfg.seed)
+        self._prefixes: dict[tuple[int, int], str] = {}
         self.run_id = run_id or (writer.run_id if writer else "dry")
         self.worker_id = worker_id
         self.lag: list[float] | None = None
@@ -492,13 +571,31 @@ class _Runner:
         self._nonce_base = (f"{self.run_id}-{worker_id}-"
                             f"{random.Random().getrandbits(32):08x}")
 
-    def body(self, prompt: str) -> dict[str, Any]:
-        b: dict[str, Any] = {"model": self.model, "max_tokens": self.cfg.max_tokens,
-                             "stream": True}
+    def prefix_text(self, prefix_id: int, chars: int) -> str:
+        """The shared prefix `prefix_id` as `chars` characters of text: the same text for
+        every request of the run that names it (a shorter one is the start of a longer one,
+        as a conversation's history grows), so prefix caches hit."""
+        key = (prefix_id, chars)
+        if key not in self._prefixes:
+            if len(self._prefixes) > 4096:
+                self._prefixes.clear()
+            head = f"[shared prefix {prefix_id}] "
+            self._prefixes[key] = (head + make_filler(chars, self.cfg.seed * 1_000_003
+                                                      + prefix_id + 1))[:chars]
+        return self._prefixes[key]
+
+    def body(self, prompt: str, *, prefix: str = "", max_tokens: int | None = None
+             ) -> dict[str, Any]:
+        """The request's JSON; a shared `prefix` leads the prompt: as the system message
+        (chat: templates put it first, so the engine sees the same leading text) or as the
+        prompt's start (completions)."""
+        b: dict[str, Any] = {"model": self.model,
+                             "max_tokens": max_tokens or self.cfg.max_tokens, "stream": True}
         if self.cfg.endpoint == "chat":
-            b["messages"] = [{"role": "user", "content": prompt}]
+            b["messages"] = ([{"role": "system", "content": prefix}] if prefix else []) + [
+                {"role": "user", "content": prompt}]
         else:
-            b["prompt"] = prompt
+            b["prompt"] = prefix + prompt
         if self.compat.stream_options:
             b["stream_options"] = {"include_usage": True}
         if self.compat.ignore_eos:
@@ -535,10 +632,20 @@ class _Runner:
 
     async def _one(self, client: httpx.AsyncClient, *, level: int, rate: float | None,
                    index: int, due_ns: int, tag: str) -> RequestRecord:
-        prompt = make_prompt(f"{self._nonce_base}-{tag}{level}-{index}", self.filler,
-                             self.cfg.prompt_chars)
+        spec = self.cfg.spec(index)
+        max_tokens = spec.output_tokens if spec is not None else self.cfg.max_tokens
+        prefix = ""
+        if spec is not None:
+            chars, prefix_chars = self.cfg.spec_chars(spec)
+            if prefix_chars:
+                prefix = self.prefix_text(spec.prefix_id, prefix_chars)
+            prompt = make_prompt(f"{self._nonce_base}-{tag}{level}-{index}", self.filler,
+                                 chars - prefix_chars)
+        else:
+            prompt = make_prompt(f"{self._nonce_base}-{tag}{level}-{index}", self.filler,
+                                 self.cfg.prompt_chars)
         for attempt in (0, 1):
-            body = self.body(prompt)
+            body = self.body(prompt, prefix=prefix, max_tokens=max_tokens)
             start_ns = time.perf_counter_ns()
             start_unix = time.time()
             st = _StreamState()
@@ -559,7 +666,7 @@ class _Runner:
                         await self._not_streaming(resp, st, start_ns)
                     else:
                         dec = SseDecoder()
-                        left = stream_byte_limit(self.cfg.max_tokens)
+                        left = stream_byte_limit(max_tokens)
                         # each chunk is stamped when its bytes reached the socket, not when
                         # this task gets its turn (capacity.bench.stamped)
                         wire = resp.extensions.get("network_stream")
@@ -568,7 +675,7 @@ class _Runner:
                             left -= len(chunk)
                             if left < 0:
                                 raise SseTooLarge(f"a stream of more than "
-                                                  f"{stream_byte_limit(self.cfg.max_tokens)} "
+                                                  f"{stream_byte_limit(max_tokens)} "
                                                   "bytes")
                             for ev in dec.feed(chunk):
                                 st.on(classify(ev.data, ev.event), now)
@@ -598,7 +705,8 @@ class _Runner:
             sent_ns = st.sent_ns or start_ns
             return st.record(self, level=level, rate=rate, index=index, start_ns=sent_ns,
                              start_unix=start_unix + (sent_ns - start_ns) / 1e9, due_ns=due_ns,
-                             prompt_chars=len(prompt))
+                             prompt_chars=len(prefix) + len(prompt), max_tokens=max_tokens,
+                             spec=spec)
         raise AssertionError("unreachable: the retry loop always returns")  # pragma: no cover
 
     async def _not_streaming(self, resp: httpx.Response, st: _StreamState, start_ns: int
@@ -682,10 +790,11 @@ class _StreamState:
             self.timings = info.timings
 
     def record(self, r: _Runner, *, level: int, rate: float | None, index: int, start_ns: int,
-               start_unix: float, due_ns: int, prompt_chars: int) -> RequestRecord:
+               start_unix: float, due_ns: int, prompt_chars: int, max_tokens: int,
+               spec: RequestSpec | None) -> RequestRecord:
         ms = 1e-6
         n_events = len(self.token_ns)
-        checked = check_usage(self.usage, token_events=n_events, max_tokens=r.cfg.max_tokens,
+        checked = check_usage(self.usage, token_events=n_events, max_tokens=max_tokens,
                               prompt_chars=prompt_chars)
         out_tokens, source = checked.output_tokens, checked.source
         if self.error_type is None:
@@ -723,13 +832,18 @@ class _StreamState:
             prompt_chars=prompt_chars,
             prompt_tokens=checked.prompt_tokens,
             output_tokens=out_tokens, output_tokens_source=source, token_events=n_events,
-            max_tokens=r.cfg.max_tokens,
-            output_length_mismatch=ok and source == TokenSource.USAGE and out_tokens != r.cfg.max_tokens,
+            max_tokens=max_tokens,
+            output_length_mismatch=ok and source == TokenSource.USAGE and out_tokens != max_tokens,
             finish_reason=self.finish, success=ok, error_type=self.error_type,
             error_message=message, http_status=self.status, endpoint=r.cfg.endpoint,
             model=r.model,
             itl_ms=" ".join(f"{g:.3f}" for g in gaps) if gaps is not None else "",
             server_prompt_ms=srv_prompt_ms, server_tpot_ms=srv_tpot_ms,
+            prompt_tokens_target=spec.prompt_tokens if spec is not None else None,
+            output_tokens_target=max_tokens,
+            prefix_id=spec.prefix_id if spec is not None and spec.prefix_id >= 0 else None,
+            prefix_tokens_target=(spec.prefix_tokens if spec is not None and spec.prefix_id >= 0
+                                  else None),
         )
 
 
@@ -794,8 +908,11 @@ def _stderr(msg: str) -> None:
 async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
                     emit: Callable[[str], None] = _stderr,
                     transport: httpx.AsyncBaseTransport | None = None,
-                    meta_extra: dict[str, Any] | None = None) -> BenchResult:
+                    meta_extra: dict[str, Any] | None = None,
+                    find_max: FindMaxConfig | None = None) -> BenchResult:
     """Run every level of `cfg`, writing the run's files as it goes; returns the summaries.
+    With `find_max`, the levels are the probes of its search (`capacity.bench.findmax`), and
+    the answer is in the result and meta.json's `find_max`.
 
     The API key is redacted (`capacity.bench.storage.redact`) from everything that leaves
     the client: stored rows and meta.json, the messages passed to `emit`, the errors raised
@@ -807,7 +924,7 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
 
     try:
         result = await _run_bench(cfg, api_key, emit=out, transport=transport,
-                                  meta_extra=meta_extra)
+                                  meta_extra=meta_extra, find_max=find_max)
     except (BenchError, InputError) as exc:
         clean = redact(str(exc), secrets)
         if clean == str(exc):
@@ -818,8 +935,11 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
 
 async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[str], None],
                      transport: httpx.AsyncBaseTransport | None,
-                     meta_extra: dict[str, Any] | None) -> BenchResult:
+                     meta_extra: dict[str, Any] | None,
+                     find_max: FindMaxConfig | None = None) -> BenchResult:
     cfg.validate()
+    if find_max is not None:
+        find_max.validate()
     if transport is not None and cfg.workers > 1:
         raise InputError("a custom transport runs in this process only: use workers=1")
     warnings: list[str] = []
@@ -838,7 +958,9 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
         started = datetime.now(UTC).isoformat()
         meta: dict[str, Any] = {
             "run_id": writer.run_id, "label": cfg.label, "status": RunStatus.RUNNING.value,
-            "started_at": started, "finished_at": None, "args": asdict(cfg), "model": model,
+            "started_at": started, "finished_at": None,
+            # the specs are the workload's requests (up to millions): their count and source
+            "args": {**asdict(replace(cfg, specs=())), "specs": len(cfg.specs)}, "model": model,
             "server_models": models, "versions": _versions(), "owner": process_owner(),
             "shard_index": cfg.shard_index + 1, "shard_count": cfg.shard_count,
             **(meta_extra or {}),
@@ -863,7 +985,10 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                     w = f"started {-wait_s:.1f} s after --start-at"
                     warnings.append(w)
                     emit("warning: " + w)
-            for level in cfg.concurrency:
+            if find_max is not None:
+                fm_result = await _find_max(runner, find_max, warnings, pool, summaries)
+                meta["find_max"] = fm_result.meta(find_max)
+            for level in cfg.concurrency if find_max is None else ():
                 if cfg.requests < 3 * level:
                     w = (f"level {level}: {cfg.requests} requests < 3 x concurrency: one burst, "
                          "so ramp-up and tail dominate; use --requests "
@@ -873,9 +998,7 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                 if cfg.warmup:
                     await _warmup(runner, level, first=not summaries)
                 row = await _level(runner, level, warnings, pool)
-                summaries.append(row)
-                writer.write_summary(row)
-                _level_files(writer, cfg, emit)
+                _store_level(runner, row, summaries)
             meta["status"] = RunStatus.FINISHED.value
         except BaseException:
             meta["status"] = RunStatus.INTERRUPTED.value
@@ -898,7 +1021,47 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
         warnings.append("the server rejected stream_options: output tokens are counted from "
                         "chunks (a lower bound)")
     return BenchResult(run_id=writer.run_id, run_dir=str(writer.dir), model=model,
-                       summaries=tuple(summaries), warnings=tuple(warnings))
+                       summaries=tuple(summaries), warnings=tuple(warnings),
+                       find_max=fm_result if find_max is not None else None)
+
+
+def _store_level(runner: _Runner, row: LevelSummary, summaries: list[LevelSummary]) -> None:
+    """A level has ended: its summary row, the Parquet copy (and the upload)."""
+    summaries.append(row)
+    assert runner.writer is not None
+    runner.writer.write_summary(row)
+    _level_files(runner.writer, runner.cfg, runner.emit)
+
+
+async def _find_max(runner: _Runner, fm: FindMaxConfig, warnings: list[str],
+                    pool: WorkerPool | None, summaries: list[LevelSummary]) -> FindMaxResult:
+    """`--find-max`: probe loads as the search says (`capacity.bench.findmax.Search`), each
+    probe a level of this run; an open loop's level is the run's largest concurrency (its
+    cap), a closed loop's the probed concurrency."""
+    cfg = runner.cfg
+    search = Search(fm, requests_for=lambda x: probe_requests(fm, x, cfg.requests))
+    t0 = time.monotonic()
+    cap = max(cfg.concurrency)
+    while (x := search.next_load(time.monotonic() - t0)) is not None:
+        level, rate = (cap, x) if fm.by == "rate" else (int(x), None)
+        n = probe_requests(fm, x, cfg.requests)
+        if cfg.warmup and not summaries:
+            await _warmup(runner, level, first=True)
+        records: list[RequestRecord] = []
+        t = time.monotonic()
+        row = await _level(runner, level, warnings, pool, rate=rate, records_out=records,
+                           requests=n)
+        _store_level(runner, row, summaries)
+        probe = judge(records, fm, load=x, duration_s=time.monotonic() - t)
+        search.add(probe)
+
+        def ms(v: float | None) -> str:
+            return f"{v:.1f} ms" if v is not None else "-"
+
+        runner.emit(f"  probe {x:.4g} {'req/s' if fm.by == 'rate' else 'in flight'}: "
+                    f"p{fm.pct:g} TTFT {ms(probe.ttft_pct_ms)}, TPOT {ms(probe.tpot_pct_ms)}, "
+                    f"{probe.failed} failed: {'meets' if probe.passed else 'misses'} the SLO")
+    return search.result(time.monotonic() - t0)
 
 
 def _local_out(out_dir: str) -> str:
@@ -949,25 +1112,39 @@ async def _warmup(runner: _Runner, level: int, first: bool) -> None:
                     f"{r.error_message})")
 
 
-def arrival_schedule(cfg: BenchConfig, level: int) -> list[float]:
-    """The open loop's Poisson arrival times of one level, s after its start (seeded by
-    `seed + level`, so a rerun and every worker see the same schedule)."""
-    assert cfg.request_rate is not None
+def arrival_schedule(cfg: BenchConfig, level: int, rate: float | None = None,
+                     requests: int | None = None) -> list[float]:
+    """The open loop's arrival times of one level, s after its start, at `rate` (default the
+    run's `request_rate`): seeded Poisson arrivals (by `seed + level`, so a rerun and every
+    worker see the same schedule), or the workload's own (`ArrivalMode`)."""
+    rate = rate if rate is not None else cfg.request_rate
+    n = requests or cfg.requests
+    if cfg.arrivals == ArrivalMode.REPLAY:
+        times = [float(sp.at_s or 0.0) for sp in cfg.specs[:n]]
+        return [t - times[0] for t in times]
+    assert rate is not None
+    if cfg.arrivals == ArrivalMode.SHAPE:
+        return [float(sp.at_s or 0.0) / rate for sp in cfg.specs[:n]]
     rng = np.random.default_rng(cfg.seed + level)
-    return [float(a) for a in np.cumsum(rng.exponential(1.0 / cfg.request_rate, cfg.requests))]
+    return [float(a) for a in np.cumsum(rng.exponential(1.0 / rate, n))]
 
 
 async def _level(runner: _Runner, level: int, warnings: list[str],
-                 pool: WorkerPool | None = None) -> LevelSummary:
+                 pool: WorkerPool | None = None, *, rate: float | None = None,
+                 records_out: list[RequestRecord] | None = None,
+                 requests: int | None = None) -> LevelSummary:
+    """Run one level (open loop at `rate`, default the run's `request_rate`; `requests`,
+    default the run's); its records are also appended to `records_out`."""
     cfg = runner.cfg
+    total = requests or cfg.requests
     # a shard runs its share of the level: every shard_count-th request, from its index on,
     # and its part of the concurrency (the request indices stay the level's)
-    indices = range(cfg.shard_index, cfg.requests, cfg.shard_count)
+    indices = range(cfg.shard_index, total, cfg.shard_count)
     slots = split_slots(level, cfg.shard_count)[cfg.shard_index]
     n = len(indices)
-    records: list[RequestRecord] = []
+    records: list[RequestRecord] = records_out if records_out is not None else []
     step = max(1, n // 10)
-    rate = cfg.request_rate
+    rate = rate if rate is not None else cfg.request_rate
 
     def done(rec: RequestRecord) -> None:
         records.append(rec)
@@ -982,7 +1159,7 @@ async def _level(runner: _Runner, level: int, warnings: list[str],
             runner.emit(f"  concurrency {level}: {k}/{n} done, {k - len(ok)} failed, "
                         f"TTFT p50 {ttft:.1f} ms, TPOT p50 {tpot:.2f} ms")
 
-    arrivals = ([(i, a) for i, a in enumerate(arrival_schedule(cfg, level))
+    arrivals = ([(i, a) for i, a in enumerate(arrival_schedule(cfg, level, rate, total))
                  if i % cfg.shard_count == cfg.shard_index] if rate is not None else None)
     if pool is not None:
         loads = await pool.run_level(level=level, slots=slots, indices=indices, rate=rate,

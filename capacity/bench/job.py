@@ -192,6 +192,9 @@ class MeasureForm:
     """Open loop: Poisson arrivals at this rate, requests/s, capped by each level's
     concurrency (`capacity bench --request-rate`); None: a closed loop of C clients."""
     timeout_s: float = 600.0
+    workload: str | None = None
+    """A preset of data/workloads.toml whose lengths, shared prefix and (open loop) bursts
+    each request draws (`capacity bench --workload`); None: every prompt has `prompt_chars`."""
     out_dir: str = field(default_factory=lambda: str(workspace.bench_dir()))
     """Where the run is stored (default: the workspace's bench folder, docs/configuration.md)."""
 
@@ -216,6 +219,10 @@ class MeasureForm:
                           warmup=self.warmup, gpus=self.gpus, timeout_s=self.timeout_s,
                           request_rate=self.request_rate, flags=False)
         check_label(self.label)
+        if self.workload is not None:
+            from capacity.model.traffic import preset
+
+            preset(self.workload)  # InputError listing the presets
 
     def argv(self, python: str = sys.executable) -> list[str]:
         """The child's command line (the API key is never part of it)."""
@@ -226,7 +233,8 @@ class MeasureForm:
              "--endpoint", self.endpoint, "--warmup", str(self.warmup),
              "--timeout", f"{self.timeout_s:g}", "--out", self.out_dir, "--gpus", str(self.gpus)]
         for flag, v in (("--model", self.model), ("--gpu", self.gpu),
-                        ("--predict-model", self.predict_model), ("--currency", self.currency)):
+                        ("--predict-model", self.predict_model), ("--currency", self.currency),
+                        ("--workload", self.workload)):
             if v:
                 a += [flag, v]
         for flag, x in (("--slo-ttft-ms", self.slo_ttft_ms), ("--slo-tpot-ms", self.slo_tpot_ms),

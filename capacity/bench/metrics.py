@@ -188,6 +188,17 @@ class RequestRecord:
     server_tpot_ms: float | None = None
     """The server's own time per output token, ms: llama.cpp's
     `timings.predicted_per_token_ms`; empty where the server reports none."""
+    prompt_tokens_target: int | None = None
+    """Prompt tokens this request was drawn to have (`--workload`, `--replay`,
+    `--prompt-tokens`; the shared prefix included), sent as that many x `--chars-per-token`
+    characters; None when the prompt was given in characters (`--prompt-chars`)."""
+    output_tokens_target: int | None = None
+    """Output tokens asked for (`max_tokens` of this request), tokens."""
+    prefix_id: int | None = None
+    """Which shared prefix leads the prompt: 0 the workload's system prompt, 1 + k the
+    history of conversation k; None: no shared prefix (a unique nonce first)."""
+    prefix_tokens_target: int | None = None
+    """Tokens of that shared prefix (sent as the identical leading text), tokens."""
     row_complete: int = 1
     """Always 1; a row cut short by a killed run lacks it, so readers can drop it."""
 

@@ -227,6 +227,11 @@ class RunStore:
             empty = pd.DataFrame({c: pd.Series(dtype=_pandas_dtype(dtypes[c])) for c in columns})
             self.con.from_df(empty).create_view(name)
             return
+        # every column of this version, NULL where the files predate it (old runs lack the
+        # workload's columns), so a query naming it works on any mix of runs
+        parts.append("SELECT " + ", ".join(
+            f"CAST(NULL AS {dtypes.get(c, 'VARCHAR')}) AS {_ident(c)}" for c in columns)
+            + " WHERE false")
         self.con.execute(f"CREATE VIEW {name} AS " + " UNION ALL BY NAME ".join(parts))
 
     def _check_file(self, path: str, columns: dict[str, str], tag: str

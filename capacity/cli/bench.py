@@ -24,12 +24,15 @@ from typing import Any
 from capacity import workspace
 from capacity.bench.client import (
     SUMMARY_TABLE_HEADERS,
+    ArrivalMode,
     BenchConfig,
     BenchResult,
+    RequestSpec,
     run_bench,
     summary_table_rows,
 )
 from capacity.bench.engine_info import metrics_delta, probe_engine
+from capacity.bench.findmax import FindMaxConfig, describe
 from capacity.bench.s3 import is_s3, pull, push
 from capacity.bench.storage import model_name, update_meta
 from capacity.bench.workers import default_workers
@@ -53,8 +56,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
                    help="/v1/chat/completions or /v1/completions (default chat)")
     # upper limits of sizes are BenchConfig.validate's, with their own message (docs/reliability.md)
-    p.add_argument("--concurrency", default="10", metavar="LIST",
-                   help="concurrent requests per level, a comma list (default 10)")
+    p.add_argument("--concurrency", default=None, metavar="LIST",
+                   help="concurrent requests per level, a comma list (default 10; with "
+                        f"--find-max by rate: the in-flight cap, default {FIND_MAX_CAP})")
     p.add_argument("--requests", type=whole(min=1), default=100,
                    help="measured requests per level; aim for 3-5x the concurrency (default 100)")
     p.add_argument("--warmup", type=whole(min=0), default=1,
@@ -112,7 +116,154 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "e.g. 2026-11-30T10:00:00Z, or seconds since 1970 (default: at once)")
     p.add_argument("--predict-model", default=None, metavar="KEY",
                    help="catalog model the endpoint serves (stored for the predicted overlay)")
+    w = p.add_argument_group("workload (docs/bench.md#sending-a-workload)")
+    w.add_argument("--workload", default=None, metavar="PRESET|FILE",
+                   help="draw each request's prompt and output tokens and shared prefix from a "
+                        "preset of data/workloads.toml (chat, rag, ...) or a TOML file of that "
+                        "shape (FILE#KEY for one of several); seeded by --seed; with "
+                        "--request-rate, arrivals follow its arrival process (bursts)")
+    w.add_argument("--replay", default=None, metavar="LOG",
+                   help="replay a request log (CSV/JSONL, a capacity bench requests.csv, vLLM "
+                        "or AIPerf export): its lengths and send times, up to --requests rows")
+    w.add_argument("--prompt-tokens", default=None, metavar="LIST",
+                   help="prompt lengths in tokens, a comma list (e.g. 256,1024,4096): request "
+                        "i of a level gets the (i mod n)-th, with --max-tokens")
+    w.add_argument("--chars-per-token", type=number(min=0.5, max=64), default=4.0,
+                   metavar="CHARS", help="characters sent per token of --workload, --replay or "
+                   "--prompt-tokens (default 4, the simulated endpoint's)")
+    f = p.add_argument_group("highest load within the SLO (docs/bench.md#find-max)")
+    f.add_argument("--find-max", action="store_true",
+                   help="search the highest request rate (or concurrency) at which the --slo-pct "
+                        "percentile of TTFT and TPOT meets --slo-ttft-ms and --slo-tpot-ms: "
+                        "each probe is a level of --requests requests")
+    f.add_argument("--find-max-by", choices=("rate", "concurrency"), default="rate",
+                   help="search open-loop request rate (capped at --concurrency in flight) or "
+                        "closed-loop concurrency (default rate)")
+    f.add_argument("--slo-pct", type=number(min=1, max=100), default=90.0, metavar="PCT",
+                   help="percentile of TTFT and TPOT that must meet the targets (default 90)")
+    f.add_argument("--find-max-start", type=number(min=0.001, max=1e6), default=1.0,
+                   metavar="LOAD", help="first load probed, req/s or requests (default 1)")
+    f.add_argument("--find-max-tolerance", type=number(min=0.001, max=1), default=0.05,
+                   metavar="FRACTION",
+                   help="stop when the bracket's hi/lo - 1 is within it (default 0.05)")
+    f.add_argument("--probe-seconds", type=number(min=0.1, max=86_400), default=10.0,
+                   metavar="S", help="a rate probe sends rate x S requests, at least 30, at "
+                   "most --requests (default 10 s)")
+    f.add_argument("--max-seconds", type=number(min=1, max=86_400), default=600.0, metavar="S",
+                   help="wall-time bound of the search (default 600 s)")
+    f.add_argument("--max-requests", type=whole(min=1, max=10_000_000), default=20_000,
+                   metavar="N", help="bound on the requests of all probes (default 20000)")
     return p
+
+
+FIND_MAX_CAP = 1024
+"""In-flight cap of a --find-max rate search when --concurrency is not given."""
+
+
+def _workload_traffic(text: str) -> tuple[Any, str]:
+    """(Traffic, description) of --workload: a preset key, FILE or FILE#KEY."""
+    from capacity.model.traffic import load_presets, preset
+
+    path_text, _, key = text.partition("#")
+    path = Path(path_text)
+    if not path.suffix == ".toml" and not key:
+        pr = preset(text)
+        return pr.traffic, f"preset {pr.key}"
+    if not path.is_file():
+        raise InputError(f"--workload '{text}': no such preset or file")
+    found = load_presets(path)
+    if key:
+        if key not in found:
+            raise InputError(f"--workload {text}: no [workload.{key}]; the file has "
+                             f"{', '.join(sorted(found)) or 'none'}")
+        return found[key].traffic, f"{path.name}#{key}"
+    if len(found) != 1:
+        raise InputError(f"--workload {text}: the file has {len(found)} workloads "
+                         f"({', '.join(sorted(found)) or 'none'}): give FILE#KEY")
+    return next(iter(found.values())).traffic, path.name
+
+
+def workload_specs(args: argparse.Namespace
+                   ) -> tuple[tuple[RequestSpec, ...], ArrivalMode, str | None, float | None,
+                              int]:
+    """(specs, arrival mode, description, request rate, requests per level) from
+    --workload, --replay or --prompt-tokens (at most one of them)."""
+    given = [f for f, v in (("--workload", args.workload), ("--replay", args.replay),
+                            ("--prompt-tokens", args.prompt_tokens)) if v]
+    if len(given) > 1:
+        raise InputError(f"give one of {' and '.join(given)}")
+    rate, n = args.request_rate, args.requests
+    if args.prompt_tokens:
+        lengths = parse_int_list(args.prompt_tokens, maximum=1_000_000)
+        return (tuple(RequestSpec(prompt_tokens=x, output_tokens=args.max_tokens)
+                      for x in lengths), ArrivalMode.POISSON,
+                f"prompt tokens {','.join(map(str, lengths))}", rate, n)
+    if args.workload:
+        traffic, desc = _workload_traffic(args.workload)
+        # arrivals drawn at 1 request/s: the level's rate scales them (ArrivalMode.SHAPE)
+        smp = traffic.with_rate(1.0).sample(n, seed=args.seed)
+        specs = tuple(RequestSpec(prompt_tokens=int(smp.prompt_tokens[i]),
+                                  output_tokens=int(smp.output_tokens[i]),
+                                  prefix_id=int(smp.prefix_ids[i]),
+                                  prefix_tokens=int(smp.cached_tokens[i]),
+                                  at_s=float(smp.arrival_ms[i]) / 1e3) for i in range(n))
+        mode = ArrivalMode.SHAPE if rate is not None or args.find_max else ArrivalMode.POISSON
+        return specs, mode, desc, rate, n
+    if args.replay:
+        from capacity.fit.traffic import summarize_log
+
+        if rate is not None:
+            raise InputError("--replay sends each request at the log's own time: drop "
+                             "--request-rate")
+
+        log = summarize_log(args.replay, keep_requests=n)
+        if not log.arrivals or log.requests is None:
+            raise InputError(f"--replay {args.replay}: the log has no send times to replay")
+        rq = log.requests
+        specs_l: list[RequestSpec] = []
+        history: dict[int, int] = {}
+        convs: dict[int, int] = {}
+        for i in range(rq.send_s.size):
+            prompt, out, conv = (int(rq.prompt_tokens[i]), int(rq.output_tokens[i]),
+                                 int(rq.conversation[i]))
+            held = history.get(conv, 0) if conv >= 0 else 0
+            # a later turn of a conversation starts with the earlier turn's prompt and answer
+            pid = 1 + convs.setdefault(conv, len(convs)) if 0 < held < prompt else -1
+            specs_l.append(RequestSpec(prompt_tokens=prompt, output_tokens=out, prefix_id=pid,
+                                       prefix_tokens=held if pid >= 0 else 0,
+                                       at_s=float(rq.send_s[i])))
+            if conv >= 0:
+                history[conv] = prompt + out
+        span = specs_l[-1].at_s or 0.0
+        if len(specs_l) < 2 or span <= 0:
+            raise InputError(f"--replay {args.replay}: need 2 or more requests over a time span")
+        mean_rate = (len(specs_l) - 1) / span
+        return (tuple(specs_l), ArrivalMode.REPLAY,
+                f"replay {Path(args.replay).name} ({log.kept} usable of {log.rows} rows)",
+                mean_rate, len(specs_l))
+    return (), ArrivalMode.POISSON, None, rate, n
+
+
+def find_max_from_args(args: argparse.Namespace) -> FindMaxConfig | None:
+    """--find-max's settings, or None without it."""
+    if not args.find_max:
+        return None
+    if args.slo_ttft_ms is None or args.slo_tpot_ms is None:
+        raise InputError("--find-max needs the targets: --slo-ttft-ms MS and --slo-tpot-ms MS")
+    if args.replay:
+        raise InputError("--find-max sets the load itself: it cannot --replay a log's times")
+    if args.shard != "1/1":
+        raise InputError("--find-max decides each probe from the last one: run it on one "
+                         "machine (no --shard), with --workers for more streams")
+    if args.find_max_by == "rate" and args.request_rate is not None:
+        raise InputError("--find-max searches the rate: drop --request-rate")
+    fm = FindMaxConfig(by=args.find_max_by, slo_ttft_ms=args.slo_ttft_ms,
+                       slo_tpot_ms=args.slo_tpot_ms, pct=args.slo_pct, start=args.find_max_start,
+                       tolerance=args.find_max_tolerance, max_seconds=args.max_seconds,
+                       probe_seconds=args.probe_seconds,
+                       max_requests=args.max_requests)
+    fm.validate()
+    return fm
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -150,26 +301,31 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if price is not None and currency is None:
         currency = "CNY"
     check_base_url(args.base_url)
-    levels = tuple(parse_int_list(args.concurrency, maximum=2**62))
+    fm = find_max_from_args(args)
+    conc = args.concurrency or (str(FIND_MAX_CAP) if fm is not None and fm.by == "rate" else "10")
+    levels = tuple(parse_int_list(conc, maximum=2**62))
+    specs, mode, desc, rate, requests = workload_specs(args)
     shard = parse_shard(args.shard)
     workers = args.workers or min(default_workers(), max(levels, default=1))
     return BenchConfig(
         # the level limits (and their message) are BenchConfig.validate's (docs/reliability.md)
         base_url=args.base_url, concurrency=levels,
-        requests=args.requests, prompt_chars=args.prompt_chars, max_tokens=args.max_tokens,
+        requests=requests, prompt_chars=args.prompt_chars, max_tokens=args.max_tokens,
         label=args.label, model=args.model, endpoint=args.endpoint, warmup=args.warmup,
-        request_rate=args.request_rate, seed=args.seed, ignore_eos=args.ignore_eos,
+        request_rate=rate, seed=args.seed, ignore_eos=args.ignore_eos,
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, timeout_s=args.timeout,
         request_deadline_s=args.request_deadline_s,
         out_dir=str(args.out or workspace.prepare_bench_dir()), gpu=args.gpu, gpus=args.gpus,
         gpu_price=price, currency=currency,
         predict_model=args.predict_model, workers=workers, shard_index=shard[0],
         shard_count=shard[1], run_id=args.run_id,
-        start_at_unix_s=parse_start_at(args.start_at) if args.start_at else None)
+        start_at_unix_s=parse_start_at(args.start_at) if args.start_at else None,
+        specs=specs, arrivals=mode, chars_per_token=args.chars_per_token, workload=desc)
 
 
 async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None,
-                               meta_extra: dict[str, Any] | None = None) -> BenchResult | None:
+                               meta_extra: dict[str, Any] | None = None,
+                               find_max: FindMaxConfig | None = None) -> BenchResult | None:
     """`run_bench`, cancelled by SIGTERM as asyncio cancels it on SIGINT, so the run ends as
     `interrupted` with its files written (a job started with `&` ignores SIGINT, and a
     process manager stops with SIGTERM); None when SIGTERM stopped it."""
@@ -188,7 +344,7 @@ async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None,
     except (NotImplementedError, RuntimeError):  # no signal handlers here (Windows, a thread)
         pass
     try:
-        return await run_bench(cfg, api_key, meta_extra=meta_extra)
+        return await run_bench(cfg, api_key, meta_extra=meta_extra, find_max=find_max)
     except asyncio.CancelledError:
         if terminated:
             return None
@@ -201,14 +357,17 @@ async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None,
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     cfg.validate()
+    fm = find_max_from_args(args)
     api_key = args.api_key or workspace.openai_api_key()
     args.api_key = None  # nothing downstream may see it through args
-    print(f"capacity bench: {cfg.base_url}, levels {','.join(map(str, cfg.concurrency))}, "
-          f"{cfg.requests} requests each, {cfg.prompt_chars} chars -> {cfg.max_tokens} tokens",
+    what = (cfg.workload or f"{cfg.prompt_chars} chars -> {cfg.max_tokens} tokens")
+    levels = (f"find-max by {fm.by}" if fm is not None
+              else f"levels {','.join(map(str, cfg.concurrency))}")
+    print(f"capacity bench: {cfg.base_url}, {levels}, {cfg.requests} requests each, {what}",
           file=sys.stderr, flush=True)
     engine = probe_engine(cfg.base_url, api_key)  # llama.cpp's /slots, /metrics... (or nothing)
     before = engine.pop("metrics", {})
-    result = asyncio.run(_bench_until_sigterm(cfg, api_key, {"engine_info": engine}))
+    result = asyncio.run(_bench_until_sigterm(cfg, api_key, {"engine_info": engine}, fm))
     if result is None:
         print("capacity bench: terminated (SIGTERM); the finished requests are kept",
               file=sys.stderr)
@@ -218,6 +377,8 @@ def run(args: argparse.Namespace) -> int:
     headers[-1] = f"{cur} per M tok".strip()
     print(f"\nrun {result.run_id} ({cfg.label}), model {model_name(result.model)}")
     print(render(headers, summary_table_rows(result.summaries)), end="")
+    if result.find_max is not None and fm is not None:
+        print(describe(result.find_max, fm))
     for w in result.warnings:
         print(f"warning: {w}")
     if before:

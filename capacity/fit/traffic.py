@@ -42,7 +42,7 @@ import numpy as np
 from capacity.errors import InputError
 from capacity.model.traffic import Arrivals, LengthDist, Traffic
 from capacity.model.workload import Workload
-from capacity.types import FloatArray
+from capacity.types import FloatArray, IntArray
 
 TS_NAMES = ("timestamp", "time", "ts", "start_unix_s", "arrival_time", "created_at",
             "metadata.request_start_ns")
@@ -71,6 +71,19 @@ class LengthSummary:
     max_tokens: int
     bins_tokens: tuple[int, ...]
     counts: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogRequests:
+    """A log's usable requests in send order (`summarize_log(keep_requests=N)`), for
+    `capacity bench --replay`: arrays of one length."""
+
+    send_s: FloatArray
+    """Send time, seconds from the first kept request."""
+    prompt_tokens: IntArray
+    output_tokens: IntArray
+    conversation: IntArray
+    """A 64-bit hash of the conversation / prefix id, as signed int64; -1: none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +123,8 @@ class LogSummary:
     """False for a file with lengths but no send times (a vLLM result saved without
     `start_times`): the span, hours, busiest hour, rate and CV then mean nothing (0 or NaN) and
     the log cannot be sized for a rate (`workload`, `traffic` say so)."""
+    requests: LogRequests | None = None
+    """The first `keep_requests` usable requests in send order, when asked for."""
 
     def _need_arrivals(self) -> None:
         if not self.arrivals:
@@ -254,7 +269,7 @@ def _vllm_rows(results: list[dict[str, Any]], into: Path) -> bool:
     return timed
 
 
-def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
+def summarize_log(path: str | Path, *, bins: int = 24, keep_requests: int = 0) -> LogSummary:
     """Read `path` in place (DuckDB) and summarise it (see the module docstring). A vLLM
     benchmark result (`vllm bench serve --save-result --save-detailed`: per-request arrays)
     is read as the log of its requests: `input_lens`, `output_lens`, `errors` and, when saved
@@ -264,13 +279,13 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
         raise InputError(f"{p}: no such file")
     results = _vllm_results(p)
     if results is None:
-        return _summarize(p, bins)
+        return _summarize(p, bins, keep_requests)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = Path(tmp) / "vllm.jsonl"
         timed = _vllm_rows(results, rows)
-        s = _summarize(rows, bins)
+        s = _summarize(rows, bins, keep_requests if timed else 0)
     cols = {"timestamp": "start_times", "prompt": "input_lens", "output": "output_lens"}
     if timed:
         return replace(s, path=str(p), columns=cols)
@@ -281,7 +296,7 @@ def summarize_log(path: str | Path, *, bins: int = 24) -> LogSummary:
                    burstiness_cv=math.nan)
 
 
-def _summarize(p: Path, bins: int) -> LogSummary:
+def _summarize(p: Path, bins: int, keep: int = 0) -> LogSummary:
     import duckdb  # here: DuckDB adds a second to the start of every other command
 
     as_json = _is_json(p)
@@ -399,6 +414,16 @@ def _summarize(p: Path, bins: int) -> LogSummary:
         share = min(1.0, SAMPLE_ROWS / kept)
         sample = con.execute("SELECT prompt, output FROM good WHERE hash(rid + 12) < ? "
                              "ORDER BY rid", [int(share * 2.0 ** 64) - 1]).fetchnumpy()
+        kept_rows = None
+        if keep > 0:   # the first `keep` requests in send order (ties in file order)
+            got = con.execute("SELECT ts - ? AS t, prompt, output, coalesce((conv >> 1)::BIGINT, "
+                              "-1) AS conv FROM good ORDER BY ts, rid LIMIT ?",
+                              [float(t0), int(keep)]).fetchnumpy()
+            kept_rows = LogRequests(
+                send_s=np.asarray(got["t"], dtype=np.float64),
+                prompt_tokens=np.asarray(got["prompt"], dtype=np.int64),
+                output_tokens=np.asarray(got["output"], dtype=np.int64),
+                conversation=np.asarray(got["conv"], dtype=np.int64))
     except duckdb.Error as exc:
         raise InputError(f"{p}: cannot read it as a request log ({str(exc).splitlines()[0]})"
                          ) from None
@@ -416,7 +441,8 @@ def _summarize(p: Path, bins: int) -> LogSummary:
         peak_rate_per_s=rate, burstiness_cv=cv,
         prefix_reuse_share=float(reuse[0] if reuse else 0) / kept,
         sample_prompt_tokens=tuple(sample["prompt"].astype(np.int64).tolist()),
-        sample_output_tokens=tuple(sample["output"].astype(np.int64).tolist()))
+        sample_output_tokens=tuple(sample["output"].astype(np.int64).tolist()),
+        requests=kept_rows)
 
 
 def _length(row: Any, hist: dict[int, int], bins: int) -> LengthSummary:

@@ -768,6 +768,20 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "m_price": ("Price per GPU-hour", "每 GPU 小时价格"),
     "m_currency": ("Currency", "货币"),
     "m_predict": ("Catalog model it serves", "对应的目录模型"),
+    "m_workload": ("Workload (lengths drawn per request)", "工作负载(逐请求抽取长度)"),
+    "m_workload_none": ("none: every prompt as above", "无:每个提示如上"),
+    "workload_preset_chat": ("Chat (conversation service)", "聊天(对话服务)"),
+    "workload_preset_code": ("Code completion", "代码补全"),
+    "workload_preset_rag": ("RAG with long documents", "长文档检索增强生成"),
+    "workload_preset_agentic": ("Agentic multi-turn", "智能体多轮对话"),
+    "workload_preset_summarize": ("Batch summarisation", "批量摘要"),
+    "m_workload_help": ("A preset of data/workloads.toml: each request draws its prompt and "
+                        "output tokens and the shared system prompt from it (`capacity bench "
+                        "--workload`); with a request rate, arrivals follow its bursts. The "
+                        "prompt and output fields above are then not used.",
+                        "data/workloads.toml 中的预设:每个请求从中抽取提示与输出 token 数以及共享"
+                        "系统提示(`capacity bench --workload`);设置请求速率时,到达过程按其突发"
+                        "特征。此时上方的提示与输出字段不再使用。"),
     "m_predict_help": ("Stored with the run, so Results can draw the prediction for it.",
                        "随测量保存，供“结果”页绘制对应的预测。"),
     "m_start": ("Start measuring", "开始测量"),
@@ -861,6 +875,34 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                       "predicted C_vram of {c_vram} (ratio {ratio:.2f}).",
                       "并发 {c:g} 之后总吞吐不再随并发增长，预测的显存最大并发为 {c_vram}"
                       "（比值 {ratio:.2f}）。"),
+    "r_fm_title": ("Highest load within the SLO: measured vs predicted",
+                   "SLO 内最高负载:实测与预测"),
+    "r_fm_help": ("This run searched the highest load at which p{pct} TTFT <= {ttft} ms and "
+                  "TPOT <= {tpot} ms (`capacity bench --find-max`, {n} probes, {stopped}). "
+                  "The prediction is the event model's highest Poisson rate for the same "
+                  "targets with the model and GPU chosen above.",
+                  "本次运行搜索了 p{pct} TTFT <= {ttft} ms 且 TPOT <= {tpot} ms 时的最高负载"
+                  "(`capacity bench --find-max`,{n} 次探测,{stopped})。预测值是事件模型在上方所选"
+                  "模型与 GPU 下、相同目标时的最高泊松到达率。"),
+    "r_fm_measured": ("measured maximum", "实测最大值"),
+    "r_fm_converged": ("converged", "已收敛"),
+    "r_fm_predicted": ("predicted maximum", "预测最大值"),
+    "r_fm_unit_rate": ("req/s", "请求/秒"),
+    "r_fm_unit_concurrency": ("requests in flight", "并发请求"),
+    "r_fm_bracket": ("bracket {lo} - {hi}", "区间 {lo} - {hi}"),
+    "r_fm_ratio": ("measured / predicted {ratio}", "实测 / 预测 {ratio}"),
+    "r_fm_no_prediction": ("The prediction is a request rate; this run searched concurrency.",
+                           "预测值是请求速率;本次运行搜索的是并发数。"),
+    "r_fm_speedup": ("Speedup of the simulated endpoint", "模拟端点的加速倍数"),
+    "r_fm_speedup_help": ("`capacity sim-server --speedup` divides every time: 1 for a real "
+                          "server.", "`capacity sim-server --speedup` 会把所有时间除以该倍数;"
+                          "真实服务器填 1。"),
+    "r_fm_load": ("load (req/s or requests in flight)", "负载(请求/秒或并发数)"),
+    "r_fm_ttft": ("TTFT at the percentile (ms)", "该百分位的 TTFT(ms)"),
+    "r_fm_verdict": ("probe", "探测"),
+    "r_fm_passed": ("meets the SLO", "满足 SLO"),
+    "r_fm_failed": ("misses the SLO", "未满足 SLO"),
+    "r_fm_target": ("TTFT target", "TTFT 目标"),
     "r_ratio": ("Measured / predicted per point (1 = agreement)",
                 "逐点实测 / 预测（1 = 一致）"),
     "r_median_err": ("Median |measured / predicted - 1| per metric:",
@@ -1268,6 +1310,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "overlay_calibrated": ("predicted, calibrated", "预测（校准后）"),
     "overlay_c_vram": ("C_vram (predicted)", "显存最大并发（预测）"),
     "overlay_saturation": ("measured saturation", "实测饱和点"),
+    "overlay_find_max": ("highest within the SLO (measured)", "SLO 内最高并发(实测)"),
     "overlay_band": ("p90-p99", "p90-p99"),
     "overlay_ratio": ("measured / predicted", "实测 / 预测"),
     "overlay_roofline": ("roofline, no queueing", "屋顶线（无排队）"),

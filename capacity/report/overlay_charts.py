@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
+from capacity.fit.findmax import FindMaxOverlay
 from capacity.fit.overlay import Overlay, Predicted
 
 DEFAULT_LABELS: dict[str, str] = {
@@ -24,6 +25,7 @@ DEFAULT_LABELS: dict[str, str] = {
     "series": "series", Predicted.SPEC_SHEET: "predicted, spec-sheet",
     Predicted.CALIBRATED: "predicted, calibrated", Predicted.ROOFLINE: "roofline, no queueing",
     "c_vram": "C_vram (predicted)", "saturation": "measured saturation", "band": "p90-p99",
+    "find_max": "highest within the SLO (measured)",
     "ratio": "measured / predicted",
 }
 
@@ -46,8 +48,10 @@ def _l(labels: Mapping[str, str], key: str) -> str:
 
 
 def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_LABELS,
-                  extra_measured: pd.DataFrame | None = None, height: int = 260) -> alt.LayerChart:
-    """One metric vs concurrency: curves, points, band, C_vram and saturation rules."""
+                  extra_measured: pd.DataFrame | None = None, height: int = 260,
+                  find_max_concurrency: float | None = None) -> alt.LayerChart:
+    """One metric vs concurrency: curves, points, band, C_vram and saturation rules, and the
+    highest concurrency within the SLO that a `--find-max` run measured, when given."""
     x_title, y_title = _l(labels, "concurrency"), _l(labels, metric)
     pred = ov.predicted[ov.predicted["metric"] == metric].copy()
     pred["series"] = pred["series"].map(lambda s: _l(labels, s))
@@ -125,6 +129,8 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
     rules: list[tuple[float, str]] = [(float(ov.c_vram_spec), _l(labels, "c_vram"))]
     if ov.saturation.concurrency is not None:
         rules.append((ov.saturation.concurrency, _l(labels, "saturation")))
+    if find_max_concurrency is not None and find_max_concurrency > 0:
+        rules.append((find_max_concurrency, _l(labels, "find_max")))
     lo = min(xs) if xs else 1.0
     hi = max(xs) if xs else 1.0
     shown = pd.DataFrame([{"concurrency": c, "what": w} for c, w in rules if lo <= c <= hi])
@@ -161,3 +167,31 @@ def ratio_chart(ratios: pd.DataFrame, labels: Mapping[str, str] = DEFAULT_LABELS
                  alt.Tooltip("ratio:Q", format=".3f")])
     one = alt.Chart(pd.DataFrame({"ratio": [1.0]})).mark_rule(color="gray").encode(y="ratio:Q")
     return alt.layer(points, one).properties(height=height, width="container")  # type: ignore[return-value]
+
+
+def find_max_chart(ov: FindMaxOverlay, labels: Mapping[str, str], height: int = 300
+                   ) -> alt.LayerChart:
+    """A find-max run: each probe's TTFT at the run's percentile against its load (meets /
+    misses the SLO), the TTFT target as a horizontal rule, and vertical rules at the measured
+    maximum (solid) and the predicted one (dashed, when there is one). `labels`: "load",
+    "ttft", "verdict", "passed", "failed", "measured", "predicted", "target"."""
+    probes = pd.DataFrame([{"load": float(p.get("load", math.nan)),
+                            "ttft": p.get("ttft_pct_ms"),
+                            "verdict": labels["passed"] if p.get("passed") else labels["failed"]}
+                           for p in ov.probes])
+    if probes.empty:
+        probes = pd.DataFrame({"load": [], "ttft": [], "verdict": []})
+    x = alt.X("load:Q", title=labels["load"])
+    pts = alt.Chart(probes).mark_point(filled=True, size=70).encode(
+        x=x, y=alt.Y("ttft:Q", title=labels["ttft"]),
+        color=alt.Color("verdict:N", title=labels["verdict"]),
+        tooltip=["load:Q", "ttft:Q", "verdict:N"])
+    rules = pd.DataFrame([{"x": ov.measured, "what": labels["measured"]}]
+                         + ([{"x": ov.predicted_rate_per_s, "what": labels["predicted"]}]
+                            if ov.predicted_rate_per_s is not None else []))
+    vrule = alt.Chart(rules).mark_rule(strokeWidth=2).encode(
+        x="x:Q", strokeDash=alt.StrokeDash("what:N", title=None), tooltip=["what:N", "x:Q"])
+    target = alt.Chart(pd.DataFrame({"y": [ov.slo_ttft_ms], "what": [labels["target"]]})
+                       ).mark_rule(color="grey", strokeDash=[2, 2]).encode(
+        y="y:Q", tooltip=["what:N", "y:Q"])
+    return alt.LayerChart(layer=[pts, vrule, target], height=height)

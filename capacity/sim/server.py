@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib.util
 import json
 import logging
@@ -77,6 +78,29 @@ def _prompt_chars(body: dict[str, Any], chat: bool) -> int:
     return len(prompt)
 
 
+def shared_prefix(body: dict[str, Any], chat: bool) -> tuple[int, int]:
+    """(key, characters) of the prompt's shared leading text, as a prefix cache sees it:
+    a chat's leading system message(s), which chat templates put first, so every request
+    with the same system text starts with the same tokens (key: a 56-bit hash of that text);
+    (-1, 0) when there is none. A completion's prompt is one text and is not split (a real
+    engine's block hashes would find a common start; this endpoint does not guess one)."""
+    if not chat:
+        return -1, 0
+    messages = body.get("messages")
+    parts: list[str] = []
+    for m in messages if isinstance(messages, list) else []:
+        if not (isinstance(m, dict) and m.get("role") == "system"
+                and isinstance(m.get("content"), str)):
+            break
+        parts.append(m["content"])
+    text = "".join(parts)
+    if not text:
+        return -1, 0
+    key = int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                         digest_size=7).digest(), "big")
+    return key, len(text)
+
+
 def _token_text(i: int) -> str:
     return _WORDS[(i - 1) % len(_WORDS)]
 
@@ -110,6 +134,7 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             "max_batch_seen": sim.max_batch_seen, "waiting": len(sim.waiting),
             "running": len(sim.running), "faults": sim.fault_counts, "clock": sim.clock,
             "behind_max_ms": sim.behind_max_ms,
+            "prefix_hits": sim.prefix_cache.hits, "prefix_misses": sim.prefix_cache.misses,
             "loop_lag_max_ms": max(sim.loop_lag_ms, default=0.0),
             "loop_lag_p99_ms": sorted(sim.loop_lag_ms)[int(0.99 * (len(sim.loop_lag_ms) - 1))]
             if sim.loop_lag_ms else 0.0})
@@ -131,6 +156,7 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             chars = _prompt_chars(body, chat)
+            prefix_key, prefix_chars = shared_prefix(body, chat)
         except ValueError as exc:
             return _error(400, f"bad request: {exc}")
         model = body.get("model", sim.model_name)
@@ -153,9 +179,12 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
         fault = sim.draw_fault()
         if fault == "http_error":
             return _error(500, "injected fault: internal server error", "server_error")
+        # the shared leading text's whole tokens (the cache holds whole tokens of it)
+        prefix_tokens = min(prompt_tokens - 1, math.floor(prefix_chars / cfg.chars_per_token))
         seq = sim.submit(prompt_tokens=prompt_tokens, max_tokens=max_tokens,
                          ignore_eos=bool(body.get("ignore_eos", False)), fault=fault,
-                         arrival_s=arrival)
+                         arrival_s=arrival, prefix_key=prefix_key if prefix_tokens > 0 else -1,
+                         prefix_tokens=max(0, prefix_tokens))
         created = int(time.time())
         kind = "chat.completion" if chat else "text_completion"
         if not stream:
