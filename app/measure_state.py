@@ -25,13 +25,12 @@ from capacity.bench.job import BenchJob, SimRegistry, SimServer
 from capacity.bench.store import RunStore
 from capacity.fit import calibration as calib
 from capacity.fit.findmax import FindMaxOverlay, find_max_overlay
-from capacity.fit.measured import MeasuredPoint
+from capacity.fit.measured import MeasuredPoint, run_scenario
 from capacity.fit.overlay import (
     METRICS,
     Overlay,
     build_overlay,
     complete_levels,
-    run_scenario,
     typical_lengths,
 )
 from capacity.fit.reference import ReferenceSweep, load_reference

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 
 from capacity.fit.calibration import fit, predict_ms
-from capacity.fit.measured import MeasuredPoint
-from capacity.fit.overlay import METRICS, _simulated, build_overlay, run_scenario
+from capacity.fit.measured import MeasuredPoint, run_scenario
+from capacity.fit.overlay import METRICS, _simulated, build_overlay
 from capacity.fit.uncertainty import band, sensitivity
 from capacity.report.overlay_charts import overlay_chart, ratio_chart
 

@@ -25,7 +25,7 @@ from capacity.errors import CapacityError
 from capacity.fit import calibration as calib
 from capacity.fit.findmax import max_concurrency_within_slo
 from capacity.fit.imports import FORMATS
-from capacity.fit.measured import MeasuredPoint
+from capacity.fit.measured import MeasuredPoint, run_scenario
 from capacity.fit.overlay import (
     COMPARE_COLUMNS,
     METRICS,
@@ -37,7 +37,6 @@ from capacity.fit.overlay import (
     median_abs_error,
     points_from_summary,
     read_upload,
-    run_scenario,
     typical_lengths,
 )
 from capacity.fit.uncertainty import band, sensitivity

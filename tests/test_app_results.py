@@ -10,8 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from capacity.bench.storage import RunWriter
 from capacity.fit.calibration import load, predict_ms
-from capacity.fit.measured import MeasuredPoint
-from capacity.fit.overlay import run_scenario
+from capacity.fit.measured import MeasuredPoint, run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "streamlit_app.py")

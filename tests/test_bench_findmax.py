@@ -269,8 +269,8 @@ def test_old_runs_lack_the_workload_columns(tmp_path: Path) -> None:
 
 def test_a_concurrency_search_is_a_line_on_the_overlay() -> None:
     from capacity.fit.findmax import max_concurrency_within_slo
-    from capacity.fit.measured import MeasuredPoint
-    from capacity.fit.overlay import build_overlay, run_scenario
+    from capacity.fit.measured import MeasuredPoint, run_scenario
+    from capacity.fit.overlay import build_overlay
     from capacity.report.overlay_charts import find_max_chart, overlay_chart
 
     entry = {"by": "concurrency", "max_load": 8, "bracket": [8, 9], "pct": 90,

@@ -12,7 +12,8 @@ from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.fit.calibration import fit
 from capacity.fit.engine_check import check_run, markdown_table, median_abs_errors
-from capacity.fit.overlay import points_from_summary, run_scenario
+from capacity.fit.measured import run_scenario
+from capacity.fit.overlay import points_from_summary
 
 
 def sample_summary() -> pd.DataFrame:

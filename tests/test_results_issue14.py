@@ -15,8 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from app import measure_state as ms
 from capacity.fit import calibration as calib
-from capacity.fit.measured import MeasuredPoint
-from capacity.fit.overlay import build_overlay, measured_frame, run_scenario
+from capacity.fit.measured import MeasuredPoint, run_scenario
+from capacity.fit.overlay import build_overlay, measured_frame
 from capacity.report.overlay_charts import overlay_chart
 from tests.test_app_results import APP, PAGE, store_run, texts
 

@@ -3,7 +3,7 @@
 
 For each level of a stored run (its `summary.csv` rows): TTFT p50 and p90, inter-token latency
 p50 and output tok/s as measured, beside what the calibrated scenario predicts at the run's own
-prompt and output lengths (`overlay.run_scenario`): ITL p50 is F4's decode step at the context a
+prompt and output lengths (`measured.run_scenario`): ITL p50 is F4's decode step at the context a
 request holds while decoding; TTFT and output tok/s come from the event model under the run's
 load (closed loop at each level's concurrency, or Poisson arrivals at its rate;
 `overlay.build_overlay`), TTFT p90 from the same simulated distribution. Errors are
@@ -22,7 +22,8 @@ import pandas as pd
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import Catalog
 from capacity.fit.calibration import Calibration
-from capacity.fit.overlay import Load, Predicted, build_overlay, points_from_summary, run_scenario
+from capacity.fit.measured import run_scenario
+from capacity.fit.overlay import Load, Predicted, build_overlay, points_from_summary
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),

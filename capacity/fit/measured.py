@@ -12,7 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
+from capacity.catalog.loader import Catalog
 from capacity.errors import InputError
+from capacity.model.scenario import Scenario, evaluate, make_scenario
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,3 +94,22 @@ def tpot_from_throughput(*, concurrency: float, output_tokens: float, output_tok
     e2e_ms = concurrency * output_tokens / output_tok_s * 1e3
     tpot = (e2e_ms - (ttft_ms or 0.0)) / (output_tokens - 1)
     return tpot if tpot > 0 else None
+
+
+# -- the scenario a run was measured under (the Results page's, the scorecard's, the realtest's):
+# here, with no pandas, so that `capacity validate` starts fast ------------------------------
+
+def run_scenario(model: str, gpu: str, *, prompt_tokens: float, output_tokens: float,
+                 n_gpus: int = 1, tp: int = 1, catalog: Catalog | None = None) -> Scenario:
+    """The spec-sheet scenario a run was measured under: its model and GPU, a context of
+    prompt + output tokens (the most a request holds) and its prompt for TTFT."""
+    if prompt_tokens < 1 or output_tokens < 0:
+        raise InputError("a run needs prompt tokens >= 1 and output tokens >= 0 to predict it")
+    return make_scenario(model, gpu, catalog=catalog, n_gpus=n_gpus, tp=tp,
+                         context_tokens=max(1, math.ceil(prompt_tokens + output_tokens)),
+                         prompt_tokens=max(1, round(prompt_tokens)))
+
+
+def c_vram(scenario: Scenario) -> int:
+    """Predicted C_vram (requests, whole deployment) at the scenario's context (F3)."""
+    return int(np.asarray(evaluate(scenario, [1]).max_concurrency_vram).ravel()[0])

@@ -46,12 +46,11 @@ import numpy as np
 import pandas as pd
 
 from capacity.catalog.engines import DEFAULT_ENGINE
-from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit.calibration import Calibration, apply, predict_ms
 from capacity.fit.imports import read_measured
-from capacity.fit.measured import MeasuredPoint
-from capacity.model.scenario import Scenario, evaluate, make_scenario
+from capacity.fit.measured import MeasuredPoint, c_vram
+from capacity.model.scenario import Scenario
 from capacity.plan.queueing import QueueResult, service_from_scenario, simulate
 
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")
@@ -159,22 +158,6 @@ def measured_frame(points: Sequence[MeasuredPoint], series: str) -> pd.DataFrame
         rows += [{"series": series, "concurrency": p.concurrency, **r} for r in mine]
     return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS)).astype(
         {"p50": "float64", "p90": "float64", "p99": "float64", "concurrency": "float64"})
-
-
-def run_scenario(model: str, gpu: str, *, prompt_tokens: float, output_tokens: float,
-                 n_gpus: int = 1, tp: int = 1, catalog: Catalog | None = None) -> Scenario:
-    """The spec-sheet scenario a run was measured under: its model and GPU, a context of
-    prompt + output tokens (the most a request holds) and its prompt for TTFT."""
-    if prompt_tokens < 1 or output_tokens < 0:
-        raise InputError("a run needs prompt tokens >= 1 and output tokens >= 0 to predict it")
-    return make_scenario(model, gpu, catalog=catalog, n_gpus=n_gpus, tp=tp,
-                         context_tokens=max(1, math.ceil(prompt_tokens + output_tokens)),
-                         prompt_tokens=max(1, round(prompt_tokens)))
-
-
-def c_vram(scenario: Scenario) -> int:
-    """Predicted C_vram (requests, whole deployment) at the scenario's context (F3)."""
-    return int(np.asarray(evaluate(scenario, [1]).max_concurrency_vram).ravel()[0])
 
 
 def _predict(scenario: Scenario, concurrency: np.ndarray, prompt_tokens: float,

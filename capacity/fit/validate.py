@@ -47,14 +47,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit import calibration as calib
-from capacity.fit.measured import MeasuredPoint
+from capacity.fit.measured import MeasuredPoint, c_vram, run_scenario
 from capacity.fit.reference import REFERENCE_KEYS, ReferenceSweep, StatedValue, load_reference
-from capacity.model.scenario import Scenario, evaluate, make_scenario
+from capacity.model.scenario import Scenario
 
 SATURATION_GAIN = 0.05
 """A level whose throughput is within 5% of a lower concurrency's is at saturation."""
@@ -293,23 +291,6 @@ def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: flo
                       ttft_ms=tuple(float(x) for x in ttft), tok_s=tuple(tok),
                       e2e_ms=tuple(e2e_ms(output_tokens, float(t), float(s))
                                    for t, s in zip(ttft, step, strict=True)), c_vram=cap)
-
-
-def run_scenario(model: str, gpu: str, *, prompt_tokens: float, output_tokens: float,
-                 n_gpus: int = 1, tp: int = 1, catalog: Catalog | None = None) -> Scenario:
-    """The scenario a sweep was measured under: its model and GPU, a context of prompt + output
-    tokens and its prompt for TTFT. The same as `overlay.run_scenario` (the Results page's),
-    kept here so that `capacity validate` does not import pandas (2.8 s of its start)."""
-    if prompt_tokens < 1 or output_tokens < 0:
-        raise InputError("a run needs prompt tokens >= 1 and output tokens >= 0 to predict it")
-    return make_scenario(model, gpu, catalog=catalog, n_gpus=n_gpus, tp=tp,
-                         context_tokens=max(1, math.ceil(prompt_tokens + output_tokens)),
-                         prompt_tokens=max(1, round(prompt_tokens)))
-
-
-def c_vram(scenario: Scenario) -> int:
-    """Spec-sheet C_vram of the whole deployment at the scenario's context (F3), requests."""
-    return int(np.asarray(evaluate(scenario, [1]).max_concurrency_vram).ravel()[0])
 
 
 def spec_sheet(s: Scenario) -> Scenario:
