@@ -12,7 +12,7 @@ import pytest
 from capacity.bench.store import RunStore
 from capacity.errors import InputError
 from capacity.fit.calibration import Calibration, fit, predict_ms
-from capacity.fit.measured import MeasuredPoint
+from capacity.fit.measured import MeasuredPoint, run_scenario
 from capacity.fit.overlay import (
     METRICS,
     Predicted,
@@ -24,7 +24,6 @@ from capacity.fit.overlay import (
     median_abs_error,
     points_from_summary,
     read_upload,
-    run_scenario,
     saturation,
     typical_lengths,
 )
