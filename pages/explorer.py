@@ -247,21 +247,24 @@ except CapacityError as exc:
     load = None
     st.warning(T("err_inputs", msg=str(exc)))
 if load is not None:
-    st.markdown(f"**{T('sec_load', engine=engine_label(load.engine, lang))}**")
-    if load.point is None:
-        st.caption(T("load_too_many", n=MAX_LOAD_REQUESTS))
-    else:
-        with st.container(horizontal=True, wrap=True, gap="medium", key="load_numbers"):
-            for name, q, values in (("load_ttft_p50", 0.5, load.point.ttft_ms),
-                                    ("load_ttft_p90", 0.9, load.point.ttft_ms),
-                                    ("load_tpot_p50", 0.5, load.point.tpot_ms),
-                                    ("load_tpot_p90", 0.9, load.point.tpot_ms)):
-                unit = "s" if name.startswith("load_ttft") else "ms"
-                v = values[q] / 1e3 if unit == "s" else values[q]
-                st.metric(T(name), f"{v:,.2f} s" if unit == "s" else f"{v:,.1f} ms",
-                          width="content")
-        st.caption(T("load_caption", c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
-                     o=f"{load.output_tokens:,}", slots=load.slots))
+    # a closed loop of C clients with no think time, each sending the whole prompt again: a
+    # what-if of its own, so it opens only when asked for, or when an engine was chosen for it
+    with st.expander(T("sec_load", engine=engine_label(load.engine, lang)),
+                     expanded=state.engine != DEFAULT_ENGINE):
+        if load.point is None:
+            st.caption(T("load_too_many", n=MAX_LOAD_REQUESTS))
+        else:
+            with st.container(horizontal=True, wrap=True, gap="medium", key="load_numbers"):
+                for name, q, values in (("load_ttft_p50", 0.5, load.point.ttft_ms),
+                                        ("load_ttft_p90", 0.9, load.point.ttft_ms),
+                                        ("load_tpot_p50", 0.5, load.point.tpot_ms),
+                                        ("load_tpot_p90", 0.9, load.point.tpot_ms)):
+                    unit = "s" if name.startswith("load_ttft") else "ms"
+                    v = values[q] / 1e3 if unit == "s" else values[q]
+                    st.metric(T(name), f"{v:,.2f} s" if unit == "s" else f"{v:,.1f} ms",
+                              width="content")
+            st.caption(T("load_caption", c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
+                         o=f"{load.output_tokens:,}", slots=load.slots))
 # ---- prefix caching (issue 12): only when a shared prefix is set ----------------------------
 if state.prefix > 0:
     pe = cache.prefix_effect(state, cache.catalog_version())

@@ -239,7 +239,9 @@ def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> Non
 
     at = start(c="100", prompt="6000")
     chapter = metrics(at)
-    assert any("Under load: chapter" in m.value for m in at.markdown)
+    # a what-if of its own: collapsed under the chapter's engine, open once an engine is chosen
+    load = next(e for e in at.expander if e.label.startswith("Under load: chapter"))
+    assert load.proto.expanded is False
     assert "53 slots per replica" in slots_caption(at)
     at.selectbox(key="ex_engine").set_value("vllm").run()
     assert not at.exception
@@ -254,7 +256,9 @@ def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> Non
     bad = start(engine="tgi")
     assert any("'engine=tgi' ignored (engine must be one of chapter" in n for n in notices(bad))
     zh = start(engine="sglang", lang="zh")
-    assert any("负载下" in m.value for m in zh.markdown)
+    assert any(e.label.startswith("负载下") and e.proto.expanded for e in zh.expander)
+
+
 def test_shared_prefix_shows_what_the_cache_saves() -> None:
     """Issue 12: a shared prefix from the URL shows TTFT, C_vram and cost with the cache held
     once, each below (C_vram above) the figure without it; none of it without a prefix."""
