@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from capacity.catalog import custom as catalog_custom
-
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
-
-
-@pytest.fixture
-def custom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv(catalog_custom.ENV_VAR, str(tmp_path))
-    catalog_custom.clear_caches()
-    yield tmp_path
-    catalog_custom.clear_caches()
 
 
 def open_catalog(lang: str = "en") -> AppTest:

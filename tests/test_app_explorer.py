@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from capacity.catalog import custom as catalog_custom
-
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
-
-
-@pytest.fixture(autouse=True)
-def empty_custom_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(catalog_custom.ENV_VAR, str(tmp_path))
-    catalog_custom.clear_caches()
-    yield
-    catalog_custom.clear_caches()
+pytestmark = pytest.mark.usefixtures("custom")  # the machine's custom entries stay out
 
 
 def start(**params: str) -> AppTest:

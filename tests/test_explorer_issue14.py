@@ -5,29 +5,19 @@ calibration's data."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import default_catalog
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import FixKind, by_cost, make_scenario, suggest_fixes
 
 # AppTest runs of whole pages, a second or more each: outside the quick loop
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("custom")]
 
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
-
-
-@pytest.fixture(autouse=True)
-def empty_custom_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(catalog_custom.ENV_VAR, str(tmp_path))
-    catalog_custom.clear_caches()
-    yield
-    catalog_custom.clear_caches()
 
 
 def explorer(**params: str) -> AppTest:

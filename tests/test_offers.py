@@ -48,11 +48,6 @@ currency = "USD"
 """
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return default_catalog()
-
-
 def _inputs(**kw: object) -> PlanInputs:
     wl = Workload(daily_active_users=2000, requests_per_user_per_day=30, peak_share=0.25,
                   peak_hours=2, context_tokens=8192, output_tokens=512)

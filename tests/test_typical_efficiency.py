@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from capacity import workspace
-from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.loader import Catalog
 from capacity.cli.main import main
 from capacity.errors import CatalogError, InputError
 from capacity.fit.calibration import load
@@ -30,11 +30,6 @@ from capacity.model.workload import Workload
 from capacity.plan.search import PlanInputs, Slo, plan
 from capacity.report.quote import quote_markdown
 from capacity.report.urlstate import planner_decode, planner_state, planner_url
-
-
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return default_catalog()
 
 
 def _inputs(**kw: object) -> PlanInputs:

@@ -14,7 +14,6 @@ import math
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from streamlit.testing.v1 import AppTest
 from capacity.bench.metrics import RequestRecord, summarize
 from capacity.bench.storage import RunWriter
 from capacity.bench.store import RunStore, compact_all
-from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import DATA_DIR, load_catalog
 from capacity.cli.main import main
 from capacity.errors import CatalogError, InputError
@@ -36,15 +34,6 @@ FIX = ROOT / "tests" / "fixtures"
 APP = str(ROOT / "streamlit_app.py")
 LIMIT_S = 90
 
-
-
-@pytest.fixture
-def custom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "custom"
-    monkeypatch.setenv(catalog_custom.ENV_VAR, str(folder))
-    catalog_custom.clear_caches()
-    yield folder
-    catalog_custom.clear_caches()
 
 
 def one_line_exit_2(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
