@@ -8,6 +8,8 @@ W/BW = 5.6548 ms, KV/BW = 0.26630 ms, 2P/F = 0.108959 ms per sequence, A/F = 0.0
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,7 +19,13 @@ from capacity.catalog.loader import default_catalog
 from capacity.errors import InputError
 from capacity.model.prefill import prefill_flops, prefill_seconds, prefill_seconds_by_parts
 from capacity.model.roofline import attention_flops_per_token, step_method
-from capacity.model.scenario import Scenario, capacity_table, evaluate, make_scenario
+from capacity.model.scenario import (
+    Scenario,
+    capacity_table,
+    decode_model,
+    evaluate,
+    make_scenario,
+)
 
 W_MS = 5.7e9 / 1008e9 * 1e3
 KV_MS = 268_435_456 / 1008e9 * 1e3
@@ -104,12 +112,37 @@ _GPUS = sorted(_CAT.gpus)
 def test_operator_at_spec_sheet_is_never_faster_than_the_chapter(
         model: str, gpu: str, batch: int, context: int) -> None:
     """The upper-bound property: at eta = eff = 1, no overheads and no floor, the operator
-    step (a sum of two maxima) is at least the chapter's (the max of the sums)."""
+    step (a sum of two maxima) is at least the chapter's combination (the max of the sums) of
+    the same bytes and FLOPs. (Over its own terms the chapter also counts an untied embedding
+    table the operator method leaves out: see the next test.)"""
     s = make_scenario(model, gpu, catalog=_CAT, context_tokens=context,
-                      allow_long_context=True)
-    chapter = evaluate(s, [batch]).decode.step_ms
-    operator = evaluate(s.with_(step_method="operator"), [batch]).decode.step_ms
-    assert float(operator[0]) >= float(chapter[0]) * (1 - 1e-12)
+                      allow_long_context=True).with_(step_method="operator")
+    ev = evaluate(s, [batch])
+    sm = decode_model(s, ev.kv_request.exact_bytes)
+    chapter = dataclasses.replace(sm, method="chapter").step_ms([batch])
+    assert float(ev.decode.step_ms[0]) >= float(chapter[0]) * (1 - 1e-12)
+    if s.model.lookup_params_b == 0:
+        plain = evaluate(s.with_(step_method="chapter"), [batch]).decode.step_ms
+        assert float(ev.decode.step_ms[0]) >= float(plain[0]) * (1 - 1e-12)
+
+
+def test_operator_leaves_an_untied_embedding_table_out_of_decode() -> None:
+    """Llama-3.1-8B (untied, 128,256 x 4,096 = 0.525 B lookup parameters of 8.03 B): the
+    operator step reads W x (1 - 0.525 / 8.03) and multiplies 2 x (8.03 - 0.525) B per
+    sequence; a tied model (Gemma 3) and one whose entry does not say (Qwen3.5-9B) keep all."""
+    s = make_scenario("llama-3.1-8b", "h100-sxm", catalog=_CAT, context_tokens=1024)
+    lookup = 128256 * 4096 / 1e9
+    assert s.model.lookup_params_b == pytest.approx(lookup)
+    op = decode_model(s.with_(step_method="operator"), 0.0)
+    ch = decode_model(s, 0.0)
+    w = s.weights_per_gpu_gb * 1e9
+    assert float(op.weight_read_bytes(np.asarray(4.0))) == pytest.approx(w * (1 - lookup / 8.03))
+    assert float(ch.weight_read_bytes(np.asarray(4.0))) == pytest.approx(w)
+    assert float(op.flops(np.asarray(1.0))) == pytest.approx(2 * (8.03 - lookup) * 1e9)
+    for key in ("gemma-3-27b", "qwen3.5-9b"):
+        m = make_scenario(key, "h100-sxm", catalog=_CAT).model
+        assert m.lookup_params_b == 0.0
+        assert m.head_params_b == pytest.approx(m.vocab * m.hidden / 1e9)
 
 
 def test_prefill_by_parts_keeps_the_chapter_and_splits_attention(seed: Scenario) -> None:
@@ -169,3 +202,30 @@ def test_sensitivity_moves_the_operator_knobs_when_in_use(seed: Scenario) -> Non
     # batch 4 at 8K: a floor of 8 sequences reads 4 more sequences' KV (4 x 0.2663 ms)
     assert floor.swing == pytest.approx(4 * KV_MS, rel=1e-6)
     assert rows["eta_kv"].high == 1.0  # unset: eta_bw's 1.0, capped at 1
+
+
+def test_operator_prefill_counts_the_head_once_and_no_lookup() -> None:
+    """F6b's weight count: Llama-3.1-8B at 1,000 tokens, 2 x 8.03e9 x 1000 = 1.606e13 under F6
+    against 2 x (8.03e9 - 2 x 0.525e9) x 1000 + 2 x 0.525e9 = 1.396e13 under F6b; a cached
+    prefix keeps the head (the last token is always computed)."""
+    s = make_scenario("llama-3.1-8b", "h100-sxm", catalog=_CAT, context_tokens=2048,
+                      prompt_tokens=1000)
+    vh = 128256 * 4096
+    f6 = prefill_flops(s.model, 1000)
+    f6b = prefill_flops(s.model, 1000, by_operator=True)
+    assert float(f6.linear_flops) == pytest.approx(2 * 8.03e9 * 1000)
+    assert float(f6b.linear_flops) == pytest.approx(2 * (8.03e9 - 2 * vh) * 1000 + 2 * vh)
+    assert float(f6b.linear_flops) == pytest.approx(1.396e13, rel=1e-3)
+    assert f6b.head_flops == pytest.approx(2 * vh)
+    assert float(f6b.attention_flops) == float(f6.attention_flops)
+    op = s.with_(step_method="operator")
+    assert float(evaluate(op).ttft_s) < float(evaluate(s).ttft_s)
+    from capacity.model.prefix import cached_prefill_flops, cached_prefill_s
+    rest = float(cached_prefill_flops(op, 1000, 400))
+    full = prefill_flops(s.model, 1000, by_operator=True)
+    hit = prefill_flops(s.model, 400, by_operator=True)
+    assert rest == pytest.approx(float(full.total_flops - hit.total_flops) + 2 * vh)
+    assert float(cached_prefill_s(op, 1000)) == pytest.approx(float(evaluate(op).ttft_s))
+    by_parts = op.with_(attn_mfu=0.2)
+    assert float(cached_prefill_s(by_parts, 1000)) == pytest.approx(
+        float(evaluate(by_parts).ttft_s))

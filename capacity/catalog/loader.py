@@ -146,11 +146,36 @@ class Model:
     as_of: str
     notes: str = ""
     path: str = ""
+    tied_embeddings: bool | None = None
+    """True when the output head reuses the input embedding table (config.json's
+    `tie_word_embeddings`; a GGUF without `output.weight`); None when the entry does not say."""
 
     @property
     def layers(self) -> int:
         """Total number of layers."""
         return sum(g.count for g in self.layer_groups)
+
+    @property
+    def head_params_b(self) -> float:
+        """Parameters of the output head (billions): vocab x hidden, the GEMM that turns a hidden
+        state into logits. 0 when the entry's embeddings would not fit in its active parameters
+        (an entry whose vocab or hidden is not the model's)."""
+        return self._embedding_params_b()[1]
+
+    @property
+    def lookup_params_b(self) -> float:
+        """Parameters (billions) that are looked up, never multiplied: the input embedding table
+        when it is separate from the output head (`tied_embeddings` false), vocab x hidden;
+        0 when tied, and 0 when unknown (counted as tied: more FLOPs and bytes, the
+        conservative side). Engines gather one row of it per token: no FLOPs, ~no bytes."""
+        return self._embedding_params_b()[0]
+
+    def _embedding_params_b(self) -> tuple[float, float]:
+        vh = self.vocab * self.hidden / 1e9
+        lookup = vh if self.tied_embeddings is False else 0.0
+        if lookup + vh >= self.params_active_b:
+            return 0.0, 0.0
+        return lookup, vh
 
     def layers_of(self, kind: LayerKind) -> int:
         """Number of layers of one kind."""
@@ -338,6 +363,13 @@ class _Entry:
         self._check_max(name, value)
         return float(value)
 
+    def flag(self, name: str) -> bool | None:
+        """An optional true/false field (None when absent)."""
+        value = self._get(name, None, False)
+        if value is not None and not isinstance(value, bool):
+            raise self.fail(name, f"expected true or false, got {value!r}")
+        return value
+
     def integer(self, name: str, default: int | None = None, *, positive: bool = True) -> int:
         value = self._get(name, default, default is None)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -470,7 +502,7 @@ def parse_model(path: Path, table: Mapping[str, Any], formats: Mapping[str, Weig
         vocab=e.integer("vocab"), max_context_tokens=e.integer("max_context_tokens"),
         layer_groups=groups, moe=moe, default_format=default_format,
         stated_variants=tuple(stated), source=e.text("source"), as_of=e.text("as_of"),
-        notes=e.text("notes", ""), path=str(path),
+        notes=e.text("notes", ""), path=str(path), tied_embeddings=e.flag("tied_embeddings"),
     )
     e.finish()
     return model

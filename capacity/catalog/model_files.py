@@ -187,6 +187,9 @@ def table_from_config(config: Mapping[str, Any], *, key: str, name: str = "",
                  "computed from the shapes",
         "layers": groups,
     }
+    tied = cfg.get("tie_word_embeddings")
+    if isinstance(tied, bool):
+        table["tied_embeddings"] = tied
     if experts:
         table["moe"] = {"experts": experts, "active": active}
     else:
@@ -309,6 +312,8 @@ def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str
                  f"{f', sliding window {window} not split by layer' if window else ''}); "
                  "parameters and bytes from its tensor table",
         "layers": groups,
+        # llama.cpp's loader falls back to token_embd.weight when there is no output.weight
+        "tied_embeddings": not any(t.name == "output.weight" for t in header.tensors),
         "variants": [{"format": fmt, "weights_gb": _gb(weights),
                       "source": f"{source}: tensor bytes"}],
     }

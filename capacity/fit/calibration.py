@@ -232,7 +232,8 @@ def _decode_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, Flo
 def _prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, FloatArray]:
     """Prefill GEMMs and attention at MFU = 1 and TP comm, in ms, per point (F6b)."""
     prompt = np.array([p.prefill_tokens for p in pts], dtype=np.float64)
-    pf = prefill_flops(base.model, prompt)
+    pf = prefill_flops(base.model, prompt,
+                       by_operator=step_method(base.step_method) == StepMethod.OPERATOR)
     f = base.tflops * base.tp * TERA
     comm = np.asarray(tp_comm_ms(base.model, base.gpu, base.tp, prompt), dtype=np.float64)
     lin = np.asarray(pf.linear_flops / f * 1e3, dtype=np.float64)

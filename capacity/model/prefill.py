@@ -11,6 +11,13 @@ By parts (F6b): the GEMMs run at MFU, the attention kernels at their own efficie
 `attn_mfu` (FlashAttention-class kernels reach a different share of peak than GEMMs, and the
 share drifts with the prompt length): `t = t0 + 2 P L / (F x MFU) + attention / (F x attn_mfu)`.
 With `attn_mfu` None (the spec-sheet default) the attention runs at MFU too, today's formula.
+F6b also counts the weights as engines run them: the input embedding is a lookup (no FLOPs),
+and the output head (vocab x hidden) turns only the prompt's last position into logits, the
+one that samples the first token (vLLM, SGLang and llama.cpp all gather that position first):
+`linear = 2 (P_active - lookup - head) L + 2 head`, with lookup = vocab x hidden for an untied
+embedding table and 0 for a tied one (`Model.lookup_params_b`, `Model.head_params_b`). For the
+chapter's 9B model the head alone is 11% of the parameters; for a 156M model with an untied
+32K vocabulary, 42%. F6 (the chapter's count) stays the default step method's.
 """
 
 from __future__ import annotations
@@ -43,21 +50,41 @@ class PrefillFlops:
     prompt_tokens: FloatArray
     linear_flops: FloatArray
     attention_flops: FloatArray
+    head_flops: FloatArray | float = 0.0
+    """The part of `linear_flops` spent once per prompt, not per token (F6b's output head at
+    the last position; 0 under F6): a cached prefix does not save it."""
+
+    def per_token_part(self) -> PrefillFlops:
+        """The FLOPs a cached prefix of this length saves: all but the once-per-prompt head."""
+        return PrefillFlops(prompt_tokens=self.prompt_tokens,
+                            linear_flops=np.asarray(self.linear_flops - self.head_flops,
+                                                    dtype=np.float64),
+                            attention_flops=self.attention_flops)
 
     @property
     def total_flops(self) -> FloatArray:
         return np.asarray(self.linear_flops + self.attention_flops, dtype=np.float64)
 
 
-def prefill_flops(model: Model, prompt_tokens: npt.ArrayLike) -> PrefillFlops:
+def prefill_flops(model: Model, prompt_tokens: npt.ArrayLike, *,
+                  by_operator: bool = False) -> PrefillFlops:
     """FLOPs to prefill a prompt of `prompt_tokens` (F6): 2 x P_active x L plus attention.
 
-    Seed: 2 x 9e9 x 8192 = 1.47e14 FLOPs linear.
+    `by_operator` (F6b's count): 2 (P_active - lookup - head) L + 2 head, the embedding lookup
+    free and the logits at the last position only. Seed: 2 x 9e9 x 8192 = 1.47e14 FLOPs linear
+    (F6). Llama-3.1-8B at 1,000 tokens: 2 x 8.03e9 x 1000 = 1.61e13 (F6) against
+    2 x (8.03e9 - 2 x 0.525e9) x 1000 + 2 x 0.525e9 = 1.40e13 (F6b).
     """
     L = np.asarray(prompt_tokens, dtype=np.float64)
     if np.any(L <= 0):
         raise InputError("prompt length must be > 0 tokens")
-    linear = 2.0 * model.params_active_b * 1e9 * L
+    head = 0.0
+    if by_operator:
+        head = 2.0 * model.head_params_b * 1e9
+        body = model.params_active_b - model.lookup_params_b - model.head_params_b
+        linear = 2.0 * body * 1e9 * L + head
+    else:
+        linear = 2.0 * model.params_active_b * 1e9 * L
     attn = np.zeros_like(L)
     for g in model.layer_groups:
         if g.kind == "linear":
@@ -65,7 +92,7 @@ def prefill_flops(model: Model, prompt_tokens: npt.ArrayLike) -> PrefillFlops:
         window = g.window_tokens if g.kind == "sliding" else 0
         attn = attn + 4.0 * g.count * g.q_heads * g.head_dim * attended_pairs(L, window)
     return PrefillFlops(prompt_tokens=L, linear_flops=np.asarray(linear, dtype=np.float64),
-                        attention_flops=np.asarray(attn, dtype=np.float64))
+                        attention_flops=np.asarray(attn, dtype=np.float64), head_flops=head)
 
 
 def prefill_seconds(flops: npt.ArrayLike, tflops: float, mfu: float,

@@ -27,14 +27,17 @@ from capacity.model.cost import cost_per_mtok
 from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import MemoryVerdict, max_concurrency, memory_verdict
 from capacity.model.parallel import tp_comm_ms
-from capacity.model.prefill import prefill_flops, prefill_seconds
+from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
+from capacity.model.roofline import StepMethod, step_method
 from capacity.model.scenario import Scenario, TableRow, capacity_table, evaluate
 from capacity.types import FloatArray, IntArray
 
 
-def cached_prefill_flops(s: Scenario, prompt_tokens: npt.ArrayLike,
-                         cached_tokens: npt.ArrayLike = 0) -> FloatArray:
-    """FLOPs to prefill prompts whose first `cached_tokens` are in the prefix cache: F(L) - F(c).
+def cached_prefill(s: Scenario, prompt_tokens: npt.ArrayLike,
+                   cached_tokens: npt.ArrayLike = 0) -> PrefillFlops:
+    """The prefill FLOPs (linear and attention parts) of prompts whose first `cached_tokens`
+    are in the prefix cache: F(L) - F(c), under the scenario's count (F6, or F6b under the
+    operator method, whose once-per-prompt output head stays: the last token is computed).
 
     Unit: FLOPs. Exact for causal attention (the new queries attend all earlier keys).
     Source: F6 (docs/method.md), "Prefix caching". Seed model, L 8192, c 0 -> F6's 1.47e14 linear.
@@ -44,25 +47,41 @@ def cached_prefill_flops(s: Scenario, prompt_tokens: npt.ArrayLike,
     if np.any(c < 0) or np.any(c >= L):
         raise InputError("cached tokens must be >= 0 and fewer than the prompt's tokens "
                          "(the last prompt token is always computed)")
-    full = prefill_flops(s.model, L).total_flops
-    hit = prefill_flops(s.model, np.maximum(c, 1.0)).total_flops
-    return np.asarray(full - np.where(c > 0, hit, 0.0), dtype=np.float64)
+    operator = step_method(s.step_method) == StepMethod.OPERATOR
+    full = prefill_flops(s.model, L, by_operator=operator)
+    hit = prefill_flops(s.model, np.maximum(c, 1.0), by_operator=operator).per_token_part()
+    return PrefillFlops(
+        prompt_tokens=np.asarray(L - c, dtype=np.float64),
+        linear_flops=np.asarray(full.linear_flops - np.where(c > 0, hit.linear_flops, 0.0),
+                                dtype=np.float64),
+        attention_flops=np.asarray(full.attention_flops
+                                   - np.where(c > 0, hit.attention_flops, 0.0),
+                                   dtype=np.float64),
+        head_flops=full.head_flops)
+
+
+def cached_prefill_flops(s: Scenario, prompt_tokens: npt.ArrayLike,
+                         cached_tokens: npt.ArrayLike = 0) -> FloatArray:
+    """Total FLOPs of `cached_prefill`, FLOPs. Seed model, L 8192, c 0: 1.47e14 + attention."""
+    return cached_prefill(s, prompt_tokens, cached_tokens).total_flops
 
 
 def cached_prefill_s(s: Scenario, prompt_tokens: npt.ArrayLike,
                      cached_tokens: npt.ArrayLike = 0) -> FloatArray:
     """Prefill time (s) of one replica with `cached_tokens` already cached: the prefill overhead
-    + (F(L) - F(c)) / (TFLOP/s x TP x MFU) + TP communication over the L - c new tokens.
+    + the GEMMs at MFU and the attention at its own MFU (F6b; both at MFU without one) over
+    F(L) - F(c), + TP communication over the L - c new tokens.
 
     With nothing cached this is `evaluate(s).ttft_s` at that prompt (F6 with attention).
     Source: F6 (docs/method.md), "Prefix caching".
     """
     L = np.asarray(prompt_tokens, dtype=np.float64)
     c = np.asarray(cached_tokens, dtype=np.float64)
-    flops = cached_prefill_flops(s, L, c)
+    pf = cached_prefill(s, L, c)
     comm_s = tp_comm_ms(s.model, s.gpu, s.tp, L - c) / 1e3
-    return np.asarray(prefill_seconds(flops, s.tflops * s.tp, s.mfu,
-                                      s.prefill_overhead_ms / 1e3) + comm_s, dtype=np.float64)
+    return np.asarray(prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
+                                               s.prefill_overhead_ms / 1e3) + comm_s,
+                      dtype=np.float64)
 
 
 def shared_prefix_bytes(s: Scenario, prefix_tokens: npt.ArrayLike) -> FloatArray:

@@ -331,6 +331,9 @@ class StepModel:
     eta_kv: float | None = None
     attn_sat_batch: float = 0.0
     seq_overhead_ms: float = 0.0
+    unread_weight_share: float = 0.0
+    """Share of W a decode step does not read: an untied input embedding table, of which the
+    engine gathers one row per sequence (operator method; 0 under the chapter's)."""
 
     @classmethod
     def for_model(cls, model: Model, *, weights_bytes: FloatArray | float,
@@ -342,13 +345,21 @@ class StepModel:
                   context_tokens: FloatArray | float | None = None, eta_kv: float | None = None,
                   attn_sat_batch: float = 0.0, seq_overhead_ms: float = 0.0) -> StepModel:
         """The step of `model`: active parameters and MoE routing taken from the catalog; the
-        attention FLOPs per sequence from its layers at `context_tokens` (none when None)."""
+        attention FLOPs per sequence from its layers at `context_tokens` (none when None).
+
+        Under the operator method an untied input embedding table (`Model.lookup_params_b`) is
+        neither multiplied nor read whole: its parameters leave the GEMM FLOPs and its share of
+        W (by parameter count) leaves the weight bytes. The chapter's method keeps all of P and
+        W (F4 as written)."""
         moe = model.moe
         attn = (0.0 if context_tokens is None
                 else attention_flops_per_token(model, context_tokens))
+        operator = StepMethod(method) == StepMethod.OPERATOR
+        lookup = model.lookup_params_b if operator else 0.0
         return cls(weights_bytes=weights_bytes, kv_request_bytes=kv_request_bytes,
                    bandwidth_gb_s=bandwidth_gb_s, tflops=tflops,
-                   params_active_b=model.params_active_b, eff=eff, eta_bw=eta_bw,
+                   params_active_b=model.params_active_b - lookup,
+                   unread_weight_share=lookup / model.params_total_b, eff=eff, eta_bw=eta_bw,
                    overhead_ms=overhead_ms, comm_fixed_ms=comm_fixed_ms,
                    comm_per_seq_ms=comm_per_seq_ms, expert_fraction=expert_fraction(model),
                    experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1,
@@ -368,18 +379,22 @@ class StepModel:
     # -- the terms, each named (bytes, FLOPs, ms) ------------------------------------------------
     def weight_read_bytes(self, batch: FloatArray) -> FloatArray:
         """W_read(b) in bytes per GPU: all of W (dense), or the shared part plus the touched
-        experts' share of the expert part (MoE; at least one token's worth)."""
+        experts' share of the expert part (MoE; at least one token's worth); less the unread
+        embedding share (operator method)."""
         if self.expert_fraction <= 0:
-            return np.asarray(self.weights_bytes, dtype=np.float64)
-        return np.asarray(self.weights_bytes * weight_read_share(
-            self.expert_fraction, self.experts, self.active_experts, batch), dtype=np.float64)
+            return np.asarray(self.weights_bytes * (1.0 - self.unread_weight_share),
+                              dtype=np.float64)
+        return np.asarray(self.weights_bytes * (weight_read_share(
+            self.expert_fraction, self.experts, self.active_experts, batch)
+            - self.unread_weight_share), dtype=np.float64)
 
     def kv_read_bytes(self, batch: FloatArray) -> FloatArray:
         """b x KV_request in bytes per GPU: every sequence's KV cache is read once a step."""
         return np.asarray(batch * self.kv_request_bytes, dtype=np.float64)
 
     def flops(self, batch: FloatArray) -> FloatArray:
-        """2 x P_active x b, the weight GEMMs' FLOPs of one decode step of the replica (FLOP)."""
+        """2 x P_active x b, the weight GEMMs' FLOPs of one decode step of the replica (FLOP;
+        P_active less an untied embedding table under the operator method)."""
         return np.asarray(2.0 * self.params_active_b * 1e9 * batch, dtype=np.float64)
 
     def attention_flops(self, batch: FloatArray) -> FloatArray:

@@ -44,7 +44,13 @@ from capacity.model.memory import (
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
-from capacity.model.roofline import DEFAULT_STEP_METHOD, StepModel, comm_coefficients_ms
+from capacity.model.roofline import (
+    DEFAULT_STEP_METHOD,
+    StepMethod,
+    StepModel,
+    comm_coefficients_ms,
+    step_method,
+)
 from capacity.model.scenario import (
     DEFAULT_EFF,
     DEFAULT_MFU,
@@ -432,17 +438,19 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     prices = dict(inp.price_overrides)
     offers = {o.gpu: o for o in inp.offers}
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
-    pf = prefill_flops(model, wl.prompt)
+    operator = step_method(inp.step_method) == StepMethod.OPERATOR
+    pf = prefill_flops(model, wl.prompt, by_operator=operator)
     # prefix caching: the mean prompt skips share x the cached prefix (F6 of the rest, exact
     # for causal attention: each part of the prefix's FLOPs drops out), and the prefix's
     # full-attention KV is held once
     hit = min(inp.prefix_tokens, wl.prompt - 1, wl.context_tokens - 1)
     share = inp.prefix_share if hit > 0 else 0.0
     if share > 0:
-        cached = prefill_flops(model, hit)
+        cached = prefill_flops(model, hit, by_operator=operator).per_token_part()
         pf = PrefillFlops(prompt_tokens=pf.prompt_tokens - share * hit,
                           linear_flops=pf.linear_flops - share * cached.linear_flops,
-                          attention_flops=pf.attention_flops - share * cached.attention_flops)
+                          attention_flops=pf.attention_flops - share * cached.attention_flops,
+                          head_flops=pf.head_flops)
     new_tokens = wl.prompt - share * hit
     g_l: list[Gpu] = []
     tp_l: list[int] = []
