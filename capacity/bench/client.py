@@ -694,10 +694,12 @@ class _Runner:
                 st.fail(ErrorType.CONNECT_ERROR, _short(str(exc)) or "cannot connect")
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
                 if (attempt == 0 and st.status is None and st.events == 0
-                        and isinstance(exc, httpx.RemoteProtocolError)):
+                        and isinstance(exc, httpx.RemoteProtocolError | httpx.WriteError)):
                     # closed before any answer: llama-server sometimes closes a kept-alive
                     # connection after a streamed answer without saying so, and the next
-                    # request on it never starts; sent again once on a new connection
+                    # request on it never starts (the server hangs up before answering, or
+                    # the request's write finds the socket closed); sent again once on a new
+                    # connection
                     continue
                 st.fail(ErrorType.DISCONNECTED, f"{type(exc).__name__}: {_short(str(exc))}")
             except httpx.HTTPError as exc:
