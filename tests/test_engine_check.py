@@ -63,3 +63,11 @@ def test_the_event_model_schedules_as_the_engine_profile_says(catalog: Catalog) 
                                                               rel=0.05)
     assert llama[-1].concurrency >= 32
     assert llama[-1].predicted["ttft_p50_ms"] > 1.2 * chapter[-1].predicted["ttft_p50_ms"]
+
+
+def test_the_realtest_leaves_the_client_a_core() -> None:
+    """llama-server gets every core but one (its spinning threads slow whole steps when the
+    load generator takes one of their cores), at least 1 and at most 8."""
+    from capacity.cli.realtest import engine_threads
+
+    assert [engine_threads(n) for n in (1, 2, 4, 16)] == [1, 1, 3, 8]

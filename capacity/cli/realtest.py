@@ -123,14 +123,25 @@ def write_models(folder: Path) -> dict[str, Path]:
     return paths
 
 
+def engine_threads(cores: int | None = None) -> int:
+    """llama-server's threads: every core but one, which the load generator keeps (at least 1,
+    at most 8). Its threads spin at the barriers between kernels, so a client process that
+    takes one of their cores slows a whole step: with `-t 2` on 2 cores the same level
+    measured 20 ms per token in one run and 34 ms in the next (concurrency 2, 200-token
+    prompts); with `-t 1` two runs agreed within 1% at concurrency 1, 2 and 4."""
+    n = (os.cpu_count() or 1) if cores is None else cores
+    return max(1, min(8, n - 1))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 dev.py realtest", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
                    help="fewer requests per level (a smoke run: noisier numbers)")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="Markdown report (default <cache>/realtest/realtest-<date>.md)")
-    p.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1),
-                   help="llama-server threads (default: the cores, at most 8)")
+    p.add_argument("--threads", type=int, default=engine_threads(),
+                   help="llama-server threads (default: the cores less one for the client, "
+                        "at least 1, at most 8)")
     args = p.parse_args(argv)
     started = time.monotonic()
     load_before = _load()
