@@ -71,3 +71,40 @@ def test_the_realtest_leaves_the_client_a_core() -> None:
     from capacity.cli.realtest import engine_threads
 
     assert [engine_threads(n) for n in (1, 2, 4, 16)] == [1, 1, 3, 8]
+
+
+def test_the_spec_sheet_bound_is_checked_level_by_level(catalog: Catalog) -> None:
+    """The realtest's upper-bound line: each level's measured ITL and TTFT p50 against the
+    fastest the spec sheet allows (every knob at peak, the faster step method, the step at
+    the prompt's context, one prompt's prefill alone). The bundled sample's TTFT (the
+    simulated endpoint at MFU 0.25, with queues) is slower than its bound at every level; a
+    level faster than the bound is counted out, one slower counted in."""
+    import dataclasses
+
+    from capacity.fit.engine_check import CheckRow, bound_counts, spec_bound
+
+    summary = sample_summary()
+    model, gpu = "qwen3.5-9b-awq", "rtx-4090"
+    pts = points_from_summary(summary, model=model, gpu=gpu)
+    base = run_scenario(model, gpu, prompt_tokens=pts[0].prompt_tokens or 1,
+                        output_tokens=pts[0].output_tokens or 1, catalog=catalog)
+    rows = check_run(summary, case="sample", model=model, gpu=gpu,
+                     calibration=fit(pts, base, name="t"), catalog=catalog)
+    n = len(rows)
+    counts = bound_counts(rows)
+    assert counts["ttft_p50_ms"] == (n, n)
+    assert counts["itl_p50_ms"][1] == n
+    bound = spec_bound(base)
+    assert bound.ttft_ms < float(rows[0].measured["ttft_p50_ms"])
+    # at peak the chapter's worked example: F4's 5.92 ms at one sequence, less context
+    assert 0 < bound.step_ms(1) <= 5.92
+    fast = dataclasses.replace(rows[0], measured={**rows[0].measured,
+                                                  "itl_p50_ms": bound.step_ms(1) * 0.9})
+    assert fast.within_bound("itl_p50_ms") is False
+    assert bound_counts([fast])["itl_p50_ms"] == (0, 1)
+    slow = dataclasses.replace(rows[0], measured={**rows[0].measured,
+                                                  "itl_p50_ms": bound.step_ms(1) * 1.1})
+    assert bound_counts([slow])["itl_p50_ms"] == (1, 1)
+    empty = CheckRow(case="x", concurrency=1, request_rate_rps=None, prompt_tokens=1,
+                     output_tokens=1, measured={}, predicted={})
+    assert empty.within_bound("itl_p50_ms") is None

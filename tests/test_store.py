@@ -97,6 +97,30 @@ def test_percentiles_agree_with_numpy(tmp_path: Path) -> None:
     assert summ["tpot_p99_ms"] == pytest.approx(q["p99"].iloc[0])
 
 
+def test_level_stats_recompute_each_level_from_its_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`RunStore.level_stats` (`capacity runs --levels`): every level of every run from its
+    request rows, equal to numpy's percentiles and to the summary the bench wrote."""
+    a = write_run(tmp_path, "alpha", levels=(1, 8), n=37)
+    b = write_run(tmp_path, "beta", levels=(2,), n=11)
+    with RunStore(tmp_path) as s:
+        stats = s.level_stats()
+        assert list(zip(stats["run_id"], stats["concurrency"], strict=True)) == sorted(
+            [(a, 1), (a, 8), (b, 2)])
+        one = s.level_stats(a)
+        assert list(one["concurrency"]) == [1, 8]
+        ok = s.requests(a, concurrency=8).query("success")
+        row = one.iloc[1]
+        summ = s.summary(a).iloc[1]
+    assert (row["requests"], row["ok"]) == (37, len(ok))
+    for col, q in (("ttft", 50), ("ttft", 99), ("tpot", 50), ("tpot", 99)):
+        assert row[f"{col}_p{q}_ms"] == pytest.approx(np.percentile(ok[f"{col}_ms"], q))
+        assert row[f"{col}_p{q}_ms"] == pytest.approx(summ[f"{col}_p{q}_ms"])
+    assert main(["runs", "--out", str(tmp_path), "--levels", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out) == 3 and out[0]["run_id"] == min(a, b)
+
+
 @pytest.mark.parametrize("sql", [
     pytest.param("DROP VIEW requests", id="drop"),
     pytest.param("COPY (SELECT 1) TO 'x.csv'", id="copy"),

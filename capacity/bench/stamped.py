@@ -9,9 +9,13 @@ queues it. `read` hands out one received chunk at a time (split only at `max_byt
 event the HTTP parser completes from a read arrived with that read's chunk, whose stamp is
 `last_arrival_ns`; the client reads it from the response's `network_stream` extension.
 
-What is left of the error: the time from the kernel's receipt to the loop's next poll of the
-socket (the rest of the loop iteration under way, i.e. the loop lag, which each record keeps as
-`loop_lag_ms`), and the loopback's own latency. The request's start stays its single write.
+On Linux the stamp is the kernel's own receive time of the read's newest packet
+(`capacity.netstamp`, SO_TIMESTAMPNS), so the time from the kernel's receipt to the loop's next
+poll of the socket (the rest of the loop iteration under way, the loop lag each record keeps as
+`loop_lag_ms`) is out of it too; elsewhere (and over TLS) the stamp is taken in
+`data_received` and that lag remains. What is left: the loopback's own latency, and for a
+chunk that arrived in several packets, the newest one's time. The request's start stays its
+single write.
 
 The stream implements httpcore's `AsyncNetworkStream` with the same exceptions as its anyio
 backend (ReadTimeout, ReadError, WriteError, ConnectError, ConnectTimeout), flow control in
@@ -30,6 +34,8 @@ from typing import Any, cast
 
 import httpcore
 
+from capacity.netstamp import kernel_stamps
+
 READ_PAUSE_BYTES = 1 << 20
 """Received bytes held before the socket's reading is paused (1 MiB)."""
 READ_RESUME_BYTES = 256 << 10
@@ -47,13 +53,21 @@ class _StampProtocol(asyncio.Protocol):
         self.paused = False
         self._waiter: asyncio.Future[None] | None = None
         self._drain: asyncio.Future[None] | None = None
+        self.kernel = False
+        """True when reads carry the kernel's receive time (`capacity.netstamp`)."""
+        self._arrival_ns = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a TCP transport (uvloop's are not subclasses of asyncio's, but have its methods)
         self.transport = cast(asyncio.Transport, transport)
+        self.kernel = kernel_stamps(transport, self._kernel_stamp)
+
+    def _kernel_stamp(self, ns: int) -> None:
+        self._arrival_ns = ns
 
     def data_received(self, data: bytes) -> None:
-        self.chunks.append((data, time.perf_counter_ns()))
+        stamp, self._arrival_ns = self._arrival_ns, 0
+        self.chunks.append((data, stamp or time.perf_counter_ns()))
         self.held += len(data)
         if self.held > READ_PAUSE_BYTES and not self.paused and self.transport is not None:
             self.paused = True

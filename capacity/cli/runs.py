@@ -2,6 +2,7 @@
 
   capacity runs                          # every run: label, date, endpoint, levels, ok/failed
   capacity runs --label capacity-8k      # the latest run with that label, level by level
+  capacity runs --levels                 # every level of every run, from its request rows
   capacity runs --sql "SELECT concurrency, quantile_cont(ttft_ms, 0.5) AS ttft_p50_ms
                        FROM requests WHERE success GROUP BY 1 ORDER BY 1"
 Views: requests (one row per request), summaries (one row per level), runs (one row per run).
@@ -38,6 +39,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--label", default=None, help="print the latest run with this label")
     g.add_argument("--run-id", default=None, help="print this run")
     g.add_argument("--sql", default=None, help="one read-only SELECT over the views")
+    g.add_argument("--levels", action="store_true",
+                   help="every level of every run recomputed from its request rows (requests, "
+                        "ok, TTFT/TPOT p50 and p99, output tok/s): a team's whole store")
     g.add_argument("--compact", action="store_true",
                    help="write a typed Parquet copy (requests.parquet) of every run that lacks "
                         "a current one; queries then read it instead of the CSV")
@@ -96,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {w}", file=sys.stderr)
         if args.sql is not None:
             print_frame(store.query(args.sql), args.format)
+        elif args.levels:
+            print_frame(store.level_stats(), args.format)
         elif args.label is not None or args.run_id is not None:
             run_id = args.run_id or store.latest_run_id(args.label)
             df = store.summary(run_id)

@@ -7,11 +7,13 @@ prompt and output lengths (`measured.run_scenario`): ITL p50 is F4's decode step
 request holds while decoding; TTFT and output tok/s come from the event model under the run's
 load (closed loop at each level's concurrency, or Poisson arrivals at its rate;
 `overlay.build_overlay`), TTFT p90 from the same simulated distribution. Errors are
-measured / predicted - 1.
+measured / predicted - 1. Beside them, the spec-sheet bound (`spec_bound`: the probed entry
+with every knob at peak) that no measured ITL or TTFT may beat.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +26,9 @@ from capacity.catalog.loader import Catalog
 from capacity.fit.calibration import Calibration
 from capacity.fit.measured import run_scenario
 from capacity.fit.overlay import Load, Predicted, build_overlay, points_from_summary
+from capacity.fit.validate import spec_sheet
+from capacity.model.roofline import StepMethod
+from capacity.model.scenario import Scenario, evaluate
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),
@@ -42,6 +47,16 @@ class CheckRow:
     output_tokens: float
     measured: dict[str, float]
     predicted: dict[str, float]
+    spec: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The spec-sheet bound (`spec_bound`): the fastest ITL and TTFT the probed entry allows."""
+
+    def within_bound(self, metric: str) -> bool | None:
+        """True when the measured value is no faster than the spec-sheet bound (None where
+        either is missing)."""
+        m, b = self.measured.get(metric, math.nan), self.spec.get(metric, math.nan)
+        if not (math.isfinite(m) and math.isfinite(b)):
+            return None
+        return m >= b * (1 - 1e-9)
 
     def error(self, metric: str) -> float:
         """measured / predicted - 1 (NaN where either is missing)."""
@@ -73,6 +88,7 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
     ov = build_overlay(points, scenario, series=case, calibration=calibration,
                        failures=summary, load=Load.OPEN if open_loop else Load.CLOSED,
                        engine=engine, max_num_seqs=max_num_seqs)
+    bound = spec_bound(scenario)
     cal = Predicted.CALIBRATED.value
     pred = ov.predicted[ov.predicted["series"] == cal]
     rows: list[CheckRow] = []
@@ -91,8 +107,43 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
             output_tokens=_num(rec.get("output_tokens_mean")),
             measured={k: _num(rec.get(k)) for k, _ in METRICS},
             predicted={"ttft_p50_ms": value("ttft_ms"), "ttft_p90_ms": value("ttft_ms", "p90"),
-                       "itl_p50_ms": value("tpot_ms"), "output_tok_s": value("aggregate_tok_s")}))
+                       "itl_p50_ms": value("tpot_ms"), "output_tok_s": value("aggregate_tok_s")},
+            spec={"itl_p50_ms": float(bound.step_ms(max(c, 1.0))),
+                  "ttft_p50_ms": bound.ttft_ms}))
     return rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecBound:
+    """The fastest a run can go on its spec sheet: every knob at peak (eta = eff = MFU = 1, no
+    overheads), under whichever step method is faster at each point, the decode step at the
+    prompt's context (the least a request holds) and the prefill of one prompt alone (no
+    queue, no other prompt). A measured ITL or TTFT below it breaks the upper bound."""
+
+    scenarios: tuple[Scenario, ...]
+    ttft_ms: float
+
+    def step_ms(self, concurrency: float) -> float:
+        """The fastest decode step (ms) at `concurrency` sequences."""
+        return min(float(np.asarray(evaluate(s, [concurrency]).decode.step_ms).reshape(-1)[0])
+                   for s in self.scenarios)
+
+
+def spec_bound(scenario: Scenario) -> SpecBound:
+    """`SpecBound` of a run's scenario (`measured.run_scenario`), both step methods."""
+    peak = spec_sheet(scenario).with_(context_tokens=scenario.prompt)
+    both = tuple(peak.with_(step_method=m.value) for m in StepMethod)
+    return SpecBound(scenarios=both, ttft_ms=min(
+        float(np.asarray(evaluate(s).ttft_s).reshape(-1)[0]) * 1e3 for s in both))
+
+
+def bound_counts(rows: Sequence[CheckRow]) -> dict[str, tuple[int, int]]:
+    """(levels within the spec-sheet bound, levels checked) for ITL p50 and TTFT p50."""
+    out: dict[str, tuple[int, int]] = {}
+    for key in ("itl_p50_ms", "ttft_p50_ms"):
+        flags = [f for r in rows if (f := r.within_bound(key)) is not None]
+        out[key] = (sum(flags), len(flags))
+    return out
 
 
 def _fmt(v: float) -> str:

@@ -40,6 +40,7 @@ from starlette.routing import Route
 
 from capacity.errors import InputError
 from capacity.model.scenario import Scenario
+from capacity.netstamp import kernel_stamps
 from capacity.sim.scheduler import (
     SimConfig,
     SimulatedDisconnect,
@@ -335,9 +336,20 @@ def _stamping_httptools() -> Any:
 
     class StampingHttpTools(HttpToolsProtocol):
         _rx_s = 0.0
+        _kernel_ns = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            # on Linux, the kernel's receive time of each read (capacity.netstamp): a burst of
+            # requests is stamped as it arrived, not as the loop got to each one
+            kernel_stamps(transport, self._on_kernel_stamp)
+
+        def _on_kernel_stamp(self, ns: int) -> None:
+            self._kernel_ns = ns
 
         def data_received(self, data: bytes) -> None:
-            self._rx_s = time.perf_counter()
+            stamp, self._kernel_ns = self._kernel_ns, 0
+            self._rx_s = stamp / 1e9 if stamp else time.perf_counter()
             super().data_received(data)
 
         def on_message_complete(self) -> None:
