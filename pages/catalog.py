@@ -107,6 +107,8 @@ with add_tab:
                                          key="cm_wgb")
             weights_fmt = c3.selectbox(T("f_weights_format"), sorted(catalog.formats),
                                        key="cm_wfmt")
+            tied = c1.selectbox(T("f_tied"), ["unknown", "tied", "separate"], key="cm_tied",
+                                format_func=lambda k: T("f_tied_" + k), help=T("f_tied_help"))
             source = st.text_input(T("f_source"), key="cm_source")
             as_of = st.text_input(T("f_as_of"), value=today, key="cm_asof")
             overwrite = st.checkbox(T("f_replace"), key="cm_replace")
@@ -119,7 +121,8 @@ with add_tab:
                 q_heads=int(q_heads), hidden=int(hidden), vocab=int(vocab),
                 max_context_tokens=int(max_ctx), linear_layers=int(linear),
                 state_bytes=float(state_bytes), weights_gb=weights_gb or None,
-                weights_format=weights_fmt, source=source, as_of=as_of)
+                weights_format=weights_fmt, source=source, as_of=as_of,
+                tied_embeddings=None if tied == "unknown" else tied == "tied")
             try:
                 model, path = catalog_custom.save_model(table, catalog, overwrite=overwrite)
             except CapacityError as exc:

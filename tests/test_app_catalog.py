@@ -42,10 +42,12 @@ def fill_model_form(at: AppTest, key: str) -> None:
 def test_a_custom_model_is_saved_and_usable_in_the_explorer(custom: Path) -> None:
     at = open_catalog()
     fill_model_form(at, "my-model-7b")
+    at.selectbox(key="cm_tied").set_value("separate")
     at.button[0].click().run()
     assert not at.exception and not at.error
     assert "Saved model 'my-model-7b'" in at.success[0].value
     assert (custom / "models" / "my-model-7b.toml").exists()
+    assert "tied_embeddings = false" in (custom / "models" / "my-model-7b.toml").read_text()
     assert "my-model-7b" in at.dataframe[0].value["key"].tolist()
     at.switch_page("pages/explorer.py").run()
     at.selectbox(key="ex_model").set_value("my-model-7b").run()

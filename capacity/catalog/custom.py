@@ -116,9 +116,11 @@ def model_form_table(*, key: str, name: str, params_b: float, num_layers: int,
                      hidden: int, vocab: int, max_context_tokens: int,
                      linear_layers: int = 0, state_bytes: float = 0.0,
                      weights_gb: float | None = None, weights_format: str = "bf16",
-                     source: str, as_of: str) -> dict[str, Any]:
+                     source: str, as_of: str,
+                     tied_embeddings: bool | None = None) -> dict[str, Any]:
     """A model table from the Catalog page's form: a dense model with full-attention layers
-    and optionally linear-attention layers (anything else: upload a TOML file)."""
+    and optionally linear-attention layers (anything else: upload a TOML file); whether the
+    output head reuses the embedding table when the form says (None: not said)."""
     table: dict[str, Any] = {
         "key": key.strip().lower(), "name": name.strip(), "params_total_b": params_b,
         "params_active_b": params_b, "num_layers": num_layers, "hidden": hidden,
@@ -127,6 +129,8 @@ def model_form_table(*, key: str, name: str, params_b: float, num_layers: int,
         "layers": [{"kind": "full", "count": full_layers, "kv_heads": kv_heads,
                     "head_dim": head_dim, "q_heads": q_heads}],
     }
+    if tied_embeddings is not None:
+        table["tied_embeddings"] = tied_embeddings
     if linear_layers:
         table["layers"].append({"kind": "linear", "count": linear_layers,
                                 "state_bytes": state_bytes})

@@ -545,6 +545,15 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "f_q_heads": ("query heads", "查询头数"),
     "f_hidden": ("hidden size", "隐藏维度"),
     "f_vocab": ("vocabulary", "词表大小"),
+    "f_tied": ("output head and input embedding", "输出头与输入词嵌入"),
+    "f_tied_unknown": ("not known (counted as tied)", "未知（按共享计）"),
+    "f_tied_tied": ("tied (one shared table)", "共享（同一张表）"),
+    "f_tied_separate": ("separate tables", "各自独立"),
+    "f_tied_help": ("config.json's tie_word_embeddings. A separate input embedding is only "
+                    "looked up, so the operator step method leaves it out of the decode "
+                    "step's bytes and FLOPs (docs/method.md, F4b).",
+                    "config.json 的 tie_word_embeddings。独立的输入词嵌入只做查表，"
+                    "算子级步长方法不把它计入解码步的字节与 FLOPs（docs/method.md，F4b）。"),
     "f_max_context_tokens": ("max context (tokens)", "最大上下文 (tokens)"),
     "f_weights_gb": ("stated weight size (GB, 0 = params × bits)",
                      "实际权重大小（GB，0 = 参数量 × 位宽）"),
