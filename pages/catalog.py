@@ -62,6 +62,7 @@ with models_tab:
     rows = pd.DataFrame(catalog_tables.model_rows(
         catalog, kind_names={k: T("layer_" + k) for k in LAYER_KINDS},
         window=T("layer_window", w="{w}")))
+    rows["embeddings"] = [T("emb_" + v) for v in rows["embeddings"]]
     rows.columns = [T("mc_" + c) for c in rows.columns]
     st.dataframe(rows, hide_index=True, width="stretch", key="cat_models",
                  height=36 * (len(rows) + 1) + 4,

@@ -229,3 +229,22 @@ def test_operator_prefill_counts_the_head_once_and_no_lookup() -> None:
     by_parts = op.with_(attn_mfu=0.2)
     assert float(cached_prefill_s(by_parts, 1000)) == pytest.approx(
         float(evaluate(by_parts).ttft_s))
+
+
+def test_explorer_explains_the_weight_count_of_the_operator_method() -> None:
+    """Llama-3.1-8B (untied): at one sequence the operator step is shorter than the chapter's
+    (it does not read the 1.05 GB input table), and its TTFT line shows F6b's count."""
+    from capacity.report.explain import method_note, show_math
+    from capacity.report.i18n import note_text
+
+    s = make_scenario("llama-3.1-8b", "h100-sxm", catalog=_CAT, context_tokens=2048,
+                      prompt_tokens=1000)
+    note = method_note(s, 1)
+    assert note is not None and note.code == "method_embedding"
+    assert "1.05 GB" in note and "词嵌入" in note_text(note, "zh")
+    ttft = next(m for m in show_math(s.with_(step_method="operator"), 1) if m.key == "ttft")
+    assert "lookup" in ttft.formula and ttft.note.code == "method_prefill"  # type: ignore[attr-defined]
+    assert "13% fewer" in ttft.note and "13%" in note_text(ttft.note, "zh")  # type: ignore[arg-type]
+    assert ttft.value == pytest.approx(float(evaluate(s.with_(step_method="operator")).ttft_s))
+    plain = next(m for m in show_math(s, 1) if m.key == "ttft")
+    assert "lookup" not in plain.formula and plain.note == ""

@@ -21,7 +21,8 @@ def _layers_text(model: Model, kind_names: Mapping[str, str], window: str) -> st
 
 def model_rows(catalog: Catalog, *, kind_names: Mapping[str, str] | None = None,
                window: str = "w={w}") -> list[dict[str, Any]]:
-    """One row per model: layers by kind, KV per token (fp16 and fp8, KiB), weights per format
+    """One row per model: layers by kind, KV per token (fp16 and fp8, KiB), whether the output
+    head shares the input embedding table ('tied', 'separate', 'unknown'), weights per format
     (GB, stated sizes marked), limits, source and date. `kind_names` names the layer kinds
     ('full', 'sliding'...: as they are when absent) and `window` (with `{w}`, in tokens) a
     sliding window, so a page can show them in its language."""
@@ -37,6 +38,8 @@ def model_rows(catalog: Catalog, *, kind_names: Mapping[str, str] | None = None,
             "kv_kib_per_token_fp16": kv_bytes_per_token(m, "fp16").bytes_per_token / KIB,
             "kv_kib_per_token_fp8": kv_bytes_per_token(m, "fp8").bytes_per_token / KIB,
             "max_context_tokens": m.max_context_tokens,
+            "embeddings": ("unknown" if m.tied_embeddings is None
+                           else "tied" if m.tied_embeddings else "separate"),
             "weights_gb": ", ".join(f"{k} {v}" for k, v in weights.items()),
             "custom": is_custom(m.path), "source": m.source, "as_of": m.as_of,
         })

@@ -493,12 +493,23 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     lin = float(ev.ttft_linear_s.flat[0])
     ttft = float(ev.ttft_s.flat[0])
     attn = float(ev.prefill.attention_flops.flat[0])
-    steps.append(MathStep(
-        key="ttft", formula="TTFT = 2 x P x L / (F x MFU)  (+ attention ~ 2 x layers x "
-                            "q_heads x head_dim x L^2)",
-        substituted=f"2 x {_n(m.params_active_b * 1e9)} x {s.prompt:,} / ({_n(f_tot * TERA)}"
-                    f" x {_n(s.mfu)}) = {_n(lin)} s; + {_n(attn)} FLOP attention -> "
-                    f"{_n(ttft)} s", value=ttft, unit="s"))
+    if s.step_method == StepMethod.OPERATOR:
+        # F6b: the embedding lookup is free and the output head runs at the last position only
+        body = m.params_active_b - m.lookup_params_b - m.head_params_b
+        steps.append(MathStep(
+            key="ttft", formula="TTFT = (2 x (P - lookup - head) x L + 2 x head) / (F x MFU)  "
+                                "(+ attention ~ 2 x layers x q_heads x head_dim x L^2; F6b)",
+            substituted=f"(2 x {_n(body * 1e9)} x {s.prompt:,} + 2 x "
+                        f"{_n(m.head_params_b * 1e9)}) / ({_n(f_tot * TERA)} x {_n(s.mfu)}) = "
+                        f"{_n(lin)} s; + {_n(attn)} FLOP attention -> {_n(ttft)} s",
+            value=ttft, unit="s", note=prefill_method_note(s)))
+    else:
+        steps.append(MathStep(
+            key="ttft", formula="TTFT = 2 x P x L / (F x MFU)  (+ attention ~ 2 x layers x "
+                                "q_heads x head_dim x L^2)",
+            substituted=f"2 x {_n(m.params_active_b * 1e9)} x {s.prompt:,} / "
+                        f"({_n(f_tot * TERA)} x {_n(s.mfu)}) = {_n(lin)} s; + {_n(attn)} FLOP "
+                        f"attention -> {_n(ttft)} s", value=ttft, unit="s"))
     # F7: cost
     agg = float(ev.aggregate_tok_s[0])
     cost = float(ev.cost_per_mtok[0])
@@ -529,6 +540,13 @@ def method_note(s: Scenario, concurrency: int) -> Note | None:
     ch, op = float(chapter.step_ms[0]), float(operator.step_ms[0])
     if abs(op - ch) <= 0.005 * ch:
         return None
+    if op < ch:  # only the untied embedding table can make the operator step shorter
+        table_gb = s.weights_per_gpu_gb * s.model.lookup_params_b / s.model.params_total_b
+        return Note(f"the operator step does not read the input embedding table ({table_gb:.3g} "
+                    f"GB of the weights, separate from the output head): engines look up one "
+                    f"row per sequence ({op:.3g} ms against {ch:.3g} ms)",
+                    code="method_embedding", gb=round(table_gb, 3), op=round(op, 3),
+                    ch=round(ch, 3))
     gemm, attn = float(operator.gemm_ms[0]), float(operator.attention_ms[0])
     w_ms = float(operator.weight_read_bytes[0]) / (s.bandwidth_gb_s * GB * s.eta_bw) * 1e3
     if gemm > w_ms * (1 + 1e-9):
@@ -540,6 +558,25 @@ def method_note(s: Scenario, concurrency: int) -> Note | None:
     return Note(f"the operator step adds what the chapter's leaves out: the small-batch "
                 f"attention floor, per-sequence overhead and KV-read efficiency ({op:.3g} ms "
                 f"against {ch:.3g} ms)", code="method_knobs", op=round(op, 3), ch=round(ch, 3))
+
+
+def prefill_method_note(s: Scenario) -> Note | str:
+    """Why the operator prefill (F6b) is shorter than the chapter's F6 for this model: the
+    embedding lookup computes nothing and the output head runs at the last prompt position
+    only, so per prompt token (lookup + head) fewer parameters are multiplied. '' for no
+    difference (an entry whose embeddings do not fit its parameters)."""
+    m = s.model
+    saved = m.lookup_params_b + m.head_params_b
+    if saved <= 0:
+        return ""
+    share = saved / m.params_active_b
+    return Note(f"F6b multiplies {m.params_active_b - saved:.3g} B of the {m.params_active_b:.3g} "
+                f"B parameters per prompt token: the input embedding is a lookup and the output "
+                f"head ({m.head_params_b:.3g} B) turns only the last position into logits "
+                f"({share:.0%} fewer FLOPs than the chapter's 2 x P x L)",
+                code="method_prefill", body=round(m.params_active_b - saved, 3),
+                p=round(m.params_active_b, 3), head=round(m.head_params_b, 3),
+                share=round(share * 100))
 
 
 TABLE_COLUMNS: Final = ("concurrency", "context_tokens", "kv_total_gb", "subtotal_gb",

@@ -396,12 +396,16 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                          "traffic and the arithmetic of the whole step overlap, max(bytes / "
                          "bandwidth, FLOPs / compute). By operator (F4b): the weight GEMMs and "
                          "the attention run one after another, each on its own roofline; never "
-                         "faster than the chapter's, slower where the GEMMs turn compute-bound "
-                         "at large batches (docs/method.md). A saved calibration uses its own.",
+                         "faster than the chapter's over the same bytes and FLOPs, slower where "
+                         "the GEMMs turn compute-bound at large batches; it counts the weights "
+                         "as engines run them (a separate input embedding table is only looked "
+                         "up; prefill runs the output head at the last position only; "
+                         "docs/method.md). A saved calibration uses its own.",
                          "解码步各项如何合成。本章(F4):整步的访存与计算重叠,取 max(字节 / 带宽, "
                          "FLOPs / 算力)。按算子(F4b):权重 GEMM 与注意力先后执行,各按自己的屋顶线"
-                         "计时;不会比本章更快,大批量时 GEMM 转为算力受限处更慢(docs/method.md)。"
-                         "已保存的校准使用其自身的方法。"),
+                         "计时;在相同字节与 FLOPs 下不会比本章更快,大批量时 GEMM 转为算力受限处更慢;"
+                         "它按引擎的实际做法计权重(独立的输入词嵌入表只查表;预填充只在最后一个位置"
+                         "计算输出头;docs/method.md)。已保存的校准使用其自身的方法。"),
     "pl_help_engine": ("How the engine batches requests (data/engines.toml): its max_num_seqs "
                        "per GPU, chunked prefill and KV admission set each option's slots and "
                        "the event model's TTFT and TPOT under the design load.",
@@ -486,6 +490,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "mc_kv_kib_per_token_fp16": ("KV KiB/token fp16", "KV KiB/token fp16"),
     "mc_kv_kib_per_token_fp8": ("KV KiB/token fp8", "KV KiB/token fp8"),
     "mc_max_context_tokens": ("max context", "最大上下文"),
+    "mc_embeddings": ("embeddings", "词嵌入"),
+    "emb_tied": ("tied", "共享"),
+    "emb_separate": ("separate", "独立"),
+    "emb_unknown": ("not stated", "未注明"),
     "mc_weights_gb": ("weights GB by format", "各格式权重 GB"),
     "mc_custom": ("custom", "自定义"),
     "mc_source": ("source", "来源"),
@@ -629,6 +637,19 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                                  "（{attn:g} ms）：两类内核先后执行，算子法的步时间是二者之和"
                                  "（{op:g} ms），而非本章公式中全部字节与全部 FLOPs 的最大值"
                                  "（{ch:g} ms）"),
+    "note_method_embedding": ("the operator step does not read the input embedding table "
+                              "({gb:g} GB of the weights, separate from the output head): "
+                              "engines look up one row per sequence ({op:g} ms against "
+                              "{ch:g} ms)",
+                              "算子法的步时间不读取输入词嵌入表（权重中的 {gb:g} GB，与输出头"
+                              "分开）：引擎每个序列只查一行（{op:g} ms 对比 {ch:g} ms）"),
+    "note_method_prefill": ("F6b multiplies {body:g} B of the {p:g} B parameters per prompt "
+                            "token: the input embedding is a lookup and the output head "
+                            "({head:g} B) turns only the last position into logits ({share:g}% "
+                            "fewer FLOPs than the chapter's 2 x P x L)",
+                            "F6b 每个提示词 token 只乘 {p:g} B 参数中的 {body:g} B：输入词嵌入是查表，"
+                            "输出头（{head:g} B）只为最后一个位置计算 logits（比本章的 2 x P x L "
+                            "少 {share:g}% FLOPs）"),
     "note_method_knobs": ("the operator step adds what the chapter's leaves out: the small-batch "
                           "attention floor, per-sequence overhead and KV-read efficiency "
                           "({op:g} ms against {ch:g} ms)",
