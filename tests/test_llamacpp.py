@@ -15,7 +15,7 @@ import pytest
 from capacity import workspace
 from capacity.bench import llamacpp
 from capacity.bench.gguf_model import TEST_SHAPE, LlamaShape, write_llama_gguf
-from capacity.catalog.model_files import read_gguf_header
+from capacity.catalog.model_files import read_gguf_header, table_from_gguf
 
 
 def test_cache_is_outside_the_checkout_and_keyed_by_version(
@@ -71,6 +71,14 @@ def test_gguf_test_model_has_the_issue_shape(tmp_path: Path) -> None:
     assert header.metadata["llama.attention.head_count_kv"] == 2
     with pytest.raises(ValueError, match="50 tokens"):
         write_llama_gguf(tmp_path / "x.gguf", vocab, shape=TEST_SHAPE)
+    assert table_from_gguf(header, key="m", source="t", as_of="2026")["tied_embeddings"] is False
+    # a tied head: no output.weight, one V x h table fewer, and the catalog entry says so
+    tied = LlamaShape(layers=2, q_heads=4, kv_heads=2, head_dim=8, ffn=48, vocab=50, tied=True)
+    assert small.params - tied.params == 50 * 32
+    header = read_gguf_header(write_llama_gguf(tmp_path / "t.gguf", vocab, shape=tied))
+    assert sum(t.elements for t in header.tensors) == tied.params
+    assert not any(t.name == "output.weight" for t in header.tensors)
+    assert table_from_gguf(header, key="t", source="t", as_of="2026")["tied_embeddings"] is True
 
 
 def _free_port() -> int:

@@ -30,6 +30,8 @@ class LlamaShape:
     ffn: int
     vocab: int
     context_tokens: int = 4096
+    tied: bool = False
+    """The output head reuses the embedding table (no `output.weight` tensor)."""
 
     @property
     def hidden(self) -> int:
@@ -38,16 +40,20 @@ class LlamaShape:
 
     @property
     def params(self) -> int:
-        """Parameters: embeddings + untied output (2 V h), per layer q/o (2 h^2), k/v
-        (2 h kv_heads head_dim), gate/up/down (3 h ffn) and two norms (2 h), plus the final
-        norm (h). Count, dimensionless."""
+        """Parameters: embeddings and, untied, the output head (V h each), per layer q/o
+        (2 h^2), k/v (2 h kv_heads head_dim), gate/up/down (3 h ffn) and two norms (2 h), plus
+        the final norm (h). Count, dimensionless."""
         h, kv = self.hidden, self.kv_heads * self.head_dim
         per_layer = 2 * h * h + 2 * h * kv + 3 * h * self.ffn + 2 * h
-        return 2 * self.vocab * h + self.layers * per_layer + h
+        return (1 if self.tied else 2) * self.vocab * h + self.layers * per_layer + h
 
 
 TEST_SHAPE = LlamaShape(layers=8, q_heads=16, kv_heads=4, head_dim=64, ffn=2816, vocab=32000)
 """The issue's test model: 155.7 M parameters (the issue: ~156 M)."""
+WIDE_SHAPE = LlamaShape(layers=4, q_heads=24, kv_heads=8, head_dim=64, ffn=4096, vocab=32000,
+                        tied=True)
+"""A second shape for the realtest's held-out model: half the layers, 1.5x the width, twice the
+KV heads, a tied output head: 149.8 M parameters."""
 
 
 def _copy_vocab(writer: Any, vocab_path: Path) -> int:
@@ -118,7 +124,8 @@ def write_llama_gguf(path: Path, vocab_path: Path, *, shape: LlamaShape = TEST_S
         writer.add_tensor(f"{b}.ffn_up.weight", weight(shape.ffn, h))
         writer.add_tensor(f"{b}.ffn_down.weight", weight(h, shape.ffn))
     writer.add_tensor("output_norm.weight", ones)
-    writer.add_tensor("output.weight", weight(vocab, h))
+    if not shape.tied:  # tied: llama.cpp reads the head from token_embd.weight
+        writer.add_tensor("output.weight", weight(vocab, h))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -3,17 +3,18 @@
 
 1. find or build `llama-server` (`capacity.bench.llamacpp`: $CAPACITY_LLAMA_SERVER, else the
    cached build, else a ~15-minute build into the cache);
-2. write the GGUF test models (`capacity.bench.gguf_model`: ~156 M Llama-shaped, f32 and f16)
-   beside the binary, once;
+2. write the GGUF test models (`capacity.bench.gguf_model`: ~156 M Llama-shaped in f32 and
+   f16, and a second shape in f32: 4 wider layers, a tied output head) beside the binary, once;
 3. in a workspace of its own (`<cache>/realtest/home`, never the checkout's data/): probe the
-   CPU (`capacity probe`), add both models (`capacity catalog add-model`);
+   CPU (`capacity probe`), add the models (`capacity catalog add-model`);
 4. start the server on the f32 model (`--parallel 8`, `--metrics`) and run the calibration
    sweep with `capacity bench`: concurrency 1/2/4/8 at two prompt lengths (~100 and ~400
    tokens), 64 output tokens: two lengths at concurrency 1 pin MFU and the prefill overhead,
    four batch sizes pin eta_bw, eff and the step overhead;
 5. `capacity calibrate` on that sweep;
 6. measure held-out points: other concurrencies (3, 6), another prompt length (~200 tokens),
-   a Poisson load (`--request-rate`), and the f16 model (a second shape, other kernels);
+   a Poisson load (`--request-rate`), the second shape (same kernels, another model), and
+   the f16 model (the same shape, other kernels);
 7. print measured vs predicted (TTFT p50/p90, ITL p50, output tok/s) per level as Markdown,
    and write it with the calibration report to a file.
 
@@ -41,7 +42,7 @@ import pandas as pd
 
 from capacity import workspace
 from capacity.bench import llamacpp
-from capacity.bench.gguf_model import TEST_SHAPE, write_llama_gguf
+from capacity.bench.gguf_model import TEST_SHAPE, WIDE_SHAPE, write_llama_gguf
 from capacity.bench.store import RunStore
 from capacity.catalog.loader import load_catalog
 from capacity.fit import calibration as calib
@@ -53,8 +54,12 @@ from capacity.fit.engine_check import (
     median_abs_errors,
 )
 
-MODELS = {"f32": "rt-llama156m-w32", "f16": "rt-llama156m-w16"}
-"""Catalog keys of the two test models (a key may not end in a format suffix such as -f32)."""
+MODELS = {"f32": "rt-llama156m-w32", "f16": "rt-llama156m-w16", "wide": "rt-llama-wide-w32"}
+"""Catalog keys of the test models (a key may not end in a format suffix such as -f32)."""
+FILES = {"f32": (TEST_SHAPE, "f32", "capacity-test-156m-f32.gguf"),
+         "f16": (TEST_SHAPE, "f16", "capacity-test-156m-f16.gguf"),
+         "wide": (WIDE_SHAPE, "f32", "capacity-test-wide-f32.gguf")}
+"""Each test model's shape, dtype and file name."""
 GPU_KEY = "cpu-probe"
 SHORT_CHARS, LONG_CHARS, MID_CHARS = 450, 1800, 900
 """Prompt lengths, characters (the bench's English filler: ~4.5 characters per token)."""
@@ -118,14 +123,15 @@ class Steps:
 
 
 def write_models(folder: Path) -> dict[str, Path]:
-    """The f32 and f16 test models, written once into `folder`."""
+    """The test models (`FILES`), written once into `folder`."""
     paths: dict[str, Path] = {}
-    for dtype in ("f32", "f16"):
-        path = folder / f"capacity-test-156m-{dtype}.gguf"
+    for name, (shape, dtype, file) in FILES.items():
+        path = folder / file
         if not path.is_file():
-            _say(f"writing {path.name} ({TEST_SHAPE.params / 1e6:.0f} M parameters)")
-            write_llama_gguf(path, llamacpp.vocab_file(), dtype="f16" if dtype == "f16" else "f32")
-        paths[dtype] = path
+            _say(f"writing {path.name} ({shape.params / 1e6:.0f} M parameters)")
+            write_llama_gguf(path, llamacpp.vocab_file(), shape=shape,
+                             dtype="f16" if dtype == "f16" else "f32")
+        paths[name] = path
     return paths
 
 
@@ -160,8 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     home.mkdir(parents=True)
     steps = Steps(home)
     steps.capacity("probe", "--device", "cpu", "--key", GPU_KEY, "--replace")
-    for dtype, path in models.items():
-        steps.capacity("catalog", "add-model", str(path), "--key", MODELS[dtype], "--replace")
+    for name, path in models.items():
+        steps.capacity("catalog", "add-model", str(path), "--key", MODELS[name], "--replace")
     catalog = load_catalog(workspace.catalog_dir(), extra_dirs=[home / "custom"])
     requests = 8 if args.quick else 16
     engine = f"llama.cpp (llama-cpp-python {llamacpp.SDIST_VERSION} sdist)"
@@ -199,6 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         held.append(("f32 Poisson", MODELS["f32"], steps.bench(
             srv.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
             requests=requests, model_key=MODELS["f32"], rate=rate)))
+    with server("wide") as srv:
+        _say("held out: another shape (4 wider layers, tied head, f32), concurrency 1,2,4,8")
+        held.append(("f32 other shape", MODELS["wide"], steps.bench(
+            srv.base_url, "rt-held-shape", concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
+            requests=requests, model_key=MODELS["wide"])))
     with server("f16") as srv:
         _say("held out: the f16 model (a second shape), concurrency 1,2,4,8")
         held.append(("f16 model", MODELS["f16"], steps.bench(
@@ -229,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"the start, {_load()} at the end (other work on the machine slows the engine).", "",
         table, "Median |error| over the held-out levels: " + ", ".join(
             f"{k} {v:.0%}" for k, v in errors.items()), "",
+        "ITL p50 median |error| by case: " + ", ".join(
+            f"{case} {median_abs_errors([r for r in rows if r.case == case])['itl_p50_ms']:.0%}"
+            for case in dict.fromkeys(r.case for r in rows)) + ".", "",
         "Spec-sheet upper bound (the probed entry, every knob at peak, the faster step method; "
         "ITL against the decode step at the prompt's context, TTFT against one prompt's "
         "prefill alone): measured no faster on " + ", ".join(
