@@ -47,6 +47,9 @@ def test_server_command_line() -> None:
                         ("--host", "127.0.0.1"), ("-t", "2"), ("--alias", "t32")):
         assert argv[argv.index(flag) + 1] == value
     assert "--metrics" in argv and "--slots" in argv
+    assert "--kv-unified" in argv  # one micro-batch per step, wherever the busy slots are
+    plain = llamacpp.ServerConfig(model_path=Path("/m.gguf"), port=1, kv_unified=False)
+    assert "--kv-unified" not in plain.argv(Path("/bin/llama-server"))
 
 
 def test_gguf_test_model_has_the_issue_shape(tmp_path: Path) -> None:

@@ -171,12 +171,20 @@ class ServerConfig:
     port: int
     parallel: int = 8
     ctx_tokens: int = 8192
-    """`-c`: the total context, split evenly among the `parallel` slots."""
+    """`-c`: the total context (split evenly among the `parallel` slots without
+    `kv_unified`; one pool they share with it)."""
     batch_tokens: int = 2048
     """`-b`: the logical batch (prompt tokens processed per step)."""
     threads: int | None = None
     alias: str | None = None
     """`--alias`: the model id the server reports (else the file path)."""
+    kv_unified: bool = True
+    """`--kv-unified`: one KV buffer for all slots. Without it (llama.cpp's choice when
+    `--parallel` is given) each slot has a KV stream of its own and a decode step runs one
+    micro-batch per run of consecutive busy slots (its batch split for per-slot streams takes
+    consecutive sequence ids), so busy slots 1, 3, 6 and 7 cost three passes over the weights:
+    measured here, 75-90 ms per token at 4 sequences against 45-47 ms unified, the same levels
+    after the same history (docs/bench.md, "Real engines")."""
     extra: tuple[str, ...] = ()
 
     def argv(self, binary: Path) -> list[str]:
@@ -189,6 +197,8 @@ class ServerConfig:
             cmd += ["-t", str(self.threads)]
         if self.alias:
             cmd += ["--alias", self.alias]
+        if self.kv_unified:
+            cmd.append("--kv-unified")
         return cmd + list(self.extra)
 
 
