@@ -14,6 +14,7 @@ from capacity.fit.calibration import fit
 from capacity.fit.engine_check import check_run, markdown_table, median_abs_errors
 from capacity.fit.measured import run_scenario
 from capacity.fit.overlay import points_from_summary
+from capacity.model.scenario import Scenario
 
 
 def sample_summary() -> pd.DataFrame:
@@ -21,12 +22,21 @@ def sample_summary() -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def test_held_out_table_compares_every_level(catalog: Catalog) -> None:
+MODEL, GPU = "qwen3.5-9b-awq", "rtx-4090"
+
+
+def sample_and_scenario(catalog: Catalog) -> tuple[pd.DataFrame, Scenario]:
+    """The bundled sample's summary and the spec-sheet scenario of its first level."""
     summary = sample_summary()
-    model, gpu = "qwen3.5-9b-awq", "rtx-4090"
+    p = points_from_summary(summary, model=MODEL, gpu=GPU)[0]
+    return summary, run_scenario(MODEL, GPU, prompt_tokens=p.prompt_tokens or 1,
+                                 output_tokens=p.output_tokens or 1, catalog=catalog)
+
+
+def test_held_out_table_compares_every_level(catalog: Catalog) -> None:
+    summary, base = sample_and_scenario(catalog)
+    model, gpu = MODEL, GPU
     pts = points_from_summary(summary, model=model, gpu=gpu)
-    base = run_scenario(model, gpu, prompt_tokens=pts[0].prompt_tokens or 1,
-                        output_tokens=pts[0].output_tokens or 1, catalog=catalog)
     cal = fit(pts, base, name="t")
     rows = check_run(summary, case="sample", model=model, gpu=gpu, calibration=cal,
                      catalog=catalog)
@@ -50,11 +60,9 @@ def test_the_event_model_schedules_as_the_engine_profile_says(catalog: Catalog) 
     """llama.cpp with 4 slots (`--parallel 4`): at 64 clients most wait for a slot, so TTFT under
     load is longer than with the chapter's batch of up to C_vram sequences (19.5 s vs 14.1 s
     here); at 1 client the two agree (nothing waits)."""
-    summary = sample_summary()
-    model, gpu = "qwen3.5-9b-awq", "rtx-4090"
+    summary, base = sample_and_scenario(catalog)
+    model, gpu = MODEL, GPU
     pts = points_from_summary(summary, model=model, gpu=gpu)
-    base = run_scenario(model, gpu, prompt_tokens=pts[0].prompt_tokens or 1,
-                        output_tokens=pts[0].output_tokens or 1, catalog=catalog)
     cal = fit(pts, base, name="t")
     chapter = check_run(summary, case="s", model=model, gpu=gpu, calibration=cal, catalog=catalog)
     llama = check_run(summary, case="s", model=model, gpu=gpu, calibration=cal, catalog=catalog,
@@ -83,11 +91,9 @@ def test_the_spec_sheet_bound_is_checked_level_by_level(catalog: Catalog) -> Non
 
     from capacity.fit.engine_check import CheckRow, bound_counts, spec_bound
 
-    summary = sample_summary()
-    model, gpu = "qwen3.5-9b-awq", "rtx-4090"
+    summary, base = sample_and_scenario(catalog)
+    model, gpu = MODEL, GPU
     pts = points_from_summary(summary, model=model, gpu=gpu)
-    base = run_scenario(model, gpu, prompt_tokens=pts[0].prompt_tokens or 1,
-                        output_tokens=pts[0].output_tokens or 1, catalog=catalog)
     rows = check_run(summary, case="sample", model=model, gpu=gpu,
                      calibration=fit(pts, base, name="t"), catalog=catalog)
     n = len(rows)

@@ -53,14 +53,12 @@ class _StampProtocol(asyncio.Protocol):
         self.paused = False
         self._waiter: asyncio.Future[None] | None = None
         self._drain: asyncio.Future[None] | None = None
-        self.kernel = False
-        """True when reads carry the kernel's receive time (`capacity.netstamp`)."""
         self._arrival_ns = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a TCP transport (uvloop's are not subclasses of asyncio's, but have its methods)
         self.transport = cast(asyncio.Transport, transport)
-        self.kernel = kernel_stamps(transport, self._kernel_stamp)
+        kernel_stamps(transport, self._kernel_stamp)  # Linux: the kernel's receive times
 
     def _kernel_stamp(self, ns: int) -> None:
         self._arrival_ns = ns
