@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import itertools
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,13 @@ import httpcore
 import httpx
 import pytest
 
-from capacity.bench.client import BenchConfig, _OneWriteBackend, make_prompt, run_bench
+from capacity.bench.client import (
+    BenchConfig,
+    _OneWriteBackend,
+    make_prompt,
+    request_nonce,
+    run_bench,
+)
 from capacity.errors import BenchError
 
 Frames = list[tuple[float, bytes]]  # (delay before, bytes)
@@ -247,7 +255,12 @@ def test_prompt_starts_with_a_unique_nonce(tmp_path: Path) -> None:
     prompts = [b["messages"][0]["content"] for b in res.bodies]
     assert all(len(p) == 300 for p in prompts)
     assert len({p[:40] for p in prompts}) == 5
-    assert make_prompt("n", "x" * 100, 10) == "[n] xxxxxx"
+    # unique from the first characters: llama.cpp and SGLang reuse a shared start of any length
+    common = [len(os.path.commonprefix([a, b])) for a, b in itertools.combinations(prompts, 2)]
+    assert max(common) <= 4, common
+    assert make_prompt("n", "x" * 100, 10) == "n: xxxxxxx"
+    assert request_nonce("run", "c1-0") != request_nonce("run", "c1-1")
+    assert request_nonce("run", "c1-0").endswith(" c1-0")
 
 
 def test_completions_endpoint(tmp_path: Path) -> None:
