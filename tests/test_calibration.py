@@ -19,6 +19,8 @@ from capacity.fit.calibration import (
     load,
     overhead_from_max_concurrency,
     predict_ms,
+    prefill_fit_points,
+    prompt_length_groups,
     save,
 )
 from capacity.fit.measured import MeasuredPoint
@@ -254,3 +256,25 @@ def test_shipped_calibration_loads_and_records_what_it_was_fitted_on() -> None:
     assert spec is not None and held is not None and held < spec
     s = apply(cal, make_scenario())  # transfer to the chapter's model on the same GPU
     assert s.calibration == "rtx-4090-vllm-published" and s.warnings == ()
+
+
+def test_prefill_fit_ignores_queued_levels_whose_mean_prompt_differs_slightly() -> None:
+    """A real tokenizer gives each level its own mean prompt (101.8, 101.6, 101.7 tokens):
+    they are one prompt length, so only concurrency 1 feeds the prefill fit, not the queued
+    levels whose TTFT holds other prompts' prefills."""
+    base = make_scenario(model="qwen3.5-9b-awq", gpu="rtx-4090")
+    truth = base.with_(mfu=0.4, prefill_overhead_ms=10.0)
+    points = []
+    for c, prompt in ((1, 101.8), (2, 101.6), (4, 101.7), (1, 358.3), (2, 358.8), (4, 359.2)):
+        one = MeasuredPoint(concurrency=1, context_tokens=prompt + 64, prompt_tokens=prompt,
+                            output_tokens=64)
+        _, ttft = predict_ms(truth, [one])
+        points.append(MeasuredPoint(concurrency=c, context_tokens=prompt + 64,
+                                    prompt_tokens=prompt, output_tokens=64,
+                                    ttft_ms=float(ttft[0]) * c))  # c prompts batched
+    assert [p.concurrency for p in prefill_fit_points(points)] == [1, 1]
+    assert prompt_length_groups([101.8, 101.6, 358.3, 101.7, 359.2, 1000.0]) == [0, 0, 1, 0, 1, 2]
+    cal = fit(points, base)
+    assert cal.mfu == pytest.approx(0.4, rel=0.02)
+    assert max(abs(p.fitted_ms / p.measured_ms - 1) for p in cal.points
+               if p.kind == "ttft") < 0.02

@@ -14,7 +14,8 @@ import pytest
 
 from capacity import workspace
 from capacity.bench import llamacpp
-from capacity.bench.gguf_model import TEST_SHAPE, LlamaShape, write_llama_gguf
+from capacity.bench.gguf_model import LONG_SHAPE, TEST_SHAPE, LlamaShape, write_llama_gguf
+from capacity.cli import realtest
 from capacity.catalog.model_files import read_gguf_header, table_from_gguf
 
 
@@ -82,6 +83,13 @@ def test_gguf_test_model_has_the_issue_shape(tmp_path: Path) -> None:
     assert sum(t.elements for t in header.tensors) == tied.params
     assert not any(t.name == "output.weight" for t in header.tensors)
     assert table_from_gguf(header, key="t", source="t", as_of="2026")["tied_embeddings"] is True
+    # a long context: the model entry must admit the long-prompt check's 32K prompts
+    long = LlamaShape(layers=1, q_heads=2, kv_heads=1, head_dim=8, ffn=16, vocab=50,
+                      context_tokens=LONG_SHAPE.context_tokens, tied=True)
+    header = read_gguf_header(write_llama_gguf(tmp_path / "l.gguf", vocab, shape=long))
+    entry = table_from_gguf(header, key="l", source="t", as_of="2026")
+    longest = max(realtest.LONG_HELD_TOKENS) + realtest.LONG_OUTPUT_TOKENS
+    assert entry["max_context_tokens"] >= longest * 1.1  # room for the tokenizer's spread
 
 
 def _free_port() -> int:

@@ -54,6 +54,11 @@ WIDE_SHAPE = LlamaShape(layers=4, q_heads=24, kv_heads=8, head_dim=64, ffn=4096,
                         tied=True)
 """A second shape for the realtest's held-out model: half the layers, 1.5x the width, twice the
 KV heads, a tied output head: 149.8 M parameters."""
+LONG_SHAPE = LlamaShape(layers=2, q_heads=4, kv_heads=2, head_dim=64, ffn=704, vocab=32000,
+                        context_tokens=40960, tied=True)
+"""A narrow model with a 40K context for the long-prompt check (`python3 dev.py realtest
+--long`): its per-token GEMMs are small, so a 32K-token prompt's time is mostly attention, the
+O(L^2) part that a calibration at 4K must extrapolate; 9.7 M parameters."""
 
 
 def _copy_vocab(writer: Any, vocab_path: Path) -> int:

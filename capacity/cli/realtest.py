@@ -42,9 +42,9 @@ import pandas as pd
 
 from capacity import workspace
 from capacity.bench import llamacpp
-from capacity.bench.gguf_model import TEST_SHAPE, WIDE_SHAPE, write_llama_gguf
+from capacity.bench.gguf_model import LONG_SHAPE, TEST_SHAPE, WIDE_SHAPE, write_llama_gguf
 from capacity.bench.store import RunStore
-from capacity.catalog.loader import load_catalog
+from capacity.catalog.loader import Catalog, load_catalog
 from capacity.fit import calibration as calib
 from capacity.fit.engine_check import (
     CheckRow,
@@ -54,11 +54,13 @@ from capacity.fit.engine_check import (
     median_abs_errors,
 )
 
-MODELS = {"f32": "rt-llama156m-w32", "f16": "rt-llama156m-w16", "wide": "rt-llama-wide-w32"}
+MODELS = {"f32": "rt-llama156m-w32", "f16": "rt-llama156m-w16", "wide": "rt-llama-wide-w32",
+          "long": "rt-llama-long-w32"}
 """Catalog keys of the test models (a key may not end in a format suffix such as -f32)."""
 FILES = {"f32": (TEST_SHAPE, "f32", "capacity-test-156m-f32.gguf"),
          "f16": (TEST_SHAPE, "f16", "capacity-test-156m-f16.gguf"),
-         "wide": (WIDE_SHAPE, "f32", "capacity-test-wide-f32.gguf")}
+         "wide": (WIDE_SHAPE, "f32", "capacity-test-wide-f32.gguf"),
+         "long": (LONG_SHAPE, "f32", "capacity-test-long-f32.gguf")}
 """Each test model's shape, dtype and file name."""
 GPU_KEY = "cpu-probe"
 SHORT_CHARS, LONG_CHARS, MID_CHARS = 450, 1800, 900
@@ -67,6 +69,14 @@ MAX_TOKENS = 64
 PARALLEL = 8
 CTX_TOKENS = PARALLEL * 1024
 """llama-server's `-c`: 1,024 tokens for each of the 8 slots."""
+CHARS_PER_TOKEN = 4.45
+"""The bench's filler in the test models' vocabulary (measured: 450 characters, 101 tokens)."""
+LONG_CAL_TOKENS = (512, 1024, 2048, 4096)
+"""`--long`: the prompt lengths the prefill calibration sees (at most 4K, issue 10's target)."""
+LONG_HELD_TOKENS = (8192, 16384, 32768)
+"""`--long`: the prompt lengths it must predict."""
+LONG_OUTPUT_TOKENS = 4
+LONG_HELD_REQUESTS = 2
 
 
 def _free_port() -> int:
@@ -109,12 +119,14 @@ class Steps:
         return proc.stdout or ""
 
     def bench(self, base_url: str, label: str, *, concurrency: str, prompt_chars: int,
-              requests: int, model_key: str, rate: float | None = None) -> pd.DataFrame:
+              requests: int, model_key: str, rate: float | None = None,
+              max_tokens: int = MAX_TOKENS, warmup: int = 1, timeout_s: int = 120
+              ) -> pd.DataFrame:
         argv = ["bench", "--base-url", base_url, "--endpoint", "completions",
                 "--concurrency", concurrency, "--requests", str(requests),
-                "--prompt-chars", str(prompt_chars), "--max-tokens", str(MAX_TOKENS),
+                "--prompt-chars", str(prompt_chars), "--max-tokens", str(max_tokens),
                 "--label", label, "--gpu", GPU_KEY, "--predict-model", model_key,
-                "--timeout", "120"]
+                "--timeout", str(timeout_s), "--warmup", str(warmup)]
         if rate is not None:
             argv += ["--request-rate", f"{rate:.3g}"]
         self.capacity(*argv)
@@ -145,6 +157,44 @@ def engine_threads(cores: int | None = None) -> int:
     return max(1, min(8, n - 1))
 
 
+def long_context(binary: Path, model_path: Path, steps: Steps, *, catalog: Catalog,
+                 threads: int, requests: int, engine: str) -> tuple[list[CheckRow], str]:
+    """Issue 10's long-prompt check on a real engine: one slot of llama-server on the narrow
+    long-context model (`LONG_SHAPE`), a prefill calibration from prompts of at most 4K tokens
+    (`LONG_CAL_TOKENS`, concurrency 1, a few output tokens), then TTFT at 8K, 16K and 32K
+    (`LONG_HELD_TOKENS`) measured against its prediction. Returns the rows and the fitted
+    prefill knobs as text."""
+    cal_path = steps.home / "calibrations" / "realtest-llamacpp-long.toml"
+    cfg = llamacpp.ServerConfig(model_path=model_path, port=_free_port(), parallel=1,
+                                ctx_tokens=LONG_SHAPE.context_tokens, threads=threads)
+    rows: list[CheckRow] = []
+    model_key = MODELS["long"]
+    with llamacpp.LlamaServer(binary, cfg, log_path=steps.home / "llama-server-long.log") as srv:
+        for tokens in LONG_CAL_TOKENS:
+            _say(f"long prompts: calibration at ~{tokens} tokens, concurrency 1")
+            steps.bench(srv.base_url, "rt-long-cal", concurrency="1", requests=requests,
+                        prompt_chars=int(tokens * CHARS_PER_TOKEN), model_key=model_key,
+                        max_tokens=LONG_OUTPUT_TOKENS, timeout_s=900)
+        steps.capacity("calibrate", "--model", model_key, "--gpu", GPU_KEY,
+                       "--ctx", str(LONG_SHAPE.context_tokens), "--label", "rt-long-cal",
+                       "--engine", engine, "--save", str(cal_path))
+        cal = calib.load(cal_path)
+        for tokens in LONG_HELD_TOKENS:
+            _say(f"long prompts: held out at ~{tokens} tokens")
+            summary = steps.bench(srv.base_url, f"rt-long-{tokens}", concurrency="1",
+                                  requests=LONG_HELD_REQUESTS, warmup=0,
+                                  prompt_chars=int(tokens * CHARS_PER_TOKEN),
+                                  model_key=model_key, max_tokens=LONG_OUTPUT_TOKENS,
+                                  timeout_s=900)
+            rows += check_run(summary, case=f"long prompt ~{tokens // 1024}K", model=model_key,
+                              gpu=GPU_KEY, calibration=cal, catalog=catalog,
+                              engine="llamacpp", max_num_seqs=1)
+    knobs = ", ".join(f"{k} {getattr(cal, k):.3g}" for k in ("mfu", "attn_mfu",
+                                                             "prefill_overhead_ms")
+                      if getattr(cal, k) is not None)
+    return rows, knobs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 dev.py realtest", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
@@ -154,6 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=engine_threads(),
                    help="llama-server threads (default: the cores less one for the client, "
                         "at least 1, at most 8)")
+    p.add_argument("--long", action="store_true",
+                   help="only the long-prompt check: a prefill calibration at 512-4K tokens "
+                        "predicts TTFT at 8K, 16K and 32K (a narrow model, one slot; ~10 min)")
     args = p.parse_args(argv)
     started = time.monotonic()
     load_before = _load()
@@ -171,6 +224,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     catalog = load_catalog(workspace.catalog_dir(), extra_dirs=[home / "custom"])
     requests = 8 if args.quick else 16
     engine = f"llama.cpp (llama-cpp-python {llamacpp.SDIST_VERSION} sdist)"
+    gpu = catalog.gpu(GPU_KEY)
+    machine = (f"Machine: {gpu.name}, {platform.machine()}, {os.cpu_count()} cores; probed "
+               f"{gpu.bandwidth_gb_s:g} GB/s, {gpu.bf16_tflops:g} TFLOP/s (best GEMM).")
+    if args.long:
+        long_rows, knobs = long_context(binary, models["long"], steps, catalog=catalog,
+                                   threads=args.threads, requests=2 if args.quick else 3,
+                                   engine=engine)
+        text = "\n".join([
+            f"## llama.cpp long-prompt check, {dt.date.today().isoformat()}", "", machine,
+            f"Engine: llama-server from {engine}, --parallel 1, -c {LONG_SHAPE.context_tokens}, "
+            f"-t {args.threads}; model: {LONG_SHAPE.layers} layers, {LONG_SHAPE.q_heads} query "
+            f"heads x {LONG_SHAPE.head_dim}, {LONG_SHAPE.kv_heads} KV heads, f32 "
+            f"({LONG_SHAPE.params / 1e6:.1f} M parameters).",
+            f"Prefill calibrated at concurrency 1 on prompts of "
+            f"{', '.join(str(t) for t in LONG_CAL_TOKENS)} tokens: {knobs}.",
+            f"Run time {(time.monotonic() - started) / 60:.1f} min; 1-minute load average "
+            f"{load_before} at the start, {_load()} at the end.", "",
+            markdown_table(long_rows), "Held-out TTFT p50 error by prompt length: " + ", ".join(
+                f"{r.prompt_tokens:,.0f} tokens {r.error('ttft_p50_ms'):+.1%}"
+                for r in long_rows)
+            + ".", ""])
+        _report(text, args.out, "realtest-long")
+        return 0
     cal_path = home / "calibrations" / "realtest-llamacpp.toml"
     held: list[tuple[str, str, pd.DataFrame]] = []
     info: dict[str, Any] = {}
@@ -224,11 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = markdown_table(rows)
     errors = median_abs_errors(rows)
     bounds = bound_counts(rows)
-    gpu = catalog.gpu(GPU_KEY)
     report = [
-        f"## llama.cpp realtest, {dt.date.today().isoformat()}", "",
-        f"Machine: {gpu.name}, {platform.machine()}, {os.cpu_count()} cores; probed "
-        f"{gpu.bandwidth_gb_s:g} GB/s, {gpu.bf16_tflops:g} TFLOP/s (best GEMM).",
+        f"## llama.cpp realtest, {dt.date.today().isoformat()}", "", machine,
         f"Engine: llama-server from {engine}, --parallel {PARALLEL}, -c {CTX_TOKENS}, "
         f"-t {args.threads}; /props total_slots = "
         f"{(info.get('/props') or {}).get('total_slots', '?')}.",
@@ -248,15 +321,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "prefill alone): measured no faster on " + ", ".join(
             f"{k} {n} of {m} levels" for k, (n, m) in bounds.items()) + ".", "",
     ]
-    text = "\n".join(report)
-    out = Path(args.out) if args.out else (workspace.cache_dir() / "realtest" /
-                                           f"realtest-{dt.date.today().isoformat()}.md")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n<!-- knobs: " + json.dumps(
+    _report("\n".join(report), args.out, "realtest", "<!-- knobs: " + json.dumps(
         {k: getattr(cal, k) for k in calib.KNOBS}) + " -->\n")
+    return 0
+
+
+def _report(text: str, out_arg: str | None, stem: str, trailer: str = "") -> None:
+    """Print the report and write it to `out_arg` (default <cache>/realtest/STEM-DATE.md)."""
+    out = Path(out_arg) if out_arg else (workspace.cache_dir() / "realtest" /
+                                         f"{stem}-{dt.date.today().isoformat()}.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n" + trailer)
     print(text)
     _say(f"written to {out}")
-    return 0
 
 
 if __name__ == "__main__":

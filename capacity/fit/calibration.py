@@ -429,10 +429,30 @@ def prefill_fit_points(points: Sequence[MeasuredPoint], all_levels: bool = False
     with_ttft = [p for p in points if p.ttft_ms is not None]
     if all_levels:
         return with_ttft
-    lowest: dict[float, float] = {}
-    for p in with_ttft:
-        lowest[p.prefill_tokens] = min(lowest.get(p.prefill_tokens, math.inf), p.concurrency)
-    return [p for p in with_ttft if p.concurrency == lowest[p.prefill_tokens]]
+    group = prompt_length_groups([p.prefill_tokens for p in with_ttft])
+    lowest: dict[int, float] = {}
+    for g, p in zip(group, with_ttft, strict=True):
+        lowest[g] = min(lowest.get(g, math.inf), p.concurrency)
+    return [p for g, p in zip(group, with_ttft, strict=True) if p.concurrency == lowest[g]]
+
+
+PROMPT_LENGTH_TOLERANCE = 0.1
+"""Prompt lengths (tokens) within this share of each other are one length: a real tokenizer
+gives each level of a sweep a slightly different mean (101.8, 101.6, 101.7 tokens)."""
+
+
+def prompt_length_groups(tokens: Sequence[float],
+                         tolerance: float = PROMPT_LENGTH_TOLERANCE) -> list[int]:
+    """A group number per prompt length: sorted, a length more than `tolerance` above the
+    group's first starts a new group. Unit: tokens in, group index out."""
+    order = sorted(range(len(tokens)), key=lambda i: tokens[i])
+    out = [0] * len(tokens)
+    group, first = -1, -math.inf
+    for i in order:
+        if tokens[i] > first * (1.0 + tolerance):
+            group, first = group + 1, tokens[i]
+        out[i] = group
+    return out
 
 
 def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
