@@ -114,3 +114,33 @@ def test_the_spec_sheet_bound_is_checked_level_by_level(catalog: Catalog) -> Non
     empty = CheckRow(case="x", concurrency=1, request_rate_rps=None, prompt_tokens=1,
                      output_tokens=1, measured={}, predicted={})
     assert empty.within_bound("itl_p50_ms") is None
+
+
+def test_an_open_loop_level_replays_its_own_send_times(catalog: Catalog) -> None:
+    """Sixteen Poisson arrivals are one draw: a burst of them queues where a new draw at the
+    same rate may not. Given the run's request rows, the level is predicted on its own send
+    times: a burst of 12 requests at once predicts a longer TTFT than 12 spread over a minute,
+    at the same mean rate as the summary says."""
+    summary, base = sample_and_scenario(catalog)
+    pts = points_from_summary(summary, model=MODEL, gpu=GPU)
+    cal = fit(pts, base, name="t")
+    level = summary.iloc[[0]].copy()
+    level["concurrency"] = 8
+    level["request_rate_rps"] = 0.2
+    c = 8
+
+    def rows_sent_at(times: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"concurrency": c, "start_unix_s": [1.7e9 + t for t in times]})
+
+    burst = rows_sent_at([0.0] * 11 + [60.0])
+    spread = rows_sent_at([5.0 * i for i in range(12)])
+    kw = {"case": "p", "model": MODEL, "gpu": GPU, "calibration": cal, "catalog": catalog}
+    [drawn] = check_run(level, **kw)  # type: ignore[arg-type]
+    [bursty] = check_run(level, requests=burst, **kw)  # type: ignore[arg-type]
+    [even] = check_run(level, requests=spread, **kw)  # type: ignore[arg-type]
+    assert bursty.predicted["ttft_p50_ms"] > 1.5 * even.predicted["ttft_p50_ms"]
+    assert even.predicted["itl_p50_ms"] < bursty.predicted["itl_p50_ms"]
+    assert drawn.predicted != bursty.predicted
+    # fewer than 10 send times: the drawn arrivals stay
+    [few] = check_run(level, requests=rows_sent_at([0.0, 1.0]), **kw)  # type: ignore[arg-type]
+    assert few.predicted == drawn.predicted

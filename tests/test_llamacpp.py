@@ -15,8 +15,8 @@ import pytest
 from capacity import workspace
 from capacity.bench import llamacpp
 from capacity.bench.gguf_model import LONG_SHAPE, TEST_SHAPE, LlamaShape, write_llama_gguf
-from capacity.cli import realtest
 from capacity.catalog.model_files import read_gguf_header, table_from_gguf
+from capacity.cli import realtest
 
 
 def test_cache_is_outside_the_checkout_and_keyed_by_version(

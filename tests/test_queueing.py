@@ -14,6 +14,7 @@ from capacity.plan.queueing import (
     md1_mean_wait_ms,
     service_from_scenario,
     simulate,
+    weighted_quantiles,
 )
 
 
@@ -157,3 +158,29 @@ def test_batched_prefill_gives_a_batch_one_first_token_time() -> None:
 def test_bad_simulation_inputs(kwargs: dict[str, object]) -> None:
     with pytest.raises(InputError):
         simulate(_one_slot(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_inter_token_gaps_are_decode_steps_with_the_prefill_stalls_in_the_tail() -> None:
+    """ITL as the bench measures it: token-weighted gaps. In a closed loop of 8 on 8 slots
+    the requests start and end together, so every gap is step(8); under Poisson arrivals the
+    batch is smaller, so the median gap is a smaller batch's step than the slots', and the
+    gaps that span other requests' prefills (whole prompts, the chapter's scheduling) make
+    the tail."""
+    svc = ServiceModel(slots=8, bandwidth_ms=5.0 + 0.5 * np.arange(9), compute_ms=np.zeros(9),
+                       comm_ms=np.zeros(9), overhead_ms=0.0, prefill_ms=20.0,
+                       prompt_tokens=512, output_tokens=50)
+    closed = simulate(svc, concurrency=8, n_requests=400, itl=True)
+    assert closed.itl_ms is not None
+    assert closed.itl_ms[0.5] == closed.itl_ms[0.99] == pytest.approx(float(svc.step_ms[8]))
+    assert simulate(svc, concurrency=8, n_requests=400).itl_ms is None
+    light = simulate(svc, rate_per_s=0.3 * svc.saturation_rate_per_s, n_requests=400, seed=2,
+                     itl=True)
+    assert light.itl_ms is not None
+    assert float(svc.step_ms[1]) <= light.itl_ms[0.5] < float(svc.step_ms[5])
+    assert light.itl_ms[0.99] > float(svc.step_ms[8]) + 15.0   # a gap across a prefill
+
+
+def test_weighted_quantiles() -> None:
+    q = weighted_quantiles(np.array([3.0, 1.0, 2.0]), np.array([1.0, 1.0, 8.0]))
+    assert (q[0.5], q[0.9], q[0.99]) == (2.0, 2.0, 3.0)
+    assert np.isnan(weighted_quantiles(np.array([]), np.array([]))[0.5])

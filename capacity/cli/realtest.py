@@ -130,8 +130,17 @@ class Steps:
         if rate is not None:
             argv += ["--request-rate", f"{rate:.3g}"]
         self.capacity(*argv)
+        return self.summary(label)
+
+    def summary(self, label: str) -> pd.DataFrame:
+        """The summary of the latest run with this label."""
         store = RunStore(self.home / "bench")
         return store.summary(store.latest_run_id(label))
+
+    def requests(self, label: str) -> pd.DataFrame:
+        """The request rows of the latest run with this label."""
+        store = RunStore(self.home / "bench")
+        return store.requests(store.latest_run_id(label))
 
 
 def write_models(folder: Path) -> dict[str, Path]:
@@ -249,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cal_path = home / "calibrations" / "realtest-llamacpp.toml"
     held: list[tuple[str, str, pd.DataFrame]] = []
+    poisson_requests: pd.DataFrame | None = None
     info: dict[str, Any] = {}
 
     def server(dtype: str) -> llamacpp.LlamaServer:
@@ -281,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         held.append(("f32 Poisson", MODELS["f32"], steps.bench(
             srv.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
             requests=requests, model_key=MODELS["f32"], rate=rate)))
+        poisson_requests = steps.requests("rt-held-poisson")
     with server("wide") as srv:
         _say("held out: another shape (4 wider layers, tied head, f32), concurrency 1,2,4,8")
         held.append(("f32 other shape", MODELS["wide"], steps.bench(
@@ -295,8 +306,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for case, model_key, summary in held:
         # the event model schedules as llama-server does: its --parallel slots, prompts in
         # n_batch chunks between decode steps (the llamacpp engine profile, data/engines.toml)
+        # (the Poisson level replays its own send times: 16 arrivals are one draw's bursts)
         rows += check_run(summary, case=case, model=model_key, gpu=GPU_KEY, calibration=cal,
-                          catalog=catalog, engine="llamacpp", max_num_seqs=PARALLEL)
+                          catalog=catalog, engine="llamacpp", max_num_seqs=PARALLEL,
+                          requests=poisson_requests if case == "f32 Poisson" else None)
     table = markdown_table(rows)
     errors = median_abs_errors(rows)
     bounds = bound_counts(rows)

@@ -4,9 +4,12 @@
 For each level of a stored run (its `summary.csv` rows): TTFT p50 and p90, inter-token latency
 p50 and output tok/s as measured, beside what the calibrated scenario predicts at the run's own
 prompt and output lengths (`measured.run_scenario`): ITL p50 is F4's decode step at the context a
-request holds while decoding; TTFT and output tok/s come from the event model under the run's
-load (closed loop at each level's concurrency, or Poisson arrivals at its rate;
-`overlay.build_overlay`), TTFT p90 from the same simulated distribution. Errors are
+request holds while decoding, or under load the event model's median gap between a request's
+tokens (the bench's ITL); TTFT and output tok/s come from the event model under the run's load
+(closed loop at each level's concurrency, or Poisson arrivals at its rate;
+`overlay.build_overlay`; an open-loop level whose request rows are given replays their own send
+times instead of a new draw: with 16 requests, one draw's bursts are not another's), TTFT p90
+from the same simulated distribution. Errors are
 measured / predicted - 1. Beside them, the spec-sheet bound (`spec_bound`: the probed entry
 with every knob at peak) that no measured ITL or TTFT may beat.
 """
@@ -23,12 +26,19 @@ import pandas as pd
 
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import Catalog
-from capacity.fit.calibration import Calibration
+from capacity.fit.calibration import Calibration, apply
 from capacity.fit.measured import run_scenario
-from capacity.fit.overlay import Load, Predicted, build_overlay, points_from_summary
+from capacity.fit.overlay import (
+    ITL_METRIC,
+    Load,
+    Predicted,
+    build_overlay,
+    points_from_summary,
+)
 from capacity.fit.validate import spec_sheet
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
+from capacity.plan.queueing import service_from_scenario, simulate
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),
@@ -74,9 +84,11 @@ def _num(x: object) -> float:
 
 def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
               calibration: Calibration, catalog: Catalog | None = None,
-              engine: str = DEFAULT_ENGINE, max_num_seqs: int | None = None) -> list[CheckRow]:
+              engine: str = DEFAULT_ENGINE, max_num_seqs: int | None = None,
+              requests: pd.DataFrame | None = None) -> list[CheckRow]:
     """Compare every level of one run (one prompt length, one model) with the calibrated
-    prediction under the run's own load, scheduled as `engine` with `max_num_seqs` slots."""
+    prediction under the run's own load, scheduled as `engine` with `max_num_seqs` slots.
+    `requests` (the run's request rows): open-loop levels replay their send times."""
     points = points_from_summary(summary, model=model, gpu=gpu, source=case)
     if not points:
         return []
@@ -100,17 +112,43 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
             sel = _at.loc[_at["metric"] == metric, column]
             return float(sel.iloc[0]) if len(sel) else math.nan
 
+        itl_p50 = value(ITL_METRIC)  # the event model's median gap (under load) ...
+        if not math.isfinite(itl_p50):
+            itl_p50 = value("tpot_ms")  # ... else the decode step at the level's batch
+        predicted = {"ttft_p50_ms": value("ttft_ms"), "ttft_p90_ms": value("ttft_ms", "p90"),
+                     "itl_p50_ms": itl_p50, "output_tok_s": value("aggregate_tok_s")}
+        if open_loop and requests is not None:
+            predicted |= replayed(requests, c, apply(calibration, scenario),
+                                  output_tokens=max(1, round(output)), engine=engine,
+                                  max_num_seqs=max_num_seqs)
         rows.append(CheckRow(
             case=case, concurrency=int(c), request_rate_rps=_num(rec.get("request_rate_rps"))
             if open_loop else None,
             prompt_tokens=_num(rec.get("prompt_tokens_mean")),
             output_tokens=_num(rec.get("output_tokens_mean")),
             measured={k: _num(rec.get(k)) for k, _ in METRICS},
-            predicted={"ttft_p50_ms": value("ttft_ms"), "ttft_p90_ms": value("ttft_ms", "p90"),
-                       "itl_p50_ms": value("tpot_ms"), "output_tok_s": value("aggregate_tok_s")},
+            predicted=predicted,
             spec={"itl_p50_ms": float(bound.step_ms(max(c, 1.0))),
                   "ttft_p50_ms": bound.ttft_ms}))
     return rows
+
+
+def replayed(requests: pd.DataFrame, concurrency: float, scenario: Scenario, *,
+             output_tokens: int, engine: str, max_num_seqs: int | None) -> dict[str, float]:
+    """The event model on one open-loop level's own send times (`start_unix_s` of its
+    request rows at `concurrency`): TTFT p50/p90 and ITL p50 (ms), output tok/s. Empty when
+    the level has fewer than 10 requests with a send time."""
+    at = requests[np.isclose(pd.to_numeric(requests["concurrency"], errors="coerce"),
+                             concurrency)]
+    sent = np.sort(pd.to_numeric(at["start_unix_s"], errors="coerce").dropna().to_numpy(
+        dtype=np.float64))
+    if sent.size < 10:
+        return {}
+    svc = service_from_scenario(scenario, output_tokens=output_tokens, engine=engine,
+                                max_num_seqs=max_num_seqs)
+    r = simulate(svc, arrivals_ms=(sent - sent[0]) * 1e3, warmup_fraction=0.0, itl=True)
+    return {"ttft_p50_ms": r.ttft_ms[0.5], "ttft_p90_ms": r.ttft_ms[0.9],
+            "itl_p50_ms": (r.itl_ms or {}).get(0.5, math.nan), "output_tok_s": r.output_tok_s}
 
 
 @dataclass(frozen=True, kw_only=True)

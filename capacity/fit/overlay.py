@@ -82,6 +82,10 @@ class Load(StrEnum):
 
 LOADS: tuple[Load, ...] = tuple(Load)
 LOAD_METRICS = ("ttft_ms", "aggregate_tok_s")
+ITL_METRIC = "itl_ms"
+"""Under load, the predicted frame also has the event model's inter-token gap (ms; p50 = the
+bench's ITL p50, a decode step where prefills do not intervene): `python3 dev.py realtest`
+compares it with the measured ITL; no measured series of that name is drawn."""
 """Metrics the event model predicts under load (TPOT stays F4's step, see the module doc)."""
 LOAD_GRID_POINTS = 12
 """Log-spaced concurrencies simulated per curve (plus the measured levels and C_vram)."""
@@ -188,19 +192,21 @@ def _simulated(scenario: Scenario, output_tokens: int, concurrency: int | None,
                                 max_num_seqs=max_num_seqs)
     n = max(200, 4 * (concurrency or 1))
     if rate_per_s is not None:
-        return simulate(svc, rate_per_s=rate_per_s, n_requests=n, seed=0)
-    return simulate(svc, concurrency=concurrency, n_requests=n, seed=0)
+        return simulate(svc, rate_per_s=rate_per_s, n_requests=n, seed=0, itl=True)
+    return simulate(svc, concurrency=concurrency, n_requests=n, seed=0, itl=True)
 
 
 def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: float,
                 rates_per_s: Sequence[float | None] | None, engine: str = DEFAULT_ENGINE,
                 max_num_seqs: int | None = None
                 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """TTFT (p50, p90, p99, ms) and aggregate output tok/s (p50; no band) at each concurrency
-    from the event model: a closed loop of round(C) clients, or Poisson arrivals at
-    `rates_per_s[i]` where given (NaN where a level of an open-loop run has no rate)."""
+    """TTFT (p50, p90, p99, ms), aggregate output tok/s (p50; no band) and the inter-token
+    gap (`ITL_METRIC`: p50, p90, p99, ms, token-weighted) at each concurrency from the event
+    model: a closed loop of round(C) clients, or Poisson arrivals at `rates_per_s[i]` where
+    given (NaN where a level of an open-loop run has no rate)."""
     out = max(1, round(output_tokens))
     ttft = np.full((3, concurrency.size), np.nan)
+    itl = np.full((3, concurrency.size), np.nan)
     agg = np.full(concurrency.size, np.nan)
     for i, c in enumerate(concurrency):
         rate = rates_per_s[i] if rates_per_s is not None else None
@@ -209,9 +215,12 @@ def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: floa
         r = _simulated(scenario, out, None if rate is not None else max(1, round(float(c))),
                        rate, engine, max_num_seqs)
         ttft[:, i] = [r.ttft_ms[0.5], r.ttft_ms[0.9], r.ttft_ms[0.99]]
+        if r.itl_ms is not None:
+            itl[:, i] = [r.itl_ms[0.5], r.itl_ms[0.9], r.itl_ms[0.99]]
         agg[i] = r.output_tok_s
     nan = np.full(concurrency.size, np.nan)
-    return {"ttft_ms": (ttft[0], ttft[1], ttft[2]), "aggregate_tok_s": (agg, nan, nan)}
+    return {"ttft_ms": (ttft[0], ttft[1], ttft[2]), "aggregate_tok_s": (agg, nan, nan),
+            ITL_METRIC: (itl[0], itl[1], itl[2])}
 
 
 def _rates(failures: pd.DataFrame | None, cs: np.ndarray) -> list[float | None] | None:
@@ -369,6 +378,7 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
             for m in LOAD_METRICS:
                 pred_rows.append(frame(name, grid, m, *loaded[m]))
                 here[m] = loaded_here[m][0]
+            pred_rows.append(frame(name, grid, ITL_METRIC, *loaded[ITL_METRIC]))
             pred_rows += [frame(name, grid, m, curve[m]) for m in METRICS
                           if m not in LOAD_METRICS]
         else:

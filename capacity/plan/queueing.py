@@ -443,6 +443,10 @@ class QueueResult:
     saturation_rate_per_s: float
     saturated: bool
     slots: int
+    itl_ms: dict[float, float] | None = None
+    """Quantiles of the gaps between a request's tokens, token-weighted (the bench's ITL: a
+    decode step, or a longer gap where prompts were processed in between); None unless
+    `simulate(itl=True)`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -451,13 +455,62 @@ class _Trace:
     admit_ms: FloatArray
     first_ms: FloatArray
     finish_ms: FloatArray
+    gaps: _Gaps | None = None
+
+
+class _Gaps:
+    """Inter-token gaps (ms) as the event loop emits tokens: one value, how many tokens had
+    it, and whose they were (for leaving the warm-up requests out)."""
+
+    def __init__(self, n_requests: int) -> None:
+        self.last_ms = np.full(n_requests, np.nan)
+        self.value_ms: list[float] = []
+        self.count: list[int] = []
+        self.request: list[int] = []
+
+    def add(self, i: int, gap_ms: float, count: int = 1) -> None:
+        self.value_ms.append(gap_ms)
+        self.count.append(count)
+        self.request.append(i)
+
+    def tokens(self, ids: Sequence[int], now_ms: float, step_ms: float | None = None,
+               k: int = 1) -> None:
+        """Each of `ids` got k tokens ending at `now_ms`, the last k - 1 of them `step_ms`
+        apart (decode steps); the first gap runs from its previous token."""
+        for i in ids:
+            first_gap = now_ms - (k - 1) * (step_ms or 0.0) - float(self.last_ms[i])
+            self.add(i, first_gap)
+            if k > 1 and step_ms is not None:
+                self.add(i, step_ms, k - 1)
+            self.last_ms[i] = now_ms
+
+    def quantiles(self, first_counted: int) -> dict[float, float]:
+        """Token-weighted quantiles of the gaps of requests numbered >= first_counted."""
+        v = np.asarray(self.value_ms, dtype=np.float64)
+        w = np.asarray(self.count, dtype=np.float64)
+        keep = (np.asarray(self.request, dtype=np.int64) >= first_counted) & np.isfinite(v)
+        return weighted_quantiles(v[keep], w[keep])
+
+
+def weighted_quantiles(values: FloatArray, weights: FloatArray) -> dict[float, float]:
+    """QUANTILES of `values` where each counts `weights` times (the lower value at a tie of
+    the cumulative weight; NaN for no values). Unit: that of the values."""
+    if values.size == 0 or float(np.sum(weights)) <= 0:
+        return {q: math.nan for q in QUANTILES}
+    order = np.argsort(values, kind="stable")
+    v, cum = values[order], np.cumsum(weights[order])
+    total = float(cum[-1])
+    return {q: float(v[min(int(np.searchsorted(cum, q * total)), v.size - 1)])
+            for q in QUANTILES}
 
 
 def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
-         n_requests: int) -> _Trace:
+         n_requests: int, record_gaps: bool = False) -> _Trace:
     """The event loop. Open loop: `arrivals` (ms, sorted). Closed loop: `clients` users that
-    send the next request as soon as the previous one finishes (no think time)."""
+    send the next request as soon as the previous one finishes (no think time).
+    `record_gaps`: also keep every inter-token gap (memory grows with the tokens)."""
     n = n_requests
+    gaps = _Gaps(n) if record_gaps else None
     arrival = np.full(n, np.nan) if arrivals is None else arrivals.copy()
     admit = np.full(n, np.nan)
     first = np.full(n, np.nan)
@@ -484,6 +537,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
         """These prompts get their first token now; they decode on, or end at one token."""
         for i in ids:
             first[i] = now
+            if gaps is not None:
+                gaps.last_ms[i] = now
             if out > 1:
                 running.append(i)
                 remaining.append(out - 1)
@@ -538,6 +593,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             now += svc.mixed_step_ms(b, pieces)
             if b:
                 remaining = [r - 1 for r in remaining]
+                if gaps is not None:
+                    gaps.tokens(running, now)
             first_tokens(done_prompts)
         else:
             b = len(running)
@@ -549,6 +606,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
                 k = 1
             now += k * float(steps[b])
             remaining = [r - k for r in remaining]
+            if gaps is not None:
+                gaps.tokens(running, now, float(steps[b]), k)
         keep_r: list[int] = []
         keep_m: list[int] = []
         for i, r in zip(running, remaining, strict=True):
@@ -568,7 +627,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             break
     else:  # pragma: no cover - the guard is generous; reaching it is a bug
         raise RuntimeError("queueing model did not finish within its step guard")
-    return _Trace(arrival_ms=arrival, admit_ms=admit, first_ms=first, finish_ms=finish)
+    return _Trace(arrival_ms=arrival, admit_ms=admit, first_ms=first, finish_ms=finish,
+                  gaps=gaps)
 
 
 def _quantiles(x: FloatArray) -> dict[float, float]:
@@ -582,13 +642,14 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
              concurrency: int | None = None, arrivals_ms: Sequence[float] | None = None,
              n_requests: int = 2000, seed: int = 0,
              slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf,
-             warmup_fraction: float = 0.1) -> QueueResult:
+             warmup_fraction: float = 0.1, itl: bool = False) -> QueueResult:
     """Run the discrete-event model of one replica and summarize it.
 
     Give `rate_per_s` (Poisson arrivals, seeded), `concurrency` (closed loop, zero think
     time) or `arrivals_ms` (replay these arrival times, ms from any origin, in order; then
     `n_requests` is their count and `rate_per_s` in the result is their mean rate).
     The first `warmup_fraction` of requests (by arrival) are left out of the statistics.
+    `itl`: also the quantiles of the inter-token gaps (`QueueResult.itl_ms`).
     Goodput = counted requests that meet both SLOs / the span from the first counted arrival to
     the last counted finish. Deterministic for a given seed.
     """
@@ -616,7 +677,7 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         arrivals = np.cumsum(rng.exponential(1e3 / rate_per_s, size=n_requests))
     elif concurrency is not None and concurrency < 1:
         raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
-    tr = _run(svc, arrivals, concurrency, n_requests)
+    tr = _run(svc, arrivals, concurrency, n_requests, record_gaps=itl)
     skip = int(n_requests * warmup_fraction)
     sl = slice(skip, None)
     arr, adm, fst, fin = tr.arrival_ms[sl], tr.admit_ms[sl], tr.first_ms[sl], tr.finish_ms[sl]
@@ -636,6 +697,7 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         goodput_req_s=float(np.sum(ok)) / span_s, slo_met_share=float(np.mean(ok)),
         mean_running=float(np.sum(e2e)) / 1e3 / span_s, saturation_rate_per_s=sat_rate,
         saturated=rate_per_s is not None and rate_per_s >= sat_rate, slots=svc.slots,
+        itl_ms=tr.gaps.quantiles(skip) if tr.gaps is not None else None,
     )
 
 
