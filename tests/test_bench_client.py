@@ -22,6 +22,7 @@ from capacity.bench.client import (
     request_nonce,
     run_bench,
 )
+from capacity.bench.metrics import cached_prompt_tokens
 from capacity.errors import BenchError
 
 Frames = list[tuple[float, bytes]]  # (delay before, bytes)
@@ -353,3 +354,23 @@ def test_a_request_leaves_in_one_write(wrapped: bool) -> None:
     sent = b"".join(fake.writes)
     assert sent.startswith(b"POST /v1/completions HTTP/1.1\r\n") and sent.endswith(body)
     assert len([w for w in fake.writes if w]) == (1 if wrapped else 2)
+
+
+@pytest.mark.parametrize(("usage", "timings", "prompt", "cached"), [
+    pytest.param({"prompt_tokens_details": {"cached_tokens": 37}}, None, 202, 37, id="openai"),
+    pytest.param({}, {"cache_n": 12, "prompt_n": 90}, 102, 12, id="llamacpp-timings"),
+    pytest.param({"prompt_tokens_details": {"cached_tokens": 0}}, {"cache_n": 5}, 50, 0,
+                 id="usage-first"),
+    pytest.param({"prompt_tokens_details": {"cached_tokens": 900}}, None, 100, None,
+                 id="more-than-the-prompt"),
+    pytest.param({"prompt_tokens_details": {"cached_tokens": -1}}, None, 100, None,
+                 id="negative"),
+    pytest.param({"prompt_tokens_details": {"cached_tokens": 2.5}}, None, 100, None,
+                 id="not-a-count"),
+    pytest.param({"prompt_tokens_details": "x"}, None, 100, None, id="not-an-object"),
+    pytest.param(None, None, None, None, id="absent"),
+])
+def test_cached_prompt_tokens_are_read_and_checked(usage: dict[str, object] | None,
+                                                   timings: dict[str, object] | None,
+                                                   prompt: int | None, cached: int | None) -> None:
+    assert cached_prompt_tokens(usage, timings, prompt) == cached

@@ -177,13 +177,19 @@ def _bench(url: str, out: Path, *flags: str) -> pd.DataFrame:
         return s.requests(str(run["run_id"]))
 
 
-def test_workload_lengths_and_shared_prefix_reach_the_endpoint(tmp_path: Path) -> None:
+def test_workload_lengths_and_shared_prefix_reach_the_endpoint(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     app = create_app(make_scenario(), SimConfig(speedup=200))
     (tmp_path / "w.toml").write_text(WORKLOAD, encoding="utf-8")
     with serve_in_thread(app) as url:
         reqs = _bench(url, tmp_path / "runs", "--workload", str(tmp_path / "w.toml"),
                       "--requests", "40", "--concurrency", "4", "--seed", "3")
         info = httpx.get(url.removesuffix("/v1") + "/sim/info").json()
+    # the endpoint says how much of each prompt its cache served (usage.prompt_tokens_details),
+    # the client stores it and warns that TTFT at that level is not a cold prefill's
+    assert (reqs["prompt_cached_tokens"] == [truth["cached_tokens"] for truth in (
+        {r["id"]: r for r in app.state.sim.truth.values()}[i] for i in reqs["response_id"])]).all()
+    assert "of the prompt tokens from its prefix cache" in capsys.readouterr().out
     assert len(reqs) == 40 and reqs["success"].all()
     # each request's drawn lengths were sent: the endpoint counts ceil(chars / 4) tokens
     assert (reqs["prompt_tokens"] == reqs["prompt_tokens_target"]).all()

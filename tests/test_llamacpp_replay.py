@@ -100,6 +100,7 @@ def test_bench_reads_llamacpp_answers(server: str, tmp_path: Path, endpoint: str
     assert (int(r["output_tokens"]), r["output_tokens_source"]) == (tokens, "usage")
     assert r["output_length_mismatch"] == "false" and r["finish_reason"] == "length"
     assert float(r["server_prompt_ms"]) == pytest.approx(prompt_ms)
+    assert r["prompt_cached_tokens"] == "0"  # usage.prompt_tokens_details.cached_tokens
     assert float(r["server_tpot_ms"]) > 0
     meta = json.loads((run / "meta.json").read_text())
     assert meta["model"] == "capacity-test-156m-f32"

@@ -71,7 +71,8 @@ def test_stream_chat_with_usage(url: str) -> None:
     assert content[-2]["choices"][0]["finish_reason"] == "length"
     assert content[-1]["choices"] == []
     assert content[-1]["usage"] == {"prompt_tokens": 100, "completion_tokens": 5,
-                                    "total_tokens": 105}
+                                    "total_tokens": 105,
+                                    "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def test_eos_without_ignore_eos_and_non_streaming(url: str) -> None:

@@ -42,6 +42,7 @@ import numpy as np
 
 from capacity.bench.findmax import FindMaxConfig, FindMaxResult, Search, judge, probe_requests
 from capacity.bench.metrics import (
+    CACHED_SHARE_WARNING,
     CLIENT_CPU_SHARE_LIMIT,
     CLIENT_LOOP_LAG_LIMIT_MS,
     ClientLoad,
@@ -49,6 +50,8 @@ from capacity.bench.metrics import (
     LevelSummary,
     RequestRecord,
     TokenSource,
+    cached_prompt_tokens,
+    cached_share,
     check_usage,
     server_timings,
     summarize,
@@ -854,6 +857,8 @@ class _StreamState:
             model=r.model,
             itl_ms=" ".join(f"{g:.3f}" for g in gaps) if gaps is not None else "",
             server_prompt_ms=srv_prompt_ms, server_tpot_ms=srv_tpot_ms,
+            prompt_cached_tokens=cached_prompt_tokens(self.usage, self.timings,
+                                                      checked.prompt_tokens),
             prompt_tokens_target=spec.prompt_tokens if spec is not None else None,
             output_tokens_target=max_tokens,
             prefix_id=spec.prefix_id if spec is not None and spec.prefix_id >= 0 else None,
@@ -1195,6 +1200,12 @@ async def _level(runner: _Runner, level: int, warnings: list[str],
     if row.client_bound:
         w = (f"level {level}: the client may be the bottleneck ({row.client_bound_reason}); "
              "numbers at this level understate the server")
+        warnings.append(w)
+        runner.emit("warning: " + w)
+    share = cached_share(records)
+    if share is not None and share > CACHED_SHARE_WARNING:
+        w = (f"level {level}: the server took {share:.0%} of the prompt tokens from its prefix "
+             "cache (prompt_cached_tokens): TTFT here is shorter than a cold prefill's")
         warnings.append(w)
         runner.emit("warning: " + w)
     return row

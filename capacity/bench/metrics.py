@@ -199,6 +199,10 @@ class RequestRecord:
     history of conversation k; None: no shared prefix (a unique nonce first)."""
     prefix_tokens_target: int | None = None
     """Tokens of that shared prefix (sent as the identical leading text), tokens."""
+    prompt_cached_tokens: int | None = None
+    """Prompt tokens the server took from its prefix cache instead of computing them
+    (`usage.prompt_tokens_details.cached_tokens`: vLLM, SGLang, llama.cpp; else llama.cpp's
+    `timings.cache_n`); None where the server does not say (`cached_prompt_tokens`)."""
     row_complete: int = 1
     """Always 1; a row cut short by a killed run lacks it, so readers can drop it."""
 
@@ -321,6 +325,36 @@ def server_timings(timings: Mapping[str, Any] | None) -> tuple[float | None, flo
         return float(v) if math.isfinite(v) and v > 0 else None
 
     return num("prompt_ms"), num("predicted_per_token_ms")
+
+
+def cached_prompt_tokens(usage: Mapping[str, Any] | None, timings: Mapping[str, Any] | None,
+                         prompt_tokens: int | None) -> int | None:
+    """Prompt tokens served from the server's prefix cache: `usage.prompt_tokens_details.
+    cached_tokens` (the OpenAI field), else llama.cpp's `timings.cache_n`. None when neither
+    is a whole number >= 0, or when it exceeds the request's prompt tokens (a reply that
+    lies). Unit: tokens."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
+    raw = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    if raw is None and isinstance(timings, Mapping):
+        raw = timings.get("cache_n")
+    n = _count(raw)
+    if n is None or (prompt_tokens is not None and n > prompt_tokens):
+        return None
+    return n
+
+
+CACHED_SHARE_WARNING = 0.05
+"""A level whose prompts came more than this share from the server's prefix cache is
+flagged: its TTFT is not a cold prefill's."""
+
+
+def cached_share(records: Sequence[RequestRecord]) -> float | None:
+    """Share of the prompt tokens of the successful requests the server took from its prefix
+    cache (None when no request says both)."""
+    pairs = [(r.prompt_cached_tokens, r.prompt_tokens) for r in records if r.success
+             and r.prompt_cached_tokens is not None and r.prompt_tokens]
+    total = sum(p for _, p in pairs if p)
+    return sum(c for c, _ in pairs if c) / total if total else None
 
 
 def record_row(r: RequestRecord) -> dict[str, Any]:

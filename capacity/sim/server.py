@@ -194,9 +194,11 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
                                  media_type="text/event-stream",
                                  headers={"x-sim-request-id": seq.id})
 
-    def usage(seq: _Seq) -> dict[str, int]:
+    def usage(seq: _Seq) -> dict[str, Any]:
+        # the prefix cache's hits as vLLM reports them (--enable-prompt-tokens-details)
         return {"prompt_tokens": seq.prompt_tokens, "completion_tokens": seq.emitted,
-                "total_tokens": seq.prompt_tokens + seq.emitted}
+                "total_tokens": seq.prompt_tokens + seq.emitted,
+                "prompt_tokens_details": {"cached_tokens": seq.cached_tokens}}
 
     async def whole(seq: _Seq, chat: bool, kind: str, created: int) -> Response:
         try:
