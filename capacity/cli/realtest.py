@@ -5,8 +5,9 @@
    cached build, else a ~15-minute build into the cache);
 2. write the GGUF test models (`capacity.bench.gguf_model`: ~156 M Llama-shaped in f32 and
    f16, and a second shape in f32: 4 wider layers, a tied output head) beside the binary, once;
-3. in a workspace of its own (`<cache>/realtest/home`, never the checkout's data/): probe the
-   CPU (`capacity probe`), add the models (`capacity catalog add-model`);
+3. in a workspace of its own (`<cache>/realtest/home`, `home-long` for `--long`; never the
+   checkout's data/): probe the CPU (`capacity probe`), add the models (`capacity catalog
+   add-model`);
 4. start the server on the f32 model (`--parallel 8`, `--metrics`) and run the calibration
    sweep with `capacity bench`: concurrency 1/2/4/8 at two prompt lengths (~100 and ~400
    tokens), 64 output tokens: two lengths at concurrency 1 pin MFU and the prefill overhead,
@@ -17,6 +18,9 @@
    the f16 model (the same shape, other kernels);
 7. print measured vs predicted (TTFT p50/p90, ITL p50, output tok/s) per level as Markdown,
    and write it with the calibration report to a file.
+
+`--long` runs only the long-prompt check instead (`long_context`): a prefill calibration at
+512-4K tokens predicts TTFT at 8K, 16K and 32K.
 
 Run as `python -m capacity.cli.realtest [--quick] [--out FILE]`; not a `capacity` subcommand
 (it needs a compiler and minutes of CPU).
@@ -224,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     binary = llamacpp.locate_or_build(log=log)
     _say(f"llama-server: {binary} (ready after {time.monotonic() - started:.0f} s)")
     models = write_models(llamacpp.version_dir() / "models")
-    home = workspace.cache_dir() / "realtest" / "home"
+    # each check in a workspace of its own: a rerun of one keeps the other's runs
+    home = workspace.cache_dir() / "realtest" / ("home-long" if args.long else "home")
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     steps = Steps(home)
