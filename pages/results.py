@@ -21,6 +21,7 @@ from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.i18n import overlay_chart_labels
 from app.state import init_lang
+from capacity.bench.storage import run_warnings as bench_run_warnings
 from capacity.errors import CapacityError
 from capacity.fit import calibration as calib
 from capacity.fit.findmax import max_concurrency_within_slo
@@ -153,6 +154,10 @@ if source == "run":
             meta = ms.run_meta(str(row["dir"]))
             args = meta.get("args") or {}
             find_max = meta.get("find_max") if isinstance(meta.get("find_max"), dict) else None
+            run_warnings = bench_run_warnings(meta)
+            if run_warnings:  # client-bound levels, prefix-cache hits, one-burst levels...
+                st.warning(T("r_run_warnings", n=len(run_warnings)) + "\n\n"
+                           + "\n".join(f"- {w}" for w in run_warnings))
             pm = args.get("predict_model") or row["model"]
             default_model = pm if pm in variants else DEFAULT_MODEL
             default_gpu = args.get("gpu") if args.get("gpu") in gpus else DEFAULT_GPU

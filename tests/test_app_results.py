@@ -20,8 +20,8 @@ PROMPT, OUTPUT = 1000.0, 128.0
 TRUTH = dict(eta_bw=0.7, step_overhead_ms=1.0, mfu=0.45, prefill_overhead_ms=15.0)
 
 
-def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | None = None
-              ) -> str:
+def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | None = None,
+              warnings: list[object] | None = None) -> str:
     """A stored run whose levels are what a deployment with the TRUTH knobs does."""
     base = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=PROMPT, output_tokens=OUTPUT)
     # the page fits the operator step and F6b's prefill count (the head at the last position
@@ -35,7 +35,8 @@ def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | 
                       "started_at": "2026-11-20T10:00:00+00:00", "model": "qwen3.5-9b-awq",
                       "args": {"base_url": "http://127.0.0.1:9/v1", "endpoint": "chat",
                                "gpu": "rtx-4090", "predict_model": "qwen3.5-9b-awq",
-                               "concurrency": list(levels)}})
+                               "concurrency": list(levels)},
+                      **({"warnings": warnings} if warnings is not None else {})})
         for c, st_ms, tt in zip(levels, step.tolist(), ttft.tolist(), strict=True):
             w.write_summary({
                 "run_id": w.run_id, "label": label, "concurrency": c, "endpoint": "chat",
@@ -103,6 +104,22 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert not fresh.exception
     assert "calibration: sweep-a-cal" in texts(fresh)
     assert "calibration 'sweep-a-cal'" in texts(fresh)  # the band comes from it
+
+
+def test_the_runs_warnings_are_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the bench warned about (here: the server's prefix cache served the prompts) is on
+    the page beside the numbers it qualifies, each once, and a meta.json with junk in its
+    warnings costs nothing."""
+    monkeypatch.setenv("CAPACITY_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.setenv("CAPACITY_CALIBRATIONS_DIR", str(tmp_path / "cal"))
+    cached = ("level 2: the server took 31% of the prompt tokens from its prefix cache "
+              "(prompt_cached_tokens): TTFT here is shorter than a cold prefill's")
+    store_run(tmp_path / "bench", "cached", (1, 2), warnings=[cached, cached, 7, {"x": 1}])
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    assert not at.exception and not at.error
+    [shown] = [w.value for w in at.warning if "warned about this run" in w.value]
+    assert "(1)" in shown and shown.count("prefix cache") == 1
 
 
 @pytest.mark.slow

@@ -374,3 +374,13 @@ def test_cached_prompt_tokens_are_read_and_checked(usage: dict[str, object] | No
                                                    timings: dict[str, object] | None,
                                                    prompt: int | None, cached: int | None) -> None:
     assert cached_prompt_tokens(usage, timings, prompt) == cached
+
+
+def test_run_warnings_are_bounded_and_deduplicated() -> None:
+    from capacity.bench.storage import RUN_WARNING_CHARS, RUN_WARNINGS_SHOWN, run_warnings
+
+    assert run_warnings({}) == [] and run_warnings({"warnings": "one string"}) == []
+    many = [f"level {i}: x" for i in range(50)]
+    assert run_warnings({"warnings": many}) == many[:RUN_WARNINGS_SHOWN]
+    [long] = run_warnings({"warnings": ["a  b\n" + "y" * 10_000, None, "   "]})
+    assert long.startswith("a b y") and len(long) == RUN_WARNING_CHARS

@@ -121,6 +121,22 @@ def effective_status(meta: Mapping[str, Any]) -> str:
     return status
 
 
+RUN_WARNINGS_SHOWN = 10
+RUN_WARNING_CHARS = 300
+
+
+def run_warnings(meta: Mapping[str, Any]) -> list[str]:
+    """The distinct warnings a run's meta.json records (client-bound levels, prefix-cache
+    hits, one-burst levels...), in order, at most RUN_WARNINGS_SHOWN of them and
+    RUN_WARNING_CHARS characters each: a meta.json is a file anyone with the folder can edit."""
+    raw = meta.get("warnings")
+    if not isinstance(raw, list):
+        return []
+    seen = dict.fromkeys(" ".join(w.split())[:RUN_WARNING_CHARS]
+                         for w in raw if isinstance(w, str) and w.strip())
+    return list(seen)[:RUN_WARNINGS_SHOWN]
+
+
 def check_label(label: str) -> str:
     """A label is a folder name: letters, digits, '.', '_', '-' (at most 64)."""
     if not LABEL_RE.match(label):

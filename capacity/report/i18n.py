@@ -862,6 +862,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_pick_help": ("Pick several to compare them side by side.", "选多个可并排比较。"),
     "r_no_levels": ("This run has no finished level yet (a summary row is written when a "
                     "level ends).", "该测量还没有完成的级别（每级结束时写入汇总行）。"),
+    "r_run_warnings": ("The bench warned about this run ({n}); its numbers may not be what "
+                       "they seem:", "压测对该测量给出了警告（{n} 条），其数字可能并非表面所示："),
     "r_import": ("Import measurements", "导入测量数据"),
     "r_import_help": ("A CSV with concurrency, context_tokens, tpot_ms (optional prompt_tokens, "
                       "output_tokens, ttft_ms, output_tok_s), a `vllm bench serve` result JSON, "
