@@ -99,6 +99,7 @@ default_model, default_gpu = DEFAULT_MODEL, DEFAULT_GPU
 compare: list[tuple[str, pd.DataFrame]] = []
 fit_points: list[MeasuredPoint] | None = None  # what Fit uses: every chosen run's points
 find_max: dict[str, object] | None = None  # a find-max run's answer (meta.json)
+fit_batch1 = False  # the run's engine decodes one sequence through other kernels (llama.cpp)
 fit_desc = ""
 
 if source == "run":
@@ -154,6 +155,8 @@ if source == "run":
             meta = ms.run_meta(str(row["dir"]))
             args = meta.get("args") or {}
             find_max = meta.get("find_max") if isinstance(meta.get("find_max"), dict) else None
+            info = meta.get("engine_info") if isinstance(meta.get("engine_info"), dict) else {}
+            fit_batch1 = calib.batch1_for_engine(info.get("engine"))
             run_warnings = bench_run_warnings(meta)
             if run_warnings:  # client-bound levels, prefix-cache hits, one-burst levels...
                 st.warning(T("r_run_warnings", n=len(run_warnings)) + "\n\n"
@@ -400,6 +403,8 @@ if st.session_state.get("r_cal_name_for") != cal_default:  # a new choice names 
     st.session_state["r_cal_name"] = cal_default
 cal_name = c1.text_input(T("r_cal_name"), key="r_cal_name")
 c1.caption(T("r_fit_on", runs=fit_desc or series))
+if fit_batch1:
+    c1.caption(T("r_fit_batch1"))
 if c2.button(T("r_fit"), key="r_fit", type="primary"):
     try:
         calib.check_name(cal_name)  # a name, never a path (docs/reliability.md)
@@ -407,7 +412,7 @@ if c2.button(T("r_fit"), key="r_fit", type="primary"):
         st.session_state[ms.FITTED] = calib.fit(
             fit_points if fit_points is not None else points,
             scenario.with_(step_method=StepMethod.OPERATOR.value), name=cal_name,
-            inputs=inputs_desc)
+            inputs=inputs_desc, batch1=fit_batch1)
     except CapacityError as exc:
         st.error(T("r_error", msg=str(exc)))
     else:

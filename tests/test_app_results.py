@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.measure_state import FITTED
 from capacity.bench.storage import RunWriter
 from capacity.fit.calibration import load, predict_ms
 from capacity.fit.measured import MeasuredPoint, run_scenario
@@ -21,7 +22,7 @@ TRUTH = dict(eta_bw=0.7, step_overhead_ms=1.0, mfu=0.45, prefill_overhead_ms=15.
 
 
 def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | None = None,
-              warnings: list[object] | None = None) -> str:
+              warnings: list[object] | None = None, engine: str | None = None) -> str:
     """A stored run whose levels are what a deployment with the TRUTH knobs does."""
     base = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=PROMPT, output_tokens=OUTPUT)
     # the page fits the operator step and F6b's prefill count (the head at the last position
@@ -36,7 +37,8 @@ def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | 
                       "args": {"base_url": "http://127.0.0.1:9/v1", "endpoint": "chat",
                                "gpu": "rtx-4090", "predict_model": "qwen3.5-9b-awq",
                                "concurrency": list(levels)},
-                      **({"warnings": warnings} if warnings is not None else {})})
+                      **({"warnings": warnings} if warnings is not None else {}),
+                      **({"engine_info": {"engine": engine}} if engine else {})})
         for c, st_ms, tt in zip(levels, step.tolist(), ttft.tolist(), strict=True):
             w.write_summary({
                 "run_id": w.run_id, "label": label, "concurrency": c, "endpoint": "chat",
@@ -120,6 +122,23 @@ def test_the_runs_warnings_are_shown(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert not at.exception and not at.error
     [shown] = [w.value for w in at.warning if "warned about this run" in w.value]
     assert "(1)" in shown and shown.count("prefix cache") == 1
+
+
+def test_a_llamacpp_run_fits_the_batch1_factor(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose meta.json says llama.cpp: Fit also frees the step of one sequence (its CPU
+    backend's matrix-vector path), and says so; another engine's run keeps it at 1."""
+    monkeypatch.setenv("CAPACITY_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.setenv("CAPACITY_CALIBRATIONS_DIR", str(tmp_path / "cal"))
+    store_run(tmp_path / "bench", "llama", (1, 2, 4, 8), engine="llama.cpp")
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    assert any("one sequence on its own" in c.value for c in at.caption)
+    at.button(key="r_fit").click().run()
+    assert not at.exception and not at.error
+    cal = at.session_state[FITTED]
+    assert cal.batch1_factor is not None
+    assert cal.batch1_factor == pytest.approx(1.0, rel=0.1)  # this run has no such switch
 
 
 @pytest.mark.slow

@@ -94,3 +94,16 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], match: str,
 def test_plan_with_an_unknown_calibration(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--calibration", "/nonexistent/cal.toml"]) == 2
     assert "no calibration at" in capsys.readouterr().err
+
+
+def test_batch1_flag_fits_and_saves_the_factor(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["calibrate", "--model", "llama-3.1-8b-bf16", "--gpu", "rtx-4090",
+            "--measured", str(FIX / "vllm_bench_serve_sweep.jsonl"), "--output", "json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["knobs"]["batch1_factor"] is None
+    out_file = tmp_path / "b1.toml"
+    assert main([*args, "--batch1", "--save", str(out_file)]) == 0
+    fitted = json.loads(capsys.readouterr().out)["knobs"]["batch1_factor"]
+    assert 0.2 <= fitted <= 2.0
+    assert load(str(out_file)).batch1_factor == pytest.approx(fitted)

@@ -278,3 +278,23 @@ def test_prefill_fit_ignores_queued_levels_whose_mean_prompt_differs_slightly() 
     assert cal.mfu == pytest.approx(0.4, rel=0.02)
     assert max(abs(p.fitted_ms / p.measured_ms - 1) for p in cal.points
                if p.kind == "ttft") < 0.02
+
+
+def test_batch1_factor_is_fitted_only_when_asked() -> None:
+    """An engine whose step of one sequence is 30% faster than its formula (llama.cpp on CPU:
+    matrix-vector code at 1, GEMM from 2): `fit(batch1=True)` finds the factor and keeps the
+    other points; without it the factor stays 1 and the batch-1 points are missed."""
+    base = make_scenario(model="qwen3.5-9b-awq", gpu="rtx-4090", step_method="operator")
+    truth = {"eta_bw": 0.72, "step_overhead_ms": 0.5, "eff": 0.3, "mfu": 0.45,
+             "prefill_overhead_ms": 25.0, "batch1_factor": 0.7}
+    grid = [(c, p, 128) for p in (256, 2048, 8192) for c in (1, 2, 4, 16, 64)]
+    pts = synth(base, truth, grid, noise=0.01, seed=4)
+    with_b1 = fit(pts, base, batch1=True)
+    assert with_b1.batch1_factor == pytest.approx(0.7, rel=0.05)
+    assert with_b1.pinned("batch1_factor")
+    ones = [p for p in with_b1.points if p.kind == "tpot" and p.concurrency == 1]
+    assert max(abs(p.fitted_ms / p.measured_ms - 1) for p in ones) < 0.05
+    without = fit(pts, base)
+    assert without.batch1_factor is None  # not fitted: the scenario's 1 stands
+    ones = [p for p in without.points if p.kind == "tpot" and p.concurrency == 1]
+    assert max(abs(p.fitted_ms / p.measured_ms - 1) for p in ones) > 0.15

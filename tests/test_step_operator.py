@@ -248,3 +248,24 @@ def test_explorer_explains_the_weight_count_of_the_operator_method() -> None:
     assert ttft.value == pytest.approx(float(evaluate(s.with_(step_method="operator")).ttft_s))
     plain = next(m for m in show_math(s, 1) if m.key == "ttft")
     assert "lookup" not in plain.formula and plain.note == ""
+
+
+@pytest.mark.parametrize("method", ["chapter", "operator"])
+def test_batch1_factor_scales_the_step_of_one_sequence_only(seed: Scenario, method: str) -> None:
+    """An engine that runs one sequence through other kernels (llama.cpp's CPU backend: its
+    matrix-vector code at 1, GEMM from 2): the step at batch 1 is the factor times the
+    formula's, every other batch is untouched, and the parts still add up to the step."""
+    base = seed.with_(step_method=method, seq_overhead_ms=0.01, step_overhead_ms=0.5)
+    fast = base.with_(batch1_factor=0.7)
+    c = [1.0, 2.0, 50.0]
+    a, b = evaluate(base, c).decode, evaluate(fast, c).decode
+    assert b.step_ms[0] == pytest.approx(0.7 * a.step_ms[0])
+    assert np.allclose(b.step_ms[1:], a.step_ms[1:])
+    parts = b.overhead_ms + np.maximum(b.bandwidth_ms, b.compute_ms) + b.comm_ms + b.serial_ms
+    assert np.allclose(parts, b.step_ms)
+    # the spec sheet is 1 (every golden number stays); out of range is a clear error
+    assert seed.batch1_factor == 1.0
+    with pytest.raises(InputError, match="batch-1 step factor"):
+        make_scenario(batch1_factor=0.0)
+    with pytest.raises(InputError, match="batch-1 step factor"):
+        make_scenario(batch1_factor=3.0)

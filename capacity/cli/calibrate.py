@@ -80,6 +80,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     f.add_argument("--max-concurrency", metavar="C@TOKENS", default=None,
                    help="a measured maximum concurrency (or the last C before an OOM) at a "
                         "context, e.g. 53@8192: fits the runtime memory overhead")
+    f.add_argument("--batch1", action="store_true",
+                   help="also fit batch1_factor, the decode step of one sequence over the "
+                        "formula's, for an engine that runs one sequence through other kernels "
+                        "(llama.cpp on CPU: matrix-vector code at 1, GEMM from 2); default 1")
     f.add_argument("--ttft-all-levels", action="store_true",
                    help="fit prefill on TTFT at every concurrency (default: the lowest level "
                         "of each prompt length; TTFT under load includes queueing)")
@@ -247,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         else (Path(args.save).stem if args.save else "unsaved")
     cal = fit(points, base, name=name, engine=args.engine, inputs=inputs,
               max_concurrency=_max_concurrency(args.max_concurrency),
-              ttft_all_levels=args.ttft_all_levels)
+              ttft_all_levels=args.ttft_all_levels, batch1=args.batch1)
     if args.output == "json":
         print(dumps(to_json(cal), indent=2))
     else:

@@ -282,9 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"calibration sweep: prompt {chars} chars, concurrency 1,2,4,8")
             steps.bench(srv.base_url, "rt-cal", concurrency="1,2,4,8", prompt_chars=chars,
                         requests=requests, model_key=MODELS["f32"])
+        # --batch1: llama.cpp's CPU backend decodes one sequence with matrix-vector code and
+        # two or more with its GEMM kernels (`roofline.combine_step`)
         steps.capacity("calibrate", "--model", MODELS["f32"], "--gpu", GPU_KEY,
                        "--ctx", "2048", "--label", "rt-cal", "--engine", engine,
-                       "--save", str(cal_path))
+                       "--batch1", "--save", str(cal_path))
         cal = calib.load(cal_path)
         _say("held out: concurrency 3 and 6")
         held.append(("f32 C=3,6", MODELS["f32"], steps.bench(

@@ -64,29 +64,49 @@ DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
 OPERATOR_KNOBS = ("eta_bw", "eta_kv", "eff", "attn_sat_batch", "step_overhead_ms",
                   "seq_overhead_ms")
 """The operator method's decode knobs (F4b): eta_bw is the weight GEMMs' eta_w."""
+BATCH1_KNOBS = (*OPERATOR_KNOBS, "batch1_factor")
+"""With `fit(batch1=True)`: also the step of one sequence over the formula's, for engines that
+run it through other kernels (llama.cpp on CPU: `roofline.combine_step`)."""
 PREFILL_KNOBS = ("mfu", "attn_mfu", "prefill_overhead_ms")
 KNOBS = ("eta_bw", "step_overhead_ms", "eff", "eta_kv", "attn_sat_batch", "seq_overhead_ms",
-         "mfu", "prefill_overhead_ms", "attn_mfu")
+         "batch1_factor", "mfu", "prefill_overhead_ms", "attn_mfu")
 """Every knob a calibration may carry (a saved file lists those it fitted)."""
 PRIORS: dict[str, float] = {"eta_bw": 0.8, "step_overhead_ms": 0.0, "eff": 0.5, "mfu": 0.4,
                             "prefill_overhead_ms": 0.0, "eta_kv": 0.8, "attn_sat_batch": 0.0,
-                            "seq_overhead_ms": 0.0, "attn_mfu": 0.4}
+                            "seq_overhead_ms": 0.0, "attn_mfu": 0.4, "batch1_factor": 1.0}
 """Where the weak pull goes when the data cannot decide (fractions: in log space). eta_kv and
 attn_mfu are pulled toward the fitted eta_bw and MFU instead (`PRIOR_TIED`): without data
 that separate them, KV reads run at the weights' efficiency and attention at the GEMMs'."""
 PRIOR_TIED: dict[str, str] = {"eta_kv": "eta_bw", "attn_mfu": "mfu"}
-LOG_KNOBS = frozenset({"eta_bw", "eta_kv", "eff", "mfu", "attn_mfu"})
-"""Fractions of peak: their prior (and identifiability) works on log(value)."""
+LOG_KNOBS = frozenset({"eta_bw", "eta_kv", "eff", "mfu", "attn_mfu", "batch1_factor"})
+"""Fractions of peak (and the batch-1 factor, a ratio): their prior (and identifiability)
+works on log(value)."""
 BOUNDS: dict[str, tuple[float, float]] = {
     "eta_bw": (0.05, 1.0), "step_overhead_ms": (0.0, 1000.0), "eff": (0.005, 1.0),
     "mfu": (0.005, 1.0), "prefill_overhead_ms": (0.0, 10000.0), "eta_kv": (0.05, 1.0),
-    "attn_sat_batch": (0.0, 1024.0), "seq_overhead_ms": (0.0, 100.0), "attn_mfu": (0.005, 1.0)}
+    "attn_sat_batch": (0.0, 1024.0), "seq_overhead_ms": (0.0, 100.0), "attn_mfu": (0.005, 1.0),
+    "batch1_factor": (0.2, 2.0)}
 PRIOR_WEIGHT = 0.02
 """Weight of each prior term against one point's relative residual: the nominal measurement
 noise (2 %) over the prior's width, so a fraction's prior is one e-fold wide (log space) and
 an overhead's one median measured time (`_prior_sd`)."""
 SAT_PRIOR_SD = 8.0
 """Width of attn_sat_batch's prior around 0, sequences."""
+BATCH1_ENGINES = ("llama.cpp",)
+"""Engines (as `capacity bench` names them in meta.json's `engine_info`) that decode one
+sequence through other kernels than two or more: a fit of their runs frees batch1_factor."""
+
+
+def batch1_for_engine(engine: object) -> bool:
+    """Whether a run of this engine (`engine_info["engine"]`) should fit batch1_factor."""
+    return isinstance(engine, str) and engine.strip().lower() in BATCH1_ENGINES
+
+
+BATCH1_PRIOR_SD = 0.1
+"""Width of batch1_factor's prior around 1, in log space: a tenth. Most engines run one
+sequence through the same kernels as many (vLLM, SGLang on GPUs), so the factor moves only
+where the batch-1 points disagree with the others by more than the noise (llama.cpp on CPU:
+0.70)."""
 SEQ_PRIOR_SHARE = 0.01
 """Width of seq_overhead_ms's prior: 1 % of the median measured step per sequence."""
 ROBUST_SCALE = 0.05
@@ -159,6 +179,7 @@ class Calibration:
     attn_sat_batch: float | None = None
     seq_overhead_ms: float | None = None
     attn_mfu: float | None = None
+    batch1_factor: float | None = None
     step_method: str = ""
     """The decode method the knobs were fitted under ('' in files from before there were
     two: the chapter's)."""
@@ -256,10 +277,11 @@ def _decode_model(x: FloatArray, basis: dict[str, FloatArray],
         eta, t0, eff = (float(v) for v in x)
         return combine_step(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
                             overhead_ms=t0).step_ms
-    eta, eta_kv, eff, sat, t0, seq = (float(v) for v in x)
+    eta, eta_kv, eff, sat, t0, seq, *rest = (float(v) for v in x)
+    one = rest[0] if rest else 1.0
     return combine_step(method=method, **terms, eta_bw=eta,
                         eta_kv=eta_kv, eff=eff, attn_sat_batch=sat, overhead_ms=t0,
-                        seq_overhead_ms=seq).step_ms
+                        seq_overhead_ms=seq, batch1_factor=one).step_ms
 
 
 def _operator_model(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
@@ -285,6 +307,9 @@ _DECODE = _Problem(DECODE_KNOBS, _decode_model,
 _OPERATOR = _Problem(OPERATOR_KNOBS, _operator_model,
                      ((0.8, 0.8, 0.5, 0.0, 0.0, 0.0), (0.6, 0.5, 0.3, 4.0, 1.0, 0.01),
                       (0.9, 0.9, 0.8, 1.0, 0.3, 0.002), (0.5, 0.7, 0.1, 16.0, 3.0, 0.05)))
+_OPERATOR_B1 = _Problem(BATCH1_KNOBS, _operator_model,
+                        tuple((*x, 1.0) for x in _OPERATOR.starts) + (
+                            (0.8, 0.8, 0.5, 0.0, 0.0, 0.0, 0.7),))
 _PREFILL = _Problem(PREFILL_KNOBS, _prefill_model,
                     ((0.4, 0.4, 0.0), (0.2, 0.2, 20.0), (0.8, 0.5, 5.0)))
 
@@ -296,6 +321,8 @@ def _take(basis: dict[str, FloatArray], idx: npt.NDArray[np.intp]) -> dict[str, 
 def _prior_sd(name: str, scale_ms: float) -> float:
     """Width of a knob's prior in its prior coordinate (log for fractions; the knob's unit
     else): one e-fold; one median measured time; `SAT_PRIOR_SD`; `SEQ_PRIOR_SHARE` x it."""
+    if name == "batch1_factor":
+        return BATCH1_PRIOR_SD
     if name in LOG_KNOBS:
         return 1.0
     if name == "attn_sat_batch":
@@ -314,7 +341,7 @@ def _prior_residuals(names: Sequence[str], x: FloatArray, scale_ms: float) -> Fl
         v = val[n]
         if n in LOG_KNOBS:
             centre = val.get(PRIOR_TIED.get(n, ""), PRIORS[n])
-            out.append(PRIOR_WEIGHT * math.log(v / centre))
+            out.append(PRIOR_WEIGHT * math.log(v / centre) / _prior_sd(n, scale_ms))
         else:
             out.append(PRIOR_WEIGHT * (v - PRIORS[n]) / _prior_sd(n, scale_ms))
     return np.asarray(out, dtype=np.float64)
@@ -396,8 +423,11 @@ def identifiability(problem_names: Sequence[str], model: Callable[[FloatArray, A
     prior_info = jp.T @ jp
     post = np.linalg.pinv(jd.T @ jd + prior_info)
     pri = np.linalg.pinv(prior_info)
-    return np.asarray(np.sqrt(np.clip(np.diag(post), 0.0, None)
-                              / np.clip(np.diag(pri), 1e-300, None)), dtype=np.float64)
+    ratio = np.sqrt(np.clip(np.diag(post), 0.0, None) / np.clip(np.diag(pri), 1e-300, None))
+    # a prior narrower than a fraction's e-fold (batch1_factor's tenth) is no wider a doubt:
+    # its ratio is taken against the e-fold, as for the other ratios of peak
+    narrow = np.array([_prior_sd(n, scale) if n == "batch1_factor" else 1.0 for n in names])
+    return np.asarray(ratio * narrow, dtype=np.float64)
 
 
 def _holdout(problem: _Problem, basis: dict[str, FloatArray], measured: FloatArray
@@ -490,7 +520,8 @@ def spec_value(base: Scenario, name: str) -> float:
 
 def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         engine: str = "", inputs: str = "", max_concurrency: tuple[int, int] | None = None,
-        ttft_all_levels: bool = False, today: str | None = None) -> Calibration:
+        ttft_all_levels: bool = False, today: str | None = None,
+        batch1: bool = False) -> Calibration:
     """Fit F11's knobs from measured points of one model on one GPU and engine.
 
     `base` is the scenario the points were measured under (model, GPU, TP, KV precision);
@@ -500,6 +531,9 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     inter-token latency where the points have it (`decode_measured_ms`), prefill is TTFT at
     the lowest level of each prompt length (`prefill_fit_points`).
     `max_concurrency` = (C, context tokens): a measured maximum (or the C just below an OOM).
+    `batch1` (operator method): also fit `batch1_factor`, the step of one sequence over the
+    formula's, for an engine that runs one sequence through other kernels (llama.cpp on CPU);
+    off, it stays 1, as for vLLM and SGLang on GPUs, and the other knobs keep their precision.
     """
     if not points:
         raise InputError("no measured points to fit: import a file with at least one row")
@@ -518,7 +552,8 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     pre = prefill_fit_points(points, ttft_all_levels)
     if not dec and not pre and max_concurrency is None:
         raise InputError("the points have neither TPOT nor TTFT: nothing to fit")
-    decode_problem = _OPERATOR if method == StepMethod.OPERATOR else _DECODE
+    decode_problem = ((_OPERATOR_B1 if batch1 else _OPERATOR) if method == StepMethod.OPERATOR
+                      else _DECODE)
     knobs: dict[str, float | None] = dict.fromkeys(KNOBS)
     std: list[tuple[str, float]] = []
     ident: list[tuple[str, float]] = []

@@ -207,7 +207,8 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
                  attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
                  comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float = 1.0,
                  eta_kv: float | None = None, eff: float = 1.0, attn_sat_batch: float = 0.0,
-                 overhead_ms: float = 0.0, seq_overhead_ms: float = 0.0) -> StepParts:
+                 overhead_ms: float = 0.0, seq_overhead_ms: float = 0.0,
+                 batch1_factor: float = 1.0) -> StepParts:
     """The decode step from its terms at peak (ms) and the knobs: F4 or F4b (docs/method.md).
 
     Peak terms: `weight_peak_ms` = W_read / BW, `kv_peak_ms` = b x KV / BW, `gemm_peak_ms` =
@@ -215,8 +216,15 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     Chapter: t0 + max((W + bKV) / (BW eta_bw), 2Pb / (F eff)) + comm + t_seq b (attention FLOPs,
     eta_kv and the floor are not part of it). Operator: t0 + max(W / (BW eta_bw), 2Pb / (F eff))
     + max(bKV / (BW eta_kv), bA / F, KV b_sat / (BW eta_kv)) + comm + t_seq b; the floor only
-    where b > 0. `eta_kv` None: eta_bw. `StepModel` and calibration's fit both call this, so a
-    fitted calibration predicts exactly what `evaluate` computes.
+    where b > 0. `eta_kv` None: eta_bw. `batch1_factor` (dimensionless, spec-sheet 1): the step
+    of exactly one sequence, communication aside, is that factor times the formula's. An engine
+    may run one sequence through other kernels: llama.cpp's CPU backend multiplies by one
+    vector with its own matrix-vector code and hands two or more to its GEMM kernels
+    (ggml-cpu/llamafile/sgemm.cpp, `llamafile_sgemm`: "only enable sgemm for prompt
+    processing", n < 2 declined), and measured on this project's realtest the step jumps 11 ms
+    from one sequence to two, then grows 4 ms a sequence. The difference goes into
+    `serial_ms`. `StepModel` and calibration's fit both call this, so a fitted calibration
+    predicts exactly what `evaluate` computes.
     """
     b = np.asarray(batch, dtype=np.float64)
     comm = np.asarray(comm_ms, dtype=np.float64)
@@ -229,10 +237,11 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
         zero = np.zeros_like(bw)
         step = step_time_ms(bandwidth_ms=bw, compute_ms=g, comm_ms=comm,
                             overhead_ms=overhead_ms) + per_seq
+        one = _batch_one(b, step, comm, batch1_factor)
         return StepParts(bandwidth_ms=bw, compute_ms=np.asarray(g, dtype=np.float64),
                          gemm_ms=zero, attention_ms=zero,
-                         serial_ms=np.asarray(per_seq + zero, dtype=np.float64),
-                         step_ms=np.asarray(step, dtype=np.float64))
+                         serial_ms=np.asarray(per_seq + zero + one, dtype=np.float64),
+                         step_ms=np.asarray(step + one, dtype=np.float64))
     ekv = eta_bw if eta_kv is None else eta_kv
     kv = np.asarray(kv_peak_ms, dtype=np.float64) / ekv
     a = np.asarray(attention_peak_ms, dtype=np.float64)
@@ -242,8 +251,10 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     attn = np.maximum(np.maximum(kv, a), floor)
     bw = w + kv
     cp = g + a
-    serial = gemm + attn + per_seq - np.maximum(bw, cp)
     step = overhead_ms + gemm + attn + comm + per_seq
+    one = _batch_one(b, step, comm, batch1_factor)
+    step = step + one
+    serial = gemm + attn + per_seq + one - np.maximum(bw, cp)
     shape = np.broadcast_shapes(np.shape(step), np.shape(bw))
     return StepParts(bandwidth_ms=np.asarray(bw, dtype=np.float64),
                      compute_ms=np.asarray(cp, dtype=np.float64),
@@ -251,6 +262,14 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
                      attention_ms=np.asarray(np.broadcast_to(attn, shape), dtype=np.float64),
                      serial_ms=np.asarray(serial, dtype=np.float64),
                      step_ms=np.asarray(step, dtype=np.float64))
+
+
+def _batch_one(b: FloatArray, step: FloatArray, comm: FloatArray, factor: float) -> FloatArray:
+    """What `batch1_factor` adds to the step (ms): (factor - 1) x (step - comm) where exactly
+    one sequence decodes, 0 elsewhere (and everywhere at factor 1)."""
+    if factor == 1.0:
+        return np.zeros(np.broadcast_shapes(np.shape(b), np.shape(step)))
+    return np.asarray(np.where(b == 1.0, (factor - 1.0) * (step - comm), 0.0), dtype=np.float64)
 
 
 class Bound(StrEnum):
@@ -331,6 +350,8 @@ class StepModel:
     eta_kv: float | None = None
     attn_sat_batch: float = 0.0
     seq_overhead_ms: float = 0.0
+    batch1_factor: float = 1.0
+    """The step of one sequence over the formula's (`combine_step`); 1 on the spec sheet."""
     unread_weight_share: float = 0.0
     """Share of W a decode step does not read: an untied input embedding table, of which the
     engine gathers one row per sequence (operator method; 0 under the chapter's)."""
@@ -343,7 +364,8 @@ class StepModel:
                   comm_per_seq_ms: FloatArray | float = 0.0,
                   method: str = DEFAULT_STEP_METHOD.value,
                   context_tokens: FloatArray | float | None = None, eta_kv: float | None = None,
-                  attn_sat_batch: float = 0.0, seq_overhead_ms: float = 0.0) -> StepModel:
+                  attn_sat_batch: float = 0.0, seq_overhead_ms: float = 0.0,
+                  batch1_factor: float = 1.0) -> StepModel:
         """The step of `model`: active parameters and MoE routing taken from the catalog; the
         attention FLOPs per sequence from its layers at `context_tokens` (none when None).
 
@@ -364,7 +386,8 @@ class StepModel:
                    comm_per_seq_ms=comm_per_seq_ms, expert_fraction=expert_fraction(model),
                    experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1,
                    method=StepMethod(method).value, attention_flops_request=attn,
-                   eta_kv=eta_kv, attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms)
+                   eta_kv=eta_kv, attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms,
+                   batch1_factor=batch1_factor)
 
     def select(self, idx: npt.NDArray[np.int64]) -> StepModel:
         """The configurations at `idx` (array fields indexed, scalars kept)."""
@@ -433,7 +456,8 @@ class StepModel:
         return combine_step(
             method=self.method, **self._peak(b, w, kv, fl, afl), eta_bw=self.eta_bw,
             eta_kv=self.eta_kv, eff=self.eff, attn_sat_batch=self.attn_sat_batch,
-            overhead_ms=self.overhead_ms, seq_overhead_ms=self.seq_overhead_ms)
+            overhead_ms=self.overhead_ms, seq_overhead_ms=self.seq_overhead_ms,
+            batch1_factor=self.batch1_factor)
 
     def bandwidth_ms(self, batch: FloatArray) -> FloatArray:
         """The step's memory total, ms: (W_read(b) + b x KV) / (BW x eta_bw) (chapter), or

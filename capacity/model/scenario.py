@@ -72,6 +72,8 @@ DEFAULT_CONTEXT_TOKENS = 8192
 DEFAULT_CONCURRENCY = (1, 50, 100)
 DEFAULT_EFF = 1.0
 DEFAULT_MFU = 0.3
+BATCH1_FACTOR_MAX = 2.0
+"""The batch-1 step factor's upper bound: one sequence at most twice the formula's step."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +116,9 @@ class Scenario:
     floor; 0 = no floor, the spec sheet)."""
     seq_overhead_ms: float = 0.0
     """Time per sequence per decode step, ms (sampling, scheduling, element-wise kernels)."""
+    batch1_factor: float = 1.0
+    """The decode step of exactly one sequence over the formula's (dimensionless; 1 on the
+    spec sheet): an engine may run one sequence through other kernels (`combine_step`)."""
     attn_mfu: float | None = None
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
 
@@ -186,6 +191,7 @@ def make_scenario(
     attn_sat_batch: float = 0.0,
     seq_overhead_ms: float = 0.0,
     attn_mfu: float | None = None,
+    batch1_factor: float = 1.0,
 ) -> Scenario:
     """Resolve catalog keys and validate every input into a Scenario.
 
@@ -219,6 +225,9 @@ def make_scenario(
     for name, frac in (("eta_kv", eta_kv), ("attention MFU", attn_mfu)):
         if frac is not None and not (math.isfinite(frac) and 0 < frac <= 1):
             raise InputError(f"{name} is a fraction of peak: it must be in (0, 1], got {frac}")
+    if not (math.isfinite(batch1_factor) and 0 < batch1_factor <= BATCH1_FACTOR_MAX):
+        raise InputError(f"the batch-1 step factor must be in (0, {BATCH1_FACTOR_MAX:g}], got "
+                         f"{batch1_factor}")
     method = step_method_of(step_method).value
     for name, value in (("overhead", overhead_gb), ("headroom", headroom),
                         ("step overhead", step_overhead_ms),
@@ -258,6 +267,7 @@ def make_scenario(
         prefill_overhead_ms=prefill_overhead_ms, calibration=calibration,
         warnings=tuple(warnings), step_method=method, eta_kv=eta_kv,
         attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
+        batch1_factor=batch1_factor,
     )
 
 
@@ -308,7 +318,8 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
         bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw,
         overhead_ms=s.step_overhead_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq,
         method=s.step_method, context_tokens=np.asarray(ctx, dtype=np.float64),
-        eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms)
+        eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms,
+        batch1_factor=s.batch1_factor)
 
 
 def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,

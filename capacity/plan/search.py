@@ -159,6 +159,9 @@ class PlanInputs:
     """Operator method: the attention floor's saturation batch, sequences (0: no floor)."""
     seq_overhead_ms: float = 0.0
     """Time per sequence per decode step, ms."""
+    batch1_factor: float = 1.0
+    """The step of exactly one sequence over the formula's (a calibration's; 1 on the spec
+    sheet)."""
     attn_mfu: float | None = None
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
     growth_per_month: float = 0.0
@@ -528,7 +531,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
         overhead_ms=inp.step_overhead_ms, comm_fixed_ms=a["ca"],
         comm_per_seq_ms=a["cb"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
-        attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms)
+        attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
+        batch1_factor=inp.batch1_factor)
     units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
@@ -884,7 +888,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         headroom=inp.memory_headroom, eta_bw=inp.eta_bw, step_overhead_ms=inp.step_overhead_ms,
         prefill_overhead_ms=inp.prefill_overhead_ms, calibration=inp.calibration or None,
         step_method=inp.step_method, eta_kv=inp.eta_kv, attn_sat_batch=inp.attn_sat_batch,
-        seq_overhead_ms=inp.seq_overhead_ms, attn_mfu=inp.attn_mfu)
+        seq_overhead_ms=inp.seq_overhead_ms, attn_mfu=inp.attn_mfu,
+        batch1_factor=inp.batch1_factor)
 
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,

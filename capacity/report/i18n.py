@@ -241,6 +241,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "in_eta_kv": ("KV-read bandwidth efficiency", "KV 读取带宽效率"),
     "in_attn_sat_batch": ("attention saturation batch (sequences)", "注意力饱和批量（序列数）"),
     "in_seq_overhead_ms": ("per-sequence step overhead (ms)", "每序列每步开销 (ms)"),
+    "in_batch1_factor": ("step at batch 1 / formula (ratio)", "单序列步长 / 公式（比值）"),
     "in_attn_mfu": ("prefill attention MFU", "预填充注意力 MFU"),
     # explorer: headline and verdicts
     "headline": ("{c} concurrent requests × {ctx} tokens on {n} × {gpu}",
@@ -862,6 +863,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_pick_help": ("Pick several to compare them side by side.", "选多个可并排比较。"),
     "r_no_levels": ("This run has no finished level yet (a summary row is written when a "
                     "level ends).", "该测量还没有完成的级别（每级结束时写入汇总行）。"),
+    "r_fit_batch1": ("llama.cpp run: the fit also learns the step of one sequence on its own "
+                     "(its CPU backend runs one sequence through other kernels than two or more).",
+                     "llama.cpp 测量：拟合还单独学习单序列的步长（其 CPU 后端对单序列与多序列使用"
+                     "不同的内核）。"),
     "r_run_warnings": ("The bench warned about this run ({n}); its numbers may not be what "
                        "they seem:", "压测对该测量给出了警告（{n} 条），其数字可能并非表面所示："),
     "r_import": ("Import measurements", "导入测量数据"),
@@ -1421,6 +1426,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_knob_attn_sat_batch": ("attention saturation batch b_sat (sequences)",
                               "注意力饱和批量 b_sat（序列数）"),
     "r_knob_seq_overhead_ms": ("per-sequence step overhead (ms)", "每序列每步开销（毫秒）"),
+    "r_knob_batch1_factor": ("step at batch 1 / formula (ratio)", "单序列步长 / 公式（比值）"),
     "r_knob_attn_mfu": ("prefill attention MFU (fraction)", "预填充注意力 MFU（比例）"),
     "r_col_pinned": ("pinned by the data", "数据能否确定"),
     "r_pinned_yes": ("yes", "能"),
