@@ -155,8 +155,7 @@ if source == "run":
             meta = ms.run_meta(str(row["dir"]))
             args = meta.get("args") or {}
             find_max = meta.get("find_max") if isinstance(meta.get("find_max"), dict) else None
-            info = meta.get("engine_info") if isinstance(meta.get("engine_info"), dict) else {}
-            fit_batch1 = calib.batch1_for_engine(info.get("engine"))
+            fit_batch1 = calib.batch1_for_run(meta)
             run_warnings = bench_run_warnings(meta)
             if run_warnings:  # client-bound levels, prefix-cache hits, one-burst levels...
                 st.warning(T("r_run_warnings", n=len(run_warnings)) + "\n\n"

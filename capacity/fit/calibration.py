@@ -35,7 +35,7 @@ import csv
 import io
 import math
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from enum import StrEnum
@@ -97,8 +97,11 @@ BATCH1_ENGINES = ("llama.cpp",)
 sequence through other kernels than two or more: a fit of their runs frees batch1_factor."""
 
 
-def batch1_for_engine(engine: object) -> bool:
-    """Whether a run of this engine (`engine_info["engine"]`) should fit batch1_factor."""
+def batch1_for_run(meta: Mapping[str, Any]) -> bool:
+    """Whether a fit of this run (its meta.json) should free batch1_factor: its
+    `engine_info["engine"]` is one of `BATCH1_ENGINES`."""
+    info = meta.get("engine_info")
+    engine = info.get("engine") if isinstance(info, Mapping) else None
     return isinstance(engine, str) and engine.strip().lower() in BATCH1_ENGINES
 
 
@@ -424,9 +427,9 @@ def identifiability(problem_names: Sequence[str], model: Callable[[FloatArray, A
     post = np.linalg.pinv(jd.T @ jd + prior_info)
     pri = np.linalg.pinv(prior_info)
     ratio = np.sqrt(np.clip(np.diag(post), 0.0, None) / np.clip(np.diag(pri), 1e-300, None))
-    # a prior narrower than a fraction's e-fold (batch1_factor's tenth) is no wider a doubt:
-    # its ratio is taken against the e-fold, as for the other ratios of peak
-    narrow = np.array([_prior_sd(n, scale) if n == "batch1_factor" else 1.0 for n in names])
+    # a log knob's prior narrower than an e-fold (batch1_factor's tenth) is no wider a doubt:
+    # its ratio is taken against the e-fold, as for the ratios of peak (theirs is 1)
+    narrow = np.array([_prior_sd(n, scale) if n in LOG_KNOBS else 1.0 for n in names])
     return np.asarray(ratio * narrow, dtype=np.float64)
 
 
