@@ -11,6 +11,7 @@ from app import cache
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
+from capacity.bench.client import MAX_PASSES
 from capacity.bench.job import (
     PAGE_LIMITS,
     BenchJob,
@@ -26,7 +27,12 @@ from capacity.bench.job import (
 )
 from capacity.bench.storage import model_name
 from capacity.errors import CapacityError
-from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, measurement_plan
+from capacity.fit.sweep import (
+    CALIBRATION_PASSES,
+    CHARS_PER_TOKEN,
+    OUTPUT_TOKENS,
+    measurement_plan,
+)
 from capacity.model.cost import CURRENCIES
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, make_scenario
 from capacity.model.traffic import load_presets
@@ -57,7 +63,8 @@ elif guard.allow_hosts is not None:
     st.caption(T("m_loopback_only"))
 
 defaults = {"m_base_url": "http://127.0.0.1:8000/v1", "m_model": "", "m_levels": "1,4,16",
-            "m_requests": 32, "m_prompts": "2000", "m_rate": 0.0, "m_max_tokens": 64, "m_label": "measure",
+            "m_requests": 32, "m_passes": 1, "m_prompts": "2000", "m_rate": 0.0,
+            "m_max_tokens": 64, "m_label": "measure",
             "m_slo_ttft": 0.0, "m_slo_tpot": 0.0, "m_gpu": DEFAULT_GPU, "m_gpus": 1,
             "m_price": cat.gpu(DEFAULT_GPU).price_per_hour,
             "m_currency": cat.gpu(DEFAULT_GPU).currency, "m_predict": DEFAULT_MODEL, "m_workload": "",
@@ -186,22 +193,26 @@ def fill_calibration_sweep() -> None:
     g["m_prompts"] = ",".join(str(p * CHARS_PER_TOKEN) for p in prompts)
     g["m_levels"] = ",".join(map(str, levels))
     g["m_max_tokens"] = OUTPUT_TOKENS
+    g["m_passes"] = CALIBRATION_PASSES
     g["m_label"] = "calibration"
     g["m_preset_info"] = T("m_preset_calib_done", model=plan.model, gpu=plan.gpu,
                            n=len(plan.cells), prompts=", ".join(map(str, prompts)),
-                           levels=", ".join(map(str, levels)), tokens=OUTPUT_TOKENS)
+                           levels=", ".join(map(str, levels)), tokens=OUTPUT_TOKENS,
+                           passes=CALIBRATION_PASSES)
 
 
 st.button(T("m_preset_calib"), key="m_preset_calib", on_click=fill_calibration_sweep,
           help=T("m_preset_calib_help"))
 if info := st.session_state.get("m_preset_info"):
     st.caption(info)
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 3, 2])
 c1.text_input(T("m_levels"), key="m_levels", help=T("m_levels_help"))
 c2.number_input(T("m_requests"), min_value=1, max_value=PAGE_LIMITS.requests, step=1,
                 key="m_requests", help=T("m_requests_help"))
-c3.text_input(T("m_prompt_list"), key="m_prompts", help=T("m_prompt_list_help"))
-c4.number_input(T("m_max_tokens"), min_value=1, max_value=PAGE_LIMITS.max_tokens, step=16,
+c3.number_input(T("m_passes"), min_value=1, max_value=MAX_PASSES, step=1, key="m_passes",
+                help=T("m_passes_help"))
+c4.text_input(T("m_prompt_list"), key="m_prompts", help=T("m_prompt_list_help"))
+c5.number_input(T("m_max_tokens"), min_value=1, max_value=PAGE_LIMITS.max_tokens, step=16,
                 key="m_max_tokens")
 c1, c2, c3, c4 = st.columns(4)
 c1.text_input(T("m_label"), key="m_label", help=T("m_label_help"))
@@ -233,6 +244,7 @@ def forms() -> tuple[MeasureForm, ...]:
     return per_prompt(MeasureForm(
         base_url=str(g["m_base_url"]).strip(), model=str(g["m_model"]).strip() or None,
         concurrency=parse_levels(str(g["m_levels"])), requests=int(g["m_requests"]),
+        passes=int(g["m_passes"]),
         max_tokens=int(g["m_max_tokens"]), request_rate=float(g["m_rate"]) or None,
         label=str(g["m_label"]).strip(), slo_ttft_ms=float(g["m_slo_ttft"]) or None,
         slo_tpot_ms=float(g["m_slo_tpot"]) or None, gpu=str(g["m_gpu"]), gpus=int(g["m_gpus"]),

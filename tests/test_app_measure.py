@@ -95,6 +95,7 @@ def test_simulated_run_from_the_page_then_stop(bench_dir: Path) -> None:
         assert at.selectbox(key="m_model").value == "qwen3.5-9b-awq"
         at.text_input(key="m_levels").set_value("1,2")
         at.number_input(key="m_requests").set_value(4)
+        at.number_input(key="m_passes").set_value(2)
         at.text_input(key="m_prompts").set_value("400")
         at.number_input(key="m_max_tokens").set_value(16)
         at.text_input(key="m_label").set_value("page-run")
@@ -107,8 +108,14 @@ def test_simulated_run_from_the_page_then_stop(bench_dir: Path) -> None:
             runs = store.list_runs(label="page-run")
             assert runs["status"].tolist() == ["finished"]
             assert store.summary(runs["run_id"][0])["concurrency"].tolist() == [1, 2]
+            # two passes (1, 2, 2, 1), two requests of each level in each
+            reqs = store.requests(runs["run_id"][0])
+            assert reqs.groupby(["concurrency", "pass_index"]).size().tolist() == [2] * 4
+            assert reqs.sort_values("start_unix_s")["concurrency"].tolist() == [
+                1, 1, 2, 2, 2, 2, 1, 1]
 
         # a long run, stopped: what was measured is kept
+        at.number_input(key="m_passes").set_value(1)
         at.number_input(key="m_requests").set_value(2000)
         at.text_input(key="m_label").set_value("page-stop")
         at.button(key="m_start").click().run()
@@ -158,7 +165,12 @@ def test_every_string_of_both_pages_has_english_and_chinese() -> None:
 def test_calibration_sweep_preset_fills_the_plan(bench_dir: Path) -> None:
     """The "calibration sweep" preset: the prompt lengths (as characters) and levels of
     `capacity calibrate --plan` for the model to predict with on the chosen GPU."""
-    from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, measurement_plan
+    from capacity.fit.sweep import (
+        CALIBRATION_PASSES,
+        CHARS_PER_TOKEN,
+        OUTPUT_TOKENS,
+        measurement_plan,
+    )
     from capacity.model.scenario import make_scenario
     at = AppTest.from_file(APP, default_timeout=60).switch_page(PAGE)
     at.run()
@@ -175,7 +187,10 @@ def test_calibration_sweep_preset_fills_the_plan(bench_dir: Path) -> None:
     assert at.text_input(key="m_levels").value == ",".join(
         map(str, sorted({c.concurrency for c in plan.cells})))
     assert at.number_input(key="m_max_tokens").value == OUTPUT_TOKENS
+    # forward, then backward: a drifting machine shifts no level against another
+    assert at.number_input(key="m_passes").value == CALIBRATION_PASSES == 2
     assert "calibration plan of llama-3.1-8b-bf16 on h100-sxm" in texts(at)
+    assert "in 2 passes (forward, then backward)" in texts(at)
 
 
 def test_every_workload_preset_has_a_name_in_both_languages() -> None:

@@ -54,6 +54,7 @@ from capacity.bench.metrics import (
     cached_share,
     check_usage,
     server_timings,
+    span_s,
     summarize,
 )
 from capacity.bench.s3 import cache_dir as s3_cache_dir
@@ -166,6 +167,8 @@ MAX_SHARDS = 1024
 """Most shards (client machines) of one run (`--shard i/N`)."""
 MAX_WORKERS = 256
 """Most client worker processes of one run (`--workers`)."""
+MAX_PASSES = 16
+"""Most passes through a run's levels (`BenchConfig.passes`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,6 +216,10 @@ class BenchConfig:
     model: str | None = None
     endpoint: Endpoint = "chat"
     warmup: int = 1
+    passes: int = 1
+    """Times the run goes through its levels, each pass with its share of a level's
+    `requests`, in alternating order (`pass_plan`): a machine that speeds up or slows down
+    during the run then biases no level. Each level's summary pools its passes."""
     request_rate: float | None = None
     seed: int = 0
     ignore_eos: bool = True
@@ -249,6 +256,11 @@ class BenchConfig:
     workload: str | None = None
     """What the specs came from (a preset, a file, a log, prompt lengths), for meta.json."""
 
+    def pass_of(self, index: int) -> int:
+        """The pass (from 1) that measures request `index` of a level (`pass_bounds`)."""
+        bounds = pass_bounds(self.requests, self.passes)
+        return next((p for p in range(self.passes, 0, -1) if index >= bounds[p - 1]), 1)
+
     def spec(self, index: int) -> RequestSpec | None:
         """The spec of request `index` of a level, or None without a workload."""
         return self.specs[index % len(self.specs)] if self.specs else None
@@ -283,6 +295,15 @@ class BenchConfig:
                 raise InputError(f"{name} must be >= 1, got {v}")
         if self.warmup < 0:
             raise InputError(f"--warmup must be >= 0, got {self.warmup}")
+        if not 1 <= self.passes <= MAX_PASSES:
+            raise InputError(f"--passes must be between 1 and {MAX_PASSES}, got {self.passes}")
+        if self.passes > self.requests:
+            raise InputError(f"--passes {self.passes} needs at least {self.passes} --requests "
+                             f"(each pass measures its share of a level's requests), got "
+                             f"{self.requests}")
+        if self.passes > 1 and len(set(self.concurrency)) < len(self.concurrency):
+            raise InputError("--passes measures each level in every pass: give each "
+                             "concurrency once")
         if not (math.isfinite(self.chars_per_token) and 0.5 <= self.chars_per_token <= 64):
             raise InputError(f"--chars-per-token must be in 0.5..64, got {self.chars_per_token}")
         for sp in self.specs:
@@ -864,6 +885,7 @@ class _StreamState:
             prefix_id=spec.prefix_id if spec is not None and spec.prefix_id >= 0 else None,
             prefix_tokens_target=(spec.prefix_tokens if spec is not None and spec.prefix_id >= 0
                                   else None),
+            pass_index=r.cfg.pass_of(index),
         )
 
 
@@ -960,6 +982,9 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
     cfg.validate()
     if find_max is not None:
         find_max.validate()
+        if cfg.passes > 1:
+            raise InputError("--passes goes through fixed levels; --find-max picks its "
+                             "loads as it goes: drop one of them")
     if transport is not None and cfg.workers > 1:
         raise InputError("a custom transport runs in this process only: use workers=1")
     warnings: list[str] = []
@@ -1008,17 +1033,25 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
             if find_max is not None:
                 fm_result = await _find_max(runner, find_max, warnings, pool, summaries)
                 meta["find_max"] = fm_result.meta(find_max)
-            for level in cfg.concurrency if find_max is None else ():
-                if cfg.requests < 3 * level:
-                    w = (f"level {level}: {cfg.requests} requests < 3 x concurrency: one burst, "
-                         "so ramp-up and tail dominate; use --requests "
-                         f"{3 * level} or more")
+            plan = pass_plan(cfg.concurrency, cfg.passes, cfg.requests) if find_max is None \
+                else []
+            parts: dict[int, list[_Part]] = {}
+            for k, (p, level, share) in enumerate(plan):
+                if p == 0 and len(share) < 3 * level:
+                    each = " a pass" if cfg.passes > 1 else ""
+                    w = (f"level {level}: {len(share)} requests{each} < 3 x concurrency: one "
+                         "burst, so ramp-up and tail dominate; use --requests "
+                         f"{3 * level * cfg.passes} or more")
                     warnings.append(w)
                     emit("warning: " + w)
                 if cfg.warmup:
-                    await _warmup(runner, level, first=not summaries)
-                row = await _level(runner, level, warnings, pool)
-                _store_level(runner, row, summaries)
+                    await _warmup(runner, level, first=k == 0)
+                tag = f", pass {p + 1}/{cfg.passes}" if cfg.passes > 1 else ""
+                parts.setdefault(level, []).append(
+                    await _run_part(runner, level, pool, share=share, tag=tag))
+                if p == cfg.passes - 1:
+                    row = _level_summary(runner, level, parts.pop(level), warnings)
+                    _store_level(runner, row, summaries)
             meta["status"] = RunStatus.FINISHED.value
         except BaseException:
             meta["status"] = RunStatus.INTERRUPTED.value
@@ -1149,17 +1182,70 @@ def arrival_schedule(cfg: BenchConfig, level: int, rate: float | None = None,
     return [float(a) for a in np.cumsum(rng.exponential(1.0 / rate, n))]
 
 
+def pass_bounds(requests: int, passes: int) -> list[int]:
+    """Where each pass's share of a level's request indices starts, and the end: pass p
+    (from 0) measures indices bounds[p] to bounds[p + 1] - 1; shares differ by one at most."""
+    return [requests * p // passes for p in range(passes + 1)]
+
+
+def pass_plan(levels: Sequence[int], passes: int, requests: int
+              ) -> list[tuple[int, int, range]]:
+    """The order a run measures its levels in: (pass, level, request indices), `passes` times
+    through `levels`, forward, backward, forward... (1, 2, 4, 8, 8, 4, 2, 1 for two passes),
+    each pass with its share of a level's `requests` (shares differ by one at most). A machine
+    whose speed drifts during the run (another tenant, heat, a CPU's boost running out) then
+    shifts every level alike instead of the last ones most: in two passes of equally long
+    levels, each level's two halves sit symmetrically about the run's middle."""
+    bounds = pass_bounds(requests, passes)
+    return [(p, level, range(bounds[p], bounds[p + 1]))
+            for p in range(passes)
+            for level in (levels if p % 2 == 0 else tuple(reversed(levels)))]
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One pass of a level: its records and each client process's load."""
+
+    records: list[RequestRecord]
+    loads: dict[int, ClientLoad]
+
+
+def _merge_loads(parts: Sequence[_Part]) -> dict[int, ClientLoad]:
+    """Each process's load over a level's passes: CPU seconds add up, event-loop lag is the
+    worst pass's."""
+    out: dict[int, ClientLoad] = {}
+    for part in parts:
+        for wid, ld in part.loads.items():
+            was = out.get(wid)
+            out[wid] = ld if was is None else ClientLoad(
+                cpu_s=was.cpu_s + ld.cpu_s,
+                loop_lag_p50_ms=max(was.loop_lag_p50_ms, ld.loop_lag_p50_ms),
+                loop_lag_p99_ms=max(was.loop_lag_p99_ms, ld.loop_lag_p99_ms))
+    return out
+
+
 async def _level(runner: _Runner, level: int, warnings: list[str],
                  pool: WorkerPool | None = None, *, rate: float | None = None,
                  records_out: list[RequestRecord] | None = None,
                  requests: int | None = None) -> LevelSummary:
-    """Run one level (open loop at `rate`, default the run's `request_rate`; `requests`,
-    default the run's); its records are also appended to `records_out`."""
+    """Run one level in one go (open loop at `rate`, default the run's `request_rate`;
+    `requests`, default the run's); its records are also appended to `records_out`."""
+    part = await _run_part(runner, level, pool, share=range(requests or runner.cfg.requests),
+                           rate=rate, records_out=records_out)
+    return _level_summary(runner, level, [part], warnings, rate=rate)
+
+
+async def _run_part(runner: _Runner, level: int, pool: WorkerPool | None, *, share: range,
+                    rate: float | None = None, records_out: list[RequestRecord] | None = None,
+                    tag: str = "") -> _Part:
+    """Run the requests `share` (indices of the level's requests) of one level: all of it, or
+    one pass's (`pass_plan`). Open loop: the level's arrival schedule from `share`'s first
+    request on, timed from the arrival before it."""
     cfg = runner.cfg
-    total = requests or cfg.requests
     # a shard runs its share of the level: every shard_count-th request, from its index on,
     # and its part of the concurrency (the request indices stay the level's)
-    indices = range(cfg.shard_index, total, cfg.shard_count)
+    first = share.start + (cfg.shard_index - share.start) % cfg.shard_count
+    indices = range(first, share.stop, cfg.shard_count)
     slots = split_slots(level, cfg.shard_count)[cfg.shard_index]
     n = len(indices)
     records: list[RequestRecord] = records_out if records_out is not None else []
@@ -1176,11 +1262,14 @@ async def _level(runner: _Runner, level: int, warnings: list[str],
             ttft = np.median([r.ttft_ms for r in ok if r.ttft_ms is not None]) if ok else math.nan
             tp = [r.tpot_ms for r in ok if r.tpot_ms is not None]
             tpot = np.median(tp) if tp else math.nan
-            runner.emit(f"  concurrency {level}: {k}/{n} done, {k - len(ok)} failed, "
+            runner.emit(f"  concurrency {level}{tag}: {k}/{n} done, {k - len(ok)} failed, "
                         f"TTFT p50 {ttft:.1f} ms, TPOT p50 {tpot:.2f} ms")
 
-    arrivals = ([(i, a) for i, a in enumerate(arrival_schedule(cfg, level, rate, total))
-                 if i % cfg.shard_count == cfg.shard_index] if rate is not None else None)
+    arrivals = None
+    if rate is not None:
+        schedule = arrival_schedule(cfg, level, rate, share.stop)
+        t0_s = schedule[share.start - 1] if share.start > 0 else 0.0
+        arrivals = [(i, schedule[i] - t0_s) for i in indices]
     if pool is not None:
         loads = await pool.run_level(level=level, slots=slots, indices=indices, rate=rate,
                                      arrivals=arrivals, compat=runner.compat, on_record=done)
@@ -1189,12 +1278,23 @@ async def _level(runner: _Runner, level: int, warnings: list[str],
                                       arrivals=arrivals or [],
                                       t0_ns=time.perf_counter_ns(), take=iter(indices),
                                       done=done)}
+    return _Part(records=records, loads=loads)
 
+
+def _level_summary(runner: _Runner, level: int, parts: Sequence[_Part], warnings: list[str],
+                   *, rate: float | None = None) -> LevelSummary:
+    """The summary row of a level from its passes (their records pooled; the level ran for
+    the sum of their spans), with the client-bound and prefix-cache warnings."""
+    cfg = runner.cfg
+    rate = rate if rate is not None else cfg.request_rate
+    records = [r for part in parts for r in part.records]
+    loads = _merge_loads(parts)
     row = summarize(records, run_id=runner.run_id, label=cfg.label, concurrency=level,
                     request_rate_rps=rate, endpoint=cfg.endpoint, model=runner.model,
                     slo_ttft_ms=cfg.slo_ttft_ms, slo_tpot_ms=cfg.slo_tpot_ms,
                     load=loads[0] if len(loads) == 1 else None, gpu=cfg.gpu,
-                    gpus=cfg.gpus, gpu_price_per_hour=cfg.gpu_price, currency=cfg.currency)
+                    gpus=cfg.gpus, gpu_price_per_hour=cfg.gpu_price, currency=cfg.currency,
+                    duration_s=sum(span_s(part.records) for part in parts))
     if len(loads) > 1:
         row = judge_workers(row, loads)
     if row.client_bound:

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from capacity import workspace
-from capacity.bench.client import MAX_BODY_BYTES, BenchLimits
+from capacity.bench.client import MAX_BODY_BYTES, MAX_PASSES, BenchLimits
 from capacity.bench.sse import loads_json
 from capacity.bench.storage import check_label, redact
 from capacity.errors import InputError
@@ -181,6 +181,8 @@ class MeasureForm:
     label: str = "measure"
     endpoint: str = "chat"
     warmup: int = 1
+    passes: int = 1
+    """Passes through the levels, forward then backward (`capacity bench --passes`)."""
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     gpu: str | None = None
@@ -209,6 +211,10 @@ class MeasureForm:
                 raise InputError(f"{name} must be >= 1, got {v}")
         if self.warmup < 0:
             raise InputError(f"warm-up must be >= 0, got {self.warmup}")
+        if not 1 <= self.passes <= min(MAX_PASSES, self.requests):
+            raise InputError(f"passes must be between 1 and {min(MAX_PASSES, self.requests)} "
+                             f"(at most {MAX_PASSES}, and no more than the requests), got "
+                             f"{self.passes}")
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise InputError(f"timeout must be > 0 s, got {self.timeout_s}")
         if self.request_rate is not None and not (math.isfinite(self.request_rate)
@@ -231,6 +237,7 @@ class MeasureForm:
              "--requests", str(self.requests), "--prompt-chars", str(self.prompt_chars),
              "--max-tokens", str(self.max_tokens), "--label", self.label,
              "--endpoint", self.endpoint, "--warmup", str(self.warmup),
+             "--passes", str(self.passes),
              "--timeout", f"{self.timeout_s:g}", "--out", self.out_dir, "--gpus", str(self.gpus)]
         for flag, v in (("--model", self.model), ("--gpu", self.gpu),
                         ("--predict-model", self.predict_model), ("--currency", self.currency),

@@ -203,6 +203,9 @@ class RequestRecord:
     """Prompt tokens the server took from its prefix cache instead of computing them
     (`usage.prompt_tokens_details.cached_tokens`: vLLM, SGLang, llama.cpp; else llama.cpp's
     `timings.cache_n`); None where the server does not say (`cached_prompt_tokens`)."""
+    pass_index: int = 1
+    """Which pass through the run's levels measured this request, from 1 (`--passes`; 1 in a
+    run of one pass)."""
     row_complete: int = 1
     """Always 1; a row cut short by a killed run lacks it, so readers can drop it."""
 
@@ -396,18 +399,29 @@ identical requests leaves the client a few ms late, which matters for a 20 ms re
 for a 2 s one (the latencies themselves start at the send, so they are not distorted)."""
 
 
+def span_s(records: Sequence[RequestRecord]) -> float:
+    """Seconds from the first send to the last successful answer of `records` (0 without a
+    success)."""
+    ok = [r for r in records if r.success]
+    if not ok:
+        return 0.0
+    return (max(r.start_unix_s + (r.e2e_ms or 0.0) / 1e3 for r in ok)
+            - min(r.start_unix_s for r in records))
+
+
 def summarize(records: Sequence[RequestRecord], *, run_id: str, label: str, concurrency: int,
               request_rate_rps: float | None, endpoint: str, model: str,
               slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None,
               load: ClientLoad | None = None, gpu: str | None = None, gpus: int = 1,
-              gpu_price_per_hour: float | None = None, currency: str | None = None
-              ) -> LevelSummary:
-    """One row of summary.csv for the records of one level."""
+              gpu_price_per_hour: float | None = None, currency: str | None = None,
+              duration_s: float | None = None) -> LevelSummary:
+    """One row of summary.csv for the records of one level. `duration_s` (s): the time the
+    level ran; None: the span of its records (`span_s`). A level measured in passes
+    (`--passes`) ran for the sum of its passes' spans, not from its first send to its last
+    answer, between which other levels ran."""
     ok = [r for r in records if r.success]
     failed = [r for r in records if not r.success]
-    starts = [r.start_unix_s for r in records]
-    ends = [r.start_unix_s + (r.e2e_ms or 0.0) / 1e3 for r in ok]
-    duration = (max(ends) - min(starts)) if ok else 0.0
+    duration = span_s(records) if duration_s is None else duration_s
     out_tokens = sum(r.output_tokens for r in ok)
     in_tokens = sum(r.prompt_tokens or 0 for r in ok)
 

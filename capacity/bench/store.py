@@ -342,22 +342,32 @@ class RunStore:
     def level_stats(self, run_id: str | None = None) -> pd.DataFrame:
         """Every level's statistics recomputed from its request rows (every run, or one):
         requests, ok, TTFT and TPOT p50/p99 (exact, `quantile_cont`), output tok/s (ok tokens
-        over the level's span). A team's whole store in one query: each column's two
+        over the level's span, the sum of its passes' spans in a run of `--passes`, between
+        which other levels ran). A team's whole store in one query: each column's two
         quantiles come from one sort (a list of fractions), which halves the work of four
         separate quantiles. Units in the names."""
         return self._df("""
-            SELECT run_id, concurrency, requests, ok, ttft_q[1] AS ttft_p50_ms,
+            WITH passes AS (
+                SELECT run_id, concurrency, count(*) AS requests,
+                       count(*) FILTER (WHERE success) AS ok,
+                       sum(output_tokens) FILTER (WHERE success) AS tokens,
+                       max(start_unix_s + e2e_ms / 1000) - min(start_unix_s) AS span_s
+                FROM requests WHERE $run_id IS NULL OR run_id = $run_id
+                GROUP BY run_id, concurrency, coalesce(pass_index, 1)),
+            levels AS (
+                SELECT run_id, concurrency,
+                       quantile_cont(ttft_ms, [0.5, 0.99]) FILTER (WHERE success) AS ttft_q,
+                       quantile_cont(tpot_ms, [0.5, 0.99]) FILTER (WHERE success) AS tpot_q
+                FROM requests WHERE $run_id IS NULL OR run_id = $run_id
+                GROUP BY run_id, concurrency)
+            SELECT l.run_id, l.concurrency, p.requests, p.ok, ttft_q[1] AS ttft_p50_ms,
                    ttft_q[2] AS ttft_p99_ms, tpot_q[1] AS tpot_p50_ms, tpot_q[2] AS tpot_p99_ms,
-                   output_tok_s
-            FROM (SELECT run_id, concurrency, count(*) AS requests,
-                         count(*) FILTER (WHERE success) AS ok,
-                         quantile_cont(ttft_ms, [0.5, 0.99]) FILTER (WHERE success) AS ttft_q,
-                         quantile_cont(tpot_ms, [0.5, 0.99]) FILTER (WHERE success) AS tpot_q,
-                         sum(output_tokens) FILTER (WHERE success)
-                           / nullif(max(start_unix_s + e2e_ms / 1000) - min(start_unix_s), 0)
-                           AS output_tok_s
-                  FROM requests WHERE $run_id IS NULL OR run_id = $run_id
-                  GROUP BY run_id, concurrency)
+                   p.tokens / nullif(p.span_s, 0) AS output_tok_s
+            FROM levels l JOIN (SELECT run_id, concurrency, sum(requests) AS requests,
+                                       sum(ok) AS ok, sum(tokens) AS tokens,
+                                       sum(span_s) AS span_s
+                                FROM passes GROUP BY run_id, concurrency) p
+              USING (run_id, concurrency)
             ORDER BY run_id, concurrency""", {"run_id": run_id})
 
     def requests(self, run_id: str, concurrency: int | None = None) -> pd.DataFrame:

@@ -61,6 +61,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         f"--find-max by rate: the in-flight cap, default {FIND_MAX_CAP})")
     p.add_argument("--requests", type=whole(min=1), default=100,
                    help="measured requests per level; aim for 3-5x the concurrency (default 100)")
+    p.add_argument("--passes", type=whole(min=1), default=1, metavar="N",
+                   help="go through the levels N times, forward then backward, each pass "
+                        "with its share of --requests, so that a machine drifting during the "
+                        "run biases no level; a level's row pools its passes (default 1)")
     p.add_argument("--warmup", type=whole(min=0), default=1,
                    help="unmeasured warm-up requests before each level (default 1)")
     p.add_argument("--prompt-chars", type=whole(min=1), default=1000, metavar="CHARS",
@@ -312,6 +316,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         base_url=args.base_url, concurrency=levels,
         requests=requests, prompt_chars=args.prompt_chars, max_tokens=args.max_tokens,
         label=args.label, model=args.model, endpoint=args.endpoint, warmup=args.warmup,
+        passes=args.passes,
         request_rate=rate, seed=args.seed, ignore_eos=args.ignore_eos,
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, timeout_s=args.timeout,
         request_deadline_s=args.request_deadline_s,

@@ -43,7 +43,13 @@ from capacity.fit.calibration import (
 from capacity.fit.imports import FORMATS, read_bench_label, read_measured
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import reference_points
-from capacity.fit.sweep import CHARS_PER_TOKEN, OUTPUT_TOKENS, MeasurementPlan, measurement_plan
+from capacity.fit.sweep import (
+    CALIBRATION_PASSES,
+    CHARS_PER_TOKEN,
+    OUTPUT_TOKENS,
+    MeasurementPlan,
+    measurement_plan,
+)
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
 from capacity.report.tables import render
@@ -214,7 +220,8 @@ def plan_text(plan: MeasurementPlan, fmt: str = "text") -> str:
     out.append(f"\nOne bench run per prompt length ({CHARS_PER_TOKEN} characters per token; "
                "set the engine's max_num_seqs at least to the largest level):")
     out += [f"  capacity bench ... --prompt-chars {p * CHARS_PER_TOKEN} --concurrency "
-            f"{','.join(map(str, levels))} --max-tokens {OUTPUT_TOKENS} --label calib-p{p}"
+            f"{','.join(map(str, levels))} --max-tokens {OUTPUT_TOKENS} "
+            f"--passes {CALIBRATION_PASSES} --label calib-p{p}"
             for p, levels in plan.sweeps()]
     out.append("")
     out.append(render(["knob", "posterior / prior width", "pinned"],

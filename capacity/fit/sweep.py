@@ -44,6 +44,11 @@ LEVELS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 1024 by GPU) the excess waits in its queue: set it at least as high as the plan's largest."""
 OUTPUT_TOKENS = 64
 """Output tokens per request: enough gaps for a median, a context that barely moves."""
+CALIBRATION_PASSES = 2
+"""Passes through a sweep's levels (`capacity bench --passes`): forward, then backward, so a
+machine drifting during the sweep shifts no level against another. Measured on a cloud VM
+with llama.cpp, a fit on one direction predicted the other direction's points 2.6-5.9% off
+(median), a fit on both the pooled points 2.6% (docs/bench.md, "Measuring in passes")."""
 DESIGN_KNOBS: dict[str, float] = {
     "eta_bw": 0.8, "eta_kv": 0.8, "eff": 0.5, "attn_sat_batch": 4.0, "step_overhead_ms": 0.5,
     "seq_overhead_ms": 0.005, "mfu": 0.4, "attn_mfu": 0.4, "prefill_overhead_ms": 10.0}
@@ -97,6 +102,7 @@ class MeasurementPlan:
     def to_json(self) -> dict[str, object]:
         """The plan as JSON (cells, sweeps, ratios, what stays unpinned)."""
         return {"model": self.model, "gpu": self.gpu, "output_tokens": OUTPUT_TOKENS,
+                "passes": CALIBRATION_PASSES,
                 "cells": [{**c.__dict__, "prompt_chars": c.prompt_chars} for c in self.cells],
                 "sweeps": [{"prompt_tokens": p, "prompt_chars": p * CHARS_PER_TOKEN,
                             "concurrency": list(c)} for p, c in self.sweeps()],

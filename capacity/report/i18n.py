@@ -783,6 +783,12 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "m_levels": ("Concurrency levels", "并发级别"),
     "m_levels_help": ("A comma list, e.g. 1,4,16.", "逗号分隔，例如 1,4,16。"),
     "m_requests": ("Requests per level", "每级请求数"),
+    "m_passes": ("Passes", "测量遍数"),
+    "m_passes_help": ("Go through the levels this many times, forward then backward, each "
+                      "time with a share of the requests: a machine whose speed drifts "
+                      "during the run then shifts no level against another.",
+                      "按此遍数轮流测量各并发档（先正序，再倒序），每遍测一部分请求："
+                      "运行期间机器速度漂移时，不会让某一档相对其他档偏快或偏慢。"),
     "m_requests_help": ("Aim for 3-5x the concurrency.", "建议为并发数的 3-5 倍。"),
     "m_prompt_chars": ("Prompt characters", "提示字符数"),
     "m_max_tokens": ("Max output tokens", "最大输出 tokens"),
@@ -1444,10 +1450,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                             "放不进显存的档会在引擎中排队。"),
     "m_preset_calib_done": ("Sweep filled from the calibration plan of {model} on {gpu}: {n} "
                             "cells, prompt lengths {prompts} tokens, levels {levels}, "
-                            "{tokens} output tokens. Results fits it in one click (Fit).",
+                            "{tokens} output tokens, in {passes} passes (forward, then "
+                            "backward). Results fits it in one click (Fit).",
                             "已按 {model} 在 {gpu} 上的校准方案填写测量：{n} 个测量点，提示长度 "
-                            "{prompts} tokens，并发档 {levels}，输出 {tokens} tokens。"
-                            "在结果页点击“拟合”即可一键拟合。"),
+                            "{prompts} tokens，并发档 {levels}，输出 {tokens} tokens，分 {passes} "
+                            "遍测量（先正序，再倒序）。在结果页点击“拟合”即可一键拟合。"),
     "r_export_md": ("Download report (Markdown)", "下载报告（Markdown）"),
     "r_export_csv": ("Download tables (CSV)", "下载表格（CSV）"),
     "r_report_title": ("Calibration '{name}'", "校准“{name}”"),
