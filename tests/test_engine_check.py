@@ -11,7 +11,7 @@ import pytest
 from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.fit.calibration import fit
-from capacity.fit.engine_check import check_run, markdown_table, median_abs_errors
+from capacity.fit.engine_check import CheckRow, check_run, markdown_table, median_abs_errors
 from capacity.fit.measured import run_scenario
 from capacity.fit.overlay import points_from_summary
 from capacity.model.scenario import Scenario
@@ -89,7 +89,7 @@ def test_the_spec_sheet_bound_is_checked_level_by_level(catalog: Catalog) -> Non
     level faster than the bound is counted out, one slower counted in."""
     import dataclasses
 
-    from capacity.fit.engine_check import CheckRow, bound_counts, spec_bound
+    from capacity.fit.engine_check import bound_counts, spec_bound
 
     summary, base = sample_and_scenario(catalog)
     model, gpu = MODEL, GPU
@@ -144,3 +144,19 @@ def test_an_open_loop_level_replays_its_own_send_times(catalog: Catalog) -> None
     # fewer than 10 send times: the drawn arrivals stay
     [few] = check_run(level, requests=rows_sent_at([0.0, 1.0]), **kw)  # type: ignore[arg-type]
     assert few.predicted == drawn.predicted
+
+
+def test_the_realtest_scores_the_sweep_on_its_held_out_f32_points_only() -> None:
+    """Issue 10's sweep line: |ITL p50 error| over the f32 closed loops outside the sweep;
+    the other shape, the f16 model and the Poisson load are other questions."""
+    from capacity.cli.realtest import CASE_CONC, CASE_CONC_LONG, CASE_LEN, sweep_errors
+
+    def row(case: str, measured: float) -> CheckRow:
+        return CheckRow(case=case, concurrency=3, request_rate_rps=None, prompt_tokens=100.0,
+                        output_tokens=64.0, measured={"itl_p50_ms": measured},
+                        predicted={"itl_p50_ms": 40.0})
+
+    rows = [row(CASE_CONC, 40.8), row(CASE_CONC_LONG, 36.0), row(CASE_LEN, 41.6),
+            row("f16 model", 20.0), row("f32 Poisson", 60.0), row("f32 other shape", 10.0)]
+    assert sweep_errors(rows) == "median 4.0%, worst 10.0% over 3 points"
+    assert sweep_errors(rows[3:]) == "no point measured"
