@@ -16,12 +16,11 @@ import pytest
 from capacity.bench.client import (
     MAX_PASSES,
     BenchConfig,
-    pass_bounds,
     pass_plan,
     run_bench,
 )
 from capacity.bench.job import MeasureForm
-from capacity.bench.metrics import parse_itl
+from capacity.bench.metrics import parse_itl, pass_bounds
 from capacity.bench.store import RunStore
 from capacity.cli.bench import config_from_args
 from capacity.cli.main import build_parser

@@ -160,3 +160,13 @@ def test_the_realtest_scores_the_sweep_on_its_held_out_f32_points_only() -> None
             row("f16 model", 20.0), row("f32 Poisson", 60.0), row("f32 other shape", 10.0)]
     assert sweep_errors(rows) == "median 4.0%, worst 10.0% over 3 points"
     assert sweep_errors(rows[3:]) == "no point measured"
+
+
+def test_a_runs_passes_come_from_its_request_rows() -> None:
+    """A closed-loop level is predicted as it ran: in as many passes as its rows say."""
+    from capacity.fit.engine_check import _passes
+
+    assert _passes(None) == 1
+    assert _passes(pd.DataFrame({"concurrency": [1, 1]})) == 1  # a run from before --passes
+    assert _passes(pd.DataFrame({"pass_index": [1, 2, 2, 1]})) == 2
+    assert _passes(pd.DataFrame({"pass_index": [None, "x"]})) == 1

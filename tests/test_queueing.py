@@ -11,6 +11,7 @@ from capacity.plan.queueing import (
     ServiceModel,
     StepModel,
     analytic_latency,
+    closed_loop_as_run,
     md1_mean_wait_ms,
     service_from_scenario,
     simulate,
@@ -144,6 +145,30 @@ def test_batched_prefill_gives_a_batch_one_first_token_time() -> None:
     # its own batch: 4 x 100 + 10 x 10 + 4 x 100 ms (after the first round)
     closed = simulate(svc, concurrency=8, n_requests=80, warmup_fraction=0.2)
     assert closed.ttft_ms[0.5] == pytest.approx(900.0)
+
+
+def test_a_closed_loop_as_the_bench_ran_it() -> None:
+    """`closed_loop_as_run`: each pass a closed loop from an idle replica. 8 clients on 4
+    slots (prefill 100 ms a prompt, batched; 10 decode steps of 10 ms): the first 4 prompts
+    take 400 ms, the other 4 wait for them to finish (500 ms) and take 400 ms more: TTFT 400 ms
+    for half, 900 ms for the rest, where the endless loop's steady state is 900 ms for all."""
+    svc = ServiceModel(slots=4, bandwidth_ms=np.full(5, 10.0), compute_ms=np.zeros(5),
+                       comm_ms=np.zeros(5), overhead_ms=0.0, prefill_ms=100.0,
+                       prompt_tokens=512, output_tokens=11)
+    one = closed_loop_as_run(svc, concurrency=8, shares=[8])
+    assert one["ttft_p50_ms"] == pytest.approx(650.0)  # between 400 and 900, as np.percentile
+    assert one["ttft_p90_ms"] == pytest.approx(900.0)
+    assert one["itl_p50_ms"] == pytest.approx(10.0)
+    assert one["output_tok_s"] == pytest.approx(8 * 11 / 1.0)  # the pass took 1,000 ms
+    steady = simulate(svc, concurrency=8, n_requests=80, warmup_fraction=0.2)
+    assert steady.ttft_ms[0.5] == pytest.approx(900.0)
+    # two equal passes pool to the same numbers: tok/s over the sum of their spans
+    assert closed_loop_as_run(svc, concurrency=8, shares=[8, 8]) == pytest.approx(one)
+    for bad in ([], [0], [4, -1]):
+        with pytest.raises(InputError):
+            closed_loop_as_run(svc, concurrency=8, shares=bad)
+    with pytest.raises(InputError):
+        closed_loop_as_run(svc, concurrency=0, shares=[4])
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -53,6 +53,7 @@ from capacity.bench.metrics import (
     cached_prompt_tokens,
     cached_share,
     check_usage,
+    pass_bounds,
     server_timings,
     span_s,
     summarize,
@@ -1180,12 +1181,6 @@ def arrival_schedule(cfg: BenchConfig, level: int, rate: float | None = None,
         return [float(sp.at_s or 0.0) / rate for sp in cfg.specs[:n]]
     rng = np.random.default_rng(cfg.seed + level)
     return [float(a) for a in np.cumsum(rng.exponential(1.0 / rate, n))]
-
-
-def pass_bounds(requests: int, passes: int) -> list[int]:
-    """Where each pass's share of a level's request indices starts, and the end: pass p
-    (from 0) measures indices bounds[p] to bounds[p + 1] - 1; shares differ by one at most."""
-    return [requests * p // passes for p in range(passes + 1)]
 
 
 def pass_plan(levels: Sequence[int], passes: int, requests: int

@@ -399,6 +399,13 @@ identical requests leaves the client a few ms late, which matters for a 20 ms re
 for a 2 s one (the latencies themselves start at the send, so they are not distorted)."""
 
 
+def pass_bounds(requests: int, passes: int) -> list[int]:
+    """Where each pass's share of a level's request indices starts, and the end: pass p
+    (from 0) measures indices bounds[p] to bounds[p + 1] - 1; shares differ by one at most
+    (`capacity bench --passes`)."""
+    return [requests * p // passes for p in range(passes + 1)]
+
+
 def span_s(records: Sequence[RequestRecord]) -> float:
     """Seconds from the first send to the last successful answer of `records` (0 without a
     success)."""

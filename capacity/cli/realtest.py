@@ -350,7 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (the Poisson level replays its own send times: 16 arrivals are one draw's bursts)
         rows += check_run(summary, case=case, model=model_key, gpu=GPU_KEY, calibration=cal,
                           catalog=catalog, engine="llamacpp", max_num_seqs=PARALLEL,
-                          requests=poisson_requests if case == "f32 Poisson" else None)
+                          requests=poisson_requests if case == "f32 Poisson" else None,
+                          passes=PASSES)
     table = markdown_table(rows)
     errors = median_abs_errors(rows)
     sweep = sweep_errors(rows)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from capacity.bench.metrics import pass_bounds
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import Catalog
 from capacity.fit.calibration import Calibration, apply
@@ -38,7 +39,7 @@ from capacity.fit.overlay import (
 from capacity.fit.validate import spec_sheet
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
-from capacity.plan.queueing import service_from_scenario, simulate
+from capacity.plan.queueing import closed_loop_as_run, service_from_scenario, simulate
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),
@@ -85,10 +86,14 @@ def _num(x: object) -> float:
 def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
               calibration: Calibration, catalog: Catalog | None = None,
               engine: str = DEFAULT_ENGINE, max_num_seqs: int | None = None,
-              requests: pd.DataFrame | None = None) -> list[CheckRow]:
+              requests: pd.DataFrame | None = None, passes: int | None = None
+              ) -> list[CheckRow]:
     """Compare every level of one run (one prompt length, one model) with the calibrated
     prediction under the run's own load, scheduled as `engine` with `max_num_seqs` slots.
-    `requests` (the run's request rows): open-loop levels replay their send times."""
+    `requests` (the run's request rows): open-loop levels replay their send times. A
+    closed-loop level is predicted as it ran (`closed_loop_as_run`): its `requests_total` in
+    `passes` closed loops from an idle server (None: the request rows' largest `pass_index`,
+    else 1), not the steady state of an endless loop."""
     points = points_from_summary(summary, model=model, gpu=gpu, source=case)
     if not points:
         return []
@@ -101,6 +106,7 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
                        failures=summary, load=Load.OPEN if open_loop else Load.CLOSED,
                        engine=engine, max_num_seqs=max_num_seqs)
     bound = spec_bound(scenario)
+    n_pass = passes if passes is not None else _passes(requests)
     cal = Predicted.CALIBRATED.value
     pred = ov.predicted[ov.predicted["series"] == cal]
     rows: list[CheckRow] = []
@@ -121,6 +127,15 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
             predicted |= replayed(requests, c, apply(calibration, scenario),
                                   output_tokens=max(1, round(output)), engine=engine,
                                   max_num_seqs=max_num_seqs)
+        total = _num(rec.get("requests_total"))
+        if not open_loop and math.isfinite(total) and total >= 1 and c >= 1:
+            svc = service_from_scenario(apply(calibration, scenario),
+                                        output_tokens=max(1, round(output)), engine=engine,
+                                        max_num_seqs=max_num_seqs)
+            n_passes = min(int(total), n_pass)
+            bounds = pass_bounds(int(total), n_passes)
+            predicted |= closed_loop_as_run(svc, concurrency=int(c), shares=[
+                b - a for a, b in zip(bounds, bounds[1:], strict=False)])
         rows.append(CheckRow(
             case=case, concurrency=int(c), request_rate_rps=_num(rec.get("request_rate_rps"))
             if open_loop else None,
@@ -131,6 +146,15 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
             spec={"itl_p50_ms": float(bound.step_ms(max(c, 1.0))),
                   "ttft_p50_ms": bound.ttft_ms}))
     return rows
+
+
+def _passes(requests: pd.DataFrame | None) -> int:
+    """A run's passes through its levels: the largest `pass_index` of its request rows (1
+    without rows, or for a run from before `--passes`)."""
+    if requests is None or "pass_index" not in requests:
+        return 1
+    top = pd.to_numeric(requests["pass_index"], errors="coerce").max()
+    return int(top) if math.isfinite(top) and top >= 1 else 1
 
 
 def replayed(requests: pd.DataFrame, concurrency: float, scenario: Scenario, *,

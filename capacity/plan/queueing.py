@@ -701,6 +701,37 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
     )
 
 
+def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[int]
+                       ) -> dict[str, float]:
+    """The event model of a closed-loop level as a bench run measures it: one closed loop of
+    `concurrency` clients per pass, from an idle replica, with that pass's share of the
+    level's requests (`capacity bench --passes`; one share: one pass), pooled as the bench
+    pools them: TTFT p50 and p90 over every request (ms, linear interpolation, as the
+    bench's), the token-weighted median inter-token gap (ms), output tok/s over the sum of
+    the passes' spans. Unlike `simulate`'s steady state, a short pass is mostly its opening
+    burst of `concurrency` prompts, which all wait for one another's prefill. No warm-up is
+    left out: the bench measures from the first request."""
+    if concurrency < 1 or not shares or any(n < 1 for n in shares):
+        raise InputError("a closed loop needs >= 1 client and >= 1 request in every pass")
+    ttft: list[FloatArray] = []
+    gap_v: list[FloatArray] = []
+    gap_w: list[FloatArray] = []
+    span_s = 0.0
+    for n in shares:
+        tr = _run(svc, None, concurrency, n, record_gaps=True)
+        ttft.append(tr.first_ms - tr.arrival_ms)
+        span_s += (float(np.max(tr.finish_ms)) - float(np.min(tr.arrival_ms))) / 1e3
+        assert tr.gaps is not None
+        gap_v.append(np.asarray(tr.gaps.value_ms, dtype=np.float64))
+        gap_w.append(np.asarray(tr.gaps.count, dtype=np.float64))
+    t = np.concatenate(ttft)
+    v, w = np.concatenate(gap_v), np.concatenate(gap_w)
+    keep = np.isfinite(v)
+    return {"ttft_p50_ms": float(np.quantile(t, 0.5)), "ttft_p90_ms": float(np.quantile(t, 0.9)),
+            "itl_p50_ms": weighted_quantiles(v[keep], w[keep])[0.5],
+            "output_tok_s": sum(shares) * svc.output_tokens / max(span_s, 1e-9)}
+
+
 def sweep(svc: ServiceModel, rates_per_s: Sequence[float], *, n_requests: int = 600,
           seed: int = 0, slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf
           ) -> list[QueueResult]:
