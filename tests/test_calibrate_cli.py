@@ -83,6 +83,10 @@ def test_aiperf_csv_takes_concurrency_and_label_reads_the_bench_store(
                  "write C@TOKENS", id="bad-max-concurrency"),
     pytest.param(["--measured", str(FIX / "measured_minimal.csv"), "--save", "bad name!"],
                  "may hold only", id="bad-name"),
+    pytest.param(["--measured", str(FIX / "measured_minimal.csv"), "--levels", "999"],
+                 "none of the measured levels", id="levels-not-measured"),
+    pytest.param(["--measured", str(FIX / "measured_minimal.csv"), "--levels", "1,x"],
+                 "comma list of whole numbers", id="levels-not-numbers"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], match: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,3 +111,22 @@ def test_batch1_flag_fits_and_saves_the_factor(tmp_path: Path,
     fitted = json.loads(capsys.readouterr().out)["knobs"]["batch1_factor"]
     assert 0.2 <= fitted <= 2.0
     assert load(str(out_file)).batch1_factor == pytest.approx(fitted)
+
+
+def test_levels_fit_a_subset_of_a_run(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`--levels 1,4`: the other levels of the run stay out of the fit (to check it against)."""
+    d = tmp_path / "grid" / "r1"
+    d.mkdir(parents=True)
+    (d / "summary.csv").write_text(
+        "concurrency,tpot_p50_ms,ttft_p50_ms,prompt_tokens_mean,output_tokens_mean\n"
+        + "".join(f"{c},{7 + 0.2 * c},{300 * c},3000,128\n" for c in (1, 2, 4, 8)))
+    assert main(["calibrate", "--model", "llama-3.1-8b-bf16", "--label", "grid", "--bench-dir",
+                 str(tmp_path), "--levels", "1,4", "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted({p["concurrency"] for p in doc["points"]}) == [1, 4]
+    assert doc["inputs"].endswith("levels 1,4")
+    assert main(["calibrate", "--model", "llama-3.1-8b-bf16", "--label", "grid", "--bench-dir",
+                 str(tmp_path), "--output", "json"]) == 0
+    assert sorted({p["concurrency"] for p in json.loads(capsys.readouterr().out)["points"]}
+                  ) == [1, 2, 4, 8]

@@ -28,7 +28,7 @@ from typing import Any
 from capacity import workspace
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.cli.common import MAX_CONCURRENCY, dumps, number
-from capacity.cli.plan import add_scenario_flags, scenario_from_args
+from capacity.cli.plan import add_scenario_flags, parse_int_list, scenario_from_args
 from capacity.errors import InputError
 from capacity.fit.calibration import (
     KNOBS,
@@ -79,6 +79,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     src.add_argument("--concurrency", type=number(min=0, max=MAX_CONCURRENCY, min_open=True),
                      default=None, metavar="N",
                      help="concurrency of an AIPerf CSV export (it does not record it)")
+    src.add_argument("--levels", default=None, metavar="LIST",
+                     help="fit only these concurrency levels, e.g. 1,2,4,8 (the others are "
+                          "left out, to check the fit against: measure a wide sweep, fit a "
+                          "few levels of it; default every level)")
     src.add_argument("--engine", default="", help="engine and version, e.g. 'vLLM 0.11.0' "
                                                   "(recorded in the calibration)")
     src.add_argument("--bench-dir", default=None, help=argparse.SUPPRESS)
@@ -137,6 +141,17 @@ def load_points(args: argparse.Namespace, s: Scenario) -> tuple[list[MeasuredPoi
         raise InputError("the published points mix engines (" + ", ".join(engines)
                          + "): pick one with --engine")
     return pts, "data/reference/published.csv"
+
+
+def only_levels(points: list[MeasuredPoint], text: str) -> list[MeasuredPoint]:
+    """The points at the concurrency levels of `text` ('1,2,4,8'); InputError naming the
+    levels there are when none matches."""
+    wanted = set(parse_int_list(text, maximum=MAX_CONCURRENCY))
+    kept = [p for p in points if p.concurrency in wanted]
+    if not kept:
+        have = ", ".join(f"{c:g}" for c in sorted({p.concurrency for p in points}))
+        raise InputError(f"--levels {text}: none of the measured levels ({have}) is among them")
+    return kept
 
 
 def _pct(x: float | None) -> str:
@@ -254,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.step_method:  # calibration learns the engine: the operator step (F4b)
         base = base.with_(step_method=StepMethod.OPERATOR.value)
     points, inputs = load_points(args, base)
+    if args.levels:
+        points, inputs = only_levels(points, args.levels), f"{inputs}, levels {args.levels}"
     name = args.save if args.save and "/" not in args.save and not args.save.endswith(".toml") \
         else (Path(args.save).stem if args.save else "unsaved")
     cal = fit(points, base, name=name, engine=args.engine, inputs=inputs,

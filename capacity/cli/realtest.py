@@ -8,15 +8,17 @@
 3. in a workspace of its own (`<cache>/realtest/home`, `home-long` for `--long`; never the
    checkout's data/): probe the CPU (`capacity probe`), add the models (`capacity catalog
    add-model`);
-4. start the server on the f32 model (`--parallel 8`, `--metrics`) and run the calibration
-   sweep with `capacity bench`: concurrency 1/2/4/8 at two prompt lengths (~100 and ~400
-   tokens), 64 output tokens: two lengths at concurrency 1 pin MFU and the prefill overhead,
-   four batch sizes pin eta_bw, eff and the step overhead; every closed-loop sweep in two
-   passes, forward then backward (`--passes 2`), so the machine's drift biases no level;
-5. `capacity calibrate` on that sweep;
-6. measure held-out points: the other concurrencies up to 8 (3, 5, 6, 7) at both prompt
-   lengths, another prompt length (~200 tokens), a Poisson load (`--request-rate`), the second
-   shape (same kernels, another model), and the f16 model (the same shape, other kernels);
+4. start the server on the f32 model (`--parallel 8`, `--metrics`) and measure concurrency 1
+   to 8 at two prompt lengths (~100 and ~400 tokens), 64 output tokens, with `capacity bench`,
+   every closed-loop run in two passes, forward then backward (`--passes 2`), so the
+   machine's drift biases no level;
+5. `capacity calibrate --levels 1,2,4,8` on the 8-point sweep among them: two lengths at
+   concurrency 1 pin MFU and the prefill overhead, four batch sizes pin eta_bw, eff and the
+   step overhead;
+6. check held-out points: concurrency 3, 5, 6 and 7 of the same runs (measured in the same
+   passes as the sweep), another prompt length (~200 tokens), a Poisson load
+   (`--request-rate`), the second shape (same kernels, another model), and the f16 model (the
+   same shape, other kernels);
 7. print measured vs predicted (TTFT p50/p90, ITL p50, output tok/s) per level as Markdown,
    and write it with the calibration report to a file.
 
@@ -74,8 +76,9 @@ SHORT_CHARS, LONG_CHARS, MID_CHARS = 450, 1800, 900
 PASSES = 2
 """Passes through each closed-loop sweep (`capacity bench --passes`): forward, then backward.
 Measured here, one level run forward and backward differed by up to 9% (docs/bench.md)."""
-HELD_LEVELS = "3,5,6,7"
-"""Concurrencies held out of the sweep (1, 2, 4, 8), measured at both of its prompt lengths."""
+GRID_LEVELS, CAL_LEVELS = "1,2,3,4,5,6,7,8", "1,2,4,8"
+"""The f32 runs' levels at both prompt lengths, and those the calibration fits (`calibrate
+--levels`): the 8-point sweep; 3, 5, 6 and 7 are held out, measured in the same passes."""
 CASE_CONC, CASE_CONC_LONG, CASE_LEN = ("f32 C=3,5,6,7", "f32 C=3,5,6,7 prompt ~460",
                                       "f32 prompt ~200")
 SWEEP_CASES = (CASE_CONC, CASE_CONC_LONG, CASE_LEN)
@@ -302,26 +305,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     with server("f32") as srv:
         _say(f"llama-server up on {srv.base_url} (f32 model)")
         info = llamacpp.server_info(srv.root_url)
-        # every closed-loop sweep in PASSES passes (forward, then backward: `bench --passes`),
-        # so the VM's drift during the run shifts no level against another
+        # the 8-point sweep (CAL_LEVELS at two prompt lengths) and the concurrencies held out
+        # of it are measured in one run per prompt length, every closed-loop run in PASSES
+        # passes (forward, then backward: `bench --passes`): the held-out points then share
+        # the sweep's minutes, and the VM's drift shifts no level against another
+        grids = []
         for chars in (SHORT_CHARS, LONG_CHARS):
-            _say(f"calibration sweep: prompt {chars} chars, concurrency 1,2,4,8")
-            steps.bench(srv.base_url, "rt-cal", concurrency="1,2,4,8", prompt_chars=chars,
-                        requests=requests, model_key=MODELS["f32"], passes=PASSES)
+            _say(f"grid: prompt {chars} chars, concurrency {GRID_LEVELS} (fit "
+                 f"{CAL_LEVELS}, the rest held out)")
+            grids.append(steps.bench(srv.base_url, "rt-cal", concurrency=GRID_LEVELS,
+                                     prompt_chars=chars, requests=requests,
+                                     model_key=MODELS["f32"], passes=PASSES))
         # --batch1: llama.cpp's CPU backend decodes one sequence with matrix-vector code and
         # two or more with its GEMM kernels (`roofline.combine_step`)
         steps.capacity("calibrate", "--model", MODELS["f32"], "--gpu", GPU_KEY,
-                       "--ctx", "2048", "--label", "rt-cal", "--engine", engine,
-                       "--batch1", "--save", str(cal_path))
+                       "--ctx", "2048", "--label", "rt-cal", "--levels", CAL_LEVELS,
+                       "--engine", engine, "--batch1", "--save", str(cal_path))
         cal = calib.load(cal_path)
-        _say(f"held out: concurrency {HELD_LEVELS} at both prompt lengths")
-        held.append((CASE_CONC, MODELS["f32"], steps.bench(
-            srv.base_url, "rt-held-conc", concurrency=HELD_LEVELS, prompt_chars=SHORT_CHARS,
-            requests=requests, model_key=MODELS["f32"], passes=PASSES)))
-        held.append((CASE_CONC_LONG, MODELS["f32"], steps.bench(
-            srv.base_url, "rt-held-conc-long", concurrency=HELD_LEVELS,
-            prompt_chars=LONG_CHARS, requests=requests, model_key=MODELS["f32"],
-            passes=PASSES)))
+        fitted = {int(c) for c in CAL_LEVELS.split(",")}
+        for case, grid in zip((CASE_CONC, CASE_CONC_LONG), grids, strict=True):
+            held.append((case, MODELS["f32"],
+                         grid[~grid["concurrency"].isin(fitted)].reset_index(drop=True)))
         _say(f"held out: prompt {MID_CHARS} chars")
         held.append((CASE_LEN, MODELS["f32"], steps.bench(
             srv.base_url, "rt-held-len", concurrency="1,2,4", prompt_chars=MID_CHARS,
