@@ -783,7 +783,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "m_levels": ("Concurrency levels", "并发级别"),
     "m_levels_help": ("A comma list, e.g. 1,4,16.", "逗号分隔，例如 1,4,16。"),
     "m_requests": ("Requests per level", "每级请求数"),
-    "m_passes": ("Passes", "测量遍数"),
+    "m_passes": ("Passes per level", "每档测量遍数"),
     "m_passes_help": ("Go through the levels this many times, forward then backward, each "
                       "time with a share of the requests: a machine whose speed drifts "
                       "during the run then shifts no level against another.",
