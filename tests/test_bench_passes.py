@@ -123,6 +123,7 @@ def drifting_run(tmp_path: Path, passes: int) -> tuple[pd.DataFrame, pd.DataFram
                       out_dir=str(tmp_path), label="drift", passes=passes)
     result = asyncio.run(run_bench(cfg, transport=httpx.MockTransport(server),
                                    emit=lambda m: None))
+    assert [s.concurrency for s in result.summaries] == [1, 2]  # as given, not as finished
     with RunStore(tmp_path) as store:
         return store.summary(result.run_id), store.requests(result.run_id)
 

@@ -1053,6 +1053,8 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                 if p == cfg.passes - 1:
                     row = _level_summary(runner, level, parts.pop(level), warnings)
                     _store_level(runner, row, summaries)
+            if cfg.passes > 1:  # the last pass ends with the first level: list them as given
+                summaries.sort(key=lambda r: cfg.concurrency.index(r.concurrency))
             meta["status"] = RunStatus.FINISHED.value
         except BaseException:
             meta["status"] = RunStatus.INTERRUPTED.value
