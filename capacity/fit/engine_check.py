@@ -39,7 +39,12 @@ from capacity.fit.overlay import (
 from capacity.fit.validate import spec_sheet
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
-from capacity.plan.queueing import closed_loop_as_run, service_from_scenario, simulate
+from capacity.plan.queueing import (
+    ServiceModel,
+    closed_loop_as_run,
+    service_from_scenario,
+    simulate,
+)
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),
@@ -107,6 +112,7 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
                        engine=engine, max_num_seqs=max_num_seqs)
     bound = spec_bound(scenario)
     n_pass = passes if passes is not None else _passes(requests)
+    svc: ServiceModel | None = None
     cal = Predicted.CALIBRATED.value
     pred = ov.predicted[ov.predicted["series"] == cal]
     rows: list[CheckRow] = []
@@ -129,9 +135,10 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
                                   max_num_seqs=max_num_seqs)
         total = _num(rec.get("requests_total"))
         if not open_loop and math.isfinite(total) and total >= 1 and c >= 1:
-            svc = service_from_scenario(apply(calibration, scenario),
-                                        output_tokens=max(1, round(output)), engine=engine,
-                                        max_num_seqs=max_num_seqs)
+            if svc is None:  # one replica model for every closed level of the run
+                svc = service_from_scenario(apply(calibration, scenario),
+                                            output_tokens=max(1, round(output)),
+                                            engine=engine, max_num_seqs=max_num_seqs)
             n_passes = min(int(total), n_pass)
             bounds = pass_bounds(int(total), n_passes)
             predicted |= closed_loop_as_run(svc, concurrency=int(c), shares=[
