@@ -8,7 +8,9 @@ Each row of data/reference/published.csv beside its spec-sheet prediction (every
 and its calibrated leave-one-group-out prediction (knobs fitted on other GPU + engine + model
 groups only); the share of rows where the spec sheet is an upper bound on speed (target 100%),
 with every exception and its reason; optimism (spec-sheet speed / measured) by GPU and by engine;
-the held-out error below and at saturation. Exit code 1 when a row breaks the upper bound
+the held-out error below and at saturation; and, for each group with three or more decode
+levels, each level's step predicted by a fit of the group's other levels, under each step
+method. Exit code 1 when a row breaks the upper bound
 without a listed reason. Method: docs/accuracy.md.
 """
 

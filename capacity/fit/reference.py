@@ -79,6 +79,11 @@ class ReferenceSweep:
                 f"{self.engine}, {self.prompt_tokens:g} in / {self.output_tokens:g} out")
 
 
+FROM_THROUGHPUT = " (TPOT derived from aggregate tok/s and TTFT)"
+FROM_E2E = " (TPOT derived from end-to-end latency)"
+"""Appended to a point's `source` when its TPOT is derived, not stated."""
+
+
 def tpot_from_e2e(*, e2e_ms: float, output_tokens: float, ttft_ms: float | None) -> float | None:
     """TPOT in ms from a request's end-to-end latency: E2E = TTFT + (n - 1) x TPOT, so
     (E2E - TTFT) / (n - 1); without a TTFT, E2E / (n - 1) (a slight overestimate: the prefill
@@ -183,12 +188,12 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
                 tpot = tpot_from_throughput(concurrency=conc, output_tokens=out,
                                             output_tok_s=m["agg_output_tps"],
                                             ttft_ms=m.get("ttft_ms"))
-                note = source + " (TPOT derived from aggregate tok/s and TTFT)"
+                note = source + FROM_THROUGHPUT
             elif tpot is None and "e2e_ms" in m:
                 tpot = tpot_from_e2e(e2e_ms=m["e2e_ms"], output_tokens=out,
                                      ttft_ms=m.get("ttft_ms"))
                 stat = m["e2e_ms:stat"]
-                note = source + " (TPOT derived from end-to-end latency)"
+                note = source + FROM_E2E
             points.append(MeasuredPoint(
                 model=mkey or model_name, gpu=str(gm["key"]) if gm else gpu_name,
                 engine=engine, gpus=int(gm["gpus"]) if gm else 1,

@@ -30,6 +30,12 @@ there are any, else the same GPU, else the same engine, else all other groups (`
 calibrated_from` says which). The predictor is `calibration.predict_ms` over
 `scenario.evaluate`, the one step implementation; `configure` maps every scenario before it is
 predicted or fitted, so a step method becomes one parameter (see `step_methods`).
+
+Within a group (`WithinLevel`): a group with at least `MIN_WITHIN_LEVELS` decode levels is
+fitted on its own levels with each one held out in turn (`calibration.fit`'s held-out check:
+leave-one-out up to five levels, else five folds), under each step method, and the held-out
+level's decode step is compared with its measurement: the error of a calibration on a small
+sweep of one model, GPU and engine at the levels it did not see.
 Source: docs/accuracy.md, docs/calibration.md, F3, F4, F6, F11 (docs/method.md).
 """
 
@@ -51,7 +57,14 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit import calibration as calib
 from capacity.fit.measured import MeasuredPoint, c_vram, run_scenario
-from capacity.fit.reference import REFERENCE_KEYS, ReferenceSweep, StatedValue, load_reference
+from capacity.fit.reference import (
+    FROM_E2E,
+    FROM_THROUGHPUT,
+    REFERENCE_KEYS,
+    ReferenceSweep,
+    StatedValue,
+    load_reference,
+)
 from capacity.model.scenario import Scenario
 
 SATURATION_GAIN = 0.05
@@ -62,6 +75,9 @@ BEGIN = "<!-- validate:begin -->"
 END = "<!-- validate:end -->"
 """Markers of the generated part of docs/accuracy.md; text outside them is kept."""
 COMMAND = "capacity validate --out docs/accuracy.md"
+MIN_WITHIN_LEVELS = 3
+"""Decode levels a group needs for the within-group check: each held-out fit then has at least
+two."""
 
 
 class Metric(StrEnum):
@@ -200,6 +216,26 @@ class Spread:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WithinLevel:
+    """One decode level of a group and its step predicted by fits of the group's other levels
+    (ms), one per step method (`Scorecard.within_methods`); None where that fit failed."""
+
+    group: str
+    concurrency: float
+    context_tokens: float
+    """The context a request holds on average while decoding (prompt + output / 2), tokens."""
+    measured_ms: float
+    held_out_ms: tuple[float | None, ...]
+    derived: str = ""
+    """How the step was derived when the source does not state it ('' when it does)."""
+
+    def error(self, i: int) -> float | None:
+        """Relative error of method i's held-out prediction: predicted / measured - 1."""
+        v = self.held_out_ms[i]
+        return None if v is None else relative_error(v, self.measured_ms)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Violation:
     """A row where the spec-sheet prediction is slower than measured, and why (from
     data/reference/keys.toml's [[upper_bound_exception]] entries, else 'not explained')."""
@@ -223,6 +259,16 @@ class Scorecard:
     groups: tuple[str, ...]
     step_method: str | None = None
     skipped: tuple[str, ...] = field(default=())
+    within: tuple[WithinLevel, ...] = field(default=())
+    """Each decode level of a group with enough of them, held out of its group's own fit."""
+    within_methods: tuple[str, ...] = field(default=())
+    """The step methods of `WithinLevel.held_out_ms`, in order."""
+
+    def within_error(self, method: str) -> Spread:
+        """|held-out / measured - 1| of the decode step over every within-group level, under
+        one step method."""
+        i = self.within_methods.index(method)
+        return Spread.of(abs(e) for w in self.within if (e := w.error(i)) is not None)
 
     def logo(self, metric: Metric, saturated: bool) -> Spread:
         """The leave-one-group-out |error| of one metric, below or at saturation."""
@@ -335,6 +381,40 @@ def _fit_group(g: _Group, configure: Configure, catalog: Catalog) -> calib.Calib
         return None
 
 
+def _then_method(configure: Configure, method: str) -> Configure:
+    """`configure`, then the step method set to `method`."""
+    return lambda s: configure(s).with_(step_method=method)
+
+
+def _within_group(g: _Group, configure: Configure, catalog: Catalog, methods: Sequence[str],
+                  own: calib.Calibration | None) -> list[WithinLevel]:
+    """The group's decode levels, each predicted by a fit of the others (the fit's own
+    held-out check), under each step method; [] when it has fewer than MIN_WITHIN_LEVELS.
+    `own` is the group's fit under `configure` alone, reused for its method."""
+    stepped = sum(calib.decode_measured_ms(p) is not None for sw in g.sweeps for p in sw.points)
+    if stepped < MIN_WITHIN_LEVELS:  # no fit to run (each costs one fit per held-out level)
+        return []
+    per_method: list[dict[tuple[float, float, float], float | None]] = []
+    levels: dict[tuple[float, float, float], str] = {}
+    for m in methods:
+        cal = (own if own is not None and own.step_method == m else
+               _fit_group(g, _then_method(configure, m), catalog))
+        got: dict[tuple[float, float, float], float | None] = {}
+        for p in cal.points if cal is not None else ():
+            if p.kind == calib.PointKind.TPOT:
+                key = (p.concurrency, p.context_tokens, p.measured_ms)
+                levels.setdefault(key, next((d.strip(" ()") for d in (FROM_THROUGHPUT, FROM_E2E)
+                                             if p.source.endswith(d)), ""))
+                got[key] = p.held_out_ms
+        per_method.append(got)
+    if len(levels) < MIN_WITHIN_LEVELS:
+        return []
+    return [WithinLevel(group=g.key, concurrency=c, context_tokens=ctx, measured_ms=ms,
+                        held_out_ms=tuple(got.get((c, ctx, ms)) for got in per_method),
+                        derived=levels[c, ctx, ms])
+            for c, ctx, ms in sorted(levels, key=lambda k: (k[1], k[0]))]
+
+
 def _median_knobs(cals: Sequence[calib.Calibration]) -> calib.Calibration:
     """A calibration whose every knob is the median of those that fitted it."""
     knobs: dict[str, Any] = {}
@@ -406,6 +486,9 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
     groups = [_Group(key=k, gpu=v[0].gpu_key or "", engine=v[0].engine, sweeps=tuple(v))
               for k, v in sorted(by_key.items())]
     fitted = {g.key: c for g in groups if (c := _fit_group(g, configure, cat)) is not None}
+    methods = step_methods()
+    within = [w for g in groups
+              for w in _within_group(g, configure, cat, methods, fitted.get(g.key))]
     checks: list[Check] = []
     for g in groups:
         logo_cal, logo_from = _logo_calibration(g, fitted)
@@ -439,7 +522,7 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
         violations=violations, optimism_by_gpu=_spreads(speed, lambda c: c.gpu),
         optimism_by_engine=_spreads(speed, lambda c: engine_family(c.engine)),
         logo_error=tuple(logo), groups=tuple(g.key for g in groups), step_method=step_method,
-        skipped=skipped)
+        skipped=skipped, within=tuple(within), within_methods=tuple(methods))
 
 
 def _check(g: _Group, s: ReferenceSweep, v: StatedValue, i: int, spec: Prediction,
@@ -564,6 +647,7 @@ def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAN
               "| metric | levels | rows | median | worst |", "|---|---|---:|---:|---:|"]
     lines += [f"| {m} | {w} | {s.n} | {_p(s.median)} | {_p(s.high)} |"
               for m, w, s in card.logo_error]
+    lines += _within_markdown(card)
     lines += ["", "### Every row", "",
               "| group | in / out | C | metric | stat | measured | spec-sheet | optimism | "
               "calibrated (held out) | error | saturated |",
@@ -579,6 +663,32 @@ def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAN
     if card.skipped:
         lines += ["Not predicted (not in the catalog): " + "; ".join(card.skipped) + ".", ""]
     return "\n".join(lines)
+
+
+def _within_markdown(card: Scorecard) -> list[str]:
+    """The within-group section: the summary by step method, then every held-out level."""
+    if not card.within:
+        return []
+    ms = card.within_methods
+    lines = ["", "### Calibrated on the group's other levels (decode step, each level held out)",
+             "", f"Groups with at least {MIN_WITHIN_LEVELS} decode levels, each level predicted "
+             "by `capacity calibrate`'s fit of the group's other levels (leave-one-out up to "
+             "five levels, else five folds), under each step method.", "",
+             "| step method | levels | median | worst |", "|---|---:|---:|---:|"]
+    for m in ms:
+        s = card.within_error(m)
+        lines.append(f"| {m} | {s.n} | {_p(s.median)} | {_p(s.high)} |")
+    lines += ["", "| group | C | context | measured ms | "
+              + " | ".join(f"{m} (held out) | error" for m in ms) + " |",
+              "|---|---:|---:|---:|" + "---:|---:|" * len(ms)]
+    for w in card.within:
+        cells = " | ".join(f"{_n(w.held_out_ms[i])} | {_p(w.error(i))}" for i in range(len(ms)))
+        lines.append(f"| {w.group} | {w.concurrency:g} | {w.context_tokens:g} | "
+                     f"{_n(w.measured_ms)} | {cells} |")
+    derived = sorted({f"{w.group}: {w.derived}" for w in card.within if w.derived})
+    if derived:
+        lines += ["", "Steps not stated by their source: " + "; ".join(derived) + "."]
+    return lines
 
 
 def _jsonable(v: Any) -> Any:
@@ -603,6 +713,12 @@ def to_json(card: Scorecard) -> str:
            "optimism_by_engine": {n: dataclasses.asdict(s) for n, s in card.optimism_by_engine},
            "leave_one_group_out": [{"metric": m, "levels": w, **dataclasses.asdict(s)}
                                    for m, w, s in card.logo_error],
+           "within_group": {
+               "methods": list(card.within_methods),
+               "error": {m: dataclasses.asdict(card.within_error(m))
+                         for m in card.within_methods},
+               "levels": [{**dataclasses.asdict(w), "held_out_ms": dict(zip(
+                   card.within_methods, w.held_out_ms, strict=True))} for w in card.within]},
            "groups": list(card.groups), "step_method": card.step_method,
            "skipped": list(card.skipped), "checks": [check(c) for c in card.checks]}
     return json.dumps(_jsonable(doc), indent=2, allow_nan=False)
