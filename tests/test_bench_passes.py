@@ -197,3 +197,42 @@ def test_find_max_takes_no_passes(tmp_path: Path) -> None:
         asyncio.run(run_bench(cfg, transport=httpx.MockTransport(DriftingServer(0, 0, 2)),
                               emit=lambda m: None,
                               find_max=FindMaxConfig(slo_ttft_ms=100.0, slo_tpot_ms=20.0)))
+
+
+class Stop(Exception):
+    """Raised by the progress callback to stop a run part-way."""
+
+
+def test_a_run_stopped_between_passes_keeps_a_row_for_each_level_it_began(tmp_path: Path
+                                                                         ) -> None:
+    """Levels 1 and 2 in two passes (1, 2, 2, 1), stopped once level 1's second pass has
+    answered a request: level 2 has its whole row, level 1 a row pooled from its first pass,
+    and meta.json says which."""
+    server = DriftingServer(0.002, 0.002, 2)
+    cfg = BenchConfig(base_url="http://test/v1", concurrency=(1, 2), requests=8, warmup=0,
+                      prompt_chars=50, max_tokens=TOKENS, endpoint="completions",
+                      out_dir=str(tmp_path), label="stop", passes=2)
+    said: list[str] = []
+
+    def emit(message: str) -> None:
+        said.append(message)
+        if message.startswith("  concurrency 1, pass 2/2:"):
+            raise Stop
+
+    with pytest.raises(Stop):
+        asyncio.run(run_bench(cfg, transport=httpx.MockTransport(server), emit=emit))
+    with RunStore(tmp_path) as store:
+        runs = store.list_runs()
+        run_id = str(runs.iloc[0]["run_id"])
+        summary = store.summary(run_id).set_index("concurrency")
+        req = store.requests(run_id)
+    assert runs.iloc[0]["status"] == "interrupted"
+    assert sorted(summary.index) == [1, 2]
+    assert int(summary.loc[2, "requests_total"]) == 8
+    assert int(summary.loc[1, "requests_total"]) == 4  # the first pass only
+    # the stopped pass's answered requests are stored as rows, outside the summary
+    assert set(req.loc[req["concurrency"] == 1, "pass_index"]) == {1, 2}
+    meta = json.loads(next(tmp_path.glob("*/*/meta.json")).read_text())
+    assert any("level 1: the run stopped after 1 of 2 passes" in w for w in meta["warnings"])
+    assert not any("level 2: the run stopped" in w for w in meta["warnings"])
+    assert any("level 1: the run stopped after 1 of 2 passes" in m for m in said)

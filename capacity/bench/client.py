@@ -1014,6 +1014,7 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
         writer.write_meta(meta)
         runner = _Runner(cfg, api_key, clients, model, writer, emit)
         summaries: list[LevelSummary] = []
+        parts: dict[int, list[_Part]] = {}  # the finished passes of levels not yet summarized
         pool: WorkerPool | None = None
         try:
             if cfg.workers > 1:
@@ -1036,7 +1037,6 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                 meta["find_max"] = fm_result.meta(find_max)
             plan = pass_plan(cfg.concurrency, cfg.passes, cfg.requests) if find_max is None \
                 else []
-            parts: dict[int, list[_Part]] = {}
             for k, (p, level, share) in enumerate(plan):
                 if p == 0 and len(share) < 3 * level:
                     each = " a pass" if cfg.passes > 1 else ""
@@ -1058,6 +1058,7 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
             meta["status"] = RunStatus.FINISHED.value
         except BaseException:
             meta["status"] = RunStatus.INTERRUPTED.value
+            _store_unfinished(runner, parts, warnings, summaries)
             raise
         finally:
             if pool is not None:
@@ -1087,6 +1088,25 @@ def _store_level(runner: _Runner, row: LevelSummary, summaries: list[LevelSummar
     assert runner.writer is not None
     runner.writer.write_summary(row)
     _level_files(runner.writer, runner.cfg, runner.emit)
+
+
+def _store_unfinished(runner: _Runner, parts: dict[int, list[_Part]], warnings: list[str],
+                      summaries: list[LevelSummary]) -> None:
+    """A run stopped between a level's passes (`--passes`): a summary row for each level that
+    finished some of its passes but not its last, pooled from those, and a warning that says
+    so. The stopped pass's answered requests are in requests.csv, not in any row."""
+    for level, done in parts.items():
+        if not done:
+            continue
+        try:
+            _store_level(runner, _level_summary(runner, level, done, warnings), summaries)
+        except Exception as exc:  # the run is failing already: keep its own error
+            warnings.append(f"level {level}: its finished passes were not summarized ({exc})")
+            continue
+        w = (f"level {level}: the run stopped after {len(done)} of {runner.cfg.passes} "
+             "passes; its summary row pools the passes it finished")
+        warnings.append(w)
+        runner.emit("warning: " + w)
 
 
 async def _find_max(runner: _Runner, fm: FindMaxConfig, warnings: list[str],
