@@ -43,13 +43,15 @@ def test_held_out_table_compares_every_level(catalog: Catalog) -> None:
     assert [r.concurrency for r in rows] == summary["concurrency"].tolist()
     one = rows[0]
     assert one.measured["itl_p50_ms"] == pytest.approx(summary["itl_p50_ms"].iloc[0])
-    for key in ("ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "output_tok_s"):
+    for key in ("ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "itl_mean_ms", "output_tok_s"):
         assert one.predicted[key] > 0
+    assert one.measured["itl_mean_ms"] == pytest.approx(summary["itl_mean_ms"].iloc[0])
     assert one.predicted["ttft_p90_ms"] >= one.predicted["ttft_p50_ms"]
     # the calibration was fitted on these very points: the decode step agrees closely
     assert abs(one.error("itl_p50_ms")) < 0.1
     errs = median_abs_errors(rows)
-    assert set(errs) == {"ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "output_tok_s"}
+    assert set(errs) == {"ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "itl_mean_ms",
+                         "output_tok_s"}
     assert all(math.isfinite(v) for v in errs.values())
     table = markdown_table(rows)
     assert table.count("\n") == 2 + len(rows)
@@ -140,6 +142,7 @@ def test_an_open_loop_level_replays_its_own_send_times(catalog: Catalog) -> None
     [even] = check_run(level, requests=spread, **kw)  # type: ignore[arg-type]
     assert bursty.predicted["ttft_p50_ms"] > 1.5 * even.predicted["ttft_p50_ms"]
     assert even.predicted["itl_p50_ms"] < bursty.predicted["itl_p50_ms"]
+    assert even.predicted["itl_mean_ms"] < bursty.predicted["itl_mean_ms"]
     assert drawn.predicted != bursty.predicted
     # fewer than 10 send times: the drawn arrivals stay
     [few] = check_run(level, requests=rows_sent_at([0.0, 1.0]), **kw)  # type: ignore[arg-type]

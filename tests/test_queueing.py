@@ -205,6 +205,24 @@ def test_inter_token_gaps_are_decode_steps_with_the_prefill_stalls_in_the_tail()
     assert light.itl_ms[0.99] > float(svc.step_ms[8]) + 15.0   # a gap across a prefill
 
 
+def test_itl_mean_counts_the_gap_across_a_prefill() -> None:
+    """Two slots, prompts of 100 ms (the chapter's scheduling: decoding waits), 11 tokens 10
+    ms apart. A's prompt ends at 100 ms; B arrives at 150 ms, after A's fifth gap, and A's
+    next token waits for B's prompt: a 110 ms gap. The eight later requests arrive alone.
+    Gaps: 100 of them, 99 of 10 ms and one of 110: median 10 ms, mean 11 ms. The same in a
+    closed loop whose requests start together: no gap spans a prompt, mean = median."""
+    svc = ServiceModel(slots=2, bandwidth_ms=np.full(3, 10.0), compute_ms=np.zeros(3),
+                       comm_ms=np.zeros(3), overhead_ms=0.0, prefill_ms=100.0,
+                       prompt_tokens=64, output_tokens=11)
+    arrivals = [0.0, 150.0] + [1000.0 * k for k in range(1, 9)]
+    r = simulate(svc, arrivals_ms=arrivals, warmup_fraction=0.0, itl=True)
+    assert r.itl_ms is not None and r.itl_ms[0.5] == pytest.approx(10.0)
+    assert r.itl_mean_ms == pytest.approx(11.0)
+    assert simulate(svc, arrivals_ms=arrivals, warmup_fraction=0.0).itl_mean_ms is None
+    closed = closed_loop_as_run(svc, concurrency=2, shares=[2])
+    assert closed["itl_mean_ms"] == pytest.approx(closed["itl_p50_ms"]) == pytest.approx(10.0)
+
+
 def test_weighted_quantiles() -> None:
     q = weighted_quantiles(np.array([3.0, 1.0, 2.0]), np.array([1.0, 1.0, 8.0]))
     assert (q[0.5], q[0.9], q[0.99]) == (2.0, 2.0, 3.0)

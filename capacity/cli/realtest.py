@@ -19,7 +19,7 @@
    passes as the sweep), another prompt length (~200 tokens), a Poisson load
    (`--request-rate`), the second shape (same kernels, another model), and the f16 model (the
    same shape, other kernels);
-7. print measured vs predicted (TTFT p50/p90, ITL p50, output tok/s) per level as Markdown,
+7. print measured vs predicted (TTFT p50/p90, ITL p50 and mean, output tok/s) per level as Markdown,
    and write it with the calibration report to a file.
 
 `--long` runs only the long-prompt check instead (`long_context`): a prefill calibration at

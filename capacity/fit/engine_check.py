@@ -2,10 +2,14 @@
 `python3 dev.py realtest` prints for llama.cpp (docs/accuracy.md, "Real engine").
 
 For each level of a stored run (its `summary.csv` rows): TTFT p50 and p90, inter-token latency
-p50 and output tok/s as measured, beside what the calibrated scenario predicts at the run's own
+p50 and mean, and output tok/s as measured, beside what the calibrated scenario predicts at the run's own
 prompt and output lengths (`measured.run_scenario`): ITL p50 is F4's decode step at the context a
 request holds while decoding, or under load the event model's median gap between a request's
-tokens (the bench's ITL); TTFT and output tok/s come from the event model under the run's load
+tokens (the bench's ITL). ITL mean (every gap, the prompts processed between tokens included)
+comes from the event model only (closed loops as run, replayed open loops). The median of a
+level whose batch varies is a poor statistic to score: its gaps cluster by batch size, and the
+median can jump from one cluster to the next with a few percent more load; the mean moves
+smoothly. TTFT and output tok/s come from the event model under the run's load
 (closed loop at each level's concurrency, or Poisson arrivals at its rate;
 `overlay.build_overlay`; an open-loop level whose request rows are given replays their own send
 times instead of a new draw: with 16 requests, one draw's bursts are not another's), TTFT p90
@@ -48,7 +52,8 @@ from capacity.plan.queueing import (
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),
-    ("itl_p50_ms", "ITL p50 ms"), ("output_tok_s", "output tok/s"))
+    ("itl_p50_ms", "ITL p50 ms"), ("itl_mean_ms", "ITL mean ms"),
+    ("output_tok_s", "output tok/s"))
 """(summary column, table heading) of each compared metric."""
 
 
@@ -167,7 +172,7 @@ def _passes(requests: pd.DataFrame | None) -> int:
 def replayed(requests: pd.DataFrame, concurrency: float, scenario: Scenario, *,
              output_tokens: int, engine: str, max_num_seqs: int | None) -> dict[str, float]:
     """The event model on one open-loop level's own send times (`start_unix_s` of its
-    request rows at `concurrency`): TTFT p50/p90 and ITL p50 (ms), output tok/s. Empty when
+    request rows at `concurrency`): TTFT p50/p90 and ITL p50 and mean (ms), output tok/s. Empty when
     the level has fewer than 10 requests with a send time."""
     at = requests[np.isclose(pd.to_numeric(requests["concurrency"], errors="coerce"),
                              concurrency)]
@@ -179,7 +184,9 @@ def replayed(requests: pd.DataFrame, concurrency: float, scenario: Scenario, *,
                                 max_num_seqs=max_num_seqs)
     r = simulate(svc, arrivals_ms=(sent - sent[0]) * 1e3, warmup_fraction=0.0, itl=True)
     return {"ttft_p50_ms": r.ttft_ms[0.5], "ttft_p90_ms": r.ttft_ms[0.9],
-            "itl_p50_ms": (r.itl_ms or {}).get(0.5, math.nan), "output_tok_s": r.output_tok_s}
+            "itl_p50_ms": (r.itl_ms or {}).get(0.5, math.nan),
+            "itl_mean_ms": math.nan if r.itl_mean_ms is None else r.itl_mean_ms,
+            "output_tok_s": r.output_tok_s}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -447,6 +447,8 @@ class QueueResult:
     """Quantiles of the gaps between a request's tokens, token-weighted (the bench's ITL: a
     decode step, or a longer gap where prompts were processed in between); None unless
     `simulate(itl=True)`."""
+    itl_mean_ms: float | None = None
+    """The mean of those gaps, ms (the bench's `itl_mean_ms`); None unless `itl=True`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -484,12 +486,21 @@ class _Gaps:
                 self.add(i, step_ms, k - 1)
             self.last_ms[i] = now_ms
 
-    def quantiles(self, first_counted: int) -> dict[float, float]:
-        """Token-weighted quantiles of the gaps of requests numbered >= first_counted."""
+    def kept(self, first_counted: int) -> tuple[FloatArray, FloatArray]:
+        """(gap ms, tokens that had it) of requests numbered >= first_counted."""
         v = np.asarray(self.value_ms, dtype=np.float64)
         w = np.asarray(self.count, dtype=np.float64)
         keep = (np.asarray(self.request, dtype=np.int64) >= first_counted) & np.isfinite(v)
-        return weighted_quantiles(v[keep], w[keep])
+        return v[keep], w[keep]
+
+    def mean(self, first_counted: int) -> float:
+        """Token-weighted mean gap (ms) of requests numbered >= first_counted (NaN: none)."""
+        v, w = self.kept(first_counted)
+        return float(np.sum(v * w) / np.sum(w)) if float(np.sum(w)) > 0 else math.nan
+
+    def quantiles(self, first_counted: int) -> dict[float, float]:
+        """Token-weighted quantiles of the gaps of requests numbered >= first_counted."""
+        return weighted_quantiles(*self.kept(first_counted))
 
 
 def weighted_quantiles(values: FloatArray, weights: FloatArray) -> dict[float, float]:
@@ -698,6 +709,7 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         mean_running=float(np.sum(e2e)) / 1e3 / span_s, saturation_rate_per_s=sat_rate,
         saturated=rate_per_s is not None and rate_per_s >= sat_rate, slots=svc.slots,
         itl_ms=tr.gaps.quantiles(skip) if tr.gaps is not None else None,
+        itl_mean_ms=tr.gaps.mean(skip) if tr.gaps is not None else None,
     )
 
 
@@ -707,8 +719,8 @@ def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[
     `concurrency` clients per pass, from an idle replica, with that pass's share of the
     level's requests (`capacity bench --passes`; one share: one pass), pooled as the bench
     pools them: TTFT p50 and p90 over every request (ms, linear interpolation, as the
-    bench's), the token-weighted median inter-token gap (ms), output tok/s over the sum of
-    the passes' spans. Unlike `simulate`'s steady state, a short pass is mostly its opening
+    bench's), the token-weighted median and mean inter-token gap (ms), output tok/s over the
+    sum of the passes' spans. Unlike `simulate`'s steady state, a short pass is mostly its opening
     burst of `concurrency` prompts, which all wait for one another's prefill. No warm-up is
     left out: the bench measures from the first request."""
     if concurrency < 1 or not shares or any(n < 1 for n in shares):
@@ -722,13 +734,14 @@ def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[
         ttft.append(tr.first_ms - tr.arrival_ms)
         span_s += (float(np.max(tr.finish_ms)) - float(np.min(tr.arrival_ms))) / 1e3
         assert tr.gaps is not None
-        gap_v.append(np.asarray(tr.gaps.value_ms, dtype=np.float64))
-        gap_w.append(np.asarray(tr.gaps.count, dtype=np.float64))
+        v, w = tr.gaps.kept(0)
+        gap_v.append(v)
+        gap_w.append(w)
     t = np.concatenate(ttft)
     v, w = np.concatenate(gap_v), np.concatenate(gap_w)
-    keep = np.isfinite(v)
+    mean = float(np.sum(v * w) / np.sum(w)) if float(np.sum(w)) > 0 else math.nan
     return {"ttft_p50_ms": float(np.quantile(t, 0.5)), "ttft_p90_ms": float(np.quantile(t, 0.9)),
-            "itl_p50_ms": weighted_quantiles(v[keep], w[keep])[0.5],
+            "itl_p50_ms": weighted_quantiles(v, w)[0.5], "itl_mean_ms": mean,
             "output_tok_s": sum(shares) * svc.output_tokens / max(span_s, 1e-9)}
 
 
