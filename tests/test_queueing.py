@@ -15,6 +15,7 @@ from capacity.plan.queueing import (
     md1_mean_wait_ms,
     service_from_scenario,
     simulate,
+    weighted_mean,
     weighted_quantiles,
 )
 
@@ -227,3 +228,5 @@ def test_weighted_quantiles() -> None:
     q = weighted_quantiles(np.array([3.0, 1.0, 2.0]), np.array([1.0, 1.0, 8.0]))
     assert (q[0.5], q[0.9], q[0.99]) == (2.0, 2.0, 3.0)
     assert np.isnan(weighted_quantiles(np.array([]), np.array([]))[0.5])
+    assert weighted_mean(np.array([3.0, 1.0, 2.0]), np.array([1.0, 1.0, 8.0])) == 2.0
+    assert np.isnan(weighted_mean(np.array([]), np.array([])))

@@ -495,12 +495,18 @@ class _Gaps:
 
     def mean(self, first_counted: int) -> float:
         """Token-weighted mean gap (ms) of requests numbered >= first_counted (NaN: none)."""
-        v, w = self.kept(first_counted)
-        return float(np.sum(v * w) / np.sum(w)) if float(np.sum(w)) > 0 else math.nan
+        return weighted_mean(*self.kept(first_counted))
 
     def quantiles(self, first_counted: int) -> dict[float, float]:
         """Token-weighted quantiles of the gaps of requests numbered >= first_counted."""
         return weighted_quantiles(*self.kept(first_counted))
+
+
+def weighted_mean(values: FloatArray, weights: FloatArray) -> float:
+    """The mean of `values` where each counts `weights` times (NaN for no weight). Unit: that
+    of the values."""
+    total = float(np.sum(weights))
+    return float(np.sum(values * weights)) / total if total > 0 else math.nan
 
 
 def weighted_quantiles(values: FloatArray, weights: FloatArray) -> dict[float, float]:
@@ -739,9 +745,8 @@ def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[
         gap_w.append(w)
     t = np.concatenate(ttft)
     v, w = np.concatenate(gap_v), np.concatenate(gap_w)
-    mean = float(np.sum(v * w) / np.sum(w)) if float(np.sum(w)) > 0 else math.nan
     return {"ttft_p50_ms": float(np.quantile(t, 0.5)), "ttft_p90_ms": float(np.quantile(t, 0.9)),
-            "itl_p50_ms": weighted_quantiles(v, w)[0.5], "itl_mean_ms": mean,
+            "itl_p50_ms": weighted_quantiles(v, w)[0.5], "itl_mean_ms": weighted_mean(v, w),
             "output_tok_s": sum(shares) * svc.output_tokens / max(span_s, 1e-9)}
 
 
