@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ACCURACY = ROOT / "docs" / "accuracy.md"
 
 LOGO_STEP_MEDIAN_MAX = 0.17
-"""Calibrated leave-one-group-out decode-step error below saturation, median: measured 15.4%
+"""Calibrated leave-one-group-out decode-step error below saturation, median: measured 14.1%
 over 12 rows on 2026-11-30 (docs/accuracy.md), pinned with a small margin."""
 LOGO_THROUGHPUT_MEDIAN_MAX = 0.18
 """The same for throughput rows: measured 16.2% over 17 rows."""
