@@ -170,8 +170,13 @@ def test_save_load_keeps_method_and_identifiability(calibrated: Calibration,
     assert s.step_method == "operator" and s.eta_kv == calibrated.eta_kv
 
 
+LEGACY = Path(__file__).parent / "fixtures" / "calibrations" / "legacy-chapter-rtx-4090.toml"
+"""A calibration saved before the operator method (the bundled RTX 4090 one until 2026-11-30):
+no step_method, no identifiability."""
+
+
 def test_old_calibration_files_load_as_the_chapter_method() -> None:
-    cal = load("rtx-4090-vllm-published")
+    cal = load(LEGACY)
     assert cal.step_method == "" and cal.identifiability == () and cal.pinned("eta_bw") is None
     s = apply(cal, make_scenario(step_method="operator"))
     assert s.step_method == "chapter"  # its knobs were fitted under the chapter's formula

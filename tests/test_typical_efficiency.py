@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import json
 import statistics
-import tomllib
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.cli.main import main
 from capacity.errors import CatalogError, InputError
-from capacity.fit.calibration import load
+from capacity.fit.calibration import fit, load
+from capacity.fit.measured import run_scenario
 from capacity.fit.planning import (
     gpu_band,
     parse_engines,
@@ -25,6 +24,7 @@ from capacity.fit.planning import (
     with_calibration,
     with_typical,
 )
+from capacity.fit.reference import load_reference
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.search import PlanInputs, Slo, plan
@@ -40,27 +40,33 @@ def _inputs(**kw: object) -> PlanInputs:
 
 
 def test_eta_bw_follows_from_the_shipped_measurements(catalog: Catalog) -> None:
-    """Spec-sheet step time / measured TPOT of the vLLM points named in the file's header."""
-    cal = tomllib.loads((workspace.bundled_data_dir() / "calibrations"
-                         / "rtx-4090-vllm-published.toml").read_text(encoding="utf-8"))
+    """Spec-sheet step time / measured TPOT of the vLLM points named in the file's header;
+    eff's low edge, MFU and the prefill overhead are the chapter method's fit of the RTX 4090
+    points (`capacity calibrate --reference --step-method chapter`), recomputed here."""
+    sweep = next(x for x in load_reference() if x.gpu_key == "rtx-4090")
+    chapter = fit(list(sweep.points), run_scenario(
+        sweep.model_key or "", "rtx-4090", prompt_tokens=sweep.prompt_tokens,
+        output_tokens=sweep.output_tokens, catalog=catalog).with_(step_method="chapter"),
+        today="-")
     ratios = []
     s = make_scenario("mistral-7b-v0.3", "rtx-4090", catalog=catalog, weights="bf16",
                       context_tokens=320, prompt_tokens=256)
-    tpot = [p for p in cal["points"] if p["kind"] == "tpot"]
-    ev = evaluate(s, [p["concurrency"] for p in tpot])
-    ratios += [float(sp) / p["measured_ms"] for sp, p in zip(ev.decode.step_ms, tpot, strict=True)]
+    tpot = [p for p in sweep.points if p.tpot_ms is not None]
+    ev = evaluate(s, [p.concurrency for p in tpot])
+    ratios += [float(sp) / (p.tpot_ms or 1.0)
+               for sp, p in zip(ev.decode.step_ms, tpot, strict=True)]
     h100 = make_scenario("qwen3-8b", "h100-sxm", catalog=catalog, context_tokens=453,
                          prompt_tokens=233)
     ratios.append(float(evaluate(h100, [4]).decode.step_ms[0]) / 7.38)  # published.csv, vLLM
     vllm = typical_efficiency("vllm")
+    assert len(ratios) == 6
     assert vllm.typical["eta_bw"] == pytest.approx(statistics.median(ratios), abs=0.01)
     assert vllm.low["eta_bw"] == pytest.approx(min(ratios), abs=0.01)
     assert vllm.high["eta_bw"] == pytest.approx(max(ratios), abs=0.01)
-    # mfu and the prefill overhead are the bundled calibration's fit
-    assert vllm.typical["mfu"] == pytest.approx(cal["knobs"]["mfu"], abs=0.01)
-    assert vllm.typical["prefill_overhead_ms"] == pytest.approx(
-        cal["knobs"]["prefill_overhead_ms"], abs=0.05)
-    assert vllm.low["eff"] == pytest.approx(cal["knobs"]["eff"], abs=0.005)
+    assert vllm.typical["mfu"] == pytest.approx(chapter.mfu, abs=0.01)
+    assert vllm.typical["prefill_overhead_ms"] == pytest.approx(chapter.prefill_overhead_ms,
+                                                               abs=0.05)
+    assert vllm.low["eff"] == pytest.approx(chapter.eff, abs=0.005)
 
 
 def test_bad_engine_files_and_names_are_refused() -> None:
