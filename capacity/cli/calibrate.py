@@ -59,12 +59,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         "calibrate", help="fit bandwidth/compute efficiency and overheads from measured points",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_scenario_flags(p)
-    for action in p._actions:  # the fit's default differs from a prediction's (`run`)
-        if action.dest == "step_method":
-            action.help = ("decode step to fit: 'operator' (F4b, the default: weight GEMMs, "
-                           "then attention, each on its own roofline, and a per-sequence "
-                           "cost) or 'chapter' (F4: max of memory and arithmetic, three knobs)")
+    add_scenario_flags(p, step_method_help=(  # the fit's default differs from a prediction's
+        "decode step to fit: 'operator' (F4b, the default: weight GEMMs, then attention, each "
+        "on its own roofline, and a per-sequence cost) or 'chapter' (F4: max of memory and "
+        "arithmetic, three knobs)"))
     src = p.add_argument_group("measurements (one of)")
     one = src.add_mutually_exclusive_group(required=True)
     one.add_argument("--measured", metavar="FILE",

@@ -78,8 +78,10 @@ def parse_int_list(text: str, maximum: int = MAX_CONCURRENCY) -> list[int]:
     return values
 
 
-def add_scenario_flags(p: argparse.ArgumentParser) -> None:
-    """Flags that describe one deployment; shared by commands that predict."""
+def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | None = None
+                       ) -> None:
+    """Flags that describe one deployment; shared by commands that predict. `step_method_help`
+    replaces --step-method's help where its default differs (`capacity calibrate`)."""
     g = p.add_argument_group("model and hardware")
     g.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"catalog model key, optionally with a format suffix (default {DEFAULT_MODEL})")
@@ -131,10 +133,11 @@ def add_scenario_flags(p: argparse.ArgumentParser) -> None:
     w.add_argument("--mfu", type=EFFICIENCY, default=DEFAULT_MFU,
                    help=f"prefill model FLOPs utilization (default {DEFAULT_MFU})")
     w.add_argument("--step-method", choices=[m.value for m in StepMethod], default=None,
-                   help="decode step: 'chapter' (F4: max of memory and arithmetic) or "
-                        "'operator' (F4b: weight GEMMs, then attention, each on its own "
-                        f"roofline; docs/method.md). Default: a --calibration's method, else "
-                        f"{DEFAULT_STEP_METHOD.value}")
+                   help=step_method_help or (
+                       "decode step: 'chapter' (F4: max of memory and arithmetic) or "
+                       "'operator' (F4b: weight GEMMs, then attention, each on its own "
+                       f"roofline; docs/method.md). Default: a --calibration's method, else "
+                       f"{DEFAULT_STEP_METHOD.value}"))
     c = p.add_argument_group("cost")
     c.add_argument("--gpu-price", type=number(min=0, max=BOUNDS["price_per_hour"][1]),
                    default=None, metavar="PER_HOUR",
