@@ -2,20 +2,19 @@
 `python3 dev.py realtest` prints for llama.cpp (docs/accuracy.md, "Real engine").
 
 For each level of a stored run (its `summary.csv` rows): TTFT p50 and p90, inter-token latency
-p50 and mean, and output tok/s as measured, beside what the calibrated scenario predicts at the run's own
-prompt and output lengths (`measured.run_scenario`): ITL p50 is F4's decode step at the context a
-request holds while decoding, or under load the event model's median gap between a request's
-tokens (the bench's ITL). ITL mean (every gap, the prompts processed between tokens included)
-comes from the event model only (closed loops as run, replayed open loops). The median of a
-level whose batch varies is a poor statistic to score: its gaps cluster by batch size, and the
-median can jump from one cluster to the next with a few percent more load; the mean moves
-smoothly. TTFT and output tok/s come from the event model under the run's load
-(closed loop at each level's concurrency, or Poisson arrivals at its rate;
-`overlay.build_overlay`; an open-loop level whose request rows are given replays their own send
-times instead of a new draw: with 16 requests, one draw's bursts are not another's), TTFT p90
-from the same simulated distribution. Errors are
-measured / predicted - 1. Beside them, the spec-sheet bound (`spec_bound`: the probed entry
-with every knob at peak) that no measured ITL or TTFT may beat.
+p50 and mean, and output tok/s as measured, beside what the calibrated scenario predicts at the
+run's own prompt and output lengths (`measured.run_scenario`): ITL p50 is F4's decode step at
+the context a request holds while decoding, or under load the event model's median gap between a
+request's tokens (the bench's ITL). ITL mean (every gap, the prompts processed between tokens
+included) comes from the event model only (closed loops as run, replayed open loops). The median
+of a level whose batch varies is a poor statistic to score: its gaps cluster by batch size, and
+the median can jump from one cluster to the next with a few percent more load; the mean moves
+smoothly. TTFT and output tok/s come from the event model under the run's load (closed loop at
+each level's concurrency, or Poisson arrivals at its rate; `overlay.build_overlay`; an open-loop
+level whose request rows are given replays their own send times instead of a new draw: with 16
+requests, one draw's bursts are not another's), TTFT p90 from the same simulated distribution.
+Errors are measured / predicted - 1. Beside them, the spec-sheet bound (`spec_bound`: the probed
+entry with every knob at peak) that no measured ITL or TTFT may beat.
 """
 
 from __future__ import annotations
