@@ -51,10 +51,11 @@ from capacity import workspace
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint
+from capacity.model.basis import RESERVED_NAMES
 from capacity.model.kv import kv_request_bytes
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops
-from capacity.model.roofline import StepMethod, combine_step, step_method
+from capacity.model.roofline import StepMethod, combine_step, counts_as_engines, step_method
 from capacity.model.scenario import Scenario, decode_model, evaluate
 from capacity.types import FloatArray, Note
 from capacity.units import GB, TERA
@@ -257,7 +258,7 @@ def _prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, Fl
     """Prefill GEMMs and attention at MFU = 1 and TP comm, in ms, per point (F6b)."""
     prompt = np.array([p.prefill_tokens for p in pts], dtype=np.float64)
     pf = prefill_flops(base.model, prompt,
-                       by_operator=step_method(base.step_method) == StepMethod.OPERATOR)
+                       by_operator=counts_as_engines(base.step_method))
     f = base.tflops * base.tp * TERA
     comm = np.asarray(tp_comm_ms(base.model, base.gpu, base.tp, prompt), dtype=np.float64)
     lin = np.asarray(pf.linear_flops / f * 1e3, dtype=np.float64)
@@ -276,7 +277,7 @@ def _decode_model(x: FloatArray, basis: dict[str, FloatArray],
              "gemm_peak_ms": b["gemm_peak_ms"], "attention_peak_ms": b["attention_peak_ms"],
              "kv_request_peak_ms": b["kv_request_peak_ms"], "comm_ms": b["comm_ms"],
              "batch": b["batch"]}
-    if method == StepMethod.CHAPTER:
+    if method != StepMethod.OPERATOR:  # the chapter's overlap (F4, or the bound's counting)
         eta, t0, eff = (float(v) for v in x)
         return combine_step(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
                             overhead_ms=t0).step_ms
@@ -668,7 +669,7 @@ def _over_memory(base: Scenario, pts: Sequence[MeasuredPoint]) -> list[bool]:
 def _compute_binds(basis: dict[str, FloatArray], x: FloatArray, method: StepMethod
                    ) -> npt.NDArray[np.bool_]:
     """Per point: does the weight GEMMs' arithmetic bind (the only place eff shows)?"""
-    if method == StepMethod.CHAPTER:
+    if method != StepMethod.OPERATOR:
         eta, _, eff = x
         return np.asarray(basis["gemm_peak_ms"] / eff
                           > (basis["weight_peak_ms"] + basis["kv_peak_ms"]) / eta)
@@ -833,6 +834,9 @@ def check_name(name: str) -> str:
     A name is 1-100 of `[A-Za-z0-9._-]` (ASCII), not starting with '.' (so never '.' or '..'
     nor a hidden file) and not ending in '.toml': it can only ever name `<folder>/NAME.toml`.
     Everything that comes from a page or a URL is checked with this (docs/reliability.md)."""
+    if name.lower() in RESERVED_NAMES:
+        raise InputError(f"'{name}' names a prediction basis (the spec sheet, the chapter's "
+                         "assumptions); give the calibration another name, e.g. rtx-4090-vllm")
     if (not name or len(name) > NAME_MAX_CHARS or not set(name) <= _NAME_CHARS
             or name.startswith(".") or name.lower().endswith(".toml")):
         shown = name if len(name) <= 60 else name[:60] + "..."

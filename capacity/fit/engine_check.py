@@ -40,7 +40,6 @@ from capacity.fit.overlay import (
     points_from_summary,
 )
 from capacity.fit.validate import spec_sheet
-from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.plan.queueing import (
     ServiceModel,
@@ -190,26 +189,26 @@ def replayed(requests: pd.DataFrame, concurrency: float, scenario: Scenario, *,
 
 @dataclass(frozen=True, kw_only=True)
 class SpecBound:
-    """The fastest a run can go on its spec sheet: every knob at peak (eta = eff = MFU = 1, no
-    overheads), under whichever step method is faster at each point, the decode step at the
-    prompt's context (the least a request holds) and the prefill of one prompt alone (no
-    queue, no other prompt). A measured ITL or TTFT below it breaks the upper bound."""
+    """The fastest a run can go on its spec sheet (`capacity.model.basis.SPEC_KNOBS`: every
+    knob at peak, no overheads, the bound step, which no other step method undercuts), the
+    decode step at the prompt's context (the least a request holds) and the prefill of one
+    prompt alone (no queue, no other prompt). A measured ITL or TTFT below it breaks the upper
+    bound."""
 
-    scenarios: tuple[Scenario, ...]
+    scenario: Scenario
     ttft_ms: float
 
     def step_ms(self, concurrency: float) -> float:
         """The fastest decode step (ms) at `concurrency` sequences."""
-        return min(float(np.asarray(evaluate(s, [concurrency]).decode.step_ms).reshape(-1)[0])
-                   for s in self.scenarios)
+        return float(np.asarray(evaluate(self.scenario, [concurrency]).decode.step_ms
+                                ).reshape(-1)[0])
 
 
 def spec_bound(scenario: Scenario) -> SpecBound:
-    """`SpecBound` of a run's scenario (`measured.run_scenario`), both step methods."""
+    """`SpecBound` of a run's scenario (`measured.run_scenario`)."""
     peak = spec_sheet(scenario).with_(context_tokens=scenario.prompt)
-    both = tuple(peak.with_(step_method=m.value) for m in StepMethod)
-    return SpecBound(scenarios=both, ttft_ms=min(
-        float(np.asarray(evaluate(s).ttft_s).reshape(-1)[0]) * 1e3 for s in both))
+    return SpecBound(scenario=peak,
+                     ttft_ms=float(np.asarray(evaluate(peak).ttft_s).reshape(-1)[0]) * 1e3)
 
 
 def bound_counts(rows: Sequence[CheckRow]) -> dict[str, tuple[int, int]]:

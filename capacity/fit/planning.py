@@ -27,9 +27,11 @@ from pathlib import Path
 from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError, InputError
-from capacity.fit.calibration import KNOBS, Calibration, PointKind
+from capacity.fit.calibration import KNOBS, Calibration, PointKind, check_name
 from capacity.fit.uncertainty import TYPICAL_RANGES, _spread
+from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC, SPEC_KNOBS, TYPICAL_PREFIX
 from capacity.model.roofline import StepMethod
+from capacity.model.scenario import Scenario
 from capacity.plan.search import Option, PlanInputs, plan
 
 
@@ -127,6 +129,70 @@ def with_typical(inp: PlanInputs, typ: TypicalEfficiency) -> PlanInputs:
     return replace(inp, calibration="", typical=typ.engine, **typ.typical)  # type: ignore[arg-type]
 
 
+def with_spec_sheet(inp: PlanInputs) -> PlanInputs:
+    """The inputs on the spec-sheet basis (`capacity.model.basis.SPEC_KNOBS`): every
+    efficiency at its peak and the bound step, no calibration nor engine."""
+    return replace(inp, calibration="", typical="", **SPEC_KNOBS)
+
+
+def with_chapter(inp: PlanInputs) -> PlanInputs:
+    """The inputs on the chapter's assumptions (`capacity.model.basis.CHAPTER_KNOBS`)."""
+    return replace(inp, calibration="", typical="", **CHAPTER_KNOBS)
+
+
+def check_basis(text: str) -> str:
+    """`text` as a basis string (`capacity.model.basis`), normalised, or InputError naming what
+    a basis is: '' or 'chapter', 'spec', 'typical:ENGINE' (a known engine) or a calibration
+    name (checked as a name only: `with_basis` loads it)."""
+    raw = text.strip()
+    low = raw.lower()
+    if low in ("", CHAPTER):
+        return ""
+    if low == SPEC:
+        return SPEC
+    if low.startswith(TYPICAL_PREFIX):
+        typical_efficiency(low.removeprefix(TYPICAL_PREFIX))
+        return low
+    try:
+        return check_name(raw)
+    except InputError:
+        raise InputError(f"basis '{raw[:60]}' is not one of: chapter, spec, "
+                         f"{TYPICAL_PREFIX}ENGINE ({', '.join(sorted(engines()))}), or a saved "
+                         "calibration's name") from None
+
+
+def with_basis(inp: PlanInputs, text: str) -> PlanInputs:
+    """The inputs on the basis `text` names (`check_basis`): the chapter's, the spec sheet, an
+    engine's typical knobs or a saved calibration (loaded from the calibrations folder)."""
+    basis = check_basis(text)
+    if basis == "":
+        return with_chapter(inp)
+    if basis == SPEC:
+        return with_spec_sheet(inp)
+    if basis.startswith(TYPICAL_PREFIX):
+        return with_typical(with_chapter(inp),
+                            typical_efficiency(basis.removeprefix(TYPICAL_PREFIX)))
+    from capacity.fit.calibration import load
+
+    return with_calibration(with_chapter(inp), load(basis))
+
+
+def scenario_with_basis(s: Scenario, text: str) -> Scenario:
+    """A scenario on the basis `text` names, as `with_basis` puts it into planner inputs: the
+    Explorer's prediction and the planner's use the same knobs for the same basis."""
+    basis = check_basis(text)
+    if basis == "":
+        return s.with_(calibration=None, **CHAPTER_KNOBS)
+    if basis == SPEC:
+        return s.with_(calibration=None, **SPEC_KNOBS)
+    if basis.startswith(TYPICAL_PREFIX):
+        typ = typical_efficiency(basis.removeprefix(TYPICAL_PREFIX))
+        return s.with_(calibration=None, **{**CHAPTER_KNOBS, **typ.typical})
+    from capacity.fit.calibration import apply, load_named
+
+    return apply(load_named(basis), s.with_(**CHAPTER_KNOBS))
+
+
 def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, PlanInputs]:
     """(slow, fast) inputs: the edges of the band around `inp`'s prediction (with an engine's
     typical efficiency and no calibration: that engine's ranges)."""
@@ -142,9 +208,7 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
         slow = replace(inp, eta_bw=lo["eta_bw"], eff=lo["eff"], mfu=lo["mfu"],
                        step_overhead_ms=hi["step_overhead_ms"],
                        prefill_overhead_ms=hi["prefill_overhead_ms"])
-        fast = replace(inp, eta_bw=1.0, eff=1.0, step_overhead_ms=0.0,
-                       prefill_overhead_ms=0.0, mfu=max(inp.mfu, hi["mfu"]))
-        return slow, fast
+        return slow, with_spec_sheet(inp)  # the fast edge: the upper bound on speed
     s_step = 1.0 + _spread(cal, PointKind.TPOT)
     s_ttft = 1.0 + _spread(cal, PointKind.TTFT)
     slow = replace(inp, eta_bw=inp.eta_bw / s_step, eff=inp.eff / s_step,
@@ -172,7 +236,7 @@ class GpuBand:
     low: int | None
     high: int | None
     basis: str
-    """'calibrated', 'typical' or 'spec-sheet' (`PlanInputs.basis`)."""
+    """The basis kind (`PlanInputs.basis`; 'calibrated' with a calibration)."""
 
 
 def _fewest(inp: PlanInputs, o: Option, catalog: Catalog | None) -> int | None:

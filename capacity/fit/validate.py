@@ -65,6 +65,7 @@ from capacity.fit.reference import (
     StatedValue,
     load_reference,
 )
+from capacity.model.basis import SPEC_KNOBS
 from capacity.model.scenario import Scenario
 
 SATURATION_GAIN = 0.05
@@ -340,9 +341,10 @@ def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: flo
 
 
 def spec_sheet(s: Scenario) -> Scenario:
-    """`s` with every efficiency knob at its spec-sheet value: eta_bw = eff = MFU = 1 and no
-    overheads (the planner's default MFU of 0.3 is a typical value, not the spec sheet)."""
-    return s.with_(eta_bw=1.0, eff=1.0, mfu=1.0, step_overhead_ms=0.0, prefill_overhead_ms=0.0)
+    """`s` on the spec-sheet basis (`capacity.model.basis.SPEC_KNOBS`): every efficiency at
+    its peak (eta_bw = eff = MFU = 1, no overheads) and the bound step (the chapter's MFU of
+    0.3 is a typical value, not the spec sheet)."""
+    return s.with_(calibration=None, **SPEC_KNOBS)
 
 
 def _pick(p: Prediction, metric: Metric, i: int) -> float:

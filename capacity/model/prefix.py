@@ -28,7 +28,7 @@ from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import MemoryVerdict, max_concurrency, memory_verdict
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
-from capacity.model.roofline import StepMethod, step_method
+from capacity.model.roofline import counts_as_engines
 from capacity.model.scenario import Scenario, TableRow, capacity_table, evaluate
 from capacity.types import FloatArray, IntArray
 
@@ -47,7 +47,7 @@ def cached_prefill(s: Scenario, prompt_tokens: npt.ArrayLike,
     if np.any(c < 0) or np.any(c >= L):
         raise InputError("cached tokens must be >= 0 and fewer than the prompt's tokens "
                          "(the last prompt token is always computed)")
-    operator = step_method(s.step_method) == StepMethod.OPERATOR
+    operator = counts_as_engines(s.step_method)
     full = prefill_flops(s.model, L, by_operator=operator)
     hit = prefill_flops(s.model, np.maximum(c, 1.0), by_operator=operator).per_token_part()
     return PrefillFlops(

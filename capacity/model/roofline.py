@@ -27,9 +27,15 @@ is the small-batch floor: with fewer than `b_sat` sequences the attention kernel
 the GPU and reads KV at the effective bandwidth BW x b / b_sat, so the attention time stays at
 b_sat sequences' worth (it flattens once the batch reaches b_sat). b_sat = 0 (the default,
 spec-sheet) means no floor. With every knob at its spec-sheet value (eta = eff = 1, no
-overheads, no floor) the operator step is >= the chapter's (a sum of maxima is at least the
-max of the sums), so it is never faster: still an upper bound on speed. Where the weight
-GEMMs and attention are both bandwidth-bound the two methods agree exactly.
+overheads, no floor) the operator step is >= the chapter's for a model whose embedding is
+tied (a sum of maxima is at least the max of the sums). Where the weight GEMMs and attention
+are both bandwidth-bound the two methods agree exactly.
+
+*bound* (the spec sheet's, docs/method.md "Bases"): the chapter's overlap with the weights
+counted as engines run them, `max((W_read - lookup share + b KV) / BW, 2 (P - lookup) b / F)`
+at peak. It is at most the chapter's step (fewer bytes and FLOPs, knobs <= 1 only slow the
+chapter down) and at most the operator step (a max of sums is at most the sum of the maxima),
+so the spec-sheet basis that uses it is the upper bound on speed of every basis.
 
 `StepModel` is the only implementation: `scenario.evaluate` (the Explorer, the event model's
 `ServiceModel`, the simulated endpoint, the charts and the explanations), the planner's
@@ -149,6 +155,19 @@ class StepMethod(StrEnum):
     arithmetic of the whole step overlap)."""
     OPERATOR = "operator"
     """F4b: weight GEMMs, then attention, each on its own roofline, plus overheads."""
+    BOUND = "bound"
+    """The spec sheet's bound: the least a device must do in a step, all at peak and fully
+    overlapped: max(W_read / BW + b KV / BW, 2 P b / F), counting the weights as engines run
+    them (an untied input embedding table is a lookup, neither read whole nor multiplied).
+    Never slower than the chapter's F4 nor F4b at any knobs <= 1 and overheads >= 0, so the
+    spec-sheet basis (`capacity.model.basis`) is an upper bound on speed."""
+
+
+def counts_as_engines(method: StepMethod | str) -> bool:
+    """Whether a step method counts the weights as engines run them (F4b, F6b: the input
+    embedding a lookup, the prefill's output head at the last position only): the operator
+    method and the spec-sheet bound do; the chapter's F4 and F6 count all of P and W."""
+    return StepMethod(method) != StepMethod.CHAPTER
 
 
 DEFAULT_STEP_METHOD = StepMethod.CHAPTER
@@ -231,7 +250,7 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     per_seq = seq_overhead_ms * b
     w = np.asarray(weight_peak_ms, dtype=np.float64) / eta_bw
     g = np.asarray(gemm_peak_ms, dtype=np.float64) / eff
-    if StepMethod(method) == StepMethod.CHAPTER:
+    if StepMethod(method) != StepMethod.OPERATOR:  # chapter and bound: one overlap
         bw = np.asarray((np.asarray(weight_peak_ms, dtype=np.float64)
                          + np.asarray(kv_peak_ms, dtype=np.float64)) / eta_bw, dtype=np.float64)
         zero = np.zeros_like(bw)
@@ -369,15 +388,14 @@ class StepModel:
         """The step of `model`: active parameters and MoE routing taken from the catalog; the
         attention FLOPs per sequence from its layers at `context_tokens` (none when None).
 
-        Under the operator method an untied input embedding table (`Model.lookup_params_b`) is
-        neither multiplied nor read whole: its parameters leave the GEMM FLOPs and its share of
-        W (by parameter count) leaves the weight bytes. The chapter's method keeps all of P and
-        W (F4 as written)."""
+        Under the operator method and the spec-sheet bound (`counts_as_engines`) an untied
+        input embedding table (`Model.lookup_params_b`) is neither multiplied nor read whole:
+        its parameters leave the GEMM FLOPs and its share of W (by parameter count) leaves the
+        weight bytes. The chapter's method keeps all of P and W (F4 as written)."""
         moe = model.moe
         attn = (0.0 if context_tokens is None
                 else attention_flops_per_token(model, context_tokens))
-        operator = StepMethod(method) == StepMethod.OPERATOR
-        lookup = model.lookup_params_b if operator else 0.0
+        lookup = model.lookup_params_b if counts_as_engines(method) else 0.0
         return cls(weights_bytes=weights_bytes, kv_request_bytes=kv_request_bytes,
                    bandwidth_gb_s=bandwidth_gb_s, tflops=tflops,
                    params_active_b=model.params_active_b - lookup,

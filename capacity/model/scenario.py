@@ -58,9 +58,9 @@ from capacity.model.roofline import (
     DEFAULT_STEP_METHOD,
     Bound,
     DecodeStep,
-    StepMethod,
     StepModel,
     comm_coefficients_ms,
+    counts_as_engines,
 )
 from capacity.model.roofline import step_method as step_method_of
 from capacity.types import FloatArray, IntArray, Note, StrArray
@@ -347,7 +347,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
     agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
     kv_total = c_rep * kv_req.exact_bytes
     subtotal = vram.weights_bytes + vram.overhead_bytes + vram.nccl_bytes + kv_total
-    pf = prefill_flops(m, prompt, by_operator=s.step_method == StepMethod.OPERATOR)
+    pf = prefill_flops(m, prompt, by_operator=counts_as_engines(s.step_method))
     comm_prefill_s = tp_comm_ms(m, s.gpu, s.tp, prompt) / 1e3
     ttft_lin = prefill_seconds(pf.linear_flops, s.tflops * s.tp, s.mfu)
     ttft = prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,

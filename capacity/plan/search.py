@@ -31,6 +31,7 @@ from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_c
 from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import CapacityError, InputError
+from capacity.model.basis import BasisKind, basis_string, kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, convert, cost_per_mtok
 from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
 from capacity.model.memory import (
@@ -46,10 +47,9 @@ from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
 from capacity.model.roofline import (
     DEFAULT_STEP_METHOD,
-    StepMethod,
     StepModel,
     comm_coefficients_ms,
-    step_method,
+    counts_as_engines,
 )
 from capacity.model.scenario import (
     DEFAULT_EFF,
@@ -219,11 +219,18 @@ class PlanInputs:
 
 
     @property
-    def basis(self) -> str:
-        """What the speed figures (TTFT, TPOT, capacity, cost per M tokens) rest on:
-        'calibrated' (a saved calibration fitted to measurements), 'typical' (an engine's
-        typical efficiency) or 'spec-sheet' (the GPU's data sheet, no efficiency loss)."""
-        return "calibrated" if self.calibration else "typical" if self.typical else "spec-sheet"
+    def basis(self) -> BasisKind:
+        """What the speed figures (TTFT, TPOT, capacity, cost per M tokens) rest on
+        (`capacity.model.basis`): a saved calibration, an engine's typical efficiency, the
+        spec sheet (every efficiency at peak: the upper bound on speed), the chapter's
+        assumptions (the default: eff 1, MFU 0.3) or entered knobs."""
+        return kind_of_knobs(knobs_of(self), calibration=self.calibration, typical=self.typical)
+
+    @property
+    def basis_string(self) -> str:
+        """The basis as one string (`capacity.model.basis`): '' (the chapter's, or entered
+        knobs), 'spec', 'typical:ENGINE' or a calibration's name."""
+        return basis_string(self.basis, self.calibration or self.typical)
 
     def profile_for(self, gpu_key: str, memory_gb: float) -> EngineProfile:
         """The engine's profile on this GPU, with `max_num_seqs` when one is given."""
@@ -441,7 +448,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     prices = dict(inp.price_overrides)
     offers = {o.gpu: o for o in inp.offers}
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
-    operator = step_method(inp.step_method) == StepMethod.OPERATOR
+    operator = counts_as_engines(inp.step_method)
     pf = prefill_flops(model, wl.prompt, by_operator=operator)
     # prefix caching: the mean prompt skips share x the cached prefix (F6 of the rest, exact
     # for causal attention: each part of the prefix's FLOPs drops out), and the prefix's

@@ -25,7 +25,7 @@ from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH
 from capacity.model.memory import VERDICTS, MemoryVerdict, headroom_level
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
-from capacity.model.roofline import Bound, StepMethod
+from capacity.model.roofline import Bound, StepMethod, counts_as_engines
 from capacity.model.scenario import (
     Evaluation,
     Scenario,
@@ -493,7 +493,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     lin = float(ev.ttft_linear_s.flat[0])
     ttft = float(ev.ttft_s.flat[0])
     attn = float(ev.prefill.attention_flops.flat[0])
-    if s.step_method == StepMethod.OPERATOR:
+    if counts_as_engines(s.step_method):
         # F6b: the embedding lookup is free and the output head runs at the last position only
         body = m.params_active_b - m.lookup_params_b - m.head_params_b
         steps.append(MathStep(

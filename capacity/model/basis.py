@@ -1,0 +1,100 @@
+"""Prediction bases: which efficiency knobs a prediction rests on (docs/method.md, "Bases").
+
+Every speed figure (decode step, TTFT, capacity, cost per million tokens) is computed from the
+device's spec-sheet peaks and a set of knobs (F11): decode compute efficiency `eff`, prefill
+`mfu`, bandwidth efficiency `eta_bw`, overheads, and the step method. A *basis* names where the
+knobs come from:
+
+- `spec` (the spec sheet): every efficiency at its peak (eff = MFU = eta_bw = 1, no overheads)
+  and the spec-sheet bound step (`StepMethod.BOUND`): the least a device must do, so the
+  upper bound on speed of every other basis, on every surface;
+- `chapter` (the chapter's assumptions): the chapter's F4 at eff 1 and its prefill MFU of 0.3,
+  a typical value rather than a peak. The worked example (docs/method.md, section 4) is
+  computed on it, and it stays the default of `capacity plan` and the pages;
+- `typical:ENGINE`: an engine's typical knobs (data/engines.toml);
+- a saved calibration's name: knobs fitted to measurements (F11);
+- `entered`: knobs typed in (`--mfu 0.5`), none of the above.
+
+A basis is written as one string everywhere it travels (the CLI's `--basis`, both pages' URLs,
+the JSON): '' or 'chapter', 'spec', 'typical:ENGINE', or a calibration name. Resolving the
+last two needs the data files: `capacity.fit.planning.with_basis`. This module holds the two
+bases that are constants, and tells which one a set of knobs is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Final
+
+from capacity.model.roofline import StepMethod
+
+
+class BasisKind(StrEnum):
+    """Where a prediction's knobs come from."""
+
+    SPEC = "spec"
+    CHAPTER = "chapter"
+    TYPICAL = "typical"
+    CALIBRATED = "calibrated"
+    ENTERED = "entered"
+
+
+KNOB_FIELDS: Final[tuple[str, ...]] = (
+    "eff", "mfu", "eta_bw", "step_overhead_ms", "prefill_overhead_ms", "step_method", "eta_kv",
+    "attn_sat_batch", "seq_overhead_ms", "batch1_factor", "attn_mfu")
+"""The fields a basis sets, named as `Scenario` and `PlanInputs` name them."""
+
+CHAPTER_KNOBS: Final[Mapping[str, Any]] = {
+    "eff": 1.0, "mfu": 0.3, "eta_bw": 1.0, "step_overhead_ms": 0.0, "prefill_overhead_ms": 0.0,
+    "step_method": StepMethod.CHAPTER.value, "eta_kv": None, "attn_sat_batch": 0.0,
+    "seq_overhead_ms": 0.0, "batch1_factor": 1.0, "attn_mfu": None}
+"""The chapter's assumptions: F4 at eff 1 (the chapter's table) and prefill at MFU 0.3."""
+
+SPEC_KNOBS: Final[Mapping[str, Any]] = {
+    **CHAPTER_KNOBS, "mfu": 1.0, "step_method": StepMethod.BOUND.value}
+"""The spec sheet: every efficiency at its peak, the spec-sheet bound step."""
+
+SPEC: Final = "spec"
+CHAPTER: Final = "chapter"
+TYPICAL_PREFIX: Final = "typical:"
+"""A basis string 'typical:vllm' names an engine's typical knobs."""
+RESERVED_NAMES: Final = frozenset({SPEC, CHAPTER})
+"""Basis words a calibration may not be named (a name is a basis string of its own)."""
+
+
+def knobs_of(obj: object) -> dict[str, Any]:
+    """The basis fields of a `Scenario` or `PlanInputs` (or any object with them)."""
+    return {k: getattr(obj, k) for k in KNOB_FIELDS}
+
+
+def _same(knobs: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
+    return all(knobs[k] == ref[k] or (isinstance(ref[k], float) and knobs[k] is not None
+                                      and abs(float(knobs[k]) - ref[k]) <= 1e-12)
+               for k in KNOB_FIELDS)
+
+
+def kind_of_knobs(knobs: Mapping[str, Any], *, calibration: str | None = "",
+                  typical: str = "") -> BasisKind:
+    """Which basis a set of knobs is: a named calibration or engine wins; else the spec sheet
+    or the chapter's when the knobs are exactly theirs; else entered."""
+    if calibration:
+        return BasisKind.CALIBRATED
+    if typical:
+        return BasisKind.TYPICAL
+    if _same(knobs, SPEC_KNOBS):
+        return BasisKind.SPEC
+    if _same(knobs, CHAPTER_KNOBS):
+        return BasisKind.CHAPTER
+    return BasisKind.ENTERED
+
+
+def basis_string(kind: BasisKind, name: str = "") -> str:
+    """The one-string form of a basis (see the module docstring): '' for the chapter's."""
+    if kind == BasisKind.SPEC:
+        return SPEC
+    if kind == BasisKind.TYPICAL:
+        return TYPICAL_PREFIX + name
+    if kind == BasisKind.CALIBRATED:
+        return name
+    return ""
