@@ -18,7 +18,9 @@ from capacity.fit.calibration import load_named as load_calibration
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
 from capacity.model.prefix import PrefixEffect
 from capacity.model.prefix import prefix_effect as model_prefix_effect
+from capacity.plan.deployment import assess
 from capacity.plan.queueing import MAX_LOAD_REQUESTS, LoadPoint, closed_loop_load
+from capacity.plan.search import Option, PlanInputs
 from capacity.report.charts import ChartData, chart_data, compare_specs, specs
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
 from capacity.report.urlstate import ExplorerState
@@ -99,7 +101,7 @@ def uncertainty(state: ExplorerState, version: int) -> Uncertainty:
     """`capacity.fit.uncertainty.band` and `sensitivity` for the Explorer's state."""
     del version
     s = state.scenario(catalog())
-    cal = load_calibration(state.calibration) if state.calibration else None
+    cal = load_calibration(s.calibration) if s.calibration else None  # a calibration basis
     b = band(s, [state.concurrency], cal)
     return Uncertainty(
         step_ms=(float(b.step_ms[0][0]), float(b.step_ms[1][0]), float(b.step_ms[2][0])),
@@ -134,8 +136,21 @@ def compare_charts(current: ExplorerState, pinned: ExplorerState, labels: dict[s
     return compare_specs(_chart_data(current), _chart_data(pinned), labels)
 
 
-LOAD_OUTPUT_TOKENS = 256
-"""Output tokens per request in the Explorer's load view when the prompt fills the context."""
+@dataclass(frozen=True, kw_only=True)
+class DeploymentView:
+    """The Explorer's what-if as the deployment it is (`capacity.plan.deployment`): the
+    planner's inputs and its figures for exactly this configuration."""
+
+    inputs: PlanInputs
+    option: Option
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def deployment_view(state: ExplorerState, version: int) -> DeploymentView:
+    """`deployment.assess` of the Explorer's state: the Planner's own figures for it."""
+    del version
+    d = state.deployment(catalog())
+    return DeploymentView(inputs=d.inputs, option=assess(d, catalog()))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,12 +167,12 @@ class LoadView:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def load_view(state: ExplorerState, version: int) -> LoadView:
-    """`capacity.plan.queueing.closed_loop_load` at the Explorer's concurrency and engine; the
-    output is the context left after the prompt (LOAD_OUTPUT_TOKENS when the prompt fills it)."""
+    """`capacity.plan.queueing.closed_loop_load` at the Explorer's concurrency and engine, each
+    request `state.out` output tokens."""
     del version
     s = state.scenario(catalog())
     prompt = state.prompt_tokens
-    out = state.ctx - prompt if state.ctx > prompt else LOAD_OUTPUT_TOKENS
+    out = state.out
     per_replica = -(-state.concurrency // s.replicas)
     svc, points = closed_loop_load(
         s, engine=state.engine, output_tokens=out,

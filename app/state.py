@@ -22,8 +22,12 @@ from typing import Any
 import streamlit as st
 
 from capacity.catalog.loader import Catalog
+from capacity.errors import CapacityError
+from capacity.model.basis import TYPICAL_PREFIX, BasisKind, kind_of_knobs, knobs_of
 from capacity.model.cost import convert
-from capacity.model.scenario import valid_tp_sizes
+from capacity.model.scenario import Scenario, valid_tp_sizes
+from capacity.report.bases import basis_label, knobs_text
+from capacity.report.i18n import t
 from capacity.report.urlstate import (
     DEFAULT_STATE,
     LANGS,
@@ -182,15 +186,86 @@ def write_url(state: ExplorerState) -> None:
 
 
 def on_gpu_change(catalog: Catalog) -> None:
-    """A new GPU brings its own catalog price, converted to the chosen currency."""
+    """A new GPU brings its own price, converted to the chosen currency: its offer of the
+    offer kind the price came from, else its catalog price (and no offer kind)."""
     gpu = catalog.gpus.get(st.session_state.get(key("gpu"), ""))
     if gpu is None:
         return
     cur = st.session_state.get(key("currency"), "CNY")
     rate = float(st.session_state.get(key("rate"), DEFAULT_STATE.rate))
-    st.session_state[key("price")] = round(convert(gpu.price_per_hour, gpu.currency, cur,
-                                                   rate), 4)
+    kind = str(st.session_state.get(key("offer"), ""))
+    offer = next((o for o in replace(DEFAULT_STATE, offer=kind).offer_list(catalog)
+                  if o.gpu == gpu.key and o.per == "gpu"), None) if kind else None
+    if offer is not None:
+        price = convert(offer.price_per_gpu_hour, offer.currency, cur, rate)
+    else:
+        st.session_state[key("offer")] = ""
+        price = convert(gpu.price_per_hour, gpu.currency, cur, rate)
+    st.session_state[key("price")] = price
     st.session_state.get(TYPED, {}).pop("price", None)
+
+
+def on_basis_change(catalog: Catalog) -> None:
+    """A basis was chosen: the knob sliders take its values (the chapter's for '')."""
+    show_basis_knobs(catalog)
+
+
+BASIS_SLIDERS = {"eff": "eff", "mfu": "mfu", "eta_bw": "eta_bw",
+                 "step_overhead_ms": "step_oh_ms", "prefill_overhead_ms": "prefill_oh_ms",
+                 "step_method": "step"}
+"""Scenario knob -> the Explorer input that shows it."""
+
+
+def show_basis_knobs(catalog: Catalog) -> None:
+    """Put the chosen basis' knobs into the sliders (a named basis sets them all; the URL then
+    carries what the page shows)."""
+    from capacity.fit.planning import scenario_with_basis
+
+    basis = str(st.session_state.get(key("calibration"), ""))
+    try:
+        s = scenario_with_basis(from_widgets(init_lang()).scenario(catalog).with_(
+            calibration=None), basis)
+    except CapacityError:
+        return
+    for knob, name in BASIS_SLIDERS.items():
+        st.session_state[key(name)] = getattr(s, knob)
+
+
+def scenario_spare(state: ExplorerState) -> int:
+    """The spare GPUs of the what-if (one replica: TP GPUs)."""
+    return state.spare * state.tp
+
+
+def set_context(tokens: int) -> None:
+    """A fix button: the context (and a prompt set apart, capped at it) becomes `tokens`."""
+    st.session_state[key("ctx")] = int(tokens)
+    if int(st.session_state.get(key("prompt"), 0)) > tokens:
+        st.session_state[key("prompt")] = int(tokens)
+
+
+def use_concurrency_as_load() -> None:
+    """The deployment's figures at the concurrency `c` (a closed loop) instead of the design
+    rate the Planner gave."""
+    st.session_state[key("load")] = 0.0
+
+
+def prediction_caption(s: Scenario, basis: str, lang: str) -> str:
+    """What the Explorer's speed figures rest on, in words (`capacity.model.basis`)."""
+    kind = kind_of_knobs(knobs_of(s), calibration=s.calibration or "",
+                         typical=basis.removeprefix(TYPICAL_PREFIX)
+                         if basis.startswith(TYPICAL_PREFIX) else "")
+    if kind == BasisKind.CALIBRATED:
+        return t("pred_basis_cal", lang, name=s.calibration, eta_bw=s.eta_bw,
+                 t0=s.step_overhead_ms, eff=s.eff, mfu=s.mfu)
+    if kind == BasisKind.TYPICAL:
+        return t("pred_basis_typical", lang, engine=basis_label(basis, lang),
+                 knobs=knobs_text(s, lang))
+    if kind == BasisKind.SPEC:
+        return t("pred_basis_spec", lang)
+    if kind == BasisKind.CHAPTER:
+        return t("pred_basis_chapter", lang)
+    return t("pred_basis_knobs", lang, eta_bw=s.eta_bw, eff=s.eff, mfu=s.mfu,
+             t0=s.step_overhead_ms, p0=s.prefill_overhead_ms)
 
 
 TYPED = "explorer_typed_money"

@@ -46,6 +46,7 @@ CAPACITY_MEASURE_ALLOW_HOSTS = "CAPACITY_MEASURE_ALLOW_HOSTS"
 CAPACITY_CJK_FONT = "CAPACITY_CJK_FONT"
 CAPACITY_LLAMA_SERVER = "CAPACITY_LLAMA_SERVER"
 CAPACITY_CACHE_DIR = "CAPACITY_CACHE_DIR"
+CAPACITY_PUBLIC_URL = "CAPACITY_PUBLIC_URL"
 OPENAI_API_KEY = "OPENAI_API_KEY"
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 XDG_DATA_HOME = "XDG_DATA_HOME"
@@ -96,6 +97,12 @@ VARIABLES: tuple[Variable, ...] = (
              meaning="the cache for large rebuildable things: the llama-server build and the "
                      "GGUF test models of `python3 dev.py realtest`",
              default="$XDG_CACHE_HOME/capacity (default ~/.cache/capacity)"),
+    Variable(name=CAPACITY_PUBLIC_URL,
+             meaning="the app's public address (https://capacity.example.com) that the "
+                     "quote's \"reproduce this plan\" link starts with; only an http(s) "
+                     "address is used",
+             default="none: a relative /planner?... link (the app never guesses its own "
+                     "address, which behind a proxy is a loopback one)"),
     Variable(name=OPENAI_API_KEY,
              meaning="the API key `capacity bench` sends when --api-key is not given (the "
                      "Measure page passes its key to the run this way)",
@@ -267,6 +274,17 @@ def llama_server_override() -> Path | None:
 def cjk_font() -> str:
     """$CAPACITY_CJK_FONT: a font path, optionally `path#index` in a collection ("" unset)."""
     return get(CAPACITY_CJK_FONT)
+
+
+def public_url() -> str:
+    """$CAPACITY_PUBLIC_URL without a trailing '/', when it is an http(s) address with a host
+    ("" otherwise: links stay relative)."""
+    from urllib.parse import urlsplit
+
+    raw = get(CAPACITY_PUBLIC_URL).rstrip("/")
+    parts = urlsplit(raw)
+    ok = parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query
+    return raw if ok else ""
 
 
 def openai_api_key() -> str | None:

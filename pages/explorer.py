@@ -25,23 +25,32 @@ from app.state import (
     init_lang,
     key,
     mirror_inputs,
+    on_basis_change,
     on_currency_change,
     on_gpu_change,
     on_model_change,
     pin,
     pinned_state,
+    prediction_caption,
+    scenario_spare,
+    set_context,
+    show_basis_knobs,
     sync_prompt,
     unpin,
+    use_concurrency_as_load,
     valid_tps,
     write_url,
 )
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
 from capacity.errors import CapacityError
 from capacity.fit.calibration import saved_calibrations
+from capacity.fit.planning import engines as typical_engines
+from capacity.model.basis import SPEC, TYPICAL_PREFIX
 from capacity.model.cost import CURRENCIES
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import SEED_TABLE_ROWS
 from capacity.plan.queueing import MAX_LOAD_REQUESTS
+from capacity.report.bases import basis_label
 from capacity.report.charts import ALL_CHARTS, COMPARE_CHARTS
 from capacity.report.explain import (
     TABLE_COLUMNS,
@@ -53,9 +62,10 @@ from capacity.report.explain import (
     Status,
     Verdict,
 )
-from capacity.report.i18n import engine_label, note_text, t
+from capacity.report.i18n import engine_label, error_text, note_text, t
+from capacity.report.quote import figure_rows, nodes_text, option_label
 from capacity.report.tables import render
-from capacity.report.urlstate import DEFAULT_STATE, STEP_METHODS, ExplorerState
+from capacity.report.urlstate import PLANNER_PCTS, STEP_METHODS, ExplorerState
 from capacity.units import KV_DTYPES
 
 ensure_navigation()
@@ -95,7 +105,6 @@ for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it,
 
 notices = init_explorer(catalog)
 ctx_now = int(st.session_state[key("ctx")])
-ctx_options = sorted({*CTX_OPTIONS, ctx_now})
 st.session_state.setdefault("ex_c_max", max(1024, int(st.session_state[key("c")])))
 
 st.title(T("nav_explorer"))
@@ -110,6 +119,9 @@ row1[0].selectbox(T("model"), models, key=key("model"),
                   format_func=lambda k: catalog.models[k].name,
                   on_change=on_model_change, args=(catalog,))
 model = catalog.models[st.session_state[key("model")]]
+# the contexts this model takes (and the current one, even past its limit: it is flagged)
+ctx_options = sorted({*(c for c in CTX_OPTIONS if c <= model.max_context_tokens),
+                      model.max_context_tokens, ctx_now})
 formats = [f.key for f in catalog.formats_for(model)]
 if st.session_state[key("weights")] not in formats:
     on_model_change(catalog)
@@ -141,6 +153,8 @@ with st.sidebar:
                   help=T("help_prompt_follows"))
         st.number_input(T("prompt"), min_value=1, max_value=10_000_000, step=512,
                         key=key("prompt"), disabled=bool(st.session_state[key(PROMPT_FOLLOWS)]))
+        st.number_input(T("out_tokens"), min_value=1, max_value=1_000_000, step=64,
+                        key=key("out"), help=T("help_out_tokens"))
         st.slider(T("util"), min_value=0.05, max_value=1.0, step=0.01, key=key("util"),
                   help=T("help_util"))
         st.number_input(T("overhead"), min_value=0.0, max_value=1000.0, step=0.1,
@@ -164,19 +178,27 @@ with st.sidebar:
                         key=key("slo_tpot_ms"))
         st.number_input(T("slo_cost"), min_value=0.0, max_value=1e6, step=0.1,
                         key=key("slo_cost"), format="%.3f")
+        st.select_slider(T("pl_pct"), sorted({*PLANNER_PCTS, int(st.session_state[key("pct")])}),
+                         key=key("pct"), help=T("help_ex_pct"))
     with st.expander(T("sec_cost"), expanded=True):
         st.segmented_control(T("currency"), list(CURRENCIES), key=key("currency"),
                              required=True, on_change=on_currency_change)
         st.number_input(T("price"), min_value=0.0, max_value=1e5, step=0.1, key=key("price"),
                         format="%.3f")
         st.number_input(T("rate"), min_value=0.01, max_value=1e4, step=0.05, key=key("rate"))
+        st.session_state[key("spare")] = bool(st.session_state[key("spare")])
+        st.checkbox(T("pl_spare"), key=key("spare"), help=T("help_ex_spare"))
     with st.expander(T("sec_eff"), expanded=bool(st.session_state[key("calibration")])):
-        saved = saved_calibrations()
-        if st.session_state[key("calibration")] not in ("", *saved):
+        bases = ["", SPEC, *(TYPICAL_PREFIX + k for k in typical_engines()),
+                 *saved_calibrations()]
+        if st.session_state[key("calibration")] not in bases:
             st.session_state[key("calibration")] = ""
-        st.selectbox(T("prediction"), ["", *saved], key=key("calibration"),
-                     format_func=lambda n: n or T("spec_sheet"), help=T("help_prediction"))
+        st.selectbox(T("prediction"), bases, key=key("calibration"),
+                     format_func=lambda b: basis_label(b, lang), help=T("help_prediction"),
+                     on_change=on_basis_change, args=(catalog,))
         calibrated = bool(st.session_state[key("calibration")])
+        if calibrated:  # a named basis sets every knob: the sliders show its values
+            show_basis_knobs(catalog)
         st.slider(T("eff"), min_value=0.01, max_value=1.0, step=0.01, key=key("eff"),
                   help=T("help_eff"), disabled=calibrated)
         st.slider(T("mfu"), min_value=0.01, max_value=1.0, step=0.01, key=key("mfu"),
@@ -210,10 +232,15 @@ ex: Explanation = result.explanation
 fig = ex.figures
 for w in scenario.warnings:
     st.warning(T("warn_scenario", msg=note_text(w, lang)))
+    if getattr(w, "code", "") == "long_context":  # the fix, one click away
+        st.button(T("fix_long_context", limit=f"{model.max_context_tokens:,}"),
+                  key="fix_long_context", on_click=set_context, args=(model.max_context_tokens,),
+                  icon=":material/arrow_forward:")
 
 # ---- headline -------------------------------------------------------------------------------
 st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,
-               gpu=catalog.gpus[state.gpu].name))
+               gpu=catalog.gpus[state.gpu].name)
+             + (T("headline_spare", n=scenario_spare(state)) if state.spare else ""))
 overall = ex.overall
 with st.container(key="overall"):
     icon = {Status.PASS: ":material/check_circle:", Status.TIGHT: ":material/warning:",
@@ -230,8 +257,9 @@ with st.container(horizontal=True, wrap=True, gap="medium", key="key_numbers"):
     st.metric(T("metric_ttft"), f"{fig['ttft_s']:.2f} s", help=T("help_ttft"), width="content")
     st.metric(T("metric_tok_s"), f"{fig['tok_s_per_request']:,.1f}", width="content")
     st.metric(T("metric_agg"), f"{fig['aggregate_tok_s']:,.0f}", width="content")
-    st.metric(T("metric_cost", cur=cur), f"{fig['cost_per_mtok']:,.3f}",
-              help=T("metric_month") + f": {fig['monthly_cost']:,.0f} {cur}", width="content")
+    st.metric(T("metric_cost_at", cur=cur, c=f"{state.c:,}"), f"{fig['cost_per_mtok']:,.3f}",
+              help=T("help_metric_cost", month=f"{fig['monthly_cost']:,.0f} {cur}",
+                     paid=scenario.paid_gpus), width="content")
     st.metric(T("metric_cvram"), f"{int(fig['c_vram']):,}", help=T("help_cvram"),
               width="content")
 
@@ -283,16 +311,29 @@ if state.prefix > 0:
         st.caption(T("prefix_caption", t0=f"{pe.ttft_s[0]:.2f} s", c0=f"{pe.c_vram[0]:,}",
                      cost0=f"{pe.cost_per_mtok[0]:,.3f}", cur=cur,
                      p=f"{state.prompt_tokens:,}"))
-if scenario.calibration:
-    st.caption(T("pred_basis_cal", name=scenario.calibration, eta_bw=scenario.eta_bw,
-                 t0=scenario.step_overhead_ms, eff=scenario.eff, mfu=scenario.mfu))
-elif (scenario.eta_bw, scenario.eff, scenario.mfu, scenario.step_overhead_ms,
-      scenario.prefill_overhead_ms) != (1.0, DEFAULT_STATE.eff, DEFAULT_STATE.mfu, 0.0, 0.0):
-    st.caption(T("pred_basis_knobs", eta_bw=scenario.eta_bw, eff=scenario.eff,
-                 mfu=scenario.mfu, t0=scenario.step_overhead_ms,
-                 p0=scenario.prefill_overhead_ms))
-else:
-    st.caption(T("pred_basis_spec"))
+st.caption(prediction_caption(scenario, state.calibration, lang))
+
+# ---- the deployment: the Planner's figures for exactly this what-if -------------------------
+try:
+    dep = cache.deployment_view(state, cache.catalog_version())
+except CapacityError as exc:
+    dep = None
+    st.warning(T("err_inputs", msg=error_text(exc, lang)))
+if dep is not None:
+    o = dep.option
+    with st.container(border=True, key="deployment"):
+        st.markdown("**" + T("dep_title", label=option_label(o, lang)) + "**")
+        with st.container(horizontal=True, wrap=True, gap="medium", key="deployment_numbers"):
+            for label, value in figure_rows(dep.inputs, o, lang):
+                st.metric(label, value, help=label, width="content")
+        load_words = (T("dep_load_rate", rate=f"{state.load:.3g}") if state.load > 0
+                      else T("dep_load_conc", c=f"{state.c:,}"))
+        verdict = (T("dep_ok") if o.feasible else T("dep_fails", reasons=T("list_sep").join(
+            T("pl_reason_" + r) for r in o.failures)))
+        st.caption(" · ".join(x for x in (load_words, nodes_text(o, lang), verdict) if x))
+        if state.load > 0:
+            st.button(T("dep_use_c", c=f"{state.c:,}"), key="dep_use_c",
+                      on_click=use_concurrency_as_load, icon=":material/swap_horiz:")
 def num(x: float) -> str:
     """A number for the How-sure tables: thousands separated, 3 significant figures below."""
     if not math.isfinite(x):
@@ -354,7 +395,7 @@ def shown_value(st8: ExplorerState, name: str) -> str:
     if name == "prompt":
         return tokens_label(st8.prompt_tokens)
     if name == "calibration":
-        return str(v) or T("spec_sheet")
+        return basis_label(str(v), lang)
     if isinstance(v, float):
         return f"{v:g}"
     return f"{v:,}" if isinstance(v, int) else str(v)
@@ -490,7 +531,7 @@ with st.container(key="binding"):
             st.markdown(T("relief_ranked" if ex.binding_detail == Detail.SUBTOTAL
                           else "relief_click") + ":")
             for i, r in enumerate(ex.reliefs):
-                st.button(relief_text(r, ex.binding_detail), key=f"relief_{i}",
+                st.button(relief_text(r, r.detail), key=f"relief_{i}",
                           help=T("relief_apply"), icon=":material/arrow_forward:",
                           on_click=apply_relief, args=(r.kind, r.value, r.n_gpus, r.tp))
         else:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import altair as alt
 import pandas as pd
@@ -28,6 +27,7 @@ from app.planner_state import (
     write_url,
 )
 from app.state import init_lang
+from capacity import workspace
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
 from capacity.catalog.loader import Catalog
 from capacity.catalog.offers import OFFER_KINDS, without_offer
@@ -36,6 +36,8 @@ from capacity.fit.calibration import load as load_calibration
 from capacity.fit.calibration import saved_calibrations
 from capacity.fit.planning import GpuBand, engines, gpu_band
 from capacity.fit.traffic import LogSummary, summarize_log
+from capacity.model.basis import SPEC, TYPICAL_PREFIX
+from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixPlan, MixWorkload, plan_mix
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
@@ -49,9 +51,12 @@ from capacity.plan.search import (
     runs_out_month,
     simulate_option,
 )
+from capacity.report.bases import basis_label
 from capacity.report.charts import log_arrivals_chart, log_length_chart
 from capacity.report.i18n import engine_label, t
 from capacity.report.quote import (
+    alternative_text,
+    band_text,
     basis_text,
     blocks_pdf,
     fix_text,
@@ -61,16 +66,17 @@ from capacity.report.quote import (
     mix_quote_blocks,
     nodes_text,
     option_label,
+    quote_file_name,
     quote_markdown,
     quote_pdf,
     rejection_text,
     render_markdown,
+    tokens_over_context,
     variants_text,
 )
 from capacity.report.urlstate import (
     PLANNER_KV,
     PLANNER_PCTS,
-    TYPICAL_PREFIX,
     explorer_state,
     explorer_url,
     planner_url,
@@ -102,10 +108,17 @@ def _sim(inp: PlanInputs, o: Option) -> QueueResult:
 
 @st.cache_data(show_spinner=False)
 def _quotes(p: Plan, sim: QueueResult | None, lang: str, link: str,
-            band: tuple[int | None, int | None] | None) -> tuple[str, bytes]:
+            band: tuple[int | None, int | None] | None,
+            cheaper: tuple[Alternative, ...]) -> tuple[str, bytes]:
     return (quote_markdown(p, lang=lang, simulation=sim, catalog=_catalog(), link=link,
-                           band=band),
-            quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog(), link=link, band=band))
+                           band=band, cheaper=cheaper),
+            quote_pdf(p, lang=lang, simulation=sim, catalog=_catalog(), link=link, band=band,
+                      cheaper=cheaper))
+
+
+@st.cache_data(show_spinner=False)
+def _cheaper(p: Plan) -> tuple[Alternative, ...]:
+    return alternatives(p, _catalog())
 
 
 @st.cache_data(show_spinner=False)
@@ -127,9 +140,10 @@ def _band(inp: PlanInputs, o: Option) -> GpuBand:
 
 
 def _here() -> str:
-    """This app's Planner address ('http://host:port/planner'), or '/planner' when unknown."""
-    parts = urlsplit(st.context.url or "")
-    return f"{parts.scheme}://{parts.netloc}/planner" if parts.netloc else "/planner"
+    """The Planner's address for the quote's link: the deployment's public address
+    ($CAPACITY_PUBLIC_URL) when one is set, else relative (never the address this browser
+    reached, which behind a proxy is a loopback one)."""
+    return workspace.public_url() + "/planner"
 
 
 lang = init_lang()  # the app's sidebar switch (or ?lang= on a shared link)
@@ -147,10 +161,14 @@ saved, notices = init_planner(catalog)  # the URL (a shared link) or this sessio
 if notices:
     st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {n}" for n in notices))
 variants = catalog.variant_keys()
-ctx_choices = sorted({*CTX_CHOICES, int(st.session_state["planner_ctx"])})
 c1, c2, c3 = st.columns(3)
 with c1:
     st.selectbox(T("pl_model"), variants, key="planner_model")
+    limit = catalog.variant(st.session_state["planner_model"]).model.max_context_tokens
+    if int(st.session_state["planner_ctx"]) > limit:  # a new model with a shorter limit
+        st.session_state["planner_ctx"] = limit
+    ctx_choices = sorted({*(c for c in CTX_CHOICES if c <= limit), limit,
+                          int(st.session_state["planner_ctx"])})
     mode = st.radio(T("pl_mode"), ["dau", "conc"], horizontal=True, key="planner_mode",
                     format_func=lambda m: T("pl_mode_" + m))
     if mode == "dau":
@@ -198,15 +216,13 @@ with st.expander(T("pl_space")):
         st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True, key="planner_currency")
         st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")
         st.slider(T("pl_util"), 0.5, 1.0, step=0.01, key="planner_util")
-        st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu")
-        typical = {TYPICAL_PREFIX + k: e.name for k, e in engines().items()}
-        saved_cals = [*typical, *saved_calibrations()]
-        if st.session_state.get("planner_cal", "") not in ("", *saved_cals):
+        bases = ["", SPEC, *(TYPICAL_PREFIX + k for k in engines()), *saved_calibrations()]
+        if st.session_state.get("planner_cal", "") not in bases:
             st.session_state["planner_cal"] = ""
-        st.selectbox(T("prediction"), ["", *saved_cals], key="planner_cal",
-                     format_func=lambda n: (T("typical_engine", engine=typical[n])
-                                            if n in typical else n or T("spec_sheet")),
-                     help=T("help_prediction"))
+        st.selectbox(T("prediction"), bases, key="planner_cal",
+                     format_func=lambda b: basis_label(b, lang), help=T("help_prediction"))
+        st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu",
+                  disabled=bool(st.session_state.get("planner_cal")), help=T("help_pl_mfu"))
 
 state = from_widgets(lang, catalog)
 with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices or state.offer)):
@@ -229,9 +245,9 @@ with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices or st
             "gpu": None, "name": st.column_config.TextColumn(T("pl_col_gpu")),
             "price": st.column_config.NumberColumn(T("pl_col_price", cur=state.cur),
                                                    min_value=0.0001, max_value=1e5,
-                                                   format="%.4g"),
+                                                   format="%.2f"),
             "catalog": st.column_config.NumberColumn(T("pl_col_catalog", cur=state.cur),
-                                                     format="%.4g"),
+                                                     format="%.2f"),
             "source": st.column_config.TextColumn(T("pl_col_source"))})
     state = keep_prices(state, entered_prices(edited.to_dict("records")))
 write_url(state)
@@ -245,6 +261,9 @@ except CapacityError as exc:
 
 cur = inputs.currency
 best = result.best
+over = tokens_over_context(inputs.workload)
+if over:
+    st.warning(T("warn_tokens_over", total=f"{over:,}", ctx=f"{inputs.workload.context_tokens:,}"))
 
 
 def link(o: Option) -> str:
@@ -265,7 +284,7 @@ else:
         st.caption(T("quote_growth", g=inputs.growth_per_month) + ": " + (
             T("quote_growth_v", m=month) if month is not None else T("quote_growth_never")))
     # one row that wraps: each figure as wide as its value, none cut on a narrow window
-    row = st.container(horizontal=True, gap="medium", key="pl_headline")
+    row = st.container(horizontal=True, wrap=True, gap="medium", key="pl_headline")
     # the quote's own labels and strings (capacity.report.quote.headline_rows)
     for label, value in headline_rows(result, best, lang):
         row.metric(label, value, help=label, width="content")
@@ -277,9 +296,11 @@ if result.options:
     shown = result.options[:30]
     q = int(pct)
     table = pd.DataFrame([{
-        "#": i + 1, T("pl_col_option"): option_label(o, lang), T("pl_col_month"): o.cost_per_month,
-        T("fig_col_mtok"): o.cost_per_mtok, T("fig_col_ttft", q=q): fmt_ms(o.ttft_ms),
-        T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms),
+        "#": i + 1, T("pl_col_option"): option_label(o, lang),
+        T("fig_col_gpus"): o.paid_gpus, T("fig_col_price"): o.price_per_hour,
+        T("pl_col_month"): o.cost_per_month,
+        T("fig_col_mtok_design"): o.cost_per_mtok_design, T("fig_col_mtok"): o.cost_per_mtok,
+        T("fig_col_ttft", q=q): fmt_ms(o.ttft_ms), T("fig_col_tpot", q=q): fmt_ms(o.tpot_ms),
         T("pl_col_max_rate"): round(o.capacity_rate_per_s, 3),
         T("pl_col_memory"): T("quote_verdict_" + (o.memory_verdict or "")),
         T("pl_col_nodes"): " + ".join(map(str, o.nodes)),
@@ -289,7 +310,9 @@ if result.options:
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         T("pl_col_link"): st.column_config.LinkColumn(T("pl_col_link"),
                                                       display_text=T("pl_explorer")),
-        T("pl_col_month"): st.column_config.NumberColumn(format=f"{cur} %.0f"),
+        T("fig_col_price"): st.column_config.NumberColumn(format=f"{cur} %.2f"),
+        T("pl_col_month"): st.column_config.NumberColumn(format=f"{cur} %,.0f"),
+        T("fig_col_mtok_design"): st.column_config.NumberColumn(format=f"{cur} %.2f"),
         T("fig_col_mtok"): st.column_config.NumberColumn(format=f"{cur} %.2f")})
 
 if result.rejected:
@@ -298,6 +321,11 @@ if result.rejected:
         f"- **{r.gpu_name}**: {', '.join(T('pl_reason_' + x) for x in r.reasons)} - "
         f"{rejection_text(r, inputs.slo, lang)}"
         for r in result.rejected))
+cheaper = _cheaper(result) if result.rejected else ()
+if cheaper:
+    st.subheader(T("alt_title"))
+    st.markdown("\n".join(f"- **{a.gpu_name}**: {alternative_text(a, inputs, lang)}"
+                          for a in cheaper))
 if result.near_misses:
     st.subheader(T("pl_near"))
     st.markdown("\n".join(
@@ -354,18 +382,17 @@ if result.options:
     st.altair_chart(alt.layer(lines, slo_rule, load_rule), width="stretch")
 
     band = None if best is None else _band(inputs, best)
-    if band is not None:
-        lo = T("quote_band_more", n=inputs.max_gpus) if band.low is None else band.low
-        st.caption(T("quote_band") + ": " + (
-            T("quote_band_v", n=band.n_gpus, lo=lo, hi=band.high) if band.high is not None
-            else T("quote_band_open", n=band.n_gpus, lo=lo, top=inputs.max_gpus)))
+    if band is not None and best is not None:
+        st.caption(T("quote_band") + ": " + band_text(best, (band.low, band.high),
+                                                      inputs.max_gpus, lang))
     md, pdf = _quotes(result, sim if chosen == best else None, lang,
                       planner_url(state, base=_here()),
-                      None if band is None else (band.low, band.high))
+                      None if band is None else (band.low, band.high), cheaper)
     d1, d2 = st.columns(2)
-    d1.download_button(T("pl_quote_md"), md, file_name="capacity-quote.md",
+    name = quote_file_name(result, lang)
+    d1.download_button(T("pl_quote_md"), md, file_name=name + ".md",
                        mime="text/markdown", key="planner_quote_md")
-    d2.download_button(T("pl_quote_pdf"), pdf, file_name="capacity-quote.pdf",
+    d2.download_button(T("pl_quote_pdf"), pdf, file_name=name + ".pdf",
                        mime="application/pdf", key="planner_quote_pdf")
 
 # Mix: more workloads on the same fleet, each with its own model, traffic and SLO (sized on its
@@ -423,9 +450,9 @@ with st.expander(T("mix_add"), expanded=bool(st.session_state.get(MIX_N, 0))):
             st.caption(T("mix_short", gpu=catalog.gpu(g).name, names=", ".join(names)))
         mmd, mpdf = _mix_quotes(mix, lang, planner_url(state, base=_here()))
         m1, m2 = st.columns(2)
-        m1.download_button(T("mix_quote_md"), mmd, file_name="capacity-mix-quote.md",
+        m1.download_button(T("mix_quote_md"), mmd, file_name=f"capacity-mix-quote-{lang}.md",
                            mime="text/markdown", key="planner_mix_quote_md")
-        m2.download_button(T("mix_quote_pdf"), mpdf, file_name="capacity-mix-quote.pdf",
+        m2.download_button(T("mix_quote_pdf"), mpdf, file_name=f"capacity-mix-quote-{lang}.pdf",
                            mime="application/pdf", key="planner_mix_quote_pdf")
 
 

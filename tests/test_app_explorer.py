@@ -51,7 +51,7 @@ def test_defaults_answer_the_seed_question() -> None:
     m = metrics(at)
     assert m["TPOT"] == "19.0 ms" and m["TTFT"] == "3.06 s"
     assert m["tok/s per request"] == "52.7" and m["aggregate tok/s"] == "2,636"
-    assert m["CNY per M tokens"] == "0.211" and m["C_vram (memory)"] == "53"
+    assert m["CNY per M tokens at C = 50, decoding"] == "0.211" and m["C_vram (memory)"] == "53"
     assert "tight" in card(at, "memory") and "20.6 GB needed of 21.6 GB" in card(at, "memory")
     assert "pass" in card(at, "bandwidth") and "18.97 ms" in card(at, "bandwidth")
     assert len(at.get("vega_lite_chart")) == 6
@@ -107,7 +107,7 @@ def test_gpu_change_brings_its_price_and_currency_converts_it() -> None:
     at = start()
     at.button_group(key="ex_currency").set_value("USD").run()
     assert at.number_input(key="ex_price").value == pytest.approx(2 / 7.1, abs=1e-4)
-    assert "USD per M tokens" in metrics(at)
+    assert "USD per M tokens at C = 50, decoding" in metrics(at)
 
 
 def test_a_link_restores_every_input() -> None:
@@ -135,13 +135,22 @@ def test_bad_parameters_fall_back_with_a_notice() -> None:
     assert at.slider(key="ex_c").value == 50
 
 
-def test_inputs_that_cannot_be_computed_say_why() -> None:
-    at = start(ctx="10000000")  # beyond the model's limit: urlstate falls back with a notice
-    assert "cannot be computed" in notices(at)[0]
+def test_a_context_past_the_model_limit_is_flagged_with_a_fix() -> None:
+    """Issue 24: past the model's limit the page computes anyway, says so with the fix one
+    click away (never advice for the CLI), and the link keeps every input."""
+    at = start(ctx="10000000", c="20")
+    assert notices(at) == [] and not at.error and not at.exception
+    warning = next(w.value for w in at.warning if "exceeds" in w.value)
+    assert "262144" in warning and "--allow-long-context" not in warning
+    assert at.slider(key="ex_c").value == 20  # nothing was reset
+    at.button(key="fix_long_context").click().run()
+    assert not at.exception and at.select_slider(key="ex_ctx").value == 262144
+    assert not any("exceeds" in w.value for w in at.warning)
+    assert at.query_params["ctx"] in ("262144", ["262144"])
+    # the context choices stop at the model's limit
     at = start()
-    at.select_slider(key="ex_ctx").set_value(1048576).run()  # 1M tokens: beyond 262,144
-    assert not at.exception
-    assert "exceeds" in at.error[0].value
+    assert "1024K" not in at.select_slider(key="ex_ctx").options
+    assert "256K" in at.select_slider(key="ex_ctx").options
 
 
 @pytest.mark.slow
@@ -150,7 +159,7 @@ def test_chinese_labels_render() -> None:
     assert at.title[0].value == "探索器"
     assert at.subheader[0].value == "1 × RTX 4090：50 个并发请求 × 8K tokens"
     assert "勉强" in card(at, "memory") and "通过" in card(at, "bandwidth")
-    assert "CNY/百万 token" in metrics(at)
+    assert "C = 50 解码时每百万 token 成本（CNY）" in metrics(at)
     assert result_table(at)["显存结论"].tolist() == [
         "放得下", "勉强", "放不下"]
     at.button_group(key="lang").set_value("en").run()
@@ -174,7 +183,7 @@ def test_a_big_moe_on_eight_gpus_with_tensor_parallel() -> None:
 
 def test_a_saved_calibration_replaces_the_spec_sheet_prediction() -> None:
     at = start()
-    assert any(c.value.startswith("Prediction: spec-sheet") for c in at.caption)
+    assert any(c.value.startswith("Prediction: the chapter's assumptions") for c in at.caption)
     spec_tpot = float(metrics(at)["TPOT"].split()[0])
     at.selectbox(key="ex_calibration").set_value("rtx-4090-vllm-published").run()
     assert not at.exception

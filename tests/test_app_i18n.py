@@ -114,7 +114,7 @@ def test_formatting() -> None:
         "1 × RTX 4090：50 个并发请求 × 8K tokens")
     assert t("st_fail", "en") == "fail" and t("st_fail", "zh") == "不通过"
     assert t("st_fail", "fr") == "fail"  # unknown language falls back to English
-    assert t("pl_options", "zh", n=3, m=40) == "排序方案(3 个满足全部约束,共评估 40 个)"
+    assert t("pl_options", "zh", n=3, m=40) == "排序方案（3 个满足全部约束，共评估 40 个）"
     assert t("quote_searched", "en", n=7) == "Configurations evaluated: 7"
     with pytest.raises(KeyError):
         t("no_such_key", "en")
@@ -155,3 +155,56 @@ def test_a_note_survives_pickling_and_copying() -> None:
     for back in (pickle.loads(pickle.dumps(note)), copy.deepcopy(note)):
         assert isinstance(back, Note) and back == note
         assert (back.code, back.params) == ("no_points", {"kind": "TTFT", "names": "mfu"})
+
+
+# Chinese style (issue 24): full-width punctuation in Chinese text, and the terms in Chinese.
+# Kept as they are: {placeholders}, `code`, URLs, flags, dotted names, ENV_VARS, digit groups
+# (1,000; 10:30), function calls max(a, b), key:value words, and abbreviations (TTFT, TPOT
+# only where the Chinese term stands beside them is not required: they are spelled out).
+_PROTECT = re.compile(r"\{[^{}]*\}|`[^`]*`|https?://\S+|--[a-z-]+|[a-z_]+\.[a-z_.]+|"
+                      r"[A-Z]+_[A-Z_]+=?\w*")
+_ENGLISH_TERMS = re.compile(r"\b(?:TTFT|TPOT|prefill|decode|Explorer|Planner)\b")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def zh_style_errors(text: str) -> list[str]:
+    """Half-width punctuation and English terms in a Chinese message, outside what is kept."""
+    errors = []
+    plain = _PROTECT.sub(" ", text)
+    if m := _ENGLISH_TERMS.search(plain):
+        errors.append(f"English term {m.group()!r}")
+    depth: list[bool] = []
+    for i, ch in enumerate(plain):
+        prev = plain[i - 1] if i else " "
+        nxt = plain[i + 1] if i + 1 < len(plain) else " "
+        if ch == "(":
+            close = plain.find(")", i)
+            inner = plain[i:close if close >= 0 else len(plain)]
+            depth.append(bool(re.match(r"[A-Za-z0-9_\]]", prev)) and not _CJK.search(inner))
+            if not depth[-1]:
+                errors.append("half-width '('")
+        elif ch == ")":
+            if depth and not depth.pop():
+                errors.append("half-width ')'")
+        elif depth and depth[-1]:
+            continue  # inside a function call's arguments
+        elif ch == "," and not (prev.isdigit() and nxt.isdigit()):
+            errors.append("half-width ','")
+        elif ch == ";":
+            errors.append("half-width ';'")
+        elif ch == ":" and not nxt.isdigit() and not (prev.isalpha() and prev.isascii()
+                                                      and nxt.isalpha() and nxt.isascii()):
+            errors.append("half-width ':'")
+        elif ch == "?" and _CJK.match(prev):
+            errors.append("half-width '?'")
+    return errors
+
+
+def test_chinese_messages_use_chinese_punctuation_and_terms() -> None:
+    bad = {k: errs for k, (_, zh) in MESSAGES.items() if (errs := zh_style_errors(zh))}
+    assert bad == {}
+    assert zh_style_errors("排序方案(3 个,共 40 个)") == ["half-width '('", "half-width ','",
+                                                          "half-width ')'"]
+    assert zh_style_errors("max(bytes / BW, FLOPs)；1,000 个；typical:vllm") == []
+    assert zh_style_errors("由 capacity(规划工具)生成") == ["half-width '('", "half-width ')'"]
+    assert zh_style_errors("负载下 TPOT p50") == ["English term 'TPOT'"]

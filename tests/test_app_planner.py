@@ -22,10 +22,14 @@ def app() -> AppTest:
 @pytest.mark.slow
 def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     labels = [m.label for m in app.metric]
-    assert labels == ["Cost per month", "Cost per M output tokens at SLO capacity",
-                      "TTFT p90 at the design load (peak + headroom)",
-                      "TPOT p90 at the design load (peak + headroom)", "binding"]
-    assert str(app.metric[0].value).startswith("CNY ")
+    assert labels[0] == "GPUs paid for (all serving)"
+    assert labels[1].startswith("Price per GPU-hour (catalog price, as of ")
+    assert labels[2] == "Cost per month"
+    assert labels[3].startswith("Cost per M output tokens at the design load (")
+    assert labels[4].startswith("Cost per M output tokens at the SLO-feasible capacity (")
+    assert labels[5:] == ["TTFT p90 at the design load (peak + headroom)",
+                          "TPOT p90 at the design load (peak + headroom)", "binding"]
+    assert str(app.metric[0].value).isdigit() and str(app.metric[2].value).startswith("CNY ")
     best = app.markdown[0].value
     assert best.startswith("### ") and " x " in best and " KV" in best
     assert any(s.value.startswith("Ranked options") for s in app.subheader)
@@ -73,8 +77,8 @@ def test_chinese_labels() -> None:
     app.query_params["lang"] = "zh"
     app.run()
     assert not app.exception
-    assert app.title[0].value == "规划:选什么卡、几张、多少钱"
-    assert app.metric[0].label == "每月成本"
+    assert app.title[0].value == "规划：选什么卡、几张、多少钱"
+    assert app.metric[0].label == "计费卡数（全部服务）" and app.metric[2].label == "每月成本"
 
 
 def test_engine_choice_follows_the_link_and_the_url() -> None:

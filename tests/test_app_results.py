@@ -196,4 +196,4 @@ def test_accuracy_on_your_runs(env: Path) -> None:
     at.sidebar.segmented_control(key="lang").set_value("zh").run()
     assert not at.exception
     assert "在您的测量上的准确度" in [h.value for h in at.subheader]
-    assert any("乐观倍数 (x)" in d.value.columns for d in at.dataframe)
+    assert any("乐观倍数（x）" in d.value.columns for d in at.dataframe)

@@ -269,7 +269,7 @@ def test_bad_calibration_notice_says_what_it_uses() -> None:
     from capacity.report.urlstate import decode
 
     _, notices = decode({"calibration": "../../etc/passwd"}, default_catalog())
-    assert notices[0].endswith("; using the spec-sheet prediction")
+    assert notices[0].endswith("; using the chapter's assumptions")
 
 
 def test_relief_texts_read_right() -> None:

@@ -126,7 +126,7 @@ def test_the_mix_quote_lists_each_share(catalog: Catalog, tmp_path: Path) -> Non
         assert f"## Workload: {p.name}" in md
     assert "L4: no option meets the SLOs of chat." in md
     zh = render_markdown(mix_quote_blocks(m, catalog=catalog, lang="zh"))
-    assert "容量报价:2 个工作负载共用一个集群" in zh and "| 占比 |" in zh
+    assert "容量报价：2 个工作负载共用一个集群" in zh and "| 占比 |" in zh
     pdf = write_mix_quote(tmp_path / "mix.pdf", m, catalog=catalog)
     assert pdf.read_bytes().startswith(b"%PDF")
 

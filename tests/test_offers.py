@@ -148,7 +148,7 @@ def test_planner_page_prices_from_a_link(catalog: Catalog) -> None:
     assert not at.exception
     p = plan(inp, catalog)
     assert p.best is not None
-    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
+    assert [(m.label, str(m.value)) for m in at.metric][:7] == headline_rows(p, p.best, "en")
     assert at.number_input(key="planner_fx").value == 7.2
     assert at.query_params["prices"] == "rtx-4090:4"
 
@@ -211,7 +211,7 @@ def test_a_gpu_without_a_spot_offer_says_so(catalog: Catalog,
     assert p.best is not None
     assert p.best.price_per_hour == pytest.approx(1.3 * 7.1)  # the catalog's USD 1.3
     for lang, text in (("en", "no spot offer for this GPU, so the catalog's price"),
-                       ("zh", "该 GPU 没有竞价(可中断)报价")):
+                       ("zh", "该 GPU 没有竞价（可中断）报价")):
         assert text in quote_markdown(p, catalog=catalog, lang=lang)
     args = ["size", "--dau", "2000", "--requests-per-user", "30", "--peak-share", "0.25",
             "--ctx", "8192", "--output-tokens", "512", "--slo-ttft-ms", "1500",
@@ -261,5 +261,5 @@ def test_planner_page_prices_with_spot_offers(catalog: Catalog) -> None:
     assert any("No spot offer for A100 40GB SXM" in i.value for i in at.info)
     p = plan(state.inputs(catalog), catalog)
     assert p.best is not None and p.inputs.offer_kind == "spot"
-    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
+    assert [(m.label, str(m.value)) for m in at.metric][:7] == headline_rows(p, p.best, "en")
     assert at.query_params["offer"] == "spot"

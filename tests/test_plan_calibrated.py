@@ -76,7 +76,7 @@ def test_gpu_band_brackets_the_answer(catalog: Catalog) -> None:
         p = plan(inp, catalog)
         assert p.best is not None
         b = gpu_band(inp, p.best, c, catalog)
-        assert b.basis == ("spec-sheet" if c is None else "calibrated")
+        assert b.basis == ("chapter" if c is None else "calibrated")
         assert b.low is not None and b.low <= b.n_gpus
         assert b.high is None or b.high >= b.n_gpus
         slow, fast = band_edges(inp, c)
@@ -90,18 +90,18 @@ def test_quote_states_basis_and_band(catalog: Catalog) -> None:
     assert p.best is not None
     b = gpu_band(inp, p.best, cal, catalog)
     md = quote_markdown(p, catalog=catalog, band=(b.low, b.high))
-    assert (f"| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: calibrated: "
-            f"{CAL}; memory: catalog sizes (spec-sheet); cost per month: the prices below |"
-            ) in md
+    assert (f"| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: calibration "
+            f"'{CAL}' (fitted to measurements); memory: the catalog's sizes; cost per month: "
+            "the prices below |") in md
     band = (f"{p.best.n_gpus} GPUs, {b.low}-{b.high} within the band" if b.high is not None
             else f"{p.best.n_gpus} GPUs, {b.low} to more than 16 within the band")
     assert f"| GPUs within the uncertainty band | {band} |" in md
-    assert "Efficiency from the calibration" in md
+    assert f"Efficiency, calibration '{CAL}' (fitted to measurements): decode compute" in md
     zh = quote_markdown(p, lang="zh", catalog=catalog, band=(b.low, b.high))
-    assert f"已校准:{CAL}" in zh and "区间内" in zh
-    spec = quote_markdown(plan(_inputs(), catalog), catalog=catalog)
-    assert ("| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: spec-sheet "
-            "figures (no calibration);") in spec
+    assert f"校准“{CAL}”" in zh and "区间内" in zh
+    chapter = quote_markdown(plan(_inputs(), catalog), catalog=catalog)
+    assert ("| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: the chapter's "
+            "assumptions (decode eff 1, prefill MFU 0.3);") in chapter
 
 
 def test_planner_link_carries_the_calibration(catalog: Catalog) -> None:
@@ -125,7 +125,7 @@ def test_size_cli_plans_with_a_calibration(tmp_path: Path,
             "--calibration", CAL, "--quote", str(target)]
     assert main(argv) == 0
     text = target.read_text(encoding="utf-8")
-    assert f"calibrated: {CAL}" in text and "within the band" in text
+    assert f"calibration '{CAL}'" in text and "within the band" in text
     assert f"cal={CAL}" in text
     capsys.readouterr()
     assert main([*argv[:-2], "--calibration", "missing-one"]) == 2
@@ -147,9 +147,9 @@ def test_planner_page_with_a_calibration(catalog: Catalog) -> None:
     assert not at.exception
     p = plan(inp, catalog)
     assert p.best is not None
-    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
+    assert [(m.label, str(m.value)) for m in at.metric][:7] == headline_rows(p, p.best, "en")
     captions = [c.value for c in at.caption]
     assert any(c.startswith("Basis of the figures: TTFT, TPOT, capacity and cost per M "
-                            f"tokens: calibrated: {CAL};") for c in captions)
+                            f"tokens: calibration '{CAL}'") for c in captions)
     assert any(c.startswith("GPUs within the uncertainty band: ") for c in captions)
     assert at.selectbox(key="planner_cal").value == CAL

@@ -105,7 +105,7 @@ def test_the_quote_carries_the_link(catalog: Catalog) -> None:
     p = plan(inp, catalog)
     md = quote_markdown(p, catalog=catalog, link=link)
     assert f"Reproduce this plan in the Planner: {link}" in md
-    assert f"在规划页复现本方案:{link}" in quote_markdown(p, lang="zh", catalog=catalog,
+    assert f"在规划页复现本方案：{link}" in quote_markdown(p, lang="zh", catalog=catalog,
                                                        link=link)
 
 
@@ -121,7 +121,7 @@ def test_the_page_opens_on_a_link_and_writes_it_back(catalog: Catalog) -> None:
     assert not [w.value for w in at.warning if w.value.startswith("Some link parameters")]
     p = plan(inp, catalog)
     assert p.best is not None
-    assert [(m.label, str(m.value)) for m in at.metric][:4] == headline_rows(p, p.best, "en")
+    assert [(m.label, str(m.value)) for m in at.metric][:7] == headline_rows(p, p.best, "en")
     assert at.number_input(key="planner_cost_target").value == 5.0
     assert at.multiselect(key="planner_gpus").value == ["rtx-4090", "mi300x", "h100-sxm"]
     assert {k: at.query_params[k] for k in _query(link)} == _query(link)

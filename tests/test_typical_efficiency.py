@@ -114,13 +114,14 @@ def test_the_quote_says_the_basis_of_each_figure(catalog: Catalog) -> None:
     p = plan(with_typical(_inputs(), typical_efficiency("vllm")), catalog)
     en = quote_markdown(p, catalog=catalog)
     assert ("TTFT, TPOT, capacity and cost per M tokens: typical vLLM efficiency (no "
-            "calibration); memory: catalog sizes (spec-sheet); cost per month: the prices "
-            "below") in en
-    assert "Efficiency: typical vLLM figures, bandwidth efficiency 0.65" in en
+            "calibration); memory: the catalog's sizes; cost per month: the prices below") in en
+    assert ("Efficiency, typical vLLM efficiency (no calibration): decode compute eff 0.30, "
+            "prefill MFU 0.38, bandwidth efficiency 0.65") in en
     zh = quote_markdown(p, catalog=catalog, lang="zh")
-    assert "vLLM 典型效率(未校准)" in zh and "带宽效率 0.65" in zh
-    spec = quote_markdown(plan(_inputs(), catalog), catalog=catalog)
-    assert "cost per M tokens: spec-sheet figures (no calibration)" in spec
+    assert "vLLM 典型效率（未校准）" in zh and "带宽效率 0.65" in zh
+    spec = quote_markdown(plan(with_spec_sheet(_inputs()), catalog), catalog=catalog)
+    assert ("cost per M tokens: the spec sheet (every efficiency at its peak: an upper bound "
+            "on speed)") in spec
 
 
 def test_typical_travels_in_the_planner_link(catalog: Catalog) -> None:
@@ -133,7 +134,7 @@ def test_typical_travels_in_the_planner_link(catalog: Catalog) -> None:
     assert again.basis == "typical" and again.eta_bw == inp.eta_bw
     assert plan(again, catalog).options == plan(inp, catalog).options
     bad, notices = planner_decode({"cal": "typical:nope"}, catalog)
-    assert bad.cal == "" and "not an engine" in notices[0]
+    assert bad.cal == "" and "no typical efficiency for engine 'nope'" in notices[0]
 
 
 def test_size_cli_plans_with_the_typical_efficiency(capsys: pytest.CaptureFixture[str],
@@ -149,4 +150,4 @@ def test_size_cli_plans_with_the_typical_efficiency(capsys: pytest.CaptureFixtur
     assert main([*base, "--typical", "nope"]) == 2
     assert "known: vllm" in capsys.readouterr().err
     assert main([*base, "--typical", "vllm", "--calibration", "rtx-4090-vllm-published"]) == 2
-    assert "not both" in capsys.readouterr().err
+    assert "give one of --basis, --calibration, --typical" in capsys.readouterr().err

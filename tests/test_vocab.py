@@ -171,7 +171,8 @@ PLAN_JSON_BEFORE = {
     "kv_request_bytes": 0, "kv_request_paged_bytes": 0, "usable_bytes": 0,
     "kv_budget_bytes": 0, "weights_fit": True, "shortfall_bytes": 0,
     "max_concurrency_vram": 0, "max_concurrency_vram_paged": 0, "crossover_concurrency": None,
-    "ttft_linear_s": 0, "ttft_s": 0, "calibration": None, "warnings": [],
+    "ttft_linear_s": 0, "ttft_s": 0, "calibration": None, "basis": "chapter",
+    "basis_text": "the chapter's assumptions (decode eff 1, prefill MFU 0.3)", "warnings": [],
     "points": [
         {"concurrency": 0, "bandwidth_ms": 0, "compute_ms": 0, "comm_ms": 0, "step_ms": 0,
          "bound": "bandwidth", "tok_s_per_request": 0, "aggregate_tok_s": 0,

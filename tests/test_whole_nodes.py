@@ -48,7 +48,7 @@ def test_per_node_offer_rounds_up_to_whole_nodes(catalog: Catalog) -> None:
     assert best.cost_per_month == pytest.approx(16.0 * HOURS_PER_MONTH)  # one node-month
     assert best.price_per_hour == pytest.approx(2.0)  # per GPU-hour of the node
     assert f", 1 node of 8 ({best.n_gpus} used)" in best.label
-    assert f"1 个 8 卡节点(用 {best.n_gpus} 张)" in option_label(best, "zh")
+    assert f"1 个 8 卡节点（用 {best.n_gpus} 张）" in option_label(best, "zh")
     # the cost per M tokens counts the whole node: against the same GPUs priced per GPU
     per_gpu = plan(_inputs(max_gpus=7, offers=(Offer(gpu="rtx-4090", price=2.0,
                                                       currency="CNY"),)), catalog)

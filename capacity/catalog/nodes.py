@@ -21,6 +21,8 @@ from capacity.errors import CatalogError
 
 NODES_FILE = "nodes.toml"
 FORM_FACTORS = ("sxm", "oam", "pcie")
+FABRICS = ("nvlink", "infinity-fabric")
+"""Scale-up links between a node's GPUs (`NodeShape.fabric`); PCIe-only nodes have none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +37,9 @@ class NodeShape:
     """GPUs joined by NVLink / Infinity Fabric within one node (1 = PCIe only)."""
     source: str
     as_of: str
+    fabric: str = "nvlink"
+    """The scale-up link of the domain (`FABRICS`): NVIDIA's NVLink, AMD's Infinity Fabric;
+    meaningless where `nvlink_domain` is 1 (PCIe only)."""
 
     @property
     def max_gpus_per_node(self) -> int:
@@ -64,10 +69,13 @@ def _shape(gpu: str, raw: Mapping[str, Any], where: str) -> NodeShape:
         sizes = tuple(sorted(int(x) for x in raw["gpus_per_node"]))
         shape = NodeShape(gpu=gpu, form_factor=str(raw["form_factor"]), gpus_per_node=sizes,
                           nvlink_domain=int(raw["nvlink_domain"]), source=str(raw["source"]),
-                          as_of=str(raw["as_of"]))
+                          as_of=str(raw["as_of"]), fabric=str(raw.get("fabric", "nvlink")))
     except (KeyError, TypeError, ValueError) as exc:
         raise CatalogError(f"{where} [{gpu}]: {exc!r} (needs form_factor, gpus_per_node, "
                            "nvlink_domain, source, as_of)") from None
+    if shape.fabric not in FABRICS:
+        raise CatalogError(f"{where} [{gpu}]: fabric '{shape.fabric}' is not one of "
+                           f"{', '.join(FABRICS)}")
     if shape.form_factor not in FORM_FACTORS:
         raise CatalogError(f"{where} [{gpu}]: form_factor '{shape.form_factor}' is not one of "
                            f"{', '.join(FORM_FACTORS)}")

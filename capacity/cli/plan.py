@@ -29,6 +29,7 @@ from capacity.cli.common import (
     whole,
 )
 from capacity.errors import InputError
+from capacity.model.basis import kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import (
@@ -174,9 +175,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    metavar="LIST", help="concurrent requests, a comma list (default 1,50,100)")
     p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
                    help="output format (default text)")
+    p.add_argument("--basis", default=None, metavar="BASIS",
+                   help="what the speed figures rest on (docs/method.md, Bases): 'chapter' (the "
+                        "default: eff and MFU as given, 1 and 0.3), 'spec' (the spec sheet, "
+                        "every efficiency at its peak: the upper bound on speed), "
+                        "'typical:ENGINE' (an engine's typical knobs, data/engines.toml) or a "
+                        "saved calibration's name")
+    p.add_argument("--typical", default=None, metavar="ENGINE",
+                   help="an engine's typical efficiency: the same as --basis typical:ENGINE")
     p.add_argument("--calibration", metavar="NAME|PATH", default=None,
                    help="predict with a saved calibration (data/calibrations/NAME.toml or a "
-                        "path) instead of the spec-sheet efficiencies; see `capacity calibrate`")
+                        "path) instead of the chapter's efficiencies; see `capacity calibrate`")
     p.add_argument("--engine", default=None, metavar="NAME",
                    help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, "
                         "sglang, llamacpp (data/engines.toml; default: no load section)")
@@ -201,7 +210,7 @@ def load_text(svc: ServiceModel, rows: list[LoadPoint], fmt: str) -> str:
          for r in rows], fmt)
 
 
-def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow]) -> dict[str, Any]:
+def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow], basis: str = "") -> dict[str, Any]:
     """The stable JSON interface (bytes, ms, s, tok/s)."""
     def num(x: float) -> float | None:
         return None if not math.isfinite(x) else x
@@ -222,7 +231,11 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow]) -> dict[str, Any]
         "max_concurrency_vram_paged": int(ev.max_concurrency_vram_paged),
         "crossover_concurrency": ev.crossover_concurrency,
         "ttft_linear_s": float(ev.ttft_linear_s), "ttft_s": float(ev.ttft_s),
-        "calibration": s.calibration, "warnings": list(s.warnings),
+        "calibration": s.calibration, "basis": kind_of_knobs(
+            knobs_of(s), calibration=s.calibration or "",
+            typical=basis.removeprefix("typical:") if basis.startswith("typical:") else ""
+        ).value, "basis_text": scenario_basis_name(s, basis),
+        "warnings": list(s.warnings),
         "points": [
             {"concurrency": int(ev.concurrency[i]),
              "bandwidth_ms": float(ev.decode.bandwidth_ms[i]),
@@ -246,7 +259,18 @@ def _gb(b: float) -> str:
     return f"{b / GB:.2f} GB"
 
 
-def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text") -> str:
+def scenario_basis_name(s: Scenario, basis: str = "") -> str:
+    """The basis of a scenario's speed figures in words (`capacity.model.basis`); `basis` the
+    basis string it was built on ('typical:vllm' names the engine)."""
+    from capacity.report.bases import basis_name
+
+    typical = basis.removeprefix("typical:") if basis.startswith("typical:") else ""
+    kind = kind_of_knobs(knobs_of(s), calibration=s.calibration or "", typical=typical)
+    return basis_name(kind, s.calibration or typical, "en")
+
+
+def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text",
+            basis: str = "") -> str:
     """The chapter's tables, in order: KV, VRAM, step time, crossover, TTFT, cost, capacity."""
     m = s.model
     md = fmt == "markdown"
@@ -258,6 +282,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
            + (f" (TP={s.tp}, {s.replicas} replicas)" if s.n_gpus > 1 else "")
            + f", {s.context_tokens} tokens, KV {s.kv_dtype}"
            + (f", calibration '{s.calibration}'" if s.calibration else "")]
+    out.append(f"basis: {scenario_basis_name(s, basis)}")
     out += [f"warning: {w}" for w in s.warnings]
     out.append(h("KV cache (F1-F2)"))
     kinds = [(k, v) for k, v in kv.by_kind_bytes.items() if v]
@@ -329,6 +354,17 @@ def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
     concurrency = parse_int_list(args.concurrency)
     s = scenario_from_args(args)
+    named = [x for x in (args.basis, args.calibration,
+                         None if args.typical is None else "typical:" + args.typical)
+             if x is not None]
+    if len(named) > 1:
+        raise InputError("give one of --basis, --calibration, --typical")
+    if named and not args.calibration:
+        from capacity.fit.planning import scenario_with_basis
+
+        s = scenario_with_basis(s, named[0])
+        if args.step_method:  # said on the command line: wins over the basis'
+            s = s.with_(step_method=args.step_method)
     if args.calibration:
         from capacity.fit.calibration import apply, load
         s = apply(load(args.calibration), s)
@@ -344,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
         under_load = closed_loop_load(s, engine=args.engine, output_tokens=args.output_tokens,
                                       concurrency=concurrency)
     if args.format == "json":
-        data = to_json(s, ev, rows)
+        data = to_json(s, ev, rows, named[0] if named else "")
         if under_load is not None:
             svc, lrows = under_load
             data["load"] = {"engine": svc.engine, "slots_per_replica": svc.slots,
@@ -363,7 +399,7 @@ def run(args: argparse.Namespace) -> int:
                        r.aggregate_tok_s, r.ttft_s, r.cost_per_mtok]
                       for i, r in enumerate(rows)], "csv"), end="")
     else:
-        print(to_text(s, ev, rows, args.format), end="")
+        print(to_text(s, ev, rows, args.format, named[0] if named else ""), end="")
         if under_load is not None:
             print(load_text(under_load[0], under_load[1], args.format), end="")
     return 0

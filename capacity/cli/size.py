@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -45,6 +46,9 @@ from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.scenario import DEFAULT_CONTEXT_TOKENS, DEFAULT_EFF, DEFAULT_MFU, DEFAULT_MODEL
 from capacity.model.workload import Workload
+from capacity.plan.alternatives import Alternative, alternatives
+from capacity.plan.deployment import Deployment
+from capacity.plan.deployment import record as deployment_record
 from capacity.plan.mix import MixPlan, load_mix, plan_mix
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS
 from capacity.plan.search import (
@@ -57,7 +61,15 @@ from capacity.plan.search import (
     plan,
     simulate_option,
 )
-from capacity.report.quote import write_mix_quote, write_quote
+from capacity.report.i18n import t
+from capacity.report.quote import (
+    alternative_text,
+    check_quote_path,
+    plan_basis_name,
+    tokens_over_context,
+    write_mix_quote,
+    write_quote,
+)
 from capacity.report.tables import render
 from capacity.report.urlstate import planner_mix_state, planner_state, planner_url
 
@@ -174,12 +186,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="currency of costs (default CNY)")
     e.add_argument("--cny-per-usd", type=CNY_PER_USD, default=DEFAULT_CNY_PER_USD,
                    help=f"exchange rate (default {DEFAULT_CNY_PER_USD})")
+    e.add_argument("--basis", default=None, metavar="BASIS",
+                   help="what the speed figures rest on (docs/method.md, Bases): 'chapter' "
+                        "(the default: the chapter's eff 1 and prefill MFU 0.3), 'spec' (the "
+                        "spec sheet, every efficiency at its peak: the upper bound on speed), "
+                        "'typical:ENGINE' (an engine's typical knobs, data/engines.toml) or a "
+                        "saved calibration's name; --eff and --mfu apply to 'chapter' only")
     e.add_argument("--calibration", default=None, metavar="NAME",
                    help="plan with a saved calibration's fitted efficiencies (capacity "
-                        "calibrate; default: spec-sheet figures)")
+                        "calibrate); the same as --basis NAME")
     e.add_argument("--typical", default=None, metavar="ENGINE",
-                   help="without a calibration, plan with the engine's typical efficiency "
-                        "(data/engines.toml: vllm); the quote says so")
+                   help="plan with the engine's typical efficiency (data/engines.toml: vllm); "
+                        "the same as --basis typical:ENGINE")
     e.add_argument("--price", action="append", default=[], metavar="GPU=VALUE",
                    help="price of one GPU per hour in --currency, replacing the catalog's "
                         "(repeatable: --price rtx-4090=2.5 --price h100-sxm=19)")
@@ -198,9 +216,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="options to show (default 10)")
     o.add_argument("--quote", default=None, metavar="FILE",
                    help="also write a quote for the best option: FILE.md or FILE.pdf")
-    o.add_argument("--app-url", default="", metavar="URL",
-                   help="the app's address (http://host:8501) for the quote's link to the "
-                        "Planner that reproduces it (default: a relative /planner link)")
+    o.add_argument("--app-url", default=None, metavar="URL",
+                   help="the app's public address (https://host) for the quote's link to the "
+                        "Planner that reproduces it (default: $CAPACITY_PUBLIC_URL, else a "
+                        "relative /planner link)")
     o.add_argument("--lang", choices=("en", "zh"), default="en",
                    help="language of the quote (default en)")
     o.add_argument("--simulate", action="store_true",
@@ -273,18 +292,32 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         price_overrides=tuple(overrides.items()), offers=offers, offer_kind=kind,
         prefix_tokens=args.prefix_tokens,
         prefix_share=args.prefix_share if args.prefix_tokens else 0.0)
-    if args.calibration and args.typical:
-        raise InputError("give --calibration or --typical, not both")
-    if args.typical:
-        from capacity.fit.planning import typical_efficiency, with_typical
+    basis = basis_from_args(args)
+    if basis is None:
+        return inp  # the chapter's assumptions, with --eff and --mfu as given
+    from capacity.fit.planning import with_basis
 
-        return with_typical(inp, typical_efficiency(args.typical))
-    if not args.calibration:
-        return inp
-    from capacity.fit.calibration import load
-    from capacity.fit.planning import with_calibration
+    return with_basis(inp, basis)
 
-    return with_calibration(inp, load(args.calibration))
+
+def basis_from_args(args: argparse.Namespace) -> str | None:
+    """The basis string --basis, --calibration or --typical give (None: none given); at most
+    one of them."""
+    given = [x for x in (args.basis, args.calibration,
+                         None if args.typical is None else "typical:" + args.typical)
+             if x is not None]
+    if len(given) > 1:
+        raise InputError("give one of --basis, --calibration, --typical")
+    return given[0] if given else None
+
+
+def app_url(args: argparse.Namespace) -> str:
+    """The Planner's address for a quote's link: --app-url, else $CAPACITY_PUBLIC_URL, else
+    relative."""
+    from capacity import workspace
+
+    base = workspace.public_url() if args.app_url is None else args.app_url.rstrip("/")
+    return base + "/planner"
 
 
 def _log_inputs(args: argparse.Namespace) -> PlanInputs:
@@ -312,10 +345,14 @@ def _num(x: float) -> float | None:
 
 
 def option_record(rank: int, o: Option) -> dict[str, Any]:
-    """One option as a flat record (the JSON and CSV interface)."""
+    """One option as a flat record (the JSON and CSV interface): `cost_per_mtok` is at the
+    SLO-feasible capacity, `cost_per_mtok_design` at the design load (F7, docs/method.md)."""
     return {"rank": rank, "option": o.label, "gpu": o.gpu, "gpus": o.n_gpus, "tp": o.tp,
-            "replicas": o.replicas, "weights": o.weights, "kv_dtype": o.kv_dtype,
+            "replicas": o.replicas, "spare_gpus": o.spare_gpus, "paid_gpus": o.paid_gpus,
+            "weights": o.weights, "kv_dtype": o.kv_dtype,
+            "price_per_gpu_hour": o.price_per_hour,
             "cost_per_month": o.cost_per_month, "cost_per_mtok": _num(o.cost_per_mtok),
+            "cost_per_mtok_design": _num(o.cost_per_mtok_design),
             "ttft_ms": _num(o.ttft_ms), "tpot_ms": _num(o.tpot_ms),
             "design_concurrency": _num(o.design_concurrency),
             "max_rate_per_s": _num(o.capacity_rate_per_s),
@@ -327,7 +364,7 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
     inp = p.inputs
     return {
         "model": inp.model, "currency": inp.currency, "evaluated": p.evaluated,
-        "basis": inp.basis, "offer_kind": inp.offer_kind or None,
+        "basis": inp.basis.value, "basis_name": inp.basis_string, "offer_kind": inp.offer_kind or None,
         "offers": {o.gpu: {"kind": o.kind, "provider": o.provider, "price": o.price,
                            "currency": o.currency, "per": o.per, "as_of": o.as_of,
                            "source": o.source}
@@ -337,7 +374,8 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
         "options": [option_record(i + 1, o) | {
             "peak_concurrency": _num(o.peak_concurrency),
             "capacity_rate_per_s": _num(o.capacity_rate_per_s),
-            "slots_per_replica": o.slots_per_replica, "weights_gb": o.weights_gb}
+            "slots_per_replica": o.slots_per_replica, "weights_gb": o.weights_gb,
+            "deployment": deployment_record(Deployment.of(inp, o), o)}
             for i, o in enumerate(p.options[:top])],
         "rejected": [{"gpu": r.gpu, "reasons": list(r.reasons), "detail": r.detail}
                      for r in p.rejected],
@@ -346,8 +384,9 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
     }
 
 
-def to_text(p: Plan, top: int, fmt: str = "text") -> str:
-    """Ranked options, then the rejected families and the near misses."""
+def to_text(p: Plan, top: int, fmt: str = "text", cheaper: Sequence[Alternative] = ()) -> str:
+    """Ranked options, then the rejected families (with what would make the cheaper ones
+    feasible) and the near misses."""
     inp, wl = p.inputs, p.inputs.workload
     md = fmt == "markdown"
 
@@ -370,22 +409,31 @@ def to_text(p: Plan, top: int, fmt: str = "text") -> str:
     if p.options:
         out.append(h(f"Options ({len(p.options)} meet every constraint; best {top} shown)"))
         out.append(render(
-            ["#", "option", f"{cur}/month", f"{cur}/M tok", f"TTFT p{q:g} ms",
-             f"TPOT p{q:g} ms", "in flight", "max req/s", "memory", "binding"],
-            [[i + 1, o.label, o.cost_per_month, o.cost_per_mtok, o.ttft_ms, o.tpot_ms,
-              o.design_concurrency, o.capacity_rate_per_s, o.memory_verdict, o.binding]
+            ["#", "option", f"{cur}/GPU-h", f"{cur}/month", f"{cur}/M tok design",
+             f"{cur}/M tok capacity", f"TTFT p{q:g} ms", f"TPOT p{q:g} ms", "in flight",
+             "max req/s", "memory", "binding"],
+            [[i + 1, o.label, o.price_per_hour, o.cost_per_month, o.cost_per_mtok_design,
+              o.cost_per_mtok, o.ttft_ms, o.tpot_ms, o.design_concurrency,
+              o.capacity_rate_per_s, o.memory_verdict, o.binding]
              for i, o in enumerate(p.options[:top])], fmt).rstrip("\n"))
-        out.append(f"{cur}/M tok: per million output tokens at the option's SLO-feasible "
-                   f"capacity; TTFT, TPOT: p{q:g} at the design load (peak + "
-                   f"{wl.headroom:.0%}); in flight: requests at the peak with headroom; "
-                   f"max req/s: the SLO-feasible capacity, the highest arrival rate at which "
-                   f"p{q:g} TTFT and TPOT still meet the targets")
+        out.append(f"{cur}/GPU-h: the price of one GPU-hour (a spare is counted in the GPUs "
+                   f"paid for, never in the price); {cur}/month: every GPU paid for x 730 h; "
+                   f"{cur}/M tok: per million output tokens, the fleet's cost per hour over "
+                   f"the output tokens per hour at the design load (peak + {wl.headroom:.0%}) "
+                   f"and at the SLO-feasible capacity; TTFT, TPOT: p{q:g} at the design load; "
+                   f"in flight: requests at the design load; max req/s: the SLO-feasible "
+                   f"capacity, the highest arrival rate at which p{q:g} TTFT and TPOT still "
+                   f"meet the targets. Basis: {plan_basis_name(inp, 'en')}")
     else:
         out.append(h("No configuration meets every constraint"))
     if p.rejected:
         out.append(h("Ruled out"))
         out += [f"- {r.gpu_name}: {', '.join(REASON_TEXT[x] for x in r.reasons)}; {r.detail}"
                 for r in p.rejected]
+    if cheaper:
+        out.append(h("Why this card: cheaper options that were ruled out, and what would "
+                     "make them work"))
+        out += [f"- {a.gpu_name}: {alternative_text(a, p.inputs, 'en')}" for a in cheaper]
     if p.near_misses:
         out.append(h("Cheaper but short of memory"))
         out += [f"- {m.option.label}: " + ("; ".join(f.description for f in m.fixes) or "-")
@@ -450,7 +498,7 @@ def run_mix(args: argparse.Namespace, base: PlanInputs) -> int:
         # the Planner link that reproduces the mix, when its section can hold every workload
         state = planner_mix_state(m.workloads, lang=args.lang)
         link = (None if state is None
-                else planner_url(state, base=args.app_url.rstrip("/") + "/planner"))
+                else planner_url(state, base=app_url(args)))
         path = write_mix_quote(args.quote, m, lang=args.lang, link=link)
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if m.fleets else 1
@@ -471,12 +519,19 @@ def offer_notes(inp: PlanInputs, catalog: Catalog | None = None) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
+    if args.quote:
+        check_quote_path(args.quote)  # a bad name is one line before any work
     inp = inputs_from_args(args)
     for line in offer_notes(inp):
         print(line, file=sys.stderr)
     if args.mix:
         return run_mix(args, inp)
     p = plan(inp)
+    over = tokens_over_context(inp.workload)
+    if over:
+        print("warning: " + t("warn_tokens_over", "en", total=f"{over:,}",
+                              ctx=f"{inp.workload.context_tokens:,}"), file=sys.stderr)
+    cheaper = alternatives(p) if p.rejected else ()
     log_summary = getattr(args, "log_summary", None)
     if log_summary is not None and args.format in ("text", "markdown"):
         from capacity.cli.workload import summary_text
@@ -487,6 +542,14 @@ def run(args: argparse.Namespace) -> int:
         sim = simulate_option(inp, p.best, chunk_tokens=args.chunked_prefill)
     if args.format == "json":
         data = to_json(p, args.top)
+        data["tokens_over_context"] = over or None
+        data["cheaper_alternatives"] = [
+            {"gpu": a.gpu, "reasons": [r.value for r in a.reasons], "relaxations": [
+                {"kind": r.kind.value, "value": r.value, "option": r.option.label,
+                 "gpus": r.option.n_gpus, "tp": r.option.tp, "spare_gpus": r.option.spare_gpus,
+                 "cost_per_month": r.option.cost_per_month,
+                 "text": alternative_text(a, inp, "en")} for r in a.relaxations]}
+            for a in cheaper]
         if sim is not None:
             data["simulation"] = {"ttft_ms": sim.ttft_ms, "tpot_ms": sim.tpot_ms,
                                   "slo_met_share": sim.slo_met_share}
@@ -496,23 +559,23 @@ def run(args: argparse.Namespace) -> int:
                                      for i, o in enumerate(p.options[:args.top])], "csv"),
               end="")
     else:
-        print(to_text(p, args.top, args.format), end="")
+        print(to_text(p, args.top, args.format, cheaper), end="")
         if sim is not None and args.simulate:
             print(f"\nevent model, best option at the design load: TTFT p50/p90/p99 "
                   f"{sim.ttft_ms[0.5]:.0f}/{sim.ttft_ms[0.9]:.0f}/{sim.ttft_ms[0.99]:.0f} ms, "
                   f"TPOT p50/p90/p99 {sim.tpot_ms[0.5]:.1f}/{sim.tpot_ms[0.9]:.1f}/"
                   f"{sim.tpot_ms[0.99]:.1f} ms, {sim.slo_met_share:.0%} meet both SLOs")
     if args.quote:
-        link = planner_url(planner_state(inp, lang=args.lang),
-                           base=args.app_url.rstrip("/") + "/planner")
+        link = planner_url(planner_state(inp, lang=args.lang), base=app_url(args))
         band = None
         if p.best is not None:
             from capacity.fit.calibration import load
             from capacity.fit.planning import gpu_band
 
-            cal = load(args.calibration) if args.calibration else None
+            cal = load(inp.calibration) if inp.calibration else None
             b = gpu_band(inp, p.best, cal)
             band = (b.low, b.high)
-        path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band)
+        path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band,
+                           cheaper=cheaper)
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if p.options else 1

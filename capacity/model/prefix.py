@@ -127,7 +127,7 @@ def full_load_cost_per_mtok(s: Scenario, *, prefill_s: npt.ArrayLike, output_tok
     (rate x output tokens x 3600) x 1e6, in the scenario's currency. A prefix cache lowers it
     through a shorter prefill (and more slots)."""
     rate = full_load_rate_per_s(s, prefill_s=prefill_s, output_tokens=output_tokens, slots=slots)
-    return cost_per_mtok(s.price_per_hour, s.n_gpus, rate * output_tokens)
+    return cost_per_mtok(s.price_per_hour, s.paid_gpus, rate * output_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -84,6 +84,8 @@ class Scenario:
     gpu: Gpu
     n_gpus: int = 1
     tp: int = 1
+    spare_gpus: int = 0
+    """GPUs of an N+1 spare replica: paid for in every cost, never serving."""
     vram_gb: float
     bandwidth_gb_s: float
     tflops: float
@@ -132,6 +134,11 @@ class Scenario:
         return self.n_gpus // self.tp
 
     @property
+    def paid_gpus(self) -> int:
+        """GPUs in the costs (F7): the serving ones and the spare."""
+        return self.n_gpus + self.spare_gpus
+
+    @property
     def tflops_per_replica(self) -> float:
         """Dense TFLOP/s of one replica (a TP group): tflops x TP, what F4-F6 divide by."""
         return self.tflops * self.tp
@@ -164,6 +171,7 @@ def make_scenario(
     weights: str | None = None,
     n_gpus: int = 1,
     tp: int = 1,
+    spare_gpus: int = 0,
     vram_gb: float | None = None,
     bandwidth_gb_s: float | None = None,
     tflops: float | None = None,
@@ -203,6 +211,8 @@ def make_scenario(
     variant = cat.variant(model, weights)
     g = cat.gpu(gpu)
     check_tp(variant.model, n_gpus, tp)
+    if not (isinstance(spare_gpus, int) and 0 <= spare_gpus <= 64):
+        raise InputError(f"spare GPUs must be a whole number 0..64, got {spare_gpus}")
     if not (isinstance(util, int | float) and 0 < util <= 1):
         raise InputError(f"util must be in (0, 1] (a fraction of device memory), got {util}")
     vram = g.memory_gb if vram_gb is None else vram_gb
@@ -257,7 +267,7 @@ def make_scenario(
             raise InputError(f"price per hour must be >= 0, got {price_per_hour}")
         price = price_per_hour
     return Scenario(
-        variant=variant, gpu=g, n_gpus=n_gpus, tp=tp, vram_gb=vram, bandwidth_gb_s=bw,
+        variant=variant, gpu=g, n_gpus=n_gpus, tp=tp, spare_gpus=spare_gpus, vram_gb=vram, bandwidth_gb_s=bw,
         tflops=fl, weights_gb=w, util=util, overhead_gb=overhead_gb,
         nccl_gb=(DEFAULT_NCCL_GB if tp > 1 else 0.0) if nccl_gb is None else nccl_gb,
         context_tokens=int(context_tokens), prompt_tokens=prompt_tokens,
@@ -360,7 +370,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
         scenario=s, concurrency=C, context_tokens=L, per_replica_concurrency=c_rep,
         kv_token=kv_tok, kv_request=kv_req, vram=vram, max_concurrency_vram=c_vram,
         max_concurrency_vram_paged=c_vram_paged, decode=step, aggregate_tok_s=agg,
-        cost_per_mtok=cost_per_mtok(s.price_per_hour, s.n_gpus, agg),
+        cost_per_mtok=cost_per_mtok(s.price_per_hour, s.paid_gpus, agg),
         kv_total_bytes=kv_total, vram_subtotal_bytes=subtotal,
         verdict=memory_verdict(subtotal, vram.usable_bytes, s.headroom), prefill=pf,
         ttft_linear_s=ttft_lin, ttft_s=ttft, crossover_concurrency=cross,
@@ -505,7 +515,7 @@ def _fix(s: Scenario, concurrency: int, kind: FixKind, value: float | str,
     return Fix(kind=kind, value=value, verdict=verdict, description=description,
                n_gpus=s.n_gpus, tp=s.tp, subtotal_gb=float(ev.vram_subtotal_bytes[0]) / GB,
                usable_gb=ev.vram.usable_bytes / GB,
-               monthly_cost=s.price_per_hour * s.n_gpus * HOURS_PER_MONTH,
+               monthly_cost=s.price_per_hour * s.paid_gpus * HOURS_PER_MONTH,
                cost_per_mtok=float(ev.cost_per_mtok[0]))
 
 

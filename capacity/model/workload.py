@@ -178,10 +178,13 @@ def concurrency_fixed_point(rate_per_s: npt.ArrayLike,
         with np.errstate(invalid="ignore"):
             nxt = np.where(rate > 0, rate * d, 0.0)
         nxt = np.where(np.isnan(nxt), np.inf, nxt)
-        over = over | (nxt > lim)
+        # an entry that has converged (or passed the limit) keeps its value: each entry's
+        # answer is its own iteration's, whatever else is solved beside it
+        frozen = done | over
+        over = over | (~frozen & (nxt > lim))
         nxt = np.minimum(nxt, lim)
-        done = np.abs(nxt - c) <= rel_tol * np.maximum(nxt, 1e-12)
-        c = nxt
+        done = frozen | (np.abs(nxt - c) <= rel_tol * np.maximum(nxt, 1e-12))
+        c = np.where(frozen, c, nxt)
         d = duration_s(c)
         if np.all(done | over):
             break

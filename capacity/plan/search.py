@@ -32,7 +32,7 @@ from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import CapacityError, InputError
 from capacity.model.basis import BasisKind, basis_string, kind_of_knobs, knobs_of
-from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, convert, cost_per_mtok
+from capacity.model.cost import DEFAULT_CNY_PER_USD, HOURS_PER_MONTH, Currency, cost_per_mtok
 from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
 from capacity.model.memory import (
     DEFAULT_HEADROOM,
@@ -61,6 +61,7 @@ from capacity.model.scenario import (
     suggest_fixes,
 )
 from capacity.model.workload import Workload
+from capacity.plan.pricing import Price, price_for
 from capacity.plan.queueing import (
     DEFAULT_SLO_QUANTILE,
     AnalyticLatency,
@@ -232,6 +233,13 @@ class PlanInputs:
         knobs), 'spec', 'typical:ENGINE' or a calibration's name."""
         return basis_string(self.basis, self.calibration or self.typical)
 
+    def price_of(self, gpu: Gpu) -> Price:
+        """The price of one hour of `gpu` in this plan, with its source (`pricing.price_for`:
+        an entered price, else the GPU's offer, else its catalog price)."""
+        return price_for(gpu, currency=self.currency, cny_per_usd=self.cny_per_usd,
+                         entered=dict(self.price_overrides),
+                         offers={o.gpu: o for o in self.offers}, offer_kind=self.offer_kind)
+
     def profile_for(self, gpu_key: str, memory_gb: float) -> EngineProfile:
         """The engine's profile on this GPU, with `max_num_seqs` when one is given."""
         return engine_profile(self.engine).for_gpu(gpu_key, memory_gb).with_max_seqs(
@@ -251,9 +259,11 @@ class Option:
 
     - `ttft_ms`, `tpot_ms`: the SLO percentile (`Slo.quantile`) at the design load, i.e. the
       peak arrival rate x (1 + headroom) (queueing model, analytic path);
-    - `cost_per_mtok`: F7 at SLO capacity, price x GPUs / (capacity_rate_per_s x output
+    - `cost_per_mtok`: F7 at SLO capacity, price x GPUs paid / (capacity_rate_per_s x output
       tokens), with `capacity_rate_per_s` the highest arrival rate that still meets every SLO;
-    - `cost_per_month`: price per GPU-hour x GPUs x 730 h.
+    - `cost_per_mtok_design`: F7 at the design load, price x GPUs paid / (design rate x
+      output tokens);
+    - `cost_per_month`: price per GPU-hour x GPUs paid (serving, spare, whole nodes) x 730 h.
     """
 
     gpu: str
@@ -286,6 +296,9 @@ class Option:
     """SLO-feasible capacity: the highest total arrival rate meeting every SLO, req/s."""
     cost_per_mtok: float
     """Cost per million output tokens at SLO capacity (F7), in `currency`."""
+    cost_per_mtok_design: float = math.nan
+    """Cost per million output tokens at the design load (F7: the fleet's cost per hour over
+    the output tokens per hour the design load asks for), in `currency`."""
     failures: tuple[Reason, ...]
     binding: Reason
     binding_ratio: float
@@ -445,8 +458,6 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     if wl.context_tokens > model.max_context_tokens:
         raise InputError(f"context {wl.context_tokens} tokens exceeds {model.name}'s limit of "
                          f"{model.max_context_tokens} tokens")
-    prices = dict(inp.price_overrides)
-    offers = {o.gpu: o for o in inp.offers}
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
     operator = counts_as_engines(inp.step_method)
     pf = prefill_flops(model, wl.prompt, by_operator=operator)
@@ -478,14 +489,11 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
                        else (min(wl.context_tokens, wl.prompt + wl.output_tokens),
                              prof.kv_block_tokens))
         budget = float(prof.token_budget_tokens) if prof.mixed else 0.0
-        offer = offers.get(g.key)
-        price = prices.get(g.key, convert(
-            offer.price_per_gpu_hour if offer else g.price_per_hour,
-            offer.currency if offer else g.currency, inp.currency, inp.cny_per_usd))
+        pr = inp.price_of(g)
+        price = pr.per_gpu_hour
         largest_node = node_shape(g.key).max_gpus_per_node
         # a per-node offer (and no entered per-GPU price) is bought in whole nodes of its size
-        whole_node = (offer.gpus_per_node if offer is not None and offer.per == "node"
-                      and g.key not in prices else 0)
+        whole_node = pr.node_gpus
         for tp in tps:
             if tp > largest_node or (whole_node and whole_node % tp):
                 continue  # a TP group stays inside one node
@@ -608,10 +616,14 @@ def _capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl:
     return np.asarray(np.where(lo_ok, lo, 0.0), dtype=np.float64)
 
 
-def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = False) -> Plan:
+def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = False,
+         checks_only: bool = False) -> Plan:
     """Search, check and rank every configuration (see the module docstring).
 
     `keep_all` also returns every evaluated configuration (feasible or not) in `all_options`.
+    `checks_only` skips the SLO-feasible capacity where no check needs it (no cost target):
+    the feasibility and the design-load figures stay, the capacity and the cost per M tokens
+    at it are NaN (for callers that ask only "does it pass?").
     """
     cat = catalog or default_catalog()
     wl, slo = inp.workload, inp.slo
@@ -650,9 +662,10 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
         design = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=None, conc=design_c,
                        limit=lim, budget=bud)
     # capacity is per replica unit: compute once per unit, then scale by replicas
-    cap_unit = _capacity(step=u.step, prefill_ms=u.prefill_ms,
-                         slots=np.minimum(u.c_vram, u.seqs).astype(np.float64),
-                         wl=wl, slo=slo, budget=u.budget)
+    cap_unit = (np.full(u.prefill_ms.shape, np.nan) if checks_only and slo.cost_per_mtok <= 0
+                else _capacity(step=u.step, prefill_ms=u.prefill_ms,
+                               slots=np.minimum(u.c_vram, u.seqs).astype(np.float64),
+                               wl=wl, slo=slo, budget=u.budget))
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
     # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving
@@ -674,7 +687,10 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     verdict = memory_verdict(subtotal, usable, inp.memory_headroom, holds_a_request=c_vram >= 1)
     out_tok = float(wl.output_tokens)
     peak_rate_total = peak.rate_per_s * reps
+    # F7, one definition: the fleet's cost per hour (every GPU paid for, the spare and whole
+    # nodes included) over the output tokens per hour at a stated load
     cpm_cap = cost_per_mtok(1.0, 1, cap * out_tok) * price * billed
+    cpm_design = cost_per_mtok(1.0, 1, design.rate_per_s * reps * out_tok) * price * billed
     cost_target = slo.cost_per_mtok
     fails_cost = (np.zeros(idx.size, dtype=bool) if cost_target <= 0
                   else ~(cpm_cap <= cost_target))
@@ -711,7 +727,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             price_per_hour=float(price[j]), currency=inp.currency,
             cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
             spare_gpus=int(spare[j]), node_gpus=int(node[j]), billed_gpus=int(billed[j]),
-            cost_per_mtok=float(cpm_cap[j]),
+            cost_per_mtok=float(cpm_cap[j]), cost_per_mtok_design=float(cpm_design[j]),
             failures=fails, binding=names[int(bind_i[j])],
             binding_ratio=float(ratios[int(bind_i[j]), j]),
         ))
@@ -741,11 +757,17 @@ def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
         twins = groups[(o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp)]
         if twins[0] is not o:
             continue
-        nodes = ((o.node_gpus,) * (o.paid_gpus // o.node_gpus) if o.node_gpus
-                 else node_shape(o.gpu).layout(o.n_gpus + o.spare_gpus, o.tp))
-        out.append(replace(o, nodes=nodes, variants=tuple(
+        out.append(replace(o, nodes=node_layout(o), variants=tuple(
             (x.weights, x.kv_dtype) for x in twins[1:] if x.n_gpus == o.n_gpus)))
     return out
+
+
+def node_layout(o: Option) -> tuple[int, ...]:
+    """GPUs per node of an option, the spare included (`NodeShape.layout`: each TP group in
+    one node), or whole nodes of a per-node offer."""
+    if o.node_gpus:
+        return (o.node_gpus,) * (o.paid_gpus // o.node_gpus)
+    return node_shape(o.gpu).layout(o.n_gpus + o.spare_gpus, o.tp)
 
 
 def _lite(u: _Units, i: int, n: int, fails: tuple[Reason, ...], month: float) -> Option:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
 
@@ -153,6 +153,8 @@ class Relief:
     subtotal_gb: float | None = None
     usable_gb: float | None = None
     cost_per_mtok: float | None = None
+    detail: Detail = Detail.SUBTOTAL
+    """The failed check this relieves (memory, TTFT, the decode step's terms, cost)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,16 +253,46 @@ def _binding(vs: tuple[Verdict, ...], bound: Bound) -> tuple[Constraint, Detail]
     return ranked[0].constraint, ranked[0].detail
 
 
-def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: Detail,
-             targets: Targets, catalog: Catalog | None) -> list[Relief]:
-    out: list[Relief] = []
-    if binding == Constraint.MEMORY:
+def failed_details(ev: Evaluation, targets: Targets) -> list[Detail]:
+    """The checks that fail at the first point of `ev`, each once: memory (F8's 'does not
+    fit'), TTFT, the decode step against TPOT (by the term that binds it), the cost target."""
+    out: list[Detail] = []
+    if str(ev.verdict.flat[0]) == MemoryVerdict.DOES_NOT_FIT:
+        out.append(Detail.SUBTOTAL)
+    if float(ev.ttft_s.flat[0]) * 1e3 > targets.ttft_ms:
+        out.append(Detail.TTFT)
+    if float(ev.decode.step_ms.flat[0]) > targets.tpot_ms:
+        out.append(Detail.COMPUTE_TERM if str(ev.decode.bound.flat[0]) == Bound.COMPUTE
+                   else Detail.BANDWIDTH_TERM)
+    if targets.cost_per_mtok > 0 and float(ev.cost_per_mtok.flat[0]) > targets.cost_per_mtok:
+        out.append(Detail.COST)
+    return out
+
+
+def _reliefs(s: Scenario, ev: Evaluation, c: int, targets: Targets,
+             catalog: Catalog | None) -> list[Relief]:
+    """What relieves each failing check (none when nothing fails): memory first (until the
+    weights and KV fit, speed fixes are moot), else TTFT, TPOT and cost, each with its own
+    fixes (`Relief.detail` names the check)."""
+    failed = failed_details(ev, targets)
+    if Detail.SUBTOTAL in failed:
         # every fix that works, cheapest first (F7's monthly cost, then cost per M tokens)
-        for f in by_cost(suggest_fixes(s, c, catalog)):
-            out.append(Relief(kind=ReliefKind(f.kind), value=f.value, result=f.verdict,
-                              n_gpus=f.n_gpus, tp=f.tp, subtotal_gb=f.subtotal_gb,
-                              usable_gb=f.usable_gb, cost_per_mtok=f.cost_per_mtok))
-        return out
+        return [Relief(kind=ReliefKind(f.kind), value=f.value, result=f.verdict,
+                       n_gpus=f.n_gpus, tp=f.tp, subtotal_gb=f.subtotal_gb,
+                       usable_gb=f.usable_gb, cost_per_mtok=f.cost_per_mtok,
+                       detail=Detail.SUBTOTAL)
+                for f in by_cost(suggest_fixes(s, c, catalog))]
+    out: list[Relief] = []
+    for detail in failed:
+        out += [replace(r, detail=detail)
+                for r in _reliefs_for(s, ev, c, detail, targets)]
+    return out
+
+
+def _reliefs_for(s: Scenario, ev: Evaluation, c: int, detail: Detail, targets: Targets
+                 ) -> list[Relief]:
+    """The fixes of one failing speed check (TTFT, a decode-step term, cost)."""
+    out: list[Relief] = []
     if detail == Detail.TTFT:
         # a shorter prompt: TTFT grows with L, so the longest prompt under the SLO
         grid = np.unique(np.linspace(1, s.prompt, 512).round())
@@ -282,7 +314,7 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: D
                                   tp=tp))
                 break
         need_mfu = s.mfu * float(ev.ttft_s.flat[0]) * 1e3 / targets.ttft_ms
-        if need_mfu <= 0.6:
+        if s.mfu < need_mfu <= 0.6:
             out.append(Relief(kind=ReliefKind.MFU, value=round(need_mfu, 2),
                               result=targets.ttft_ms, n_gpus=s.n_gpus, tp=s.tp))
         return out
@@ -314,7 +346,7 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, binding: Constraint, detail: D
                                   n_gpus=s.n_gpus, tp=s.tp))
         agg = float(ev.aggregate_tok_s.flat[0])
         if agg > 0:
-            price = targets.cost_per_mtok * agg * 3600.0 / 1e6 / s.n_gpus
+            price = targets.cost_per_mtok * agg * 3600.0 / 1e6 / s.paid_gpus
             out.append(Relief(kind=ReliefKind.PRICE, value=price, result=targets.cost_per_mtok,
                               n_gpus=s.n_gpus, tp=s.tp))
         return out
@@ -335,7 +367,7 @@ def explain(s: Scenario, concurrency: int, targets: Targets, catalog: Catalog | 
     ev = evaluate(s, [c])
     vs = verdicts(ev, targets)
     binding, detail = _binding(vs, Bound(str(ev.decode.bound[0])))
-    reliefs = _reliefs(s, ev, c, binding, detail, targets, catalog)
+    reliefs = _reliefs(s, ev, c, targets, catalog)
     figures = {
         "c_vram": float(ev.max_concurrency_vram.flat[0]),
         "subtotal_gb": float(ev.vram_subtotal_bytes[0]) / GB,
@@ -350,7 +382,7 @@ def explain(s: Scenario, concurrency: int, targets: Targets, catalog: Catalog | 
         "tok_s_per_request": float(ev.decode.tok_s_per_request[0]),
         "aggregate_tok_s": float(ev.aggregate_tok_s[0]),
         "cost_per_mtok": float(ev.cost_per_mtok[0]),
-        "monthly_cost": s.price_per_hour * s.n_gpus * HOURS_PER_MONTH,
+        "monthly_cost": s.price_per_hour * s.paid_gpus * HOURS_PER_MONTH,
     }
     return Explanation(concurrency=c, verdicts=vs, binding=binding, binding_detail=detail,
                        reliefs=tuple(reliefs), figures=figures)
@@ -514,8 +546,8 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     agg = float(ev.aggregate_tok_s[0])
     cost = float(ev.cost_per_mtok[0])
     steps.append(MathStep(
-        key="cost", formula="cost per M tokens = price x GPUs / (aggregate tok/s x 3600) x 1e6",
-        substituted=f"{_n(s.price_per_hour)} x {s.n_gpus} / ({_n(agg)} x 3600) x 1e6 = "
+        key="cost", formula="cost per M tokens = price x GPUs paid / (aggregate tok/s x 3600) x 1e6",
+        substituted=f"{_n(s.price_per_hour)} x {s.paid_gpus} / ({_n(agg)} x 3600) x 1e6 = "
                     f"{_n(cost)} {s.currency}", value=cost, unit=s.currency))
     # F5: crossover
     cross = ev.crossover_concurrency

@@ -42,13 +42,13 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "weights": ("Weight format", "权重格式"),
     "gpu": ("GPU", "GPU"),
     "gpus": ("GPUs", "GPU 数量"),
-    "tp": ("Tensor parallel (TP)", "张量并行 (TP)"),
+    "tp": ("Tensor parallel (TP)", "张量并行（TP）"),
     "tp_short": ("TP", "TP"),
     "tp_moved": ("TP={old} is not possible for {model} on {n} GPUs; moved to TP={new}, the "
                  "nearest size that is.",
                  "{model} 在 {n} 张 GPU 上不能用 TP={old}；已改为最接近的可行值 TP={new}。"),
-    "ctx": ("Context per request (tokens)", "每个请求的上下文 (tokens)"),
-    "prompt": ("Prompt length for TTFT (tokens)", "计算首字延迟的提示长度 (tokens)"),
+    "ctx": ("Context per request (tokens)", "每个请求的上下文（tokens）"),
+    "prompt": ("Prompt length for TTFT (tokens)", "计算首字延迟的提示长度（tokens）"),
     "prompt_follows": ("Prompt = the whole context", "提示长度 = 整个上下文"),
     "help_prompt_follows": ("On: TTFT is for a prompt as long as the context, and follows it. "
                             "Off: set the prompt length apart.",
@@ -61,21 +61,21 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                           "首字延迟按 {p} tokens 的提示计算，与 {ctx} tokens 的上下文分开设定"
                           "（见“负载与显存”）。"),
     "kv": ("KV cache precision", "KV 缓存精度"),
-    "block": ("KV block size (tokens)", "KV 块大小 (tokens)"),
+    "block": ("KV block size (tokens)", "KV 块大小（tokens）"),
     "util": ("GPU memory utilization", "显存利用率"),
-    "overhead": ("Runtime overhead per GPU (GB)", "每卡运行时开销 (GB)"),
+    "overhead": ("Runtime overhead per GPU (GB)", "每卡运行时开销（GB）"),
     "c": ("Concurrent requests", "并发请求数"),
     "c_exact": ("exact", "精确值"),
     "ctx_exact": ("tokens", "tokens"),
     "help_exact": ("Type an exact value; the slider beside it follows.",
                    "输入精确值；旁边的滑块随之移动。"),
-    "slo_ttft_ms": ("TTFT target (ms)", "首字延迟目标 (ms)"),
-    "slo_tpot_ms": ("TPOT target (ms)", "每 token 时间目标 (ms)"),
-    "slo_cost": ("Cost target per M tokens (0 = none)", "每百万 token 成本目标 (0 = 不设)"),
+    "slo_ttft_ms": ("TTFT target (ms)", "首字延迟目标（ms）"),
+    "slo_tpot_ms": ("TPOT target (ms)", "每 token 时间目标（ms）"),
+    "slo_cost": ("Cost target per M tokens (0 = none)", "每百万 token 成本目标（0 = 不设）"),
     "price": ("Price per GPU-hour", "每 GPU 小时价格"),
     "currency": ("Currency", "货币"),
-    "rate": ("Exchange rate (CNY per USD)", "汇率 (人民币/美元)"),
-    "eff": ("Decode compute efficiency (eff)", "解码计算效率 (eff)"),
+    "rate": ("Exchange rate (CNY per USD)", "汇率（人民币/美元）"),
+    "eff": ("Decode compute efficiency (eff)", "解码计算效率（eff）"),
     "mfu": ("Prefill MFU", "预填充 MFU"),
     "headroom": ("Memory headroom for 'fits'", "“放得下”所需的显存余量"),
     "help_util": ("Fraction of total GPU memory the engine may use (vLLM "
@@ -155,45 +155,67 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                        "The prefix is capped below the prompt ({p} tokens).",
                        "无缓存时：首字延迟 {t0}，显存最大并发 {c0}，每百万 token {cost0} {cur}。"
                        "前缀长度不超过提示长度（{p} token）。"),
-    "sec_slo": ("Targets (SLO)", "目标 (SLO)"),
+    "sec_slo": ("Targets (SLO)", "目标（SLO）"),
     "sec_cost": ("Price and currency", "价格与货币"),
-    "sec_eff": ("Efficiency (calibration)", "效率(校准)"),
+    "sec_eff": ("Efficiency (calibration)", "效率（校准）"),
     "eta_bw": ("Bandwidth efficiency (eta_bw)", "带宽效率"),
     "help_eta_bw": ("Achieved share of the spec-sheet memory bandwidth in a decode step (the "
                     "chapter uses 1.0; a Planner option on a typical-engine basis opens with "
                     "the engine's value).",
                     "解码一步实际达到的规格表显存带宽比例（原文取 1.0；按典型引擎效率规划的"
                     "方案打开时带入该引擎的数值）。"),
-    "step_oh_ms": ("Per-step overhead (ms)", "每步开销 (ms)"),
-    "prefill_oh_ms": ("Prefill overhead (ms)", "预填充开销 (ms)"),
-    "pred_basis_knobs": ("Prediction: roofline with the efficiencies set here (bandwidth "
-                         "efficiency {eta_bw:.2f}, eff {eff:.2f}, MFU {mfu:.2f}, step overhead "
-                         "{t0:.1f} ms, prefill overhead {p0:.1f} ms).",
-                         "预测依据:按此处设置的效率计算屋顶线(带宽效率 {eta_bw:.2f},eff "
-                         "{eff:.2f},MFU {mfu:.2f},每步开销 {t0:.1f} ms,预填充开销 "
-                         "{p0:.1f} ms)。"),
+    "step_oh_ms": ("Per-step overhead (ms)", "每步开销（ms）"),
+    "prefill_oh_ms": ("Prefill overhead (ms)", "预填充开销（ms）"),
+    "pred_basis_knobs": ("Prediction: roofline with the efficiencies set here (bandwidth efficiency "
+                         "{eta_bw:.2f}, eff {eff:.2f}, MFU {mfu:.2f}, step overhead {t0:.1f} ms, "
+                         "prefill overhead {p0:.1f} ms).",
+                         "预测依据：按此处设置的效率计算屋顶线（带宽效率 {eta_bw:.2f}，eff {eff:.2f}，"
+                         "MFU {mfu:.2f}，每步开销 {t0:.1f} ms，预填充开销 {p0:.1f} ms）。"),
     "prediction": ("Prediction", "预测依据"),
-    "spec_sheet": ("spec-sheet (no calibration)", "规格表(未校准)"),
-    "help_prediction": ("Spec-sheet: the chapter's roofline with the efficiencies below. A saved "
-                        "calibration (fitted on the Results page or with `capacity calibrate`) "
-                        "replaces them with values fitted on measurements.",
-                        "规格表:按本章的屋顶线和下面的效率计算。已保存的校准(在结果页或用 "
-                        "`capacity calibrate` 拟合)会用实测拟合出的数值替换它们。"),
+    "spec_sheet": ("the chapter's assumptions (MFU 0.3)", "本章假设（MFU 0.3）"),
+    "basis_spec": ("the spec sheet (every efficiency at its peak: an upper bound on speed)",
+                   "规格表（所有效率取峰值：速度上限）"),
+    "basis_chapter": ("the chapter's assumptions (decode eff 1, prefill MFU 0.3)",
+                      "本章假设（解码算力效率 1，预填充 MFU 0.3）"),
+    "basis_typical": ("typical {engine} efficiency (no calibration)", "{engine} 典型效率（未校准）"),
+    "basis_cal": ("calibration '{name}' (fitted to measurements)", "校准“{name}”（按实测拟合）"),
+    "basis_entered": ("efficiencies entered by hand", "手动输入的效率"),
+    "basis_knobs": ("decode compute eff {eff:.2f}, prefill MFU {mfu:.2f}, bandwidth efficiency "
+                    "{eta:.2f}, {t0:.1f} ms per step, {p0:.1f} ms per prefill",
+                    "解码算力效率 {eff:.2f}，预填充 MFU {mfu:.2f}，带宽效率 {eta:.2f}，每步 {t0:.1f} "
+                    "ms，每次预填充 {p0:.1f} ms"),
+    "help_prediction": ("The knobs the speed figures rest on. The chapter's assumptions (the default): "
+                        "eff 1 and prefill MFU 0.3, the worked example's. The spec sheet: every "
+                        "efficiency at its peak, the upper bound on speed. Typical engine: knobs "
+                        "derived from published measurements. A saved calibration (the Results "
+                        "page or `capacity calibrate`): knobs fitted on your measurements.",
+                        "速度类数字所依据的效率参数。本章假设（默认）：算力效率 1、预填充 MFU 0.3，"
+                        "即书中算例的取值。规格表：所有效率取峰值，是速度上限。典型引擎：由公开实测推得的"
+                        "参数。已保存的校准（结果页或 `capacity calibrate`）：按你的实测拟合的参数。"),
     "pred_basis_cal": ("Prediction: calibrated with '{name}' (bandwidth efficiency {eta_bw:.2f}, "
                        "step overhead {t0:.1f} ms, eff {eff:.2f}, MFU {mfu:.2f}).",
-                       "预测依据:校准 '{name}'(带宽效率 {eta_bw:.2f},每步开销 {t0:.1f} ms,"
-                       "eff {eff:.2f},MFU {mfu:.2f})。"),
-    "pred_basis_spec": ("Prediction: spec-sheet roofline, an upper bound on speed; real engines "
-                        "are typically 1.3x to 3x slower until calibrated with measurements.",
-                        "预测依据:规格表屋顶线,是速度上限;未用实测校准前,真实引擎通常慢 "
+                       "预测依据：校准 '{name}'（带宽效率 {eta_bw:.2f}，每步开销 {t0:.1f} ms，eff "
+                       "{eff:.2f}，MFU {mfu:.2f}）。"),
+    "pred_basis_spec": ("Prediction: the spec sheet, every efficiency at its peak: an upper bound "
+                        "on speed; real engines are typically 1.3x to 3x slower until calibrated "
+                        "with measurements.",
+                        "预测依据：规格表，所有效率取峰值，是速度上限；未用实测校准前，真实引擎通常慢 "
                         "1.3 到 3 倍。"),
-    "sec_uncertainty": ("How sure is this? TPOT likely {lo:.1f} to {hi:.1f} ms; what moves it "
-                        "most", "有多确定?TPOT 大致在 {lo:.1f} 到 {hi:.1f} ms;什么影响最大"),
-    "unc_basis_cal": ("Band: the calibrated prediction plus or minus its error on held-out "
-                      "measurements.", "区间:校准预测加减其在留出实测点上的误差。"),
-    "unc_basis_spec": ("Band: from the spec-sheet figures (fast edge) to typical efficiencies "
-                       "of real engines (slow edge); calibrate to narrow it.",
-                       "区间:从规格表数值(快端)到真实引擎的典型效率(慢端);校准后会变窄。"),
+    "pred_basis_chapter": ("Prediction: the chapter's assumptions (decode eff 1, prefill MFU 0.3). "
+                           "Not an upper bound: the spec sheet (MFU 1) is faster, and real engines "
+                           "are often slower.",
+                           "预测依据：本章假设（解码算力效率 1，预填充 MFU 0.3）。这不是速度上限："
+                           "规格表（MFU 1）更快，真实引擎常常更慢。"),
+    "pred_basis_typical": ("Prediction: typical {engine} efficiency ({knobs}), from published measurements; "
+                           "calibrate to replace it.",
+                           "预测依据：{engine} 典型效率（{knobs}），来自公开实测；校准后替换。"),
+    "sec_uncertainty": ("How sure is this? TPOT likely {lo:.1f} to {hi:.1f} ms; what moves it most",
+                        "有多确定？每 token 延迟大致在 {lo:.1f} 到 {hi:.1f} ms；什么影响最大"),
+    "unc_basis_cal": ("Band: the calibrated prediction plus or minus its error on held-out measurements.",
+                      "区间：校准预测加减其在留出实测点上的误差。"),
+    "unc_basis_spec": ("Band: from the spec sheet, every efficiency at its peak (fast edge), to "
+                       "typical efficiencies of real engines (slow edge); calibrate to narrow it.",
+                       "区间：从规格表（所有效率取峰值，快端）到真实引擎的典型效率（慢端）；校准后会变窄。"),
     "unc_quantity": ("quantity", "指标"),
     "unc_flags": ("The calibration has knobs real engines do not reach, or that its data "
                   "could not pin down; treat its prediction with care:",
@@ -216,31 +238,31 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                          "({output})", "只有 {measured} 个测量点，少于 {used} 个：+{amount}（{output}）"),
     "unc_w_implausible": ("{measured} = {used} is implausible: +{amount} ({output})",
                           "{measured} = {used} 不合理：+{amount}（{output}）"),
-    "unc_out_step_ms": ("TPOT", "TPOT"),
+    "unc_out_step_ms": ("TPOT", "每 token 延迟"),
     "unc_out_ttft_s": ("TTFT", "首字延迟"),
-    "unc_out_both": ("TPOT and TTFT", "TPOT 和首字延迟"),
+    "unc_out_both": ("TPOT and TTFT", "每 token 延迟和首字延迟"),
     "unc_low": ("low", "低"),
     "unc_mid": ("prediction", "预测"),
     "unc_high": ("high", "高"),
-    "sens_step": ("What moves TPOT most", "对 TPOT 影响最大的输入"),
-    "sens_ttft": ("What moves TTFT most (s)", "对首字延迟影响最大的输入 (s)"),
+    "sens_step": ("What moves TPOT most", "对每 token 延迟影响最大的输入"),
+    "sens_ttft": ("What moves TTFT most (s)", "对首字延迟影响最大的输入（s）"),
     "sens_input": ("input", "输入"),
     "sens_range": ("range", "范围"),
     "sens_swing": ("swing", "变化幅度"),
     "in_eta_bw": ("bandwidth efficiency", "带宽效率"),
     "in_eff": ("decode compute efficiency", "解码计算效率"),
-    "in_step_overhead_ms": ("per-step overhead (ms)", "每步开销 (ms)"),
+    "in_step_overhead_ms": ("per-step overhead (ms)", "每步开销（ms）"),
     "in_mfu": ("prefill MFU", "预填充 MFU"),
-    "in_prefill_overhead_ms": ("prefill overhead (ms)", "预填充开销 (ms)"),
-    "in_overhead_gb": ("runtime memory overhead (GB)", "运行时显存开销 (GB)"),
+    "in_prefill_overhead_ms": ("prefill overhead (ms)", "预填充开销（ms）"),
+    "in_overhead_gb": ("runtime memory overhead (GB)", "运行时显存开销（GB）"),
     "in_util": ("memory utilization", "显存利用率"),
-    "in_bandwidth_gb_s": ("memory bandwidth (GB/s)", "显存带宽 (GB/s)"),
+    "in_bandwidth_gb_s": ("memory bandwidth (GB/s)", "显存带宽（GB/s）"),
     "in_tflops": ("peak TFLOP/s", "峰值 TFLOP/s"),
-    "in_weights_gb": ("weight size (GB)", "权重大小 (GB)"),
-    "in_context_tokens": ("context (tokens)", "上下文 (tokens)"),
+    "in_weights_gb": ("weight size (GB)", "权重大小（GB）"),
+    "in_context_tokens": ("context (tokens)", "上下文（tokens）"),
     "in_eta_kv": ("KV-read bandwidth efficiency", "KV 读取带宽效率"),
     "in_attn_sat_batch": ("attention saturation batch (sequences)", "注意力饱和批量（序列数）"),
-    "in_seq_overhead_ms": ("per-sequence step overhead (ms)", "每序列每步开销 (ms)"),
+    "in_seq_overhead_ms": ("per-sequence step overhead (ms)", "每序列每步开销（ms）"),
     "in_batch1_factor": ("step at batch 1 / formula (ratio)", "单序列步长 / 公式（比值）"),
     "in_attn_mfu": ("prefill attention MFU", "预填充注意力 MFU"),
     # explorer: headline and verdicts
@@ -250,15 +272,44 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "overall_tight": ("Works, but tight: little headroom left.", "可行，但余量很小。"),
     "overall_fail": ("Does not work as set: {names} fail (what binds and what would relieve "
                      "it are below).", "按当前设置不可行：{names}不通过（瓶颈与缓解办法见下方）。"),
-    "metric_tpot": ("TPOT", "TPOT"),
+    "metric_tpot": ("TPOT", "每 token 延迟"),
     "metric_ttft": ("TTFT", "首字延迟"),
     "metric_tok_s": ("tok/s per request", "每请求 tok/s"),
     "metric_agg": ("aggregate tok/s", "总吞吐 tok/s"),
     "metric_cost": ("{cur} per M tokens", "{cur}/百万 token"),
+    "metric_cost_at": ("{cur} per M tokens at C = {c}, decoding", "C = {c} 解码时每百万 token 成本（{cur}）"),
+    "help_metric_cost": ("F7 with C sequences decoding back to back (the chapter's figure, no prefill): "
+                         "price x {paid} GPUs paid / (aggregate tok/s x 3600) x 1e6. Per month: "
+                         "{month}. The deployment's cost at its design load and at its SLO-feasible "
+                         "capacity is in the box below.",
+                         "F7，C 个序列连续解码（本章的算法，不含预填充）：价格 x 计费 {paid} 张卡 "
+                         "/（总 tok/s x 3600）x 1e6。每月：{month}。部署在设计负载与满足 SLO 的最大负载下"
+                         "的成本见下方方框。"),
+    "headline_spare": (" + {n} spare", " + {n} 张备用"),
+    "out_tokens": ("Output tokens per request", "每个请求的输出 token 数"),
+    "help_out_tokens": ("Tokens each request generates: the load view and the deployment's figures "
+                        "(TTFT and TPOT under load, cost per M output tokens).",
+                        "每个请求生成的 token 数：用于负载视图与部署数字（负载下的首字与每 token "
+                        "延迟、每百万输出 token 成本）。"),
+    "help_ex_pct": ("The percentile of TTFT and TPOT the deployment's figures are checked at (the "
+                    "Planner's).",
+                    "部署数字中首字与每 token 延迟取的分位数（与规划页相同）。"),
+    "help_ex_spare": ("N+1: one more replica (TP GPUs) paid for in every cost, never serving (the Planner's "
+                      "spare).",
+                      "N+1：多备一个副本（TP 张卡），计入所有成本，不参与服务（与规划页的备用相同）。"),
+    "dep_title": ("The deployment, as the Planner and the quote show it: {label}",
+                  "部署（与规划页和报价一致）：{label}"),
+    "dep_load_rate": ("at the design load of {rate} req/s (the Planner's peak with headroom)",
+                      "设计负载 {rate} req/s（规划页的峰值加余量）"),
+    "dep_load_conc": ("at a design load of {c} requests in flight (a closed loop)",
+                      "设计负载：{c} 个在途请求（闭环）"),
+    "dep_ok": ("meets every check", "满足所有约束"),
+    "dep_fails": ("fails on {reasons}", "未通过：{reasons}"),
+    "dep_use_c": ("Use {c} concurrent requests as the design load", "改用 {c} 个并发请求作为设计负载"),
     "metric_month": ("per month (24 × 7)", "每月（全天运行）"),
     "metric_cvram": ("C_vram (memory)", "显存最大并发"),
     "help_cvram": ("The most requests at this context that fit in memory (F3).",
-                   "此上下文下显存能同时容纳的最多请求数 (F3)。"),
+                   "此上下文下显存能同时容纳的最多请求数（F3）。"),
     "help_ttft": ("Prefill of the prompt, linear part plus the attention term, no queueing.",
                   "预填充时间：线性部分加注意力项，不含排队。"),
     "help_tpot": ("One decode step: the larger of the bandwidth and compute terms.",
@@ -271,20 +322,20 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "q_memory": ("Do weights + KV fit?", "权重 + KV 放得下吗？"),
     "q_bandwidth": ("Is one decode step fast enough?", "一个解码步够快吗？"),
     "q_compute": ("Are prefill and big batches fast enough?", "预填充和大批次够快吗？"),
-    "q_slo": ("Are TTFT, TPOT and cost within target?", "TTFT、TPOT 和成本达标吗？"),
+    "q_slo": ("Are TTFT, TPOT and cost within target?", "首字延迟、每 token 延迟和成本达标吗？"),
     "st_pass": ("pass", "通过"),
     "st_tight": ("tight", "紧张"),
     "st_fail": ("fail", "不通过"),
     "d_subtotal": ("{value:.1f} GB needed of {limit:.1f} GB usable (VRAM × util)",
                    "需要 {value:.1f} GB，可用 {limit:.1f} GB（显存 × 利用率）"),
     "d_bandwidth_term": ("memory term {value:.2f} ms per step vs {limit:g} ms TPOT target",
-                         "访存项每步 {value:.2f} ms，TPOT 目标 {limit:g} ms"),
+                         "访存项每步 {value:.2f} ms，每 token 延迟目标 {limit:g} ms"),
     "d_compute_term": ("compute term {value:.2f} ms per step vs {limit:g} ms TPOT target",
-                       "计算项每步 {value:.2f} ms，TPOT 目标 {limit:g} ms"),
+                       "计算项每步 {value:.2f} ms，每 token 延迟目标 {limit:g} ms"),
     "d_ttft": ("TTFT {value_s:.2f} s vs {limit_s:.2f} s target",
                "首字延迟 {value_s:.2f} s，目标 {limit_s:.2f} s"),
     "d_tpot": ("TPOT {value:.1f} ms vs {limit:g} ms target",
-               "TPOT {value:.1f} ms，目标 {limit:g} ms"),
+               "每 token 延迟 {value:.1f} ms，目标 {limit:g} ms"),
     "d_cost": ("{value:.3f} {unit} per M tokens vs {limit:g} target",
                "每百万 token {value:.3f} {unit}，目标 {limit:g}"),
     "b_memory": ("Memory binds: {c} requests need {subtotal:.1f} GB per GPU but only "
@@ -301,16 +352,17 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                          "memory by {short:.1f} GB, before any KV cache.",
                          "瓶颈是显存：仅权重和运行时开销就超出可用显存 {short:.1f} GB，"
                          "还没算 KV 缓存。"),
-    "b_ttft": ("Compute binds the first token: TTFT {ttft:.2f} s is over the {slo:.2f} s "
-               "target (prefill is compute-bound).",
-               "瓶颈是算力（首字）：TTFT {ttft:.2f} s 超过 {slo:.2f} s 目标（预填充受算力限制）。"),
-    "b_tpot_bandwidth": ("Bandwidth binds: each decode step moves weights and KV in "
-                         "{step:.1f} ms, over the {slo:g} ms TPOT target.",
-                         "瓶颈是带宽：每个解码步搬运权重和 KV 需 {step:.1f} ms，超过 "
-                         "{slo:g} ms 的 TPOT 目标。"),
-    "b_tpot_compute": ("Compute binds the decode step: {step:.1f} ms, over the {slo:g} ms "
-                       "TPOT target.",
-                       "瓶颈是算力（解码）：每步 {step:.1f} ms，超过 {slo:g} ms 的 TPOT 目标。"),
+    "b_ttft": ("Compute binds the first token: TTFT {ttft:.2f} s is over the {slo:.2f} s target "
+               "(prefill is compute-bound).",
+               "瓶颈是算力（首字）：首字延迟 {ttft:.2f} s 超过 {slo:.2f} s 目标（预填充受算力限制）"
+               "。"),
+    "b_tpot_bandwidth": ("Bandwidth binds: each decode step moves weights and KV in {step:.1f} "
+                         "ms, over the {slo:g} ms TPOT target.",
+                         "瓶颈是带宽：每个解码步搬运权重和 KV 需 {step:.1f} ms，超过 {slo:g} ms "
+                         "的每 token 延迟目标。"),
+    "b_tpot_compute": ("Compute binds the decode step: {step:.1f} ms, over the {slo:g} ms TPOT "
+                       "target.",
+                       "瓶颈是算力（解码）：每步 {step:.1f} ms，超过 {slo:g} ms 的每 token 延迟目标。"),
     "b_cost": ("Cost binds: {cost:.3f} {cur} per M tokens is over the {slo:g} {cur} target.",
                "瓶颈是成本：每百万 token {cost:.3f} {cur}，超过 {slo:g} {cur} 的目标。"),
     "b_ok_memory": ("Everything passes; memory is closest to its limit ({subtotal:.1f} of "
@@ -320,9 +372,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "b_ok_bandwidth": ("Everything passes; bandwidth binds the decode step ({step:.1f} ms of "
                        "a {slo:g} ms target).",
                        "全部通过；解码步受带宽限制（{step:.1f} ms，目标 {slo:g} ms）。"),
-    "b_ok_compute": ("Everything passes; compute is closest to its limit (TTFT {ttft:.2f} s "
-                     "of {slo_ttft:.2f} s).",
-                     "全部通过；最接近上限的是算力（TTFT {ttft:.2f} s，目标 {slo_ttft:.2f} s）。"),
+    "b_ok_compute": ("Everything passes; compute is closest to its limit (TTFT {ttft:.2f} s of "
+                     "{slo_ttft:.2f} s).",
+                     "全部通过；最接近上限的是算力（首字延迟 {ttft:.2f} s，目标 {slo_ttft:.2f} "
+                     "s）。"),
     "pin": ("Pin this what-if to compare", "固定此方案以便比较"),
     "help_pin": ("Keep these inputs beside the page while you change them; the pair is in the "
                  "URL.", "修改输入时把当前方案保留在旁边对比；两个方案都保存在链接中。"),
@@ -335,7 +388,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "compare_same": ("The pinned what-if equals this one: change an input to compare.",
                      "已固定方案与当前相同：修改输入即可比较。"),
     "compare_overall": ("overall", "总体"),
-    "compare_ch_step_ms": ("TPOT vs concurrency", "TPOT 随并发变化"),
+    "compare_ch_step_ms": ("TPOT vs concurrency", "每 token 延迟随并发变化"),
     "compare_ch_aggregate_tok_s": ("aggregate tok/s vs concurrency", "总吞吐随并发变化"),
     "compare_ch_cost_per_mtok": ("cost per M tokens vs concurrency", "每百万 token 成本随并发变化"),
     "compare_error": ("The pinned what-if cannot be computed any more: {msg}",
@@ -379,57 +432,61 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "share": ("The URL holds every input: copy it to share this what-if.",
               "网址包含全部输入：复制即可分享这个假设。"),
     "warn_scenario": ("Note: {msg}", "注意：{msg}"),
+    "fix_long_context": ("Use the model's limit: {limit} tokens", "改用模型上限：{limit} tokens"),
     # explorer: charts
     "engine": ("Engine scheduling", "引擎调度"),
     "help_engine": ("How the engine batches requests (data/engines.toml): chapter = whole prompts, "
                     "decoding waits, KV reserved at the context; vLLM = chunked prefill beside "
                     "the decodes, KV by the tokens held; SGLang = prefill batches of its chunk "
-                    "size; llama.cpp = fixed slots. It changes the load view below, not the "
-                    "chapter's figures above.",
-                    "引擎如何组批(data/engines.toml):chapter = 整段提示词预填充、解码等待、按上下文预留 "
-                    "KV;vLLM = 分块预填充与解码同批、按实际持有的 token 分配 KV;SGLang = 按其分块大小"
-                    "成批预填充;llama.cpp = 固定槽位。它改变下方的负载视图,不改变上方本章的数字。"),
-    "sec_load": ("Under load: {engine}", "负载下:{engine}"),
+                    "size; llama.cpp = fixed slots. It changes the load view below, not the chapter's "
+                    "figures above.",
+                    "引擎如何组批（data/engines.toml）：chapter = 整段提示词预填充、解码等待、按上下文预留"
+                    " KV；vLLM = 分块预填充与解码同批、按实际持有的 token 分配 KV；SGLang = 按其分块大小成"
+                    "批预填充；llama.cpp = 固定槽位。它改变下方的负载视图，不改变上方本章的数字。"),
+    "sec_load": ("Under load: {engine}", "负载下：{engine}"),
     "step_method": ("Decode step", "解码步"),
-    "step_method_chapter": ("chapter (one roofline)", "本章(单一屋顶线)"),
-    "step_method_operator": ("by operator (GEMMs, then attention)", "按算子(先 GEMM,再注意力)"),
-    "help_step_method": ("How the decode step combines its terms. Chapter (F4): the memory "
-                         "traffic and the arithmetic of the whole step overlap, max(bytes / "
-                         "bandwidth, FLOPs / compute). By operator (F4b): the weight GEMMs and "
-                         "the attention run one after another, each on its own roofline; never "
-                         "faster than the chapter's over the same bytes and FLOPs, slower where "
-                         "the GEMMs turn compute-bound at large batches; it counts the weights "
-                         "as engines run them (a separate input embedding table is only looked "
-                         "up; prefill runs the output head at the last position only; "
-                         "docs/method.md). A saved calibration uses its own.",
-                         "解码步各项如何合成。本章(F4):整步的访存与计算重叠,取 max(字节 / 带宽, "
-                         "FLOPs / 算力)。按算子(F4b):权重 GEMM 与注意力先后执行,各按自己的屋顶线"
-                         "计时;在相同字节与 FLOPs 下不会比本章更快,大批量时 GEMM 转为算力受限处更慢;"
-                         "它按引擎的实际做法计权重(独立的输入词嵌入表只查表;预填充只在最后一个位置"
-                         "计算输出头;docs/method.md)。已保存的校准使用其自身的方法。"),
-    "pl_help_engine": ("How the engine batches requests (data/engines.toml): its max_num_seqs "
-                       "per GPU, chunked prefill and KV admission set each option's slots and "
-                       "the event model's TTFT and TPOT under the design load.",
-                       "引擎如何组批(data/engines.toml):其每卡 max_num_seqs、分块预填充与 KV "
-                       "分配方式决定每个方案的槽位数,以及事件模型在设计负载下的 TTFT 与 TPOT。"),
+    "step_method_chapter": ("chapter (one roofline)", "本章（单一屋顶线）"),
+    "step_method_operator": ("by operator (GEMMs, then attention)", "按算子（先 GEMM，再注意力）"),
+    "step_method_bound": ("spec-sheet bound (the least a GPU must do)", "规格表上限（GPU 至少要做的）"),
+    "help_step_method": ("How the decode step combines its terms. Chapter (F4): the memory traffic "
+                         "and the arithmetic of the whole step overlap, max(bytes / bandwidth, "
+                         "FLOPs / compute). By operator (F4b): the weight GEMMs and the attention "
+                         "run one after another, each on its own roofline; never faster than the "
+                         "chapter's over the same bytes and FLOPs, slower where the GEMMs turn "
+                         "compute-bound at large batches; it counts the weights as engines run "
+                         "them (a separate input embedding table is only looked up; prefill runs "
+                         "the output head at the last position only; docs/method.md). A saved calibration"
+                         " uses its own.",
+                         "解码步各项如何合成。本章（F4）：整步的访存与计算重叠，取 max（字节 / "
+                         "带宽，FLOPs / 算力）。按算子（F4b）：权重 GEMM 与注意力先后执行，各按自己的屋顶"
+                         "线计时；在相同字节与 FLOPs 下不会比本章更快，大批量时 GEMM 转为算力受限处更慢；"
+                         "它按引擎的实际做法计权重（独立的输入词嵌入表只查表；预填充只在最后一个位置计算输"
+                         "出头；docs/method.md）。已保存的校准使用其自身的方法。"),
+    "pl_help_engine": ("How the engine batches requests (data/engines.toml): its max_num_seqs per "
+                       "GPU, chunked prefill and KV admission set each option's slots and the event "
+                       "model's TTFT and TPOT under the design load.",
+                       "引擎如何组批（data/engines.toml）：其每卡 max_num_seqs、分块预填充与 KV "
+                       "分配方式决定每个方案的槽位数，以及事件模型在设计负载下的首字延迟与每 token "
+                       "延迟。"),
     "load_caption": ("{c} users in a closed loop (no think time), {p} prompt + {o} output tokens "
-                     "each, {slots} slots per replica; discrete-event model of the engine's "
-                     "scheduling (queueing in docs/method.md).",
-                     "{c} 个用户闭环(无思考时间),每个请求 {p} 个提示词 token + {o} 个输出 token,"
-                     "每个副本 {slots} 个槽位;按该引擎调度的离散事件模型(docs/method.md 排队一节)。"),
+                     "each, {slots} slots per replica; discrete-event model of the engine's scheduling "
+                     "(queueing in docs/method.md).",
+                     "{c} 个用户闭环（无思考时间），每个请求 {p} 个提示词 token + {o} 个输出 token，"
+                     "每个副本 {slots} 个槽位；按该引擎调度的离散事件模型（docs/method.md 排队一节）"
+                     "。"),
     "load_too_many": ("More than {n} users per replica: the load view is left out.",
-                      "每个副本超过 {n} 个用户:不显示负载视图。"),
-    "load_ttft_p50": ("TTFT p50 under load", "负载下 TTFT p50"),
-    "load_ttft_p90": ("TTFT p90 under load", "负载下 TTFT p90"),
-    "load_tpot_p50": ("TPOT p50 under load", "负载下 TPOT p50"),
-    "load_tpot_p90": ("TPOT p90 under load", "负载下 TPOT p90"),
+                      "每个副本超过 {n} 个用户：不显示负载视图。"),
+    "load_ttft_p50": ("TTFT p50 under load", "负载下首字延迟 p50"),
+    "load_ttft_p90": ("TTFT p90 under load", "负载下首字延迟 p90"),
+    "load_tpot_p50": ("TPOT p50 under load", "负载下每 token 延迟 p50"),
+    "load_tpot_p90": ("TPOT p90 under load", "负载下每 token 延迟 p90"),
     "engine_name_chapter": ("chapter (whole prompts, KV reserved at the context)",
-                            "本章(整段预填充,按上下文预留 KV)"),
-    "engine_name_vllm": ("vLLM V1 (chunked prefill, paged KV)", "vLLM V1(分块预填充,分页 KV)"),
+                            "本章（整段预填充，按上下文预留 KV）"),
+    "engine_name_vllm": ("vLLM V1 (chunked prefill, paged KV)", "vLLM V1（分块预填充，分页 KV）"),
     "engine_name_sglang": ("SGLang (chunked prefill batches, token pool)",
-                           "SGLang(分块预填充批次,token 池)"),
+                           "SGLang（分块预填充批次，token 池）"),
     "engine_name_llamacpp": ("llama.cpp server (fixed slots, n_batch)",
-                             "llama.cpp 服务器(固定槽位,提示词分块处理)"),
+                             "llama.cpp 服务器（固定槽位，提示词分块处理）"),
     "sec_charts": ("Curves", "曲线"),
     "ch_step_time": ("Decode step time vs concurrency", "解码步时间随并发变化"),
     "ch_throughput": ("Speed: per request and aggregate", "速度：每请求与总吞吐"),
@@ -446,13 +503,13 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "dl_csv": ("Download CSV", "下载 CSV"),
     "dl_md": ("Download Markdown", "下载 Markdown"),
     "col_concurrency": ("concurrency", "并发"),
-    "col_context_tokens": ("context (tokens)", "上下文 (tokens)"),
-    "col_kv_total_gb": ("KV total (GB)", "KV 合计 (GB)"),
-    "col_subtotal_gb": ("VRAM subtotal (GB)", "显存小计 (GB)"),
-    "col_usable_gb": ("usable (GB)", "可用 (GB)"),
+    "col_context_tokens": ("context (tokens)", "上下文（tokens）"),
+    "col_kv_total_gb": ("KV total (GB)", "KV 合计（GB）"),
+    "col_subtotal_gb": ("VRAM subtotal (GB)", "显存小计（GB）"),
+    "col_usable_gb": ("usable (GB)", "可用（GB）"),
     "col_verdict": ("memory", "显存结论"),
-    "col_ttft_s": ("TTFT (s)", "TTFT (s)"),
-    "col_tpot_ms": ("TPOT (ms)", "TPOT (ms)"),
+    "col_ttft_s": ("TTFT (s)", "首字延迟（s）"),
+    "col_tpot_ms": ("TPOT (ms)", "每 token 延迟（ms）"),
     "col_tok_s_per_request": ("tok/s per request", "每请求 tok/s"),
     "col_aggregate_tok_s": ("aggregate tok/s", "总吞吐 tok/s"),
     "col_cost_per_mtok": ("cost per M tokens", "每百万 token 成本"),
@@ -461,19 +518,19 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "sec_math": ("Show the math", "显示计算过程"),
     "math_help": ("The chapter's formulas with the current numbers; every figure above comes "
                   "from these.", "原文公式代入当前数值；上面每个数字都由此而来。"),
-    "m_kv_token": ("KV per token (F1)", "每 token 的 KV (F1)"),
-    "m_kv_request": ("KV per request (F2)", "每请求的 KV (F2)"),
-    "m_budget": ("KV budget per GPU (F3)", "每卡 KV 预算 (F3)"),
-    "m_c_vram": ("Concurrency the memory allows (F3)", "显存允许的并发 (F3)"),
-    "m_subtotal": ("Memory at the chosen concurrency (F8)", "所选并发下的显存 (F8)"),
-    "m_bandwidth_term": ("Bandwidth term of the decode step (F4)", "解码步的带宽项 (F4)"),
-    "m_compute_term": ("Compute term of the decode step (F4)", "解码步的计算项 (F4)"),
-    "m_step": ("Step time and speed (F4)", "步时间与速度 (F4)"),
+    "m_kv_token": ("KV per token (F1)", "每 token 的 KV（F1）"),
+    "m_kv_request": ("KV per request (F2)", "每请求的 KV（F2）"),
+    "m_budget": ("KV budget per GPU (F3)", "每卡 KV 预算（F3）"),
+    "m_c_vram": ("Concurrency the memory allows (F3)", "显存允许的并发（F3）"),
+    "m_subtotal": ("Memory at the chosen concurrency (F8)", "所选并发下的显存（F8）"),
+    "m_bandwidth_term": ("Bandwidth term of the decode step (F4)", "解码步的带宽项（F4）"),
+    "m_compute_term": ("Compute term of the decode step (F4)", "解码步的计算项（F4）"),
+    "m_step": ("Step time and speed (F4)", "步时间与速度（F4）"),
     "m_operator_step": ("Decode step by operator group (F4b): GEMMs, then attention",
-                        "按算子组计算的解码步 (F4b)：先权重 GEMM，再注意力"),
-    "m_ttft": ("Time to first token (F6)", "首字延迟 (F6)"),
-    "m_cost": ("Cost per million tokens (F7)", "每百万 token 成本 (F7)"),
-    "m_crossover": ("Crossover concurrency (F5)", "交叉并发 (F5)"),
+                        "按算子组计算的解码步（F4b）：先权重 GEMM，再注意力"),
+    "m_ttft": ("Time to first token (F6)", "首字延迟（F6）"),
+    "m_cost": ("Cost per million tokens (F7)", "每百万 token 成本（F7）"),
+    "m_crossover": ("Crossover concurrency (F5)", "交叉并发（F5）"),
     # catalog page
     "cat_title": ("Catalog: models and GPUs", "目录：模型与 GPU"),
     "cat_intro": ("Every entry carries its source and date. Weights marked * are published "
@@ -485,8 +542,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "tab_add": ("Add your own", "添加自定义"),
     "mc_key": ("key", "键"),
     "mc_name": ("name", "名称"),
-    "mc_params_total_b": ("params (B)", "参数量 (B)"),
-    "mc_params_active_b": ("active (B)", "激活参数 (B)"),
+    "mc_params_total_b": ("params (B)", "参数量（B）"),
+    "mc_params_active_b": ("active (B)", "激活参数（B）"),
     "mc_layers": ("layers by kind", "各类层数"),
     "mc_kv_kib_per_token_fp16": ("KV KiB/token fp16", "KV KiB/token fp16"),
     "mc_kv_kib_per_token_fp8": ("KV KiB/token fp8", "KV KiB/token fp8"),
@@ -501,10 +558,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "mc_as_of": ("as of", "日期"),
     "gc_key": ("key", "键"),
     "gc_name": ("name", "名称"),
-    "gc_memory_gb": ("memory (GB)", "显存 (GB)"),
-    "gc_memory_driver_gib": ("driver reports (GiB)", "驱动报告 (GiB)"),
+    "gc_memory_gb": ("memory (GB)", "显存（GB）"),
+    "gc_memory_driver_gib": ("driver reports (GiB)", "驱动报告（GiB）"),
     "gc_memory_type": ("memory type", "显存类型"),
-    "gc_bandwidth_gb_s": ("bandwidth (GB/s)", "带宽 (GB/s)"),
+    "gc_bandwidth_gb_s": ("bandwidth (GB/s)", "带宽（GB/s）"),
     "gc_bf16_tflops": ("BF16 dense TFLOP/s", "BF16 稠密 TFLOP/s"),
     "gc_fp8_tflops": ("FP8 dense TFLOP/s", "FP8 稠密 TFLOP/s"),
     "gc_int8_tops": ("INT8 dense TOP/s", "INT8 稠密 TOP/s"),
@@ -563,21 +620,21 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                     "step's bytes and FLOPs (docs/method.md, F4b).",
                     "config.json 的 tie_word_embeddings。独立的输入词嵌入只做查表，"
                     "算子级步长方法不把它计入解码步的字节与 FLOPs（docs/method.md，F4b）。"),
-    "f_max_context_tokens": ("max context (tokens)", "最大上下文 (tokens)"),
+    "f_max_context_tokens": ("max context (tokens)", "最大上下文（tokens）"),
     "f_weights_gb": ("stated weight size (GB, 0 = params × bits)",
                      "实际权重大小（GB，0 = 参数量 × 位宽）"),
     "f_weights_format": ("format of that size", "该大小对应的格式"),
     "f_source": ("source (where the figures come from)", "来源（数字出处）"),
     "f_as_of": ("as of (date)", "日期"),
-    "f_memory_gb": ("memory (GB)", "显存 (GB)"),
+    "f_memory_gb": ("memory (GB)", "显存（GB）"),
     "f_memory_type": ("memory type", "显存类型"),
-    "f_bandwidth_gb_s": ("bandwidth (GB/s)", "带宽 (GB/s)"),
+    "f_bandwidth_gb_s": ("bandwidth (GB/s)", "带宽（GB/s）"),
     "f_bf16_tflops": ("BF16 dense TFLOP/s", "BF16 稠密 TFLOP/s"),
     "f_fp8_tflops": ("FP8 dense TFLOP/s (0 = none)", "FP8 稠密 TFLOP/s（0 = 不支持）"),
     "f_int8_tops": ("INT8 dense TOP/s (0 = none)", "INT8 稠密 TOP/s（0 = 不支持）"),
     "f_interconnect": ("interconnect", "互联"),
     "f_interconnect_kind": ("interconnect kind", "互联类型"),
-    "f_interconnect_gb_s": ("all-reduce bandwidth (GB/s)", "all-reduce 带宽 (GB/s)"),
+    "f_interconnect_gb_s": ("all-reduce bandwidth (GB/s)", "all-reduce 带宽（GB/s）"),
     "f_price_per_hour": ("price per GPU-hour", "每 GPU 小时价格"),
     "f_price_source": ("price source", "价格来源"),
     "f_replace": ("replace an existing custom entry with this key", "覆盖同键的已有自定义条目"),
@@ -588,7 +645,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "not_saved": ("Not saved: {msg}", "未保存：{msg}"),
     # issue 14 item 12: words that stayed English in Chinese mode
     "choose_options": ("Choose options", "请选择"),
-    "r_measured": ("measured (p50)", "实测 (p50)"),
+    "r_measured": ("measured (p50)", "实测（p50）"),
     "r_ratio_col": ("measured / {series}", "实测 / {series}"),
     "cat_missing": ("Not saved: fill in {fields}.", "未保存：请填写{fields}。"),
     "layer_full": ("full", "全注意力"),
@@ -604,11 +661,11 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                           "上下文 {context} tokens 超出 {model} 的上限 {limit} tokens；仍照算"),
     "note_no_points": ("no {kind} points: {names} not fitted",
                        "没有 {kind} 数据点：{names} 未拟合"),
-    "note_one_context": ("TPOT at one context length only: bandwidth efficiency and per-step "
-                         "overhead trade off against each other; measure a second context to "
-                         "separate them (their sum at this context is well determined)",
-                         "TPOT 只在一个上下文长度下测得：带宽效率与每步开销此消彼长；再测一个上下文"
-                         "长度即可分开二者（二者在此上下文下之和已确定）"),
+    "note_one_context": ("TPOT at one context length only: bandwidth efficiency and per-step overhead "
+                         "trade off against each other; measure a second context to separate them "
+                         "(their sum at this context is well determined)",
+                         "每 token 延迟只在一个上下文长度下测得：带宽效率与每步开销此消彼长；再测一个上下"
+                         "文长度即可分开二者（二者在此上下文下之和已确定）"),
     "note_eff_undetermined": ("compute never binds at the measured points: eff is not "
                               "determined by them (kept near {eff:g}); measure at higher "
                               "concurrency or shorter context to fit it",
@@ -625,7 +682,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                          "其余在排队）：未用于解码拟合"),
     "note_ttft_under_load": ("some prompt lengths were measured only under load: their TTFT may "
                              "include queueing; measure them at concurrency 1",
-                             "部分提示长度只在负载下测过：其 TTFT 可能包含排队；请在并发 1 下测量"),
+                             "部分提示长度只在负载下测过：其首字延迟可能包含排队；请在并发 1 下测量"),
     "note_not_pinned": ("not pinned by these points (they stay near their prior): {names}; "
                         "`capacity calibrate --plan` lists a sweep that pins every knob",
                         "这些数据点无法确定（保持在先验值附近）：{names}；"
@@ -718,7 +775,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "unit_requests": ("requests", "个请求"),
     "unit_fraction": ("fraction", "比例"),
     "r_ref_label": ("{model} ({fmt}) on {gpu}, {engine}, {p} in / {o} out",
-                    "{model} ({fmt})，{gpu}，{engine}，输入 {p} / 输出 {o}"),
+                    "{model}（{fmt}），{gpu}，{engine}，输入 {p} / 输出 {o}"),
     "r_unc_basis_typical": ("typical efficiency ranges (no calibration)",
                             "真实引擎的典型效率范围（无校准）"),
     "r_unc_basis_cal": ("calibration '{name}': +/- {step:.0%} step, +/- {ttft:.0%} TTFT "
@@ -805,20 +862,20 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "m_price": ("Price per GPU-hour", "每 GPU 小时价格"),
     "m_currency": ("Currency", "货币"),
     "m_predict": ("Catalog model it serves", "对应的目录模型"),
-    "m_workload": ("Workload (lengths drawn per request)", "工作负载(逐请求抽取长度)"),
-    "m_workload_none": ("none: every prompt as above", "无:每个提示如上"),
-    "workload_preset_chat": ("Chat (conversation service)", "聊天(对话服务)"),
+    "m_workload": ("Workload (lengths drawn per request)", "工作负载（逐请求抽取长度）"),
+    "m_workload_none": ("none: every prompt as above", "无：每个提示如上"),
+    "workload_preset_chat": ("Chat (conversation service)", "聊天（对话服务）"),
     "workload_preset_code": ("Code completion", "代码补全"),
     "workload_preset_rag": ("RAG with long documents", "长文档检索增强生成"),
     "workload_preset_agentic": ("Agentic multi-turn", "智能体多轮对话"),
     "workload_preset_summarize": ("Batch summarisation", "批量摘要"),
-    "m_workload_help": ("A preset of data/workloads.toml: each request draws its prompt and "
-                        "output tokens and the shared system prompt from it (`capacity bench "
-                        "--workload`); with a request rate, arrivals follow its bursts. The "
-                        "prompt and output fields above are then not used.",
-                        "data/workloads.toml 中的预设:每个请求从中抽取提示与输出 token 数以及共享"
-                        "系统提示(`capacity bench --workload`);设置请求速率时,到达过程按其突发"
-                        "特征。此时上方的提示与输出字段不再使用。"),
+    "m_workload_help": ("A preset of data/workloads.toml: each request draws its prompt and output "
+                        "tokens and the shared system prompt from it (`capacity bench --workload`); "
+                        "with a request rate, arrivals follow its bursts. The prompt and output "
+                        "fields above are then not used.",
+                        "data/workloads.toml 中的预设：每个请求从中抽取提示与输出 token 数以及共享系统提示"
+                        "（`capacity bench --workload`）；设置请求速率时，到达过程按其突发特征。"
+                        "此时上方的提示与输出字段不再使用。"),
     "m_predict_help": ("Stored with the run, so Results can draw the prediction for it.",
                        "随测量保存，供“结果”页绘制对应的预测。"),
     "m_start": ("Start measuring", "开始测量"),
@@ -829,10 +886,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "m_status_finished": ("finished", "已完成"),
     "m_status_stopped": ("stopped, measured requests kept", "已停止，已测请求已保留"),
     "m_status_failed": ("failed", "失败"),
-    "m_level": ("concurrency {c}: {done}/{total} done, {errors} errors, TTFT p50 {ttft} ms, "
-                "TPOT p50 {tpot} ms",
-                "并发 {c}：完成 {done}/{total}，错误 {errors}，首字延迟 p50 {ttft} ms，"
-                "TPOT p50 {tpot} ms"),
+    "m_level": ("concurrency {c}: {done}/{total} done, {errors} errors, TTFT p50 {ttft} ms, TPOT "
+                "p50 {tpot} ms",
+                "并发 {c}：完成 {done}/{total}，错误 {errors}，首字延迟 p50 {ttft} ms，每 token "
+                "延迟 p50 {tpot} ms"),
     "m_failed": ("The benchmark stopped before measuring anything:\n\n```\n{log}\n```",
                  "测量尚未开始就停止了：\n\n```\n{log}\n```"),
     "m_done": ("Stored as run {run} (label '{label}').", "已保存为测量 {run}（标签“{label}”）。"),
@@ -918,15 +975,14 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                       "predicted C_vram of {c_vram} (ratio {ratio:.2f}).",
                       "并发 {c:g} 之后总吞吐不再随并发增长，预测的显存最大并发为 {c_vram}"
                       "（比值 {ratio:.2f}）。"),
-    "r_fm_title": ("Highest load within the SLO: measured vs predicted",
-                   "SLO 内最高负载:实测与预测"),
-    "r_fm_help": ("This run searched the highest load at which p{pct} TTFT <= {ttft} ms and "
-                  "TPOT <= {tpot} ms (`capacity bench --find-max`, {n} probes, {stopped}). "
-                  "The prediction is the event model's highest Poisson rate for the same "
-                  "targets with the model and GPU chosen above.",
-                  "本次运行搜索了 p{pct} TTFT <= {ttft} ms 且 TPOT <= {tpot} ms 时的最高负载"
-                  "(`capacity bench --find-max`,{n} 次探测,{stopped})。预测值是事件模型在上方所选"
-                  "模型与 GPU 下、相同目标时的最高泊松到达率。"),
+    "r_fm_title": ("Highest load within the SLO: measured vs predicted", "SLO 内最高负载：实测与预测"),
+    "r_fm_help": ("This run searched the highest load at which p{pct} TTFT <= {ttft} ms and TPOT "
+                  "<= {tpot} ms (`capacity bench --find-max`, {n} probes, {stopped}). The prediction "
+                  "is the event model's highest Poisson rate for the same targets with the model "
+                  "and GPU chosen above.",
+                  "本次运行搜索了 p{pct} 首字延迟 <= {ttft} ms 且每 token 延迟 <= {tpot} ms 时的最高负载（"
+                  "`capacity bench --find-max`，{n} 次探测，{stopped}）。预测值是事件模型在上方所选模型与"
+                  " GPU 下、相同目标时的最高泊松到达率。"),
     "r_fm_measured": ("measured maximum", "实测最大值"),
     "r_fm_converged": ("converged", "已收敛"),
     "r_fm_predicted": ("predicted maximum", "预测最大值"),
@@ -935,17 +991,17 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_fm_bracket": ("bracket {lo} - {hi}", "区间 {lo} - {hi}"),
     "r_fm_ratio": ("measured / predicted {ratio}", "实测 / 预测 {ratio}"),
     "r_fm_no_prediction": ("The prediction is a request rate; this run searched concurrency.",
-                           "预测值是请求速率;本次运行搜索的是并发数。"),
+                           "预测值是请求速率；本次运行搜索的是并发数。"),
     "r_fm_speedup": ("Speedup of the simulated endpoint", "模拟端点的加速倍数"),
-    "r_fm_speedup_help": ("`capacity sim-server --speedup` divides every time: 1 for a real "
-                          "server.", "`capacity sim-server --speedup` 会把所有时间除以该倍数;"
-                          "真实服务器填 1。"),
-    "r_fm_load": ("load (req/s or requests in flight)", "负载(请求/秒或并发数)"),
-    "r_fm_ttft": ("TTFT at the percentile (ms)", "该百分位的 TTFT(ms)"),
+    "r_fm_speedup_help": ("`capacity sim-server --speedup` divides every time: 1 for a real server.",
+                          "`capacity sim-server --speedup` 会把所有时间除以该倍数；真实服务器填 "
+                          "1。"),
+    "r_fm_load": ("load (req/s or requests in flight)", "负载（请求/秒或并发数）"),
+    "r_fm_ttft": ("TTFT at the percentile (ms)", "该百分位的首字延迟（ms）"),
     "r_fm_verdict": ("probe", "探测"),
     "r_fm_passed": ("meets the SLO", "满足 SLO"),
     "r_fm_failed": ("misses the SLO", "未满足 SLO"),
-    "r_fm_target": ("TTFT target", "TTFT 目标"),
+    "r_fm_target": ("TTFT target", "首字延迟目标"),
     "r_ratio": ("Measured / predicted per point (1 = agreement)",
                 "逐点实测 / 预测（1 = 一致）"),
     "r_median_err": ("Median |measured / predicted - 1| per metric:",
@@ -970,25 +1026,25 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_acc_c_stat": ("statistic", "统计量"),
     "r_acc_c_measured": ("measured", "实测"),
     "r_acc_c_spec": ("spec-sheet", "规格值"),
-    "r_acc_c_optimism": ("optimism (x)", "乐观倍数 (x)"),
+    "r_acc_c_optimism": ("optimism (x)", "乐观倍数（x）"),
     "r_acc_c_calibrated": ("calibrated", "校准后"),
     "r_acc_c_error": ("calibrated error", "校准误差"),
     "r_acc_c_saturated": ("saturated", "已饱和"),
-    "r_acc_m_step": ("decode step (ms)", "解码步 (ms)"),
-    "r_acc_m_ttft": ("TTFT (ms)", "首字延迟 (ms)"),
-    "r_acc_m_throughput": ("throughput (tok/s)", "吞吐 (tok/s)"),
-    "r_acc_m_e2e": ("end-to-end (ms)", "端到端 (ms)"),
+    "r_acc_m_step": ("decode step (ms)", "解码步（ms）"),
+    "r_acc_m_ttft": ("TTFT (ms)", "首字延迟（ms）"),
+    "r_acc_m_throughput": ("throughput (tok/s)", "吞吐（tok/s）"),
+    "r_acc_m_e2e": ("end-to-end (ms)", "端到端（ms）"),
     "r_acc_stat_mean": ("mean", "均值"),
     "r_acc_stat_median": ("median", "中位数"),
     "r_acc_no_cal": ("no calibration chosen", "未选择校准"),
     "r_acc_yes": ("yes", "是"),
     "r_acc_no": ("no", "否"),
     "r_calibrate": ("Calibrate in one step", "一步校准"),
-    "r_calibrate_help": ("Fits bandwidth efficiency, per-step overhead, decode efficiency, "
-                         "prefill MFU and overhead (F11 (docs/method.md)) to these points; the error on "
+    "r_calibrate_help": ("Fits bandwidth efficiency, per-step overhead, decode efficiency, prefill "
+                         "MFU and overhead (F11 (docs/method.md)) to these points; the error on "
                          "held-out points is always shown.",
-                         "用这些点拟合带宽效率、每步开销、解码效率、预填充 MFU 与开销"
-                         "（F11 (docs/method.md)）；始终显示留出点上的误差。"),
+                         "用这些点拟合带宽效率、每步开销、解码效率、预填充 MFU 与开销（F11（docs/method.m"
+                         "d））；始终显示留出点上的误差。"),
     "r_cal_name": ("Name", "名称"),
     "r_fit": ("Fit", "拟合"),
     "r_save": ("Save", "保存"),
@@ -1005,7 +1061,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_residuals": ("Residuals per point", "逐点残差"),
     "r_uncertainty": ("Uncertainty and what moves the answer", "不确定性与关键输入"),
     "r_unc_c": ("At concurrency", "并发"),
-    "r_unc_step": ("decode step (TPOT)", "解码步 (TPOT)"),
+    "r_unc_step": ("decode step (TPOT)", "解码步（每 token 延迟）"),
     "r_unc_ttft": ("TTFT", "首字延迟"),
     "r_unc_cvram": ("C_vram", "显存最大并发"),
     "r_unc_range": ("band {lo:.2f} to {hi:.2f} ms", "区间 {lo:.2f} 至 {hi:.2f} ms"),
@@ -1036,12 +1092,12 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_col_cause": ("likely cause", "可能原因"),
     "r_error": ("{msg}", "{msg}"),
     # planner page (pages/planner.py)
-    "pl_title": ("Planner: which card, how many, what it costs", "规划:选什么卡、几张、多少钱"),
+    "pl_title": ("Planner: which card, how many, what it costs", "规划：选什么卡、几张、多少钱"),
     "pl_intro": ("Daily users and SLOs in; ranked GPU options out, each with the constraint that "
-                 "binds. Peak concurrency is not daily users: the peak arrival rate times the "
-                 "request duration is (Little's law).",
-                 "输入日活和 SLO,输出排好序的 GPU 方案及其最紧约束。峰值并发不是日活:峰值到达率乘"
-                 "以请求时长才是(利特尔法则)。"),
+                 "binds. Peak concurrency is not daily users: the peak arrival rate times the request "
+                 "duration is (Little's law).",
+                 "输入日活和 SLO，输出排好序的 GPU 方案及其最紧约束。峰值并发不是日活：峰值到达率乘以请求"
+                 "时长才是（利特尔法则）。"),
     "pl_model": ("Model and weights", "模型与权重格式"),
     "pl_mode": ("Load given as", "负载输入方式"),
     "pl_mode_dau": ("daily users", "日活"),
@@ -1049,9 +1105,9 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_dau": ("Daily active users", "日活用户"),
     "pl_rpu": ("Requests per user per day", "每用户每日请求"),
     "pl_share": ("Share of daily requests in the peak", "峰值时段请求占比"),
-    "pl_hours": ("Peak window, hours", "峰值时长(小时)"),
-    "pl_conc": ("Peak concurrency (requests in flight)", "峰值并发(在途请求)"),
-    "pl_ctx": ("Context, tokens", "上下文(token)"),
+    "pl_hours": ("Peak window, hours", "峰值时长（小时）"),
+    "pl_conc": ("Peak concurrency (requests in flight)", "峰值并发（在途请求）"),
+    "pl_ctx": ("Context, tokens", "上下文（token）"),
     "pl_out": ("Output tokens per request", "每请求输出 token"),
     "pl_ttft": ("TTFT SLO, ms", "首字 SLO(ms)"),
     "pl_tpot": ("TPOT SLO, ms", "每 token SLO(ms)"),
@@ -1066,59 +1122,60 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "pl_util": ("gpu_memory_utilization", "显存利用率（`gpu_memory_utilization`）"),
     "pl_mfu": ("Prefill MFU", "预填充 MFU"),
     "pl_best": ("Recommendation", "推荐"),
-    "pl_fx": ("Exchange rate, CNY per USD", "汇率(1 USD 兑 CNY)"),
-    "pl_prices": ("Prices per GPU-hour ({cur})", "每卡每小时价格({cur})"),
+    "pl_fx": ("Exchange rate, CNY per USD", "汇率（1 USD 兑 CNY）"),
+    "pl_prices": ("Prices per GPU-hour ({cur})", "每卡每小时价格（{cur}）"),
     "pl_prices_help": ("Edit a price to your provider's offer; it replaces the catalog's in the "
                        "ranking, the quote and the link.",
-                       "把价格改成您的供应商报价;它会替代目录价格,用于排序、报价和链接。"),
+                       "把价格改成您的供应商报价；它会替代目录价格，用于排序、报价和链接。"),
     "pl_col_gpu": ("GPU", "GPU"),
-    "pl_col_price": ("price per GPU-hour ({cur})", "每卡每小时价格({cur})"),
-    "pl_col_catalog": ("list price ({cur})", "标价({cur})"),
+    "pl_col_price": ("price per GPU-hour ({cur})", "每卡每小时价格（{cur}）"),
+    "pl_col_catalog": ("list price ({cur})", "标价（{cur}）"),
     "pl_col_source": ("price source", "价格来源"),
     "pl_offer": ("Offer", "报价类型"),
     "pl_offer_catalog": ("catalog prices", "目录价格"),
-    "help_pl_offer": ("Price each GPU with a published offer of this kind (data/offers.toml: "
-                      "provider, date and source per row; the cheapest when several providers "
-                      "offer it). A GPU without one keeps its catalog price, and the page and "
-                      "the quote say so.",
-                      "用该类型的公开报价给每种 GPU 定价(data/offers.toml:每行有供应商、日期和"
-                      "来源;多家供应商时取最便宜的)。没有该报价的 GPU 保留目录价格,页面和报价单"
-                      "会注明。"),
-    "pl_no_offer": ("no {kind} offer: catalog price ({src})", "无{kind}报价:按目录价格({src})"),
+    "help_pl_offer": ("Price each GPU with a published offer of this kind (data/offers.toml: provider, "
+                      "date and source per row; the cheapest when several providers offer it). "
+                      "A GPU without one keeps its catalog price, and the page and the quote say "
+                      "so.",
+                      "用该类型的公开报价给每种 GPU 定价（data/offers.toml：每行有供应商、日期和来源；"
+                      "多家供应商时取最便宜的）。没有该报价的 GPU 保留目录价格，页面和报价单会注明。"),
+    "pl_no_offer": ("no {kind} offer: catalog price ({src})", "无{kind}报价：按目录价格（{src}）"),
     "pl_offer_missing": ("No {kind} offer for {gpus}: priced at the catalog's price.",
-                         "{gpus} 没有{kind}报价:按目录价格计算。"),
+                         "{gpus} 没有{kind}报价：按目录价格计算。"),
     "pl_ax_month": ("{cur} / month", "{cur} / 月"),
-    "pl_ax_goodput": ("SLO-feasible goodput, req/s", "满足 SLO 的吞吐(req/s)"),
-    "pl_ax_rate": ("arrival rate, req/s", "到达率(req/s)"),
-    "pl_ax_ttft": ("TTFT, ms", "首字延迟(ms)"),
+    "pl_ax_goodput": ("SLO-feasible goodput, req/s", "满足 SLO 的吞吐（req/s）"),
+    "pl_ax_rate": ("arrival rate, req/s", "到达率（req/s）"),
+    "pl_ax_ttft": ("TTFT, ms", "首字延迟（ms）"),
     "pl_ax_pct": ("percentile", "分位"),
-    "pl_cost_target": ("Cost target per M output tokens (0 = none)",
-                       "每百万输出 token 成本目标(0 = 不设)"),
+    "pl_cost_target": ("Cost target per M output tokens (0 = none)", "每百万输出 token 成本目标（0 = 不设）"),
     "pl_options": ("Ranked options ({n} meet every constraint, {m} evaluated)",
-                   "排序方案({n} 个满足全部约束,共评估 {m} 个)"),
+                   "排序方案（{n} 个满足全部约束，共评估 {m} 个）"),
     "pl_none": ("No configuration meets every constraint; the reasons are below.",
-                "没有配置满足全部约束,原因见下。"),
+                "没有配置满足全部约束，原因见下。"),
     "pl_rejected": ("Ruled out", "被排除"),
     "pl_near": ("Cheaper, but short of memory", "更便宜但显存不够"),
     "pl_chart_cost": ("Cost vs SLO-feasible goodput (Pareto front marked)",
-                      "成本与满足 SLO 的吞吐(标出帕累托前沿)"),
+                      "成本与满足 SLO 的吞吐（标出帕累托前沿）"),
     "pl_chosen": ("Option to inspect", "查看方案"),
     "pl_chart_ttft": ("TTFT percentiles vs arrival rate (discrete-event model)",
-                      "首字延迟分位数随到达率变化(离散事件模型)"),
+                      "首字延迟分位数随到达率变化（离散事件模型）"),
     "pl_sim": ("Event model at the design load: TTFT p50/p90/p99 {a:.0f}/{b:.0f}/{c:.0f} ms, TPOT "
                "p50/p90/p99 {d:.1f}/{e:.1f}/{f:.1f} ms, {ok:.0%} meet both SLOs.",
-               "设计负载下的离散事件模型:首字 p50/p90/p99 {a:.0f}/{b:.0f}/{c:.0f} ms,每 token "
-               "p50/p90/p99 {d:.1f}/{e:.1f}/{f:.1f} ms,{ok:.0%} 同时满足两项 SLO。"),
+               "设计负载下的离散事件模型：首字 p50/p90/p99 {a:.0f}/{b:.0f}/{c:.0f} ms，每 token "
+               "p50/p90/p99 {d:.1f}/{e:.1f}/{f:.1f} ms，{ok:.0%} 同时满足两项 SLO。"),
     "pl_explorer": ("Open in Explorer", "在探索器中打开"),
-    "pl_quote_md": ("Download quote (Markdown)", "下载报价(Markdown)"),
-    "pl_quote_pdf": ("Download quote (PDF)", "下载报价(PDF)"),
-    "pl_error": ("Cannot plan these inputs: {msg}", "无法规划:{msg}"),
+    "help_pl_mfu": ("Prefill MFU under the chapter's assumptions (0.3 there); the other bases bring their "
+                    "own.",
+                    "本章假设下的预填充 MFU（书中取 0.3）；其他依据自带取值。"),
+    "pl_quote_md": ("Download quote (Markdown)", "下载报价（Markdown）"),
+    "pl_quote_pdf": ("Download quote (PDF)", "下载报价（PDF）"),
+    "pl_error": ("Cannot plan these inputs: {msg}", "无法规划：{msg}"),
     "pl_col_option": ("option", "方案"),
     "pl_col_month": ("per month", "每月"),
     "pl_col_binding": ("binding", "最紧约束"),
     "pl_col_memory": ("memory", "显存"),
     "pl_col_link": ("Explorer", "探索器"),
-    "pl_col_nodes": ("nodes (GPUs each)", "节点(每台卡数)"),
+    "pl_col_nodes": ("nodes (GPUs each)", "节点（每台卡数）"),
     "pl_col_variants": ("equivalent variants", "等价变体"),
     "pl_reason_memory": ("memory", "显存"),
     "pl_reason_slots": ("slots", "槽位"),
@@ -1129,165 +1186,196 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     # the quote document (capacity/report/quote.py), Markdown and PDF
     "quote_title": ("Capacity quote", "容量报价"),
     "quote_prepared": ("Prepared {date} with capacity (LLM-serving capacity planner).",
-                       "{date} 由 capacity(LLM 推理容量规划工具)生成。"),
+                       "{date} 由 capacity（LLM 推理容量规划工具）生成。"),
     "quote_inputs": ("Customer inputs", "客户输入"),
-    "quote_link": ("Reproduce this plan in the Planner: {url}", "在规划页复现本方案:{url}"),
+    "quote_link": ("Reproduce this plan in the Planner: {url}", "在规划页复现本方案：{url}"),
     "quote_dau": ("Daily active users", "日活用户"),
     "quote_rpu": ("Requests per user per day", "每用户每日请求数"),
     "quote_peak": ("Peak window", "峰值时段"),
     "quote_peak_v": ("{share:.0%} of daily requests in {hours:g} h",
                      "每日 {share:.0%} 的请求集中在 {hours:g} 小时内"),
     "quote_rate": ("Peak arrival rate", "峰值到达率"),
-    "quote_conc": ("Peak concurrency (entered)", "峰值并发(直接给定)"),
+    "quote_conc": ("Peak concurrency (entered)", "峰值并发（直接给定）"),
     "quote_tokens": ("Context / prompt / output", "上下文 / 提示 / 输出"),
     "quote_slo": ("SLOs", "SLO"),
     "quote_slo_v": ("TTFT <= {ttft:g} ms, TPOT <= {tpot:g} ms at p{q:g}",
-                    "p{q:g} 首字 <= {ttft:g} ms,每 token <= {tpot:g} ms"),
+                    "p{q:g} 首字 <= {ttft:g} ms，每 token <= {tpot:g} ms"),
     "quote_model": ("Model", "模型"),
     "quote_cost_target": ("Cost target per M output tokens at SLO capacity",
                           "满足 SLO 的最大负载下每百万输出 token 成本目标"),
     "quote_rec": ("Recommendation", "推荐配置"),
     "quote_runner": ("Runner-up", "备选配置"),
     "quote_none": ("No configuration in the search meets every constraint. See the reasons below.",
-                   "搜索范围内没有配置能同时满足所有约束,原因见下文。"),
+                   "搜索范围内没有配置能同时满足所有约束，原因见下文。"),
     "quote_quantity": ("Quantity", "项目"),
     "quote_value": ("Value", "数值"),
     "quote_config": ("Configuration", "配置"),
     # the headline figures: one definition each (capacity.plan.search.Option), one label,
     # shared by the Planner page and the quote
     "fig_month": ("Cost per month", "每月成本"),
-    "fig_mtok": ("Cost per M output tokens at SLO capacity",
-                 "满足 SLO 的最大负载下每百万输出 token 成本"),
+    "fig_gpus": ("GPUs paid for", "计费卡数"),
+    "fig_gpus_v": ("{n} serving + {spare} spare", "{n} 张服务 + {spare} 张备用"),
+    "fig_gpus_v1": ("all serving", "全部服务"),
+    "fig_gpus_idle": ("; {idle} idle in whole nodes", "；整台节点中 {idle} 张闲置"),
+    "fig_price": ("Price per GPU-hour", "每卡每小时价格"),
+    "fig_price_catalog": ("catalog price, as of {date}", "目录价格，截至 {date}"),
+    "fig_price_offer": ("{kind} offer{provider}, as of {date}", "{kind}报价{provider}，截至 {date}"),
+    "fig_price_entered": ("entered", "手动录入"),
+    "fig_price_missing": ("catalog price: no {kind} offer for this GPU", "目录价格：该 GPU 没有{kind}报价"),
+    "fig_mtok_design": ("Cost per M output tokens at the design load ({rate} req/s)",
+                        "设计负载（{rate} req/s）下每百万输出 token 成本"),
+    "fig_mtok": ("Cost per M output tokens at the SLO-feasible capacity ({rate} req/s)",
+                 "满足 SLO 的最大负载（{rate} req/s）下每百万输出 token 成本"),
     "fig_ttft": ("TTFT p{q:g} at the design load (peak + headroom)",
-                 "设计负载(峰值加余量)下首字延迟 p{q:g}"),
+                 "设计负载（峰值加余量）下首字延迟 p{q:g}"),
     "fig_tpot": ("TPOT p{q:g} at the design load (peak + headroom)",
-                 "设计负载(峰值加余量)下每 token 延迟 p{q:g}"),
-    "fig_col_mtok": ("per M tok (SLO capacity)", "每百万 token(SLO 容量)"),
-    "fig_col_ttft": ("TTFT p{q:g}, design load", "首字 p{q:g}(设计负载)"),
-    "fig_col_tpot": ("TPOT p{q:g}, design load", "每 token p{q:g}(设计负载)"),
+                 "设计负载（峰值加余量）下每 token 延迟 p{q:g}"),
+    "fig_col_mtok": ("per M tok, SLO capacity", "每百万 token（SLO 容量）"),
+    "fig_col_mtok_design": ("per M tok, design load", "每百万 token（设计负载）"),
+    "fig_col_price": ("per GPU-hour", "每卡每小时"),
+    "fig_col_gpus": ("GPUs paid", "计费卡数"),
+    "fig_col_ttft": ("TTFT p{q:g}, design load", "首字 p{q:g}（设计负载）"),
+    "fig_col_tpot": ("TPOT p{q:g}, design load", "每 token p{q:g}（设计负载）"),
     "quote_concurrency": ("Requests in flight at peak / with headroom", "峰值在途请求 / 含余量"),
     "quote_capacity": ("SLO-feasible capacity", "满足 SLO 的最大到达率"),
     "quote_verdict": ("Memory verdict / slots per replica", "显存结论 / 每副本槽位"),
     "quote_binding": ("Binding constraint", "最紧约束"),
     "quote_sim": ("Check by the discrete-event model at the design load",
                   "离散事件模型在设计负载下的校验"),
-    "quote_sim_v": ("TTFT p50/p90/p99 {a:.0f} / {b:.0f} / {c:.0f} ms; TPOT p50/p90/p99 {d:.1f} / "
-                    "{e:.1f} / {f:.1f} ms; {ok:.0%} of requests meet both SLOs",
-                    "首字 p50/p90/p99 {a:.0f} / {b:.0f} / {c:.0f} ms;每 token p50/p90/p99 "
-                    "{d:.1f} / {e:.1f} / {f:.1f} ms;{ok:.0%} 的请求同时满足两项 SLO"),
+    "quote_sim_v": ("TTFT p50/p90/p99 {a:.0f} / {b:.0f} / {c:.0f} ms; TPOT p50/p90/p99 {d:.1f} "
+                    "/ {e:.1f} / {f:.1f} ms; {ok:.0%} of requests meet both SLOs",
+                    "首字 p50/p90/p99 {a:.0f} / {b:.0f} / {c:.0f} ms；每 token p50/p90/p99 {d:.1f} "
+                    "/ {e:.1f} / {f:.1f} ms；{ok:.0%} 的请求同时满足两项 SLO"),
     "quote_table": ("Capacity table", "容量表"),
-    "quote_table_note": ("Concurrency is the deployment's total, {r} replica(s) sharing it; "
-                         "memory is per GPU; TTFT and TPOT here are the prefill and the decode "
-                         "step at that concurrency without queueing (the Explorer's figures), "
-                         "below the p{q:g} figures above, which include queueing.",
-                         "并发为整个部署的合计,由 {r} 个副本分担;显存为每张卡;此处首字与每 "
-                         "token 延迟是该并发下不含排队的 prefill 与 decode 单步时间(与 "
-                         "Explorer 一致),低于上文含排队的 p{q:g} 数值。"),
-    "quote_c": ("Concurrency (deployment)", "并发(整个部署)"),
+    "quote_table_note": ("Concurrency is the deployment's total, {r} replica(s) sharing it; memory "
+                         "is per GPU; TTFT and TPOT here are the prefill and the decode step at "
+                         "that concurrency without queueing (the Explorer's figures), below the "
+                         "p{q:g} figures above, which include queueing.",
+                         "并发为整个部署的合计，由 {r} 个副本分担；显存为每张卡；此处首字与每 token "
+                         "延迟是该并发下不含排队的预填充与解码单步时间（与探索器一致），低于上文含排队的 "
+                         "p{q:g} 数值。"),
+    "quote_c": ("Concurrency (deployment)", "并发（整个部署）"),
     "quote_c_rep": ("per replica", "每副本"),
     "quote_kv": ("KV per GPU, GB", "每卡 KV(GB)"),
-    "quote_sub": ("VRAM per GPU: subtotal / usable, GB", "每卡显存:小计 / 可用(GB)"),
+    "quote_sub": ("VRAM per GPU: subtotal / usable, GB", "每卡显存：小计 / 可用（GB）"),
     "quote_fit": ("Verdict", "结论"),
-    "quote_ttft0": ("TTFT (prefill, no queue)", "首字(prefill,无排队)"),
-    "quote_tpot0": ("TPOT (decode step, no queue)", "每 token(decode 单步,无排队)"),
+    "quote_ttft0": ("TTFT (prefill, no queue)", "首字（预填充，无排队）"),
+    "quote_tpot0": ("TPOT (decode step, no queue)", "每 token（解码单步，无排队）"),
     "quote_others": ("Other options", "其他可选配置"),
     "quote_nodes": ("Nodes", "节点"),
-    "quote_nodes_v": ("{n} node(s) of {layout} GPUs ({form}, {link})",
-                      "{n} 台节点,每台 {layout} 张卡({form},{link})"),
+    "quote_nodes_v": ("{n} nodes of {layout} GPUs ({form}, {link})",
+                      "{n} 台节点，各 {layout} 张卡（{form}，{link}）"),
+    "quote_nodes_v1": ("one node of {layout} GPUs ({form}, {link})",
+                       "1 台节点，{layout} 张卡（{form}，{link}）"),
     "quote_form_sxm": ("SXM", "SXM"),
     "quote_form_oam": ("OAM", "OAM"),
     "quote_form_pcie": ("PCIe cards", "PCIe 卡"),
     "quote_link_nvlink": ("NVLink domain of {n} GPUs", "{n} 卡 NVLink 互联"),
-    "quote_link_pcie": ("no NVLink", "无 NVLink"),
-    "quote_variants": ("Equivalent variants (same GPUs, same cost)", "等价变体(同卡同价)"),
-    "quote_variant": ("{w} weights, {kv} KV", "{w} 权重,{kv} KV"),
-    "quote_variants_many": ("{n} more: weights {w}; KV {kv}", "另有 {n} 种:权重 {w};KV {kv}"),
+    "quote_link_infinity_fabric": ("Infinity Fabric domain of {n} GPUs",
+                                   "{n} 卡 Infinity Fabric 互联"),
+    "quote_link_pcie": ("PCIe only, no GPU-to-GPU link", "仅 PCIe，无卡间高速互联"),
+    "quote_why": ("Why", "原因"),
+    "quote_fix_col": ("What would make it fit", "怎样能放下"),
+    "quote_band_spare": (" (serving GPUs; the {n} spare comes on top)", "（仅计服务卡；另加 {n} 张备用）"),
+    "warn_tokens_over": ("prompt + output = {total} tokens exceed the {ctx}-token context: a "
+                         "serving engine refuses such requests (vLLM's `max_model_len`); raise "
+                         "the context or shorten the prompt",
+                         "提示 + 输出 = {total} 个 token，超过 {ctx} 的上下文：推理引擎会拒绝此类"
+                         "请求（vLLM 的 `max_model_len`）；请加大上下文或缩短提示"),
+    "alt_title": ("Why this card: cheaper options that were ruled out, and what would make them work",
+                  "为何选这张卡：被排除的更便宜方案，以及怎样才能行"),
+    "alt_col": ("One change that makes a configuration feasible",
+                "只改一项即可满足要求的配置"),
+    "alt_ttft": ("with a TTFT target of {v} (p{q:g})", "若首字延迟目标放宽到 {v}（p{q:g}）"),
+    "alt_tpot": ("with a TPOT target of {v} (p{q:g})", "若每 token 延迟目标放宽到 {v}（p{q:g}）"),
+    "alt_prompt": ("with prompts of at most {v} tokens", "若提示不超过 {v} 个 token"),
+    "alt_users": ("for at most {v} daily users", "若日活不超过 {v}"),
+    "alt_item": ("{what}, {label} at {cost} a month", "{what}，{label}，每月 {cost}"),
+    "alt_or": ("; or ", "；或"),
+    "quote_variants": ("Equivalent variants (same GPUs, same cost)", "等价变体（同卡同价）"),
+    "quote_variant": ("{w} weights, {kv} KV", "{w} 权重，{kv} KV"),
+    "quote_variants_many": ("{n} more: weights {w}; KV {kv}", "另有 {n} 种：权重 {w}；KV {kv}"),
     "quote_rejected": ("Ruled out, and why", "被排除的卡型及原因"),
     "quote_fixes": ("Cheaper configurations that miss on memory alone, and what fixes them",
-                    "仅因显存不足而落选的更便宜配置,以及补救办法"),
+                    "仅因显存不足而落选的更便宜配置，以及补救办法"),
     "quote_assumptions": ("Assumptions", "假设"),
     "quote_price": ("Price of {gpu}: {cur} {price:.2f} per GPU-hour ({src}, as of {date})",
-                    "{gpu} 价格:每卡每小时 {cur} {price:.2f}({src},截至 {date})"),
+                    "{gpu} 价格：每卡每小时 {cur} {price:.2f}（{src}，截至 {date}）"),
     "quote_price_entered": ("Price of {gpu}: {cur} {price:.2f} per GPU-hour (entered for this quote)",
-                            "{gpu} 价格:每卡每小时 {cur} {price:.2f}(本报价录入)"),
+                            "{gpu} 价格：每卡每小时 {cur} {price:.2f}（本报价录入）"),
     "quote_price_offer": ("Price of {gpu}: {cur} {price:.2f} per GPU-hour, from the offer: {offer}",
-                          "{gpu} 价格:每卡每小时 {cur} {price:.2f},来自报价:{offer}"),
-    "quote_price_no_offer": ("Price of {gpu}: {cur} {price:.2f} per GPU-hour; no {kind} offer "
-                             "for this GPU, so the catalog's price ({src}, as of {date})",
-                             "{gpu} 价格:每卡每小时 {cur} {price:.2f};该 GPU 没有{kind}报价,"
-                             "按目录价格({src},截至 {date})"),
+                          "{gpu} 价格：每卡每小时 {cur} {price:.2f}，来自报价：{offer}"),
+    "quote_price_no_offer": ("Price of {gpu}: {cur} {price:.2f} per GPU-hour; no {kind} offer for "
+                             "this GPU, so the catalog's price ({src}, as of {date})",
+                             "{gpu} 价格：每卡每小时 {cur} {price:.2f}；该 GPU 没有{kind}报价，"
+                             "按目录价格（{src}，截至 {date}）"),
     "offer_kind_on-demand": ("on-demand", "按需"),
     "offer_kind_reserved-1y": ("reserved 1-year", "预留 1 年"),
-    "offer_kind_spot": ("spot", "竞价(可中断)"),
+    "offer_kind_spot": ("spot", "竞价（可中断）"),
     "offer_per_gpu": ("per GPU-hour", "每卡每小时"),
     "offer_per_node": ("per {n}-GPU node-hour", "每 {n} 卡节点每小时"),
-    "offer_as_of": (", as of {date}", ",截至 {date}"),
-    "offer_source": (" ({src})", "(来源:{src})"),
+    "offer_as_of": (", as of {date}", "，截至 {date}"),
+    "offer_source": (" ({src})", "（来源：{src}）"),
     "quote_basis": ("Basis of the figures", "数字依据"),
-    "quote_basis_spec": ("spec-sheet figures (no calibration)", "规格表数值(未校准)"),
-    "quote_basis_cal": ("calibrated: {name}", "已校准:{name}"),
     "quote_band": ("GPUs within the uncertainty band", "不确定区间内的卡数"),
-    "quote_band_v": ("{n} GPUs, {lo}-{hi} within the band", "{n} 张卡,区间内 {lo}-{hi} 张"),
+    "quote_band_v": ("{n} GPUs, {lo}-{hi} within the band", "{n} 张卡，区间内 {lo}-{hi} 张"),
     "quote_band_more": ("more than {n}", "超过 {n}"),
     "quote_band_open": ("{n} GPUs, {lo} to more than {top} within the band",
-                        "{n} 张卡,区间内 {lo} 张到超过 {top} 张"),
-    "quote_eff_cal": ("Efficiency from the calibration {name}: bandwidth efficiency {eta:.2f}, "
-                      "decode compute eff {eff:.2f}, {t0:.1f} ms per step, prefill MFU "
-                      "{mfu:.2f}, {p0:.1f} ms per prefill",
-                      "效率来自校准 {name}:带宽效率 {eta:.2f},decode 算力效率 {eff:.2f},每步 "
-                      "{t0:.1f} ms,prefill MFU {mfu:.2f},每次 prefill {p0:.1f} ms"),
+                        "{n} 张卡，区间内 {lo} 张到超过 {top} 张"),
     "lbl_replicas": ("{r} replicas", "{r} 个副本"),
     "lbl_spare": (" + {n} spare", " + {n} 张备用"),
-    "pl_spare": ("N+1: one spare replica per option", "N+1:每个方案加一个备用副本"),
-    "fix_gpus": ("{n} GPUs ({r} replicas)", "{n} 张卡({r} 个副本)"),
+    "pl_spare": ("N+1: one spare replica per option", "N+1：每个方案加一个备用副本"),
+    "fix_gpus": ("{n} GPUs ({r} replicas)", "{n} 张卡（{r} 个副本）"),
     "fix_kv": ("{d} KV cache", "{d} KV 缓存"),
     "fix_ctx": ("{ctx} context", "{ctx} 上下文"),
     "fix_conc": ("at most {c} concurrent requests", "最多 {c} 个并发请求"),
     "rej_never": ("the weights and KV never fit, even on {n} GPUs ({w}, {kv} KV)",
-                  "即使用 {n} 张卡,权重和 KV 也放不下({w},{kv} KV)"),
-    "rej_closest": ("closest: {label} fails on {reasons}", "最接近的配置:{label},未通过:{reasons}"),
+                  "即使用 {n} 张卡，权重和 KV 也放不下（{w}，{kv} KV）"),
+    "rej_closest": ("closest: {label} fails on {reasons}", "最接近的配置：{label}，未通过：{reasons}"),
     "rej_prefill": ("; prefill alone takes {pre:.2f} s (SLO {slo:g} s)",
-                    ";仅预填充就需 {pre:.2f} 秒(SLO {slo:g} 秒)"),
-    "rej_queue": ("; prefill takes {pre:.2f} s, and waiting behind other prompts at the peak "
-                  "pushes p{q:g} TTFT past {slo:g} s",
-                  ";prefill 需 {pre:.2f} 秒,峰值时排在其他请求之后,p{q:g} 首字延迟超过 {slo:g} 秒"),
+                    "；仅预填充就需 {pre:.2f} 秒（SLO {slo:g} 秒）"),
+    "rej_queue": ("; prefill takes {pre:.2f} s, and waiting behind other prompts at the peak pushes "
+                  "p{q:g} TTFT past {slo:g} s",
+                  "；预填充需 {pre:.2f} 秒，峰值时排在其他请求之后，p{q:g} 首字延迟超过 {slo:g} "
+                  "秒"),
     # the catalog's price sources (data/gpus/*.toml), for the Chinese quote: the English text is
     # the data's own, matched exactly
-    "src_cloud": ("indicative cloud on-demand price (capacity default, not a quote); edit to "
-                  "your provider's", "云厂商按需价格参考值(capacity 默认值,不是报价);请改为您的供应商价格"),
-    "src_rental": ("indicative rental price (capacity default, not a quote); edit to your "
-                   "provider's", "租赁价格参考值(capacity 默认值,不是报价);请改为您的供应商价格"),
+    "src_cloud": ("indicative cloud on-demand price (capacity default, not a quote); edit to your "
+                  "provider's",
+                  "云厂商按需价格参考值（capacity 默认值，不是报价）；请改为您的供应商价格"),
+    "src_rental": ("indicative rental price (capacity default, not a quote); edit to your provider's",
+                   "租赁价格参考值（capacity 默认值，不是报价）；请改为您的供应商价格"),
     "src_chapter": ("the capacity-planning chapter, worked example in docs/method.md: RTX 4090 "
                     "rental, CNY 2 per hour",
-                    "容量规划一章的示例(docs/method.md):RTX 4090 租赁,每小时 2 元"),
+                    "容量规划一章的示例（docs/method.md）：RTX 4090 租赁，每小时 2 元"),
     "quote_growth": ("Runs out with {g:.0%} growth per month", "按每月增长 {g:.0%} 何时不够用"),
     "quote_growth_v": ("in month {m}", "第 {m} 个月"),
     "quote_growth_never": ("not within 10 years", "10 年内不会"),
     "pl_growth": ("Traffic growth per month", "每月流量增长"),
     "quote_fx": ("Exchange rate: {rate:g} CNY per USD", "汇率:1 USD = {rate:g} CNY"),
-    "quote_engine": ("Engine: vLLM-style continuous batching; gpu_memory_utilization {util:g}, "
-                     "runtime overhead {ovh:g} GB per GPU, max_num_seqs {seqs}",
-                     "引擎:vLLM 式连续批处理;gpu_memory_utilization {util:g},每卡运行时开销 "
-                     "{ovh:g} GB,max_num_seqs {seqs}"),
-    "quote_eff": ("Efficiency: decode compute eff {eff:g}, prefill MFU {mfu:g}; bandwidth and "
-                  "FLOP/s are spec-sheet (dense) figures",
-                  "效率:decode 算力效率 {eff:g},prefill MFU {mfu:g};带宽和算力取规格表(稠密)数值"),
+    "quote_engine": ("Engine: {engine} scheduling with continuous batching; gpu_memory_utilization "
+                     "{util:g}, runtime overhead {ovh:g} GB per GPU, max_num_seqs {seqs}",
+                     "引擎：{engine} 调度，连续批处理；gpu_memory_utilization {util:g}，每卡运行时开销 "
+                     "{ovh:g} GB，max_num_seqs {seqs}"),
+    "quote_eff": ("Efficiency, {basis}: {knobs}; bandwidth and FLOP/s are the catalog's spec-sheet "
+                  "(dense) figures",
+                  "效率，{basis}：{knobs}；带宽和算力取目录中的规格表（稠密）数值"),
     "quote_headroom": ("Headroom: {h:.0%} on the peak load; {m:.0%} on memory for 'fits'",
-                       "余量:峰值负载加 {h:.0%};显存“能放下”判定留 {m:.0%}"),
+                       "余量：峰值负载加 {h:.0%}；显存“能放下”判定留 {m:.0%}"),
     "quote_queue": ("Queueing: Poisson arrivals at the peak rate; prefill-first scheduling; TTFT "
-                    "and TPOT percentiles from an M/G/1 model checked by a discrete-event "
-                    "simulation; month = 730 hours",
-                    "排队:峰值时段按泊松到达;prefill 优先调度;首字与每 token 延迟分位数来自 "
-                    "M/G/1 模型,并用离散事件模拟校验;每月按 730 小时计"),
-    "quote_estimate": ("These figures are estimates from published specifications and the "
-                       "assumptions above; they must be confirmed by measurement on the target "
-                       "hardware and engine before commitment.",
-                       "以上数字是根据公开规格和上述假设做出的估算,不是承诺;签约前必须在目标硬件"
-                       "和引擎上实测确认。"),
+                    "and TPOT percentiles from an M/G/1 model checked by a discrete-event simulation; "
+                    "month = 730 hours",
+                    "排队：峰值时段按泊松到达；预填充优先调度；首字与每 token 延迟分位数来自 M/G/1 "
+                    "模型，并用离散事件模拟校验；每月按 730 小时计"),
+    "quote_estimate": ("These figures are estimates from published specifications and the assumptions "
+                       "above; they must be confirmed by measurement on the target hardware and "
+                       "engine before commitment.",
+                       "以上数字是根据公开规格和上述假设做出的估算，不是承诺；签约前必须在目标硬件和引擎上"
+                       "实测确认。"),
     "quote_no_cjk": ("Note: no Chinese font was found on this machine (install fonts-noto-cjk), "
                      "so this PDF is in English.",
                      "注意：本机未找到中文字体（请安装 fonts-noto-cjk），因此此 PDF 为英文。"),
-    "quote_searched": ("Configurations evaluated: {n}", "评估的配置数:{n}"),
+    "quote_searched": ("Configurations evaluated: {n}", "评估的配置数：{n}"),
     "quote_reason_memory": ("memory", "显存"),
     "quote_reason_slots": ("slots", "槽位"),
     "quote_reason_ttft": ("TTFT", "首字延迟"),
@@ -1302,14 +1390,14 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "chart_current": ("this what-if", "当前方案"),
     "chart_pinned": ("pinned", "已固定方案"),
     "chart_what_if": ("what-if", "方案"),
-    "chart_step_ms": ("decode step (ms)", "解码步 (ms)"),
+    "chart_step_ms": ("decode step (ms)", "解码步（ms）"),
     "chart_bandwidth": ("bandwidth term", "带宽项"),
     "chart_compute": ("compute term", "计算项"),
     "chart_step": ("step time = max", "步时间 = 最大值"),
     "chart_c_vram": ("C_vram (memory limit)", "C_vram（显存上限）"),
     "chart_chosen": ("chosen concurrency", "所选并发"),
-    "chart_slo_tpot": ("TPOT target", "TPOT 目标"),
-    "chart_slo_ttft": ("TTFT target", "TTFT 目标"),
+    "chart_slo_tpot": ("TPOT target", "每 token 延迟目标"),
+    "chart_slo_ttft": ("TTFT target", "首字延迟目标"),
     "chart_slo_cost": ("cost target", "成本目标"),
     "chart_tok_s_per_request": ("tok/s per request", "每请求 tok/s"),
     "chart_aggregate_tok_s": ("aggregate tok/s", "总吞吐 tok/s"),
@@ -1325,13 +1413,13 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "chart_usable": ("VRAM × util", "显存 × 利用率"),
     "chart_vram": ("VRAM", "显存"),
     "chart_segment": ("segment", "部分"),
-    "chart_prompt_tokens": ("prompt length (tokens)", "提示长度 (tokens)"),
-    "chart_ttft_s": ("TTFT (s)", "首字延迟 (s)"),
-    "chart_linear": ("linear (2PL / F × MFU)", "线性 (2PL / F × MFU)"),
-    "chart_attention": ("with attention (O(L²))", "含注意力 (O(L²))"),
+    "chart_prompt_tokens": ("prompt length (tokens)", "提示长度（tokens）"),
+    "chart_ttft_s": ("TTFT (s)", "首字延迟（s）"),
+    "chart_linear": ("linear (2PL / F × MFU)", "线性（2PL / F × MFU）"),
+    "chart_attention": ("with attention (O(L²))", "含注意力（O(L²)）"),
     "chart_chosen_prompt": ("chosen prompt", "所选提示长度"),
     "chart_cost": ("cost per M tokens", "每百万 token 成本"),
-    "chart_intensity": ("arithmetic intensity (FLOP/byte)", "算术强度 (FLOP/字节)"),
+    "chart_intensity": ("arithmetic intensity (FLOP/byte)", "算术强度（FLOP/字节）"),
     "chart_tflops": ("TFLOP/s per GPU", "每卡 TFLOP/s"),
     "chart_roof": ("roofline", "屋顶线"),
     "chart_ridge": ("ridge point", "拐点"),
@@ -1344,8 +1432,8 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     # chart labels of capacity.report.overlay_charts (Results): overlay_<name> ->
     # app.i18n.overlay_chart_labels
     "overlay_concurrency": ("concurrent requests", "并发请求数"),
-    "overlay_ttft_ms": ("TTFT (ms)", "首字延迟 (ms)"),
-    "overlay_tpot_ms": ("TPOT (ms)", "每 token 时间 (ms)"),
+    "overlay_ttft_ms": ("TTFT (ms)", "首字延迟（ms）"),
+    "overlay_tpot_ms": ("TPOT (ms)", "每 token 时间（ms）"),
     "overlay_tok_s_per_request": ("tok/s per request", "每请求 tok/s"),
     "overlay_aggregate_tok_s": ("aggregate tok/s", "总吞吐 tok/s"),
     "overlay_series": ("prediction", "预测"),
@@ -1353,17 +1441,17 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "overlay_calibrated": ("predicted, calibrated", "预测（校准后）"),
     "overlay_c_vram": ("C_vram (predicted)", "显存最大并发（预测）"),
     "overlay_saturation": ("measured saturation", "实测饱和点"),
-    "overlay_find_max": ("highest within the SLO (measured)", "SLO 内最高并发(实测)"),
+    "overlay_find_max": ("highest within the SLO (measured)", "SLO 内最高并发（实测）"),
     "overlay_band": ("p90-p99", "p90-p99"),
     "overlay_ratio": ("measured / predicted", "实测 / 预测"),
     "overlay_roofline": ("roofline, no queueing", "屋顶线（无排队）"),
-    "r_load_closed": ("TTFT and aggregate tok/s are predicted under load: a closed loop of C "
-                      "clients in the continuous-batching model (each prefill waits for the "
-                      "others and pauses decoding); shaded: its TTFT p90-p99. The grey dotted "
-                      "line is the roofline without queueing (one prefill, C × 1000 / TPOT).",
-                      "首字延迟与总吞吐按负载预测：连续批处理模型中 C 个客户端的闭环（每次预填充"
-                      "要等其他请求的预填充，并暂停解码）；阴影为其首字延迟 p90-p99。灰色点线为"
-                      "不含排队的屋顶线（一次预填充，C × 1000 / TPOT）。"),
+    "r_load_closed": ("TTFT and aggregate tok/s are predicted under load: a closed loop of C clients "
+                      "in the continuous-batching model (each prefill waits for the others and "
+                      "pauses decoding); shaded: its TTFT p90-p99. The grey dotted line is the "
+                      "roofline without queueing (one prefill, C × 1000 / TPOT).",
+                      "首字延迟与总吞吐按负载预测：连续批处理模型中 C 个客户端的闭环（每次预填充要等其他请"
+                      "求的预填充，并暂停解码）；阴影为其首字延迟 p90-p99。灰色点线为不含排队的屋顶线（一"
+                      "次预填充，C × 1000 / 每 token 延迟）。"),
     "r_load_open": ("TTFT and aggregate tok/s are predicted under load: Poisson arrivals at each "
                     "level's request rate in the continuous-batching model. The grey dotted "
                     "line is the roofline without queueing.",
@@ -1373,51 +1461,39 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                     "arrival rate to model the load with).",
                     "首字延迟与总吞吐：不含排队的屋顶线（没有可用于负载建模的输出长度或请求速率）。"),
     # issue 13, second pass (whole nodes, typical efficiency, mixes)
-    "lbl_whole_nodes": (", {k} node(s) of {g} ({used} used)", ",{k} 个 {g} 卡节点(用 {used} 张)"),
-    "quote_basis_typical": ("typical {engine} efficiency (no calibration)",
-                            "{engine} 典型效率(未校准)"),
-    "quote_basis_per_figure": ("TTFT, TPOT, capacity and cost per M tokens: {speed}; memory: "
-                               "catalog sizes (spec-sheet); cost per month: the prices below",
-                               "首字延迟、每 token 时间、容量与每百万 token 成本:{speed};"
-                               "显存:目录中的规格表数值;每月成本:下列价格"),
-    "quote_eff_typical": ("Efficiency: typical {engine} figures, bandwidth efficiency {eta:.2f}, "
-                          "decode compute eff {eff:.2f}, prefill MFU {mfu:.2f}, {p0:.1f} ms per "
-                          "prefill (data/engines.toml: derived from the published vLLM "
-                          "measurements this project ships)",
-                          "效率:{engine} 典型数值,带宽效率 {eta:.2f},decode 算力效率 {eff:.2f},"
-                          "prefill MFU {mfu:.2f},每次预填充 {p0:.1f} ms(data/engines.toml:由本项目附带的"
-                          "公开 vLLM 实测数据推得)"),
-    "typical_engine": ("typical {engine} efficiency (no calibration)", "{engine} 典型效率(未校准)"),
+    "lbl_whole_nodes": (", {k} node(s) of {g} ({used} used)", "，{k} 个 {g} 卡节点（用 {used} 张）"),
+    "quote_basis_per_figure": ("TTFT, TPOT, capacity and cost per M tokens: {speed}; memory: the "
+                               "catalog's sizes; cost per month: the prices below",
+                               "首字延迟、每 token 时间、容量与每百万 token 成本：{speed}；显存："
+                               "目录中的容量；每月成本：下列价格"),
     "mix_title": ("Capacity quote: a mix of {n} workloads on one fleet",
-                  "容量报价:{n} 个工作负载共用一个集群"),
-    "mix_rule": ("Each workload is sized on its own replicas of the fleet's GPU (replicas are "
-                 "not shared between models); the fleet is their sum, and each workload's "
-                 "share is its part of the cost per month.",
-                 "每个工作负载在集群同型号 GPU 上按自己的副本单独测算(不同模型之间不共享副本);"
-                 "集群为其总和,各工作负载的占比为其每月成本所占份额。"),
+                  "容量报价：{n} 个工作负载共用一个集群"),
+    "mix_rule": ("Each workload is sized on its own replicas of the fleet's GPU (replicas are not "
+                 "shared between models); the fleet is their sum, and each workload's share is "
+                 "its part of the cost per month.",
+                 "每个工作负载在集群同型号 GPU 上按自己的副本单独测算（不同模型之间不共享副本）"
+                 "；集群为其总和，各工作负载的占比为其每月成本所占份额。"),
     "mix_none": ("No GPU type serves every workload within the limits.",
                  "没有一种 GPU 型号能在限制内服务所有工作负载。"),
-    "mix_short": ("{gpu}: no option meets the SLOs of {names}.", "{gpu}:没有方案满足 {names} 的 SLO。"),
-    "mix_fleet": ("Recommended fleet: {n} x {gpu}, {cost} per month",
-                  "推荐集群:{n} 张 {gpu},每月 {cost}"),
+    "mix_short": ("{gpu}: no option meets the SLOs of {names}.", "{gpu}：没有方案满足 {names} 的 SLO。"),
+    "mix_fleet": ("Recommended fleet: {n} x {gpu}, {cost} per month", "推荐集群：{n} 张 {gpu}，每月 {cost}"),
     "mix_workload": ("Workload", "工作负载"),
     "mix_gpus": ("GPUs paid", "计费卡数"),
     "mix_gpu": ("GPU", "GPU"),
     "mix_share": ("Share", "占比"),
     "mix_total": ("Fleet", "集群合计"),
-    "mix_others": ("Other fleets (cheapest first)", "其他集群(按成本从低到高)"),
-    "mix_part": ("Workload: {name}", "工作负载:{name}"),
-    "mix_add": ("Mix: more workloads on the same fleet", "混合:同一集群上的更多工作负载"),
-    "mix_help": ("The inputs above are the first workload. Each added workload has its own "
-                 "model, traffic and SLOs and shares the peak window, headroom, GPUs, prices and "
-                 "efficiency basis above; each is sized on its own replicas of one GPU type.",
-                 "上面的输入是第一个工作负载。每个新增工作负载有自己的模型、流量和 SLO,"
-                 "并沿用上面的高峰时段、余量、GPU、价格和效率依据;各自在同一型号 GPU 上"
-                 "按自己的副本测算。"),
+    "mix_others": ("Other fleets (cheapest first)", "其他集群（按成本从低到高）"),
+    "mix_part": ("Workload: {name}", "工作负载：{name}"),
+    "mix_add": ("Mix: more workloads on the same fleet", "混合：同一集群上的更多工作负载"),
+    "mix_help": ("The inputs above are the first workload. Each added workload has its own model, "
+                 "traffic and SLOs and shares the peak window, headroom, GPUs, prices and efficiency "
+                 "basis above; each is sized on its own replicas of one GPU type.",
+                 "上面的输入是第一个工作负载。每个新增工作负载有自己的模型、流量和 SLO，并沿用上面的高峰时"
+                 "段、余量、GPU、价格和效率依据；各自在同一型号 GPU 上按自己的副本测算。"),
     "mix_n": ("Workloads to add", "新增工作负载数"),
     "mix_first": ("main", "主负载"),
-    "mix_quote_md": ("Mix quote (Markdown)", "混合报价(Markdown)"),
-    "mix_quote_pdf": ("Mix quote (PDF)", "混合报价(PDF)"),
+    "mix_quote_md": ("Mix quote (Markdown)", "混合报价（Markdown）"),
+    "mix_quote_pdf": ("Mix quote (PDF)", "混合报价（PDF）"),
     # -- issue 14 items 8-11: Measure and Results (runs chosen freely, prompt lengths, request
     # rate, simulators this app started, calibration report and knob labels)
     "r_pick_none": ("No run chosen: pick one or more above (or published curves below).",
@@ -1437,9 +1513,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_col_pinned": ("pinned by the data", "数据能否确定"),
     "r_pinned_yes": ("yes", "能"),
     "r_pinned_no": ("no: stays near its prior", "否：保持在先验值附近"),
-    "r_fit_method": ("Fitted with the operator step (F4b): the decode step from the median "
-                     "inter-token latency, prefill from TTFT at concurrency 1.",
-                     "以算子法步模型 (F4b) 拟合：解码步取 token 间延迟中位数，预填充取并发 1 下的 TTFT。"),
+    "r_fit_method": ("Fitted with the operator step (F4b): the decode step from the median inter-token "
+                     "latency, prefill from TTFT at concurrency 1.",
+                     "以算子法步模型（F4b）拟合：解码步取 token 间延迟中位数，预填充取并发 1 下的首字延迟"
+                     "。"),
     "m_preset_calib": ("Calibration sweep", "校准测量方案"),
     "m_preset_calib_help": ("Fill the sweep with the smallest one that pins every calibration "
                             "knob of the model to predict with on the GPU below (`capacity "
@@ -1505,6 +1582,13 @@ def t(key: str, lang: str = "en", /, **values: object) -> str:
     """
     text = MESSAGES[key][_INDEX.get(lang, 0)]
     return text.format(**values) if values else text
+
+
+def error_text(exc: BaseException, lang: str = "en") -> str:
+    """A library error's message in `lang`: its `Note` (`note_text`) when it was raised with
+    one, else its English text."""
+    arg = exc.args[0] if exc.args else ""
+    return note_text(arg, lang) if isinstance(arg, str) else str(exc)
 
 
 def note_text(note: str, lang: str = "en") -> str:

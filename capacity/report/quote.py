@@ -25,7 +25,10 @@ from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import Offer
 from capacity.errors import InputError
 from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
+from capacity.model.workload import Workload
+from capacity.plan.alternatives import Alternative, Relax
 from capacity.plan.mix import MixPlan
+from capacity.plan.pricing import PriceKind
 from capacity.plan.queueing import QueueResult
 from capacity.plan.search import (
     Option,
@@ -38,7 +41,8 @@ from capacity.plan.search import (
     option_scenario,
     runs_out_month,
 )
-from capacity.report.i18n import LANGS, t
+from capacity.report.bases import basis_name, knobs_text
+from capacity.report.i18n import LANGS, engine_label, t
 from capacity.units import GB
 
 CJK_FONT_CANDIDATES: tuple[tuple[str, int], ...] = (
@@ -83,14 +87,14 @@ def option_label(o: Option, lang: str) -> str:
     if o.n_gpus == 1:
         par = ""
     elif o.replicas == 1:
-        par = f"(TP={o.tp})"
+        par = f"（TP={o.tp}）"
     else:
-        par = "(" + t("lbl_replicas", lang, r=o.replicas) + (
-            f" x TP={o.tp}" if o.tp > 1 else "") + ")"
+        par = "（" + t("lbl_replicas", lang, r=o.replicas) + (
+            f" x TP={o.tp}" if o.tp > 1 else "") + "）"
     spare = t("lbl_spare", lang, n=o.spare_gpus) if o.spare_gpus else ""
     whole = (t("lbl_whole_nodes", lang, k=o.paid_gpus // o.node_gpus, g=o.node_gpus,
                used=o.n_gpus + o.spare_gpus) if o.node_gpus and o.idle_gpus else "")
-    return f"{o.n_gpus} x {o.gpu_name}{par}{spare},{o.weights},{o.kv_dtype} KV{whole}"
+    return f"{o.n_gpus} x {o.gpu_name}{par}{spare}，{o.weights}，{o.kv_dtype} KV{whole}"
 
 
 def fix_text(f: Fix, tp: int, lang: str) -> str:
@@ -166,33 +170,88 @@ def fmt_ms(x: float) -> str:
 _money, _ms = fmt_money, fmt_ms
 
 
+def quote_file_name(plan: Plan, lang: str) -> str:
+    """The quote's file name without its suffix: the model, the date and the language
+    ('capacity-quote-qwen3.5-9b-awq-2026-12-01-zh'), so two languages never share one."""
+    safe = "".join(c if c.isalnum() or c in "-._" else "-" for c in plan.inputs.model)
+    return f"capacity-quote-{safe}-{dt.date.today().isoformat()}-{lang}"
+
+
+def plan_basis_name(inp: PlanInputs, lang: str) -> str:
+    """The basis of a plan's speed figures in words (`basis_name`)."""
+    return basis_name(inp.basis, inp.calibration or inp.typical, lang)
+
+
 def basis_text(inp: PlanInputs, lang: str) -> str:
     """Which basis each figure uses: the speed figures (TTFT, TPOT, capacity, cost per M
-    tokens) are calibrated (fitted to measured points), an engine's typical efficiency, or
-    spec-sheet; memory comes from the catalog's sizes, cost per month from the prices."""
-    if inp.calibration:
-        speed = t("quote_basis_cal", lang, name=inp.calibration)
-    elif inp.typical:
-        from capacity.fit.planning import typical_efficiency
-
-        speed = t("quote_basis_typical", lang, engine=typical_efficiency(inp.typical).name)
-    else:
-        speed = t("quote_basis_spec", lang)
-    return t("quote_basis_per_figure", lang, speed=speed)
+    tokens) rest on the plan's basis; memory on the catalog's sizes; cost per month on the
+    prices."""
+    return t("quote_basis_per_figure", lang, speed=plan_basis_name(inp, lang))
 
 
-def headline_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
-    """The option's headline figures, labelled: cost per month, cost per M output tokens at
-    SLO capacity, TTFT and TPOT at the SLO percentile at the design load (one definition each,
-    `Option`). The Planner page shows these same labels and strings."""
-    q = plan.inputs.slo.quantile * 100
-    cur = plan.inputs.currency
+def fmt_price(x: float, cur: str) -> str:
+    """A price per GPU-hour, always with two decimals ('CNY 13.13', 'USD 0.34'), three
+    significant figures below 0.1 ('USD 0.0425')."""
+    if not math.isfinite(x):
+        return "-"
+    return f"{cur} {x:,.2f}" if x >= 0.1 else f"{cur} {x:.3g}"
+
+
+def price_source(inp: PlanInputs, gpu: str, lang: str, catalog: Catalog | None = None) -> str:
+    """Where a plan's price of `gpu` comes from, short ('on-demand offer, Vultr, as of
+    2026-05-18'; 'catalog price, as of 2026-11'; 'entered'): `PlanInputs.price_of`'s source."""
+    g = (catalog or default_catalog()).gpu(gpu)
+    pr = inp.price_of(g)
+    if pr.kind == PriceKind.ENTERED:
+        return t("fig_price_entered", lang)
+    if pr.offer is not None:
+        provider = (("," if lang == "zh" else ", ") + pr.offer.provider) if pr.offer.provider else ""
+        return t("fig_price_offer", lang, kind=t("offer_kind_" + pr.offer.kind, lang),
+                 provider=provider, date=pr.offer.as_of or "-")
+    if pr.missing_kind:
+        return t("fig_price_missing", lang, kind=t("offer_kind_" + pr.missing_kind, lang))
+    return t("fig_price_catalog", lang, date=g.price_as_of)
+
+
+def gpus_text(o: Option, lang: str) -> str:
+    """What the GPUs an option is paid for do: '2 serving + 1 spare', with the idle GPUs of
+    whole nodes."""
+    text = (t("fig_gpus_v", lang, n=o.n_gpus, spare=o.spare_gpus)
+            if o.spare_gpus or o.idle_gpus else t("fig_gpus_v1", lang))
+    return text + (t("fig_gpus_idle", lang, idle=o.idle_gpus) if o.idle_gpus else "")
+
+
+def figure_rows(inp: PlanInputs, o: Option, lang: str, catalog: Catalog | None = None
+                ) -> list[tuple[str, str]]:
+    """A deployment's figures, labelled, as every surface shows them (`Option`, one definition
+    each): the GPUs paid for, the price per GPU-hour with its source, cost per month, cost per
+    M output tokens at the design load and at the SLO-feasible capacity (F7: the fleet's cost
+    per hour over the output tokens per hour at that load), and TTFT and TPOT at the SLO
+    percentile at the design load. The Planner page, the quote and the Explorer show these
+    labels and strings."""
+    q = inp.slo.quantile * 100
+    cur = inp.currency
     return [
+        (t("fig_gpus", lang) + _paren(gpus_text(o, lang), lang), str(o.paid_gpus)),
+        (t("fig_price", lang) + _paren(price_source(inp, o.gpu, lang, catalog), lang),
+         fmt_price(o.price_per_hour, cur)),
         (t("fig_month", lang), fmt_money(o.cost_per_month, cur)),
-        (t("fig_mtok", lang), fmt_money(o.cost_per_mtok, cur)),
+        (t("fig_mtok_design", lang, rate=f"{o.design_rate_per_s:.3g}"),
+         fmt_money(o.cost_per_mtok_design, cur)),
+        (t("fig_mtok", lang, rate=f"{o.capacity_rate_per_s:.3g}"),
+         fmt_money(o.cost_per_mtok, cur)),
         (t("fig_ttft", lang, q=q), fmt_ms(o.ttft_ms)),
         (t("fig_tpot", lang, q=q), fmt_ms(o.tpot_ms)),
     ]
+
+
+def _paren(text: str, lang: str) -> str:
+    return f"（{text}）" if lang == "zh" else f" ({text})"
+
+
+def headline_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
+    """The option's headline figures, labelled (`figure_rows` of the plan's inputs)."""
+    return figure_rows(plan.inputs, o, lang)
 
 
 def variants_text(o: Option, lang: str) -> str:
@@ -208,14 +267,17 @@ def variants_text(o: Option, lang: str) -> str:
 
 
 def nodes_text(o: Option, lang: str) -> str:
-    """'3 node(s) of 4 + 2 + 1 GPUs (PCIe cards, no NVLink)'."""
+    """'3 nodes of 2 + 1 GPUs (SXM, NVLink domain of 8 GPUs)'; the link is the GPU's own
+    (NVLink, Infinity Fabric, or PCIe only: data/nodes.toml)."""
     if not o.nodes:
         return ""
     shape = node_shape(o.gpu)
-    link = (t("quote_link_nvlink", lang, n=shape.nvlink_domain) if shape.nvlink_domain > 1
-            else t("quote_link_pcie", lang))
-    return t("quote_nodes_v", lang, n=len(o.nodes), layout=" + ".join(map(str, o.nodes)),
-             form=t("quote_form_" + shape.form_factor, lang), link=link)
+    link = (t("quote_link_" + shape.fabric.replace("-", "_"), lang, n=shape.nvlink_domain)
+            if shape.nvlink_domain > 1 else t("quote_link_pcie", lang))
+    sep = "、" if lang == "zh" else " + "
+    return t("quote_nodes_v" if len(o.nodes) > 1 else "quote_nodes_v1", lang, n=len(o.nodes),
+             layout=sep.join(map(str, o.nodes)), form=t("quote_form_" + shape.form_factor, lang),
+             link=link)
 
 
 def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
@@ -225,7 +287,7 @@ def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
     return [
         (t("quote_config", lang), option_label(o, lang)),
         *extra,
-        *headline_rows(plan, o, lang),
+        *figure_rows(plan.inputs, o, lang),
         (t("quote_concurrency", lang), f"{o.peak_concurrency:.1f} / {o.design_concurrency:.1f}"),
         (t("quote_capacity", lang), f"{o.capacity_rate_per_s:.2f} req/s"),
         *_prefix_rows(plan, o, lang),
@@ -251,6 +313,52 @@ def _prefix_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
                c0=f"{pe.c_vram[0] // o.replicas:,}", c1=f"{pe.c_vram[1] // o.replicas:,}"))]
 
 
+def model_text(inp: PlanInputs, lang: str, catalog: Catalog | None = None) -> str:
+    """The model as a customer reads it: its name, and its weight format when the plan fixes
+    one ('Qwen3.5-9B, AWQ 4-bit (group 128)'), never the catalog key alone."""
+    cat = catalog or default_catalog()
+    v = cat.variant(inp.model)
+    fixed = v.model.key != inp.model.strip().lower() or (inp.formats is not None
+                                                          and len(inp.formats) == 1)
+    sep = "," if lang == "zh" else ", "
+    return v.model.name + (sep + v.format.name if fixed else "")
+
+
+def tokens_over_context(wl: Workload) -> int:
+    """Prompt + output tokens when they exceed the context (0 when they fit): a serving
+    engine refuses such a request (vLLM: prompt + max_tokens > max_model_len)."""
+    total = wl.prompt + wl.output_tokens
+    return total if total > wl.context_tokens else 0
+
+
+def band_text(o: Option, band: tuple[int | None, int | None], top: int, lang: str) -> str:
+    """'2 serving GPUs, 1-3 within the band (the spare comes on top)': the band counts serving
+    GPUs, as the search does, and says so when the option also pays for a spare."""
+    lo = t("quote_band_more", lang, n=top) if band[0] is None else str(band[0])
+    text = (t("quote_band_v", lang, n=o.n_gpus, lo=lo, hi=band[1]) if band[1] is not None
+            else t("quote_band_open", lang, n=o.n_gpus, lo=lo, top=top))
+    return text + (t("quote_band_spare", lang, n=o.spare_gpus) if o.spare_gpus else "")
+
+
+def alternative_text(a: Alternative, inp: PlanInputs, lang: str) -> str:
+    """What would make a ruled-out, cheaper GPU family feasible: 'with prompts of at most
+    2,931 tokens, 8 x RTX 4090 (8 replicas) + 1 spare, awq, fp16 KV at CNY 27,988 a month; or
+    ...'."""
+    parts = []
+    for r in a.relaxations:
+        if r.kind == Relax.TTFT:
+            what = t("alt_ttft", lang, v=fmt_ms(r.value), q=inp.slo.quantile * 100)
+        elif r.kind == Relax.TPOT:
+            what = t("alt_tpot", lang, v=fmt_ms(r.value), q=inp.slo.quantile * 100)
+        elif r.kind == Relax.PROMPT:
+            what = t("alt_prompt", lang, v=f"{int(r.value):,}")
+        else:
+            what = t("alt_users", lang, v=f"{int(r.value):,}")
+        parts.append(t("alt_item", lang, what=what, label=option_label(r.option, lang),
+                       cost=fmt_money(r.option.cost_per_month, inp.currency)))
+    return t("alt_or", lang).join(parts)
+
+
 def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list[TableRow]:
     """The quote's capacity table for one option (F8 on the option's Scenario, the Explorer's
     view): the deployment's concurrency at the peak, at the design load (the concurrency the
@@ -274,11 +382,14 @@ def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list
 def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                  catalog: Catalog | None = None, today: dt.date | None = None,
                  top: int = 5, link: str | None = None,
-                 band: tuple[int | None, int | None] | None = None) -> list[Block]:
+                 band: tuple[int | None, int | None] | None = None,
+                 cheaper: Sequence[Alternative] = ()) -> list[Block]:
     """The quote as a list of blocks (shared by the Markdown and the PDF). `link`: the Planner
     address that reproduces the plan (`capacity.report.urlstate.planner_url`); `band`: the
-    fewest GPUs of the recommended configuration at the fast and the slow edge of the
-    uncertainty band (`capacity.fit.planning.gpu_band`; None: beyond the search's limit)."""
+    fewest serving GPUs of the recommended configuration at the fast and the slow edge of the
+    uncertainty band (`capacity.fit.planning.gpu_band`; None: beyond the search's limit);
+    `cheaper`: the ruled-out cheaper options and what would make them feasible
+    (`capacity.plan.alternatives.alternatives`)."""
     if lang not in LANGS:
         raise InputError(f"quote language must be one of {', '.join(LANGS)}, got '{lang}'")
     cat = catalog or default_catalog()
@@ -289,7 +400,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     if link:
         b.append(Para(t("quote_link", lang, url=link)))
     b.append(Heading(t("quote_inputs", lang)))
-    rows: list[tuple[str, str]] = [(t("quote_model", lang), inp.model)]
+    rows: list[tuple[str, str]] = [(t("quote_model", lang), model_text(inp, lang, cat))]
     if wl.daily_active_users is not None:
         rows += [(t("quote_dau", lang), f"{wl.daily_active_users:,.0f}"),
                  (t("quote_rpu", lang), f"{wl.requests_per_user_per_day:g}"),
@@ -298,8 +409,12 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                  (t("quote_rate", lang), f"{plan.peak_rate_per_s or 0:.3f} req/s")]
     else:
         rows.append((t("quote_conc", lang), f"{wl.peak_concurrency:g}"))
+    over = tokens_over_context(wl)
     rows += [(t("quote_tokens", lang),
-              f"{wl.context_tokens} / {wl.prompt} / {wl.output_tokens}"),
+              f"{wl.context_tokens:,} / {wl.prompt:,} / {wl.output_tokens:,}"
+              + ((";" if lang == "zh" else "; ") + t("warn_tokens_over", lang, total=f"{over:,}",
+                                                     ctx=f"{wl.context_tokens:,}")
+                 if over else "")),
              (t("quote_slo", lang), t("quote_slo_v", lang, ttft=slo.ttft_ms, tpot=slo.tpot_ms,
                                       q=slo.quantile * 100))]
     if slo.cost_per_mtok > 0:
@@ -313,11 +428,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
         rec = _option_rows(plan, best, lang)
         rec.insert(1, (t("quote_basis", lang), basis_text(inp, lang)))
         if band is not None:
-            more = t("quote_band_more", lang, n=inp.max_gpus)
-            lo = more if band[0] is None else str(band[0])
-            rec.insert(2, (t("quote_band", lang), t(
-                "quote_band_v", lang, n=best.n_gpus, lo=lo, hi=band[1]) if band[1] is not None
-                else t("quote_band_open", lang, n=best.n_gpus, lo=lo, top=inp.max_gpus)))
+            rec.insert(2, (t("quote_band", lang), band_text(best, band, inp.max_gpus, lang)))
         if inp.growth_per_month > 0:
             month = runs_out_month(inp, best)
             rec.append((t("quote_growth", lang, g=inp.growth_per_month),
@@ -360,14 +471,18 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                       for i, o in enumerate(others))))
     if plan.rejected:
         b.append(Heading(t("quote_rejected", lang)))
-        b.append(Table(("GPU", t("quote_binding", lang), ""), tuple(
+        b.append(Table(("GPU", t("quote_binding", lang), t("quote_why", lang)), tuple(
             (r.gpu_name, ("、" if lang == "zh" else ", ").join(
                 t("quote_reason_" + x, lang) for x in r.reasons),
              rejection_text(r, slo, lang))
             for r in plan.rejected)))
+    if cheaper:
+        b.append(Heading(t("alt_title", lang)))
+        b.append(Table(("GPU", t("alt_col", lang)), tuple(
+            (a.gpu_name, alternative_text(a, inp, lang)) for a in cheaper)))
     if plan.near_misses:
         b.append(Heading(t("quote_fixes", lang)))
-        b.append(Table((t("quote_config", lang), ""), tuple(
+        b.append(Table((t("quote_config", lang), t("quote_fix_col", lang)), tuple(
             (option_label(m.option, lang),
              "; ".join(fix_text(f, m.option.tp, lang) for f in m.fixes))
             for m in plan.near_misses)))
@@ -396,7 +511,8 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     seqs = (inp.seqs_for(best.gpu, cat.gpu(best.gpu).memory_gb) if best is not None
             else engine_profile(inp.engine).with_max_seqs(inp.max_num_seqs).max_seqs)
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
-          Para(t("quote_engine", lang, util=inp.util, ovh=inp.overhead_gb, seqs=seqs)),
+          Para(t("quote_engine", lang, engine=engine_label(inp.engine, lang), util=inp.util,
+                 ovh=inp.overhead_gb, seqs=seqs)),
           Para(_eff_text(inp, lang)),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
@@ -405,16 +521,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
 
 
 def _eff_text(inp: PlanInputs, lang: str) -> str:
-    if inp.calibration:
-        return t("quote_eff_cal", lang, name=inp.calibration, eta=inp.eta_bw, eff=inp.eff,
-                 t0=inp.step_overhead_ms, mfu=inp.mfu, p0=inp.prefill_overhead_ms)
-    if inp.typical:
-        from capacity.fit.planning import typical_efficiency
-
-        typ = typical_efficiency(inp.typical)
-        return t("quote_eff_typical", lang, engine=typ.name, eta=inp.eta_bw, eff=inp.eff,
-                 mfu=inp.mfu, p0=inp.prefill_overhead_ms)
-    return t("quote_eff", lang, eff=inp.eff, mfu=inp.mfu)
+    return t("quote_eff", lang, basis=plan_basis_name(inp, lang), knobs=knobs_text(inp, lang))
 
 
 def _md_cell(text: str) -> str:
@@ -442,10 +549,12 @@ def render_markdown(blocks: Sequence[Block]) -> str:
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                    catalog: Catalog | None = None, today: dt.date | None = None,
                    link: str | None = None,
-                   band: tuple[int | None, int | None] | None = None) -> str:
+                   band: tuple[int | None, int | None] | None = None,
+                   cheaper: Sequence[Alternative] = ()) -> str:
     """The quote as Markdown."""
     return render_markdown(quote_blocks(plan, lang=lang, simulation=simulation,
-                                        catalog=catalog, today=today, link=link, band=band))
+                                        catalog=catalog, today=today, link=link, band=band,
+                                        cheaper=cheaper))
 
 
 def find_cjk_font() -> tuple[Path, int] | None:
@@ -467,14 +576,16 @@ def find_cjk_font() -> tuple[Path, int] | None:
 def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
               catalog: Catalog | None = None, today: dt.date | None = None,
               cjk_font: tuple[Path, int] | None | bool = True, link: str | None = None,
-              band: tuple[int | None, int | None] | None = None) -> bytes:
+              band: tuple[int | None, int | None] | None = None,
+              cheaper: Sequence[Alternative] = ()) -> bytes:
     """The quote as PDF bytes (fpdf2). Chinese needs a CJK font: `cjk_font=True` looks one up,
     a (path, index) pair uses it, None/False forces the fallback. Without a CJK font a Chinese
     quote falls back to English with a note; English uses the core Helvetica font (catalog
     names are ASCII)."""
     return blocks_pdf(lambda lg: quote_blocks(plan, lang=lg, simulation=simulation,
                                               catalog=catalog, today=today, link=link,
-                                              band=band), lang=lang, cjk_font=cjk_font)
+                                              band=band, cheaper=cheaper),
+                      lang=lang, cjk_font=cjk_font)
 
 
 def blocks_pdf(make: Callable[[str], list[Block]], *, lang: str = "en",
@@ -502,7 +613,7 @@ def blocks_pdf(make: Callable[[str], list[Block]], *, lang: str = "en",
         family = "cjk"
 
     def text(s: str) -> str:
-        s = s.replace("**", "")
+        s = s.replace("**", "").replace("`", "")
         if family == "Helvetica":
             s = s.replace("≤", "<=").replace("—", "-").replace("×", "x")
             return s.encode("latin-1", "replace").decode("latin-1")
@@ -541,23 +652,31 @@ def blocks_pdf(make: Callable[[str], list[Block]], *, lang: str = "en",
     return bytes(pdf.output())
 
 
-def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
-                simulation: QueueResult | None = None, catalog: Catalog | None = None,
-                link: str | None = None,
-                band: tuple[int | None, int | None] | None = None) -> Path:
-    """Write the quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
+def check_quote_path(path: str | Path) -> Path:
+    """`path` as a quote's file: `.md`/`.markdown` or `.pdf` in an existing folder, else
+    InputError saying so (checked before any work, so a bad name costs nothing)."""
     p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix not in (".md", ".markdown", ".pdf"):
+    if p.suffix.lower() not in (".md", ".markdown", ".pdf"):
         raise InputError(f"quote file '{p.name}' must end in .md or .pdf")
     if not p.parent.exists():
         raise InputError(f"folder '{p.parent}' does not exist; create it or choose another path")
-    if suffix == ".pdf":
+    return p
+
+
+def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
+                simulation: QueueResult | None = None, catalog: Catalog | None = None,
+                link: str | None = None,
+                band: tuple[int | None, int | None] | None = None,
+                cheaper: Sequence[Alternative] = ()) -> Path:
+    """Write the quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
+    p = check_quote_path(path)
+    if p.suffix.lower() == ".pdf":
         p.write_bytes(quote_pdf(plan, lang=lang, simulation=simulation, catalog=catalog,
-                                link=link, band=band))
+                                link=link, band=band, cheaper=cheaper))
     else:
         p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog,
-                                    link=link, band=band), encoding="utf-8")
+                                    link=link, band=band, cheaper=cheaper),
+                     encoding="utf-8")
     return p
 
 
@@ -619,13 +738,8 @@ def write_mix_quote(path: str | Path, mix: MixPlan, *, lang: str = "en",
                     catalog: Catalog | None = None, today: dt.date | None = None,
                     link: str | None = None) -> Path:
     """Write a mix's quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
-    p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix not in (".md", ".markdown", ".pdf"):
-        raise InputError(f"quote file '{p.name}' must end in .md or .pdf")
-    if not p.parent.exists():
-        raise InputError(f"folder '{p.parent}' does not exist; create it or choose another path")
-    if suffix == ".pdf":
+    p = check_quote_path(path)
+    if p.suffix.lower() == ".pdf":
         p.write_bytes(blocks_pdf(lambda lg: mix_quote_blocks(mix, lang=lg, catalog=catalog,
                                                              today=today, link=link),
                                  lang=lang))

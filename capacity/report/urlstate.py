@@ -11,14 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_offers, choose
 from capacity.errors import CapacityError, InputError
-from capacity.model.cost import DEFAULT_CNY_PER_USD, convert
+from capacity.model.basis import SPEC, TYPICAL_PREFIX
+from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency, convert
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.roofline import StepMethod
@@ -34,6 +35,9 @@ from capacity.model.scenario import (
 )
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry, MixWorkload
 from capacity.plan.search import Option, PlanInputs, design_concurrency_total
+
+if TYPE_CHECKING:
+    from capacity.plan.deployment import Deployment
 from capacity.units import KV_DTYPES
 
 LANGS = ("en", "zh")
@@ -87,6 +91,18 @@ class ExplorerState:
     """Shared prefix (system prompt) tokens held in the prefix cache; 0 = none."""
     prefix_share: float = 0.9
     """Share of requests that reuse the shared prefix."""
+    spare: int = 0
+    """1: an N+1 spare replica (TP GPUs), paid for in every cost, never serving."""
+    out: int = 256
+    """Output tokens per request (the load view and the deployment's figures)."""
+    load: float = 0.0
+    """The design load, requests/s (the Planner's peak x (1 + headroom)); 0 = a closed loop of
+    `c` requests."""
+    pct: int = 90
+    """The SLO percentile TTFT and TPOT are checked at (the deployment's figures)."""
+    offer: str = ""
+    """The offer kind `price` comes from (data/offers.toml: on-demand, reserved-1y, spot); ''
+    = the catalog's price, or an entered one."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -99,7 +115,9 @@ class ExplorerState:
         return self.c
 
     def scenario(self, catalog: Catalog) -> Scenario:
-        """The Scenario these inputs describe (prices in `currency`).
+        """The Scenario these inputs describe (prices in `currency`). A context beyond the
+        model's limit is computed with a warning (`Scenario.warnings`, code `long_context`):
+        the page says so and offers the limit, and a link in that state keeps its inputs.
 
         With `calibration` set, the saved calibration's fitted knobs replace the spec-sheet
         efficiencies (eff, MFU, bandwidth efficiency, per-step and prefill overheads, and the
@@ -107,19 +125,71 @@ class ExplorerState:
         """
         s = make_scenario(
             self.model, self.gpu, catalog=catalog, weights=self.weights, n_gpus=self.gpus,
-            tp=self.tp, util=self.util, overhead_gb=self.overhead, context_tokens=self.ctx,
+            tp=self.tp, spare_gpus=self.spare * self.tp, util=self.util,
+            overhead_gb=self.overhead, context_tokens=self.ctx,
             prompt_tokens=min(self.prompt, self.ctx) if self.prompt else None,
             kv_dtype=self.kv, block_size=self.block,
             eff=self.eff, mfu=self.mfu, price_per_hour=self.price, currency=self.currency,
             cny_per_usd=self.rate, headroom=self.headroom, eta_bw=self.eta_bw,
             step_overhead_ms=self.step_oh_ms, prefill_overhead_ms=self.prefill_oh_ms,
-            step_method=self.step,
+            step_method=self.step, allow_long_context=True,
         )
         if not self.calibration:
             return s
-        from capacity.fit.calibration import apply, load_named  # scipy: only when calibrated
+        from capacity.fit.planning import scenario_with_basis  # scipy: only when named
 
-        return apply(load_named(self.calibration), s)
+        return scenario_with_basis(s, self.calibration)
+
+    def plan_inputs(self, catalog: Catalog) -> PlanInputs:
+        """The planner's inputs for this what-if: its one GPU, format and KV precision, its
+        workload at the design load (`load` req/s, else a closed loop of `c` requests, no
+        further headroom), SLOs at `pct`, engine, prefix, basis and knobs, and its price with
+        the source it has (the offer's or the catalog's exactly, else entered)."""
+        from capacity.model.workload import Workload
+        from capacity.plan.search import Slo
+
+        sized = (dict(daily_active_users=self.load * 3600.0, requests_per_user_per_day=1.0,
+                      peak_share=1.0, peak_hours=1.0) if self.load > 0
+                 else dict(peak_concurrency=float(self.c)))
+        wl = Workload(**sized, context_tokens=self.ctx,
+                      prompt_tokens=self.prompt_tokens if self.prompt else None,
+                      output_tokens=self.out, headroom=0.0)
+        g = catalog.gpu(self.gpu)
+        cur: Currency = "USD" if self.currency == "USD" else "CNY"
+        offers = tuple(o for o in self.offer_list(catalog) if o.gpu == g.key)
+        base = PlanInputs(
+            model=self.model, workload=wl, formats=(self.weights,), gpus=(g.key,),
+            kv_dtypes=(self.kv,), max_gpus=max(self.gpus, 1), currency=cur,
+            cny_per_usd=self.rate, util=self.util, overhead_gb=self.overhead,
+            memory_headroom=self.headroom, engine=self.engine, spare=self.spare > 0,
+            slo=Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms,
+                    quantile=self.pct / 100.0, cost_per_mtok=self.slo_cost),
+            offers=offers, offer_kind=self.offer if offers else "",
+            prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0)
+        derived = base.price_of(g).per_gpu_hour
+        if not math.isclose(derived, self.price, rel_tol=1e-6, abs_tol=1e-9):
+            base = replace(base, price_overrides=((g.key, self.price),))
+        if self.calibration:
+            from capacity.fit.planning import with_basis
+
+            return with_basis(base, self.calibration)
+        return replace(base, eff=self.eff, mfu=self.mfu, eta_bw=self.eta_bw,
+                       step_overhead_ms=self.step_oh_ms, prefill_overhead_ms=self.prefill_oh_ms,
+                       step_method=self.step)
+
+    def offer_list(self, catalog: Catalog) -> tuple[Offer, ...]:
+        """The bundled offers of kind `offer`, one per GPU (none when `offer` is '')."""
+        if not self.offer:
+            return ()
+        return tuple(choose(bundled_offers(catalog), self.offer).values())
+
+    def deployment(self, catalog: Catalog) -> Deployment:
+        """The deployment this what-if is (`capacity.plan.deployment`): the Planner's option
+        it was opened from, with the same figures (`deployment.assess`)."""
+        from capacity.plan.deployment import Deployment
+
+        return Deployment(inputs=self.plan_inputs(catalog), gpu=self.gpu, weights=self.weights,
+                          kv_dtype=self.kv, tp=self.tp, replicas=max(self.gpus // self.tp, 1))
 
 
 STEP_METHODS: tuple[str, ...] = tuple(m.value for m in StepMethod)
@@ -133,6 +203,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "price": (0.0, 1e5), "rate": (0.01, 1e4), "eff": (0.01, 1.0), "mfu": (0.01, 1.0),
     "headroom": (0.0, 2.0), "eta_bw": (0.01, 1.0), "step_oh_ms": (0.0, 1000.0),
     "prefill_oh_ms": (0.0, 100_000.0), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
+    "spare": (0, 1), "out": (1, 1_000_000), "load": (0.0, 1e6), "pct": (50, 99),
 }
 
 
@@ -155,13 +226,21 @@ def _number(raw: str, kind: type, bounds: tuple[float, float]) -> float | int:
         raise ValueError(f"outside {lo:g}..{hi:g}")
     return number
 
+def _float_text(value: float) -> str:
+    """A float as a link writes it: the shortest text that reads back to the same number
+    ('13.135', '2', '1.6666666666666667'), so a link reopens exactly the figures it was
+    made from (a price or a design load rounded to 6 digits would move them)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
 def encode(state: ExplorerState) -> dict[str, str]:
     """Query parameters for `state`: only the fields that differ from the defaults."""
     out: dict[str, str] = {}
     for f in fields(ExplorerState):
         value = getattr(state, f.name)
         if value != getattr(DEFAULT_STATE, f.name):
-            out[f.name] = f"{value:g}" if isinstance(value, float) else str(value)
+            out[f.name] = _float_text(value) if isinstance(value, float) else str(value)
     return out
 
 
@@ -178,7 +257,7 @@ def encode_pin(pinned: ExplorerState, current: ExplorerState) -> str:
     for f in fields(ExplorerState):
         value = getattr(pinned, f.name)
         if f.name != "lang" and value != getattr(current, f.name):
-            items.append(f"{f.name}:{value:g}" if isinstance(value, float) else
+            items.append(f"{f.name}:{_float_text(value)}" if isinstance(value, float) else
                          f"{f.name}:{value}")
     return ",".join(items) or PIN_SAME
 
@@ -226,7 +305,7 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         try:
             changes[f.name] = _parse(f.name, raw, type(default))
         except ValueError as exc:
-            fallback = ("the spec-sheet prediction" if f.name == "calibration" and not default
+            fallback = ("the chapter's assumptions" if f.name == "calibration" and not default
                         else default)
             notices.append(f"'{f.name}={raw}' ignored ({exc}); using {fallback}")
     state = replace(base, **changes)
@@ -250,18 +329,26 @@ def _parse(name: str, raw: str, kind: type) -> Any:
         if name == "step" and value not in STEP_METHODS:
             raise ValueError(f"step method must be one of {', '.join(STEP_METHODS)}")
         if name == "calibration":
-            # a saved calibration's name, never a path: links must not read arbitrary files
-            from capacity.fit.calibration import check_name
-
-            if raw:
-                try:
-                    check_name(raw)
-                except CapacityError:
-                    raise ValueError("a calibration name holds only letters, digits, '-', '_', "
-                                     "'.' and does not end in .toml") from None
-            return raw
+            # a basis: 'spec', 'typical:ENGINE' or a saved calibration's name, never a path
+            return _basis_param(raw)
+        if name == "offer":
+            if value and value not in OFFER_KINDS:
+                raise ValueError(f"offer kind must be one of {', '.join(OFFER_KINDS)}")
+            return value
         return value
     return _number(raw, kind, _RANGES.get(name, (-math.inf, math.inf)))
+
+
+def _basis_param(raw: str) -> str:
+    """A URL's basis (`capacity.fit.planning.check_basis`), or ValueError saying what a basis
+    is: the chapter's (empty), 'spec', 'typical:ENGINE' or a saved calibration's name (a
+    name, never a path: links must not read arbitrary files)."""
+    from capacity.fit.planning import check_basis
+
+    try:
+        return check_basis(raw)
+    except CapacityError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _engine(value: str) -> str:
@@ -287,7 +374,8 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
         notices.append(f"'weights={state.weights}' is not a format of {state.model}; "
                        f"using {fallback}")
         state = replace(state, weights=fallback)
-    if state.calibration:
+    if state.calibration and state.calibration != SPEC and not state.calibration.startswith(
+            TYPICAL_PREFIX):
         from capacity.fit.calibration import named_path
 
         try:
@@ -296,7 +384,7 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
             exists = False
         if not exists:
             notices.append(f"'calibration={state.calibration}' is not a saved calibration; "
-                           "using the spec-sheet prediction")
+                           "using the chapter's assumptions")
             state = replace(state, calibration="")
     model = catalog.models[state.model]
     if state.tp not in valid_tp_sizes(model, state.gpus):
@@ -314,30 +402,37 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
 
 def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
                    lang: str = "en") -> ExplorerState:
-    """The Explorer's inputs for one option, for an 'open in Explorer' link.
+    """The Explorer's inputs for one option, for an 'open in Explorer' link: exactly the
+    deployment (`capacity.plan.deployment`) the option is, so the Explorer shows the Planner's
+    figures for it.
 
-    Every input that changes a verdict travels: the option (GPU, count, TP, formats), the
-    workload at the design concurrency (peak + headroom), the engine and every efficiency knob
-    of the plan's basis (eff, MFU, bandwidth efficiency, per-step and prefill overheads: a
-    typical-engine basis opens with the engine's figures, not the spec sheet's), the
-    price and exchange rate, and the targets: TTFT, TPOT and the cost target (0 when the plan
-    has none, which turns the Explorer's cost check off instead of applying its default).
+    Everything that changes a figure travels: the option (GPU, serving GPUs, TP, formats, the
+    N+1 spare as a spare, never folded into the price), the workload (context, prompt, output)
+    and the design load (the peak x (1 + headroom) as a rate, or the design concurrency), the
+    engine, the basis (its name, or the knobs entered), the price per GPU-hour and the offer
+    kind it comes from, the exchange rate, and the targets: TTFT, TPOT at the plan's
+    percentile and the cost target (0 when the plan has none, which turns the Explorer's cost
+    check off instead of applying its default).
     """
     cat = catalog or default_catalog()
     wl = inp.workload
     c = design_concurrency_total(inp, o)
+    price = inp.price_of(cat.gpu(o.gpu))
     return ExplorerState(
         lang=lang, model=cat.variant(inp.model).model.key, weights=o.weights, gpu=o.gpu,
-        gpus=o.n_gpus, tp=o.tp, ctx=wl.context_tokens,
-        prompt=0 if wl.prompt >= wl.context_tokens else wl.prompt, kv=o.kv_dtype,
-        util=inp.util, overhead=inp.overhead_gb, c=max(1, c), slo_ttft_ms=inp.slo.ttft_ms,
+        gpus=o.n_gpus, tp=o.tp, spare=1 if o.spare_gpus else 0, ctx=wl.context_tokens,
+        prompt=0 if wl.prompt >= wl.context_tokens else wl.prompt, out=wl.output_tokens,
+        kv=o.kv_dtype, util=inp.util, overhead=inp.overhead_gb, c=max(1, c),
+        load=(wl.peak_rate_per_s * (1 + wl.headroom) if wl.peak_rate_per_s is not None
+              else 0.0),
+        pct=int(round(inp.slo.quantile * 100)), slo_ttft_ms=inp.slo.ttft_ms,
         slo_tpot_ms=inp.slo.tpot_ms, slo_cost=inp.slo.cost_per_mtok,
-        # an N+1 spare is paid for but does not serve: its cost rides on the serving GPUs' price
-        price=round(o.price_per_hour * (o.n_gpus + o.spare_gpus) / o.n_gpus, 4),
-        currency=inp.currency,
-        rate=inp.cny_per_usd, eff=inp.eff, mfu=inp.mfu, headroom=inp.memory_headroom,
-        calibration=inp.calibration, eta_bw=inp.eta_bw, step_oh_ms=inp.step_overhead_ms,
-        prefill_oh_ms=inp.prefill_overhead_ms, engine=inp.engine,
+        price=o.price_per_hour, currency=inp.currency,
+        offer=price.offer.kind if price.offer is not None and price.offer.per == "gpu"
+        and inp.offer_kind else "",
+        rate=inp.cny_per_usd, headroom=inp.memory_headroom, calibration=inp.basis_string,
+        eff=inp.eff, mfu=inp.mfu, eta_bw=inp.eta_bw, step_oh_ms=inp.step_overhead_ms,
+        prefill_oh_ms=inp.prefill_overhead_ms, step=inp.step_method, engine=inp.engine,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
         else DEFAULT_STATE.prefix_share)
@@ -474,15 +569,10 @@ class PlannerState:
             offers=self.offer_list(catalog), offer_kind=self.offer, engine=self.engine,
             prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0)
         if not self.cal:
-            return inp
-        if self.cal.startswith(TYPICAL_PREFIX):
-            from capacity.fit.planning import typical_efficiency, with_typical
+            return inp  # the chapter's assumptions, with the MFU entered on the page
+        from capacity.fit.planning import with_basis  # scipy: only when named
 
-            return with_typical(inp, typical_efficiency(self.cal.removeprefix(TYPICAL_PREFIX)))
-        from capacity.fit.calibration import load  # scipy: only when calibrated
-        from capacity.fit.planning import with_calibration
-
-        return with_calibration(inp, load(self.cal))
+        return with_basis(inp, self.cal)
 
 
 MIX_SEP = ";"
@@ -534,8 +624,6 @@ def _mix_param(raw: str, catalog: Catalog) -> str:
 
 
 DEFAULT_PLANNER = PlannerState()
-TYPICAL_PREFIX = "typical:"
-"""`PlannerState.cal` for an engine's typical efficiency: 'typical:vllm'."""
 
 PLANNER_PCTS: tuple[int, ...] = (50, 75, 90, 95, 99)
 """The SLO percentiles the Planner offers."""
@@ -575,8 +663,8 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
         tp=int(inp.allow_tp), cur=inp.currency, fx=inp.cny_per_usd,
         prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
-        mfu=inp.mfu, cal=inp.calibration or (TYPICAL_PREFIX + inp.typical if inp.typical
-                                             else ""), spare=int(inp.spare),
+        mfu=inp.mfu if inp.basis_string == "" else DEFAULT_PLANNER.mfu,
+        cal=inp.basis_string, spare=int(inp.spare),
         growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "", engine=inp.engine,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
@@ -605,7 +693,7 @@ def planner_encode(state: PlannerState) -> dict[str, str]:
     for f in fields(PlannerState):
         value = getattr(state, f.name)
         if value != getattr(DEFAULT_PLANNER, f.name):
-            out[f.name] = f"{value:g}" if isinstance(value, float) else str(value)
+            out[f.name] = _float_text(value) if isinstance(value, float) else str(value)
     return out
 
 
@@ -667,15 +755,8 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
                 raise ValueError("currency must be CNY or USD")
             return raw.upper()
         if name == "cal":
-            if raw.startswith(TYPICAL_PREFIX):
-                from capacity.fit.planning import engines
-
-                if raw.removeprefix(TYPICAL_PREFIX) not in engines():
-                    raise ValueError("not an engine with a typical efficiency")
-                return raw
-            if raw and (raw.startswith(".") or not all(c.isalnum() or c in "-_." for c in raw)):
-                raise ValueError("a calibration name holds only letters, digits, '-', '_', '.'")
-            if raw:
+            raw = _basis_param(raw)
+            if raw and raw != SPEC and not raw.startswith(TYPICAL_PREFIX):
                 from capacity.fit.calibration import calibration_path
 
                 try:

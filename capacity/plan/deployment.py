@@ -1,0 +1,122 @@
+"""One deployment, one answer (docs/method.md, "One deployment").
+
+A `Deployment` is one value: the planner's inputs (model, workload and design load, SLOs,
+basis, engine, prices, spares) and the one configuration chosen from them (GPU, weight format,
+KV precision, TP, replicas). The planner ranks deployments, the quote prints them, the CLI's
+JSON carries them (`record`), the URL encodes them (`capacity.report.urlstate`), and "Open in
+Explorer" opens exactly one of them. Its figures (GPUs paid for, price per GPU-hour with its
+source, cost per month, cost per million output tokens at the design load and at the
+SLO-feasible capacity, TTFT and TPOT at the design load) have one computation: `assess` runs
+the planner's own search on exactly this configuration, so every surface that shows a
+deployment shows the planner's numbers for it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from capacity.catalog.loader import Catalog, default_catalog
+from capacity.errors import InputError
+from capacity.model.basis import knobs_of
+from capacity.plan.pricing import Price
+from capacity.plan.search import Option, PlanInputs, node_layout, plan
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deployment:
+    """The planner's inputs and one configuration of them."""
+
+    inputs: PlanInputs
+    gpu: str
+    weights: str
+    kv_dtype: str
+    tp: int
+    replicas: int
+
+    def __post_init__(self) -> None:
+        if self.tp < 1 or self.replicas < 1:
+            raise InputError(f"a deployment needs TP >= 1 and replicas >= 1, got TP={self.tp}, "
+                             f"{self.replicas} replicas")
+
+    @classmethod
+    def of(cls, inputs: PlanInputs, o: Option) -> Deployment:
+        """The deployment a planner option is."""
+        return cls(inputs=inputs, gpu=o.gpu, weights=o.weights, kv_dtype=o.kv_dtype, tp=o.tp,
+                   replicas=o.replicas)
+
+    @property
+    def n_gpus(self) -> int:
+        """Serving GPUs: replicas x TP."""
+        return self.replicas * self.tp
+
+    @property
+    def spare_gpus(self) -> int:
+        """GPUs of the N+1 spare replica (TP GPUs with `PlanInputs.spare`, else 0)."""
+        return self.tp if self.inputs.spare else 0
+
+    def price(self, catalog: Catalog | None = None) -> Price:
+        """The price of one GPU-hour, with its source (`PlanInputs.price_of`)."""
+        return self.inputs.price_of((catalog or default_catalog()).gpu(self.gpu))
+
+    def narrowed(self) -> PlanInputs:
+        """The planner's inputs searching this configuration's GPU, format and KV precision up
+        to its GPU count (the search `assess` runs)."""
+        return replace(self.inputs, gpus=(self.gpu,), formats=(self.weights,),
+                       kv_dtypes=(self.kv_dtype,), max_gpus=max(self.n_gpus, 1))
+
+
+def assess(d: Deployment, catalog: Catalog | None = None, *, checks_only: bool = False
+           ) -> Option:
+    """The planner's figures for exactly this deployment: `plan` over its one configuration
+    (every check, feasible or not), so they are the planner's own for it (each configuration's
+    numbers are computed alone, whatever is searched beside it). `checks_only`: `plan`'s."""
+    p = plan(d.narrowed(), catalog, keep_all=True, checks_only=checks_only)
+    for o in p.all_options:
+        if o.n_gpus == d.n_gpus and o.tp == d.tp:
+            return replace(o, nodes=node_layout(o))
+    raise InputError(f"{d.n_gpus} x {d.gpu} at TP={d.tp} is not a configuration the planner "
+                     "can build (a TP group must fit one node and divide the model's heads)")
+
+
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def record(d: Deployment, o: Option, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The deployment and its figures as one JSON-ready record (`capacity size --format json`
+    carries one per option): what it is, what it costs and where the price comes from, the
+    basis and its knobs, the workload and design load, and the planner's figures."""
+    inp = d.inputs
+    wl = inp.workload
+    pr = d.price(catalog)
+    offer = pr.offer
+    return {
+        "model": inp.model, "gpu": d.gpu, "weights": d.weights, "kv_dtype": d.kv_dtype,
+        "tp": d.tp, "replicas": d.replicas, "gpus": d.n_gpus, "spare_gpus": d.spare_gpus,
+        "paid_gpus": o.paid_gpus,
+        "price_per_gpu_hour": pr.per_gpu_hour, "currency": pr.currency,
+        "price_source": {"kind": pr.kind.value, "offer_kind": offer.kind if offer else None,
+                         "provider": offer.provider if offer else None,
+                         "as_of": offer.as_of if offer else None,
+                         "missing_offer_kind": pr.missing_kind or None,
+                         "node_gpus": pr.node_gpus or None},
+        "basis": {"kind": inp.basis.value, "name": inp.basis_string,
+                  "knobs": knobs_of(inp)},
+        "engine": inp.engine,
+        "workload": {"context_tokens": wl.context_tokens, "prompt_tokens": wl.prompt,
+                     "output_tokens": wl.output_tokens, "prefix_tokens": inp.prefix_tokens,
+                     "prefix_share": inp.prefix_share},
+        "design_load": {"rate_per_s": _num(o.design_rate_per_s),
+                        "concurrency": _num(o.design_concurrency),
+                        "headroom": wl.headroom},
+        "slo": {"ttft_ms": inp.slo.ttft_ms, "tpot_ms": inp.slo.tpot_ms,
+                "quantile": inp.slo.quantile, "cost_per_mtok": inp.slo.cost_per_mtok},
+        "figures": {"cost_per_month": o.cost_per_month,
+                    "cost_per_mtok_design": _num(o.cost_per_mtok_design),
+                    "cost_per_mtok_capacity": _num(o.cost_per_mtok),
+                    "ttft_ms": _num(o.ttft_ms), "tpot_ms": _num(o.tpot_ms),
+                    "capacity_rate_per_s": _num(o.capacity_rate_per_s),
+                    "binding": o.binding.value, "feasible": o.feasible},
+    }

@@ -1,0 +1,62 @@
+"""Prediction bases in words, in English or Chinese (`capacity.model.basis`): one place for
+what every surface (the CLI, the Planner, the quote, the Explorer) calls a basis and its knobs.
+
+Light on purpose: no planner, no fit at import (a typical engine's name is looked up only when
+one is named), so `capacity plan` stays quick to start.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from capacity.model.basis import SPEC, TYPICAL_PREFIX, BasisKind
+from capacity.report.i18n import t
+
+
+class Knobs(Protocol):
+    """What has a basis' knobs: a `Scenario` or a `PlanInputs`."""
+
+    @property
+    def eff(self) -> float: ...
+    @property
+    def mfu(self) -> float: ...
+    @property
+    def eta_bw(self) -> float: ...
+    @property
+    def step_overhead_ms(self) -> float: ...
+    @property
+    def prefill_overhead_ms(self) -> float: ...
+
+
+def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
+    """A prediction basis in words (`capacity.model.basis`): 'the spec sheet (every
+    efficiency at its peak: an upper bound on speed)', 'the chapter's assumptions (...)',
+    'typical vLLM efficiency (no calibration)', 'calibration 'x' (...)', or entered."""
+    kind = BasisKind(kind)
+    if kind == BasisKind.CALIBRATED:
+        return t("basis_cal", lang, name=name)
+    if kind == BasisKind.TYPICAL:
+        from capacity.fit.planning import typical_efficiency
+
+        return t("basis_typical", lang, engine=typical_efficiency(name).name)
+    return t("basis_" + kind.value, lang)
+
+
+def basis_label(basis: str, lang: str) -> str:
+    """A basis string (`capacity.model.basis`: '', 'spec', 'typical:vllm', a calibration's
+    name) in words, for a chooser."""
+    if basis == "":
+        return basis_name(BasisKind.CHAPTER, "", lang)
+    if basis == SPEC:
+        return basis_name(BasisKind.SPEC, "", lang)
+    if basis.startswith(TYPICAL_PREFIX):
+        return basis_name(BasisKind.TYPICAL, basis.removeprefix(TYPICAL_PREFIX), lang)
+    return basis_name(BasisKind.CALIBRATED, basis, lang)
+
+
+def knobs_text(knobs: Knobs, lang: str) -> str:
+    """A basis' knobs in words: 'decode compute eff 1.00, prefill MFU 0.30, ...' (of a
+    `PlanInputs` or a `Scenario`)."""
+    return t("basis_knobs", lang, eff=knobs.eff, mfu=knobs.mfu,
+             eta=knobs.eta_bw, t0=knobs.step_overhead_ms,
+             p0=knobs.prefill_overhead_ms)
