@@ -187,7 +187,7 @@ with st.sidebar:
                         format="%.3f")
         st.number_input(T("rate"), min_value=0.01, max_value=1e4, step=0.05, key=key("rate"))
         st.session_state[key("spare")] = bool(st.session_state[key("spare")])
-        st.checkbox(T("pl_spare"), key=key("spare"), help=T("help_ex_spare"))
+        st.checkbox(T("ex_spare"), key=key("spare"), help=T("help_ex_spare"))
     with st.expander(T("sec_eff"), expanded=bool(st.session_state[key("calibration")])):
         bases = ["", SPEC, *(TYPICAL_PREFIX + k for k in typical_engines()),
                  *saved_calibrations()]
@@ -239,8 +239,8 @@ for w in scenario.warnings:
 
 # ---- headline -------------------------------------------------------------------------------
 st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,
-               gpu=catalog.gpus[state.gpu].name)
-             + (T("headline_spare", n=scenario_spare(state)) if state.spare else ""))
+               gpu=catalog.gpus[state.gpu].name
+               + (T("headline_spare", n=scenario_spare(state)) if state.spare else "")))
 overall = ex.overall
 with st.container(key="overall"):
     icon = {Status.PASS: ":material/check_circle:", Status.TIGHT: ":material/warning:",

@@ -235,7 +235,7 @@ with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices or st
                             state.gpu_list(catalog)) if state.offer else ()
     if missing:
         st.info(T("pl_offer_missing", kind=T("offer_kind_" + state.offer),
-                  gpus=", ".join(catalog.gpus[g].name for g in missing)))
+                  gpus=T("comma").join(catalog.gpus[g].name for g in missing)))
     # ---- end offer kind ----
     rows = price_rows(state, catalog, lang)
     edited = st.data_editor(
@@ -277,11 +277,11 @@ else:
     st.markdown(f"### {option_label(best, lang)}")
     twins = variants_text(best, lang)  # named as such: read bare, it looked like the option's own
     st.caption(" · ".join(x for x in (nodes_text(best, lang),
-                                      twins and f"{T('quote_variants')}: {twins}") if x))
-    st.caption(T("quote_basis") + ": " + basis_text(inputs, lang))
+                                      twins and T('quote_variants') + T("colon") + twins) if x))
+    st.caption(T("quote_basis") + T("colon") + basis_text(inputs, lang))
     if inputs.growth_per_month > 0:
         month = runs_out_month(inputs, best)
-        st.caption(T("quote_growth", g=inputs.growth_per_month) + ": " + (
+        st.caption(T("quote_growth", g=inputs.growth_per_month) + T("colon") + (
             T("quote_growth_v", m=month) if month is not None else T("quote_growth_never")))
     # one row that wraps: each figure as wide as its value, none cut on a narrow window
     row = st.container(horizontal=True, wrap=True, gap="medium", key="pl_headline")
@@ -318,19 +318,20 @@ if result.options:
 if result.rejected:
     st.subheader(T("pl_rejected"))
     st.markdown("\n".join(
-        f"- **{r.gpu_name}**: {', '.join(T('pl_reason_' + x) for x in r.reasons)} - "
+        f"- **{r.gpu_name}**{T('colon')}{T('comma').join(T('pl_reason_' + x) for x in r.reasons)}"
+        f"{T('dash')}"
         f"{rejection_text(r, inputs.slo, lang)}"
         for r in result.rejected))
 cheaper = _cheaper(result) if result.rejected else ()
 if cheaper:
     st.subheader(T("alt_title"))
-    st.markdown("\n".join(f"- **{a.gpu_name}**: {alternative_text(a, inputs, lang)}"
+    st.markdown("\n".join(f"- **{a.gpu_name}**{T('colon')}{alternative_text(a, inputs, lang)}"
                           for a in cheaper))
 if result.near_misses:
     st.subheader(T("pl_near"))
     st.markdown("\n".join(
-        f"- {option_label(m.option, lang)}: "
-        + "; ".join(fix_text(f, m.option.tp, lang) for f in m.fixes)
+        f"- {option_label(m.option, lang)}{T('colon')}"
+        + T("list_sep").join(fix_text(f, m.option.tp, lang) for f in m.fixes)
         for m in result.near_misses))
 
 if result.options:
@@ -383,7 +384,7 @@ if result.options:
 
     band = None if best is None else _band(inputs, best)
     if band is not None and best is not None:
-        st.caption(T("quote_band") + ": " + band_text(best, (band.low, band.high),
+        st.caption(T("quote_band") + T("colon") + band_text(best, (band.low, band.high),
                                                       inputs.max_gpus, lang))
     md, pdf = _quotes(result, sim if chosen == best else None, lang,
                       planner_url(state, base=_here()),
@@ -443,11 +444,11 @@ with st.expander(T("mix_add"), expanded=bool(st.session_state.get(MIX_N, 0))):
                 T("fig_col_tpot", q=int(pct)): fmt_ms(p.option.tpot_ms)}
                 for p in fleet.parts]), hide_index=True, width="stretch")
             if mix.fleets[1:]:
-                st.caption(T("mix_others") + ": " + "; ".join(
+                st.caption(T("mix_others") + T("colon") + T("list_sep").join(
                     f"{f.paid_gpus} x {f.gpu_name} {fmt_money(f.cost_per_month, cur)}"
                     for f in mix.fleets[1:4]))
         for g, names in mix.short:
-            st.caption(T("mix_short", gpu=catalog.gpu(g).name, names=", ".join(names)))
+            st.caption(T("mix_short", gpu=catalog.gpu(g).name, names=T("comma").join(names)))
         mmd, mpdf = _mix_quotes(mix, lang, planner_url(state, base=_here()))
         m1, m2 = st.columns(2)
         m1.download_button(T("mix_quote_md"), mmd, file_name=f"capacity-mix-quote-{lang}.md",
@@ -488,7 +489,7 @@ with st.expander(T("pl_log"), expanded=False):
         st.markdown(T("pl_log_read", rows=f"{log.rows:,}", kept=f"{log.kept:,}",
                       left=f"{left:,}"))
         if left:
-            st.warning(T("pl_log_bad", reasons="; ".join(
+            st.warning(T("pl_log_bad", reasons=T("list_sep").join(
                 f"{n:,} {T(f'pl_log_bad_{i}')}" for i, n in enumerate(log.bad_rows.values())
                 if n)))
         if not log.arrivals:   # lengths only (a vLLM result without start_times)

@@ -192,7 +192,8 @@ def zh_style_errors(text: str) -> list[str]:
             errors.append("half-width ','")
         elif ch == ";":
             errors.append("half-width ';'")
-        elif ch == ":" and not nxt.isdigit() and not (prev.isalpha() and prev.isascii()
+        elif ch == ":" and (not nxt.isdigit() or _CJK.match(prev)) and not (
+                prev.isalpha() and prev.isascii()
                                                       and nxt.isalpha() and nxt.isascii()):
             errors.append("half-width ':'")
         elif ch == "?" and _CJK.match(prev):

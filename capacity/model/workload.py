@@ -33,8 +33,9 @@ FIXED_POINT_REL_TOL = 1e-5
 class Workload:
     """What the customer says: daily traffic and its peak, or peak concurrency directly.
 
-    Either `daily_active_users` (with `requests_per_user_per_day`, `peak_share`, `peak_hours`)
-    or `peak_concurrency` is set. Token counts are means per request.
+    Exactly one of `daily_active_users` (with `requests_per_user_per_day`, `peak_share`,
+    `peak_hours`), `peak_concurrency` or `rate_per_s` (a peak rate given directly) is set.
+    Token counts are means per request.
     """
 
     daily_active_users: float | None = None
@@ -42,15 +43,22 @@ class Workload:
     peak_share: float = 0.3
     peak_hours: float = 2.0
     peak_concurrency: float | None = None
+    rate_per_s: float | None = None
+    """A peak arrival rate given directly (requests/s), instead of daily users: the Explorer's
+    design load of a deployment opened from the Planner (`load`)."""
     context_tokens: int = 8192
     prompt_tokens: int | None = None
     output_tokens: int = 256
     headroom: float = DEFAULT_HEADROOM
 
     def __post_init__(self) -> None:
-        if (self.daily_active_users is None) == (self.peak_concurrency is None):
+        given = [x is not None for x in (self.daily_active_users, self.peak_concurrency,
+                                         self.rate_per_s)]
+        if sum(given) != 1:
             raise InputError("give either daily active users (--dau) or peak concurrency "
                              "(--peak-concurrency), not both and not neither")
+        if self.rate_per_s is not None:
+            _finite_positive("arrival rate", self.rate_per_s)
         if self.daily_active_users is not None:
             _finite_positive("daily active users", self.daily_active_users)
             _finite_positive("requests per user per day", self.requests_per_user_per_day)
@@ -83,6 +91,8 @@ class Workload:
     @property
     def peak_rate_per_s(self) -> float | None:
         """Peak arrival rate in requests/s, or None when concurrency was entered directly."""
+        if self.rate_per_s is not None:
+            return self.rate_per_s
         if self.daily_active_users is None:
             return None
         return peak_arrival_rate_per_s(daily_active_users=self.daily_active_users,

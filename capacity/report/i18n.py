@@ -286,6 +286,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                          "/（总 tok/s x 3600）x 1e6。每月：{month}。部署在设计负载与满足 SLO 的最大负载下"
                          "的成本见下方方框。"),
     "headline_spare": (" + {n} spare", " + {n} 张备用"),
+    "ex_spare": ("N+1: one spare replica (paid for, not serving)", "N+1：加一个备用副本（计费，不服务）"),
     "out_tokens": ("Output tokens per request", "每个请求的输出 token 数"),
     "help_out_tokens": ("Tokens each request generates: the load view and the deployment's figures "
                         "(TTFT and TPOT under load, cost per M output tokens).",
@@ -315,6 +316,9 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "help_tpot": ("One decode step: the larger of the bandwidth and compute terms.",
                   "一个解码步：带宽项与计算项中较大者。"),
     "list_sep": ("; ", "；"),
+    "colon": (": ", "："),
+    "comma": (", ", "，"),
+    "dash": (" - ", "——"),
     "c_memory": ("Memory (VRAM)", "显存"),
     "c_bandwidth": ("Bandwidth", "带宽"),
     "c_compute": ("Compute", "算力"),
@@ -1352,10 +1356,10 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "quote_growth_v": ("in month {m}", "第 {m} 个月"),
     "quote_growth_never": ("not within 10 years", "10 年内不会"),
     "pl_growth": ("Traffic growth per month", "每月流量增长"),
-    "quote_fx": ("Exchange rate: {rate:g} CNY per USD", "汇率:1 USD = {rate:g} CNY"),
+    "quote_fx": ("Exchange rate: {rate:g} CNY per USD", "汇率：1 USD = {rate:g} CNY"),
     "quote_engine": ("Engine: {engine} scheduling with continuous batching; gpu_memory_utilization "
                      "{util:g}, runtime overhead {ovh:g} GB per GPU, max_num_seqs {seqs}",
-                     "引擎：{engine} 调度，连续批处理；gpu_memory_utilization {util:g}，每卡运行时开销 "
+                     "引擎：{engine}调度，连续批处理；gpu_memory_utilization {util:g}，每卡运行时开销 "
                      "{ovh:g} GB，max_num_seqs {seqs}"),
     "quote_eff": ("Efficiency, {basis}: {knobs}; bandwidth and FLOP/s are the catalog's spec-sheet "
                   "(dense) figures",

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from capacity import workspace
 from capacity.catalog.engines import engine_profile
@@ -147,7 +148,7 @@ def offer_text(offer: Offer, lang: str) -> str:
     unit = (t("offer_per_node", lang, n=offer.gpus_per_node) if offer.per == "node"
             else t("offer_per_gpu", lang))
     parts = [x for x in (offer.provider, t("offer_kind_" + offer.kind, lang)) if x]
-    text = ",".join([*parts, f"{unit} {offer.currency} {offer.price:g}"])
+    text = t("comma", lang).join([*parts, f"{unit} {offer.currency} {offer.price:g}"])
     if offer.as_of:
         text += t("offer_as_of", lang, date=offer.as_of)
     return text + (t("offer_source", lang, src=offer.source) if offer.source else "")
@@ -205,7 +206,7 @@ def price_source(inp: PlanInputs, gpu: str, lang: str, catalog: Catalog | None =
     if pr.kind == PriceKind.ENTERED:
         return t("fig_price_entered", lang)
     if pr.offer is not None:
-        provider = (("," if lang == "zh" else ", ") + pr.offer.provider) if pr.offer.provider else ""
+        provider = (t("comma", lang) + pr.offer.provider) if pr.offer.provider else ""
         return t("fig_price_offer", lang, kind=t("offer_kind_" + pr.offer.kind, lang),
                  provider=provider, date=pr.offer.as_of or "-")
     if pr.missing_kind:
@@ -320,8 +321,7 @@ def model_text(inp: PlanInputs, lang: str, catalog: Catalog | None = None) -> st
     v = cat.variant(inp.model)
     fixed = v.model.key != inp.model.strip().lower() or (inp.formats is not None
                                                           and len(inp.formats) == 1)
-    sep = "," if lang == "zh" else ", "
-    return v.model.name + (sep + v.format.name if fixed else "")
+    return v.model.name + (t("comma", lang) + v.format.name if fixed else "")
 
 
 def tokens_over_context(wl: Workload) -> int:
@@ -395,7 +395,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     cat = catalog or default_catalog()
     inp, wl, slo = plan.inputs, plan.inputs.workload, plan.inputs.slo
     date = (today or dt.date.today()).isoformat()
-    b: list[Block] = [Heading(f"{t('quote_title', lang)}: {plan.model_name}"),
+    b: list[Block] = [Heading(t("quote_title", lang) + t("colon", lang) + plan.model_name),
                       Para(t("quote_prepared", lang, date=date))]
     if link:
         b.append(Para(t("quote_link", lang, url=link)))
@@ -407,13 +407,15 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                  (t("quote_peak", lang), t("quote_peak_v", lang, share=wl.peak_share,
                                            hours=wl.peak_hours)),
                  (t("quote_rate", lang), f"{plan.peak_rate_per_s or 0:.3f} req/s")]
+    elif wl.rate_per_s is not None:
+        rows.append((t("quote_rate", lang), f"{wl.rate_per_s:.3f} req/s"))
     else:
         rows.append((t("quote_conc", lang), f"{wl.peak_concurrency:g}"))
     over = tokens_over_context(wl)
     rows += [(t("quote_tokens", lang),
               f"{wl.context_tokens:,} / {wl.prompt:,} / {wl.output_tokens:,}"
-              + ((";" if lang == "zh" else "; ") + t("warn_tokens_over", lang, total=f"{over:,}",
-                                                     ctx=f"{wl.context_tokens:,}")
+              + (t("list_sep", lang) + t("warn_tokens_over", lang, total=f"{over:,}",
+                                          ctx=f"{wl.context_tokens:,}")
                  if over else "")),
              (t("quote_slo", lang), t("quote_slo_v", lang, ttft=slo.ttft_ms, tpot=slo.tpot_ms,
                                       q=slo.quantile * 100))]
@@ -437,10 +439,10 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
         b.append(Table((t("quote_quantity", lang), t("quote_value", lang)), tuple(rec)))
         if simulation is not None:
             s = simulation
-            b.append(Para(t("quote_sim", lang) + ": " + t(
+            b.append(Para(t("quote_sim", lang) + t("colon", lang) + t(
                 "quote_sim_v", lang, a=s.ttft_ms[0.5], b=s.ttft_ms[0.9], c=s.ttft_ms[0.99],
                 d=s.tpot_ms[0.5], e=s.tpot_ms[0.9], f=s.tpot_ms[0.99], ok=s.slo_met_share)))
-        b.append(Heading(t("quote_table", lang) + f": {option_label(best, lang)}"))
+        b.append(Heading(t("quote_table", lang) + t("colon", lang) + option_label(best, lang)))
         b.append(Para(t("quote_table_note", lang, r=best.replicas, q=slo.quantile * 100)))
         table = capacity_rows(plan, best, cat)
         b.append(Table(
@@ -484,7 +486,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
         b.append(Heading(t("quote_fixes", lang)))
         b.append(Table((t("quote_config", lang), t("quote_fix_col", lang)), tuple(
             (option_label(m.option, lang),
-             "; ".join(fix_text(f, m.option.tp, lang) for f in m.fixes))
+             t("list_sep", lang).join(fix_text(f, m.option.tp, lang) for f in m.fixes))
             for m in plan.near_misses)))
     b.append(Heading(t("quote_assumptions", lang)))
     shown = [plan.best, plan.runner_up] if plan.best else []
@@ -624,8 +626,42 @@ def blocks_pdf(make: Callable[[str], list[Block]], *, lang: str = "en",
         pdf.set_font(family, size=9)
         pdf.multi_cell(width, 5, text(note), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
         pdf.ln(2)
+    def widths(tbl: Table) -> tuple[float, ...]:
+        """Column widths (mm) from the cells' natural widths: a column of short numbers stays
+        narrow, a column of labels gets the room (each at least 8 mm)."""
+        pdf.set_font(family, size=8)
+        natural = [max(pdf.get_string_width(text(c)) for c in col) + 3
+                   for col in zip(tbl.headers, *tbl.rows, strict=True)]
+        capped = [min(max(n, 8.0), width * 0.55) for n in natural]
+        total = sum(capped)
+        if total <= width:  # room to spare: widen in proportion
+            return tuple(c * width / total for c in capped)
+        fixed = [c for c in capped if c <= width / len(capped)]
+        rest = width - sum(fixed)
+        wide = sum(c for c in capped if c > width / len(capped))
+        return tuple(c if c <= width / len(capped) else c * rest / wide for c in capped)
+
+    def table_height(tbl: Table, cols: tuple[float, ...]) -> float:
+        """The rendered height of `tbl` (mm): each row as tall as its cell of most lines."""
+        pdf.set_font(family, size=8)
+        out = 0.0
+        for row in (tbl.headers, *tbl.rows):
+            lines = max(len(cast(list[str], pdf.multi_cell(
+                w - 2, 4.5, text(c) or " ", dry_run=True, output="LINES")))
+                for c, w in zip(row, cols, strict=True))
+            out += lines * 4.5 + 2
+        return out
+
+    body = pdf.h - pdf.t_margin - pdf.b_margin
     first = True
-    for blk in blocks:
+    for i, blk in enumerate(blocks):
+        nxt = blocks[i + 1] if i + 1 < len(blocks) else None
+        if isinstance(nxt, Table) and isinstance(blk, Heading) and not first:
+            # keep a heading with its table, and a table whole when it fits a page: a row
+            # left alone on the next page reads as part of nothing
+            need = 10 + table_height(nxt, widths(nxt))
+            if pdf.get_y() + need > pdf.h - pdf.b_margin and need <= body:
+                pdf.add_page()
         if isinstance(blk, Heading):
             pdf.set_font(family, size=16 if first else 12)
             if not first:
@@ -640,10 +676,13 @@ def blocks_pdf(make: Callable[[str], list[Block]], *, lang: str = "en",
                            new_y=YPos.NEXT)
             pdf.ln(1)
         else:
+            cols = widths(blk)
+            if pdf.get_y() + table_height(blk, cols) > pdf.h - pdf.b_margin and \
+                    table_height(blk, cols) <= body and not isinstance(blocks[i - 1], Heading):
+                pdf.add_page()
             pdf.set_font(family, size=8)
-            narrow = (1, *(4,) * (len(blk.headers) - 1)) if blk.headers[0] == "#" else None
-            with pdf.table(width=width, line_height=4.5, text_align="LEFT",  # a narrow "#"
-                           first_row_as_headings=True, col_widths=narrow) as tbl:
+            with pdf.table(width=width, line_height=4.5, text_align="LEFT",
+                           first_row_as_headings=True, col_widths=cols) as tbl:
                 for row in (blk.headers, *blk.rows):
                     r = tbl.row()
                     for cell in row:
@@ -698,7 +737,7 @@ def mix_quote_blocks(mix: MixPlan, *, lang: str = "en", catalog: Catalog | None 
     fleet = mix.best
     if fleet is None:
         b.append(Para(t("mix_none", lang)))
-        b += [Para(t("mix_short", lang, gpu=cat.gpu(g).name, names=", ".join(n)))
+        b += [Para(t("mix_short", lang, gpu=cat.gpu(g).name, names=t("comma", lang).join(n)))
               for g, n in mix.short]
         return b
     cur = fleet.parts[0].plan.inputs.currency
@@ -727,7 +766,7 @@ def mix_quote_blocks(mix: MixPlan, *, lang: str = "en", catalog: Catalog | None 
         b.append(Table((t("mix_gpu", lang), t("mix_gpus", lang), t("fig_month", lang)), tuple(
             (f.gpu_name, str(f.paid_gpus), fmt_money(f.cost_per_month, cur)) for f in others)))
     for g, names in mix.short:
-        b.append(Para(t("mix_short", lang, gpu=cat.gpu(g).name, names=", ".join(names))))
+        b.append(Para(t("mix_short", lang, gpu=cat.gpu(g).name, names=t("comma", lang).join(names))))
     for p in fleet.parts:
         b.append(Heading(t("mix_part", lang, name=p.name)))
         b += quote_blocks(p.plan, lang=lang, catalog=cat, today=today)[2:]

@@ -148,10 +148,9 @@ class ExplorerState:
         from capacity.model.workload import Workload
         from capacity.plan.search import Slo
 
-        sized = (dict(daily_active_users=self.load * 3600.0, requests_per_user_per_day=1.0,
-                      peak_share=1.0, peak_hours=1.0) if self.load > 0
-                 else dict(peak_concurrency=float(self.c)))
-        wl = Workload(**sized, context_tokens=self.ctx,
+        wl = Workload(rate_per_s=self.load if self.load > 0 else None,
+                      peak_concurrency=None if self.load > 0 else float(self.c),
+                      context_tokens=self.ctx,
                       prompt_tokens=self.prompt_tokens if self.prompt else None,
                       output_tokens=self.out, headroom=0.0)
         g = catalog.gpu(self.gpu)
@@ -164,7 +163,7 @@ class ExplorerState:
             memory_headroom=self.headroom, engine=self.engine, spare=self.spare > 0,
             slo=Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms,
                     quantile=self.pct / 100.0, cost_per_mtok=self.slo_cost),
-            offers=offers, offer_kind=self.offer if offers else "",
+            offers=offers, offer_kind=self.offer,
             prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0)
         derived = base.price_of(g).per_gpu_hour
         if not math.isclose(derived, self.price, rel_tol=1e-6, abs_tol=1e-9):
@@ -417,7 +416,6 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
     cat = catalog or default_catalog()
     wl = inp.workload
     c = design_concurrency_total(inp, o)
-    price = inp.price_of(cat.gpu(o.gpu))
     return ExplorerState(
         lang=lang, model=cat.variant(inp.model).model.key, weights=o.weights, gpu=o.gpu,
         gpus=o.n_gpus, tp=o.tp, spare=1 if o.spare_gpus else 0, ctx=wl.context_tokens,
@@ -428,8 +426,7 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         pct=int(round(inp.slo.quantile * 100)), slo_ttft_ms=inp.slo.ttft_ms,
         slo_tpot_ms=inp.slo.tpot_ms, slo_cost=inp.slo.cost_per_mtok,
         price=o.price_per_hour, currency=inp.currency,
-        offer=price.offer.kind if price.offer is not None and price.offer.per == "gpu"
-        and inp.offer_kind else "",
+        offer=inp.offer_kind if _bundled(inp, cat) else "",
         rate=inp.cny_per_usd, headroom=inp.memory_headroom, calibration=inp.basis_string,
         eff=inp.eff, mfu=inp.mfu, eta_bw=inp.eta_bw, step_oh_ms=inp.step_overhead_ms,
         prefill_oh_ms=inp.prefill_overhead_ms, step=inp.step_method, engine=inp.engine,
@@ -639,6 +636,13 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+def _bundled(inp: PlanInputs, catalog: Catalog) -> bool:
+    """Whether a plan's offers are the bundled ones of its offer kind (a link carries them
+    as that kind; other offers, a prices file's, travel as entered prices)."""
+    return bool(inp.offer_kind) and set(inp.offers) == set(
+        choose(bundled_offers(catalog), inp.offer_kind).values())
+
+
 def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
                   lang: str = "en") -> PlannerState:
     """The Planner's URL state for a plan's inputs (the link a quote carries)."""
@@ -647,8 +651,7 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
     every = tuple(sorted(cat.gpus))
     # the bundled offers of a kind travel as that kind (`offer=spot`); other offers (a prices
     # file) and entered prices as prices per GPU-hour in the plan's currency
-    bundled = bool(inp.offer_kind) and set(inp.offers) == set(
-        choose(bundled_offers(cat), inp.offer_kind).values())
+    bundled = _bundled(inp, cat)
     entered = {o.gpu: convert(o.price_per_gpu_hour, o.currency, inp.currency, inp.cny_per_usd)
                for o in ([] if bundled else inp.offers)} | dict(inp.price_overrides)
     chosen = inp.gpus if inp.gpus is not None else every
