@@ -18,7 +18,7 @@ from capacity.catalog import model_files
 from capacity.catalog.loader import LAYER_KINDS
 from capacity.errors import CapacityError
 from capacity.report import catalog_tables
-from capacity.report.i18n import t
+from capacity.report.i18n import error_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -51,7 +51,7 @@ if "cat_flash" in st.session_state:
 try:
     catalog = cache.catalog()
 except CapacityError as exc:
-    st.error(T("err_catalog", msg=str(exc)))
+    st.error(T("err_catalog", msg=error_text(exc, lang)))
     st.stop()
 for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
     st.warning(catalog_warning)
@@ -127,7 +127,7 @@ with add_tab:
             try:
                 model, path = catalog_custom.save_model(table, catalog, overwrite=overwrite)
             except CapacityError as exc:
-                st.error(T("not_saved", msg=str(exc)))
+                st.error(T("not_saved", msg=error_text(exc, lang)))
             else:
                 saved(T("saved", kind=T("kind_model"), key=model.key, path=path))
     elif kind == "gpu":
@@ -169,7 +169,7 @@ with add_tab:
             try:
                 gpu, path = catalog_custom.save_gpu(table, overwrite=overwrite)
             except CapacityError as exc:
-                st.error(T("not_saved", msg=str(exc)))
+                st.error(T("not_saved", msg=error_text(exc, lang)))
             else:
                 saved(T("saved", kind=T("kind_gpu"), key=gpu.key, path=path))
     elif kind == "modelfile":
@@ -190,7 +190,7 @@ with add_tab:
                     weights_format=weights_fmt)
                 model, path = catalog_custom.save_model(table, catalog, overwrite=overwrite)
             except CapacityError as exc:
-                st.error(T("not_saved", msg=str(exc)))
+                st.error(T("not_saved", msg=error_text(exc, lang)))
             else:
                 saved(T("saved", kind=T("kind_model"), key=model.key, path=path))
     else:
@@ -201,6 +201,6 @@ with add_tab:
                 what, entry_key, path = catalog_custom.save_toml(
                     upload.getvalue(), catalog, overwrite=overwrite, name=upload.name)
             except CapacityError as exc:
-                st.error(T("not_saved", msg=str(exc)))
+                st.error(T("not_saved", msg=error_text(exc, lang)))
             else:
                 saved(T("saved", kind=T("kind_" + what), key=entry_key, path=path))

@@ -98,7 +98,7 @@ def tokens_label(n: int) -> str:
 try:
     catalog = cache.catalog()
 except CapacityError as exc:
-    st.error(T("err_catalog", msg=str(exc)))
+    st.error(T("err_catalog", msg=error_text(exc, lang)))
     st.stop()
 for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
     st.warning(catalog_warning)
@@ -109,7 +109,7 @@ st.session_state.setdefault("ex_c_max", max(1024, int(st.session_state[key("c")]
 
 st.title(T("nav_explorer"))
 if notices:
-    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {n}" for n in notices))
+    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {note_text(n, lang)}" for n in notices))
 
 # ---- inputs: the main ones on the page, the rest in the sidebar ----------------------------
 models = sorted(catalog.models)
@@ -225,7 +225,7 @@ try:
     scenario = state.scenario(catalog)
     result = cache.explorer_result(state, chart_labels(lang), cache.catalog_version())
 except CapacityError as exc:
-    st.error(T("err_inputs", msg=str(exc)))
+    st.error(T("err_inputs", msg=error_text(exc, lang)))
     st.stop()
 
 ex: Explanation = result.explanation
@@ -273,7 +273,7 @@ try:
     load = cache.load_view(state, cache.catalog_version())
 except CapacityError as exc:
     load = None
-    st.warning(T("err_inputs", msg=str(exc)))
+    st.warning(T("err_inputs", msg=error_text(exc, lang)))
 if load is not None:
     # a closed loop of C clients with no think time, each sending the whole prompt again: a
     # what-if of its own, so it opens only when asked for, or when an engine was chosen for it
@@ -427,7 +427,7 @@ else:
             overlays = cache.compare_charts(state, pinned, chart_labels(lang),
                                             cache.catalog_version())
         except CapacityError as exc:
-            st.warning(T("compare_error", msg=str(exc)))
+            st.warning(T("compare_error", msg=error_text(exc, lang)))
         else:
             diff = [f for f in COMPARED_FIELDS if getattr(pinned, f) != getattr(state, f)]
             if diff:
@@ -577,7 +577,7 @@ if rows:
     try:
         table = cache.capacity_rows(state, tuple(rows), cache.catalog_version())
     except CapacityError as exc:
-        st.error(T("err_inputs", msg=str(exc)))
+        st.error(T("err_inputs", msg=error_text(exc, lang)))
         table = None
     if table is not None:
         shown = table.copy()

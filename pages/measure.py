@@ -36,7 +36,7 @@ from capacity.fit.sweep import (
 from capacity.model.cost import CURRENCIES
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, make_scenario
 from capacity.model.traffic import load_presets
-from capacity.report.i18n import MESSAGES, t
+from capacity.report.i18n import MESSAGES, error_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -103,7 +103,7 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
                 s = ms.SIMS.find(model, gpu, speedup) or ms.SIMS.add(
                     SimServer.start(model, gpu, speedup=speedup, cwd=ms.REPO_ROOT))
             except CapacityError as exc:
-                st.error(T("m_error", msg=str(exc)))
+                st.error(T("m_error", msg=error_text(exc, lang)))
             else:
                 use(s)
                 st.rerun()
@@ -144,7 +144,7 @@ if st.button(T("m_connect"), key="m_connect"):
                                guard=guard, simulator_urls=sim_urls)
     except CapacityError as exc:
         st.session_state.pop(ms.CONNECT, None)
-        st.error(T("m_error", msg=str(exc)))
+        st.error(T("m_error", msg=error_text(exc, lang)))
     else:
         st.session_state[ms.CONNECT] = report
         st.session_state["m_connected_url"] = st.session_state["m_base_url"]
@@ -186,7 +186,7 @@ def fill_calibration_sweep() -> None:
         plan = measurement_plan(make_scenario(str(g["m_predict"]), str(g["m_gpu"]),
                                               catalog=cat))
     except CapacityError as exc:
-        g["m_preset_info"] = T("m_error", msg=str(exc))
+        g["m_preset_info"] = T("m_error", msg=error_text(exc, lang))
         return
     prompts = [p for p, _ in plan.sweeps()]
     levels = sorted({c.concurrency for c in plan.cells})
@@ -263,7 +263,7 @@ if st.button(T("m_start"), key="m_start", type="primary", disabled=busy):
                                                   cwd=ms.REPO_ROOT, guard=guard,
                                                   simulator_urls=sim_urls)
     except CapacityError as exc:
-        st.error(T("m_error", msg=str(exc)))
+        st.error(T("m_error", msg=error_text(exc, lang)))
     else:
         st.rerun()
 

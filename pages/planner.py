@@ -53,7 +53,7 @@ from capacity.plan.search import (
 )
 from capacity.report.bases import basis_label
 from capacity.report.charts import log_arrivals_chart, log_length_chart
-from capacity.report.i18n import engine_label, t
+from capacity.report.i18n import engine_label, error_text, note_text, t
 from capacity.report.quote import (
     alternative_text,
     band_text,
@@ -159,7 +159,7 @@ st.caption(T("pl_intro"))
 catalog = _catalog()
 saved, notices = init_planner(catalog)  # the URL (a shared link) or this session's last values
 if notices:
-    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {n}" for n in notices))
+    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {note_text(n, lang)}" for n in notices))
 variants = catalog.variant_keys()
 c1, c2, c3 = st.columns(3)
 with c1:
@@ -256,7 +256,7 @@ try:
     inputs = state.inputs(catalog)
     result = _plan(inputs)
 except CapacityError as exc:
-    st.error(T("pl_error", msg=str(exc)))
+    st.error(T("pl_error", msg=error_text(exc, lang)))
     st.stop()
 
 cur = inputs.currency
@@ -362,7 +362,7 @@ if result.options:
         sim = _sim(inputs, chosen)
         curve = _curve(inputs, chosen)
     except CapacityError as exc:
-        st.error(T("pl_error", msg=str(exc)))
+        st.error(T("pl_error", msg=error_text(exc, lang)))
         st.stop()
     st.caption(T("pl_sim", a=sim.ttft_ms[0.5], b=sim.ttft_ms[0.9], c=sim.ttft_ms[0.99],
                  d=sim.tpot_ms[0.5], e=sim.tpot_ms[0.9], f=sim.tpot_ms[0.99],
@@ -420,12 +420,12 @@ with st.expander(T("mix_add"), expanded=bool(st.session_state.get(MIX_N, 0))):
     try:
         extra = state.mix_workloads(catalog, first_name=T("mix_first"))[1:]
     except CapacityError as exc:
-        st.error(T("pl_error", msg=str(exc)))
+        st.error(T("pl_error", msg=error_text(exc, lang)))
     if extra:
         try:
             mix = _mix((MixWorkload(name=T("mix_first"), inputs=inputs), *extra))
         except CapacityError as exc:
-            st.error(T("pl_error", msg=str(exc)))
+            st.error(T("pl_error", msg=error_text(exc, lang)))
             st.stop()
         fleet = mix.best
         if fleet is None:
@@ -483,7 +483,7 @@ with st.expander(T("pl_log"), expanded=False):
         try:
             log = _log_summary(upload.name, upload.getvalue())
         except CapacityError as exc:
-            st.error(T("pl_log_error", msg=str(exc)))
+            st.error(T("pl_log_error", msg=error_text(exc, lang)))
             st.stop()
         left = sum(log.bad_rows.values())
         st.markdown(T("pl_log_read", rows=f"{log.rows:,}", kept=f"{log.kept:,}",
@@ -517,7 +517,7 @@ with st.expander(T("pl_log"), expanded=False):
             log_wl = log.workload(percentile=pct, headroom=inputs.workload.headroom)
             log_plan = _plan(replace(inputs, workload=log_wl))
         except CapacityError as exc:
-            st.error(T("pl_log_error", msg=str(exc)))
+            st.error(T("pl_log_error", msg=error_text(exc, lang)))
             st.stop()
         st.caption(T("pl_log_workload", rate=f"{log.peak_rate_per_s:.3f}",
                      prompt=f"{log_wl.prompt:,}", out=f"{log_wl.output_tokens:,}",

@@ -45,7 +45,7 @@ from capacity.fit.validate import run_checks, summarize
 from capacity.fit.vllm_log import parse_vllm_log, reconcile
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, Scenario
-from capacity.report.i18n import MESSAGES, note_text, t
+from capacity.report.i18n import MESSAGES, error_text, note_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -107,7 +107,7 @@ if source == "run":
     try:
         runs, warns = ms.runs()
     except CapacityError as exc:
-        st.error(T("r_error", msg=str(exc)))
+        st.error(T("r_error", msg=error_text(exc, lang)))
         st.stop()
     for w in warns:
         st.caption(T("r_store_warning", msg=w))
@@ -197,7 +197,7 @@ else:
             points = read_upload(up.name, up.getvalue(), None if fmt == "auto" else fmt,
                                  concurrency=conc or None)
         except CapacityError as exc:
-            st.error(T("r_error", msg=str(exc)))
+            st.error(T("r_error", msg=error_text(exc, lang)))
         else:
             series = up.name
             inputs_desc = f"import {up.name}"
@@ -232,7 +232,7 @@ try:
     elif cal_choice:
         calibration = calib.load_named(cal_choice)
 except CapacityError as exc:
-    st.error(T("r_error", msg=str(exc)))
+    st.error(T("r_error", msg=error_text(exc, lang)))
 
 sweeps = ms.reference_sweeps()
 ref_names = [s.label for s in sweeps]
@@ -280,7 +280,7 @@ try:
         # axis is concurrency)
         max_concurrency_within_slo(find_max))
 except CapacityError as exc:
-    st.error(T("r_error", msg=str(exc)))
+    st.error(T("r_error", msg=error_text(exc, lang)))
     st.stop()
 assert ov is not None and scenario is not None
 
@@ -318,7 +318,7 @@ if find_max is not None:
             max(1, round(ov.output_tokens)), speedup,
             fm_labels)
     except CapacityError as exc:
-        st.error(T("r_error", msg=str(exc)))
+        st.error(T("r_error", msg=error_text(exc, lang)))
     else:
         st.caption(T("r_fm_help", pct=f"{fm_ov.pct:g}", ttft=f"{fm_ov.slo_ttft_ms:g}",
                      tpot=f"{fm_ov.slo_tpot_ms:g}", n=len(fm_ov.probes),
@@ -374,7 +374,7 @@ st.caption(T("r_accuracy_help"))
 try:
     checks = run_checks(points, scenario, calibration)
 except CapacityError as exc:
-    st.error(T("r_error", msg=str(exc)))
+    st.error(T("r_error", msg=error_text(exc, lang)))
 else:
     acc = summarize(checks)
     st.caption(T("r_acc_summary", ok=sum(c.upper_bound for c in checks), n=acc.rows,
@@ -413,7 +413,7 @@ if c2.button(T("r_fit"), key="r_fit", type="primary"):
             scenario.with_(step_method=StepMethod.OPERATOR.value), name=cal_name,
             inputs=inputs_desc, batch1=fit_batch1)
     except CapacityError as exc:
-        st.error(T("r_error", msg=str(exc)))
+        st.error(T("r_error", msg=error_text(exc, lang)))
     else:
         st.session_state["r_cal_pending"] = "__fitted__"
         st.rerun()
@@ -423,7 +423,7 @@ if isinstance(fitted, calib.Calibration):
         try:
             path = calib.save_named(fitted, fitted.name, ms.calibrations_dir())
         except (CapacityError, OSError) as exc:
-            st.error(T("r_error", msg=str(exc)))
+            st.error(T("r_error", msg=error_text(exc, lang)))
         else:
             st.success(T("r_saved", path=str(path)))
     knob_words = {n: T("r_knob_" + n) for n in calib.KNOBS}
@@ -497,7 +497,7 @@ try:
                                 T("r_col_swing"): num(r.swing)}
                                for r in sens]), hide_index=True, width="stretch")
 except CapacityError as exc:
-    st.error(T("r_error", msg=str(exc)))
+    st.error(T("r_error", msg=error_text(exc, lang)))
 
 # -- vLLM startup log -------------------------------------------------------------------------
 st.subheader(T("r_vllm"))
@@ -507,7 +507,7 @@ if log_text.strip():
         parsed = parse_vllm_log(log_text)
         compared, terms = reconcile(parsed, scenario)
     except CapacityError as exc:
-        st.error(T("r_error", msg=str(exc)))
+        st.error(T("r_error", msg=error_text(exc, lang)))
     else:
         st.caption(T("r_vllm_settings", util=compared.util, ctx=compared.context_tokens,
                      found=", ".join(f"`{f}`" for f in parsed.found) or "-"))

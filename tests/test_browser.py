@@ -147,7 +147,7 @@ def test_nothing_is_cut_on_a_1000_px_window(server: str, page: Page, lang: str) 
         assert pg.evaluate(CUT_TEXT) == []
         pg.goto(server + f"/planner?lang={lang}")
         pg.wait_for_selector('[data-testid="stMetric"]', timeout=60_000)
-        pg.wait_for_function("document.querySelectorAll('[data-testid=stMetric]').length == 5")
+        pg.wait_for_function("document.querySelectorAll('[data-testid=stMetric]').length == 8")
         assert pg.evaluate(CUT_TEXT) == []
         assert_no_error(pg)
         # the Measure page's hardware row: five fields in one row left the currency 55 px wide

@@ -39,7 +39,7 @@ ALLOWED = {
     "Markdown", "CLI", "API", "ID", "MoE", "MLA", "GQA", "SXM", "NVL", "SM", "Gbps", "x",
     # names of formats, engines, interconnects and methods
     "bf16", "awq", "gptq", "vLLM", "SGLang", "NVLink", "PCIe", "Pareto", "Poisson", "Little",
-    "Erlang", "OpenAI", "localhost", "torch", "CUDA",
+    "Erlang", "OpenAI", "localhost", "torch", "CUDA", "AIPerf", "UTF",
     # one-letter symbols of the formulas (C concurrency, L context, P parameters...)
     "A", "C", "F", "L", "N", "P", "Q", "T", "W", "c", "n", "t",
     *LANG_NAMES.values(),  # each language's name in itself, on the language switch
@@ -213,3 +213,64 @@ def test_the_check_finds_english() -> None:
              "**显存** &nbsp; :orange-badge[勉强]": True}
     for text, ok in cases.items():
         assert (english_of(text, allowed) == []) is ok, (text, english_of(text, allowed))
+
+
+def chinese_link(page: str, params: dict[str, str]) -> AppTest:
+    """A page opened in Chinese through a link with `params`."""
+    at = AppTest.from_file(APP, default_timeout=180).switch_page(page)
+    at.query_params["lang"] = "zh"
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    return at
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("page", "params", "expect"), [
+    # a context past the model's limit: computed, flagged, with the fix
+    ("pages/explorer.py", {"ctx": "10000000"}, "超出"),
+    # weights that fit no GPU of the what-if: the verdict, the fixes and the load view's error
+    ("pages/explorer.py", {"model": "llama-3.1-70b", "weights": "bf16", "engine": "vllm"},
+     "放不下"),
+    # a link the page cannot use: every notice in Chinese, its reasons too
+    ("pages/explorer.py", {"util": "7", "c": "lots", "gpu": "nope",
+                           "calibration": "../../etc/passwd"},
+     "已忽略"),
+    # the Planner: a context past the model's limit from a link, and nothing feasible
+    ("pages/planner.py", {"model": "qwen3-8b", "ctx": "999999"}, "超出"),
+    ("pages/planner.py", {"gpus": "rtx-4090", "ttft": "100", "tp": "0"}, "没有"),
+])
+def test_error_states_in_chinese_have_no_english_words(page: str, params: dict[str, str],
+                                                       expect: str, workspace: Path,
+                                                       allowed: set[str]) -> None:
+    """Issue 24: the error states say their errors in Chinese (the context beyond the model's
+    limit, a model that does not fit, a link's bad values), with no English left."""
+    at = chinese_link(page, params)
+    texts = [text for _, text in page_texts(at)]
+    assert any(expect in x for x in texts), expect
+    assert english(at, allowed) == []
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("empty.csv", b""),
+    ("cols.csv", b"concurrency,foo\n4,5\n"),
+    ("nan.csv", b"concurrency,context_tokens,tpot_ms\n4,8192,fast\n"),
+    ("neg.csv", b"concurrency,context_tokens,tpot_ms\n4,8192,-3\n"),
+    ("header.csv", b"concurrency,context_tokens,tpot_ms\n"),
+    ("bad.json", b'{"median_tpot_ms": '),
+    ("other.json", b'{"hello": 1}'),
+    ("latin1.csv", "concurrency,context_tokens,tpot_ms\n4,8192,\xe9\n".encode("latin-1")),
+])
+def test_a_malformed_import_is_refused_in_chinese(name: str, data: bytes,
+                                                  allowed: set[str]) -> None:
+    """The Results page's import errors (`capacity.fit.imports`) in the page's language."""
+    from capacity.errors import CapacityError
+    from capacity.fit.overlay import read_upload
+    from capacity.report.i18n import error_text
+
+    with pytest.raises(CapacityError) as caught:
+        read_upload(name, data, None)
+    zh = t("r_error", "zh", msg=error_text(caught.value, "zh"))
+    assert zh.startswith("无法读取：") and english_of(zh, allowed) == [], zh
+    assert error_text(caught.value, "en") == str(caught.value)

@@ -83,7 +83,7 @@ def test_quote_file_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str
     target = tmp_path / "quote.md"
     assert main([*HEADLINE, "--quote", str(target), "--lang", "zh"]) == 0
     text = target.read_text(encoding="utf-8")
-    assert text.startswith("# 容量报价: Qwen3.5-9B")
+    assert text.startswith("# 容量报价：Qwen3.5-9B")
     assert "实测确认" in text
     assert "quote written" in capsys.readouterr().err
 

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from capacity.bench.sse import loads_json
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
+from capacity.types import Note
 
 ImportFormat = Literal["csv", "vllm", "aiperf"]
 FORMATS: tuple[ImportFormat, ...] = ("csv", "vllm", "aiperf")
@@ -44,23 +45,29 @@ def _read_text(path: Path) -> str:
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read it as UTF-8 text ({e})") from None
+        raise InputError(Note(f"{path}: cannot read it as UTF-8 text ({e})", code="imp_utf8",
+                              file=path.name)) from None
 
 
 def _number(path: Path, where: str, name: str, raw: Any, *, required: bool) -> float | None:
     """A finite number > 0 from a cell or a JSON value, or None when empty and optional."""
     if raw is None or (isinstance(raw, str) and raw.strip() == ""):
         if required:
-            raise InputError(f"{path}: {where}: '{name}' is missing; it is required")
+            raise InputError(Note(f"{path}: {where}: '{name}' is missing; it is required",
+                                  code="imp_missing", file=path.name, where=where, name=name))
         return None
     try:
         v = float(raw)
     except (TypeError, ValueError):
-        raise InputError(f"{path}: {where}: '{name}' = {raw!r} is not a number") from None
+        raise InputError(Note(f"{path}: {where}: '{name}' = {raw!r} is not a number",
+                              code="imp_not_number", file=path.name, where=where, name=name,
+                              value=str(raw)[:40])) from None
     if not math.isfinite(v) or v <= 0:
         if not required and v == 0:
             return None
-        raise InputError(f"{path}: {where}: '{name}' = {raw!r} must be a number > 0")
+        raise InputError(Note(f"{path}: {where}: '{name}' = {raw!r} must be a number > 0",
+                              code="imp_not_positive", file=path.name, where=where, name=name,
+                              value=str(raw)[:40]))
     return v
 
 
@@ -77,9 +84,10 @@ def detect_format(path: Path, text: str) -> ImportFormat:
             try:
                 obj = loads_json(first)
             except json.JSONDecodeError:
-                raise InputError(f"{path}: looks like JSON but does not parse; expected a "
-                                 "`vllm bench serve` result or AIPerf profile_export_aiperf.json"
-                                 ) from None
+                raise InputError(Note(
+                    f"{path}: looks like JSON but does not parse; expected a `vllm bench "
+                    "serve` result or AIPerf profile_export_aiperf.json", code="imp_bad_json",
+                    file=path.name)) from None
         if isinstance(obj, list) and obj:
             obj = obj[0]
         if isinstance(obj, Mapping):
@@ -88,8 +96,10 @@ def detect_format(path: Path, text: str) -> ImportFormat:
                 return "aiperf"
             if any(str(k).endswith(("_tpot_ms", "_ttft_ms")) for k in obj):
                 return "vllm"
-        raise InputError(f"{path}: a JSON file with neither vLLM bench keys (median_tpot_ms, "
-                         "...) nor AIPerf metrics (time_to_first_token, ...); pass --format-in")
+        raise InputError(Note(
+            f"{path}: a JSON file with neither vLLM bench keys (median_tpot_ms, ...) nor AIPerf "
+            "metrics (time_to_first_token, ...); pass --format-in", code="imp_unknown_json",
+            file=path.name))
     header = stripped.splitlines()[0] if stripped else ""
     if header.lower().startswith("metric,"):
         return "aiperf"
@@ -107,7 +117,7 @@ def read_measured(path: str | Path, fmt: str | None = None, *, model: str = "",
     p = Path(path)
     text = _read_text(p)
     if not text.strip():
-        raise InputError(f"{p}: the file is empty")
+        raise InputError(Note(f"{p}: the file is empty", code="imp_empty", file=p.name))
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"unknown import format '{fmt}'; use one of {', '.join(FORMATS)}")
     kind = fmt or detect_format(p, text)
@@ -141,7 +151,7 @@ def parse_csv(path: Path, text: str, *, model: str = "", gpu: str = "",
                 raise InputError(f"{path}: line {i}: more cells than header columns")
             if all((v or "").strip() == "" for v in row.values() if isinstance(v, str)):
                 continue
-            where = f"line {i}"
+            where = Note(f"line {i}", code="imp_line", n=i)
             vals = {c: _number(path, where, c, row.get(c), required=c in CSV_REQUIRED)
                     for c in (*CSV_REQUIRED, *CSV_OPTIONAL)}
             ctx = vals["context_tokens"]
@@ -153,14 +163,16 @@ def parse_csv(path: Path, text: str, *, model: str = "", gpu: str = "",
             key = tuple(vals[c] for c in CSV_KEYS)
             groups.setdefault(key, (i, []))[1].append(vals)
     except csv.Error as exc:
-        raise InputError(f"{path}: not a readable CSV ({exc})") from None
+        raise InputError(Note(f"{path}: not a readable CSV ({exc})", code="imp_bad_csv",
+                              file=path.name)) from None
     points = []
     for line, rows in groups.values():
         med = {c: _median([r[c] for r in rows]) for c in CSV_MEASURES}
         points.append(_point_from_group(path, line, len(rows), rows[0], med,
                                         model=model, gpu=gpu, engine=engine))
     if not points:
-        raise InputError(f"{path}: a header but no data rows")
+        raise InputError(Note(f"{path}: a header but no data rows", code="imp_no_rows",
+                              file=path.name))
     return points
 
 
@@ -173,9 +185,12 @@ CSV_MEASURES = ("tpot_ms", "ttft_ms", "output_tok_s")
 def _check_csv_columns(path: Path, cols: Sequence[str]) -> None:
     missing = [c for c in CSV_REQUIRED if c not in cols]
     if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; the header must "
-                         f"include {', '.join(CSV_REQUIRED)} (optional: {', '.join(CSV_OPTIONAL)})"
-                         f"; found: {', '.join(cols) or 'nothing'}")
+        raise InputError(Note(
+            f"{path}: missing column(s) {', '.join(missing)}; the header must include "
+            f"{', '.join(CSV_REQUIRED)} (optional: {', '.join(CSV_OPTIONAL)}); found: "
+            f"{', '.join(cols) or 'nothing'}", code="imp_missing_columns", file=path.name,
+            missing=", ".join(missing), required=", ".join(CSV_REQUIRED),
+            found=", ".join(cols)[:200] or "-"))
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -263,7 +278,8 @@ def _parse_csv_duckdb(path: Path, text: str, *, model: str = "", gpu: str = "",
         points.append(_point_from_group(path, int(line), int(n), keys_d, med, model=model,
                                         gpu=gpu, engine=engine))
     if not points:
-        raise InputError(f"{path}: a header but no data rows")
+        raise InputError(Note(f"{path}: a header but no data rows", code="imp_no_rows",
+                              file=path.name))
     return points
 
 
@@ -305,7 +321,7 @@ def parse_vllm_json(path: Path, text: str, *, model: str = "", gpu: str = "",
     """
     points: list[MeasuredPoint] = []
     for i, rec in enumerate(_json_records(path, text), start=1):
-        where = f"result {i}"
+        where = Note(f"result {i}", code="imp_result", n=i)
         completed = _number(path, where, "completed", rec.get("completed"), required=True)
         assert completed is not None
         tpot_key = "median_tpot_ms" if rec.get("median_tpot_ms") is not None else "mean_tpot_ms"
@@ -495,7 +511,7 @@ def parse_bench_summary(path: Path, text: str, *, model: str = "", gpu: str = ""
                                      for f in missing))
     points = []
     for i, row in enumerate(records, start=2):
-        vals = {f: _number(path, f"line {i}", c, row.get(c), required=f in needed)
+        vals = {f: _number(path, Note(f"line {i}", code="imp_line", n=i), c, row.get(c), required=f in needed)
                 for f, c in pick.items() if c is not None}
         prompt, out = vals["prompt_tokens"], vals["output_tokens"]
         assert prompt is not None and out is not None

@@ -52,6 +52,7 @@ from capacity.fit.imports import read_measured
 from capacity.fit.measured import MeasuredPoint, c_vram
 from capacity.model.scenario import Scenario
 from capacity.plan.queueing import QueueResult, service_from_scenario, simulate
+from capacity.types import Note
 
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")
 MEASURED_COLUMNS = ("series", "concurrency", "metric", "p50", "p90", "p99")
@@ -139,7 +140,15 @@ def read_upload(name: str, data: bytes, fmt: str | None = None, *, model: str = 
             return read_measured(path, fmt, model=model, gpu=gpu, engine=engine,
                                  concurrency=concurrency)
         except CapacityError as exc:  # name the uploaded file, not the server's temp copy
-            raise InputError(str(exc).replace(str(path), safe).replace(tmp, "")) from None
+            text = str(exc).replace(str(path), safe).replace(tmp, "")
+            arg = exc.args[0] if exc.args else ""
+            code = getattr(arg, "code", None)
+            if code is None:
+                raise InputError(text) from None
+            params = {k: (v.replace(str(path), safe)
+                          if isinstance(v, str) and not getattr(v, "code", None) else v)
+                      for k, v in getattr(arg, "params", {}).items()}
+            raise InputError(Note(text, code=code, **params)) from None
 
 
 def measured_frame(points: Sequence[MeasuredPoint], series: str) -> pd.DataFrame:

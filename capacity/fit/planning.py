@@ -33,6 +33,7 @@ from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC, SPEC_KNOBS, TYPIC
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
 from capacity.plan.search import Option, PlanInputs, plan
+from capacity.types import Note
 
 
 def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
@@ -156,9 +157,10 @@ def check_basis(text: str) -> str:
     try:
         return check_name(raw)
     except InputError:
-        raise InputError(f"basis '{raw[:60]}' is not one of: chapter, spec, "
-                         f"{TYPICAL_PREFIX}ENGINE ({', '.join(sorted(engines()))}), or a saved "
-                         "calibration's name") from None
+        known = ", ".join(sorted(engines()))
+        raise InputError(Note(f"basis '{raw[:60]}' is not one of: chapter, spec, "
+                              f"{TYPICAL_PREFIX}ENGINE ({known}), or a saved calibration's name",
+                              code="bad_basis", value=raw[:60], engines=known)) from None
 
 
 def with_basis(inp: PlanInputs, text: str) -> PlanInputs:

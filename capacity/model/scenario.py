@@ -251,10 +251,11 @@ def make_scenario(
     warnings: list[str] = []
     limit = variant.model.max_context_tokens
     if context_tokens > limit:
-        msg = (f"context {context_tokens} tokens exceeds {variant.model.name}'s limit of "
-               f"{limit} tokens")
+        msg = str(context_limit_note(context_tokens, variant.model))
         if not allow_long_context:
-            raise InputError(msg + " (pass --allow-long-context to compute it anyway)")
+            raise InputError(Note(msg + " (pass --allow-long-context to compute it anyway)",
+                                  code="context_limit", context=context_tokens,
+                                  model=variant.model.name, limit=limit))
         warnings.append(Note(msg + "; computed anyway", code="long_context",
                              context=context_tokens, model=variant.model.name, limit=limit))
     cur = currency or g.currency
@@ -279,6 +280,14 @@ def make_scenario(
         attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
         batch1_factor=batch1_factor,
     )
+
+
+def context_limit_note(context_tokens: int, model: Model) -> Note:
+    """'context 300000 tokens exceeds Qwen3.5-9B's limit of 262144 tokens', with a code the
+    pages say in their language (`capacity.report.i18n.error_text`)."""
+    return Note(f"context {context_tokens} tokens exceeds {model.name}'s limit of "
+                f"{model.max_context_tokens} tokens", code="context_limit",
+                context=context_tokens, model=model.name, limit=model.max_context_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -54,7 +54,7 @@ from capacity.model.roofline import step_time_ms
 from capacity.model.scenario import Scenario, decode_model, evaluate
 from capacity.model.traffic import Arrivals, LengthDist, Traffic, TrafficSample
 from capacity.model.workload import concurrency_fixed_point
-from capacity.types import BoolArray, FloatArray, IntArray
+from capacity.types import BoolArray, FloatArray, IntArray, Note
 
 DEFAULT_MAX_NUM_SEQS = 256
 """vLLM's default `max_num_seqs` (sequences decoded together per replica)."""
@@ -374,9 +374,10 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         c_vram = int(one.max_concurrency_vram) // s.replicas
     slots = min(c_vram, prof.max_seqs)
     if slots < 1:
-        raise InputError(f"{s.variant.key} on {s.gpu.name} (TP={s.tp}) holds no request of "
-                         f"{s.context_tokens} tokens: use more or bigger GPUs, a shorter "
-                         "context or FP8 KV")
+        raise InputError(Note(f"{s.variant.key} on {s.gpu.name} (TP={s.tp}) holds no request "
+                              f"of {s.context_tokens} tokens: use more or bigger GPUs, a shorter "
+                              "context or FP8 KV", code="no_slot", model=s.variant.key,
+                              gpu=s.gpu.name, tp=s.tp, context=s.context_tokens))
     b = np.arange(0, slots + 1, dtype=np.float64)
     ev = evaluate(s, b * s.replicas, None if held == s.context_tokens else float(held))
     cum = None

@@ -56,6 +56,7 @@ from capacity.model.scenario import (
     DEFAULT_MFU,
     Fix,
     Scenario,
+    context_limit_note,
     evaluate,
     make_scenario,
     suggest_fixes,
@@ -456,8 +457,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
         raise InputError("choose at least one GPU")
     wl = inp.workload
     if wl.context_tokens > model.max_context_tokens:
-        raise InputError(f"context {wl.context_tokens} tokens exceeds {model.name}'s limit of "
-                         f"{model.max_context_tokens} tokens")
+        raise InputError(context_limit_note(wl.context_tokens, model))
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
     operator = counts_as_engines(inp.step_method)
     pf = prefill_flops(model, wl.prompt, by_operator=operator)

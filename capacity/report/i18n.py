@@ -660,6 +660,61 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "status_running": ("running", "进行中"),
     "status_finished": ("finished", "已完成"),
     "status_interrupted": ("interrupted", "已中断"),
+    "note_bad_basis": ("basis '{value}' is not one of: chapter, spec, typical:ENGINE "
+                       "({engines}), or a saved calibration's name",
+                       "预测依据“{value}”不是以下之一：chapter、spec、typical:ENGINE（{engines}）"
+                       "或已保存校准的名称"),
+    "note_link_unknown": ("`{name}={value}` is not in the catalog; using {using}",
+                          "`{name}={value}`不在目录中；改用 {using}"),
+    "note_link_format": ("`weights={value}` is not a format of {model}; using {using}",
+                         "`weights={value}`不是 {model} 的权重格式；改用 {using}"),
+    "note_link_no_calibration": ("`calibration={value}` is not a saved calibration; using the "
+                                 "chapter's assumptions",
+                                 "`calibration={value}`不是已保存的校准；改用本章假设"),
+    "note_link_tp": ("`tp={value}` is not possible for {model} on {n} GPUs; using TP={tp}, the "
+                     "nearest size that is",
+                     "{model} 在 {n} 张卡上不能用`tp={value}`；改用最接近的可行值 TP={tp}"),
+    "note_link_cannot": ("these settings cannot be used ({why}); using the defaults",
+                         "这些设置无法计算（{why}）；改用默认值"),
+    "note_link_mix": ("'mix' ignored ({why}); no added workloads",
+                      "已忽略“mix”（{why}）；不加其他工作负载"),
+    "note_link_ignored": ("`{name}={value}` ignored ({why}); using {using}",
+                          "已忽略`{name}={value}`（{why}）；改用 {using}"),
+    "note_link_ignored_basis": ("`{name}={value}` ignored ({why}); using the chapter's "
+                                "assumptions", "已忽略`{name}={value}`（{why}）；改用本章假设"),
+    "note_why_not_number": ("not a number", "不是数字"),
+    "note_why_not_finite": ("not a finite number", "不是有限的数"),
+    "note_why_not_whole": ("not a whole number", "不是整数"),
+    "note_why_outside": ("outside {lo}..{hi}", "超出 {lo}..{hi}"),
+    "note_context_limit": ("context {context} tokens exceeds {model}'s limit of {limit} tokens",
+                           "上下文 {context} tokens 超出 {model} 的上限 {limit} tokens"),
+    "note_no_slot": ("{model} on {gpu} (TP={tp}) holds no request of {context} tokens: use more "
+                     "or bigger GPUs, a shorter context or FP8 KV",
+                     "{gpu}（TP={tp}）上的 {model} 放不下一个 {context} tokens 的请求：请用更多或更大"
+                     "的 GPU、更短的上下文或 FP8 KV"),
+    "note_imp_line": ("line {n}", "第 {n} 行"),
+    "note_imp_result": ("result {n}", "第 {n} 个结果"),
+    "note_imp_utf8": ("{file}: cannot read it as UTF-8 text", "{file}：无法按 UTF-8 文本读取"),
+    "note_imp_missing": ("{file}: {where}: `{name}` is missing; it is required",
+                         "{file}：{where}：缺少必填项`{name}`"),
+    "note_imp_not_number": ("{file}: {where}: `{name}` = `{value}` is not a number",
+                            "{file}：{where}：`{name}` = `{value}` 不是数字"),
+    "note_imp_not_positive": ("{file}: {where}: `{name}` = `{value}` must be a number > 0",
+                              "{file}：{where}：`{name}` = `{value}` 必须是大于 0 的数"),
+    "note_imp_bad_json": ("{file}: looks like JSON but does not parse; expected a `vllm bench "
+                          "serve` result or AIPerf profile_export_aiperf.json",
+                          "{file}：像 JSON 但无法解析；应为 `vllm bench serve` 的结果或 AIPerf 的 "
+                          "profile_export_aiperf.json"),
+    "note_imp_unknown_json": ("{file}: a JSON file with neither vLLM bench keys nor AIPerf "
+                              "metrics; choose its format",
+                              "{file}：这个 JSON 文件既没有 vLLM 基准测试的键，也没有 AIPerf 的指标；"
+                              "请选择其格式"),
+    "note_imp_empty": ("{file}: the file is empty", "{file}：文件是空的"),
+    "note_imp_bad_csv": ("{file}: not a readable CSV", "{file}：不是可读的 CSV"),
+    "note_imp_no_rows": ("{file}: a header but no data rows", "{file}：只有表头，没有数据行"),
+    "note_imp_missing_columns": ("{file}: missing column(s) `{missing}`; the header must include "
+                                 "`{required}`; found: `{found}`",
+                                 "{file}：缺少列 `{missing}`；表头必须包含 `{required}`；实际为：`{found}`"),
     "note_long_context": ("context {context} tokens exceeds {model}'s limit of {limit} tokens; "
                           "computed anyway",
                           "上下文 {context} tokens 超出 {model} 的上限 {limit} tokens；仍照算"),
@@ -1094,7 +1149,7 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
     "r_col_predicted": ("predicted", "预测值"),
     "r_col_ratio": ("predicted / logged", "预测 / 日志"),
     "r_col_cause": ("likely cause", "可能原因"),
-    "r_error": ("{msg}", "{msg}"),
+    "r_error": ("{msg}", "无法读取：{msg}"),
     # planner page (pages/planner.py)
     "pl_title": ("Planner: which card, how many, what it costs", "规划：选什么卡、几张、多少钱"),
     "pl_intro": ("Daily users and SLOs in; ranked GPU options out, each with the constraint that "
@@ -1592,7 +1647,9 @@ def error_text(exc: BaseException, lang: str = "en") -> str:
     """A library error's message in `lang`: its `Note` (`note_text`) when it was raised with
     one, else its English text."""
     arg = exc.args[0] if exc.args else ""
-    return note_text(arg, lang) if isinstance(arg, str) else str(exc)
+    if lang == "en" or not isinstance(arg, str):
+        return str(exc)  # the library's own English, every detail kept
+    return note_text(arg, lang)
 
 
 def note_text(note: str, lang: str = "en") -> str:
@@ -1602,7 +1659,9 @@ def note_text(note: str, lang: str = "en") -> str:
     key = f"note_{code}"
     if code is None or key not in MESSAGES:
         return str(note)
-    return t(key, lang, **getattr(note, "params", {}))
+    params = {k: note_text(v, lang) if getattr(v, "code", None) else v
+              for k, v in getattr(note, "params", {}).items()}  # a reason that is a note too
+    return t(key, lang, **params)
 
 
 def engine_label(engine: str, lang: str = "en") -> str:

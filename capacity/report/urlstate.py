@@ -29,12 +29,14 @@ from capacity.model.scenario import (
     DEFAULT_GPU,
     DEFAULT_MFU,
     Scenario,
+    context_limit_note,
     make_scenario,
     nearest_valid_tp,
     valid_tp_sizes,
 )
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry, MixWorkload
 from capacity.plan.search import Option, PlanInputs, design_concurrency_total
+from capacity.types import Note
 
 if TYPE_CHECKING:
     from capacity.plan.deployment import Deployment
@@ -207,22 +209,41 @@ _RANGES: dict[str, tuple[float, float]] = {
 
 
 
+def _why(exc: BaseException) -> str:
+    """An exception's message as a notice's reason: its `Note` when it has one (the page says
+    it in its language), else its text."""
+    arg = exc.args[0] if exc.args else ""
+    return arg if isinstance(arg, Note) else str(exc)
+
+
+def _ignored(name: str, raw: str, exc: BaseException, default: object,
+             basis: bool) -> Note:
+    """The notice for a link parameter that could not be used and fell back to `default`."""
+    shown = raw if len(raw) <= 60 else raw[:60] + "..."
+    if basis and not default:
+        return Note(f"'{name}={shown}' ignored ({exc}); using the chapter's assumptions",
+                    code="link_ignored_basis", name=name, value=shown, why=_why(exc))
+    return Note(f"'{name}={shown}' ignored ({exc}); using {default}", code="link_ignored",
+                name=name, value=shown, why=_why(exc), using=str(default))
+
+
 def _number(raw: str, kind: type, bounds: tuple[float, float]) -> float | int:
     """A URL value as a finite number of `kind` (int or float) within `bounds`, or ValueError
     with the reason (the Explorer's and the Planner's links share it)."""
     try:
         number: float | int = float(raw)
     except ValueError:
-        raise ValueError("not a number") from None
+        raise ValueError(Note("not a number", code="why_not_number")) from None
     if not math.isfinite(number):
-        raise ValueError("not a finite number")
+        raise ValueError(Note("not a finite number", code="why_not_finite"))
     if kind is int:
         if number != int(number):
-            raise ValueError("not a whole number")
+            raise ValueError(Note("not a whole number", code="why_not_whole"))
         number = int(number)
     lo, hi = bounds
     if not lo <= number <= hi:
-        raise ValueError(f"outside {lo:g}..{hi:g}")
+        raise ValueError(Note(f"outside {lo:g}..{hi:g}", code="why_outside", lo=f"{lo:g}",
+                              hi=f"{hi:g}"))
     return number
 
 def _float_text(value: float) -> str:
@@ -304,9 +325,7 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         try:
             changes[f.name] = _parse(f.name, raw, type(default))
         except ValueError as exc:
-            fallback = ("the chapter's assumptions" if f.name == "calibration" and not default
-                        else default)
-            notices.append(f"'{f.name}={raw}' ignored ({exc}); using {fallback}")
+            notices.append(_ignored(f.name, raw, exc, default, f.name == "calibration"))
     state = replace(base, **changes)
     state, more = _check_catalog(state, catalog, base)
     notices += more
@@ -347,7 +366,7 @@ def _basis_param(raw: str) -> str:
     try:
         return check_basis(raw)
     except CapacityError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(_why(exc)) from None
 
 
 def _engine(value: str) -> str:
@@ -362,16 +381,20 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
                    ) -> tuple[ExplorerState, list[str]]:
     notices: list[str] = []
     if state.gpu not in catalog.gpus:
-        notices.append(f"'gpu={state.gpu}' is not in the catalog; using {base.gpu}")
+        notices.append(Note(f"'gpu={state.gpu}' is not in the catalog; using {base.gpu}",
+                            code="link_unknown", name="gpu", value=state.gpu, using=base.gpu))
         state = replace(state, gpu=base.gpu)
     if state.model not in catalog.models:
-        notices.append(f"'model={state.model}' is not in the catalog; using {base.model}")
+        notices.append(Note(f"'model={state.model}' is not in the catalog; using {base.model}",
+                            code="link_unknown", name="model", value=state.model,
+                            using=base.model))
         state = replace(state, model=base.model, weights=base.weights)
     formats = {f.key for f in catalog.formats_for(catalog.models[state.model])}
     if state.weights not in formats:
         fallback = catalog.models[state.model].default_format
-        notices.append(f"'weights={state.weights}' is not a format of {state.model}; "
-                       f"using {fallback}")
+        notices.append(Note(f"'weights={state.weights}' is not a format of {state.model}; "
+                            f"using {fallback}", code="link_format", value=state.weights,
+                            model=state.model, using=fallback))
         state = replace(state, weights=fallback)
     if state.calibration and state.calibration != SPEC and not state.calibration.startswith(
             TYPICAL_PREFIX):
@@ -382,19 +405,22 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
         except CapacityError:
             exists = False
         if not exists:
-            notices.append(f"'calibration={state.calibration}' is not a saved calibration; "
-                           "using the chapter's assumptions")
+            notices.append(Note(f"'calibration={state.calibration}' is not a saved "
+                                "calibration; using the chapter's assumptions",
+                                code="link_no_calibration", value=state.calibration))
             state = replace(state, calibration="")
     model = catalog.models[state.model]
     if state.tp not in valid_tp_sizes(model, state.gpus):
         tp = nearest_valid_tp(model, state.gpus, state.tp)
-        notices.append(f"'tp={state.tp}' is not possible for {model.name} on {state.gpus} "
-                       f"GPUs; using TP={tp}, the nearest size that is")
+        notices.append(Note(f"'tp={state.tp}' is not possible for {model.name} on {state.gpus} "
+                            f"GPUs; using TP={tp}, the nearest size that is", code="link_tp",
+                            value=state.tp, model=model.name, n=state.gpus, tp=tp))
         state = replace(state, tp=tp)
     try:
         state.scenario(catalog)
     except CapacityError as exc:
-        notices.append(f"these settings cannot be computed ({exc}); using the defaults")
+        notices.append(Note(f"these settings cannot be computed ({exc}); using the defaults",
+                            code="link_cannot", why=_why(exc)))
         state = replace(base, lang=state.lang)
     return state, notices
 
@@ -548,8 +574,7 @@ class PlannerState:
 
         model = catalog.variant(self.model).model
         if self.ctx > model.max_context_tokens:
-            raise InputError(f"context {self.ctx} tokens exceeds {model.name}'s limit of "
-                             f"{model.max_context_tokens} tokens")
+            raise InputError(context_limit_note(self.ctx, model))
         dau = self.mode == "dau"
         wl = Workload(daily_active_users=float(self.dau) if dau else None,
                       requests_per_user_per_day=self.rpu, peak_share=self.share,
@@ -721,17 +746,19 @@ def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         try:
             changes[f.name] = _planner_parse(f.name, raw, type(default), catalog)
         except ValueError as exc:
-            notices.append(f"'{f.name}={raw}' ignored ({exc}); using {default}")
+            notices.append(_ignored(f.name, raw, exc, default, False))
     state = replace(base, **changes)
     try:
         state.inputs(catalog)
     except CapacityError as exc:
-        notices.append(f"these settings cannot be planned ({exc}); using the defaults")
+        notices.append(Note(f"these settings cannot be planned ({exc}); using the defaults",
+                            code="link_cannot", why=_why(exc)))
         state = replace(base, lang=state.lang)
     try:
         state.mix_workloads(catalog)
     except CapacityError as exc:
-        notices.append(f"'mix' ignored ({exc}); no added workloads")
+        notices.append(Note(f"'mix' ignored ({exc}); no added workloads", code="link_mix",
+                            why=_why(exc)))
         state = replace(state, mix="")
     return state, notices
 
