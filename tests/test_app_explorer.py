@@ -253,7 +253,7 @@ def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> Non
     assert "4 slots per replica" in slots_caption(start(c="100", prompt="6000",
                                                         engine="llamacpp"))
     bad = start(engine="tgi")
-    assert any("'engine=tgi' ignored (engine must be one of chapter" in n for n in notices(bad))
+    assert any("`engine=tgi` ignored (engine must be one of chapter" in n for n in notices(bad))
     zh = start(engine="sglang", lang="zh")
     assert any(e.label.startswith("负载下") and e.proto.expanded for e in zh.expander)
 

@@ -93,6 +93,28 @@ def test_all_pass_names_the_constraint_closest_to_its_limit(seed: Scenario) -> N
     ex = explain(seed, 10, Targets(ttft_ms=10_000, tpot_ms=50, cost_per_mtok=0))
     assert ex.overall == "pass"
     assert ex.binding == "memory"  # 9.9 of 21.6 GB is the largest ratio
+    assert ex.reliefs == ()  # nothing fails: nothing to fix (issue 24)
+
+
+def test_nothing_is_offered_when_every_check_passes(seed: Scenario) -> None:
+    """Issue 24: with TTFT the closest to its limit but passing, no 'prompts up to 8,192
+    tokens' (the current value) and no 'MFU of 0.06' (below the current 0.3)."""
+    ex = explain(seed, 10, Targets(ttft_ms=3100, tpot_ms=50, cost_per_mtok=0))
+    assert ex.overall != "fail" and (ex.binding, ex.binding_detail) == ("compute", "ttft")
+    assert ex.reliefs == ()
+
+
+def test_every_failing_check_gets_its_own_fixes(seed: Scenario) -> None:
+    """Issue 24: at concurrency 1 both TTFT (3.06 s > 2 s) and cost (3.29 > 1 CNY per M
+    tokens) fail; each gets fixes, each naming the check it relieves."""
+    ex = explain(seed, 1, Targets(ttft_ms=2000, tpot_ms=50, cost_per_mtok=1.0))
+    details = {r.detail for r in ex.reliefs}
+    assert details == {"ttft", "cost"}
+    ttft = [r for r in ex.reliefs if r.detail == "ttft"]
+    assert {r.kind for r in ttft} >= {"prompt", "mfu"}
+    assert all(float(r.value) > seed.mfu for r in ttft if r.kind == "mfu")
+    prompt = next(r for r in ttft if r.kind == "prompt")
+    assert int(prompt.value) < seed.prompt and float(prompt.result) <= 2000
 
 
 @given(st.floats(min_value=0, max_value=10), st.floats(min_value=0, max_value=1))

@@ -123,7 +123,7 @@ def test_a_link_with_an_impossible_tp_takes_the_nearest_valid_one() -> None:
     at = explorer(gpus="4", tp="3")
     assert at.selectbox(key="ex_tp").value == 2  # 2 and 4 are as near: the smaller
     notice = next(w.value for w in at.warning if w.value.startswith("Some link parameters"))
-    assert "'tp=3' is not possible" in notice and "cannot be computed" not in notice
+    assert "`tp=3` is not possible" in notice and "cannot be computed" not in notice
 
 
 # ---- 4. number inputs beside the concurrency and context sliders ----------------------------

@@ -137,7 +137,7 @@ def test_bad_link_shows_the_notice() -> None:
     at.query_params["gpus"] = "warp-drive"
     at.run()
     assert not at.exception
-    assert any("'gpus=warp-drive' ignored" in w.value for w in at.warning)
+    assert any("`gpus=warp-drive` ignored" in w.value for w in at.warning)
 
 
 @pytest.mark.slow
