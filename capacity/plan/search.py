@@ -19,8 +19,9 @@ TPOT, throughput), and configurations that miss on memory alone get the chapter'
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -593,10 +594,43 @@ def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
                             concurrency=conc, **ch)
 
 
+_CAPACITY_MEMO: dict[tuple[object, ...], FloatArray] = {}
+_CAPACITY_MEMO_SIZE = 16
+_CAPACITY_LOCK = threading.Lock()
+
+
+def _key_of(x: object) -> object:
+    """A hashable stand-in for a value of the capacity search's inputs (arrays by content)."""
+    if isinstance(x, np.ndarray):
+        return (x.shape, x.dtype.str, x.tobytes())
+    return x
+
+
 def _capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Workload,
               slo: Slo, budget: FloatArray) -> FloatArray:
-    """Highest arrival rate per replica (req/s) at which every check still passes (bisection;
-    every check only gets worse as the rate rises)."""
+    """Highest arrival rate per replica (req/s) at which every check still passes.
+
+    It depends on the configurations and the request (prompt, output tokens, SLOs), not on the
+    load: a new number of daily users or a new concurrency reuses it (a small memo keyed by the
+    inputs' contents), so the Planner and the Explorer's deployment box rerun quicker."""
+    key = (tuple(_key_of(getattr(step, f.name)) for f in fields(step)), _key_of(prefill_ms),
+           _key_of(slots), _key_of(budget), wl.prompt, wl.output_tokens, slo.ttft_ms,
+           slo.tpot_ms, slo.quantile)
+    with _CAPACITY_LOCK:  # the app's sessions plan in threads
+        hit = _CAPACITY_MEMO.get(key)
+    if hit is None:
+        hit = _capacity_search(step=step, prefill_ms=prefill_ms, slots=slots, wl=wl, slo=slo,
+                               budget=budget)
+        with _CAPACITY_LOCK:
+            while len(_CAPACITY_MEMO) >= _CAPACITY_MEMO_SIZE:
+                _CAPACITY_MEMO.pop(next(iter(_CAPACITY_MEMO)))
+            _CAPACITY_MEMO[key] = hit
+    return hit.copy()
+
+
+def _capacity_search(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
+                     wl: Workload, slo: Slo, budget: FloatArray) -> FloatArray:
+    """`_capacity` by bisection (every check only gets worse as the rate rises)."""
     ch: Any = _chunking(budget, wl)
 
     def ok(rate: FloatArray) -> BoolArray:
@@ -650,8 +684,9 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     if peak_rate is not None:
         peak = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate / reps,
                      conc=None, limit=lim, budget=bud)
-        design = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate * h / reps,
-                       conc=None, limit=lim, budget=bud)
+        design = peak if h == 1.0 else _load(  # no headroom: the design load is the peak
+            step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate * h / reps, conc=None,
+            limit=lim, budget=bud)
         design_c = np.maximum(design.concurrency, peak.concurrency * h)
     else:
         assert wl.peak_concurrency is not None
@@ -659,8 +694,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
         peak = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=None,
                      conc=np.ceil(c_rep - 1e-9), limit=lim, budget=bud)
         design_c = np.ceil(c_rep * h - 1e-9)
-        design = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=None, conc=design_c,
-                       limit=lim, budget=bud)
+        design = peak if h == 1.0 else _load(step=step, prefill_ms=pre, wl=wl, slo=slo,
+                                             rate=None, conc=design_c, limit=lim, budget=bud)
     # capacity is per replica unit: compute once per unit, then scale by replicas
     cap_unit = (np.full(u.prefill_ms.shape, np.nan) if checks_only and slo.cost_per_mtok <= 0
                 else _capacity(step=u.step, prefill_ms=u.prefill_ms,
