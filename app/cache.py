@@ -19,7 +19,12 @@ from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sens
 from capacity.model.prefix import PrefixEffect
 from capacity.model.prefix import prefix_effect as model_prefix_effect
 from capacity.plan.deployment import assess
-from capacity.plan.queueing import MAX_LOAD_REQUESTS, LoadPoint, closed_loop_load
+from capacity.plan.queueing import (
+    MAX_LOAD_REQUESTS,
+    LoadPoint,
+    closed_loop_load,
+    open_loop_load,
+)
 from capacity.plan.search import Option, PlanInputs
 from capacity.report.charts import ChartData, chart_data, compare_specs, specs
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
@@ -155,7 +160,8 @@ def deployment_view(state: ExplorerState, version: int) -> DeploymentView:
 
 @dataclass(frozen=True, kw_only=True)
 class LoadView:
-    """The Explorer's load view: the engine's replica and the percentiles at `state.c`."""
+    """The Explorer's load view: the engine's replica and the percentiles at the what-if's
+    load: the design rate (`state.load`, an open loop) when set, else `state.c` clients."""
 
     engine: str
     slots: int
@@ -163,16 +169,32 @@ class LoadView:
     output_tokens: int
     point: LoadPoint | None
     """None when the users per replica exceed what the view simulates."""
+    rate_per_s: float = 0.0
+    """The open loop's rate (0: a closed loop of `state.c`)."""
+
+
+OPEN_LOOP_REQUESTS = 2000
+"""Requests the open-loop view simulates (at most; at least a minute of arrivals)."""
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def load_view(state: ExplorerState, version: int) -> LoadView:
-    """`capacity.plan.queueing.closed_loop_load` at the Explorer's concurrency and engine, each
-    request `state.out` output tokens."""
+    """`capacity.plan.queueing.closed_loop_load` at the Explorer's concurrency, or
+    `open_loop_load` at its design rate (Poisson arrivals, as `capacity plan --rate`), under
+    its engine, each request `state.out` output tokens."""
     del version
     s = state.scenario(catalog())
     prompt = state.prompt_tokens
     out = state.out
+    if state.load > 0:
+        seconds = min(max(60.0, 400.0 / state.load), OPEN_LOOP_REQUESTS / state.load)
+        svc, opts = open_loop_load(s, engine=state.engine, output_tokens=out,
+                                   stages=[[(state.load, seconds)]])
+        p = opts[0]
+        return LoadView(engine=svc.engine, slots=svc.slots, prompt_tokens=prompt,
+                        output_tokens=out, rate_per_s=state.load,
+                        point=LoadPoint(concurrency=state.c, ttft_ms=p.ttft_ms,
+                                        tpot_ms=p.tpot_ms))
     per_replica = -(-state.concurrency // s.replicas)
     svc, points = closed_loop_load(
         s, engine=state.engine, output_tokens=out,

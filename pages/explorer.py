@@ -291,7 +291,10 @@ if load is not None:
                     v = values[q] / 1e3 if unit == "s" else values[q]
                     st.metric(T(name), f"{v:,.2f} s" if unit == "s" else f"{v:,.1f} ms",
                               width="content")
-            st.caption(T("load_caption", c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
+            st.caption(T("load_caption_rate", rate=f"{load.rate_per_s:.3g}",
+                         p=tokens_label(load.prompt_tokens), o=f"{load.output_tokens:,}",
+                         slots=load.slots) if load.rate_per_s > 0 else
+                       T("load_caption", c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
                          o=f"{load.output_tokens:,}", slots=load.slots))
 # ---- prefix caching (issue 12): only when a shared prefix is set ----------------------------
 if state.prefix > 0:

@@ -153,3 +153,43 @@ def test_a_subcommand_imports_only_its_own_module() -> None:
                           cwd=ROOT, timeout=60)
     assert proc.returncode == 0
     assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_an_open_loop_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32: `capacity plan --rate R` predicts an open loop under the engine's scheduling:
+    at a trickle (1 request every 20 s) nobody waits, so TTFT is one prefill and every gap
+    between tokens one decode step of one sequence; past the replica's saturation rate the
+    load is marked saturated."""
+    from capacity.model.scenario import evaluate, make_scenario
+
+    argv = ["plan", "--ctx", "4096", "--prompt-tokens", "1000", "--concurrency", "1",
+            "--engine", "vllm", "--output-tokens", "64", "--format", "json"]
+    assert main([*argv, "--rate", "0.05", "--duration", "4000"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (pt,) = data["open_loop"]["points"]
+    s = make_scenario("qwen3.5-9b-awq", "rtx-4090", context_tokens=4096, prompt_tokens=1000)
+    ev = evaluate(s, [1])
+    assert pt["ttft_ms"]["0.5"] == pytest.approx(float(ev.ttft_s) * 1e3, rel=0.02)
+    assert pt["itl_ms"]["0.5"] == pytest.approx(float(ev.decode.step_ms[0]), rel=0.05)
+    assert pt["saturated"] is False and pt["arrivals"] == "poisson"
+    assert main([*argv, "--rate", "50", "--duration", "10", "--arrivals", "constant"]) == 0
+    (hot,) = json.loads(capsys.readouterr().out)["open_loop"]["points"]
+    assert hot["saturated"] is True and hot["ttft_mean_ms"] > 10 * pt["ttft_mean_ms"]
+    # stages: one load over every stage, its mean rate the time-weighted one
+    assert main([*argv, "--stages", "0.5:60,2:30"]) == 0
+    (st,) = json.loads(capsys.readouterr().out)["open_loop"]["points"]
+    assert st["stages"] == [[0.5, 60.0], [2.0, 30.0]] and st["rate_per_s"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--rate", "0"], "--rate '0': each number must be > 0"),
+    (["--rate", "a,b"], "give a comma list of numbers"),
+    (["--stages", "2-60"], "give RATE:SECONDS"),
+    (["--stages", "2:0"], "a stage needs a rate > 0 req/s and a duration > 0 s"),
+    (["--rate", "100000", "--duration", "86400"], "at most"),
+])
+def test_a_bad_open_loop_is_one_line(flags: list[str], message: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from capacity.catalog.engines import engine_profile
@@ -58,8 +59,8 @@ from capacity.model.scenario import (
 from capacity.report.tables import render
 from capacity.units import GB, KIB
 
-if TYPE_CHECKING:  # the event model imports scipy: only `--engine` pays for it
-    from capacity.plan.queueing import LoadPoint, ServiceModel
+if TYPE_CHECKING:  # the event model imports scipy: only `--engine` and `--rate` pay for it
+    from capacity.plan.queueing import LoadPoint, OpenLoopPoint, ServiceModel
 
 VERDICT_TEXT: dict[MemoryVerdict, str] = {MemoryVerdict.FITS: "fits", MemoryVerdict.TIGHT: "tight",
                                           MemoryVerdict.DOES_NOT_FIT: "does not fit"}
@@ -76,6 +77,20 @@ def parse_int_list(text: str, maximum: int = MAX_CONCURRENCY) -> list[int]:
         raise InputError(f"'{text}': give one or more whole numbers >= 1, e.g. 1,50,100")
     if any(v > maximum for v in values):
         raise InputError(f"'{text[:40]}': each number must be at most {maximum:,}")
+    return values
+
+
+def parse_float_list(text: str, flag: str, maximum: float = 1e6) -> list[float]:
+    """'2,4.5,8' -> [2.0, 4.5, 8.0], each > 0 and finite, at most `maximum`; InputError
+    naming `flag` otherwise."""
+    try:
+        values = [float(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise InputError(f"{flag} '{text[:40]}': give a comma list of numbers, e.g. 2,4,8"
+                         ) from None
+    if not values or not all(math.isfinite(v) and 0 < v <= maximum for v in values):
+        raise InputError(f"{flag} '{text[:40]}': each number must be > 0 and at most "
+                         f"{maximum:g}")
     return values
 
 
@@ -190,8 +205,58 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, "
                         "sglang, llamacpp (data/engines.toml; default: no load section)")
     p.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=256,
-                   metavar="N", help="output tokens per request for --engine (default 256)")
+                   metavar="N", help="output tokens per request for --engine, --rate and "
+                                     "--stages (default 256)")
+    p.add_argument("--rate", default=None, metavar="LIST",
+                   help="an open loop: requests per second for the whole deployment, a comma "
+                        "list (2,4,8); each runs for --duration seconds under --engine's "
+                        "scheduling (default chapter): TTFT, ITL, TPOT and E2E, mean and "
+                        "p50/p90/p99")
+    p.add_argument("--stages", default=None, metavar="RATE:SECONDS,...",
+                   help="an open loop in stages, one after the other (2:60,8:60,2:60): one "
+                        "load whose statistics cover every stage")
+    p.add_argument("--duration", type=number(min=1, max=86_400), default=120.0,
+                   metavar="SECONDS", help="how long each --rate runs (default 120 s)")
+    p.add_argument("--arrivals", choices=("poisson", "constant"), default="poisson",
+                   help="how --rate and --stages requests arrive: Poisson (seeded, default) or "
+                        "evenly spaced")
     return p
+
+
+def open_loop_stages(args: argparse.Namespace) -> list[list[tuple[float, float]]]:
+    """The open-loop loads --rate and --stages ask for: each a list of (rate, seconds)."""
+    loads: list[list[tuple[float, float]]] = []
+    if args.rate:
+        loads += [[(r, float(args.duration))] for r in parse_float_list(args.rate, "--rate")]
+    if args.stages:
+        stage: list[tuple[float, float]] = []
+        for item in (x.strip() for x in args.stages.split(",") if x.strip()):
+            rate, sep, dur = item.partition(":")
+            try:
+                stage.append((float(rate), float(dur)))
+            except ValueError:
+                raise InputError(f"--stages item '{item[:40]}': give RATE:SECONDS, e.g. "
+                                 "8:60") from None
+            if not sep:
+                raise InputError(f"--stages item '{item[:40]}': give RATE:SECONDS, e.g. 8:60")
+        loads.append(stage)
+    return loads
+
+
+def open_loop_text(svc: ServiceModel, points: list[OpenLoopPoint], fmt: str) -> str:
+    """The --rate/--stages section: the open loop's percentiles per load."""
+    prof = engine_profile(svc.engine)
+    head = (f"\n{'## ' if fmt == 'markdown' else ''}Open loop: {prof.name}\n\n"
+            f"{svc.slots} slots per replica; {points[0].arrivals} arrivals; the first 10% of "
+            "requests left out as warm-up; ITL is token-weighted, as the bench measures it\n")
+    rows = [[p.rate_per_s if len(p.stages) == 1 else
+             ",".join(f"{r:g}:{d:g}" for r, d in p.stages), p.requests,
+             p.ttft_mean_ms, p.ttft_ms[0.5], p.ttft_ms[0.9], p.ttft_ms[0.99], p.itl_mean_ms,
+             p.itl_ms[0.5], p.itl_ms[0.9], p.itl_ms[0.99], p.e2e_mean_ms, p.e2e_ms[0.9],
+             p.e2e_ms[0.99], p.output_tok_s, "yes" if p.saturated else "no"] for p in points]
+    return head + render(
+        ["req/s", "requests", "TTFT mean ms", "p50", "p90", "p99", "ITL mean ms", "p50", "p90",
+         "p99", "E2E mean ms", "p90", "p99", "output tok/s", "saturated"], rows, fmt)
 
 
 def load_text(svc: ServiceModel, rows: list[LoadPoint], fmt: str) -> str:
@@ -379,6 +444,14 @@ def run(args: argparse.Namespace) -> int:
 
         under_load = closed_loop_load(s, engine=args.engine, output_tokens=args.output_tokens,
                                       concurrency=concurrency)
+    open_loop = None
+    loads = open_loop_stages(args)
+    if loads:
+        from capacity.plan.queueing import open_loop_load
+
+        open_loop = open_loop_load(s, engine=args.engine or "chapter",
+                                   output_tokens=args.output_tokens, stages=loads,
+                                   kind=args.arrivals)
     if args.format == "json":
         data = to_json(s, ev, rows, named[0] if named else "")
         if under_load is not None:
@@ -387,6 +460,11 @@ def run(args: argparse.Namespace) -> int:
                             "token_budget": svc.chunk_tokens, "mixed": svc.mixed,
                             "output_tokens": args.output_tokens,
                             "points": [r.__dict__ for r in lrows]}
+        if open_loop is not None:
+            svc, opts = open_loop
+            data["open_loop"] = {"engine": svc.engine, "slots_per_replica": svc.slots,
+                                 "output_tokens": args.output_tokens, "arrivals": args.arrivals,
+                                 "points": [asdict(p) for p in opts]}
         print(dumps(data, indent=2))
     elif args.format == "csv":
         ev = evaluate(s, table_c)
@@ -402,4 +480,6 @@ def run(args: argparse.Namespace) -> int:
         print(to_text(s, ev, rows, args.format, named[0] if named else ""), end="")
         if under_load is not None:
             print(load_text(under_load[0], under_load[1], args.format), end="")
+        if open_loop is not None:
+            print(open_loop_text(open_loop[0], open_loop[1], args.format), end="")
     return 0

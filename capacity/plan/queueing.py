@@ -423,6 +423,93 @@ def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
     return svc, out
 
 
+ARRIVALS: tuple[str, ...] = ("poisson", "constant")
+"""How open-loop requests arrive: Poisson (exponential gaps, seeded) or evenly spaced."""
+
+
+def arrival_times_ms(stages: Sequence[tuple[float, float]], *, kind: str = "poisson",
+                     seed: int = 0, max_requests: int = MAX_LOAD_REQUESTS * 25) -> FloatArray:
+    """Arrival times (ms from 0) of an open-loop load in stages of (rate req/s, duration s),
+    one after the other: Poisson arrivals at each stage's rate (seeded), or evenly spaced
+    ('constant'). InputError for a rate or duration <= 0, an unknown kind, or more than
+    `max_requests` requests in all."""
+    if kind not in ARRIVALS:
+        raise InputError(f"arrivals must be one of {', '.join(ARRIVALS)}, got '{kind}'")
+    if not stages:
+        raise InputError("give at least one stage of rate:duration")
+    for rate, dur in stages:
+        if not (math.isfinite(rate) and rate > 0 and math.isfinite(dur) and dur > 0):
+            raise InputError(f"a stage needs a rate > 0 req/s and a duration > 0 s, got "
+                             f"{rate:g} req/s for {dur:g} s")
+    total = sum(r * d for r, d in stages)
+    if total > max_requests:
+        raise InputError(f"the stages send {total:,.0f} requests; at most {max_requests:,}")
+    rng = np.random.default_rng(seed)
+    out: list[FloatArray] = []
+    start = 0.0
+    for rate, dur in stages:
+        end = start + dur * 1e3
+        if kind == "constant":
+            t = start + np.arange(0.0, dur * rate) * (1e3 / rate)
+        else:
+            gaps = rng.exponential(1e3 / rate, size=int(rate * dur * 1.5 + 50))
+            t = start + np.cumsum(gaps)
+        out.append(t[t < end])
+        start = end
+    arr = np.concatenate(out) if out else np.zeros(0)
+    if arr.size < 10:
+        raise InputError(f"the stages send {arr.size} requests; give at least 10 (a higher "
+                         "rate or a longer duration)")
+    return np.asarray(arr, dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenLoopPoint:
+    """The event model of one open-loop load (the deployment's total rate): TTFT, the gaps
+    between tokens (ITL, token-weighted as the bench measures them), TPOT and E2E, each as a
+    mean and its p50/p90/p99, in ms; the output rate and whether the load outruns the
+    replica."""
+
+    rate_per_s: float
+    stages: tuple[tuple[float, float], ...]
+    arrivals: str
+    requests: int
+    ttft_mean_ms: float
+    ttft_ms: dict[float, float]
+    itl_mean_ms: float
+    itl_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+    e2e_mean_ms: float
+    e2e_ms: dict[float, float]
+    output_tok_s: float
+    saturated: bool
+
+
+def open_loop_load(s: Scenario, *, engine: str, output_tokens: int,
+                   stages: Sequence[Sequence[tuple[float, float]]], kind: str = "poisson",
+                   seed: int = 0) -> tuple[ServiceModel, list[OpenLoopPoint]]:
+    """TTFT, ITL, TPOT and E2E under an open-loop load at the engine's scheduling: for each
+    load (stages of total rate and duration), one replica of `s` fed 1/replicas of the rate
+    (`service_from_scenario`, `arrival_times_ms`), the first 10 % of requests left out as
+    warm-up. A load at or past the replica's saturation rate is marked saturated (its queue
+    grows for as long as it lasts)."""
+    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine)
+    out = []
+    for load in stages:
+        per = [(r / s.replicas, d) for r, d in load]
+        arr = arrival_times_ms(per, kind=kind, seed=seed)
+        q = simulate(svc, arrivals_ms=arr.tolist(), itl=True)
+        mean_rate = sum(r * d for r, d in load) / sum(d for _, d in load)
+        assert q.itl_ms is not None and q.itl_mean_ms is not None
+        out.append(OpenLoopPoint(
+            rate_per_s=mean_rate, stages=tuple((float(r), float(d)) for r, d in load),
+            arrivals=kind, requests=q.requests, ttft_mean_ms=q.mean_ttft_ms,
+            ttft_ms=q.ttft_ms, itl_mean_ms=q.itl_mean_ms, itl_ms=q.itl_ms, tpot_ms=q.tpot_ms,
+            e2e_mean_ms=q.mean_e2e_ms, e2e_ms=q.e2e_ms, output_tok_s=q.output_tok_s * s.replicas,
+            saturated=max(r for r, _ in per) >= svc.saturation_rate_per_s))
+    return svc, out
+
+
 @dataclass(frozen=True, kw_only=True)
 class QueueResult:
     """What the discrete-event model measured over the counted requests (after warm-up)."""
@@ -450,6 +537,8 @@ class QueueResult:
     `simulate(itl=True)`."""
     itl_mean_ms: float | None = None
     """The mean of those gaps, ms (the bench's `itl_mean_ms`); None unless `itl=True`."""
+    mean_e2e_ms: float = math.nan
+    """The mean end-to-end time of the counted requests, ms."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -710,6 +799,7 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         requests=int(arr.size), rate_per_s=rate_per_s, concurrency=concurrency,
         ttft_ms=_quantiles(ttft), tpot_ms=_quantiles(tpot), queue_ms=_quantiles(queue),
         e2e_ms=_quantiles(e2e), mean_queue_ms=float(np.mean(queue)),
+        mean_e2e_ms=float(np.mean(e2e)),
         mean_ttft_ms=float(np.mean(ttft)), throughput_req_s=arr.size / span_s,
         output_tok_s=arr.size * svc.output_tokens / span_s,
         goodput_req_s=float(np.sum(ok)) / span_s, slo_met_share=float(np.mean(ok)),

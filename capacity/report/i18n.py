@@ -478,6 +478,13 @@ MESSAGES: Final[dict[str, tuple[str, str]]] = {
                      "{c} 个用户闭环（无思考时间），每个请求 {p} 个提示词 token + {o} 个输出 token，"
                      "每个副本 {slots} 个槽位；按该引擎调度的离散事件模型（docs/method.md 排队一节）"
                      "。"),
+    "load_caption_rate": ("Poisson arrivals at the design load of {rate} req/s (an open loop, "
+                          "as `capacity plan --rate`), {p} prompt + {o} output tokens each, "
+                          "{slots} slots per replica; discrete-event model of the engine's "
+                          "scheduling (queueing in docs/method.md).",
+                          "设计负载 {rate} req/s 的泊松到达（开环，同 `capacity plan --rate`），"
+                          "每个请求 {p} 个提示词 token + {o} 个输出 token，每个副本 {slots} 个槽位；"
+                          "按该引擎调度的离散事件模型（docs/method.md 排队一节）。"),
     "load_too_many": ("More than {n} users per replica: the load view is left out.",
                       "每个副本超过 {n} 个用户：不显示负载视图。"),
     "load_ttft_p50": ("TTFT p50 under load", "负载下首字延迟 p50"),
