@@ -34,6 +34,7 @@ from capacity.fit.overlay import (
     typical_lengths,
 )
 from capacity.fit.reference import ReferenceSweep, load_reference
+from capacity.model.basis import SPEC_KNOBS
 from capacity.report.overlay_charts import find_max_chart, overlay_chart, ratio_chart
 
 JOB = "measure_job"
@@ -156,8 +157,10 @@ def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus
     prompt, output = typical_lengths(points)
     scenario = run_scenario(model, gpu, prompt_tokens=prompt, output_tokens=output,
                             n_gpus=n_gpus, catalog=cache.catalog())
-    ov = build_overlay(points, scenario, series=series, calibration=calibration,
-                       failures=failures)
+    # the dashed "spec-sheet" curve is the spec sheet, every efficiency at its peak, as in the
+    # page's accuracy table below it (capacity.model.basis): one spec sheet per page
+    ov = build_overlay(points, scenario.with_(**SPEC_KNOBS), series=series,
+                       calibration=calibration, failures=failures)
     more = extra if extra is not None and not extra.empty else None
     specs = {m: overlay_chart(ov, m, labels, extra_measured=more,
                               find_max_concurrency=find_max_concurrency).to_dict()

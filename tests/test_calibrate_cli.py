@@ -22,7 +22,7 @@ def test_calibrate_from_a_vllm_sweep_saves_and_plan_uses_it(
     text = capsys.readouterr().out
     assert rc == 0 and out_file.exists()
     assert "knob" in text and "eta_bw" in text and "held out" in text
-    assert "median |error|: spec-sheet" in text and f"saved {out_file}" in text
+    assert "median |error|: chapter's" in text and f"saved {out_file}" in text
     cal = load(str(out_file))
     assert cal.model == "llama-3.1-8b-bf16" and cal.gpu == "rtx-4090"
     assert cal.engine == "vLLM 0.11.0" and len(cal.points) == 5  # 4 TPOT + 1 TTFT (lowest C)

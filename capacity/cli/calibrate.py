@@ -11,9 +11,9 @@ fits MFU, attention MFU and overhead (F6b). The decode step is the median inter-
 where a bench run recorded it. `--plan` prints the smallest sweep (prompt length x concurrency)
 that pins every knob, instead of fitting.
 
-Prints the fitted knobs beside the spec-sheet ones, whether the data pinned each down, each
-point's measured, spec-sheet, fitted and held-out prediction, and the median errors; saves
-NAME.toml in the workspace's calibrations folder (data/calibrations in a checkout;
+Prints the fitted knobs beside the chapter's ones (the knobs before the fit), whether the data
+pinned each down, each point's measured, chapter's, fitted and held-out prediction, and the
+median errors; saves NAME.toml in the workspace's calibrations folder (data/calibrations in a checkout;
 docs/configuration.md) or a path ending in .toml. `capacity plan ... --calibration NAME` then
 predicts with it.
 """
@@ -187,7 +187,7 @@ def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
     if cal.overhead_gb is not None:
         rows.append(["overhead_gb", base.overhead_gb, cal.overhead_gb, "-", "-"])
     out.append(f"decode step: {cal.step_method or 'chapter'} method")
-    out.append(render(["knob", "spec-sheet", "fitted", "std error", "pinned by the data"], rows,
+    out.append(render(["knob", "chapter's", "fitted", "std error", "pinned by the data"], rows,
                       "markdown" if md else "text"))
     for kind, title in ((PointKind.TPOT, "TPOT (decode step)"), (PointKind.TTFT, "TTFT (prefill)")):
         pts = [p for p in cal.points if p.kind == kind]
@@ -195,7 +195,7 @@ def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
             continue
         out.append(f"\n{title}, ms\n")
         out.append(render(
-            ["concurrency", "context", "measured", "spec-sheet", "err", "fitted", "err",
+            ["concurrency", "context", "measured", "chapter's", "err", "fitted", "err",
              "held out", "err"],
             [[p.concurrency, p.context_tokens, p.measured_ms, p.spec_ms, _pct(p.spec_error),
               p.fitted_ms, _pct(p.fitted_error), p.held_out_ms, _pct(p.held_out_error)]
@@ -203,7 +203,7 @@ def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
         med = {w: cal.median_abs_error(kind, w) for w in ("spec", "fitted", "held_out")}
         held = ("none (too few points to hold any out)" if med["held_out"] is None
                 else f"{med['held_out']:.1%}")
-        out.append(f"median |error|: spec-sheet {med['spec']:.1%}, fitted {med['fitted']:.1%}, "
+        out.append(f"median |error|: chapter's {med['spec']:.1%}, fitted {med['fitted']:.1%}, "
                    f"held out {held}\n")
     out.append(f"held-out method: {cal.holdout_method}")
     out += [f"note: {n}" for n in cal.notes]

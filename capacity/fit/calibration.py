@@ -765,7 +765,7 @@ def report_markdown(cal: Calibration, base: Scenario, *,
     'held_out', 'holdout', and each knob's name)."""
     w = {"title": f"Calibration '{cal.name}'",
          "basis": f"{cal.model} on {cal.gpu}; fitted on: {cal.inputs or '-'}",
-         "knob": "knob", "spec": "spec-sheet", "fitted": "fitted", "std": "std error",
+         "knob": "knob", "spec": "chapter's", "fitted": "fitted", "std": "std error",
          "errors": "Median |error|", "metric": "metric", "held_out": "held out",
          "holdout": f"held-out method: {cal.holdout_method or '-'}", **(words or {})}
     lines = [f"# {w['title']}", "", w["basis"], "",
