@@ -236,3 +236,20 @@ def test_a_run_stopped_between_passes_keeps_a_row_for_each_level_it_began(tmp_pa
     assert any("level 1: the run stopped after 1 of 2 passes" in w for w in meta["warnings"])
     assert not any("level 2: the run stopped" in w for w in meta["warnings"])
     assert any("level 1: the run stopped after 1 of 2 passes" in m for m in said)
+
+
+def test_the_burst_warning_counts_a_level_s_requests_over_its_passes(tmp_path: Path) -> None:
+    """Issue 31: one rule for the request count, the documented one (3-5x the concurrency per
+    level): 6 requests at concurrency 2 in two passes (3 a pass) is not one burst; 4 is."""
+    def warned(requests: int) -> list[str]:
+        server = DriftingServer(0.001, 0.001, 2)
+        cfg = BenchConfig(base_url="http://test/v1", concurrency=(2,), requests=requests,
+                          warmup=0, prompt_chars=50, max_tokens=TOKENS, endpoint="completions",
+                          out_dir=str(tmp_path / str(requests)), label="b", passes=2)
+        result = asyncio.run(run_bench(cfg, transport=httpx.MockTransport(server),
+                                       emit=lambda m: None))
+        return [w for w in result.warnings if "3 x concurrency" in w]
+
+    assert warned(6) == []
+    assert warned(4) == ["level 2: 4 requests < 3 x concurrency: one burst, so ramp-up and "
+                         "tail dominate; use --requests 6 or more"]

@@ -87,6 +87,11 @@ def test_aiperf_csv_takes_concurrency_and_label_reads_the_bench_store(
                  "none of the measured levels", id="levels-not-measured"),
     pytest.param(["--measured", str(FIX / "measured_minimal.csv"), "--levels", "1,x"],
                  "comma list of whole numbers", id="levels-not-numbers"),
+    # issue 31: --batch1 fits the operator step's factor; with the chapter's step it was
+    # silently ignored
+    pytest.param(["--measured", str(FIX / "measured_minimal.csv"), "--batch1",
+                  "--step-method", "chapter"], "drop --step-method chapter or --batch1",
+                 id="batch1-with-the-chapter-step"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], match: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +194,23 @@ def test_a_bad_open_loop_is_one_line(flags: list[str], message: str,
     assert main(["plan", *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_model_with_a_short_context_needs_no_ctx(custom: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31: a model whose limit is under the chapter's 8K (a small GGUF model of 4,096
+    tokens) is planned, simulated or calibrated at its limit without --ctx; a --ctx beyond the
+    limit is still refused."""
+    from capacity.catalog import custom as catalog_custom
+    from capacity.catalog.loader import default_catalog
+
+    text = (Path(__file__).resolve().parent.parent / "data" / "models" /
+            "llama-3.1-8b.toml").read_text(encoding="utf-8")
+    text = text.replace('key = "llama-3.1-8b"', 'key = "short-ctx"')
+    text = re.sub(r"max_context_tokens = \d+", "max_context_tokens = 4096", text)
+    catalog_custom.save_toml(text, default_catalog())
+    catalog_custom.clear_caches()
+    assert main(["plan", "--model", "short-ctx", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["context_tokens"] == 4096
+    assert main(["plan", "--model", "short-ctx", "--ctx", "8192"]) == 2
+    assert "limit of 4096 tokens" in capsys.readouterr().err

@@ -172,7 +172,7 @@ def _std(std: float, value: float) -> str:
     if math.isnan(std):
         return "- (too few points)"
     if value == 0 or std > abs(value):
-        return f"+/- {std:.3g} (not pinned down by the data)"
+        return f"+/- {std:.3g} (more than the value)"  # whether pinned: its own column
     return f"+/- {std / abs(value):.0%}"
 
 
@@ -271,6 +271,9 @@ def run(args: argparse.Namespace) -> int:
     base = scenario_from_args(args)
     if not args.step_method:  # calibration learns the engine: the operator step (F4b)
         base = base.with_(step_method=StepMethod.OPERATOR.value)
+    if args.batch1 and base.step_method != StepMethod.OPERATOR:
+        raise InputError("--batch1 fits the operator step's batch-1 factor; drop "
+                         f"--step-method {base.step_method} or --batch1")
     points, inputs = load_points(args, base)
     if args.levels:
         points, inputs = only_levels(points, args.levels), f"{inputs}, levels {args.levels}"

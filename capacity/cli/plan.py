@@ -29,7 +29,7 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
-from capacity.errors import InputError
+from capacity.errors import CapacityError, InputError
 from capacity.model.basis import kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
@@ -132,8 +132,9 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
                         f"gpu_memory_utilization (default {DEFAULT_UTIL})")
     w = p.add_argument_group("workload")
     w.add_argument("--ctx", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
-                   default=DEFAULT_CONTEXT_TOKENS, metavar="TOKENS",
-                   help=f"context length per request, tokens (default {DEFAULT_CONTEXT_TOKENS})")
+                   default=None, metavar="TOKENS",
+                   help=f"context length per request, tokens (default {DEFAULT_CONTEXT_TOKENS}, "
+                        "or the model's limit when that is shorter)")
     w.add_argument("--prompt-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=None, metavar="TOKENS",
                    help="prompt length for TTFT, tokens (default = --ctx)")
@@ -167,13 +168,26 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
                         f"{DEFAULT_HEADROOM})")
 
 
+def default_context(args: argparse.Namespace) -> int:
+    """--ctx, else the chapter's 8,192 tokens or the model's limit when that is shorter (a
+    small GGUF model of 4,096 tokens works without --ctx; issue 31)."""
+    if args.ctx is not None:
+        return int(args.ctx)
+    try:
+        limit = default_catalog().variant(args.model, args.weights).model.max_context_tokens
+    except CapacityError:
+        return DEFAULT_CONTEXT_TOKENS  # an unknown model is named by make_scenario
+    return min(DEFAULT_CONTEXT_TOKENS, limit)
+
+
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """Build the Scenario the scenario flags describe."""
     return make_scenario(
         args.model, args.gpu, catalog=default_catalog(), weights=args.weights,
         n_gpus=args.gpus, tp=args.tp, vram_gb=args.vram, bandwidth_gb_s=args.bandwidth,
         tflops=args.tflops, weights_gb=args.weights_gb, util=args.util,
-        overhead_gb=args.overhead_gb, context_tokens=args.ctx, prompt_tokens=args.prompt_tokens,
+        overhead_gb=args.overhead_gb, context_tokens=default_context(args),
+        prompt_tokens=args.prompt_tokens,
         kv_dtype=args.kv_dtype, block_size=args.block_size, eff=args.eff, mfu=args.mfu,
         price_per_hour=args.gpu_price, currency=args.currency, cny_per_usd=args.cny_per_usd,
         headroom=args.headroom, allow_long_context=args.allow_long_context,
