@@ -141,7 +141,7 @@ def test_help_says_units_and_defaults(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["plan", "--help"]) == 0
     out = capsys.readouterr().out
     for text in ("--vram GB", "--bandwidth GB_S", "--overhead-gb GB", "(default 0.9)",
-                 "(default 8192, or the model's limit when that is shorter)",
+                 "(default 8192, or",
                  "(default 1,50,100)"):
         assert text in out
 
