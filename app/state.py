@@ -260,7 +260,7 @@ def prediction_caption(s: Scenario, basis: str, lang: str) -> str:
     if kind == BasisKind.TYPICAL:
         return t("pred_basis_typical", lang, engine=basis_label(basis, lang),
                  knobs=knobs_text(s, lang))
-    if kind == BasisKind.SPEC:
+    if kind == BasisKind.SPEC_SHEET:
         return t("pred_basis_spec", lang)
     if kind == BasisKind.CHAPTER:
         return t("pred_basis_chapter", lang)

@@ -45,7 +45,7 @@ from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
 from capacity.errors import CapacityError
 from capacity.fit.calibration import saved_calibrations
 from capacity.fit.planning import engines as typical_engines
-from capacity.model.basis import SPEC, TYPICAL_PREFIX
+from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import CURRENCIES
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import SEED_TABLE_ROWS
@@ -189,7 +189,7 @@ with st.sidebar:
         st.session_state[key("spare")] = bool(st.session_state[key("spare")])
         st.checkbox(T("ex_spare"), key=key("spare"), help=T("help_ex_spare"))
     with st.expander(T("sec_eff"), expanded=bool(st.session_state[key("calibration")])):
-        bases = ["", SPEC, *(TYPICAL_PREFIX + k for k in typical_engines()),
+        bases = ["", SPEC_SHEET, *(TYPICAL_PREFIX + k for k in typical_engines()),
                  *saved_calibrations()]
         if st.session_state[key("calibration")] not in bases:
             st.session_state[key("calibration")] = ""

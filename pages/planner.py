@@ -36,7 +36,7 @@ from capacity.fit.calibration import load as load_calibration
 from capacity.fit.calibration import saved_calibrations
 from capacity.fit.planning import GpuBand, engines, gpu_band
 from capacity.fit.traffic import LogSummary, summarize_log
-from capacity.model.basis import SPEC, TYPICAL_PREFIX
+from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixPlan, MixWorkload, plan_mix
 from capacity.plan.queueing import QueueResult
@@ -216,7 +216,7 @@ with st.expander(T("pl_space")):
         st.radio(T("pl_currency"), ["CNY", "USD"], horizontal=True, key="planner_currency")
         st.number_input(T("pl_fx"), min_value=0.01, max_value=1e4, step=0.05, key="planner_fx")
         st.slider(T("pl_util"), 0.5, 1.0, step=0.01, key="planner_util")
-        bases = ["", SPEC, *(TYPICAL_PREFIX + k for k in engines()), *saved_calibrations()]
+        bases = ["", SPEC_SHEET, *(TYPICAL_PREFIX + k for k in engines()), *saved_calibrations()]
         if st.session_state.get("planner_cal", "") not in bases:
             st.session_state["planner_cal"] = ""
         st.selectbox(T("prediction"), bases, key="planner_cal",

@@ -50,7 +50,7 @@ def test_the_two_constant_bases_are_what_their_names_say() -> None:
     s = make_scenario()
     assert kind_of_knobs(knobs_of(s)) == BasisKind.CHAPTER  # the worked example's basis
     assert kind_of_knobs(knobs_of(s.with_(mfu=0.5))) == BasisKind.ENTERED
-    assert kind_of_knobs(knobs_of(scenario_with_basis(s, "spec"))) == BasisKind.SPEC
+    assert kind_of_knobs(knobs_of(scenario_with_basis(s, "spec"))) == BasisKind.SPEC_SHEET
 
 
 def _other_knobs() -> list[dict[str, object]]:
@@ -149,6 +149,6 @@ def test_basis_strings() -> None:
         with pytest.raises(InputError, match="prediction basis"):
             check_name(reserved)
     assert with_basis(_inputs(mfu=0.5), "").basis == BasisKind.CHAPTER
-    assert with_basis(_inputs(), "spec").basis == BasisKind.SPEC
+    assert with_basis(_inputs(), "spec").basis == BasisKind.SPEC_SHEET
     assert with_basis(_inputs(), "spec").basis_string == "spec"
     assert with_basis(_inputs(), "typical:vllm").basis_string == "typical:vllm"

@@ -29,7 +29,7 @@ from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError, InputError
 from capacity.fit.calibration import KNOBS, Calibration, PointKind, check_name
 from capacity.fit.uncertainty import TYPICAL_RANGES, _spread
-from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC, SPEC_KNOBS, TYPICAL_PREFIX
+from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC_KNOBS, SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
 from capacity.plan.search import Option, PlanInputs, plan
@@ -149,8 +149,8 @@ def check_basis(text: str) -> str:
     low = raw.lower()
     if low in ("", CHAPTER):
         return ""
-    if low == SPEC:
-        return SPEC
+    if low == SPEC_SHEET:
+        return SPEC_SHEET
     if low.startswith(TYPICAL_PREFIX):
         typical_efficiency(low.removeprefix(TYPICAL_PREFIX))
         return low
@@ -169,7 +169,7 @@ def with_basis(inp: PlanInputs, text: str) -> PlanInputs:
     basis = check_basis(text)
     if basis == "":
         return with_chapter(inp)
-    if basis == SPEC:
+    if basis == SPEC_SHEET:
         return with_spec_sheet(inp)
     if basis.startswith(TYPICAL_PREFIX):
         return with_typical(with_chapter(inp),
@@ -185,7 +185,7 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
     basis = check_basis(text)
     if basis == "":
         return s.with_(calibration=None, **CHAPTER_KNOBS)
-    if basis == SPEC:
+    if basis == SPEC_SHEET:
         return s.with_(calibration=None, **SPEC_KNOBS)
     if basis.startswith(TYPICAL_PREFIX):
         typ = typical_efficiency(basis.removeprefix(TYPICAL_PREFIX))

@@ -33,7 +33,7 @@ from capacity.model.roofline import StepMethod
 class BasisKind(StrEnum):
     """Where a prediction's knobs come from."""
 
-    SPEC = "spec"
+    SPEC_SHEET = "spec"
     CHAPTER = "chapter"
     TYPICAL = "typical"
     CALIBRATED = "calibrated"
@@ -55,11 +55,11 @@ SPEC_KNOBS: Final[Mapping[str, Any]] = {
     **CHAPTER_KNOBS, "mfu": 1.0, "step_method": StepMethod.BOUND.value}
 """The spec sheet: every efficiency at its peak, the spec-sheet bound step."""
 
-SPEC: Final = "spec"
+SPEC_SHEET: Final = "spec"
 CHAPTER: Final = "chapter"
 TYPICAL_PREFIX: Final = "typical:"
 """A basis string 'typical:vllm' names an engine's typical knobs."""
-RESERVED_NAMES: Final = frozenset({SPEC, CHAPTER})
+RESERVED_NAMES: Final = frozenset({SPEC_SHEET, CHAPTER})
 """Basis words a calibration may not be named (a name is a basis string of its own)."""
 
 
@@ -83,7 +83,7 @@ def kind_of_knobs(knobs: Mapping[str, Any], *, calibration: str | None = "",
     if typical:
         return BasisKind.TYPICAL
     if _same(knobs, SPEC_KNOBS):
-        return BasisKind.SPEC
+        return BasisKind.SPEC_SHEET
     if _same(knobs, CHAPTER_KNOBS):
         return BasisKind.CHAPTER
     return BasisKind.ENTERED
@@ -91,8 +91,8 @@ def kind_of_knobs(knobs: Mapping[str, Any], *, calibration: str | None = "",
 
 def basis_string(kind: BasisKind, name: str = "") -> str:
     """The one-string form of a basis (see the module docstring): '' for the chapter's."""
-    if kind == BasisKind.SPEC:
-        return SPEC
+    if kind == BasisKind.SPEC_SHEET:
+        return SPEC_SHEET
     if kind == BasisKind.TYPICAL:
         return TYPICAL_PREFIX + name
     if kind == BasisKind.CALIBRATED:

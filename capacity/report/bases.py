@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from capacity.model.basis import SPEC, TYPICAL_PREFIX, BasisKind
+from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX, BasisKind
 from capacity.report.i18n import t
 
 
@@ -47,8 +47,8 @@ def basis_label(basis: str, lang: str) -> str:
     name) in words, for a chooser."""
     if basis == "":
         return basis_name(BasisKind.CHAPTER, "", lang)
-    if basis == SPEC:
-        return basis_name(BasisKind.SPEC, "", lang)
+    if basis == SPEC_SHEET:
+        return basis_name(BasisKind.SPEC_SHEET, "", lang)
     if basis.startswith(TYPICAL_PREFIX):
         return basis_name(BasisKind.TYPICAL, basis.removeprefix(TYPICAL_PREFIX), lang)
     return basis_name(BasisKind.CALIBRATED, basis, lang)

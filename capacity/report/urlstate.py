@@ -18,7 +18,7 @@ from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profil
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_offers, choose
 from capacity.errors import CapacityError, InputError
-from capacity.model.basis import SPEC, TYPICAL_PREFIX
+from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency, convert
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
@@ -396,7 +396,7 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
                             f"using {fallback}", code="link_format", value=state.weights,
                             model=state.model, using=fallback))
         state = replace(state, weights=fallback)
-    if state.calibration and state.calibration != SPEC and not state.calibration.startswith(
+    if state.calibration and state.calibration != SPEC_SHEET and not state.calibration.startswith(
             TYPICAL_PREFIX):
         from capacity.fit.calibration import named_path
 
@@ -786,7 +786,7 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
             return raw.upper()
         if name == "cal":
             raw = _basis_param(raw)
-            if raw and raw != SPEC and not raw.startswith(TYPICAL_PREFIX):
+            if raw and raw != SPEC_SHEET and not raw.startswith(TYPICAL_PREFIX):
                 from capacity.fit.calibration import calibration_path
 
                 try:
