@@ -531,14 +531,16 @@ class StepModel:
         1..1e6. Overhead and communication add to both sides: they do not move C*.
         Unit: sequences.
         """
-        if self.expert_fraction <= 0 and self.method == StepMethod.CHAPTER:
+        if self.expert_fraction <= 0 and self.method != StepMethod.OPERATOR:
+            # one overlap (the chapter's, or the bound's with the weights it reads): closed form
             bw = float(np.asarray(self.bandwidth_gb_s)) * GB * self.eta_bw
             per_seq_compute = float(self.flops(np.asarray(1.0))) / (
                 float(np.asarray(self.tflops)) * TERA * self.eff)
             denom = per_seq_compute - float(np.asarray(self.kv_request_bytes)) / bw
             if denom <= 0:
                 return None
-            return float((float(np.asarray(self.weights_bytes)) / bw) / denom)
+            read = float(np.asarray(self.weight_read_bytes(np.asarray(1.0))))
+            return float((read / bw) / denom)
         grid = np.unique(np.round(np.geomspace(1, 1e6, 4000)))
         p = self.parts(grid)
         over = np.nonzero(p.compute_ms > p.bandwidth_ms)[0]
