@@ -22,6 +22,7 @@ from typing import Any
 import streamlit as st
 
 from capacity.catalog.loader import Catalog
+from capacity.catalog.offers import bundled_of_kind
 from capacity.errors import CapacityError
 from capacity.model.basis import TYPICAL_PREFIX, BasisKind, kind_of_knobs, knobs_of
 from capacity.model.cost import convert
@@ -194,8 +195,8 @@ def on_gpu_change(catalog: Catalog) -> None:
     cur = st.session_state.get(key("currency"), "CNY")
     rate = float(st.session_state.get(key("rate"), DEFAULT_STATE.rate))
     kind = str(st.session_state.get(key("offer"), ""))
-    offer = next((o for o in replace(DEFAULT_STATE, offer=kind).offer_list(catalog)
-                  if o.gpu == gpu.key and o.per == "gpu"), None) if kind else None
+    offer = next((o for o in bundled_of_kind(catalog, kind)
+                  if o.gpu == gpu.key and o.per == "gpu"), None)
     if offer is not None:
         price = convert(offer.price_per_gpu_hour, offer.currency, cur, rate)
     else:

@@ -167,6 +167,11 @@ def bundled_offers(catalog: Catalog) -> tuple[Offer, ...]:
     return load_offers(offers_path(), catalog)
 
 
+def bundled_of_kind(catalog: Catalog, kind: str) -> tuple[Offer, ...]:
+    """The bundled offers of one kind, one per GPU (`choose`); none when `kind` is ''."""
+    return tuple(choose(bundled_offers(catalog), kind).values()) if kind else ()
+
+
 def without_offer(chosen: Mapping[str, Offer], gpus: Iterable[str]) -> tuple[str, ...]:
     """The GPUs of `gpus` that have no offer in `chosen` (they keep their catalog price)."""
     return tuple(g for g in gpus if g not in chosen)

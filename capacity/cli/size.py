@@ -28,7 +28,13 @@ from typing import Any
 
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, Catalog, default_catalog
-from capacity.catalog.offers import OFFER_KINDS, bundled_offers, choose, load_offers, without_offer
+from capacity.catalog.offers import (
+    OFFER_KINDS,
+    bundled_of_kind,
+    choose,
+    load_offers,
+    without_offer,
+)
 from capacity.cli.common import (
     CNY_PER_USD,
     EFFICIENCY,
@@ -276,7 +282,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
     if args.prices:
         offers = tuple(choose(load_offers(args.prices, cat), kind or "on-demand").values())
     elif kind:
-        offers = tuple(choose(bundled_offers(cat), kind).values())
+        offers = bundled_of_kind(cat, kind)
     else:
         offers = ()
     inp = PlanInputs(

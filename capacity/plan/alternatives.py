@@ -10,7 +10,8 @@ relaxation at a time:
 - a looser TPOT target: likewise its TPOT;
 - shorter prompts: the longest prompt at which the configuration meets every check
   (bisection on the prompt length, each step the planner's own check of that deployment);
-- fewer users: the daily users (or the peak concurrency) its SLO-feasible capacity serves.
+- fewer users: the daily users its SLO-feasible capacity serves (with daily users given; a
+  closed loop's rate is not proportional to its concurrency, so none is offered for one).
 
 Each relaxation is made on the configuration it relaxes least (the nearest to feasible: the
 lowest TTFT or TPOT needed, the largest fleet still cheaper for prompts, the most users
@@ -49,7 +50,8 @@ class Relax(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class Relaxation:
-    """One input changed, and the cheapest configuration of the family it makes feasible."""
+    """One input changed, and the configuration of the family it makes feasible (the one it
+    relaxes least, see the module docstring)."""
 
     kind: Relax
     value: float

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
-from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_offers, choose
+from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_of_kind
 from capacity.errors import CapacityError, InputError
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency, convert
@@ -180,9 +180,7 @@ class ExplorerState:
 
     def offer_list(self, catalog: Catalog) -> tuple[Offer, ...]:
         """The bundled offers of kind `offer`, one per GPU (none when `offer` is '')."""
-        if not self.offer:
-            return ()
-        return tuple(choose(bundled_offers(catalog), self.offer).values())
+        return bundled_of_kind(catalog, self.offer)
 
     def deployment(self, catalog: Catalog) -> Deployment:
         """The deployment this what-if is (`capacity.plan.deployment`): the Planner's option
@@ -555,9 +553,7 @@ class PlannerState:
 
     def offer_list(self, catalog: Catalog) -> tuple[Offer, ...]:
         """The bundled offers of kind `offer`, one per GPU (none when `offer` is '')."""
-        if not self.offer:
-            return ()
-        return tuple(choose(bundled_offers(catalog), self.offer).values())
+        return bundled_of_kind(catalog, self.offer)
 
     def gpu_list(self, catalog: Catalog) -> tuple[str, ...]:
         """The chosen GPU keys (every catalog GPU when none is named)."""
@@ -665,7 +661,7 @@ def _bundled(inp: PlanInputs, catalog: Catalog) -> bool:
     """Whether a plan's offers are the bundled ones of its offer kind (a link carries them
     as that kind; other offers, a prices file's, travel as entered prices)."""
     return bool(inp.offer_kind) and set(inp.offers) == set(
-        choose(bundled_offers(catalog), inp.offer_kind).values())
+        bundled_of_kind(catalog, inp.offer_kind))
 
 
 def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
