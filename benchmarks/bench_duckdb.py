@@ -67,7 +67,9 @@ def write_synthetic(root: Path, rows: int, runs: int = 10,
                 "http_status": 200, "endpoint": "chat", "model": "qwen3.5-9b-awq",
                 "itl_ms": "", "row_complete": 1,
             }))
-        df = pd.concat(frames)[list(REQUEST_COLUMNS)]
+        # every stored column, in order; the ones these rows do not fill (the worker, server
+        # timings, workload targets, passes...) stay empty, as a bench run leaves them
+        df = pd.concat(frames).reindex(columns=list(REQUEST_COLUMNS))
         df.to_csv(d / "requests.csv", index=False)
 
 
