@@ -1,6 +1,6 @@
 """The library's layout is its architecture: imports only go down the layers.
 
-    errors, units, types, workspace, netstamp  (base: no capacity import but each other)
+    errors, units, types, stats, workspace, netstamp  (base: no capacity import but each other)
     catalog                            data files -> typed entries
     model                              the formulas over catalog entries
     plan, bench, sim                   load and search; measuring; the simulated endpoint
@@ -23,7 +23,7 @@ import capacity
 
 PACKAGE = Path(capacity.__file__).resolve().parent
 LAYERS: dict[str, int] = {
-    "errors": 0, "units": 0, "types": 0, "workspace": 0, "netstamp": 0,
+    "errors": 0, "units": 0, "types": 0, "workspace": 0, "netstamp": 0, "stats": 0,
     "catalog": 1,
     "model": 2,
     "plan": 3, "bench": 3, "sim": 3,

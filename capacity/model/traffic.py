@@ -13,8 +13,8 @@ arrivals. A `Traffic` says what real traffic has instead (docs/method.md, "Workl
   earlier turns stay cached.
 
 `Traffic.sample(n, seed)` draws `n` requests (arrival time, prompt, output and cached tokens),
-seeded and deterministic: the event model (`capacity.plan.queueing.simulate_traffic`) and the
-simulated engine (`capacity.sim.scheduler.run_virtual`) run the same draw, so tail latencies come
+seeded and deterministic: the event model (`capacity.plan.traffic_queue.simulate_traffic`) and the
+simulated engine (`capacity.sim.virtual.run_virtual`) run the same draw, so tail latencies come
 from sampling, not from means. Named presets live in `data/workloads.toml`, each with its source.
 """
 
@@ -27,15 +27,15 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm
 
 from capacity import workspace
 from capacity.errors import InputError
+from capacity.stats import normal_quantile
 from capacity.types import FloatArray, IntArray
 
 LENGTH_KINDS = ("fixed", "lognormal", "empirical")
 ARRIVAL_KINDS = ("poisson", "gamma")
-Z90 = float(norm.ppf(0.9))
+Z90 = normal_quantile(0.9)
 """The standard normal's 0.9 quantile, 1.2816 (lognormal p90 = exp(mu + Z90 sigma))."""
 MAX_LENGTH_TOKENS = 2_000_000
 
@@ -149,7 +149,7 @@ class LengthDist:
         if self.kind == "fixed":
             return float(self.tokens)
         if self.kind == "lognormal":
-            return math.exp(self.mu + float(norm.ppf(q)) * self.sigma)
+            return math.exp(self.mu + normal_quantile(q) * self.sigma)
         return float(np.quantile(self.values_tokens, q))
 
 
