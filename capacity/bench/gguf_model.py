@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from capacity.errors import InputError
+
 Dtype = Literal["f32", "f16"]
 
 
@@ -61,9 +63,19 @@ LONG_SHAPE = LlamaShape(layers=2, q_heads=4, kv_heads=2, head_dim=64, ffn=704, v
 O(L^2) part that a calibration at 4K must extrapolate; 9.7 M parameters."""
 
 
+def _gguf() -> Any:
+    """llama.cpp's `gguf` package (the optional extra `realtest`), or a one-line error."""
+    try:
+        import gguf
+    except ImportError:
+        raise InputError("writing a GGUF model needs llama.cpp's gguf package: "
+                         "pip install 'capacity[realtest]'") from None
+    return gguf
+
+
 def _copy_vocab(writer: Any, vocab_path: Path) -> int:
     """Copy every `tokenizer.*` field of a vocabulary GGUF into `writer`; returns the vocab size."""
-    import gguf
+    gguf = _gguf()
 
     reader = gguf.GGUFReader(vocab_path)
     size = 0
@@ -86,7 +98,7 @@ def _copy_vocab(writer: Any, vocab_path: Path) -> int:
 def write_llama_gguf(path: Path, vocab_path: Path, *, shape: LlamaShape = TEST_SHAPE,
                      dtype: Dtype = "f32", seed: int = 0, name: str = "capacity-test") -> Path:
     """Write a random-weight Llama GGUF of `shape` at `path` (matrices in `dtype`, norms f32)."""
-    import gguf
+    gguf = _gguf()
 
     rng = np.random.default_rng(seed)
     mat = np.float16 if dtype == "f16" else np.float32

@@ -23,9 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# re-exported: the reader lives in its own module, callers import it from here too
+from capacity.catalog.gguf_reader import GGUF_MAGIC as GGUF_MAGIC
+from capacity.catalog.gguf_reader import GgufHeader as GgufHeader
+from capacity.catalog.gguf_reader import GgufTensor as GgufTensor
+from capacity.catalog.gguf_reader import read_gguf_header as read_gguf_header
 from capacity.errors import CatalogError
 
-GGUF_MAGIC = b"GGUF"
 GGUF_FORMATS: Mapping[str, str] = {
     "F32": "f32", "F16": "bf16", "BF16": "bf16", "Q8_0": "int8", "Q4_K": "gguf-q4_k_m",
 }
@@ -208,59 +212,6 @@ def _safetensors_bytes(folder: Path) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # GGUF
 
-@dataclass(frozen=True, kw_only=True)
-class GgufTensor:
-    """One entry of a GGUF tensor table."""
-
-    name: str
-    elements: int
-    n_bytes: int
-    type_name: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class GgufHeader:
-    """A GGUF file's metadata (scalars and short arrays) and tensor table."""
-
-    metadata: Mapping[str, Any]
-    tensors: tuple[GgufTensor, ...]
-
-
-def read_gguf_header(path: Path) -> GgufHeader:
-    """Read the metadata and the tensor table with the `gguf` package's reader, without mapping
-    tensor data (so a truncated file holding only the header works)."""
-    import gguf
-    import numpy as np
-
-    class _HeaderReader(gguf.GGUFReader):
-        def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
-            table: list[GgufTensor] = []
-            for fld in fields:
-                _n, name_data, _d, dims, raw_dtype, _off = fld.parts
-                qtype = gguf.GGMLQuantizationType(int(raw_dtype[0]))
-                block, size = gguf.GGML_QUANT_SIZES[qtype]
-                elements = int(np.prod(dims))
-                table.append(GgufTensor(name=bytes(name_data).decode("utf-8"),
-                                        elements=elements, n_bytes=elements * size // block,
-                                        type_name=qtype.name))
-            self.header_tensors = table
-
-    try:
-        reader = _HeaderReader(path)
-    except (ValueError, IndexError, KeyError, OSError) as exc:
-        raise CatalogError(f"{path.name}: not a readable GGUF header ({exc})") from None
-    meta: dict[str, Any] = {}
-    for key, fld in reader.fields.items():
-        if len(fld.data) > 4096:  # the vocabulary: only its length is needed
-            meta[key] = len(fld.data)
-            continue
-        try:
-            meta[key] = fld.contents()
-        except (ValueError, UnicodeDecodeError):
-            continue
-    return GgufHeader(metadata=meta, tensors=tuple(reader.header_tensors))
-
-
 def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str,
                     as_of: str) -> dict[str, Any]:
     """A catalog model table from a GGUF header (architecture-prefixed metadata + tensors)."""
@@ -269,25 +220,35 @@ def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str
     if not arch:
         raise CatalogError("GGUF: no general.architecture")
 
-    def get(name: str, default: Any = None) -> Any:
+    def get(name: str, default: int) -> int:
+        """A count from the metadata: a whole number in [0, 2^40) (per-layer lists: the most
+        common value); anything else (a string, a float, NaN, a nested list) is refused."""
         value = meta.get(f"{arch}.{name}", default)
-        if isinstance(value, list):  # per-layer values (e.g. head_count_kv): the most common
-            value = max(set(value), key=value.count) if value else default
+        if isinstance(value, list):
+            whole = [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
+            if len(whole) != len(value):
+                raise CatalogError(f"GGUF: {arch}.{name} holds values that are not counts")
+            value = max(set(whole), key=whole.count) if whole else default
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 40:
+            raise CatalogError(f"GGUF: {arch}.{name} = {str(value)[:40]!r} is not a count")
         return value
 
-    layers = get("block_count")
-    hidden = get("embedding_length")
-    q_heads = get("attention.head_count")
-    if not all(isinstance(v, int) and v > 0 for v in (layers, hidden, q_heads)):
+    layers = get("block_count", 0)
+    hidden = get("embedding_length", 0)
+    q_heads = get("attention.head_count", 0)
+    if not all(v > 0 for v in (layers, hidden, q_heads)):
         raise CatalogError(f"GGUF: missing {arch}.block_count, embedding_length or "
                            "attention.head_count")
     kv_heads = get("attention.head_count_kv", q_heads) or q_heads
-    head_dim = get("attention.key_length", hidden // q_heads)
-    vocab = get("vocab_size") or meta.get("tokenizer.ggml.tokens")
-    if not isinstance(vocab, int):
+    head_dim = get("attention.key_length", hidden // q_heads) or hidden // q_heads
+    vocab_meta = meta.get(f"{arch}.vocab_size") or meta.get("tokenizer.ggml.tokens")
+    vocab = vocab_meta if isinstance(vocab_meta, int) and not isinstance(vocab_meta, bool) else 0
+    if isinstance(vocab_meta, list):
+        vocab = len(vocab_meta)
+    if not vocab:
         vocab = next((t.elements // hidden for t in header.tensors
                       if t.name == "token_embd.weight"), 0)
-    experts, active = int(get("expert_count", 0) or 0), int(get("expert_used_count", 0) or 0)
+    experts, active = get("expert_count", 0), get("expert_used_count", 0)
     total = sum(t.elements for t in header.tensors)
     weights = sum(t.n_bytes for t in header.tensors)
     if not total:
@@ -306,7 +267,7 @@ def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str
         "key": key, "name": name or str(meta.get("general.name") or key),
         "params_total_b": _billions(total), "params_active_b": _billions(active_params),
         "num_layers": int(layers), "hidden": int(hidden), "vocab": int(vocab),
-        "max_context_tokens": int(get("context_length", 4096)),
+        "max_context_tokens": get("context_length", 4096) or 4096,
         "default_format": fmt, "source": source, "as_of": as_of,
         "notes": f"read from a GGUF header (architecture {arch}, weights mostly {main_type}"
                  f"{f', sliding window {window} not split by layer' if window else ''}); "
