@@ -1,4 +1,5 @@
-"""The app's translation helpers that are more than a lookup; the strings live in `capacity.report.i18n`.
+"""The app's translation helpers that are more than a lookup; the strings live in data/i18n/*.toml,
+read by `capacity.report.i18n`.
 
 `t(key, lang, **values)` (re-exported from `capacity.report.i18n`) formats one message;
 `chart_labels(lang)` and `overlay_chart_labels(lang)` give the labels the chart builders in
@@ -16,18 +17,19 @@ __all__ = ["CHART_LABELS", "LANGS", "LANG_NAMES", "MESSAGES", "OVERLAY_CHART_LAB
            "chart_labels", "overlay_chart_labels", "status_text", "t", "verdict_text"]
 
 
-def _group(prefix: str) -> dict[str, tuple[str, str]]:
+def _group(prefix: str) -> dict[str, tuple[str, ...]]:
     return {k.removeprefix(prefix): v for k, v in MESSAGES.items() if k.startswith(prefix)}
 
 
 CHART_LABELS: Final = _group("chart_")
-"""`capacity.report.charts` label name -> (English, Chinese): the `chart_*` messages."""
+"""`capacity.report.charts` label name -> its text in each of `LANGS`: the `chart_*` messages."""
 
 OVERLAY_CHART_LABELS: Final = _group("overlay_")
-"""`capacity.report.overlay_charts` label name -> (English, Chinese): the `overlay_*` messages."""
+"""`capacity.report.overlay_charts` label name -> its text in each of `LANGS`: the `overlay_*`
+messages."""
 
 
-def _labels(table: dict[str, tuple[str, str]], lang: str) -> dict[str, str]:
+def _labels(table: dict[str, tuple[str, ...]], lang: str) -> dict[str, str]:
     i = LANGS.index(lang) if lang in LANGS else 0
     return {k: v[i] for k, v in table.items()}
 

@@ -4,7 +4,8 @@ environment variable and every folder (docs/configuration.md).
 Two kinds of folder:
 - the bundled data, read-only: the catalogs (`weight_formats.toml`, `models/`, `gpus/`), the
   published reference measurements (`reference/`), the published calibration
-  (`calibrations/`) and the sample run (`bench/sample-rtx-4090-sim`). From a checkout it is the
+  (`calibrations/`), the sample run (`bench/sample-rtx-4090-sim`) and the translations
+  (`i18n/`). From a checkout it is the
   checkout's `data/`; from an installed wheel, the copy inside the package (`capacity/_data`).
 - the workspace, the user's state: benchmark runs (`bench/`), custom catalog entries
   (`custom/`) and saved calibrations (`calibrations/`). It is `$CAPACITY_HOME` when set, else
@@ -23,6 +24,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -145,9 +147,11 @@ def _path(name: str) -> Path | None:
 # ---------------------------------------------------------------------------------------------
 # bundled, read-only
 
+@cache
 def checkout_root() -> Path | None:
     """The checkout the package runs from (it has pyproject.toml and data/ beside capacity/),
-    else None (an installed wheel)."""
+    else None (an installed wheel). Cached: the package does not move while it runs, and the
+    planner asks for bundled files hundreds of times a search."""
     root = PACKAGE_DIR.parent
     if (root / "pyproject.toml").is_file() and (root / "data" / "weight_formats.toml").is_file():
         return root
@@ -180,6 +184,11 @@ def bundled_calibrations_dir() -> Path:
 def bundled_bench_dir() -> Path:
     """The bundled sample runs, read-only."""
     return bundled_data_dir() / "bench"
+
+
+def i18n_dir() -> Path:
+    """The translations, one file per language (`en.toml`, `zh.toml`), read-only."""
+    return bundled_data_dir() / "i18n"
 
 
 def app_dir() -> Path:

@@ -1,5 +1,6 @@
-"""Every message exists in English and Chinese, covers every key the library produces, and every
-key literal the pages and the quote use is in the one table (`capacity.report.i18n.MESSAGES`)."""
+"""Every language file (data/i18n/*.toml) has every message, with English's placeholders and its
+language's plural forms; the messages cover every key the library produces, and every key literal
+the pages and the quote use is in the files (`capacity.report.i18n`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import pytest
 
 from app.i18n import CHART_LABELS, OVERLAY_CHART_LABELS, chart_labels, overlay_chart_labels
 from capacity.catalog.loader import default_catalog
-from capacity.plan.search import REASON_TEXT
+from capacity.plan.options import REASON_TEXT
 from capacity.report.catalog_tables import gpu_rows, model_rows
 from capacity.report.charts import DEFAULT_LABELS
 from capacity.report.explain import CONSTRAINTS, TABLE_COLUMNS, Targets, explain, show_math
-from capacity.report.i18n import LANG_NAMES, LANGS, MESSAGES, t
+from capacity.report.i18n import LANG_NAMES, LANGS, MESSAGES, bundled, t, tn
 from capacity.report.overlay_charts import DEFAULT_LABELS as OVERLAY_DEFAULT_LABELS
 from capacity.report.urlstate import DEFAULT_STATE
 
@@ -30,28 +31,66 @@ SOURCES = {
     "pages/planner.py": "pl_title",
     "pages/measure.py": "m_title",
     "pages/results.py": "r_title",
+    "app/explorer_inputs.py": "prompt_follows",
+    "app/explorer_view.py": "compare_diff",
+    "app/explorer_tables.py": "unc_flags",
+    "app/planner_inputs.py": "pl_mode",
+    "app/planner_view.py": "pl_sim",
+    "app/measure_form.py": "m_preset_calib_done",
+    "app/results_inputs.py": "r_pick",
+    "app/results_view.py": "r_acc_summary",
     "capacity/report/quote.py": "quote_title",
 }
-# t("key" / T("key" / T('key', also with the key on the next line: a literal key or, when it
-# ends in "_", the fixed part of a key completed at run time (T("c_" + name)).
-KEY_LITERAL = re.compile(r"""\b[tT]\(\s*["']([a-z0-9_.-]+)["']""")
+# t("key" / T("key" / T('key' / tn("key", also with the key on the next line: a literal key or,
+# when it ends in "_", the fixed part of a key completed at run time (T("c_" + name)).
+KEY_LITERAL = re.compile(r"""\b(?:[tT]|tn)\(\s*["']([a-z0-9_.-]+)["']""")
+CALL = re.compile(r"""\b([tT]|tn)\(\s*["']([a-z0-9_.-]+)["']""")
 
 
 def keys_used(path: str) -> set[str]:
     return set(KEY_LITERAL.findall((ROOT / path).read_text(encoding="utf-8")))
 
 
-@pytest.mark.parametrize("key", sorted(M))
-def test_both_languages_present_with_the_same_placeholders(key: str) -> None:
-    en, zh = M[key]
-    assert en.strip() and zh.strip()
-    fields = re.compile(r"\{(\w+)")
-    assert set(fields.findall(en)) == set(fields.findall(zh))
+def test_every_language_file_is_complete() -> None:
+    """The parity check, over the files: every key in every language, the same placeholders as
+    English, a plural message's forms exactly its language's rule's categories."""
+    assert bundled().problems() == []
 
 
 def test_languages() -> None:
-    assert LANGS == ("en", "zh") and set(LANG_NAMES) == set(LANGS)
-    assert all(len(pair) == len(LANGS) for pair in M.values())
+    """One language list: the files in data/i18n/, English first."""
+    files = sorted(p.stem for p in (ROOT / "data" / "i18n").glob("*.toml"))
+    assert LANGS[0] == "en" and sorted(LANGS) == files and {"en", "zh"} <= set(LANGS)
+    assert LANG_NAMES == {"en": "English", "zh": "中文"} | {
+        lang: bundled().catalog(lang).name for lang in LANGS}
+    assert all(len(texts) == len(LANGS) for texts in M.values())
+    from capacity.report import urlstate
+    assert urlstate.LANGS is LANGS
+
+
+def test_plural_messages() -> None:
+    """Real plural forms, no "(s)": English picks `one` for 1, Chinese has one form."""
+    assert tn("r_imported", 1, "en", name="a.csv") == "Read 1 point from a.csv."
+    assert tn("r_imported", 3, "en", name="a.csv") == "Read 3 points from a.csv."
+    assert tn("r_imported", 1, "zh", name="a.csv") == "已从 a.csv 读取 1 个点。"
+    assert tn("pl_log_read", 1, "en", rows="1", kept="1", left="0") == "1 row, 1 used, 0 left out"
+    assert tn("pl_log_read", 1200, "en", rows="1,200", kept="1", left="0").startswith("1,200 rows")
+    assert t("r_imported", "en", n=2, name="b") == "Read 2 points from b."  # t(): the other form
+    fakes = {k: v for lang in LANGS for k, v in bundled().catalog(lang).messages.items()
+             if re.search(r"\w\((?:s|es)\)", str(v))}
+    assert fakes == {}
+
+
+def test_plural_messages_are_asked_for_with_a_count() -> None:
+    """A plural message through `tn` (with its count), every other one through `t`, in every
+    page, app module and library module."""
+    files = [*ROOT.glob("pages/*.py"), *ROOT.glob("app/*.py"), *ROOT.glob("capacity/**/*.py")]
+    calls = {(fn, key, f.relative_to(ROOT).as_posix()) for f in files
+             for fn, key in CALL.findall(f.read_text(encoding="utf-8"))
+             if not key.endswith("_") and key in M}
+    assert {fn for fn, _, _ in calls} == {"t", "T", "tn"}  # the pattern still finds them
+    assert sorted((k, f) for fn, k, f in calls if fn != "tn" and bundled().is_plural(k)) == []
+    assert sorted((k, f) for fn, k, f in calls if fn == "tn" and not bundled().is_plural(k)) == []
 
 
 def test_chart_labels_cover_the_library() -> None:
@@ -202,7 +241,9 @@ def zh_style_errors(text: str) -> list[str]:
 
 
 def test_chinese_messages_use_chinese_punctuation_and_terms() -> None:
-    bad = {k: errs for k, (_, zh) in MESSAGES.items() if (errs := zh_style_errors(zh))}
+    texts = {f"{k}.{form}": text for k, msg in bundled().catalog("zh").messages.items()
+             for form, text in ({"": msg} if isinstance(msg, str) else msg).items()}
+    bad = {k: errs for k, zh in texts.items() if (errs := zh_style_errors(zh))}
     assert bad == {}
     assert zh_style_errors("排序方案(3 个,共 40 个)") == ["half-width '('", "half-width ','",
                                                           "half-width ')'"]

@@ -186,9 +186,10 @@ def _check_csv_columns(path: Path, cols: Sequence[str]) -> None:
     missing = [c for c in CSV_REQUIRED if c not in cols]
     if missing:
         raise InputError(Note(
-            f"{path}: missing column(s) {', '.join(missing)}; the header must include "
-            f"{', '.join(CSV_REQUIRED)} (optional: {', '.join(CSV_OPTIONAL)}); found: "
-            f"{', '.join(cols) or 'nothing'}", code="imp_missing_columns", file=path.name,
+            f"{path}: missing column{'' if len(missing) == 1 else 's'} {', '.join(missing)}; "
+            f"the header must include {', '.join(CSV_REQUIRED)} (optional: "
+            f"{', '.join(CSV_OPTIONAL)}); found: {', '.join(cols) or 'nothing'}",
+            code="imp_missing_columns", n=len(missing), file=path.name,
             missing=", ".join(missing), required=", ".join(CSV_REQUIRED),
             found=", ".join(cols)[:200] or "-"))
 
