@@ -15,14 +15,11 @@ import httpcore
 import httpx
 import pytest
 
-from capacity.bench.client import (
-    BenchConfig,
-    _OneWriteBackend,
-    make_prompt,
-    request_nonce,
-    run_bench,
-)
+from capacity.bench.client import run_bench
+from capacity.bench.config import BenchConfig
 from capacity.bench.metrics import cached_prompt_tokens
+from capacity.bench.runner import make_prompt, request_nonce
+from capacity.bench.transport import OneWriteBackend
 from capacity.errors import BenchError
 
 Frames = list[tuple[float, bytes]]  # (delay before, bytes)
@@ -293,9 +290,9 @@ def test_start_is_when_the_first_byte_is_written() -> None:
     request headers start going out; the earlier client-side work belongs to queue_ms."""
     import asyncio
 
-    from capacity.bench.client import _StreamState
+    from capacity.bench.stream import StreamState
 
-    st = _StreamState()
+    st = StreamState()
     asyncio.run(st.trace("connection.connect_tcp.started", {}))
     assert st.sent_ns is None
     asyncio.run(st.trace("http11.send_request_headers.started", {}))
@@ -340,7 +337,7 @@ def test_a_request_leaves_in_one_write(wrapped: bool) -> None:
     the client's backend sends them in one write, so the body does not trail the start
     clock by a loop round."""
     fake = _RecordingBackend()
-    backend: httpcore.AsyncNetworkBackend = _OneWriteBackend(fake) if wrapped else fake
+    backend: httpcore.AsyncNetworkBackend = OneWriteBackend(fake) if wrapped else fake
     body = json.dumps({"prompt": "x" * 3000}).encode()
 
     async def go() -> bytes:

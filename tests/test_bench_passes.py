@@ -13,13 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capacity.bench.client import (
-    MAX_PASSES,
-    BenchConfig,
-    pass_plan,
-    run_bench,
-)
-from capacity.bench.job import MeasureForm
+from capacity.bench.client import pass_plan, run_bench
+from capacity.bench.config import MAX_PASSES, BenchConfig
+from capacity.bench.form import MeasureForm
 from capacity.bench.metrics import parse_itl, pass_bounds
 from capacity.bench.store import RunStore
 from capacity.cli.bench import config_from_args
@@ -54,9 +50,9 @@ def test_pass_of_matches_the_plan() -> None:
 
 
 @pytest.mark.parametrize(("kw", "message"), [
-    ({"passes": 0}, "--passes must be between 1 and"),
-    ({"passes": MAX_PASSES + 1}, "--passes must be between 1 and"),
-    ({"passes": 3, "requests": 2}, "--passes 3 needs at least 3 --requests"),
+    ({"passes": 0}, "passes must be between 1 and"),
+    ({"passes": MAX_PASSES + 1}, "passes must be between 1 and"),
+    ({"passes": 3, "requests": 2}, "passes 3 needs at least 3 requests"),
     ({"passes": 2, "concurrency": (1, 4, 1)}, "give each concurrency once"),
 ])
 def test_bad_passes_are_refused(kw: dict[str, Any], message: str) -> None:
@@ -128,6 +124,7 @@ def drifting_run(tmp_path: Path, passes: int) -> tuple[pd.DataFrame, pd.DataFram
         return store.summary(result.run_id), store.requests(result.run_id)
 
 
+@pytest.mark.slow
 def test_passes_cancel_a_drift_that_one_pass_blames_on_a_level(tmp_path: Path) -> None:
     one_sum, one_req = drifting_run(tmp_path / "one", passes=1)
     two_sum, two_req = drifting_run(tmp_path / "two", passes=2)
@@ -170,6 +167,7 @@ def test_passes_cancel_a_drift_that_one_pass_blames_on_a_level(tmp_path: Path) -
     assert int(stats.loc[1, "requests"]) == 8
 
 
+@pytest.mark.slow
 def test_open_loop_passes_keep_the_schedule(tmp_path: Path) -> None:
     """An open loop in two passes sends each level's requests once, half in each pass."""
     server = DriftingServer(0.002, 0.002, 2)
@@ -193,7 +191,7 @@ def test_find_max_takes_no_passes(tmp_path: Path) -> None:
 
     cfg = BenchConfig(base_url="http://test/v1", requests=8, passes=2, out_dir=str(tmp_path),
                       slo_ttft_ms=100.0)
-    with pytest.raises(InputError, match="--passes goes through fixed levels"):
+    with pytest.raises(InputError, match="passes goes through fixed levels"):
         asyncio.run(run_bench(cfg, transport=httpx.MockTransport(DriftingServer(0, 0, 2)),
                               emit=lambda m: None,
                               find_max=FindMaxConfig(slo_ttft_ms=100.0, slo_tpot_ms=20.0)))

@@ -14,8 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from capacity.bench.client import BenchConfig, _Compat, run_bench, split_slots
+from capacity.bench.client import run_bench
+from capacity.bench.config import BenchConfig
 from capacity.bench.metrics import ClientLoad, RequestRecord
+from capacity.bench.runner import Compat, split_slots
 from capacity.bench.store import RunStore
 from capacity.bench.workers import WorkerPool, default_workers
 from capacity.cli.bench import add_parser, config_from_args
@@ -52,7 +54,7 @@ def test_cli_default_workers_at_most_the_largest_level() -> None:
 
 
 def test_bad_worker_counts_are_refused() -> None:
-    with pytest.raises(InputError, match="--workers must be between 1 and"):
+    with pytest.raises(InputError, match="workers must be between 1 and"):
         BenchConfig(base_url="http://127.0.0.1:1/v1", workers=0).validate()
     cfg = BenchConfig(base_url="http://127.0.0.1:1/v1", workers=2)
     with pytest.raises(InputError, match="workers=1"):
@@ -143,7 +145,7 @@ def test_a_worker_that_dies_is_reported_not_waited_on() -> None:
             got: list[RequestRecord] = []
             task = asyncio.create_task(pool.run_level(
                 level=2, slots=2, indices=range(2), rate=None, arrivals=None,
-                compat=_Compat(stream_options=True, ignore_eos=True), on_record=got.append))
+                compat=Compat(stream_options=True, ignore_eos=True), on_record=got.append))
             await asyncio.sleep(0.5)
             pid = pool._procs[1].pid
             assert pid is not None
@@ -166,8 +168,7 @@ def test_a_worker_that_dies_is_reported_not_waited_on() -> None:
 def test_judge_workers_names_the_bound_worker() -> None:
     from dataclasses import replace
 
-    from capacity.bench.client import judge_workers
-    from capacity.bench.metrics import summarize
+    from capacity.bench.metrics import judge_workers, summarize
 
     row = summarize([], run_id="r", label="l", concurrency=2, request_rate_rps=None,
                     endpoint="chat", model="m")

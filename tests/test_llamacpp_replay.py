@@ -79,6 +79,7 @@ def server() -> Iterator[str]:
     thread.join()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("endpoint", "tokens", "prompt_tokens", "prompt_ms"),
                          [("completions", 4, 17, 814.45), ("chat", 3, 39, 299.046)])
 def test_bench_reads_llamacpp_answers(server: str, tmp_path: Path, endpoint: str, tokens: int,
@@ -112,6 +113,7 @@ def test_bench_reads_llamacpp_answers(server: str, tmp_path: Path, endpoint: str
         assert next(csv.DictReader(fh))["model"] == "capacity-test-156m-f32"
 
 
+@pytest.mark.slow
 def test_a_connection_closed_before_any_answer_is_sent_again_once(
         server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Measured against the built llama-server: 6 of 20 sequential streamed requests on one
@@ -169,6 +171,7 @@ def test_model_name(model_id: str, name: str) -> None:
     assert model_name(model_id) == name
 
 
+@pytest.mark.slow
 def test_a_request_whose_write_finds_the_connection_closed_is_sent_again_once(
         server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,7 +181,7 @@ def test_a_request_whose_write_finds_the_connection_closed_is_sent_again_once(
     server, so it is sent again once on a new connection."""
     import httpcore
 
-    from capacity.bench import client as client_mod
+    from capacity.bench import transport
 
     posts = {"n": 0, "fail": {2}}
 
@@ -196,12 +199,12 @@ def test_a_request_whose_write_finds_the_connection_closed_is_sent_again_once(
         def __getattr__(self, name: str) -> object:
             return getattr(self._inner, name)
 
-    class Backend(client_mod.StampedBackend):
+    class Backend(transport.StampedBackend):
         async def connect_tcp(self, *args: object, **kwargs: object
                               ) -> httpcore.AsyncNetworkStream:
             return FailingStream(await super().connect_tcp(*args, **kwargs))  # type: ignore
 
-    monkeypatch.setattr(client_mod, "StampedBackend", Backend)
+    monkeypatch.setattr(transport, "StampedBackend", Backend)
     assert main(["bench", "--base-url", server, "--endpoint", "completions", "--concurrency",
                  "1", "--requests", "2", "--max-tokens", "4", "--out", str(tmp_path),
                  "--workers", "1"]) == 0

@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import measure_state as ms
-from capacity.bench.job import MeasureForm, parse_prompt_chars, per_prompt
+from capacity.bench.form import MeasureForm, parse_prompt_chars, per_prompt
 from capacity.bench.store import RunStore
 from capacity.errors import InputError
 from tests.test_app_measure import APP, PAGE, texts

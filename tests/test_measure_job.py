@@ -10,17 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from capacity.bench.job import (
-    BenchJob,
-    MeasureForm,
-    SimServer,
-    check_url,
-    complete_rows,
-    connect_check,
-    measure_guard,
-    parse_levels,
-    read_progress,
-)
+from capacity.bench.connect import connect_check
+from capacity.bench.form import MeasureForm, parse_levels
+from capacity.bench.guard import check_url, measure_guard
+from capacity.bench.job import BenchJob, SimServer, complete_rows, read_progress
 from capacity.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

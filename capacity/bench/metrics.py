@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -491,3 +491,28 @@ def summarize(records: Sequence[RequestRecord], *, run_id: str, label: str, conc
         cost_per_mtok=(float(cost_per_mtok(gpu_price_per_hour, gpus, tok_s))
                        if gpu_price_per_hour is not None and tok_s else None),
     )
+
+
+def judge_workers(row: LevelSummary, loads: Mapping[int, ClientLoad], unit: str = "worker"
+                  ) -> LevelSummary:
+    """The level's row with the client load of several workers: `client_cpu_s` their sum,
+    `client_cpu_share` and the loop lags the busiest worker's (each worker is one process on
+    one core, so the client is bound as soon as ONE of them is), and `client_bound` when any
+    worker is (its reasons name the worker), or the sends were late (`summarize`)."""
+    reasons = [row.client_bound_reason] if row.client_bound_reason else []
+    duration = row.duration_s
+    shares: list[float] = []
+    for wid, load in sorted(loads.items()):
+        share = load.cpu_s / duration if duration > 0 else None
+        if share is not None:
+            shares.append(share)
+            if share > CLIENT_CPU_SHARE_LIMIT:
+                reasons.append(f"{unit} {wid}: client CPU {share:.0%} of one core")
+        if load.loop_lag_p50_ms > CLIENT_LOOP_LAG_LIMIT_MS:
+            reasons.append(f"{unit} {wid}: event-loop lag p50 {load.loop_lag_p50_ms:.1f} ms")
+    return replace(
+        row, client_cpu_s=sum(x.cpu_s for x in loads.values()),
+        client_cpu_share=max(shares) if shares else None,
+        loop_lag_p50_ms=max(x.loop_lag_p50_ms for x in loads.values()),
+        loop_lag_p99_ms=max(x.loop_lag_p99_ms for x in loads.values()),
+        client_bound=bool(reasons), client_bound_reason="; ".join(reasons) or None)

@@ -37,8 +37,16 @@ import pandas as pd
 
 from capacity import workspace
 from capacity.bench import s3
-from capacity.bench.metrics import REQUEST_COLUMNS, SUMMARY_COLUMNS, LevelSummary, RequestRecord
-from capacity.bench.storage import RunStatus, effective_status
+from capacity.bench.metrics import (
+    REQUEST_COLUMNS,
+    SUMMARY_COLUMNS,
+    ClientLoad,
+    LevelSummary,
+    RequestRecord,
+    judge_workers,  # the client's rule, not a copy of it
+    summarize,
+)
+from capacity.bench.storage import RunStatus, effective_status, write_summary_csv
 from capacity.errors import StoreError
 
 PARQUET_NAME = "requests.parquet"
@@ -431,10 +439,6 @@ def merge_shards(run_dir: str | os.PathLike[str]) -> Path | None:
     level, `summarize` over every shard's requests, with each shard's client load (from its
     own summary row) judged as a worker's (`judge_workers`). Returns the file, or None while
     the run is not complete (then nothing is written)."""
-    from capacity.bench.client import judge_workers  # the client's rule, not a copy of it
-    from capacity.bench.metrics import ClientLoad, summarize
-    from capacity.bench.storage import write_summary_csv
-
     run = Path(run_dir)
     metas = []
     for p in sorted(run.glob(f"{SHARD_GLOB}/meta.json")):

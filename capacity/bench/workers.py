@@ -9,13 +9,14 @@ the work:
   `level // N`, plus one for the first `level % N`); a slot that is free takes the next
   request index from a shared counter (the credits), so the level's requests go to whichever
   worker has a free slot, and exactly `requests` are sent;
-- open loop: the arrival schedule is drawn up front (`arrival_schedule`), request i goes to
-  worker i mod N with its send time, relative to a start time a little ahead (so every worker
-  is waiting when it comes); each worker caps its own share of the level's concurrency.
+- open loop: the arrival schedule is drawn up front (`capacity.bench.client.arrival_schedule`),
+  request i goes to worker i mod N with its send time, relative to a start time a little ahead
+  (so every worker is waiting when it comes); each worker caps its own share of the level's
+  concurrency.
 Every record comes back to the coordinator as it ends and is written to requests.csv at once,
 with its `worker_id` and the worst loop lag of its worker while it ran; at the level's end each
 worker reports its CPU time and loop lag, and `client_bound` is judged per worker
-(`judge_workers`).
+(`capacity.bench.metrics.judge_workers`).
 
 Each worker runs on uvloop where it is installed (asyncio otherwise). Workers are started with
 the `spawn` method (safe with threads, and under pytest), ignore
@@ -39,17 +40,11 @@ from collections.abc import Callable, Collection, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capacity.bench.client import (
-    BenchConfig,
-    _Compat,
-    _Runner,
-    client_pool,
-    drive_level,
-    fetch_models,
-    split_slots,
-)
+from capacity.bench.config import BenchConfig
 from capacity.bench.metrics import ClientLoad, RequestRecord
+from capacity.bench.runner import Compat, Runner, drive_level, split_slots
 from capacity.bench.storage import redact
+from capacity.bench.transport import client_pool, fetch_models
 from capacity.errors import BenchError
 
 START_AHEAD_S = 0.1
@@ -119,7 +114,7 @@ async def _serve(worker_id: int, cfg: BenchConfig, api_key: str | None, model: s
     loop = asyncio.get_running_loop()
     async with contextlib.AsyncExitStack() as stack:
         clients = client_pool(stack, cfg)
-        runner = _Runner(cfg, api_key, clients, model, None, lambda m: None,
+        runner = Runner(cfg, api_key, clients, model, None, lambda m: None,
                          run_id=run_id, worker_id=worker_id)
         # one request before saying ready: the first one pays for lazy imports and the
         # connection setup, which would otherwise land in the first level's loop lag
@@ -243,7 +238,7 @@ class WorkerPool:
         return out
 
     async def run_level(self, *, level: int, slots: int, indices: range, rate: float | None,
-                        arrivals: Sequence[tuple[int, float]] | None, compat: _Compat,
+                        arrivals: Sequence[tuple[int, float]] | None, compat: Compat,
                         on_record: Callable[[RequestRecord], None]) -> dict[int, ClientLoad]:
         """Run one level (`slots` streams at once, the requests `indices`; open loop: the
         `arrivals`, pairs of index and seconds after the start) on every worker; each record

@@ -24,19 +24,18 @@ from typing import Any
 from capacity import workspace
 from capacity.bench.client import (
     SUMMARY_TABLE_HEADERS,
-    ArrivalMode,
-    BenchConfig,
     BenchResult,
-    RequestSpec,
     run_bench,
     summary_table_rows,
 )
+from capacity.bench.config import ArrivalMode, BenchConfig, ConfigError, RequestSpec
 from capacity.bench.engine_info import metrics_delta, probe_engine
 from capacity.bench.findmax import FindMaxConfig, describe
 from capacity.bench.s3 import is_s3, pull, push
 from capacity.bench.storage import model_name, update_meta
 from capacity.bench.workers import default_workers
 from capacity.catalog.loader import BOUNDS, default_catalog
+from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MS, check_base_url, number, whole
 from capacity.cli.plan import parse_int_list
 from capacity.errors import InputError, StoreError
@@ -45,7 +44,7 @@ from capacity.report.tables import render
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "bench", help="measure TTFT, TPOT and throughput of an OpenAI-compatible endpoint",
+        "bench", help=SUMMARIES["bench"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1",
                    help="the server's OpenAI base URL (default http://127.0.0.1:8000/v1)")
@@ -162,6 +161,30 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 FIND_MAX_CAP = 1024
 """In-flight cap of a --find-max rate search when --concurrency is not given."""
+
+FLAGS: dict[str, str] = {
+    "base_url": "--base-url", "concurrency": "--concurrency", "requests": "--requests",
+    "prompt_chars": "--prompt-chars", "max_tokens": "--max-tokens", "label": "--label",
+    "model": "--model", "endpoint": "--endpoint", "warmup": "--warmup", "passes": "--passes",
+    "request_rate": "--request-rate", "seed": "--seed", "ignore_eos": "--ignore-eos",
+    "slo_ttft_ms": "--slo-ttft-ms", "slo_tpot_ms": "--slo-tpot-ms", "timeout_s": "--timeout",
+    "request_deadline_s": "--request-deadline-s", "out_dir": "--out", "gpu": "--gpu",
+    "gpus": "--gpus", "gpu_price": "--gpu-price", "currency": "--currency",
+    "predict_model": "--predict-model", "workers": "--workers", "shard_index": "--shard I",
+    "shard_count": "--shard N", "run_id": "--run-id", "start_at_unix_s": "--start-at",
+    "specs": "--workload, --replay or --prompt-tokens",
+    "arrivals": "the arrivals of --workload or --replay",
+    "chars_per_token": "--chars-per-token", "workload": "--workload", "find_max": "--find-max",
+}
+"""The flag that sets each `BenchConfig` field (and `run_bench`'s `find_max`): a `ConfigError`
+names fields, the CLI says the same with the flags the user typed (`flag_message`)."""
+NO_FLAG = frozenset({"stream_usage", "connect_timeout_s"})
+"""`BenchConfig` fields no flag sets (their own names stand in an error)."""
+
+
+def flag_message(exc: ConfigError) -> str:
+    """A configuration error's message with each field called by its flag."""
+    return exc.named(lambda name: FLAGS.get(name, name))
 
 
 def _workload_traffic(text: str) -> tuple[Any, str]:
@@ -360,6 +383,14 @@ async def _bench_until_sigterm(cfg: BenchConfig, api_key: str | None,
 
 
 def run(args: argparse.Namespace) -> int:
+    """`capacity bench`; a configuration error names the flags that set its fields."""
+    try:
+        return _run(args)
+    except ConfigError as exc:
+        raise InputError(flag_message(exc)) from None
+
+
+def _run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     cfg.validate()
     fm = find_max_from_args(args)

@@ -34,7 +34,8 @@ from servers_server import (
     usage_event,
 )
 
-from capacity.bench.client import BenchConfig, run_bench
+from capacity.bench.client import run_bench
+from capacity.bench.config import BenchConfig
 from capacity.bench.engine_info import probe_engine
 from capacity.bench.metrics import check_usage
 from capacity.bench.sse import SseDecoder, SseTooLarge, classify
@@ -399,7 +400,8 @@ def test_connect_survives_a_hostile_model_list_and_an_endless_stream() -> None:
     that never sends a data line, are reports, not crashes or hangs."""
     import httpx
 
-    from capacity.bench.job import connect_check, measure_guard
+    from capacity.bench.connect import connect_check
+    from capacity.bench.guard import measure_guard
 
     def deep(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=b"[" * 200_000)

@@ -1,0 +1,127 @@
+"""Where the Measure page may measure: `measure_guard` reads the deployment's settings, `check_url`
+refuses a URL it does not allow.
+
+Closed by default, so that a shared deployment cannot be used to probe its network. Loopback
+only, unless CAPACITY_MEASURE_ALLOW_HOSTS=host1,host2 lists hosts (then only those, and loopback
+only for the simulator this process started) or CAPACITY_MEASURE=open allows any host;
+CAPACITY_MEASURE=off disables the page. A refused URL is refused before anything is connected or
+resolved (docs/configuration.md).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from urllib.parse import urlsplit
+
+from capacity import workspace
+from capacity.errors import InputError
+
+MEASURE_ENV = workspace.CAPACITY_MEASURE
+ALLOW_HOSTS_ENV = workspace.CAPACITY_MEASURE_ALLOW_HOSTS
+
+
+class MeasureMode(StrEnum):
+    """CAPACITY_MEASURE: how far the Measure page may reach (docs/configuration.md)."""
+
+    CLOSED = "closed"
+    """The default: loopback only (127.0.0.0/8, ::1, localhost), plus the hosts of
+    CAPACITY_MEASURE_ALLOW_HOSTS when set (then loopback only for the simulator the app
+    started, unless the list names it)."""
+    OPEN = "open"
+    """Any host (a single-user install, or a deployment that trusts every user)."""
+    OFF = "off"
+    """The page does not measure at all (imports of measurements still work)."""
+
+
+_MODE_WORDS: dict[str, MeasureMode] = {
+    "": MeasureMode.CLOSED, "closed": MeasureMode.CLOSED, "on": MeasureMode.CLOSED,
+    "1": MeasureMode.CLOSED, "true": MeasureMode.CLOSED, "yes": MeasureMode.CLOSED,
+    "open": MeasureMode.OPEN, "any": MeasureMode.OPEN,
+    "off": MeasureMode.OFF, "0": MeasureMode.OFF, "false": MeasureMode.OFF,
+    "no": MeasureMode.OFF}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Guard:
+    """Whether the Measure page may run, and which hosts it may reach (None: any host)."""
+
+    enabled: bool
+    allow_hosts: frozenset[str] | None
+    reason: str = ""
+    loopback: bool = True
+    """Whether any loopback URL is allowed (closed mode without an allow-list)."""
+
+
+def measure_guard(env: Mapping[str, str] | None = None) -> Guard:
+    """Read CAPACITY_MEASURE (closed by default; 'open'; 'off') and
+    CAPACITY_MEASURE_ALLOW_HOSTS from `env` (default: the process environment, through
+    `capacity.workspace.get`). An unknown CAPACITY_MEASURE value switches measuring off (a
+    typo must not open a shared deployment)."""
+    switch = workspace.get(MEASURE_ENV, env)
+    mode = _MODE_WORDS.get(switch.lower())
+    if mode is None:
+        return Guard(enabled=False, allow_hosts=frozenset(), loopback=False,
+                     reason=f"{MEASURE_ENV}={switch} is not one of closed, open, off: "
+                            "measuring stays off until it is")
+    if mode == MeasureMode.OFF:
+        return Guard(enabled=False, allow_hosts=frozenset(), loopback=False,
+                     reason=f"{MEASURE_ENV}={switch} switches measuring off on this "
+                            "deployment")
+    if mode == MeasureMode.OPEN:
+        return Guard(enabled=True, allow_hosts=None)
+    raw = workspace.get(ALLOW_HOSTS_ENV, env)
+    hosts = frozenset(h.strip().lower().strip("[]") for h in raw.split(",") if h.strip())
+    return Guard(enabled=True, allow_hosts=hosts, loopback=not hosts)
+
+
+def url_host(base_url: str) -> str:
+    """The host of an http(s) URL, lower-case; InputError for anything else."""
+    try:
+        parts = urlsplit(base_url.strip())
+        host = parts.hostname
+        _ = parts.port  # raises ValueError on a port outside 0-65535
+    except ValueError as exc:
+        raise InputError(f"base URL '{base_url[:200]}' is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise InputError(f"base URL '{base_url[:200]}' must look like http://HOST:PORT/v1 "
+                         "(http:// or https:// and a host)")
+    return host.lower()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is loopback by its spelling alone: 'localhost' (or NAME.localhost), an
+    IPv4 address in 127.0.0.0/8 or ::1. Nothing is resolved: a name that resolves to loopback
+    is not loopback here (a resolver could answer otherwise at connect time)."""
+    h = host.lower().strip("[]").rstrip(".")
+    if h == "localhost" or h.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(base_url: str, guard: Guard, simulator_urls: Sequence[str] = ()) -> None:
+    """InputError unless the guard allows `base_url`; nothing is connected or resolved.
+
+    Closed (the default): loopback only; with CAPACITY_MEASURE_ALLOW_HOSTS, the listed hosts
+    and, on loopback, only a simulator this process started (its URL in `simulator_urls`).
+    Open: any host. The refusal names no more than the host the user typed."""
+    host = url_host(base_url)
+    if not guard.enabled:
+        raise InputError(guard.reason or "measuring is switched off on this deployment")
+    if guard.allow_hosts is None or host in guard.allow_hosts:
+        return
+    if is_loopback(host) and (guard.loopback or base_url.strip().rstrip("/") in
+                              {u.rstrip("/") for u in simulator_urls}):
+        return
+    if guard.allow_hosts:
+        raise InputError(f"host '{host}' is not in {ALLOW_HOSTS_ENV} "
+                         f"({', '.join(sorted(guard.allow_hosts))}): this deployment only "
+                         "measures those hosts (and the simulator it started on loopback)")
+    raise InputError(f"host '{host}' is not loopback: this deployment measures only "
+                     f"127.0.0.1/localhost unless {ALLOW_HOSTS_ENV} lists more hosts or "
+                     f"{MEASURE_ENV}=open (docs/configuration.md)")
