@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity.fit.validate import markdown, scorecard  # noqa: E402
+from capacity.fit.validate import scorecard  # noqa: E402
+from capacity.fit.validate_report import markdown  # noqa: E402
 
 
 def main() -> int:

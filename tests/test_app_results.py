@@ -10,7 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from app.measure_state import FITTED
 from capacity.bench.storage import RunWriter
-from capacity.fit.calibration import load, predict_ms
+from capacity.fit.calibration import predict_ms
+from capacity.fit.calibration_store import load
 from capacity.fit.measured import MeasuredPoint, run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,6 +109,7 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert "calibration 'sweep-a-cal'" in texts(fresh)  # the band comes from it
 
 
+@pytest.mark.slow
 def test_the_runs_warnings_are_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the bench warned about (here: the server's prefix cache served the prompts) is on
     the page beside the numbers it qualifies, each once, and a meta.json with junk in its
@@ -124,6 +126,7 @@ def test_the_runs_warnings_are_shown(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert "(1)" in shown and shown.count("prefix cache") == 1
 
 
+@pytest.mark.slow
 def test_a_llamacpp_run_fits_the_batch1_factor(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A run whose meta.json says llama.cpp: Fit also frees the step of one sequence (its CPU

@@ -9,7 +9,7 @@ import pytest
 
 from capacity.catalog.loader import default_catalog
 from capacity.errors import InputError
-from capacity.fit.calibration import check_name, saved_calibrations
+from capacity.fit.calibration_store import check_name, saved_calibrations
 from capacity.fit.planning import (
     check_basis,
     engines,
@@ -21,7 +21,8 @@ from capacity.model.basis import CHAPTER_KNOBS, SPEC_KNOBS, BasisKind, kind_of_k
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import evaluate, make_scenario, valid_tp_sizes
 from capacity.model.workload import Workload
-from capacity.plan.search import PlanInputs, Slo, plan
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
 from capacity.units import GB
 
 BATCHES = np.array([1.0, 2.0, 7.0, 32.0, 128.0, 512.0])

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from capacity.cli.main import main
-from capacity.fit.calibration import load
+from capacity.fit.calibration_store import load
 
 FIX = Path(__file__).parent / "fixtures"
 
 
+@pytest.mark.slow
 def test_calibrate_from_a_vllm_sweep_saves_and_plan_uses_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_file = tmp_path / "llama-4090.toml"
@@ -51,6 +52,7 @@ def test_plan_text_says_which_calibration(tmp_path: Path,
     assert "calibration 'c'" in capsys.readouterr().out.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_calibrate_against_the_published_reference(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["calibrate", "--model", "mistral-7b-v0.3-bf16", "--gpu", "rtx-4090",
                "--reference", "--output", "json"])
@@ -105,6 +107,7 @@ def test_plan_with_an_unknown_calibration(capsys: pytest.CaptureFixture[str]) ->
     assert "no calibration at" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_batch1_flag_fits_and_saves_the_factor(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     args = ["calibrate", "--model", "llama-3.1-8b-bf16", "--gpu", "rtx-4090",

@@ -14,15 +14,13 @@ from capacity.errors import InputError
 from capacity.fit.calibration import (
     Calibration,
     apply,
-    calibration_path,
     fit,
-    load,
     overhead_from_max_concurrency,
     predict_ms,
     prefill_fit_points,
     prompt_length_groups,
-    save,
 )
+from capacity.fit.calibration_store import calibration_path, load, save
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import load_reference
 from capacity.model.scenario import Scenario, evaluate, make_scenario
@@ -280,6 +278,7 @@ def test_prefill_fit_ignores_queued_levels_whose_mean_prompt_differs_slightly() 
                if p.kind == "ttft") < 0.02
 
 
+@pytest.mark.slow
 def test_batch1_factor_is_fitted_only_when_asked() -> None:
     """An engine whose step of one sequence is 30% faster than its formula (llama.cpp on CPU:
     matrix-vector code at 1, GEMM from 2): `fit(batch1=True)` finds the factor and keeps the

@@ -2,7 +2,7 @@
 from the simulated engine, held-out and cross-model error, identifiability, the decode step from
 the median inter-token latency, the measurement plan, and old files.
 
-The "engine" is `sim.scheduler.run_virtual` (the simulated engine on its virtual clock) whose
+The "engine" is `sim.virtual.run_virtual` (the simulated engine on its virtual clock) whose
 physics is the library's own step with known knobs (`TRUTH`), measured on the cells of
 `measurement_plan` with 1 % seeded lognormal noise: fit on model A, predict other cells of A
 and of model B on the same GPU.
@@ -18,20 +18,20 @@ import pytest
 
 from capacity.cli.main import main
 from capacity.fit.calibration import (
-    PINNED_RATIO,
     Calibration,
     apply,
     decode_measured_ms,
     fit,
-    load,
     predict_ms,
-    save,
 )
+from capacity.fit.calibration_problem import PINNED_RATIO
+from capacity.fit.calibration_store import load, save
 from capacity.fit.imports import parse_bench_summary
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.sweep import OUTPUT_TOKENS, candidate_cells, measurement_plan
 from capacity.model.scenario import make_scenario
-from capacity.sim.scheduler import SimConfig, Workload, run_virtual
+from capacity.sim.scheduler import SimConfig
+from capacity.sim.virtual import Workload, run_virtual
 
 GPU = "h100-sxm"
 MODEL_A = "llama-3.1-8b-bf16"
@@ -81,6 +81,7 @@ def _tpot_errors(cal: Calibration, model: str) -> np.ndarray:
     return np.abs(tpot / np.array([p.tpot_ms for p in pts]) - 1.0)
 
 
+@pytest.mark.slow
 def test_recovers_the_engines_knobs(calibrated: Calibration) -> None:
     cal = calibrated
     assert cal.step_method == "operator"
@@ -109,6 +110,7 @@ def test_another_model_on_the_same_gpu_within_10_percent(calibrated: Calibration
     assert float(np.median(err)) < 0.10
 
 
+@pytest.mark.slow
 def test_long_prompt_ttft_from_a_fit_at_4k_or_less() -> None:
     """TTFT at 8K, 16K, 32K from prompts of 4K or less (the issue's target: each within 10 %).
     Attention is a small share of a short prompt's prefill, so attn_mfu is not pinned (the
@@ -123,6 +125,7 @@ def test_long_prompt_ttft_from_a_fit_at_4k_or_less() -> None:
     assert np.all(err < 0)  # attention faster than measured: the optimistic side
 
 
+@pytest.mark.slow
 def test_identifiability_names_the_knobs_the_data_cannot_pin() -> None:
     base = make_scenario(MODEL_A, GPU, step_method="operator")
     cal = fit(measure(MODEL_A, [(1024, c) for c in (1, 4, 16)]), base)
@@ -133,6 +136,7 @@ def test_identifiability_names_the_knobs_the_data_cannot_pin() -> None:
     assert ratios["eff"] > PINNED_RATIO
 
 
+@pytest.mark.slow
 def test_decode_step_comes_from_the_median_inter_token_latency() -> None:
     """A llama.cpp-like engine: prompts of other requests stall decoding, so the mean TPOT is
     30 % above the step; the median inter-token gap is the step."""
@@ -193,6 +197,7 @@ def test_plan_has_batch_one_at_every_prompt_and_pins_the_floor_and_eff() -> None
     assert {"eff", "eta_kv"} <= pins
 
 
+@pytest.mark.slow
 def test_calibrate_plan_cli_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", "--plan", "--model", MODEL_A, "--gpu", GPU]) == 0
     text = capsys.readouterr().out
@@ -209,6 +214,7 @@ def test_calibrate_plan_with_save_is_a_clear_error(capsys: pytest.CaptureFixture
     assert "--plan fits nothing" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_levels_far_beyond_memory_are_left_out_of_the_decode_fit() -> None:
     """The Measure preset runs every level at every prompt length: 512 requests of 32K do not
     fit on one H100 (C_vram about 12), the engine ran a smaller batch: not a decode point."""

@@ -17,8 +17,10 @@ from capacity.catalog.engines import (
 from capacity.errors import CatalogError, InputError
 from capacity.fit.planning import engines as typical_engines
 from capacity.model.scenario import decode_model, evaluate, make_scenario
-from capacity.plan.queueing import analytic_latency, service_from_scenario, simulate
-from capacity.sim.scheduler import SimConfig, SimPhysics, Simulator, Workload, run_virtual
+from capacity.plan.events import service_from_scenario, simulate
+from capacity.plan.queueing import analytic_latency
+from capacity.sim.scheduler import SimConfig, SimPhysics, Simulator
+from capacity.sim.virtual import Workload, run_virtual
 
 ENGINES = ("chapter", "vllm", "sglang", "llamacpp")
 
@@ -70,6 +72,7 @@ def run(engine: str, scenario: Any, workload: Workload) -> list[dict[str, Any]]:
     return run_virtual(scenario, workload, SimConfig(engine=engine))
 
 
+@pytest.mark.slow
 def test_vllm_admits_by_the_tokens_held_where_the_chapter_reserves_the_context() -> None:
     # the issue's example: sized at 8K, one-thousand-token requests. Reserving 8K each, the
     # 4090 holds 53 of 150 users' requests (C_vram); vLLM's paged KV holds what they really
@@ -261,13 +264,15 @@ def test_the_analytic_path_follows_chunked_prefill() -> None:
 
 def _plan_for(engine: str, **kw: Any) -> Any:
     from capacity.model.workload import Workload as Load
-    from capacity.plan.search import PlanInputs, Slo, plan
+    from capacity.plan.options import PlanInputs, Slo
+    from capacity.plan.search import plan
 
     wl = Load(peak_concurrency=150, context_tokens=8192, prompt_tokens=800, output_tokens=200)
     return plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl, slo=Slo(ttft_ms=1e7, tpot_ms=1e5),
                            gpus=("rtx-4090",), engine=engine, **kw), keep_all=True)
 
 
+@pytest.mark.slow
 def test_the_planner_follows_the_engine() -> None:
     # 150 users of 800 + 200 tokens sized at 8K, one 4090: the chapter reserves 8K per request
     # (53 fit), vLLM's paged KV holds what they use, llama.cpp has 4 slots

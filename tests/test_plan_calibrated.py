@@ -10,21 +10,17 @@ import pytest
 
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.cli.main import main
-from capacity.fit.calibration import load, saved_calibrations
+from capacity.fit.calibration_store import load, saved_calibrations
 from capacity.fit.planning import band_edges, gpu_band, with_calibration
 from capacity.model.scenario import evaluate
 from capacity.model.workload import Workload
-from capacity.plan.search import PlanInputs, Slo, option_scenario, plan
+from capacity.plan.detail import option_scenario
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
 from capacity.report.explain import Status, Targets, explain
+from capacity.report.planner_url import planner_decode, planner_encode, planner_state
 from capacity.report.quote import quote_markdown
-from capacity.report.urlstate import (
-    decode,
-    explorer_state,
-    explorer_url,
-    planner_decode,
-    planner_encode,
-    planner_state,
-)
+from capacity.report.urlstate import decode, explorer_state, explorer_url
 
 CAL = "rtx-4090-vllm-published"
 
@@ -45,6 +41,7 @@ def test_the_bundled_calibration_is_there() -> None:
     assert CAL in saved_calibrations()
 
 
+@pytest.mark.slow
 def test_calibrated_plan_predicts_like_the_explorer(catalog: Catalog) -> None:
     cal = load(CAL)
     inp = with_calibration(_inputs(), cal)

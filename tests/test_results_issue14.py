@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import measure_state as ms
 from capacity.fit import calibration as calib
+from capacity.fit import calibration_report
 from capacity.fit.measured import MeasuredPoint, run_scenario
 from capacity.fit.overlay import build_overlay, measured_frame
 from capacity.report.overlay_charts import overlay_chart
@@ -135,11 +136,11 @@ def test_report_markdown_and_csv() -> None:
                          output_tokens=128, tpot_ms=float(a), ttft_ms=float(b), source="r1")
            for p, a, b in zip(pts, step, ttft, strict=True)]
     cal = calib.fit(pts, base, name="c1", inputs="bench run x/r1")
-    md = calib.report_markdown(cal, base, words={"step_overhead_ms": "step overhead (ms)"})
+    md = calibration_report.report_markdown(cal, base, words={"step_overhead_ms": "step overhead (ms)"})
     assert md.startswith("# Calibration 'c1'")
     assert "| step overhead (ms) |" in md and "| eta_bw |" in md
     assert "| TPOT |" in md and "bench run x/r1" in md
-    rows = list(csv.DictReader(io.StringIO(calib.report_csv(cal, base))))
+    rows = list(csv.DictReader(io.StringIO(calibration_report.report_csv(cal, base))))
     knob = {r["name"]: r for r in rows if r["table"] == "knob"}
     assert float(knob["eta_bw"]["fitted"]) == pytest.approx(0.7, rel=0.05)
     assert float(knob["eta_bw"]["spec"]) == pytest.approx(base.eta_bw)

@@ -12,8 +12,9 @@ import pytest
 
 from capacity.errors import InputError
 from capacity.model.scenario import evaluate, make_scenario
-from capacity.sim.scheduler import SimConfig, SimPhysics, Simulator, Workload, run_virtual
+from capacity.sim.scheduler import SimConfig, SimPhysics, Simulator
 from capacity.sim.server import create_app, serve_in_thread
+from capacity.sim.virtual import Workload, run_virtual
 
 SEED = make_scenario()  # Qwen3.5-9B AWQ on one RTX 4090 at 8K
 

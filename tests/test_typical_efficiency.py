@@ -15,7 +15,8 @@ import pytest
 from capacity.catalog.loader import Catalog
 from capacity.cli.main import main
 from capacity.errors import CatalogError, InputError
-from capacity.fit.calibration import fit, load
+from capacity.fit.calibration import fit
+from capacity.fit.calibration_store import load
 from capacity.fit.measured import run_scenario
 from capacity.fit.planning import (
     gpu_band,
@@ -28,9 +29,10 @@ from capacity.fit.planning import (
 from capacity.fit.reference import load_reference
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.model.workload import Workload
-from capacity.plan.search import PlanInputs, Slo, plan
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
+from capacity.report.planner_url import planner_decode, planner_state, planner_url
 from capacity.report.quote import quote_markdown
-from capacity.report.urlstate import planner_decode, planner_state, planner_url
 
 
 def _inputs(**kw: object) -> PlanInputs:
@@ -80,6 +82,7 @@ def test_bad_engine_files_and_names_are_refused() -> None:
         typical_efficiency("nope")
 
 
+@pytest.mark.slow
 def test_typical_plans_slower_than_the_spec_sheet(catalog: Catalog) -> None:
     chapter = _inputs()
     spec = with_spec_sheet(chapter)

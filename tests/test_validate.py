@@ -21,15 +21,11 @@ from capacity.fit import overlay
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import ReferenceSweep, load_reference, tpot_from_e2e
 from capacity.fit.validate import (
-    BEGIN,
-    END,
     Metric,
     Scorecard,
-    between_markers,
     closed_loop_tok_s,
     e2e_ms,
     engine_family,
-    markdown,
     optimism,
     relative_error,
     run_checks,
@@ -39,10 +35,9 @@ from capacity.fit.validate import (
     spec_sheet,
     step_methods,
     summarize,
-    to_json,
     with_step_method,
-    write_between_markers,
 )
+from capacity.fit.validate_report import BEGIN, END, between_markers, markdown, to_json, write_between_markers
 from capacity.model.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,6 +124,7 @@ def test_spec_sheet_puts_every_knob_at_peak() -> None:
 
 # -- the pinned thresholds over the shipped rows ----------------------------------------------
 
+@pytest.mark.slow
 def test_every_stated_row_is_checked(card: Scorecard) -> None:
     stated = sum(len(s.stated) for s in load_reference() if s.gpu_key and s.model_key)
     assert len(card.checks) == stated and not card.skipped
@@ -159,6 +155,7 @@ def test_the_rows_cover_gpus_engines_tp_and_contexts(card: Scorecard) -> None:
     assert all(re.match(r"^\d{4}-\d{2}", c.date) for c in card.checks)
 
 
+@pytest.mark.slow
 def test_held_out_groups_never_use_their_own_knobs(card: Scorecard) -> None:
     for c in card.checks:  # every group borrows from others, and says from where
         assert c.calibrated is not None and c.calibrated_from
@@ -202,6 +199,7 @@ def test_within_group_the_operator_step_meets_the_small_sweep_target(card: Score
     assert {w.derived for w in card.within if "NIM" in w.group} == {""}
 
 
+@pytest.mark.slow
 def test_a_within_group_level_is_predicted_by_a_fit_that_never_saw_it(card: Scorecard) -> None:
     """Recomputed by hand: fit the RTX 4090 sweep without its C = 16 level, predict C = 16."""
     sweep = next(s for s in load_reference() if s.gpu_key == "rtx-4090")
@@ -242,6 +240,7 @@ def test_step_method_is_offered_only_when_the_scenario_has_one() -> None:
         with_step_method("nope")
 
 
+@pytest.mark.slow
 def test_configure_reaches_every_prediction() -> None:
     sweeps = [s for s in load_reference() if s.gpu_key == "rtx-4090"]
     base = scorecard(sweeps)
@@ -302,6 +301,7 @@ def test_committed_scorecard_is_current(card: Scorecard) -> None:
         "docs/accuracy.md is not current: run `capacity validate --out docs/accuracy.md`")
 
 
+@pytest.mark.slow
 def test_cli_writes_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["upper_bound_rate"] == 1.0

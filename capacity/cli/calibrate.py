@@ -27,19 +27,13 @@ from typing import Any
 
 from capacity import workspace
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
+from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MAX_CONCURRENCY, dumps, number
 from capacity.cli.plan import add_scenario_flags, parse_int_list, scenario_from_args
 from capacity.errors import InputError
-from capacity.fit.calibration import (
-    KNOBS,
-    PINNED_RATIO,
-    Calibration,
-    PointKind,
-    calibration_path,
-    fit,
-    save,
-    spec_value,
-)
+from capacity.fit.calibration import KNOBS, Calibration, PointKind, fit
+from capacity.fit.calibration_problem import PINNED_RATIO, spec_value
+from capacity.fit.calibration_store import calibration_path, save
 from capacity.fit.imports import FORMATS, read_bench_label, read_measured
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import reference_points
@@ -57,7 +51,7 @@ from capacity.report.tables import render
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "calibrate", help="fit bandwidth/compute efficiency and overheads from measured points",
+        "calibrate", help=SUMMARIES["calibrate"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_scenario_flags(p, step_method_help=(  # the fit's default differs from a prediction's
         "decode step to fit: 'operator' (F4b, the default: weight GEMMs, then attention, each "

@@ -55,6 +55,7 @@ from capacity.bench.gguf_model import LONG_SHAPE, TEST_SHAPE, WIDE_SHAPE, write_
 from capacity.bench.store import RunStore
 from capacity.catalog.loader import Catalog, load_catalog
 from capacity.fit import calibration as calib
+from capacity.fit import calibration_store
 from capacity.fit.engine_check import (
     CheckRow,
     bound_counts,
@@ -219,7 +220,7 @@ def long_context(binary: Path, model_path: Path, steps: Steps, *, catalog: Catal
         steps.capacity("calibrate", "--model", model_key, "--gpu", GPU_KEY,
                        "--ctx", str(LONG_SHAPE.context_tokens), "--label", "rt-long-cal",
                        "--engine", engine, "--save", str(cal_path))
-        cal = calib.load(cal_path)
+        cal = calibration_store.load(cal_path)
         for tokens in LONG_HELD_TOKENS:
             _say(f"long prompts: held out at ~{tokens} tokens")
             summary = steps.bench(srv.base_url, f"rt-long-{tokens}", concurrency="1",
@@ -321,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps.capacity("calibrate", "--model", MODELS["f32"], "--gpu", GPU_KEY,
                        "--ctx", "2048", "--label", "rt-cal", "--levels", CAL_LEVELS,
                        "--engine", engine, "--batch1", "--save", str(cal_path))
-        cal = calib.load(cal_path)
+        cal = calibration_store.load(cal_path)
         fitted = {int(c) for c in CAL_LEVELS.split(",")}
         for case, grid in zip((CASE_CONC, CASE_CONC_LONG), grids, strict=True):
             held.append((case, MODELS["f32"],

@@ -20,20 +20,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from capacity.fit.validate import (
-    COMMAND,
-    markdown,
-    scorecard,
-    step_methods,
-    to_json,
-    with_step_method,
-    write_between_markers,
-)
+from capacity.cli.commands import SUMMARIES
+from capacity.fit.validate import scorecard, step_methods, with_step_method
+from capacity.fit.validate_report import COMMAND, markdown, to_json, write_between_markers
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "validate", help="score the predictor against every shipped published measurement",
+        "validate", help=SUMMARIES["validate"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--format", choices=("md", "json"), default="md",
                    help="what to print (default md)")

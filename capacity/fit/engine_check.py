@@ -41,12 +41,7 @@ from capacity.fit.overlay import (
 )
 from capacity.fit.validate import spec_sheet
 from capacity.model.scenario import Scenario, evaluate
-from capacity.plan.queueing import (
-    ServiceModel,
-    closed_loop_as_run,
-    service_from_scenario,
-    simulate,
-)
+from capacity.plan.events import ServiceModel, closed_loop_as_run, service_from_scenario, simulate
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),

@@ -4,10 +4,10 @@ measured one (docs/bench.md "The highest load within the SLO", docs/method.md se
 `slo_max_rate` searches, as the bench does (bracketing by doubling, then bisection), the
 highest Poisson arrival rate (req/s) at which the `pct` percentile of TTFT and of TPOT meet
 their targets, on one of two models of the same scenario:
-- `"event"`: the planner's discrete-event model (`capacity.plan.queueing.simulate`, section 6,
+- `"event"`: the planner's discrete-event model (`capacity.plan.events.simulate`, section 6,
   the model behind the planner's SLO-feasible capacity with the event check);
 - `"engine"`: the simulated endpoint's own scheduler on a virtual clock
-  (`capacity.sim.scheduler.run_virtual`): the rate its physics allow, the truth a find-max run
+  (`capacity.sim.virtual.run_virtual`): the rate its physics allow, the truth a find-max run
   on `capacity sim-server` should land on.
 Both draw the same seeded Poisson arrivals. `speedup` is the simulated endpoint's: its times
 are divided by it, so the rate it sustains is `speedup` times higher for targets `speedup`
@@ -28,8 +28,8 @@ import numpy as np
 
 from capacity.errors import InputError
 from capacity.model.scenario import Scenario
-from capacity.plan.queueing import service_from_scenario, simulate
-from capacity.sim.scheduler import Workload, run_virtual
+from capacity.plan.events import service_from_scenario, simulate
+from capacity.sim.virtual import Workload, run_virtual
 
 PredictModel = Literal["event", "engine"]
 

@@ -51,7 +51,7 @@ from capacity.fit.calibration import Calibration, apply, predict_ms
 from capacity.fit.imports import read_measured
 from capacity.fit.measured import MeasuredPoint, c_vram
 from capacity.model.scenario import Scenario
-from capacity.plan.queueing import QueueResult, service_from_scenario, simulate
+from capacity.plan.events import QueueResult, service_from_scenario, simulate
 from capacity.types import Note
 
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")

@@ -27,12 +27,14 @@ from pathlib import Path
 from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError, InputError
-from capacity.fit.calibration import KNOBS, Calibration, PointKind, check_name
-from capacity.fit.uncertainty import TYPICAL_RANGES, _spread
+from capacity.fit.calibration import KNOBS, Calibration, PointKind, apply
+from capacity.fit.calibration_store import check_name, load, load_named
+from capacity.fit.uncertainty import TYPICAL_RANGES, calibrated_spread
 from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC_KNOBS, SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
-from capacity.plan.search import Option, PlanInputs, plan
+from capacity.plan.options import Option, PlanInputs
+from capacity.plan.search import plan
 from capacity.types import Note
 
 
@@ -174,8 +176,6 @@ def with_basis(inp: PlanInputs, text: str) -> PlanInputs:
     if basis.startswith(TYPICAL_PREFIX):
         return with_typical(with_chapter(inp),
                             typical_efficiency(basis.removeprefix(TYPICAL_PREFIX)))
-    from capacity.fit.calibration import load
-
     return with_calibration(with_chapter(inp), load(basis))
 
 
@@ -190,8 +190,6 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
     if basis.startswith(TYPICAL_PREFIX):
         typ = typical_efficiency(basis.removeprefix(TYPICAL_PREFIX))
         return s.with_(calibration=None, **{**CHAPTER_KNOBS, **typ.typical})
-    from capacity.fit.calibration import apply, load_named
-
     return apply(load_named(basis), s.with_(**CHAPTER_KNOBS))
 
 
@@ -211,8 +209,8 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
                        step_overhead_ms=hi["step_overhead_ms"],
                        prefill_overhead_ms=hi["prefill_overhead_ms"])
         return slow, with_spec_sheet(inp)  # the fast edge: the upper bound on speed
-    s_step = 1.0 + _spread(cal, PointKind.TPOT)
-    s_ttft = 1.0 + _spread(cal, PointKind.TTFT)
+    s_step = 1.0 + calibrated_spread(cal, PointKind.TPOT)
+    s_ttft = 1.0 + calibrated_spread(cal, PointKind.TTFT)
     slow = replace(inp, eta_bw=inp.eta_bw / s_step, eff=inp.eff / s_step,
                    step_overhead_ms=inp.step_overhead_ms * s_step, mfu=inp.mfu / s_ttft,
                    prefill_overhead_ms=inp.prefill_overhead_ms * s_ttft,

@@ -3,7 +3,7 @@
 `measurement_plan(scenario)` picks, from a grid of prompt lengths (256 to 32K tokens, within
 the model's context) and concurrency levels (1 to 256, within what fits in memory at that
 length), the fewest (prompt length, concurrency) cells at which every knob of the operator
-step (`OPERATOR_KNOBS`) and of prefill (`PREFILL_KNOBS`) is pinned down: calibration's own
+step (`OPERATOR_KNOBS`) and of prefill (`PREFILL_KNOBS`) is pinned down: the fit's own
 `identifiability` (posterior over prior width < `PINNED_RATIO`), evaluated at typical knobs
 (`DESIGN_KNOBS`). It is greedy: it starts from the corners (shortest prompt at 1 and at the
 largest level, longest prompt at 1) and adds, one at a time, the cell that pins the most
@@ -23,15 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from capacity.fit.calibration import (
-    _OPERATOR,
-    _PREFILL,
+from capacity.fit.calibration_problem import (
     OPERATOR_KNOBS,
+    OPERATOR_PROBLEM,
     PINNED_RATIO,
     PREFILL_KNOBS,
-    _decode_basis,
-    _prefill_basis,
+    PREFILL_PROBLEM,
+    decode_basis,
     identifiability,
+    prefill_basis,
 )
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.roofline import StepMethod
@@ -118,16 +118,18 @@ def _points(cells: list[tuple[int, int]]) -> list[MeasuredPoint]:
 
 def _decode_ratios(s: Scenario, cells: list[tuple[int, int]]) -> np.ndarray:
     pts = _points(cells)
-    basis = _decode_basis(s, pts)
+    basis = decode_basis(s, pts)
     x = np.array([DESIGN_KNOBS[n] for n in OPERATOR_KNOBS])
-    return identifiability(OPERATOR_KNOBS, _OPERATOR.model, x, basis, _OPERATOR.model(x, basis))
+    model = OPERATOR_PROBLEM.model
+    return identifiability(OPERATOR_KNOBS, model, x, basis, model(x, basis))
 
 
 def _prefill_ratios(s: Scenario, prompts: list[int]) -> np.ndarray:
     pts = _points([(p, 1) for p in prompts])
-    basis = _prefill_basis(s, pts)
+    basis = prefill_basis(s, pts)
     x = np.array([DESIGN_KNOBS[n] for n in PREFILL_KNOBS])
-    return identifiability(PREFILL_KNOBS, _PREFILL.model, x, basis, _PREFILL.model(x, basis))
+    model = PREFILL_PROBLEM.model
+    return identifiability(PREFILL_KNOBS, model, x, basis, model(x, basis))
 
 
 def _score(r: np.ndarray) -> tuple[int, float]:
@@ -204,7 +206,7 @@ def _dominant(s: Scenario, prompt: int, concurrency: int) -> str:
     knobs: eta_bw (weights read), eff (GEMM arithmetic), eta_kv (KV read), attn_sat_batch
     (the floor), step_overhead_ms, seq_overhead_ms."""
     k = DESIGN_KNOBS
-    b = _decode_basis(s, _points([(prompt, concurrency)]))
+    b = decode_basis(s, _points([(prompt, concurrency)]))
     w = float(b["weight_peak_ms"][0]) / k["eta_bw"]
     g = float(b["gemm_peak_ms"][0]) / k["eff"]
     kv = float(b["kv_peak_ms"][0]) / k["eta_kv"]

@@ -217,8 +217,11 @@ class Band:
         return float(np.min(lo / mid)), float(np.max(hi / mid))
 
 
-def _spread(cal: Calibration, kind: PointKind) -> float:
-    """Median |error| of the held-out predictions, else of the fitted ones, at least 5%."""
+def calibrated_spread(cal: Calibration, kind: PointKind) -> float:
+    """The relative spread of a calibrated prediction of one kind (TPOT: the step, TTFT), a
+    fraction: the median |error| of the calibration's held-out predictions, else of its fitted
+    ones, at least `MIN_SPREAD`. The band (`band`) and the planner's band edges
+    (`capacity.fit.planning.band_edges`) widen a calibrated prediction by it."""
     e = cal.median_abs_error(kind, "held_out")
     if e is None:
         e = cal.median_abs_error(kind, "fitted")
@@ -246,8 +249,8 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
         s = apply(calibration, scenario)
         step, ttft, cv = _at(s, C)
         far = distance(calibration, scenario, C)
-        sp_t = _widened(_spread(calibration, PointKind.TPOT), far, "step_ms")
-        sp_f = _widened(_spread(calibration, PointKind.TTFT), far, "ttft_s")
+        sp_t = _widened(calibrated_spread(calibration, PointKind.TPOT), far, "step_ms")
+        sp_f = _widened(calibrated_spread(calibration, PointKind.TTFT), far, "ttft_s")
         if calibration.overhead_gb is not None:
             lo_s = s.with_(overhead_gb=max(0.0, s.overhead_gb - CALIBRATED_OVERHEAD_SPREAD_GB))
             hi_s = s.with_(overhead_gb=s.overhead_gb + CALIBRATED_OVERHEAD_SPREAD_GB)

@@ -27,16 +27,15 @@ prompt chunks (`SimPhysics.mixed_step_s`). A request that finds no room waits in
 
 The scheduler keeps its own clock and advances it from event to event (a prefill batch or a
 decode step ends after its computed duration), one implementation under two clocks: real time
-(the HTTP server paces token streams against the wall clock) and virtual time (`run_virtual`: a
-scripted workload runs in-process with no sleeping at all; deterministic, and fast). The ground
-truth per request is in simulated time.
+(the HTTP server paces token streams against the wall clock) and virtual time
+(`capacity.sim.virtual.run_virtual`: a scripted workload runs in-process with no sleeping at
+all; deterministic, and fast). The ground truth per request is in simulated time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import math
 import random
 import time
@@ -45,13 +44,10 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
 from capacity.model.kv import kv_request_bytes
 from capacity.model.scenario import Scenario, evaluate
-from capacity.model.traffic import TrafficSample
 
 FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
 """Injected faults, in the order their shares are stacked on the unit interval."""
@@ -112,7 +108,12 @@ class SimConfig:
 
 
 @dataclass(kw_only=True, eq=False)
-class _Seq:
+class SimSequence:
+    """One request inside the simulator, from `Simulator.submit` to its last token: its
+    lengths, where it is in prefill and decode, its timestamps on the simulator's clock, and
+    the tokens it has emitted (`capacity.sim.server` streams them from `out`). Compared by
+    identity (it keys the scheduler's plans)."""
+
     id: str
     prompt_tokens: int
     target_tokens: int
@@ -146,10 +147,10 @@ class _Seq:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Step:
+class SimStep:
     """One scheduling decision: the sequences that get a token when it ends, and its length."""
 
-    emit: list[_Seq]
+    emit: list[SimSequence]
     duration_s: float
     """Its duration on the simulator's clock (seconds, after the speed-up)."""
 
@@ -249,7 +250,7 @@ class PrefixCache:
         self.hits = 0
         self.misses = 0
 
-    def peek(self, seq: _Seq) -> int:
+    def peek(self, seq: SimSequence) -> int:
         """Prompt tokens of `seq` the cache would serve now (0 on a miss); changes nothing. At
         least one prompt token is always prefilled (it yields the first output token)."""
         if seq.prefix_key < 0 or seq.prefix_tokens <= 0:
@@ -258,7 +259,7 @@ class PrefixCache:
             return 0
         return min(seq.prefix_tokens, seq.prompt_tokens - 1)
 
-    def admit(self, seq: _Seq) -> int:
+    def admit(self, seq: SimSequence) -> int:
         """Cached prompt tokens for `seq` now (0 on a miss); records its prefix as cached."""
         if seq.prefix_key < 0 or seq.prefix_tokens <= 0:
             return 0
@@ -268,7 +269,7 @@ class PrefixCache:
         self.tokens[seq.prefix_key] = max(self.tokens.get(seq.prefix_key, 0), seq.prefix_tokens)
         return hit
 
-    def finish(self, seq: _Seq) -> None:
+    def finish(self, seq: SimSequence) -> None:
         """A finished conversation turn: its context is cached for the next turn."""
         if seq.conversation_key >= 0:
             self.tokens[seq.conversation_key] = max(self.tokens.get(seq.conversation_key, 0),
@@ -280,7 +281,8 @@ class Simulator:
 
     `next_step` (admission and batching at a scheduling point) and `complete` (emit the step's
     tokens at its end) are the scheduler; the real-time loop (`start`, for the HTTP server) and
-    `run_virtual` drive the same two methods, on the wall clock or on no clock at all.
+    `capacity.sim.virtual.run_virtual` drive the same two methods, on the wall clock or on no
+    clock at all.
     """
 
     def __init__(self, scenario: Scenario, config: SimConfig, *, clock: str = "real") -> None:
@@ -294,8 +296,8 @@ class Simulator:
         self.max_model_len = scenario.model.max_context_tokens
         if self.profile.kv_admission == "tokens":  # as vLLM: no request longer than the KV pool
             self.max_model_len = min(self.max_model_len, self._pool_tokens())
-        self.waiting: deque[_Seq] = deque()
-        self.running: list[_Seq] = []
+        self.waiting: deque[SimSequence] = deque()
+        self.running: list[SimSequence] = []
         self.prefix_cache = PrefixCache()
         self.truth: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.now_s = -math.inf
@@ -349,7 +351,7 @@ class Simulator:
     def submit(self, *, prompt_tokens: int, max_tokens: int, ignore_eos: bool,
                fault: str | None, arrival_s: float, seq_id: str | None = None,
                prefix_key: int = -1, prefix_tokens: int = 0,
-               conversation_key: int = -1) -> _Seq:
+               conversation_key: int = -1) -> SimSequence:
         """Queue a request that arrived at `arrival_s` (on the simulator's clock; in arrival
         order). It is admitted at the first scheduling point at or after its arrival."""
         eos = self.config.eos_after_tokens
@@ -360,7 +362,7 @@ class Simulator:
         if prompt_tokens < 1 or prompt_tokens + max_tokens > self.max_model_len:
             raise InputError(f"a request of {prompt_tokens} prompt and {max_tokens} output tokens "
                              f"does not fit this engine's maximum of {self.max_model_len} tokens")
-        seq = _Seq(id=seq_id or f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
+        seq = SimSequence(id=seq_id or f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
                    target_tokens=target, finish_reason=reason, fault=fault, arrival_s=arrival_s,
                    stream=self.clock == "real", prefill_left=prompt_tokens,
                    prefix_key=prefix_key, prefix_tokens=prefix_tokens,
@@ -371,7 +373,7 @@ class Simulator:
             self._wake.set()
         return seq
 
-    def record(self, seq: _Seq, status: str) -> None:
+    def record(self, seq: SimSequence, status: str) -> None:
         """Store the ground truth of a finished, failed or abandoned request (simulated time)."""
         n = seq.emitted
         tpot = (seq.last_s - seq.first_s) / (n - 1) * 1e3 if n > 1 else math.nan
@@ -405,21 +407,21 @@ class Simulator:
                 else (lo, mid)
         return lo
 
-    def _claim_bytes(self, s: _Seq, extra_tokens: int) -> float:
+    def _claim_bytes(self, s: SimSequence, extra_tokens: int) -> float:
         """KV bytes `s` claims with `extra_tokens` more: the pages of what it holds and, with a
         reserve (SGLang), that share of its remaining output."""
         left = max(s.target_tokens - s.emitted, 0)
         ahead = math.ceil(self.profile.reserve_output_share * left)
         return self.physics.kv_bytes(s.cached + extra_tokens + ahead)
 
-    def _fits(self, plan: dict[_Seq, int]) -> bool:
+    def _fits(self, plan: dict[SimSequence, int]) -> bool:
         """Tokens admission: every running sequence's claim, with this step's tokens, fits."""
         if self.profile.kv_admission == "context":
             return True
         used = sum(self._claim_bytes(s, plan.get(s, 0)) for s in self.running)
         return used <= self.physics.kv_budget_bytes
 
-    def _preempt_last(self) -> _Seq:
+    def _preempt_last(self) -> SimSequence:
         """Preempt the newest running sequence: its KV is freed and it goes back to the head of
         the queue, to prefill its prompt and its tokens so far again (recompute)."""
         s = self.running.pop()
@@ -436,7 +438,7 @@ class Simulator:
         return bool(self.waiting and self.waiting[0].arrival_s <= self.now_s
                     and len(self.running) < self.physics.slots)
 
-    def _try_admit(self, plan: dict[_Seq, int], budget_left: float) -> bool:
+    def _try_admit(self, plan: dict[SimSequence, int], budget_left: float) -> bool:
         """Admit the head of the queue with its first chunk (at most `budget_left` tokens) when
         the KV pool holds it; False (and nothing changed) when it does not."""
         s = self.waiting[0]
@@ -461,7 +463,7 @@ class Simulator:
             s.cached_tokens = self.prefix_cache.admit(s)
         return True
 
-    def next_step(self) -> _Step | None:
+    def next_step(self) -> SimStep | None:
         """Admission and batching at the scheduling point `now_s` (see the module docstring):
         a prefill batch (chapter, SGLang), a mixed step (vLLM, llama.cpp) or a decode step. An
         idle engine first moves its clock to the next arrival. None when nothing is left to
@@ -475,11 +477,11 @@ class Simulator:
         step = self._mixed() if self.profile.mixed else self._prefill_or_decode()
         if step is None:
             return None
-        return _Step(emit=step.emit, duration_s=step.duration_s / self.config.speedup)
+        return SimStep(emit=step.emit, duration_s=step.duration_s / self.config.speedup)
 
-    def _chunks(self, plan: dict[_Seq, int]) -> tuple[list[_Seq], list[tuple[int, int]]]:
+    def _chunks(self, plan: dict[SimSequence, int]) -> tuple[list[SimSequence], list[tuple[int, int]]]:
         """Apply the planned prompt tokens: the sequences whose prompt completes, the chunks."""
-        done: list[_Seq] = []
+        done: list[SimSequence] = []
         chunks: list[tuple[int, int]] = []
         for s, n in plan.items():
             chunks.append((s.cached, n))
@@ -489,18 +491,18 @@ class Simulator:
                 done.append(s)
         return done, chunks
 
-    def _decode_room(self, decoding: list[_Seq]) -> list[_Seq]:
+    def _decode_room(self, decoding: list[SimSequence]) -> list[SimSequence]:
         """Preempt the newest sequences until the decoding ones' next token fits the pool."""
         while decoding and not self._fits(dict.fromkeys(decoding, 1)):
             gone = self._preempt_last()
             decoding = [s for s in decoding if s is not gone]
         return decoding
 
-    def _prefill_or_decode(self) -> _Step | None:
+    def _prefill_or_decode(self) -> SimStep | None:
         """Chapter and SGLang: a prefill batch of the prompts in progress and those admitted now
         (at most the token budget, when there is one), or else a decode step."""
         budget = self.profile.token_budget_tokens or math.inf
-        plan: dict[_Seq, int] = {}
+        plan: dict[SimSequence, int] = {}
         used = 0
         for s in self.running:
             if s.prefill_left and used < budget:
@@ -510,21 +512,21 @@ class Simulator:
             used += plan[self.running[-1]]
         if plan:
             done, chunks = self._chunks(plan)
-            return _Step(emit=done, duration_s=sum(self.physics.chunk_s(d, n) for d, n in chunks))
+            return SimStep(emit=done, duration_s=sum(self.physics.chunk_s(d, n) for d, n in chunks))
         decoding = self._decode_room([s for s in self.running if not s.prefill_left])
         if not decoding:
             return None
         for s in decoding:
             s.cached += 1
         ctx = sum(s.prompt_tokens + s.emitted for s in decoding) / len(decoding)
-        return _Step(emit=decoding, duration_s=self.physics.step_s(len(decoding), ctx))
+        return SimStep(emit=decoding, duration_s=self.physics.step_s(len(decoding), ctx))
 
-    def _mixed(self) -> _Step | None:
+    def _mixed(self) -> SimStep | None:
         """vLLM and llama.cpp: one token for every decoding sequence, then prompt chunks of the
         sequences in progress and of those admitted now, within the token budget."""
         budget = self.profile.token_budget_tokens
         decoding = self._decode_room([s for s in self.running if not s.prefill_left])[:budget]
-        plan: dict[_Seq, int] = dict.fromkeys(decoding, 1)
+        plan: dict[SimSequence, int] = dict.fromkeys(decoding, 1)
         used = len(decoding)
         for s in self.running:
             if s.prefill_left and used < budget:
@@ -544,10 +546,10 @@ class Simulator:
             return None
         done, chunks = self._chunks(plan)
         ctx = sum(s.prompt_tokens + s.emitted for s in decoding) / max(len(decoding), 1)
-        return _Step(emit=decoding + done,
+        return SimStep(emit=decoding + done,
                      duration_s=self.physics.mixed_step_s(len(decoding), ctx, chunks))
 
-    def complete(self, step: _Step) -> list[_Seq]:
+    def complete(self, step: SimStep) -> list[SimSequence]:
         """The step has ended at `now_s`: emit its tokens; returns the sequences it finished."""
         finished = self._emit(step.emit, self.now_s)
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
@@ -572,8 +574,8 @@ class Simulator:
                                      (time.perf_counter() - self.now_s) * 1e3)
             self.complete(step)
 
-    def _emit(self, batch: list[_Seq], now: float) -> list[_Seq]:
-        finished: list[_Seq] = []
+    def _emit(self, batch: list[SimSequence], now: float) -> list[SimSequence]:
+        finished: list[SimSequence] = []
         for s in batch:
             if s.cancelled or s.done:
                 continue
@@ -593,113 +595,3 @@ class Simulator:
         if finished or any(s.cancelled for s in batch):
             self.running = [s for s in self.running if not (s.done or s.cancelled)]
         return finished
-
-
-@dataclass(frozen=True, kw_only=True)
-class Workload:
-    """A scripted workload for `run_virtual`: `requests` requests of `prompt_tokens` prompt and
-    `output_tokens` output tokens (ignore_eos), arriving in one of three ways:
-    - `clients`: closed loop, that many users with no think time (each sends its next request
-      when its previous one finishes), all starting at 0;
-    - `rate_per_s`: Poisson arrivals, the same seeded draw as `capacity.plan.queueing.simulate`;
-    - `arrivals_s`: these arrival times (s, increasing)."""
-
-    prompt_tokens: int
-    output_tokens: int
-    requests: int
-    clients: int | None = None
-    rate_per_s: float | None = None
-    arrivals_s: tuple[float, ...] | None = None
-    seed: int = 0
-    sample: TrafficSample | None = None
-    """Per-request lengths and prefixes (`Traffic.sample`); build it with `from_sample`."""
-
-    def __post_init__(self) -> None:
-        if sum(x is not None for x in (self.clients, self.rate_per_s, self.arrivals_s)) != 1:
-            raise InputError("give one of: closed-loop clients, an arrival rate, or arrival times")
-        if self.prompt_tokens < 1 or self.output_tokens < 1 or self.requests < 1:
-            raise InputError("prompt, output and requests must each be >= 1")
-        if self.clients is not None and self.clients < 1:
-            raise InputError(f"clients must be >= 1, got {self.clients}")
-        if self.rate_per_s is not None and not (math.isfinite(self.rate_per_s)
-                                                and self.rate_per_s > 0):
-            raise InputError(f"arrival rate must be > 0 requests/s, got {self.rate_per_s}")
-        if self.arrivals_s is not None and (
-                len(self.arrivals_s) != self.requests
-                or any(not math.isfinite(a) for a in self.arrivals_s)
-                or any(b < a for a, b in itertools.pairwise(self.arrivals_s))):
-            raise InputError("arrival times must be `requests` finite times in increasing order")
-
-    @classmethod
-    def from_sample(cls, sample: TrafficSample) -> Workload:
-        """Replay a per-request workload: its arrivals, prompts, outputs and prefix keys."""
-        t0 = float(sample.arrival_ms[0])
-        return cls(prompt_tokens=int(np.max(sample.prompt_tokens)),
-                   output_tokens=int(np.max(sample.output_tokens)), requests=sample.size,
-                   arrivals_s=tuple(float(a - t0) / 1e3 for a in sample.arrival_ms),
-                   sample=sample)
-
-    def open_arrivals_s(self) -> list[float] | None:
-        """The open-loop arrival times (s), None for a closed loop."""
-        if self.arrivals_s is not None:
-            return list(self.arrivals_s)
-        if self.rate_per_s is not None:
-            rng = np.random.default_rng(self.seed)
-            return [float(t) / 1e3 for t in
-                    np.cumsum(rng.exponential(1e3 / self.rate_per_s, size=self.requests))]
-        return None
-
-
-def run_virtual(scenario: Scenario, workload: Workload,
-                config: SimConfig | None = None) -> list[dict[str, Any]]:
-    """Run `workload` on the simulated engine in virtual time: no sleeping, no HTTP, the clock
-    jumps from event to event (arrival, prefill done, decode step done). Returns the truth
-    records (as `/sim/truth`'s, `clock: "virtual"`; every time, `*_unix_s` included, counts
-    from 0 on the virtual clock) in arrival order.
-
-    The scheduler is the HTTP server's (`Simulator.next_step`/`complete`); fault injection,
-    which acts on HTTP streams, does not apply. Deterministic: the same inputs give the same
-    numbers on any machine, however busy.
-    """
-    sim = Simulator(scenario, config or SimConfig(), clock="virtual")
-    sim.now_s = 0.0
-    w = workload
-    opened = w.open_arrivals_s()
-    pending = deque(opened or [])
-    issued = 0
-
-    def send(at_s: float) -> None:
-        nonlocal issued
-        one = w.sample
-        if one is None:
-            sim.submit(prompt_tokens=w.prompt_tokens, max_tokens=w.output_tokens,
-                       ignore_eos=True, fault=None, arrival_s=at_s, seq_id=f"virtual-{issued:06d}")
-        else:
-            key = int(one.prefix_ids[issued])
-            sim.submit(prompt_tokens=int(one.prompt_tokens[issued]),
-                       max_tokens=int(one.output_tokens[issued]), ignore_eos=True, fault=None,
-                       arrival_s=at_s, seq_id=f"virtual-{issued:06d}", prefix_key=key,
-                       prefix_tokens=int(one.cached_tokens[issued]) if key >= 0 else 0,
-                       conversation_key=int(one.conversation_ids[issued]))
-        issued += 1
-
-    if opened is None:
-        assert w.clients is not None
-        for _ in range(min(w.clients, w.requests)):
-            send(0.0)
-    while True:
-        # an idle engine's clock moves to the next arrival (next_step does it for the queue)
-        if pending and not sim.running and not sim.waiting:
-            sim.now_s = max(sim.now_s, pending[0])
-        while pending and pending[0] <= sim.now_s:
-            send(pending.popleft())
-        step = sim.next_step()
-        if step is None:
-            if not pending:
-                break
-            continue
-        sim.now_s += step.duration_s
-        for _ in sim.complete(step):
-            if opened is None and issued < w.requests:
-                send(sim.now_s)
-    return sorted(sim.truth.values(), key=lambda r: (r["arrival_s"], r["id"]))

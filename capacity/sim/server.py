@@ -41,12 +41,7 @@ from starlette.routing import Route
 from capacity.errors import InputError
 from capacity.model.scenario import Scenario
 from capacity.netstamp import kernel_stamps
-from capacity.sim.scheduler import (
-    SimConfig,
-    SimulatedDisconnect,
-    Simulator,
-    _Seq,
-)
+from capacity.sim.scheduler import SimConfig, SimSequence, SimulatedDisconnect, Simulator
 
 _WORDS = ("the", " capacity", " of", " a", " GPU", " is", " bounded", " by", " memory", ",",
           " bandwidth", " and", " compute", ".")
@@ -194,13 +189,13 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
                                  media_type="text/event-stream",
                                  headers={"x-sim-request-id": seq.id})
 
-    def usage(seq: _Seq) -> dict[str, Any]:
+    def usage(seq: SimSequence) -> dict[str, Any]:
         # the prefix cache's hits as vLLM reports them (--enable-prompt-tokens-details)
         return {"prompt_tokens": seq.prompt_tokens, "completion_tokens": seq.emitted,
                 "total_tokens": seq.prompt_tokens + seq.emitted,
                 "prompt_tokens_details": {"cached_tokens": seq.cached_tokens}}
 
-    async def whole(seq: _Seq, chat: bool, kind: str, created: int) -> Response:
+    async def whole(seq: SimSequence, chat: bool, kind: str, created: int) -> Response:
         try:
             while await seq.out.get() is not None:
                 pass
@@ -216,7 +211,7 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
                              "model": sim.model_name, "choices": [choice], "usage": usage(seq)},
                             headers={"x-sim-request-id": seq.id})
 
-    async def stream_body(seq: _Seq, chat: bool, kind: str, created: int,
+    async def stream_body(seq: SimSequence, chat: bool, kind: str, created: int,
                           include_usage: bool) -> AsyncIterator[bytes]:
         obj = kind + (".chunk" if chat else "")
         head = (f'{{"id":"{seq.id}","object":"{obj}","created":{created},'

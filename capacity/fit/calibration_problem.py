@@ -1,0 +1,321 @@
+"""F11's least-squares problem: the knobs, their priors and bounds, and the solver.
+
+What `capacity.fit.calibration.fit` solves, one problem per kind of point: the knobs of each
+decode method (`DECODE_KNOBS` for the chapter's F4, `OPERATOR_KNOBS` for the operator step F4b,
+`BATCH1_KNOBS` with the batch-1 factor) and of prefill (`PREFILL_KNOBS`, F6b); the weak prior
+toward typical values (`PRIORS`, `PRIOR_TIED`, in log space for fractions: `LOG_KNOBS`) and the
+bounds (`BOUNDS`); the knob-free prediction bases (`decode_basis`, `prefill_basis`: the parts
+of F4/F4b and F6b that do not depend on the knobs) and the per-point models over them
+(`decode_step_ms`, `prefill_ms`: the library's own `roofline.combine_step`, so a fitted
+calibration predicts exactly what `evaluate` computes); the robust solver (`solve`), which
+knobs the data pin down (`identifiability`, `PINNED_RATIO`) and the held-out predictions
+(`held_out_predictions`). `capacity.fit.sweep` designs measurement plans on the same problems.
+Source: F11 (docs/method.md), docs/calibration.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from capacity.fit.measured import MeasuredPoint
+from capacity.model.kv import kv_request_bytes
+from capacity.model.parallel import tp_comm_ms
+from capacity.model.prefill import prefill_flops
+from capacity.model.roofline import StepMethod, combine_step, counts_as_engines
+from capacity.model.scenario import Scenario, decode_model
+from capacity.types import FloatArray
+from capacity.units import TERA
+
+DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
+"""The chapter method's decode knobs (F4 + F11)."""
+OPERATOR_KNOBS = ("eta_bw", "eta_kv", "eff", "attn_sat_batch", "step_overhead_ms",
+                  "seq_overhead_ms")
+"""The operator method's decode knobs (F4b): eta_bw is the weight GEMMs' eta_w."""
+BATCH1_KNOBS = (*OPERATOR_KNOBS, "batch1_factor")
+"""With `fit(batch1=True)`: also the step of one sequence over the formula's, for engines that
+run it through other kernels (llama.cpp on CPU: `roofline.combine_step`)."""
+PREFILL_KNOBS = ("mfu", "attn_mfu", "prefill_overhead_ms")
+"""Prefill's knobs (F6b): MFU of the GEMMs, MFU of attention, the fixed prefill overhead."""
+PRIORS: dict[str, float] = {"eta_bw": 0.8, "step_overhead_ms": 0.0, "eff": 0.5, "mfu": 0.4,
+                            "prefill_overhead_ms": 0.0, "eta_kv": 0.8, "attn_sat_batch": 0.0,
+                            "seq_overhead_ms": 0.0, "attn_mfu": 0.4, "batch1_factor": 1.0}
+"""Where the weak pull goes when the data cannot decide (fractions: in log space). eta_kv and
+attn_mfu are pulled toward the fitted eta_bw and MFU instead (`PRIOR_TIED`): without data
+that separate them, KV reads run at the weights' efficiency and attention at the GEMMs'."""
+PRIOR_TIED: dict[str, str] = {"eta_kv": "eta_bw", "attn_mfu": "mfu"}
+LOG_KNOBS = frozenset({"eta_bw", "eta_kv", "eff", "mfu", "attn_mfu", "batch1_factor"})
+"""Fractions of peak (and the batch-1 factor, a ratio): their prior (and identifiability)
+works on log(value)."""
+BOUNDS: dict[str, tuple[float, float]] = {
+    "eta_bw": (0.05, 1.0), "step_overhead_ms": (0.0, 1000.0), "eff": (0.005, 1.0),
+    "mfu": (0.005, 1.0), "prefill_overhead_ms": (0.0, 10000.0), "eta_kv": (0.05, 1.0),
+    "attn_sat_batch": (0.0, 1024.0), "seq_overhead_ms": (0.0, 100.0), "attn_mfu": (0.005, 1.0),
+    "batch1_factor": (0.2, 2.0)}
+PRIOR_WEIGHT = 0.02
+"""Weight of each prior term against one point's relative residual: the nominal measurement
+noise (2 %) over the prior's width, so a fraction's prior is one e-fold wide (log space) and
+an overhead's one median measured time."""
+SAT_PRIOR_SD = 8.0
+"""Width of attn_sat_batch's prior around 0, sequences."""
+BATCH1_PRIOR_SD = 0.1
+"""Width of batch1_factor's prior around 1, in log space: a tenth. Most engines run one
+sequence through the same kernels as many (vLLM, SGLang on GPUs), so the factor moves only
+where the batch-1 points disagree with the others by more than the noise (llama.cpp on CPU:
+0.70)."""
+SEQ_PRIOR_SHARE = 0.01
+"""Width of seq_overhead_ms's prior: 1 % of the median measured step per sequence."""
+ROBUST_SCALE = 0.05
+"""soft_l1 f_scale: residuals beyond about 5% count less than quadratically."""
+PINNED_RATIO = 0.1
+"""A knob is pinned down when the data cut its prior's width tenfold (posterior sd / prior
+sd < 0.1): with the nominal 2 % noise a fraction is then known to about +/- 10 % (a tenth
+of the prior's e-fold), an overhead to a tenth of a median measured time."""
+
+
+def spec_value(base: Scenario, name: str) -> float:
+    """A knob's value in the scenario the points were measured under (the spec-sheet side of
+    the report): eta_kv None is eta_bw, attn_mfu None is MFU."""
+    v = getattr(base, name)
+    if v is None:
+        v = getattr(base, PRIOR_TIED[name])
+    return float(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# prediction bases: the parts of F4/F4b and F6b that do not depend on the knobs
+
+def decode_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, FloatArray]:
+    """`combine_step`'s knob-free inputs per point (terms at peak in ms, comm, the batch per
+    replica), from the one implementation (`decode_model` -> `roofline.StepModel`), at each
+    point's decode context."""
+    C = np.array([p.concurrency for p in pts], dtype=np.float64)
+    L = np.array([p.decode_context_tokens for p in pts], dtype=np.float64)
+    kv = kv_request_bytes(base.model, L, base.kv_dtype, base.tp, base.block_size).exact_bytes
+    sm = decode_model(base, kv, L)
+    peak = sm.peak_terms(np.ceil(C / base.replicas))
+    shape = np.broadcast_shapes(*(np.shape(v) for v in peak.values()))
+    return {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape).copy()
+            for k, v in peak.items()}
+
+
+def prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, FloatArray]:
+    """Prefill GEMMs and attention at MFU = 1 and TP comm, in ms, per point (F6b)."""
+    prompt = np.array([p.prefill_tokens for p in pts], dtype=np.float64)
+    pf = prefill_flops(base.model, prompt,
+                       by_operator=counts_as_engines(base.step_method))
+    f = base.tflops * base.tp * TERA
+    comm = np.asarray(tp_comm_ms(base.model, base.gpu, base.tp, prompt), dtype=np.float64)
+    lin = np.asarray(pf.linear_flops / f * 1e3, dtype=np.float64)
+    return {"linear_ms": lin, "attention_ms": np.asarray(pf.attention_flops / f * 1e3,
+                                                         dtype=np.float64),
+            "comm_ms": np.broadcast_to(comm, lin.shape).copy()}
+
+
+def decode_step_ms(x: FloatArray, basis: dict[str, FloatArray],
+                   method: str = StepMethod.CHAPTER.value) -> FloatArray:
+    """F4 (x = eta_bw, step_overhead_ms, eff) or F4b (x = `OPERATOR_KNOBS`) per point, ms: the
+    same arithmetic as `evaluate` with those knobs (`roofline.combine_step`), without
+    re-deriving the terms at each trial of the fit."""
+    b = basis
+    terms = {"weight_peak_ms": b["weight_peak_ms"], "kv_peak_ms": b["kv_peak_ms"],
+             "gemm_peak_ms": b["gemm_peak_ms"], "attention_peak_ms": b["attention_peak_ms"],
+             "kv_request_peak_ms": b["kv_request_peak_ms"], "comm_ms": b["comm_ms"],
+             "batch": b["batch"]}
+    if method != StepMethod.OPERATOR:  # the chapter's overlap (F4, or the bound's counting)
+        eta, t0, eff = (float(v) for v in x)
+        return combine_step(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
+                            overhead_ms=t0).step_ms
+    eta, eta_kv, eff, sat, t0, seq, *rest = (float(v) for v in x)
+    one = rest[0] if rest else 1.0
+    return combine_step(method=method, **terms, eta_bw=eta,
+                        eta_kv=eta_kv, eff=eff, attn_sat_batch=sat, overhead_ms=t0,
+                        seq_overhead_ms=seq, batch1_factor=one).step_ms
+
+
+def operator_step_ms(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
+    """F4b per point, ms (`decode_step_ms` under the operator method; x = `OPERATOR_KNOBS`,
+    or `BATCH1_KNOBS`)."""
+    return decode_step_ms(x, basis, StepMethod.OPERATOR.value)
+
+
+def prefill_ms(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
+    """F6b per point, ms: t0 + linear / MFU + attention / attn_mfu + comm."""
+    mfu, attn_mfu, t0p = x
+    return np.asarray(t0p + basis["linear_ms"] / mfu + basis["attention_ms"] / attn_mfu
+                      + basis["comm_ms"], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One least-squares problem of the fit: the knobs it fits (`names`, in the order of the
+    model's `x`), the per-point model over a basis (ms; `decode_step_ms`, `prefill_ms`) and the
+    starting points the solver tries (the best of them wins: the knobs trade off)."""
+
+    names: tuple[str, ...]
+    model: Callable[[FloatArray, Any], FloatArray]
+    starts: tuple[tuple[float, ...], ...]
+
+
+DECODE_PROBLEM = Problem(DECODE_KNOBS, decode_step_ms,
+                         ((0.8, 0.0, 0.5), (0.6, 1.0, 0.1), (0.9, 0.5, 1.0), (0.5, 3.0, 0.03)))
+"""The chapter's decode step (F4): eta_bw, step overhead, eff over `decode_basis`."""
+OPERATOR_PROBLEM = Problem(OPERATOR_KNOBS, operator_step_ms,
+                           ((0.8, 0.8, 0.5, 0.0, 0.0, 0.0), (0.6, 0.5, 0.3, 4.0, 1.0, 0.01),
+                            (0.9, 0.9, 0.8, 1.0, 0.3, 0.002), (0.5, 0.7, 0.1, 16.0, 3.0, 0.05)))
+"""The operator step (F4b): `OPERATOR_KNOBS` over `decode_basis`."""
+BATCH1_PROBLEM = Problem(BATCH1_KNOBS, operator_step_ms,
+                         tuple((*x, 1.0) for x in OPERATOR_PROBLEM.starts) + (
+                             (0.8, 0.8, 0.5, 0.0, 0.0, 0.0, 0.7),))
+"""The operator step with the batch-1 factor free (`fit(batch1=True)`)."""
+PREFILL_PROBLEM = Problem(PREFILL_KNOBS, prefill_ms,
+                          ((0.4, 0.4, 0.0), (0.2, 0.2, 20.0), (0.8, 0.5, 5.0)))
+"""Prefill (F6b): MFU, attention MFU, prefill overhead over `prefill_basis`."""
+
+
+def _take(basis: dict[str, FloatArray], idx: npt.NDArray[np.intp]) -> dict[str, FloatArray]:
+    return {k: v[idx] for k, v in basis.items()}
+
+
+def _prior_sd(name: str, scale_ms: float) -> float:
+    """Width of a knob's prior in its prior coordinate (log for fractions; the knob's unit
+    else): one e-fold; one median measured time; `SAT_PRIOR_SD`; `SEQ_PRIOR_SHARE` x it."""
+    if name == "batch1_factor":
+        return BATCH1_PRIOR_SD
+    if name in LOG_KNOBS:
+        return 1.0
+    if name == "attn_sat_batch":
+        return SAT_PRIOR_SD
+    if name == "seq_overhead_ms":
+        return SEQ_PRIOR_SHARE * scale_ms
+    return scale_ms
+
+
+def _prior_residuals(names: Sequence[str], x: FloatArray, scale_ms: float) -> FloatArray:
+    """The prior's terms: PRIOR_WEIGHT x (coordinate - prior) / width, per knob; a tied knob
+    (`PRIOR_TIED`) is pulled toward its partner's value when both are fitted."""
+    val = dict(zip(names, (float(v) for v in x), strict=True))
+    out = []
+    for n in names:
+        v = val[n]
+        if n in LOG_KNOBS:
+            centre = val.get(PRIOR_TIED.get(n, ""), PRIORS[n])
+            out.append(PRIOR_WEIGHT * math.log(v / centre) / _prior_sd(n, scale_ms))
+        else:
+            out.append(PRIOR_WEIGHT * (v - PRIORS[n]) / _prior_sd(n, scale_ms))
+    return np.asarray(out, dtype=np.float64)
+
+
+def solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
+          ) -> tuple[FloatArray, FloatArray]:
+    """Robust fit of one problem; returns the knobs and their standard errors (from the
+    Gauss-Newton covariance; NaN when there are no more points than knobs)."""
+    scale = float(np.median(measured))
+    lo = np.array([BOUNDS[n][0] for n in problem.names])
+    hi = np.array([BOUNDS[n][1] for n in problem.names])
+
+    def residuals(x: FloatArray) -> FloatArray:
+        r = problem.model(x, basis) / measured - 1.0
+        return np.concatenate([r, _prior_residuals(problem.names, x, scale)])
+
+    # scipy (about a second to import) only when a fit runs: the pages and commands that merely
+    # read calibrations do not pay for it
+    from scipy.optimize import least_squares
+
+    best = None
+    for start in problem.starts:
+        x0 = np.clip(np.asarray(start, dtype=np.float64), lo + 1e-9, hi - 1e-9)
+        res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1",
+                            f_scale=ROBUST_SCALE, x_scale="jac", max_nfev=400)
+        if best is None or res.cost < best.cost:
+            best = res
+    assert best is not None
+    n = measured.size
+    if n <= len(problem.names):
+        return np.asarray(best.x, dtype=np.float64), np.full(len(problem.names), np.nan)
+    r_data = best.fun[:n]
+    s2 = float(np.sum(r_data ** 2) / (n - len(problem.names)))
+    jac = np.asarray(best.jac, dtype=np.float64)
+    cov = np.linalg.pinv(jac.T @ jac) * s2
+    std = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return np.asarray(best.x, dtype=np.float64), std
+
+
+def identifiability(problem_names: Sequence[str], model: Callable[[FloatArray, Any], FloatArray],
+                    x: FloatArray, basis: dict[str, FloatArray], measured: FloatArray
+                    ) -> FloatArray:
+    """Per knob: its posterior width over its prior width (< `PINNED_RATIO`: pinned down).
+
+    Linearised at the knobs `x`, in the prior's coordinates (log for fractions), with the
+    nominal 2 % noise that `PRIOR_WEIGHT` assumes: posterior precision = J'J (the data's
+    relative residuals, J by central differences, one-sided at a bound) + the prior's own
+    J_p'J_p. A knob whose term never matters at the measured points (a floor below every
+    measured batch, compute at a batch where memory binds) has J = 0: its ratio is 1 and it
+    stays at its prior. It depends on where the points are, not on their values: the same
+    function ranks candidate sweeps (`measurement_plan`).
+    """
+    names = list(problem_names)
+    k = len(names)
+    scale = float(np.median(measured))
+    lo = np.array([BOUNDS[n][0] for n in names])
+    hi = np.array([BOUNDS[n][1] for n in names])
+    log = np.array([n in LOG_KNOBS for n in names])
+    u0 = np.where(log, np.log(np.maximum(x, 1e-12)), x)
+
+    def to_x(u: FloatArray) -> FloatArray:
+        return np.asarray(np.where(log, np.exp(u), u), dtype=np.float64)
+
+    def data(u: FloatArray) -> FloatArray:
+        return np.asarray(model(to_x(u), basis) / measured, dtype=np.float64)
+
+    def prior(u: FloatArray) -> FloatArray:
+        return _prior_residuals(names, to_x(u), scale)
+
+    jd = np.zeros((measured.size, k))
+    jp = np.zeros((k, k))
+    for j, n in enumerate(names):
+        h = 1e-4 if log[j] else max(1e-4 * abs(u0[j]), 1e-4 * _prior_sd(n, scale))
+        up, dn = u0.copy(), u0.copy()
+        up[j] = min(u0[j] + h, math.log(hi[j]) if log[j] else hi[j])
+        dn[j] = max(u0[j] - h, math.log(lo[j]) if log[j] else lo[j])
+        width = up[j] - dn[j]
+        if width <= 0:
+            continue
+        jd[:, j] = (data(up) - data(dn)) / width
+        jp[:, j] = (prior(up) - prior(dn)) / width
+    prior_info = jp.T @ jp
+    post = np.linalg.pinv(jd.T @ jd + prior_info)
+    pri = np.linalg.pinv(prior_info)
+    ratio = np.sqrt(np.clip(np.diag(post), 0.0, None) / np.clip(np.diag(pri), 1e-300, None))
+    # a log knob's prior narrower than an e-fold (batch1_factor's tenth) is no wider a doubt:
+    # its ratio is taken against the e-fold, as for the ratios of peak (theirs is 1)
+    narrow = np.array([_prior_sd(n, scale) if n in LOG_KNOBS else 1.0 for n in names])
+    return np.asarray(ratio * narrow, dtype=np.float64)
+
+
+def held_out_predictions(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
+                         ) -> tuple[list[float | None], str]:
+    """Predictions for each point from a fit that left it out; k-fold (k = 5) or, for 5
+    points or fewer, leave-one-out. Fewer than 2 points: none."""
+    n = measured.size
+    if n < 2:
+        return [None] * n, f"none: {n} point(s) is too few to hold any out"
+    k = n if n <= 5 else 5
+    out: list[float | None] = [None] * n
+    idx = np.arange(n)
+    for fold in range(k):
+        test = idx[idx % k == fold]
+        train = idx[idx % k != fold]
+        x, _ = solve(problem, _take(basis, train), measured[train])
+        pred = problem.model(x, _take(basis, test))
+        for i, v in zip(test, pred, strict=True):
+            out[int(i)] = float(v)
+    method = "leave-one-out" if k == n else f"{k}-fold"
+    return out, f"{method} over {n} points"
+
+

@@ -1,0 +1,169 @@
+"""The accuracy scorecard written out: Markdown for docs/accuracy.md, JSON, and the markers.
+
+`markdown` is the part of docs/accuracy.md between `BEGIN` and `END` (`capacity validate --out
+docs/accuracy.md` rewrites it with `write_between_markers`, keeping the text around it);
+`to_json` is the whole `capacity.fit.validate.Scorecard` with its derived figures. Source:
+docs/accuracy.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from capacity.fit.validate import MIN_WITHIN_LEVELS, Check, Scorecard
+
+BEGIN = "<!-- validate:begin -->"
+END = "<!-- validate:end -->"
+"""Markers of the generated part of docs/accuracy.md; text outside them is kept."""
+COMMAND = "capacity validate --out docs/accuracy.md"
+"""The command line that regenerates docs/accuracy.md (named in the generated part)."""
+
+
+def _n(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v:.4g}"
+
+
+def _p(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
+
+
+def _x(v: float) -> str:
+    return "-" if not math.isfinite(v) else f"{v:.2f}x"
+
+
+def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAND) -> str:
+    """The scorecard as Markdown (the part of docs/accuracy.md between the markers): the date
+    and command line first, then the summary, optimism, held-out error and every row."""
+    day = today or dt.date.today().isoformat()
+    method = f", step method {card.step_method}" if card.step_method else ""
+    n_ok = sum(c.upper_bound for c in card.checks)
+    lines = [f"Generated {day} by `{command}`{method}.", "",
+             f"{len(card.checks)} measured rows in {len(card.groups)} groups "
+             "(GPU + engine + model) from data/reference/published.csv.", "",
+             "### Spec-sheet upper bound", "",
+             f"The spec-sheet prediction is not slower than measured on {n_ok} of "
+             f"{len(card.checks)} rows: **{_p(card.upper_bound_rate)}** (target 100%).", ""]
+    if card.violations:
+        lines += ["| group | C | metric | measured | spec-sheet | reason |",
+                  "|---|---:|---|---:|---:|---|"]
+        lines += [f"| {v.check.group} | {v.check.concurrency:g} | {v.check.metric} | "
+                  f"{_n(v.check.measured)} | {_n(v.check.spec)} | {v.reason} |"
+                  for v in card.violations]
+        lines.append("")
+    lines += ["### Optimism (spec-sheet speed / measured speed: decode step, throughput, end-to-end)", "",
+              "| by | name | rows | median | range |", "|---|---|---:|---:|---|"]
+    for by, rows in (("GPU", card.optimism_by_gpu), ("engine", card.optimism_by_engine)):
+        lines += [f"| {by} | {name} | {s.n} | {_x(s.median)} | {_x(s.low)} - {_x(s.high)} |"
+                  for name, s in rows]
+    lines += ["", "### Calibrated, leave one group out (|predicted / measured - 1|)", "",
+              "| metric | levels | rows | median | worst |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {m} | {w} | {s.n} | {_p(s.median)} | {_p(s.high)} |"
+              for m, w, s in card.logo_error]
+    lines += _within_markdown(card)
+    lines += ["", "### Every row", "",
+              "| group | in / out | C | metric | stat | measured | spec-sheet | optimism | "
+              "calibrated (held out) | error | saturated |",
+              "|---|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
+    for c in card.checks:
+        lines.append(
+            f"| {c.group} | {c.prompt_tokens:g} / {c.output_tokens:g} | {c.concurrency:g} | "
+            f"{c.metric} | {c.stat} | {_n(c.measured)} | {_n(c.spec)} | {_x(c.optimism)} | "
+            f"{_n(c.calibrated)} | {_p(c.calibrated_error)} | "
+            f"{'yes' if c.saturated else 'no'} |")
+    lines += ["", "Calibrated knobs for each group came from: " + "; ".join(
+        sorted({f"{c.group}: {c.calibrated_from or 'none'}" for c in card.checks})) + ".", ""]
+    if card.skipped:
+        lines += ["Not predicted (not in the catalog): " + "; ".join(card.skipped) + ".", ""]
+    return "\n".join(lines)
+
+
+def _within_markdown(card: Scorecard) -> list[str]:
+    """The within-group section: the summary by step method, then every held-out level."""
+    if not card.within:
+        return []
+    ms = card.within_methods
+    lines = ["", "### Calibrated on the group's other levels (decode step, each level held out)",
+             "", f"Groups with at least {MIN_WITHIN_LEVELS} decode levels, each level predicted "
+             "by `capacity calibrate`'s fit of the group's other levels (leave-one-out up to "
+             "five levels, else five folds), under each step method.", "",
+             "| step method | levels | median | worst |", "|---|---:|---:|---:|"]
+    for m in ms:
+        s = card.within_error(m)
+        lines.append(f"| {m} | {s.n} | {_p(s.median)} | {_p(s.high)} |")
+    lines += ["", "| group | C | context | measured ms | "
+              + " | ".join(f"{m} (held out) | error" for m in ms) + " |",
+              "|---|---:|---:|---:|" + "---:|---:|" * len(ms)]
+    for w in card.within:
+        cells = " | ".join(f"{_n(w.held_out_ms[i])} | {_p(w.error(i))}" for i in range(len(ms)))
+        lines.append(f"| {w.group} | {w.concurrency:g} | {w.context_tokens:g} | "
+                     f"{_n(w.measured_ms)} | {cells} |")
+    derived = sorted({f"{w.group}: {w.derived}" for w in card.within if w.derived})
+    if derived:
+        lines += ["", "Steps not stated by their source: " + "; ".join(derived) + "."]
+    return lines
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def to_json(card: Scorecard) -> str:
+    """The scorecard as JSON: every check with its derived figures, and the summaries."""
+    def check(c: Check) -> dict[str, Any]:
+        return {**dataclasses.asdict(c), "metric": str(c.metric), "optimism": c.optimism,
+                "upper_bound": c.upper_bound, "calibrated_error": c.calibrated_error}
+
+    doc = {"upper_bound_rate": card.upper_bound_rate,
+           "violations": [{"check": check(v.check), "reason": v.reason} for v in card.violations],
+           "optimism_by_gpu": {n: dataclasses.asdict(s) for n, s in card.optimism_by_gpu},
+           "optimism_by_engine": {n: dataclasses.asdict(s) for n, s in card.optimism_by_engine},
+           "leave_one_group_out": [{"metric": m, "levels": w, **dataclasses.asdict(s)}
+                                   for m, w, s in card.logo_error],
+           "within_group": {
+               "methods": list(card.within_methods),
+               "error": {m: dataclasses.asdict(card.within_error(m))
+                         for m in card.within_methods},
+               "levels": [{**dataclasses.asdict(w), "held_out_ms": dict(zip(
+                   card.within_methods, w.held_out_ms, strict=True))} for w in card.within]},
+           "groups": list(card.groups), "step_method": card.step_method,
+           "skipped": list(card.skipped), "checks": [check(c) for c in card.checks]}
+    return json.dumps(_jsonable(doc), indent=2, allow_nan=False)
+
+
+def write_between_markers(path: Path, generated: str) -> Path:
+    """Put `generated` between BEGIN and END in `path`, keeping everything outside them; a file
+    without the markers gets them (and the part) appended; a missing file is created."""
+    block = f"{BEGIN}\n{generated.rstrip()}\n{END}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = "# Accuracy\n\n"
+    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def between_markers(text: str) -> str:
+    """The generated part of a document (between the markers), or '' when it has none."""
+    if BEGIN not in text or END not in text:
+        return ""
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
