@@ -17,14 +17,9 @@ from dataclasses import replace
 
 from capacity.catalog.loader import default_catalog
 from capacity.model.workload import Workload
-from capacity.plan.search import (
-    _CAPACITY_MEMO,
-    PlanInputs,
-    Slo,
-    load_curve,
-    plan,
-    simulate_option,
-)
+from capacity.plan.detail import load_curve, simulate_option
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import _CAPACITY_MEMO, plan
 
 TARGET_S = 1.0
 

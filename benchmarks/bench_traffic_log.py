@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from capacity.fit.traffic import summarize_log  # noqa: E402
-from capacity.plan.search import PlanInputs, Slo, plan  # noqa: E402
+from capacity.plan.options import PlanInputs, Slo  # noqa: E402
+from capacity.plan.search import plan  # noqa: E402
 
 
 def write_log(path: Path, rows: int, *, jsonl: bool, seed: int = 0) -> None:

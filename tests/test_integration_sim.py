@@ -27,8 +27,9 @@ import pytest
 from capacity.fit.calibration import fit
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.scenario import Scenario, make_scenario
-from capacity.plan.queueing import service_from_scenario, simulate
-from capacity.sim.scheduler import SimConfig, Workload, run_virtual
+from capacity.plan.events import service_from_scenario, simulate
+from capacity.sim.scheduler import SimConfig
+from capacity.sim.virtual import Workload, run_virtual
 
 KNOWN = {"eta_bw": 0.7, "step_overhead_ms": 1.5, "mfu": 0.45, "prefill_overhead_ms": 20.0}
 

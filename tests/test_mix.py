@@ -15,8 +15,10 @@ from capacity.cli.main import main
 from capacity.errors import InputError
 from capacity.model.workload import Workload
 from capacity.plan.mix import MixWorkload, parse_mix, plan_mix
-from capacity.plan.search import PlanInputs, Slo, plan
-from capacity.report.quote import fmt_money, mix_quote_blocks, render_markdown, write_mix_quote
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
+from capacity.report.document import render_markdown
+from capacity.report.quote import fmt_money, mix_quote_blocks, write_mix_quote
 
 MIX = """
 [[workload]]
@@ -57,6 +59,7 @@ def _base(**kw: object) -> PlanInputs:
                       **kw)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_each_workload_keeps_its_own_slo_and_the_fleet_is_the_sum(catalog: Catalog) -> None:
     ws = parse_mix(MIX, _base())
     assert [w.name for w in ws] == ["chat", "assistant"]
@@ -157,7 +160,7 @@ def test_planner_page_adds_a_workload(catalog: Catalog) -> None:
 
     from streamlit.testing.v1 import AppTest
 
-    from capacity.report.urlstate import planner_encode, planner_state
+    from capacity.report.planner_url import planner_encode, planner_state
 
     wl = Workload(daily_active_users=2000, requests_per_user_per_day=30, peak_share=0.25,
                   peak_hours=2, context_tokens=8192, output_tokens=512)
@@ -200,7 +203,7 @@ def test_planner_page_adds_a_workload(catalog: Catalog) -> None:
 
 def _scenario_state(catalog: Catalog):  # noqa: ANN202
     from capacity.plan.mix import MixEntry
-    from capacity.report.urlstate import encode_mix, planner_state
+    from capacity.report.planner_url import encode_mix, planner_state
 
     wl = Workload(daily_active_users=2000, requests_per_user_per_day=30, peak_share=0.25,
                   peak_hours=2, context_tokens=8192, output_tokens=512)
@@ -216,7 +219,7 @@ def _scenario_state(catalog: Catalog):  # noqa: ANN202
 def test_the_mix_round_trips_through_the_planner_url(catalog: Catalog) -> None:
     from urllib.parse import parse_qsl, urlsplit
 
-    from capacity.report.urlstate import planner_decode, planner_url
+    from capacity.report.planner_url import planner_decode, planner_url
 
     state, inp = _scenario_state(catalog)
     url = planner_url(state)
@@ -246,7 +249,7 @@ def test_the_mix_round_trips_through_the_planner_url(catalog: Catalog) -> None:
 ])
 def test_a_bad_mix_in_the_url_falls_back_with_a_notice(catalog: Catalog, raw: str,
                                                        why: str) -> None:
-    from capacity.report.urlstate import planner_decode
+    from capacity.report.planner_url import planner_decode
 
     state, notices = planner_decode({"mix": raw, "dau": "700"}, catalog)
     assert state.mix == "" and state.dau == 700  # the rest of the link still holds
@@ -257,7 +260,7 @@ def test_the_mix_quote_carries_the_link_that_reproduces_it(tmp_path: Path,
                                                            catalog: Catalog) -> None:
     from urllib.parse import parse_qsl, urlsplit
 
-    from capacity.report.urlstate import planner_decode
+    from capacity.report.planner_url import planner_decode
 
     path = tmp_path / "mix.toml"
     path.write_text(MIX, encoding="utf-8")
@@ -280,7 +283,7 @@ def test_the_mix_quote_carries_the_link_that_reproduces_it(tmp_path: Path,
 def test_planner_page_opens_a_mix_from_its_link(catalog: Catalog) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from capacity.report.urlstate import planner_encode
+    from capacity.report.planner_url import planner_encode
 
     state, _ = _scenario_state(catalog)
     app = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")

@@ -14,9 +14,10 @@ from capacity.catalog.offers import Offer, catalog_offer, choose, load_offers, p
 from capacity.cli.main import main
 from capacity.errors import CatalogError
 from capacity.model.workload import Workload
-from capacity.plan.search import PlanInputs, Slo, plan
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
+from capacity.report.planner_url import planner_decode, planner_state, planner_url
 from capacity.report.quote import quote_markdown
-from capacity.report.urlstate import planner_decode, planner_state, planner_url
 
 PRICES = """
 [[offer]]
@@ -78,6 +79,7 @@ def test_bad_offers_are_named(catalog: Catalog, text: str, why: str) -> None:
         parse_offers(text, catalog, "mine.toml")
 
 
+@pytest.mark.slow
 def test_offers_and_entered_prices_reach_the_plan(catalog: Catalog) -> None:
     base = plan(_inputs(), catalog)
     spot = plan(_inputs(offers=tuple(choose(parse_offers(PRICES, catalog), "spot").values())),

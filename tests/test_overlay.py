@@ -82,6 +82,7 @@ def test_band_and_derived_metrics(base: Scenario) -> None:
     assert math.isnan(m.loc["aggregate_tok_s", "p90"])
 
 
+@pytest.mark.slow
 def test_calibrated_curve_is_closer_than_the_spec_sheet(base: Scenario) -> None:
     truth = base.with_(eta_bw=0.7, step_overhead_ms=1.5, mfu=0.5, prefill_overhead_ms=20.0)
     pts = synthetic(truth, (1, 2, 8, 32, 64))

@@ -13,15 +13,9 @@ from hypothesis import strategies as st
 from capacity.catalog.loader import default_catalog
 from capacity.errors import CapacityError
 from capacity.model.workload import Workload
-from capacity.plan.search import (
-    Plan,
-    PlanInputs,
-    Slo,
-    check_option,
-    load_curve,
-    plan,
-    simulate_option,
-)
+from capacity.plan.detail import check_option, load_curve, simulate_option
+from capacity.plan.options import Plan, PlanInputs, Slo
+from capacity.plan.search import plan
 from capacity.report.urlstate import decode, encode, explorer_state, explorer_url
 
 LOOSE = Slo(ttft_ms=1e7, tpot_ms=1e5)
@@ -174,6 +168,7 @@ def test_more_users_never_lower_the_gpu_count(dau: int, more: int, gpu: str) -> 
         assert b.best.n_gpus >= a.best.n_gpus
 
 
+@pytest.mark.slow
 @FAST
 @given(dau=st.integers(10, 3000), ttft=st.floats(800, 6000), loosen=st.floats(1.0, 4.0),
        tpot=st.floats(15, 80))
@@ -198,8 +193,8 @@ def test_vectorized_search_agrees_with_the_scenario_path(model: str,
                                                          gpus: tuple[str, ...]) -> None:
     """The search's own F3/F4/F6/F10 arrays give the numbers `scenario.evaluate` gives."""
     from capacity.model.scenario import evaluate
-    from capacity.plan.queueing import service_from_scenario
-    from capacity.plan.search import option_scenario
+    from capacity.plan.detail import option_scenario
+    from capacity.plan.events import service_from_scenario
 
     wl = Workload(peak_concurrency=8, context_tokens=4096, output_tokens=128)
     p = plan(PlanInputs(model=model, workload=wl, slo=LOOSE, gpus=gpus, max_gpus=4),
@@ -245,6 +240,7 @@ def _scenario(model: str) -> Plan:
     return plan(PlanInputs(model=model, workload=wl, slo=Slo(ttft_ms=1500, tpot_ms=40)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["qwen3.5-9b", "llama-3.1-70b"])
 def test_deployments_as_they_are_built(model: str) -> None:
     """Issue 13: one row per deployment (twins folded with a variants note), TP inside one
@@ -282,7 +278,7 @@ def test_n_plus_one_spare_is_paid_for_and_travels() -> None:
 
     from capacity.catalog.loader import default_catalog
     from capacity.report.explain import Status, Targets, explain
-    from capacity.report.urlstate import planner_decode, planner_encode, planner_state
+    from capacity.report.planner_url import planner_decode, planner_encode, planner_state
 
     cat = default_catalog()
     base = _scenario("qwen3.5-9b")
@@ -310,6 +306,7 @@ def test_n_plus_one_spare_is_paid_for_and_travels() -> None:
     assert notices == [] and back.inputs(cat).spare
 
 
+@pytest.mark.slow
 def test_growth_names_the_month_the_fleet_runs_out() -> None:
     from capacity.plan.search import runs_out_month
     from capacity.report.quote import quote_markdown

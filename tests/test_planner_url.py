@@ -11,9 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.model.workload import Workload
-from capacity.plan.search import PlanInputs, Slo, plan
-from capacity.report.quote import headline_rows, quote_markdown
-from capacity.report.urlstate import (
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
+from capacity.report.planner_url import (
     DEFAULT_PLANNER,
     PlannerState,
     planner_decode,
@@ -21,6 +21,7 @@ from capacity.report.urlstate import (
     planner_state,
     planner_url,
 )
+from capacity.report.quote import headline_rows, quote_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "streamlit_app.py")

@@ -7,17 +7,15 @@ import pytest
 
 from capacity.errors import InputError
 from capacity.model.scenario import evaluate, make_scenario
-from capacity.plan.queueing import (
+from capacity.plan.events import (
     ServiceModel,
-    StepModel,
-    analytic_latency,
     closed_loop_as_run,
-    md1_mean_wait_ms,
     service_from_scenario,
     simulate,
     weighted_mean,
     weighted_quantiles,
 )
+from capacity.plan.queueing import StepModel, analytic_latency, md1_mean_wait_ms
 
 
 def _one_slot(service_ms: float = 100.0) -> ServiceModel:

@@ -9,8 +9,11 @@ import pypdfium2 as pdfium
 import pytest
 
 from capacity.model.workload import Workload
-from capacity.plan.search import Plan, PlanInputs, Slo, plan, simulate_option
-from capacity.report.quote import find_cjk_font, quote_markdown, quote_pdf
+from capacity.plan.detail import simulate_option
+from capacity.plan.options import Plan, PlanInputs, Slo
+from capacity.plan.search import plan
+from capacity.report.document import find_cjk_font
+from capacity.report.quote import quote_markdown, quote_pdf
 
 TODAY = dt.date(2026, 11, 30)
 

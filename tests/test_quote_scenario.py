@@ -18,12 +18,13 @@ import pytest
 
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.model.workload import Workload
-from capacity.plan.search import Plan, PlanInputs, Reason, Slo, plan
+from capacity.plan.options import Plan, PlanInputs, Reason, Slo
+from capacity.plan.search import plan
+from capacity.report.document import find_cjk_font
 from capacity.report.explain import Constraint, Status, Targets, explain
 from capacity.report.i18n import t
 from capacity.report.quote import (
     capacity_rows,
-    find_cjk_font,
     fmt_money,
     fmt_ms,
     headline_rows,
@@ -230,7 +231,7 @@ def test_the_chinese_quote_is_chinese_throughout(planned: Plan, catalog: Catalog
 def test_the_chinese_planner_page_matches_the_chinese_quote(catalog: Catalog) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from capacity.report.urlstate import planner_state, planner_url
+    from capacity.report.planner_url import planner_state, planner_url
 
     p = plan(scenario_inputs("qwen3.5-9b"), catalog)
     assert p.best is not None
@@ -295,7 +296,7 @@ def test_typical_planner_to_explorer_pages_agree(catalog: Catalog) -> None:
     the Explorer page shows the capacity table's TPOT and TTFT and no failing verdict."""
     from streamlit.testing.v1 import AppTest
 
-    from capacity.report.urlstate import planner_state, planner_url
+    from capacity.report.planner_url import planner_state, planner_url
 
     p = typical_plan("qwen3.5-9b", catalog)
     assert p.best is not None

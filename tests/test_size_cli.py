@@ -106,7 +106,7 @@ def test_quote_links_to_the_planner_that_reproduces_it(tmp_path: Path,
     from capacity.catalog.loader import default_catalog
     from capacity.cli.main import build_parser
     from capacity.cli.size import inputs_from_args
-    from capacity.report.urlstate import planner_decode
+    from capacity.report.planner_url import planner_decode
 
     cat = default_catalog()
     state, notices = planner_decode(dict(parse_qsl(urlsplit(url).query)), cat)

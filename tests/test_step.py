@@ -12,14 +12,16 @@ import numpy as np
 import pytest
 
 from capacity.catalog.loader import Catalog
-from capacity.fit.calibration import OPERATOR_KNOBS, _decode_basis, _decode_model
+from capacity.fit.calibration_problem import OPERATOR_KNOBS, decode_basis, decode_step_ms
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.memory import memory_verdict
 from capacity.model.roofline import StepModel, weight_bytes_read
 from capacity.model.scenario import Scenario, decode_model, evaluate, make_scenario
 from capacity.model.workload import Workload
-from capacity.plan.queueing import service_from_scenario
-from capacity.plan.search import PlanInputs, _units, option_scenario, plan
+from capacity.plan.detail import option_scenario
+from capacity.plan.events import service_from_scenario
+from capacity.plan.options import PlanInputs
+from capacity.plan.search import _units, plan
 from capacity.sim.scheduler import SimPhysics
 
 RTOL = 1e-12
@@ -94,10 +96,10 @@ def test_calibration_predictor_is_the_explorer_with_the_knobs(catalog: Catalog,
     pts = [MeasuredPoint(concurrency=c, context_tokens=p + o, prompt_tokens=p, output_tokens=o,
                          tpot_ms=20.0)
            for c, p, o in ((1, 1000, 200), (8, 4000, 500), (32, 2000, 256), (96, 6000, 1000))]
-    basis = _decode_basis(base, pts)
+    basis = decode_basis(base, pts)
     if base.step_method == "chapter":
         for eta, t0, eff in ((1.0, 0.0, 1.0), (0.72, 3.5, 0.4), (0.3, 0.0, 0.05)):
-            predicted = _decode_model(np.array([eta, t0, eff]), basis)
+            predicted = decode_step_ms(np.array([eta, t0, eff]), basis)
             knobbed = base.with_(eta_bw=eta, eff=eff, step_overhead_ms=t0)
             ev = evaluate(knobbed, np.array([p.concurrency for p in pts]),
                           np.array([p.decode_context_tokens for p in pts]))
@@ -105,7 +107,7 @@ def test_calibration_predictor_is_the_explorer_with_the_knobs(catalog: Catalog,
         return
     for knobs in ((1.0, 1.0, 1.0, 0.0, 0.0, 0.0), (0.72, 0.5, 0.4, 4.0, 3.5, 0.01),
                   (0.3, 0.9, 0.05, 0.0, 0.0, 0.2)):
-        predicted = _decode_model(np.array(knobs), basis, "operator")
+        predicted = decode_step_ms(np.array(knobs), basis, "operator")
         knobbed = base.with_(**dict(zip(OPERATOR_KNOBS, knobs, strict=True)))
         ev = evaluate(knobbed, np.array([p.concurrency for p in pts]),
                       np.array([p.decode_context_tokens for p in pts]))

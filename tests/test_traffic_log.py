@@ -12,7 +12,8 @@ import pytest
 from capacity.cli.main import main
 from capacity.errors import InputError
 from capacity.fit.traffic import BAD_REASONS, summarize_log
-from capacity.plan.search import PlanInputs, Slo, plan
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
 
 LOG = """timestamp,prompt_tokens,output_tokens,conversation_id
 2026-01-05 10:00:00,100,20,c1

@@ -32,7 +32,7 @@ from capacity.fit.overlay import LOADS, Load, Predicted, SaturationKind
 from capacity.model.memory import VERDICTS, MemoryVerdict, memory_verdict
 from capacity.model.roofline import Bound
 from capacity.model.scenario import FixKind, capacity_table, make_scenario
-from capacity.plan.search import REASONS, Reason
+from capacity.plan.options import REASONS, Reason
 from capacity.report.explain import CONSTRAINTS, Constraint, Detail, ReliefKind, Status
 from capacity.report.i18n import MESSAGES
 

@@ -9,7 +9,8 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.offers import Offer
 from capacity.model.cost import HOURS_PER_MONTH
 from capacity.model.workload import Workload
-from capacity.plan.search import PlanInputs, Slo, plan
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
 from capacity.report.quote import option_label, quote_markdown
 
 NODE = Offer(gpu="rtx-4090", price=16.0, currency="CNY", kind="on-demand", per="node",

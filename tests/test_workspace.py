@@ -17,7 +17,7 @@ from capacity import workspace
 from capacity.catalog import custom as cc
 from capacity.catalog.loader import default_catalog
 from capacity.cli.main import main
-from capacity.fit import calibration as calib
+from capacity.fit import calibration_store as cal_store
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "capacity" / "workspace.py"
@@ -66,6 +66,7 @@ def _environ_reads(path: Path) -> list[str]:
     return bad
 
 
+@pytest.mark.slow
 def test_only_workspace_reads_the_environment() -> None:
     files = [p for d in ("capacity", "app", "pages") for p in (ROOT / d).rglob("*.py")]
     files.append(ROOT / "streamlit_app.py")
@@ -131,13 +132,13 @@ def test_a_fresh_bench_folder_starts_with_the_sample(tmp_path: Path,
 def test_calibrations_read_from_both_saved_to_the_workspace(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAPACITY_CALIBRATIONS_DIR", str(tmp_path / "cal"))
-    assert "rtx-4090-vllm-published" in calib.saved_calibrations()
-    bundled = calib.load("rtx-4090-vllm-published")
-    assert calib.calibration_path("rtx-4090-vllm-published").parent == ROOT / "data" / "calibrations"
-    path = calib.save(bundled, "mine")
+    assert "rtx-4090-vllm-published" in cal_store.saved_calibrations()
+    bundled = cal_store.load("rtx-4090-vllm-published")
+    assert cal_store.calibration_path("rtx-4090-vllm-published").parent == ROOT / "data" / "calibrations"
+    path = cal_store.save(bundled, "mine")
     assert path == tmp_path / "cal" / "mine.toml"
-    assert {"mine", "rtx-4090-vllm-published"} <= set(calib.saved_calibrations())
-    assert calib.load("mine").gpu == bundled.gpu
+    assert {"mine", "rtx-4090-vllm-published"} <= set(cal_store.saved_calibrations())
+    assert cal_store.load("mine").gpu == bundled.gpu
 
 
 def test_one_catalog_includes_custom_entries(tmp_path: Path,
@@ -181,6 +182,7 @@ def test_size_searches_a_custom_gpu(custom_gpu: str, capsys: pytest.CaptureFixtu
     assert custom_gpu in json.dumps(json.loads(capsys.readouterr().out)["options"])
 
 
+@pytest.mark.slow
 def test_planner_offers_a_custom_gpu(custom_gpu: str) -> None:
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
     at.switch_page("pages/planner.py").run()

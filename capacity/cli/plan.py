@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
+from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import (
     CNY_PER_USD,
     EFFICIENCY,
@@ -60,7 +61,7 @@ from capacity.report.tables import render
 from capacity.units import GB, KIB
 
 if TYPE_CHECKING:  # the event model imports scipy: only `--engine` and `--rate` pay for it
-    from capacity.plan.queueing import LoadPoint, OpenLoopPoint, ServiceModel
+    from capacity.plan.events import LoadPoint, OpenLoopPoint, ServiceModel
 
 VERDICT_TEXT: dict[MemoryVerdict, str] = {MemoryVerdict.FITS: "fits", MemoryVerdict.TIGHT: "tight",
                                           MemoryVerdict.DOES_NOT_FIT: "does not fit"}
@@ -197,7 +198,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "plan", help="memory, bandwidth, compute and cost for one setup (the chapter's tables)",
+        "plan", help=SUMMARIES["plan"],
         description=__doc__)
     add_scenario_flags(p)
     p.add_argument("--concurrency", default=",".join(map(str, DEFAULT_CONCURRENCY)),
@@ -445,7 +446,8 @@ def run(args: argparse.Namespace) -> int:
         if args.step_method:  # said on the command line: wins over the basis'
             s = s.with_(step_method=args.step_method)
     if args.calibration:
-        from capacity.fit.calibration import apply, load
+        from capacity.fit.calibration import apply
+        from capacity.fit.calibration_store import load
         s = apply(load(args.calibration), s)
         if args.step_method:  # said on the command line: wins over the calibration's
             s = s.with_(step_method=args.step_method)
@@ -454,14 +456,14 @@ def run(args: argparse.Namespace) -> int:
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])
     under_load = None
     if args.engine:
-        from capacity.plan.queueing import closed_loop_load
+        from capacity.plan.events import closed_loop_load
 
         under_load = closed_loop_load(s, engine=args.engine, output_tokens=args.output_tokens,
                                       concurrency=concurrency)
     open_loop = None
     loads = open_loop_stages(args)
     if loads:
-        from capacity.plan.queueing import open_loop_load
+        from capacity.plan.events import open_loop_load
 
         open_loop = open_loop_load(s, engine=args.engine or "chapter",
                                    output_tokens=args.output_tokens, stages=loads,

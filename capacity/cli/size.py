@@ -35,6 +35,7 @@ from capacity.catalog.offers import (
     load_offers,
     without_offer,
 )
+from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import (
     CNY_PER_USD,
     EFFICIENCY,
@@ -55,19 +56,13 @@ from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.deployment import Deployment
 from capacity.plan.deployment import record as deployment_record
+from capacity.plan.detail import simulate_option
 from capacity.plan.mix import MixPlan, load_mix, plan_mix
+from capacity.plan.options import MAX_GPUS, REASON_TEXT, Option, Plan, PlanInputs, Slo
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS
-from capacity.plan.search import (
-    MAX_GPUS,
-    REASON_TEXT,
-    Option,
-    Plan,
-    PlanInputs,
-    Slo,
-    plan,
-    simulate_option,
-)
+from capacity.plan.search import plan
 from capacity.report.i18n import t
+from capacity.report.planner_url import planner_mix_state, planner_state, planner_url
 from capacity.report.quote import (
     alternative_text,
     check_quote_path,
@@ -77,7 +72,6 @@ from capacity.report.quote import (
     write_quote,
 )
 from capacity.report.tables import render
-from capacity.report.urlstate import planner_mix_state, planner_state, planner_url
 
 MAX_GPUS_LIMIT = 64
 """Largest --max-gpus (PlanInputs refuses more)."""
@@ -98,7 +92,7 @@ def _list(text: str | None) -> tuple[str, ...] | None:
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "size", help="rank GPU options for daily users (or peak concurrency) and SLOs",
+        "size", help=SUMMARIES["size"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("workload")
     w.add_argument("--mix", default=None, metavar="FILE",
@@ -575,7 +569,7 @@ def run(args: argparse.Namespace) -> int:
         link = planner_url(planner_state(inp, lang=args.lang), base=app_url(args))
         band = None
         if p.best is not None:
-            from capacity.fit.calibration import load
+            from capacity.fit.calibration_store import load
             from capacity.fit.planning import gpu_band
 
             cal = load(inp.calibration) if inp.calibration else None

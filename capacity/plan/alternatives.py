@@ -27,7 +27,8 @@ from enum import StrEnum
 
 from capacity.catalog.loader import Catalog
 from capacity.plan.deployment import Deployment, assess
-from capacity.plan.search import Option, Plan, Reason, plan
+from capacity.plan.options import Option, Plan, Reason
+from capacity.plan.search import plan
 
 SPEED = frozenset({Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT, Reason.COST})
 """Failures a relaxation of the workload or the targets can lift (memory and slots cannot)."""

@@ -20,8 +20,9 @@ from typing import Any
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import InputError
 from capacity.model.basis import knobs_of
+from capacity.plan.options import Option, PlanInputs
 from capacity.plan.pricing import Price
-from capacity.plan.search import Option, PlanInputs, node_layout, plan
+from capacity.plan.search import node_layout, plan
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,7 +36,8 @@ from typing import Any
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.model.workload import Workload
-from capacity.plan.search import Option, Plan, PlanInputs, Slo, plan
+from capacity.plan.options import Option, Plan, PlanInputs, Slo
+from capacity.plan.search import plan
 
 MAX_WORKLOADS = 8
 """Most workloads in one mix."""

@@ -14,12 +14,12 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
+from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_of_kind
-from capacity.errors import CapacityError, InputError
+from capacity.errors import CapacityError
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
-from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency, convert
+from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.roofline import StepMethod
@@ -29,20 +29,27 @@ from capacity.model.scenario import (
     DEFAULT_GPU,
     DEFAULT_MFU,
     Scenario,
-    context_limit_note,
     make_scenario,
     nearest_valid_tp,
     valid_tp_sizes,
 )
-from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry, MixWorkload
-from capacity.plan.search import Option, PlanInputs, design_concurrency_total
+from capacity.plan.detail import design_concurrency_total
+from capacity.plan.options import Option, PlanInputs
+from capacity.report.i18n import LANGS  # the languages: one per file in data/i18n/
+from capacity.report.url_params import (
+    basis_param,
+    bundled_offers,
+    engine_param,
+    float_text,
+    ignored_note,
+    parse_number,
+    why_text,
+)
 from capacity.types import Note
 
 if TYPE_CHECKING:
     from capacity.plan.deployment import Deployment
 from capacity.units import KV_DTYPES
-
-LANGS = ("en", "zh")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,7 +155,7 @@ class ExplorerState:
         further headroom), SLOs at `pct`, engine, prefix, basis and knobs, and its price with
         the source it has (the offer's or the catalog's exactly, else entered)."""
         from capacity.model.workload import Workload
-        from capacity.plan.search import Slo
+        from capacity.plan.options import Slo
 
         wl = Workload(rate_per_s=self.load if self.load > 0 else None,
                       peak_concurrency=None if self.load > 0 else float(self.c),
@@ -207,49 +214,11 @@ _RANGES: dict[str, tuple[float, float]] = {
 
 
 
-def _why(exc: BaseException) -> str:
-    """An exception's message as a notice's reason: its `Note` when it has one (the page says
-    it in its language), else its text."""
-    arg = exc.args[0] if exc.args else ""
-    return arg if isinstance(arg, Note) else str(exc)
 
 
-def _ignored(name: str, raw: str, exc: BaseException, default: object,
-             basis: bool) -> Note:
-    """The notice for a link parameter that could not be used and fell back to `default`."""
-    shown = raw if len(raw) <= 60 else raw[:60] + "..."
-    if basis and not default:
-        return Note(f"'{name}={shown}' ignored ({exc}); using the chapter's assumptions",
-                    code="link_ignored_basis", name=name, value=shown, why=_why(exc))
-    return Note(f"'{name}={shown}' ignored ({exc}); using {default}", code="link_ignored",
-                name=name, value=shown, why=_why(exc), using=str(default))
 
 
-def _number(raw: str, kind: type, bounds: tuple[float, float]) -> float | int:
-    """A URL value as a finite number of `kind` (int or float) within `bounds`, or ValueError
-    with the reason (the Explorer's and the Planner's links share it)."""
-    try:
-        number: float | int = float(raw)
-    except ValueError:
-        raise ValueError(Note("not a number", code="why_not_number")) from None
-    if not math.isfinite(number):
-        raise ValueError(Note("not a finite number", code="why_not_finite"))
-    if kind is int:
-        if number != int(number):
-            raise ValueError(Note("not a whole number", code="why_not_whole"))
-        number = int(number)
-    lo, hi = bounds
-    if not lo <= number <= hi:
-        raise ValueError(Note(f"outside {lo:g}..{hi:g}", code="why_outside", lo=f"{lo:g}",
-                              hi=f"{hi:g}"))
-    return number
 
-def _float_text(value: float) -> str:
-    """A float as a link writes it: the shortest text that reads back to the same number
-    ('13.135', '2', '1.6666666666666667'), so a link reopens exactly the figures it was
-    made from (a price or a design load rounded to 6 digits would move them)."""
-    text = repr(float(value))
-    return text[:-2] if text.endswith(".0") else text
 
 
 def encode(state: ExplorerState) -> dict[str, str]:
@@ -258,7 +227,7 @@ def encode(state: ExplorerState) -> dict[str, str]:
     for f in fields(ExplorerState):
         value = getattr(state, f.name)
         if value != getattr(DEFAULT_STATE, f.name):
-            out[f.name] = _float_text(value) if isinstance(value, float) else str(value)
+            out[f.name] = float_text(value) if isinstance(value, float) else str(value)
     return out
 
 
@@ -275,7 +244,7 @@ def encode_pin(pinned: ExplorerState, current: ExplorerState) -> str:
     for f in fields(ExplorerState):
         value = getattr(pinned, f.name)
         if f.name != "lang" and value != getattr(current, f.name):
-            items.append(f"{f.name}:{_float_text(value)}" if isinstance(value, float) else
+            items.append(f"{f.name}:{float_text(value)}" if isinstance(value, float) else
                          f"{f.name}:{value}")
     return ",".join(items) or PIN_SAME
 
@@ -323,7 +292,7 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         try:
             changes[f.name] = _parse(f.name, raw, type(default))
         except ValueError as exc:
-            notices.append(_ignored(f.name, raw, exc, default, f.name == "calibration"))
+            notices.append(ignored_note(f.name, raw, exc, default, f.name == "calibration"))
     state = replace(base, **changes)
     state, more = _check_catalog(state, catalog, base)
     notices += more
@@ -341,38 +310,22 @@ def _parse(name: str, raw: str, kind: type) -> Any:
         if name == "currency" and value not in ("CNY", "USD"):
             raise ValueError("currency must be CNY or USD")
         if name == "engine":
-            return _engine(value)
+            return engine_param(value)
         if name == "step" and value not in STEP_METHODS:
             raise ValueError(f"step method must be one of {', '.join(STEP_METHODS)}")
         if name == "calibration":
             # a basis: 'spec', 'typical:ENGINE' or a saved calibration's name, never a path
-            return _basis_param(raw)
+            return basis_param(raw)
         if name == "offer":
             if value and value not in OFFER_KINDS:
                 raise ValueError(f"offer kind must be one of {', '.join(OFFER_KINDS)}")
             return value
         return value
-    return _number(raw, kind, _RANGES.get(name, (-math.inf, math.inf)))
+    return parse_number(raw, kind, _RANGES.get(name, (-math.inf, math.inf)))
 
 
-def _basis_param(raw: str) -> str:
-    """A URL's basis (`capacity.fit.planning.check_basis`), or ValueError saying what a basis
-    is: the chapter's (empty), 'spec', 'typical:ENGINE' or a saved calibration's name (a
-    name, never a path: links must not read arbitrary files)."""
-    from capacity.fit.planning import check_basis
-
-    try:
-        return check_basis(raw)
-    except CapacityError as exc:
-        raise ValueError(_why(exc)) from None
 
 
-def _engine(value: str) -> str:
-    """An engine profile's key, or ValueError naming the known ones."""
-    try:
-        return engine_profile(value).key
-    except CapacityError:
-        raise ValueError(f"engine must be one of {', '.join(engine_names())}") from None
 
 
 def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
@@ -396,7 +349,7 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
         state = replace(state, weights=fallback)
     if state.calibration and state.calibration != SPEC_SHEET and not state.calibration.startswith(
             TYPICAL_PREFIX):
-        from capacity.fit.calibration import named_path
+        from capacity.fit.calibration_store import named_path
 
         try:
             exists = named_path(state.calibration).is_file()
@@ -418,7 +371,7 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
         state.scenario(catalog)
     except CapacityError as exc:
         notices.append(Note(f"these settings cannot be computed ({exc}); using the defaults",
-                            code="link_cannot", why=_why(exc)))
+                            code="link_cannot", why=why_text(exc)))
         state = replace(base, lang=state.lang)
     return state, notices
 
@@ -450,374 +403,10 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         pct=int(round(inp.slo.quantile * 100)), slo_ttft_ms=inp.slo.ttft_ms,
         slo_tpot_ms=inp.slo.tpot_ms, slo_cost=inp.slo.cost_per_mtok,
         price=o.price_per_hour, currency=inp.currency,
-        offer=inp.offer_kind if _bundled(inp, cat) else "",
+        offer=inp.offer_kind if bundled_offers(inp, cat) else "",
         rate=inp.cny_per_usd, headroom=inp.memory_headroom, calibration=inp.basis_string,
         eff=inp.eff, mfu=inp.mfu, eta_bw=inp.eta_bw, step_oh_ms=inp.step_overhead_ms,
         prefill_oh_ms=inp.prefill_overhead_ms, step=inp.step_method, engine=inp.engine,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
         else DEFAULT_STATE.prefix_share)
-
-
-# ---------------------------------------------------------------------------------------------
-# The Planner's state: every Planner input in the URL, with the same rules as the Explorer's
-# (only what differs from the defaults is written; a bad value falls back with a notice).
-
-
-@dataclass(frozen=True, kw_only=True)
-class PlannerState:
-    """Every Planner input. Field names are the query-parameter names (short ones, kept here
-    only); `inputs()` turns them into the planner's PlanInputs."""
-
-    lang: str = "en"
-    model: str = "qwen3.5-9b-awq"
-    mode: str = "dau"
-    """'dau' (daily users) or 'conc' (peak concurrency entered)."""
-    dau: int = 500
-    rpu: float = 20.0
-    share: float = 0.3
-    hours: float = 2.0
-    conc: int = 50
-    ctx: int = DEFAULT_CONTEXT_TOKENS
-    out: int = 256
-    headroom: float = 0.2
-    ttft: float = 2000.0
-    tpot: float = 50.0
-    pct: int = 90
-    cost: float = 0.0
-    """Cost target per M output tokens at SLO capacity; 0 = none."""
-    gpus: str = ""
-    """Comma list of GPU keys; '' = every catalog GPU."""
-    maxg: int = 16
-    kv: str = "fp16,fp8"
-    tp: int = 1
-    """1: tensor parallel allowed; 0: replicas only."""
-    cur: str = "CNY"
-    fx: float = DEFAULT_CNY_PER_USD
-    """Exchange rate, CNY per USD."""
-    prices: str = ""
-    """Entered prices per GPU-hour in `cur`, 'rtx-4090:2.5,h100-sxm:19'; '' = catalog prices."""
-    offer: str = ""
-    """Offer kind of the bundled published offers (on-demand, reserved-1y, spot; data/offers.toml)
-    each GPU is priced with; '' = catalog prices. Entered `prices` win over offers."""
-    util: float = DEFAULT_UTIL
-    mfu: float = DEFAULT_MFU
-    cal: str = ""
-    """A saved calibration's name, or 'typical:ENGINE' for an engine's typical efficiency
-    (data/engines.toml); '' = spec-sheet figures."""
-    spare: int = 0
-    """1: an N+1 spare replica per option."""
-    growth: float = 0.0
-    """Traffic growth per month (0.1 = +10 %)."""
-    mix: str = ""
-    """The mix section's added workloads (`capacity.plan.mix.MixEntry`), each
-    `name|model|dau|rpu|ctx|out|ttft|tpot`, joined by ';' (at most MAX_WORKLOADS - 1); '' =
-    none. They share the first workload's peak window, headroom, GPUs, prices and basis."""
-    engine: str = DEFAULT_ENGINE
-    """Engine profile whose scheduling the load model follows (data/engines.toml)."""
-    prefix: int = 0
-    """Shared prefix (system prompt) tokens a prefix cache holds once; 0 = no prefix caching
-    (the Explorer's `prefix`)."""
-    prefix_share: float = 0.9
-    """Share of requests that reuse the shared prefix (the Explorer's `prefix_share`)."""
-
-    def mix_entries(self) -> tuple[MixEntry, ...]:
-        """The added workloads `mix` holds (checked when the URL was read)."""
-        out = []
-        for item in (x for x in self.mix.split(MIX_SEP) if x):
-            name, model, dau, rpu, ctx, outp, ttft, tpot = item.split(MIX_FIELD_SEP)
-            out.append(MixEntry(name=name, model=model, dau=int(dau), rpu=float(rpu),
-                                ctx=int(ctx), out=int(outp), ttft=float(ttft),
-                                tpot=float(tpot)))
-        return tuple(out)
-
-    def mix_workloads(self, catalog: Catalog, first_name: str = "main"
-                      ) -> tuple[MixWorkload, ...]:
-        """The mix these inputs describe: the page's own inputs as the first workload, then
-        the added ones on top of them (empty when none is added)."""
-        entries = self.mix_entries()
-        if not entries:
-            return ()
-        base = self.inputs(catalog)
-        return (MixWorkload(name=first_name, inputs=base),
-                *(e.workload(base) for e in entries))
-
-    def price_list(self) -> tuple[tuple[str, float], ...]:
-        """The entered prices as (GPU key, price per GPU-hour in `cur`) pairs."""
-        out = []
-        for item in self.prices.split(","):
-            if item:
-                gpu, _, value = item.partition(":")
-                out.append((gpu, float(value)))
-        return tuple(out)
-
-    def offer_list(self, catalog: Catalog) -> tuple[Offer, ...]:
-        """The bundled offers of kind `offer`, one per GPU (none when `offer` is '')."""
-        return bundled_of_kind(catalog, self.offer)
-
-    def gpu_list(self, catalog: Catalog) -> tuple[str, ...]:
-        """The chosen GPU keys (every catalog GPU when none is named)."""
-        keys = tuple(k for k in self.gpus.split(",") if k)
-        return keys or tuple(sorted(catalog.gpus))
-
-    def kv_list(self) -> tuple[str, ...]:
-        return tuple(k for k in self.kv.split(",") if k) or ("fp16",)
-
-    def inputs(self, catalog: Catalog) -> PlanInputs:
-        """The planner's inputs these values describe (raises InputError when inconsistent)."""
-        from capacity.model.workload import Workload
-        from capacity.plan.search import Slo
-
-        model = catalog.variant(self.model).model
-        if self.ctx > model.max_context_tokens:
-            raise InputError(context_limit_note(self.ctx, model))
-        dau = self.mode == "dau"
-        wl = Workload(daily_active_users=float(self.dau) if dau else None,
-                      requests_per_user_per_day=self.rpu, peak_share=self.share,
-                      peak_hours=self.hours, peak_concurrency=None if dau else float(self.conc),
-                      context_tokens=self.ctx, output_tokens=self.out, headroom=self.headroom)
-        inp = PlanInputs(
-            model=self.model, workload=wl,
-            slo=Slo(ttft_ms=self.ttft, tpot_ms=self.tpot, quantile=self.pct / 100.0,
-                    cost_per_mtok=self.cost),
-            gpus=self.gpu_list(catalog), max_gpus=self.maxg, kv_dtypes=self.kv_list(),
-            allow_tp=bool(self.tp), currency="USD" if self.cur == "USD" else "CNY",
-            cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
-            mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth,
-            offers=self.offer_list(catalog), offer_kind=self.offer, engine=self.engine,
-            prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0)
-        if not self.cal:
-            return inp  # the chapter's assumptions, with the MFU entered on the page
-        from capacity.fit.planning import with_basis  # scipy: only when named
-
-        return with_basis(inp, self.cal)
-
-
-MIX_SEP = ";"
-MIX_FIELD_SEP = "|"
-
-
-def encode_mix(entries: tuple[MixEntry, ...]) -> str:
-    """`PlannerState.mix` for some added workloads."""
-    return MIX_SEP.join(MIX_FIELD_SEP.join((
-        e.name, e.model, str(e.dau), f"{e.rpu:g}", str(e.ctx), str(e.out), f"{e.ttft:g}",
-        f"{e.tpot:g}")) for e in entries)
-
-
-def _mix_param(raw: str, catalog: Catalog) -> str:
-    """A URL's `mix` checked item by item (ValueError naming the workload and why)."""
-    items = [x for x in raw.split(MIX_SEP) if x.strip()]
-    if len(items) > MAX_WORKLOADS - 1:
-        raise ValueError(f"at most {MAX_WORKLOADS - 1} added workloads, got {len(items)}")
-    entries = []
-    kinds = (int, float, int, int, float, float)
-    for i, item in enumerate(items):
-        where = f"workload {i + 2}"
-        fields_ = item.split(MIX_FIELD_SEP)
-        if len(fields_) != 8:
-            raise ValueError(f"{where}: give name|model|dau|rpu|ctx|out|ttft|tpot")
-        name, model = fields_[0].strip(), fields_[1].strip().lower()
-        if not name or len(name) > MIX_NAME_CHARS or not name.isprintable():
-            raise ValueError(f"{where}: a name is 1..{MIX_NAME_CHARS} printable characters")
-        if model not in catalog.variant_keys():
-            raise ValueError(f"{where}: '{model}' is not a model (or model-format) key")
-        numbers = []
-        for field_name, kind, text in zip(("dau", "rpu", "ctx", "out", "ttft", "tpot"), kinds,
-                                          fields_[2:], strict=True):
-            try:
-                numbers.append(_number(text.strip(), kind, _PLANNER_RANGES[field_name]))
-            except ValueError as exc:
-                raise ValueError(f"{where}: {field_name} {exc}") from None
-        dau, rpu, ctx, out, ttft, tpot = numbers
-        limit = catalog.variant(model).model.max_context_tokens
-        if ctx > limit:
-            raise ValueError(f"{where}: ctx {ctx} exceeds the model's {limit} tokens")
-        entries.append(MixEntry(name=name, model=model, dau=int(dau), rpu=float(rpu),
-                                ctx=int(ctx), out=int(out), ttft=float(ttft),
-                                tpot=float(tpot)))
-    names = [e.name for e in entries]
-    if len(set(names)) != len(names):
-        raise ValueError("the added workloads' names must differ")
-    return encode_mix(tuple(entries))
-
-
-DEFAULT_PLANNER = PlannerState()
-
-PLANNER_PCTS: tuple[int, ...] = (50, 75, 90, 95, 99)
-"""The SLO percentiles the Planner offers."""
-PLANNER_KV: tuple[str, ...] = ("fp16", "fp8")
-"""The KV precisions the Planner searches."""
-
-_PLANNER_RANGES: dict[str, tuple[float, float]] = {
-    "dau": (1, 1e9), "rpu": (0.1, 1e5), "share": (0.05, 1.0), "hours": (0.25, 24.0),
-    "conc": (1, 1e6), "ctx": (1, 10_000_000), "out": (1, 1_000_000), "headroom": (0.0, 1.0),
-    "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
-    "tp": (0, 1), "spare": (0, 1), "growth": (0.0, 10.0), "util": (0.5, 1.0),
-    "mfu": (0.05, 1.0), "fx": (0.01, 1e4), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
-}
-
-
-def _bundled(inp: PlanInputs, catalog: Catalog) -> bool:
-    """Whether a plan's offers are the bundled ones of its offer kind (a link carries them
-    as that kind; other offers, a prices file's, travel as entered prices)."""
-    return bool(inp.offer_kind) and set(inp.offers) == set(
-        bundled_of_kind(catalog, inp.offer_kind))
-
-
-def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
-                  lang: str = "en") -> PlannerState:
-    """The Planner's URL state for a plan's inputs (the link a quote carries)."""
-    cat = catalog or default_catalog()
-    wl = inp.workload
-    every = tuple(sorted(cat.gpus))
-    # the bundled offers of a kind travel as that kind (`offer=spot`); other offers (a prices
-    # file) and entered prices as prices per GPU-hour in the plan's currency
-    bundled = _bundled(inp, cat)
-    entered = {o.gpu: convert(o.price_per_gpu_hour, o.currency, inp.currency, inp.cny_per_usd)
-               for o in ([] if bundled else inp.offers)} | dict(inp.price_overrides)
-    chosen = inp.gpus if inp.gpus is not None else every
-    return PlannerState(
-        lang=lang, model=inp.model, mode="dau" if wl.peak_concurrency is None else "conc",
-        dau=int(round(wl.daily_active_users or DEFAULT_PLANNER.dau)),
-        rpu=wl.requests_per_user_per_day, share=wl.peak_share, hours=wl.peak_hours,
-        conc=int(math.ceil(wl.peak_concurrency or DEFAULT_PLANNER.conc)),
-        ctx=wl.context_tokens, out=wl.output_tokens, headroom=wl.headroom,
-        ttft=inp.slo.ttft_ms, tpot=inp.slo.tpot_ms, pct=int(round(inp.slo.quantile * 100)),
-        cost=inp.slo.cost_per_mtok, gpus="" if tuple(sorted(chosen)) == every
-        else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),
-        tp=int(inp.allow_tp), cur=inp.currency, fx=inp.cny_per_usd,
-        prices=",".join(f"{k}:{v:g}" for k, v in entered.items()), util=inp.util,
-        mfu=inp.mfu if inp.basis_string == "" else DEFAULT_PLANNER.mfu,
-        cal=inp.basis_string, spare=int(inp.spare),
-        growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "", engine=inp.engine,
-        prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
-        prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
-        else DEFAULT_PLANNER.prefix_share)
-
-
-def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | None = None,
-                      lang: str = "en") -> PlannerState | None:
-    """The Planner's URL state for a mix (the link its quote carries): the first workload's
-    inputs and the others as added workloads; None when one of them holds what the Planner's
-    mix section cannot (its own peak window, headroom, prompt, GPUs...) or there are too many."""
-    if not workloads or len(workloads) > MAX_WORKLOADS:
-        return None
-    first = workloads[0].inputs
-    entries = [MixEntry.of(w, first) for w in workloads[1:]]
-    if any(e is None or MIX_SEP in e.name or MIX_FIELD_SEP in e.name
-           or len(e.name) > MIX_NAME_CHARS for e in entries):
-        return None
-    state = planner_state(first, catalog, lang)
-    return replace(state, mix=encode_mix(tuple(e for e in entries if e is not None)))
-
-
-def planner_encode(state: PlannerState) -> dict[str, str]:
-    """Query parameters for a Planner state: only the fields that differ from the defaults."""
-    out: dict[str, str] = {}
-    for f in fields(PlannerState):
-        value = getattr(state, f.name)
-        if value != getattr(DEFAULT_PLANNER, f.name):
-            out[f.name] = _float_text(value) if isinstance(value, float) else str(value)
-    return out
-
-
-def planner_url(state: PlannerState, base: str = "/planner") -> str:
-    """A link that opens the Planner on `state` (relative unless `base` is absolute)."""
-    q = planner_encode(state)
-    return base + ("?" + urlencode(q) if q else "")
-
-
-def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
-                   base: PlannerState = DEFAULT_PLANNER) -> tuple[PlannerState, list[str]]:
-    """Read query parameters into a Planner state; bad values fall back to `base` with a
-    notice naming the parameter, the value and why. Unknown parameters are ignored."""
-    notices: list[str] = []
-    changes: dict[str, Any] = {}
-    for f in fields(PlannerState):
-        if f.name not in params:
-            continue
-        raw_value = params[f.name]
-        raw = (raw_value[-1] if isinstance(raw_value, list) else raw_value).strip()
-        default = getattr(base, f.name)
-        try:
-            changes[f.name] = _planner_parse(f.name, raw, type(default), catalog)
-        except ValueError as exc:
-            notices.append(_ignored(f.name, raw, exc, default, False))
-    state = replace(base, **changes)
-    try:
-        state.inputs(catalog)
-    except CapacityError as exc:
-        notices.append(Note(f"these settings cannot be planned ({exc}); using the defaults",
-                            code="link_cannot", why=_why(exc)))
-        state = replace(base, lang=state.lang)
-    try:
-        state.mix_workloads(catalog)
-    except CapacityError as exc:
-        notices.append(Note(f"'mix' ignored ({exc}); no added workloads", code="link_mix",
-                            why=_why(exc)))
-        state = replace(state, mix="")
-    return state, notices
-
-
-def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
-    if kind is str:
-        value = raw.lower()
-        if name == "lang" and value not in LANGS:
-            raise ValueError(f"language must be one of {', '.join(LANGS)}")
-        if name == "model" and value not in catalog.variant_keys():
-            raise ValueError("not a model (or model-format) key of the catalog")
-        if name == "mode" and value not in ("dau", "conc"):
-            raise ValueError("mode must be dau or conc")
-        if name == "mix":
-            return _mix_param(raw, catalog)
-        if name == "offer":
-            if value and value not in OFFER_KINDS:
-                raise ValueError(f"offer kind must be one of {', '.join(OFFER_KINDS)}")
-            return value
-        if name == "engine":
-            return _engine(value)
-        if name == "cur":
-            if raw.upper() not in ("CNY", "USD"):
-                raise ValueError("currency must be CNY or USD")
-            return raw.upper()
-        if name == "cal":
-            raw = _basis_param(raw)
-            if raw and raw != SPEC_SHEET and not raw.startswith(TYPICAL_PREFIX):
-                from capacity.fit.calibration import calibration_path
-
-                try:
-                    exists = calibration_path(raw).exists()
-                except CapacityError:
-                    exists = False
-                if not exists:
-                    raise ValueError("not a saved calibration")
-            return raw
-        if name == "prices":
-            pairs = []
-            for item in (x.strip() for x in value.split(",") if x.strip()):
-                gpu, sep, text = item.partition(":")
-                try:
-                    price = float(text) if sep else math.nan
-                except ValueError:
-                    price = math.nan
-                if gpu not in catalog.gpus:
-                    raise ValueError(f"unknown GPU {gpu}")
-                if not (math.isfinite(price) and 0 < price <= 1e5):
-                    raise ValueError(f"price of {gpu} must be a number in (0, 1e5]")
-                pairs.append(f"{gpu}:{price:g}")
-            return ",".join(pairs)
-        if name in ("gpus", "kv"):
-            items = [x.strip() for x in value.split(",") if x.strip()]
-            known = set(catalog.gpus) if name == "gpus" else set(PLANNER_KV)
-            bad = [x for x in items if x not in known]
-            if bad:
-                raise ValueError(f"unknown {'GPU' if name == 'gpus' else 'KV precision'} "
-                                 f"{', '.join(bad)}")
-            if name == "kv" and not items:
-                raise ValueError("give at least one KV precision")
-            return ",".join(dict.fromkeys(items))
-        return value
-    number: Any = _number(raw, kind, _PLANNER_RANGES.get(name, (-math.inf, math.inf)))
-    if name == "pct" and number not in PLANNER_PCTS:
-        raise ValueError(f"percentile must be one of {', '.join(map(str, PLANNER_PCTS))}")
-    return number

@@ -35,23 +35,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from capacity.bench import client as bench_client
-from capacity.bench.client import CLI_LIMITS, BenchConfig, run_bench
-from capacity.bench.job import (
-    PAGE_LIMITS,
-    BenchJob,
-    MeasureForm,
-    check_url,
-    connect_check,
-    is_loopback,
-    measure_guard,
-)
+from capacity.bench import transport
+from capacity.bench.client import run_bench
+from capacity.bench.config import CLI_LIMITS, BenchConfig
+from capacity.bench.connect import connect_check
+from capacity.bench.form import PAGE_LIMITS, MeasureForm
+from capacity.bench.guard import check_url, is_loopback, measure_guard
+from capacity.bench.job import BenchJob
 from capacity.bench.storage import RunWriter, redact, scrub
 from capacity.catalog import custom as catalog_custom
 from capacity.catalog.loader import default_catalog
 from capacity.cli.main import main
 from capacity.errors import BenchError, InputError
 from capacity.fit import calibration as calib
+from capacity.fit import calibration_store
 from capacity.report.urlstate import decode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,11 +87,11 @@ def test_a_page_name_is_never_a_path(name: str, tmp_path: Path) -> None:
     folder = tmp_path / "cal"
     cal = calib.Calibration(name="x", model="m", gpu="g", eta_bw=0.5)
     with pytest.raises(InputError, match="calibration name"):
-        calib.check_name(name)
+        calibration_store.check_name(name)
     with pytest.raises(InputError):
-        calib.save_named(cal, name, folder)
+        calibration_store.save_named(cal, name, folder)
     with pytest.raises(InputError):
-        calib.load_named(name, folder)
+        calibration_store.load_named(name, folder)
     assert not any(tmp_path.rglob("*")), "nothing may be written for a bad name"
 
 
@@ -102,18 +99,18 @@ def test_a_good_name_is_saved_inside_the_folder_only(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAPACITY_CALIBRATIONS_DIR", str(tmp_path / "cal"))
     cal = calib.Calibration(name="rtx-4090_v1.2", model="m", gpu="g", eta_bw=0.5)
-    path = calib.save_named(cal, cal.name)
+    path = calibration_store.save_named(cal, cal.name)
     assert path == tmp_path / "cal" / "rtx-4090_v1.2.toml"
-    assert calib.load_named("rtx-4090_v1.2").eta_bw == 0.5
+    assert calibration_store.load_named("rtx-4090_v1.2").eta_bw == 0.5
     # the command line (a user's own shell) may still name a path
     elsewhere = tmp_path / "mine" / "x.toml"
-    assert calib.save(cal, str(elsewhere)) == elsewhere
+    assert calibration_store.save(cal, str(elsewhere)) == elsewhere
 
 
 def test_only_names_are_listed(tmp_path: Path) -> None:
     for stem in ("good-one", "x.toml", ".hidden", "sp ace"):
         (tmp_path / f"{stem}.toml").write_text("", encoding="utf-8")
-    assert calib.saved_calibrations(tmp_path) == ["good-one"]
+    assert calibration_store.saved_calibrations(tmp_path) == ["good-one"]
 
 
 @pytest.mark.parametrize("name", ["pwn.toml", "../../etc/passwd", "a/b", ".hidden"])
@@ -466,10 +463,10 @@ def test_bench_flags_beyond_limits_are_refused_in_one_line(
 @pytest.mark.parametrize("change, says", [
     ({"concurrency": (PAGE_LIMITS.concurrency + 1,)}, "concurrency"),
     ({"requests": PAGE_LIMITS.requests + 1}, "requests"),
-    ({"prompt_chars": PAGE_LIMITS.prompt_chars + 1}, "prompt chars"),
-    ({"max_tokens": PAGE_LIMITS.max_tokens + 1}, "max tokens"),
+    ({"prompt_chars": PAGE_LIMITS.prompt_chars + 1}, "prompt_chars"),
+    ({"max_tokens": PAGE_LIMITS.max_tokens + 1}, "max_tokens"),
     ({"warmup": PAGE_LIMITS.warmup + 1}, "warmup"),
-    ({"timeout_s": PAGE_LIMITS.timeout_s * 2}, "timeout"),
+    ({"timeout_s": PAGE_LIMITS.timeout_s * 2}, "timeout_s"),
 ])
 def test_the_page_has_lower_limits(change: dict[str, Any], says: str) -> None:
     assert PAGE_LIMITS.concurrency < CLI_LIMITS.concurrency
@@ -493,7 +490,7 @@ def test_measure_page_refuses_a_level_beyond_its_limit(tmp_path: Path,
     at.text_input(key="m_prompts").set_value(f"1000,{PAGE_LIMITS.prompt_chars + 1}")
     at.button(key="m_start").click().run()
     assert not at.exception
-    assert any(f"prompt chars {PAGE_LIMITS.prompt_chars + 1} is above the limit" in e.value
+    assert any(f"prompt_chars {PAGE_LIMITS.prompt_chars + 1} is above the limit" in e.value
                for e in at.error)
 
 
@@ -516,7 +513,7 @@ def test_no_client_is_made_per_slot_up_front(tmp_path: Path,
         return httpx.Response(200, headers={"content-type": "text/event-stream"},
                               content=body.encode())
 
-    monkeypatch.setattr(bench_client.httpx, "AsyncClient", Counting)
+    monkeypatch.setattr(transport.httpx, "AsyncClient", Counting)
     cfg = BenchConfig(base_url="http://127.0.0.1:9/v1", concurrency=(5000,), requests=3,
                       warmup=0, prompt_chars=10, max_tokens=1, out_dir=str(tmp_path),
                       label="lazy")

@@ -1,0 +1,150 @@
+"""One option of the plan, in detail (docs/method.md, section 6): its scenario (the
+planner's inputs applied to one GPU x count x TP x weights x KV), the discrete-event model run
+on it (`simulate_option`: TTFT/TPOT percentiles at the design rate), its TTFT-vs-rate curve
+(`load_curve`) and the checks it fails (`check_option`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from capacity.catalog.loader import Catalog, default_catalog
+from capacity.model.memory import (
+    MemoryVerdict,
+)
+from capacity.model.scenario import (
+    Scenario,
+    evaluate,
+    make_scenario,
+)
+from capacity.plan.events import QueueResult, ServiceModel, service_from_scenario, simulate
+from capacity.plan.options import (
+    Option,
+    PlanInputs,
+    Reason,
+)
+from capacity.plan.traffic_queue import simulate_prefix, traffic_service
+
+# One option, in detail
+
+
+def design_concurrency_total(inp: PlanInputs, o: Option) -> int:
+    """Requests in flight the option is sized for, over all replicas (count): the peak
+    concurrency with headroom when given, else the design concurrency (F9)."""
+    wl = inp.workload
+    if wl.peak_concurrency is not None:
+        return int(math.ceil(wl.peak_concurrency * (1 + wl.headroom) - 1e-9))
+    if math.isfinite(o.design_concurrency):
+        return int(math.ceil(o.design_concurrency - 1e-9))
+    return o.c_vram_per_replica * o.replicas + 1
+
+
+def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> Scenario:
+    """The Scenario of one option (the Explorer's view of it)."""
+    cat = catalog or default_catalog()
+    base = cat.variant(inp.model).model.key
+    wl = inp.workload
+    return make_scenario(
+        base, o.gpu, catalog=cat, weights=o.weights, n_gpus=o.n_gpus, tp=o.tp, util=inp.util,
+        overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
+        prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype, eff=inp.eff, mfu=inp.mfu,
+        price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
+        headroom=inp.memory_headroom, eta_bw=inp.eta_bw, step_overhead_ms=inp.step_overhead_ms,
+        prefill_overhead_ms=inp.prefill_overhead_ms, calibration=inp.calibration or None,
+        step_method=inp.step_method, eta_kv=inp.eta_kv, attn_sat_batch=inp.attn_sat_batch,
+        seq_overhead_ms=inp.seq_overhead_ms, attn_mfu=inp.attn_mfu,
+        batch1_factor=inp.batch1_factor)
+
+
+def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
+                   chunk_tokens: int | None = None) -> ServiceModel:
+    """One replica of the option for the discrete-event model."""
+    s = option_scenario(inp, o, catalog)
+    return service_from_scenario(s, output_tokens=inp.workload.output_tokens,
+                                 max_num_seqs=inp.max_num_seqs, chunk_tokens=chunk_tokens,
+                                 engine=inp.engine)
+
+
+def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, *,
+                    n_requests: int = 2000, seed: int = 0,
+                    chunk_tokens: int | None = None) -> QueueResult:
+    """Discrete-event check of one option at its design load (per replica: arrivals are split
+    evenly, so one replica sees rate / replicas).
+
+    With prefix caching planned (`prefix_tokens` and `prefix_share`), the check follows it:
+    the per-request event model (`traffic_queue.simulate_prefix`) at the design rate, where the
+    sharing requests prefill only the rest of their prompt and the option's slots count the
+    prefix once; there prompts are prefilled whole, in batches (the chapter's scheduling:
+    an engine's chunked prefill is not modelled on that path)."""
+    wl = inp.workload
+    hit = min(inp.prefix_tokens, wl.prompt - 1, wl.context_tokens - 1)
+    if hit > 0 and inp.prefix_share > 0 and math.isfinite(o.design_rate_per_s) \
+            and o.design_rate_per_s > 0:
+        s = option_scenario(inp, o, catalog)
+        tsvc = traffic_service(s, slots=max(1, o.slots_per_replica))
+        return simulate_prefix(tsvc, rate_per_s=o.design_rate_per_s / o.replicas,
+                               prompt_tokens=wl.prompt, output_tokens=wl.output_tokens,
+                               prefix_tokens=hit, prefix_share=inp.prefix_share,
+                               n_requests=n_requests, seed=seed, slo_ttft_ms=inp.slo.ttft_ms,
+                               slo_tpot_ms=inp.slo.tpot_ms)
+    svc = option_service(inp, o, catalog, chunk_tokens)
+    if wl.peak_concurrency is not None:
+        c = max(1, math.ceil(wl.peak_concurrency * (1 + wl.headroom) / o.replicas - 1e-9))
+        return simulate(svc, concurrency=c, n_requests=n_requests, seed=seed,
+                        slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
+    return simulate(svc, rate_per_s=o.design_rate_per_s / o.replicas, n_requests=n_requests,
+                    seed=seed, slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvePoint:
+    """TTFT and TPOT percentiles of the deployment at one total arrival rate."""
+
+    rate_per_s: float
+    ttft_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+    goodput_req_s: float
+    throughput_req_s: float
+
+
+def load_curve(inp: PlanInputs, o: Option, rates_per_s: Sequence[float] | None = None,
+               catalog: Catalog | None = None, *, n_requests: int = 600, seed: int = 0,
+               points: int = 12) -> list[CurvePoint]:
+    """TTFT/TPOT percentiles vs total arrival rate for one option (discrete-event model).
+
+    Default rates: `points` values from 5 % to 130 % of the saturation rate.
+    """
+    svc = option_service(inp, o, catalog)
+    reps = o.replicas
+    if rates_per_s is None:
+        top = svc.saturation_rate_per_s * reps
+        rates_per_s = list(np.linspace(0.05, 1.3, points) * top)
+    out = []
+    for r in rates_per_s:
+        q = simulate(svc, rate_per_s=r / reps, n_requests=n_requests, seed=seed,
+                     slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
+        out.append(CurvePoint(rate_per_s=float(r), ttft_ms=q.ttft_ms, tpot_ms=q.tpot_ms,
+                              goodput_req_s=q.goodput_req_s * reps,
+                              throughput_req_s=q.throughput_req_s * reps))
+    return out
+
+
+def check_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> list[Reason]:
+    """Re-check one option through the Scenario path (make_scenario + evaluate), independent
+    of the vectorized search: returns the failed checks ('memory', 'ttft', 'tpot')."""
+    s = option_scenario(inp, o, catalog)
+    c = design_concurrency_total(inp, o)
+    ev = evaluate(s, [c])
+    fails: list[Reason] = []
+    if ev.verdict[0] == MemoryVerdict.DOES_NOT_FIT or c > int(ev.max_concurrency_vram):
+        fails.append(Reason.MEMORY)
+    zero_load_ttft_ms = float(ev.ttft_s) * 1e3
+    if zero_load_ttft_ms > inp.slo.ttft_ms or o.ttft_ms > inp.slo.ttft_ms:
+        fails.append(Reason.TTFT)
+    if float(ev.decode.step_ms[0]) > inp.slo.tpot_ms or o.tpot_ms > inp.slo.tpot_ms:
+        fails.append(Reason.TPOT)
+    return fails

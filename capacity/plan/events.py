@@ -1,0 +1,615 @@
+"""The discrete-event model of one replica (docs/method.md, queueing): the assumptions are
+`capacity.plan.queueing`'s (slots, admission at scheduling points, batched or chunked prefill by
+the engine profile, F4 decode steps); this module runs them request by request, seeded.
+
+It jumps from event to event (arrival, completion, prefill batch or chunk), not from step to
+step, so thousands of requests take milliseconds. Closed loop (`closed_loop_load`: C clients,
+each sending again when answered), open loop (`open_loop_load`, `arrival_times_ms`: a rate per
+stage, Poisson or constant gaps) and rate sweeps (`sweep`) all run `simulate`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
+from capacity.errors import InputError
+from capacity.model.kv import kv_request_bytes
+from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
+from capacity.model.roofline import step_time_ms
+from capacity.model.scenario import Scenario, evaluate
+from capacity.plan.queueing import QUANTILES
+from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
+from capacity.types import FloatArray, Note
+
+# ---------------------------------------------------------------------------------------------
+# Discrete-event model (one configuration)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceModel:
+    """Timings of one replica: step terms for every batch size 0..slots, and prefill."""
+
+    slots: int
+    bandwidth_ms: FloatArray
+    compute_ms: FloatArray
+    comm_ms: FloatArray
+    overhead_ms: float
+    prefill_ms: float
+    prompt_tokens: int
+    output_tokens: int
+    chunk_tokens: int | None = None
+    """Tokens one step may carry (the engine's token budget); None = whole prompts."""
+    mixed: bool = True
+    """With a budget: decode tokens and prompt chunks share a step (vLLM, llama.cpp); False: a
+    prefill batch of at most the budget pauses decoding (SGLang)."""
+    prefill_cum_ms: FloatArray | None = None
+    """F6 prefill time (ms) of a prompt's first k tokens, k = 0..prompt_tokens (chunk times are
+    differences of it); None = linear, k x prefill_ms / prompt_tokens."""
+    engine: str = "chapter"
+    """The engine profile these timings and this scheduling come from (a label)."""
+    serial_ms: FloatArray | None = None
+    """What the step adds to the overlap of its terms, per batch 0..slots (`DecodeStep.serial_ms`:
+    the operator method's groups run one after another, and per-sequence overhead); None: 0."""
+
+    def __post_init__(self) -> None:
+        if self.slots < 1:
+            raise InputError("no request fits in memory (0 slots): use a bigger GPU, more "
+                             "GPUs, a shorter context or a smaller KV precision")
+        if self.output_tokens < 1 or self.prompt_tokens < 1:
+            raise InputError("prompt and output must be >= 1 token")
+        if self.chunk_tokens is not None and self.mixed and self.chunk_tokens <= self.slots:
+            raise InputError(f"chunked-prefill budget of {self.chunk_tokens} tokens must exceed "
+                             f"the {self.slots} decode slots (vLLM's max_num_batched_tokens)")
+        if self.chunk_tokens is not None and self.chunk_tokens < 1:
+            raise InputError(f"chunked-prefill budget must be >= 1 token, got {self.chunk_tokens}")
+        if self.prefill_cum_ms is not None and len(self.prefill_cum_ms) != self.prompt_tokens + 1:
+            raise InputError("prefill_cum_ms needs one time per prompt length 0..prompt_tokens")
+        if self.prefill_ms < 0:
+            raise InputError("prefill time must be >= 0 ms")
+
+    @property
+    def step_ms(self) -> FloatArray:
+        """Decode step time (ms) for 0..slots sequences (F4's combination of the terms)."""
+        return step_time_ms(bandwidth_ms=self.bandwidth_ms, compute_ms=self.compute_ms,
+                            comm_ms=self.comm_ms, overhead_ms=self.overhead_ms) + self._serial()
+
+    def _serial(self) -> FloatArray:
+        return (np.zeros_like(self.bandwidth_ms) if self.serial_ms is None
+                else np.asarray(self.serial_ms, dtype=np.float64))
+
+    def chunk_ms(self, done_tokens: int, chunk_tokens: int) -> float:
+        """Prefill time (ms) of prompt tokens done..done+chunk: F6 at the end minus F6 at the
+        start, so a prompt's chunks add up to its whole prefill."""
+        if self.prefill_cum_ms is None:
+            return chunk_tokens * self.prefill_ms / self.prompt_tokens
+        return float(self.prefill_cum_ms[done_tokens + chunk_tokens]
+                     - self.prefill_cum_ms[done_tokens])
+
+    def mixed_step_ms(self, batch: int, chunks: Sequence[tuple[int, int]]) -> float:
+        """A mixed step: `batch` decode tokens plus prompt `chunks` ((done, tokens) each), in ms.
+
+        t_step(b) (F4; 0 without decoding requests) + the chunks' prefill times (`chunk_ms`):
+        kernels run one after another within the step; docs/method.md, "Engine profiles", and
+        `capacity.sim.scheduler.SimPhysics.mixed_step_s` (the same formula) give the source.
+        """
+        base = float(self.step_ms[batch]) if batch else 0.0
+        return base + sum(self.chunk_ms(d, n) for d, n in chunks)
+
+    @property
+    def saturation_rate_per_s(self) -> float:
+        """Arrival rate (req/s) above which the queue grows without bound.
+
+        Full slots: each request costs the GPU t_prefill + output x t_step(slots) / slots; a
+        chunked prompt costs the same prefill time, only spread over steps.
+        """
+        b = self.slots
+        decode_ms = (self.output_tokens - 1) * float(self.step_ms[b]) / b
+        return 1e3 / (self.prefill_ms + decode_ms)
+
+
+def service_from_scenario(s: Scenario, *, output_tokens: int,
+                          max_num_seqs: int | None = None,
+                          chunk_tokens: int | None = None,
+                          engine: str | EngineProfile = DEFAULT_ENGINE) -> ServiceModel:
+    """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
+    TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
+    numbers as the Explorer), scheduled as the engine profile says (`engine`, default the
+    chapter's; `max_num_seqs` and `chunk_tokens` override its max_seqs and token budget)."""
+    prof = engine_profile(engine) if isinstance(engine, str) else engine
+    prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
+    budget = chunk_tokens if chunk_tokens is not None else prof.token_budget_tokens or None
+    one = evaluate(s, [s.replicas])
+    held = s.context_tokens
+    if prof.kv_admission == "tokens":
+        # the requests whose whole prompt + output fit the pool, in the engine's pages
+        full = min(s.prompt + output_tokens, s.context_tokens)
+        per_req = float(kv_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
+                                         prof.kv_block_tokens).paged_bytes)
+        c_vram = int(max(float(one.vram.kv_budget_bytes), 0.0) // per_req)
+        held = max(1, min(s.prompt + output_tokens // 2, s.context_tokens))
+    else:
+        c_vram = int(one.max_concurrency_vram) // s.replicas
+    slots = min(c_vram, prof.max_seqs)
+    if slots < 1:
+        raise InputError(Note(f"{s.variant.key} on {s.gpu.name} (TP={s.tp}) holds no request "
+                              f"of {s.context_tokens} tokens: use more or bigger GPUs, a shorter "
+                              "context or FP8 KV", code="no_slot", model=s.variant.key,
+                              gpu=s.gpu.name, tp=s.tp, context=s.context_tokens))
+    b = np.arange(0, slots + 1, dtype=np.float64)
+    ev = evaluate(s, b * s.replicas, None if held == s.context_tokens else float(held))
+    cum = None
+    if budget is not None:
+        ks = np.arange(1, s.prompt + 1, dtype=np.float64)
+        pre = evaluate(s.with_(prompt_tokens=None), [s.replicas], ks)
+        cum = np.concatenate([[0.0], np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
+    return ServiceModel(
+        slots=slots, bandwidth_ms=np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
+        compute_ms=np.asarray(ev.decode.compute_ms, dtype=np.float64),
+        comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
+        overhead_ms=s.step_overhead_ms, prefill_ms=float(one.ttft_s) * 1e3,
+        prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=budget,
+        mixed=prof.mixed or not prof.chunked, prefill_cum_ms=cum, engine=prof.key,
+        serial_ms=np.asarray(ev.decode.serial_ms, dtype=np.float64))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadPoint:
+    """TTFT and TPOT percentiles (ms) at one closed-loop concurrency (deployment total)."""
+
+    concurrency: int
+    ttft_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+
+
+MAX_LOAD_REQUESTS = 4000
+"""Requests one `closed_loop_load` point simulates at most (it runs at page speed)."""
+
+
+def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
+                     concurrency: Sequence[int]) -> tuple[ServiceModel, list[LoadPoint]]:
+    """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
+    (`service_from_scenario`) in a closed loop of ceil(C / replicas) users with no think time,
+    max(200, 4 C) requests (at most MAX_LOAD_REQUESTS), no warm-up left out."""
+    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine)
+    out = []
+    for c in concurrency:
+        per = max(1, math.ceil(c / s.replicas))
+        n = min(max(200, 4 * per), MAX_LOAD_REQUESTS)
+        q = simulate(svc, concurrency=per, n_requests=n, warmup_fraction=0.0)
+        out.append(LoadPoint(concurrency=int(c), ttft_ms=q.ttft_ms, tpot_ms=q.tpot_ms))
+    return svc, out
+
+
+ARRIVALS: tuple[str, ...] = ("poisson", "constant")
+"""How open-loop requests arrive: Poisson (exponential gaps, seeded) or evenly spaced."""
+
+
+def arrival_times_ms(stages: Sequence[tuple[float, float]], *, kind: str = "poisson",
+                     seed: int = 0, max_requests: int = MAX_LOAD_REQUESTS * 25) -> FloatArray:
+    """Arrival times (ms from 0) of an open-loop load in stages of (rate req/s, duration s),
+    one after the other: Poisson arrivals at each stage's rate (seeded), or evenly spaced
+    ('constant'). InputError for a rate or duration <= 0, an unknown kind, or more than
+    `max_requests` requests in all."""
+    if kind not in ARRIVALS:
+        raise InputError(f"arrivals must be one of {', '.join(ARRIVALS)}, got '{kind}'")
+    if not stages:
+        raise InputError("give at least one stage of rate:duration")
+    for rate, dur in stages:
+        if not (math.isfinite(rate) and rate > 0 and math.isfinite(dur) and dur > 0):
+            raise InputError(f"a stage needs a rate > 0 req/s and a duration > 0 s, got "
+                             f"{rate:g} req/s for {dur:g} s")
+    total = sum(r * d for r, d in stages)
+    if total > max_requests:
+        raise InputError(f"the stages send {total:,.0f} requests; at most {max_requests:,}")
+    rng = np.random.default_rng(seed)
+    out: list[FloatArray] = []
+    start = 0.0
+    for rate, dur in stages:
+        end = start + dur * 1e3
+        if kind == "constant":
+            t = start + np.arange(0.0, dur * rate) * (1e3 / rate)
+        else:
+            gaps = rng.exponential(1e3 / rate, size=int(rate * dur * 1.5 + 50))
+            t = start + np.cumsum(gaps)
+        out.append(t[t < end])
+        start = end
+    arr = np.concatenate(out) if out else np.zeros(0)
+    if arr.size < 10:
+        raise InputError(f"the stages send {arr.size} requests; give at least 10 (a higher "
+                         "rate or a longer duration)")
+    return np.asarray(arr, dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenLoopPoint:
+    """The event model of one open-loop load (the deployment's total rate): TTFT, the gaps
+    between tokens (ITL, token-weighted as the bench measures them), TPOT and E2E, each as a
+    mean and its p50/p90/p99, in ms; the output rate and whether the load outruns the
+    replica."""
+
+    rate_per_s: float
+    stages: tuple[tuple[float, float], ...]
+    arrivals: str
+    requests: int
+    ttft_mean_ms: float
+    ttft_ms: dict[float, float]
+    itl_mean_ms: float
+    itl_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+    e2e_mean_ms: float
+    e2e_ms: dict[float, float]
+    output_tok_s: float
+    saturated: bool
+
+
+def open_loop_load(s: Scenario, *, engine: str, output_tokens: int,
+                   stages: Sequence[Sequence[tuple[float, float]]], kind: str = "poisson",
+                   seed: int = 0) -> tuple[ServiceModel, list[OpenLoopPoint]]:
+    """TTFT, ITL, TPOT and E2E under an open-loop load at the engine's scheduling: for each
+    load (stages of total rate and duration), one replica of `s` fed 1/replicas of the rate
+    (`service_from_scenario`, `arrival_times_ms`), the first 10 % of requests left out as
+    warm-up. A load at or past the replica's saturation rate is marked saturated (its queue
+    grows for as long as it lasts)."""
+    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine)
+    out = []
+    for load in stages:
+        per = [(r / s.replicas, d) for r, d in load]
+        arr = arrival_times_ms(per, kind=kind, seed=seed)
+        q = simulate(svc, arrivals_ms=arr.tolist(), itl=True)
+        mean_rate = sum(r * d for r, d in load) / sum(d for _, d in load)
+        assert q.itl_ms is not None and q.itl_mean_ms is not None
+        out.append(OpenLoopPoint(
+            rate_per_s=mean_rate, stages=tuple((float(r), float(d)) for r, d in load),
+            arrivals=kind, requests=q.requests, ttft_mean_ms=q.mean_ttft_ms,
+            ttft_ms=q.ttft_ms, itl_mean_ms=q.itl_mean_ms, itl_ms=q.itl_ms, tpot_ms=q.tpot_ms,
+            e2e_mean_ms=q.mean_e2e_ms, e2e_ms=q.e2e_ms, output_tok_s=q.output_tok_s * s.replicas,
+            saturated=max(r for r, _ in per) >= svc.saturation_rate_per_s))
+    return svc, out
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueResult:
+    """What the discrete-event model measured over the counted requests (after warm-up)."""
+
+    requests: int
+    rate_per_s: float | None
+    concurrency: int | None
+    ttft_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+    queue_ms: dict[float, float]
+    e2e_ms: dict[float, float]
+    mean_queue_ms: float
+    mean_ttft_ms: float
+    throughput_req_s: float
+    output_tok_s: float
+    goodput_req_s: float
+    slo_met_share: float
+    mean_running: float
+    saturation_rate_per_s: float
+    saturated: bool
+    slots: int
+    itl_ms: dict[float, float] | None = None
+    """Quantiles of the gaps between a request's tokens, token-weighted (the bench's ITL: a
+    decode step, or a longer gap where prompts were processed in between); None unless
+    `simulate(itl=True)`."""
+    itl_mean_ms: float | None = None
+    """The mean of those gaps, ms (the bench's `itl_mean_ms`); None unless `itl=True`."""
+    mean_e2e_ms: float = math.nan
+    """The mean end-to-end time of the counted requests, ms."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trace:
+    """Per-request event times of one run (ms): arrival, admission to a slot, first token, end."""
+
+    arrival_ms: FloatArray
+    admit_ms: FloatArray
+    first_ms: FloatArray
+    finish_ms: FloatArray
+    gaps: _Gaps | None = None
+
+
+class _Gaps:
+    """Inter-token gaps (ms) as the event loop emits tokens: one value, how many tokens had
+    it, and whose they were (for leaving the warm-up requests out)."""
+
+    def __init__(self, n_requests: int) -> None:
+        self.last_ms = np.full(n_requests, np.nan)
+        self.value_ms: list[float] = []
+        self.count: list[int] = []
+        self.request: list[int] = []
+
+    def add(self, i: int, gap_ms: float, count: int = 1) -> None:
+        self.value_ms.append(gap_ms)
+        self.count.append(count)
+        self.request.append(i)
+
+    def tokens(self, ids: Sequence[int], now_ms: float, step_ms: float | None = None,
+               k: int = 1) -> None:
+        """Each of `ids` got k tokens ending at `now_ms`, the last k - 1 of them `step_ms`
+        apart (decode steps); the first gap runs from its previous token."""
+        for i in ids:
+            first_gap = now_ms - (k - 1) * (step_ms or 0.0) - float(self.last_ms[i])
+            self.add(i, first_gap)
+            if k > 1 and step_ms is not None:
+                self.add(i, step_ms, k - 1)
+            self.last_ms[i] = now_ms
+
+    def kept(self, first_counted: int) -> tuple[FloatArray, FloatArray]:
+        """(gap ms, tokens that had it) of requests numbered >= first_counted."""
+        v = np.asarray(self.value_ms, dtype=np.float64)
+        w = np.asarray(self.count, dtype=np.float64)
+        keep = (np.asarray(self.request, dtype=np.int64) >= first_counted) & np.isfinite(v)
+        return v[keep], w[keep]
+
+    def mean(self, first_counted: int) -> float:
+        """Token-weighted mean gap (ms) of requests numbered >= first_counted (NaN: none)."""
+        return weighted_mean(*self.kept(first_counted))
+
+    def quantiles(self, first_counted: int) -> dict[float, float]:
+        """Token-weighted quantiles of the gaps of requests numbered >= first_counted."""
+        return weighted_quantiles(*self.kept(first_counted))
+
+
+def weighted_mean(values: FloatArray, weights: FloatArray) -> float:
+    """The mean of `values` where each counts `weights` times (NaN for no weight). Unit: that
+    of the values."""
+    total = float(np.sum(weights))
+    return float(np.sum(values * weights)) / total if total > 0 else math.nan
+
+
+def weighted_quantiles(values: FloatArray, weights: FloatArray) -> dict[float, float]:
+    """QUANTILES of `values` where each counts `weights` times (the lower value at a tie of
+    the cumulative weight; NaN for no values). Unit: that of the values."""
+    if values.size == 0 or float(np.sum(weights)) <= 0:
+        return {q: math.nan for q in QUANTILES}
+    order = np.argsort(values, kind="stable")
+    v, cum = values[order], np.cumsum(weights[order])
+    total = float(cum[-1])
+    return {q: float(v[min(int(np.searchsorted(cum, q * total)), v.size - 1)])
+            for q in QUANTILES}
+
+
+def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
+         n_requests: int, record_gaps: bool = False) -> Trace:
+    """The event loop. Open loop: `arrivals` (ms, sorted). Closed loop: `clients` users that
+    send the next request as soon as the previous one finishes (no think time).
+    `record_gaps`: also keep every inter-token gap (memory grows with the tokens)."""
+    n = n_requests
+    gaps = _Gaps(n) if record_gaps else None
+    arrival = np.full(n, np.nan) if arrivals is None else arrivals.copy()
+    admit = np.full(n, np.nan)
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    out = svc.output_tokens
+    chunk = svc.chunk_tokens
+    steps = svc.step_ms
+    waiting: deque[int] = deque()
+    prefill_q: deque[int] = deque()      # admitted, prompt not done (FCFS)
+    prompt_left: dict[int, int] = {}
+    running: list[int] = []              # decoding: request ids
+    remaining: list[int] = []            # decode tokens left per running request
+    now = 0.0
+    next_arrival = 0                     # index of the next open-loop arrival
+    issued = 0
+    if clients is not None:
+        issued = min(clients, n)
+        arrival[:issued] = 0.0
+        waiting.extend(range(issued))
+    per_step = (svc.chunk_tokens or svc.prompt_tokens) - (svc.slots if svc.mixed else 0)
+    guard = 20 * n * (2 + svc.prompt_tokens // max(1, per_step))
+
+    def first_tokens(ids: list[int]) -> None:
+        """These prompts get their first token now; they decode on, or end at one token."""
+        for i in ids:
+            first[i] = now
+            if gaps is not None:
+                gaps.last_ms[i] = now
+            if out > 1:
+                running.append(i)
+                remaining.append(out - 1)
+            else:
+                finished_now.append(i)
+
+    for _ in range(guard):
+        if arrivals is not None:
+            while next_arrival < n and arrival[next_arrival] <= now:
+                waiting.append(next_arrival)
+                next_arrival += 1
+        busy = len(running) + len(prefill_q)
+        while waiting and busy < svc.slots:
+            i = waiting.popleft()
+            admit[i] = now
+            prefill_q.append(i)
+            prompt_left[i] = svc.prompt_tokens
+            busy += 1
+        if not running and not prefill_q:
+            if arrivals is None or next_arrival >= n:
+                break
+            now = max(now, float(arrival[next_arrival]))
+            continue
+        finished_now: list[int] = []
+        if prefill_q and svc.chunk_tokens is None:
+            # one forward pass over every prompt admitted at this scheduling point: each of
+            # them gets its first token when the whole batch's prefill ends
+            batch_ids = list(prefill_q)
+            prefill_q.clear()
+            for i in batch_ids:
+                del prompt_left[i]
+            now += svc.prefill_ms * len(batch_ids)
+            first_tokens(batch_ids)
+        elif prefill_q and chunk is not None:
+            # mixed: the decoding requests' tokens and prompt chunks share the budget; not
+            # mixed (SGLang): a prefill batch of at most the budget, decoding waits
+            b = len(running) if svc.mixed else 0
+            budget = chunk - b
+            used = 0
+            done_prompts: list[int] = []
+            pieces: list[tuple[int, int]] = []
+            while prefill_q and used < budget:
+                i = prefill_q[0]
+                take = min(budget - used, prompt_left[i])
+                pieces.append((svc.prompt_tokens - prompt_left[i], take))
+                prompt_left[i] -= take
+                used += take
+                if prompt_left[i] == 0:
+                    prefill_q.popleft()
+                    del prompt_left[i]
+                    done_prompts.append(i)   # first token at the end of this step
+            now += svc.mixed_step_ms(b, pieces)
+            if b:
+                remaining = [r - 1 for r in remaining]
+                if gaps is not None:
+                    gaps.tokens(running, now)
+            first_tokens(done_prompts)
+        else:
+            b = len(running)
+            k = min(remaining)
+            if arrivals is not None and next_arrival < n and busy < svc.slots:
+                gap = float(arrival[next_arrival]) - now
+                k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
+            elif waiting and busy < svc.slots:
+                k = 1
+            now += k * float(steps[b])
+            remaining = [r - k for r in remaining]
+            if gaps is not None:
+                gaps.tokens(running, now, float(steps[b]), k)
+        keep_r: list[int] = []
+        keep_m: list[int] = []
+        for i, r in zip(running, remaining, strict=True):
+            if r <= 0:
+                finished_now.append(i)
+            else:
+                keep_r.append(i)
+                keep_m.append(r)
+        running, remaining = keep_r, keep_m
+        for i in finished_now:
+            finish[i] = now
+            if clients is not None and issued < n:
+                arrival[issued] = now
+                waiting.append(issued)
+                issued += 1
+        if arrivals is None and issued >= n and not waiting and not running and not prefill_q:
+            break
+    else:  # pragma: no cover - the guard is generous; reaching it is a bug
+        raise RuntimeError("queueing model did not finish within its step guard")
+    return Trace(arrival_ms=arrival, admit_ms=admit, first_ms=first, finish_ms=finish,
+                  gaps=gaps)
+
+
+def quantiles(x: FloatArray) -> dict[float, float]:
+    """p50/p90/p99 of `x` (its unit; numpy's linear interpolation), NaN when empty."""
+    if x.size == 0:
+        return {q: math.nan for q in QUANTILES}
+    v = np.quantile(x, QUANTILES)
+    return {q: float(v[j]) for j, q in enumerate(QUANTILES)}
+
+
+def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
+             concurrency: int | None = None, arrivals_ms: Sequence[float] | None = None,
+             n_requests: int = 2000, seed: int = 0,
+             slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf,
+             warmup_fraction: float = 0.1, itl: bool = False) -> QueueResult:
+    """Run the discrete-event model of one replica and summarize it.
+
+    Give `rate_per_s` (Poisson arrivals, seeded), `concurrency` (closed loop, zero think
+    time) or `arrivals_ms` (replay these arrival times, ms from any origin, in order; then
+    `n_requests` is their count and `rate_per_s` in the result is their mean rate).
+    The first `warmup_fraction` of requests (by arrival) are left out of the statistics.
+    `itl`: also the quantiles of the inter-token gaps (`QueueResult.itl_ms`).
+    Goodput = counted requests that meet both SLOs / the span from the first counted arrival to
+    the last counted finish. Deterministic for a given seed.
+    """
+    if sum(x is not None for x in (rate_per_s, concurrency, arrivals_ms)) != 1:
+        raise InputError("give one of: an arrival rate, a closed-loop concurrency, or a list "
+                         "of arrival times")
+    if arrivals_ms is not None:
+        n_requests = len(arrivals_ms)
+    if not 10 <= n_requests <= 1_000_000:
+        raise InputError(f"simulate 10..1,000,000 requests, got {n_requests}")
+    if not 0 <= warmup_fraction < 0.9:
+        raise InputError("warm-up fraction must be in [0, 0.9)")
+    arrivals = None
+    if arrivals_ms is not None:
+        arrivals = np.asarray(arrivals_ms, dtype=np.float64)
+        if not np.all(np.isfinite(arrivals)) or np.any(np.diff(arrivals) < 0):
+            raise InputError("arrival times must be finite and in increasing order")
+        arrivals = arrivals - arrivals[0]
+        span = float(arrivals[-1])
+        rate_per_s = (n_requests - 1) / span * 1e3 if span > 0 else math.inf
+    elif rate_per_s is not None:
+        if not (math.isfinite(rate_per_s) and rate_per_s > 0):
+            raise InputError(f"arrival rate must be > 0 requests/s, got {rate_per_s}")
+        rng = np.random.default_rng(seed)
+        arrivals = np.cumsum(rng.exponential(1e3 / rate_per_s, size=n_requests))
+    elif concurrency is not None and concurrency < 1:
+        raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
+    tr = _run(svc, arrivals, concurrency, n_requests, record_gaps=itl)
+    skip = int(n_requests * warmup_fraction)
+    sl = slice(skip, None)
+    arr, adm, fst, fin = tr.arrival_ms[sl], tr.admit_ms[sl], tr.first_ms[sl], tr.finish_ms[sl]
+    ttft = fst - arr
+    tpot = (fin - fst) / max(svc.output_tokens - 1, 1)
+    queue = adm - arr
+    e2e = fin - arr
+    span_s = max((float(np.max(fin)) - float(np.min(arr))) / 1e3, 1e-9)
+    ok = (ttft <= slo_ttft_ms) & (tpot <= slo_tpot_ms)
+    sat_rate = svc.saturation_rate_per_s
+    return QueueResult(
+        requests=int(arr.size), rate_per_s=rate_per_s, concurrency=concurrency,
+        ttft_ms=quantiles(ttft), tpot_ms=quantiles(tpot), queue_ms=quantiles(queue),
+        e2e_ms=quantiles(e2e), mean_queue_ms=float(np.mean(queue)),
+        mean_e2e_ms=float(np.mean(e2e)),
+        mean_ttft_ms=float(np.mean(ttft)), throughput_req_s=arr.size / span_s,
+        output_tok_s=arr.size * svc.output_tokens / span_s,
+        goodput_req_s=float(np.sum(ok)) / span_s, slo_met_share=float(np.mean(ok)),
+        mean_running=float(np.sum(e2e)) / 1e3 / span_s, saturation_rate_per_s=sat_rate,
+        saturated=rate_per_s is not None and rate_per_s >= sat_rate, slots=svc.slots,
+        itl_ms=tr.gaps.quantiles(skip) if tr.gaps is not None else None,
+        itl_mean_ms=tr.gaps.mean(skip) if tr.gaps is not None else None,
+    )
+
+
+def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[int]
+                       ) -> dict[str, float]:
+    """The event model of a closed-loop level as a bench run measures it: one closed loop of
+    `concurrency` clients per pass, from an idle replica, with that pass's share of the
+    level's requests (`capacity bench --passes`; one share: one pass), pooled as the bench
+    pools them: TTFT p50 and p90 over every request (ms, linear interpolation, as the
+    bench's), the token-weighted median and mean inter-token gap (ms), output tok/s over the
+    sum of the passes' spans. Unlike `simulate`'s steady state, a short pass is mostly its opening
+    burst of `concurrency` prompts, which all wait for one another's prefill. No warm-up is
+    left out: the bench measures from the first request."""
+    if concurrency < 1 or not shares or any(n < 1 for n in shares):
+        raise InputError("a closed loop needs >= 1 client and >= 1 request in every pass")
+    ttft: list[FloatArray] = []
+    gap_v: list[FloatArray] = []
+    gap_w: list[FloatArray] = []
+    span_s = 0.0
+    for n in shares:
+        tr = _run(svc, None, concurrency, n, record_gaps=True)
+        ttft.append(tr.first_ms - tr.arrival_ms)
+        span_s += (float(np.max(tr.finish_ms)) - float(np.min(tr.arrival_ms))) / 1e3
+        assert tr.gaps is not None
+        v, w = tr.gaps.kept(0)
+        gap_v.append(v)
+        gap_w.append(w)
+    t = np.concatenate(ttft)
+    v, w = np.concatenate(gap_v), np.concatenate(gap_w)
+    return {"ttft_p50_ms": float(np.quantile(t, 0.5)), "ttft_p90_ms": float(np.quantile(t, 0.9)),
+            "itl_p50_ms": weighted_quantiles(v, w)[0.5], "itl_mean_ms": weighted_mean(v, w),
+            "output_tok_s": sum(shares) * svc.output_tokens / max(span_s, 1e-9)}
+
+
+def sweep(svc: ServiceModel, rates_per_s: Sequence[float], *, n_requests: int = 600,
+          seed: int = 0, slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf
+          ) -> list[QueueResult]:
+    """`simulate` at each arrival rate (same seed), for TTFT-vs-load curves."""
+    return [simulate(svc, rate_per_s=r, n_requests=n_requests, seed=seed,
+                     slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms) for r in rates_per_s]

@@ -1,0 +1,366 @@
+"""What the planner reads and returns (docs/method.md, section 6): the inputs (`PlanInputs`:
+model, workload, SLO, prices, basis, engine), one configuration with its figures (`Option`),
+the reasons a configuration fails or binds (`Reason`), and the result (`Plan`: ranked options,
+rejections per GPU family, near misses). The search itself is `capacity.plan.search`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
+from capacity.catalog.loader import Gpu
+from capacity.catalog.offers import OFFER_KINDS, Offer
+from capacity.errors import InputError
+from capacity.model.basis import BasisKind, basis_string, kind_of_knobs, knobs_of
+from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
+from capacity.model.memory import (
+    DEFAULT_HEADROOM,
+    DEFAULT_OVERHEAD_GB,
+    DEFAULT_UTIL,
+    MemoryVerdict,
+)
+from capacity.model.roofline import (
+    DEFAULT_STEP_METHOD,
+)
+from capacity.model.scenario import (
+    DEFAULT_EFF,
+    DEFAULT_MFU,
+    Fix,
+)
+from capacity.model.workload import Workload
+from capacity.plan.pricing import Price, price_for
+from capacity.plan.queueing import DEFAULT_SLO_QUANTILE
+
+DEFAULT_KV_DTYPES: tuple[str, ...] = ("fp16", "fp8")
+MAX_GPUS = 16
+class Reason(StrEnum):
+    """Why a configuration is rejected, or which check binds it (`Option.binding`)."""
+
+    MEMORY = "memory"
+    """Weights and KV for the design concurrency do not fit (F3/F8)."""
+    SLOTS = "slots"
+    """More sequences at once than the engine's max_num_seqs."""
+    TTFT = "ttft"
+    """TTFT at the SLO percentile is over the SLO (or prefill alone is)."""
+    TPOT = "tpot"
+    """TPOT at the SLO percentile is over the SLO."""
+    THROUGHPUT = "throughput"
+    """The load saturates the GPU: arrivals outrun service."""
+    COST = "cost"
+    """Cost per million output tokens (at SLO capacity) is over the cost target."""
+
+
+REASONS: tuple[Reason, ...] = tuple(Reason)
+"""Every reason, in the order they are listed."""
+
+REASON_TEXT: dict[Reason, str] = {
+    Reason.MEMORY: "memory (weights + KV do not fit)",
+    Reason.SLOTS: "slots (more sequences than max_num_seqs)",
+    Reason.TTFT: "TTFT over the SLO",
+    Reason.TPOT: "TPOT over the SLO",
+    Reason.THROUGHPUT: "throughput (the load saturates the GPU)",
+    Reason.COST: "cost per M output tokens over the target",
+}
+"""Each reason in words (the CLI's tables, the quote)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slo:
+    """Service-level objectives, checked at a percentile of the requests (p90 by default),
+    and an optional cost target (0 = none)."""
+
+    ttft_ms: float = 2000.0
+    tpot_ms: float = 50.0
+    quantile: float = DEFAULT_SLO_QUANTILE
+    cost_per_mtok: float = 0.0
+    """Most cost per million output tokens at SLO capacity (`Option.cost_per_mtok`), in the
+    plan's currency; 0 = no cost target. The Explorer opened from an option gets the same."""
+
+    def __post_init__(self) -> None:
+        for name, v in (("TTFT SLO", self.ttft_ms), ("TPOT SLO", self.tpot_ms)):
+            if not (v > 0):
+                raise InputError(f"{name} must be > 0 ms, got {v}")
+        if not (math.isfinite(self.cost_per_mtok) and self.cost_per_mtok >= 0):
+            raise InputError(f"cost target must be >= 0 (0 = none), got {self.cost_per_mtok}")
+        if not 0.5 <= self.quantile < 1:
+            raise InputError(f"SLO percentile must be in [0.5, 1), got {self.quantile}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanInputs:
+    """Everything the planner needs: the model, the workload, the SLOs and the search space."""
+
+    model: str
+    workload: Workload
+    slo: Slo = field(default_factory=Slo)
+    gpus: tuple[str, ...] | None = None
+    max_gpus: int = MAX_GPUS
+    kv_dtypes: tuple[str, ...] = DEFAULT_KV_DTYPES
+    formats: tuple[str, ...] | None = None
+    allow_tp: bool = True
+    currency: Currency = "CNY"
+    cny_per_usd: float = DEFAULT_CNY_PER_USD
+    util: float = DEFAULT_UTIL
+    overhead_gb: float = DEFAULT_OVERHEAD_GB
+    eff: float = DEFAULT_EFF
+    mfu: float = DEFAULT_MFU
+    max_num_seqs: int | None = None
+    """Sequences one replica decodes together at most; None = the engine's default
+    (`engine`'s profile on each GPU; 256 for the chapter, as vLLM's max_num_seqs)."""
+    engine: str = DEFAULT_ENGINE
+    """Engine profile (data/engines.toml `[profile.*]`) whose scheduling the load model follows:
+    its max_num_seqs, KV admission (reserved at the context, or by the tokens a request holds)
+    and chunked-prefill token budget; 'chapter' keeps the chapter's numbers."""
+    eta_bw: float = 1.0
+    """Achieved share of spec-sheet bandwidth in the decode step (F11; 1 = spec sheet)."""
+    step_overhead_ms: float = 0.0
+    """Fixed time per decode step, ms (F11)."""
+    prefill_overhead_ms: float = 0.0
+    """Fixed time per prefill, ms (F11)."""
+    step_method: str = DEFAULT_STEP_METHOD.value
+    """How the decode step combines its terms: 'chapter' (F4) or 'operator' (F4b)."""
+    eta_kv: float | None = None
+    """Operator method: achieved share of bandwidth reading KV (None: eta_bw)."""
+    attn_sat_batch: float = 0.0
+    """Operator method: the attention floor's saturation batch, sequences (0: no floor)."""
+    seq_overhead_ms: float = 0.0
+    """Time per sequence per decode step, ms."""
+    batch1_factor: float = 1.0
+    """The step of exactly one sequence over the formula's (a calibration's; 1 on the spec
+    sheet)."""
+    attn_mfu: float | None = None
+    """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
+    growth_per_month: float = 0.0
+    """Traffic growth per month (0.1 = +10 % a month, compounding); see `runs_out_month`."""
+    spare: bool = False
+    """N+1: every option carries one spare replica (TP GPUs) for failover, in its costs."""
+    calibration: str = ""
+    """Name of the saved calibration these knobs come from ('' = spec-sheet figures);
+    `capacity.fit.planning.with_calibration` sets knobs and name together."""
+    typical: str = ""
+    """Engine key (data/engines.toml) whose typical efficiency these knobs are, when there is
+    no calibration ('' = none); `capacity.fit.planning.with_typical` sets knobs and key."""
+    memory_headroom: float = DEFAULT_HEADROOM
+    """F8's headroom for the 'fits' (vs 'tight') memory verdict, apart from the load headroom."""
+    price_overrides: tuple[tuple[str, float], ...] = ()
+    """(GPU key, price per GPU-hour in `currency`) pairs that replace catalog prices (prices
+    entered on the Planner page or with `capacity size --price GPU=VALUE`)."""
+    offers: tuple[Offer, ...] = ()
+    """Offers (at most one per GPU, `capacity.catalog.offers.choose`) that replace catalog
+    prices, converted to `currency` at `cny_per_usd`; `price_overrides` win over them."""
+    offer_kind: str = ""
+    """The offer kind asked for (on-demand, reserved-1y, spot: `capacity size --offer-kind`,
+    the Planner's offer choice), '' = none asked (catalog prices, or a prices file's
+    on-demand offers). With a kind set, a GPU without an offer of it keeps its catalog price
+    and the quote says so."""
+    prefix_tokens: int = 0
+    """Shared prefix (system prompt) tokens a prefix cache holds once (docs/method.md, "Prefix
+    caching"); capped below the prompt. 0 = no prefix caching."""
+    prefix_share: float = 0.0
+    """Share of requests that reuse the shared prefix: their prefill skips it, and its KV is
+    held once per replica."""
+
+    def __post_init__(self) -> None:
+        if self.offer_kind and self.offer_kind not in OFFER_KINDS:
+            raise InputError(f"offer kind '{self.offer_kind}' is not one of "
+                             f"{', '.join(OFFER_KINDS)}")
+        if not 1 <= self.max_gpus <= 64:
+            raise InputError(f"GPU count limit must be 1..64, got {self.max_gpus}")
+        if not self.kv_dtypes:
+            raise InputError("give at least one KV precision (fp16, fp8)")
+        if self.max_num_seqs is not None and self.max_num_seqs < 1:
+            raise InputError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        engine_profile(self.engine)  # an unknown engine is a clear error here
+        if not (math.isfinite(self.growth_per_month) and 0 <= self.growth_per_month <= 10):
+            raise InputError(f"growth per month must be 0..10 (0.1 = +10 %), "
+                             f"got {self.growth_per_month}")
+        if self.currency not in ("CNY", "USD"):
+            raise InputError(f"unknown currency '{self.currency}'; use CNY or USD")
+        if not (isinstance(self.prefix_tokens, int) and self.prefix_tokens >= 0):
+            raise InputError(f"shared prefix must be a whole number >= 0 tokens, got "
+                             f"{self.prefix_tokens}")
+        if not (math.isfinite(self.prefix_share) and 0 <= self.prefix_share <= 1):
+            raise InputError(f"prefix share is a fraction of requests in [0, 1], got "
+                             f"{self.prefix_share}")
+
+
+    @property
+    def basis(self) -> BasisKind:
+        """What the speed figures (TTFT, TPOT, capacity, cost per M tokens) rest on
+        (`capacity.model.basis`): a saved calibration, an engine's typical efficiency, the
+        spec sheet (every efficiency at peak: the upper bound on speed), the chapter's
+        assumptions (the default: eff 1, MFU 0.3) or entered knobs."""
+        return kind_of_knobs(knobs_of(self), calibration=self.calibration, typical=self.typical)
+
+    @property
+    def basis_string(self) -> str:
+        """The basis as one string (`capacity.model.basis`): '' (the chapter's, or entered
+        knobs), 'spec', 'typical:ENGINE' or a calibration's name."""
+        return basis_string(self.basis, self.calibration or self.typical)
+
+    def price_of(self, gpu: Gpu) -> Price:
+        """The price of one hour of `gpu` in this plan, with its source (`pricing.price_for`:
+        an entered price, else the GPU's offer, else its catalog price)."""
+        return price_for(gpu, currency=self.currency, cny_per_usd=self.cny_per_usd,
+                         entered=dict(self.price_overrides),
+                         offers={o.gpu: o for o in self.offers}, offer_kind=self.offer_kind)
+
+    def profile_for(self, gpu_key: str, memory_gb: float) -> EngineProfile:
+        """The engine's profile on this GPU, with `max_num_seqs` when one is given."""
+        return engine_profile(self.engine).for_gpu(gpu_key, memory_gb).with_max_seqs(
+            self.max_num_seqs)
+
+    def seqs_for(self, gpu_key: str, memory_gb: float) -> int:
+        """max_num_seqs on this GPU: the one given, else the engine's default there."""
+        return self.profile_for(gpu_key, memory_gb).max_seqs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Option:
+    """One configuration with its predicted behaviour at the peak (with headroom) and its cost.
+
+    The headline figures have one definition each, used by the Planner page, `capacity size`,
+    the quote and its capacity table (docs/method.md, section 6):
+
+    - `ttft_ms`, `tpot_ms`: the SLO percentile (`Slo.quantile`) at the design load, i.e. the
+      peak arrival rate x (1 + headroom) (queueing model, analytic path);
+    - `cost_per_mtok`: F7 at SLO capacity, price x GPUs paid / (capacity_rate_per_s x output
+      tokens), with `capacity_rate_per_s` the highest arrival rate that still meets every SLO;
+    - `cost_per_mtok_design`: F7 at the design load, price x GPUs paid / (design rate x
+      output tokens);
+    - `cost_per_month`: price per GPU-hour x GPUs paid (serving, spare, whole nodes) x 730 h.
+    """
+
+    gpu: str
+    gpu_name: str
+    n_gpus: int
+    tp: int
+    weights: str
+    kv_dtype: str
+    weights_gb: float
+    c_vram_per_replica: int
+    slots_per_replica: int
+    peak_rate_per_s: float
+    design_rate_per_s: float
+    peak_concurrency: float
+    design_concurrency: float
+    ttft_ms: float
+    """TTFT at the SLO percentile at the design load (peak x (1 + headroom)), ms."""
+    ttft_mean_ms: float
+    tpot_ms: float
+    """TPOT at the SLO percentile at the design load, ms."""
+    tpot_mean_ms: float
+    prefill_ms: float
+    utilization: float
+    memory_verdict: MemoryVerdict | None
+    """F8's verdict at the design concurrency; None for a configuration rejected before it."""
+    price_per_hour: float
+    currency: Currency
+    cost_per_month: float
+    capacity_rate_per_s: float
+    """SLO-feasible capacity: the highest total arrival rate meeting every SLO, req/s."""
+    cost_per_mtok: float
+    """Cost per million output tokens at SLO capacity (F7), in `currency`."""
+    cost_per_mtok_design: float = math.nan
+    """Cost per million output tokens at the design load (F7: the fleet's cost per hour over
+    the output tokens per hour the design load asks for), in `currency`."""
+    failures: tuple[Reason, ...]
+    binding: Reason
+    binding_ratio: float
+    spare_gpus: int = 0
+    """GPUs of the N+1 spare replica (paid for in the costs, not serving: `PlanInputs.spare`)."""
+    nodes: tuple[int, ...] = ()
+    """GPUs per node of the deployment, the spare included (`NodeShape.layout`): each TP group in one node."""
+    node_gpus: int = 0
+    """GPUs per node of a per-node offer (the deployment is bought in whole nodes of this
+    size); 0 = priced per GPU."""
+    billed_gpus: int = 0
+    """GPUs paid for: serving + spare, rounded up to whole nodes with a per-node offer
+    (`paid_gpus`; 0 = not set, i.e. serving + spare)."""
+    variants: tuple[tuple[str, str], ...] = ()
+    """Equivalent configurations folded into this row, as (weight format, KV precision): same
+    GPU, count and TP at the same cost per month, another format or KV precision."""
+
+    @property
+    def replicas(self) -> int:
+        return self.n_gpus // self.tp
+
+    @property
+    def feasible(self) -> bool:
+        return not self.failures
+
+    @property
+    def paid_gpus(self) -> int:
+        """GPUs in the costs: serving + spare, rounded up to whole nodes (per-node offer)."""
+        return self.billed_gpus or self.n_gpus + self.spare_gpus
+
+    @property
+    def idle_gpus(self) -> int:
+        """GPUs paid for in whole nodes that neither serve nor stand by as the spare."""
+        return self.paid_gpus - self.n_gpus - self.spare_gpus
+
+    @property
+    def label(self) -> str:
+        """'2 x RTX 4090 (TP=2), awq, fp16 KV'."""
+        layout = f"TP={self.tp}" if self.replicas == 1 and self.tp > 1 else (
+            f"{self.replicas} replicas" + (f" x TP={self.tp}" if self.tp > 1 else ""))
+        par = f" ({layout})" if self.n_gpus > 1 else ""
+        spare = f" + {self.spare_gpus} spare" if self.spare_gpus else ""
+        whole = ""
+        if self.node_gpus and self.idle_gpus:
+            k = self.paid_gpus // self.node_gpus
+            whole = (f", {k} node{'s' if k > 1 else ''} of {self.node_gpus} "
+                     f"({self.n_gpus + self.spare_gpus} used)")
+        return (f"{self.n_gpus} x {self.gpu_name}{par}{spare}, {self.weights}, "
+                f"{self.kv_dtype} KV{whole}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rejection:
+    """Why a GPU family has no feasible configuration: the reasons of its closest one."""
+
+    gpu: str
+    gpu_name: str
+    reasons: tuple[Reason, ...]
+    detail: str
+    closest: Option | None
+    never_fits: bool = False
+    """The weights and KV fit on no configuration of this GPU (`detail` says so)."""
+    most_gpus: int = 0
+    """The largest GPU count tried on this GPU."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NearMiss:
+    """A cheap configuration that fails on memory alone, and the changes that make it fit."""
+
+    option: Option
+    fixes: tuple[Fix, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """The ranked, explained answer."""
+
+    inputs: PlanInputs
+    model_name: str
+    options: tuple[Option, ...]
+    rejected: tuple[Rejection, ...]
+    near_misses: tuple[NearMiss, ...]
+    evaluated: int
+    peak_rate_per_s: float | None
+    all_options: tuple[Option, ...] = ()
+    configurations: tuple[Option, ...] = ()
+    """Every feasible configuration, ranked, twins included (`options` folds them)."""
+
+    @property
+    def best(self) -> Option | None:
+        return self.options[0] if self.options else None
+
+    @property
+    def runner_up(self) -> Option | None:
+        """The list's second option (twins of the first are folded into it, `Option.variants`)."""
+        return self.options[1] if len(self.options) > 1 else None

@@ -1,0 +1,93 @@
+"""The rules every link parameter follows (the Explorer's, `capacity.report.urlstate`, and the
+Planner's, `capacity.report.planner_url`): a number is finite, of its kind and inside its range;
+floats are written exactly; a basis is a name, never a path; a value that cannot be used falls
+back to its default with a notice (`ignored_note`) that names the parameter, the value and why.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from capacity.catalog.engines import engine_names, engine_profile
+from capacity.catalog.loader import Catalog
+from capacity.catalog.offers import bundled_of_kind
+from capacity.errors import CapacityError
+from capacity.plan.options import PlanInputs
+from capacity.types import Note
+
+if TYPE_CHECKING:
+    pass
+
+
+def why_text(exc: BaseException) -> str:
+    """An exception's message as a notice's reason: its `Note` when it has one (the page says
+    it in its language), else its text."""
+    arg = exc.args[0] if exc.args else ""
+    return arg if isinstance(arg, Note) else str(exc)
+
+
+def ignored_note(name: str, raw: str, exc: BaseException, default: object,
+             basis: bool) -> Note:
+    """The notice for a link parameter that could not be used and fell back to `default`."""
+    shown = raw if len(raw) <= 60 else raw[:60] + "..."
+    if basis and not default:
+        return Note(f"'{name}={shown}' ignored ({exc}); using the chapter's assumptions",
+                    code="link_ignored_basis", name=name, value=shown, why=why_text(exc))
+    return Note(f"'{name}={shown}' ignored ({exc}); using {default}", code="link_ignored",
+                name=name, value=shown, why=why_text(exc), using=str(default))
+
+
+def parse_number(raw: str, kind: type, bounds: tuple[float, float]) -> float | int:
+    """A URL value as a finite number of `kind` (int or float) within `bounds`, or ValueError
+    with the reason (the Explorer's and the Planner's links share it)."""
+    try:
+        number: float | int = float(raw)
+    except ValueError:
+        raise ValueError(Note("not a number", code="why_not_number")) from None
+    if not math.isfinite(number):
+        raise ValueError(Note("not a finite number", code="why_not_finite"))
+    if kind is int:
+        if number != int(number):
+            raise ValueError(Note("not a whole number", code="why_not_whole"))
+        number = int(number)
+    lo, hi = bounds
+    if not lo <= number <= hi:
+        raise ValueError(Note(f"outside {lo:g}..{hi:g}", code="why_outside", lo=f"{lo:g}",
+                              hi=f"{hi:g}"))
+    return number
+
+
+def float_text(value: float) -> str:
+    """A float as a link writes it: the shortest text that reads back to the same number
+    ('13.135', '2', '1.6666666666666667'), so a link reopens exactly the figures it was
+    made from (a price or a design load rounded to 6 digits would move them)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def basis_param(raw: str) -> str:
+    """A URL's basis (`capacity.fit.planning.check_basis`), or ValueError saying what a basis
+    is: the chapter's (empty), 'spec', 'typical:ENGINE' or a saved calibration's name (a
+    name, never a path: links must not read arbitrary files)."""
+    from capacity.fit.planning import check_basis
+
+    try:
+        return check_basis(raw)
+    except CapacityError as exc:
+        raise ValueError(why_text(exc)) from None
+
+
+def engine_param(value: str) -> str:
+    """An engine profile's key, or ValueError naming the known ones."""
+    try:
+        return engine_profile(value).key
+    except CapacityError:
+        raise ValueError(f"engine must be one of {', '.join(engine_names())}") from None
+
+
+def bundled_offers(inp: PlanInputs, catalog: Catalog) -> bool:
+    """Whether a plan's offers are the bundled ones of its offer kind (a link carries them
+    as that kind; other offers, a prices file's, travel as entered prices)."""
+    return bool(inp.offer_kind) and set(inp.offers) == set(
+        bundled_of_kind(catalog, inp.offer_kind))
