@@ -1,54 +1,101 @@
-"""`st.cache_data` wrappers around the library: the only caching in the app.
+"""The app's caches: `st.cache_data` wrappers around the library, keyed by what they read.
 
-Every function takes the ExplorerState (a frozen dataclass, hashed by value) and the catalog
-version, so saving a custom entry (which bumps the version) invalidates the results.
+A cached result depends on its arguments and on the files the library reads besides the bundled
+data: the workspace's custom catalog entries and its calibrations. `data_version()` is a stamp of
+those files (each one's name, size, modification time and inode), and `cached` puts it into the
+key of every wrapper here. So a save by any session, by the command line or by another server on
+the same workspace changes the key for every session at its next run; the entries cached for the
+old files are not cleared (other sessions' results for unchanged inputs stay), they age out under
+`max_entries`. Nothing about it is kept in `st.session_state` (docs/app-internals.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import functools
+import hashlib
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pandas as pd
 import streamlit as st
 
-from capacity.catalog import custom as catalog_custom
-from capacity.catalog.loader import Catalog, default_catalog
-from capacity.fit.calibration import load_named as load_calibration
+from capacity import workspace
+from capacity.catalog.loader import Catalog, load_catalog
+from capacity.fit import calibration_store
+from capacity.fit.planning import GpuBand, gpu_band
+from capacity.fit.traffic import LogSummary, summarize_log
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
 from capacity.model.prefix import PrefixEffect
 from capacity.model.prefix import prefix_effect as model_prefix_effect
+from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.deployment import assess
-from capacity.plan.queueing import (
-    MAX_LOAD_REQUESTS,
-    LoadPoint,
-    closed_loop_load,
-    open_loop_load,
-)
-from capacity.plan.search import Option, PlanInputs
+from capacity.plan.detail import CurvePoint, load_curve, simulate_option
+from capacity.plan.events import MAX_LOAD_REQUESTS, LoadPoint, QueueResult, closed_loop_load, open_loop_load
+from capacity.plan.mix import MixPlan, MixWorkload, plan_mix
+from capacity.plan.options import Option, Plan, PlanInputs
+from capacity.plan.search import plan as search_plan
 from capacity.report.charts import ChartData, chart_data, compare_specs, specs
+from capacity.report.document import blocks_pdf, render_markdown
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
+from capacity.report.quote import mix_quote_blocks, quote_markdown, quote_pdf
 from capacity.report.urlstate import ExplorerState
 
-VERSION_KEY = "catalog_version"
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def files_stamp(paths: Iterable[Path]) -> str:
+    """A short digest of the files' names, sizes, modification times and inodes: it changes when
+    one is added, removed or written (a save writes a temporary file and renames it over the old
+    one: a new inode, even within one tick of the file system's clock)."""
+    h = hashlib.blake2b(digest_size=8)
+    for p in sorted(paths):
+        try:
+            s = p.stat()
+        except OSError:  # removed meanwhile: as if never listed
+            continue
+        h.update(f"{p}\0{s.st_size}\0{s.st_mtime_ns}\0{s.st_ino}\n".encode())
+    return h.hexdigest()
+
+
+def data_version() -> str:
+    """The stamp of the workspace's custom catalog entries and saved calibrations, the files a
+    result reads besides the bundled data (which changes only with the installed package)."""
+    custom = workspace.custom_dir()
+    return files_stamp([*custom.glob("models/*.toml"), *custom.glob("gpus/*.toml"),
+                        *workspace.calibrations_dir().glob("*.toml")])
+
+
+def cached(max_entries: int) -> Callable[[Callable[Concatenate[str, P], R]], Callable[P, R]]:
+    """`st.cache_data` whose key holds `data_version()`: the decorated function takes the version
+    as its first argument (for the key only) and its callers leave it out."""
+
+    def decorate(fn: Callable[Concatenate[str, P], R]) -> Callable[P, R]:
+        inner = st.cache_data(max_entries=max_entries, show_spinner=False)(fn)
+
+        @functools.wraps(fn)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            return inner(data_version(), *args, **kwargs)
+
+        return call
+
+    return decorate
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _catalog_at(data_dir: str, custom_dir: str, version: str) -> Catalog:
+    del version  # part of the key only
+    return load_catalog(data_dir, extra_dirs=[custom_dir])
 
 
 def catalog() -> Catalog:
-    """The catalog every page reads: `default_catalog`, the bundled entries plus the custom
-    ones (raises CatalogError for a corrupt file)."""
-    return default_catalog()
-
-
-def catalog_version() -> int:
-    """A counter bumped whenever a custom entry is saved."""
-    return int(st.session_state.get(VERSION_KEY, 0))
-
-
-def catalog_changed() -> None:
-    """Call after saving a custom entry: re-read the catalog and drop cached results."""
-    catalog_custom.clear_caches()
-    st.cache_data.clear()
-    st.session_state[VERSION_KEY] = catalog_version() + 1
+    """The catalog every page reads: the bundled entries plus the workspace's custom ones, read
+    again whenever `data_version()` changes (raises CatalogError for a corrupt bundled file).
+    One object shared by every session (`st.cache_resource`): it is never modified."""
+    return _catalog_at(str(workspace.catalog_dir()), str(workspace.custom_dir()), data_version())
 
 
 def targets(state: ExplorerState) -> Targets:
@@ -67,9 +114,8 @@ class ExplorerResult:
     c_vram: int
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def explorer_result(state: ExplorerState, labels: dict[str, str], version: int
-                    ) -> ExplorerResult:
+@cached(max_entries=64)
+def explorer_result(version: str, state: ExplorerState, labels: dict[str, str]) -> ExplorerResult:
     """Verdicts, the math and every chart spec for `state` (labels in the page's language)."""
     del version  # part of the cache key only
     s = state.scenario(catalog())
@@ -94,19 +140,19 @@ class Uncertainty:
     flags: tuple[KnobFlag, ...] = ()
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def prefix_effect(state: ExplorerState, version: int) -> PrefixEffect:
+@cached(max_entries=64)
+def prefix_effect(version: str, state: ExplorerState) -> PrefixEffect:
     """`capacity.model.prefix.prefix_effect` for the Explorer's shared prefix."""
     del version
     return model_prefix_effect(state.scenario(catalog()), state.prefix, state.prefix_share)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def uncertainty(state: ExplorerState, version: int) -> Uncertainty:
+@cached(max_entries=64)
+def uncertainty(version: str, state: ExplorerState) -> Uncertainty:
     """`capacity.fit.uncertainty.band` and `sensitivity` for the Explorer's state."""
     del version
     s = state.scenario(catalog())
-    cal = load_calibration(s.calibration) if s.calibration else None  # a calibration basis
+    cal = calibration_store.load_named(s.calibration) if s.calibration else None  # a calibration basis
     b = band(s, [state.concurrency], cal)
     return Uncertainty(
         step_ms=(float(b.step_ms[0][0]), float(b.step_ms[1][0]), float(b.step_ms[2][0])),
@@ -118,8 +164,8 @@ def uncertainty(state: ExplorerState, version: int) -> Uncertainty:
     )
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def capacity_rows(state: ExplorerState, rows: tuple[tuple[int, int], ...], version: int
+@cached(max_entries=64)
+def capacity_rows(version: str, state: ExplorerState, rows: tuple[tuple[int, int], ...]
                   ) -> pd.DataFrame:
     """The capacity table for the edited scenario rows."""
     del version
@@ -133,9 +179,9 @@ def _chart_data(state: ExplorerState) -> ChartData:
                       slo_tpot_ms=state.slo_tpot_ms, slo_cost=state.slo_cost)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def compare_charts(current: ExplorerState, pinned: ExplorerState, labels: dict[str, str],
-                   version: int) -> dict[str, dict[str, Any]]:
+@cached(max_entries=32)
+def compare_charts(version: str, current: ExplorerState, pinned: ExplorerState,
+                   labels: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Compare: the current and the pinned what-if's curves overlaid (`compare_specs`)."""
     del version
     return compare_specs(_chart_data(current), _chart_data(pinned), labels)
@@ -150,8 +196,8 @@ class DeploymentView:
     option: Option
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def deployment_view(state: ExplorerState, version: int) -> DeploymentView:
+@cached(max_entries=64)
+def deployment_view(version: str, state: ExplorerState) -> DeploymentView:
     """`deployment.assess` of the Explorer's state: the Planner's own figures for it."""
     del version
     d = state.deployment(catalog())
@@ -177,9 +223,9 @@ OPEN_LOOP_REQUESTS = 2000
 """Requests the open-loop view simulates (at most; at least a minute of arrivals)."""
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def load_view(state: ExplorerState, version: int) -> LoadView:
-    """`capacity.plan.queueing.closed_loop_load` at the Explorer's concurrency, or
+@cached(max_entries=64)
+def load_view(version: str, state: ExplorerState) -> LoadView:
+    """`capacity.plan.events.closed_loop_load` at the Explorer's concurrency, or
     `open_loop_load` at its design rate (Poisson arrivals, as `capacity plan --rate`), under
     its engine, each request `state.out` output tokens."""
     del version
@@ -201,3 +247,80 @@ def load_view(state: ExplorerState, version: int) -> LoadView:
         concurrency=[state.concurrency] if per_replica <= MAX_LOAD_REQUESTS else [])
     return LoadView(engine=svc.engine, slots=svc.slots, prompt_tokens=prompt, output_tokens=out,
                     point=points[0] if points else None)
+
+
+# ---- the Planner -----------------------------------------------------------------------------
+@cached(max_entries=32)
+def plan(version: str, inp: PlanInputs) -> Plan:
+    """`capacity.plan.search.plan`: the ranked options for the Planner's inputs."""
+    del version
+    return search_plan(inp, catalog())
+
+
+@cached(max_entries=32)
+def curve(version: str, inp: PlanInputs, o: Option) -> list[CurvePoint]:
+    """The chosen option's TTFT percentiles over the request rate (`load_curve`)."""
+    del version
+    return load_curve(inp, o, catalog=catalog(), points=10, n_requests=400)
+
+
+@cached(max_entries=32)
+def simulation(version: str, inp: PlanInputs, o: Option) -> QueueResult:
+    """The chosen option simulated at its design rate (`simulate_option`)."""
+    del version
+    return simulate_option(inp, o, catalog(), n_requests=1000)
+
+
+@cached(max_entries=16)
+def quotes(version: str, p: Plan, sim: QueueResult | None, lang: str, link: str,
+           band: tuple[int | None, int | None] | None,
+           cheaper: tuple[Alternative, ...]) -> tuple[str, bytes]:
+    """The plan's quote as Markdown and as PDF."""
+    del version
+    return (quote_markdown(p, lang=lang, simulation=sim, catalog=catalog(), link=link,
+                           band=band, cheaper=cheaper),
+            quote_pdf(p, lang=lang, simulation=sim, catalog=catalog(), link=link, band=band,
+                      cheaper=cheaper))
+
+
+@cached(max_entries=32)
+def cheaper(version: str, p: Plan) -> tuple[Alternative, ...]:
+    """The cheaper alternatives to the GPUs the plan rejected (`capacity.plan.alternatives`)."""
+    del version
+    return alternatives(p, catalog())
+
+
+@cached(max_entries=16)
+def mix(version: str, workloads: tuple[MixWorkload, ...]) -> MixPlan:
+    """`capacity.plan.mix.plan_mix`: the fleets that serve every workload."""
+    del version
+    return plan_mix(workloads, catalog())
+
+
+@cached(max_entries=16)
+def mix_quotes(version: str, m: MixPlan, lang: str, link: str) -> tuple[str, bytes]:
+    """The mix's quote as Markdown and as PDF."""
+    del version
+    return (render_markdown(mix_quote_blocks(m, lang=lang, catalog=catalog(), link=link)),
+            blocks_pdf(lambda lg: mix_quote_blocks(m, lang=lg, catalog=catalog(), link=link),
+                       lang=lang))
+
+
+@cached(max_entries=32)
+def band_of(version: str, inp: PlanInputs, o: Option) -> GpuBand:
+    """The GPU count the option may need, given the prediction's uncertainty (`gpu_band`)."""
+    del version
+    cal = calibration_store.load(inp.calibration) if inp.calibration else None
+    return gpu_band(inp, o, cal, catalog())
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def log_summary(name: str, data: bytes) -> LogSummary:
+    """`capacity.fit.traffic.summarize_log` over the uploaded bytes (DuckDB reads a file: the
+    upload goes to a temporary one, removed after)."""
+    suffix = Path(name).suffix.lower() or ".csv"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"log{suffix}"
+        path.write_bytes(data)
+        s = summarize_log(path)
+    return replace(s, path=name)

@@ -2,7 +2,8 @@
 
 The background bench job and the simulated endpoint live in `st.session_state` (a process
 handle per browser session); the stored runs are read through `capacity.bench.store` with
-`st.cache_data`, keyed by the files' modification times so a finished run shows at once.
+`st.cache_data`, keyed by the run files' stamp (`app.cache.files_stamp`) so a finished run shows
+at once; the overlay views are also keyed by the catalog's (`app.cache.cached`).
 The folders are the workspace's (`capacity.workspace`, docs/configuration.md): runs under
 CAPACITY_BENCH_DIR (default `<workspace>/bench`, which starts with the bundled sample run),
 calibrations under CAPACITY_CALIBRATIONS_DIR (default `<workspace>/calibrations`) besides the
@@ -24,6 +25,7 @@ from capacity import workspace
 from capacity.bench.job import BenchJob, SimRegistry, SimServer
 from capacity.bench.store import RunStore
 from capacity.fit import calibration as calib
+from capacity.fit import calibration_store
 from capacity.fit.findmax import FindMaxOverlay, find_max_overlay
 from capacity.fit.measured import MeasuredPoint, run_scenario
 from capacity.fit.overlay import (
@@ -79,16 +81,17 @@ def sim() -> SimServer | None:
     return None
 
 
-def _stamp(root: Path) -> tuple[float, ...]:
-    """Modification times of every run file: the cache key that changes when a run does."""
+def _stamp(root: Path) -> str:
+    """The stamp of every run file (`app.cache.files_stamp`): the cache key that changes when a
+    run does."""
     if not root.is_dir():
-        return ()
-    return tuple(sorted(p.stat().st_mtime for p in root.glob("*/*/*")
-                        if p.name in ("summary.csv", "meta.json", "requests.csv")))
+        return ""
+    return cache.files_stamp(p for p in root.glob("*/*/*")
+                             if p.name in ("summary.csv", "meta.json", "requests.csv"))
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _runs(root: str, stamp: tuple[float, ...]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+def _runs(root: str, stamp: str) -> tuple[pd.DataFrame, tuple[str, ...]]:
     del stamp
     with RunStore(root) as s:
         return s.list_runs(), tuple(s.warnings)
@@ -101,7 +104,7 @@ def runs() -> tuple[pd.DataFrame, tuple[str, ...]]:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _summary(root: str, run_id: str, stamp: tuple[float, ...]) -> pd.DataFrame:
+def _summary(root: str, run_id: str, stamp: str) -> pd.DataFrame:
     del stamp
     with RunStore(root) as s:
         return s.summary(run_id)
@@ -113,7 +116,7 @@ def summary(run_id: str) -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _requests(root: str, run_id: str, stamp: tuple[float, ...]) -> pd.DataFrame:
+def _requests(root: str, run_id: str, stamp: str) -> pd.DataFrame:
     del stamp
     with RunStore(root) as s:
         return s.requests(run_id)
@@ -143,17 +146,19 @@ def reference_sweeps() -> list[ReferenceSweep]:
 
 def saved_calibrations() -> list[str]:
     """The workspace's and the bundled calibrations, by name."""
-    return calib.saved_calibrations()
+    return calibration_store.saved_calibrations()
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus: int,
-                 calibration: calib.Calibration | None, failures: pd.DataFrame | None,
-                 extra: pd.DataFrame | None, series: str, labels: dict[str, str],
-                 find_max_concurrency: float | None = None
+@cache.cached(max_entries=16)
+def overlay_view(version: str, points: tuple[MeasuredPoint, ...], model: str, gpu: str,
+                 n_gpus: int, calibration: calib.Calibration | None,
+                 failures: pd.DataFrame | None, extra: pd.DataFrame | None, series: str,
+                 labels: dict[str, str], find_max_concurrency: float | None = None
                  ) -> tuple[Overlay, dict[str, dict[str, Any]], dict[str, Any]]:
-    """The overlay and its Vega-Lite specs (four metrics, the ratios), built once per input:
-    Altair's validation costs about 40 ms a chart, too much for every rerun."""
+    """The overlay and its Vega-Lite specs (four metrics, the ratios), built once per input
+    and catalog (`app.cache.cached`): Altair's validation costs about 40 ms a chart, too much
+    for every rerun."""
+    del version  # part of the key only
     prompt, output = typical_lengths(points)
     scenario = run_scenario(model, gpu, prompt_tokens=prompt, output_tokens=output,
                             n_gpus=n_gpus, catalog=cache.catalog())
@@ -168,13 +173,14 @@ def overlay_view(points: tuple[MeasuredPoint, ...], model: str, gpu: str, n_gpus
     return ov, specs, ratio_chart(ov.ratios, labels).to_dict()
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def find_max_view(entry_json: str, model: str, gpu: str, n_gpus: int, prompt_tokens: int,
-                  output_tokens: int, speedup: float, labels: dict[str, str]
+@cache.cached(max_entries=16)
+def find_max_view(version: str, entry_json: str, model: str, gpu: str, n_gpus: int,
+                  prompt_tokens: int, output_tokens: int, speedup: float, labels: dict[str, str]
                   ) -> tuple[FindMaxOverlay, dict[str, Any]]:
     """A find-max run's measured maximum beside the event model's for the same model, GPU and
     targets (`capacity.fit.findmax.find_max_overlay`), and its Vega-Lite spec; once per input
-    (the prediction runs the event model a few dozen times)."""
+    and catalog (the prediction runs the event model a few dozen times)."""
+    del version  # part of the key only
     scenario = run_scenario(model, gpu, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                             n_gpus=n_gpus, catalog=cache.catalog())
     ov = find_max_overlay(json.loads(entry_json), scenario, prompt_tokens=prompt_tokens,

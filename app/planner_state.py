@@ -1,4 +1,4 @@
-"""The Planner's inputs bound to the URL: `capacity.report.urlstate.PlannerState` <->
+"""The Planner's inputs bound to the URL: `capacity.report.planner_url.PlannerState` <->
 `st.query_params`, as `app.state` does for the Explorer.
 
 On the first run of a session the query parameters are decoded (bad ones fall back with a
@@ -20,8 +20,7 @@ from capacity.catalog.loader import Catalog
 from capacity.model.cost import convert
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry
 from capacity.report.i18n import t
-from capacity.report.quote import offer_text, source_text
-from capacity.report.urlstate import (
+from capacity.report.planner_url import (
     MIX_FIELD_SEP,
     MIX_SEP,
     PlannerState,
@@ -29,6 +28,7 @@ from capacity.report.urlstate import (
     planner_decode,
     planner_encode,
 )
+from capacity.report.quote import offer_text, source_text
 
 SAVED = "planner_saved_state"
 NOTICES = "planner_notices"

@@ -24,11 +24,11 @@ import streamlit as st
 from capacity.catalog.loader import Catalog
 from capacity.catalog.offers import bundled_of_kind
 from capacity.errors import CapacityError
-from capacity.model.basis import TYPICAL_PREFIX, BasisKind, kind_of_knobs, knobs_of
+from capacity.fit.calibration_store import saved_calibrations
+from capacity.fit.planning import engines as typical_engines
+from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import convert
-from capacity.model.scenario import Scenario, valid_tp_sizes
-from capacity.report.bases import basis_label, knobs_text
-from capacity.report.i18n import t
+from capacity.model.scenario import valid_tp_sizes
 from capacity.report.urlstate import (
     DEFAULT_STATE,
     LANGS,
@@ -232,6 +232,12 @@ def show_basis_knobs(catalog: Catalog) -> None:
         st.session_state[key(name)] = getattr(s, knob)
 
 
+def basis_choices() -> list[str]:
+    """The prediction bases the Explorer and the Planner offer: the chapter's knobs (''), the
+    spec sheet, each engine's typical knobs, every saved calibration."""
+    return ["", SPEC_SHEET, *(TYPICAL_PREFIX + k for k in typical_engines()), *saved_calibrations()]
+
+
 def scenario_spare(state: ExplorerState) -> int:
     """The spare GPUs of the what-if (one replica: TP GPUs)."""
     return state.spare * state.tp
@@ -248,25 +254,6 @@ def use_concurrency_as_load() -> None:
     """The deployment's figures at the concurrency `c` (a closed loop) instead of the design
     rate the Planner gave."""
     st.session_state[key("load")] = 0.0
-
-
-def prediction_caption(s: Scenario, basis: str, lang: str) -> str:
-    """What the Explorer's speed figures rest on, in words (`capacity.model.basis`)."""
-    kind = kind_of_knobs(knobs_of(s), calibration=s.calibration or "",
-                         typical=basis.removeprefix(TYPICAL_PREFIX)
-                         if basis.startswith(TYPICAL_PREFIX) else "")
-    if kind == BasisKind.CALIBRATED:
-        return t("pred_basis_cal", lang, name=s.calibration, eta_bw=s.eta_bw,
-                 t0=s.step_overhead_ms, eff=s.eff, mfu=s.mfu)
-    if kind == BasisKind.TYPICAL:
-        return t("pred_basis_typical", lang, engine=basis_label(basis, lang),
-                 knobs=knobs_text(s, lang))
-    if kind == BasisKind.SPEC_SHEET:
-        return t("pred_basis_spec", lang)
-    if kind == BasisKind.CHAPTER:
-        return t("pred_basis_chapter", lang)
-    return t("pred_basis_knobs", lang, eta_bw=s.eta_bw, eff=s.eff, mfu=s.mfu,
-             t0=s.step_overhead_ms, p0=s.prefill_overhead_ms)
 
 
 TYPED = "explorer_typed_money"

@@ -37,8 +37,8 @@ def missing(fields: dict[str, str]) -> bool:
 
 
 def saved(message: str) -> None:
-    """Re-read the catalog, then rerun so every table and list shows the new entry."""
-    cache.catalog_changed()
+    """Rerun so every table and list shows the new entry: the file's new stamp is part of every
+    cache key (`app.cache.data_version`), so this session and every other one read it anew."""
     st.session_state["cat_flash"] = message
     st.rerun()
 

@@ -1,6 +1,8 @@
 """Measure: run `capacity bench` against an endpoint in the background, or against the simulator.
 
-Draws only: the job, the simulator, the connect check and the guard are `capacity.bench.job`.
+Draws only: the form, the job and the simulator, the connect check and the guard are
+`capacity.bench.form`, `.job`, `.connect` and `.guard`; the form's state and presets are
+`app.measure_form`, the job's and the simulators' `app.measure_state`.
 """
 
 from __future__ import annotations
@@ -8,35 +10,20 @@ from __future__ import annotations
 import streamlit as st
 
 from app import cache
+from app import measure_form as form
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
-from capacity.bench.client import MAX_PASSES
-from capacity.bench.job import (
-    PAGE_LIMITS,
-    BenchJob,
-    ConnectReport,
-    JobState,
-    MeasureForm,
-    SimServer,
-    connect_check,
-    measure_guard,
-    parse_levels,
-    parse_prompt_chars,
-    per_prompt,
-)
+from capacity.bench.config import MAX_PASSES
+from capacity.bench.connect import connect_check
+from capacity.bench.form import PAGE_LIMITS
+from capacity.bench.guard import measure_guard
+from capacity.bench.job import BenchJob, JobState, SimServer
 from capacity.bench.storage import model_name
 from capacity.errors import CapacityError
-from capacity.fit.sweep import (
-    CALIBRATION_PASSES,
-    CHARS_PER_TOKEN,
-    OUTPUT_TOKENS,
-    measurement_plan,
-)
 from capacity.model.cost import CURRENCIES
-from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, make_scenario
 from capacity.model.traffic import load_presets
-from capacity.report.i18n import MESSAGES, error_text, t
+from capacity.report.i18n import error_text, t, tn
 
 ensure_navigation()
 lang = init_lang()
@@ -62,15 +49,7 @@ if guard.allow_hosts:
 elif guard.allow_hosts is not None:
     st.caption(T("m_loopback_only"))
 
-defaults = {"m_base_url": "http://127.0.0.1:8000/v1", "m_model": "", "m_levels": "1,4,16",
-            "m_requests": 32, "m_passes": 1, "m_prompts": "2000", "m_rate": 0.0,
-            "m_max_tokens": 64, "m_label": "measure",
-            "m_slo_ttft": 0.0, "m_slo_tpot": 0.0, "m_gpu": DEFAULT_GPU, "m_gpus": 1,
-            "m_price": cat.gpu(DEFAULT_GPU).price_per_hour,
-            "m_currency": cat.gpu(DEFAULT_GPU).currency, "m_predict": DEFAULT_MODEL, "m_workload": "",
-            "m_sim_model": DEFAULT_MODEL, "m_sim_gpu": DEFAULT_GPU, "m_sim_speedup": 1.0}
-for k, v in defaults.items():
-    st.session_state.setdefault(k, v)
+form.init_form(cat)
 
 # -- No GPU at hand? ------------------------------------------------------------------------
 with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
@@ -81,19 +60,8 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
     c3.number_input(T("m_sim_speedup"), min_value=0.1, max_value=100.0, step=1.0,
                     key="m_sim_speedup", help=T("m_sim_speedup_help"))
     running_sim = ms.sim()
-
-    def use(s: SimServer) -> None:
-        """Point the form at a simulated endpoint (its URL, model, GPU and price)."""
-        st.session_state[ms.SIM] = s
-        g = cat.gpu(s.gpu)
-        st.session_state.update({
-            "m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
-            "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
-            "m_label": f"sim-{s.gpu}"})
-        st.session_state.pop(ms.CONNECT, None)
-
     if running_sim is not None and st.session_state.pop("measure_sim_reattached", False):
-        use(running_sim)  # a tab opened after the one that started it: carry on with it
+        form.use_sim(running_sim, cat)  # a tab opened after the one that started it: carry on
         st.info(T("m_sim_reattached", url=running_sim.base_url))
     if running_sim is None:
         if st.button(T("m_sim_start"), key="m_sim_start", type="primary"):
@@ -105,7 +73,7 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
             except CapacityError as exc:
                 st.error(T("m_error", msg=error_text(exc, lang)))
             else:
-                use(s)
+                form.use_sim(s, cat)
                 st.rerun()
     else:
         st.success(T("m_sim_running", url=running_sim.base_url, model=running_sim.model,
@@ -124,7 +92,7 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
             r1.caption(T("m_sim_row", model=s.model, gpu=s.gpu, url=s.base_url,
                          speedup=s.speedup, pid=pid))
             if r2.button(T("m_sim_use"), key=f"m_sim_use_{pid}"):
-                use(s)
+                form.use_sim(s, cat)
                 st.rerun()
             if r3.button(T("m_sim_stop_one"), key=f"m_sim_stop_{pid}"):
                 ms.SIMS.stop(pid)
@@ -146,27 +114,14 @@ if st.button(T("m_connect"), key="m_connect"):
         st.session_state.pop(ms.CONNECT, None)
         st.error(T("m_error", msg=error_text(exc, lang)))
     else:
-        st.session_state[ms.CONNECT] = report
-        st.session_state["m_connected_url"] = st.session_state["m_base_url"]
-        if report.models and st.session_state.get("m_model") not in report.models:
-            st.session_state["m_model"] = report.models[0]
-rep = st.session_state.get(ms.CONNECT)
-if st.session_state.get("m_connected_url") != st.session_state["m_base_url"]:
-    rep = None  # the report was for another URL
-if isinstance(rep, ConnectReport):
-    yes, no, unk = T("m_yes"), T("m_no"), "-"
-
-    def yn(v: bool | None) -> str:
-        return unk if v is None else (yes if v else no)
-
-    cols = st.columns(4)
-    cols[0].metric(T("m_reachable"), yn(rep.reachable))
-    cols[1].metric(T("m_auth"), yn(rep.auth_ok))
-    cols[2].metric(T("m_models"), str(len(rep.models)))
-    cols[3].metric(T("m_streams"), yn(rep.streams))
+        form.keep_report(report)
+rep = form.connect_report()  # None when it was for another URL
+if rep is not None:
+    for col, (label, value) in zip(st.columns(4), form.report_words(rep, lang), strict=True):
+        col.metric(label, value)
     (st.success if rep.ok else st.warning)(rep.message)
 
-models = list(rep.models) if isinstance(rep, ConnectReport) and rep.models else []
+models = list(rep.models) if rep is not None and rep.models else []
 if models:
     # a model id that is a file path (llama.cpp: the .gguf it loaded) is shown by its name;
     # the id itself is what the run requests
@@ -176,34 +131,9 @@ else:
 
 # -- the sweep ------------------------------------------------------------------------------
 st.subheader(T("m_sweep"))
-
-
-def fill_calibration_sweep() -> None:
-    """The "calibration sweep" preset: the prompt lengths and levels of `capacity calibrate
-    --plan` for the model to predict with on the chosen GPU (runs before the widgets)."""
-    g = st.session_state
-    try:
-        plan = measurement_plan(make_scenario(str(g["m_predict"]), str(g["m_gpu"]),
-                                              catalog=cat))
-    except CapacityError as exc:
-        g["m_preset_info"] = T("m_error", msg=error_text(exc, lang))
-        return
-    prompts = [p for p, _ in plan.sweeps()]
-    levels = sorted({c.concurrency for c in plan.cells})
-    g["m_prompts"] = ",".join(str(p * CHARS_PER_TOKEN) for p in prompts)
-    g["m_levels"] = ",".join(map(str, levels))
-    g["m_max_tokens"] = OUTPUT_TOKENS
-    g["m_passes"] = CALIBRATION_PASSES
-    g["m_label"] = "calibration"
-    g["m_preset_info"] = T("m_preset_calib_done", model=plan.model, gpu=plan.gpu,
-                           n=len(plan.cells), prompts=", ".join(map(str, prompts)),
-                           levels=", ".join(map(str, levels)), tokens=OUTPUT_TOKENS,
-                           passes=CALIBRATION_PASSES)
-
-
-st.button(T("m_preset_calib"), key="m_preset_calib", on_click=fill_calibration_sweep,
-          help=T("m_preset_calib_help"))
-if info := st.session_state.get("m_preset_info"):
+st.button(T("m_preset_calib"), key="m_preset_calib", on_click=form.fill_calibration_sweep,
+          args=(cat, lang), help=T("m_preset_calib_help"))
+if info := st.session_state.get(form.PRESET_INFO):
     st.caption(info)
 c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 3, 2])
 c1.text_input(T("m_levels"), key="m_levels", help=T("m_levels_help"))
@@ -232,34 +162,14 @@ c4.selectbox(T("m_currency"), list(CURRENCIES), key="m_currency")
 c5, c6 = st.columns([3, 2])
 c5.selectbox(T("m_predict"), variants, key="m_predict", help=T("m_predict_help"))
 c6.selectbox(T("m_workload"), ["", *sorted(load_presets())], key="m_workload",
-             format_func=lambda k: T("m_workload_none") if k == "" else (
-                 T("workload_preset_" + k) if "workload_preset_" + k in MESSAGES
-                 else load_presets()[k].name),
-             help=T("m_workload_help"))
-
-
-def forms() -> tuple[MeasureForm, ...]:
-    """The job: one `capacity bench` run per prompt length (`per_prompt`)."""
-    g = st.session_state
-    return per_prompt(MeasureForm(
-        base_url=str(g["m_base_url"]).strip(), model=str(g["m_model"]).strip() or None,
-        concurrency=parse_levels(str(g["m_levels"])), requests=int(g["m_requests"]),
-        passes=int(g["m_passes"]),
-        max_tokens=int(g["m_max_tokens"]), request_rate=float(g["m_rate"]) or None,
-        label=str(g["m_label"]).strip(), slo_ttft_ms=float(g["m_slo_ttft"]) or None,
-        slo_tpot_ms=float(g["m_slo_tpot"]) or None, gpu=str(g["m_gpu"]), gpus=int(g["m_gpus"]),
-        gpu_price=float(g["m_price"]), currency=str(g["m_currency"]),
-        predict_model=str(g["m_predict"]), out_dir=str(ms.bench_root()),
-        workload=str(g["m_workload"]) or None),
-        # a workload draws each prompt's length: one run, not one per prompt length
-        parse_prompt_chars(str(g["m_prompts"]))[:1 if g["m_workload"] else None])
+             format_func=lambda k: form.workload_label(k, lang), help=T("m_workload_help"))
 
 
 current = ms.job()
 busy = current is not None and current.running
 if st.button(T("m_start"), key="m_start", type="primary", disabled=busy):
     try:
-        st.session_state[ms.JOB] = BenchJob.start(forms(), st.session_state.get("m_api_key") or None,
+        st.session_state[ms.JOB] = BenchJob.start(form.forms(), st.session_state.get("m_api_key") or None,
                                                   cwd=ms.REPO_ROOT, guard=guard,
                                                   simulator_urls=sim_urls)
     except CapacityError as exc:
@@ -282,9 +192,9 @@ def progress() -> None:
     for lv in j.progress():
         ttft = "-" if lv.ttft_p50_ms is None else f"{lv.ttft_p50_ms:.1f}"
         tpot = "-" if lv.tpot_p50_ms is None else f"{lv.tpot_p50_ms:.2f}"
-        st.progress(lv.fraction, text=T("m_level", c=lv.concurrency, done=lv.done,
-                                        total=lv.total, errors=lv.errors, ttft=ttft,
-                                        tpot=tpot))
+        st.progress(lv.fraction, text=tn("m_level", lv.errors, lang, c=lv.concurrency,
+                                         done=lv.done, total=lv.total, errors=lv.errors,
+                                         ttft=ttft, tpot=tpot))
     if status == JobState.RUNNING:
         if st.button(T("m_stop"), key="m_stop"):
             j.stop()

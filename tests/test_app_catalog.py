@@ -66,6 +66,7 @@ def test_a_bad_entry_is_refused_with_the_field_and_the_inputs_kept(custom: Path)
     assert not (custom / "models").exists()
 
 
+@pytest.mark.slow
 def test_a_custom_gpu_through_the_form(custom: Path) -> None:
     at = open_catalog()
     at.segmented_control(key="cat_kind").set_value("gpu").run()
@@ -85,6 +86,7 @@ def test_catalog_in_chinese(custom: Path) -> None:
     assert [t.label for t in at.tabs] == ["模型", "GPU", "添加自定义"]
 
 
+@pytest.mark.slow
 def test_every_missing_field_is_named_at_once_in_plain_words(custom: Path) -> None:
     """Issue 14 item 13: one submit names every empty field by its label (not 'entry '':
     field 'key'...', one per submit), and the intro names the folder actually used."""

@@ -75,6 +75,7 @@ def test_concurrency_100_turns_memory_into_does_not_fit() -> None:
     assert at.query_params["c"] == "100"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("widget", "key", "value", "metric", "expected"), [
     pytest.param("select_slider", "ex_ctx", 32768, "C_vram (memory)", "13", id="context-32k"),
     pytest.param("selectbox", "ex_kv", "fp8", "C_vram (memory)", "107", id="kv-fp8"),
@@ -110,6 +111,7 @@ def test_gpu_change_brings_its_price_and_currency_converts_it() -> None:
     assert "USD per M tokens at C = 50, decoding" in metrics(at)
 
 
+@pytest.mark.slow
 def test_a_link_restores_every_input() -> None:
     at = start(c="100", ctx="16384", kv="fp8", gpu="rtx-5090", gpus="2", util="0.85",
                slo_tpot_ms="40", currency="USD", price="0.5", mfu="0.4")
@@ -135,6 +137,7 @@ def test_bad_parameters_fall_back_with_a_notice() -> None:
     assert at.slider(key="ex_c").value == 50
 
 
+@pytest.mark.slow
 def test_a_context_past_the_model_limit_is_flagged_with_a_fix() -> None:
     """Issue 24: past the model's limit the page computes anyway, says so with the fix one
     click away (never advice for the CLI), and the link keeps every input."""
@@ -166,6 +169,7 @@ def test_chinese_labels_render() -> None:
     assert at.title[0].value == "Explorer"
 
 
+@pytest.mark.slow
 def test_weights_that_do_not_fit_say_so_without_an_exception() -> None:
     at = start(model="llama-3.1-70b", weights="bf16")
     assert "does not fit" in card(at, "memory")
@@ -174,6 +178,7 @@ def test_weights_that_do_not_fit_say_so_without_an_exception() -> None:
     assert len(at.get("vega_lite_chart")) == 6
 
 
+@pytest.mark.slow
 def test_a_big_moe_on_eight_gpus_with_tensor_parallel() -> None:
     at = start(model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8", tp="8", c="64")
     assert not notices(at)
@@ -181,6 +186,7 @@ def test_a_big_moe_on_eight_gpus_with_tensor_parallel() -> None:
     assert len(at.get("vega_lite_chart")) == 6 and not at.error
 
 
+@pytest.mark.slow
 def test_a_saved_calibration_replaces_the_spec_sheet_prediction() -> None:
     at = start()
     assert any(c.value.startswith("Prediction: the chapter's assumptions") for c in at.caption)
@@ -193,6 +199,7 @@ def test_a_saved_calibration_replaces_the_spec_sheet_prediction() -> None:
     assert at.query_params["calibration"] == "rtx-4090-vllm-published"
 
 
+@pytest.mark.slow
 def test_a_link_restores_the_calibration_and_rejects_paths() -> None:
     at = start(calibration="rtx-4090-vllm-published")
     assert at.selectbox(key="ex_calibration").value == "rtx-4090-vllm-published"
@@ -226,6 +233,7 @@ def test_the_capacity_table_shows_verdicts_and_cost_first() -> None:
     assert sorted(order) == sorted(table.value.columns)  # every column is still shown
 
 
+@pytest.mark.slow
 def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> None:
     # 100 users of 6,000-token prompts at 8K on the 4090: the load view follows the engine's
     # scheduling (chapter: 53 slots, whole prompts; vLLM: chunked prefill; llama.cpp: 4 slots)
@@ -258,6 +266,7 @@ def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> Non
     assert any(e.label.startswith("负载下") and e.proto.expanded for e in zh.expander)
 
 
+@pytest.mark.slow
 def test_shared_prefix_shows_what_the_cache_saves() -> None:
     """Issue 12: a shared prefix from the URL shows TTFT, C_vram and cost with the cache held
     once, each below (C_vram above) the figure without it; none of it without a prefix."""
@@ -272,6 +281,7 @@ def test_shared_prefix_shows_what_the_cache_saves() -> None:
     assert "空载平均首字延迟" in metrics(zh)
 
 
+@pytest.mark.slow
 def test_step_method_is_an_input_in_the_url_and_moves_tpot_where_gemms_bind() -> None:
     """The chapter's 100 x 8K point on the RTX 4090: by operator the weight GEMMs are compute-
     bound (10.90 ms > 5.65 ms of weight traffic), so the step is their sum with attention,

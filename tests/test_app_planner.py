@@ -61,6 +61,7 @@ def test_100_x_8k_on_4090s_names_the_fixes(app: AppTest) -> None:
     assert "2 GPUs (2 replicas); FP8 KV cache; 4K context" in near
 
 
+@pytest.mark.slow
 def test_impossible_slo_shows_why_not_a_traceback(app: AppTest) -> None:
     app.multiselect(key="planner_gpus").set_value(["rtx-4090"])
     app.checkbox(key="planner_tp").uncheck()
@@ -81,6 +82,7 @@ def test_chinese_labels() -> None:
     assert app.metric[0].label == "计费卡数（全部服务）" and app.metric[2].label == "每月成本"
 
 
+@pytest.mark.slow
 def test_engine_choice_follows_the_link_and_the_url() -> None:
     """The engine profile is a Planner input: a link's `engine=` selects it, and it stays in the URL."""
     at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)

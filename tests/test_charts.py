@@ -122,6 +122,7 @@ def test_labels_are_translatable(seed: Scenario) -> None:
     assert "带宽项" in text and "并发请求数" in text and "bandwidth term" not in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "gpu", "gpus", "tp"), [
     pytest.param("deepseek-v3", "h200-sxm", 8, 8, id="mla-moe-tp8"),
     pytest.param("qwen3-30b-a3b", "rtx-4090", 2, 1, id="moe-replicas"),

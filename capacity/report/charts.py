@@ -10,7 +10,7 @@ ones are `DEFAULT_LABELS`. Pure: no Streamlit here.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -22,6 +22,9 @@ import pandas as pd
 from capacity.fit.traffic import LogSummary
 from capacity.model.roofline import DecodeStep, attainable_tflops, ridge_point
 from capacity.model.scenario import Scenario, decode_model, evaluate
+from capacity.plan.detail import CurvePoint
+from capacity.plan.options import Option
+from capacity.plan.search import pareto_front
 from capacity.types import FloatArray
 from capacity.units import GB, TERA
 
@@ -573,3 +576,47 @@ def log_arrivals_chart(summary: LogSummary, *, x_title: str, y_title: str) -> al
         tooltip=[alt.Tooltip("hour:O", title=x_title),
                  alt.Tooltip("requests:Q", title=y_title, format=",.1f")],
     ).properties(height=220)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Planner's options and the chosen option's load curve
+
+
+def options_chart(options: Sequence[Option], names: Sequence[str], *, x_title: str,
+                  y_title: str) -> alt.LayerChart:
+    """Cost per month against goodput (both on log scales), one point per option coloured by
+    its GPU, `names` in the tooltips; the Pareto front (`pareto_front`) as a black line."""
+    front = pareto_front(options)
+    frame = pd.DataFrame([{
+        "option": name, "gpu": o.gpu_name, "cost_per_month": o.cost_per_month,
+        "goodput_req_s": o.capacity_rate_per_s, "binding": o.binding, "pareto": f,
+        "rank": i + 1} for i, (o, name, f) in enumerate(zip(options, names, front, strict=True))])
+    base = alt.Chart(frame).encode(
+        x=alt.X("cost_per_month:Q", title=x_title, scale=alt.Scale(type="log")),
+        y=alt.Y("goodput_req_s:Q", title=y_title, scale=alt.Scale(type="log")),
+        tooltip=["rank", "option", alt.Tooltip("cost_per_month:Q", format=",.0f"),
+                 alt.Tooltip("goodput_req_s:Q", format=".2f"), "binding"])
+    points = base.mark_circle(size=45, opacity=0.6).encode(color=alt.Color("gpu:N", title="GPU"))
+    front_line = base.transform_filter(alt.datum.pareto).mark_line(
+        color="black", point=alt.OverlayMarkDef(color="black", size=70, shape="diamond"))
+    return alt.LayerChart(layer=[points, front_line])
+
+
+def ttft_curve_chart(curve: Sequence[CurvePoint], *, slo_ttft_ms: float,
+                     design_rate_per_s: float, x_title: str, y_title: str,
+                     legend_title: str) -> alt.LayerChart:
+    """TTFT percentiles (p50, p90, p99) over the request rate (`load_curve`), TTFT on a log
+    scale; the TTFT target as a red dashed rule, the design rate as a grey dotted one."""
+    pts = pd.DataFrame([{"rate_per_s": c.rate_per_s, "percentile": f"p{round(q * 100)}",
+                         "ttft_ms": c.ttft_ms[q]} for c in curve for q in (0.5, 0.9, 0.99)])
+    lines = alt.Chart(pts).mark_line(point=True).encode(
+        x=alt.X("rate_per_s:Q", title=x_title),
+        y=alt.Y("ttft_ms:Q", title=y_title, scale=alt.Scale(type="log")),
+        color=alt.Color("percentile:N", title=legend_title),
+        tooltip=["percentile", alt.Tooltip("rate_per_s:Q", format=".2f"),
+                 alt.Tooltip("ttft_ms:Q", format=",.0f")])
+    slo_rule = alt.Chart(pd.DataFrame({"y": [slo_ttft_ms], "label": ["TTFT SLO"]})
+                         ).mark_rule(color="red", strokeDash=[6, 3]).encode(y="y:Q")
+    load_rule = alt.Chart(pd.DataFrame({"x": [design_rate_per_s]})).mark_rule(
+        color="gray", strokeDash=[2, 2]).encode(x="x:Q")
+    return alt.LayerChart(layer=[lines, slo_rule, load_rule])

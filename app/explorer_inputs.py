@@ -1,0 +1,157 @@
+"""The Explorer's inputs: the widgets bound to `app.state`'s keys (`ex_<field>`).
+
+`main_inputs` draws the model, GPU, concurrency and context rows at the top of the page;
+`sidebar_inputs` the rest (workload, prefix, targets, cost, efficiency) in the sidebar. The values
+live in session state (`app.state`); the page reads them back with `app.state.from_widgets`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.explorer_view import context_options
+from app.format import tokens_label
+from app.state import (
+    MAX_CONCURRENCY,
+    MAX_CONTEXT,
+    PROMPT_FOLLOWS,
+    basis_choices,
+    fit_tp,
+    from_mirror,
+    key,
+    mirror_inputs,
+    on_basis_change,
+    on_currency_change,
+    on_gpu_change,
+    on_model_change,
+    show_basis_knobs,
+    sync_prompt,
+    valid_tps,
+)
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
+from capacity.catalog.loader import Catalog, Model
+from capacity.model.cost import CURRENCIES
+from capacity.report.bases import basis_label
+from capacity.report.i18n import engine_label, t
+from capacity.report.planner_url import PLANNER_PCTS
+from capacity.report.urlstate import STEP_METHODS
+from capacity.units import KV_DTYPES
+
+
+def main_inputs(catalog: Catalog, lang: str) -> tuple[Model, tuple[int, int] | None]:
+    """The rows at the top: model, weights, GPU; GPUs, TP, KV cache; concurrency and context
+    (each a slider with an exact number beside it). Returns the chosen model and, when the TP
+    size had to move to one the GPU count allows, (old, new) for the page to say so."""
+
+    def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+        return t(k, lang, **kw)
+
+    ctx_now = int(st.session_state[key("ctx")])
+    models = sorted(catalog.models)
+    gpus = sorted(catalog.gpus)
+    row1 = st.columns([3, 2, 3])
+    row1[0].selectbox(T("model"), models, key=key("model"),
+                      format_func=lambda k: catalog.models[k].name,
+                      on_change=on_model_change, args=(catalog,))
+    model = catalog.models[st.session_state[key("model")]]
+    formats = [f.key for f in catalog.formats_for(model)]
+    if st.session_state[key("weights")] not in formats:
+        on_model_change(catalog)
+    row1[1].selectbox(T("weights"), formats, key=key("weights"),
+                      format_func=lambda k: catalog.formats[k].name)
+    row1[2].selectbox(T("gpu"), gpus, key=key("gpu"), format_func=lambda k: catalog.gpus[k].name,
+                      on_change=on_gpu_change, args=(catalog,))
+    row2 = st.columns([3, 2, 3])
+    row2[0].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus"))
+    tp_moved = fit_tp(catalog)
+    tp_sizes = valid_tps(catalog)
+    row2[1].selectbox(T("tp_short"), tp_sizes, key=key("tp"), help=T("help_tp"))
+    row2[2].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
+    row3 = st.columns([3, 1, 3, 1], vertical_alignment="bottom")
+    mirror_inputs()
+    row3[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,
+                   key=key("c"))
+    row3[1].number_input(T("c_exact"), min_value=1, max_value=MAX_CONCURRENCY, step=1,
+                         key=key("c_in"), on_change=from_mirror, args=("c",),
+                         help=T("help_exact"), label_visibility="collapsed")
+    row3[2].select_slider(T("ctx"), options=context_options(model, ctx_now), key=key("ctx"),
+                          format_func=tokens_label)
+    row3[3].number_input(T("ctx_exact"), min_value=1, max_value=MAX_CONTEXT, step=1024,
+                         key=key("ctx_in"), on_change=from_mirror, args=("ctx",),
+                         help=T("help_exact"), label_visibility="collapsed")
+    return model, tp_moved
+
+
+def sidebar_inputs(catalog: Catalog, lang: str) -> None:
+    """The sidebar's inputs: workload, shared prefix, targets, cost and the prediction's basis
+    with its efficiency knobs (a named basis sets every knob: the sliders show its values)."""
+
+    def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+        return t(k, lang, **kw)
+
+    with st.sidebar:
+        with st.expander(T("sec_workload"), expanded=False):
+            st.toggle(T("prompt_follows"), key=key(PROMPT_FOLLOWS), on_change=sync_prompt,
+                      help=T("help_prompt_follows"))
+            st.number_input(T("prompt"), min_value=1, max_value=10_000_000, step=512,
+                            key=key("prompt"), disabled=bool(st.session_state[key(PROMPT_FOLLOWS)]))
+            st.number_input(T("out_tokens"), min_value=1, max_value=1_000_000, step=64,
+                            key=key("out"), help=T("help_out_tokens"))
+            st.slider(T("util"), min_value=0.05, max_value=1.0, step=0.01, key=key("util"),
+                      help=T("help_util"))
+            st.number_input(T("overhead"), min_value=0.0, max_value=1000.0, step=0.1,
+                            key=key("overhead"))
+            st.number_input(T("block"), min_value=1, max_value=1024, step=1, key=key("block"))
+            st.slider(T("headroom"), min_value=0.0, max_value=1.0, step=0.05, key=key("headroom"))
+            engines = list(engine_names())
+            if st.session_state[key("engine")] not in engines:
+                st.session_state[key("engine")] = DEFAULT_ENGINE
+            st.selectbox(T("engine"), engines, key=key("engine"),
+                         format_func=lambda k: engine_label(k, lang), help=T("help_engine"))
+        with st.expander(T("sec_prefix"), expanded=False):
+            st.number_input(T("prefix_tokens"), min_value=0, max_value=10_000_000, step=256,
+                            key=key("prefix"), help=T("help_prefix"))
+            st.slider(T("prefix_share"), min_value=0.0, max_value=1.0, step=0.05,
+                      key=key("prefix_share"))
+        with st.expander(T("sec_slo"), expanded=True):
+            st.number_input(T("slo_ttft_ms"), min_value=1.0, max_value=1e7, step=100.0,
+                            key=key("slo_ttft_ms"))
+            st.number_input(T("slo_tpot_ms"), min_value=0.1, max_value=1e6, step=5.0,
+                            key=key("slo_tpot_ms"))
+            st.number_input(T("slo_cost"), min_value=0.0, max_value=1e6, step=0.1,
+                            key=key("slo_cost"), format="%.3f")
+            st.select_slider(T("pl_pct"), sorted({*PLANNER_PCTS, int(st.session_state[key("pct")])}),
+                             key=key("pct"), help=T("help_ex_pct"))
+        with st.expander(T("sec_cost"), expanded=True):
+            st.segmented_control(T("currency"), list(CURRENCIES), key=key("currency"),
+                                 required=True, on_change=on_currency_change)
+            st.number_input(T("price"), min_value=0.0, max_value=1e5, step=0.1, key=key("price"),
+                            format="%.3f")
+            st.number_input(T("rate"), min_value=0.01, max_value=1e4, step=0.05, key=key("rate"))
+            st.session_state[key("spare")] = bool(st.session_state[key("spare")])
+            st.checkbox(T("ex_spare"), key=key("spare"), help=T("help_ex_spare"))
+        with st.expander(T("sec_eff"), expanded=bool(st.session_state[key("calibration")])):
+            bases = basis_choices()
+            if st.session_state[key("calibration")] not in bases:
+                st.session_state[key("calibration")] = ""
+            st.selectbox(T("prediction"), bases, key=key("calibration"),
+                         format_func=lambda b: basis_label(b, lang), help=T("help_prediction"),
+                         on_change=on_basis_change, args=(catalog,))
+            calibrated = bool(st.session_state[key("calibration")])
+            if calibrated:  # a named basis sets every knob: the sliders show its values
+                show_basis_knobs(catalog)
+            st.slider(T("eff"), min_value=0.01, max_value=1.0, step=0.01, key=key("eff"),
+                      help=T("help_eff"), disabled=calibrated)
+            st.slider(T("mfu"), min_value=0.01, max_value=1.0, step=0.01, key=key("mfu"),
+                      disabled=calibrated)
+            # the rest of a basis' knobs (a Planner option on a typical-engine basis carries them;
+            # 1.0 and 0 ms are the chapter's spec sheet)
+            st.slider(T("eta_bw"), min_value=0.01, max_value=1.0, step=0.01, key=key("eta_bw"),
+                      help=T("help_eta_bw"), disabled=calibrated)
+            st.number_input(T("step_oh_ms"), min_value=0.0, max_value=1000.0, step=0.5,
+                            key=key("step_oh_ms"), disabled=calibrated)
+            st.number_input(T("prefill_oh_ms"), min_value=0.0, max_value=100_000.0, step=1.0,
+                            key=key("prefill_oh_ms"), disabled=calibrated)
+            st.radio(T("step_method"), list(STEP_METHODS), key=key("step"), horizontal=True,
+                     format_func=lambda m: T("step_method_" + m), help=T("help_step_method"),
+                     disabled=calibrated)

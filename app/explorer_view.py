@@ -1,0 +1,287 @@
+"""The Explorer's words and figures: what `pages/explorer.py` shows, built from its results.
+
+No widget is drawn here and nothing is computed: the results come from `app.cache` (which calls
+`capacity/`); this module turns them into the page's sentences, key figures (`app.layout.Metric`)
+and tables, in the page's language.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from app.cache import DeploymentView, LoadView
+from app.format import tokens_label
+from app.i18n import status_text, verdict_text
+from app.layout import Metric, Panel
+from capacity.catalog.loader import Catalog, Model
+from capacity.model.basis import TYPICAL_PREFIX, BasisKind, kind_of_knobs, knobs_of
+from capacity.model.memory import MemoryVerdict
+from capacity.model.prefix import PrefixEffect
+from capacity.model.scenario import Scenario
+from capacity.plan.events import MAX_LOAD_REQUESTS
+from capacity.report.bases import basis_label, knobs_text
+from capacity.report.explain import Constraint, Detail, Explanation, Relief, ReliefKind, Status, Verdict
+from capacity.report.i18n import engine_label, t
+from capacity.report.quote import figure_rows, nodes_text, option_label
+from capacity.report.urlstate import ExplorerState
+
+CTX_OPTIONS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
+               1048576]
+"""The context lengths the slider offers (those the model takes)."""
+CHART_HEIGHTS = {"step_time": 380, "throughput": 380, "vram": 250, "ttft": 380, "cost": 380,
+                 "roofline": 380}
+STATUS_COLOR = {Status.PASS: "green", Status.TIGHT: "orange", Status.FAIL: "red"}
+STATUS_ICON = {Status.PASS: ":material/check_circle:", Status.TIGHT: ":material/warning:",
+               Status.FAIL: ":material/block:"}
+MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGHT,
+               Status.FAIL: MemoryVerdict.DOES_NOT_FIT}
+COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv", "block",
+                   "util", "overhead", "headroom", "slo_ttft_ms", "slo_tpot_ms", "slo_cost",
+                   "currency", "price", "rate", "calibration", "eff", "mfu",
+                   "eta_bw", "step_oh_ms", "prefill_oh_ms", "step")
+"""The inputs Compare names when the pinned what-if differs in them."""
+FIELD_LABEL = {"calibration": "prediction"}
+"""An input whose label's message key is not its name."""
+
+
+def context_options(model: Model, ctx_now: int) -> list[int]:
+    """The contexts this model takes (and the current one, even past its limit: it is flagged)."""
+    return sorted({*(c for c in CTX_OPTIONS if c <= model.max_context_tokens),
+                   model.max_context_tokens, ctx_now})
+
+
+def verdict_word(v: Verdict, lang: str) -> str:
+    """A verdict's status in words: memory says fits / tight / does not fit."""
+    if v.constraint == Constraint.MEMORY:
+        return verdict_text(MEMORY_WORD[v.status], lang)
+    return status_text(v.status, lang)
+
+
+def overall_markdown(ex: Explanation, lang: str) -> str:
+    """The overall verdict as a coloured heading, naming the failing constraints."""
+    failing = [t("c_" + v.constraint, lang) for v in ex.verdicts if v.status == Status.FAIL]
+    sep = "、" if lang == "zh" else ", "
+    return (f"#### :{STATUS_COLOR[ex.overall]}[{STATUS_ICON[ex.overall]} "
+            f"{t('overall_' + ex.overall, lang, names=sep.join(failing))}]")
+
+
+def key_metrics(ex: Explanation, state: ExplorerState, paid_gpus: int, lang: str) -> list[Metric]:
+    """The headline's key figures at the what-if's concurrency."""
+    fig, cur = ex.figures, state.currency
+    return [
+        Metric(t("metric_tpot", lang), f"{fig['step_ms']:.1f} ms", help=t("help_tpot", lang)),
+        Metric(t("metric_ttft", lang), f"{fig['ttft_s']:.2f} s", help=t("help_ttft", lang)),
+        Metric(t("metric_tok_s", lang), f"{fig['tok_s_per_request']:,.1f}"),
+        Metric(t("metric_agg", lang), f"{fig['aggregate_tok_s']:,.0f}"),
+        Metric(t("metric_cost_at", lang, cur=cur, c=f"{state.c:,}"), f"{fig['cost_per_mtok']:,.3f}",
+               help=t("help_metric_cost", lang, month=f"{fig['monthly_cost']:,.0f} {cur}",
+                      paid=paid_gpus)),
+        Metric(t("metric_cvram", lang), f"{int(fig['c_vram']):,}", help=t("help_cvram", lang)),
+    ]
+
+
+def ttft_caption(state: ExplorerState, lang: str) -> str:
+    """What the TTFT figure's prompt is: its own length, or the context's."""
+    if state.prompt:
+        return t("ttft_prompt_apart", lang, p=tokens_label(state.prompt_tokens),
+                 ctx=tokens_label(state.ctx))
+    return t("ttft_prompt_follows", lang, p=tokens_label(state.prompt_tokens))
+
+
+def load_panel(load: LoadView, state: ExplorerState, lang: str) -> Panel:
+    """The load view (an expander titled with the engine): the percentiles at the what-if's
+    load, and what load that is; or why there are none (more users than it simulates)."""
+    title = t("sec_load", lang, engine=engine_label(load.engine, lang))
+    if load.point is None:
+        return Panel(title, caption=t("load_too_many", lang, n=MAX_LOAD_REQUESTS))
+    metrics = []
+    for name, q, values in (("load_ttft_p50", 0.5, load.point.ttft_ms),
+                            ("load_ttft_p90", 0.9, load.point.ttft_ms),
+                            ("load_tpot_p50", 0.5, load.point.tpot_ms),
+                            ("load_tpot_p90", 0.9, load.point.tpot_ms)):
+        if name.startswith("load_ttft"):
+            metrics.append(Metric(t(name, lang), f"{values[q] / 1e3:,.2f} s"))
+        else:
+            metrics.append(Metric(t(name, lang), f"{values[q]:,.1f} ms"))
+    if load.rate_per_s > 0:
+        caption = t("load_caption_rate", lang, rate=f"{load.rate_per_s:.3g}",
+                    p=tokens_label(load.prompt_tokens), o=f"{load.output_tokens:,}",
+                    slots=load.slots)
+    else:
+        caption = t("load_caption", lang, c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
+                    o=f"{load.output_tokens:,}", slots=load.slots)
+    return Panel(title, tuple(metrics), caption)
+
+
+def prefix_panel(pe: PrefixEffect, state: ExplorerState, lang: str) -> Panel:
+    """A shared prefix's effect: TTFT, C_vram and cost with it, and their change."""
+    cur = state.currency
+    return Panel(
+        t("prefix_title", lang, p=f"{pe.prefix_tokens:,}", share=f"{pe.share:.0%}"),
+        (Metric(t("prefix_ttft", lang), f"{pe.ttft_s[1]:.2f} s",
+                delta=f"{pe.ttft_s[1] - pe.ttft_s[0]:+.2f} s", delta_color="inverse"),
+         Metric(t("prefix_cvram", lang), f"{pe.c_vram[1]:,}",
+                delta=f"{pe.c_vram[1] - pe.c_vram[0]:+,}"),
+         Metric(t("prefix_cost", lang, cur=cur), f"{pe.cost_per_mtok[1]:,.3f}",
+                delta=f"{pe.cost_per_mtok[1] - pe.cost_per_mtok[0]:+,.3f}", delta_color="inverse")),
+        t("prefix_caption", lang, t0=f"{pe.ttft_s[0]:.2f} s", c0=f"{pe.c_vram[0]:,}",
+          cost0=f"{pe.cost_per_mtok[0]:,.3f}", cur=cur, p=f"{state.prompt_tokens:,}"))
+
+
+def prediction_caption(s: Scenario, basis: str, lang: str) -> str:
+    """What the Explorer's speed figures rest on, in words (`capacity.model.basis`)."""
+    kind = kind_of_knobs(knobs_of(s), calibration=s.calibration or "",
+                         typical=basis.removeprefix(TYPICAL_PREFIX)
+                         if basis.startswith(TYPICAL_PREFIX) else "")
+    if kind == BasisKind.CALIBRATED:
+        return t("pred_basis_cal", lang, name=s.calibration, eta_bw=s.eta_bw,
+                 t0=s.step_overhead_ms, eff=s.eff, mfu=s.mfu)
+    if kind == BasisKind.TYPICAL:
+        return t("pred_basis_typical", lang, engine=basis_label(basis, lang),
+                 knobs=knobs_text(s, lang))
+    if kind == BasisKind.SPEC_SHEET:
+        return t("pred_basis_spec", lang)
+    if kind == BasisKind.CHAPTER:
+        return t("pred_basis_chapter", lang)
+    return t("pred_basis_knobs", lang, eta_bw=s.eta_bw, eff=s.eff, mfu=s.mfu,
+             t0=s.step_overhead_ms, p0=s.prefill_overhead_ms)
+
+
+def deployment_panel(dep: DeploymentView, state: ExplorerState, lang: str) -> Panel:
+    """The what-if as the deployment it is: the Planner's figures for it, its load, its nodes
+    and whether it meets every target."""
+    o = dep.option
+    load_words = (t("dep_load_rate", lang, rate=f"{state.load:.3g}") if state.load > 0
+                  else t("dep_load_conc", lang, c=f"{state.c:,}"))
+    verdict = (t("dep_ok", lang) if o.feasible else t("dep_fails", lang, reasons=t(
+        "list_sep", lang).join(t("pl_reason_" + r, lang) for r in o.failures)))
+    return Panel(t("dep_title", lang, label=option_label(o, lang)),
+                 tuple(Metric(label, value, help=label)
+                       for label, value in figure_rows(dep.inputs, o, lang)),
+                 " · ".join(x for x in (load_words, nodes_text(o, lang), verdict) if x))
+
+
+def shown_value(state: ExplorerState, name: str, catalog: Catalog, lang: str) -> str:
+    """One input of a state as the page shows it."""
+    v = getattr(state, name)
+    if name == "model":
+        return catalog.models[v].name if v in catalog.models else str(v)
+    if name == "gpu":
+        return catalog.gpus[v].name if v in catalog.gpus else str(v)
+    if name == "weights":
+        return catalog.formats[v].name if v in catalog.formats else str(v)
+    if name == "ctx":
+        return tokens_label(int(v))
+    if name == "prompt":
+        return tokens_label(state.prompt_tokens)
+    if name == "calibration":
+        return basis_label(str(v), lang)
+    if isinstance(v, float):
+        return f"{v:g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def compare_diff_text(pinned: ExplorerState, state: ExplorerState, catalog: Catalog,
+                      lang: str) -> str | None:
+    """The inputs in which the pinned what-if differs from this one (None: in none)."""
+    diff = [f for f in COMPARED_FIELDS if getattr(pinned, f) != getattr(state, f)]
+    if not diff:
+        return None
+    return t("compare_diff", lang) + " " + t("list_sep", lang).join(
+        t("compare_item", lang, name=t(FIELD_LABEL.get(f, f), lang),
+          pinned=shown_value(pinned, f, catalog, lang), now=shown_value(state, f, catalog, lang))
+        for f in diff) + "."
+
+
+def compare_frame(pinned_ex: Explanation, pinned: ExplorerState, ex: Explanation,
+                  state: ExplorerState, lang: str) -> pd.DataFrame:
+    """Compare's table: the key figures and verdicts of the pinned what-if and of this one."""
+    rows = [t("metric_tpot", lang) + " (ms)", t("metric_ttft", lang) + " (s)",
+            t("metric_tok_s", lang), t("metric_agg", lang), t("col_cost_per_mtok", lang),
+            t("metric_month", lang), t("metric_cvram", lang),
+            *(t("c_" + v.constraint, lang) for v in ex.verdicts), t("compare_overall", lang)]
+    return pd.DataFrame({t("unc_quantity", lang): rows,
+                         t("chart_pinned", lang): key_numbers(pinned_ex, pinned, lang),
+                         t("chart_current", lang): key_numbers(ex, state, lang)})
+
+
+def key_numbers(ex: Explanation, state: ExplorerState, lang: str) -> list[str]:
+    """One what-if's column of the Compare table (`compare_frame`)."""
+    f = ex.figures
+    return [f"{f['step_ms']:.1f}", f"{f['ttft_s']:.2f}", f"{f['tok_s_per_request']:,.1f}",
+            f"{f['aggregate_tok_s']:,.0f}", f"{f['cost_per_mtok']:,.3f} {state.currency}",
+            f"{f['monthly_cost']:,.0f} {state.currency}", f"{int(f['c_vram']):,}",
+            *(verdict_word(v, lang) for v in ex.verdicts), status_text(ex.overall, lang)]
+
+
+def card_title(v: Verdict, lang: str) -> str:
+    """A verdict card's heading: the constraint and its status as a coloured badge."""
+    return (f"**{t('c_' + v.constraint, lang)}** &nbsp; "
+            f":{STATUS_COLOR[v.status]}-badge[{verdict_word(v, lang)}]")
+
+
+def detail_text(v: Verdict, lang: str) -> str:
+    """A verdict's measure against its limit, in words."""
+    return t("d_" + v.detail, lang, value=v.value, limit=v.limit, unit=v.unit,
+             value_s=v.value / 1e3, limit_s=v.limit / 1e3)
+
+
+def binding_text(ex: Explanation, state: ExplorerState, lang: str) -> str:
+    """What binds the what-if, and by how much: the sentence above the relief buttons."""
+    b, d, fig = ex.binding, ex.binding_detail, ex.figures
+    slo_ttft, slo_tpot = state.slo_ttft_ms / 1e3, state.slo_tpot_ms
+    failing = any(v.status == Status.FAIL for v in ex.verdicts)
+    if (b == Constraint.MEMORY and failing
+            and ex.verdict(Constraint.MEMORY).status == Status.FAIL):
+        if fig["weights_shortfall_gb"] > 0:
+            return t("b_memory_weights", lang, short=fig["weights_shortfall_gb"])
+        return t("b_memory" if fig["c_vram"] >= 1 else "b_memory_none", lang, c=ex.concurrency,
+                 subtotal=fig["subtotal_gb"], usable=fig["usable_gb"], short=fig["shortfall_gb"],
+                 c_vram=int(fig["c_vram"]))
+    if ex.verdict(Constraint.SLO).status == Status.FAIL:
+        if d == Detail.TTFT:
+            return t("b_ttft", lang, ttft=fig["ttft_s"], slo=slo_ttft)
+        if d == Detail.COST:
+            return t("b_cost", lang, cost=fig["cost_per_mtok"], cur=state.currency,
+                     slo=state.slo_cost)
+        return t("b_tpot_compute" if b == Constraint.COMPUTE else "b_tpot_bandwidth", lang,
+                 step=fig["step_ms"], slo=slo_tpot)
+    if b == Constraint.MEMORY:
+        return t("b_ok_memory", lang, subtotal=fig["subtotal_gb"], usable=fig["usable_gb"],
+                 c_vram=int(fig["c_vram"]))
+    if b == Constraint.COMPUTE:
+        return t("b_ok_compute", lang, ttft=fig["ttft_s"], slo_ttft=slo_ttft)
+    return t("b_ok_bandwidth", lang, step=fig["step_ms"], slo=slo_tpot)
+
+
+def relief_text(r: Relief, state: ExplorerState, catalog: Catalog, lang: str) -> str:
+    """A relief button's label: the change, and the figure it gives."""
+    value = r.value
+    cur = state.currency
+    if r.kind == ReliefKind.KV_DTYPE:
+        value = str(value).upper()
+    elif r.kind == ReliefKind.WEIGHTS:
+        value = catalog.formats[str(value)].name if str(value) in catalog.formats else value
+    elif r.kind == ReliefKind.CONTEXT:
+        value = tokens_label(int(value))
+    if r.kind in (ReliefKind.PROMPT, ReliefKind.CONCURRENCY):
+        value = f"{int(value):,}"
+    kind: str = r.kind
+    if r.kind == ReliefKind.CONCURRENCY and r.detail == Detail.COST:
+        kind = "concurrency_cost"
+    elif r.kind == ReliefKind.GPUS and r.tp != state.tp:
+        kind = "gpus_tp"
+    elif r.kind == ReliefKind.TP and r.detail == Detail.SUBTOTAL:
+        kind = "tp_memory"
+    text = t("r_" + kind, lang, value=value, tp=r.tp, n=r.n_gpus, cur=cur)
+    res = r.result
+    if isinstance(res, str):  # a MemoryVerdict
+        shown = t("r_memory_result", lang, verdict=verdict_text(res, lang), subtotal=r.subtotal_gb,
+                  usable=r.usable_gb, cost=r.cost_per_mtok, cur=cur)
+    elif r.detail == Detail.TTFT or r.kind in (ReliefKind.PROMPT, ReliefKind.TP, ReliefKind.MFU):
+        shown = f"TTFT {res / 1e3:.2f} s"
+    elif r.detail == Detail.COST or r.kind == ReliefKind.PRICE:
+        shown = f"{res:.3f} {cur}"
+    else:
+        shown = f"TPOT {res:.1f} ms"
+    return f"{text} → {shown}"

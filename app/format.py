@@ -1,0 +1,49 @@
+"""How the pages write numbers: one function per way, shared by every page.
+
+Pure formatting (no Streamlit); the money and millisecond formats of the quote are
+`capacity.report.quote.fmt_money` and `fmt_ms`.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def tokens_label(n: int) -> str:
+    """A token count: '8K' for a multiple of 1024, else with thousands separated."""
+    return f"{n // 1024}K" if n % 1024 == 0 and n >= 1024 else f"{n:,}"
+
+
+def short_num(x: float) -> str:
+    """A number in the Explorer's How-sure tables: thousands separated from 100 on, 3
+    significant figures below, '—' when not finite."""
+    if not math.isfinite(x):
+        return "—"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def num(v: float | None) -> str:
+    """A number for a table cell: 4 significant digits, '-' when there is none."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return "0" if abs(v) < 1e-6 else f"{v:.4g}"
+
+
+def knob(v: float | None) -> str:
+    """A knob's value: 3 significant digits, '0' below 0.0005 (a fitted overhead of 1e-6 ms is
+    none), '-' when there is none."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return "0" if abs(v) < 5e-4 else f"{v:.3g}"
+
+
+def sig(v: float | None) -> float | None:
+    """A number for a numeric table cell: 4 significant digits, None when there is none."""
+    return None if v is None or not math.isfinite(v) else float(f"{v:.4g}")
+
+
+def pct(v: float | None) -> str:
+    """A share as a percentage with one decimal, '-' when there is none."""
+    return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"

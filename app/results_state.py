@@ -1,0 +1,189 @@
+"""The Results page's state: which measured points it shows and fits, and the choices it keeps
+across reruns (the runs picked, the model and GPU to predict with, the calibration and its name).
+
+The stored runs are read through `app.measure_state` (cached, keyed by the run files' times);
+the points come from `capacity.fit.overlay`. `pages/results.py` draws the widgets and shows what
+these return.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app import measure_state as ms
+from capacity.bench.storage import run_warnings as bench_run_warnings
+from capacity.fit import calibration as calib
+from capacity.fit import calibration_store as cal_store
+from capacity.fit.measured import MeasuredPoint
+from capacity.fit.overlay import measured_frame, points_from_summary
+from capacity.fit.reference import ReferenceSweep
+from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL
+
+PICK = "r_pick"
+"""The runs chosen (their ids, the multiselect's key)."""
+FITTED_CHOICE = "__fitted__"
+"""The calibration choice that names the calibration just fitted (not saved yet)."""
+CAL_PENDING = "r_cal_pending"
+"""A calibration choice to select on the next run (set before a rerun: the selectbox is drawn)."""
+
+
+@dataclass
+class Measured:
+    """The measured points the page overlays and fits, and where they come from."""
+
+    points: list[MeasuredPoint] = field(default_factory=list)
+    series: str = ""
+    """Their name in the charts."""
+    inputs_desc: str = ""
+    """Their source, as a calibration records it."""
+    cal_default: str = "calibration"
+    """The name a calibration fitted on them gets by default."""
+    model: str = DEFAULT_MODEL
+    gpu: str = DEFAULT_GPU
+    """The model and GPU to predict them with, unless the user picks others."""
+    failures: pd.DataFrame | None = None
+    """The first run's levels, failed requests included."""
+    compare: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    """Every chosen run's levels, by its name in the charts."""
+    fit_points: list[MeasuredPoint] | None = None
+    """What Fit uses: every chosen run's points (None: `points`)."""
+    fit_desc: str = ""
+    find_max: dict[str, object] | None = None
+    """A find-max run's answer (its meta.json)."""
+    fit_batch1: bool = False
+    """The run's engine decodes one sequence through other kernels (llama.cpp)."""
+    run_warnings: list[str] = field(default_factory=list)
+    """The first run's warnings (client-bound levels, prefix-cache hits, one-burst levels...)."""
+    no_levels: bool = False
+    """The first run measured no level."""
+
+
+def date_range(days: object) -> tuple[str | None, str | None]:
+    """The date filter's value as an inclusive ISO range (None: no bound)."""
+    if isinstance(days, tuple | list) and len(days) >= 1:
+        return days[0].isoformat(), (days[1] if len(days) > 1 else days[0]).isoformat()
+    if isinstance(days, dt.date):
+        return days.isoformat(), days.isoformat()
+    return None, None
+
+
+def run_names(shown: pd.DataFrame) -> dict[str, str]:
+    """Each run's name: 'label · 11-30 01:03:20', short enough for a chart legend at 1000 px,
+    unique per second."""
+    return {r.run_id: f"{r.label} · {str(r.started_at)[5:19].replace('T', ' ')}"
+            for r in shown.itertuples()}
+
+
+def keep_picks(ids: list[str]) -> None:
+    """Before the run picker is drawn: keep the chosen runs still listed; the newest run on a
+    first visit, or when a filter hid every chosen run. A choice the user emptied stays empty
+    (none is a valid state: nothing is shown or fitted)."""
+    before = st.session_state.get(PICK)
+    kept = [i for i in before or [] if i in ids]
+    st.session_state[PICK] = kept or (ids[:1] if before is None or before else [])
+
+
+def from_runs(shown: pd.DataFrame, chosen: Sequence[str], names: dict[str, str],
+              variants: Sequence[str], gpus: Sequence[str]) -> Measured:
+    """The chosen stored runs' points: the first run's are shown, every run's are fitted and
+    compared; the model and GPU to predict with are the first run's (when the catalog has
+    them)."""
+    row = shown[shown["run_id"] == chosen[0]].iloc[0]
+    meta = ms.run_meta(str(row["dir"]))
+    args = meta.get("args") or {}
+    pm = args.get("predict_model") or row["model"]
+    model = pm if pm in variants else DEFAULT_MODEL
+    gpu = args.get("gpu") if args.get("gpu") in gpus else DEFAULT_GPU
+    summ = ms.levels(chosen[0])
+    picked = shown.set_index("run_id").loc[list(chosen)]
+    # in charts a run is its label, with its start time only where two chosen runs share a
+    # label (a legend of long names was cut at the chart's edge)
+    shared = {lb for lb in picked["label"] if list(picked["label"]).count(lb) > 1}
+    short = {i: names[i] if lb in shared else str(lb)
+             for i, lb in zip(chosen, picked["label"], strict=True)}
+    points = points_from_summary(summ, model=model, gpu=gpu, source=chosen[0])
+    return Measured(
+        points=points, series=short[chosen[0]],
+        inputs_desc="bench run " + ", ".join(
+            f"{lb}/{i}" for i, lb in zip(chosen, picked["label"], strict=True)),
+        # the name follows the choice: its labels, each once, in the order chosen
+        cal_default="_".join(dict.fromkeys(str(lb) for lb in picked["label"]))[:80],
+        model=model, gpu=gpu, failures=summ,
+        compare=[(short[i], ms.levels(i)) for i in chosen],
+        fit_points=[*points, *[p for i in chosen[1:] for p in points_from_summary(
+            ms.levels(i), model=model, gpu=gpu, source=i)]],
+        fit_desc="; ".join(names.get(i, i) for i in chosen),
+        find_max=meta.get("find_max") if isinstance(meta.get("find_max"), dict) else None,
+        fit_batch1=calib.batch1_for_run(meta), run_warnings=bench_run_warnings(meta),
+        no_levels=summ.empty)
+
+
+def from_upload(name: str, points: list[MeasuredPoint]) -> Measured:
+    """An imported file's points, named after the file."""
+    return Measured(points=points, series=name, inputs_desc=f"import {name}",
+                    cal_default="".join(c if c.isalnum() or c in "-_." else "-"
+                                        for c in Path(name).stem) or "import")
+
+
+def from_reference(sweep: ReferenceSweep, series: str) -> Measured:
+    """A published sweep's points, when nothing measured is chosen."""
+    return Measured(points=list(sweep.points), series=series,
+                    inputs_desc="data/reference/published.csv", cal_default="published")
+
+
+def reset_for_source(series: str, model: str, gpu: str) -> None:
+    """A new source of points brings its own model and GPU to predict with."""
+    if st.session_state.get("r_model_for") != series:
+        st.session_state["r_model_for"] = series
+        st.session_state["r_model"] = model
+        st.session_state["r_gpu"] = gpu
+
+
+def calibration_options(fitted: calib.Calibration | None) -> list[str]:
+    """The calibrations to predict with: none, every saved one, and the one just fitted; a
+    choice made before the last rerun (`CAL_PENDING`) is selected."""
+    options = ["", *ms.saved_calibrations()]
+    if fitted is not None:
+        options.append(FITTED_CHOICE)
+    if (pending := st.session_state.pop(CAL_PENDING, None)) in options:
+        st.session_state["r_calibration"] = pending
+    return options
+
+
+def chosen_calibration(choice: str, fitted: calib.Calibration | None) -> calib.Calibration | None:
+    """The calibration chosen: the one just fitted, a saved one by name (CapacityError when it
+    cannot be read), or none."""
+    if choice == FITTED_CHOICE:
+        return fitted
+    return cal_store.load_named(choice) if choice else None
+
+
+def reset_calibration_name(default: str) -> None:
+    """A new choice of points names its calibration anew."""
+    if st.session_state.get("r_cal_name_for") != default:
+        st.session_state["r_cal_name_for"] = default
+        st.session_state["r_cal_name"] = default
+
+
+def keep_fitted(cal: calib.Calibration) -> None:
+    """A calibration was fitted: keep it, and choose it to predict with after the rerun."""
+    st.session_state[ms.FITTED] = cal
+    st.session_state[CAL_PENDING] = FITTED_CHOICE
+
+
+def extra_series(published: Sequence[tuple[str, Sequence[MeasuredPoint]]],
+                 compare: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """The other measured series on the charts (`measured_frame`, long form): the published
+    sweeps chosen, by their names, and every chosen run after the first."""
+    extra = pd.concat([measured_frame(points, name) for name, points in published]
+                      or [pd.DataFrame()], ignore_index=True)
+    if len(compare) > 1:
+        extra = pd.concat([extra, *[measured_frame(points_from_summary(df), name)
+                                    for name, df in compare[1:]]], ignore_index=True)
+    return extra
