@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from capacity import workspace
+from capacity.cli.commands import SUMMARIES
 from capacity.errors import InputError
 
 PASSES_UNKNOWN_ARGS = True
@@ -27,7 +28,7 @@ PASSES_UNKNOWN_ARGS = True
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "app", help="start the Streamlit app (extra arguments go to `streamlit run`)",
+        "app", help=SUMMARIES["app"],
         usage="capacity app [-h] [STREAMLIT_RUN_ARGUMENTS ...]",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     return p

@@ -23,11 +23,12 @@ import tomli_w
 from capacity.catalog.custom import save_model, validate_model
 from capacity.catalog.loader import default_catalog
 from capacity.catalog.model_files import table_from_path
+from capacity.cli.commands import SUMMARIES
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "catalog", help="add a custom model entry from a config.json or a GGUF file",
+        "catalog", help=SUMMARIES["catalog"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=("add-model",), help="what to do (add-model)")
     p.add_argument("path", metavar="PATH",

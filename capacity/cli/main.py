@@ -14,10 +14,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from capacity.cli.commands import SUMMARIES
 from capacity.errors import CapacityError
 
-SUBCOMMANDS: tuple[str, ...] = ("plan", "size", "workload", "bench", "sim-server", "runs",
-                                 "calibrate", "validate", "probe", "catalog", "app")
+SUBCOMMANDS: tuple[str, ...] = tuple(SUMMARIES)
 """Modules under capacity/cli/, in the order `--help` lists them."""
 
 
@@ -41,11 +41,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def summary_parser() -> argparse.ArgumentParser:
+    """`capacity --help` (or a mistyped command): the commands and their summaries, without
+    importing any of their modules."""
+    parser = _Parser(prog="capacity", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, text in SUMMARIES.items():
+        sub.add_parser(name, help=text)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (0 ok, 1 a check failed, 2 bad input)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     first = args_list[0] if args_list else None
-    parser = build_parser(first if first in SUBCOMMANDS else None)
+    parser = build_parser(first) if first in SUBCOMMANDS else summary_parser()
     try:
         args, extra = parser.parse_known_args(args_list)
         if extra and not args._passes_unknown:

@@ -20,13 +20,14 @@ from typing import Any
 from capacity.catalog.custom import custom_dir, save_gpu, validate_gpu
 from capacity.catalog.loader import BOUNDS
 from capacity.catalog.probe import cuda_available, gpu_table, probe_cpu, probe_cuda
+from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import dumps, number
 from capacity.errors import InputError
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "probe", help="measure this machine (bandwidth, GEMM rate) and save it as a GPU entry",
+        "probe", help=SUMMARIES["probe"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="what to measure: auto = CUDA GPU 0 when torch sees one, else the CPU")

@@ -22,6 +22,7 @@ import pandas as pd
 from capacity import workspace
 from capacity.bench.s3 import is_s3
 from capacity.bench.store import RunStore, compact_all
+from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import dumps
 from capacity.errors import InputError, StoreError
 from capacity.report.tables import render
@@ -29,7 +30,7 @@ from capacity.report.tables import render
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "runs", help="list stored benchmark runs, show a summary, or query them with SQL",
+        "runs", help=SUMMARIES["runs"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=None, metavar="DIR",
                    help="where runs are stored: a folder, or s3://bucket/prefix read through "

@@ -19,6 +19,7 @@ from typing import Any
 
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
+from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
 from capacity.cli.plan import add_scenario_flags, scenario_from_args
 from capacity.sim.scheduler import SimConfig
@@ -27,7 +28,7 @@ from capacity.sim.server import bind_socket, create_app, uvicorn_config
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "sim-server", help="serve a simulated OpenAI-compatible endpoint (no GPU needed)",
+        "sim-server", help=SUMMARIES["sim-server"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_scenario_flags(p)
     s = p.add_argument_group("server")

@@ -18,6 +18,7 @@ import argparse
 import math
 from typing import Any
 
+from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import dumps, whole
 from capacity.fit.traffic import LogSummary, summarize_log, summary_record
 from capacity.model.traffic import load_presets
@@ -26,7 +27,7 @@ from capacity.report.tables import render
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        "workload", help="summarise a request log; list the named workloads",
+        "workload", help=SUMMARIES["workload"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ws = p.add_subparsers(dest="workload_command", metavar="ACTION")
     ws.required = True
