@@ -10,6 +10,9 @@
                            outside the checkout) and start llama-server, probe, bench, calibrate,
                            predict held-out points (docs/accuracy.md); `--quick` for a smoke run
     python3 dev.py docs    regenerate docs/cli.md from the command line's own definitions
+    python3 dev.py newest  the core tests (formulas, golden example, queueing, the bench client
+                           with its kernel stamps, the CLI) on the newest CPython that
+                           `requires-python` allows and this machine has (3.13), in .venv-newest/
     python3 dev.py run ... run a command in the environment (`python3 dev.py run capacity plan`)
 
 Only Python 3.11+ and access to the package registries are needed: uv is installed into
@@ -56,17 +59,69 @@ def sync() -> str:
     # bundled roots; an explicit UV_SYSTEM_CERTS in the environment still wins
     os.environ.setdefault("UV_SYSTEM_CERTS", "1")
     exe = uv()
-    subprocess.run([exe, "sync", "--locked", "--quiet"], cwd=ROOT, check=True)
+    # bytecode compiled at install: a shell with PYTHONDONTWRITEBYTECODE set (CI images, some
+    # containers) would otherwise recompile pandas, altair and streamlit in every process, several
+    # seconds per start (docs/benchmarks.md, "Start-up"); later syncs compile only what changed
+    subprocess.run([exe, "sync", "--locked", "--quiet", "--compile-bytecode"], cwd=ROOT, check=True)
+    subprocess.run([str(_bin(ROOT / ".venv", "python")), "-m", "compileall", "-q", "capacity", "app",
+                    "pages", "streamlit_app.py"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return exe
 
 
+NEWEST = (3, 13)
+"""The newest CPython `requires-python` allows (pyproject.toml): `dev.py newest` tests on it."""
+NEWEST_TESTS = ("tests/test_seed_golden.py", "tests/test_formulas.py", "tests/test_stats.py",
+                "tests/test_queueing.py", "tests/test_netstamp.py", "tests/test_bench_client.py",
+                "tests/test_cli_plan.py", "tests/test_size_cli.py", "tests/test_layers.py")
+
+
+def newest_python() -> str | None:
+    """A working CPython NEWEST interpreter: a pyenv install, else `python3.13` on PATH."""
+    name = "python{}.{}".format(*NEWEST)
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = [str(c / "bin" / "python3") for c in sorted(pyenv.glob("{}.{}.*".format(*NEWEST)),
+                                                       reverse=True)]
+    found += [p for p in [shutil.which(name)] if p]
+    for exe in found:
+        try:  # a pyenv shim with no such version installed exits non-zero
+            subprocess.run([exe, "-c", "pass"], check=True, capture_output=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        return exe
+    return None
+
+
+def newest(exe: str, argv: list[str]) -> int:
+    """Install the project (from PyPI's wheels for that Python) into .venv-newest and run the core
+    tests there; returns 1 when no such interpreter exists and `--require` was given."""
+    python = newest_python()
+    version = "{}.{}".format(*NEWEST)
+    if python is None:
+        print(f"dev.py newest: no CPython {version} on this machine (python{version} on PATH or "
+              "under ~/.pyenv/versions); not tested on it", file=sys.stderr)
+        return 1 if "--require" in argv else 0
+    env = ROOT / ".venv-newest"
+    subprocess.run([exe, "venv", "--quiet", "--allow-existing", "--python", python, str(env)],
+                   cwd=ROOT, check=True)
+    py = str(_bin(env, "python"))
+    subprocess.run([exe, "pip", "install", "--quiet", "--python", py, ".", "pytest", "hypothesis",
+                    "pytest-xdist"], cwd=ROOT, check=True)
+    print(f"== pytest on {subprocess.check_output([py, '--version'], text=True).strip()}", flush=True)
+    args = [a for a in argv if a != "--require"]
+    return subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NEWEST_TESTS, *args],
+                          cwd=ROOT).returncode
+
+
 def run(exe: str, *cmd: str) -> int:
-    return subprocess.run([exe, "run", "--locked", "--no-sync", *cmd], cwd=ROOT).returncode
+    # Python may cache what it compiles (the checkout's own __pycache__, git-ignored) even where
+    # the shell says PYTHONDONTWRITEBYTECODE: collecting the tests takes 4 s instead of 13
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return subprocess.run([exe, "run", "--locked", "--no-sync", *cmd], cwd=ROOT, env=env).returncode
 
 
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
-    if task not in {"app", "test", "bench", "docs", "run", "realtest"}:
+    if task not in {"app", "test", "bench", "docs", "run", "realtest", "newest"}:
         print(__doc__)
         return 0 if task in {"help", "-h", "--help"} else 2
     exe = sync()
@@ -74,6 +129,8 @@ def main(argv: list[str]) -> int:
         return run(exe, "streamlit", "run", "streamlit_app.py", *argv[1:])
     if task == "run":
         return run(exe, *argv[1:])
+    if task == "newest":
+        return newest(exe, argv[1:])
     if task == "realtest":
         return run(exe, "python", "-m", "capacity.cli.realtest", *argv[1:])
     if task == "docs":

@@ -126,6 +126,7 @@ def test_shared_prefix_is_the_leading_system_text() -> None:
 # -- predicted maximum --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_slo_max_rate_follows_the_targets_and_the_speedup() -> None:
     s = make_scenario()
     kw = {"prompt_tokens": 1000, "output_tokens": 128, "requests": 200}
@@ -177,6 +178,7 @@ def _bench(url: str, out: Path, *flags: str) -> pd.DataFrame:
         return s.requests(str(run["run_id"]))
 
 
+@pytest.mark.slow
 def test_workload_lengths_and_shared_prefix_reach_the_endpoint(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     app = create_app(make_scenario(), SimConfig(speedup=200))
@@ -208,6 +210,7 @@ def test_workload_lengths_and_shared_prefix_reach_the_endpoint(
     assert g["n"].sum() == 40
 
 
+@pytest.mark.slow
 def test_prompt_tokens_list_and_replay(tmp_path: Path) -> None:
     log = tmp_path / "log.csv"
     pd.DataFrame({"timestamp": [100.0 + 0.01 * i for i in range(12)],
@@ -226,6 +229,7 @@ def test_prompt_tokens_list_and_replay(tmp_path: Path) -> None:
     assert 0.08 < span < 1.0   # sent on the log's own times (0.11 s), not at once
 
 
+@pytest.mark.slow
 def test_find_max_on_the_simulated_endpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                             ) -> None:
     with serve_in_thread(create_app(make_scenario(), SimConfig(speedup=200))) as url:

@@ -30,16 +30,12 @@ from capacity.catalog.loader import default_catalog
 from capacity.catalog.offers import OFFER_KINDS
 from capacity.cli.main import main
 from capacity.errors import CapacityError
-from capacity.plan.search import Plan, plan
+from capacity.plan.options import Plan
+from capacity.plan.search import plan
 from capacity.report.i18n import t
+from capacity.report.planner_url import PLANNER_PCTS, PlannerState, planner_url
 from capacity.report.quote import figure_rows, fmt_money, fmt_ms, fmt_price, quote_markdown
-from capacity.report.urlstate import (
-    PLANNER_PCTS,
-    PlannerState,
-    explorer_state,
-    explorer_url,
-    planner_url,
-)
+from capacity.report.urlstate import explorer_state, explorer_url
 
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 CASES = 30
@@ -167,6 +163,7 @@ def test_every_surface_shows_the_same_deployment(seed: int,
     assert labels == [lbl for lbl, _ in figure_rows(inp, best, "en", cat)]
 
 
+@pytest.mark.slow
 def test_the_draws_cover_what_the_issue_names() -> None:
     """The 30 inputs vary what the issue asks: offers, spares, peak concurrency and daily
     users, several SLO percentiles, bases and KV mixes (a check on the draw, quick)."""

@@ -58,6 +58,7 @@ def write_run(root: Path, label: str, levels: tuple[int, ...] = (1, 4), n: int =
         return w.run_id
 
 
+@pytest.mark.slow
 def test_views_and_api(tmp_path: Path) -> None:
     a = write_run(tmp_path, "alpha", started="2026-11-01T00:00:00+00:00")
     b = write_run(tmp_path, "beta", model="m2", started="2026-11-20T00:00:00+00:00")
@@ -183,6 +184,7 @@ def test_empty_root(tmp_path: Path) -> None:
         assert s.query("SELECT count(*) AS n FROM requests")["n"].iloc[0] == 0
 
 
+@pytest.mark.slow
 def test_runs_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = write_run(tmp_path, "capacity-8k")
     assert main(["runs", "--out", str(tmp_path)]) == 0

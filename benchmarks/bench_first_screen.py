@@ -1,0 +1,141 @@
+"""Benchmark: the Explorer's first screen in a real browser (docs/benchmarks.md, "Start-up").
+
+Cold: a new Streamlit server (imports, catalogs and caches empty) and a new browser; the clock
+runs from the navigation to the moment the headline numbers show (the key-figures row under the
+verdict: concurrency, TTFT, TPOT, cost), and on to the four verdict cards (memory, bandwidth,
+compute, SLO) further down. Warm: the same server, a new browser context each time (a new session, as a
+second visitor). Median of `--repeat` runs each, with the machine's load average. Targets
+(issue 30): under 2 s warm and under 5 s cold on an idle machine.
+
+Needs Debian's Chromium at /usr/bin/chromium (as the browser tests) and playwright.
+
+    .venv/bin/python benchmarks/bench_first_screen.py [--repeat 5] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+CARDS = ("memory", "bandwidth", "compute", "slo")
+WARM_TARGET_S = 2.0
+COLD_TARGET_S = 5.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(custom: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    env = {**os.environ, "CAPACITY_CUSTOM_DIR": custom}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+         "--server.headless", "true", "--server.port", str(port), "--server.address",
+         "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=1) as r:
+                if r.status == 200:
+                    return proc, base
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("streamlit did not start within 30 s")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _first_screen_s(browser: object, base: str) -> tuple[float, float]:
+    """Seconds until the headline numbers show, and until the four verdict cards do."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1800})  # type: ignore[attr-defined]
+    page = ctx.new_page()
+    page.set_default_timeout(120_000)
+    t0 = time.perf_counter()
+    page.goto(base + "/explorer")
+    page.wait_for_function(  # the key figures hold numbers
+        "document.querySelectorAll('.st-key-key_numbers [data-testid=\"stMetricValue\"]').length >= 3")
+    headline = time.perf_counter() - t0
+    for card in CARDS:
+        page.wait_for_selector(f".st-key-verdict_{card}")
+    page.wait_for_function(  # the cards hold their numbers, not a skeleton
+        "['memory','bandwidth','compute','slo'].every(c => "
+        "/\\d/.test((document.querySelector('.st-key-verdict_' + c) || {innerText: ''}).innerText))")
+    cards = time.perf_counter() - t0
+    ctx.close()
+    return headline, cards
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = ap.parse_args(argv)
+    if not CHROMIUM.exists():
+        print(f"needs {CHROMIUM} (apt-get install chromium)", file=sys.stderr)
+        return 2
+    load_before = os.getloadavg()[0]
+    cold: list[tuple[float, float]] = []
+    warm: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory() as custom, sync_playwright() as p:
+        for i in range(args.repeat):
+            proc, base = _start(custom)
+            try:
+                browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+                cold.append(_first_screen_s(browser, base))
+                if i == 0:  # warm runs: the same server, a new session each
+                    warm = [_first_screen_s(browser, base) for _ in range(args.repeat)]
+                browser.close()
+            finally:
+                _stop(proc)
+    load_after = os.getloadavg()[0]
+    results = {}
+    for label, runs, target in (("warm", warm, WARM_TARGET_S), ("cold", cold, COLD_TARGET_S)):
+        xs = [h for h, _ in runs]
+        med = statistics.median(xs)
+        cards = statistics.median(c for _, c in runs)
+        results[label] = {"median_s": round(med, 2), "min_s": round(min(xs), 2),
+                          "max_s": round(max(xs), 2), "target_s": target, "met": med < target,
+                          "verdict_cards_median_s": round(cards, 2)}
+        print(f"Explorer first screen, {label}: headline numbers median {med:.2f} s (min "
+              f"{min(xs):.2f}, max {max(xs):.2f}) over {len(xs)}; target < {target} s: "
+              f"{'met' if med < target else 'NOT met'}; verdict cards {cards:.2f} s")
+    print(f"load average (1 min) {load_before:.2f} before, {load_after:.2f} after; "
+          f"{os.cpu_count()} cores")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "benchmark": "first_screen", "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "cores": os.cpu_count(), "load_before": load_before, "load_after": load_after,
+            "repeat": args.repeat, **results}, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

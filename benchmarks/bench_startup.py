@@ -1,0 +1,92 @@
+"""Benchmark: how long a command takes from the shell, start-up included (docs/benchmarks.md).
+
+Runs each command `--repeat` times as a user would (the `capacity` script of this environment,
+a new process each time) and reports the median wall time, with the machine's load average
+before and after (a busy machine doubles these). Targets (issue 30): `capacity size --dau 500`
+under 0.5 s and `capacity plan` under 0.3 s on an idle machine. Also lists the five slowest
+imports of `capacity size` (`python -X importtime`), so a regression names its cause.
+
+    .venv/bin/python benchmarks/bench_startup.py [--repeat 5] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMANDS: dict[str, tuple[list[str], float]] = {
+    "capacity size --dau 500": (["size", "--dau", "500"], 0.5),
+    "capacity plan": (["plan"], 0.3),
+    "capacity --help": (["--help"], 0.3),
+}
+
+
+def _script() -> list[str]:
+    exe = Path(sys.executable).with_name("capacity")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "capacity"]
+
+
+def _slowest_imports(args: list[str], n: int = 5) -> list[tuple[str, float]]:
+    code = ("import sys; from capacity.cli import main; sys.argv = ['capacity', *sys.argv[1:]]; "
+            "main()")
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args],
+                         capture_output=True, text=True, cwd=ROOT)
+    rows = []
+    for line in out.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if not line.startswith("import time:") or len(parts) != 3 or not parts[1].strip().isdigit():
+            continue
+        name = parts[2].removeprefix(" ")
+        if not name.startswith(" "):  # a top-level import (nested ones are indented)
+            rows.append((name, int(parts[1]) / 1e6))
+    return sorted(rows, key=lambda r: -r[1])[:n]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = ap.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    script = _script()
+    results = {}
+    for label, (cmd, target_s) in COMMANDS.items():
+        subprocess.run([*script, *cmd], capture_output=True, cwd=ROOT)  # warm the page cache
+        times = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            subprocess.run([*script, *cmd], capture_output=True, cwd=ROOT, check=True)
+            times.append(time.perf_counter() - t0)
+        med = statistics.median(times)
+        results[label] = {"median_s": round(med, 3), "min_s": round(min(times), 3),
+                          "max_s": round(max(times), 3), "target_s": target_s,
+                          "met": med < target_s}
+        print(f"{label:28s} median {med:.2f} s (min {min(times):.2f}, max {max(times):.2f}) over "
+              f"{args.repeat}; target < {target_s} s: {'met' if med < target_s else 'NOT met'}")
+    load_after = os.getloadavg()[0]
+    top = _slowest_imports(COMMANDS["capacity size --dau 500"][0])
+    print("slowest top-level imports of `capacity size`: "
+          + ", ".join(f"{name} {s * 1e3:.0f} ms" for name, s in top))
+    print(f"load average (1 min) {load_before:.2f} before, {load_after:.2f} after; "
+          f"{os.cpu_count()} cores")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "benchmark": "startup", "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "cores": os.cpu_count(), "load_before": load_before, "load_after": load_after,
+            "python": sys.version.split()[0], "repeat": args.repeat, "commands": results,
+            "slowest_imports": [{"module": n, "cumulative_s": round(s, 3)} for n, s in top],
+        }, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
