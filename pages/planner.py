@@ -217,7 +217,7 @@ with st.expander(T("pl_log"), expanded=False):
                        left=f"{left:,}"))
         if left:
             st.warning(view.log_bad_text(log, lang))
-        if not log.arrivals:   # lengths only (a vLLM result without start_times)
+        if not log.arrivals:   # lengths only (no send times, or all at one instant)
             st.warning(T("pl_log_no_arrivals"))
             st.altair_chart(log_length_chart(
                 log, prompt_label=T("pl_log_prompt"), output_label=T("pl_log_output"),

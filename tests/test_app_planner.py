@@ -129,5 +129,5 @@ def test_a_vllm_result_without_send_times_shows_its_lengths_only(app: AppTest) -
     app.run()
     assert not app.exception
     assert "12 rows, 11 used, 1 left out" in [m.value for m in app.markdown]
-    assert any("no send times" in w.value for w in app.warning)
+    assert any("no arrival times" in w.value for w in app.warning)
     assert not any(c.value.startswith("Busiest hour") for c in app.caption)

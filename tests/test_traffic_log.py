@@ -187,14 +187,14 @@ def test_vllm_detailed_result_is_read_as_a_log(tmp_path: Path,
     old.write_text(json.dumps(raw))
     s = summarize_log(old)
     assert not s.arrivals and s.kept == 11 and "timestamp" not in s.columns
-    with pytest.raises(InputError, match="no send times"):
+    with pytest.raises(InputError, match="no arrival times"):
         s.workload()
     code, out, _ = _run(capsys, "workload", "summarize", str(old))
-    assert code == 0 and "no send times in this file" in out
+    assert code == 0 and "no arrival times in this file" in out
     code, out, _ = _run(capsys, "workload", "summarize", str(old), "--format", "json")
     assert code == 0 and json.loads(out)["arrivals"] is False
     code, _, err = _run(capsys, "size", "--log", str(old))
-    assert code == 2 and "no send times" in err and "Traceback" not in err
+    assert code == 2 and "no arrival times" in err and "Traceback" not in err
     # the summary-only result (no --save-detailed) is not a request log
     with pytest.raises(InputError, match="no column for a timestamp"):
         summarize_log(FIX / "vllm_bench_serve_c16.json")

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 
 from capacity.bench.guard import Guard, check_url, url_host
-from capacity.bench.sse import loads_json
 from capacity.bench.storage import redact
 from capacity.bench.transport import MAX_BODY_BYTES
+from capacity.untrusted import loads_json
 
 
 @dataclass(frozen=True, kw_only=True)

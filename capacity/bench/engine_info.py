@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from capacity.bench.sse import loads_json
+from capacity.untrusted import loads_json
 
 MAX_BODY_BYTES = 1 << 20
 """Largest introspection answer read, bytes (a /metrics page is a few KiB)."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from capacity.bench.config import BenchConfig
 from capacity.bench.metrics import ClientLoad, ErrorType, RequestRecord
-from capacity.bench.sse import SseDecoder, SseTooLarge, classify, loads_json
+from capacity.bench.sse import SseDecoder, SseTooLarge, classify
 from capacity.bench.storage import RunWriter, redact_record
 from capacity.bench.stream import StreamState
 from capacity.bench.transport import (
@@ -41,6 +41,7 @@ from capacity.bench.transport import (
     short_text,
     stream_byte_limit,
 )
+from capacity.untrusted import loads_json
 
 _FILLER_WORDS = (
     "capacity", "memory", "bandwidth", "compute", "token", "request", "latency", "throughput",

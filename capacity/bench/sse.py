@@ -16,53 +16,22 @@ sends a newline costs bounded memory. JSON is parsed by `loads_json`: nesting de
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
+
+from capacity.untrusted import MAX_DEPTH, loads_json
 
 MAX_LINE_BYTES = 1 << 20
 """Longest SSE line accepted, bytes (1 MiB; an OpenAI chunk is well under 1 KiB)."""
 MAX_EVENT_BYTES = 1 << 20
 """Most data one event may carry (its `data:` lines together), bytes (1 MiB)."""
-MAX_JSON_DEPTH = 64
-"""Deepest nesting of JSON arrays and objects accepted from a server (an OpenAI chunk: 5)."""
+MAX_JSON_DEPTH = MAX_DEPTH
+"""Deepest nesting of JSON arrays and objects accepted from a server (an OpenAI chunk: 5); the
+parse itself is `capacity.untrusted.loads_json`."""
 
 
 class SseTooLarge(ValueError):
     """A line or an event beyond the decoder's limits (recorded as `too_large`)."""
-
-
-def _depth_over(obj: Any, limit: int) -> bool:
-    """True when `obj` nests lists/dicts deeper than `limit` (iterative: no recursion)."""
-    stack: list[tuple[Any, int]] = [(obj, 1)]
-    while stack:
-        node, d = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if d > limit:
-            return True
-        stack.extend((c, d + 1) for c in children if isinstance(c, dict | list))
-    return False
-
-
-def loads_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """`json.loads` for untrusted text: a `json.JSONDecodeError` (a ValueError) for invalid
-    JSON and for nesting deeper than `max_depth`, never a RecursionError.
-
-    The depth walk only runs when the text holds more than `max_depth` brackets, so a
-    normal chunk costs two `str.count` calls on top of the parse.
-    """
-    try:
-        obj = json.loads(text)
-    except RecursionError:
-        raise json.JSONDecodeError("JSON nested too deeply to parse", text, 0) from None
-    if (text.count("[") + text.count("{") > max_depth and _depth_over(obj, max_depth)):
-        raise json.JSONDecodeError(f"JSON nested deeper than {max_depth} levels", text, 0)
-    return obj
 
 
 @dataclass(frozen=True, kw_only=True)

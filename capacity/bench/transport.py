@@ -24,9 +24,9 @@ import httpcore
 import httpx
 
 from capacity.bench.config import BenchConfig
-from capacity.bench.sse import loads_json
 from capacity.bench.stamped import StampedBackend
 from capacity.errors import BenchError
+from capacity.untrusted import loads_json
 
 MAX_ERROR_BODY_BYTES = 64 << 10
 """Bytes of an error (non-2xx) body read for its message; the rest is not read."""

@@ -27,6 +27,7 @@ from capacity.catalog.loader import (
     parse_model,
 )
 from capacity.errors import CatalogError
+from capacity.untrusted import loads_toml
 
 ENV_VAR = workspace.CAPACITY_CUSTOM_DIR
 
@@ -49,7 +50,7 @@ def parse_toml_text(text: str | bytes, name: str = "upload.toml") -> dict[str, A
         except UnicodeDecodeError:
             raise CatalogError(f"{name}: not UTF-8 text; save the file as UTF-8") from None
     try:
-        return tomllib.loads(text)
+        return loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{name}: not valid TOML: {exc}") from None
 

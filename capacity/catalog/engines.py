@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from capacity import workspace
 from capacity.errors import CatalogError, InputError
+from capacity.untrusted import loads_toml, read_utf8
 
 ENGINES_FILE = "engines.toml"
 PROFILE_TABLE = "profile"
@@ -120,7 +121,7 @@ def _tier(raw: Mapping[str, Any]) -> EngineTier:
 def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProfile]:
     """Every `[profile.KEY]` table of an engines file (CatalogError naming the bad one)."""
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{where}: {exc}") from None
     out: dict[str, EngineProfile] = {}
@@ -144,7 +145,7 @@ def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProf
 
 @cache
 def _profiles(path: Path) -> dict[str, EngineProfile]:
-    return parse_profiles(path.read_text(encoding="utf-8"), str(path))
+    return parse_profiles(read_utf8(path), str(path))
 
 
 def profiles() -> dict[str, EngineProfile]:

@@ -23,6 +23,7 @@ from typing import Any, Literal, cast
 from capacity import workspace
 from capacity.errors import CatalogError, UnknownKeyError
 from capacity.units import GB
+from capacity.untrusted import loads_toml
 
 DATA_DIR = workspace.bundled_data_dir()
 """The bundled data folder (catalogs, reference measurements, the sample run), read-only."""
@@ -393,8 +394,7 @@ class _Entry:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return loads_toml(path.read_bytes().decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{path.name}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:

@@ -29,6 +29,7 @@ from capacity.catalog.gguf_reader import GgufHeader as GgufHeader
 from capacity.catalog.gguf_reader import GgufTensor as GgufTensor
 from capacity.catalog.gguf_reader import read_gguf_header as read_gguf_header
 from capacity.errors import CatalogError
+from capacity.untrusted import loads_json
 
 GGUF_FORMATS: Mapping[str, str] = {
     "F32": "f32", "F16": "bf16", "BF16": "bf16", "Q8_0": "int8", "Q4_K": "gguf-q4_k_m",
@@ -310,7 +311,7 @@ def table_from_path(path: Path, *, key: str | None = None, name: str = "", as_of
         return table_from_gguf(header, key=key or _key_from(config_path.stem), name=name,
                                source=f"GGUF header of {config_path.name}", as_of=as_of)
     try:
-        config = json.loads(config_path.read_text("utf-8"))
+        config = loads_json(config_path.read_text("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CatalogError(f"{config_path.name}: neither a GGUF file nor JSON ({exc})") from None
     default_key = folder.name if config_path.name == "config.json" else config_path.stem
@@ -335,7 +336,7 @@ def table_from_upload(data: bytes, filename: str, *, key: str | None = None, nam
         return table_from_gguf(header, key=key or _key_from(stem), name=name,
                                source=f"GGUF header of {filename}", as_of=as_of)
     try:
-        config = json.loads(data.decode("utf-8"))
+        config = loads_json(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CatalogError(f"{filename}: neither a GGUF file nor a JSON config ({exc})") from None
     if not isinstance(config, dict):

@@ -18,6 +18,7 @@ from typing import Any
 
 from capacity import workspace
 from capacity.errors import CatalogError
+from capacity.untrusted import loads_toml, read_utf8
 
 NODES_FILE = "nodes.toml"
 FORM_FACTORS = ("sxm", "oam", "pcie")
@@ -88,7 +89,7 @@ def _shape(gpu: str, raw: Mapping[str, Any], where: str) -> NodeShape:
 def parse_nodes(text: str, where: str = NODES_FILE) -> dict[str, NodeShape]:
     """Every [gpu] table of a nodes file (with [default])."""
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{where}: {exc}") from None
     if "default" not in data:
@@ -98,7 +99,7 @@ def parse_nodes(text: str, where: str = NODES_FILE) -> dict[str, NodeShape]:
 
 @cache
 def _load(path: Path) -> dict[str, NodeShape]:
-    return parse_nodes(path.read_text(encoding="utf-8"), str(path))
+    return parse_nodes(read_utf8(path), str(path))
 
 
 def node_shapes() -> dict[str, NodeShape]:

@@ -37,6 +37,7 @@ from typing import Any, Literal, cast
 from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError
+from capacity.untrusted import loads_toml, read_utf8
 
 OFFER_KINDS: tuple[str, ...] = ("on-demand", "reserved-1y", "spot")
 """Contract kinds, in the order they are listed."""
@@ -114,7 +115,7 @@ def _offer(raw: Mapping[str, Any], where: str, catalog: Catalog) -> Offer:
 def parse_offers(text: str, catalog: Catalog, where: str = "prices") -> tuple[Offer, ...]:
     """The [[offer]] tables of a prices file (messages name the file and the offer)."""
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{where}: {exc}") from None
     raw = data.get("offer")
@@ -128,7 +129,7 @@ def load_offers(path: str | Path, catalog: Catalog) -> tuple[Offer, ...]:
     p = Path(path)
     if not p.is_file():
         raise CatalogError(f"prices file '{p}' does not exist")
-    return parse_offers(p.read_text(encoding="utf-8"), catalog, str(p))
+    return parse_offers(read_utf8(p), catalog, str(p))
 
 
 def choose(offers: Iterable[Offer], kind: str = "on-demand") -> dict[str, Offer]:

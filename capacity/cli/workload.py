@@ -58,8 +58,9 @@ def summary_text(s: LogSummary) -> str:
                else f"#{s.busiest_hour_of_day} from the start")
             + f": {s.busiest_hour_requests:,} requests = {s.peak_rate_per_s:.3f} req/s; "
               f"burstiness CV {cv} (1 = Poisson); prefix reuse {s.prefix_reuse_share:.0%}"
-            if s.arrivals else "no send times in this file (a vLLM result without "
-                               "start_times): lengths only, no rate or burstiness")
+            if s.arrivals else "no arrival times in this file (a vLLM result without "
+                               "start_times, or every request at one instant): lengths "
+                               "only, no rate or burstiness")
     lines = [
         f"{s.path}: {s.rows:,} rows, {s.kept:,} used, {left:,} left out"
         + (f" ({reasons})" if reasons else ""),

@@ -24,6 +24,7 @@ from capacity.fit.calibration import KNOBS, Calibration, FitPoint, PointKind
 from capacity.fit.calibration_problem import BOUNDS
 from capacity.model.basis import RESERVED_NAMES
 from capacity.model.roofline import step_method
+from capacity.untrusted import loads_toml
 
 
 def calibration_dirs() -> list[Path]:
@@ -157,7 +158,7 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
     --calibration); InputError naming the file on anything wrong."""
     path = calibration_path(name_or_path, directory)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = loads_toml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         by_name = directory is None and path.parent in calibration_dirs()
         known = saved_calibrations(None if by_name else path.parent)

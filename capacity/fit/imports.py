@@ -13,7 +13,7 @@ Formats:
   section; it does not record the concurrency, so pass it).
 
 Every malformed file raises InputError naming the file and what is wrong; JSON nested deeper
-than 64 levels is malformed (`capacity.bench.sse.loads_json`), never a RecursionError.
+than 64 levels is malformed (`capacity.untrusted.loads_json`), never a RecursionError.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from capacity.bench.sse import loads_json
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
 from capacity.types import Note
+from capacity.untrusted import loads_json
 
 ImportFormat = Literal["csv", "vllm", "aiperf"]
 FORMATS: tuple[ImportFormat, ...] = ("csv", "vllm", "aiperf")

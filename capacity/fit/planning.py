@@ -36,6 +36,7 @@ from capacity.model.scenario import Scenario
 from capacity.plan.options import Option, PlanInputs
 from capacity.plan.search import plan
 from capacity.types import Note
+from capacity.untrusted import loads_toml
 
 
 def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
@@ -75,7 +76,7 @@ class TypicalEfficiency:
 def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEfficiency]:
     """Every [engine] table of an engines file."""
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{where}: {exc}") from None
     out: dict[str, TypicalEfficiency] = {}

@@ -30,6 +30,7 @@ from typing import Any
 from capacity import workspace
 from capacity.errors import CatalogError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
+from capacity.untrusted import loads_toml
 
 REFERENCE_CSV = workspace.reference_dir() / "published.csv"
 REFERENCE_KEYS = workspace.reference_dir() / "keys.toml"
@@ -102,7 +103,7 @@ def _engine(text: str) -> str:
 
 def _keys(path: Path) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], str]]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = loads_toml(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise CatalogError(f"{path}: cannot read the reference key map ({e})") from None
     gpus = {str(g["name"]): g for g in data.get("gpu", [])}

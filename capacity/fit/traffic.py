@@ -43,6 +43,7 @@ from capacity.errors import InputError
 from capacity.model.traffic import Arrivals, LengthDist, Traffic
 from capacity.model.workload import Workload
 from capacity.types import FloatArray, IntArray
+from capacity.untrusted import loads_json
 
 TS_NAMES = ("timestamp", "time", "ts", "start_unix_s", "arrival_time", "created_at",
             "metadata.request_start_ns")
@@ -51,8 +52,15 @@ PROMPT_NAMES = ("prompt_tokens", "input_tokens", "contexttokens", "input_length"
 OUTPUT_NAMES = ("output_tokens", "completion_tokens", "generatedtokens", "output_length",
                 "response tokens", "num_output_tokens", "metrics.output_sequence_length.value")
 CONV_NAMES = ("conversation_id", "session_id", "prefix_id", "conversation", "sessionid")
-BAD_REASONS = ("missing or unreadable timestamp", "prompt tokens not a whole number >= 1",
-               "output tokens not a whole number >= 1", "failed request (success false)")
+BAD_REASONS = ("missing, unreadable or far-off timestamp (beyond +-1e11 s)",
+               "prompt tokens not a whole number in 1..1e9",
+               "output tokens not a whole number in 1..1e9", "failed request (success false)")
+MAX_ABS_TIMESTAMP_S = 1e11
+"""Timestamps (seconds, after scaling) beyond +-1e11 (about 3,000 years from 1970) are bad rows:
++-1e308 overflowed the day count and one far-off start stretched the log's span."""
+MAX_TOKENS_PER_REQUEST = 1e9
+"""Prompt or output tokens beyond 1e9 are bad rows (one 1e30-token prompt overflowed the
+integer columns and refused the whole file)."""
 SAMPLE_ROWS = 100_000
 """Rows kept (about this many, chosen by a hash of their position) as the empirical length
 distribution."""
@@ -128,9 +136,10 @@ class LogSummary:
 
     def _need_arrivals(self) -> None:
         if not self.arrivals:
-            raise InputError(f"{self.path}: no send times in this file (a vLLM result saved "
-                             "without start_times): its lengths are summarised, its rate is "
-                             "unknown; give a log with timestamps, or the rate with --dau/--rpu")
+            raise InputError(f"{self.path}: no arrival times in this file (a vLLM result saved "
+                             "without start_times, or every request at one instant): its "
+                             "lengths are summarised, its rate is unknown; give a log with "
+                             "timestamps, or the rate with --dau/--rpu")
 
     @property
     def busiest_hour_of_day(self) -> int:
@@ -188,12 +197,15 @@ def _is_json(path: Path) -> bool:
 
 def _json_columns(path: Path) -> list[str]:
     """Dotted paths of the scalar fields of the first JSON line (nested objects flattened)."""
-    with path.open("r", encoding="utf-8-sig") as f:
-        first = f.readline()
     try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
-        raise InputError(f"{path}: the first line is not a JSON object") from None
+        with path.open("r", encoding="utf-8-sig") as f:
+            first = f.readline()
+        obj = loads_json(first)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: the first line is not a JSON object ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (at byte {exc.start:,}); save the file as "
+                         "UTF-8") from None
     if not isinstance(obj, dict):
         raise InputError(f"{path}: the first line is not a JSON object")
     out: list[str] = []
@@ -227,10 +239,19 @@ def _vllm_results(path: Path) -> list[dict[str, Any]] | None:
     per line: `--append-result` adds lines), or None when `path` is not one."""
     if not _is_json(path):
         return None
+    try:
+        return _vllm_lines(path)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (at byte {exc.start:,}); save the file as "
+                         "UTF-8") from None
+
+
+def _vllm_lines(path: Path) -> list[dict[str, Any]] | None:
+    """`_vllm_results` on a file that is JSON (UnicodeDecodeError for bytes that are not UTF-8)."""
     with path.open("r", encoding="utf-8-sig") as f:
         first = f.readline()
         try:
-            obj = json.loads(first)
+            obj = loads_json(first)
         except json.JSONDecodeError:
             return None
         if not (isinstance(obj, dict) and all(isinstance(obj.get(k), list) for k in VLLM_ARRAYS)):
@@ -239,7 +260,7 @@ def _vllm_results(path: Path) -> list[dict[str, Any]] | None:
         for n, line in enumerate(f, start=2):
             if line.strip():
                 try:
-                    more = json.loads(line)
+                    more = loads_json(line)
                 except json.JSONDecodeError:
                     raise InputError(f"{path}: line {n} is not a vLLM result (JSON)") from None
                 if isinstance(more, dict) and all(isinstance(more.get(k), list)
@@ -279,7 +300,10 @@ def summarize_log(path: str | Path, *, bins: int = 24, keep_requests: int = 0) -
         raise InputError(f"{p}: no such file")
     results = _vllm_results(p)
     if results is None:
-        return _summarize(p, bins, keep_requests)
+        s = _summarize(p, bins, keep_requests)
+        # every kept request at one instant: lengths, but no arrival rate to size from (it
+        # read as rows / 1e-9 s, 3e9 requests/s for three rows)
+        return s if s.span_s > 0 else _without_arrivals(s)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -290,10 +314,15 @@ def summarize_log(path: str | Path, *, bins: int = 24, keep_requests: int = 0) -
     if timed:
         return replace(s, path=str(p), columns=cols)
     del cols["timestamp"]
-    return replace(s, path=str(p), columns=cols, arrivals=False, span_s=math.nan,
-                   per_hour_of_day=(0.0,) * 24, per_minute_of_day=(0.0,) * 1440,
-                   busiest_hour_requests=0, peak_rate_per_s=math.nan,
-                   burstiness_cv=math.nan)
+    return replace(_without_arrivals(s), path=str(p), columns=cols)
+
+
+def _without_arrivals(s: LogSummary) -> LogSummary:
+    """`s` as a log with request lengths but no arrivals (no send times, or all at one
+    instant): the span, hours, busiest hour, rate and CV mean nothing."""
+    return replace(s, arrivals=False, span_s=math.nan, per_hour_of_day=(0.0,) * 24,
+                   per_minute_of_day=(0.0,) * 1440, busiest_hour_requests=0,
+                   peak_rate_per_s=math.nan, burstiness_cv=math.nan)
 
 
 def _summarize(p: Path, bins: int, keep: int = 0) -> LogSummary:
@@ -348,13 +377,13 @@ def _summarize(p: Path, bins: int, keep: int = 0) -> LogSummary:
         # has odds of 3e-8) and the table holds no strings
         conv_expr = f"hash(nullif(trim({cell(cv_c)}), ''))" if cv_c else "NULL::UBIGINT"
         succ_expr = f"lower(trim({cell(succ_c)})) IN ('false', '0', 'no')" if succ_c else "false"
-        reason = """CASE
+        reason = f"""CASE
             WHEN failed THEN 3
-            WHEN ts IS NULL OR NOT isfinite(ts) THEN 0
+            WHEN ts IS NULL OR NOT isfinite(ts) OR abs(ts) > {MAX_ABS_TIMESTAMP_S!r} THEN 0
             WHEN prompt IS NULL OR NOT isfinite(prompt) OR prompt < 1 OR prompt != floor(prompt)
-                THEN 1
+                OR prompt > {MAX_TOKENS_PER_REQUEST!r} THEN 1
             WHEN output IS NULL OR NOT isfinite(output) OR output < 1 OR output != floor(output)
-                THEN 2
+                OR output > {MAX_TOKENS_PER_REQUEST!r} THEN 2
             ELSE -1 END"""
         # one pass over the file: parse, tag each row with its reason, keep the numbers only
         con.execute(f"""CREATE TABLE tagged AS SELECT ts, prompt, output, conv, {reason} AS bad

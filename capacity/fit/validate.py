@@ -66,6 +66,7 @@ from capacity.fit.reference import (
 )
 from capacity.model.basis import SPEC_KNOBS
 from capacity.model.scenario import Scenario
+from capacity.untrusted import loads_toml
 
 SATURATION_GAIN = 0.05
 """A level whose throughput is within 5% of a lower concurrency's is at saturation."""
@@ -445,7 +446,7 @@ def _exceptions(keys_path: Path | None) -> list[dict[str, Any]]:
     concurrency (optional) and reason."""
     path = keys_path or REFERENCE_KEYS
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = loads_toml(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
         return []
     return [dict(e) for e in data.get("upper_bound_exception", [])]

@@ -32,6 +32,7 @@ from capacity import workspace
 from capacity.errors import InputError
 from capacity.stats import normal_quantile
 from capacity.types import FloatArray, IntArray
+from capacity.untrusted import loads_toml
 
 LENGTH_KINDS = ("fixed", "lognormal", "empirical")
 ARRIVAL_KINDS = ("poisson", "gamma")
@@ -347,7 +348,7 @@ def load_presets(path: Path | None = None) -> dict[str, Preset]:
     """The named workloads of `data/workloads.toml` (or `path`)."""
     p = path or workspace.bundled_data_dir() / "workloads.toml"
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = loads_toml(p.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read workload presets {p}: {exc}") from None
     out: dict[str, Preset] = {}

@@ -38,6 +38,7 @@ from capacity.errors import CapacityError, InputError
 from capacity.model.workload import Workload
 from capacity.plan.options import Option, Plan, PlanInputs, Slo
 from capacity.plan.search import plan
+from capacity.untrusted import loads_toml, read_utf8
 
 MAX_WORKLOADS = 8
 """Most workloads in one mix."""
@@ -230,7 +231,7 @@ def mix_workload(raw: Mapping[str, Any], base: PlanInputs, where: str) -> MixWor
 def parse_mix(text: str, base: PlanInputs, where: str = "mix") -> tuple[MixWorkload, ...]:
     """The [[workload]] tables of a mix file, each on top of the shared inputs `base`."""
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{where}: {exc}") from None
     raw = data.get("workload")
@@ -246,7 +247,7 @@ def load_mix(path: str | Path, base: PlanInputs) -> tuple[MixWorkload, ...]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"mix file '{p}' does not exist")
-    return parse_mix(p.read_text(encoding="utf-8"), base, str(p))
+    return parse_mix(read_utf8(p), base, str(p))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from capacity.errors import InputError
 from capacity.model.scenario import Scenario
 from capacity.netstamp import kernel_stamps
 from capacity.sim.scheduler import SimConfig, SimSequence, SimulatedDisconnect, Simulator
+from capacity.untrusted import loads_json
 
 _WORDS = ("the", " capacity", " of", " a", " GPU", " is", " bounded", " by", " memory", ",",
           " bandwidth", " and", " compute", ".")
@@ -148,7 +149,7 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             # httptools the time is when the body's last byte reached the socket (stamped by
             # the protocol, before this handler's turn among a burst of requests), else now
             arrival = request.scope.get(ARRIVAL_KEY) or time.perf_counter()
-            body = json.loads(raw)
+            body = loads_json(raw.decode("utf-8"))  # UnicodeDecodeError is a ValueError
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             chars = _prompt_chars(body, chat)

@@ -10,7 +10,8 @@ from datetime import timedelta
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from capacity.bench.sse import SseDecoder, SseEvent, classify, loads_json
+from capacity.bench.sse import SseDecoder, SseEvent, classify
+from capacity.untrusted import loads_json
 
 PIECES = [b"data:", b"data: ", b"event:", b"event: error", b":", b" ", b"\r", b"\n", b"\r\n",
           b"x", b"{}", b'{"choices":[{"delta":{"content":"a"}}]}', b"[DONE]", b"id: 1",

@@ -1,0 +1,99 @@
+"""Parsing text nobody vouched for: one JSON and one TOML loader for every file and reply
+(docs/reliability.md, "Files and replies are parsed with bounds").
+
+Both raise their format's own decode error (`json.JSONDecodeError`, `tomllib.TOMLDecodeError`,
+both ValueErrors), never a RecursionError or a bare ValueError, so a caller that already turns
+a decode error into a one-line message covers every hostile input:
+
+- nesting deeper than `MAX_DEPTH` levels of arrays/objects (tables): the standard parsers
+  recurse and a 10 KB file of `[` exhausts the stack;
+- integers of more than 4,300 digits (CPython's conversion limit raises a ValueError that is
+  not a decode error);
+- for TOML, text longer than `MAX_TOML_CHARS` (a catalog entry is a few KB).
+
+`read_utf8(path)` reads a file a user named as text: bytes that are not UTF-8 are an
+`InputError` naming the file and the byte, not a UnicodeDecodeError traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Final
+
+from capacity.errors import InputError
+
+MAX_DEPTH: Final = 64
+"""Deepest nesting of arrays and objects (tables) accepted (an OpenAI chunk: 5; a catalog
+entry: 3)."""
+MAX_TOML_CHARS: Final = 4 << 20
+"""Longest TOML text parsed, characters (4 Mi; the largest bundled file is under 100 K)."""
+
+
+def _depth_over(obj: Any, limit: int) -> bool:
+    """True when `obj` nests lists/dicts deeper than `limit` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if d > limit:
+            return True
+        stack.extend((c, d + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def loads_json(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """`json.loads` for untrusted text: a `json.JSONDecodeError` for invalid JSON, nesting
+    deeper than `max_depth` and integers too long to convert, never a RecursionError.
+
+    The depth walk only runs when the text holds more than `max_depth` brackets, so a normal
+    document costs two `str.count` calls on top of the parse.
+    """
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("JSON nested too deeply to parse", text, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise json.JSONDecodeError(f"a value cannot be read ({exc})", text, 0) from None
+    if text.count("[") + text.count("{") > max_depth and _depth_over(obj, max_depth):
+        raise json.JSONDecodeError(f"JSON nested deeper than {max_depth} levels", text, 0)
+    return obj
+
+
+def loads_toml(text: str, *, max_depth: int = MAX_DEPTH,
+               max_chars: int = MAX_TOML_CHARS) -> dict[str, Any]:
+    """`tomllib.loads` for untrusted text: a `tomllib.TOMLDecodeError` for invalid TOML, text
+    over `max_chars`, nesting deeper than `max_depth` and integers too long to convert."""
+    if len(text) > max_chars:
+        raise tomllib.TOMLDecodeError(f"{len(text):,} characters, over the limit of {max_chars:,}")
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("nested too deeply to parse") from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError as exc:
+        raise tomllib.TOMLDecodeError(f"a value cannot be read ({exc})") from None
+    if text.count("[") + text.count("{") > max_depth and _depth_over(data, max_depth):
+        raise tomllib.TOMLDecodeError(f"nested deeper than {max_depth} levels")
+    return data
+
+
+def read_utf8(path: str | Path) -> str:
+    """A file's text (UTF-8, a leading byte-order mark dropped); InputError naming the file and
+    the first bad byte when it is not UTF-8."""
+    p = Path(path)
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p.name}: not UTF-8 text (byte {exc.start:,} is 0x{data[exc.start]:02x});"
+                         " save the file as UTF-8") from None
