@@ -53,6 +53,15 @@ def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return config
 
 
+def _flag(cfg: Mapping[str, Any], name: str) -> bool:
+    """A true/false field (absent: false); anything but a JSON boolean is refused (the string
+    "false" is not false, and Python's truth would read it as true)."""
+    value = cfg.get(name, False)
+    if not isinstance(value, bool):
+        raise CatalogError(f"config.json: {name} must be true or false, got {str(value)[:40]!r}")
+    return value
+
+
 def _int(cfg: Mapping[str, Any], *names: str, default: int | None = None) -> int:
     for name in names:
         value = cfg.get(name)
@@ -120,7 +129,7 @@ def config_params(config: Mapping[str, Any]) -> ParamCount:
         total += layers * dense_mlp
         active_total += layers * dense_mlp
     common = layers * (attn + 2 * h) + vocab * h + h
-    if not cfg.get("tie_word_embeddings", False):
+    if not _flag(cfg, "tie_word_embeddings"):
         common += vocab * h
     return ParamCount(total=total + common, active=active_total + common)
 
@@ -192,9 +201,8 @@ def table_from_config(config: Mapping[str, Any], *, key: str, name: str = "",
                  "computed from the shapes",
         "layers": groups,
     }
-    tied = cfg.get("tie_word_embeddings")
-    if isinstance(tied, bool):
-        table["tied_embeddings"] = tied
+    if "tie_word_embeddings" in cfg:
+        table["tied_embeddings"] = _flag(cfg, "tie_word_embeddings")
     if experts:
         table["moe"] = {"experts": experts, "active": active}
     else:

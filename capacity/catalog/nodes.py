@@ -65,14 +65,29 @@ class NodeShape:
         return tuple(out)
 
 
+MAX_NODE_GPUS = 4096
+"""The largest node or NVLink domain a nodes file may state (GB200 NVL72: 72)."""
+
+
+def _count(value: Any, name: str) -> int:
+    """A GPU count from a nodes file: a whole number 1..MAX_NODE_GPUS (not 8.0, inf or "8")."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NODE_GPUS:
+        raise ValueError(f"{name} must be whole numbers 1..{MAX_NODE_GPUS}, got {value!r}")
+    return value
+
+
 def _shape(gpu: str, raw: Mapping[str, Any], where: str) -> NodeShape:
     try:
-        sizes = tuple(sorted(int(x) for x in raw["gpus_per_node"]))
+        per_node = raw["gpus_per_node"]
+        if not isinstance(per_node, list):
+            raise ValueError(f"gpus_per_node must be a list of sizes, got {per_node!r}")
+        sizes = tuple(sorted(_count(x, "gpus_per_node") for x in per_node))
         shape = NodeShape(gpu=gpu, form_factor=str(raw["form_factor"]), gpus_per_node=sizes,
-                          nvlink_domain=int(raw["nvlink_domain"]), source=str(raw["source"]),
+                          nvlink_domain=_count(raw["nvlink_domain"], "nvlink_domain"),
+                          source=str(raw["source"]),
                           as_of=str(raw["as_of"]), fabric=str(raw.get("fabric", "nvlink")))
     except (KeyError, TypeError, ValueError) as exc:
-        raise CatalogError(f"{where} [{gpu}]: {exc!r} (needs form_factor, gpus_per_node, "
+        raise CatalogError(f"{where} [{gpu}]: {exc} (needs form_factor, gpus_per_node, "
                            "nvlink_domain, source, as_of)") from None
     if shape.fabric not in FABRICS:
         raise CatalogError(f"{where} [{gpu}]: fabric '{shape.fabric}' is not one of "
