@@ -22,6 +22,10 @@ from capacity.report.i18n import MESSAGES, error_text, t
 
 PRESET_INFO = "m_preset_info"
 """What the last preset filled in (a caption under its button)."""
+PENDING = "m_pending_form"
+"""Form values a button set just before `st.rerun()`, applied again at the top of the next
+run: Streamlit drops the state of widgets that an interrupted run never drew, and the widgets
+then came back with their defaults (the simulator's URL lost, Connect checking port 8000)."""
 
 
 def init_form(catalog: Catalog) -> None:
@@ -36,17 +40,22 @@ def init_form(catalog: Catalog) -> None:
                 "m_sim_model": DEFAULT_MODEL, "m_sim_gpu": DEFAULT_GPU, "m_sim_speedup": 1.0}
     for k, v in defaults.items():
         st.session_state.setdefault(k, v)
+    st.session_state.update(st.session_state.pop(PENDING, {}))
 
 
-def use_sim(s: SimServer, catalog: Catalog) -> None:
-    """Point the form at a simulated endpoint (its URL, model, GPU and price)."""
+def use_sim(s: SimServer, catalog: Catalog, *, rerun: bool = False) -> None:
+    """Point the form at a simulated endpoint (its URL, model, GPU and price); `rerun`: then
+    rerun the page, the values carried over to the next run (`PENDING`)."""
     st.session_state[ms.SIM] = s
     g = catalog.gpu(s.gpu)
-    st.session_state.update({
-        "m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
-        "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
-        "m_label": f"sim-{s.gpu}"})
+    values = {"m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
+              "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
+              "m_label": f"sim-{s.gpu}"}
+    st.session_state.update(values)  # this run's widgets, drawn below
     st.session_state.pop(ms.CONNECT, None)
+    if rerun:
+        st.session_state[PENDING] = values
+        st.rerun()
 
 
 def fill_calibration_sweep(catalog: Catalog, lang: str) -> None:

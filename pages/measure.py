@@ -73,8 +73,7 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
             except CapacityError as exc:
                 st.error(T("m_error", msg=error_text(exc, lang)))
             else:
-                form.use_sim(s, cat)
-                st.rerun()
+                form.use_sim(s, cat, rerun=True)
     else:
         st.success(T("m_sim_running", url=running_sim.base_url, model=running_sim.model,
                      gpu=running_sim.gpu, speedup=running_sim.speedup))
@@ -92,8 +91,7 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
             r1.caption(T("m_sim_row", model=s.model, gpu=s.gpu, url=s.base_url,
                          speedup=s.speedup, pid=pid))
             if r2.button(T("m_sim_use"), key=f"m_sim_use_{pid}"):
-                form.use_sim(s, cat)
-                st.rerun()
+                form.use_sim(s, cat, rerun=True)
             if r3.button(T("m_sim_stop_one"), key=f"m_sim_stop_{pid}"):
                 ms.SIMS.stop(pid)
                 st.rerun()
