@@ -10,8 +10,8 @@ character split across frames is safe.
 Limits (docs/reliability.md): decoding is linear in the bytes fed, however they are
 split (only the new bytes are searched for a line end); a line longer than `max_line_bytes`
 or an event whose data exceeds `max_event_bytes` raises `SseTooLarge`, so a server that never
-sends a newline costs bounded memory. JSON is parsed by `loads_json`: nesting deeper than
-`MAX_JSON_DEPTH` is a ValueError (a malformed event), never a RecursionError.
+sends a newline costs bounded memory. JSON is parsed by `capacity.untrusted.loads_json`: nesting
+deeper than its `MAX_DEPTH` is a ValueError (a malformed event), never a RecursionError.
 """
 
 from __future__ import annotations
@@ -19,15 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capacity.untrusted import MAX_DEPTH, loads_json
+from capacity.untrusted import loads_json
 
 MAX_LINE_BYTES = 1 << 20
 """Longest SSE line accepted, bytes (1 MiB; an OpenAI chunk is well under 1 KiB)."""
 MAX_EVENT_BYTES = 1 << 20
 """Most data one event may carry (its `data:` lines together), bytes (1 MiB)."""
-MAX_JSON_DEPTH = MAX_DEPTH
-"""Deepest nesting of JSON arrays and objects accepted from a server (an OpenAI chunk: 5); the
-parse itself is `capacity.untrusted.loads_json`."""
 
 
 class SseTooLarge(ValueError):
