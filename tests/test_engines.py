@@ -16,6 +16,7 @@ from capacity.catalog.engines import (
 )
 from capacity.errors import CatalogError, InputError
 from capacity.fit.planning import engines as typical_engines
+from capacity.model.roofline import mixed_step_time_ms
 from capacity.model.scenario import decode_model, evaluate, make_scenario
 from capacity.plan.events import service_from_scenario, simulate
 from capacity.plan.queueing import analytic_latency
@@ -96,7 +97,7 @@ def test_vllm_admits_by_the_tokens_held_where_the_chapter_reserves_the_context()
     assert queued["vllm"] < 0.5 * queued["chapter"]
 
 
-def test_a_mixed_step_is_the_decode_step_plus_the_chunks_prefill() -> None:
+def test_a_mixed_step_is_one_forward_pass_over_decode_and_chunks() -> None:
     s = make_scenario()
     p = SimPhysics(s, profile=engine_profile("vllm"))
     # chunks add up to the whole prompt's prefill (F6 with attention: later chunks cost more)
@@ -104,9 +105,33 @@ def test_a_mixed_step_is_the_decode_step_plus_the_chunks_prefill() -> None:
     parts = [p.chunk_s(done, 2000) for done in (0, 2000, 4000)]
     assert sum(parts) == pytest.approx(whole, rel=1e-12)
     assert parts[0] < parts[1] < parts[2]
+    # one pass: the chunk's arithmetic joins the step's, the weights are read once
+    d = evaluate(s, [10.0], [3008.0]).decode  # the 16-token bucket of 3000
+    bw, comp = float(d.bandwidth_ms[0]), float(d.compute_ms[0])
+    rest = float(d.overhead_ms + d.comm_ms[0] + d.serial_ms[0])
     assert p.mixed_step_s(10, 3000.0, [(2000, 2000)]) == pytest.approx(
-        p.step_s(10, 3000.0) + parts[1], rel=1e-12)
-    assert p.mixed_step_s(0, 0.0, [(0, 2000)]) == pytest.approx(parts[0], rel=1e-12)
+        (rest + max(bw, comp + parts[1] * 1e3)) / 1e3, rel=1e-12)
+    # cheaper than a step followed by the chunk, never cheaper than either alone
+    assert p.mixed_step_s(10, 3000.0, [(2000, 2000)]) < p.step_s(10, 3000.0) + parts[1]
+    assert p.mixed_step_s(10, 3000.0, [(2000, 2000)]) >= max(p.step_s(10, 3000.0), parts[1])
+    # no decoding sequence: the weight read or the prompt's arithmetic, whichever is longer
+    d0 = evaluate(s, [0.0], [16.0]).decode
+    assert p.mixed_step_s(0, 0.0, [(0, 2000)]) == pytest.approx(
+        (float(d0.overhead_ms + d0.comm_ms[0] + d0.serial_ms[0])
+         + max(float(d0.bandwidth_ms[0]), float(d0.compute_ms[0]) + parts[0] * 1e3)) / 1e3,
+        rel=1e-12)
+    assert p.mixed_step_s(10, 3000.0, []) == p.step_s(10, 3000.0)
+
+
+def test_mixed_step_time_by_hand() -> None:
+    # bandwidth 10 ms, compute 2 ms: a 5 ms chunk hides under the weight read, a 20 ms one
+    # makes the pass compute-bound (2 + 20); overheads add outside the overlap
+    kw = {"bandwidth_ms": 10.0, "compute_ms": 2.0, "comm_ms": 0.0, "overhead_ms": 0.0,
+          "serial_ms": 0.0}
+    assert mixed_step_time_ms(**kw, prefill_ms=5.0) == 10.0
+    assert mixed_step_time_ms(**kw, prefill_ms=20.0) == 22.0
+    assert mixed_step_time_ms(**{**kw, "comm_ms": 1.5, "overhead_ms": 3.0, "serial_ms": 0.5},
+                              prefill_ms=20.0) == 27.0
 
 
 def drive(engine: str, scenario: Any, requests: list[tuple[float, int, int]]

@@ -55,6 +55,7 @@ from typing import Any
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit import calibration as calib
+from capacity.fit.calibration_problem import PREFILL_KNOBS
 from capacity.fit.measured import MeasuredPoint, c_vram, run_scenario
 from capacity.fit.reference import (
     FROM_E2E,
@@ -66,6 +67,7 @@ from capacity.fit.reference import (
 )
 from capacity.model.basis import SPEC_KNOBS
 from capacity.model.scenario import Scenario
+from capacity.plan import events
 from capacity.untrusted import loads_toml
 
 SATURATION_GAIN = 0.05
@@ -306,21 +308,85 @@ def with_step_method(method: str | None) -> Configure:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Queued:
+    """One closed-loop level through the event model (`capacity.plan.events.simulate`): TTFT
+    and end-to-end latency as mean and median (ms, the statistic a row states), and the
+    deployment's output tok/s."""
+
+    ttft_mean_ms: float
+    ttft_median_ms: float
+    e2e_mean_ms: float
+    e2e_median_ms: float
+    tok_s: float
+
+    def time_ms(self, metric: Metric, stat: str) -> float:
+        """TTFT or E2E in the row's statistic ('median', else the mean)."""
+        if metric == Metric.TTFT:
+            return self.ttft_median_ms if stat == "median" else self.ttft_mean_ms
+        return self.e2e_median_ms if stat == "median" else self.e2e_mean_ms
+
+
+@dataclass(frozen=True, kw_only=True)
 class Prediction:
     """Predictions of a scenario at measured levels: step and TTFT (ms), closed-loop
-    throughput (tok/s), at the batch the engine can hold (min(C, C_vram))."""
+    throughput (tok/s), at the batch the engine can hold (min(C, C_vram)); with a scheduler,
+    also each level through the event model (`queued`), which the picked TTFT, E2E and
+    throughput then come from."""
 
     step_ms: tuple[float, ...]
     ttft_ms: tuple[float, ...]
     tok_s: tuple[float, ...]
     e2e_ms: tuple[float, ...]
     c_vram: int
+    queued: tuple[Queued, ...] | None = None
+
+
+SCHEDULER_OF = {"vLLM": "vllm", "SGLang": "sglang", "llama.cpp": "llamacpp",
+                "NIM": "vllm", "TensorRT-LLM": "vllm"}
+"""The engine profile (data/engines.toml) whose scheduling the scorecard's event model runs for
+a row's engine family. TensorRT-LLM, and NIM that serves through it, batch in flight with
+chunked context and paged KV: vLLM V1's profile is the nearest (docs/accuracy.md)."""
+QUEUE_REQUESTS_PER_CLIENT = 12
+"""Requests a closed-loop level simulates per client (at least 200, at most
+`events.MAX_LOAD_REQUESTS`); the first `QUEUE_WARMUP` of them are left out, as a benchmark's
+steady state."""
+QUEUE_WARMUP = 0.2
+
+
+def scheduler_of(engine: str) -> str | None:
+    """The engine profile for an engine's name (`SCHEDULER_OF`), None when unknown."""
+    return SCHEDULER_OF.get(engine_family(engine))
+
+
+def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_tokens: float,
+                  scheduler: str) -> tuple[Queued, ...] | None:
+    """Each closed-loop level of `concurrency` clients (the deployment's; ceil(C / replicas)
+    per replica) through the event model under the `scheduler` profile: the scenario's
+    prompt, `output_tokens` (at least 1) per request, zero think time, max(200, 12 C)
+    requests, the first 20% left out. None when the model cannot run it (no slot)."""
+    out_tok = max(1, round(output_tokens))
+    try:
+        svc = events.service_from_scenario(scenario, output_tokens=out_tok, engine=scheduler)
+    except CapacityError:
+        return None
+    got = []
+    for c in concurrency:
+        per = max(1, math.ceil(float(c) / scenario.replicas))
+        n = min(max(200, QUEUE_REQUESTS_PER_CLIENT * per), events.MAX_LOAD_REQUESTS)
+        q = events.simulate(svc, concurrency=per, n_requests=n, warmup_fraction=QUEUE_WARMUP,
+                            stagger_ms=events.closed_loop_stagger_ms(svc, per))
+        got.append(Queued(ttft_mean_ms=q.mean_ttft_ms, ttft_median_ms=q.ttft_ms[0.5],
+                          e2e_mean_ms=q.mean_e2e_ms, e2e_median_ms=q.e2e_ms[0.5],
+                          tok_s=q.output_tok_s * scenario.replicas))
+    return tuple(got)
 
 
 def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: float,
-            output_tokens: float) -> Prediction:
+            output_tokens: float, scheduler: str | None = None) -> Prediction:
     """The four metrics at each concurrency (`calibration.predict_ms`, i.e. `evaluate`),
-    with the batch capped at the spec-sheet C_vram (F3) of the scenario."""
+    with the batch capped at the spec-sheet C_vram (F3) of the scenario; with a `scheduler`
+    (an engine profile), TTFT, E2E and throughput also through the event model, queueing
+    included (`queued_levels`)."""
     cap = max(1, c_vram(scenario))
     batch = [min(float(c), float(cap)) for c in concurrency]
     ctx = max(1, math.ceil(prompt_tokens + output_tokens))
@@ -330,10 +396,13 @@ def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: flo
     step, ttft = calib.predict_ms(scenario, pts)
     tok = [closed_loop_tok_s(b, output_tokens, float(t), float(s))
            for b, t, s in zip(batch, ttft, step, strict=True)]
+    queued = (None if scheduler is None else
+              queued_levels(scenario, concurrency, output_tokens, scheduler))
     return Prediction(step_ms=tuple(float(x) for x in step),
                       ttft_ms=tuple(float(x) for x in ttft), tok_s=tuple(tok),
                       e2e_ms=tuple(e2e_ms(output_tokens, float(t), float(s))
-                                   for t, s in zip(ttft, step, strict=True)), c_vram=cap)
+                                   for t, s in zip(ttft, step, strict=True)), c_vram=cap,
+                      queued=queued)
 
 
 def spec_sheet(s: Scenario) -> Scenario:
@@ -343,7 +412,12 @@ def spec_sheet(s: Scenario) -> Scenario:
     return s.with_(calibration=None, **SPEC_KNOBS)
 
 
-def _pick(p: Prediction, metric: Metric, i: int) -> float:
+def _pick(p: Prediction, metric: Metric, i: int, stat: str = "mean") -> float:
+    """Level i's prediction of `metric` in the row's statistic: TTFT, E2E and throughput from
+    the event model when the prediction ran it, else the unqueued formulas."""
+    if p.queued is not None and metric != Metric.STEP:
+        q = p.queued[i]
+        return q.tok_s if metric == Metric.THROUGHPUT else q.time_ms(metric, stat)
     return {Metric.STEP: p.step_ms, Metric.TTFT: p.ttft_ms, Metric.THROUGHPUT: p.tok_s,
             Metric.E2E: p.e2e_ms}[metric][i]
 
@@ -413,11 +487,24 @@ def _within_group(g: _Group, configure: Configure, catalog: Catalog, methods: Se
             for c, ctx, ms in sorted(levels, key=lambda k: (k[1], k[0]))]
 
 
+def unqueued_prefill(cal: calib.Calibration) -> bool:
+    """Whether a fit's prefill knobs rest on TTFT without a queue: every TTFT point it
+    fitted was measured at concurrency 1. A fit of TTFTs under load puts the queueing into
+    the prefill knobs (the fixed prefill overhead soaks it up: 53 ms for Qwen3-8B on an H100 at
+    4 clients, 632 ms on an MI300X at 32), which another group's prediction, queueing again
+    in the event model, must not borrow."""
+    ttft = [p for p in cal.points if p.kind == calib.PointKind.TTFT]
+    return bool(ttft) and all(p.concurrency <= 1 for p in ttft)
+
+
 def _median_knobs(cals: Sequence[calib.Calibration]) -> calib.Calibration:
-    """A calibration whose every knob is the median of those that fitted it."""
+    """A calibration whose every knob is the median of those that fitted it; the prefill knobs
+    only from fits of unqueued TTFTs (`unqueued_prefill`), when any has them."""
     knobs: dict[str, Any] = {}
+    clean = [c for c in cals if unqueued_prefill(c)]
     for n in calib.KNOBS:
-        vals = [float(v) for c in cals if (v := getattr(c, n)) is not None]
+        src = clean if n in PREFILL_KNOBS and clean else cals
+        vals = [float(v) for c in src if (v := getattr(c, n)) is not None]
         if vals:
             knobs[n] = float(statistics.median(vals))
     return dataclasses.replace(calib.Calibration(name="leave-one-group-out", model="", gpu=""),
@@ -495,7 +582,8 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
             levels = sorted({v.concurrency for v in s.stated})
             spec = predict(base, levels, s.prompt_tokens, s.output_tokens)
             cal = (predict(calib.apply(logo_cal, base), levels, s.prompt_tokens,
-                           s.output_tokens) if logo_cal is not None else None)
+                           s.output_tokens, scheduler_of(s.engine))
+                   if logo_cal is not None else None)
             tok = {p.concurrency: p.output_tok_s for p in s.points}
             sat = dict(zip(levels, saturated_levels(
                 levels, [tok.get(c) for c in levels], spec.c_vram * base.replicas),
@@ -531,7 +619,7 @@ def _check(g: _Group, s: ReferenceSweep, v: StatedValue, i: int, spec: Predictio
                  concurrency=v.concurrency, prompt_tokens=s.prompt_tokens,
                  output_tokens=s.output_tokens, metric=metric,
                  stat=v.stat, measured=v.value, spec=_pick(spec, metric, i), saturated=saturated,
-                 calibrated=None if cal is None else _pick(cal, metric, i),
+                 calibrated=None if cal is None else _pick(cal, metric, i, v.stat),
                  calibrated_from=cal_from)
 
 

@@ -138,6 +138,24 @@ def step_time_ms(*, bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
                       + np.asarray(comm_ms, dtype=np.float64), dtype=np.float64)
 
 
+def mixed_step_time_ms(*, bandwidth_ms: float, compute_ms: float, comm_ms: float,
+                       overhead_ms: float, serial_ms: float, prefill_ms: float) -> float:
+    """One forward pass over a decode batch and prompt chunks (ms): t0 + max(bandwidth,
+    compute + the chunks' prefill) + communication + serial.
+
+    The decode step's terms (F4: `bandwidth_ms`, `compute_ms`, `comm_ms`, `overhead_ms`,
+    `serial_ms` of `StepParts`, the batch's values; 0 sequences: the weight read alone) and
+    `prefill_ms`, the chunks' F6 time (their GEMM and attention arithmetic at MFU). The
+    weights are read once for the decode tokens and the prompt tokens together, so a chunk
+    adds arithmetic, not another weight read: a small chunk rides in a bandwidth-bound step
+    for little, a large one makes the step compute-bound (vLLM V1 and llama.cpp schedule both
+    in one batch; Agrawal et al., Sarathi-Serve, OSDI 2024, section 3). Without a chunk it is
+    F4's step. Example: bandwidth 10 ms, compute 2 ms, no overheads, a 5 ms chunk -> 10 ms;
+    a 20 ms chunk -> 22 ms.
+    """
+    return (overhead_ms + max(bandwidth_ms, compute_ms + prefill_ms) + comm_ms + serial_ms)
+
+
 def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]:
     """(fixed, per sequence) ms of one decode step's TP all-reduces: F10's `tp_comm_ms` is
     linear in the batch, tp_comm_ms(b) = fixed + per_seq x b. (0, 0) without TP."""

@@ -21,7 +21,7 @@ from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profi
 from capacity.errors import InputError
 from capacity.model.kv import kv_request_bytes
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
-from capacity.model.roofline import step_time_ms
+from capacity.model.roofline import mixed_step_time_ms, step_time_ms
 from capacity.model.scenario import Scenario, evaluate
 from capacity.plan.queueing import QUANTILES
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
@@ -94,12 +94,15 @@ class ServiceModel:
     def mixed_step_ms(self, batch: int, chunks: Sequence[tuple[int, int]]) -> float:
         """A mixed step: `batch` decode tokens plus prompt `chunks` ((done, tokens) each), in ms.
 
-        t_step(b) (F4; 0 without decoding requests) + the chunks' prefill times (`chunk_ms`):
-        kernels run one after another within the step; docs/method.md, "Engine profiles", and
-        `capacity.sim.scheduler.SimPhysics.mixed_step_s` (the same formula) give the source.
+        One forward pass (`roofline.mixed_step_time_ms`): F4's terms at `batch` with the
+        chunks' prefill times (`chunk_ms`) added to the arithmetic, the weights read once;
+        `capacity.sim.scheduler.SimPhysics.mixed_step_s` is the same formula.
         """
-        base = float(self.step_ms[batch]) if batch else 0.0
-        return base + sum(self.chunk_ms(d, n) for d, n in chunks)
+        return mixed_step_time_ms(
+            bandwidth_ms=float(self.bandwidth_ms[batch]), compute_ms=float(self.compute_ms[batch]),
+            comm_ms=float(self.comm_ms[batch]), overhead_ms=self.overhead_ms,
+            serial_ms=0.0 if self.serial_ms is None else float(self.serial_ms[batch]),
+            prefill_ms=sum(self.chunk_ms(d, n) for d, n in chunks))
 
     @property
     def saturation_rate_per_s(self) -> float:
@@ -377,13 +380,15 @@ def weighted_quantiles(values: FloatArray, weights: FloatArray) -> dict[float, f
 
 
 def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
-         n_requests: int, record_gaps: bool = False) -> Trace:
+         n_requests: int, record_gaps: bool = False, stagger_ms: float = 0.0) -> Trace:
     """The event loop. Open loop: `arrivals` (ms, sorted). Closed loop: `clients` users that
-    send the next request as soon as the previous one finishes (no think time).
+    send the next request as soon as the previous one finishes (no think time); client k sends
+    its first request at k x `stagger_ms` (0: all at once).
     `record_gaps`: also keep every inter-token gap (memory grows with the tokens)."""
     n = n_requests
     gaps = _Gaps(n) if record_gaps else None
     arrival = np.full(n, np.nan) if arrivals is None else arrivals.copy()
+    timed = n if arrivals is not None else 0   # arrivals known ahead: arrival[:timed], sorted
     admit = np.full(n, np.nan)
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
@@ -399,9 +404,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
     next_arrival = 0                     # index of the next open-loop arrival
     issued = 0
     if clients is not None:
-        issued = min(clients, n)
-        arrival[:issued] = 0.0
-        waiting.extend(range(issued))
+        issued = timed = min(clients, n)
+        arrival[:issued] = np.arange(issued, dtype=np.float64) * stagger_ms
     per_step = (svc.chunk_tokens or svc.prompt_tokens) - (svc.slots if svc.mixed else 0)
     guard = 20 * n * (2 + svc.prompt_tokens // max(1, per_step))
 
@@ -418,10 +422,9 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
                 finished_now.append(i)
 
     for _ in range(guard):
-        if arrivals is not None:
-            while next_arrival < n and arrival[next_arrival] <= now:
-                waiting.append(next_arrival)
-                next_arrival += 1
+        while next_arrival < timed and arrival[next_arrival] <= now:
+            waiting.append(next_arrival)
+            next_arrival += 1
         busy = len(running) + len(prefill_q)
         while waiting and busy < svc.slots:
             i = waiting.popleft()
@@ -430,7 +433,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             prompt_left[i] = svc.prompt_tokens
             busy += 1
         if not running and not prefill_q:
-            if arrivals is None or next_arrival >= n:
+            if next_arrival >= timed:
                 break
             now = max(now, float(arrival[next_arrival]))
             continue
@@ -471,7 +474,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
         else:
             b = len(running)
             k = min(remaining)
-            if arrivals is not None and next_arrival < n and busy < svc.slots:
+            if next_arrival < timed and busy < svc.slots:
                 gap = float(arrival[next_arrival]) - now
                 k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
             elif waiting and busy < svc.slots:
@@ -495,7 +498,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
                 arrival[issued] = now
                 waiting.append(issued)
                 issued += 1
-        if arrivals is None and issued >= n and not waiting and not running and not prefill_q:
+        if (arrivals is None and issued >= n and next_arrival >= timed and not waiting
+                and not running and not prefill_q):
             break
     else:  # pragma: no cover - the guard is generous; reaching it is a bug
         raise RuntimeError("queueing model did not finish within its step guard")
@@ -515,7 +519,8 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
              concurrency: int | None = None, arrivals_ms: Sequence[float] | None = None,
              n_requests: int = 2000, seed: int = 0,
              slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf,
-             warmup_fraction: float = 0.1, itl: bool = False) -> QueueResult:
+             warmup_fraction: float = 0.1, itl: bool = False,
+             stagger_ms: float = 0.0) -> QueueResult:
     """Run the discrete-event model of one replica and summarize it.
 
     Give `rate_per_s` (Poisson arrivals, seeded), `concurrency` (closed loop, zero think
@@ -523,6 +528,8 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
     `n_requests` is their count and `rate_per_s` in the result is their mean rate).
     The first `warmup_fraction` of requests (by arrival) are left out of the statistics.
     `itl`: also the quantiles of the inter-token gaps (`QueueResult.itl_ms`).
+    `stagger_ms` (closed loop): client k sends its first request at k x stagger_ms, so the
+    clients start out of step (`closed_loop_stagger_ms`) instead of as one burst.
     Goodput = counted requests that meet both SLOs / the span from the first counted arrival to
     the last counted finish. Deterministic for a given seed.
     """
@@ -550,7 +557,9 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         arrivals = np.cumsum(rng.exponential(1e3 / rate_per_s, size=n_requests))
     elif concurrency is not None and concurrency < 1:
         raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
-    tr = _run(svc, arrivals, concurrency, n_requests, record_gaps=itl)
+    if not (math.isfinite(stagger_ms) and stagger_ms >= 0):
+        raise InputError(f"client stagger must be >= 0 ms, got {stagger_ms}")
+    tr = _run(svc, arrivals, concurrency, n_requests, record_gaps=itl, stagger_ms=stagger_ms)
     skip = int(n_requests * warmup_fraction)
     sl = slice(skip, None)
     arr, adm, fst, fin = tr.arrival_ms[sl], tr.admit_ms[sl], tr.first_ms[sl], tr.finish_ms[sl]
@@ -574,6 +583,18 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         itl_ms=tr.gaps.quantiles(skip) if tr.gaps is not None else None,
         itl_mean_ms=tr.gaps.mean(skip) if tr.gaps is not None else None,
     )
+
+
+def closed_loop_stagger_ms(svc: ServiceModel, concurrency: int) -> float:
+    """The gap (ms) between clients' first requests that spreads `concurrency` clients evenly
+    over one request's unqueued time, t_prefill + (n - 1) x t_step(min(C, slots)): a closed
+    loop of identical requests started as one burst stays in lock step (every client waits
+    for all C prefills each round), while a benchmark's clients drift out of step (lengths,
+    arrival jitter); evenly spread phases are the out-of-step steady state. Example: prefill
+    20 ms, 128 tokens at 10 ms a step, 4 clients -> (20 + 1270) / 4 = 322.5 ms."""
+    b = max(1, min(concurrency, svc.slots))
+    cycle = svc.prefill_ms + (svc.output_tokens - 1) * float(svc.step_ms[b])
+    return cycle / max(1, concurrency)
 
 
 def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[int]

@@ -44,9 +44,12 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
 from capacity.model.kv import kv_request_bytes
+from capacity.model.roofline import mixed_step_time_ms
 from capacity.model.scenario import Scenario, evaluate
 
 FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
@@ -164,7 +167,7 @@ class SimPhysics:
         self.scenario = scenario
         prof = profile or engine_profile(DEFAULT_ENGINE)
         self.profile = prof.for_gpu(scenario.gpu.key, scenario.vram_gb).with_max_seqs(max_num_seqs)
-        self._step: dict[tuple[int, int], float] = {}
+        self._step: dict[tuple[int, int], tuple[float, ...]] = {}
         self._prefill: dict[int, float] = {0: 0.0}
         self._kv: dict[int, float] = {0: 0.0}
         ev = evaluate(scenario, [1])
@@ -199,31 +202,40 @@ class SimPhysics:
         overhead falls on the first chunk; each chunk attends to the tokens before it)."""
         return self.prefill_s(done_tokens + chunk_tokens) - self.prefill_s(done_tokens)
 
-    def step_s(self, batch: int, mean_context_tokens: float) -> float:
-        """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets)."""
+    def _terms_ms(self, batch: int, mean_context_tokens: float) -> tuple[float, ...]:
+        """F4's terms (ms) for `batch` sequences at a mean context (16-token buckets):
+        step, bandwidth, compute, communication, serial, overhead."""
         bucket = max(1, int(round(mean_context_tokens / 16.0)))
         key = (batch, bucket)
         t = self._step.get(key)
         if t is None:
-            ev = evaluate(self.scenario, [float(batch)], [bucket * 16.0])
-            t = float(ev.decode.step_ms.reshape(-1)[0]) / 1e3
+            d = evaluate(self.scenario, [float(batch)], [bucket * 16.0]).decode
+            t = tuple(float(np.asarray(x).reshape(-1)[0]) for x in
+                      (d.step_ms, d.bandwidth_ms, d.compute_ms, d.comm_ms, d.serial_ms,
+                       d.overhead_ms))
             self._step[key] = t
         return t
+
+    def step_s(self, batch: int, mean_context_tokens: float) -> float:
+        """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets)."""
+        return self._terms_ms(batch, mean_context_tokens)[0] / 1e3
 
     def mixed_step_s(self, batch: int, mean_context_tokens: float,
                      chunks: list[tuple[int, int]]) -> float:
         """One step that decodes `batch` sequences and prefills `chunks` ((done, tokens) each), s.
 
-        t = t_step(b, mean context) (F4, 0 without decoding sequences) + sum of the chunks'
-        prefill times (`chunk_s`, F6). Unit: s. The sum, not the max: within one forward pass
-        the kernels run one after another (the weight GEMMs over decode and prompt tokens, the
-        decode attention, the chunk's attention), and a chunk of hundreds of tokens already
-        makes the GEMMs compute-bound; source: docs/method.md, "Engine profiles" (chunked
-        prefill itself: Agrawal et al., Sarathi-Serve, OSDI 2024). It errs slow: the weights
-        are read once for both, so a small chunk in a bandwidth-bound step costs less.
+        One forward pass (`roofline.mixed_step_time_ms`, the event model's formula too): F4's
+        terms at `batch` (the weight read alone without decoding sequences) with the chunks'
+        F6 prefill times (`chunk_s`) added to the arithmetic; the weights are read once.
+        Without chunks it is `step_s`. Unit: s. Source: docs/method.md, "Engine profiles".
         """
-        t = self.step_s(batch, mean_context_tokens) if batch else 0.0
-        return t + sum(self.chunk_s(done, n) for done, n in chunks)
+        if not chunks:
+            return self.step_s(batch, mean_context_tokens) if batch else 0.0
+        _, bw, comp, comm, serial, overhead = self._terms_ms(batch, mean_context_tokens)
+        return mixed_step_time_ms(
+            bandwidth_ms=bw, compute_ms=comp, comm_ms=comm, serial_ms=serial,
+            overhead_ms=overhead,
+            prefill_ms=sum(self.chunk_s(done, n) for done, n in chunks) * 1e3) / 1e3
 
     def kv_bytes(self, tokens: int) -> float:
         """KV bytes (per GPU) a request holding `tokens` tokens takes in the engine's pages (F2)."""
