@@ -6,9 +6,11 @@
                            extra arguments go to pytest: `python3 dev.py test -m "not slow and
                            not browser"` is the quick loop
     python3 dev.py bench   run every script in benchmarks/
-    python3 dev.py realtest  llama.cpp on this CPU, end to end: build (once, ~15 min, cached
-                           outside the checkout) and start llama-server, probe, bench, calibrate,
-                           predict held-out points (docs/accuracy.md); `--quick` for a smoke run
+    python3 dev.py realtest  llama.cpp on this CPU, end to end: build (once, about 25 minutes on
+                           a 2-core machine, cached outside the checkout) and start llama-server,
+                           probe, bench, calibrate, predict held-out points (docs/accuracy.md);
+                           `--quick` for a smoke run, `--build-only` to build (or find) the server
+                           and stop
     python3 dev.py docs    regenerate docs/cli.md from the command line's own definitions
     python3 dev.py newest  the core tests (formulas, golden example, queueing, the bench client
                            with its kernel stamps, the CLI) on the newest CPython that

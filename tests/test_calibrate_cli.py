@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from capacity.cli.main import main
+from capacity.fit.calibration import Calibration
 from capacity.fit.calibration_store import load
+from capacity.model.scenario import Scenario
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -138,3 +140,24 @@ def test_levels_fit_a_subset_of_a_run(tmp_path: Path,
                  str(tmp_path), "--output", "json"]) == 0
     assert sorted({p["concurrency"] for p in json.loads(capsys.readouterr().out)["points"]}
                   ) == [1, 2, 4, 8]
+
+
+def test_pinned_means_one_thing_in_the_report(seed: Scenario) -> None:
+    """Issue 31: the report said 'pinned by the data: yes' beside '+/- 12.1 (not pinned down
+    by the data)'. 'Pinned' is the column's alone (`Calibration.pinned`: the data cut the
+    knob's prior width tenfold); a standard error larger than its knob says only that."""
+    from capacity.cli.calibrate import report
+
+    def row(text: str, knob: str) -> str:
+        return next(line for line in text.splitlines() if line.lstrip().startswith(knob))
+
+    cal = Calibration(name="c", model=seed.variant.key, gpu=seed.gpu.key,
+                      step_method="operator", eta_bw=0.5, step_overhead_ms=5.0,
+                      std=(("eta_bw", 0.01), ("step_overhead_ms", 12.1)),
+                      identifiability=(("eta_bw", 0.5), ("step_overhead_ms", 0.05)))
+    text = report(cal, seed)
+    assert "+/- 12.1 (more than the value)" in row(text, "step_overhead_ms")
+    assert row(text, "step_overhead_ms").rstrip(" |").endswith("yes")
+    assert cal.pinned("step_overhead_ms") is True
+    assert row(text, "eta_bw").rstrip(" |").endswith("no: stays near its prior")
+    assert "+/- 2%" in row(text, "eta_bw") and "not pinned" not in text

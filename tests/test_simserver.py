@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -201,3 +202,39 @@ def test_both_http_stacks_serve_the_same_truth(stack: str) -> None:
         assert c.get(root + "/sim/info").json()["http_stack"] == "+".join(want)
         (truth,) = c.get(root + "/sim/truth").json()["requests"]
         assert truth["output_tokens"] == 3
+
+
+def test_a_gguf_model_of_4096_tokens_is_simulated_at_its_own_context(
+        custom: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31: `capacity sim-server` refused a GGUF model of 4,096 tokens' context unless
+    --ctx was given; without --ctx it now runs at the model's own limit (the 8K default being
+    the cap), and a --ctx beyond the limit is still refused."""
+    gguf = pytest.importorskip("gguf")
+    from capacity.bench.gguf_model import LlamaShape, write_llama_gguf
+    from capacity.cli.main import build_parser, main
+    from capacity.cli.plan import scenario_from_args
+    from capacity.cli.sim_server import config_from_args
+
+    vocab = tmp_path / "vocab.gguf"
+    w = gguf.GGUFWriter(vocab, "llama")
+    w.add_tokenizer_model("llama")
+    w.add_token_list([f"t{i}" for i in range(50)])
+    w.add_token_scores([0.0] * 50)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    shape = LlamaShape(layers=2, q_heads=4, kv_heads=2, head_dim=8, ffn=48, vocab=50,
+                       context_tokens=4096)
+    model = write_llama_gguf(tmp_path / "small.gguf", vocab, shape=shape, dtype="f32")
+    assert main(["catalog", "add-model", str(model), "--key", "small-gguf"]) == 0
+    capsys.readouterr()
+    args = build_parser("sim-server").parse_args(["sim-server", "--model", "small-gguf"])
+    scenario = scenario_from_args(args)
+    assert scenario.context_tokens == 4096
+    app = create_app(scenario, config_from_args(args))
+    assert app.state.sim.physics.slots >= 1
+    too_long = build_parser("sim-server").parse_args(
+        ["sim-server", "--model", "small-gguf", "--ctx", "8192"])
+    with pytest.raises(InputError, match="limit of 4096 tokens"):
+        scenario_from_args(too_long)

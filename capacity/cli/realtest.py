@@ -2,16 +2,18 @@
 (docs/accuracy.md, "Real engine: llama.cpp on this CPU").
 
 1. find or build `llama-server` (`capacity.bench.llamacpp`: $CAPACITY_LLAMA_SERVER, else the
-   cached build, else a ~15-minute build into the cache);
+   cached build, else a build into the cache, about 25 minutes on a 2-core machine; `--build-only`
+   stops here);
 2. write the GGUF test models (`capacity.bench.gguf_model`: ~156 M Llama-shaped in f32 and
    f16, and a second shape in f32: 4 wider layers, a tied output head) beside the binary, once;
 3. in a workspace of its own (`<cache>/realtest/home`, `home-long` for `--long`; never the
-   checkout's data/): probe the CPU (`capacity probe`), add the models (`capacity catalog
-   add-model`);
+   checkout's data/): probe the CPU with the server's thread count (`capacity probe --threads`,
+   the `-t` of step 4), add the models (`capacity catalog add-model`);
 4. start the server on the f32 model (`--parallel 8`, `--metrics`) and measure concurrency 1
    to 8 at two prompt lengths (~100 and ~400 tokens), 64 output tokens, with `capacity bench`,
    every closed-loop run in two passes, forward then backward (`--passes 2`), so the
-   machine's drift biases no level;
+   machine's drift biases no level; each run measures 16 requests a level, or 3 x its highest
+   concurrency when that is more (`requests_for`: the bench's rule, so no level is one burst);
 5. `capacity calibrate --levels 1,2,4,8` on the 8-point sweep among them: two lengths at
    concurrency 1 pin MFU and the prefill overhead, four batch sizes pin eta_bw, eff and the
    step overhead;
@@ -25,8 +27,8 @@
 `--long` runs only the long-prompt check instead (`long_context`): a prefill calibration at
 512-4K tokens predicts TTFT at 8K, 16K and 32K.
 
-Run as `python -m capacity.cli.realtest [--quick] [--out FILE]`; not a `capacity` subcommand
-(it needs a compiler and minutes of CPU).
+Run as `python -m capacity.cli.realtest [--quick] [--out FILE] [--build-only]` (`python3 dev.py
+realtest ...`); not a `capacity` subcommand (it needs a compiler and minutes of CPU).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import pandas as pd
 
 from capacity import workspace
 from capacity.bench import llamacpp
+from capacity.bench.client import BURST_FACTOR
 from capacity.bench.gguf_model import LONG_SHAPE, TEST_SHAPE, WIDE_SHAPE, write_llama_gguf
 from capacity.bench.store import RunStore
 from capacity.catalog.loader import Catalog, load_catalog
@@ -98,6 +101,18 @@ LONG_HELD_TOKENS = (8192, 16384, 32768)
 """`--long`: the prompt lengths it must predict."""
 LONG_OUTPUT_TOKENS = 4
 LONG_HELD_REQUESTS = 2
+REQUESTS, QUICK_REQUESTS = 16, 8
+"""Measured requests per level, all passes together, at least: a full run, `--quick`."""
+
+
+def requests_for(levels: str, *, quick: bool = False) -> int:
+    """The requests per level of one bench run at `levels` ('1,2,4,8'): `REQUESTS`, raised to
+    `BURST_FACTOR` x the highest level where that is more (24 at 8), the bench's rule, so that
+    no level of the realtest is one burst and its own output carries no warning. A `--quick`
+    smoke run keeps `QUICK_REQUESTS` (8: its levels from 3 up are one burst, and the bench
+    says so)."""
+    top = max(int(c) for c in levels.split(","))
+    return QUICK_REQUESTS if quick else max(REQUESTS, BURST_FACTOR * top)
 
 
 def _free_port() -> int:
@@ -129,6 +144,13 @@ class Steps:
             env.pop(name, None)
         env[workspace.CAPACITY_HOME] = str(home)
         self.env = env
+
+    def probe(self, threads: int) -> None:
+        """`capacity probe` of this CPU into the GPU entry `GPU_KEY`, its BLAS on `threads`
+        threads: the engine's `-t` (with every core, the probe would read the peak of threads
+        the engine never has)."""
+        self.capacity("probe", "--device", "cpu", "--key", GPU_KEY, "--replace",
+                      "--threads", str(threads))
 
     def capacity(self, *argv: str, capture: bool = False) -> str:
         cmd = [sys.executable, "-m", "capacity", *argv]
@@ -246,6 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=engine_threads(),
                    help="llama-server threads (default: the cores less one for the client, "
                         "at least 1, at most 8)")
+    p.add_argument("--build-only", action="store_true",
+                   help="find or build llama-server (about 25 minutes on a 2-core machine, "
+                        "once), say where it is, and stop")
     p.add_argument("--long", action="store_true",
                    help="only the long-prompt check: a prefill calibration at 512-4K tokens "
                         "predicts TTFT at 8K, 16K and 32K (a narrow model, one slot; ~10 min)")
@@ -255,21 +280,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = sys.stdout
     binary = llamacpp.locate_or_build(log=log)
     _say(f"llama-server: {binary} (ready after {time.monotonic() - started:.0f} s)")
+    if args.build_only:
+        vocab = llamacpp.vocab_file()
+        _say(f"--build-only: done; the test models' vocabulary {vocab} is "
+             + ("there" if vocab.is_file() else "missing (CAPACITY_LLAMA_SERVER skips the "
+                "source: the test models need it)"))
+        return 0
     models = write_models(llamacpp.version_dir() / "models")
     # each check in a workspace of its own: a rerun of one keeps the other's runs
     home = workspace.cache_dir() / "realtest" / ("home-long" if args.long else "home")
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     steps = Steps(home)
-    steps.capacity("probe", "--device", "cpu", "--key", GPU_KEY, "--replace")
+    steps.probe(args.threads)
     for name, path in models.items():
         steps.capacity("catalog", "add-model", str(path), "--key", MODELS[name], "--replace")
     catalog = load_catalog(workspace.catalog_dir(), extra_dirs=[home / "custom"])
-    requests = 8 if args.quick else 16
+    quick = bool(args.quick)
     engine = f"llama.cpp (llama-cpp-python {llamacpp.SDIST_VERSION} sdist)"
     gpu = catalog.gpu(GPU_KEY)
     machine = (f"Machine: {gpu.name}, {platform.machine()}, {os.cpu_count()} cores; probed "
-               f"{gpu.bandwidth_gb_s:g} GB/s, {gpu.bf16_tflops:g} TFLOP/s (best GEMM).")
+               f"{gpu.bandwidth_gb_s:g} GB/s, {gpu.bf16_tflops:g} TFLOP/s (best GEMM) on "
+               f"{args.threads} thread{'' if args.threads == 1 else 's'}, the server's -t.")
     if args.long:
         long_rows, knobs = long_context(binary, models["long"], steps, catalog=catalog,
                                    threads=args.threads, requests=2 if args.quick else 3,
@@ -315,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"grid: prompt {chars} chars, concurrency {GRID_LEVELS} (fit "
                  f"{CAL_LEVELS}, the rest held out)")
             grids.append(steps.bench(srv.base_url, "rt-cal", concurrency=GRID_LEVELS,
-                                     prompt_chars=chars, requests=requests,
+                                     prompt_chars=chars,
+                                     requests=requests_for(GRID_LEVELS, quick=quick),
                                      model_key=MODELS["f32"], passes=PASSES))
         # --batch1: llama.cpp's CPU backend decodes one sequence with matrix-vector code and
         # two or more with its GEMM kernels (`roofline.combine_step`)
@@ -330,29 +363,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"held out: prompt {MID_CHARS} chars")
         held.append((CASE_LEN, MODELS["f32"], steps.bench(
             srv.base_url, "rt-held-len", concurrency="1,2,4", prompt_chars=MID_CHARS,
-            requests=requests, model_key=MODELS["f32"], passes=PASSES)))
+            requests=requests_for("1,2,4", quick=quick), model_key=MODELS["f32"],
+            passes=PASSES)))
         conc = held[0][2]
         rate = 0.6 * float(conc.loc[conc["concurrency"] == 6, "request_throughput_rps"].iloc[0])
         _say(f"held out: Poisson load at {rate:.2f} req/s (at most 8 in flight)")
         held.append(("f32 Poisson", MODELS["f32"], steps.bench(
             srv.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
-            requests=requests, model_key=MODELS["f32"], rate=rate)))
+            requests=requests_for("8", quick=quick), model_key=MODELS["f32"], rate=rate)))
         poisson_requests = steps.requests("rt-held-poisson")
     with server("wide") as srv:
         _say("held out: another shape (4 wider layers, tied head, f32), concurrency 1,2,4,8")
         held.append(("f32 other shape", MODELS["wide"], steps.bench(
             srv.base_url, "rt-held-shape", concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
-            requests=requests, model_key=MODELS["wide"], passes=PASSES)))
+            requests=requests_for("1,2,4,8", quick=quick), model_key=MODELS["wide"],
+            passes=PASSES)))
     with server("f16") as srv:
         _say("held out: the f16 model (a second shape), concurrency 1,2,4,8")
         held.append(("f16 model", MODELS["f16"], steps.bench(
             srv.base_url, "rt-held-f16", concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
-            requests=requests, model_key=MODELS["f16"], passes=PASSES)))
+            requests=requests_for("1,2,4,8", quick=quick), model_key=MODELS["f16"],
+            passes=PASSES)))
     rows: list[CheckRow] = []
     for case, model_key, summary in held:
         # the event model schedules as llama-server does: its --parallel slots, prompts in
         # n_batch chunks between decode steps (the llamacpp engine profile, data/engines.toml)
-        # (the Poisson level replays its own send times: 16 arrivals are one draw's bursts)
+        # (the Poisson level replays its own send times: its 24 arrivals are one draw's bursts)
         rows += check_run(summary, case=case, model=model_key, gpu=GPU_KEY, calibration=cal,
                           catalog=catalog, engine="llamacpp", max_num_seqs=PARALLEL,
                           requests=poisson_requests if case == "f32 Poisson" else None,
@@ -369,7 +405,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Calibration ({cal_path.name}): " + ", ".join(
             f"{k} {getattr(cal, k):.3g}" for k in calib.KNOBS if getattr(cal, k) is not None)
         + " (ms for the overheads).",
-        f"Requests per level: {requests}; {MAX_TOKENS} output tokens; run time "
+        "Requests per level (all passes): "
+        + (f"{QUICK_REQUESTS} (--quick)" if quick else
+           f"{requests_for('1')}, {requests_for(GRID_LEVELS)} in the runs that reach "
+           f"concurrency {PARALLEL}")
+        + f"; {MAX_TOKENS} output tokens; run time "
         f"{(time.monotonic() - started) / 60:.1f} min; 1-minute load average {load_before} at "
         f"the start, {_load()} at the end (other work on the machine slows the engine).", "",
         table, "Median |error| over the held-out levels: " + ", ".join(
