@@ -7,6 +7,7 @@ Pure formatting (no Streamlit); the money and millisecond formats of the quote a
 from __future__ import annotations
 
 import math
+import re
 
 
 def tokens_label(n: int) -> str:
@@ -47,3 +48,19 @@ def sig(v: float | None) -> float | None:
 def pct(v: float | None) -> str:
     """A share as a percentage with one decimal, '-' when there is none."""
     return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
+
+
+_MARKDOWN_ACTIVE = re.compile(r"([\\`\[\]<>$:@])")
+_WWW = re.compile(r"(?i)\b(www)\.")
+
+
+def markdown_plain(text: str) -> str:
+    """`text` for a Streamlit element that renders Markdown (st.error, st.warning, st.caption...)
+    shown as the plain text it is: every character that starts Markdown, HTML or Streamlit's
+    own syntax that can fetch or link is backslash-escaped (links and images `[..](..)`,
+    `<html>` and `<autolinks>`, code, `$math$`, `:icons:` and the `:` of `http://`, e-mail
+    `@`) and `www.` is broken (emphasis is left alone: it fetches nothing, and file names keep
+    their underscores readable), so nothing an uploaded or stored file says (a name such as
+    `![x](http://evil/)` echoed in an error) makes the browser fetch an image or shows a
+    link. For messages that carry text from outside: a catalog warning, a refused upload."""
+    return _WWW.sub(r"\1\\.", _MARKDOWN_ACTIVE.sub(r"\\\1", text))

@@ -139,8 +139,9 @@ def run_meta(run_dir: str) -> dict[str, Any]:
         return {}
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(max_entries=1, show_spinner=False)
 def reference_sweeps() -> list[ReferenceSweep]:
+    """The published sweeps (no arguments: one entry)."""
     return load_reference()
 
 

@@ -16,7 +16,7 @@ import streamlit as st
 
 from app.state import SAVED as EXPLORER_SAVED
 from app.state import page_entered
-from capacity.catalog.loader import Catalog
+from capacity.catalog.loader import MAX_PRICE_PER_HOUR, MIN_PRICE_PER_HOUR, Catalog
 from capacity.model.cost import convert
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry
 from capacity.report.i18n import t
@@ -187,9 +187,11 @@ def price_rows(state: PlannerState, catalog: Catalog, lang: str = "en") -> list[
 
 def entered_prices(rows: list[dict[str, Any]]) -> str:
     """The editor's rows back to the state's `prices`: only prices that differ from the
-    catalog's."""
+    catalog's and are within the bounds of a price per GPU-hour (`MIN_PRICE_PER_HOUR`..
+    `MAX_PRICE_PER_HOUR`, as a link's; any other keeps the catalog's)."""
     return ",".join(f"{r['gpu']}:{float(r['price']):g}" for r in rows
-                    if r["price"] is not None and float(r["price"]) > 0
+                    if r["price"] is not None
+                    and MIN_PRICE_PER_HOUR <= float(r["price"]) <= MAX_PRICE_PER_HOUR
                     and abs(float(r["price"]) - float(r["catalog"])) > 1e-9)
 
 

@@ -13,11 +13,16 @@ a decode error into a one-line message covers every hostile input:
 
 `read_utf8(path)` reads a file a user named as text: bytes that are not UTF-8 are an
 `InputError` naming the file and the byte, not a UnicodeDecodeError traceback.
+
+The other way out: `spreadsheet_text(text)` is the one function every CSV writer passes its text
+cells through, so a server's or a user's text that starts like a formula (`=`, `+`, `-`, `@`,
+a tab or a carriage return) is text in a spreadsheet, never a formula.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Final
@@ -29,6 +34,12 @@ MAX_DEPTH: Final = 64
 entry: 3)."""
 MAX_TOML_CHARS: Final = 4 << 20
 """Longest TOML text parsed, characters (4 Mi; the largest bundled file is under 100 K)."""
+FORMULA_STARTS: Final = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet (Excel, LibreOffice, Google Sheets) read a CSV cell
+as a formula (OWASP, "CSV injection")."""
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_PLAIN_NUMBERS = re.compile(rf"{_NUMBER}(?: {_NUMBER})*")
+"""A plain decimal number, or a list of them separated by spaces (requests.csv's `itl_ms`)."""
 
 
 def _depth_over(obj: Any, limit: int) -> bool:
@@ -97,3 +108,16 @@ def read_utf8(path: str | Path) -> str:
     except UnicodeDecodeError as exc:
         raise InputError(f"{p.name}: not UTF-8 text (byte {exc.start:,} is 0x{data[exc.start]:02x});"
                          " save the file as UTF-8") from None
+
+
+def spreadsheet_text(text: str) -> str:
+    """A text cell of a CSV file, safe to open in a spreadsheet: text that starts with one of
+    `FORMULA_STARTS` gets a `'` in front (the spreadsheets' own mark for "this is text"), so
+    `=HYPERLINK(...)` or `@SUM(...)` from a server's reply shows as written and never runs.
+    A plain decimal number written as text (`-1.5`, `+2`, `1e-3`), or a list of them
+    separated by spaces (`itl_ms`), is numbers, kept as is (no function can be called from
+    digits and spaces); `-inf` or `-2+3` are not numbers and get the mark. Only text cells
+    go through this: numbers are written as numbers by their writers."""
+    if text.startswith(FORMULA_STARTS) and not _PLAIN_NUMBERS.fullmatch(text):
+        return "'" + text
+    return text

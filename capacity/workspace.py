@@ -299,3 +299,19 @@ def public_url() -> str:
 def openai_api_key() -> str | None:
     """$OPENAI_API_KEY, or None when unset or empty."""
     return get(OPENAI_API_KEY) or None
+
+
+def env_snapshot(names: tuple[str, ...]) -> dict[str, str | None]:
+    """The current values of these environment variables (None where unset), to put back
+    with `set_env` (`capacity probe --threads` sets the BLAS libraries' thread variables for
+    the numpy it is about to load)."""
+    return {name: os.environ.get(name) for name in names}
+
+
+def set_env(values: Mapping[str, str | None]) -> None:
+    """Set (or, for None, unset) environment variables of this process."""
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

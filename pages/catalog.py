@@ -12,6 +12,7 @@ import streamlit as st
 
 from app import cache
 from app.bootstrap import ensure_navigation
+from app.format import markdown_plain
 from app.state import init_lang
 from capacity.catalog import custom as catalog_custom
 from capacity.catalog import model_files
@@ -36,6 +37,12 @@ def missing(fields: dict[str, str]) -> bool:
     return bool(empty)
 
 
+def not_saved(exc: CapacityError) -> None:
+    """Why an entry was not saved; the message quotes the entry, so it is shown as plain text
+    (an uploaded `![x](http://evil/)` must not make the browser fetch anything)."""
+    st.error(T("not_saved", msg=markdown_plain(error_text(exc, lang))))
+
+
 def saved(message: str) -> None:
     """Rerun so every table and list shows the new entry: the file's new stamp is part of every
     cache key (`app.cache.data_version`), so this session and every other one read it anew."""
@@ -54,7 +61,7 @@ except CapacityError as exc:
     st.error(T("err_catalog", msg=error_text(exc, lang)))
     st.stop()
 for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
-    st.warning(catalog_warning)
+    st.warning(markdown_plain(catalog_warning))  # it quotes the file: plain text
 
 models_tab, gpus_tab, add_tab = st.tabs([T("tab_models"), T("tab_gpus"), T("tab_add")])
 
@@ -127,7 +134,7 @@ with add_tab:
             try:
                 model, path = catalog_custom.save_model(table, catalog, overwrite=overwrite)
             except CapacityError as exc:
-                st.error(T("not_saved", msg=error_text(exc, lang)))
+                not_saved(exc)
             else:
                 saved(T("saved", kind=T("kind_model"), key=model.key, path=path))
     elif kind == "gpu":
@@ -169,7 +176,7 @@ with add_tab:
             try:
                 gpu, path = catalog_custom.save_gpu(table, overwrite=overwrite)
             except CapacityError as exc:
-                st.error(T("not_saved", msg=error_text(exc, lang)))
+                not_saved(exc)
             else:
                 saved(T("saved", kind=T("kind_gpu"), key=gpu.key, path=path))
     elif kind == "modelfile":
@@ -190,7 +197,7 @@ with add_tab:
                     weights_format=weights_fmt)
                 model, path = catalog_custom.save_model(table, catalog, overwrite=overwrite)
             except CapacityError as exc:
-                st.error(T("not_saved", msg=error_text(exc, lang)))
+                not_saved(exc)
             else:
                 saved(T("saved", kind=T("kind_model"), key=model.key, path=path))
     else:
@@ -201,6 +208,6 @@ with add_tab:
                 what, entry_key, path = catalog_custom.save_toml(
                     upload.getvalue(), catalog, overwrite=overwrite, name=upload.name)
             except CapacityError as exc:
-                st.error(T("not_saved", msg=error_text(exc, lang)))
+                not_saved(exc)
             else:
                 saved(T("saved", kind=T("kind_" + what), key=entry_key, path=path))

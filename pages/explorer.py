@@ -13,7 +13,7 @@ from app import explorer_tables as tables
 from app import explorer_view as view
 from app.bootstrap import ensure_navigation
 from app.explorer_inputs import main_inputs, sidebar_inputs
-from app.format import tokens_label
+from app.format import markdown_plain, tokens_label
 from app.i18n import chart_labels
 from app.layout import metric_row, panel
 from app.state import (
@@ -50,7 +50,7 @@ except CapacityError as exc:
     st.error(T("err_catalog", msg=error_text(exc, lang)))
     st.stop()
 for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
-    st.warning(catalog_warning)
+    st.warning(markdown_plain(catalog_warning))  # it quotes the file: plain text
 
 notices = init_explorer(catalog)
 st.session_state.setdefault("ex_c_max", max(1024, int(st.session_state[key("c")])))

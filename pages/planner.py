@@ -26,6 +26,7 @@ from app.planner_state import (
     write_url,
 )
 from app.state import init_lang
+from capacity.catalog.loader import MAX_PRICE_PER_HOUR, MIN_PRICE_PER_HOUR
 from capacity.catalog.offers import OFFER_KINDS, without_offer
 from capacity.errors import CapacityError
 from capacity.plan.mix import MixWorkload
@@ -72,7 +73,8 @@ with st.expander(T("pl_prices", cur=state.cur), expanded=bool(state.prices or st
         column_config={
             "gpu": None, "name": st.column_config.TextColumn(T("pl_col_gpu")),
             "price": st.column_config.NumberColumn(T("pl_col_price", cur=state.cur),
-                                                   min_value=0.0001, max_value=1e5,
+                                                   min_value=MIN_PRICE_PER_HOUR,
+                                                   max_value=MAX_PRICE_PER_HOUR,
                                                    format="%.2f"),
             "catalog": st.column_config.NumberColumn(T("pl_col_catalog", cur=state.cur),
                                                      format="%.2f"),

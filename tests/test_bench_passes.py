@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capacity.bench.client import pass_plan, run_bench
+from capacity.bench.client import is_one_burst, pass_plan, run_bench
 from capacity.bench.config import MAX_PASSES, BenchConfig
 from capacity.bench.form import MeasureForm
 from capacity.bench.metrics import parse_itl, pass_bounds
@@ -251,3 +251,19 @@ def test_the_burst_warning_counts_a_level_s_requests_over_its_passes(tmp_path: P
     assert warned(6) == []
     assert warned(4) == ["level 2: 4 requests < 3 x concurrency: one burst, so ramp-up and "
                          "tail dominate; use --requests 6 or more"]
+
+
+def test_the_burst_rule_spares_concurrency_1_and_counts_every_pass(tmp_path: Path) -> None:
+    """Issue 31: `--passes 2 --requests 24` at concurrency 8 is 3 x 8 requests over the
+    passes, no burst (16 is); at concurrency 1 the requests run one after another, so even 2
+    of them are no burst and warn nothing."""
+    assert not is_one_burst(8, 24) and is_one_burst(8, 16) and not is_one_burst(1, 1)
+    server = DriftingServer(0.001, 0.001, 2)
+    cfg = BenchConfig(base_url="http://test/v1", concurrency=(1, 2), requests=2, warmup=0,
+                      prompt_chars=50, max_tokens=TOKENS, endpoint="completions",
+                      out_dir=str(tmp_path), label="b", passes=2)
+    result = asyncio.run(run_bench(cfg, transport=httpx.MockTransport(server),
+                                   emit=lambda m: None))
+    assert [w for w in result.warnings if "3 x concurrency" in w] == [
+        "level 2: 2 requests < 3 x concurrency: one burst, so ramp-up and tail dominate; use "
+        "--requests 6 or more"]

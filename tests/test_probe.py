@@ -4,6 +4,8 @@ size, writes a valid custom GPU entry into a temp workspace, and the entry plans
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,39 @@ def test_probe_measures_something_physical() -> None:
     assert 1e8 < r.read_bytes_per_s < 1e13  # between 0.1 GB/s and 10 TB/s
     assert 0 < r.call_overhead_s < 0.01
     assert read_bandwidth(1 << 20, repeats=2) > 1e8
+
+
+def test_threads_sets_the_blas_threads_and_the_output_states_them(
+        workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31: the realtest's engine runs with `-t 1`, so its probe must measure with 1
+    thread, and say how many it used (here numpy is loaded: OpenBLAS is told directly, and its
+    own count is given back afterwards)."""
+    from capacity.cli import probe
+
+    before = probe.blas_threads()
+    assert main(["probe", "--quick", "--device", "cpu", "--threads", "1", "--no-save",
+                 "--output", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["threads"] == 1 and out["entry"]["notes"].startswith("cpu, 1 thread")
+    assert probe.blas_threads() == before
+    assert main(["probe", "--device", "cuda", "--threads", "1", "--no-save"]) == 2
+    err = capsys.readouterr().err
+    assert "--threads is for --device cpu" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_probe_process_measures_and_states_the_threads_it_was_given() -> None:
+    """In a `capacity probe` process the thread count is set before the probe loads numpy
+    where it can be (the variables OpenBLAS, MKL and BLIS read when they load), else on the
+    loaded OpenBLAS; either way the count printed is the one the BLAS reports."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("from capacity.cli import probe; undo = probe.limit_blas_threads(1); "
+            "import numpy; print(probe.blas_threads()); undo()")
+    check = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=root, timeout=60)
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.split() == ["1"]
+    proc = subprocess.run([sys.executable, "-m", "capacity", "probe", "--quick", "--device",
+                           "cpu", "--threads", "1", "--no-save"], capture_output=True,
+                          text=True, cwd=root, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].endswith("(cpu, 1 thread: --threads 1)")

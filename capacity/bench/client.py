@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import math
 import platform
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,7 +49,7 @@ from capacity.bench.metrics import (
 )
 from capacity.bench.runner import Runner, drive_level, split_slots
 from capacity.bench.s3 import cache_dir as s3_cache_dir
-from capacity.bench.s3 import is_s3, push
+from capacity.bench.s3 import claim_run, is_s3, push
 from capacity.bench.storage import RunStatus, RunWriter, process_owner, redact
 from capacity.bench.transport import client_pool, fetch_models, first_model
 from capacity.bench.workers import WorkerPool
@@ -138,6 +139,8 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
                            secrets=(api_key,) if api_key else (),
                            shard=(f"shard-{cfg.shard_index + 1}of{cfg.shard_count}"
                                   if cfg.shard_count > 1 else None))
+        if is_s3(cfg.out_dir):
+            _claim(writer, cfg)
         started = datetime.now(UTC).isoformat()
         meta: dict[str, Any] = {
             "run_id": writer.run_id, "label": cfg.label, "status": RunStatus.RUNNING.value,
@@ -173,12 +176,10 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
             plan = pass_plan(cfg.concurrency, cfg.passes, cfg.requests) if find_max is None \
                 else []
             for k, (p, level, share) in enumerate(plan):
-                if p == 0 and cfg.requests < 3 * level:
-                    # one rule, the documented one: a level's requests (all its passes) are
-                    # 3-5x its concurrency (docs/bench.md)
-                    w = (f"level {level}: {cfg.requests} requests < 3 x concurrency: one "
-                         "burst, so ramp-up and tail dominate; use --requests "
-                         f"{3 * level} or more")
+                if p == 0 and is_one_burst(level, cfg.requests):
+                    w = (f"level {level}: {cfg.requests} requests < {BURST_FACTOR} x "
+                         "concurrency: one burst, so ramp-up and tail dominate; use --requests "
+                         f"{BURST_FACTOR * level} or more")
                     warnings.append(w)
                     emit("warning: " + w)
                 if cfg.warmup:
@@ -276,6 +277,18 @@ async def _find_max(runner: Runner, fm: FindMaxConfig, warnings: list[str],
     return search.result(time.monotonic() - t0)
 
 
+def _claim(writer: RunWriter, cfg: BenchConfig) -> None:
+    """Take the run's (or shard's) folder in the bucket before anything is uploaded
+    (`capacity.bench.s3.claim_run`): a second writer of the same run id and shard is refused,
+    and the empty local folder it had just made is removed."""
+    try:
+        claim_run(cfg.out_dir, writer.dir.relative_to(Path(_local_out(cfg.out_dir))).as_posix())
+    except BaseException:
+        writer.close()
+        shutil.rmtree(writer.dir, ignore_errors=True)  # made by this writer (exist_ok=False)
+        raise
+
+
 def _local_out(out_dir: str) -> str:
     """Where a run's files are written: `out_dir`, or the local mirror of an s3:// one."""
     return str(s3_cache_dir(out_dir)) if is_s3(out_dir) else out_dir
@@ -339,6 +352,19 @@ def arrival_schedule(cfg: BenchConfig, level: int, rate: float | None = None,
         return [float(sp.at_s or 0.0) / rate for sp in cfg.specs[:n]]
     rng = np.random.default_rng(cfg.seed + level)
     return [float(a) for a in np.cumsum(rng.exponential(1.0 / rate, n))]
+
+
+BURST_FACTOR = 3
+"""The bench's one rule for a level's size (docs/bench.md: aim for 3-5 x the concurrency): its
+measured requests, all its passes together, at least this many times its concurrency, else
+they are one burst whose ramp-up and tail dominate (`is_one_burst`)."""
+
+
+def is_one_burst(level: int, requests: int) -> bool:
+    """Whether `requests` measured at concurrency `level` (over all the level's passes) are too
+    few for the rule (`BURST_FACTOR`). Concurrency 1 never is: its requests run one after
+    another, with no ramp-up or tail to dominate."""
+    return level > 1 and requests < BURST_FACTOR * level
 
 
 def pass_plan(levels: Sequence[int], passes: int, requests: int

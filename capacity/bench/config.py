@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import string
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -19,18 +20,20 @@ from typing import Literal
 
 from capacity.bench.metrics import pass_bounds
 from capacity.bench.s3 import is_s3, parse_url
-from capacity.bench.storage import check_label, check_run_id
+from capacity.bench.storage import MAX_SHARDS, check_label, check_run_id
 from capacity.errors import InputError
 
 Endpoint = Literal["chat", "completions"]
 
 SEED_MAX = 2**32 - 1
-MAX_SHARDS = 1024
-"""Most shards (client machines) of one run (`--shard i/N`)."""
 MAX_WORKERS = 256
 """Most client worker processes of one run (`--workers`)."""
 MAX_PASSES = 16
 """Most passes through a run's levels (`BenchConfig.passes`)."""
+MAX_START_AHEAD_S = 86_400.0
+"""Latest `start_at_unix_s` a run accepts, seconds from now (24 h): shards are started
+together for a time set a little ahead; a date further out (`--start-at 9999-12-31`) is a
+typo that would leave the run waiting for ever, so it is refused before anything starts."""
 DEADLINE_S_PER_TOKEN = 1.0
 """Default deadline allowance per requested output token, s (1 token/s: far below any server)."""
 
@@ -250,7 +253,8 @@ class BenchConfig:
     run_id: str | None = None
     """The run's id, shared by its shards; None: a new one."""
     start_at_unix_s: float | None = None
-    """When the first level starts (wall clock, so shards start together); None: at once."""
+    """When the first level starts (wall clock, so shards start together), at most
+    `MAX_START_AHEAD_S` from now; None: at once."""
     specs: tuple[RequestSpec, ...] = ()
     """Per-request prompt and output lengths and prefixes (a workload); empty: every request
     has `prompt_chars` characters and `max_tokens`."""
@@ -302,6 +306,16 @@ class BenchConfig:
             if declared is not None and value is not None:
                 for v in value if isinstance(value, tuple) else (value,):
                     declared.check(f.name, v)
+        if self.start_at_unix_s is not None:
+            ahead_s = self.start_at_unix_s - time.time()
+            limit = f"{MAX_START_AHEAD_S / 3600:g}"
+            if not math.isfinite(ahead_s):
+                raise ConfigError("{start_at_unix_s} must be a time, got {got}",
+                                  got=self.start_at_unix_s)
+            if ahead_s > MAX_START_AHEAD_S:
+                raise ConfigError("{start_at_unix_s} is {ahead} h from now: a run waits at "
+                                  "most {limit} h for its start; give a time within the next "
+                                  "{limit} h", ahead=f"{ahead_s / 3600:,.0f}", limit=limit)
         if self.passes > self.requests:
             raise ConfigError("{passes} {n} needs at least {n} {requests} (each pass measures "
                               "its share of a level's requests), got {got}",

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 import re
+import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+import httpcore
 import httpx
 
 from capacity.untrusted import loads_json
@@ -54,11 +56,87 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return out
 
 
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write ends by `deadline` (monotonic clock, s): each
+    waits at most the time left, and none starts once it has passed (`ReadTimeout`)."""
+
+    def __init__(self, inner: httpcore.NetworkStream, deadline: float) -> None:
+        self._inner = inner
+        self._deadline = deadline
+
+    def _left(self, timeout: float | None, late: type[Exception]) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise late("the engine probe passed its deadline")
+        return left if timeout is None else min(timeout, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, self._left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.start_tls(
+            ssl_context, server_hostname, self._left(timeout, httpcore.ConnectTimeout)),
+            self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """The synchronous sockets of httpcore, every step of every exchange (connect, TLS, the
+    request, the status line and headers, the body) ending by one `deadline`."""
+
+    def __init__(self, deadline: float) -> None:
+        self._inner = httpcore.SyncBackend()
+        self._deadline = deadline
+
+    def _left(self, timeout: float | None) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise httpcore.ConnectTimeout("the engine probe passed its deadline")
+        return left if timeout is None else min(timeout, left)
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.connect_tcp(
+            host, port, timeout=self._left(timeout), local_address=local_address,
+            socket_options=socket_options), self._deadline)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None
+                            ) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.connect_unix_socket(
+            path, timeout=self._left(timeout), socket_options=socket_options), self._deadline)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(min(seconds, max(0.0, self._deadline - time.monotonic())))
+
+
+def _deadline_transport(deadline: float) -> httpx.HTTPTransport:
+    """An httpx transport whose exchanges all end by `deadline` (monotonic clock, s). httpx
+    takes no network backend, so its pool is replaced by the pool it would build on
+    `_DeadlineBackend` (as `capacity.bench.transport.one_write_transport` does)."""
+    tls = ssl.create_default_context()
+    transport = httpx.HTTPTransport(verify=tls, trust_env=False)
+    transport._pool = httpcore.ConnectionPool(ssl_context=tls,
+                                              network_backend=_DeadlineBackend(deadline))
+    return transport
+
+
 def _get(client: httpx.Client, url: str, deadline: float) -> str | None:
     """The body of a 200 answer (at most MAX_BODY_BYTES, UTF-8, complete before `deadline` on
-    the monotonic clock), else None. The deadline bounds the whole answer: a server that sends
-    a byte now and then never trips httpx's read timeout, and a hostile one would hold the run's
-    start forever."""
+    the monotonic clock), else None. The deadline bounds the whole exchange: the connection,
+    the status line and headers (`_DeadlineBackend`) and the body, since a server that sends a
+    byte now and then never trips httpx's read timeout, and a hostile one would hold the
+    run's start forever."""
     try:
         with client.stream("GET", url) as resp:
             if resp.status_code != 200:
@@ -85,25 +163,29 @@ def _json(text: str | None) -> Any:
 def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float = 3.0,
                  transport: httpx.BaseTransport | None = None) -> dict[str, Any]:
     """The engine's self-description: {"engine", "slots", "slot_ctx_tokens", "health",
-    "metrics"} with whatever the server answered (missing keys: it did not). Each answer must be
-    whole within `timeout_s`, so the probe takes at most about 3 x `timeout_s`."""
+    "metrics"} with whatever the server answered (missing keys: it did not). The whole probe,
+    its three exchanges together (connecting, the headers, the bodies), ends within
+    `timeout_s` (s): what has not answered by then is missing. (Resolving a host name is the
+    system resolver's, outside this deadline.)"""
     root = server_root(base_url)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     info: dict[str, Any] = {}
-    with httpx.Client(timeout=timeout_s, headers=headers, transport=transport, trust_env=False,
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=timeout_s, headers=headers, trust_env=False,
+                      transport=transport or _deadline_transport(deadline),
                       follow_redirects=False) as client:
-        health_text = _get(client, f"{root}/health", time.monotonic() + timeout_s)
+        health_text = _get(client, f"{root}/health", deadline)
         if health_text is not None:
             health = _json(health_text)
             info["health"] = str(health.get("status"))[:40] if isinstance(health, dict) else "ok"
-        slots = _json(_get(client, f"{root}/slots", time.monotonic() + timeout_s))
+        slots = _json(_get(client, f"{root}/slots", deadline))
         if isinstance(slots, list) and slots and all(isinstance(s, dict) for s in slots):
             info["engine"] = "llama.cpp"
             info["slots"] = len(slots)
             ctx = slots[0].get("n_ctx")
             if isinstance(ctx, int) and ctx > 0:
                 info["slot_ctx_tokens"] = ctx
-        metrics = parse_prometheus(_get(client, f"{root}/metrics", time.monotonic() + timeout_s) or "")
+        metrics = parse_prometheus(_get(client, f"{root}/metrics", deadline) or "")
         if metrics:
             info["metrics"] = metrics
             for prefix, engine in ENGINE_PREFIXES:

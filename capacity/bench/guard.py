@@ -4,8 +4,10 @@ refuses a URL it does not allow.
 Closed by default, so that a shared deployment cannot be used to probe its network. Loopback
 only, unless CAPACITY_MEASURE_ALLOW_HOSTS=host1,host2 lists hosts (then only those, and loopback
 only for the simulator this process started) or CAPACITY_MEASURE=open allows any host;
-CAPACITY_MEASURE=off disables the page. A refused URL is refused before anything is connected or
-resolved (docs/configuration.md).
+CAPACITY_MEASURE=off disables the page. Where hosts are restricted, the base URL's path is too:
+`/v1` or none (`check_path`), so the page requests only an OpenAI-compatible server's own paths
+(`SERVER_PATHS`). A refused URL is refused before anything is connected or resolved
+(docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -21,6 +23,20 @@ from capacity.errors import InputError
 
 MEASURE_ENV = workspace.CAPACITY_MEASURE
 ALLOW_HOSTS_ENV = workspace.CAPACITY_MEASURE_ALLOW_HOSTS
+
+BASE_PATHS: tuple[str, ...] = ("/v1", "")
+"""The paths a base URL may have where the guard restricts hosts (closed mode): the
+OpenAI-compatible root `/v1`, or none (a '/' at the end is ignored); no query, fragment or
+user info. The page then requests exactly `SERVER_PATHS` of the host, never a path a user
+typed, so it cannot be made to GET any path of any local service."""
+SERVER_PATHS: frozenset[str] = frozenset({
+    "/v1/models", "/v1/chat/completions", "/v1/completions",  # base URL .../v1
+    "/models", "/chat/completions", "/completions",  # base URL without a path
+    "/health", "/slots", "/metrics",  # the engine probe, on the server's root
+})
+"""Every path the Measure page's requests reach, for either base path: the OpenAI API
+(`capacity.bench.transport`, `.runner`, `.connect`) and the engine probe
+(`capacity.bench.engine_info`)."""
 
 
 class MeasureMode(StrEnum):
@@ -113,10 +129,12 @@ def check_url(base_url: str, guard: Guard, simulator_urls: Sequence[str] = ()) -
     host = url_host(base_url)
     if not guard.enabled:
         raise InputError(guard.reason or "measuring is switched off on this deployment")
-    if guard.allow_hosts is None or host in guard.allow_hosts:
+    if guard.allow_hosts is None:
         return
-    if is_loopback(host) and (guard.loopback or base_url.strip().rstrip("/") in
-                              {u.rstrip("/") for u in simulator_urls}):
+    if host in guard.allow_hosts or (
+            is_loopback(host) and (guard.loopback or base_url.strip().rstrip("/") in
+                                   {u.rstrip("/") for u in simulator_urls})):
+        check_path(base_url)
         return
     if guard.allow_hosts:
         raise InputError(f"host '{host}' is not in {ALLOW_HOSTS_ENV} "
@@ -125,3 +143,18 @@ def check_url(base_url: str, guard: Guard, simulator_urls: Sequence[str] = ()) -
     raise InputError(f"host '{host}' is not loopback: this deployment measures only "
                      f"127.0.0.1/localhost unless {ALLOW_HOSTS_ENV} lists more hosts or "
                      f"{MEASURE_ENV}=open (docs/configuration.md)")
+
+
+def check_path(base_url: str) -> None:
+    """InputError unless the path of `base_url` is one of `BASE_PATHS`, without a query, a
+    fragment or user info: the check of a closed guard, after its host check."""
+    parts = urlsplit(base_url.strip())
+    path = parts.path.rstrip("/")
+    if path in BASE_PATHS and not (parts.query or parts.fragment or "@" in parts.netloc
+                                   or base_url.strip().endswith(("?", "#"))):
+        return
+    raise InputError(f"base URL '{base_url.strip()[:200]}' must be http://HOST:PORT/v1 (or "
+                     "http://HOST:PORT): this deployment measures only an OpenAI-compatible "
+                     "server's own paths (/v1/models, /v1/chat/completions, /v1/completions, "
+                     "/health, /slots, /metrics), never another path, a query or user info "
+                     "(docs/configuration.md)")

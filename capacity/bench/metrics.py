@@ -55,8 +55,8 @@ class ErrorType(StrEnum):
     CLIENT_ERROR = "client_error"
     """An unexpected error in the client itself."""
     TOO_LARGE = "too_large"
-    """An SSE line, an event or a body beyond the client's size limits
-    (docs/reliability.md)."""
+    """An SSE line, an event or a body beyond the client's size limits, or more
+    token-bearing events than the request's max_tokens allows (docs/reliability.md)."""
 
 
 ERROR_TYPES: tuple[ErrorType, ...] = tuple(ErrorType)
@@ -105,25 +105,30 @@ def check_usage(usage: dict[str, Any] | None, *, token_events: int, max_tokens: 
     usage.completion_tokens is impossible, and `output_tokens` falls back to the count of
     token-bearing events (source `chunks_usage_rejected`), when it is not a whole number
     >= 0, when it exceeds `max_tokens` (tokens; the server was asked for at most that many)
-    or when it is below `token_events` (every token-bearing event holds at least one token).
+    or when it is below `token_events` (every token-bearing event holds at least one token)
+    or `max_tokens`, whichever is less: a stream of more events than `max_tokens` (at most
+    `capacity.bench.stream.TOKEN_EVENTS_SLACK` more are read) split tokens over events, so
+    usage of exactly `max_tokens` is consistent with it. A count from chunks is at most
+    `max_tokens` for the same reason.
     usage.prompt_tokens is dropped (None) when it is not a whole number >= 0 or exceeds
     prompt_chars + PROMPT_TOKENS_SLACK tokens. Absent usage is not an error: source `chunks`.
     """
     usage = usage or {}
     notes: list[str] = []
+    chunks = min(token_events, max_tokens)
     raw = usage.get("completion_tokens")
     completion = _count(raw)
     if raw is None:
-        out, source = token_events, TokenSource.CHUNKS
+        out, source = chunks, TokenSource.CHUNKS
     elif completion is None:
         notes.append(f"usage.completion_tokens {_show(raw)} is not a count")
     elif completion > max_tokens:
         notes.append(f"usage.completion_tokens {completion} > max_tokens {max_tokens}")
-    elif completion < token_events:
+    elif completion < chunks:
         notes.append(f"usage.completion_tokens {completion} < {token_events} token events")
     if raw is not None:
         if notes:
-            out, source = token_events, TokenSource.CHUNKS_USAGE_REJECTED
+            out, source = chunks, TokenSource.CHUNKS_USAGE_REJECTED
         else:
             out, source = int(raw), TokenSource.USAGE
     raw_prompt = usage.get("prompt_tokens")

@@ -195,7 +195,7 @@ class Runner:
             body = self.body(prompt, prefix=prefix, max_tokens=max_tokens)
             start_ns = time.perf_counter_ns()
             start_unix = time.time()
-            st = StreamState()
+            st = StreamState(max_tokens)
             deadline = self.cfg.deadline_s()
             try:
                 async with (asyncio.timeout(deadline),

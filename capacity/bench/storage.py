@@ -38,12 +38,15 @@ from capacity.bench.metrics import (
     record_row,
 )
 from capacity.errors import InputError
+from capacity.untrusted import spreadsheet_text
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SECRET_KEY_RE = re.compile(
     r"api[_-]?key|authorization|passw(or)?d|secret|access[_-]?token|auth[_-]?token|bearer"
     r"|^token$|^key$", re.IGNORECASE)
 """Field names whose values are secrets (`max_tokens` is not one)."""
+MAX_SHARDS = 1024
+"""Most shards (client machines) of one run (`--shard i/N`)."""
 REDACTED = "[redacted]"
 """What a secret is replaced with."""
 MIN_SECRET_CHARS = 4
@@ -119,6 +122,31 @@ def effective_status(meta: Mapping[str, Any]) -> str:
     if status == RunStatus.RUNNING and owner_alive(meta.get("owner")) is False:
         return RunStatus.INTERRUPTED.value
     return status
+
+
+def levels_text(levels: object) -> str:
+    """meta.json's `args.concurrency` (a list of levels) as '1,8,32'; anything else as text."""
+    if isinstance(levels, list | tuple):
+        return ",".join(str(c) for c in levels)
+    return "" if levels is None else str(levels)[:100]
+
+
+def shard_numbers(meta: Mapping[str, Any]) -> tuple[int, int]:
+    """(shard_index, shard_count) of a meta.json: `shard_index` is 1-based as the client
+    writes it (0: not said, older files), `shard_count` 1..MAX_SHARDS; (0, 1) when neither is
+    there. ValueError naming the field when either is not a whole number in its range (a
+    hand-edited `"shard_count": "x"` made every reader of the store fail)."""
+    count = meta.get("shard_count")
+    index = meta.get("shard_index")
+    count, index = (1 if count is None else count), (0 if index is None else index)
+    for name, value, low in (("shard_count", count, 1), ("shard_index", index, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or not low <= value <= MAX_SHARDS:
+            raise ValueError(f"{name} {str(value)[:40]!r} is not a whole number in "
+                             f"{low}..{MAX_SHARDS}")
+    if index > count:
+        raise ValueError(f"shard_index {index} is above shard_count {count}")
+    return index, count
 
 
 RUN_WARNINGS_SHOWN = 10
@@ -219,7 +247,8 @@ def redact_record(record: RequestRecord, secrets: Sequence[str | None] = ()) -> 
 def _cell(v: object) -> object:
     """One CSV cell: numbers as plain decimals (numpy scalars included, never their repr
     `np.float64(...)`, which the store cannot parse), NaN and infinities as empty, booleans
-    as true/false, text on one line."""
+    as true/false, text on one line and never a spreadsheet formula (`spreadsheet_text`: a
+    server's `=HYPERLINK(...)` error message is stored as `'=HYPERLINK(...)`)."""
     if v is None:
         return ""
     if isinstance(v, bool | np.bool_):
@@ -231,8 +260,33 @@ def _cell(v: object) -> object:
     if isinstance(v, numbers.Real):
         return repr(float(v)) if math.isfinite(v) else ""
     if isinstance(v, str):
-        return v.replace("\r", " ").replace("\n", " ")
-    return v
+        return spreadsheet_text(v).replace("\r", " ").replace("\n", " ")
+    return spreadsheet_text(str(v))
+
+
+MAX_TEXT_CELL_CHARS = 1000
+"""Longest text stored in one cell of requests.csv or summary.csv, characters: error
+messages, response ids, finish reasons, model names, i.e. text a server chose. Longer text is
+cut to this length, its end marked with '...' (`bound_cell`), so that no row comes near
+DuckDB's 2 MiB line limit, beyond which the store would leave the row out."""
+MAX_ITL_CELL_CHARS = 1 << 20
+"""Longest `itl_ms` stored, characters (1 MiB: about 140,000 gaps of a few ms). A longer list
+keeps its first gaps that fit, whole; the row's `itl_mean_ms` and `itl_max_ms`, and the
+level's ITL percentiles in summary.csv, are computed from every gap before it is cut."""
+CUT_MARK = "..."
+
+
+def bound_cell(column: str, value: str) -> str:
+    """`value` cut to the limit of its column before it is written: `MAX_ITL_CELL_CHARS` for
+    `itl_ms` (at a gap's end, so it still parses as numbers), `MAX_TEXT_CELL_CHARS` for
+    every other text (ending in '...'). Returns `value` itself when it fits."""
+    if column == "itl_ms":
+        if len(value) <= MAX_ITL_CELL_CHARS:
+            return value
+        return value[:max(0, value.rfind(" ", 0, MAX_ITL_CELL_CHARS + 1))].rstrip()
+    if len(value) <= MAX_TEXT_CELL_CHARS:
+        return value
+    return value[:MAX_TEXT_CELL_CHARS - len(CUT_MARK)] + CUT_MARK
 
 
 _WEIGHT_FILE_SUFFIXES = (".gguf", ".ggml", ".bin", ".safetensors", ".pt", ".pth", ".llamafile")
@@ -260,9 +314,24 @@ def update_meta(run_dir: str | os.PathLike[str], changes: Mapping[str, Any],
     path = Path(run_dir) / "meta.json"
     meta = json.loads(path.read_text(encoding="utf-8"))
     meta.update(redact_obj(json.loads(json.dumps(scrub(dict(changes)), default=str)), secrets))
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(meta, indent=2) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `path` whole or not at all: into `<name>.tmp`, then renamed over it, so a reader
+    never sees half a file. When the write fails (a full disk, a folder gone read-only) the
+    temporary file is removed, `path` keeps its last complete version, and the OSError says
+    the file (`filename`: the CLI's one line ends with it) with the system's reason."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass  # the folder itself is gone or read-only: nothing was left in it either
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
 
 
 class _CsvAppender:
@@ -277,7 +346,9 @@ class _CsvAppender:
             self._fh.flush()
 
     def write(self, row: Mapping[str, Any]) -> None:
-        self._w.writerow([_cell(row.get(c)) for c in self.columns])
+        """One row, every text cell bounded (`bound_cell`) so DuckDB reads every row."""
+        self._w.writerow([_cell(bound_cell(c, v) if isinstance(v := row.get(c), str) else v)
+                          for c in self.columns])
         self._fh.flush()
 
     def close(self) -> None:
@@ -319,14 +390,13 @@ class RunWriter:
         self._summary = _CsvAppender(self.summary_path, SUMMARY_COLUMNS)
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
-        tmp = self.meta_path.with_suffix(".json.tmp")
+        """Write meta.json (redacted, atomically: `write_text_atomic`)."""
         clean = redact_obj(json.loads(json.dumps(scrub(dict(meta)), default=str)),
                            self._secrets)
         model = clean.get("model")
         if isinstance(model, str) and model_name(model) != model:  # a file path: keep both
             clean["model_id"], clean["model"] = model, model_name(model)
-        tmp.write_text(json.dumps(clean, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(self.meta_path)
+        write_text_atomic(self.meta_path, json.dumps(clean, indent=2) + "\n")
 
     def write_request(self, record: RequestRecord) -> None:
         self._requests.write(self._redacted(record_row(record)))

@@ -46,7 +46,13 @@ from capacity.bench.metrics import (
     judge_workers,  # the client's rule, not a copy of it
     summarize,
 )
-from capacity.bench.storage import RunStatus, effective_status, write_summary_csv
+from capacity.bench.storage import (
+    RunStatus,
+    effective_status,
+    levels_text,
+    shard_numbers,
+    write_summary_csv,
+)
 from capacity.errors import StoreError
 
 PARQUET_NAME = "requests.parquet"
@@ -135,8 +141,8 @@ class RunStore:
         if root is None:
             root = workspace.prepare_bench_dir()
         self.source = s3.url_of(root) if s3.is_s3(root) else str(root)
-        self.root = s3.pull(root) if s3.is_s3(root) else Path(root)
         self.warnings: list[str] = []
+        self.root = s3.pull(root, warnings=self.warnings) if s3.is_s3(root) else Path(root)
         self.con = duckdb.connect(":memory:")
         try:
             self._build()
@@ -169,7 +175,9 @@ class RunStore:
 
     def _fresh_parquet(self, csv_files: list[str]) -> tuple[list[str], list[str]]:
         """Split the requests.csv files into (CSV files to read, Parquet copies to read
-        instead): a copy is used while it is at least as new as its CSV."""
+        instead): a copy is used while it is at least as new as its CSV and readable
+        (`_parquet_problem`); an unreadable copy is skipped with a warning naming it, and
+        its CSV is read instead."""
         csv_left: list[str] = []
         parquet: list[str] = []
         for csv_path in csv_files:
@@ -178,8 +186,35 @@ class RunStore:
                 fresh = pq.stat().st_mtime >= Path(csv_path).stat().st_mtime
             except OSError:
                 fresh = False
+            if fresh and (why := self._parquet_problem(pq)) is not None:
+                self.warnings.append(f"skipped {pq}: not a readable Parquet file ({why}); "
+                                     "its requests.csv is read instead")
+                fresh = False
             (parquet if fresh else csv_left).append(str(pq) if fresh else csv_path)
         return csv_left, parquet
+
+    def _parquet_problem(self, path: Path) -> str | None:
+        """Why DuckDB cannot read the Parquet file `path` (its footer, schema and row
+        groups: a truncated, garbled or foreign file), or None; remembered per version of the
+        file, as the CSV checks are."""
+        try:
+            st = path.stat()
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+        key = ("parquet", str(path), st.st_size, st.st_mtime_ns)
+        if key not in _CHECKED:
+            try:
+                rel = self.con.read_parquet(str(path))
+                rel.aggregate("count(*)").fetchall()
+                missing = [c for c in REQUIRED_REQUEST_COLUMNS if c not in rel.columns]
+                found: list[str] = [f"no column {', '.join(missing)}"] if missing else []
+            except duckdb.Error as exc:
+                found = [_first_line(str(exc))[:200]]
+            if len(_CHECKED) > 10_000:
+                _CHECKED.clear()
+            _CHECKED[key] = (found, 0)
+        problems = _CHECKED[key][0]
+        return problems[0] if problems else None
 
     def _view(self, name: str, csv_files: list[str], columns: Sequence[str],
               dtypes: Mapping[str, str], parquet: Sequence[str] = ()) -> None:
@@ -305,10 +340,15 @@ class RunStore:
             str(meta["run_id"])
             if not isinstance(meta, dict) or not isinstance(meta.get("args") or {}, dict):
                 raise TypeError
-            return meta
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             self.warnings.append(f"skipped {path}: not a readable run meta.json")
             return None
+        try:
+            shard_numbers(meta)
+        except ValueError as exc:  # e.g. "shard_count": "x", edited by hand
+            self.warnings.append(f"skipped {path}: {exc}")
+            return None
+        return meta
 
     # -- the Python API ----------------------------------------------------------------------
     def _df(self, sql: str, params: Mapping[str, Any] | None = None) -> pd.DataFrame:
@@ -414,16 +454,18 @@ def _meta_row(meta: Mapping[str, Any], run_dir: Path, status: str, shards: str
             "base_url": str(args.get("base_url") or ""),
             "endpoint": str(args.get("endpoint") or ""), "model": str(meta.get("model") or ""),
             "gpu": str(args.get("gpu") or ""),
-            "levels": ",".join(str(c) for c in args.get("concurrency") or []),
+            "levels": levels_text(args.get("concurrency")),
             "dir": str(run_dir), "shards": shards}
 
 
 def shard_status(metas: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     """(status, 'k/N finished') of a sharded run from its shards' meta.json: `finished` once
     every shard has finished, `running` while one runs, else `interrupted` (a shard stopped,
-    or never came: the run is not complete)."""
-    count = max(int(m.get("shard_count") or 1) for m in metas)
-    states = {int(m.get("shard_index") or 0): effective_status(m) for m in metas}
+    or never came: the run is not complete). ValueError when a meta.json's shard numbers are
+    not counts (`shard_numbers`)."""
+    numbers = [shard_numbers(m) for m in metas]
+    count = max(c for _, c in numbers)
+    states = {i: effective_status(m) for (i, _), m in zip(numbers, metas, strict=True)}
     finished = sum(s == RunStatus.FINISHED for s in states.values())
     if finished == count and len(states) == count:
         status = RunStatus.FINISHED.value
@@ -443,9 +485,13 @@ def merge_shards(run_dir: str | os.PathLike[str]) -> Path | None:
     metas = []
     for p in sorted(run.glob(f"{SHARD_GLOB}/meta.json")):
         try:
-            metas.append(json.loads(p.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            return None
+            meta = json.loads(p.read_text(encoding="utf-8"))
+            if not isinstance(meta, dict):
+                return None
+            shard_numbers(meta)
+        except (OSError, ValueError, RecursionError):
+            return None  # unreadable, or not counts: RunStore names the file when it reads it
+        metas.append(meta)
     if not metas or shard_status(metas)[0] != RunStatus.FINISHED:
         return None
     with RunStore(run.parent.parent) as st:
@@ -475,8 +521,12 @@ def merge_shards(run_dir: str | os.PathLike[str]) -> Path | None:
     out = run / "summary.csv"
     tmp = run / "summary.csv.tmp"
     tmp.unlink(missing_ok=True)
-    write_summary_csv(tmp, rows)
-    tmp.replace(out)
+    try:
+        write_summary_csv(tmp, rows)
+        tmp.replace(out)
+    except OSError as exc:  # a full disk: no half file left, and the message says which
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(out)) from None
     return out
 
 

@@ -23,7 +23,23 @@ from capacity.bench.metrics import (
     check_usage,
     server_timings,
 )
-from capacity.bench.sse import ChunkInfo
+from capacity.bench.sse import ChunkInfo, SseTooLarge
+
+TOKEN_EVENTS_SLACK = 16
+"""Token-bearing events a stream may carry beyond its request's `max_tokens` (tokens; every
+token-bearing event holds at least one token, so more events than `max_tokens` means the
+server ignored the limit or splits a token over events). One event beyond
+`max_tokens + TOKEN_EVENTS_SLACK` and the stream is stopped as `too_large`
+(docs/reliability.md): a server that streams 200,000 events for 16 tokens is not a success."""
+
+
+def token_event_limit(max_tokens: int) -> int:
+    """Most token-bearing events read from one streamed answer asked for `max_tokens`."""
+    return max_tokens + TOKEN_EVENTS_SLACK
+
+
+class TooManyTokens(SseTooLarge):
+    """A stream with more token-bearing events than `token_event_limit` (`too_large`)."""
 
 
 class StreamState:
@@ -33,9 +49,13 @@ class StreamState:
 
     __slots__ = ("status", "first_chunk_ns", "token_ns", "usage", "finish", "done", "error",
                  "error_type", "response_id", "malformed", "events", "last_event_ns",
-                 "sent_ns", "timings")
+                 "sent_ns", "timings", "max_tokens", "token_limit")
 
-    def __init__(self) -> None:
+    def __init__(self, max_tokens: int | None = None) -> None:
+        """`max_tokens`: the request's limit (tokens); its token-bearing events are counted
+        against `token_event_limit` (None: not counted)."""
+        self.max_tokens = max_tokens
+        self.token_limit = token_event_limit(max_tokens) if max_tokens is not None else None
         self.status: int | None = None
         self.first_chunk_ns: int | None = None
         self.token_ns: list[int] = []
@@ -83,6 +103,10 @@ class StreamState:
             self.response_id = info.response_id
         if info.tokens:
             self.token_ns.append(now)
+            if self.token_limit is not None and len(self.token_ns) > self.token_limit:
+                raise TooManyTokens(f"server sent {len(self.token_ns)} tokens (token-bearing "
+                                    f"events) for max_tokens {self.max_tokens}; stopped "
+                                    f"reading after {self.token_limit}")
         if info.finish_reason:
             self.finish = info.finish_reason
         if info.usage is not None:
@@ -119,6 +143,8 @@ class StreamState:
         message = self.error
         if ok:
             notes = [f"{self.malformed} malformed events skipped"] if self.malformed else []
+            if n_events > max_tokens:
+                notes.append(f"{n_events} token events for max_tokens {max_tokens}")
             notes += [checked.note] if checked.note else []
             message = "; ".join(notes)[:200] or None
         return RequestRecord(

@@ -4,7 +4,11 @@ Custom entries live as TOML files under `<workspace>/custom/models/` and `.../gp
 folder named by CAPACITY_CUSTOM_DIR when set; `capacity.workspace.custom_dir`,
 docs/configuration.md). `default_catalog`, the one catalog every command and page reads, adds
 them to the bundled ones, so they survive a restart and can be used everywhere. Validation is the
-loader's own (`parse_model`, `parse_gpu`): the message names the entry and the field.
+loader's own (`parse_model`, `parse_gpu`): the message names the entry and the field. An entry
+with a bundled entry's key (an uploaded `rtx-4090.toml`) replaces the bundled one for everyone,
+so it is saved only with `overwrite` (the page's 'replace' box), like a custom entry's key;
+`capacity catalog add-model` (the user's own shell, whose custom folder is theirs) passes
+`replace_bundled` and keeps doing so without `--replace`.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from capacity.catalog.loader import (
     Gpu,
     Model,
     clear_catalog_cache,
+    default_catalog,
     parse_gpu,
     parse_model,
 )
 from capacity.errors import CatalogError
+from capacity.types import Note
 from capacity.untrusted import loads_toml
 
 ENV_VAR = workspace.CAPACITY_CUSTOM_DIR
@@ -66,10 +72,26 @@ def validate_gpu(table: Mapping[str, Any], name: str = "custom GPU") -> Gpu:
     return parse_gpu(Path(f"{name}.toml"), table)
 
 
+def bundled_entry_path(kind: str, key: str) -> str | None:
+    """The file of the bundled entry (`kind`: 'models' or 'gpus') with this key, or None when
+    no bundled entry has it (or a custom entry already replaces it)."""
+    cat = default_catalog()
+    entry: Model | Gpu | None = (cat.gpus if kind == "gpus" else cat.models).get(key)
+    return entry.path if entry is not None and not is_custom(entry.path) else None
+
+
 def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None,
-           overwrite: bool) -> Path:
+           overwrite: bool, replace_bundled: bool = False) -> Path:
     if not KEY_RE.match(key):
         raise CatalogError(f"key '{key}' must be lower-case letters, digits, '.', '-' or '_'")
+    if not (overwrite or replace_bundled) and bundled_entry_path(kind, key) is not None:
+        # a custom entry with a bundled key replaces the bundled one for every user of the
+        # folder: only when asked (an upload of someone's rtx-4090.toml must not do it)
+        what = "GPU" if kind == "gpus" else "model"
+        raise CatalogError(Note(
+            f"'{key}' is a bundled {what}: saving it would replace the bundled entry for "
+            "everyone; tick 'replace' to do so, or choose another key",
+            code=f"custom_bundled_{what.lower()}", key=key))
     folder = (directory or custom_dir()) / kind
     path = folder / f"{key}.toml"
     if path.exists() and not overwrite:
@@ -84,15 +106,17 @@ def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None
 
 
 def save_model(table: Mapping[str, Any], catalog: Catalog, *, directory: Path | None = None,
-               overwrite: bool = False) -> tuple[Model, Path]:
-    """Validate and save a custom model under `<custom>/models/<key>.toml`."""
+               overwrite: bool = False, replace_bundled: bool = False) -> tuple[Model, Path]:
+    """Validate and save a custom model under `<custom>/models/<key>.toml`; a bundled model's
+    key only with `overwrite` or `replace_bundled`."""
     model = validate_model(table, catalog, str(table.get("key", "custom model")))
-    return model, _write("models", model.key, table, directory, overwrite)
+    return model, _write("models", model.key, table, directory, overwrite, replace_bundled)
 
 
 def save_gpu(table: Mapping[str, Any], *, directory: Path | None = None,
              overwrite: bool = False) -> tuple[Gpu, Path]:
-    """Validate and save a custom GPU under `<custom>/gpus/<key>.toml`."""
+    """Validate and save a custom GPU under `<custom>/gpus/<key>.toml`; a bundled GPU's key
+    only with `overwrite`."""
     gpu = validate_gpu(table, str(table.get("key", "custom GPU")))
     return gpu, _write("gpus", gpu.key, table, directory, overwrite)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,16 +38,23 @@ MAX_CONTEXT_TOKENS = 10_000_000
 published context window is 10 M tokens (Llama 4 Scout)."""
 DEFAULT_MAX = 1e15
 """Upper bound of a catalog number without its own entry in BOUNDS."""
+MIN_PRICE_PER_HOUR = 0.001
+"""Lowest price of one GPU-hour (CNY or USD) a catalog entry, a price file or a flag accepts:
+a tenth of a cent. Below it a price is a typo or a denormal (1e-320), and a plan priced at
+it would rank first at a cost of nothing."""
+MAX_PRICE_PER_HOUR = 10_000.0
+"""Highest price of one GPU-hour (CNY or USD) accepted: list prices are a few units, and
+above this a price (1e308) would make every cost infinite."""
 BOUNDS: dict[str, tuple[float, float]] = {
-    # GPUs
-    "memory_gb": (0.0, 10_000.0),
-    "memory_driver_gib": (0.0, 10_000.0),
-    "bandwidth_gb_s": (0.0, 100_000.0),
-    "bf16_tflops": (0.0, 100_000.0),
-    "fp8_tflops": (0.0, 100_000.0),
-    "int8_tops": (0.0, 100_000.0),
-    "interconnect_gb_s": (0.0, 100_000.0),
-    "price_per_hour": (0.0, 1_000_000.0),
+    # GPUs: (lowest, highest) accepted, both included; see the docstring below
+    "memory_gb": (0.5, 10_000.0),
+    "memory_driver_gib": (0.5, 10_000.0),
+    "bandwidth_gb_s": (1.0, 100_000.0),
+    "bf16_tflops": (0.001, 100_000.0),
+    "fp8_tflops": (0.001, 100_000.0),
+    "int8_tops": (0.001, 100_000.0),
+    "interconnect_gb_s": (0.1, 100_000.0),
+    "price_per_hour": (MIN_PRICE_PER_HOUR, MAX_PRICE_PER_HOUR),
     # models
     "params_total_b": (0.0, 100_000.0),
     "params_active_b": (0.0, 100_000.0),
@@ -67,14 +75,63 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "experts": (1.0, 100_000.0),
     "active": (1.0, 100_000.0),
 }
-"""Physical bounds of every catalog number, by field name: (lowest, highest). Numbers must
-also be finite (TOML's `nan` and `inf` are refused) and > 0 unless the field allows 0 (a
-linear layer's `state_bytes`). Values beyond these bounds describe no real hardware or model
-and would overflow the formulas (a `memory_gb` of 1e300 made C_vram a negative integer)."""
+"""Physical bounds of every catalog number, by field name: (lowest, highest), both
+included. Numbers must also be finite (TOML's `nan` and `inf` are refused), normal (no
+denormal such as 1e-320) and > 0 unless the field allows 0 (a linear layer's `state_bytes`);
+a bound of 0 means "> 0". Values beyond these bounds describe no real hardware or model and
+would overflow the formulas: a `memory_gb` of 1e300 made C_vram a negative integer, a
+`bandwidth_gb_s` or TFLOP/s of 1e-300 printed a TTFT of "inf s". The GPUs' lower bounds sit
+far below any accelerator (a Raspberry Pi 4 has 4 GB at about 4 GB/s and 0.01 TFLOP/s, PCIe
+1.0 x1 0.25 GB/s); TFLOP/s go down to 0.001, since `capacity probe` measures a CPU core's
+GEMM at 0.005-0.04 TFLOP/s on a busy 2-core machine."""
 _BOUND_HINTS = {"memory_gb": " GB (the largest accelerators hold a few hundred)",
-                "bandwidth_gb_s": " GB/s", "bf16_tflops": " TFLOP/s",
+                "memory_driver_gib": " GiB", "bandwidth_gb_s": " GB/s",
+                "interconnect_gb_s": " GB/s", "bf16_tflops": " TFLOP/s",
+                "fp8_tflops": " TFLOP/s", "int8_tops": " TOP/s",
+                "price_per_hour": " per GPU-hour",
                 "num_layers": " layers", "count": " layers",
                 "max_context_tokens": " tokens"}
+MAX_NAME_CHARS = 100
+"""Longest `name` of a catalog entry, characters."""
+NAME_PUNCTUATION = frozenset("-_.,+()/&'%")
+"""The only ASCII punctuation a `name` may hold. A name is shown by the pages, which render
+Markdown, and in quotes: brackets, angle brackets, the backtick, the dollar sign, the
+backslash, the bar, the colon, the at sign and the rest (links, images, HTML, code, math,
+Streamlit's colon icons, tables, e-mail links) are refused, so a name such as
+"![x](http://evil/)" cannot make a browser fetch an image or plant a link."""
+_URL_IN_TEXT = re.compile(r"(?i)\bwww\.")
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be the name of a catalog entry, or None when it can: 1 to
+    `MAX_NAME_CHARS` characters that are letters or digits of any script, spaces and
+    `NAME_PUNCTUATION`, with no `www.` (which Markdown makes a link). The value itself is not
+    repeated in the message: a page shows the message as Markdown."""
+    if not name.strip() or len(name) > MAX_NAME_CHARS:
+        return f"must be plain text of 1 to {MAX_NAME_CHARS} characters"
+    bad = sorted({c for c in name if not (c.isalnum() or c == " " or c in NAME_PUNCTUATION)
+                  and (c.isascii() or not c.isprintable() or c.isspace())})
+    if bad or _URL_IN_TEXT.search(name):
+        shown = ", ".join(repr(c) for c in bad[:5]) if bad else "'www.'"
+        return (f"must be plain text: letters, digits, spaces and {''.join(sorted(NAME_PUNCTUATION))}"
+                f" only (no Markdown, HTML or link; found {shown})")
+    return None
+
+
+def bound_problem(field_name: str, value: float) -> str | None:
+    """Why `value` is outside the physical bounds of `field_name` (`BOUNDS`, else > 0 and at
+    most `DEFAULT_MAX`), or None when it is inside. For a value already known finite; a
+    denormal (1e-320) is outside every bound. The one check of a catalog number, used by the
+    catalog's files and by price files (`capacity.catalog.offers`)."""
+    low, high = BOUNDS.get(field_name, (0.0, DEFAULT_MAX))
+    unit = _BOUND_HINTS.get(field_name, "")
+    if value > high:
+        return f"{value!r} is beyond the physical bound {high:,g}{unit}"
+    if value != 0 and abs(value) < sys.float_info.min:
+        return f"{value!r} is a denormal number, below every physical bound"
+    if low > 0 and value < low:
+        return f"{value!r} is below the physical bound {low:,g}{unit}"
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -381,10 +438,19 @@ class _Entry:
         return value
 
     def _check_max(self, name: str, value: float) -> None:
-        limit = BOUNDS.get(name, (0.0, DEFAULT_MAX))[1]
-        if value > limit:
-            raise self.fail(name, f"{value!r} is beyond the physical bound {limit:,g}"
-                                  f"{_BOUND_HINTS.get(name, '')}")
+        problem = bound_problem(name, value)
+        if problem is not None:
+            raise self.fail(name, problem)
+
+    def name(self) -> str:
+        """The entry's `name`: plain text (`name_problem`)."""
+        value = self._get("name", None, True)
+        if not isinstance(value, str):
+            raise self.fail("name", f"expected text, got {str(value)[:40]!r}")
+        problem = name_problem(value)
+        if problem is not None:
+            raise self.fail("name", problem)
+        return value
 
     def finish(self) -> None:
         unknown = sorted(set(self.table) - self.used)
@@ -418,7 +484,7 @@ def parse_format(path: Path, table: Mapping[str, Any]) -> WeightFormat:
     if compute not in ("bf16", "fp8", "int8"):
         raise e.fail("compute_dtype", f"'{compute}' is not one of bf16, fp8, int8")
     fmt = WeightFormat(
-        key=key, name=e.text("name"), bits_per_weight=e.number("bits_per_weight"),
+        key=key, name=e.name(), bits_per_weight=e.number("bits_per_weight"),
         compute_dtype=cast(Literal["bf16", "fp8", "int8"], compute),
         generic=bool(e._get("generic", True, False)), source=e.text("source"),
         notes=e.text("notes", ""),
@@ -497,7 +563,7 @@ def parse_model(path: Path, table: Mapping[str, Any], formats: Mapping[str, Weig
     if default_format not in formats:
         raise e.fail("default_format", f"'{default_format}' is not a known format")
     model = Model(
-        key=key, name=e.text("name"), hf_repo=e.text("hf_repo", ""),
+        key=key, name=e.name(), hf_repo=e.text("hf_repo", ""),
         params_total_b=total, params_active_b=active, hidden=e.integer("hidden"),
         vocab=e.integer("vocab"), max_context_tokens=e.integer("max_context_tokens"),
         layer_groups=groups, moe=moe, default_format=default_format,
@@ -519,7 +585,7 @@ def parse_gpu(path: Path, table: Mapping[str, Any]) -> Gpu:
     if currency not in ("CNY", "USD"):
         raise e.fail("currency", f"'{currency}' is not CNY or USD")
     gpu = Gpu(
-        key=key, name=e.text("name"), memory_gb=e.number("memory_gb"),
+        key=key, name=e.name(), memory_gb=e.number("memory_gb"),
         memory_type=e.text("memory_type"), bandwidth_gb_s=e.number("bandwidth_gb_s"),
         bf16_tflops=e.number("bf16_tflops"),
         fp8_tflops=e.number("fp8_tflops", optional=True),

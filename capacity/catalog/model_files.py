@@ -28,6 +28,7 @@ from capacity.catalog.gguf_reader import GGUF_MAGIC as GGUF_MAGIC
 from capacity.catalog.gguf_reader import GgufHeader as GgufHeader
 from capacity.catalog.gguf_reader import GgufTensor as GgufTensor
 from capacity.catalog.gguf_reader import read_gguf_header as read_gguf_header
+from capacity.catalog.loader import name_problem
 from capacity.errors import CatalogError
 from capacity.untrusted import loads_json
 
@@ -221,6 +222,12 @@ def _safetensors_bytes(folder: Path) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # GGUF
 
+def _gguf_name(value: object, key: str) -> str:
+    """A GGUF's `general.name` as the entry's name when it is plain text (`name_problem`: it
+    is shown by the pages, which render Markdown), else the key."""
+    return value if isinstance(value, str) and name_problem(value) is None else key
+
+
 def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str,
                     as_of: str) -> dict[str, Any]:
     """A catalog model table from a GGUF header (architecture-prefixed metadata + tensors)."""
@@ -273,7 +280,7 @@ def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str
     window = get("attention.sliding_window", 0)
     groups: list[dict[str, Any]] = [{"kind": "full", "count": int(layers), **attn}]
     table: dict[str, Any] = {
-        "key": key, "name": name or str(meta.get("general.name") or key),
+        "key": key, "name": name or _gguf_name(meta.get("general.name"), key),
         "params_total_b": _billions(total), "params_active_b": _billions(active_params),
         "num_layers": int(layers), "hidden": int(hidden), "vocab": int(vocab),
         "max_context_tokens": get("context_length", 4096) or 4096,

@@ -15,7 +15,9 @@ on-demand offer, custom GPUs included. A prices file adds offers, several per GP
     source = "contract quote 2026-11-20"
 
 `capacity size --prices FILE [--offer-kind KIND]` and the Planner page use them; a per-node offer
-becomes its price per GPU-hour (node price / GPUs per node). Currency conversion happens where
+becomes its price per GPU-hour (node price / GPUs per node), which must be within the catalog's
+bounds, [`MIN_PRICE_PER_HOUR`, `MAX_PRICE_PER_HOUR`] (the message names the file, the offer and
+the field). Currency conversion happens where
 the plan's currency is known (`capacity.model.cost.convert`).
 
 capacity bundles published offers (`data/offers.toml`: on-demand, reserved 1-year and spot
@@ -35,7 +37,12 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from capacity import workspace
-from capacity.catalog.loader import Catalog
+from capacity.catalog.loader import (
+    MAX_PRICE_PER_HOUR,
+    MIN_PRICE_PER_HOUR,
+    Catalog,
+    bound_problem,
+)
 from capacity.errors import CatalogError
 from capacity.untrusted import loads_toml, read_utf8
 
@@ -100,12 +107,20 @@ def _offer(raw: Mapping[str, Any], where: str, catalog: Catalog) -> Offer:
     try:
         price = float(raw["price"])
         gpn = int(raw.get("gpus_per_node", 1))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise CatalogError(f"{where}: needs a numeric price (and gpus_per_node)") from None
-    if not (math.isfinite(price) and price > 0):
-        raise CatalogError(f"{where}: price must be > 0, got {price}")
     if not 1 <= gpn <= 64 or (per == "gpu" and "gpus_per_node" in raw and gpn != 1):
         raise CatalogError(f"{where}: gpus_per_node must be 1..64 (and only with per = 'node')")
+    per_gpu = price / gpn if per == "node" else price
+    if not (math.isfinite(price) and price > 0):
+        raise CatalogError(f"{where}: field 'price': price must be > 0 and finite, in "
+                           f"[{MIN_PRICE_PER_HOUR:g}, {MAX_PRICE_PER_HOUR:,g}] per GPU-hour, "
+                           f"got {price!r}")
+    problem = bound_problem("price_per_hour", per_gpu)
+    if problem is not None:
+        raise CatalogError(f"{where}: field 'price': {problem} (accepted: "
+                           f"[{MIN_PRICE_PER_HOUR:g}, {MAX_PRICE_PER_HOUR:,g}] per GPU-hour"
+                           f"{f', {gpn} GPUs per node' if per == 'node' else ''})")
     return Offer(gpu=gpu, price=price, currency=cast(Literal["CNY", "USD"], currency),
                  kind=kind, provider=str(raw.get("provider", "")),
                  per=cast(Literal["gpu", "node"], per), gpus_per_node=gpn,

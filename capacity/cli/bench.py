@@ -34,7 +34,7 @@ from capacity.bench.findmax import FindMaxConfig, describe
 from capacity.bench.s3 import is_s3, pull, push
 from capacity.bench.storage import model_name, update_meta
 from capacity.bench.workers import default_workers
-from capacity.catalog.loader import BOUNDS, default_catalog
+from capacity.catalog.loader import MAX_PRICE_PER_HOUR, MIN_PRICE_PER_HOUR, default_catalog
 from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MS, check_base_url, number, whole
 from capacity.cli.plan import parse_int_list
@@ -98,7 +98,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="catalog GPU key of the server, for cost per M tokens and the overlay")
     p.add_argument("--gpus", type=whole(min=1),
                    default=1, help="GPUs behind the endpoint (default 1)")
-    p.add_argument("--gpu-price", type=number(min=0, max=BOUNDS["price_per_hour"][1]),
+    p.add_argument("--gpu-price", type=number(min=MIN_PRICE_PER_HOUR, max=MAX_PRICE_PER_HOUR),
                    default=None, metavar="PER_HOUR",
                    help="price per GPU-hour (default: the catalog's for --gpu)")
     p.add_argument("--currency", choices=("CNY", "USD"), default=None,

@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(tomli_w.dumps(table), end="")
         return 0
-    _, path = save_model(table, catalog, overwrite=args.replace)
+    # the user's own shell: a bundled key (./Qwen3-8B/ is qwen3-8b) is theirs to shadow, as
+    # before; the Catalog page of a shared deployment needs its 'replace' box for that
+    _, path = save_model(table, catalog, overwrite=args.replace, replace_bundled=True)
     groups = ", ".join(f"{g.count} {g.kind}" for g in model.layer_groups)
     moe = f", MoE {model.moe.active}/{model.moe.experts}" if model.moe else ""
     print(f"saved custom model '{model.key}' ({model.params_total_b:g} B params, {groups} "

@@ -15,7 +15,13 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from capacity.catalog.engines import engine_profile
-from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, default_catalog
+from capacity.catalog.loader import (
+    BOUNDS,
+    MAX_CONTEXT_TOKENS,
+    MAX_PRICE_PER_HOUR,
+    MIN_PRICE_PER_HOUR,
+    default_catalog,
+)
 from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import (
     CNY_PER_USD,
@@ -157,7 +163,7 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
                        f"roofline; docs/method.md). Default: a --calibration's method, else "
                        f"{DEFAULT_STEP_METHOD.value}"))
     c = p.add_argument_group("cost")
-    c.add_argument("--gpu-price", type=number(min=0, max=BOUNDS["price_per_hour"][1]),
+    c.add_argument("--gpu-price", type=number(min=MIN_PRICE_PER_HOUR, max=MAX_PRICE_PER_HOUR),
                    default=None, metavar="PER_HOUR",
                    help="price per GPU-hour in --currency (default: the catalog's)")
     c.add_argument("--currency", choices=("CNY", "USD"), default=None,

@@ -27,7 +27,14 @@ from dataclasses import asdict
 from typing import Any
 
 from capacity.catalog.engines import DEFAULT_ENGINE
-from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS, Catalog, default_catalog
+from capacity.catalog.loader import (
+    BOUNDS,
+    MAX_CONTEXT_TOKENS,
+    MAX_PRICE_PER_HOUR,
+    MIN_PRICE_PER_HOUR,
+    Catalog,
+    default_catalog,
+)
 from capacity.catalog.offers import (
     OFFER_KINDS,
     bundled_of_kind,
@@ -232,6 +239,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+PRICE_PER_HOUR = number(min=MIN_PRICE_PER_HOUR, max=MAX_PRICE_PER_HOUR)
+"""The value of `--price GPU=VALUE`: a price per GPU-hour in the catalog's bounds, checked as
+every numeric flag is (`capacity.cli.common.number`)."""
+
+
 def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
     """PlanInputs from the command line."""
     mix = getattr(args, "mix", None)
@@ -263,12 +275,10 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         gpu, sep, value = item.partition("=")
         gpu = gpu.strip().lower()
         try:
-            price = float(value) if sep else math.nan
-        except ValueError:
-            price = math.nan
-        if not (math.isfinite(price) and price > 0):
-            raise InputError(f"--price '{item}': give GPU=VALUE with a price > 0, "
-                             "e.g. rtx-4090=2.5")
+            price = PRICE_PER_HOUR(value if sep else "")
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(f"--price '{item[:60]}': give GPU=VALUE, e.g. rtx-4090=2.5; the "
+                             f"value {exc}") from None
         if gpu not in cat.gpus:
             raise InputError(f"--price '{item}': '{gpu}' is not a catalog GPU")
         overrides[gpu] = price

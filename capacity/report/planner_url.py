@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from capacity.catalog.engines import DEFAULT_ENGINE
-from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.loader import (
+    MAX_PRICE_PER_HOUR,
+    MIN_PRICE_PER_HOUR,
+    Catalog,
+    bound_problem,
+    default_catalog,
+)
 from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_of_kind
 from capacity.errors import CapacityError, InputError
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
@@ -378,8 +384,9 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
                     price = math.nan
                 if gpu not in catalog.gpus:
                     raise ValueError(f"unknown GPU {gpu}")
-                if not (math.isfinite(price) and 0 < price <= 1e5):
-                    raise ValueError(f"price of {gpu} must be a number in (0, 1e5]")
+                if not math.isfinite(price) or bound_problem("price_per_hour", price):
+                    raise ValueError(f"price of {gpu} must be a number in "
+                                     f"[{MIN_PRICE_PER_HOUR:g}, {MAX_PRICE_PER_HOUR:,g}]")
                 pairs.append(f"{gpu}:{price:g}")
             return ",".join(pairs)
         if name in ("gpus", "kv"):
