@@ -93,7 +93,7 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert float(knobs.loc["prefill MFU (fraction)", "fitted"]) == pytest.approx(0.45, rel=0.1)
     medians = at.dataframe[1].value.set_index("metric")
     assert float(medians.loc["TPOT (ms)", "predicted, calibrated"].rstrip("%")) < 3
-    assert "held-out method: TPOT: 5-fold" in texts(at)
+    assert "held-out method: TPOT: leave-one-level-out" in texts(at)
 
     at.button(key="r_save").click().run()
     assert (env / "cal" / "sweep-a-cal.toml").is_file()

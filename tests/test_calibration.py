@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +65,7 @@ def test_recovers_known_knobs_from_noisy_points(model: str, gpu: str,
     # the held-out error is reported for every decode point, and small on such data
     assert all(p.held_out_ms is not None for p in cal.points if p.kind == "tpot")
     assert cal.median_abs_error("tpot") < 0.03
-    assert "5-fold" in cal.holdout_method
+    assert re.match(r"TPOT: leave-one-level-out over \d levels \(\d+ points\)", cal.holdout_method)
     assert not any("compute never binds" in n for n in cal.notes)
 
 
@@ -92,8 +93,8 @@ def test_three_points_predict_the_rest_of_the_sweep_within_10_percent() -> None:
     tpot, _ = predict_ms(apply(cal, base), rest)
     err = np.abs(tpot / np.array([p.tpot_ms for p in rest]) - 1)
     assert float(np.median(err)) < 0.10
-    # ...and the fit itself reports an error on held-out points (leave-one-out of 3)
-    assert cal.holdout_method.startswith("TPOT: leave-one-out over 3 points")
+    # ...and the fit itself reports an error on held-out points (each level held out)
+    assert cal.holdout_method.startswith("TPOT: leave-one-level-out over 3 levels (3 points)")
     held = cal.errors("tpot", "held_out")
     assert held.size == 3 and np.all(np.isfinite(held))
 
@@ -102,9 +103,35 @@ def test_held_out_error_is_never_hidden_with_one_point() -> None:
     base = make_scenario()
     cal = fit([MeasuredPoint(concurrency=4, context_tokens=2048, tpot_ms=9.0)], base)
     assert cal.median_abs_error("tpot") is None
-    assert "too few to hold any out" in cal.holdout_method
+    assert "none: one level only" in cal.holdout_method
     assert any("no TTFT points" in n for n in cal.notes)
     assert cal.mfu is None and cal.prefill_overhead_ms is None
+
+
+def test_a_held_out_level_leaves_every_prompt_length_of_it_out() -> None:
+    # two contexts at each level: the fit that predicts a level has seen neither of its twins
+    base = make_scenario("llama-3.1-8b-bf16", "h100-sxm")
+    grid = [(c, p, 128) for c in (1, 8, 32, 96) for p in (512, 4096)]
+    pts = synth(base, TRUTH, grid, noise=0.02, seed=3)
+    cal = fit(pts, base)
+    assert cal.holdout_method.startswith("TPOT: leave-one-level-out over 4 levels (8 points)")
+    assert "TTFT: leave-one-prompt-length-out over 2 prompt lengths" in cal.holdout_method
+    for level in (1, 8, 32, 96):
+        without = fit([p for p in pts if p.concurrency != level], base)
+        held = [p for p in pts if p.concurrency == level]
+        want, _ = predict_ms(apply(without, base), held)
+        got = [fp.held_out_ms for fp in cal.points
+               if fp.kind == "tpot" and fp.concurrency == level]
+        assert got == pytest.approx(list(want), rel=1e-9)
+
+
+def test_one_level_holds_nothing_out_and_says_so() -> None:
+    base = make_scenario()
+    pts = [MeasuredPoint(concurrency=4, context_tokens=c, tpot_ms=9.0 + c / 4096)
+           for c in (1024, 2048, 4096)]
+    cal = fit(pts, base)
+    assert "TPOT: none: one level only (3 point(s))" in cal.holdout_method
+    assert cal.median_abs_error("tpot") is None
 
 
 def test_outlier_does_not_drag_the_fit() -> None:

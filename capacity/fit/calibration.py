@@ -17,8 +17,11 @@ the fitted eta_bw and MFU) so that knobs the data cannot tell apart stay sensibl
 efficiency and per-step overhead trade off against each other, and with one prompt length MFU
 and prefill overhead do. Decode and prefill
 are fitted separately (they share no knob). Every fit reports its residuals per point and the
-error on points held out of the fit (k-fold, leave-one-out for small sets); that error is
-never hidden: with fewer than two points there is none and the report says so.
+error on points held out of the fit, a whole group at a time: a concurrency level for the
+decode step (every prompt length of it), a prompt length for prefill, each group in turn up to
+eight, else five folds of groups (`held_out_predictions`), so no twin of a held-out point stays
+in the fit; that error is never hidden: with one level (or one prompt length) there is none and
+the report says so.
 
 TTFT under load includes queueing (docs/method.md, queueing), which this formula does not model: by
 default only the TTFT points at the lowest measured concurrency of each prompt length are fitted.
@@ -344,7 +347,11 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                               "well determined)", code="one_context"))
         fitted = problem.model(x, basis)
         spec = problem.model(spec_x, basis)
-        held, how = held_out_predictions(problem, basis, measured)
+        held, how = held_out_predictions(
+            problem, basis, measured,
+            [p.concurrency for p in pts] if kind == PointKind.TPOT
+            else [round(p.prefill_tokens) for p in pts],
+            "level" if kind == PointKind.TPOT else "prompt length")
         methods.append(f"{kind.upper()}: {how}")
         ratios = identifiability(problem.names, problem.model, x, basis, measured)
         loose = []

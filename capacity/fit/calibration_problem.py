@@ -298,24 +298,45 @@ def identifiability(problem_names: Sequence[str], model: Callable[[FloatArray, A
     return np.asarray(ratio * narrow, dtype=np.float64)
 
 
-def held_out_predictions(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
+MAX_LEAVE_ONE_OUT_GROUPS = 8
+"""Up to this many groups each is held out in turn; more are split into `HOLDOUT_FOLDS` folds."""
+HOLDOUT_FOLDS = 5
+
+
+def held_out_predictions(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray,
+                         groups: Sequence[float] | None = None, unit: str = "point"
                          ) -> tuple[list[float | None], str]:
-    """Predictions for each point from a fit that left it out; k-fold (k = 5) or, for 5
-    points or fewer, leave-one-out. Fewer than 2 points: none."""
+    """Predictions for each point from a fit that left out its whole group (a concurrency
+    level for the decode step, a prompt length for prefill: `groups[i]` is point i's), so no
+    twin of a held-out point (the same level at another prompt length) stays in the fit.
+    Up to `MAX_LEAVE_ONE_OUT_GROUPS` groups: each held out in turn; more: `HOLDOUT_FOLDS`
+    folds of whole groups (group j of the sorted values in fold j mod 5). `groups` None: each
+    point its own group. Fewer than 2 groups: none (a fit of one level predicts no other).
+    The method string says which, e.g. 'leave-one-level-out over 4 levels (8 points)'."""
     n = measured.size
-    if n < 2:
-        return [None] * n, f"none: {n} point(s) is too few to hold any out"
-    k = n if n <= 5 else 5
+    keys = list(range(n)) if groups is None else [float(g) for g in groups]
+    distinct = sorted(set(keys))
+    m = len(distinct)
+    units = "points" if groups is None else unit + "s"
+    if m < 2:
+        return [None] * n, (f"none: {n} point(s) is too few to hold any out" if groups is None
+                            else f"none: one {unit} only ({n} point(s)), nothing to hold out")
+    k = m if m <= MAX_LEAVE_ONE_OUT_GROUPS else HOLDOUT_FOLDS
+    fold_of = {g: j % k for j, g in enumerate(distinct)}
+    fold = np.array([fold_of[g] for g in keys])
     out: list[float | None] = [None] * n
     idx = np.arange(n)
-    for fold in range(k):
-        test = idx[idx % k == fold]
-        train = idx[idx % k != fold]
+    for f in range(k):
+        test = idx[fold == f]
+        train = idx[fold != f]
         x, _ = solve(problem, _take(basis, train), measured[train])
         pred = problem.model(x, _take(basis, test))
         for i, v in zip(test, pred, strict=True):
             out[int(i)] = float(v)
-    method = "leave-one-out" if k == n else f"{k}-fold"
-    return out, f"{method} over {n} points"
+    if groups is None:
+        method = "leave-one-out" if k == n else f"{k}-fold"
+        return out, f"{method} over {n} points"
+    how = f"leave-one-{unit.replace(' ', '-')}-out" if k == m else f"{k}-fold by {unit}"
+    return out, f"{how} over {m} {units} ({n} points)"
 
 

@@ -33,7 +33,8 @@ predicted or fitted, so a step method becomes one parameter (see `step_methods`)
 
 Within a group (`WithinLevel`): a group with at least `MIN_WITHIN_LEVELS` decode levels is
 fitted on its own levels with each one held out in turn (`calibration.fit`'s held-out check:
-leave-one-out up to five levels, else five folds), under each step method, and the held-out
+the whole level, every prompt length of it; five folds of levels above eight), under each
+step method, and the held-out
 level's decode step is compared with its measurement: the error of a calibration on a small
 sweep of one model, GPU and engine at the levels it did not see.
 The scorecard written out (Markdown for docs/accuracy.md, JSON) is `capacity.fit.validate_report`.

@@ -91,8 +91,9 @@ def _within_markdown(card: Scorecard) -> list[str]:
     ms = card.within_methods
     lines = ["", "### Calibrated on the group's other levels (decode step, each level held out)",
              "", f"Groups with at least {MIN_WITHIN_LEVELS} decode levels, each level predicted "
-             "by `capacity calibrate`'s fit of the group's other levels (leave-one-out up to "
-             "five levels, else five folds), under each step method.", "",
+             "by `capacity calibrate`'s fit of the group's other levels (the whole level held "
+             "out, every prompt length of it; five folds of levels above eight), under each "
+             "step method.", "",
              "| step method | levels | median | worst |", "|---|---:|---:|---:|"]
     for m in ms:
         s = card.within_error(m)
