@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -215,3 +216,39 @@ def test_a_model_with_a_short_context_needs_no_ctx(custom: Path,
     assert json.loads(capsys.readouterr().out)["context_tokens"] == 4096
     assert main(["plan", "--model", "short-ctx", "--ctx", "8192"]) == 2
     assert "limit of 4096 tokens" in capsys.readouterr().err
+
+
+def _open_loop(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
+    code, out, err = run(capsys, "plan", "--model", "qwen3-8b-bf16", "--gpu", "h100-sxm",
+                         "--ctx", "4096", "--prompt-tokens", "2048", "--engine", "vllm",
+                         "--rate", "4", "--duration", "60", "--format", "json", *extra)
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def test_scheduler_knobs_change_the_load_prediction(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 32: a chunk size and a sequence cap the engine has must move what it predicts
+    small = _open_loop(capsys, "--max-num-batched-tokens", "256")["open_loop"]["points"][0]
+    large = _open_loop(capsys, "--max-num-batched-tokens", "4096")["open_loop"]["points"][0]
+    # small chunks ride in bandwidth-bound decode steps: shorter stalls between tokens
+    assert small["itl_mean_ms"] < 0.9 * large["itl_mean_ms"]
+    capped = _open_loop(capsys, "--max-num-seqs", "3")
+    assert capped["open_loop"]["slots_per_replica"] == 3
+    assert capped["open_loop"]["points"][0]["ttft_mean_ms"] > small["ttft_mean_ms"]
+    code, out, _ = run(capsys, "plan", "--engine", "vllm", "--concurrency", "8",
+                       "--max-num-seqs", "4", "--max-num-batched-tokens", "1024",
+                       "--format", "json")
+    load = json.loads(out)["load"]
+    assert code == 0 and load["slots_per_replica"] == 4 and load["token_budget"] == 1024
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--max-num-batched-tokens", "512"], "add --engine NAME or --rate LIST"),
+    (["--engine", "chapter", "--max-num-batched-tokens", "512"], "prefills whole prompts"),
+    (["--engine", "vllm", "--max-num-batched-tokens", "0"], "whole number in [1,"),
+    (["--engine", "vllm", "--max-num-seqs", "-3"], "whole number in [1,"),
+])
+def test_scheduler_knobs_are_checked(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                     message: str) -> None:
+    code, _, err = run(capsys, "plan", *argv)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from capacity.catalog.engines import engine_profile
@@ -225,6 +225,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--engine", default=None, metavar="NAME",
                    help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, "
                         "sglang, llamacpp (data/engines.toml; default: no load section)")
+    p.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=None,
+                   metavar="N", help="sequences a replica decodes at once under --engine or "
+                                     "--rate (vLLM's max_num_seqs, SGLang's "
+                                     "max_running_requests, llama.cpp's --parallel; default: "
+                                     "the engine profile's)")
+    p.add_argument("--max-num-batched-tokens", type=whole(min=1, max=MAX_BATCHED_TOKENS),
+                   default=None, metavar="N",
+                   help="tokens one step may carry under --engine or --rate (vLLM's "
+                        "max_num_batched_tokens, SGLang's chunked_prefill_size, llama.cpp's "
+                        "n_batch; default: the engine profile's); a chunked profile only")
     p.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=256,
                    metavar="N", help="output tokens per request for --engine, --rate and "
                                      "--stages (default 256)")
@@ -242,6 +252,36 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="how --rate and --stages requests arrive: Poisson (seeded, default) or "
                         "evenly spaced")
     return p
+
+
+MAX_NUM_SEQS = 65_536
+"""The most sequences --max-num-seqs accepts (engines default to 4-4,096)."""
+MAX_BATCHED_TOKENS = 1_048_576
+"""The most tokens a step --max-num-batched-tokens accepts (engines default to 2,048-16,384)."""
+
+
+@dataclass(frozen=True)
+class SchedulerKnobs:
+    """The engine-profile overrides of the command line (None: the profile's own)."""
+
+    max_num_seqs: int | None
+    chunk_tokens: int | None
+
+
+def scheduler_knobs(args: argparse.Namespace) -> SchedulerKnobs:
+    """--max-num-seqs and --max-num-batched-tokens as the event model's overrides. The token
+    budget needs a profile that chunks prompts (InputError for `chapter`, which prefills whole
+    prompts: it has no budget to change)."""
+    budget = args.max_num_batched_tokens
+    if (budget is not None or args.max_num_seqs is not None) and not (
+            args.engine or args.rate or args.stages):
+        raise InputError("--max-num-seqs and --max-num-batched-tokens shape the load sections: "
+                         "add --engine NAME or --rate LIST")
+    if budget is not None and not engine_profile(args.engine or "chapter").chunked:
+        raise InputError(f"--max-num-batched-tokens: the '{args.engine or 'chapter'}' profile "
+                         "prefills whole prompts (no token budget); use --engine vllm, sglang "
+                         "or llamacpp")
+    return SchedulerKnobs(max_num_seqs=args.max_num_seqs, chunk_tokens=budget)
 
 
 def open_loop_stages(args: argparse.Namespace) -> list[list[tuple[float, float]]]:
@@ -460,12 +500,15 @@ def run(args: argparse.Namespace) -> int:
     ev = evaluate(s, concurrency)
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])
+    knobs = scheduler_knobs(args)
     under_load = None
     if args.engine:
         from capacity.plan.events import closed_loop_load
 
         under_load = closed_loop_load(s, engine=args.engine, output_tokens=args.output_tokens,
-                                      concurrency=concurrency)
+                                      concurrency=concurrency,
+                                      max_num_seqs=knobs.max_num_seqs,
+                                      chunk_tokens=knobs.chunk_tokens)
     open_loop = None
     loads = open_loop_stages(args)
     if loads:
@@ -473,7 +516,8 @@ def run(args: argparse.Namespace) -> int:
 
         open_loop = open_loop_load(s, engine=args.engine or "chapter",
                                    output_tokens=args.output_tokens, stages=loads,
-                                   kind=args.arrivals)
+                                   kind=args.arrivals, max_num_seqs=knobs.max_num_seqs,
+                                   chunk_tokens=knobs.chunk_tokens)
     if args.format == "json":
         data = to_json(s, ev, rows, named[0] if named else "")
         if under_load is not None:

@@ -175,11 +175,14 @@ MAX_LOAD_REQUESTS = 4000
 
 
 def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
-                     concurrency: Sequence[int]) -> tuple[ServiceModel, list[LoadPoint]]:
+                     concurrency: Sequence[int], max_num_seqs: int | None = None,
+                     chunk_tokens: int | None = None) -> tuple[ServiceModel, list[LoadPoint]]:
     """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
-    (`service_from_scenario`) in a closed loop of ceil(C / replicas) users with no think time,
-    max(200, 4 C) requests (at most MAX_LOAD_REQUESTS), no warm-up left out."""
-    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine)
+    (`service_from_scenario`, with the engine's `max_num_seqs` and token budget unless given)
+    in a closed loop of ceil(C / replicas) users with no think time, max(200, 4 C) requests
+    (at most MAX_LOAD_REQUESTS), no warm-up left out."""
+    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
+                                max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens)
     out = []
     for c in concurrency:
         per = max(1, math.ceil(c / s.replicas))
@@ -253,13 +256,16 @@ class OpenLoopPoint:
 
 def open_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                    stages: Sequence[Sequence[tuple[float, float]]], kind: str = "poisson",
-                   seed: int = 0) -> tuple[ServiceModel, list[OpenLoopPoint]]:
+                   seed: int = 0, max_num_seqs: int | None = None,
+                   chunk_tokens: int | None = None) -> tuple[ServiceModel, list[OpenLoopPoint]]:
     """TTFT, ITL, TPOT and E2E under an open-loop load at the engine's scheduling: for each
     load (stages of total rate and duration), one replica of `s` fed 1/replicas of the rate
     (`service_from_scenario`, `arrival_times_ms`), the first 10 % of requests left out as
     warm-up. A load at or past the replica's saturation rate is marked saturated (its queue
-    grows for as long as it lasts)."""
-    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine)
+    grows for as long as it lasts). `max_num_seqs` and `chunk_tokens` override the engine's
+    (vLLM's max_num_seqs and max_num_batched_tokens)."""
+    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
+                                max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens)
     out = []
     for load in stages:
         per = [(r / s.replicas, d) for r, d in load]
