@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,17 @@ def test_pages_are_thin(path: Path) -> None:
         f"pages/{path.name} has {lines} lines: move state and formatting to app/, computation "
         "to capacity/"
     )
+
+
+def test_ci_fails_where_the_browser_tests_would_skip(tmp_path: Path) -> None:
+    # issue 28: .ci/run checks for the browser before the suite, so no green run skips them
+    guard = ROOT / ".ci" / "require-browser"
+    run_ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert run_ci.index(".ci/require-browser") < run_ci.index("python3 dev.py test")
+    missing = subprocess.run([str(guard), str(tmp_path / "no-chromium")], capture_output=True,
+                             text=True, check=False)
+    assert missing.returncode == 1 and "browser tests would be skipped" in missing.stderr
+    fake = tmp_path / "chromium"
+    fake.write_text("#!/bin/sh\n", encoding="utf-8")
+    fake.chmod(0o755)
+    assert subprocess.run([str(guard), str(fake)], check=False).returncode == 0
