@@ -68,8 +68,8 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
             try:
                 model, gpu = st.session_state["m_sim_model"], st.session_state["m_sim_gpu"]
                 speedup = float(st.session_state["m_sim_speedup"])
-                s = ms.SIMS.find(model, gpu, speedup) or ms.SIMS.add(
-                    SimServer.start(model, gpu, speedup=speedup, cwd=ms.REPO_ROOT))
+                s = ms.SIMS.find_or_start(model, gpu, speedup, lambda: SimServer.start(
+                    model, gpu, speedup=speedup, cwd=ms.REPO_ROOT))
             except CapacityError as exc:
                 st.error(T("m_error", msg=error_text(exc, lang)))
             else:

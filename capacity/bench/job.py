@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -363,6 +363,11 @@ class SimServer:
         self.log_path.unlink(missing_ok=True)
 
 
+MAX_SIMULATORS = 4
+"""Simulated endpoints one app process runs at once (`SimRegistry.find_or_start`): each is a
+Python process of about 125 MB, and any visitor of a shared deployment could start them."""
+
+
 class SimRegistry:
     """The simulated endpoints this process started, by pid, newest last: they outlive the
     browser tab that started them (the app stops them when it exits), so a page opened later
@@ -370,9 +375,26 @@ class SimRegistry:
     Entries whose process has ended are dropped on every read. Thread-safe (a Streamlit server
     runs each session's script in its own thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_running: int = MAX_SIMULATORS) -> None:
         self._lock = threading.Lock()
+        self._starting = threading.Lock()
         self._by_pid: dict[int, SimServer] = {}
+        self.max_running = max_running
+
+    def find_or_start(self, model: str, gpu: str, speedup: float,
+                      start: Callable[[], SimServer]) -> SimServer:
+        """The live simulator of this configuration, else a new one from `start()`, added;
+        InputError (nothing started) when `max_running` already run. One start at a time, so
+        two sessions pressing Start together cannot both pass the limit."""
+        with self._starting:
+            found = self.find(model, gpu, speedup)
+            if found is not None:
+                return found
+            live = len(self.running())
+            if live >= self.max_running:
+                raise InputError(f"{live} simulated endpoints are running, the most this app "
+                                 f"starts (about 125 MB each): stop one first")
+            return self.add(start())
 
     def add(self, server: SimServer) -> SimServer:
         with self._lock:

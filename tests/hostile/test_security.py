@@ -568,3 +568,38 @@ def test_fuzzed_bench_sizes_run_within_limits_or_are_refused_in_one_line(
     else:
         lines = err.getvalue().strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+
+
+class _FakeSim:
+    """What SimRegistry reads of a SimServer: its configuration, liveness and pid."""
+
+    def __init__(self, model: str, pid: int) -> None:
+        self.model, self.gpu, self.speedup = model, "rtx-4090", 1.0
+        self.proc = type("P", (), {"pid": pid})()
+        self.running = True
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        self.running = False
+
+
+def test_simulators_are_bounded_and_started_once_per_configuration() -> None:
+    # issue 29: any visitor could start simulators without limit (about 125 MB each)
+    from capacity.bench.job import MAX_SIMULATORS, SimRegistry
+
+    assert 1 <= MAX_SIMULATORS <= 8
+    reg = SimRegistry(max_running=2)
+    started: list[str] = []
+
+    def start(model: str) -> Any:
+        started.append(model)
+        return _FakeSim(model, 1000 + len(started))
+
+    a = reg.find_or_start("m-a", "rtx-4090", 1.0, lambda: start("m-a"))
+    assert reg.find_or_start("m-a", "rtx-4090", 1.0, lambda: start("m-a")) is a
+    reg.find_or_start("m-b", "rtx-4090", 1.0, lambda: start("m-b"))
+    with pytest.raises(InputError, match="2 simulated endpoints are running"):
+        reg.find_or_start("m-c", "rtx-4090", 1.0, lambda: start("m-c"))
+    assert started == ["m-a", "m-b"]  # the refused one started nothing
+    reg.stop(a.proc.pid)
+    reg.find_or_start("m-c", "rtx-4090", 1.0, lambda: start("m-c"))
+    assert started == ["m-a", "m-b", "m-c"]
