@@ -386,3 +386,16 @@ def test_a_row_faster_than_the_spec_sheet_is_listed_with_its_reason(tmp_path: Pa
         "spec-dec": "speculative decoding emits several tokens per step",
         "typo": "not explained"}
     assert "| not explained |" in markdown(card)
+
+
+def test_a_derived_step_is_flagged_on_its_own_row(card: Scorecard) -> None:
+    # issue 25: the scorecard says on each row whether its step is stated or derived, and how
+    # many levels and groups the within-group figure rests on
+    md = markdown(card)
+    rows = [line for line in md.splitlines() if line.startswith("| ") and " | 320 | " in line]
+    assert rows and all("TPOT derived from aggregate tok/s and TTFT" in r for r in rows)
+    nim = [line for line in md.splitlines() if "(NIM) | 1 | 1500 |" in line]
+    assert nim and "| stated |" in nim[0]
+    groups = len({w.group for w in card.within})
+    assert f"{len(card.within)} levels in {groups} groups" in md
+    assert "Steps not stated by their source" not in md

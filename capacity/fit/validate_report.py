@@ -89,25 +89,27 @@ def _within_markdown(card: Scorecard) -> list[str]:
     if not card.within:
         return []
     ms = card.within_methods
+    groups = sorted({w.group for w in card.within})
+    derived = [w for w in card.within if w.derived]
     lines = ["", "### Calibrated on the group's other levels (decode step, each level held out)",
              "", f"Groups with at least {MIN_WITHIN_LEVELS} decode levels, each level predicted "
              "by `capacity calibrate`'s fit of the group's other levels (the whole level held "
              "out, every prompt length of it; five folds of levels above eight), under each "
-             "step method.", "",
-             "| step method | levels | median | worst |", "|---|---:|---:|---:|"]
+             f"step method: {len(card.within)} levels in {len(groups)} groups "
+             f"({', '.join(groups)}), {len(derived)} of them with a step the source does not "
+             "state (derived, marked on its row).", "",
+             "| step method | levels | groups | median | worst |", "|---|---:|---:|---:|---:|"]
     for m in ms:
         s = card.within_error(m)
-        lines.append(f"| {m} | {s.n} | {_p(s.median)} | {_p(s.high)} |")
-    lines += ["", "| group | C | context | measured ms | "
+        lines.append(f"| {m} | {s.n} | {len(groups)} | {_p(s.median)} | {_p(s.high)} |")
+    lines += ["", "| group | C | context | measured ms | step | "
               + " | ".join(f"{m} (held out) | error" for m in ms) + " |",
-              "|---|---:|---:|---:|" + "---:|---:|" * len(ms)]
+              "|---|---:|---:|---:|---|" + "---:|---:|" * len(ms)]
     for w in card.within:
         cells = " | ".join(f"{_n(w.held_out_ms[i])} | {_p(w.error(i))}" for i in range(len(ms)))
+        how = w.derived or "stated"
         lines.append(f"| {w.group} | {w.concurrency:g} | {w.context_tokens:g} | "
-                     f"{_n(w.measured_ms)} | {cells} |")
-    derived = sorted({f"{w.group}: {w.derived}" for w in card.within if w.derived})
-    if derived:
-        lines += ["", "Steps not stated by their source: " + "; ".join(derived) + "."]
+                     f"{_n(w.measured_ms)} | {how} | {cells} |")
     return lines
 
 
