@@ -56,6 +56,7 @@ from typing import Any
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit import calibration as calib
+from capacity.fit import uncertainty
 from capacity.fit.calibration_problem import PREFILL_KNOBS
 from capacity.fit.measured import MeasuredPoint, c_vram, run_scenario
 from capacity.fit.reference import (
@@ -177,6 +178,17 @@ class Check:
     saturated: bool
     calibrated: float | None = None
     calibrated_from: str = ""
+    band_ms: tuple[float, float] | None = None
+    """A decode-step row: the band a prediction without measurements shows (`uncertainty.band`
+    without a calibration: the chapter's knobs to the typical ranges' slow edge), low and
+    high, ms; None for other metrics."""
+
+    @property
+    def in_band(self) -> bool | None:
+        """Whether the measurement lies in `band_ms` (None without one)."""
+        if self.band_ms is None:
+            return None
+        return self.band_ms[0] * (1 - TOLERANCE) <= self.measured <= self.band_ms[1] * (1 + TOLERANCE)
 
     @property
     def optimism(self) -> float:
@@ -589,9 +601,13 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
             sat = dict(zip(levels, saturated_levels(
                 levels, [tok.get(c) for c in levels], spec.c_vram * base.replicas),
                 strict=True))
+            bands = typical_step_bands(_scenario(s, configure, cat), levels, spec.c_vram,
+                                       s.prompt_tokens, s.output_tokens)
             for v in s.stated:
-                checks.append(_check(g, s, v, levels.index(v.concurrency), spec, cal,
-                                     sat[v.concurrency], logo_from))
+                i = levels.index(v.concurrency)
+                row = _check(g, s, v, i, spec, cal, sat[v.concurrency], logo_from)
+                checks.append(row if row.metric != Metric.STEP
+                              else dataclasses.replace(row, band_ms=bands[i]))
     exceptions = _exceptions(keys_path)
     violations = tuple(Violation(check=c, reason=_reason(c, exceptions))
                        for c in checks if not c.upper_bound)
@@ -610,6 +626,25 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
         optimism_by_engine=_spreads(speed, lambda c: engine_family(c.engine)),
         logo_error=tuple(logo), groups=tuple(g.key for g in groups), step_method=step_method,
         skipped=skipped, within=tuple(within), within_methods=tuple(methods))
+
+
+def typical_step_bands(scenario: Scenario, concurrency: Sequence[float], c_vram_requests: int,
+                       prompt_tokens: float, output_tokens: float
+                       ) -> list[tuple[float, float]]:
+    """The band (low, high, ms) of the decode step a user without measurements is shown
+    (`uncertainty.band` without a calibration) at each level: the batch min(C, C_vram) and the
+    context a request holds on average while decoding (prompt + output / 2), as `predict`."""
+    ctx = max(1, math.ceil(prompt_tokens + output_tokens / 2))
+    batch = [min(float(c), float(max(1, c_vram_requests))) for c in concurrency]
+    b = uncertainty.band(scenario.with_(context_tokens=ctx), batch)
+    return [(float(lo), float(hi)) for lo, hi in zip(b.step_ms[0], b.step_ms[2], strict=True)]
+
+
+def band_coverage(checks: Iterable[Check], saturated: bool) -> tuple[int, int]:
+    """(rows whose measured step lies in the typical band, decode-step rows with a band),
+    below or at saturation."""
+    rows = [c for c in checks if c.in_band is not None and c.saturated == saturated]
+    return sum(bool(c.in_band) for c in rows), len(rows)
 
 
 def _check(g: _Group, s: ReferenceSweep, v: StatedValue, i: int, spec: Prediction,
