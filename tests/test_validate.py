@@ -421,3 +421,16 @@ def test_band_coverage_counts_rows_in_the_typical_band(card: Scorecard) -> None:
     assert steps and all(c.band_ms is not None and c.band_ms[0] < c.band_ms[1] for c in steps)
     inside_n, rows = validate.band_coverage(card.checks, saturated=False)
     assert rows >= 10 and inside_n / rows >= BAND_COVERAGE_BELOW_MIN
+
+
+def test_a_fit_of_the_lower_levels_predicts_up_to_twice_its_largest(card: Scorecard) -> None:
+    # issue 25's target: fit on a sweep, predict up to 2x its largest batch within 5% median,
+    # 15% worst (operator step; the shipped sweeps give 2 such levels: 0.3% and 1.3%)
+    assert card.extrapolated
+    for w in card.extrapolated:
+        fitted = [x.concurrency for x in card.within if x.group == w.group]
+        top = max(fitted)
+        assert max(c for c in fitted if c <= top / 2) < w.concurrency <= top
+    op = card.extrapolated_error("operator")
+    assert op.n >= 2 and op.median <= 0.05 and op.high <= 0.15
+    assert "### Fitted on the lower levels, predicted up to twice the largest" in markdown(card)

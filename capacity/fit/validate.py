@@ -275,6 +275,14 @@ class Scorecard:
     """Each decode level of a group with enough of them, held out of its group's own fit."""
     within_methods: tuple[str, ...] = field(default=())
     """The step methods of `WithinLevel.held_out_ms`, in order."""
+    extrapolated: tuple[WithinLevel, ...] = field(default=())
+    """Decode levels above the largest a fit of the group's lower levels saw, up to twice it
+    (`_extrapolated`), under the same step methods."""
+
+    def extrapolated_error(self, method: str) -> Spread:
+        """|predicted / measured - 1| of the decode step beyond the fitted range, one method."""
+        i = self.within_methods.index(method)
+        return Spread.of(abs(e) for w in self.extrapolated if (e := w.error(i)) is not None)
 
     def within_error(self, method: str) -> Spread:
         """|held-out / measured - 1| of the decode step over every within-group level, under
@@ -510,6 +518,46 @@ def unqueued_prefill(cal: calib.Calibration) -> bool:
     return bool(ttft) and all(p.concurrency <= 1 for p in ttft)
 
 
+def _extrapolated(g: _Group, configure: Configure, catalog: Catalog, methods: Sequence[str],
+                  within: Sequence[WithinLevel]) -> list[WithinLevel]:
+    """The group's decode levels above the largest one a fit saw, up to twice it: fitted on
+    the levels up to half the group's largest (at least two of them), under each step method,
+    each level above predicted (`WithinLevel.held_out_ms`). [] when the group has no such
+    split. The levels are the within-group check's (those the decode fit uses)."""
+    used = {(w.concurrency, w.context_tokens, w.measured_ms) for w in within if w.group == g.key}
+    if not used:
+        return []
+    top = max(c for c, _, _ in used)
+    train_levels = sorted({c for c, _, _ in used if c <= top / 2})
+    if len(train_levels) < 2:
+        return []
+    edge = train_levels[-1]
+    pts = [p for sw in g.sweeps for p in sw.points
+           if (m := calib.decode_measured_ms(p)) is not None
+           and (p.concurrency, p.decode_context_tokens, m) in used]
+    train = [p for p in pts if p.concurrency <= edge]
+    test = [p for p in pts if edge < p.concurrency <= 2 * edge]
+    if not test:
+        return []
+    preds: list[list[float | None]] = []
+    for method in methods:
+        base = _then_method(configure, method)(_scenario(g.sweeps[0], _same, catalog))
+        try:
+            cal = calib.fit(train, base, name=g.key, engine=g.engine, today="-")
+        except CapacityError:
+            preds.append([None] * len(test))
+            continue
+        step, _ = calib.predict_ms(calib.apply(cal, base), test)
+        preds.append([float(x) for x in step])
+    return [WithinLevel(group=g.key, concurrency=p.concurrency,
+                        context_tokens=p.decode_context_tokens,
+                        measured_ms=float(calib.decode_measured_ms(p) or math.nan),
+                        held_out_ms=tuple(pr[i] for pr in preds),
+                        derived=next((d.strip(" ()") for d in (FROM_THROUGHPUT, FROM_E2E)
+                                      if p.source.endswith(d)), ""))
+            for i, p in enumerate(test)]
+
+
 def _median_knobs(cals: Sequence[calib.Calibration]) -> calib.Calibration:
     """A calibration whose every knob is the median of those that fitted it; the prefill knobs
     only from fits of unqueued TTFTs (`unqueued_prefill`), when any has them."""
@@ -587,6 +635,8 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
     methods = step_methods()
     within = [w for g in groups
               for w in _within_group(g, configure, cat, methods, fitted.get(g.key))]
+    extrapolated = [w for g in groups
+                    for w in _extrapolated(g, configure, cat, methods, within)]
     checks: list[Check] = []
     for g in groups:
         logo_cal, logo_from = _logo_calibration(g, fitted)
@@ -625,7 +675,8 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
         violations=violations, optimism_by_gpu=_spreads(speed, lambda c: c.gpu),
         optimism_by_engine=_spreads(speed, lambda c: engine_family(c.engine)),
         logo_error=tuple(logo), groups=tuple(g.key for g in groups), step_method=step_method,
-        skipped=skipped, within=tuple(within), within_methods=tuple(methods))
+        skipped=skipped, within=tuple(within), within_methods=tuple(methods),
+        extrapolated=tuple(extrapolated))
 
 
 def typical_step_bands(scenario: Scenario, concurrency: Sequence[float], c_vram_requests: int,

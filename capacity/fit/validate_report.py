@@ -124,6 +124,31 @@ def _within_markdown(card: Scorecard) -> list[str]:
         how = w.derived or "stated"
         lines.append(f"| {w.group} | {w.concurrency:g} | {w.context_tokens:g} | "
                      f"{_n(w.measured_ms)} | {how} | {cells} |")
+    return lines + _extrapolated_markdown(card)
+
+
+def _extrapolated_markdown(card: Scorecard) -> list[str]:
+    """Beyond the fitted range: each group fitted on its levels up to half its largest."""
+    if not card.extrapolated:
+        return []
+    ms = card.within_methods
+    lines = ["", "### Fitted on the lower levels, predicted up to twice the largest", "",
+             "Each group above fitted on its decode levels up to half its largest (at least "
+             "two), and the levels above the largest fitted one, up to twice it, predicted: "
+             "the error to expect when a sweep stopped short of the load planned for. "
+             f"{len(card.extrapolated)} levels in "
+             f"{len({w.group for w in card.extrapolated})} groups.", "",
+             "| step method | levels | median | worst |", "|---|---:|---:|---:|"]
+    for m in ms:
+        s = card.extrapolated_error(m)
+        lines.append(f"| {m} | {s.n} | {_p(s.median)} | {_p(s.high)} |")
+    lines += ["", "| group | C | context | measured ms | step | "
+              + " | ".join(f"{m} (predicted) | error" for m in ms) + " |",
+              "|---|---:|---:|---:|---|" + "---:|---:|" * len(ms)]
+    for w in card.extrapolated:
+        cells = " | ".join(f"{_n(w.held_out_ms[i])} | {_p(w.error(i))}" for i in range(len(ms)))
+        lines.append(f"| {w.group} | {w.concurrency:g} | {w.context_tokens:g} | "
+                     f"{_n(w.measured_ms)} | {w.derived or 'stated'} | {cells} |")
     return lines
 
 
