@@ -8,6 +8,7 @@ these return.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -169,6 +170,29 @@ def reset_calibration_name(default: str) -> None:
     if st.session_state.get("r_cal_name_for") != default:
         st.session_state["r_cal_name_for"] = default
         st.session_state["r_cal_name"] = default
+
+
+SAVED_TO = "r_saved_to"
+"""Where the last Save wrote, shown once after the rerun that follows it."""
+SAVE_PENDING = "r_save_pending"
+"""The name a Save asked for while a file of that name exists: waits for Overwrite or Cancel."""
+
+
+def save_fitted(fitted: calib.Calibration, name: str, folder: Path, *,
+                overwrite: bool = False) -> Path | None:
+    """Save the fitted calibration under `name` (the name field as it reads now, not the one
+    it was fitted under: a renamed calibration saves under its new name). When `folder`
+    already holds NAME.toml and `overwrite` is not given, nothing is written: the name waits
+    in `SAVE_PENDING` for the page to ask, and None is returned. CapacityError for a name
+    that is not a name (`check_name`)."""
+    path = cal_store.named_path(name, folder, for_writing=True)
+    if path.exists() and not overwrite:
+        st.session_state[SAVE_PENDING] = name
+        return None
+    st.session_state.pop(SAVE_PENDING, None)
+    renamed = fitted if fitted.name == name else dataclasses.replace(fitted, name=name)
+    st.session_state[ms.FITTED] = renamed
+    return cal_store.save_named(renamed, name, folder)
 
 
 def keep_fitted(cal: calib.Calibration) -> None:

@@ -195,13 +195,30 @@ if c2.button(T("r_fit"), key="r_fit", type="primary"):
         st.rerun()
 fitted = st.session_state.get(ms.FITTED)
 if isinstance(fitted, calib.Calibration):
-    if c3.button(T("r_save"), key="r_save"):
+    save_as = st.session_state.get(rs.SAVE_PENDING)
+    overwrite = save_as is not None and save_as == cal_name
+    if save_as is not None and not overwrite:
+        st.session_state.pop(rs.SAVE_PENDING)  # the name changed since: ask again on Save
+    if overwrite:
+        st.warning(T("r_save_exists", name=cal_name))
+        o1, o2 = st.columns(2)
+        do_save = o1.button(T("r_save_overwrite"), key="r_save_overwrite")
+        if o2.button(T("r_save_cancel"), key="r_save_cancel"):
+            st.session_state.pop(rs.SAVE_PENDING)
+            st.rerun()
+    else:
+        do_save = c3.button(T("r_save"), key="r_save")
+    if do_save:
         try:
-            path = cal_store.save_named(fitted, fitted.name, ms.calibrations_dir())
+            path = rs.save_fitted(fitted, cal_name, ms.calibrations_dir(), overwrite=overwrite)
         except (CapacityError, OSError) as exc:
             st.error(T("r_error", msg=error_text(exc, lang)))
-        else:
-            st.success(T("r_saved", path=str(path)))
+        else:  # saved (its new name shown everywhere after the rerun), or a name to ask about
+            if path is not None:
+                st.session_state[rs.SAVED_TO] = str(path)
+            st.rerun()
+    if (saved_to := st.session_state.pop(rs.SAVED_TO, None)) is not None:
+        st.success(T("r_saved", path=saved_to))
     st.markdown(f"**{T('r_knobs', name=fitted.name)}**")
     if fitted.step_method == StepMethod.OPERATOR:
         st.caption(T("r_fit_method"))

@@ -99,6 +99,25 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert (env / "cal" / "sweep-a-cal.toml").is_file()
     assert load("sweep-a-cal", env / "cal").eta_bw == pytest.approx(0.7, rel=0.05)
 
+    # issue 28: renamed after the fit, it saves under the new name (no refit needed)...
+    at.text_input(key="r_cal_name").set_value("sweep-a-renamed").run()
+    at.button(key="r_save").click().run()
+    assert not at.exception and not at.error
+    assert load("sweep-a-renamed", env / "cal").name == "sweep-a-renamed"
+    # ...and a name that is taken asks before it overwrites
+    before = (env / "cal" / "sweep-a-cal.toml").read_text(encoding="utf-8")
+    at.text_input(key="r_cal_name").set_value("sweep-a-cal").run()
+    at.button(key="r_save").click().run()
+    assert any("A calibration named sweep-a-cal is saved already" in w.value for w in at.warning)
+    assert (env / "cal" / "sweep-a-cal.toml").read_text(encoding="utf-8") == before
+    at.button(key="r_save_cancel").click().run()
+    assert not at.warning
+    at.button(key="r_save").click().run()
+    at.button(key="r_save_overwrite").click().run()
+    assert not at.exception and not at.error and not at.warning
+    assert "Saved to" in texts(at)
+    assert load("sweep-a-cal", env / "cal").name == "sweep-a-cal"
+
     # a new session reuses the saved one
     fresh = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
     fresh.run()
