@@ -19,8 +19,9 @@ from capacity.fit import calibration_report as cal_report
 from capacity.fit.findmax import FindMaxOverlay
 from capacity.fit.overlay import METRICS, Overlay, Predicted, median_abs_error
 from capacity.fit.reference import ReferenceSweep
+from capacity.fit.run_accuracy import RunAccuracy
 from capacity.fit.uncertainty import Band, Sensitivity
-from capacity.fit.validate import Check, RunAccuracy
+from capacity.fit.validate import Check
 from capacity.fit.vllm_log import Term
 from capacity.model.scenario import Scenario
 from capacity.report.i18n import MESSAGES, note_text, t

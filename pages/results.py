@@ -28,8 +28,8 @@ from capacity.fit import calibration_store as cal_store
 from capacity.fit.findmax import max_concurrency_within_slo
 from capacity.fit.measured import run_scenario
 from capacity.fit.overlay import COMPARE_COLUMNS, METRICS, compare_table, typical_lengths
+from capacity.fit.run_accuracy import run_checks, summarize
 from capacity.fit.uncertainty import band, sensitivity
-from capacity.fit.validate import run_checks, summarize
 from capacity.fit.vllm_log import parse_vllm_log, reconcile
 from capacity.model.roofline import StepMethod
 from capacity.report.i18n import error_text, note_text, t

@@ -20,6 +20,7 @@ from capacity.fit import calibration as calib
 from capacity.fit import overlay, validate
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import ReferenceSweep, load_reference, tpot_from_e2e
+from capacity.fit.run_accuracy import run_checks, summarize
 from capacity.fit.validate import (
     Metric,
     Scorecard,
@@ -28,13 +29,11 @@ from capacity.fit.validate import (
     engine_family,
     optimism,
     relative_error,
-    run_checks,
     run_scenario,
     saturated_levels,
     scorecard,
     spec_sheet,
     step_methods,
-    summarize,
     with_step_method,
 )
 from capacity.fit.validate_report import BEGIN, END, between_markers, markdown, to_json, write_between_markers

@@ -1,43 +1,25 @@
 """The accuracy scorecard: the predictor against every measured row the project ships
-(`capacity validate`, docs/accuracy.md), and against a user's own runs (the Results page).
+(`capacity validate`, docs/accuracy.md; a user's own runs: `capacity.fit.run_accuracy`).
 
-Each stated row of `data/reference/published.csv` (`ReferenceSweep.stated`) becomes one
-`Check`: the measured figure beside the spec-sheet prediction (every knob at its spec-sheet
-value) and the calibrated leave-one-group-out prediction.
-
-The spec-sheet prediction has every knob at peak (`spec_sheet`: eta_bw = eff = MFU = 1, no
-overheads). Metrics, as the row states them:
-
-- decode step (`tpot_ms`, `itl_ms`, mean or median): the decode step time (F4) at the batch the
-  engine runs (min(C, C_vram) per replica, F3) and the context a request holds on average while
-  decoding (prompt + output / 2);
-- TTFT (`ttft_ms`): prefill time (F6) with no queueing, so under load it can only be lower than
-  what a client measures;
-- throughput (`agg_output_tps`): a closed loop of C clients, each request one prefill then
-  n - 1 decode steps: C x n / (TTFT + (n - 1) x step) (`closed_loop_tok_s`);
-- end-to-end latency (`e2e_ms`): TTFT + (n - 1) x step (`e2e_ms`).
-
-Optimism = how much faster the spec sheet says than measured (`optimism`): measured time /
-predicted time, or predicted tok/s / measured tok/s; >= 1 means the spec sheet is an upper bound
-on speed, which is the target for every row. A level is at saturation when C exceeds the
-spec-sheet C_vram or its measured throughput is within 5% of a lower concurrency's
+Each stated row of `data/reference/published.csv` becomes one `Check`: the measured figure
+beside the spec-sheet prediction (`spec_sheet`: every knob at peak, no queueing, the bound) and
+the calibrated leave-one-group-out prediction. Step: F4 at min(C, C_vram) per replica and the
+context a request holds on average while decoding (prompt + output / 2). TTFT, throughput and
+E2E: spec sheet F6 and a closed loop (`closed_loop_tok_s`, `e2e_ms`); calibrated, the event
+model under the row's engine profile (`queued_levels`). Optimism (`optimism`) >= 1 means the
+spec sheet is an upper bound on speed, the target for every row; a level is at saturation when
+C exceeds the spec-sheet C_vram or its throughput is within 5% of a lower level's
 (`saturated_levels`).
 
 Leave-one-group-out (a group = GPU + engine + model): each group is fitted on its own
-(`calibration.fit`, public API), then each group is predicted with knobs learned only from
-other groups: the median knobs of the groups on the same GPU and engine (another model) when
-there are any, else the same GPU, else the same engine, else all other groups (`Check.
-calibrated_from` says which). The predictor is `calibration.predict_ms` over
-`scenario.evaluate`, the one step implementation; `configure` maps every scenario before it is
-predicted or fitted, so a step method becomes one parameter (see `step_methods`).
-
-Within a group (`WithinLevel`): a group with at least `MIN_WITHIN_LEVELS` decode levels is
-fitted on its own levels with each one held out in turn (`calibration.fit`'s held-out check:
-the whole level, every prompt length of it; five folds of levels above eight), under each
-step method, and the held-out
-level's decode step is compared with its measurement: the error of a calibration on a small
-sweep of one model, GPU and engine at the levels it did not see.
-The scorecard written out (Markdown for docs/accuracy.md, JSON) is `capacity.fit.validate_report`.
+(`calibration.fit`), then predicted with the median knobs of other groups only: the same GPU
+and engine (another model), else the same GPU, else the same engine, else all
+(`Check.calibrated_from`); prefill knobs only from unqueued TTFTs (`unqueued_prefill`).
+`configure` maps every scenario before it is predicted or fitted (a step method is one
+parameter, `step_methods`). Within a group (`WithinLevel`): each decode level held out of the
+group's own fit (whole levels), and the levels above half the largest predicted from those
+below (`_extrapolated`). Rows in the band shown without calibration: `band_coverage`.
+The report (Markdown, JSON) is `capacity.fit.validate_report`.
 Source: docs/accuracy.md, docs/calibration.md, F3, F4, F6, F11 (docs/method.md).
 """
 
@@ -433,7 +415,7 @@ def spec_sheet(s: Scenario) -> Scenario:
     return s.with_(calibration=None, **SPEC_KNOBS)
 
 
-def _pick(p: Prediction, metric: Metric, i: int, stat: str = "mean") -> float:
+def pick(p: Prediction, metric: Metric, i: int, stat: str = "mean") -> float:
     """Level i's prediction of `metric` in the row's statistic: TTFT, E2E and throughput from
     the event model when the prediction ran it, else the unqueued formulas."""
     if p.queued is not None and metric != Metric.STEP:
@@ -705,71 +687,6 @@ def _check(g: _Group, s: ReferenceSweep, v: StatedValue, i: int, spec: Predictio
                  model=s.model_key or s.model_name, source=s.source, date=s.date, tp=s.tp,
                  concurrency=v.concurrency, prompt_tokens=s.prompt_tokens,
                  output_tokens=s.output_tokens, metric=metric,
-                 stat=v.stat, measured=v.value, spec=_pick(spec, metric, i), saturated=saturated,
-                 calibrated=None if cal is None else _pick(cal, metric, i, v.stat),
+                 stat=v.stat, measured=v.value, spec=pick(spec, metric, i), saturated=saturated,
+                 calibrated=None if cal is None else pick(cal, metric, i, v.stat),
                  calibrated_from=cal_from)
-
-
-# ---------------------------------------------------------------------------------------------
-# a user's own runs (the Results page)
-
-def run_checks(points: Sequence[MeasuredPoint], scenario: Scenario,
-               calibration: calib.Calibration | None = None) -> list[Check]:
-    """The scorecard's rows for measured points of one's own (a stored run, an import): each
-    level's stated step (TPOT), TTFT and throughput beside the spec-sheet prediction of
-    `scenario` (`spec_sheet`: every knob at peak) and, with a calibration, the calibrated
-    one. Prompt and output lengths are each point's own (else the scenario's prompt and
-    context)."""
-    out: list[Check] = []
-    by_len: dict[tuple[float, float], list[MeasuredPoint]] = {}
-    for p in points:
-        prompt = p.prompt_tokens if p.prompt_tokens is not None else float(scenario.prompt)
-        output = (p.output_tokens if p.output_tokens is not None
-                  else max(0.0, p.context_tokens - prompt))
-        by_len.setdefault((prompt, output), []).append(p)
-    cal_s = None if calibration is None else calib.apply(calibration, scenario)
-    scenario = spec_sheet(scenario)
-    for (prompt, output), pts in sorted(by_len.items()):
-        pts = sorted(pts, key=lambda p: p.concurrency)
-        levels = [p.concurrency for p in pts]
-        spec = predict(scenario, levels, prompt, output)
-        cal = None if cal_s is None else predict(cal_s, levels, prompt, output)
-        sat = saturated_levels(levels, [p.output_tok_s for p in pts],
-                               spec.c_vram * scenario.replicas)
-        for i, p in enumerate(pts):
-            for metric, value in ((Metric.STEP, p.tpot_ms), (Metric.TTFT, p.ttft_ms),
-                                  (Metric.THROUGHPUT, p.output_tok_s)):
-                if value is None:
-                    continue
-                out.append(Check(
-                    group="", gpu=scenario.gpu.key, engine=p.engine,
-                    model=scenario.variant.key, source=p.source, date="", tp=scenario.tp,
-                    concurrency=p.concurrency, prompt_tokens=prompt, output_tokens=output,
-                    metric=metric, stat=p.stat, measured=float(value),
-                    spec=_pick(spec, metric, i), saturated=sat[i],
-                    calibrated=None if cal is None else _pick(cal, metric, i),
-                    calibrated_from="" if calibration is None else calibration.name))
-    return out
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunAccuracy:
-    """The summary of `run_checks`: rows, the share where the spec sheet is an upper bound, and
-    the median |relative error| of the spec-sheet and calibrated predictions (fractions; NaN
-    when there is none)."""
-
-    rows: int
-    upper_bound_rate: float
-    spec_median_error: float
-    calibrated_median_error: float
-
-
-def summarize(checks: Sequence[Check]) -> RunAccuracy:
-    """`RunAccuracy` of a list of checks (the Results page's caption)."""
-    cal = [abs(e) for c in checks if (e := c.calibrated_error) is not None]
-    return RunAccuracy(
-        rows=len(checks),
-        upper_bound_rate=(sum(c.upper_bound for c in checks) / len(checks)) if checks
-        else math.nan,
-        spec_median_error=Spread.of(abs(c.spec_error) for c in checks).median,
-        calibrated_median_error=float(statistics.median(cal)) if cal else math.nan)
