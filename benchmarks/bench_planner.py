@@ -19,7 +19,8 @@ from capacity.catalog.loader import default_catalog
 from capacity.model.workload import Workload
 from capacity.plan.detail import load_curve, simulate_option
 from capacity.plan.options import PlanInputs, Slo
-from capacity.plan.search import _CAPACITY_MEMO, plan
+from capacity.plan.rate_search import _CAPACITY_MEMO
+from capacity.plan.search import plan
 
 TARGET_S = 1.0
 

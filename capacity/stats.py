@@ -12,6 +12,10 @@ section 6.2), found by Halley's method from the Wilson-Hilferty start
 k (1 - 1/(9k) + z_q / (3 sqrt k))^3. For k >= `WH_SHAPE` the Wilson-Hilferty value itself is
 used: its relative error there is under 2e-6 at q = 0.99 and under 6e-7 at q = 0.9
 (tests/test_stats.py checks every branch against scipy.special.gammaincinv).
+
+`gamma_quantile_at_most(mean, var, q, bound)` answers "is that quantile within `bound`?" as
+`gamma_quantile(...) <= bound` would, with one evaluation of P instead of Halley's steps where
+that settles it (the planner's capacity search asks only this, thousands of times).
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from capacity.types import FloatArray
+from capacity.types import BoolArray, FloatArray
 
 WH_SHAPE: Final = 1000.0
 """Shape from which the Wilson-Hilferty approximation is the answer (no refinement)."""
 
 _TINY: Final = 1e-300
+_DECISIVE: Final = 1e-9
+"""How far P(k, x) must be from q for `gamma_quantile_at_most` to answer from it: the series
+is good to ~1e-15, and Halley's quantile to far less than the x this margin stands for."""
 
 
 def normal_quantile(q: float) -> float:
@@ -138,4 +145,49 @@ def gamma_quantile(mean: npt.ArrayLike, var: npt.ArrayLike, q: float) -> FloatAr
     out = np.array(m, dtype=np.float64, copy=True)
     if finite.any():
         out[finite] = _gamma_p_inverse(k[finite], q) * scale[finite]
+    return out
+
+
+def gamma_quantile_at_most(mean: npt.ArrayLike, var: npt.ArrayLike, q: float,
+                           bound: npt.ArrayLike, divisor: float = 1.0) -> BoolArray:
+    """Whether `gamma_quantile(mean, var, q) / divisor <= bound`, elementwise: the same answer.
+
+    Where `gamma_quantile` computes the mean itself (zero variance, a non-finite shape) or the
+    Wilson-Hilferty value (shape k >= WH_SHAPE), so does this, and compares. Below WH_SHAPE
+    the quantile x_q (unit scale) is at most x_b = bound x divisor / scale exactly when
+    P(k, x_b) >= q, so one evaluation of P answers where it is more than `_DECISIVE` from q
+    (and none where x_b is past k + sqrt(2 k t) + t, t = 5 - ln(1 - q): the gamma's upper tail
+    beyond that holds less than e^-t, Boucheron, Lugosi and Massart, Concentration
+    Inequalities (2013), section 2.4); the rare entries nearer q get the quantile itself.
+    """
+    m, v = np.broadcast_arrays(np.asarray(mean, dtype=np.float64),
+                               np.asarray(var, dtype=np.float64))
+    b = np.broadcast_to(np.asarray(bound, dtype=np.float64), m.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(v > 0, m * m / np.where(v > 0, v, 1.0), np.inf)
+        scale = np.where(m > 0, v / np.where(m > 0, m, 1.0), 0.0)
+    finite = np.isfinite(k) & (k > 0) & np.isfinite(m)
+    out = np.asarray(m / divisor <= b)  # gamma_quantile's answer off `finite`: the mean
+    wh = finite & (k >= WH_SHAPE)
+    if wh.any():
+        out[wh] = gamma_quantile(m[wh], v[wh], q) / divisor <= b[wh]
+    rest = np.flatnonzero(finite & (k < WH_SHAPE))
+    if not rest.size:
+        return out
+    kk, sc, bb = k[rest], scale[rest], b[rest]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x_b = bb * divisor / sc
+        tail = 5.0 - math.log1p(-q)
+        past = x_b >= kk + np.sqrt(2.0 * kk * tail) + tail
+    p = np.full(rest.size, np.nan)
+    mid = np.flatnonzero(~past & (x_b > 0))
+    if mid.size:
+        p[mid] = _gamma_p(kk[mid], x_b[mid], _lgamma(kk[mid]))
+    p = np.where(past, 1.0, np.where(x_b > 0, p, 0.0))
+    ans = p >= q
+    close = np.flatnonzero(np.abs(p - q) <= _DECISIVE)
+    if close.size:
+        i = rest[close]
+        ans[close] = gamma_quantile(m[i], v[i], q) / divisor <= b[i]
+    out[rest] = ans
     return out

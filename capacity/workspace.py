@@ -20,12 +20,10 @@ long-running app) sees a changed variable at once.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 
@@ -163,7 +161,15 @@ def bundled_data_dir() -> Path:
     root = checkout_root()
     if root is not None:
         return root / "data"
-    return Path(str(resources.files("capacity") / "_data"))
+    return _package_dir("_data")
+
+
+def _package_dir(name: str) -> Path:
+    """A folder of the installed package (the wheel's `_data`, `_app`). importlib.resources
+    loads here: a checkout never needs it, and it is 15 ms of every command's start-up."""
+    from importlib import resources
+
+    return Path(str(resources.files("capacity") / name))
 
 
 def catalog_dir() -> Path:
@@ -197,7 +203,7 @@ def app_dir() -> Path:
     root = checkout_root()
     if root is not None and (root / "streamlit_app.py").is_file():
         return root
-    return Path(str(resources.files("capacity") / "_app"))
+    return _package_dir("_app")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,6 +252,8 @@ def prepare_bench_dir() -> Path:
     exists (a sample the user deleted stays deleted). From a checkout the folder is the
     bundled one and already holds the sample.
     """
+    import shutil  # here: with bz2, lzma and zlib it is a few ms of every command's start-up
+
     target = bench_dir()
     if get(CAPACITY_BENCH_DIR) or target.exists():
         return target

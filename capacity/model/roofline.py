@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -509,9 +510,37 @@ class StepModel:
     def step_ms(self, batch: npt.ArrayLike) -> FloatArray:
         """Decode step time in ms (F4 or F4b, `combine_step`).
 
-        The lean path (no byte or throughput arrays kept) for the planner's search loops.
+        The lean path (no byte or throughput arrays kept) for the planner's search loops: under
+        one overlap (the chapter's F4, the bound) for a dense model at `batch1_factor` 1, the
+        arithmetic of `parts(batch).step_ms`, operation for operation, without the parts it
+        does not need (the weight term computed once per model, `_lean`); else `parts`. The
+        two agree to the bit (tests/test_search_speed.py).
         """
-        return self.parts(batch).step_ms
+        lean = self._lean
+        if lean is None:
+            return self.parts(batch).step_ms
+        weight_peak_ms, bandwidth_bytes_s, flop_s, flop_per_seq = lean
+        b = np.asarray(batch, dtype=np.float64)
+        # bandwidth_term_ms and compute_term_ms at peak, then combine_step's one overlap
+        kv_peak_ms = np.asarray(b * self.kv_request_bytes, dtype=np.float64) / bandwidth_bytes_s * 1e3
+        gemm_peak_ms = np.asarray(flop_per_seq * b, dtype=np.float64) / flop_s * 1e3
+        comm = np.asarray(self.comm_fixed_ms + self.comm_per_seq_ms * b, dtype=np.float64)
+        bw = (weight_peak_ms + kv_peak_ms) / self.eta_bw
+        step = self.overhead_ms + np.maximum(bw, gemm_peak_ms / self.eff) + comm
+        return np.asarray(step + self.seq_overhead_ms * b, dtype=np.float64)
+
+    @cached_property
+    def _lean(self) -> tuple[FloatArray, FloatArray, FloatArray, float] | None:
+        """What `step_ms`'s lean path reuses: the weight read's term at peak (ms), BW in B/s,
+        F in FLOP/s and the weight GEMMs' FLOPs per sequence; None where it does not apply
+        (the operator method, a MoE model, a batch-of-one factor)."""
+        if (StepMethod(self.method) == StepMethod.OPERATOR or self.expert_fraction > 0
+                or self.batch1_factor != 1.0):
+            return None
+        return (bandwidth_term_ms(self.weight_read_bytes(np.asarray(0.0)), self.bandwidth_gb_s),
+                np.asarray(np.asarray(self.bandwidth_gb_s) * GB, dtype=np.float64),
+                np.asarray(np.asarray(self.tflops) * TERA, dtype=np.float64),
+                2.0 * self.params_active_b * 1e9)
 
     def decode(self, batch: npt.ArrayLike) -> DecodeStep:
         """Every term of the step at each batch, broadcast to one shape (F4 / F4b).

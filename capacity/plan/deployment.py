@@ -73,7 +73,8 @@ def assess(d: Deployment, catalog: Catalog | None = None, *, checks_only: bool =
     """The planner's figures for exactly this deployment: `plan` over its one configuration
     (every check, feasible or not), so they are the planner's own for it (each configuration's
     numbers are computed alone, whatever is searched beside it). `checks_only`: `plan`'s."""
-    p = plan(d.narrowed(), catalog, keep_all=True, checks_only=checks_only)
+    p = plan(d.narrowed(), catalog, keep_all=True, checks_only=checks_only,
+             only=(d.n_gpus, d.tp))
     for o in p.all_options:
         if o.n_gpus == d.n_gpus and o.tp == d.tp:
             return replace(o, nodes=node_layout(o))

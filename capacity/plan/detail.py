@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,13 +22,15 @@ from capacity.model.scenario import (
     evaluate,
     make_scenario,
 )
-from capacity.plan.events import QueueResult, ServiceModel, service_from_scenario, simulate
 from capacity.plan.options import (
     Option,
     PlanInputs,
     Reason,
 )
-from capacity.plan.traffic_queue import simulate_prefix, traffic_service
+
+if TYPE_CHECKING:  # the event models load when an option is simulated: `capacity size` and
+    # the planner's search never run them, and they are a tenth of its start-up
+    from capacity.plan.events import QueueResult, ServiceModel
 
 # One option, in detail
 
@@ -63,6 +66,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
                    chunk_tokens: int | None = None) -> ServiceModel:
     """One replica of the option for the discrete-event model."""
+    from capacity.plan.events import service_from_scenario
+
     s = option_scenario(inp, o, catalog)
     return service_from_scenario(s, output_tokens=inp.workload.output_tokens,
                                  max_num_seqs=inp.max_num_seqs, chunk_tokens=chunk_tokens,
@@ -80,6 +85,9 @@ def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, 
     sharing requests prefill only the rest of their prompt and the option's slots count the
     prefix once; there prompts are prefilled whole, in batches (the chapter's scheduling:
     an engine's chunked prefill is not modelled on that path)."""
+    from capacity.plan.events import simulate
+    from capacity.plan.traffic_queue import simulate_prefix, traffic_service
+
     wl = inp.workload
     hit = min(inp.prefix_tokens, wl.prompt - 1, wl.context_tokens - 1)
     if hit > 0 and inp.prefix_share > 0 and math.isfinite(o.design_rate_per_s) \
@@ -118,6 +126,8 @@ def load_curve(inp: PlanInputs, o: Option, rates_per_s: Sequence[float] | None =
 
     Default rates: `points` values from 5 % to 130 % of the saturation rate.
     """
+    from capacity.plan.events import simulate
+
     svc = option_service(inp, o, catalog)
     reps = o.replicas
     if rates_per_s is None:

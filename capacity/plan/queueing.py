@@ -103,6 +103,13 @@ class AnalyticLatency:
     tpot_q_ms: FloatArray
     duration_s: FloatArray
     saturated: BoolArray
+    decode_mean_ms: FloatArray
+    """Mean of a request's decode time (its output - 1 steps and the prefills they wait for),
+    ms: `tpot_ms` x (output - 1) where the load is not saturated (not set to inf where it is)."""
+    decode_var_ms2: FloatArray
+    """Its variance, ms^2: `tpot_q_ms` is the gamma quantile of this mean and variance over
+    (output - 1) (`gamma_quantile`; `gamma_quantile_at_most` asks whether it is within a
+    target without computing it)."""
 
 
 def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: npt.ArrayLike,
@@ -110,7 +117,8 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                      concurrency: npt.ArrayLike | None = None,
                      limit: npt.ArrayLike = np.inf,
                      chunk_tokens: npt.ArrayLike | None = None,
-                     prompt_tokens: int | None = None) -> AnalyticLatency:
+                     prompt_tokens: int | None = None,
+                     tpot_quantile: bool = True) -> AnalyticLatency:
     """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
 
     Prefill-first continuous batching with batched prefill (the discrete-event model without
@@ -148,6 +156,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     - TPOT keeps the same stall share and spread: the chunks carry the same prefill time (the
       mixed step is the decode step plus the chunk's prefill), and a request that decodes while
       a prompt is prefilled waits for all of its chunks, one step at a time.
+    `tpot_quantile` False leaves the TPOT percentile out (`tpot_q_ms` is NaN where the load is
+    not saturated), for callers that need only the concurrency, the means or the duration, or
+    that ask `gamma_quantile_at_most` of `decode_mean_ms` and `decode_var_ms2`: the gamma
+    quantile is a good part of a call.
     Unit: ms (TTFT, TPOT), requests (C). Source: docs/method.md, queueing; Kleinrock, Queueing Systems
     vol. 1, sections 5.6-5.8 (M/G/1 waiting-time moments and busy periods).
     The slot queue (C above the slots) is not modelled here; the caller rejects that case.
@@ -190,36 +202,49 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
             return np.asarray(own + 0.5 * s + w, dtype=np.float64)
         return np.asarray(batching * (0.5 * s + wq), dtype=np.float64)
 
-    def decode_ms(s: FloatArray) -> tuple[FloatArray, FloatArray]:
+    # the parts of decode_ms that do not depend on the step (computed once, not per iteration)
+    idle_share, rho_t, one_m_rho2 = 1.0 - rho, rho * t, 1.0 - rho * rho
+
+    def decode_ms(s: FloatArray, with_var: bool = True) -> tuple[FloatArray, FloatArray]:
+        """Mean and variance of a request's decode time (ms); the variance only `with_var`
+        (else NaN: the fixed point's duration needs the mean alone)."""
         with np.errstate(invalid="ignore"):
-            lam_x = np.where(ok_p, lam_ms * ((1.0 - rho) * s + rho * t) / (1.0 - rho * rho),
-                             np.inf)
-            backlog = rho * t * (1.0 + lam_x) if n_dec else 0.0
-            var_backlog = t * t * (rho * (1.0 + lam_x) + rho * rho * lam_x) if n_dec else 0.0
+            lam_x = np.where(ok_p, lam_ms * (idle_share * s + rho_t) / one_m_rho2, np.inf)
+            backlog = rho_t * (1.0 + lam_x) if n_dec else 0.0
             x = n_dec * s + backlog
             mean = np.where(ok_p, x / one_m, np.inf)
+            if not with_var:
+                return np.asarray(mean, dtype=np.float64), np.full(np.shape(mean), np.nan)
+            var_backlog = t * t * (rho * (1.0 + lam_x) + rho * rho * lam_x) if n_dec else 0.0
             var = np.where(ok_p, var_backlog / one_m ** 2 + x * lam_ms * t * t / one_m ** 3,
                            np.inf)
         return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
 
-    def duration(c: FloatArray) -> FloatArray:
-        s = step.step_ms(c)
-        mean, _ = decode_ms(s)
+    def duration_at(c: FloatArray, s: FloatArray, mean: FloatArray) -> FloatArray:
+        """A request's time in the server (s) at concurrency c, step s, decode mean `mean`."""
         tpot = mean / max(n_dec, 1)
         return np.asarray((t + wait_ms(s, c) + output_tokens * tpot) / 1e3, dtype=np.float64)
+
+    def duration(c: FloatArray) -> FloatArray:
+        s = step.step_ms(c)
+        return duration_at(c, s, decode_ms(s, with_var=False)[0])
 
     lam = lam_ms * 1e3
     if concurrency is None:
         fp = concurrency_fixed_point(np.where(ok_p, lam, 0.0), duration, limit=limit)
         c = fp.concurrency
         converged = fp.converged | (lam == 0)
+        fp_duration: FloatArray | None = fp.duration_s  # duration(c) at its last iterate
     else:
         c = np.broadcast_to(np.asarray(concurrency, dtype=np.float64), lam.shape).copy()
         converged = np.ones(c.shape, dtype=bool)
+        fp_duration = None
     s = step.step_ms(c)
     dec_mean, dec_var = decode_ms(s)
+    dur = fp_duration if fp_duration is not None else duration_at(c, s, dec_mean)
     tpot = dec_mean / max(n_dec, 1)
-    tpot_q = gamma_quantile(dec_mean, dec_var, quantile) / max(n_dec, 1)
+    tpot_q = (gamma_quantile(dec_mean, dec_var, quantile) / max(n_dec, 1) if tpot_quantile
+              else np.full(np.shape(dec_mean), np.nan))
     ttft_mean = t + wait_ms(s, c)
     if chunked:
         own, w_c, rho_c = chunk_wait(c, s)
@@ -237,6 +262,6 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         ttft_q_ms=np.asarray(np.where(saturated, inf, ttft_q), dtype=np.float64),
         tpot_ms=np.asarray(np.where(saturated, inf, tpot), dtype=np.float64),
         tpot_q_ms=np.asarray(np.where(saturated, inf, tpot_q), dtype=np.float64),
-        duration_s=np.asarray(np.where(saturated, inf, duration(c)), dtype=np.float64),
-        saturated=np.asarray(saturated),
+        duration_s=np.asarray(np.where(saturated, inf, dur), dtype=np.float64),
+        saturated=np.asarray(saturated), decode_mean_ms=dec_mean, decode_var_ms2=dec_var,
     )

@@ -19,15 +19,14 @@ TPOT, throughput), and configurations that miss on memory alone get the chapter'
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
-from capacity.catalog.nodes import node_shape
+from capacity.catalog.nodes import NodeShape, node_shape
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import HOURS_PER_MONTH, cost_per_mtok
 from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
@@ -62,6 +61,8 @@ from capacity.plan.options import (
     Slo,
 )
 from capacity.plan.queueing import AnalyticLatency, analytic_latency
+from capacity.plan.rate_search import bisect_levels, chunking, rows_of, slo_capacity
+from capacity.stats import gamma_quantile, gamma_quantile_at_most
 from capacity.types import BoolArray, FloatArray, IntArray
 from capacity.units import GB
 
@@ -115,7 +116,10 @@ def _variants(cat: Catalog, model_key: str, formats: tuple[str, ...] | None
     return [cat.variant(base.model.key, k) for k in keys]
 
 
-def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _Units]:
+def _units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
+           ) -> tuple[Model, list[ModelVariant], _Units]:
+    """The per-replica configurations; `tp_only`: those of that TP alone (each unit's figures
+    are its own, whatever else is built beside it)."""
     variants = _variants(cat, inp.model, inp.formats)
     model = variants[0].model
     gpus = [cat.gpu(k) for k in (inp.gpus if inp.gpus is not None else sorted(cat.gpus))]
@@ -124,7 +128,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     wl = inp.workload
     if wl.context_tokens > model.max_context_tokens:
         raise InputError(context_limit_note(wl.context_tokens, model))
-    tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
+    tps = [tp for tp in _tp_choices(model, inp.max_gpus, inp.allow_tp)
+           if tp_only is None or tp == tp_only]
     operator = counts_as_engines(inp.step_method)
     pf = prefill_flops(model, wl.prompt, by_operator=operator)
     # prefix caching: the mean prompt skips share x the cached prefix (F6 of the rest, exact
@@ -222,116 +227,66 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ModelVariant], _U
     return model, variants, units
 
 
-def _chunking(budget: FloatArray, wl: Workload) -> dict[str, object]:
-    """The analytic path's chunked-prefill arguments for these budgets (none when 0)."""
-    if not np.any(budget > 0):
-        return {}
-    return {"chunk_tokens": np.where(budget > 0, budget, np.inf), "prompt_tokens": wl.prompt}
-
-
 def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
           rate: FloatArray | None, conc: FloatArray | None, limit: FloatArray,
-          budget: FloatArray) -> AnalyticLatency:
+          budget: FloatArray, tpot_quantile: bool = True) -> AnalyticLatency:
     """Analytic behaviour of one replica at an arrival rate, or at a closed-loop concurrency
     (then the rate that sustains it, lambda = C / duration, found by bisection). `budget`: the
-    engine's mixed-step token budget per configuration (0 = none)."""
-    ch: Any = _chunking(budget, wl)
+    engine's mixed-step token budget per configuration (0 = none). `tpot_quantile` False:
+    without the TPOT percentile (`analytic_latency`)."""
+    ch: Any = chunking(budget, wl)
     if rate is not None:
         return analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
                                 output_tokens=wl.output_tokens, quantile=slo.quantile,
-                                limit=limit, **ch)
+                                limit=limit, tpot_quantile=tpot_quantile, **ch)
     assert conc is not None
     zero = np.zeros_like(conc)
+    # the bisection reads the duration alone: no TPOT percentile until the last call
     base = analytic_latency(rate_per_s=zero, step=step, prefill_ms=prefill_ms,
                             output_tokens=wl.output_tokens, quantile=slo.quantile,
-                            concurrency=conc, **ch)
-    lo, hi = zero, conc / base.duration_s
-    for _ in range(30):
-        mid = 0.5 * (lo + hi)
-        r = analytic_latency(rate_per_s=mid, step=step, prefill_ms=prefill_ms,
-                             output_tokens=wl.output_tokens, quantile=slo.quantile,
-                             concurrency=conc, **ch)
-        over = mid * r.duration_s >= conc
-        hi = np.where(over, mid, hi)
-        lo = np.where(over, lo, mid)
+                            concurrency=conc, tpot_quantile=False, **ch)
+
+    def below(rates: list[FloatArray]) -> BoolArray:
+        k = len(rates)
+        tiled = np.tile(np.arange(conc.size), k)
+        mid = np.concatenate(rates)
+        r = analytic_latency(rate_per_s=mid, step=step.select(tiled),
+                             prefill_ms=prefill_ms[tiled], output_tokens=wl.output_tokens,
+                             quantile=slo.quantile, concurrency=conc[tiled],
+                             tpot_quantile=False, **rows_of(ch, tiled))
+        return np.asarray(~(mid * r.duration_s >= conc[tiled])).reshape(k, conc.size)
+    lo = bisect_levels(zero, conc / base.duration_s, LOAD_STEPS, below)
     return analytic_latency(rate_per_s=lo, step=step, prefill_ms=prefill_ms,
                             output_tokens=wl.output_tokens, quantile=slo.quantile,
-                            concurrency=conc, **ch)
+                            concurrency=conc, tpot_quantile=tpot_quantile, **ch)
 
 
-_CAPACITY_MEMO: dict[tuple[object, ...], FloatArray] = {}
-_CAPACITY_MEMO_SIZE = 16
-_CAPACITY_LOCK = threading.Lock()
-
-
-def _key_of(x: object) -> object:
-    """A hashable stand-in for a value of the capacity search's inputs (arrays by content)."""
-    if isinstance(x, np.ndarray):
-        return (x.shape, x.dtype.str, x.tobytes())
-    return x
-
-
-def _capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Workload,
-              slo: Slo, budget: FloatArray) -> FloatArray:
-    """Highest arrival rate per replica (req/s) at which every check still passes.
-
-    It depends on the configurations and the request (prompt, output tokens, SLOs), not on the
-    load: a new number of daily users or a new concurrency reuses it (a small memo keyed by the
-    inputs' contents), so the Planner and the Explorer's deployment box rerun quicker."""
-    key = (tuple(_key_of(getattr(step, f.name)) for f in fields(step)), _key_of(prefill_ms),
-           _key_of(slots), _key_of(budget), wl.prompt, wl.output_tokens, slo.ttft_ms,
-           slo.tpot_ms, slo.quantile)
-    with _CAPACITY_LOCK:  # the app's sessions plan in threads
-        hit = _CAPACITY_MEMO.get(key)
-    if hit is None:
-        hit = _capacity_search(step=step, prefill_ms=prefill_ms, slots=slots, wl=wl, slo=slo,
-                               budget=budget)
-        with _CAPACITY_LOCK:
-            while len(_CAPACITY_MEMO) >= _CAPACITY_MEMO_SIZE:
-                _CAPACITY_MEMO.pop(next(iter(_CAPACITY_MEMO)))
-            _CAPACITY_MEMO[key] = hit
-    return hit.copy()
-
-
-def _capacity_search(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
-                     wl: Workload, slo: Slo, budget: FloatArray) -> FloatArray:
-    """`_capacity` by bisection (every check only gets worse as the rate rises)."""
-    ch: Any = _chunking(budget, wl)
-
-    def ok(rate: FloatArray) -> BoolArray:
-        r = analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
-                             output_tokens=wl.output_tokens, quantile=slo.quantile,
-                             limit=slots * 4 + 4, **ch)
-        return np.asarray(~r.saturated & (r.concurrency <= slots)
-                          & (r.ttft_q_ms <= slo.ttft_ms) & (r.tpot_q_ms <= slo.tpot_ms))
-    hi = np.where(prefill_ms > 0, 1e3 / np.maximum(prefill_ms, 1e-9), 1e6)
-    lo = np.zeros_like(hi)
-    lo_ok = ok(np.full_like(hi, 1e-9))
-    for _ in range(22):
-        mid = 0.5 * (lo + hi)
-        good = ok(mid)
-        lo = np.where(good, mid, lo)
-        hi = np.where(good, hi, mid)
-    return np.asarray(np.where(lo_ok, lo, 0.0), dtype=np.float64)
+LOAD_STEPS = 30
+"""Bisection steps on the rate that sustains a closed loop's concurrency."""
 
 
 def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = False,
-         checks_only: bool = False) -> Plan:
+         checks_only: bool = False, only: tuple[int, int] | None = None) -> Plan:
     """Search, check and rank every configuration (see the module docstring).
 
     `keep_all` also returns every evaluated configuration (feasible or not) in `all_options`.
     `checks_only` skips the SLO-feasible capacity where no check needs it (no cost target):
     the feasibility and the design-load figures stay, the capacity and the cost per M tokens
     at it are NaN (for callers that ask only "does it pass?").
+    `only` = (GPUs, TP) evaluates the deployments of that many GPUs at that TP alone (each
+    configuration's figures are its own, whatever is searched beside it: `deployment.assess`),
+    without the rejections and near misses of the others.
     """
     cat = catalog or default_catalog()
     wl, slo = inp.workload, inp.slo
-    model, _, u = _units(inp, cat)
+    model, _, u = _units(inp, cat, None if only is None else only[1])
     # expand replica units into deployments: n = replicas x tp <= max_gpus
     idx_l: list[int] = []
     rep_l: list[int] = []
     for i, tp in enumerate(u.tp):
         for r in range(1, inp.max_gpus // int(tp) + 1):
+            if only is not None and only != (r * int(tp), int(tp)):
+                continue
             idx_l.append(i)
             rep_l.append(r)
     idx = np.asarray(idx_l, dtype=np.int64)
@@ -347,25 +302,29 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     h = 1.0 + wl.headroom
     peak_rate = wl.peak_rate_per_s
     if peak_rate is not None:
+        # the peak's own percentiles are not read unless it is the design load; the design
+        # load's TPOT percentile, only where every option is kept (else below, where one is)
         peak = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate / reps,
-                     conc=None, limit=lim, budget=bud)
+                     conc=None, limit=lim, budget=bud, tpot_quantile=h == 1.0 and keep_all)
         design = peak if h == 1.0 else _load(  # no headroom: the design load is the peak
             step=step, prefill_ms=pre, wl=wl, slo=slo, rate=peak_rate * h / reps, conc=None,
-            limit=lim, budget=bud)
+            limit=lim, budget=bud, tpot_quantile=keep_all)
         design_c = np.maximum(design.concurrency, peak.concurrency * h)
     else:
         assert wl.peak_concurrency is not None
         c_rep = wl.peak_concurrency / reps
         peak = _load(step=step, prefill_ms=pre, wl=wl, slo=slo, rate=None,
-                     conc=np.ceil(c_rep - 1e-9), limit=lim, budget=bud)
+                     conc=np.ceil(c_rep - 1e-9), limit=lim, budget=bud,
+                     tpot_quantile=h == 1.0 and keep_all)
         design_c = np.ceil(c_rep * h - 1e-9)
         design = peak if h == 1.0 else _load(step=step, prefill_ms=pre, wl=wl, slo=slo,
-                                             rate=None, conc=design_c, limit=lim, budget=bud)
+                                             rate=None, conc=design_c, limit=lim, budget=bud,
+                                             tpot_quantile=keep_all)
     # capacity is per replica unit: compute once per unit, then scale by replicas
     cap_unit = (np.full(u.prefill_ms.shape, np.nan) if checks_only and slo.cost_per_mtok <= 0
-                else _capacity(step=u.step, prefill_ms=u.prefill_ms,
-                               slots=np.minimum(u.c_vram, u.seqs).astype(np.float64),
-                               wl=wl, slo=slo, budget=u.budget))
+                else slo_capacity(step=u.step, prefill_ms=u.prefill_ms,
+                                  slots=np.minimum(u.c_vram, u.seqs).astype(np.float64),
+                                  wl=wl, slo=slo, budget=u.budget))
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
     # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving
@@ -379,7 +338,16 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     fails_slots = ~fails_memory & (mem_c > seqs)
     # prefill alone over the SLO is a TTFT failure at any load, saturated or not
     fails_ttft = (~design.saturated & (design.ttft_q_ms > slo.ttft_ms)) | (pre > slo.ttft_ms)
-    fails_tpot = ~design.saturated & (design.tpot_q_ms > slo.tpot_ms)
+    tpot_q = design.tpot_q_ms
+    if keep_all:
+        fails_tpot = ~design.saturated & (tpot_q > slo.tpot_ms)
+    else:  # the same answer without the percentile (`gamma_quantile_at_most`; a NaN mean's
+        # percentile is NaN, never over); the percentile itself below, where an option is kept
+        live = np.flatnonzero(~design.saturated & ~np.isnan(design.decode_mean_ms))
+        fails_tpot = np.zeros(idx.size, dtype=bool)
+        fails_tpot[live] = ~gamma_quantile_at_most(
+            design.decode_mean_ms[live], design.decode_var_ms2[live], slo.quantile,
+            slo.tpot_ms, divisor=max(wl.output_tokens - 1, 1))
     fails_thr = design.saturated
     subtotal = u.fixed_bytes[idx] + mem_c * u.kv_request_bytes[idx]
     # F8 verdict per row (usable memory differs per GPU): fits / tight / does not fit
@@ -394,47 +362,69 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     cost_target = slo.cost_per_mtok
     fails_cost = (np.zeros(idx.size, dtype=bool) if cost_target <= 0
                   else ~(cpm_cap <= cost_target))
+    if not keep_all:  # the TPOT percentile where an option is kept (no check fails), as
+        # analytic_latency computes it; the rejected ones keep no figures
+        kept = np.flatnonzero(~(fails_memory | fails_slots | fails_ttft | fails_tpot | fails_thr
+                                | fails_cost))
+        tpot_q = np.where(design.saturated, np.inf, np.nan)
+        tpot_q[kept] = gamma_quantile(design.decode_mean_ms[kept], design.decode_var_ms2[kept],
+                                      slo.quantile) / max(wl.output_tokens - 1, 1)
     with np.errstate(divide="ignore"):
         ratios = np.stack([
             np.where(slots > 0, mem_c / np.maximum(slots, 1), np.inf),
-            design.ttft_q_ms / slo.ttft_ms, design.tpot_q_ms / slo.tpot_ms,
+            design.ttft_q_ms / slo.ttft_ms, tpot_q / slo.tpot_ms,
             design.utilization,
             cpm_cap / cost_target if cost_target > 0 else np.zeros(idx.size)])
     names = (Reason.MEMORY, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT, Reason.COST)
     bind_i = np.argmax(np.where(np.isfinite(ratios), ratios, 1e300), axis=0)
+    # each row's figures as Python numbers, converted once per array (not per row and field)
+    checks = list(zip(*(f.tolist() for f in (fails_memory, fails_slots, fails_ttft, fails_tpot,
+                                              fails_thr, fails_cost)), strict=True))
+    reasons = (Reason.MEMORY, Reason.SLOTS, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT,
+               Reason.COST)
+    row = {k: v.tolist() for k, v in (
+        ("idx", idx), ("n", n), ("month", month), ("c_vram", c_vram), ("slots", slots),
+        ("rate_peak", peak_rate_total), ("rate_design", design.rate_per_s * reps),
+        ("c_peak", peak.concurrency * reps), ("c_design", design_c * reps),
+        ("ttft", design.ttft_q_ms), ("ttft_mean", design.ttft_mean_ms),
+        ("tpot", tpot_q), ("tpot_mean", design.tpot_ms), ("pre", pre),
+        ("util", design.utilization), ("verdict", verdict), ("price", price), ("cap", cap),
+        ("spare", spare), ("node", node), ("billed", billed), ("cpm_cap", cpm_cap),
+        ("cpm_design", cpm_design), ("bind", bind_i),
+        ("bind_ratio", ratios[bind_i, np.arange(idx.size)]))}
+    unit = {k: v.tolist() for k, v in (("tp", u.tp), ("w", u.weights_gb), ("cv", u.c_vram),
+                                        ("pre", u.prefill_ms), ("price", u.price_per_hour))}
     options: list[Option] = []
     for j in range(idx.size):
-        i = int(idx[j])
-        fails = tuple(name for name, f in (
-            (Reason.MEMORY, fails_memory[j]), (Reason.SLOTS, fails_slots[j]),
-            (Reason.TTFT, fails_ttft[j]), (Reason.TPOT, fails_tpot[j]),
-            (Reason.THROUGHPUT, fails_thr[j]), (Reason.COST, fails_cost[j])) if f)
+        i = row["idx"][j]
+        fails = tuple(name for name, f in zip(reasons, checks[j], strict=True) if f)
         if not keep_all and fails:
-            options.append(_lite(u, i, int(n[j]), fails, float(month[j])))
+            options.append(_lite(u, unit, i, int(row["n"][j]), fails, row["month"][j]))
             continue
-        rate_peak = float(peak_rate_total[j])
         options.append(Option(
-            gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=int(n[j]), tp=int(u.tp[i]),
-            weights=u.formats[i], kv_dtype=u.kv[i], weights_gb=float(u.weights_gb[i]),
-            c_vram_per_replica=int(c_vram[j]), slots_per_replica=int(slots[j]),
-            peak_rate_per_s=rate_peak, design_rate_per_s=float(design.rate_per_s[j] * reps[j]),
-            peak_concurrency=float(peak.concurrency[j] * reps[j]),
-            design_concurrency=float(design_c[j] * reps[j]),
-            ttft_ms=float(design.ttft_q_ms[j]), ttft_mean_ms=float(design.ttft_mean_ms[j]),
-            tpot_ms=float(design.tpot_q_ms[j]), tpot_mean_ms=float(design.tpot_ms[j]),
-            prefill_ms=float(pre[j]),
-            utilization=float(design.utilization[j]), memory_verdict=MemoryVerdict(str(verdict[j])),
-            price_per_hour=float(price[j]), currency=inp.currency,
-            cost_per_month=float(month[j]), capacity_rate_per_s=float(cap[j]),
-            spare_gpus=int(spare[j]), node_gpus=int(node[j]), billed_gpus=int(billed[j]),
-            cost_per_mtok=float(cpm_cap[j]), cost_per_mtok_design=float(cpm_design[j]),
-            failures=fails, binding=names[int(bind_i[j])],
-            binding_ratio=float(ratios[int(bind_i[j]), j]),
+            gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=int(row["n"][j]),
+            tp=unit["tp"][i], weights=u.formats[i], kv_dtype=u.kv[i],
+            weights_gb=unit["w"][i], c_vram_per_replica=int(row["c_vram"][j]),
+            slots_per_replica=int(row["slots"][j]), peak_rate_per_s=row["rate_peak"][j],
+            design_rate_per_s=row["rate_design"][j], peak_concurrency=row["c_peak"][j],
+            design_concurrency=row["c_design"][j],
+            ttft_ms=row["ttft"][j], ttft_mean_ms=row["ttft_mean"][j],
+            tpot_ms=row["tpot"][j], tpot_mean_ms=row["tpot_mean"][j],
+            prefill_ms=row["pre"][j], utilization=row["util"][j],
+            memory_verdict=MemoryVerdict(str(row["verdict"][j])),
+            price_per_hour=row["price"][j], currency=inp.currency,
+            cost_per_month=row["month"][j], capacity_rate_per_s=row["cap"][j],
+            spare_gpus=int(row["spare"][j]), node_gpus=int(row["node"][j]),
+            billed_gpus=int(row["billed"][j]),
+            cost_per_mtok=row["cpm_cap"][j], cost_per_mtok_design=row["cpm_design"][j],
+            failures=fails, binding=names[row["bind"][j]],
+            binding_ratio=row["bind_ratio"][j],
         ))
     ranked = sorted((o for o in options if o.feasible), key=_rank_key)
     feasible = _fold_twins(ranked)
-    rejected = _rejections(options, feasible, [g.key for g in dict.fromkeys(u.gpus)], slo)
-    near = _near_misses(inp, cat, options, feasible)
+    rejected = ([] if only is not None
+                else _rejections(options, feasible, [g.key for g in dict.fromkeys(u.gpus)], slo))
+    near = [] if only is not None else _near_misses(inp, cat, options, feasible)
     return Plan(inputs=inp, model_name=model.name, options=tuple(feasible),
                 configurations=tuple(ranked),
                 rejected=tuple(rejected), near_misses=tuple(near), evaluated=int(idx.size),
@@ -453,34 +443,51 @@ def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
     for o in ranked:
         groups.setdefault((o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp), []).append(o)
     out = []
+    shapes: dict[str, NodeShape] = {}  # each GPU's node shape, looked up once
     for o in ranked:
         twins = groups[(o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp)]
         if twins[0] is not o:
             continue
-        out.append(replace(o, nodes=node_layout(o), variants=tuple(
+        if not o.node_gpus and o.gpu not in shapes:
+            shapes[o.gpu] = node_shape(o.gpu)
+        out.append(_amended(o, nodes=node_layout(o, shapes.get(o.gpu)), variants=tuple(
             (x.weights, x.kv_dtype) for x in twins[1:] if x.n_gpus == o.n_gpus)))
     return out
 
 
-def node_layout(o: Option) -> tuple[int, ...]:
+def _amended(o: Option, **changes: object) -> Option:
+    """`dataclasses.replace(o, **changes)` for fields that need no check (Option has none):
+    a copy of its fields with these changed, without running the generated __init__ again
+    (a frozen dataclass sets each of its ~40 fields through object.__setattr__; a search
+    folds hundreds of options)."""
+    new = object.__new__(Option)
+    new.__dict__.update(o.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
+def node_layout(o: Option, shape: NodeShape | None = None) -> tuple[int, ...]:
     """GPUs per node of an option, the spare included (`NodeShape.layout`: each TP group in
-    one node), or whole nodes of a per-node offer."""
+    one node), or whole nodes of a per-node offer. `shape`: the GPU's node shape when the
+    caller has it (else `node_shape` looks it up)."""
     if o.node_gpus:
         return (o.node_gpus,) * (o.paid_gpus // o.node_gpus)
-    return node_shape(o.gpu).layout(o.n_gpus + o.spare_gpus, o.tp)
+    return (shape or node_shape(o.gpu)).layout(o.n_gpus + o.spare_gpus, o.tp)
 
 
-def _lite(u: _Units, i: int, n: int, fails: tuple[Reason, ...], month: float) -> Option:
-    """A rejected configuration, without the numbers only kept options need."""
+def _lite(u: _Units, unit: dict[str, list[Any]], i: int, n: int, fails: tuple[Reason, ...],
+          month: float) -> Option:
+    """A rejected configuration, without the numbers only kept options need (`unit`: the
+    units' arrays as lists)."""
     nan = math.nan
     return Option(
-        gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=n, tp=int(u.tp[i]),
-        weights=u.formats[i], kv_dtype=u.kv[i], weights_gb=float(u.weights_gb[i]),
-        c_vram_per_replica=int(u.c_vram[i]), slots_per_replica=0, peak_rate_per_s=nan,
+        gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=n, tp=unit["tp"][i],
+        weights=u.formats[i], kv_dtype=u.kv[i], weights_gb=unit["w"][i],
+        c_vram_per_replica=unit["cv"][i], slots_per_replica=0, peak_rate_per_s=nan,
         design_rate_per_s=nan, peak_concurrency=nan, design_concurrency=nan, ttft_ms=nan,
-        ttft_mean_ms=nan, tpot_ms=nan, tpot_mean_ms=nan, prefill_ms=float(u.prefill_ms[i]),
+        ttft_mean_ms=nan, tpot_ms=nan, tpot_mean_ms=nan, prefill_ms=unit["pre"][i],
         utilization=nan,
-        memory_verdict=None, price_per_hour=float(u.price_per_hour[i]), currency="CNY",
+        memory_verdict=None, price_per_hour=unit["price"][i], currency="CNY",
         cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan, failures=fails,
         binding=fails[0], binding_ratio=nan)
 

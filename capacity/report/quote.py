@@ -16,6 +16,7 @@ import datetime as dt
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
@@ -26,7 +27,6 @@ from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
 from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative, Relax
 from capacity.plan.detail import design_concurrency_total, option_scenario
-from capacity.plan.events import QueueResult
 from capacity.plan.mix import MixPlan
 from capacity.plan.options import Option, Plan, PlanInputs, Reason, Rejection, Slo
 from capacity.plan.pricing import PriceKind
@@ -35,6 +35,9 @@ from capacity.report.bases import basis_name, knobs_text
 from capacity.report.document import Block, Heading, Para, Table, blocks_pdf, render_markdown
 from capacity.report.i18n import LANGS, engine_label, t, tn
 from capacity.units import GB
+
+if TYPE_CHECKING:  # in annotations only: the event model loads when an option is simulated
+    from capacity.plan.events import QueueResult
 
 
 def _zh(lang: str) -> bool:
