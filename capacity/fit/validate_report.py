@@ -12,10 +12,18 @@ import dataclasses
 import datetime as dt
 import json
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from capacity.fit.validate import MIN_WITHIN_LEVELS, Check, Scorecard, band_coverage
+from capacity.fit.validate import (
+    MIN_WITHIN_LEVELS,
+    Check,
+    Scorecard,
+    Spread,
+    WithinLevel,
+    band_coverage,
+)
 
 BEGIN = "<!-- validate:begin -->"
 END = "<!-- validate:end -->"
@@ -98,11 +106,31 @@ def _band_markdown(card: Scorecard) -> list[str]:
     return lines
 
 
+def _levels_tables(card: Scorecard, levels: Sequence[WithinLevel],
+                   spread: Callable[[str], Spread], word: str) -> list[str]:
+    """A decode-level section's two tables: the error by step method (levels, groups, median,
+    worst), then every level with its step (stated or derived) and each method's prediction."""
+    ms = card.within_methods
+    groups = len({w.group for w in levels})
+    lines = ["| step method | levels | groups | median | worst |", "|---|---:|---:|---:|---:|"]
+    for m in ms:
+        s = spread(m)
+        lines.append(f"| {m} | {s.n} | {groups} | {_p(s.median)} | {_p(s.high)} |")
+    lines += ["", "| group | C | context | measured ms | step | "
+              + " | ".join(f"{m} ({word}) | error" for m in ms) + " |",
+              "|---|---:|---:|---:|---|" + "---:|---:|" * len(ms)]
+    for w in levels:
+        cells = " | ".join(f"{_n(w.held_out_ms[i])} | {_p(w.error(i))}" for i in range(len(ms)))
+        lines.append(f"| {w.group} | {w.concurrency:g} | {w.context_tokens:g} | "
+                     f"{_n(w.measured_ms)} | {w.derived or 'stated'} | {cells} |")
+    return lines
+
+
 def _within_markdown(card: Scorecard) -> list[str]:
-    """The within-group section: the summary by step method, then every held-out level."""
+    """The within-group section (each level held out of its group's fit), then the levels
+    beyond a fit of the lower ones."""
     if not card.within:
         return []
-    ms = card.within_methods
     groups = sorted({w.group for w in card.within})
     derived = [w for w in card.within if w.derived]
     lines = ["", "### Calibrated on the group's other levels (decode step, each level held out)",
@@ -111,44 +139,15 @@ def _within_markdown(card: Scorecard) -> list[str]:
              "out, every prompt length of it; five folds of levels above eight), under each "
              f"step method: {len(card.within)} levels in {len(groups)} groups "
              f"({', '.join(groups)}), {len(derived)} of them with a step the source does not "
-             "state (derived, marked on its row).", "",
-             "| step method | levels | groups | median | worst |", "|---|---:|---:|---:|---:|"]
-    for m in ms:
-        s = card.within_error(m)
-        lines.append(f"| {m} | {s.n} | {len(groups)} | {_p(s.median)} | {_p(s.high)} |")
-    lines += ["", "| group | C | context | measured ms | step | "
-              + " | ".join(f"{m} (held out) | error" for m in ms) + " |",
-              "|---|---:|---:|---:|---|" + "---:|---:|" * len(ms)]
-    for w in card.within:
-        cells = " | ".join(f"{_n(w.held_out_ms[i])} | {_p(w.error(i))}" for i in range(len(ms)))
-        how = w.derived or "stated"
-        lines.append(f"| {w.group} | {w.concurrency:g} | {w.context_tokens:g} | "
-                     f"{_n(w.measured_ms)} | {how} | {cells} |")
-    return lines + _extrapolated_markdown(card)
-
-
-def _extrapolated_markdown(card: Scorecard) -> list[str]:
-    """Beyond the fitted range: each group fitted on its levels up to half its largest."""
-    if not card.extrapolated:
-        return []
-    ms = card.within_methods
-    lines = ["", "### Fitted on the lower levels, predicted up to twice the largest", "",
-             "Each group above fitted on its decode levels up to half its largest (at least "
-             "two), and the levels above the largest fitted one, up to twice it, predicted: "
-             "the error to expect when a sweep stopped short of the load planned for. "
-             f"{len(card.extrapolated)} levels in "
-             f"{len({w.group for w in card.extrapolated})} groups.", "",
-             "| step method | levels | median | worst |", "|---|---:|---:|---:|"]
-    for m in ms:
-        s = card.extrapolated_error(m)
-        lines.append(f"| {m} | {s.n} | {_p(s.median)} | {_p(s.high)} |")
-    lines += ["", "| group | C | context | measured ms | step | "
-              + " | ".join(f"{m} (predicted) | error" for m in ms) + " |",
-              "|---|---:|---:|---:|---|" + "---:|---:|" * len(ms)]
-    for w in card.extrapolated:
-        cells = " | ".join(f"{_n(w.held_out_ms[i])} | {_p(w.error(i))}" for i in range(len(ms)))
-        lines.append(f"| {w.group} | {w.concurrency:g} | {w.context_tokens:g} | "
-                     f"{_n(w.measured_ms)} | {w.derived or 'stated'} | {cells} |")
+             "state (derived, marked on its row).", ""]
+    lines += _levels_tables(card, card.within, card.within_error, "held out")
+    if card.extrapolated:
+        lines += ["", "### Fitted on the lower levels, predicted up to twice the largest", "",
+                  "Each group above fitted on its decode levels up to half its largest (at "
+                  "least two), and the levels above the largest fitted one, up to twice it, "
+                  "predicted: the error to expect when a sweep stopped short of the load "
+                  f"planned for. {len(card.extrapolated)} levels.", ""]
+        lines += _levels_tables(card, card.extrapolated, card.extrapolated_error, "predicted")
     return lines
 
 
