@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,51 +84,6 @@ def test_shards_make_one_run_complete_when_all_are(sim_url: str, tmp_path: Path)
     assert summary["client_cpu_s"].notna().all()
     (run_dir / "summary.csv").unlink()
     assert compact_all(out, warnings=[]) and (run_dir / "summary.csv").exists()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[str]:
-    """moto's S3-compatible server in its own process, on 127.0.0.1."""
-    pytest.importorskip("moto")
-    pytest.importorskip("boto3")
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("moto server did not start")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-@pytest.fixture
-def bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    import boto3
-
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing-key-id")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret-NEVER-WRITTEN")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("CAPACITY_HOME", str(tmp_path / "home"))
-    name = f"runs-{time.time_ns()}"
-    boto3.client("s3").create_bucket(Bucket=name)
-    return name
 
 
 @pytest.mark.slow  # a moto server process (~3 s to start on a loaded machine)

@@ -4,11 +4,12 @@ fuzzing, seconds each. Every test here is `slow`: outside the quick loop, inside
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from servers_server import HostileServer, Route
 
 HERE = Path(__file__).resolve().parent
 
@@ -33,3 +34,18 @@ def bounded(request: pytest.FixtureRequest) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture()
+def serve() -> Iterator[Callable[[Route], HostileServer]]:
+    """Start hostile servers on 127.0.0.1 (`servers_server.HostileServer`); all closed after."""
+    servers: list[HostileServer] = []
+
+    def start(route: Route) -> HostileServer:
+        s = HostileServer(route)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()

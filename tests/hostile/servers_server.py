@@ -9,11 +9,15 @@ writes for ever stops when the client goes away or the server is closed.
 
 from __future__ import annotations
 
+import asyncio
+import csv
 import json
 import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 MODELS = {"object": "list", "data": [{"id": "m1", "object": "model"}]}
 
@@ -145,3 +149,20 @@ def models_or(route: Callable[[Request, socket.socket, threading.Event], None]) 
         else:
             route(req, conn, stop)
     return both
+
+
+def bench_rows(tmp_path: Path, server: HostileServer, bound_s: float, **kw: Any
+               ) -> tuple[list[dict[str, str]], Any]:
+    """One run against `server` within `bound_s` seconds (1 request at concurrency 1, no
+    warm-up, 50 prompt characters, 4 tokens unless `kw` says otherwise): its requests.csv rows
+    and the run's result."""
+    from capacity.bench.client import run_bench
+    from capacity.bench.config import BenchConfig
+
+    args: dict[str, Any] = {"base_url": server.base_url, "concurrency": (1,), "requests": 1,
+                            "warmup": 0, "prompt_chars": 50, "max_tokens": 4, "timeout_s": 30.0,
+                            "out_dir": str(tmp_path), "label": "h"} | kw
+    result = asyncio.run(asyncio.wait_for(
+        run_bench(BenchConfig(**args), emit=lambda m: None), timeout=bound_s))
+    with open(Path(result.run_dir) / "requests.csv", newline="") as fh:
+        return list(csv.DictReader(fh)), result

@@ -7,8 +7,6 @@ docs/reliability.md states the limits these tests hold the client to.
 
 from __future__ import annotations
 
-import asyncio
-import csv
 import json
 import os
 import signal
@@ -17,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,8 @@ from servers_server import (
     DONE,
     HostileServer,
     Request,
+    Route,
+    bench_rows,
     event,
     head,
     json_answer,
@@ -34,8 +33,6 @@ from servers_server import (
     usage_event,
 )
 
-from capacity.bench.client import run_bench
-from capacity.bench.config import BenchConfig
 from capacity.bench.engine_info import probe_engine
 from capacity.bench.metrics import check_usage
 from capacity.bench.sse import SseDecoder, SseTooLarge, classify
@@ -48,32 +45,11 @@ BOUND_S = 20.0
 """No run here may take longer (a stalled client fails the test instead of hanging it)."""
 DEEP = "[" * 200_000
 
-Route = Callable[[Request, socket.socket, threading.Event], None]
-
-
-@pytest.fixture()
-def serve() -> Iterator[Callable[[Route], HostileServer]]:
-    servers: list[HostileServer] = []
-
-    def start(route: Route) -> HostileServer:
-        s = HostileServer(route)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.close()
 
 
 def bench(tmp_path: Path, server: HostileServer, **kw: Any) -> tuple[list[dict[str, str]], Any]:
-    """One bounded run (1 request, no warm-up unless given); its requests.csv rows."""
-    args: dict[str, Any] = {"base_url": server.base_url, "concurrency": (1,), "requests": 1,
-                            "warmup": 0, "prompt_chars": 50, "max_tokens": 4, "timeout_s": 30.0,
-                            "out_dir": str(tmp_path), "label": "h"} | kw
-    result = asyncio.run(asyncio.wait_for(
-        run_bench(BenchConfig(**args), emit=lambda m: None), timeout=BOUND_S))
-    with open(Path(result.run_dir) / "requests.csv", newline="") as fh:
-        return list(csv.DictReader(fh)), result
+    """One bounded run (1 request, 4 tokens, no warm-up unless given); its rows."""
+    return bench_rows(tmp_path, server, BOUND_S, **({"max_tokens": 4} | kw))
 
 
 def send_forever(conn: socket.socket, stop: threading.Event, piece: bytes,

@@ -15,12 +15,10 @@ Limits: docs/reliability.md.
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,8 @@ from servers_server import (
     MODELS,
     HostileServer,
     Request,
+    Route,
+    bench_rows,
     head,
     json_answer,
     models_or,
@@ -37,8 +37,6 @@ from servers_server import (
     usage_event,
 )
 
-from capacity.bench.client import run_bench
-from capacity.bench.config import BenchConfig
 from capacity.bench.connect import connect_check
 from capacity.bench.engine_info import probe_engine
 from capacity.bench.form import MeasureForm
@@ -51,34 +49,13 @@ from capacity.errors import InputError
 BOUND_S = 60.0
 """No run here may take longer (a stalled client fails the test instead of hanging it)."""
 
-Route = Callable[[Request, socket.socket, threading.Event], None]
 
 csv.field_size_limit(1 << 26)  # requests.csv rows with long itl_ms lists are read here
 
 
-@pytest.fixture()
-def serve() -> Iterator[Callable[[Route], HostileServer]]:
-    servers: list[HostileServer] = []
-
-    def start(route: Route) -> HostileServer:
-        s = HostileServer(route)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.close()
-
-
 def bench(tmp_path: Path, server: HostileServer, **kw: Any) -> tuple[list[dict[str, str]], Any]:
-    """One bounded run (1 request, no warm-up unless given); its requests.csv rows."""
-    args: dict[str, Any] = {"base_url": server.base_url, "concurrency": (1,), "requests": 1,
-                            "warmup": 0, "prompt_chars": 50, "max_tokens": 16, "timeout_s": 30.0,
-                            "out_dir": str(tmp_path), "label": "h"} | kw
-    result = asyncio.run(asyncio.wait_for(
-        run_bench(BenchConfig(**args), emit=lambda m: None), timeout=BOUND_S))
-    with open(Path(result.run_dir) / "requests.csv", newline="") as fh:
-        return list(csv.DictReader(fh)), result
+    """One bounded run (1 request, 16 tokens, no warm-up unless given); its rows."""
+    return bench_rows(tmp_path, server, BOUND_S, **({"max_tokens": 16} | kw))
 
 
 SMALL_TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'

@@ -18,11 +18,9 @@ import contextlib
 import io
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,50 +135,6 @@ def test_a_corrupt_parquet_copy_is_skipped_and_its_csv_read(tmp_path: Path) -> N
 
 
 # -- item 5: S3 ------------------------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[str]:
-    """moto's S3-compatible server in its own process, on 127.0.0.1."""
-    pytest.importorskip("moto")
-    pytest.importorskip("boto3")
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("moto server did not start")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-@pytest.fixture
-def bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    import boto3
-
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing-key-id")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("CAPACITY_HOME", str(tmp_path / "home"))
-    name = f"runs-{time.time_ns()}"
-    boto3.client("s3").create_bucket(Bucket=name)
-    return name
-
 
 def upload_run(bucket: str, prefix: str, local_root: Path, label: str, run_id: str,
                names: tuple[str, ...] = ("requests.csv", "summary.csv", "meta.json")) -> None:
