@@ -15,9 +15,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from cli_files import one_line_exit_2, write_custom_gpu
 from streamlit.testing.v1 import AppTest
 
 from capacity.bench.metrics import RequestRecord, summarize
@@ -34,28 +34,6 @@ FIX = ROOT / "tests" / "fixtures"
 APP = str(ROOT / "streamlit_app.py")
 LIMIT_S = 90
 
-
-
-def one_line_exit_2(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """Run the CLI in process; assert exit 2 with one line on stderr; return that line."""
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err and err.count("\n") == 1, err
-    return err
-
-
-def write_custom_gpu(folder: Path, name: str, **changes: Any) -> Path:
-    """A copy of the bundled MI300X under a new key, with some fields changed (raw TOML)."""
-    text = (DATA_DIR / "gpus" / "mi300x.toml").read_text(encoding="utf-8")
-    lines = [ln for ln in text.splitlines()
-             if ln.split("=")[0].strip() not in {"key", *changes}]
-    lines.insert(0, f'key = "{name}"')
-    lines += [f"{k} = {v}" for k, v in changes.items()]
-    path = folder / "gpus" / f"{name}.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 # -- item 11: the catalog --------------------------------------------------------------------
