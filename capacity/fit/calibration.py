@@ -268,7 +268,7 @@ def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
 def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         engine: str = "", inputs: str = "", max_concurrency: tuple[int, int] | None = None,
         ttft_all_levels: bool = False, today: str | None = None,
-        batch1: bool = False) -> Calibration:
+        batch1: bool = False, held_out: bool = True) -> Calibration:
     """Fit F11's knobs from measured points of one model on one GPU and engine.
 
     `base` is the scenario the points were measured under (model, GPU, TP, KV precision);
@@ -278,6 +278,8 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     inter-token latency where the points have it (`decode_measured_ms`), prefill is TTFT at
     the lowest level of each prompt length (`prefill_fit_points`).
     `max_concurrency` = (C, context tokens): a measured maximum (or the C just below an OOM).
+    `held_out` False skips the held-out check (its refits), for a caller that predicts other
+    points itself (the scorecard's extrapolation); the method then reads "not computed".
     `batch1` (operator method): also fit `batch1_factor`, the step of one sequence over the
     formula's, for an engine that runs one sequence through other kernels (llama.cpp on CPU);
     off, it stays 1, as for vLLM and SGLang on GPUs, and the other knobs keep their precision.
@@ -351,7 +353,8 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
             problem, basis, measured,
             [p.concurrency for p in pts] if kind == PointKind.TPOT
             else [round(p.prefill_tokens) for p in pts],
-            "level" if kind == PointKind.TPOT else "prompt length")
+            "level" if kind == PointKind.TPOT else "prompt length") if held_out else (
+            [None] * len(pts), "not computed")
         methods.append(f"{kind.upper()}: {how}")
         ratios = identifiability(problem.names, problem.model, x, basis, measured)
         loose = []

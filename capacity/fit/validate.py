@@ -525,7 +525,8 @@ def _extrapolated(g: _Group, configure: Configure, catalog: Catalog, methods: Se
     for method in methods:
         base = _then_method(configure, method)(_scenario(g.sweeps[0], _same, catalog))
         try:
-            cal = calib.fit(train, base, name=g.key, engine=g.engine, today="-")
+            cal = calib.fit(train, base, name=g.key, engine=g.engine, today="-",
+                            held_out=False)
         except CapacityError:
             preds.append([None] * len(test))
             continue
