@@ -13,9 +13,12 @@ Model of one replica (vLLM-style continuous batching):
 - with a chunked-prefill token budget and mixed steps (vLLM V1, llama.cpp) each step carries
   the decoding requests plus up to `budget - batch` prompt tokens of the admitted prompts (in
   admission order; the budget caps the tokens prefilled per step), a prompt's first token comes
-  at the end of the step that prefills its last chunk, and the step lasts the decode step plus
-  the chunks' prefill time: `step = t_step(b) + sum of F6(done + n) - F6(done)` (the same
-  formula as the simulated engine, `capacity.sim.scheduler.SimPhysics.mixed_step_s`);
+  at the end of the step that prefills its last chunk. This closed form lasts a mixed step the
+  decode step plus the chunks' prefill time, `step = t_step(b) + sum of F6(done + n) - F6(done)`,
+  while the event model and the simulated engine take it as one forward pass that reads the
+  weights once (`capacity.model.roofline.mixed_step_time_ms`, since 2026-12-01): the closed
+  form is the slower of the two where a chunk rides in a bandwidth-bound step (issue 32 keeps
+  them to be made one);
 - with a budget and no mixing (SGLang) a prefill batch carries at most `budget` prompt tokens
   (its last prompt may be cut and continues in the next batch) and decoding waits;
 - the scheduling comes from an engine profile (`capacity.catalog.engines`, data/engines.toml):
