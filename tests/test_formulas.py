@@ -10,13 +10,9 @@ from hypothesis import strategies as st
 from capacity.catalog.loader import Catalog
 from capacity.errors import InputError
 from capacity.model.memory import max_concurrency, memory_verdict, vram_budget
+from capacity.model.moe import expected_experts_touched, weight_bytes_read
 from capacity.model.prefill import attended_pairs, prefill_flops
-from capacity.model.roofline import (
-    attainable_tflops,
-    expected_experts_touched,
-    ridge_point,
-    weight_bytes_read,
-)
+from capacity.model.roofline import attainable_tflops, ridge_point
 from capacity.model.scenario import Scenario, evaluate, make_scenario
 
 SETUPS = st.sampled_from([

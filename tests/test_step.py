@@ -15,7 +15,8 @@ from capacity.catalog.loader import Catalog
 from capacity.fit.calibration_problem import OPERATOR_KNOBS, decode_basis, decode_step_ms
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.memory import memory_verdict
-from capacity.model.roofline import StepModel, weight_bytes_read
+from capacity.model.moe import weight_bytes_read
+from capacity.model.roofline import StepModel
 from capacity.model.scenario import Scenario, decode_model, evaluate, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.detail import option_scenario

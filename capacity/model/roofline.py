@@ -37,6 +37,9 @@ at peak. It is at most the chapter's step (fewer bytes and FLOPs, knobs <= 1 onl
 chapter down) and at most the operator step (a max of sums is at most the sum of the maxima),
 so the spec-sheet basis that uses it is the upper bound on speed of every basis.
 
+F12 (speculative decoding, `capacity.model.speculative`): a verify pass over k + 1 tokens per
+sequence plus the draft, per emitted token (tau tokens per step).
+
 `StepModel` is the only implementation: `scenario.evaluate` (the Explorer, the event model's
 `ServiceModel`, the simulated endpoint, the charts and the explanations), the planner's
 vectorized search (arrays of configurations) and calibration's fit (`StepModel.peak_terms`,
@@ -52,60 +55,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from capacity.catalog.loader import Gpu, Model
 from capacity.errors import InputError
+from capacity.model import speculative
+from capacity.model.moe import expert_fraction, weight_read_share
 from capacity.model.parallel import tp_comm_ms
 from capacity.types import FloatArray, StrArray
 from capacity.units import GB, TERA
-
-
-def expected_experts_touched(experts: int, active: int, tokens: npt.ArrayLike) -> FloatArray:
-    """Expected distinct experts a batch of `tokens` routes to: E x (1 - (1 - k/E)^C).
-
-    Unit: experts (per MoE layer). Assumes uniform, independent routing. Source: F4 (docs/method.md).
-    One token touches k; a large batch touches all E.
-    """
-    return np.asarray(experts * _touched_share(experts, active, tokens), dtype=np.float64)
-
-
-def _touched_share(experts: int, active: int, tokens: npt.ArrayLike) -> FloatArray:
-    """Expected share of the E experts a batch touches: 1 - (1 - k/E)^C (a fraction)."""
-    c = np.asarray(tokens, dtype=np.float64)
-    return np.asarray(1.0 - (1.0 - active / experts) ** c, dtype=np.float64)
-
-
-def expert_fraction(model: Model) -> float:
-    """Share of the parameters in routed experts (0 for a dense model): f of F4's W_read."""
-    return 0.0 if model.moe is None else model.expert_params_b / model.params_total_b
-
-
-def weight_read_share(expert_fraction: float, experts: int, active: int,
-                      batch: npt.ArrayLike) -> FloatArray:
-    """Share of the weights one decode step reads: (1 - f) + f x (1 - (1 - k/E)^max(C, 1)).
-
-    1 for a dense model (f = 0). Unit: a fraction of W. Source: F4 (docs/method.md).
-    """
-    c = np.asarray(batch, dtype=np.float64)
-    if expert_fraction <= 0:
-        return np.ones_like(c)
-    touched = _touched_share(experts, active, np.maximum(c, 1.0))
-    return np.asarray((1.0 - expert_fraction) + expert_fraction * touched, dtype=np.float64)
-
-
-def weight_bytes_read(model: Model, weights_bytes: float, batch: npt.ArrayLike) -> FloatArray:
-    """Weight bytes one decode step reads for a batch of `batch` sequences (bytes).
-
-    Dense models read all of W. MoE models read the shared part plus the touched fraction of
-    the expert part: W x [(1 - f) + f x touched(C) / E], with f the expert share of parameters.
-    """
-    moe = model.moe
-    return np.asarray(weights_bytes * weight_read_share(
-        expert_fraction(model), moe.experts if moe else 1, moe.active if moe else 1, batch),
-        dtype=np.float64)
 
 
 def bandwidth_term_ms(bytes_read: npt.ArrayLike, bandwidth_gb_s: npt.ArrayLike,
@@ -302,6 +263,28 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
                      step_ms=np.asarray(step, dtype=np.float64))
 
 
+def per_token(p: StepParts, *, draft_ms: npt.ArrayLike, accepted_tokens: npt.ArrayLike,
+              overhead_ms: float, comm_ms: npt.ArrayLike) -> StepParts:
+    """A speculative step's parts per emitted token (F12): the target's verify pass `p` plus
+    the draft's `draft_ms`, over tau (`accepted_tokens`), so `step_ms` is the TPOT.
+
+    The memory and arithmetic totals (and the operator groups) are divided by tau; the fixed
+    overhead and the all-reduces stay as the callers add them, so `serial_ms` takes the rest
+    and `step_ms = overhead + max(bandwidth_ms, compute_ms) + comm_ms + serial_ms` still holds
+    (serial may turn negative where tau > 1). Example: verify 12 ms, draft 3 ms, tau 2.5 ->
+    6 ms per token."""
+    tau = np.asarray(accepted_tokens, dtype=np.float64)
+    step = (p.step_ms + np.asarray(draft_ms, dtype=np.float64)) / tau
+    bw, cp = p.bandwidth_ms / tau, p.compute_ms / tau
+    serial = step - overhead_ms - np.maximum(bw, cp) - np.asarray(comm_ms, dtype=np.float64)
+    return StepParts(bandwidth_ms=np.asarray(bw, dtype=np.float64),
+                     compute_ms=np.asarray(cp, dtype=np.float64),
+                     gemm_ms=np.asarray(p.gemm_ms / tau, dtype=np.float64),
+                     attention_ms=np.asarray(p.attention_ms / tau, dtype=np.float64),
+                     serial_ms=np.asarray(serial, dtype=np.float64),
+                     step_ms=np.asarray(step, dtype=np.float64))
+
+
 def _batch_one(b: FloatArray, step: FloatArray, comm: FloatArray, factor: float) -> FloatArray:
     """What `batch1_factor` adds to the step (ms): (factor - 1) x (step - comm) where exactly
     one sequence decodes, 0 elsewhere (and everywhere at factor 1)."""
@@ -345,6 +328,14 @@ class DecodeStep:
     tok_s_per_request: FloatArray
     aggregate_tok_s: FloatArray
     method: str = StepMethod.CHAPTER.value
+    accepted_tokens: FloatArray | float = 1.0
+    """tau, tokens a sequence keeps per engine step (F12; 1 without a draft): `step_ms` is per
+    emitted token, an engine step (verify pass + draft) takes `engine_step_ms`."""
+
+    @property
+    def engine_step_ms(self) -> FloatArray:
+        """One engine step (ms): the verify pass and the draft; the plain step without a draft."""
+        return np.asarray(self.step_ms * self.accepted_tokens, dtype=np.float64)
 
     @property
     def bound(self) -> StrArray:
@@ -352,6 +343,12 @@ class DecodeStep:
         return np.asarray(np.where(self.compute_ms > self.bandwidth_ms, Bound.COMPUTE.value,
                                    Bound.BANDWIDTH.value),
                           dtype=np.str_)
+
+
+_PER_CONFIG = ("weights_bytes", "kv_request_bytes", "bandwidth_gb_s", "tflops", "comm_fixed_ms",
+               "comm_per_seq_ms", "attention_flops_request", "verify_tokens", "accepted_tokens",
+               "draft_passes", "draft_weights_bytes", "draft_kv_request_bytes", "draft_params_b")
+"""`StepModel`'s fields that may hold one value per configuration (`select` indexes them)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,6 +390,17 @@ class StepModel:
     unread_weight_share: float = 0.0
     """Share of W a decode step does not read: an untied input embedding table, of which the
     engine gathers one row per sequence (operator method; 0 under the chapter's)."""
+    verify_tokens: FloatArray | float = 1.0
+    """Speculative decoding (F12, `capacity.model.speculative`): tokens per sequence in a target
+    pass, k + 1 (1: plain). FLOPs, all-reduces and experts touched grow with it; weights and KV
+    are read once. `accepted_tokens` (tau) divides the step: times are per emitted token. The
+    draft: `draft_passes` (k; 0 for n-gram) over `draft_weights_bytes` and
+    `draft_kv_request_bytes` (per GPU) and `draft_params_b` (per proposed token)."""
+    accepted_tokens: FloatArray | float = 1.0
+    draft_passes: FloatArray | float = 0.0
+    draft_weights_bytes: FloatArray | float = 0.0
+    draft_kv_request_bytes: FloatArray | float = 0.0
+    draft_params_b: FloatArray | float = 0.0
 
     @classmethod
     def for_model(cls, model: Model, *, weights_bytes: FloatArray | float,
@@ -428,13 +436,24 @@ class StepModel:
 
     def select(self, idx: npt.NDArray[np.int64]) -> StepModel:
         """The configurations at `idx` (array fields indexed, scalars kept)."""
-        def t(x: FloatArray | float) -> FloatArray | float:
-            return x[idx] if isinstance(x, np.ndarray) and x.ndim > 0 else x
-        return replace(
-            self, weights_bytes=t(self.weights_bytes), kv_request_bytes=t(self.kv_request_bytes),
-            bandwidth_gb_s=t(self.bandwidth_gb_s), tflops=t(self.tflops),
-            comm_fixed_ms=t(self.comm_fixed_ms), comm_per_seq_ms=t(self.comm_per_seq_ms),
-            attention_flops_request=t(self.attention_flops_request))
+        picked: dict[str, Any] = {f: v[idx] for f in _PER_CONFIG
+                                  if isinstance(v := getattr(self, f), np.ndarray) and v.ndim > 0}
+        return replace(self, **picked)
+
+    @cached_property
+    def speculative(self) -> bool:
+        """Whether any configuration drafts (F12: verify width, tau or draft passes not plain)."""
+        return bool(np.any(np.asarray(self.verify_tokens) != 1.0)
+                    or np.any(np.asarray(self.accepted_tokens) != 1.0)
+                    or np.any(np.asarray(self.draft_passes) != 0.0))
+
+    def draft_ms(self, batch: npt.ArrayLike) -> FloatArray:
+        """The draft's time in a step for `batch` sequences, ms (F12's `draft_step_ms`)."""
+        return speculative.draft_step_ms(passes=self.draft_passes, weights_bytes=self.draft_weights_bytes,
+                             kv_request_bytes=self.draft_kv_request_bytes,
+                             params_b=self.draft_params_b, batch=batch,
+                             bandwidth_gb_s=self.bandwidth_gb_s, tflops=self.tflops,
+                             eta_bw=self.eta_bw, eff=self.eff)
 
     # -- the terms, each named (bytes, FLOPs, ms) ------------------------------------------------
     def weight_read_bytes(self, batch: FloatArray) -> FloatArray:
@@ -445,7 +464,8 @@ class StepModel:
             return np.asarray(self.weights_bytes * (1.0 - self.unread_weight_share),
                               dtype=np.float64)
         return np.asarray(self.weights_bytes * (weight_read_share(
-            self.expert_fraction, self.experts, self.active_experts, batch)
+            self.expert_fraction, self.experts, self.active_experts,
+            batch * np.asarray(self.verify_tokens, dtype=np.float64))
             - self.unread_weight_share), dtype=np.float64)
 
     def kv_read_bytes(self, batch: FloatArray) -> FloatArray:
@@ -454,16 +474,22 @@ class StepModel:
 
     def flops(self, batch: FloatArray) -> FloatArray:
         """2 x P_active x b, the weight GEMMs' FLOPs of one decode step of the replica (FLOP;
-        P_active less an untied embedding table under the operator method)."""
-        return np.asarray(2.0 * self.params_active_b * 1e9 * batch, dtype=np.float64)
+        P_active less an untied embedding table under the operator method); x (k + 1) in a
+        speculative verify pass (F12)."""
+        return np.asarray(2.0 * self.params_active_b * 1e9 * batch * self.verify_tokens,
+                          dtype=np.float64)
 
     def attention_flops(self, batch: FloatArray) -> FloatArray:
-        """b x A, the attention FLOPs of one decode step of the replica (FLOP; F4b)."""
-        return np.asarray(batch * self.attention_flops_request, dtype=np.float64)
+        """b x A, the attention FLOPs of one decode step of the replica (FLOP; F4b); x (k + 1)
+        in a speculative verify pass (F12)."""
+        return np.asarray(batch * self.attention_flops_request * self.verify_tokens,
+                          dtype=np.float64)
 
     def comm_ms(self, batch: FloatArray) -> FloatArray:
-        """TP all-reduces of the step, comm_fixed + comm_per_seq x b, ms (0 without TP)."""
-        return np.asarray(self.comm_fixed_ms + self.comm_per_seq_ms * batch, dtype=np.float64)
+        """TP all-reduces of the step, comm_fixed + comm_per_seq x b (x (k + 1) tokens in a
+        speculative verify pass), ms (0 without TP)."""
+        return np.asarray(self.comm_fixed_ms + self.comm_per_seq_ms * batch * self.verify_tokens,
+                          dtype=np.float64)
 
     def parts(self, batch: npt.ArrayLike) -> StepParts:
         """Every part of the step in ms at each batch (`combine_step` on this model's terms)."""
@@ -490,11 +516,16 @@ class StepModel:
 
     def _parts(self, b: FloatArray, w: FloatArray, kv: FloatArray, fl: FloatArray,
                afl: FloatArray) -> StepParts:
-        return combine_step(
-            method=self.method, **self._peak(b, w, kv, fl, afl), eta_bw=self.eta_bw,
+        peak = self._peak(b, w, kv, fl, afl)
+        p = combine_step(
+            method=self.method, **peak, eta_bw=self.eta_bw,
             eta_kv=self.eta_kv, eff=self.eff, attn_sat_batch=self.attn_sat_batch,
             overhead_ms=self.overhead_ms, seq_overhead_ms=self.seq_overhead_ms,
             batch1_factor=self.batch1_factor)
+        if not self.speculative:
+            return p
+        return per_token(p, draft_ms=self.draft_ms(b), accepted_tokens=self.accepted_tokens,
+                         overhead_ms=self.overhead_ms, comm_ms=peak["comm_ms"])
 
     def bandwidth_ms(self, batch: FloatArray) -> FloatArray:
         """The step's memory total, ms: (W_read(b) + b x KV) / (BW x eta_bw) (chapter), or
@@ -535,7 +566,7 @@ class StepModel:
         F in FLOP/s and the weight GEMMs' FLOPs per sequence; None where it does not apply
         (the operator method, a MoE model, a batch-of-one factor)."""
         if (StepMethod(self.method) == StepMethod.OPERATOR or self.expert_fraction > 0
-                or self.batch1_factor != 1.0):
+                or self.batch1_factor != 1.0 or self.speculative):
             return None
         return (bandwidth_term_ms(self.weight_read_bytes(np.asarray(0.0)), self.bandwidth_gb_s),
                 np.asarray(np.asarray(self.bandwidth_gb_s) * GB, dtype=np.float64),
@@ -567,7 +598,7 @@ class StepModel:
                           serial_ms=full(p.serial_ms), comm_ms=full(comm),
                           overhead_ms=self.overhead_ms, step_ms=step,
                           tok_s_per_request=1e3 / step, aggregate_tok_s=cb * 1e3 / step,
-                          method=self.method)
+                          method=self.method, accepted_tokens=self.accepted_tokens)
 
     def crossover_batch(self) -> float | None:
         """C* where the compute term overtakes the bandwidth term, or None (F5). Scalar fields.
@@ -578,7 +609,8 @@ class StepModel:
         1..1e6. Overhead and communication add to both sides: they do not move C*.
         Unit: sequences.
         """
-        if self.expert_fraction <= 0 and self.method != StepMethod.OPERATOR:
+        if (self.expert_fraction <= 0 and self.method != StepMethod.OPERATOR
+                and not self.speculative):
             # one overlap (the chapter's, or the bound's with the weights it reads): closed form
             bw = float(np.asarray(self.bandwidth_gb_s)) * GB * self.eta_bw
             per_seq_compute = float(self.flops(np.asarray(1.0))) / (
@@ -608,13 +640,9 @@ def decode_step(*, model: Model, weights_bytes: float, kv_request_bytes: npt.Arr
                 concurrency: npt.ArrayLike, bandwidth_gb_s: float, tflops: float,
                 eff: float = 1.0, eta_bw: float = 1.0, overhead_ms: float = 0.0,
                 comm_ms: npt.ArrayLike = 0.0) -> DecodeStep:
-    """Decode step time (ms) for `concurrency` sequences on one GPU or TP group (F4).
-
-    `weights_bytes`, `kv_request_bytes` and `bandwidth_gb_s` are per GPU, `tflops` per group;
-    `concurrency` is the batch on that group; `comm_ms` is the communication of each step.
-    Per-request speed = 1000 / step_ms tok/s; aggregate = C x 1000 / step_ms. MoE: compute uses
-    active parameters, bytes use touched experts. A checked front of `StepModel`.
-    """
+    """Decode step (ms, F4) for `concurrency` sequences on one GPU or TP group, a checked front
+    of `StepModel`: `weights_bytes`, `kv_request_bytes`, `bandwidth_gb_s` per GPU, `tflops`
+    per group, `comm_ms` the communication of each step."""
     for name, v in (("bandwidth", bandwidth_gb_s), ("TFLOP/s", tflops), ("eff", eff),
                     ("eta_bw", eta_bw)):
         if v <= 0:
@@ -633,10 +661,8 @@ def decode_step(*, model: Model, weights_bytes: float, kv_request_bytes: npt.Arr
 def crossover_concurrency(*, model: Model, weights_bytes: float, kv_request_bytes: float,
                           bandwidth_gb_s: float, tflops: float, eff: float = 1.0,
                           eta_bw: float = 1.0) -> float | None:
-    """C* where compute overtakes bandwidth on one GPU or TP group, or None (F5).
-
-    See `StepModel.crossover_batch`. Unit: sequences. The chapter at 8K: none.
-    """
+    """C* (sequences) where compute overtakes bandwidth on one GPU or TP group, or None (F5;
+    `StepModel.crossover_batch`). The chapter at 8K: none."""
     return StepModel.for_model(model, weights_bytes=weights_bytes,
                                kv_request_bytes=kv_request_bytes, bandwidth_gb_s=bandwidth_gb_s,
                                tflops=tflops, eff=eff, eta_bw=eta_bw).crossover_batch()
@@ -655,3 +681,13 @@ def ridge_point(tflops: float, bandwidth_gb_s: float) -> float:
     RTX 4090: 165.2e12 / 1008e9 = 163.9 FLOP/B.
     """
     return tflops * TERA / (bandwidth_gb_s * GB)
+
+
+def breakeven_batch(plain: StepModel, drafted: StepModel, max_batch: int = 4096) -> int | None:
+    """The smallest batch (sequences per replica) at which the draft no longer pays: its TPOT
+    (per emitted token) is at least the plain step's; None if it pays up to `max_batch`.
+    Scalar configurations. The verify pass grows the arithmetic k + 1 times, so past the ridge
+    a draft with tau < k + 1 slows the step down (F12)."""
+    b = np.arange(1, max_batch + 1, dtype=np.float64)
+    worse = np.nonzero(np.asarray(drafted.step_ms(b)) >= np.asarray(plain.step_ms(b)))[0]
+    return int(b[worse[0]]) if worse.size else None

@@ -63,6 +63,7 @@ from capacity.model.roofline import (
     counts_as_engines,
 )
 from capacity.model.roofline import step_method as step_method_of
+from capacity.model.speculative import Draft
 from capacity.types import FloatArray, IntArray, Note, StrArray
 from capacity.units import GB, bytes_per_element, normalize_dtype
 
@@ -123,6 +124,8 @@ class Scenario:
     spec sheet): an engine may run one sequence through other kernels (`combine_step`)."""
     attn_mfu: float | None = None
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
+    draft: Draft | None = None
+    """Speculative decoding's draft (F12, `capacity.model.speculative.make_draft`); None: none."""
 
     @property
     def model(self) -> Model:
@@ -137,6 +140,16 @@ class Scenario:
     def paid_gpus(self) -> int:
         """GPUs in the costs (F7): the serving ones and the spare."""
         return self.n_gpus + self.spare_gpus
+
+    @property
+    def draft_weights_per_gpu_gb(self) -> float:
+        """The draft's weights on one GPU (GB; split over TP like the target's; 0 without)."""
+        return 0.0 if self.draft is None else self.draft.weights_gb / self.tp
+
+    @property
+    def kv_factor(self) -> float:
+        """KV a request holds over the target's alone (dimensionless): 1 + the draft's share."""
+        return 1.0 + (0.0 if self.draft is None else self.draft.kv_share)
 
     @property
     def tflops_per_replica(self) -> float:
@@ -200,6 +213,7 @@ def make_scenario(
     seq_overhead_ms: float = 0.0,
     attn_mfu: float | None = None,
     batch1_factor: float = 1.0,
+    draft: Draft | None = None,
 ) -> Scenario:
     """Resolve catalog keys and validate every input into a Scenario.
 
@@ -278,7 +292,7 @@ def make_scenario(
         prefill_overhead_ms=prefill_overhead_ms, calibration=calibration,
         warnings=tuple(warnings), step_method=method, eta_kv=eta_kv,
         attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
-        batch1_factor=batch1_factor,
+        batch1_factor=batch1_factor, draft=draft,
     )
 
 
@@ -331,7 +345,7 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
     and `context_tokens` (the attention FLOPs of F4b; default the scenario's context)."""
     comm_fixed, comm_per_seq = comm_coefficients_ms(s.model, s.gpu, s.tp)
     ctx = s.context_tokens if context_tokens is None else context_tokens
-    return StepModel.for_model(
+    step = StepModel.for_model(
         s.model, weights_bytes=s.weights_per_gpu_gb * GB,
         kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64),
         bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw,
@@ -339,6 +353,14 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
         method=s.step_method, context_tokens=np.asarray(ctx, dtype=np.float64),
         eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms,
         batch1_factor=s.batch1_factor)
+    d = s.draft
+    if d is None:
+        return step
+    return replace(step, verify_tokens=float(d.verify_tokens),
+                   accepted_tokens=d.acceptance_length, draft_passes=float(d.passes),
+                   draft_weights_bytes=s.draft_weights_per_gpu_gb * GB,
+                   draft_kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64)
+                   * d.kv_share, draft_params_b=d.params_b)
 
 
 def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
@@ -357,14 +379,16 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
     c_rep = np.ceil(C / s.replicas)
     kv_tok = kv_bytes_per_token(m, s.kv_dtype, s.tp)
     kv_req = kv_request_bytes(m, L, s.kv_dtype, s.tp, s.block_size)
-    vram = vram_budget(vram_gb=s.vram_gb, util=s.util, weights_gb=s.weights_per_gpu_gb,
+    vram = vram_budget(vram_gb=s.vram_gb, util=s.util,
+                       weights_gb=s.weights_per_gpu_gb + s.draft_weights_per_gpu_gb,
                        overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
-    c_vram = max_concurrency(vram.kv_budget_bytes, kv_req.exact_bytes) * s.replicas
-    c_vram_paged = max_concurrency(vram.kv_budget_bytes, kv_req.paged_bytes) * s.replicas
+    c_vram = max_concurrency(vram.kv_budget_bytes, kv_req.exact_bytes * s.kv_factor) * s.replicas
+    c_vram_paged = max_concurrency(vram.kv_budget_bytes,
+                                   kv_req.paged_bytes * s.kv_factor) * s.replicas
     step_model = decode_model(s, kv_req.exact_bytes, L)
     step = step_model.decode(c_rep)
     agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
-    kv_total = c_rep * kv_req.exact_bytes
+    kv_total = c_rep * kv_req.exact_bytes * s.kv_factor
     subtotal = vram.weights_bytes + vram.overhead_bytes + vram.nccl_bytes + kv_total
     pf = prefill_flops(m, prompt, by_operator=counts_as_engines(s.step_method))
     comm_prefill_s = tp_comm_ms(m, s.gpu, s.tp, prompt) / 1e3

@@ -133,7 +133,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         # the requests whose whole prompt + output fit the pool, in the engine's pages
         full = min(s.prompt + output_tokens, s.context_tokens)
         per_req = float(kv_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
-                                         prof.kv_block_tokens).paged_bytes)
+                                         prof.kv_block_tokens).paged_bytes) * s.kv_factor
         c_vram = int(max(float(one.vram.kv_budget_bytes), 0.0) // per_req)
         held = max(1, min(s.prompt + output_tokens // 2, s.context_tokens))
     else:
