@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.explorer_view import context_options
+from app.explorer_view import context_options, draft_source
 from app.format import tokens_label
 from app.state import (
+    DRAFT_CHOICES,
     MAX_CONCURRENCY,
     MAX_CONTEXT,
     PROMPT_FOLLOWS,
     basis_choices,
+    fit_draft_tau,
     fit_tp,
     from_mirror,
+    from_widgets,
     key,
     mirror_inputs,
     on_basis_change,
@@ -31,10 +34,11 @@ from app.state import (
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
 from capacity.catalog.loader import Catalog, Model
 from capacity.model.cost import CURRENCIES
+from capacity.model.speculative import MAX_DEPTH
 from capacity.report.bases import basis_label
 from capacity.report.i18n import engine_label, t
 from capacity.report.planner_url import PLANNER_PCTS
-from capacity.report.urlstate import STEP_METHODS
+from capacity.report.urlstate import ACCEPT_MODES, STEP_METHODS
 from capacity.units import KV_DTYPES
 
 
@@ -82,6 +86,40 @@ def main_inputs(catalog: Catalog, lang: str) -> tuple[Model, tuple[int, int] | N
     return model, tp_moved
 
 
+def draft_inputs(catalog: Catalog, lang: str) -> None:
+    """Speculative decoding (F12), in the sidebar: the draft's kind and depth, and where its
+    acceptance comes from (published, or entered as a length or a rate), with the tau it gives
+    and its source, or why there is none (`app.explorer_view.draft_source`)."""
+
+    def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+        return t(k, lang, **kw)
+
+    with st.expander(T("sec_draft"), expanded=bool(st.session_state[key("draft")])):
+        st.selectbox(T("draft"), DRAFT_CHOICES, key=key("draft"),
+                     format_func=lambda k: T("draft_kind_" + (k or "none")), help=T("help_draft"))
+        if not st.session_state[key("draft")]:
+            return
+        st.number_input(T("draft_k"), min_value=1, max_value=MAX_DEPTH, step=1,
+                        key=key("draft_k"), help=T("help_draft_k"))
+        st.radio(T("draft_accept"), list(ACCEPT_MODES), key=key("draft_accept"),
+                 format_func=lambda m: T("draft_accept_" + m), horizontal=True,
+                 help=T("help_draft_accept"))
+        mode = st.session_state[key("draft_accept")]
+        if mode == "length":
+            fit_draft_tau()
+            st.number_input(T("draft_tau"), min_value=1.0,
+                            max_value=float(st.session_state[key("draft_k")]) + 1.0, step=0.1,
+                            key=key("draft_tau"), help=T("help_draft_tau"))
+        elif mode == "rate":
+            st.number_input(T("draft_alpha"), min_value=0.0, max_value=1.0, step=0.05,
+                            key=key("draft_alpha"), help=T("help_draft_alpha"))
+        text, ok = draft_source(from_widgets(lang), catalog, lang)
+        if ok:
+            st.caption(text)
+        else:  # the page says why beside the figures; here, what to do
+            st.warning(T("draft_enter"), icon=":material/edit:")
+
+
 def sidebar_inputs(catalog: Catalog, lang: str) -> None:
     """The sidebar's inputs: workload, shared prefix, targets, cost and the prediction's basis
     with its efficiency knobs (a named basis sets every knob: the sliders show its values)."""
@@ -108,6 +146,7 @@ def sidebar_inputs(catalog: Catalog, lang: str) -> None:
                 st.session_state[key("engine")] = DEFAULT_ENGINE
             st.selectbox(T("engine"), engines, key=key("engine"),
                          format_func=lambda k: engine_label(k, lang), help=T("help_engine"))
+        draft_inputs(catalog, lang)
         with st.expander(T("sec_prefix"), expanded=False):
             st.number_input(T("prefix_tokens"), min_value=0, max_value=10_000_000, step=256,
                             key=key("prefix"), help=T("help_prefix"))

@@ -7,21 +7,26 @@ and tables, in the page's language.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from app.cache import DeploymentView, LoadView
 from app.format import tokens_label
 from app.i18n import status_text, verdict_text
 from app.layout import Metric, Panel
+from capacity.catalog.drafts import depths_for
 from capacity.catalog.loader import Catalog, Model
+from capacity.errors import CapacityError
 from capacity.model.basis import TYPICAL_PREFIX, BasisKind, kind_of_knobs, knobs_of
+from capacity.model.draft_gain import MAX_BREAKEVEN_BATCH, DraftGain
 from capacity.model.memory import MemoryVerdict
 from capacity.model.prefix import PrefixEffect
 from capacity.model.scenario import Scenario
 from capacity.plan.events import MAX_LOAD_REQUESTS
 from capacity.report.bases import basis_label, knobs_text
 from capacity.report.explain import Constraint, Detail, Explanation, Relief, ReliefKind, Status, Verdict
-from capacity.report.i18n import engine_label, t
+from capacity.report.i18n import engine_label, error_text, t
 from capacity.report.quote import figure_rows, nodes_text, option_label
 from capacity.report.urlstate import ExplorerState
 
@@ -38,9 +43,13 @@ MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGH
 COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv", "block",
                    "util", "overhead", "headroom", "slo_ttft_ms", "slo_tpot_ms", "slo_cost",
                    "currency", "price", "rate", "calibration", "eff", "mfu",
-                   "eta_bw", "step_oh_ms", "prefill_oh_ms", "step")
+                   "eta_bw", "step_oh_ms", "prefill_oh_ms", "step", "draft", "draft_k",
+                   "draft_accept", "draft_tau", "draft_alpha")
 """The inputs Compare names when the pinned what-if differs in them."""
 FIELD_LABEL = {"calibration": "prediction"}
+CARRIED = re.compile(r"(.*) \(depth (\d+)\)")
+"""A published acceptance of another depth, carried over at its per-token rate: `make_draft`'s
+source, 'SOURCE (depth 7)'."""
 """An input whose label's message key is not its name."""
 
 
@@ -69,7 +78,8 @@ def key_metrics(ex: Explanation, state: ExplorerState, paid_gpus: int, lang: str
     """The headline's key figures at the what-if's concurrency."""
     fig, cur = ex.figures, state.currency
     return [
-        Metric(t("metric_tpot", lang), f"{fig['step_ms']:.1f} ms", help=t("help_tpot", lang)),
+        Metric(t("metric_tpot", lang), f"{fig['step_ms']:.1f} ms",
+               help=t("help_tpot" if ex.draft is None else "help_tpot_draft", lang)),
         Metric(t("metric_ttft", lang), f"{fig['ttft_s']:.2f} s", help=t("help_ttft", lang)),
         Metric(t("metric_tok_s", lang), f"{fig['tok_s_per_request']:,.1f}"),
         Metric(t("metric_agg", lang), f"{fig['aggregate_tok_s']:,.0f}"),
@@ -147,6 +157,54 @@ def prediction_caption(s: Scenario, basis: str, lang: str) -> str:
              t0=s.step_overhead_ms, p0=s.prefill_overhead_ms)
 
 
+def draft_source(state: ExplorerState, catalog: Catalog, lang: str) -> tuple[str, bool]:
+    """The draft's acceptance length and where it comes from (True), or why the what-if has no
+    draft (False): no published figure for the model and kind (enter one), or a bad value."""
+    model = catalog.models[state.model]
+    try:
+        d = state.draft_of(catalog.variant(state.model, state.weights))
+    except CapacityError as exc:
+        if state.draft_accept == "published" and not depths_for(model.key, state.draft):
+            return t("draft_no_data", lang, kind=t("draft_kind_" + state.draft, lang),
+                     model=model.name), False
+        return t("draft_bad", lang, msg=error_text(exc, lang)), False
+    if d is None:
+        return "", True
+    tau = f"{d.acceptance_length:.3g}"
+    if state.draft_accept == "rate":
+        return t("draft_src_rate", lang, tau=tau, alpha=f"{state.draft_alpha:g}",
+                 k=d.depth), True
+    if state.draft_accept == "length":
+        return t("draft_src_entered", lang, tau=tau), True
+    near = CARRIED.fullmatch(d.source)  # another depth's rate, carried over (`make_draft`)
+    if near:
+        return t("draft_src_near", lang, tau=tau, depth=near[2], source=near[1]), True
+    return t("draft_src_published", lang, tau=tau, source=d.source), True
+
+
+def draft_panel(g: DraftGain, state: ExplorerState, scenario: Scenario, lang: str,
+                source: str) -> Panel:
+    """What the draft does at the what-if's concurrency (`Explanation.draft`): TPOT with and
+    without it, the speed-up, the engine step; where it stops paying, and its memory."""
+    d = g.draft
+    end = g.breakeven_concurrency
+    return Panel(
+        t("draft_title", lang, kind=t("draft_kind_" + d.kind, lang), k=d.depth),
+        (Metric(t("draft_tpot", lang), f"{float(g.tpot_ms[0]):.1f} ms"),
+         Metric(t("draft_tpot_plain", lang), f"{float(g.plain_tpot_ms[0]):.1f} ms"),
+         Metric(t("draft_speedup", lang, c=f"{state.c:,}"), f"{float(g.speedup[0]):.2f}×"),
+         Metric(t("draft_engine", lang), f"{float(g.engine_step_ms[0]):.1f} ms",
+                help=t("help_draft_engine", lang, v=d.verify_tokens,
+                       verify=f"{float(g.verify_ms[0]):.2f}",
+                       draft=f"{float(g.draft_ms[0]):.2f}", tau=f"{d.acceptance_length:.3g}"))),
+        "  \n".join(x for x in (
+            source,
+            t("draft_until", lang, c=f"{end:,}") if end is not None
+            else t("draft_always", lang, n=f"{MAX_BREAKEVEN_BATCH:,}"),
+            t("draft_memory", lang, gb=f"{scenario.draft_weights_per_gpu_gb:.2f}",
+              kv=f"{d.kv_share:.1%}") if d.passes else "") if x))
+
+
 def deployment_panel(dep: DeploymentView, state: ExplorerState, lang: str) -> Panel:
     """The what-if as the deployment it is: the Planner's figures for it, its load, its nodes
     and whether it meets every target."""
@@ -158,7 +216,8 @@ def deployment_panel(dep: DeploymentView, state: ExplorerState, lang: str) -> Pa
     return Panel(t("dep_title", lang, label=option_label(o, lang)),
                  tuple(Metric(label, value, help=label)
                        for label, value in figure_rows(dep.inputs, o, lang)),
-                 " · ".join(x for x in (load_words, nodes_text(o, lang), verdict) if x))
+                 " · ".join(x for x in (load_words, nodes_text(o, lang), verdict,
+                                        t("dep_no_draft", lang) if state.draft else "") if x))
 
 
 def shown_value(state: ExplorerState, name: str, catalog: Catalog, lang: str) -> str:
@@ -176,6 +235,10 @@ def shown_value(state: ExplorerState, name: str, catalog: Catalog, lang: str) ->
         return tokens_label(state.prompt_tokens)
     if name == "calibration":
         return basis_label(str(v), lang)
+    if name == "draft":
+        return t("draft_kind_" + (str(v) or "none"), lang)
+    if name == "draft_accept":
+        return t("draft_accept_" + str(v), lang)
     if isinstance(v, float):
         return f"{v:g}"
     return f"{v:,}" if isinstance(v, int) else str(v)

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.planner_state import MIX_N, mix_key
+from app.planner_state import (
+    ACC_KIND,
+    ACC_VALUE,
+    DRAFT_CHOICES,
+    DRAFT_KEYS,
+    DRAFT_MODE,
+    MIX_N,
+    mix_key,
+)
 from app.planner_view import CTX_CHOICES
 from app.state import basis_choices
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
@@ -18,6 +26,7 @@ from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS
 from capacity.report.bases import basis_label
 from capacity.report.i18n import engine_label, t
 from capacity.report.planner_url import PLANNER_KV, PLANNER_PCTS
+from capacity.report.quote import draft_label
 
 
 def plan_inputs(catalog: Catalog, lang: str) -> None:
@@ -90,6 +99,32 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
                          format_func=lambda b: basis_label(b, lang), help=T("help_prediction"))
             st.slider(T("pl_mfu"), 0.05, 1.0, step=0.05, key="planner_mfu",
                       disabled=bool(st.session_state.get("planner_cal")), help=T("help_pl_mfu"))
+        draft_inputs(lang)
+
+
+def draft_inputs(lang: str) -> None:
+    """Speculative decoding (F12): no draft, every published depth (auto) or chosen
+    kind:depth drafts, and the acceptance (published, or an entered tau or alpha)."""
+
+    def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+        return t(k, lang, **kw)
+
+    d1, d2, d3 = st.columns(3)
+    with d1:
+        mode = st.radio(T("pl_draft"), ["none", "auto", "pick"], horizontal=True,
+                        key=DRAFT_MODE, help=T("help_pl_draft"),
+                        format_func=lambda m: T("pl_draft_" + m) if m != "pick"
+                        else T("pl_draft_keys"))
+    with d2:
+        st.multiselect(T("pl_draft_keys"), list(DRAFT_CHOICES), key=DRAFT_KEYS,
+                       disabled=mode != "pick", placeholder=T("choose_options"),
+                       format_func=lambda k: draft_label(k, lang))
+    with d3:
+        kind = st.radio(T("pl_acc_kind"), ["published", "length", "rate"], horizontal=True,
+                        key=ACC_KIND, disabled=mode == "none", help=T("help_pl_acc"),
+                        format_func=lambda k: T("pl_acc_" + k))
+        st.number_input(T("pl_acc_value"), min_value=0.0, max_value=17.0, step=0.05,
+                        key=ACC_VALUE, disabled=mode == "none" or kind == "published")
 
 
 def mix_inputs(variants: list[str], lang: str) -> None:

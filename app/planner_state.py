@@ -18,7 +18,9 @@ from app.state import SAVED as EXPLORER_SAVED
 from app.state import page_entered
 from capacity.catalog.loader import MAX_PRICE_PER_HOUR, MIN_PRICE_PER_HOUR, Catalog
 from capacity.model.cost import convert
+from capacity.model.speculative import DRAFT_KINDS
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry
+from capacity.plan.options import AUTO_DRAFT
 from capacity.report.i18n import t
 from capacity.report.planner_url import (
     MIX_FIELD_SEP,
@@ -123,6 +125,47 @@ def _mix_from_widgets(saved: PlannerState, lang: str, catalog: Catalog) -> str:
     return encode_mix(tuple(out))
 
 
+# ---- speculative decoding (issue 26): `PlannerState.draft/tau/alpha` <-> planner_draft_* ----
+DRAFT_MODE = "planner_draft_mode"
+"""Widget key: 'none', 'auto' (every depth with published acceptance) or 'pick'."""
+DRAFT_KEYS = "planner_draft_keys"
+"""Widget key: the kind:depth drafts picked."""
+ACC_KIND = "planner_acc_kind"
+"""Widget key: the acceptance, 'published', 'length' (tau) or 'rate' (alpha)."""
+ACC_VALUE = "planner_acc_value"
+"""Widget key: the entered tau or alpha."""
+DRAFT_CHOICES: tuple[str, ...] = tuple(f"{k}:{d}" for k in DRAFT_KINDS for d in range(1, 9))
+"""The drafts the page offers to pick (depths 1..8 of each kind)."""
+DEFAULT_TAU = 2.0
+"""The acceptance value offered before one is entered (tau 2: one draft token kept a step)."""
+
+
+def _init_draft(saved: PlannerState, entered: bool) -> None:
+    """Fill the draft widgets from the saved state (first run, or entering the page)."""
+    if not entered and DRAFT_MODE in st.session_state:
+        return
+    keys = [k for k in saved.draft_list() if k != AUTO_DRAFT]
+    st.session_state[DRAFT_MODE] = ("auto" if AUTO_DRAFT in saved.draft_list()
+                                    else "pick" if keys else "none")
+    st.session_state[DRAFT_KEYS] = [k for k in keys if k in DRAFT_CHOICES]
+    st.session_state[ACC_KIND] = "length" if saved.tau else "rate" if saved.alpha else "published"
+    st.session_state[ACC_VALUE] = float(saved.tau or saved.alpha or DEFAULT_TAU)
+
+
+def _draft_from_widgets(saved: PlannerState) -> dict[str, Any]:
+    """`PlannerState.draft`, `tau` and `alpha` from the draft widgets (the saved ones when
+    they are not drawn)."""
+    ss = st.session_state
+    if DRAFT_MODE not in ss:
+        return {}
+    mode = ss[DRAFT_MODE]
+    draft = (AUTO_DRAFT if mode == "auto" else ",".join(ss.get(DRAFT_KEYS) or ())
+             if mode == "pick" else "")
+    kind, value = ss.get(ACC_KIND, "published"), float(ss.get(ACC_VALUE, DEFAULT_TAU))
+    return {"draft": draft, "tau": value if kind == "length" else 0.0,
+            "alpha": value if kind == "rate" else 0.0}
+
+
 def init_planner(catalog: Catalog) -> tuple[PlannerState, list[str]]:
     """Fill the widget keys from the URL (first run) or the saved state (on entering the page);
     returns the state and the notices about parameters that fell back to defaults."""
@@ -140,6 +183,7 @@ def init_planner(catalog: Catalog) -> tuple[PlannerState, list[str]]:
         if entered or key not in st.session_state:
             st.session_state[key] = _to_widget(saved, name, catalog)
     _init_mix(saved, entered)
+    _init_draft(saved, entered)
     return saved, list(st.session_state.get(NOTICES, []))
 
 
@@ -148,7 +192,8 @@ def from_widgets(lang: str, catalog: Catalog) -> PlannerState:
     saved: PlannerState = st.session_state[SAVED]
     values = {name: _from_widget(name, st.session_state[key], saved, catalog)
               for name, key in WIDGETS.items() if key in st.session_state}
-    state = replace(saved, lang=lang, mix=_mix_from_widgets(saved, lang, catalog), **values)
+    state = replace(saved, lang=lang, mix=_mix_from_widgets(saved, lang, catalog), **values,
+                    **_draft_from_widgets(saved))
     if state.cur != saved.cur and state.prices:
         # entered prices follow a currency switch at the exchange rate
         state = replace(state, prices=",".join(

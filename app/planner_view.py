@@ -18,6 +18,7 @@ from capacity import workspace
 from capacity.fit.traffic import LogSummary
 from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative
+from capacity.plan.drafting import draft_note
 from capacity.plan.events import QueueResult
 from capacity.plan.mix import Fleet, MixPlan
 from capacity.plan.options import Option, Plan, PlanInputs
@@ -27,6 +28,9 @@ from capacity.report.planner_url import PlannerState, planner_url
 from capacity.report.quote import (
     alternative_text,
     basis_text,
+    draft_label,
+    draft_note_text,
+    draft_text,
     fix_text,
     fmt_money,
     fmt_ms,
@@ -56,12 +60,23 @@ def best_captions(best: Option, inputs: PlanInputs, lang: str) -> list[str]:
                                     twins and t("quote_variants", lang) + t("colon", lang) + twins)
                         if x),
              t("quote_basis", lang) + t("colon", lang) + basis_text(inputs, lang)]
+    if best.draft:
+        lines.append(t("dr_title", lang) + t("colon", lang) + draft_text(best, lang))
     if inputs.growth_per_month > 0:
         month = runs_out_month(inputs, best)
         lines.append(t("quote_growth", lang, g=inputs.growth_per_month) + t("colon", lang) + (
             t("quote_growth_v", lang, m=month) if month is not None
             else t("quote_growth_never", lang)))
     return lines
+
+
+def draft_caption(result: Plan, lang: str) -> str:
+    """Where the searched draft stops paying for the recommended option, or why none was
+    chosen (`capacity.plan.drafting.draft_note`, in the quote's words); '' when no draft was
+    searched."""
+    note = draft_note(result)
+    return "" if note is None else (t("dr_title", lang) + t("colon", lang)
+                                    + draft_note_text(note, lang))
 
 
 def headline_metrics(result: Plan, best: Option, lang: str) -> list[Metric]:
@@ -87,6 +102,8 @@ def options_frame(options: Sequence[Option], pct: float, lang: str,
         t("pl_col_memory", lang): t("quote_verdict_" + (o.memory_verdict or ""), lang),
         t("pl_col_nodes", lang): " + ".join(map(str, o.nodes)),
         t("pl_col_variants", lang): variants_text(o, lang),
+        t("pl_col_draft", lang): t("pl_draft_cell", lang, label=draft_label(o.draft, lang),
+                                   tau=f"{o.draft_acceptance_length:.2f}") if o.draft else "",
         t("pl_col_binding", lang): t("pl_reason_" + o.binding, lang),
         t("pl_col_link", lang): link(o)}
         for i, o in enumerate(options)])

@@ -29,6 +29,7 @@ from capacity.fit.planning import engines as typical_engines
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import convert
 from capacity.model.scenario import valid_tp_sizes
+from capacity.model.speculative import DRAFT_KINDS
 from capacity.report.urlstate import (
     DEFAULT_STATE,
     LANGS,
@@ -317,6 +318,17 @@ def apply_relief(kind: str, value: float | str, n_gpus: int, tp: int) -> None:
 
 MAX_TP = 16
 """The largest TP size the Explorer offers (the URL's limit)."""
+DRAFT_CHOICES: tuple[str, ...] = ("", *DRAFT_KINDS)
+"""The speculative-decoding drafts the Explorer offers: none (''), then `DRAFT_KINDS`."""
+
+
+def fit_draft_tau() -> None:
+    """Before the acceptance-length input is drawn: an entered tau stays within 1..k+1 of the
+    depth now chosen (a shallower draft cannot keep more tokens than it verifies)."""
+    top = float(int(st.session_state[key("draft_k")]) + 1)
+    tau = float(st.session_state.get(key("draft_tau"), DEFAULT_STATE.draft_tau))
+    if not 1.0 <= tau <= top:
+        st.session_state[key("draft_tau")] = min(max(tau, 1.0), top)
 
 
 def valid_tps(catalog: Catalog) -> list[int]:

@@ -14,6 +14,7 @@ from app import explorer_view as view
 from app.bootstrap import ensure_navigation
 from app.explorer_inputs import main_inputs, sidebar_inputs
 from app.format import markdown_plain, tokens_label
+from app.frontier_view import explorer_frontier
 from app.i18n import chart_labels
 from app.layout import metric_row, panel
 from app.state import (
@@ -110,6 +111,15 @@ if load is not None:
 if state.prefix > 0:
     with st.container(border=True, key="prefix_effect"):
         panel(view.prefix_panel(cache.prefix_effect(state), state, lang))
+# ---- speculative decoding (issue 26): only when a draft is chosen ---------------------------
+if state.draft:
+    draft_text, draft_ok = view.draft_source(state, catalog, lang)
+    if ex.draft is not None:
+        with st.container(border=True, key="draft_effect"):
+            panel(view.draft_panel(ex.draft, state, scenario, lang, draft_text),
+                  numbers_key="draft_numbers")
+    else:
+        st.warning(draft_text, icon=":material/edit:")
 st.caption(view.prediction_caption(scenario, state.calibration, lang))
 
 # ---- the deployment: the Planner's figures for exactly this what-if -------------------------
@@ -232,6 +242,9 @@ if rows:
                                   mime="text/csv", key="dl_csv")
         downloads.download_button(T("dl_md"), table.markdown, file_name="capacity-table.md",
                                   mime="text/markdown", key="dl_md")
+
+# ---- the buyer's chart (issue 26): throughput per GPU vs interactivity, app.frontier_view --
+explorer_frontier(state, scenario, ex.figures, lang)
 
 # ---- show the math --------------------------------------------------------------------------
 with st.expander(T("sec_math"), expanded=False):

@@ -14,6 +14,7 @@ import streamlit as st
 from app import cache
 from app import planner_view as view
 from app.bootstrap import ensure_navigation
+from app.frontier_view import planner_frontier
 from app.layout import metric_row
 from app.planner_inputs import mix_inputs, plan_inputs
 from app.planner_state import (
@@ -106,8 +107,9 @@ if best is None:
     st.warning(T("pl_none"))
 else:
     st.markdown(f"### {option_label(best, lang)}")
-    for line in view.best_captions(best, inputs, lang):
-        st.caption(line)
+    for line in (*view.best_captions(best, inputs, lang), view.draft_caption(result, lang)):
+        if line:
+            st.caption(line)
     # one row that wraps: each figure as wide as its value, none cut on a narrow window
     metric_row(view.headline_metrics(result, best, lang), key="pl_headline")
 
@@ -163,6 +165,8 @@ if result.options:
                        mime="text/markdown", key="planner_quote_md")
     d2.download_button(T("pl_quote_pdf"), pdf, file_name=name + ".pdf",
                        mime="application/pdf", key="planner_quote_pdf")
+
+planner_frontier(inputs, result, lang)  # the buyer's chart, the recommendation on it
 
 # Mix: more workloads on the same fleet, each with its own model, traffic and SLO (sized on its
 # own replicas of one GPU type: capacity.plan.mix). The inputs above are the first workload;

@@ -37,6 +37,7 @@ ALLOWED = {
     "TFLOPS", "TOP", "TOPS", "FLOP", "GEMM", "GB", "GiB", "MB", "KiB", "KB", "TB", "ms", "s", "h", "req",
     "tok", "token", "tokens", "M", "K", "B", "CNY", "USD", "PDF", "CSV", "TOML", "JSON", "URL",
     "Markdown", "CLI", "API", "ID", "MoE", "MLA", "GQA", "SXM", "NVL", "SM", "Gbps", "x",
+    "MTP", "EAGLE",  # speculative decoding's draft kinds (F12)
     # names of formats, engines, interconnects and methods
     "bf16", "awq", "gptq", "vLLM", "SGLang", "NVLink", "PCIe", "Pareto", "Poisson", "Little",
     "Erlang", "OpenAI", "localhost", "torch", "CUDA", "AIPerf", "UTF",

@@ -22,7 +22,7 @@ from capacity.model.workload import Workload
 from capacity.plan.detail import option_scenario
 from capacity.plan.events import service_from_scenario
 from capacity.plan.options import PlanInputs
-from capacity.plan.search import _units, plan
+from capacity.plan.search import plan, replica_units
 from capacity.sim.scheduler import SimPhysics
 
 RTOL = 1e-12
@@ -78,7 +78,7 @@ def test_planner_grid_steps_are_the_explorers(catalog: Catalog, name: str) -> No
                      step_overhead_ms=s.step_overhead_ms, step_method=s.step_method,
                      eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch,
                      seq_overhead_ms=s.seq_overhead_ms, attn_mfu=s.attn_mfu)
-    _, _, u = _units(inp, catalog)
+    _, _, u = replica_units(inp, catalog)
     rows = [j for j in range(len(u.gpus)) if int(u.tp[j]) == s.tp]
     assert len(rows) == 1
     grid = u.step.select(np.asarray(rows, dtype=np.int64))

@@ -169,11 +169,11 @@ def test_scenario_ttft_uses_the_attention_efficiency(seed: Scenario) -> None:
 def test_planner_grid_uses_the_operator_step() -> None:
     from capacity.model.workload import Workload
     from capacity.plan.options import PlanInputs
-    from capacity.plan.search import _units
+    from capacity.plan.search import replica_units
     wl = Workload(peak_concurrency=10, context_tokens=8192, output_tokens=256)
     inp = PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",), max_gpus=1,
                      kv_dtypes=("fp16",), step_method="operator", attn_sat_batch=3.0)
-    _, _, u = _units(inp, _CAT)
+    _, _, u = replica_units(inp, _CAT)
     assert float(np.asarray(u.step.step_ms(np.array([1.0]))).ravel()[0]) == pytest.approx(
         W_MS + 3 * KV_MS, rel=1e-9)
 

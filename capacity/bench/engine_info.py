@@ -7,7 +7,8 @@ failure is silent: most servers have some of them) and stores in meta.json the e
 slots (llama.cpp's fixed number of parallel sequences, each with its share of the context) and
 the server's own counters over the run: for llama.cpp the mean time per output token
 (`tokens_predicted_seconds_total / tokens_predicted_total`) and the prompt rate, which need no
-client clock at all.
+client clock at all; for an engine that decodes speculatively, the run's mean acceptance length
+(`spec_acceptance`: vLLM's draft counters, SGLang's gauge).
 """
 
 from __future__ import annotations
@@ -27,7 +28,18 @@ from capacity.untrusted import loads_json
 MAX_BODY_BYTES = 1 << 20
 """Largest introspection answer read, bytes (a /metrics page is a few KiB)."""
 ENGINE_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("llamacpp:", "llama.cpp"), ("vllm:", "vLLM"), ("sglang:", "SGLang"))
+    ("capacity_sim:", "capacity sim-server"), ("llamacpp:", "llama.cpp"), ("vllm:", "vLLM"),
+    ("sglang:", "SGLang"))
+"""Metric prefixes that name the engine, the first found wins (the simulated endpoint exposes
+vLLM's speculative-decoding counters beside its own metrics)."""
+VLLM_SPEC = "vllm:spec_decode_num_"
+"""vLLM's speculative-decoding counters: `drafts` (one per sequence per step), `draft_tokens`,
+`accepted_tokens` (the bonus token not counted), each `_total` or without the suffix."""
+SGLANG_SPEC = "sglang:spec_accept_length"
+"""SGLang's gauge of the mean acceptance length (its last logging interval's)."""
+MAX_ACCEPTANCE_LENGTH = 17.0
+"""The longest acceptance length believed (tokens per step: a draft of 16 and the bonus token,
+`capacity.model.speculative.MAX_DEPTH` + 1); beyond it a server's figure is unknown."""
 
 
 def server_root(base_url: str) -> str:
@@ -194,12 +206,43 @@ def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float 
     return info
 
 
+def spec_acceptance(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:
+    """The run's mean acceptance length (tokens per sequence per verify step, the bonus token
+    included) from two scrapes, or None (unknown).
+
+    vLLM: 1 + delta accepted / delta drafts over the run (`VLLM_SPEC` counters, with or without
+    `_total`). SGLang: its gauge after the run (`SGLANG_SPEC`). None when neither is there, no
+    draft ran, or the figures are impossible (a counter going back, more accepted than drafted
+    tokens, a length outside 1..`MAX_ACCEPTANCE_LENGTH`): a server's page is not trusted.
+    Unit: tokens. Source: vLLM's SpecDecodingProm metrics; docs/bench.md.
+    """
+    def delta(name: str) -> float | None:
+        for key in (f"{VLLM_SPEC}{name}_total", f"{VLLM_SPEC}{name}"):
+            if key in after:
+                return after[key] - before.get(key, 0.0)
+        return None
+
+    drafts, tokens, accepted = delta("drafts"), delta("draft_tokens"), delta("accepted_tokens")
+    tau: float | None = None
+    if drafts is not None and accepted is not None and drafts > 0 and accepted >= 0:
+        if tokens is None or accepted <= tokens:
+            tau = 1.0 + accepted / drafts
+    elif SGLANG_SPEC in after:
+        tau = after[SGLANG_SPEC]
+    return tau if tau is not None and 1.0 <= tau <= MAX_ACCEPTANCE_LENGTH else None
+
+
 def metrics_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """What the server's own counters say about the run between two scrapes: every counter's
     increase (`*_total`), and for llama.cpp the mean time per output token of a sequence (ms)
     and the prompt rate of a sequence (tokens/s) over the run (llama.cpp adds up the time of
-    each slot, so these are per sequence, not per batched step)."""
+    each slot, so these are per sequence, not per batched step); with speculative decoding,
+    the run's mean acceptance length `spec_acceptance_length` (tokens, `spec_acceptance`;
+    absent: unknown)."""
     out = {k: after[k] - before.get(k, 0.0) for k in after if k.endswith("_total")}
+    tau = spec_acceptance(before, after)
+    if tau is not None:
+        out["spec_acceptance_length"] = tau
     tokens = out.get("llamacpp:tokens_predicted_total", 0.0)
     decode_s = out.get("llamacpp:tokens_predicted_seconds_total", 0.0)
     if tokens > 0 and decode_s > 0:  # each slot adds its own generation time: per sequence

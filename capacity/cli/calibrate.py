@@ -4,6 +4,7 @@
     capacity calibrate --model M --gpu G --label LABEL --save NAME      (a stored bench run)
     capacity calibrate --model M --gpu G --reference --save NAME        (published.csv sweeps)
     capacity calibrate --model M --gpu G --plan [--format json]          (what to measure)
+    capacity calibrate --model M --gpu G --label RUN --draft eagle:3 [--calibration BASE] --save NAME
 
 It fits the operator step's six decode knobs (F4b: eta_bw, eta_kv, eff, attn_sat_batch, step
 and per-sequence overhead; with --step-method chapter the chapter's three instead); prefill
@@ -13,7 +14,11 @@ that pins every knob, instead of fitting.
 
 Prints the fitted knobs beside the chapter's ones (the knobs before the fit), whether the data
 pinned each down, each point's measured, chapter's, fitted and held-out prediction, and the
-median errors; saves NAME.toml in the workspace's calibrations folder (data/calibrations in a checkout;
+median errors. With --draft (a run measured with speculative decoding) the knobs are not fitted:
+they come from --calibration (the same setup without the draft) or the scenario, and the fit is
+the draft's acceptance length tau (TPOT = engine step / tau, least squares over the levels), shown
+beside the one the server counted (/metrics, recorded by `capacity bench`), which is used where
+there is one; saves NAME.toml in the workspace's calibrations folder (data/calibrations in a checkout;
 docs/configuration.md) or a path ending in .toml. `capacity plan ... --calibration NAME` then
 predicts with it.
 """
@@ -31,9 +36,15 @@ from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MAX_CONCURRENCY, dumps, number
 from capacity.cli.plan import add_scenario_flags, parse_int_list, scenario_from_args
 from capacity.errors import InputError
-from capacity.fit.calibration import KNOBS, Calibration, PointKind, fit
+from capacity.fit.acceptance import (
+    acceptance_json,
+    acceptance_text,
+    drafted_calibration,
+    label_acceptance,
+)
+from capacity.fit.calibration import KNOBS, Calibration, PointKind, apply, fit
 from capacity.fit.calibration_problem import PINNED_RATIO, spec_value
-from capacity.fit.calibration_store import calibration_path, save
+from capacity.fit.calibration_store import calibration_path, load, save
 from capacity.fit.imports import FORMATS, read_bench_label, read_measured
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import reference_points
@@ -46,6 +57,7 @@ from capacity.fit.sweep import (
 )
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
+from capacity.model.speculative import parse_draft
 from capacity.report.tables import render
 
 
@@ -94,6 +106,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     f.add_argument("--ttft-all-levels", action="store_true",
                    help="fit prefill on TTFT at every concurrency (default: the lowest level "
                         "of each prompt length; TTFT under load includes queueing)")
+    d = p.add_argument_group("speculative decoding")
+    d.add_argument("--draft", metavar="KIND:K", default=None,
+                   help="the run was measured with this speculative-decoding draft (mtp, eagle "
+                        "or ngram, K tokens per step, e.g. eagle:3): fit its acceptance length "
+                        "from TPOT instead of the knobs")
+    d.add_argument("--calibration", metavar="NAME|PATH", default=None,
+                   help="with --draft: the step knobs, a saved calibration of the same setup "
+                        "without the draft (default: the scenario's knobs)")
     p.add_argument("--save", metavar="NAME", default=None,
                    help="save as data/calibrations/NAME.toml (or a path ending in .toml)")
     p.add_argument("--output", "--format", dest="output",
@@ -206,7 +226,10 @@ def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
 
 def to_json(cal: Calibration) -> dict[str, Any]:
     """The calibration and its errors as JSON."""
-    return {
+    draft = {"draft": {"key": cal.draft, "acceptance_length": cal.acceptance_length,
+                       "fitted": cal.acceptance_fitted, "std": cal.acceptance_std,
+                       "measured": cal.acceptance_measured}} if cal.draft else {}
+    return {**draft,
         "name": cal.name, "model": cal.model, "gpu": cal.gpu, "engine": cal.engine,
         "inputs": cal.inputs, "created": cal.created,
         "step_method": cal.step_method or "chapter",
@@ -248,12 +271,16 @@ def plan_text(plan: MeasurementPlan, fmt: str = "text") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    kind, depth = parse_draft(args.draft or "none")
+    drafted = None if kind == "none" else (kind, depth)
+    # the scenario without the run's draft: its tau is fitted here, not looked up
+    plain = argparse.Namespace(**{**vars(args), "draft": None})
     if args.save:
         calibration_path(args.save)  # a bad name fails before any work is done
     if args.plan:
         if args.save:
             raise InputError("--plan fits nothing: drop --save")
-        plan = measurement_plan(scenario_from_args(args))
+        plan = measurement_plan(scenario_from_args(plain))
         if not plan.cells:
             raise InputError(f"{args.model} leaves no room for KV cache on {args.gpu}: no "
                              "sweep can be measured (pick a bigger GPU or a smaller format)")
@@ -262,17 +289,22 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(plan_text(plan, args.output), end="")
         return 0
-    base = scenario_from_args(args)
+    base = scenario_from_args(plain)
     if not args.step_method:  # calibration learns the engine: the operator step (F4b)
         base = base.with_(step_method=StepMethod.OPERATOR.value)
     if args.batch1 and base.step_method != StepMethod.OPERATOR:
         raise InputError("--batch1 fits the operator step's batch-1 factor; drop "
                          f"--step-method {base.step_method} or --batch1")
+    if args.calibration and drafted is None:
+        raise InputError("--calibration gives the step knobs of a run with --draft: add "
+                         "--draft KIND:K, or drop --calibration to fit the knobs")
     points, inputs = load_points(args, base)
     if args.levels:
         points, inputs = only_levels(points, args.levels), f"{inputs}, levels {args.levels}"
     name = args.save if args.save and "/" not in args.save and not args.save.endswith(".toml") \
         else (Path(args.save).stem if args.save else "unsaved")
+    if drafted is not None:
+        return _run_drafted(args, base, points, drafted, name, inputs)
     cal = fit(points, base, name=name, engine=args.engine, inputs=inputs,
               max_concurrency=_max_concurrency(args.max_concurrency),
               ttft_all_levels=args.ttft_all_levels, batch1=args.batch1)
@@ -280,6 +312,31 @@ def run(args: argparse.Namespace) -> int:
         print(dumps(to_json(cal), indent=2))
     else:
         print(report(cal, base, args.output), end="")
+    return _save(args, cal)
+
+
+def _run_drafted(args: argparse.Namespace, base: Scenario, points: list[MeasuredPoint],
+                 drafted: tuple[str, int], name: str, inputs: str) -> int:
+    """--draft: the acceptance length of the run's draft under the knobs of --calibration
+    (or the scenario's), the server's measured one beside it (a --label run's meta.json)."""
+    knobs = load(args.calibration) if args.calibration else None
+    scenario = apply(knobs, base) if knobs is not None else base
+    measured = None
+    if args.label:
+        runs = Path(args.bench_dir) if args.bench_dir else workspace.prepare_bench_dir()
+        measured = label_acceptance(args.label, runs)
+    cal, acc = drafted_calibration(points, scenario, *drafted, measured=measured, knobs=knobs,
+                                   name=name, engine=args.engine, inputs=inputs)
+    if args.output == "json":
+        print(dumps({**to_json(cal), "acceptance": acceptance_json(acc)}, indent=2))
+    else:
+        print(acceptance_text(acc), end="")
+        print(report(cal, scenario, args.output), end="")
+    return _save(args, cal)
+
+
+def _save(args: argparse.Namespace, cal: Calibration) -> int:
+    """--save: write the calibration (a name or a path)."""
     if args.save:
         try:
             path = save(cal, args.save)

@@ -12,6 +12,7 @@ from typing import Final
 SUMMARIES: Final[dict[str, str]] = {
     "plan": "memory, bandwidth, compute and cost for one setup (the chapter's tables)",
     "size": "rank GPU options for daily users (or peak concurrency) and SLOs",
+    "frontier": "throughput per GPU vs interactivity: the Pareto front and its cost per M tokens",
     "workload": "summarise a request log; list the named workloads",
     "bench": "measure TTFT, TPOT and throughput of an OpenAI-compatible endpoint",
     "sim-server": "serve a simulated OpenAI-compatible endpoint (no GPU needed)",

@@ -116,6 +116,18 @@ CNY_PER_USD = number(min=0.0, max=1000.0, min_open=True)
 """(0, 1000]: an exchange rate, CNY per USD."""
 
 
+def comma_list(text: str | None, what: str = "keys, e.g. rtx-4090,h100-sxm"
+               ) -> tuple[str, ...] | None:
+    """A comma list flag as lower-case items (None: not given); InputError naming `what` when
+    it holds none."""
+    if text is None:
+        return None
+    items = tuple(x.strip().lower() for x in text.split(",") if x.strip())
+    if not items:
+        raise InputError(f"'{text}': give a comma list of {what}")
+    return items
+
+
 def finite_or_none(obj: Any) -> Any:
     """`obj` with every NaN or infinite float (in dicts, lists and tuples) replaced by None."""
     if isinstance(obj, float):

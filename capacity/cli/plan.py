@@ -14,12 +14,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from capacity.catalog.drafts import depths_for
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import (
     BOUNDS,
     MAX_CONTEXT_TOKENS,
     MAX_PRICE_PER_HOUR,
     MIN_PRICE_PER_HOUR,
+    ModelVariant,
     default_catalog,
 )
 from capacity.cli.commands import SUMMARIES
@@ -39,6 +41,7 @@ from capacity.cli.common import (
 from capacity.errors import CapacityError, InputError
 from capacity.model.basis import kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD
+from capacity.model.draft_gain import DraftGain, draft_gain
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import (
     DEFAULT_HEADROOM,
@@ -63,6 +66,7 @@ from capacity.model.scenario import (
     make_scenario,
     suggest_fixes,
 )
+from capacity.model.speculative import DRAFT_NAMES, MAX_DEPTH, Draft, make_draft, parse_draft
 from capacity.report.tables import render
 from capacity.units import GB, KIB
 
@@ -175,6 +179,45 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
                         f"{DEFAULT_HEADROOM})")
 
 
+def add_draft_flags(p: argparse.ArgumentParser) -> None:
+    """Speculative decoding's flags (F12): --draft KIND:K and its acceptance, entered as a
+    length or a rate (default: the published figure, data/speculative.toml)."""
+    g = p.add_argument_group("speculative decoding (F12)")
+    g.add_argument("--draft", default=None, metavar="KIND:K",
+                   help="a draft proposing K tokens per step: mtp:K (the model's own MTP "
+                        "head), eagle:K (an EAGLE-3 draft) or ngram:K (prompt lookup on the "
+                        "CPU), K 1.." f"{MAX_DEPTH}; none for no draft (default none)")
+    one = g.add_mutually_exclusive_group()
+    one.add_argument("--acceptance-length", type=number(min=1, max=MAX_DEPTH + 1),
+                     default=None, metavar="TAU",
+                     help="tau: tokens a sequence keeps per step, the bonus token included "
+                          "(1..K+1; default: the published figure for the model, kind and "
+                          "depth)")
+    one.add_argument("--acceptance-rate", type=number(min=0, max=1), default=None,
+                     metavar="ALPHA",
+                     help="per-token acceptance rate alpha in [0, 1]: tau = (1 - alpha^(K+1)) "
+                          "/ (1 - alpha)")
+
+
+def draft_from_args(args: argparse.Namespace, variant: ModelVariant) -> Draft | None:
+    """The draft --draft and --acceptance-length/--acceptance-rate describe for `variant`
+    (None without --draft or with --draft none); InputError on a bad one, or an acceptance
+    without a draft. Commands without the flags (`add_draft_flags`) get None."""
+    text = getattr(args, "draft", None)
+    tau = getattr(args, "acceptance_length", None)
+    rate = getattr(args, "acceptance_rate", None)
+    kind, depth = parse_draft(text or "none")
+    if kind == "none":
+        if tau is not None or rate is not None:
+            raise InputError("--acceptance-length and --acceptance-rate need --draft KIND:K")
+        return None
+    if tau is None and rate is None and not depths_for(variant.model.key, kind):
+        raise InputError(f"no published acceptance for {DRAFT_NAMES[kind]} on "
+                         f"{variant.model.name} (data/speculative.toml): give "
+                         "--acceptance-length TAU or --acceptance-rate ALPHA")
+    return make_draft(variant, kind, depth, acceptance_length=tau, acceptance_rate=rate)
+
+
 def default_context(args: argparse.Namespace) -> int:
     """--ctx, else the chapter's 8,192 tokens or the model's limit when that is shorter (a
     small GGUF model of 4,096 tokens works without --ctx; issue 31)."""
@@ -188,8 +231,9 @@ def default_context(args: argparse.Namespace) -> int:
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
-    """Build the Scenario the scenario flags describe."""
-    return make_scenario(
+    """Build the Scenario the scenario flags describe (with the draft of `add_draft_flags`'
+    flags where the command has them)."""
+    s = make_scenario(
         args.model, args.gpu, catalog=default_catalog(), weights=args.weights,
         n_gpus=args.gpus, tp=args.tp, vram_gb=args.vram, bandwidth_gb_s=args.bandwidth,
         tflops=args.tflops, weights_gb=args.weights_gb, util=args.util,
@@ -200,6 +244,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         headroom=args.headroom, allow_long_context=args.allow_long_context,
         step_method=getattr(args, "step_method", None) or DEFAULT_STEP_METHOD.value,
     )
+    draft = draft_from_args(args, s.variant)
+    return s if draft is None else s.with_(draft=draft)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -207,6 +253,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "plan", help=SUMMARIES["plan"],
         description=__doc__)
     add_scenario_flags(p)
+    add_draft_flags(p)
     p.add_argument("--concurrency", default=",".join(map(str, DEFAULT_CONCURRENCY)),
                    metavar="LIST", help="concurrent requests, a comma list (default 1,50,100)")
     p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
@@ -378,7 +425,42 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow], basis: str = "") 
         ],
         "table": [r.__dict__ for r in rows],
     }
+    if s.draft is not None:  # only with --draft: the keys above never change
+        g = draft_gain(s, ev.concurrency)
+        d = s.draft
+        doc["draft"] = {"kind": d.kind, "depth": d.depth, "acceptance_length": d.acceptance_length,
+                        "source": d.source, "params_b": d.params_b, "weights_gb": d.weights_gb,
+                        "kv_share": d.kv_share}
+        doc["draft_breakeven_concurrency"] = g.breakeven_concurrency
+        for i, point in enumerate(doc["points"]):
+            point.update({"engine_step_ms": float(g.engine_step_ms[i]),
+                          "verify_ms": float(g.verify_ms[i]), "draft_ms": float(g.draft_ms[i]),
+                          "no_draft_step_ms": float(g.plain_tpot_ms[i]),
+                          "draft_speedup": float(g.speedup[i])})
     return doc  # the keys never change (tests/test_vocab.py): the method is in the text output
+
+
+def draft_text(g: DraftGain, c_vram: int, fmt: str) -> str:
+    """The "Speculative decoding" section: tau and its source, the step and the speed-up at
+    each concurrency, and where the draft stops paying (beside what the memory holds)."""
+    d = g.draft
+    size = ("no GPU time, no weights (a lookup in the prompt)" if d.kind == "ngram" else
+            f"draft {d.weights_gb:.2f} GB of weights, {d.params_b:.3g} B parameters per "
+            f"proposed token, KV +{d.kv_share:.1%}")
+    head = (f"{DRAFT_NAMES[d.kind]}, k = {d.depth}: tau = {d.acceptance_length:.3g} tokens per "
+            f"step (source: {d.source}); {size}\n")
+    b = g.breakeven_concurrency
+    end = (f"the draft stops paying at {b:,} concurrent requests "
+           f"({g.breakeven_per_replica:,} per replica)" if b is not None and g.replicas > 1
+           else f"the draft stops paying at {b:,} concurrent requests" if b is not None
+           else "the draft pays at every batch up to 4,096 per replica")
+    return head + render(
+        ["concurrency", "verify ms", "draft ms", "engine step ms", "TPOT ms",
+         "TPOT no draft ms", "speed-up"],
+        [[int(g.concurrency[i]), float(g.verify_ms[i]), float(g.draft_ms[i]),
+          float(g.engine_step_ms[i]), float(g.tpot_ms[i]), float(g.plain_tpot_ms[i]),
+          f"{float(g.speedup[i]):.2f}x"] for i in range(g.concurrency.size)], fmt) + end + \
+        f" (the memory holds {c_vram:,} concurrent requests)\n"
 
 
 def _gb(b: float) -> str:
@@ -421,12 +503,16 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     v = ev.vram
     out.append(h("VRAM budget per GPU (F3)"))
     out.append(f"{s.vram_gb:g} GB x {s.util:g} - {s.weights_per_gpu_gb:g} GB weights - "
-               f"{s.overhead_gb:g} GB overhead" + (f" - {s.nccl_gb:.2f} GB NCCL" if s.nccl_gb else "")
+               + (f"{s.draft_weights_per_gpu_gb:.2f} GB draft - " if s.draft_weights_per_gpu_gb
+                  else "")
+               + f"{s.overhead_gb:g} GB overhead" + (f" - {s.nccl_gb:.2f} GB NCCL" if s.nccl_gb else "")
                + f" = {v.kv_budget_bytes / GB:.2f} GB for KV\n")
     if not v.weights_fit:
         out.append(f"the weights do not fit: {v.shortfall_bytes / GB:.2f} GB short before any KV\n")
     out.append(f"C_vram = floor({v.kv_budget_bytes / GB:.2f} GB / "
-               f"{float(ev.kv_request.exact_bytes) / GB:.3f} GB) = {int(ev.max_concurrency_vram)}"
+               f"{float(ev.kv_request.exact_bytes) / GB:.3f} GB"
+               + (f" x {s.kv_factor:.4g} with the draft's KV" if s.kv_factor != 1 else "")
+               + f") = {int(ev.max_concurrency_vram)}"
                f" concurrent requests (paged: {int(ev.max_concurrency_vram_paged)})\n")
     d = ev.decode
     if s.step_method == StepMethod.OPERATOR:
@@ -445,6 +531,9 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
             [[int(ev.concurrency[i]), float(d.bandwidth_ms[i]), float(d.compute_ms[i]),
               float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
               float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
+    if s.draft is not None:
+        out.append(h("Speculative decoding (F12): step ms above are per emitted token"))
+        out.append(draft_text(draft_gain(s, ev.concurrency), int(ev.max_concurrency_vram), fmt))
     cross = ev.crossover_concurrency
     out.append(h("Crossover (F5)"))
     out.append("none: bandwidth binds at every concurrency at this context\n" if cross is None

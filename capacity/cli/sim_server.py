@@ -8,7 +8,9 @@ prompts prefilled while decoding waits, KV reserved at --ctx, min(C_vram, --max-
 steps); decode steps from F4 for the current batch, prefill from F6, tokens streamed per step.
 --speedup X divides every delay. Its ground truth per request is at GET /sim/truth, in simulated
 time (a busy machine delays the delivery of tokens, not the truth); its physics at GET /sim/info.
-See docs/bench.md.
+--draft KIND:K decodes speculatively (F12): each engine step verifies k + 1 tokens per sequence
+and runs the draft, and each sequence keeps 1..k+1 of them (mean tau, seeded draws, one SSE
+chunk per step); GET /metrics counts them under vLLM's names. See docs/bench.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
-from capacity.cli.plan import add_scenario_flags, scenario_from_args
+from capacity.cli.plan import add_draft_flags, add_scenario_flags, scenario_from_args
 from capacity.sim.scheduler import SimConfig
 from capacity.sim.server import bind_socket, create_app, uvicorn_config
 
@@ -55,6 +57,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "(default auto)")
     s.add_argument("--reject-stream-options", action="store_true",
                    help="answer 400 to stream_options (to test clients' fallback)")
+    add_draft_flags(p)  # the engine decodes speculatively with it (scenario_from_args)
     f = p.add_argument_group("fault injection (shares of requests, 0-1)")
     f.add_argument("--fail-http", type=SHARE, default=0.0, help="HTTP 500 before streaming")
     f.add_argument("--fail-disconnect", type=SHARE, default=0.0,
@@ -66,7 +69,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     f.add_argument("--stall-s", type=number(min=0, max=86_400), default=3600.0,
                    help="how long a stalled stream hangs, seconds before speedup (default 3600)")
     f.add_argument("--fault-seed", type=whole(min=0, max=2**32 - 1),
-                   default=0, help="seed of the fault draws (default 0)")
+                   default=0, help="seed of the fault draws and of a draft's acceptances (default 0)")
     return p
 
 
@@ -83,7 +86,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    scenario = scenario_from_args(args)
+    scenario = scenario_from_args(args)  # with its draft, --draft's
+    draft = scenario.draft
     app = create_app(scenario, config_from_args(args))
     sim = app.state.sim
     sock = bind_socket(args.host, args.port)
@@ -94,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
         f"{'tokens held' if prof.kv_admission == 'tokens' else 'context'})")
     print(f"capacity sim-server: {sim.model_name} on {scenario.n_gpus} x {scenario.gpu.name}, "
           f"{sim.physics.slots} slots (C_vram {sim.physics.c_vram} at {scenario.context_tokens} "
-          f"tokens){engine}, speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
+          f"tokens){engine}" + (f", draft {draft.label}" if draft is not None else "")
+          + f", speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
           flush=True)
     uvicorn.Server(uvicorn_config(app, log_level="warning", stack=args.http_stack)
                    ).run(sockets=[sock])

@@ -50,6 +50,7 @@ from capacity.cli.common import (
     HEADROOM,
     MAX_NUM_SEQS,
     MS,
+    comma_list,
     dumps,
     number,
     print_catalog_warnings,
@@ -59,11 +60,13 @@ from capacity.errors import InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.scenario import DEFAULT_CONTEXT_TOKENS, DEFAULT_EFF, DEFAULT_MFU, DEFAULT_MODEL
+from capacity.model.speculative import MAX_DEPTH
 from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.deployment import Deployment
 from capacity.plan.deployment import record as deployment_record
 from capacity.plan.detail import simulate_option
+from capacity.plan.drafting import DraftNote, draft_note
 from capacity.plan.mix import MixPlan, load_mix, plan_mix
 from capacity.plan.options import MAX_GPUS, REASON_TEXT, Option, Plan, PlanInputs, Slo
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS
@@ -73,6 +76,7 @@ from capacity.report.planner_url import planner_mix_state, planner_state, planne
 from capacity.report.quote import (
     alternative_text,
     check_quote_path,
+    draft_note_text,
     plan_basis_name,
     tokens_over_context,
     write_mix_quote,
@@ -83,18 +87,9 @@ from capacity.report.tables import render
 MAX_GPUS_LIMIT = 64
 """Largest --max-gpus (PlanInputs refuses more)."""
 
-COLUMNS = ("rank", "option", "gpu", "gpus", "tp", "replicas", "weights", "kv_dtype",
+COLUMNS = ("rank", "option", "gpu", "gpus", "tp", "replicas", "weights", "kv_dtype", "draft",
            "cost_per_month", "cost_per_mtok", "ttft_ms", "tpot_ms", "design_concurrency",
            "max_rate_per_s", "memory_verdict", "binding")
-
-
-def _list(text: str | None) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    items = tuple(x.strip().lower() for x in text.split(",") if x.strip())
-    if not items:
-        raise InputError(f"'{text}': give a comma list, e.g. rtx-4090,h100-sxm")
-    return items
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -172,6 +167,22 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     m.add_argument("--no-tp", action="store_true", help="replicas only, no tensor parallel")
     m.add_argument("--spare", action="store_true",
                    help="N+1: add one spare replica (TP GPUs) to every option, in its costs")
+    d = p.add_argument_group("speculative decoding (F12)")
+    d.add_argument("--draft", action="append", default=[], metavar="KIND:K",
+                   help="also search this draft beside none (repeatable or a comma list): "
+                        "eagle:K, mtp:K or ngram:K (K tokens proposed per step), or auto: every "
+                        "draft kind with published acceptance for the model "
+                        "(data/speculative.toml) at depths 1 to its deepest published one; "
+                        "the output says where the draft stops paying (default: no draft)")
+    one = d.add_mutually_exclusive_group()
+    one.add_argument("--acceptance-length", type=number(min=1, max=MAX_DEPTH + 1), default=None,
+                     metavar="TAU",
+                     help="tau for the drafts searched: tokens a sequence keeps per verify "
+                          "pass, bonus token included (1..K+1; default: the published figure)")
+    one.add_argument("--acceptance-rate", type=number(min=0, max=1), default=None,
+                     metavar="ALPHA",
+                     help="per-token acceptance rate for the drafts searched instead: tau = "
+                          "(1 - alpha^(K+1)) / (1 - alpha) at each depth")
     e = p.add_argument_group("engine and cost")
     e.add_argument("--util", type=FRACTION_OPEN, default=DEFAULT_UTIL,
                    help=f"gpu_memory_utilization (default {DEFAULT_UTIL})")
@@ -267,7 +278,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
                   context_tokens=args.ctx,
                   prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                   headroom=args.headroom)
-    kv = _list(args.kv_dtypes)
+    kv = comma_list(args.kv_dtypes)
     assert kv is not None
     cat = default_catalog()
     overrides: dict[str, float] = {}
@@ -293,21 +304,33 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         model=args.model, workload=wl,
         slo=Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms,
                 quantile=args.slo_percentile / 100.0, cost_per_mtok=args.slo_cost_per_mtok),
-        gpus=_list(args.gpus), max_gpus=args.max_gpus, kv_dtypes=kv,
-        formats=_list(args.weights), allow_tp=not args.no_tp, spare=args.spare,
+        gpus=comma_list(args.gpus), max_gpus=args.max_gpus, kv_dtypes=kv,
+        formats=comma_list(args.weights), allow_tp=not args.no_tp, spare=args.spare,
         growth_per_month=args.growth_per_month,
         currency=args.currency,
         cny_per_usd=args.cny_per_usd, util=args.util, overhead_gb=args.overhead_gb,
         eff=args.eff, mfu=args.mfu, max_num_seqs=args.max_num_seqs, engine=args.engine,
         price_overrides=tuple(overrides.items()), offers=offers, offer_kind=kind,
         prefix_tokens=args.prefix_tokens,
-        prefix_share=args.prefix_share if args.prefix_tokens else 0.0)
+        prefix_share=args.prefix_share if args.prefix_tokens else 0.0,
+        drafts=_drafts(args), acceptance_length=getattr(args, "acceptance_length", None),
+        acceptance_rate=getattr(args, "acceptance_rate", None))
     basis = basis_from_args(args)
     if basis is None:
         return inp  # the chapter's assumptions, with --eff and --mfu as given
     from capacity.fit.planning import with_basis
 
     return with_basis(inp, basis)
+
+
+def _drafts(args: argparse.Namespace) -> tuple[str, ...]:
+    """The draft keys of --draft (repeated, or comma lists), as given; PlanInputs checks them."""
+    items = [x.strip().lower() for item in getattr(args, "draft", None) or ()
+             for x in item.split(",")]
+    if any(not x for x in items):
+        raise InputError("--draft: give KIND:K (eagle:3, mtp:1, ngram:4), auto or none, "
+                         "comma-separated without empty items")
+    return tuple(items)
 
 
 def basis_from_args(args: argparse.Namespace) -> str | None:
@@ -359,7 +382,9 @@ def option_record(rank: int, o: Option) -> dict[str, Any]:
     SLO-feasible capacity, `cost_per_mtok_design` at the design load (F7, docs/method.md)."""
     return {"rank": rank, "option": o.label, "gpu": o.gpu, "gpus": o.n_gpus, "tp": o.tp,
             "replicas": o.replicas, "spare_gpus": o.spare_gpus, "paid_gpus": o.paid_gpus,
-            "weights": o.weights, "kv_dtype": o.kv_dtype,
+            "weights": o.weights, "kv_dtype": o.kv_dtype, "draft": o.draft or None,
+            "draft_acceptance_length": o.draft_acceptance_length if o.draft else None,
+            "draft_source": o.draft_source or None,
             "price_per_gpu_hour": o.price_per_hour,
             "cost_per_month": o.cost_per_month, "cost_per_mtok": _num(o.cost_per_mtok),
             "cost_per_mtok_design": _num(o.cost_per_mtok_design),
@@ -394,9 +419,10 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
     }
 
 
-def to_text(p: Plan, top: int, fmt: str = "text", cheaper: Sequence[Alternative] = ()) -> str:
-    """Ranked options, then the rejected families (with what would make the cheaper ones
-    feasible) and the near misses."""
+def to_text(p: Plan, top: int, fmt: str = "text", cheaper: Sequence[Alternative] = (),
+            note: DraftNote | None = None) -> str:
+    """Ranked options, then the draft's note (`capacity.plan.drafting`), the rejected
+    families (with what would make the cheaper ones feasible) and the near misses."""
     inp, wl = p.inputs, p.inputs.workload
     md = fmt == "markdown"
 
@@ -436,6 +462,9 @@ def to_text(p: Plan, top: int, fmt: str = "text", cheaper: Sequence[Alternative]
                    f"meet the targets. Basis: {plan_basis_name(inp, 'en')}")
     else:
         out.append(h("No configuration meets every constraint"))
+    if note is not None:
+        out.append(h(t("dr_title", "en")))
+        out.append(("- " if md else "") + draft_note_text(note, "en"))
     if p.rejected:
         out.append(h("Ruled out"))
         out += [f"- {r.gpu_name}: {', '.join(REASON_TEXT[x] for x in r.reasons)}; {r.detail}"
@@ -542,6 +571,7 @@ def run(args: argparse.Namespace) -> int:
         print("warning: " + t("warn_tokens_over", "en", total=f"{over:,}",
                               ctx=f"{inp.workload.context_tokens:,}"), file=sys.stderr)
     cheaper = alternatives(p) if p.rejected else ()
+    note = draft_note(p)
     log_summary = getattr(args, "log_summary", None)
     if log_summary is not None and args.format in ("text", "markdown"):
         from capacity.cli.workload import summary_text
@@ -553,6 +583,12 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         data = to_json(p, args.top)
         data["tokens_over_context"] = over or None
+        data["draft_note"] = None if note is None else {
+            **asdict(note), "outcome": note.outcome.value, "verify_bound": note.verify_bound.value,
+            "failures": [r.value for r in note.failures],
+            "capacity_rate_per_s": _num(note.capacity_rate_per_s),
+            "plain_capacity_rate_per_s": _num(note.plain_capacity_rate_per_s),
+            "text": draft_note_text(note, "en")}
         data["cheaper_alternatives"] = [
             {"gpu": a.gpu, "reasons": [r.value for r in a.reasons], "relaxations": [
                 {"kind": r.kind.value, "value": r.value, "option": r.option.label,
@@ -569,7 +605,7 @@ def run(args: argparse.Namespace) -> int:
                                      for i, o in enumerate(p.options[:args.top])], "csv"),
               end="")
     else:
-        print(to_text(p, args.top, args.format, cheaper), end="")
+        print(to_text(p, args.top, args.format, cheaper, note), end="")
         if sim is not None and args.simulate:
             print(f"\nevent model, best option at the design load: TTFT p50/p90/p99 "
                   f"{sim.ttft_ms[0.5]:.0f}/{sim.ttft_ms[0.9]:.0f}/{sim.ttft_ms[0.99]:.0f} ms, "

@@ -17,10 +17,12 @@ without a listed reason. Method: docs/accuracy.md.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
 from capacity.cli.commands import SUMMARIES
+from capacity.fit import validate_drafts as drafts
 from capacity.fit.validate import scorecard, step_methods, with_step_method
 from capacity.fit.validate_report import COMMAND, markdown, to_json, write_between_markers
 
@@ -44,13 +46,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     method = getattr(args, "step_method", None)
     card = scorecard(configure=with_step_method(method), step_method=method)
+    spec_dec = drafts.draft_scorecard()  # its own section: speed-ups of a draft against batch
     if args.out:
         command = COMMAND if method is None else f"{COMMAND} --step-method {method}"
         path = write_between_markers(Path(args.out), markdown(card, command=command))
+        drafts.write_section(path, drafts.markdown(spec_dec))
         print(f"wrote {path}")
     elif args.format == "json":
-        print(to_json(card))
+        doc = {**json.loads(to_json(card)), "speculative_decoding": drafts.to_dict(spec_dec)}
+        print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        print(markdown(card), end="")
+        print(markdown(card) + "\n" + drafts.markdown(spec_dec), end="")
     unexplained = [v for v in card.violations if v.reason == "not explained"]
     return 1 if unexplained else 0

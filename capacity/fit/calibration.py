@@ -35,14 +35,15 @@ This module is the fit and its result (`fit`, `Calibration`, `apply`, `predict_m
 least-squares problem it solves (knobs, priors, bounds, solver, identifiability) is
 `capacity.fit.calibration_problem`, saving and loading calibration files
 `capacity.fit.calibration_store`, the report (knob table, errors, Markdown and CSV)
-`capacity.fit.calibration_report`. Source: F11 (docs/method.md), docs/calibration.md.
+`capacity.fit.calibration_report`, a run with speculative decoding (its acceptance length)
+`capacity.fit.acceptance`. Source: F11 (docs/method.md), docs/calibration.md.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from enum import StrEnum
 from typing import Any
@@ -69,6 +70,7 @@ from capacity.fit.calibration_problem import (
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
+from capacity.model.speculative import make_draft, parse_draft
 from capacity.types import FloatArray, Note
 from capacity.units import GB
 
@@ -164,6 +166,18 @@ class Calibration:
     inputs: str = ""
     settings: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    draft: str = ""
+    """The speculative-decoding draft of the measured run, 'KIND:K' ('' none): its knobs are
+    those of the setup without it, `acceptance_length` its tau (`capacity.fit.acceptance`)."""
+    acceptance_length: float | None = None
+    """tau in use (tokens per verify step, the bonus token included): the server's measured
+    one where the run recorded it, else the fitted one; `apply` gives it to the draft."""
+    acceptance_fitted: float | None = None
+    """tau fitted from the measured TPOT (tokens)."""
+    acceptance_std: float | None = None
+    """Its standard error (tokens; None with one level)."""
+    acceptance_measured: float | None = None
+    """tau the server counted over the run (/metrics; None: it did not say)."""
 
     def pinned(self, name: str) -> bool | None:
         """Whether the data pinned this knob down (None: not fitted, or an old file)."""
@@ -396,7 +410,7 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     return Calibration(
         name=name, model=base.variant.key, gpu=base.gpu.key,
         engine=engine or next((p.engine for p in points if p.engine), ""),
-        step_method=method.value if dec else "",
+        step_method=method.value if dec else "", draft="",
         overhead_gb=overhead, std=tuple(std), identifiability=tuple(ident),
         points=tuple(fit_points), holdout_method="; ".join(methods),
         created=today or date.today().isoformat(), inputs=inputs, settings=settings,
@@ -433,7 +447,9 @@ def apply(calibration: Calibration, scenario: Scenario) -> Scenario:
     (a calibration without one, fitted before there were two, is the chapter's) and its name.
 
     Works across models (transfer); records a warning when the GPU differs, since
-    efficiencies are properties of the GPU and engine.
+    efficiencies are properties of the GPU and engine. A calibration with a draft gives the
+    scenario its draft at the calibrated acceptance length (same model only: tau belongs to
+    the model and draft; a scenario's other draft is kept).
     """
     changes: dict[str, object] = {"calibration": calibration.name or "calibrated"}
     for n in (*KNOBS, "overhead_gb"):
@@ -446,6 +462,21 @@ def apply(calibration: Calibration, scenario: Scenario) -> Scenario:
     if calibration.gpu and calibration.gpu != scenario.gpu.key:
         warnings.append(f"calibration '{calibration.name}' was fitted on {calibration.gpu}, "
                         f"applied to {scenario.gpu.key}: efficiencies may not transfer")
+    if calibration.draft and calibration.acceptance_length is not None:
+        kind, depth = parse_draft(calibration.draft)
+        same = (calibration.model in (scenario.variant.key, scenario.variant.model.key)
+                or calibration.model.startswith(scenario.variant.model.key + "-"))
+        mine = scenario.draft
+        if not same:
+            warnings.append(f"calibration '{calibration.name}' measured its draft's acceptance "
+                            f"on {calibration.model}: not applied to {scenario.variant.key}")
+        elif mine is not None and mine.key != calibration.draft:
+            warnings.append(f"calibration '{calibration.name}' has the acceptance of "
+                            f"{calibration.draft}: the scenario's draft {mine.key} keeps its own")
+        else:
+            tau = calibration.acceptance_length
+            changes["draft"] = (make_draft(scenario.variant, kind, depth, acceptance_length=tau)
+                                if mine is None else replace(mine, acceptance_length=tau))
     changes["warnings"] = tuple(warnings)
     return scenario.with_(**changes)
 

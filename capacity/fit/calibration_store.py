@@ -24,6 +24,7 @@ from capacity.fit.calibration import KNOBS, Calibration, FitPoint, PointKind
 from capacity.fit.calibration_problem import BOUNDS
 from capacity.model.basis import RESERVED_NAMES
 from capacity.model.roofline import step_method
+from capacity.model.speculative import parse_draft
 from capacity.untrusted import loads_toml
 
 
@@ -119,7 +120,39 @@ def to_toml(cal: Calibration) -> str:
         "settings": dict(cal.settings),
         "points": [{k: v for k, v in p.__dict__.items() if v is not None} for p in cal.points],
     }
+    if cal.draft:  # speculative decoding: the draft and its acceptance length (tokens per step)
+        doc["draft"] = {k: v for k, v in (
+            ("key", cal.draft), ("acceptance_length", cal.acceptance_length),
+            ("fitted", cal.acceptance_fitted), ("std", cal.acceptance_std),
+            ("measured", cal.acceptance_measured)) if v is not None}
     return tomli_w.dumps(doc)
+
+
+def _draft_fields(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A file's [draft] table as Calibration fields ({} without one); InputError naming the
+    file when its key is not KIND:K or an acceptance length is outside 1..K+1 tokens."""
+    d = doc.get("draft")
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise InputError(f"{path}: [draft] must be a table")
+    kind, depth = parse_draft(str(d.get("key", "")))
+    if kind == "none":
+        raise InputError(f"{path}: [draft] needs a key KIND:K, e.g. eagle:3")
+    out: dict[str, Any] = {"draft": f"{kind}:{depth}"}
+    for name, field in (("acceptance_length", "acceptance_length"), ("fitted", "acceptance_fitted"),
+                        ("measured", "acceptance_measured")):
+        v = d.get(name)
+        if v is not None:
+            if not (isinstance(v, int | float) and 1.0 <= v <= depth + 1):
+                raise InputError(f"{path}: [draft] {name} = {v!r} is outside [1, {depth + 1}]")
+            out[field] = float(v)
+    sd = d.get("std")
+    if sd is not None:
+        if not (isinstance(sd, int | float) and 0.0 <= sd <= depth + 1):
+            raise InputError(f"{path}: [draft] std = {sd!r} is outside [0, {depth + 1}]")
+        out["acceptance_std"] = float(sd)
+    return out
 
 
 def _write(cal: Calibration, path: Path) -> Path:
@@ -190,7 +223,7 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
             settings=tuple((str(k), str(v)) for k, v in doc.get("settings", {}).items()),
             notes=tuple(str(n) for n in doc.get("notes", [])))
         values: dict[str, Any] = {n: float(v) for n, v in knobs.items()}
-        return replace(cal, **values)
+        return replace(cal, **values, **_draft_fields(doc, path))
     except InputError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as e:

@@ -54,7 +54,8 @@ def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
 
 ENGINES_FILE = "engines.toml"
 TYPICAL_KNOBS: tuple[str, ...] = ("eta_bw", "eff", "mfu", "step_overhead_ms",
-                                  "prefill_overhead_ms")
+                                  "prefill_overhead_ms", "draft_overhead_ms",
+                                  "verify_overhead_ms")
 """The knobs an engine's typical efficiency sets (fractions, then overheads in ms)."""
 
 

@@ -151,13 +151,14 @@ def _within_markdown(card: Scorecard) -> list[str]:
     return lines
 
 
-def _jsonable(v: Any) -> Any:
+def jsonable(v: Any) -> Any:
+    """`v` with every non-finite float as None, through dicts, lists and tuples (JSON-ready)."""
     if isinstance(v, float) and not math.isfinite(v):
         return None
     if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
+        return {k: jsonable(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     return v
 
 
@@ -184,21 +185,26 @@ def to_json(card: Scorecard) -> str:
                    card.within_methods, w.held_out_ms, strict=True))} for w in card.within]},
            "groups": list(card.groups), "step_method": card.step_method,
            "skipped": list(card.skipped), "checks": [check(c) for c in card.checks]}
-    return json.dumps(_jsonable(doc), indent=2, allow_nan=False)
+    return json.dumps(jsonable(doc), indent=2, allow_nan=False)
 
 
-def write_between_markers(path: Path, generated: str) -> Path:
-    """Put `generated` between BEGIN and END in `path`, keeping everything outside them; a file
-    without the markers gets them (and the part) appended; a missing file is created."""
-    block = f"{BEGIN}\n{generated.rstrip()}\n{END}"
+def write_between_markers(path: Path, generated: str, begin: str = BEGIN, end: str = END,
+                          after: str = "") -> Path:
+    """Put `generated` between `begin` and `end` (default: the scorecard's markers) in `path`,
+    keeping everything outside them; a file without the markers gets them (and the part) right
+    after the text `after` where it has it, else at the end; a missing file is created."""
+    block = f"{begin}\n{generated.rstrip()}\n{end}"
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         text = "# Accuracy\n\n"
-    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
+    if begin in text and end in text and text.index(begin) < text.index(end):
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
         text = head + block + tail
+    elif after and after in text:
+        head, tail = text.split(after, 1)
+        text = head + after + "\n\n" + block + tail
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -206,8 +212,9 @@ def write_between_markers(path: Path, generated: str) -> Path:
     return path
 
 
-def between_markers(text: str) -> str:
-    """The generated part of a document (between the markers), or '' when it has none."""
-    if BEGIN not in text or END not in text:
+def between_markers(text: str, begin: str = BEGIN, end: str = END) -> str:
+    """The generated part of a document between `begin` and `end` (default: the scorecard's
+    markers), or '' when it has none."""
+    if begin not in text or end not in text:
         return ""
-    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")

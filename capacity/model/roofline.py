@@ -401,6 +401,10 @@ class StepModel:
     draft_weights_bytes: FloatArray | float = 0.0
     draft_kv_request_bytes: FloatArray | float = 0.0
     draft_params_b: FloatArray | float = 0.0
+    draft_overhead_ms: float = 0.0
+    """F12's engine knobs (0 on the spec sheet): ms per draft pass, and `verify_overhead_ms`,
+    ms per verified token."""
+    verify_overhead_ms: float = 0.0
 
     @classmethod
     def for_model(cls, model: Model, *, weights_bytes: FloatArray | float,
@@ -448,12 +452,14 @@ class StepModel:
                     or np.any(np.asarray(self.draft_passes) != 0.0))
 
     def draft_ms(self, batch: npt.ArrayLike) -> FloatArray:
-        """The draft's time in a step for `batch` sequences, ms (F12's `draft_step_ms`)."""
-        return speculative.draft_step_ms(passes=self.draft_passes, weights_bytes=self.draft_weights_bytes,
-                             kv_request_bytes=self.draft_kv_request_bytes,
-                             params_b=self.draft_params_b, batch=batch,
-                             bandwidth_gb_s=self.bandwidth_gb_s, tflops=self.tflops,
-                             eta_bw=self.eta_bw, eff=self.eff)
+        """What drafting adds to a step for `batch` sequences, ms: the draft's passes (F12's
+        `draft_step_ms`) and the verify overhead of b x (k + 1) tokens (none on a plain row)."""
+        b, k1 = np.asarray(batch, dtype=np.float64), np.asarray(self.verify_tokens, dtype=float)
+        return self.verify_overhead_ms * b * np.where(k1 > 1, k1, 0.0) + speculative.draft_step_ms(
+            passes=self.draft_passes, weights_bytes=self.draft_weights_bytes,
+            kv_request_bytes=self.draft_kv_request_bytes, params_b=self.draft_params_b,
+            batch=b, bandwidth_gb_s=self.bandwidth_gb_s, tflops=self.tflops, eta_bw=self.eta_bw,
+            eff=self.eff, pass_overhead_ms=self.draft_overhead_ms)
 
     # -- the terms, each named (bytes, FLOPs, ms) ------------------------------------------------
     def weight_read_bytes(self, batch: FloatArray) -> FloatArray:

@@ -63,7 +63,7 @@ from capacity.model.roofline import (
     counts_as_engines,
 )
 from capacity.model.roofline import step_method as step_method_of
-from capacity.model.speculative import Draft
+from capacity.model.speculative import Draft, draft_step_fields, draft_weights_per_gpu_gb, kv_factor
 from capacity.types import FloatArray, IntArray, Note, StrArray
 from capacity.units import GB, bytes_per_element, normalize_dtype
 
@@ -126,6 +126,12 @@ class Scenario:
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
     draft: Draft | None = None
     """Speculative decoding's draft (F12, `capacity.model.speculative.make_draft`); None: none."""
+    draft_overhead_ms: float = 0.0
+    """F12's engine knob: the fixed time of each draft pass, ms (launches, sampling; 0 on the
+    spec sheet)."""
+    verify_overhead_ms: float = 0.0
+    """F12's engine knob: time per token of a verify pass, ms (rejection sampling, KV
+    bookkeeping; 0 on the spec sheet)."""
 
     @property
     def model(self) -> Model:
@@ -144,12 +150,12 @@ class Scenario:
     @property
     def draft_weights_per_gpu_gb(self) -> float:
         """The draft's weights on one GPU (GB; split over TP like the target's; 0 without)."""
-        return 0.0 if self.draft is None else self.draft.weights_gb / self.tp
+        return draft_weights_per_gpu_gb(self.draft, self.tp)
 
     @property
     def kv_factor(self) -> float:
         """KV a request holds over the target's alone (dimensionless): 1 + the draft's share."""
-        return 1.0 + (0.0 if self.draft is None else self.draft.kv_share)
+        return kv_factor(self.draft)
 
     @property
     def tflops_per_replica(self) -> float:
@@ -214,6 +220,8 @@ def make_scenario(
     attn_mfu: float | None = None,
     batch1_factor: float = 1.0,
     draft: Draft | None = None,
+    draft_overhead_ms: float = 0.0,
+    verify_overhead_ms: float = 0.0,
 ) -> Scenario:
     """Resolve catalog keys and validate every input into a Scenario.
 
@@ -257,6 +265,8 @@ def make_scenario(
                         ("step overhead", step_overhead_ms),
                         ("per-sequence overhead", seq_overhead_ms),
                         ("attention saturation batch", attn_sat_batch),
+                        ("draft overhead", draft_overhead_ms),
+                        ("verify overhead", verify_overhead_ms),
                         ("prefill overhead", prefill_overhead_ms)):
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"{name} must be >= 0, got {value}")
@@ -292,7 +302,8 @@ def make_scenario(
         prefill_overhead_ms=prefill_overhead_ms, calibration=calibration,
         warnings=tuple(warnings), step_method=method, eta_kv=eta_kv,
         attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
-        batch1_factor=batch1_factor, draft=draft,
+        batch1_factor=batch1_factor, draft=draft, draft_overhead_ms=draft_overhead_ms,
+        verify_overhead_ms=verify_overhead_ms,
     )
 
 
@@ -356,11 +367,8 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
     d = s.draft
     if d is None:
         return step
-    return replace(step, verify_tokens=float(d.verify_tokens),
-                   accepted_tokens=d.acceptance_length, draft_passes=float(d.passes),
-                   draft_weights_bytes=s.draft_weights_per_gpu_gb * GB,
-                   draft_kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64)
-                   * d.kv_share, draft_params_b=d.params_b)
+    return replace(step, **draft_step_fields(d, tp=s.tp, kv_request_bytes=kv_request_bytes),
+                   draft_overhead_ms=s.draft_overhead_ms, verify_overhead_ms=s.verify_overhead_ms)
 
 
 def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +42,7 @@ from capacity.catalog.drafts import acceptance_for, depths_for
 from capacity.catalog.loader import Model, ModelVariant
 from capacity.errors import InputError
 from capacity.types import FloatArray
+from capacity.units import GB
 
 DRAFT_KINDS: Final[tuple[str, ...]] = ("mtp", "eagle", "ngram")
 """Draft kinds: multi-token-prediction heads shipped with the model (DeepSeek-V3, Qwen3.5,
@@ -239,10 +240,12 @@ def parse_draft(text: str) -> tuple[str, int]:
 def draft_step_ms(*, passes: npt.ArrayLike, weights_bytes: npt.ArrayLike,
                   kv_request_bytes: npt.ArrayLike, params_b: npt.ArrayLike,
                   batch: npt.ArrayLike, bandwidth_gb_s: npt.ArrayLike, tflops: npt.ArrayLike,
-                  eta_bw: float = 1.0, eff: float = 1.0) -> FloatArray:
+                  eta_bw: float = 1.0, eff: float = 1.0, pass_overhead_ms: float = 0.0
+                  ) -> FloatArray:
     """The draft's time in one step for `batch` sequences (ms, per replica): k passes, each
-    max((W_d + b KV_d) / (BW eta_bw), 2 P_d b / (F eff)) (F12; W_d and KV_d per GPU, F per
-    replica). Example: k 3, W_d 0.8 GB, no KV, P_d 0.4 B, b 1 on 1000 GB/s and 100 TFLOP/s:
+    t_pass + max((W_d + b KV_d) / (BW eta_bw), 2 P_d b / (F eff)) (F12; W_d and KV_d per GPU,
+    F per replica; t_pass the fixed time of a pass, F12's engine knob, 0 on the spec sheet).
+    Example: k 3, W_d 0.8 GB, no KV, P_d 0.4 B, b 1 on 1000 GB/s and 100 TFLOP/s:
     3 x max(0.8 ms, 0.008 ms) = 2.4 ms."""
     b = np.asarray(batch, dtype=np.float64)
     bw = ((np.asarray(weights_bytes, dtype=np.float64)
@@ -250,7 +253,8 @@ def draft_step_ms(*, passes: npt.ArrayLike, weights_bytes: npt.ArrayLike,
           / (np.asarray(bandwidth_gb_s, dtype=np.float64) * 1e9 * eta_bw) * 1e3)
     comp = (2.0 * np.asarray(params_b, dtype=np.float64) * 1e9 * b
             / (np.asarray(tflops, dtype=np.float64) * 1e12 * eff) * 1e3)
-    return np.asarray(np.asarray(passes, dtype=np.float64) * np.maximum(bw, comp),
+    return np.asarray(np.asarray(passes, dtype=np.float64) * (pass_overhead_ms
+                                                              + np.maximum(bw, comp)),
                       dtype=np.float64)
 
 
@@ -259,3 +263,35 @@ def speedup(plain_tpot_ms: npt.ArrayLike, draft_tpot_ms: npt.ArrayLike) -> Float
     the same ratio for per-user speed and for a replica's throughput at one batch)."""
     return np.asarray(np.asarray(plain_tpot_ms, dtype=np.float64)
                       / np.asarray(draft_tpot_ms, dtype=np.float64), dtype=np.float64)
+
+
+def draft_weights_per_gpu_gb(draft: Draft | None, tp: int) -> float:
+    """The draft's weights on one GPU (GB): W_d / TP, split over the TP group like the
+    target's; 0 without a draft (F12). `Scenario.draft_weights_per_gpu_gb` and the planner's
+    search both call this. Example: 1.6 GB at TP 2 -> 0.8 GB."""
+    return 0.0 if draft is None else draft.weights_gb / tp
+
+
+def kv_factor(draft: Draft | None) -> float:
+    """KV a request holds over the target's alone (dimensionless): 1 + the draft's KV share
+    (one attention layer's worth for MTP and EAGLE, 0 for n-gram; 1 without a draft).
+    `Scenario.kv_factor` and the planner's memory check both call this."""
+    return 1.0 + (0.0 if draft is None else draft.kv_share)
+
+
+def draft_step_fields(draft: Draft | None, *, tp: int,
+                      kv_request_bytes: npt.ArrayLike) -> dict[str, Any]:
+    """`roofline.StepModel`'s F12 fields for `draft` on a TP group of `tp` GPUs whose target
+    holds `kv_request_bytes` of KV per sequence per GPU: verify width k + 1 (tokens), tau
+    (tokens per step), k draft passes, the draft's weights per GPU (bytes,
+    `draft_weights_per_gpu_gb`), its KV per sequence per GPU (bytes, the target's x the KV
+    share) and its parameters per proposed token (billions). Empty without a draft (the
+    plain step's defaults). `scenario.decode_model` and the planner's search both call this,
+    so a drafted option's step is the Explorer's."""
+    if draft is None:
+        return {}
+    return {"verify_tokens": float(draft.verify_tokens),
+            "accepted_tokens": draft.acceptance_length, "draft_passes": float(draft.passes),
+            "draft_weights_bytes": draft_weights_per_gpu_gb(draft, tp) * GB,
+            "draft_kv_request_bytes": np.asarray(kv_request_bytes, dtype=np.float64)
+            * draft.kv_share, "draft_params_b": draft.params_b}

@@ -35,6 +35,8 @@ class Deployment:
     kv_dtype: str
     tp: int
     replicas: int
+    draft: str = ""
+    """The speculative-decoding draft it runs ('eagle:3', `Option.draft`); '' = none."""
 
     def __post_init__(self) -> None:
         if self.tp < 1 or self.replicas < 1:
@@ -45,7 +47,7 @@ class Deployment:
     def of(cls, inputs: PlanInputs, o: Option) -> Deployment:
         """The deployment a planner option is."""
         return cls(inputs=inputs, gpu=o.gpu, weights=o.weights, kv_dtype=o.kv_dtype, tp=o.tp,
-                   replicas=o.replicas)
+                   replicas=o.replicas, draft=o.draft)
 
     @property
     def n_gpus(self) -> int:
@@ -62,10 +64,13 @@ class Deployment:
         return self.inputs.price_of((catalog or default_catalog()).gpu(self.gpu))
 
     def narrowed(self) -> PlanInputs:
-        """The planner's inputs searching this configuration's GPU, format and KV precision up
-        to its GPU count (the search `assess` runs)."""
+        """The planner's inputs searching this configuration's GPU, format, KV precision and
+        draft up to its GPU count (the search `assess` runs)."""
+        plain: dict[str, Any] = ({} if self.draft else
+                                 {"acceptance_length": None, "acceptance_rate": None})
         return replace(self.inputs, gpus=(self.gpu,), formats=(self.weights,),
-                       kv_dtypes=(self.kv_dtype,), max_gpus=max(self.n_gpus, 1))
+                       kv_dtypes=(self.kv_dtype,), max_gpus=max(self.n_gpus, 1),
+                       drafts=(self.draft,) if self.draft else (), **plain)
 
 
 def assess(d: Deployment, catalog: Catalog | None = None, *, checks_only: bool = False
@@ -76,7 +81,7 @@ def assess(d: Deployment, catalog: Catalog | None = None, *, checks_only: bool =
     p = plan(d.narrowed(), catalog, keep_all=True, checks_only=checks_only,
              only=(d.n_gpus, d.tp))
     for o in p.all_options:
-        if o.n_gpus == d.n_gpus and o.tp == d.tp:
+        if o.n_gpus == d.n_gpus and o.tp == d.tp and o.draft == d.draft:
             return replace(o, nodes=node_layout(o))
     raise InputError(f"{d.n_gpus} x {d.gpu} at TP={d.tp} is not a configuration the planner "
                      "can build (a TP group must fit one node and divide the model's heads)")
@@ -115,6 +120,8 @@ def record(d: Deployment, o: Option, catalog: Catalog | None = None) -> dict[str
                         "headroom": wl.headroom},
         "slo": {"ttft_ms": inp.slo.ttft_ms, "tpot_ms": inp.slo.tpot_ms,
                 "quantile": inp.slo.quantile, "cost_per_mtok": inp.slo.cost_per_mtok},
+        "draft": ({"key": o.draft, "acceptance_length": o.draft_acceptance_length,
+                   "source": o.draft_source} if o.draft else None),
         "figures": {"cost_per_month": o.cost_per_month,
                     "cost_per_mtok_design": _num(o.cost_per_mtok_design),
                     "cost_per_mtok_capacity": _num(o.cost_per_mtok),

@@ -47,10 +47,11 @@ def design_concurrency_total(inp: PlanInputs, o: Option) -> int:
 
 
 def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> Scenario:
-    """The Scenario of one option (the Explorer's view of it)."""
+    """The Scenario of one option (the Explorer's view of it), its draft included."""
     cat = catalog or default_catalog()
     base = cat.variant(inp.model).model.key
     wl = inp.workload
+    draft = inp.draft_for(cat.variant(base, o.weights), o.draft) if o.draft else None
     return make_scenario(
         base, o.gpu, catalog=cat, weights=o.weights, n_gpus=o.n_gpus, tp=o.tp, util=inp.util,
         overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
@@ -60,7 +61,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         prefill_overhead_ms=inp.prefill_overhead_ms, calibration=inp.calibration or None,
         step_method=inp.step_method, eta_kv=inp.eta_kv, attn_sat_batch=inp.attn_sat_batch,
         seq_overhead_ms=inp.seq_overhead_ms, attn_mfu=inp.attn_mfu,
-        batch1_factor=inp.batch1_factor)
+        batch1_factor=inp.batch1_factor, draft=draft, draft_overhead_ms=inp.draft_overhead_ms,
+        verify_overhead_ms=inp.verify_overhead_ms)
 
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
-from capacity.catalog.loader import Gpu
+from capacity.catalog.loader import Gpu, ModelVariant
 from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import InputError
 from capacity.model.basis import BasisKind, basis_string, kind_of_knobs, knobs_of
@@ -30,12 +30,21 @@ from capacity.model.scenario import (
     DEFAULT_MFU,
     Fix,
 )
+from capacity.model.speculative import (
+    DRAFT_KINDS,
+    DRAFT_NAMES,
+    Draft,
+    make_draft,
+    parse_draft,
+)
 from capacity.model.workload import Workload
 from capacity.plan.pricing import Price, price_for
 from capacity.plan.queueing import DEFAULT_SLO_QUANTILE
 
 DEFAULT_KV_DTYPES: tuple[str, ...] = ("fp16", "fp8")
 MAX_GPUS = 16
+AUTO_DRAFT = "auto"
+"""The draft key that searches every depth with published acceptance (`PlanInputs.draft_keys`)."""
 class Reason(StrEnum):
     """Why a configuration is rejected, or which check binds it (`Option.binding`)."""
 
@@ -133,6 +142,10 @@ class PlanInputs:
     sheet)."""
     attn_mfu: float | None = None
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
+    draft_overhead_ms: float = 0.0
+    """F12's engine knob: ms per draft pass (speculative decoding; 0 on the spec sheet)."""
+    verify_overhead_ms: float = 0.0
+    """F12's engine knob: ms per verified token (speculative decoding; 0 on the spec sheet)."""
     growth_per_month: float = 0.0
     """Traffic growth per month (0.1 = +10 % a month, compounding); see `runs_out_month`."""
     spare: bool = False
@@ -162,6 +175,17 @@ class PlanInputs:
     prefix_share: float = 0.0
     """Share of requests that reuse the shared prefix: their prefill skips it, and its KV is
     held once per replica."""
+    drafts: tuple[str, ...] = ()
+    """Speculative-decoding drafts the search tries besides none (F12): keys 'eagle:3',
+    'mtp:1', ... (`parse_draft`), or 'auto': every draft kind with published acceptance for
+    the model (data/speculative.toml), at depths 1 to its deepest published one (`draft_keys`).
+    () = no draft searched."""
+    acceptance_length: float | None = None
+    """Entered tau (tokens per verify pass, bonus token included) for the drafts searched;
+    None: the published figure (`make_draft`)."""
+    acceptance_rate: float | None = None
+    """Entered per-token acceptance rate alpha (0..1) for the drafts searched, tau from it at
+    each depth; None: the published figure."""
 
     def __post_init__(self) -> None:
         if self.offer_kind and self.offer_kind not in OFFER_KINDS:
@@ -185,7 +209,68 @@ class PlanInputs:
         if not (math.isfinite(self.prefix_share) and 0 <= self.prefix_share <= 1):
             raise InputError(f"prefix share is a fraction of requests in [0, 1], got "
                              f"{self.prefix_share}")
+        for name, ms in (("draft overhead", self.draft_overhead_ms),
+                         ("verify overhead", self.verify_overhead_ms)):
+            if not (math.isfinite(ms) and ms >= 0):
+                raise InputError(f"{name} must be >= 0 ms, got {ms}")
+        self._check_drafts()
 
+
+    def _check_drafts(self) -> None:
+        """The draft keys and the entered acceptance, each refused with what to write."""
+        if not isinstance(self.drafts, tuple):
+            raise InputError(f"drafts must be a tuple of keys like ('eagle:3',), got "
+                             f"{self.drafts!r}")
+        depths = [parse_draft(k)[1] for k in self.drafts if k.strip().lower() != AUTO_DRAFT]
+        if self.acceptance_length is not None and self.acceptance_rate is not None:
+            raise InputError("give the acceptance as a length or as a rate, not both")
+        entered = self.acceptance_length if self.acceptance_rate is None else self.acceptance_rate
+        if entered is not None and not [k for k in self.drafts if k.strip().lower() == AUTO_DRAFT
+                                        or parse_draft(k)[0] != "none"]:
+            raise InputError("an acceptance applies to a draft: name one (eagle:3) or auto")
+        if self.acceptance_rate is not None and not (
+                math.isfinite(self.acceptance_rate) and 0.0 <= self.acceptance_rate <= 1.0):
+            raise InputError(f"acceptance rate must be in [0, 1], got {self.acceptance_rate}")
+        tau = self.acceptance_length
+        if tau is not None:
+            if any(k.strip().lower() == AUTO_DRAFT for k in self.drafts):
+                raise InputError("an acceptance length holds for one depth: with auto, give "
+                                 "an acceptance rate (or name the drafts)")
+            top = min((d for d in depths if d > 0), default=0) + 1
+            if not (math.isfinite(tau) and 1.0 <= tau <= top):
+                raise InputError(f"acceptance length must be in [1, {top}] tokens (depth + 1) "
+                                 f"for the drafts given, got {tau}")
+
+    def draft_keys(self, model_key: str) -> tuple[str, ...]:
+        """The draft keys the search tries besides none, 'auto' expanded for `model_key` (a
+        catalog model key): every kind with published acceptance for it, depths 1 to its
+        deepest published depth (an unpublished depth carries the nearest one's per-token
+        rate over, as `make_draft` does); InputError when 'auto' finds none."""
+        from capacity.catalog.drafts import depths_for
+
+        out: list[str] = []
+        for key in self.drafts:
+            if key.strip().lower() == AUTO_DRAFT:
+                found = [f"{kind}:{d}" for kind in DRAFT_KINDS
+                         for d in range(1, max(depths_for(model_key, kind), default=0) + 1)]
+                if not found:
+                    raise InputError(f"no published acceptance for {model_key}'s drafts: name "
+                                     "one (eagle:3) with an acceptance length or rate")
+                out += found
+                continue
+            kind, depth = parse_draft(key)
+            if kind != "none":
+                out.append(f"{kind}:{depth}")
+        return tuple(dict.fromkeys(out))
+
+    def draft_for(self, variant: ModelVariant, key: str) -> Draft | None:
+        """The draft `key` of `variant` with this plan's entered acceptance, else the published
+        one (`make_draft`); None for '' (no draft)."""
+        if not key:
+            return None
+        kind, depth = parse_draft(key)
+        return make_draft(variant, kind, depth, acceptance_length=self.acceptance_length,
+                          acceptance_rate=self.acceptance_rate)
 
     @property
     def basis(self) -> BasisKind:
@@ -283,6 +368,12 @@ class Option:
     variants: tuple[tuple[str, str], ...] = ()
     """Equivalent configurations folded into this row, as (weight format, KV precision): same
     GPU, count and TP at the same cost per month, another format or KV precision."""
+    draft: str = ""
+    """The speculative-decoding draft it runs ('eagle:3', `Draft.key`); '' = none."""
+    draft_acceptance_length: float = 1.0
+    """The draft's tau, tokens per verify pass (1 without a draft)."""
+    draft_source: str = ""
+    """Where tau comes from: the published row's source, or 'entered' ('' without a draft)."""
 
     @property
     def replicas(self) -> int:
@@ -315,7 +406,15 @@ class Option:
             whole = (f", {k} node{'s' if k > 1 else ''} of {self.node_gpus} "
                      f"({self.n_gpus + self.spare_gpus} used)")
         return (f"{self.n_gpus} x {self.gpu_name}{par}{spare}, {self.weights}, "
-                f"{self.kv_dtype} KV{whole}")
+                f"{self.kv_dtype} KV{self.draft_suffix}{whole}")
+
+    @property
+    def draft_suffix(self) -> str:
+        """', EAGLE k=3' for an option that drafts (speculative decoding), '' otherwise."""
+        if not self.draft:
+            return ""
+        kind, depth = parse_draft(self.draft)
+        return f", {DRAFT_NAMES[kind]} k={depth}"
 
 
 @dataclass(frozen=True, kw_only=True)

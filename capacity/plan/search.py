@@ -1,7 +1,10 @@
 """The planner: from daily users and SLOs to ranked GPU options (F7-F10 (docs/method.md), section 6).
 
 Search: every catalog GPU (or a subset) x GPU count 1..16 x tensor-parallel size (replicas =
-GPUs / TP) x KV precision x weight format of the chosen model. A configuration is kept when
+GPUs / TP) x KV precision x weight format of the chosen model x speculative-decoding draft
+(none, and each of `PlanInputs.drafts`: F12, the draft's weights and KV in the memory check,
+its verify pass and draft passes in the step, with `Scenario`'s definitions). A
+configuration is kept when
 
 - memory: the weights fit and the design concurrency per replica fits the KV slots
   (`C_vram`, F3) and `max_num_seqs`;
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +50,7 @@ from capacity.model.scenario import (
     context_limit_note,
     suggest_fixes,
 )
+from capacity.model.speculative import Draft, draft_step_fields, draft_weights_per_gpu_gb, kv_factor
 from capacity.model.workload import Workload
 from capacity.plan.detail import design_concurrency_total, option_scenario
 from capacity.plan.options import (
@@ -71,8 +75,9 @@ from capacity.units import GB
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Units:
-    """Per-replica configurations (GPU x TP x format x KV), as parallel arrays and lists."""
+class ReplicaUnits:
+    """Per-replica configurations (GPU x TP x format x draft x KV), as parallel arrays and
+    lists."""
 
     gpus: list[Gpu]
     tp: IntArray
@@ -83,6 +88,7 @@ class _Units:
     usable_bytes: FloatArray
     fixed_bytes: FloatArray
     kv_request_bytes: FloatArray
+    """KV one request holds per GPU (bytes), the draft's beside the target's (`kv_factor`)."""
     prefill_ms: FloatArray
     step: StepModel
     price_per_hour: FloatArray
@@ -92,6 +98,14 @@ class _Units:
     """The engine's mixed-step token budget on each GPU (0: prefill batches pause decoding)."""
     node_gpus: IntArray
     """GPUs per node of a per-node offer (bought in whole nodes); 0 = priced per GPU."""
+    drafts: list[Draft | None]
+    """Each configuration's speculative-decoding draft (None: none)."""
+
+
+PLAIN_STEP: dict[str, float] = {"verify_tokens": 1.0, "accepted_tokens": 1.0,
+                                "draft_passes": 0.0, "draft_weights_bytes": 0.0,
+                                "draft_kv_request_bytes": 0.0, "draft_params_b": 0.0}
+"""`StepModel`'s F12 fields of a configuration without a draft (its defaults: a plain step)."""
 
 
 def _tp_choices(model: Model, n_max: int, allow_tp: bool) -> list[int]:
@@ -116,8 +130,8 @@ def _variants(cat: Catalog, model_key: str, formats: tuple[str, ...] | None
     return [cat.variant(base.model.key, k) for k in keys]
 
 
-def _units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
-           ) -> tuple[Model, list[ModelVariant], _Units]:
+def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
+           ) -> tuple[Model, list[ModelVariant], ReplicaUnits]:
     """The per-replica configurations; `tp_only`: those of that TP alone (each unit's figures
     are its own, whatever else is built beside it)."""
     variants = _variants(cat, inp.model, inp.formats)
@@ -144,13 +158,17 @@ def _units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                           attention_flops=pf.attention_flops - share * cached.attention_flops,
                           head_flops=pf.head_flops)
     new_tokens = wl.prompt - share * hit
+    # speculative decoding: no draft, then each draft searched (F12), per weight format
+    draft_keys = ("", *inp.draft_keys(model.key))
+    drafts = {v.format.key: [inp.draft_for(v, k) for k in draft_keys] for v in variants}
+    d_l: list[Draft | None] = []
     g_l: list[Gpu] = []
     tp_l: list[int] = []
     f_l: list[str] = []
     kv_l: list[str] = []
     cols: dict[str, list[float]] = {k: [] for k in (
-        "w", "cv", "usable", "fixed", "kvr", "pre", "bw", "fl", "ca", "cb", "price", "node",
-        "seqs", "budget")}
+        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "bw", "fl", "ca", "cb", "price",
+        "node", "seqs", "budget")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
@@ -177,10 +195,13 @@ def _units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                     pf, tflops_per_replica, inp.mfu, inp.attn_mfu,
                     inp.prefill_overhead_ms / 1e3)) * 1e3
                           + comm_prompt)
-                vb = vram_budget(vram_gb=g.memory_gb, util=inp.util,
-                                 weights_gb=v.weights_gb / tp, overhead_gb=inp.overhead_gb,
-                                 nccl_gb=nccl)
-                for kv in inp.kv_dtypes:
+                # the draft's weights per GPU join the target's (Scenario's definitions)
+                budgets = [(d, vram_budget(vram_gb=g.memory_gb, util=inp.util,
+                                           weights_gb=v.weights_gb / tp
+                                           + draft_weights_per_gpu_gb(d, tp),
+                                           overhead_gb=inp.overhead_gb, nccl_gb=nccl))
+                           for d in drafts[v.format.key]]
+                for (d, vb), kv in ((b, kv) for b in budgets for kv in inp.kv_dtypes):
                     key = (kv, tp, held, block)
                     if key not in kv_cache:
                         kv_req = kv_request_bytes(model, held, kv, tp, block)
@@ -193,16 +214,21 @@ def _units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                     kvr = kv_cache[key]
                     prefix_kv = kv_cache.get((kv, -tp, held, block), 0.0)
                     kvr -= share * prefix_kv   # per request; the prefix once, from the budget
+                    # memory holds the draft's KV beside the target's (x kv_factor); the step
+                    # reads the target's, the draft's own in its passes
+                    factor = kv_factor(d)
+                    kvr_mem, prefix_mem = kvr * factor, prefix_kv * factor
+                    d_l.append(d)
                     g_l.append(g)
                     tp_l.append(tp)
                     f_l.append(v.format.key)
                     kv_l.append(kv)
                     for k, val in (("w", v.weights_gb), ("cv", float(
-                            max_concurrency(vb.kv_budget_bytes - prefix_kv, kvr))),
+                            max_concurrency(vb.kv_budget_bytes - prefix_mem, kvr_mem))),
                             ("usable", vb.usable_bytes),
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes
-                             + prefix_kv),
-                            ("kvr", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
+                             + prefix_mem),
+                            ("kvr", kvr_mem), ("kvs", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
                             ("fl", tflops_per_replica), ("ca", comm_fixed), ("cb", comm_per_seq),
                             ("price", price), ("node", whole_node),
                             ("seqs", prof.max_seqs), ("budget", budget)):
@@ -212,18 +238,33 @@ def _units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     # the F4 step of every configuration at once: the same StepModel as `evaluate` (weights per
     # GPU as W / TP, like Scenario.weights_per_gpu_gb)
     step = StepModel.for_model(
-        model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvr"],
+        model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvs"],
         bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
         overhead_ms=inp.step_overhead_ms, comm_fixed_ms=a["ca"],
         comm_per_seq_ms=a["cb"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
         batch1_factor=inp.batch1_factor)
-    units = _Units(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
+    if len(draft_keys) > 1:  # F12 per configuration, as `decode_model` sets it for a draft
+        per_config: dict[str, Any] = {f: np.full(tp_a.size, v) for f, v in PLAIN_STEP.items()}
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, (d, tp) in enumerate(zip(d_l, tp_l, strict=True)):
+            if d is not None:
+                groups.setdefault((id(d), tp), []).append(i)
+        for rows in groups.values():
+            at = np.asarray(rows, dtype=np.int64)
+            own = draft_step_fields(d_l[rows[0]], tp=tp_l[rows[0]],
+                                    kv_request_bytes=a["kvs"][at])
+            for f, val in own.items():
+                per_config[f][at] = val
+        step = replace(step, **per_config,
+                       draft_overhead_ms=inp.draft_overhead_ms,
+                       verify_overhead_ms=inp.verify_overhead_ms)
+    units = ReplicaUnits(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
                    step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
-                   node_gpus=a["node"].astype(np.int64))
+                   node_gpus=a["node"].astype(np.int64), drafts=d_l)
     return model, variants, units
 
 
@@ -279,7 +320,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     """
     cat = catalog or default_catalog()
     wl, slo = inp.workload, inp.slo
-    model, _, u = _units(inp, cat, None if only is None else only[1])
+    model, _, u = replica_units(inp, cat, None if only is None else only[1])
     # expand replica units into deployments: n = replicas x tp <= max_gpus
     idx_l: list[int] = []
     rep_l: list[int] = []
@@ -395,11 +436,15 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     unit = {k: v.tolist() for k, v in (("tp", u.tp), ("w", u.weights_gb), ("cv", u.c_vram),
                                         ("pre", u.prefill_ms), ("price", u.price_per_hour))}
     options: list[Option] = []
+    lite: dict[int, Option] = {}  # each unit's rejected option, copied per deployment
     for j in range(idx.size):
         i = row["idx"][j]
         fails = tuple(name for name, f in zip(reasons, checks[j], strict=True) if f)
         if not keep_all and fails:
-            options.append(_lite(u, unit, i, int(row["n"][j]), fails, row["month"][j]))
+            if i not in lite:
+                lite[i] = _lite(u, unit, i, int(row["n"][j]), fails, row["month"][j])
+            options.append(_amended(lite[i], n_gpus=int(row["n"][j]), failures=fails,
+                                    binding=fails[0], cost_per_month=row["month"][j]))
             continue
         options.append(Option(
             gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=int(row["n"][j]),
@@ -418,12 +463,12 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             billed_gpus=int(row["billed"][j]),
             cost_per_mtok=row["cpm_cap"][j], cost_per_mtok_design=row["cpm_design"][j],
             failures=fails, binding=names[row["bind"][j]],
-            binding_ratio=row["bind_ratio"][j],
+            binding_ratio=row["bind_ratio"][j], **_draft_fields(u.drafts[i]),
         ))
     ranked = sorted((o for o in options if o.feasible), key=_rank_key)
     feasible = _fold_twins(ranked)
     rejected = ([] if only is not None
-                else _rejections(options, feasible, [g.key for g in dict.fromkeys(u.gpus)], slo))
+                else _rejections(options, feasible, list(dict.fromkeys(g.key for g in u.gpus)), slo))
     near = [] if only is not None else _near_misses(inp, cat, options, feasible)
     return Plan(inputs=inp, model_name=model.name, options=tuple(feasible),
                 configurations=tuple(ranked),
@@ -438,7 +483,9 @@ def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
     best-ranked one (lowest cost per M tokens, then most headroom by the rank key), which names
     the others in `variants`; each kept row gets its node layout. With whole-node pricing, the
     same GPU and TP on the same paid nodes is one deployment too: fewer GPUs used in the same
-    nodes cost as much and serve less, so the best-ranked count stands for them."""
+    nodes cost as much and serve less, so the best-ranked count stands for them. A draft is a
+    way to run the same deployment: the best-ranked draft (or none) heads the row, and
+    `variants` names only the format and KV twins that run that same draft."""
     groups: dict[tuple[str, int, int], list[Option]] = {}
     for o in ranked:
         groups.setdefault((o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp), []).append(o)
@@ -450,8 +497,11 @@ def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
             continue
         if not o.node_gpus and o.gpu not in shapes:
             shapes[o.gpu] = node_shape(o.gpu)
+        # a twin with another draft is the same deployment run otherwise, not a format or
+        # KV twin of this row: the row names its own draft, the twins of that draft
         out.append(_amended(o, nodes=node_layout(o, shapes.get(o.gpu)), variants=tuple(
-            (x.weights, x.kv_dtype) for x in twins[1:] if x.n_gpus == o.n_gpus)))
+            (x.weights, x.kv_dtype) for x in twins[1:]
+            if x.n_gpus == o.n_gpus and x.draft == o.draft)))
     return out
 
 
@@ -475,7 +525,7 @@ def node_layout(o: Option, shape: NodeShape | None = None) -> tuple[int, ...]:
     return (shape or node_shape(o.gpu)).layout(o.n_gpus + o.spare_gpus, o.tp)
 
 
-def _lite(u: _Units, unit: dict[str, list[Any]], i: int, n: int, fails: tuple[Reason, ...],
+def _lite(u: ReplicaUnits, unit: dict[str, list[Any]], i: int, n: int, fails: tuple[Reason, ...],
           month: float) -> Option:
     """A rejected configuration, without the numbers only kept options need (`unit`: the
     units' arrays as lists)."""
@@ -489,12 +539,22 @@ def _lite(u: _Units, unit: dict[str, list[Any]], i: int, n: int, fails: tuple[Re
         utilization=nan,
         memory_verdict=None, price_per_hour=unit["price"][i], currency="CNY",
         cost_per_month=month, capacity_rate_per_s=nan, cost_per_mtok=nan, failures=fails,
-        binding=fails[0], binding_ratio=nan)
+        binding=fails[0], binding_ratio=nan, **_draft_fields(u.drafts[i]))
 
 
-def _rank_key(o: Option) -> tuple[float, float, int, int, str, str, str]:
+def _draft_fields(d: Draft | None) -> dict[str, Any]:
+    """An option's draft fields: its key, tau and tau's source (none: '', 1, '')."""
+    if d is None:
+        return {}
+    return {"draft": d.key, "draft_acceptance_length": d.acceptance_length,
+            "draft_source": d.source}
+
+
+def _rank_key(o: Option) -> tuple[float, float, int, int, str, str, str, str]:
+    """Cost per month, then cost per M tokens at SLO capacity, then the configuration (no
+    draft before a draft at equal figures)."""
     return (round(o.cost_per_month, 6), o.cost_per_mtok, o.n_gpus, o.tp, o.gpu, o.weights,
-            o.kv_dtype)
+            o.kv_dtype, o.draft)
 
 
 def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys: list[str],

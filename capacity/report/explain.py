@@ -23,6 +23,7 @@ import numpy as np
 from capacity.catalog.loader import Catalog
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH
+from capacity.model.draft_gain import DraftGain, draft_gain
 from capacity.model.memory import VERDICTS, MemoryVerdict, headroom_level
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
 from capacity.model.roofline import Bound, StepMethod, counts_as_engines
@@ -34,6 +35,9 @@ from capacity.model.scenario import (
     evaluate,
     suggest_fixes,
 )
+from capacity.report.explain_draft import draft_steps, per_token_text
+from capacity.report.math_steps import MathStep
+from capacity.report.math_steps import formula_number as _n
 from capacity.types import Note
 from capacity.units import GB, KIB, TERA, bytes_per_element
 
@@ -167,6 +171,8 @@ class Explanation:
     binding_detail: Detail
     reliefs: tuple[Relief, ...]
     figures: dict[str, float] = field(default_factory=dict)
+    draft: DraftGain | None = None
+    """Speculative decoding at this concurrency against no draft (F12); None without one."""
 
     def verdict(self, constraint: Constraint) -> Verdict:
         """The verdict of one constraint."""
@@ -385,38 +391,12 @@ def explain(s: Scenario, concurrency: int, targets: Targets, catalog: Catalog | 
         "monthly_cost": s.price_per_hour * s.paid_gpus * HOURS_PER_MONTH,
     }
     return Explanation(concurrency=c, verdicts=vs, binding=binding, binding_detail=detail,
-                       reliefs=tuple(reliefs), figures=figures)
+                       reliefs=tuple(reliefs), figures=figures,
+                       draft=None if s.draft is None else draft_gain(s, [c]))
 
 
 # ---------------------------------------------------------------------------------------------
 # Show the math
-
-
-@dataclass(frozen=True, kw_only=True)
-class MathStep:
-    """One formula with the current numbers substituted: `key` names it (a message key),
-    `formula` is symbolic, `substituted` carries the numbers, `value` the result in `unit`."""
-
-    key: str
-    formula: str
-    substituted: str
-    value: float
-    unit: str
-    note: str = ""
-    """Why this step's figure differs from another method's (a `Note`, '' when none)."""
-
-
-def _n(x: float, digits: int = 4) -> str:
-    """A number for a formula line: up to `digits` significant figures, thousands separated."""
-    if not math.isfinite(x):
-        return "inf"
-    if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
-        mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
-        mantissa = mantissa.rstrip("0").rstrip(".")
-        return f"{mantissa}e{int(exponent)}"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}g}"
 
 
 def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
@@ -430,6 +410,10 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     m = s.model
     b = bytes_per_element(s.kv_dtype)
     steps: list[MathStep] = []
+    dg = None if s.draft is None else draft_gain(s, [c])  # F12: the draft's weights, KV, step
+    wd = f" - {_n(s.draft_weights_per_gpu_gb)}" if dg else ""
+    kvf = f" x {_n(s.kv_factor)}" if dg else ""
+    tau = f" / {_n(dg.draft.acceptance_length)}" if dg else ""
     # F1: KV per token, per layer group
     terms, subs = [], []
     for g in m.layer_groups:
@@ -461,64 +445,77 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     v = ev.vram
     nccl = f" - {_n(s.nccl_gb)}" if s.nccl_gb else ""
     steps.append(MathStep(
-        key="budget", formula="KV_budget = VRAM x util - W - overhead" + (" - NCCL" if nccl
-                                                                           else ""),
-        substituted=f"{_n(s.vram_gb)} x {_n(s.util)} - {_n(s.weights_per_gpu_gb)} - "
+        key="budget", formula="KV_budget = VRAM x util - W" + (" - W_draft" if dg else "")
+        + " - overhead" + (" - NCCL" if nccl else ""),
+        substituted=f"{_n(s.vram_gb)} x {_n(s.util)} - {_n(s.weights_per_gpu_gb)}{wd} - "
                     f"{_n(s.overhead_gb)}{nccl} = {_n(v.kv_budget_bytes / GB)} GB",
         value=v.kv_budget_bytes / GB, unit="GB"))
     c_vram = int(ev.max_concurrency_vram.flat[0])
     rep = f" x {s.replicas} replicas" if s.replicas > 1 else ""
     steps.append(MathStep(
-        key="c_vram", formula="C_vram = floor(KV_budget / KV_request)" + (" x replicas" if rep
-                                                                          else ""),
-        substituted=f"floor({_n(max(v.kv_budget_bytes, 0) / GB)} / {_n(kv_req / GB)}){rep} "
+        key="c_vram", formula="C_vram = floor(KV_budget / (KV_request" + (
+            " x (1 + draft KV share)" if dg else "") + "))" + (" x replicas" if rep else ""),
+        substituted=f"floor({_n(max(v.kv_budget_bytes, 0) / GB)} / ({_n(kv_req / GB)}{kvf})){rep} "
                     f"= {c_vram}", value=float(c_vram), unit="requests"))
     c_rep = float(ev.per_replica_concurrency[0])
     subtotal = float(ev.vram_subtotal_bytes[0])
     steps.append(MathStep(
-        key="subtotal", formula="subtotal = W + overhead + C x KV_request  (<= VRAM x util)",
-        substituted=f"{_n(s.weights_per_gpu_gb)} + {_n(s.overhead_gb)}{nccl} + {_n(c_rep)} x "
-                    f"{_n(kv_req / GB)} = {_n(subtotal / GB)} GB vs "
+        key="subtotal", formula="subtotal = W" + (" + W_draft" if dg else "") + " + overhead + "
+        "C x KV_request" + (" x (1 + draft KV share)" if dg else "") + "  (<= VRAM x util)",
+        substituted=f"{_n(s.weights_per_gpu_gb)}{wd.replace('-', '+')} + {_n(s.overhead_gb)}"
+                    f"{nccl.replace('-', '+')} + {_n(c_rep)} x {_n(kv_req / GB)}{kvf} = "
+                    f"{_n(subtotal / GB)} GB vs "
                     f"{_n(s.vram_gb)} x {_n(s.util)} = {_n(v.usable_bytes / GB)} GB",
         value=subtotal / GB, unit="GB"))
     # F4: the decode step
     w_read = float(ev.decode.weight_read_bytes.flat[0])
     bw_ms = float(ev.decode.bandwidth_ms[0])
     steps.append(MathStep(
-        key="bandwidth_term", formula="t_bw = (W + C x KV_request) / BW" +
-        (" (MoE: W read grows with C)" if m.moe else ""),
+        key="bandwidth_term", formula="t_bw = (W + C x KV_request) / BW" + (" / tau" if dg else "")
+        + (" (MoE: W read grows with C)" if m.moe else ""),
         substituted=f"({_n(w_read / GB)} + {_n(c_rep)} x {_n(kv_req / GB)}) GB / "
-                    f"{_n(s.bandwidth_gb_s * s.eta_bw)} GB/s = {_n(bw_ms)} ms",
+                    f"{_n(s.bandwidth_gb_s * s.eta_bw)} GB/s{tau} = {_n(bw_ms)} ms",
         value=bw_ms, unit="ms"))
     cp_ms = float(ev.decode.compute_ms[0])
     f_tot = s.tflops_per_replica
     steps.append(MathStep(
-        key="compute_term", formula="t_compute = 2 x P x C / (F x eff)",
-        substituted=f"2 x {_n(m.params_active_b * 1e9)} x {_n(c_rep)} / "
-                    f"({_n(f_tot * TERA)} x {_n(s.eff)}) = {_n(cp_ms)} ms",
+        key="compute_term", formula="t_compute = 2 x P x C" + (" x (k + 1)" if dg else "")
+        + " / (F x eff)" + (" / tau" if dg else ""),
+        substituted=f"2 x {_n(m.params_active_b * 1e9)} x {_n(c_rep)}"
+                    + (f" x {dg.draft.verify_tokens}" if dg else "")
+                    + f" / ({_n(f_tot * TERA)} x {_n(s.eff)}){tau} = {_n(cp_ms)} ms",
         value=cp_ms, unit="ms"))
     step = float(ev.decode.step_ms[0])
     comm = float(ev.decode.comm_ms[0])
     steps.append(MathStep(
-        key="step", formula="t_step = max(t_bw, t_compute)" + (" + comm" if comm else "")
+        key="step", formula=("t_step = (t_verify + t_draft) / tau (F12)" if dg else
+                             "t_step = max(t_bw, t_compute)" + (" + comm" if comm else ""))
         + "; tok/s per request = 1000 / t_step; aggregate = C x 1000 / t_step",
-        substituted=f"max({_n(bw_ms)}, {_n(cp_ms)})" + (f" + {_n(comm)}" if comm else "")
+        substituted=(per_token_text(float(dg.verify_ms[0]), float(dg.draft_ms[0]),
+                                    dg.draft.acceptance_length) if dg else
+                     f"max({_n(bw_ms)}, {_n(cp_ms)})" + (f" + {_n(comm)}" if comm else ""))
         + f" = {_n(step)} ms -> {_n(1e3 / step)} tok/s per request, "
           f"{_n(float(ev.aggregate_tok_s[0]))} tok/s aggregate",
         value=step, unit="ms"))
+    if dg:
+        steps += draft_steps(s, ev, dg)
     # F4b: the operator step, beside the chapter's, and why they differ
     op_s = s if s.step_method == StepMethod.OPERATOR else s.with_(
         step_method=StepMethod.OPERATOR.value)
     d = evaluate(op_s, [c]).decode
     op = float(d.step_ms[0])
+    og = None if dg is None else dg if op_s is s else draft_gain(op_s, [c])
+    per_tok = 1.0 if og is None else og.draft.acceptance_length  # F12: the verify pass's parts
     steps.append(MathStep(
         key="operator_step",
         formula="t_step = t0 + max(W / (BW eta_w), 2 P C / (F eff)) + max(C KV / (BW eta_kv), "
                 "C A / F, KV b_sat / (BW eta_kv)) + comm + t_seq C   (A = 4 layers heads "
-                "head_dim L)",
-        substituted=f"{_n(s.step_overhead_ms)} + {_n(float(d.gemm_ms[0]))} + "
-                    f"{_n(float(d.attention_ms[0]))}" + (f" + {_n(comm)}" if comm else "")
+                "head_dim L)" + ("; with the draft: (t_step + t_draft) / tau" if og else ""),
+        substituted=f"{_n(s.step_overhead_ms)} + {_n(float(d.gemm_ms[0]) * per_tok)} + "
+                    f"{_n(float(d.attention_ms[0]) * per_tok)}" + (f" + {_n(comm)}" if comm else "")
                     + (f" + {_n(s.seq_overhead_ms * c_rep)}" if s.seq_overhead_ms else "")
+                    + ("" if og is None else f" = {_n(float(og.verify_ms[0]))}; " + per_token_text(
+                        float(og.verify_ms[0]), float(og.draft_ms[0]), per_tok))
                     + f" = {_n(op)} ms ({s.step_method} method in use: {_n(step)} ms)",
         value=op, unit="ms", note=method_note(s, c) or ""))
     # F6: prefill

@@ -29,8 +29,9 @@ from capacity.model.scenario import (
     DEFAULT_MFU,
     context_limit_note,
 )
+from capacity.model.speculative import MAX_DEPTH, parse_draft
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry, MixWorkload
-from capacity.plan.options import PlanInputs
+from capacity.plan.options import AUTO_DRAFT, PlanInputs
 from capacity.report.i18n import LANGS  # the languages: one per file in data/i18n/
 from capacity.types import Note
 
@@ -107,6 +108,17 @@ class PlannerState:
     (the Explorer's `prefix`)."""
     prefix_share: float = 0.9
     """Share of requests that reuse the shared prefix (the Explorer's `prefix_share`)."""
+    draft: str = ""
+    """Speculative-decoding drafts searched besides none (`PlanInputs.drafts`): '' = none,
+    'auto', or keys 'eagle:3,mtp:1'."""
+    tau: float = 0.0
+    """Entered acceptance length for the drafts (tokens per verify pass); 0 = published."""
+    alpha: float = 0.0
+    """Entered per-token acceptance rate for the drafts (0..1); 0 = published."""
+
+    def draft_list(self) -> tuple[str, ...]:
+        """The drafts searched, as `PlanInputs.drafts` takes them."""
+        return tuple(k for k in self.draft.split(",") if k)
 
     def mix_entries(self) -> tuple[MixEntry, ...]:
         """The added workloads `mix` holds (checked when the URL was read)."""
@@ -172,7 +184,11 @@ class PlannerState:
             cny_per_usd=self.fx, price_overrides=self.price_list(), util=self.util,
             mfu=self.mfu, spare=bool(self.spare), growth_per_month=self.growth,
             offers=self.offer_list(catalog), offer_kind=self.offer, engine=self.engine,
-            prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0)
+            prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0,
+            drafts=self.draft_list(),
+            # an acceptance goes with a draft (without one the page keeps it, unused)
+            acceptance_length=(self.tau or None) if self.draft else None,
+            acceptance_rate=(self.alpha or None) if self.draft and not self.tau else None)
         if not self.cal:
             return inp  # the chapter's assumptions, with the MFU entered on the page
         from capacity.fit.planning import with_basis  # scipy: only when named
@@ -230,6 +246,24 @@ def _mix_param(raw: str, catalog: Catalog) -> str:
 
 DEFAULT_PLANNER = PlannerState()
 
+
+def draft_param(value: str) -> str:
+    """A link's `draft` checked: '', 'auto' or kind:depth keys (ValueError saying what to
+    write); the keys as `Draft.key` writes them, each once."""
+    items = [x.strip() for x in value.lower().split(",") if x.strip()]
+    keys = []
+    for item in items:
+        if item == AUTO_DRAFT:
+            keys.append(item)
+            continue
+        try:
+            kind, depth = parse_draft(item)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        if kind != "none":
+            keys.append(f"{kind}:{depth}")
+    return ",".join(dict.fromkeys(keys))
+
 PLANNER_PCTS: tuple[int, ...] = (50, 75, 90, 95, 99)
 """The SLO percentiles the Planner offers."""
 PLANNER_KV: tuple[str, ...] = ("fp16", "fp8")
@@ -241,6 +275,7 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
     "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
     "tp": (0, 1), "spare": (0, 1), "growth": (0.0, 10.0), "util": (0.5, 1.0),
     "mfu": (0.05, 1.0), "fx": (0.01, 1e4), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
+    "tau": (0.0, MAX_DEPTH + 1.0), "alpha": (0.0, 1.0),
 }
 
 
@@ -274,7 +309,8 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         growth=inp.growth_per_month, offer=inp.offer_kind if bundled else "", engine=inp.engine,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
-        else DEFAULT_PLANNER.prefix_share)
+        else DEFAULT_PLANNER.prefix_share, draft=draft_param(",".join(inp.drafts)),
+        tau=inp.acceptance_length or 0.0, alpha=inp.acceptance_rate or 0.0)
 
 
 def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | None = None,
@@ -358,6 +394,8 @@ def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
             return value
         if name == "engine":
             return engine_param(value)
+        if name == "draft":
+            return draft_param(value)
         if name == "cur":
             if raw.upper() not in ("CNY", "USD"):
                 raise ValueError("currency must be CNY or USD")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,10 +24,13 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import Offer
 from capacity.errors import InputError
+from capacity.model.roofline import Bound
 from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
+from capacity.model.speculative import parse_draft
 from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative, Relax
 from capacity.plan.detail import design_concurrency_total, option_scenario
+from capacity.plan.drafting import MAX_BREAKEVEN_BATCH, DraftNote, DraftOutcome, draft_note
 from capacity.plan.mix import MixPlan
 from capacity.plan.options import Option, Plan, PlanInputs, Reason, Rejection, Slo
 from capacity.plan.pricing import PriceKind
@@ -34,6 +38,7 @@ from capacity.plan.search import runs_out_month
 from capacity.report.bases import basis_name, knobs_text
 from capacity.report.document import Block, Heading, Para, Table, blocks_pdf, render_markdown
 from capacity.report.i18n import LANGS, engine_label, t, tn
+from capacity.report.quote_frontier import frontier_blocks
 from capacity.units import GB
 
 if TYPE_CHECKING:  # in annotations only: the event model loads when an option is simulated
@@ -59,7 +64,60 @@ def option_label(o: Option, lang: str) -> str:
     k = o.paid_gpus // o.node_gpus if o.node_gpus else 0
     whole = (tn("lbl_whole_nodes", k, lang, k=k, g=o.node_gpus,
                 used=o.n_gpus + o.spare_gpus) if o.node_gpus and o.idle_gpus else "")
-    return f"{o.n_gpus} x {o.gpu_name}{par}{spare}，{o.weights}，{o.kv_dtype} KV{whole}"
+    draft = "，" + draft_label(o.draft, lang) if o.draft else ""
+    return f"{o.n_gpus} x {o.gpu_name}{par}{spare}，{o.weights}，{o.kv_dtype} KV{draft}{whole}"
+
+
+def draft_label(key: str, lang: str) -> str:
+    """A draft key in `lang`: 'eagle:3' -> 'EAGLE k=3' (`Option.draft_suffix`'s words)."""
+    kind, depth = parse_draft(key)
+    return t("pl_draft_opt", lang, kind=t("pl_draft_kind_" + kind, lang), k=depth)
+
+
+def _tau_source(src: str, lang: str) -> str:
+    """Where tau comes from, in `lang`: the published row's source, with the depth whose rate
+    `make_draft` carried over, or the value entered."""
+    if src == "entered":
+        return t("dr_entered", lang)
+    if m := re.fullmatch(r"(.*) \(depth (\d+)\)", src):
+        return t("dr_src_near", lang, src=m.group(1), d=m.group(2))
+    return src
+
+
+def draft_text(o: Option, lang: str) -> str:
+    """The draft an option runs, with its tau and where tau comes from ('EAGLE k=3, tau 2.74
+    from https://...'); '' without a draft."""
+    if not o.draft:
+        return ""
+    return t("dr_draft", lang, label=draft_label(o.draft, lang),
+             tau=f"{o.draft_acceptance_length:.2f}", src=_tau_source(o.draft_source, lang))
+
+
+def draft_note_text(n: DraftNote, lang: str) -> str:
+    """What the searched draft did for the recommended option (`capacity.plan.drafting`), in
+    `lang`: where it stops paying and whether the design load is past it, or why no draft
+    was chosen. `capacity size`, the Planner page and the quote show this sentence."""
+    values = {"draft": t("dr_draft", lang, label=draft_label(n.draft, lang),
+                         tau=f"{n.acceptance_length:.2f}", src=_tau_source(n.source, lang)),
+              "c": n.design_batch, "even": n.breakeven_batch or MAX_BREAKEVEN_BATCH,
+              "t1": fmt_ms(n.draft_tpot_ms), "t0": fmt_ms(n.plain_tpot_ms)}
+    if n.outcome == DraftOutcome.PAYS:
+        return t("dr_pays" if n.breakeven_batch else "dr_pays_always", lang, **values)
+    if n.outcome == DraftOutcome.PAST:
+        return t("dr_past", lang, **values)
+    if n.outcome == DraftOutcome.SLOWER:
+        why = (t("dr_why_compute", lang, k1=n.depth + 1, **values)
+               if n.verify_bound == Bound.COMPUTE
+               else t("dr_why_draft", lang, tau=f"{n.acceptance_length:.2f}"))
+        return t("dr_slower", lang, why=why, **values)
+    if n.outcome == DraftOutcome.MEMORY:
+        return t("dr_memory", lang, n=n.slots_per_replica, **values)
+    if n.outcome == DraftOutcome.CAPACITY:
+        return t("dr_capacity", lang, r1=f"{n.capacity_rate_per_s:.3g}",
+                 r0=f"{n.plain_capacity_rate_per_s:.3g}", **values)
+    sep = "、" if _zh(lang) else ", "
+    return t("dr_fails", lang, reasons=sep.join(t("quote_reason_" + x, lang)
+                                                for x in n.failures) or "-", **values)
 
 
 def fix_text(f: Fix, tp: int, lang: str) -> str:
@@ -247,6 +305,8 @@ def nodes_text(o: Option, lang: str) -> str:
 
 def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
     extra = [(t("quote_nodes", lang), nodes_text(o, lang))] if o.nodes else []
+    if o.draft:
+        extra.append((t("dr_title", lang), draft_text(o, lang)))
     if o.variants:
         extra.append((t("quote_variants", lang), variants_text(o, lang)))
     return [
@@ -401,6 +461,9 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                         t("quote_growth_v", lang, m=month) if month is not None
                         else t("quote_growth_never", lang)))
         b.append(Table((t("quote_quantity", lang), t("quote_value", lang)), tuple(rec)))
+        note = draft_note(plan, cat)
+        if note is not None:
+            b.append(Para(t("dr_title", lang) + t("colon", lang) + draft_note_text(note, lang)))
         if simulation is not None:
             s = simulation
             b.append(Para(t("quote_sim", lang) + t("colon", lang) + t(
@@ -453,6 +516,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
             (option_label(m.option, lang),
              t("list_sep", lang).join(fix_text(f, m.option.tp, lang) for f in m.fixes))
             for m in plan.near_misses)))
+    b += frontier_blocks(plan, lang=lang, catalog=cat)  # the buyer's chart, as tables
     b.append(Heading(t("quote_assumptions", lang)))
     shown = [plan.best, plan.runner_up] if plan.best else []
     for key in dict.fromkeys(o.gpu for o in shown if o is not None):

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from capacity.catalog.engines import DEFAULT_ENGINE
-from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.loader import Catalog, ModelVariant, default_catalog
 from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_of_kind
-from capacity.errors import CapacityError
+from capacity.errors import CapacityError, InputError
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
@@ -33,6 +33,7 @@ from capacity.model.scenario import (
     nearest_valid_tp,
     valid_tp_sizes,
 )
+from capacity.model.speculative import DRAFT_KINDS, MAX_DEPTH, Draft, make_draft, parse_draft
 from capacity.plan.detail import design_concurrency_total
 from capacity.plan.options import Option, PlanInputs
 from capacity.report.i18n import LANGS  # the languages: one per file in data/i18n/
@@ -112,6 +113,26 @@ class ExplorerState:
     offer: str = ""
     """The offer kind `price` comes from (data/offers.toml: on-demand, reserved-1y, spot); ''
     = the catalog's price, or an entered one."""
+    draft: str = ""
+    """Speculative decoding's draft (F12): '' none, 'mtp', 'eagle' or 'ngram'."""
+    draft_k: int = 3
+    """The draft's depth k: tokens it proposes per step."""
+    draft_accept: str = "published"
+    """Where the acceptance length tau comes from (`ACCEPT_MODES`): 'published'
+    (data/speculative.toml), 'length' (`draft_tau`) or 'rate' (`draft_alpha`)."""
+    draft_tau: float = 2.0
+    """An entered acceptance length: tokens a sequence keeps per step (1..k+1)."""
+    draft_alpha: float = 0.7
+    """An entered per-token acceptance rate (tau = (1 - alpha^(k+1)) / (1 - alpha))."""
+
+    def with_draft_of(self, o: Option) -> ExplorerState:
+        """This state with an option's draft (F12): its kind and depth, its tau as an entered
+        length (the Planner's, published or entered); unchanged without a draft."""
+        if not o.draft:
+            return self
+        kind, depth = parse_draft(o.draft)
+        return replace(self, draft=kind, draft_k=depth, draft_accept="length",
+                       draft_tau=o.draft_acceptance_length)
 
     @property
     def prompt_tokens(self) -> int:
@@ -143,11 +164,32 @@ class ExplorerState:
             step_overhead_ms=self.step_oh_ms, prefill_overhead_ms=self.prefill_oh_ms,
             step_method=self.step, allow_long_context=True,
         )
-        if not self.calibration:
-            return s
-        from capacity.fit.planning import scenario_with_basis  # scipy: only when named
+        if self.calibration:
+            from capacity.fit.planning import scenario_with_basis  # scipy: only when named
 
-        return scenario_with_basis(s, self.calibration)
+            s = scenario_with_basis(s, self.calibration)
+        draft = self.usable_draft(s.variant)
+        return s if draft is None else s.with_(draft=draft)
+
+    def draft_of(self, variant: ModelVariant) -> Draft | None:
+        """The draft these inputs describe for `variant` (None: no draft): tau entered as a
+        length or a rate, else the published one (`make_draft`, InputError when none is
+        published for the model and kind, or an entered tau is outside 1..k+1)."""
+        if not self.draft:
+            return None
+        return make_draft(variant, self.draft, self.draft_k,
+                          acceptance_length=self.draft_tau if self.draft_accept == "length"
+                          else None,
+                          acceptance_rate=self.draft_alpha if self.draft_accept == "rate"
+                          else None)
+
+    def usable_draft(self, variant: ModelVariant) -> Draft | None:
+        """`draft_of`, or None where it cannot be made: the what-if is then computed without
+        a draft and the page says why (`draft_of`'s error)."""
+        try:
+            return self.draft_of(variant)
+        except InputError:
+            return None
 
     def plan_inputs(self, catalog: Catalog) -> PlanInputs:
         """The planner's inputs for this what-if: its one GPU, format and KV precision, its
@@ -199,6 +241,8 @@ class ExplorerState:
 
 
 STEP_METHODS: tuple[str, ...] = tuple(m.value for m in StepMethod)
+ACCEPT_MODES: tuple[str, ...] = ("published", "length", "rate")
+"""Where a draft's acceptance length comes from (`ExplorerState.draft_accept`)."""
 
 DEFAULT_STATE = ExplorerState()
 
@@ -210,6 +254,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "headroom": (0.0, 2.0), "eta_bw": (0.01, 1.0), "step_oh_ms": (0.0, 1000.0),
     "prefill_oh_ms": (0.0, 100_000.0), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
     "spare": (0, 1), "out": (1, 1_000_000), "load": (0.0, 1e6), "pct": (50, 99),
+    "draft_k": (1, MAX_DEPTH), "draft_tau": (1.0, MAX_DEPTH + 1.0), "draft_alpha": (0.0, 1.0),
 }
 
 
@@ -292,7 +337,8 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         try:
             changes[f.name] = _parse(f.name, raw, type(default))
         except ValueError as exc:
-            notices.append(ignored_note(f.name, raw, exc, default, f.name == "calibration"))
+            notices.append(ignored_note(f.name, raw, exc, default or (
+                "none" if f.name == "draft" else default), f.name == "calibration"))
     state = replace(base, **changes)
     state, more = _check_catalog(state, catalog, base)
     notices += more
@@ -316,6 +362,14 @@ def _parse(name: str, raw: str, kind: type) -> Any:
         if name == "calibration":
             # a basis: 'spec', 'typical:ENGINE' or a saved calibration's name, never a path
             return basis_param(raw)
+        if name == "draft":
+            if value == "none":
+                return ""
+            if value and value not in DRAFT_KINDS:
+                raise ValueError(f"draft must be one of none, {', '.join(DRAFT_KINDS)}")
+            return value
+        if name == "draft_accept" and value not in ACCEPT_MODES:
+            raise ValueError(f"acceptance must be one of {', '.join(ACCEPT_MODES)}")
         if name == "offer":
             if value and value not in OFFER_KINDS:
                 raise ValueError(f"offer kind must be one of {', '.join(OFFER_KINDS)}")
@@ -367,6 +421,12 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
                             f"GPUs; using TP={tp}, the nearest size that is", code="link_tp",
                             value=state.tp, model=model.name, n=state.gpus, tp=tp))
         state = replace(state, tp=tp)
+    if state.draft and state.draft_accept == "length" and state.draft_tau > state.draft_k + 1:
+        tau = min(base.draft_tau, state.draft_k + 1.0)
+        notices.append(ignored_note("draft_tau", float_text(state.draft_tau), ValueError(Note(
+            f"outside 1..{state.draft_k + 1}", code="why_outside", lo="1",
+            hi=f"{state.draft_k + 1}")), float_text(tau), False))
+        state = replace(state, draft_tau=tau)
     try:
         state.scenario(catalog)
     except CapacityError as exc:
@@ -409,4 +469,5 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         prefill_oh_ms=inp.prefill_overhead_ms, step=inp.step_method, engine=inp.engine,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
-        else DEFAULT_STATE.prefix_share)
+        else DEFAULT_STATE.prefix_share).with_draft_of(o)
+

@@ -25,6 +25,13 @@ A mixed step lasts the decode step of its decoding sequences plus the prefill ti
 prompt chunks (`SimPhysics.mixed_step_s`). A request that finds no room waits in a FIFO queue;
 `speedup` divides every delay.
 
+Speculative decoding (a Scenario with a draft, F12): every decode step is an engine step, one
+verify pass over k + 1 tokens per sequence and the draft's k passes (`SimPhysics` takes its
+terms from the drafted step at an acceptance of 1, which is `DecodeStep.engine_step_ms`), and
+each decoding sequence keeps the tokens it draws (`capacity.sim.drafts.Acceptance`: 1..k+1,
+mean tau, seeded), emitted together at the step's end; it holds k + 1 tokens' KV room and
+takes k + 1 tokens of a mixed step's budget.
+
 The scheduler keeps its own clock and advances it from event to event (a prefill batch or a
 decode step ends after its computed duration), one implementation under two clocks: real time
 (the HTTP server paces token streams against the wall clock) and virtual time
@@ -41,7 +48,7 @@ import random
 import time
 import uuid
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -51,6 +58,7 @@ from capacity.errors import InputError
 from capacity.model.kv import kv_request_bytes
 from capacity.model.roofline import mixed_step_time_ms
 from capacity.model.scenario import Scenario, evaluate
+from capacity.sim.drafts import Acceptance
 
 FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
 """Injected faults, in the order their shares are stacked on the unit interval."""
@@ -156,6 +164,8 @@ class SimStep:
     emit: list[SimSequence]
     duration_s: float
     """Its duration on the simulator's clock (seconds, after the speed-up)."""
+    tokens: tuple[int, ...] = ()
+    """Tokens each of `emit` gets when it ends (a draft's accepted tokens); empty: one each."""
 
 
 class SimPhysics:
@@ -186,6 +196,13 @@ class SimPhysics:
                 raise InputError(f"{scenario.variant.key} leaves no room for KV cache on "
                                  f"{scenario.gpu.name}: pick a bigger GPU or a smaller format")
         self._prefill_scenario = scenario.with_(prompt_tokens=None)
+        d = scenario.draft
+        # F12's step per emitted token is the engine step over tau: at tau = 1 it IS the engine
+        # step (verify pass + draft), every term of it (DecodeStep.engine_step_ms)
+        self._step_scenario = (scenario if d is None
+                               else scenario.with_(draft=replace(d, acceptance_length=1.0)))
+        self.verify_tokens = 1 if d is None else d.verify_tokens
+        """Tokens per decoding sequence in one step: 1, or k + 1 with a draft."""
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """F6 prefill time (s) of one prompt, with the attention term (0 for no tokens)."""
@@ -204,12 +221,13 @@ class SimPhysics:
 
     def _terms_ms(self, batch: int, mean_context_tokens: float) -> tuple[float, ...]:
         """F4's terms (ms) for `batch` sequences at a mean context (16-token buckets):
-        step, bandwidth, compute, communication, serial, overhead."""
+        step, bandwidth, compute, communication, serial, overhead. With a draft, the engine
+        step's (F12 at an acceptance of 1: the verify pass's terms, the draft in serial)."""
         bucket = max(1, int(round(mean_context_tokens / 16.0)))
         key = (batch, bucket)
         t = self._step.get(key)
         if t is None:
-            d = evaluate(self.scenario, [float(batch)], [bucket * 16.0]).decode
+            d = evaluate(self._step_scenario, [float(batch)], [bucket * 16.0]).decode
             t = tuple(float(np.asarray(x).reshape(-1)[0]) for x in
                       (d.step_ms, d.bandwidth_ms, d.compute_ms, d.comm_ms, d.serial_ms,
                        d.overhead_ms))
@@ -217,7 +235,8 @@ class SimPhysics:
         return t
 
     def step_s(self, batch: int, mean_context_tokens: float) -> float:
-        """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets)."""
+        """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets);
+        with a draft, one engine step (verify pass + draft, `DecodeStep.engine_step_ms`)."""
         return self._terms_ms(batch, mean_context_tokens)[0] / 1e3
 
     def mixed_step_s(self, batch: int, mean_context_tokens: float,
@@ -227,7 +246,9 @@ class SimPhysics:
         One forward pass (`roofline.mixed_step_time_ms`, the event model's formula too): F4's
         terms at `batch` (the weight read alone without decoding sequences) with the chunks'
         F6 prefill times (`chunk_s`) added to the arithmetic; the weights are read once.
-        Without chunks it is `step_s`. Unit: s. Source: docs/method.md, "Engine profiles".
+        Without chunks it is `step_s`. With a draft the pass is the verify pass (its terms,
+        the draft's time in serial): the chunks ride in the verify pass's headroom. Unit: s.
+        Source: docs/method.md, "Engine profiles".
         """
         if not chunks:
             return self.step_s(batch, mean_context_tokens) if batch else 0.0
@@ -326,6 +347,9 @@ class Simulator:
         self.preemptions = 0
         """Requests preempted (and later recomputed) because the KV pool ran out."""
         self.fault_counts: dict[str, int] = dict.fromkeys(FAULT_KINDS, 0)
+        self.acceptance = (None if scenario.draft is None
+                           else Acceptance(scenario.draft, seed=config.seed))
+        """A draft's per-step acceptances and their counters (None without a draft)."""
 
     # -- lifecycle (real time) ---------------------------------------------------------------
     async def start(self) -> None:
@@ -489,7 +513,7 @@ class Simulator:
         step = self._mixed() if self.profile.mixed else self._prefill_or_decode()
         if step is None:
             return None
-        return SimStep(emit=step.emit, duration_s=step.duration_s / self.config.speedup)
+        return replace(step, duration_s=step.duration_s / self.config.speedup)
 
     def _chunks(self, plan: dict[SimSequence, int]) -> tuple[list[SimSequence], list[tuple[int, int]]]:
         """Apply the planned prompt tokens: the sequences whose prompt completes, the chunks."""
@@ -504,8 +528,9 @@ class Simulator:
         return done, chunks
 
     def _decode_room(self, decoding: list[SimSequence]) -> list[SimSequence]:
-        """Preempt the newest sequences until the decoding ones' next token fits the pool."""
-        while decoding and not self._fits(dict.fromkeys(decoding, 1)):
+        """Preempt the newest sequences until the decoding ones' next token (k + 1 with a
+        draft) fits the pool."""
+        while decoding and not self._fits(dict.fromkeys(decoding, self.physics.verify_tokens)):
             gone = self._preempt_last()
             decoding = [s for s in decoding if s is not gone]
         return decoding
@@ -528,18 +553,30 @@ class Simulator:
         decoding = self._decode_room([s for s in self.running if not s.prefill_left])
         if not decoding:
             return None
-        for s in decoding:
-            s.cached += 1
+        tokens = self._accept(decoding)
         ctx = sum(s.prompt_tokens + s.emitted for s in decoding) / len(decoding)
-        return SimStep(emit=decoding, duration_s=self.physics.step_s(len(decoding), ctx))
+        return SimStep(emit=decoding, duration_s=self.physics.step_s(len(decoding), ctx),
+                       tokens=tokens)
+
+    def _accept(self, decoding: list[SimSequence]) -> tuple[int, ...]:
+        """The tokens each decoding sequence keeps from this step (1 without a draft; a
+        draft's draw, at most what its output has left), added to the KV it holds."""
+        acc = self.acceptance
+        tokens = tuple(1 if acc is None else min(acc.draw(), s.target_tokens - s.emitted)
+                       for s in decoding)
+        for s, n in zip(decoding, tokens, strict=True):
+            s.cached += n
+        return tokens
 
     def _mixed(self) -> SimStep | None:
         """vLLM and llama.cpp: one token for every decoding sequence, then prompt chunks of the
         sequences in progress and of those admitted now, within the token budget."""
         budget = self.profile.token_budget_tokens
-        decoding = self._decode_room([s for s in self.running if not s.prefill_left])[:budget]
-        plan: dict[SimSequence, int] = dict.fromkeys(decoding, 1)
-        used = len(decoding)
+        width = self.physics.verify_tokens
+        decoding = self._decode_room([s for s in self.running
+                                      if not s.prefill_left])[:budget // width]
+        plan: dict[SimSequence, int] = dict.fromkeys(decoding, width)
+        used = len(decoding) * width
         for s in self.running:
             if s.prefill_left and used < budget:
                 plan[s] = min(s.prefill_left, budget - used)
@@ -553,17 +590,18 @@ class Simulator:
             used += plan[self.running[-1]]
         for s in decoding:
             del plan[s]
-            s.cached += 1
         if not decoding and not plan:
             return None
+        tokens = self._accept(decoding)
         done, chunks = self._chunks(plan)
         ctx = sum(s.prompt_tokens + s.emitted for s in decoding) / max(len(decoding), 1)
         return SimStep(emit=decoding + done,
-                     duration_s=self.physics.mixed_step_s(len(decoding), ctx, chunks))
+                       duration_s=self.physics.mixed_step_s(len(decoding), ctx, chunks),
+                       tokens=tokens + (1,) * len(done))
 
     def complete(self, step: SimStep) -> list[SimSequence]:
         """The step has ended at `now_s`: emit its tokens; returns the sequences it finished."""
-        finished = self._emit(step.emit, self.now_s)
+        finished = self._emit(step.emit, self.now_s, step.tokens)
         self.max_batch_seen = max(self.max_batch_seen, len(self.running))
         return finished
 
@@ -586,13 +624,17 @@ class Simulator:
                                      (time.perf_counter() - self.now_s) * 1e3)
             self.complete(step)
 
-    def _emit(self, batch: list[SimSequence], now: float) -> list[SimSequence]:
+    def _emit(self, batch: list[SimSequence], now: float, tokens: tuple[int, ...] = ()
+              ) -> list[SimSequence]:
+        """Each of `batch` gets its tokens (`SimStep.tokens`; one each when empty) at `now`:
+        its stream gets the index of its last token so far (several tokens: one item)."""
         finished: list[SimSequence] = []
-        for s in batch:
+        for j, s in enumerate(batch):
             if s.cancelled or s.done:
                 continue
-            s.emitted += 1
-            if s.emitted == 1:
+            n = tokens[j] if tokens else 1
+            s.emitted += n
+            if s.emitted == n:
                 s.first_s = now
             s.last_s = now
             if s.stream:

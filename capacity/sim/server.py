@@ -4,8 +4,10 @@ See docs/bench.md (sim-server). The engine (continuous batching on the capacity 
 clock, its truth records) is `capacity.sim.scheduler`; this module is its HTTP face: the
 OpenAI-compatible routes, token streams paced against the wall clock (the simulated clock starts
 at a request's arrival, when its body has been read; a stall of this process delays the delivery
-of tokens but not the simulated times), `/sim/truth`, `/sim/info`, fault injection on the
-streams, and the uvicorn plumbing.
+of tokens but not the simulated times), `/sim/truth`, `/sim/info`, `/metrics` (Prometheus text:
+with a draft, vLLM's speculative-decoding counters, `capacity.sim.drafts`), fault injection on
+the streams, and the uvicorn plumbing. The tokens one engine step gives a sequence (several with
+a draft) go out in one SSE chunk, as vLLM streams them.
 
 The ground truth per request (`/sim/truth`) is in simulated time: when the request arrived, when
 its first and last tokens were emitted, hence the true TTFT and TPOT that a perfect client would
@@ -41,6 +43,7 @@ from starlette.routing import Route
 from capacity.errors import InputError
 from capacity.model.scenario import Scenario
 from capacity.netstamp import kernel_stamps
+from capacity.sim.drafts import prometheus_text
 from capacity.sim.scheduler import SimConfig, SimSequence, SimulatedDisconnect, Simulator
 from capacity.untrusted import loads_json
 
@@ -122,9 +125,19 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
     async def truth(request: Request) -> Response:
         return JSONResponse({"requests": list(sim.truth.values())})
 
+    async def metrics(request: Request) -> Response:
+        return Response(prometheus_text(sim.model_name, sim.acceptance, running=len(sim.running),
+                                        waiting=len(sim.waiting)),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
+
     async def info(request: Request) -> Response:
         p = sim.physics
-        return JSONResponse({
+        acc = sim.acceptance
+        draft = None if acc is None else {
+            "draft": acc.draft.key, "acceptance_length": acc.draft.acceptance_length,
+            "acceptance_rate": acc.rate, "drafts": acc.drafts,
+            "draft_tokens": acc.draft_tokens, "accepted_tokens": acc.accepted_tokens}
+        return JSONResponse({"speculative": draft,
             "model": sim.model_name, "gpu": scenario.gpu.key, "slots": p.slots,
             "c_vram": p.c_vram, "speedup": cfg.speedup, "chars_per_token": cfg.chars_per_token,
             "http_stack": getattr(request.app.state, "http_stack", None),
@@ -225,11 +238,13 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             if chat:  # the early role chunk that must not count as the first token
                 yield (f'data: {head}{{"index":0,"delta":{{"role":"assistant","content":""}},'
                        f'"finish_reason":null}}{tail}\n\n').encode()
+            shown = 0  # tokens streamed so far; an item is the index of a step's last token
             while True:
                 i = await seq.out.get()
                 if i is None:
                     break
-                text = json.dumps(_token_text(i))
+                text = json.dumps("".join(_token_text(j) for j in range(shown + 1, i + 1)))
+                shown = i
                 piece = (f'{{"index":0,"delta":{{"content":{text}}},"finish_reason":null}}' if chat
                          else f'{{"index":0,"text":{text},"finish_reason":null}}')
                 yield f"data: {head}{piece}{tail}\n\n".encode()
@@ -274,6 +289,7 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/sim/truth", truth, methods=["GET"]),
         Route("/sim/info", info, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
     ], lifespan=lifespan)
     app.state.sim = sim
     return app

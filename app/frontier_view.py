@@ -1,0 +1,309 @@
+"""The buyer's chart on the Explorer and the Planner (issue 26): throughput per GPU against
+interactivity, the fronts, the what-if or the recommendation marked, measured points on top,
+and the cost read off at a chosen interactivity (docs/frontier.md).
+
+Each page calls one function near its end: `explorer_frontier` and `planner_frontier`. Both
+draw in an expander that runs only while it is open (`on_change="rerun"`: a closed one costs the
+page nothing). The numbers come from `capacity.fit.frontier` (the frontier, `cost_read_off`),
+`capacity.report.quote_frontier` (the plan's inputs and the recommendation's mark) and
+`capacity.report.frontier_chart` (the chart's spec), cached here with `app.cache.cached`, keyed
+by their inputs and the workspace's data version.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from app import cache
+from app import measure_state as ms
+from capacity.catalog.loader import Catalog
+from capacity.errors import CapacityError
+from capacity.fit.frontier import (
+    DEFAULT_ENGINES,
+    PRICE_KINDS,
+    CostReadOff,
+    Frontier,
+    FrontierInputs,
+    cost_read_off,
+    datacenter_gpus,
+    frontier,
+)
+from capacity.model.scenario import Scenario
+from capacity.plan.options import Plan, PlanInputs
+from capacity.report.frontier_chart import MEASURED_COLUMNS, frontier_chart, published_points
+from capacity.report.i18n import engine_label, error_text, t
+from capacity.report.quote_frontier import (
+    around_with_mark,
+    plan_frontier_inputs,
+    point_config,
+    point_cost,
+    recommended_group,
+    recommended_mark,
+    slo_interactivity,
+)
+from capacity.report.urlstate import ExplorerState
+
+EXPLORER_KEY = "frv_ex"
+"""The Explorer's expander (its open state in `st.session_state`)."""
+PLANNER_KEY = "frv_pl"
+ENGINE_CHOICES: tuple[str, ...] = ("chapter", *DEFAULT_ENGINES)
+CHART_HEIGHT = 560
+
+Point = tuple[float, float, str]
+"""A point for the chart: (interactivity tok/s per user, throughput tok/s per GPU, label)."""
+
+
+# ---- cached computing ------------------------------------------------------------------------
+@cache.cached(max_entries=16)
+def frontier_of(version: str, inp: FrontierInputs) -> Frontier:
+    """`capacity.fit.frontier.frontier` for `inp` on the app's catalog."""
+    del version
+    return frontier(inp, cache.catalog())
+
+
+@cache.cached(max_entries=32)
+def chart_spec(version: str, inp: FrontierInputs, lang: str, interactivity: float | None,
+               current: Point | None, measured: tuple[Point, ...]) -> dict[str, Any]:
+    """The chart's Vega-Lite spec (`frontier_chart`), its width left to the page."""
+    del version
+    fr = frontier_of(inp)
+    frame = pd.DataFrame(list(measured), columns=list(MEASURED_COLUMNS))
+    cur = None if current is None else dict(zip(MEASURED_COLUMNS, current, strict=True))
+    spec: dict[str, Any] = frontier_chart(fr, lang=lang, interactivity=interactivity,
+                                          current=cur, measured=frame).to_dict()
+    spec.pop("width", None)
+    for layer in spec.get("layer", ()):
+        # the faint dots' `legend: null` hides the GPU legend the layers share (Vega-Lite
+        # merges it): drop it, so the GPUs are named
+        color = layer.get("encoding", {}).get("color", {})
+        if "legend" in color and color["legend"] is None:
+            del color["legend"]
+        if layer.get("mark", {}).get("shape") == "cross":  # the what-if / recommendation:
+            layer["mark"].update(stroke="black", strokeWidth=1.5, size=420)  # over any line
+    spec.setdefault("config", {}).setdefault("legend", {})["symbolOpacity"] = 1
+    return spec
+
+
+@cache.cached(max_entries=32)
+def read_off(version: str, inp: FrontierInputs, interactivity: float) -> list[CostReadOff]:
+    """`cost_read_off` at `interactivity` for every price kind."""
+    del version
+    return cost_read_off(frontier_of(inp), interactivity, PRICE_KINDS, cache.catalog())
+
+
+# ---- measured points -------------------------------------------------------------------------
+def _same_model(name: object, model: str) -> bool:
+    """A run's or sweep's model names `model` (a catalog key, its format suffix aside; a served
+    name such as 'Qwen/Qwen3-8B' counts by its last part)."""
+    low = str(name or "").strip().lower().rsplit("/", 1)[-1]
+    return bool(low) and (low == model or low.startswith(model + "-"))
+
+
+def _num(v: object) -> float | None:
+    try:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) and x > 0 else None
+
+
+def run_points(model: str, gpus: Sequence[str], lang: str) -> tuple[list[Point], int, int]:
+    """The stored runs' levels of `model` on one of `gpus` as chart points: interactivity =
+    1000 / the level's mean TPOT (its median where no mean), throughput per GPU = its aggregate
+    output tok/s / its GPUs. Also (runs plotted, runs of the model left out: another GPU, or no
+    TPOT and throughput)."""
+    try:
+        runs, _ = ms.runs()
+    except CapacityError:
+        return [], 0, 0
+    pts: list[Point] = []
+    shown = skipped = 0
+    for r in runs.itertuples():
+        meta_model = (ms.run_meta(str(r.dir)).get("args") or {}).get("predict_model")
+        if not (_same_model(r.model, model) or _same_model(meta_model, model)):
+            continue
+        if str(r.gpu) not in gpus:
+            skipped += 1
+            continue
+        got = []
+        for row in ms.levels(str(r.run_id)).to_dict("records"):
+            tpot = _num(row.get("tpot_mean_ms")) or _num(row.get("tpot_p50_ms"))
+            out = _num(row.get("output_tok_s"))
+            if tpot is None or out is None:
+                continue
+            n = _num(row.get("gpus")) or 1.0
+            got.append((1e3 / tpot, out / n, t("frv_run_point", lang, label=r.label,
+                                               c=f"{_num(row.get('concurrency')) or 0:g}")))
+        shown, skipped = (shown + 1, skipped) if got else (shown, skipped + 1)
+        pts += got
+    return pts, shown, skipped
+
+
+def published(model: str, gpus: Sequence[str], lang: str) -> list[Point]:
+    """The published sweeps' levels of `model` on one of `gpus` (`published_points`)."""
+    sweeps = [s for s in ms.reference_sweeps()
+              if s.gpu_key in gpus and _same_model(s.model_key, model)]
+    df = published_points(sweeps)
+    return [(float(a), float(b), t("frv_published_point", lang, label=c))
+            for a, b, c in df.itertuples(index=False)]
+
+
+# ---- tables ----------------------------------------------------------------------------------
+def kind_label(kind: str, lang: str) -> str:
+    return t("pl_offer_catalog", lang) if kind == "catalog" else t("offer_kind_" + kind, lang)
+
+
+def read_off_frame(rows: Sequence[CostReadOff], lang: str) -> pd.DataFrame:
+    """Per price kind, the group with the lowest cost per M output tokens at the target (and
+    its input and total costs); a kind no group reaches or prices: a row of dashes."""
+    out = []
+    for kind in PRICE_KINDS:
+        priced = [r for r in rows if r.kind == kind and r.output_per_mtok is not None]
+        best = min(priced, key=lambda r: r.output_per_mtok or math.inf, default=None)
+        g = None if best is None else best.group
+        out.append({
+            t("frv_col_kind", lang): kind_label(kind, lang),
+            t("frv_col_config", lang): "-" if g is None else (
+                f"{g.gpu_name}, {g.weights}, {g.kv_dtype} KV, {g.engine}"
+                + (f" ({best.provider})" if best and best.provider else "")),
+            t("fr_y", lang): None if best is None else best.throughput_tok_s_per_gpu,
+            t("frv_col_price", lang): None if best is None else best.price_per_gpu_hour,
+            t("frv_col_out", lang): None if best is None else best.output_per_mtok,
+            t("frv_col_in", lang): None if best is None else best.input_per_mtok,
+            t("frv_col_total", lang): None if best is None else best.total_per_mtok})
+    return pd.DataFrame(out)
+
+
+def _formats(frame: pd.DataFrame) -> dict[str, Any]:
+    """Throughput whole, the price to the cent, costs to three decimals (`read_off_frame`'s
+    columns from the third on)."""
+    fmts = ("%,.0f", "%.2f", "%.3f", "%.3f", "%.3f")
+    return {c: st.column_config.NumberColumn(format=f)
+            for c, f in zip(frame.columns[2:], fmts, strict=True)}
+
+
+def _draw(spec: Mapping[str, Any], key: str) -> None:
+    st.vega_lite_chart(spec=dict(spec), width="stretch", height=CHART_HEIGHT, key=key)
+
+
+# ---- the Explorer ----------------------------------------------------------------------------
+def explorer_current(state: ExplorerState, scenario: Scenario, figures: Mapping[str, Any],
+                     catalog: Catalog, lang: str) -> Point:
+    """The what-if's point, the Explorer's own figures: 1000 / its TPOT (the decode step at C)
+    and its aggregate output tok/s over the GPUs paid."""
+    return (1e3 / float(figures["step_ms"]),
+            float(figures["aggregate_tok_s"]) / max(scenario.paid_gpus, 1),
+            t("frv_current_point", lang, c=f"{state.c:,}", n=scenario.paid_gpus,
+              gpu=catalog.gpus[state.gpu].name))
+
+
+def explorer_frontier(state: ExplorerState, scenario: Scenario, figures: Mapping[str, Any],
+                      lang: str) -> None:
+    """The Explorer's section: the frontier of its model and request over the chosen GPUs and
+    engines, the what-if marked, measured points, and the cost read-off at a target."""
+    box = st.expander(t("frv_ex_title", lang), key=EXPLORER_KEY, on_change="rerun",
+                      icon=":material/scatter_plot:")
+    if not box.open:
+        return
+    catalog = cache.catalog()
+    with box:
+        st.caption(t("frv_ex_help", lang))
+        c1, c2, c3 = st.columns([3, 2, 1])
+        st.session_state.setdefault("frv_ex_gpus", [g for g in datacenter_gpus(catalog)
+                                                    if g != state.gpu])
+        others = c1.multiselect(t("frv_gpus", lang, gpu=catalog.gpus[state.gpu].name),
+                                [g for g in sorted(catalog.gpus) if g != state.gpu],
+                                key="frv_ex_gpus", format_func=lambda g: catalog.gpus[g].name,
+                                placeholder=t("choose_options", lang))
+        st.session_state.setdefault("frv_ex_engines", [state.engine])
+        engines = c2.multiselect(t("frv_engines", lang), ENGINE_CHOICES, key="frv_ex_engines",
+                                 format_func=lambda e: engine_label(e, lang),
+                                 placeholder=t("choose_options", lang)) or [state.engine]
+        every = c3.toggle(t("frv_all_prec", lang), key="frv_ex_all", help=t("help_frv_all", lang))
+        gpus = (state.gpu, *(g for g in others if g != state.gpu))
+        basis = state.plan_inputs(catalog).basis_string
+        try:
+            inp = FrontierInputs(
+                model=state.model, prompt_tokens=state.prompt_tokens,
+                output_tokens=max(state.out, 2), context_tokens=max(state.ctx, state.prompt_tokens),
+                gpus=gpus, engines=tuple(engines), basis=basis,
+                formats=None if every else (state.weights,),
+                kv_dtypes=("fp16", "fp8") if every else (state.kv,),
+                currency="USD" if state.currency == "USD" else "CNY", cny_per_usd=state.rate)
+            fr = frontier_of(inp)
+        except CapacityError as exc:
+            st.warning(t("frv_error", lang, msg=error_text(exc, lang)))
+            return
+        st.session_state.setdefault("frv_ex_target",
+                                    min(round(1e3 / state.slo_tpot_ms, 1), 10_000.0))
+        target = st.number_input(t("frv_target", lang), min_value=0.1, max_value=10_000.0,
+                                 step=5.0, key="frv_ex_target", help=t("help_frv_target", lang))
+        current = explorer_current(state, scenario, figures, catalog, lang)
+        runs, n_runs, n_skipped = run_points(state.model, gpus, lang)
+        pub = published(state.model, gpus, lang)
+        _draw(chart_spec(inp, lang, float(target), current, tuple(runs + pub)), "frv_ex_chart")
+        st.caption(t("frv_ex_caption", lang, n=f"{fr.evaluated:,}", groups=len(fr.groups),
+                     basis=basis or t("frv_basis_chapter", lang),
+                     x=f"{current[0]:,.1f}", y=f"{current[1]:,.0f}"))
+        st.caption(t("frv_measured_note", lang, runs=n_runs, skipped=n_skipped, pub=len(pub)))
+        st.markdown("**" + t("frv_readoff", lang, x=f"{float(target):g}",
+                             tpot=f"{1e3 / float(target):.1f}") + "**")
+        frame = read_off_frame(read_off(inp, float(target)), lang)
+        st.dataframe(frame, hide_index=True, width="stretch", key="frv_ex_costs",
+                     column_config=_formats(frame))
+        st.caption(t("frv_readoff_note", lang, cur=inp.currency))
+
+
+# ---- the Planner -----------------------------------------------------------------------------
+def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
+    """The Planner's section: the frontier of the customer's model and request over the GPUs it
+    searched, the SLO's TPOT as a rule, the recommendation marked at its design load, and the
+    front of its configuration around it."""
+    o = plan.best
+    if o is None:
+        return
+    box = st.expander(t("frv_pl_title", lang), key=PLANNER_KEY, on_change="rerun",
+                      icon=":material/scatter_plot:")
+    if not box.open:
+        return
+    catalog = cache.catalog()
+    with box:
+        try:
+            inp = plan_frontier_inputs(inputs, catalog)
+            fr = frontier_of(inp)
+        except CapacityError as exc:
+            st.warning(t("frv_error", lang, msg=error_text(exc, lang)))
+            return
+        mark = recommended_mark(o, inputs)
+        x_slo = slo_interactivity(inputs)
+        point = (mark.interactivity_tok_s_per_user, mark.throughput_tok_s_per_gpu,
+                 t("frv_rec_point", lang, config=o.label))
+        _draw(chart_spec(inp, lang, x_slo, point, ()), "frv_pl_chart")
+        st.caption(t("frv_pl_caption", lang, x=f"{point[0]:,.1f}", tpot=f"{o.tpot_mean_ms:,.1f}",
+                     y=f"{point[1]:,.0f}", rate=f"{mark.design_rate_per_s:.3g}",
+                     n=mark.paid_gpus, slo=f"{inputs.slo.tpot_ms:g}", xs=f"{x_slo:,.1f}",
+                     q=f"{inputs.slo.quantile * 100:g}"))
+        if o.draft:
+            st.caption(t("frv_pl_draft", lang, draft=o.draft))
+        group = recommended_group(fr, o)
+        if group is None or not group.front:
+            return
+        st.markdown("**" + t("frv_q_front", lang, config=f"{group.gpu_name}, {group.weights}, "
+                                                           f"{group.kv_dtype} KV") + "**")
+        cur = inputs.currency
+        cols = (t("frv_col_config", lang), t("fr_concurrency", lang), t("fr_x", lang),
+                t("fr_y", lang), t("fr_ttft", lang), t("frv_col_cost", lang, cur=cur))
+        rec = (t("frv_q_rec", lang), o.design_concurrency / max(o.replicas, 1), point[0],
+               point[1], o.ttft_mean_ms, o.cost_per_mtok_design)
+        rows = [dict(zip(cols, rec if p is None else (
+            point_config(p), p.concurrency, p.interactivity_tok_s_per_user,
+            p.throughput_tok_s_per_gpu, p.ttft_ms, point_cost(inputs, p, catalog)), strict=True))
+                for p in around_with_mark(group, mark)]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="frv_pl_front",
+                     column_config={c: st.column_config.NumberColumn(format=f) for c, f in zip(
+                         cols[1:], ("%.1f", "%.1f", "%,.0f", "%,.0f", "%.3f"), strict=True)})

@@ -1,0 +1,68 @@
+"""Benchmark: the buyer's chart (docs/frontier.md: under 2 s on 2 cores).
+
+`frontier` for Llama-3.1-70B (every weight format, fp16 and fp8 KV) across the catalog's
+data-centre GPUs, every TP size, the engines vLLM, SGLang and llama.cpp, at a geometric grid of
+closed-loop concurrencies per replica; then the cost read-off at 50 tok/s per user for every
+price kind, and `capacity frontier` from the shell (start-up included).
+
+    .venv/bin/python benchmarks/bench_frontier.py [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from capacity.catalog.loader import default_catalog
+from capacity.fit.frontier import FrontierInputs, cost_read_off, datacenter_gpus, frontier
+
+TARGET_S = 2.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--model", default="llama-3.1-70b", help="bare key: every weight format")
+    args = ap.parse_args(argv)
+    cat = default_catalog()
+    inp = FrontierInputs(model=args.model)
+    frontier(inp, cat)  # warm imports and the catalog
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    times, reads = [], []
+    fr = None
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        fr = frontier(inp, cat)
+        times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        cost_read_off(fr, 50.0, catalog=cat)
+        reads.append(time.perf_counter() - t0)
+    assert fr is not None
+    med = statistics.median(times)
+    print(f"frontier: {fr.evaluated:,} points ({len(datacenter_gpus(cat))} data-centre GPUs x TP x "
+          f"{len({g.weights for g in fr.groups})} weight formats x 2 KV x {len(fr.variants)} "
+          f"engines x concurrencies), {len(fr.groups)} groups, "
+          f"{sum(len(g.front) for g in fr.groups):,} front points")
+    print(f"  median {med * 1e3:.0f} ms, min {min(times) * 1e3:.0f} ms, max "
+          f"{max(times) * 1e3:.0f} ms over {args.repeat} runs; target < {TARGET_S * 1e3:.0f} ms"
+          f" -> ratio {med / TARGET_S:.2f} ({'OK' if med < TARGET_S else 'MISSED'})")
+    print(f"  cost read-off at 50 tok/s per user, 4 price kinds: median "
+          f"{statistics.median(reads) * 1e3:.0f} ms")
+    cli = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "capacity", "frontier", "--model", args.model,
+                        "--format", "json"], check=True, stdout=subprocess.DEVNULL)
+        cli.append(time.perf_counter() - t0)
+    print(f"capacity frontier --model {args.model} --format json (a fresh process): median "
+          f"{statistics.median(cli):.2f} s over 3")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    return 0 if med < TARGET_S else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

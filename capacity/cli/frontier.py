@@ -1,0 +1,214 @@
+"""`capacity frontier`: the buyer's chart as numbers (docs/frontier.md).
+
+Every configuration the planner builds for a model and one request shape on a set of GPUs
+(GPU x TP x weight format x KV precision x engine), at closed-loop concurrencies from 1 to the
+replica's slots: output tokens per second per GPU against interactivity (tokens per second
+per user, 1000 / TPOT), the Pareto front of each GPU x engine x weights x KV, and the cost per
+million tokens where each front crosses --interactivity, at the catalog price and each kind
+of published offer (data/offers.toml):
+
+    capacity frontier --model llama-3.1-70b --prompt 1024 --output 1024 --interactivity 50
+    capacity frontier --model llama-3.1-70b --gpus h100-sxm,b200 --engines vllm --format json
+
+`--format json` is the stable interface: `model`, `currency`, `workload`, `interactivity`,
+`evaluated`, `groups` (each with its `front`, one record per point), `gpu_fronts`,
+`cost_at_interactivity` and, with --all-points, `points`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from capacity.catalog.loader import MAX_CONTEXT_TOKENS
+from capacity.cli.commands import SUMMARIES
+from capacity.cli.common import (
+    CNY_PER_USD,
+    comma_list,
+    dumps,
+    number,
+    print_catalog_warnings,
+    whole,
+)
+from capacity.fit.frontier import (
+    DEFAULT_ENGINES,
+    PRICE_KINDS,
+    CostReadOff,
+    FrontierInputs,
+    FrontPoint,
+    cost_read_off,
+    frontier,
+)
+from capacity.model.cost import DEFAULT_CNY_PER_USD
+from capacity.plan.options import MAX_GPUS
+from capacity.report.tables import render
+
+POINT_COLUMNS = ("gpu", "engine", "weights", "kv_dtype", "draft", "tp", "gpus", "concurrency",
+                 "interactivity_tok_s_per_user", "throughput_tok_s_per_gpu", "ttft_ms",
+                 "tpot_ms", "prefill_share", "price_per_gpu_hour", "cost_per_mtok", "basis")
+"""A point's record (JSON, CSV): `concurrency` is per replica of `gpus` (= TP) GPUs;
+`cost_per_mtok` is per million output tokens at the catalog price."""
+COST_COLUMNS = ("gpu", "engine", "weights", "kv_dtype", "draft", "kind", "provider",
+                "price_per_gpu_hour", "interactivity_tok_s_per_user",
+                "throughput_tok_s_per_gpu", "output_per_mtok", "input_per_mtok",
+                "output_split_per_mtok", "total_per_mtok")
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "frontier", help=SUMMARIES["frontier"], description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = p.add_argument_group("model and request")
+    w.add_argument("--model", required=True, metavar="KEY",
+                   help="model key; a bare key searches every weight format, a format suffix "
+                        "(llama-3.1-70b-fp8) fixes it")
+    w.add_argument("--prompt", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=1024,
+                   metavar="N", help="prompt tokens per request (default 1024)")
+    w.add_argument("--output", type=whole(min=2, max=MAX_CONTEXT_TOKENS), default=1024,
+                   metavar="N", help="output tokens per request (default 1024)")
+    w.add_argument("--context", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=None,
+                   metavar="N", help="KV context per request, tokens (default prompt + output)")
+    s = p.add_argument_group("search space")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--gpus", default=None, metavar="LIST",
+                   help="GPU keys, comma list (default: --datacenter)")
+    g.add_argument("--datacenter", action="store_true",
+                   help="every catalog GPU but the consumer GeForce RTX cards (the default)")
+    s.add_argument("--engines", default=",".join(DEFAULT_ENGINES), metavar="LIST",
+                   help=f"engine profiles, comma list (default {','.join(DEFAULT_ENGINES)}; "
+                        "data/engines.toml)")
+    s.add_argument("--weights", default=None, metavar="LIST",
+                   help="weight formats, comma list (default: see --model)")
+    s.add_argument("--kv-dtypes", default="fp16,fp8", metavar="LIST",
+                   help="KV precisions (default fp16,fp8)")
+    s.add_argument("--max-gpus", type=whole(min=1, max=64), default=MAX_GPUS, metavar="N",
+                   help=f"largest TP group (default {MAX_GPUS}; a TP group stays in one node)")
+    s.add_argument("--draft", action="append", default=None, metavar="KIND:K",
+                   help="speculative-decoding draft drawn besides none, its own group (F12): "
+                        "eagle:3, mtp:1, ngram:4, or auto (every depth with published "
+                        "acceptance); repeat or comma-separate")
+    s.add_argument("--basis", default=None, metavar="BASIS",
+                   help="what the speed figures rest on, for every engine: 'spec', "
+                        "'typical:ENGINE', 'chapter' or a saved calibration (default: each "
+                        "engine's typical efficiency, vLLM's where it has none)")
+    c = p.add_argument_group("cost")
+    c.add_argument("--interactivity", type=number(min=0, max=100_000, min_open=True),
+                   default=50.0, metavar="TOK_S",
+                   help="tokens per second per user the cost is read at (default 50, i.e. "
+                        "TPOT 20 ms)")
+    c.add_argument("--offer-kind", choices=PRICE_KINDS, default=None,
+                   help="price the read-off with this kind only: the catalog's price or the "
+                        "bundled offers of a kind (default: every kind)")
+    c.add_argument("--currency", choices=("CNY", "USD"), default="CNY",
+                   help="currency of costs (default CNY)")
+    c.add_argument("--cny-per-usd", type=CNY_PER_USD, default=DEFAULT_CNY_PER_USD,
+                   help=f"exchange rate (default {DEFAULT_CNY_PER_USD})")
+    o = p.add_argument_group("output")
+    o.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                   help="output format (default table)")
+    o.add_argument("--all-points", action="store_true",
+                   help="every point evaluated, not only the fronts")
+    o.add_argument("--events", action="store_true",
+                   help="also run the discrete-event model on every front point (slow)")
+    return p
+
+
+def point_record(p: FrontPoint) -> dict[str, Any]:
+    """A point as a flat record (POINT_COLUMNS, then the event model's figures)."""
+    rec = {"gpu": p.gpu, "engine": p.engine, "weights": p.weights, "kv_dtype": p.kv_dtype,
+           "draft": p.draft, "tp": p.tp, "gpus": p.n_gpus, "concurrency": p.concurrency,
+           "interactivity_tok_s_per_user": p.interactivity_tok_s_per_user,
+           "throughput_tok_s_per_gpu": p.throughput_tok_s_per_gpu, "ttft_ms": p.ttft_ms,
+           "tpot_ms": p.tpot_ms, "prefill_share": p.prefill_share,
+           "price_per_gpu_hour": p.price_per_gpu_hour, "cost_per_mtok": p.cost_per_mtok,
+           "basis": p.basis}
+    if p.event_tpot_ms is not None:
+        rec |= {"event_ttft_ms": p.event_ttft_ms, "event_tpot_ms": p.event_tpot_ms,
+                "event_throughput_tok_s_per_gpu": p.event_throughput_tok_s_per_gpu}
+    return rec
+
+
+def cost_record(r: CostReadOff) -> dict[str, Any]:
+    """A cost read-off as a flat record (COST_COLUMNS)."""
+    g = r.group
+    return {"gpu": g.gpu, "engine": g.engine, "weights": g.weights, "kv_dtype": g.kv_dtype,
+            "draft": g.draft, "kind": r.kind, "provider": r.provider or None,
+            "price_per_gpu_hour": r.price_per_gpu_hour,
+            "interactivity_tok_s_per_user": r.interactivity_tok_s_per_user,
+            "throughput_tok_s_per_gpu": r.throughput_tok_s_per_gpu,
+            "output_per_mtok": r.output_per_mtok, "input_per_mtok": r.input_per_mtok,
+            "output_split_per_mtok": r.output_split_per_mtok, "total_per_mtok": r.total_per_mtok}
+
+
+def inputs_from_args(args: argparse.Namespace) -> FrontierInputs:
+    """FrontierInputs from the command line."""
+    engines = comma_list(args.engines, "engines (vllm,sglang,llamacpp)")
+    kv = comma_list(args.kv_dtypes, "KV precisions (fp16,fp8)")
+    assert engines is not None and kv is not None
+    basis = args.basis
+    if basis is not None:
+        from capacity.fit.planning import check_basis
+        basis = check_basis(basis)
+    return FrontierInputs(
+        model=args.model, prompt_tokens=args.prompt, output_tokens=args.output,
+        context_tokens=args.context, gpus=comma_list(args.gpus, "GPU keys"), engines=engines,
+        basis=basis, formats=comma_list(args.weights, "weight formats"), kv_dtypes=kv,
+        max_gpus=args.max_gpus, currency=args.currency, cny_per_usd=args.cny_per_usd,
+        drafts=tuple(k.strip() for d in args.draft or () for k in d.split(",") if k.strip()))
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    print_catalog_warnings()
+    inp = inputs_from_args(args)
+    fr = frontier(inp, events=args.events)
+    kinds = (args.offer_kind,) if args.offer_kind else PRICE_KINDS
+    costs = cost_read_off(fr, args.interactivity, kinds)
+    fronts = [p for g in fr.groups for p in g.front]
+    shown = [fr.points.row(i) for i in range(len(fr.points))] if args.all_points else fronts
+    if args.format == "json":
+        data = {"model": inp.model, "model_name": fr.model_name, "currency": inp.currency,
+                "workload": {"prompt_tokens": inp.prompt_tokens,
+                             "output_tokens": inp.output_tokens, "context_tokens": inp.context},
+                "interactivity": args.interactivity, "evaluated": fr.evaluated,
+                "groups": [{"key": g.key, "gpu": g.gpu, "engine": g.engine, "basis": g.basis,
+                            "weights": g.weights, "kv_dtype": g.kv_dtype, "draft": g.draft,
+                            "front": [point_record(p) for p in g.front]} for g in fr.groups],
+                "gpu_fronts": {k: [point_record(p) for p in v] for k, v in fr.gpu_fronts.items()},
+                "cost_at_interactivity": [cost_record(r) for r in costs]}
+        if args.all_points:
+            data["points"] = [point_record(p) for p in shown]
+        print(dumps(data, indent=2))
+    elif args.format == "csv":
+        cols = list(POINT_COLUMNS)
+        print(render(cols, [[point_record(p)[c] for c in cols] for p in shown], "csv"), end="")
+    else:
+        cur = inp.currency
+        print(f"{fr.model_name}: {inp.prompt_tokens} prompt / {inp.output_tokens} output tokens, "
+              f"{inp.context} context; {fr.evaluated:,} points, {len(fronts):,} on the fronts of "
+              f"{len(fr.groups)} groups (GPU x engine x weights x KV x draft)")
+        print(render(["GPU", "engine", "weights", "KV", "draft", "TP", "C", "tok/s/user",
+                      "tok/s/GPU", "TTFT ms", f"{cur}/M out"],
+                     [[p.gpu, p.engine, p.weights, p.kv_dtype, p.draft or "-", p.tp,
+                       p.concurrency,
+                       _fmt(p.interactivity_tok_s_per_user), _fmt(p.throughput_tok_s_per_gpu),
+                       _fmt(p.ttft_ms, 0), _fmt(p.cost_per_mtok, 3)] for p in shown],
+                     "text").rstrip("\n"))
+        print(f"\nCost per million tokens at {args.interactivity:g} tok/s per user ({cur}; "
+              "'-': the front does not reach it, or no offer of that kind)")
+        reach = sorted(costs, key=lambda r: (r.output_per_mtok is None,
+                                             r.output_per_mtok or 0.0))
+        print(render(["GPU", "engine", "weights", "KV", "draft", "price", f"{cur}/GPU-h",
+                      "tok/s/GPU", "out", "in", "total"],
+                     [[r.group.gpu, r.group.engine, r.group.weights, r.group.kv_dtype,
+                       r.group.draft or "-", r.kind,
+                       _fmt(r.price_per_gpu_hour, 2), _fmt(r.throughput_tok_s_per_gpu),
+                       _fmt(r.output_per_mtok, 3), _fmt(r.input_per_mtok, 3),
+                       _fmt(r.total_per_mtok, 3)] for r in reach], "text").rstrip("\n"))
+        print("out: the fleet's cost over the output tokens (F7, as `capacity size`); in: the "
+              "prefill share of the GPU-hour over the input tokens; total: the fleet's cost "
+              "over all tokens. Figures per GPU hold for any number of replicas.")
+    return 0

@@ -1,0 +1,133 @@
+"""The buyer's chart (docs/frontier.md): throughput per GPU against interactivity, one line per
+group's Pareto front, every point faint, measured points and a what-if on top, and a rule at
+the interactivity the cost is read at. Altair; labels in the page's language
+(`capacity.report.i18n`, the `fr_*` messages). Pure: no Streamlit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, cast
+
+import altair as alt
+import pandas as pd
+
+from capacity.fit.frontier import Frontier
+from capacity.fit.reference import ReferenceSweep, load_reference, select
+from capacity.report.i18n import t
+
+MEASURED_COLUMNS: Final = ("interactivity_tok_s_per_user", "throughput_tok_s_per_gpu", "label")
+"""The columns of a DataFrame of measured (or what-if) points for `frontier_chart`."""
+MAX_FAINT_POINTS: Final = 5000
+"""Points drawn faint at most (the most productive of each group's concurrencies are kept):
+a chart of every point of every engine would carry tens of thousands of rows."""
+
+
+def frontier_frame(fr: Frontier, *, front_only: bool = False) -> pd.DataFrame:
+    """Every point (or the fronts' alone) as a DataFrame, one row per point: its configuration,
+    figures, group key (`series`: GPU, engine, weights/KV, draft) and `on_front`; cost per M
+    output tokens at the catalog price (F7). Units: tok/s per user, tok/s per GPU, ms."""
+    pt = fr.points
+    df = pd.DataFrame({
+        "gpu": pt.gpu, "gpu_name": pt.gpu_name, "engine": pt.engine, "weights": pt.weights,
+        "kv_dtype": pt.kv_dtype, "draft": [d or "-" for d in pt.draft], "tp": pt.tp,
+        "concurrency": pt.concurrency,
+        "interactivity_tok_s_per_user": pt.interactivity_tok_s_per_user,
+        "throughput_tok_s_per_gpu": pt.throughput_tok_s_per_gpu, "ttft_ms": pt.ttft_ms,
+        "price_per_gpu_hour": pt.price_per_gpu_hour, "on_front": pt.on_front,
+        "group": pt.group})
+    df["cost_per_mtok"] = df["price_per_gpu_hour"] / (df["throughput_tok_s_per_gpu"] * 3600.0) * 1e6
+    df["precision"] = df["weights"] + "/" + df["kv_dtype"]
+    df["style"] = df["engine"] + " " + df["precision"]
+    df["series"] = df["gpu"] + " " + df["style"] + df["draft"].where(df["draft"] == "-", "")
+    if front_only:
+        df = df[df["on_front"]]
+    return df.sort_values(["group", "interactivity_tok_s_per_user"]).reset_index(drop=True)
+
+
+def published_points(sweeps: Sequence[ReferenceSweep] | None = None, *,
+                     model: str | None = None, gpu: str | None = None) -> pd.DataFrame:
+    """Measured points for the chart from published sweeps (data/reference/published.csv,
+    `capacity.fit.reference`; `model`, `gpu`: text a sweep's key or name contains): every level
+    whose TPOT and aggregate output tok/s are both known, as interactivity = 1000 / TPOT and
+    throughput per GPU = output tok/s / the sweep's GPUs, labelled with the sweep and its
+    concurrency."""
+    chosen = select(load_reference() if sweeps is None else sweeps, gpu=gpu, model=model)
+    rows = [(1e3 / p.tpot_ms, p.output_tok_s / s.gpus, f"{s.label}, C={p.concurrency:g}")
+            for s in chosen for p in s.points
+            if p.tpot_ms is not None and p.output_tok_s is not None and p.tpot_ms > 0]
+    return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))
+
+
+def frontier_labels(lang: str = "en", currency: str = "") -> dict[str, str]:
+    """The chart's axis titles, legends and tooltip names in `lang`."""
+    keys = ("x", "y", "gpu", "style", "gpus", "tp", "weights", "kv", "engine", "draft",
+            "concurrency", "ttft", "cost", "measured", "current", "target", "point")
+    out = {k: t(f"fr_{k}", lang) for k in keys}
+    out["cost"] = t("fr_cost", lang) + (f" ({currency})" if currency else "")
+    return out
+
+
+def _faint(df: pd.DataFrame) -> pd.DataFrame:
+    """At most MAX_FAINT_POINTS rows: the fronts first, then the others by throughput."""
+    if len(df) <= MAX_FAINT_POINTS:
+        return df
+    ranked = df.sort_values(["on_front", "throughput_tok_s_per_gpu"], ascending=False)
+    return ranked.head(MAX_FAINT_POINTS)
+
+
+def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | None = None,
+                   current: Mapping[str, Any] | None = None,
+                   measured: pd.DataFrame | None = None, width: int = 640,
+                   height: int = 420) -> alt.LayerChart:
+    """The chart: every point faint (colour by GPU), each group's front as a line (colour by
+    GPU, dash by engine and precision) with its points and a tooltip of the configuration,
+    `measured` points (MEASURED_COLUMNS, e.g. `published_points`) as black diamonds, the
+    `current` what-if (a mapping with MEASURED_COLUMNS' keys) as a red star, and a vertical rule
+    at `interactivity` (tok/s per user). Layers in that order; absent parts are left out."""
+    lab = frontier_labels(lang, fr.inputs.currency)
+    df = frontier_frame(fr)
+    front = df[df["on_front"]].rename(columns={"gpu_name": lab["gpu"], "style": lab["style"]})
+    x = alt.X("interactivity_tok_s_per_user:Q", title=lab["x"])
+    y = alt.Y("throughput_tok_s_per_gpu:Q", title=lab["y"])
+    color = alt.Color(f"{lab['gpu']}:N", title=lab["gpu"])
+    tips = [alt.Tooltip(f"{lab['gpu']}:N"), alt.Tooltip("tp:Q", title=lab["tp"]),
+            alt.Tooltip("tp:Q", title=lab["gpus"]), alt.Tooltip("weights:N", title=lab["weights"]),
+            alt.Tooltip("kv_dtype:N", title=lab["kv"]), alt.Tooltip("engine:N", title=lab["engine"]),
+            alt.Tooltip("draft:N", title=lab["draft"]),
+            alt.Tooltip("concurrency:Q", title=lab["concurrency"]),
+            alt.Tooltip("interactivity_tok_s_per_user:Q", title=lab["x"], format=".1f"),
+            alt.Tooltip("throughput_tok_s_per_gpu:Q", title=lab["y"], format=",.0f"),
+            alt.Tooltip("ttft_ms:Q", title=lab["ttft"], format=",.0f"),
+            alt.Tooltip("cost_per_mtok:Q", title=lab["cost"], format=",.3f")]
+    faint = _faint(df).rename(columns={"gpu_name": lab["gpu"]})
+    layers: list[Any] = [
+        alt.Chart(faint).mark_circle(size=12, opacity=0.12).encode(
+            x=x, y=y, color=alt.Color(f"{lab['gpu']}:N", title=lab["gpu"], legend=None)),
+        alt.Chart(front).mark_line(strokeWidth=1.5).encode(
+            x=x, y=y, color=color, strokeDash=alt.StrokeDash(f"{lab['style']}:N",
+                                                             title=lab["style"]),
+            detail="series:N", order="interactivity_tok_s_per_user:Q"),
+        alt.Chart(front).mark_circle(size=36).encode(x=x, y=y, color=color, tooltip=tips),
+    ]
+    if measured is not None and len(measured):
+        m = measured.assign(kind=lab["measured"])
+        layers.append(alt.Chart(m).mark_point(shape="diamond", size=90, filled=True,
+                                              color="black").encode(
+            x=x, y=y, tooltip=[alt.Tooltip("label:N", title=lab["measured"]),
+                               alt.Tooltip("interactivity_tok_s_per_user:Q", title=lab["x"],
+                                           format=".1f"),
+                               alt.Tooltip("throughput_tok_s_per_gpu:Q", title=lab["y"],
+                                           format=",.0f")]))
+    if current is not None:
+        c = pd.DataFrame([{k: current.get(k, "") for k in MEASURED_COLUMNS}])
+        layers.append(alt.Chart(c).mark_point(shape="cross", size=260, filled=True,
+                                              color="red").encode(
+            x=x, y=y, tooltip=[alt.Tooltip("label:N", title=lab["current"])]))
+    if interactivity is not None:
+        rule = pd.DataFrame([{"interactivity_tok_s_per_user": interactivity,
+                              "label": f"{lab['target']}: {interactivity:g}"}])
+        layers.append(alt.Chart(rule).mark_rule(strokeDash=[4, 4], color="gray").encode(
+            x=x, tooltip=[alt.Tooltip("label:N", title=lab["target"])]))
+    return cast(alt.LayerChart,
+                alt.layer(*layers).properties(width=width, height=height).interactive())

@@ -1,0 +1,37 @@
+"""One line of "show the math" (`MathStep`) and how its numbers are written (`formula_number`).
+
+Shared by the chapter's formulas (`capacity.report.explain.show_math`) and speculative
+decoding's (`capacity.report.explain_draft`), so both read the same on the page.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class MathStep:
+    """One formula with the current numbers substituted: `key` names it (a message key),
+    `formula` is symbolic, `substituted` carries the numbers, `value` the result in `unit`."""
+
+    key: str
+    formula: str
+    substituted: str
+    value: float
+    unit: str
+    note: str = ""
+    """Why this step's figure differs from another method's (a `Note`, '' when none)."""
+
+
+def formula_number(x: float, digits: int = 4) -> str:
+    """A number for a formula line: up to `digits` significant figures, thousands separated."""
+    if not math.isfinite(x):
+        return "inf"
+    if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+        mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}e{int(exponent)}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"

@@ -1,0 +1,177 @@
+"""The buyer's chart on the Explorer and the Planner (app/frontier_view.py) and in the quote
+(capacity/report/quote_frontier.py), issue 26: through Streamlit's AppTest (no browser)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+from streamlit.testing.v1 import AppTest
+
+from capacity.catalog.loader import Catalog
+from capacity.model.workload import Workload
+from capacity.plan.options import PlanInputs
+from capacity.plan.search import plan
+from capacity.report.document import Heading, Table, render_markdown
+from capacity.report.quote import option_label
+from capacity.report.quote_frontier import (
+    frontier_blocks,
+    plan_frontier_inputs,
+    recommended_mark,
+    slo_interactivity,
+)
+
+APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+pytestmark = pytest.mark.usefixtures("custom")  # the machine's custom entries stay out
+
+
+def datasets(chart: Any) -> list[pd.DataFrame]:
+    """A chart element's data sets (Arrow IPC streams in its proto)."""
+    return [convert_arrow_bytes_to_pandas_df(d.data.data) for d in chart.proto.datasets]
+
+
+def one_row(chart: Any, prefix: str) -> dict[str, Any]:
+    """The chart's one-row data set whose label starts with `prefix` (the red cross)."""
+    rows = [r for df in datasets(chart) if "label" in df and "throughput_tok_s_per_gpu" in df
+            for r in df.to_dict("records") if str(r["label"]).startswith(prefix)]
+    assert len(rows) == 1, rows
+    return {str(k): v for k, v in rows[0].items()}
+
+
+def open_explorer(lang: str = "en") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["lang"] = lang
+    at.run()
+    assert not at.exception
+    n = len(at.get("vega_lite_chart"))
+    at.session_state["frv_ex"] = True  # open the section (it runs only while open)
+    at.run()
+    assert not at.exception
+    assert len(at.get("vega_lite_chart")) == n + 1
+    return at
+
+
+def test_explorer_section_is_closed_and_free_by_default() -> None:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert "Throughput per GPU vs interactivity" in [e.label for e in at.expander]
+    assert len(at.get("vega_lite_chart")) == 6  # the Explorer's own charts only
+    assert not [c for c in at.caption if "Black diamonds" in c.value]
+
+
+def test_explorer_marks_its_own_figures() -> None:
+    at = open_explorer()
+    m = {x.label: str(x.value) for x in at.metric}
+    chart = at.get("vega_lite_chart")[-1]
+    cur = one_row(chart, "this what-if")
+    # the Explorer's own TPOT (19.0 ms) and aggregate tok/s (2,636) on 1 paid GPU
+    assert m["TPOT"] == "19.0 ms" and m["aggregate tok/s"] == "2,636"
+    assert f"{1e3 / cur['interactivity_tok_s_per_user']:.1f} ms" == m["TPOT"]
+    assert f"{cur['throughput_tok_s_per_gpu']:,.0f}" == m["aggregate tok/s"]
+    assert cur["label"] == "this what-if: C=50 on 1 × RTX 4090"
+    # the rule at the target (the TPOT SLO's 50 ms = 20 tok/s per user), the fronts, the run
+    assert any("interactivity_tok_s_per_user" in df and len(df) == 1 and "throughput_tok_s_per_gpu"
+               not in df and df["interactivity_tok_s_per_user"][0] == 20.0
+               for df in datasets(chart))
+    measured = [df for df in datasets(chart) if "kind" in df and (df["kind"] == "measured").all()]
+    assert measured and measured[0]["label"].str.startswith("run sample-rtx-4090-sim").all()
+    costs = at.dataframe[-1].value
+    assert list(costs["price"]) == ["catalog prices", "on-demand", "reserved 1-year", "spot"]
+    assert costs["per M output"].notna().any()
+
+
+def test_explorer_target_moves_the_read_off() -> None:
+    at = open_explorer()
+    before = at.dataframe[-1].value["per M output"].tolist()
+    at.number_input(key="frv_ex_target").set_value(80.0).run()
+    assert not at.exception
+    after = at.dataframe[-1].value["per M output"].tolist()
+    assert before != after
+    assert any("80 tok/s per user" in md.value for md in at.markdown)
+
+
+def test_explorer_chinese() -> None:
+    at = open_explorer("zh")
+    assert "每 GPU 吞吐量与交互速度" in [e.label for e in at.expander]
+    cur = one_row(at.get("vega_lite_chart")[-1], "当前假设")
+    assert math.isclose(1e3 / cur["interactivity_tok_s_per_user"], 18.97, rel_tol=1e-2)
+    assert "价格" in at.dataframe[-1].value.columns
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_planner_marks_the_recommendation(lang: str) -> None:
+    at = AppTest.from_file(APP, default_timeout=120).switch_page("pages/planner.py")
+    at.query_params["lang"] = lang
+    at.run()
+    assert not at.exception
+    at.session_state["frv_pl"] = True
+    at.run()
+    assert not at.exception
+    chart = at.get("vega_lite_chart")[-1]
+    rec = one_row(chart, "recommended" if lang == "en" else "推荐")
+    best = at.session_state["planner_chosen"]  # the first option shown: the recommendation
+    assert best.split(",")[0] in rec["label"] or lang == "zh"
+    rule = [df for df in datasets(chart) if "throughput_tok_s_per_gpu" not in df]
+    assert rule and rule[0]["interactivity_tok_s_per_user"][0] == pytest.approx(1e3 / 50.0)
+    captions = " ".join(c.value for c in at.caption)
+    assert ("design load" in captions) if lang == "en" else ("设计负载" in captions)
+    front = at.dataframe[-1].value
+    assert len(front) >= 2
+
+
+def inputs() -> PlanInputs:
+    return PlanInputs(model="qwen3-8b", workload=Workload(
+        daily_active_users=5000, context_tokens=4096, prompt_tokens=2048, output_tokens=512),
+        gpus=("h100-sxm", "l40s", "rtx-4090"), engine="vllm")
+
+
+def test_mark_is_the_options_own_figures(catalog: Catalog) -> None:
+    inp = inputs()
+    p = plan(inp, catalog)
+    o = p.best
+    assert o is not None
+    m = recommended_mark(o, inp)
+    assert m.interactivity_tok_s_per_user == pytest.approx(1e3 / o.tpot_mean_ms)
+    assert m.throughput_tok_s_per_gpu == pytest.approx(
+        o.design_rate_per_s * 512 / o.paid_gpus)
+    # F7 at the design load: the GPU-hours over the output tokens the mark says
+    assert o.cost_per_mtok_design == pytest.approx(
+        o.price_per_hour / (m.throughput_tok_s_per_gpu * 3600) * 1e6, rel=1e-9)
+    assert slo_interactivity(inp) == pytest.approx(1e3 / inp.slo.tpot_ms)
+    fi = plan_frontier_inputs(inp, catalog)
+    assert (fi.prompt_tokens, fi.output_tokens, fi.context) == (2048, 512, 4096)
+    assert fi.gpus == inp.gpus and fi.engines == ("vllm",)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_quote_fragment_names_the_recommendation(catalog: Catalog, lang: str) -> None:
+    inp = inputs()
+    p = plan(inp, catalog)
+    assert p.best is not None
+    blocks = frontier_blocks(p, lang=lang, catalog=catalog)
+    assert isinstance(blocks[0], Heading)
+    tables = [b for b in blocks if isinstance(b, Table)]
+    assert len(tables) == 2
+    rec_rows = [r for r in tables[0].rows if r[0] in ("recommended, at the design load",
+                                                      "推荐方案（设计负载）")]
+    assert len(rec_rows) == 1
+    md = render_markdown(blocks)
+    o = p.best
+    # the recommended configuration: its GPU, weights and KV precision, and its mark's figures
+    assert f"{o.gpu_name}, {o.weights}, {o.kv_dtype} KV" in md
+    mark = recommended_mark(o, inp)
+    assert f"{mark.interactivity_tok_s_per_user:,.1f}" in rec_rows[0]
+    assert f"{mark.throughput_tok_s_per_gpu:,.0f}" in rec_rows[0]
+    assert option_label(o, lang)  # the quote's own label is there to go beside it
+
+
+def test_quote_fragment_without_a_recommendation(catalog: Catalog) -> None:
+    inp = PlanInputs(model="llama-3.1-70b", workload=Workload(peak_concurrency=10),
+                     gpus=("rtx-4090",), max_gpus=1)
+    p = plan(inp, catalog)
+    assert p.best is None
+    assert frontier_blocks(p, catalog=catalog) == []
