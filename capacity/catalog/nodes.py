@@ -5,6 +5,13 @@ largest node size), replicas spread across nodes. Each GPU has the node sizes it
 rented in (1/2/4/8), its form factor (SXM, OAM, PCIe) and how many of a node's GPUs share one
 NVLink / Infinity Fabric domain, with the source. A GPU missing from the file (a custom one)
 gets the `[default]` shape.
+
+Each shape also states the scale-out network per GPU (`scale_out_gbit_s`, `scale_out_kind`):
+the NIC bandwidth that leaves the node, which carries a KV-cache hand-over between a prefill and
+a decode pool on different nodes (capacity/plan/disagg.py) and expert-parallel all-to-all
+traffic across nodes. On PCIe servers one node-level NIC is shared by the node's GPUs: the file
+then records the NIC divided by the GPUs of the largest node and sets `scale_out_shared`.
+A node entry may name a GPU the GPU catalog does not list (yet): the shapes are looked up by key.
 """
 
 from __future__ import annotations
@@ -24,6 +31,13 @@ NODES_FILE = "nodes.toml"
 FORM_FACTORS = ("sxm", "oam", "pcie")
 FABRICS = ("nvlink", "infinity-fabric")
 """Scale-up links between a node's GPUs (`NodeShape.fabric`); PCIe-only nodes have none."""
+SCALE_OUT_KINDS = ("infiniband", "roce", "ethernet")
+"""The scale-out network between nodes (`NodeShape.scale_out_kind`)."""
+DEFAULT_SCALE_OUT_GBIT_S = 12.5
+"""Gb/s per GPU where a nodes file states no scale-out figure at all: one 100 Gb/s Ethernet
+port shared by 8 GPUs (a capacity assumption, not a measurement)."""
+MAX_SCALE_OUT_GBIT_S = 10_000.0
+"""The largest per-GPU NIC bandwidth a nodes file may state, Gb/s (ConnectX-8: 800)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,27 +55,43 @@ class NodeShape:
     fabric: str = "nvlink"
     """The scale-up link of the domain (`FABRICS`): NVIDIA's NVLink, AMD's Infinity Fabric;
     meaningless where `nvlink_domain` is 1 (PCIe only)."""
+    scale_out_gbit_s: float = DEFAULT_SCALE_OUT_GBIT_S
+    """Scale-out NIC bandwidth per GPU, Gb/s, one direction (DGX H100: 8x ConnectX-7 at
+    400 Gb/s for 8 GPUs = 400). Where `scale_out_shared`, the node's NIC / its GPUs."""
+    scale_out_kind: str = "ethernet"
+    """The scale-out network (`SCALE_OUT_KINDS`): infiniband, roce or ethernet."""
+    scale_out_shared: bool = True
+    """True where one node-level NIC serves all the node's GPUs (PCIe servers): the figure is
+    a share, and a GPU alone on the node could burst to the whole NIC."""
+    scale_out_source: str = "capacity assumption: 100 Gb/s Ethernet shared by 8 GPUs"
+
+    @property
+    def scale_out_gb_s(self) -> float:
+        """Scale-out bandwidth per GPU in GB/s (bytes): `scale_out_gbit_s` / 8 bits per byte."""
+        return self.scale_out_gbit_s / 8.0
 
     @property
     def max_gpus_per_node(self) -> int:
         return self.gpus_per_node[-1]
 
     def layout(self, n_gpus: int, tp: int) -> tuple[int, ...]:
-        """Node sizes that hold `n_gpus` GPUs in TP groups of `tp`, each group in one node:
-        as many of the largest node as fill up, then the fewest smaller ones for the rest
-        (a remainder no offered size fits exactly goes on the smallest size that holds it)."""
+        """Node sizes that hold `n_gpus` GPUs in TP groups of `tp`, each group in one node: as
+        many of the largest node as fill up, then the fewest smaller ones for the rest (a
+        remainder no offered size fits exactly goes on the smallest size that holds it). A
+        node holds floor(size / tp) groups: a 72-GPU NVL72 rack holds four groups of 16."""
         if tp < 1 or n_gpus % tp or tp > self.max_gpus_per_node:
             raise CatalogError(f"{n_gpus} GPUs in TP groups of {tp} do not fit {self.gpu}'s "
                                f"nodes of {'/'.join(map(str, self.gpus_per_node))}")
-        sizes = [s for s in self.gpus_per_node if s % tp == 0]
+        sizes = [s for s in self.gpus_per_node if s >= tp]
         out: list[int] = []
         left = n_gpus
         for size in sorted(sizes, reverse=True):
-            while left >= size:
+            used = size // tp * tp
+            while left >= used:
                 out.append(size)
-                left -= size
+                left -= used
         if left:
-            out.append(min(s for s in sizes if s >= left))
+            out.append(min(s for s in sizes if s // tp * tp >= left))
         return tuple(out)
 
 
@@ -76,7 +106,33 @@ def _count(value: Any, name: str) -> int:
     return value
 
 
-def _shape(gpu: str, raw: Mapping[str, Any], where: str) -> NodeShape:
+def _gbit(value: Any, where: str, gpu: str) -> float:
+    """A scale-out bandwidth from a nodes file: a number in (0, MAX_SCALE_OUT_GBIT_S] Gb/s."""
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 < value <= MAX_SCALE_OUT_GBIT_S:
+        raise CatalogError(f"{where} [{gpu}]: scale_out_gbit_s must be a number of Gb/s in "
+                           f"(0, {MAX_SCALE_OUT_GBIT_S:g}], got {value!r}")
+    return float(value)
+
+
+def _shape(gpu: str, raw: Mapping[str, Any], where: str,
+           fallback: Mapping[str, Any] | None = None) -> NodeShape:
+    """One [gpu] table. A table stating no scale_out_* field takes them all from `fallback`
+    (the [default] table), else the built-in assumption (`DEFAULT_SCALE_OUT_GBIT_S`)."""
+    if not isinstance(raw, Mapping):
+        raise CatalogError(f"{where} [{gpu}]: must be a table of form_factor, gpus_per_node, "
+                           "nvlink_domain, source, as_of")
+    own = any(str(k).startswith("scale_out_") for k in raw)
+    net: Mapping[str, Any] = raw if own or not isinstance(fallback, Mapping) else fallback
+    kind = str(net.get("scale_out_kind", "ethernet"))
+    if kind not in SCALE_OUT_KINDS:
+        raise CatalogError(f"{where} [{gpu}]: scale_out_kind '{kind}' is not one of "
+                           f"{', '.join(SCALE_OUT_KINDS)}")
+    shared = net.get("scale_out_shared", "scale_out_gbit_s" not in net)
+    if not isinstance(shared, bool):
+        raise CatalogError(f"{where} [{gpu}]: scale_out_shared must be true or false")
+    gbit = _gbit(net.get("scale_out_gbit_s", DEFAULT_SCALE_OUT_GBIT_S), where, gpu)
+    net_source = str(net.get("scale_out_source", NodeShape.scale_out_source))
     try:
         per_node = raw["gpus_per_node"]
         if not isinstance(per_node, list):
@@ -85,7 +141,9 @@ def _shape(gpu: str, raw: Mapping[str, Any], where: str) -> NodeShape:
         shape = NodeShape(gpu=gpu, form_factor=str(raw["form_factor"]), gpus_per_node=sizes,
                           nvlink_domain=_count(raw["nvlink_domain"], "nvlink_domain"),
                           source=str(raw["source"]),
-                          as_of=str(raw["as_of"]), fabric=str(raw.get("fabric", "nvlink")))
+                          as_of=str(raw["as_of"]), fabric=str(raw.get("fabric", "nvlink")),
+                          scale_out_gbit_s=gbit, scale_out_kind=kind, scale_out_shared=shared,
+                          scale_out_source=net_source)
     except (KeyError, TypeError, ValueError) as exc:
         raise CatalogError(f"{where} [{gpu}]: {exc} (needs form_factor, gpus_per_node, "
                            "nvlink_domain, source, as_of)") from None
@@ -109,7 +167,9 @@ def parse_nodes(text: str, where: str = NODES_FILE) -> dict[str, NodeShape]:
         raise CatalogError(f"{where}: {exc}") from None
     if "default" not in data:
         raise CatalogError(f"{where}: needs a [default] shape for GPUs without node data")
-    return {k: _shape(k, v, where) for k, v in data.items()}
+    default = data["default"] if isinstance(data["default"], Mapping) else None
+    return {k: _shape(k, v, where, None if k == "default" else default)
+            for k, v in data.items()}
 
 
 @cache
@@ -133,4 +193,6 @@ def node_shape(gpu: str) -> NodeShape:
         return shapes[gpu]
     d = shapes["default"]
     return NodeShape(gpu=gpu, form_factor=d.form_factor, gpus_per_node=d.gpus_per_node,
-                     nvlink_domain=d.nvlink_domain, source=d.source, as_of=d.as_of)
+                     nvlink_domain=d.nvlink_domain, source=d.source, as_of=d.as_of,
+                     scale_out_gbit_s=d.scale_out_gbit_s, scale_out_kind=d.scale_out_kind,
+                     scale_out_shared=d.scale_out_shared, scale_out_source=d.scale_out_source)

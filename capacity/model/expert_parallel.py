@@ -1,0 +1,603 @@
+"""Wide expert parallelism for MoE models: DeepSeek-V3/R1 on 8 to 72+ GPUs (docs/expert-parallel.md).
+
+A deployment of EP degree `ep` spreads the routed experts (and `redundant_experts` extra copies of
+hot ones, as DeepSeek's and SGLang's EPLB do) over `ep` GPUs. Attention runs data-parallel (DP
+attention: every GPU keeps a full copy of the attention and other shared weights and runs
+attention for its own sequences) or tensor-parallel within groups of `attention_tp` GPUs.
+Formulas (units in names; every one is in the docstring of its function):
+
+- memory per GPU (F3 per GPU): shared weights / attention_tp + expert slots x one expert;
+  KV budget = memory x util - weights - overhead - EP buffers; a sequence's KV lives on its
+  attention group (MLA: the whole latent on every rank, `capacity.model.kv`);
+- decode step at a total batch B: the busiest GPU sets the pace. Attention part: its group's
+  B / groups sequences (shared weights + their KV read, 2 x shared params + attention FLOPs);
+  expert part: its expert slots read, 2 x expert params x the token-expert pairs it receives,
+  B k / ep on average times the imbalance factor (`imbalance_factor`); dispatch and combine
+  all-to-alls per MoE layer over NVLink inside the scale-up domain and the NIC across it;
+- combination: the sum of the three (`Overlap.SUM`) or two-batch overlap (`Overlap.TBO`, the
+  default: SGLang and DeepSeek run it), two micro-batches of B / 2 whose all-to-alls hide
+  behind the other's compute, each reading the weights once;
+- the spec-sheet bound (`bound_ms`): one overlap of all bytes and FLOPs at peak, balanced load,
+  no communication: never slower than either combination at knobs <= 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
+
+import numpy as np
+
+from capacity.catalog.loader import Catalog, Gpu, ModelVariant, default_catalog
+from capacity.catalog.moe_data import ImbalanceData, ImbalanceFamily, imbalance_data
+from capacity.catalog.nodes import NodeShape, node_shape
+from capacity.errors import InputError
+from capacity.model.kv import kv_request_bytes
+from capacity.model.memory import DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
+from capacity.model.moe import expected_experts_touched
+from capacity.model.parallel import ALLREDUCE_LATENCY_US, DEFAULT_NCCL_GB
+from capacity.model.roofline import attention_flops_per_token
+from capacity.types import FloatArray
+from capacity.units import GB, TERA
+
+DISPATCH_BYTES_PER_ELEMENT: Final = 1.0
+"""Bytes per hidden element a token carries to an expert (FP8 dispatch, DeepEP's and DeepSeek's
+production setting; DeepEP README: 'FP8 dispatching and BF16 combining'). Its per-128 scales
+(about 3 %) are left out."""
+COMBINE_BYTES_PER_ELEMENT: Final = 2.0
+"""Bytes per hidden element an expert output carries back (BF16 combine; DeepEP README)."""
+SCALE_OUT_LATENCY_US: Final = 50.0
+"""Fixed time of one all-to-all (dispatch or combine) across nodes, microseconds. Derived from
+DeepEP's published low-latency kernels (H800, CX7 400 Gb/s, 128 tokens, hidden 7168, top-8): at
+EP 256, dispatch 194 us and combine 360 us; their bytes at the NIC's 50 GB/s take 147 and 294 us;
+the rest, 47 and 66 us, is the fixed part (about 50 us each)."""
+SCALE_UP_LATENCY_US: Final = ALLREDUCE_LATENCY_US["nvlink"]
+"""Fixed time of one all-to-all inside an NVLink domain (8 us): F10's small-message NVLink
+latency (`capacity.model.parallel`), an assumption of the same order."""
+MAX_TOKENS_PER_RANK: Final = 256
+"""Decode sequences per GPU a plan uses at most: DeepEP's README recommends that
+num_max_dispatch_tokens_per_rank, 'the actual batch size in the decoding engine', stay below
+256 (the low-latency buffers grow with it)."""
+EP_BUFFER_GB: Final = DEFAULT_NCCL_GB
+"""Communication buffers per GPU with EP > 1 (GB): F3's NCCL figure (about 2 GiB), assumed for
+DeepEP's buffers too."""
+
+
+class Overlap(StrEnum):
+    """How a decode step combines compute and the all-to-alls."""
+
+    SUM = "sum"
+    """Operator by operator: attention, experts, then dispatch and combine, one after another."""
+    TBO = "two-batch"
+    """Two-batch overlap (DeepSeek inference system, SGLang's TBO): two micro-batches, each one's
+    communication hidden behind the other's compute; each micro-batch reads the weights."""
+
+
+DEFAULT_OVERLAP: Final = Overlap.TBO
+"""The default: SGLang's large-scale EP deployments and DeepSeek's own system both overlap."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpLayout:
+    """Where the experts and attention live: EP degree, attention parallelism, redundancy."""
+
+    ep: int
+    """GPUs the routed experts are spread over (the whole deployment)."""
+    attention_tp: int = 1
+    """GPUs per attention group: 1 is DP attention (each GPU its own sequences, full copy of
+    the shared weights); n > 1 is TP attention within groups of n GPUs."""
+    redundant_experts: int = 0
+    """Extra expert copies in total, over all GPUs (EPLB: 32 in DeepSeek's deployments)."""
+    gpus_per_node: int = 8
+    """GPUs per node (server, tray or NVL rack) the EP group is built of."""
+    nvlink_domain: int = 8
+    """GPUs that share one scale-up (NVLink / Infinity Fabric) domain."""
+
+    def __post_init__(self) -> None:
+        if self.ep < 1 or self.attention_tp < 1 or self.ep % self.attention_tp:
+            raise InputError(f"attention TP {self.attention_tp} must divide EP {self.ep}")
+        if self.redundant_experts < 0:
+            raise InputError("redundant experts must be >= 0")
+
+    @property
+    def dp_attention(self) -> bool:
+        return self.attention_tp == 1
+
+    @property
+    def attention_groups(self) -> int:
+        """Attention groups (DP ranks): ep / attention_tp."""
+        return self.ep // self.attention_tp
+
+    @property
+    def nodes(self) -> int:
+        """Nodes spanned: ceil(ep / GPUs per node)."""
+        return math.ceil(self.ep / self.gpus_per_node)
+
+    @property
+    def domain_ranks(self) -> int:
+        """EP ranks that share a GPU's scale-up domain (itself included): min(ep, domain)."""
+        return min(self.ep, self.nvlink_domain)
+
+    @property
+    def scale_up(self) -> bool:
+        """All EP ranks inside one NVLink domain (no all-to-all traffic on the NIC)."""
+        return self.ep <= self.nvlink_domain
+
+    def describe(self) -> str:
+        attn = "DP attention" if self.dp_attention else f"TP{self.attention_tp} attention"
+        red = f", {self.redundant_experts} redundant experts" if self.redundant_experts else ""
+        net = "NVLink" if self.scale_up else f"{self.nodes} nodes over the NIC"
+        return f"EP{self.ep}, {attn}{red} ({net})"
+
+
+def ep_layout(gpu: str, ep: int, *, attention_tp: int = 1, redundant_experts: int = 0,
+              shape: NodeShape | None = None) -> EpLayout:
+    """The layout of `ep` GPUs of catalog GPU `gpu` in its largest node (data/nodes.toml)."""
+    s = shape or node_shape(gpu)
+    return EpLayout(ep=ep, attention_tp=attention_tp, redundant_experts=redundant_experts,
+                    gpus_per_node=s.max_gpus_per_node, nvlink_domain=s.nvlink_domain)
+
+
+# -- expert load imbalance --------------------------------------------------------------------
+def zipf_shares(experts: int, exponent: float, active: int = 1) -> FloatArray:
+    """Share of a layer's token-expert pairs each expert receives, hottest first (sums to 1).
+
+    Power law (Zipf): share_i proportional to i^(-s), i = 1..E; s = 0 is uniform. Top-k routing
+    sends a token to k distinct experts, so no expert gets more than 1/k of the pairs: shares are
+    capped at 1/k and the excess spread over the others in proportion (water-filling). Unit: a
+    fraction. Source: the power-law popularity of data/moe_imbalance.toml.
+    """
+    if experts < 1 or exponent < 0:
+        raise InputError("experts must be >= 1 and the exponent >= 0")
+    w = np.arange(1, experts + 1, dtype=np.float64) ** -exponent
+    p = w / w.sum()
+    cap = 1.0 / max(active, 1)
+    capped = np.zeros(experts, dtype=bool)
+    for _ in range(experts):
+        over = (p > cap * (1 + 1e-12)) & ~capped
+        if not over.any():
+            break
+        capped |= over
+        free = ~capped
+        p = np.where(capped, cap, p)
+        if free.any():
+            p[free] *= (1.0 - cap * capped.sum()) / p[free].sum()
+    return np.asarray(p, dtype=np.float64)
+
+
+def gini(shares: FloatArray) -> float:
+    """Gini coefficient of shares (0 = equal, -> 1 = one takes all): sum_i (2i - n - 1) x_(i) /
+    (n sum x), x sorted ascending. Dimensionless."""
+    x = np.sort(np.asarray(shares, dtype=np.float64))
+    n = x.size
+    return float(np.sum((2 * np.arange(1, n + 1) - n - 1) * x) / (n * x.sum()))
+
+
+def coverage(shares: FloatArray, mass: float) -> float:
+    """Share of the experts (hottest first) needed to carry `mass` of the routing (a fraction):
+    the smallest n with sum of the n largest shares >= mass, over E."""
+    c = np.cumsum(np.sort(np.asarray(shares))[::-1])
+    return float((np.searchsorted(c, mass - 1e-12) + 1) / c.size)
+
+
+def _bisect(f: Callable[[float], float], target: float, increasing: bool) -> float:
+    """The exponent in [0, 8] where the monotone measure `f` reaches `target` (bisection)."""
+    lo, hi = 0.0, 8.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        v = f(mid)
+        if (v < target) == increasing:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def exponent_for_gini(experts: int, target: float) -> float:
+    """The Zipf exponent whose shares over `experts` experts have Gini `target` (bisection on
+    [0, 8]; Gini grows with the exponent)."""
+    return _bisect(lambda s: gini(zipf_shares(experts, s)), target, increasing=True)
+
+
+def exponent_for_coverage(experts: int, share: float, mass: float) -> float:
+    """The Zipf exponent whose shares over `experts` experts need `share` of them (hottest
+    first) to carry `mass` of the routing (bisection; the needed share falls as it grows)."""
+    return _bisect(lambda s: coverage(zipf_shares(experts, s), mass), share, increasing=False)
+
+
+def family_exponent(family: ImbalanceFamily) -> float:
+    """A family's exponent from what its source states (data/moe_imbalance.toml's header)."""
+    if family.measure == "exponent":
+        return family.value
+    if family.measure == "gini":
+        return exponent_for_gini(family.experts, family.value)
+    return exponent_for_coverage(family.experts, family.value, family.mass)
+
+
+def model_exponent(model_key: str, data: ImbalanceData | None = None) -> float:
+    """The imbalance exponent of a catalog model (its family's; balanced when not listed)."""
+    return family_exponent((data or imbalance_data()).family_of(model_key))
+
+
+def placement_imbalance(shares: FloatArray, gpus: int, redundant: int = 0) -> float:
+    """Busiest GPU's share of the routed load over the mean (>= 1), after EPLB-style placement.
+
+    Redundancy: `redundant` times, the expert with the largest load per copy gets one more copy
+    (its load splits evenly over its copies). Packing: copies, heaviest first, each onto the
+    least-loaded GPU that has a free slot; every GPU has ceil((E + R) / gpus) slots (the greedy
+    heuristic of DeepSeek's EPLB, github.com/deepseek-ai/EPLB). Dimensionless. Example (by
+    hand, tests): shares 0.48, 0.24, 0.16, 0.12 on 2 GPUs -> 0.60 / 0.50 = 1.2; with one
+    redundant copy -> 0.52 / 0.50 = 1.04.
+    """
+    load = np.asarray(shares, dtype=np.float64)
+    copies = np.ones(load.size, dtype=np.int64)
+    for _ in range(redundant):
+        copies[int(np.argmax(load / copies))] += 1
+    items = sorted((float(load[i] / copies[i]) for i in range(load.size)
+                    for _ in range(int(copies[i]))), reverse=True)
+    slots = math.ceil(len(items) / gpus)
+    per_gpu = [0.0] * gpus
+    used = [0] * gpus
+    for x in items:
+        free = [g for g in range(gpus) if used[g] < slots]
+        g = min(free, key=lambda j: (per_gpu[j], j))
+        per_gpu[g] += x
+        used[g] += 1
+    return max(per_gpu) / (sum(per_gpu) / gpus)
+
+
+def sampling_imbalance(mean_pairs: float, gpus: int) -> float:
+    """Expected busiest GPU over the mean from a finite batch (>= 1): 1 + sqrt(2 ln n / mu).
+
+    A GPU's token-expert pairs are about Poisson with mean mu (variance mu); the expected
+    maximum of n such counts is about mu + sqrt(mu) sqrt(2 ln n) (the Gaussian extreme-value
+    approximation). 1 for one GPU or no load. Dimensionless.
+    """
+    if gpus <= 1 or mean_pairs <= 0:
+        return 1.0
+    return 1.0 + math.sqrt(2.0 * math.log(gpus) / mean_pairs)
+
+
+def imbalance_factor(*, experts: int, active: int, exponent: float, gpus: int,
+                     redundant: int = 0, batch_tokens: float = math.inf) -> float:
+    """Expected busiest GPU's routed load over the mean, gamma >= 1: the placement's skew times
+    the finite batch's (`placement_imbalance` x `sampling_imbalance` at B k / gpus pairs).
+    Balanced routing (exponent 0) on E divisible by the GPUs and an infinite batch: 1."""
+    static = placement_imbalance(zipf_shares(experts, exponent, active), gpus, redundant)
+    return static * sampling_imbalance(batch_tokens * active / gpus, gpus)
+
+
+# -- the deployment -----------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class EpSetup:
+    """A model variant on a GPU in one EP layout at one context, resolved to numbers."""
+
+    variant: ModelVariant
+    gpu: Gpu
+    layout: EpLayout
+    context_tokens: int
+    kv_dtype: str
+    moe_layers: int
+    exponent: float
+    scale_out_gb_s: float
+    """NIC bandwidth per GPU (GB/s, one direction; data/nodes.toml)."""
+    tflops: float = 0.0
+    """Dense TFLOP/s of one GPU at the weights' GEMM precision (0: from the catalog)."""
+    family: str = ""
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def experts(self) -> int:
+        moe = self.variant.model.moe
+        return moe.experts if moe else 1
+
+    @property
+    def active(self) -> int:
+        moe = self.variant.model.moe
+        return moe.active if moe else 1
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Weight bytes per parameter: stated weights / total parameters (B/param)."""
+        return self.variant.weights_bytes / (self.variant.model.params_total_b * 1e9)
+
+    @property
+    def expert_params_b(self) -> float:
+        """Parameters of ONE routed expert over all MoE layers, billions: X / E, with X the
+        routed-expert parameters (`Model.expert_params_b`). DeepSeek-V3: 654.5 / 256 = 2.557."""
+        return self.variant.model.expert_params_b / self.experts
+
+    @property
+    def shared_params_b(self) -> float:
+        """Parameters outside the routed experts (attention, dense layers, shared experts,
+        embeddings), billions: P_total - X. DeepSeek-V3: 16.5."""
+        return self.variant.model.params_total_b - self.variant.model.expert_params_b
+
+    @property
+    def expert_slots(self) -> int:
+        """Expert copies per GPU: ceil((E + R) / ep)."""
+        return math.ceil((self.experts + self.layout.redundant_experts) / self.layout.ep)
+
+    @property
+    def peak_tflops(self) -> float:
+        return self.tflops or self.gpu.tflops_for(self.variant.format.compute_dtype)
+
+    @property
+    def kv_request_bytes(self) -> float:
+        """KV of one sequence on each GPU of its attention group at the context (bytes; F2 with
+        TP = attention_tp: an MLA latent is whole on every rank)."""
+        return float(kv_request_bytes(self.variant.model, self.context_tokens, self.kv_dtype,
+                                      tp=self.layout.attention_tp).exact_bytes)
+
+    @property
+    def attention_flops(self) -> float:
+        """Attention FLOPs of one decode token at the context (F4b's A), FLOP."""
+        return float(attention_flops_per_token(self.variant.model, self.context_tokens))
+
+
+def ep_setup(model: str, gpu: str, layout: EpLayout, *, context_tokens: int,
+             kv_dtype: str = "fp16", weights: str | None = None, exponent: float | None = None,
+             catalog: Catalog | None = None, data: ImbalanceData | None = None) -> EpSetup:
+    """Resolve catalog keys into an `EpSetup` (InputError for a dense model, a bad layout)."""
+    cat = catalog or default_catalog()
+    variant = cat.variant(model, weights)
+    g = cat.gpu(gpu)
+    m = variant.model
+    if m.moe is None:
+        raise InputError(f"{m.key} is not a mixture-of-experts model: expert parallelism "
+                         "needs routed experts")
+    if layout.ep > m.moe.experts + layout.redundant_experts:
+        raise InputError(f"EP {layout.ep} exceeds the {m.moe.experts} experts "
+                         f"(+{layout.redundant_experts} redundant) of {m.key}")
+    d = data or imbalance_data()
+    info = d.models.get(m.key)
+    fam = d.family_of(m.key)
+    return EpSetup(variant=variant, gpu=g, layout=layout, context_tokens=context_tokens,
+                   kv_dtype=kv_dtype, moe_layers=info.moe_layers if info else m.layers,
+                   exponent=family_exponent(fam) if exponent is None else exponent,
+                   scale_out_gb_s=node_shape(g.key).scale_out_gb_s, family=fam.key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpMemory:
+    """Memory of one GPU (GB unless named otherwise) and the batch it allows."""
+
+    shared_gb: float
+    experts_gb: float
+    overhead_gb: float
+    buffers_gb: float
+    usable_gb: float
+    kv_budget_gb: float
+    kv_request_bytes: float
+    max_sequences_per_group: int
+    max_batch: int
+    """Sequences the whole deployment holds: per group x attention groups (0: does not fit)."""
+
+
+def ep_memory(s: EpSetup, *, util: float = DEFAULT_UTIL, overhead_gb: float = DEFAULT_OVERHEAD_GB,
+              buffers_gb: float | None = None) -> EpMemory:
+    """F3 per GPU under EP: shared weights / attention_tp (replicated under DP attention) +
+    ceil((E + R) / ep) expert copies x one expert's bytes; KV budget = memory x util - those -
+    overhead - EP buffers (GB); sequences per attention group = floor(budget / KV per
+    sequence). DeepSeek-V3 FP8 on 8 H200, DP attention: 16.5 + 32 x 2.557 = 98.3 GB of weights.
+    """
+    lay = s.layout
+    shared = s.shared_params_b * s.bytes_per_param / lay.attention_tp
+    experts = s.expert_slots * s.expert_params_b * s.bytes_per_param
+    buf = (EP_BUFFER_GB if lay.ep > 1 else 0.0) if buffers_gb is None else buffers_gb
+    usable = s.gpu.memory_gb * util
+    budget = usable - shared - experts - overhead_gb - buf
+    kv = s.kv_request_bytes
+    per_group = max(int(budget * GB // kv), 0) if budget > 0 else 0
+    return EpMemory(shared_gb=shared, experts_gb=experts, overhead_gb=overhead_gb,
+                    buffers_gb=buf, usable_gb=usable, kv_budget_gb=budget, kv_request_bytes=kv,
+                    max_sequences_per_group=per_group, max_batch=per_group * lay.attention_groups)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpStep:
+    """One decode step of the deployment at a total batch, ms (the busiest GPU's)."""
+
+    batch: float
+    """Sequences decoding in the whole deployment."""
+    attention_ms: float
+    experts_ms: float
+    comm_ms: float
+    step_ms: float
+    bound_ms: float
+    """The spec-sheet bound at the same batch (`bound_ms`)."""
+    imbalance: float
+    overlap: str
+    gpus: int
+
+    @property
+    def tpot_ms(self) -> float:
+        return self.step_ms
+
+    @property
+    def tok_s_per_gpu(self) -> float:
+        """Output tokens per second per GPU: B x 1000 / step / GPUs (tau = 1: no drafts)."""
+        return self.batch * 1e3 / self.step_ms / self.gpus
+
+    @property
+    def bound_tok_s_per_gpu(self) -> float:
+        return self.batch * 1e3 / self.bound_ms / self.gpus
+
+
+def _touched(s: EpSetup, batch: float) -> float:
+    """Share of a layer's experts a batch touches (uniform routing, F4): 1 - (1 - k/E)^B."""
+    return float(expected_experts_touched(s.experts, s.active, max(batch, 1.0))) / s.experts
+
+
+def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: float = 1.0,
+                     eff: float = 1.0) -> tuple[float, float]:
+    """(attention part, expert part) of the busiest GPU's compute for `batch` sequences, ms.
+
+    Attention part: max(bytes / (BW eta_bw), FLOPs / (F eff)) with bytes = (S - lookup) x
+    bytes/param / attention_tp + b_g x KV and FLOPs = b_g x (2 (S - lookup) + A) / attention_tp,
+    b_g = B / attention groups (S: shared parameters; the input embedding is a lookup, F4b).
+    Expert part: max(slots x X/E x bytes/param x touched(B) / (BW eta_bw), 2 X/E x gamma B k /
+    ep / (F eff)): the GPU's expert copies read, its token-expert pairs multiplied. Each part on
+    its own roofline, one after the other (F4b). Unit: ms.
+    """
+    lay = s.layout
+    bw = s.gpu.bandwidth_gb_s * GB * eta_bw
+    f = s.peak_tflops * TERA * eff
+    shared = (s.shared_params_b - s.variant.model.lookup_params_b) * 1e9
+    b_g = batch / lay.attention_groups
+    attn_bytes = shared * s.bytes_per_param / lay.attention_tp + b_g * s.kv_request_bytes
+    attn_flops = b_g * (2.0 * shared + s.attention_flops) / lay.attention_tp
+    exp_bytes = s.expert_slots * s.expert_params_b * 1e9 * s.bytes_per_param * _touched(s, batch)
+    exp_flops = 2.0 * s.expert_params_b * 1e9 * imbalance * batch * s.active / lay.ep
+    return (max(attn_bytes / bw, attn_flops / f) * 1e3, max(exp_bytes / bw, exp_flops / f) * 1e3)
+
+
+def all_to_all_ms(s: EpSetup, batch: float, *, imbalance: float = 1.0,
+                  latency: bool = True) -> float:
+    """Dispatch + combine of one decode step over every MoE layer, ms (the busiest GPU).
+
+    Per layer: 2 x latency + gamma x (B / ep) x k x hidden x (d + c) bytes x max(intra / BW_up,
+    inter / BW_out), with d = 1 (FP8 dispatch) and c = 2 (BF16 combine) bytes per element,
+    intra = (r - 1) / ep and inter = (ep - r) / ep the shares of destinations inside and outside
+    the GPU's scale-up domain of r = min(ep, domain) ranks (local ones send nothing), BW_up the
+    GPU's NVLink (`Gpu.interconnect_gb_s`) and BW_out its NIC (`NodeShape.scale_out_gb_s`).
+    Latency: 8 us inside the domain, 50 us across it (`SCALE_UP_LATENCY_US`,
+    `SCALE_OUT_LATENCY_US`). Example: 8 H200 (450 GB/s), B = 1024, DeepSeek-V3 (hidden 7168,
+    k = 8): 128 x 8 x 7168 x 3 x 7/8 / 450e9 = 42.8 us + 16 us per layer, x 58 = 3.41 ms.
+    """
+    lay = s.layout
+    if lay.ep <= 1:
+        return 0.0
+    r = lay.domain_ranks
+    per_gpu_bytes = (imbalance * batch / lay.ep * s.active * s.variant.model.hidden
+                     * (DISPATCH_BYTES_PER_ELEMENT + COMBINE_BYTES_PER_ELEMENT))
+    wire = max((r - 1) / lay.ep * per_gpu_bytes / (s.gpu.interconnect_gb_s * GB),
+               (lay.ep - r) / lay.ep * per_gpu_bytes / (s.scale_out_gb_s * GB))
+    lat_us = SCALE_UP_LATENCY_US if lay.scale_up else SCALE_OUT_LATENCY_US
+    return s.moe_layers * ((2.0 * lat_us * 1e-6 if latency else 0.0) + wire) * 1e3
+
+
+def bound_ms(s: EpSetup, batch: float) -> float:
+    """The spec-sheet bound on the step, ms: max(all bytes / BW, all FLOPs / F) at peak with
+    balanced load (gamma = 1) and the all-to-alls fully hidden. A max of sums is at most the sum
+    of the maxima, gamma >= 1, knobs <= 1 only slow down, and two micro-batches read the weights
+    twice, so `ep_step` is never faster under either overlap."""
+    lay = s.layout
+    shared = (s.shared_params_b - s.variant.model.lookup_params_b) * 1e9
+    b_g = batch / lay.attention_groups
+    read = (shared * s.bytes_per_param / lay.attention_tp + b_g * s.kv_request_bytes
+            + s.expert_slots * s.expert_params_b * 1e9 * s.bytes_per_param * _touched(s, batch))
+    flops = (b_g * (2.0 * shared + s.attention_flops) / lay.attention_tp
+             + 2.0 * s.expert_params_b * 1e9 * batch * s.active / lay.ep)
+    return max(read / (s.gpu.bandwidth_gb_s * GB), flops / (s.peak_tflops * TERA)) * 1e3
+
+
+def ep_step(s: EpSetup, batch: float, *, eta_bw: float = 1.0, eff: float = 1.0,
+            overhead_ms: float = 0.0, overlap: Overlap | str = DEFAULT_OVERLAP) -> EpStep:
+    """The decode step at a total batch of `batch` sequences (ms), busiest GPU.
+
+    SUM: t0 + attention(B) + experts(B) + all-to-all(B). TBO: t0 + max(2 [attention(B/2) +
+    experts(B/2)], 2 all-to-all(B/2)): two micro-batches, each reading the weights, their
+    communication hidden behind the other's compute (as DeepSeek's and SGLang's two-batch
+    overlap do; the pipeline's fill and drain are left out). gamma at the micro-batch's size.
+    """
+    if batch <= 0:
+        raise InputError("batch must be > 0 sequences")
+    ov = Overlap(overlap)
+    parts = 1 if ov == Overlap.SUM else 2
+    b = batch / parts
+    gamma = imbalance_factor(experts=s.experts, active=s.active, exponent=s.exponent,
+                             gpus=s.layout.ep, redundant=s.layout.redundant_experts,
+                             batch_tokens=b)
+    attn, exp = compute_parts_ms(s, b, imbalance=gamma, eta_bw=eta_bw, eff=eff)
+    comm = parts * all_to_all_ms(s, b, imbalance=gamma)
+    compute = parts * (attn + exp)
+    step = overhead_ms + (compute + comm if ov == Overlap.SUM else max(compute, comm))
+    return EpStep(batch=batch, attention_ms=parts * attn, experts_ms=parts * exp, comm_ms=comm,
+                  step_ms=step, bound_ms=bound_ms(s, batch), imbalance=gamma, overlap=ov.value,
+                  gpus=s.layout.ep)
+
+
+def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
+                          imbalance: float = 1.0) -> float:
+    """Input tokens per second per GPU of a compute-bound prefill (F6 per GPU), tok/s.
+
+    Per prompt token on its GPU: 2 (S - lookup) / attention_tp + 4 x layers x q_heads x
+    head_dim x L / 2 (causal attention, F6) / attention_tp, plus its experts' 2 X/E x k x gamma
+    (spread over the EP group, the busiest GPU's share); all at F x MFU. Communication hidden
+    (two-batch overlap). The spec sheet: MFU 1, gamma 1."""
+    m = s.variant.model
+    shared = (s.shared_params_b - m.lookup_params_b) * 1e9
+    attn = float(attention_flops_per_token(m, prompt_tokens)) / 2.0
+    per_token = ((2.0 * shared + attn) / s.layout.attention_tp
+                 + 2.0 * s.expert_params_b * 1e9 * s.active * imbalance)
+    return s.peak_tflops * TERA * mfu / per_token
+
+
+# -- planning ------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class EpOption:
+    """One layout of a plan: memory, the batch used, the step and the throughput per GPU."""
+
+    layout: EpLayout
+    memory: EpMemory
+    batch: int
+    overlap: str
+    step: EpStep | None
+    """None where the weights do not fit."""
+    exponent: float
+
+    @property
+    def fits(self) -> bool:
+        return self.step is not None
+
+    @property
+    def tok_s_per_gpu(self) -> float:
+        return self.step.tok_s_per_gpu if self.step else 0.0
+
+    @property
+    def tpot_ms(self) -> float:
+        return self.step.tpot_ms if self.step else math.inf
+
+
+def plan_ep(model: str, gpu: str, n_gpus: int, *, prompt_tokens: int, output_tokens: int,
+            batch_per_gpu: int | None = None, kv_dtype: str = "fp16", weights: str | None = None,
+            eta_bw: float = 1.0, eff: float = 1.0, overhead_ms: float = 0.0,
+            util: float = DEFAULT_UTIL, overhead_gb: float = DEFAULT_OVERHEAD_GB,
+            redundant_options: tuple[int, ...] = (0, 32),
+            overlaps: tuple[Overlap | str, ...] = (Overlap.TBO, Overlap.SUM),
+            catalog: Catalog | None = None) -> list[EpOption]:
+    """The EP layouts of `n_gpus` GPUs for a model: DP attention, and TP attention within a
+    node (2, 4 or 8 GPUs dividing the heads), each with the redundancy options whose copies
+    divide evenly over the GPUs, under each overlap; the KV held at prompt + output tokens.
+    The batch: `batch_per_gpu` x GPUs, else the most that fits (F3 per GPU) capped at
+    `MAX_TOKENS_PER_RANK` per GPU. Sorted by throughput per GPU, the best first. Knobs: the
+    spec sheet's by default."""
+    cat = catalog or default_catalog()
+    shape = node_shape(cat.gpu(gpu).key)
+    heads = min((grp.q_heads for grp in cat.variant(model, weights).model.layer_groups
+                 if grp.q_heads), default=1)
+    tps = [1] + [t for t in (2, 4, 8) if t <= min(n_gpus, shape.max_gpus_per_node)
+                 and n_gpus % t == 0 and heads % t == 0]
+    experts = cat.variant(model, weights).model.moe
+    out: list[EpOption] = []
+    for tp in tps:
+        for red in redundant_options:
+            if experts is None or (red and (experts.experts + red) % n_gpus):
+                continue
+            lay = ep_layout(gpu, n_gpus, attention_tp=tp, redundant_experts=red, shape=shape)
+            s = ep_setup(model, gpu, lay, context_tokens=prompt_tokens + output_tokens,
+                         kv_dtype=kv_dtype, weights=weights, catalog=cat)
+            mem = ep_memory(s, util=util, overhead_gb=overhead_gb)
+            cap = MAX_TOKENS_PER_RANK * n_gpus
+            b = min(mem.max_batch, cap) if batch_per_gpu is None else batch_per_gpu * n_gpus
+            fits = mem.max_batch >= max(b, 1)
+            for ov in overlaps:
+                step = ep_step(s, b, eta_bw=eta_bw, eff=eff, overhead_ms=overhead_ms,
+                               overlap=ov) if fits and b > 0 else None
+                out.append(EpOption(layout=lay, memory=mem, batch=b, overlap=Overlap(ov).value,
+                                    step=step, exponent=s.exponent))
+    return sorted(out, key=lambda o: -o.tok_s_per_gpu)

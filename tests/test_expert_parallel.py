@@ -1,0 +1,190 @@
+"""Wide expert parallelism (capacity/model/expert_parallel.py): hand-computed all-to-all time
+over NVLink and over the NIC, the imbalance factor of a small case, memory per GPU, the
+spec-sheet bound, the imbalance data and the three DeepSeek-R1 deployments of issue 27."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from capacity.catalog.loader import DATA_DIR, Catalog, default_catalog, parse_gpu
+from capacity.catalog.moe_data import imbalance_data, parse_imbalance
+from capacity.errors import CatalogError, InputError
+from capacity.model.expert_parallel import (
+    EpLayout,
+    Overlap,
+    all_to_all_ms,
+    bound_ms,
+    coverage,
+    ep_layout,
+    ep_memory,
+    ep_setup,
+    ep_step,
+    exponent_for_coverage,
+    exponent_for_gini,
+    family_exponent,
+    gini,
+    imbalance_factor,
+    placement_imbalance,
+    plan_ep,
+    prefill_tok_s_per_gpu,
+    sampling_imbalance,
+    zipf_shares,
+)
+from capacity.model.parallel import DEFAULT_NCCL_GB
+
+PENDING_GB200 = DATA_DIR / "gpus" / "gb200.toml.pending"
+
+
+def with_gb200() -> Catalog:
+    """The catalog with GB200, whether it is bundled already or still pending (its file waits
+    for the planner to handle the [4, 72] node sizes of data/nodes.toml's [gb200])."""
+    cat = default_catalog()
+    if "gb200" in cat.gpus or not PENDING_GB200.is_file():
+        return cat
+    import tomllib
+    g = parse_gpu(PENDING_GB200, tomllib.loads(PENDING_GB200.read_text(encoding="utf-8")))
+    return Catalog(models=cat.models, gpus={**cat.gpus, "gb200": g}, formats=cat.formats)
+
+
+X_B = 634.0 / (1.0 - 8 / 256)  # DeepSeek-V3's routed-expert parameters, billions
+MLA_BYTES_PER_TOKEN = (512 + 64) * 2 * 61  # bf16 latent, 61 layers
+
+
+def test_all_to_all_over_nvlink_by_hand() -> None:
+    s = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8), context_tokens=1000)
+    assert s.layout.scale_up and s.moe_layers == 58
+    per_gpu = 1024 / 8 * 8 * 7168 * (1 + 2)  # tokens x k x hidden x (FP8 + BF16) bytes
+    per_layer_s = 7 / 8 * per_gpu / 450e9 + 2 * 8e-6
+    assert all_to_all_ms(s, 1024) == pytest.approx(58 * per_layer_s * 1e3, rel=1e-12)
+    assert all_to_all_ms(s, 1024) == pytest.approx(3.411, abs=1e-3)
+
+
+def test_all_to_all_over_the_nic_by_hand() -> None:
+    lay = ep_layout("h100-sxm", 16)
+    assert (lay.nodes, lay.scale_up, lay.domain_ranks) == (2, False, 8)
+    s = ep_setup("deepseek-v3", "h100-sxm", lay, context_tokens=1000)
+    assert s.scale_out_gb_s == pytest.approx(50.0)  # 400 Gb/s per GPU
+    per_gpu = 1024 / 16 * 8 * 7168 * 3
+    nvlink_s, nic_s = 7 / 16 * per_gpu / 450e9, 8 / 16 * per_gpu / 50e9
+    assert nic_s > nvlink_s
+    assert all_to_all_ms(s, 1024) == pytest.approx(58 * (nic_s + 2 * 50e-6) * 1e3, rel=1e-12)
+    assert all_to_all_ms(s, 1024, imbalance=2.0, latency=False) == pytest.approx(
+        58 * 2 * nic_s * 1e3, rel=1e-12)
+
+
+def test_imbalance_small_case_by_hand() -> None:
+    shares = zipf_shares(4, 1.0)  # 1, 1/2, 1/3, 1/4 over 25/12
+    assert list(shares) == pytest.approx([0.48, 0.24, 0.16, 0.12])
+    # 0.48 -> GPU0, 0.24 -> GPU1, 0.16 -> GPU1 (0.40), 0.12 -> GPU0 (GPU1 full): 0.60 / 0.50
+    assert placement_imbalance(shares, 2) == pytest.approx(1.2)
+    # one redundant copy of the hottest: 0.24 x 3, 0.16, 0.12 in 3 slots each -> 0.52 / 0.50
+    assert placement_imbalance(shares, 2, redundant=1) == pytest.approx(1.04)
+    assert sampling_imbalance(100, 8) == pytest.approx(1 + math.sqrt(2 * math.log(8) / 100))
+    assert sampling_imbalance(100, 1) == 1.0
+    assert imbalance_factor(experts=4, active=1, exponent=1.0, gpus=2, batch_tokens=50) == \
+        pytest.approx(1.2 * (1 + math.sqrt(2 * math.log(2) / 25)))
+
+
+def test_balanced_routing_is_balanced() -> None:
+    assert imbalance_factor(experts=256, active=8, exponent=0.0, gpus=8) == pytest.approx(1.0)
+    # 256 experts on 72 GPUs: 4 slots on some, 3 on others -> 4 / (256 / 72)
+    assert imbalance_factor(experts=256, active=8, exponent=0.0, gpus=72) == pytest.approx(
+        4 / (256 / 72))
+
+
+def test_top_k_caps_an_experts_share() -> None:
+    p = zipf_shares(16, 3.0, active=4)
+    assert p.sum() == pytest.approx(1.0) and p.max() <= 0.25 + 1e-12
+
+
+def test_measures_convert_to_exponents() -> None:
+    s = exponent_for_gini(64, 0.24)
+    assert gini(zipf_shares(64, s)) == pytest.approx(0.24, abs=1e-6)
+    c = exponent_for_coverage(128, 65 / 128, 0.9)
+    assert coverage(zipf_shares(128, c), 0.9) == pytest.approx(65 / 128, abs=1 / 128)
+    data = imbalance_data()
+    assert family_exponent(data.families["balanced"]) == 0.0
+    assert data.family_of("deepseek-v3").key == "deepseek-v3"
+    assert data.family_of("llama-3.1-8b").key == "balanced"
+    for fam in data.families.values():
+        assert fam.source.strip() and fam.as_of.strip()
+
+
+def test_bad_imbalance_file_is_named() -> None:
+    with pytest.raises(CatalogError, match="balanced"):
+        parse_imbalance("[family.x]\nname='x'\nmeasure='exponent'\nvalue=1\nsource='s'\n"
+                        "as_of='2026'\n")
+    with pytest.raises(CatalogError, match="measure 'skew'"):
+        parse_imbalance("[family.balanced]\nname='b'\nmeasure='skew'\nvalue=0\nsource='s'\n"
+                        "as_of='2026'\n")
+
+
+def test_memory_per_gpu_by_hand() -> None:
+    s = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8), context_tokens=1000)
+    m = ep_memory(s)
+    assert s.bytes_per_param == pytest.approx(1.0)  # FP8: 671 GB for 671 B
+    assert m.shared_gb == pytest.approx(671 - X_B)
+    assert m.experts_gb == pytest.approx(32 * X_B / 256)
+    assert m.kv_request_bytes == pytest.approx(MLA_BYTES_PER_TOKEN * 1000)
+    budget = 141 * 0.9 - 671 + X_B - 32 * X_B / 256 - 1.5 - DEFAULT_NCCL_GB
+    assert m.kv_budget_gb == pytest.approx(budget)
+    assert m.max_sequences_per_group == int(budget * 1e9 // (MLA_BYTES_PER_TOKEN * 1000))
+    assert m.max_batch == 8 * m.max_sequences_per_group
+    tp = ep_memory(ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8, attention_tp=8),
+                            context_tokens=1000))
+    assert tp.shared_gb == pytest.approx((671 - X_B) / 8)  # split over the TP group
+    assert tp.kv_request_bytes == pytest.approx(m.kv_request_bytes)  # MLA: whole on every rank
+    red = ep_memory(ep_setup("deepseek-v3", "h200-sxm",
+                             ep_layout("h200-sxm", 8, redundant_experts=32), context_tokens=1000))
+    assert red.experts_gb == pytest.approx(36 * X_B / 256)
+
+
+@pytest.mark.parametrize(("gpu", "ep", "tp", "red"), [
+    ("h200-sxm", 8, 1, 0), ("h200-sxm", 8, 8, 32), ("h100-sxm", 16, 1, 32),
+    ("h100-sxm", 16, 4, 0), ("gb200", 72, 1, 32), ("gb200", 72, 2, 0), ("b200", 8, 1, 0)])
+@pytest.mark.parametrize("overlap", list(Overlap))
+def test_the_spec_sheet_bounds_every_step(gpu: str, ep: int, tp: int, red: int,
+                                          overlap: Overlap) -> None:
+    lay = ep_layout(gpu, ep, attention_tp=tp, redundant_experts=red)
+    cat = with_gb200()
+    for ctx in (512, 4096, 32768):
+        s = ep_setup("deepseek-v3", gpu, lay, context_tokens=ctx, catalog=cat)
+        for batch in (1, 7, 64, 512, 4096, 20000):
+            for eta, eff, t0 in ((1.0, 1.0, 0.0), (0.65, 0.3, 0.0), (0.46, 0.135, 2.0)):
+                step = ep_step(s, batch, eta_bw=eta, eff=eff, overhead_ms=t0, overlap=overlap)
+                assert step.step_ms >= step.bound_ms * (1 - 1e-12)
+                assert step.bound_ms == bound_ms(s, batch)
+
+
+def test_prefill_bound() -> None:
+    s = ep_setup("deepseek-v3", "h100-sxm", ep_layout("h100-sxm", 32, redundant_experts=32),
+                 context_tokens=2000)
+    spec = prefill_tok_s_per_gpu(s, 2000)
+    assert prefill_tok_s_per_gpu(s, 2000, mfu=0.38, imbalance=1.1) < spec
+    # per token: 2 x 37 B minus the untied embedding (0.93 B) and attention: at most F / 2P
+    assert spec < 1979e12 / (2 * (37 - 7168 * 129280 / 1e9) * 1e9)
+
+
+def test_layout_checks() -> None:
+    with pytest.raises(InputError, match="divide"):
+        EpLayout(ep=8, attention_tp=3)
+    with pytest.raises(InputError, match="not a mixture-of-experts"):
+        ep_setup("llama-3.1-8b", "h100-sxm", ep_layout("h100-sxm", 8), context_tokens=100)
+    with pytest.raises(InputError, match="batch"):
+        ep_step(ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8),
+                         context_tokens=100), 0)
+
+
+@pytest.mark.parametrize(("gpu", "n", "nodes", "scale_up"), [
+    ("h200-sxm", 8, 1, True), ("h100-sxm", 16, 2, False), ("gb200", 72, 1, True)])
+def test_the_three_deepseek_deployments(gpu: str, n: int, nodes: int, scale_up: bool) -> None:
+    opts = plan_ep("deepseek-v3", gpu, n, prompt_tokens=2000, output_tokens=500,
+                   eta_bw=0.65, eff=0.3, catalog=with_gb200())
+    dp = [o for o in opts if o.layout.dp_attention and o.fits]
+    assert dp and all(o.layout.nodes == nodes and o.layout.scale_up == scale_up for o in opts)
+    best = opts[0]
+    assert best.fits and best.tok_s_per_gpu > 0 and best.tpot_ms > 0
+    assert best.batch <= 256 * n
+    assert all(o.tok_s_per_gpu <= o.step.bound_tok_s_per_gpu for o in opts if o.step)
