@@ -145,3 +145,25 @@ def test_short_chat_ranks_aggregated_first() -> None:
     assert c.reason.startswith("aggregated: ")
     assert "decode steps stay almost untouched" in c.reason
     assert "a second pool cost more" in c.reason
+
+
+def test_size_cli_ranks_disaggregated_beside_aggregated(capsys: pytest.CaptureFixture[str]) -> None:
+    """`capacity size --disaggregated`: the winner with its reason in text, both rankings in
+    JSON; the long-prompt, tight-TPOT workload of the test above at 2.4 req/s design load."""
+    import json
+
+    from capacity.cli.main import main
+
+    args = ["size", "--dau", "4800", "--requests-per-user", "10", "--peak-share", "0.3",
+            "--peak-hours", "2", "--ctx", "16384", "--prompt-tokens", "8192",
+            "--output-tokens", "256", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "20",
+            "--model", "llama-3.1-70b", "--gpus", "h100-sxm", "--currency", "USD",
+            "--max-gpus", "32", "--disaggregated", "--top", "2"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Disaggregated prefill/decode" in text and "winner: disaggregated: " in text
+    assert main([*args, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    d = data["disaggregated"]
+    assert d["winner"] == "disaggregated" and d["options"][0]["ratio"].endswith("D")
+    assert d["options"][0]["cost_per_month"] < data["options"][0]["cost_per_month"]

@@ -66,6 +66,7 @@ from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.deployment import Deployment
 from capacity.plan.deployment import record as deployment_record
 from capacity.plan.detail import simulate_option
+from capacity.plan.disagg import Comparison, compare
 from capacity.plan.drafting import DraftNote, draft_note
 from capacity.plan.mix import MixPlan, load_mix, plan_mix
 from capacity.plan.options import MAX_GPUS, REASON_TEXT, Option, Plan, PlanInputs, Slo
@@ -167,6 +168,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     m.add_argument("--no-tp", action="store_true", help="replicas only, no tensor parallel")
     m.add_argument("--spare", action="store_true",
                    help="N+1: add one spare replica (TP GPUs) to every option, in its costs")
+    m.add_argument("--disaggregated", action="store_true",
+                   help="also rank disaggregated prefill/decode deployments (a prefill pool and "
+                        "a decode pool, the KV handed over NVLink or the NICs) beside these and "
+                        "say which wins and why (docs/disaggregation.md; a rate or daily-user "
+                        "workload)")
     d = p.add_argument_group("speculative decoding (F12)")
     d.add_argument("--draft", action="append", default=[], metavar="KIND:K",
                    help="also search this draft beside none (repeatable or a comma list): "
@@ -556,6 +562,23 @@ def offer_notes(inp: PlanInputs, catalog: Catalog | None = None) -> list[str]:
             for g in without_offer({o.gpu: o for o in inp.offers}, gpus) if g not in entered]
 
 
+def disaggregated_text(cmp: Comparison, top: int) -> str:
+    """`capacity size --disaggregated`'s section: the winner and why, then the best
+    disaggregated deployments with their hand-over and pools."""
+    lines = ["", "Disaggregated prefill/decode (docs/disaggregation.md)",
+             f"winner: {cmp.reason}"]
+    pct = f"p{cmp.inputs.slo.quantile * 100:g}"
+    for i, d in enumerate(cmp.disaggregated[:top], 1):
+        lines.append(f"{i}. {d.label}: {d.n_gpus} GPUs, {d.currency} {d.cost_per_month:,.0f}/month;"
+                     f" TTFT {pct} {d.ttft_ms:,.0f} ms (hand-over {d.transfer_ms:.1f} ms + wait "
+                     f"{d.transfer_wait_ms:.1f} ms), TPOT {pct} {d.tpot_ms:.1f} ms; a prefill "
+                     f"replica serves {d.prefill_capacity_per_s:.2f} req/s, a decode replica "
+                     f"{d.decode_capacity_per_s:.2f}, for {d.design_rate_per_s:.2f} req/s")
+    if not cmp.disaggregated:
+        lines.append("no disaggregated deployment meets the SLOs within the search")
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
     if args.quote:
@@ -580,9 +603,16 @@ def run(args: argparse.Namespace) -> int:
     sim = None
     if (args.simulate or args.quote) and p.best is not None:
         sim = simulate_option(inp, p.best, chunk_tokens=args.chunked_prefill)
+    cmp = compare(inp, aggregated=p) if args.disaggregated else None
     if args.format == "json":
         data = to_json(p, args.top)
         data["tokens_over_context"] = over or None
+        if cmp is not None:
+            data["disaggregated"] = {
+                "winner": cmp.winner, "reason": cmp.reason,
+                "options": [{**{k: v for k, v in asdict(d).items() if k != "link"},
+                             "link": d.link.kind, "ratio": d.ratio, "label": d.label,
+                             "gpus": d.n_gpus} for d in cmp.disaggregated[:args.top]]}
         data["draft_note"] = None if note is None else {
             **asdict(note), "outcome": note.outcome.value, "verify_bound": note.verify_bound.value,
             "failures": [r.value for r in note.failures],
@@ -606,6 +636,8 @@ def run(args: argparse.Namespace) -> int:
               end="")
     else:
         print(to_text(p, args.top, args.format, cheaper, note), end="")
+        if cmp is not None:
+            print(disaggregated_text(cmp, args.top), end="")
         if sim is not None and args.simulate:
             print(f"\nevent model, best option at the design load: TTFT p50/p90/p99 "
                   f"{sim.ttft_ms[0.5]:.0f}/{sim.ttft_ms[0.9]:.0f}/{sim.ttft_ms[0.99]:.0f} ms, "
