@@ -77,15 +77,6 @@ def chart_spec(version: str, inp: FrontierInputs, lang: str, interactivity: floa
     spec: dict[str, Any] = frontier_chart(fr, lang=lang, interactivity=interactivity,
                                           current=cur, measured=frame).to_dict()
     spec.pop("width", None)
-    for layer in spec.get("layer", ()):
-        # the faint dots' `legend: null` hides the GPU legend the layers share (Vega-Lite
-        # merges it): drop it, so the GPUs are named
-        color = layer.get("encoding", {}).get("color", {})
-        if "legend" in color and color["legend"] is None:
-            del color["legend"]
-        if layer.get("mark", {}).get("shape") == "cross":  # the what-if / recommendation:
-            layer["mark"].update(stroke="black", strokeWidth=1.5, size=420)  # over any line
-    spec.setdefault("config", {}).setdefault("legend", {})["symbolOpacity"] = 1
     return spec
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +25,8 @@ from capacity.model.speculative import acceptance_length_from_rate, make_draft
 from capacity.report.explain import Targets, explain, show_math
 from capacity.report.urlstate import DEFAULT_STATE, ExplorerState, decode, encode
 from capacity.units import GB
+from tests.test_app_explorer import metrics, start
 
-APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 LLAMA = {"model": "llama-3.1-8b", "weights": "bf16", "gpu": "h100-sxm"}
 
 
@@ -196,19 +195,6 @@ def test_the_explanation_and_the_math_agree_with_evaluate() -> None:
 
 
 # ---- the Explorer page ----------------------------------------------------------------------
-
-def start(**params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception
-    return at
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: str(m.value) for m in at.metric}
-
 
 def texts(at: AppTest) -> str:
     return " | ".join([c.value for c in at.caption] + [w.value for w in at.warning])

@@ -103,7 +103,7 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
     faint = _faint(df).rename(columns={"gpu_name": lab["gpu"]})
     layers: list[Any] = [
         alt.Chart(faint).mark_circle(size=12, opacity=0.12).encode(
-            x=x, y=y, color=alt.Color(f"{lab['gpu']}:N", title=lab["gpu"], legend=None)),
+            x=x, y=y, color=alt.Color(f"{lab['gpu']}:N", title=lab["gpu"])),
         alt.Chart(front).mark_line(strokeWidth=1.5).encode(
             x=x, y=y, color=color, strokeDash=alt.StrokeDash(f"{lab['style']}:N",
                                                              title=lab["style"]),
@@ -121,13 +121,14 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
                                            format=",.0f")]))
     if current is not None:
         c = pd.DataFrame([{k: current.get(k, "") for k in MEASURED_COLUMNS}])
-        layers.append(alt.Chart(c).mark_point(shape="cross", size=260, filled=True,
-                                              color="red").encode(
+        layers.append(alt.Chart(c).mark_point(shape="cross", size=420, filled=True, color="red",
+                                              stroke="black", strokeWidth=1.5).encode(
             x=x, y=y, tooltip=[alt.Tooltip("label:N", title=lab["current"])]))
     if interactivity is not None:
         rule = pd.DataFrame([{"interactivity_tok_s_per_user": interactivity,
                               "label": f"{lab['target']}: {interactivity:g}"}])
         layers.append(alt.Chart(rule).mark_rule(strokeDash=[4, 4], color="gray").encode(
             x=x, tooltip=[alt.Tooltip("label:N", title=lab["target"])]))
-    return cast(alt.LayerChart,
-                alt.layer(*layers).properties(width=width, height=height).interactive())
+    # the faint dots share the GPU legend with the fronts: its symbols drawn opaque
+    return cast(alt.LayerChart, alt.layer(*layers).properties(width=width, height=height)
+                .configure_legend(symbolOpacity=1).interactive())
