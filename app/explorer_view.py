@@ -216,8 +216,7 @@ def deployment_panel(dep: DeploymentView, state: ExplorerState, lang: str) -> Pa
     return Panel(t("dep_title", lang, label=option_label(o, lang)),
                  tuple(Metric(label, value, help=label)
                        for label, value in figure_rows(dep.inputs, o, lang)),
-                 " · ".join(x for x in (load_words, nodes_text(o, lang), verdict,
-                                        t("dep_no_draft", lang) if state.draft else "") if x))
+                 " · ".join(x for x in (load_words, nodes_text(o, lang), verdict) if x))
 
 
 def shown_value(state: ExplorerState, name: str, catalog: Catalog, lang: str) -> str:

@@ -216,7 +216,10 @@ def test_explorer_shows_the_drafted_step_the_published_tau_and_its_source() -> N
     assert d is not None
     assert f"τ = {d.acceptance_length:.3g} tokens per step" in shown
     assert "published at depth 7" in shown and d.source.split(" (depth")[0] in shown
-    assert "Planner does not plan speculative decoding" in shown
+    # the deployment box is the Planner's figures for the same drafted deployment (one answer)
+    assert any(m.value.startswith("**The deployment") and m.value.endswith("EAGLE k=3**")
+               for m in at.markdown)
+    assert "Planner does not plan" not in shown
     # "show the math": F12's lines, with the numbers of `draft_gain`
     math_lines = {c.value.splitlines()[0]: c.value.splitlines()[1] for c in at.code}
     tpot_line = math_lines["TPOT = (t_verify + t_draft) / tau; speed-up = TPOT without the "

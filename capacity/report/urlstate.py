@@ -191,6 +191,12 @@ class ExplorerState:
         except InputError:
             return None
 
+    def _plan_draft(self, catalog: Catalog) -> dict[str, Any]:
+        """The planner's draft fields for this what-if's usable draft (F12): its key and the
+        tau it runs at, as an entered length (the Explorer's, published or entered)."""
+        d = self.usable_draft(catalog.variant(self.model, self.weights))
+        return {} if d is None else {"drafts": (d.key,), "acceptance_length": d.acceptance_length}
+
     def plan_inputs(self, catalog: Catalog) -> PlanInputs:
         """The planner's inputs for this what-if: its one GPU, format and KV precision, its
         workload at the design load (`load` req/s, else a closed loop of `c` requests, no
@@ -215,7 +221,8 @@ class ExplorerState:
             slo=Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms,
                     quantile=self.pct / 100.0, cost_per_mtok=self.slo_cost),
             offers=offers, offer_kind=self.offer,
-            prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0)
+            prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0,
+            **self._plan_draft(catalog))
         derived = base.price_of(g).per_gpu_hour
         if not math.isclose(derived, self.price, rel_tol=1e-6, abs_tol=1e-9):
             base = replace(base, price_overrides=((g.key, self.price),))
@@ -236,8 +243,10 @@ class ExplorerState:
         it was opened from, with the same figures (`deployment.assess`)."""
         from capacity.plan.deployment import Deployment
 
-        return Deployment(inputs=self.plan_inputs(catalog), gpu=self.gpu, weights=self.weights,
-                          kv_dtype=self.kv, tp=self.tp, replicas=max(self.gpus // self.tp, 1))
+        inp = self.plan_inputs(catalog)
+        return Deployment(inputs=inp, gpu=self.gpu, weights=self.weights,
+                          kv_dtype=self.kv, tp=self.tp, replicas=max(self.gpus // self.tp, 1),
+                          draft=inp.drafts[0] if inp.drafts else "")
 
 
 STEP_METHODS: tuple[str, ...] = tuple(m.value for m in StepMethod)
@@ -256,14 +265,6 @@ _RANGES: dict[str, tuple[float, float]] = {
     "spare": (0, 1), "out": (1, 1_000_000), "load": (0.0, 1e6), "pct": (50, 99),
     "draft_k": (1, MAX_DEPTH), "draft_tau": (1.0, MAX_DEPTH + 1.0), "draft_alpha": (0.0, 1.0),
 }
-
-
-
-
-
-
-
-
 
 
 def encode(state: ExplorerState) -> dict[str, str]:
@@ -376,10 +377,6 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             return value
         return value
     return parse_number(raw, kind, _RANGES.get(name, (-math.inf, math.inf)))
-
-
-
-
 
 
 def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
