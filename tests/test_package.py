@@ -48,3 +48,16 @@ def test_wheel_layout_matches_the_workspace() -> None:
     assert shipped == {f"data/bench/{label}" for label in workspace.SAMPLE_RUNS}
     # nothing of the user's state travels: custom entries, user runs
     assert not any(p in ("data", "data/custom", "data/bench") for p in wheel["only-include"])
+
+
+def test_every_bundled_data_file_ships_in_the_wheel() -> None:
+    """Each file directly under data/ (a catalog, the engines, offers, acceptance and imbalance
+    data...) is in the wheel: code that reads `workspace.bundled_data_dir() / NAME` finds it
+    when installed too."""
+    import tomllib
+
+    wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"]["wheel"]
+    files = {f"data/{p.name}" for p in (ROOT / "data").glob("*.toml")
+             if not p.name.endswith(".local.toml")}
+    assert files - set(wheel["only-include"]) == set()
