@@ -14,7 +14,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from capacity.catalog.drafts import depths_for
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import (
     BOUNDS,
@@ -211,6 +210,8 @@ def draft_from_args(args: argparse.Namespace, variant: ModelVariant) -> Draft | 
         if tau is not None or rate is not None:
             raise InputError("--acceptance-length and --acceptance-rate need --draft KIND:K")
         return None
+    from capacity.catalog.drafts import depths_for  # the published data: only with --draft
+
     if tau is None and rate is None and not depths_for(variant.model.key, kind):
         raise InputError(f"no published acceptance for {DRAFT_NAMES[kind]} on "
                          f"{variant.model.name} (data/speculative.toml): give "

@@ -38,7 +38,6 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from capacity.catalog.drafts import acceptance_for, depths_for
 from capacity.catalog.loader import Model, ModelVariant
 from capacity.errors import InputError
 from capacity.types import FloatArray
@@ -197,6 +196,9 @@ def make_draft(variant: ModelVariant, kind: str, depth: int, *,
     elif acceptance_length is not None:
         tau = float(acceptance_length)
     else:
+        # the published data (csv, statistics, TOML) loads when a tau is looked up, not at
+        # every command's start
+        from capacity.catalog.drafts import acceptance_for, depths_for
         row = acceptance_for(variant.model.key, kind, depth)
         tau = math.nan
         if row is None:
