@@ -3,7 +3,8 @@
 Starts `capacity sim-server` in its own process (real time, no speedup, so the server keeps its
 schedule), runs `capacity bench` at concurrency 1, 100 and 256, joins every request with the
 server's ground truth (`/sim/truth`, by response id) and prints, per level, the median and p90
-of (measured - true) TTFT and TPOT, where the TTFT error sits (send -> server arrival, server
+of (measured - true) TTFT and TPOT, where the TTFT error sits, where the token times came from
+(`stamp_source`: kernel, loop or task) (send -> server arrival, server
 emission -> client receipt, both on the shared wall clock), and the client's CPU share.
 docs/benchmarks.md target: within 1 ms at the median at concurrency 100, and 256 streams without the
 client becoming the bottleneck (or saying so).
@@ -54,6 +55,8 @@ def main() -> int:
     ap.add_argument("--eff", default="0.05")
     ap.add_argument("--workers", default=None,
                     help="client worker processes (default: capacity bench's, one per core)")
+    ap.add_argument("--event-loop", default=None,
+                    help="the workers' event loop (default: capacity bench's, auto)")
     ap.add_argument("--no-open", action="store_true", help="closed loops only")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
@@ -71,7 +74,8 @@ def main() -> int:
             common = ["bench", "--base-url", url, "--concurrency", str(level), "--requests",
                       str(n), "--prompt-chars", str(args.prompt_chars), "--max-tokens",
                       str(args.tokens), "--warmup", "2", "--out", out,
-                      *(["--workers", args.workers] if args.workers else [])]
+                      *(["--workers", args.workers] if args.workers else []),
+                      *(["--event-loop", args.event_loop] if args.event_loop else [])]
             t0 = time.perf_counter()
             assert capacity_main([*common, "--label", f"closed{level}"]) == 0
             print(f"level {level}: {n} requests in {time.perf_counter() - t0:.1f} s")
@@ -97,7 +101,7 @@ def main() -> int:
     print()
     print("load         TTFT err p50/p90 ms  TPOT err p50/p90 ms  send->server p50 ms  "
           "server->client p50 ms  true TTFT p50 ms  true TPOT p50 ms  achieved conc.  client CPU  "
-          "client-bound")
+          "client-bound  stamps")
     with RunStore(out) as store:
         for label, _level in runs:
             r = store.query("SELECT * FROM requests WHERE success AND label = $l", {"l": label})
@@ -115,7 +119,8 @@ def main() -> int:
                   f"  {np.median(send):19.3f}  {np.median(recv):21.3f}"
                   f"  {np.median(tt):16.1f}  {np.median(tp):16.2f}"
                   f"  {s['achieved_concurrency'].iloc[0]:14.1f}"
-                  f"  {s['client_cpu_share'].iloc[0]:9.0%}  {bool(s['client_bound'].iloc[0])}")
+                  f"  {s['client_cpu_share'].iloc[0]:9.0%}  {bool(s['client_bound'].iloc[0])!s:12}"
+                  f"  {','.join(sorted(set(r['stamp_source'].dropna())))}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from capacity.bench.config import BenchConfig
 from capacity.bench.metrics import ClientLoad, RequestRecord
 from capacity.bench.runner import Compat, split_slots
 from capacity.bench.store import RunStore
-from capacity.bench.workers import WorkerPool, default_workers
+from capacity.bench.workers import WorkerPool, default_workers, loop_for
 from capacity.cli.bench import add_parser, config_from_args
 from capacity.errors import BenchError, InputError
 from capacity.model.scenario import make_scenario
@@ -53,6 +55,20 @@ def test_cli_default_workers_at_most_the_largest_level() -> None:
     assert cfg.workers == 3
 
 
+def test_the_workers_event_loop_keeps_kernel_stamps(monkeypatch: pytest.MonkeyPatch) -> None:
+    import capacity.bench.workers as workers
+    assert loop_for("asyncio") == "asyncio"
+    monkeypatch.setattr(workers, "SO_TIMESTAMPNS", 35)  # Linux: stamps readable
+    assert loop_for("auto") == "asyncio"
+    monkeypatch.setattr(workers, "SO_TIMESTAMPNS", None)  # elsewhere: uvloop if installed
+    has_uvloop = workers.importlib.util.find_spec("uvloop") is not None
+    assert loop_for("auto") == ("uvloop" if has_uvloop else "asyncio")
+    assert loop_for("uvloop") == ("uvloop" if has_uvloop else "asyncio")
+    with pytest.raises(InputError, match="event_loop must be one of auto, asyncio, uvloop, "
+                                         "got 'fast'"):
+        BenchConfig(base_url="http://127.0.0.1:1/v1", event_loop="fast").validate()  # type: ignore[arg-type]
+
+
 def test_bad_worker_counts_are_refused() -> None:
     with pytest.raises(InputError, match="workers must be between 1 and"):
         BenchConfig(base_url="http://127.0.0.1:1/v1", workers=0).validate()
@@ -80,8 +96,14 @@ def test_two_workers_share_a_level_and_every_record_is_kept(sim_url: str, tmp_pa
     assert all(s.client_cpu_s is not None and s.loop_lag_p50_ms is not None
                for s in result.summaries)
     with RunStore(tmp_path) as st:
-        df = st.query("SELECT concurrency, request_index, worker_id, loop_lag_ms FROM requests")
+        df = st.query("SELECT concurrency, request_index, worker_id, loop_lag_ms, stamp_source "
+                      "FROM requests")
     assert len(df) == 24
+    # the default event loop in the workers lets every token time be the kernel's (Linux)
+    expected = "kernel" if sys.platform.startswith("linux") else "loop"
+    assert set(df["stamp_source"]) == {expected}
+    meta = json.loads(next(tmp_path.glob("bench/*/meta.json")).read_text())
+    assert meta["stamp_sources"] == {expected: 24}
     for level in (3, 6):
         mine = df[df["concurrency"] == level]
         # exactly the level's requests, each sent once, by one of the two workers

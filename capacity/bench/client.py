@@ -203,6 +203,7 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
             meta["finished_at"] = datetime.now(UTC).isoformat()
             meta["dropped_fields"] = runner.compat.dropped
             meta["warnings"] = warnings
+            meta["stamp_sources"] = dict(sorted(writer.stamp_sources.items()))
             writer.write_meta(meta)
             writer.close()
     if is_s3(cfg.out_dir):  # the Parquet copy last, so that it is not older than its CSV

@@ -24,6 +24,9 @@ from capacity.bench.storage import MAX_SHARDS, check_label, check_run_id
 from capacity.errors import InputError
 
 Endpoint = Literal["chat", "completions"]
+EventLoop = Literal["auto", "asyncio", "uvloop"]
+EVENT_LOOPS: tuple[str, ...] = ("auto", "asyncio", "uvloop")
+"""`BenchConfig.event_loop`'s values (`capacity.bench.workers.loop_for`)."""
 
 SEED_MAX = 2**32 - 1
 MAX_WORKERS = 256
@@ -246,6 +249,11 @@ class BenchConfig:
     workers: int = field(default=1, metadata=ranged(1, MAX_WORKERS))
     """Client processes, each with its own event loop (`capacity.bench.workers`); 1: this
     process alone."""
+    event_loop: EventLoop = "auto"
+    """The worker processes' event loop (`capacity.bench.workers.loop_for`): `auto` takes
+    asyncio's where the kernel's receive times can be read (Linux: every token time is then a
+    kernel stamp), else uvloop where installed; `uvloop` costs a worker less CPU per stream but
+    its sockets cannot be read with their stamps, so its token times are taken in the loop."""
     shard_index: int = field(default=0, metadata=ranged(0))
     """This client's shard of the run, 0-based (`--shard i/N` is 1-based)."""
     shard_count: int = field(default=1, metadata=ranged(1, MAX_SHARDS))
@@ -316,6 +324,9 @@ class BenchConfig:
                 raise ConfigError("{start_at_unix_s} is {ahead} h from now: a run waits at "
                                   "most {limit} h for its start; give a time within the next "
                                   "{limit} h", ahead=f"{ahead_s / 3600:,.0f}", limit=limit)
+        if self.event_loop not in EVENT_LOOPS:
+            raise ConfigError("{event_loop} must be one of {choices}, got '{got}'",
+                              choices=", ".join(EVENT_LOOPS), got=self.event_loop)
         if self.passes > self.requests:
             raise ConfigError("{passes} {n} needs at least {n} {requests} (each pass measures "
                               "its share of a level's requests), got {got}",

@@ -211,6 +211,11 @@ class RequestRecord:
     pass_index: int = 1
     """Which pass through the run's levels measured this request, from 1 (`--passes`; 1 in a
     run of one pass)."""
+    stamp_source: str | None = None
+    """Where the request's token times were taken (`capacity.bench.stamped`): `kernel` (the
+    kernel's receive time of the packet, SO_TIMESTAMPNS), `loop` (when the event loop read the
+    socket: the rest of that loop iteration is in the times) or `task` (when the request's own
+    task read the bytes: every other ready task's turn is in them); None: no byte was read."""
     row_complete: int = 1
     """Always 1; a row cut short by a killed run lacks it, so readers can drop it."""
 

@@ -217,6 +217,7 @@ class Runner:
                         # each chunk is stamped when its bytes reached the socket, not when
                         # this task gets its turn (capacity.bench.stamped)
                         wire = resp.extensions.get("network_stream")
+                        st.stamp_source = getattr(wire, "stamp_source", None) or "task"
                         async for chunk in resp.aiter_bytes():
                             now = getattr(wire, "last_arrival_ns", None) or time.perf_counter_ns()
                             left -= len(chunk)

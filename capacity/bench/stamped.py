@@ -54,11 +54,14 @@ class _StampProtocol(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._drain: asyncio.Future[None] | None = None
         self._arrival_ns = 0
+        self.stamp_source = "loop"
+        """`kernel` where `capacity.netstamp` reads the kernel's receive times, else `loop`."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a TCP transport (uvloop's are not subclasses of asyncio's, but have its methods)
         self.transport = cast(asyncio.Transport, transport)
-        kernel_stamps(transport, self._kernel_stamp)  # Linux: the kernel's receive times
+        # Linux: the kernel's receive times; else the time data_received runs
+        self.stamp_source = "kernel" if kernel_stamps(transport, self._kernel_stamp) else "loop"
 
     def _kernel_stamp(self, ns: int) -> None:
         self._arrival_ns = ns
@@ -117,6 +120,11 @@ class StampedStream(httpcore.AsyncNetworkStream):
         self.last_arrival_ns: int | None = None
         """When the bytes most recently returned by `read` reached the socket (perf_counter
         ns), or None before the first read."""
+
+    @property
+    def stamp_source(self) -> str:
+        """`kernel` (the kernel's receive times) or `loop` (taken in `data_received`)."""
+        return self._protocol.stamp_source
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         p = self._protocol

@@ -388,6 +388,9 @@ class RunWriter:
         self.meta_path = self.dir / "meta.json"
         self._requests = _CsvAppender(self.requests_path, REQUEST_COLUMNS)
         self._summary = _CsvAppender(self.summary_path, SUMMARY_COLUMNS)
+        self.stamp_sources: dict[str, int] = {}
+        """Requests written per `RequestRecord.stamp_source` (`none`: no byte read), for
+        meta.json's `stamp_sources`."""
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Write meta.json (redacted, atomically: `write_text_atomic`)."""
@@ -399,6 +402,8 @@ class RunWriter:
         write_text_atomic(self.meta_path, json.dumps(clean, indent=2) + "\n")
 
     def write_request(self, record: RequestRecord) -> None:
+        src = record.stamp_source or "none"
+        self.stamp_sources[src] = self.stamp_sources.get(src, 0) + 1
         self._requests.write(self._redacted(record_row(record)))
 
     def write_summary(self, summary: LevelSummary | Mapping[str, Any]) -> None:

@@ -49,7 +49,7 @@ class StreamState:
 
     __slots__ = ("status", "first_chunk_ns", "token_ns", "usage", "finish", "done", "error",
                  "error_type", "response_id", "malformed", "events", "last_event_ns",
-                 "sent_ns", "timings", "max_tokens", "token_limit")
+                 "sent_ns", "timings", "max_tokens", "token_limit", "stamp_source")
 
     def __init__(self, max_tokens: int | None = None) -> None:
         """`max_tokens`: the request's limit (tokens); its token-bearing events are counted
@@ -70,6 +70,8 @@ class StreamState:
         self.last_event_ns: int | None = None
         self.sent_ns: int | None = None
         self.timings: dict[str, Any] | None = None
+        self.stamp_source: str | None = None
+        """`RequestRecord.stamp_source`: where the token times come from (set by the reader)."""
 
     async def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpx trace hook: the moment the request's first byte is written to the socket.
@@ -176,4 +178,5 @@ class StreamState:
             prefix_tokens_target=(spec.prefix_tokens if spec is not None and spec.prefix_id >= 0
                                   else None),
             pass_index=cfg.pass_of(index),
+            stamp_source=self.stamp_source,
         )

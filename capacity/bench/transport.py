@@ -132,6 +132,11 @@ class OneWriteStream(httpcore.AsyncNetworkStream):
         """When the bytes last read reached the socket (`StampedStream`), else None."""
         return getattr(self._inner, "last_arrival_ns", None)
 
+    @property
+    def stamp_source(self) -> str | None:
+        """Where `last_arrival_ns` is taken (`StampedStream.stamp_source`), else None."""
+        return getattr(self._inner, "stamp_source", None)
+
 
 class OneWriteBackend(httpcore.AsyncNetworkBackend):
     """The chunk-stamping backend (`capacity.bench.stamped`), or `inner`, with

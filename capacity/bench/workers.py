@@ -18,7 +18,9 @@ with its `worker_id` and the worst loop lag of its worker while it ran; at the l
 worker reports its CPU time and loop lag, and `client_bound` is judged per worker
 (`capacity.bench.metrics.judge_workers`).
 
-Each worker runs on uvloop where it is installed (asyncio otherwise). Workers are started with
+Each worker runs the event loop `loop_for(--event-loop)` picks: by default asyncio's where the
+kernel's receive times can be read (Linux), so its token times are kernel stamps as in a
+one-process run, else uvloop where installed. Workers are started with
 the `spawn` method (safe with threads, and under pytest), ignore
 SIGINT (Ctrl-C reaches the coordinator, which stops them), and are terminated when the run
 ends for any reason; a worker whose coordinator was killed outright (SIGKILL) exits by itself
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import multiprocessing as mp
 import os
 import queue
@@ -46,6 +49,7 @@ from capacity.bench.runner import Compat, Runner, drive_level, split_slots
 from capacity.bench.storage import redact
 from capacity.bench.transport import client_pool, fetch_models
 from capacity.errors import BenchError
+from capacity.netstamp import SO_TIMESTAMPNS
 
 START_AHEAD_S = 0.1
 """The level starts this long after its orders are sent, so every worker is waiting (s)."""
@@ -153,15 +157,24 @@ def _exit_with(parent_pid: int) -> None:
     os._exit(3)
 
 
-def _run_loop(main: Coroutine[Any, Any, None]) -> None:
-    """`uvloop.run` where uvloop is installed (its event loop, in C, costs a worker a fraction
-    of asyncio's CPU per stream), else `asyncio.run`."""
-    try:
+def loop_for(choice: str) -> str:
+    """The event loop a worker runs for `BenchConfig.event_loop`: `auto` is asyncio's where the
+    kernel's receive times can be read (`capacity.netstamp.SO_TIMESTAMPNS`: Linux), so every
+    token time is a kernel stamp, else uvloop where it is installed; otherwise as asked, with
+    asyncio where uvloop is not installed."""
+    if choice == "asyncio" or (choice == "auto" and SO_TIMESTAMPNS is not None):
+        return "asyncio"
+    return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+
+
+def _run_loop(main: Coroutine[Any, Any, None], loop: str) -> None:
+    """`main` on uvloop (its event loop, in C, costs a worker a fraction of asyncio's CPU per
+    stream, but its sockets give no kernel stamps) or asyncio's, as `loop_for` chose."""
+    if loop == "uvloop":
         import uvloop
-    except ImportError:
-        asyncio.run(main)
-    else:
         uvloop.run(main)
+    else:
+        asyncio.run(main)
 
 
 def worker_main(worker_id: int, cfg: BenchConfig, api_key: str | None, model: str,
@@ -171,7 +184,8 @@ def worker_main(worker_id: int, cfg: BenchConfig, api_key: str | None, model: st
     threading.Thread(target=_exit_with, args=(parent_pid,), daemon=True,
                      name="parent-watch").start()
     try:
-        _run_loop(_serve(worker_id, cfg, api_key, model, run_id, orders, results, counter))
+        _run_loop(_serve(worker_id, cfg, api_key, model, run_id, orders, results, counter),
+                  loop_for(cfg.event_loop))
     except BaseException as exc:  # report, then die: the coordinator names the worker
         text = redact(f"{type(exc).__name__}: {exc}", (api_key,) if api_key else ())
         with contextlib.suppress(Exception):

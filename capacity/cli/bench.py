@@ -28,7 +28,13 @@ from capacity.bench.client import (
     run_bench,
     summary_table_rows,
 )
-from capacity.bench.config import ArrivalMode, BenchConfig, ConfigError, RequestSpec
+from capacity.bench.config import (
+    EVENT_LOOPS,
+    ArrivalMode,
+    BenchConfig,
+    ConfigError,
+    RequestSpec,
+)
 from capacity.bench.engine_info import metrics_delta, probe_engine
 from capacity.bench.findmax import FindMaxConfig, describe
 from capacity.bench.s3 import is_s3, pull, push
@@ -107,6 +113,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="client processes, each with its own event loop, that share the "
                         "streams (default: one per core available, at most the largest level; "
                         "1: this process alone)")
+    p.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
+                   help="the worker processes' event loop: auto (asyncio where the kernel's "
+                        "receive times can be read, so token times are kernel stamps; else "
+                        "uvloop where installed), asyncio, or uvloop (less CPU per stream, "
+                        "token times taken in the loop; docs/bench.md)")
     # --shard and --start-at are not numbers: parsed by config_from_args (InputError)
     p.add_argument("--shard", default="1/1", metavar="I/N",
                    help="run shard I of N (1-based): this client sends every N-th request of "
@@ -170,7 +181,8 @@ FLAGS: dict[str, str] = {
     "slo_ttft_ms": "--slo-ttft-ms", "slo_tpot_ms": "--slo-tpot-ms", "timeout_s": "--timeout",
     "request_deadline_s": "--request-deadline-s", "out_dir": "--out", "gpu": "--gpu",
     "gpus": "--gpus", "gpu_price": "--gpu-price", "currency": "--currency",
-    "predict_model": "--predict-model", "workers": "--workers", "shard_index": "--shard I",
+    "predict_model": "--predict-model", "workers": "--workers", "event_loop": "--event-loop",
+    "shard_index": "--shard I",
     "shard_count": "--shard N", "run_id": "--run-id", "start_at_unix_s": "--start-at",
     "specs": "--workload, --replay or --prompt-tokens",
     "arrivals": "the arrivals of --workload or --replay",
@@ -345,7 +357,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         request_deadline_s=args.request_deadline_s,
         out_dir=str(args.out or workspace.prepare_bench_dir()), gpu=args.gpu, gpus=args.gpus,
         gpu_price=price, currency=currency,
-        predict_model=args.predict_model, workers=workers, shard_index=shard[0],
+        predict_model=args.predict_model, workers=workers, event_loop=args.event_loop,
+        shard_index=shard[0],
         shard_count=shard[1], run_id=args.run_id,
         start_at_unix_s=parse_start_at(args.start_at) if args.start_at else None,
         specs=specs, arrivals=mode, chars_per_token=args.chars_per_token, workload=desc)
