@@ -5,17 +5,26 @@ spec-sheet bound, the imbalance data and the three DeepSeek-R1 deployments of is
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from capacity.catalog.loader import DATA_DIR, Catalog, default_catalog, parse_gpu
-from capacity.catalog.moe_data import imbalance_data, parse_imbalance
+from capacity.catalog.moe_data import ep_knob_data, imbalance_data, parse_ep_knobs, parse_imbalance
 from capacity.errors import CatalogError, InputError
+from capacity.model.ep_knobs import (
+    EpKnobs,
+    grouped_gemm_eff,
+    mla_attention_flops_per_token,
+    remote_nodes_per_token,
+    typical_ep_knobs,
+)
 from capacity.model.expert_parallel import (
     EpLayout,
     Overlap,
     all_to_all_ms,
     bound_ms,
+    compute_parts_ms,
     coverage,
     ep_layout,
     ep_memory,
@@ -28,6 +37,7 @@ from capacity.model.expert_parallel import (
     imbalance_factor,
     placement_imbalance,
     plan_ep,
+    prefill_comm_us_per_token,
     prefill_tok_s_per_gpu,
     sampling_imbalance,
     zipf_shares,
@@ -48,6 +58,7 @@ def with_gb200() -> Catalog:
     return Catalog(models=cat.models, gpus={**cat.gpus, "gb200": g}, formats=cat.formats)
 
 
+TYPICAL = typical_ep_knobs(overlap=0.45, layer_overhead_us=80.0)
 X_B = 634.0 / (1.0 - 8 / 256)  # DeepSeek-V3's routed-expert parameters, billions
 MLA_BYTES_PER_TOKEN = (512 + 64) * 2 * 61  # bf16 latent, 61 layers
 
@@ -156,6 +167,9 @@ def test_the_spec_sheet_bounds_every_step(gpu: str, ep: int, tp: int, red: int,
                 step = ep_step(s, batch, eta_bw=eta, eff=eff, overhead_ms=t0, overlap=overlap)
                 assert step.step_ms >= step.bound_ms * (1 - 1e-12)
                 assert step.bound_ms == bound_ms(s, batch)
+            for k in (TYPICAL, replace(TYPICAL, overlap=0.0, layer_overhead_us=300.0)):
+                step = ep_step(s, batch, overlap=overlap, knobs=k)
+                assert step.step_ms >= step.bound_ms * (1 - 1e-12)
 
 
 def test_prefill_bound() -> None:
@@ -188,3 +202,122 @@ def test_the_three_deepseek_deployments(gpu: str, n: int, nodes: int, scale_up: 
     assert best.fits and best.tok_s_per_gpu > 0 and best.tpot_ms > 0
     assert best.batch <= 256 * n
     assert all(o.tok_s_per_gpu <= o.step.bound_tok_s_per_gpu for o in opts if o.step)
+
+
+# -- the typical EP knobs (data/ep_knobs.toml, capacity/model/ep_knobs.py) --------------------
+def test_grouped_gemm_eff_by_hand() -> None:
+    curve = ((256.0, 0.449), (1024.0, 0.561))
+    assert grouped_gemm_eff(curve, 512) == pytest.approx(0.449 + 0.112 / 2)  # halfway in log
+    assert grouped_gemm_eff(curve, 32) == 0.449 and grouped_gemm_eff(curve, 1e6) == 0.561
+    assert grouped_gemm_eff((), 512) == 1.0
+    # DeepGEMM masked 4 x 256: gate-up 932, down 815 TFLOPS, 2/3 and 1/3 of the FLOPs, / 1979
+    assert 1 / ((2 / 3) / 932 + (1 / 3) / 815) / 1979 == pytest.approx(0.449, abs=5e-4)
+
+
+def test_mla_flops_remote_nodes_and_overlap_by_hand() -> None:
+    m = default_catalog().variant("deepseek-v3", None).model
+    assert mla_attention_flops_per_token(m, 2000) == pytest.approx(61 * 2 * 128 * 1088 * 2000)
+    assert remote_nodes_per_token(4, 8) == pytest.approx(3 * (1 - 0.75 ** 8))
+    assert remote_nodes_per_token(1, 8) == 0.0
+    k = EpKnobs(overlap=0.5)
+    assert k.combine_ms(10.0, 4.0) == pytest.approx(10 + 0.5 * 4)
+    assert EpKnobs().combine_ms(10.0, 4.0) == 10.0
+    assert EpKnobs(overlap=0.0).combine_ms(4.0, 10.0) == 14.0
+    with pytest.raises(InputError, match="overlap"):
+        EpKnobs(overlap=1.5)
+
+
+def test_typical_knobs_are_sourced() -> None:
+    data = ep_knob_data()
+    typ = typical_ep_knobs()
+    for name, entry in data.items():
+        assert entry.source.strip() and entry.derivation.strip(), name
+        assert getattr(typ, name) == entry.value
+    assert typ.overlap == 1.0 and typ.layer_overhead_us == 0.0  # fitted, not published
+    assert typical_ep_knobs(overlap=0.4).overlap == 0.4
+    with pytest.raises(CatalogError, match="source"):
+        parse_ep_knobs("[knob.x]\nvalue = 0.5\n")
+    with pytest.raises(CatalogError, match="increase"):
+        parse_ep_knobs("[knob.x]\nvalue = [[2, 0.5], [1, 0.6]]\nsource='s'\nderivation='d'\n")
+
+
+def test_compute_parts_with_knobs_by_hand() -> None:
+    s = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8), context_tokens=1000)
+    lookup = 7168 * 129280 / 1e9
+    shared = (671 - X_B - lookup) * 1e9  # FP8: 1 byte per parameter
+    bw = 4800e9
+    k = EpKnobs(dense_eta_bw=0.5, kv_eta_bw=0.25,
+                expert_eff_curve=((256.0, 0.449), (1024.0, 0.561)))
+    attn, exp = compute_parts_ms(s, 1024, imbalance=1.0, knobs=k)
+    b_g = 1024 / 8
+    assert attn == pytest.approx((shared / (bw * 0.5) + b_g * MLA_BYTES_PER_TOKEN * 1000
+                                  / (bw * 0.25)) * 1e3)
+    # 1024 x 8 / 8 = 1024 pairs on 32 expert slots: 32 tokens per expert, the curve's flat 0.449
+    flops = 2 * X_B / 256 * 1e9 * 1024
+    read = 32 * X_B / 256 * 1e9 * (1 - (1 - 8 / 256) ** 1024)
+    assert exp == pytest.approx(max(read / bw, flops / (1979e12 * 0.449)) * 1e3)
+    # absorbed MLA at the BF16 peak: the FLOP term of the attention part
+    k2 = EpKnobs(mla_absorbed=True, attention_dtype="bf16", attention_eff=0.5)
+    attn2, _ = compute_parts_ms(s, 1024, imbalance=1.0, knobs=k2)
+    mla = 61 * 2 * 128 * 1088 * 1000
+    assert attn2 == pytest.approx(max(
+        (shared + b_g * MLA_BYTES_PER_TOKEN * 1000) / bw,
+        b_g * 2 * shared / 1979e12 + b_g * mla / (989e12 * 0.5)) * 1e3)
+
+
+def test_step_with_overlap_and_layer_time_by_hand() -> None:
+    lay = ep_layout("h100-sxm", 16)
+    s = ep_setup("deepseek-v3", "h100-sxm", lay, context_tokens=2000)
+    base = ep_step(s, 2048, overlap=Overlap.TBO)
+    k = EpKnobs(overlap=0.4, layer_overhead_us=100.0)
+    step = ep_step(s, 2048, overlap=Overlap.TBO, knobs=k)
+    fixed = 2 * 58 * 100e-3  # two micro-batches x 58 MoE layers x 100 us, ms
+    c = base.attention_ms + base.experts_ms + fixed
+    assert step.fixed_ms == pytest.approx(fixed)
+    assert step.step_ms == pytest.approx(max(c, base.comm_ms) + 0.6 * min(c, base.comm_ms))
+    summed = ep_step(s, 2048, overlap=Overlap.SUM, knobs=k)
+    one = ep_step(s, 2048, overlap=Overlap.SUM)
+    assert summed.step_ms == pytest.approx(one.step_ms + 58 * 0.1)
+    # NIC at 80 %: the all-to-all's wire part grows by 1 / 0.8, the latency does not
+    wire = all_to_all_ms(s, 2048, latency=False)
+    assert all_to_all_ms(s, 2048, latency=False, knobs=EpKnobs(scale_out_eta=0.8)) == \
+        pytest.approx(wire / 0.8)
+
+
+def test_prefill_comm_and_knobs_by_hand() -> None:
+    s = ep_setup("deepseek-v3", "h100-sxm", ep_layout("h100-sxm", 32, redundant_experts=32),
+                 context_tokens=2000)
+    nic_us = 58 * 7168 * 3 * 3 * (1 - 0.75 ** 8) / 50e9 * 1e6  # 4 nodes: 2.70 remote
+    assert prefill_comm_us_per_token(s) == pytest.approx(nic_us)
+    assert nic_us == pytest.approx(67.4, abs=0.1)
+    g = with_gb200()
+    s4 = ep_setup("deepseek-v3", "gb200", ep_layout("gb200", 4), context_tokens=2000, catalog=g)
+    assert prefill_comm_us_per_token(s4) == pytest.approx(58 * 7168 * 3 * 8 * 3 / 4 / 900e9 * 1e6)
+    # compute at the knobs' shares, then combined with the all-to-all under the overlap
+    c_s = 1 / prefill_tok_s_per_gpu(s, 2000, knobs=EpKnobs(comm_sm_share=0.5))
+    assert c_s == pytest.approx(2 / prefill_tok_s_per_gpu(s, 2000))  # half the SMs: twice
+    k = EpKnobs(comm_sm_share=0.5, prefill_comm=True, overlap=0.0)
+    assert 1 / prefill_tok_s_per_gpu(s, 2000, knobs=k) == pytest.approx(c_s + nic_us * 1e-6)
+    k1 = EpKnobs(comm_sm_share=0.5, prefill_comm=True, layer_overhead_us=50.0)
+    assert 1 / prefill_tok_s_per_gpu(s, 2000, knobs=k1) == pytest.approx(
+        max(c_s + 2 * 58 * 50e-6 / 16384, nic_us * 1e-6))
+
+
+@pytest.mark.parametrize(("gpu", "ep", "red"), [("h100-sxm", 72, 32), ("gb200", 48, 0),
+                                                ("h200-sxm", 8, 0)])
+def test_typical_knobs_stay_under_the_spec_sheet(gpu: str, ep: int, red: int) -> None:
+    cat = with_gb200()
+    knobs = typical_ep_knobs(overlap=0.45, layer_overhead_us=80.0)
+    for ctx in (1000, 8000):
+        s = ep_setup("deepseek-v3", gpu, ep_layout(gpu, ep, redundant_experts=red),
+                     context_tokens=ctx, catalog=cat)
+        for batch in (8, 512, 8192):
+            for ov in Overlap:
+                step = ep_step(s, batch, overlap=ov, knobs=knobs)
+                assert step.step_ms >= step.bound_ms
+                assert step.step_ms >= ep_step(s, batch, overlap=ov).step_ms
+        assert prefill_tok_s_per_gpu(s, ctx, knobs=knobs) < prefill_tok_s_per_gpu(s, ctx)
+    opts = plan_ep("deepseek-v3", gpu, ep, prompt_tokens=2000, output_tokens=500, catalog=cat,
+                   knobs=knobs)
+    spec = plan_ep("deepseek-v3", gpu, ep, prompt_tokens=2000, output_tokens=500, catalog=cat)
+    assert opts[0].tok_s_per_gpu < spec[0].tok_s_per_gpu

@@ -1,4 +1,5 @@
-"""Expert load imbalance data (data/moe_imbalance.toml): per model family, what a published
+"""Expert load imbalance data (data/moe_imbalance.toml) and the typical EP knobs (data/ep_knobs.toml,
+`ep_knob_data`). Imbalance: per model family, what a published
 measurement states about how unevenly a MoE router spreads tokens over its experts, and which
 catalog models belong to which family (with their MoE layer count).
 
@@ -131,3 +132,72 @@ def imbalance_data() -> ImbalanceData:
         if path.is_file():
             return _load(path)
     raise CatalogError(f"no {IMBALANCE_FILE} in {workspace.catalog_dir()}")
+
+
+# -- typical EP knobs (data/ep_knobs.toml) ------------------------------------------------------
+EP_KNOBS_FILE: Final = "ep_knobs.toml"
+
+KnobValue = float | bool | str | tuple[tuple[float, float], ...]
+"""A knob's value: a number, a switch, a name, or a curve of (x, y) points."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpKnobEntry:
+    """One typical EP knob of data/ep_knobs.toml: its value and where it comes from."""
+
+    name: str
+    value: KnobValue
+    source: str
+    derivation: str
+
+
+def _knob_value(raw: Any, at: str) -> KnobValue:
+    if isinstance(raw, bool | str):
+        return raw
+    if isinstance(raw, int | float):
+        if raw < 0:
+            raise CatalogError(f"{at}: 'value' must be >= 0, got {raw!r}")
+        return float(raw)
+    if isinstance(raw, list) and raw and all(
+            isinstance(p, list) and len(p) == 2 and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in p)
+            for p in raw):
+        pts = tuple((float(x), float(y)) for x, y in raw)
+        if any(b[0] <= a[0] for a, b in zip(pts, pts[1:], strict=False)):
+            raise CatalogError(f"{at}: a curve's x values must increase")
+        return pts
+    raise CatalogError(f"{at}: 'value' must be a number >= 0, true/false, a name or a list "
+                       f"of [x, y] pairs > 0, got {raw!r}")
+
+
+def parse_ep_knobs(text: str, where: str = EP_KNOBS_FILE) -> Mapping[str, EpKnobEntry]:
+    """The knobs of an EP knob file by name; CatalogError naming the knob and field."""
+    try:
+        data = loads_toml(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{where}: {exc}") from None
+    out: dict[str, EpKnobEntry] = {}
+    for name, raw in dict(data.get("knob", {})).items():
+        at = f"{where} [knob.{name}]"
+        if not isinstance(raw, dict) or "value" not in raw:
+            raise CatalogError(f"{at}: missing 'value'")
+        source, derivation = str(raw.get("source", "")), str(raw.get("derivation", ""))
+        if not source.strip() or not derivation.strip():
+            raise CatalogError(f"{at}: every knob needs a 'source' and a 'derivation'")
+        out[name] = EpKnobEntry(name=name, value=_knob_value(raw["value"], at), source=source,
+                                derivation=derivation)
+    return out
+
+
+@cache
+def _load_knobs(path: Path) -> Mapping[str, EpKnobEntry]:
+    return parse_ep_knobs(read_utf8(path), str(path))
+
+
+def ep_knob_data() -> Mapping[str, EpKnobEntry]:
+    """The typical EP knobs: the catalog folder's file, else the bundled one."""
+    for folder in (workspace.catalog_dir(), workspace.bundled_data_dir()):
+        path = folder / EP_KNOBS_FILE
+        if path.is_file():
+            return _load_knobs(path)
+    raise CatalogError(f"no {EP_KNOBS_FILE} in {workspace.catalog_dir()}")

@@ -16,7 +16,10 @@ Formulas (units in names; every one is in the docstring of its function):
   all-to-alls per MoE layer over NVLink inside the scale-up domain and the NIC across it;
 - combination: the sum of the three (`Overlap.SUM`) or two-batch overlap (`Overlap.TBO`, the
   default: SGLang and DeepSeek run it), two micro-batches of B / 2 whose all-to-alls hide
-  behind the other's compute, each reading the weights once;
+  behind the other's compute (the `EpKnobs.overlap` share of the shorter), each reading the
+  weights once;
+- knobs (`EpKnobs`, capacity/model/ep_knobs.py): achieved shares per part, neutral by default
+  (the spec sheet); `typical_ep_knobs()` the published kernel figures of data/ep_knobs.toml;
 - the spec-sheet bound (`bound_ms`): one overlap of all bytes and FLOPs at peak, balanced load,
   no communication: never slower than either combination at knobs <= 1.
 """
@@ -35,6 +38,13 @@ from capacity.catalog.loader import Catalog, Gpu, ModelVariant, default_catalog
 from capacity.catalog.moe_data import ImbalanceData, ImbalanceFamily, imbalance_data
 from capacity.catalog.nodes import NodeShape, node_shape
 from capacity.errors import InputError
+from capacity.model.ep_knobs import (
+    SPEC_KNOBS,
+    EpKnobs,
+    grouped_gemm_eff,
+    mla_attention_flops_per_token,
+    remote_nodes_per_token,
+)
 from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.moe import expected_experts_touched
@@ -61,6 +71,9 @@ MAX_TOKENS_PER_RANK: Final = 256
 """Decode sequences per GPU a plan uses at most: DeepEP's README recommends that
 num_max_dispatch_tokens_per_rank, 'the actual batch size in the decoding engine', stay below
 256 (the low-latency buffers grow with it)."""
+PREFILL_TOKENS_PER_GPU: Final = 16384
+"""Prompt tokens per GPU in one prefill batch (SGLang's large-scale EP prefill: '16,384 tokens
+per device'); sets the tokens per expert of the prefill grouped GEMMs."""
 EP_BUFFER_GB: Final = DEFAULT_NCCL_GB
 """Communication buffers per GPU with EP > 1 (GB): F3's NCCL figure (about 2 GiB), assumed for
 DeepEP's buffers too."""
@@ -412,6 +425,8 @@ class EpStep:
     imbalance: float
     overlap: str
     gpus: int
+    fixed_ms: float = 0.0
+    """The per-MoE-layer fixed time in the step (`EpKnobs.layer_overhead_us`), ms."""
 
     @property
     def tpot_ms(self) -> float:
@@ -433,30 +448,57 @@ def _touched(s: EpSetup, batch: float) -> float:
 
 
 def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: float = 1.0,
-                     eff: float = 1.0) -> tuple[float, float]:
+                     eff: float = 1.0, knobs: EpKnobs = SPEC_KNOBS) -> tuple[float, float]:
     """(attention part, expert part) of the busiest GPU's compute for `batch` sequences, ms.
 
-    Attention part: max(bytes / (BW eta_bw), FLOPs / (F eff)) with bytes = (S - lookup) x
-    bytes/param / attention_tp + b_g x KV and FLOPs = b_g x (2 (S - lookup) + A) / attention_tp,
-    b_g = B / attention groups (S: shared parameters; the input embedding is a lookup, F4b).
+    Attention part: max(S' x bytes/param / attention_tp / (BW eta_bw eta_d) + b_g x KV / (BW
+    eta_bw eta_kv), b_g x 2 S' / attention_tp / (F eff e_d) + b_g x A / attention_tp / (F_a eff
+    e_a)) with S' = S - lookup, b_g = B / attention groups (S: shared parameters; the input
+    embedding is a lookup, F4b); A the attention FLOPs of one token (F4b, or MLA's absorbed
+    count with `knobs.mla_absorbed`), F_a the peak at `knobs.attention_dtype` (default: F).
     Expert part: max(slots x X/E x bytes/param x touched(B) / (BW eta_bw), 2 X/E x gamma B k /
-    ep / (F eff)): the GPU's expert copies read, its token-expert pairs multiplied. Each part on
-    its own roofline, one after the other (F4b). Unit: ms.
+    ep / (F eff e_x)): the GPU's expert copies read, its token-expert pairs multiplied, e_x the
+    grouped GEMM's share at gamma B k / ep / slots tokens per expert copy
+    (`grouped_gemm_eff`). Each part on its own roofline, one after the other (F4b). The knobs'
+    shares (eta_d, eta_kv, e_d, e_a, e_x) are 1 on the spec sheet. Unit: ms.
     """
     lay = s.layout
     bw = s.gpu.bandwidth_gb_s * GB * eta_bw
     f = s.peak_tflops * TERA * eff
+    f_attn = _attention_peak(s, knobs) * TERA * eff * knobs.attention_eff
     shared = (s.shared_params_b - s.variant.model.lookup_params_b) * 1e9
     b_g = batch / lay.attention_groups
-    attn_bytes = shared * s.bytes_per_param / lay.attention_tp + b_g * s.kv_request_bytes
-    attn_flops = b_g * (2.0 * shared + s.attention_flops) / lay.attention_tp
+    attn_s = max(shared * s.bytes_per_param / lay.attention_tp / (bw * knobs.dense_eta_bw)
+                 + b_g * s.kv_request_bytes / (bw * knobs.kv_eta_bw),
+                 b_g * 2.0 * shared / lay.attention_tp / (f * knobs.dense_eff)
+                 + b_g * attention_flops(s, knobs) / lay.attention_tp / f_attn)
     exp_bytes = s.expert_slots * s.expert_params_b * 1e9 * s.bytes_per_param * _touched(s, batch)
-    exp_flops = 2.0 * s.expert_params_b * 1e9 * imbalance * batch * s.active / lay.ep
-    return (max(attn_bytes / bw, attn_flops / f) * 1e3, max(exp_bytes / bw, exp_flops / f) * 1e3)
+    pairs = imbalance * batch * s.active / lay.ep
+    e_x = grouped_gemm_eff(knobs.expert_eff_curve, pairs / s.expert_slots)
+    exp_flops = 2.0 * s.expert_params_b * 1e9 * pairs
+    return attn_s * 1e3, max(exp_bytes / bw, exp_flops / (f * e_x)) * 1e3
+
+
+def _attention_peak(s: EpSetup, knobs: EpKnobs) -> float:
+    """TFLOP/s of the attention kernel: the peak at `knobs.attention_dtype`, at most the
+    weights' (so the spec-sheet bound, at the weights' peak, stays a bound)."""
+    if not knobs.attention_dtype:
+        return s.peak_tflops
+    return min(s.gpu.tflops_for(knobs.attention_dtype), s.peak_tflops)
+
+
+def attention_flops(s: EpSetup, knobs: EpKnobs = SPEC_KNOBS) -> float:
+    """Decode attention FLOPs of one token at the setup's context, FLOP: F4b's count
+    (`EpSetup.attention_flops`), or MLA's absorbed count with `knobs.mla_absorbed`
+    (`mla_attention_flops_per_token`, at least F4b's)."""
+    if not knobs.mla_absorbed:
+        return s.attention_flops
+    return max(mla_attention_flops_per_token(s.variant.model, s.context_tokens),
+               s.attention_flops)
 
 
 def all_to_all_ms(s: EpSetup, batch: float, *, imbalance: float = 1.0,
-                  latency: bool = True) -> float:
+                  latency: bool = True, knobs: EpKnobs = SPEC_KNOBS) -> float:
     """Dispatch + combine of one decode step over every MoE layer, ms (the busiest GPU).
 
     Per layer: 2 x latency + gamma x (B / ep) x k x hidden x (d + c) bytes x max(intra / BW_up,
@@ -465,8 +507,10 @@ def all_to_all_ms(s: EpSetup, batch: float, *, imbalance: float = 1.0,
     the GPU's scale-up domain of r = min(ep, domain) ranks (local ones send nothing), BW_up the
     GPU's NVLink (`Gpu.interconnect_gb_s`) and BW_out its NIC (`NodeShape.scale_out_gb_s`).
     Latency: 8 us inside the domain, 50 us across it (`SCALE_UP_LATENCY_US`,
-    `SCALE_OUT_LATENCY_US`). Example: 8 H200 (450 GB/s), B = 1024, DeepSeek-V3 (hidden 7168,
-    k = 8): 128 x 8 x 7168 x 3 x 7/8 / 450e9 = 42.8 us + 16 us per layer, x 58 = 3.41 ms.
+    `SCALE_OUT_LATENCY_US`). The knobs' achieved shares divide the bandwidths (BW_up x
+    `scale_up_eta`, BW_out x `scale_out_eta`; 1 on the spec sheet). Example: 8 H200 (450
+    GB/s), B = 1024, DeepSeek-V3 (hidden 7168, k = 8): 128 x 8 x 7168 x 3 x 7/8 / 450e9 =
+    42.8 us + 16 us per layer, x 58 = 3.41 ms.
     """
     lay = s.layout
     if lay.ep <= 1:
@@ -474,8 +518,9 @@ def all_to_all_ms(s: EpSetup, batch: float, *, imbalance: float = 1.0,
     r = lay.domain_ranks
     per_gpu_bytes = (imbalance * batch / lay.ep * s.active * s.variant.model.hidden
                      * (DISPATCH_BYTES_PER_ELEMENT + COMBINE_BYTES_PER_ELEMENT))
-    wire = max((r - 1) / lay.ep * per_gpu_bytes / (s.gpu.interconnect_gb_s * GB),
-               (lay.ep - r) / lay.ep * per_gpu_bytes / (s.scale_out_gb_s * GB))
+    wire = max((r - 1) / lay.ep * per_gpu_bytes
+               / (s.gpu.interconnect_gb_s * GB * knobs.scale_up_eta),
+               (lay.ep - r) / lay.ep * per_gpu_bytes / (s.scale_out_gb_s * GB * knobs.scale_out_eta))
     lat_us = SCALE_UP_LATENCY_US if lay.scale_up else SCALE_OUT_LATENCY_US
     return s.moe_layers * ((2.0 * lat_us * 1e-6 if latency else 0.0) + wire) * 1e3
 
@@ -496,13 +541,17 @@ def bound_ms(s: EpSetup, batch: float) -> float:
 
 
 def ep_step(s: EpSetup, batch: float, *, eta_bw: float = 1.0, eff: float = 1.0,
-            overhead_ms: float = 0.0, overlap: Overlap | str = DEFAULT_OVERLAP) -> EpStep:
+            overhead_ms: float = 0.0, overlap: Overlap | str = DEFAULT_OVERLAP,
+            knobs: EpKnobs = SPEC_KNOBS) -> EpStep:
     """The decode step at a total batch of `batch` sequences (ms), busiest GPU.
 
-    SUM: t0 + attention(B) + experts(B) + all-to-all(B). TBO: t0 + max(2 [attention(B/2) +
-    experts(B/2)], 2 all-to-all(B/2)): two micro-batches, each reading the weights, their
-    communication hidden behind the other's compute (as DeepSeek's and SGLang's two-batch
-    overlap do; the pipeline's fill and drain are left out). gamma at the micro-batch's size.
+    SUM: t0 + C + all-to-all(B), C = attention(B) + experts(B) + fixed. TBO: t0 + max(C, M) +
+    (1 - overlap) x min(C, M), C = 2 [attention(B/2) + experts(B/2) + fixed], M = 2
+    all-to-all(B/2): two micro-batches, each reading the weights, the `knobs.overlap` share of
+    the shorter hidden behind the longer (1, the spec sheet: all, as DeepSeek's and SGLang's
+    two-batch overlap aim at; fill and drain left out). fixed = MoE layers x
+    `knobs.layer_overhead_us` per micro-batch (0 on the spec sheet). gamma at the micro-batch's
+    size.
     """
     if batch <= 0:
         raise InputError("batch must be > 0 sequences")
@@ -512,29 +561,67 @@ def ep_step(s: EpSetup, batch: float, *, eta_bw: float = 1.0, eff: float = 1.0,
     gamma = imbalance_factor(experts=s.experts, active=s.active, exponent=s.exponent,
                              gpus=s.layout.ep, redundant=s.layout.redundant_experts,
                              batch_tokens=b)
-    attn, exp = compute_parts_ms(s, b, imbalance=gamma, eta_bw=eta_bw, eff=eff)
-    comm = parts * all_to_all_ms(s, b, imbalance=gamma)
-    compute = parts * (attn + exp)
-    step = overhead_ms + (compute + comm if ov == Overlap.SUM else max(compute, comm))
+    attn, exp = compute_parts_ms(s, b, imbalance=gamma, eta_bw=eta_bw, eff=eff, knobs=knobs)
+    comm = parts * all_to_all_ms(s, b, imbalance=gamma, knobs=knobs)
+    fixed = parts * s.moe_layers * knobs.layer_overhead_us * 1e-3
+    compute = parts * (attn + exp) + fixed
+    step = overhead_ms + (compute + comm if ov == Overlap.SUM else knobs.combine_ms(compute, comm))
     return EpStep(batch=batch, attention_ms=parts * attn, experts_ms=parts * exp, comm_ms=comm,
                   step_ms=step, bound_ms=bound_ms(s, batch), imbalance=gamma, overlap=ov.value,
-                  gpus=s.layout.ep)
+                  gpus=s.layout.ep, fixed_ms=fixed)
 
 
 def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
-                          imbalance: float = 1.0) -> float:
+                          imbalance: float = 1.0, knobs: EpKnobs = SPEC_KNOBS,
+                          tokens_per_gpu: float = PREFILL_TOKENS_PER_GPU) -> float:
     """Input tokens per second per GPU of a compute-bound prefill (F6 per GPU), tok/s.
 
-    Per prompt token on its GPU: 2 (S - lookup) / attention_tp + 4 x layers x q_heads x
-    head_dim x L / 2 (causal attention, F6) / attention_tp, plus its experts' 2 X/E x k x gamma
-    (spread over the EP group, the busiest GPU's share); all at F x MFU. Communication hidden
-    (two-batch overlap). The spec sheet: MFU 1, gamma 1."""
+    Per prompt token on its GPU: C = [2 (S - lookup) / (F e_d) + 4 x layers x q_heads x
+    head_dim x L / 2 (causal attention, F6) / (F_a e_a)] / attention_tp + 2 X/E x k x gamma /
+    (F e_x) (its experts, spread over the EP group, the busiest GPU's share), all at MFU, over
+    (1 - `comm_sm_share`); e_d, e_a the knobs' prefill shares, F_a the peak at
+    `attention_dtype`, e_x the grouped GEMM's share at tokens_per_gpu x k x gamma / ep / slots
+    tokens per expert copy, plus the fixed time 2 micro-batches x MoE layers x
+    `layer_overhead_us` / tokens_per_gpu. With `knobs.prefill_comm` the all-to-all M
+    (`prefill_comm_us_per_token`) joins under the overlap: 1 / (max(C, M) + (1 - overlap)
+    min(C, M)); else communication is hidden. The spec sheet: MFU 1, gamma 1, knobs neutral."""
     m = s.variant.model
+    k = knobs
+    f = s.peak_tflops * TERA * mfu * (1.0 - k.comm_sm_share)
+    f_attn = (_attention_peak(s, k) * TERA * mfu * (1.0 - k.comm_sm_share)
+              * k.prefill_attention_eff)
     shared = (s.shared_params_b - m.lookup_params_b) * 1e9
     attn = float(attention_flops_per_token(m, prompt_tokens)) / 2.0
-    per_token = ((2.0 * shared + attn) / s.layout.attention_tp
-                 + 2.0 * s.expert_params_b * 1e9 * s.active * imbalance)
-    return s.peak_tflops * TERA * mfu / per_token
+    e_x = grouped_gemm_eff(k.expert_eff_curve,
+                           tokens_per_gpu * s.active * imbalance / s.layout.ep / s.expert_slots)
+    compute_s = ((2.0 * shared / (f * k.prefill_dense_eff) + attn / f_attn) / s.layout.attention_tp
+                 + 2.0 * s.expert_params_b * 1e9 * s.active * imbalance / (f * e_x)
+                 + 2.0 * s.moe_layers * k.layer_overhead_us * 1e-6 / tokens_per_gpu)
+    if not k.prefill_comm:
+        return 1.0 / compute_s
+    comm_s = prefill_comm_us_per_token(s, imbalance=imbalance, knobs=k) * 1e-6
+    return 1.0 / (k.combine_ms(compute_s, comm_s))
+
+
+def prefill_comm_us_per_token(s: EpSetup, *, imbalance: float = 1.0,
+                              knobs: EpKnobs = SPEC_KNOBS) -> float:
+    """A prompt token's dispatch + combine over every MoE layer, us (DeepEP's normal kernels).
+
+    Per layer: hidden x (d + c) bytes x gamma x max(k (r - 1) / ep / (BW_up eta_up), n_remote /
+    (BW_out eta_out)): k copies to the ranks of its scale-up domain over NVLink, one copy to
+    each remote domain it touches over the NIC (NVLink-to-RDMA forwarding), n_remote =
+    `remote_nodes_per_token` over ceil(ep / domain) domains. Example: 32 H100 (4 domains of 8),
+    DeepSeek-V3: NIC 2.70 x 7168 x 3 / 50 GB/s = 1.16 us per layer, x 58 = 67.4 us."""
+    lay = s.layout
+    if lay.ep <= 1:
+        return 0.0
+    r = lay.domain_ranks
+    per = s.variant.model.hidden * (DISPATCH_BYTES_PER_ELEMENT + COMBINE_BYTES_PER_ELEMENT)
+    domains = math.ceil(lay.ep / lay.nvlink_domain)
+    wire = max(s.active * (r - 1) / lay.ep / (s.gpu.interconnect_gb_s * GB * knobs.scale_up_eta),
+               remote_nodes_per_token(domains, s.active)
+               / (s.scale_out_gb_s * GB * knobs.scale_out_eta))
+    return s.moe_layers * imbalance * per * wire * 1e6
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -569,13 +656,13 @@ def plan_ep(model: str, gpu: str, n_gpus: int, *, prompt_tokens: int, output_tok
             util: float = DEFAULT_UTIL, overhead_gb: float = DEFAULT_OVERHEAD_GB,
             redundant_options: tuple[int, ...] = (0, 32),
             overlaps: tuple[Overlap | str, ...] = (Overlap.TBO, Overlap.SUM),
-            catalog: Catalog | None = None) -> list[EpOption]:
+            catalog: Catalog | None = None, knobs: EpKnobs = SPEC_KNOBS) -> list[EpOption]:
     """The EP layouts of `n_gpus` GPUs for a model: DP attention, and TP attention within a
     node (2, 4 or 8 GPUs dividing the heads), each with the redundancy options whose copies
     divide evenly over the GPUs, under each overlap; the KV held at prompt + output tokens.
     The batch: `batch_per_gpu` x GPUs, else the most that fits (F3 per GPU) capped at
     `MAX_TOKENS_PER_RANK` per GPU. Sorted by throughput per GPU, the best first. Knobs: the
-    spec sheet's by default."""
+    spec sheet's by default (`knobs`: `EpKnobs`, e.g. `typical_ep_knobs()`)."""
     cat = catalog or default_catalog()
     shape = node_shape(cat.gpu(gpu).key)
     heads = min((grp.q_heads for grp in cat.variant(model, weights).model.layer_groups
@@ -597,7 +684,7 @@ def plan_ep(model: str, gpu: str, n_gpus: int, *, prompt_tokens: int, output_tok
             fits = mem.max_batch >= max(b, 1)
             for ov in overlaps:
                 step = ep_step(s, b, eta_bw=eta_bw, eff=eff, overhead_ms=overhead_ms,
-                               overlap=ov) if fits and b > 0 else None
+                               overlap=ov, knobs=knobs) if fits and b > 0 else None
                 out.append(EpOption(layout=lay, memory=mem, batch=b, overlap=Overlap(ov).value,
                                     step=step, exponent=s.exponent))
     return sorted(out, key=lambda o: -o.tok_s_per_gpu)
