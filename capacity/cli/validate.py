@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.cli.commands import SUMMARIES
+from capacity.fit import validate_disagg as disagg
 from capacity.fit import validate_drafts as drafts
 from capacity.fit import validate_ep as expert_parallel
 from capacity.fit.validate import scorecard, step_methods, with_step_method
@@ -49,18 +50,21 @@ def run(args: argparse.Namespace) -> int:
     card = scorecard(configure=with_step_method(method), step_method=method)
     spec_dec = drafts.draft_scorecard()  # its own section: speed-ups of a draft against batch
     ep = expert_parallel.ep_scorecard()  # and one for wide expert parallelism (MoE)
+    pd = disagg.disagg_scorecard()  # and one for disaggregated prefill/decode
     if args.out:
         command = COMMAND if method is None else f"{COMMAND} --step-method {method}"
         path = write_between_markers(Path(args.out), markdown(card, command=command))
         drafts.write_section(path, drafts.markdown(spec_dec))
         expert_parallel.write_section(path, expert_parallel.markdown(ep))
+        disagg.write_section(path, disagg.markdown(pd))
         print(f"wrote {path}")
     elif args.format == "json":
         doc = {**json.loads(to_json(card)), "speculative_decoding": drafts.to_dict(spec_dec),
-               "expert_parallel": expert_parallel.to_dict(ep)}
+               "expert_parallel": expert_parallel.to_dict(ep),
+               "disaggregated": disagg.to_dict(pd)}
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         print(markdown(card) + "\n" + drafts.markdown(spec_dec) + "\n"
-              + expert_parallel.markdown(ep), end="")
+              + expert_parallel.markdown(ep) + "\n" + disagg.markdown(pd), end="")
     unexplained = [v for v in card.violations if v.reason == "not explained"]
     return 1 if unexplained else 0

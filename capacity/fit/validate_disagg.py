@@ -1,0 +1,589 @@
+"""The scorecard's disaggregated prefill/decode section (`capacity validate`, docs/accuracy.md,
+"Disaggregated prefill/decode"): published P/D deployments, and the aggregated baselines their
+sources ran beside them, against the project's models (docs/disaggregation.md).
+
+Each row of data/reference/disagg.csv (`load_rows`) is one measured figure of one deployment:
+a disaggregated one (prefill pool TP_p x X, decode pool TP_d x Y, a link) or an aggregated one
+(TP x replicas, both phases on every replica), at a closed-loop concurrency or an arrival rate.
+The row is predicted by
+
+- disaggregated: the two-pool event model (`capacity.plan.events_disagg`: `two_pools`,
+  `simulate_two_pools`) with one prefill and one decode scenario of the row's model, weights,
+  KV precision and GPU, the hand-over of `capacity.plan.disagg` (`handover_bytes` at each
+  pool's TP, `transfer_ms` over the row's link: the scale-up fabric by `link_for`, or the
+  stated scale-out NIC per GPU);
+- aggregated: the one-pool event model (`capacity.plan.events.simulate`) per replica, the
+  load split evenly (closed loop: ceil(C / replicas) clients each; open: rate / replicas);
+
+on two bases: the spec sheet (`scenario_with_basis(s, 'spec')`: every efficiency at peak, no
+overheads, the link at line rate with no fixed latency) and the typical basis
+(`'typical:vllm'`, the planner's typical knobs from data/engines.toml; the link at
+`DEFAULT_LINK_EFFICIENCY` with `DEFAULT_TRANSFER_LATENCY_MS`). The engine's scheduling is the
+row's profile (data/engines.toml `[profile.*]`). Error = predicted / measured - 1. The spec
+sheet must be an upper bound: throughput at or above, latency at or below the measured. A
+throughput measured at a set arrival rate is the rate, not a speed: such rows are not scored
+(their latency rows are).
+
+Where a source runs both kinds on the same GPUs and names a winner on one metric, the group is
+also checked two ways: the models' own winner on that metric (typical basis), and
+`capacity.plan.disagg.compare`'s winner for the source's workload at a load and SLOs the
+source's winner met: the winner's measured request rate, its mean TTFT and TPOT as p50 SLOs,
+the source's GPU and GPU count (the loser missed one of those SLOs on the same GPUs).
+Nothing here is fitted to these rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from capacity import workspace
+from capacity.catalog.loader import Catalog, default_catalog
+from capacity.errors import CapacityError, InputError
+from capacity.fit.planning import scenario_with_basis, with_basis
+from capacity.fit.validate import Spread, relative_error
+from capacity.fit.validate_ep import END as EP_END
+from capacity.fit.validate_report import between_markers, jsonable, write_between_markers
+from capacity.model.scenario import Scenario, make_scenario
+from capacity.model.workload import Workload
+from capacity.plan.disagg import (
+    DEFAULT_LINK_EFFICIENCY,
+    DEFAULT_TRANSFER_LATENCY_MS,
+    Link,
+    compare,
+    handover_bytes,
+    link_for,
+    transfer_ms,
+)
+from capacity.plan.events import service_from_scenario, simulate
+from capacity.plan.events_disagg import simulate_two_pools, two_pools
+from capacity.plan.options import PlanInputs, Slo
+
+ROWS_FILE: Final = "disagg.csv"
+TARGET_ERROR: Final = 0.25
+"""Issue 27's target: the typical basis within 25 % median of the rows' throughput per GPU."""
+TYPICAL_BASIS: Final = "typical:vllm"
+"""The basis the planner plans with when no calibration exists (data/engines.toml [vllm])."""
+BASES: Final = ("spec", "typical")
+BEGIN: Final = "<!-- validate-disagg:begin -->"
+END: Final = "<!-- validate-disagg:end -->"
+"""Markers of this section's generated part of docs/accuracy.md."""
+MODES: Final = ("disaggregated", "aggregated")
+THROUGHPUT: Final = "output_tok_s_per_gpu"
+METRICS: Final = {THROUGHPUT: "tok/s per GPU", "ttft_mean_ms": "ms", "tpot_mean_ms": "ms",
+                  "itl_mean_ms": "ms", "e2e_mean_ms": "ms"}
+"""Metric -> unit. Only the throughput is better higher."""
+MIN_REQUESTS: Final = 400
+"""Requests each simulation runs at least (20 x the clients when more); 10 % warm-up."""
+COLUMNS: Final = ("id", "group", "mode", "model", "weights", "kv_dtype", "gpu",
+                  "gpu_source_name", "prefill_tp", "prefill_replicas", "decode_tp",
+                  "decode_replicas", "link_kind", "link_gbit_s", "prompt_tokens",
+                  "output_tokens", "concurrency", "rate_per_s", "metric", "value",
+                  "source_winner", "winner_metric", "engine", "profile", "source", "as_of",
+                  "notes")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DisaggRow:
+    """One published measurement of data/reference/disagg.csv. Aggregated rows give their
+    replicas in `decode_tp` x `decode_replicas` (no prefill pool)."""
+
+    id: str
+    group: str
+    mode: str
+    model: str
+    weights: str
+    kv_dtype: str
+    gpu: str
+    gpu_source_name: str
+    prefill_tp: int | None
+    prefill_replicas: int | None
+    decode_tp: int
+    decode_replicas: int
+    link_kind: str
+    link_gbit_s: float | None
+    """Scale-out line rate per GPU, Gb/s (None: data/nodes.toml's, or the scale-up fabric)."""
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: int | None
+    rate_per_s: float | None
+    metric: str
+    value: float
+    source_winner: str
+    winner_metric: str
+    engine: str
+    profile: str
+    source: str
+    as_of: str
+    notes: str
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the deployment (both pools)."""
+        return (self.prefill_tp or 0) * (self.prefill_replicas or 0) \
+            + self.decode_tp * self.decode_replicas
+
+    @property
+    def layout(self) -> str:
+        """'4P(TP1)+1D(TP4)' or '2 x TP4'."""
+        if self.mode == "aggregated":
+            return f"{self.decode_replicas} x TP{self.decode_tp}"
+        return (f"{self.prefill_replicas}P(TP{self.prefill_tp})+"
+                f"{self.decode_replicas}D(TP{self.decode_tp})")
+
+    @property
+    def load(self) -> str:
+        """'C=16' or '45 req/s'."""
+        return f"C={self.concurrency}" if self.concurrency is not None \
+            else f"{self.rate_per_s:g} req/s"
+
+
+def _num(r: dict[str, str], key: str, where: str, *, whole: bool = True,
+         required: bool = True) -> Any:
+    """Column `key` of raw row `r` as a positive int (or float), None when blank and allowed;
+    InputError naming the row and column otherwise."""
+    text = (r.get(key) or "").strip()
+    if not text:
+        if required:
+            raise InputError(f"{where}: column '{key}' is empty")
+        return None
+    try:
+        v: float = int(text) if whole else float(text)
+    except ValueError:
+        kind = "a whole number" if whole else "a number"
+        raise InputError(f"{where}: column '{key}' must be {kind}, got '{text}'") from None
+    if not (math.isfinite(v) and v > 0):
+        raise InputError(f"{where}: column '{key}' must be > 0, got '{text}'")
+    return v
+
+
+def parse_row(r: dict[str, str], where: str) -> DisaggRow:
+    """One raw CSV row checked into a DisaggRow (InputError naming `where` and the column)."""
+    missing = [c for c in COLUMNS if c not in r]
+    if missing:
+        raise InputError(f"{where}: missing column(s) {', '.join(missing)}")
+    mode, metric = r["mode"].strip(), r["metric"].strip()
+    if mode not in MODES:
+        raise InputError(f"{where}: mode must be one of {', '.join(MODES)}, got '{mode}'")
+    if metric not in METRICS:
+        raise InputError(f"{where}: metric must be one of {', '.join(METRICS)}, got '{metric}'")
+    dis = mode == "disaggregated"
+    p_tp = _num(r, "prefill_tp", where, required=dis)
+    p_rep = _num(r, "prefill_replicas", where, required=dis)
+    if not dis and (p_tp is not None or p_rep is not None):
+        raise InputError(f"{where}: an aggregated row has no prefill pool (give its replicas "
+                         "in decode_tp x decode_replicas)")
+    conc = _num(r, "concurrency", where, required=False)
+    rate = _num(r, "rate_per_s", where, whole=False, required=False)
+    if (conc is None) == (rate is None):
+        raise InputError(f"{where}: give exactly one of concurrency and rate_per_s")
+    winner = r["source_winner"].strip()
+    if winner and (winner not in MODES or r["winner_metric"].strip() not in METRICS):
+        raise InputError(f"{where}: source_winner must be one of {', '.join(MODES)} with a "
+                         f"winner_metric of {', '.join(METRICS)}")
+    return DisaggRow(
+        id=r["id"].strip(), group=r["group"].strip(), mode=mode, model=r["model"].strip(),
+        weights=r["weights"].strip(), kv_dtype=r["kv_dtype"].strip(), gpu=r["gpu"].strip(),
+        gpu_source_name=r["gpu_source_name"], prefill_tp=p_tp, prefill_replicas=p_rep,
+        decode_tp=_num(r, "decode_tp", where), decode_replicas=_num(r, "decode_replicas", where),
+        link_kind=r["link_kind"].strip(),
+        link_gbit_s=_num(r, "link_gbit_s", where, whole=False, required=False),
+        prompt_tokens=_num(r, "prompt_tokens", where),
+        output_tokens=_num(r, "output_tokens", where), concurrency=conc, rate_per_s=rate,
+        metric=metric, value=_num(r, "value", where, whole=False), source_winner=winner,
+        winner_metric=r["winner_metric"].strip(), engine=r["engine"],
+        profile=r["profile"].strip() or "vllm", source=r["source"], as_of=r["as_of"],
+        notes=r["notes"])
+
+
+def load_rows(path: Path | None = None) -> list[DisaggRow]:
+    """Every row of the published P/D measurements (data/reference/disagg.csv), checked:
+    InputError naming the file, line and column of the first bad row."""
+    p = path or workspace.bundled_data_dir() / "reference" / ROWS_FILE
+    with p.open(encoding="utf-8", newline="") as fh:
+        return [parse_row(r, f"{p.name} line {i}")
+                for i, r in enumerate(csv.DictReader(fh), start=2)]
+
+
+# -- the predictions ---------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Predicted:
+    """One deployment at the row's load on one basis (event model, means over the counted
+    requests): every metric of METRICS, and the hand-over (ms, 0 aggregated)."""
+
+    output_tok_s_per_gpu: float
+    ttft_mean_ms: float
+    tpot_mean_ms: float
+    itl_mean_ms: float
+    e2e_mean_ms: float
+    request_rate_per_s: float
+    transfer_ms: float
+    link: str
+
+    def metric(self, name: str) -> float:
+        return float(getattr(self, name))
+
+
+def _scenario(r: DisaggRow, tp: int, basis: str, catalog: Catalog) -> Scenario:
+    """One replica (TP GPUs) of the row's model on its GPU, KV held at prompt + output."""
+    s = make_scenario(r.model, r.gpu, catalog=catalog, weights=r.weights, n_gpus=tp, tp=tp,
+                      context_tokens=r.prompt_tokens + r.output_tokens,
+                      prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype)
+    return scenario_with_basis(s, "spec" if basis == "spec" else TYPICAL_BASIS)
+
+
+def row_link(r: DisaggRow, basis: str, catalog: Catalog) -> Link:
+    """The hand-over's link: `link_for` (the scale-up fabric when both pools fit one NVLink
+    domain, else data/nodes.toml's NIC), or the row's stated scale-out NIC (Gb/s per GPU / 8 =
+    GB/s). Spec sheet: line rate, no fixed latency; typical: the planner's defaults."""
+    eff, lat = ((1.0, 0.0) if basis == "spec"
+                else (DEFAULT_LINK_EFFICIENCY, DEFAULT_TRANSFER_LATENCY_MS))
+    g = catalog.gpu(r.gpu)
+    if r.link_gbit_s is not None:
+        bw = r.link_gbit_s / 8
+        return Link(kind=r.link_kind or "scale-out", send_gb_s=bw, recv_gb_s=bw,
+                    efficiency=eff, latency_ms=lat)
+    return link_for(g, g, pool_gpus=r.gpus, efficiency=eff, latency_ms=lat)
+
+
+def _requests(clients: int) -> int:
+    return max(MIN_REQUESTS, 20 * clients)
+
+
+def predict(r: DisaggRow, basis: str, catalog: Catalog | None = None) -> Predicted:
+    """Row `r`'s deployment at its load on `basis` ('spec' or 'typical'), by the event models
+    (module docstring). Throughput per GPU = output tok/s of the deployment / its GPUs; mean
+    E2E = mean TTFT + mean TPOT x (output - 1) (exact for means); a disaggregated ITL is its
+    TPOT (no prompt runs between a decode pool's steps)."""
+    cat = catalog or default_catalog()
+    n_out = r.output_tokens
+    if r.mode == "disaggregated":
+        assert r.prefill_tp is not None and r.prefill_replicas is not None
+        sp = _scenario(r, r.prefill_tp, basis, cat)
+        sd = _scenario(r, r.decode_tp, basis, cat)
+        link = row_link(r, basis, cat)
+        t = float(transfer_ms(
+            send_bytes_per_gpu=handover_bytes(sp.model, r.kv_dtype, r.prompt_tokens, r.prefill_tp),
+            recv_bytes_per_gpu=handover_bytes(sd.model, r.kv_dtype, r.prompt_tokens, r.decode_tp),
+            link=link))
+        pools = two_pools(sp, sd, output_tokens=n_out, transfer_ms=t,
+                          prefill_replicas=r.prefill_replicas, decode_replicas=r.decode_replicas,
+                          transfer_latency_ms=link.latency_ms, engine=r.profile)
+        d = simulate_two_pools(pools, concurrency=r.concurrency, rate_per_s=r.rate_per_s,
+                               n_requests=_requests(r.concurrency or 0))
+        return Predicted(output_tok_s_per_gpu=d.output_tok_s / r.gpus,
+                         ttft_mean_ms=d.mean_ttft_ms, tpot_mean_ms=d.mean_tpot_ms,
+                         itl_mean_ms=d.mean_tpot_ms,
+                         e2e_mean_ms=d.mean_ttft_ms + d.mean_tpot_ms * (n_out - 1),
+                         request_rate_per_s=d.throughput_req_s, transfer_ms=t, link=link.kind)
+    s = _scenario(r, r.decode_tp, basis, cat)
+    svc = service_from_scenario(s, output_tokens=n_out, engine=r.profile)
+    n = r.decode_replicas
+    per = None if r.concurrency is None else math.ceil(r.concurrency / n)
+    q = simulate(svc, concurrency=per, rate_per_s=None if r.rate_per_s is None
+                 else r.rate_per_s / n, n_requests=_requests(per or 0), itl=True)
+    tpot = (q.mean_e2e_ms - q.mean_ttft_ms) / max(n_out - 1, 1)
+    return Predicted(output_tok_s_per_gpu=q.output_tok_s / r.decode_tp,
+                     ttft_mean_ms=q.mean_ttft_ms, tpot_mean_ms=tpot,
+                     itl_mean_ms=float(q.itl_mean_ms if q.itl_mean_ms is not None else tpot),
+                     e2e_mean_ms=q.mean_e2e_ms, request_rate_per_s=q.throughput_req_s * n,
+                     transfer_ms=0.0, link="-")
+
+
+# -- the checks --------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class DisaggCheck:
+    """One scored row: measured and predicted on each basis (the row's metric and unit)."""
+
+    id: str
+    group: str
+    mode: str
+    layout: str
+    gpu: str
+    load: str
+    prompt_tokens: int
+    output_tokens: int
+    metric: str
+    measured: float
+    spec: float
+    typical: float
+    transfer_ms: float
+    link: str
+    source: str
+
+    def error(self, basis: str) -> float:
+        """predicted / measured - 1 on 'spec' or 'typical'."""
+        return relative_error(self.spec if basis == "spec" else self.typical, self.measured)
+
+    @property
+    def bounded(self) -> bool:
+        """The spec sheet is the fast side: throughput at or above, latency at or below."""
+        return self.spec >= self.measured if self.metric == THROUGHPUT \
+            else self.spec <= self.measured
+
+
+@dataclass(frozen=True, kw_only=True)
+class Skipped:
+    """A row not scored, and why."""
+
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """One source's aggregated-against-disaggregated comparison and the project's answers."""
+
+    group: str
+    metric: str
+    source_winner: str
+    measured: dict[str, float]
+    """Mode -> the source's figure on `metric`."""
+    typical: dict[str, float]
+    """Mode -> the typical basis's prediction on `metric`."""
+    model_winner: str
+    compare_winner: str
+    compare_reason: str
+
+    @property
+    def model_agrees(self) -> bool:
+        return self.model_winner == self.source_winner
+
+    @property
+    def compare_agrees(self) -> bool:
+        return self.compare_winner == self.source_winner
+
+
+@dataclass(frozen=True, kw_only=True)
+class DisaggScorecard:
+    checks: tuple[DisaggCheck, ...]
+    skipped: tuple[Skipped, ...]
+    verdicts: tuple[Verdict, ...]
+
+    def errors(self, basis: str, metric: str | None = None) -> list[float]:
+        return [c.error(basis) for c in self.checks if metric in (None, c.metric)]
+
+    def error(self, basis: str, metric: str | None = None) -> Spread:
+        """|predicted / measured - 1| over the rows (of one metric)."""
+        return Spread.of(abs(e) for e in self.errors(basis, metric))
+
+    @property
+    def bounded(self) -> int:
+        return sum(c.bounded for c in self.checks)
+
+    @property
+    def throughput_rows(self) -> int:
+        return sum(c.metric == THROUGHPUT for c in self.checks)
+
+    @property
+    def target_met(self) -> bool:
+        """The typical basis's median |error| on throughput per GPU is within TARGET_ERROR."""
+        m = self.error("typical", THROUGHPUT).median
+        return math.isfinite(m) and m <= TARGET_ERROR
+
+
+def skip_reason(r: DisaggRow, catalog: Catalog) -> str:
+    """Why row `r` cannot be scored ('' when it can)."""
+    try:
+        catalog.gpu(r.gpu)
+        catalog.variant(r.model, r.weights)
+    except CapacityError as exc:
+        return f"not in the catalog ({exc})"
+    if r.metric == THROUGHPUT and r.rate_per_s is not None:
+        return ("throughput at a set arrival rate is the rate, not a speed (its latency rows "
+                "are scored)")
+    return ""
+
+
+def _winner(metric: str, by_mode: dict[str, float]) -> str:
+    """The better mode on `metric`: higher throughput, lower latency."""
+    a, d = by_mode["aggregated"], by_mode["disaggregated"]
+    better_d = d > a if metric == THROUGHPUT else d < a
+    return "disaggregated" if better_d else "aggregated"
+
+
+def _slo_metric(rows: list[DisaggRow]) -> str:
+    return next((m for m in ("tpot_mean_ms", "itl_mean_ms") if any(r.metric == m for r in rows)),
+                "")
+
+
+def compare_inputs(rows: list[DisaggRow]) -> PlanInputs:
+    """`compare`'s inputs for one source group (typical basis): its model, GPU, weights and KV
+    precision, at most its GPU count, the prompt and output lengths, at the source winner's
+    measured request rate (closed loop: throughput x GPUs / output tokens; open: the stated
+    rate), with the winner's measured mean TTFT and TPOT (or ITL) as p50 SLOs."""
+    win = [r for r in rows if r.mode == r.source_winner]
+    r0 = win[0]
+    got = {r.metric: r.value for r in win}
+    tpot = got.get("tpot_mean_ms", got.get("itl_mean_ms"))
+    if "ttft_mean_ms" not in got or tpot is None:
+        raise InputError(f"{r0.group}: the winner's rows need a mean TTFT and a mean TPOT or ITL")
+    if r0.rate_per_s is not None:
+        rate = r0.rate_per_s
+    elif THROUGHPUT in got:
+        rate = got[THROUGHPUT] * r0.gpus / r0.output_tokens
+    else:
+        raise InputError(f"{r0.group}: a closed-loop winner needs its throughput row")
+    inp = PlanInputs(
+        model=r0.model, workload=Workload(
+            rate_per_s=rate, prompt_tokens=r0.prompt_tokens, output_tokens=r0.output_tokens,
+            context_tokens=r0.prompt_tokens + r0.output_tokens, headroom=0.0),
+        slo=Slo(ttft_ms=got["ttft_mean_ms"], tpot_ms=tpot, quantile=0.5), gpus=(r0.gpu,),
+        formats=(r0.weights,), kv_dtypes=(r0.kv_dtype,), max_gpus=max(r.gpus for r in rows),
+        engine=r0.profile, currency="USD")
+    return with_basis(inp, TYPICAL_BASIS)
+
+
+def verdicts(rows: list[DisaggRow], checks: Iterable[DisaggCheck],
+             catalog: Catalog) -> list[Verdict]:
+    """Every group with a source_winner and both modes on its winner_metric."""
+    by_id = {c.id: c for c in checks}
+    out: list[Verdict] = []
+    for group in dict.fromkeys(r.group for r in rows if r.source_winner):
+        rs = [r for r in rows if r.group == group]
+        metric = rs[0].winner_metric
+        on = {r.mode: r for r in rs if r.metric == metric and r.id in by_id}
+        if set(on) != set(MODES):
+            continue
+        c = compare(compare_inputs(rs), catalog)
+        out.append(Verdict(
+            group=group, metric=metric, source_winner=rs[0].source_winner,
+            measured={m: on[m].value for m in MODES},
+            typical={m: by_id[on[m].id].typical for m in MODES},
+            model_winner=_winner(metric, {m: by_id[on[m].id].typical for m in MODES}),
+            compare_winner=c.winner, compare_reason=c.reason))
+    return out
+
+
+def disagg_scorecard(rows: Iterable[DisaggRow] | None = None,
+                     catalog: Catalog | None = None) -> DisaggScorecard:
+    """Score every row (default: data/reference/disagg.csv); rows of one deployment and load
+    share one simulation per basis."""
+    cat = catalog or default_catalog()
+    rows = list(load_rows() if rows is None else rows)
+    checks: list[DisaggCheck] = []
+    skipped: list[Skipped] = []
+    runs: dict[tuple[Any, ...], Predicted] = {}
+    for r in rows:
+        why = skip_reason(r, cat)
+        if not why:
+            try:
+                pred = {}
+                for b in BASES:
+                    key = (b, r.mode, r.model, r.weights, r.kv_dtype, r.gpu, r.prefill_tp,
+                           r.prefill_replicas, r.decode_tp, r.decode_replicas, r.link_kind,
+                           r.link_gbit_s, r.prompt_tokens, r.output_tokens, r.concurrency,
+                           r.rate_per_s, r.profile)
+                    if key not in runs:
+                        runs[key] = predict(r, b, cat)
+                    pred[b] = runs[key]
+                checks.append(DisaggCheck(
+                    id=r.id, group=r.group, mode=r.mode, layout=r.layout, gpu=r.gpu,
+                    load=r.load, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
+                    metric=r.metric, measured=r.value, spec=pred["spec"].metric(r.metric),
+                    typical=pred["typical"].metric(r.metric),
+                    transfer_ms=pred["typical"].transfer_ms, link=pred["typical"].link,
+                    source=r.source))
+            except CapacityError as exc:
+                why = str(exc)
+        if why:
+            skipped.append(Skipped(id=r.id, reason=why))
+    return DisaggScorecard(checks=tuple(checks), skipped=tuple(skipped),
+                           verdicts=tuple(verdicts(rows, checks, cat)))
+
+
+# -- written out: Markdown (docs/accuracy.md), JSON -------------------------------------------
+def _f(v: float | None, fmt: str) -> str:
+    return "-" if v is None or not math.isfinite(v) else format(v, fmt)
+
+
+def _v(v: float) -> str:
+    return _f(v, ",.1f" if abs(v) < 100 else ",.0f")
+
+
+def markdown(card: DisaggScorecard) -> str:
+    """The section as Markdown: the result, the error by basis and metric, every row, the
+    comparisons, the rows not scored."""
+    typ, spec = card.error("typical", THROUGHPUT), card.error("spec", THROUGHPUT)
+    n_t = card.throughput_rows
+    lines = [
+        "### Disaggregated prefill/decode", "",
+        f"{len(card.checks)} rows of data/reference/disagg.csv (published P/D deployments and "
+        "the aggregated baselines their sources ran on the same GPUs: NVIDIA Dynamo with vLLM on "
+        "B200, llm-d on H200) against the two-pool event model (capacity/plan/events_disagg.py, "
+        "the hand-over of capacity/plan/disagg.py) and, for aggregated rows, the one-pool event "
+        f"model. Typical basis: `{TYPICAL_BASIS}` (data/engines.toml). Throughput per GPU, "
+        f"{n_t} rows: typical median |error| {_f(typ.median, '.1%')} (target: within "
+        f"{TARGET_ERROR:.0%}: {'met' if card.target_met else 'not met'}), spec sheet median "
+        f"{_f(spec.median, '.1%')} above. The spec sheet is on the fast side of the measured "
+        f"figure (throughput at or above, latency at or below) on {card.bounded} of "
+        f"{len(card.checks)} rows. Nothing is fitted to these rows.", "",
+        "| basis | metric | rows | median abs error | worst | median signed |",
+        "|---|---|---:|---:|---:|---:|"]
+    for basis in BASES:
+        for metric in (None, *METRICS):
+            errs = card.errors(basis, metric)
+            if not errs:
+                continue
+            worst = max(errs, key=abs, default=None)
+            lines.append(f"| {basis} | {metric or 'all'} | {len(errs)} | "
+                         f"{_f(card.error(basis, metric).median, '.1%')} | {_f(worst, '+.1%')} | "
+                         f"{_f(Spread.of(errs).median, '+.1%')} |")
+    lines += ["", "| row | layout | GPU | in / out | load | metric | measured | spec | error | "
+              "typical | error | hand-over ms (link) |",
+              "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for c in card.checks:
+        hand = "-" if c.mode == "aggregated" else f"{c.transfer_ms:.1f} ({c.link})"
+        lines.append(
+            f"| {c.id} | {c.layout} | {c.gpu} | {c.prompt_tokens} / {c.output_tokens} | "
+            f"{c.load} | {c.metric} | {_v(c.measured)} | {_v(c.spec)} | "
+            f"{c.error('spec'):+.1%} | {_v(c.typical)} | {c.error('typical'):+.1%} | {hand} |")
+    if card.verdicts:
+        agree_m = sum(v.model_agrees for v in card.verdicts)
+        agree_c = sum(v.compare_agrees for v in card.verdicts)
+        lines += ["", f"Aggregated against disaggregated, {len(card.verdicts)} source "
+                  f"comparisons on the same GPUs: the typical basis picks the source's winner on "
+                  f"{agree_m}, `compare()` on {agree_c} (its inputs: the source winner's request "
+                  "rate, mean TTFT and TPOT as p50 SLOs, the source's GPU and GPU count).", "",
+                  "| group | metric | source's winner | measured agg / disagg | typical agg / "
+                  "disagg | models' winner | compare() |", "|---|---|---|---|---|---|---|"]
+        for v in card.verdicts:
+            lines.append(
+                f"| {v.group} | {v.metric} | {v.source_winner} | "
+                f"{_v(v.measured['aggregated'])} / {_v(v.measured['disaggregated'])} | "
+                f"{_v(v.typical['aggregated'])} / {_v(v.typical['disaggregated'])} | "
+                f"{v.model_winner} | {v.compare_winner} |")
+    if card.skipped:
+        lines += ["", "Not scored: " + "; ".join(f"{s.id}: {s.reason}"
+                                                 for s in card.skipped) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def to_dict(card: DisaggScorecard) -> dict[str, Any]:
+    """The section as JSON-ready data (NaN as None)."""
+    return dict(jsonable({
+        "rows": len(card.checks), "throughput_rows": card.throughput_rows,
+        "target": TARGET_ERROR, "target_met": card.target_met, "bounded": card.bounded,
+        "error": {b: {m or "all": {**asdict(card.error(b, m)),
+                                   "bias": Spread.of(card.errors(b, m)).median}
+                      for m in (None, *METRICS)} for b in BASES},
+        "checks": [{**asdict(c), "error": {b: c.error(b) for b in BASES},
+                    "bounded": c.bounded} for c in card.checks],
+        "verdicts": [{**asdict(v), "model_agrees": v.model_agrees,
+                      "compare_agrees": v.compare_agrees} for v in card.verdicts],
+        "skipped": [asdict(s) for s in card.skipped]}))
+
+
+def write_section(path: Path, generated: str) -> Path:
+    """Put `generated` between this section's markers in `path`, keeping the rest; without the
+    markers, right after the wide expert-parallel section, else at the end."""
+    return write_between_markers(path, generated, BEGIN, END, after=EP_END)
+
+
+def section_of(text: str) -> str:
+    """This section's generated part of a document ('' when it has none)."""
+    return between_markers(text, BEGIN, END)
