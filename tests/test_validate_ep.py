@@ -142,3 +142,19 @@ def test_scorecard_uses_the_fits_one_computation() -> None:
     ho = Spread.of(abs(e) for e in card.errors("held_out"))
     assert ho.median == card.error("held_out").median and not math.isnan(ho.median)
     assert ho.median <= 0.25  # issue 27's target, scored held out
+
+
+def test_the_stored_planning_knobs_are_the_fit_of_every_row() -> None:
+    """data/ep_knobs.toml's [fitted] values are what the fit gives on today's rows: a row
+    added or corrected without refitting fails here, not silently in the planner."""
+    from capacity.catalog.moe_data import ep_fitted_data
+    from capacity.model.ep_knobs import planning_ep_knobs, typical_ep_knobs
+
+    fit = ep_scorecard().fit
+    assert fit is not None
+    stored = {k: e.value for k, e in ep_fitted_data().items()}
+    assert stored == {"overlap": fit.overlap, "layer_overhead_us": fit.layer_overhead_us}
+    k = planning_ep_knobs()
+    assert (k.overlap, k.layer_overhead_us) == (0.45, 81.0)
+    # every published knob as in the prior; only the two fitted ones differ
+    assert replace(k, overlap=1.0, layer_overhead_us=0.0) == typical_ep_knobs()

@@ -170,15 +170,18 @@ def _knob_value(raw: Any, at: str) -> KnobValue:
                        f"of [x, y] pairs > 0, got {raw!r}")
 
 
-def parse_ep_knobs(text: str, where: str = EP_KNOBS_FILE) -> Mapping[str, EpKnobEntry]:
-    """The knobs of an EP knob file by name; CatalogError naming the knob and field."""
+def parse_ep_knobs(text: str, where: str = EP_KNOBS_FILE, table: str = "knob"
+                   ) -> Mapping[str, EpKnobEntry]:
+    """The knobs of an EP knob file's `table` by name (`knob`: the published values;
+    `fitted`: the two knobs capacity/fit/ep_fit.py fits to the published rows); CatalogError
+    naming the knob and field."""
     try:
         data = loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{where}: {exc}") from None
     out: dict[str, EpKnobEntry] = {}
-    for name, raw in dict(data.get("knob", {})).items():
-        at = f"{where} [knob.{name}]"
+    for name, raw in dict(data.get(table, {})).items():
+        at = f"{where} [{table}.{name}]"
         if not isinstance(raw, dict) or "value" not in raw:
             raise CatalogError(f"{at}: missing 'value'")
         source, derivation = str(raw.get("source", "")), str(raw.get("derivation", ""))
@@ -190,14 +193,25 @@ def parse_ep_knobs(text: str, where: str = EP_KNOBS_FILE) -> Mapping[str, EpKnob
 
 
 @cache
-def _load_knobs(path: Path) -> Mapping[str, EpKnobEntry]:
-    return parse_ep_knobs(read_utf8(path), str(path))
+def _load_knobs(path: Path, table: str) -> Mapping[str, EpKnobEntry]:
+    return parse_ep_knobs(read_utf8(path), str(path), table)
 
 
-def ep_knob_data() -> Mapping[str, EpKnobEntry]:
-    """The typical EP knobs: the catalog folder's file, else the bundled one."""
+def _knob_file() -> Path:
     for folder in (workspace.catalog_dir(), workspace.bundled_data_dir()):
         path = folder / EP_KNOBS_FILE
         if path.is_file():
-            return _load_knobs(path)
+            return path
     raise CatalogError(f"no {EP_KNOBS_FILE} in {workspace.catalog_dir()}")
+
+
+def ep_knob_data() -> Mapping[str, EpKnobEntry]:
+    """The typical EP knobs (`[knob.*]`): the catalog folder's file, else the bundled one."""
+    return _load_knobs(_knob_file(), "knob")
+
+
+def ep_fitted_data() -> Mapping[str, EpKnobEntry]:
+    """The two fitted EP knobs (`[fitted.*]`: overlap, layer_overhead_us), as
+    capacity/fit/ep_fit.py fits them to every row of data/reference/moe_ep.csv (a test
+    re-derives them): the planner's and the frontier's typical EP basis."""
+    return _load_knobs(_knob_file(), "fitted")

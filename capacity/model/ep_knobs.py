@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from capacity.catalog.loader import Model
-from capacity.catalog.moe_data import ep_knob_data
+from capacity.catalog.moe_data import ep_fitted_data, ep_knob_data
 from capacity.errors import InputError
 
 
@@ -90,6 +90,15 @@ def typical_ep_knobs(**fitted: Any) -> EpKnobs:
             raise InputError(f"data/ep_knobs.toml: unknown knob '{name}'")
         values[name] = entry.value
     return EpKnobs(**{**values, **fitted})
+
+
+def planning_ep_knobs() -> EpKnobs:
+    """The typical EP basis a plan uses: the published knobs (`typical_ep_knobs`) with the two
+    fitted ones stored in data/ep_knobs.toml's `[fitted]` table (capacity/fit/ep_fit.py on
+    every published row; held out, each row is predicted within the median error
+    docs/accuracy.md gives). Used with `eta_bw` = `eff` = 1, as capacity/fit/validate_ep.py
+    scores it: the knobs already are the achieved shares."""
+    return typical_ep_knobs(**{k: e.value for k, e in ep_fitted_data().items()})
 
 
 def grouped_gemm_eff(curve: tuple[tuple[float, float], ...], tokens_per_expert: float) -> float:
