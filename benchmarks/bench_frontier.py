@@ -3,9 +3,11 @@
 `frontier` for Llama-3.1-70B (every weight format, fp16 and fp8 KV) across the catalog's
 data-centre GPUs, every TP size, the engines vLLM, SGLang and llama.cpp, at a geometric grid of
 closed-loop concurrencies per replica; then the cost read-off at 50 tok/s per user for every
-price kind, and `capacity frontier` from the shell (start-up included).
+price kind, and `capacity frontier` from the shell (start-up included). Then, outside the
+target, the opt-in kinds (issue 27): the same frontier with disaggregated points, and
+DeepSeek-V3's with wide-EP points (`--kinds-repeat` runs each; 0 leaves them out).
 
-    .venv/bin/python benchmarks/bench_frontier.py [--repeat 7]
+    .venv/bin/python benchmarks/bench_frontier.py [--repeat 7] [--kinds-repeat 3]
 """
 
 from __future__ import annotations
@@ -16,17 +18,22 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 from capacity.catalog.loader import default_catalog
 from capacity.fit.frontier import FrontierInputs, cost_read_off, datacenter_gpus, frontier
 
 TARGET_S = 2.0
+MOE_MODEL = "deepseek-v3"
+"""The MoE model whose wide-EP frontier is timed (every weight format, every data-centre GPU)."""
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--model", default="llama-3.1-70b", help="bare key: every weight format")
+    ap.add_argument("--kinds-repeat", type=int, default=3,
+                    help="runs of the disaggregated and wide-EP frontiers (0: none)")
     args = ap.parse_args(argv)
     cat = default_catalog()
     inp = FrontierInputs(model=args.model)
@@ -60,6 +67,17 @@ def main(argv: list[str] | None = None) -> int:
         cli.append(time.perf_counter() - t0)
     print(f"capacity frontier --model {args.model} --format json (a fresh process): median "
           f"{statistics.median(cli):.2f} s over 3")
+    for label, kinds in ((f"{args.model} --disaggregated", replace(inp, disaggregated=True)),
+                         ("deepseek-v3 --wide-ep", FrontierInputs(model=MOE_MODEL, wide_ep=True))):
+        if args.kinds_repeat < 1:
+            break
+        runs = []
+        for _ in range(args.kinds_repeat):
+            t0 = time.perf_counter()
+            kfr = frontier(kinds, cat)
+            runs.append(time.perf_counter() - t0)
+        print(f"{label} (opt-in, no target): {kfr.evaluated:,} points, {len(kfr.groups)} groups, "
+              f"median {statistics.median(runs) * 1e3:.0f} ms over {args.kinds_repeat}")
     print(f"load average {os.getloadavg()[0]:.2f}")
     return 0 if med < TARGET_S else 1
 

@@ -114,9 +114,9 @@ def test_datacenter_gpus_and_variants() -> None:
     spec = configuration_variants(FrontierInputs(model="llama-3.1-70b", basis="spec"))
     assert {x.basis for x in spec} == {"spec"}
     for bad in ({"output_tokens": 1}, {"engines": ()}, {"engines": ("nope",)},
-                {"context_tokens": 10}):
+                {"context_tokens": 10}, {"ttft_ms": 0.0}, {"quantile": 1.0}):
         with pytest.raises(InputError):
-            FrontierInputs(model="llama-3.1-70b", **bad)  # type: ignore[arg-type]
+            FrontierInputs(model="llama-3.1-70b", **bad)
 
 
 # -- the closed loop ------------------------------------------------------------------------------

@@ -9,6 +9,12 @@ of published offer (data/offers.toml):
 
     capacity frontier --model llama-3.1-70b --prompt 1024 --output 1024 --interactivity 50
     capacity frontier --model llama-3.1-70b --gpus h100-sxm,b200 --engines vllm --format json
+    capacity frontier --model deepseek-v3 --gpus h200-sxm,gb200 --disaggregated --wide-ep
+
+--disaggregated adds disaggregated prefill/decode points (a decode replica and the prefill GPUs
+it needs, fractional) and --wide-ep a MoE model's wide expert-parallel points (EP over a node
+and over the NVLink domain), each in groups of their own kind; their records then carry
+`deployment`, `layout`, `prefill_tp`, `prefill_gpus` and `gpus_paid`.
 
 `--format json` is the stable interface: `model`, `currency`, `workload`, `interactivity`,
 `evaluated`, `groups` (each with its `front`, one record per point), `gpu_fronts`,
@@ -36,9 +42,11 @@ from capacity.fit.frontier import (
     CostReadOff,
     FrontierInputs,
     FrontPoint,
+    Group,
     cost_read_off,
     frontier,
 )
+from capacity.fit.frontier_space import AGGREGATED
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.plan.options import MAX_GPUS
 from capacity.report.tables import render
@@ -48,6 +56,11 @@ POINT_COLUMNS = ("gpu", "engine", "weights", "kv_dtype", "draft", "tp", "gpus", 
                  "tpot_ms", "prefill_share", "price_per_gpu_hour", "cost_per_mtok", "basis")
 """A point's record (JSON, CSV): `concurrency` is per replica of `gpus` (= TP) GPUs;
 `cost_per_mtok` is per million output tokens at the catalog price."""
+KIND_COLUMNS = ("deployment", "layout", "prefill_tp", "prefill_gpus", "gpus_paid")
+"""What a point's record adds with --disaggregated or --wide-ep: its kind of deployment, the
+layout in words, a prefill replica's TP and the prefill GPUs a decode replica needs
+(disaggregated; 0 otherwise), and the GPUs its throughput is shared by (TP, or the EP degree,
++ prefill GPUs)."""
 COST_COLUMNS = ("gpu", "engine", "weights", "kv_dtype", "draft", "kind", "provider",
                 "price_per_gpu_hour", "interactivity_tok_s_per_user",
                 "throughput_tok_s_per_gpu", "output_per_mtok", "input_per_mtok",
@@ -87,6 +100,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="speculative-decoding draft drawn besides none, its own group (F12): "
                         "eagle:3, mtp:1, ngram:4, or auto (every depth with published "
                         "acceptance); repeat or comma-separate")
+    s.add_argument("--disaggregated", action="store_true",
+                   help="also draw disaggregated prefill/decode points (vLLM, SGLang): a "
+                        "decode replica at each concurrency and the fractional prefill GPUs it "
+                        "needs (docs/frontier.md)")
+    s.add_argument("--wide-ep", action="store_true",
+                   help="also draw wide expert-parallel points of a MoE model (vLLM, SGLang): "
+                        "EP over a node and over the NVLink domain, DP attention")
+    s.add_argument("--ttft", type=number(min=0, max=600_000, min_open=True), default=2000.0,
+                   metavar="MS", help="TTFT budget a disaggregated point's prefill replica is "
+                                      "sized at, p90 (default 2000 ms)")
     s.add_argument("--basis", default=None, metavar="BASIS",
                    help="what the speed figures rest on, for every engine: 'spec', "
                         "'typical:ENGINE', 'chapter' or a saved calibration (default: each "
@@ -113,8 +136,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def point_record(p: FrontPoint) -> dict[str, Any]:
-    """A point as a flat record (POINT_COLUMNS, then the event model's figures)."""
+def point_record(p: FrontPoint, kinds: bool = False) -> dict[str, Any]:
+    """A point as a flat record (POINT_COLUMNS, then KIND_COLUMNS with `kinds`, then the event
+    model's figures)."""
     rec = {"gpu": p.gpu, "engine": p.engine, "weights": p.weights, "kv_dtype": p.kv_dtype,
            "draft": p.draft, "tp": p.tp, "gpus": p.n_gpus, "concurrency": p.concurrency,
            "interactivity_tok_s_per_user": p.interactivity_tok_s_per_user,
@@ -122,22 +146,37 @@ def point_record(p: FrontPoint) -> dict[str, Any]:
            "tpot_ms": p.tpot_ms, "prefill_share": p.prefill_share,
            "price_per_gpu_hour": p.price_per_gpu_hour, "cost_per_mtok": p.cost_per_mtok,
            "basis": p.basis}
+    if kinds:
+        rec |= {"deployment": p.deployment, "layout": p.layout or None,
+                "prefill_tp": p.prefill_tp, "prefill_gpus": p.prefill_gpus,
+                "gpus_paid": p.gpus_paid}
     if p.event_tpot_ms is not None:
         rec |= {"event_ttft_ms": p.event_ttft_ms, "event_tpot_ms": p.event_tpot_ms,
                 "event_throughput_tok_s_per_gpu": p.event_throughput_tok_s_per_gpu}
     return rec
 
 
-def cost_record(r: CostReadOff) -> dict[str, Any]:
-    """A cost read-off as a flat record (COST_COLUMNS)."""
+def cost_record(r: CostReadOff, kinds: bool = False) -> dict[str, Any]:
+    """A cost read-off as a flat record (COST_COLUMNS, and the group's `deployment` first with
+    `kinds`)."""
     g = r.group
-    return {"gpu": g.gpu, "engine": g.engine, "weights": g.weights, "kv_dtype": g.kv_dtype,
-            "draft": g.draft, "kind": r.kind, "provider": r.provider or None,
-            "price_per_gpu_hour": r.price_per_gpu_hour,
-            "interactivity_tok_s_per_user": r.interactivity_tok_s_per_user,
-            "throughput_tok_s_per_gpu": r.throughput_tok_s_per_gpu,
-            "output_per_mtok": r.output_per_mtok, "input_per_mtok": r.input_per_mtok,
-            "output_split_per_mtok": r.output_split_per_mtok, "total_per_mtok": r.total_per_mtok}
+    rec: dict[str, Any] = {"deployment": g.deployment} if kinds else {}
+    return rec | {
+        "gpu": g.gpu, "engine": g.engine, "weights": g.weights, "kv_dtype": g.kv_dtype,
+        "draft": g.draft, "kind": r.kind, "provider": r.provider or None,
+        "price_per_gpu_hour": r.price_per_gpu_hour,
+        "interactivity_tok_s_per_user": r.interactivity_tok_s_per_user,
+        "throughput_tok_s_per_gpu": r.throughput_tok_s_per_gpu,
+        "output_per_mtok": r.output_per_mtok, "input_per_mtok": r.input_per_mtok,
+        "output_split_per_mtok": r.output_split_per_mtok, "total_per_mtok": r.total_per_mtok}
+
+
+def group_record(g: Group, kinds: bool = False) -> dict[str, Any]:
+    """A group with its front (`key`, with `kinds` its `deployment`, then its configuration)."""
+    rec: dict[str, Any] = {"key": g.key} | ({"deployment": g.deployment} if kinds else {})
+    return rec | {"gpu": g.gpu, "engine": g.engine, "basis": g.basis, "weights": g.weights,
+                  "kv_dtype": g.kv_dtype, "draft": g.draft,
+                  "front": [point_record(p, kinds) for p in g.front]}
 
 
 def inputs_from_args(args: argparse.Namespace) -> FrontierInputs:
@@ -154,6 +193,7 @@ def inputs_from_args(args: argparse.Namespace) -> FrontierInputs:
         context_tokens=args.context, gpus=comma_list(args.gpus, "GPU keys"), engines=engines,
         basis=basis, formats=comma_list(args.weights, "weight formats"), kv_dtypes=kv,
         max_gpus=args.max_gpus, currency=args.currency, cny_per_usd=args.cny_per_usd,
+        disaggregated=args.disaggregated, wide_ep=args.wide_ep, ttft_ms=args.ttft,
         drafts=tuple(k.strip() for d in args.draft or () for k in d.split(",") if k.strip()))
 
 
@@ -165,50 +205,64 @@ def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
     inp = inputs_from_args(args)
     fr = frontier(inp, events=args.events)
-    kinds = (args.offer_kind,) if args.offer_kind else PRICE_KINDS
-    costs = cost_read_off(fr, args.interactivity, kinds)
+    costs = cost_read_off(fr, args.interactivity,
+                          (args.offer_kind,) if args.offer_kind else PRICE_KINDS)
     fronts = [p for g in fr.groups for p in g.front]
     shown = [fr.points.row(i) for i in range(len(fr.points))] if args.all_points else fronts
+    kinds = inp.disaggregated or inp.wide_ep
     if args.format == "json":
-        data = {"model": inp.model, "model_name": fr.model_name, "currency": inp.currency,
-                "workload": {"prompt_tokens": inp.prompt_tokens,
-                             "output_tokens": inp.output_tokens, "context_tokens": inp.context},
-                "interactivity": args.interactivity, "evaluated": fr.evaluated,
-                "groups": [{"key": g.key, "gpu": g.gpu, "engine": g.engine, "basis": g.basis,
-                            "weights": g.weights, "kv_dtype": g.kv_dtype, "draft": g.draft,
-                            "front": [point_record(p) for p in g.front]} for g in fr.groups],
-                "gpu_fronts": {k: [point_record(p) for p in v] for k, v in fr.gpu_fronts.items()},
-                "cost_at_interactivity": [cost_record(r) for r in costs]}
+        data: dict[str, Any] = {
+            "model": inp.model, "model_name": fr.model_name, "currency": inp.currency,
+            "workload": {"prompt_tokens": inp.prompt_tokens, "output_tokens": inp.output_tokens,
+                         "context_tokens": inp.context},
+            "interactivity": args.interactivity, "evaluated": fr.evaluated,
+            "groups": [group_record(g, kinds) for g in fr.groups],
+            "gpu_fronts": {k: [point_record(p, kinds) for p in v]
+                           for k, v in fr.gpu_fronts.items()},
+            "cost_at_interactivity": [cost_record(r, kinds) for r in costs]}
+        if kinds:
+            data["ttft_budget_ms"] = inp.ttft_ms
         if args.all_points:
-            data["points"] = [point_record(p) for p in shown]
+            data["points"] = [point_record(p, kinds) for p in shown]
         print(dumps(data, indent=2))
     elif args.format == "csv":
-        cols = list(POINT_COLUMNS)
-        print(render(cols, [[point_record(p)[c] for c in cols] for p in shown], "csv"), end="")
+        cols = [*POINT_COLUMNS, *(KIND_COLUMNS if kinds else ())]
+        print(render(cols, [[point_record(p, kinds)[c] for c in cols] for p in shown], "csv"),
+              end="")
     else:
         cur = inp.currency
         print(f"{fr.model_name}: {inp.prompt_tokens} prompt / {inp.output_tokens} output tokens, "
               f"{inp.context} context; {fr.evaluated:,} points, {len(fronts):,} on the fronts of "
-              f"{len(fr.groups)} groups (GPU x engine x weights x KV x draft)")
+              f"{len(fr.groups)} groups (GPU x engine x weights x KV x draft"
+              f"{' x deployment' if kinds else ''})")
+        extra = ["deployment", "GPUs paid", "layout"] if kinds else []
         print(render(["GPU", "engine", "weights", "KV", "draft", "TP", "C", "tok/s/user",
-                      "tok/s/GPU", "TTFT ms", f"{cur}/M out"],
+                      "tok/s/GPU", "TTFT ms", f"{cur}/M out", *extra],
                      [[p.gpu, p.engine, p.weights, p.kv_dtype, p.draft or "-", p.tp,
                        p.concurrency,
                        _fmt(p.interactivity_tok_s_per_user), _fmt(p.throughput_tok_s_per_gpu),
-                       _fmt(p.ttft_ms, 0), _fmt(p.cost_per_mtok, 3)] for p in shown],
+                       _fmt(p.ttft_ms, 0), _fmt(p.cost_per_mtok, 3),
+                       *([p.deployment, _fmt(p.gpus_paid, 2), p.layout or "-"] if kinds
+                         else [])] for p in shown],
                      "text").rstrip("\n"))
         print(f"\nCost per million tokens at {args.interactivity:g} tok/s per user ({cur}; "
               "'-': the front does not reach it, or no offer of that kind)")
         reach = sorted(costs, key=lambda r: (r.output_per_mtok is None,
                                              r.output_per_mtok or 0.0))
-        print(render(["GPU", "engine", "weights", "KV", "draft", "price", f"{cur}/GPU-h",
+        print(render(["GPU", "engine", "weights", "KV", "draft",
+                      *(["deployment"] if kinds else []), "price", f"{cur}/GPU-h",
                       "tok/s/GPU", "out", "in", "total"],
                      [[r.group.gpu, r.group.engine, r.group.weights, r.group.kv_dtype,
-                       r.group.draft or "-", r.kind,
+                       r.group.draft or "-", *([r.group.deployment] if kinds else []), r.kind,
                        _fmt(r.price_per_gpu_hour, 2), _fmt(r.throughput_tok_s_per_gpu),
                        _fmt(r.output_per_mtok, 3), _fmt(r.input_per_mtok, 3),
                        _fmt(r.total_per_mtok, 3)] for r in reach], "text").rstrip("\n"))
         print("out: the fleet's cost over the output tokens (F7, as `capacity size`); in: the "
               "prefill share of the GPU-hour over the input tokens; total: the fleet's cost "
               "over all tokens. Figures per GPU hold for any number of replicas.")
+        if kinds:
+            print(f"Disaggregated: a decode replica (TP) and the prefill GPUs it needs at a TTFT "
+                  f"budget of {inp.ttft_ms:g} ms (fractional: the xPyD ratio matched); wide EP: "
+                  "one EP group with DP attention. 'GPUs paid' is what tok/s/GPU divides by; "
+                  f"'{AGGREGATED}' points are one replica of TP GPUs.")
     return 0

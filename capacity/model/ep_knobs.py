@@ -18,6 +18,7 @@ from typing import Any
 from capacity.catalog.loader import Model
 from capacity.catalog.moe_data import ep_fitted_data, ep_knob_data
 from capacity.errors import InputError
+from capacity.model.basis import BasisKind
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +100,30 @@ def planning_ep_knobs() -> EpKnobs:
     docs/accuracy.md gives). Used with `eta_bw` = `eff` = 1, as capacity/fit/validate_ep.py
     scores it: the knobs already are the achieved shares."""
     return typical_ep_knobs(**{k: e.value for k, e in ep_fitted_data().items()})
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpBasis:
+    """The knobs an EP step runs with on one basis: `EpKnobs` and the dense engine knobs
+    `ep_step` / `prefill_tok_s_per_gpu` also take (dimensionless, overhead in ms)."""
+
+    knobs: EpKnobs
+    eta_bw: float
+    eff: float
+    mfu: float
+    overhead_ms: float
+
+
+def ep_basis(kind: BasisKind, *, eta_bw: float, eff: float, mfu: float,
+             overhead_ms: float) -> EpBasis:
+    """The EP knobs of a plan's basis. The typical basis is `planning_ep_knobs` with the dense
+    knobs neutral (eta_bw = eff = mfu = 1, no per-step overhead): an engine's typical knobs
+    were fitted on dense models, and the EP knobs already are the achieved shares of each
+    kernel. Every other basis (spec sheet, chapter, calibration, entered knobs) keeps its own
+    dense knobs on the spec sheet's `EpKnobs` (neutral), so the spec sheet stays the bound."""
+    if kind == BasisKind.TYPICAL:
+        return EpBasis(knobs=planning_ep_knobs(), eta_bw=1.0, eff=1.0, mfu=1.0, overhead_ms=0.0)
+    return EpBasis(knobs=SPEC_KNOBS, eta_bw=eta_bw, eff=eff, mfu=mfu, overhead_ms=overhead_ms)
 
 
 def grouped_gemm_eff(curve: tuple[tuple[float, float], ...], tokens_per_expert: float) -> float:

@@ -12,7 +12,7 @@ from typing import Any, Final, cast
 import altair as alt
 import pandas as pd
 
-from capacity.fit.frontier import Frontier
+from capacity.fit.frontier import AGGREGATED, DEPLOYMENTS, Frontier
 from capacity.fit.reference import ReferenceSweep, load_reference, select
 from capacity.report.i18n import t
 
@@ -23,22 +23,32 @@ MAX_FAINT_POINTS: Final = 5000
 a chart of every point of every engine would carry tens of thousands of rows."""
 
 
-def frontier_frame(fr: Frontier, *, front_only: bool = False) -> pd.DataFrame:
+def frontier_frame(fr: Frontier, *, front_only: bool = False,
+                   lang: str | None = None) -> pd.DataFrame:
     """Every point (or the fronts' alone) as a DataFrame, one row per point: its configuration,
-    figures, group key (`series`: GPU, engine, weights/KV, draft) and `on_front`; cost per M
-    output tokens at the catalog price (F7). Units: tok/s per user, tok/s per GPU, ms."""
+    figures, group key (`series`: GPU, engine, weights/KV, draft, deployment) and `on_front`;
+    cost per M output tokens at the catalog price (F7); `gpus_paid`, the GPUs the throughput is
+    shared by (a replica's, with a decode replica's prefill GPUs). `deployment_label`: the kind
+    of deployment in `lang` (the `fr_dep_*` messages; the key itself without `lang`), and the
+    style (dash) of a group not aggregated ends with it. Units: tok/s per user, tok/s per GPU,
+    ms."""
     pt = fr.points
+    dep_label = {d: t(f"fr_dep_{d.replace('-', '_')}", lang) if lang else d
+                 for d in DEPLOYMENTS}
     df = pd.DataFrame({
         "gpu": pt.gpu, "gpu_name": pt.gpu_name, "engine": pt.engine, "weights": pt.weights,
         "kv_dtype": pt.kv_dtype, "draft": [d or "-" for d in pt.draft], "tp": pt.tp,
-        "concurrency": pt.concurrency,
+        "n_gpus": pt.n_gpus, "gpus_paid": pt.n_gpus + pt.prefill_gpus,
+        "deployment": pt.deployment, "deployment_label": [dep_label[d] for d in pt.deployment],
+        "layout": [x or "-" for x in pt.layout], "concurrency": pt.concurrency,
         "interactivity_tok_s_per_user": pt.interactivity_tok_s_per_user,
         "throughput_tok_s_per_gpu": pt.throughput_tok_s_per_gpu, "ttft_ms": pt.ttft_ms,
         "price_per_gpu_hour": pt.price_per_gpu_hour, "on_front": pt.on_front,
         "group": pt.group})
     df["cost_per_mtok"] = df["price_per_gpu_hour"] / (df["throughput_tok_s_per_gpu"] * 3600.0) * 1e6
     df["precision"] = df["weights"] + "/" + df["kv_dtype"]
-    df["style"] = df["engine"] + " " + df["precision"]
+    df["style"] = df["engine"] + " " + df["precision"] + (" " + df["deployment_label"]).where(
+        df["deployment"] != AGGREGATED, "")
     df["series"] = df["gpu"] + " " + df["style"] + df["draft"].where(df["draft"] == "-", "")
     if front_only:
         df = df[df["on_front"]]
@@ -62,7 +72,8 @@ def published_points(sweeps: Sequence[ReferenceSweep] | None = None, *,
 def frontier_labels(lang: str = "en", currency: str = "") -> dict[str, str]:
     """The chart's axis titles, legends and tooltip names in `lang`."""
     keys = ("x", "y", "gpu", "style", "gpus", "tp", "weights", "kv", "engine", "draft",
-            "concurrency", "ttft", "cost", "measured", "current", "target", "point")
+            "concurrency", "ttft", "cost", "measured", "current", "target", "point",
+            "deployment", "layout")
     out = {k: t(f"fr_{k}", lang) for k in keys}
     out["cost"] = t("fr_cost", lang) + (f" ({currency})" if currency else "")
     return out
@@ -84,15 +95,22 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
     GPU, dash by engine and precision) with its points and a tooltip of the configuration,
     `measured` points (MEASURED_COLUMNS, e.g. `published_points`) as black diamonds, the
     `current` what-if (a mapping with MEASURED_COLUMNS' keys) as a red star, and a vertical rule
-    at `interactivity` (tok/s per user). Layers in that order; absent parts are left out."""
+    at `interactivity` (tok/s per user). Layers in that order; absent parts are left out. With
+    disaggregated or wide-EP groups the legend's style names the kind of deployment and the
+    tooltip adds it, its layout and the GPUs paid (a decode replica's prefill GPUs included)."""
     lab = frontier_labels(lang, fr.inputs.currency)
-    df = frontier_frame(fr)
+    df = frontier_frame(fr, lang=lang)
+    kinds = bool((df["deployment"] != AGGREGATED).any())
     front = df[df["on_front"]].rename(columns={"gpu_name": lab["gpu"], "style": lab["style"]})
     x = alt.X("interactivity_tok_s_per_user:Q", title=lab["x"])
     y = alt.Y("throughput_tok_s_per_gpu:Q", title=lab["y"])
     color = alt.Color(f"{lab['gpu']}:N", title=lab["gpu"])
     tips = [alt.Tooltip(f"{lab['gpu']}:N"), alt.Tooltip("tp:Q", title=lab["tp"]),
-            alt.Tooltip("tp:Q", title=lab["gpus"]), alt.Tooltip("weights:N", title=lab["weights"]),
+            (alt.Tooltip("gpus_paid:Q", title=lab["gpus"], format=".2f") if kinds
+             else alt.Tooltip("tp:Q", title=lab["gpus"])),
+            *([alt.Tooltip("deployment_label:N", title=lab["deployment"]),
+               alt.Tooltip("layout:N", title=lab["layout"])] if kinds else []),
+            alt.Tooltip("weights:N", title=lab["weights"]),
             alt.Tooltip("kv_dtype:N", title=lab["kv"]), alt.Tooltip("engine:N", title=lab["engine"]),
             alt.Tooltip("draft:N", title=lab["draft"]),
             alt.Tooltip("concurrency:Q", title=lab["concurrency"]),

@@ -1,0 +1,169 @@
+"""Wide expert-parallel points of the buyer's chart for MoE models (issue 27, docs/frontier.md,
+"Wide-EP points").
+
+A deployment spreads the routed experts of a MoE model over EP GPUs with DP attention
+(`capacity.model.expert_parallel`: `ep_setup`, `ep_memory`, `ep_step`), over one node and
+over the GPU's NVLink domain (`ep_degrees`). Each is one replica of EP GPUs under a closed loop
+of B users (`capacity.fit.frontier_loop.closed_loop`, as the aggregated points), B = batch per
+GPU x EP at a geometric grid of batches per GPU up to what fits: its decode step is
+`ep_step`'s (the busiest GPU's, two-batch overlap) and prefill pauses decoding, one prompt
+taking P / (EP x `prefill_tok_s_per_gpu`) of the deployment's time. So interactivity =
+1000 / TPOT and throughput per GPU = the step's tok/s per GPU with prefill's share of the GPU
+time taken off: C n / T / EP.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from capacity.catalog.loader import Catalog, ModelVariant
+from capacity.catalog.nodes import node_shape
+from capacity.fit.frontier_loop import StepTerms, closed_loop
+from capacity.fit.frontier_space import WIDE_EP, FrontierInputs, PointBlock, Variant
+from capacity.model.ep_knobs import EpBasis, ep_basis
+from capacity.model.expert_parallel import (
+    MAX_TOKENS_PER_RANK,
+    EpSetup,
+    ep_layout,
+    ep_memory,
+    ep_setup,
+    ep_step,
+    imbalance_factor,
+    model_exponent,
+    prefill_tok_s_per_gpu,
+)
+from capacity.plan.options import PlanInputs
+from capacity.types import FloatArray
+
+EP_ENGINES: tuple[str, ...] = ("vllm", "sglang")
+"""Engines that run wide EP with DP attention: SGLang (large-scale EP with DeepEP, LMSYS blog
+2025-05-05) and vLLM (--enable-expert-parallel with --data-parallel-size, docs.vllm.ai "Expert
+Parallel Deployment"); llama.cpp has none."""
+NODE_GPUS = 8
+"""The largest node EP runs "over one node" in: an 8-GPU HGX / OAM board, a 4-GPU GB200
+compute tray (the node sizes of data/nodes.toml of at most this many GPUs)."""
+REDUNDANT_EXPERTS = 32
+"""Extra copies of hot experts (EPLB), where they divide evenly over the GPUs: 32 in
+DeepSeek's deployments (DeepSeek-V3 technical report, section 3.4; github.com/deepseek-ai/EPLB)."""
+EP_BATCH_STEP = 2.0
+"""Ratio of the grid of batches per GPU (1, 2, 4, ... up to what fits): each step of `ep_step`
+places the experts anew (milliseconds), so the grid is coarser than the aggregated one."""
+
+
+def ep_degrees(gpu: str) -> tuple[int, ...]:
+    """The EP degrees drawn on `gpu` (data/nodes.toml): its largest node of at most NODE_GPUS
+    GPUs that fits its NVLink domain, and the domain itself (72 on a GB200 NVL72); each >= 2."""
+    s = node_shape(gpu)
+    node = max((n for n in s.gpus_per_node if n <= min(NODE_GPUS, max(s.nvlink_domain, 1))),
+               default=1)
+    return tuple(sorted({n for n in (node, s.nvlink_domain) if n >= 2}))
+
+
+def batch_grid(top: int) -> FloatArray:
+    """Batches per GPU: EP_BATCH_STEP's powers below `top`, and `top` (none when top < 1)."""
+    if top < 1:
+        return np.zeros(0)
+    k = int(math.ceil(math.log(top) / math.log(EP_BATCH_STEP))) if top > 1 else 0
+    grid = np.round(EP_BATCH_STEP ** np.arange(k + 1))
+    return np.unique(np.append(grid[grid < top], float(top)))
+
+
+StepMemo = dict[tuple[object, ...], FloatArray]
+"""`ep_step`'s steps of a deployment at its batches and knobs, kept through one `frontier`
+call: engines on one basis share them."""
+
+
+def basis_of(pinp: PlanInputs) -> EpBasis:
+    """The EP knobs of the plan's basis (`capacity.model.ep_knobs.ep_basis`)."""
+    return ep_basis(pinp.basis, eta_bw=pinp.eta_bw, eff=pinp.eff, mfu=pinp.mfu,
+                    overhead_ms=pinp.step_overhead_ms)
+
+
+def _steps_ms(s: EpSetup, batches: FloatArray, b: EpBasis, memo: StepMemo) -> FloatArray:
+    """`ep_step` at each total batch with the basis's knobs, ms."""
+    key = (s.variant.model.key, s.variant.format.key, s.gpu.key, s.layout, s.kv_dtype,
+           s.context_tokens, tuple(batches.tolist()), b)
+    if key not in memo:
+        memo[key] = np.asarray([ep_step(s, float(n), eta_bw=b.eta_bw, eff=b.eff,
+                                        overhead_ms=b.overhead_ms, knobs=b.knobs).step_ms
+                                for n in batches])
+    return memo[key]
+
+
+def ep_terms(batches: FloatArray, steps_ms: FloatArray) -> StepTerms:
+    """`ep_step`'s step over total batches as `closed_loop`'s terms, linear between them. The
+    loop reads only the step where prefill pauses decoding (no token budget), so the bandwidth
+    and compute terms carry the step and 0."""
+    def terms(b: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        st = np.asarray(np.interp(b, batches, steps_ms), dtype=np.float64)
+        return st, np.zeros_like(st), st
+    return terms
+
+
+def wide_ep_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
+                   formats: list[ModelVariant], catalog: Catalog,
+                   memo: StepMemo | None = None) -> list[PointBlock]:
+    """The wide-EP points of one variant (no draft; `EP_ENGINES` only; none for a dense model):
+    every chosen GPU x EP degree (`ep_degrees`) x weight format x KV precision with DP
+    attention and REDUNDANT_EXPERTS where they divide evenly, the KV held at the context; the
+    basis's EP knobs (`basis_of`: on the typical basis the published and fitted EP knobs, else
+    the basis's eta_bw, eff, per-step overhead and MFU; util and overhead from `pinp`); B users at
+    a batch per GPU of `batch_grid` up to min(what fits (`ep_memory`), MAX_TOKENS_PER_RANK).
+    `memo`: steps already computed in this `frontier` call (`StepMemo`)."""
+    memo = {} if memo is None else memo
+    if v.draft is not None or v.engine not in EP_ENGINES or not formats:
+        return []
+    moe = formats[0].model.moe
+    if moe is None:
+        return []
+    gpus = pinp.gpus if pinp.gpus is not None else ()
+    exponent = model_exponent(formats[0].model.key)  # the family's, once (a bisection)
+    blocks: list[PointBlock] = []
+    for key in gpus:
+        gpu = catalog.gpu(key)
+        price = pinp.price_of(gpu).per_gpu_hour
+        for ep in ep_degrees(gpu.key):
+            if ep > moe.experts:
+                continue
+            red = REDUNDANT_EXPERTS if (moe.experts + REDUNDANT_EXPERTS) % ep == 0 else 0
+            lay = ep_layout(gpu.key, ep, redundant_experts=red)
+            for f in formats:
+                for kv in inp.kv_dtypes:
+                    s = ep_setup(f.model.key, gpu.key, lay, context_tokens=inp.context,
+                                 kv_dtype=kv, weights=f.format.key, exponent=exponent,
+                                 catalog=catalog)
+                    mem = ep_memory(s, util=pinp.util, overhead_gb=pinp.overhead_gb)
+                    per_gpu = batch_grid(min(mem.max_batch // ep, MAX_TOKENS_PER_RANK))
+                    if per_gpu.size == 0:
+                        continue
+                    blocks.append(_block(inp, v, pinp, s, per_gpu * ep, price, memo))
+    return blocks
+
+
+def _block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, s: EpSetup, batches: FloatArray,
+           price: float, memo: StepMemo) -> PointBlock:
+    """The points of one EP deployment at total batches `batches` (module docstring)."""
+    ep = s.layout.ep
+    basis = basis_of(pinp)
+    steps = _steps_ms(s, batches, basis, memo)
+    gamma = imbalance_factor(experts=s.experts, active=s.active, exponent=s.exponent, gpus=ep,
+                             redundant=s.layout.redundant_experts)
+    prefill_ms = inp.prompt_tokens / (
+        ep * prefill_tok_s_per_gpu(s, inp.prompt_tokens, mfu=basis.mfu, imbalance=gamma,
+                                   knobs=basis.knobs)) * 1e3
+    ss = closed_loop(concurrency=batches, terms=ep_terms(batches, steps), prefill_ms=prefill_ms,
+                     prompt_tokens=inp.prompt_tokens, output_tokens=inp.output_tokens,
+                     budget_tokens=0, mixed=False)
+    n = int(batches.size)
+    return PointBlock(
+        deployment=WIDE_EP, gpu=[s.gpu.key] * n, gpu_name=[s.gpu.name] * n,
+        engine=[v.engine] * n, basis=[v.basis] * n, draft=[None] * n,
+        weights=[s.variant.format.key] * n, kv_dtype=[s.kv_dtype] * n,
+        layout=[s.layout.describe()] * n, tp=np.full(n, s.layout.attention_tp, dtype=np.int64),
+        n_gpus=np.full(n, ep, dtype=np.int64), concurrency=batches.astype(np.int64),
+        interactivity_tok_s_per_user=ss.interactivity_tok_s_per_user,
+        throughput_tok_s_per_gpu=ss.output_tok_s / ep, ttft_ms=ss.ttft_ms, tpot_ms=ss.tpot_ms,
+        prefill_share=ss.prefill_share, price_per_gpu_hour=np.full(n, price),
+        prefill_tp=np.zeros(n, dtype=np.int64), prefill_gpus=np.zeros(n))

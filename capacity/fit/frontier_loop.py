@@ -1,0 +1,150 @@
+"""The closed loop's steady state of one replica (docs/frontier.md, "The closed loop in closed
+form"): C users, each sending its next request when the last one ends, derived in closed form
+from the same step and prefill terms the event model uses. The buyer's chart
+(`capacity.fit.frontier`) draws every aggregated and wide-EP point from it; the tests hold it to
+`events.simulate(concurrency=C)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from capacity.errors import InputError
+from capacity.model.roofline import StepModel
+from capacity.types import FloatArray
+
+if TYPE_CHECKING:  # the event model loads only for the tests' comparisons
+    from capacity.plan.events import ServiceModel
+
+StepTerms = Callable[[FloatArray], tuple[FloatArray, FloatArray, FloatArray]]
+"""A replica's decode step at a (fractional) batch b: (bandwidth_ms, compute_ms, step_ms), the
+terms `mixed_step_time_ms` combines (`StepParts`)."""
+
+
+def step_model_terms(step: StepModel) -> StepTerms:
+    """The planner's step (`StepModel.parts`, arrays of configurations) as StepTerms."""
+    def terms(b: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        p = step.parts(b)
+        return p.bandwidth_ms, p.compute_ms, p.step_ms
+    return terms
+
+
+def service_terms(svc: ServiceModel) -> StepTerms:
+    """The event model's step of one replica (`ServiceModel`'s arrays over batches 0..slots,
+    `ServiceModel.step_ms`) as StepTerms, linear between whole batches."""
+    grid = np.arange(svc.slots + 1, dtype=np.float64)
+    arrays = (svc.bandwidth_ms, svc.compute_ms, svc.step_ms)
+
+    def terms(b: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        bw, cp, st = (np.asarray(np.interp(b, grid, a), dtype=np.float64) for a in arrays)
+        return bw, cp, st
+    return terms
+
+
+def chunk_extra_ms(bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
+                   prefill_ms: npt.ArrayLike) -> FloatArray:
+    """What prompt chunks of `prefill_ms` (F6 time) add to a step (ms): the mixed step,
+    `roofline.mixed_step_time_ms` = t0 + max(bandwidth, compute + prefill) + comm + serial, less
+    the plain step: max(bandwidth, compute + prefill) - max(bandwidth, compute). Vectorised;
+    tests/test_frontier.py holds it to `mixed_step_time_ms` element by element."""
+    bw = np.asarray(bandwidth_ms, dtype=np.float64)
+    cp = np.asarray(compute_ms, dtype=np.float64)
+    return np.asarray(np.maximum(bw, cp + np.asarray(prefill_ms)) - np.maximum(bw, cp),
+                      dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SteadyState:
+    """One replica under a closed loop of C users with no think time, in steady state (arrays
+    over configurations). Units: ms, requests, tok/s."""
+
+    concurrency: FloatArray
+    cycle_ms: FloatArray
+    """T: one request's time in the server (E2E), the time between a user's requests."""
+    ttft_ms: FloatArray
+    tpot_ms: FloatArray
+    """Mean time per output token after the first: (T - TTFT) / (n - 1)."""
+    output_tok_s: FloatArray
+    """Output tokens per second of the replica: C n / T."""
+    prefill_share: FloatArray
+    """Share of the replica's time that prefill adds (the prefill batches, or what prompt
+    chunks add to the mixed steps): the input tokens' share of the GPU-hour."""
+    decode_batch: FloatArray
+    """Mean sequences a decode step carries."""
+
+    @property
+    def interactivity_tok_s_per_user(self) -> FloatArray:
+        """1000 / TPOT: output tokens per second one user sees while decoding."""
+        return np.asarray(1e3 / self.tpot_ms, dtype=np.float64)
+
+
+def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt.ArrayLike,
+                prompt_tokens: int, output_tokens: int, budget_tokens: npt.ArrayLike,
+                mixed: npt.ArrayLike) -> SteadyState:
+    """The event model's closed loop (`events.simulate(concurrency=C)`, clients out of step),
+    per replica, in closed form (docs/frontier.md). C users each send a request of P prompt and
+    n output tokens when the last one ends; C <= the slots, so none waits for a slot, and
+    requests arrive at step ends, where they are admitted at once.
+
+    Prefill pauses decoding (whole prompts, B = 0: the chapter's profile; or prefill batches
+    of at most B tokens, not mixed: SGLang): a prompt costs
+    p = t (whole) or m (s(0) + extra(t / m)) with m = ceil(P / B) batches at the weight read of
+    batch 0, and every decode step carries all C sequences, so per cycle
+    T = C p + (n - 1) s(C), TTFT = p, TPOT = s(C) + (C - 1) p / (n - 1).
+
+    Mixed chunked prefill (budget B, vLLM, llama.cpp): a step carries the b decoding sequences
+    and up to B - b prompt tokens. A user's cycle is K steps: m = ceil(P / (B - C + 1)) with its
+    chunks, n - 1 decoding, and any spent waiting behind other prompts, so
+    K = max(m + n - 1, C (P + n - 1) / B) (the second when every step is full of tokens);
+    b = C (n - 1) / K; N = min(K, C m) steps carry chunks of x = C t / N each (F6 split evenly),
+    each adding extra(x) = `chunk_extra_ms`; T = K s(b) + N extra(x),
+    TTFT = (K - n + 1)(s(b) + extra(x)), TPOT = (T - TTFT) / (n - 1).
+
+    Throughput C n / T; prefill share C p / T (paused) or N extra(x) / T (mixed). t: F6 prefill
+    of one prompt (ms), s(b): `terms`. Source: Little's law over one cycle (T = C / lambda) and
+    the event model's scheduling (docs/method.md, Queueing, Engine profiles)."""
+    c = np.asarray(concurrency, dtype=np.float64)
+    t = np.broadcast_to(np.asarray(prefill_ms, dtype=np.float64), c.shape)
+    big_b = np.broadcast_to(np.asarray(budget_tokens, dtype=np.float64), c.shape)
+    mix = np.broadcast_to(np.asarray(mixed, dtype=bool), c.shape) & (big_b > 0)
+    p_tok, dec = float(prompt_tokens), float(output_tokens - 1)
+    if dec < 1:
+        raise InputError("a closed loop's TPOT needs output >= 2 tokens")
+    # prefill pauses decoding
+    m0 = np.where(big_b > 0, np.ceil(p_tok / np.maximum(big_b, 1.0)), 1.0)
+    bw0, cp0, s0 = terms(np.zeros_like(c))
+    pt = np.where(big_b > 0, m0 * (s0 + chunk_extra_ms(bw0, cp0, t / m0)), t)
+    _, _, s_c = terms(c)
+    cycle_p = c * pt + dec * s_c
+    # mixed chunked prefill
+    per_step = np.maximum(big_b - (c - 1.0), 1.0)
+    m = np.ceil(p_tok / per_step)
+    k = np.maximum(m + dec, c * (p_tok + dec) / np.maximum(big_b, 1.0))
+    b = c * dec / k
+    n_chunk = np.minimum(k, c * m)
+    bw, cp, s = terms(np.where(mix, b, c))
+    extra = chunk_extra_ms(bw, cp, c * t / n_chunk)
+    cycle_m = k * s + n_chunk * extra
+    cycle = np.where(mix, cycle_m, cycle_p)
+    ttft = np.where(mix, (k - dec) * (s + extra), pt)
+    share = np.where(mix, n_chunk * extra, c * pt) / cycle
+    return SteadyState(concurrency=c, cycle_ms=np.asarray(cycle, dtype=np.float64),
+                       ttft_ms=np.asarray(ttft, dtype=np.float64),
+                       tpot_ms=np.asarray((cycle - ttft) / dec, dtype=np.float64),
+                       output_tok_s=np.asarray(c * output_tokens / cycle * 1e3, dtype=np.float64),
+                       prefill_share=np.asarray(share, dtype=np.float64),
+                       decode_batch=np.asarray(np.where(mix, b, c), dtype=np.float64))
+
+
+def service_steady_state(svc: ServiceModel, concurrency: npt.ArrayLike) -> SteadyState:
+    """`closed_loop` on the event model's own terms of one replica (its step over batches, its
+    prefill, budget and mixing): what `events.simulate(svc, concurrency=C)` should show."""
+    return closed_loop(concurrency=concurrency, terms=service_terms(svc),
+                       prefill_ms=svc.prefill_ms, prompt_tokens=svc.prompt_tokens,
+                       output_tokens=svc.output_tokens, budget_tokens=svc.chunk_tokens or 0,
+                       mixed=svc.mixed)
