@@ -33,6 +33,7 @@ from capacity.model.prefix import prefix_effect as model_prefix_effect
 from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.deployment import assess
 from capacity.plan.detail import CurvePoint, load_curve, simulate_option
+from capacity.plan.disagg import Comparison, compare
 from capacity.plan.events import MAX_LOAD_REQUESTS, LoadPoint, QueueResult, closed_loop_load, open_loop_load
 from capacity.plan.mix import MixPlan, MixWorkload, plan_mix
 from capacity.plan.options import Option, Plan, PlanInputs
@@ -41,6 +42,7 @@ from capacity.report.charts import ChartData, chart_data, compare_specs, specs
 from capacity.report.document import blocks_pdf, render_markdown
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
 from capacity.report.quote import mix_quote_blocks, quote_markdown, quote_pdf
+from capacity.report.quote_disagg import disagg_section
 from capacity.report.urlstate import ExplorerState
 
 P = ParamSpec("P")
@@ -274,13 +276,22 @@ def simulation(version: str, inp: PlanInputs, o: Option) -> QueueResult:
 @cached(max_entries=16)
 def quotes(version: str, p: Plan, sim: QueueResult | None, lang: str, link: str,
            band: tuple[int | None, int | None] | None,
-           cheaper: tuple[Alternative, ...]) -> tuple[str, bytes]:
-    """The plan's quote as Markdown and as PDF."""
+           cheaper: tuple[Alternative, ...], cmp: Comparison | None = None) -> tuple[str, bytes]:
+    """The plan's quote as Markdown and as PDF (with `cmp`: its disaggregated section)."""
     del version
+    more = () if cmp is None else (disagg_section(cmp),)
     return (quote_markdown(p, lang=lang, simulation=sim, catalog=catalog(), link=link,
-                           band=band, cheaper=cheaper),
+                           band=band, cheaper=cheaper, sections=more),
             quote_pdf(p, lang=lang, simulation=sim, catalog=catalog(), link=link, band=band,
-                      cheaper=cheaper))
+                      cheaper=cheaper, sections=more))
+
+
+@cached(max_entries=32)
+def disagg(version: str, inp: PlanInputs) -> Comparison:
+    """`capacity.plan.disagg.compare`: the aggregated plan (this cache's `plan`) beside the
+    disaggregated prefill/decode deployments, the winner and why (about a second)."""
+    del version
+    return compare(inp, catalog(), aggregated=plan(inp))
 
 
 @cached(max_entries=32)

@@ -70,6 +70,7 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
         st.number_input(T("pl_tpot"), min_value=1.0, step=5.0, key="planner_tpot")
         st.select_slider(T("pl_pct"), list(PLANNER_PCTS), key="planner_pct")
         st.number_input(T("pl_cost_target"), min_value=0.0, step=0.5, key="planner_cost_target")
+        st.checkbox(T("dg_toggle"), key="planner_disagg", help=T("help_dg_toggle"))
 
     with st.expander(T("pl_space")):
         s1, s2, s3 = st.columns(3)

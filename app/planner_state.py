@@ -44,10 +44,12 @@ WIDGETS: dict[str, str] = {
     "fx": "planner_fx", "cal": "planner_cal", "spare": "planner_spare",
     "growth": "planner_growth", "offer": "planner_offer", "engine": "planner_engine",
     "util": "planner_util", "mfu": "planner_mfu", "prefix": "planner_prefix",
-    "prefix_share": "planner_prefix_share",
+    "prefix_share": "planner_prefix_share", "disagg": "planner_disagg",
 }
 """PlannerState field -> the widget key that edits it (`prices` is the price editor's, read by
 `entered_prices`)."""
+FLAGS: tuple[str, ...] = ("tp", "spare", "disagg")
+"""PlannerState fields that are 0/1 in the URL and a checkbox on the page."""
 
 
 def _to_widget(state: PlannerState, name: str, catalog: Catalog) -> Any:
@@ -55,7 +57,7 @@ def _to_widget(state: PlannerState, name: str, catalog: Catalog) -> Any:
         return list(state.gpu_list(catalog))
     if name == "kv":
         return list(state.kv_list())
-    if name in ("tp", "spare"):
+    if name in FLAGS:
         return bool(getattr(state, name))
     return getattr(state, name)
 
@@ -66,7 +68,7 @@ def _from_widget(name: str, value: Any, saved: PlannerState, catalog: Catalog) -
         return "" if not chosen or sorted(chosen) == sorted(catalog.gpus) else ",".join(chosen)
     if name == "kv":
         return ",".join(value) or "fp16"
-    if name in ("tp", "spare"):
+    if name in FLAGS:
         return int(bool(value))
     default = getattr(saved, name)
     if isinstance(default, float):

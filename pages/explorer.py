@@ -12,6 +12,7 @@ from app import cache
 from app import explorer_tables as tables
 from app import explorer_view as view
 from app.bootstrap import ensure_navigation
+from app.disagg_view import explorer_disagg
 from app.explorer_inputs import main_inputs, sidebar_inputs
 from app.format import markdown_plain, tokens_label
 from app.frontier_view import explorer_frontier
@@ -245,6 +246,8 @@ if rows:
 
 # ---- the buyer's chart (issue 26): throughput per GPU vs interactivity, app.frontier_view --
 explorer_frontier(state, scenario, ex.figures, lang)
+# ---- disaggregated prefill/decode (issue 27): the what-if as two pools, app.disagg_view ----
+explorer_disagg(state, ex.figures, lang)
 
 # ---- show the math --------------------------------------------------------------------------
 with st.expander(T("sec_math"), expanded=False):

@@ -40,6 +40,9 @@ SOURCES = {
     "app/results_inputs.py": "r_pick",
     "app/results_view.py": "r_acc_summary",
     "capacity/report/quote.py": "quote_title",
+    "app/disagg_view.py": "pd_m_ttft",
+    "app/planner_disagg.py": "dg_col_ratio",
+    "capacity/report/quote_disagg.py": "dg_month",
 }
 # t("key" / T("key" / T('key' / tn("key", also with the key on the next line: a literal key or,
 # when it ends in "_", the fixed part of a key completed at run time (T("c_" + name)).

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
 from capacity.catalog.nodes import NodeShape, node_shape
 from capacity.errors import InputError
-from capacity.model.cost import HOURS_PER_MONTH
+from capacity.model.cost import HOURS_PER_MONTH, cost_per_mtok
 from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
 from capacity.model.memory import max_concurrency, vram_budget
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
@@ -327,6 +327,29 @@ class DisaggOption:
         return f"{self.prefill_replicas}P+{self.decode_replicas}D"
 
     @property
+    def capacity_rate_per_s(self) -> float:
+        """SLO-feasible capacity, req/s: the smaller pool's, min(X x prefill capacity per
+        replica, Y x decode capacity per replica), each at its share of the SLOs (`compare`).
+        Example: 2 x 1.5 and 1 x 2.5 req/s -> 2.5 req/s."""
+        return min(self.prefill_replicas * self.prefill_capacity_per_s,
+                   self.decode_replicas * self.decode_capacity_per_s)
+
+    def cost_per_mtok(self, output_tokens: int) -> float:
+        """Cost per million output tokens at SLO capacity, in `currency` (F7, as
+        `Option.cost_per_mtok`): the deployment's cost per hour (cost per month / 730 h, both
+        pools and the spare) / (`capacity_rate_per_s` x output tokens per request). Example:
+        7,300 a month (10 an hour) at 2.5 req/s x 200 tokens: 10 / 1.8e6 x 1e6 = 5.556."""
+        return float(cost_per_mtok(self.cost_per_month / HOURS_PER_MONTH, 1,
+                                   self.capacity_rate_per_s * output_tokens))
+
+    def cost_per_mtok_design(self, output_tokens: int) -> float:
+        """Cost per million output tokens at the design load, in `currency` (F7, as
+        `Option.cost_per_mtok_design`): cost per hour / (design rate x output tokens).
+        Example: 10 an hour at 2 req/s x 200 tokens: 10 / 1.44e6 x 1e6 = 6.944."""
+        return float(cost_per_mtok(self.cost_per_month / HOURS_PER_MONTH, 1,
+                                   self.design_rate_per_s * output_tokens))
+
+    @property
     def label(self) -> str:
         """'2P+6D: prefill 2 x (4 x H200 SXM), decode 6 x (2 x H200 SXM), fp8, fp8 KV, nvlink'."""
         return (f"{self.ratio}: prefill {self.prefill_replicas} x ({self.prefill_tp} x "
@@ -423,6 +446,14 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[_Unit], FloatArra
     grid = np.asarray(step.step_ms(np.arange(top + 1, dtype=np.float64)[None, :]),
                       dtype=np.float64)
     return model, units, grid
+
+
+def replica_shapes(inp: PlanInputs, catalog: Catalog | None = None
+                   ) -> tuple[Model, list[_Unit], FloatArray]:
+    """Every replica shape of `inp` and its decode step at batch 0..max slots (`_units`, as
+    `disagg_options` builds them), for a caller that evaluates a given pool layout
+    (`capacity.plan.disagg_pools`, the Explorer's view of the two pools)."""
+    return _units(inp, catalog or default_catalog())
 
 
 def design_rate_per_s(inp: PlanInputs) -> float:
@@ -587,8 +618,8 @@ def _reason(inp: PlanInputs, agg: Option | None, dis: DisaggOption | None,
     """(winner, reason in words), from the two cheapest options' own figures."""
     wl, slo = inp.workload, inp.slo
     pct = f"p{round(slo.quantile * 100)}"
-    prompts = (f"{wl.prompt / 1024:g}K prompts" if wl.prompt >= 1024
-               else f"{wl.prompt}-token prompts")
+    prompts = (f"{wl.prompt // 1024}K prompts" if wl.prompt >= 1024 and wl.prompt % 1024 == 0
+               else f"{wl.prompt:,}-token prompts")
     if dis is not None and (agg is None or dis.cost_per_month < agg.cost_per_month):
         head = (f"disaggregated: {dis.ratio} ({dis.prefill_tp} x {dis.prefill_gpu_name} per "
                 f"prefill replica, {dis.decode_tp} x {dis.decode_gpu_name} per decode replica, "

@@ -115,6 +115,9 @@ class PlannerState:
     """Entered acceptance length for the drafts (tokens per verify pass); 0 = published."""
     alpha: float = 0.0
     """Entered per-token acceptance rate for the drafts (0..1); 0 = published."""
+    disagg: int = 0
+    """1: also rank disaggregated prefill/decode deployments beside the aggregated options
+    (`capacity.plan.disagg.compare`, `capacity size --disaggregated`); 0 = aggregated only."""
 
     def draft_list(self) -> tuple[str, ...]:
         """The drafts searched, as `PlanInputs.drafts` takes them."""
@@ -275,15 +278,16 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
     "ttft": (10.0, 1e7), "tpot": (1.0, 1e6), "cost": (0.0, 1e6), "maxg": (1, 16),
     "tp": (0, 1), "spare": (0, 1), "growth": (0.0, 10.0), "util": (0.5, 1.0),
     "mfu": (0.05, 1.0), "fx": (0.01, 1e4), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
-    "tau": (0.0, MAX_DEPTH + 1.0), "alpha": (0.0, 1.0),
+    "tau": (0.0, MAX_DEPTH + 1.0), "alpha": (0.0, 1.0), "disagg": (0, 1),
 }
 
 
 
 
 def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
-                  lang: str = "en") -> PlannerState:
-    """The Planner's URL state for a plan's inputs (the link a quote carries)."""
+                  lang: str = "en", disagg: bool = False) -> PlannerState:
+    """The Planner's URL state for a plan's inputs (the link a quote carries); `disagg`: the
+    quote ranks disaggregated prefill/decode beside them."""
     cat = catalog or default_catalog()
     wl = inp.workload
     every = tuple(sorted(cat.gpus))
@@ -310,7 +314,8 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
         else DEFAULT_PLANNER.prefix_share, draft=draft_param(",".join(inp.drafts)),
-        tau=inp.acceptance_length or 0.0, alpha=inp.acceptance_rate or 0.0)
+        tau=inp.acceptance_length or 0.0, alpha=inp.acceptance_rate or 0.0,
+        disagg=int(disagg))
 
 
 def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | None = None,

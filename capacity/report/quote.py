@@ -3,7 +3,8 @@
 Contents: the customer's inputs, the recommendation and the runner-up, the capacity table, cost
 per month and per million tokens, the assumptions (prices with their dates, efficiencies,
 headroom, the queueing model), the GPU families that were ruled out and why, and the sentence
-that these are estimates to be confirmed by measurement.
+that these are estimates to be confirmed by measurement; and, when asked for, more `sections` after
+the ranked options (disaggregated prefill/decode: `capacity.report.quote_disagg`).
 
 One list of blocks (heading, paragraph, table; `capacity.report.document`) renders to both formats.
 Chinese needs a CJK font (Debian `fonts-noto-cjk`): it is looked up in `CAPACITY_CJK_FONT`, then
@@ -15,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,9 @@ from capacity.units import GB
 
 if TYPE_CHECKING:  # in annotations only: the event model loads when an option is simulated
     from capacity.plan.events import QueueResult
+
+Sections = Sequence[Callable[[str], list[Block]]]
+"""More sections of a quote, each a function of the quote's language (`quote_blocks`)."""
 
 
 def _zh(lang: str) -> bool:
@@ -407,13 +411,15 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                  catalog: Catalog | None = None, today: dt.date | None = None,
                  top: int = 5, link: str | None = None,
                  band: tuple[int | None, int | None] | None = None,
-                 cheaper: Sequence[Alternative] = ()) -> list[Block]:
+                 cheaper: Sequence[Alternative] = (), sections: Sections = ()) -> list[Block]:
     """The quote as a list of blocks (shared by the Markdown and the PDF). `link`: the Planner
     address that reproduces the plan (`capacity.report.planner_url.planner_url`); `band`: the
     fewest serving GPUs of the recommended configuration at the fast and the slow edge of the
     uncertainty band (`capacity.fit.planning.gpu_band`; None: beyond the search's limit);
     `cheaper`: the ruled-out cheaper options and what would make them feasible
-    (`capacity.plan.alternatives.alternatives`)."""
+    (`capacity.plan.alternatives.alternatives`); `sections`: more sections after the ranked
+    options, each made in the quote's language (`capacity.report.quote_disagg.disagg_section`:
+    disaggregated prefill/decode beside them)."""
     if lang not in LANGS:
         raise InputError(f"quote language must be one of {', '.join(LANGS)}, got '{lang}'")
     cat = catalog or default_catalog()
@@ -499,6 +505,8 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
                        _money(o.cost_per_mtok, inp.currency), _ms(o.ttft_ms), _ms(o.tpot_ms),
                        t("quote_reason_" + o.binding, lang))
                       for i, o in enumerate(others))))
+    for make in sections:
+        b += make(lang)
     if plan.rejected:
         b.append(Heading(t("quote_rejected", lang)))
         b.append(Table(("GPU", t("quote_binding", lang), t("quote_why", lang)), tuple(
@@ -555,38 +563,31 @@ def _eff_text(inp: PlanInputs, lang: str) -> str:
     return t("quote_eff", lang, basis=plan_basis_name(inp, lang), knobs=knobs_text(inp, lang))
 
 
-
-
-
-
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                    catalog: Catalog | None = None, today: dt.date | None = None,
                    link: str | None = None,
                    band: tuple[int | None, int | None] | None = None,
-                   cheaper: Sequence[Alternative] = ()) -> str:
+                   cheaper: Sequence[Alternative] = (), sections: Sections = ()) -> str:
     """The quote as Markdown."""
     return render_markdown(quote_blocks(plan, lang=lang, simulation=simulation,
                                         catalog=catalog, today=today, link=link, band=band,
-                                        cheaper=cheaper))
-
-
+                                        cheaper=cheaper, sections=sections))
 
 
 def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
               catalog: Catalog | None = None, today: dt.date | None = None,
               cjk_font: tuple[Path, int] | None | bool = True, link: str | None = None,
               band: tuple[int | None, int | None] | None = None,
-              cheaper: Sequence[Alternative] = ()) -> bytes:
+              cheaper: Sequence[Alternative] = (), sections: Sections = ()) -> bytes:
     """The quote as PDF bytes (fpdf2). Chinese needs a CJK font: `cjk_font=True` looks one up,
     a (path, index) pair uses it, None/False forces the fallback. Without a CJK font a Chinese
     quote falls back to English with a note; English uses the core Helvetica font (catalog
     names are ASCII)."""
     return blocks_pdf(lambda lg: quote_blocks(plan, lang=lg, simulation=simulation,
                                               catalog=catalog, today=today, link=link,
-                                              band=band, cheaper=cheaper),
+                                              band=band, cheaper=cheaper,
+                                              sections=sections),
                       lang=lang, cjk_font=cjk_font)
-
-
 
 
 def check_quote_path(path: str | Path) -> Path:
@@ -604,15 +605,15 @@ def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
                 simulation: QueueResult | None = None, catalog: Catalog | None = None,
                 link: str | None = None,
                 band: tuple[int | None, int | None] | None = None,
-                cheaper: Sequence[Alternative] = ()) -> Path:
+                cheaper: Sequence[Alternative] = (), sections: Sections = ()) -> Path:
     """Write the quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
     p = check_quote_path(path)
     if p.suffix.lower() == ".pdf":
         p.write_bytes(quote_pdf(plan, lang=lang, simulation=simulation, catalog=catalog,
-                                link=link, band=band, cheaper=cheaper))
+                                link=link, band=band, cheaper=cheaper, sections=sections))
     else:
         p.write_text(quote_markdown(plan, lang=lang, simulation=simulation, catalog=catalog,
-                                    link=link, band=band, cheaper=cheaper),
+                                    link=link, band=band, cheaper=cheaper, sections=sections),
                      encoding="utf-8")
     return p
 

@@ -35,6 +35,7 @@ from capacity.model.scenario import (
 )
 from capacity.model.speculative import DRAFT_KINDS, MAX_DEPTH, Draft, make_draft, parse_draft
 from capacity.plan.detail import design_concurrency_total
+from capacity.plan.disagg import DEFAULT_LINK_EFFICIENCY, DEFAULT_TRANSFER_LATENCY_MS
 from capacity.plan.options import Option, PlanInputs
 from capacity.report.i18n import LANGS  # the languages: one per file in data/i18n/
 from capacity.report.url_params import (
@@ -124,6 +125,23 @@ class ExplorerState:
     """An entered acceptance length: tokens a sequence keeps per step (1..k+1)."""
     draft_alpha: float = 0.7
     """An entered per-token acceptance rate (tau = (1 - alpha^(k+1)) / (1 - alpha))."""
+    dis_rate: float = 0.0
+    """The two pools' request rate (disaggregated prefill/decode, `capacity.plan.disagg_pools`),
+    req/s; 0: the design load `load`, else the rate `c` requests in flight complete at."""
+    dis_ptp: int = 0
+    """A prefill replica's TP (0: `tp`)."""
+    dis_px: int = 0
+    """Prefill replicas (0: rate-matched, `disagg_pools.matched_counts`)."""
+    dis_dgpu: str = ""
+    """The decode pool's GPU ('': `gpu`)."""
+    dis_dtp: int = 0
+    """A decode replica's TP (0: `tp`)."""
+    dis_dy: int = 0
+    """Decode replicas (0: rate-matched)."""
+    dis_eff: float = DEFAULT_LINK_EFFICIENCY
+    """The KV hand-over's share of the link's line rate."""
+    dis_lat_ms: float = DEFAULT_TRANSFER_LATENCY_MS
+    """Fixed time per hand-over, ms."""
 
     def with_draft_of(self, o: Option) -> ExplorerState:
         """This state with an option's draft (F12): its kind and depth, its tau as an entered
@@ -264,6 +282,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "prefill_oh_ms": (0.0, 100_000.0), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
     "spare": (0, 1), "out": (1, 1_000_000), "load": (0.0, 1e6), "pct": (50, 99),
     "draft_k": (1, MAX_DEPTH), "draft_tau": (1.0, MAX_DEPTH + 1.0), "draft_alpha": (0.0, 1.0),
+    "dis_rate": (0.0, 1e6), "dis_ptp": (0, 16), "dis_px": (0, 4096), "dis_dtp": (0, 16),
+    "dis_dy": (0, 4096), "dis_eff": (0.01, 1.0), "dis_lat_ms": (0.0, 10_000.0),
 }
 
 
@@ -386,6 +406,12 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
         notices.append(Note(f"'gpu={state.gpu}' is not in the catalog; using {base.gpu}",
                             code="link_unknown", name="gpu", value=state.gpu, using=base.gpu))
         state = replace(state, gpu=base.gpu)
+    if state.dis_dgpu and state.dis_dgpu not in catalog.gpus:
+        notices.append(Note(f"'dis_dgpu={state.dis_dgpu}' is not in the catalog; using "
+                            f"{base.dis_dgpu or state.gpu}", code="link_unknown",
+                            name="dis_dgpu", value=state.dis_dgpu,
+                            using=base.dis_dgpu or state.gpu))
+        state = replace(state, dis_dgpu=base.dis_dgpu if base.dis_dgpu in catalog.gpus else "")
     if state.model not in catalog.models:
         notices.append(Note(f"'model={state.model}' is not in the catalog; using {base.model}",
                             code="link_unknown", name="model", value=state.model,
