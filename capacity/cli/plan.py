@@ -37,6 +37,7 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
+from capacity.cli.wide_ep import add_plan_flags, check_plan_args, plan_run
 from capacity.errors import CapacityError, InputError
 from capacity.model.basis import kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD
@@ -299,6 +300,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--arrivals", choices=("poisson", "constant"), default="poisson",
                    help="how --rate and --stages requests arrive: Poisson (seeded, default) or "
                         "evenly spaced")
+    add_plan_flags(p)
     return p
 
 
@@ -568,6 +570,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
 
 def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
+    check_plan_args(args)  # --ep's own checks (and --gpus defaulting to --ep)
     concurrency = parse_int_list(args.concurrency)
     s = scenario_from_args(args)
     named = [x for x in (args.basis, args.calibration,
@@ -587,6 +590,10 @@ def run(args: argparse.Namespace) -> int:
         s = apply(load(args.calibration), s)
         if args.step_method:  # said on the command line: wins over the calibration's
             s = s.with_(step_method=args.step_method)
+    if args.ep is not None:  # one wide expert-parallel deployment (capacity/cli/wide_ep.py)
+        basis = named[0] if named else ""
+        return plan_run(args, s, basis, scenario_basis_name(s, basis),
+                        ",".join(map(str, DEFAULT_CONCURRENCY)))
     ev = evaluate(s, concurrency)
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])

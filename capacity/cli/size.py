@@ -56,6 +56,7 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
+from capacity.cli.wide_ep import add_size_flags, check_wide_ep, size_compare, size_json, size_text
 from capacity.errors import InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
@@ -83,6 +84,7 @@ from capacity.report.quote import (
     write_mix_quote,
     write_quote,
 )
+from capacity.report.quote_disagg import disagg_section
 from capacity.report.tables import render
 
 MAX_GPUS_LIMIT = 64
@@ -173,6 +175,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "a decode pool, the KV handed over NVLink or the NICs) beside these and "
                         "say which wins and why (docs/disaggregation.md; a rate or daily-user "
                         "workload)")
+    add_size_flags(m)
     d = p.add_argument_group("speculative decoding (F12)")
     d.add_argument("--draft", action="append", default=[], metavar="KIND:K",
                    help="also search this draft beside none (repeatable or a comma list): "
@@ -584,6 +587,7 @@ def run(args: argparse.Namespace) -> int:
     if args.quote:
         check_quote_path(args.quote)  # a bad name is one line before any work
     inp = inputs_from_args(args)
+    check_wide_ep(args, inp)  # --wide-ep's refusals: one line before any search
     for line in offer_notes(inp):
         print(line, file=sys.stderr)
     if args.mix:
@@ -604,6 +608,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.simulate or args.quote) and p.best is not None:
         sim = simulate_option(inp, p.best, chunk_tokens=args.chunked_prefill)
     cmp = compare(inp, aggregated=p) if args.disaggregated else None
+    wide = size_compare(args, inp, p) if args.wide_ep else None
     if args.format == "json":
         data = to_json(p, args.top)
         data["tokens_over_context"] = over or None
@@ -612,7 +617,13 @@ def run(args: argparse.Namespace) -> int:
                 "winner": cmp.winner, "reason": cmp.reason,
                 "options": [{**{k: v for k, v in asdict(d).items() if k != "link"},
                              "link": d.link.kind, "ratio": d.ratio, "label": d.label,
-                             "gpus": d.n_gpus} for d in cmp.disaggregated[:args.top]]}
+                             "gpus": d.n_gpus, "capacity_rate_per_s": d.capacity_rate_per_s,
+                             "cost_per_mtok": d.cost_per_mtok(inp.workload.output_tokens),
+                             "cost_per_mtok_design": d.cost_per_mtok_design(
+                                 inp.workload.output_tokens)}
+                            for d in cmp.disaggregated[:args.top]]}
+        if wide is not None:
+            data["wide_ep"] = size_json(wide, args.top)
         data["draft_note"] = None if note is None else {
             **asdict(note), "outcome": note.outcome.value, "verify_bound": note.verify_bound.value,
             "failures": [r.value for r in note.failures],
@@ -638,13 +649,16 @@ def run(args: argparse.Namespace) -> int:
         print(to_text(p, args.top, args.format, cheaper, note), end="")
         if cmp is not None:
             print(disaggregated_text(cmp, args.top), end="")
+        if wide is not None:
+            print(size_text(wide, args.top), end="")
         if sim is not None and args.simulate:
             print(f"\nevent model, best option at the design load: TTFT p50/p90/p99 "
                   f"{sim.ttft_ms[0.5]:.0f}/{sim.ttft_ms[0.9]:.0f}/{sim.ttft_ms[0.99]:.0f} ms, "
                   f"TPOT p50/p90/p99 {sim.tpot_ms[0.5]:.1f}/{sim.tpot_ms[0.9]:.1f}/"
                   f"{sim.tpot_ms[0.99]:.1f} ms, {sim.slo_met_share:.0%} meet both SLOs")
     if args.quote:
-        link = planner_url(planner_state(inp, lang=args.lang), base=app_url(args))
+        link = planner_url(planner_state(inp, lang=args.lang, disagg=cmp is not None),
+                           base=app_url(args))
         band = None
         if p.best is not None:
             from capacity.fit.calibration_store import load
@@ -654,6 +668,6 @@ def run(args: argparse.Namespace) -> int:
             b = gpu_band(inp, p.best, cal)
             band = (b.low, b.high)
         path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band,
-                           cheaper=cheaper)
+                           cheaper=cheaper, sections=() if cmp is None else (disagg_section(cmp),))
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if p.options else 1
