@@ -25,21 +25,24 @@ from capacity.model.expert_parallel import (
     all_to_all_ms,
     bound_ms,
     compute_parts_ms,
-    coverage,
     ep_layout,
     ep_memory,
     ep_setup,
     ep_step,
+    imbalance_factor,
+    plan_ep,
+    prefill_comm_us_per_token,
+    prefill_tok_s_per_gpu,
+)
+from capacity.model.moe_imbalance import (
+    coverage,
     exponent_for_coverage,
     exponent_for_gini,
     family_exponent,
     gini,
-    imbalance_factor,
     placement_imbalance,
-    plan_ep,
-    prefill_comm_us_per_token,
-    prefill_tok_s_per_gpu,
     sampling_imbalance,
+    static_imbalance,
     zipf_shares,
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB
@@ -321,3 +324,34 @@ def test_typical_knobs_stay_under_the_spec_sheet(gpu: str, ep: int, red: int) ->
                    knobs=knobs)
     spec = plan_ep("deepseek-v3", gpu, ep, prompt_tokens=2000, output_tokens=500, catalog=cat)
     assert opts[0].tok_s_per_gpu < spec[0].tok_s_per_gpu
+
+
+def test_tp_attention_all_reduces_by_hand() -> None:
+    """TP attention in groups of 4 on 8 H200s: two all-reduces a layer of the group's
+    sequences' activations over NVLink (450 GB/s one way, 8 us each); none under DP attention."""
+    from capacity.model.expert_parallel import attention_tp_comm_ms
+    tp4 = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8, attention_tp=4),
+                   context_tokens=2048, kv_dtype="fp8", weights="fp8")
+    # 32 sequences over 2 groups: 16 x 7,168 hidden x 2 B = 229,376 B a message
+    one = 8e-3 + 2 * 3 / 4 * 229_376 / 450e9 * 1e3  # ms
+    assert attention_tp_comm_ms(tp4, 32) == pytest.approx(2 * 61 * one, rel=1e-12)
+    assert 2 * 61 * one == pytest.approx(1.069, abs=1e-3)
+    dp = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8),
+                  context_tokens=2048, kv_dtype="fp8", weights="fp8")
+    assert attention_tp_comm_ms(dp, 32) == 0.0
+    # in the step: each micro-batch of two-batch overlap pays its own, summed with compute
+    st = ep_step(tp4, 64, overlap=Overlap.SUM)
+    assert st.tp_comm_ms == pytest.approx(attention_tp_comm_ms(tp4, 64), rel=1e-12)
+    assert st.step_ms == pytest.approx(st.attention_ms + st.experts_ms + st.comm_ms
+                                       + st.tp_comm_ms, rel=1e-12)
+    assert ep_step(dp, 64).tp_comm_ms == 0.0
+
+
+def test_the_placement_skew_is_memoised() -> None:
+    static_imbalance.cache_clear()
+    a = imbalance_factor(experts=256, active=8, exponent=0.5, gpus=16, redundant=32)
+    b = imbalance_factor(experts=256, active=8, exponent=0.5, gpus=16, redundant=32,
+                         batch_tokens=1e9)
+    assert static_imbalance.cache_info().hits >= 1
+    assert a == placement_imbalance(zipf_shares(256, 0.5, 8), 16, 32)
+    assert b == pytest.approx(a, rel=1e-3)

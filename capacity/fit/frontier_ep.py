@@ -31,9 +31,9 @@ from capacity.model.expert_parallel import (
     ep_setup,
     ep_step,
     imbalance_factor,
-    model_exponent,
     prefill_tok_s_per_gpu,
 )
+from capacity.model.moe_imbalance import model_exponent
 from capacity.plan.options import PlanInputs
 from capacity.types import FloatArray
 

@@ -27,15 +27,12 @@ Formulas (units in names; every one is in the docstring of its function):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-import numpy as np
-
 from capacity.catalog.loader import Catalog, Gpu, ModelVariant, default_catalog
-from capacity.catalog.moe_data import ImbalanceData, ImbalanceFamily, imbalance_data
+from capacity.catalog.moe_data import ImbalanceData, imbalance_data
 from capacity.catalog.nodes import NodeShape, node_shape
 from capacity.errors import InputError
 from capacity.model.ep_knobs import (
@@ -48,9 +45,9 @@ from capacity.model.ep_knobs import (
 from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.moe import expected_experts_touched
-from capacity.model.parallel import ALLREDUCE_LATENCY_US, DEFAULT_NCCL_GB
+from capacity.model.moe_imbalance import family_exponent, imbalance_factor
+from capacity.model.parallel import ALLREDUCE_LATENCY_US, DEFAULT_NCCL_GB, tp_comm_ms
 from capacity.model.roofline import attention_flops_per_token
-from capacity.types import FloatArray
 from capacity.units import GB, TERA
 
 DISPATCH_BYTES_PER_ELEMENT: Final = 1.0
@@ -152,135 +149,6 @@ def ep_layout(gpu: str, ep: int, *, attention_tp: int = 1, redundant_experts: in
     s = shape or node_shape(gpu)
     return EpLayout(ep=ep, attention_tp=attention_tp, redundant_experts=redundant_experts,
                     gpus_per_node=s.max_gpus_per_node, nvlink_domain=s.nvlink_domain)
-
-
-# -- expert load imbalance --------------------------------------------------------------------
-def zipf_shares(experts: int, exponent: float, active: int = 1) -> FloatArray:
-    """Share of a layer's token-expert pairs each expert receives, hottest first (sums to 1).
-
-    Power law (Zipf): share_i proportional to i^(-s), i = 1..E; s = 0 is uniform. Top-k routing
-    sends a token to k distinct experts, so no expert gets more than 1/k of the pairs: shares are
-    capped at 1/k and the excess spread over the others in proportion (water-filling). Unit: a
-    fraction. Source: the power-law popularity of data/moe_imbalance.toml.
-    """
-    if experts < 1 or exponent < 0:
-        raise InputError("experts must be >= 1 and the exponent >= 0")
-    w = np.arange(1, experts + 1, dtype=np.float64) ** -exponent
-    p = w / w.sum()
-    cap = 1.0 / max(active, 1)
-    capped = np.zeros(experts, dtype=bool)
-    for _ in range(experts):
-        over = (p > cap * (1 + 1e-12)) & ~capped
-        if not over.any():
-            break
-        capped |= over
-        free = ~capped
-        p = np.where(capped, cap, p)
-        if free.any():
-            p[free] *= (1.0 - cap * capped.sum()) / p[free].sum()
-    return np.asarray(p, dtype=np.float64)
-
-
-def gini(shares: FloatArray) -> float:
-    """Gini coefficient of shares (0 = equal, -> 1 = one takes all): sum_i (2i - n - 1) x_(i) /
-    (n sum x), x sorted ascending. Dimensionless."""
-    x = np.sort(np.asarray(shares, dtype=np.float64))
-    n = x.size
-    return float(np.sum((2 * np.arange(1, n + 1) - n - 1) * x) / (n * x.sum()))
-
-
-def coverage(shares: FloatArray, mass: float) -> float:
-    """Share of the experts (hottest first) needed to carry `mass` of the routing (a fraction):
-    the smallest n with sum of the n largest shares >= mass, over E."""
-    c = np.cumsum(np.sort(np.asarray(shares))[::-1])
-    return float((np.searchsorted(c, mass - 1e-12) + 1) / c.size)
-
-
-def _bisect(f: Callable[[float], float], target: float, increasing: bool) -> float:
-    """The exponent in [0, 8] where the monotone measure `f` reaches `target` (bisection)."""
-    lo, hi = 0.0, 8.0
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        v = f(mid)
-        if (v < target) == increasing:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
-
-
-def exponent_for_gini(experts: int, target: float) -> float:
-    """The Zipf exponent whose shares over `experts` experts have Gini `target` (bisection on
-    [0, 8]; Gini grows with the exponent)."""
-    return _bisect(lambda s: gini(zipf_shares(experts, s)), target, increasing=True)
-
-
-def exponent_for_coverage(experts: int, share: float, mass: float) -> float:
-    """The Zipf exponent whose shares over `experts` experts need `share` of them (hottest
-    first) to carry `mass` of the routing (bisection; the needed share falls as it grows)."""
-    return _bisect(lambda s: coverage(zipf_shares(experts, s), mass), share, increasing=False)
-
-
-def family_exponent(family: ImbalanceFamily) -> float:
-    """A family's exponent from what its source states (data/moe_imbalance.toml's header)."""
-    if family.measure == "exponent":
-        return family.value
-    if family.measure == "gini":
-        return exponent_for_gini(family.experts, family.value)
-    return exponent_for_coverage(family.experts, family.value, family.mass)
-
-
-def model_exponent(model_key: str, data: ImbalanceData | None = None) -> float:
-    """The imbalance exponent of a catalog model (its family's; balanced when not listed)."""
-    return family_exponent((data or imbalance_data()).family_of(model_key))
-
-
-def placement_imbalance(shares: FloatArray, gpus: int, redundant: int = 0) -> float:
-    """Busiest GPU's share of the routed load over the mean (>= 1), after EPLB-style placement.
-
-    Redundancy: `redundant` times, the expert with the largest load per copy gets one more copy
-    (its load splits evenly over its copies). Packing: copies, heaviest first, each onto the
-    least-loaded GPU that has a free slot; every GPU has ceil((E + R) / gpus) slots (the greedy
-    heuristic of DeepSeek's EPLB, github.com/deepseek-ai/EPLB). Dimensionless. Example (by
-    hand, tests): shares 0.48, 0.24, 0.16, 0.12 on 2 GPUs -> 0.60 / 0.50 = 1.2; with one
-    redundant copy -> 0.52 / 0.50 = 1.04.
-    """
-    load = np.asarray(shares, dtype=np.float64)
-    copies = np.ones(load.size, dtype=np.int64)
-    for _ in range(redundant):
-        copies[int(np.argmax(load / copies))] += 1
-    items = sorted((float(load[i] / copies[i]) for i in range(load.size)
-                    for _ in range(int(copies[i]))), reverse=True)
-    slots = math.ceil(len(items) / gpus)
-    per_gpu = [0.0] * gpus
-    used = [0] * gpus
-    for x in items:
-        free = [g for g in range(gpus) if used[g] < slots]
-        g = min(free, key=lambda j: (per_gpu[j], j))
-        per_gpu[g] += x
-        used[g] += 1
-    return max(per_gpu) / (sum(per_gpu) / gpus)
-
-
-def sampling_imbalance(mean_pairs: float, gpus: int) -> float:
-    """Expected busiest GPU over the mean from a finite batch (>= 1): 1 + sqrt(2 ln n / mu).
-
-    A GPU's token-expert pairs are about Poisson with mean mu (variance mu); the expected
-    maximum of n such counts is about mu + sqrt(mu) sqrt(2 ln n) (the Gaussian extreme-value
-    approximation). 1 for one GPU or no load. Dimensionless.
-    """
-    if gpus <= 1 or mean_pairs <= 0:
-        return 1.0
-    return 1.0 + math.sqrt(2.0 * math.log(gpus) / mean_pairs)
-
-
-def imbalance_factor(*, experts: int, active: int, exponent: float, gpus: int,
-                     redundant: int = 0, batch_tokens: float = math.inf) -> float:
-    """Expected busiest GPU's routed load over the mean, gamma >= 1: the placement's skew times
-    the finite batch's (`placement_imbalance` x `sampling_imbalance` at B k / gpus pairs).
-    Balanced routing (exponent 0) on E divisible by the GPUs and an infinite batch: 1."""
-    static = placement_imbalance(zipf_shares(experts, exponent, active), gpus, redundant)
-    return static * sampling_imbalance(batch_tokens * active / gpus, gpus)
 
 
 # -- the deployment -----------------------------------------------------------------------------
@@ -427,6 +295,8 @@ class EpStep:
     gpus: int
     fixed_ms: float = 0.0
     """The per-MoE-layer fixed time in the step (`EpKnobs.layer_overhead_us`), ms."""
+    tp_comm_ms: float = 0.0
+    """The TP attention groups' all-reduces in the step (`attention_tp_comm_ms`), ms."""
 
     @property
     def tpot_ms(self) -> float:
@@ -540,13 +410,28 @@ def bound_ms(s: EpSetup, batch: float) -> float:
     return max(read / (s.gpu.bandwidth_gb_s * GB), flops / (s.peak_tflops * TERA)) * 1e3
 
 
+def attention_tp_comm_ms(s: EpSetup, batch: float) -> float:
+    """The all-reduces of TP attention in one pass over `batch` sequences of the deployment,
+    ms: two per layer (after attention, after the shared expert or dense MLP) of b_g x hidden
+    x 2 bytes, b_g = batch / attention groups, over the group's scale-up link (F10,
+    `capacity.model.parallel.tp_comm_ms`); 0 under DP attention (attention_tp = 1). In the
+    step's compute, as the aggregated planner counts TP's all-reduces. Example (tests):
+    DeepSeek-V3 on 8 H200, TP4 attention, 32 sequences: b_g 16, 229,376 B, 8 us + 1.5 x
+    229,376 B / 450 GB/s = 8.765 us, x 2 x 61 layers = 1.069 ms."""
+    if s.layout.attention_tp <= 1:
+        return 0.0
+    return float(tp_comm_ms(s.variant.model, s.gpu, s.layout.attention_tp,
+                            batch / s.layout.attention_groups))
+
+
 def ep_step(s: EpSetup, batch: float, *, eta_bw: float = 1.0, eff: float = 1.0,
             overhead_ms: float = 0.0, overlap: Overlap | str = DEFAULT_OVERLAP,
             knobs: EpKnobs = SPEC_KNOBS) -> EpStep:
     """The decode step at a total batch of `batch` sequences (ms), busiest GPU.
 
-    SUM: t0 + C + all-to-all(B), C = attention(B) + experts(B) + fixed. TBO: t0 + max(C, M) +
-    (1 - overlap) x min(C, M), C = 2 [attention(B/2) + experts(B/2) + fixed], M = 2
+    SUM: t0 + C + all-to-all(B), C = attention(B) + experts(B) + fixed + TP all-reduces
+    (`attention_tp_comm_ms`, 0 under DP attention). TBO: t0 + max(C, M) + (1 - overlap) x
+    min(C, M), C = 2 [attention(B/2) + experts(B/2) + fixed + TP all-reduces], M = 2
     all-to-all(B/2): two micro-batches, each reading the weights, the `knobs.overlap` share of
     the shorter hidden behind the longer (1, the spec sheet: all, as DeepSeek's and SGLang's
     two-batch overlap aim at; fill and drain left out). fixed = MoE layers x
@@ -564,11 +449,12 @@ def ep_step(s: EpSetup, batch: float, *, eta_bw: float = 1.0, eff: float = 1.0,
     attn, exp = compute_parts_ms(s, b, imbalance=gamma, eta_bw=eta_bw, eff=eff, knobs=knobs)
     comm = parts * all_to_all_ms(s, b, imbalance=gamma, knobs=knobs)
     fixed = parts * s.moe_layers * knobs.layer_overhead_us * 1e-3
-    compute = parts * (attn + exp) + fixed
+    tp = parts * attention_tp_comm_ms(s, b)
+    compute = parts * (attn + exp) + fixed + tp
     step = overhead_ms + (compute + comm if ov == Overlap.SUM else knobs.combine_ms(compute, comm))
     return EpStep(batch=batch, attention_ms=parts * attn, experts_ms=parts * exp, comm_ms=comm,
                   step_ms=step, bound_ms=bound_ms(s, batch), imbalance=gamma, overlap=ov.value,
-                  gpus=s.layout.ep, fixed_ms=fixed)
+                  gpus=s.layout.ep, fixed_ms=fixed, tp_comm_ms=tp)
 
 
 def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
