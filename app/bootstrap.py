@@ -1,7 +1,8 @@
 """The app's navigation, and the guard that sends every entry through it.
 
 `run_app()` is the whole app: page config, the shared sidebar (language), `st.navigation` over
-`pages/`, then the chosen page. `streamlit_app.py` calls it, and so does `ensure_navigation()`,
+`pages/`, the sign-in gate (`app.auth`: nothing without `[auth]` in the secrets), then the
+chosen page. `streamlit_app.py` calls it, and so does `ensure_navigation()`,
 the first call of every page, when the page runs outside it.
 
 Why a page can run outside it: Streamlit starts in its legacy multipage mode when a `pages/`
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import auth
 from app.state import LANG_SWITCH, enter_page, init_lang, on_lang_change, seed_lang_switch
 from capacity.report.i18n import LANG_NAMES, t
 
@@ -63,7 +65,10 @@ def run_app() -> None:
                              on_change=on_lang_change)
     lang = init_lang()
     app_pages = pages(lang)
-    page = st.navigation(app_pages)
+    # with sign-in (docs/sign-in.md) the pages are hidden until the visitor has signed in and
+    # has a role: `auth.gate` then draws the sign-in screen instead and stops the run
+    page = st.navigation(app_pages, position="sidebar" if auth.user() is not None else "hidden")
+    auth.gate(lang)
     with st.sidebar:
         st.caption(t("sidebar_caption", lang))
     # url_path tells the Explorer's two addresses apart (the default page's is "").

@@ -13,6 +13,7 @@ bundled ones.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,15 @@ import streamlit as st
 import capacity
 from app import cache
 from capacity import workspace
-from capacity.bench.job import BenchJob, SimRegistry, SimServer
+from capacity.access import User
+from capacity.bench.job import (
+    MAX_JOBS_PER_USER,
+    MAX_SIMULATORS_PER_USER,
+    BenchJob,
+    JobRegistry,
+    SimRegistry,
+    SimServer,
+)
 from capacity.bench.store import RunStore
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_store
@@ -44,8 +53,13 @@ SIM = "measure_sim"
 CONNECT = "measure_connect"
 FITTED = "results_fitted_calibration"
 SIMS = SimRegistry()
-"""The simulated endpoints this app started, shared by every browser session of the process: a
-tab opened after another closed reattaches to a running one instead of starting a second."""
+"""The simulated endpoints this app started, each with the user who started it, shared by every
+browser session of the process: a tab opened after another closed reattaches to a running one
+of its user's instead of starting a second (with sign-in, a user sees only their own: an admin
+every one, `capacity.access.User.scope`)."""
+JOBS = JobRegistry()
+"""The measurements this app runs, each with its user: bounded (`capacity.bench.job.MAX_JOBS`),
+and listed to the user's other tabs (and to an admin) to be stopped."""
 REPO_ROOT = Path(capacity.__file__).resolve().parent.parent
 """The working folder of the background runs: where `python -m capacity` imports this package."""
 
@@ -65,15 +79,35 @@ def job() -> BenchJob | None:
     return j if isinstance(j, BenchJob) else None
 
 
-def sim() -> SimServer | None:
+def per_user(user: User, limit: int) -> int | None:
+    """A per-user limit for a signed-in user; None (the process' limit alone) for the local
+    user, as before sign-in existed."""
+    return limit if user.signed_in else None
+
+
+def start_sim(user: User, model: str, gpu: str, speedup: float) -> SimServer:
+    """The user's simulated endpoint of this configuration, started when they run none yet
+    (bounded: `SimRegistry.find_or_start`)."""
+    return SIMS.find_or_start(model, gpu, speedup, lambda: SimServer.start(
+        model, gpu, speedup=speedup, cwd=REPO_ROOT), owner=user.id,
+        per_owner=per_user(user, MAX_SIMULATORS_PER_USER))
+
+
+def start_job(user: User, start: Callable[[], BenchJob]) -> BenchJob:
+    """A measurement started as the user's (bounded: `JobRegistry.start`)."""
+    return JOBS.start(user.id, start, per_owner=per_user(user, MAX_JOBS_PER_USER))
+
+
+def sim(owner: str = "") -> SimServer | None:
     """This session's simulated endpoint; on a session's first look, the one this app started
-    most recently and still runs (reattached: the tab that started it may be gone)."""
+    most recently for `owner` (the user: an admin too reattaches only to their own) and still
+    runs (reattached: the tab that started it may be gone)."""
     s = st.session_state.get(SIM)
     if isinstance(s, SimServer) and s.running:
         return s
     if "measure_sim_looked" not in st.session_state:
         st.session_state["measure_sim_looked"] = True
-        found = SIMS.latest()
+        found = SIMS.latest(owner)
         if found is not None:
             st.session_state[SIM] = found
             st.session_state["measure_sim_reattached"] = True

@@ -10,10 +10,11 @@ import datetime as dt
 import pandas as pd
 import streamlit as st
 
-from app import cache
+from app import auth, cache
 from app.bootstrap import ensure_navigation
 from app.format import markdown_plain
 from app.state import init_lang
+from capacity.access import Right
 from capacity.catalog import custom as catalog_custom
 from capacity.catalog import model_files
 from capacity.catalog.loader import LAYER_KINDS
@@ -41,6 +42,14 @@ def not_saved(exc: CapacityError) -> None:
     """Why an entry was not saved; the message quotes the entry, so it is shown as plain text
     (an uploaded `![x](http://evil/)` must not make the browser fetch anything)."""
     st.error(T("not_saved", msg=markdown_plain(error_text(exc, lang))))
+
+
+def may_save(overwrite: bool) -> bool:
+    """The check at the save itself (the widgets are disabled too): an editor adds entries,
+    an admin alone replaces one (a bundled one for everyone); the reason shown when not."""
+    if auth.refused(Right.SAVE_CATALOG, lang):
+        return False
+    return not (overwrite and auth.refused(Right.REPLACE_ENTRY, lang))
 
 
 def saved(message: str) -> None:
@@ -85,6 +94,8 @@ with gpus_tab:
 
 with add_tab:
     st.caption(T("add_intro", folder=str(catalog_custom.custom_dir())))
+    can_add, can_replace = auth.allowed(Right.SAVE_CATALOG), auth.allowed(Right.REPLACE_ENTRY)
+    auth.read_only_note(Right.SAVE_CATALOG if not can_add else Right.REPLACE_ENTRY, lang)
     kind = st.segmented_control(T("add_kind"), ["model", "gpu", "modelfile", "upload"],
                                 key="cat_kind",
                                 format_func=lambda k: T("kind_" + k), default="model",
@@ -119,10 +130,10 @@ with add_tab:
                                 format_func=lambda k: T("f_tied_" + k), help=T("f_tied_help"))
             source = st.text_input(T("f_source"), key="cm_source")
             as_of = st.text_input(T("f_as_of"), value=today, key="cm_asof")
-            overwrite = st.checkbox(T("f_replace"), key="cm_replace")
-            submitted = st.form_submit_button(T("f_save"))
-        if submitted and not missing({"f_key": key, "f_name": name, "f_source": source,
-                                      "f_as_of": as_of}):
+            overwrite = st.checkbox(T("f_replace"), key="cm_replace", disabled=not can_replace)
+            submitted = st.form_submit_button(T("f_save"), disabled=not can_add)
+        if submitted and may_save(overwrite) and not missing({
+                "f_key": key, "f_name": name, "f_source": source, "f_as_of": as_of}):
             table = catalog_custom.model_form_table(
                 key=key, name=name, params_b=params, num_layers=int(num_layers),
                 full_layers=int(full), kv_heads=int(kv_heads), head_dim=int(head_dim),
@@ -162,11 +173,11 @@ with add_tab:
             price_source = c2.text_input(T("f_price_source"), key="cg_psource")
             as_of = c3.text_input(T("f_as_of"), value=today, key="cg_asof")
             source = st.text_input(T("f_source"), key="cg_source")
-            overwrite = st.checkbox(T("f_replace"), key="cg_replace")
-            submitted = st.form_submit_button(T("f_save"))
-        if submitted and not missing({"f_key": key, "f_name": name, "f_memory_type": mem_type,
-                                      "f_interconnect": link, "f_source": source,
-                                      "f_as_of": as_of}):
+            overwrite = st.checkbox(T("f_replace"), key="cg_replace", disabled=not can_replace)
+            submitted = st.form_submit_button(T("f_save"), disabled=not can_add)
+        if submitted and may_save(overwrite) and not missing({
+                "f_key": key, "f_name": name, "f_memory_type": mem_type,
+                "f_interconnect": link, "f_source": source, "f_as_of": as_of}):
             table = catalog_custom.gpu_form_table(
                 key=key, name=name, memory_gb=memory, memory_type=mem_type,
                 bandwidth_gb_s=bw, bf16_tflops=bf16, fp8_tflops=fp8 or None,
@@ -181,15 +192,17 @@ with add_tab:
                 saved(T("saved", kind=T("kind_gpu"), key=gpu.key, path=path))
     elif kind == "modelfile":
         st.caption(T("mf_intro"))
-        upload = st.file_uploader(T("f_modelfile"), type=["json", "gguf"], key="cat_modelfile")
+        upload = st.file_uploader(T("f_modelfile"), type=["json", "gguf"], key="cat_modelfile",
+                                  disabled=not can_add)
         c1, c2, c3 = st.columns(3)
         key = c1.text_input(T("mf_key"), key="mf_key")
         weights_gb = c2.number_input(T("mf_weights_gb"), min_value=0.0, value=0.0,
                                      key="mf_wgb")
         weights_fmt = c3.selectbox(T("f_weights_format"), sorted(catalog.formats),
                                    index=sorted(catalog.formats).index("bf16"), key="mf_wfmt")
-        overwrite = st.checkbox(T("f_replace"), key="mf_replace")
-        if upload is not None and st.button(T("f_save"), key="mf_save"):
+        overwrite = st.checkbox(T("f_replace"), key="mf_replace", disabled=not can_replace)
+        if (upload is not None and st.button(T("f_save"), key="mf_save", disabled=not can_add)
+                and may_save(overwrite)):
             try:
                 table = model_files.table_from_upload(
                     upload.getvalue(), upload.name, key=key.strip().lower() or None,
@@ -201,9 +214,11 @@ with add_tab:
             else:
                 saved(T("saved", kind=T("kind_model"), key=model.key, path=path))
     else:
-        upload = st.file_uploader(T("f_upload"), type=["toml"], key="cat_upload")
-        overwrite = st.checkbox(T("f_replace"), key="cu_replace")
-        if upload is not None and st.button(T("f_save"), key="cu_save"):
+        upload = st.file_uploader(T("f_upload"), type=["toml"], key="cat_upload",
+                                  disabled=not can_add)
+        overwrite = st.checkbox(T("f_replace"), key="cu_replace", disabled=not can_replace)
+        if (upload is not None and st.button(T("f_save"), key="cu_save", disabled=not can_add)
+                and may_save(overwrite)):
             try:
                 what, entry_key, path = catalog_custom.save_toml(
                     upload.getvalue(), catalog, overwrite=overwrite, name=upload.name)

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import cache
+from app import auth, cache
 from app import measure_form as form
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
+from capacity.access import AccessDenied, Right
 from capacity.bench.config import MAX_PASSES
 from capacity.bench.connect import connect_check
 from capacity.bench.form import PAGE_LIMITS
 from capacity.bench.guard import measure_guard
-from capacity.bench.job import BenchJob, JobState, SimServer
+from capacity.bench.job import BenchJob, JobState
 from capacity.bench.storage import model_name
 from capacity.errors import CapacityError
 from capacity.model.cost import CURRENCIES
@@ -50,26 +51,31 @@ elif guard.allow_hosts is not None:
     st.caption(T("m_loopback_only"))
 
 form.init_form(cat)
+# with sign-in: a user sees and stops only what they started (an admin everything), and only an
+# editor measures; the buttons are disabled for a viewer and the action checks again
+user = auth.current()
+can = user.may(Right.MEASURE)
+auth.read_only_note(Right.MEASURE, lang)
 
 # -- No GPU at hand? ------------------------------------------------------------------------
-with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
+with st.expander(T("m_sim_title"), expanded=ms.sim(user.id) is not None):
     st.caption(T("m_sim_help"))
     c1, c2, c3 = st.columns([3, 2, 1])
     c1.selectbox(T("m_sim_model"), variants, key="m_sim_model")
     c2.selectbox(T("m_sim_gpu"), gpus, key="m_sim_gpu")
     c3.number_input(T("m_sim_speedup"), min_value=0.1, max_value=100.0, step=1.0,
                     key="m_sim_speedup", help=T("m_sim_speedup_help"))
-    running_sim = ms.sim()
+    running_sim = ms.sim(user.id)
     if running_sim is not None and st.session_state.pop("measure_sim_reattached", False):
         form.use_sim(running_sim, cat)  # a tab opened after the one that started it: carry on
         st.info(T("m_sim_reattached", url=running_sim.base_url))
     if running_sim is None:
-        if st.button(T("m_sim_start"), key="m_sim_start", type="primary"):
+        if (st.button(T("m_sim_start"), key="m_sim_start", type="primary", disabled=not can)
+                and not auth.refused(Right.MEASURE, lang)):
             try:
-                model, gpu = st.session_state["m_sim_model"], st.session_state["m_sim_gpu"]
-                speedup = float(st.session_state["m_sim_speedup"])
-                s = ms.SIMS.find_or_start(model, gpu, speedup, lambda: SimServer.start(
-                    model, gpu, speedup=speedup, cwd=ms.REPO_ROOT))
+                s = ms.start_sim(user, st.session_state["m_sim_model"],
+                                 st.session_state["m_sim_gpu"],
+                                 float(st.session_state["m_sim_speedup"]))
             except CapacityError as exc:
                 st.error(T("m_error", msg=error_text(exc, lang)))
             else:
@@ -77,12 +83,17 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
     else:
         st.success(T("m_sim_running", url=running_sim.base_url, model=running_sim.model,
                      gpu=running_sim.gpu, speedup=running_sim.speedup))
-        if st.button(T("m_sim_stop"), key="m_sim_stop"):
-            ms.SIMS.stop(running_sim.proc.pid)
-            running_sim.stop()
-            st.session_state.pop(ms.SIM, None)
-            st.rerun()
-    others = [s for s in ms.SIMS.running() if s is not running_sim]
+        if (st.button(T("m_sim_stop"), key="m_sim_stop", disabled=not can)
+                and not auth.refused(Right.MEASURE, lang)):
+            try:
+                ms.SIMS.stop(running_sim.proc.pid, scope=user.scope)
+            except AccessDenied:
+                st.error(T("auth_not_yours"))
+            else:
+                running_sim.stop()
+                st.session_state.pop(ms.SIM, None)
+                st.rerun()
+    others = [s for s in ms.SIMS.running(user.scope) if s is not running_sim]
     if others:  # started by this app from other tabs (or earlier): use one, or stop it
         st.markdown(f"**{T('m_sims')}**")
         for s in others:
@@ -90,20 +101,27 @@ with st.expander(T("m_sim_title"), expanded=ms.sim() is not None):
             r1, r2, r3 = st.columns([6, 1, 1])
             r1.caption(T("m_sim_row", model=s.model, gpu=s.gpu, url=s.base_url,
                          speedup=s.speedup, pid=pid))
-            if r2.button(T("m_sim_use"), key=f"m_sim_use_{pid}"):
+            if r2.button(T("m_sim_use"), key=f"m_sim_use_{pid}", disabled=not can):
                 form.use_sim(s, cat, rerun=True)
-            if r3.button(T("m_sim_stop_one"), key=f"m_sim_stop_{pid}"):
-                ms.SIMS.stop(pid)
-                st.rerun()
+            if (r3.button(T("m_sim_stop_one"), key=f"m_sim_stop_{pid}", disabled=not can)
+                    and not auth.refused(Right.MEASURE, lang)):
+                try:
+                    ms.SIMS.stop(pid, scope=user.scope)
+                except AccessDenied:
+                    st.error(T("auth_not_yours"))
+                else:
+                    st.rerun()
 
-sim_urls = [s.base_url for s in ms.SIMS.running()]  # the simulators this app started
+# the simulators this app started that this user may measure (with sign-in: their own)
+sim_urls = [s.base_url for s in ms.SIMS.running(user.scope)]
 
 # -- the endpoint ---------------------------------------------------------------------------
 st.subheader(T("m_endpoint"))
 c1, c2 = st.columns([3, 2])
 c1.text_input(T("m_base_url"), key="m_base_url", help=T("m_base_url_help"))
 c2.text_input(T("m_api_key"), key="m_api_key", type="password", help=T("m_api_key_help"))
-if st.button(T("m_connect"), key="m_connect"):
+if st.button(T("m_connect"), key="m_connect", disabled=not can) and not auth.refused(
+        Right.MEASURE, lang):
     try:
         report = connect_check(st.session_state["m_base_url"],
                                st.session_state.get("m_api_key") or None, timeout_s=10.0,
@@ -165,11 +183,12 @@ c6.selectbox(T("m_workload"), ["", *sorted(load_presets())], key="m_workload",
 
 current = ms.job()
 busy = current is not None and current.running
-if st.button(T("m_start"), key="m_start", type="primary", disabled=busy):
+if (st.button(T("m_start"), key="m_start", type="primary", disabled=busy or not can)
+        and not auth.refused(Right.MEASURE, lang)):
     try:
-        st.session_state[ms.JOB] = BenchJob.start(form.forms(), st.session_state.get("m_api_key") or None,
-                                                  cwd=ms.REPO_ROOT, guard=guard,
-                                                  simulator_urls=sim_urls)
+        api_key = st.session_state.get("m_api_key") or None
+        st.session_state[ms.JOB] = ms.start_job(user, lambda: BenchJob.start(
+            form.forms(), api_key, cwd=ms.REPO_ROOT, guard=guard, simulator_urls=sim_urls))
     except CapacityError as exc:
         st.error(T("m_error", msg=error_text(exc, lang)))
     else:
@@ -194,7 +213,8 @@ def progress() -> None:
                                          done=lv.done, total=lv.total, errors=lv.errors,
                                          ttft=ttft, tpot=tpot))
     if status == JobState.RUNNING:
-        if st.button(T("m_stop"), key="m_stop"):
+        if st.button(T("m_stop"), key="m_stop", disabled=not can) and not auth.refused(
+                Right.MEASURE, lang):
             j.stop()
             st.rerun()
         return
@@ -211,3 +231,31 @@ def progress() -> None:
 
 
 progress()
+
+
+@st.fragment(run_every=2.0)
+def other_jobs() -> None:
+    """The measurements this user may see besides this tab's own: their other tabs' (an admin:
+    everyone's), each with a stop button."""
+    mine = ms.job()
+    others = [o for o in ms.JOBS.running(user.scope) if o.job is not mine]
+    if not others:
+        return
+    st.markdown(f"**{T('m_jobs')}**")
+    for o in others:
+        r1, r2 = st.columns([6, 1])
+        levels, d = o.job.progress(), o.job.find_run_dir()
+        r1.caption(T("m_job_row", label=o.job.form.label, run=d.name if d else "-",
+                     done=sum(lv.done for lv in levels), total=sum(lv.total for lv in levels),
+                     status=T("m_status_" + o.job.status())))
+        if (r2.button(T("m_job_stop"), key=f"m_job_stop_{o.number}", disabled=not can)
+                and not auth.refused(Right.MEASURE, lang)):
+            try:
+                ms.JOBS.stop(o.number, scope=user.scope)
+            except AccessDenied:
+                st.error(T("auth_not_yours"))
+            else:
+                st.rerun()
+
+
+other_jobs()

@@ -13,7 +13,7 @@ import json
 
 import streamlit as st
 
-from app import cache
+from app import auth, cache
 from app import measure_state as ms
 from app import results_state as rs
 from app import results_view as view
@@ -21,6 +21,7 @@ from app.bootstrap import ensure_navigation
 from app.i18n import overlay_chart_labels
 from app.results_inputs import imported_points, stored_runs
 from app.state import init_lang
+from capacity.access import Right
 from capacity.errors import CapacityError
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_report as cal_report
@@ -195,6 +196,8 @@ if c2.button(T("r_fit"), key="r_fit", type="primary"):
         st.rerun()
 fitted = st.session_state.get(ms.FITTED)
 if isinstance(fitted, calib.Calibration):
+    can_save = auth.allowed(Right.SAVE_CALIBRATION)  # a viewer fits, but saves nothing
+    auth.read_only_note(Right.SAVE_CALIBRATION, lang)
     save_as = st.session_state.get(rs.SAVE_PENDING)
     overwrite = save_as is not None and save_as == cal_name
     if save_as is not None and not overwrite:
@@ -202,13 +205,13 @@ if isinstance(fitted, calib.Calibration):
     if overwrite:
         st.warning(T("r_save_exists", name=cal_name))
         o1, o2 = st.columns(2)
-        do_save = o1.button(T("r_save_overwrite"), key="r_save_overwrite")
+        do_save = o1.button(T("r_save_overwrite"), key="r_save_overwrite", disabled=not can_save)
         if o2.button(T("r_save_cancel"), key="r_save_cancel"):
             st.session_state.pop(rs.SAVE_PENDING)
             st.rerun()
     else:
-        do_save = c3.button(T("r_save"), key="r_save")
-    if do_save:
+        do_save = c3.button(T("r_save"), key="r_save", disabled=not can_save)
+    if do_save and not auth.refused(Right.SAVE_CALIBRATION, lang):
         try:
             path = rs.save_fitted(fitted, cal_name, ms.calibrations_dir(), overwrite=overwrite)
         except (CapacityError, OSError) as exc:

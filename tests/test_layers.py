@@ -24,6 +24,7 @@ import capacity
 PACKAGE = Path(capacity.__file__).resolve().parent
 LAYERS: dict[str, int] = {
     "errors": 0, "units": 0, "types": 0, "workspace": 0, "netstamp": 0, "stats": 0, "untrusted": 0,
+    "access": 0,
     "catalog": 1,
     "model": 2,
     "plan": 3, "bench": 3, "sim": 3,

@@ -8,7 +8,9 @@
   command line: it goes to the child through the environment variable OPENAI_API_KEY only (the
   bench client writes it nowhere).
 - `SimServer` starts `python -m capacity sim-server` on a free loopback port; `SimRegistry`
-  holds the ones this process started.
+  holds the ones this process started and `JobRegistry` its measurements, each with the user
+  who started it and bounded (`MAX_SIMULATORS`, `MAX_JOBS`): with sign-in a user sees and
+  stops only their own, an admin everyone's (`capacity.access`, docs/sign-in.md).
 
 The page's other parts: the form (`capacity.bench.form`), the guard (`capacity.bench.guard`),
 the Connect check (`capacity.bench.connect`).
@@ -38,9 +40,10 @@ from typing import Any
 import httpx
 
 from capacity import workspace
+from capacity.access import AccessDenied
 from capacity.bench.form import MeasureForm
 from capacity.bench.guard import Guard, check_url
-from capacity.bench.storage import redact
+from capacity.bench.storage import new_run_id, redact
 from capacity.errors import InputError
 
 # ---------------------------------------------------------------------------------------------
@@ -130,17 +133,20 @@ def _stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> int:
 
 
 def _spawn(form: MeasureForm, api_key: str | None, root: Path, python: str
-           ) -> tuple[subprocess.Popen[bytes], Path, set[Path]]:
+           ) -> tuple[subprocess.Popen[bytes], Path, set[Path], str]:
     """Start `capacity bench` for one form in its own process group, its output in a temporary
-    log; returns the process, the log and the run folders of its label that existed before."""
+    log; returns the process, the log, the run folders of its label that existed before and
+    the run id the job gave the child (`--run-id`): two jobs of the same label started at the
+    same moment each find their own folder, never the other's (issue 29)."""
     before = _run_dirs(root / form.out_dir, form.label)
+    run_id = new_run_id()
     fd, name = tempfile.mkstemp(prefix="capacity-bench-", suffix=".log")
     os.close(fd)
     with open(name, "wb") as log:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(form.argv(python), cwd=root, env=_child_env(api_key),
-                                stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen([*form.argv(python), "--run-id", run_id], cwd=root,
+                                env=_child_env(api_key), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    return proc, Path(name), before
+    return proc, Path(name), before, run_id
 
 
 def _run_dirs(out_dir: Path, label: str) -> set[Path]:
@@ -184,6 +190,8 @@ class BenchJob:
     """Which form of the job runs now, 1-based (of `total`)."""
     total: int = 1
     python: str = sys.executable
+    run_id: str | None = None
+    """The id the job gave the current child's run (`--run-id`); None: found by `before`."""
 
     @classmethod
     def start(cls, form: MeasureForm | Sequence[MeasureForm], api_key: str | None = None, *,
@@ -201,10 +209,10 @@ class BenchJob:
             if guard is not None:
                 check_url(f.base_url, guard, simulator_urls)
         root = Path(cwd)
-        proc, log, before = _spawn(forms[0], api_key, root, python)
+        proc, log, before, run_id = _spawn(forms[0], api_key, root, python)
         job = cls(form=forms[0], proc=proc, cwd=root, log_path=log, before=before,
                   started_unix_s=time.time(), secrets=(api_key,) if api_key else (),
-                  queue=forms[1:], total=len(forms), python=python)
+                  queue=forms[1:], total=len(forms), python=python, run_id=run_id)
         atexit.register(job.stop)  # an app that exits stops its runs (keeping what they measured)
         return job
 
@@ -216,7 +224,7 @@ class BenchJob:
         self.done_dirs = (*self.done_dirs, *([d] if d is not None else []))
         self.log_path.unlink(missing_ok=True)
         nxt, self.queue = self.queue[0], self.queue[1:]
-        self.proc, self.log_path, self.before = _spawn(
+        self.proc, self.log_path, self.before, self.run_id = _spawn(
             nxt, self.secrets[0] if self.secrets else None, self.cwd, self.python)
         self.form, self.run_dir, self.position = nxt, None, self.position + 1
 
@@ -227,7 +235,10 @@ class BenchJob:
 
     def find_run_dir(self) -> Path | None:
         """The run folder the child created (None until it has)."""
-        if self.run_dir is None:
+        if self.run_dir is None and self.run_id is not None:
+            mine = self.cwd / self.form.out_dir / self.form.label / self.run_id
+            self.run_dir = mine if mine.is_dir() else None
+        elif self.run_dir is None:
             new = _run_dirs(self.cwd / self.form.out_dir, self.form.label) - self.before
             if new:
                 self.run_dir = max(new, key=lambda p: p.name)
@@ -366,64 +377,163 @@ class SimServer:
 MAX_SIMULATORS = 4
 """Simulated endpoints one app process runs at once (`SimRegistry.find_or_start`): each is a
 Python process of about 125 MB, and any visitor of a shared deployment could start them."""
+MAX_SIMULATORS_PER_USER = 2
+"""With sign-in, simulated endpoints one user runs at once (`find_or_start(per_owner=...)`), so
+one user cannot take every slot of `MAX_SIMULATORS`."""
+MAX_JOBS = 4
+"""Measurements (`capacity bench` children) one app process runs at once (`JobRegistry`)."""
+MAX_JOBS_PER_USER = 2
+"""With sign-in, measurements one user runs at once (`JobRegistry.start(per_owner=...)`)."""
+
+
+def _mine(owner: str, scope: str | None) -> bool:
+    """Whether what `owner` started is within `scope` (None: everyone's)."""
+    return scope is None or owner == scope
 
 
 class SimRegistry:
-    """The simulated endpoints this process started, by pid, newest last: they outlive the
-    browser tab that started them (the app stops them when it exits), so a page opened later
-    reattaches to one (`latest`, `find`) or lists and stops them instead of starting another.
+    """The simulated endpoints this process started, by pid, newest last, each with its owner
+    (the user who started it; '' without sign-in): they outlive the browser tab that started
+    them (the app stops them when it exits), so a page opened later reattaches to one of its
+    owner's (`latest`, `find`) or lists and stops them instead of starting another. A `scope`
+    (an owner, or None for everyone's) limits what a call sees and stops (`capacity.access`).
     Entries whose process has ended are dropped on every read. Thread-safe (a Streamlit server
     runs each session's script in its own thread)."""
 
     def __init__(self, max_running: int = MAX_SIMULATORS) -> None:
         self._lock = threading.Lock()
         self._starting = threading.Lock()
-        self._by_pid: dict[int, SimServer] = {}
+        self._by_pid: dict[int, tuple[str, SimServer]] = {}
         self.max_running = max_running
 
     def find_or_start(self, model: str, gpu: str, speedup: float,
-                      start: Callable[[], SimServer]) -> SimServer:
-        """The live simulator of this configuration, else a new one from `start()`, added;
-        InputError (nothing started) when `max_running` already run. One start at a time, so
-        two sessions pressing Start together cannot both pass the limit."""
+                      start: Callable[[], SimServer], *, owner: str = "",
+                      per_owner: int | None = None) -> SimServer:
+        """The owner's live simulator of this configuration, else a new one from `start()`,
+        added as theirs; InputError (nothing started) when `max_running` already run, or the
+        owner already runs `per_owner`. One start at a time, so two sessions pressing Start
+        together cannot both pass the limit."""
         with self._starting:
-            found = self.find(model, gpu, speedup)
+            found = self.find(model, gpu, speedup, scope=owner)
             if found is not None:
                 return found
             live = len(self.running())
             if live >= self.max_running:
                 raise InputError(f"{live} simulated endpoints are running, the most this app "
                                  f"starts (about 125 MB each): stop one first")
-            return self.add(start())
+            theirs = len(self.running(owner))
+            if per_owner is not None and theirs >= per_owner:
+                raise InputError(f"you run {theirs} simulated endpoints, the most one user "
+                                 "starts: stop one first")
+            return self.add(start(), owner)
 
-    def add(self, server: SimServer) -> SimServer:
+    def add(self, server: SimServer, owner: str = "") -> SimServer:
         with self._lock:
-            self._by_pid[server.proc.pid] = server
+            self._by_pid[server.proc.pid] = (owner, server)
         return server
 
-    def running(self) -> list[SimServer]:
-        """The live ones, oldest first (ended ones are forgotten)."""
+    def _live(self) -> list[tuple[str, SimServer]]:
         with self._lock:
-            for pid in [p for p, s in self._by_pid.items() if not s.running]:
+            for pid in [p for p, (_, s) in self._by_pid.items() if not s.running]:
                 del self._by_pid[pid]
             return list(self._by_pid.values())
 
-    def latest(self) -> SimServer | None:
-        live = self.running()
+    def running(self, scope: str | None = None) -> list[SimServer]:
+        """The live ones within `scope` (an owner; None: everyone's), oldest first (ended ones
+        are forgotten)."""
+        return [s for o, s in self._live() if _mine(o, scope)]
+
+    def owner(self, server: SimServer) -> str | None:
+        """Who started a live one (None when it is not this registry's, or has ended)."""
+        return next((o for o, s in self._live() if s is server), None)
+
+    def latest(self, scope: str | None = None) -> SimServer | None:
+        live = self.running(scope)
         return live[-1] if live else None
 
-    def find(self, model: str, gpu: str, speedup: float) -> SimServer | None:
-        """A live one with this configuration (the newest), None if there is none."""
-        return next((s for s in reversed(self.running())
+    def find(self, model: str, gpu: str, speedup: float, *, scope: str | None = None
+             ) -> SimServer | None:
+        """A live one with this configuration within `scope` (the newest), None if none."""
+        return next((s for s in reversed(self.running(scope))
                      if (s.model, s.gpu, s.speedup) == (model, gpu, speedup)), None)
 
-    def stop(self, pid: int, grace_s: float = 5.0) -> None:
-        """Stop the one with this pid and forget it (nothing when there is none)."""
+    def stop(self, pid: int, grace_s: float = 5.0, *, scope: str | None = None) -> None:
+        """Stop the one with this pid and forget it (nothing when there is none); with a
+        `scope`, AccessDenied when it is someone else's (nothing stopped)."""
         with self._lock:
-            server = self._by_pid.pop(pid, None)
-        if server is not None:
-            server.stop(grace_s)
+            entry = self._by_pid.get(pid)
+            if entry is not None and not _mine(entry[0], scope):
+                raise AccessDenied("this simulated endpoint was started by another user: "
+                                   "only they or an admin may stop it")
+            self._by_pid.pop(pid, None)
+        if entry is not None:
+            entry[1].stop(grace_s)
 
     def stop_all(self, grace_s: float = 5.0) -> None:
         for s in self.running():
             self.stop(s.proc.pid, grace_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OwnedJob:
+    """A live measurement in a `JobRegistry`: its number there, its owner and the job."""
+
+    number: int
+    owner: str
+    job: BenchJob
+
+
+class JobRegistry:
+    """The measurements this process runs, each with its owner (the user who started it; ''
+    without sign-in), bounded (`max_running` at once, `per_owner` per user when given). A
+    browser session keeps its own job; the registry lets a user's other tabs, and an admin,
+    list and stop it. A `scope` (an owner, or None for everyone's) limits what a call sees and
+    stops. Finished jobs are dropped on every read. Thread-safe."""
+
+    def __init__(self, max_running: int = MAX_JOBS) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[int, tuple[str, BenchJob]] = {}
+        self._next = 1
+        self.max_running = max_running
+
+    def start(self, owner: str, start: Callable[[], BenchJob], *,
+              per_owner: int | None = None) -> BenchJob:
+        """A new job from `start()`, registered as `owner`'s; InputError (nothing started)
+        when `max_running` jobs, or `per_owner` of this owner's, already run. One start at a
+        time, so two sessions cannot both pass the limit."""
+        with self._lock:
+            live = self._prune()
+            if len(live) >= self.max_running:
+                raise InputError(f"{len(live)} measurements are running, the most this app "
+                                 "runs at once: wait for one to finish or stop one")
+            theirs = sum(1 for o, _ in live.values() if o == owner)
+            if per_owner is not None and theirs >= per_owner:
+                raise InputError(f"you run {theirs} measurements, the most one user runs at "
+                                 "once: wait for one to finish or stop one")
+            job = start()
+            self._jobs[self._next] = (owner, job)
+            self._next += 1
+            return job
+
+    def _prune(self) -> dict[int, tuple[str, BenchJob]]:
+        for n in [n for n, (_, j) in self._jobs.items() if not j.running]:
+            del self._jobs[n]
+        return dict(self._jobs)
+
+    def running(self, scope: str | None = None) -> list[OwnedJob]:
+        """The live jobs within `scope`, oldest first."""
+        with self._lock:
+            live = self._prune()
+        return [OwnedJob(number=n, owner=o, job=j) for n, (o, j) in live.items()
+                if _mine(o, scope)]
+
+    def stop(self, number: int, *, scope: str | None = None, grace_s: float = 5.0) -> None:
+        """Stop the job with this number, keeping what it measured (nothing when there is
+        none); with a `scope`, AccessDenied when it is someone else's (nothing stopped)."""
+        with self._lock:
+            entry = self._jobs.get(number)
+            if entry is not None and not _mine(entry[0], scope):
+                raise AccessDenied("this measurement was started by another user: only they "
+                                   "or an admin may stop it")
+        if entry is not None:
+            entry[1].stop(grace_s)
