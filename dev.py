@@ -5,13 +5,17 @@
     python3 dev.py test    lint (ruff), type-check (mypy, strict on capacity/), run the test suite;
                            extra arguments go to pytest: `python3 dev.py test -m "not slow and
                            not browser"` is the quick loop
-    python3 dev.py bench   run every script in benchmarks/
+    python3 dev.py bench   run every script in benchmarks/ at full size, writing benchmarks/results/
+                           (then `dev.py docs` regenerates docs/benchmarks.md's table); `--tiny`
+                           runs each at its smallest sizes and leaves the results alone; names
+                           (`grid duckdb`) run only those
     python3 dev.py realtest  llama.cpp on this CPU, end to end: build (once, about 25 minutes on
                            a 2-core machine, cached outside the checkout) and start llama-server,
                            probe, bench, calibrate, predict held-out points (docs/accuracy.md);
                            `--quick` for a smoke run, `--build-only` to build (or find) the server
                            and stop
-    python3 dev.py docs    regenerate docs/cli.md from the command line's own definitions
+    python3 dev.py docs    regenerate docs/cli.md from the command line's own definitions, and
+                           docs/benchmarks.md's table from benchmarks/results/*.json
     python3 dev.py newest  the core tests (formulas, golden example, queueing, the bench client
                            with its kernel stamps, the CLI) on the newest CPython that
                            `requires-python` allows and this machine has (3.13), in .venv-newest/
@@ -121,6 +125,26 @@ def run(exe: str, *cmd: str) -> int:
     return subprocess.run([exe, "run", "--locked", "--no-sync", *cmd], cwd=ROOT, env=env).returncode
 
 
+def bench(exe: str, argv: list[str]) -> int:
+    """Run the benchmark scripts (all, or those named), each writing its results JSON; with
+    `--tiny`, at their smallest sizes into a temporary folder. A script without the shared flags
+    (benchmarks/record.py) runs as it is, at full size only."""
+    tiny = "--tiny" in argv
+    names = [a.removeprefix("bench_").removesuffix(".py") for a in argv if a != "--tiny"]
+    rc = 0
+    for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        if names and script.stem.removeprefix("bench_") not in names:
+            continue
+        shared = "add_arguments(" in script.read_text(encoding="utf-8")
+        if tiny and not shared:
+            print(f"== {script.name}: no --tiny mode, skipped", flush=True)
+            continue
+        flags = (["--tiny"] if tiny else []) + (["--json"] if shared else [])
+        print(f"== {script.name} {' '.join(flags)}", flush=True)
+        rc |= run(exe, "python", str(script.relative_to(ROOT)), *flags)
+    return rc
+
+
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
     if task not in {"app", "test", "bench", "docs", "run", "realtest", "newest"}:
@@ -136,13 +160,10 @@ def main(argv: list[str]) -> int:
     if task == "realtest":
         return run(exe, "python", "-m", "capacity.cli.realtest", *argv[1:])
     if task == "docs":
-        return run(exe, "python", "-m", "capacity.cli.reference", *argv[1:])
+        rc = run(exe, "python", "-m", "capacity.cli.reference", *argv[1:])
+        return rc or run(exe, "python", "benchmarks/report.py")
     if task == "bench":
-        rc = 0
-        for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
-            print(f"== {script.name}", flush=True)
-            rc |= run(exe, "python", str(script.relative_to(ROOT)))
-        return rc
+        return bench(exe, argv[1:])
     for step in (
         ("ruff", "check", "."),
         ("mypy",),

@@ -9,7 +9,8 @@ times, and prints the median. Before the aggregation, 100,000 rows took 74 s and
 past 120 s at 3.1 GB (issue 15, item 14); the target is a few seconds
 (docs/reliability.md).
 
-    .venv/bin/python benchmarks/bench_calibrate_import.py [--rows 1000000] [--repeat 3]
+    .venv/bin/python benchmarks/bench_calibrate_import.py [--rows 1000000] [--repeat 3] [--tiny]
+        [--json | --json-out PATH]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
 from capacity.fit.calibration import fit  # noqa: E402
 from capacity.fit.imports import read_measured  # noqa: E402
 from capacity.model.scenario import make_scenario  # noqa: E402
@@ -55,11 +57,15 @@ def write_file(path: Path, rows: int, seed: int = 0) -> int:
     return levels.size * prompts.size
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.rows, args.repeat = 2_000, 1
+    rec = Recorder("calibrate_import", args)
     base = make_scenario(MODEL, GPU)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "per_request_export.csv"
@@ -84,6 +90,13 @@ def main() -> int:
         print(f"import + fit, median of {args.repeat}: {statistics.median(total):.2f} s "
               f"(runs: {', '.join(f'{t:.2f}' for t in total)}); peak memory {peak_mb:.0f} MB")
         print(f"fitted eta_bw {cal.eta_bw}, eff {cal.eff}, mfu {cal.mfu}")
+    rec.add("import_fit_s", statistics.median(total), "s",
+            target=("<", 5.0, "a few seconds (under 5 s)"),
+            what=f"`capacity calibrate --measured` on a {args.rows:,}-row per-request CSV: "
+                 f"import (DuckDB, grouped into {distinct} points) + fit")
+    rec.add("import_s", statistics.median(import_s), "s", what="the import alone")
+    rec.add("peak_memory_mb", peak_mb, "MB", what="the process's peak resident memory")
+    rec.write()
     return 0
 
 

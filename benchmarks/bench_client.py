@@ -9,7 +9,12 @@ emission -> client receipt, both on the shared wall clock), and the client's CPU
 docs/benchmarks.md target: within 1 ms at the median at concurrency 100, and 256 streams without the
 client becoming the bottleneck (or saying so).
 
-    .venv/bin/python benchmarks/bench_client.py [--levels 1,100,256] [--tokens 32]
+    .venv/bin/python benchmarks/bench_client.py [--levels 1,100,256] [--tokens 32] [--tiny]
+        [--json | --json-out PATH]
+
+`--tiny`: levels 1 and 4, 8 tokens (the same closed and open loops). The results' one target:
+the TTFT error p50 under 5 ms in the closed loop at concurrency 100 (issue 16; issue 28's
+"done when"), taken with the default flags.
 """
 
 from __future__ import annotations
@@ -29,8 +34,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
 from capacity.bench.store import RunStore  # noqa: E402
 from capacity.cli.main import main as capacity_main  # noqa: E402
+
+TTFT_TARGET_MS = 5.0
+"""The client's one target: TTFT error p50 under 5 ms at concurrency 100, closed loop."""
 
 
 def start_sim(flags: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -46,7 +55,7 @@ def start_sim(flags: list[str]) -> tuple[subprocess.Popen[str], str]:
     return proc, m.group(1)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="1,100,256")
     ap.add_argument("--tokens", type=int, default=32)
@@ -58,7 +67,11 @@ def main() -> int:
     ap.add_argument("--event-loop", default=None,
                     help="the workers' event loop (default: capacity bench's, auto)")
     ap.add_argument("--no-open", action="store_true", help="closed loops only")
-    args = ap.parse_args()
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.levels, args.tokens = "1,4", 8
+    rec = Recorder("client", args)
     levels = [int(x) for x in args.levels.split(",")]
     # an H200 holds ~440 sequences of 8K for this model, so 256 streams run in one batch;
     # decode efficiency 0.05 makes a step at 100 sequences ~36 ms, like the chapter's 4090 at
@@ -86,7 +99,7 @@ def main() -> int:
                 # without the synchronized waves of identical closed-loop requests
                 with RunStore(out) as st:
                     tpot = float(st.query("SELECT tpot_p50_ms FROM summaries WHERE "
-                                          "label = $l", {"l": f"closed{level}"}).iloc[0, 0])
+                                          "label = $l", {"l": f"closed{level}"}).to_numpy()[0, 0])
                 rate = level / (args.tokens * tpot / 1e3)
                 open_args = [*common, "--label", f"open{level}", "--request-rate",
                              f"{rate:.3f}"]
@@ -103,7 +116,7 @@ def main() -> int:
           "server->client p50 ms  true TTFT p50 ms  true TPOT p50 ms  achieved conc.  client CPU  "
           "client-bound  stamps")
     with RunStore(out) as store:
-        for label, _level in runs:
+        for label, level in runs:
             r = store.query("SELECT * FROM requests WHERE success AND label = $l", {"l": label})
             s = store.query("SELECT * FROM summaries WHERE label = $l", {"l": label})
             t = [truth[i] for i in r["response_id"]]
@@ -114,6 +127,14 @@ def main() -> int:
             send = (np.array([x["arrival_unix_s"] for x in t]) - r["start_unix_s"]) * 1e3
             recv = (r["start_unix_s"] + r["ttft_ms"] / 1e3
                     - np.array([x["first_token_unix_s"] for x in t])) * 1e3
+            if label.startswith("closed"):
+                where = f"closed loop of {level}, {len(r)} requests"
+                rec.add(f"ttft_error_p50_ms_c{level}", float(np.median(e_ttft)), "ms",
+                        target=("<", TTFT_TARGET_MS, "under 5 ms") if level == 100 else None,
+                        what=f"the client's TTFT error p50 (measured - the simulator's truth), "
+                             f"{where}; stamps: {','.join(sorted(set(r['stamp_source'].dropna())))}")
+                rec.add(f"tpot_error_p50_ms_c{level}", float(np.median(e_tpot)), "ms",
+                        what=f"the client's TPOT error p50, {where}")
             print(f"{label:>11}  {np.median(e_ttft):8.3f} / {np.percentile(e_ttft, 90):7.3f}"
                   f"  {np.median(e_tpot):8.4f} / {np.percentile(e_tpot, 90):7.4f}"
                   f"  {np.median(send):19.3f}  {np.median(recv):21.3f}"
@@ -122,6 +143,7 @@ def main() -> int:
                   f"  {s['client_cpu_share'].iloc[0]:9.0%}  {bool(s['client_bound'].iloc[0])!s:12}"
                   f"  {','.join(sorted(set(r['stamp_source'].dropna())))}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    rec.write()
     return 0
 
 

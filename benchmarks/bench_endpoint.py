@@ -9,6 +9,7 @@ also printed: the server's worst event-loop lag (`/sim/info`) and how far its em
 behind the simulated schedule. docs/benchmarks.md.
 
     .venv/bin/python benchmarks/bench_endpoint.py [--level 256] [--requests 1024] [--tokens 64]
+        [--tiny] [--json | --json-out PATH]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_client import start_sim  # noqa: E402
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
 from capacity.bench.store import RunStore  # noqa: E402
 from capacity.cli.main import main as capacity_main  # noqa: E402
 
@@ -64,19 +66,31 @@ def one(stack: str, args: argparse.Namespace) -> dict[str, float]:
         proc.wait(10)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--level", type=int, default=256)
     ap.add_argument("--requests", type=int, default=1024)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--speedup", default="20")
     ap.add_argument("--workers", type=int, default=2)
-    args = ap.parse_args()
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.level, args.requests, args.tokens, args.workers = 8, 16, 8, 1
+    rec = Recorder("endpoint", args)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    load = (f"concurrency {args.level}, {args.requests:,} requests of {args.tokens} tokens, "
+            f"speedup {args.speedup}")
     for stack in ("plain", "auto"):
         r = one(stack, args)
         print(f"{stack:5} ({r.pop('stack')}): " + ", ".join(f"{k} {v:,.4g}" for k, v in r.items()),
               flush=True)
+        rec.add(f"{stack}_tok_per_cpu_s", r["tok_per_cpu_s"], "tokens/CPU-s",
+                what=f"the simulated endpoint's output tokens per CPU-second, "
+                     f"`--http-stack {stack}` ({load})")
+        rec.add(f"{stack}_lag_p99_ms", r["lag_p99_ms"], "ms",
+                what=f"its event-loop lag p99, `--http-stack {stack}`")
+    rec.write()
     return 0
 
 

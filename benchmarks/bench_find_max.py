@@ -11,6 +11,10 @@ Also printed: the endpoint's worst delivery lateness (`/sim/info` behind_max_ms:
 delays the endpoint and so the measurement). docs/benchmarks.md.
 
     .venv/bin/python benchmarks/bench_find_max.py [--speedup 20] [--ttft 50] [--tpot 2.5]
+        [--tiny] [--json | --json-out PATH]
+
+`--tiny`: 100-token prompts, 8 output tokens, probes of 20 requests starting at 50 req/s with
+a 50% tolerance, 200 arrivals for the physics; the same search and comparisons.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_client import start_sim  # noqa: E402
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
 from capacity.bench.store import RunStore  # noqa: E402
 from capacity.cli.main import main as capacity_main  # noqa: E402
 from capacity.fit.findmax import slo_max_rate  # noqa: E402
 from capacity.model.scenario import make_scenario  # noqa: E402
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--speedup", type=float, default=20.0)
     ap.add_argument("--ttft", type=float, default=50.0, help="p90 TTFT target, ms")
@@ -43,7 +48,15 @@ def main() -> int:
     ap.add_argument("--output-tokens", type=int, default=128)
     ap.add_argument("--requests", type=int, default=300, help="most requests of one probe")
     ap.add_argument("--workers", default="1")
-    args = ap.parse_args()
+    ap.add_argument("--start", type=float, default=1.0, help="the first probe's rate, req/s")
+    ap.add_argument("--tolerance", type=float, default=0.05, help="the search's stopping width")
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    steady = 3000
+    if args.tiny:
+        args.prompt_tokens, args.output_tokens, args.requests, steady = 100, 8, 20, 200
+        args.start, args.tolerance = 50.0, 0.5
+    rec = Recorder("find_max", args)
     proc, url = start_sim(["--model", "qwen3.5-9b-awq", "--gpu", "rtx-4090",
                            "--speedup", f"{args.speedup:g}"])
     try:
@@ -54,11 +67,12 @@ def main() -> int:
                 "--slo-tpot-ms", f"{args.tpot:g}", "--requests", str(args.requests),
                 "--prompt-chars", str(4 * args.prompt_tokens), "--max-tokens",
                 str(args.output_tokens), "--out", tmp, "--label", "find-max",
-                "--workers", args.workers])
+                "--workers", args.workers, "--find-max-start", f"{args.start:g}",
+                "--find-max-tolerance", f"{args.tolerance:g}"])
             wall = time.monotonic() - t0
             assert rc == 0, rc
-            with RunStore(tmp) as s:
-                run_dir = Path(str(s.list_runs().iloc[0]["dir"]))
+            with RunStore(tmp) as store:
+                run_dir = Path(str(store.list_runs().iloc[0]["dir"]))
             fm = json.loads((run_dir / "meta.json").read_text())["find_max"]
         info = httpx.get(url.removesuffix("/v1") + "/sim/info").json()
     finally:
@@ -69,8 +83,8 @@ def main() -> int:
           "slo_ttft_ms": args.ttft, "slo_tpot_ms": args.tpot, "pct": 90.0,
           "speedup": args.speedup}
     # the steady state: 3,000 requests (a probe's few hundred vary +-20% with the draw)
-    physics = slo_max_rate(s, model="engine", **kw, requests=3000)
-    event = slo_max_rate(s, model="event", **kw, requests=3000)
+    physics = slo_max_rate(s, model="engine", **kw, requests=steady)
+    event = slo_max_rate(s, model="event", **kw, requests=steady)
     # the probes' own arrivals: the bench draws a level's Poisson times with seed + level
     same = slo_max_rate(s, model="engine", **kw, requests=args.requests, seed=1024)
     measured = float(fm["max_load"])
@@ -84,6 +98,14 @@ def main() -> int:
           f"{measured / event:.3f}")
     print(f"endpoint: behind_max_ms {info['behind_max_ms']:.1f}, loop_lag_max_ms "
           f"{info['loop_lag_max_ms']:.1f}")
+    rec.add("error_vs_physics_pct", 100 * abs(measured / physics - 1), "%",
+            target=("<=", 10.0, "within 10%"),
+            what=f"|find-max / the engine's physics - 1|: {measured:.3g} vs {physics:.3g} req/s "
+                 f"(p90 TTFT <= {args.ttft:g} ms, TPOT <= {args.tpot:g} ms, speedup "
+                 f"{args.speedup:g})")
+    rec.add("wall_s", wall, "s", target=("<", 180.0, "under 3 minutes"),
+            what=f"the search's wall time ({len(fm['probes'])} probes)")
+    rec.write()
     return 0
 
 

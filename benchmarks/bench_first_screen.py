@@ -9,13 +9,14 @@ second visitor). Median of `--repeat` runs each, with the machine's load average
 
 Needs Debian's Chromium at /usr/bin/chromium (as the browser tests) and playwright.
 
-    .venv/bin/python benchmarks/bench_first_screen.py [--repeat 5] [--json FILE]
+    .venv/bin/python benchmarks/bench_first_screen.py [--repeat 5] [--tiny] [--json | --json-out PATH]
+
+`--tiny`: one cold and one warm run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import statistics
@@ -24,12 +25,15 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -95,8 +99,11 @@ def _first_screen_s(browser: object, base: str) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    add_arguments(ap)
     args = ap.parse_args(argv)
+    if args.tiny:
+        args.repeat = 1
+    rec = Recorder("first_screen", args)
     if not CHROMIUM.exists():
         print(f"needs {CHROMIUM} (apt-get install chromium)", file=sys.stderr)
         return 2
@@ -115,25 +122,21 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 _stop(proc)
     load_after = os.getloadavg()[0]
-    results = {}
     for label, runs, target in (("warm", warm, WARM_TARGET_S), ("cold", cold, COLD_TARGET_S)):
         xs = [h for h, _ in runs]
         med = statistics.median(xs)
         cards = statistics.median(c for _, c in runs)
-        results[label] = {"median_s": round(med, 2), "min_s": round(min(xs), 2),
-                          "max_s": round(max(xs), 2), "target_s": target, "met": med < target,
-                          "verdict_cards_median_s": round(cards, 2)}
+        how = ("a new Streamlit server and browser" if label == "cold"
+               else "a new session on a running server")
+        rec.add(f"{label}_s", med, "s", target=("<", target, f"under {target:g} s"),
+                what=f"the Explorer in Chromium until the headline numbers show, {label} ({how}; "
+                     f"median of {len(xs)}; the four verdict cards at {cards:.2f} s)")
         print(f"Explorer first screen, {label}: headline numbers median {med:.2f} s (min "
               f"{min(xs):.2f}, max {max(xs):.2f}) over {len(xs)}; target < {target} s: "
               f"{'met' if med < target else 'NOT met'}; verdict cards {cards:.2f} s")
     print(f"load average (1 min) {load_before:.2f} before, {load_after:.2f} after; "
           f"{os.cpu_count()} cores")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "benchmark": "first_screen", "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "cores": os.cpu_count(), "load_before": load_before, "load_after": load_after,
-            "repeat": args.repeat, **results}, indent=2) + "\n", encoding="utf-8")
+    rec.write()
     return 0
 
 

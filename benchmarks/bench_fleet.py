@@ -13,6 +13,7 @@ whole process tree (coordinator + workers) every 0.2 s, then reads the run:
 Targets (docs/benchmarks.md): >= 95% in flight, no worker client_bound, < 500 MB.
 
     .venv/bin/python benchmarks/bench_fleet.py [--level 1024] [--requests 4096] [--tokens 64]
+        [--tiny] [--json | --json-out PATH]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_client import start_sim  # noqa: E402
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
 from capacity.bench.store import RunStore  # noqa: E402
 
 
@@ -60,7 +62,7 @@ def in_flight_share(starts: np.ndarray, ends: np.ndarray, level: int, cut_s: flo
     return float((e - s).sum() / (hi - lo) / level)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--level", type=int, default=1024)
     ap.add_argument("--requests", type=int, default=4096)
@@ -68,7 +70,11 @@ def main() -> int:
     ap.add_argument("--speedup", default="1")
     ap.add_argument("--workers", default=None)
     ap.add_argument("--http-stack", default="auto")
-    args = ap.parse_args()
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.level, args.requests, args.tokens = 16, 32, 8
+    rec = Recorder("fleet", args)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     proc, url = start_sim(["--model", "qwen3.5-9b-awq", "--gpu", "h200-sxm", "--eff", "0.05",
                            "--ctx", "512", "--speedup", args.speedup, "--max-num-seqs", "2048",
@@ -121,6 +127,17 @@ def main() -> int:
           f"ms, p99 {s['loop_lag_p99_ms']:.1f} ms")
     print(f"client memory peak (all its processes): {peak / 2**20:.0f} MB")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    share = in_flight_share(starts, ends, args.level, cut)
+    load = (f"concurrency {args.level:,} against the simulator ({len(r):,} requests of "
+            f"{args.tokens} tokens, workers {r['worker_id'].nunique()})")
+    rec.add("in_flight_share", 100 * share, "%", target=(">=", 95.0, ">= 95% in flight"),
+            what=f"requests in flight on average over the steady part, {load}")
+    rec.add("client_bound_workers", float(bool(s["client_bound"])), "flag",
+            target=("<", 0.5, "no worker client_bound"),
+            what="1 when a client worker marked itself client_bound, else 0")
+    rec.add("client_memory_mb", peak / 2**20, "MB", target=("<", 500.0, "under 500 MB"),
+            what="the client's peak memory, all its processes")
+    rec.write()
     return 0
 
 

@@ -6,37 +6,51 @@ and sensitivity (the work of the first view of an input; the page caches the ove
 chart specs with `st.cache_data`, so a rerun with the same inputs pays only the band and the
 sensitivity), and separately the one-step calibration fit (a button, not every rerun).
 
-Run: python3 dev.py run python benchmarks/bench_results.py
+Run: python3 dev.py run python benchmarks/bench_results.py [--tiny] [--json | --json-out PATH]
 Prints medians in ms and the share of the 300 ms rerun budget.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from capacity.fit.calibration import fit, predict_ms
-from capacity.fit.measured import MeasuredPoint, run_scenario
-from capacity.fit.overlay import METRICS, _simulated, build_overlay
-from capacity.fit.uncertainty import band, sensitivity
-from capacity.report.overlay_charts import overlay_chart, ratio_chart
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
+from capacity.fit.calibration import fit, predict_ms  # noqa: E402
+from capacity.fit.measured import MeasuredPoint, run_scenario  # noqa: E402
+from capacity.fit.overlay import METRICS, _simulated, build_overlay  # noqa: E402
+from capacity.fit.uncertainty import band, sensitivity  # noqa: E402
+from capacity.report.overlay_charts import overlay_chart, ratio_chart  # noqa: E402
 
 REPEATS = 9
 PROMPT, OUTPUT = 1000.0, 128.0
 
 
-def median_ms(fn: Callable[[], object]) -> float:
-    fn()
+def median_ms(fn: Callable[[], object], repeats: int = REPEATS, *, warm: bool = True) -> float:
+    if warm:
+        fn()
     times = []
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         t = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=REPEATS)
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    rec = Recorder("results", args)
+    n = 1 if args.tiny else args.repeat
     base = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=PROMPT, output_tokens=OUTPUT)
     truth = base.with_(eta_bw=0.7, step_overhead_ms=1.0, mfu=0.45)
     levels = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -64,10 +78,10 @@ def main() -> None:
         _simulated.cache_clear()
         build_overlay(pts, base, series="run", calibration=cal)
 
-    v = median_ms(first_view)
-    o = median_ms(overlay_cold)
-    r = median_ms(every_rerun)
-    f = median_ms(lambda: fit(pts, base, name="bench"))
+    v = median_ms(first_view, n, warm=not args.tiny)
+    o = median_ms(overlay_cold, n, warm=not args.tiny)
+    r = median_ms(every_rerun, n, warm=not args.tiny)
+    f = median_ms(lambda: fit(pts, base, name="bench"), n, warm=not args.tiny)
     print(f"first view of an input (overlay + 5 validated charts, then cached): median "
           f"{v:.1f} ms")
     print(f"overlay alone, event model uncached (closed loop, 2 scenarios x ~14 levels): "
@@ -75,7 +89,17 @@ def main() -> None:
     print(f"every rerun (band + sensitivity): median {r:.1f} ms ({r / 300:.1%} of the 300 ms "
           "budget)")
     print(f"calibration fit (6 TPOT + 1 TTFT points, with hold-out): median {f:.1f} ms")
+    rec.add("first_view_ms", v, "ms", target=("<", 300.0, "under 300 ms"),
+            what="the Results page's first view of an input: overlay + 5 validated charts "
+                 "(then cached)")
+    rec.add("overlay_cold_ms", o, "ms",
+            what="the overlay alone with the event model uncached (2 scenarios x ~14 levels)")
+    rec.add("rerun_ms", r, "ms", target=("<", 300.0, "under 300 ms"),
+            what="every rerun: the uncertainty band + sensitivity")
+    rec.add("fit_ms", f, "ms", what="one calibration fit (6 TPOT + 1 TTFT points, hold-out)")
+    rec.write()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -6,27 +6,32 @@ before and after (a busy machine doubles these). Targets (issue 30): `capacity s
 under 0.5 s and `capacity plan` under 0.3 s on an idle machine. Also lists the five slowest
 imports of `capacity size` (`python -X importtime`), so a regression names its cause.
 
-    .venv/bin/python benchmarks/bench_startup.py [--repeat 5] [--json FILE]
+    .venv/bin/python benchmarks/bench_startup.py [--repeat 5] [--tiny] [--json | --json-out PATH]
+
+`--tiny`: each command once, no warm-up run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS: dict[str, tuple[list[str], float]] = {
-    "capacity size --dau 500": (["size", "--dau", "500"], 0.5),
-    "capacity plan": (["plan"], 0.3),
-    "capacity --help": (["--help"], 0.3),
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
+
+COMMANDS: dict[str, tuple[str, list[str], float]] = {
+    "capacity size --dau 500": ("size_s", ["size", "--dau", "500"], 0.5),
+    "capacity plan": ("plan_s", ["plan"], 0.3),
+    "capacity --help": ("help_s", ["--help"], 0.3),
 }
+"""label: (the measure's name, the arguments, the target in s)."""
 
 
 def _script() -> list[str]:
@@ -53,38 +58,35 @@ def _slowest_imports(args: list[str], n: int = 5) -> list[tuple[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    add_arguments(ap)
     args = ap.parse_args(argv)
+    rec = Recorder("startup", args)
+    repeat = 1 if args.tiny else args.repeat
     load_before = os.getloadavg()[0]
     script = _script()
-    results = {}
-    for label, (cmd, target_s) in COMMANDS.items():
-        subprocess.run([*script, *cmd], capture_output=True, cwd=ROOT)  # warm the page cache
+    for label, (name, cmd, target_s) in COMMANDS.items():
+        if not args.tiny:
+            subprocess.run([*script, *cmd], capture_output=True, cwd=ROOT)  # warm the page cache
         times = []
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             t0 = time.perf_counter()
             subprocess.run([*script, *cmd], capture_output=True, cwd=ROOT, check=True)
             times.append(time.perf_counter() - t0)
         med = statistics.median(times)
-        results[label] = {"median_s": round(med, 3), "min_s": round(min(times), 3),
-                          "max_s": round(max(times), 3), "target_s": target_s,
-                          "met": med < target_s}
+        rec.add(name, med, "s", target=("<", target_s, f"under {target_s:g} s"),
+                what=f"`{label}` from the shell, start-up included (median of {repeat}, min "
+                     f"{min(times):.2f} s, max {max(times):.2f} s)")
         print(f"{label:28s} median {med:.2f} s (min {min(times):.2f}, max {max(times):.2f}) over "
-              f"{args.repeat}; target < {target_s} s: {'met' if med < target_s else 'NOT met'}")
+              f"{repeat}; target < {target_s} s: {'met' if med < target_s else 'NOT met'}")
     load_after = os.getloadavg()[0]
-    top = _slowest_imports(COMMANDS["capacity size --dau 500"][0])
+    top = _slowest_imports(COMMANDS["capacity size --dau 500"][1])
     print("slowest top-level imports of `capacity size`: "
           + ", ".join(f"{name} {s * 1e3:.0f} ms" for name, s in top))
     print(f"load average (1 min) {load_before:.2f} before, {load_after:.2f} after; "
           f"{os.cpu_count()} cores")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "benchmark": "startup", "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "cores": os.cpu_count(), "load_before": load_before, "load_after": load_after,
-            "python": sys.version.split()[0], "repeat": args.repeat, "commands": results,
-            "slowest_imports": [{"module": n, "cumulative_s": round(s, 3)} for n, s in top],
-        }, indent=2) + "\n", encoding="utf-8")
+    rec.notes = "slowest top-level imports of `capacity size`: " + ", ".join(
+        f"{name} {s * 1e3:.0f} ms" for name, s in top)
+    rec.write()
     return 0
 
 

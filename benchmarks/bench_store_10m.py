@@ -9,7 +9,8 @@ and over `s3://bucket/runs` after uploading the files to moto (cold: the mirror 
 every object is fetched; warm: the mirror is current and only the listing is read).
 docs/benchmarks.md target: under 2 s locally; the S3 time is reported.
 
-    .venv/bin/python benchmarks/bench_store_10m.py [--rows 10000000] [--no-s3]
+    .venv/bin/python benchmarks/bench_store_10m.py [--rows 10000000] [--no-s3] [--tiny]
+        [--json | --json-out PATH]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_duckdb import SQL  # noqa: E402
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
 from capacity.bench.metrics import REQUEST_COLUMNS  # noqa: E402
 from capacity.bench.store import RunStore, request_dtypes  # noqa: E402
 
@@ -78,11 +80,16 @@ def timed(root: str, repeat: int = 3, *, levels: bool = True) -> tuple[float, in
     return statistics.median(times), n
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--no-s3", action="store_true")
-    args = ap.parse_args()
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.rows = 4_000
+    repeat = 1 if args.tiny else 3
+    rec = Recorder("store_10m", args)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-store-10m-"))
     try:
@@ -91,21 +98,32 @@ def main() -> int:
         size = sum(p.stat().st_size for p in (tmp / "runs").rglob("*"))
         print(f"wrote {args.rows:,} rows as Parquet ({size / 2**20:.0f} MB) in "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
-        secs, n = timed(str(tmp / "runs"))
+        secs, n = timed(str(tmp / "runs"), repeat)
         print(f"local folder: open + `capacity runs --levels` over {n:,} rows: {secs:.2f} s "
               "(median of 3; target < 2 s)", flush=True)
-        four, _ = timed(str(tmp / "runs"), levels=False)
+        four, _ = timed(str(tmp / "runs"), repeat, levels=False)
         print(f"local folder: open + four separate quantile_cont (bench_duckdb.py's SQL): "
               f"{four:.2f} s (median of 3); ratio {four / secs:.2f}", flush=True)
+        rec.add("levels_local_s", secs, "s", target=("<", 2.0, "under 2 s"),
+                what=f"open + `capacity runs --levels` over {n:,} request rows in Parquet, a "
+                     f"local folder (median of {repeat})")
+        rec.add("four_quantiles_local_s", four, "s",
+                what="open + four separate quantile_cont (bench_duckdb.py's SQL), the same rows")
         if not args.no_s3:
-            s3_times(tmp)
+            cold, warm = s3_times(tmp, repeat)
+            rec.add("levels_s3_cold_s", cold, "s",
+                    what="the same summary over s3:// (moto on 127.0.0.1), the mirror empty")
+            rec.add("levels_s3_warm_s", warm, "s",
+                    what="the same over s3://, the mirror current (only the listing read)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    rec.write()
     return 0
 
 
-def s3_times(tmp: Path) -> None:
+def s3_times(tmp: Path, repeat: int = 3) -> tuple[float, float]:
+    """Seconds over s3:// cold (every object fetched) and warm (median of `repeat`)."""
     import boto3
 
     with socket.socket() as s:
@@ -133,9 +151,10 @@ def s3_times(tmp: Path) -> None:
         with RunStore("s3://team-runs/runs") as st:
             n = int(st.level_stats()["requests"].sum())
         cold = time.perf_counter() - t0
-        warm, _ = timed("s3://team-runs/runs")
+        warm, _ = timed("s3://team-runs/runs", repeat)
         print(f"s3 (moto on 127.0.0.1): open + summary over {n:,} rows: cold {cold:.2f} s "
-              f"(every object fetched), warm {warm:.2f} s (median of 3, mirror current)")
+              f"(every object fetched), warm {warm:.2f} s (median of {repeat}, mirror current)")
+        return cold, warm
     finally:
         moto.terminate()
         moto.wait(10)

@@ -9,6 +9,9 @@ kinds. Then times `capacity.fit.traffic.summarize_log` and `capacity.plan.search
 `LogSummary.workload()` (median of `--repeat` runs each).
 
     .venv/bin/python benchmarks/bench_traffic_log.py [--rows 1000000] [--jsonl] [--repeat 3]
+        [--tiny] [--json | --json-out PATH]
+
+Results go to `traffic_log.json` (CSV) or `traffic_log_jsonl.json` (`--jsonl`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.record import Recorder, add_arguments  # noqa: E402
 from capacity.fit.traffic import summarize_log  # noqa: E402
 from capacity.plan.options import PlanInputs, Slo  # noqa: E402
 from capacity.plan.search import plan  # noqa: E402
@@ -61,18 +65,24 @@ def write_log(path: Path, rows: int, *, jsonl: bool, seed: int = 0) -> None:
         df.to_csv(path, index=False)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--jsonl", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
-    a = ap.parse_args()
+    add_arguments(ap)
+    a = ap.parse_args(argv)
+    if a.tiny:
+        a.rows, a.repeat = 3_000, 1
+    rec = Recorder("traffic_log_jsonl" if a.jsonl else "traffic_log", a)
+    fmt = "JSON lines" if a.jsonl else "CSV"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / ("log.jsonl" if a.jsonl else "log.csv")
         t0 = time.perf_counter()
         write_log(path, a.rows, jsonl=a.jsonl)
         print(f"wrote {a.rows:,} rows ({path.stat().st_size / 1e6:.0f} MB) in "
               f"{time.perf_counter() - t0:.1f} s")
+        size_mb = path.stat().st_size / 1e6
         times, summary = [], None
         for _ in range(a.repeat):
             t0 = time.perf_counter()
@@ -83,6 +93,9 @@ def main() -> int:
               f"(target < 5 s); {summary.kept:,} used, bad rows {summary.bad_rows}; busiest "
               f"hour {summary.busiest_hour_of_day}:00 at {summary.peak_rate_per_s:.2f} req/s, "
               f"CV {summary.burstiness_cv:.2f}, prefix reuse {summary.prefix_reuse_share:.0%}")
+        rec.add("summary_s", statistics.median(times), "s", target=("<", 5.0, "under 5 s"),
+                what=f"`summarize_log` over a {a.rows:,}-row request log ({fmt}, "
+                     f"{size_mb:.0f} MB, 1 % bad rows), DuckDB over the file in place")
         inp = PlanInputs(model="qwen3.5-9b-awq", workload=summary.workload(percentile=99),
                          slo=Slo(ttft_ms=2000, tpot_ms=50, quantile=0.99), spare=True)
         times = []
@@ -93,6 +106,9 @@ def main() -> int:
         best = p.best.label if p.best is not None else "none"
         print(f"planner: median {statistics.median(times):.2f} s over {a.repeat} runs "
               f"(target < 2 s); {p.evaluated} configurations, best {best}")
+    rec.add("planner_s", statistics.median(times), "s", target=("<", 2.0, "under 2 s"),
+            what=f"the planner for the log's busiest hour ({p.evaluated:,} configurations)")
+    rec.write()
     return 0
 
 
