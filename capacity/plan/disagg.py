@@ -358,7 +358,7 @@ class DisaggOption:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Unit:
+class ReplicaShape:
     """One replica shape (GPU x TP x weights x KV) as both pools see it."""
 
     gpu: Gpu
@@ -375,7 +375,7 @@ class _Unit:
     two prompts or more): `prefill_ttft_ms`'s batching factor applies."""
 
 
-def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[_Unit], FloatArray]:
+def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], FloatArray]:
     """Every replica shape and the decode step of each at batch 0..max slots (one StepModel,
     vectorized over the shapes: F4 with TP communication, as `evaluate` and the planner)."""
     base = cat.variant(inp.model)
@@ -389,7 +389,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[_Unit], FloatArra
     prompt = wl.prompt
     pf = prefill_flops(model, prompt, by_operator=counts_as_engines(inp.step_method))
     gpus = [cat.gpu(k) for k in (inp.gpus if inp.gpus is not None else sorted(cat.gpus))]
-    units: list[_Unit] = []
+    units: list[ReplicaShape] = []
     sent: dict[tuple[str, int], float] = {}
     cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb")}
     for g in gpus:
@@ -423,7 +423,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[_Unit], FloatArra
                     if (kv, tp) not in sent:
                         sent[(kv, tp)] = handover_bytes(model, kv, prompt, tp)
                     send = sent[(kv, tp)]
-                    units.append(_Unit(
+                    units.append(ReplicaShape(
                         gpu=g, tp=tp, weights=v.format.key, kv=kv,
                         price=inp.price_of(g).per_gpu_hour, prefill_ms=pre + comm_prompt,
                         prefill_fits=int(max_concurrency(vb.kv_budget_bytes, send)) >= 1,
@@ -449,7 +449,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[_Unit], FloatArra
 
 
 def replica_shapes(inp: PlanInputs, catalog: Catalog | None = None
-                   ) -> tuple[Model, list[_Unit], FloatArray]:
+                   ) -> tuple[Model, list[ReplicaShape], FloatArray]:
     """Every replica shape of `inp` and its decode step at batch 0..max slots (`_units`, as
     `disagg_options` builds them), for a caller that evaluates a given pool layout
     (`capacity.plan.disagg_pools`, the Explorer's view of the two pools)."""
