@@ -165,15 +165,11 @@ def test_chart_frames_and_saturation_rules() -> None:
     assert zh["label"][0] == "预填充池（5 req/s）"
 
 
-def test_event_points_are_fast_and_near_the_closed_form() -> None:
-    import time
-
+def test_event_points_are_near_the_closed_form() -> None:
+    # (their time, 0.2 to 0.45 s for the 4 rates, is a benchmark's matter, not a test's)
     cat = default_catalog()
     state, _ = decode(PARAMS, cat)
-    t0 = time.perf_counter()
     p = explorer_pools(state, cat, ttft_s=1.0, tpot_ms=20.0)
-    took = time.perf_counter() - t0
-    assert took < 3.0  # measured 0.2 to 0.45 s (the event model's 4 rates: most of it)
     assert len(p.events) == 4 and {e.percentile for e in p.events} == {0.9}
     at = next(e for e in p.events if e.rate_per_s == 6.0)
     # TPOT: the closed form within 15 % of the event model; TTFT: the closed form, a sum of
