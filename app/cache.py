@@ -17,9 +17,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-import pandas as pd
 import streamlit as st
 
 from capacity import workspace
@@ -38,12 +37,18 @@ from capacity.plan.events import MAX_LOAD_REQUESTS, LoadPoint, QueueResult, clos
 from capacity.plan.mix import MixPlan, MixWorkload, plan_mix
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.plan.search import plan as search_plan
-from capacity.report.charts import ChartData, chart_data, compare_specs, specs
 from capacity.report.document import blocks_pdf, render_markdown
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
 from capacity.report.quote import mix_quote_blocks, quote_markdown, quote_pdf
 from capacity.report.quote_disagg import disagg_section
 from capacity.report.urlstate import ExplorerState
+
+if TYPE_CHECKING:  # pandas and the charts (altair) load where a result needs them, after the
+    # Explorer's headline has been drawn (docs/benchmarks.md, "Start-up")
+    import pandas as pd
+
+    from capacity.plan.ep_search import EpComparison
+    from capacity.report.charts import ChartData
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -108,24 +113,30 @@ def targets(state: ExplorerState) -> Targets:
 
 @dataclass(frozen=True, kw_only=True)
 class ExplorerResult:
-    """Everything the Explorer page draws for one state."""
+    """The Explorer's verdicts and math for one state (its charts: `explorer_specs`)."""
 
     explanation: Explanation
     math: tuple[MathStep, ...]
-    specs: dict[str, dict[str, Any]]
-    c_vram: int
 
 
 @cached(max_entries=64)
-def explorer_result(version: str, state: ExplorerState, labels: dict[str, str]) -> ExplorerResult:
-    """Verdicts, the math and every chart spec for `state` (labels in the page's language)."""
+def explorer_result(version: str, state: ExplorerState) -> ExplorerResult:
+    """Verdicts and the math for `state`."""
     del version  # part of the cache key only
     s = state.scenario(catalog())
-    ex = explain(s, state.concurrency, targets(state), catalog())
-    d = chart_data(s, state.concurrency, slo_ttft_ms=state.slo_ttft_ms, slo_tpot_ms=state.slo_tpot_ms,
-                   slo_cost=state.slo_cost)
-    return ExplorerResult(explanation=ex, math=show_math(s, state.concurrency), specs=specs(d, labels),
-                          c_vram=d.c_vram)
+    return ExplorerResult(explanation=explain(s, state.concurrency, targets(state), catalog()),
+                          math=show_math(s, state.concurrency))
+
+
+@cached(max_entries=64)
+def explorer_specs(version: str, state: ExplorerState, labels: dict[str, str]
+                   ) -> dict[str, dict[str, Any]]:
+    """Every chart spec for `state` (labels in the page's language): apart from the verdicts,
+    so that the page draws its headline before altair is loaded and the charts are built."""
+    del version
+    from capacity.report.charts import specs
+
+    return specs(_chart_data(state), labels)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,11 +182,15 @@ def capacity_rows(version: str, state: ExplorerState, rows: tuple[tuple[int, int
                   ) -> pd.DataFrame:
     """The capacity table for the edited scenario rows."""
     del version
+    import pandas as pd
+
     s = state.scenario(catalog())
     return pd.DataFrame(table_records(s, list(rows), targets(state)))
 
 
 def _chart_data(state: ExplorerState) -> ChartData:
+    from capacity.report.charts import chart_data
+
     s = state.scenario(catalog())
     return chart_data(s, state.concurrency, slo_ttft_ms=state.slo_ttft_ms,
                       slo_tpot_ms=state.slo_tpot_ms, slo_cost=state.slo_cost)
@@ -186,6 +201,8 @@ def compare_charts(version: str, current: ExplorerState, pinned: ExplorerState,
                    labels: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Compare: the current and the pinned what-if's curves overlaid (`compare_specs`)."""
     del version
+    from capacity.report.charts import compare_specs
+
     return compare_specs(_chart_data(current), _chart_data(pinned), labels)
 
 
@@ -276,10 +293,16 @@ def simulation(version: str, inp: PlanInputs, o: Option) -> QueueResult:
 @cached(max_entries=16)
 def quotes(version: str, p: Plan, sim: QueueResult | None, lang: str, link: str,
            band: tuple[int | None, int | None] | None,
-           cheaper: tuple[Alternative, ...], cmp: Comparison | None = None) -> tuple[str, bytes]:
-    """The plan's quote as Markdown and as PDF (with `cmp`: its disaggregated section)."""
+           cheaper: tuple[Alternative, ...], cmp: Comparison | None = None,
+           ep: EpComparison | None = None) -> tuple[str, bytes]:
+    """The plan's quote as Markdown and as PDF (with `cmp`: its disaggregated section; with
+    `ep`: its wide expert-parallel section)."""
     del version
-    more = () if cmp is None else (disagg_section(cmp),)
+    more = [] if cmp is None else [disagg_section(cmp)]
+    if ep is not None:
+        from capacity.report.quote_ep import ep_section  # with the box on only
+
+        more.append(ep_section(ep))
     return (quote_markdown(p, lang=lang, simulation=sim, catalog=catalog(), link=link,
                            band=band, cheaper=cheaper, sections=more),
             quote_pdf(p, lang=lang, simulation=sim, catalog=catalog(), link=link, band=band,
@@ -292,6 +315,17 @@ def disagg(version: str, inp: PlanInputs) -> Comparison:
     disaggregated prefill/decode deployments, the winner and why (about a second)."""
     del version
     return compare(inp, catalog(), aggregated=plan(inp))
+
+
+@cached(max_entries=16)
+def wide_ep(version: str, inp: PlanInputs) -> EpComparison:
+    """`capacity.plan.ep_search.compare_ep`: the aggregated plan (this cache's `plan`) beside
+    the wide expert-parallel deployments of a MoE model, the winner and why (4 to 6 s of CPU
+    for every catalog GPU within 16, 0.3 s for one or two GPU types)."""
+    del version
+    from capacity.plan.ep_search import compare_ep  # with the box on only
+
+    return compare_ep(inp, catalog(), aggregated=plan(inp))
 
 
 @cached(max_entries=32)

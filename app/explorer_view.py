@@ -8,8 +8,7 @@ and tables, in the page's language.
 from __future__ import annotations
 
 import re
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from app.cache import DeploymentView, LoadView
 from app.format import tokens_label
@@ -29,6 +28,9 @@ from capacity.report.explain import Constraint, Detail, Explanation, Relief, Rel
 from capacity.report.i18n import engine_label, error_text, t
 from capacity.report.quote import figure_rows, nodes_text, option_label
 from capacity.report.urlstate import ExplorerState
+
+if TYPE_CHECKING:  # loaded by Compare only, after the headline (docs/benchmarks.md, "Start-up")
+    import pandas as pd
 
 CTX_OPTIONS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288,
                1048576]
@@ -258,6 +260,8 @@ def compare_diff_text(pinned: ExplorerState, state: ExplorerState, catalog: Cata
 def compare_frame(pinned_ex: Explanation, pinned: ExplorerState, ex: Explanation,
                   state: ExplorerState, lang: str) -> pd.DataFrame:
     """Compare's table: the key figures and verdicts of the pinned what-if and of this one."""
+    import pandas as pd
+
     rows = [t("metric_tpot", lang) + " (ms)", t("metric_ttft", lang) + " (s)",
             t("metric_tok_s", lang), t("metric_agg", lang), t("col_cost_per_mtok", lang),
             t("metric_month", lang), t("metric_cvram", lang),

@@ -6,36 +6,46 @@ Each page calls one function near its end: `explorer_frontier` and `planner_fron
 draw in an expander that runs only while it is open (`on_change="rerun"`: a closed one costs the
 page nothing). The numbers come from `capacity.fit.frontier` (the frontier, `cost_read_off`),
 `capacity.report.quote_frontier` (the plan's inputs and the recommendation's mark) and
-`capacity.report.frontier_chart` (the chart's spec), cached here with `app.cache.cached`, keyed
-by their inputs and the workspace's data version.
+`capacity.report.frontier_chart` (the chart's spec), cached in `app.frontier_cache`, keyed by
+their inputs and the workspace's data version. Each section's boxes for the disaggregated and
+wide-EP points (issue 27, default off, in the page's link) are `app.frontier_kinds`'.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from app import cache
-from app import measure_state as ms
+from app.frontier_cache import Point, chart_spec, frontier_of, published, read_off, run_points
+from app.frontier_kinds import (
+    DISAGG_FIELD,
+    WIDE_EP_FIELD,
+    deployment_label,
+    is_moe,
+    kind_inputs,
+    kinds_control,
+    kinds_note,
+)
+from app.planner_state import WIDGETS as PLANNER_WIDGETS
+from app.state import key as explorer_key
 from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
 from capacity.fit.frontier import (
+    AGGREGATED,
     DEFAULT_ENGINES,
     PRICE_KINDS,
     CostReadOff,
-    Frontier,
     FrontierInputs,
-    cost_read_off,
     datacenter_gpus,
-    frontier,
 )
 from capacity.model.scenario import Scenario
 from capacity.plan.options import Plan, PlanInputs
-from capacity.report.frontier_chart import MEASURED_COLUMNS, frontier_chart, published_points
 from capacity.report.i18n import engine_label, error_text, t
 from capacity.report.quote_frontier import (
     around_with_mark,
@@ -54,104 +64,16 @@ PLANNER_KEY = "frv_pl"
 ENGINE_CHOICES: tuple[str, ...] = ("chapter", *DEFAULT_ENGINES)
 CHART_HEIGHT = 560
 
-Point = tuple[float, float, str]
-"""A point for the chart: (interactivity tok/s per user, throughput tok/s per GPU, label)."""
-
-
-# ---- cached computing ------------------------------------------------------------------------
-@cache.cached(max_entries=16)
-def frontier_of(version: str, inp: FrontierInputs) -> Frontier:
-    """`capacity.fit.frontier.frontier` for `inp` on the app's catalog."""
-    del version
-    return frontier(inp, cache.catalog())
-
-
-@cache.cached(max_entries=32)
-def chart_spec(version: str, inp: FrontierInputs, lang: str, interactivity: float | None,
-               current: Point | None, measured: tuple[Point, ...]) -> dict[str, Any]:
-    """The chart's Vega-Lite spec (`frontier_chart`), its width left to the page."""
-    del version
-    fr = frontier_of(inp)
-    frame = pd.DataFrame(list(measured), columns=list(MEASURED_COLUMNS))
-    cur = None if current is None else dict(zip(MEASURED_COLUMNS, current, strict=True))
-    spec: dict[str, Any] = frontier_chart(fr, lang=lang, interactivity=interactivity,
-                                          current=cur, measured=frame).to_dict()
-    spec.pop("width", None)
-    return spec
-
-
-@cache.cached(max_entries=32)
-def read_off(version: str, inp: FrontierInputs, interactivity: float) -> list[CostReadOff]:
-    """`cost_read_off` at `interactivity` for every price kind."""
-    del version
-    return cost_read_off(frontier_of(inp), interactivity, PRICE_KINDS, cache.catalog())
-
-
-# ---- measured points -------------------------------------------------------------------------
-def _same_model(name: object, model: str) -> bool:
-    """A run's or sweep's model names `model` (a catalog key, its format suffix aside; a served
-    name such as 'Qwen/Qwen3-8B' counts by its last part)."""
-    low = str(name or "").strip().lower().rsplit("/", 1)[-1]
-    return bool(low) and (low == model or low.startswith(model + "-"))
-
-
-def _num(v: object) -> float | None:
-    try:
-        x = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) and x > 0 else None
-
-
-def run_points(model: str, gpus: Sequence[str], lang: str) -> tuple[list[Point], int, int]:
-    """The stored runs' levels of `model` on one of `gpus` as chart points: interactivity =
-    1000 / the level's mean TPOT (its median where no mean), throughput per GPU = its aggregate
-    output tok/s / its GPUs. Also (runs plotted, runs of the model left out: another GPU, or no
-    TPOT and throughput)."""
-    try:
-        runs, _ = ms.runs()
-    except CapacityError:
-        return [], 0, 0
-    pts: list[Point] = []
-    shown = skipped = 0
-    for r in runs.itertuples():
-        meta_model = (ms.run_meta(str(r.dir)).get("args") or {}).get("predict_model")
-        if not (_same_model(r.model, model) or _same_model(meta_model, model)):
-            continue
-        if str(r.gpu) not in gpus:
-            skipped += 1
-            continue
-        got = []
-        for row in ms.levels(str(r.run_id)).to_dict("records"):
-            tpot = _num(row.get("tpot_mean_ms")) or _num(row.get("tpot_p50_ms"))
-            out = _num(row.get("output_tok_s"))
-            if tpot is None or out is None:
-                continue
-            n = _num(row.get("gpus")) or 1.0
-            got.append((1e3 / tpot, out / n, t("frv_run_point", lang, label=r.label,
-                                               c=f"{_num(row.get('concurrency')) or 0:g}")))
-        shown, skipped = (shown + 1, skipped) if got else (shown, skipped + 1)
-        pts += got
-    return pts, shown, skipped
-
-
-def published(model: str, gpus: Sequence[str], lang: str) -> list[Point]:
-    """The published sweeps' levels of `model` on one of `gpus` (`published_points`)."""
-    sweeps = [s for s in ms.reference_sweeps()
-              if s.gpu_key in gpus and _same_model(s.model_key, model)]
-    df = published_points(sweeps)
-    return [(float(a), float(b), t("frv_published_point", lang, label=c))
-            for a, b, c in df.itertuples(index=False)]
-
-
 # ---- tables ----------------------------------------------------------------------------------
 def kind_label(kind: str, lang: str) -> str:
     return t("pl_offer_catalog", lang) if kind == "catalog" else t("offer_kind_" + kind, lang)
 
 
-def read_off_frame(rows: Sequence[CostReadOff], lang: str) -> pd.DataFrame:
+def read_off_frame(rows: Sequence[CostReadOff], lang: str, *,
+                   kinds: bool = False) -> pd.DataFrame:
     """Per price kind, the group with the lowest cost per M output tokens at the target (and
-    its input and total costs); a kind no group reaches or prices: a row of dashes."""
+    its input and total costs); a kind no group reaches or prices: a row of dashes. `kinds`
+    (disaggregated or wide-EP points drawn): a column names the group's deployment kind."""
     out = []
     for kind in PRICE_KINDS:
         priced = [r for r in rows if r.kind == kind and r.output_per_mtok is not None]
@@ -162,6 +84,8 @@ def read_off_frame(rows: Sequence[CostReadOff], lang: str) -> pd.DataFrame:
             t("frv_col_config", lang): "-" if g is None else (
                 f"{g.gpu_name}, {g.weights}, {g.kv_dtype} KV, {g.engine}"
                 + (f" ({best.provider})" if best and best.provider else "")),
+            **({t("fr_deployment", lang): "-" if g is None else deployment_label(
+                g.deployment, lang)} if kinds else {}),
             t("fr_y", lang): None if best is None else best.throughput_tok_s_per_gpu,
             t("frv_col_price", lang): None if best is None else best.price_per_gpu_hour,
             t("frv_col_out", lang): None if best is None else best.output_per_mtok,
@@ -172,10 +96,10 @@ def read_off_frame(rows: Sequence[CostReadOff], lang: str) -> pd.DataFrame:
 
 def _formats(frame: pd.DataFrame) -> dict[str, Any]:
     """Throughput whole, the price to the cent, costs to three decimals (`read_off_frame`'s
-    columns from the third on)."""
+    last five columns)."""
     fmts = ("%,.0f", "%.2f", "%.3f", "%.3f", "%.3f")
     return {c: st.column_config.NumberColumn(format=f)
-            for c, f in zip(frame.columns[2:], fmts, strict=True)}
+            for c, f in zip(frame.columns[-len(fmts):], fmts, strict=True)}
 
 
 def _draw(spec: Mapping[str, Any], key: str) -> None:
@@ -216,16 +140,22 @@ def explorer_frontier(state: ExplorerState, scenario: Scenario, figures: Mapping
                                  format_func=lambda e: engine_label(e, lang),
                                  placeholder=t("choose_options", lang)) or [state.engine]
         every = c3.toggle(t("frv_all_prec", lang), key="frv_ex_all", help=t("help_frv_all", lang))
+        dis, ep = kinds_control(lang, moe=is_moe(catalog, state.model),
+                                model_name=catalog.models[state.model].name,
+                                disagg_key=explorer_key(DISAGG_FIELD),
+                                ep_key=explorer_key(WIDE_EP_FIELD))
         gpus = (state.gpu, *(g for g in others if g != state.gpu))
         basis = state.plan_inputs(catalog).basis_string
         try:
-            inp = FrontierInputs(
+            inp, added = kind_inputs(FrontierInputs(
                 model=state.model, prompt_tokens=state.prompt_tokens,
                 output_tokens=max(state.out, 2), context_tokens=max(state.ctx, state.prompt_tokens),
                 gpus=gpus, engines=tuple(engines), basis=basis,
                 formats=None if every else (state.weights,),
                 kv_dtypes=("fp16", "fp8") if every else (state.kv,),
-                currency="USD" if state.currency == "USD" else "CNY", cny_per_usd=state.rate)
+                currency="USD" if state.currency == "USD" else "CNY", cny_per_usd=state.rate),
+                disaggregated=dis, wide_ep=ep, ttft_ms=state.slo_ttft_ms,
+                quantile=state.pct / 100.0)
             fr = frontier_of(inp)
         except CapacityError as exc:
             st.warning(t("frv_error", lang, msg=error_text(exc, lang)))
@@ -241,10 +171,12 @@ def explorer_frontier(state: ExplorerState, scenario: Scenario, figures: Mapping
         st.caption(t("frv_ex_caption", lang, n=f"{fr.evaluated:,}", groups=len(fr.groups),
                      basis=basis or t("frv_basis_chapter", lang),
                      x=f"{current[0]:,.1f}", y=f"{current[1]:,.0f}"))
+        if note := kinds_note(fr, lang, added=added):
+            st.caption(note)
         st.caption(t("frv_measured_note", lang, runs=n_runs, skipped=n_skipped, pub=len(pub)))
         st.markdown("**" + t("frv_readoff", lang, x=f"{float(target):g}",
                              tpot=f"{1e3 / float(target):.1f}") + "**")
-        frame = read_off_frame(read_off(inp, float(target)), lang)
+        frame = read_off_frame(read_off(inp, float(target)), lang, kinds=dis or ep)
         st.dataframe(frame, hide_index=True, width="stretch", key="frv_ex_costs",
                      column_config=_formats(frame))
         st.caption(t("frv_readoff_note", lang, cur=inp.currency))
@@ -264,8 +196,14 @@ def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
         return
     catalog = cache.catalog()
     with box:
+        dis, ep = kinds_control(lang, moe=is_moe(catalog, inputs.model),
+                                model_name=catalog.variant(inputs.model).model.name,
+                                disagg_key=PLANNER_WIDGETS[DISAGG_FIELD],
+                                ep_key=PLANNER_WIDGETS[WIDE_EP_FIELD])
         try:
-            inp = plan_frontier_inputs(inputs, catalog)
+            inp, added = kind_inputs(plan_frontier_inputs(inputs, catalog), disaggregated=dis,
+                                     wide_ep=ep, ttft_ms=inputs.slo.ttft_ms,
+                                     quantile=inputs.slo.quantile)
             fr = frontier_of(inp)
         except CapacityError as exc:
             st.warning(t("frv_error", lang, msg=error_text(exc, lang)))
@@ -279,9 +217,13 @@ def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
                      y=f"{point[1]:,.0f}", rate=f"{mark.design_rate_per_s:.3g}",
                      n=mark.paid_gpus, slo=f"{inputs.slo.tpot_ms:g}", xs=f"{x_slo:,.1f}",
                      q=f"{inputs.slo.quantile * 100:g}"))
+        if note := kinds_note(fr, lang, added=added):
+            st.caption(note)
         if o.draft:
             st.caption(t("frv_pl_draft", lang, draft=o.draft))
-        group = recommended_group(fr, o)
+        # the recommendation's own line: aggregated, as the option is
+        group = recommended_group(replace(fr, groups=tuple(
+            g for g in fr.groups if g.deployment == AGGREGATED)), o)
         if group is None or not group.front:
             return
         st.markdown("**" + t("frv_q_front", lang, config=f"{group.gpu_name}, {group.weights}, "

@@ -71,6 +71,15 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
         st.select_slider(T("pl_pct"), list(PLANNER_PCTS), key="planner_pct")
         st.number_input(T("pl_cost_target"), min_value=0.0, step=0.5, key="planner_cost_target")
         st.checkbox(T("dg_toggle"), key="planner_disagg", help=T("help_dg_toggle"))
+        # wide EP (issue 27): a MoE model's only; a dense model's box is off, saying why
+        model = catalog.variant(st.session_state["planner_model"]).model
+        if model.moe is None:
+            st.session_state["planner_wide_ep"] = False
+        # the label short enough for one line of the column; the tooltip names it in full
+        st.checkbox(T("wep_toggle_short"), key="planner_wide_ep", disabled=model.moe is None,
+                    help=f"**{T('wep_toggle')}**{T('colon')}" + (
+                        T("help_wep_toggle") if model.moe is not None
+                        else T("help_wep_toggle_dense", model=model.name)))
 
     with st.expander(T("pl_space")):
         s1, s2, s3 = st.columns(3)

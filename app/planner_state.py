@@ -45,10 +45,12 @@ WIDGETS: dict[str, str] = {
     "growth": "planner_growth", "offer": "planner_offer", "engine": "planner_engine",
     "util": "planner_util", "mfu": "planner_mfu", "prefix": "planner_prefix",
     "prefix_share": "planner_prefix_share", "disagg": "planner_disagg",
+    "fr_disagg": "planner_fr_disagg", "fr_wide_ep": "planner_fr_wide_ep",
+    "wide_ep": "planner_wide_ep",
 }
 """PlannerState field -> the widget key that edits it (`prices` is the price editor's, read by
 `entered_prices`)."""
-FLAGS: tuple[str, ...] = ("tp", "spare", "disagg")
+FLAGS: tuple[str, ...] = ("tp", "spare", "disagg", "fr_disagg", "fr_wide_ep", "wide_ep")
 """PlannerState fields that are 0/1 in the URL and a checkbox on the page."""
 
 

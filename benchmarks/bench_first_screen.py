@@ -122,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 _stop(proc)
     load_after = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    if max(load_before, load_after) > cores:  # the browser's drawing is CPU-bound: say so
+        rec.notes = (f"load average {load_before:.1f} before, {load_after:.1f} after on {cores} "
+                     "cores: other jobs held the CPUs, and the browser's drawing stretches with "
+                     "them; compare only with runs at a similar load")
     for label, runs, target in (("warm", warm, WARM_TARGET_S), ("cold", cold, COLD_TARGET_S)):
         xs = [h for h, _ in runs]
         med = statistics.median(xs)

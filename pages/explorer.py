@@ -9,13 +9,10 @@ from __future__ import annotations
 import streamlit as st
 
 from app import cache
-from app import explorer_tables as tables
 from app import explorer_view as view
 from app.bootstrap import ensure_navigation
-from app.disagg_view import explorer_disagg
 from app.explorer_inputs import main_inputs, sidebar_inputs
 from app.format import markdown_plain, tokens_label
-from app.frontier_view import explorer_frontier
 from app.i18n import chart_labels
 from app.layout import metric_row, panel
 from app.state import (
@@ -34,7 +31,6 @@ from app.state import (
 )
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.errors import CapacityError
-from capacity.report.charts import ALL_CHARTS, COMPARE_CHARTS
 from capacity.report.explain import Detail, Status
 from capacity.report.i18n import error_text, note_text, t
 
@@ -73,7 +69,7 @@ if tp_moved is not None:
 
 try:
     scenario = state.scenario(catalog)
-    result = cache.explorer_result(state, chart_labels(lang))
+    result = cache.explorer_result(state)  # the charts' specs come after the verdicts
 except CapacityError as exc:
     st.error(T("err_inputs", msg=error_text(exc, lang)))
     st.stop()
@@ -136,6 +132,10 @@ if dep is not None:
             st.button(T("dep_use_c", c=f"{state.c:,}"), key="dep_use_c",
                       on_click=use_concurrency_as_load, icon=":material/swap_horiz:")
 
+# Start-up (docs/benchmarks.md): what only the sections below the headline need loads here, on
+# its way to the browser: pandas (tables), altair (charts), the frontier's and the pools' views
+from app import explorer_tables as tables  # noqa: E402
+
 with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]),
                  expanded=bool(unc.flags)):
     st.caption(T("unc_basis_cal") if unc.calibrated else T("unc_basis_spec"))
@@ -163,7 +163,9 @@ else:
                       icon=":material/push_pin:")
             st.button(T("unpin"), key="unpin", on_click=unpin, icon=":material/close:")
         try:
-            pinned_result = cache.explorer_result(pinned, chart_labels(lang))
+            from capacity.report.charts import COMPARE_CHARTS
+
+            pinned_result = cache.explorer_result(pinned)
             overlays = cache.compare_charts(state, pinned, chart_labels(lang))
         except CapacityError as exc:
             st.warning(T("compare_error", msg=error_text(exc, lang)))
@@ -203,13 +205,16 @@ with st.container(key="binding"):
 st.caption(T("share"))
 
 # ---- charts ---------------------------------------------------------------------------------
+from capacity.report.charts import ALL_CHARTS  # noqa: E402
+
 st.subheader(T("sec_charts"))
+specs = cache.explorer_specs(state, chart_labels(lang))
 for i in range(0, len(ALL_CHARTS), 2):
     cols = st.columns(2)
     for col, name in zip(cols, ALL_CHARTS[i:i + 2], strict=True):
         with col.container(border=True):
             st.markdown(f"**{T('ch_' + name)}**")
-            st.vega_lite_chart(result.specs[name], width="stretch", key=f"chart_{name}",
+            st.vega_lite_chart(specs[name], width="stretch", key=f"chart_{name}",
                                height=view.CHART_HEIGHTS[name])
 
 # ---- capacity table -------------------------------------------------------------------------
@@ -245,8 +250,12 @@ if rows:
                                   mime="text/markdown", key="dl_md")
 
 # ---- the buyer's chart (issue 26): throughput per GPU vs interactivity, app.frontier_view --
+from app.frontier_view import explorer_frontier  # noqa: E402
+
 explorer_frontier(state, scenario, ex.figures, lang)
 # ---- disaggregated prefill/decode (issue 27): the what-if as two pools, app.disagg_view ----
+from app.disagg_view import explorer_disagg  # noqa: E402
+
 explorer_disagg(state, ex.figures, lang)
 
 # ---- show the math --------------------------------------------------------------------------

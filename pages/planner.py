@@ -17,6 +17,7 @@ from app.bootstrap import ensure_navigation
 from app.frontier_view import planner_frontier
 from app.layout import metric_row
 from app.planner_disagg import disagg_section
+from app.planner_ep import ep_section
 from app.planner_inputs import mix_inputs, plan_inputs
 from app.planner_state import (
     MIX_N,
@@ -120,6 +121,8 @@ if result.options:
                  width="stretch", column_config=view.options_columns(cur, lang))
 # disaggregated prefill/decode ranked beside them (issue 27), when asked for: also in the quote
 comparison = disagg_section(inputs, lang) if state.disagg else None
+# and a MoE model's wide expert-parallel deployments (issue 27), when asked for: also in the quote
+ep_cmp = ep_section(inputs, lang) if state.wide_ep else None
 
 if result.rejected:
     st.subheader(T("pl_rejected"))
@@ -161,7 +164,8 @@ if result.options:
         st.caption(T("quote_band") + T("colon") + band_text(best, (band.low, band.high),
                                                       inputs.max_gpus, lang))
     md, pdf = cache.quotes(result, sim if chosen == best else None, lang, view.quote_link(state),
-                           None if band is None else (band.low, band.high), cheaper, comparison)
+                           None if band is None else (band.low, band.high), cheaper, comparison,
+                           ep_cmp)
     d1, d2 = st.columns(2)
     name = quote_file_name(result, lang)
     d1.download_button(T("pl_quote_md"), md, file_name=name + ".md",

@@ -43,6 +43,8 @@ SOURCES = {
     "app/disagg_view.py": "pd_m_ttft",
     "app/planner_disagg.py": "dg_col_ratio",
     "capacity/report/quote_disagg.py": "dg_month",
+    "app/planner_ep.py": "wep_col_layout",
+    "capacity/report/quote_ep.py": "wep_r_head",
 }
 # t("key" / T("key" / T('key' / tn("key", also with the key on the next line: a literal key or,
 # when it ends in "_", the fixed part of a key completed at run time (T("c_" + name)).

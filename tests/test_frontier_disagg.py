@@ -33,9 +33,9 @@ from capacity.model.expert_parallel import (
     ep_layout,
     ep_setup,
     ep_step,
-    imbalance_factor,
     prefill_tok_s_per_gpu,
 )
+from capacity.model.moe_imbalance import imbalance_factor
 from capacity.plan import search
 from capacity.plan.disagg import prefill_capacity_per_s
 from capacity.report.frontier_chart import frontier_chart, frontier_frame

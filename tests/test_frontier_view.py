@@ -1,5 +1,6 @@
 """The buyer's chart on the Explorer and the Planner (app/frontier_view.py) and in the quote
-(capacity/report/quote_frontier.py), issue 26: through Streamlit's AppTest (no browser)."""
+(capacity/report/quote_frontier.py), issue 26: through Streamlit's AppTest (no browser). Its
+disaggregated and wide-EP points (issue 27): tests/test_frontier_pages.py."""
 
 from __future__ import annotations
 
@@ -82,6 +83,11 @@ def test_explorer_marks_its_own_figures() -> None:
     costs = at.dataframe[-1].value
     assert list(costs["price"]) == ["catalog prices", "on-demand", "reserved 1-year", "spot"]
     assert costs["per M output"].notna().any()
+    # the boxes of the disaggregated and wide-EP points (issue 27) start off: no kind drawn
+    assert at.toggle(key="ex_fr_disagg").value is False
+    assert at.toggle(key="ex_fr_wide_ep").value is False
+    assert "deployment_label" not in chart.proto.spec and "deployment" not in costs
+    assert "fr_disagg" not in at.query_params and "fr_wide_ep" not in at.query_params
 
 
 def test_explorer_target_moves_the_read_off() -> None:
@@ -121,6 +127,8 @@ def test_planner_marks_the_recommendation(lang: str) -> None:
     assert ("design load" in captions) if lang == "en" else ("设计负载" in captions)
     front = at.dataframe[-1].value
     assert len(front) >= 2
+    assert at.toggle(key="planner_fr_disagg").value is False  # issue 27's boxes start off
+    assert "deployment_label" not in chart.proto.spec
 
 
 def inputs() -> PlanInputs:

@@ -56,7 +56,14 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
-from capacity.cli.wide_ep import add_size_flags, check_wide_ep, size_compare, size_json, size_text
+from capacity.cli.wide_ep import (
+    add_size_flags,
+    check_wide_ep,
+    size_compare,
+    size_json,
+    size_quote_section,
+    size_text,
+)
 from capacity.errors import InputError
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
@@ -657,8 +664,8 @@ def run(args: argparse.Namespace) -> int:
                   f"TPOT p50/p90/p99 {sim.tpot_ms[0.5]:.1f}/{sim.tpot_ms[0.9]:.1f}/"
                   f"{sim.tpot_ms[0.99]:.1f} ms, {sim.slo_met_share:.0%} meet both SLOs")
     if args.quote:
-        link = planner_url(planner_state(inp, lang=args.lang, disagg=cmp is not None),
-                           base=app_url(args))
+        link = planner_url(planner_state(inp, lang=args.lang, disagg=cmp is not None,
+                                         wide_ep=wide is not None), base=app_url(args))
         band = None
         if p.best is not None:
             from capacity.fit.calibration_store import load
@@ -668,6 +675,8 @@ def run(args: argparse.Namespace) -> int:
             b = gpu_band(inp, p.best, cal)
             band = (b.low, b.high)
         path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band,
-                           cheaper=cheaper, sections=() if cmp is None else (disagg_section(cmp),))
+                           cheaper=cheaper, sections=(
+                               *(() if cmp is None else (disagg_section(cmp),)),
+                               *(() if wide is None else (size_quote_section(wide),))))
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if p.options else 1

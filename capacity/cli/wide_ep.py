@@ -22,9 +22,12 @@ from capacity.errors import InputError
 from capacity.report.tables import render
 
 if TYPE_CHECKING:  # the EP model and search load only with --ep / --wide-ep
+    from collections.abc import Callable
+
     from capacity.model.scenario import Scenario
     from capacity.plan.ep_search import EpComparison, EpPlanOption
     from capacity.plan.options import Plan, PlanInputs
+    from capacity.report.document import Block
 
 OVERLAPS = ("two-batch", "sum")
 """`--overlap` values (`capacity.model.expert_parallel.Overlap`)."""
@@ -92,6 +95,14 @@ def size_json(cmp: EpComparison, top: int) -> dict[str, Any]:
             "design_rate_per_s": s.design_rate_per_s, "evaluated": s.evaluated,
             "options": [option_json(o) for o in s.options[:top]],
             "rejected": [{"gpu": r.gpu, "detail": r.detail} for r in s.rejected]}
+
+
+def size_quote_section(cmp: EpComparison) -> Callable[[str], list[Block]]:
+    """`capacity size --wide-ep --quote FILE`'s section: the one the Planner page's quote
+    carries (`capacity.report.quote_ep.ep_section`)."""
+    from capacity.report.quote_ep import ep_section
+
+    return ep_section(cmp)
 
 
 def size_text(cmp: EpComparison, top: int) -> str:
@@ -191,9 +202,9 @@ def plan_record(args: argparse.Namespace, s: Scenario, basis: str, default_list:
         ep_memory,
         ep_setup,
         ep_step,
-        imbalance_factor,
         prefill_tok_s_per_gpu,
     )
+    from capacity.model.moe_imbalance import imbalance_factor
     from capacity.plan.ep_search import LINK_NAMES, prefill_ms_per_prompt
 
     cat = default_catalog()

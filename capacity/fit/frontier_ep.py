@@ -30,10 +30,9 @@ from capacity.model.expert_parallel import (
     ep_memory,
     ep_setup,
     ep_step,
-    imbalance_factor,
     prefill_tok_s_per_gpu,
 )
-from capacity.model.moe_imbalance import model_exponent
+from capacity.model.moe_imbalance import imbalance_factor, model_exponent
 from capacity.plan.options import PlanInputs
 from capacity.types import FloatArray
 

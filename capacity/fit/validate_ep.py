@@ -50,10 +50,10 @@ from capacity.model.expert_parallel import (
     ep_memory,
     ep_setup,
     ep_step,
-    imbalance_factor,
     prefill_comm_us_per_token,
     prefill_tok_s_per_gpu,
 )
+from capacity.model.moe_imbalance import imbalance_factor
 
 ROWS_FILE: Final = "moe_ep.csv"
 TARGET_ERROR: Final = 0.25

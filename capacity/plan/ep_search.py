@@ -41,10 +41,10 @@ from capacity.model.expert_parallel import (
     EpSetup,
     ep_setup,
     ep_step,
-    imbalance_factor,
     plan_ep,
     prefill_tok_s_per_gpu,
 )
+from capacity.model.moe_imbalance import imbalance_factor
 from capacity.plan.disagg import (
     RHO_MAX,
     decode_batch_rate,

@@ -6,6 +6,7 @@ the interactivity the cost is read at. Altair; labels in the page's language
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
@@ -23,6 +24,31 @@ MAX_FAINT_POINTS: Final = 5000
 a chart of every point of every engine would carry tens of thousands of rows."""
 
 
+_DISAGG_LAYOUT: Final = re.compile(
+    r"prefill TP(?P<tp>\d+) x (?P<per>\S+) per decode replica, KV (?P<ms>\S+) ms over (?P<link>.+)")
+_EP_LAYOUT: Final = re.compile(
+    r"EP(?P<ep>\d+), (?:DP attention|TP(?P<atp>\d+) attention)"
+    r"(?:, (?P<red>\d+) redundant experts)? \((?:NVLink|(?P<nodes>\d+) nodes over the NIC)\)")
+
+
+def layout_text(layout: str, lang: str) -> str:
+    """A point's layout in `lang` (the `fr_lay_*` messages): the disaggregated one
+    (`capacity.fit.frontier_disagg`: prefill TP, prefill replicas per decode replica, the KV
+    hand-over's ms and link) and the wide-EP one (`EpLayout.describe`: EP degree, attention,
+    redundant experts, NVLink or nodes over the NIC) are read back from their English; any
+    other text is returned as it is."""
+    if m := _DISAGG_LAYOUT.fullmatch(layout):
+        return t("fr_lay_disagg", lang, **m.groupdict())
+    if m := _EP_LAYOUT.fullmatch(layout):
+        attn = (t("fr_lay_dp_attn", lang) if m["atp"] is None
+                else t("fr_lay_tp_attn", lang, tp=m["atp"]))
+        red = "" if m["red"] is None else t("fr_lay_redundant", lang, n=m["red"])
+        net = t("fr_lay_nvlink", lang) if m["nodes"] is None else t("fr_lay_nic", lang,
+                                                                     n=m["nodes"])
+        return t("fr_lay_ep", lang, ep=m["ep"], attn=attn, red=red, net=net)
+    return layout
+
+
 def frontier_frame(fr: Frontier, *, front_only: bool = False,
                    lang: str | None = None) -> pd.DataFrame:
     """Every point (or the fronts' alone) as a DataFrame, one row per point: its configuration,
@@ -30,17 +56,18 @@ def frontier_frame(fr: Frontier, *, front_only: bool = False,
     cost per M output tokens at the catalog price (F7); `gpus_paid`, the GPUs the throughput is
     shared by (a replica's, with a decode replica's prefill GPUs). `deployment_label`: the kind
     of deployment in `lang` (the `fr_dep_*` messages; the key itself without `lang`), and the
-    style (dash) of a group not aggregated ends with it. Units: tok/s per user, tok/s per GPU,
-    ms."""
+    style (dash) of a group not aggregated ends with it; `layout` in `lang` (`layout_text`;
+    '-' for an aggregated point). Units: tok/s per user, tok/s per GPU, ms."""
     pt = fr.points
     dep_label = {d: t(f"fr_dep_{d.replace('-', '_')}", lang) if lang else d
                  for d in DEPLOYMENTS}
+    lay = {x: (layout_text(x, lang) if lang else x) or "-" for x in set(pt.layout)}
     df = pd.DataFrame({
         "gpu": pt.gpu, "gpu_name": pt.gpu_name, "engine": pt.engine, "weights": pt.weights,
         "kv_dtype": pt.kv_dtype, "draft": [d or "-" for d in pt.draft], "tp": pt.tp,
         "n_gpus": pt.n_gpus, "gpus_paid": pt.n_gpus + pt.prefill_gpus,
         "deployment": pt.deployment, "deployment_label": [dep_label[d] for d in pt.deployment],
-        "layout": [x or "-" for x in pt.layout], "concurrency": pt.concurrency,
+        "layout": [lay[x] for x in pt.layout], "concurrency": pt.concurrency,
         "interactivity_tok_s_per_user": pt.interactivity_tok_s_per_user,
         "throughput_tok_s_per_gpu": pt.throughput_tok_s_per_gpu, "ttft_ms": pt.ttft_ms,
         "price_per_gpu_hour": pt.price_per_gpu_hour, "on_front": pt.on_front,
@@ -79,6 +106,36 @@ def frontier_labels(lang: str = "en", currency: str = "") -> dict[str, str]:
     return out
 
 
+LEGEND_LABEL_PX: Final = 320
+"""Legend labels' width at most, px, with disaggregated or wide-EP groups (Vega's default,
+160, cuts 'vllm fp8/fp16 disaggregated prefill/decode')."""
+MAX_ROWS: Final = 5000
+"""Rows of one data set at most: Altair's default data transformer refuses more."""
+
+
+def front_pieces(front: pd.DataFrame, limit: int = MAX_ROWS) -> list[pd.DataFrame]:
+    """`front` (rows sorted by `group`, as `frontier_frame` gives them) in pieces of whole
+    groups of at most `limit` rows each, in order: one piece, `front` itself, up to `limit`.
+    The chart draws the fronts whole, one layer per piece with the same marks, so a line is
+    never cut: with disaggregated points (a front point per decode x prefill shape and
+    concurrency) the Planner's fronts over every GPU and format pass 5,000 rows (6,943 for
+    Llama-3.1-70B). A group is one GPU's Pareto front, hundreds of points; one over `limit`
+    stays whole in its own piece."""
+    if len(front) <= limit:
+        return [front]
+    pieces: list[pd.DataFrame] = []
+    cur: list[pd.DataFrame] = []
+    n = 0
+    for _, g in front.groupby("group", sort=False):
+        if cur and n + len(g) > limit:
+            pieces.append(pd.concat(cur))
+            cur, n = [], 0
+        cur.append(g)
+        n += len(g)
+    pieces.append(pd.concat(cur))
+    return pieces
+
+
 def _faint(df: pd.DataFrame) -> pd.DataFrame:
     """At most MAX_FAINT_POINTS rows: the fronts first, then the others by throughput."""
     if len(df) <= MAX_FAINT_POINTS:
@@ -95,7 +152,8 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
     GPU, dash by engine and precision) with its points and a tooltip of the configuration,
     `measured` points (MEASURED_COLUMNS, e.g. `published_points`) as black diamonds, the
     `current` what-if (a mapping with MEASURED_COLUMNS' keys) as a red star, and a vertical rule
-    at `interactivity` (tok/s per user). Layers in that order; absent parts are left out. With
+    at `interactivity` (tok/s per user). Layers in that order (the lines, then their points,
+    one layer per piece of `front_pieces`: one up to MAX_ROWS); absent parts are left out. With
     disaggregated or wide-EP groups the legend's style names the kind of deployment and the
     tooltip adds it, its layout and the GPUs paid (a decode replica's prefill GPUs included)."""
     lab = frontier_labels(lang, fr.inputs.currency)
@@ -119,14 +177,18 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
             alt.Tooltip("ttft_ms:Q", title=lab["ttft"], format=",.0f"),
             alt.Tooltip("cost_per_mtok:Q", title=lab["cost"], format=",.3f")]
     faint = _faint(df).rename(columns={"gpu_name": lab["gpu"]})
+    pieces = front_pieces(front)
     layers: list[Any] = [
         alt.Chart(faint).mark_circle(size=12, opacity=0.12).encode(
             x=x, y=y, color=alt.Color(f"{lab['gpu']}:N", title=lab["gpu"])),
-        alt.Chart(front).mark_line(strokeWidth=1.5).encode(
-            x=x, y=y, color=color, strokeDash=alt.StrokeDash(f"{lab['style']}:N",
-                                                             title=lab["style"]),
-            detail="series:N", order="interactivity_tok_s_per_user:Q"),
-        alt.Chart(front).mark_circle(size=36).encode(x=x, y=y, color=color, tooltip=tips),
+        *(alt.Chart(piece).mark_line(strokeWidth=1.5).encode(
+            x=x, y=y, color=color, strokeDash=alt.StrokeDash(
+                f"{lab['style']}:N", title=lab["style"],
+                # a style that names its kind of deployment is long: not cut at Vega's 160 px
+                legend=alt.Legend(labelLimit=LEGEND_LABEL_PX) if kinds else alt.Undefined),
+            detail="series:N", order="interactivity_tok_s_per_user:Q") for piece in pieces),
+        *(alt.Chart(piece).mark_circle(size=36).encode(x=x, y=y, color=color, tooltip=tips)
+          for piece in pieces),
     ]
     if measured is not None and len(measured):
         m = measured.assign(kind=lab["measured"])

@@ -118,6 +118,16 @@ class PlannerState:
     disagg: int = 0
     """1: also rank disaggregated prefill/decode deployments beside the aggregated options
     (`capacity.plan.disagg.compare`, `capacity size --disaggregated`); 0 = aggregated only."""
+    fr_disagg: int = 0
+    """1: the buyer's chart also draws disaggregated prefill/decode points
+    (`FrontierInputs.disaggregated`, their TTFT budget the SLO's `ttft` at `pct`)."""
+    fr_wide_ep: int = 0
+    """1: the buyer's chart also draws a MoE model's wide expert-parallel points
+    (`FrontierInputs.wide_ep`; a dense model has none)."""
+    wide_ep: int = 0
+    """1: also rank a MoE model's wide expert-parallel deployments beside the aggregated options
+    (`capacity.plan.ep_search.compare_ep`, `capacity size --wide-ep`); 0 = not; a dense model
+    has none (a link's 1 falls back to 0 with a notice)."""
 
     def draft_list(self) -> tuple[str, ...]:
         """The drafts searched, as `PlanInputs.drafts` takes them."""
@@ -279,15 +289,18 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
     "tp": (0, 1), "spare": (0, 1), "growth": (0.0, 10.0), "util": (0.5, 1.0),
     "mfu": (0.05, 1.0), "fx": (0.01, 1e4), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
     "tau": (0.0, MAX_DEPTH + 1.0), "alpha": (0.0, 1.0), "disagg": (0, 1),
+    "fr_disagg": (0, 1), "fr_wide_ep": (0, 1), "wide_ep": (0, 1),
 }
 
 
 
 
 def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
-                  lang: str = "en", disagg: bool = False) -> PlannerState:
+                  lang: str = "en", disagg: bool = False, wide_ep: bool = False
+                  ) -> PlannerState:
     """The Planner's URL state for a plan's inputs (the link a quote carries); `disagg`: the
-    quote ranks disaggregated prefill/decode beside them."""
+    quote ranks disaggregated prefill/decode beside them; `wide_ep`: wide expert-parallel
+    deployments."""
     cat = catalog or default_catalog()
     wl = inp.workload
     every = tuple(sorted(cat.gpus))
@@ -315,7 +328,7 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
         else DEFAULT_PLANNER.prefix_share, draft=draft_param(",".join(inp.drafts)),
         tau=inp.acceptance_length or 0.0, alpha=inp.acceptance_rate or 0.0,
-        disagg=int(disagg))
+        disagg=int(disagg), wide_ep=int(wide_ep))
 
 
 def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | None = None,
@@ -373,6 +386,11 @@ def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         notices.append(Note(f"these settings cannot be planned ({exc}); using the defaults",
                             code="link_cannot", why=why_text(exc)))
         state = replace(base, lang=state.lang)
+    if state.wide_ep and catalog.variant(state.model).model.moe is None:
+        notices.append(ignored_note("wide_ep", str(state.wide_ep), ValueError(Note(
+            f"{state.model} is not a mixture-of-experts model", code="why_not_moe",
+            model=state.model)), 0, False))
+        state = replace(state, wide_ep=0)
     try:
         state.mix_workloads(catalog)
     except CapacityError as exc:

@@ -142,6 +142,12 @@ class ExplorerState:
     """The KV hand-over's share of the link's line rate."""
     dis_lat_ms: float = DEFAULT_TRANSFER_LATENCY_MS
     """Fixed time per hand-over, ms."""
+    fr_disagg: int = 0
+    """1: the buyer's chart also draws disaggregated prefill/decode points
+    (`FrontierInputs.disaggregated`, their TTFT budget `slo_ttft_ms` at `pct`)."""
+    fr_wide_ep: int = 0
+    """1: the buyer's chart also draws a MoE model's wide expert-parallel points
+    (`FrontierInputs.wide_ep`; a dense model has none)."""
 
     def with_draft_of(self, o: Option) -> ExplorerState:
         """This state with an option's draft (F12): its kind and depth, its tau as an entered
@@ -284,6 +290,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "draft_k": (1, MAX_DEPTH), "draft_tau": (1.0, MAX_DEPTH + 1.0), "draft_alpha": (0.0, 1.0),
     "dis_rate": (0.0, 1e6), "dis_ptp": (0, 16), "dis_px": (0, 4096), "dis_dtp": (0, 16),
     "dis_dy": (0, 4096), "dis_eff": (0.01, 1.0), "dis_lat_ms": (0.0, 10_000.0),
+    "fr_disagg": (0, 1), "fr_wide_ep": (0, 1),
 }
 
 
