@@ -39,7 +39,6 @@ from capacity.plan.search import runs_out_month
 from capacity.report.bases import basis_name, knobs_text
 from capacity.report.document import Block, Heading, Para, Table, blocks_pdf, render_markdown
 from capacity.report.i18n import LANGS, engine_label, t, tn
-from capacity.report.quote_frontier import frontier_blocks
 from capacity.units import GB
 
 if TYPE_CHECKING:  # in annotations only: the event model loads when an option is simulated
@@ -524,7 +523,11 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
             (option_label(m.option, lang),
              t("list_sep", lang).join(fix_text(f, m.option.tp, lang) for f in m.fixes))
             for m in plan.near_misses)))
-    b += frontier_blocks(plan, lang=lang, catalog=cat)  # the buyer's chart, as tables
+    # the buyer's chart, as tables; its module (the frontier's whole search) loads only for a
+    # quote, not for every command that formats a plan's text with this module
+    from capacity.report.quote_frontier import frontier_blocks
+
+    b += frontier_blocks(plan, lang=lang, catalog=cat)
     b.append(Heading(t("quote_assumptions", lang)))
     shown = [plan.best, plan.runner_up] if plan.best else []
     for key in dict.fromkeys(o.gpu for o in shown if o is not None):
