@@ -59,7 +59,8 @@ of its user's instead of starting a second (with sign-in, a user sees only their
 every one, `capacity.access.User.scope`)."""
 JOBS = JobRegistry()
 """The measurements this app runs, each with its user: bounded (`capacity.bench.job.MAX_JOBS`),
-and listed to the user's other tabs (and to an admin) to be stopped."""
+and listed, running and recently ended, with their progress to every tab of their user (a
+reloaded or new one too) and to an admin, to be followed and stopped (`app.measure_jobs`)."""
 REPO_ROOT = Path(capacity.__file__).resolve().parent.parent
 """The working folder of the background runs: where `python -m capacity` imports this package."""
 

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app import auth, cache
 from app import measure_form as form
+from app import measure_jobs as jobs
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
 from app.state import init_lang
@@ -19,12 +20,12 @@ from capacity.bench.config import MAX_PASSES
 from capacity.bench.connect import connect_check
 from capacity.bench.form import PAGE_LIMITS
 from capacity.bench.guard import measure_guard
-from capacity.bench.job import BenchJob, JobState
+from capacity.bench.job import BenchJob
 from capacity.bench.storage import model_name
 from capacity.errors import CapacityError
 from capacity.model.cost import CURRENCIES
 from capacity.model.traffic import load_presets
-from capacity.report.i18n import error_text, t, tn
+from capacity.report.i18n import error_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -148,9 +149,10 @@ else:
 # -- the sweep ------------------------------------------------------------------------------
 st.subheader(T("m_sweep"))
 st.button(T("m_preset_calib"), key="m_preset_calib", on_click=form.fill_calibration_sweep,
-          args=(cat, lang), help=T("m_preset_calib_help"))
+          args=(cat, lang), help=T("m_preset_plan_help"))
 if info := st.session_state.get(form.PRESET_INFO):
     st.caption(info)
+form.draw_plan_sweeps(lang)  # the preset's runs: each prompt length with its own levels
 c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 3, 2])
 c1.text_input(T("m_levels"), key="m_levels", help=T("m_levels_help"))
 c2.number_input(T("m_requests"), min_value=1, max_value=PAGE_LIMITS.requests, step=1,
@@ -195,67 +197,10 @@ if (st.button(T("m_start"), key="m_start", type="primary", disabled=busy or not 
         st.rerun()
 
 
-# -- progress -------------------------------------------------------------------------------
+# -- progress: every measurement this user may see, from any tab ---------------------------
 @st.fragment(run_every=1.0)
 def progress() -> None:
-    j = ms.job()
-    if j is None:
-        st.caption(T("m_no_job"))
-        return
-    status = j.status()
-    st.subheader(T("m_progress", label=j.form.label, status=T("m_status_" + status)))
-    if j.total > 1:
-        st.caption(T("m_queue", i=j.position, n=j.total, chars=j.form.prompt_chars))
-    for lv in j.progress():
-        ttft = "-" if lv.ttft_p50_ms is None else f"{lv.ttft_p50_ms:.1f}"
-        tpot = "-" if lv.tpot_p50_ms is None else f"{lv.tpot_p50_ms:.2f}"
-        st.progress(lv.fraction, text=tn("m_level", lv.errors, lang, c=lv.concurrency,
-                                         done=lv.done, total=lv.total, errors=lv.errors,
-                                         ttft=ttft, tpot=tpot))
-    if status == JobState.RUNNING:
-        if st.button(T("m_stop"), key="m_stop", disabled=not can) and not auth.refused(
-                Right.MEASURE, lang):
-            j.stop()
-            st.rerun()
-        return
-    dirs = j.run_dirs()
-    if status == JobState.FAILED and j.find_run_dir() is None:
-        st.error(T("m_failed", log=j.log_tail()))
-    for d in dirs:
-        st.success(T("m_done", run=d.name, label=d.parent.name))
-    if dirs:
-        st.markdown(f"[{T('m_open_results')}](/results)")
-    if st.session_state.get("m_last_done") != id(j):
-        st.session_state["m_last_done"] = id(j)
-        st.rerun()  # re-enable the start button
+    jobs.draw(user, can, lang)
 
 
 progress()
-
-
-@st.fragment(run_every=2.0)
-def other_jobs() -> None:
-    """The measurements this user may see besides this tab's own: their other tabs' (an admin:
-    everyone's), each with a stop button."""
-    mine = ms.job()
-    others = [o for o in ms.JOBS.running(user.scope) if o.job is not mine]
-    if not others:
-        return
-    st.markdown(f"**{T('m_jobs')}**")
-    for o in others:
-        r1, r2 = st.columns([6, 1])
-        levels, d = o.job.progress(), o.job.find_run_dir()
-        r1.caption(T("m_job_row", label=o.job.form.label, run=d.name if d else "-",
-                     done=sum(lv.done for lv in levels), total=sum(lv.total for lv in levels),
-                     status=T("m_status_" + o.job.status())))
-        if (r2.button(T("m_job_stop"), key=f"m_job_stop_{o.number}", disabled=not can)
-                and not auth.refused(Right.MEASURE, lang)):
-            try:
-                ms.JOBS.stop(o.number, scope=user.scope)
-            except AccessDenied:
-                st.error(T("auth_not_yours"))
-            else:
-                st.rerun()
-
-
-other_jobs()

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import measure_state as ms
+from capacity.bench.form import MeasureForm
+from capacity.bench.job import BenchJob, JobRegistry
 from capacity.bench.store import RunStore
+from capacity.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "streamlit_app.py")
@@ -21,6 +25,8 @@ PAGE = "pages/measure.py"  # entered through the app's navigation (docs/app-inte
 @pytest.fixture
 def bench_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CAPACITY_BENCH_DIR", str(tmp_path / "bench"))
+    # the process' registry lists every recent job to every tab: a test sees only its own
+    monkeypatch.setattr(ms, "JOBS", JobRegistry())
     monkeypatch.delenv("CAPACITY_MEASURE", raising=False)
     monkeypatch.delenv("CAPACITY_MEASURE_ALLOW_HOSTS", raising=False)
     return tmp_path / "bench"
@@ -119,7 +125,7 @@ def test_simulated_run_from_the_page_then_stop(bench_dir: Path) -> None:
         at.number_input(key="m_requests").set_value(2000)
         at.text_input(key="m_label").set_value("page-stop")
         at.button(key="m_start").click().run()
-        _wait(at, "running", 20)
+        _wait(at, "Run 'page-stop': running", 20)
         job = at.session_state[ms.JOB]
         deadline = time.monotonic() + 20
         while job.progress()[0].done < 3 and time.monotonic() < deadline:
@@ -162,36 +168,65 @@ def test_every_string_of_both_pages_has_english_and_chinese() -> None:
         assert all(fields(o) == fields(en) for o in others), key
 
 
+def _captured_forms(at: AppTest, monkeypatch: pytest.MonkeyPatch) -> list[MeasureForm]:
+    """Click Start with `BenchJob.start` replaced by a check of the forms it gets (each
+    validated against the page's limits as the real one does), starting nothing."""
+    got: list[MeasureForm] = []
+
+    def start(forms: Sequence[MeasureForm], *args: object, **kw: object) -> BenchJob:
+        for f in forms:
+            f.validate()
+        got.extend(forms)
+        raise InputError("captured")
+
+    monkeypatch.setattr(BenchJob, "start", start)
+    at.button(key="m_start").click().run()
+    assert not at.exception
+    assert [e.value for e in at.error] == ["captured"]
+    return got
+
+
 @pytest.mark.slow
-def test_calibration_sweep_preset_fills_the_plan(bench_dir: Path) -> None:
-    """The "calibration sweep" preset: the prompt lengths (as characters) and levels of
-    `capacity calibrate --plan` for the model to predict with on the chosen GPU."""
-    from capacity.fit.sweep import (
-        CALIBRATION_PASSES,
-        CHARS_PER_TOKEN,
-        OUTPUT_TOKENS,
-        measurement_plan,
-    )
+def test_calibration_sweep_preset_runs_exactly_the_plans_cells(
+        bench_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: the preset ran every level of the plan at every prompt length (40 cells where
+    its caption said 12) and filled in concurrency 512, which the page then refused. Now each
+    prompt length runs its own levels, all within the page's limits."""
+    from capacity.fit.sweep import CALIBRATION_PASSES, OUTPUT_TOKENS, measurement_plan
     from capacity.model.scenario import make_scenario
+
     at = AppTest.from_file(APP, default_timeout=60).switch_page(PAGE)
     at.run()
-    at.selectbox(key="m_predict").set_value("llama-3.1-8b-bf16")
-    at.selectbox(key="m_gpu").set_value("h100-sxm")
-    at.run()
-    at.button(key="m_preset_calib").click()
-    at.run()
-    assert not at.exception
-    plan = measurement_plan(make_scenario("llama-3.1-8b-bf16", "h100-sxm"))
-    prompts = [p for p, _ in plan.sweeps()]
-    assert at.text_input(key="m_prompts").value == ",".join(
-        str(p * CHARS_PER_TOKEN) for p in prompts)
-    assert at.text_input(key="m_levels").value == ",".join(
-        map(str, sorted({c.concurrency for c in plan.cells})))
-    assert at.number_input(key="m_max_tokens").value == OUTPUT_TOKENS
-    # forward, then backward: a drifting machine shifts no level against another
-    assert at.number_input(key="m_passes").value == CALIBRATION_PASSES == 2
-    assert "calibration plan of llama-3.1-8b-bf16 on h100-sxm" in texts(at)
+    # the page's defaults: the model to predict with and the GPU of the issue's report
+    assert (at.selectbox(key="m_predict").value, at.selectbox(key="m_gpu").value) == (
+        "qwen3.5-9b-awq", "rtx-4090")
+    at.button(key="m_preset_calib").click().run()
+    assert not at.exception and not at.error
+    assert "calibration plan of qwen3.5-9b-awq on rtx-4090: 12 cells in 8 runs" in texts(at)
     assert "in 2 passes (forward, then backward)" in texts(at)
+    # the levels field lists the union; the table says which length runs which
+    assert at.text_input(key="m_levels").value == "1,8,32,64,512"
+    assert at.text_input(key="m_prompts").value == "1024,2048,4096,8192,16384,32768,65536,131072"
+    table = at.table[0].value
+    assert table.iloc[:, 2].tolist() == ["1, 32, 64, 512", "1", "1", "1", "1", "1", "1", "1, 8"]
+    assert at.number_input(key="m_max_tokens").value == OUTPUT_TOKENS
+    assert at.number_input(key="m_passes").value == CALIBRATION_PASSES == 2
+
+    forms = _captured_forms(at, monkeypatch)
+    cells = sorted((f.prompt_chars, c) for f in forms for c in f.concurrency)
+    plan = measurement_plan(make_scenario("qwen3.5-9b-awq", "rtx-4090"))
+    assert len(cells) == 12  # the issue's count, by hand: 4 + 6 x 1 + 2
+    assert cells == sorted((c.prompt_chars, c.concurrency) for c in plan.cells)
+    assert [f.label for f in forms][:2] == ["calibration-p1024", "calibration-p2048"]
+    assert forms[0].concurrency == (1, 32, 64, 512) and forms[-1].concurrency == (1, 8)
+
+    # edited by hand: back to every level at every prompt length, and the page says so
+    at.text_input(key="m_levels").set_value("1,8").run()
+    assert "edited by hand: the job runs every level at every prompt length (16 cells)" in \
+        texts(at)
+    assert not at.table
+    forms = _captured_forms(at, monkeypatch)
+    assert [f.concurrency for f in forms] == [(1, 8)] * 8
 
 
 def test_every_workload_preset_has_a_name_in_both_languages() -> None:

@@ -1,13 +1,17 @@
 """The Measure and Results pages in headless Chromium, served by a real `streamlit run`.
 
 Results: a stored run is overlaid on the predicted curves (the charts draw), a calibration is
-fitted from the browser. Measure: the simulator starts from the page, and "Connect" reports
-that it streams. Screenshots go to the test's tmp folder (CAPACITY_SCREENSHOTS=DIR keeps them).
+fitted from the browser and saved under the name typed after the fit. Measure: the simulator
+starts from the page, and "Connect" reports that it streams; the "Calibration sweep" preset runs
+exactly the plan's cells against it, and a second tab follows the running sweep (issue 28).
+Screenshots go to the test's tmp folder (CAPACITY_SCREENSHOTS=DIR keeps them).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,6 +24,7 @@ import httpx
 import pytest
 
 from capacity.bench.job import free_port
+from capacity.bench.store import RunStore
 from tests.test_app_results import store_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -120,6 +125,15 @@ def test_results_page_overlays_a_stored_run(tmp_path: Path, shots: Path) -> None
                         attempts=2, each_ms=60_000)
             assert page.locator("[data-testid='stException']").count() == 0
             page.screenshot(path=str(shots / "results-calibrated.png"), full_page=True)
+            # issue 28: a name typed after the fit is the one Save writes (it wrote the old one)
+            name = page.get_by_label("Name", exact=True)
+            name.fill("browser-renamed")
+            name.press("Tab")  # Streamlit takes a text field's value when it loses focus
+            click_until(page, "Save", page.get_by_text("Saved to"), shots, attempts=2,
+                        each_ms=30_000)
+            assert sorted(p.name for p in (tmp_path / "cal").glob("*.toml")) == [
+                "browser-renamed.toml"]  # not the fitted name, sweep-a
+            page.get_by_text("Fitted knobs of 'browser-renamed'").wait_for(timeout=30_000)
             page.get_by_text("中文").click()
             page.get_by_text("结果：实测与预测").wait_for(timeout=30_000)
             assert page.locator("[data-testid='stException']").count() == 0
@@ -154,3 +168,97 @@ def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: P
                     page.get_by_role("button", name="Start the simulated endpoint").wait_for(
                         timeout=30_000)
             browser.close()
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick `option` in the Streamlit selectbox labelled `label` (typed, then clicked)."""
+    field = page.get_by_label(label, exact=True)  # the box's input carries its label
+    field.click()
+    page.keyboard.type(option)
+    page.get_by_role("option", name=option, exact=True).click()
+    sync_api.expect(field).to_have_value(option, timeout=30_000)
+
+
+def stored_cells(root: Path) -> list[tuple[int, int]]:
+    """(prompt characters, concurrency) of every level of every finished run under `root`."""
+    cells = []
+    with RunStore(root) as store:
+        for meta_path in root.glob("*/*/meta.json"):
+            meta = json.loads(meta_path.read_text())
+            assert meta["status"] == "finished", meta_path
+            cells += [(meta["args"]["prompt_chars"], int(c))
+                      for c in store.summary(meta["run_id"])["concurrency"]]
+    return sorted(cells)
+
+
+def test_calibration_preset_runs_the_plan_and_a_second_tab_follows_it(
+        tmp_path: Path, shots: Path) -> None:
+    """Issue 28, end to end in Chromium: "Calibration sweep" fills in the plan of the simulated
+    Llama-3.1-8B on the H100 (its 256-token prompt up to concurrency 512, above the page's old
+    limit), Start runs it against the simulator, a second tab of the same browser sees the
+    sweep running with its progress bars, and the stored runs hold exactly the plan's cells."""
+    from capacity.fit.sweep import measurement_plan
+    from capacity.model.scenario import make_scenario
+
+    plan = measurement_plan(make_scenario("llama-3.1-8b-bf16", "h100-sxm"))
+    want = sorted((c.prompt_chars, c.concurrency) for c in plan.cells)
+    assert (1024, 512) in want and len(plan.sweeps()) == 3
+    bench = tmp_path / "bench"
+    for url in serve({"CAPACITY_BENCH_DIR": str(bench)}):
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            context = browser.new_context(viewport={"width": 1400, "height": 3200})
+            page = context.new_page()
+            page.goto(url + "/measure", wait_until="domcontentloaded")
+            page.get_by_role("button", name="Start measuring").wait_for(timeout=60_000)
+            page.get_by_text("No GPU at hand?").click()
+            choose(page, "Simulated model", "llama-3.1-8b-bf16")
+            choose(page, "Simulated GPU", "h100-sxm")
+            speedup = page.get_by_label("Speed-up", exact=True)
+            speedup.fill("3")  # the sweep (about a minute at 1) in a third of its time
+            speedup.press("Tab")
+            try:
+                click_until(page, "Start the simulated endpoint",
+                            page.get_by_text("Simulated llama-3.1-8b-bf16 on h100-sxm at"),
+                            shots, attempts=3, each_ms=60_000)
+                click_until(page, "Calibration sweep",
+                            page.get_by_text(f"{len(want)} cells in 3 runs"), shots,
+                            attempts=3, each_ms=30_000)
+                # the table of runs: each prompt length with its own levels
+                first = ", ".join(map(str, plan.sweeps()[0][1]))
+                page.get_by_test_id("stTable").get_by_text(first, exact=True).wait_for(
+                    timeout=30_000)
+                page.mouse.move(0, 0)  # no tooltip over the table
+                page.screenshot(path=str(shots / "measure-preset.png"), full_page=True)
+                requests = page.get_by_label("Requests per level", exact=True)
+                requests.fill("4")  # 2 per pass: a quick sweep of every cell
+                requests.press("Tab")
+                click_until(page, "Start measuring", page.get_by_text(" of 3 (prompt ").first,
+                            shots, attempts=3, each_ms=30_000)
+
+                # a second tab of the same browser: its own session, the same deployment
+                other = context.new_page()
+                other.goto(url + "/measure", wait_until="domcontentloaded")
+                other.get_by_text("Measurements running or recently run").wait_for(
+                    timeout=60_000)
+                other.get_by_text(": running").first.wait_for(timeout=30_000)
+                other.get_by_text("Started from another tab").wait_for(timeout=10_000)
+                # its progress: a bar per level with the requests done of 4
+                other.get_by_test_id("stProgress").get_by_text(
+                    re.compile(r"concurrency \d+: \d/4 done")).first.wait_for(timeout=10_000)
+                assert other.get_by_text("No measurement running").count() == 0
+                assert other.get_by_text(" of 3 (prompt ").count() == 1  # "Run i of 3 (...)"
+                other.screenshot(path=str(shots / "measure-second-tab.png"), full_page=True)
+
+                page.get_by_text("Open it in Results").wait_for(timeout=120_000)
+                assert page.get_by_text("Stored as run").count() == 3
+                assert page.locator("[data-testid='stException']").count() == 0
+                page.screenshot(path=str(shots / "measure-preset-done.png"), full_page=True)
+                other.get_by_text("Run 'calibration-p131072': finished").wait_for(
+                    timeout=30_000)
+            finally:
+                stop = page.get_by_role("button", name="Stop the simulated endpoint")
+                if stop.count():
+                    stop.click()
+            browser.close()
+    assert stored_cells(bench) == want

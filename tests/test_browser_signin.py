@@ -246,7 +246,7 @@ def test_sign_in_a_viewer_refused_and_two_editors_kept_apart(app_url: str, tmp_p
                 seen[sub] = [r for r in runs if r in text]
                 other = "ed2" if sub == "ed1" else "ed1"
                 assert urls[other] not in text, f"{sub} sees {other}'s simulator"
-                assert "Other measurements running" not in text
+                assert "Measurements running or recently run" not in text
                 assert "Simulated endpoints this app started" not in text
             # each sees exactly one run, and it is their own: measured on their simulator
             assert len(seen["ed1"]) == 1 and len(seen["ed2"]) == 1, seen

@@ -17,11 +17,13 @@ from capacity.bench.guard import url_host
 from capacity.bench.storage import check_label
 from capacity.errors import InputError
 
-PAGE_LIMITS = BenchLimits(concurrency=256, levels=16, requests=10_000, prompt_chars=1_000_000,
+PAGE_LIMITS = BenchLimits(concurrency=512, levels=16, requests=10_000, prompt_chars=1_000_000,
                           max_tokens=100_000, warmup=100, gpus=1_024, timeout_s=3_600.0,
                           prompt_chars_in_flight=64_000_000)
 """The Measure page's limits, lower than `capacity bench`'s (a shared deployment runs what its
-users ask for): docs/reliability.md."""
+users ask for): docs/reliability.md. Its concurrency, 512, is the largest level a calibration
+plan asks for (`capacity.fit.sweep.LEVELS`; a test keeps the two together), so the page's
+"Calibration sweep" preset runs every cell of the plan it fills in (issue 28)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +154,22 @@ def parse_prompt_chars(text: str) -> tuple[int, ...]:
         raise InputError(f"{len(out)} prompt lengths is more than the limit of "
                          f"{MAX_PROMPT_LENGTHS} per job (docs/reliability.md)")
     return tuple(out)
+
+
+def per_sweep(form: MeasureForm, sweeps: Sequence[tuple[int, Sequence[int]]]
+              ) -> tuple[MeasureForm, ...]:
+    """One form per (prompt characters, its own concurrency levels), run one after the other
+    and labelled as `per_prompt` labels them: a calibration plan's sweeps
+    (`capacity.fit.sweep.MeasurementPlan.sweeps`), where each prompt length has its own levels,
+    so the job measures exactly the plan's cells, not every level at every length."""
+    if not sweeps:
+        raise InputError("nothing to measure: give at least one prompt length")
+    if len(sweeps) > MAX_PROMPT_LENGTHS:
+        raise InputError(f"{len(sweeps)} prompt lengths is more than the limit of "
+                         f"{MAX_PROMPT_LENGTHS} per job (docs/reliability.md)")
+    return tuple(replace(f, concurrency=tuple(levels))
+                 for f, (_, levels) in zip(per_prompt(form, [c for c, _ in sweeps]), sweeps,
+                                           strict=True))
 
 
 def per_prompt(form: MeasureForm, prompt_chars: Sequence[int]) -> tuple[MeasureForm, ...]:

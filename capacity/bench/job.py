@@ -474,27 +474,39 @@ class SimRegistry:
             self.stop(s.proc.pid, grace_s)
 
 
+MAX_RECENT_JOBS = 8
+"""Ended measurements a `JobRegistry` keeps listing (`JobRegistry.visible`), newest first, so a
+tab opened after a run ended still sees how it ended and where it was stored."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class OwnedJob:
-    """A live measurement in a `JobRegistry`: its number there, its owner and the job."""
+    """A measurement in a `JobRegistry`: its number there, its owner and the job; `ended_unix_s`
+    is when the registry saw it end (None while it runs)."""
 
     number: int
     owner: str
     job: BenchJob
+    ended_unix_s: float | None = None
 
 
 class JobRegistry:
     """The measurements this process runs, each with its owner (the user who started it; ''
     without sign-in), bounded (`max_running` at once, `per_owner` per user when given). A
-    browser session keeps its own job; the registry lets a user's other tabs, and an admin,
-    list and stop it. A `scope` (an owner, or None for everyone's) limits what a call sees and
-    stops. Finished jobs are dropped on every read. Thread-safe."""
+    browser session keeps its own job; the registry lets every tab of its user (a reloaded or
+    new one too), and an admin, follow and stop it (`visible`, `stop`): runs are the
+    deployment's, not a tab's (issue 28). A `scope` (an owner, or None for everyone's) limits
+    what a call sees and stops. On every read, ended jobs leave the running ones and join the
+    `keep_ended` most recent. Thread-safe."""
 
-    def __init__(self, max_running: int = MAX_JOBS) -> None:
+    def __init__(self, max_running: int = MAX_JOBS, keep_ended: int = MAX_RECENT_JOBS) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[int, tuple[str, BenchJob]] = {}
+        self._ended: list[OwnedJob] = []
+        """Ended jobs, newest first, at most `keep_ended`."""
         self._next = 1
         self.max_running = max_running
+        self.keep_ended = keep_ended
 
     def start(self, owner: str, start: Callable[[], BenchJob], *,
               per_owner: int | None = None) -> BenchJob:
@@ -516,8 +528,11 @@ class JobRegistry:
             return job
 
     def _prune(self) -> dict[int, tuple[str, BenchJob]]:
+        now = time.time()
         for n in [n for n, (_, j) in self._jobs.items() if not j.running]:
-            del self._jobs[n]
+            owner, job = self._jobs.pop(n)
+            self._ended.insert(0, OwnedJob(number=n, owner=owner, job=job, ended_unix_s=now))
+        del self._ended[self.keep_ended:]
         return dict(self._jobs)
 
     def running(self, scope: str | None = None) -> list[OwnedJob]:
@@ -526,6 +541,15 @@ class JobRegistry:
             live = self._prune()
         return [OwnedJob(number=n, owner=o, job=j) for n, (o, j) in live.items()
                 if _mine(o, scope)]
+
+    def visible(self, scope: str | None = None) -> list[OwnedJob]:
+        """What a tab of `scope` lists: the live jobs within it, oldest first, then the recent
+        ended ones within it, newest first (at most `keep_ended` kept in all)."""
+        with self._lock:
+            live = self._prune()
+            ended = list(self._ended)
+        return [*(OwnedJob(number=n, owner=o, job=j) for n, (o, j) in live.items()
+                  if _mine(o, scope)), *(e for e in ended if _mine(e.owner, scope))]
 
     def stop(self, number: int, *, scope: str | None = None, grace_s: float = 5.0) -> None:
         """Stop the job with this number, keeping what it measured (nothing when there is

@@ -484,7 +484,7 @@ def test_measure_page_refuses_a_level_beyond_its_limit(tmp_path: Path,
     at.text_input(key="m_levels").set_value("1,1000000000")
     at.button(key="m_start").click().run()
     assert not at.exception
-    assert any("above the limit of 256" in e.value for e in at.error)
+    assert any("above the limit of 512" in e.value for e in at.error)
     # the prompt lengths (a comma list) are held to the page's limit one by one
     at.text_input(key="m_levels").set_value("1")
     at.text_input(key="m_prompts").set_value(f"1000,{PAGE_LIMITS.prompt_chars + 1}")
