@@ -318,6 +318,7 @@ def test_a_viewer_is_refused_every_write(workspace: Path) -> None:
     assert "add entries to the catalog" in words(at)
 
 
+@pytest.mark.slow
 def test_the_action_itself_checks_the_role(workspace: Path) -> None:
     # a button drawn enabled, then the operator takes the role away (secrets.toml is read on
     # every run): the click arrives, but the button is disabled in that run (Streamlit drops a
@@ -378,6 +379,7 @@ def test_an_editor_adds_but_only_an_admin_replaces(workspace: Path) -> None:
     assert not at.button(key="m_start").disabled and not at.button(key="m_sim_start").disabled
 
 
+@pytest.mark.slow
 def test_an_editor_measures_and_another_user_does_not_see_it(workspace: Path) -> None:
     from app import measure_state as ms
 

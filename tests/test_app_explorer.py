@@ -44,6 +44,7 @@ def reliefs(at: AppTest) -> list[str]:
     return [b.label for b in at.button if b.key and b.key.startswith("relief_")]
 
 
+@pytest.mark.slow
 def test_defaults_answer_the_seed_question() -> None:
     at = start()
     assert at.title[0].value == "Explorer"

@@ -108,6 +108,7 @@ def test_held_out_error_is_never_hidden_with_one_point() -> None:
     assert cal.mfu is None and cal.prefill_overhead_ms is None
 
 
+@pytest.mark.slow
 def test_a_held_out_level_leaves_every_prompt_length_of_it_out() -> None:
     # two contexts at each level: the fit that predicts a level has seen neither of its twins
     base = make_scenario("llama-3.1-8b-bf16", "h100-sxm")

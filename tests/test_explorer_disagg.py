@@ -216,6 +216,7 @@ def shown(at: AppTest) -> dict[str, str]:
     return {m.label: str(m.value) for m in at.metric}
 
 
+@pytest.mark.slow
 def test_the_panel_shows_the_librarys_numbers() -> None:
     at = open_panel(PARAMS)
     cat = default_catalog()
@@ -248,6 +249,7 @@ def test_the_panel_shows_the_librarys_numbers() -> None:
     assert at.query_params["dis_px"] == "3"
 
 
+@pytest.mark.slow
 def test_a_bad_input_gets_a_clear_message() -> None:
     at = open_panel(PARAMS)
     at.number_input(key="ex_dis_eff").set_value(0.0).run()
@@ -265,6 +267,7 @@ def test_a_bad_input_gets_a_clear_message() -> None:
     assert any("No view of the two pools" in w and "RTX 3090" in w for w in warnings), warnings
 
 
+@pytest.mark.slow
 def test_the_panel_in_chinese_and_a_closed_loop() -> None:
     at = open_panel({}, lang="zh")  # the first screen: RTX 4090, C = 50, no design load
     m = shown(at)

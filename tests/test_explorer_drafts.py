@@ -229,6 +229,7 @@ def test_explorer_shows_the_drafted_step_the_published_tau_and_its_source() -> N
     assert at.query_params["draft"] == "eagle"
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("custom")
 def test_explorer_without_published_data_asks_for_a_value_then_uses_it() -> None:
     at = start(draft="eagle")  # Qwen3.5-9B: no published EAGLE acceptance

@@ -108,6 +108,7 @@ def open_explorer(params: dict[str, str], others: list[str]) -> AppTest:
 
 
 # ---- the Explorer ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_explorer_box_off_then_on(catalog: Catalog) -> None:
     at = open_explorer({}, ["h100-sxm"])
     state = ExplorerState()  # the default page: qwen3.5-9b awq, fp16 KV on an RTX 4090
@@ -153,6 +154,7 @@ def test_explorer_box_off_then_on(catalog: Catalog) -> None:
     same(chart_fronts(at), library_fronts(plain, catalog))
 
 
+@pytest.mark.slow
 def test_explorer_wide_ep_from_a_link(catalog: Catalog) -> None:
     params = {"model": "deepseek-v3", "weights": "fp8", "gpu": "h200-sxm", "gpus": "8",
               "tp": "8", "fr_wide_ep": "1", "lang": "zh"}
@@ -174,6 +176,7 @@ def test_explorer_wide_ep_from_a_link(catalog: Catalog) -> None:
 
 
 # ---- the Planner -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_planner_disaggregated_from_a_link(catalog: Catalog) -> None:
     params = {"model": "llama-3.1-70b-fp8", "gpus": "h100-sxm", "conc": "20", "mode": "conc",
               "fr_disagg": "1"}
@@ -280,6 +283,7 @@ def test_fronts_of_more_rows_than_a_data_set_holds() -> None:
                                                                           [2, 2]]
 
 
+@pytest.mark.slow
 def test_a_chart_of_over_5000_front_points(catalog: Catalog) -> None:
     """The Planner's Llama-3.1-70B chart with disaggregated points over every GPU: 6,943 front
     points, more than one Vega-Lite data set may hold, all drawn."""

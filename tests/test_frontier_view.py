@@ -64,6 +64,7 @@ def test_explorer_section_is_closed_and_free_by_default() -> None:
     assert not [c for c in at.caption if "Black diamonds" in c.value]
 
 
+@pytest.mark.slow
 def test_explorer_marks_its_own_figures() -> None:
     at = open_explorer()
     m = {x.label: str(x.value) for x in at.metric}
@@ -90,6 +91,7 @@ def test_explorer_marks_its_own_figures() -> None:
     assert "fr_disagg" not in at.query_params and "fr_wide_ep" not in at.query_params
 
 
+@pytest.mark.slow
 def test_explorer_target_moves_the_read_off() -> None:
     at = open_explorer()
     before = at.dataframe[-1].value["per M output"].tolist()
@@ -108,6 +110,7 @@ def test_explorer_chinese() -> None:
     assert "价格" in at.dataframe[-1].value.columns
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_planner_marks_the_recommendation(lang: str) -> None:
     at = AppTest.from_file(APP, default_timeout=120).switch_page("pages/planner.py")

@@ -116,6 +116,7 @@ def test_bad_mixes_are_refused() -> None:
         plan_mix(parse_mix('[[workload]]\nname = "a"\nmodel = "nope"\ndau = 1\n', _base()))
 
 
+@pytest.mark.slow
 def test_the_mix_quote_lists_each_share(catalog: Catalog, tmp_path: Path) -> None:
     m = plan_mix(parse_mix(MIX, _base()), catalog)
     f = m.best

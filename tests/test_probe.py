@@ -81,6 +81,7 @@ def test_threads_sets_the_blas_threads_and_the_output_states_them(
     assert "--threads is for --device cpu" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_probe_process_measures_and_states_the_threads_it_was_given() -> None:
     """In a `capacity probe` process the thread count is set before the probe loads numpy
     where it can be (the variables OpenBLAS, MKL and BLIS read when they load), else on the

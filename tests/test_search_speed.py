@@ -123,6 +123,7 @@ def test_kept_options_are_the_keep_all_options(workload: Workload) -> None:
     assert len(kept) == sum(o.feasible for o in every.values())
 
 
+@pytest.mark.slow
 def test_quantile_at_most_answers_as_the_quantile_does() -> None:
     """`gamma_quantile_at_most` against `gamma_quantile(...) / divisor <= bound` on every branch:
     zero variance, a non-finite mean, Wilson-Hilferty shapes, Halley shapes, bounds at the

@@ -132,6 +132,7 @@ def test_write_section_goes_after_the_scorecard_and_is_replaced(tmp_path: Path) 
     assert vd.section_of("no markers") == ""
 
 
+@pytest.mark.slow
 def test_cli_prints_and_writes_the_section(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     # the published scorecard replaced by an empty one: this checks the wiring, not its rows
