@@ -99,3 +99,11 @@ def test_a_median_wins_over_a_mean_and_every_row_is_kept_as_stated(tmp_path: Pat
     assert (s.points[0].tpot_ms, s.points[0].stat, s.points[0].ttft_ms) == (5, "median", 50)
     assert [(v.metric, v.stat, v.value) for v in s.stated] == [
         ("itl_ms", "mean", 6), ("itl_ms", "median", 5), ("ttft_ms", "mean", 50)]
+
+
+def test_engine_settings_stay_with_the_sweep() -> None:
+    from capacity.fit.reference import load_reference as _load
+    eager = [s for s in _load() if not s.cuda_graphs]
+    # the A100 Qwen3-14B-AWQ run states --enforce-eager (no CUDA graphs); it is the only one
+    assert [s.model_key for s in eager] == ["qwen3-14b-awq"]
+    assert eager[0].engine == "vLLM 0.9.1" and "(--enforce-eager)" in eager[0].engine_text

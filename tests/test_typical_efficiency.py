@@ -66,7 +66,13 @@ def test_eta_bw_follows_from_the_shipped_measurements(catalog: Catalog) -> None:
     assert vllm.typical["eta_bw"] == pytest.approx(statistics.median(ratios), abs=0.01)
     assert vllm.low["eta_bw"] == pytest.approx(min(ratios), abs=0.01)
     assert vllm.high["eta_bw"] == pytest.approx(max(ratios), abs=0.01)
-    assert vllm.typical["mfu"] == pytest.approx(chapter.mfu, abs=0.01)
+    # the prefill plateau: the median of the published groups' unqueued plateaus (F6c)
+    from capacity.fit import validate_typical as vt
+    evidence = vt.plateau_evidence(vt.groups_of(), vllm.typical["mfu_half_tokens"], catalog)
+    plateaus = [statistics.median(e.plateaus) for e in evidence.values() if e.plateaus]
+    assert len(plateaus) == 2
+    assert vllm.typical["mfu"] == pytest.approx(statistics.median(plateaus), abs=0.001)
+    assert (vllm.low["mfu"], vllm.high["mfu"]) == (0.514, pytest.approx(max(plateaus), abs=0.001))
     assert vllm.typical["prefill_overhead_ms"] == pytest.approx(chapter.prefill_overhead_ms,
                                                                abs=0.05)
     assert vllm.low["eff"] == pytest.approx(chapter.eff, abs=0.005)
@@ -88,16 +94,18 @@ def test_typical_plans_slower_than_the_spec_sheet(catalog: Catalog) -> None:
     spec = with_spec_sheet(chapter)
     typ = with_typical(chapter, typical_efficiency("vllm"))
     assert (chapter.basis, spec.basis, typ.basis) == ("chapter", "spec", "typical")
-    assert typ.eta_bw == 0.65 and typ.mfu == 0.38 and typ.typical == "vllm"
+    assert typ.eta_bw == 0.65 and typ.mfu == 0.594 and typ.typical == "vllm"
+    assert typ.mfu_half_tokens == 262.0
     a, b = plan(spec, catalog).best, plan(typ, catalog).best
     assert a is not None and b is not None
     same = next(o for o in plan(typ, catalog, keep_all=True).all_options
                 if (o.gpu, o.n_gpus, o.tp, o.weights, o.kv_dtype)
                 == (a.gpu, a.n_gpus, a.tp, a.weights, a.kv_dtype))
-    # decode reaches 65 % of the spec-sheet bandwidth and prefill 38 % of the peak FLOP/s:
-    # every step and every prefill is slower, and the fleet is never cheaper
+    # decode reaches 65 % of the spec-sheet bandwidth and an 8,192-token prefill
+    # 0.594 x 8192 / 8454 = 57.6 % of the peak (F6c): every step and every prefill is slower
+    # (prefill by 1 / 0.576 = 1.74x and more), and the fleet is never cheaper
     assert same.tpot_ms > a.tpot_ms * 1.2
-    assert same.prefill_ms > a.prefill_ms * 2
+    assert same.prefill_ms > a.prefill_ms * 1.74
     assert b.cost_per_month >= a.cost_per_month
     # the chapter's MFU 0.3 is an assumption, not a peak: typical vLLM prefills faster than it
     c = next(o for o in plan(chapter, catalog, keep_all=True).all_options
@@ -119,7 +127,7 @@ def test_the_quote_says_the_basis_of_each_figure(catalog: Catalog) -> None:
     assert ("TTFT, TPOT, capacity and cost per M tokens: typical vLLM efficiency (no "
             "calibration); memory: the catalog's sizes; cost per month: the prices below") in en
     assert ("Efficiency, typical vLLM efficiency (no calibration): decode compute eff 0.30, "
-            "prefill MFU 0.38, bandwidth efficiency 0.65") in en
+            "prefill MFU 0.59 x m / (m + 262) at m tokens a pass, bandwidth efficiency 0.65") in en
     zh = quote_markdown(p, catalog=catalog, lang="zh")
     assert "vLLM 典型效率（未校准）" in zh and "带宽效率 0.65" in zh
     spec = quote_markdown(plan(with_spec_sheet(_inputs()), catalog), catalog=catalog)

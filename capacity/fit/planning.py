@@ -23,6 +23,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
+from typing import Final
 
 from capacity import workspace
 from capacity.catalog.loader import Catalog
@@ -55,8 +56,11 @@ def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
 ENGINES_FILE = "engines.toml"
 TYPICAL_KNOBS: tuple[str, ...] = ("eta_bw", "eff", "mfu", "step_overhead_ms",
                                   "prefill_overhead_ms", "draft_overhead_ms",
-                                  "verify_overhead_ms")
-"""The knobs an engine's typical efficiency sets (fractions, then overheads in ms)."""
+                                  "verify_overhead_ms", "mfu_half_tokens")
+"""The knobs an engine's typical efficiency sets (fractions, then overheads in ms, then F6c's
+m_half in tokens: for all but the fractions the slow edge is `high`)."""
+OPTIONAL_KNOBS: Final = frozenset({"mfu_half_tokens"})
+"""Knobs an engines file may leave out (0: a constant prefill MFU, as before F6c)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +93,9 @@ def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEffi
         hi: dict[str, float] = {}
         try:
             for knob in TYPICAL_KNOBS:
+                if knob in OPTIONAL_KNOBS and knob not in raw:
+                    typ[knob] = lo[knob] = hi[knob] = 0.0
+                    continue
                 t, a, b = (float(raw[knob][x]) for x in ("typical", "low", "high"))
                 if not (math.isfinite(a) and math.isfinite(b) and 0 <= a <= t <= b):
                     raise ValueError(f"{knob}: needs 0 <= low <= typical <= high")
@@ -130,8 +137,10 @@ def typical_efficiency(engine: str) -> TypicalEfficiency:
 
 
 def with_typical(inp: PlanInputs, typ: TypicalEfficiency) -> PlanInputs:
-    """The inputs with the engine's typical efficiency knobs and its key (no calibration)."""
-    return replace(inp, calibration="", typical=typ.engine, **typ.typical)  # type: ignore[arg-type]
+    """The inputs with the engine's typical efficiency knobs and its key (no calibration): one
+    set for every GPU, so an option's figures do not depend on what is searched beside it."""
+    return replace(inp, calibration="", typical=typ.engine,  # type: ignore[arg-type]
+                   **typ.typical)
 
 
 def with_spec_sheet(inp: PlanInputs) -> PlanInputs:
@@ -201,8 +210,11 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
     if cal is None and inp.typical:
         typ = typical_efficiency(inp.typical)
         fractions = ("eta_bw", "eff", "mfu")
-        slow_k = {k: (typ.low[k] if k in fractions else typ.high[k]) for k in TYPICAL_KNOBS}
-        fast_k = {k: (typ.high[k] if k in fractions else typ.low[k]) for k in TYPICAL_KNOBS}
+        # the band spans the engine's range and the knob planned with
+        lo = {k: min(typ.low[k], float(getattr(inp, k))) for k in TYPICAL_KNOBS}
+        hi = {k: max(typ.high[k], float(getattr(inp, k))) for k in TYPICAL_KNOBS}
+        slow_k = {k: (lo[k] if k in fractions else hi[k]) for k in TYPICAL_KNOBS}
+        fast_k = {k: (hi[k] if k in fractions else lo[k]) for k in TYPICAL_KNOBS}
         return (replace(inp, **slow_k), replace(inp, **fast_k))  # type: ignore[arg-type]
     if cal is None:
         lo = {k: v[0] for k, v in TYPICAL_RANGES.items()}

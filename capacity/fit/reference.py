@@ -72,6 +72,14 @@ class ReferenceSweep:
     points: tuple[MeasuredPoint, ...]
     date: str = ""
     stated: tuple[StatedValue, ...] = ()
+    engine_text: str = ""
+    """The engine column as the CSV spells it, settings included ('vLLM 0.9.1
+    (--enforce-eager)'); `engine` drops the parenthesis."""
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """False where the row states `--enforce-eager` (vLLM without CUDA graphs)."""
+        return "enforce-eager" not in self.engine_text.lower()
 
     @property
     def label(self) -> str:
@@ -162,6 +170,7 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
                      row["prompt_tokens"], row["output_tokens"])
         g = groups.setdefault("\x1f".join(sweep_key), {"key": sweep_key, "levels": {},
                                                         "date": row["date"].strip(),
+                                                        "engine_text": row["engine"].strip(),
                                                         "stated": []})
         conc = _float(path, line, "concurrency", row["concurrency"])
         value = _float(path, line, "value", row["value"])
@@ -207,6 +216,7 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
             engine=engine, gpu_key=str(gm["key"]) if gm else None, model_key=mkey,
             gpus=int(gm["gpus"]) if gm else 1, tp=int(gm["tp"]) if gm else 1,
             prompt_tokens=prompt, output_tokens=out, points=tuple(points), date=g["date"],
+            engine_text=g["engine_text"],
             stated=tuple(sorted(g["stated"], key=lambda v: (v.concurrency, v.metric, v.stat)))))
     return tuple(sweeps)
 

@@ -321,6 +321,10 @@ class Queued:
     e2e_mean_ms: float
     e2e_median_ms: float
     tok_s: float
+    tpot_mean_ms: float = math.nan
+    tpot_median_ms: float = math.nan
+    """A request's TPOT, (E2E - TTFT) / (n - 1), as mean and median (ms): the benchmark's
+    TPOT, other requests' prefills included (NaN where not simulated)."""
 
     def time_ms(self, metric: Metric, stat: str) -> float:
         """TTFT or E2E in the row's statistic ('median', else the mean)."""
@@ -380,7 +384,9 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
                             stagger_ms=events.closed_loop_stagger_ms(svc, per))
         got.append(Queued(ttft_mean_ms=q.mean_ttft_ms, ttft_median_ms=q.ttft_ms[0.5],
                           e2e_mean_ms=q.mean_e2e_ms, e2e_median_ms=q.e2e_ms[0.5],
-                          tok_s=q.output_tok_s * scenario.replicas))
+                          tok_s=q.output_tok_s * scenario.replicas,
+                          tpot_mean_ms=(q.mean_e2e_ms - q.mean_ttft_ms) / max(out_tok - 1, 1),
+                          tpot_median_ms=q.tpot_ms[0.5]))
     return tuple(got)
 
 

@@ -107,16 +107,49 @@ def prefill_seconds(flops: npt.ArrayLike, tflops: float, mfu: float,
 
 
 def prefill_seconds_by_parts(pf: PrefillFlops, tflops: float, mfu: float,
-                             attn_mfu: float | None = None, overhead_s: float = 0.0) -> FloatArray:
-    """Prefill time in seconds by parts (F6b): t0 + linear / (F x MFU) + attention / (F x attn_mfu).
+                             attn_mfu: float | None = None, overhead_s: float = 0.0, *,
+                             half_tokens: float = 0.0,
+                             step_tokens: npt.ArrayLike | None = None) -> FloatArray:
+    """Prefill time in seconds by parts (F6b): t0 + linear / (F x MFU(m)) + attention / (F x attn_mfu).
 
-    `attn_mfu` None: the attention at MFU, i.e. `prefill_seconds(total)`, the chapter's TTFT
-    (seed: 2.975 s linear + 0.034 s attention at MFU 0.3). Example: 1.47e14 FLOP linear and
-    1.0e13 FLOP attention on 165.2 TFLOP/s at MFU 0.3 and attn_mfu 0.5: 2.975 + 0.121 s.
+    `attn_mfu` None: the attention at MFU(m) too, i.e. `prefill_seconds(total)`, the chapter's
+    TTFT (seed: 2.975 s linear + 0.034 s attention at MFU 0.3). Example: 1.47e14 FLOP linear
+    and 1.0e13 FLOP attention on 165.2 TFLOP/s at MFU 0.3 and attn_mfu 0.5: 2.975 + 0.121 s.
+
+    MFU(m) = `step_mfu(m, mfu=mfu, half_tokens=half_tokens)`, m the tokens of the forward pass:
+    `step_tokens`, default the prompt's (a whole-prompt prefill is one pass); `half_tokens` 0
+    keeps the constant MFU. Example: 1,000 tokens, plateau 0.6, m_half 250: MFU(m) = 0.48.
     """
+    m = pf.prompt_tokens if step_tokens is None else step_tokens
+    eff_mfu = step_mfu(m, mfu=mfu, half_tokens=half_tokens) if half_tokens > 0 else mfu
+    if not 0 < mfu <= 1:
+        raise InputError(f"MFU must be in (0, 1], got {mfu}")
+    if tflops <= 0:
+        raise InputError(f"TFLOP/s must be > 0, got {tflops}")
+    peak = tflops * TERA
     if attn_mfu is None:
-        return prefill_seconds(pf.total_flops, tflops, mfu, overhead_s)
+        return np.asarray(overhead_s + pf.total_flops / (peak * eff_mfu), dtype=np.float64)
     if not 0 < attn_mfu <= 1:
         raise InputError(f"attention MFU must be in (0, 1], got {attn_mfu}")
-    return np.asarray(prefill_seconds(pf.linear_flops, tflops, mfu, overhead_s)
-                      + pf.attention_flops / (tflops * TERA * attn_mfu), dtype=np.float64)
+    return np.asarray(overhead_s + pf.linear_flops / (peak * eff_mfu)
+                      + pf.attention_flops / (peak * attn_mfu), dtype=np.float64)
+
+
+def step_mfu(tokens: npt.ArrayLike, *, mfu: float, half_tokens: float = 0.0) -> FloatArray:
+    """Prefill GEMM efficiency of a forward pass over `tokens` tokens (a share of peak, no unit):
+    `mfu x m / (m + m_half)`, rising with the tokens per step and flattening at `mfu` (GEMM
+    efficiency grows with the GEMM's M dimension until the tiles fill the device; issue 32).
+
+    `half_tokens` (m_half, tokens) is where the efficiency reaches half its plateau; 0 keeps the
+    chapter's constant MFU (every basis without a curve). Never above `mfu`, so never above
+    the peak. Example: plateau 0.7, m_half 128: 0.35 at 128 tokens, 0.7 x 2048 / 2176 = 0.659
+    at 2,048.
+    """
+    m = np.asarray(tokens, dtype=np.float64)
+    if half_tokens < 0:
+        raise InputError(f"half-efficiency tokens must be >= 0, got {half_tokens}")
+    if half_tokens == 0:
+        return np.full_like(m, float(mfu))
+    if np.any(m <= 0):
+        raise InputError("tokens per step must be > 0")
+    return np.asarray(mfu * m / (m + half_tokens), dtype=np.float64)

@@ -53,6 +53,7 @@ from capacity.model.prefill import (
     prefill_flops,
     prefill_seconds,
     prefill_seconds_by_parts,
+    step_mfu,
 )
 from capacity.model.roofline import (
     DEFAULT_STEP_METHOD,
@@ -101,6 +102,9 @@ class Scenario:
     block_size: int = DEFAULT_BLOCK_SIZE
     eff: float = DEFAULT_EFF
     mfu: float = DEFAULT_MFU
+    mfu_half_tokens: float = 0.0
+    """Prefill GEMM efficiency curve (`capacity.model.prefill.step_mfu`): the tokens per
+    forward pass at which MFU reaches half of `mfu` (its plateau); 0 = a constant MFU."""
     price_per_hour: float
     currency: Currency
     cny_per_usd: float = DEFAULT_CNY_PER_USD
@@ -204,6 +208,7 @@ def make_scenario(
     block_size: int = DEFAULT_BLOCK_SIZE,
     eff: float = DEFAULT_EFF,
     mfu: float = DEFAULT_MFU,
+    mfu_half_tokens: float = 0.0,
     price_per_hour: float | None = None,
     currency: str | None = None,
     cny_per_usd: float = DEFAULT_CNY_PER_USD,
@@ -267,7 +272,8 @@ def make_scenario(
                         ("attention saturation batch", attn_sat_batch),
                         ("draft overhead", draft_overhead_ms),
                         ("verify overhead", verify_overhead_ms),
-                        ("prefill overhead", prefill_overhead_ms)):
+                        ("prefill overhead", prefill_overhead_ms),
+                        ("MFU half-efficiency tokens", mfu_half_tokens)):
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"{name} must be >= 0, got {value}")
     if block_size < 1:
@@ -297,6 +303,7 @@ def make_scenario(
         nccl_gb=(DEFAULT_NCCL_GB if tp > 1 else 0.0) if nccl_gb is None else nccl_gb,
         context_tokens=int(context_tokens), prompt_tokens=prompt_tokens,
         kv_dtype=normalize_dtype(kv_dtype), block_size=block_size, eff=eff, mfu=mfu,
+        mfu_half_tokens=float(mfu_half_tokens),
         price_per_hour=price, currency=cur, cny_per_usd=cny_per_usd,  # type: ignore[arg-type]
         headroom=headroom, eta_bw=eta_bw, step_overhead_ms=step_overhead_ms,
         prefill_overhead_ms=prefill_overhead_ms, calibration=calibration,
@@ -400,9 +407,13 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
     subtotal = vram.weights_bytes + vram.overhead_bytes + vram.nccl_bytes + kv_total
     pf = prefill_flops(m, prompt, by_operator=counts_as_engines(s.step_method))
     comm_prefill_s = tp_comm_ms(m, s.gpu, s.tp, prompt) / 1e3
-    ttft_lin = prefill_seconds(pf.linear_flops, s.tflops * s.tp, s.mfu)
+    # the whole prompt is one forward pass: its GEMMs run at step_mfu(prompt tokens) (F6c)
+    ttft_lin = prefill_seconds(pf.linear_flops / step_mfu(prompt, mfu=1.0,
+                                                          half_tokens=s.mfu_half_tokens),
+                               s.tflops * s.tp, s.mfu)
     ttft = prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
-                                    s.prefill_overhead_ms / 1e3) + comm_prefill_s
+                                    s.prefill_overhead_ms / 1e3,
+                                    half_tokens=s.mfu_half_tokens) + comm_prefill_s
     cross = None
     if L.ndim == 0:
         per_gpu = step_model.crossover_batch()  # one context: a scalar KV per request

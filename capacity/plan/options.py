@@ -142,6 +142,9 @@ class PlanInputs:
     sheet)."""
     attn_mfu: float | None = None
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
+    mfu_half_tokens: float = 0.0
+    """Prefill GEMM efficiency curve (F6c, `capacity.model.prefill.step_mfu`): tokens per
+    forward pass at which MFU reaches half of `mfu`; 0 = a constant MFU."""
     draft_overhead_ms: float = 0.0
     """F12's engine knob: ms per draft pass (speculative decoding; 0 on the spec sheet)."""
     verify_overhead_ms: float = 0.0

@@ -193,7 +193,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
                 pre_ms = (float(prefill_seconds_by_parts(
                     pf, tflops_per_replica, inp.mfu, inp.attn_mfu,
-                    inp.prefill_overhead_ms / 1e3)) * 1e3
+                    inp.prefill_overhead_ms / 1e3, half_tokens=inp.mfu_half_tokens)) * 1e3
                           + comm_prompt)
                 # the draft's weights per GPU join the target's (Scenario's definitions)
                 budgets = [(d, vram_budget(vram_gb=g.memory_gb, util=inp.util,

@@ -21,6 +21,8 @@ class Knobs(Protocol):
     @property
     def mfu(self) -> float: ...
     @property
+    def mfu_half_tokens(self) -> float: ...
+    @property
     def eta_bw(self) -> float: ...
     @property
     def step_overhead_ms(self) -> float: ...
@@ -57,6 +59,7 @@ def basis_label(basis: str, lang: str) -> str:
 def knobs_text(knobs: Knobs, lang: str) -> str:
     """A basis' knobs in words: 'decode compute eff 1.00, prefill MFU 0.30, ...' (of a
     `PlanInputs` or a `Scenario`)."""
-    return t("basis_knobs", lang, eff=knobs.eff, mfu=knobs.mfu,
-             eta=knobs.eta_bw, t0=knobs.step_overhead_ms,
+    half = float(knobs.mfu_half_tokens)
+    return t("basis_knobs_curve" if half > 0 else "basis_knobs", lang, eff=knobs.eff,
+             mfu=knobs.mfu, half=half, eta=knobs.eta_bw, t0=knobs.step_overhead_ms,
              p0=knobs.prefill_overhead_ms)
