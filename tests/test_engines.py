@@ -260,8 +260,9 @@ def test_profiles_change_the_event_models_answer() -> None:
 
 def test_the_analytic_path_follows_chunked_prefill() -> None:
     """The planner's fast path with vLLM's budget vs the event model (6K prompts on a 4090):
-    TTFT mean and p90 within 10% at 25% and 50% of saturation; TPOT keeps the prefill's stall
-    share (mean within 15% of the event model's)."""
+    TTFT mean and p90 within 10% at 25% and 50% of saturation; TPOT keeps most of the prefill's
+    stall (a mixed step is one forward pass: a chunk's arithmetic partly hides under the weight
+    read, so the mean is at most the unchunked one's and within 5% of it here)."""
     s = make_scenario(context_tokens=6128, prompt_tokens=6000)
     svc = service_from_scenario(s, output_tokens=128, engine="vllm")
     held = evaluate(s, [0], float(6000 + 64))
@@ -279,7 +280,8 @@ def test_the_analytic_path_follows_chunked_prefill() -> None:
         assert float(an.ttft_q_ms[0]) == pytest.approx(des.ttft_ms[0.9], rel=0.1)
         mean_tpot = float(np.mean(des.tpot_ms[0.5]))
         assert float(an.tpot_ms[0]) > mean_tpot  # the mean carries the stalls; p50 does not
-        assert float(an.tpot_ms[0]) == pytest.approx(float(plain.tpot_ms[0]), rel=0.02)
+        assert float(an.tpot_ms[0]) <= float(plain.tpot_ms[0])
+        assert float(an.tpot_ms[0]) == pytest.approx(float(plain.tpot_ms[0]), rel=0.05)
         assert float(an.ttft_q_ms[0]) < float(plain.ttft_q_ms[0])
     with pytest.raises(InputError, match="prompt length"):
         analytic_latency(rate_per_s=np.array([0.1]), step=step,

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import Any
 
-from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import (
     BOUNDS,
     MAX_CONTEXT_TOKENS,
@@ -23,6 +22,7 @@ from capacity.catalog.loader import (
     ModelVariant,
     default_catalog,
 )
+from capacity.cli import disagg_plan  # --prefill-pool/--decode-pool: one disaggregated layout
 from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import (
     CNY_PER_USD,
@@ -36,6 +36,14 @@ from capacity.cli.common import (
     number,
     print_catalog_warnings,
     whole,
+)
+from capacity.cli.plan_load import (
+    add_load_flags,
+    knobs_json,
+    load_text,
+    open_loop_stages,
+    open_loop_text,
+    scheduler_knobs,
 )
 from capacity.cli.wide_ep import add_plan_flags, check_plan_args, plan_run
 from capacity.errors import CapacityError, InputError
@@ -70,9 +78,6 @@ from capacity.model.speculative import DRAFT_NAMES, MAX_DEPTH, Draft, make_draft
 from capacity.report.tables import render
 from capacity.units import GB, KIB
 
-if TYPE_CHECKING:  # the event model imports scipy: only `--engine` and `--rate` pay for it
-    from capacity.plan.events import LoadPoint, OpenLoopPoint, ServiceModel
-
 VERDICT_TEXT: dict[MemoryVerdict, str] = {MemoryVerdict.FITS: "fits", MemoryVerdict.TIGHT: "tight",
                                           MemoryVerdict.DOES_NOT_FIT: "does not fit"}
 
@@ -88,20 +93,6 @@ def parse_int_list(text: str, maximum: int = MAX_CONCURRENCY) -> list[int]:
         raise InputError(f"'{text}': give one or more whole numbers >= 1, e.g. 1,50,100")
     if any(v > maximum for v in values):
         raise InputError(f"'{text[:40]}': each number must be at most {maximum:,}")
-    return values
-
-
-def parse_float_list(text: str, flag: str, maximum: float = 1e6) -> list[float]:
-    """'2,4.5,8' -> [2.0, 4.5, 8.0], each > 0 and finite, at most `maximum`; InputError
-    naming `flag` otherwise."""
-    try:
-        values = [float(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise InputError(f"{flag} '{text[:40]}': give a comma list of numbers, e.g. 2,4,8"
-                         ) from None
-    if not values or not all(math.isfinite(v) and 0 < v <= maximum for v in values):
-        raise InputError(f"{flag} '{text[:40]}': each number must be > 0 and at most "
-                         f"{maximum:g}")
     return values
 
 
@@ -140,7 +131,10 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
                         f"(default {DEFAULT_OVERHEAD_GB})")
     g.add_argument("--util", type=FRACTION_OPEN, default=DEFAULT_UTIL,
                    help=f"fraction of device memory the engine may use, as vLLM's "
-                        f"gpu_memory_utilization (default {DEFAULT_UTIL})")
+                        f"--gpu-memory-utilization: the KV pool is util x VRAM - weights - "
+                        f"overhead (default {DEFAULT_UTIL})")
+    g.add_argument("--gpu-memory-utilization", dest="util", type=FRACTION_OPEN,
+                   default=argparse.SUPPRESS, metavar="UTIL", help="the same as --util (vLLM's name)")
     w = p.add_argument_group("workload")
     w.add_argument("--ctx", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=None, metavar="TOKENS",
@@ -154,8 +148,10 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
     w.add_argument("--kv-dtype", default="fp16",
                    help="KV cache precision: fp16, bf16, fp8, int8, int4 (default fp16)")
     w.add_argument("--block-size", type=whole(min=1, max=MAX_BLOCK_SIZE),
-                   default=DEFAULT_BLOCK_SIZE, metavar="TOKENS",
-                   help=f"paged KV block size, tokens (default {DEFAULT_BLOCK_SIZE})")
+                   default=None, metavar="TOKENS",
+                   help=f"paged KV block size, tokens (default {DEFAULT_BLOCK_SIZE}; under "
+                        "--engine or --rate the engine's page, vLLM's --block-size, default "
+                        "the profile's)")
     w.add_argument("--eff", type=EFFICIENCY, default=DEFAULT_EFF,
                    help=f"decode compute efficiency, fraction of peak (default {DEFAULT_EFF})")
     w.add_argument("--mfu", type=EFFICIENCY, default=DEFAULT_MFU,
@@ -241,7 +237,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         tflops=args.tflops, weights_gb=args.weights_gb, util=args.util,
         overhead_gb=args.overhead_gb, context_tokens=default_context(args),
         prompt_tokens=args.prompt_tokens,
-        kv_dtype=args.kv_dtype, block_size=args.block_size, eff=args.eff, mfu=args.mfu,
+        kv_dtype=args.kv_dtype, block_size=args.block_size or DEFAULT_BLOCK_SIZE, eff=args.eff,
+        mfu=args.mfu,
         price_per_hour=args.gpu_price, currency=args.currency, cny_per_usd=args.cny_per_usd,
         headroom=args.headroom, allow_long_context=args.allow_long_context,
         step_method=getattr(args, "step_method", None) or DEFAULT_STEP_METHOD.value,
@@ -271,119 +268,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--calibration", metavar="NAME|PATH", default=None,
                    help="predict with a saved calibration (data/calibrations/NAME.toml or a "
                         "path) instead of the chapter's efficiencies; see `capacity calibrate`")
-    p.add_argument("--engine", default=None, metavar="NAME",
-                   help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, "
-                        "sglang, llamacpp (data/engines.toml; default: no load section)")
-    p.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=None,
-                   metavar="N", help="sequences a replica decodes at once under --engine or "
-                                     "--rate (vLLM's max_num_seqs, SGLang's "
-                                     "max_running_requests, llama.cpp's --parallel; default: "
-                                     "the engine profile's)")
-    p.add_argument("--max-num-batched-tokens", type=whole(min=1, max=MAX_BATCHED_TOKENS),
-                   default=None, metavar="N",
-                   help="tokens one step may carry under --engine or --rate (vLLM's "
-                        "max_num_batched_tokens, SGLang's chunked_prefill_size, llama.cpp's "
-                        "n_batch; default: the engine profile's); a chunked profile only")
-    p.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=256,
-                   metavar="N", help="output tokens per request for --engine, --rate and "
-                                     "--stages (default 256)")
-    p.add_argument("--rate", default=None, metavar="LIST",
-                   help="an open loop: requests per second for the whole deployment, a comma "
-                        "list (2,4,8); each runs for --duration seconds under --engine's "
-                        "scheduling (default chapter): TTFT, ITL, TPOT and E2E, mean and "
-                        "p50/p90/p99")
-    p.add_argument("--stages", default=None, metavar="RATE:SECONDS,...",
-                   help="an open loop in stages, one after the other (2:60,8:60,2:60): one "
-                        "load whose statistics cover every stage")
-    p.add_argument("--duration", type=number(min=1, max=86_400), default=120.0,
-                   metavar="SECONDS", help="how long each --rate runs (default 120 s)")
-    p.add_argument("--arrivals", choices=("poisson", "constant"), default="poisson",
-                   help="how --rate and --stages requests arrive: Poisson (seeded, default) or "
-                        "evenly spaced")
+    add_load_flags(p)
     add_plan_flags(p)
+    disagg_plan.add_flags(p)
     return p
-
-
-MAX_NUM_SEQS = 65_536
-"""The most sequences --max-num-seqs accepts (engines default to 4-4,096)."""
-MAX_BATCHED_TOKENS = 1_048_576
-"""The most tokens a step --max-num-batched-tokens accepts (engines default to 2,048-16,384)."""
-
-
-@dataclass(frozen=True)
-class SchedulerKnobs:
-    """The engine-profile overrides of the command line (None: the profile's own)."""
-
-    max_num_seqs: int | None
-    chunk_tokens: int | None
-
-
-def scheduler_knobs(args: argparse.Namespace) -> SchedulerKnobs:
-    """--max-num-seqs and --max-num-batched-tokens as the event model's overrides. The token
-    budget needs a profile that chunks prompts (InputError for `chapter`, which prefills whole
-    prompts: it has no budget to change)."""
-    budget = args.max_num_batched_tokens
-    if (budget is not None or args.max_num_seqs is not None) and not (
-            args.engine or args.rate or args.stages):
-        raise InputError("--max-num-seqs and --max-num-batched-tokens shape the load sections: "
-                         "add --engine NAME or --rate LIST")
-    if budget is not None and not engine_profile(args.engine or "chapter").chunked:
-        raise InputError(f"--max-num-batched-tokens: the '{args.engine or 'chapter'}' profile "
-                         "prefills whole prompts (no token budget); use --engine vllm, sglang "
-                         "or llamacpp")
-    return SchedulerKnobs(max_num_seqs=args.max_num_seqs, chunk_tokens=budget)
-
-
-def open_loop_stages(args: argparse.Namespace) -> list[list[tuple[float, float]]]:
-    """The open-loop loads --rate and --stages ask for: each a list of (rate, seconds)."""
-    loads: list[list[tuple[float, float]]] = []
-    if args.rate:
-        loads += [[(r, float(args.duration))] for r in parse_float_list(args.rate, "--rate")]
-    if args.stages:
-        stage: list[tuple[float, float]] = []
-        for item in (x.strip() for x in args.stages.split(",") if x.strip()):
-            rate, sep, dur = item.partition(":")
-            try:
-                stage.append((float(rate), float(dur)))
-            except ValueError:
-                raise InputError(f"--stages item '{item[:40]}': give RATE:SECONDS, e.g. "
-                                 "8:60") from None
-            if not sep:
-                raise InputError(f"--stages item '{item[:40]}': give RATE:SECONDS, e.g. 8:60")
-        loads.append(stage)
-    return loads
-
-
-def open_loop_text(svc: ServiceModel, points: list[OpenLoopPoint], fmt: str) -> str:
-    """The --rate/--stages section: the open loop's percentiles per load."""
-    prof = engine_profile(svc.engine)
-    head = (f"\n{'## ' if fmt == 'markdown' else ''}Open loop: {prof.name}\n\n"
-            f"{svc.slots} slots per replica; {points[0].arrivals} arrivals; the first 10% of "
-            "requests left out as warm-up; ITL is token-weighted, as the bench measures it\n")
-    rows = [[p.rate_per_s if len(p.stages) == 1 else
-             ",".join(f"{r:g}:{d:g}" for r, d in p.stages), p.requests,
-             p.ttft_mean_ms, p.ttft_ms[0.5], p.ttft_ms[0.9], p.ttft_ms[0.99], p.itl_mean_ms,
-             p.itl_ms[0.5], p.itl_ms[0.9], p.itl_ms[0.99], p.e2e_mean_ms, p.e2e_ms[0.9],
-             p.e2e_ms[0.99], p.output_tok_s, "yes" if p.saturated else "no"] for p in points]
-    return head + render(
-        ["req/s", "requests", "TTFT mean ms", "p50", "p90", "p99", "ITL mean ms", "p50", "p90",
-         "p99", "E2E mean ms", "p90", "p99", "output tok/s", "saturated"], rows, fmt)
-
-
-def load_text(svc: ServiceModel, rows: list[LoadPoint], fmt: str) -> str:
-    """The --engine section: the profile's scheduling and the load table."""
-    prof = engine_profile(svc.engine)
-    budget = (f"token budget {svc.chunk_tokens} per step"
-              + (" shared with the decode tokens" if svc.mixed else ", decoding waits")
-              if svc.chunk_tokens else "whole prompts, decoding waits")
-    head = (f"\n{'## ' if fmt == 'markdown' else ''}Under load: {prof.name}\n\n"
-            f"{svc.slots} slots per replica; {budget}; KV "
-            + ("reserved at the context" if prof.kv_admission == "context"
-               else "admitted by the tokens held") + "\n")
-    return head + render(
-        ["concurrency", "TTFT p50 ms", "TTFT p90 ms", "TPOT p50 ms", "TPOT p90 ms"],
-        [[r.concurrency, r.ttft_ms[0.5], r.ttft_ms[0.9], r.tpot_ms[0.5], r.tpot_ms[0.9]]
-         for r in rows], fmt)
 
 
 def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow], basis: str = "") -> dict[str, Any]:
@@ -571,6 +459,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
 def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
     check_plan_args(args)  # --ep's own checks (and --gpus defaulting to --ep)
+    disagg_plan.check_args(args)  # the two pools' own checks
     concurrency = parse_int_list(args.concurrency)
     s = scenario_from_args(args)
     named = [x for x in (args.basis, args.calibration,
@@ -594,6 +483,9 @@ def run(args: argparse.Namespace) -> int:
         basis = named[0] if named else ""
         return plan_run(args, s, basis, scenario_basis_name(s, basis),
                         ",".join(map(str, DEFAULT_CONCURRENCY)))
+    if disagg_plan.wants_pools(args):  # one disaggregated layout (capacity/cli/disagg_plan.py)
+        basis = named[0] if named else ""
+        return disagg_plan.run(args, s, basis, scenario_basis_name(s, basis))
     ev = evaluate(s, concurrency)
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])
@@ -603,9 +495,7 @@ def run(args: argparse.Namespace) -> int:
         from capacity.plan.events import closed_loop_load
 
         under_load = closed_loop_load(s, engine=args.engine, output_tokens=args.output_tokens,
-                                      concurrency=concurrency,
-                                      max_num_seqs=knobs.max_num_seqs,
-                                      chunk_tokens=knobs.chunk_tokens)
+                                      concurrency=concurrency, **knobs.kwargs())
     open_loop = None
     loads = open_loop_stages(args)
     if loads:
@@ -613,20 +503,20 @@ def run(args: argparse.Namespace) -> int:
 
         open_loop = open_loop_load(s, engine=args.engine or "chapter",
                                    output_tokens=args.output_tokens, stages=loads,
-                                   kind=args.arrivals, max_num_seqs=knobs.max_num_seqs,
-                                   chunk_tokens=knobs.chunk_tokens)
+                                   kind=args.arrivals, **knobs.kwargs())
     if args.format == "json":
         data = to_json(s, ev, rows, named[0] if named else "")
         if under_load is not None:
             svc, lrows = under_load
             data["load"] = {"engine": svc.engine, "slots_per_replica": svc.slots,
                             "token_budget": svc.chunk_tokens, "mixed": svc.mixed,
-                            "output_tokens": args.output_tokens,
+                            "output_tokens": args.output_tokens, **knobs_json(svc),
                             "points": [r.__dict__ for r in lrows]}
         if open_loop is not None:
             svc, opts = open_loop
             data["open_loop"] = {"engine": svc.engine, "slots_per_replica": svc.slots,
                                  "output_tokens": args.output_tokens, "arrivals": args.arrivals,
+                                 "token_budget": svc.chunk_tokens, **knobs_json(svc),
                                  "points": [asdict(p) for p in opts]}
         print(dumps(data, indent=2))
     elif args.format == "csv":

@@ -70,9 +70,11 @@ def cached_prefill_s(s: Scenario, prompt_tokens: npt.ArrayLike,
                      cached_tokens: npt.ArrayLike = 0) -> FloatArray:
     """Prefill time (s) of one replica with `cached_tokens` already cached: the prefill overhead
     + the GEMMs at MFU and the attention at its own MFU (F6b; both at MFU without one) over
-    F(L) - F(c), + TP communication over the L - c new tokens.
+    F(L) - F(c), + TP communication over the L - c new tokens. The prompt is one forward pass
+    of its L - c new tokens: with `Scenario.mfu_half_tokens` its MFU is step_mfu(L - c) (F6c).
 
     With nothing cached this is `evaluate(s).ttft_s` at that prompt (F6 with attention).
+    The chunked-prefill event model (`capacity.plan.events`) uses it for a hit prompt's prefill.
     Source: F6 (docs/method.md), "Prefix caching".
     """
     L = np.asarray(prompt_tokens, dtype=np.float64)
@@ -80,7 +82,8 @@ def cached_prefill_s(s: Scenario, prompt_tokens: npt.ArrayLike,
     pf = cached_prefill(s, L, c)
     comm_s = tp_comm_ms(s.model, s.gpu, s.tp, L - c) / 1e3
     return np.asarray(prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
-                                               s.prefill_overhead_ms / 1e3) + comm_s,
+                                               s.prefill_overhead_ms / 1e3,
+                                               half_tokens=s.mfu_half_tokens) + comm_s,
                       dtype=np.float64)
 
 

@@ -17,148 +17,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
-from capacity.model.kv import kv_request_bytes
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
-from capacity.model.roofline import mixed_step_time_ms, step_time_ms
-from capacity.model.scenario import Scenario, evaluate
+from capacity.model.scenario import Scenario
 from capacity.plan.queueing import QUANTILES
+from capacity.plan.service import ServiceModel as ServiceModel  # re-exported: one replica
+from capacity.plan.service import service_from_scenario as service_from_scenario  # re-exported
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
-from capacity.types import FloatArray, Note
+from capacity.types import FloatArray
 
 # ---------------------------------------------------------------------------------------------
 # Discrete-event model (one configuration)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ServiceModel:
-    """Timings of one replica: step terms for every batch size 0..slots, and prefill."""
-
-    slots: int
-    bandwidth_ms: FloatArray
-    compute_ms: FloatArray
-    comm_ms: FloatArray
-    overhead_ms: float
-    prefill_ms: float
-    prompt_tokens: int
-    output_tokens: int
-    chunk_tokens: int | None = None
-    """Tokens one step may carry (the engine's token budget); None = whole prompts."""
-    mixed: bool = True
-    """With a budget: decode tokens and prompt chunks share a step (vLLM, llama.cpp); False: a
-    prefill batch of at most the budget pauses decoding (SGLang)."""
-    prefill_cum_ms: FloatArray | None = None
-    """F6 prefill time (ms) of a prompt's first k tokens, k = 0..prompt_tokens (chunk times are
-    differences of it); None = linear, k x prefill_ms / prompt_tokens."""
-    engine: str = "chapter"
-    """The engine profile these timings and this scheduling come from (a label)."""
-    serial_ms: FloatArray | None = None
-    """What the step adds to the overlap of its terms, per batch 0..slots (`DecodeStep.serial_ms`:
-    the operator method's groups run one after another, and per-sequence overhead); None: 0."""
-
-    def __post_init__(self) -> None:
-        if self.slots < 1:
-            raise InputError("no request fits in memory (0 slots): use a bigger GPU, more "
-                             "GPUs, a shorter context or a smaller KV precision")
-        if self.output_tokens < 1 or self.prompt_tokens < 1:
-            raise InputError("prompt and output must be >= 1 token")
-        if self.chunk_tokens is not None and self.mixed and self.chunk_tokens <= self.slots:
-            raise InputError(f"chunked-prefill budget of {self.chunk_tokens} tokens must exceed "
-                             f"the {self.slots} decode slots (vLLM's max_num_batched_tokens)")
-        if self.chunk_tokens is not None and self.chunk_tokens < 1:
-            raise InputError(f"chunked-prefill budget must be >= 1 token, got {self.chunk_tokens}")
-        if self.prefill_cum_ms is not None and len(self.prefill_cum_ms) != self.prompt_tokens + 1:
-            raise InputError("prefill_cum_ms needs one time per prompt length 0..prompt_tokens")
-        if self.prefill_ms < 0:
-            raise InputError("prefill time must be >= 0 ms")
-
-    @property
-    def step_ms(self) -> FloatArray:
-        """Decode step time (ms) for 0..slots sequences (F4's combination of the terms)."""
-        return step_time_ms(bandwidth_ms=self.bandwidth_ms, compute_ms=self.compute_ms,
-                            comm_ms=self.comm_ms, overhead_ms=self.overhead_ms) + self._serial()
-
-    def _serial(self) -> FloatArray:
-        return (np.zeros_like(self.bandwidth_ms) if self.serial_ms is None
-                else np.asarray(self.serial_ms, dtype=np.float64))
-
-    def chunk_ms(self, done_tokens: int, chunk_tokens: int) -> float:
-        """Prefill time (ms) of prompt tokens done..done+chunk: F6 at the end minus F6 at the
-        start, so a prompt's chunks add up to its whole prefill."""
-        if self.prefill_cum_ms is None:
-            return chunk_tokens * self.prefill_ms / self.prompt_tokens
-        return float(self.prefill_cum_ms[done_tokens + chunk_tokens]
-                     - self.prefill_cum_ms[done_tokens])
-
-    def mixed_step_ms(self, batch: int, chunks: Sequence[tuple[int, int]]) -> float:
-        """A mixed step: `batch` decode tokens plus prompt `chunks` ((done, tokens) each), in ms.
-
-        One forward pass (`roofline.mixed_step_time_ms`): F4's terms at `batch` with the
-        chunks' prefill times (`chunk_ms`) added to the arithmetic, the weights read once;
-        `capacity.sim.scheduler.SimPhysics.mixed_step_s` is the same formula.
-        """
-        return mixed_step_time_ms(
-            bandwidth_ms=float(self.bandwidth_ms[batch]), compute_ms=float(self.compute_ms[batch]),
-            comm_ms=float(self.comm_ms[batch]), overhead_ms=self.overhead_ms,
-            serial_ms=0.0 if self.serial_ms is None else float(self.serial_ms[batch]),
-            prefill_ms=sum(self.chunk_ms(d, n) for d, n in chunks))
-
-    @property
-    def saturation_rate_per_s(self) -> float:
-        """Arrival rate (req/s) above which the queue grows without bound.
-
-        Full slots: each request costs the GPU t_prefill + output x t_step(slots) / slots; a
-        chunked prompt costs the same prefill time, only spread over steps.
-        """
-        b = self.slots
-        decode_ms = (self.output_tokens - 1) * float(self.step_ms[b]) / b
-        return 1e3 / (self.prefill_ms + decode_ms)
-
-
-def service_from_scenario(s: Scenario, *, output_tokens: int,
-                          max_num_seqs: int | None = None,
-                          chunk_tokens: int | None = None,
-                          engine: str | EngineProfile = DEFAULT_ENGINE) -> ServiceModel:
-    """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
-    TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
-    numbers as the Explorer), scheduled as the engine profile says (`engine`, default the
-    chapter's; `max_num_seqs` and `chunk_tokens` override its max_seqs and token budget)."""
-    prof = engine_profile(engine) if isinstance(engine, str) else engine
-    prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
-    budget = chunk_tokens if chunk_tokens is not None else prof.token_budget_tokens or None
-    one = evaluate(s, [s.replicas])
-    held = s.context_tokens
-    if prof.kv_admission == "tokens":
-        # the requests whose whole prompt + output fit the pool, in the engine's pages
-        full = min(s.prompt + output_tokens, s.context_tokens)
-        per_req = float(kv_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
-                                         prof.kv_block_tokens).paged_bytes) * s.kv_factor
-        c_vram = int(max(float(one.vram.kv_budget_bytes), 0.0) // per_req)
-        held = max(1, min(s.prompt + output_tokens // 2, s.context_tokens))
-    else:
-        c_vram = int(one.max_concurrency_vram) // s.replicas
-    slots = min(c_vram, prof.max_seqs)
-    if slots < 1:
-        raise InputError(Note(f"{s.variant.key} on {s.gpu.name} (TP={s.tp}) holds no request "
-                              f"of {s.context_tokens} tokens: use more or bigger GPUs, a shorter "
-                              "context or FP8 KV", code="no_slot", model=s.variant.key,
-                              gpu=s.gpu.name, tp=s.tp, context=s.context_tokens))
-    b = np.arange(0, slots + 1, dtype=np.float64)
-    ev = evaluate(s, b * s.replicas, None if held == s.context_tokens else float(held))
-    cum = None
-    if budget is not None:
-        ks = np.arange(1, s.prompt + 1, dtype=np.float64)
-        pre = evaluate(s.with_(prompt_tokens=None), [s.replicas], ks)
-        cum = np.concatenate([[0.0], np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
-    return ServiceModel(
-        slots=slots, bandwidth_ms=np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
-        compute_ms=np.asarray(ev.decode.compute_ms, dtype=np.float64),
-        comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
-        overhead_ms=s.step_overhead_ms, prefill_ms=float(one.ttft_s) * 1e3,
-        prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=budget,
-        mixed=prof.mixed or not prof.chunked, prefill_cum_ms=cum, engine=prof.key,
-        serial_ms=np.asarray(ev.decode.serial_ms, dtype=np.float64))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,13 +45,17 @@ MAX_LOAD_REQUESTS = 4000
 
 def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                      concurrency: Sequence[int], max_num_seqs: int | None = None,
-                     chunk_tokens: int | None = None) -> tuple[ServiceModel, list[LoadPoint]]:
+                     chunk_tokens: int | None = None, block_tokens: int | None = None,
+                     offload_gib: float = 0.0, prefix_tokens: int = 0,
+                     prefix_share: float = 0.0) -> tuple[ServiceModel, list[LoadPoint]]:
     """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
-    (`service_from_scenario`, with the engine's `max_num_seqs` and token budget unless given)
-    in a closed loop of ceil(C / replicas) users with no think time, max(200, 4 C) requests
-    (at most MAX_LOAD_REQUESTS), no warm-up left out."""
+    (`service_from_scenario`, with the engine's `max_num_seqs` and token budget unless given,
+    and its other knobs) in a closed loop of ceil(C / replicas) users with no think time,
+    max(200, 4 C) requests (at most MAX_LOAD_REQUESTS), no warm-up left out."""
     svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
-                                max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens)
+                                max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
+                                block_tokens=block_tokens, offload_gib=offload_gib,
+                                prefix_tokens=prefix_tokens, prefix_share=prefix_share)
     out = []
     for c in concurrency:
         per = max(1, math.ceil(c / s.replicas))
@@ -257,15 +130,20 @@ class OpenLoopPoint:
 def open_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                    stages: Sequence[Sequence[tuple[float, float]]], kind: str = "poisson",
                    seed: int = 0, max_num_seqs: int | None = None,
-                   chunk_tokens: int | None = None) -> tuple[ServiceModel, list[OpenLoopPoint]]:
+                   chunk_tokens: int | None = None, block_tokens: int | None = None,
+                   offload_gib: float = 0.0, prefix_tokens: int = 0,
+                   prefix_share: float = 0.0) -> tuple[ServiceModel, list[OpenLoopPoint]]:
     """TTFT, ITL, TPOT and E2E under an open-loop load at the engine's scheduling: for each
     load (stages of total rate and duration), one replica of `s` fed 1/replicas of the rate
     (`service_from_scenario`, `arrival_times_ms`), the first 10 % of requests left out as
     warm-up. A load at or past the replica's saturation rate is marked saturated (its queue
     grows for as long as it lasts). `max_num_seqs` and `chunk_tokens` override the engine's
-    (vLLM's max_num_seqs and max_num_batched_tokens)."""
+    (vLLM's max_num_seqs and max_num_batched_tokens); the other knobs are
+    `service_from_scenario`'s."""
     svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
-                                max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens)
+                                max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
+                                block_tokens=block_tokens, offload_gib=offload_gib,
+                                prefix_tokens=prefix_tokens, prefix_share=prefix_share)
     out = []
     for load in stages:
         per = [(r / s.replicas, d) for r, d in load]
@@ -400,6 +278,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
     finish = np.full(n, np.nan)
     out = svc.output_tokens
     chunk = svc.chunk_tokens
+    hit = svc.prefix_hits(n) > 0
+    cached = np.where(hit, svc.cached_tokens, 0)
     steps = svc.step_ms
     waiting: deque[int] = deque()
     prefill_q: deque[int] = deque()      # admitted, prompt not done (FCFS)
@@ -436,7 +316,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             i = waiting.popleft()
             admit[i] = now
             prefill_q.append(i)
-            prompt_left[i] = svc.prompt_tokens
+            prompt_left[i] = svc.prompt_tokens - int(cached[i])
             busy += 1
         if not running and not prefill_q:
             if next_arrival >= timed:
@@ -451,7 +331,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             prefill_q.clear()
             for i in batch_ids:
                 del prompt_left[i]
-            now += svc.prefill_ms * len(batch_ids)
+            now += svc.prompt_pass_ms([bool(hit[i]) for i in batch_ids])
             first_tokens(batch_ids)
         elif prefill_q and chunk is not None:
             # mixed: the decoding requests' tokens and prompt chunks share the budget; not
@@ -461,17 +341,21 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             used = 0
             done_prompts: list[int] = []
             pieces: list[tuple[int, int]] = []
+            extra = 0.0
             while prefill_q and used < budget:
                 i = prefill_q[0]
                 take = min(budget - used, prompt_left[i])
-                pieces.append((svc.prompt_tokens - prompt_left[i], take))
+                done = svc.prompt_tokens - prompt_left[i]
+                if hit[i] and done == cached[i]:
+                    extra += svc.hit_first_ms   # a prefix hit's first chunk
+                pieces.append((done, take))
                 prompt_left[i] -= take
                 used += take
                 if prompt_left[i] == 0:
                     prefill_q.popleft()
                     del prompt_left[i]
                     done_prompts.append(i)   # first token at the end of this step
-            now += svc.mixed_step_ms(b, pieces)
+            now += svc.mixed_step_ms(b, pieces, extra)
             if b:
                 remaining = [r - 1 for r in remaining]
                 if gaps is not None:

@@ -21,8 +21,10 @@ It behaves like a catalog model on a catalog GPU scheduled the way one engine pr
   reserve for their remaining output), and preempts the newest request (it is recomputed:
   prompt and tokens so far are prefilled again) when a step finds the pool full.
 
-A mixed step lasts the decode step of its decoding sequences plus the prefill time of its
-prompt chunks (`SimPhysics.mixed_step_s`). A request that finds no room waits in a FIFO queue;
+A mixed step is one forward pass: the decode step of its decoding sequences with the prefill
+time of its prompt chunks added to the arithmetic (`SimPhysics.mixed_step_s`); the chunks' GEMMs
+run at the efficiency of the pass's tokens, step_mfu(decode + chunk tokens) (F6c,
+`SimPhysics.prefill_pass_s`, the event model's formula). A request that finds no room waits in a FIFO queue;
 `speedup` divides every delay.
 
 Speculative decoding (a Scenario with a draft, F12): every decode step is an engine step, one
@@ -51,14 +53,11 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
-from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_profile
 from capacity.errors import InputError
-from capacity.model.kv import kv_request_bytes
-from capacity.model.roofline import mixed_step_time_ms
-from capacity.model.scenario import Scenario, evaluate
+from capacity.model.scenario import Scenario
 from capacity.sim.drafts import Acceptance
+from capacity.sim.physics import SimPhysics as SimPhysics  # re-exported: the engine's times
 
 FAULT_KINDS = ("http_error", "disconnect", "error_event", "stall")
 """Injected faults, in the order their shares are stacked on the unit interval."""
@@ -166,107 +165,6 @@ class SimStep:
     """Its duration on the simulator's clock (seconds, after the speed-up)."""
     tokens: tuple[int, ...] = ()
     """Tokens each of `emit` gets when it ends (a draft's accepted tokens); empty: one each."""
-
-
-class SimPhysics:
-    """Prefill and decode-step times (seconds, before speedup) and the KV account of a Scenario
-    under an engine profile, cached."""
-
-    def __init__(self, scenario: Scenario, max_num_seqs: int | None = None,
-                 profile: EngineProfile | None = None) -> None:
-        self.scenario = scenario
-        prof = profile or engine_profile(DEFAULT_ENGINE)
-        self.profile = prof.for_gpu(scenario.gpu.key, scenario.vram_gb).with_max_seqs(max_num_seqs)
-        self._step: dict[tuple[int, int], tuple[float, ...]] = {}
-        self._prefill: dict[int, float] = {0: 0.0}
-        self._kv: dict[int, float] = {0: 0.0}
-        ev = evaluate(scenario, [1])
-        self.c_vram = int(ev.max_concurrency_vram)
-        self.kv_budget_bytes = float(ev.vram.kv_budget_bytes)
-        if self.profile.kv_admission == "context":
-            if self.c_vram < 1:
-                raise InputError(
-                    f"{scenario.variant.key} leaves no room for KV cache on {scenario.gpu.name} "
-                    f"at {scenario.context_tokens} tokens: pick a bigger GPU, a smaller format "
-                    "or context")
-            self.slots = min(self.c_vram, self.profile.max_seqs)
-        else:
-            self.slots = self.profile.max_seqs
-            if self.kv_bytes(1) > self.kv_budget_bytes:
-                raise InputError(f"{scenario.variant.key} leaves no room for KV cache on "
-                                 f"{scenario.gpu.name}: pick a bigger GPU or a smaller format")
-        self._prefill_scenario = scenario.with_(prompt_tokens=None)
-        d = scenario.draft
-        # F12's step per emitted token is the engine step over tau: at tau = 1 it IS the engine
-        # step (verify pass + draft), every term of it (DecodeStep.engine_step_ms)
-        self._step_scenario = (scenario if d is None
-                               else scenario.with_(draft=replace(d, acceptance_length=1.0)))
-        self.verify_tokens = 1 if d is None else d.verify_tokens
-        """Tokens per decoding sequence in one step: 1, or k + 1 with a draft."""
-
-    def prefill_s(self, prompt_tokens: int) -> float:
-        """F6 prefill time (s) of one prompt, with the attention term (0 for no tokens)."""
-        t = self._prefill.get(prompt_tokens)
-        if t is None:
-            ev = evaluate(self._prefill_scenario, [1], [float(prompt_tokens)])
-            t = float(ev.ttft_s.reshape(-1)[0])
-            self._prefill[prompt_tokens] = t
-        return t
-
-    def chunk_s(self, done_tokens: int, chunk_tokens: int) -> float:
-        """Prefill time (s) of tokens done..done+chunk of a prompt: F6 at the chunk's end minus F6
-        at its start, so a prompt's chunks add up to its whole prefill (the fixed prefill
-        overhead falls on the first chunk; each chunk attends to the tokens before it)."""
-        return self.prefill_s(done_tokens + chunk_tokens) - self.prefill_s(done_tokens)
-
-    def _terms_ms(self, batch: int, mean_context_tokens: float) -> tuple[float, ...]:
-        """F4's terms (ms) for `batch` sequences at a mean context (16-token buckets):
-        step, bandwidth, compute, communication, serial, overhead. With a draft, the engine
-        step's (F12 at an acceptance of 1: the verify pass's terms, the draft in serial)."""
-        bucket = max(1, int(round(mean_context_tokens / 16.0)))
-        key = (batch, bucket)
-        t = self._step.get(key)
-        if t is None:
-            d = evaluate(self._step_scenario, [float(batch)], [bucket * 16.0]).decode
-            t = tuple(float(np.asarray(x).reshape(-1)[0]) for x in
-                      (d.step_ms, d.bandwidth_ms, d.compute_ms, d.comm_ms, d.serial_ms,
-                       d.overhead_ms))
-            self._step[key] = t
-        return t
-
-    def step_s(self, batch: int, mean_context_tokens: float) -> float:
-        """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets);
-        with a draft, one engine step (verify pass + draft, `DecodeStep.engine_step_ms`)."""
-        return self._terms_ms(batch, mean_context_tokens)[0] / 1e3
-
-    def mixed_step_s(self, batch: int, mean_context_tokens: float,
-                     chunks: list[tuple[int, int]]) -> float:
-        """One step that decodes `batch` sequences and prefills `chunks` ((done, tokens) each), s.
-
-        One forward pass (`roofline.mixed_step_time_ms`, the event model's formula too): F4's
-        terms at `batch` (the weight read alone without decoding sequences) with the chunks'
-        F6 prefill times (`chunk_s`) added to the arithmetic; the weights are read once.
-        Without chunks it is `step_s`. With a draft the pass is the verify pass (its terms,
-        the draft's time in serial): the chunks ride in the verify pass's headroom. Unit: s.
-        Source: docs/method.md, "Engine profiles".
-        """
-        if not chunks:
-            return self.step_s(batch, mean_context_tokens) if batch else 0.0
-        _, bw, comp, comm, serial, overhead = self._terms_ms(batch, mean_context_tokens)
-        return mixed_step_time_ms(
-            bandwidth_ms=bw, compute_ms=comp, comm_ms=comm, serial_ms=serial,
-            overhead_ms=overhead,
-            prefill_ms=sum(self.chunk_s(done, n) for done, n in chunks) * 1e3) / 1e3
-
-    def kv_bytes(self, tokens: int) -> float:
-        """KV bytes (per GPU) a request holding `tokens` tokens takes in the engine's pages (F2)."""
-        b = self._kv.get(tokens)
-        if b is None:
-            s = self.scenario
-            b = float(kv_request_bytes(s.model, float(tokens), s.kv_dtype, s.tp,
-                                       self.profile.kv_block_tokens).paged_bytes)
-            self._kv[tokens] = b
-        return b
 
 
 class PrefixCache:
@@ -515,17 +413,22 @@ class Simulator:
             return None
         return replace(step, duration_s=step.duration_s / self.config.speedup)
 
-    def _chunks(self, plan: dict[SimSequence, int]) -> tuple[list[SimSequence], list[tuple[int, int]]]:
-        """Apply the planned prompt tokens: the sequences whose prompt completes, the chunks."""
+    def _chunks(self, plan: dict[SimSequence, int]
+                ) -> tuple[list[SimSequence], list[tuple[int, int]], float]:
+        """Apply the planned prompt tokens: the sequences whose prompt completes, the chunks,
+        and what prefix hits' first chunks add (s, `SimPhysics.hit_first_s`)."""
         done: list[SimSequence] = []
         chunks: list[tuple[int, int]] = []
+        extra = 0.0
         for s, n in plan.items():
+            if s.cached_tokens > 0 and s.cached == s.cached_tokens and not s.emitted:
+                extra += self.physics.hit_first_s(s.prompt_tokens, s.cached_tokens)
             chunks.append((s.cached, n))
             s.cached += n
             s.prefill_left -= n
             if s.prefill_left == 0:
                 done.append(s)
-        return done, chunks
+        return done, chunks, extra
 
     def _decode_room(self, decoding: list[SimSequence]) -> list[SimSequence]:
         """Preempt the newest sequences until the decoding ones' next token (k + 1 with a
@@ -548,8 +451,8 @@ class Simulator:
         while used < budget and self._admissible() and self._try_admit(plan, budget - used):
             used += plan[self.running[-1]]
         if plan:
-            done, chunks = self._chunks(plan)
-            return SimStep(emit=done, duration_s=sum(self.physics.chunk_s(d, n) for d, n in chunks))
+            done, chunks, extra = self._chunks(plan)
+            return SimStep(emit=done, duration_s=self.physics.prefill_pass_s(chunks, 0, extra))
         decoding = self._decode_room([s for s in self.running if not s.prefill_left])
         if not decoding:
             return None
@@ -593,10 +496,10 @@ class Simulator:
         if not decoding and not plan:
             return None
         tokens = self._accept(decoding)
-        done, chunks = self._chunks(plan)
+        done, chunks, extra = self._chunks(plan)
         ctx = sum(s.prompt_tokens + s.emitted for s in decoding) / max(len(decoding), 1)
         return SimStep(emit=decoding + done,
-                       duration_s=self.physics.mixed_step_s(len(decoding), ctx, chunks),
+                       duration_s=self.physics.mixed_step_s(len(decoding), ctx, chunks, extra),
                        tokens=tokens + (1,) * len(done))
 
     def complete(self, step: SimStep) -> list[SimSequence]:

@@ -1,0 +1,196 @@
+"""`capacity plan`'s load sections: the engine's scheduling under a closed loop (--engine) or an
+open loop (--rate, --stages), with every engine knob (--max-num-seqs, --max-num-batched-tokens,
+--block-size, --gpu-memory-utilization, --cpu-offload-gb, a prefix cache), run by the
+discrete-event model (`capacity.plan.events`; docs/method.md, queueing and "Engine profiles").
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from capacity.catalog.engines import engine_profile
+from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
+from capacity.cli.common import number, whole
+from capacity.errors import InputError
+from capacity.report.tables import render
+
+if TYPE_CHECKING:  # the event model imports scipy: only `--engine` and `--rate` pay for it
+    from capacity.plan.events import LoadPoint, OpenLoopPoint, ServiceModel
+
+
+def parse_float_list(text: str, flag: str, maximum: float = 1e6) -> list[float]:
+    """'2,4.5,8' -> [2.0, 4.5, 8.0], each > 0 and finite, at most `maximum`; InputError
+    naming `flag` otherwise."""
+    try:
+        values = [float(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise InputError(f"{flag} '{text[:40]}': give a comma list of numbers, e.g. 2,4,8"
+                         ) from None
+    if not values or not all(math.isfinite(v) and 0 < v <= maximum for v in values):
+        raise InputError(f"{flag} '{text[:40]}': each number must be > 0 and at most "
+                         f"{maximum:g}")
+    return values
+
+
+def add_load_flags(p: argparse.ArgumentParser) -> None:
+    """The load sections' flags: the engine, its knobs and the open loop's rates."""
+    p.add_argument("--engine", default=None, metavar="NAME",
+                   help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, "
+                        "sglang, llamacpp (data/engines.toml; default: no load section)")
+    p.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=None,
+                   metavar="N", help="sequences a replica decodes at once under --engine or "
+                                     "--rate (vLLM's max_num_seqs, SGLang's "
+                                     "max_running_requests, llama.cpp's --parallel; default: "
+                                     "the engine profile's)")
+    p.add_argument("--max-num-batched-tokens", type=whole(min=1, max=MAX_BATCHED_TOKENS),
+                   default=None, metavar="N",
+                   help="tokens one step may carry under --engine or --rate (vLLM's "
+                        "max_num_batched_tokens, SGLang's chunked_prefill_size, llama.cpp's "
+                        "n_batch; default: the engine profile's); a chunked profile only")
+    p.add_argument("--cpu-offload-gb", type=number(min=0, max=BOUNDS["memory_gb"][1]),
+                   default=0.0, metavar="GIB",
+                   help="under --engine or --rate: GiB of each GPU's weights kept in host memory "
+                        "(vLLM's --cpu-offload-gb): the KV pool gains them and every forward "
+                        "pass streams them over the host link (data/host_links.toml; default 0)")
+    p.add_argument("--prefix-tokens", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0,
+                   metavar="TOKENS",
+                   help="under --engine or --rate: a shared prefix (system prompt) the prefix "
+                        "cache holds once; --prefix-share of requests skip its prefill "
+                        "(vLLM and SGLang prefix caching; default 0: none)")
+    p.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9, metavar="SHARE",
+                   help="share of requests that find --prefix-tokens cached (default 0.9)")
+    p.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=256,
+                   metavar="N", help="output tokens per request for --engine, --rate and "
+                                     "--stages (default 256)")
+    p.add_argument("--rate", default=None, metavar="LIST",
+                   help="an open loop: requests per second for the whole deployment, a comma "
+                        "list (2,4,8); each runs for --duration seconds under --engine's "
+                        "scheduling (default chapter): TTFT, ITL, TPOT and E2E, mean and "
+                        "p50/p90/p99")
+    p.add_argument("--stages", default=None, metavar="RATE:SECONDS,...",
+                   help="an open loop in stages, one after the other (2:60,8:60,2:60): one "
+                        "load whose statistics cover every stage")
+    p.add_argument("--duration", type=number(min=1, max=86_400), default=120.0,
+                   metavar="SECONDS", help="how long each --rate runs (default 120 s)")
+    p.add_argument("--arrivals", choices=("poisson", "constant"), default="poisson",
+                   help="how --rate and --stages requests arrive: Poisson (seeded, default) or "
+                        "evenly spaced")
+
+
+MAX_NUM_SEQS = 65_536
+"""The most sequences --max-num-seqs accepts (engines default to 4-4,096)."""
+MAX_BATCHED_TOKENS = 1_048_576
+"""The most tokens a step --max-num-batched-tokens accepts (engines default to 2,048-16,384)."""
+
+
+@dataclass(frozen=True)
+class SchedulerKnobs:
+    """The engine knobs of the command line, as the event model's keyword arguments
+    (`events.service_from_scenario`; None: the profile's own)."""
+
+    max_num_seqs: int | None
+    chunk_tokens: int | None
+    block_tokens: int | None = None
+    offload_gib: float = 0.0
+    prefix_tokens: int = 0
+    prefix_share: float = 0.0
+
+    def kwargs(self) -> dict[str, Any]:
+        """The knobs as keyword arguments of `closed_loop_load` and `open_loop_load`."""
+        return asdict(self)
+
+
+def scheduler_knobs(args: argparse.Namespace) -> SchedulerKnobs:
+    """--max-num-seqs and --max-num-batched-tokens as the event model's overrides. The token
+    budget needs a profile that chunks prompts (InputError for `chapter`, which prefills whole
+    prompts: it has no budget to change)."""
+    budget = args.max_num_batched_tokens
+    offload = float(getattr(args, "cpu_offload_gb", 0.0) or 0.0)
+    prefix = int(getattr(args, "prefix_tokens", 0) or 0)
+    if (budget is not None or args.max_num_seqs is not None or offload or prefix) and not (
+            args.engine or args.rate or args.stages):
+        raise InputError("--max-num-seqs, --max-num-batched-tokens, --cpu-offload-gb and "
+                         "--prefix-tokens shape the load sections: add --engine NAME or "
+                         "--rate LIST")
+    if budget is not None and not engine_profile(args.engine or "chapter").chunked:
+        raise InputError(f"--max-num-batched-tokens: the '{args.engine or 'chapter'}' profile "
+                         "prefills whole prompts (no token budget); use --engine vllm, sglang "
+                         "or llamacpp")
+    share = float(getattr(args, "prefix_share", 0.0)) if prefix else 0.0
+    return SchedulerKnobs(max_num_seqs=args.max_num_seqs, chunk_tokens=budget,
+                          block_tokens=args.block_size, offload_gib=offload,
+                          prefix_tokens=prefix, prefix_share=share)
+
+
+def open_loop_stages(args: argparse.Namespace) -> list[list[tuple[float, float]]]:
+    """The open-loop loads --rate and --stages ask for: each a list of (rate, seconds)."""
+    loads: list[list[tuple[float, float]]] = []
+    if args.rate:
+        loads += [[(r, float(args.duration))] for r in parse_float_list(args.rate, "--rate")]
+    if args.stages:
+        stage: list[tuple[float, float]] = []
+        for item in (x.strip() for x in args.stages.split(",") if x.strip()):
+            rate, sep, dur = item.partition(":")
+            try:
+                stage.append((float(rate), float(dur)))
+            except ValueError:
+                raise InputError(f"--stages item '{item[:40]}': give RATE:SECONDS, e.g. "
+                                 "8:60") from None
+            if not sep:
+                raise InputError(f"--stages item '{item[:40]}': give RATE:SECONDS, e.g. 8:60")
+        loads.append(stage)
+    return loads
+
+
+def knobs_json(svc: ServiceModel) -> dict[str, Any]:
+    """What the engine's knobs made of the replica, for the load sections' JSON: the offload's
+    time per forward pass (ms), the cached prefix (tokens) and its share of requests."""
+    return {"offload_ms_per_pass": svc.offload_ms, "cached_prefix_tokens": svc.cached_tokens,
+            "prefix_share": svc.prefix_share}
+
+
+def knobs_text(svc: ServiceModel) -> str:
+    """The knobs' line of the load sections ('' when none is set)."""
+    parts = []
+    if svc.offload_ms:
+        parts.append(f"CPU offload adds {svc.offload_ms:.2f} ms to every forward pass")
+    if svc.cached_tokens and svc.prefix_share:
+        parts.append(f"{svc.prefix_share:.0%} of requests find a {svc.cached_tokens:,}-token "
+                     "prefix cached")
+    return "; ".join(parts) + "\n" if parts else ""
+
+
+def open_loop_text(svc: ServiceModel, points: list[OpenLoopPoint], fmt: str) -> str:
+    """The --rate/--stages section: the open loop's percentiles per load."""
+    prof = engine_profile(svc.engine)
+    head = (f"\n{'## ' if fmt == 'markdown' else ''}Open loop: {prof.name}\n\n"
+            f"{svc.slots} slots per replica; {points[0].arrivals} arrivals; the first 10% of "
+            "requests left out as warm-up; ITL is token-weighted, as the bench measures it\n"
+            + knobs_text(svc))
+    rows = [[p.rate_per_s if len(p.stages) == 1 else
+             ",".join(f"{r:g}:{d:g}" for r, d in p.stages), p.requests,
+             p.ttft_mean_ms, p.ttft_ms[0.5], p.ttft_ms[0.9], p.ttft_ms[0.99], p.itl_mean_ms,
+             p.itl_ms[0.5], p.itl_ms[0.9], p.itl_ms[0.99], p.e2e_mean_ms, p.e2e_ms[0.9],
+             p.e2e_ms[0.99], p.output_tok_s, "yes" if p.saturated else "no"] for p in points]
+    return head + render(
+        ["req/s", "requests", "TTFT mean ms", "p50", "p90", "p99", "ITL mean ms", "p50", "p90",
+         "p99", "E2E mean ms", "p90", "p99", "output tok/s", "saturated"], rows, fmt)
+
+
+def load_text(svc: ServiceModel, rows: list[LoadPoint], fmt: str) -> str:
+    """The --engine section: the profile's scheduling and the load table."""
+    prof = engine_profile(svc.engine)
+    budget = (f"token budget {svc.chunk_tokens} per step"
+              + (" shared with the decode tokens" if svc.mixed else ", decoding waits")
+              if svc.chunk_tokens else "whole prompts, decoding waits")
+    head = (f"\n{'## ' if fmt == 'markdown' else ''}Under load: {prof.name}\n\n"
+            f"{svc.slots} slots per replica; {budget}; KV "
+            + ("reserved at the context" if prof.kv_admission == "context"
+               else "admitted by the tokens held") + "\n" + knobs_text(svc))
+    return head + render(
+        ["concurrency", "TTFT p50 ms", "TTFT p90 ms", "TPOT p50 ms", "TPOT p90 ms"],
+        [[r.concurrency, r.ttft_ms[0.5], r.ttft_ms[0.9], r.tpot_ms[0.5], r.tpot_ms[0.9]]
+         for r in rows], fmt)

@@ -1,0 +1,293 @@
+"""One replica as the discrete-event model runs it (docs/method.md, queueing and "Engine
+profiles"): `ServiceModel`, its step and prefill times, and `service_from_scenario`, which
+builds it from a Scenario under an engine profile and its knobs (max_num_seqs, the token
+budget, the KV block, CPU offload, a prefix cache). `capacity.plan.events` runs it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
+from capacity.errors import InputError
+from capacity.model.forward_pass import pass_slowdown, scenario_offload_ms
+from capacity.model.kv import kv_request_bytes
+from capacity.model.memory import max_concurrency
+from capacity.model.prefill import prefill_flops
+from capacity.model.prefix import cached_prefill, cached_prefill_s, shared_prefix_bytes
+from capacity.model.roofline import counts_as_engines, mixed_step_time_ms, step_time_ms
+from capacity.model.scenario import Scenario, evaluate
+from capacity.types import FloatArray, Note
+from capacity.units import GIB, TERA
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceModel:
+    """Timings of one replica: step terms for every batch size 0..slots, and prefill."""
+
+    slots: int
+    bandwidth_ms: FloatArray
+    compute_ms: FloatArray
+    comm_ms: FloatArray
+    overhead_ms: float
+    prefill_ms: float
+    prompt_tokens: int
+    output_tokens: int
+    chunk_tokens: int | None = None
+    """Tokens one step may carry (the engine's token budget); None = whole prompts."""
+    mixed: bool = True
+    """With a budget: decode tokens and prompt chunks share a step (vLLM, llama.cpp); False: a
+    prefill batch of at most the budget pauses decoding (SGLang)."""
+    prefill_cum_ms: FloatArray | None = None
+    """F6 prefill time (ms) of a prompt's first k tokens at the plateau MFU, k =
+    0..prompt_tokens (chunk times are differences of it); None = linear, k x prefill_ms /
+    prompt_tokens."""
+    mfu_cum_ms: FloatArray | None = None
+    """The part of `prefill_cum_ms` that runs at MFU (the GEMMs; the attention too without an
+    attn_mfu), per prompt length 0..prompt_tokens, ms at the plateau: what a pass's efficiency
+    (F6c, `mfu_half_tokens`) stretches. None: nothing stretches."""
+    mfu_half_tokens: float = 0.0
+    """Tokens of a forward pass at which the prompt GEMMs reach half their plateau MFU (F6c,
+    `Scenario.mfu_half_tokens`); 0: a constant MFU."""
+    prefill_mfu_ms: float = 0.0
+    """The MFU-bound part of one whole prompt's prefill at the plateau (ms; F6c)."""
+    cached_tokens: int = 0
+    """Prompt tokens a prefix-cache hit serves from the cache (a shared system prompt)."""
+    prefix_share: float = 0.0
+    """Share of requests that hit the prefix cache (the first request always misses)."""
+    hit_prefill_ms: float = 0.0
+    """A hit prompt's prefill alone, ms (`prefix.cached_prefill_s`)."""
+    hit_mfu_ms: float = 0.0
+    """The MFU-bound part of a hit prompt's prefill at the plateau (ms)."""
+    hit_first_ms: float = 0.0
+    """What a hit prompt's first chunk adds to its `chunk_ms` (the prefill overhead, the output
+    head and TP communication's fixed part), so its chunks add up to `hit_prefill_ms` at the
+    plateau."""
+    offload_ms: float = 0.0
+    """What every forward pass adds streaming CPU-offloaded weights over the host link (ms)."""
+    engine: str = "chapter"
+    """The engine profile these timings and this scheduling come from (a label)."""
+    serial_ms: FloatArray | None = None
+    """What the step adds to the overlap of its terms, per batch 0..slots (`DecodeStep.serial_ms`:
+    the operator method's groups run one after another, and per-sequence overhead); None: 0."""
+
+    def __post_init__(self) -> None:
+        if self.slots < 1:
+            raise InputError("no request fits in memory (0 slots): use a bigger GPU, more "
+                             "GPUs, a shorter context or a smaller KV precision")
+        if self.output_tokens < 1 or self.prompt_tokens < 1:
+            raise InputError("prompt and output must be >= 1 token")
+        if self.chunk_tokens is not None and self.mixed and self.chunk_tokens <= self.slots:
+            raise InputError(f"chunked-prefill budget of {self.chunk_tokens} tokens must exceed "
+                             f"the {self.slots} decode slots (vLLM's max_num_batched_tokens)")
+        if self.chunk_tokens is not None and self.chunk_tokens < 1:
+            raise InputError(f"chunked-prefill budget must be >= 1 token, got {self.chunk_tokens}")
+        if self.prefill_cum_ms is not None and len(self.prefill_cum_ms) != self.prompt_tokens + 1:
+            raise InputError("prefill_cum_ms needs one time per prompt length 0..prompt_tokens")
+        if self.prefill_ms < 0:
+            raise InputError("prefill time must be >= 0 ms")
+        if not 0 <= self.cached_tokens < self.prompt_tokens:
+            raise InputError(f"a cached prefix of {self.cached_tokens} tokens must be shorter "
+                             f"than the {self.prompt_tokens}-token prompt")
+        if not (math.isfinite(self.prefix_share) and 0 <= self.prefix_share <= 1):
+            raise InputError(f"prefix share must be in [0, 1], got {self.prefix_share}")
+        if self.mfu_cum_ms is not None and len(self.mfu_cum_ms) != self.prompt_tokens + 1:
+            raise InputError("mfu_cum_ms needs one time per prompt length 0..prompt_tokens")
+
+    @property
+    def step_ms(self) -> FloatArray:
+        """Decode step time (ms) for 0..slots sequences (F4's combination of the terms)."""
+        return step_time_ms(bandwidth_ms=self.bandwidth_ms, compute_ms=self.compute_ms,
+                            comm_ms=self.comm_ms,
+                            overhead_ms=self.overhead_ms + self.offload_ms) + self._serial()
+
+    def _serial(self) -> FloatArray:
+        return (np.zeros_like(self.bandwidth_ms) if self.serial_ms is None
+                else np.asarray(self.serial_ms, dtype=np.float64))
+
+    def chunk_ms(self, done_tokens: int, chunk_tokens: int) -> float:
+        """Prefill time (ms) of prompt tokens done..done+chunk: F6 at the end minus F6 at the
+        start, so a prompt's chunks add up to its whole prefill."""
+        if self.prefill_cum_ms is None:
+            return chunk_tokens * self.prefill_ms / self.prompt_tokens
+        return float(self.prefill_cum_ms[done_tokens + chunk_tokens]
+                     - self.prefill_cum_ms[done_tokens])
+
+    def chunk_mfu_ms(self, done_tokens: int, chunk_tokens: int) -> float:
+        """The MFU-bound part of `chunk_ms` at the plateau (ms): what F6c stretches."""
+        if self.mfu_cum_ms is None:
+            return 0.0
+        return float(self.mfu_cum_ms[done_tokens + chunk_tokens] - self.mfu_cum_ms[done_tokens])
+
+    def mixed_step_ms(self, batch: int, chunks: Sequence[tuple[int, int]],
+                      extra_ms: float = 0.0) -> float:
+        """A mixed step: `batch` decode tokens plus prompt `chunks` ((done, tokens) each), in ms.
+
+        One forward pass (`roofline.mixed_step_time_ms`): F4's terms at `batch` with the
+        chunks' prefill times added to the arithmetic, the weights read once. The chunks' time
+        is `chunk_ms` at the plateau MFU plus their MFU-bound part stretched to the pass's
+        efficiency, step_mfu(batch + chunk tokens) (F6c, `forward_pass.pass_slowdown`), plus
+        `extra_ms` (a prefix hit's first chunk, `hit_first_ms`); a CPU offload adds
+        `offload_ms` to the pass. `capacity.sim.scheduler.SimPhysics.mixed_step_s` is the same
+        formula.
+        """
+        m = batch + sum(n for _, n in chunks)
+        stretch = pass_slowdown(m, self.mfu_half_tokens)
+        prefill = (sum(self.chunk_ms(d, n) for d, n in chunks) + extra_ms
+                   + stretch * sum(self.chunk_mfu_ms(d, n) for d, n in chunks))
+        return mixed_step_time_ms(
+            bandwidth_ms=float(self.bandwidth_ms[batch]), compute_ms=float(self.compute_ms[batch]),
+            comm_ms=float(self.comm_ms[batch]), overhead_ms=self.overhead_ms + self.offload_ms,
+            serial_ms=0.0 if self.serial_ms is None else float(self.serial_ms[batch]),
+            prefill_ms=prefill)
+
+    def prompt_pass_ms(self, hits: Sequence[bool]) -> float:
+        """One forward pass over whole prompts (no token budget), ms: each prompt's prefill
+        alone (`prefill_ms`, or `hit_prefill_ms` for a prefix hit), its MFU-bound part moved from
+        its own pass's efficiency to the batch's, step_mfu(sum of the prompts' new tokens)
+        (F6c), plus `offload_ms` once. Example: two 1,000-token misses at m_half 500, each 130 ms
+        alone (40 ms not MFU-bound + 60 ms MFU-bound at the plateau x (1 + 500 / 1,000)):
+        together 2 x 40 + 120 x (1 + 500 / 2,000) = 230 ms."""
+        m = sum(self.prompt_tokens - (self.cached_tokens if h else 0) for h in hits)
+        out = self.offload_ms
+        for h in hits:
+            alone, part = ((self.hit_prefill_ms, self.hit_mfu_ms) if h
+                           else (self.prefill_ms, self.prefill_mfu_ms))
+            own = self.prompt_tokens - (self.cached_tokens if h else 0)
+            out += alone + part * (pass_slowdown(m, self.mfu_half_tokens)
+                                   - pass_slowdown(own, self.mfu_half_tokens))
+        return out
+
+    def prefix_hits(self, n_requests: int) -> FloatArray:
+        """Which of requests 0..n-1 find the prefix cached (1.0) or compute it (0.0): evenly
+        spread, `prefix_share` of them, request i a hit when floor((i + 1) p) > floor(i p);
+        the first request always computes it (the cache starts empty)."""
+        i = np.arange(n_requests, dtype=np.float64)
+        p = self.prefix_share if self.cached_tokens > 0 else 0.0
+        hit = (np.floor((i + 1) * p + 1e-9) > np.floor(i * p + 1e-9)) & (i > 0)
+        return np.asarray(hit, dtype=np.float64)
+
+    @property
+    def mean_prefill_ms(self) -> float:
+        """A request's mean prefill work at full load (ms): misses and hits by `prefix_share`,
+        each prompt's MFU-bound part at the efficiency of a full pass (the token budget, or one
+        whole prompt) (F6c)."""
+        full = float(self.chunk_tokens or self.prompt_tokens)
+        slow = pass_slowdown(full, self.mfu_half_tokens)
+        miss = self.prefill_ms + self.prefill_mfu_ms * (
+            slow - pass_slowdown(self.prompt_tokens, self.mfu_half_tokens))
+        if self.cached_tokens == 0 or self.prefix_share == 0:
+            return miss
+        hit = self.hit_prefill_ms + self.hit_mfu_ms * (
+            slow - pass_slowdown(self.prompt_tokens - self.cached_tokens, self.mfu_half_tokens))
+        return (1.0 - self.prefix_share) * miss + self.prefix_share * hit
+
+    @property
+    def saturation_rate_per_s(self) -> float:
+        """Arrival rate (req/s) above which the queue grows without bound.
+
+        Full slots: each request costs the GPU t_prefill + output x t_step(slots) / slots; a
+        chunked prompt costs the same prefill time, only spread over steps.
+        """
+        b = self.slots
+        decode_ms = (self.output_tokens - 1) * float(self.step_ms[b]) / b
+        return 1e3 / (self.mean_prefill_ms + decode_ms)
+
+
+def _mfu_ms(s: Scenario, linear_flops: FloatArray, attention_flops: FloatArray) -> FloatArray:
+    """The MFU-bound part of a prefill at the plateau MFU (ms): the GEMMs, and the attention
+    too when the scenario has no attn_mfu (F6b runs it at MFU then)."""
+    flops = linear_flops + (attention_flops if s.attn_mfu is None else 0.0)
+    return np.asarray(flops / (s.tflops * s.tp * TERA * s.mfu) * 1e3, dtype=np.float64)
+
+
+def service_from_scenario(s: Scenario, *, output_tokens: int,
+                          max_num_seqs: int | None = None,
+                          chunk_tokens: int | None = None,
+                          engine: str | EngineProfile = DEFAULT_ENGINE,
+                          block_tokens: int | None = None, offload_gib: float = 0.0,
+                          prefix_tokens: int = 0, prefix_share: float = 0.0) -> ServiceModel:
+    """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
+    TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
+    numbers as the Explorer), scheduled as the engine profile says (`engine`, default the
+    chapter's; `max_num_seqs` and `chunk_tokens` override its max_seqs and token budget).
+
+    The engine's other knobs: `block_tokens` the KV page of token admission (vLLM's
+    --block-size; default the profile's), `offload_gib` vLLM's --cpu-offload-gb (GiB per GPU:
+    the KV pool gains it, every forward pass streams it over the host link,
+    `forward_pass.scenario_offload_ms`), and a prefix cache (`prefix_tokens` of a shared system
+    prompt that `prefix_share` of requests find cached: their prefill skips it,
+    `prefix.cached_prefill_s`, and its KV is held once, `prefix.shared_prefix_bytes`). The
+    memory utilisation (vLLM's gpu_memory_utilization) is the scenario's `util`: the KV pool
+    is util x VRAM - weights - overhead (F3)."""
+    prof = engine_profile(engine) if isinstance(engine, str) else engine
+    prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
+    if block_tokens is not None:
+        if block_tokens < 1:
+            raise InputError(f"KV block size must be >= 1 token, got {block_tokens}")
+        prof = replace(prof, kv_block_tokens=int(block_tokens))
+    if not (math.isfinite(prefix_share) and 0 <= prefix_share <= 1):
+        raise InputError(f"prefix share must be in [0, 1], got {prefix_share}")
+    if prefix_tokens < 0:
+        raise InputError(f"shared prefix must be >= 0 tokens, got {prefix_tokens}")
+    cached = min(int(prefix_tokens), s.prompt - 1) if prefix_share > 0 else 0
+    share = prefix_share if cached > 0 else 0.0
+    budget = chunk_tokens if chunk_tokens is not None else prof.token_budget_tokens or None
+    one = evaluate(s, [s.replicas])
+    offload = scenario_offload_ms(s, offload_gib) if offload_gib else 0.0
+    shared = float(shared_prefix_bytes(s.with_(block_size=prof.kv_block_tokens), cached))
+    pool = float(one.vram.kv_budget_bytes) + offload_gib * GIB - (shared if share else 0.0)
+    held = s.context_tokens
+    if prof.kv_admission == "tokens":
+        # the requests whose whole prompt + output fit the pool, in the engine's pages
+        full = min(s.prompt + output_tokens, s.context_tokens)
+        per_req = float(kv_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
+                                         prof.kv_block_tokens).paged_bytes) * s.kv_factor
+        held = max(1, min(s.prompt + output_tokens // 2, s.context_tokens))
+    else:
+        per_req = float(one.kv_request.exact_bytes) * s.kv_factor
+    c_vram = int(max_concurrency(pool, per_req - share * shared))
+    slots = min(c_vram, prof.max_seqs)
+    if slots < 1:
+        raise InputError(Note(f"{s.variant.key} on {s.gpu.name} (TP={s.tp}) holds no request "
+                              f"of {s.context_tokens} tokens: use more or bigger GPUs, a shorter "
+                              "context or FP8 KV", code="no_slot", model=s.variant.key,
+                              gpu=s.gpu.name, tp=s.tp, context=s.context_tokens))
+    b = np.arange(0, slots + 1, dtype=np.float64)
+    ev = evaluate(s, b * s.replicas, None if held == s.context_tokens else float(held))
+    half = float(s.mfu_half_tokens)
+    plateau = s.with_(mfu_half_tokens=0.0)   # prompts at the plateau; each pass stretches them
+    operator = counts_as_engines(s.step_method)
+    cum = mfu_cum = None
+    hit_first = 0.0
+    if budget is not None:
+        ks = np.arange(1, s.prompt + 1, dtype=np.float64)
+        pre = evaluate(plateau.with_(prompt_tokens=None), [s.replicas], ks)
+        cum = np.concatenate([[0.0], np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
+        if half > 0:
+            pf = prefill_flops(s.model, ks, by_operator=operator)
+            mfu_cum = np.concatenate([[0.0], _mfu_ms(s, pf.linear_flops, pf.attention_flops)])
+        if cached:
+            hit_first = (float(cached_prefill_s(plateau, s.prompt, cached)) * 1e3
+                         - float(cum[s.prompt] - cum[cached]))
+    whole = prefill_flops(s.model, float(s.prompt), by_operator=operator)
+    hit_pf = cached_prefill(s, s.prompt, cached) if cached else None
+    return ServiceModel(
+        slots=slots, bandwidth_ms=np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
+        compute_ms=np.asarray(ev.decode.compute_ms, dtype=np.float64),
+        comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
+        overhead_ms=s.step_overhead_ms, prefill_ms=float(one.ttft_s) * 1e3,
+        prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=budget,
+        mixed=prof.mixed or not prof.chunked, prefill_cum_ms=cum, engine=prof.key,
+        serial_ms=np.asarray(ev.decode.serial_ms, dtype=np.float64),
+        mfu_cum_ms=mfu_cum, mfu_half_tokens=half,
+        prefill_mfu_ms=float(_mfu_ms(s, whole.linear_flops, whole.attention_flops)) if half else 0.0,
+        cached_tokens=cached, prefix_share=share,
+        hit_prefill_ms=float(cached_prefill_s(s, s.prompt, cached)) * 1e3 if cached else 0.0,
+        hit_mfu_ms=(float(_mfu_ms(s, hit_pf.linear_flops, hit_pf.attention_flops))
+                    if hit_pf is not None and half else 0.0),
+        hit_first_ms=hit_first, offload_ms=offload)

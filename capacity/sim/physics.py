@@ -1,0 +1,166 @@
+"""The simulated engine's physics: prefill, decode-step and mixed-step times and the KV account of
+a Scenario under an engine profile (`SimPhysics`), the formulas the event model
+(`capacity.plan.service.ServiceModel`) uses too; `capacity.sim.scheduler` schedules with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
+from capacity.errors import InputError
+from capacity.model.forward_pass import pass_slowdown
+from capacity.model.kv import kv_request_bytes
+from capacity.model.prefill import prefill_flops
+from capacity.model.prefix import cached_prefill_s
+from capacity.model.roofline import counts_as_engines, mixed_step_time_ms
+from capacity.model.scenario import Scenario, evaluate
+
+
+class SimPhysics:
+    """Prefill and decode-step times (seconds, before speedup) and the KV account of a Scenario
+    under an engine profile, cached."""
+
+    def __init__(self, scenario: Scenario, max_num_seqs: int | None = None,
+                 profile: EngineProfile | None = None) -> None:
+        self.scenario = scenario
+        prof = profile or engine_profile(DEFAULT_ENGINE)
+        self.profile = prof.for_gpu(scenario.gpu.key, scenario.vram_gb).with_max_seqs(max_num_seqs)
+        self._step: dict[tuple[int, int], tuple[float, ...]] = {}
+        self._prefill: dict[int, float] = {0: 0.0}
+        self._kv: dict[int, float] = {0: 0.0}
+        ev = evaluate(scenario, [1])
+        self.c_vram = int(ev.max_concurrency_vram)
+        self.kv_budget_bytes = float(ev.vram.kv_budget_bytes)
+        if self.profile.kv_admission == "context":
+            if self.c_vram < 1:
+                raise InputError(
+                    f"{scenario.variant.key} leaves no room for KV cache on {scenario.gpu.name} "
+                    f"at {scenario.context_tokens} tokens: pick a bigger GPU, a smaller format "
+                    "or context")
+            self.slots = min(self.c_vram, self.profile.max_seqs)
+        else:
+            self.slots = self.profile.max_seqs
+            if self.kv_bytes(1) > self.kv_budget_bytes:
+                raise InputError(f"{scenario.variant.key} leaves no room for KV cache on "
+                                 f"{scenario.gpu.name}: pick a bigger GPU or a smaller format")
+        # prompts at the plateau MFU; each forward pass stretches their MFU-bound part (F6c)
+        self._prefill_scenario = scenario.with_(prompt_tokens=None, mfu_half_tokens=0.0)
+        self._mfu: dict[int, float] = {0: 0.0}
+        d = scenario.draft
+        # F12's step per emitted token is the engine step over tau: at tau = 1 it IS the engine
+        # step (verify pass + draft), every term of it (DecodeStep.engine_step_ms)
+        self._step_scenario = (scenario if d is None
+                               else scenario.with_(draft=replace(d, acceptance_length=1.0)))
+        self.verify_tokens = 1 if d is None else d.verify_tokens
+        """Tokens per decoding sequence in one step: 1, or k + 1 with a draft."""
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        """F6 prefill time (s) of one prompt, with the attention term (0 for no tokens)."""
+        t = self._prefill.get(prompt_tokens)
+        if t is None:
+            ev = evaluate(self._prefill_scenario, [1], [float(prompt_tokens)])
+            t = float(ev.ttft_s.reshape(-1)[0])
+            self._prefill[prompt_tokens] = t
+        return t
+
+    def chunk_s(self, done_tokens: int, chunk_tokens: int) -> float:
+        """Prefill time (s) of tokens done..done+chunk of a prompt at the plateau MFU: F6 at the
+        chunk's end minus F6 at its start, so a prompt's chunks add up to its whole prefill (the
+        fixed prefill overhead falls on the first chunk; each chunk attends to the tokens
+        before it)."""
+        return self.prefill_s(done_tokens + chunk_tokens) - self.prefill_s(done_tokens)
+
+    def mfu_part_s(self, prompt_tokens: int) -> float:
+        """The MFU-bound part of `prefill_s` (s, at the plateau): the GEMMs, and the attention
+        too without an attn_mfu (F6b). 0 without `mfu_half_tokens` (nothing stretches)."""
+        s = self.scenario
+        if s.mfu_half_tokens <= 0 or prompt_tokens <= 0:
+            return 0.0
+        t = self._mfu.get(prompt_tokens)
+        if t is None:
+            pf = prefill_flops(s.model, float(prompt_tokens),
+                               by_operator=counts_as_engines(s.step_method))
+            flops = float(pf.linear_flops) + (float(pf.attention_flops) if s.attn_mfu is None
+                                              else 0.0)
+            t = flops / (s.tflops * s.tp * 1e12 * s.mfu)
+            self._mfu[prompt_tokens] = t
+        return t
+
+    def hit_first_s(self, prompt_tokens: int, cached_tokens: int) -> float:
+        """What a prefix hit's first chunk adds to `chunk_s` (s): the prefill overhead, the
+        output head and TP communication's fixed part, so its chunks add up to
+        `prefix.cached_prefill_s` at the plateau (the event model's `hit_first_ms`)."""
+        if cached_tokens <= 0:
+            return 0.0
+        whole = float(cached_prefill_s(self._prefill_scenario.with_(prompt_tokens=prompt_tokens),
+                                       prompt_tokens, cached_tokens))
+        return whole - (self.prefill_s(prompt_tokens) - self.prefill_s(cached_tokens))
+
+    def prefill_pass_s(self, chunks: list[tuple[int, int]], decode_tokens: int = 0,
+                       extra_s: float = 0.0) -> float:
+        """The prompt work of one forward pass that carries `decode_tokens` decode tokens and
+        `chunks` ((done, tokens) each), s: the chunks' `chunk_s` + `extra_s` + their MFU-bound
+        part stretched to step_mfu(decode tokens + chunk tokens) (F6c,
+        `forward_pass.pass_slowdown`); the event model's `ServiceModel.mixed_step_ms` adds the
+        same. Without `mfu_half_tokens` it is the chunks' `chunk_s`."""
+        base = sum(self.chunk_s(d, n) for d, n in chunks) + extra_s
+        m = decode_tokens + sum(n for _, n in chunks)
+        stretch = pass_slowdown(m, self.scenario.mfu_half_tokens)
+        if stretch == 0.0:
+            return base
+        return base + stretch * sum(self.mfu_part_s(d + n) - self.mfu_part_s(d)
+                                    for d, n in chunks)
+
+    def _terms_ms(self, batch: int, mean_context_tokens: float) -> tuple[float, ...]:
+        """F4's terms (ms) for `batch` sequences at a mean context (16-token buckets):
+        step, bandwidth, compute, communication, serial, overhead. With a draft, the engine
+        step's (F12 at an acceptance of 1: the verify pass's terms, the draft in serial)."""
+        bucket = max(1, int(round(mean_context_tokens / 16.0)))
+        key = (batch, bucket)
+        t = self._step.get(key)
+        if t is None:
+            d = evaluate(self._step_scenario, [float(batch)], [bucket * 16.0]).decode
+            t = tuple(float(np.asarray(x).reshape(-1)[0]) for x in
+                      (d.step_ms, d.bandwidth_ms, d.compute_ms, d.comm_ms, d.serial_ms,
+                       d.overhead_ms))
+            self._step[key] = t
+        return t
+
+    def step_s(self, batch: int, mean_context_tokens: float) -> float:
+        """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets);
+        with a draft, one engine step (verify pass + draft, `DecodeStep.engine_step_ms`)."""
+        return self._terms_ms(batch, mean_context_tokens)[0] / 1e3
+
+    def mixed_step_s(self, batch: int, mean_context_tokens: float,
+                     chunks: list[tuple[int, int]], extra_s: float = 0.0) -> float:
+        """One step that decodes `batch` sequences and prefills `chunks` ((done, tokens) each), s.
+
+        One forward pass (`roofline.mixed_step_time_ms`, the event model's formula too): F4's
+        terms at `batch` (the weight read alone without decoding sequences) with the chunks'
+        prefill (`prefill_pass_s`: F6 at the pass's efficiency, F6c) added to the arithmetic;
+        the weights are read once.
+        Without chunks it is `step_s`. With a draft the pass is the verify pass (its terms,
+        the draft's time in serial): the chunks ride in the verify pass's headroom. Unit: s.
+        Source: docs/method.md, "Engine profiles".
+        """
+        if not chunks:
+            return self.step_s(batch, mean_context_tokens) if batch else 0.0
+        _, bw, comp, comm, serial, overhead = self._terms_ms(batch, mean_context_tokens)
+        return mixed_step_time_ms(
+            bandwidth_ms=bw, compute_ms=comp, comm_ms=comm, serial_ms=serial,
+            overhead_ms=overhead,
+            prefill_ms=self.prefill_pass_s(chunks, batch * self.verify_tokens, extra_s) * 1e3
+        ) / 1e3
+
+    def kv_bytes(self, tokens: int) -> float:
+        """KV bytes (per GPU) a request holding `tokens` tokens takes in the engine's pages (F2)."""
+        b = self._kv.get(tokens)
+        if b is None:
+            s = self.scenario
+            b = float(kv_request_bytes(s.model, float(tokens), s.kv_dtype, s.tp,
+                                       self.profile.kv_block_tokens).paged_bytes)
+            self._kv[tokens] = b
+        return b
