@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from capacity.catalog.loader import default_catalog
-from capacity.plan.ep_search import EpComparison, EpPlanOption, compare_ep, ep_search
+from capacity.errors import InputError
+from capacity.plan.ep_search import (
+    REJECTION_CODES,
+    EpComparison,
+    EpPlanOption,
+    compare_ep,
+    ep_rejection,
+    ep_search,
+)
 from capacity.plan.search import plan
 from capacity.report.document import render_markdown
 from capacity.report.i18n import note_text
@@ -141,36 +149,68 @@ def _overlap_zh(o: EpPlanOption) -> str:
     return {"two-batch": "双批次重叠", "sum": "无重叠"}[o.overlap]
 
 
-# every sentence of `ep_search`'s rejections, as it writes them (f-strings of ep_search.py)
+# every reason of `ep_search`'s rejections (`ep_rejection`), its figures, English and Chinese
 DETAILS = {
-    "no node data (data/nodes.toml): its NVLink domain and NIC are unknown":
-        "没有节点数据（data/nodes.toml）：不知道它的 NVLink 域和网卡",
-    "one node of 72 is over the limit of 16 GPUs": "一个节点 72 卡，超过 16 卡的上限",
-    "no EP size of 8-GPU nodes fits within 16 GPUs": "8 卡节点的任何专家并行规模都超出 16 卡",
-    "EP16 serves 9.85 req/s per deployment at most: 3 deployments for 20.00 req/s exceed 16 "
-    "GPUs": "EP16 每个部署最多承载 9.85 req/s：20.00 req/s 需要 3 个部署，超过 16 卡",
-    "EP16 serves 1.95 req/s per deployment: 11 deployments (176 GPUs) for 20.00 req/s exceed "
-    "16 GPUs": "EP16 每个部署承载 1.95 req/s：20.00 req/s 需要 11 个部署（176 卡），超过 16 卡",
-    "the weights do not fit on 16 GPUs (57.5 GB of weights per GPU, 17.9 GB short)":
-        "16 卡放不下权重（每卡 57.5 GB 权重，差 17.9 GB）",
-    "no sequence of 2048 tokens fits beside the weights on 8 GPUs":
-        "在 8 卡上放下权重后，连一个 2048 token 的序列也放不下",
-    "EP16 misses the SLOs even at one request (TPOT 11.6 ms at one sequence, prefill 17 ms)":
-        "EP16 即使只有一个请求也不满足 SLO（单序列每 token 延迟 11.6 ms，预填充 17 ms）",
+    ("ep_rej_no_nodes", ()):
+        ("no node data (data/nodes.toml): its NVLink domain and NIC are unknown",
+         "没有节点数据（data/nodes.toml）：不知道它的 NVLink 域和网卡"),
+    ("ep_rej_node_over", (("n", 72), ("limit", 16))):
+        ("one node of 72 is over the limit of 16 GPUs", "一个节点 72 卡，超过 16 卡的上限"),
+    ("ep_rej_no_size", (("n", 8), ("limit", 16))):
+        ("no EP size of 8-GPU nodes fits within 16 GPUs", "8 卡节点的任何专家并行规模都超出 16 卡"),
+    ("ep_rej_bound", (("ep", 16), ("cap", 9.8512), ("k", 3), ("rate", 20.0), ("limit", 16))):
+        ("EP16 cannot serve more than 9.85 req/s per deployment even with every KV slot "
+         "decoding and no prefill, before the SLOs: 3 deployments for 20.00 req/s would exceed "
+         "16 GPUs",
+         "EP16 每个部署至多承载 9.85 req/s（这是上限：KV 槽位全部在解码、不计预填充，尚未检查 "
+         "SLO）：20.00 req/s 需要 3 个部署，将超过 16 卡"),
+    ("ep_rej_count", (("ep", 16), ("cap", 1.9549), ("k", 11), ("g", 176), ("rate", 20.0),
+                      ("limit", 16))):
+        ("EP16 serves 1.95 req/s per deployment within the SLOs: 11 deployments (176 GPUs) for "
+         "20.00 req/s exceed 16 GPUs",
+         "EP16 每个部署在 SLO 内承载 1.95 req/s：20.00 req/s 需要 11 个部署（176 卡），超过 16 卡"),
+    ("ep_rej_weights", (("ep", 16), ("w", 57.46), ("short", 17.93))):
+        ("the weights do not fit on 16 GPUs (57.5 GB of weights per GPU, 17.9 GB short)",
+         "16 卡放不下权重（每卡 57.5 GB 权重，差 17.9 GB）"),
+    ("ep_rej_kv", (("held", 2048), ("ep", 8))):
+        ("no sequence of 2048 tokens fits beside the weights on 8 GPUs",
+         "在 8 卡上放下权重后，连一个 2048 token 的序列也放不下"),
+    ("ep_rej_slo", (("ep", 16), ("tpot", 11.62), ("pre", 16.8))):
+        ("EP16 misses the SLOs even at one request (TPOT 11.6 ms at one sequence, prefill 17 ms)",
+         "EP16 即使只有一个请求也不满足 SLO（单序列每 token 延迟 11.6 ms，预填充 17 ms）"),
 }
 
 
 def test_the_rejections_in_both_languages(cases: dict[str, EpComparison]) -> None:
-    for en, zh in DETAILS.items():
-        assert rejection_text(en, "en") == en
-        assert rejection_text(en, "zh") == zh
-    assert rejection_text("something new", "zh") == "something new"  # the library's words
-    # the sentences the searches above wrote are among them
-    seen = {r.detail for c in cases.values() for r in c.ep.rejected}
-    assert seen and all(rejection_text(d, "zh") != d for d in seen)
+    """Issue 27: a rejection is a coded note (`ep_rejection`): its English is the library's
+    text, the same as data/i18n's message, and the Chinese is said from its code and figures,
+    no sentence read back."""
+    assert {code for code, _ in DETAILS} == set(REJECTION_CODES)
+    for (code, params), (en, zh) in DETAILS.items():
+        note = ep_rejection(code, **dict(params))
+        assert (str(note), note.code, note.params) == (en, code, dict(params))
+        assert rejection_text(note, "en") == en == note_text(note, "en")
+        assert rejection_text(note, "zh") == zh
+    assert rejection_text("something new", "zh") == "something new"  # a plain string stays
+    with pytest.raises(InputError, match="unknown wide-EP rejection"):
+        ep_rejection("ep_rej_nonsense")
+    # the reasons the searches above gave are coded ones, said in Chinese
+    seen = [r.detail for c in cases.values() for r in c.ep.rejected]
+    assert seen and all(d.code in REJECTION_CODES and rejection_text(d, "zh") != d
+                        for d in seen)
     wide = ep_search(replace(R1, gpus="h200-sxm,a100-80gb-sxm,l40s,a100-80gb-pcie").inputs(CAT))
-    details = [r.detail for r in wide.rejected]
-    assert len(details) == 3 and all(rejection_text(d, "zh") != d for d in details)
+    by_gpu = {r.gpu: r.detail for r in wide.rejected}
+    assert {g: d.code for g, d in by_gpu.items()} == {
+        "a100-80gb-sxm": "ep_rej_count", "l40s": "ep_rej_weights",
+        "a100-80gb-pcie": "ep_rej_bound"}
+    # the A100s side by side: the SXM's figure is its capacity within the SLOs, the PCIe's an
+    # upper bound before them, and each says which (the list no longer reads as if the PCIe
+    # card served five times the SXM's load)
+    assert "within the SLOs" in by_gpu["a100-80gb-sxm"]
+    assert "before the SLOs" in by_gpu["a100-80gb-pcie"]
+    assert "at most" not in " ".join(by_gpu.values())
+    assert all(rejection_text(d, "zh") != d for d in by_gpu.values())
+
 
 
 def test_the_link_carries_the_toggle() -> None:
@@ -300,8 +340,13 @@ def test_one_set_of_figures_on_every_surface(state: PlannerState, winner: str, t
         assert row["per M tok, design load"] == o["cost_per_mtok_design"]
     rejected = [e for e in app.expander if e.label.startswith("GPUs without a wide-EP")]
     assert len(rejected) == (1 if data["rejected"] else 0)
-
+    # one reason, one text: the CLI's JSON, the page's list and the quote's table
+    shown = "\n".join(m.value for e in rejected for m in e.markdown)
     md = quote.read_text(encoding="utf-8")
+    for r in data["rejected"]:
+        assert r["code"] in REJECTION_CODES
+        assert r["detail"] == ep_rejection(r["code"], **r["params"])
+        assert r["detail"] in shown and r["detail"] in md
     assert verdict in md and "wide_ep=1" in md  # the link reopens the page with the box on
     rows = _quote_rows(md)
     best = cli[0]

@@ -94,7 +94,8 @@ def size_json(cmp: EpComparison, top: int) -> dict[str, Any]:
     return {"winner": cmp.winner, "reason": cmp.reason, "max_gpus": s.max_gpus,
             "design_rate_per_s": s.design_rate_per_s, "evaluated": s.evaluated,
             "options": [option_json(o) for o in s.options[:top]],
-            "rejected": [{"gpu": r.gpu, "detail": r.detail} for r in s.rejected]}
+            "rejected": [{"gpu": r.gpu, "detail": str(r.detail), "code": r.detail.code,
+                          "params": r.detail.params} for r in s.rejected]}
 
 
 def size_quote_section(cmp: EpComparison) -> Callable[[str], list[Block]]:

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from capacity.errors import InputError
 from capacity.model.roofline import StepModel
+from capacity.plan.queueing import mixed_step_extra_ms
 from capacity.types import FloatArray
 
 if TYPE_CHECKING:  # the event model loads only for the tests' comparisons
@@ -46,16 +47,10 @@ def service_terms(svc: ServiceModel) -> StepTerms:
     return terms
 
 
-def chunk_extra_ms(bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
-                   prefill_ms: npt.ArrayLike) -> FloatArray:
-    """What prompt chunks of `prefill_ms` (F6 time) add to a step (ms): the mixed step,
-    `roofline.mixed_step_time_ms` = t0 + max(bandwidth, compute + prefill) + comm + serial, less
-    the plain step: max(bandwidth, compute + prefill) - max(bandwidth, compute). Vectorised;
-    tests/test_frontier.py holds it to `mixed_step_time_ms` element by element."""
-    bw = np.asarray(bandwidth_ms, dtype=np.float64)
-    cp = np.asarray(compute_ms, dtype=np.float64)
-    return np.asarray(np.maximum(bw, cp + np.asarray(prefill_ms)) - np.maximum(bw, cp),
-                      dtype=np.float64)
+chunk_extra_ms = mixed_step_extra_ms
+"""What prompt chunks add to a step (ms): the Planner's closed form's own computation
+(`capacity.plan.queueing.mixed_step_extra_ms`); tests/test_frontier.py holds it to
+`mixed_step_time_ms` element by element."""
 
 
 @dataclass(frozen=True, kw_only=True)

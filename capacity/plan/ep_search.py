@@ -54,7 +54,7 @@ from capacity.plan.disagg import (
 )
 from capacity.plan.options import Plan, PlanInputs, Slo
 from capacity.plan.search import plan as plan_aggregated
-from capacity.types import FloatArray
+from capacity.types import FloatArray, Note
 
 GRID_POINTS = 20
 """Total batches the decode step is computed at (geometric from 1 to the slots, every batch
@@ -325,7 +325,42 @@ class EpRejection:
 
     gpu: str
     gpu_name: str
-    detail: str
+    detail: Note
+    """The reason in English (as the CLI prints it), with its code and figures
+    (`ep_rejection`): the Planner page and the quote say it in their language
+    (`capacity.report.i18n.note_text`, key `note_<code>`), reading no sentence back."""
+
+
+REJECTION_CODES = ("ep_rej_no_nodes", "ep_rej_node_over", "ep_rej_no_size", "ep_rej_bound",
+                   "ep_rej_count", "ep_rej_weights", "ep_rej_kv", "ep_rej_slo")
+"""The codes of `ep_rejection` (each a message `note_<code>` in data/i18n)."""
+
+
+def ep_rejection(code: str, **p: int | float) -> Note:
+    """Why a GPU (or one EP size of it) serves no wide-EP option: a `Note` with `code` and its
+    figures `p`, its text the English of data/i18n/en.toml's `note_<code>`
+    (tests/test_planner_ep.py holds the two equal). Two capacities are never confused: `cap`
+    of ep_rej_bound is an upper bound (every KV slot decoding, no prefill, the SLOs aside:
+    `_upper_capacity_per_s`), of ep_rej_count the SLO-feasible capacity (`ep_capacity_per_s`).
+    """
+    texts = {
+        "ep_rej_no_nodes": "no node data (data/nodes.toml): its NVLink domain and NIC are unknown",
+        "ep_rej_node_over": "one node of {n} is over the limit of {limit} GPUs",
+        "ep_rej_no_size": "no EP size of {n}-GPU nodes fits within {limit} GPUs",
+        "ep_rej_bound": ("EP{ep} cannot serve more than {cap:.2f} req/s per deployment even "
+                         "with every KV slot decoding and no prefill, before the SLOs: {k} "
+                         "deployments for {rate:.2f} req/s would exceed {limit} GPUs"),
+        "ep_rej_count": ("EP{ep} serves {cap:.2f} req/s per deployment within the SLOs: {k} "
+                         "deployments ({g} GPUs) for {rate:.2f} req/s exceed {limit} GPUs"),
+        "ep_rej_weights": ("the weights do not fit on {ep} GPUs ({w:.1f} GB of weights per "
+                           "GPU, {short:.1f} GB short)"),
+        "ep_rej_kv": "no sequence of {held} tokens fits beside the weights on {ep} GPUs",
+        "ep_rej_slo": ("EP{ep} misses the SLOs even at one request (TPOT {tpot:.1f} ms at one "
+                       "sequence, prefill {pre:.0f} ms)"),
+    }
+    if code not in texts:
+        raise InputError(f"unknown wide-EP rejection '{code}'")
+    return Note(texts[code].format(**p), code=code, **p)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -374,7 +409,7 @@ def _rank(o: EpPlanOption) -> tuple[float, float, int, str]:
 
 def _option(inp: PlanInputs, g: Gpu, shape: NodeShape, o: EpOption, setup: EpSetup,
             grid: FloatArray, kv: str, pre_tok_s: float, rate: float, cap: float,
-            max_gpus: int, b: EpBasis) -> EpPlanOption | str:
+            max_gpus: int, b: EpBasis) -> EpPlanOption | Note:
     """The option of one layout at the design rate, or why it does not serve it."""
     lay: EpLayout = o.layout
     n_out = inp.workload.output_tokens
@@ -385,8 +420,8 @@ def _option(inp: PlanInputs, g: Gpu, shape: NodeShape, o: EpOption, setup: EpSet
     serving = reps * lay.ep
     billed = (math.ceil((serving + spare) / node) * node) if node else serving + spare
     if billed > max_gpus:
-        return (f"EP{lay.ep} serves {cap:.2f} req/s per deployment: {reps} deployments "
-                f"({billed} GPUs) for {rate:.2f} req/s exceed {max_gpus} GPUs")
+        return ep_rejection("ep_rej_count", ep=lay.ep, cap=cap, k=reps, g=billed, rate=rate,
+                            limit=max_gpus)
     pre_ms = prefill_ms_per_prompt(inp.workload.prompt, lay.ep, pre_tok_s,
                                    inp.prefill_overhead_ms)
     load = ep_load(grid, pre_ms, rate / reps, n_out, inp.slo.quantile)
@@ -473,13 +508,13 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
     for key in (inp.gpus if inp.gpus is not None else tuple(sorted(cat.gpus))):
         g = cat.gpu(key)
         if g.key not in shapes:
-            rejected.append(EpRejection(gpu=g.key, gpu_name=g.name, detail=(
-                "no node data (data/nodes.toml): its NVLink domain and NIC are unknown")))
+            rejected.append(EpRejection(gpu=g.key, gpu_name=g.name,
+                                        detail=ep_rejection("ep_rej_no_nodes")))
             continue
         shape = shapes[g.key]
         sizes = ep_sizes(shape, limit, model.moe.experts)
-        why = (f"one node of {shape.max_gpus_per_node} is over the limit of {limit} GPUs"
-               if not sizes else "")
+        why: Note | None = (ep_rejection("ep_rej_node_over", n=shape.max_gpus_per_node,
+                                         limit=limit) if not sizes else None)
         cheapest = math.inf
         per_gpu_month = inp.price_of(g).per_gpu_hour * HOURS_PER_MONTH
         for n in sizes:
@@ -493,15 +528,14 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
                                       overhead_gb=inp.overhead_gb, catalog=cat,
                                       knobs=b.knobs)]
             cands.sort(key=lambda c: -_upper_capacity_per_s(c[2], wl.output_tokens))
-            size_why = ""
+            size_why: Note | None = None
             for w, kv, o in cands:
                 found = best.get((g.key, n))
                 upper = _upper_capacity_per_s(o, wl.output_tokens)
                 if upper > 0 and replicas_for(rate, upper) * n > limit:
-                    size_why = size_why or (
-                        f"EP{n} serves {upper:.2f} req/s per deployment at most: "
-                        f"{replicas_for(rate, upper)} deployments for {rate:.2f} req/s exceed "
-                        f"{limit} GPUs")
+                    size_why = size_why or ep_rejection(
+                        "ep_rej_bound", ep=n, cap=upper, k=replicas_for(rate, upper),
+                        rate=rate, limit=limit)
                     continue  # even its bound needs more GPUs than the limit
                 if found is not None and upper > 0:
                     reps = replicas_for(rate, upper)
@@ -510,7 +544,7 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
                         continue  # cannot beat the option found for this size
                 evaluated += 1
                 made = _evaluate(inp, g, shape, o, kv, w, held, rate, limit, cat, b)
-                if isinstance(made, str):
+                if isinstance(made, Note):
                     size_why = size_why or made
                     continue
                 if found is None or _rank(made) < _rank(found):
@@ -518,9 +552,8 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
                 cheapest = min(cheapest, made.cost_per_month)
             why = size_why or why
         if not any(k[0] == g.key for k in best):
-            rejected.append(EpRejection(gpu=g.key, gpu_name=g.name, detail=why or (
-                f"no EP size of {shape.max_gpus_per_node}-GPU nodes fits within {limit} "
-                "GPUs")))
+            rejected.append(EpRejection(gpu=g.key, gpu_name=g.name, detail=why or ep_rejection(
+                "ep_rej_no_size", n=shape.max_gpus_per_node, limit=limit)))
     return EpSearch(inputs=inp, options=tuple(sorted(best.values(), key=_rank)),
                     rejected=tuple(rejected), design_rate_per_s=rate, max_gpus=limit,
                     evaluated=evaluated)
@@ -528,16 +561,16 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
 
 def _evaluate(inp: PlanInputs, g: Gpu, shape: NodeShape, o: EpOption, kv: str, weights: str,
               held: int, rate: float, limit: int, cat: Catalog,
-              b: EpBasis) -> EpPlanOption | str:
+              b: EpBasis) -> EpPlanOption | Note:
     """One layout of `plan_ep`: its step grid, prefill and capacity, then the option (or why
     it serves no load)."""
     lay = o.layout
     mem = o.memory
     if mem.max_batch < 1:
         short = -mem.kv_budget_gb
-        return (f"the weights do not fit on {lay.ep} GPUs ({mem.shared_gb + mem.experts_gb:.1f}"
-                f" GB of weights per GPU, {short:.1f} GB short)" if short > 0 else
-                f"no sequence of {held} tokens fits beside the weights on {lay.ep} GPUs")
+        return (ep_rejection("ep_rej_weights", ep=lay.ep, w=mem.shared_gb + mem.experts_gb,
+                             short=short) if short > 0 else
+                ep_rejection("ep_rej_kv", held=held, ep=lay.ep))
     slots = min(mem.max_batch, MAX_TOKENS_PER_RANK * lay.ep)
     s = ep_setup(inp.model, g.key, lay, context_tokens=held, kv_dtype=kv, weights=weights,
                  exponent=o.exponent, catalog=cat)
@@ -552,8 +585,7 @@ def _evaluate(inp: PlanInputs, g: Gpu, shape: NodeShape, o: EpOption, kv: str, w
                                    inp.prefill_overhead_ms)
     cap = ep_capacity_per_s(grid, pre_ms, inp.workload.output_tokens, inp.slo)
     if cap <= 0:
-        return (f"EP{lay.ep} misses the SLOs even at one request (TPOT {grid[1]:.1f} ms at one "
-                f"sequence, prefill {pre_ms:.0f} ms)")
+        return ep_rejection("ep_rej_slo", ep=lay.ep, tpot=float(grid[1]), pre=pre_ms)
     return _option(inp, g, shape, o, s, grid, kv, pre_tok_s, rate, cap, limit, b)
 
 

@@ -13,12 +13,11 @@ Model of one replica (vLLM-style continuous batching):
 - with a chunked-prefill token budget and mixed steps (vLLM V1, llama.cpp) each step carries
   the decoding requests plus up to `budget - batch` prompt tokens of the admitted prompts (in
   admission order; the budget caps the tokens prefilled per step), a prompt's first token comes
-  at the end of the step that prefills its last chunk. This closed form lasts a mixed step the
-  decode step plus the chunks' prefill time, `step = t_step(b) + sum of F6(done + n) - F6(done)`,
-  while the event model and the simulated engine take it as one forward pass that reads the
-  weights once (`capacity.model.roofline.mixed_step_time_ms`, since 2026-12-01): the closed
-  form is the slower of the two where a chunk rides in a bandwidth-bound step (issue 32 keeps
-  them to be made one);
+  at the end of the step that prefills its last chunk. A mixed step is one forward pass that
+  reads the weights once (`capacity.model.roofline.mixed_step_time_ms`): the chunks' prefill
+  time joins the step's arithmetic, so a chunk adds `mixed_step_extra_ms` to the decode step,
+  little where the step is bandwidth-bound; the closed form, the event model and the
+  simulated engine all take it so (issue 32);
 - with a budget and no mixing (SGLang) a prefill batch carries at most `budget` prompt tokens
   (its last prompt may be cut and continues in the next batch) and decoding waits;
 - the scheduling comes from an engine profile (`capacity.catalog.engines`, data/engines.toml):
@@ -115,6 +114,81 @@ class AnalyticLatency:
     target without computing it)."""
 
 
+def mixed_step_extra_ms(bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
+                        prefill_ms: npt.ArrayLike) -> FloatArray:
+    """What prompt chunks of `prefill_ms` (F6 time) add to a decode step, in ms, vectorised.
+
+    The mixed step is one forward pass (`roofline.mixed_step_time_ms`: t0 + max(bandwidth,
+    compute + prefill) + comm + serial, the weights read once), so a chunk adds
+    max(bandwidth, compute + prefill) - max(bandwidth, compute) to the plain step: nothing
+    while the chunk's arithmetic hides under the step's memory time, the chunk's whole
+    prefill once the step is compute-bound. Example: bandwidth 10 ms, compute 2 ms: a 5 ms
+    chunk adds 0 ms, a 20 ms chunk 12 ms. Source: docs/method.md, queueing; Agrawal et al.,
+    Sarathi-Serve (OSDI 2024), section 3.
+    """
+    bw = np.asarray(bandwidth_ms, dtype=np.float64)
+    cp = np.asarray(compute_ms, dtype=np.float64)
+    return np.asarray(np.maximum(bw, cp + np.asarray(prefill_ms, dtype=np.float64))
+                      - np.maximum(bw, cp), dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkCost:
+    """A prompt of P tokens under mixed chunked prefill at one concurrency (arrays, ms):
+    what `chunk_cost` returns."""
+
+    step_ms: FloatArray
+    """s: the plain decode step at the concurrency (F4)."""
+    own_ms: FloatArray
+    """The prompt's time from its first chunk to its first token, alone: its m steps and what
+    its chunks add to them, m s + `added_ms`."""
+    added_ms: FloatArray
+    """What the prompt's own chunks add to the steps they ride on (the budget's full chunks
+    and the remainder, each `mixed_step_extra_ms`): a decoding request's stall per prompt."""
+    full_added_ms: FloatArray
+    """k extra(t / k): what the prompt adds where prompts fill every step's budget (>=
+    `added_ms`: extra is convex and 0 at 0)."""
+    service_ms: FloatArray
+    """t': the prompt's share of the budget when every step is full, k (s + extra(t / k)),
+    k = P / (B - C): the prompt queue's service time (>= t: a step is at least its
+    arithmetic, so rho' < 1 keeps the prefill's arithmetic within the GPU's time)."""
+
+
+def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArray,
+               budget_tokens: FloatArray, prompt_tokens: float) -> ChunkCost:
+    """A prompt's costs under mixed chunked prefill, each step one forward pass (ms).
+
+    Per step the budget leaves B - C prompt tokens beside the C decode tokens (at least 1);
+    k = P / (B - C); a prompt alone is cut into floor(k) full chunks of x = t / k (F6 time t
+    split by tokens) and a remainder of t - floor(k) x, each adding
+    extra(x) = `mixed_step_extra_ms` (from `StepModel.parts` at C) to the plain step s, so it
+    takes m = ceil(k) steps. Where the budget is infinite (a configuration without chunking
+    in a chunked call) the prompt is prefilled whole: own = added = service = t.
+    Example: s 10 ms (bandwidth 9, compute 3), B - C = 512, P = 1280, t = 30 ms: k = 2.5,
+    x = 12 ms adds 6 ms twice, the 6 ms remainder 0: added 12 ms, own 3 x 10 + 12 = 42 ms,
+    service 2.5 x (10 + 6) = 40 ms, full_added 2.5 x 6 = 15 ms.
+    Source: docs/method.md, queueing (Sarathi-Serve's mixed batches, one weight read).
+    """
+    p = step.parts(concurrency)
+    s = np.asarray(p.step_ms, dtype=np.float64)
+    t = np.asarray(prefill_ms, dtype=np.float64)
+    finite = np.isfinite(budget_tokens)
+    per_step = np.where(finite, np.maximum(budget_tokens - concurrency, 1.0), 1.0)
+    k = prompt_tokens / per_step
+    whole = np.floor(k)
+    x_full = t / k
+    rest = t - whole * x_full
+    extra_full = mixed_step_extra_ms(p.bandwidth_ms, p.compute_ms, x_full)
+    added = whole * extra_full + mixed_step_extra_ms(p.bandwidth_ms, p.compute_ms, rest)
+    steps = np.ceil(k)
+    return ChunkCost(
+        step_ms=s,
+        own_ms=np.asarray(np.where(finite, steps * s + added, t), dtype=np.float64),
+        added_ms=np.asarray(np.where(finite, added, t), dtype=np.float64),
+        service_ms=np.asarray(np.where(finite, k * (s + extra_full), t), dtype=np.float64),
+        full_added_ms=np.asarray(np.where(finite, k * extra_full, t), dtype=np.float64))
+
+
 def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: npt.ArrayLike,
                      output_tokens: int, quantile: float = DEFAULT_SLO_QUANTILE,
                      concurrency: npt.ArrayLike | None = None,
@@ -149,16 +223,32 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     Idle time (no request running) is ignored: at light load it overstates the wait by s/2 at
     most.
     With mixed chunked prefill (`chunk_tokens`, the engine's token budget B, and
-    `prompt_tokens` P given; vLLM V1, llama.cpp): a step prefills up to B - C prompt tokens
-    beside the C decode tokens and lasts s + the chunk's prefill time, so
-    - a prompt's own prefill spreads over n = ceil(P / (B - C)) steps: it takes t + n s;
-    - prompts are served first come first served, each costing the GPU t' = t + s P / (B - C)
-      (its prefill and its share of the steps it rides on): E[TTFT] = t + n s + s/2 + W',
-      W' the M/D/1 wait at rho' = lambda t' (no batching factor: a prompt's first token does not
-      wait for its batch-mates); the q-quantile is t + n s + q s + W'_q;
-    - TPOT keeps the same stall share and spread: the chunks carry the same prefill time (the
-      mixed step is the decode step plus the chunk's prefill), and a request that decodes while
-      a prompt is prefilled waits for all of its chunks, one step at a time.
+    `prompt_tokens` P given; vLLM V1, llama.cpp): a step carries the C decode tokens and up to
+    B - C prompt tokens in one forward pass, the weights read once, as the event model's and
+    the simulated engine's mixed step (`roofline.mixed_step_time_ms`): a chunk of prefill time
+    x adds extra(x) = max(bandwidth, compute + x) - max(bandwidth, compute) to the step s
+    (`mixed_step_extra_ms`, the step's parts from `StepModel.parts`), not x. With the costs
+    of `chunk_cost` (own, added a, full-step a_f, service t'):
+    - a prompt alone takes own = m s + a (m = ceil(P / (B - C)) steps, a what its chunks add);
+    - prompts are served first come first served, each holding the budget for P / (B - C)
+      full steps, t' = k (s + extra(t / k)): E[TTFT] = own + s/2 + W', W' the M/D/1 wait at
+      rho' = lambda t' (no batching factor: a prompt's first token does not wait for its
+      batch-mates); the q-quantile is own + q s + W'_q;
+    - TPOT: decoding does not pause; each prompt prefilled while a request decodes lengthens
+      the steps it rides on by a' = (1 - rho') a + rho' a_f (its chunks ride alone, or, with
+      the probability rho' that the budget is in use (Poisson arrivals see time averages),
+      in steps other prompts fill), so the decode time is the busy-period form above with a'
+      in place of t (stall share lambda a', `prefill_share`);
+    - the GPU time per request (utilisation) counts a' beside its share of the decode steps;
+      saturated also where rho' >= 1 (the prompts' chunks outrun the budget).
+    Where the steps are compute-bound extra(x) = x, a = a' = t, and this is the earlier
+    closed form (a step = the decode step + the chunk's prefill). Against the event model
+    with vLLM's budget (Llama-3.1-70B on 4 H100s with 64-token prompts, Qwen3-14B on an A100
+    with 300, Qwen3-8B on an L40S with 1,024; 5 to 80 % of saturation, seeded runs of 3,000
+    requests, when this was written): mean TPOT within 3 %, p90 TPOT within 8 %, mean TTFT
+    within 5 % up to a quarter of saturation; past half of it TTFT is optimistic (p90 15-30 %
+    low at 70-80 %: other prompts' chunks lengthen a prompt's own steps, which `own` leaves
+    out). tests/test_queueing.py holds the first two cases at 5 % and 25 %.
     `tpot_quantile` False leaves the TPOT percentile out (`tpot_q_ms` is NaN where the load is
     not saturated), for callers that need only the concurrency, the means or the duration, or
     that ask `gamma_quantile_at_most` of `decode_mean_ms` and `decode_var_ms2`: the gamma
@@ -175,66 +265,72 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         raise InputError("chunked prefill in the analytic path needs the prompt length")
     budget = np.asarray(chunk_tokens if chunked else np.inf, dtype=np.float64)
     prompt = float(prompt_tokens or 1)
-
-    def chunking(c: FloatArray, s: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """Mixed chunked prefill at concurrency c: (n s, t' = t + s P / (B - C))."""
-        per_step = np.maximum(budget - c, 1.0)
-        n_steps = np.ceil(prompt / per_step)
-        return (np.asarray(n_steps * s, dtype=np.float64),
-                np.asarray(t + s * prompt / per_step, dtype=np.float64))
-    ok_p = rho < 1.0
-    one_m = np.where(ok_p, 1.0 - rho, 1.0)
-    wq = np.where(ok_p, rho * t / (2.0 * one_m), np.inf)
-    batching = np.where(ok_p, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf)
     n_dec = max(output_tokens - 1, 0)
 
-    def chunk_wait(c: FloatArray, s: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """Mixed chunked prefill: (own steps n s, mean wait W', rho')."""
-        own, t_prime = chunking(c, s)
-        rho_p = lam_ms * t_prime
-        ok = rho_p < 1.0
-        w = np.where(ok, rho_p * t_prime / (2.0 * np.where(ok, 1.0 - rho_p, 1.0)), np.inf)
-        return own, np.asarray(w, dtype=np.float64), np.asarray(rho_p, dtype=np.float64)
+    def costs(c: FloatArray) -> ChunkCost:
+        return chunk_cost(step=step, concurrency=c, prefill_ms=t, budget_tokens=budget,
+                          prompt_tokens=prompt)
 
-    def wait_ms(s: FloatArray, c: FloatArray | None = None) -> FloatArray:
-        """Mean TTFT minus one prompt's prefill: residual period + the batch-mates' prefill
-        (chunked: its own steps + half a step + the prompts ahead)."""
-        if chunked:
-            assert c is not None
-            own, w, _ = chunk_wait(c, s)
-            return np.asarray(own + 0.5 * s + w, dtype=np.float64)
-        return np.asarray(batching * (0.5 * s + wq), dtype=np.float64)
+    def md1(r: FloatArray, service: FloatArray) -> FloatArray:
+        ok = r < 1.0
+        return np.asarray(np.where(ok, r * service / (2.0 * np.where(ok, 1.0 - r, 1.0)), np.inf),
+                          dtype=np.float64)
 
-    # the parts of decode_ms that do not depend on the step (computed once, not per iteration)
-    idle_share, rho_t, one_m_rho2 = 1.0 - rho, rho * t, 1.0 - rho * rho
+    ok_p = rho < 1.0
+    wq = md1(rho, t)
+    batching = np.where(ok_p, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf)
 
-    def decode_ms(s: FloatArray, with_var: bool = True) -> tuple[FloatArray, FloatArray]:
-        """Mean and variance of a request's decode time (ms); the variance only `with_var`
-        (else NaN: the fixed point's duration needs the mean alone)."""
+    def decode_ms(s: FloatArray, stall: FloatArray,
+                  with_var: bool = True) -> tuple[FloatArray, FloatArray]:
+        """Mean and variance of a request's decode time (ms), every prompt prefilled while it
+        decodes stalling it `stall` ms; the variance only `with_var` (else NaN: the fixed
+        point's duration needs the mean alone)."""
+        r = lam_ms * stall
+        ok = r < 1.0
+        one_m = np.where(ok, 1.0 - r, 1.0)
         with np.errstate(invalid="ignore"):
-            lam_x = np.where(ok_p, lam_ms * (idle_share * s + rho_t) / one_m_rho2, np.inf)
-            backlog = rho_t * (1.0 + lam_x) if n_dec else 0.0
+            lam_x = np.where(ok, lam_ms * ((1.0 - r) * s + r * stall) / (1.0 - r * r), np.inf)
+            backlog = r * stall * (1.0 + lam_x) if n_dec else 0.0
             x = n_dec * s + backlog
-            mean = np.where(ok_p, x / one_m, np.inf)
+            mean = np.where(ok, x / one_m, np.inf)
             if not with_var:
                 return np.asarray(mean, dtype=np.float64), np.full(np.shape(mean), np.nan)
-            var_backlog = t * t * (rho * (1.0 + lam_x) + rho * rho * lam_x) if n_dec else 0.0
-            var = np.where(ok_p, var_backlog / one_m ** 2 + x * lam_ms * t * t / one_m ** 3,
+            var_backlog = stall * stall * (r * (1.0 + lam_x) + r * r * lam_x) if n_dec else 0.0
+            var = np.where(ok, var_backlog / one_m ** 2 + x * lam_ms * stall * stall / one_m ** 3,
                            np.inf)
         return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
 
-    def duration_at(c: FloatArray, s: FloatArray, mean: FloatArray) -> FloatArray:
-        """A request's time in the server (s) at concurrency c, step s, decode mean `mean`."""
+    def first_token_ms(s: FloatArray, cc: ChunkCost | None) -> FloatArray:
+        """Mean TTFT: the prefill, the residual period and the batch-mates' prefill (chunked:
+        its own steps + half a step + the prompts ahead)."""
+        if cc is not None:
+            return np.asarray(cc.own_ms + 0.5 * s + md1(lam_ms * cc.service_ms, cc.service_ms),
+                              dtype=np.float64)
+        return np.asarray(t + batching * (0.5 * s + wq), dtype=np.float64)
+
+    def duration_at(s: FloatArray, cc: ChunkCost | None, mean: FloatArray) -> FloatArray:
+        """A request's time in the server (s) at step s, chunk costs cc, decode mean `mean`."""
         tpot = mean / max(n_dec, 1)
-        return np.asarray((t + wait_ms(s, c) + output_tokens * tpot) / 1e3, dtype=np.float64)
+        return np.asarray((first_token_ms(s, cc) + output_tokens * tpot) / 1e3, dtype=np.float64)
+
+    def at(c: FloatArray) -> tuple[FloatArray, ChunkCost | None, FloatArray]:
+        """The step, the chunk costs (chunked) and the stall per prompt at concurrency c."""
+        if chunked:
+            cc = costs(c)
+            busy = np.minimum(lam_ms * cc.service_ms, 1.0)  # rho': the budget shared
+            return cc.step_ms, cc, np.asarray((1.0 - busy) * cc.added_ms
+                                              + busy * cc.full_added_ms, dtype=np.float64)
+        return step.step_ms(c), None, t
 
     def duration(c: FloatArray) -> FloatArray:
-        s = step.step_ms(c)
-        return duration_at(c, s, decode_ms(s, with_var=False)[0])
+        s, cc, stall = at(c)
+        return duration_at(s, cc, decode_ms(s, stall, with_var=False)[0])
 
     lam = lam_ms * 1e3
     if concurrency is None:
-        fp = concurrency_fixed_point(np.where(ok_p, lam, 0.0), duration, limit=limit)
+        # batched prefill: rho >= 1 saturates whatever C is (no fixed point to look for)
+        fp = concurrency_fixed_point(lam if chunked else np.where(ok_p, lam, 0.0), duration,
+                                     limit=limit)
         c = fp.concurrency
         converged = fp.converged | (lam == 0)
         fp_duration: FloatArray | None = fp.duration_s  # duration(c) at its last iterate
@@ -242,25 +338,30 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         c = np.broadcast_to(np.asarray(concurrency, dtype=np.float64), lam.shape).copy()
         converged = np.ones(c.shape, dtype=bool)
         fp_duration = None
-    s = step.step_ms(c)
-    dec_mean, dec_var = decode_ms(s)
-    dur = fp_duration if fp_duration is not None else duration_at(c, s, dec_mean)
+    s, cc, stall = at(c)
+    dec_mean, dec_var = decode_ms(s, stall)
+    dur = fp_duration if fp_duration is not None else duration_at(s, cc, dec_mean)
     tpot = dec_mean / max(n_dec, 1)
     tpot_q = (gamma_quantile(dec_mean, dec_var, quantile) / max(n_dec, 1) if tpot_quantile
               else np.full(np.shape(dec_mean), np.nan))
-    ttft_mean = t + wait_ms(s, c)
-    if chunked:
-        own, w_c, rho_c = chunk_wait(c, s)
-        ttft_q = t + own + quantile * s + wait_quantile_ms(w_c, rho_c, quantile)
-        ok_p = ok_p & (rho_c < 1.0)
+    ttft_mean = first_token_ms(s, cc)
+    if cc is not None:
+        rho_c = lam_ms * cc.service_ms
+        ttft_q = (cc.own_ms + quantile * s
+                  + wait_quantile_ms(md1(rho_c, cc.service_ms), rho_c, quantile))
+        share = lam_ms * stall
+        ok_p = (rho_c < 1.0) & (share < 1.0)
+        gpu_ms_per_request = stall + n_dec * s / np.maximum(c, 1.0)
     else:
         ttft_q = t + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
-    gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
+        share = rho
+        gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
     util = lam_ms * gpu_ms_per_request
     saturated = ~ok_p | (util >= 1.0) | ~converged
     inf = np.inf
     return AnalyticLatency(
-        rate_per_s=lam, concurrency=c, step_ms=s, prefill_share=rho, utilization=util,
+        rate_per_s=lam, concurrency=c, step_ms=s, prefill_share=np.asarray(share),
+        utilization=util,
         ttft_mean_ms=np.asarray(np.where(saturated, inf, ttft_mean), dtype=np.float64),
         ttft_q_ms=np.asarray(np.where(saturated, inf, ttft_q), dtype=np.float64),
         tpot_ms=np.asarray(np.where(saturated, inf, tpot), dtype=np.float64),

@@ -8,7 +8,8 @@ quote's section (docs/expert-parallel.md, "On the Planner page and in the quote"
 - `deployment_text`: '2 nodes x 8 H100 SXM: EP16, DP attention, 32 redundant experts,
   all-to-all over InfiniBand 400 Gb/s; 3 such deployments';
 - `layout_text`, `network_text`, `nodes_cell`, `rejection_text`: the table cells of the Planner
-  page and the quote;
+  page and the quote (a rejection is a coded note, `ep_search.ep_rejection`, said from its
+  code and figures);
 - `ep_blocks`: the quote's section (`capacity.report.document` blocks), passed to
   `capacity.report.quote.quote_blocks` as one of its `sections` (`ep_section`).
 
@@ -20,13 +21,12 @@ Pure: no Streamlit.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import partial
 
 from capacity.plan.ep_search import LINK_NAMES, EpComparison, EpPlanOption
 from capacity.report.document import Block, Heading, Para, Table
-from capacity.report.i18n import t, tn
+from capacity.report.i18n import note_text, t, tn
 from capacity.report.quote import fmt_money, fmt_ms, option_label, plan_basis_name
 
 TOP: int = 5
@@ -149,37 +149,11 @@ def winner_text(cmp: EpComparison, lang: str) -> str:
     return f"**{t(key, lang)}**{t('colon', lang)}{reason_text(cmp, lang)}"
 
 
-_REJECTIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (key, re.compile(pattern)) for key, pattern in (
-        ("wep_rej_no_nodes", r"no node data \(data/nodes\.toml\): its NVLink domain and NIC "
-                             r"are unknown"),
-        ("wep_rej_node_over", r"one node of (?P<n>\d+) is over the limit of (?P<limit>\d+) GPUs"),
-        ("wep_rej_no_size", r"no EP size of (?P<n>\d+)-GPU nodes fits within (?P<limit>\d+) GPUs"),
-        ("wep_rej_bound", r"EP(?P<ep>\d+) serves (?P<cap>[\d.,]+) req/s per deployment at most: "
-                          r"(?P<k>\d+) deployments for (?P<rate>[\d.,]+) req/s exceed "
-                          r"(?P<limit>\d+) GPUs"),
-        ("wep_rej_count", r"EP(?P<ep>\d+) serves (?P<cap>[\d.,]+) req/s per deployment: "
-                          r"(?P<k>\d+) deployments \((?P<g>\d+) GPUs\) for (?P<rate>[\d.,]+) "
-                          r"req/s exceed (?P<limit>\d+) GPUs"),
-        ("wep_rej_weights", r"the weights do not fit on (?P<ep>\d+) GPUs \((?P<w>[\d.,]+) GB of "
-                            r"weights per GPU, (?P<short>[\d.,]+) GB short\)"),
-        ("wep_rej_kv", r"no sequence of (?P<held>\d+) tokens fits beside the weights on "
-                       r"(?P<ep>\d+) GPUs"),
-        ("wep_rej_slo", r"EP(?P<ep>\d+) misses the SLOs even at one request \(TPOT "
-                        r"(?P<tpot>[\d.,]+) ms at one sequence, prefill (?P<pre>[\d.,]+) ms\)"),
-    ))
-"""The sentences of `ep_search`'s `EpRejection.detail`, each with its key: a detail is plain
-English there (no code), so its figures are read back here to say it in another language."""
-
-
 def rejection_text(detail: str, lang: str) -> str:
-    """Why a GPU has no wide-EP deployment (`EpRejection.detail`) in `lang`; a sentence not in
-    `_REJECTIONS` stays as the library wrote it."""
-    for key, pattern in _REJECTIONS:
-        m = pattern.fullmatch(detail)
-        if m is not None:
-            return t(key, lang, **m.groupdict())
-    return detail
+    """Why a GPU has no wide-EP deployment (`EpRejection.detail`, a coded `Note` of
+    `ep_search.ep_rejection`) in `lang`, from its code and figures (`note_text`); a plain
+    string stays as it is."""
+    return note_text(detail, lang)
 
 
 def ep_blocks(cmp: EpComparison, lang: str = "en", top: int = TOP) -> list[Block]:
