@@ -10,6 +10,7 @@ import pytest
 
 from capacity.catalog.loader import default_catalog
 from capacity.catalog.nodes import node_shape
+from capacity.errors import InputError
 from capacity.model.workload import Workload
 from capacity.plan.disagg import (
     Link,
@@ -17,14 +18,17 @@ from capacity.plan.disagg import (
     decode_batch_rate,
     decode_capacity_per_s,
     decode_load,
+    disagg_options,
     handover_bytes,
     link_for,
     link_wait_ms,
     pool_counts,
     prefill_capacity_per_s,
     prefill_ttft_ms,
+    replica_shapes,
     transfer_ms,
 )
+from capacity.plan.disagg_handover import descriptors_per_rank
 from capacity.plan.options import PlanInputs, Slo
 from capacity.plan.queueing import md1_mean_wait_ms
 
@@ -57,6 +61,56 @@ def test_transfer_time_by_hand() -> None:
     real = Link(kind="infiniband", send_gb_s=50.0, recv_gb_s=50.0)
     assert float(transfer_ms(send_bytes_per_gpu=whole, recv_bytes_per_gpu=whole,
                              link=real)) == pytest.approx(one / 0.85 + 1.0)
+
+
+def test_connector_costs_by_hand() -> None:
+    """The hand-over as a connector does it: latency + bytes / (link x eta) + descriptors x
+    their cost + the decode engine's admission steps (capacity/plan/disagg_handover.py)."""
+    # one descriptor per 16-token block per layer: 8,192 / 16 = 512 blocks x 80 layers
+    assert descriptors_per_rank(LLAMA70, 8192) == 512 * 80 == 40_960
+    assert descriptors_per_rank(LLAMA70, 8193) == 513 * 80   # a partial block is one more
+    assert descriptors_per_rank(LLAMA70, 8192, block_tokens=64) == 128 * 80
+    whole = handover_bytes(LLAMA70, "fp16", 8192, 1)
+    link = Link(kind="infiniband", send_gb_s=50.0, recv_gb_s=50.0, efficiency=1.0,
+                latency_ms=1.0, descriptor_us=3.75, admission_steps=1.0)
+    # NICs held: 2.684e9 / 5e7 = 53.687 ms + 40,960 x 3.75 us = 153.6 ms -> 207.287 ms
+    assert float(link.busy_ms(whole, whole, 40_960)) == pytest.approx(53.687 + 153.6, abs=1e-3)
+    # + 1 ms latency + one decode step of 12 ms = 220.287 ms
+    assert float(transfer_ms(send_bytes_per_gpu=whole, recv_bytes_per_gpu=whole, link=link,
+                             descriptors=40_960, decode_step_ms=12.0)) == pytest.approx(
+        1.0 + 53.687 + 153.6 + 12.0, abs=1e-3)
+    # the spec sheet: line rate, none of the overheads (an upper bound on speed)
+    spec = link.spec()
+    assert (spec.efficiency, spec.latency_ms, spec.descriptor_us, spec.admission_steps) == \
+        (1.0, 0.0, 0.0, 0.0)
+    assert float(transfer_ms(send_bytes_per_gpu=whole, recv_bytes_per_gpu=whole, link=spec,
+                             descriptors=40_960, decode_step_ms=12.0)) == pytest.approx(
+        53.687, abs=1e-3)
+    with pytest.raises(InputError):
+        Link(kind="infiniband", send_gb_s=50.0, recv_gb_s=50.0, descriptor_us=-1.0)
+
+
+def test_the_planner_hands_over_by_the_one_formula() -> None:
+    """disagg_options' hand-over is transfer_ms of its own link, bytes, descriptors and the
+    decode step at the design load (the first step it reports in TTFT)."""
+    wl = Workload(rate_per_s=2.0, context_tokens=16384, prompt_tokens=8192, output_tokens=256)
+    inp = _inputs(wl, Slo(ttft_ms=2500, tpot_ms=20), gpus=("h200-sxm",))
+    o = disagg_options(inp)[0]
+    step = decode_load(replica_step(inp, o.decode_tp), o.design_rate_per_s / o.decode_replicas,
+                       256, inp.slo.quantile).first_step_ms
+    want = transfer_ms(send_bytes_per_gpu=handover_bytes(LLAMA70, o.kv_dtype, 8192, o.prefill_tp),
+                       recv_bytes_per_gpu=handover_bytes(LLAMA70, o.kv_dtype, 8192, o.decode_tp),
+                       link=o.link, descriptors=descriptors_per_rank(LLAMA70, 8192),
+                       decode_step_ms=step)
+    assert o.transfer_ms == pytest.approx(float(want), rel=1e-12)
+
+
+def replica_step(inp: PlanInputs, tp: int) -> np.ndarray:
+    """The decode step at batch 0..slots of the H200 replica of `tp` GPUs (`replica_shapes`)."""
+    _, units, grid = replica_shapes(inp)
+    j = next(i for i, u in enumerate(units) if u.tp == tp and u.kv == "fp8"
+             and u.weights == "fp8")
+    return np.asarray(grid[j, : units[j].slots + 1])
 
 
 def test_link_is_nvlink_inside_one_domain_else_the_nic() -> None:
@@ -129,11 +183,18 @@ def test_long_prompts_tight_tpot_rank_disaggregated_first() -> None:
     # the pools are rate-matched: each sustains the design load
     assert best.prefill_replicas * best.prefill_capacity_per_s >= best.design_rate_per_s
     assert best.decode_replicas * best.decode_capacity_per_s >= best.design_rate_per_s
-    # one GPU type: the aggregated replicas lose their time to prefill
-    h200 = compare(_inputs(wl, Slo(ttft_ms=2000, tpot_ms=20), gpus=("h200-sxm",)))
+    # one GPU type: the aggregated replicas lose their time to prefill (TTFT 2.5 s leaves
+    # room for the connector's hand-over: 40,960 descriptors at 3.75 us are 154 ms)
+    h200 = compare(_inputs(wl, Slo(ttft_ms=2500, tpot_ms=20), gpus=("h200-sxm",)))
     d, a = h200.best_disaggregated, h200.best_aggregated
     assert h200.winner == "disaggregated" and d is not None and a is not None
     assert d.n_gpus < a.n_gpus and "prompts stretch the decode steps" in h200.reason
+    # at 2 s the hand-over pushes 3P+1D past the TTFT: the next layout costs more than
+    # aggregated, and the reason names the hand-over
+    tight = compare(_inputs(wl, Slo(ttft_ms=2000, tpot_ms=20), gpus=("h200-sxm",)))
+    assert tight.winner == "aggregated" and tight.best_disaggregated is not None
+    assert tight.best_disaggregated.n_gpus > d.n_gpus
+    assert "the KV hand-over" in tight.reason and "a second pool cost more" in tight.reason
 
 
 def test_short_chat_ranks_aggregated_first() -> None:
@@ -156,7 +217,7 @@ def test_size_cli_ranks_disaggregated_beside_aggregated(capsys: pytest.CaptureFi
 
     args = ["size", "--dau", "4800", "--requests-per-user", "10", "--peak-share", "0.3",
             "--peak-hours", "2", "--ctx", "16384", "--prompt-tokens", "8192",
-            "--output-tokens", "256", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "20",
+            "--output-tokens", "256", "--slo-ttft-ms", "2500", "--slo-tpot-ms", "20",
             "--model", "llama-3.1-70b", "--gpus", "h100-sxm", "--currency", "USD",
             "--max-gpus", "32", "--disaggregated", "--top", "2"]
     assert main(args) == 0

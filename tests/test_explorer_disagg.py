@@ -48,12 +48,13 @@ PARAMS = {"model": "llama-3.1-8b", "weights": "bf16", "gpu": "h100-sxm", "ctx": 
 
 def hand_layout(x: int = 2, y: int = 1) -> PoolLayout:
     """A prefill of 400 ms one prompt at a time; a decode step of 10 + b ms over 64 slots,
-    10 output tokens; 1e8 bytes each way over 50 GB/s per GPU at efficiency 1 and 1 ms."""
+    10 output tokens; 1e8 bytes each way over 50 GB/s per GPU at efficiency 1 and 1 ms, 800
+    descriptors at 2.5 us, one decode step of admission."""
     pre = PoolShape(gpu="g", gpu_name="G", tp=1, prefill_ms=400.0, batched=False,
                     prefill_fits=True, slots=64, step_ms=tuple(10.0 + b for b in range(65)),
-                    handover_bytes=1e8, price_per_gpu_hour=1.0)
+                    handover_bytes=1e8, descriptors=800.0, price_per_gpu_hour=1.0)
     link = Link(kind="infiniband", send_gb_s=50.0, recv_gb_s=50.0, efficiency=1.0,
-                latency_ms=1.0)
+                latency_ms=1.0, descriptor_us=2.5, admission_steps=1.0)
     return PoolLayout(prefill=pre, prefill_replicas=x, decode=pre, decode_replicas=y,
                       link=link, output_tokens=10, quantile=0.9, ttft_slo_ms=2000.0,
                       tpot_slo_ms=20.0)
@@ -66,9 +67,11 @@ def test_figures_at_a_rate_by_hand() -> None:
     # (exponential tail) 133.3 / 0.4 x ln(0.4 / 0.1) = 462.1 ms
     assert f.prefill_utilization == pytest.approx(0.4)
     assert f.prefill_queue_ms == pytest.approx(1000 / 3 * math.log(4.0))
-    # hand-over: 1e8 B / 5e7 B per ms = 2 ms + 1 ms; 2 req/s x 2 ms: rho 0.004 < 0.1, no p90 wait
-    assert f.transfer_ms == pytest.approx(3.0)
-    assert f.link_wait_ms == 0.0 and f.link_utilization == pytest.approx(0.004)
+    # hand-over: the NICs held 1e8 B / 5e7 B per ms = 2 ms + 800 x 2.5 us = 2 ms: 4 ms; + 1 ms
+    # latency + one decode step of admission (11.24 ms, below) = 16.24 ms; 2 req/s x 4 ms:
+    # rho 0.008 < 0.1, no p90 wait
+    assert f.transfer_ms == pytest.approx(1.0 + 4.0 + 11.24)
+    assert f.link_wait_ms == 0.0 and f.link_utilization == pytest.approx(0.008)
     # decode: lambda(2) = 1 / (10 x 0.012 s) = 8.333 req/s, so 2 req/s is B = 1 + 2 / 8.333
     # = 1.24 (linear between the batches), s = 11.24 ms; B_q = 1.24 + 1.2816 sqrt(0.24)
     b = 1.24
@@ -76,7 +79,7 @@ def test_figures_at_a_rate_by_hand() -> None:
     assert f.decode_utilization == pytest.approx(b / 64)
     assert f.first_step_ms == pytest.approx(11.24) and f.tpot_mean_ms == pytest.approx(11.24)
     assert f.tpot_ms == pytest.approx(10 + b + 1.2815516 * math.sqrt(0.24), rel=1e-6)
-    assert f.ttft_ms == pytest.approx(400 + 1000 / 3 * math.log(4.0) + 3.0 + 11.24)
+    assert f.ttft_ms == pytest.approx(400 + 1000 / 3 * math.log(4.0) + 16.24 + 11.24)
     # TPOT 20 ms at p90: B = 6 (B_q = 6 + 1.28 sqrt 5 = 8.87 slots, s 18.9 ms) is the largest:
     # 5 / (10 x 0.016 s) = 31.25 req/s
     assert f.decode_capacity_per_s == pytest.approx(31.25)
@@ -87,7 +90,7 @@ def test_saturation_by_hand() -> None:
     sat = saturation(hand_layout())
     assert sat.prefill_per_s == pytest.approx(2 * 1000 / 400)          # 5 req/s
     assert sat.decode_per_s == pytest.approx(63 / (10 * 0.074))        # 85.1 req/s
-    assert sat.link_per_s == pytest.approx(min(2, 1) * 1000 / 2.0)     # 500 req/s
+    assert sat.link_per_s == pytest.approx(min(2, 1) * 1000 / 4.0)     # 250 req/s
     assert sat.first_per_s == pytest.approx(5.0)
     # past a saturation the curve is infinite
     c = pools_curve(hand_layout(), [1.0, 4.9, 5.0, 6.0])
@@ -226,7 +229,7 @@ def test_the_panel_shows_the_librarys_numbers() -> None:
     p = explorer_pools(state, cat, ttft_s=1.0, tpot_ms=1.0)
     f = p.figures
     assert p.rate_source == "load" and p.layout.ratio == "2P+1D"
-    assert m["TTFT p90"] == f"{f.ttft_ms:,.1f} ms" == "1,378.3 ms"
+    assert m["TTFT p90"] == f"{f.ttft_ms:,.1f} ms" == "1,432.2 ms"
     assert m["TPOT p90"] == f"{f.tpot_ms:,.1f} ms"
     assert m["prefill pool busy"] == f"{f.prefill_utilization:.0%}"
     assert m["decode slots in use"] == f"{f.decode_utilization:.0%}"

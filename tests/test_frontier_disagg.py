@@ -81,15 +81,19 @@ def test_a_disaggregated_point_by_hand() -> None:
     assert dis.key == "h100-sxm/vllm/bf16/fp16/disaggregated" and agg.front and dis.front
     # KV hand-over: 32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B a token, x 8192 tokens =
     # 1,073,741,824 B; both pools (1 + 1 GPU) in one NVLink domain: 450 GB/s one way x 0.85,
-    # + 1 ms
-    transfer = 1.0 + 1_073_741_824 / (450 * 0.85 * 1e6)
-    assert transfer == pytest.approx(3.807, abs=1e-3)
+    # + 1 ms; + the decode rank's descriptors, 32 layers x 8192 / 16 blocks = 16,384 x 3.75 us
+    # = 61.44 ms (docs/disaggregation.md); + one decode step of admission (the pair's step)
+    wire = 1.0 + 1_073_741_824 / (450 * 0.85 * 1e6)
+    assert wire == pytest.approx(3.807, abs=1e-3)
+    descriptors_ms = 32 * 8192 / 16 * 3.75 / 1e3
+    assert descriptors_ms == pytest.approx(61.44)
     v = configuration_variants(SIMPLE)[0]
     _, _, units = search.replica_units(plan_inputs(SIMPLE, v), default_catalog())
     assert units.tp.tolist() == [1]
     t_prefill = float(units.prefill_ms[0])
     for p in dis.front:
         s = p.tpot_ms  # pure decode steps: TPOT is the step at C
+        transfer = wire + descriptors_ms + s
         assert p.interactivity_tok_s_per_user == pytest.approx(1000.0 / s)
         out = p.concurrency * 1000.0 / s
         rate = out / 256

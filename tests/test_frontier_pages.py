@@ -251,7 +251,10 @@ def test_layout_text_in_both_languages() -> None:
 
 
 def test_every_layout_of_a_frontier_is_translated(catalog: Catalog) -> None:
-    inp = FrontierInputs(model="qwen3-30b-a3b", gpus=("h100-sxm",), engines=("vllm",),
+    # gpt-oss-120b: an MoE whose prefill on one H100 is slow enough for the KV link (a smaller
+    # one, Qwen3-30B-A3B, prefills ~100k tokens/s a replica: the decode rank's transfer
+    # descriptors alone would keep the link busy, docs/disaggregation.md, and draw no point)
+    inp = FrontierInputs(model="gpt-oss-120b", gpus=("h100-sxm",), engines=("vllm",),
                          formats=("fp8",), kv_dtypes=("fp8",), disaggregated=True, wide_ep=True)
     fr = frontier(inp, catalog)
     kinds = set(fr.points.deployment)

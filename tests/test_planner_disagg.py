@@ -43,7 +43,7 @@ SHORT = PlannerState(model="llama-3.1-70b", dau=4800, rpu=10, ctx=1024, out=200,
 
 def _h200(rate: float, max_gpus: int, prompt: int = 8192, tpot: float = 20) -> PlanInputs:
     wl = Workload(rate_per_s=rate, context_tokens=16384, prompt_tokens=prompt, output_tokens=256)
-    return PlanInputs(model="llama-3.1-70b", workload=wl, slo=Slo(ttft_ms=2000, tpot_ms=tpot),
+    return PlanInputs(model="llama-3.1-70b", workload=wl, slo=Slo(ttft_ms=2500, tpot_ms=tpot),
                       gpus=("h200-sxm",), currency="USD", max_gpus=max_gpus)
 
 

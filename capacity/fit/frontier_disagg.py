@@ -13,7 +13,8 @@ decode steps (no prompt runs there; the step is the planner's F4 at batch C, s(C
 the prefill GPUs fractional (the ratio xPyD is chosen to match the decode replica's rate), the
 capacity that of one prefill replica at its part of the TTFT budget
 (`capacity.plan.disagg.prefill_capacity_per_s`: TTFT budget - the KV hand-over
-(`disagg.transfer_ms` over `disagg.link_for`) - the first decode step). This is how
+(`disagg_handover.transfer_ms`'s terms over `disagg.link_for`) - the first decode step). This
+is how
 InferenceMAX draws its disaggregated points: output tok/s over every GPU of the prefill and
 decode pools at a decode concurrency.
 """
@@ -41,8 +42,8 @@ from capacity.plan.disagg import (
     link_wait_ms,
     prefill_capacity_per_s,
     prefill_ttft_ms,
-    transfer_ms,
 )
+from capacity.plan.disagg_handover import Link, descriptors_per_rank
 from capacity.plan.options import PlanInputs
 from capacity.plan.search import ReplicaUnits
 from capacity.types import FloatArray
@@ -103,8 +104,10 @@ def disaggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, model
     unit without a draft as the decode replica at every concurrency of `concurrency_grid` up to
     its slots, with each unit of the same GPU, weights and KV precision as the prefill replica.
 
-    Per pair: the KV hand-over on an idle link (`transfer_ms`: F2 bytes per GPU at each side's
-    TP, `handover_bytes`; the link of one prefill and one decode replica, `link_for`); the
+    Per pair: the KV hand-over on an idle link (`disagg_handover.transfer_ms`'s terms: the
+    link's latency, its busy time for the F2 bytes per GPU at each side's TP and the decode
+    rank's descriptors, and the decode side's admission at the pair's decode step; the link of
+    one prefill and one decode replica, `link_for`); the
     prefill replica's capacity at its part of the TTFT budget, `inp.ttft_ms` at `inp.quantile`
     less the hand-over and the first decode step (`prefill_capacity_per_s`, batched prefill
     where the engine's token budget holds two prompts); the figures (`disaggregated_figures`).
@@ -129,22 +132,24 @@ def disaggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, model
     p_idx = np.asarray([i for _, i in pairs], dtype=np.int64)
     j_idx = d_idx[pt_k]
     tp_d, tp_p = units.tp[j_idx].astype(np.int64), units.tp[p_idx].astype(np.int64)
-    # the hand-over of each (GPU, KV, prefill TP, decode TP)
-    moved: dict[tuple[str, str, int, int], tuple[float, float, str]] = {}
-    xfer, busy, kind = np.zeros(len(pairs)), np.zeros(len(pairs)), []
+    # the hand-over of each (GPU, KV, prefill TP, decode TP): the link's busy time (bytes and
+    # descriptors) per shape, its latency, and the decode side's admission at the pair's step
+    desc = descriptors_per_rank(model, inp.prompt_tokens)
+    moved: dict[tuple[str, str, int, int], tuple[Link, float]] = {}
+    busy, fixed, kind = np.zeros(len(pairs)), np.zeros(len(pairs)), []
+    s_pair = s_c[pt_k]
     for n, (j, i) in enumerate(zip(j_idx.tolist(), p_idx.tolist(), strict=True)):
         g = units.gpus[j]
         key = (g.key, units.kv[j], int(units.tp[i]), int(units.tp[j]))
         if key not in moved:
             link = link_for(g, g, pool_gpus=key[2] + key[3])
-            t = float(transfer_ms(
-                send_bytes_per_gpu=handover_bytes(model, key[1], inp.prompt_tokens, key[2]),
-                recv_bytes_per_gpu=handover_bytes(model, key[1], inp.prompt_tokens, key[3]),
-                link=link))
-            moved[key] = (t, t - link.latency_ms, link.kind)
-        xfer[n], busy[n], k = moved[key]
-        kind.append(k)
-    s_pair = s_c[pt_k]
+            moved[key] = (link, float(link.busy_ms(
+                handover_bytes(model, key[1], inp.prompt_tokens, key[2]),
+                handover_bytes(model, key[1], inp.prompt_tokens, key[3]), desc)))
+        link, busy[n] = moved[key]
+        fixed[n] = link.latency_ms + float(link.admission_ms(s_pair[n]))
+        kind.append(link.kind)
+    xfer = fixed + busy
     prof = {g.key: pinp.profile_for(g.key, g.memory_gb) for g in units.gpus}
     budget_tok = np.asarray([prof[units.gpus[i].key].token_budget_tokens
                              if prof[units.gpus[i].key].chunked else 0 for i in p_idx.tolist()],

@@ -9,17 +9,19 @@ The row is predicted by
 
 - disaggregated: the two-pool event model (`capacity.plan.events_disagg`: `two_pools`,
   `simulate_two_pools`) with one prefill and one decode scenario of the row's model, weights,
-  KV precision and GPU, the hand-over of `capacity.plan.disagg` (`handover_bytes` at each
-  pool's TP, `transfer_ms` over the row's link: the scale-up fabric by `link_for`, or the
-  stated scale-out NIC per GPU);
+  KV precision and GPU, the hand-over of `capacity.plan.disagg_handover` (`handover_bytes` at
+  each pool's TP, `transfer_ms` over the row's link: the scale-up fabric by `link_for`, or the
+  stated scale-out NIC per GPU; the decode rank's descriptors, and the admission steps at the
+  decode step of the row's load);
 - aggregated: the one-pool event model (`capacity.plan.events.simulate`) per replica, the
   load split evenly (closed loop: ceil(C / replicas) clients each; open: rate / replicas);
 
 on two bases: the spec sheet (`scenario_with_basis(s, 'spec')`: every efficiency at peak, no
-overheads, the link at line rate with no fixed latency) and the typical basis
-(`'typical:vllm'`, the planner's typical knobs from data/engines.toml; the link at
-`DEFAULT_LINK_EFFICIENCY` with `DEFAULT_TRANSFER_LATENCY_MS`). The engine's scheduling is the
-row's profile (data/engines.toml `[profile.*]`). Error = predicted / measured - 1. The spec
+overheads, `Link.spec`: the link at line rate with no latency, descriptor cost or admission
+delay) and the typical basis (`'typical:vllm'`, the planner's typical knobs from
+data/engines.toml; the link at the planner's defaults of `capacity.plan.disagg_handover`).
+The engine's scheduling is the row's profile (data/engines.toml `[profile.*]`). Error =
+predicted / measured - 1. The spec
 sheet must be an upper bound: throughput at or above, latency at or below the measured. A
 throughput measured at a set arrival rate is the rate, not a speed: such rows are not scored
 (their latency rows are).
@@ -37,9 +39,11 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
+
+import numpy as np
 
 from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
@@ -47,18 +51,23 @@ from capacity.errors import CapacityError, InputError
 from capacity.fit.planning import scenario_with_basis, with_basis
 from capacity.fit.validate import Spread, relative_error
 from capacity.fit.validate_ep import END as EP_END
-from capacity.fit.validate_report import between_markers, jsonable, write_between_markers
+from capacity.fit.validate_report import (
+    between_markers,
+    csv_number,
+    jsonable,
+    write_between_markers,
+)
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.disagg import (
-    DEFAULT_LINK_EFFICIENCY,
-    DEFAULT_TRANSFER_LATENCY_MS,
     Link,
     compare,
+    decode_load,
     handover_bytes,
     link_for,
     transfer_ms,
 )
+from capacity.plan.disagg_handover import descriptors_per_rank
 from capacity.plan.events import service_from_scenario, simulate
 from capacity.plan.events_disagg import simulate_two_pools, two_pools
 from capacity.plan.options import PlanInputs, Slo
@@ -142,25 +151,6 @@ class DisaggRow:
             else f"{self.rate_per_s:g} req/s"
 
 
-def _num(r: dict[str, str], key: str, where: str, *, whole: bool = True,
-         required: bool = True) -> Any:
-    """Column `key` of raw row `r` as a positive int (or float), None when blank and allowed;
-    InputError naming the row and column otherwise."""
-    text = (r.get(key) or "").strip()
-    if not text:
-        if required:
-            raise InputError(f"{where}: column '{key}' is empty")
-        return None
-    try:
-        v: float = int(text) if whole else float(text)
-    except ValueError:
-        kind = "a whole number" if whole else "a number"
-        raise InputError(f"{where}: column '{key}' must be {kind}, got '{text}'") from None
-    if not (math.isfinite(v) and v > 0):
-        raise InputError(f"{where}: column '{key}' must be > 0, got '{text}'")
-    return v
-
-
 def parse_row(r: dict[str, str], where: str) -> DisaggRow:
     """One raw CSV row checked into a DisaggRow (InputError naming `where` and the column)."""
     missing = [c for c in COLUMNS if c not in r]
@@ -172,13 +162,13 @@ def parse_row(r: dict[str, str], where: str) -> DisaggRow:
     if metric not in METRICS:
         raise InputError(f"{where}: metric must be one of {', '.join(METRICS)}, got '{metric}'")
     dis = mode == "disaggregated"
-    p_tp = _num(r, "prefill_tp", where, required=dis)
-    p_rep = _num(r, "prefill_replicas", where, required=dis)
+    p_tp = csv_number(r, "prefill_tp", where, required=dis)
+    p_rep = csv_number(r, "prefill_replicas", where, required=dis)
     if not dis and (p_tp is not None or p_rep is not None):
         raise InputError(f"{where}: an aggregated row has no prefill pool (give its replicas "
                          "in decode_tp x decode_replicas)")
-    conc = _num(r, "concurrency", where, required=False)
-    rate = _num(r, "rate_per_s", where, whole=False, required=False)
+    conc = csv_number(r, "concurrency", where, required=False)
+    rate = csv_number(r, "rate_per_s", where, whole=False, required=False)
     if (conc is None) == (rate is None):
         raise InputError(f"{where}: give exactly one of concurrency and rate_per_s")
     winner = r["source_winner"].strip()
@@ -189,12 +179,12 @@ def parse_row(r: dict[str, str], where: str) -> DisaggRow:
         id=r["id"].strip(), group=r["group"].strip(), mode=mode, model=r["model"].strip(),
         weights=r["weights"].strip(), kv_dtype=r["kv_dtype"].strip(), gpu=r["gpu"].strip(),
         gpu_source_name=r["gpu_source_name"], prefill_tp=p_tp, prefill_replicas=p_rep,
-        decode_tp=_num(r, "decode_tp", where), decode_replicas=_num(r, "decode_replicas", where),
+        decode_tp=csv_number(r, "decode_tp", where), decode_replicas=csv_number(r, "decode_replicas", where),
         link_kind=r["link_kind"].strip(),
-        link_gbit_s=_num(r, "link_gbit_s", where, whole=False, required=False),
-        prompt_tokens=_num(r, "prompt_tokens", where),
-        output_tokens=_num(r, "output_tokens", where), concurrency=conc, rate_per_s=rate,
-        metric=metric, value=_num(r, "value", where, whole=False), source_winner=winner,
+        link_gbit_s=csv_number(r, "link_gbit_s", where, whole=False, required=False),
+        prompt_tokens=csv_number(r, "prompt_tokens", where),
+        output_tokens=csv_number(r, "output_tokens", where), concurrency=conc, rate_per_s=rate,
+        metric=metric, value=csv_number(r, "value", where, whole=False), source_winner=winner,
         winner_metric=r["winner_metric"].strip(), engine=r["engine"],
         profile=r["profile"].strip() or "vllm", source=r["source"], as_of=r["as_of"],
         notes=r["notes"])
@@ -239,15 +229,16 @@ def _scenario(r: DisaggRow, tp: int, basis: str, catalog: Catalog) -> Scenario:
 def row_link(r: DisaggRow, basis: str, catalog: Catalog) -> Link:
     """The hand-over's link: `link_for` (the scale-up fabric when both pools fit one NVLink
     domain, else data/nodes.toml's NIC), or the row's stated scale-out NIC (Gb/s per GPU / 8 =
-    GB/s). Spec sheet: line rate, no fixed latency; typical: the planner's defaults."""
-    eff, lat = ((1.0, 0.0) if basis == "spec"
-                else (DEFAULT_LINK_EFFICIENCY, DEFAULT_TRANSFER_LATENCY_MS))
+    GB/s). Typical: the planner's defaults (`capacity.plan.disagg_handover`: efficiency,
+    latency, descriptor cost, admission steps); spec sheet: `Link.spec` (line rate, none of
+    the overheads)."""
     g = catalog.gpu(r.gpu)
     if r.link_gbit_s is not None:
         bw = r.link_gbit_s / 8
-        return Link(kind=r.link_kind or "scale-out", send_gb_s=bw, recv_gb_s=bw,
-                    efficiency=eff, latency_ms=lat)
-    return link_for(g, g, pool_gpus=r.gpus, efficiency=eff, latency_ms=lat)
+        link = Link(kind=r.link_kind or "scale-out", send_gb_s=bw, recv_gb_s=bw)
+    else:
+        link = link_for(g, g, pool_gpus=r.gpus)
+    return link.spec() if basis == "spec" else link
 
 
 def _requests(clients: int) -> int:
@@ -266,13 +257,27 @@ def predict(r: DisaggRow, basis: str, catalog: Catalog | None = None) -> Predict
         sp = _scenario(r, r.prefill_tp, basis, cat)
         sd = _scenario(r, r.decode_tp, basis, cat)
         link = row_link(r, basis, cat)
-        t = float(transfer_ms(
-            send_bytes_per_gpu=handover_bytes(sp.model, r.kv_dtype, r.prompt_tokens, r.prefill_tp),
-            recv_bytes_per_gpu=handover_bytes(sd.model, r.kv_dtype, r.prompt_tokens, r.decode_tp),
-            link=link))
-        pools = two_pools(sp, sd, output_tokens=n_out, transfer_ms=t,
+        pools = two_pools(sp, sd, output_tokens=n_out, transfer_ms=0.0,
                           prefill_replicas=r.prefill_replicas, decode_replicas=r.decode_replicas,
-                          transfer_latency_ms=link.latency_ms, engine=r.profile)
+                          engine=r.profile)
+        # the admission steps at the decode step of the row's load: a closed loop's clients
+        # spread over the decode replicas (at most its slots), an open load's mean batch
+        # by Little's law (decode_load)
+        steps = np.asarray(pools.decode.step_ms, dtype=np.float64)
+        if r.concurrency is not None:
+            step = float(steps[min(math.ceil(r.concurrency / r.decode_replicas),
+                                   steps.size - 1)])
+        else:
+            assert r.rate_per_s is not None
+            step = decode_load(steps, r.rate_per_s / r.decode_replicas, n_out, 0.5).tpot_ms
+            step = step if math.isfinite(step) else float(steps[-1])
+        sent = handover_bytes(sp.model, r.kv_dtype, r.prompt_tokens, r.prefill_tp)
+        got = handover_bytes(sd.model, r.kv_dtype, r.prompt_tokens, r.decode_tp)
+        desc = descriptors_per_rank(sd.model, r.prompt_tokens)
+        t = float(transfer_ms(send_bytes_per_gpu=sent, recv_bytes_per_gpu=got, link=link,
+                              descriptors=desc, decode_step_ms=step))
+        busy = float(link.busy_ms(sent, got, desc))
+        pools = replace(pools, transfer_ms=t, transfer_latency_ms=t - busy)
         d = simulate_two_pools(pools, concurrency=r.concurrency, rate_per_s=r.rate_per_s,
                                n_requests=_requests(r.concurrency or 0))
         return Predicted(output_tok_s_per_gpu=d.output_tok_s / r.gpus,
@@ -515,7 +520,7 @@ def markdown(card: DisaggScorecard) -> str:
         f"{len(card.checks)} rows of data/reference/disagg.csv (published P/D deployments and "
         "the aggregated baselines their sources ran on the same GPUs: NVIDIA Dynamo with vLLM on "
         "B200, llm-d on H200) against the two-pool event model (capacity/plan/events_disagg.py, "
-        "the hand-over of capacity/plan/disagg.py) and, for aggregated rows, the one-pool event "
+        "the hand-over of capacity/plan/disagg_handover.py) and, for aggregated rows, the one-pool event "
         f"model. Typical basis: `{TYPICAL_BASIS}` (data/engines.toml). Throughput per GPU, "
         f"{n_t} rows: typical median |error| {_f(typ.median, '.1%')} (target: within "
         f"{TARGET_ERROR:.0%}: {'met' if card.target_met else 'not met'}), spec sheet median "

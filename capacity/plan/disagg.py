@@ -6,8 +6,9 @@ crosses a link to one replica of the decode pool (its GPU, TP, Y replicas), and 
 produces every output token (the first in the step the request joins, as vLLM's P/D proxy
 streams it). Formulas (units in the names; sources in each docstring):
 
-- hand-over bytes per GPU: F2 at the pool's TP (`handover_bytes`); the time:
-  latency + max(sent per prefill GPU / its link, received per decode GPU / its link)
+- the hand-over (`capacity.plan.disagg_handover`): bytes per GPU F2 at the pool's TP
+  (`handover_bytes`); the time: latency + max(sent per prefill GPU / its link, received per
+  decode GPU / its link) + descriptors x their cost + the decode engine's admission steps
   (`transfer_ms`); the link is NVLink / Infinity Fabric when both pools fit one scale-up
   domain, else each GPU's scale-out NIC (`link_for`, data/nodes.toml);
 - contention: each prefill replica's sending NICs and each decode replica's receiving NICs are
@@ -28,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
-from capacity.catalog.nodes import NodeShape, node_shape
+from capacity.catalog.nodes import node_shape
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH, cost_per_mtok
 from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
@@ -36,6 +37,23 @@ from capacity.model.memory import max_concurrency, vram_budget
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import prefill_flops, prefill_seconds_by_parts
 from capacity.model.roofline import StepModel, comm_coefficients_ms, counts_as_engines
+from capacity.plan.disagg_handover import (
+    DEFAULT_ADMISSION_STEPS as DEFAULT_ADMISSION_STEPS,
+)
+from capacity.plan.disagg_handover import (
+    DEFAULT_DESCRIPTOR_US as DEFAULT_DESCRIPTOR_US,
+)
+from capacity.plan.disagg_handover import (
+    DEFAULT_LINK_EFFICIENCY as DEFAULT_LINK_EFFICIENCY,
+)
+from capacity.plan.disagg_handover import (
+    DEFAULT_TRANSFER_LATENCY_MS as DEFAULT_TRANSFER_LATENCY_MS,
+)
+from capacity.plan.disagg_handover import Link as Link
+from capacity.plan.disagg_handover import descriptors_per_rank, handover_busy_ms
+from capacity.plan.disagg_handover import handover_bytes as handover_bytes
+from capacity.plan.disagg_handover import link_for as link_for
+from capacity.plan.disagg_handover import transfer_ms as transfer_ms
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.plan.queueing import wait_quantile_ms
 from capacity.plan.search import plan as plan_aggregated
@@ -43,15 +61,6 @@ from capacity.stats import normal_quantile
 from capacity.types import FloatArray
 from capacity.units import GB
 
-DEFAULT_LINK_EFFICIENCY = 0.85
-"""Share of a link's line rate a KV hand-over reaches (dimensionless). Mooncake's Transfer
-Engine moves 87 GB/s over 4 x 200 Gb/s RoCE (100 GB/s line rate: 0.87) and 190 GB/s over
-8 x 400 Gb/s (0.475): kvcache-ai/Mooncake's published benchmark (40 GB, Llama3-70B KV at 128K
-tokens). An upper-side default; calibrate it on your fabric."""
-DEFAULT_TRANSFER_LATENCY_MS = 1.0
-"""Fixed time per hand-over, ms: RDMA verbs take microseconds, but a connector also prepares
-block descriptors and notifies the decode side for each request; 1 ms is a capacity
-assumption (connector overheads of tens of ms have been measured on untuned setups)."""
 RHO_MAX = 0.95
 """Highest utilisation a prefill replica or a link is planned at (queues past it are long)."""
 PREFILL_GRID = 48
@@ -59,85 +68,7 @@ PREFILL_GRID = 48
 
 
 # ---------------------------------------------------------------------------------------------
-# The link and one hand-over
-
-
-@dataclass(frozen=True, kw_only=True)
-class Link:
-    """The path one hand-over takes: bandwidth per sending and per receiving GPU, one way."""
-
-    kind: str
-    """'nvlink' / 'infinity-fabric' (both pools in one scale-up domain) or the scale-out kind
-    ('infiniband', 'roce', 'ethernet')."""
-    send_gb_s: float
-    """GB/s one prefill GPU sends at (line rate)."""
-    recv_gb_s: float
-    """GB/s one decode GPU receives at (line rate)."""
-    efficiency: float = DEFAULT_LINK_EFFICIENCY
-    latency_ms: float = DEFAULT_TRANSFER_LATENCY_MS
-
-    def __post_init__(self) -> None:
-        if not (self.send_gb_s > 0 and self.recv_gb_s > 0):
-            raise InputError("link bandwidths must be > 0 GB/s")
-        if not 0 < self.efficiency <= 1:
-            raise InputError(f"link efficiency must be in (0, 1], got {self.efficiency}")
-        if not (math.isfinite(self.latency_ms) and self.latency_ms >= 0):
-            raise InputError(f"transfer latency must be >= 0 ms, got {self.latency_ms}")
-
-    @property
-    def scale_up(self) -> bool:
-        """True when the hand-over stays in one NVLink / Infinity Fabric domain."""
-        return self.kind in ("nvlink", "infinity-fabric")
-
-
-def link_for(prefill_gpu: Gpu, decode_gpu: Gpu, *, pool_gpus: int,
-             efficiency: float = DEFAULT_LINK_EFFICIENCY,
-             latency_ms: float = DEFAULT_TRANSFER_LATENCY_MS,
-             prefill_shape: NodeShape | None = None,
-             decode_shape: NodeShape | None = None) -> Link:
-    """The link between the pools. Scale-up (`Gpu.interconnect_gb_s` per GPU, one way) when
-    both pools are the same GPU and all their `pool_gpus` fit one NVLink / Infinity Fabric
-    domain of more than one GPU (`NodeShape.nvlink_domain`: 8 on an HGX board, 72 in a GB200
-    NVL72 rack); else the scale-out NIC of each side (`NodeShape.scale_out_gb_s`, GB/s per GPU
-    = Gb/s / 8; source: data/nodes.toml)."""
-    ps = prefill_shape or node_shape(prefill_gpu.key)
-    ds = decode_shape or node_shape(decode_gpu.key)
-    if prefill_gpu.key == decode_gpu.key and 1 < ps.nvlink_domain and pool_gpus <= ps.nvlink_domain:
-        bw = prefill_gpu.interconnect_gb_s
-        return Link(kind=ps.fabric, send_gb_s=bw, recv_gb_s=bw, efficiency=efficiency,
-                    latency_ms=latency_ms)
-    kind = ps.scale_out_kind if ps.scale_out_gbit_s <= ds.scale_out_gbit_s else ds.scale_out_kind
-    return Link(kind=kind, send_gb_s=ps.scale_out_gb_s, recv_gb_s=ds.scale_out_gb_s,
-                efficiency=efficiency, latency_ms=latency_ms)
-
-
-def handover_bytes(model: Model, kv_dtype: str, prompt_tokens: float, tp: int) -> float:
-    """KV bytes one GPU of a TP group holds for a prompt: F2 at `tp` (exact, not paged). Unit:
-    bytes. Each prefill GPU sends its share and each decode GPU receives its own, so what crosses
-    the network per request is the whole KV (all layers: F1 x prompt): the decode pool's TP
-    split changes how many NICs receive it, not the bytes. Where heads do not split (fewer KV
-    heads than ranks, MLA's latent) every rank holds, and here sends or receives, a copy.
-    Llama-3.1-70B, fp16 KV, TP 1: 80 layers x 2 x 8 heads x 128 x 2 B = 327,680 B a token;
-    8,192 tokens -> 2,684,354,560 B."""
-    return float(kv_request_bytes(model, float(prompt_tokens), kv_dtype, tp).exact_bytes)
-
-
-def transfer_ms(*, send_bytes_per_gpu: npt.ArrayLike, recv_bytes_per_gpu: npt.ArrayLike,
-                link: Link) -> FloatArray:
-    """One hand-over on an idle link, ms:
-
-        latency + max(send / (B_send x eta), recv / (B_recv x eta))
-
-    bytes per GPU (`handover_bytes`), B in GB/s per GPU (1 GB/s = 1e6 bytes per ms), eta the
-    link efficiency. Every GPU of a group moves its share at once (NIXL and Mooncake stripe a
-    transfer over the NICs), so the slower side bounds it. Llama-3.1-70B fp16 at 8K from one
-    H100 to one H100 over 400 Gb/s (50 GB/s), eta 1, no latency: 2.684e9 / 5e7 = 53.7 ms; from
-    TP 4: 13.4 ms."""
-    send = np.asarray(send_bytes_per_gpu, dtype=np.float64)
-    recv = np.asarray(recv_bytes_per_gpu, dtype=np.float64)
-    eta = link.efficiency
-    return np.asarray(link.latency_ms + np.maximum(send / (link.send_gb_s * eta * 1e6),
-                                                   recv / (link.recv_gb_s * eta * 1e6)))
+# Contention on the link
 
 
 def link_wait_ms(rate_per_s: npt.ArrayLike, service_ms: npt.ArrayLike, quantile: float
@@ -295,7 +226,8 @@ class DisaggOption:
     """One prompt's prefill on a prefill replica (F6 with TP communication), ms."""
     prefill_utilization: float
     transfer_ms: float
-    """One hand-over on an idle link, ms (`transfer_ms`)."""
+    """One hand-over on an idle link, ms (`transfer_ms`: latency, bytes, descriptors and the
+    decode engine's admission steps at the design load's decode step)."""
     transfer_wait_ms: float
     """The SLO quantile of the wait for the links (sending and receiving), ms."""
     link_utilization: float
@@ -370,6 +302,8 @@ class ReplicaShape:
     prefill_fits: bool
     slots: int
     send_bytes: float
+    descriptors: float
+    """Transfer descriptors one rank posts for a prompt (`descriptors_per_rank`)."""
     batched: bool
     """The engine prefills every waiting prompt in one batch (no token budget, or one that holds
     two prompts or more): `prefill_ttft_ms`'s batching factor applies."""
@@ -390,6 +324,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
     pf = prefill_flops(model, prompt, by_operator=counts_as_engines(inp.step_method))
     gpus = [cat.gpu(k) for k in (inp.gpus if inp.gpus is not None else sorted(cat.gpus))]
     units: list[ReplicaShape] = []
+    desc = descriptors_per_rank(model, prompt)
     sent: dict[tuple[str, int], float] = {}
     cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb")}
     for g in gpus:
@@ -410,8 +345,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
             comm_prompt = float(tp_comm_ms(model, g, tp, float(prompt)))
             for v in variants:
                 fl = g.tflops_for(v.format.compute_dtype) * tp
-                pre = float(prefill_seconds_by_parts(pf, fl, inp.mfu, inp.attn_mfu,
-                                                     inp.prefill_overhead_ms / 1e3)) * 1e3
+                pre = float(prefill_seconds_by_parts(
+                    pf, fl, inp.mfu, inp.attn_mfu, inp.prefill_overhead_ms / 1e3,
+                    half_tokens=inp.mfu_half_tokens)) * 1e3
                 vb = vram_budget(vram_gb=g.memory_gb, util=inp.util, weights_gb=v.weights_gb / tp,
                                  overhead_gb=inp.overhead_gb,
                                  nccl_gb=DEFAULT_NCCL_GB if tp > 1 else 0.0)
@@ -427,7 +363,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                         gpu=g, tp=tp, weights=v.format.key, kv=kv,
                         price=inp.price_of(g).per_gpu_hour, prefill_ms=pre + comm_prompt,
                         prefill_fits=int(max_concurrency(vb.kv_budget_bytes, send)) >= 1,
-                        slots=min(c_vram, prof.max_seqs), send_bytes=send,
+                        slots=min(c_vram, prof.max_seqs), send_bytes=send, descriptors=desc,
                         batched=budget == 0 or budget >= 2 * prompt))
                     for k, val in (("w", v.weights_gb / tp * GB), ("kvs", kvr),
                                    ("bw", g.bandwidth_gb_s), ("fl", fl), ("ca", ca), ("cb", cb)):
@@ -468,13 +404,20 @@ def design_rate_per_s(inp: PlanInputs) -> float:
 
 def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
                    efficiency: float = DEFAULT_LINK_EFFICIENCY,
-                   latency_ms: float = DEFAULT_TRANSFER_LATENCY_MS) -> list[DisaggOption]:
+                   latency_ms: float = DEFAULT_TRANSFER_LATENCY_MS,
+                   descriptor_us: float = DEFAULT_DESCRIPTOR_US,
+                   admission_steps: float = DEFAULT_ADMISSION_STEPS) -> list[DisaggOption]:
     """Every disaggregated deployment that meets the SLOs within `inp.max_gpus` GPUs, cheapest
     first (cost per month, then TTFT), one row per pool layout (the best weights and KV of the
     same GPUs, TP and counts): each decode shape sized by rate matching (Y = ceil(rate / its
     capacity)), then each prefill shape of the same weights and KV precision (GPUs may differ)
     at the fewest replicas X whose TTFT (prefill quantile + transfer + link wait quantiles +
-    the first decode step) meets its SLO. Vectorized over prefill shapes x X."""
+    the first decode step) meets its SLO. The hand-over is `disagg_handover`'s: latency, the
+    bytes and descriptors on the link, the admission steps at the decode step of the design
+    load. Vectorized over prefill shapes x X."""
+    knobs = Link(kind="-", send_gb_s=1.0, recv_gb_s=1.0, efficiency=efficiency,
+                 latency_ms=latency_ms, descriptor_us=descriptor_us,
+                 admission_steps=admission_steps)   # checks the knobs
     cat = catalog or default_catalog()
     model, units, grid = _units(inp, cat)
     wl, slo, q = inp.workload, inp.slo, inp.slo.quantile
@@ -513,23 +456,25 @@ def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
         if (d.kv, d.tp) not in recv_bytes:
             recv_bytes[(d.kv, d.tp)] = handover_bytes(model, d.kv, wl.prompt, d.tp)
         recv = recv_bytes[(d.kv, d.tp)]
-        b_send = np.where(up, up_bw[idx, None], out_bw[idx, None]) * efficiency * 1e6
-        b_recv = np.where(up, up_bw[idx, None], shapes[d.gpu.key].scale_out_gb_s) \
-            * efficiency * 1e6
-        busy = np.maximum(col["send_bytes"][idx, None] / b_send, recv / b_recv)
+        b_send = np.where(up, up_bw[idx, None], out_bw[idx, None])
+        b_recv = np.where(up, up_bw[idx, None], shapes[d.gpu.key].scale_out_gb_s)
+        busy = handover_busy_ms(col["send_bytes"][idx, None], b_send, recv, b_recv,
+                                efficiency=efficiency, descriptors=d.descriptors,
+                                descriptor_us=descriptor_us)
+        fixed = latency_ms + float(knobs.admission_ms(load.first_step_ms))
         _, wq_s, rho_s = link_wait_ms(rate / xs, busy, q)
         _, wq_r, rho_r = link_wait_ms(np.full(busy.shape, rate / y), busy, q)
         _, pre_q, rho_p = prefill_ttft_ms(rate / xs, col["prefill_ms"][idx, None], q,
                                           batched[idx, None])
         wait = wq_s + wq_r
-        ttft = pre_q + latency_ms + busy + wait + load.first_step_ms
+        ttft = pre_q + fixed + busy + wait + load.first_step_ms
         ok = ((pool <= inp.max_gpus) & (rho_p <= RHO_MAX) & (rho_s <= RHO_MAX)
               & (rho_r <= RHO_MAX) & (ttft <= slo.ttft_ms))
         rows = np.flatnonzero(ok.any(axis=1))
         if rows.size == 0:
             continue
         first = np.argmax(ok[rows], axis=1)
-        budgets.append(slo.ttft_ms - latency_ms - busy[rows, first] - wait[rows, first]
+        budgets.append(slo.ttft_ms - fixed - busy[rows, first] - wait[rows, first]
                        - load.first_step_ms)
         prefill_rows.append(idx[rows])
         for r, c in zip(rows.tolist(), first.tolist(), strict=True):
@@ -538,9 +483,9 @@ def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
             is_up = bool(up[r, c])
             link = Link(kind=shapes[p.gpu.key].fabric if is_up else min(
                 (shapes[p.gpu.key], shapes[d.gpu.key]), key=lambda sh: sh.scale_out_gbit_s
-            ).scale_out_kind, send_gb_s=float(b_send[r, c]) / efficiency / 1e6,
-                recv_gb_s=float(b_recv[r, c]) / efficiency / 1e6, efficiency=efficiency,
-                latency_ms=latency_ms)
+            ).scale_out_kind, send_gb_s=float(b_send[r, c]), recv_gb_s=float(b_recv[r, c]),
+                efficiency=efficiency, latency_ms=latency_ms, descriptor_us=descriptor_us,
+                admission_steps=admission_steps)
             spare_month = (p.tp * p.price + d.tp * d.price) if inp.spare else 0.0
             o = DisaggOption(
                 prefill_gpu=p.gpu.key, prefill_gpu_name=p.gpu.name, prefill_tp=p.tp,
@@ -548,7 +493,7 @@ def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
                 decode_tp=d.tp, decode_replicas=y, weights=d.weights, kv_dtype=d.kv, link=link,
                 design_rate_per_s=rate, prefill_ms=p.prefill_ms,
                 prefill_utilization=float(rho_p[r, c]),
-                transfer_ms=latency_ms + float(busy[r, c]), transfer_wait_ms=float(wait[r, c]),
+                transfer_ms=fixed + float(busy[r, c]), transfer_wait_ms=float(wait[r, c]),
                 link_utilization=max(float(rho_s[r, c]), float(rho_r[r, c])),
                 ttft_ms=float(ttft[r, c]), tpot_ms=load.tpot_q_ms, tpot_mean_ms=load.tpot_ms,
                 decode_batch=load.batch, prefill_capacity_per_s=math.nan,
@@ -664,13 +609,16 @@ def _reason(inp: PlanInputs, agg: Option | None, dis: DisaggOption | None,
 def compare(inp: PlanInputs, catalog: Catalog | None = None, *,
             efficiency: float = DEFAULT_LINK_EFFICIENCY,
             latency_ms: float = DEFAULT_TRANSFER_LATENCY_MS,
+            descriptor_us: float = DEFAULT_DESCRIPTOR_US,
+            admission_steps: float = DEFAULT_ADMISSION_STEPS,
             aggregated: Plan | None = None) -> Comparison:
     """Rank the planner's aggregated options (`capacity.plan.search.plan`, or `aggregated`
     when the caller has it) and the disaggregated ones (`disagg_options`) by cost per month
     meeting the SLOs, and say which wins and why."""
     cat = catalog or default_catalog()
     p = aggregated if aggregated is not None else plan_aggregated(inp, cat)
-    dis = disagg_options(inp, cat, efficiency=efficiency, latency_ms=latency_ms)
+    dis = disagg_options(inp, cat, efficiency=efficiency, latency_ms=latency_ms,
+                         descriptor_us=descriptor_us, admission_steps=admission_steps)
     winner, reason = _reason(inp, p.best, dis[0] if dis else None, p)
     return Comparison(inputs=inp, aggregated=p, disaggregated=tuple(dis), winner=winner,
                       reason=reason)

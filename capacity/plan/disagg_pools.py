@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,8 @@ from capacity.errors import InputError
 from capacity.model.scenario import Scenario
 from capacity.model.workload import request_duration_s
 from capacity.plan.disagg import (
+    DEFAULT_ADMISSION_STEPS,
+    DEFAULT_DESCRIPTOR_US,
     DEFAULT_LINK_EFFICIENCY,
     DEFAULT_TRANSFER_LATENCY_MS,
     RHO_MAX,
@@ -82,6 +84,8 @@ class PoolShape:
     """The decode step at batch 0..slots (F4 with TP communication), ms."""
     handover_bytes: float
     """One prompt's KV per GPU of the group (`disagg.handover_bytes`), bytes."""
+    descriptors: float
+    """Transfer descriptors one rank posts for a prompt (`disagg_handover.descriptors_per_rank`)."""
     price_per_gpu_hour: float
 
     @property
@@ -100,7 +104,8 @@ def pool_shapes(inp: PlanInputs, catalog: Catalog | None = None
         gpu=u.gpu.key, gpu_name=u.gpu.name, tp=u.tp, prefill_ms=u.prefill_ms,
         batched=u.batched, prefill_fits=u.prefill_fits, slots=u.slots,
         step_ms=tuple(float(v) for v in grid[j, : u.slots + 1]),
-        handover_bytes=u.send_bytes, price_per_gpu_hour=u.price) for j, u in enumerate(units)}
+        handover_bytes=u.send_bytes, descriptors=u.descriptors, price_per_gpu_hour=u.price)
+        for j, u in enumerate(units)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,16 +148,26 @@ class PoolLayout:
 
     @property
     def busy_ms(self) -> float:
-        """The time one hand-over holds the NICs (`transfer_ms` less the fixed latency), ms."""
+        """The time one hand-over holds the NICs (`Link.busy_ms`: the bytes and the decode
+        rank's descriptors), ms."""
+        return float(self.link.busy_ms(self.prefill.handover_bytes, self.decode.handover_bytes,
+                                       self.decode.descriptors))
+
+    def handover_ms(self, decode_step_ms: float) -> float:
+        """One hand-over on idle links with the decode pool at a step of `decode_step_ms`
+        (`disagg_handover.transfer_ms`: latency + busy + admission steps), ms."""
         return float(transfer_ms(send_bytes_per_gpu=self.prefill.handover_bytes,
-                                 recv_bytes_per_gpu=self.decode.handover_bytes,
-                                 link=self.link)) - self.link.latency_ms
+                                 recv_bytes_per_gpu=self.decode.handover_bytes, link=self.link,
+                                 descriptors=self.decode.descriptors,
+                                 decode_step_ms=decode_step_ms))
 
 
 def layout(inp: PlanInputs, shapes: dict[tuple[str, int], PoolShape], *, prefill_gpu: str,
            prefill_tp: int, prefill_replicas: int, decode_gpu: str, decode_tp: int,
            decode_replicas: int, efficiency: float = DEFAULT_LINK_EFFICIENCY,
            latency_ms: float = DEFAULT_TRANSFER_LATENCY_MS,
+           descriptor_us: float = DEFAULT_DESCRIPTOR_US,
+           admission_steps: float = DEFAULT_ADMISSION_STEPS,
            catalog: Catalog | None = None) -> PoolLayout:
     """The layout of two shapes of `shapes` (`pool_shapes`) and counts, on the link `link_for`
     picks for all their GPUs, judged by `inp`'s workload and SLOs. InputError names a shape
@@ -168,7 +183,8 @@ def layout(inp: PlanInputs, shapes: dict[tuple[str, int], PoolShape], *, prefill
     p, d = shapes[(prefill_gpu, prefill_tp)], shapes[(decode_gpu, decode_tp)]
     link = link_for(cat.gpu(prefill_gpu), cat.gpu(decode_gpu),
                     pool_gpus=prefill_replicas * prefill_tp + decode_replicas * decode_tp,
-                    efficiency=efficiency, latency_ms=latency_ms)
+                    efficiency=efficiency, latency_ms=latency_ms, descriptor_us=descriptor_us,
+                    admission_steps=admission_steps)
     slo = inp.slo
     return PoolLayout(prefill=p, prefill_replicas=prefill_replicas, decode=d,
                       decode_replicas=decode_replicas, link=link,
@@ -194,7 +210,8 @@ class PoolFigures:
     """The prefill pool's quantile less one prefill: the wait and its batch-mates."""
     prefill_ms: float
     transfer_ms: float
-    """One hand-over on idle links, latency included."""
+    """One hand-over on idle links: latency, bytes, descriptors and the decode engine's
+    admission steps at this rate's decode step (`PoolLayout.handover_ms`)."""
     link_wait_ms: float
     """The sending and the receiving waits' quantiles."""
     first_step_ms: float
@@ -229,7 +246,7 @@ def pools_at(lay: PoolLayout, rate_per_s: float) -> PoolFigures:
     _, pre_q, rho_p = prefill_ttft_ms(rate_per_s / x, lay.prefill.prefill_ms, q,
                                       lay.prefill.batched)
     wait = float(wq_s) + float(wq_r)
-    hand = lay.link.latency_ms + busy
+    hand = lay.handover_ms(load.first_step_ms)
     ttft = float(pre_q) + hand + wait + load.first_step_ms
     budget = lay.ttft_slo_ms - hand - wait - load.first_step_ms
     cap_p = float(prefill_capacity_per_s(lay.prefill.prefill_ms, budget, q, lay.prefill.batched))
@@ -279,7 +296,9 @@ def with_counts(lay: PoolLayout, x: int, y: int, catalog: Catalog | None = None
     cat = catalog or default_catalog()
     link = link_for(cat.gpu(lay.prefill.gpu), cat.gpu(lay.decode.gpu),
                     pool_gpus=x * lay.prefill.tp + y * lay.decode.tp,
-                    efficiency=lay.link.efficiency, latency_ms=lay.link.latency_ms)
+                    efficiency=lay.link.efficiency, latency_ms=lay.link.latency_ms,
+                    descriptor_us=lay.link.descriptor_us,
+                    admission_steps=lay.link.admission_steps)
     return PoolLayout(prefill=lay.prefill, prefill_replicas=x, decode=lay.decode,
                       decode_replicas=y, link=link, output_tokens=lay.output_tokens,
                       quantile=lay.quantile, ttft_slo_ms=lay.ttft_slo_ms,
@@ -355,7 +374,8 @@ def pools_curve(lay: PoolLayout, rates: npt.ArrayLike) -> PoolsCurve:
     _, wq_r, rho_r = link_wait_ms(r / y, busy, q)
     _, pre_q, rho_p = prefill_ttft_ms(r / x, lay.prefill.prefill_ms, q, lay.prefill.batched)
     return PoolsCurve(
-        rate_per_s=r, ttft_ms=pre_q + lay.link.latency_ms + busy + wq_s + wq_r + first,
+        rate_per_s=r, ttft_ms=pre_q + lay.link.latency_ms + busy + lay.link.admission_ms(first)
+        + wq_s + wq_r + first,
         tpot_ms=np.asarray([ld.tpot_q_ms for ld in loads]), prefill_utilization=rho_p,
         decode_utilization=np.asarray([ld.batch for ld in loads]) / lay.decode.slots,
         link_utilization=np.maximum(rho_s, rho_r), saturation=saturation(lay))
@@ -387,20 +407,23 @@ def event_points(lay: PoolLayout, prefill: Scenario, decode: Scenario, rates: Se
                  *, engine: str | EngineProfile = DEFAULT_ENGINE,
                  n_requests: int = EVENT_REQUESTS, seed: int = 0) -> list[EventPoint]:
     """The event model with two pools (`events_disagg.simulate_two_pools`) at `rates`: the
-    layout's counts and hand-over (`transfer_ms`, its fixed latency holding no NIC), one prefill
-    replica `prefill` and one decode replica `decode` (Scenarios with n_gpus = TP), the engine's
-    scheduling. Rates at or past the first saturation are left out (the queue never settles)."""
-    pools = two_pools(prefill, decode, output_tokens=lay.output_tokens,
-                      transfer_ms=lay.link.latency_ms + lay.busy_ms,
-                      transfer_latency_ms=lay.link.latency_ms,
-                      prefill_replicas=lay.prefill_replicas,
-                      decode_replicas=lay.decode_replicas, engine=engine)
+    layout's counts and hand-over at each rate (`PoolLayout.handover_ms` at `pools_at`'s
+    decode step; its latency and admission steps hold no NIC), one prefill replica `prefill`
+    and one decode replica `decode` (Scenarios with n_gpus = TP), the engine's scheduling.
+    Rates at or past the first saturation are left out (the queue never settles)."""
+    base = two_pools(prefill, decode, output_tokens=lay.output_tokens,
+                     transfer_ms=lay.link.latency_ms + lay.busy_ms,
+                     transfer_latency_ms=lay.link.latency_ms,
+                     prefill_replicas=lay.prefill_replicas,
+                     decode_replicas=lay.decode_replicas, engine=engine)
     pct = min((0.5, 0.9, 0.99), key=lambda p: abs(p - lay.quantile))
     first = saturation(lay).first_per_s
     out = []
     for r in rates:
         if not 0 < r < first:
             continue
+        hand = pools_at(lay, float(r)).transfer_ms
+        pools = replace(base, transfer_ms=hand, transfer_latency_ms=hand - lay.busy_ms)
         res = simulate_two_pools(pools, rate_per_s=float(r), n_requests=n_requests, seed=seed)
         out.append(EventPoint(rate_per_s=float(r), percentile=pct, ttft_ms=res.ttft_ms[pct],
                               tpot_ms=res.tpot_ms[pct]))
