@@ -25,6 +25,8 @@ from capacity.cli.commands import SUMMARIES
 from capacity.fit import validate_disagg as disagg
 from capacity.fit import validate_drafts as drafts
 from capacity.fit import validate_ep as expert_parallel
+from capacity.fit import validate_open_loop as open_loop
+from capacity.fit import validate_typical as typical
 from capacity.fit.validate import scorecard, step_methods, with_step_method
 from capacity.fit.validate_report import COMMAND, markdown, to_json, write_between_markers
 
@@ -51,20 +53,26 @@ def run(args: argparse.Namespace) -> int:
     spec_dec = drafts.draft_scorecard()  # its own section: speed-ups of a draft against batch
     ep = expert_parallel.ep_scorecard()  # and one for wide expert parallelism (MoE)
     pd = disagg.disagg_scorecard()  # and one for disaggregated prefill/decode
+    ty = typical.typical_scorecard()  # the typical basis, before/after the prefill curve
+    ol = open_loop.open_loop_scorecard()  # and published runs at a set request rate
     if args.out:
         command = COMMAND if method is None else f"{COMMAND} --step-method {method}"
         path = write_between_markers(Path(args.out), markdown(card, command=command))
         drafts.write_section(path, drafts.markdown(spec_dec))
         expert_parallel.write_section(path, expert_parallel.markdown(ep))
         disagg.write_section(path, disagg.markdown(pd))
+        typical.write_section(path, typical.markdown(ty))
+        open_loop.write_section(path, open_loop.markdown(ol))
         print(f"wrote {path}")
     elif args.format == "json":
         doc = {**json.loads(to_json(card)), "speculative_decoding": drafts.to_dict(spec_dec),
                "expert_parallel": expert_parallel.to_dict(ep),
-               "disaggregated": disagg.to_dict(pd)}
+               "disaggregated": disagg.to_dict(pd), "typical_basis": typical.to_dict(ty),
+               "open_loop": open_loop.to_dict(ol)}
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         print(markdown(card) + "\n" + drafts.markdown(spec_dec) + "\n"
-              + expert_parallel.markdown(ep) + "\n" + disagg.markdown(pd), end="")
+              + expert_parallel.markdown(ep) + "\n" + disagg.markdown(pd) + "\n"
+              + typical.markdown(ty) + "\n" + open_loop.markdown(ol), end="")
     unexplained = [v for v in card.violations if v.reason == "not explained"]
     return 1 if unexplained else 0

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from capacity.errors import InputError
 from capacity.fit.validate import (
     MIN_WITHIN_LEVELS,
     Check,
@@ -218,3 +219,23 @@ def between_markers(text: str, begin: str = BEGIN, end: str = END) -> str:
     if begin not in text or end not in text:
         return ""
     return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def csv_number(r: dict[str, str], key: str, where: str, *, whole: bool = True,
+               required: bool = True) -> Any:
+    """Column `key` of a reference CSV's raw row `r` as a positive int (or float with
+    `whole=False`), None when blank and not `required`; InputError naming the row (`where`) and
+    the column otherwise (data/reference/disagg.csv, open_loop.csv)."""
+    text = (r.get(key) or "").strip()
+    if not text:
+        if required:
+            raise InputError(f"{where}: column '{key}' is empty")
+        return None
+    try:
+        v: float = int(text) if whole else float(text)
+    except ValueError:
+        kind = "a whole number" if whole else "a number"
+        raise InputError(f"{where}: column '{key}' must be {kind}, got '{text}'") from None
+    if not (math.isfinite(v) and v > 0):
+        raise InputError(f"{where}: column '{key}' must be > 0, got '{text}'")
+    return v
