@@ -13,7 +13,7 @@ bundled ones.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,11 @@ import pandas as pd
 import streamlit as st
 
 import capacity
-from app import cache
+from app import auth, cache
 from capacity import workspace
-from capacity.access import User
+from capacity.access import RunAccess, User, may_see_run, run_access
+from capacity.bench.form import MeasureForm
+from capacity.bench.guard import Guard, check_not_foreign
 from capacity.bench.job import (
     MAX_JOBS_PER_USER,
     MAX_SIMULATORS_PER_USER,
@@ -94,9 +96,24 @@ def start_sim(user: User, model: str, gpu: str, speedup: float) -> SimServer:
         per_owner=per_user(user, MAX_SIMULATORS_PER_USER))
 
 
-def start_job(user: User, start: Callable[[], BenchJob]) -> BenchJob:
-    """A measurement started as the user's (bounded: `JobRegistry.start`)."""
-    return JOBS.start(user.id, start, per_owner=per_user(user, MAX_JOBS_PER_USER))
+def start_job(user: User, forms: Sequence[MeasureForm], api_key: str | None, guard: Guard
+              ) -> BenchJob:
+    """A measurement started as the user's (bounded: `JobRegistry.start`), its runs' meta.json
+    naming them as the owner (`started_by`, '' without sign-in). The endpoint is checked here,
+    at the start, against the registry as it is now: the guard (`check_url`, with the user's
+    own simulators) and another user's simulator refused (`check_not_foreign`: AccessDenied),
+    whatever the form showed."""
+    sim_urls = [s.base_url for s in SIMS.running(user.scope)]
+    foreign = SIMS.foreign_ports(user.scope)
+    return JOBS.start(user.id, lambda: BenchJob.start(
+        forms, api_key, cwd=REPO_ROOT, guard=guard, simulator_urls=sim_urls,
+        started_by=user.id, foreign_ports=foreign), per_owner=per_user(user, MAX_JOBS_PER_USER))
+
+
+def check_endpoint(user: User, base_url: str) -> None:
+    """AccessDenied when `base_url` reaches a simulator another user started (Connect's check
+    before it connects; `start_job` checks again at the start)."""
+    check_not_foreign(base_url, SIMS.foreign_ports(user.scope))
 
 
 def sim(owner: str = "") -> SimServer | None:
@@ -125,17 +142,39 @@ def _stamp(root: Path) -> str:
                              if p.name in ("summary.csv", "meta.json", "requests.csv"))
 
 
+ACCESS_COLUMNS = ("started_by", "shared", "access_malformed")
+"""The columns `runs` adds from each run's meta.json (`capacity.access.run_access`)."""
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def _runs(root: str, stamp: str) -> tuple[pd.DataFrame, tuple[str, ...]]:
     del stamp
     with RunStore(root) as s:
-        return s.list_runs(), tuple(s.warnings)
+        listed, warns = s.list_runs(), tuple(s.warnings)
+    found = [run_access(run_meta(str(d))) for d in listed["dir"]]
+    return listed.assign(started_by=[a.started_by for a in found],
+                         shared=[a.shared for a in found],
+                         access_malformed=[a.malformed for a in found]), warns
 
 
-def runs() -> tuple[pd.DataFrame, tuple[str, ...]]:
-    """Every stored run (newest first) and the store's warnings."""
+def access_of(row: pd.Series) -> RunAccess:
+    """A listed run's `RunAccess` (the columns `runs` added)."""
+    return RunAccess(started_by=str(row["started_by"]), shared=bool(row["shared"]),
+                     malformed=bool(row["access_malformed"]))
+
+
+def runs(user: User | None = None) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The stored runs `user` may see (`capacity.access.may_see_run`; default: this session's
+    user, none when nobody has signed in), newest first, with their owner and `shared`
+    (`ACCESS_COLUMNS`), and the store's warnings. Every page that lists runs reads them here."""
+    who = auth.user() if user is None else user
     root = bench_root()
-    return _runs(str(root), _stamp(root))
+    listed, warns = _runs(str(root), _stamp(root))
+    if who is None:
+        return listed.iloc[0:0], warns
+    keep = pd.Series([may_see_run(who, access_of(r)) for _, r in listed.iterrows()],
+                     index=listed.index, dtype=bool)
+    return listed.loc[keep].reset_index(drop=True), warns
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

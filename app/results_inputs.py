@@ -5,27 +5,30 @@ the runs picked) or an imported file. Each draws its widgets and returns the poi
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app import measure_state as ms
 from app import results_state as rs
 from app import results_view as view
+from capacity.access import AccessDenied, User, may_share_run
 from capacity.errors import CapacityError
 from capacity.fit.imports import FORMATS
 from capacity.fit.overlay import filter_runs, read_upload
 from capacity.report.i18n import error_text, t, tn
 
 
-def stored_runs(variants: list[str], gpus: list[str], lang: str) -> rs.Measured:
-    """The stored runs, filtered by label, endpoint, model and date; the runs picked among them
-    (the newest by default); their warnings."""
+def stored_runs(variants: list[str], gpus: list[str], lang: str, user: User) -> rs.Measured:
+    """The stored runs `user` may see (`ms.runs`), filtered by label, endpoint, model and date;
+    the runs picked among them (the newest by default), checked again (`rs.from_runs`); a
+    share switch on each picked run the user may share; their warnings."""
 
     def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
         return t(k, lang, **kw)
 
     m = rs.Measured()
     try:
-        runs, warns = ms.runs()
+        runs, warns = ms.runs(user)
     except CapacityError as exc:
         st.error(T("r_error", msg=error_text(exc, lang)))
         st.stop()
@@ -44,7 +47,7 @@ def stored_runs(variants: list[str], gpus: list[str], lang: str) -> rs.Measured:
         since, until = rs.date_range(c4.date_input(T("r_f_date"), value=(), key="r_f_date"))
         shown = filter_runs(runs, labels=f_labels, endpoints=f_eps, models=f_models,
                             since=since, until=until)
-        st.dataframe(view.runs_table(shown, lang), hide_index=True, width="stretch")
+        st.dataframe(view.runs_table(shown, lang, user), hide_index=True, width="stretch")
         ids = shown["run_id"].tolist()
         names = rs.run_names(shown)
         rs.keep_picks(ids)
@@ -54,12 +57,40 @@ def stored_runs(variants: list[str], gpus: list[str], lang: str) -> rs.Measured:
         if not chosen:
             st.info(T("r_pick_none"))
         else:
-            m = rs.from_runs(shown, chosen, names, variants, gpus)
+            try:
+                m = rs.from_runs(shown, chosen, names, variants, gpus, user)
+            except AccessDenied:
+                st.error(T("r_run_not_yours"))
+                st.stop()
+            share_switches(shown, chosen, names, user, lang)
             if m.run_warnings:  # client-bound levels, prefix-cache hits, one-burst levels...
                 st.warning(view.run_warnings_text(m.run_warnings, lang))
             if m.no_levels:
                 st.warning(T("r_no_levels"))
     return m
+
+
+def share_switches(shown: pd.DataFrame, chosen: list[str], names: dict[str, str], user: User,
+                   lang: str) -> None:
+    """A "share with everyone" switch for each picked run `user` may share (its owner, an
+    admin: `may_share_run`); a change is written at once (`rs.share_run`, checked again)."""
+    for run_id in chosen:
+        row = shown[shown["run_id"] == run_id].iloc[0]
+        access = ms.access_of(row)
+        if not may_share_run(user, access):
+            continue
+        key = rs.share_switch_value(run_id, access.shared)
+        want = st.toggle(t("r_share", lang, name=names.get(run_id, run_id)), key=key,
+                         help=t("r_share_help", lang))
+        if want != access.shared:
+            try:
+                rs.share_run(user, str(row["dir"]), want)
+            except (AccessDenied, OSError) as exc:
+                st.session_state.pop(rs.SHARE_SEEN + run_id, None)  # the switch shows the file
+                st.error(t("r_share_not_yours", lang) if isinstance(exc, AccessDenied)
+                         else t("r_error", lang, msg=str(exc)))
+            else:
+                st.rerun()
 
 
 def imported_points(lang: str) -> rs.Measured:

@@ -18,7 +18,9 @@ import pandas as pd
 import streamlit as st
 
 from app import measure_state as ms
+from capacity.access import AccessDenied, User, may_see_run, may_share_run, run_access
 from capacity.bench.storage import run_warnings as bench_run_warnings
+from capacity.bench.storage import set_shared
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_store as cal_store
 from capacity.fit.measured import MeasuredPoint
@@ -90,11 +92,22 @@ def keep_picks(ids: list[str]) -> None:
     st.session_state[PICK] = kept or (ids[:1] if before is None or before else [])
 
 
+def check_visible(user: User, shown: pd.DataFrame, chosen: Sequence[str]) -> None:
+    """The check at the action, whatever the picker held: AccessDenied unless every chosen run
+    is listed and its meta.json, read again now, lets `user` see it (`may_see_run`)."""
+    listed = dict(zip(shown["run_id"], shown["dir"], strict=True))
+    for run_id in chosen:
+        if run_id not in listed or not may_see_run(
+                user, run_access(ms.run_meta(str(listed[run_id])))):
+            raise AccessDenied(f"run {str(run_id)[:80]} is another user's and not shared")
+
+
 def from_runs(shown: pd.DataFrame, chosen: Sequence[str], names: dict[str, str],
-              variants: Sequence[str], gpus: Sequence[str]) -> Measured:
+              variants: Sequence[str], gpus: Sequence[str], user: User) -> Measured:
     """The chosen stored runs' points: the first run's are shown, every run's are fitted and
     compared; the model and GPU to predict with are the first run's (when the catalog has
-    them)."""
+    them). AccessDenied for a run `user` may not see (`check_visible`)."""
+    check_visible(user, shown, chosen)
     row = shown[shown["run_id"] == chosen[0]].iloc[0]
     meta = ms.run_meta(str(row["dir"]))
     args = meta.get("args") or {}
@@ -211,3 +224,27 @@ def extra_series(published: Sequence[tuple[str, Sequence[MeasuredPoint]]],
         extra = pd.concat([extra, *[measured_frame(points_from_summary(df), name)
                                     for name, df in compare[1:]]], ignore_index=True)
     return extra
+
+
+SHARE_SEEN = "r_share_seen_"
+"""Per run (`SHARE_SEEN` + run id): its `shared` as the page last drew it, so that a change
+made elsewhere (another tab, an admin) resets the switch."""
+
+
+def share_switch_value(run_id: str, shared: bool) -> str:
+    """Before a run's share switch is drawn: its session key, set to the run's `shared` on a
+    first draw or when meta.json changed since the last."""
+    key = f"r_share_{run_id}"
+    if st.session_state.get(SHARE_SEEN + run_id) != shared:
+        st.session_state[SHARE_SEEN + run_id] = shared
+        st.session_state[key] = shared
+    return key
+
+
+def share_run(user: User, run_dir: str, shared: bool) -> None:
+    """Switch a run's `shared` in its meta.json (atomically), after checking again, on the file
+    as it is now, that `user` may (`may_share_run`: its owner while an editor, or an admin);
+    AccessDenied otherwise, and nothing is written."""
+    if not may_share_run(user, run_access(ms.run_meta(run_dir))):
+        raise AccessDenied("only the run's owner or an admin may share it")
+    set_shared(run_dir, shared)

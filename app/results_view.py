@@ -14,6 +14,7 @@ import pandas as pd
 
 from app.format import knob, num, pct, sig
 from app.layout import Metric
+from capacity.access import User
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_report as cal_report
 from capacity.fit.findmax import FindMaxOverlay
@@ -38,11 +39,30 @@ def word_or_self(prefix: str, value: str, lang: str) -> str:
     return t(prefix + value, lang) if prefix + value in MESSAGES else value
 
 
-def runs_table(shown: pd.DataFrame, lang: str) -> pd.DataFrame:
-    """The stored runs listed: their status in words, the columns in the page's language."""
+def seen_by(started_by: str, shared: bool, user: User) -> str:
+    """Who sees a run, as the access rule has it (`capacity.access.may_see_run`): 'everyone'
+    (no owner: stored without sign-in or before owners were recorded), 'shared' (its owner
+    shared it), 'you' (the user's own, not shared) or 'owner' (another user's, not shared:
+    listed to an admin only); message keys r_seen_*."""
+    if not started_by:
+        return "everyone"
+    if shared:
+        return "shared"
+    return "you" if started_by == user.id else "owner"
+
+
+def runs_table(shown: pd.DataFrame, lang: str, user: User | None = None) -> pd.DataFrame:
+    """The stored runs listed: their status in words, the columns in the page's language; with
+    a signed-in `user`, who sees each run (`seen_by`) after its status."""
     listed = shown[RUN_COLUMNS].assign(
         status=shown["status"].map(lambda v: word_or_self("status_", v, lang)))
-    return listed.rename(columns={c: t("r_c_" + c, lang) for c in RUN_COLUMNS})
+    columns = list(RUN_COLUMNS)
+    if user is not None and user.signed_in and "started_by" in shown:
+        listed.insert(3, "seen_by", [
+            t("r_seen_" + seen_by(str(o), bool(sh), user), lang)
+            for o, sh in zip(shown["started_by"], shown["shared"], strict=True)])
+        columns.insert(3, "seen_by")
+    return listed.rename(columns={c: t("r_c_" + c, lang) for c in columns})
 
 
 def run_warnings_text(warnings: Sequence[str], lang: str) -> str:

@@ -257,3 +257,57 @@ def signed_in_user(config: AccessConfig, claims: Mapping[str, object]) -> User |
 def visible(user: User, owner: str) -> bool:
     """Whether `user` sees (and may stop) what `owner` started."""
     return user.scope is None or owner == user.id
+
+
+# -- stored runs: whose they are, and who else sees them (meta.json's started_by and shared) ----
+
+RUN_OWNER_KEY = "started_by"
+"""meta.json's field naming who started a run from the app with sign-in on: their `User.id`
+(`iss#sub`; never a token or a secret). Absent or '' for a run stored without sign-in, by the
+CLI, or before owners were recorded: such a run is everyone's. (meta.json's `owner` is another
+thing: the process that writes the run, `capacity.bench.storage.process_owner`.)"""
+RUN_SHARED_KEY = "shared"
+"""meta.json's field set by the run's owner (or an admin) to show an owned run to everyone."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunAccess:
+    """Who may see a stored run: its owner ('' none) and whether it is shared (`run_access`)."""
+
+    started_by: str = ""
+    shared: bool = False
+    malformed: bool = False
+    """The owner field is there but is not text (a hand-edited meta.json): only an admin sees
+    the run, since whose it is cannot be told."""
+
+
+def run_access(meta: Mapping[str, object]) -> RunAccess:
+    """A run's `RunAccess` from its meta.json: `started_by` text ('' when absent or empty),
+    `shared` only when it is `true` itself (a string "true" or 1 is not)."""
+    raw = meta.get(RUN_OWNER_KEY)
+    shared = meta.get(RUN_SHARED_KEY) is True
+    if raw is None:
+        return RunAccess(shared=shared)
+    if not isinstance(raw, str):
+        return RunAccess(shared=shared, malformed=True)
+    return RunAccess(started_by=raw.strip(), shared=shared)
+
+
+def may_see_run(user: User, access: RunAccess) -> bool:
+    """Whether `user` lists, opens and compares a stored run: an admin (and the local user)
+    every run; anyone else a run without an owner, a shared one, or their own."""
+    if user.scope is None:
+        return True
+    if access.malformed:
+        return False
+    return not access.started_by or access.shared or access.started_by == user.id
+
+
+def may_share_run(user: User, access: RunAccess) -> bool:
+    """Whether `user` may switch a run's `shared`: only a run that has an owner, and only its
+    owner while they may measure (an editor), or an admin. Viewers and other editors may not."""
+    if access.malformed or not access.started_by:
+        return False
+    if user.may(Right.SEE_ALL):
+        return True
+    return access.started_by == user.id and user.may(Right.MEASURE)

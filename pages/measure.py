@@ -20,7 +20,6 @@ from capacity.bench.config import MAX_PASSES
 from capacity.bench.connect import connect_check
 from capacity.bench.form import PAGE_LIMITS
 from capacity.bench.guard import measure_guard
-from capacity.bench.job import BenchJob
 from capacity.bench.storage import model_name
 from capacity.errors import CapacityError
 from capacity.model.cost import CURRENCIES
@@ -113,7 +112,8 @@ with st.expander(T("m_sim_title"), expanded=ms.sim(user.id) is not None):
                 else:
                     st.rerun()
 
-# the simulators this app started that this user may measure (with sign-in: their own)
+# the simulators this app started that this user may measure (with sign-in: their own; another
+# user's is refused at Connect and at the start: `ms.check_endpoint`, `ms.start_job`)
 sim_urls = [s.base_url for s in ms.SIMS.running(user.scope)]
 
 # -- the endpoint ---------------------------------------------------------------------------
@@ -124,9 +124,13 @@ c2.text_input(T("m_api_key"), key="m_api_key", type="password", help=T("m_api_ke
 if st.button(T("m_connect"), key="m_connect", disabled=not can) and not auth.refused(
         Right.MEASURE, lang):
     try:
+        ms.check_endpoint(user, st.session_state["m_base_url"])  # another user's simulator
         report = connect_check(st.session_state["m_base_url"],
                                st.session_state.get("m_api_key") or None, timeout_s=10.0,
                                guard=guard, simulator_urls=sim_urls)
+    except AccessDenied:
+        st.session_state.pop(ms.CONNECT, None)
+        st.error(T("m_sim_not_yours"))
     except CapacityError as exc:
         st.session_state.pop(ms.CONNECT, None)
         st.error(T("m_error", msg=error_text(exc, lang)))
@@ -187,10 +191,11 @@ current = ms.job()
 busy = current is not None and current.running
 if (st.button(T("m_start"), key="m_start", type="primary", disabled=busy or not can)
         and not auth.refused(Right.MEASURE, lang)):
-    try:
-        api_key = st.session_state.get("m_api_key") or None
-        st.session_state[ms.JOB] = ms.start_job(user, lambda: BenchJob.start(
-            form.forms(), api_key, cwd=ms.REPO_ROOT, guard=guard, simulator_urls=sim_urls))
+    try:  # the guard and another user's simulator are checked again at the start
+        st.session_state[ms.JOB] = ms.start_job(user, form.forms(),
+                                                st.session_state.get("m_api_key") or None, guard)
+    except AccessDenied:
+        st.error(T("m_sim_not_yours"))
     except CapacityError as exc:
         st.error(T("m_error", msg=error_text(exc, lang)))
     else:

@@ -58,7 +58,7 @@ m = rs.Measured()
 
 if source == "run":
     st.subheader(T("r_runs"))
-    m = stored_runs(variants, gpus, lang)
+    m = stored_runs(variants, gpus, lang, auth.current())  # the runs this user may see
 else:
     st.subheader(T("r_import"))
     st.caption(T("r_import_help"))

@@ -4,9 +4,11 @@ OpenID Connect provider on 127.0.0.1 (oidc-provider-mock), driven in headless Ch
 One test, three people: a viewer signs in through the provider's form and is refused a write
 (Measure's buttons disabled, the reason shown); two editors in two browser contexts each start
 a simulated endpoint and a measurement at the same moment, with the same label, and each sees
-only their own simulator and run. The secrets.toml is written to the test's tmp folder (never
-the repository) and passed with `--secrets.files`. Screenshots go to the test's tmp folder
-(CAPACITY_SCREENSHOTS=DIR keeps them).
+only their own simulator and run; on Results each lists only their own run until the first
+shares theirs, and the second typing the first's simulator address is refused. The
+secrets.toml is written to the test's tmp folder (never the repository) and passed with
+`--secrets.files`. Screenshots go to the test's tmp folder (CAPACITY_SCREENSHOTS=DIR keeps
+them).
 """
 
 from __future__ import annotations
@@ -173,6 +175,22 @@ def start_measuring(page) -> None:
     raise AssertionError(f"Start measuring never started a run: {page_text(page)}")
 
 
+def results_runs(page, url: str) -> int:
+    """How many stored runs the Results page offers this user: the runs picked (chips) and
+    the picker's other options (the list is a canvas; the picker is text)."""
+    page.goto(url + "/results", wait_until="domcontentloaded")
+    page.get_by_text("Results: measured vs predicted").wait_for()
+    box = page.locator("[data-testid='stMultiSelect']").filter(has_text="Runs to show")
+    box.wait_for()
+    page.locator(".vega-embed").first.wait_for()  # the page has drawn past the picker
+    chips = box.locator(".react-aria-ComboBox [data-tag-index]").count()
+    box.locator("input").click()
+    page.wait_for_timeout(500)
+    options = page.get_by_role("option").filter(has_text="sim-rtx-4090").count()
+    page.keyboard.press("Escape")
+    return chips + options
+
+
 def page_text(page) -> str:
     return page.locator("[data-testid='stMain']").inner_text()
 
@@ -250,13 +268,45 @@ def test_sign_in_a_viewer_refused_and_two_editors_kept_apart(app_url: str, tmp_p
                 assert "Simulated endpoints this app started" not in text
             # each sees exactly one run, and it is their own: measured on their simulator
             assert len(seen["ed1"]) == 1 and len(seen["ed2"]) == 1, seen
+            owners = {"ed1": "#ed1", "ed2": "#ed2"}
             for sub, (run,) in seen.items():
                 meta = json.loads((tmp_path / "bench" / "sim-rtx-4090" / run / "meta.json")
                                   .read_text(encoding="utf-8"))
                 assert meta["args"]["base_url"] == urls[sub], (sub, meta["args"], urls)
+                # the run names its user (iss#sub at the provider), not shared yet
+                assert meta["started_by"].endswith(owners[sub]) and meta["shared"] is False
+
+            # -- Results: ed1's run is not in ed2's list until ed1 shares it
+            ed1, ed2 = pages["ed1"], pages["ed2"]
+            assert results_runs(ed2, app_url) == 1  # only their own
+            assert results_runs(ed1, app_url) == 1
+            share = ed1.get_by_text("with everyone")
+            share.wait_for()
+            ed1.screenshot(path=str(shots / "results-share.png"), full_page=True)
+            share.click()
+            deadline = time.monotonic() + 30
+            ed1_meta = tmp_path / "bench" / "sim-rtx-4090" / seen["ed1"][0] / "meta.json"
+            while (json.loads(ed1_meta.read_text(encoding="utf-8")).get("shared") is not True
+                   and time.monotonic() < deadline):
+                time.sleep(0.2)
+            assert json.loads(ed1_meta.read_text(encoding="utf-8"))["shared"] is True
+            ed1.screenshot(path=str(shots / "results-shared.png"), full_page=True)
+            assert results_runs(ed2, app_url) == 2  # ed1's run now too
+            ed2.screenshot(path=str(shots / "results-other.png"), full_page=True)
+
+            # -- ed2 typing ed1's simulator address is refused (it was only hidden before)
+            ed2.goto(app_url + "/measure", wait_until="domcontentloaded")
+            ed2.get_by_role("button", name="Start measuring").wait_for()
+            fill(ed2, "Base URL", urls["ed1"])
+            ed2.get_by_role("button", name="Connect").click()
+            ed2.get_by_text("is a simulated endpoint another user started").first.wait_for()
+            ed2.screenshot(path=str(shots / "measure-refused.png"), full_page=True)
+            for pg in pages.values():  # the simulator's expander opens on its own
+                pg.goto(app_url + "/measure", wait_until="domcontentloaded")
+                pg.get_by_role("button", name="Start measuring").wait_for()
             for pg in pages.values():
                 stop = pg.get_by_role("button", name="Stop the simulated endpoint")
                 stop.click()
-                pg.get_by_role("button", name="Start the simulated endpoint").wait_for()
+                stop.wait_for(state="hidden")  # stopped (the expander may close with it)
         finally:
             browser.close()

@@ -7,18 +7,21 @@ only for the simulator this process started) or CAPACITY_MEASURE=open allows any
 CAPACITY_MEASURE=off disables the page. Where hosts are restricted, the base URL's path is too:
 `/v1` or none (`check_path`), so the page requests only an OpenAI-compatible server's own paths
 (`SERVER_PATHS`). A refused URL is refused before anything is connected or resolved
-(docs/configuration.md).
+(docs/configuration.md). With sign-in, `check_not_foreign` refuses a URL that reaches a
+simulated endpoint another user started (docs/sign-in.md).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+import socket
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
 from capacity import workspace
+from capacity.access import AccessDenied
 from capacity.errors import InputError
 
 MEASURE_ENV = workspace.CAPACITY_MEASURE
@@ -158,3 +161,44 @@ def check_path(base_url: str) -> None:
                      "server's own paths (/v1/models, /v1/chat/completions, /v1/completions, "
                      "/health, /slots, /metrics), never another path, a query or user info "
                      "(docs/configuration.md)")
+
+
+def reaches_this_machine(host: str) -> bool:
+    """Whether `host`, by its spelling alone, names this machine's loopback: `is_loopback`, the
+    unspecified address (0.0.0.0, ::, which Linux connects to loopback), an IPv4-mapped
+    loopback (::ffff:127.0.0.1), or an IPv4 address in the short or numeric forms the system's
+    resolver also reads (127.1, 2130706433, 0x7f.0.0.1). Nothing is resolved."""
+    if is_loopback(host):
+        return True
+    h = host.lower().strip("[]").rstrip(".")
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(h)
+    except ValueError:
+        try:
+            ip = ipaddress.IPv4Address(socket.inet_aton(h))
+        except (OSError, ValueError):
+            return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified
+
+
+def url_port(base_url: str) -> int:
+    """The TCP port an http(s) URL connects to: its own, else 80 or 443 (InputError as
+    `url_host` for a URL that is not one)."""
+    url_host(base_url)
+    parts = urlsplit(base_url.strip())
+    return parts.port if parts.port is not None else (443 if parts.scheme == "https" else 80)
+
+
+def check_not_foreign(base_url: str, foreign_ports: Collection[int]) -> None:
+    """AccessDenied when `base_url` reaches a simulated endpoint this app started for another
+    user: a host that names this machine's loopback (`reaches_this_machine`; the simulators
+    listen on 127.0.0.1) with one of `foreign_ports` (`SimRegistry.foreign_ports`: empty for
+    its owner, an admin, and without sign-in). The check of the Measure page's Connect and of
+    every measurement's start (`BenchJob.start`), whatever the form showed."""
+    if not foreign_ports:
+        return
+    if reaches_this_machine(url_host(base_url)) and url_port(base_url) in foreign_ports:
+        raise AccessDenied(f"{base_url.strip()[:200]} is a simulated endpoint another user "
+                           "started: only they or an admin may measure it")

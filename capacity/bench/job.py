@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -42,8 +42,8 @@ import httpx
 from capacity import workspace
 from capacity.access import AccessDenied
 from capacity.bench.form import MeasureForm
-from capacity.bench.guard import Guard, check_url
-from capacity.bench.storage import new_run_id, redact
+from capacity.bench.guard import Guard, check_not_foreign, check_url
+from capacity.bench.storage import RUN_USER_ENV, new_run_id, redact
 from capacity.errors import InputError
 
 # ---------------------------------------------------------------------------------------------
@@ -107,11 +107,16 @@ def read_progress(path: Path, levels: Sequence[int], requests: int) -> list[Leve
 # ---------------------------------------------------------------------------------------------
 # background processes
 
-def _child_env(api_key: str | None) -> dict[str, str]:
+def _child_env(api_key: str | None, started_by: str = "") -> dict[str, str]:
+    """The child's environment: the API key (only there), and who started the run
+    (`RUN_USER_ENV`, meta.json's `started_by`; never inherited from the app's own)."""
     env = dict(os.environ)
     env.pop(workspace.OPENAI_API_KEY, None)
+    env.pop(RUN_USER_ENV, None)
     if api_key:
         env["OPENAI_API_KEY"] = api_key
+    if started_by:
+        env[RUN_USER_ENV] = started_by
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -132,19 +137,21 @@ def _stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> int:
     return proc.wait(timeout=grace_s)
 
 
-def _spawn(form: MeasureForm, api_key: str | None, root: Path, python: str
+def _spawn(form: MeasureForm, api_key: str | None, root: Path, python: str, started_by: str = ""
            ) -> tuple[subprocess.Popen[bytes], Path, set[Path], str]:
     """Start `capacity bench` for one form in its own process group, its output in a temporary
     log; returns the process, the log, the run folders of its label that existed before and
     the run id the job gave the child (`--run-id`): two jobs of the same label started at the
-    same moment each find their own folder, never the other's (issue 29)."""
+    same moment each find their own folder, never the other's (issue 29). `started_by`: the
+user the run's meta.json names as its owner ('' none)."""
     before = _run_dirs(root / form.out_dir, form.label)
     run_id = new_run_id()
     fd, name = tempfile.mkstemp(prefix="capacity-bench-", suffix=".log")
     os.close(fd)
     with open(name, "wb") as log:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen([*form.argv(python), "--run-id", run_id], cwd=root,
-                                env=_child_env(api_key), stdin=subprocess.DEVNULL, stdout=log,
+                                env=_child_env(api_key, started_by), stdin=subprocess.DEVNULL,
+                                stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     return proc, Path(name), before, run_id
 
@@ -192,15 +199,20 @@ class BenchJob:
     python: str = sys.executable
     run_id: str | None = None
     """The id the job gave the current child's run (`--run-id`); None: found by `before`."""
+    started_by: str = ""
+    """The user its runs' meta.json name as their owner (`capacity.access.RUN_OWNER_KEY`)."""
 
     @classmethod
     def start(cls, form: MeasureForm | Sequence[MeasureForm], api_key: str | None = None, *,
               cwd: str | os.PathLike[str] = ".", python: str = sys.executable,
-              guard: Guard | None = None, simulator_urls: Sequence[str] = ()) -> BenchJob:
+              guard: Guard | None = None, simulator_urls: Sequence[str] = (),
+              started_by: str = "", foreign_ports: Collection[int] = ()) -> BenchJob:
         """Validate the form(s) and start the first child (the key goes in its environment
         only); several forms (`per_prompt`) run one after the other, the next when the one
         before finished. With `guard`, a URL it refuses raises InputError before any process
-        starts."""
+        starts; a URL that reaches another user's simulator (`foreign_ports`:
+        `SimRegistry.foreign_ports`) raises AccessDenied (`check_not_foreign`). `started_by`:
+        the user each run's meta.json names as its owner ('' none: without sign-in)."""
         forms = (form,) if isinstance(form, MeasureForm) else tuple(form)
         if not forms:
             raise InputError("nothing to measure: give at least one prompt length")
@@ -208,11 +220,13 @@ class BenchJob:
             f.validate()
             if guard is not None:
                 check_url(f.base_url, guard, simulator_urls)
+            check_not_foreign(f.base_url, foreign_ports)
         root = Path(cwd)
-        proc, log, before, run_id = _spawn(forms[0], api_key, root, python)
+        proc, log, before, run_id = _spawn(forms[0], api_key, root, python, started_by)
         job = cls(form=forms[0], proc=proc, cwd=root, log_path=log, before=before,
                   started_unix_s=time.time(), secrets=(api_key,) if api_key else (),
-                  queue=forms[1:], total=len(forms), python=python, run_id=run_id)
+                  queue=forms[1:], total=len(forms), python=python, run_id=run_id,
+                  started_by=started_by)
         atexit.register(job.stop)  # an app that exits stops its runs (keeping what they measured)
         return job
 
@@ -225,7 +239,8 @@ class BenchJob:
         self.log_path.unlink(missing_ok=True)
         nxt, self.queue = self.queue[0], self.queue[1:]
         self.proc, self.log_path, self.before, self.run_id = _spawn(
-            nxt, self.secrets[0] if self.secrets else None, self.cwd, self.python)
+            nxt, self.secrets[0] if self.secrets else None, self.cwd, self.python,
+            self.started_by)
         self.form, self.run_dir, self.position = nxt, None, self.position + 1
 
     def run_dirs(self) -> list[Path]:
@@ -442,6 +457,12 @@ class SimRegistry:
         """The live ones within `scope` (an owner; None: everyone's), oldest first (ended ones
         are forgotten)."""
         return [s for o, s in self._live() if _mine(o, scope)]
+
+    def foreign_ports(self, scope: str | None) -> frozenset[int]:
+        """The loopback ports of the live simulators outside `scope` (another user's; none for
+        None, an admin's or the local user's scope): a measurement or Connect against one is
+        refused (`capacity.bench.guard.check_not_foreign`)."""
+        return frozenset(s.port for o, s in self._live() if not _mine(o, scope))
 
     def owner(self, server: SimServer) -> str | None:
         """Who started a live one (None when it is not this registry's, or has ended)."""

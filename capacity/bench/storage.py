@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from capacity.access import RUN_OWNER_KEY, RUN_SHARED_KEY
 from capacity.bench.metrics import (
     REQUEST_COLUMNS,
     SUMMARY_COLUMNS,
@@ -56,6 +57,11 @@ MIN_CUT_SECRET_CHARS = 6
 """A text that ends in the first 6 characters of a secret or more was cut inside it: that start
 is redacted too (fewer would erase ordinary word endings that a short key happens to start
 with)."""
+RUN_USER_ENV = "CAPACITY_RUN_STARTED_BY"
+"""The environment variable through which the app's Measure page tells the `capacity bench`
+child who started the run (`capacity.bench.job`): its value, the signed-in user's id, becomes
+meta.json's `started_by` (`capacity.access.RUN_OWNER_KEY`) with `shared` false. Unset or empty
+(the CLI, an app without sign-in): neither field is written, as before owners existed."""
 _BEARER_RE = re.compile(r"(?i)\b(bearer)(\s+|%20|\+)(?!\[redacted\])[^\s\"',;}\])<>]+")
 
 
@@ -317,6 +323,20 @@ def update_meta(run_dir: str | os.PathLike[str], changes: Mapping[str, Any],
     write_text_atomic(path, json.dumps(meta, indent=2) + "\n")
 
 
+def _shared_on_disk(meta_path: Path) -> bool:
+    """meta.json's `shared` as it is now (False when there is no readable file yet)."""
+    try:
+        return json.loads(meta_path.read_text(encoding="utf-8")).get(RUN_SHARED_KEY) is True
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+
+
+def set_shared(run_dir: str | os.PathLike[str], shared: bool) -> None:
+    """Write a run's `shared` into its meta.json (atomically, `update_meta`); who may is
+    `capacity.access.may_share_run`, checked by the caller (the Results page)."""
+    update_meta(run_dir, {RUN_SHARED_KEY: bool(shared)})
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write `path` whole or not at all: into `<name>.tmp`, then renamed over it, so a reader
     never sees half a file. When the write fails (a full disk, a folder gone read-only) the
@@ -388,6 +408,8 @@ class RunWriter:
         self.meta_path = self.dir / "meta.json"
         self._requests = _CsvAppender(self.requests_path, REQUEST_COLUMNS)
         self._summary = _CsvAppender(self.summary_path, SUMMARY_COLUMNS)
+        self.started_by = os.environ.get(RUN_USER_ENV, "").strip()
+        """Who started the run from the app (`RUN_USER_ENV`), '' for nobody."""
         self.stamp_sources: dict[str, int] = {}
         """Requests written per `RequestRecord.stamp_source` (`none`: no byte read), for
         meta.json's `stamp_sources`."""
@@ -399,6 +421,9 @@ class RunWriter:
         model = clean.get("model")
         if isinstance(model, str) and model_name(model) != model:  # a file path: keep both
             clean["model_id"], clean["model"] = model, model_name(model)
+        if self.started_by:  # the owner, and `shared` as its owner last set it (even mid-run)
+            clean[RUN_OWNER_KEY] = self.started_by
+            clean[RUN_SHARED_KEY] = _shared_on_disk(self.meta_path)
         write_text_atomic(self.meta_path, json.dumps(clean, indent=2) + "\n")
 
     def write_request(self, record: RequestRecord) -> None:
