@@ -76,3 +76,101 @@ def test_no_level_of_a_full_run_is_one_burst(levels: str) -> None:
 def test_requests_grow_only_where_the_rule_asks() -> None:
     assert realtest.requests_for(realtest.GRID_LEVELS) == 24
     assert realtest.requests_for("1,2,4") == 16
+
+
+def test_the_other_size_reads_half_again_the_weights_at_another_depth() -> None:
+    """Hand-computed weight reads per decode step (layers, final norm and output head; the
+    untied input embedding is a lookup): TEST_SHAPE (h 1024, KV 256, FFN 2816) per layer
+    2 x 1024^2 + 2 x 1024 x 256 + 3 x 1024 x 2816 + 2 x 1024 = 11,274,240, x 8 + 32,000 x 1024
+    + 1024 = 122,962,944; BIG_SHAPE (h 1536, KV 512, FFN 4096) per layer 4,718,592 +
+    1,572,864 + 18,874,368 + 3,072 = 25,168,896, x 6 + 32,000 x 1536 + 1536 = 200,166,912."""
+    from capacity.bench.gguf_model import TEST_SHAPE
+
+    small, big = TEST_SHAPE, realtest.BIG_SHAPE
+    assert realtest.step_weight_params(small) == 122_962_944
+    assert realtest.step_weight_params(big) == 200_166_912
+    assert 200_166_912 / 122_962_944 >= 1.5 and big.layers != small.layers
+
+
+def test_the_plan_holds_out_another_size_and_fits_both(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The realtest's plan, every step faked: the big model is benched at both prompt lengths
+    and the sweep's levels, predicted by the f32 calibration, and fitted with the f32 sweep in
+    one `calibrate --also`; the f32 fit keeps --levels (3, 5, 6, 7 left out whole)."""
+    import pandas as pd
+
+    from capacity.fit.calibration import Calibration
+
+    _no_build(monkeypatch, tmp_path)
+    monkeypatch.setattr(realtest, "write_models",
+                        lambda folder: {k: tmp_path / f"{k}.gguf" for k in realtest.FILES})
+    calls: list[tuple[str, ...]] = []
+    benches: list[dict[str, object]] = []
+    checked: list[tuple[str, str, str]] = []
+
+    def capacity(self: realtest.Steps, *argv: str, capture: bool = False) -> str:
+        calls.append(argv)
+        return ""
+
+    def bench(self: realtest.Steps, base_url: str, label: str, **kw: object) -> pd.DataFrame:
+        benches.append({"label": label, **kw})
+        return pd.DataFrame({"concurrency": [1, 3, 6], "request_throughput_rps": [1.0] * 3})
+
+    class Server:
+        base_url = root_url = "http://127.0.0.1:1"
+
+        def __init__(self, binary: Path, cfg: object, log_path: Path) -> None:
+            self.model = cfg.model_path.stem  # type: ignore[attr-defined]
+
+        def __enter__(self) -> Server:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    class Gpu:
+        name, bandwidth_gb_s, bf16_tflops = "cpu", 10.0, 0.1
+
+    class Cat:
+        def gpu(self, key: str) -> Gpu:
+            return Gpu()
+
+    def check_run(summary: object, *, case: str, model: str, calibration: Calibration,
+                  **kw: object) -> list[object]:
+        checked.append((case, model, calibration.name))
+        return []
+
+    cals = {"realtest-llamacpp": Calibration(name="realtest-llamacpp", model="m", gpu="g",
+                                             eta_bw=1.0, step_overhead_ms=9.6,
+                                             split_ridge_ms=4.0),
+            "realtest-llamacpp-two-sizes": Calibration(name="realtest-llamacpp-two-sizes",
+                                                       model="m", gpu="g",
+                                                       models=("m", "big"))}
+    monkeypatch.setattr(realtest.Steps, "capacity", capacity)
+    monkeypatch.setattr(realtest.Steps, "bench", bench)
+    monkeypatch.setattr(realtest.Steps, "requests", lambda self, label: pd.DataFrame())
+    monkeypatch.setattr(llamacpp, "LlamaServer", Server)
+    monkeypatch.setattr(llamacpp, "server_info", lambda url: {})
+    monkeypatch.setattr(realtest, "load_catalog", lambda *a, **k: Cat())
+    from capacity.fit import calibration_store
+
+    monkeypatch.setattr(calibration_store, "load", lambda p: cals[Path(p).stem])
+    monkeypatch.setattr(realtest, "check_run", check_run)
+    assert realtest.main(["--out", str(tmp_path / "report.md")]) == 0
+    big = [b for b in benches if b["model_key"] == realtest.MODELS["big"]]
+    assert [b["prompt_chars"] for b in big] == [realtest.SHORT_CHARS, realtest.LONG_CHARS]
+    assert all(b["concurrency"] == realtest.CAL_LEVELS and b["label"] == "rt-big" for b in big)
+    fits = [c for c in calls if c[0] == "calibrate"]
+    assert len(fits) == 2
+    one, two = fits
+    assert one[one.index("--levels") + 1] == realtest.CAL_LEVELS and "--also" not in one
+    assert two[two.index("--also") + 1] == f"{realtest.MODELS['big']}=rt-big"
+    assert two[two.index("--label") + 1] == "rt-cal" and "--batch1" in two
+    # the other size is predicted by the f32 model's calibration, never by the joint one
+    assert {(c, m) for c, m, n in checked if m == realtest.MODELS["big"]} == {
+        (realtest.CASE_BIG, realtest.MODELS["big"]),
+        (realtest.CASE_BIG_LONG, realtest.MODELS["big"])}
+    assert all(n == "realtest-llamacpp" for _, _, n in checked)
+    text = (tmp_path / "report.md").read_text()
+    assert "Another size, calibrated on the f32 model alone" in text
+    assert "split: not identified" in text and "A whole concurrency level left out" in text

@@ -2,6 +2,7 @@
 
     capacity calibrate --model M --gpu G --measured FILE [--format-in csv|vllm|aiperf] --save NAME
     capacity calibrate --model M --gpu G --label LABEL --save NAME      (a stored bench run)
+    capacity calibrate --model A --gpu G --label RUN_A --also B=RUN_B --save NAME  (two sizes)
     capacity calibrate --model M --gpu G --reference --save NAME        (published.csv sweeps)
     capacity calibrate --model M --gpu G --plan [--format json]          (what to measure)
     capacity calibrate --model M --gpu G --label RUN --draft eagle:3 [--calibration BASE] --save NAME
@@ -14,7 +15,12 @@ that pins every knob, instead of fitting.
 
 Prints the fitted knobs beside the chapter's ones (the knobs before the fit), whether the data
 pinned each down, each point's measured, chapter's, fitted and held-out prediction, and the
-median errors. With --draft (a run measured with speculative decoding) the knobs are not fitted:
+median errors. With --also (other models on the same GPU and engine) one set of knobs is fitted
+to every model, and each model is also held out whole and predicted from the others' fit; on one
+model a note says when the per-step overhead and bandwidth efficiency are not split by the data.
+The closed-loop TTFT of every level above 1 is shown between one prompt's prefill and a stated
+bound for an engine that admits a burst in pieces (llama.cpp).
+With --draft (a run measured with speculative decoding) the knobs are not fitted:
 they come from --calibration (the same setup without the draft) or the scenario, and the fit is
 the draft's acceptance length tau (TPOT = engine step / tau, least squares over the levels), shown
 beside the one the server counted (/metrics, recorded by `capacity bench`), which is used where
@@ -45,6 +51,7 @@ from capacity.fit.acceptance import (
 from capacity.fit.calibration import KNOBS, Calibration, PointKind, apply, fit
 from capacity.fit.calibration_problem import PINNED_RATIO, spec_value
 from capacity.fit.calibration_store import calibration_path, load, save
+from capacity.fit.calibration_ttft import LLAMACPP_BATCH_TOKENS, ClosedLoopRow, closed_loop_rows
 from capacity.fit.imports import FORMATS, read_bench_label, read_measured
 from capacity.fit.measured import MeasuredPoint
 from capacity.fit.reference import reference_points
@@ -92,6 +99,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                      help="fit only these concurrency levels, e.g. 1,2,4,8 (the others are "
                           "left out, to check the fit against: measure a wide sweep, fit a "
                           "few levels of it; default every level)")
+    src.add_argument("--also", action="append", default=[], metavar="MODEL=RUN",
+                     help="points of another model on the same GPU and engine, fitted together "
+                          "with --model's (repeat for more): a stored bench run's label or a "
+                          "--measured file; models of other sizes separate the per-step "
+                          "overhead from bandwidth efficiency, and each model is also held out "
+                          "whole and predicted from the others (docs/calibration.md)")
     src.add_argument("--engine", default="", help="engine and version, e.g. 'vLLM 0.11.0' "
                                                   "(recorded in the calibration)")
     src.add_argument("--bench-dir", default=None, help=argparse.SUPPRESS)
@@ -103,6 +116,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="also fit batch1_factor, the decode step of one sequence over the "
                         "formula's, for an engine that runs one sequence through other kernels "
                         "(llama.cpp on CPU: matrix-vector code at 1, GEMM from 2); default 1")
+    f.add_argument("--prefill-batch-tokens", type=int, default=LLAMACPP_BATCH_TOKENS,
+                   metavar="N",
+                   help="prompt tokens the engine takes in one step (llama.cpp's n_batch, "
+                        "default 2048): the closed-loop TTFT bound of the report counts the "
+                        "steps a burst's prompts can be spread over with it")
     f.add_argument("--ttft-all-levels", action="store_true",
                    help="fit prefill on TTFT at every concurrency (default: the lowest level "
                         "of each prompt length; TTFT under load includes queueing)")
@@ -160,6 +178,32 @@ def load_points(args: argparse.Namespace, s: Scenario) -> tuple[list[MeasuredPoi
     return pts, "data/reference/published.csv"
 
 
+def other_models(args: argparse.Namespace, base: Scenario
+                 ) -> list[tuple[Scenario, list[MeasuredPoint], str]]:
+    """--also MODEL=RUN: each other model's scenario (the same flags and step method as
+    `base`, that model), its points (a stored run's label, or a file) and where they came from."""
+    out = []
+    for text in args.also:
+        key, sep, source = text.partition("=")
+        if not sep or not key.strip() or not source.strip():
+            raise InputError(f"--also '{text}': write MODEL=RUN (a bench label or a file), "
+                             "e.g. --also rt-llama-big-w32=rt-big")
+        s = scenario_from_args(argparse.Namespace(**{**vars(args), "model": key.strip(),
+                                                     "draft": None}))
+        s = s.with_(step_method=base.step_method)
+        labels = {"model": s.variant.key, "gpu": s.gpu.key, "engine": args.engine}
+        if Path(source).is_file():
+            pts = read_measured(source, args.format_in, concurrency=args.concurrency, **labels)
+            where = source
+        else:
+            runs = Path(args.bench_dir) if args.bench_dir else workspace.prepare_bench_dir()
+            pts, where = read_bench_label(source, runs, **labels), f"bench run '{source}'"
+        if args.levels:
+            pts = only_levels(pts, args.levels)
+        out.append((s, pts, f"{s.variant.key}: {where}"))
+    return out
+
+
 def only_levels(points: list[MeasuredPoint], text: str) -> list[MeasuredPoint]:
     """The points at the concurrency levels of `text` ('1,2,4,8'); InputError naming the
     levels there are when none matches."""
@@ -193,7 +237,8 @@ def _std(std: float, value: float) -> str:
 def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
     """The fit as text: knobs, per-point residuals and errors (held-out error always shown)."""
     md = fmt == "markdown"
-    out = [("## " if md else "") + f"Calibration '{cal.name}': {cal.model} on {cal.gpu}"
+    out = [("## " if md else "") + f"Calibration '{cal.name}': "
+           f"{' + '.join(cal.models) if cal.models else cal.model} on {cal.gpu}"
            + (f" ({cal.engine})" if cal.engine else "") + f", from {cal.inputs}", ""]
     rows = [[n, spec_value(base, n), getattr(cal, n), _std(cal.knob_std(n), getattr(cal, n)),
              _pinned(cal, n)]
@@ -208,17 +253,25 @@ def report(cal: Calibration, base: Scenario, fmt: str = "text") -> str:
         if not pts:
             continue
         out.append(f"\n{title}, ms\n")
+        multi = bool(cal.models)
         out.append(render(
-            ["concurrency", "context", "measured", "chapter's", "err", "fitted", "err",
-             "held out", "err"],
-            [[p.concurrency, p.context_tokens, p.measured_ms, p.spec_ms, _pct(p.spec_error),
-              p.fitted_ms, _pct(p.fitted_error), p.held_out_ms, _pct(p.held_out_error)]
+            [*(["model"] if multi else []), "concurrency", "context", "measured", "chapter's",
+             "err", "fitted", "err", "held out", "err",
+             *(["model held out", "err"] if multi else [])],
+            [[*([p.model] if multi else []), p.concurrency, p.context_tokens, p.measured_ms,
+              p.spec_ms, _pct(p.spec_error), p.fitted_ms, _pct(p.fitted_error), p.held_out_ms,
+              _pct(p.held_out_error),
+              *([p.model_out_ms, _pct(p.model_out_error)] if multi else [])]
              for p in pts], "markdown" if md else "text"))
-        med = {w: cal.median_abs_error(kind, w) for w in ("spec", "fitted", "held_out")}
+        med = {w: cal.median_abs_error(kind, w)
+               for w in ("spec", "fitted", "held_out", "model_out")}
         held = ("none (too few points to hold any out)" if med["held_out"] is None
                 else f"{med['held_out']:.1%}")
+        other = ("" if med["model_out"] is None else
+                 f", each model held out whole (predicted from the other models' fit) "
+                 f"{med['model_out']:.1%}")
         out.append(f"median |error|: chapter's {med['spec']:.1%}, fitted {med['fitted']:.1%}, "
-                   f"held out {held}\n")
+                   f"held out {held}{other}\n")
     out.append(f"held-out method: {cal.holdout_method}")
     out += [f"note: {n}" for n in cal.notes]
     return "\n".join(out) + "\n"
@@ -230,15 +283,16 @@ def to_json(cal: Calibration) -> dict[str, Any]:
                        "fitted": cal.acceptance_fitted, "std": cal.acceptance_std,
                        "measured": cal.acceptance_measured}} if cal.draft else {}
     return {**draft,
-        "name": cal.name, "model": cal.model, "gpu": cal.gpu, "engine": cal.engine,
-        "inputs": cal.inputs, "created": cal.created,
+        "name": cal.name, "model": cal.model, "models": list(cal.models) or [cal.model],
+        "gpu": cal.gpu, "engine": cal.engine,
+        "inputs": cal.inputs, "created": cal.created, "split_ridge_ms": cal.split_ridge_ms,
         "step_method": cal.step_method or "chapter",
         "knobs": {n: getattr(cal, n) for n in (*KNOBS, "overhead_gb")},
         "std": dict(cal.std), "identifiability": dict(cal.identifiability),
         "pinned": {n: cal.pinned(n) for n, _ in cal.identifiability},
         "holdout_method": cal.holdout_method,
         "median_abs_error": {k: {w: cal.median_abs_error(k, w)
-                                 for w in ("spec", "fitted", "held_out")}
+                                 for w in ("spec", "fitted", "held_out", "model_out")}
                              for k in PointKind},
         "points": [p.__dict__ for p in cal.points], "notes": list(cal.notes),
     }
@@ -304,15 +358,47 @@ def run(args: argparse.Namespace) -> int:
     name = args.save if args.save and "/" not in args.save and not args.save.endswith(".toml") \
         else (Path(args.save).stem if args.save else "unsaved")
     if drafted is not None:
+        if args.also:
+            raise InputError("--draft fits one model's acceptance length: drop --also")
         return _run_drafted(args, base, points, drafted, name, inputs)
+    if args.prefill_batch_tokens < 1:
+        raise InputError("--prefill-batch-tokens must be >= 1 token")
+    others = other_models(args, base)
+    if others:
+        inputs = "; ".join([f"{base.variant.key}: {inputs}", *(w for _, _, w in others)])
     cal = fit(points, base, name=name, engine=args.engine, inputs=inputs,
               max_concurrency=_max_concurrency(args.max_concurrency),
-              ttft_all_levels=args.ttft_all_levels, batch1=args.batch1)
+              ttft_all_levels=args.ttft_all_levels, batch1=args.batch1,
+              others=[(s, p) for s, p, _ in others])
+    loops = closed_loop_rows(cal, [(base, points), *((s, p) for s, p, _ in others)],
+                             args.prefill_batch_tokens)
     if args.output == "json":
-        print(dumps(to_json(cal), indent=2))
+        print(dumps({**to_json(cal), "closed_loop_ttft": [
+            {**r.__dict__, "holds": r.holds} for r in loops]}, indent=2))
     else:
         print(report(cal, base, args.output), end="")
+        print(closed_loop_text(loops, args.prefill_batch_tokens, args.output), end="")
     return _save(args, cal)
+
+
+def closed_loop_text(rows: list[ClosedLoopRow], batch_tokens: int, fmt: str = "text") -> str:
+    """The closed-loop TTFT section of the report: each measured level between one prompt's
+    prefill and the burst bound (`calibration_ttft.burst_ttft_bound_ms`)."""
+    rows = [r for r in rows if r.concurrency > 1]
+    if not rows:
+        return ""
+    held = sum(r.holds for r in rows)
+    out = ["\nClosed-loop TTFT, ms: a burst admitted in pieces (llama.cpp's batch split) is "
+           "not predicted, it is bounded: TTFT <= C x one prompt's prefill work + n_b x prefill "
+           f"overhead + (n_b + 1) x decode step at C, n_b = C + floor(C x prompt / "
+           f"{batch_tokens}) (docs/calibration.md)\n",
+           render(["model", "concurrency", "prompt", "measured p50", "p90", "one prefill",
+                   "bound", "holds"],
+                  [[r.model, r.concurrency, r.prompt_tokens, r.measured_p50_ms,
+                    r.measured_p90_ms, r.one_prefill_ms, r.bound_ms, "yes" if r.holds else "NO"]
+                   for r in rows], "markdown" if fmt == "markdown" else "text"),
+           f"the bound holds at {held} of {len(rows)} levels (p90 where measured, else p50)\n"]
+    return "\n".join(out)
 
 
 def _run_drafted(args: argparse.Namespace, base: Scenario, points: list[MeasuredPoint],

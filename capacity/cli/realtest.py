@@ -16,13 +16,18 @@
    concurrency when that is more (`requests_for`: the bench's rule, so no level is one burst);
 5. `capacity calibrate --levels 1,2,4,8` on the 8-point sweep among them: two lengths at
    concurrency 1 pin MFU and the prefill overhead, four batch sizes pin eta_bw, eff and the
-   step overhead;
+   step overhead (on one model only their sum with eta_bw: the report says so);
+5b. another size (`BIG_SHAPE`: 6 layers instead of 8, 1.63x the weight reads per step) at
+   concurrency 1, 2, 4, 8 and both prompt lengths: predicted by step 5's calibration (issue
+   31's transfer), and fitted together with the f32 sweep (`calibrate --also`), each model
+   then held out whole;
 6. check held-out points: concurrency 3, 5, 6 and 7 of the same runs (measured in the same
    passes as the sweep), another prompt length (~200 tokens), a Poisson load
    (`--request-rate`), the second shape (same kernels, another model), and the f16 model (the
    same shape, other kernels);
 7. print measured vs predicted (TTFT p50/p90, ITL p50 and mean, output tok/s) per level as Markdown,
-   and write it with the calibration report to a file.
+   issue 31's figures (`size_report`: the other size, a whole level left out, both sizes each
+   held out), and write it with the calibration report to a file.
 
 `--long` runs only the long-prompt check instead (`long_context`): a prefill calibration at
 512-4K tokens predicts TTFT at 8K, 16K and 32K.
@@ -54,7 +59,13 @@ import pandas as pd
 from capacity import workspace
 from capacity.bench import llamacpp
 from capacity.bench.client import BURST_FACTOR
-from capacity.bench.gguf_model import LONG_SHAPE, TEST_SHAPE, WIDE_SHAPE, write_llama_gguf
+from capacity.bench.gguf_model import (
+    LONG_SHAPE,
+    TEST_SHAPE,
+    WIDE_SHAPE,
+    LlamaShape,
+    write_llama_gguf,
+)
 from capacity.bench.store import RunStore
 from capacity.catalog.loader import Catalog, load_catalog
 from capacity.fit import calibration as calib
@@ -67,13 +78,29 @@ from capacity.fit.engine_check import (
     median_abs_errors,
 )
 
+BIG_SHAPE = LlamaShape(layers=6, q_heads=24, kv_heads=8, head_dim=64, ffn=4096, vocab=32000)
+"""The realtest's model of another size (issue 31): 6 layers instead of 8, hidden 1536 instead
+of 1024, 8 KV heads, an untied head: 249 M parameters, 1.63x the weight bytes `TEST_SHAPE` reads
+per decode step (`step_weight_params`), so a calibration on one must transfer in size and
+depth to the other."""
+
+
+def step_weight_params(shape: LlamaShape) -> int:
+    """Parameters a decode step reads (count): every layer's matrices and norms, the final norm
+    and the output head (the embedding table itself where it is tied); an untied input
+    embedding is a lookup of one row per sequence, not read (the operator step, F4b).
+    TEST_SHAPE: 8 x 11,274,240 + 32,768,000 + 1,024 = 122,962,944."""
+    return shape.params - (0 if shape.tied else shape.vocab * shape.hidden)
+
+
 MODELS = {"f32": "rt-llama156m-w32", "f16": "rt-llama156m-w16", "wide": "rt-llama-wide-w32",
-          "long": "rt-llama-long-w32"}
+          "long": "rt-llama-long-w32", "big": "rt-llama-big-w32"}
 """Catalog keys of the test models (a key may not end in a format suffix such as -f32)."""
 FILES = {"f32": (TEST_SHAPE, "f32", "capacity-test-156m-f32.gguf"),
          "f16": (TEST_SHAPE, "f16", "capacity-test-156m-f16.gguf"),
          "wide": (WIDE_SHAPE, "f32", "capacity-test-wide-f32.gguf"),
-         "long": (LONG_SHAPE, "f32", "capacity-test-long-f32.gguf")}
+         "long": (LONG_SHAPE, "f32", "capacity-test-long-f32.gguf"),
+         "big": (BIG_SHAPE, "f32", "capacity-test-big-f32.gguf")}
 """Each test model's shape, dtype and file name."""
 GPU_KEY = "cpu-probe"
 SHORT_CHARS, LONG_CHARS, MID_CHARS = 450, 1800, 900
@@ -87,6 +114,11 @@ CASE_CONC, CASE_CONC_LONG, CASE_LEN = ("f32 C=3,5,6,7", "f32 C=3,5,6,7 prompt ~4
                                       "f32 prompt ~200")
 SWEEP_CASES = (CASE_CONC, CASE_CONC_LONG, CASE_LEN)
 """The cases whose levels are the f32 model's points outside the calibration sweep."""
+CASE_BIG, CASE_BIG_LONG = "big model (f32 fit)", "big model (f32 fit) prompt ~400"
+SIZE_CASES = (CASE_BIG, CASE_BIG_LONG)
+"""The other size, predicted by the calibration of the f32 model alone (issue 31's transfer)."""
+BIG_LEVELS = CAL_LEVELS
+"""The big model's levels, at both prompt lengths: the same sweep as the f32 fit's."""
 """Prompt lengths, characters (the bench's English filler: ~4.5 characters per token)."""
 MAX_TOKENS = 64
 PARALLEL = 8
@@ -113,6 +145,56 @@ def requests_for(levels: str, *, quick: bool = False) -> int:
     says so)."""
     top = max(int(c) for c in levels.split(","))
     return QUICK_REQUESTS if quick else max(REQUESTS, BURST_FACTOR * top)
+
+
+def two_size_argv(engine: str, path: Path) -> list[str]:
+    """`capacity calibrate`'s arguments for the fit of both sizes: the f32 model's sweep
+    (`CAL_LEVELS` of run rt-cal) with the big model's (run rt-big), `--batch1`, saved at
+    `path`."""
+    return ["--model", MODELS["f32"], "--gpu", GPU_KEY, "--ctx", "2048", "--label", "rt-cal",
+            "--levels", CAL_LEVELS, "--also", f"{MODELS['big']}=rt-big", "--engine", engine,
+            "--batch1", "--save", str(path)]
+
+
+def size_report(one: calib.Calibration, two: calib.Calibration,
+                rows: Sequence[CheckRow]) -> list[str]:
+    """Issue 31's held-out figures as report lines: the other size predicted by the f32
+    model's calibration (`SIZE_CASES`, ITL p50 median and worst, TTFT p50 at concurrency 1),
+    a whole level left out (the f32 fit's leave-one-level-out ITL error), and the fit of both
+    sizes with each model held out whole (fitted on the other alone)."""
+    def pct(v: float | None) -> str:
+        return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
+
+    itl = [abs(r.error("itl_p50_ms")) for r in rows
+           if r.case in SIZE_CASES and math.isfinite(r.error("itl_p50_ms"))]
+    ttft1 = [f"{r.error('ttft_p50_ms'):+.1%}" for r in rows
+             if r.case in SIZE_CASES and r.concurrency == 1
+             and math.isfinite(r.error("ttft_p50_ms"))]
+    size = (f"median {float(np.median(itl)):.1%}, worst {max(itl):.1%} over {len(itl)} levels"
+            if itl else "no level measured")
+    by_model = []
+    for m in two.models:
+        e = [abs(p.model_out_error) for p in two.points
+             if p.kind == calib.PointKind.TPOT and p.model == m and p.model_out_error is not None]
+        if e:
+            by_model.append(f"{m} {float(np.median(e)):.1%} median, {max(e):.1%} worst")
+    split = ("not identified (the report's note; the band spans both ends)"
+             if one.split_ridge_ms is not None else "identified")
+    return [
+        f"Another size, calibrated on the f32 model alone (issue 31: ITL p50 within 10% median, "
+        f"25% worst; TTFT p50 at concurrency 1 within 15%): {MODELS['big']}, "
+        f"{BIG_SHAPE.layers} layers, {step_weight_params(BIG_SHAPE) / step_weight_params(TEST_SHAPE):.2f}x "
+        f"the weight reads: ITL p50 {size}; TTFT p50 at concurrency 1 "
+        f"{', '.join(ttft1) or '-'}. The f32 fit's overhead / bandwidth split: {split}.", "",
+        f"A whole concurrency level left out (issue 31: ITL p50 within 10% median): the f32 "
+        f"fit's {one.holdout_method.split(';')[0]}: ITL median "
+        f"{pct(one.median_abs_error(calib.PointKind.TPOT, 'held_out'))}; levels 3, 5, 6, 7 of "
+        f"the same runs, never in the fit: {sweep_errors(rows)}.", "",
+        f"Both sizes fitted together ({', '.join(two.models)}): eta_bw {two.eta_bw or 0:.3g}, "
+        f"step overhead {two.step_overhead_ms or 0:.3g} ms; each model held out whole and "
+        f"predicted from the other's fit, decode step: {'; '.join(by_model) or '-'}; TTFT "
+        f"{pct(two.median_abs_error(calib.PointKind.TTFT, 'model_out'))} median.",
+    ]
 
 
 def _free_port() -> int:
@@ -325,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report(text, args.out, "realtest-long")
         return 0
     cal_path = home / "calibrations" / "realtest-llamacpp.toml"
+    two_path = home / "calibrations" / "realtest-llamacpp-two-sizes.toml"
     held: list[tuple[str, str, pd.DataFrame]] = []
     poisson_requests: pd.DataFrame | None = None
     info: dict[str, Any] = {}
@@ -372,6 +455,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             srv.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
             requests=requests_for("8", quick=quick), model_key=MODELS["f32"], rate=rate)))
         poisson_requests = steps.requests("rt-held-poisson")
+    with server("big") as srv:
+        _say(f"another size: {BIG_SHAPE.layers} layers of {BIG_SHAPE.hidden}, "
+             f"{step_weight_params(BIG_SHAPE) / step_weight_params(TEST_SHAPE):.2f}x the weight "
+             f"reads, concurrency {BIG_LEVELS} at two prompt lengths")
+        bigs = [steps.bench(srv.base_url, "rt-big", concurrency=BIG_LEVELS, prompt_chars=chars,
+                            requests=requests_for(BIG_LEVELS, quick=quick),
+                            model_key=MODELS["big"], passes=PASSES)
+                for chars in (SHORT_CHARS, LONG_CHARS)]
+    held += [(CASE_BIG, MODELS["big"], bigs[0]), (CASE_BIG_LONG, MODELS["big"], bigs[1])]
+    # both sizes at once: shared knobs, each model also held out whole (`calibrate --also`)
+    steps.capacity("calibrate", *two_size_argv(engine, two_path))
+    two = calibration_store.load(two_path)
     with server("wide") as srv:
         _say("held out: another shape (4 wider layers, tied head, f32), concurrency 1,2,4,8")
         held.append(("f32 other shape", MODELS["wide"], steps.bench(
@@ -416,6 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{k} {v:.0%}" for k, v in errors.items()), "",
         f"Decode step on the f32 points outside the 8-point sweep (issue 10: 5% median, 20% "
         f"worst; ITL p50 of the closed loops {', '.join(SWEEP_CASES)}): {sweep}.", "",
+        *size_report(cal, two, rows), "",
         "ITL p50 median |error| by case: " + ", ".join(
             f"{case} {median_abs_errors([r for r in rows if r.case == case])['itl_p50_ms']:.0%}"
             for case in dict.fromkeys(r.case for r in rows)) + ".", "",

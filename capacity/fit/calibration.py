@@ -55,14 +55,16 @@ from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.errors import InputError
 from capacity.fit.calibration_problem import (
     BATCH1_PROBLEM,
+    BOUNDS,
     DECODE_PROBLEM,
     OPERATOR_PROBLEM,
     PINNED_RATIO,
     PREFILL_PROBLEM,
     PRIORS,
+    Posterior,
     decode_basis,
     held_out_predictions,
-    identifiability,
+    posterior,
     prefill_basis,
     solve,
     spec_value,
@@ -116,6 +118,11 @@ class FitPoint:
     fitted_ms: float
     held_out_ms: float | None = None
     source: str = ""
+    model: str = ""
+    """The model the point was measured on, in a fit of several ('' with one)."""
+    model_out_ms: float | None = None
+    """The prediction of a fit of the other models only (its whole model held out; None: one
+    model, or not computed)."""
 
     @property
     def fitted_error(self) -> float:
@@ -132,6 +139,11 @@ class FitPoint:
         """Relative error when this point was left out of the fit (None: not held out)."""
         return None if self.held_out_ms is None else self.held_out_ms / self.measured_ms - 1.0
 
+    @property
+    def model_out_error(self) -> float | None:
+        """Relative error when this point's whole model was left out of the fit (None: not)."""
+        return None if self.model_out_ms is None else self.model_out_ms / self.measured_ms - 1.0
+
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
@@ -142,6 +154,12 @@ class Calibration:
     model: str
     gpu: str
     engine: str = ""
+    models: tuple[str, ...] = ()
+    """Every model the knobs were fitted on, `model` first, when there were several (() one)."""
+    split_ridge_ms: float | None = None
+    """Set when the fit could not split the per-step overhead from the weights' bandwidth
+    efficiency: the weight read at peak (ms) of the model whose sum t0 + w / eta_bw the data
+    pinned (`split_extremes`); None when they were separated (or not fitted)."""
     eta_bw: float | None = None
     step_overhead_ms: float | None = None
     eff: float | None = None
@@ -189,14 +207,15 @@ class Calibration:
         return dict(self.std).get(name, math.nan)
 
     def errors(self, kind: PointKind, which: str = "held_out") -> FloatArray:
-        """Relative errors of one kind of point ('tpot'/'ttft') for 'fitted', 'spec' or
-        'held_out' predictions (held-out: only the points that were held out)."""
+        """Relative errors of one kind of point ('tpot'/'ttft') for 'fitted', 'spec',
+        'held_out' (only the points that were held out) or 'model_out' (their whole model
+        held out: a fit of several models) predictions."""
         vals: list[float] = []
         for p in self.points:
             if p.kind != kind:
                 continue
             e = {"fitted": p.fitted_error, "spec": p.spec_error,
-                 "held_out": p.held_out_error}[which]
+                 "held_out": p.held_out_error, "model_out": p.model_out_error}[which]
             if e is not None:
                 vals.append(e)
         return np.asarray(vals, dtype=np.float64)
@@ -282,8 +301,9 @@ def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
 def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         engine: str = "", inputs: str = "", max_concurrency: tuple[int, int] | None = None,
         ttft_all_levels: bool = False, today: str | None = None,
-        batch1: bool = False, held_out: bool = True) -> Calibration:
-    """Fit F11's knobs from measured points of one model on one GPU and engine.
+        batch1: bool = False, held_out: bool = True,
+        others: Sequence[tuple[Scenario, Sequence[MeasuredPoint]]] = ()) -> Calibration:
+    """Fit F11's knobs from measured points of one model (or several) on one GPU and engine.
 
     `base` is the scenario the points were measured under (model, GPU, TP, KV precision);
     its knobs are the spec-sheet prediction the report compares against, and its
@@ -291,6 +311,12 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     the operator method's six (`OPERATOR_KNOBS`). The decode step is each level's median
     inter-token latency where the points have it (`decode_measured_ms`), prefill is TTFT at
     the lowest level of each prompt length (`prefill_fit_points`).
+    `others`: points of other models measured on the same GPU and engine, each with the
+    scenario it was measured under (the same knobs and step method as `base`, another
+    model): one set of knobs is fitted to every model's points, so the per-step fixed cost
+    (the same on every model) and the weights' bandwidth efficiency (which scales with the
+    weight bytes each model reads) separate; each model is then also held out whole and
+    predicted from the others' fit (`FitPoint.model_out_ms`, docs/calibration.md).
     `max_concurrency` = (C, context tokens): a measured maximum (or the C just below an OOM).
     `held_out` False skips the held-out check (its refits), for a caller that predicts other
     points itself (the scorecard's extrapolation); the method then reads "not computed".
@@ -298,9 +324,18 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     formula's, for an engine that runs one sequence through other kernels (llama.cpp on CPU);
     off, it stays 1, as for vLLM and SGLang on GPUs, and the other knobs keep their precision.
     """
-    if not points:
+    sets = [(base, list(points)), *((s, list(p)) for s, p in others)]
+    if not any(pts for _, pts in sets):
         raise InputError("no measured points to fit: import a file with at least one row")
-    for p in points:
+    keys = [s.variant.key for s, _ in sets]
+    if len(set(keys)) < len(keys):
+        raise InputError("each model may be given once: " + ", ".join(keys))
+    for s, _ in sets[1:]:
+        if s.gpu.key != base.gpu.key or s.step_method != base.step_method:
+            raise InputError(f"{s.variant.key}: every model of one calibration is measured on "
+                             f"the same GPU ({base.gpu.key}) and fitted with the same step "
+                             f"method ({base.step_method})")
+    for p in (p for _, pts in sets for p in pts):
         longest = max(p.context_tokens, (p.prompt_tokens or 0) + (p.output_tokens or 0))
         if longest > MAX_CONTEXT_TOKENS:
             raise InputError(f"{p.source or 'a measured point'}: a context of {longest:,.0f} "
@@ -309,11 +344,15 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         raise InputError(f"a measured maximum concurrency at {max_concurrency[1]:,} tokens: "
                          f"the context must be 1..{MAX_CONTEXT_TOKENS:,} tokens")
     method = StepMethod(base.step_method)
-    dec = [p for p in points if decode_measured_ms(p) is not None]
-    over = _over_memory(base, dec)
-    dec = [p for p, o in zip(dec, over, strict=True) if not o]
-    pre = prefill_fit_points(points, ttft_all_levels)
-    if not dec and not pre and max_concurrency is None:
+    dec_sets, pre_sets, n_over = [], [], 0
+    for s, pts in sets:
+        dec = [p for p in pts if decode_measured_ms(p) is not None]
+        over = _over_memory(s, dec)
+        n_over += sum(over)
+        dec_sets.append((s, [p for p, o in zip(dec, over, strict=True) if not o]))
+        pre_sets.append((s, prefill_fit_points(pts, ttft_all_levels)))
+    if (not any(d for _, d in dec_sets) and not any(q for _, q in pre_sets)
+            and max_concurrency is None):
         raise InputError("the points have neither TPOT nor TTFT: nothing to fit")
     decode_problem = ((BATCH1_PROBLEM if batch1 else OPERATOR_PROBLEM) if method == StepMethod.OPERATOR
                       else DECODE_PROBLEM)
@@ -323,22 +362,25 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     fit_points: list[FitPoint] = []
     methods: list[str] = []
     notes: list[str] = []  # Notes: English, with a code for the page's language
-    if any(over):
-        k = sum(over)  # the count `n` picks the plural form (capacity.report.i18n.note_text)
+    ridge: float | None = None
+    if n_over:
+        k = n_over  # the count `n` picks the plural form (capacity.report.i18n.note_text)
         notes.append(Note(f"{k} level{'' if k == 1 else 's'} held more than twice the requests "
                           "that fit in memory at their context (the engine ran a smaller batch "
                           "and queued the rest): left out of the decode fit", code="over_memory",
                           n=k))
-    for kind, pts, problem in ((PointKind.TPOT, dec, decode_problem),
-                               (PointKind.TTFT, pre, PREFILL_PROBLEM)):
-        if not pts:
+    for kind, per_set, problem in ((PointKind.TPOT, dec_sets, decode_problem),
+                                   (PointKind.TTFT, pre_sets, PREFILL_PROBLEM)):
+        tagged = [(i, s, p) for i, (s, pts) in enumerate(per_set) for p in pts]
+        if not tagged:
             notes.append(Note(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted",
                               code="no_points", kind=kind.upper(),
                               names=", ".join(problem.names)))
             continue
+        pts = [p for _, _, p in tagged]
         basis: dict[str, FloatArray]
         if kind == PointKind.TPOT:
-            basis = decode_basis(base, pts)
+            basis = _joined([decode_basis(s, q) for s, q in per_set if q])
             measured = np.array([decode_measured_ms(p) for p in pts], dtype=np.float64)
             from_itl = sum(1 for p in pts if p.itl_p50_ms is not None
                            and decode_measured_ms(p) == p.itl_p50_ms)
@@ -348,7 +390,7 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                                   "between tokens left out)", code="from_itl",
                                   levels=from_itl, total=len(pts)))
         else:
-            basis = prefill_basis(base, pts)
+            basis = _joined([prefill_basis(s, q) for s, q in per_set if q])
             measured = np.array([p.ttft_ms for p in pts], dtype=np.float64)
             if any(p.concurrency > 1 for p in pts) and not ttft_all_levels:
                 notes.append(Note("some prompt lengths were measured only under load: their "
@@ -356,26 +398,36 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                                   code="ttft_under_load"))
         spec_x = np.array([spec_value(base, n) for n in problem.names])
         x, sd = solve(problem, basis, measured)
-        if kind == PointKind.TPOT and len({round(p.decode_context_tokens) for p in pts}) == 1:
+        models_here = sorted({i for i, _, _ in tagged})
+        if (kind == PointKind.TPOT and len(models_here) == 1
+                and len({round(p.decode_context_tokens) for p in pts}) == 1):
             notes.append(Note("TPOT at one context length only: bandwidth efficiency and "
                               "per-step overhead trade off against each other; measure a "
                               "second context to separate them (their sum at this context is "
                               "well determined)", code="one_context"))
         fitted = problem.model(x, basis)
         spec = problem.model(spec_x, basis)
-        held, how = held_out_predictions(
-            problem, basis, measured,
-            [p.concurrency for p in pts] if kind == PointKind.TPOT
-            else [round(p.prefill_tokens) for p in pts],
-            "level" if kind == PointKind.TPOT else "prompt length") if held_out else (
-            [None] * len(pts), "not computed")
+        value = ([p.concurrency for p in pts] if kind == PointKind.TPOT
+                 else [round(p.prefill_tokens) for p in pts])
+        # a group is one level (one prompt length) of one model: its twins leave together
+        rank = {g: j for j, g in enumerate(sorted(set(zip((i for i, _, _ in tagged), value,
+                                                           strict=True))))}
+        groups = [rank[(i, v)] for (i, _, _), v in zip(tagged, value, strict=True)]
+        unit = "level" if kind == PointKind.TPOT else "prompt length"
+        held, how = held_out_predictions(problem, basis, measured, groups, unit) if held_out \
+            else ([None] * len(pts), "not computed")
+        model_out: list[float | None] = [None] * len(pts)
+        if held_out and len(models_here) > 1:
+            model_out, how_m = held_out_predictions(
+                problem, basis, measured, [i for i, _, _ in tagged], "model")
+            how = f"{how}; {how_m}"
         methods.append(f"{kind.upper()}: {how}")
-        ratios = identifiability(problem.names, problem.model, x, basis, measured)
+        post = posterior(problem.names, problem.model, x, basis, measured)
         loose = []
-        for n, v, s, r in zip(problem.names, x, sd, ratios, strict=True):
+        for n, v, s_n, r in zip(problem.names, x, sd, post.ratio, strict=True):
             knobs[n] = float(v)
-            if math.isfinite(s):
-                std.append((n, float(s)))
+            if math.isfinite(s_n):
+                std.append((n, float(s_n)))
             ident.append((n, float(r)))
             if r >= PINNED_RATIO:
                 loose.append(n)
@@ -385,18 +437,33 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                               "sweep that pins every knob", code="not_pinned",
                               names=", ".join(loose)))
         if kind == PointKind.TPOT:
+            corr = split_correlation(problem.names, post)
+            r_split = max(r for n, r in zip(problem.names, post.ratio, strict=True)
+                          if n in SPLIT_KNOBS)
+            if abs(corr) > SPLIT_CORRELATION or r_split >= PINNED_RATIO:
+                ridge = float(np.median(basis["weight_peak_ms"][
+                    [j for j, (i, _, _) in enumerate(tagged) if i == models_here[0]]]))
+                notes.append(Note(
+                    f"the split between the per-step overhead and the weights' bandwidth "
+                    f"efficiency is not identified by these points (correlation {corr:+.2f}, "
+                    f"posterior over prior width {r_split:.2f}): only their sum on "
+                    f"{keys[models_here[0]]} is; another model size spans the range the data "
+                    "allow (the band widens to it); fit a second model of another size "
+                    "(`--also MODEL=RUN`) to separate them", code="split_unidentified",
+                    corr=round(corr, 2), ratio=round(r_split, 2), model=keys[models_here[0]]))
             gemm_bound = _compute_binds(basis, x, method)
             if not np.any(gemm_bound):
                 notes.append(Note(f"compute never binds at the measured points: eff is not "
                                   f"determined by them (kept near {PRIORS['eff']:g}); measure "
                                   "at higher concurrency or shorter context to fit it",
                                   code="eff_undetermined", eff=PRIORS["eff"]))
-        for i, p in enumerate(pts):
+        for j, (i, _, p) in enumerate(tagged):
             fit_points.append(FitPoint(
                 kind=kind, concurrency=p.concurrency,
                 context_tokens=p.decode_context_tokens if kind == PointKind.TPOT else p.prefill_tokens,
-                measured_ms=float(measured[i]), spec_ms=float(spec[i]),
-                fitted_ms=float(fitted[i]), held_out_ms=held[i], source=p.source))
+                measured_ms=float(measured[j]), spec_ms=float(spec[j]),
+                fitted_ms=float(fitted[j]), held_out_ms=held[j], source=p.source,
+                model=keys[i] if len(sets) > 1 else "", model_out_ms=model_out[j]))
     overhead = None
     if max_concurrency is not None:
         overhead = overhead_from_max_concurrency(base, *max_concurrency)
@@ -409,12 +476,59 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                 ("tflops", f"{base.tflops:g}"))
     return Calibration(
         name=name, model=base.variant.key, gpu=base.gpu.key,
-        engine=engine or next((p.engine for p in points if p.engine), ""),
-        step_method=method.value if dec else "", draft="",
+        models=tuple(keys) if len(keys) > 1 else (),
+        engine=engine or next((p.engine for _, pts in sets for p in pts if p.engine), ""),
+        step_method=method.value if any(d for _, d in dec_sets) else "", draft="",
         overhead_gb=overhead, std=tuple(std), identifiability=tuple(ident),
-        points=tuple(fit_points), holdout_method="; ".join(methods),
+        points=tuple(fit_points), holdout_method="; ".join(methods), split_ridge_ms=ridge,
         created=today or date.today().isoformat(), inputs=inputs, settings=settings,
         notes=tuple(notes), **{n: v for n, v in knobs.items() if v is not None})
+
+
+SPLIT_KNOBS = ("eta_bw", "step_overhead_ms")
+"""The two decode knobs one model's points cannot tell apart: both add about the same time to
+every step of one model (the weights are read once a step whatever the batch)."""
+SPLIT_CORRELATION = 0.99
+"""|posterior correlation| of `SPLIT_KNOBS` (log eta_bw, t0) above which their split is not
+identified. With one model only the prior breaks the tie (|r| = 0.9997 on a synthetic sweep);
+two models whose weight reads are w and k x w give |r| = (1 + k) / sqrt(2 (1 + k^2)) from the
+design alone (0.98 at k = 1.5, 0.97 at 1.75), yet pin both knobs."""
+
+
+def split_correlation(names: Sequence[str], post: Posterior) -> float:
+    """The posterior correlation of eta_bw (log) and step_overhead_ms (ms) in a fit over
+    `names` (0 when one of them is not fitted); near -1: the data see only their sum."""
+    if not all(n in names for n in SPLIT_KNOBS):
+        return 0.0
+    i, j = (list(names).index(n) for n in SPLIT_KNOBS)
+    return float(post.correlation[i, j])
+
+
+def split_extremes(cal: Calibration) -> tuple[Calibration, ...]:
+    """The two ends of the range the data allow when the fit could not split the per-step
+    overhead from the weights' bandwidth efficiency (`Calibration.split_ridge_ms`; () when it
+    could, or there is nothing to split).
+
+    On the fitted model the data pin the sum S = t0 + w / eta_bw (ms; w the weight read at
+    peak, `split_ridge_ms`). The ends keep S: eta_bw at its bound 1 with t0 = S - w, and t0 at
+    0 with eta_bw = w / S (at least its lower bound). Applied to a model that reads w2 bytes'
+    worth, the step's weight part goes from S + (w2 - w) to S x w2 / w: both ends predict the
+    fitted model alike and bracket another size. Source: docs/calibration.md ("One model").
+    """
+    w = cal.split_ridge_ms
+    if w is None or w <= 0 or cal.eta_bw is None or cal.step_overhead_ms is None:
+        return ()
+    total = cal.step_overhead_ms + w / cal.eta_bw
+    lo_eta, hi_eta = BOUNDS["eta_bw"]
+    eta_low = max(lo_eta, min(hi_eta, w / total))
+    return (replace(cal, eta_bw=hi_eta, step_overhead_ms=max(0.0, total - w / hi_eta)),
+            replace(cal, eta_bw=eta_low, step_overhead_ms=max(0.0, total - w / eta_low)))
+
+
+def _joined(bases: Sequence[dict[str, FloatArray]]) -> dict[str, FloatArray]:
+    """Per-model prediction bases end to end (the same keys; each array one value per point)."""
+    return {k: np.concatenate([np.asarray(b[k], dtype=np.float64).ravel() for b in bases])
+            for k in bases[0]}
 
 
 def _over_memory(base: Scenario, pts: Sequence[MeasuredPoint]) -> list[bool]:

@@ -249,7 +249,15 @@ def solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
 def identifiability(problem_names: Sequence[str], model: Callable[[FloatArray, Any], FloatArray],
                     x: FloatArray, basis: dict[str, FloatArray], measured: FloatArray
                     ) -> FloatArray:
-    """Per knob: its posterior width over its prior width (< `PINNED_RATIO`: pinned down).
+    """Per knob: its posterior width over its prior width (< `PINNED_RATIO`: pinned down);
+    `posterior(...).ratio`."""
+    return posterior(problem_names, model, x, basis, measured).ratio
+
+
+def posterior(problem_names: Sequence[str], model: Callable[[FloatArray, Any], FloatArray],
+              x: FloatArray, basis: dict[str, FloatArray], measured: FloatArray) -> Posterior:
+    """Per knob: its posterior width over its prior width (< `PINNED_RATIO`: pinned down), and
+    the knobs' posterior correlations.
 
     Linearised at the knobs `x`, in the prior's coordinates (log for fractions), with the
     nominal 2 % noise that `PRIOR_WEIGHT` assumes: posterior precision = J'J (the data's
@@ -295,7 +303,20 @@ def identifiability(problem_names: Sequence[str], model: Callable[[FloatArray, A
     # a log knob's prior narrower than an e-fold (batch1_factor's tenth) is no wider a doubt:
     # its ratio is taken against the e-fold, as for the ratios of peak (theirs is 1)
     narrow = np.array([_prior_sd(n, scale) if n in LOG_KNOBS else 1.0 for n in names])
-    return np.asarray(ratio * narrow, dtype=np.float64)
+    sd = np.sqrt(np.clip(np.diag(post), 1e-300, None))
+    return Posterior(ratio=np.asarray(ratio * narrow, dtype=np.float64),
+                     correlation=np.asarray(post / np.outer(sd, sd), dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """What the linearised posterior of `posterior` says per knob: `ratio` (posterior width
+    over prior width, < `PINNED_RATIO`: pinned down) and the knobs' `correlation` matrix (in
+    the prior's coordinates: log for fractions; |r| near 1 means the data see only a
+    combination of the two, e.g. eta_bw and step_overhead_ms on one model)."""
+
+    ratio: FloatArray
+    correlation: FloatArray
 
 
 MAX_LEAVE_ONE_OUT_GROUPS = 8

@@ -111,6 +111,8 @@ def to_toml(cal: Calibration) -> str:
     """The calibration as TOML text (None values are left out)."""
     doc: dict[str, Any] = {
         "name": cal.name, "model": cal.model, "gpu": cal.gpu, "engine": cal.engine,
+        **({"models": list(cal.models)} if cal.models else {}),
+        **({"split_ridge_ms": cal.split_ridge_ms} if cal.split_ridge_ms is not None else {}),
         **({"step_method": cal.step_method} if cal.step_method else {}),
         "created": cal.created, "inputs": cal.inputs, "holdout_method": cal.holdout_method,
         "notes": [str(n) for n in cal.notes],
@@ -222,7 +224,15 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
             created=str(doc.get("created", "")), inputs=str(doc.get("inputs", "")),
             settings=tuple((str(k), str(v)) for k, v in doc.get("settings", {}).items()),
             notes=tuple(str(n) for n in doc.get("notes", [])))
+        models = doc.get("models", [])
+        if not (isinstance(models, list) and all(isinstance(m, str) for m in models)):
+            raise InputError(f"{path}: models must be a list of model keys")
+        ridge = doc.get("split_ridge_ms")
+        if ridge is not None and not (isinstance(ridge, int | float) and ridge > 0):
+            raise InputError(f"{path}: split_ridge_ms = {ridge!r} must be a positive number (ms)")
         values: dict[str, Any] = {n: float(v) for n, v in knobs.items()}
+        values["models"] = tuple(models)
+        values["split_ridge_ms"] = None if ridge is None else float(ridge)
         return replace(cal, **values, **_draft_fields(doc, path))
     except InputError:
         raise

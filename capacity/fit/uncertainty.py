@@ -32,7 +32,7 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
-from capacity.fit.calibration import Calibration, PointKind, apply
+from capacity.fit.calibration import Calibration, PointKind, apply, split_extremes
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import FloatArray
@@ -240,7 +240,9 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
 
     With a calibration: the calibrated prediction +/- its held-out spread, widened by its
     distance from the scenario (`distance`: other model, GPU, context, concurrency, few
-    points, implausible knobs). Without: from the
+    points, implausible knobs), and the step's edges out to both ends of the overhead /
+    bandwidth split the data left open (`calibration.split_extremes`: one model). Without:
+    from the
     scenario as given (middle) to the `TYPICAL_RANGES` edges (low = fast end, high = slow end);
     when the scenario is spec-sheet, the middle equals the fast edge of the range or below it.
     """
@@ -258,8 +260,12 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
         else:
             cv_lo, cv_hi = _at(s.with_(overhead_gb=TYPICAL_RANGES["overhead_gb"][1]), C)[2], \
                 _at(s.with_(overhead_gb=TYPICAL_RANGES["overhead_gb"][0]), C)[2]
+        lo_t, hi_t = step / (1 + sp_t), step * (1 + sp_t)
+        for end in split_extremes(calibration):  # one model: the overhead/bandwidth split
+            e = _at(apply(end, scenario), C)[0]
+            lo_t, hi_t = np.minimum(lo_t, e / (1 + sp_t)), np.maximum(hi_t, e * (1 + sp_t))
         return Band(concurrency=C,
-                    step_ms=(step / (1 + sp_t), step, step * (1 + sp_t)),
+                    step_ms=(lo_t, step, hi_t),
                     ttft_s=(ttft / (1 + sp_f), ttft, ttft * (1 + sp_f)),
                     max_concurrency_vram=(min(cv_lo, cv), cv, max(cv_hi, cv)),
                     basis=f"calibration '{calibration.name}': +/- {sp_t:.0%} step, "
