@@ -33,7 +33,14 @@ from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.deployment import assess
 from capacity.plan.detail import CurvePoint, load_curve, simulate_option
 from capacity.plan.disagg import Comparison, compare
-from capacity.plan.events import MAX_LOAD_REQUESTS, LoadPoint, QueueResult, closed_loop_load, open_loop_load
+from capacity.plan.events import (
+    MAX_LOAD_REQUESTS,
+    LoadPoint,
+    OpenLoopPoint,
+    QueueResult,
+    closed_loop_load,
+    open_loop_load,
+)
 from capacity.plan.mix import MixPlan, MixWorkload, plan_mix
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.plan.search import plan as search_plan
@@ -236,36 +243,65 @@ class LoadView:
     """None when the users per replica exceed what the view simulates."""
     rate_per_s: float = 0.0
     """The open loop's rate (0: a closed loop of `state.c`)."""
+    open_point: OpenLoopPoint | None = None
+    """The open loop's TTFT, ITL and E2E, mean and percentiles (`capacity plan --rate`'s
+    `open_loop.points`); None in a closed loop."""
+    seconds: float = 0.0
+    """How long the open loop's Poisson arrivals run (`capacity plan --duration`)."""
+    chunk_tokens: int | None = None
+    """The token budget the replica ran with (None: whole prompts)."""
+    offload_ms: float = 0.0
+    """What the CPU offload adds to every forward pass, ms."""
+    max_seqs: int = 0
+    """The max_num_seqs the replica ran with (the knob, else the profile's on the GPU)."""
+    kv_page_tokens: int = 0
+    """The KV page the engine admitted tokens in (the knob, else the profile's)."""
 
 
 OPEN_LOOP_REQUESTS = 2000
 """Requests the open-loop view simulates (at most; at least a minute of arrivals)."""
 
 
+def open_loop_seconds(rate_per_s: float) -> float:
+    """How long the load view's open loop runs at `rate_per_s` (s): at least a minute and 400
+    requests' worth of arrivals, at most OPEN_LOOP_REQUESTS' worth (4 req/s: 100 s)."""
+    return min(max(60.0, 400.0 / rate_per_s), OPEN_LOOP_REQUESTS / rate_per_s)
+
+
 @cached(max_entries=64)
 def load_view(version: str, state: ExplorerState) -> LoadView:
     """`capacity.plan.events.closed_loop_load` at the Explorer's concurrency, or
-    `open_loop_load` at its design rate (Poisson arrivals, as `capacity plan --rate`), under
-    its engine, each request `state.out` output tokens."""
+    `open_loop_load` at its design rate (Poisson arrivals, as `capacity plan --rate R
+    --duration D`), under its engine, each request `state.out` output tokens, with the
+    engine's knobs and the what-if's shared prefix in the engine's prefix cache
+    (`ExplorerState.load_knobs`: `capacity plan`'s --max-num-seqs, --max-num-batched-tokens,
+    --block-size, --cpu-offload-gb, --prefix-tokens and --prefix-share; InputError for a knob
+    the engine refuses)."""
     del version
     s = state.scenario(catalog())
+    knobs = state.load_knobs(s)
+    prof = state.engine_of(s)
+    page = state.kvblk or prof.kv_block_tokens
     prompt = state.prompt_tokens
     out = state.out
     if state.load > 0:
-        seconds = min(max(60.0, 400.0 / state.load), OPEN_LOOP_REQUESTS / state.load)
+        seconds = open_loop_seconds(state.load)
         svc, opts = open_loop_load(s, engine=state.engine, output_tokens=out,
-                                   stages=[[(state.load, seconds)]])
+                                   stages=[[(state.load, seconds)]], **knobs)
         p = opts[0]
         return LoadView(engine=svc.engine, slots=svc.slots, prompt_tokens=prompt,
-                        output_tokens=out, rate_per_s=state.load,
+                        output_tokens=out, rate_per_s=state.load, open_point=p,
+                        seconds=seconds, chunk_tokens=svc.chunk_tokens,
+                        offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
                         point=LoadPoint(concurrency=state.c, ttft_ms=p.ttft_ms,
                                         tpot_ms=p.tpot_ms))
     per_replica = -(-state.concurrency // s.replicas)
     svc, points = closed_loop_load(
         s, engine=state.engine, output_tokens=out,
-        concurrency=[state.concurrency] if per_replica <= MAX_LOAD_REQUESTS else [])
+        concurrency=[state.concurrency] if per_replica <= MAX_LOAD_REQUESTS else [], **knobs)
     return LoadView(engine=svc.engine, slots=svc.slots, prompt_tokens=prompt, output_tokens=out,
-                    point=points[0] if points else None)
+                    point=points[0] if points else None, chunk_tokens=svc.chunk_tokens,
+                    offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page)
 
 
 # ---- the Planner -----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The Explorer's inputs: the widgets bound to `app.state`'s keys (`ex_<field>`).
 
 `main_inputs` draws the model, GPU, concurrency and context rows at the top of the page;
-`sidebar_inputs` the rest (workload, prefix, targets, cost, efficiency) in the sidebar. The values
-live in session state (`app.state`); the page reads them back with `app.state.from_widgets`.
+`sidebar_inputs` the rest (workload, prefix, targets, cost, efficiency) in the sidebar;
+`engine_knob_inputs` the engine's scheduler knobs in the load view. The values live in session
+state (`app.state`); the page reads them back with `app.state.from_widgets`.
 """
 
 from __future__ import annotations
@@ -31,14 +32,24 @@ from app.state import (
     sync_prompt,
     valid_tps,
 )
-from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.catalog.loader import Catalog, Model
 from capacity.model.cost import CURRENCIES
+from capacity.model.scenario import Scenario
 from capacity.model.speculative import MAX_DEPTH
 from capacity.report.bases import basis_label
 from capacity.report.i18n import engine_label, t
 from capacity.report.planner_url import PLANNER_PCTS
-from capacity.report.urlstate import ACCEPT_MODES, STEP_METHODS
+from capacity.report.urlstate import (
+    ACCEPT_MODES,
+    KNOBS,
+    MAX_BATCHED_TOKENS,
+    MAX_KV_PAGE,
+    MAX_NUM_SEQS,
+    MAX_OFFLOAD_GIB,
+    STEP_METHODS,
+    ExplorerState,
+)
 from capacity.units import KV_DTYPES
 
 
@@ -194,3 +205,43 @@ def sidebar_inputs(catalog: Catalog, lang: str) -> None:
             st.radio(T("step_method"), list(STEP_METHODS), key=key("step"), horizontal=True,
                      format_func=lambda m: T("step_method_" + m), help=T("help_step_method"),
                      disabled=calibrated)
+
+
+KNOB_WIDGET = "exw_"
+"""The prefix of the engine knobs' widget keys: a blank widget (None) is the knob's 0 (the
+engine's default) in `ex_<knob>`, which `app.state` keeps and the URL carries."""
+
+
+def _knob_changed(name: str) -> None:
+    """A knob's widget was edited: its value, blank as 0, becomes the input."""
+    value = st.session_state.get(KNOB_WIDGET + name)
+    st.session_state[key(name)] = (0.0 if name == "offload" else 0) if value is None else value
+
+
+def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> None:
+    """The load view's engine knobs (`ExplorerState.load_knobs`, `capacity plan`'s flags):
+    max_num_seqs, the token budget, the KV page and the CPU offload, each blank for the
+    profile's default on this GPU (shown in the box), each within the CLI's bounds; the GPU
+    memory utilisation is the workload's `util` (said under them)."""
+
+    def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
+        return t(k, lang, **kw)
+
+    prof = engine_profile(state.engine).for_gpu(scenario.gpu.key, scenario.vram_gb)
+    for name in KNOBS:  # the input (0: blank) into its widget, before the widget is drawn
+        st.session_state[KNOB_WIDGET + name] = getattr(state, name) or None
+    default = {"seqs": T("knob_default", v=f"{prof.max_seqs:,}"),
+               "budget": T("knob_default", v=f"{prof.token_budget_tokens:,}")
+               if prof.chunked else T("knob_whole"),
+               "kvblk": T("knob_default", v=f"{prof.kv_block_tokens:,}"),
+               "offload": T("knob_none")}
+    bounds: dict[str, tuple[int | float, int | float, int | float]] = {
+        "seqs": (1, MAX_NUM_SEQS, 1), "budget": (1, MAX_BATCHED_TOKENS, 256),
+        "kvblk": (1, MAX_KV_PAGE, 1), "offload": (0.0, float(MAX_OFFLOAD_GIB), 0.5)}
+    cols = st.columns(len(KNOBS))
+    for col, name in zip(cols, KNOBS, strict=True):
+        lo, hi, step = bounds[name]
+        col.number_input(T("knob_" + name), min_value=lo, max_value=hi, step=step,
+                         key=KNOB_WIDGET + name, placeholder=default[name],
+                         help=T("help_knob_" + name), on_change=_knob_changed, args=(name,))
+    st.caption(T("knob_util", util=f"{state.util:g}"))

@@ -22,12 +22,12 @@ from capacity.model.draft_gain import MAX_BREAKEVEN_BATCH, DraftGain
 from capacity.model.memory import MemoryVerdict
 from capacity.model.prefix import PrefixEffect
 from capacity.model.scenario import Scenario
-from capacity.plan.events import MAX_LOAD_REQUESTS
+from capacity.plan.events import MAX_LOAD_REQUESTS, OpenLoopPoint
 from capacity.report.bases import basis_label, knobs_text
 from capacity.report.explain import Constraint, Detail, Explanation, Relief, ReliefKind, Status, Verdict
 from capacity.report.i18n import engine_label, error_text, t
 from capacity.report.quote import figure_rows, nodes_text, option_label
-from capacity.report.urlstate import ExplorerState
+from capacity.report.urlstate import KNOBS, ExplorerState
 
 if TYPE_CHECKING:  # loaded by Compare only, after the headline (docs/benchmarks.md, "Start-up")
     import pandas as pd
@@ -101,11 +101,22 @@ def ttft_caption(state: ExplorerState, lang: str) -> str:
 
 
 def load_panel(load: LoadView, state: ExplorerState, lang: str) -> Panel:
-    """The load view (an expander titled with the engine): the percentiles at the what-if's
-    load, and what load that is; or why there are none (more users than it simulates)."""
+    """The load view (an expander titled with the engine): at a design rate (an open loop) the
+    mean, p90 and p99 of TTFT, ITL and E2E, as `capacity plan --rate` gives them; in a closed
+    loop of C users TTFT and TPOT p50/p90; or why there are none (more users than it
+    simulates). The caption says what load that is and the engine knobs it ran with."""
     title = t("sec_load", lang, engine=engine_label(load.engine, lang))
     if load.point is None:
         return Panel(title, caption=t("load_too_many", lang, n=MAX_LOAD_REQUESTS))
+    if load.open_point is not None:
+        return Panel(title, open_metrics(load.open_point, lang), "  \n".join(x for x in (
+            f":orange[{t('load_saturated', lang)}]" if load.open_point.saturated else "",
+            t("load_caption_rate", lang, rate=f"{load.rate_per_s:.3g}",
+              p=tokens_label(load.prompt_tokens), o=f"{load.output_tokens:,}",
+              slots=load.slots),
+            t("load_run_open", lang, rate=f"{load.rate_per_s:g}", s=f"{load.seconds:g}",
+              n=f"{load.open_point.requests:,}"),
+            knobs_caption(load, lang)) if x))
     metrics = []
     for name, q, values in (("load_ttft_p50", 0.5, load.point.ttft_ms),
                             ("load_ttft_p90", 0.9, load.point.ttft_ms),
@@ -115,14 +126,40 @@ def load_panel(load: LoadView, state: ExplorerState, lang: str) -> Panel:
             metrics.append(Metric(t(name, lang), f"{values[q] / 1e3:,.2f} s"))
         else:
             metrics.append(Metric(t(name, lang), f"{values[q]:,.1f} ms"))
-    if load.rate_per_s > 0:
-        caption = t("load_caption_rate", lang, rate=f"{load.rate_per_s:.3g}",
-                    p=tokens_label(load.prompt_tokens), o=f"{load.output_tokens:,}",
-                    slots=load.slots)
-    else:
-        caption = t("load_caption", lang, c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
-                    o=f"{load.output_tokens:,}", slots=load.slots)
-    return Panel(title, tuple(metrics), caption)
+    caption = t("load_caption", lang, c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
+                o=f"{load.output_tokens:,}", slots=load.slots)
+    return Panel(title, tuple(metrics), caption + "  \n" + knobs_caption(load, lang))
+
+
+def knobs_set(state: ExplorerState) -> bool:
+    """Whether any engine knob of the load view is set (not the engine's default)."""
+    return any(getattr(state, k) for k in KNOBS)
+
+
+def open_metrics(p: OpenLoopPoint, lang: str) -> tuple[Metric, ...]:
+    """An open loop's figures: TTFT and E2E in s (2 decimals), ITL in ms (1 decimal), each its
+    mean, p90 and p99 (`OpenLoopPoint`, as `capacity plan --rate --format json` gives them in
+    ms)."""
+    out = []
+    for name, mean, pct, unit in (("ttft", p.ttft_mean_ms, p.ttft_ms, "s"),
+                                  ("itl", p.itl_mean_ms, p.itl_ms, "ms"),
+                                  ("e2e", p.e2e_mean_ms, p.e2e_ms, "s")):
+        for which, ms in (("mean", mean), ("p90", pct[0.9]), ("p99", pct[0.99])):
+            shown = f"{ms / 1e3:,.2f} s" if unit == "s" else f"{ms:,.1f} ms"
+            out.append(Metric(t(f"load_{name}_{which}", lang), shown))
+    return tuple(out)
+
+
+def knobs_caption(load: LoadView, lang: str) -> str:
+    """The engine knobs the load view ran with, in words (the knobs' own values, else the
+    profile's on the GPU)."""
+    budget = (f"{load.chunk_tokens:,}" if load.chunk_tokens
+              else t("load_budget_whole", lang))
+    text = t("load_knobs_line", lang, seqs=f"{load.max_seqs:,}", budget=budget,
+             page=f"{load.kv_page_tokens:,}")
+    if load.offload_ms:
+        text += " " + t("load_offload_line", lang, ms=f"{load.offload_ms:.2f}")
+    return text
 
 
 def prefix_panel(pe: PrefixEffect, state: ExplorerState, lang: str) -> Panel:

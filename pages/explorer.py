@@ -11,7 +11,7 @@ import streamlit as st
 from app import cache
 from app import explorer_view as view
 from app.bootstrap import ensure_navigation
-from app.explorer_inputs import main_inputs, sidebar_inputs
+from app.explorer_inputs import engine_knob_inputs, main_inputs, sidebar_inputs
 from app.format import markdown_plain, tokens_label
 from app.i18n import chart_labels
 from app.layout import metric_row, panel
@@ -32,7 +32,7 @@ from app.state import (
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.errors import CapacityError
 from capacity.report.explain import Detail, Status
-from capacity.report.i18n import error_text, note_text, t
+from capacity.report.i18n import engine_label, error_text, note_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -93,17 +93,17 @@ metric_row(view.key_metrics(ex, state, scenario.paid_gpus, lang), key="key_numbe
 
 unc = cache.uncertainty(state)
 st.caption(view.ttft_caption(state, lang))
-try:
-    load = cache.load_view(state)
-except CapacityError as exc:
-    load = None
-    st.warning(T("err_inputs", msg=error_text(exc, lang)))
-if load is not None:
-    # a closed loop of C clients with no think time, each sending the whole prompt again: a
-    # what-if of its own, so it opens only when asked for, or when an engine was chosen for it
-    load_panel = view.load_panel(load, state, lang)
-    with st.expander(load_panel.title, expanded=state.engine != DEFAULT_ENGINE):
-        panel(load_panel, numbers_key="load_numbers", title=False)
+# the engine's scheduling under load, with its knobs: a what-if of its own, so it opens only
+# when an engine or a knob was chosen for it
+with st.expander(T("sec_load", engine=engine_label(state.engine, lang)),
+                 expanded=state.engine != DEFAULT_ENGINE or view.knobs_set(state)):
+    engine_knob_inputs(state, scenario, lang)
+    try:
+        load = cache.load_view(state)
+    except CapacityError as exc:
+        st.warning(T("err_inputs", msg=error_text(exc, lang)), icon=":material/edit:")
+    else:
+        panel(view.load_panel(load, state, lang), numbers_key="load_numbers", title=False)
 # ---- prefix caching (issue 12): only when a shared prefix is set ----------------------------
 if state.prefix > 0:
     with st.container(border=True, key="prefix_effect"):

@@ -294,3 +294,128 @@ def test_step_method_is_an_input_in_the_url_and_moves_tpot_where_gemms_bind() ->
     assert (chapter, metrics(at)["TPOT"]) == ("32.3 ms", "37.5 ms")
     bad = start(step="bogus")  # a bad value falls back with a notice, never a traceback
     assert bad.radio(key="ex_step").value == "chapter"
+
+
+KNOB_LINK = {"engine": "vllm", "load": "2", "ctx": "4096", "prompt": "1000", "out": "128",
+             "seqs": "32", "budget": "1024", "block": "32", "kvblk": "32", "offload": "0.25",
+             "util": "0.85"}
+"""A vLLM what-if at 2 req/s with every engine knob off its default (issue 32)."""
+
+
+@pytest.mark.slow
+def test_the_load_view_shows_what_capacity_plan_rate_gives(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """One computation on two surfaces: the Explorer's load view opened by a link with every
+    engine knob set shows the mean TTFT, ITL and E2E (and their p90/p99) of `capacity plan
+    --engine vllm --rate 2 --duration 200` with the same knobs, rounded as the page rounds
+    them (TTFT and E2E in s to 2 decimals, ITL in ms to 1). 2 req/s runs 200 s of arrivals on
+    the page: max(60, 400 / 2) = 200 s, at most 2,000 / 2 = 1,000 s."""
+    import json
+
+    from capacity.cli.main import main
+
+    assert main(["plan", "--engine", "vllm", "--rate", "2", "--duration", "200", "--ctx",
+                 "4096", "--prompt-tokens", "1000", "--output-tokens", "128",
+                 "--max-num-seqs", "32", "--max-num-batched-tokens", "1024", "--block-size",
+                 "32", "--cpu-offload-gb", "0.25", "--gpu-memory-utilization", "0.85",
+                 "--format", "json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["open_loop"]
+    p = cli["points"][0]
+    assert not p["saturated"] and cli["token_budget"] == 1024 and cli["slots_per_replica"] == 32
+    at = start(**KNOB_LINK)
+    m = metrics(at)
+    for name, key in (("TTFT", "ttft"), ("E2E", "e2e")):
+        assert m[f"Mean {name} under load"] == f"{p[f'{key}_mean_ms'] / 1e3:,.2f} s"
+        for q, pct in (("0.9", "p90"), ("0.99", "p99")):
+            assert m[f"{name} {pct} under load"] == f"{p[f'{key}_ms'][q] / 1e3:,.2f} s"
+    assert m["Mean ITL under load"] == f"{p['itl_mean_ms']:,.1f} ms"
+    assert m["ITL p99 under load"] == f"{p['itl_ms']['0.99']:,.1f} ms"
+    caption = " ".join(c.value for c in at.caption)
+    assert "`capacity plan --rate 2 --duration 200` gives the same figures" in caption
+    assert "max sequences 32, token budget 1,024, KV page 32 tokens" in caption
+    assert f"CPU offload adds {cli['offload_ms_per_pass']:.2f} ms" in caption
+    # the inputs show the link's knobs, and the link is written back as it came
+    assert [at.number_input(key=f"exw_{k}").value for k in ("seqs", "budget", "kvblk", "offload")
+            ] == [32, 1024, 32, 0.25]
+    assert {k: at.query_params[k] for k in KNOB_LINK} == {
+        k: [v] if isinstance(at.query_params[k], list) else v for k, v in KNOB_LINK.items()}
+    assert not notices(at)
+
+
+@pytest.mark.slow
+def test_each_knob_is_an_input_that_moves_the_load_view_and_the_link() -> None:
+    """Blank knobs show the profile's default on this GPU (vLLM on the RTX 4090: 256
+    sequences, 2,048 tokens a step, pages of 16) and write nothing; an entered knob moves the
+    figures and travels; cleared, it is gone from the link again."""
+    base = {"engine": "vllm", "load": "2", "ctx": "4096", "prompt": "1000", "out": "128"}
+    at = start(**base)
+    assert at.number_input(key="exw_seqs").value is None
+    assert at.number_input(key="exw_seqs").proto.placeholder == "256 (engine default)"
+    assert at.number_input(key="exw_budget").proto.placeholder == "2,048 (engine default)"
+    assert at.number_input(key="exw_kvblk").proto.placeholder == "16 (engine default)"
+    before = metrics(at)
+    assert "max sequences 256, token budget 2,048, KV page 16 tokens" in " ".join(
+        c.value for c in at.caption)
+    at.number_input(key="exw_offload").set_value(2.0).run()
+    assert not at.exception and at.query_params["offload"] in ("2", ["2"])
+    assert metrics(at)["Mean ITL under load"] != before["Mean ITL under load"]
+    at.number_input(key="exw_offload").set_value(None).run()
+    assert "offload" not in at.query_params and metrics(at) == before
+    at.number_input(key="exw_seqs").set_value(4).run()   # 2 req/s through 4 slots
+    assert at.query_params["seqs"] in ("4", ["4"])
+    assert metrics(at)["Mean TTFT under load"] != before["Mean TTFT under load"]
+
+
+@pytest.mark.slow
+def test_a_knob_the_engine_refuses_says_why_and_loses_nothing() -> None:
+    """On the page: a budget not above max_num_seqs is kept in its box and the link, and the
+    load view says why instead of figures; in a link it falls back with the link notice."""
+    at = start(engine="vllm", c="70")
+    at.number_input(key="exw_budget").set_value(200).run()
+    assert not at.exception
+    assert at.number_input(key="exw_budget").value == 200
+    assert at.query_params["budget"] in ("200", ["200"])
+    assert any("a token budget of 200 must exceed max_num_seqs (256)" in w.value
+               for w in at.warning)
+    assert "Mean TTFT under load" not in metrics(at) and at.slider(key="ex_c").value == 70
+    bad = start(engine="vllm", budget="200", offload="lots")
+    notice = notices(bad)[0]
+    assert "`budget=200` ignored" in notice and "`offload=lots` ignored" in notice
+    assert bad.number_input(key="exw_budget").value is None
+    zh = start(engine="vllm", budget="200", lang="zh")
+    assert any("token 预算 200 必须大于 max_num_seqs（256）" in w.value for w in zh.warning)
+    assert zh.number_input(key="exw_seqs").label == "最大并发序列数"
+
+
+@pytest.mark.slow
+def test_the_closed_loop_load_view_is_capacity_plan_engine(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A closed loop of 100 users of 4,000-token prompts where the KV pool binds the slots: the
+    page's slots, TTFT and TPOT are `capacity plan --engine vllm --concurrency 100`'s with the
+    same knobs, and the memory utilisation and the KV page each move the slots there (fewer
+    with less memory, fewer with bigger pages)."""
+    import json
+
+    from capacity.cli.main import main
+
+    def cli(*extra: str) -> dict[str, object]:
+        assert main(["plan", "--engine", "vllm", "--concurrency", "100", "--ctx", "8192",
+                     "--prompt-tokens", "4000", "--output-tokens", "128", "--max-num-seqs",
+                     "128", "--max-num-batched-tokens", "1024", "--cpu-offload-gb", "0.25",
+                     *extra, "--format", "json"]) == 0
+        out: dict[str, object] = json.loads(capsys.readouterr().out)["load"]
+        return out
+
+    load = cli("--block-size", "256", "--gpu-memory-utilization", "0.85")
+    slots = load["slots_per_replica"]
+    assert isinstance(slots, int)
+    assert slots < cli("--gpu-memory-utilization", "0.85")["slots_per_replica"]  # type: ignore[operator]
+    assert slots < cli("--block-size", "256")["slots_per_replica"]  # type: ignore[operator]
+    at = start(engine="vllm", c="100", ctx="8192", prompt="4000", out="128", seqs="128",
+               budget="1024", block="256", kvblk="256", util="0.85", offload="0.25")
+    point = load["points"][0]  # type: ignore[index]
+    m = metrics(at)
+    for q, pct in ((0.5, "p50"), (0.9, "p90")):
+        assert m[f"TTFT {pct} under load"] == f"{point['ttft_ms'][str(q)] / 1e3:,.2f} s"
+        assert m[f"TPOT {pct} under load"] == f"{point['tpot_ms'][str(q)]:,.1f} ms"
+    assert f"{slots} slots per replica" in " ".join(c.value for c in at.caption)

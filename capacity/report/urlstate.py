@@ -14,12 +14,13 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from capacity.catalog.engines import DEFAULT_ENGINE
-from capacity.catalog.loader import Catalog, ModelVariant, default_catalog
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
+from capacity.catalog.loader import BOUNDS, Catalog, ModelVariant, default_catalog
 from capacity.catalog.offers import OFFER_KINDS, Offer, bundled_of_kind
 from capacity.errors import CapacityError, InputError
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
+from capacity.model.forward_pass import scenario_offload_ms
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.roofline import StepMethod
@@ -51,7 +52,7 @@ from capacity.types import Note
 
 if TYPE_CHECKING:
     from capacity.plan.deployment import Deployment
-from capacity.units import KV_DTYPES
+from capacity.units import GB, GIB, KV_DTYPES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +149,62 @@ class ExplorerState:
     fr_wide_ep: int = 0
     """1: the buyer's chart also draws a MoE model's wide expert-parallel points
     (`FrontierInputs.wide_ep`; a dense model has none)."""
+    seqs: int = 0
+    """The load view's max_num_seqs: sequences a replica decodes at once (vLLM
+    --max-num-seqs, SGLang --max-running-requests, llama.cpp --parallel); 0 = the engine
+    profile's default on the GPU. The deployment's figures use it too (the Planner's
+    `max_num_seqs`)."""
+    budget: int = 0
+    """The load view's token budget: tokens one step may carry (vLLM
+    --max-num-batched-tokens, SGLang --chunked-prefill-size, llama.cpp --batch-size); 0 = the
+    profile's default on the GPU. A chunked profile only (`load_knobs`)."""
+    kvblk: int = 0
+    """The load view's KV page, tokens (vLLM --block-size): the unit in which the engine admits
+    a request's tokens; 0 = the profile's. (`block` is the memory figures' paged block.)"""
+    offload: float = 0.0
+    """The load view's CPU offload, GiB of each GPU's weights kept in host memory (vLLM
+    --cpu-offload-gb); 0 = none."""
+
+    def engine_of(self, s: Scenario) -> EngineProfile:
+        """The load view's engine profile on the scenario's GPU (its tier's defaults), with
+        `seqs` when one is set: what a blank knob means."""
+        return engine_profile(self.engine).for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(
+            self.seqs or None)
+
+    def load_knobs(self, s: Scenario) -> dict[str, Any]:
+        """The load view's engine knobs as the event model's keyword arguments
+        (`events.closed_loop_load`, `open_loop_load`): the names and meanings of `capacity
+        plan`'s `SchedulerKnobs.kwargs()` (a 0 knob is None: the engine's default), the shared
+        prefix as the engine's prefix cache. InputError (a `Note` naming the parameter) for a
+        knob the engine refuses: a token budget under a profile that prefills whole prompts, a
+        budget not above max_num_seqs where decode tokens share the step (vLLM refuses a budget
+        below max_num_seqs; the event model needs one above the slots), or an offload beyond
+        the weights one GPU holds (`forward_pass.scenario_offload_ms`)."""
+        prof = self.engine_of(s)
+        if self.budget and not prof.chunked:
+            raise InputError(Note(
+                f"the {prof.key} profile prefills whole prompts: it has no token budget "
+                "(clear it, or choose vLLM, SGLang or llama.cpp)", code="knob_budget_whole",
+                name="budget", engine=prof.key))
+        if self.budget and prof.mixed and self.budget <= prof.max_seqs:
+            raise InputError(Note(
+                f"a token budget of {self.budget:,} must exceed max_num_seqs "
+                f"({prof.max_seqs:,}): the decode tokens share the step",
+                code="knob_budget_seqs", name="budget", budget=f"{self.budget:,}",
+                seqs=f"{prof.max_seqs:,}"))
+        if self.offload:
+            try:
+                scenario_offload_ms(s, self.offload)
+            except InputError:
+                held = f"{s.weights_per_gpu_gb * GB / GIB:.2f}"
+                raise InputError(Note(
+                    f"a CPU offload of {self.offload:g} GiB exceeds the {held} GiB of weights "
+                    "one GPU holds", code="knob_offload", name="offload",
+                    gib=f"{self.offload:g}", held=held)) from None
+        return {"max_num_seqs": self.seqs or None, "chunk_tokens": self.budget or None,
+                "block_tokens": self.kvblk or None, "offload_gib": float(self.offload),
+                "prefix_tokens": self.prefix,
+                "prefix_share": self.prefix_share if self.prefix else 0.0}
 
     def with_draft_of(self, o: Option) -> ExplorerState:
         """This state with an option's draft (F12): its kind and depth, its tau as an entered
@@ -244,7 +301,7 @@ class ExplorerState:
             memory_headroom=self.headroom, engine=self.engine, spare=self.spare > 0,
             slo=Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms,
                     quantile=self.pct / 100.0, cost_per_mtok=self.slo_cost),
-            offers=offers, offer_kind=self.offer,
+            offers=offers, offer_kind=self.offer, max_num_seqs=self.seqs or None,
             prefix_tokens=self.prefix, prefix_share=self.prefix_share if self.prefix else 0.0,
             **self._plan_draft(catalog))
         derived = base.price_of(g).per_gpu_hour
@@ -279,6 +336,17 @@ ACCEPT_MODES: tuple[str, ...] = ("published", "length", "rate")
 
 DEFAULT_STATE = ExplorerState()
 
+MAX_NUM_SEQS = 65_536
+"""The most `seqs` a link or the page takes (`capacity plan --max-num-seqs`' bound)."""
+MAX_BATCHED_TOKENS = 1_048_576
+"""The most `budget` tokens (`capacity plan --max-num-batched-tokens`' bound)."""
+MAX_KV_PAGE = 4096
+"""The most `kvblk` tokens (`capacity plan --block-size`' bound)."""
+MAX_OFFLOAD_GIB = BOUNDS["memory_gb"][1]
+"""The most `offload` GiB (`capacity plan --cpu-offload-gb`' bound)."""
+KNOBS: tuple[str, ...] = ("seqs", "budget", "kvblk", "offload")
+"""The load view's engine knobs (`ExplorerState.load_knobs`)."""
+
 _RANGES: dict[str, tuple[float, float]] = {
     "gpus": (1, 64), "tp": (1, 16), "ctx": (1, 10_000_000), "prompt": (0, 10_000_000),
     "block": (1, 1024), "util": (0.01, 1.0), "overhead": (0.0, 1000.0), "c": (1, 100_000),
@@ -291,6 +359,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "dis_rate": (0.0, 1e6), "dis_ptp": (0, 16), "dis_px": (0, 4096), "dis_dtp": (0, 16),
     "dis_dy": (0, 4096), "dis_eff": (0.01, 1.0), "dis_lat_ms": (0.0, 10_000.0),
     "fr_disagg": (0, 1), "fr_wide_ep": (0, 1),
+    "seqs": (0, MAX_NUM_SEQS), "budget": (0, MAX_BATCHED_TOKENS), "kvblk": (0, MAX_KV_PAGE),
+    "offload": (0.0, MAX_OFFLOAD_GIB),
 }
 
 
@@ -365,6 +435,9 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         try:
             changes[f.name] = _parse(f.name, raw, type(default))
         except ValueError as exc:
+            if f.name in KNOBS and not default:  # blank: the engine's own default
+                notices.append(_knob_note(f.name, raw, exc))
+                continue
             notices.append(ignored_note(f.name, raw, exc, default or (
                 "none" if f.name == "draft" else default), f.name == "calibration"))
     state = replace(base, **changes)
@@ -458,12 +531,37 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
             hi=f"{state.draft_k + 1}")), float_text(tau), False))
         state = replace(state, draft_tau=tau)
     try:
-        state.scenario(catalog)
+        s = state.scenario(catalog)
     except CapacityError as exc:
         notices.append(Note(f"these settings cannot be computed ({exc}); using the defaults",
                             code="link_cannot", why=why_text(exc)))
-        state = replace(base, lang=state.lang)
+        return replace(base, lang=state.lang), notices
+    return _check_knobs(state, s, notices)
+
+
+def _check_knobs(state: ExplorerState, s: Scenario, notices: list[str]
+                 ) -> tuple[ExplorerState, list[str]]:
+    """The engine knobs the engine refuses (`load_knobs`), each back to its default (the
+    engine's own) with a notice naming it, as a bad value in a link gets."""
+    for _ in KNOBS:
+        try:
+            state.load_knobs(s)
+        except InputError as exc:
+            name = str(getattr(why_text(exc), "params", {}).get("name", "budget"))
+            raw = float_text(getattr(state, name)) if name == "offload" else str(
+                getattr(state, name))
+            notices.append(_knob_note(name, raw, exc))
+            state = replace(state, **{name: getattr(DEFAULT_STATE, name)})
+        else:
+            break
     return state, notices
+
+
+def _knob_note(name: str, raw: str, exc: BaseException) -> Note:
+    """The notice for an engine knob a link cannot use: it falls back to the engine's default."""
+    shown = raw if len(raw) <= 60 else raw[:60] + "..."
+    return Note(f"'{name}={shown}' ignored ({exc}); using the engine's default",
+                code="link_knob", name=name, value=shown, why=why_text(exc))
 
 
 def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
@@ -499,5 +597,5 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         prefill_oh_ms=inp.prefill_overhead_ms, step=inp.step_method, engine=inp.engine,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
-        else DEFAULT_STATE.prefix_share).with_draft_of(o)
+        else DEFAULT_STATE.prefix_share, seqs=inp.max_num_seqs or 0).with_draft_of(o)
 
