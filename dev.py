@@ -19,6 +19,13 @@
     python3 dev.py newest  the core tests (formulas, golden example, queueing, the bench client
                            with its kernel stamps, the CLI) on the newest CPython that
                            `requires-python` allows and this machine has (3.13), in .venv-newest/
+    python3 dev.py mutate [module ...]  mutation testing with mutmut (not part of `test`): mutate
+                           capacity/model/ and capacity/plan/queueing.py (or the modules named:
+                           `capacity/model/kv.py`, `capacity.model.kv` or a folder), run the fast
+                           unit tests that reach each mutant ([tool.mutmut] in pyproject.toml),
+                           print the score per module and the surviving mutants (`--diff` shows
+                           each survivor's diff; `--report` only summarises the last run). Hours
+                           for the whole default set on 2 cores; docs/testing.md
     python3 dev.py run ... run a command in the environment (`python3 dev.py run capacity plan`)
 
 Only Python 3.11+ and access to the package registries are needed: uv is installed into
@@ -145,9 +152,89 @@ def bench(exe: str, argv: list[str]) -> int:
     return rc
 
 
+MUTATE_DEFAULT = ("capacity/model", "capacity/plan/queueing.py")
+"""What `dev.py mutate` mutates when no module is named (the issue's target: >= 90% killed)."""
+MUTANT_STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
+                 34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout",
+                 255: "timeout", 37: "caught by type check"}
+"""mutmut 3's exit codes per mutant (mutmut/stats.py); anything else is 'suspicious'."""
+
+
+def mutant_files(targets: list[str]) -> list[Path]:
+    """The module files a `dev.py mutate` argument names: a path, a dotted module or a folder."""
+    files: list[Path] = []
+    for t in targets:
+        p = ROOT / (t if t.endswith(".py") or "/" in t else t.replace(".", "/"))
+        if p.is_dir():
+            files += sorted(q for q in p.glob("*.py") if q.name != "__init__.py")
+        else:
+            files.append(p if p.suffix == ".py" else p.with_suffix(".py"))
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        raise SystemExit(f"dev.py mutate: no such module: {', '.join(missing)}")
+    return files
+
+
+def mutation_score(files: list[Path]) -> tuple[list[tuple[str, dict[str, int]]], list[str]]:
+    """Per module, mutants by status from mutmut's results (mutants/<path>.meta), and the names of
+    the surviving ones. Score = (killed + timeout) / (all - skipped), as mutmut's own badge,
+    over the mutants checked so far (an interrupted run's others are counted as 'not checked')."""
+    import json
+
+    rows, survivors = [], []
+    for f in files:
+        rel = f.relative_to(ROOT)
+        meta = ROOT / "mutants" / (str(rel) + ".meta")
+        codes = (json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+                 if meta.exists() else {})
+        counts: dict[str, int] = {}
+        for name, code in codes.items():
+            status = MUTANT_STATUS.get(code, "not checked" if code is None else "suspicious")
+            counts[status] = counts.get(status, 0) + 1
+            if status in {"survived", "no tests", "suspicious"}:
+                survivors.append(f"{name}: {status}")
+        rows.append((str(rel), counts))
+    return rows, sorted(survivors)
+
+
+def _score(counts: dict[str, int]) -> str:
+    tested = sum(counts.values()) - counts.get("skipped", 0) - counts.get("not checked", 0)
+    if tested == 0:
+        return "no mutants checked"
+    done = counts.get("killed", 0) + counts.get("timeout", 0)
+    return f"{100 * done / tested:.1f}% ({done} of {tested} killed)"
+
+
+def mutate(exe: str, argv: list[str]) -> int:
+    """Run mutmut over the modules named (default MUTATE_DEFAULT) and summarise the results."""
+    targets = [a for a in argv if not a.startswith("--")] or list(MUTATE_DEFAULT)
+    files = mutant_files(targets)
+    rc = 0
+    if "--report" not in argv:
+        patterns = [".".join(f.relative_to(ROOT).with_suffix("").parts) + ".*" for f in files]
+        # one mutant at a time per core: other jobs share this machine
+        children = str(max(1, min(2, os.cpu_count() or 1)))
+        rc = run(exe, "mutmut", "run", "--max-children", children, *patterns)
+    rows, survivors = mutation_score(files)
+    total: dict[str, int] = {}
+    print("\n== mutation score (killed or timed out / mutants checked)")
+    for rel, counts in rows:
+        print(f"{rel:45s} {_score(counts)}" + "".join(
+            f", {v} {k}" for k, v in sorted(counts.items()) if k not in {"killed", "timeout"}))
+        for k, v in counts.items():
+            total[k] = total.get(k, 0) + v
+    print(f"{'all':45s} {_score(total)}")
+    print(f"\n== surviving mutants ({len(survivors)}; `dev.py run mutmut show NAME` for the diff)")
+    for line in survivors:
+        print(line)
+        if "--diff" in argv:
+            run(exe, "mutmut", "show", line.split(":")[0])
+    return rc
+
+
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
-    if task not in {"app", "test", "bench", "docs", "run", "realtest", "newest"}:
+    if task not in {"app", "test", "bench", "docs", "run", "realtest", "newest", "mutate"}:
         print(__doc__)
         return 0 if task in {"help", "-h", "--help"} else 2
     exe = sync()
@@ -164,6 +251,8 @@ def main(argv: list[str]) -> int:
         return rc or run(exe, "python", "benchmarks/report.py")
     if task == "bench":
         return bench(exe, argv[1:])
+    if task == "mutate":
+        return mutate(exe, argv[1:])
     for step in (
         ("ruff", "check", "."),
         ("mypy",),

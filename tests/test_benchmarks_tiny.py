@@ -41,6 +41,7 @@ SCRIPTS: dict[str, tuple[list[str], list[pytest.MarkDecorator]]] = {
     "bench_store_10m.py": ([], [SLOW]),       # starts moto's S3 server
     "bench_first_screen.py": ([], [SLOW, BROWSER]),  # Streamlit + Chromium
     "bench_frontier.py": ([], [SLOW]),        # the full frontiers once each, and a fresh CLI
+    "bench_rate_ceiling.py": ([], [SLOW]),    # starts sim-server, two short open-loop levels
 }
 """Every script run here, its extra arguments and its marks."""
 EXTRA_RUNS = {"bench_traffic_log.py --jsonl": ("bench_traffic_log.py", ["--jsonl"], "traffic_log_jsonl")}
@@ -152,3 +153,19 @@ def test_check_names_what_is_wrong() -> None:
     bad = json.loads(json.dumps(good))
     bad["measures"] = []
     assert check(bad) == ["no measures"]
+
+
+def test_rate_ceiling_schedule_kept_by_hand() -> None:
+    import numpy as np
+
+    from benchmarks.bench_rate_ceiling import on_schedule, schedule_kept
+
+    # due at 0, 1 and 2 s; the last left 0.5 s late: 2 s offered over 2.5 s achieved = 80%
+    assert schedule_kept(np.array([0.0, 1.0, 2.5]), np.array([0.0, 0.0, 500.0])) == 0.8
+    # every request 3 ms late: the spans are equal, the whole schedule is kept
+    assert schedule_kept(np.array([10.003, 11.003]), np.array([3.0, 3.0])) == 1.0
+    row = {"kept": 0.95, "lag_p50_ms": 4.9, "ok": 1.0}
+    assert on_schedule(row)
+    assert not on_schedule({**row, "kept": 0.949})
+    assert not on_schedule({**row, "lag_p50_ms": 5.0})  # CLIENT_QUEUE_LIMIT_MS: under 5 ms
+    assert not on_schedule({**row, "ok": 0.99})

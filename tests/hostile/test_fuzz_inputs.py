@@ -74,12 +74,25 @@ def valid_csv(draw: st.DrawFn) -> str:
 
 
 def _read(tmp_path: Path, text: str, fmt: str | None, name: str = "in.txt") -> None:
+    """Read `text` as `fmt`: either a refusal with a message, or points a fit can use (a
+    concurrency, a context and at least one latency, all finite and positive, labelled as
+    asked). Anything else (another exception, a NaN or a negative time let through, an empty
+    list) fails."""
     f = tmp_path / name
     f.write_text(text, encoding="utf-8")
     try:
-        read_measured(f, fmt, concurrency=4.0, model="m", gpu="g")
-    except CapacityError:
-        pass
+        points = read_measured(f, fmt, concurrency=4.0, model="m", gpu="g")
+    except CapacityError as exc:
+        assert str(exc).strip(), f"{type(exc).__name__} without a message"
+        return
+    assert points, "no points and no error"
+    for p in points:
+        assert (p.model, p.gpu) == ("m", "g")
+        assert math.isfinite(p.concurrency) and p.concurrency > 0, p
+        assert p.context_tokens > 0, p
+        assert p.tpot_ms is not None or p.ttft_ms is not None, p
+        for ms in (p.tpot_ms, p.ttft_ms, p.output_tok_s):
+            assert ms is None or (math.isfinite(ms) and ms >= 0), p
 
 
 @FUZZ
