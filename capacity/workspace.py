@@ -48,6 +48,7 @@ CAPACITY_LLAMA_SERVER = "CAPACITY_LLAMA_SERVER"
 CAPACITY_CACHE_DIR = "CAPACITY_CACHE_DIR"
 CAPACITY_PUBLIC_URL = "CAPACITY_PUBLIC_URL"
 OPENAI_API_KEY = "OPENAI_API_KEY"
+CAPACITY_RUN_STARTED_BY = "CAPACITY_RUN_STARTED_BY"
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 XDG_DATA_HOME = "XDG_DATA_HOME"
 APPDATA = "APPDATA"
@@ -107,6 +108,11 @@ VARIABLES: tuple[Variable, ...] = (
              meaning="the API key `capacity bench` sends when --api-key is not given (the "
                      "Measure page passes its key to the run this way)",
              default="none"),
+    Variable(name=CAPACITY_RUN_STARTED_BY,
+             meaning="set by the app for its own `capacity bench` children only: the signed-in "
+                     "user's id, written to the run's meta.json as `started_by` (do not set it "
+                     "yourself)",
+             default="none: the run has no owner (every user sees it)"),
     Variable(name=XDG_CACHE_HOME,
              meaning="the base of the cache when CAPACITY_CACHE_DIR is not set "
                      "($XDG_CACHE_HOME/capacity)",
@@ -307,6 +313,11 @@ def public_url() -> str:
 def openai_api_key() -> str | None:
     """$OPENAI_API_KEY, or None when unset or empty."""
     return get(OPENAI_API_KEY) or None
+
+
+def run_started_by() -> str:
+    """$CAPACITY_RUN_STARTED_BY: who started a run from the app ('' for nobody)."""
+    return get(CAPACITY_RUN_STARTED_BY)
 
 
 def env_snapshot(names: tuple[str, ...]) -> dict[str, str | None]:

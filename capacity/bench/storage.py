@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from capacity import workspace
 from capacity.access import RUN_OWNER_KEY, RUN_SHARED_KEY
 from capacity.bench.metrics import (
     REQUEST_COLUMNS,
@@ -57,7 +58,7 @@ MIN_CUT_SECRET_CHARS = 6
 """A text that ends in the first 6 characters of a secret or more was cut inside it: that start
 is redacted too (fewer would erase ordinary word endings that a short key happens to start
 with)."""
-RUN_USER_ENV = "CAPACITY_RUN_STARTED_BY"
+RUN_USER_ENV = workspace.CAPACITY_RUN_STARTED_BY
 """The environment variable through which the app's Measure page tells the `capacity bench`
 child who started the run (`capacity.bench.job`): its value, the signed-in user's id, becomes
 meta.json's `started_by` (`capacity.access.RUN_OWNER_KEY`) with `shared` false. Unset or empty
@@ -408,7 +409,7 @@ class RunWriter:
         self.meta_path = self.dir / "meta.json"
         self._requests = _CsvAppender(self.requests_path, REQUEST_COLUMNS)
         self._summary = _CsvAppender(self.summary_path, SUMMARY_COLUMNS)
-        self.started_by = os.environ.get(RUN_USER_ENV, "").strip()
+        self.started_by = workspace.run_started_by()
         """Who started the run from the app (`RUN_USER_ENV`), '' for nobody."""
         self.stamp_sources: dict[str, int] = {}
         """Requests written per `RequestRecord.stamp_source` (`none`: no byte read), for

@@ -39,7 +39,7 @@ from typing import Any
 from capacity import workspace
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
 from capacity.cli.commands import SUMMARIES
-from capacity.cli.common import MAX_CONCURRENCY, dumps, number
+from capacity.cli.common import MAX_CONCURRENCY, dumps, number, whole
 from capacity.cli.plan import add_scenario_flags, parse_int_list, scenario_from_args
 from capacity.errors import InputError
 from capacity.fit.acceptance import (
@@ -116,7 +116,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="also fit batch1_factor, the decode step of one sequence over the "
                         "formula's, for an engine that runs one sequence through other kernels "
                         "(llama.cpp on CPU: matrix-vector code at 1, GEMM from 2); default 1")
-    f.add_argument("--prefill-batch-tokens", type=int, default=LLAMACPP_BATCH_TOKENS,
+    f.add_argument("--prefill-batch-tokens", type=whole(min=1, max=1_048_576),
+                   default=LLAMACPP_BATCH_TOKENS,
                    metavar="N",
                    help="prompt tokens the engine takes in one step (llama.cpp's n_batch, "
                         "default 2048): the closed-loop TTFT bound of the report counts the "
@@ -361,8 +362,6 @@ def run(args: argparse.Namespace) -> int:
         if args.also:
             raise InputError("--draft fits one model's acceptance length: drop --also")
         return _run_drafted(args, base, points, drafted, name, inputs)
-    if args.prefill_batch_tokens < 1:
-        raise InputError("--prefill-batch-tokens must be >= 1 token")
     others = other_models(args, base)
     if others:
         inputs = "; ".join([f"{base.variant.key}: {inputs}", *(w for _, _, w in others)])
