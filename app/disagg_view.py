@@ -1,8 +1,9 @@
 """The Explorer's view of two pools (issue 27, docs/disaggregation.md "In the Explorer"): the
 what-if run disaggregated, a prefill pool and a decode pool that hand the KV over a link.
 
-One function, `explorer_disagg`, draws it in an expander that runs only while open
-(`on_change="rerun"`: a closed one costs the page nothing). Its inputs are the Explorer's
+One function, `explorer_disagg`, draws it into the page's section (`app.layout.section`), which
+runs only while open (`on_change="rerun"`: a closed one costs the page nothing, and the page
+imports this module only once it is open). Its inputs are the Explorer's
 `dis_*` fields (`capacity.report.urlstate`: in the shareable URL, 0 or '' = the default); every
 number comes from `capacity.report.disagg_chart.explorer_pools` (the planner's own functions,
 `capacity.plan.disagg_pools`), cached here with `app.cache.cached`.
@@ -16,8 +17,10 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from app import cache
+from app.explorer_view import POOLS_SECTION
 from app.layout import Metric, metric_row
 from app.state import key
 from capacity.catalog.loader import Catalog
@@ -32,8 +35,8 @@ from capacity.report.disagg_chart import (
 from capacity.report.i18n import error_text, t
 from capacity.report.urlstate import ExplorerState
 
-EXPANDER_KEY = "pd_ex"
-"""The expander (its open state in `st.session_state`)."""
+EXPANDER_KEY = POOLS_SECTION
+"""The section (its open state in `st.session_state`)."""
 CHART_HEIGHT = 300
 
 
@@ -130,13 +133,11 @@ def _inputs(state: ExplorerState, catalog: Catalog, sizes: tuple[tuple[int, ...]
                       key=key("dis_dy"), help=t("help_pd_counts", lang))
 
 
-def explorer_disagg(state: ExplorerState, figures: Mapping[str, Any], lang: str) -> None:
-    """The Explorer's section: the what-if as a prefill pool and a decode pool, their figures
-    at a request rate and the chart of TTFT and TPOT against the rate."""
-    box = st.expander(t("pd_title", lang), key=EXPANDER_KEY, on_change="rerun",
-                      icon=":material/call_split:")
-    if not box.open:
-        return
+def explorer_disagg(box: DeltaGenerator, state: ExplorerState, figures: Mapping[str, Any],
+                    lang: str) -> None:
+    """The Explorer's section, drawn into its open expander `box`: the what-if as a prefill
+    pool and a decode pool, their figures at a request rate and the chart of TTFT and TPOT
+    against the rate."""
     catalog = cache.catalog()
     with box:
         st.caption(t("pd_help", lang))

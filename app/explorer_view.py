@@ -49,10 +49,19 @@ COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt"
                    "draft_accept", "draft_tau", "draft_alpha")
 """The inputs Compare names when the pinned what-if differs in them."""
 FIELD_LABEL = {"calibration": "prediction"}
+"""An input whose label's message key is not its name."""
 CARRIED = re.compile(r"(.*) \(depth (\d+)\)")
 """A published acceptance of another depth, carried over at its per-token rate: `make_draft`'s
 source, 'SOURCE (depth 7)'."""
-"""An input whose label's message key is not its name."""
+LOAD_SECTION = "exs_load"
+UNCERTAINTY_SECTION = "exs_unc"
+CHARTS_SECTION = "exs_charts"
+TABLE_SECTION = "exs_table"
+FRONTIER_SECTION = "frv_ex"
+POOLS_SECTION = "pd_ex"
+MATH_SECTION = "exs_math"
+"""The sections below the headline that run only while open (`app.layout.section`), by their
+keys: `st.session_state[key] = True` opens one (the tests do)."""
 
 
 def context_options(model: Model, ctx_now: int) -> list[int]:

@@ -2,13 +2,15 @@
 interactivity, the fronts, the what-if or the recommendation marked, measured points on top,
 and the cost read off at a chosen interactivity (docs/frontier.md).
 
-Each page calls one function near its end: `explorer_frontier` and `planner_frontier`. Both
-draw in an expander that runs only while it is open (`on_change="rerun"`: a closed one costs the
-page nothing). The numbers come from `capacity.fit.frontier` (the frontier, `cost_read_off`),
-`capacity.report.quote_frontier` (the plan's inputs and the recommendation's mark) and
-`capacity.report.frontier_chart` (the chart's spec), cached in `app.frontier_cache`, keyed by
-their inputs and the workspace's data version. Each section's boxes for the disaggregated and
-wide-EP points (issue 27, default off, in the page's link) are `app.frontier_kinds`'.
+Each page calls one function near its end: `explorer_frontier` (the body of the Explorer's
+section, which the page opens with `app.layout.section`, importing this module only once it
+is open) and `planner_frontier` (its own expander). Both run only while open
+(`on_change="rerun"`: a closed one costs the page nothing). The numbers come from
+`capacity.fit.frontier` (the frontier, `cost_read_off`), `capacity.report.quote_frontier` (the
+plan's inputs and the recommendation's mark) and `capacity.report.frontier_chart` (the chart's
+spec), cached in `app.frontier_cache`, keyed by their inputs and the workspace's data version.
+Each section's boxes for the disaggregated and wide-EP points (issue 27, default off, in the
+page's link) are `app.frontier_kinds`'.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from app import cache
+from app.explorer_view import FRONTIER_SECTION
 from app.frontier_cache import Point, chart_spec, frontier_of, published, read_off, run_points
 from app.frontier_kinds import (
     DISAGG_FIELD,
@@ -46,7 +50,7 @@ from capacity.fit.frontier import (
 )
 from capacity.model.scenario import Scenario
 from capacity.plan.options import Plan, PlanInputs
-from capacity.report.i18n import engine_label, error_text, t
+from capacity.report.i18n import SOURCE_LANG, bundled, engine_label, error_text, t
 from capacity.report.quote_frontier import (
     around_with_mark,
     plan_frontier_inputs,
@@ -58,8 +62,8 @@ from capacity.report.quote_frontier import (
 )
 from capacity.report.urlstate import ExplorerState
 
-EXPLORER_KEY = "frv_ex"
-"""The Explorer's expander (its open state in `st.session_state`)."""
+EXPLORER_KEY = FRONTIER_SECTION
+"""The Explorer's section (its open state in `st.session_state`)."""
 PLANNER_KEY = "frv_pl"
 ENGINE_CHOICES: tuple[str, ...] = ("chapter", *DEFAULT_ENGINES)
 CHART_HEIGHT = 560
@@ -67,6 +71,13 @@ CHART_HEIGHT = 560
 # ---- tables ----------------------------------------------------------------------------------
 def kind_label(kind: str, lang: str) -> str:
     return t("pl_offer_catalog", lang) if kind == "catalog" else t("offer_kind_" + kind, lang)
+
+
+def engine_short(engine: str, lang: str) -> str:
+    """An engine in a configuration cell: its short name (the chapter's in words), or its key
+    for a profile without one."""
+    key = "frv_engine_" + engine
+    return t(key, lang) if key in bundled().catalog(SOURCE_LANG).messages else engine
 
 
 def read_off_frame(rows: Sequence[CostReadOff], lang: str, *,
@@ -82,7 +93,7 @@ def read_off_frame(rows: Sequence[CostReadOff], lang: str, *,
         out.append({
             t("frv_col_kind", lang): kind_label(kind, lang),
             t("frv_col_config", lang): "-" if g is None else (
-                f"{g.gpu_name}, {g.weights}, {g.kv_dtype} KV, {g.engine}"
+                f"{g.gpu_name}, {g.weights}, {g.kv_dtype} KV, {engine_short(g.engine, lang)}"
                 + (f" ({best.provider})" if best and best.provider else "")),
             **({t("fr_deployment", lang): "-" if g is None else deployment_label(
                 g.deployment, lang)} if kinds else {}),
@@ -117,14 +128,11 @@ def explorer_current(state: ExplorerState, scenario: Scenario, figures: Mapping[
               gpu=catalog.gpus[state.gpu].name))
 
 
-def explorer_frontier(state: ExplorerState, scenario: Scenario, figures: Mapping[str, Any],
-                      lang: str) -> None:
-    """The Explorer's section: the frontier of its model and request over the chosen GPUs and
-    engines, the what-if marked, measured points, and the cost read-off at a target."""
-    box = st.expander(t("frv_ex_title", lang), key=EXPLORER_KEY, on_change="rerun",
-                      icon=":material/scatter_plot:")
-    if not box.open:
-        return
+def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scenario,
+                      figures: Mapping[str, Any], lang: str) -> None:
+    """The Explorer's section, drawn into its open expander `box`: the frontier of its model
+    and request over the chosen GPUs and engines, the what-if marked, measured points, and the
+    cost read-off at a target."""
     catalog = cache.catalog()
     with box:
         st.caption(t("frv_ex_help", lang))

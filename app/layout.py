@@ -1,4 +1,5 @@
-"""Layout helpers the pages share: a row of key figures, and a panel of them under a title.
+"""Layout helpers the pages share: a row of key figures, a panel of them under a title, and a
+collapsible section whose body runs only while it is open.
 
 The figures themselves (`Metric`, `Panel`) are built by the pages' view modules
 (`app.explorer_view`, `app.planner_view`, ...), which hold the words and number formats.
@@ -8,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import streamlit as st
+
+if TYPE_CHECKING:
+    from streamlit.elements.lib.mutable_expander_container import ExpanderContainer
 
 
 @dataclass(frozen=True)
@@ -51,3 +55,29 @@ def panel(p: Panel, *, numbers_key: str | None = None, title: bool = True) -> No
         metric_row(p.metrics, key=numbers_key)
     if p.caption:
         st.caption(p.caption)
+
+
+OPEN_SUFFIX = "__open"
+"""`st.session_state[key + OPEN_SUFFIX]`: a section's (label, default, open) at the last run."""
+
+
+def section(label: str, *, key: str, default: bool = False,
+            icon: str | None = None) -> ExpanderContainer | None:
+    """A collapsible section (an expander) whose body runs only while it is open: the container
+    to draw the body into, or None while it is closed (then nothing of the body is computed or
+    sent to the browser; issue 30, docs/benchmarks.md "Start-up").
+
+    Opening or closing it reruns the page (`on_change="rerun"`). It opens as `default` says,
+    and follows `default` whenever that changes (a reason to show it appeared, such as an
+    engine chosen for the load view); otherwise it keeps what the user chose, also when its
+    label changes with the inputs (Streamlit makes a new, closed element of an expander whose
+    label or default changed: its state is carried over to it here). `st.session_state[key] =
+    True` opens it from code (the tests do)."""
+    memory = st.session_state.get(key + OPEN_SUFFIX)
+    if memory is not None and (memory[0], memory[1]) != (label, default):
+        # a new element this run: the user's choice carried over, or the new default
+        st.session_state[key] = default if memory[1] != default else bool(memory[2])
+    box = st.expander(label, expanded=default, key=key, on_change="rerun", icon=icon)
+    is_open = bool(box.open)
+    st.session_state[key + OPEN_SUFFIX] = (label, default, is_open)
+    return box if is_open else None

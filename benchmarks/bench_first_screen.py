@@ -7,6 +7,10 @@ compute, SLO) further down. Warm: the same server, a new browser context each ti
 second visitor). Median of `--repeat` runs each, with the machine's load average. Targets
 (issue 30): under 2 s warm and under 5 s cold on an idle machine.
 
+Also what the first screen costs the browser: the DOM elements once the whole page has been
+sent (the last section, "Show the math", is drawn; every section closed, as a first visit
+finds them), the median over the warm runs.
+
 Needs Debian's Chromium at /usr/bin/chromium (as the browser tests) and playwright.
 
     .venv/bin/python benchmarks/bench_first_screen.py [--repeat 5] [--tiny] [--json | --json-out PATH]
@@ -76,8 +80,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def _first_screen_s(browser: object, base: str) -> tuple[float, float]:
-    """Seconds until the headline numbers show, and until the four verdict cards do."""
+LAST_SECTION = ".st-key-exs_math"
+"""The page's last element (`app.explorer_view.MATH_SECTION`): once drawn, all was sent."""
+
+
+def _first_screen_s(browser: object, base: str) -> tuple[float, float, int]:
+    """Seconds until the headline numbers show, and until the four verdict cards do; the DOM's
+    elements once the page's last section is drawn."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1800})  # type: ignore[attr-defined]
     page = ctx.new_page()
     page.set_default_timeout(120_000)
@@ -92,8 +101,10 @@ def _first_screen_s(browser: object, base: str) -> tuple[float, float]:
         "['memory','bandwidth','compute','slo'].every(c => "
         "/\\d/.test((document.querySelector('.st-key-verdict_' + c) || {innerText: ''}).innerText))")
     cards = time.perf_counter() - t0
+    page.wait_for_selector(LAST_SECTION, state="attached")
+    elements = int(page.evaluate("document.querySelectorAll('*').length"))
     ctx.close()
-    return headline, cards
+    return headline, cards, elements
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"needs {CHROMIUM} (apt-get install chromium)", file=sys.stderr)
         return 2
     load_before = os.getloadavg()[0]
-    cold: list[tuple[float, float]] = []
-    warm: list[tuple[float, float]] = []
+    cold: list[tuple[float, float, int]] = []
+    warm: list[tuple[float, float, int]] = []
     with tempfile.TemporaryDirectory() as custom, sync_playwright() as p:
         for i in range(args.repeat):
             proc, base = _start(custom)
@@ -128,9 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                      "cores: other jobs held the CPUs, and the browser's drawing stretches with "
                      "them; compare only with runs at a similar load")
     for label, runs, target in (("warm", warm, WARM_TARGET_S), ("cold", cold, COLD_TARGET_S)):
-        xs = [h for h, _ in runs]
+        xs = [h for h, _, _ in runs]
         med = statistics.median(xs)
-        cards = statistics.median(c for _, c in runs)
+        cards = statistics.median(c for _, c, _ in runs)
         how = ("a new Streamlit server and browser" if label == "cold"
                else "a new session on a running server")
         rec.add(f"{label}_s", med, "s", target=("<", target, f"under {target:g} s"),
@@ -139,6 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Explorer first screen, {label}: headline numbers median {med:.2f} s (min "
               f"{min(xs):.2f}, max {max(xs):.2f}) over {len(xs)}; target < {target} s: "
               f"{'met' if med < target else 'NOT met'}; verdict cards {cards:.2f} s")
+    elements = statistics.median(n for _, _, n in warm)
+    rec.add("dom_elements", elements, "elements",
+            what="DOM elements of the Explorer's first screen in Chromium once the whole page "
+                 f"is sent (every section closed; median of {len(warm)} warm runs)")
+    print(f"first screen: {elements:,.0f} DOM elements once the whole page is sent")
     print(f"load average (1 min) {load_before:.2f} before, {load_after:.2f} after; "
           f"{os.cpu_count()} cores")
     rec.write()

@@ -2,6 +2,10 @@
 
 Draws only: every number comes from `capacity/` through `app.cache`; the words, figures and
 tables are `app.explorer_view` and `app.explorer_tables`, the inputs' state `app.state`.
+The first screen is the inputs, the headline and the verdicts; every section below them that
+is closed by default (`app.layout.section`) computes and sends its body only once opened, and
+loads what only it needs (pandas, altair, the frontier's and the pools' views) then (issue 30,
+docs/benchmarks.md "Start-up").
 """
 
 from __future__ import annotations
@@ -9,12 +13,13 @@ from __future__ import annotations
 import streamlit as st
 
 from app import cache
+from app import explorer_sections as sections
 from app import explorer_view as view
 from app.bootstrap import ensure_navigation
 from app.explorer_inputs import engine_knob_inputs, main_inputs, sidebar_inputs
 from app.format import markdown_plain, tokens_label
 from app.i18n import chart_labels
-from app.layout import metric_row, panel
+from app.layout import metric_row, panel, section
 from app.state import (
     apply_relief,
     from_widgets,
@@ -95,15 +100,16 @@ unc = cache.uncertainty(state)
 st.caption(view.ttft_caption(state, lang))
 # the engine's scheduling under load, with its knobs: a what-if of its own, so it opens only
 # when an engine or a knob was chosen for it
-with st.expander(T("sec_load", engine=engine_label(state.engine, lang)),
-                 expanded=state.engine != DEFAULT_ENGINE or view.knobs_set(state)):
-    engine_knob_inputs(state, scenario, lang)
-    try:
-        load = cache.load_view(state)
-    except CapacityError as exc:
-        st.warning(T("err_inputs", msg=error_text(exc, lang)), icon=":material/edit:")
-    else:
-        panel(view.load_panel(load, state, lang), numbers_key="load_numbers", title=False)
+if box := section(T("sec_load", engine=engine_label(state.engine, lang)), key=view.LOAD_SECTION,
+                  default=state.engine != DEFAULT_ENGINE or view.knobs_set(state)):
+    with box:
+        engine_knob_inputs(state, scenario, lang)
+        try:
+            load = cache.load_view(state)
+        except CapacityError as exc:
+            st.warning(T("err_inputs", msg=error_text(exc, lang)), icon=":material/edit:")
+        else:
+            panel(view.load_panel(load, state, lang), numbers_key="load_numbers", title=False)
 # ---- prefix caching (issue 12): only when a shared prefix is set ----------------------------
 if state.prefix > 0:
     with st.container(border=True, key="prefix_effect"):
@@ -120,6 +126,7 @@ if state.draft:
 st.caption(view.prediction_caption(scenario, state.calibration, lang))
 
 # ---- the deployment: the Planner's figures for exactly this what-if -------------------------
+dep: cache.DeploymentView | None
 try:
     dep = cache.deployment_view(state)
 except CapacityError as exc:
@@ -132,24 +139,9 @@ if dep is not None:
             st.button(T("dep_use_c", c=f"{state.c:,}"), key="dep_use_c",
                       on_click=use_concurrency_as_load, icon=":material/swap_horiz:")
 
-# Start-up (docs/benchmarks.md): what only the sections below the headline need loads here, on
-# its way to the browser: pandas (tables), altair (charts), the frontier's and the pools' views
-from app import explorer_tables as tables  # noqa: E402
-
-with st.expander(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]),
-                 expanded=bool(unc.flags)):
-    st.caption(T("unc_basis_cal") if unc.calibrated else T("unc_basis_spec"))
-    if unc.flags:
-        st.warning(tables.flags_text(unc, lang), icon=":material/report:")
-    if unc.widenings:
-        st.markdown(tables.widenings_text(unc, lang))
-    st.dataframe(tables.band_frame(unc, lang), hide_index=True, key="unc_band")
-    s1, s2 = st.columns(2)
-    for col, title, rows in ((s1, T("sens_step"), unc.step_sensitivity),
-                             (s2, T("sens_ttft"), unc.ttft_sensitivity)):
-        col.markdown(f"**{title}**")
-        col.dataframe(tables.sensitivity_frame(rows, lang), hide_index=True,
-                      column_config={T("sens_swing"): st.column_config.NumberColumn(format="%.3f")})
+if box := section(T("sec_uncertainty", lo=unc.step_ms[0], hi=unc.step_ms[2]),
+                  key=view.UNCERTAINTY_SECTION, default=bool(unc.flags)):
+    sections.uncertainty_body(box, unc, lang)
 
 # ---- compare: a pinned what-if beside this one ---------------------------------------------
 pinned = pinned_state(lang)
@@ -204,65 +196,23 @@ with st.container(key="binding"):
             st.markdown(T("relief_none"))
 st.caption(T("share"))
 
-# ---- charts ---------------------------------------------------------------------------------
-from capacity.report.charts import ALL_CHARTS  # noqa: E402
-
-st.subheader(T("sec_charts"))
-specs = cache.explorer_specs(state, chart_labels(lang))
-for i in range(0, len(ALL_CHARTS), 2):
-    cols = st.columns(2)
-    for col, name in zip(cols, ALL_CHARTS[i:i + 2], strict=True):
-        with col.container(border=True):
-            st.markdown(f"**{T('ch_' + name)}**")
-            st.vega_lite_chart(specs[name], width="stretch", key=f"chart_{name}",
-                               height=view.CHART_HEIGHTS[name])
-
-# ---- capacity table -------------------------------------------------------------------------
-st.subheader(T("sec_table"))
-st.caption(T("table_help"))
-edited = st.data_editor(
-    tables.seed_rows(state.ctx), key=f"ex_table_{state.ctx}", num_rows="dynamic",
-    hide_index=True, width="content",
-    column_config={
-        "concurrency": st.column_config.NumberColumn(T("col_concurrency"), min_value=1,
-                                                     max_value=100_000, step=1),
-        "context_tokens": st.column_config.NumberColumn(T("col_context_tokens"), min_value=1,
-                                                        max_value=10_000_000, step=1),
-    })
-rows, bad = tables.edited_rows(edited)
-if bad:
-    st.warning(T("table_rows_error"))
-if rows:
-    try:
-        table = tables.capacity_table(cache.capacity_rows(state, tuple(rows)), state.currency,
-                                      lang)
-    except CapacityError as exc:
-        st.error(T("err_inputs", msg=error_text(exc, lang)))
-    else:
-        st.dataframe(table.shown, hide_index=True, width="stretch", key="ex_table_result",
-                     column_order=table.column_order,
-                     column_config={c: st.column_config.NumberColumn(format=f)
-                                    for c, f in table.formats.items()})
-        downloads = st.container(horizontal=True, key="ex_downloads")  # labels never cut
-        downloads.download_button(T("dl_csv"), table.csv, file_name="capacity-table.csv",
-                                  mime="text/csv", key="dl_csv")
-        downloads.download_button(T("dl_md"), table.markdown, file_name="capacity-table.md",
-                                  mime="text/markdown", key="dl_md")
+# ---- curves, capacity table: altair and pandas load when one of them is first opened ---------
+if box := section(T("sec_charts"), key=view.CHARTS_SECTION, icon=":material/show_chart:"):
+    sections.charts_body(box, state, lang)
+if box := section(T("sec_table"), key=view.TABLE_SECTION, icon=":material/table_chart:"):
+    sections.table_body(box, state, lang)
 
 # ---- the buyer's chart (issue 26): throughput per GPU vs interactivity, app.frontier_view --
-from app.frontier_view import explorer_frontier  # noqa: E402
+if box := section(T("frv_ex_title"), key=view.FRONTIER_SECTION, icon=":material/scatter_plot:"):
+    from app.frontier_view import explorer_frontier
 
-explorer_frontier(state, scenario, ex.figures, lang)
+    explorer_frontier(box, state, scenario, ex.figures, lang)
 # ---- disaggregated prefill/decode (issue 27): the what-if as two pools, app.disagg_view ----
-from app.disagg_view import explorer_disagg  # noqa: E402
+if box := section(T("pd_title"), key=view.POOLS_SECTION, icon=":material/call_split:"):
+    from app.disagg_view import explorer_disagg
 
-explorer_disagg(state, ex.figures, lang)
+    explorer_disagg(box, state, ex.figures, lang)
 
 # ---- show the math --------------------------------------------------------------------------
-with st.expander(T("sec_math"), expanded=False):
-    st.caption(T("math_help"))
-    for step in result.math:
-        st.markdown(f"**{T('m_' + step.key)}**")
-        st.code(f"{step.formula}\n{step.substituted}", language=None)
-        if step.note:  # why the chapter's step and the operator step differ here
-            st.caption(note_text(step.note, lang))
+if box := section(T("sec_math"), key=view.MATH_SECTION, icon=":material/functions:"):
+    sections.math_body(box, result, lang)

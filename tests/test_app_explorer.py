@@ -1,4 +1,9 @@
-"""The Explorer page through Streamlit's AppTest: defaults, widgets, URL state, languages."""
+"""The Explorer page through Streamlit's AppTest: defaults, widgets, URL state, languages.
+
+The sections below the verdicts run only while open (`app.layout.section`): a test that reads
+one opens it first (`start(SECTION, ...)`); tests/test_explorer_sections.py holds what the first
+screen sends and how a section opens.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,26 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.explorer_view import (
+    CHARTS_SECTION,
+    LOAD_SECTION,
+    MATH_SECTION,
+    TABLE_SECTION,
+    UNCERTAINTY_SECTION,
+)
+
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 pytestmark = pytest.mark.usefixtures("custom")  # the machine's custom entries stay out
 
 
-def start(**params: str) -> AppTest:
+def start(*sections: str, **params: str) -> AppTest:
+    """The Explorer opened by a link with `params`, the named sections open (each runs only
+    while open)."""
     at = AppTest.from_file(APP, default_timeout=60)
     for k, v in params.items():
         at.query_params[k] = v
+    for name in sections:
+        at.session_state[name] = True
     at.run()
     assert not at.exception
     return at
@@ -46,7 +63,7 @@ def reliefs(at: AppTest) -> list[str]:
 
 @pytest.mark.slow
 def test_defaults_answer_the_seed_question() -> None:
-    at = start()
+    at = start(CHARTS_SECTION, TABLE_SECTION, MATH_SECTION)
     assert at.title[0].value == "Explorer"
     assert at.subheader[0].value == "50 concurrent requests × 8K tokens on 1 × RTX 4090"
     m = metrics(at)
@@ -159,7 +176,7 @@ def test_a_context_past_the_model_limit_is_flagged_with_a_fix() -> None:
 
 @pytest.mark.slow
 def test_chinese_labels_render() -> None:
-    at = start(lang="zh")
+    at = start(TABLE_SECTION, lang="zh")
     assert at.title[0].value == "探索器"
     assert at.subheader[0].value == "1 × RTX 4090：50 个并发请求 × 8K tokens"
     assert "勉强" in card(at, "memory") and "通过" in card(at, "bandwidth")
@@ -172,7 +189,7 @@ def test_chinese_labels_render() -> None:
 
 @pytest.mark.slow
 def test_weights_that_do_not_fit_say_so_without_an_exception() -> None:
-    at = start(model="llama-3.1-70b", weights="bf16")
+    at = start(CHARTS_SECTION, model="llama-3.1-70b", weights="bf16")
     assert "does not fit" in card(at, "memory")
     binding = next(m.value for m in at.markdown if m.value.startswith("**Memory binds"))
     assert "weights and overhead alone exceed the usable memory" in binding
@@ -181,7 +198,8 @@ def test_weights_that_do_not_fit_say_so_without_an_exception() -> None:
 
 @pytest.mark.slow
 def test_a_big_moe_on_eight_gpus_with_tensor_parallel() -> None:
-    at = start(model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8", tp="8", c="64")
+    at = start(CHARTS_SECTION, model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8",
+               tp="8", c="64")
     assert not notices(at)
     assert at.subheader[0].value == "64 concurrent requests × 8K tokens on 8 × H200 SXM"
     assert len(at.get("vega_lite_chart")) == 6 and not at.error
@@ -210,7 +228,7 @@ def test_a_link_restores_the_calibration_and_rejects_paths() -> None:
 
 
 def test_uncertainty_band_and_sensitivity() -> None:
-    at = start()
+    at = start(UNCERTAINTY_SECTION)
     frames = [d.value for d in at.dataframe]
     band = next(f for f in frames if "quantity" in f.columns)
     low, mid, high = band.iloc[0, 1:].astype(float)
@@ -226,6 +244,7 @@ def test_the_capacity_table_shows_verdicts_and_cost_first() -> None:
     """Issue 14 item 13: at 1400 px the cost and SLO columns were off-screen, after eight
     columns of measurements; the verdicts and the cost now follow concurrency and context."""
     at = AppTest.from_file(APP, default_timeout=120).switch_page("pages/explorer.py")
+    at.session_state[TABLE_SECTION] = True
     at.run()
     table = at.dataframe[-1]  # the results, after the row editor
     order = list(table.proto.column_order)
@@ -246,10 +265,14 @@ def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> Non
         return float(value.replace(",", "")) * (1e3 if unit == "s" else 1.0)
 
     at = start(c="100", prompt="6000")
-    chapter = metrics(at)
-    # a what-if of its own: collapsed under the chapter's engine, open once an engine is chosen
+    # a what-if of its own: collapsed under the chapter's engine (and not run), open once an
+    # engine is chosen
     load = next(e for e in at.expander if e.label.startswith("Under load: chapter"))
-    assert load.proto.expanded is False
+    assert load.proto.expanded is False and not load.children
+    assert "TTFT p90 under load" not in metrics(at)
+    at.session_state[LOAD_SECTION] = True  # the user opens it
+    at.run()
+    chapter = metrics(at)
     assert "53 slots per replica" in slots_caption(at)
     at.selectbox(key="ex_engine").set_value("vllm").run()
     assert not at.exception

@@ -85,17 +85,34 @@ def assert_no_error(pg: Page) -> None:
     assert pg.get_by_text("Page not found").count() == 0
 
 
+def open_section(pg: Page, key: str) -> None:
+    """Click a closed section of the Explorer open (its body is sent only then: issue 30)."""
+    pg.locator(f".st-key-{key} summary").click()
+
+
 def test_explorer_renders_cards_and_charts(server: str, page: Page) -> None:
+    """The first screen: the verdict cards, and the sections below them closed and empty (no
+    chart, table or code sent); a click on "Curves" brings the six charts, a second click takes
+    them away again."""
     pg = page
     pg.goto(server + "/explorer")
-    pg.wait_for_selector('[data-testid="stVegaLiteChart"] canvas, '
-                         '[data-testid="stVegaLiteChart"] svg')
-    pg.wait_for_function(
-        "document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]').length == 6")
+    pg.wait_for_function(  # the cards hold their numbers
+        "/\\d/.test((document.querySelector('.st-key-verdict_slo') || {innerText: ''}).innerText)")
     for c in ("memory", "bandwidth", "compute", "slo"):
         assert pg.locator(f".st-key-verdict_{c}").count() == 1
     assert "tight" in pg.locator(".st-key-verdict_memory").inner_text()
     assert pg.locator(".st-key-lang").count() == 1  # the shared sidebar
+    pg.wait_for_selector(".st-key-exs_math")  # the last section: the whole page was sent
+    for kind in ("stVegaLiteChart", "stDataFrame", "stCode", "stDownloadButton"):
+        assert pg.locator(f'[data-testid="{kind}"]').count() == 0, kind
+    open_section(pg, "exs_charts")
+    pg.wait_for_selector('[data-testid="stVegaLiteChart"] canvas, '
+                         '[data-testid="stVegaLiteChart"] svg')
+    pg.wait_for_function(
+        "document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]').length == 6")
+    open_section(pg, "exs_charts")  # closed again: the charts go
+    pg.wait_for_function(
+        "document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]').length == 0")
     assert_no_error(pg)
 
 
@@ -143,6 +160,8 @@ def test_nothing_is_cut_on_a_1000_px_window(server: str, page: Page, lang: str) 
     pg.set_viewport_size({"width": 1000, "height": 2400})
     try:
         pg.goto(server + f"/explorer?lang={lang}")
+        pg.wait_for_selector(".st-key-exs_table")
+        open_section(pg, "exs_table")  # the downloads are under the capacity table
         pg.wait_for_selector('[data-testid="stDownloadButton"]')
         assert pg.evaluate(CUT_TEXT) == []
         pg.goto(server + f"/planner?lang={lang}")

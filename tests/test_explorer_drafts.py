@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.explorer_view import MATH_SECTION
 from capacity.catalog.loader import default_catalog
 from capacity.cli.main import build_parser, main
 from capacity.cli.plan import scenario_from_args
@@ -202,7 +203,7 @@ def texts(at: AppTest) -> str:
 
 @pytest.mark.usefixtures("custom")
 def test_explorer_shows_the_drafted_step_the_published_tau_and_its_source() -> None:
-    at = start(**LLAMA, draft="eagle", c="20")
+    at = start(MATH_SECTION, **LLAMA, draft="eagle", c="20")
     s = _scenario()
     ev = evaluate(s, [20])
     g = draft_gain(s, [20])

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.explorer_view import CHARTS_SECTION, UNCERTAINTY_SECTION
 from capacity.catalog.loader import default_catalog
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import FixKind, by_cost, make_scenario, suggest_fixes
@@ -21,10 +22,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("custom")]
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 
 
-def explorer(**params: str) -> AppTest:
+def explorer(*sections: str, **params: str) -> AppTest:
+    """The Explorer opened by a link, the named sections open (each runs only while open)."""
     at = AppTest.from_file(APP, default_timeout=60)
     for k, v in params.items():
         at.query_params[k] = v
+    for name in sections:
+        at.session_state[name] = True
     at.run()
     at.switch_page("pages/explorer.py").run()
     assert not at.exception
@@ -107,7 +111,8 @@ def test_a_prompt_set_apart_stays_and_is_named() -> None:
 # ---- 3. only valid TP sizes; a change that invalidates TP moves it and says so --------------
 
 def test_only_valid_tp_sizes_are_offered() -> None:
-    at = explorer(model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8", tp="8")
+    at = explorer(CHARTS_SECTION, model="deepseek-v3", weights="fp8", gpu="h200-sxm", gpus="8",
+                  tp="8")
     assert at.selectbox(key="ex_tp").options == ["1", "2", "4", "8"]
     at.number_input(key="ex_gpus").set_value(2).run()
     assert not at.exception and not at.error
@@ -173,7 +178,7 @@ def test_the_default_round_trip_leaves_a_clean_url() -> None:
 # ---- 7. How sure is this? the band knows its distance; implausible knobs flagged ------------
 
 def test_how_sure_widens_away_from_the_calibration() -> None:
-    at = explorer(calibration="rtx-4090-vllm-published", gpu="h100-sxm")
+    at = explorer(UNCERTAINTY_SECTION, calibration="rtx-4090-vllm-published", gpu="h100-sxm")
     wider = next(m.value for m in at.markdown if m.value.startswith("The band is wider"))
     assert "fitted on mistral-7b-v0.3-bf16, applied to qwen3.5-9b-awq: +15%" in wider
     assert "measured on rtx-4090, applied to h100-sxm: +25%" in wider
@@ -198,7 +203,7 @@ def test_how_sure_flags_implausible_knobs(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_how_sure_tables_write_plain_numbers() -> None:
-    at = explorer(c="1200", gpu="h200-sxm")
+    at = explorer(UNCERTAINTY_SECTION, c="1200", gpu="h200-sxm")
     frames = [d.value for d in at.dataframe]
     how_sure = [f for f in frames if "quantity" in f.columns or "swing" in f.columns]
     cells = [str(v) for f in how_sure for v in f.to_numpy().ravel()]
@@ -211,7 +216,7 @@ def test_how_sure_tables_write_plain_numbers() -> None:
 # ---- 6. compare: pin the current what-if, the pair is in the URL ----------------------------
 
 def test_pin_then_change_keeps_the_pinned_one_beside_it() -> None:
-    at = explorer()
+    at = explorer(CHARTS_SECTION)
     at.button(key="pin").click().run()
     assert at.query_params["pin"] == "same"
     at.slider(key="ex_c").set_value(100).run()

@@ -58,6 +58,7 @@ def open_explorer(lang: str = "en") -> AppTest:
 
 def test_explorer_section_is_closed_and_free_by_default() -> None:
     at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["exs_charts"] = True  # the Explorer's curves open (issue 30: closed too)
     at.run()
     assert "Throughput per GPU vs interactivity" in [e.label for e in at.expander]
     assert len(at.get("vega_lite_chart")) == 6  # the Explorer's own charts only
