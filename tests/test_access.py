@@ -279,6 +279,7 @@ def save_button(at: AppTest) -> Any:
     return next(b for b in at.button if b.key.startswith("FormSubmitter:cat_model_form-"))
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_without_sign_in_nothing_changes(workspace: Path) -> None:
     at = AppTest.from_file(APP, default_timeout=90).switch_page("pages/measure.py")
     at.run()
@@ -299,6 +300,7 @@ def test_a_user_without_a_role_is_turned_away(workspace: Path) -> None:
     assert [b.key for b in at.button] == ["auth_sign_out_refused"]
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_a_bad_access_table_closes_sign_in_without_quoting_it(workspace: Path) -> None:
     at = app(None, EDITOR, {"editor": ["ed@example.com", "not-an-address"]})
     assert "[access] editor, entry 2" in words(at)
@@ -306,6 +308,7 @@ def test_a_bad_access_table_closes_sign_in_without_quoting_it(workspace: Path) -
     assert "m_start" not in [b.key for b in at.button]
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_a_viewer_is_refused_every_write(workspace: Path) -> None:
     at = app("pages/measure.py", VIEWER)
     assert "Signed in as Vera (viewer)" in words(at)
@@ -354,6 +357,7 @@ def _refusal_script() -> None:
 @pytest.mark.parametrize(("user", "done"), [
     (VIEWER, []), (EDITOR, ["measure", "save_calibration", "save_catalog"]),
     (ADMIN, [r.value for r in Right])])
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_the_check_at_the_action(user: dict[str, Any], done: list[str]) -> None:
     # what every action calls before it writes (`auth.refused`), for Streamlit versions that do
     # not drop a disabled widget's value themselves (pyproject allows streamlit>=1.50)
@@ -367,6 +371,7 @@ def test_the_check_at_the_action(user: dict[str, Any], done: list[str]) -> None:
     assert all("needs the" in e.value for e in at.error)
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_an_editor_adds_but_only_an_admin_replaces(workspace: Path) -> None:
     at = app("pages/catalog.py", EDITOR)
     assert not save_button(at).disabled

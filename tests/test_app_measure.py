@@ -60,6 +60,7 @@ def test_form_renders_with_every_field(bench_dir: Path) -> None:
     assert any("not a whole number" in e.value for e in at.error)
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_switched_off_and_allow_list(bench_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAPACITY_MEASURE", "off")
     at = AppTest.from_file(APP, default_timeout=60).switch_page(PAGE)

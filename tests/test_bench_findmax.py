@@ -141,6 +141,7 @@ def test_slo_max_rate_follows_the_targets_and_the_speedup() -> None:
     assert slo_max_rate(s, slo_ttft_ms=1, slo_tpot_ms=50, **kw) == 0.0
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_find_max_overlay_reads_the_meta_entry() -> None:
     entry = {"by": "rate", "max_load": 19.5, "bracket": [19.5, 20.0], "pct": 90,
              "slo_ttft_ms": 50, "slo_tpot_ms": 2.5, "probes": [{"load": 1, "passed": True}]}

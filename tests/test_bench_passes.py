@@ -202,6 +202,7 @@ class Stop(Exception):
     """Raised by the progress callback to stop a run part-way."""
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_a_run_stopped_between_passes_keeps_a_row_for_each_level_it_began(tmp_path: Path
                                                                          ) -> None:
     """Levels 1 and 2 in two passes (1, 2, 2, 1), stopped once level 1's second pass has

@@ -2,8 +2,10 @@
 code paths at the smallest sizes), each writing a well-formed results file (benchmarks/record.py).
 
 A schema change that breaks a benchmark breaks this test, not the docs. Scripts that start a
-simulated endpoint, a moto server or take more than a few seconds under load are `slow`; the one
-that drives Chromium is `browser` too. The committed full-size results are checked here as well.
+simulated endpoint or a moto server, or take over about 0.75 s idle (a new interpreter importing
+pandas, DuckDB or Streamlit: 2-7 s at load 5), are `slow`, so the quick loop runs only
+`bench_grid.py` here and the full suite runs them all; the one that drives Chromium is
+`browser` too. The committed full-size results are checked here as well.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ SLOW = pytest.mark.slow
 BROWSER = pytest.mark.browser
 SCRIPTS: dict[str, tuple[list[str], list[pytest.MarkDecorator]]] = {
     "bench_grid.py": ([], []),
-    "bench_duckdb.py": ([], []),
-    "bench_planner.py": ([], []),
+    "bench_duckdb.py": ([], [SLOW]),         # writes 10 runs' CSVs and Parquet: ~7 s at load 5
+    "bench_planner.py": ([], [SLOW]),        # the planner's searches in a new process: ~2 s
     "bench_results.py": ([], [SLOW]),        # a calibration fit and the event model: 10-50 s
-    "bench_calibrate_import.py": ([], []),
-    "bench_traffic_log.py": ([], []),
-    "bench_startup.py": ([], []),
-    "bench_explorer.py": ([], []),
+    "bench_calibrate_import.py": ([], [SLOW]),  # DuckDB import + a fit: ~2.5 s
+    "bench_traffic_log.py": ([], [SLOW]),    # DuckDB + the planner: ~2 s (and --jsonl)
+    "bench_startup.py": ([], [SLOW]),        # four fresh `capacity` processes: ~2 s
+    "bench_explorer.py": ([], [SLOW]),       # Streamlit's AppTest reruns: ~6 s
     "bench_validate.py": ([], [SLOW]),        # the whole scorecard once: 5-15 s
     "bench_client.py": ([], [SLOW]),          # starts sim-server
     "bench_endpoint.py": ([], [SLOW]),        # starts sim-server twice

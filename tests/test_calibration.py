@@ -54,6 +54,7 @@ RICH_GRID = [(c, p, 128) for p in (256, 1024, 4096, 16384) for c in (1, 8, 32, 6
                  [(c, p, 128) for p in (256, 2048, 8192) for c in (1, 16, 128, 512)],
                  id="llama8b-h100"),
 ])
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_recovers_known_knobs_from_noisy_points(model: str, gpu: str,
                                                 grid: list[tuple[float, int, int]]) -> None:
     base = make_scenario(model, gpu, allow_long_context=True)
@@ -148,6 +149,7 @@ def test_outlier_does_not_drag_the_fit() -> None:
     assert worst.fitted_error < -0.6  # the outlier stands out in the residuals
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_apply_predicts_what_the_fit_reports() -> None:
     base = make_scenario()
     pts = synth(base, TRUTH, RICH_GRID[:10], noise=0.02, seed=4)

@@ -100,11 +100,13 @@ def test_recovers_the_engines_knobs(calibrated: Calibration) -> None:
     assert (cal.step_overhead_ms or 0) + w_ms / (cal.eta_bw or 1) == pytest.approx(truth, rel=0.02)
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_held_out_cells_of_the_same_model_within_5_percent(calibrated: Calibration) -> None:
     err = _tpot_errors(calibrated, MODEL_A)
     assert float(np.median(err)) < 0.05 and float(np.max(err)) < 0.20
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_another_model_on_the_same_gpu_within_10_percent(calibrated: Calibration) -> None:
     err = _tpot_errors(calibrated, MODEL_B)
     assert float(np.median(err)) < 0.10
@@ -163,6 +165,7 @@ def test_bench_summary_itl_median_is_read(tmp_path: Path) -> None:
     assert p.itl_p50_ms == 20.5 and decode_measured_ms(p) == 20.5
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_save_load_keeps_method_and_identifiability(calibrated: Calibration,
                                                     tmp_path: Path) -> None:
     path = save(calibrated, tmp_path / "sim.toml")

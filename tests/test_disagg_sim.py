@@ -17,6 +17,7 @@ TRANSFER_MS, LATENCY_MS = 6.0, 1.0
 
 
 @pytest.mark.parametrize(("engine", "load"), [("vllm", 0.3), ("vllm", 0.8), ("chapter", 0.8)])
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_event_model_agrees_with_the_simulated_endpoint(engine: str, load: float) -> None:
     s = make_scenario("llama-3.1-8b", "h100-sxm", context_tokens=P + N, prompt_tokens=P)
     pools = two_pools(s, s, output_tokens=N, transfer_ms=TRANSFER_MS,

@@ -58,6 +58,7 @@ def test_held_out_table_compares_every_level(catalog: Catalog) -> None:
     assert table.splitlines()[2].startswith("| sample | 1 | - |")
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_the_event_model_schedules_as_the_engine_profile_says(catalog: Catalog) -> None:
     """llama.cpp with 4 slots (`--parallel 4`): at 64 clients most wait for a slot, so TTFT under
     load is longer than with the chapter's batch of up to C_vram sequences (19.5 s vs 14.1 s

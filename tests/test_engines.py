@@ -220,6 +220,7 @@ def _quantiles(truth: list[dict[str, Any]], key: str) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_the_event_model_follows_the_simulated_engine(engine: str) -> None:
     """Event model vs `run_virtual`, same profile: TTFT and TPOT p50/p90 within 10% at light
     and heavy Poisson load (the same seeded arrivals) and in a closed-loop burst."""

@@ -119,6 +119,7 @@ def test_option_replicas_and_cost_by_hand() -> None:
     assert [x.cost_per_month for x in s.options] == sorted(x.cost_per_month for x in s.options)
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_one_deployment_costs_what_the_aggregated_planner_charges() -> None:
     inp = _inputs(2_000)  # 2 req/s: one deployment of 8 H200
     ep = next(o for o in ep_search(inp).options if o.ep == 8)
@@ -220,6 +221,7 @@ def test_plan_ep_text_names_the_network(capsys: pytest.CaptureFixture[str]) -> N
 
 
 @pytest.mark.parametrize("basis", [[], ["--typical", "vllm"]])
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_size_wide_ep_json_is_the_library(capsys: pytest.CaptureFixture[str],
                                           basis: list[str]) -> None:
     argv = ["size", "--model", "deepseek-v3", "--dau", "20000", "--gpus", "h200-sxm",

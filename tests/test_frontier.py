@@ -270,6 +270,7 @@ def test_cost_read_off_by_hand_and_offers() -> None:
         cost_read_off(fr, target, ("lease",))
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_read_off_at_a_front_point_is_the_planners_cost() -> None:
     fr = small()
     for g in fr.groups[:3]:

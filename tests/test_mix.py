@@ -257,6 +257,7 @@ def test_a_bad_mix_in_the_url_falls_back_with_a_notice(catalog: Catalog, raw: st
     assert len(notices) == 1 and "mix" in notices[0] and why in notices[0], notices
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_the_mix_quote_carries_the_link_that_reproduces_it(tmp_path: Path,
                                                            catalog: Catalog) -> None:
     from urllib.parse import parse_qsl, urlsplit

@@ -66,6 +66,7 @@ def test_calibrated_plan_predicts_like_the_explorer(catalog: Catalog) -> None:
     assert ex.overall != Status.FAIL
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_gpu_band_brackets_the_answer(catalog: Catalog) -> None:
     cal = load(CAL)
     for c in (None, cal):

@@ -67,6 +67,7 @@ def test_cost_per_million_tokens_by_hand(h200: Comparison) -> None:
     assert replace(d, prefill_replicas=1).capacity_rate_per_s == pytest.approx(1.5)
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_the_verdict_in_english_is_the_librarys_word_for_word(h200: Comparison) -> None:
     """Every branch of `Comparison.reason`: `reason_text` builds it from the translations."""
     cases = {

@@ -110,6 +110,7 @@ def test_the_searchs_drafted_step_is_evaluates() -> None:
 
 
 @pytest.mark.parametrize("inputs", [long_context, high_load])
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_drafts_never_make_the_best_option_worse(inputs: object) -> None:
     """The search with drafts is a superset: the plain configurations keep their figures to
     the bit, and the best option is at least as good."""

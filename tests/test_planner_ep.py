@@ -77,6 +77,7 @@ def cases() -> dict[str, EpComparison]:
     return {k: compare_ep(s.inputs(CAT)) for k, s in CASES.items()}
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_every_branch_of_the_verdict_in_english_is_the_librarys(
         cases: dict[str, EpComparison]) -> None:
     assert [c.winner for c in cases.values()] == [
@@ -97,6 +98,7 @@ def test_every_branch_of_the_verdict_in_english_is_the_librarys(
     assert got["none"].startswith("neither an aggregated nor a wide-EP deployment")
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_the_verdict_in_chinese_has_the_same_figures(cases: dict[str, EpComparison]) -> None:
     c = cases["wide EP, aggregated costlier"]
     ep, agg = c.ep.best, c.aggregated.best
@@ -118,6 +120,7 @@ def _option(c: EpComparison, **kw: object) -> EpPlanOption:
     return replace(best, **kw)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_the_deployment_as_a_buyer_reads_it(cases: dict[str, EpComparison]) -> None:
     c = cases["wide EP, no aggregated"]
     # 16 H100 over two HGX nodes, all-to-all over their 400 Gb/s InfiniBand NICs, 3 of them
@@ -181,6 +184,7 @@ DETAILS = {
 }
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_the_rejections_in_both_languages(cases: dict[str, EpComparison]) -> None:
     """Issue 27: a rejection is a coded note (`ep_rejection`): its English is the library's
     text, the same as data/i18n's message, and the Chinese is said from its code and figures,
@@ -230,6 +234,7 @@ def test_the_link_carries_the_toggle() -> None:
     assert planner_state(R1.inputs(CAT), CAT).wide_ep == 0
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_the_quote_section_in_both_languages(cases: dict[str, EpComparison]) -> None:
     c = cases["wide EP, aggregated costlier"]
     o = c.ep.best

@@ -25,6 +25,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cc.clear_caches()
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_quick_probe_writes_an_entry_that_loads_and_plans(
         workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--quick", "--device", "cpu", "--key", "my-cpu",
@@ -55,6 +56,7 @@ def test_entry_states_best_rate_and_method() -> None:
     assert "f16 0.1 TFLOP/s" in table["notes"] and "1.0 us" in table["notes"]
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_probe_measures_something_physical() -> None:
     r = probe_cpu(quick=True, date="2026-11-30")
     assert r.device == "cpu" and r.threads >= 1 and r.memory_bytes > 0
@@ -63,6 +65,7 @@ def test_probe_measures_something_physical() -> None:
     assert read_bandwidth(1 << 20, repeats=2) > 1e8
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_threads_sets_the_blas_threads_and_the_output_states_them(
         workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 31: the realtest's engine runs with `-t 1`, so its probe must measure with 1

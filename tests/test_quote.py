@@ -61,6 +61,7 @@ def _first_page_ink(pdf: bytes) -> float:
         doc.close()
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_english_pdf_opens_and_is_not_blank(headline: Plan) -> None:
     pdf = quote_pdf(headline, today=TODAY)
     assert pdf.startswith(b"%PDF")

@@ -109,6 +109,7 @@ _GPUS = sorted(_CAT.gpus)
 @settings(max_examples=60, deadline=None)
 @given(model=st.sampled_from(_MODELS), gpu=st.sampled_from(_GPUS),
        batch=st.integers(0, 2048), context=st.integers(16, 131072))
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_operator_at_spec_sheet_is_never_faster_than_the_chapter(
         model: str, gpu: str, batch: int, context: int) -> None:
     """The upper-bound property: at eta = eff = 1, no overheads and no floor, the operator

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 from pathlib import Path
 
@@ -36,6 +37,7 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "_app" not in p.parts}
 
 
+@functools.cache  # each file parsed once per worker: the circle check and the per-file tests share it
 def _imported(path: Path, name: str) -> list[tuple[str, list[str]]]:
     """(module, names) for every import in the file, relative ones resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"))

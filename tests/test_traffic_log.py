@@ -115,6 +115,7 @@ def test_planner_sizes_the_busiest_hour_with_spare(tmp_path: Path) -> None:
     assert spare is not None and spare.spare_gpus >= 1
 
 
+@pytest.mark.slow  # over 0.75 s idle (3+ s in the quick loop at load 6-8, 2026-12-02)
 def test_cli_workload_and_size_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "log.csv"
     f.write_text(LOG)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from capacity.errors import CatalogError
 from capacity.fit import validate_typical as vt
 from capacity.fit.planning import (
     parse_engines,

@@ -137,6 +137,7 @@ def test_every_stated_row_is_checked(card: Scorecard) -> None:
     assert len(card.checks) == stated and not card.skipped
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_spec_sheet_is_an_upper_bound_on_every_row(card: Scorecard) -> None:
     assert card.upper_bound_rate == 1.0, [
         (v.check.group, v.check.concurrency, str(v.check.metric), v.reason)
@@ -144,6 +145,7 @@ def test_spec_sheet_is_an_upper_bound_on_every_row(card: Scorecard) -> None:
     assert all(c.optimism >= 1.0 for c in card.checks)
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_calibrated_leave_one_group_out_error_is_pinned(card: Scorecard) -> None:
     step = card.logo(Metric.STEP, saturated=False)
     assert step.n >= 10 and step.median < LOGO_STEP_MEDIAN_MAX
@@ -153,6 +155,7 @@ def test_calibrated_leave_one_group_out_error_is_pinned(card: Scorecard) -> None
     assert e2e.n >= 5 and e2e.median < LOGO_E2E_MEDIAN_MAX
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_calibrated_ttft_e2e_and_throughput_come_from_the_event_model(card: Scorecard) -> None:
     # a level of C clients queues: the held-out TTFT of a sweep grows with C where the
     # unqueued formula gives one prefill for every level
@@ -200,6 +203,7 @@ def test_prefill_knobs_are_borrowed_only_from_unqueued_ttft() -> None:
     assert validate._median_knobs([queued, _cal("c8", 0.1, 8.0)]).mfu == pytest.approx(0.15)
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_the_rows_cover_gpus_engines_tp_and_contexts(card: Scorecard) -> None:
     assert len({c.gpu for c in card.checks}) >= 5
     assert {"vLLM", "SGLang", "TensorRT-LLM", "NIM"} <= {engine_family(c.engine)
@@ -238,6 +242,7 @@ def test_held_out_groups_never_use_their_own_knobs(card: Scorecard) -> None:
     assert cal(after, other) != pytest.approx(cal(before, other))
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_within_group_the_operator_step_meets_the_small_sweep_target(card: Scorecard
                                                                      ) -> None:
     assert card.within_methods == step_methods() == ("chapter", "operator")
@@ -274,6 +279,7 @@ def test_a_within_group_level_is_predicted_by_a_fit_that_never_saw_it(card: Scor
     assert float(seen[0]) != pytest.approx(float(step[0]), rel=1e-3)
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_json_is_strict_and_complete(card: Scorecard) -> None:
     doc = json.loads(to_json(card))
     assert doc["upper_bound_rate"] == 1.0 and len(doc["checks"]) == len(card.checks)
@@ -350,6 +356,7 @@ def _without_date(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith("Generated "))
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_committed_scorecard_is_current(card: Scorecard) -> None:
     committed = between_markers(ACCURACY.read_text(encoding="utf-8"))
     assert committed, "docs/accuracy.md has no <!-- validate:begin/end --> part"
@@ -390,6 +397,7 @@ def test_a_row_faster_than_the_spec_sheet_is_listed_with_its_reason(tmp_path: Pa
     assert "| not explained |" in markdown(card)
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_a_derived_step_is_flagged_on_its_own_row(card: Scorecard) -> None:
     # issue 25: the scorecard says on each row whether its step is stated or derived, and how
     # many levels and groups the within-group figure rests on
@@ -403,6 +411,7 @@ def test_a_derived_step_is_flagged_on_its_own_row(card: Scorecard) -> None:
     assert "Steps not stated by their source" not in md
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_band_coverage_counts_rows_in_the_typical_band(card: Scorecard) -> None:
     # issue 25: how often the band shown without measurements holds the measured step
     base = dict(group="g", gpu="x", engine="vLLM", model="m", source="s", date="2026-12",
@@ -422,6 +431,7 @@ def test_band_coverage_counts_rows_in_the_typical_band(card: Scorecard) -> None:
     assert rows >= 10 and inside_n / rows >= BAND_COVERAGE_BELOW_MIN
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_a_fit_of_the_lower_levels_predicts_up_to_twice_its_largest(card: Scorecard) -> None:
     # issue 25's target: fit on a sweep, predict up to 2x its largest batch within 5% median,
     # 15% worst (operator step; the shipped sweeps give 2 such levels: 0.3% and 1.3%)

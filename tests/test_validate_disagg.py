@@ -137,6 +137,7 @@ def test_link_of_a_row() -> None:
     assert vd.row_link(one_node, "spec", cat).scale_up   # 8 GPUs in one NVLink domain
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_spec_sheet_bounds_every_published_row(card: vd.DisaggScorecard) -> None:
     assert card.checks
     for c in card.checks:
@@ -149,6 +150,7 @@ def test_spec_sheet_bounds_every_published_row(card: vd.DisaggScorecard) -> None
     assert card.bounded == len(card.checks)
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_every_row_scored_or_skipped_with_a_reason(card: vd.DisaggScorecard) -> None:
     ids = {r.id for r in vd.load_rows()}
     assert {c.id for c in card.checks} | {s.id for s in card.skipped} == ids
@@ -176,6 +178,7 @@ def test_compare_inputs_are_the_winners_figures() -> None:
     assert inp.typical == "vllm"
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_verdicts_cover_each_comparison(card: vd.DisaggScorecard) -> None:
     groups = {v.group for v in card.verdicts}
     assert groups == {"dynamo-b200-3k-c16", "dynamo-b200-3k-c32", "dynamo-b200-8k-c16",
@@ -186,6 +189,7 @@ def test_verdicts_cover_each_comparison(card: vd.DisaggScorecard) -> None:
         assert v.model_winner == vd._winner(v.metric, v.typical)  # noqa: SLF001
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_target_is_the_median_of_throughput_rows(card: vd.DisaggScorecard) -> None:
     errs = sorted(abs(c.error("typical")) for c in card.checks if c.metric == vd.THROUGHPUT)
     n = len(errs)
@@ -195,6 +199,7 @@ def test_target_is_the_median_of_throughput_rows(card: vd.DisaggScorecard) -> No
     assert card.throughput_rows == n
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_json_has_every_check_and_no_nan(card: vd.DisaggScorecard) -> None:
     d = vd.to_dict(card)
     assert d["rows"] == len(card.checks) and d["bounded"] == card.bounded
@@ -203,6 +208,7 @@ def test_json_has_every_check_and_no_nan(card: vd.DisaggScorecard) -> None:
                (d["error"]["typical"]["all"]["median"], d["error"]["spec"]["all"]["median"]))
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_section_round_trips_through_the_markers(tmp_path: Path,
                                                  card: vd.DisaggScorecard) -> None:
     text = vd.markdown(card)
@@ -219,11 +225,13 @@ def test_section_round_trips_through_the_markers(tmp_path: Path,
     assert vd.section_of(doc.read_text(encoding="utf-8")) == vd.markdown(changed).rstrip("\n")
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_shipped_docs_hold_this_section(card: vd.DisaggScorecard) -> None:
     doc = Path(vd.__file__).parents[2] / "docs" / "accuracy.md"
     assert vd.section_of(doc.read_text(encoding="utf-8")) == vd.markdown(card).rstrip("\n")
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_json_and_markdown_say_the_same(card: vd.DisaggScorecard) -> None:
     """`capacity validate --format json` and the Markdown come from one scorecard: the bound
     count, the throughput median and the agreement counts read the same on both."""

@@ -76,6 +76,7 @@ def test_without_a_stated_tau_the_planners_published_one_is_used() -> None:
     assert c.typical_dataset_tau is not None
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_rows_not_scored_carry_their_reason(card: vd.DraftScorecard) -> None:
     cat = default_catalog()
     assert vd.skip_reason(row(), cat) == ""
@@ -94,6 +95,7 @@ def test_rows_not_scored_carry_their_reason(card: vd.DraftScorecard) -> None:
     assert card.skipped and all(s.reason for s in card.skipped)
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_sweeps_shape_and_the_spec_sheet_bound(card: vd.DraftScorecard) -> None:
     assert card.sweeps and all(t.bounded for t in card.sweeps)
     for t in card.sweeps:
@@ -107,6 +109,7 @@ def test_sweeps_shape_and_the_spec_sheet_bound(card: vd.DraftScorecard) -> None:
     assert card.error("calibrated").n == 0  # no bundled calibration of these setups
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_markdown_and_json_of_the_section(card: vd.DraftScorecard) -> None:
     md = vd.markdown(card)
     assert md.startswith("### Speculative decoding: speed-up against batch\n")
@@ -147,6 +150,7 @@ def test_cli_prints_and_writes_the_section(monkeypatch: pytest.MonkeyPatch, tmp_
     assert "### Speculative decoding" in vd.section_of(out.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_committed_section_is_current(card: vd.DraftScorecard) -> None:
     committed = vd.section_of(ACCURACY.read_text(encoding="utf-8"))
     assert committed, f"docs/accuracy.md has no {vd.BEGIN} part"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.catalog.loader import (
     BOUNDS,
@@ -49,7 +49,6 @@ from capacity.cli.wide_ep import add_plan_flags, check_plan_args, plan_run
 from capacity.errors import CapacityError, InputError
 from capacity.model.basis import kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD
-from capacity.model.draft_gain import DraftGain, draft_gain
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import (
     DEFAULT_HEADROOM,
@@ -77,6 +76,9 @@ from capacity.model.scenario import (
 from capacity.model.speculative import DRAFT_NAMES, MAX_DEPTH, Draft, make_draft, parse_draft
 from capacity.report.tables import render
 from capacity.units import GB, KIB
+
+if TYPE_CHECKING:  # only --draft needs the speculative-decoding gain (docs/benchmarks.md)
+    from capacity.model.draft_gain import DraftGain
 
 VERDICT_TEXT: dict[MemoryVerdict, str] = {MemoryVerdict.FITS: "fits", MemoryVerdict.TIGHT: "tight",
                                           MemoryVerdict.DOES_NOT_FIT: "does not fit"}
@@ -317,6 +319,8 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow], basis: str = "") 
         "table": [r.__dict__ for r in rows],
     }
     if s.draft is not None:  # only with --draft: the keys above never change
+        from capacity.model.draft_gain import draft_gain
+
         g = draft_gain(s, ev.concurrency)
         d = s.draft
         doc["draft"] = {"kind": d.kind, "depth": d.depth, "acceptance_length": d.acceptance_length,
@@ -423,6 +427,8 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
               float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
               float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
     if s.draft is not None:
+        from capacity.model.draft_gain import draft_gain
+
         out.append(h("Speculative decoding (F12): step ms above are per emitted token"))
         out.append(draft_text(draft_gain(s, ev.concurrency), int(ev.max_concurrency_vram), fmt))
     cross = ev.crossover_concurrency

@@ -24,7 +24,7 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import (
@@ -74,14 +74,12 @@ from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.deployment import Deployment
 from capacity.plan.deployment import record as deployment_record
 from capacity.plan.detail import simulate_option
-from capacity.plan.disagg import Comparison, compare
 from capacity.plan.drafting import DraftNote, draft_note
 from capacity.plan.mix import MixPlan, load_mix, plan_mix
 from capacity.plan.options import MAX_GPUS, REASON_TEXT, Option, Plan, PlanInputs, Slo
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS
 from capacity.plan.search import plan
 from capacity.report.i18n import t
-from capacity.report.planner_url import planner_mix_state, planner_state, planner_url
 from capacity.report.quote import (
     alternative_text,
     check_quote_path,
@@ -91,8 +89,10 @@ from capacity.report.quote import (
     write_mix_quote,
     write_quote,
 )
-from capacity.report.quote_disagg import disagg_section
 from capacity.report.tables import render
+
+if TYPE_CHECKING:  # --disaggregated and --quote load these when asked (docs/benchmarks.md)
+    from capacity.plan.disagg import Comparison
 
 MAX_GPUS_LIMIT = 64
 """Largest --max-gpus (PlanInputs refuses more)."""
@@ -551,6 +551,8 @@ def run_mix(args: argparse.Namespace, base: PlanInputs) -> int:
         print(mix_text(m, args.top, args.format), end="")
     if args.quote:
         # the Planner link that reproduces the mix, when its section can hold every workload
+        from capacity.report.planner_url import planner_mix_state, planner_url
+
         state = planner_mix_state(m.workloads, lang=args.lang)
         link = (None if state is None
                 else planner_url(state, base=app_url(args)))
@@ -614,7 +616,11 @@ def run(args: argparse.Namespace) -> int:
     sim = None
     if (args.simulate or args.quote) and p.best is not None:
         sim = simulate_option(inp, p.best, chunk_tokens=args.chunked_prefill)
-    cmp = compare(inp, aggregated=p) if args.disaggregated else None
+    cmp = None
+    if args.disaggregated:
+        from capacity.plan.disagg import compare
+
+        cmp = compare(inp, aggregated=p)
     wide = size_compare(args, inp, p) if args.wide_ep else None
     if args.format == "json":
         data = to_json(p, args.top)
@@ -664,6 +670,9 @@ def run(args: argparse.Namespace) -> int:
                   f"TPOT p50/p90/p99 {sim.tpot_ms[0.5]:.1f}/{sim.tpot_ms[0.9]:.1f}/"
                   f"{sim.tpot_ms[0.99]:.1f} ms, {sim.slo_met_share:.0%} meet both SLOs")
     if args.quote:
+        from capacity.report.planner_url import planner_state, planner_url
+        from capacity.report.quote_disagg import disagg_section
+
         link = planner_url(planner_state(inp, lang=args.lang, disagg=cmp is not None,
                                          wide_ep=wide is not None), base=app_url(args))
         band = None

@@ -139,8 +139,8 @@ def typical_efficiency(engine: str) -> TypicalEfficiency:
 def with_typical(inp: PlanInputs, typ: TypicalEfficiency) -> PlanInputs:
     """The inputs with the engine's typical efficiency knobs and its key (no calibration): one
     set for every GPU, so an option's figures do not depend on what is searched beside it."""
-    return replace(inp, calibration="", typical=typ.engine,  # type: ignore[arg-type]
-                   **typ.typical)
+    knobs: dict[str, object] = {**typ.typical, "calibration": "", "typical": typ.engine}
+    return replace(inp, **knobs)  # type: ignore[arg-type]
 
 
 def with_spec_sheet(inp: PlanInputs) -> PlanInputs:
