@@ -185,10 +185,19 @@ def results_runs(page, url: str) -> int:
     page.locator(".vega-embed").first.wait_for()  # the page has drawn past the picker
     chips = box.locator(".react-aria-ComboBox [data-tag-index]").count()
     box.locator("input").click()
-    page.wait_for_timeout(500)
-    options = page.get_by_role("option").filter(has_text="sim-rtx-4090").count()
+    # the dropdown draws after the click; on a loaded machine 500 ms was not always enough:
+    # poll until the option count has held for a second (at most 15 s)
+    options, held_since, deadline = -1, time.monotonic(), time.monotonic() + 15
+    while time.monotonic() < deadline:
+        now = page.get_by_role("option").filter(has_text="sim-rtx-4090").count()
+        if now != options:
+            options, held_since = now, time.monotonic()
+        elif time.monotonic() - held_since >= 1.0 and (options > 0 or
+                                                       time.monotonic() > deadline - 10):
+            break
+        page.wait_for_timeout(200)
     page.keyboard.press("Escape")
-    return chips + options
+    return chips + max(options, 0)
 
 
 def page_text(page) -> str:
