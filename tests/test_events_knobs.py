@@ -96,8 +96,8 @@ def test_memory_utilisation_moves_the_load_only_where_the_pool_binds() -> None:
     """KV by tokens in 16-token pages, 147,456 B a token. 1,000 + 256 tokens = 1,264 tokens of
     pages = 186,384,384 B a request: util 0.9 gives 54e9 B (289, so max_num_seqs' 256), util 0.5
     gives 22e9 B = 118 slots. At 16 req/s and about 7.7 s a request some 125 requests run at
-    once: at 0.5 the pool binds (fewer run, the rest queue: TTFT up, ITL down, as vLLM holds
-    fewer sequences in a tight pool). 500-token prompts at 4 req/s hold about 9 requests of 768
+    once: at 0.5 the pool binds (fewer run, the rest queue: TTFT up, the median ITL down, as vLLM
+    holds fewer sequences in a tight pool). 500-token prompts at 4 req/s hold about 9 requests of 768
     tokens, far under util 0.5's 194 slots: the knob rightly changes nothing."""
     per = 1264 * 147_456
     full, roomy = _at(_typical(0.9, 1000), 16.0, 2048, seconds=120.0)
@@ -105,7 +105,9 @@ def test_memory_utilisation_moves_the_load_only_where_the_pool_binds() -> None:
     assert full == min(256, math.floor(54e9 / per)) == 256
     assert tight_slots == math.floor(22e9 / per) == 118
     assert tight.ttft_mean_ms > 3 * roomy.ttft_mean_ms
-    assert tight.itl_mean_ms < roomy.itl_mean_ms
+    # fewer sequences a step: faster steps (the median gap); the mean gap also carries the
+    # stalls of preempted requests (vLLM recomputes them), so it is not held lower
+    assert tight.itl_ms[0.5] < roomy.itl_ms[0.5]
     small_slots, small = _at(_typical(0.5, 500), 4.0, 2048)
     big_slots, big = _at(_typical(0.9, 500), 4.0, 2048)
     assert small_slots == math.floor(22e9 / (768 * 147_456)) == 194 < big_slots

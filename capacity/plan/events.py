@@ -24,7 +24,7 @@ from capacity.plan.queueing import QUANTILES
 from capacity.plan.service import ServiceModel as ServiceModel  # re-exported: one replica
 from capacity.plan.service import service_from_scenario as service_from_scenario  # re-exported
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
-from capacity.types import FloatArray
+from capacity.types import BoolArray, FloatArray
 
 # ---------------------------------------------------------------------------------------------
 # Discrete-event model (one configuration)
@@ -189,6 +189,12 @@ class QueueResult:
     """The mean of those gaps, ms (the bench's `itl_mean_ms`); None unless `itl=True`."""
     mean_e2e_ms: float = math.nan
     """The mean end-to-end time of the counted requests, ms."""
+    preemptions: int = 0
+    """Times a request was preempted (its pages freed, recomputed) over the whole run (a paged
+    pool, `ServiceModel.paged`; 0 otherwise)."""
+    max_running: int = 0
+    """The most requests admitted at once over the whole run (at most `slots`, or a paged
+    pool's `max_batch`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,6 +206,8 @@ class Trace:
     first_ms: FloatArray
     finish_ms: FloatArray
     gaps: _Gaps | None = None
+    preemptions: int = 0
+    max_running: int = 0
 
 
 class _Gaps:
@@ -263,12 +271,62 @@ def weighted_quantiles(values: FloatArray, weights: FloatArray) -> dict[float, f
             for q in QUANTILES}
 
 
+class _Pages:
+    """A paged pool as `_run` keeps it (`ServiceModel.paged`: vLLM, SGLang): the tokens each
+    admitted request holds pages for, the tokens it has emitted, when it was (re)admitted."""
+
+    def __init__(self, svc: ServiceModel, n: int, hit: BoolArray) -> None:
+        assert svc.paged is not None
+        self.kv = svc.paged
+        self.top = len(self.kv.held_bytes) - 1
+        self.out = svc.output_tokens
+        self.less = np.where(hit, self.kv.shared_bytes, 0.0)
+        self.held = np.zeros(n, dtype=np.int64)
+        self.emitted = np.zeros(n, dtype=np.int64)
+        self.order = np.zeros(n, dtype=np.int64)
+        self.redo = np.zeros(n, dtype=bool)
+        self.admitted = 0
+        self.preemptions = 0
+
+    def claim(self, ids: Sequence[int], extra: int = 0) -> float:
+        """KV bytes `ids` take with `extra` more tokens each: the pages of what they hold
+        (`PagedKv.held_bytes`, a prefix hit the shared prefix less) and the reserve of their
+        remaining output (SGLang's share)."""
+        if not ids:
+            return 0.0
+        a = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        t = self.held[a] + extra
+        r = self.kv.reserve_output_share
+        if r:
+            left = np.maximum(self.out - self.emitted[a] - extra, 0)
+            t = t + np.ceil(r * left).astype(np.int64)
+        return float(np.sum(self.kv.held_bytes[np.minimum(t, self.top)] - self.less[a]))
+
+    def target(self, i: int, prompt: int) -> int:
+        """Tokens request i's (next) prefill ends at: its prompt, or after a preemption its
+        prompt and the tokens it had generated (recompute)."""
+        return prompt + int(self.emitted[i]) if self.redo[i] else prompt
+
+    def admit_claim(self, i: int, prompt: int) -> float:
+        """What admitting request i needs free: its prefill's pages plus one block."""
+        self.held[i] = self.target(i, prompt) + self.kv.block_tokens
+        try:
+            return self.claim([i])
+        finally:
+            self.held[i] = 0
+
+
 def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
          n_requests: int, record_gaps: bool = False, stagger_ms: float = 0.0) -> Trace:
     """The event loop. Open loop: `arrivals` (ms, sorted). Closed loop: `clients` users that
     send the next request as soon as the previous one finishes (no think time); client k sends
     its first request at k x `stagger_ms` (0: all at once).
-    `record_gaps`: also keep every inter-token gap (memory grows with the tokens)."""
+    `record_gaps`: also keep every inter-token gap (memory grows with the tokens).
+    A paged pool (`svc.paged`, vLLM's and SGLang's profiles) admits a request when its prompt's
+    pages and one block fit beside the running requests' (and fewer than `max_batch` run),
+    grows pages as tokens come, and when the decoding requests' next tokens would overflow it
+    preempts the newest admitted request back to the front of the queue (recompute: its next
+    prefill covers its prompt and the tokens it had generated; its first token was sent)."""
     n = n_requests
     gaps = _Gaps(n) if record_gaps else None
     arrival = np.full(n, np.nan) if arrivals is None else arrivals.copy()
@@ -292,8 +350,16 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
     if clients is not None:
         issued = timed = min(clients, n)
         arrival[:issued] = np.arange(issued, dtype=np.float64) * stagger_ms
-    per_step = (svc.chunk_tokens or svc.prompt_tokens) - (svc.slots if svc.mixed else 0)
+    cap = svc.max_batch
+    per_step = (svc.chunk_tokens or svc.prompt_tokens) - (cap if svc.mixed else 0)
     guard = 20 * n * (2 + svc.prompt_tokens // max(1, per_step))
+    pages = _Pages(svc, n, hit) if svc.paged is not None else None
+    if pages is not None:
+        steps = svc.batch_step_ms
+        guard += 4 * n * (out + 2 + (svc.prompt_tokens + out) // max(1, per_step))
+        pool = pages.kv.pool_bytes
+    target: dict[int, int] = {}          # paged: where a request's prefill ends (recompute)
+    max_running = 0
 
     def first_tokens(ids: list[int]) -> None:
         """These prompts get their first token now; they decode on, or end at one token."""
@@ -301,23 +367,87 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             first[i] = now
             if gaps is not None:
                 gaps.last_ms[i] = now
+            if pages is not None:
+                pages.emitted[i] = 1
             if out > 1:
                 running.append(i)
                 remaining.append(out - 1)
             else:
                 finished_now.append(i)
 
+    def resumed(ids: list[int]) -> None:
+        """Preempted requests whose recompute ended: each gets its next token now."""
+        assert pages is not None
+        for i in ids:
+            pages.emitted[i] += 1
+            if gaps is not None:
+                gaps.tokens([i], now)
+            if pages.emitted[i] >= out:
+                finished_now.append(i)
+            else:
+                running.append(i)
+                remaining.append(out - int(pages.emitted[i]))
+
+    def preempt_newest() -> None:
+        """Free the pages of the newest admitted request; it waits at the queue's front."""
+        assert pages is not None
+        i = max([*running, *prefill_q], key=lambda j: int(pages.order[j]))
+        if i in prefill_q:
+            prefill_q.remove(i)
+            del prompt_left[i]
+        else:
+            j = running.index(i)
+            del running[j], remaining[j]
+        pages.held[i] = 0
+        pages.redo[i] = True
+        pages.less[i] = 0.0   # a recompute holds (and prefills) its whole context
+        pages.preemptions += 1
+        waiting.appendleft(i)
+
+    def make_room() -> bool:
+        """Preempt until the decoding requests' next token fits (never the last request)."""
+        assert pages is not None
+        gone = False
+        while (running and len(running) + len(prefill_q) > 1
+               and pages.claim(running, 1) + pages.claim(prefill_q) > pool):
+            preempt_newest()
+            gone = True
+        return gone
+
     for _ in range(guard):
         while next_arrival < timed and arrival[next_arrival] <= now:
             waiting.append(next_arrival)
             next_arrival += 1
         busy = len(running) + len(prefill_q)
-        while waiting and busy < svc.slots:
-            i = waiting.popleft()
-            admit[i] = now
-            prefill_q.append(i)
-            prompt_left[i] = svc.prompt_tokens - int(cached[i])
-            busy += 1
+        if pages is None:
+            while waiting and busy < svc.slots:
+                i = waiting.popleft()
+                admit[i] = now
+                prefill_q.append(i)
+                prompt_left[i] = svc.prompt_tokens - int(cached[i])
+                busy += 1
+        else:
+            # vLLM schedules the running requests first (preempting for their next token),
+            # then admits from the queue while the pool holds a prompt's pages and a block
+            gone = make_room() if svc.mixed else False
+            busy = len(running) + len(prefill_q)
+            used = pages.claim(running, 1 if svc.mixed else 0) + pages.claim(prefill_q)
+            while waiting and busy < cap and not gone:
+                i = waiting[0]
+                if busy and used + pages.admit_claim(i, svc.prompt_tokens) > pool:
+                    break
+                waiting.popleft()
+                if math.isnan(admit[i]):
+                    admit[i] = now
+                target[i] = pages.target(i, svc.prompt_tokens)
+                pages.held[i] = target[i]
+                pages.order[i] = pages.admitted
+                pages.admitted += 1
+                prefill_q.append(i)
+                prompt_left[i] = target[i] - (0 if pages.redo[i] else int(cached[i]))
+                used += pages.claim([i])
+                busy += 1
+        max_running = max(max_running, busy)
         if not running and not prefill_q:
             if next_arrival >= timed:
                 break
@@ -345,8 +475,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             while prefill_q and used < budget:
                 i = prefill_q[0]
                 take = min(budget - used, prompt_left[i])
-                done = svc.prompt_tokens - prompt_left[i]
-                if hit[i] and done == cached[i]:
+                done = target.get(i, svc.prompt_tokens) - prompt_left[i]
+                if hit[i] and done == cached[i] and (pages is None or not pages.redo[i]):
                     extra += svc.hit_first_ms   # a prefix hit's first chunk
                 pieces.append((done, take))
                 prompt_left[i] -= take
@@ -360,19 +490,44 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
                 remaining = [r - 1 for r in remaining]
                 if gaps is not None:
                     gaps.tokens(running, now)
-            first_tokens(done_prompts)
+                if pages is not None:
+                    grown = np.asarray(running, dtype=np.int64)
+                    pages.held[grown] += 1
+                    pages.emitted[grown] += 1
+            if pages is None:
+                first_tokens(done_prompts)
+            else:
+                for i in done_prompts:
+                    del target[i]
+                again = [i for i in done_prompts if pages.emitted[i]]
+                first_tokens([i for i in done_prompts if not pages.emitted[i]])
+                resumed(again)
         else:
+            if pages is not None and make_room():
+                busy = len(running)
             b = len(running)
             k = min(remaining)
-            if next_arrival < timed and busy < svc.slots:
+            if next_arrival < timed and busy < cap:
                 gap = float(arrival[next_arrival]) - now
                 k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
-            elif waiting and busy < svc.slots:
+            elif waiting and busy < cap and (
+                    pages is None or pages.claim(running, 1)
+                    + pages.admit_claim(waiting[0], svc.prompt_tokens) <= pool):
                 k = 1
+            if pages is not None and k > 1 and pages.claim(running, k) > pool:
+                lo, hi = 1, k   # the most steps before the pool overflows
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    lo, hi = (mid, hi) if pages.claim(running, mid) <= pool else (lo, mid)
+                k = lo
             now += k * float(steps[b])
             remaining = [r - k for r in remaining]
             if gaps is not None:
                 gaps.tokens(running, now, float(steps[b]), k)
+            if pages is not None:
+                grown = np.asarray(running, dtype=np.int64)
+                pages.held[grown] += k
+                pages.emitted[grown] += k
         keep_r: list[int] = []
         keep_m: list[int] = []
         for i, r in zip(running, remaining, strict=True):
@@ -394,7 +549,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
     else:  # pragma: no cover - the guard is generous; reaching it is a bug
         raise RuntimeError("queueing model did not finish within its step guard")
     return Trace(arrival_ms=arrival, admit_ms=admit, first_ms=first, finish_ms=finish,
-                  gaps=gaps)
+                 gaps=gaps, preemptions=0 if pages is None else pages.preemptions,
+                 max_running=max_running)
 
 
 def quantiles(x: FloatArray) -> dict[float, float]:
@@ -472,6 +628,7 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         saturated=rate_per_s is not None and rate_per_s >= sat_rate, slots=svc.slots,
         itl_ms=tr.gaps.quantiles(skip) if tr.gaps is not None else None,
         itl_mean_ms=tr.gaps.mean(skip) if tr.gaps is not None else None,
+        preemptions=tr.preemptions, max_running=tr.max_running,
     )
 
 

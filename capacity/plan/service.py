@@ -19,10 +19,54 @@ from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import max_concurrency
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import cached_prefill, cached_prefill_s, shared_prefix_bytes
-from capacity.model.roofline import counts_as_engines, mixed_step_time_ms, step_time_ms
+from capacity.model.roofline import DecodeStep, counts_as_engines, mixed_step_time_ms, step_time_ms
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import FloatArray, Note
 from capacity.units import GIB, TERA
+
+
+@dataclass(frozen=True, kw_only=True)
+class PagedKv:
+    """A paged KV pool that grows with the tokens and preempts (vLLM, SGLang: profiles with
+    `kv_admission = "tokens"` and `preempt = true`; docs/method.md, "Engine profiles"), as the
+    event model runs it. A request holding t tokens takes `held_bytes[t]` of `pool_bytes` (its
+    pages, F2 rounded up to `block_tokens`; a prefix hit `shared_bytes` less), and reserves
+    `reserve_output_share` of its remaining output ahead (SGLang). The step and prefill arrays
+    extend the ServiceModel's beyond its `slots` and its prompt, element for element the same
+    where they overlap."""
+
+    pool_bytes: float
+    """The KV pool of one replica (per GPU), bytes: the ServiceModel's (F3's budget, with an
+    offload, less a shared prefix held once)."""
+    held_bytes: FloatArray
+    """KV bytes (per GPU) of a request holding t tokens, t = 0..prompt + output + one block."""
+    shared_bytes: float
+    """What a prefix hit does not hold itself (the shared prefix's pages), bytes."""
+    block_tokens: int
+    reserve_output_share: float
+    max_batch: int
+    """Requests that can run at once: min(max_seqs, budget - 1 for mixed steps, pool / the
+    pages of one prompt), at least the ServiceModel's slots."""
+    bandwidth_ms: FloatArray
+    compute_ms: FloatArray
+    comm_ms: FloatArray
+    serial_ms: FloatArray
+    """F4's terms for every batch 0..max_batch (ms)."""
+    prefill_cum_ms: FloatArray
+    """F6 of a prompt's first k tokens (ms), k = 0..prompt + output: a preempted request
+    recomputes its prompt and the tokens it had generated."""
+    mfu_cum_ms: FloatArray | None = None
+    """The MFU-bound part of `prefill_cum_ms`, same lengths (None: nothing stretches)."""
+
+    def __post_init__(self) -> None:
+        n = self.max_batch + 1
+        if any(len(a) != n for a in (self.bandwidth_ms, self.compute_ms, self.comm_ms,
+                                     self.serial_ms)):
+            raise InputError("a paged pool needs F4's terms for every batch 0..max_batch")
+        if not (self.pool_bytes > 0 and self.block_tokens >= 1 and self.max_batch >= 1):
+            raise InputError("a paged pool needs > 0 bytes, >= 1-token pages and >= 1 request")
+        if self.mfu_cum_ms is not None and len(self.mfu_cum_ms) != len(self.prefill_cum_ms):
+            raise InputError("mfu_cum_ms needs one time per prefill length of prefill_cum_ms")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +118,9 @@ class ServiceModel:
     serial_ms: FloatArray | None = None
     """What the step adds to the overlap of its terms, per batch 0..slots (`DecodeStep.serial_ms`:
     the operator method's groups run one after another, and per-sequence overhead); None: 0."""
+    paged: PagedKv | None = None
+    """The engine's paged KV pool when it grows pages with the tokens and preempts (vLLM,
+    SGLang); None: `slots` requests at once, each holding its pages to its end."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -109,19 +156,37 @@ class ServiceModel:
         return (np.zeros_like(self.bandwidth_ms) if self.serial_ms is None
                 else np.asarray(self.serial_ms, dtype=np.float64))
 
+    @property
+    def max_batch(self) -> int:
+        """Requests that can run at once: `slots`, or a paged pool's `max_batch` (>= slots)."""
+        return self.slots if self.paged is None else self.paged.max_batch
+
+    @property
+    def batch_step_ms(self) -> FloatArray:
+        """Decode step time (ms) for 0..max_batch sequences: `step_ms`, extended by a paged
+        pool's terms (the same values up to `slots`)."""
+        p = self.paged
+        if p is None:
+            return self.step_ms
+        return step_time_ms(bandwidth_ms=p.bandwidth_ms, compute_ms=p.compute_ms,
+                            comm_ms=p.comm_ms,
+                            overhead_ms=self.overhead_ms + self.offload_ms) + p.serial_ms
+
     def chunk_ms(self, done_tokens: int, chunk_tokens: int) -> float:
         """Prefill time (ms) of prompt tokens done..done+chunk: F6 at the end minus F6 at the
-        start, so a prompt's chunks add up to its whole prefill."""
-        if self.prefill_cum_ms is None:
+        start, so a prompt's chunks add up to its whole prefill (with a paged pool, up to
+        prompt + output tokens: a preempted request's recompute)."""
+        cum = self.prefill_cum_ms if self.paged is None else self.paged.prefill_cum_ms
+        if cum is None:
             return chunk_tokens * self.prefill_ms / self.prompt_tokens
-        return float(self.prefill_cum_ms[done_tokens + chunk_tokens]
-                     - self.prefill_cum_ms[done_tokens])
+        return float(cum[done_tokens + chunk_tokens] - cum[done_tokens])
 
     def chunk_mfu_ms(self, done_tokens: int, chunk_tokens: int) -> float:
         """The MFU-bound part of `chunk_ms` at the plateau (ms): what F6c stretches."""
-        if self.mfu_cum_ms is None:
+        cum = self.mfu_cum_ms if self.paged is None else self.paged.mfu_cum_ms
+        if cum is None:
             return 0.0
-        return float(self.mfu_cum_ms[done_tokens + chunk_tokens] - self.mfu_cum_ms[done_tokens])
+        return float(cum[done_tokens + chunk_tokens] - cum[done_tokens])
 
     def mixed_step_ms(self, batch: int, chunks: Sequence[tuple[int, int]],
                       extra_ms: float = 0.0) -> float:
@@ -139,10 +204,11 @@ class ServiceModel:
         stretch = pass_slowdown(m, self.mfu_half_tokens)
         prefill = (sum(self.chunk_ms(d, n) for d, n in chunks) + extra_ms
                    + stretch * sum(self.chunk_mfu_ms(d, n) for d, n in chunks))
+        t: ServiceModel | PagedKv = self if self.paged is None else self.paged
         return mixed_step_time_ms(
-            bandwidth_ms=float(self.bandwidth_ms[batch]), compute_ms=float(self.compute_ms[batch]),
-            comm_ms=float(self.comm_ms[batch]), overhead_ms=self.overhead_ms + self.offload_ms,
-            serial_ms=0.0 if self.serial_ms is None else float(self.serial_ms[batch]),
+            bandwidth_ms=float(t.bandwidth_ms[batch]), compute_ms=float(t.compute_ms[batch]),
+            comm_ms=float(t.comm_ms[batch]), overhead_ms=self.overhead_ms + self.offload_ms,
+            serial_ms=0.0 if t.serial_ms is None else float(t.serial_ms[batch]),
             prefill_ms=prefill)
 
     def prompt_pass_ms(self, hits: Sequence[bool]) -> float:
@@ -203,6 +269,48 @@ def _mfu_ms(s: Scenario, linear_flops: FloatArray, attention_flops: FloatArray) 
     too when the scenario has no attn_mfu (F6b runs it at MFU then)."""
     flops = linear_flops + (attention_flops if s.attn_mfu is None else 0.0)
     return np.asarray(flops / (s.tflops * s.tp * TERA * s.mfu) * 1e3, dtype=np.float64)
+
+
+def _paged_pool(s: Scenario, prof: EngineProfile, *, output_tokens: int, pool_bytes: float,
+                shared_bytes: float, slots: int, mixed_budget: int | None, held_tokens: int,
+                decode: DecodeStep, cum_ms: FloatArray, mfu_cum_ms: FloatArray | None
+                ) -> PagedKv:
+    """The paged pool of `service_from_scenario` (vLLM, SGLang): a request's KV bytes per
+    tokens held (F2 in the profile's pages, x the draft's factor), and the step and prefill
+    arrays extended past `slots` and the prompt. The most requests at once is min(max_seqs,
+    budget - 1 for mixed steps, floor(pool / the pages of one prompt)), at least `slots`.
+    Example: 54e9 B of pool, 147,456 B a token, 1,000-token prompts (1,008 in 16-token pages:
+    148.6e6 B): floor(54e9 / 148.6e6) = 363 requests, under vLLM's max_seqs of 1,024."""
+    top = s.prompt + output_tokens + prof.kv_block_tokens
+    t = np.arange(1, top + 1, dtype=np.float64)
+    per = kv_request_bytes(s.model, t, s.kv_dtype, s.tp, prof.kv_block_tokens).paged_bytes
+    held_bytes = np.concatenate([[0.0], np.asarray(per, dtype=np.float64) * s.kv_factor])
+    least = float(held_bytes[s.prompt]) - shared_bytes
+    cap = prof.max_seqs if mixed_budget is None else min(prof.max_seqs, mixed_budget - 1)
+    most = max(slots, min(cap, int(pool_bytes // least) if least > 0 else cap))
+    terms = [np.asarray(x, dtype=np.float64) for x in
+             (decode.bandwidth_ms, decode.compute_ms, decode.comm_ms, decode.serial_ms)]
+    if most > slots:
+        b = np.arange(slots + 1, most + 1, dtype=np.float64)
+        more = evaluate(s, b * s.replicas,
+                        None if held_tokens == s.context_tokens else float(held_tokens)).decode
+        terms = [np.concatenate([a, np.asarray(x, dtype=np.float64)]) for a, x in
+                 zip(terms, (more.bandwidth_ms, more.compute_ms, more.comm_ms, more.serial_ms),
+                     strict=True)]
+    # a recompute prefills prompt + the tokens generated so far: F6 up to prompt + output
+    ks = np.arange(s.prompt + 1, s.prompt + output_tokens + 1, dtype=np.float64)
+    plateau = s.with_(mfu_half_tokens=0.0, prompt_tokens=None)
+    pre = evaluate(plateau, [s.replicas], ks)
+    cum = np.concatenate([cum_ms, np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
+    mfu = None
+    if mfu_cum_ms is not None:
+        pf = prefill_flops(s.model, ks, by_operator=counts_as_engines(s.step_method))
+        mfu = np.concatenate([mfu_cum_ms, _mfu_ms(s, pf.linear_flops, pf.attention_flops)])
+    return PagedKv(pool_bytes=pool_bytes, held_bytes=held_bytes, shared_bytes=shared_bytes,
+                   block_tokens=prof.kv_block_tokens,
+                   reserve_output_share=prof.reserve_output_share, max_batch=most,
+                   bandwidth_ms=terms[0], compute_ms=terms[1], comm_ms=terms[2],
+                   serial_ms=terms[3], prefill_cum_ms=cum, mfu_cum_ms=mfu)
 
 
 def service_from_scenario(s: Scenario, *, output_tokens: int,
@@ -274,9 +382,15 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         if cached:
             hit_first = (float(cached_prefill_s(plateau, s.prompt, cached)) * 1e3
                          - float(cum[s.prompt] - cum[cached]))
+    paged = None
+    if prof.kv_admission == "tokens" and prof.preempt and cum is not None:
+        paged = _paged_pool(s, prof, output_tokens=output_tokens, pool_bytes=pool,
+                            shared_bytes=shared if share else 0.0, slots=slots,
+                            mixed_budget=budget if prof.mixed else None, held_tokens=held,
+                            decode=ev.decode, cum_ms=cum, mfu_cum_ms=mfu_cum)
     whole = prefill_flops(s.model, float(s.prompt), by_operator=operator)
     hit_pf = cached_prefill(s, s.prompt, cached) if cached else None
-    return ServiceModel(
+    return ServiceModel(paged=paged,
         slots=slots, bandwidth_ms=np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
         compute_ms=np.asarray(ev.decode.compute_ms, dtype=np.float64),
         comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
