@@ -242,8 +242,21 @@ class ServiceModel:
         """A request's mean prefill work at full load (ms): misses and hits by `prefix_share`,
         each prompt's MFU-bound part at the efficiency of a full pass (the token budget, or one
         whole prompt) (F6c)."""
-        full = float(self.chunk_tokens or self.prompt_tokens)
-        slow = pass_slowdown(full, self.mfu_half_tokens)
+        return self.prefill_work_ms(float(self.chunk_tokens or self.prompt_tokens))
+
+    @property
+    def new_prompt_tokens(self) -> float:
+        """Prompt tokens a request prefills on average (tokens): the prompt, less the cached
+        prefix for the `prefix_share` of requests that hit it."""
+        return self.prompt_tokens - self.prefix_share * self.cached_tokens
+
+    def prefill_work_ms(self, pass_tokens: float) -> float:
+        """A request's mean prefill work (ms) when its prompt runs in forward passes of
+        `pass_tokens` tokens: `prefill_ms` (a miss alone) with its MFU-bound part moved from its
+        own pass's efficiency to step_mfu(pass_tokens) (F6c), hits by `prefix_share` likewise.
+        Example: a 1,000-token miss of 130 ms alone, 60 ms MFU-bound at the plateau, m_half
+        500, in passes of 2,000 tokens: 130 + 60 x (500 / 2,000 - 500 / 1,000) = 115 ms."""
+        slow = pass_slowdown(pass_tokens, self.mfu_half_tokens)
         miss = self.prefill_ms + self.prefill_mfu_ms * (
             slow - pass_slowdown(self.prompt_tokens, self.mfu_half_tokens))
         if self.cached_tokens == 0 or self.prefix_share == 0:
@@ -256,12 +269,50 @@ class ServiceModel:
     def saturation_rate_per_s(self) -> float:
         """Arrival rate (req/s) above which the queue grows without bound.
 
-        Full slots: each request costs the GPU t_prefill + output x t_step(slots) / slots; a
-        chunked prompt costs the same prefill time, only spread over steps.
+        Full slots: each request costs the GPU t_prefill + (output - 1) x t_step(slots) / slots
+        when prefill and decode take turns (no token budget, or a budget that is not mixed).
+        Mixed steps (vLLM V1, llama.cpp) sustain at least that and, where a chunk shares the
+        decode step's forward pass, more (`mixed_saturation_rate_per_s`).
         """
         b = self.slots
         decode_ms = (self.output_tokens - 1) * float(self.step_ms[b]) / b
-        return 1e3 / (self.mean_prefill_ms + decode_ms)
+        serial = 1e3 / (self.mean_prefill_ms + decode_ms)
+        if self.chunk_tokens is not None and self.mixed:
+            return max(serial, self.mixed_saturation_rate_per_s)
+        return serial
+
+    @property
+    def mixed_saturation_rate_per_s(self) -> float:
+        """The most requests per second mixed steps sustain (req/s; 0 without a token budget):
+        the best over decode batches b = 0..slots of the steady state where each step carries b
+        decode tokens and c = min(b x P / (output - 1), budget - b, (slots - b) x P) prompt
+        tokens (P = `new_prompt_tokens`: prompts arrive at the pace decode retires requests;
+        the requests still reading their prompt hold slots too), in one forward pass
+        (`roofline.mixed_step_time_ms`, the step `mixed_step_ms` runs) with the chunks' prefill
+        c / P x `prefill_work_ms(b + c)`: c / P requests per step time. Example: 100-token
+        prompts of 50 ms, 2 output tokens, budget 64, 2 slots, a 10 ms weight read, no compute:
+        b = 1 carries c = min(100, 63, 100) = 63 tokens, a 31.5 ms step: 0.63 requests per
+        31.5 ms = 20 req/s (taking turns: 1 / (50 + 10 / 2 ms) = 18.2 req/s).
+        Source: docs/method.md, queueing ("Engine profiles": mixed steps)."""
+        if self.chunk_tokens is None:
+            return 0.0
+        p = max(self.new_prompt_tokens, 1e-9)
+        t: ServiceModel | PagedKv = self if self.paged is None else self.paged
+        decode_per_request = self.output_tokens - 1
+        top = min(self.slots, self.chunk_tokens - 1) if decode_per_request else 0
+        best = 0.0
+        for b in range(top + 1):
+            room = float(min(self.chunk_tokens - b, (self.slots - b) * p))
+            c = room if decode_per_request == 0 else min(b * p / decode_per_request, room)
+            if c <= 0:
+                continue
+            step = mixed_step_time_ms(
+                bandwidth_ms=float(t.bandwidth_ms[b]), compute_ms=float(t.compute_ms[b]),
+                comm_ms=float(t.comm_ms[b]), overhead_ms=self.overhead_ms + self.offload_ms,
+                serial_ms=0.0 if t.serial_ms is None else float(t.serial_ms[b]),
+                prefill_ms=c / p * self.prefill_work_ms(b + c))
+            best = max(best, c / p / step)
+        return best * 1e3
 
 
 def _mfu_ms(s: Scenario, linear_flops: FloatArray, attention_flops: FloatArray) -> FloatArray:
