@@ -23,7 +23,7 @@ from capacity.plan.queueing import analytic_latency
 from capacity.sim.scheduler import SimConfig, SimPhysics, Simulator
 from capacity.sim.virtual import Workload, run_virtual
 
-ENGINES = ("chapter", "vllm", "sglang", "llamacpp")
+ENGINES = ("chapter", "vllm", "vllmv0", "sglang", "llamacpp")
 
 
 def test_profiles_carry_the_engines_defaults_and_their_sources() -> None:
@@ -259,6 +259,7 @@ def test_profiles_change_the_event_models_answer() -> None:
     assert b.ttft_ms[0.9] < 0.9 * a.ttft_ms[0.9]
 
 
+@pytest.mark.slow  # the event model, 2 x 4,000 requests of 6K prompts (3-7 s)
 def test_the_analytic_path_follows_chunked_prefill() -> None:
     """The planner's fast path with vLLM's budget vs the event model (6K prompts on a 4090):
     TTFT mean and p90 within 10% at 25% and 50% of saturation; TPOT keeps most of the prefill's
@@ -334,7 +335,7 @@ def test_cli_engine_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Under load" not in capsys.readouterr().out  # the chapter's output is unchanged
     assert main(["plan", "--engine", "tgi"]) != 0
     assert "unknown engine 'tgi'" in capsys.readouterr().err
-    cfg = config_from_args(build_parser().parse_args(["sim-server", "--engine", "sglang"]))
+    cfg = config_from_args(build_parser("sim-server").parse_args(["sim-server", "--engine", "sglang"]))
     assert (cfg.engine, cfg.max_num_seqs) == ("sglang", None)
     assert main(["size", "--peak-concurrency", "20", "--gpus", "rtx-4090", "--engine",
                  "llamacpp", "--slo-ttft-ms", "1e7", "--slo-tpot-ms", "1e5", "--format",

@@ -3,7 +3,8 @@ published serving runs at a set request rate against the event model (issue 32).
 
 Each row of data/reference/open_loop.csv (`load_rows`) is one figure (TTFT, ITL, TPOT or E2E; a
 mean or a median, as the source states it) of one run: an engine (its profile in
-data/engines.toml) serving a model on TP x replicas GPUs, requests arriving at `rate_per_s`
+data/engines.toml; a vLLM release before 0.8.0 ran V0, scheduled with the `vllmv0` profile,
+`profile_for`) serving a model on TP x replicas GPUs, requests arriving at `rate_per_s`
 (Poisson or evenly spaced, as the source says; Poisson where it does not), fixed prompt and
 output lengths or, for datasets of varying lengths, the run's mean lengths (total tokens /
 requests), and the scheduler knobs the source states (`max_num_seqs`, `token_budget`:
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -155,9 +157,11 @@ def parse_row(r: dict[str, str], where: str) -> OpenLoopRow:
     if util is not None and util > 1:
         raise InputError(f"{where}: gpu_memory_utilization must be <= 1, got {util:g}")
     held = _choice(r, "server_held", ("yes", "no", ""), where)
+    version = r["engine_version"].strip()
     return OpenLoopRow(
         id=r["id"].strip(), run=r["run"].strip(), engine=r["engine"].strip(),
-        engine_version=r["engine_version"].strip(), profile=r["profile"].strip() or "vllm",
+        engine_version=version,
+        profile=profile_for(r["profile"].strip() or "vllm", version, where),
         model=r["model"].strip(), weights=r["weights"].strip(), kv_dtype=r["kv_dtype"].strip(),
         gpu=r["gpu"].strip(), gpu_source_name=r["gpu_source_name"].strip(),
         model_source_name=r["model_source_name"].strip(), gpus=gpus, tp=tp,
@@ -175,6 +179,40 @@ def parse_row(r: dict[str, str], where: str) -> OpenLoopRow:
         value=csv_number(r, "value", where, whole=False),
         server_held=None if held == "" else held == "yes", quote=r["quote"].strip(),
         source=r["source"].strip(), as_of=r["as_of"].strip(), notes=r["notes"].strip())
+
+
+V1_FROM: Final = (0, 8, 0)
+"""The first vLLM release whose default engine is V1: v0.8.0's release notes, "We have now
+enabled V1 engine by default (#13726)" (github:vllm-project/vllm, releases, 2025-03-18)."""
+V0_LONG_CHUNKED_FROM: Final = (0, 5, 3)
+"""From about here V0 turns chunked prefill on by itself for models with max_model_len > 32K
+(vllm-project/vllm#6666, "Enable chunked prefill by default for long context models", merged
+2024-07-23, after 0.5.2), so a V0 run of these versions schedules whole prompts only when its
+context is shorter or the flag was off: such a row names its profile itself."""
+V0_PROFILE: Final = "vllmv0"
+"""data/engines.toml's vLLM V0 profile (whole prompts, prefill first, paged KV)."""
+
+
+def engine_version(text: str) -> tuple[int, int, int] | None:
+    """'0.4.1', 'v0.11.0', '0.6.6.post1' -> (major, minor, patch); None when not stated."""
+    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip().lower())
+    return None if m is None else (int(m[1]), int(m[2]), int(m[3] or 0))
+
+
+def profile_for(profile: str, version: str, where: str = "") -> str:
+    """The profile a row is scheduled with: its `profile` column, except that a vLLM run of a
+    release before `V1_FROM` ran the V0 engine (`V0_PROFILE`: whole prompts, prefill first;
+    chunked prefill was off by default). InputError for a 'vllm' row of `V0_LONG_CHUNKED_FROM`
+    up to V1 (V0, chunked prefill on or off by the model's context): name the profile. A vLLM
+    run whose version is not stated keeps 'vllm' (V1, today's default)."""
+    v = engine_version(version)
+    if profile != "vllm" or v is None or v >= V1_FROM:
+        return profile
+    if v >= V0_LONG_CHUNKED_FROM:
+        raise InputError(f"{where}: vLLM {version} ran the V0 engine, whose chunked prefill is on "
+                         "by default for contexts above 32K tokens: state the profile "
+                         f"('{V0_PROFILE}' when chunked prefill was off)")
+    return V0_PROFILE
 
 
 def load_rows(path: Path | None = None) -> list[OpenLoopRow]:

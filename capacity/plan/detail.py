@@ -101,7 +101,7 @@ def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, 
                                prompt_tokens=wl.prompt, output_tokens=wl.output_tokens,
                                prefix_tokens=hit, prefix_share=inp.prefix_share,
                                n_requests=n_requests, seed=seed, slo_ttft_ms=inp.slo.ttft_ms,
-                               slo_tpot_ms=inp.slo.tpot_ms)
+                               slo_tpot_ms=inp.slo.tpot_ms, engine=inp.engine)
     svc = option_service(inp, o, catalog, chunk_tokens)
     if wl.peak_concurrency is not None:
         c = max(1, math.ceil(wl.peak_concurrency * (1 + wl.headroom) / o.replicas - 1e-9))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile
 from capacity.errors import InputError
 from capacity.model.kv import kv_request_bytes
 from capacity.model.prefix import cached_prefill_s
@@ -21,6 +22,7 @@ from capacity.model.scenario import Scenario, decode_model, evaluate
 from capacity.model.traffic import Arrivals, LengthDist, Traffic, TrafficSample
 from capacity.plan.events import QueueResult, Trace, quantiles
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS, QUANTILES, analytic_latency
+from capacity.plan.service import service_from_scenario
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
 from capacity.types import FloatArray, IntArray
 
@@ -351,13 +353,19 @@ def analytic_traffic(s: Scenario, sample: TrafficSample, *, arrival_cv: float = 
 def simulate_prefix(svc: TrafficService, *, rate_per_s: float, prompt_tokens: int,
                     output_tokens: int, prefix_tokens: int, prefix_share: float,
                     n_requests: int = 2000, seed: int = 0, slo_ttft_ms: float = math.inf,
-                    slo_tpot_ms: float = math.inf) -> QueueResult:
+                    slo_tpot_ms: float = math.inf,
+                    engine: str | EngineProfile = DEFAULT_ENGINE) -> QueueResult:
     """`simulate` (Poisson arrivals at `rate_per_s`, one prompt and output length: the same
     seeded arrivals) with a shared prefix: `prefix_share` of requests find the first
     `prefix_tokens` of their prompt cached and prefill the rest (F6 of the rest, `model.prefix`),
     the others prefill the whole prompt; per request, through the per-request event model
     (`simulate_traffic`: whole prompts prefilled in batches). The planner's `simulate_option`
-    uses it when prefix caching is planned. Returns the `simulate` summary."""
+    uses it when prefix caching is planned. Returns the `simulate` summary.
+
+    Its saturation rate is the replica's under `engine` (`ServiceModel.saturation_rate_per_s`
+    of `service_from_scenario` with the same prefix, slots capped at `svc.slots`): the one
+    definition every surface shows (the mixed-step rate for vLLM V1 and llama.cpp, prefill and
+    decode taking turns otherwise), while the run itself schedules whole prompts."""
     if not (math.isfinite(rate_per_s) and rate_per_s > 0):
         raise InputError(f"arrival rate must be > 0 requests/s, got {rate_per_s}")
     if prompt_tokens < 1 or output_tokens < 1:
@@ -371,9 +379,10 @@ def simulate_prefix(svc: TrafficService, *, rate_per_s: float, prompt_tokens: in
                       prefix_tokens=hit, prefix_share=prefix_share if hit else 0.0)
     res = simulate_traffic(svc, traffic.sample(n_requests, seed), slo_ttft_ms=slo_ttft_ms,
                            slo_tpot_ms=slo_tpot_ms)
-    b = svc.slots
-    full_ms = svc.step_ms(b, prompt_tokens + output_tokens / 2.0)
-    sat = 1e3 / (res.mean_prefill_ms + (output_tokens - 1) * full_ms / b)
+    s = svc.scenario.with_(prompt_tokens=min(prompt_tokens, svc.scenario.context_tokens))
+    sat = service_from_scenario(s, output_tokens=output_tokens, max_num_seqs=svc.slots,
+                                engine=engine, prefix_tokens=hit,
+                                prefix_share=prefix_share).saturation_rate_per_s
     return QueueResult(
         requests=res.requests, rate_per_s=rate_per_s, concurrency=None, ttft_ms=res.ttft_ms,
         tpot_ms=res.tpot_ms, queue_ms=res.queue_ms, e2e_ms=res.e2e_ms,
@@ -381,4 +390,4 @@ def simulate_prefix(svc: TrafficService, *, rate_per_s: float, prompt_tokens: in
         throughput_req_s=res.throughput_req_s, output_tok_s=res.output_tok_s,
         goodput_req_s=res.goodput_req_s, slo_met_share=res.slo_met_share,
         mean_running=res.mean_running, saturation_rate_per_s=sat,
-        saturated=rate_per_s >= sat, slots=b)
+        saturated=rate_per_s >= sat, slots=svc.slots)
