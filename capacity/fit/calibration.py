@@ -69,6 +69,7 @@ from capacity.fit.calibration_problem import (
     solve,
     spec_value,
 )
+from capacity.fit.calibration_ridge import RIDGE_CHAPTER_NOTE, fit_ridge, fold_ridge
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
@@ -77,7 +78,7 @@ from capacity.types import FloatArray, Note
 from capacity.units import GB
 
 KNOBS = ("eta_bw", "step_overhead_ms", "eff", "eta_kv", "attn_sat_batch", "seq_overhead_ms",
-         "batch1_factor", "mfu", "prefill_overhead_ms", "attn_mfu")
+         "batch1_factor", "mfu", "prefill_overhead_ms", "attn_mfu", "ridge_sharpness")
 """Every knob a calibration may carry (a saved file lists those it fitted)."""
 BATCH1_ENGINES = ("llama.cpp",)
 """Engines (as `capacity bench` names them in meta.json's `engine_info`) that decode one
@@ -171,6 +172,9 @@ class Calibration:
     seq_overhead_ms: float | None = None
     attn_mfu: float | None = None
     batch1_factor: float | None = None
+    ridge_sharpness: float | None = None
+    """F4c's sharpness, fitted only where the decode points span the ridge
+    (`capacity.fit.calibration_ridge`); None: the max of memory and compute."""
     step_method: str = ""
     """The decode method the knobs were fitted under ('' in files from before there were
     two: the chapter's)."""
@@ -398,6 +402,16 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                                   code="ttft_under_load"))
         spec_x = np.array([spec_value(base, n) for n in problem.names])
         x, sd = solve(problem, basis, measured)
+        spec = problem.model(spec_x, basis)
+        unfitted, refit = basis, None
+        if kind == PointKind.TPOT and method != StepMethod.OPERATOR:
+            notes.append(RIDGE_CHAPTER_NOTE)
+        elif kind == PointKind.TPOT:  # F4c: the sharpness, where the points span the ridge
+            rf = fit_ridge(problem, basis, measured, x, sd, method)
+            basis, x, sd = rf.basis, rf.x, rf.sd
+            knobs["ridge_sharpness"] = rf.sharpness
+            notes.append(rf.note)
+            refit = fold_ridge(problem, method)
         models_here = sorted({i for i, _, _ in tagged})
         if (kind == PointKind.TPOT and len(models_here) == 1
                 and len({round(p.decode_context_tokens) for p in pts}) == 1):
@@ -406,7 +420,6 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                               "second context to separate them (their sum at this context is "
                               "well determined)", code="one_context"))
         fitted = problem.model(x, basis)
-        spec = problem.model(spec_x, basis)
         value = ([p.concurrency for p in pts] if kind == PointKind.TPOT
                  else [round(p.prefill_tokens) for p in pts])
         # a group is one level (one prompt length) of one model: its twins leave together
@@ -414,12 +427,13 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                                                            strict=True))))}
         groups = [rank[(i, v)] for (i, _, _), v in zip(tagged, value, strict=True)]
         unit = "level" if kind == PointKind.TPOT else "prompt length"
-        held, how = held_out_predictions(problem, basis, measured, groups, unit) if held_out \
+        held, how = held_out_predictions(problem, unfitted, measured, groups, unit,
+                                         ridge=refit) if held_out \
             else ([None] * len(pts), "not computed")
         model_out: list[float | None] = [None] * len(pts)
         if held_out and len(models_here) > 1:
             model_out, how_m = held_out_predictions(
-                problem, basis, measured, [i for i, _, _ in tagged], "model")
+                problem, unfitted, measured, [i for i, _, _ in tagged], "model", ridge=refit)
             how = f"{how}; {how_m}"
         methods.append(f"{kind.upper()}: {how}")
         post = posterior(problem.names, problem.model, x, basis, measured)

@@ -56,7 +56,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eta_bw": (0.05, 1.0), "step_overhead_ms": (0.0, 1000.0), "eff": (0.005, 1.0),
     "mfu": (0.005, 1.0), "prefill_overhead_ms": (0.0, 10000.0), "eta_kv": (0.05, 1.0),
     "attn_sat_batch": (0.0, 1024.0), "seq_overhead_ms": (0.0, 100.0), "attn_mfu": (0.005, 1.0),
-    "batch1_factor": (0.2, 2.0)}
+    "batch1_factor": (0.2, 2.0), "ridge_sharpness": (0.0, 8.0)}
 PRIOR_WEIGHT = 0.02
 """Weight of each prior term against one point's relative residual: the nominal measurement
 noise (2 %) over the prior's width, so a fraction's prior is one e-fold wide (log space) and
@@ -99,9 +99,18 @@ def decode_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, Floa
     kv = kv_request_bytes(base.model, L, base.kv_dtype, base.tp, base.block_size).exact_bytes
     sm = decode_model(base, kv, L)
     peak = sm.peak_terms(np.ceil(C / base.replicas))
+    # F4c's sharpness rides along per point (the scenario's; a fit of it replaces the column)
+    peak["ridge_sharpness"] = np.asarray(base.ridge_sharpness, dtype=np.float64)
     shape = np.broadcast_shapes(*(np.shape(v) for v in peak.values()))
     return {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape).copy()
             for k, v in peak.items()}
+
+
+def basis_ridge(basis: dict[str, FloatArray]) -> float:
+    """The ridge sharpness (F4c) a decode basis carries: its points' one value (0: the max;
+    a basis without the column, the max)."""
+    col = basis.get("ridge_sharpness")
+    return 0.0 if col is None or not np.size(col) else float(np.asarray(col).flat[0])
 
 
 def prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, FloatArray]:
@@ -127,15 +136,16 @@ def decode_step_ms(x: FloatArray, basis: dict[str, FloatArray],
              "gemm_peak_ms": b["gemm_peak_ms"], "attention_peak_ms": b["attention_peak_ms"],
              "kv_request_peak_ms": b["kv_request_peak_ms"], "comm_ms": b["comm_ms"],
              "batch": b["batch"]}
+    k = basis_ridge(b)
     if method != StepMethod.OPERATOR:  # the chapter's overlap (F4, or the bound's counting)
         eta, t0, eff = (float(v) for v in x)
         return combine_step(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
-                            overhead_ms=t0).step_ms
+                            overhead_ms=t0, ridge_sharpness=k).step_ms
     eta, eta_kv, eff, sat, t0, seq, *rest = (float(v) for v in x)
     one = rest[0] if rest else 1.0
     return combine_step(method=method, **terms, eta_bw=eta,
                         eta_kv=eta_kv, eff=eff, attn_sat_batch=sat, overhead_ms=t0,
-                        seq_overhead_ms=seq, batch1_factor=one).step_ms
+                        seq_overhead_ms=seq, batch1_factor=one, ridge_sharpness=k).step_ms
 
 
 def operator_step_ms(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
@@ -324,16 +334,24 @@ MAX_LEAVE_ONE_OUT_GROUPS = 8
 HOLDOUT_FOLDS = 5
 
 
+RidgeRefit = Callable[[dict[str, FloatArray], FloatArray, FloatArray, FloatArray],
+                      tuple[FloatArray, float]]
+"""(training basis, measured, knobs and errors fitted at the basis' sharpness) -> (knobs, F4c
+sharpness): `capacity.fit.calibration_ridge`'s scan, run again inside each held-out fold."""
+
+
 def held_out_predictions(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray,
-                         groups: Sequence[float] | None = None, unit: str = "point"
-                         ) -> tuple[list[float | None], str]:
+                         groups: Sequence[float] | None = None, unit: str = "point",
+                         ridge: RidgeRefit | None = None) -> tuple[list[float | None], str]:
     """Predictions for each point from a fit that left out its whole group (a concurrency
     level for the decode step, a prompt length for prefill: `groups[i]` is point i's), so no
     twin of a held-out point (the same level at another prompt length) stays in the fit.
     Up to `MAX_LEAVE_ONE_OUT_GROUPS` groups: each held out in turn; more: `HOLDOUT_FOLDS`
     folds of whole groups (group j of the sorted values in fold j mod 5). `groups` None: each
     point its own group. Fewer than 2 groups: none (a fit of one level predicts no other).
-    The method string says which, e.g. 'leave-one-level-out over 4 levels (8 points)'."""
+    The method string says which, e.g. 'leave-one-level-out over 4 levels (8 points)'.
+    `ridge`: each fold also picks its own ridge sharpness from its training points (F4c), so
+    the held-out point does not choose it."""
     n = measured.size
     keys = list(range(n)) if groups is None else [float(g) for g in groups]
     distinct = sorted(set(keys))
@@ -350,8 +368,12 @@ def held_out_predictions(problem: Problem, basis: dict[str, FloatArray], measure
     for f in range(k):
         test = idx[fold == f]
         train = idx[fold != f]
-        x, _ = solve(problem, _take(basis, train), measured[train])
-        pred = problem.model(x, _take(basis, test))
+        x, sd = solve(problem, _take(basis, train), measured[train])
+        at = _take(basis, test)
+        if ridge is not None:
+            x, sharp = ridge(_take(basis, train), measured[train], x, sd)
+            at = {**at, "ridge_sharpness": np.full_like(at["batch"], sharp)}
+        pred = problem.model(x, at)
         for i, v in zip(test, pred, strict=True):
             out[int(i)] = float(v)
     if groups is None:

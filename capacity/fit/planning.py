@@ -34,6 +34,7 @@ from capacity.fit.uncertainty import TYPICAL_RANGES, calibrated_spread
 from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC_KNOBS, SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
+from capacity.model.step_combine import check_ridge_sharpness
 from capacity.plan.options import Option, PlanInputs
 from capacity.plan.search import plan
 from capacity.types import Note
@@ -56,11 +57,24 @@ def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
 ENGINES_FILE = "engines.toml"
 TYPICAL_KNOBS: tuple[str, ...] = ("eta_bw", "eff", "mfu", "step_overhead_ms",
                                   "prefill_overhead_ms", "draft_overhead_ms",
-                                  "verify_overhead_ms", "mfu_half_tokens")
+                                  "verify_overhead_ms", "mfu_half_tokens", "ridge_sharpness",
+                                  "cuda_graph_max_tokens", "gemm_tile_tokens")
 """The knobs an engine's typical efficiency sets (fractions, then overheads in ms, then F6c's
-m_half in tokens: for all but the fractions the slow edge is `high`)."""
-OPTIONAL_KNOBS: Final = frozenset({"mfu_half_tokens"})
-"""Knobs an engines file may leave out (0: a constant prefill MFU, as before F6c)."""
+m_half, F4c's ridge sharpness and F4d's padding in tokens: for all but the fractions and the
+sharpness the slow edge is `high`; for the sharpness, `ridge_edges`)."""
+OPTIONAL_KNOBS: Final = frozenset({"mfu_half_tokens", "ridge_sharpness",
+                                   "cuda_graph_max_tokens", "gemm_tile_tokens"})
+"""Knobs an engines file may leave out (0: a constant prefill MFU, as before F6c; the max of
+the two roofs, F4c; no GEMM padding, F4d)."""
+
+
+def ridge_edges(*values: float) -> tuple[float, float]:
+    """(slow, fast) ridge sharpness among `values` (F4c): 0 is the max, the fastest; of the
+    others the smallest is the slowest (1: the sum). Example: (0, 2, 4) -> (2, 0)."""
+    smooth = [v for v in values if v > 0]
+    slow = min(smooth) if smooth else 0.0
+    fast = 0.0 if len(smooth) < len(values) else max(smooth)
+    return slow, fast
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +115,10 @@ def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEffi
                     raise ValueError(f"{knob}: needs 0 <= low <= typical <= high")
                 if knob in ("eta_bw", "eff", "mfu") and not (0 < a and b <= 1):
                     raise ValueError(f"{knob}: a fraction in (0, 1]")
+                problems = [check_ridge_sharpness(v) for v in (t, a, b)
+                            if knob == "ridge_sharpness"]
+                if any(problems):
+                    raise ValueError(f"{knob}: {next(p for p in problems if p)}")
                 typ[knob], lo[knob], hi[knob] = t, a, b
             out[key] = TypicalEfficiency(engine=key, name=str(raw["name"]), typical=typ,
                                          low=lo, high=hi, source=str(raw["source"]),
@@ -215,6 +233,8 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
         hi = {k: max(typ.high[k], float(getattr(inp, k))) for k in TYPICAL_KNOBS}
         slow_k = {k: (lo[k] if k in fractions else hi[k]) for k in TYPICAL_KNOBS}
         fast_k = {k: (hi[k] if k in fractions else lo[k]) for k in TYPICAL_KNOBS}
+        slow_k["ridge_sharpness"], fast_k["ridge_sharpness"] = ridge_edges(
+            typ.low["ridge_sharpness"], typ.high["ridge_sharpness"], inp.ridge_sharpness)
         return (replace(inp, **slow_k), replace(inp, **fast_k))  # type: ignore[arg-type]
     if cal is None:
         lo = {k: v[0] for k, v in TYPICAL_RANGES.items()}

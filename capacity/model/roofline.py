@@ -40,6 +40,14 @@ so the spec-sheet basis that uses it is the upper bound on speed of every basis.
 F12 (speculative decoding, `capacity.model.speculative`): a verify pass over k + 1 tokens per
 sequence plus the draft, per emitted token (tau tokens per step).
 
+F4c and F4d (issue 25; both off by default, so the spec sheet and the chapter are unchanged):
+the ridge, `ridge_sharpness`, combines memory and arithmetic as (t_mem^k + t_comp^k)^(1/k)
+where the step takes their max (`step_combine.ridge_ms`); the GEMMs' token rows are padded to
+the engine's captured CUDA graph and rounded up to whole tiles (`cuda_graph_max_tokens`,
+`gemm_tile_tokens`, `capacity.model.padding.gemm_tokens`), which grows the GEMM FLOPs only.
+The combination (`combine_step`, `StepMethod`, the term helpers) lives in
+`capacity.model.step_combine` and is re-exported here.
+
 `StepModel` is the only implementation: `scenario.evaluate` (the Explorer, the event model's
 `ServiceModel`, the simulated endpoint, the charts and the explanations), the planner's
 vectorized search (arrays of configurations) and calibration's fit (`StepModel.peak_terms`,
@@ -64,58 +72,22 @@ from capacity.catalog.loader import Gpu, Model
 from capacity.errors import InputError
 from capacity.model import speculative
 from capacity.model.moe import expert_fraction, weight_read_share
+from capacity.model.padding import gemm_tokens
 from capacity.model.parallel import tp_comm_ms
+from capacity.model.step_combine import DEFAULT_STEP_METHOD as DEFAULT_STEP_METHOD
+from capacity.model.step_combine import StepMethod as StepMethod
+from capacity.model.step_combine import StepParts as StepParts
+from capacity.model.step_combine import bandwidth_term_ms as bandwidth_term_ms
+from capacity.model.step_combine import combine_step as combine_step
+from capacity.model.step_combine import compute_term_ms as compute_term_ms
+from capacity.model.step_combine import counts_as_engines as counts_as_engines
+from capacity.model.step_combine import mixed_step_time_ms as mixed_step_time_ms
+from capacity.model.step_combine import per_token as per_token
+from capacity.model.step_combine import ridge_ms as ridge_ms
+from capacity.model.step_combine import step_method as step_method
+from capacity.model.step_combine import step_time_ms as step_time_ms
 from capacity.types import FloatArray, StrArray
 from capacity.units import GB, TERA
-
-
-def bandwidth_term_ms(bytes_read: npt.ArrayLike, bandwidth_gb_s: npt.ArrayLike,
-                      eta_bw: float = 1.0) -> FloatArray:
-    """Memory term of F4 in ms: bytes / BW at peak, divided by eta_bw.
-
-    Seed: 5.968e9 B / 1008 GB/s = 5.92 ms. The peak term is computed first so that
-    calibration's fit (peak terms divided by the knob) gives bit-identical step times.
-    """
-    peak = np.asarray(bytes_read, dtype=np.float64) / (np.asarray(bandwidth_gb_s) * GB) * 1e3
-    return np.asarray(peak / eta_bw, dtype=np.float64)
-
-
-def compute_term_ms(flops: npt.ArrayLike, tflops: npt.ArrayLike, eff: float = 1.0) -> FloatArray:
-    """Arithmetic term of F4 in ms: FLOPs / F at peak, divided by eff.
-
-    Seed: 2 x 9e9 x 50 FLOP / 165.2e12 FLOP/s = 5.45 ms.
-    """
-    peak = np.asarray(flops, dtype=np.float64) / (np.asarray(tflops) * TERA) * 1e3
-    return np.asarray(peak / eff, dtype=np.float64)
-
-
-def step_time_ms(*, bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
-                 comm_ms: npt.ArrayLike, overhead_ms: float) -> FloatArray:
-    """F4's combination of the terms (ms): t0 + max(bandwidth, compute) + communication.
-
-    Memory traffic and arithmetic overlap (the slower one sets the pace); the all-reduces and
-    the fixed overhead do not. Used by `StepModel`, the event model's `ServiceModel` and the fit.
-    """
-    return np.asarray(overhead_ms + np.maximum(bandwidth_ms, compute_ms)
-                      + np.asarray(comm_ms, dtype=np.float64), dtype=np.float64)
-
-
-def mixed_step_time_ms(*, bandwidth_ms: float, compute_ms: float, comm_ms: float,
-                       overhead_ms: float, serial_ms: float, prefill_ms: float) -> float:
-    """One forward pass over a decode batch and prompt chunks (ms): t0 + max(bandwidth,
-    compute + the chunks' prefill) + communication + serial.
-
-    The decode step's terms (F4: `bandwidth_ms`, `compute_ms`, `comm_ms`, `overhead_ms`,
-    `serial_ms` of `StepParts`, the batch's values; 0 sequences: the weight read alone) and
-    `prefill_ms`, the chunks' F6 time (their GEMM and attention arithmetic at MFU). The
-    weights are read once for the decode tokens and the prompt tokens together, so a chunk
-    adds arithmetic, not another weight read: a small chunk rides in a bandwidth-bound step
-    for little, a large one makes the step compute-bound (vLLM V1 and llama.cpp schedule both
-    in one batch; Agrawal et al., Sarathi-Serve, OSDI 2024, section 3). Without a chunk it is
-    F4's step. Example: bandwidth 10 ms, compute 2 ms, no overheads, a 5 ms chunk -> 10 ms;
-    a 20 ms chunk -> 22 ms.
-    """
-    return (overhead_ms + max(bandwidth_ms, compute_ms + prefill_ms) + comm_ms + serial_ms)
 
 
 def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]:
@@ -125,42 +97,6 @@ def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]
         return 0.0, 0.0
     at = tp_comm_ms(model, gpu, tp, np.array([0.0, 1.0]))
     return float(at[0]), float(at[1] - at[0])
-
-
-class StepMethod(StrEnum):
-    """How the decode step combines its terms (`StepModel.method`, `Scenario.step_method`)."""
-
-    CHAPTER = "chapter"
-    """The chapter's F4: t0 + max(all bytes / BW, GEMM FLOPs / F) + comm (memory and
-    arithmetic of the whole step overlap)."""
-    OPERATOR = "operator"
-    """F4b: weight GEMMs, then attention, each on its own roofline, plus overheads."""
-    BOUND = "bound"
-    """The spec sheet's bound: the least a device must do in a step, all at peak and fully
-    overlapped: max(W_read / BW + b KV / BW, 2 P b / F), counting the weights as engines run
-    them (an untied input embedding table is a lookup, neither read whole nor multiplied).
-    Never slower than the chapter's F4 nor F4b at any knobs <= 1 and overheads >= 0, so the
-    spec-sheet basis (`capacity.model.basis`) is an upper bound on speed."""
-
-
-def counts_as_engines(method: StepMethod | str) -> bool:
-    """Whether a step method counts the weights as engines run them (F4b, F6b: the input
-    embedding a lookup, the prefill's output head at the last position only): the operator
-    method and the spec-sheet bound do; the chapter's F4 and F6 count all of P and W."""
-    return StepMethod(method) != StepMethod.CHAPTER
-
-
-DEFAULT_STEP_METHOD = StepMethod.CHAPTER
-"""The default method: the chapter's (docs/method.md, F4b: how the default was decided)."""
-
-
-def step_method(text: str) -> StepMethod:
-    """The `StepMethod` named `text`, or InputError listing the methods."""
-    try:
-        return StepMethod(text)
-    except ValueError:
-        raise InputError(f"unknown step method '{text}': use "
-                         + " or ".join(m.value for m in StepMethod)) from None
 
 
 def attention_flops_per_token(model: Model, context_tokens: npt.ArrayLike) -> FloatArray:
@@ -181,116 +117,6 @@ def attention_flops_per_token(model: Model, context_tokens: npt.ArrayLike) -> Fl
         out = out + 4.0 * g.count * g.q_heads * g.head_dim * attended
     return np.asarray(out, dtype=np.float64)
 
-
-@dataclass(frozen=True, kw_only=True)
-class StepParts:
-    """The step's parts in ms (arrays broadcast over the batch): what `combine_step` returns.
-
-    `bandwidth_ms` and `compute_ms` are the memory and arithmetic totals of the step (the
-    chapter's two terms; under the operator method each sums both groups); `gemm_ms` and
-    `attention_ms` the two operator groups (the chapter's method: 0); `serial_ms` what the step
-    adds on top of the chapter's overlap, so that always
-    `step_ms = overhead + max(bandwidth_ms, compute_ms) + comm_ms + serial_ms`.
-    """
-
-    bandwidth_ms: FloatArray
-    compute_ms: FloatArray
-    gemm_ms: FloatArray
-    attention_ms: FloatArray
-    serial_ms: FloatArray
-    step_ms: FloatArray
-
-
-def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
-                 kv_peak_ms: npt.ArrayLike, gemm_peak_ms: npt.ArrayLike,
-                 attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
-                 comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float = 1.0,
-                 eta_kv: float | None = None, eff: float = 1.0, attn_sat_batch: float = 0.0,
-                 overhead_ms: float = 0.0, seq_overhead_ms: float = 0.0,
-                 batch1_factor: float = 1.0) -> StepParts:
-    """The decode step from its terms at peak (ms) and the knobs: F4 or F4b (docs/method.md).
-
-    Peak terms: `weight_peak_ms` = W_read / BW, `kv_peak_ms` = b x KV / BW, `gemm_peak_ms` =
-    2 P b / F, `attention_peak_ms` = b x A / F, `kv_request_peak_ms` = KV / BW (one sequence).
-    Chapter: t0 + max((W + bKV) / (BW eta_bw), 2Pb / (F eff)) + comm + t_seq b (attention FLOPs,
-    eta_kv and the floor are not part of it). Operator: t0 + max(W / (BW eta_bw), 2Pb / (F eff))
-    + max(bKV / (BW eta_kv), bA / F, KV b_sat / (BW eta_kv)) + comm + t_seq b; the floor only
-    where b > 0. `eta_kv` None: eta_bw. `batch1_factor` (dimensionless, spec-sheet 1): the step
-    of exactly one sequence, communication aside, is that factor times the formula's. An engine
-    may run one sequence through other kernels: llama.cpp's CPU backend multiplies by one
-    vector with its own matrix-vector code and hands two or more to its GEMM kernels
-    (ggml-cpu/llamafile/sgemm.cpp, `llamafile_sgemm`: "only enable sgemm for prompt
-    processing", n < 2 declined), and measured on this project's realtest the step jumps 11 ms
-    from one sequence to two, then grows 4 ms a sequence. The difference goes into
-    `serial_ms`. `StepModel` and calibration's fit both call this, so a fitted calibration
-    predicts exactly what `evaluate` computes.
-    """
-    b = np.asarray(batch, dtype=np.float64)
-    comm = np.asarray(comm_ms, dtype=np.float64)
-    per_seq = seq_overhead_ms * b
-    w = np.asarray(weight_peak_ms, dtype=np.float64) / eta_bw
-    g = np.asarray(gemm_peak_ms, dtype=np.float64) / eff
-    if StepMethod(method) != StepMethod.OPERATOR:  # chapter and bound: one overlap
-        bw = np.asarray((np.asarray(weight_peak_ms, dtype=np.float64)
-                         + np.asarray(kv_peak_ms, dtype=np.float64)) / eta_bw, dtype=np.float64)
-        zero = np.zeros_like(bw)
-        step = step_time_ms(bandwidth_ms=bw, compute_ms=g, comm_ms=comm,
-                            overhead_ms=overhead_ms) + per_seq
-        one = _batch_one(b, step, comm, batch1_factor)
-        return StepParts(bandwidth_ms=bw, compute_ms=np.asarray(g, dtype=np.float64),
-                         gemm_ms=zero, attention_ms=zero,
-                         serial_ms=np.asarray(per_seq + zero + one, dtype=np.float64),
-                         step_ms=np.asarray(step + one, dtype=np.float64))
-    ekv = eta_bw if eta_kv is None else eta_kv
-    kv = np.asarray(kv_peak_ms, dtype=np.float64) / ekv
-    a = np.asarray(attention_peak_ms, dtype=np.float64)
-    floor = np.where(b > 0, np.asarray(kv_request_peak_ms, dtype=np.float64)
-                     * attn_sat_batch / ekv, 0.0)
-    gemm = np.maximum(w, g)
-    attn = np.maximum(np.maximum(kv, a), floor)
-    bw = w + kv
-    cp = g + a
-    step = overhead_ms + gemm + attn + comm + per_seq
-    one = _batch_one(b, step, comm, batch1_factor)
-    step = step + one
-    serial = gemm + attn + per_seq + one - np.maximum(bw, cp)
-    shape = np.broadcast_shapes(np.shape(step), np.shape(bw))
-    return StepParts(bandwidth_ms=np.asarray(bw, dtype=np.float64),
-                     compute_ms=np.asarray(cp, dtype=np.float64),
-                     gemm_ms=np.asarray(np.broadcast_to(gemm, shape), dtype=np.float64),
-                     attention_ms=np.asarray(np.broadcast_to(attn, shape), dtype=np.float64),
-                     serial_ms=np.asarray(serial, dtype=np.float64),
-                     step_ms=np.asarray(step, dtype=np.float64))
-
-
-def per_token(p: StepParts, *, draft_ms: npt.ArrayLike, accepted_tokens: npt.ArrayLike,
-              overhead_ms: float, comm_ms: npt.ArrayLike) -> StepParts:
-    """A speculative step's parts per emitted token (F12): the target's verify pass `p` plus
-    the draft's `draft_ms`, over tau (`accepted_tokens`), so `step_ms` is the TPOT.
-
-    The memory and arithmetic totals (and the operator groups) are divided by tau; the fixed
-    overhead and the all-reduces stay as the callers add them, so `serial_ms` takes the rest
-    and `step_ms = overhead + max(bandwidth_ms, compute_ms) + comm_ms + serial_ms` still holds
-    (serial may turn negative where tau > 1). Example: verify 12 ms, draft 3 ms, tau 2.5 ->
-    6 ms per token."""
-    tau = np.asarray(accepted_tokens, dtype=np.float64)
-    step = (p.step_ms + np.asarray(draft_ms, dtype=np.float64)) / tau
-    bw, cp = p.bandwidth_ms / tau, p.compute_ms / tau
-    serial = step - overhead_ms - np.maximum(bw, cp) - np.asarray(comm_ms, dtype=np.float64)
-    return StepParts(bandwidth_ms=np.asarray(bw, dtype=np.float64),
-                     compute_ms=np.asarray(cp, dtype=np.float64),
-                     gemm_ms=np.asarray(p.gemm_ms / tau, dtype=np.float64),
-                     attention_ms=np.asarray(p.attention_ms / tau, dtype=np.float64),
-                     serial_ms=np.asarray(serial, dtype=np.float64),
-                     step_ms=np.asarray(step, dtype=np.float64))
-
-
-def _batch_one(b: FloatArray, step: FloatArray, comm: FloatArray, factor: float) -> FloatArray:
-    """What `batch1_factor` adds to the step (ms): (factor - 1) x (step - comm) where exactly
-    one sequence decodes, 0 elsewhere (and everywhere at factor 1)."""
-    if factor == 1.0:
-        return np.zeros(np.broadcast_shapes(np.shape(b), np.shape(step)))
-    return np.asarray(np.where(b == 1.0, (factor - 1.0) * (step - comm), 0.0), dtype=np.float64)
 
 
 class Bound(StrEnum):
@@ -405,6 +231,14 @@ class StepModel:
     """F12's engine knobs (0 on the spec sheet): ms per draft pass, and `verify_overhead_ms`,
     ms per verified token."""
     verify_overhead_ms: float = 0.0
+    ridge_sharpness: float = 0.0
+    """F4c's sharpness k (`ridge_ms`): memory and arithmetic combined as
+    (t_mem^k + t_comp^k)^(1/k) where they overlap; 0: their max (the spec sheet)."""
+    cuda_graph_max_tokens: float = 0.0
+    """F4d: the largest captured CUDA graph, tokens (vLLM: 512); a step's GEMM rows are padded
+    to the captured size (`padding.cuda_graph_tokens`). 0: no graphs, no padding."""
+    gemm_tile_tokens: float = 0.0
+    """F4d: the GEMM tile's rows, tokens; the GEMM rows round up to whole tiles. 0 or 1: none."""
 
     @classmethod
     def for_model(cls, model: Model, *, weights_bytes: FloatArray | float,
@@ -415,7 +249,9 @@ class StepModel:
                   method: str = DEFAULT_STEP_METHOD.value,
                   context_tokens: FloatArray | float | None = None, eta_kv: float | None = None,
                   attn_sat_batch: float = 0.0, seq_overhead_ms: float = 0.0,
-                  batch1_factor: float = 1.0) -> StepModel:
+                  batch1_factor: float = 1.0, ridge_sharpness: float = 0.0,
+                  cuda_graph_max_tokens: float = 0.0,
+                  gemm_tile_tokens: float = 0.0) -> StepModel:
         """The step of `model`: active parameters and MoE routing taken from the catalog; the
         attention FLOPs per sequence from its layers at `context_tokens` (none when None).
 
@@ -436,7 +272,8 @@ class StepModel:
                    experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1,
                    method=StepMethod(method).value, attention_flops_request=attn,
                    eta_kv=eta_kv, attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms,
-                   batch1_factor=batch1_factor)
+                   batch1_factor=batch1_factor, ridge_sharpness=ridge_sharpness,
+                   cuda_graph_max_tokens=cuda_graph_max_tokens, gemm_tile_tokens=gemm_tile_tokens)
 
     def select(self, idx: npt.NDArray[np.int64]) -> StepModel:
         """The configurations at `idx` (array fields indexed, scalars kept)."""
@@ -478,10 +315,25 @@ class StepModel:
         """b x KV_request in bytes per GPU: every sequence's KV cache is read once a step."""
         return np.asarray(batch * self.kv_request_bytes, dtype=np.float64)
 
+    @property
+    def padded(self) -> bool:
+        """Whether the GEMM rows are padded (F4d: CUDA graphs or a tile of more than 1 row)."""
+        return self.cuda_graph_max_tokens > 0 or self.gemm_tile_tokens > 1
+
+    def gemm_rows(self, batch: npt.ArrayLike) -> FloatArray:
+        """Token rows the weight GEMMs compute for `batch` sequences (F4d): b x (k + 1),
+        padded to the CUDA graph and the tile (`padding.gemm_tokens`; unpadded by default)."""
+        m = np.asarray(batch, dtype=np.float64) * np.asarray(self.verify_tokens, dtype=np.float64)
+        return gemm_tokens(m, cuda_graph_max_tokens=self.cuda_graph_max_tokens,
+                           gemm_tile_tokens=self.gemm_tile_tokens)
+
     def flops(self, batch: FloatArray) -> FloatArray:
         """2 x P_active x b, the weight GEMMs' FLOPs of one decode step of the replica (FLOP;
         P_active less an untied embedding table under the operator method); x (k + 1) in a
-        speculative verify pass (F12)."""
+        speculative verify pass (F12); with F4d's padding 2 x P_active x `gemm_rows(b)`."""
+        if self.padded:
+            return np.asarray(2.0 * self.params_active_b * 1e9 * self.gemm_rows(batch),
+                              dtype=np.float64)
         return np.asarray(2.0 * self.params_active_b * 1e9 * batch * self.verify_tokens,
                           dtype=np.float64)
 
@@ -527,7 +379,7 @@ class StepModel:
             method=self.method, **peak, eta_bw=self.eta_bw,
             eta_kv=self.eta_kv, eff=self.eff, attn_sat_batch=self.attn_sat_batch,
             overhead_ms=self.overhead_ms, seq_overhead_ms=self.seq_overhead_ms,
-            batch1_factor=self.batch1_factor)
+            batch1_factor=self.batch1_factor, ridge_sharpness=self.ridge_sharpness)
         if not self.speculative:
             return p
         return per_token(p, draft_ms=self.draft_ms(b), accepted_tokens=self.accepted_tokens,
@@ -560,10 +412,11 @@ class StepModel:
         b = np.asarray(batch, dtype=np.float64)
         # bandwidth_term_ms and compute_term_ms at peak, then combine_step's one overlap
         kv_peak_ms = np.asarray(b * self.kv_request_bytes, dtype=np.float64) / bandwidth_bytes_s * 1e3
-        gemm_peak_ms = np.asarray(flop_per_seq * b, dtype=np.float64) / flop_s * 1e3
+        rows = self.gemm_rows(b) if self.padded else b  # F4d
+        gemm_peak_ms = np.asarray(flop_per_seq * rows, dtype=np.float64) / flop_s * 1e3
         comm = np.asarray(self.comm_fixed_ms + self.comm_per_seq_ms * b, dtype=np.float64)
         bw = (weight_peak_ms + kv_peak_ms) / self.eta_bw
-        step = self.overhead_ms + np.maximum(bw, gemm_peak_ms / self.eff) + comm
+        step = self.overhead_ms + ridge_ms(bw, gemm_peak_ms / self.eff, self.ridge_sharpness) + comm
         return np.asarray(step + self.seq_overhead_ms * b, dtype=np.float64)
 
     @cached_property
@@ -616,7 +469,7 @@ class StepModel:
         Unit: sequences.
         """
         if (self.expert_fraction <= 0 and self.method != StepMethod.OPERATOR
-                and not self.speculative):
+                and not self.speculative and not self.padded):
             # one overlap (the chapter's, or the bound's with the weights it reads): closed form
             bw = float(np.asarray(self.bandwidth_gb_s)) * GB * self.eta_bw
             per_seq_compute = float(self.flops(np.asarray(1.0))) / (

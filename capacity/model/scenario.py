@@ -47,6 +47,7 @@ from capacity.model.memory import (
     memory_verdict,
     vram_budget,
 )
+from capacity.model.padding import check_padding
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import (
     PrefillFlops,
@@ -65,6 +66,7 @@ from capacity.model.roofline import (
 )
 from capacity.model.roofline import step_method as step_method_of
 from capacity.model.speculative import Draft, draft_step_fields, draft_weights_per_gpu_gb, kv_factor
+from capacity.model.step_combine import check_ridge_sharpness
 from capacity.types import FloatArray, IntArray, Note, StrArray
 from capacity.units import GB, bytes_per_element, normalize_dtype
 
@@ -136,6 +138,15 @@ class Scenario:
     verify_overhead_ms: float = 0.0
     """F12's engine knob: time per token of a verify pass, ms (rejection sampling, KV
     bookkeeping; 0 on the spec sheet)."""
+    ridge_sharpness: float = 0.0
+    """F4c's sharpness k: memory and arithmetic combined as (t_mem^k + t_comp^k)^(1/k) where
+    the step overlaps them (`roofline.ridge_ms`); 0: their max (the spec sheet, the chapter)."""
+    cuda_graph_max_tokens: float = 0.0
+    """F4d: the engine's largest captured CUDA graph, tokens (vLLM V1: 512); the decode GEMMs'
+    rows are padded to the captured size (`capacity.model.padding`). 0: no padding."""
+    gemm_tile_tokens: float = 0.0
+    """F4d: the GEMM tile's rows, tokens; the decode GEMMs' rows round up to whole tiles.
+    0 or 1: none."""
 
     @property
     def model(self) -> Model:
@@ -227,6 +238,9 @@ def make_scenario(
     draft: Draft | None = None,
     draft_overhead_ms: float = 0.0,
     verify_overhead_ms: float = 0.0,
+    ridge_sharpness: float = 0.0,
+    cuda_graph_max_tokens: float = 0.0,
+    gemm_tile_tokens: float = 0.0,
 ) -> Scenario:
     """Resolve catalog keys and validate every input into a Scenario.
 
@@ -276,6 +290,10 @@ def make_scenario(
                         ("MFU half-efficiency tokens", mfu_half_tokens)):
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"{name} must be >= 0, got {value}")
+    for problem in (check_ridge_sharpness(ridge_sharpness),
+                    check_padding(cuda_graph_max_tokens, gemm_tile_tokens)):
+        if problem:
+            raise InputError(problem)
     if block_size < 1:
         raise InputError(f"block size must be >= 1 token, got {block_size}")
     warnings: list[str] = []
@@ -310,7 +328,9 @@ def make_scenario(
         warnings=tuple(warnings), step_method=method, eta_kv=eta_kv,
         attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
         batch1_factor=batch1_factor, draft=draft, draft_overhead_ms=draft_overhead_ms,
-        verify_overhead_ms=verify_overhead_ms,
+        verify_overhead_ms=verify_overhead_ms, ridge_sharpness=float(ridge_sharpness),
+        cuda_graph_max_tokens=float(cuda_graph_max_tokens),
+        gemm_tile_tokens=float(gemm_tile_tokens),
     )
 
 
@@ -370,7 +390,8 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
         overhead_ms=s.step_overhead_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq,
         method=s.step_method, context_tokens=np.asarray(ctx, dtype=np.float64),
         eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms,
-        batch1_factor=s.batch1_factor)
+        batch1_factor=s.batch1_factor, ridge_sharpness=s.ridge_sharpness,
+        cuda_graph_max_tokens=s.cuda_graph_max_tokens, gemm_tile_tokens=s.gemm_tile_tokens)
     d = s.draft
     if d is None:
         return step

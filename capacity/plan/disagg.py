@@ -377,7 +377,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
         comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
-        batch1_factor=inp.batch1_factor)
+        batch1_factor=inp.batch1_factor, ridge_sharpness=inp.ridge_sharpness,
+        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens)
     top = max(max(u.slots for u in units), 1)
     grid = np.asarray(step.step_ms(np.arange(top + 1, dtype=np.float64)[None, :]),
                       dtype=np.float64)

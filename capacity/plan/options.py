@@ -149,6 +149,12 @@ class PlanInputs:
     """F12's engine knob: ms per draft pass (speculative decoding; 0 on the spec sheet)."""
     verify_overhead_ms: float = 0.0
     """F12's engine knob: ms per verified token (speculative decoding; 0 on the spec sheet)."""
+    ridge_sharpness: float = 0.0
+    """F4c's ridge sharpness (`Scenario.ridge_sharpness`; 0: the max of the two roofs)."""
+    cuda_graph_max_tokens: float = 0.0
+    """F4d: largest captured CUDA graph, tokens (`Scenario.cuda_graph_max_tokens`; 0: none)."""
+    gemm_tile_tokens: float = 0.0
+    """F4d: GEMM tile rows, tokens (`Scenario.gemm_tile_tokens`; 0 or 1: none)."""
     growth_per_month: float = 0.0
     """Traffic growth per month (0.1 = +10 % a month, compounding); see `runs_out_month`."""
     spare: bool = False
@@ -249,11 +255,12 @@ class PlanInputs:
         catalog model key): every kind with published acceptance for it, depths 1 to its
         deepest published depth (an unpublished depth carries the nearest one's per-token
         rate over, as `make_draft` does); InputError when 'auto' finds none."""
-        from capacity.catalog.drafts import depths_for
-
         out: list[str] = []
         for key in self.drafts:
             if key.strip().lower() == AUTO_DRAFT:
+                # the published data (csv, statistics, TOML) loads for 'auto' alone
+                from capacity.catalog.drafts import depths_for
+
                 found = [f"{kind}:{d}" for kind in DRAFT_KINDS
                          for d in range(1, max(depths_for(model_key, kind), default=0) + 1)]
                 if not found:

@@ -28,6 +28,12 @@ class Knobs(Protocol):
     def step_overhead_ms(self) -> float: ...
     @property
     def prefill_overhead_ms(self) -> float: ...
+    @property
+    def ridge_sharpness(self) -> float: ...
+    @property
+    def cuda_graph_max_tokens(self) -> float: ...
+    @property
+    def gemm_tile_tokens(self) -> float: ...
 
 
 def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
@@ -60,6 +66,20 @@ def knobs_text(knobs: Knobs, lang: str) -> str:
     """A basis' knobs in words: 'decode compute eff 1.00, prefill MFU 0.30, ...' (of a
     `PlanInputs` or a `Scenario`)."""
     half = float(knobs.mfu_half_tokens)
-    return t("basis_knobs_curve" if half > 0 else "basis_knobs", lang, eff=knobs.eff,
+    text = t("basis_knobs_curve" if half > 0 else "basis_knobs", lang, eff=knobs.eff,
              mfu=knobs.mfu, half=half, eta=knobs.eta_bw, t0=knobs.step_overhead_ms,
              p0=knobs.prefill_overhead_ms)
+    return text + step_shape_text(knobs, lang)
+
+
+def step_shape_text(knobs: Knobs, lang: str) -> str:
+    """The decode step's shape knobs that are set, in words (F4c's ridge sharpness, F4d's CUDA
+    graphs and GEMM tile): ', ridge sharpness 2 (...)'; '' at their defaults."""
+    out = ""
+    if knobs.ridge_sharpness > 0:
+        out += t("basis_knobs_ridge", lang, k=knobs.ridge_sharpness)
+    if knobs.cuda_graph_max_tokens > 0:
+        out += t("basis_knobs_graph", lang, tokens=knobs.cuda_graph_max_tokens)
+    if knobs.gemm_tile_tokens > 1:
+        out += t("basis_knobs_tile", lang, tile=knobs.gemm_tile_tokens)
+    return out
