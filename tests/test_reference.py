@@ -58,7 +58,7 @@ def test_itl_counts_as_tpot_and_tp_is_kept() -> None:
     pytest.param({"gpu": "h100-sxm", "model": "qwen3-8b", "engine": "sglang"}, 2, id="engine"),
     pytest.param({"model": "Qwen3-8B-FP8"}, 1, id="catalog-key"),
     pytest.param({"gpu": "mi300x"}, 1, id="mi300x"),
-    pytest.param({"gpu": "b200"}, 0, id="none"),
+    pytest.param({"gpu": "l40s"}, 0, id="none"),
 ])
 def test_select(kwargs: dict[str, str], n: int) -> None:
     assert len(select(load_reference(), **kwargs)) == n
@@ -107,3 +107,47 @@ def test_engine_settings_stay_with_the_sweep() -> None:
     # the A100 Qwen3-14B-AWQ run states --enforce-eager (no CUDA graphs); it is the only one
     assert [s.model_key for s in eager] == ["qwen3-14b-awq"]
     assert eager[0].engine == "vLLM 0.9.1" and "(--enforce-eager)" in eager[0].engine_text
+
+
+_ADDED_HEADER = ("source,date,gpu,model,params_b,weight_format,engine,prompt_tokens,output_tokens,"
+                 "concurrency,metric,stat,value,unit,notes,added\n")
+
+
+def test_a_row_without_added_is_original_and_with_it_added(tmp_path: Path) -> None:
+    # issue 25: rows added after the typical knobs were derived are marked, and held out
+    f = tmp_path / "published.csv"
+    f.write_text(_ADDED_HEADER
+                 + "x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,6,ms,,\n"
+                 + "y,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,7,ms,,2026-12-02\n"
+                 + "y,2025-01,G,M,1,BF16,E,10,10,8,itl_ms,mean,9,ms,,2026-12-02\n")
+    old, new = sorted(load_reference(f), key=lambda s: s.source)
+    assert (old.source, old.added, old.is_added) == ("x", "", False)
+    assert (new.source, new.added, new.is_added) == ("y", "2026-12-02", True)
+    assert [p.concurrency for p in new.points] == [4, 8]
+    # a file without the column at all: every row original
+    g = tmp_path / "old.csv"
+    g.write_text(_ADDED_HEADER.replace(",added", "")
+                 + "x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,6,ms,\n")
+    (s,) = load_reference(g)
+    assert not s.is_added and s.added == ""
+
+
+def test_added_must_be_a_day_and_the_same_for_a_whole_sweep(tmp_path: Path) -> None:
+    f = tmp_path / "published.csv"
+    f.write_text(_ADDED_HEADER + "x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,6,ms,,2026-12\n")
+    with pytest.raises(CatalogError, match="line 2: added = '2026-12' must be YYYY-MM-DD"):
+        load_reference(f)
+    f.write_text(_ADDED_HEADER + "x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,6,ms,,\n"
+                 + "x,2025-01,G,M,1,BF16,E,10,10,8,itl_ms,mean,9,ms,,2026-12-02\n")
+    with pytest.raises(CatalogError, match="line 3: added = '2026-12-02', but this sweep"):
+        load_reference(f)
+
+
+def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
+    text = (DATA_DIR / "reference" / "published.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(text.splitlines()))
+    added = [r for r in rows if (r.get("added") or "").strip()]
+    assert added and all(r["added"] == "2026-12-02" for r in added)
+    sweeps = [s for s in load_reference() if s.is_added]
+    assert sum(len(s.stated) for s in sweeps) == len(added)
+    assert all(s.gpu_key and s.model_key for s in sweeps)

@@ -97,4 +97,5 @@ def test_typical_section_on_the_shipped_rows() -> None:
     mfu = dict(nim.knobs)["mfu"]
     assert 0.53 < mfu < 0.58 and mfu != pytest.approx(0.634, abs=1e-3)
     md = vt.markdown(card)
-    assert "Typical basis, nobody measured" in md and "| ttft | 18 |" in md
+    assert "Typical basis, nobody measured" in md
+    assert card.error("ttft", True, False).n == 18  # the original rows; added ones apart

@@ -14,6 +14,10 @@ a TPOT when nothing else does (`tpot_from_e2e`). Each sweep also keeps its rows 
 no TPOT it is derived from throughput and TTFT
 (`tpot_from_throughput`) and the point's source says so. `data/reference/keys.toml` maps the
 names in the CSV to catalog keys; unmapped names stay as they are (overlay only).
+
+An optional `added` column (YYYY-MM-DD) marks rows added after the typical knobs
+(data/engines.toml) were derived: such a sweep is held out (`ReferenceSweep.added`), and the
+scorecard reports it apart (issue 25). Blank or absent: a row the knobs may rest on.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ METRICS = {"ttft_ms": "ms", "itl_ms": "ms", "tpot_ms": "ms", "agg_output_tps": "
            "e2e_ms": "ms"}
 STATS = ("mean", "median")
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
+_ADDED = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +80,14 @@ class ReferenceSweep:
     engine_text: str = ""
     """The engine column as the CSV spells it, settings included ('vLLM 0.9.1
     (--enforce-eager)'); `engine` drops the parenthesis."""
+    added: str = ""
+    """The day the sweep's rows were added (the CSV's optional `added` column), '' for the rows
+    the typical knobs were derived on; an added sweep is held out of them (`is_added`)."""
+
+    @property
+    def is_added(self) -> bool:
+        """True for a sweep added after the typical knobs were derived (held out of them)."""
+        return bool(self.added)
 
     @property
     def cuda_graphs(self) -> bool:
@@ -165,13 +178,20 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
         if stat not in STATS:
             raise CatalogError(f"{path}: line {line}: stat = {stat!r} must be one of "
                                f"{', '.join(STATS)}")
+        added = (row.get("added") or "").strip()
+        if added and not _ADDED.match(added):
+            raise CatalogError(f"{path}: line {line}: added = {added!r} must be YYYY-MM-DD "
+                               "(the day the row was added) or blank")
         engine = _engine(row["engine"])
         sweep_key = (row["source"], row["gpu"], row["model"], row["weight_format"], engine,
                      row["prompt_tokens"], row["output_tokens"])
         g = groups.setdefault("\x1f".join(sweep_key), {"key": sweep_key, "levels": {},
                                                         "date": row["date"].strip(),
                                                         "engine_text": row["engine"].strip(),
-                                                        "stated": []})
+                                                        "stated": [], "added": added})
+        if g["added"] != added:
+            raise CatalogError(f"{path}: line {line}: added = {added!r}, but this sweep's "
+                               f"other rows say {g['added']!r} (a sweep is added whole)")
         conc = _float(path, line, "concurrency", row["concurrency"])
         value = _float(path, line, "value", row["value"])
         level = g["levels"].setdefault(conc, {})
@@ -216,7 +236,7 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
             engine=engine, gpu_key=str(gm["key"]) if gm else None, model_key=mkey,
             gpus=int(gm["gpus"]) if gm else 1, tp=int(gm["tp"]) if gm else 1,
             prompt_tokens=prompt, output_tokens=out, points=tuple(points), date=g["date"],
-            engine_text=g["engine_text"],
+            engine_text=g["engine_text"], added=g["added"],
             stated=tuple(sorted(g["stated"], key=lambda v: (v.concurrency, v.metric, v.stat)))))
     return tuple(sweeps)
 

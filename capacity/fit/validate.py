@@ -12,13 +12,13 @@ C exceeds the spec-sheet C_vram or its throughput is within 5% of a lower level'
 (`saturated_levels`).
 
 Leave-one-group-out (a group = GPU + engine + model): each group is fitted on its own
-(`calibration.fit`), then predicted with the median knobs of other groups only: the same GPU
-and engine (another model), else the same GPU, else the same engine, else all
-(`Check.calibrated_from`); prefill knobs only from unqueued TTFTs (`unqueued_prefill`).
-`configure` maps every scenario before it is predicted or fitted (a step method is one
-parameter, `step_methods`). Within a group (`WithinLevel`): each decode level held out of the
-group's own fit (whole levels), and the levels above half the largest predicted from those
-below (`_extrapolated`). Rows in the band shown without calibration: `band_coverage`.
+(`calibration.fit`), then predicted with the median knobs of other groups only: the same GPU and
+engine (another model), else the same GPU, else the same engine, else all (`Check.calibrated_from`);
+prefill knobs only from unqueued TTFTs (`unqueued_prefill`); added rows (`ReferenceSweep.added`)
+are never donors. `configure` maps every scenario before it is predicted or fitted (a step
+method is one parameter, `step_methods`). Within a group (`WithinLevel`): each decode level held
+out of the group's own fit (whole levels), and the levels above half the largest predicted from
+those below (`_extrapolated`). Rows in the band shown without calibration: `band_coverage`.
 The report (Markdown, JSON) is `capacity.fit.validate_report`.
 Source: docs/accuracy.md, docs/calibration.md, F3, F4, F6, F11 (docs/method.md).
 """
@@ -164,6 +164,8 @@ class Check:
     """A decode-step row: the band a prediction without measurements shows (`uncertainty.band`
     without a calibration: the chapter's knobs to the typical ranges' slow edge), low and
     high, ms; None for other metrics."""
+    added: str = ""
+    """The day the row was added (`ReferenceSweep.added`; ''): held out of other groups' fits."""
 
     @property
     def in_band(self) -> bool | None:
@@ -620,10 +622,12 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
         by_key.setdefault(k, []).append(s)
     groups = [_Group(key=k, gpu=v[0].gpu_key or "", engine=v[0].engine, sweeps=tuple(v))
               for k, v in sorted(by_key.items())]
-    fitted = {g.key: c for g in groups if (c := _fit_group(g, configure, cat)) is not None}
+    donors = [dataclasses.replace(g, sweeps=old) for g in groups  # added rows are held out
+              if (old := tuple(s for s in g.sweeps if not s.is_added))]
+    fitted = {g.key: c for g in donors if (c := _fit_group(g, configure, cat)) is not None}
     methods = step_methods()
-    within = [w for g in groups
-              for w in _within_group(g, configure, cat, methods, fitted.get(g.key))]
+    within = [w for g in groups for w in _within_group(g, configure, cat, methods, fitted.get(
+        g.key) if all(not s.is_added for s in g.sweeps) else None)]
     extrapolated = [w for g in groups
                     for w in _extrapolated(g, configure, cat, methods, within)]
     checks: list[Check] = []
@@ -651,12 +655,9 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
     violations = tuple(Violation(check=c, reason=_reason(c, exceptions))
                        for c in checks if not c.upper_bound)
     speed = [c for c in checks if c.metric != Metric.TTFT]
-    logo = []
-    for m in Metric:
-        for where, flag in (("below", False), ("at saturation", True)):
-            logo.append((m.value, where, Spread.of(
-                abs(e) for c in checks if c.metric == m and c.saturated == flag
-                if (e := c.calibrated_error) is not None)))
+    logo = [(m.value, w, Spread.of(abs(e) for c in checks if c.metric == m and c.saturated == f
+                                   if (e := c.calibrated_error) is not None))
+            for m in Metric for w, f in (("below", False), ("at saturation", True))]
     return Scorecard(
         checks=tuple(checks),
         upper_bound_rate=(sum(c.upper_bound for c in checks) / len(checks)) if checks
@@ -696,4 +697,4 @@ def _check(g: _Group, s: ReferenceSweep, v: StatedValue, i: int, spec: Predictio
                  output_tokens=s.output_tokens, metric=metric,
                  stat=v.stat, measured=v.value, spec=pick(spec, metric, i), saturated=saturated,
                  calibrated=None if cal is None else pick(cal, metric, i, v.stat),
-                 calibrated_from=cal_from)
+                 calibrated_from=cal_from, added=s.added)

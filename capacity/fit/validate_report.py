@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.errors import InputError
+from capacity.fit import validate_added
 from capacity.fit.validate import (
     MIN_WITHIN_LEVELS,
     Check,
@@ -53,9 +54,12 @@ def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAN
     day = today or dt.date.today().isoformat()
     method = f", step method {card.step_method}" if card.step_method else ""
     n_ok = sum(c.upper_bound for c in card.checks)
+    n_added = sum(bool(c.added) for c in card.checks)
     lines = [f"Generated {day} by `{command}`{method}.", "",
              f"{len(card.checks)} measured rows in {len(card.groups)} groups "
-             "(GPU + engine + model) from data/reference/published.csv.", "",
+             "(GPU + engine + model) from data/reference/published.csv"
+             + (f", {n_added} of them added later and held out (marked below)." if n_added
+                else "."), "",
              "### Spec-sheet upper bound", "",
              f"The spec-sheet prediction is not slower than measured on {n_ok} of "
              f"{len(card.checks)} rows: **{_p(card.upper_bound_rate)}** (target 100%).", ""]
@@ -75,18 +79,19 @@ def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAN
               "| metric | levels | rows | median | worst |", "|---|---|---:|---:|---:|"]
     lines += [f"| {m} | {w} | {s.n} | {_p(s.median)} | {_p(s.high)} |"
               for m, w, s in card.logo_error]
+    lines += validate_added.markdown(card)
     lines += _band_markdown(card)
     lines += _within_markdown(card)
     lines += ["", "### Every row", "",
               "| group | in / out | C | metric | stat | measured | spec-sheet | optimism | "
-              "calibrated (held out) | error | saturated |",
-              "|---|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
+              "calibrated (held out) | error | saturated | added |",
+              "|---|---|---:|---|---|---:|---:|---:|---:|---:|---|---|"]
     for c in card.checks:
         lines.append(
             f"| {c.group} | {c.prompt_tokens:g} / {c.output_tokens:g} | {c.concurrency:g} | "
             f"{c.metric} | {c.stat} | {_n(c.measured)} | {_n(c.spec)} | {_x(c.optimism)} | "
             f"{_n(c.calibrated)} | {_p(c.calibrated_error)} | "
-            f"{'yes' if c.saturated else 'no'} |")
+            f"{'yes' if c.saturated else 'no'} | {c.added or '-'} |")
     lines += ["", "Calibrated knobs for each group came from: " + "; ".join(
         sorted({f"{c.group}: {c.calibrated_from or 'none'}" for c in card.checks})) + ".", ""]
     if card.skipped:
@@ -184,6 +189,7 @@ def to_json(card: Scorecard) -> str:
                          for m in card.within_methods},
                "levels": [{**dataclasses.asdict(w), "held_out_ms": dict(zip(
                    card.within_methods, w.held_out_ms, strict=True))} for w in card.within]},
+           "added_rows": validate_added.to_dict(card),
            "groups": list(card.groups), "step_method": card.step_method,
            "skipped": list(card.skipped), "checks": [check(c) for c in card.checks]}
     return json.dumps(jsonable(doc), indent=2, allow_nan=False)

@@ -23,6 +23,8 @@ Held out (every knob derived from published.csv, the scored row's group left out
   source group is scored with the file's value x (the rule without it / the rule with all),
   the others with the file's value (`held_out_eta_bw`).
 
+Rows added to published.csv later (`ReferenceSweep.added`) are held out of both rules and
+scored apart (`TypicalScorecard.error(..., added=True)`).
 Errors are |predicted / measured - 1| below saturation (`validate.saturated_levels`).
 Source: docs/method.md ("Bases", F6c), data/engines.toml.
 """
@@ -73,6 +75,8 @@ class TypicalRow:
     spec_ms: float = math.nan
     """A step row's F4 decode step on the after knobs and on the spec sheet (ms; NaN for
     other metrics)."""
+    added: str = ""
+    """The day the row was added to published.csv ('' for the rows the knobs were derived on)."""
 
     @property
     def before_error(self) -> float:
@@ -87,10 +91,12 @@ class TypicalRow:
 class TypicalScorecard:
     rows: tuple[TypicalRow, ...]
 
-    def error(self, metric: str, after: bool) -> v.Spread:
-        """|error| below saturation of one metric, before or after."""
+    def error(self, metric: str, after: bool, added: bool | None = None) -> v.Spread:
+        """|error| below saturation of one metric, before or after; over the added rows only
+        (`added=True`), the original ones (False) or all (None)."""
         return v.Spread.of(abs(r.after_error if after else r.before_error) for r in self.rows
-                           if r.metric == metric and not r.saturated)
+                           if r.metric == metric and not r.saturated
+                           and (added is None or bool(r.added) == added))
 
 
 def group_plateau(spec_ttft_ms: float, measured_ms: float, prompt_tokens: float,
@@ -210,8 +216,9 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     cat = catalog or default_catalog()
     groups = groups_of(sweeps)
     typ = typical_efficiency(ENGINE)
-    evidence = plateau_evidence(groups, typ.typical["mfu_half_tokens"], cat)
-    eta_points = {k: eta_bw_points(groups[k], cat) for k in ETA_BW_SOURCES if k in groups}
+    old = {k: kept for k, g in groups.items() if (kept := [s for s in g if not s.is_added])}
+    evidence = plateau_evidence(old, typ.typical["mfu_half_tokens"], cat)  # added: held out
+    eta_points = {k: eta_bw_points(old[k], cat) for k in ETA_BW_SOURCES if k in old}
     rows: list[TypicalRow] = []
     for key, g in sorted(groups.items()):
         before_k = held_out_knobs([e for k, e in evidence.items() if k != key], typ.typical)
@@ -238,7 +245,7 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
                     before=v.pick(before, metric, i, x.stat),
                     after=(_step(after, i, x.stat, True) if step
                            else v.pick(after, metric, i, x.stat)),
-                    saturated=sat[i], engine=s.engine_text or s.engine,
+                    saturated=sat[i], engine=s.engine_text or s.engine, added=s.added,
                     step_ms=after.step_ms[i] if step else math.nan,
                     spec_ms=spec.step_ms[i] if step else math.nan,
                     knobs=tuple(sorted((k, float(after_k[k]))
@@ -273,13 +280,23 @@ def markdown(card: TypicalScorecard) -> str:
         b, a = card.error(m, False), card.error(m, True)
         lines.append(f"| {m} | {a.n} | {_p(b.median)} | {_p(b.high)} | {_p(a.median)} | "
                      f"{_p(a.high)} | <= {target:.0%} |")
+    dates = sorted({r.added for r in card.rows} - {""})
+    if dates:  # the same table split: the rows the knobs rest on, the rows added later
+        lines += ["", f"Rows added {', '.join(dates)} (held out of the knobs) beside the "
+                  "original rows, after (median / worst, rows):", "",
+                  "| metric | original rows | added rows |", "|---|---:|---:|"]
+        lines += [f"| {m} | " + " | ".join(
+            f"{_p(s.median)} / {_p(s.high)} ({s.n})" for s in (card.error(m, True, False),
+                                                                card.error(m, True, True)))
+            + " |" for m in TARGETS]
     lines += ["", "Step rows (ms; spec: the spec-sheet F4 step; F4: the typical step after; "
               "TPOT: the event model's, scored after; * saturated, not scored):", "",
               "| group | engine as stated | C | measured | spec | F4 | TPOT | error before "
               "| error after |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in card.rows:
         if r.metric == "step":
-            lines.append(f"| {r.group} | {r.engine} | {r.concurrency:g}"
+            lines.append(f"| {r.group}{f' (added {r.added})' if r.added else ''} | {r.engine} "
+                         f"| {r.concurrency:g}"
                          f"{'*' if r.saturated else ''} | {r.measured:.2f} | {r.spec_ms:.2f} "
                          f"| {r.step_ms:.2f} | {r.after:.2f} | {r.before_error:+.1%} "
                          f"| {r.after_error:+.1%} |")
@@ -292,8 +309,9 @@ def markdown(card: TypicalScorecard) -> str:
 
 def to_dict(card: TypicalScorecard) -> dict[str, Any]:
     """The section as JSON-ready data: the error table and every row."""
-    table = {m: {"before": vars(card.error(m, False)), "after": vars(card.error(m, True))}
-             for m in TARGETS}
+    table = {m: {"before": vars(card.error(m, False)), "after": vars(card.error(m, True)),
+                 "after_original": vars(card.error(m, True, False)),
+                 "after_added": vars(card.error(m, True, True))} for m in TARGETS}
     def row(r: TypicalRow) -> dict[str, Any]:
         d = {k: (None if isinstance(x, float) and not math.isfinite(x) else x)
              for k, x in vars(r).items()}
