@@ -11,9 +11,13 @@ PYTHONDONTWRITEBYTECODE set would recompile every module edited since the last c
 every run), and the warm-up run also leaves the language files' parsed copy
 (`capacity.report.i18n.read_toml_cached`) in place.
 
-    .venv/bin/python benchmarks/bench_startup.py [--repeat 5] [--tiny] [--json | --json-out PATH]
+    .venv/bin/python benchmarks/bench_startup.py [--repeat 5] [--instructions] [--tiny]
+        [--json | --json-out PATH]
 
-`--tiny`: each command once, no warm-up run.
+`--tiny`: each command once, no warm-up run. `--instructions`: also count the instructions each
+command executes, once, under valgrind's callgrind (about 50 times slower than the command; a
+count the machine's load does not move, to compare two versions on a busy machine; run-to-run
+spread about 1 %).
 """
 
 from __future__ import annotations
@@ -65,9 +69,28 @@ def _slowest_imports(args: list[str], n: int = 5) -> list[tuple[str, float]]:
     return sorted(rows, key=lambda r: -r[1])[:n]
 
 
+def _instructions(cmd: list[str]) -> int | None:
+    """Instructions one run of `capacity CMD` executes (callgrind's "I refs"); None without
+    valgrind."""
+    import re
+    import shutil
+    import tempfile
+
+    if shutil.which("valgrind") is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(["valgrind", "--tool=callgrind",
+                              f"--callgrind-out-file={tmp}/cg.out", *_script(), *cmd],
+                             capture_output=True, text=True, cwd=ROOT, env=_env())
+    m = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count each command's instructions under callgrind (slow)")
     add_arguments(ap)
     args = ap.parse_args(argv)
     rec = Recorder("startup", args)
@@ -89,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
                      f"{min(times):.2f} s, max {max(times):.2f} s)")
         print(f"{label:28s} median {med:.2f} s (min {min(times):.2f}, max {max(times):.2f}) over "
               f"{repeat}; target < {target_s} s: {'met' if med < target_s else 'NOT met'}")
+        count = _instructions(cmd) if args.instructions else None
+        if count is not None:
+            rec.add(name.removesuffix("_s") + "_instructions", count / 1e6, "M",
+                    what=f"instructions one `{label}` executes (valgrind callgrind, start-up "
+                         "included; not moved by the machine's load)")
+            print(f"{label:28s} {count / 1e6:,.0f} M instructions")
     load_after = os.getloadavg()[0]
     top = _slowest_imports(COMMANDS["capacity size --dau 500"][1])
     print("slowest top-level imports of `capacity size`: "

@@ -6,7 +6,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,31 @@ def custom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     catalog_custom.clear_caches()
     yield folder
     catalog_custom.clear_caches()
+
+
+class FakeJob:
+    """What `capacity.bench.job.JobRegistry` reads of a BenchJob: whether it runs, and stop
+    (tests/test_access.py, tests/test_measure_preset.py)."""
+
+    def __init__(self) -> None:
+        self.running = True
+
+    def stop(self, grace_s: float = 5.0) -> int:
+        self.running = False
+        return 0
+
+
+@pytest.fixture()
+def fake_jobs() -> tuple[list[FakeJob], Callable[[], FakeJob]]:
+    """A registry's `start` callable that makes a running `FakeJob`, and the list of the jobs
+    it made (a refused start makes none)."""
+    jobs: list[FakeJob] = []
+
+    def start() -> FakeJob:
+        jobs.append(FakeJob())
+        return jobs[-1]
+
+    return jobs, start
 
 
 def _free_port() -> int:

@@ -9,6 +9,7 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,25 +159,10 @@ def test_simulators_belong_to_who_started_them() -> None:
     assert reg.running() == []
 
 
-class _FakeJob:
-    """What JobRegistry reads of a BenchJob: whether it runs, and stop."""
-
-    def __init__(self) -> None:
-        self.running = True
-
-    def stop(self, grace_s: float = 5.0) -> int:
-        self.running = False
-        return 0
-
-
-def test_measurements_are_bounded_and_stopped_only_by_their_user_or_an_admin() -> None:
+def test_measurements_are_bounded_and_stopped_only_by_their_user_or_an_admin(
+        fake_jobs: tuple[list[Any], Callable[[], Any]]) -> None:
     reg = JobRegistry(max_running=3)
-    jobs: list[Any] = []
-
-    def start() -> Any:
-        jobs.append(_FakeJob())
-        return jobs[-1]
-
+    jobs, start = fake_jobs
     a1 = reg.start("ann", start, per_owner=2)
     a2 = reg.start("ann", start, per_owner=2)
     with pytest.raises(InputError, match="you run 2 measurements"):

@@ -4,6 +4,7 @@ every tab within a user's scope."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,25 +44,10 @@ def test_per_sweep_gives_each_prompt_length_its_own_levels() -> None:
         per_sweep(base, [(1000 + i, (1,)) for i in range(9)])
 
 
-class _FakeJob:
-    """What JobRegistry reads of a BenchJob: whether it runs, and stop."""
-
-    def __init__(self) -> None:
-        self.running = True
-
-    def stop(self, grace_s: float = 5.0) -> int:
-        self.running = False
-        return 0
-
-
-def test_running_and_recent_jobs_are_listed_to_every_tab_within_scope() -> None:
+def test_running_and_recent_jobs_are_listed_to_every_tab_within_scope(
+        fake_jobs: tuple[list[Any], Callable[[], Any]]) -> None:
     reg = JobRegistry(max_running=4, keep_ended=2)
-    jobs: list[Any] = []
-
-    def start() -> Any:
-        jobs.append(_FakeJob())
-        return jobs[-1]
-
+    start = fake_jobs[1]
     a1, b1, a2 = reg.start("ann", start), reg.start("ben", start), reg.start("ann", start)
     # running: oldest first, each user sees their own, an admin (scope None) everyone's
     assert [o.job for o in reg.visible("ann")] == [a1, a2]

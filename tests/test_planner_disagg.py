@@ -194,7 +194,7 @@ def test_one_set_of_figures_on_every_surface(state: PlannerState, winner: str, t
 
     quote = tmp_path / "quote.md"
     args = _cli_args(state, quote)
-    assert inputs_from_args(build_parser().parse_args(args)) == state.inputs(CAT)
+    assert inputs_from_args(build_parser("size").parse_args(args)) == state.inputs(CAT)
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)["disaggregated"]
     assert data["winner"] == winner

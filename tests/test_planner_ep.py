@@ -306,7 +306,7 @@ def test_one_set_of_figures_on_every_surface(state: PlannerState, winner: str, t
     quote = tmp_path / "quote.md"
     args = _cli_args(state, quote)
     inp = state.inputs(CAT)
-    assert inputs_from_args(build_parser().parse_args(args)) == inp
+    assert inputs_from_args(build_parser("size").parse_args(args)) == inp
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)["wide_ep"]
     assert data["winner"] == winner

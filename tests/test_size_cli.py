@@ -111,6 +111,6 @@ def test_quote_links_to_the_planner_that_reproduces_it(tmp_path: Path,
     cat = default_catalog()
     state, notices = planner_decode(dict(parse_qsl(urlsplit(url).query)), cat)
     assert notices == []
-    assert state.inputs(cat) == inputs_from_args(build_parser().parse_args(argv))
+    assert state.inputs(cat) == inputs_from_args(build_parser("size").parse_args(argv))
     assert "Cost target per M output tokens at SLO capacity | CNY 4.00" in text
     capsys.readouterr()

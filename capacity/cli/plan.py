@@ -2,7 +2,7 @@
 
 With no flags it is the chapter's example: Qwen3.5-9B AWQ on one RTX 4090, util 0.9,
 overhead 1.5 GB, 8K context, concurrency 1, 50, 100, fp16 KV, eff 1.0, MFU 0.3, CNY 2 per hour.
-With --engine NAME (vllm, sglang, llamacpp, chapter; data/engines.toml) it adds the load each
+With --engine NAME (vllm, vllmv0, sglang, llamacpp, chapter; data/engines.toml) it adds the load each
 concurrency sees under that engine's scheduling: slots, and TTFT and TPOT p50/p90 from the
 discrete-event model (closed loop, --prompt-tokens in, --output-tokens out).
 """

@@ -38,7 +38,7 @@ def parse_float_list(text: str, flag: str, maximum: float = 1e6) -> list[float]:
 def add_load_flags(p: argparse.ArgumentParser) -> None:
     """The load sections' flags: the engine, its knobs and the open loop's rates."""
     p.add_argument("--engine", default=None, metavar="NAME",
-                   help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, "
+                   help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, vllmv0, "
                         "sglang, llamacpp (data/engines.toml; default: no load section)")
     p.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=None,
                    metavar="N", help="sequences a replica decodes at once under --engine or "

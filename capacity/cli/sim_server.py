@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--speedup", type=number(min=0, max=1e6, min_open=True), default=1.0,
                    help="divide every delay by this factor (default 1: real time)")
     s.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
-                   help="scheduling profile: chapter (default), vllm, sglang, llamacpp "
+                   help="scheduling profile: chapter (default), vllm, vllmv0, sglang, llamacpp "
                         "(data/engines.toml)")
     s.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=None,
                    help="engine batch limit, as vLLM's --max-num-seqs or llama.cpp's --parallel "

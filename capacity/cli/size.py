@@ -211,7 +211,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help=f"prefill MFU (default {DEFAULT_MFU})")
     e.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
                    help="scheduling the load model follows: chapter (default: whole prompts, KV "
-                        "reserved at the context), vllm, sglang, llamacpp (data/engines.toml)")
+                        "reserved at the context), vllm, vllmv0, sglang, llamacpp (data/engines.toml)")
     e.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS),
                    default=None, metavar="N",
                    help=f"sequences per replica (default: the engine's; {DEFAULT_MAX_NUM_SEQS} for "
@@ -606,8 +606,11 @@ def run(args: argparse.Namespace) -> int:
     if over:
         print("warning: " + t("warn_tokens_over", "en", total=f"{over:,}",
                               ctx=f"{inp.workload.context_tokens:,}"), file=sys.stderr)
-    cheaper = alternatives(p) if p.rejected else ()
-    note = draft_note(p)
+    # the cheaper alternatives and the draft's note go to the text, JSON and the quote; CSV
+    # prints the ranked options alone, so it builds neither
+    notes = args.format != "csv" or bool(args.quote)
+    cheaper = alternatives(p) if p.rejected and notes else ()
+    note = draft_note(p) if notes else None
     log_summary = getattr(args, "log_summary", None)
     if log_summary is not None and args.format in ("text", "markdown"):
         from capacity.cli.workload import summary_text

@@ -419,13 +419,13 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             cpm_cap / cost_target if cost_target > 0 else np.zeros(idx.size)])
     names = (Reason.MEMORY, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT, Reason.COST)
     bind_i = np.argmax(np.where(np.isfinite(ratios), ratios, 1e300), axis=0)
+    # each row's failed checks as one code (bit k: check k failed), its tuple of reasons built
+    # below once per distinct code (a few dozen), not once per row
+    codes = failure_codes(fails_memory, fails_slots, fails_ttft, fails_tpot, fails_thr,
+                          fails_cost)
     # each row's figures as Python numbers, converted once per array (not per row and field)
-    checks = list(zip(*(f.tolist() for f in (fails_memory, fails_slots, fails_ttft, fails_tpot,
-                                              fails_thr, fails_cost)), strict=True))
-    reasons = (Reason.MEMORY, Reason.SLOTS, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT,
-               Reason.COST)
     row = {k: v.tolist() for k, v in (
-        ("idx", idx), ("n", n), ("month", month), ("c_vram", c_vram), ("slots", slots),
+        ("code", codes), ("idx", idx), ("n", n), ("month", month), ("c_vram", c_vram), ("slots", slots),
         ("rate_peak", peak_rate_total), ("rate_design", design.rate_per_s * reps),
         ("c_peak", peak.concurrency * reps), ("c_design", design_c * reps),
         ("ttft", design.ttft_q_ms), ("ttft_mean", design.ttft_mean_ms),
@@ -436,11 +436,12 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
         ("bind_ratio", ratios[bind_i, np.arange(idx.size)]))}
     unit = {k: v.tolist() for k, v in (("tp", u.tp), ("w", u.weights_gb), ("cv", u.c_vram),
                                         ("pre", u.prefill_ms), ("price", u.price_per_hour))}
+    failures = {c: failures_of(c) for c in set(row["code"])}  # (np.unique loads numpy.ma)
     options: list[Option] = []
     lite: dict[int, Option] = {}  # each unit's rejected option, copied per deployment
     for j in range(idx.size):
         i = row["idx"][j]
-        fails = tuple(name for name, f in zip(reasons, checks[j], strict=True) if f)
+        fails = failures[row["code"][j]]
         if not keep_all and fails:
             if i not in lite:
                 lite[i] = _lite(u, unit, i, int(row["n"][j]), fails, row["month"][j])
@@ -476,6 +477,26 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
                 rejected=tuple(rejected), near_misses=tuple(near), evaluated=int(idx.size),
                 peak_rate_per_s=peak_rate,
                 all_options=tuple(options) if keep_all else ())
+
+
+CHECKS: tuple[Reason, ...] = (Reason.MEMORY, Reason.SLOTS, Reason.TTFT, Reason.TPOT,
+                              Reason.THROUGHPUT, Reason.COST)
+"""The planner's checks in the order a configuration's failures list them (bit k of a
+`failure_codes` code is check k)."""
+
+
+def failure_codes(*fails: BoolArray) -> IntArray:
+    """Each configuration's failed checks as one integer: bit k set where `fails[k]` is
+    (`CHECKS` order; 0 = every check passes)."""
+    codes = np.zeros(np.shape(fails[0]), dtype=np.int64)
+    for k, f in enumerate(fails):
+        codes |= np.asarray(f, dtype=np.int64) << k
+    return codes
+
+
+def failures_of(code: int) -> tuple[Reason, ...]:
+    """The checks a `failure_codes` code says failed, in `CHECKS` order."""
+    return tuple(r for k, r in enumerate(CHECKS) if code >> k & 1)
 
 
 def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
