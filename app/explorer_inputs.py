@@ -202,9 +202,11 @@ def sidebar_inputs(catalog: Catalog, lang: str) -> None:
                             key=key("step_oh_ms"), disabled=calibrated)
             st.number_input(T("prefill_oh_ms"), min_value=0.0, max_value=100_000.0, step=1.0,
                             key=key("prefill_oh_ms"), disabled=calibrated)
-            st.radio(T("step_method"), list(STEP_METHODS), key=key("step"), horizontal=True,
-                     format_func=lambda m: T("step_method_" + m), help=T("help_step_method"),
-                     disabled=calibrated)
+            # a segmented control, as the language switch: the first screen then needs no
+            # radio's code in the browser before the headline (issue 30, docs/benchmarks.md)
+            st.segmented_control(T("step_method"), list(STEP_METHODS), key=key("step"),
+                                 required=True, format_func=lambda m: T("step_method_" + m),
+                                 help=T("help_step_method"), disabled=calibrated)
 
 
 KNOB_WIDGET = "exw_"

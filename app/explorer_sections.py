@@ -6,9 +6,18 @@ What only these bodies need loads in them, at the first opening: pandas (the tab
 `app.explorer_tables`) and altair (the charts, `capacity.report.charts`); a first screen with
 every section closed loads neither (docs/benchmarks.md, "Start-up"). The figures come from
 `app.cache`, as everywhere on the page.
+
+The capacity table's rows outlive its section: Streamlit drops a widget's state in every run
+that does not draw it (the section closed, another page shown), and the row editor's state is
+only the edits relative to the rows it was given. So the rows as last edited are kept under a
+plain session-state key (`TABLE_ROWS`), and the editor, whenever it is drawn anew, starts from
+them (issue 30). They stay out of the link: the URL holds the what-if's inputs, and the
+table's rows are other what-ifs beside it, as the sections' open or closed state is.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -19,6 +28,42 @@ from app.i18n import chart_labels
 from capacity.errors import CapacityError
 from capacity.report.i18n import error_text, note_text, t
 from capacity.report.urlstate import ExplorerState
+
+if TYPE_CHECKING:  # pandas loads with the table's section, at its first opening
+    import pandas as pd
+
+TABLE_ROWS = "ex_table_rows"
+"""Session-state key of the capacity table's rows, apart from the editor's own (widget) state:
+{context tokens: (the rows the editor was drawn with, the rows as last edited)}. The editor's key
+holds the context (`table_key`), so a new context starts from its own rows, and coming back to
+a context finds its edits."""
+
+
+def table_key(ctx: int) -> str:
+    """The row editor's widget key at the what-if's context `ctx` (tokens)."""
+    return f"ex_table_{ctx}"
+
+
+def table_rows(ctx: int) -> pd.DataFrame:
+    """The rows the editor is drawn with at context `ctx`: while it lives (drawn in the last
+    run), the rows it was first drawn with, which its edits refer to; when it is drawn anew
+    (first opening, or after a run without it: the section closed, another page), the rows as
+    last edited, else the chapter's seed rows."""
+    from app import explorer_tables as tables
+
+    kept: dict[int, tuple[pd.DataFrame, pd.DataFrame]] = st.session_state.setdefault(
+        TABLE_ROWS, {})
+    if ctx not in kept or table_key(ctx) not in st.session_state:
+        start = kept[ctx][1] if ctx in kept else tables.seed_rows(ctx)
+        kept[ctx] = (start, start)
+    return kept[ctx][0]
+
+
+def keep_table_rows(ctx: int, edited: pd.DataFrame) -> None:
+    """Remember the editor's rows as edited (`table_rows` starts from them when it is drawn
+    anew)."""
+    kept = st.session_state[TABLE_ROWS]
+    kept[ctx] = (kept[ctx][0], edited.reset_index(drop=True))
 
 
 def uncertainty_body(box: DeltaGenerator, unc: cache.Uncertainty, lang: str) -> None:
@@ -61,7 +106,7 @@ def table_body(box: DeltaGenerator, state: ExplorerState, lang: str) -> None:
 
     box.caption(t("table_help", lang))
     edited = box.data_editor(
-        tables.seed_rows(state.ctx), key=f"ex_table_{state.ctx}", num_rows="dynamic",
+        table_rows(state.ctx), key=table_key(state.ctx), num_rows="dynamic",
         hide_index=True, width="content",
         column_config={
             "concurrency": st.column_config.NumberColumn(
@@ -69,6 +114,7 @@ def table_body(box: DeltaGenerator, state: ExplorerState, lang: str) -> None:
             "context_tokens": st.column_config.NumberColumn(
                 t("col_context_tokens", lang), min_value=1, max_value=10_000_000, step=1),
         })
+    keep_table_rows(state.ctx, edited)
     rows, bad = tables.edited_rows(edited)
     if bad:
         box.warning(t("table_rows_error", lang))

@@ -312,11 +312,11 @@ def test_step_method_is_an_input_in_the_url_and_moves_tpot_where_gemms_bind() ->
     37.5 ms, where the chapter's single roofline gives 32.3 ms (docs/method.md, F4b)."""
     at = start(c="100")
     chapter = metrics(at)["TPOT"]
-    at.radio(key="ex_step").set_value("operator").run()
+    at.button_group(key="ex_step").set_value("operator").run()
     assert not at.exception and at.query_params["step"] in ("operator", ["operator"])
     assert (chapter, metrics(at)["TPOT"]) == ("32.3 ms", "37.5 ms")
     bad = start(step="bogus")  # a bad value falls back with a notice, never a traceback
-    assert bad.radio(key="ex_step").value == "chapter"
+    assert bad.button_group(key="ex_step").value == "chapter"
 
 
 KNOB_LINK = {"engine": "vllm", "load": "2", "ctx": "4096", "prompt": "1000", "out": "128",
