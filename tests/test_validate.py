@@ -42,9 +42,11 @@ from capacity.model.scenario import Scenario
 ROOT = Path(__file__).resolve().parents[1]
 ACCURACY = ROOT / "docs" / "accuracy.md"
 
-LOGO_STEP_MEDIAN_MAX = 0.17
-"""Calibrated leave-one-group-out decode-step error below saturation, median: measured 14.1%
-over 12 rows on 2026-11-30 (docs/accuracy.md), pinned with a small margin."""
+LOGO_STEP_MEDIAN_MAX = 0.21
+"""Calibrated leave-one-group-out decode-step error below saturation, median: measured 19.1%
+over 12 rows on 2026-12-02 against the event model's TPOT (14.1% against F4's bare step before
+issue 25 scored the step like the benchmarks measure it; at saturation 68.6% -> 18.8%), pinned
+with a small margin."""
 LOGO_THROUGHPUT_MEDIAN_MAX = 0.15
 """The same for throughput rows, through the event model: measured 13.0% over 17 rows on
 2026-12-01 (16.2% with the unqueued closed-loop formula)."""
@@ -151,6 +153,8 @@ def test_calibrated_leave_one_group_out_error_is_pinned(card: Scorecard) -> None
     orig = validate_added.row_set(card, validate_added.ORIGINAL)
     step = orig.logo(Metric.STEP, saturated=False)
     assert step.n >= 10 and step.median < LOGO_STEP_MEDIAN_MAX
+    sat = orig.logo(Metric.STEP, saturated=True)
+    assert sat.n >= 5 and sat.median < 0.21  # 18.8%: the queue's stalls, not F4 at C_vram
     tput = orig.logo(Metric.THROUGHPUT, saturated=False)
     assert tput.n >= 10 and tput.median < LOGO_THROUGHPUT_MEDIAN_MAX
     e2e = orig.logo(Metric.E2E, saturated=False)
@@ -166,7 +170,9 @@ def test_rows_added_later_are_held_out_and_scored_apart(card: Scorecard) -> None
     assert [s.added for s in sets] == ["", "2026-12-02"]
     new = sets[1]
     assert new.rows == 56 and new.upper_bound == new.rows
-    assert new.logo(Metric.STEP, saturated=False).median < 0.45
+    # the step against the event model's TPOT (prefill stalls included): 17.2% (41.6% against
+    # F4's bare step)
+    assert new.logo(Metric.STEP, saturated=False).median < 0.20
     assert new.logo(Metric.THROUGHPUT, saturated=False).median < 0.20
     assert new.logo(Metric.E2E, saturated=False).median < 0.35
     assert "### Rows added later, held out" in markdown(card)

@@ -3,10 +3,12 @@
 
 Each stated row of `data/reference/published.csv` becomes one `Check`: the measured figure
 beside the spec-sheet prediction (`spec_sheet`: every knob at peak, no queueing, the bound) and
-the calibrated leave-one-group-out prediction. Step: F4 at min(C, C_vram) per replica and the
-context a request holds on average while decoding (prompt + output / 2). TTFT, throughput and
-E2E: spec sheet F6 and a closed loop (`closed_loop_tok_s`, `e2e_ms`); calibrated, the event
-model under the row's engine profile (`queued_levels`). Optimism (`optimism`) >= 1 means the
+the calibrated leave-one-group-out prediction. Step: spec sheet F4 at min(C, C_vram) per replica
+and the context a request holds on average while decoding (prompt + output / 2); calibrated, the
+event model's TPOT (`pick`: the prefills that stall a closed loop's decode included, as the
+measured TPOT and ITL). TTFT, throughput and E2E: spec sheet F6 and a closed loop
+(`closed_loop_tok_s`, `e2e_ms`); calibrated, the event model under the row's engine profile
+(`queued_levels`). Optimism (`optimism`) >= 1 means the
 spec sheet is an upper bound on speed, the target for every row; a level is at saturation when
 C exceeds the spec-sheet C_vram or its throughput is within 5% of a lower level's
 (`saturated_levels`).
@@ -49,13 +51,16 @@ from capacity.fit.reference import (
     StatedValue,
     load_reference,
 )
+from capacity.fit.validate_formulas import SATURATION_GAIN as SATURATION_GAIN
+from capacity.fit.validate_formulas import closed_loop_tok_s as closed_loop_tok_s
+from capacity.fit.validate_formulas import e2e_ms as e2e_ms
+from capacity.fit.validate_formulas import relative_error as relative_error
+from capacity.fit.validate_formulas import saturated_levels as saturated_levels
 from capacity.model.basis import SPEC_KNOBS
 from capacity.model.scenario import Scenario
 from capacity.plan import events
 from capacity.untrusted import loads_toml
 
-SATURATION_GAIN = 0.05
-"""A level whose throughput is within 5% of a lower concurrency's is at saturation."""
 TOLERANCE = 1e-9
 """Relative slack of the upper-bound test (rounding only)."""
 MIN_WITHIN_LEVELS = 3
@@ -93,23 +98,6 @@ def engine_family(engine: str) -> str:
     return engine.split(" ")[0] if engine.strip() else "?"
 
 
-def closed_loop_tok_s(batch: float, output_tokens: float, ttft_ms: float,
-                      step_ms: float) -> float:
-    """Aggregate output tok/s of a closed loop of `batch` clients (tokens/s): each request is
-    one prefill then n - 1 decode steps, so C x n / ((TTFT + (n - 1) x step) / 1000); with
-    one output token or fewer, C x 1000 / step. Example: 4 clients, 128 tokens, TTFT 20 ms,
-    step 10 ms -> 4 x 128 / 1.29 s = 396.9 tok/s."""
-    if output_tokens > 1:
-        return batch * output_tokens / ((ttft_ms + (output_tokens - 1) * step_ms) / 1e3)
-    return batch * 1e3 / step_ms
-
-
-def e2e_ms(output_tokens: float, ttft_ms: float, step_ms: float) -> float:
-    """A request's end-to-end latency in ms: one prefill, then n - 1 decode steps,
-    TTFT + (n - 1) x step. Example: 128 tokens, TTFT 20 ms, step 6 ms -> 782 ms."""
-    return ttft_ms + max(0.0, output_tokens - 1) * step_ms
-
-
 def optimism(metric: Metric, measured: float, predicted: float) -> float:
     """How much faster the prediction is than the measurement (a ratio): measured / predicted
     for times (step, TTFT), predicted / measured for throughput. >= 1: an upper bound on
@@ -117,25 +105,6 @@ def optimism(metric: Metric, measured: float, predicted: float) -> float:
     if metric == Metric.THROUGHPUT:
         return predicted / measured
     return measured / predicted
-
-
-def relative_error(predicted: float, measured: float) -> float:
-    """predicted / measured - 1 (a fraction). Example: 11 vs 10 -> 0.1."""
-    return predicted / measured - 1.0
-
-
-def saturated_levels(concurrency: Sequence[float], tok_s: Sequence[float | None],
-                     c_vram_requests: float, gain: float = SATURATION_GAIN) -> list[bool]:
-    """Which levels of a sweep are at saturation: C above the spec-sheet C_vram (requests), or
-    a measured throughput at most (1 + gain) x the best of the lower concurrencies (more
-    clients, no more tokens). Levels in any order; a level without throughput uses C_vram
-    only. Example: tok/s 814, 917, 921 at C 50, 100, 150 -> only C = 150 is."""
-    out = []
-    for c, r in zip(concurrency, tok_s, strict=True):
-        lower = [x for cc, x in zip(concurrency, tok_s, strict=True) if cc < c and x is not None]
-        flat = r is not None and bool(lower) and r <= (1.0 + gain) * max(lower)
-        out.append(c > c_vram_requests or flat)
-    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,9 +298,11 @@ class Queued:
     TPOT, other requests' prefills included (NaN where not simulated)."""
 
     def time_ms(self, metric: Metric, stat: str) -> float:
-        """TTFT or E2E in the row's statistic ('median', else the mean)."""
+        """TTFT, E2E or the step (the TPOT) in the row's statistic ('median', else the mean)."""
         if metric == Metric.TTFT:
             return self.ttft_median_ms if stat == "median" else self.ttft_mean_ms
+        if metric == Metric.STEP:
+            return self.tpot_median_ms if stat == "median" else self.tpot_mean_ms
         return self.e2e_median_ms if stat == "median" else self.e2e_mean_ms
 
 
@@ -424,11 +395,15 @@ def spec_sheet(s: Scenario) -> Scenario:
 
 
 def pick(p: Prediction, metric: Metric, i: int, stat: str = "mean") -> float:
-    """Level i's prediction of `metric` in the row's statistic: TTFT, E2E and throughput from
-    the event model when the prediction ran it, else the unqueued formulas."""
-    if p.queued is not None and metric != Metric.STEP:
+    """Level i's prediction of `metric` in the row's statistic: from the event model when the
+    prediction ran it (the step as its TPOT, (E2E - TTFT) / (n - 1), what a benchmark's TPOT
+    and ITL measure in a closed loop: other requests' prefills that stall the decode
+    included), else the unqueued formulas (the step: F4 alone)."""
+    if p.queued is not None:
         q = p.queued[i]
-        return q.tok_s if metric == Metric.THROUGHPUT else q.time_ms(metric, stat)
+        got = q.tok_s if metric == Metric.THROUGHPUT else q.time_ms(metric, stat)
+        if math.isfinite(got):
+            return got
     return {Metric.STEP: p.step_ms, Metric.TTFT: p.ttft_ms, Metric.THROUGHPUT: p.tok_s,
             Metric.E2E: p.e2e_ms}[metric][i]
 

@@ -76,7 +76,10 @@ def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAN
         lines += [f"| {by} | {name} | {s.n} | {_x(s.median)} | {_x(s.low)} - {_x(s.high)} |"
                   for name, s in rows]
     lines += ["", "### Calibrated, leave one group out (|predicted / measured - 1|)", "",
-              "| metric | levels | rows | median | worst |", "|---|---|---:|---:|---:|"]
+              "The step is the event model's TPOT, (E2E - TTFT) / (n - 1), in the row's "
+              "statistic: what a closed loop's measured TPOT and ITL hold, the decode steps "
+              "and the other requests' prefills that stall them (the spec sheet's: F4 alone).",
+              "", "| metric | levels | rows | median | worst |", "|---|---|---:|---:|---:|"]
     lines += [f"| {m} | {w} | {s.n} | {_p(s.median)} | {_p(s.high)} |"
               for m, w, s in card.logo_error]
     lines += validate_added.markdown(card)
