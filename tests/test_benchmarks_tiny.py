@@ -171,3 +171,19 @@ def test_rate_ceiling_schedule_kept_by_hand() -> None:
     assert not on_schedule({**row, "kept": 0.949})
     assert not on_schedule({**row, "lag_p50_ms": 5.0})  # CLIENT_QUEUE_LIMIT_MS: under 5 ms
     assert not on_schedule({**row, "ok": 0.99})
+
+
+def test_rate_ceiling_steady_in_flight_by_hand() -> None:
+    import numpy as np
+
+    from benchmarks.bench_rate_ceiling import steady_in_flight
+
+    # starts at 0, 1, 2, 3 s, each open 2 s (median 2 s): the window runs from 0 + 2 s to the
+    # last send at 3 s; from 2 to 3 s the streams of 1 s and 2 s are open (the one of 0 s has
+    # just ended at 2 s, the one of 3 s not yet begun): 2 streams throughout
+    start = np.array([0.0, 1.0, 2.0, 3.0])
+    assert steady_in_flight(start, np.full(4, 2.0)) == 2.0
+    # a failed request (no E2E) is left out; a window that is empty reads 0
+    assert steady_in_flight(np.array([0.0, 1.0, 2.0, 3.0]),
+                            np.array([2.0, 2.0, np.nan, 2.0])) == 1.0
+    assert steady_in_flight(np.array([0.0, 0.5]), np.array([5.0, 5.0])) == 0.0

@@ -28,7 +28,7 @@ import numpy as np
 
 from capacity.bench.config import BenchConfig
 from capacity.bench.metrics import ClientLoad, ErrorType, RequestRecord
-from capacity.bench.sse import SseDecoder, SseTooLarge, classify
+from capacity.bench.sse import ChunkReader, SseDecoder, SseTooLarge
 from capacity.bench.storage import RunWriter, redact_record
 from capacity.bench.stream import StreamState
 from capacity.bench.transport import (
@@ -42,6 +42,12 @@ from capacity.bench.transport import (
     stream_byte_limit,
 )
 from capacity.untrusted import loads_json
+
+SEND_LEAD_S = 0.05
+"""Open loop on the client's own connections: how long before its due time a request is
+built and given a connection (s); the pool's send clock then writes it at the due time. It
+covers the event loop's rounds of parsing under load (a few ms at 1,000 streams) and a new
+connection's set-up."""
 
 _FILLER_WORDS = (
     "capacity", "memory", "bandwidth", "compute", "token", "request", "latency", "throughput",
@@ -107,8 +113,8 @@ class Runner:
         self.writer = writer
         self.emit = emit
         self.headers = auth_headers(api_key)
-        self.url = cfg.base_url.rstrip("/") + ("/chat/completions" if cfg.endpoint == "chat"
-                                               else "/completions")
+        self.path = "/chat/completions" if cfg.endpoint == "chat" else "/completions"
+        self.url = cfg.base_url.rstrip("/") + self.path
         self.compat = Compat(stream_options=cfg.stream_usage, ignore_eos=cfg.ignore_eos)
         self.filler = make_filler(cfg.largest_prompt_chars(), cfg.seed)
         self._prefixes: dict[tuple[int, int], str] = {}
@@ -168,17 +174,21 @@ class Runner:
                   tag: str) -> RequestRecord:
         lag = self.lag
         mark = len(lag) if lag is not None else 0
-        client = await self.clients.get()
-        try:
-            rec = await self._one(client, level=level, rate=rate, index=index, due_ns=due_ns,
+        if self.clients.wire is not None:  # the client's own connections (`_via_wire`)
+            rec = await self._one(None, level=level, rate=rate, index=index, due_ns=due_ns,
                                   tag=tag)
-        finally:
-            self.clients.put(client)
+        else:
+            client = await self.clients.get()
+            try:
+                rec = await self._one(client, level=level, rate=rate, index=index,
+                                      due_ns=due_ns, tag=tag)
+            finally:
+                self.clients.put(client)
         rec = replace(rec, worker_id=self.worker_id,
                       loop_lag_ms=max(lag[mark:], default=0.0) if lag is not None else None)
         return redact_record(rec, self.secrets)  # server text may echo the key
 
-    async def _one(self, client: httpx.AsyncClient, *, level: int, rate: float | None,
+    async def _one(self, client: httpx.AsyncClient | None, *, level: int, rate: float | None,
                    index: int, due_ns: int, tag: str) -> RequestRecord:
         spec = self.cfg.spec(index)
         max_tokens = spec.output_tokens if spec is not None else self.cfg.max_tokens
@@ -198,38 +208,15 @@ class Runner:
             st = StreamState(max_tokens)
             deadline = self.cfg.deadline_s()
             try:
-                async with (asyncio.timeout(deadline),
-                            client.stream("POST", self.url, json=body, headers=self.headers,
-                                          extensions={"trace": st.trace}) as resp):
-                    st.status = resp.status_code
-                    if not 200 <= resp.status_code < 300:
-                        raw, _ = await read_capped(resp, MAX_ERROR_BODY_BYTES)
-                        text = raw.decode("utf-8", errors="replace")
-                        if (attempt == 0 and resp.status_code in (400, 422)
-                                and self._drop_for(text)):
-                            continue
-                        st.fail(ErrorType.HTTP_ERROR, http_error_message(resp, text))
-                    elif "text/event-stream" not in resp.headers.get("content-type", ""):
-                        await self._not_streaming(resp, st, start_ns)
+                async with asyncio.timeout(deadline):
+                    if client is None:
+                        again = await self._via_wire(
+                            body, st, max_tokens, attempt,
+                            at_ns=due_ns if rate is not None and attempt == 0 else None)
                     else:
-                        dec = SseDecoder()
-                        left = stream_byte_limit(max_tokens)
-                        # each chunk is stamped when its bytes reached the socket, not when
-                        # this task gets its turn (capacity.bench.stamped)
-                        wire = resp.extensions.get("network_stream")
-                        st.stamp_source = getattr(wire, "stamp_source", None) or "task"
-                        async for chunk in resp.aiter_bytes():
-                            now = getattr(wire, "last_arrival_ns", None) or time.perf_counter_ns()
-                            left -= len(chunk)
-                            if left < 0:
-                                raise SseTooLarge(f"a stream of more than "
-                                                  f"{stream_byte_limit(max_tokens)} "
-                                                  "bytes")
-                            for ev in dec.feed(chunk):
-                                st.on(classify(ev.data, ev.event), now)
-                        now = time.perf_counter_ns()
-                        for ev in dec.close():
-                            st.on(classify(ev.data, ev.event), now)
+                        again = await self._via_httpx(client, body, st, max_tokens, attempt)
+                if again:
+                    continue
             except TimeoutError:
                 st.fail(ErrorType.TIMEOUT, f"the request passed its deadline of {deadline:g} s "
                         "(--request-deadline-s)")
@@ -260,11 +247,74 @@ class Runner:
                              spec=spec)
         raise AssertionError("unreachable: the retry loop always returns")  # pragma: no cover
 
-    async def _not_streaming(self, resp: httpx.Response, st: StreamState, start_ns: int
-                             ) -> None:
-        raw, more = await read_capped(resp, MAX_BODY_BYTES)
-        end = time.perf_counter_ns()
-        st.last_event_ns = end
+    def _rejected(self, status: int, text: str, attempt: int) -> bool:
+        """A 400/422 on the first attempt that names an optional field: dropped, send again."""
+        return attempt == 0 and status in (400, 422) and self._drop_for(text)
+
+    async def _via_httpx(self, client: httpx.AsyncClient, body: dict[str, Any],
+                         st: StreamState, max_tokens: int, attempt: int) -> bool:
+        """One attempt through httpx (a custom transport): the answer into `st`; True when it
+        is to be sent again (`_rejected`)."""
+        async with client.stream("POST", self.url, json=body, headers=self.headers,
+                                 extensions={"trace": st.trace}) as resp:
+            st.status = resp.status_code
+            if not 200 <= resp.status_code < 300:
+                raw, _ = await read_capped(resp, MAX_ERROR_BODY_BYTES)
+                text = raw.decode("utf-8", errors="replace")
+                if self._rejected(resp.status_code, text, attempt):
+                    return True
+                st.fail(ErrorType.HTTP_ERROR, http_error_message(resp, text))
+            elif "text/event-stream" not in resp.headers.get("content-type", ""):
+                raw, more = await read_capped(resp, MAX_BODY_BYTES)
+                self._not_streaming(raw, more, resp.headers.get("content-type", "?"), st)
+            else:
+                sink = SseSink(st, max_tokens)
+                # each chunk is stamped when its bytes reached the socket, not when this
+                # task gets its turn (capacity.bench.stamped)
+                wire = resp.extensions.get("network_stream")
+                st.stamp_source = getattr(wire, "stamp_source", None) or "task"
+                async for chunk in resp.aiter_bytes():
+                    sink(chunk, getattr(wire, "last_arrival_ns", None) or time.perf_counter_ns())
+                sink.close(time.perf_counter_ns())
+        return False
+
+    async def _via_wire(self, body: dict[str, Any], st: StreamState, max_tokens: int,
+                        attempt: int, at_ns: int | None = None) -> bool:
+        """One attempt on the client's own connections (`capacity.bench.wire`): every read
+        of the stream is parsed in the connection's `data_received`; True when the request
+        is to be sent again (`_rejected`). `at_ns`: an open loop's due time (perf_counter
+        ns), when the pool's send clock writes the request (prepared before it)."""
+        pool = self.clients.wire
+        assert pool is not None
+        request = pool.request_bytes(self.path, body, self.headers)
+        conn = await pool.get()
+        try:
+            resp = await conn.send(request, stall_s=self.cfg.timeout_s, on_sent=st.sent,
+                                   at_ns=at_ns)
+            st.status = resp.status_code
+            if not 200 <= resp.status_code < 300:
+                raw, _ = await conn.read_capped(MAX_ERROR_BODY_BYTES)
+                text = raw.decode("utf-8", errors="replace")
+                if self._rejected(resp.status_code, text, attempt):
+                    return True
+                st.fail(ErrorType.HTTP_ERROR, http_error_message(resp, text))
+            elif "text/event-stream" not in resp.headers.get("content-type", ""):
+                raw, more = await conn.read_capped(MAX_BODY_BYTES)
+                self._not_streaming(raw, more, resp.headers.get("content-type", "?"), st)
+            else:
+                st.stamp_source = conn.stamp_source
+                sink = SseSink(st, max_tokens)
+                await conn.stream_into(sink)
+                sink.close(time.perf_counter_ns())
+        finally:
+            pool.put(conn)
+        return False
+
+    @staticmethod
+    def _not_streaming(raw: bytes, more: bool, content_type: str, st: StreamState) -> None:
+        """A 2xx answer that is not an event stream (`raw`: its body, at most MAX_BODY_BYTES;
+        `more`: there was more): a failure, with the body's usage when it has one."""
+        st.last_event_ns = time.perf_counter_ns()
         if more:
             st.fail(ErrorType.TOO_LARGE, f"a non-streaming body of more than {MAX_BODY_BYTES} "
                     "bytes")
@@ -277,7 +327,36 @@ class Runner:
         if isinstance(usage, dict):
             st.usage = usage
         st.fail(ErrorType.NOT_STREAMING, "the server answered without streaming (content-type "
-                f"{resp.headers.get('content-type', '?')}); TTFT cannot be measured")
+                f"{content_type}); TTFT cannot be measured")
+
+
+class SseSink:
+    """A streamed answer's body, read by read, into its `StreamState`: the bytes counted
+    against `stream_byte_limit`, split into SSE events (`SseDecoder`, one split per read),
+    each event classified (`ChunkReader`: a token chunk of the stream's learnt shape without
+    a JSON parse) and stamped with its read's arrival time."""
+
+    __slots__ = ("st", "dec", "reader", "left", "limit")
+
+    def __init__(self, st: StreamState, max_tokens: int) -> None:
+        self.st = st
+        self.dec = SseDecoder()
+        self.reader = ChunkReader()
+        self.limit = stream_byte_limit(max_tokens)
+        self.left = self.limit
+
+    def __call__(self, body: bytes, now: int) -> None:
+        self.left -= len(body)
+        if self.left < 0:
+            raise SseTooLarge(f"a stream of more than {self.limit} bytes")
+        on, read = self.st.on, self.reader.read
+        for ev in self.dec.feed(body):
+            on(read(ev.data, ev.event), now)
+
+    def close(self, now: int) -> None:
+        """The answer has ended: a last event without its blank line."""
+        for ev in self.dec.close():
+            self.st.on(self.reader.read(ev.data, ev.event), now)
 
 
 def split_slots(level: int, parts: int) -> list[int]:
@@ -320,9 +399,13 @@ async def drive_level(runner: Runner, *, level: int, slots: int, requests: int,
         else:
             sem = asyncio.Semaphore(max(1, slots))
 
+            lead_s = SEND_LEAD_S if runner.clients.wire is not None else 0.0
+
             async def arrival(i: int, at_s: float) -> None:
                 due = t0_ns + int(at_s * 1e9)
-                delay = (due - time.perf_counter_ns()) / 1e9
+                # on the client's own connections the request is made ready `lead_s` early and
+                # written at `due` by the send clock (capacity.bench.wire.SendClock)
+                delay = (due - time.perf_counter_ns()) / 1e9 - lead_s
                 if delay > 0:
                     await asyncio.sleep(delay)
                 async with sem:

@@ -16,7 +16,9 @@ deeper than its `MAX_DEPTH` is a ValueError (a malformed event), never a Recursi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 from capacity.untrusted import loads_json
@@ -57,9 +59,15 @@ class SseDecoder:
         self._max_event = max_event_bytes
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        """The events completed by `chunk`; SseTooLarge beyond the limits."""
+        """The events completed by `chunk`; SseTooLarge beyond the limits.
+
+        A chunk without CR (every LLM server's) is split once at its LFs (`_feed_lf`); one
+        with CR goes through the general scan, which also handles a CR LF split across
+        chunks."""
         if not chunk:
             return []  # an empty frame must not forget a CR that may precede an LF
+        if not self._pending_cr and b"\r" not in chunk:
+            return self._feed_lf(chunk)
         start = 0
         if self._pending_cr and chunk.startswith(b"\n"):
             start = 1  # the LF of a CR LF split across frames
@@ -94,6 +102,37 @@ class SseDecoder:
         if start < n:
             self._check_line(len(self._buf) + n - start)
             self._buf += chunk[start:]
+        return events
+
+    def _feed_lf(self, chunk: bytes) -> list[SseEvent]:
+        """`feed` for a chunk whose lines end in LF only: the line left unfinished by the
+        previous chunks is completed by this chunk's first LF (searched once; while there is
+        none the chunk is only appended, so a long line costs linear time), then the rest is
+        split at once, the last piece kept as the next unfinished line."""
+        events: list[SseEvent] = []
+        rest = chunk
+        if self._buf:
+            i = chunk.find(b"\n")
+            if i < 0:
+                self._check_line(len(self._buf) + len(chunk))
+                self._buf += chunk
+                return events
+            self._buf += chunk[:i]
+            line = bytes(self._buf)
+            self._buf.clear()
+            self._check_line(len(line))
+            self._line(line, events)
+            rest = chunk[i + 1:]
+        lines = rest.split(b"\n")
+        tail = lines.pop()
+        limit = self._max_line
+        for line in lines:
+            if len(line) > limit:
+                self._check_line(len(line))
+            self._line(line, events)
+        if tail:
+            self._check_line(len(tail))
+            self._buf += tail
         return events
 
     def _check_line(self, size: int) -> None:
@@ -206,3 +245,78 @@ def classify(data: str, event: str = "message") -> ChunkInfo:
                      usage=usage if isinstance(usage, dict) else None,
                      timings=timings if isinstance(timings, dict) else None,
                      response_id=str(rid)[:200] if rid is not None else None)
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
+"""One JSON string literal, exactly (RFC 8259: no raw control character, only the defined
+escapes)."""
+MAX_SHAPES = 2
+"""Times a `ChunkReader` tries to learn a stream's token-chunk shape."""
+MAX_PLACES = 4
+"""Places of the content's literal in a chunk's text tried, per try (two parses each)."""
+
+
+class ChunkReader:
+    """`classify` for one stream's events, without parsing the JSON of its token chunks when they
+    all have one shape (docs/bench.md, "The client's hot path").
+
+    An LLM server's token chunks differ only in their text: `{"id":"x",...,"delta":{"content":
+    "<text>"},...}`. From the first token chunk the reader learns its shape: the text before and
+    after the content's string literal. It keeps the shape only if, with that literal replaced
+    by `""`, the chunk classifies as carrying no token, no error and no end (so that literal
+    is the only token-bearing value: not a key, not shadowed by a duplicate key), and with
+    `"x"` as one token. A later event that is the same text around a different string literal
+    (checked to be one JSON string, exactly, and non-empty) is then that same chunk with
+    another token: the same `ChunkInfo`, as a parse would give it. Anything else (usage,
+    finish, errors, another shape, an invalid literal) is parsed by `classify`, so the usage
+    checks and the nesting limit apply as before."""
+
+    __slots__ = ("_prefix", "_suffix", "_hit", "_shapes")
+
+    def __init__(self) -> None:
+        self._prefix: str | None = None
+        self._suffix = ""
+        self._hit: ChunkInfo | None = None
+        self._shapes = 0
+
+    def read(self, data: str, event: str = "message") -> ChunkInfo:
+        """What `classify(data, event)` returns."""
+        prefix = self._prefix
+        if (prefix is not None and event == "message" and data.startswith(prefix)
+                and data.endswith(self._suffix)):
+            literal = data[len(prefix):len(data) - len(self._suffix)]
+            if len(literal) > 2 and _JSON_STRING.fullmatch(literal) and self._hit is not None:
+                return self._hit
+        info = classify(data, event)
+        if info.tokens and event == "message" and self._shapes < MAX_SHAPES:
+            self._shapes += 1
+            self._learn(data)
+        return info
+
+    def _learn(self, data: str) -> None:
+        try:
+            obj = json.loads(data)
+            content = obj["choices"][0]["delta"]["content"]
+        except (ValueError, RecursionError, LookupError, TypeError):
+            return
+        if not isinstance(content, str) or not content:
+            return
+        for literal in dict.fromkeys((json.dumps(content), json.dumps(content, ensure_ascii=False))):
+            at = len(data)
+            for _ in range(MAX_PLACES):  # the literal's places in the text, last first
+                at = data.rfind(literal, 0, at)
+                if at < 0:
+                    break
+                if self._try(data[:at], data[at + len(literal):]):
+                    return
+
+    def _try(self, prefix: str, suffix: str) -> bool:
+        """Keep the shape `prefix` + literal + `suffix` if its literal is the chunk's only
+        token-bearing value (the class's docstring)."""
+        empty = classify(prefix + '""' + suffix)
+        one = classify(prefix + '"x"' + suffix)
+        if (empty.tokens or empty.malformed or empty.done or empty.error is not None
+                or not one.tokens or replace(one, tokens=False) != empty):
+            return False
+        self._prefix, self._suffix, self._hit = prefix, suffix, one
+        return True

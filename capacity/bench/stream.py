@@ -83,6 +83,12 @@ class StreamState:
         if event == "http11.send_request_headers.started" and self.sent_ns is None:
             self.sent_ns = time.perf_counter_ns()
 
+    def sent(self, ns: int) -> None:
+        """The request's first byte is written now (`ns`, perf_counter): the client's own
+        connections (`capacity.bench.wire`) call this just before their one write."""
+        if self.sent_ns is None:
+            self.sent_ns = ns
+
     def fail(self, kind: ErrorType, message: str) -> None:
         if self.error_type is None:
             self.error_type, self.error = kind, message

@@ -1,5 +1,9 @@
 """The client's HTTP side: one-connection clients, requests sent in one write, capped reads.
 
+A run's streamed requests go through the client's own connections (`capacity.bench.wire`,
+`ClientPool.wire`); what is below is the httpx path, for `/models`, a custom transport (tests)
+and the Connect check.
+
 Connections: one `httpx.AsyncClient` with a single keep-alive connection per concurrent
 request slot, made when a slot first needs one (so at most the highest concurrency, and no more
 than the requests in flight), then handed out from an idle list (`ClientPool`). httpx's default
@@ -18,13 +22,14 @@ from __future__ import annotations
 import contextlib
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import httpcore
 import httpx
 
 from capacity.bench.config import BenchConfig
 from capacity.bench.stamped import StampedBackend
+from capacity.bench.wire import WirePool
 from capacity.errors import BenchError
 from capacity.untrusted import loads_json
 
@@ -52,7 +57,7 @@ async def read_capped(resp: httpx.Response, limit: int) -> tuple[bytes, bool]:
     return b"".join(parts), False
 
 
-def _retry_after(resp: httpx.Response) -> str:
+def _retry_after(resp: HasHead) -> str:
     """', retry after N s' from a Retry-After header (seconds or an HTTP date), else ''."""
     value = short_text(resp.headers.get("retry-after", ""), 40)
     if not value:
@@ -60,7 +65,17 @@ def _retry_after(resp: httpx.Response) -> str:
     return f", retry after {value} s" if value.isdigit() else f", retry after {value}"
 
 
-def http_error_message(resp: httpx.Response, text: str) -> str:
+class HasHead(Protocol):
+    """An answer's head: httpx's `Response` or the client's own (`capacity.bench.wire`)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> httpx.Headers: ...
+
+
+def http_error_message(resp: HasHead, text: str) -> str:
     """The error_message of a non-2xx answer: the status, what it means, the body's start."""
     code = resp.status_code
     if 300 <= code < 400:
@@ -181,11 +196,14 @@ class ClientPool:
     slot up front (a level of 10^9 would otherwise build 10^9 clients before measuring)."""
 
     def __init__(self, stack: contextlib.AsyncExitStack,
-                 make: Callable[[], httpx.AsyncClient]) -> None:
+                 make: Callable[[], httpx.AsyncClient], wire: WirePool | None = None) -> None:
         self._stack = stack
         self._make = make
         self._idle: list[httpx.AsyncClient] = []
         self.made = 0
+        self.wire = wire
+        """The client's own connections for its streamed requests (`capacity.bench.wire`),
+        or None: every request through httpx (a custom transport)."""
 
     async def get(self) -> httpx.AsyncClient:
         if self._idle:
@@ -204,10 +222,19 @@ def client_pool(stack: contextlib.AsyncExitStack, cfg: BenchConfig,
     timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.timeout_s, write=30.0,
                             pool=None)
     tls = ssl.create_default_context()  # one context shared by every client (cheap to make)
+    wire = None
+    if transport is None:
+        try:
+            wire = WirePool(cfg.base_url, connect_timeout_s=cfg.connect_timeout_s, tls=tls,
+                            keepalive_expiry_s=limits.keepalive_expiry or 0.0)
+        except (ValueError, httpx.InvalidURL):
+            wire = None  # not an http(s) URL httpx would take: httpx says why on the request
+        else:
+            stack.callback(wire.close)
     return ClientPool(stack, lambda: httpx.AsyncClient(
         limits=limits, timeout=timeout, verify=tls, trust_env=False,
         transport=transport or one_write_transport(tls, limits.keepalive_expiry),
-        follow_redirects=False))
+        follow_redirects=False), wire)
 
 
 async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | None
