@@ -1,6 +1,7 @@
 """`capacity plan`'s load sections: the engine's scheduling under a closed loop (--engine) or an
 open loop (--rate, --stages), with every engine knob (--max-num-seqs, --max-num-batched-tokens,
---block-size, --gpu-memory-utilization, --cpu-offload-gb, a prefix cache), run by the
+--block-size, --gpu-memory-utilization, --cpu-offload-gb, a prefix cache, multi-turn
+conversations), run by the
 discrete-event model (`capacity.plan.events`; docs/method.md, queueing and "Engine profiles").
 """
 
@@ -62,6 +63,16 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                         "(vLLM and SGLang prefix caching; default 0: none)")
     p.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9, metavar="SHARE",
                    help="share of requests that find --prefix-tokens cached (default 0.9)")
+    p.add_argument("--turns", type=whole(min=1, max=MAX_TURNS), default=1, metavar="N",
+                   help="under --engine or --rate with a chunked profile: conversations of N "
+                        "turns, turn k + 1's prompt the whole history (earlier prompts and "
+                        "answers) plus --turn-tokens new ones; the prefix cache holds the "
+                        "history, so only the new tokens are prefilled, while its KV stays in "
+                        "the pool and in attention (vLLM V1 automatic prefix caching; "
+                        "default 1: single requests of --prompt-tokens)")
+    p.add_argument("--turn-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=None,
+                   metavar="TOKENS", help="the new message of every turn after the first, "
+                                          "tokens (needed with --turns > 1)")
     p.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=256,
                    metavar="N", help="output tokens per request for --engine, --rate and "
                                      "--stages (default 256)")
@@ -84,6 +95,8 @@ MAX_NUM_SEQS = 65_536
 """The most sequences --max-num-seqs accepts (engines default to 4-4,096)."""
 MAX_BATCHED_TOKENS = 1_048_576
 """The most tokens a step --max-num-batched-tokens accepts (engines default to 2,048-16,384)."""
+MAX_TURNS = 1_000
+"""The most turns --turns accepts (the last turn's prompt must fit --ctx too)."""
 
 
 @dataclass(frozen=True)
@@ -97,10 +110,16 @@ class SchedulerKnobs:
     offload_gib: float = 0.0
     prefix_tokens: int = 0
     prefix_share: float = 0.0
+    turns: int = 1
+    turn_tokens: int = 0
 
     def kwargs(self) -> dict[str, Any]:
-        """The knobs as keyword arguments of `closed_loop_load` and `open_loop_load`."""
-        return asdict(self)
+        """The knobs as keyword arguments of `closed_loop_load` and `open_loop_load` (the
+        multi-turn pair only with --turns > 1: one turn is the event model's default)."""
+        out = asdict(self)
+        if self.turns == 1:
+            del out["turns"], out["turn_tokens"]
+        return out
 
 
 def scheduler_knobs(args: argparse.Namespace) -> SchedulerKnobs:
@@ -120,9 +139,20 @@ def scheduler_knobs(args: argparse.Namespace) -> SchedulerKnobs:
                          "prefills whole prompts (no token budget); use --engine vllm, sglang "
                          "or llamacpp")
     share = float(getattr(args, "prefix_share", 0.0)) if prefix else 0.0
+    turns = int(getattr(args, "turns", 1) or 1)
+    turn_tokens = getattr(args, "turn_tokens", None)
+    if turns > 1 and not (args.engine or args.rate or args.stages):
+        raise InputError("--turns shapes the load sections: add --engine NAME or --rate LIST")
+    if turns > 1 and turn_tokens is None:
+        raise InputError("--turns N needs --turn-tokens: the new message of each later turn")
+    if turns > 1 and not engine_profile(args.engine or "chapter").chunked:
+        raise InputError(f"--turns: the '{args.engine or 'chapter'}' profile prefills whole "
+                         "prompts; multi-turn caching runs in the chunked path (use --engine "
+                         "vllm, sglang or llamacpp)")
     return SchedulerKnobs(max_num_seqs=args.max_num_seqs, chunk_tokens=budget,
                           block_tokens=args.block_size, offload_gib=offload,
-                          prefix_tokens=prefix, prefix_share=share)
+                          prefix_tokens=prefix, prefix_share=share, turns=turns,
+                          turn_tokens=int(turn_tokens or 0) if turns > 1 else 0)
 
 
 def open_loop_stages(args: argparse.Namespace) -> list[list[tuple[float, float]]]:
@@ -147,9 +177,12 @@ def open_loop_stages(args: argparse.Namespace) -> list[list[tuple[float, float]]
 
 def knobs_json(svc: ServiceModel) -> dict[str, Any]:
     """What the engine's knobs made of the replica, for the load sections' JSON: the offload's
-    time per forward pass (ms), the cached prefix (tokens) and its share of requests."""
+    time per forward pass (ms), the cached prefix (tokens) and its share of requests, the
+    turns per conversation, each later turn's new tokens and the mean prompt tokens a request
+    prefills (tokens)."""
     return {"offload_ms_per_pass": svc.offload_ms, "cached_prefix_tokens": svc.cached_tokens,
-            "prefix_share": svc.prefix_share}
+            "prefix_share": svc.prefix_share, "turns": svc.turns,
+            "turn_tokens": svc.turn_tokens, "prefilled_tokens_mean": svc.new_prompt_tokens}
 
 
 def knobs_text(svc: ServiceModel) -> str:
@@ -160,6 +193,10 @@ def knobs_text(svc: ServiceModel) -> str:
     if svc.cached_tokens and svc.prefix_share:
         parts.append(f"{svc.prefix_share:.0%} of requests find a {svc.cached_tokens:,}-token "
                      "prefix cached")
+    if svc.turns > 1:
+        parts.append(f"conversations of {svc.turns} turns of {svc.turn_tokens:,} new tokens "
+                     f"(last prompt {svc.longest_prompt_tokens:,} tokens, history cached): "
+                     f"{svc.new_prompt_tokens:,.0f} tokens prefilled per request on average")
     return "; ".join(parts) + "\n" if parts else ""
 
 

@@ -6,6 +6,9 @@ prompts prefilled while decoding waits, KV reserved at --ctx, min(C_vram, --max-
 `vllm` (chunked prefill in mixed steps, paged KV admitted by the tokens held, preemption), `sglang`
 (prefill batches of its chunk size, token pool) or `llamacpp` (fixed --parallel slots, n_batch
 steps); decode steps from F4 for the current batch, prefill from F6, tokens streamed per step.
+The engine's knobs are the event model's (`capacity plan --rate`): --max-num-seqs,
+--max-num-batched-tokens, --block-size (the KV page), --gpu-memory-utilization (the KV pool)
+and --cpu-offload-gb. A chat's leading system message is a prefix the cache holds.
 --speedup X divides every delay. Its ground truth per request is at GET /sim/truth, in simulated
 time (a busy machine delays the delivery of tokens, not the truth); its physics at GET /sim/info.
 --draft KIND:K decodes speculatively (F12): each engine step verifies k + 1 tokens per sequence
@@ -20,10 +23,11 @@ import sys
 from typing import Any
 
 from capacity.catalog.engines import DEFAULT_ENGINE
-from capacity.catalog.loader import MAX_CONTEXT_TOKENS
+from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
 from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
 from capacity.cli.plan import add_draft_flags, add_scenario_flags, scenario_from_args
+from capacity.cli.plan_load import MAX_BATCHED_TOKENS
 from capacity.sim.scheduler import SimConfig
 from capacity.sim.server import bind_socket, create_app, uvicorn_config
 
@@ -44,6 +48,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=None,
                    help="engine batch limit, as vLLM's --max-num-seqs or llama.cpp's --parallel "
                         "(default: the engine's; 256 for chapter)")
+    s.add_argument("--max-num-batched-tokens", type=whole(min=1, max=MAX_BATCHED_TOKENS),
+                   default=None, metavar="N",
+                   help="tokens one step may carry (vLLM's max_num_batched_tokens, SGLang's "
+                        "chunked_prefill_size, llama.cpp's n_batch; default: the engine's); a "
+                        "chunked profile only")
+    s.add_argument("--cpu-offload-gb", type=number(min=0, max=BOUNDS["memory_gb"][1]),
+                   default=0.0, metavar="GIB",
+                   help="GiB of each GPU's weights kept in host memory (vLLM's "
+                        "--cpu-offload-gb): the KV pool gains them and every forward pass "
+                        "streams them over the host link (data/host_links.toml; default 0)")
     s.add_argument("--chars-per-token", type=number(min=0, max=1000, min_open=True), default=4.0,
                    help="prompt characters per token (default 4)")
     s.add_argument("--eos-after", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0, metavar="TOKENS",
@@ -76,6 +90,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     return SimConfig(
         speedup=args.speedup, engine=args.engine, max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens, block_tokens=args.block_size,
+        offload_gib=args.cpu_offload_gb,
         chars_per_token=args.chars_per_token, eos_after_tokens=args.eos_after,
         fail_http=args.fail_http, fail_disconnect=args.fail_disconnect,
         fail_error_event=args.fail_error_event, fail_stall=args.fail_stall,
@@ -99,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"capacity sim-server: {sim.model_name} on {scenario.n_gpus} x {scenario.gpu.name}, "
           f"{sim.physics.slots} slots (C_vram {sim.physics.c_vram} at {scenario.context_tokens} "
           f"tokens){engine}" + (f", draft {draft.label}" if draft is not None else "")
+          + (f", CPU offload {args.cpu_offload_gb:g} GiB (+{sim.physics.offload_s * 1e3:.2f} ms "
+             "a pass)" if args.cpu_offload_gb else "")
           + f", speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
           flush=True)
     uvicorn.Server(uvicorn_config(app, log_level="warning", stack=args.http_stack)

@@ -20,7 +20,10 @@ import numpy as np
 from capacity.errors import InputError
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
 from capacity.model.scenario import Scenario
-from capacity.plan.queueing import QUANTILES
+from capacity.plan.event_stats import Gaps
+from capacity.plan.event_stats import quantiles as quantiles  # re-exported
+from capacity.plan.event_stats import weighted_mean as weighted_mean  # re-exported
+from capacity.plan.event_stats import weighted_quantiles as weighted_quantiles  # re-exported
 from capacity.plan.service import ServiceModel as ServiceModel  # re-exported: one replica
 from capacity.plan.service import service_from_scenario as service_from_scenario  # re-exported
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
@@ -47,7 +50,8 @@ def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                      concurrency: Sequence[int], max_num_seqs: int | None = None,
                      chunk_tokens: int | None = None, block_tokens: int | None = None,
                      offload_gib: float = 0.0, prefix_tokens: int = 0,
-                     prefix_share: float = 0.0) -> tuple[ServiceModel, list[LoadPoint]]:
+                     prefix_share: float = 0.0, turns: int = 1, turn_tokens: int = 0
+                     ) -> tuple[ServiceModel, list[LoadPoint]]:
     """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
     (`service_from_scenario`, with the engine's `max_num_seqs` and token budget unless given,
     and its other knobs) in a closed loop of ceil(C / replicas) users with no think time,
@@ -55,7 +59,8 @@ def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
     svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
                                 max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
                                 block_tokens=block_tokens, offload_gib=offload_gib,
-                                prefix_tokens=prefix_tokens, prefix_share=prefix_share)
+                                prefix_tokens=prefix_tokens, prefix_share=prefix_share,
+                                turns=turns, turn_tokens=turn_tokens)
     out = []
     for c in concurrency:
         per = max(1, math.ceil(c / s.replicas))
@@ -132,18 +137,20 @@ def open_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                    seed: int = 0, max_num_seqs: int | None = None,
                    chunk_tokens: int | None = None, block_tokens: int | None = None,
                    offload_gib: float = 0.0, prefix_tokens: int = 0,
-                   prefix_share: float = 0.0) -> tuple[ServiceModel, list[OpenLoopPoint]]:
+                   prefix_share: float = 0.0, turns: int = 1, turn_tokens: int = 0
+                   ) -> tuple[ServiceModel, list[OpenLoopPoint]]:
     """TTFT, ITL, TPOT and E2E under an open-loop load at the engine's scheduling: for each
     load (stages of total rate and duration), one replica of `s` fed 1/replicas of the rate
     (`service_from_scenario`, `arrival_times_ms`), the first 10 % of requests left out as
     warm-up. A load at or past the replica's saturation rate is marked saturated (its queue
     grows for as long as it lasts). `max_num_seqs` and `chunk_tokens` override the engine's
-    (vLLM's max_num_seqs and max_num_batched_tokens); the other knobs are
+    (vLLM's max_num_seqs and max_num_batched_tokens); the other knobs (multi-turn too) are
     `service_from_scenario`'s."""
     svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
                                 max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
                                 block_tokens=block_tokens, offload_gib=offload_gib,
-                                prefix_tokens=prefix_tokens, prefix_share=prefix_share)
+                                prefix_tokens=prefix_tokens, prefix_share=prefix_share,
+                                turns=turns, turn_tokens=turn_tokens)
     out = []
     for load in stages:
         per = [(r / s.replicas, d) for r, d in load]
@@ -205,82 +212,21 @@ class Trace:
     admit_ms: FloatArray
     first_ms: FloatArray
     finish_ms: FloatArray
-    gaps: _Gaps | None = None
+    gaps: Gaps | None = None
     preemptions: int = 0
     max_running: int = 0
-
-
-class _Gaps:
-    """Inter-token gaps (ms) as the event loop emits tokens: one value, how many tokens had
-    it, and whose they were (for leaving the warm-up requests out)."""
-
-    def __init__(self, n_requests: int) -> None:
-        self.last_ms = np.full(n_requests, np.nan)
-        self.value_ms: list[float] = []
-        self.count: list[int] = []
-        self.request: list[int] = []
-
-    def add(self, i: int, gap_ms: float, count: int = 1) -> None:
-        self.value_ms.append(gap_ms)
-        self.count.append(count)
-        self.request.append(i)
-
-    def tokens(self, ids: Sequence[int], now_ms: float, step_ms: float | None = None,
-               k: int = 1) -> None:
-        """Each of `ids` got k tokens ending at `now_ms`, the last k - 1 of them `step_ms`
-        apart (decode steps); the first gap runs from its previous token."""
-        for i in ids:
-            first_gap = now_ms - (k - 1) * (step_ms or 0.0) - float(self.last_ms[i])
-            self.add(i, first_gap)
-            if k > 1 and step_ms is not None:
-                self.add(i, step_ms, k - 1)
-            self.last_ms[i] = now_ms
-
-    def kept(self, first_counted: int) -> tuple[FloatArray, FloatArray]:
-        """(gap ms, tokens that had it) of requests numbered >= first_counted."""
-        v = np.asarray(self.value_ms, dtype=np.float64)
-        w = np.asarray(self.count, dtype=np.float64)
-        keep = (np.asarray(self.request, dtype=np.int64) >= first_counted) & np.isfinite(v)
-        return v[keep], w[keep]
-
-    def mean(self, first_counted: int) -> float:
-        """Token-weighted mean gap (ms) of requests numbered >= first_counted (NaN: none)."""
-        return weighted_mean(*self.kept(first_counted))
-
-    def quantiles(self, first_counted: int) -> dict[float, float]:
-        """Token-weighted quantiles of the gaps of requests numbered >= first_counted."""
-        return weighted_quantiles(*self.kept(first_counted))
-
-
-def weighted_mean(values: FloatArray, weights: FloatArray) -> float:
-    """The mean of `values` where each counts `weights` times (NaN for no weight). Unit: that
-    of the values."""
-    total = float(np.sum(weights))
-    return float(np.sum(values * weights)) / total if total > 0 else math.nan
-
-
-def weighted_quantiles(values: FloatArray, weights: FloatArray) -> dict[float, float]:
-    """QUANTILES of `values` where each counts `weights` times (the lower value at a tie of
-    the cumulative weight; NaN for no values). Unit: that of the values."""
-    if values.size == 0 or float(np.sum(weights)) <= 0:
-        return {q: math.nan for q in QUANTILES}
-    order = np.argsort(values, kind="stable")
-    v, cum = values[order], np.cumsum(weights[order])
-    total = float(cum[-1])
-    return {q: float(v[min(int(np.searchsorted(cum, q * total)), v.size - 1)])
-            for q in QUANTILES}
 
 
 class _Pages:
     """A paged pool as `_run` keeps it (`ServiceModel.paged`: vLLM, SGLang): the tokens each
     admitted request holds pages for, the tokens it has emitted, when it was (re)admitted."""
 
-    def __init__(self, svc: ServiceModel, n: int, hit: BoolArray) -> None:
+    def __init__(self, svc: ServiceModel, n: int, shares: BoolArray) -> None:
         assert svc.paged is not None
         self.kv = svc.paged
         self.top = len(self.kv.held_bytes) - 1
         self.out = svc.output_tokens
-        self.less = np.where(hit, self.kv.shared_bytes, 0.0)
+        self.less = np.where(shares, self.kv.shared_bytes, 0.0)
         self.held = np.zeros(n, dtype=np.int64)
         self.emitted = np.zeros(n, dtype=np.int64)
         self.order = np.zeros(n, dtype=np.int64)
@@ -326,9 +272,11 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
     pages and one block fit beside the running requests' (and fewer than `max_batch` run),
     grows pages as tokens come, and when the decoding requests' next tokens would overflow it
     preempts the newest admitted request back to the front of the queue (recompute: its next
-    prefill covers its prompt and the tokens it had generated; its first token was sent)."""
+    prefill covers its prompt and the tokens it had generated; its first token was sent).
+    Prompts, cached tokens and first-chunk times per request: `ServiceModel.request_prompts`
+    (a shared prefix, multi-turn)."""
     n = n_requests
-    gaps = _Gaps(n) if record_gaps else None
+    gaps = Gaps(n) if record_gaps else None
     arrival = np.full(n, np.nan) if arrivals is None else arrivals.copy()
     timed = n if arrivals is not None else 0   # arrivals known ahead: arrival[:timed], sorted
     admit = np.full(n, np.nan)
@@ -336,8 +284,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
     finish = np.full(n, np.nan)
     out = svc.output_tokens
     chunk = svc.chunk_tokens
-    hit = svc.prefix_hits(n) > 0
-    cached = np.where(hit, svc.cached_tokens, 0)
+    prompt, cached, first_extra, shares = svc.request_prompts(n)
     steps = svc.step_ms
     waiting: deque[int] = deque()
     prefill_q: deque[int] = deque()      # admitted, prompt not done (FCFS)
@@ -351,12 +298,13 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
         issued = timed = min(clients, n)
         arrival[:issued] = np.arange(issued, dtype=np.float64) * stagger_ms
     cap = svc.max_batch
+    longest = svc.longest_prompt_tokens
     per_step = (svc.chunk_tokens or svc.prompt_tokens) - (cap if svc.mixed else 0)
-    guard = 20 * n * (2 + svc.prompt_tokens // max(1, per_step))
-    pages = _Pages(svc, n, hit) if svc.paged is not None else None
+    guard = 20 * n * (2 + longest // max(1, per_step))
+    pages = _Pages(svc, n, shares) if svc.paged is not None else None
     if pages is not None:
         steps = svc.batch_step_ms
-        guard += 4 * n * (out + 2 + (svc.prompt_tokens + out) // max(1, per_step))
+        guard += 4 * n * (out + 2 + (longest + out) // max(1, per_step))
         pool = pages.kv.pool_bytes
     target: dict[int, int] = {}          # paged: where a request's prefill ends (recompute)
     max_running = 0
@@ -424,7 +372,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
                 i = waiting.popleft()
                 admit[i] = now
                 prefill_q.append(i)
-                prompt_left[i] = svc.prompt_tokens - int(cached[i])
+                prompt_left[i] = int(prompt[i]) - int(cached[i])
                 busy += 1
         else:
             # vLLM schedules the running requests first (preempting for their next token),
@@ -434,12 +382,12 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             used = pages.claim(running, 1 if svc.mixed else 0) + pages.claim(prefill_q)
             while waiting and busy < cap and not gone:
                 i = waiting[0]
-                if busy and used + pages.admit_claim(i, svc.prompt_tokens) > pool:
+                if busy and used + pages.admit_claim(i, int(prompt[i])) > pool:
                     break
                 waiting.popleft()
                 if math.isnan(admit[i]):
                     admit[i] = now
-                target[i] = pages.target(i, svc.prompt_tokens)
+                target[i] = pages.target(i, int(prompt[i]))
                 pages.held[i] = target[i]
                 pages.order[i] = pages.admitted
                 pages.admitted += 1
@@ -461,7 +409,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             prefill_q.clear()
             for i in batch_ids:
                 del prompt_left[i]
-            now += svc.prompt_pass_ms([bool(hit[i]) for i in batch_ids])
+            now += svc.prompt_pass_ms([bool(cached[i]) for i in batch_ids])
             first_tokens(batch_ids)
         elif prefill_q and chunk is not None:
             # mixed: the decoding requests' tokens and prompt chunks share the budget; not
@@ -475,9 +423,9 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             while prefill_q and used < budget:
                 i = prefill_q[0]
                 take = min(budget - used, prompt_left[i])
-                done = target.get(i, svc.prompt_tokens) - prompt_left[i]
-                if hit[i] and done == cached[i] and (pages is None or not pages.redo[i]):
-                    extra += svc.hit_first_ms   # a prefix hit's first chunk
+                done = target.get(i, int(prompt[i])) - prompt_left[i]
+                if cached[i] and done == cached[i] and (pages is None or not pages.redo[i]):
+                    extra += float(first_extra[i])   # a prefix hit's (a turn's) first chunk
                 pieces.append((done, take))
                 prompt_left[i] -= take
                 used += take
@@ -512,7 +460,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
                 k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
             elif waiting and busy < cap and (
                     pages is None or pages.claim(running, 1)
-                    + pages.admit_claim(waiting[0], svc.prompt_tokens) <= pool):
+                    + pages.admit_claim(waiting[0], int(prompt[waiting[0]])) <= pool):
                 k = 1
             if pages is not None and k > 1 and pages.claim(running, k) > pool:
                 lo, hi = 1, k   # the most steps before the pool overflows
@@ -551,14 +499,6 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
     return Trace(arrival_ms=arrival, admit_ms=admit, first_ms=first, finish_ms=finish,
                  gaps=gaps, preemptions=0 if pages is None else pages.preemptions,
                  max_running=max_running)
-
-
-def quantiles(x: FloatArray) -> dict[float, float]:
-    """p50/p90/p99 of `x` (its unit; numpy's linear interpolation), NaN when empty."""
-    if x.size == 0:
-        return {q: math.nan for q in QUANTILES}
-    v = np.quantile(x, QUANTILES)
-    return {q: float(v[j]) for j, q in enumerate(QUANTILES)}
 
 
 def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,

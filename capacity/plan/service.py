@@ -21,7 +21,7 @@ from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import cached_prefill, cached_prefill_s, shared_prefix_bytes
 from capacity.model.roofline import DecodeStep, counts_as_engines, mixed_step_time_ms, step_time_ms
 from capacity.model.scenario import Scenario, evaluate
-from capacity.types import FloatArray, Note
+from capacity.types import BoolArray, FloatArray, IntArray, Note
 from capacity.units import GIB, TERA
 
 
@@ -121,6 +121,14 @@ class ServiceModel:
     paged: PagedKv | None = None
     """The engine's paged KV pool when it grows pages with the tokens and preempts (vLLM,
     SGLang); None: `slots` requests at once, each holding its pages to its end."""
+    turns: int = 1
+    """Turns per conversation (multi-turn, `request_prompts`): request i is turn (i mod turns)
+    + 1; turn k + 1's prompt is turn k's prompt and answer plus `turn_tokens` new ones."""
+    turn_tokens: int = 0
+    """The new message of every turn after the first, tokens."""
+    turn_first_ms: FloatArray | None = None
+    """What turn k + 1's first chunk adds to its `chunk_ms` (ms, k = 1..turns - 1): as
+    `hit_first_ms`, for a prompt whose history is cached."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -133,8 +141,15 @@ class ServiceModel:
                              f"the {self.slots} decode slots (vLLM's max_num_batched_tokens)")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
             raise InputError(f"chunked-prefill budget must be >= 1 token, got {self.chunk_tokens}")
-        if self.prefill_cum_ms is not None and len(self.prefill_cum_ms) != self.prompt_tokens + 1:
-            raise InputError("prefill_cum_ms needs one time per prompt length 0..prompt_tokens")
+        if self.turns < 1 or (self.turns > 1 and (
+                self.turn_tokens < 1 or self.chunk_tokens is None or self.turn_first_ms is None
+                or len(self.turn_first_ms) != self.turns - 1)):
+            raise InputError("multi-turn needs >= 1 turn, >= 1 new token a turn, a token "
+                             "budget (chunked prefill) and one first-chunk time per later turn")
+        longest = self.longest_prompt_tokens
+        if self.prefill_cum_ms is not None and len(self.prefill_cum_ms) != longest + 1:
+            raise InputError("prefill_cum_ms needs one time per prompt length 0..prompt_tokens "
+                             "(of the last turn)")
         if self.prefill_ms < 0:
             raise InputError("prefill time must be >= 0 ms")
         if not 0 <= self.cached_tokens < self.prompt_tokens:
@@ -142,8 +157,45 @@ class ServiceModel:
                              f"than the {self.prompt_tokens}-token prompt")
         if not (math.isfinite(self.prefix_share) and 0 <= self.prefix_share <= 1):
             raise InputError(f"prefix share must be in [0, 1], got {self.prefix_share}")
-        if self.mfu_cum_ms is not None and len(self.mfu_cum_ms) != self.prompt_tokens + 1:
+        if self.mfu_cum_ms is not None and len(self.mfu_cum_ms) != longest + 1:
             raise InputError("mfu_cum_ms needs one time per prompt length 0..prompt_tokens")
+
+    def turn_prompt_tokens(self, k: int) -> int:
+        """Turn k + 1's prompt (tokens, k = 0..turns - 1): the first prompt, and for each
+        earlier turn its answer and the next new message, P + k x (output + turn_tokens)."""
+        return self.prompt_tokens + k * (self.output_tokens + self.turn_tokens)
+
+    @property
+    def longest_prompt_tokens(self) -> int:
+        """The last turn's prompt (tokens); the prompt without multi-turn."""
+        return self.turn_prompt_tokens(self.turns - 1)
+
+    def request_prompts(self, n_requests: int
+                        ) -> tuple[IntArray, IntArray, FloatArray, BoolArray]:
+        """Per request 0..n-1: its prompt tokens, the tokens of it the prefix cache serves,
+        what its first chunk adds (ms: `hit_first_ms`, `turn_first_ms`) and whether it holds
+        the shared prefix's pages once (a system-prompt hit, `PagedKv.shared_bytes`).
+
+        Request i is turn k + 1 = (i mod turns) + 1 of conversation i // turns, its turns a
+        steady mix (a user sends the next turn after reading the answer, so its history is
+        cached by then; vLLM V1's automatic prefix caching keeps the blocks of finished
+        requests until it needs them: no eviction here). Turn 1 finds the shared prefix
+        cached as `prefix_hits` says (per conversation); a later turn finds its whole history
+        cached, P_k - turn_tokens tokens, and prefills only its new message; its KV still
+        holds (and its attention reads) the whole history. One turn: `prefix_hits`."""
+        i = np.arange(n_requests, dtype=np.int64)
+        k = i % self.turns
+        conv_hit = self.prefix_hits(-(-n_requests // self.turns)) > 0
+        hit = conv_hit[i // self.turns]
+        prompt = self.prompt_tokens + k * (self.output_tokens + self.turn_tokens)
+        cached = np.where(k > 0, prompt - self.turn_tokens,
+                          np.where(hit, self.cached_tokens, 0))
+        later = (np.zeros(0) if self.turn_first_ms is None
+                 else np.asarray(self.turn_first_ms, dtype=np.float64))
+        extra = np.where(k > 0, np.concatenate([[0.0], later])[k],
+                         np.where(hit, self.hit_first_ms, 0.0))
+        return (np.asarray(prompt, dtype=np.int64), np.asarray(cached, dtype=np.int64),
+                np.asarray(extra, dtype=np.float64), np.asarray(hit, dtype=bool))
 
     @property
     def step_ms(self) -> FloatArray:
@@ -247,8 +299,10 @@ class ServiceModel:
     @property
     def new_prompt_tokens(self) -> float:
         """Prompt tokens a request prefills on average (tokens): the prompt, less the cached
-        prefix for the `prefix_share` of requests that hit it."""
-        return self.prompt_tokens - self.prefix_share * self.cached_tokens
+        prefix for the `prefix_share` of requests that hit it; with multi-turn the mean over
+        the turns, the first turn's and (turns - 1) x `turn_tokens`."""
+        first = self.prompt_tokens - self.prefix_share * self.cached_tokens
+        return (first + (self.turns - 1) * self.turn_tokens) / self.turns
 
     def prefill_work_ms(self, pass_tokens: float) -> float:
         """A request's mean prefill work (ms) when its prompt runs in forward passes of
@@ -259,11 +313,22 @@ class ServiceModel:
         slow = pass_slowdown(pass_tokens, self.mfu_half_tokens)
         miss = self.prefill_ms + self.prefill_mfu_ms * (
             slow - pass_slowdown(self.prompt_tokens, self.mfu_half_tokens))
-        if self.cached_tokens == 0 or self.prefix_share == 0:
-            return miss
-        hit = self.hit_prefill_ms + self.hit_mfu_ms * (
-            slow - pass_slowdown(self.prompt_tokens - self.cached_tokens, self.mfu_half_tokens))
-        return (1.0 - self.prefix_share) * miss + self.prefix_share * hit
+        first = miss
+        if self.cached_tokens and self.prefix_share:
+            hit = self.hit_prefill_ms + self.hit_mfu_ms * (
+                slow - pass_slowdown(self.prompt_tokens - self.cached_tokens,
+                                     self.mfu_half_tokens))
+            first = (1.0 - self.prefix_share) * miss + self.prefix_share * hit
+        if self.turns == 1 or self.turn_first_ms is None:
+            return first
+        # a later turn prefills its new message after its cached history (F6 from H to P)
+        later = 0.0
+        for k in range(1, self.turns):
+            p = self.turn_prompt_tokens(k)
+            h = p - self.turn_tokens
+            later += (self.chunk_ms(h, self.turn_tokens) + float(self.turn_first_ms[k - 1])
+                      + slow * self.chunk_mfu_ms(h, self.turn_tokens))
+        return (first + later) / self.turns
 
     @property
     def saturation_rate_per_s(self) -> float:
@@ -324,15 +389,16 @@ def _mfu_ms(s: Scenario, linear_flops: FloatArray, attention_flops: FloatArray) 
 
 def _paged_pool(s: Scenario, prof: EngineProfile, *, output_tokens: int, pool_bytes: float,
                 shared_bytes: float, slots: int, mixed_budget: int | None, held_tokens: int,
-                decode: DecodeStep, cum_ms: FloatArray, mfu_cum_ms: FloatArray | None
-                ) -> PagedKv:
+                decode: DecodeStep, cum_ms: FloatArray, mfu_cum_ms: FloatArray | None,
+                longest_prompt: int) -> PagedKv:
     """The paged pool of `service_from_scenario` (vLLM, SGLang): a request's KV bytes per
     tokens held (F2 in the profile's pages, x the draft's factor), and the step and prefill
     arrays extended past `slots` and the prompt. The most requests at once is min(max_seqs,
     budget - 1 for mixed steps, floor(pool / the pages of one prompt)), at least `slots`.
     Example: 54e9 B of pool, 147,456 B a token, 1,000-token prompts (1,008 in 16-token pages:
-    148.6e6 B): floor(54e9 / 148.6e6) = 363 requests, under vLLM's max_seqs of 1,024."""
-    top = s.prompt + output_tokens + prof.kv_block_tokens
+    148.6e6 B): floor(54e9 / 148.6e6) = 363 requests, under vLLM's max_seqs of 1,024. With
+    multi-turn the arrays reach the last turn's prompt (`longest_prompt`) + output."""
+    top = longest_prompt + output_tokens + prof.kv_block_tokens
     t = np.arange(1, top + 1, dtype=np.float64)
     per = kv_request_bytes(s.model, t, s.kv_dtype, s.tp, prof.kv_block_tokens).paged_bytes
     held_bytes = np.concatenate([[0.0], np.asarray(per, dtype=np.float64) * s.kv_factor])
@@ -349,7 +415,7 @@ def _paged_pool(s: Scenario, prof: EngineProfile, *, output_tokens: int, pool_by
                  zip(terms, (more.bandwidth_ms, more.compute_ms, more.comm_ms, more.serial_ms),
                      strict=True)]
     # a recompute prefills prompt + the tokens generated so far: F6 up to prompt + output
-    ks = np.arange(s.prompt + 1, s.prompt + output_tokens + 1, dtype=np.float64)
+    ks = np.arange(longest_prompt + 1, longest_prompt + output_tokens + 1, dtype=np.float64)
     plateau = s.with_(mfu_half_tokens=0.0, prompt_tokens=None)
     pre = evaluate(plateau, [s.replicas], ks)
     cum = np.concatenate([cum_ms, np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
@@ -369,7 +435,8 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
                           chunk_tokens: int | None = None,
                           engine: str | EngineProfile = DEFAULT_ENGINE,
                           block_tokens: int | None = None, offload_gib: float = 0.0,
-                          prefix_tokens: int = 0, prefix_share: float = 0.0) -> ServiceModel:
+                          prefix_tokens: int = 0, prefix_share: float = 0.0,
+                          turns: int = 1, turn_tokens: int = 0) -> ServiceModel:
     """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
     TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
     numbers as the Explorer), scheduled as the engine profile says (`engine`, default the
@@ -382,7 +449,13 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     prompt that `prefix_share` of requests find cached: their prefill skips it,
     `prefix.cached_prefill_s`, and its KV is held once, `prefix.shared_prefix_bytes`). The
     memory utilisation (vLLM's gpu_memory_utilization) is the scenario's `util`: the KV pool
-    is util x VRAM - weights - overhead (F3)."""
+    is util x VRAM - weights - overhead (F3).
+
+    Multi-turn (`turns` > 1, chunked profiles only): conversations whose turn k + 1 sends the
+    history (every earlier prompt and answer) and `turn_tokens` new ones
+    (`ServiceModel.request_prompts`): the prefill arrays reach the last turn's prompt, the
+    decode step is F4 at the turns' mean context (the history's KV is read every step), and
+    the slots count the mean turn's prompt and answer."""
     prof = engine_profile(engine) if isinstance(engine, str) else engine
     prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
     if block_tokens is not None:
@@ -396,6 +469,19 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     cached = min(int(prefix_tokens), s.prompt - 1) if prefix_share > 0 else 0
     share = prefix_share if cached > 0 else 0.0
     budget = chunk_tokens if chunk_tokens is not None else prof.token_budget_tokens or None
+    if turns < 1 or (turns > 1 and turn_tokens < 1):
+        raise InputError(f"multi-turn needs >= 1 turn and >= 1 new token a turn, got {turns} "
+                         f"turns of {turn_tokens}")
+    if turns > 1 and budget is None:
+        raise InputError(f"multi-turn prefix caching runs in the chunked-prefill path: the "
+                         f"'{prof.key}' profile prefills whole prompts; use vllm, sglang or "
+                         "llamacpp")
+    step_tokens = output_tokens + turn_tokens if turns > 1 else 0
+    longest = s.prompt + (turns - 1) * step_tokens
+    if longest + output_tokens > s.context_tokens and turns > 1:
+        raise InputError(f"the last of {turns} turns needs {longest + output_tokens:,} tokens "
+                         f"of context; the context is {s.context_tokens:,} (raise --ctx)")
+    mean_prompt = s.prompt + (turns - 1) * step_tokens / 2   # the turns' mean prompt
     one = evaluate(s, [s.replicas])
     offload = scenario_offload_ms(s, offload_gib) if offload_gib else 0.0
     shared = float(shared_prefix_bytes(s.with_(block_size=prof.kv_block_tokens), cached))
@@ -403,10 +489,10 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     held = s.context_tokens
     if prof.kv_admission == "tokens":
         # the requests whose whole prompt + output fit the pool, in the engine's pages
-        full = min(s.prompt + output_tokens, s.context_tokens)
+        full = min(round(mean_prompt) + output_tokens, s.context_tokens)
         per_req = float(kv_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
                                          prof.kv_block_tokens).paged_bytes) * s.kv_factor
-        held = max(1, min(s.prompt + output_tokens // 2, s.context_tokens))
+        held = max(1, min(round(mean_prompt) + output_tokens // 2, s.context_tokens))
     else:
         per_req = float(one.kv_request.exact_bytes) * s.kv_factor
     c_vram = int(max_concurrency(pool, per_req - share * shared))
@@ -423,8 +509,9 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     operator = counts_as_engines(s.step_method)
     cum = mfu_cum = None
     hit_first = 0.0
+    turn_first = None
     if budget is not None:
-        ks = np.arange(1, s.prompt + 1, dtype=np.float64)
+        ks = np.arange(1, longest + 1, dtype=np.float64)
         pre = evaluate(plateau.with_(prompt_tokens=None), [s.replicas], ks)
         cum = np.concatenate([[0.0], np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
         if half > 0:
@@ -433,12 +520,18 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         if cached:
             hit_first = (float(cached_prefill_s(plateau, s.prompt, cached)) * 1e3
                          - float(cum[s.prompt] - cum[cached]))
+        if turns > 1:
+            p = s.prompt + np.arange(1, turns) * step_tokens
+            whole_s = cached_prefill_s(plateau.with_(prompt_tokens=None), p, p - turn_tokens)
+            turn_first = (np.asarray(whole_s, dtype=np.float64) * 1e3
+                          - (cum[p] - cum[p - turn_tokens]))
     paged = None
     if prof.kv_admission == "tokens" and prof.preempt and cum is not None:
         paged = _paged_pool(s, prof, output_tokens=output_tokens, pool_bytes=pool,
                             shared_bytes=shared if share else 0.0, slots=slots,
                             mixed_budget=budget if prof.mixed else None, held_tokens=held,
-                            decode=ev.decode, cum_ms=cum, mfu_cum_ms=mfu_cum)
+                            decode=ev.decode, cum_ms=cum, mfu_cum_ms=mfu_cum,
+                            longest_prompt=longest)
     whole = prefill_flops(s.model, float(s.prompt), by_operator=operator)
     hit_pf = cached_prefill(s, s.prompt, cached) if cached else None
     return ServiceModel(paged=paged,
@@ -455,4 +548,5 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         hit_prefill_ms=float(cached_prefill_s(s, s.prompt, cached)) * 1e3 if cached else 0.0,
         hit_mfu_ms=(float(_mfu_ms(s, hit_pf.linear_flops, hit_pf.attention_flops))
                     if hit_pf is not None and half else 0.0),
-        hit_first_ms=hit_first, offload_ms=offload)
+        hit_first_ms=hit_first, offload_ms=offload, turns=turns,
+        turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first)

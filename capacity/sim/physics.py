@@ -11,29 +11,65 @@ import numpy as np
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
-from capacity.model.forward_pass import pass_slowdown
+from capacity.model.forward_pass import pass_slowdown, scenario_offload_ms
 from capacity.model.kv import kv_request_bytes
+from capacity.model.memory import max_concurrency
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import cached_prefill_s
 from capacity.model.roofline import counts_as_engines, mixed_step_time_ms
 from capacity.model.scenario import Scenario, evaluate
+from capacity.units import GIB
+
+
+def profile_with_knobs(profile: EngineProfile, *, token_budget: int | None = None,
+                       block_tokens: int | None = None) -> EngineProfile:
+    """The profile with vLLM's --max-num-batched-tokens (`token_budget`) and --block-size
+    (`block_tokens`) where given (None keeps the profile's). InputError for a budget on a
+    profile that prefills whole prompts (it has none to change), or one < 1 token."""
+    if token_budget is not None:
+        if not profile.chunked:
+            raise InputError(f"max-num-batched-tokens: the '{profile.key}' profile prefills "
+                             "whole prompts (no token budget); use vllm, sglang or llamacpp")
+        if token_budget < 1:
+            raise InputError(f"max-num-batched-tokens must be >= 1, got {token_budget}")
+        profile = replace(profile, token_budget_tokens=int(token_budget))
+    if block_tokens is not None:
+        if block_tokens < 1:
+            raise InputError(f"KV block size must be >= 1 token, got {block_tokens}")
+        profile = replace(profile, kv_block_tokens=int(block_tokens))
+    return profile
 
 
 class SimPhysics:
     """Prefill and decode-step times (seconds, before speedup) and the KV account of a Scenario
-    under an engine profile, cached."""
+    under an engine profile and its knobs, cached.
+
+    The knobs are the event model's (`capacity.plan.service.service_from_scenario`):
+    `max_num_seqs`, `token_budget` (vLLM's max_num_batched_tokens), `block_tokens` (the KV
+    page, vLLM's --block-size) and `offload_gib` (vLLM's --cpu-offload-gb, GiB per GPU: the KV
+    pool gains it, and every forward pass streams it over the host link, `offload_s`);
+    gpu_memory_utilization is the scenario's `util` (the KV pool is F3's budget)."""
 
     def __init__(self, scenario: Scenario, max_num_seqs: int | None = None,
-                 profile: EngineProfile | None = None) -> None:
+                 profile: EngineProfile | None = None, *, token_budget: int | None = None,
+                 block_tokens: int | None = None, offload_gib: float = 0.0) -> None:
         self.scenario = scenario
         prof = profile or engine_profile(DEFAULT_ENGINE)
-        self.profile = prof.for_gpu(scenario.gpu.key, scenario.vram_gb).with_max_seqs(max_num_seqs)
+        self.profile = profile_with_knobs(
+            prof.for_gpu(scenario.gpu.key, scenario.vram_gb).with_max_seqs(max_num_seqs),
+            token_budget=token_budget, block_tokens=block_tokens)
         self._step: dict[tuple[int, int], tuple[float, ...]] = {}
         self._prefill: dict[int, float] = {0: 0.0}
         self._kv: dict[int, float] = {0: 0.0}
         ev = evaluate(scenario, [1])
-        self.c_vram = int(ev.max_concurrency_vram)
-        self.kv_budget_bytes = float(ev.vram.kv_budget_bytes)
+        self.offload_s = scenario_offload_ms(scenario, offload_gib) / 1e3 if offload_gib else 0.0
+        """What every forward pass adds streaming the offloaded weights (s; the event model's
+        `ServiceModel.offload_ms`)."""
+        self.kv_budget_bytes = float(ev.vram.kv_budget_bytes) + offload_gib * GIB
+        self.c_vram = int(ev.max_concurrency_vram) if not offload_gib else int(
+            max_concurrency(self.kv_budget_bytes,
+                            float(ev.kv_request.exact_bytes) * scenario.kv_factor)
+        ) * scenario.replicas
         if self.profile.kv_admission == "context":
             if self.c_vram < 1:
                 raise InputError(
@@ -56,6 +92,12 @@ class SimPhysics:
                                else scenario.with_(draft=replace(d, acceptance_length=1.0)))
         self.verify_tokens = 1 if d is None else d.verify_tokens
         """Tokens per decoding sequence in one step: 1, or k + 1 with a draft."""
+
+    def prefill_batch_s(self, chunks: list[tuple[int, int]], extra_s: float = 0.0) -> float:
+        """A forward pass of prompt chunks alone (a prefill batch: the chapter, SGLang), s:
+        `prefill_pass_s` with no decode tokens, plus `offload_s` (the event model's
+        `ServiceModel.prompt_pass_ms` adds its offload once too)."""
+        return self.prefill_pass_s(chunks, 0, extra_s) + self.offload_s
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """F6 prefill time (s) of one prompt, with the attention term (0 for no tokens)."""
@@ -131,8 +173,9 @@ class SimPhysics:
 
     def step_s(self, batch: int, mean_context_tokens: float) -> float:
         """F4 decode step time (s) for `batch` sequences at a mean context (16-token buckets);
-        with a draft, one engine step (verify pass + draft, `DecodeStep.engine_step_ms`)."""
-        return self._terms_ms(batch, mean_context_tokens)[0] / 1e3
+        with a draft, one engine step (verify pass + draft, `DecodeStep.engine_step_ms`); a CPU
+        offload adds `offload_s` (the step's fixed overhead grows by it, as the event model's)."""
+        return self._terms_ms(batch, mean_context_tokens)[0] / 1e3 + self.offload_s
 
     def mixed_step_s(self, batch: int, mean_context_tokens: float,
                      chunks: list[tuple[int, int]], extra_s: float = 0.0) -> float:
@@ -151,7 +194,7 @@ class SimPhysics:
         _, bw, comp, comm, serial, overhead = self._terms_ms(batch, mean_context_tokens)
         return mixed_step_time_ms(
             bandwidth_ms=bw, compute_ms=comp, comm_ms=comm, serial_ms=serial,
-            overhead_ms=overhead,
+            overhead_ms=overhead + self.offload_s * 1e3,
             prefill_ms=self.prefill_pass_s(chunks, batch * self.verify_tokens, extra_s) * 1e3
         ) / 1e3
 

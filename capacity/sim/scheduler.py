@@ -80,6 +80,13 @@ class SimConfig:
     """The engine profile the scheduler follows (data/engines.toml `[profile.*]`)."""
     max_num_seqs: int | None = None
     """Sequences decoded together at most; None = the engine's default (256 for the chapter)."""
+    max_num_batched_tokens: int | None = None
+    """Tokens one step may carry (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size,
+    llama.cpp's n_batch); None = the engine's. A chunked profile only."""
+    block_tokens: int | None = None
+    """The KV page of tokens admission (vLLM's --block-size); None = the engine's."""
+    offload_gib: float = 0.0
+    """vLLM's --cpu-offload-gb, GiB per GPU (`SimPhysics`: a larger KV pool, a slower pass)."""
     chars_per_token: float = 4.0
     eos_after_tokens: int = 0
     """Without `ignore_eos`, stop after this many tokens (finish_reason "stop"); 0 = never."""
@@ -101,6 +108,8 @@ class SimConfig:
         if self.max_num_seqs is not None and self.max_num_seqs < 1:
             raise InputError(f"max-num-seqs must be >= 1, got {self.max_num_seqs}")
         engine_profile(self.engine)  # an unknown engine is a clear error here
+        if not (math.isfinite(self.offload_gib) and self.offload_gib >= 0):
+            raise InputError(f"CPU offload must be >= 0 GiB, got {self.offload_gib}")
         if not (math.isfinite(self.chars_per_token) and self.chars_per_token > 0):
             raise InputError(f"chars per token must be a finite number > 0, got "
                              f"{self.chars_per_token}")
@@ -221,7 +230,10 @@ class Simulator:
             raise InputError(f"clock must be 'real' or 'virtual', got {clock!r}")
         self.config = config
         self.clock = clock
-        self.physics = SimPhysics(scenario, config.max_num_seqs, engine_profile(config.engine))
+        self.physics = SimPhysics(scenario, config.max_num_seqs, engine_profile(config.engine),
+                                  token_budget=config.max_num_batched_tokens,
+                                  block_tokens=config.block_tokens,
+                                  offload_gib=config.offload_gib)
         self.profile = self.physics.profile
         self.model_name = config.served_model_name or scenario.variant.key
         self.max_model_len = scenario.model.max_context_tokens
@@ -452,7 +464,7 @@ class Simulator:
             used += plan[self.running[-1]]
         if plan:
             done, chunks, extra = self._chunks(plan)
-            return SimStep(emit=done, duration_s=self.physics.prefill_pass_s(chunks, 0, extra))
+            return SimStep(emit=done, duration_s=self.physics.prefill_batch_s(chunks, extra))
         decoding = self._decode_room([s for s in self.running if not s.prefill_left])
         if not decoding:
             return None

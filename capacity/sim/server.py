@@ -139,6 +139,9 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             "draft_tokens": acc.draft_tokens, "accepted_tokens": acc.accepted_tokens}
         return JSONResponse({"speculative": draft,
             "model": sim.model_name, "gpu": scenario.gpu.key, "slots": p.slots,
+            "engine": sim.profile.key, "token_budget_tokens": sim.profile.token_budget_tokens,
+            "kv_block_tokens": sim.profile.kv_block_tokens, "kv_pool_bytes": p.kv_budget_bytes,
+            "offload_ms_per_pass": p.offload_s * 1e3,
             "c_vram": p.c_vram, "speedup": cfg.speedup, "chars_per_token": cfg.chars_per_token,
             "http_stack": getattr(request.app.state, "http_stack", None),
             "max_batch_seen": sim.max_batch_seen, "waiting": len(sim.waiting),

@@ -1,0 +1,82 @@
+"""The event model's statistics (`capacity.plan.events`): inter-token gaps as the event loop
+emits tokens (`Gaps`), token-weighted means and quantiles (the bench's ITL), and plain
+p50/p90/p99. Split out of `capacity.plan.events`, which re-exports them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from capacity.plan.queueing import QUANTILES
+from capacity.types import FloatArray
+
+
+class Gaps:
+    """Inter-token gaps (ms) as the event loop emits tokens: one value, how many tokens had
+    it, and whose they were (for leaving the warm-up requests out)."""
+
+    def __init__(self, n_requests: int) -> None:
+        self.last_ms = np.full(n_requests, np.nan)
+        self.value_ms: list[float] = []
+        self.count: list[int] = []
+        self.request: list[int] = []
+
+    def add(self, i: int, gap_ms: float, count: int = 1) -> None:
+        self.value_ms.append(gap_ms)
+        self.count.append(count)
+        self.request.append(i)
+
+    def tokens(self, ids: Sequence[int], now_ms: float, step_ms: float | None = None,
+               k: int = 1) -> None:
+        """Each of `ids` got k tokens ending at `now_ms`, the last k - 1 of them `step_ms`
+        apart (decode steps); the first gap runs from its previous token."""
+        for i in ids:
+            first_gap = now_ms - (k - 1) * (step_ms or 0.0) - float(self.last_ms[i])
+            self.add(i, first_gap)
+            if k > 1 and step_ms is not None:
+                self.add(i, step_ms, k - 1)
+            self.last_ms[i] = now_ms
+
+    def kept(self, first_counted: int) -> tuple[FloatArray, FloatArray]:
+        """(gap ms, tokens that had it) of requests numbered >= first_counted."""
+        v = np.asarray(self.value_ms, dtype=np.float64)
+        w = np.asarray(self.count, dtype=np.float64)
+        keep = (np.asarray(self.request, dtype=np.int64) >= first_counted) & np.isfinite(v)
+        return v[keep], w[keep]
+
+    def mean(self, first_counted: int) -> float:
+        """Token-weighted mean gap (ms) of requests numbered >= first_counted (NaN: none)."""
+        return weighted_mean(*self.kept(first_counted))
+
+    def quantiles(self, first_counted: int) -> dict[float, float]:
+        """Token-weighted quantiles of the gaps of requests numbered >= first_counted."""
+        return weighted_quantiles(*self.kept(first_counted))
+
+
+def weighted_mean(values: FloatArray, weights: FloatArray) -> float:
+    """The mean of `values` where each counts `weights` times (NaN for no weight). Unit: that
+    of the values."""
+    total = float(np.sum(weights))
+    return float(np.sum(values * weights)) / total if total > 0 else math.nan
+
+
+def weighted_quantiles(values: FloatArray, weights: FloatArray) -> dict[float, float]:
+    """QUANTILES of `values` where each counts `weights` times (the lower value at a tie of
+    the cumulative weight; NaN for no values). Unit: that of the values."""
+    if values.size == 0 or float(np.sum(weights)) <= 0:
+        return {q: math.nan for q in QUANTILES}
+    order = np.argsort(values, kind="stable")
+    v, cum = values[order], np.cumsum(weights[order])
+    total = float(cum[-1])
+    return {q: float(v[min(int(np.searchsorted(cum, q * total)), v.size - 1)])
+            for q in QUANTILES}
+
+
+def quantiles(x: FloatArray) -> dict[float, float]:
+    """p50/p90/p99 of `x` (its unit; numpy's linear interpolation), NaN when empty."""
+    if x.size == 0:
+        return {q: math.nan for q in QUANTILES}
+    v = np.quantile(x, QUANTILES)
+    return {q: float(v[j]) for j, q in enumerate(QUANTILES)}
