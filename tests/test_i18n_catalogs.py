@@ -146,3 +146,14 @@ def test_a_plural_note_takes_its_count_from_n(tmp_path: Path) -> None:
             read_measured(tmp_path / "a.csv")
         assert english in error_text(caught.value, "en") and "(s)" not in str(caught.value)
         assert error_text(caught.value, "zh").startswith("a.csv：缺少列 `")
+
+
+def test_every_calibration_knob_has_a_label_in_every_language() -> None:
+    """The Results page labels each knob of a saved calibration with `r_knob_<name>`: a knob added
+    to `calibration.KNOBS` without its label made the page raise KeyError."""
+    from capacity.fit.calibration import KNOBS
+    from capacity.report.i18n import t
+
+    for lang in LANGS:  # the parity test holds every language to the source's keys
+        for knob in KNOBS:
+            assert t("r_knob_" + knob, lang).strip(), (lang, knob)
