@@ -39,6 +39,10 @@ SETUPS = {
         "seq_overhead_ms": 0.02, "step_overhead_ms": 0.5, "attn_mfu": 0.2}),
     "operator-moe-tp2": ("qwen3-30b-a3b", "h100-sxm", 2, {
         "step_method": "operator", "eff": 0.6, "attn_sat_batch": 6.0}),
+    "layer-tp2": ("qwen3.5-9b-awq", "h100-sxm", 2, {
+        "eta_bw": 0.836, "step_overhead_ms": 0.3, "layer_overhead_ms": 0.0405}),
+    "operator-layer": ("qwen3.5-9b-awq", "rtx-4090", 1, {
+        "step_method": "operator", "layer_overhead_ms": 0.05, "seq_overhead_ms": 0.02}),
 }
 """(model, GPU, TP, other inputs): dense, MoE (touched experts grow the weights read), tensor
 parallel (all-reduce term) on the H100, and both with an efficiency below 1."""
@@ -76,6 +80,7 @@ def test_planner_grid_steps_are_the_explorers(catalog: Catalog, name: str) -> No
     inp = PlanInputs(model=s.variant.key, workload=wl, gpus=(s.gpu.key,), max_gpus=s.tp,
                      kv_dtypes=(s.kv_dtype,), eff=s.eff, eta_bw=s.eta_bw,
                      step_overhead_ms=s.step_overhead_ms, step_method=s.step_method,
+                     layer_overhead_ms=s.layer_overhead_ms,
                      eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch,
                      seq_overhead_ms=s.seq_overhead_ms, attn_mfu=s.attn_mfu)
     _, _, u = replica_units(inp, catalog)
@@ -93,7 +98,9 @@ def test_planner_grid_steps_are_the_explorers(catalog: Catalog, name: str) -> No
 @pytest.mark.parametrize("name", list(SETUPS))
 def test_calibration_predictor_is_the_explorer_with_the_knobs(catalog: Catalog,
                                                               name: str) -> None:
-    base = _scenario(catalog, name)
+    # a calibration's t0 holds the whole fixed time of a step (F11): it starts from no
+    # per-layer overhead (`scenario_with_basis` applies it to the chapter's knobs)
+    base = _scenario(catalog, name).with_(layer_overhead_ms=0.0)
     pts = [MeasuredPoint(concurrency=c, context_tokens=p + o, prompt_tokens=p, output_tokens=o,
                          tpot_ms=20.0)
            for c, p, o in ((1, 1000, 200), (8, 4000, 500), (32, 2000, 256), (96, 6000, 1000))]
@@ -138,8 +145,10 @@ def test_evaluate_is_the_step_model_over_contexts(catalog: Catalog, name: str) -
     for field in ("bandwidth_ms", "compute_ms", "comm_ms", "serial_ms", "step_ms"):
         np.testing.assert_array_equal(getattr(ev.decode, field), getattr(d, field))
     np.testing.assert_array_equal(step.step_ms(BATCHES[:, None]), d.step_ms)
-    assert np.all(d.step_ms >= s.step_overhead_ms + np.maximum(d.bandwidth_ms, d.compute_ms))
-    np.testing.assert_allclose(d.step_ms, s.step_overhead_ms + np.maximum(
+    # t0 = the per-step overhead + layers x the per-layer one (F11, `fixed_step_ms`)
+    assert s.fixed_step_ms == pytest.approx(2.0 + s.model.layers * s.layer_overhead_ms)
+    assert np.all(d.step_ms >= s.fixed_step_ms + np.maximum(d.bandwidth_ms, d.compute_ms))
+    np.testing.assert_allclose(d.step_ms, s.fixed_step_ms + np.maximum(
         d.bandwidth_ms, d.compute_ms) + d.comm_ms + d.serial_ms, rtol=1e-12)
 
 

@@ -90,6 +90,19 @@ from capacity.types import FloatArray, StrArray
 from capacity.units import GB, TERA
 
 
+def fixed_step_ms(step_overhead_ms: float, layer_overhead_ms: float, layers: int) -> float:
+    """F11's fixed time of one decode step `t0`, ms: the per-step overhead plus a per-layer one,
+    `t0 = step_overhead_ms + layer_overhead_ms x layers`.
+
+    The per-layer term is the time each transformer layer's kernels take beyond moving their
+    bytes and doing their FLOPs (launch gaps, kernel ramp-up and tail, norms and small
+    element-wise kernels), which neither shrinks with TP nor grows with the batch, so a deep
+    model split over 8 GPUs is slower than its bytes per GPU say (issue 25; data/engines.toml
+    derives the typical value). Example: 0.058 ms x 80 layers + 0 = 4.64 ms. Source: F11
+    (docs/method.md)."""
+    return float(step_overhead_ms) + float(layer_overhead_ms) * int(layers)
+
+
 def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]:
     """(fixed, per sequence) ms of one decode step's TP all-reduces: F10's `tp_comm_ms` is
     linear in the batch, tp_comm_ms(b) = fixed + per_seq x b. (0, 0) without TP."""

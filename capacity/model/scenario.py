@@ -63,6 +63,7 @@ from capacity.model.roofline import (
     StepModel,
     comm_coefficients_ms,
     counts_as_engines,
+    fixed_step_ms,
 )
 from capacity.model.roofline import step_method as step_method_of
 from capacity.model.speculative import Draft, draft_step_fields, draft_weights_per_gpu_gb, kv_factor
@@ -113,6 +114,9 @@ class Scenario:
     headroom: float = DEFAULT_HEADROOM
     eta_bw: float = 1.0
     step_overhead_ms: float = 0.0
+    layer_overhead_ms: float = 0.0
+    """F11: fixed time per layer per decode step, ms (`roofline.fixed_step_ms`; 0 on the spec
+    sheet and the chapter)."""
     prefill_overhead_ms: float = 0.0
     calibration: str | None = None
     warnings: tuple[str, ...] = field(default=())
@@ -151,6 +155,11 @@ class Scenario:
     @property
     def model(self) -> Model:
         return self.variant.model
+
+    @property
+    def fixed_step_ms(self) -> float:
+        """F11's fixed time of one decode step, ms: per step plus per layer x layers."""
+        return fixed_step_ms(self.step_overhead_ms, self.layer_overhead_ms, self.model.layers)
 
     @property
     def replicas(self) -> int:
@@ -227,6 +236,7 @@ def make_scenario(
     allow_long_context: bool = False,
     eta_bw: float = 1.0,
     step_overhead_ms: float = 0.0,
+    layer_overhead_ms: float = 0.0,
     prefill_overhead_ms: float = 0.0,
     calibration: str | None = None,
     step_method: str = DEFAULT_STEP_METHOD.value,
@@ -282,6 +292,7 @@ def make_scenario(
     method = step_method_of(step_method).value
     for name, value in (("overhead", overhead_gb), ("headroom", headroom),
                         ("step overhead", step_overhead_ms),
+                        ("per-layer step overhead", layer_overhead_ms),
                         ("per-sequence overhead", seq_overhead_ms),
                         ("attention saturation batch", attn_sat_batch),
                         ("draft overhead", draft_overhead_ms),
@@ -324,7 +335,8 @@ def make_scenario(
         mfu_half_tokens=float(mfu_half_tokens),
         price_per_hour=price, currency=cur, cny_per_usd=cny_per_usd,  # type: ignore[arg-type]
         headroom=headroom, eta_bw=eta_bw, step_overhead_ms=step_overhead_ms,
-        prefill_overhead_ms=prefill_overhead_ms, calibration=calibration,
+        layer_overhead_ms=float(layer_overhead_ms), prefill_overhead_ms=prefill_overhead_ms,
+        calibration=calibration,
         warnings=tuple(warnings), step_method=method, eta_kv=eta_kv,
         attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
         batch1_factor=batch1_factor, draft=draft, draft_overhead_ms=draft_overhead_ms,
@@ -387,7 +399,7 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
         s.model, weights_bytes=s.weights_per_gpu_gb * GB,
         kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64),
         bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw,
-        overhead_ms=s.step_overhead_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq,
+        overhead_ms=s.fixed_step_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq,
         method=s.step_method, context_tokens=np.asarray(ctx, dtype=np.float64),
         eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms,
         batch1_factor=s.batch1_factor, ridge_sharpness=s.ridge_sharpness,

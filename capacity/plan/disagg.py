@@ -36,7 +36,7 @@ from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
 from capacity.model.memory import max_concurrency, vram_budget
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import prefill_flops, prefill_seconds_by_parts
-from capacity.model.roofline import StepModel, comm_coefficients_ms, counts_as_engines
+from capacity.model.roofline import StepModel, comm_coefficients_ms, counts_as_engines, fixed_step_ms
 from capacity.plan.disagg_handover import (
     DEFAULT_ADMISSION_STEPS as DEFAULT_ADMISSION_STEPS,
 )
@@ -373,7 +373,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
     a = {k: np.asarray(v, dtype=np.float64)[:, None] for k, v in cols.items()}
     step = StepModel.for_model(
         model, weights_bytes=a["w"], kv_request_bytes=a["kvs"], bandwidth_gb_s=a["bw"],
-        tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw, overhead_ms=inp.step_overhead_ms,
+        tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
+        overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
         comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,

@@ -127,6 +127,8 @@ class PlanInputs:
     """Achieved share of spec-sheet bandwidth in the decode step (F11; 1 = spec sheet)."""
     step_overhead_ms: float = 0.0
     """Fixed time per decode step, ms (F11)."""
+    layer_overhead_ms: float = 0.0
+    """Fixed time per layer per decode step, ms (F11, `roofline.fixed_step_ms`)."""
     prefill_overhead_ms: float = 0.0
     """Fixed time per prefill, ms (F11)."""
     step_method: str = DEFAULT_STEP_METHOD.value

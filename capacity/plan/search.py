@@ -45,6 +45,7 @@ from capacity.model.roofline import (
     StepModel,
     comm_coefficients_ms,
     counts_as_engines,
+    fixed_step_ms,
 )
 from capacity.model.scenario import (
     context_limit_note,
@@ -240,7 +241,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     step = StepModel.for_model(
         model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvs"],
         bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
-        overhead_ms=inp.step_overhead_ms, comm_fixed_ms=a["ca"],
+        overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
+        comm_fixed_ms=a["ca"],
         comm_per_seq_ms=a["cb"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,

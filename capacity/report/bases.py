@@ -34,6 +34,8 @@ class Knobs(Protocol):
     def cuda_graph_max_tokens(self) -> float: ...
     @property
     def gemm_tile_tokens(self) -> float: ...
+    @property
+    def layer_overhead_ms(self) -> float: ...
 
 
 def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
@@ -73,9 +75,12 @@ def knobs_text(knobs: Knobs, lang: str) -> str:
 
 
 def step_shape_text(knobs: Knobs, lang: str) -> str:
-    """The decode step's shape knobs that are set, in words (F4c's ridge sharpness, F4d's CUDA
-    graphs and GEMM tile): ', ridge sharpness 2 (...)'; '' at their defaults."""
+    """The decode step's shape knobs that are set, in words (F11's per-layer overhead, F4c's
+    ridge sharpness, F4d's CUDA graphs and GEMM tile): ', ridge sharpness 2 (...)'; '' at
+    their defaults."""
     out = ""
+    if knobs.layer_overhead_ms > 0:
+        out += t("basis_knobs_layer", lang, ms=knobs.layer_overhead_ms * 1e3)
     if knobs.ridge_sharpness > 0:
         out += t("basis_knobs_ridge", lang, k=knobs.ridge_sharpness)
     if knobs.cuda_graph_max_tokens > 0:

@@ -487,13 +487,16 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
         value=cp_ms, unit="ms"))
     step = float(ev.decode.step_ms[0])
     comm = float(ev.decode.comm_ms[0])
+    t0 = s.fixed_step_ms  # F11: per step + per layer x layers
     steps.append(MathStep(
         key="step", formula=("t_step = (t_verify + t_draft) / tau (F12)" if dg else
-                             "t_step = max(t_bw, t_compute)" + (" + comm" if comm else ""))
+                             ("t_step = t0 + " if t0 else "t_step = ") + "max(t_bw, t_compute)"
+                             + (" + comm" if comm else ""))
         + "; tok/s per request = 1000 / t_step; aggregate = C x 1000 / t_step",
         substituted=(per_token_text(float(dg.verify_ms[0]), float(dg.draft_ms[0]),
                                     dg.draft.acceptance_length) if dg else
-                     f"max({_n(bw_ms)}, {_n(cp_ms)})" + (f" + {_n(comm)}" if comm else ""))
+                     (f"{_n(t0)} + " if t0 else "") + f"max({_n(bw_ms)}, {_n(cp_ms)})"
+                     + (f" + {_n(comm)}" if comm else ""))
         + f" = {_n(step)} ms -> {_n(1e3 / step)} tok/s per request, "
           f"{_n(float(ev.aggregate_tok_s[0]))} tok/s aggregate",
         value=step, unit="ms"))
@@ -511,7 +514,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
         formula="t_step = t0 + max(W / (BW eta_w), 2 P C / (F eff)) + max(C KV / (BW eta_kv), "
                 "C A / F, KV b_sat / (BW eta_kv)) + comm + t_seq C   (A = 4 layers heads "
                 "head_dim L)" + ("; with the draft: (t_step + t_draft) / tau" if og else ""),
-        substituted=f"{_n(s.step_overhead_ms)} + {_n(float(d.gemm_ms[0]) * per_tok)} + "
+        substituted=f"{_n(t0)} + {_n(float(d.gemm_ms[0]) * per_tok)} + "
                     f"{_n(float(d.attention_ms[0]) * per_tok)}" + (f" + {_n(comm)}" if comm else "")
                     + (f" + {_n(s.seq_overhead_ms * c_rep)}" if s.seq_overhead_ms else "")
                     + ("" if og is None else f" = {_n(float(og.verify_ms[0]))}; " + per_token_text(
