@@ -1,5 +1,6 @@
-"""The typical section's decode step: rows scored on the event model's TPOT, and eta_bw held
-out for its source groups (capacity.fit.validate_typical, data/engines.toml's header).
+"""The typical section's decode step: rows scored on the event model's TPOT, and eta_bw with
+F11's per-layer overhead solved from two source points and held out for their source groups
+(capacity.fit.validate_typical, data/engines.toml's header).
 
 Expected values are worked by hand in the comments.
 """
@@ -43,9 +44,48 @@ def test_eta_bw_rederived_from_its_source_points() -> None:
     # embedding lookup 32768 x 4096 x 2 B = 14.23 GB, KV 32 x 8 x 128 x 2 x 2 B x 384 x 4
     # = 0.201 GB; 14.43 GB / 1008 GB/s = 14.32 ms; TPOT from throughput 18.70 ms -> 0.766
     assert len(rtx) == 5 and rtx[0] == pytest.approx(14.32 / 18.70, rel=0.01)
-    # the file's 0.65 is the rule's median (0.62 today, data/engines.toml's header) within 5%
+    # the 'before' basis' 0.65 is the rule's median (0.62 today, data/engines.toml's header)
+    # within 5%
     every = statistics.median(h100 + rtx)
-    assert typical_efficiency("vllm").typical["eta_bw"] == pytest.approx(every, rel=0.05)
+    assert vt.BEFORE_ETA_BW == pytest.approx(every, rel=0.05)
+
+
+def test_step_knobs_solved_from_two_points_by_hand() -> None:
+    # 14.551 / e + 32 t = 18.70 and 4.95 / e + 36 t = 7.38, in x = 1 / e:
+    # t = (7.38 x 14.551 - 18.70 x 4.95) / (36 x 14.551 - 32 x 4.95)
+    #   = (107.386 - 92.565) / (523.836 - 158.4) = 14.821 / 365.436 = 0.040557 ms
+    # x = (18.70 - 32 x 0.040557) / 14.551 = 17.4022 / 14.551 = 1.19594 -> e = 0.83617
+    a = vt.StepPoint(bandwidth_ms=14.551, tpot_ms=18.70, layers=32)
+    b = vt.StepPoint(bandwidth_ms=4.95, tpot_ms=7.38, layers=36)
+    eta, layer = vt.solve_step_knobs([a, b])
+    assert layer == pytest.approx(0.040557, rel=1e-4)
+    assert eta == pytest.approx(0.83617, rel=1e-4)
+    # one point: no per-layer cost, eta_bw = t_bw / TPOT = 4.95 / 7.38 = 0.67073
+    assert vt.solve_step_knobs([b]) == (pytest.approx(0.67073, rel=1e-4), 0.0)
+    # a negative per-layer cost is outside physics: bandwidth alone, the points' median
+    # (10 / 12 = 0.8333 and 10 / 11 = 0.9091 -> 0.8712)
+    c = vt.StepPoint(bandwidth_ms=10.0, tpot_ms=12.0, layers=10)
+    d = vt.StepPoint(bandwidth_ms=10.0, tpot_ms=11.0, layers=40)
+    assert vt.solve_step_knobs([c, d]) == (pytest.approx((10 / 12 + 10 / 11) / 2), 0.0)
+    with pytest.raises(ValueError):
+        vt.solve_step_knobs([])
+    # held out: a source group is scored with the other point alone; others with the file's
+    pts = {"a": a, "b": b}
+    assert vt.held_out_step_knobs(pts, "a", {}) == {
+        "eta_bw": pytest.approx(0.67073, rel=1e-4), "layer_overhead_ms": 0.0}
+    engine = {"eta_bw": 0.836, "layer_overhead_ms": 0.0405}
+    assert vt.held_out_step_knobs(pts, "c", engine) == engine
+
+
+def test_the_file_holds_the_solved_step_knobs() -> None:
+    groups = vt.groups_of()
+    cat = default_catalog()
+    pts = [vt.step_point(groups[k], cat) for k in vt.ETA_BW_SOURCES]
+    assert all(p is not None for p in pts)
+    eta, layer = vt.solve_step_knobs([p for p in pts if p is not None])
+    typ = typical_efficiency("vllm").typical
+    assert typ["eta_bw"] == pytest.approx(eta, abs=0.001)
+    assert typ["layer_overhead_ms"] == pytest.approx(layer, abs=0.0001)
 
 
 def test_event_model_tpot_is_the_step_alone_at_one_client_and_more_under_load() -> None:
@@ -78,4 +118,9 @@ def test_step_rows_are_scored_on_the_benchmarks_tpot() -> None:
     # the eager group says so in the table
     eager = [r for r in steps if "enforce-eager" in r.engine]
     assert eager and "--enforce-eager" in vt.markdown(card)
-    assert all(dict(r.knobs)["eta_bw"] == pytest.approx(0.65, abs=0.002) for r in steps)
+    # the source groups with the other group's point alone; every other group the file's
+    knobs = {r.group: dict(r.knobs) for r in steps}
+    assert knobs["qwen3-8b-bf16 on h100-sxm (vLLM)"]["layer_overhead_ms"] == 0.0
+    others = [k for g, k in knobs.items() if g not in vt.ETA_BW_SOURCES]
+    assert others and all(k["eta_bw"] == 0.836 and k["layer_overhead_ms"] == 0.0405
+                          for k in others)

@@ -5,23 +5,29 @@ would: the chapter's step (F4) and F6 on the `typical:vllm` knobs, TTFT, E2E and
 through the event model under the row's engine profile (`validate.predict`, as the calibrated
 section). Two bases:
 
-- before (as of 2026-12-02): data/engines.toml's knobs with the prefill curve F6c, the MFU
-  plateau held out (below); eta_bw the file's (in sample for its two source groups); a step
-  row (`tpot_ms`, `itl_ms`) scored against F4's decode step alone;
-- after: the same, with eta_bw held out too, and a step row scored against the event model's
-  TPOT of a request, (E2E - TTFT) / (n - 1), mean or median as the row states: what
-  benchmark_serving's TPOT and genai-perf's ITL measure, other requests' prefills (chunks
-  mixed into the step, or prefill batches that pause decoding) included. At C = 1 it is the
-  F4 step.
+- before (the basis until 2026-12-02, `BEFORE_ETA_BW`): bandwidth efficiency 0.65 with every
+  fixed cost folded in (no per-layer overhead), held out for its source groups
+  (`held_out_eta_bw`);
+- after: bandwidth efficiency and F11's per-layer step overhead solved together from the
+  same source points (`solve_step_knobs`, data/engines.toml's header), held out for their
+  source groups (`held_out_step_knobs`).
+Both with the prefill curve F6c, the MFU plateau held out (below), and a step row (`tpot_ms`,
+`itl_ms`) scored against the event model's TPOT of a request, (E2E - TTFT) / (n - 1), mean or
+median as the row states: what benchmark_serving's TPOT and genai-perf's ITL measure, other
+requests' prefills (chunks mixed into the step, or prefill batches that pause decoding)
+included. At C = 1 it is the F4 step.
 
 Held out (every knob derived from published.csv, the scored row's group left out):
 - the MFU plateau: the median over the other groups of (spec-sheet TTFT at MFU 1 / measured
   TTFT) x (L + m_half) / L on their rows at concurrency 1 (the rule the file's plateau comes
   from), else the file's; m_half from the file (an external GEMM measurement);
-- eta_bw: the file's rule is the median of spec-sheet step / measured TPOT over six source
-  points (`ETA_BW_SOURCES`: the RTX 4090 vLLM sweep, the H100 SXM vLLM v0.11.0 point); a
-  source group is scored with the file's value x (the rule without it / the rule with all),
-  the others with the file's value (`held_out_eta_bw`).
+- before, eta_bw: the median of spec-sheet step / measured TPOT over six source points
+  (`ETA_BW_SOURCES`: the RTX 4090 vLLM sweep, the H100 SXM vLLM v0.11.0 point); a source
+  group is scored with 0.65 x (the rule without it / the rule with all) (`held_out_eta_bw`);
+- after, eta_bw and the per-layer overhead: each source group's lowest-concurrency TPOT is
+  `t_bw / eta_bw + layers x t_layer` (t_bw the chapter's bandwidth term at eta_bw 1); the two
+  groups (two GPUs of 3.3x different bandwidth) give both knobs. A source group is scored
+  with the other group's point alone: one equation, so t_layer = 0 and eta_bw = t_bw / TPOT.
 
 Rows added to published.csv later (`ReferenceSweep.added`) are held out of both rules and
 scored apart (`TypicalScorecard.error(..., added=True)`).
@@ -38,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import numpy as np
+
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
@@ -52,6 +60,8 @@ ETA_BW_SOURCES: Final[tuple[str, ...]] = ("mistral-7b-v0.3-bf16 on rtx-4090 (vLL
                          "qwen3-8b-bf16 on h100-sxm (vLLM)")
 """The groups whose decode points data/engines.toml's eta_bw is the median over (its header):
 every point of theirs with a TPOT (stated, or derived from throughput and TTFT)."""
+BEFORE_ETA_BW: Final = 0.65
+"""data/engines.toml's eta_bw until 2026-12-02 (the 'before' basis: no per-layer overhead)."""
 BEGIN: Final = "<!-- validate-typical:begin -->"
 END: Final = "<!-- validate-typical:end -->"
 
@@ -159,6 +169,63 @@ def held_out_eta_bw(points: dict[str, tuple[float, ...]], group: str, engine: fl
     return engine * float(statistics.median(rest)) / float(statistics.median(every))
 
 
+@dataclass(frozen=True)
+class StepPoint:
+    """One source point of the step knobs: the chapter's step at eta_bw 1 and no overhead (ms;
+    its bandwidth term at these points' low concurrency on one GPU), the measured TPOT (ms)
+    and the model's layers."""
+
+    bandwidth_ms: float
+    tpot_ms: float
+    layers: int
+
+
+def step_point(sweeps: Sequence[ReferenceSweep], cat: Catalog) -> StepPoint | None:
+    """A group's lowest-concurrency decode point with a TPOT, as a `StepPoint` (None: none).
+    At the lowest concurrency the step is bandwidth-bound and no other request's prefill is
+    folded into a TPOT derived from throughput."""
+    best: tuple[float, StepPoint] | None = None
+    for s in sweeps:
+        for p in s.points:
+            if not p.tpot_ms or (best is not None and p.concurrency >= best[0]):
+                continue
+            base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
+            d = v.predict(base, [p.concurrency], s.prompt_tokens, s.output_tokens)
+            best = (p.concurrency, StepPoint(bandwidth_ms=float(d.step_ms[0]),
+                                             tpot_ms=float(p.tpot_ms),
+                                             layers=base.model.layers))
+    return None if best is None else best[1]
+
+
+def solve_step_knobs(points: Sequence[StepPoint]) -> tuple[float, float]:
+    """(eta_bw, per-layer overhead ms) from decode points `TPOT = t_bw / eta_bw + layers x
+    t_layer`, linear in (1 / eta_bw, t_layer): least squares over two or more points, eta_bw
+    capped at 1 and t_layer floored at 0; one point gives t_layer = 0, eta_bw = t_bw / TPOT.
+    Example: (14.551, 18.70, 32) and (4.95, 7.38, 36): 1 / eta_bw = 1.196, t_layer = 0.0405 ms
+    (eta_bw 0.836)."""
+    if not points:
+        raise ValueError("no decode point to derive the step knobs from")
+    a = np.array([[p.bandwidth_ms, p.layers] for p in points], dtype=np.float64)
+    y = np.array([p.tpot_ms for p in points], dtype=np.float64)
+    if len(points) >= 2 and np.linalg.matrix_rank(a) == 2:
+        inv_eta, layer_ms = np.linalg.lstsq(a, y, rcond=None)[0]
+        if layer_ms >= 0 and inv_eta >= 1:
+            return 1.0 / float(inv_eta), float(layer_ms)
+    # one point, or a solution outside physics: bandwidth alone (t_layer = 0)
+    eta = float(np.median(a[:, 0] / y))
+    return min(eta, 1.0), 0.0
+
+
+def held_out_step_knobs(points: dict[str, StepPoint], group: str,
+                        engine: dict[str, float]) -> dict[str, float]:
+    """eta_bw and the per-layer overhead for `group`: the file's (`engine`) for a group that is
+    no source; for a source group, solved from the other source points alone."""
+    if group not in points:
+        return {"eta_bw": engine["eta_bw"], "layer_overhead_ms": engine["layer_overhead_ms"]}
+    eta, layer = solve_step_knobs([p for k, p in points.items() if k != group])
+    return {"eta_bw": eta, "layer_overhead_ms": layer}
+
+
 def _scenario(s: ReferenceSweep, cat: Catalog) -> Scenario:
     """The row's deployment as `capacity validate` builds it (`validate`'s groups)."""
     return run_scenario(s.model_key or "", s.gpu_key or "", prompt_tokens=s.prompt_tokens,
@@ -219,11 +286,14 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     old = {k: kept for k, g in groups.items() if (kept := [s for s in g if not s.is_added])}
     evidence = plateau_evidence(old, typ.typical["mfu_half_tokens"], cat)  # added: held out
     eta_points = {k: eta_bw_points(old[k], cat) for k in ETA_BW_SOURCES if k in old}
+    step_points = {k: p for k in ETA_BW_SOURCES if k in old
+                   if (p := step_point(old[k], cat)) is not None}
     rows: list[TypicalRow] = []
     for key, g in sorted(groups.items()):
-        before_k = held_out_knobs([e for k, e in evidence.items() if k != key], typ.typical)
-        after_k = {**before_k, "eta_bw": held_out_eta_bw(eta_points, key,
-                                                         typ.typical["eta_bw"])}
+        plateau_k = held_out_knobs([e for k, e in evidence.items() if k != key], typ.typical)
+        before_k = {**plateau_k, "layer_overhead_ms": 0.0,
+                    "eta_bw": held_out_eta_bw(eta_points, key, BEFORE_ETA_BW)}
+        after_k = {**plateau_k, **held_out_step_knobs(step_points, key, typ.typical)}
         for s in g:
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             levels = sorted({x.concurrency for x in s.stated})
@@ -242,14 +312,16 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
                 rows.append(TypicalRow(
                     group=key, metric=metric.value,
                     concurrency=x.concurrency, measured=x.value,
-                    before=v.pick(before, metric, i, x.stat),
+                    before=(_step(before, i, x.stat, True) if step
+                            else v.pick(before, metric, i, x.stat)),
                     after=(_step(after, i, x.stat, True) if step
                            else v.pick(after, metric, i, x.stat)),
                     saturated=sat[i], engine=s.engine_text or s.engine, added=s.added,
                     step_ms=after.step_ms[i] if step else math.nan,
                     spec_ms=spec.step_ms[i] if step else math.nan,
                     knobs=tuple(sorted((k, float(after_k[k]))
-                                       for k in ("eta_bw", "mfu", "mfu_half_tokens")))))
+                                       for k in ("eta_bw", "layer_overhead_ms", "mfu",
+                                                 "mfu_half_tokens")))))
     return TypicalScorecard(rows=tuple(rows))
 
 
@@ -267,10 +339,12 @@ def markdown(card: TypicalScorecard) -> str:
              "Each published row predicted on `typical:vllm` with no measurement of its own "
              "(chapter step F4, F6 with the prefill curve F6c, the event model for TTFT, E2E "
              "and throughput). Knobs derived from published.csv are held out: the MFU "
-             "plateau, and after this change eta_bw, re-derived without the row's group; "
-             "m_half comes from an external GEMM table. Before: eta_bw the file's (in sample "
-             "for its two source groups), a step row scored against F4's step alone. After: "
-             "eta_bw held out, a step row scored against the event model's TPOT, "
+             "plateau and the step knobs, re-derived without the row's group; m_half comes "
+             "from an external GEMM table. Before (the basis until 2026-12-02): eta_bw 0.65 "
+             "with every fixed cost folded in. After: eta_bw and F11's per-layer step "
+             "overhead solved together from the same two source groups' lowest-concurrency "
+             "points (data/engines.toml's header), so a deep model split over 8 GPUs keeps "
+             "its per-layer cost. A step row is scored against the event model's TPOT, "
              "(E2E - TTFT) / (n - 1), which is what the benchmarks' TPOT and ITL measure "
              "(other requests' prefills included). |predicted / measured - 1| below "
              "saturation.", "",
