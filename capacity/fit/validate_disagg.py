@@ -22,7 +22,8 @@ delay) and the typical basis (`'typical:vllm'`, the planner's typical knobs from
 data/engines.toml; the link at the planner's defaults of `capacity.plan.disagg_handover`).
 The engine's scheduling is the row's profile (data/engines.toml `[profile.*]`). Error =
 predicted / measured - 1. The spec
-sheet must be an upper bound: throughput at or above, latency at or below the measured. A
+sheet must be an upper bound: throughput at or above, latency at or below the measured (a
+closed loop's latency: or a request rate at or above the measured, `DisaggCheck.rate_bounded`). A
 throughput measured at a set arrival rate is the rate, not a speed: such rows are not scored
 (their latency rows are).
 
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -319,6 +320,13 @@ class DisaggCheck:
     transfer_ms: float
     link: str
     source: str
+    spec_rate_per_s: float = math.nan
+    typical_rate_per_s: float = math.nan
+    """The spec sheet's and the typical basis' request rates at the row's load, requests/s."""
+    measured_rate_per_s: float = math.nan
+    """A closed loop's measured request rate, from its group's throughput row at the same
+    mode and load (throughput per GPU x GPUs / output tokens); NaN for an open loop or
+    where the source states no throughput."""
 
     def error(self, basis: str) -> float:
         """predicted / measured - 1 on 'spec' or 'typical'."""
@@ -326,9 +334,22 @@ class DisaggCheck:
 
     @property
     def bounded(self) -> bool:
-        """The spec sheet is the fast side: throughput at or above, latency at or below."""
-        return self.spec >= self.measured if self.metric == THROUGHPUT \
-            else self.spec <= self.measured
+        """The spec sheet is the fast side: throughput at or above, latency at or below; or,
+        for a latency of a closed loop, a request rate at or above the measured one
+        (`rate_bounded`)."""
+        if self.metric == THROUGHPUT:
+            return self.spec >= self.measured
+        return self.spec <= self.measured or self.rate_bounded
+
+    @property
+    def rate_bounded(self) -> bool:
+        """A closed loop's latency above the measured one while the spec sheet serves at
+        least the measured request rate: in a closed loop a phase's latency is not monotone
+        in speed (clients a faster decode sends back sooner wait longer at a saturated
+        prefill stage), only the rate is; the bound on a latency holds at equal load."""
+        return (self.metric != THROUGHPUT and math.isfinite(self.measured_rate_per_s)
+                and self.spec > self.measured
+                and self.spec_rate_per_s >= self.measured_rate_per_s)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -381,6 +402,10 @@ class DisaggScorecard:
         return sum(c.bounded for c in self.checks)
 
     @property
+    def rate_bounded(self) -> int:
+        return sum(c.rate_bounded for c in self.checks)
+
+    @property
     def throughput_rows(self) -> int:
         return sum(c.metric == THROUGHPUT for c in self.checks)
 
@@ -402,6 +427,19 @@ def skip_reason(r: DisaggRow, catalog: Catalog) -> str:
         return ("throughput at a set arrival rate is the rate, not a speed (its latency rows "
                 "are scored)")
     return ""
+
+
+def _measured_rate(r: DisaggRow, rows: Sequence[DisaggRow]) -> float:
+    """A closed-loop row's measured request rate, requests/s: its group's throughput row at
+    the same mode and load, per GPU x GPUs / output tokens (NaN: open loop, or none stated).
+    Example: 351 tok/s per GPU x 8 GPUs / 62 output tokens = 45.3 requests/s."""
+    if r.concurrency is None:
+        return math.nan
+    for o in rows:
+        if (o.group, o.mode, o.concurrency, o.metric) == (r.group, r.mode, r.concurrency,
+                                                          THROUGHPUT):
+            return o.value * o.gpus / o.output_tokens
+    return math.nan
 
 
 def _winner(metric: str, by_mode: dict[str, float]) -> str:
@@ -492,7 +530,9 @@ def disagg_scorecard(rows: Iterable[DisaggRow] | None = None,
                     metric=r.metric, measured=r.value, spec=pred["spec"].metric(r.metric),
                     typical=pred["typical"].metric(r.metric),
                     transfer_ms=pred["typical"].transfer_ms, link=pred["typical"].link,
-                    source=r.source))
+                    source=r.source, spec_rate_per_s=pred["spec"].request_rate_per_s,
+                    typical_rate_per_s=pred["typical"].request_rate_per_s,
+                    measured_rate_per_s=_measured_rate(r, rows)))
             except CapacityError as exc:
                 why = str(exc)
         if why:
@@ -519,14 +559,20 @@ def markdown(card: DisaggScorecard) -> str:
         "### Disaggregated prefill/decode", "",
         f"{len(card.checks)} rows of data/reference/disagg.csv (published P/D deployments and "
         "the aggregated baselines their sources ran on the same GPUs: NVIDIA Dynamo with vLLM on "
-        "B200, llm-d on H200) against the two-pool event model (capacity/plan/events_disagg.py, "
+        "B200; llm-d on H200, on GKE and CoreWeave; SGLang with NIXL on H200, dstack's "
+        "prefill/decode ratio sweep; Mooncake's vLLM and SGLang connectors) against the two-pool event model (capacity/plan/events_disagg.py, "
         "the hand-over of capacity/plan/disagg_handover.py) and, for aggregated rows, the one-pool event "
         f"model. Typical basis: `{TYPICAL_BASIS}` (data/engines.toml). Throughput per GPU, "
         f"{n_t} rows: typical median |error| {_f(typ.median, '.1%')} (target: within "
         f"{TARGET_ERROR:.0%}: {'met' if card.target_met else 'not met'}), spec sheet median "
         f"{_f(spec.median, '.1%')} above. The spec sheet is on the fast side of the measured "
         f"figure (throughput at or above, latency at or below) on {card.bounded} of "
-        f"{len(card.checks)} rows. Nothing is fitted to these rows.", "",
+        f"{len(card.checks)} rows" + (
+            f" ({card.rate_bounded} of them closed-loop latencies above the measured while "
+            "the spec sheet serves at least the measured request rate: in a closed loop a "
+            "phase's latency is not monotone in speed, clients a faster decode sends back "
+            "sooner wait longer at a saturated prefill stage; the bound holds at equal load)"
+            if card.rate_bounded else "") + ". Nothing is fitted to these rows.", "",
         "| basis | metric | rows | median abs error | worst | median signed |",
         "|---|---|---:|---:|---:|---:|"]
     for basis in BASES:
