@@ -198,7 +198,8 @@ def test_compare_inputs_are_the_winners_figures() -> None:
 def test_verdicts_cover_each_comparison(card: vd.DisaggScorecard) -> None:
     groups = {v.group for v in card.verdicts}
     assert groups == {"dynamo-b200-3k-c16", "dynamo-b200-3k-c32", "dynamo-b200-8k-c16",
-                      "dynamo-b200-8k-c32", "llm-d-h200-5k-r45"}
+                      "dynamo-b200-8k-c32", "llm-d-h200-5k-r45", "mooncake-a10-8k-r1",
+                      "mooncake-a10-2k-r4"}
     for v in card.verdicts:
         assert v.compare_winner in ("aggregated", "disaggregated", "none")
         assert v.compare_reason
