@@ -42,6 +42,7 @@ if not Path(CHROMIUM).exists():
     pytest.skip("needs /usr/bin/chromium", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api")
 from tests.test_browser_measure import click_until  # noqa: E402  (after the skips above)
+
 # looked up, not imported: both warn of deprecations at import (pytest makes warnings errors),
 # and the provider runs in its own process anyway
 for _needed in ("authlib", "oidc_provider_mock"):

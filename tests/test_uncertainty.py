@@ -12,13 +12,16 @@ from capacity.model.scenario import evaluate, make_scenario
 C = [1, 10, 50, 100]
 
 
-def test_band_without_calibration_is_ordered_and_1_3x_to_3x_above_the_spec_sheet() -> None:
+def test_band_without_calibration_is_ordered_and_1_3x_to_3_5x_above_the_spec_sheet() -> None:
     s = make_scenario()  # spec-sheet: eta_bw = eff = 1, no overheads
     b = band(s, C)
     lo, mid, hi = b.step_ms
     assert np.all(lo <= mid) and np.all(mid <= hi)
     ratio = hi / mid
-    assert np.all(ratio >= 1.3) and np.all(ratio <= 3.0)
+    # the slow edge: 1.3x to 3.5x the spec sheet (3.1x at batch 1, where the per-layer
+    # overhead's slow edge, 32 layers x 81 us = 2.6 ms, weighs most; published steps run up
+    # to 3.7x the spec sheet at batch 1: gpt-oss-120b on 8 B200, 2.31 ms against 0.62)
+    assert np.all(ratio >= 1.3) and np.all(ratio <= 3.5)
     assert b.ttft_s[0] <= b.ttft_s[1] <= b.ttft_s[2]
     assert b.max_concurrency_vram[0] <= b.max_concurrency_vram[1] <= b.max_concurrency_vram[2]
     assert b.max_concurrency_vram[1] == 53  # the chapter's C_vram in the middle

@@ -244,6 +244,7 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
         hi = {k: v[1] for k, v in TYPICAL_RANGES.items()}
         slow = replace(inp, eta_bw=lo["eta_bw"], eff=lo["eff"], mfu=lo["mfu"],
                        step_overhead_ms=hi["step_overhead_ms"],
+                       layer_overhead_ms=hi["layer_overhead_ms"],
                        prefill_overhead_ms=hi["prefill_overhead_ms"])
         return slow, with_spec_sheet(inp)  # the fast edge: the upper bound on speed
     s_step = 1.0 + calibrated_spread(cal, PointKind.TPOT)

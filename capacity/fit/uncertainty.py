@@ -47,6 +47,7 @@ TYPICAL_RANGES: dict[str, tuple[float, float]] = {
     "eta_kv": (0.55, 0.9),
     "attn_sat_batch": (1.0, 8.0),
     "seq_overhead_ms": (0.005, 0.3),
+    "layer_overhead_ms": (0.0, 0.081),
 }
 """Plausible values on real engines (vLLM, SGLang, TensorRT-LLM on datacenter and consumer
 GPUs): the low edge of each fraction and the high edge of each overhead give the slow end.
@@ -54,7 +55,11 @@ Overhead_gb: F3 (docs/method.md) (1.89 to 4.76 GiB measured on vLLM for Llama-3.
 The operator step's knobs (F4b): eta_kv as eta_bw; attn_sat_batch 1 to 8 sequences (the issue's
 data-centre measurements: at batch 1 the step grows with context 2-3x faster than KV / BW;
 8 is this project's assumption); seq_overhead_ms from 5 us (an assumption for CUDA-graph
-engines) to 0.3 ms (the RTX 4090 vLLM published sweep fitted with the operator step: 0.31)."""
+engines) to 0.3 ms (the RTX 4090 vLLM published sweep fitted with the operator step: 0.31).
+layer_overhead_ms (F11's per-layer step overhead): none to twice the typical vLLM basis' 40.5 us
+(data/engines.toml, derived from two GPUs' published decode points); with it the band without
+measurements contains 20 of 28 published steps below saturation instead of 15 (`capacity
+validate`, "The band without measurements")."""
 
 CALIBRATED_OVERHEAD_SPREAD_GB = 0.5
 MIN_SPREAD = 0.05
@@ -275,10 +280,12 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
     r = TYPICAL_RANGES
     fast = scenario.with_(eta_bw=r["eta_bw"][1], eff=r["eff"][1],
                           step_overhead_ms=r["step_overhead_ms"][0], mfu=r["mfu"][1],
+                          layer_overhead_ms=r["layer_overhead_ms"][0],
                           prefill_overhead_ms=r["prefill_overhead_ms"][0],
                           overhead_gb=r["overhead_gb"][0])
     slow = scenario.with_(eta_bw=r["eta_bw"][0], eff=r["eff"][0],
                           step_overhead_ms=r["step_overhead_ms"][1], mfu=r["mfu"][0],
+                          layer_overhead_ms=r["layer_overhead_ms"][1],
                           prefill_overhead_ms=r["prefill_overhead_ms"][1],
                           overhead_gb=r["overhead_gb"][1])
     mid = _at(scenario, C)
