@@ -82,11 +82,17 @@ def test_token_budget_moves_ttft_and_itl_the_vllm_way() -> None:
     _, b512 = _at(_typical(0.9, 1000), 8.0, 512)
     _, b2k = _at(_typical(0.9, 1000), 8.0, 2048)
     assert b512.ttft_mean_ms > 1.2 * b2k.ttft_mean_ms
-    assert b512.itl_mean_ms < b2k.itl_mean_ms
+    # at 8 req/s few steps carry a chunk: the ITLs are within 2% (two 512-token chunk steps
+    # each pay the step's fixed time, F11's per-layer part included, where one 1,000-token
+    # chunk pays it once); the budget's ITL effect shows under load, below
+    assert b512.itl_mean_ms <= 1.02 * b2k.itl_mean_ms
     _, h512 = _at(_typical(0.9, 1000), 16.0, 512)
     _, h2k = _at(_typical(0.9, 1000), 16.0, 2048)
     _, h8k = _at(_typical(0.9, 1000), 16.0, 8192)
-    assert h512.itl_mean_ms < 0.85 * h2k.itl_mean_ms
+    # (a 512 budget also costs throughput, the other side of the trade-off: each step pays
+    # its fixed time for fewer tokens, and at 16 req/s this deployment's queue grows)
+    assert h512.itl_mean_ms < 0.9 * h2k.itl_mean_ms
+    assert h512.saturated and not h2k.saturated
     assert h2k.itl_mean_ms <= h8k.itl_mean_ms
     assert h512.ttft_mean_ms > h2k.ttft_mean_ms
 
