@@ -33,8 +33,17 @@ def test_keys_from_the_issue_resolve(catalog: Catalog) -> None:
 
 def test_weight_sizes_from_params_and_bits(catalog: Catalog) -> None:
     assert catalog.variant("llama-3.1-8b").weights_gb == pytest.approx(16.06)
-    assert catalog.variant("llama-3.1-8b-fp8").weights_gb == pytest.approx(8.03)
-    assert catalog.variant("llama-3.1-8b-awq").weights_gb == pytest.approx(8.03 * 4.25 / 8)
+    # quantized formats keep the embedding table and the output head (untied on Llama-3.1:
+    # 2 x 128256 x 4096 = 1.0507 B parameters) in 16 bits: FP8 (8.03 - 1.0507) x 1 +
+    # 1.0507 x 2 = 9.08 GB
+    emb = 2 * 128256 * 4096 / 1e9
+    assert catalog.variant("llama-3.1-8b-fp8").weights_gb == pytest.approx(8.03 - emb + 2 * emb)
+    assert catalog.variant("llama-3.1-8b-awq").weights_gb == pytest.approx(
+        (8.03 - emb) * 4.25 / 8 + 2 * emb)
+    assert "embedding and output head" in catalog.variant("llama-3.1-8b-awq").weights_source
+    # a format without embedding bits (GGUF's own tensor types) stays params x bits
+    assert catalog.variant("llama-3.1-8b-gguf-q4_k_m").weights_gb == pytest.approx(
+        8.03 * 4.85 / 8)
     # a stated size wins over params x bits
     assert catalog.variant("gpt-oss-20b").weights_gb == pytest.approx(14.46, abs=0.01)
 

@@ -180,11 +180,13 @@ def test_the_three_deepseek_deployments_from_the_cli(
     assert r["crosses_nodes"] is (nodes > 1) and r["all_to_all_over_nic"] is (nodes > 1)
     assert r["all_to_all_link"] == link
     # weights per GPU by hand: X = (671 - 37) / (1 - 8/256) routed-expert parameters, the rest
-    # shared, FP8 (1 byte per parameter); ceil((256 + R) / n) experts per GPU
+    # shared, FP8 (1 byte per parameter) with the embedding and head in BF16 (2 x 129280 x
+    # 7168 parameters, one more byte each); ceil((256 + R) / n) experts per GPU
     x = 634 / (1 - 8 / 256)
+    emb = 2 * 129280 * 7168 / 1e9
     slots = math.ceil((256 + red) / n)
     assert r["expert_slots_per_gpu"] == slots
-    assert r["weights_per_gpu_gb"] == pytest.approx(671 - x + slots * x / 256, rel=1e-9)
+    assert r["weights_per_gpu_gb"] == pytest.approx(671 - x + emb + slots * x / 256, rel=1e-9)
     points = r["points"]
     assert isinstance(points, list) and points and all(p["fits"] for p in points)
     top = points[-1]

@@ -138,17 +138,21 @@ def test_bad_imbalance_file_is_named() -> None:
 def test_memory_per_gpu_by_hand() -> None:
     s = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8), context_tokens=1000)
     m = ep_memory(s)
-    assert s.bytes_per_param == pytest.approx(1.0)  # FP8: 671 GB for 671 B
-    assert m.shared_gb == pytest.approx(671 - X_B)
+    # FP8: 1 byte per parameter, the embedding table and output head in BF16 (2 x 129280 x
+    # 7168 = 1.853 B parameters at 2 bytes): 671 + 1.853 = 672.85 GB
+    emb = 2 * 129280 * 7168 / 1e9
+    assert s.expert_bytes_per_param == 1.0
+    assert s.variant.weights_gb == pytest.approx(671 + emb)
+    assert m.shared_gb == pytest.approx(671 - X_B + emb)
     assert m.experts_gb == pytest.approx(32 * X_B / 256)
     assert m.kv_request_bytes == pytest.approx(MLA_BYTES_PER_TOKEN * 1000)
-    budget = 141 * 0.9 - 671 + X_B - 32 * X_B / 256 - 1.5 - DEFAULT_NCCL_GB
+    budget = 141 * 0.9 - 671 - emb + X_B - 32 * X_B / 256 - 1.5 - DEFAULT_NCCL_GB
     assert m.kv_budget_gb == pytest.approx(budget)
     assert m.max_sequences_per_group == int(budget * 1e9 // (MLA_BYTES_PER_TOKEN * 1000))
     assert m.max_batch == 8 * m.max_sequences_per_group
     tp = ep_memory(ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8, attention_tp=8),
                             context_tokens=1000))
-    assert tp.shared_gb == pytest.approx((671 - X_B) / 8)  # split over the TP group
+    assert tp.shared_gb == pytest.approx((671 - X_B + emb) / 8)  # split over the TP group
     assert tp.kv_request_bytes == pytest.approx(m.kv_request_bytes)  # MLA: whole on every rank
     red = ep_memory(ep_setup("deepseek-v3", "h200-sxm",
                              ep_layout("h200-sxm", 8, redundant_experts=32), context_tokens=1000))
@@ -247,7 +251,8 @@ def test_typical_knobs_are_sourced() -> None:
 def test_compute_parts_with_knobs_by_hand() -> None:
     s = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8), context_tokens=1000)
     lookup = 7168 * 129280 / 1e9
-    shared = (671 - X_B - lookup) * 1e9  # FP8: 1 byte per parameter
+    # FP8: 1 byte per parameter, the output head in BF16 (2 bytes; the lookup table is not read)
+    shared = (671 - X_B - 2 * lookup) * 1e9 + lookup * 2e9
     bw = 4800e9
     k = EpKnobs(dense_eta_bw=0.5, kv_eta_bw=0.25,
                 expert_eff_curve=((256.0, 0.449), (1024.0, 0.561)))
@@ -265,7 +270,7 @@ def test_compute_parts_with_knobs_by_hand() -> None:
     mla = 61 * 2 * 128 * 1088 * 1000
     assert attn2 == pytest.approx(max(
         (shared + b_g * MLA_BYTES_PER_TOKEN * 1000) / bw,
-        b_g * 2 * shared / 1979e12 + b_g * mla / (989e12 * 0.5)) * 1e3)
+        b_g * 2 * (671 - X_B - lookup) * 1e9 / 1979e12 + b_g * mla / (989e12 * 0.5)) * 1e3)
 
 
 def test_step_with_overlap_and_layer_time_by_hand() -> None:

@@ -60,6 +60,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "params_active_b": (0.0, 100_000.0),
     "weights_gb": (0.0, 1_000_000.0),
     "bits_per_weight": (0.0, 64.0),
+    "embedding_bits": (1.0, 32.0),
     "num_layers": (1.0, 1_000.0),
     "count": (1.0, 1_000.0),
     "kv_heads": (1.0, 10_000.0),
@@ -173,6 +174,10 @@ class WeightFormat:
     generic: bool
     source: str
     notes: str = ""
+    embedding_bits: float | None = None
+    """Bits per parameter of the input embedding table and the output head, which the
+    quantizers leave in 16 bits (they quantize the decoder layers' Linear modules); None: the
+    format's `bits_per_weight` for every parameter."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -308,6 +313,22 @@ class ModelVariant:
         return self.weights_gb * GB
 
 
+def computed_weights_gb(model: Model, fmt: WeightFormat) -> tuple[float, str]:
+    """A model's weights in a format without a stated size, GB, and how they were computed:
+    `(P - E) x bits / 8 + E x embedding_bits / 8`, E the embedding table and output head
+    (vocab x hidden each; once when tied), which quantizers keep in 16 bits. Example:
+    Qwen2.5-7B in GPTQ (7.62 B parameters, E = 2 x 152064 x 3584 = 1.09 B untied):
+    6.53 x 4.25 / 8 + 1.09 x 16 / 8 = 3.47 + 2.18 = 5.65 GB (its published files: 5.58 GB);
+    without the embedding rule 7.62 x 4.25 / 8 = 4.05 GB."""
+    p, bits = model.params_total_b, fmt.bits_per_weight
+    emb = model.lookup_params_b + model.head_params_b
+    if fmt.embedding_bits is None or emb <= 0 or fmt.embedding_bits == bits:
+        return p * bits / 8.0, f"{p} B params x {bits} bits / 8"
+    gb = (p - emb) * bits / 8.0 + emb * fmt.embedding_bits / 8.0
+    return gb, (f"{p - emb:.3g} B params x {bits} bits / 8 + {emb:.3g} B of embedding and "
+                f"output head x {fmt.embedding_bits:g} bits / 8")
+
+
 @dataclass(frozen=True)
 class Catalog:
     """All catalog entries, keyed by their lower-case keys."""
@@ -355,11 +376,9 @@ class Catalog:
             if stated.format == fkey:
                 return ModelVariant(model=model, format=chosen, weights_gb=stated.weights_gb,
                                     weights_stated=True, weights_source=stated.source)
-        weights_gb = model.params_total_b * chosen.bits_per_weight / 8.0
-        return ModelVariant(
-            model=model, format=chosen, weights_gb=weights_gb, weights_stated=False,
-            weights_source=f"{model.params_total_b} B params x {chosen.bits_per_weight} bits / 8",
-        )
+        weights_gb, how = computed_weights_gb(model, chosen)
+        return ModelVariant(model=model, format=chosen, weights_gb=weights_gb,
+                            weights_stated=False, weights_source=how)
 
     def variant_keys(self) -> list[str]:
         """Every model key, bare and with each format suffix."""
@@ -488,6 +507,7 @@ def parse_format(path: Path, table: Mapping[str, Any]) -> WeightFormat:
         compute_dtype=cast(Literal["bf16", "fp8", "int8"], compute),
         generic=bool(e._get("generic", True, False)), source=e.text("source"),
         notes=e.text("notes", ""),
+        embedding_bits=e.number("embedding_bits", optional=True),
     )
     e.text("as_of")
     e.finish()

@@ -186,6 +186,31 @@ class EpSetup:
         return self.variant.weights_bytes / (self.variant.model.params_total_b * 1e9)
 
     @property
+    def expert_bytes_per_param(self) -> float:
+        """Bytes per routed-expert parameter: the format's bits / 8 where the weights are
+        computed (experts are Linear modules, quantized; the embedding and head may keep more
+        bits, `computed_weights_gb`), else the stated weights' average (B/param).
+        DeepSeek-V3 FP8: 1.0."""
+        v = self.variant
+        return v.format.bits_per_weight / 8.0 if not v.weights_stated else self.bytes_per_param
+
+    @property
+    def shared_bytes(self) -> float:
+        """Bytes of the weights outside the routed experts: the weights less the experts'.
+        DeepSeek-V3 FP8: 672.85 - 654.5 x 1.0 = 18.35 GB (its embedding and head in BF16)."""
+        m = self.variant.model
+        return self.variant.weights_bytes - m.expert_params_b * 1e9 * self.expert_bytes_per_param
+
+    @property
+    def lookup_bytes(self) -> float:
+        """Bytes of the input embedding table (looked up, never read whole): its parameters at
+        the format's embedding bits where the weights are computed, else the average."""
+        v = self.variant
+        bits = v.format.embedding_bits
+        per = bits / 8.0 if bits is not None and not v.weights_stated else self.bytes_per_param
+        return v.model.lookup_params_b * 1e9 * per
+
+    @property
     def expert_params_b(self) -> float:
         """Parameters of ONE routed expert over all MoE layers, billions: X / E, with X the
         routed-expert parameters (`Model.expert_params_b`). DeepSeek-V3: 654.5 / 256 = 2.557."""
@@ -266,8 +291,8 @@ def ep_memory(s: EpSetup, *, util: float = DEFAULT_UTIL, overhead_gb: float = DE
     sequence). DeepSeek-V3 FP8 on 8 H200, DP attention: 16.5 + 32 x 2.557 = 98.3 GB of weights.
     """
     lay = s.layout
-    shared = s.shared_params_b * s.bytes_per_param / lay.attention_tp
-    experts = s.expert_slots * s.expert_params_b * s.bytes_per_param
+    shared = s.shared_bytes / GB / lay.attention_tp
+    experts = s.expert_slots * s.expert_params_b * s.expert_bytes_per_param
     buf = (EP_BUFFER_GB if lay.ep > 1 else 0.0) if buffers_gb is None else buffers_gb
     usable = s.gpu.memory_gb * util
     budget = usable - shared - experts - overhead_gb - buf
@@ -338,11 +363,12 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     f_attn = _attention_peak(s, knobs) * TERA * eff * knobs.attention_eff
     shared = (s.shared_params_b - s.variant.model.lookup_params_b) * 1e9
     b_g = batch / lay.attention_groups
-    attn_s = max(shared * s.bytes_per_param / lay.attention_tp / (bw * knobs.dense_eta_bw)
+    attn_s = max((s.shared_bytes - s.lookup_bytes) / lay.attention_tp / (bw * knobs.dense_eta_bw)
                  + b_g * s.kv_request_bytes / (bw * knobs.kv_eta_bw),
                  b_g * 2.0 * shared / lay.attention_tp / (f * knobs.dense_eff)
                  + b_g * attention_flops(s, knobs) / lay.attention_tp / f_attn)
-    exp_bytes = s.expert_slots * s.expert_params_b * 1e9 * s.bytes_per_param * _touched(s, batch)
+    exp_bytes = (s.expert_slots * s.expert_params_b * 1e9 * s.expert_bytes_per_param
+                 * _touched(s, batch))
     pairs = imbalance * batch * s.active / lay.ep
     e_x = grouped_gemm_eff(knobs.expert_eff_curve, pairs / s.expert_slots)
     exp_flops = 2.0 * s.expert_params_b * 1e9 * pairs
@@ -403,8 +429,9 @@ def bound_ms(s: EpSetup, batch: float) -> float:
     lay = s.layout
     shared = (s.shared_params_b - s.variant.model.lookup_params_b) * 1e9
     b_g = batch / lay.attention_groups
-    read = (shared * s.bytes_per_param / lay.attention_tp + b_g * s.kv_request_bytes
-            + s.expert_slots * s.expert_params_b * 1e9 * s.bytes_per_param * _touched(s, batch))
+    read = ((s.shared_bytes - s.lookup_bytes) / lay.attention_tp + b_g * s.kv_request_bytes
+            + s.expert_slots * s.expert_params_b * 1e9 * s.expert_bytes_per_param
+            * _touched(s, batch))
     flops = (b_g * (2.0 * shared + s.attention_flops) / lay.attention_tp
              + 2.0 * s.expert_params_b * 1e9 * batch * s.active / lay.ep)
     return max(read / (s.gpu.bandwidth_gb_s * GB), flops / (s.peak_tflops * TERA)) * 1e3
