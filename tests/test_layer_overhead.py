@@ -77,3 +77,15 @@ def test_planner_explorer_event_model_and_words_agree(catalog: Catalog) -> None:
     step = next(m for m in show_math(s, 4) if m.key == "step")
     assert step.formula.startswith("t_step = t0 + max(t_bw, t_compute)")
     assert step.substituted.startswith("1.296 + max(6.118, 0.2165) = 7.414 ms")
+
+
+def test_the_explorers_caption_names_the_typical_basis_once(catalog: Catalog) -> None:
+    from app.explorer_view import prediction_caption
+
+    s = scenario_with_basis(make_scenario("qwen3.5-9b-awq", "rtx-4090", catalog=catalog),
+                            "typical:vllm")
+    en = prediction_caption(s, "typical:vllm", "en")
+    assert en.startswith("Prediction: typical vLLM efficiency (no calibration): decode compute")
+    assert "typical typical" not in en and "40.5 us per layer per decode step" in en
+    zh = prediction_caption(s, "typical:vllm", "zh")
+    assert zh.count("典型效率") == 1 and "每层每个解码步 40.5 微秒" in zh
