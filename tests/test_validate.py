@@ -154,7 +154,9 @@ def test_calibrated_leave_one_group_out_error_is_pinned(card: Scorecard) -> None
     step = orig.logo(Metric.STEP, saturated=False)
     assert step.n >= 10 and step.median < LOGO_STEP_MEDIAN_MAX
     sat = orig.logo(Metric.STEP, saturated=True)
-    assert sat.n >= 5 and sat.median < 0.21  # 18.8%: the queue's stalls, not F4 at C_vram
+    # 21.4%: the queue's stalls, not F4 at C_vram (18.8% before the FP8 weights counted their
+    # embedding and head in 16 bits: 2 GB more per GPU on the NIM 2 x H100 group, less KV)
+    assert sat.n >= 5 and sat.median < 0.22
     tput = orig.logo(Metric.THROUGHPUT, saturated=False)
     assert tput.n >= 10 and tput.median < LOGO_THROUGHPUT_MEDIAN_MAX
     e2e = orig.logo(Metric.E2E, saturated=False)
