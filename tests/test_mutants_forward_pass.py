@@ -1,0 +1,69 @@
+"""Tests written to kill mutmut survivors in capacity/model/forward_pass.py (issue 28): F6c's
+slowdown of a pass and the CPU-offload stream per pass. Expected values by hand, in comments."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from capacity.errors import InputError
+from capacity.model.forward_pass import offload_ms, pass_slowdown, scenario_offload_ms
+from capacity.model.scenario import make_scenario
+
+
+def test_pass_slowdown_by_hand() -> None:
+    # m_half / m: 256 / 512 = 0.5; one token at m_half 1: 1 / 1 = 1; m_half 1 at 512: 1/512
+    assert pass_slowdown(512, 256) == pytest.approx(0.5)
+    assert pass_slowdown(1, 1) == pytest.approx(1.0)
+    assert pass_slowdown(512, 1) == pytest.approx(1 / 512)
+    assert pass_slowdown(0.5, 0.5) == pytest.approx(1.0)   # fractions of a token still count
+    assert pass_slowdown(100, 0.5) == pytest.approx(0.005)
+
+
+def test_pass_slowdown_is_zero_without_a_curve_or_tokens() -> None:
+    assert pass_slowdown(512, 0.0) == 0.0
+    assert pass_slowdown(512, -5.0) == 0.0
+    assert pass_slowdown(0, 256) == 0.0        # a pass with no tokens: no prompt work to stretch
+    assert pass_slowdown(-1, 256) == 0.0
+
+
+def test_offload_by_hand() -> None:
+    # 4 GiB = 4 x 1.073741824e9 B over 63e9 B/s = 0.0681741 s = 68.1741 ms
+    assert offload_ms(4.0, 63.0) == pytest.approx(4 * 1.073741824 / 63 * 1e3, rel=1e-12)
+    assert offload_ms(0.0, 63.0) == 0.0
+    # 1 GiB over 1 GB/s: 1.073741824 s
+    assert offload_ms(1.0, 1.0) == pytest.approx(1073.741824, rel=1e-12)
+
+
+@pytest.mark.parametrize(("gib", "gb_s", "message"), [
+    (-1.0, 63.0, "CPU offload must be >= 0 GiB, got -1.0"),
+    (math.nan, 63.0, "CPU offload must be >= 0 GiB, got nan"),
+    (math.inf, 63.0, "CPU offload must be >= 0 GiB, got inf"),
+    (1.0, 0.0, "host-link bandwidth must be > 0 GB/s, got 0.0"),
+    (1.0, -2.0, "host-link bandwidth must be > 0 GB/s, got -2.0"),
+    (1.0, math.nan, "host-link bandwidth must be > 0 GB/s, got nan"),
+    (1.0, math.inf, "host-link bandwidth must be > 0 GB/s, got inf"),
+])
+def test_offload_refuses(gib: float, gb_s: float, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        offload_ms(gib, gb_s)
+    assert str(err.value) == message
+
+
+def test_scenario_offload_over_the_gpus_host_link() -> None:
+    # RTX 4090 (the default GPU): PCIe 4.0 x16, 31.5 GB/s (data/host_links.toml).
+    # 3.7 GiB: 3.7 x 1.073741824 / 31.5 s = 0.126122 s = 126.122 ms
+    s = make_scenario(weights_gb=4.0)
+    assert scenario_offload_ms(s, 3.7) == pytest.approx(3.7 * 1.073741824 / 31.5 * 1e3,
+                                                        rel=1e-12)
+    # the weights one GPU holds: 4e9 B = 4e9 / 2^30 = 3.7253 GiB; exactly that much is allowed
+    assert scenario_offload_ms(s, 4e9 / 2**30) == pytest.approx(4.0 / 31.5 * 1e3, rel=1e-12)
+    with pytest.raises(InputError) as err:
+        scenario_offload_ms(s, 3.8)
+    assert str(err.value) == ("--cpu-offload-gb 3.8 GiB exceeds the 3.73 GiB of weights one "
+                              "GPU holds")
+    # TP 2 halves the weights per GPU: 2e9 B = 1.86 GiB
+    s2 = make_scenario(weights_gb=4.0, n_gpus=2, tp=2)
+    with pytest.raises(InputError, match="exceeds the 1.86 GiB"):
+        scenario_offload_ms(s2, 1.9)
