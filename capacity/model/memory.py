@@ -81,7 +81,11 @@ def max_concurrency(kv_budget_bytes: float, kv_request_bytes: npt.ArrayLike
         return np.zeros(kv.shape, dtype=np.int64)
     with np.errstate(divide="ignore"):
         c = np.floor(kv_budget_bytes / kv)
-    return np.asarray(np.where(np.isfinite(c), c, np.iinfo(np.int64).max), dtype=np.int64)
+    # a request that holds no KV (a cached prefix covering it all) is no memory limit: the
+    # largest count, as an int64 (2^63 - 1 as a float rounds up to 2^63, which overflows)
+    big = np.iinfo(np.int64).max
+    fits = np.isfinite(c) & (c < 2.0**62)
+    return np.where(fits, np.where(fits, c, 0.0).astype(np.int64), big)
 
 
 class MemoryVerdict(StrEnum):

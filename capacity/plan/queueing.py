@@ -289,7 +289,9 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         ok = r < 1.0
         one_m = np.where(ok, 1.0 - r, 1.0)
         with np.errstate(invalid="ignore"):
-            lam_x = np.where(ok, lam_ms * ((1.0 - r) * s + r * stall) / (1.0 - r * r), np.inf)
+            # the divisor only where r < 1: at r = 1 exactly (50 /s x 20 ms) it is 0
+            lam_x = np.where(ok, lam_ms * ((1.0 - r) * s + r * stall)
+                             / np.where(ok, 1.0 - r * r, 1.0), np.inf)
             backlog = r * stall * (1.0 + lam_x) if n_dec else 0.0
             x = n_dec * s + backlog
             mean = np.where(ok, x / one_m, np.inf)
