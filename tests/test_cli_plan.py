@@ -252,3 +252,20 @@ def test_scheduler_knobs_are_checked(capsys: pytest.CaptureFixture[str], argv: l
                                      message: str) -> None:
     code, _, err = run(capsys, "plan", *argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("basis", ["chapter", "spec", "typical:vllm"])
+def test_json_states_the_knobs_size_states(capsys: pytest.CaptureFixture[str], basis: str) -> None:
+    """One basis, one set of knobs: `plan`'s JSON carries the same knobs block as the deployment
+    `size` recommends on that basis (the numbers behind both rest on it)."""
+    _, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--basis", basis,
+                    "--format", "json")
+    plan = json.loads(out)["knobs"]
+    _, out, _ = run(capsys, "size", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--dau", "500",
+                    "--basis", basis, "--format", "json")
+    size = json.loads(out)["options"][0]["deployment"]["basis"]["knobs"]
+    assert plan == size
+    if basis == "typical:vllm":  # data/engines.toml's [vllm]: eta_bw 0.836, 40.5 us per layer
+        assert plan["eta_bw"] == 0.836 and plan["layer_overhead_ms"] == 0.0405
+    if basis == "spec":
+        assert plan["eff"] == 1.0 and plan["mfu"] == 1.0 and plan["layer_overhead_ms"] == 0.0

@@ -301,6 +301,7 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow], basis: str = "") 
             knobs_of(s), calibration=s.calibration or "",
             typical=basis.removeprefix("typical:") if basis.startswith("typical:") else ""
         ).value, "basis_text": scenario_basis_name(s, basis),
+        "knobs": knobs_of(s),  # the basis' knobs, as `capacity size`'s deployment states them
         "warnings": list(s.warnings),
         "points": [
             {"concurrency": int(ev.concurrency[i]),
