@@ -172,7 +172,16 @@ PLAN_JSON_BEFORE = {
     "kv_budget_bytes": 0, "weights_fit": True, "shortfall_bytes": 0,
     "max_concurrency_vram": 0, "max_concurrency_vram_paged": 0, "crossover_concurrency": None,
     "ttft_linear_s": 0, "ttft_s": 0, "calibration": None, "basis": "chapter",
-    "basis_text": "the chapter's assumptions (decode eff 1, prefill MFU 0.3)", "warnings": [],
+    "basis_text": "the chapter's assumptions (decode eff 1, prefill MFU 0.3)",
+    # the basis' knobs (added 2026-12-02, as `size`'s deployment states them): strings and None
+    # kept, numbers masked
+    "knobs": {"eff": 0, "mfu": 0, "eta_bw": 0, "step_overhead_ms": 0, "prefill_overhead_ms": 0,
+              "step_method": "chapter", "eta_kv": None, "attn_sat_batch": 0,
+              "seq_overhead_ms": 0, "batch1_factor": 0, "attn_mfu": None,
+              "draft_overhead_ms": 0, "verify_overhead_ms": 0, "mfu_half_tokens": 0,
+              "ridge_sharpness": 0, "cuda_graph_max_tokens": 0, "gemm_tile_tokens": 0,
+              "layer_overhead_ms": 0},
+    "warnings": [],
     "points": [
         {"concurrency": 0, "bandwidth_ms": 0, "compute_ms": 0, "comm_ms": 0, "step_ms": 0,
          "bound": "bandwidth", "tok_s_per_request": 0, "aggregate_tok_s": 0,
