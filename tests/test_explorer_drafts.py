@@ -102,7 +102,10 @@ def test_plan_text_has_a_speculative_section(capsys: pytest.CaptureFixture[str])
 
 def test_plan_without_a_draft_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = plan(capsys, "--format", "json")
-    assert "draft" not in out
+    data = json.loads(out)  # the knobs block names F12's overheads (0): no draft section
+    assert not [k for k in data if k.startswith("draft")]
+    assert not [k for p in data["points"] for k in p if "draft" in k or "speculative" in k]
+    assert data["knobs"]["draft_overhead_ms"] == 0.0
     _, text, _ = plan(capsys)
     assert "Speculative" not in text and "draft" not in text
 
