@@ -124,7 +124,7 @@ def test_operator_step_attention_uses_the_window_by_hand() -> None:
     - step = 1 + 0.01417216 = 1.01417216 ms."""
     step = StepModel.for_model(WINDOWED, weights_bytes=1e9, kv_request_bytes=1.0,
                                bandwidth_gb_s=1000.0, tflops=1.0, method="operator",
-                               context_tokens=1000.0)
+                               context_tokens=1000.0, lookup_weight_share=0.0)
     assert step.attention_flops_request == 1_417_216.0
     parts = step.parts(10.0)
     assert float(parts.gemm_ms) == pytest.approx(1.0, rel=1e-12)

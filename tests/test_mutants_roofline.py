@@ -231,7 +231,7 @@ def test_operator_decode_names_its_method() -> None:
 
 def test_for_model_defaults_are_the_spec_sheet_knobs() -> None:
     m = StepModel.for_model(DENSE, weights_bytes=2e9, kv_request_bytes=1e8,
-                            bandwidth_gb_s=1000.0, tflops=100.0)
+                            bandwidth_gb_s=1000.0, tflops=100.0, lookup_weight_share=0.0)
     assert (m.eff, m.eta_bw, m.overhead_ms, m.batch1_factor, m.attn_sat_batch) == (
         1.0, 1.0, 0.0, 1.0, 0.0)
     assert (m.cuda_graph_max_tokens, m.gemm_tile_tokens, m.ridge_sharpness) == (0.0, 0.0, 0.0)
@@ -246,7 +246,8 @@ def test_for_model_passes_every_knob() -> None:
     m = StepModel.for_model(DENSE, weights_bytes=2e9, kv_request_bytes=1e8,
                             bandwidth_gb_s=1000.0, tflops=100.0, comm_fixed_ms=0.2,
                             comm_per_seq_ms=0.01, gemm_tile_tokens=16.0,
-                            cuda_graph_max_tokens=512.0, context_tokens=100.0)
+                            cuda_graph_max_tokens=512.0, context_tokens=100.0,
+                            lookup_weight_share=0.0)
     assert (m.comm_fixed_ms, m.comm_per_seq_ms) == (0.2, 0.01)
     assert (m.gemm_tile_tokens, m.cuda_graph_max_tokens) == (16.0, 512.0)
     # one full layer of 4 x 8 at 100 tokens of context: 4 x 1 x 4 x 8 x 100 = 12,800 FLOP

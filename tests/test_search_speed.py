@@ -162,6 +162,7 @@ def test_lean_step_is_the_parts_step_to_the_bit() -> None:
                     kv_request_bytes=rng.uniform(1e6, 1e9, k),
                     bandwidth_gb_s=rng.uniform(300.0, 8000.0, k),
                     tflops=rng.uniform(50.0, 5000.0, k), eff=eff, eta_bw=eta, overhead_ms=t0,
+                    lookup_weight_share=0.0,
                     comm_fixed_ms=rng.uniform(0.0, 1.0, k),
                     comm_per_seq_ms=rng.uniform(0.0, 0.01, k), method=method,
                     context_tokens=4096.0, seq_overhead_ms=seq, batch1_factor=b1)
@@ -170,7 +171,8 @@ def test_lean_step_is_the_parts_step_to_the_bit() -> None:
                     got, want = step.step_ms(batch), step.parts(batch).step_ms
                     assert got.shape == want.shape and np.array_equal(got, want)
         scalar = StepModel.for_model(model, weights_bytes=5e9, kv_request_bytes=2e8,
-                                     bandwidth_gb_s=1008.0, tflops=165.2)
+                                     bandwidth_gb_s=1008.0, tflops=165.2,
+                                     lookup_weight_share=0.0)
         for c in (0.0, 1.0, 50.0, [1.0, 50.0, 100.0]):
             got, want = scalar.step_ms(c), scalar.parts(c).step_ms
             assert got.shape == want.shape and np.array_equal(got, want)

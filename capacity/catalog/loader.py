@@ -312,6 +312,27 @@ class ModelVariant:
         """Weight bytes (decimal GB x 1e9)."""
         return self.weights_gb * GB
 
+    @property
+    def lookup_bytes(self) -> float:
+        """Bytes of the untied input embedding table as stored (B; 0 when tied), which engines
+        look up one row per sequence, never read whole (`Model.lookup_params_b`): its parameters
+        x the format's `embedding_bits` / 8 where the weights are computed (`computed_weights_gb`
+        stores it so), else x the weights' average bytes per parameter. Llama-3.1-8B FP8:
+        0.5253 B x 16 / 8 = 1.051 GB of 9.081 GB; BF16: 0.5253 B x 2 = 1.051 GB of 16.06 GB (both
+        rules: 2 B per parameter). The one definition (decode step, expert parallelism, notes)."""
+        m, bits = self.model, self.format.embedding_bits
+        per = (bits / 8.0 if bits is not None and not self.weights_stated
+               else self.weights_bytes / (m.params_total_b * GB))
+        return m.lookup_params_b * GB * per
+
+    @property
+    def lookup_weight_share(self) -> float:
+        """Share of the weight bytes in the input embedding table (0-1): `lookup_bytes` /
+        `weights_bytes`, what an engine's decode step leaves unread (`StepModel.for_model`).
+        Llama-3.1-8B FP8: 1.051 / 9.081 = 0.1157 (by parameter count it would be 0.5253 /
+        8.03 = 0.0654, 0.59 GB); BF16: 1.051 / 16.06 = 0.0654; a tied table: 0."""
+        return self.lookup_bytes / self.weights_bytes if self.weights_bytes > 0 else 0.0
+
 
 def computed_weights_gb(model: Model, fmt: WeightFormat) -> tuple[float, str]:
     """A model's weights in a format without a stated size, GB, and how they were computed:
@@ -457,8 +478,7 @@ class _Entry:
         return value
 
     def _check_max(self, name: str, value: float) -> None:
-        problem = bound_problem(name, value)
-        if problem is not None:
+        if (problem := bound_problem(name, value)) is not None:
             raise self.fail(name, problem)
 
     def name(self) -> str:
@@ -466,14 +486,12 @@ class _Entry:
         value = self._get("name", None, True)
         if not isinstance(value, str):
             raise self.fail("name", f"expected text, got {str(value)[:40]!r}")
-        problem = name_problem(value)
-        if problem is not None:
+        if (problem := name_problem(value)) is not None:
             raise self.fail("name", problem)
         return value
 
     def finish(self) -> None:
-        unknown = sorted(set(self.table) - self.used)
-        if unknown:
+        if unknown := sorted(set(self.table) - self.used):
             raise self.fail(unknown[0], f"unknown field (known: {', '.join(sorted(self.used))})")
 
 
@@ -499,16 +517,13 @@ def parse_format(path: Path, table: Mapping[str, Any]) -> WeightFormat:
     """Validate one `[[format]]` table of `weight_formats.toml`."""
     e = _Entry(path, str(table.get("key", "?")), table)
     key = _check_key(e)
-    compute = e.text("compute_dtype")
-    if compute not in ("bf16", "fp8", "int8"):
+    if (compute := e.text("compute_dtype")) not in ("bf16", "fp8", "int8"):
         raise e.fail("compute_dtype", f"'{compute}' is not one of bf16, fp8, int8")
     fmt = WeightFormat(
         key=key, name=e.name(), bits_per_weight=e.number("bits_per_weight"),
         compute_dtype=cast(Literal["bf16", "fp8", "int8"], compute),
         generic=bool(e._get("generic", True, False)), source=e.text("source"),
-        notes=e.text("notes", ""),
-        embedding_bits=e.number("embedding_bits", optional=True),
-    )
+        notes=e.text("notes", ""), embedding_bits=e.number("embedding_bits", optional=True))
     e.text("as_of")
     e.finish()
     return fmt
@@ -588,8 +603,7 @@ def parse_model(path: Path, table: Mapping[str, Any], formats: Mapping[str, Weig
         vocab=e.integer("vocab"), max_context_tokens=e.integer("max_context_tokens"),
         layer_groups=groups, moe=moe, default_format=default_format,
         stated_variants=tuple(stated), source=e.text("source"), as_of=e.text("as_of"),
-        notes=e.text("notes", ""), path=str(path), tied_embeddings=e.flag("tied_embeddings"),
-    )
+        notes=e.text("notes", ""), path=str(path), tied_embeddings=e.flag("tied_embeddings"))
     e.finish()
     return model
 
@@ -598,28 +612,22 @@ def parse_gpu(path: Path, table: Mapping[str, Any]) -> Gpu:
     """Validate one GPU table (a file under `data/gpus/`)."""
     e = _Entry(path, str(table.get("key", path.stem)), table)
     key = _check_key(e)
-    kind = e.text("interconnect_kind")
-    if kind not in ("pcie", "nvlink", "infinity-fabric"):
+    if (kind := e.text("interconnect_kind")) not in ("pcie", "nvlink", "infinity-fabric"):
         raise e.fail("interconnect_kind", f"'{kind}' is not one of pcie, nvlink, infinity-fabric")
-    currency = e.text("currency")
-    if currency not in ("CNY", "USD"):
+    if (currency := e.text("currency")) not in ("CNY", "USD"):
         raise e.fail("currency", f"'{currency}' is not CNY or USD")
     gpu = Gpu(
         key=key, name=e.name(), memory_gb=e.number("memory_gb"),
         memory_type=e.text("memory_type"), bandwidth_gb_s=e.number("bandwidth_gb_s"),
-        bf16_tflops=e.number("bf16_tflops"),
-        fp8_tflops=e.number("fp8_tflops", optional=True),
-        int8_tops=e.number("int8_tops", optional=True),
-        interconnect=e.text("interconnect"),
+        bf16_tflops=e.number("bf16_tflops"), fp8_tflops=e.number("fp8_tflops", optional=True),
+        int8_tops=e.number("int8_tops", optional=True), interconnect=e.text("interconnect"),
         interconnect_kind=cast(Literal["pcie", "nvlink", "infinity-fabric"], kind),
-        interconnect_gb_s=e.number("interconnect_gb_s"),
-        price_per_hour=e.number("price_per_hour"),
+        interconnect_gb_s=e.number("interconnect_gb_s"), price_per_hour=e.number("price_per_hour"),
         currency=cast(Literal["CNY", "USD"], currency),
         price_source=e.text("price_source"), price_as_of=e.text("price_as_of"),
         source=e.text("source"), as_of=e.text("as_of"),
         memory_driver_gib=e.number("memory_driver_gib", optional=True),
-        notes=e.text("notes", ""), path=str(path),
-    )
+        notes=e.text("notes", ""), path=str(path))
     e.finish()
     return gpu
 
@@ -650,24 +658,19 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
     gpus: dict[str, Gpu] = {}
     warnings: list[str] = []
     for folder, custom in [(root, False), *((Path(d), True) for d in extra_dirs)]:
-        for path in _toml_files(folder / "models"):
+        for kind, path in [*(("model", p) for p in _toml_files(folder / "models")),
+                           *(("GPU", p) for p in _toml_files(folder / "gpus"))]:
             try:
-                model = parse_model(path, _read_toml(path), formats)
+                if kind == "model":
+                    model = parse_model(path, _read_toml(path), formats)
+                    models[model.key] = model
+                else:
+                    gpu = parse_gpu(path, _read_toml(path))
+                    gpus[gpu.key] = gpu
             except CatalogError as exc:
                 if not custom:  # a bad bundled file is a bug: fail loudly
                     raise
-                warnings.append(f"skipped custom model {path}: {exc}")
-                continue
-            models[model.key] = model
-        for path in _toml_files(folder / "gpus"):
-            try:
-                gpu = parse_gpu(path, _read_toml(path))
-            except CatalogError as exc:
-                if not custom:
-                    raise
-                warnings.append(f"skipped custom GPU {path}: {exc}")
-                continue
-            gpus[gpu.key] = gpu
+                warnings.append(f"skipped custom {kind} {path}: {exc}")
     if not models or not gpus:
         raise CatalogError(f"{root}: no models or no GPUs found under models/ and gpus/")
     return Catalog(models=models, gpus=gpus, formats=formats, warnings=tuple(warnings))

@@ -203,12 +203,10 @@ class EpSetup:
 
     @property
     def lookup_bytes(self) -> float:
-        """Bytes of the input embedding table (looked up, never read whole): its parameters at
-        the format's embedding bits where the weights are computed, else the average."""
-        v = self.variant
-        bits = v.format.embedding_bits
-        per = bits / 8.0 if bits is not None and not v.weights_stated else self.bytes_per_param
-        return v.model.lookup_params_b * 1e9 * per
+        """Bytes of the input embedding table (looked up, never read whole):
+        `ModelVariant.lookup_bytes`, its parameters at the format's embedding bits where the
+        weights are computed, else the average bytes per parameter."""
+        return self.variant.lookup_bytes
 
     @property
     def expert_params_b(self) -> float:

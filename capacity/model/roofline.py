@@ -186,7 +186,8 @@ class DecodeStep:
 
 _PER_CONFIG = ("weights_bytes", "kv_request_bytes", "bandwidth_gb_s", "tflops", "comm_fixed_ms",
                "comm_per_seq_ms", "attention_flops_request", "verify_tokens", "accepted_tokens",
-               "draft_passes", "draft_weights_bytes", "draft_kv_request_bytes", "draft_params_b")
+               "draft_passes", "draft_weights_bytes", "draft_kv_request_bytes", "draft_params_b",
+               "unread_weight_share")
 """`StepModel`'s fields that may hold one value per configuration (`select` indexes them)."""
 
 
@@ -226,9 +227,10 @@ class StepModel:
     seq_overhead_ms: float = 0.0
     batch1_factor: float = 1.0
     """The step of one sequence over the formula's (`combine_step`); 1 on the spec sheet."""
-    unread_weight_share: float = 0.0
-    """Share of W a decode step does not read: an untied input embedding table, of which the
-    engine gathers one row per sequence (operator method; 0 under the chapter's)."""
+    unread_weight_share: FloatArray | float = 0.0
+    """Share of W's bytes a decode step does not read: an untied input embedding table, of which
+    the engine gathers one row per sequence (`ModelVariant.lookup_weight_share`; operator method
+    and bound, 0 under the chapter's); one per configuration where a grid mixes formats."""
     verify_tokens: FloatArray | float = 1.0
     """Speculative decoding (F12, `capacity.model.speculative`): tokens per sequence in a target
     pass, k + 1 (1: plain). FLOPs, all-reduces and experts touched grow with it; weights and KV
@@ -263,23 +265,27 @@ class StepModel:
                   context_tokens: FloatArray | float | None = None, eta_kv: float | None = None,
                   attn_sat_batch: float = 0.0, seq_overhead_ms: float = 0.0,
                   batch1_factor: float = 1.0, ridge_sharpness: float = 0.0,
-                  cuda_graph_max_tokens: float = 0.0,
-                  gemm_tile_tokens: float = 0.0) -> StepModel:
+                  cuda_graph_max_tokens: float = 0.0, gemm_tile_tokens: float = 0.0,
+                  lookup_weight_share: FloatArray | float) -> StepModel:
         """The step of `model`: active parameters and MoE routing taken from the catalog; the
         attention FLOPs per sequence from its layers at `context_tokens` (none when None).
 
         Under the operator method and the spec-sheet bound (`counts_as_engines`) an untied
         input embedding table (`Model.lookup_params_b`) is neither multiplied nor read whole:
-        its parameters leave the GEMM FLOPs and its share of W (by parameter count) leaves the
-        weight bytes. The chapter's method keeps all of P and W (F4 as written)."""
+        its parameters leave the GEMM FLOPs and `lookup_weight_share`, its share of W's bytes
+        (`ModelVariant.lookup_weight_share`: the table at the format's embedding bits; the
+        caller's variant, one value per configuration in a grid), leaves the weight bytes.
+        The chapter's method keeps all of P and W (F4 as written)."""
         moe = model.moe
         attn = (0.0 if context_tokens is None
                 else attention_flops_per_token(model, context_tokens))
-        lookup = model.lookup_params_b if counts_as_engines(method) else 0.0
+        engines = counts_as_engines(method)
+        lookup = model.lookup_params_b if engines else 0.0
         return cls(weights_bytes=weights_bytes, kv_request_bytes=kv_request_bytes,
                    bandwidth_gb_s=bandwidth_gb_s, tflops=tflops,
                    params_active_b=model.params_active_b - lookup,
-                   unread_weight_share=lookup / model.params_total_b, eff=eff, eta_bw=eta_bw,
+                   unread_weight_share=lookup_weight_share if engines else 0.0, eff=eff,
+                   eta_bw=eta_bw,
                    overhead_ms=overhead_ms, comm_fixed_ms=comm_fixed_ms,
                    comm_per_seq_ms=comm_per_seq_ms, expert_fraction=expert_fraction(model),
                    experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1,
@@ -527,6 +533,7 @@ def decode_step(*, model: Model, weights_bytes: float, kv_request_bytes: npt.Arr
         kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64),
         bandwidth_gb_s=bandwidth_gb_s, tflops=tflops, eff=eff, eta_bw=eta_bw,
         overhead_ms=overhead_ms, comm_fixed_ms=np.asarray(comm_ms, dtype=np.float64),
+        lookup_weight_share=0.0,  # the chapter's method: all of W is read
     ).decode(c)
 
 
@@ -537,7 +544,8 @@ def crossover_concurrency(*, model: Model, weights_bytes: float, kv_request_byte
     `StepModel.crossover_batch`). The chapter at 8K: none."""
     return StepModel.for_model(model, weights_bytes=weights_bytes,
                                kv_request_bytes=kv_request_bytes, bandwidth_gb_s=bandwidth_gb_s,
-                               tflops=tflops, eff=eff, eta_bw=eta_bw).crossover_batch()
+                               tflops=tflops, eff=eff, eta_bw=eta_bw,
+                               lookup_weight_share=0.0).crossover_batch()  # chapter: all of W
 
 
 def attainable_tflops(intensity: npt.ArrayLike, tflops: float,

@@ -403,7 +403,8 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
         method=s.step_method, context_tokens=np.asarray(ctx, dtype=np.float64),
         eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms,
         batch1_factor=s.batch1_factor, ridge_sharpness=s.ridge_sharpness,
-        cuda_graph_max_tokens=s.cuda_graph_max_tokens, gemm_tile_tokens=s.gemm_tile_tokens)
+        cuda_graph_max_tokens=s.cuda_graph_max_tokens, gemm_tile_tokens=s.gemm_tile_tokens,
+        lookup_weight_share=s.variant.lookup_weight_share)
     d = s.draft
     if d is None:
         return step

@@ -326,7 +326,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
     units: list[ReplicaShape] = []
     desc = descriptors_per_rank(model, prompt)
     sent: dict[tuple[str, int], float] = {}
-    cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb")}
+    cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "lk")}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
         budget = prof.token_budget_tokens if prof.chunked else 0
@@ -366,7 +366,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                         slots=min(c_vram, prof.max_seqs), send_bytes=send, descriptors=desc,
                         batched=budget == 0 or budget >= 2 * prompt))
                     for k, val in (("w", v.weights_gb / tp * GB), ("kvs", kvr),
-                                   ("bw", g.bandwidth_gb_s), ("fl", fl), ("ca", ca), ("cb", cb)):
+                                   ("bw", g.bandwidth_gb_s), ("fl", fl), ("ca", ca), ("cb", cb),
+                                   ("lk", v.lookup_weight_share)):
                         cols[k].append(val)
     if not units:
         raise InputError(f"no GPU and TP size in the search can hold {model.name}")
@@ -379,7 +380,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
         batch1_factor=inp.batch1_factor, ridge_sharpness=inp.ridge_sharpness,
-        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens)
+        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens,
+        lookup_weight_share=a["lk"])  # the table's share of each shape's weight bytes
     top = max(max(u.slots for u in units), 1)
     grid = np.asarray(step.step_ms(np.arange(top + 1, dtype=np.float64)[None, :]),
                       dtype=np.float64)

@@ -169,7 +169,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     kv_l: list[str] = []
     cols: dict[str, list[float]] = {k: [] for k in (
         "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "bw", "fl", "ca", "cb", "price",
-        "node", "seqs", "budget")}
+        "node", "seqs", "budget", "lk")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
@@ -232,7 +232,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                             ("kvr", kvr_mem), ("kvs", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
                             ("fl", tflops_per_replica), ("ca", comm_fixed), ("cb", comm_per_seq),
                             ("price", price), ("node", whole_node),
-                            ("seqs", prof.max_seqs), ("budget", budget)):
+                            ("seqs", prof.max_seqs), ("budget", budget),
+                            ("lk", v.lookup_weight_share)):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp_a = np.asarray(tp_l, dtype=np.int64)
@@ -247,7 +248,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
         batch1_factor=inp.batch1_factor, ridge_sharpness=inp.ridge_sharpness,
-        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens)
+        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens,
+        lookup_weight_share=a["lk"])  # each configuration's variant's (`ModelVariant`)
     if len(draft_keys) > 1:  # F12 per configuration, as `decode_model` sets it for a draft
         per_config: dict[str, Any] = {f: np.full(tp_a.size, v) for f, v in PLAIN_STEP.items()}
         groups: dict[tuple[int, int], list[int]] = {}
