@@ -174,3 +174,34 @@ def test_a_runs_passes_come_from_its_request_rows() -> None:
     assert _passes(pd.DataFrame({"concurrency": [1, 1]})) == 1  # a run from before --passes
     assert _passes(pd.DataFrame({"pass_index": [1, 2, 2, 1]})) == 2
     assert _passes(pd.DataFrame({"pass_index": [None, "x"]})) == 1
+
+
+def test_drift_ratios_and_the_corrected_prediction() -> None:
+    """The control read ITL 40 ms and TTFT 200 ms after the sweep, 36 and 250 ms before a case:
+    ratios 0.9 and 1.25 (by hand). A level predicted at ITL 60 / TTFT 400 / 30 tok/s reads
+    ITL 54, TTFT p50 500, p90 (480) 600 and 30 / 0.9 = 33.33 tok/s corrected; its measured
+    values and spec bound stay; ITL measured 54 then has error 0."""
+    from capacity.fit.engine_check import CheckRow, Drift, control_values, drift_corrected
+
+    d = Drift.of({"itl_p50_ms": 36.0, "ttft_p50_ms": 250.0},
+                 {"itl_p50_ms": 40.0, "ttft_p50_ms": 200.0})
+    assert (d.itl, d.ttft) == (pytest.approx(0.9), pytest.approx(1.25))
+    row = CheckRow(case="big", concurrency=1, request_rate_rps=None, prompt_tokens=100.0,
+                   output_tokens=64.0,
+                   measured={"itl_p50_ms": 54.0, "ttft_p50_ms": 450.0},
+                   predicted={"itl_p50_ms": 60.0, "itl_mean_ms": 60.0, "ttft_p50_ms": 400.0,
+                              "ttft_p90_ms": 480.0, "output_tok_s": 30.0},
+                   spec={"itl_p50_ms": 20.0})
+    fixed = drift_corrected(row, d)
+    assert fixed.predicted == pytest.approx({"itl_p50_ms": 54.0, "itl_mean_ms": 54.0,
+                                             "ttft_p50_ms": 500.0, "ttft_p90_ms": 600.0,
+                                             "output_tok_s": 33.3333333})
+    assert fixed.measured == row.measured and fixed.spec == row.spec
+    assert fixed.error("itl_p50_ms") == pytest.approx(0.0)
+    assert fixed.error("ttft_p50_ms") == pytest.approx(450.0 / 500.0 - 1)
+    # a control without a figure corrects nothing
+    assert Drift.of({"itl_p50_ms": math.nan}, {"itl_p50_ms": 40.0}) == Drift()
+    assert drift_corrected(row, Drift()).predicted == row.predicted
+    summary = pd.DataFrame({"concurrency": [1], "itl_p50_ms": [36.0], "ttft_p50_ms": [250.0]})
+    assert control_values(summary) == {"itl_p50_ms": 36.0, "ttft_p50_ms": 250.0}
+    assert all(math.isnan(v) for v in control_values(summary.iloc[:0]).values())

@@ -174,3 +174,16 @@ def test_the_plan_holds_out_another_size_and_fits_both(tmp_path: Path,
     text = (tmp_path / "report.md").read_text()
     assert "Another size, calibrated on the f32 model alone" in text
     assert "split: not identified" in text and "A whole concurrency level left out" in text
+    # the drift control: the f32 model at concurrency 1 right after the sweep, then right
+    # before every held-out run measured outside the sweep's passes
+    order = [str(b["label"]) for b in benches]
+    assert order[:3] == ["rt-cal", "rt-cal", "rt-control-1"]
+    for label in ("rt-held-len", "rt-held-poisson", "rt-held-shape", "rt-held-f16"):
+        assert order[order.index(label) - 1].startswith("rt-control-")
+    big_at = [i for i, lab in enumerate(order) if lab == "rt-big"]
+    assert all(order[i - 1].startswith("rt-control-") for i in big_at)
+    controls = [b for b in benches if str(b["label"]).startswith("rt-control-")]
+    assert len(controls) == 7 and all(
+        b["concurrency"] == "1" and b["model_key"] == realtest.MODELS["f32"]
+        and b["prompt_chars"] == realtest.SHORT_CHARS for b in controls)
+    assert "Drift control" in text and "Drift-corrected" in text

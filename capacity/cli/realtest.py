@@ -24,10 +24,14 @@
 6. check held-out points: concurrency 3, 5, 6 and 7 of the same runs (measured in the same
    passes as the sweep), another prompt length (~200 tokens), a Poisson load
    (`--request-rate`), the second shape (same kernels, another model), and the f16 model (the
-   same shape, other kernels);
+   same shape, other kernels); a drift control (the f32 model at concurrency 1, short prompts,
+   `CONTROL_REQUESTS`) runs right after the sweep and again right before every held-out run
+   outside the sweep's passes, on the f32 server kept up beside the others
+   (`engine_check.Drift`);
 7. print measured vs predicted (TTFT p50/p90, ITL p50 and mean, output tok/s) per level as Markdown,
    issue 31's figures (`size_report`: the other size, a whole level left out, both sizes each
-   held out), and write it with the calibration report to a file.
+   held out), the same again with each case's predictions scaled by its drift control
+   (`drift_report`), and write it with the calibration report to a file.
 
 `--long` runs only the long-prompt check instead (`long_context`): a prefill calibration at
 512-4K tokens predicts TTFT at 8K, 16K and 32K.
@@ -50,6 +54,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +77,11 @@ from capacity.fit import calibration as calib
 from capacity.fit import calibration_store
 from capacity.fit.engine_check import (
     CheckRow,
+    Drift,
     bound_counts,
     check_run,
+    control_values,
+    drift_corrected,
     markdown_table,
     median_abs_errors,
 )
@@ -135,6 +143,9 @@ LONG_OUTPUT_TOKENS = 4
 LONG_HELD_REQUESTS = 2
 REQUESTS, QUICK_REQUESTS = 16, 8
 """Measured requests per level, all passes together, at least: a full run, `--quick`."""
+CONTROL_REQUESTS, QUICK_CONTROL_REQUESTS = 6, 3
+"""Requests of one drift control (`control`): the f32 model at concurrency 1, short prompts,
+about 20 s; a `--quick` run's."""
 
 
 def requests_for(levels: str, *, quick: bool = False) -> int:
@@ -194,6 +205,33 @@ def size_report(one: calib.Calibration, two: calib.Calibration,
         f"step overhead {two.step_overhead_ms or 0:.3g} ms; each model held out whole and "
         f"predicted from the other's fit, decode step: {'; '.join(by_model) or '-'}; TTFT "
         f"{pct(two.median_abs_error(calib.PointKind.TTFT, 'model_out'))} median.",
+    ]
+
+
+def drift_report(rows: Sequence[CheckRow], drifts: dict[str, Drift]) -> list[str]:
+    """The drift control's lines: each held-out case's control ratios (ITL p50, TTFT p50 of the
+    f32 model at concurrency 1 before the case over right after the sweep), and issue 31's
+    figures again with every prediction scaled by its case's ratios (`drift_corrected`): what
+    is left is the model's error, not the machine's wander."""
+    fixed = [drift_corrected(r, drifts.get(r.case, Drift())) for r in rows]
+    ratios = ", ".join(f"{case} ITL x{d.itl:.2f}, TTFT x{d.ttft:.2f}"
+                       for case, d in drifts.items())
+    itl = [abs(r.error("itl_p50_ms")) for r in fixed
+           if r.case in SIZE_CASES and math.isfinite(r.error("itl_p50_ms"))]
+    ttft1 = [f"{r.error('ttft_p50_ms'):+.1%}" for r in fixed
+             if r.case in SIZE_CASES and r.concurrency == 1
+             and math.isfinite(r.error("ttft_p50_ms"))]
+    size = (f"median {float(np.median(itl)):.1%}, worst {max(itl):.1%} over {len(itl)} levels"
+            if itl else "no level measured")
+    errors = median_abs_errors(fixed)
+    return [
+        f"Drift control (the f32 model at concurrency 1, ~{SHORT_CHARS} characters, measured "
+        f"right after the sweep and again before each held-out case; ratio to the first): "
+        f"{ratios or '-'}.", "",
+        f"Drift-corrected (each case's predictions x its control's ratio): another size ITL "
+        f"p50 {size}; TTFT p50 at concurrency 1 {', '.join(ttft1) or '-'}; the f32 points "
+        f"outside the sweep {sweep_errors(fixed)}; median |error| over every held-out level: "
+        + ", ".join(f"{k} {v:.0%}" for k, v in errors.items()) + ".",
     ]
 
 
@@ -418,9 +456,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     threads=args.threads)
         return llamacpp.LlamaServer(binary, cfg, log_path=home / f"llama-server-{dtype}.log")
 
-    with server("f32") as srv:
-        _say(f"llama-server up on {srv.base_url} (f32 model)")
-        info = llamacpp.server_info(srv.root_url)
+    drifts: dict[str, Drift] = {}
+    with ExitStack() as stack:
+        f32 = stack.enter_context(server("f32"))
+        _say(f"llama-server up on {f32.base_url} (f32 model)")
+        info = llamacpp.server_info(f32.root_url)
+        n_controls = 0
+
+        def control() -> dict[str, float]:
+            """One drift control on the f32 server (it idles, loaded, beside the case's own):
+            concurrency 1, short prompts (`Drift`)."""
+            nonlocal n_controls
+            n_controls += 1
+            _say(f"drift control {n_controls}: f32 model, concurrency 1")
+            return control_values(steps.bench(
+                f32.base_url, f"rt-control-{n_controls}", concurrency="1",
+                prompt_chars=SHORT_CHARS, model_key=MODELS["f32"],
+                requests=QUICK_CONTROL_REQUESTS if quick else CONTROL_REQUESTS))
+
         # the 8-point sweep (CAL_LEVELS at two prompt lengths) and the concurrencies held out
         # of it are measured in one run per prompt length, every closed-loop run in PASSES
         # passes (forward, then backward: `bench --passes`): the held-out points then share
@@ -429,10 +482,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for chars in (SHORT_CHARS, LONG_CHARS):
             _say(f"grid: prompt {chars} chars, concurrency {GRID_LEVELS} (fit "
                  f"{CAL_LEVELS}, the rest held out)")
-            grids.append(steps.bench(srv.base_url, "rt-cal", concurrency=GRID_LEVELS,
+            grids.append(steps.bench(f32.base_url, "rt-cal", concurrency=GRID_LEVELS,
                                      prompt_chars=chars,
                                      requests=requests_for(GRID_LEVELS, quick=quick),
                                      model_key=MODELS["f32"], passes=PASSES))
+        baseline = control()
         # --batch1: llama.cpp's CPU backend decodes one sequence with matrix-vector code and
         # two or more with its GEMM kernels (`roofline.combine_step`)
         steps.capacity("calibrate", "--model", MODELS["f32"], "--gpu", GPU_KEY,
@@ -443,42 +497,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         for case, grid in zip((CASE_CONC, CASE_CONC_LONG), grids, strict=True):
             held.append((case, MODELS["f32"],
                          grid[~grid["concurrency"].isin(fitted)].reset_index(drop=True)))
+            drifts[case] = Drift()  # measured in the sweep's own passes
         _say(f"held out: prompt {MID_CHARS} chars")
+        drifts[CASE_LEN] = Drift.of(control(), baseline)
         held.append((CASE_LEN, MODELS["f32"], steps.bench(
-            srv.base_url, "rt-held-len", concurrency="1,2,4", prompt_chars=MID_CHARS,
+            f32.base_url, "rt-held-len", concurrency="1,2,4", prompt_chars=MID_CHARS,
             requests=requests_for("1,2,4", quick=quick), model_key=MODELS["f32"],
             passes=PASSES)))
         conc = held[0][2]
         rate = 0.6 * float(conc.loc[conc["concurrency"] == 6, "request_throughput_rps"].iloc[0])
         _say(f"held out: Poisson load at {rate:.2f} req/s (at most 8 in flight)")
+        drifts["f32 Poisson"] = Drift.of(control(), baseline)
         held.append(("f32 Poisson", MODELS["f32"], steps.bench(
-            srv.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
+            f32.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
             requests=requests_for("8", quick=quick), model_key=MODELS["f32"], rate=rate)))
         poisson_requests = steps.requests("rt-held-poisson")
-    with server("big") as srv:
-        _say(f"another size: {BIG_SHAPE.layers} layers of {BIG_SHAPE.hidden}, "
-             f"{step_weight_params(BIG_SHAPE) / step_weight_params(TEST_SHAPE):.2f}x the weight "
-             f"reads, concurrency {BIG_LEVELS} at two prompt lengths")
-        bigs = [steps.bench(srv.base_url, "rt-big", concurrency=BIG_LEVELS, prompt_chars=chars,
-                            requests=requests_for(BIG_LEVELS, quick=quick),
-                            model_key=MODELS["big"], passes=PASSES)
-                for chars in (SHORT_CHARS, LONG_CHARS)]
-    held += [(CASE_BIG, MODELS["big"], bigs[0]), (CASE_BIG_LONG, MODELS["big"], bigs[1])]
-    # both sizes at once: shared knobs, each model also held out whole (`calibrate --also`)
-    steps.capacity("calibrate", *two_size_argv(engine, two_path))
-    two = calibration_store.load(two_path)
-    with server("wide") as srv:
-        _say("held out: another shape (4 wider layers, tied head, f32), concurrency 1,2,4,8")
-        held.append(("f32 other shape", MODELS["wide"], steps.bench(
-            srv.base_url, "rt-held-shape", concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
-            requests=requests_for("1,2,4,8", quick=quick), model_key=MODELS["wide"],
-            passes=PASSES)))
-    with server("f16") as srv:
-        _say("held out: the f16 model (a second shape), concurrency 1,2,4,8")
-        held.append(("f16 model", MODELS["f16"], steps.bench(
-            srv.base_url, "rt-held-f16", concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
-            requests=requests_for("1,2,4,8", quick=quick), model_key=MODELS["f16"],
-            passes=PASSES)))
+        with server("big") as srv:
+            _say(f"another size: {BIG_SHAPE.layers} layers of {BIG_SHAPE.hidden}, "
+                 f"{step_weight_params(BIG_SHAPE) / step_weight_params(TEST_SHAPE):.2f}x the "
+                 f"weight reads, concurrency {BIG_LEVELS} at two prompt lengths")
+            bigs = []
+            for case, chars in ((CASE_BIG, SHORT_CHARS), (CASE_BIG_LONG, LONG_CHARS)):
+                drifts[case] = Drift.of(control(), baseline)
+                bigs.append(steps.bench(srv.base_url, "rt-big", concurrency=BIG_LEVELS,
+                                        prompt_chars=chars,
+                                        requests=requests_for(BIG_LEVELS, quick=quick),
+                                        model_key=MODELS["big"], passes=PASSES))
+        held += [(CASE_BIG, MODELS["big"], bigs[0]), (CASE_BIG_LONG, MODELS["big"], bigs[1])]
+        # both sizes at once: shared knobs, each model also held out whole (`calibrate --also`)
+        steps.capacity("calibrate", *two_size_argv(engine, two_path))
+        two = calibration_store.load(two_path)
+        for case, dtype, label, key, what in (
+                ("f32 other shape", "wide", "rt-held-shape", "wide",
+                 "another shape (4 wider layers, tied head, f32)"),
+                ("f16 model", "f16", "rt-held-f16", "f16", "the f16 model (a second shape)")):
+            with server(dtype) as srv:
+                _say(f"held out: {what}, concurrency 1,2,4,8")
+                drifts[case] = Drift.of(control(), baseline)
+                held.append((case, MODELS[key], steps.bench(
+                    srv.base_url, label, concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
+                    requests=requests_for("1,2,4,8", quick=quick), model_key=MODELS[key],
+                    passes=PASSES)))
     rows: list[CheckRow] = []
     for case, model_key, summary in held:
         # the event model schedules as llama-server does: its --parallel slots, prompts in
@@ -512,6 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Decode step on the f32 points outside the 8-point sweep (issue 10: 5% median, 20% "
         f"worst; ITL p50 of the closed loops {', '.join(SWEEP_CASES)}): {sweep}.", "",
         *size_report(cal, two, rows), "",
+        *drift_report(rows, drifts), "",
         "ITL p50 median |error| by case: " + ", ".join(
             f"{case} {median_abs_errors([r for r in rows if r.case == case])['itl_p50_ms']:.0%}"
             for case in dict.fromkeys(r.case for r in rows)) + ".", "",

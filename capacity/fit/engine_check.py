@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +76,55 @@ class CheckRow:
         """measured / predicted - 1 (NaN where either is missing)."""
         m, p = self.measured.get(metric, math.nan), self.predicted.get(metric, math.nan)
         return m / p - 1.0 if p > 0 and math.isfinite(m) and math.isfinite(p) else math.nan
+
+
+@dataclass(frozen=True, kw_only=True)
+class Drift:
+    """How fast the machine ran when a held-out case was measured, against when the calibration's
+    sweep was: one control level (the calibration's own model at concurrency 1, one prompt
+    length, a few requests) measured right after the sweep (`baseline`) and again right before
+    the case (`control`). `itl` and `ttft` are the control's ITL p50 and TTFT p50 over the
+    baseline's (dimensionless; above 1: slower now). A VM whose speed wanders between runs
+    (docs/accuracy.md, "Drift, again") moves every held-out case by its ratio; scaling the
+    prediction by it (`drift_corrected`) leaves the model's own error. Example: the control's
+    ITL p50 read 40 ms after the sweep and 36 ms before a case: itl = 0.9, and a predicted ITL
+    of 60 ms reads 54 ms drift-corrected."""
+
+    itl: float = 1.0
+    ttft: float = 1.0
+
+    @classmethod
+    def of(cls, control: Mapping[str, float], baseline: Mapping[str, float]) -> Drift:
+        """The ratios of `control`'s to `baseline`'s `itl_p50_ms` and `ttft_p50_ms` (1 where
+        either is missing or not positive: no correction)."""
+        def ratio(key: str) -> float:
+            c, b = _num(control.get(key)), _num(baseline.get(key))
+            return c / b if c > 0 and b > 0 else 1.0
+        return cls(itl=ratio("itl_p50_ms"), ttft=ratio("ttft_p50_ms"))
+
+
+DRIFT_SCALE: dict[str, str] = {"ttft_p50_ms": "ttft", "ttft_p90_ms": "ttft",
+                               "itl_p50_ms": "itl", "itl_mean_ms": "itl", "output_tok_s": "itl"}
+"""Which ratio of `Drift` each metric's prediction moves with: prefill times with TTFT's, the
+decode gaps with ITL's, output tok/s inversely with ITL's (decode makes most of a request's
+time)."""
+
+
+def drift_corrected(row: CheckRow, drift: Drift) -> CheckRow:
+    """`row` with its predictions scaled by the machine's drift (`Drift`): times x the ratio,
+    output tok/s / the ITL ratio. The spec-sheet bound stays the probed entry's."""
+    pred = {}
+    for key, value in row.predicted.items():
+        r = getattr(drift, DRIFT_SCALE[key]) if key in DRIFT_SCALE else 1.0
+        pred[key] = value / r if key == "output_tok_s" else value * r
+    return dataclasses.replace(row, predicted=pred)
+
+
+def control_values(summary: pd.DataFrame) -> dict[str, float]:
+    """A control run's ITL p50 and TTFT p50 (ms) at concurrency 1 (NaN where missing)."""
+    one = summary[summary["concurrency"] == 1] if "concurrency" in summary else summary.iloc[:0]
+    return {k: (_num(one[k].iloc[0]) if k in one and len(one) else math.nan)
+            for k in ("itl_p50_ms", "ttft_p50_ms")}
 
 
 def _num(x: object) -> float:
