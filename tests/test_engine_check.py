@@ -153,7 +153,7 @@ def test_an_open_loop_level_replays_its_own_send_times(catalog: Catalog) -> None
 def test_the_realtest_scores_the_sweep_on_its_held_out_f32_points_only() -> None:
     """Issue 10's sweep line: |ITL p50 error| over the f32 closed loops outside the sweep;
     the other shape, the f16 model and the Poisson load are other questions."""
-    from capacity.cli.realtest import CASE_CONC, CASE_CONC_LONG, CASE_LEN, sweep_errors
+    from capacity.fit.realtest_record import CASE_CONC, CASE_CONC_LONG, CASE_LEN, sweep_errors
 
     def row(case: str, measured: float) -> CheckRow:
         return CheckRow(case=case, concurrency=3, request_rate_rps=None, prompt_tokens=100.0,

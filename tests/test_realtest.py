@@ -95,18 +95,20 @@ def test_the_other_size_reads_half_again_the_weights_at_another_depth() -> None:
 def test_the_plan_holds_out_another_size_and_fits_both(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The realtest's plan, every step faked: the big model is benched at both prompt lengths
-    and the sweep's levels, predicted by the f32 calibration, and fitted with the f32 sweep in
-    one `calibrate --also`; the f32 fit keeps --levels (3, 5, 6, 7 left out whole)."""
+    and the sweep's levels; the f32 fit keeps --levels (3, 5, 6, 7 left out whole) and the
+    two sizes are fitted in one `calibrate --also`; a drift control runs right after the sweep
+    and before every held-out run outside it; the record names each case's run, levels and
+    drift, and the report is rendered from that record."""
     import pandas as pd
 
-    from capacity.fit.calibration import Calibration
+    from capacity.fit.realtest_record import Record
 
     _no_build(monkeypatch, tmp_path)
     monkeypatch.setattr(realtest, "write_models",
                         lambda folder: {k: tmp_path / f"{k}.gguf" for k in realtest.FILES})
     calls: list[tuple[str, ...]] = []
     benches: list[dict[str, object]] = []
-    checked: list[tuple[str, str, str]] = []
+    written: list[Record] = []
 
     def capacity(self: realtest.Steps, *argv: str, capture: bool = False) -> str:
         calls.append(argv)
@@ -135,27 +137,19 @@ def test_the_plan_holds_out_another_size_and_fits_both(tmp_path: Path,
         def gpu(self, key: str) -> Gpu:
             return Gpu()
 
-    def check_run(summary: object, *, case: str, model: str, calibration: Calibration,
-                  **kw: object) -> list[object]:
-        checked.append((case, model, calibration.name))
-        return []
+    def write_record(folder: Path, record: Record, home: Path) -> Path:
+        written.append(record)
+        return folder
 
-    cals = {"realtest-llamacpp": Calibration(name="realtest-llamacpp", model="m", gpu="g",
-                                             eta_bw=1.0, step_overhead_ms=9.6,
-                                             split_ridge_ms=4.0),
-            "realtest-llamacpp-two-sizes": Calibration(name="realtest-llamacpp-two-sizes",
-                                                       model="m", gpu="g",
-                                                       models=("m", "big"))}
     monkeypatch.setattr(realtest.Steps, "capacity", capacity)
     monkeypatch.setattr(realtest.Steps, "bench", bench)
-    monkeypatch.setattr(realtest.Steps, "requests", lambda self, label: pd.DataFrame())
+    monkeypatch.setattr(realtest.Steps, "last_run_id",
+                        lambda self, label: f"run{sum(b['label'] == label for b in benches)}")
     monkeypatch.setattr(llamacpp, "LlamaServer", Server)
     monkeypatch.setattr(llamacpp, "server_info", lambda url: {})
     monkeypatch.setattr(realtest, "load_catalog", lambda *a, **k: Cat())
-    from capacity.fit import calibration_store
-
-    monkeypatch.setattr(calibration_store, "load", lambda p: cals[Path(p).stem])
-    monkeypatch.setattr(realtest, "check_run", check_run)
+    monkeypatch.setattr(realtest, "write_record", write_record)
+    monkeypatch.setattr(realtest, "render", lambda folder: f"report of {folder.name}\n")
     assert realtest.main(["--out", str(tmp_path / "report.md")]) == 0
     big = [b for b in benches if b["model_key"] == realtest.MODELS["big"]]
     assert [b["prompt_chars"] for b in big] == [realtest.SHORT_CHARS, realtest.LONG_CHARS]
@@ -166,14 +160,6 @@ def test_the_plan_holds_out_another_size_and_fits_both(tmp_path: Path,
     assert one[one.index("--levels") + 1] == realtest.CAL_LEVELS and "--also" not in one
     assert two[two.index("--also") + 1] == f"{realtest.MODELS['big']}=rt-big"
     assert two[two.index("--label") + 1] == "rt-cal" and "--batch1" in two
-    # the other size is predicted by the f32 model's calibration, never by the joint one
-    assert {(c, m) for c, m, n in checked if m == realtest.MODELS["big"]} == {
-        (realtest.CASE_BIG, realtest.MODELS["big"]),
-        (realtest.CASE_BIG_LONG, realtest.MODELS["big"])}
-    assert all(n == "realtest-llamacpp" for _, _, n in checked)
-    text = (tmp_path / "report.md").read_text()
-    assert "Another size, calibrated on the f32 model alone" in text
-    assert "split: not identified" in text and "A whole concurrency level left out" in text
     # the drift control: the f32 model at concurrency 1 right after the sweep, then right
     # before every held-out run measured outside the sweep's passes
     order = [str(b["label"]) for b in benches]
@@ -186,4 +172,23 @@ def test_the_plan_holds_out_another_size_and_fits_both(tmp_path: Path,
     assert len(controls) == 7 and all(
         b["concurrency"] == "1" and b["model_key"] == realtest.MODELS["f32"]
         and b["prompt_chars"] == realtest.SHORT_CHARS for b in controls)
-    assert "Drift control" in text and "Drift-corrected" in text
+    # the record: every case with its run, model, levels and drift; the report is its render
+    (rec,) = written
+    by = {c.name: c for c in rec.cases}
+    assert list(by) == [realtest.CASE_CONC, realtest.CASE_CONC_LONG, realtest.CASE_LEN,
+                        "f32 Poisson", realtest.CASE_BIG, realtest.CASE_BIG_LONG,
+                        "f32 other shape", "f16 model"]
+    assert (by[realtest.CASE_CONC].run, by[realtest.CASE_CONC_LONG].run) == (
+        "rt-cal/run1", "rt-cal/run2")
+    assert by[realtest.CASE_CONC].skip_levels == (1, 2, 4, 8)
+    assert by[realtest.CASE_CONC].control == ""  # measured in the sweep's own passes
+    assert by[realtest.CASE_BIG].model == realtest.MODELS["big"]
+    assert (by[realtest.CASE_BIG].run, by[realtest.CASE_BIG_LONG].run) == (
+        "rt-big/run1", "rt-big/run2")
+    assert by["f32 Poisson"].replay and not by[realtest.CASE_LEN].replay
+    # each case names the control measured right before it; the baseline is the first
+    assert rec.baseline == "rt-control-1/run1"
+    assert [by[n].control for n in list(by)[2:]] == [f"rt-control-{k}/run1" for k in range(2, 8)]
+    assert (rec.calibration, rec.two_sizes) == ("realtest-llamacpp.toml",
+                                                "realtest-llamacpp-two-sizes.toml")
+    assert (tmp_path / "report.md").read_text().startswith("report of ")

@@ -56,6 +56,11 @@ WIDE_SHAPE = LlamaShape(layers=4, q_heads=24, kv_heads=8, head_dim=64, ffn=4096,
                         tied=True)
 """A second shape for the realtest's held-out model: half the layers, 1.5x the width, twice the
 KV heads, a tied output head: 149.8 M parameters."""
+BIG_SHAPE = LlamaShape(layers=6, q_heads=24, kv_heads=8, head_dim=64, ffn=4096, vocab=32000)
+"""The realtest's model of another size (issue 31): 6 layers instead of 8, hidden 1536 instead
+of 1024, 8 KV heads, an untied head: 249 M parameters, 1.63x the weight bytes `TEST_SHAPE` reads
+per decode step (`capacity.fit.realtest_record.step_weight_params`), so a calibration on one
+must transfer in size and depth to the other."""
 LONG_SHAPE = LlamaShape(layers=2, q_heads=4, kv_heads=2, head_dim=64, ffn=704, vocab=32000,
                         context_tokens=40960, tied=True)
 """A narrow model with a 40K context for the long-prompt check (`python3 dev.py realtest

@@ -2,7 +2,7 @@
 (docs/accuracy.md, "Real engine: llama.cpp on this CPU").
 
 1. find or build `llama-server` (`capacity.bench.llamacpp`: $CAPACITY_LLAMA_SERVER, else the
-   cached build, else a build into the cache, about 25 minutes on a 2-core machine; `--build-only`
+   cached build, else a build into the cache, 5 to 25 minutes on a 2-core machine; `--build-only`
    stops here);
 2. write the GGUF test models (`capacity.bench.gguf_model`: ~156 M Llama-shaped in f32 and
    f16, and a second shape in f32: 4 wider layers, a tied output head) beside the binary, once;
@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import math
 import os
 import platform
 import shutil
@@ -58,76 +56,58 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from capacity import workspace
 from capacity.bench import llamacpp
 from capacity.bench.client import BURST_FACTOR
 from capacity.bench.gguf_model import (
+    BIG_SHAPE,
     LONG_SHAPE,
     TEST_SHAPE,
     WIDE_SHAPE,
-    LlamaShape,
     write_llama_gguf,
 )
 from capacity.bench.store import RunStore
 from capacity.catalog.loader import Catalog, load_catalog
-from capacity.fit import calibration as calib
 from capacity.fit import calibration_store
 from capacity.fit.engine_check import (
     CheckRow,
-    Drift,
     bound_counts,
     check_run,
-    control_values,
-    drift_corrected,
     markdown_table,
-    median_abs_errors,
+)
+from capacity.fit.realtest_record import (
+    CASE_BIG,
+    CASE_BIG_LONG,
+    CASE_CONC,
+    CASE_CONC_LONG,
+    CASE_LEN,
+    GPU_KEY,
+    MODELS,
+    PASSES,
+    SHORT_CHARS,
+    Case,
+    Record,
+    render,
+    step_weight_params,
+    write_record,
 )
 
-BIG_SHAPE = LlamaShape(layers=6, q_heads=24, kv_heads=8, head_dim=64, ffn=4096, vocab=32000)
-"""The realtest's model of another size (issue 31): 6 layers instead of 8, hidden 1536 instead
-of 1024, 8 KV heads, an untied head: 249 M parameters, 1.63x the weight bytes `TEST_SHAPE` reads
-per decode step (`step_weight_params`), so a calibration on one must transfer in size and
-depth to the other."""
-
-
-def step_weight_params(shape: LlamaShape) -> int:
-    """Parameters a decode step reads (count): every layer's matrices and norms, the final norm
-    and the output head (the embedding table itself where it is tied); an untied input
-    embedding is a lookup of one row per sequence, not read (the operator step, F4b).
-    TEST_SHAPE: 8 x 11,274,240 + 32,768,000 + 1,024 = 122,962,944."""
-    return shape.params - (0 if shape.tied else shape.vocab * shape.hidden)
-
-
-MODELS = {"f32": "rt-llama156m-w32", "f16": "rt-llama156m-w16", "wide": "rt-llama-wide-w32",
-          "long": "rt-llama-long-w32", "big": "rt-llama-big-w32"}
-"""Catalog keys of the test models (a key may not end in a format suffix such as -f32)."""
 FILES = {"f32": (TEST_SHAPE, "f32", "capacity-test-156m-f32.gguf"),
          "f16": (TEST_SHAPE, "f16", "capacity-test-156m-f16.gguf"),
          "wide": (WIDE_SHAPE, "f32", "capacity-test-wide-f32.gguf"),
          "long": (LONG_SHAPE, "f32", "capacity-test-long-f32.gguf"),
          "big": (BIG_SHAPE, "f32", "capacity-test-big-f32.gguf")}
 """Each test model's shape, dtype and file name."""
-GPU_KEY = "cpu-probe"
-SHORT_CHARS, LONG_CHARS, MID_CHARS = 450, 1800, 900
-PASSES = 2
-"""Passes through each closed-loop sweep (`capacity bench --passes`): forward, then backward.
-Measured here, one level run forward and backward differed by up to 9% (docs/bench.md)."""
+LONG_CHARS, MID_CHARS = 1800, 900
+"""Prompt lengths, characters, beside `SHORT_CHARS` (the bench's English filler: ~4.5
+characters per token)."""
 GRID_LEVELS, CAL_LEVELS = "1,2,3,4,5,6,7,8", "1,2,4,8"
 """The f32 runs' levels at both prompt lengths, and those the calibration fits (`calibrate
 --levels`): the 8-point sweep; 3, 5, 6 and 7 are held out, measured in the same passes."""
-CASE_CONC, CASE_CONC_LONG, CASE_LEN = ("f32 C=3,5,6,7", "f32 C=3,5,6,7 prompt ~460",
-                                      "f32 prompt ~200")
-SWEEP_CASES = (CASE_CONC, CASE_CONC_LONG, CASE_LEN)
-"""The cases whose levels are the f32 model's points outside the calibration sweep."""
-CASE_BIG, CASE_BIG_LONG = "big model (f32 fit)", "big model (f32 fit) prompt ~400"
-SIZE_CASES = (CASE_BIG, CASE_BIG_LONG)
-"""The other size, predicted by the calibration of the f32 model alone (issue 31's transfer)."""
 BIG_LEVELS = CAL_LEVELS
 """The big model's levels, at both prompt lengths: the same sweep as the f32 fit's."""
-"""Prompt lengths, characters (the bench's English filler: ~4.5 characters per token)."""
 MAX_TOKENS = 64
 PARALLEL = 8
 CTX_TOKENS = PARALLEL * 1024
@@ -165,74 +145,6 @@ def two_size_argv(engine: str, path: Path) -> list[str]:
     return ["--model", MODELS["f32"], "--gpu", GPU_KEY, "--ctx", "2048", "--label", "rt-cal",
             "--levels", CAL_LEVELS, "--also", f"{MODELS['big']}=rt-big", "--engine", engine,
             "--batch1", "--save", str(path)]
-
-
-def size_report(one: calib.Calibration, two: calib.Calibration,
-                rows: Sequence[CheckRow]) -> list[str]:
-    """Issue 31's held-out figures as report lines: the other size predicted by the f32
-    model's calibration (`SIZE_CASES`, ITL p50 median and worst, TTFT p50 at concurrency 1),
-    a whole level left out (the f32 fit's leave-one-level-out ITL error), and the fit of both
-    sizes with each model held out whole (fitted on the other alone)."""
-    def pct(v: float | None) -> str:
-        return "-" if v is None or not math.isfinite(v) else f"{v:.1%}"
-
-    itl = [abs(r.error("itl_p50_ms")) for r in rows
-           if r.case in SIZE_CASES and math.isfinite(r.error("itl_p50_ms"))]
-    ttft1 = [f"{r.error('ttft_p50_ms'):+.1%}" for r in rows
-             if r.case in SIZE_CASES and r.concurrency == 1
-             and math.isfinite(r.error("ttft_p50_ms"))]
-    size = (f"median {float(np.median(itl)):.1%}, worst {max(itl):.1%} over {len(itl)} levels"
-            if itl else "no level measured")
-    by_model = []
-    for m in two.models:
-        e = [abs(p.model_out_error) for p in two.points
-             if p.kind == calib.PointKind.TPOT and p.model == m and p.model_out_error is not None]
-        if e:
-            by_model.append(f"{m} {float(np.median(e)):.1%} median, {max(e):.1%} worst")
-    split = ("not identified (the report's note; the band spans both ends)"
-             if one.split_ridge_ms is not None else "identified")
-    return [
-        f"Another size, calibrated on the f32 model alone (issue 31: ITL p50 within 10% median, "
-        f"25% worst; TTFT p50 at concurrency 1 within 15%): {MODELS['big']}, "
-        f"{BIG_SHAPE.layers} layers, {step_weight_params(BIG_SHAPE) / step_weight_params(TEST_SHAPE):.2f}x "
-        f"the weight reads: ITL p50 {size}; TTFT p50 at concurrency 1 "
-        f"{', '.join(ttft1) or '-'}. The f32 fit's overhead / bandwidth split: {split}.", "",
-        f"A whole concurrency level left out (issue 31: ITL p50 within 10% median): the f32 "
-        f"fit's {one.holdout_method.split(';')[0]}: ITL median "
-        f"{pct(one.median_abs_error(calib.PointKind.TPOT, 'held_out'))}; levels 3, 5, 6, 7 of "
-        f"the same runs, never in the fit: {sweep_errors(rows)}.", "",
-        f"Both sizes fitted together ({', '.join(two.models)}): eta_bw {two.eta_bw or 0:.3g}, "
-        f"step overhead {two.step_overhead_ms or 0:.3g} ms; each model held out whole and "
-        f"predicted from the other's fit, decode step: {'; '.join(by_model) or '-'}; TTFT "
-        f"{pct(two.median_abs_error(calib.PointKind.TTFT, 'model_out'))} median.",
-    ]
-
-
-def drift_report(rows: Sequence[CheckRow], drifts: dict[str, Drift]) -> list[str]:
-    """The drift control's lines: each held-out case's control ratios (ITL p50, TTFT p50 of the
-    f32 model at concurrency 1 before the case over right after the sweep), and issue 31's
-    figures again with every prediction scaled by its case's ratios (`drift_corrected`): what
-    is left is the model's error, not the machine's wander."""
-    fixed = [drift_corrected(r, drifts.get(r.case, Drift())) for r in rows]
-    ratios = ", ".join(f"{case} ITL x{d.itl:.2f}, TTFT x{d.ttft:.2f}"
-                       for case, d in drifts.items())
-    itl = [abs(r.error("itl_p50_ms")) for r in fixed
-           if r.case in SIZE_CASES and math.isfinite(r.error("itl_p50_ms"))]
-    ttft1 = [f"{r.error('ttft_p50_ms'):+.1%}" for r in fixed
-             if r.case in SIZE_CASES and r.concurrency == 1
-             and math.isfinite(r.error("ttft_p50_ms"))]
-    size = (f"median {float(np.median(itl)):.1%}, worst {max(itl):.1%} over {len(itl)} levels"
-            if itl else "no level measured")
-    errors = median_abs_errors(fixed)
-    return [
-        f"Drift control (the f32 model at concurrency 1, ~{SHORT_CHARS} characters, measured "
-        f"right after the sweep and again before each held-out case; ratio to the first): "
-        f"{ratios or '-'}.", "",
-        f"Drift-corrected (each case's predictions x its control's ratio): another size ITL "
-        f"p50 {size}; TTFT p50 at concurrency 1 {', '.join(ttft1) or '-'}; the f32 points "
-        f"outside the sweep {sweep_errors(fixed)}; median |error| over every held-out level: "
-        + ", ".join(f"{k} {v:.0%}" for k, v in errors.items()) + ".",
-    ]
 
 
 def _free_port() -> int:
@@ -296,6 +208,11 @@ class Steps:
         self.capacity(*argv)
         return self.summary(label)
 
+    def last_run_id(self, label: str) -> str:
+        """The id of the latest run with this label."""
+        with RunStore(self.home / "bench") as store:
+            return store.latest_run_id(label)
+
     def summary(self, label: str) -> pd.DataFrame:
         """The summary of the latest run with this label."""
         store = RunStore(self.home / "bench")
@@ -318,17 +235,6 @@ def write_models(folder: Path) -> dict[str, Path]:
                              dtype="f16" if dtype == "f16" else "f32")
         paths[name] = path
     return paths
-
-
-def sweep_errors(rows: Sequence[CheckRow]) -> str:
-    """Issue 10's sweep target on the realtest: |ITL p50 error| over the f32 closed-loop
-    levels the calibration did not see (`SWEEP_CASES`), as "median X, worst Y over N points"."""
-    errs = [abs(r.error("itl_p50_ms")) for r in rows
-            if r.case in SWEEP_CASES and math.isfinite(r.error("itl_p50_ms"))]
-    if not errs:
-        return "no point measured"
-    return (f"median {float(np.median(errs)):.1%}, worst {max(errs):.1%} over {len(errs)} "
-            "points")
 
 
 def engine_threads(cores: int | None = None) -> int:
@@ -389,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="llama-server threads (default: the cores less one for the client, "
                         "at least 1, at most 8)")
     p.add_argument("--build-only", action="store_true",
-                   help="find or build llama-server (about 25 minutes on a 2-core machine, "
+                   help="find or build llama-server (5 to 25 minutes on a 2-core machine, "
                         "once), say where it is, and stop")
     p.add_argument("--long", action="store_true",
                    help="only the long-prompt check: a prefill calibration at 512-4K tokens "
@@ -446,9 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cal_path = home / "calibrations" / "realtest-llamacpp.toml"
     two_path = home / "calibrations" / "realtest-llamacpp-two-sizes.toml"
-    held: list[tuple[str, str, pd.DataFrame]] = []
-    poisson_requests: pd.DataFrame | None = None
+    stamp = dt.datetime.now(dt.UTC)
+    cases: list[Case] = []
     info: dict[str, Any] = {}
+    fitted = tuple(int(c) for c in CAL_LEVELS.split(","))
 
     def server(dtype: str) -> llamacpp.LlamaServer:
         cfg = llamacpp.ServerConfig(model_path=models[dtype], port=_free_port(),
@@ -456,132 +363,102 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     threads=args.threads)
         return llamacpp.LlamaServer(binary, cfg, log_path=home / f"llama-server-{dtype}.log")
 
-    drifts: dict[str, Drift] = {}
+    def case(name: str, model: str, label: str, control: str, **kw: Any) -> None:
+        """The held-out run just measured under `label`, as a case of the record, with the
+        drift control measured right before it (`control`, '' for none)."""
+        cases.append(Case(name=name, model=model, run=f"{label}/{steps.last_run_id(label)}",
+                          control=control, **kw))
+
     with ExitStack() as stack:
         f32 = stack.enter_context(server("f32"))
         _say(f"llama-server up on {f32.base_url} (f32 model)")
         info = llamacpp.server_info(f32.root_url)
         n_controls = 0
 
-        def control() -> dict[str, float]:
+        def control() -> str:
             """One drift control on the f32 server (it idles, loaded, beside the case's own):
-            concurrency 1, short prompts (`Drift`)."""
+            concurrency 1, short prompts (`engine_check.Drift`); its run, `<label>/<run id>`."""
             nonlocal n_controls
             n_controls += 1
+            label = f"rt-control-{n_controls}"
             _say(f"drift control {n_controls}: f32 model, concurrency 1")
-            return control_values(steps.bench(
-                f32.base_url, f"rt-control-{n_controls}", concurrency="1",
-                prompt_chars=SHORT_CHARS, model_key=MODELS["f32"],
-                requests=QUICK_CONTROL_REQUESTS if quick else CONTROL_REQUESTS))
+            steps.bench(f32.base_url, label, concurrency="1", prompt_chars=SHORT_CHARS,
+                        model_key=MODELS["f32"],
+                        requests=QUICK_CONTROL_REQUESTS if quick else CONTROL_REQUESTS)
+            return f"{label}/{steps.last_run_id(label)}"
 
         # the 8-point sweep (CAL_LEVELS at two prompt lengths) and the concurrencies held out
         # of it are measured in one run per prompt length, every closed-loop run in PASSES
         # passes (forward, then backward: `bench --passes`): the held-out points then share
         # the sweep's minutes, and the VM's drift shifts no level against another
         grids = []
-        for chars in (SHORT_CHARS, LONG_CHARS):
+        for name, chars in ((CASE_CONC, SHORT_CHARS), (CASE_CONC_LONG, LONG_CHARS)):
             _say(f"grid: prompt {chars} chars, concurrency {GRID_LEVELS} (fit "
                  f"{CAL_LEVELS}, the rest held out)")
             grids.append(steps.bench(f32.base_url, "rt-cal", concurrency=GRID_LEVELS,
                                      prompt_chars=chars,
                                      requests=requests_for(GRID_LEVELS, quick=quick),
                                      model_key=MODELS["f32"], passes=PASSES))
+            case(name, MODELS["f32"], "rt-cal", "", skip_levels=fitted)  # in its own passes
         baseline = control()
         # --batch1: llama.cpp's CPU backend decodes one sequence with matrix-vector code and
         # two or more with its GEMM kernels (`roofline.combine_step`)
         steps.capacity("calibrate", "--model", MODELS["f32"], "--gpu", GPU_KEY,
                        "--ctx", "2048", "--label", "rt-cal", "--levels", CAL_LEVELS,
                        "--engine", engine, "--batch1", "--save", str(cal_path))
-        cal = calibration_store.load(cal_path)
-        fitted = {int(c) for c in CAL_LEVELS.split(",")}
-        for case, grid in zip((CASE_CONC, CASE_CONC_LONG), grids, strict=True):
-            held.append((case, MODELS["f32"],
-                         grid[~grid["concurrency"].isin(fitted)].reset_index(drop=True)))
-            drifts[case] = Drift()  # measured in the sweep's own passes
         _say(f"held out: prompt {MID_CHARS} chars")
-        drifts[CASE_LEN] = Drift.of(control(), baseline)
-        held.append((CASE_LEN, MODELS["f32"], steps.bench(
-            f32.base_url, "rt-held-len", concurrency="1,2,4", prompt_chars=MID_CHARS,
-            requests=requests_for("1,2,4", quick=quick), model_key=MODELS["f32"],
-            passes=PASSES)))
-        conc = held[0][2]
+        ctl = control()
+        steps.bench(f32.base_url, "rt-held-len", concurrency="1,2,4", prompt_chars=MID_CHARS,
+                    requests=requests_for("1,2,4", quick=quick), model_key=MODELS["f32"],
+                    passes=PASSES)
+        case(CASE_LEN, MODELS["f32"], "rt-held-len", ctl)
+        conc = grids[0]
         rate = 0.6 * float(conc.loc[conc["concurrency"] == 6, "request_throughput_rps"].iloc[0])
         _say(f"held out: Poisson load at {rate:.2f} req/s (at most 8 in flight)")
-        drifts["f32 Poisson"] = Drift.of(control(), baseline)
-        held.append(("f32 Poisson", MODELS["f32"], steps.bench(
-            f32.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
-            requests=requests_for("8", quick=quick), model_key=MODELS["f32"], rate=rate)))
-        poisson_requests = steps.requests("rt-held-poisson")
+        ctl = control()
+        steps.bench(f32.base_url, "rt-held-poisson", concurrency="8", prompt_chars=SHORT_CHARS,
+                    requests=requests_for("8", quick=quick), model_key=MODELS["f32"], rate=rate)
+        # the Poisson level replays its own send times: its 24 arrivals are one draw's bursts
+        case("f32 Poisson", MODELS["f32"], "rt-held-poisson", ctl, replay=True)
         with server("big") as srv:
             _say(f"another size: {BIG_SHAPE.layers} layers of {BIG_SHAPE.hidden}, "
                  f"{step_weight_params(BIG_SHAPE) / step_weight_params(TEST_SHAPE):.2f}x the "
                  f"weight reads, concurrency {BIG_LEVELS} at two prompt lengths")
-            bigs = []
-            for case, chars in ((CASE_BIG, SHORT_CHARS), (CASE_BIG_LONG, LONG_CHARS)):
-                drifts[case] = Drift.of(control(), baseline)
-                bigs.append(steps.bench(srv.base_url, "rt-big", concurrency=BIG_LEVELS,
-                                        prompt_chars=chars,
-                                        requests=requests_for(BIG_LEVELS, quick=quick),
-                                        model_key=MODELS["big"], passes=PASSES))
-        held += [(CASE_BIG, MODELS["big"], bigs[0]), (CASE_BIG_LONG, MODELS["big"], bigs[1])]
+            for name, chars in ((CASE_BIG, SHORT_CHARS), (CASE_BIG_LONG, LONG_CHARS)):
+                ctl = control()
+                steps.bench(srv.base_url, "rt-big", concurrency=BIG_LEVELS, prompt_chars=chars,
+                            requests=requests_for(BIG_LEVELS, quick=quick),
+                            model_key=MODELS["big"], passes=PASSES)
+                case(name, MODELS["big"], "rt-big", ctl)
         # both sizes at once: shared knobs, each model also held out whole (`calibrate --also`)
         steps.capacity("calibrate", *two_size_argv(engine, two_path))
-        two = calibration_store.load(two_path)
-        for case, dtype, label, key, what in (
-                ("f32 other shape", "wide", "rt-held-shape", "wide",
+        for name, dtype, label, what in (
+                ("f32 other shape", "wide", "rt-held-shape",
                  "another shape (4 wider layers, tied head, f32)"),
-                ("f16 model", "f16", "rt-held-f16", "f16", "the f16 model (a second shape)")):
+                ("f16 model", "f16", "rt-held-f16", "the f16 model (a second shape)")):
             with server(dtype) as srv:
                 _say(f"held out: {what}, concurrency 1,2,4,8")
-                drifts[case] = Drift.of(control(), baseline)
-                held.append((case, MODELS[key], steps.bench(
-                    srv.base_url, label, concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
-                    requests=requests_for("1,2,4,8", quick=quick), model_key=MODELS[key],
-                    passes=PASSES)))
-    rows: list[CheckRow] = []
-    for case, model_key, summary in held:
-        # the event model schedules as llama-server does: its --parallel slots, prompts in
-        # n_batch chunks between decode steps (the llamacpp engine profile, data/engines.toml)
-        # (the Poisson level replays its own send times: its 24 arrivals are one draw's bursts)
-        rows += check_run(summary, case=case, model=model_key, gpu=GPU_KEY, calibration=cal,
-                          catalog=catalog, engine="llamacpp", max_num_seqs=PARALLEL,
-                          requests=poisson_requests if case == "f32 Poisson" else None,
-                          passes=PASSES)
-    table = markdown_table(rows)
-    errors = median_abs_errors(rows)
-    sweep = sweep_errors(rows)
-    bounds = bound_counts(rows)
-    report = [
-        f"## llama.cpp realtest, {dt.date.today().isoformat()}", "", machine,
-        f"Engine: llama-server from {engine}, --parallel {PARALLEL}, -c {CTX_TOKENS}, "
-        f"-t {args.threads}; /props total_slots = "
-        f"{(info.get('/props') or {}).get('total_slots', '?')}.",
-        f"Calibration ({cal_path.name}): " + ", ".join(
-            f"{k} {getattr(cal, k):.3g}" for k in calib.KNOBS if getattr(cal, k) is not None)
-        + " (ms for the overheads).",
-        "Requests per level (all passes): "
-        + (f"{QUICK_REQUESTS} (--quick)" if quick else
-           f"{requests_for('1')}, {requests_for(GRID_LEVELS)} in the runs that reach "
-           f"concurrency {PARALLEL}")
-        + f"; {MAX_TOKENS} output tokens; run time "
-        f"{(time.monotonic() - started) / 60:.1f} min; 1-minute load average {load_before} at "
-        f"the start, {_load()} at the end (other work on the machine slows the engine).", "",
-        table, "Median |error| over the held-out levels: " + ", ".join(
-            f"{k} {v:.0%}" for k, v in errors.items()), "",
-        f"Decode step on the f32 points outside the 8-point sweep (issue 10: 5% median, 20% "
-        f"worst; ITL p50 of the closed loops {', '.join(SWEEP_CASES)}): {sweep}.", "",
-        *size_report(cal, two, rows), "",
-        *drift_report(rows, drifts), "",
-        "ITL p50 median |error| by case: " + ", ".join(
-            f"{case} {median_abs_errors([r for r in rows if r.case == case])['itl_p50_ms']:.0%}"
-            for case in dict.fromkeys(r.case for r in rows)) + ".", "",
-        "Spec-sheet upper bound (the probed entry, every knob at peak, the faster step method; "
-        "ITL against the decode step at the prompt's context, TTFT against one prompt's "
-        "prefill alone): measured no faster on " + ", ".join(
-            f"{k} {n} of {m} levels" for k, (n, m) in bounds.items()) + ".", "",
-    ]
-    _report("\n".join(report), args.out, "realtest", "<!-- knobs: " + json.dumps(
-        {k: getattr(cal, k) for k in calib.KNOBS}) + " -->\n")
+                ctl = control()
+                steps.bench(srv.base_url, label, concurrency="1,2,4,8", prompt_chars=SHORT_CHARS,
+                            requests=requests_for("1,2,4,8", quick=quick), model_key=MODELS[dtype],
+                            passes=PASSES)
+                case(name, MODELS[dtype], label, ctl)
+    record = Record(
+        date=stamp.isoformat(timespec="seconds"), machine=machine, engine=engine,
+        threads=args.threads, parallel=PARALLEL, ctx_tokens=CTX_TOKENS,
+        total_slots=str((info.get("/props") or {}).get("total_slots", "?")),
+        minutes=round((time.monotonic() - started) / 60, 1), load_before=load_before,
+        load_after=_load(), max_tokens=MAX_TOKENS,
+        requests_text=(f"{QUICK_REQUESTS} (--quick)" if quick else
+                       f"{requests_for('1')}, {requests_for(GRID_LEVELS)} in the runs that reach "
+                       f"concurrency {PARALLEL}"),
+        calibration=cal_path.name, two_sizes=two_path.name, baseline=baseline,
+        cases=tuple(cases))
+    folder = write_record(workspace.cache_dir() / "realtest" / "records"
+                          / stamp.strftime("%Y%m%dT%H%MZ"), record, home)
+    _say(f"record written to {folder} (commit it under data/reference/realtest/ and run "
+         "`capacity validate --out docs/accuracy.md` to put its report there)")
+    _report(render(folder), args.out, "realtest")
     return 0
 
 

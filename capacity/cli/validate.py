@@ -11,7 +11,9 @@ with every exception and its reason; optimism (spec-sheet speed / measured) by G
 the held-out error below and at saturation; and, for each group with three or more decode
 levels, each level's step predicted by a fit of the group's other levels, under each step
 method. Exit code 1 when a row breaks the upper bound
-without a listed reason. Method: docs/accuracy.md.
+without a listed reason. With --out, also the real engine's result: every realtest record
+committed under data/reference/realtest/ (`python3 dev.py realtest` writes one), each case
+predicted again from the record's own files. Method: docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.cli.commands import SUMMARIES
+from capacity.fit import realtest_record as realtest
 from capacity.fit import validate_disagg as disagg
 from capacity.fit import validate_drafts as drafts
 from capacity.fit import validate_ep as expert_parallel
@@ -63,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         disagg.write_section(path, disagg.markdown(pd))
         typical.write_section(path, typical.markdown(ty))
         open_loop.write_section(path, open_loop.markdown(ol))
+        # the real engine: every committed realtest record, predicted again from its files
+        realtest.write_section(path, realtest.markdown())
         print(f"wrote {path}")
     elif args.format == "json":
         doc = {**json.loads(to_json(card)), "speculative_decoding": drafts.to_dict(spec_dec),
