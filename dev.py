@@ -9,7 +9,7 @@
                            (then `dev.py docs` regenerates docs/benchmarks.md's table); `--tiny`
                            runs each at its smallest sizes and leaves the results alone; names
                            (`grid duckdb`) run only those
-    python3 dev.py realtest  llama.cpp on this CPU, end to end: build (once, about 25 minutes on
+    python3 dev.py realtest  llama.cpp on this CPU, end to end: build (once, 5 to 25 minutes on
                            a 2-core machine, cached outside the checkout) and start llama-server,
                            probe, bench, calibrate, predict held-out points (docs/accuracy.md);
                            `--quick` for a smoke run, `--build-only` to build (or find) the server

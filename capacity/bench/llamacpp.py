@@ -4,7 +4,7 @@ stop it, wait for `/health` (docs/accuracy.md, "Real engine").
 The binary is built from the llama.cpp source vendored in the PyPI sdist of `llama-cpp-python`
 (`vendor/llama.cpp`: CMake, the system C++ compiler, CPU only, no network code), once per
 version, into `<cache>/llama.cpp/<version>/` (`capacity.workspace.cache_dir`, outside the
-checkout; about 25 minutes on a 2-core machine). The sdist and its sha256 are found through
+checkout; 5 to 25 minutes on a 2-core machine). The sdist and its sha256 are found through
 the simple index (`find_sdist`: PEP 691 JSON, else PEP 503 HTML); a tarball put into the cache
 by hand is checked against that sha256, or offline against a `.sha256` file beside it
 (`check_tarball`). `$CAPACITY_LLAMA_SERVER` names an existing binary instead. The same source
@@ -345,7 +345,7 @@ def build(version: str = SDIST_VERSION, *, jobs: int = 2, log: IO[str] | None = 
     build_dir = folder / "build"
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     logfile = folder / "build.log"
-    _say(log, f"building llama-server ({jobs} jobs; log in {logfile}; about 25 min on "
+    _say(log, f"building llama-server ({jobs} jobs; log in {logfile}; 5 to 25 min on "
               "a 2-core machine)")
     with logfile.open("a") as out:
         for cmd in (["cmake", "-S", str(src), "-B", str(build_dir), *gen, *CMAKE_FLAGS],
