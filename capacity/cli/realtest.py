@@ -215,13 +215,8 @@ class Steps:
 
     def summary(self, label: str) -> pd.DataFrame:
         """The summary of the latest run with this label."""
-        store = RunStore(self.home / "bench")
-        return store.summary(store.latest_run_id(label))
-
-    def requests(self, label: str) -> pd.DataFrame:
-        """The request rows of the latest run with this label."""
-        store = RunStore(self.home / "bench")
-        return store.requests(store.latest_run_id(label))
+        with RunStore(self.home / "bench") as store:
+            return store.summary(store.latest_run_id(label))
 
 
 def write_models(folder: Path) -> dict[str, Path]:
