@@ -149,8 +149,12 @@ def test_cpu_offload_raises_the_kv_pool_and_the_admitted_batch_and_slows_every_p
     assert info1["kv_pool_bytes"] - info0["kv_pool_bytes"] == pytest.approx(0.5 * GIB)
     assert q1.max_running > 1.5 * q0.max_running
     assert info1["max_batch_seen"] > 1.5 * info0["max_batch_seen"]
-    assert info0["max_batch_seen"] == pytest.approx(q0.max_running, abs=2)
-    assert info1["max_batch_seen"] == pytest.approx(q1.max_running, abs=2)
+    # the endpoint admits what the model admits when the 40 arrive at once; on a loaded
+    # machine the burst's last requests can reach the server after the first ones finished
+    # (CI, 2026-12-02: 37 seen against the model's 40), so the seen batch may fall short of
+    # the model's by a few, never exceed it
+    for info, q in ((info0, q0), (info1, q1)):
+        assert q.max_running - 4 <= info["max_batch_seen"] <= q.max_running + 2
     off_ms = scenario_offload_ms(s, 0.5)
     assert info1["offload_ms_per_pass"] == pytest.approx(off_ms)
     assert tpot1 - tpot0 == pytest.approx(off_ms, rel=0.02)
