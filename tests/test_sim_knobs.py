@@ -195,8 +195,8 @@ def test_a_lower_memory_utilisation_shrinks_the_pool_and_the_batch() -> None:
     assert seen[0.9][2] - seen[0.85][2] == pytest.approx(0.05 * 9.0e9, rel=1e-6)
     assert seen[0.85][1] < 0.75 * seen[0.9][1]
     assert seen[0.85][0] < 0.75 * seen[0.9][0]
-    for util in (0.9, 0.85):
-        assert seen[util][0] == pytest.approx(seen[util][1], abs=2)
+    for util in (0.9, 0.85):  # a burst that reaches a loaded server spread out: a few short
+        assert seen[util][1] - 4 <= seen[util][0] <= seen[util][1] + 2
 
 
 def test_a_shared_system_prompt_is_cached_as_the_event_model_caches_it() -> None:
