@@ -135,6 +135,10 @@ def load_panel(load: LoadView, state: ExplorerState, lang: str) -> Panel:
             metrics.append(Metric(t(name, lang), f"{values[q] / 1e3:,.2f} s"))
         else:
             metrics.append(Metric(t(name, lang), f"{values[q]:,.1f} ms"))
+    if load.point.ttft_together_ms is not None:
+        metrics.insert(2, Metric(t("load_ttft_together", lang),
+                                 f"{load.point.ttft_together_ms[0.5] / 1e3:,.2f} s",
+                                 help=t("help_load_ttft_together", lang)))
     caption = t("load_caption", lang, c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
                 o=f"{load.output_tokens:,}", slots=load.slots)
     return Panel(title, tuple(metrics), caption + "  \n" + knobs_caption(load, lang))

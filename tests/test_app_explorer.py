@@ -441,4 +441,5 @@ def test_the_closed_loop_load_view_is_capacity_plan_engine(
     for q, pct in ((0.5, "p50"), (0.9, "p90")):
         assert m[f"TTFT {pct} under load"] == f"{point['ttft_ms'][str(q)] / 1e3:,.2f} s"
         assert m[f"TPOT {pct} under load"] == f"{point['tpot_ms'][str(q)]:,.1f} ms"
+    assert m["TTFT p50, clients together"] == f"{point['ttft_together_ms']['0.5'] / 1e3:,.2f} s"
     assert f"{slots} slots per replica" in " ".join(c.value for c in at.caption)

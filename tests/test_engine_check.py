@@ -11,7 +11,14 @@ import pytest
 from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.fit.calibration import fit
-from capacity.fit.engine_check import CheckRow, check_run, markdown_table, median_abs_errors
+from capacity.fit.engine_check import (
+    STEADY_TTFT,
+    TTFT_EDGE_TOLERANCE,
+    CheckRow,
+    check_run,
+    markdown_table,
+    median_abs_errors,
+)
 from capacity.fit.measured import run_scenario
 from capacity.fit.overlay import points_from_summary
 from capacity.model.scenario import Scenario
@@ -205,3 +212,18 @@ def test_drift_ratios_and_the_corrected_prediction() -> None:
     summary = pd.DataFrame({"concurrency": [1], "itl_p50_ms": [36.0], "ttft_p50_ms": [250.0]})
     assert control_values(summary) == {"itl_p50_ms": 36.0, "ttft_p50_ms": 250.0}
     assert all(math.isnan(v) for v in control_values(summary.iloc[:0]).values())
+
+
+def test_a_closed_loop_ttft_between_its_two_edges_by_hand() -> None:
+    # out of step 300 ms, as run 1,000 ms, 5 % either side: 285 .. 1,050 ms
+    def row(measured: float, c: int = 4, **predicted: float) -> CheckRow:
+        return CheckRow(case="x", concurrency=c, request_rate_rps=None, prompt_tokens=100.0,
+                        output_tokens=64.0, measured={"ttft_p50_ms": measured},
+                        predicted={STEADY_TTFT: 300.0, "ttft_p50_ms": 1000.0} | predicted)
+
+    assert TTFT_EDGE_TOLERANCE == 0.05
+    assert row(285.0).ttft_between() and row(1050.0).ttft_between()
+    assert row(284.0).ttft_between() is False and row(1051.0).ttft_between() is False
+    assert row(600.0).ttft_between(tolerance=0.0)
+    assert row(600.0, c=1).ttft_between() is None   # one client: no edges to lie between
+    assert row(600.0, **{STEADY_TTFT: math.nan}).ttft_between() is None   # an open loop

@@ -110,3 +110,16 @@ def test_committed_records_are_the_docs_real_engine_result() -> None:
     assert committed == rr.markdown().rstrip("\n"), (
         "docs/accuracy.md's real-engine result is not current: run "
         "`capacity validate --out docs/accuracy.md`")
+
+
+@pytest.mark.slow
+def test_the_stated_closed_loop_ttft_bound_holds_on_the_committed_record() -> None:
+    """Issue 31: TTFT under a closed loop is stated as lying between its two edges (clients out
+    of step; the level as run, all at once), and on the committed llama.cpp record it does at
+    every closed-loop level of two or more clients."""
+    folder = rr.record_folders()[0]
+    _, rows, *_ = rr.predict_rows(folder)
+    got = [b for r in rows if (b := r.ttft_between()) is not None]
+    assert len(got) >= 20 and all(got)
+    assert f"{len(got)} of {len(got)} levels" in rr.ttft_edges(rows)
+

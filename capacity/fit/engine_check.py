@@ -23,6 +23,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import pandas as pd
@@ -41,13 +42,27 @@ from capacity.fit.overlay import (
 )
 from capacity.fit.validate import spec_sheet
 from capacity.model.scenario import Scenario, evaluate
-from capacity.plan.events import ServiceModel, closed_loop_as_run, service_from_scenario, simulate
+from capacity.plan.events import (
+    ServiceModel,
+    closed_loop,
+    closed_loop_as_run,
+    service_from_scenario,
+    simulate,
+)
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),
     ("itl_p50_ms", "ITL p50 ms"), ("itl_mean_ms", "ITL mean ms"),
     ("output_tok_s", "output tok/s"))
 """(summary column, table heading) of each compared metric."""
+
+
+STEADY_TTFT: Final = "ttft_p50_steady_ms"
+"""A closed-loop level's predicted TTFT p50 in the steady state, the clients out of step
+(`events.closed_loop`): the lower edge of its TTFT, the level as run the upper."""
+TTFT_EDGE_TOLERANCE: Final = 0.05
+"""How far outside its two edges a closed-loop level's measured TTFT p50 may read and still
+count as between them (`CheckRow.ttft_between`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +86,18 @@ class CheckRow:
         if not (math.isfinite(m) and math.isfinite(b)):
             return None
         return m >= b * (1 - 1e-9)
+
+    def ttft_between(self, tolerance: float = TTFT_EDGE_TOLERANCE) -> bool | None:
+        """Whether a closed-loop level's measured TTFT p50 lies between the steady state with
+        the clients out of step (`STEADY_TTFT`, `events.closed_loop`) and the level as the
+        bench ran it (all clients at once, `closed_loop_as_run`), `tolerance` either side
+        (None: not a closed loop of two or more clients, or a value missing)."""
+        m = self.measured.get("ttft_p50_ms", math.nan)
+        lo = self.predicted.get(STEADY_TTFT, math.nan)
+        hi = self.predicted.get("ttft_p50_ms", math.nan)
+        if self.concurrency < 2 or not all(math.isfinite(x) for x in (m, lo, hi)):
+            return None
+        return lo * (1 - tolerance) <= m <= hi * (1 + tolerance)
 
     def error(self, metric: str) -> float:
         """measured / predicted - 1 (NaN where either is missing)."""
@@ -190,6 +217,7 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
             bounds = pass_bounds(int(total), n_passes)
             predicted |= closed_loop_as_run(svc, concurrency=int(c), shares=[
                 b - a for a, b in zip(bounds, bounds[1:], strict=False)])
+            predicted[STEADY_TTFT] = closed_loop(svc, concurrency=int(c)).ttft_ms[0.5]
         rows.append(CheckRow(
             case=case, concurrency=int(c), request_rate_rps=_num(rec.get("request_rate_rps"))
             if open_loop else None,

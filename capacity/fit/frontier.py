@@ -73,11 +73,11 @@ from capacity.types import BoolArray, FloatArray, IntArray
 
 __all__ = [
     "AGGREGATED", "CONCURRENCY_STEP", "CONSUMER_KEY", "DEFAULT_ENGINES", "DEPLOYMENTS",
-    "DISAGGREGATED", "EVENT_WARMUP", "FALLBACK_TYPICAL", "PRICE_KINDS", "WIDE_EP", "CostReadOff",
+    "DISAGGREGATED", "FALLBACK_TYPICAL", "PRICE_KINDS", "WIDE_EP", "CostReadOff",
     "FrontPoint", "FrontValue", "Frontier", "FrontierInputs", "Group", "PointBlock", "PointTable",
     "SteadyState", "StepTerms", "Variant", "aggregated_block", "chunk_extra_ms", "closed_loop",
     "concurrency_grid", "configuration_variants", "cost_read_off", "datacenter_gpus",
-    "event_check", "event_requests", "front_at", "frontier", "is_datacenter", "pareto_mask",
+    "event_check", "front_at", "frontier", "is_datacenter", "pareto_mask",
     "plan_inputs", "planner_option", "service_steady_state", "service_terms",
     "step_model_terms", "variant_of",
 ]
@@ -510,31 +510,19 @@ def planner_option(fr: Frontier, p: FrontPoint, catalog: Catalog | None = None) 
                 == (p.weights, p.kv_dtype, p.draft))
 
 
-EVENT_WARMUP = 0.3
-"""Share of a closed loop's requests the event check leaves out (the clients settle)."""
-
-
-def event_requests(concurrency: int) -> int:
-    """Requests the event check simulates for a closed loop of `concurrency` users: forty per
-    user (the loop's start and drain stay a few per cent of it), 400 to 40,000."""
-    return int(min(max(400, 40 * concurrency), 40_000))
-
-
 def event_check(fr: Frontier, p: FrontPoint, catalog: Catalog | None = None) -> FrontPoint:
     """`p` with the event model's mean TTFT, TPOT and throughput per GPU: the planner's
     replica (`detail.option_service`: the engine profile's scheduling, KV held at its mean
-    context) in a closed loop of `p.concurrency` users started a closed-form cycle / C apart
-    (out of step), the first EVENT_WARMUP of requests left out; throughput by Little's law
-    over the loop, C n / mean E2E (the simulated span includes the loop's drain)."""
+    context) in the steady closed loop of `p.concurrency` users every surface shows
+    (`events.closed_loop`, clients out of step); throughput by
+    Little's law over the loop, C n / mean E2E (the simulated span includes the loop's drain)."""
     from capacity.plan.detail import option_service
-    from capacity.plan.events import simulate
+    from capacity.plan.events import closed_loop
 
     pinp = plan_inputs(fr.inputs, variant_of(fr, p), gpus=(p.gpu,), catalog=catalog)
     svc = option_service(pinp, planner_option(fr, p, catalog), catalog)
     c, n = min(p.concurrency, svc.slots), svc.output_tokens
-    cycle_ms = c * n / (p.throughput_tok_s_per_gpu * p.tp) * 1e3
-    q = simulate(svc, concurrency=c, n_requests=event_requests(c), stagger_ms=cycle_ms / c,
-                 warmup_fraction=EVENT_WARMUP)
+    q = closed_loop(svc, concurrency=c)
     return replace(p, event_ttft_ms=q.mean_ttft_ms,
                    event_tpot_ms=(q.mean_e2e_ms - q.mean_ttft_ms) / (n - 1),
                    event_throughput_tok_s_per_gpu=c * n / q.mean_e2e_ms * 1e3 / p.tp)

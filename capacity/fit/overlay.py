@@ -51,7 +51,7 @@ from capacity.fit.calibration import Calibration, apply, predict_ms
 from capacity.fit.imports import read_measured
 from capacity.fit.measured import MeasuredPoint, c_vram
 from capacity.model.scenario import Scenario
-from capacity.plan.events import QueueResult, service_from_scenario, simulate
+from capacity.plan.events import closed_loop_as_run, service_from_scenario, simulate
 from capacity.types import Note
 
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")
@@ -194,25 +194,34 @@ def _predict(scenario: Scenario, concurrency: np.ndarray, prompt_tokens: float,
 @lru_cache(maxsize=4096)
 def _simulated(scenario: Scenario, output_tokens: int, concurrency: int | None,
                rate_per_s: float | None, engine: str = DEFAULT_ENGINE,
-               max_num_seqs: int | None = None) -> QueueResult:
-    """One seeded run of the event model under `engine`'s scheduling (cached: a rerun of the
-    page costs nothing)."""
+               max_num_seqs: int | None = None, requests: int | None = None
+               ) -> dict[str, float]:
+    """One seeded run of the event model under `engine`'s scheduling as the bench ran the
+    level (cached: a rerun of the page costs nothing): Poisson arrivals at `rate_per_s`, else
+    `concurrency` clients from an idle server with the level's `requests` in one pass
+    (`events.closed_loop_as_run`; None: max(200, 4 C)). TTFT and inter-token gap p50, p90,
+    p99 (ms), output tok/s."""
     svc = service_from_scenario(scenario, output_tokens=output_tokens, engine=engine,
                                 max_num_seqs=max_num_seqs)
-    n = max(200, 4 * (concurrency or 1))
-    if rate_per_s is not None:
-        return simulate(svc, rate_per_s=rate_per_s, n_requests=n, seed=0, itl=True)
-    return simulate(svc, concurrency=concurrency, n_requests=n, seed=0, itl=True)
+    n = requests or max(200, 4 * (concurrency or 1))
+    if rate_per_s is None:
+        return closed_loop_as_run(svc, concurrency=concurrency or 1, shares=[n])
+    r = simulate(svc, rate_per_s=rate_per_s, n_requests=max(n, 10), seed=0, itl=True)
+    got = {f"ttft_p{round(q * 100)}_ms": r.ttft_ms[q] for q in (0.5, 0.9, 0.99)}
+    if r.itl_ms is not None:
+        got |= {f"itl_p{round(q * 100)}_ms": r.itl_ms[q] for q in (0.5, 0.9, 0.99)}
+    return got | {"output_tok_s": r.output_tok_s}
 
 
 def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: float,
                 rates_per_s: Sequence[float | None] | None, engine: str = DEFAULT_ENGINE,
-                max_num_seqs: int | None = None
+                max_num_seqs: int | None = None, requests: Sequence[int | None] | None = None
                 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """TTFT (p50, p90, p99, ms), aggregate output tok/s (p50; no band) and the inter-token
     gap (`ITL_METRIC`: p50, p90, p99, ms, token-weighted) at each concurrency from the event
-    model: a closed loop of round(C) clients, or Poisson arrivals at `rates_per_s[i]` where
-    given (NaN where a level of an open-loop run has no rate)."""
+    model as the bench ran each level (`_simulated`): a closed loop of round(C) clients with
+    the level's `requests[i]`, or Poisson arrivals at `rates_per_s[i]` where given (NaN where
+    a level of an open-loop run has no rate)."""
     out = max(1, round(output_tokens))
     ttft = np.full((3, concurrency.size), np.nan)
     itl = np.full((3, concurrency.size), np.nan)
@@ -221,15 +230,35 @@ def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: floa
         rate = rates_per_s[i] if rates_per_s is not None else None
         if rates_per_s is not None and rate is None:
             continue
-        r = _simulated(scenario, out, None if rate is not None else max(1, round(float(c))),
-                       rate, engine, max_num_seqs)
-        ttft[:, i] = [r.ttft_ms[0.5], r.ttft_ms[0.9], r.ttft_ms[0.99]]
-        if r.itl_ms is not None:
-            itl[:, i] = [r.itl_ms[0.5], r.itl_ms[0.9], r.itl_ms[0.99]]
-        agg[i] = r.output_tok_s
+        r = _simulated(scenario, out, max(1, round(float(c))), rate, engine, max_num_seqs,
+                       requests[i] if requests is not None else None)
+        ttft[:, i] = [r["ttft_p50_ms"], r["ttft_p90_ms"], r["ttft_p99_ms"]]
+        itl[:, i] = [r.get("itl_p50_ms", np.nan), r.get("itl_p90_ms", np.nan),
+                     r.get("itl_p99_ms", np.nan)]
+        agg[i] = r["output_tok_s"]
     nan = np.full(concurrency.size, np.nan)
     return {"ttft_ms": (ttft[0], ttft[1], ttft[2]), "aggregate_tok_s": (agg, nan, nan),
             ITL_METRIC: (itl[0], itl[1], itl[2])}
+
+
+def _requests(failures: pd.DataFrame | None, cs: np.ndarray, grid: np.ndarray
+              ) -> tuple[list[int | None], list[int | None]] | None:
+    """Each measured level's requests (`requests_total` of its per-level row) and, for every
+    point of `grid`, the nearest measured level's at or below it (the first level's below
+    it); None without a `requests_total` column."""
+    if failures is None or "requests_total" not in failures:
+        return None
+    by_c = {float(c): int(n) for c, r in zip(failures["concurrency"],
+                                              failures["requests_total"], strict=True)
+            if (n := _num(r)) is not None and n >= 1}
+    if not by_c:
+        return None
+    levels = sorted(by_c)
+    here: list[int | None] = [by_c.get(float(c)) for c in cs]
+    at_grid: list[int | None] = [
+        by_c[levels[max(0, int(np.searchsorted(levels, float(g), side="right")) - 1)]]
+        for g in grid]
+    return here, at_grid
 
 
 def _rates(failures: pd.DataFrame | None, cs: np.ndarray) -> list[float | None] | None:
@@ -366,6 +395,7 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
                                          cs, extra_c]))
     else:  # open loop: only the measured levels have an arrival rate
         grid = cs
+    counts = _requests(failures, cs, grid)
     grid_rates = None if rates is None else [
         rates[int(np.searchsorted(cs, c))] if c in cs else None for c in grid]
     pred_rows: list[pd.DataFrame] = []
@@ -382,8 +412,10 @@ def build_overlay(points: Sequence[MeasuredPoint], scenario: Scenario, *, series
         curve = _predict(s, grid, prompt, output)
         here = _predict(s, cs, prompt, output)
         if mode != Load.NONE:
-            loaded = _under_load(s, grid, output, grid_rates, engine, max_num_seqs)
-            loaded_here = _under_load(s, cs, output, rates, engine, max_num_seqs)
+            loaded = _under_load(s, grid, output, grid_rates, engine, max_num_seqs,
+                                 None if counts is None else counts[1])
+            loaded_here = _under_load(s, cs, output, rates, engine, max_num_seqs,
+                                      None if counts is None else counts[0])
             for m in LOAD_METRICS:
                 pred_rows.append(frame(name, grid, m, *loaded[m]))
                 here[m] = loaded_here[m][0]

@@ -42,6 +42,7 @@ from capacity.errors import InputError
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_store
 from capacity.fit.engine_check import (
+    TTFT_EDGE_TOLERANCE,
     CheckRow,
     Drift,
     bound_counts,
@@ -276,6 +277,17 @@ def drift_report(rows: Sequence[CheckRow], drifts: dict[str, Drift]) -> list[str
     ]
 
 
+def ttft_edges(rows: Sequence[CheckRow]) -> str:
+    """Issue 31's stated bound on TTFT under a closed loop: at how many closed-loop levels of
+    two or more clients the measured TTFT p50 lies between the steady state with the clients
+    out of step and the level as run (`CheckRow.ttft_between`)."""
+    got = [b for r in rows if (b := r.ttft_between()) is not None]
+    return (f"TTFT p50 under a closed loop between its two edges (issue 31's stated bound: no "
+            f"lower than the steady state with the clients out of step, `events.closed_loop`, "
+            f"no higher than the level as run, all clients at once, "
+            f"{TTFT_EDGE_TOLERANCE:.0%} either side): {sum(got)} of {len(got)} levels.")
+
+
 def render(folder: Path) -> str:
     """The report of the record at `folder`, Markdown: its facts, the table of every held-out
     level (measured, predicted, error), the medians, issue 10's and issue 31's figures, the
@@ -301,6 +313,7 @@ def render(folder: Path) -> str:
         "ITL p50 median |error| by case: " + ", ".join(
             f"{case} {median_abs_errors([r for r in rows if r.case == case])['itl_p50_ms']:.0%}"
             for case in dict.fromkeys(r.case for r in rows)) + ".", "",
+        ttft_edges(rows), "",
         "Spec-sheet upper bound (the probed entry, every knob at peak, the faster step method; "
         "ITL against the decode step at the prompt's context, TTFT against one prompt's "
         "prefill alone): measured no faster on " + ", ".join(

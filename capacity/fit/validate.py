@@ -326,13 +326,6 @@ SCHEDULER_OF = {"vLLM": "vllm", "SGLang": "sglang", "llama.cpp": "llamacpp",
 """The engine profile (data/engines.toml) whose scheduling the scorecard's event model runs for
 a row's engine family. TensorRT-LLM, and NIM that serves through it, batch in flight with
 chunked context and paged KV: vLLM V1's profile is the nearest (docs/accuracy.md)."""
-QUEUE_REQUESTS_PER_CLIENT = 12
-"""Requests a closed-loop level simulates per client (at least 200, at most
-`events.MAX_LOAD_REQUESTS`); the first `QUEUE_WARMUP` of them are left out, as a benchmark's
-steady state."""
-QUEUE_WARMUP = 0.2
-
-
 def scheduler_of(engine: str) -> str | None:
     """The engine profile for an engine's name (`SCHEDULER_OF`), None when unknown."""
     return SCHEDULER_OF.get(engine_family(engine))
@@ -342,8 +335,8 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
                   scheduler: str) -> tuple[Queued, ...] | None:
     """Each closed-loop level of `concurrency` clients (the deployment's; ceil(C / replicas)
     per replica) through the event model under the `scheduler` profile: the scenario's
-    prompt, `output_tokens` (at least 1) per request, zero think time, max(200, 12 C)
-    requests, the first 20% left out. None when the model cannot run it (no slot)."""
+    prompt, `output_tokens` (at least 1) per request, the steady closed loop every surface
+    shows (`events.closed_loop`). None when the model cannot run it (no slot)."""
     out_tok = max(1, round(output_tokens))
     try:
         svc = events.service_from_scenario(scenario, output_tokens=out_tok, engine=scheduler)
@@ -351,10 +344,7 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
         return None
     got = []
     for c in concurrency:
-        per = max(1, math.ceil(float(c) / scenario.replicas))
-        n = min(max(200, QUEUE_REQUESTS_PER_CLIENT * per), events.MAX_LOAD_REQUESTS)
-        q = events.simulate(svc, concurrency=per, n_requests=n, warmup_fraction=QUEUE_WARMUP,
-                            stagger_ms=events.closed_loop_stagger_ms(svc, per))
+        q = events.closed_loop(svc, concurrency=max(1, math.ceil(float(c) / scenario.replicas)))
         got.append(Queued(ttft_mean_ms=q.mean_ttft_ms, ttft_median_ms=q.ttft_ms[0.5],
                           e2e_mean_ms=q.mean_e2e_ms, e2e_median_ms=q.e2e_ms[0.5],
                           tok_s=q.output_tok_s * scenario.replicas,

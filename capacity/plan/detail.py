@@ -83,14 +83,15 @@ def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, 
                     n_requests: int = 2000, seed: int = 0,
                     chunk_tokens: int | None = None) -> QueueResult:
     """Discrete-event check of one option at its design load (per replica: arrivals are split
-    evenly, so one replica sees rate / replicas).
+    evenly, so one replica sees rate / replicas; a workload given as a peak concurrency: the
+    steady closed loop every surface shows, `events.closed_loop`, with its own request count).
 
     With prefix caching planned (`prefix_tokens` and `prefix_share`), the check follows it:
     the per-request event model (`traffic_queue.simulate_prefix`) at the design rate, where the
     sharing requests prefill only the rest of their prompt and the option's slots count the
     prefix once; there prompts are prefilled whole, in batches (the chapter's scheduling:
     an engine's chunked prefill is not modelled on that path)."""
-    from capacity.plan.events import simulate
+    from capacity.plan.events import closed_loop, simulate
     from capacity.plan.traffic_queue import simulate_prefix, traffic_service
 
     wl = inp.workload
@@ -107,8 +108,8 @@ def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, 
     svc = option_service(inp, o, catalog, chunk_tokens)
     if wl.peak_concurrency is not None:
         c = max(1, math.ceil(wl.peak_concurrency * (1 + wl.headroom) / o.replicas - 1e-9))
-        return simulate(svc, concurrency=c, n_requests=n_requests, seed=seed,
-                        slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
+        return closed_loop(svc, concurrency=c, seed=seed, slo_ttft_ms=inp.slo.ttft_ms,
+                           slo_tpot_ms=inp.slo.tpot_ms)
     return simulate(svc, rate_per_s=o.design_rate_per_s / o.replicas, n_requests=n_requests,
                     seed=seed, slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
 

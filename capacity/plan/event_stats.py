@@ -39,20 +39,26 @@ class Gaps:
                 self.add(i, step_ms, k - 1)
             self.last_ms[i] = now_ms
 
-    def kept(self, first_counted: int) -> tuple[FloatArray, FloatArray]:
-        """(gap ms, tokens that had it) of requests numbered >= first_counted."""
+    def kept(self, first_counted: int, end: int | None = None
+             ) -> tuple[FloatArray, FloatArray]:
+        """(gap ms, tokens that had it) of requests numbered first_counted..end - 1 (None:
+        to the last)."""
         v = np.asarray(self.value_ms, dtype=np.float64)
         w = np.asarray(self.count, dtype=np.float64)
-        keep = (np.asarray(self.request, dtype=np.int64) >= first_counted) & np.isfinite(v)
+        r = np.asarray(self.request, dtype=np.int64)
+        keep = (r >= first_counted) & np.isfinite(v)
+        if end is not None:
+            keep &= r < end
         return v[keep], w[keep]
 
-    def mean(self, first_counted: int) -> float:
-        """Token-weighted mean gap (ms) of requests numbered >= first_counted (NaN: none)."""
-        return weighted_mean(*self.kept(first_counted))
+    def mean(self, first_counted: int, end: int | None = None) -> float:
+        """Token-weighted mean gap (ms) of requests numbered first_counted..end - 1 (NaN:
+        none)."""
+        return weighted_mean(*self.kept(first_counted, end))
 
-    def quantiles(self, first_counted: int) -> dict[float, float]:
-        """Token-weighted quantiles of the gaps of requests numbered >= first_counted."""
-        return weighted_quantiles(*self.kept(first_counted))
+    def quantiles(self, first_counted: int, end: int | None = None) -> dict[float, float]:
+        """Token-weighted quantiles of the gaps of requests numbered first_counted..end - 1."""
+        return weighted_quantiles(*self.kept(first_counted, end))
 
 
 def weighted_mean(values: FloatArray, weights: FloatArray) -> float:

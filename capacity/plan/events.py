@@ -3,9 +3,10 @@
 the engine profile, F4 decode steps); this module runs them request by request, seeded.
 
 It jumps from event to event (arrival, completion, prefill batch or chunk), not from step to
-step, so thousands of requests take milliseconds. Closed loop (`closed_loop_load`: C clients,
-each sending again when answered), open loop (`open_loop_load`, `arrival_times_ms`: a rate per
-stage, Poisson or constant gaps) and rate sweeps (`sweep`) all run `simulate`.
+step, so thousands of requests take milliseconds. Closed loop (`closed_loop`, for a
+deployment `closed_loop_load`: C clients, each sending again when answered; as a bench ran
+it, `closed_loop_as_run`), open loop (`open_loop_load`, `arrival_times_ms`: a rate per stage,
+Poisson or constant gaps) and rate sweeps (`sweep`) all run `simulate`.
 """
 
 from __future__ import annotations
@@ -40,10 +41,15 @@ class LoadPoint:
     concurrency: int
     ttft_ms: dict[float, float]
     tpot_ms: dict[float, float]
+    ttft_together_ms: dict[float, float] | None = None
+    """TTFT percentiles (ms) of the same loop with every client's first request at once
+    (`closed_loop(together=True)`): the upper edge of a closed loop's TTFT, where a short
+    bench level's opening burst sits; `ttft_ms` (out of step) is the lower. None: not run
+    (an open loop's point)."""
 
 
 MAX_LOAD_REQUESTS = 4000
-"""Requests one `closed_loop_load` point simulates at most (it runs at page speed)."""
+"""Requests one `closed_loop` simulates at most, below 3 C clients (it runs at page speed)."""
 
 
 def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
@@ -54,8 +60,8 @@ def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                      ) -> tuple[ServiceModel, list[LoadPoint]]:
     """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
     (`service_from_scenario`, with the engine's `max_num_seqs` and token budget unless given,
-    and its other knobs) in a closed loop of ceil(C / replicas) users with no think time,
-    max(200, 4 C) requests (at most MAX_LOAD_REQUESTS), no warm-up left out."""
+    and its other knobs) in the steady closed loop of ceil(C / replicas) users with no think
+    time (`closed_loop`), and the same loop's TTFT with the clients together."""
     svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
                                 max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
                                 block_tokens=block_tokens, offload_gib=offload_gib,
@@ -64,9 +70,10 @@ def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
     out = []
     for c in concurrency:
         per = max(1, math.ceil(c / s.replicas))
-        n = min(max(200, 4 * per), MAX_LOAD_REQUESTS)
-        q = simulate(svc, concurrency=per, n_requests=n, warmup_fraction=0.0)
-        out.append(LoadPoint(concurrency=int(c), ttft_ms=q.ttft_ms, tpot_ms=q.tpot_ms))
+        q = closed_loop(svc, concurrency=per)
+        out.append(LoadPoint(concurrency=int(c), ttft_ms=q.ttft_ms, tpot_ms=q.tpot_ms,
+                             ttft_together_ms=closed_loop(svc, concurrency=per,
+                                                          together=True).ttft_ms))
     return svc, out
 
 
@@ -263,10 +270,11 @@ class _Pages:
 
 
 def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
-         n_requests: int, record_gaps: bool = False, stagger_ms: float = 0.0) -> Trace:
+         n_requests: int, record_gaps: bool = False, phased: bool = False) -> Trace:
     """The event loop. Open loop: `arrivals` (ms, sorted). Closed loop: `clients` users that
-    send the next request as soon as the previous one finishes (no think time); client k sends
-    its first request at k x `stagger_ms` (0: all at once).
+    send the next request as soon as the previous one finishes (no think time), all at 0 ms:
+    as one burst, or with `phased` from the out-of-step steady state (client k's first
+    request part-decoded, see `simulate`).
     `record_gaps`: also keep every inter-token gap (memory grows with the tokens).
     A paged pool (`svc.paged`, vLLM's and SGLang's profiles) admits a request when its prompt's
     pages and one block fit beside the running requests' (and fewer than `max_batch` run),
@@ -296,7 +304,7 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
     issued = 0
     if clients is not None:
         issued = timed = min(clients, n)
-        arrival[:issued] = np.arange(issued, dtype=np.float64) * stagger_ms
+        arrival[:issued] = 0.0
     cap = svc.max_batch
     longest = svc.longest_prompt_tokens
     per_step = (svc.chunk_tokens or svc.prompt_tokens) - (cap if svc.mixed else 0)
@@ -361,6 +369,35 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
             preempt_newest()
             gone = True
         return gone
+
+    if clients is not None and phased and out > 1:
+        # the out-of-step steady state (`simulate(phased=True)`): client k's first request
+        # has its first token and all but ceil((n - 1)(k + 1) / C) of its decode done, so the
+        # C requests end evenly spread over one request's decode; the rest queue at 0
+        used = 0.0
+        for k in range(issued):
+            left = math.ceil((out - 1) * (k + 1) / issued)
+            if pages is None:
+                fits = len(running) < svc.slots
+            else:
+                pages.held[k] = int(prompt[k]) + (out - 1 - left)
+                pages.emitted[k] = out - left
+                fits = len(running) < cap and used + pages.claim([k]) <= pool
+                if not fits:
+                    pages.held[k] = pages.emitted[k] = 0
+            if not fits:
+                waiting.append(k)
+                continue
+            admit[k] = first[k] = 0.0
+            if pages is not None:
+                used += pages.claim([k])
+                pages.order[k] = pages.admitted
+                pages.admitted += 1
+            if gaps is not None:
+                gaps.last_ms[k] = 0.0
+            running.append(k)
+            remaining.append(left)
+        next_arrival = issued
 
     for _ in range(guard):
         while next_arrival < timed and arrival[next_arrival] <= now:
@@ -506,7 +543,7 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
              n_requests: int = 2000, seed: int = 0,
              slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf,
              warmup_fraction: float = 0.1, itl: bool = False,
-             stagger_ms: float = 0.0) -> QueueResult:
+             phased: bool = False) -> QueueResult:
     """Run the discrete-event model of one replica and summarize it.
 
     Give `rate_per_s` (Poisson arrivals, seeded), `concurrency` (closed loop, zero think
@@ -514,8 +551,16 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
     `n_requests` is their count and `rate_per_s` in the result is their mean rate).
     The first `warmup_fraction` of requests (by arrival) are left out of the statistics.
     `itl`: also the quantiles of the inter-token gaps (`QueueResult.itl_ms`).
-    `stagger_ms` (closed loop): client k sends its first request at k x stagger_ms, so the
-    clients start out of step (`closed_loop_stagger_ms`) instead of as one burst.
+    `phased` (closed loop): start from the out-of-step steady state instead of one burst of
+    C prompts: client k's first request has its first token and ceil((n - 1)(k + 1) / C) of
+    its n - 1 decode tokens left (as many as fit the slots and the pool; the rest wait), so
+    the first requests end evenly spread over one decode. With identical requests a burst
+    stays in lock step for good (every client waits for all C prefills each round); a
+    benchmark's clients drift apart (lengths vary, arrivals jitter). Their statistics are
+    the warm-up's: leave at least C requests out (`closed_loop`); the last C, which finish
+    as the loop drains, are left out too. Spreading the first
+    requests in time instead does not hold: where prefill is the bottleneck the queued
+    prompts are prefilled back to back and decode together, in lock step again.
     Goodput = counted requests that meet both SLOs / the span from the first counted arrival to
     the last counted finish. Deterministic for a given seed.
     """
@@ -543,11 +588,14 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         arrivals = np.cumsum(rng.exponential(1e3 / rate_per_s, size=n_requests))
     elif concurrency is not None and concurrency < 1:
         raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
-    if not (math.isfinite(stagger_ms) and stagger_ms >= 0):
-        raise InputError(f"client stagger must be >= 0 ms, got {stagger_ms}")
-    tr = _run(svc, arrivals, concurrency, n_requests, record_gaps=itl, stagger_ms=stagger_ms)
+    tr = _run(svc, arrivals, concurrency, n_requests, record_gaps=itl, phased=phased)
     skip = int(n_requests * warmup_fraction)
-    sl = slice(skip, None)
+    # phased: the last C requests run as the loop drains (fewer clients behind them)
+    end = n_requests - concurrency if phased and concurrency is not None else n_requests
+    if end <= skip:
+        raise InputError(f"a phased closed loop of {concurrency} clients counts no request "
+                         f"of {n_requests} (the warm-up and the last C are left out)")
+    sl = slice(skip, end)
     arr, adm, fst, fin = tr.arrival_ms[sl], tr.admit_ms[sl], tr.first_ms[sl], tr.finish_ms[sl]
     ttft = fst - arr
     tpot = (fin - fst) / max(svc.output_tokens - 1, 1)
@@ -566,22 +614,46 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         goodput_req_s=float(np.sum(ok)) / span_s, slo_met_share=float(np.mean(ok)),
         mean_running=float(np.sum(e2e)) / 1e3 / span_s, saturation_rate_per_s=sat_rate,
         saturated=rate_per_s is not None and rate_per_s >= sat_rate, slots=svc.slots,
-        itl_ms=tr.gaps.quantiles(skip) if tr.gaps is not None else None,
-        itl_mean_ms=tr.gaps.mean(skip) if tr.gaps is not None else None,
+        itl_ms=tr.gaps.quantiles(skip, end) if tr.gaps is not None else None,
+        itl_mean_ms=tr.gaps.mean(skip, end) if tr.gaps is not None else None,
         preemptions=tr.preemptions, max_running=tr.max_running,
     )
 
 
-def closed_loop_stagger_ms(svc: ServiceModel, concurrency: int) -> float:
-    """The gap (ms) between clients' first requests that spreads `concurrency` clients evenly
-    over one request's unqueued time, t_prefill + (n - 1) x t_step(min(C, slots)): a closed
-    loop of identical requests started as one burst stays in lock step (every client waits
-    for all C prefills each round), while a benchmark's clients drift out of step (lengths,
-    arrival jitter); evenly spread phases are the out-of-step steady state. Example: prefill
-    20 ms, 128 tokens at 10 ms a step, 4 clients -> (20 + 1270) / 4 = 322.5 ms."""
-    b = max(1, min(concurrency, svc.slots))
-    cycle = svc.prefill_ms + (svc.output_tokens - 1) * float(svc.step_ms[b])
-    return cycle / max(1, concurrency)
+CLOSED_LOOP_REQUESTS_PER_CLIENT = 12
+"""Requests `closed_loop` simulates per client (at least 200, at most MAX_LOAD_REQUESTS or
+3 C where that is more)."""
+CLOSED_LOOP_WARMUP = 0.2
+"""The share of `closed_loop`'s requests left out as warm-up (at least the C phased ones)."""
+
+
+def closed_loop(svc: ServiceModel, *, concurrency: int, n_requests: int | None = None,
+                seed: int = 0, slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf,
+                itl: bool = False, together: bool = False) -> QueueResult:
+    """The steady state of `concurrency` clients with no think time on one replica: the one
+    closed loop every surface shows and the scorecard scores (`capacity plan --engine`, the
+    Planner's check at a peak concurrency, the Explorer's overlay, the frontier's event check,
+    `capacity validate`). `simulate(phased=True)`: the clients out of step, as a benchmark's
+    drift apart; max(200, 12 C) requests (at most MAX_LOAD_REQUESTS, at least 3 C), the
+    first 20 % (at least the C phased ones) and the last C (the drain) left out. A bench
+    run from an idle server, whose opening burst may dominate, is `closed_loop_as_run`.
+    `together`: the same loop with every client's first request at 0 ms instead (identical
+    requests then stay in lock step, each round's C prompts waiting for one another): its
+    TTFT is the upper edge of a closed loop's, the out-of-step one the lower (the realtest's
+    measured closed-loop TTFT p50 lay between them, 5 % either side, docs/accuracy.md)."""
+    if concurrency < 1:
+        raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
+    n = n_requests if n_requests is not None else min(
+        max(200, CLOSED_LOOP_REQUESTS_PER_CLIENT * concurrency),
+        max(MAX_LOAD_REQUESTS, 3 * concurrency))
+    if n < 3 * concurrency:
+        raise InputError(f"a closed loop of {concurrency} clients needs at least "
+                         f"{3 * concurrency} requests, got {n} (the first and the last C are "
+                         "left out)")
+    warm = max(CLOSED_LOOP_WARMUP, (concurrency + 0.5) / n)
+    return simulate(svc, concurrency=concurrency, n_requests=n, seed=seed,
+                    slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, warmup_fraction=warm,
+                    itl=itl, phased=not together)
 
 
 def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[int]
@@ -589,8 +661,8 @@ def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[
     """The event model of a closed-loop level as a bench run measures it: one closed loop of
     `concurrency` clients per pass, from an idle replica, with that pass's share of the
     level's requests (`capacity bench --passes`; one share: one pass), pooled as the bench
-    pools them: TTFT p50 and p90 over every request (ms, linear interpolation, as the
-    bench's), the token-weighted median and mean inter-token gap (ms), output tok/s over the
+    pools them: TTFT p50, p90 and p99 over every request (ms, linear interpolation, as the
+    bench's), the token-weighted p50, p90, p99 and mean inter-token gap (ms), output tok/s over the
     sum of the passes' spans. Unlike `simulate`'s steady state, a short pass is mostly its opening
     burst of `concurrency` prompts, which all wait for one another's prefill. No warm-up is
     left out: the bench measures from the first request."""
@@ -610,8 +682,10 @@ def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[
         gap_w.append(w)
     t = np.concatenate(ttft)
     v, w = np.concatenate(gap_v), np.concatenate(gap_w)
+    itl = weighted_quantiles(v, w)
     return {"ttft_p50_ms": float(np.quantile(t, 0.5)), "ttft_p90_ms": float(np.quantile(t, 0.9)),
-            "itl_p50_ms": weighted_quantiles(v, w)[0.5], "itl_mean_ms": weighted_mean(v, w),
+            "ttft_p99_ms": float(np.quantile(t, 0.99)), "itl_p50_ms": itl[0.5],
+            "itl_p90_ms": itl[0.9], "itl_p99_ms": itl[0.99], "itl_mean_ms": weighted_mean(v, w),
             "output_tok_s": sum(shares) * svc.output_tokens / max(span_s, 1e-9)}
 
 
