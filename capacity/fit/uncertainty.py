@@ -239,6 +239,23 @@ def _at(s: Scenario, concurrency: FloatArray) -> tuple[FloatArray, float, int]:
             int(ev.max_concurrency_vram))
 
 
+def typical_edges(scenario: Scenario) -> tuple[Scenario, Scenario]:
+    """(fast, slow): `scenario` with every knob `TYPICAL_RANGES` spans at its fast end and at
+    its slow end (the low end of each fraction and the high end of each overhead)."""
+    r = TYPICAL_RANGES
+    fast = scenario.with_(eta_bw=r["eta_bw"][1], eff=r["eff"][1],
+                          step_overhead_ms=r["step_overhead_ms"][0], mfu=r["mfu"][1],
+                          layer_overhead_ms=r["layer_overhead_ms"][0],
+                          prefill_overhead_ms=r["prefill_overhead_ms"][0],
+                          overhead_gb=r["overhead_gb"][0])
+    slow = scenario.with_(eta_bw=r["eta_bw"][0], eff=r["eff"][0],
+                          step_overhead_ms=r["step_overhead_ms"][1], mfu=r["mfu"][0],
+                          layer_overhead_ms=r["layer_overhead_ms"][1],
+                          prefill_overhead_ms=r["prefill_overhead_ms"][1],
+                          overhead_gb=r["overhead_gb"][1])
+    return fast, slow
+
+
 def band(scenario: Scenario, concurrency: npt.ArrayLike,
          calibration: Calibration | None = None) -> Band:
     """The band around a prediction at the scenario's context.
@@ -277,17 +294,7 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
                           f"+/- {sp_f:.0%} TTFT (held-out error"
                           + (", widened by its distance from here)" if far else ")"),
                     widenings=far, flags=knob_flags(calibration), spread=(sp_t, sp_f))
-    r = TYPICAL_RANGES
-    fast = scenario.with_(eta_bw=r["eta_bw"][1], eff=r["eff"][1],
-                          step_overhead_ms=r["step_overhead_ms"][0], mfu=r["mfu"][1],
-                          layer_overhead_ms=r["layer_overhead_ms"][0],
-                          prefill_overhead_ms=r["prefill_overhead_ms"][0],
-                          overhead_gb=r["overhead_gb"][0])
-    slow = scenario.with_(eta_bw=r["eta_bw"][0], eff=r["eff"][0],
-                          step_overhead_ms=r["step_overhead_ms"][1], mfu=r["mfu"][0],
-                          layer_overhead_ms=r["layer_overhead_ms"][1],
-                          prefill_overhead_ms=r["prefill_overhead_ms"][1],
-                          overhead_gb=r["overhead_gb"][1])
+    fast, slow = typical_edges(scenario)
     mid = _at(scenario, C)
     f, sl = _at(fast, C), _at(slow, C)
     return Band(concurrency=C,

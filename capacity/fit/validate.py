@@ -610,7 +610,7 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
                 levels, [tok.get(c) for c in levels], spec.c_vram * base.replicas),
                 strict=True))
             bands = typical_step_bands(_scenario(s, configure, cat), levels, spec.c_vram,
-                                       s.prompt_tokens, s.output_tokens)
+                                       s.prompt_tokens, s.output_tokens, scheduler_of(s.engine))
             for v in s.stated:
                 i = levels.index(v.concurrency)
                 row = _check(g, s, v, i, spec, cal, sat[v.concurrency], logo_from)
@@ -635,15 +635,26 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
 
 
 def typical_step_bands(scenario: Scenario, concurrency: Sequence[float], c_vram_requests: int,
-                       prompt_tokens: float, output_tokens: float
+                       prompt_tokens: float, output_tokens: float, scheduler: str | None = None
                        ) -> list[tuple[float, float]]:
-    """The band (low, high, ms) of the decode step a user without measurements is shown
-    (`uncertainty.band` without a calibration) at each level: the batch min(C, C_vram) and the
-    context a request holds on average while decoding (prompt + output / 2), as `predict`."""
+    """The band (low, high, ms) of a benchmark's TPOT for a user without measurements at each
+    level: the decode step's band (`uncertainty.band` without a calibration, at the batch
+    min(C, C_vram) and the context a request holds on average while decoding, prompt +
+    output / 2, as `predict`), its slow edge stretched, with a `scheduler`, to the event
+    model's TPOT (mean and median, `queued_levels`) at the slow edge's knobs
+    (`uncertainty.typical_edges`): a benchmark's TPOT carries the other requests' prefills
+    that stall the decode, as the step rows are scored."""
     ctx = max(1, math.ceil(prompt_tokens + output_tokens / 2))
     batch = [min(float(c), float(max(1, c_vram_requests))) for c in concurrency]
     b = uncertainty.band(scenario.with_(context_tokens=ctx), batch)
-    return [(float(lo), float(hi)) for lo, hi in zip(b.step_ms[0], b.step_ms[2], strict=True)]
+    out = [(float(lo), float(hi)) for lo, hi in zip(b.step_ms[0], b.step_ms[2], strict=True)]
+    slow = (None if scheduler is None else
+            queued_levels(uncertainty.typical_edges(scenario)[1], concurrency, output_tokens,
+                          scheduler))
+    if slow is None:
+        return out
+    return [(lo, max(hi, q.tpot_mean_ms, q.tpot_median_ms))
+            for (lo, hi), q in zip(out, slow, strict=True)]
 
 
 def band_coverage(checks: Iterable[Check], saturated: bool) -> tuple[int, int]:

@@ -105,9 +105,13 @@ def markdown(card: Scorecard, *, today: str | None = None, command: str = COMMAN
 def _band_markdown(card: Scorecard) -> list[str]:
     """How often the band shown without measurements contains the measured decode step."""
     lines = ["", "### The band without measurements (decode step)", "",
-             "How often the band a prediction without calibration shows (the chapter's knobs "
-             "to the typical ranges' slow edge, `capacity.fit.uncertainty.band`) contains the "
-             "measured decode step; issue 25's target for an 80% band is 75-85% of rows.", "",
+             "How often the band of a prediction without calibration contains the measured "
+             "decode step (a benchmark's TPOT): the decode step's band (the chapter's knobs to "
+             "the typical ranges' slow edge, `capacity.fit.uncertainty.band`, as the Explorer "
+             "shows it beside the step), its slow edge stretched to the event model's TPOT at "
+             "the slow edge's knobs under the row's engine profile (the other requests' "
+             "prefills that stall the decode, `validate.typical_step_bands`); issue 25's target "
+             "for an 80% band is 75-85% of rows.", "",
              "| levels | rows in the band | rows | share |", "|---|---:|---:|---:|"]
     for where, flag in (("below", False), ("at saturation", True)):
         inside, n = band_coverage(card.checks, flag)
