@@ -170,12 +170,24 @@ def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: P
             browser.close()
 
 
-def choose(page, label: str, option: str) -> None:
-    """Pick `option` in the Streamlit selectbox labelled `label` (typed, then clicked)."""
-    field = page.get_by_label(label, exact=True)  # the box's input carries its label
-    field.click()
-    page.keyboard.type(option)
-    page.get_by_role("option", name=option, exact=True).click()
+def choose(page, label: str, option: str, tries: int = 3) -> None:
+    """Pick `option` in the Streamlit selectbox labelled `label` (typed, then clicked). On a
+    loaded machine the page may rerun between the click that opens the box and the typing,
+    which then goes nowhere: the box is opened and typed into again, up to `tries` times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(tries):
+        field = page.get_by_label(label, exact=True)  # the box's input carries its label
+        field.click()
+        page.keyboard.press("Control+a")   # a retry replaces what an earlier one typed
+        page.keyboard.type(option)
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
     sync_api.expect(field).to_have_value(option, timeout=30_000)
 
 
