@@ -30,15 +30,14 @@ from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sens
 from capacity.model.prefix import PrefixEffect
 from capacity.model.prefix import prefix_effect as model_prefix_effect
 from capacity.plan.alternatives import Alternative, alternatives
+from capacity.plan.closed_loop import LoadPoint, closed_loop_load
 from capacity.plan.deployment import assess
 from capacity.plan.detail import CurvePoint, load_curve, simulate_option
 from capacity.plan.disagg import Comparison, compare
 from capacity.plan.events import (
     MAX_LOAD_REQUESTS,
-    LoadPoint,
     OpenLoopPoint,
     QueueResult,
-    closed_loop_load,
     open_loop_load,
 )
 from capacity.plan.mix import MixPlan, MixWorkload, plan_mix
@@ -270,7 +269,7 @@ def open_loop_seconds(rate_per_s: float) -> float:
 
 @cached(max_entries=64)
 def load_view(version: str, state: ExplorerState) -> LoadView:
-    """`capacity.plan.events.closed_loop_load` at the Explorer's concurrency, or
+    """`capacity.plan.closed_loop.closed_loop_load` at the Explorer's concurrency, or
     `open_loop_load` at its design rate (Poisson arrivals, as `capacity plan --rate R
     --duration D`), under its engine, each request `state.out` output tokens, with the
     engine's knobs and the what-if's shared prefix in the engine's prefix cache

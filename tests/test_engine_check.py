@@ -12,6 +12,7 @@ from capacity import workspace
 from capacity.catalog.loader import Catalog
 from capacity.fit.calibration import fit
 from capacity.fit.engine_check import (
+    BURST_TTFT,
     STEADY_TTFT,
     TTFT_EDGE_TOLERANCE,
     CheckRow,
@@ -215,11 +216,11 @@ def test_drift_ratios_and_the_corrected_prediction() -> None:
 
 
 def test_a_closed_loop_ttft_between_its_two_edges_by_hand() -> None:
-    # out of step 300 ms, as run 1,000 ms, 5 % either side: 285 .. 1,050 ms
+    # out of step 300 ms, opening burst 1,000 ms, 5 % either side: 285 .. 1,050 ms
     def row(measured: float, c: int = 4, **predicted: float) -> CheckRow:
         return CheckRow(case="x", concurrency=c, request_rate_rps=None, prompt_tokens=100.0,
                         output_tokens=64.0, measured={"ttft_p50_ms": measured},
-                        predicted={STEADY_TTFT: 300.0, "ttft_p50_ms": 1000.0} | predicted)
+                        predicted={STEADY_TTFT: 300.0, BURST_TTFT: 1000.0} | predicted)
 
     assert TTFT_EDGE_TOLERANCE == 0.05
     assert row(285.0).ttft_between() and row(1050.0).ttft_between()

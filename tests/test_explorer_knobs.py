@@ -158,7 +158,8 @@ def test_the_open_loop_panel_rounds_as_the_page_says_and_flags_saturation() -> N
     a saturated load says so first, and the knobs it ran with are named (in either language)."""
     from app.cache import LoadView
     from app.explorer_view import load_panel
-    from capacity.plan.events import LoadPoint, OpenLoopPoint
+    from capacity.plan.closed_loop import LoadPoint
+    from capacity.plan.events import OpenLoopPoint
 
     pct = {0.5: 900.0, 0.9: 1_500.0, 0.99: 2_090.0}
     op = OpenLoopPoint(rate_per_s=2.0, stages=((2.0, 200.0),), arrivals="poisson", requests=327,

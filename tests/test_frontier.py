@@ -30,7 +30,7 @@ from capacity.fit.frontier import (
 )
 from capacity.model.roofline import mixed_step_time_ms
 from capacity.model.scenario import make_scenario
-from capacity.plan.events import closed_loop as event_closed_loop
+from capacity.plan.closed_loop import closed_loop as event_closed_loop
 from capacity.plan.events import service_from_scenario
 from capacity.report.frontier_chart import frontier_chart, frontier_frame, published_points
 
@@ -173,8 +173,8 @@ def test_chunk_extra_is_the_mixed_step() -> None:
 
 
 TOLERANCE = 0.01
-"""Closed form vs the event model's steady closed loop (`events.closed_loop`, clients out of
-step): throughput per replica, mean TPOT and mean TTFT."""
+"""Closed form vs the event model's steady closed loop (`closed_loop.closed_loop`, clients
+out of step): throughput per replica, mean TPOT and mean TTFT."""
 
 EVENT_CASES = [  # model, GPU, engine, prompt, output, concurrencies (small and large)
     ("qwen3-8b-bf16", "h100-sxm", "chapter", 1024, 256, (1, 8, 64, 200)),

@@ -8,10 +8,9 @@ import pytest
 from capacity.errors import InputError
 from capacity.model.roofline import mixed_step_time_ms
 from capacity.model.scenario import decode_model, evaluate, make_scenario
+from capacity.plan.closed_loop import burst_ttft_ms, closed_loop, closed_loop_as_run
 from capacity.plan.events import (
     ServiceModel,
-    closed_loop,
-    closed_loop_as_run,
     service_from_scenario,
     simulate,
     weighted_mean,
@@ -255,6 +254,20 @@ def test_phased_closed_loop_by_hand() -> None:
     assert q.e2e_ms[0.5] == pytest.approx(float(np.quantile(ends, 0.5)))
     with pytest.raises(InputError, match="counts no request"):
         simulate(svc, concurrency=10, n_requests=12, warmup_fraction=0.5, phased=True)
+
+
+def test_an_opening_burst_by_hand() -> None:
+    # the chapter's profile prefills every waiting prompt in one pass: four prompts sent at
+    # once to an idle replica all get their first token when that pass ends
+    s = make_scenario("qwen3-8b-bf16", "h100-sxm", context_tokens=2048, prompt_tokens=1024)
+    svc = service_from_scenario(s, output_tokens=64, engine="chapter")
+    burst = burst_ttft_ms(svc, concurrency=4)
+    assert burst[0.5] == burst[0.99] == pytest.approx(svc.prompt_pass_ms([False] * 4))
+    assert burst_ttft_ms(svc, concurrency=1)[0.5] == pytest.approx(svc.prefill_ms)
+    # the upper edge of the steady loop's TTFT, which waits for no other prompt
+    assert closed_loop(svc, concurrency=4).ttft_ms[0.5] < burst[0.5]
+    with pytest.raises(InputError, match="burst"):
+        burst_ttft_ms(svc, concurrency=0)
 
 
 def test_closed_loop_is_out_of_step_where_prefill_binds() -> None:

@@ -182,7 +182,7 @@ def test_rows_added_later_are_held_out_and_scored_apart(card: Scorecard) -> None
 
 @pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_calibrated_ttft_e2e_and_throughput_come_from_the_event_model(card: Scorecard) -> None:
-    # the steady closed loop (`events.closed_loop`, clients out of step) spaces NIM's
+    # the steady closed loop (`closed_loop.closed_loop`, clients out of step) spaces NIM's
     # 5,000-token prompts so that none waits for another: its held-out TTFT stays one
     # prefill from 1 to 25 clients (it never falls), where the measured grows 1.7x (407 to
     # 689 ms: real lengths and arrivals jitter; the clients-together edge is the bound above)

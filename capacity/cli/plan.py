@@ -499,7 +499,7 @@ def run(args: argparse.Namespace) -> int:
     knobs = scheduler_knobs(args)
     under_load = None
     if args.engine:
-        from capacity.plan.events import closed_loop_load
+        from capacity.plan.closed_loop import closed_loop_load
 
         under_load = closed_loop_load(s, engine=args.engine, output_tokens=args.output_tokens,
                                       concurrency=concurrency, **knobs.kwargs())

@@ -19,7 +19,8 @@ from capacity.errors import InputError
 from capacity.report.tables import render
 
 if TYPE_CHECKING:  # the event model imports scipy: only `--engine` and `--rate` pay for it
-    from capacity.plan.events import LoadPoint, OpenLoopPoint, ServiceModel
+    from capacity.plan.closed_loop import LoadPoint
+    from capacity.plan.events import OpenLoopPoint, ServiceModel
 
 
 def parse_float_list(text: str, flag: str, maximum: float = 1e6) -> list[float]:
@@ -228,8 +229,8 @@ def load_text(svc: ServiceModel, rows: list[LoadPoint], fmt: str) -> str:
             + ("reserved at the context" if prof.kv_admission == "context"
                else "admitted by the tokens held") + "\n" + knobs_text(svc))
     note = ("TTFT: the clients out of step, as a long benchmark's drift apart; \"together\": "
-            "every\nclient's first request at once (a short bench level's opening burst), the "
-            "upper edge\n")
+            "every\nclient's first request at once to an idle replica (a bench level's opening "
+            "burst), the upper edge\n")
     return head + note + ("\n" if fmt == "markdown" else "") + render(
         ["concurrency", "TTFT p50 ms", "TTFT p90 ms", "TTFT p50 ms, together", "TPOT p50 ms",
          "TPOT p90 ms"],

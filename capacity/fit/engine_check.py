@@ -42,13 +42,8 @@ from capacity.fit.overlay import (
 )
 from capacity.fit.validate import spec_sheet
 from capacity.model.scenario import Scenario, evaluate
-from capacity.plan.events import (
-    ServiceModel,
-    closed_loop,
-    closed_loop_as_run,
-    service_from_scenario,
-    simulate,
-)
+from capacity.plan.closed_loop import burst_ttft_ms, closed_loop, closed_loop_as_run
+from capacity.plan.events import ServiceModel, service_from_scenario, simulate
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p90_ms", "TTFT p90 ms"),
@@ -59,7 +54,10 @@ METRICS: tuple[tuple[str, str], ...] = (
 
 STEADY_TTFT: Final = "ttft_p50_steady_ms"
 """A closed-loop level's predicted TTFT p50 in the steady state, the clients out of step
-(`events.closed_loop`): the lower edge of its TTFT, the level as run the upper."""
+(`closed_loop.closed_loop`): the lower edge of its TTFT."""
+BURST_TTFT: Final = "ttft_p50_burst_ms"
+"""A closed-loop level's predicted TTFT p50 of its opening burst, every client's first request
+at once to an idle replica (`closed_loop.burst_ttft_ms`): the upper edge of its TTFT."""
 TTFT_EDGE_TOLERANCE: Final = 0.05
 """How far outside its two edges a closed-loop level's measured TTFT p50 may read and still
 count as between them (`CheckRow.ttft_between`)."""
@@ -89,12 +87,12 @@ class CheckRow:
 
     def ttft_between(self, tolerance: float = TTFT_EDGE_TOLERANCE) -> bool | None:
         """Whether a closed-loop level's measured TTFT p50 lies between the steady state with
-        the clients out of step (`STEADY_TTFT`, `events.closed_loop`) and the level as the
-        bench ran it (all clients at once, `closed_loop_as_run`), `tolerance` either side
-        (None: not a closed loop of two or more clients, or a value missing)."""
+        the clients out of step (`STEADY_TTFT`) and its opening burst (`BURST_TTFT`), the two
+        edges `capacity plan --engine` and the Explorer show, `tolerance` either side (None:
+        not a closed loop of two or more clients, or a value missing)."""
         m = self.measured.get("ttft_p50_ms", math.nan)
         lo = self.predicted.get(STEADY_TTFT, math.nan)
-        hi = self.predicted.get("ttft_p50_ms", math.nan)
+        hi = self.predicted.get(BURST_TTFT, math.nan)
         if self.concurrency < 2 or not all(math.isfinite(x) for x in (m, lo, hi)):
             return None
         return lo * (1 - tolerance) <= m <= hi * (1 + tolerance)
@@ -218,6 +216,7 @@ def check_run(summary: pd.DataFrame, *, case: str, model: str, gpu: str,
             predicted |= closed_loop_as_run(svc, concurrency=int(c), shares=[
                 b - a for a, b in zip(bounds, bounds[1:], strict=False)])
             predicted[STEADY_TTFT] = closed_loop(svc, concurrency=int(c)).ttft_ms[0.5]
+            predicted[BURST_TTFT] = burst_ttft_ms(svc, concurrency=int(c))[0.5]
         rows.append(CheckRow(
             case=case, concurrency=int(c), request_rate_rps=_num(rec.get("request_rate_rps"))
             if open_loop else None,

@@ -514,15 +514,15 @@ def event_check(fr: Frontier, p: FrontPoint, catalog: Catalog | None = None) -> 
     """`p` with the event model's mean TTFT, TPOT and throughput per GPU: the planner's
     replica (`detail.option_service`: the engine profile's scheduling, KV held at its mean
     context) in the steady closed loop of `p.concurrency` users every surface shows
-    (`events.closed_loop`, clients out of step); throughput by
+    (`capacity.plan.closed_loop.closed_loop`, clients out of step); throughput by
     Little's law over the loop, C n / mean E2E (the simulated span includes the loop's drain)."""
+    from capacity.plan.closed_loop import closed_loop as event_closed_loop
     from capacity.plan.detail import option_service
-    from capacity.plan.events import closed_loop
 
     pinp = plan_inputs(fr.inputs, variant_of(fr, p), gpus=(p.gpu,), catalog=catalog)
     svc = option_service(pinp, planner_option(fr, p, catalog), catalog)
     c, n = min(p.concurrency, svc.slots), svc.output_tokens
-    q = closed_loop(svc, concurrency=c)
+    q = event_closed_loop(svc, concurrency=c)
     return replace(p, event_ttft_ms=q.mean_ttft_ms,
                    event_tpot_ms=(q.mean_e2e_ms - q.mean_ttft_ms) / (n - 1),
                    event_throughput_tok_s_per_gpu=c * n / q.mean_e2e_ms * 1e3 / p.tp)

@@ -51,7 +51,8 @@ from capacity.fit.calibration import Calibration, apply, predict_ms
 from capacity.fit.imports import read_measured
 from capacity.fit.measured import MeasuredPoint, c_vram
 from capacity.model.scenario import Scenario
-from capacity.plan.events import closed_loop_as_run, service_from_scenario, simulate
+from capacity.plan.closed_loop import closed_loop_as_run
+from capacity.plan.events import service_from_scenario, simulate
 from capacity.types import Note
 
 METRICS = ("ttft_ms", "tpot_ms", "tok_s_per_request", "aggregate_tok_s")
@@ -199,7 +200,7 @@ def _simulated(scenario: Scenario, output_tokens: int, concurrency: int | None,
     """One seeded run of the event model under `engine`'s scheduling as the bench ran the
     level (cached: a rerun of the page costs nothing): Poisson arrivals at `rate_per_s`, else
     `concurrency` clients from an idle server with the level's `requests` in one pass
-    (`events.closed_loop_as_run`; None: max(200, 4 C)). TTFT and inter-token gap p50, p90,
+    (`closed_loop.closed_loop_as_run`; None: max(200, 4 C)). TTFT and inter-token gap p50, p90,
     p99 (ms), output tok/s."""
     svc = service_from_scenario(scenario, output_tokens=output_tokens, engine=engine,
                                 max_num_seqs=max_num_seqs)

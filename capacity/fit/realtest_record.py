@@ -280,11 +280,12 @@ def drift_report(rows: Sequence[CheckRow], drifts: dict[str, Drift]) -> list[str
 def ttft_edges(rows: Sequence[CheckRow]) -> str:
     """Issue 31's stated bound on TTFT under a closed loop: at how many closed-loop levels of
     two or more clients the measured TTFT p50 lies between the steady state with the clients
-    out of step and the level as run (`CheckRow.ttft_between`)."""
+    out of step and the opening burst (`CheckRow.ttft_between`)."""
     got = [b for r in rows if (b := r.ttft_between()) is not None]
-    return (f"TTFT p50 under a closed loop between its two edges (issue 31's stated bound: no "
-            f"lower than the steady state with the clients out of step, `events.closed_loop`, "
-            f"no higher than the level as run, all clients at once, "
+    return (f"TTFT p50 under a closed loop between its two edges (issue 31's stated bound, the "
+            f"edges `capacity plan --engine` prints: no lower than the steady state with the "
+            f"clients out of step, `closed_loop.closed_loop`, no higher than the opening burst, "
+            f"every client's first request at once, `closed_loop.burst_ttft_ms`; "
             f"{TTFT_EDGE_TOLERANCE:.0%} either side): {sum(got)} of {len(got)} levels.")
 
 

@@ -58,6 +58,7 @@ from capacity.fit.validate_formulas import relative_error as relative_error
 from capacity.fit.validate_formulas import saturated_levels as saturated_levels
 from capacity.model.basis import SPEC_KNOBS
 from capacity.model.scenario import Scenario
+from capacity.plan import closed_loop as loops
 from capacity.plan import events
 from capacity.untrusted import loads_toml
 
@@ -336,7 +337,7 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
     """Each closed-loop level of `concurrency` clients (the deployment's; ceil(C / replicas)
     per replica) through the event model under the `scheduler` profile: the scenario's
     prompt, `output_tokens` (at least 1) per request, the steady closed loop every surface
-    shows (`events.closed_loop`). None when the model cannot run it (no slot)."""
+    shows (`closed_loop.closed_loop`). None when the model cannot run it (no slot)."""
     out_tok = max(1, round(output_tokens))
     try:
         svc = events.service_from_scenario(scenario, output_tokens=out_tok, engine=scheduler)
@@ -344,7 +345,7 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
         return None
     got = []
     for c in concurrency:
-        q = events.closed_loop(svc, concurrency=max(1, math.ceil(float(c) / scenario.replicas)))
+        q = loops.closed_loop(svc, concurrency=max(1, math.ceil(float(c) / scenario.replicas)))
         got.append(Queued(ttft_mean_ms=q.mean_ttft_ms, ttft_median_ms=q.ttft_ms[0.5],
                           e2e_mean_ms=q.mean_e2e_ms, e2e_median_ms=q.e2e_ms[0.5],
                           tok_s=q.output_tok_s * scenario.replicas,

@@ -84,14 +84,15 @@ def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, 
                     chunk_tokens: int | None = None) -> QueueResult:
     """Discrete-event check of one option at its design load (per replica: arrivals are split
     evenly, so one replica sees rate / replicas; a workload given as a peak concurrency: the
-    steady closed loop every surface shows, `events.closed_loop`, with its own request count).
+    steady closed loop every surface shows, `closed_loop.closed_loop`, with its own request count).
 
     With prefix caching planned (`prefix_tokens` and `prefix_share`), the check follows it:
     the per-request event model (`traffic_queue.simulate_prefix`) at the design rate, where the
     sharing requests prefill only the rest of their prompt and the option's slots count the
     prefix once; there prompts are prefilled whole, in batches (the chapter's scheduling:
     an engine's chunked prefill is not modelled on that path)."""
-    from capacity.plan.events import closed_loop, simulate
+    from capacity.plan.closed_loop import closed_loop
+    from capacity.plan.events import simulate
     from capacity.plan.traffic_queue import simulate_prefix, traffic_service
 
     wl = inp.workload

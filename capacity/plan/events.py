@@ -3,10 +3,10 @@
 the engine profile, F4 decode steps); this module runs them request by request, seeded.
 
 It jumps from event to event (arrival, completion, prefill batch or chunk), not from step to
-step, so thousands of requests take milliseconds. Closed loop (`closed_loop`, for a
-deployment `closed_loop_load`: C clients, each sending again when answered; as a bench ran
-it, `closed_loop_as_run`), open loop (`open_loop_load`, `arrival_times_ms`: a rate per stage,
-Poisson or constant gaps) and rate sweeps (`sweep`) all run `simulate`.
+step, so thousands of requests take milliseconds (`run_trace`). Open loops (`open_loop_load`,
+`arrival_times_ms`: a rate per stage, Poisson or constant gaps), rate sweeps (`sweep`) and
+the closed loops of `capacity.plan.closed_loop` (C clients, each sending again when answered)
+all run it.
 """
 
 from __future__ import annotations
@@ -34,47 +34,8 @@ from capacity.types import BoolArray, FloatArray
 # Discrete-event model (one configuration)
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoadPoint:
-    """TTFT and TPOT percentiles (ms) at one closed-loop concurrency (deployment total)."""
-
-    concurrency: int
-    ttft_ms: dict[float, float]
-    tpot_ms: dict[float, float]
-    ttft_together_ms: dict[float, float] | None = None
-    """TTFT percentiles (ms) of the same loop with every client's first request at once
-    (`closed_loop(together=True)`): the upper edge of a closed loop's TTFT, where a short
-    bench level's opening burst sits; `ttft_ms` (out of step) is the lower. None: not run
-    (an open loop's point)."""
-
-
 MAX_LOAD_REQUESTS = 4000
 """Requests one `closed_loop` simulates at most, below 3 C clients (it runs at page speed)."""
-
-
-def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
-                     concurrency: Sequence[int], max_num_seqs: int | None = None,
-                     chunk_tokens: int | None = None, block_tokens: int | None = None,
-                     offload_gib: float = 0.0, prefix_tokens: int = 0,
-                     prefix_share: float = 0.0, turns: int = 1, turn_tokens: int = 0
-                     ) -> tuple[ServiceModel, list[LoadPoint]]:
-    """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
-    (`service_from_scenario`, with the engine's `max_num_seqs` and token budget unless given,
-    and its other knobs) in the steady closed loop of ceil(C / replicas) users with no think
-    time (`closed_loop`), and the same loop's TTFT with the clients together."""
-    svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
-                                max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
-                                block_tokens=block_tokens, offload_gib=offload_gib,
-                                prefix_tokens=prefix_tokens, prefix_share=prefix_share,
-                                turns=turns, turn_tokens=turn_tokens)
-    out = []
-    for c in concurrency:
-        per = max(1, math.ceil(c / s.replicas))
-        q = closed_loop(svc, concurrency=per)
-        out.append(LoadPoint(concurrency=int(c), ttft_ms=q.ttft_ms, tpot_ms=q.tpot_ms,
-                             ttft_together_ms=closed_loop(svc, concurrency=per,
-                                                          together=True).ttft_ms))
-    return svc, out
 
 
 ARRIVALS: tuple[str, ...] = ("poisson", "constant")
@@ -269,7 +230,7 @@ class _Pages:
             self.held[i] = 0
 
 
-def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
+def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
          n_requests: int, record_gaps: bool = False, phased: bool = False) -> Trace:
     """The event loop. Open loop: `arrivals` (ms, sorted). Closed loop: `clients` users that
     send the next request as soon as the previous one finishes (no think time), all at 0 ms:
@@ -371,9 +332,8 @@ def _run(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
         return gone
 
     if clients is not None and phased and out > 1:
-        # the out-of-step steady state (`simulate(phased=True)`): client k's first request
-        # has its first token and all but ceil((n - 1)(k + 1) / C) of its decode done, so the
-        # C requests end evenly spread over one request's decode; the rest queue at 0
+        # out of step (`simulate(phased=True)`): client k's first request has its first token
+        # and ceil((n - 1)(k + 1) / C) tokens left; those that do not fit queue at 0
         used = 0.0
         for k in range(issued):
             left = math.ceil((out - 1) * (k + 1) / issued)
@@ -551,16 +511,10 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
     `n_requests` is their count and `rate_per_s` in the result is their mean rate).
     The first `warmup_fraction` of requests (by arrival) are left out of the statistics.
     `itl`: also the quantiles of the inter-token gaps (`QueueResult.itl_ms`).
-    `phased` (closed loop): start from the out-of-step steady state instead of one burst of
-    C prompts: client k's first request has its first token and ceil((n - 1)(k + 1) / C) of
-    its n - 1 decode tokens left (as many as fit the slots and the pool; the rest wait), so
-    the first requests end evenly spread over one decode. With identical requests a burst
-    stays in lock step for good (every client waits for all C prefills each round); a
-    benchmark's clients drift apart (lengths vary, arrivals jitter). Their statistics are
-    the warm-up's: leave at least C requests out (`closed_loop`); the last C, which finish
-    as the loop drains, are left out too. Spreading the first
-    requests in time instead does not hold: where prefill is the bottleneck the queued
-    prompts are prefilled back to back and decode together, in lock step again.
+    `phased` (closed loop): start out of step, not as one burst (`closed_loop` says why):
+    client k's first request has its first token and ceil((n - 1)(k + 1) / C) of its n - 1
+    decode tokens left (as many as fit the slots and the pool; the rest wait). Those C are
+    the warm-up's (leave them out); the last C, which finish as the loop drains, are left out.
     Goodput = counted requests that meet both SLOs / the span from the first counted arrival to
     the last counted finish. Deterministic for a given seed.
     """
@@ -588,7 +542,7 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         arrivals = np.cumsum(rng.exponential(1e3 / rate_per_s, size=n_requests))
     elif concurrency is not None and concurrency < 1:
         raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
-    tr = _run(svc, arrivals, concurrency, n_requests, record_gaps=itl, phased=phased)
+    tr = run_trace(svc, arrivals, concurrency, n_requests, record_gaps=itl, phased=phased)
     skip = int(n_requests * warmup_fraction)
     # phased: the last C requests run as the loop drains (fewer clients behind them)
     end = n_requests - concurrency if phased and concurrency is not None else n_requests
@@ -618,75 +572,6 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         itl_mean_ms=tr.gaps.mean(skip, end) if tr.gaps is not None else None,
         preemptions=tr.preemptions, max_running=tr.max_running,
     )
-
-
-CLOSED_LOOP_REQUESTS_PER_CLIENT = 12
-"""Requests `closed_loop` simulates per client (at least 200, at most MAX_LOAD_REQUESTS or
-3 C where that is more)."""
-CLOSED_LOOP_WARMUP = 0.2
-"""The share of `closed_loop`'s requests left out as warm-up (at least the C phased ones)."""
-
-
-def closed_loop(svc: ServiceModel, *, concurrency: int, n_requests: int | None = None,
-                seed: int = 0, slo_ttft_ms: float = math.inf, slo_tpot_ms: float = math.inf,
-                itl: bool = False, together: bool = False) -> QueueResult:
-    """The steady state of `concurrency` clients with no think time on one replica: the one
-    closed loop every surface shows and the scorecard scores (`capacity plan --engine`, the
-    Planner's check at a peak concurrency, the Explorer's overlay, the frontier's event check,
-    `capacity validate`). `simulate(phased=True)`: the clients out of step, as a benchmark's
-    drift apart; max(200, 12 C) requests (at most MAX_LOAD_REQUESTS, at least 3 C), the
-    first 20 % (at least the C phased ones) and the last C (the drain) left out. A bench
-    run from an idle server, whose opening burst may dominate, is `closed_loop_as_run`.
-    `together`: the same loop with every client's first request at 0 ms instead (identical
-    requests then stay in lock step, each round's C prompts waiting for one another): its
-    TTFT is the upper edge of a closed loop's, the out-of-step one the lower (the realtest's
-    measured closed-loop TTFT p50 lay between them, 5 % either side, docs/accuracy.md)."""
-    if concurrency < 1:
-        raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
-    n = n_requests if n_requests is not None else min(
-        max(200, CLOSED_LOOP_REQUESTS_PER_CLIENT * concurrency),
-        max(MAX_LOAD_REQUESTS, 3 * concurrency))
-    if n < 3 * concurrency:
-        raise InputError(f"a closed loop of {concurrency} clients needs at least "
-                         f"{3 * concurrency} requests, got {n} (the first and the last C are "
-                         "left out)")
-    warm = max(CLOSED_LOOP_WARMUP, (concurrency + 0.5) / n)
-    return simulate(svc, concurrency=concurrency, n_requests=n, seed=seed,
-                    slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, warmup_fraction=warm,
-                    itl=itl, phased=not together)
-
-
-def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[int]
-                       ) -> dict[str, float]:
-    """The event model of a closed-loop level as a bench run measures it: one closed loop of
-    `concurrency` clients per pass, from an idle replica, with that pass's share of the
-    level's requests (`capacity bench --passes`; one share: one pass), pooled as the bench
-    pools them: TTFT p50, p90 and p99 over every request (ms, linear interpolation, as the
-    bench's), the token-weighted p50, p90, p99 and mean inter-token gap (ms), output tok/s over the
-    sum of the passes' spans. Unlike `simulate`'s steady state, a short pass is mostly its opening
-    burst of `concurrency` prompts, which all wait for one another's prefill. No warm-up is
-    left out: the bench measures from the first request."""
-    if concurrency < 1 or not shares or any(n < 1 for n in shares):
-        raise InputError("a closed loop needs >= 1 client and >= 1 request in every pass")
-    ttft: list[FloatArray] = []
-    gap_v: list[FloatArray] = []
-    gap_w: list[FloatArray] = []
-    span_s = 0.0
-    for n in shares:
-        tr = _run(svc, None, concurrency, n, record_gaps=True)
-        ttft.append(tr.first_ms - tr.arrival_ms)
-        span_s += (float(np.max(tr.finish_ms)) - float(np.min(tr.arrival_ms))) / 1e3
-        assert tr.gaps is not None
-        v, w = tr.gaps.kept(0)
-        gap_v.append(v)
-        gap_w.append(w)
-    t = np.concatenate(ttft)
-    v, w = np.concatenate(gap_v), np.concatenate(gap_w)
-    itl = weighted_quantiles(v, w)
-    return {"ttft_p50_ms": float(np.quantile(t, 0.5)), "ttft_p90_ms": float(np.quantile(t, 0.9)),
-            "ttft_p99_ms": float(np.quantile(t, 0.99)), "itl_p50_ms": itl[0.5],
-            "itl_p90_ms": itl[0.9], "itl_p99_ms": itl[0.99], "itl_mean_ms": weighted_mean(v, w),
-            "output_tok_s": sum(shares) * svc.output_tokens / max(span_s, 1e-9)}
 
 
 def sweep(svc: ServiceModel, rates_per_s: Sequence[float], *, n_requests: int = 600,

@@ -173,7 +173,7 @@ class ExplorerState:
 
     def load_knobs(self, s: Scenario) -> dict[str, Any]:
         """The load view's engine knobs as the event model's keyword arguments
-        (`events.closed_loop_load`, `open_loop_load`): the names and meanings of `capacity
+        (`closed_loop.closed_loop_load`, `events.open_loop_load`): the names and meanings of `capacity
         plan`'s `SchedulerKnobs.kwargs()` (a 0 knob is None: the engine's default), the shared
         prefix as the engine's prefix cache. InputError (a `Note` naming the parameter) for a
         knob the engine refuses: a token budget under a profile that prefills whole prompts, a
