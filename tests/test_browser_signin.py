@@ -177,9 +177,21 @@ def start_measuring(page) -> None:
     raise AssertionError(f"Start measuring never started a run: {page_text(page)}")
 
 
-def results_runs(page, url: str) -> int:
+def results_runs(page, url: str, expect: int | None = None) -> int:
     """How many stored runs the Results page offers this user: the runs picked (chips) and
-    the picker's other options (the list is a canvas; the picker is text)."""
+    the picker's other options (the list is a canvas; the picker is text). With `expect` (a
+    run that should now appear), the page is loaded again (at most 3 times) while it offers
+    another number: on a loaded CI machine one load read 1 run where the store held 2."""
+    got = _results_runs_once(page, url)
+    for _ in range(2 if expect is not None else 0):
+        if got == expect:
+            break
+        got = _results_runs_once(page, url)
+    return got
+
+
+def _results_runs_once(page, url: str) -> int:
+    """One load of the Results page and its count (`results_runs`)."""
     page.goto(url + "/results", wait_until="domcontentloaded")
     page.get_by_text("Results: measured vs predicted").wait_for()
     box = page.locator("[data-testid='stMultiSelect']").filter(has_text="Runs to show")
@@ -292,6 +304,7 @@ def test_sign_in_a_viewer_refused_and_two_editors_kept_apart(app_url: str, tmp_p
 
             # -- Results: ed1's run is not in ed2's list until ed1 shares it
             ed1, ed2 = pages["ed1"], pages["ed2"]
+            # no retry here: one load that offered another user's run would be a leak
             assert results_runs(ed2, app_url) == 1  # only their own
             assert results_runs(ed1, app_url) == 1
             share = ed1.get_by_text("with everyone")
@@ -305,7 +318,7 @@ def test_sign_in_a_viewer_refused_and_two_editors_kept_apart(app_url: str, tmp_p
                 time.sleep(0.2)
             assert json.loads(ed1_meta.read_text(encoding="utf-8"))["shared"] is True
             ed1.screenshot(path=str(shots / "results-shared.png"), full_page=True)
-            assert results_runs(ed2, app_url) == 2  # ed1's run now too
+            assert results_runs(ed2, app_url, expect=2) == 2  # ed1's run now too
             ed2.screenshot(path=str(shots / "results-other.png"), full_page=True)
 
             # -- ed2 typing ed1's simulator address is refused (it was only hidden before)
