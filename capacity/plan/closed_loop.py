@@ -79,13 +79,12 @@ def closed_loop(svc: ServiceModel, *, concurrency: int, n_requests: int | None =
                 itl: bool = False) -> QueueResult:
     """The steady state of `concurrency` clients with no think time on one replica: the one
     closed loop every surface shows and the scorecard scores (`capacity plan --engine`, the
-    Explorer's load view, the Planner's check at a peak concurrency, the frontier's event
-    check, `capacity validate`). `simulate(phased=True)`: the clients out of step, as a
-    benchmark's drift apart (identical requests started as one burst stay in lock step, and
-    spread in time they fall back into it where prompts take most of the GPU); max(200, 12 C)
-    requests (at most MAX_LOAD_REQUESTS, at least 3 C), the first 20 % (at least C) and the
-    last C left out. The upper edge of its TTFT: `burst_ttft_ms`; a bench run as it ran:
-    `closed_loop_as_run`."""
+    Explorer's load view, the frontier's event check, `capacity validate`).
+    `simulate(phased=True)`: the clients out of step, as a benchmark's drift apart
+    (identical requests started as one burst stay in lock step, and spread in time they fall
+    back into it where prompts take most of the GPU); max(200, 12 C) requests (at most
+    MAX_LOAD_REQUESTS, at least 3 C), the first 20 % (at least C) and the last C left out.
+    The upper edge of its TTFT: `burst_ttft_ms`; a bench run as it ran: `closed_loop_as_run`."""
     if concurrency < 1:
         raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
     n = n_requests if n_requests is not None else min(
