@@ -74,7 +74,7 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     spec_only = at.get("vega_lite_chart")
     assert len(spec_only) == 5  # four metrics and the ratio chart
     assert "calibration: spec-sheet only" in texts(at)
-    assert "predicted under load: a closed loop of C clients" in texts(at)
+    assert "predicted under load, each level as the bench ran it" in texts(at)
     ttft = at.get("vega_lite_chart")[0].proto.spec
     assert "roofline, no queueing" in ttft and '"area"' in ttft  # both curves and the band
     # one run chosen: the legend names it by its label alone (a long name was cut at 1000 px)
