@@ -222,6 +222,13 @@ def test_under_load_prediction_follows_the_sample_run_and_the_roofline_does_not(
     # TPOT stays F4's step at the batch, which the measurement follows too
     for c in (1.0, *SAMPLE_LEVELS):
         assert 0.8 < r.loc[("tpot_ms", c), f"ratio_{Predicted.SPEC_SHEET}"] < 1.25, c
+    # each closed level is predicted as the bench ran it, with its own request count: the
+    # same level run with a single round of requests is all opening burst, its TTFT longer
+    one_round = build_overlay(pts, s, series="sample", failures=summary.assign(
+        requests_total=summary["concurrency"].astype(int)))
+    burst = one_round.ratios.set_index(["metric", "concurrency"])
+    assert (burst.loc[("ttft_ms", 64.0), Predicted.SPEC_SHEET]
+            > r.loc[("ttft_ms", 64.0), Predicted.SPEC_SHEET])
     # the curve the chart draws is the one the ratios use, with a TTFT band around it
     curve = ov.predicted[(ov.predicted["series"] == Predicted.SPEC_SHEET)
                          & (ov.predicted["metric"] == "ttft_ms")].set_index("concurrency")
@@ -246,6 +253,9 @@ def test_open_loop_uses_each_levels_rate_and_falls_back_without_output(
     agg = ov.ratios[ov.ratios["metric"] == "aggregate_tok_s"].set_index("concurrency")[Predicted.SPEC_SHEET]
     # below saturation an open loop delivers its arrival rate x output tokens
     assert agg.loc[8.0] == pytest.approx(1.0 * 64, rel=0.2)
+    # an open level is its rate's steady state (200 Poisson arrivals), whatever the run's count
+    few = build_overlay(pts, s, series="open", failures=light.assign(requests_total=16))
+    pd.testing.assert_frame_equal(few.predicted, ov.predicted)
     no_output = [MeasuredPoint(concurrency=p.concurrency, context_tokens=p.context_tokens,
                                prompt_tokens=p.prompt_tokens, ttft_ms=p.ttft_ms,
                                tpot_ms=p.tpot_ms) for p in pts]

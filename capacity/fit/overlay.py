@@ -198,16 +198,17 @@ def _simulated(scenario: Scenario, output_tokens: int, concurrency: int | None,
                max_num_seqs: int | None = None, requests: int | None = None
                ) -> dict[str, float]:
     """One seeded run of the event model under `engine`'s scheduling as the bench ran the
-    level (cached: a rerun of the page costs nothing): Poisson arrivals at `rate_per_s`, else
+    level (cached: a rerun of the page costs nothing): Poisson arrivals at `rate_per_s` (200
+    requests, their steady state: a run's own arrivals are `engine_check.replayed`'s), else
     `concurrency` clients from an idle server with the level's `requests` in one pass
-    (`closed_loop.closed_loop_as_run`; None: max(200, 4 C)). TTFT and inter-token gap p50, p90,
-    p99 (ms), output tok/s."""
+    (`closed_loop.closed_loop_as_run`; None: max(200, 4 C)). TTFT and inter-token gap p50,
+    p90, p99 (ms), output tok/s."""
     svc = service_from_scenario(scenario, output_tokens=output_tokens, engine=engine,
                                 max_num_seqs=max_num_seqs)
     n = requests or max(200, 4 * (concurrency or 1))
     if rate_per_s is None:
         return closed_loop_as_run(svc, concurrency=concurrency or 1, shares=[n])
-    r = simulate(svc, rate_per_s=rate_per_s, n_requests=max(n, 10), seed=0, itl=True)
+    r = simulate(svc, rate_per_s=rate_per_s, n_requests=n, seed=0, itl=True)
     got = {f"ttft_p{round(q * 100)}_ms": r.ttft_ms[q] for q in (0.5, 0.9, 0.99)}
     if r.itl_ms is not None:
         got |= {f"itl_p{round(q * 100)}_ms": r.itl_ms[q] for q in (0.5, 0.9, 0.99)}
@@ -231,8 +232,9 @@ def _under_load(scenario: Scenario, concurrency: np.ndarray, output_tokens: floa
         rate = rates_per_s[i] if rates_per_s is not None else None
         if rates_per_s is not None and rate is None:
             continue
-        r = _simulated(scenario, out, max(1, round(float(c))), rate, engine, max_num_seqs,
-                       requests[i] if requests is not None else None)
+        closed = rate is None
+        r = _simulated(scenario, out, max(1, round(float(c))) if closed else None, rate, engine,
+                       max_num_seqs, requests[i] if closed and requests is not None else None)
         ttft[:, i] = [r["ttft_p50_ms"], r["ttft_p90_ms"], r["ttft_p99_ms"]]
         itl[:, i] = [r.get("itl_p50_ms", np.nan), r.get("itl_p90_ms", np.nan),
                      r.get("itl_p99_ms", np.nan)]
