@@ -610,13 +610,16 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
             sat = dict(zip(levels, saturated_levels(
                 levels, [tok.get(c) for c in levels], spec.c_vram * base.replicas),
                 strict=True))
-            bands = typical_step_bands(_scenario(s, configure, cat), levels, spec.c_vram,
-                                       s.prompt_tokens, s.output_tokens, scheduler_of(s.engine))
+            steps = sorted({v.concurrency for v in s.stated
+                            if METRIC_OF[v.metric] == Metric.STEP})  # the rows a band is for
+            bands = dict(zip(steps, typical_step_bands(
+                _scenario(s, configure, cat), steps, spec.c_vram, s.prompt_tokens,
+                s.output_tokens, scheduler_of(s.engine)), strict=True))
             for v in s.stated:
                 i = levels.index(v.concurrency)
                 row = _check(g, s, v, i, spec, cal, sat[v.concurrency], logo_from)
                 checks.append(row if row.metric != Metric.STEP
-                              else dataclasses.replace(row, band_ms=bands[i]))
+                              else dataclasses.replace(row, band_ms=bands[v.concurrency]))
     exceptions = _exceptions(keys_path)
     violations = tuple(Violation(check=c, reason=_reason(c, exceptions))
                        for c in checks if not c.upper_bound)
