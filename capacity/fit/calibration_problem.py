@@ -188,7 +188,8 @@ PREFILL_PROBLEM = Problem(PREFILL_KNOBS, prefill_ms,
 """Prefill (F6b): MFU, attention MFU, prefill overhead over `prefill_basis`."""
 
 
-def _take(basis: dict[str, FloatArray], idx: npt.NDArray[np.intp]) -> dict[str, FloatArray]:
+def take(basis: dict[str, FloatArray], idx: npt.NDArray[np.intp]) -> dict[str, FloatArray]:
+    """The basis' columns at the points `idx` (a fold's training or held-out points)."""
     return {k: v[idx] for k, v in basis.items()}
 
 
@@ -368,10 +369,10 @@ def held_out_predictions(problem: Problem, basis: dict[str, FloatArray], measure
     for f in range(k):
         test = idx[fold == f]
         train = idx[fold != f]
-        x, sd = solve(problem, _take(basis, train), measured[train])
-        at = _take(basis, test)
+        x, sd = solve(problem, take(basis, train), measured[train])
+        at = take(basis, test)
         if ridge is not None:
-            x, sharp = ridge(_take(basis, train), measured[train], x, sd)
+            x, sharp = ridge(take(basis, train), measured[train], x, sd)
             at = {**at, "ridge_sharpness": np.full_like(at["batch"], sharp)}
         pred = problem.model(x, at)
         for i, v in zip(test, pred, strict=True):
