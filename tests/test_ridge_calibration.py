@@ -48,7 +48,7 @@ def test_a_sweep_across_the_ridge_recovers_its_sharpness(catalog: Catalog,
     truth = base.with_(eff=0.3, eta_bw=0.8, ridge_sharpness=2.0)
     cal = fit(_points(truth), base, name="ridge-test", today="-")
     assert cal.ridge_sharpness == pytest.approx(2.0)
-    assert any(getattr(n, "code", "") == "ridge_fitted" for n in cal.notes)
+    assert any(getattr(n, "code", "") == "ridge_fitted_levels" for n in cal.notes)
     assert max(abs(p.fitted_error) for p in cal.points) < 0.01
     # saved and read back, applied to a scenario: the scenario's step has the sharpness
     back = load(save(cal, tmp_path / "ridge.toml"))
@@ -66,7 +66,8 @@ def test_a_bandwidth_bound_sweep_leaves_the_max(catalog: Catalog) -> None:
     pts = [p for p in _points(truth) if p.concurrency <= 48]
     cal = fit(pts, base, name="ridge-test", today="-")
     assert cal.ridge_sharpness is None
-    assert any(getattr(n, "code", "") in ("ridge_not_spanned", "ridge_no_gain")
+    assert any(getattr(n, "code", "") in ("ridge_not_spanned", "ridge_no_gain",
+                                          "ridge_no_gain_levels")
                for n in cal.notes)
     chapter = fit(pts, base.with_(step_method="chapter"), name="ridge-test", today="-")
     assert chapter.ridge_sharpness is None

@@ -136,20 +136,26 @@ def fit_ridge(problem: Problem, basis: dict[str, FloatArray], measured: FloatArr
     j = int(np.argmin(scores[1:])) + 1
     k, x_k, sd_k, b_k = candidates[j]
     if scores[j] >= RIDGE_GAIN * at_max:
-        why = (f"no sharpness in 1..8 predicts a level left out better than the max of memory "
-               f"and compute (median held-out error {at_max:.1%} over the {levels} levels)"
-               if by_levels else "no sharpness in 1..8 fits them better than the max of "
-               "memory and compute")
+        if by_levels:
+            return RidgeFit(sharpness=None, x=x, sd=sd, basis=basis, note=Note(
+                f"ridge sharpness not pinned: the points span the balance but no sharpness in "
+                f"1..8 predicts a level left out better than the max of memory and compute "
+                f"(median held-out error {at_max:.1%} over the {levels} levels)",
+                code="ridge_no_gain_levels", levels=levels, err=round(100 * at_max, 1)))
         return RidgeFit(sharpness=None, x=x, sd=sd, basis=basis, note=Note(
-            f"ridge sharpness not pinned: the points span the balance but {why}",
-            code="ridge_no_gain"))
-    how = (f"chosen by leaving each of the {levels} levels out: median held-out error "
-           f"{scores[j]:.1%}, the max's {at_max:.1%}" if by_levels
-           else f"squared error {scores[j] / at_max:.2f} x the max's")
+            "ridge sharpness not pinned: the points span the balance but no sharpness in "
+            "1..8 fits them better than the max of memory and compute", code="ridge_no_gain"))
+    if by_levels:
+        return RidgeFit(sharpness=float(k), x=x_k, sd=sd_k, basis=b_k, note=Note(
+            f"ridge sharpness {k:.2f} fitted (the points span the balance of memory and "
+            f"compute; chosen by leaving each of the {levels} levels out: median held-out "
+            f"error {scores[j]:.1%}, the max's {at_max:.1%})", code="ridge_fitted_levels",
+            k=round(float(k), 2), levels=levels, err=round(100 * scores[j], 1),
+            max_err=round(100 * at_max, 1)))
     return RidgeFit(sharpness=float(k), x=x_k, sd=sd_k, basis=b_k, note=Note(
         f"ridge sharpness {k:.2f} fitted (the points span the balance of memory and compute; "
-        f"{how})", code="ridge_fitted", k=round(float(k), 2),
-        ratio=round(scores[j] / at_max, 2) if at_max > 0 else 0.0))
+        f"squared error {scores[j] / at_max:.2f} x the max's)", code="ridge_fitted",
+        k=round(float(k), 2), ratio=round(scores[j] / at_max, 2)))
 
 
 def fold_ridge(problem: Problem, method: StepMethod | str) -> RidgeRefit:
