@@ -24,9 +24,10 @@ import streamlit as st
 from capacity import workspace
 from capacity.catalog.loader import Catalog, load_catalog
 from capacity.fit import calibration_store
-from capacity.fit.planning import GpuBand, gpu_band
+from capacity.fit.planning import GpuBand, gpu_band, typical_band_scenarios
 from capacity.fit.traffic import LogSummary, summarize_log
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
+from capacity.model.basis import TYPICAL_PREFIX
 from capacity.model.prefix import PrefixEffect
 from capacity.model.prefix import prefix_effect as model_prefix_effect
 from capacity.plan.alternatives import Alternative, alternatives
@@ -157,6 +158,9 @@ class Uncertainty:
     ttft_sensitivity: tuple[Sensitivity, ...]
     widenings: tuple[Widening, ...] = ()
     flags: tuple[KnobFlag, ...] = ()
+    typical: str = ""
+    """The engine whose typical basis the prediction is on ('' otherwise): the band spans that
+    engine's ranges, as the Planner's does."""
 
 
 @cached(max_entries=64)
@@ -172,14 +176,18 @@ def uncertainty(version: str, state: ExplorerState) -> Uncertainty:
     del version
     s = state.scenario(catalog())
     cal = calibration_store.load_named(s.calibration) if s.calibration else None  # a calibration basis
-    b = band(s, [state.concurrency], cal)
+    typical = (state.calibration.removeprefix(TYPICAL_PREFIX)
+               if state.calibration.startswith(TYPICAL_PREFIX) else "")
+    # on an engine's typical basis the band spans that engine's ranges: the Planner's band
+    edges = typical_band_scenarios(s, typical) if typical and cal is None else None
+    b = band(s, [state.concurrency], cal, edges=edges)
     return Uncertainty(
         step_ms=(float(b.step_ms[0][0]), float(b.step_ms[1][0]), float(b.step_ms[2][0])),
         ttft_s=b.ttft_s, max_concurrency_vram=b.max_concurrency_vram,
         calibrated=cal is not None,
         step_sensitivity=tuple(sensitivity(s, state.concurrency, "step_ms")[:5]),
         ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s")[:5]),
-        widenings=b.widenings, flags=b.flags,
+        widenings=b.widenings, flags=b.flags, typical=typical if edges is not None else "",
     )
 
 

@@ -26,7 +26,7 @@ from app import cache
 from app import explorer_view as view
 from app.i18n import chart_labels
 from capacity.errors import CapacityError
-from capacity.report.i18n import error_text, note_text, t
+from capacity.report.i18n import engine_label, error_text, note_text, t
 from capacity.report.urlstate import ExplorerState
 
 if TYPE_CHECKING:  # pandas loads with the table's section, at its first opening
@@ -71,7 +71,10 @@ def uncertainty_body(box: DeltaGenerator, unc: cache.Uncertainty, lang: str) -> 
     and the inputs that move TPOT and TTFT most."""
     from app import explorer_tables as tables
 
-    box.caption(t("unc_basis_cal" if unc.calibrated else "unc_basis_spec", lang))
+    if unc.typical:
+        box.caption(t("unc_basis_typical", lang, engine=engine_label(unc.typical, lang)))
+    else:
+        box.caption(t("unc_basis_cal" if unc.calibrated else "unc_basis_spec", lang))
     if unc.flags:
         box.warning(tables.flags_text(unc, lang), icon=":material/report:")
     if unc.widenings:

@@ -240,6 +240,24 @@ def test_uncertainty_band_and_sensitivity() -> None:
     assert "bandwidth efficiency" in set(sens[0]["input"])
 
 
+def test_the_band_on_a_typical_basis_is_the_planners() -> None:
+    # on typical vLLM the band spans data/engines.toml's ranges (the Planner's band), and the
+    # caption says so; the default basis keeps the generic ranges
+    at = start(UNCERTAINTY_SECTION, calibration="typical:vllm")
+    assert any("the band the Planner sizes with" in c.value for c in at.caption)
+    frames = [d.value for d in at.dataframe]
+    band = next(f for f in frames if "quantity" in f.columns)
+    low, mid, high = band.iloc[0, 1:].astype(float)
+    ttft_high = float(band.iloc[1, 3])
+    assert low < mid < high
+    default = start(UNCERTAINTY_SECTION)
+    assert not any("the band the Planner sizes with" in c.value for c in default.caption)
+    d = next(f for f in (x.value for x in default.dataframe) if "quantity" in f.columns)
+    # the generic slow edge (MFU 0.2, 50 ms per prefill) reads a far longer TTFT than vLLM's
+    # (MFU 0.514): same model, GPU and context
+    assert float(d.iloc[1, 3]) > 1.5 * ttft_high
+
+
 def test_the_capacity_table_shows_verdicts_and_cost_first() -> None:
     """Issue 14 item 13: at 1400 px the cost and SLO columns were off-screen, after eight
     columns of measurements; the verdicts and the cost now follow concurrency and context."""

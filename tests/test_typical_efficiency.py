@@ -19,15 +19,19 @@ from capacity.fit.calibration import fit
 from capacity.fit.calibration_store import load
 from capacity.fit.measured import run_scenario
 from capacity.fit.planning import (
+    TYPICAL_KNOBS,
+    band_edges,
     gpu_band,
     parse_engines,
+    scenario_with_basis,
+    typical_band_scenarios,
     typical_efficiency,
     with_calibration,
     with_spec_sheet,
     with_typical,
 )
 from capacity.fit.reference import load_reference
-from capacity.fit.uncertainty import TYPICAL_RANGES
+from capacity.fit.uncertainty import TYPICAL_RANGES, band
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.options import PlanInputs, Slo
@@ -180,3 +184,30 @@ def test_size_cli_plans_with_the_typical_efficiency(capsys: pytest.CaptureFixtur
     assert "known: vllm" in capsys.readouterr().err
     assert main([*base, "--typical", "vllm", "--calibration", "rtx-4090-vllm-published"]) == 2
     assert "give one of --basis, --calibration, --typical" in capsys.readouterr().err
+
+
+def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
+        catalog: Catalog) -> None:
+    # The same deployment on the typical vLLM basis: the Planner's band (band_edges, for its
+    # GPU counts) and the Explorer's (uncertainty.band with typical_band_scenarios) put every
+    # typical knob at the same two edges: data/engines.toml's range, e.g. eta_bw 0.46..0.9,
+    # MFU 0.514..0.634, prefill overhead 0..50 ms, layer overhead 0..0.081 ms. Before, the
+    # Explorer used the generic ranges (MFU 0.2, 5 ms per step at the slow edge): a TTFT band
+    # up to 3.5x the prediction beside a Planner band of 1.8x
+    typ = with_typical(_inputs(), typical_efficiency("vllm"))
+    slow_in, fast_in = band_edges(typ, None)
+    s = scenario_with_basis(make_scenario("qwen3.5-9b", "rtx-4090", catalog=catalog,
+                                          context_tokens=8192), "typical:vllm")
+    fast_s, slow_s = typical_band_scenarios(s, "vllm")
+    for k in TYPICAL_KNOBS:
+        assert getattr(slow_s, k) == pytest.approx(getattr(slow_in, k)), k
+        assert getattr(fast_s, k) == pytest.approx(getattr(fast_in, k)), k
+    assert (slow_s.eta_bw, slow_s.mfu, slow_s.prefill_overhead_ms) == (0.46, 0.514, 50.0)
+    assert (fast_s.eta_bw, fast_s.mfu, fast_s.layer_overhead_ms) == (0.9, 0.634, 0.0)
+    b = band(s, [16.0], None, edges=(fast_s, slow_s))
+    lo, mid, hi = (float(x[0]) for x in b.step_ms)
+    assert lo < mid < hi
+    assert hi == pytest.approx(float(evaluate(slow_s, [16.0]).decode.step_ms[0]))
+    assert b.ttft_s[2] == pytest.approx(float(evaluate(slow_s, [16.0]).ttft_s))
+    # the generic ranges' slow edge is further out: the bands differed
+    assert band(s, [16.0]).ttft_s[2] > 1.5 * b.ttft_s[2]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -225,19 +226,42 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
     return apply(load_named(basis), s.with_(**CHAPTER_KNOBS))
 
 
+def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
+                       ) -> tuple[dict[str, float], dict[str, float]]:
+    """(slow, fast) values of `TYPICAL_KNOBS` at the edges of the band around a prediction on
+    `typ`'s typical basis: each knob over the engine's range (data/engines.toml low..high)
+    widened to the value planned with (`planned`), the slow edge the low end of a fraction and
+    the high end of an overhead or token count, the sharpness by `ridge_edges`. The one
+    definition of that band: the Planner's (`band_edges`) and the Explorer's
+    (`typical_band_scenarios`). Example (vLLM): eta_bw 0.46 slow, 0.9 fast; MFU 0.514 and
+    0.634; layer overhead 0.081 and 0 ms."""
+    fractions = ("eta_bw", "eff", "mfu")
+    lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
+    hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}
+    slow = {k: (lo[k] if k in fractions else hi[k]) for k in TYPICAL_KNOBS}
+    fast = {k: (hi[k] if k in fractions else lo[k]) for k in TYPICAL_KNOBS}
+    slow["ridge_sharpness"], fast["ridge_sharpness"] = ridge_edges(
+        typ.low["ridge_sharpness"], typ.high["ridge_sharpness"], planned["ridge_sharpness"])
+    return slow, fast
+
+
+def typical_band_scenarios(s: Scenario, engine: str) -> tuple[Scenario, Scenario]:
+    """(fast, slow): `s`, a scenario on `engine`'s typical basis, at the edges of its band
+    (`typical_knob_edges`, as the Planner's `band_edges` puts them into its inputs), for
+    `capacity.fit.uncertainty.band`; the memory overhead keeps the generic range
+    (`TYPICAL_RANGES`: the engines file has none)."""
+    slow_k, fast_k = typical_knob_edges(typical_efficiency(engine),
+                                        {k: float(getattr(s, k)) for k in TYPICAL_KNOBS})
+    gb = TYPICAL_RANGES["overhead_gb"]
+    return s.with_(**fast_k, overhead_gb=gb[0]), s.with_(**slow_k, overhead_gb=gb[1])
+
+
 def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, PlanInputs]:
     """(slow, fast) inputs: the edges of the band around `inp`'s prediction (with an engine's
     typical efficiency and no calibration: that engine's ranges)."""
     if cal is None and inp.typical:
-        typ = typical_efficiency(inp.typical)
-        fractions = ("eta_bw", "eff", "mfu")
-        # the band spans the engine's range and the knob planned with
-        lo = {k: min(typ.low[k], float(getattr(inp, k))) for k in TYPICAL_KNOBS}
-        hi = {k: max(typ.high[k], float(getattr(inp, k))) for k in TYPICAL_KNOBS}
-        slow_k = {k: (lo[k] if k in fractions else hi[k]) for k in TYPICAL_KNOBS}
-        fast_k = {k: (hi[k] if k in fractions else lo[k]) for k in TYPICAL_KNOBS}
-        slow_k["ridge_sharpness"], fast_k["ridge_sharpness"] = ridge_edges(
-            typ.low["ridge_sharpness"], typ.high["ridge_sharpness"], inp.ridge_sharpness)
+        slow_k, fast_k = typical_knob_edges(typical_efficiency(inp.typical),
+                                            {k: float(getattr(inp, k)) for k in TYPICAL_KNOBS})
         return (replace(inp, **slow_k), replace(inp, **fast_k))  # type: ignore[arg-type]
     if cal is None:
         lo = {k: v[0] for k, v in TYPICAL_RANGES.items()}

@@ -257,7 +257,8 @@ def typical_edges(scenario: Scenario) -> tuple[Scenario, Scenario]:
 
 
 def band(scenario: Scenario, concurrency: npt.ArrayLike,
-         calibration: Calibration | None = None) -> Band:
+         calibration: Calibration | None = None,
+         edges: tuple[Scenario, Scenario] | None = None, edges_basis: str = "") -> Band:
     """The band around a prediction at the scenario's context.
 
     With a calibration: the calibrated prediction +/- its held-out spread, widened by its
@@ -265,8 +266,11 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
     points, implausible knobs), and the step's edges out to both ends of the overhead /
     bandwidth split the data left open (`calibration.split_extremes`: one model). Without:
     from the
-    scenario as given (middle) to the `TYPICAL_RANGES` edges (low = fast end, high = slow end);
-    when the scenario is spec-sheet, the middle equals the fast edge of the range or below it.
+    scenario as given (middle) to the `TYPICAL_RANGES` edges (low = fast end, high = slow end),
+    or to `edges` (fast, slow) where given: a scenario on an engine's typical basis spans that
+    engine's ranges, the Planner's band (`capacity.fit.planning.typical_band_scenarios`;
+    `edges_basis` names them); when the scenario is spec-sheet, the middle equals the fast
+    edge of the range or below it.
     """
     C = np.asarray(concurrency, dtype=np.float64)
     if calibration is not None:
@@ -294,14 +298,14 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
                           f"+/- {sp_f:.0%} TTFT (held-out error"
                           + (", widened by its distance from here)" if far else ")"),
                     widenings=far, flags=knob_flags(calibration), spread=(sp_t, sp_f))
-    fast, slow = typical_edges(scenario)
+    fast, slow = typical_edges(scenario) if edges is None else edges
     mid = _at(scenario, C)
     f, sl = _at(fast, C), _at(slow, C)
     return Band(concurrency=C,
                 step_ms=(np.minimum(f[0], mid[0]), mid[0], np.maximum(sl[0], mid[0])),
                 ttft_s=(min(f[1], mid[1]), mid[1], max(sl[1], mid[1])),
                 max_concurrency_vram=(min(sl[2], mid[2]), mid[2], max(f[2], mid[2])),
-                basis="typical efficiency ranges (no calibration)")
+                basis=edges_basis or "typical efficiency ranges (no calibration)")
 
 
 @dataclass(frozen=True, kw_only=True)
