@@ -24,7 +24,7 @@ import streamlit as st
 from capacity import workspace
 from capacity.catalog.loader import Catalog, load_catalog
 from capacity.fit import calibration_store
-from capacity.fit.planning import GpuBand, gpu_band, typical_band_scenarios
+from capacity.fit.planning import GpuBand, gpu_band, typical_band_scenarios, typical_ranges
 from capacity.fit.traffic import LogSummary, summarize_log
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
 from capacity.model.basis import TYPICAL_PREFIX
@@ -180,13 +180,15 @@ def uncertainty(version: str, state: ExplorerState) -> Uncertainty:
                if state.calibration.startswith(TYPICAL_PREFIX) else "")
     # on an engine's typical basis the band spans that engine's ranges: the Planner's band
     edges = typical_band_scenarios(s, typical) if typical and cal is None else None
+    ranges = typical_ranges(s, typical) if edges is not None else None
     b = band(s, [state.concurrency], cal, edges=edges)
     return Uncertainty(
         step_ms=(float(b.step_ms[0][0]), float(b.step_ms[1][0]), float(b.step_ms[2][0])),
         ttft_s=b.ttft_s, max_concurrency_vram=b.max_concurrency_vram,
         calibrated=cal is not None,
-        step_sensitivity=tuple(sensitivity(s, state.concurrency, "step_ms")[:5]),
-        ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s")[:5]),
+        step_sensitivity=tuple(sensitivity(s, state.concurrency, "step_ms",
+                                           ranges=ranges)[:5]),
+        ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s", ranges=ranges)[:5]),
         widenings=b.widenings, flags=b.flags, typical=typical if edges is not None else "",
     )
 

@@ -250,6 +250,11 @@ def test_the_band_on_a_typical_basis_is_the_planners() -> None:
     low, mid, high = band.iloc[0, 1:].astype(float)
     ttft_high = float(band.iloc[1, 3])
     assert low < mid < high
+    # the table of what moves TPOT moves the same knobs over the same ranges
+    tpot_sens = next(f for f in frames if "swing" in f.columns)
+    eta = tpot_sens[tpot_sens["input"] == "bandwidth efficiency"]
+    assert list(eta["range"]) == ["0.46 .. 0.9"]
+    assert "per-step overhead (ms)" not in set(tpot_sens["input"])  # vLLM's is 0..0
     default = start(UNCERTAINTY_SECTION)
     assert not any("the band the Planner sizes with" in c.value for c in default.caption)
     d = next(f for f in (x.value for x in default.dataframe) if "quantity" in f.columns)

@@ -245,6 +245,15 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     return slow, fast
 
 
+def typical_ranges(s: Scenario, engine: str) -> dict[str, tuple[float, float]]:
+    """(low, high) of each of `TYPICAL_KNOBS` around `s`, a scenario on `engine`'s typical
+    basis: the values of its band's two edges (`typical_knob_edges`), for the Explorer's
+    sensitivity table beside that band."""
+    slow, fast = typical_knob_edges(typical_efficiency(engine),
+                                    {k: float(getattr(s, k)) for k in TYPICAL_KNOBS})
+    return {k: (min(slow[k], fast[k]), max(slow[k], fast[k])) for k in TYPICAL_KNOBS}
+
+
 def typical_band_scenarios(s: Scenario, engine: str) -> tuple[Scenario, Scenario]:
     """(fast, slow): `s`, a scenario on `engine`'s typical basis, at the edges of its band
     (`typical_knob_edges`, as the Planner's `band_edges` puts them into its inputs), for

@@ -25,7 +25,7 @@ swing they cause (a tornado chart's data).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -325,8 +325,9 @@ class Sensitivity:
 
 
 OUTPUTS = ("step_ms", "ttft_s", "max_concurrency_vram")
-INPUTS = ("eta_bw", "eff", "step_overhead_ms", "mfu", "prefill_overhead_ms", "overhead_gb",
-          "util", "bandwidth_gb_s", "tflops", "weights_gb", "context_tokens")
+INPUTS = ("eta_bw", "eff", "step_overhead_ms", "layer_overhead_ms", "mfu",
+          "prefill_overhead_ms", "overhead_gb", "util", "bandwidth_gb_s", "tflops", "weights_gb",
+          "context_tokens")
 
 
 OPERATOR_INPUTS = ("eta_kv", "attn_sat_batch", "seq_overhead_ms", "attn_mfu")
@@ -334,7 +335,10 @@ OPERATOR_INPUTS = ("eta_kv", "attn_sat_batch", "seq_overhead_ms", "attn_mfu")
 _TIED = {"eta_kv": "eta_bw", "attn_mfu": "mfu"}
 
 
-def _range(s: Scenario, name: str, rel: float) -> tuple[float, float]:
+def _range(s: Scenario, name: str, rel: float,
+           ranges: Mapping[str, tuple[float, float]] | None = None) -> tuple[float, float]:
+    if ranges is not None and name in ranges:
+        return ranges[name]
     raw = getattr(s, name)
     v = float(getattr(s, _TIED[name]) if raw is None else raw)
     if name in TYPICAL_RANGES and (name.endswith(("_ms", "_gb")) or name == "attn_sat_batch") \
@@ -356,10 +360,13 @@ def _output(s: Scenario, output: str, concurrency: float) -> float:
 
 
 def sensitivity(scenario: Scenario, concurrency: float, output: str = "step_ms",
-                rel: float = 0.2, inputs: Sequence[str] | None = None) -> list[Sensitivity]:
+                rel: float = 0.2, inputs: Sequence[str] | None = None,
+                ranges: Mapping[str, tuple[float, float]] | None = None) -> list[Sensitivity]:
     """Move each input +/- `rel` (overheads at 0: over their typical range), one at a time,
     and sort by the swing of `output` ('step_ms', 'ttft_s' or 'max_concurrency_vram').
-    Default inputs: `INPUTS`, plus `OPERATOR_INPUTS` under the operator step."""
+    Default inputs: `INPUTS`, plus `OPERATOR_INPUTS` under the operator step. `ranges` (low,
+    high) replace those of the inputs they name: on an engine's typical basis, the engine's
+    (`capacity.fit.planning.typical_ranges`), the ranges its band spans."""
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {', '.join(OUTPUTS)}")
     if inputs is None:
@@ -367,7 +374,7 @@ def sensitivity(scenario: Scenario, concurrency: float, output: str = "step_ms",
             else INPUTS
     rows = []
     for name in inputs:
-        lo, hi = _range(scenario, name, rel)
+        lo, hi = _range(scenario, name, rel, ranges)
         vals = []
         for v in (lo, hi):
             changed = int(round(v)) if name == "context_tokens" else v
