@@ -85,10 +85,21 @@ def _tpot_errors(cal: Calibration, model: str) -> np.ndarray:
 def test_recovers_the_engines_knobs(calibrated: Calibration) -> None:
     cal = calibrated
     assert cal.step_method == "operator"
-    for knob in ("eta_kv", "eff", "mfu", "attn_mfu"):
+    for knob in ("eta_kv", "mfu", "attn_mfu"):
         assert getattr(cal, knob) == pytest.approx(TRUTH[knob], rel=0.06), knob
+    # the simulated engine's step is the max of memory and compute (F4c's sharpness 0); the
+    # plan's points are fitted as well by a smooth ridge, so the sharpness is the one whose
+    # fits predict the levels they leave out best (calibration_ridge), and eff, the GEMMs'
+    # efficiency where compute binds, trades off with it: 0.35 at sharpness 4 against the
+    # true 0.42 at the max (before 2026-12-02 the max was kept when the points could not
+    # tell, and eff came back at 0.42; on the real llama.cpp sweep that default missed levels
+    # left out by 15%, the levels' choice by 4%)
+    assert any(getattr(n, "code", "") == "ridge_fitted_levels" for n in cal.notes)
+    assert cal.ridge_sharpness is not None and cal.ridge_sharpness >= 2.0
+    assert 0.8 * TRUTH["eff"] <= (cal.eff or 0) <= 1.05 * TRUTH["eff"]
     assert cal.attn_sat_batch == pytest.approx(TRUTH["attn_sat_batch"], rel=0.1)
-    assert cal.seq_overhead_ms == pytest.approx(TRUTH["seq_overhead_ms"], rel=0.2)
+    # the per-sequence term is the other side of that trade-off: 0.0009 ms against 0.006
+    assert (cal.seq_overhead_ms or 0) < 2 * TRUTH["seq_overhead_ms"]
     assert cal.prefill_overhead_ms == pytest.approx(TRUTH["prefill_overhead_ms"], abs=5.0)
     for knob in ("eta_kv", "eff", "attn_sat_batch", "seq_overhead_ms", "mfu"):
         assert cal.pinned(knob), knob
@@ -139,9 +150,11 @@ def test_identifiability_names_the_knobs_the_data_cannot_pin() -> None:
 
 
 @pytest.mark.slow
-def test_decode_step_comes_from_the_median_inter_token_latency() -> None:
+def test_decode_step_comes_from_the_median_inter_token_latency(
+        calibrated: Calibration) -> None:
     """A llama.cpp-like engine: prompts of other requests stall decoding, so the mean TPOT is
-    30 % above the step; the median inter-token gap is the step."""
+    30 % above the step; the median inter-token gap is the step, and the fit is the one of
+    the clean steps (the module's fixture, the same cells)."""
     base = make_scenario(MODEL_A, GPU, step_method="operator")
     cells = [(c.prompt_tokens, c.concurrency) for c in measurement_plan(base).cells]
     clean = measure(MODEL_A, cells)
@@ -149,7 +162,8 @@ def test_decode_step_comes_from_the_median_inter_token_latency() -> None:
                                 "itl_p50_ms": p.tpot_ms}) for p in clean]
     assert decode_measured_ms(stalled[0]) == clean[0].tpot_ms
     cal = fit(stalled, base)
-    assert cal.eff == pytest.approx(TRUTH["eff"], rel=0.06)
+    assert cal.eff == pytest.approx(calibrated.eff, rel=0.02)
+    assert cal.ridge_sharpness == calibrated.ridge_sharpness
     assert any("inter-token latency" in n for n in cal.notes)
     # a median gap far above TPOT: chunks carry several tokens, TPOT is the step
     chunky = MeasuredPoint(concurrency=1, context_tokens=100, tpot_ms=10.0, itl_p50_ms=40.0)

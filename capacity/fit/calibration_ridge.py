@@ -9,17 +9,18 @@ one point at least and below it at another); only then does it scan k over
 `RIDGE_SHARPNESS_RANGE` (1 to 8, geometric steps: `RIDGE_GRID`), refitting the other decode
 knobs at each k from those fitted at the max. Which k it keeps (the max is a candidate too):
 
-- with `MIN_CV_LEVELS` (3) or more concurrency levels, the one whose fits predict the levels
-  they leave out best (`level_out_error`: each level in turn predicted by a fit of the
+- the k of the least squared relative error over the points, where it beats the max's by
+  more than `RIDGE_GAIN` (the points pin it);
+- else, with `MIN_CV_LEVELS` (3) or more concurrency levels, the one whose fits best predict
+  the levels they leave out (`level_out_error`: each level in turn predicted by a fit of the
   others, the median |relative error| over the points), and the max unless a k's error is
-  below `RIDGE_GAIN` x the max's. A fit with as many knobs as points reproduces the points
-  it saw at almost any k, with the max too (the kink lands between two levels), so the
-  points' own error cannot choose; how a k predicts a level it did not see can. On the
-  realtest's llama.cpp sweep (levels 1, 2, 4, 8), fits of three levels kept the max, whose
-  kink sits between the levels they saw, and missed the fourth by 15% at levels 2 and 4;
-  chosen this way they miss it by 4% at most (docs/accuracy.md, the realtest record);
-- with fewer levels (a fold of two leaves one), the least squared relative error over the
-  points, and the max unless a k beats it by more than `RIDGE_GAIN`.
+  below `RIDGE_GAIN` x the max's. A fit with about as many knobs as points reproduces them
+  with the max as well as with any k (the kink lands between two levels), so the points'
+  own error cannot choose; how a k predicts a level it did not see can. On the realtest's
+  llama.cpp sweep (levels 1, 2, 4, 8), the folds of three levels that kept the max missed
+  the fourth level by 15% at 2 and 4; choosing this way they miss it by 4% at most
+  (docs/accuracy.md, the realtest record);
+- else the max.
 
 Each held-out fold scans again on its own training points (`fold_ridge`), so a held-out level
 never picks the k it is predicted with.
@@ -128,34 +129,36 @@ def fit_ridge(problem: Problem, basis: dict[str, FloatArray], measured: FloatArr
         b_k = {**basis, "ridge_sharpness": np.full_like(basis["batch"], k)}
         x_k, sd_k = solve(warm, b_k, measured)
         candidates.append((k, x_k, sd_k, b_k))
+    sse = [_sse(problem, xk, b, measured) for _, xk, _, b in candidates]
+    j = int(np.argmin(sse[1:])) + 1
+    if sse[j] < RIDGE_GAIN * sse[0]:   # the points themselves pin it
+        k, x_k, sd_k, b_k = candidates[j]
+        return RidgeFit(sharpness=float(k), x=x_k, sd=sd_k, basis=b_k, note=Note(
+            f"ridge sharpness {k:.2f} fitted (the points span the balance of memory and "
+            f"compute; squared error {sse[j] / sse[0]:.2f} x the max's)", code="ridge_fitted",
+            k=round(float(k), 2), ratio=round(sse[j] / sse[0], 2)))
     levels = int(np.unique(basis["batch"]).size)
-    by_levels = levels >= MIN_CV_LEVELS
-    scores = [level_out_error(problem, b, measured, xk) if by_levels
-              else _sse(problem, xk, b, measured) for _, xk, _, b in candidates]
-    at_max = scores[0]
-    j = int(np.argmin(scores[1:])) + 1
-    k, x_k, sd_k, b_k = candidates[j]
-    if scores[j] >= RIDGE_GAIN * at_max:
-        if by_levels:
-            return RidgeFit(sharpness=None, x=x, sd=sd, basis=basis, note=Note(
-                f"ridge sharpness not pinned: the points span the balance but no sharpness in "
-                f"1..8 predicts a level left out better than the max of memory and compute "
-                f"(median held-out error {at_max:.1%} over the {levels} levels)",
-                code="ridge_no_gain_levels", levels=levels, err=round(100 * at_max, 1)))
+    if levels < MIN_CV_LEVELS:
         return RidgeFit(sharpness=None, x=x, sd=sd, basis=basis, note=Note(
             "ridge sharpness not pinned: the points span the balance but no sharpness in "
             "1..8 fits them better than the max of memory and compute", code="ridge_no_gain"))
-    if by_levels:
-        return RidgeFit(sharpness=float(k), x=x_k, sd=sd_k, basis=b_k, note=Note(
-            f"ridge sharpness {k:.2f} fitted (the points span the balance of memory and "
-            f"compute; chosen by leaving each of the {levels} levels out: median held-out "
-            f"error {scores[j]:.1%}, the max's {at_max:.1%})", code="ridge_fitted_levels",
-            k=round(float(k), 2), levels=levels, err=round(100 * scores[j], 1),
-            max_err=round(100 * at_max, 1)))
+    # the max fits the points as well as any k: let the levels they leave out decide
+    scores = [level_out_error(problem, b, measured, xk) for _, xk, _, b in candidates]
+    at_max = scores[0]
+    j = int(np.argmin(scores[1:])) + 1
+    if scores[j] >= RIDGE_GAIN * at_max:
+        return RidgeFit(sharpness=None, x=x, sd=sd, basis=basis, note=Note(
+            f"ridge sharpness not pinned: the points span the balance but no sharpness in "
+            f"1..8 predicts a level left out better than the max of memory and compute "
+            f"(median held-out error {at_max:.1%} over the {levels} levels)",
+            code="ridge_no_gain_levels", levels=levels, err=round(100 * at_max, 1)))
+    k, x_k, sd_k, b_k = candidates[j]
     return RidgeFit(sharpness=float(k), x=x_k, sd=sd_k, basis=b_k, note=Note(
-        f"ridge sharpness {k:.2f} fitted (the points span the balance of memory and compute; "
-        f"squared error {scores[j] / at_max:.2f} x the max's)", code="ridge_fitted",
-        k=round(float(k), 2), ratio=round(scores[j] / at_max, 2)))
+        f"ridge sharpness {k:.2f} fitted (the points span the balance of memory and "
+        f"compute; the max fits them as well, so chosen by leaving each of the {levels} "
+        f"levels out: median held-out error {scores[j]:.1%}, the max's {at_max:.1%})",
+        code="ridge_fitted_levels", k=round(float(k), 2), levels=levels,
+        err=round(100 * scores[j], 1), max_err=round(100 * at_max, 1)))
 
 
 def fold_ridge(problem: Problem, method: StepMethod | str) -> RidgeRefit:
