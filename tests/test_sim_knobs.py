@@ -172,12 +172,16 @@ def test_a_larger_kv_block_admits_fewer_short_requests() -> None:
     s = _pool_scenario(prompt=20)
     seen = {}
     for block in (16, 128):
-        _, info = _burst(s, SimConfig(engine="vllm", speedup=4.0, block_tokens=block),
+        _, info = _burst(s, SimConfig(engine="vllm", speedup=2.0, block_tokens=block),
                          150, 20, 100)
         assert info["kv_block_tokens"] == block
         q = _model(s, 150, 100, block_tokens=block)
         seen[block] = (info["max_batch_seen"], q.max_running)
-    assert seen[16] == (150, 150)
+    assert seen[16][1] == 150
+    # the endpoint's batch is wall-clock: on a loaded machine the burst's last requests reach
+    # it after the first ones finished (CI, 2026-12-03: 114 seen of 150 at speedup 4), so it
+    # must exceed what 128-token pages can ever hold, by a margin, and never the model's 150
+    assert 85 + 10 < seen[16][0] <= 150
     assert seen[128][1] <= 85
     assert seen[128][0] <= 85
     assert seen[128][0] == pytest.approx(seen[128][1], abs=3)
