@@ -180,6 +180,23 @@ def test_batch_one_factor_two_and_one() -> None:
     assert p.serial_ms.shape == (3,)
 
 
+def test_batched_overhead_only_from_two_sequences() -> None:
+    # chapter, knobs 1: [8.4, 10.4, 30.4]; 3 ms more where b > 1 -> [8.4, 10.4, 33.4]
+    p = combine_step(method="chapter", **_terms(), batched_overhead_ms=3.0)
+    _close(p.step_ms, [8.4, 10.4, 33.4])
+    _close(p.serial_ms, [0.0, 0.0, 3.0])
+    # with a factor 0.5 at b = 1: (0.5 - 1) x (10.4 - 0.4) = -5 -> 5.4; the overhead is not
+    # part of the b = 1 step the factor scales
+    p = combine_step(method="chapter", **_terms(), batched_overhead_ms=3.0, batch1_factor=0.5)
+    _close(p.step_ms, [8.4, 5.4, 33.4])
+    # operator, knobs 1: gemm max(8, [0, 3, 30]) = [8, 8, 30]; attention max(2b, 0.5b, 0)
+    # = [0, 2, 4]; + comm 0.4 = [8.4, 10.4, 34.4]; + 3 at b = 2 -> 37.4
+    p = combine_step(method="operator", **_terms(), batched_overhead_ms=3.0)
+    _close(p.step_ms, [8.4, 10.4, 37.4])
+    # serial = gemm + attn + extra - max(bandwidth, compute): b = 2: 30 + 4 + 3 - max(12, 31)
+    _close(p.serial_ms[2:], [6.0])
+
+
 def test_batch_one_factor_on_a_scalar_batch() -> None:
     # one sequence, scalars: step 8 + 2 = 10 (W + b KV) + comm 1 = 11; x3 less comm:
     # 11 + (3 - 1) x (11 - 1) = 31

@@ -265,6 +265,16 @@ def test_batch1_factor_scales_the_step_of_one_sequence_only(seed: Scenario, meth
     assert np.allclose(b.step_ms[1:], a.step_ms[1:])
     parts = b.overhead_ms + np.maximum(b.bandwidth_ms, b.compute_ms) + b.comm_ms + b.serial_ms
     assert np.allclose(parts, b.step_ms)
+    # the batched overhead: every batch of two or more pays it, one sequence not
+    slow = base.with_(batched_overhead_ms=6.0)
+    d = evaluate(slow, c).decode
+    assert d.step_ms[0] == pytest.approx(a.step_ms[0])
+    assert np.allclose(d.step_ms[1:], a.step_ms[1:] + 6.0)
+    parts = d.overhead_ms + np.maximum(d.bandwidth_ms, d.compute_ms) + d.comm_ms + d.serial_ms
+    assert np.allclose(parts, d.step_ms)
+    assert seed.batched_overhead_ms == 0.0
+    with pytest.raises(InputError, match="batched step overhead"):
+        make_scenario(batched_overhead_ms=-1.0)
     # the spec sheet is 1 (every golden number stays); out of range is a clear error
     assert seed.batch1_factor == 1.0
     with pytest.raises(InputError, match="batch-1 step factor"):

@@ -114,8 +114,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "context, e.g. 53@8192: fits the runtime memory overhead")
     f.add_argument("--batch1", action="store_true",
                    help="also fit batch1_factor, the decode step of one sequence over the "
-                        "formula's, for an engine that runs one sequence through other kernels "
-                        "(llama.cpp on CPU: matrix-vector code at 1, GEMM from 2); default 1")
+                        "formula's, and batched_overhead_ms, the fixed time only steps of two or "
+                        "more sequences pay, for an engine that runs one sequence through other "
+                        "kernels (llama.cpp on CPU: matrix-vector code at 1, GEMM from 2); "
+                        "default 1 and 0")
     f.add_argument("--prefill-batch-tokens", type=whole(min=1, max=1_048_576),
                    default=LLAMACPP_BATCH_TOKENS,
                    metavar="N",

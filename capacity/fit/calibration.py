@@ -78,11 +78,13 @@ from capacity.types import FloatArray, Note
 from capacity.units import GB
 
 KNOBS = ("eta_bw", "step_overhead_ms", "eff", "eta_kv", "attn_sat_batch", "seq_overhead_ms",
-         "batch1_factor", "mfu", "prefill_overhead_ms", "attn_mfu", "ridge_sharpness")
+         "batch1_factor", "batched_overhead_ms", "mfu", "prefill_overhead_ms", "attn_mfu",
+         "ridge_sharpness")
 """Every knob a calibration may carry (a saved file lists those it fitted)."""
 BATCH1_ENGINES = ("llama.cpp",)
 """Engines (as `capacity bench` names them in meta.json's `engine_info`) that decode one
-sequence through other kernels than two or more: a fit of their runs frees batch1_factor."""
+sequence through other kernels than two or more: a fit of their runs frees batch1_factor and
+batched_overhead_ms."""
 OVER_MEMORY = 2.0
 """A decode level above 2x the scenario's C_vram at its context is left out of the fit."""
 ITL_CHUNK_RATIO = 1.5
@@ -172,6 +174,8 @@ class Calibration:
     seq_overhead_ms: float | None = None
     attn_mfu: float | None = None
     batch1_factor: float | None = None
+    batched_overhead_ms: float | None = None
+    """ms every step of two or more sequences pays, the step of one not (`combine_step`)."""
     ridge_sharpness: float | None = None
     """F4c's sharpness, fitted only where the decode points span the ridge
     (`capacity.fit.calibration_ridge`); None: the max of memory and compute."""

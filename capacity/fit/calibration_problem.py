@@ -37,14 +37,16 @@ DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
 OPERATOR_KNOBS = ("eta_bw", "eta_kv", "eff", "attn_sat_batch", "step_overhead_ms",
                   "seq_overhead_ms")
 """The operator method's decode knobs (F4b): eta_bw is the weight GEMMs' eta_w."""
-BATCH1_KNOBS = (*OPERATOR_KNOBS, "batch1_factor")
-"""With `fit(batch1=True)`: also the step of one sequence over the formula's, for engines that
-run it through other kernels (llama.cpp on CPU: `roofline.combine_step`)."""
+BATCH1_KNOBS = (*OPERATOR_KNOBS, "batch1_factor", "batched_overhead_ms")
+"""With `fit(batch1=True)`: also the step of one sequence over the formula's and the fixed time
+only steps of two or more sequences pay, for engines that run one sequence through other
+kernels (llama.cpp on CPU: `roofline.combine_step`)."""
 PREFILL_KNOBS = ("mfu", "attn_mfu", "prefill_overhead_ms")
 """Prefill's knobs (F6b): MFU of the GEMMs, MFU of attention, the fixed prefill overhead."""
 PRIORS: dict[str, float] = {"eta_bw": 0.8, "step_overhead_ms": 0.0, "eff": 0.5, "mfu": 0.4,
                             "prefill_overhead_ms": 0.0, "eta_kv": 0.8, "attn_sat_batch": 0.0,
-                            "seq_overhead_ms": 0.0, "attn_mfu": 0.4, "batch1_factor": 1.0}
+                            "seq_overhead_ms": 0.0, "attn_mfu": 0.4, "batch1_factor": 1.0,
+                            "batched_overhead_ms": 0.0}
 """Where the weak pull goes when the data cannot decide (fractions: in log space). eta_kv and
 attn_mfu are pulled toward the fitted eta_bw and MFU instead (`PRIOR_TIED`): without data
 that separate them, KV reads run at the weights' efficiency and attention at the GEMMs'."""
@@ -56,7 +58,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eta_bw": (0.05, 1.0), "step_overhead_ms": (0.0, 1000.0), "eff": (0.005, 1.0),
     "mfu": (0.005, 1.0), "prefill_overhead_ms": (0.0, 10000.0), "eta_kv": (0.05, 1.0),
     "attn_sat_batch": (0.0, 1024.0), "seq_overhead_ms": (0.0, 100.0), "attn_mfu": (0.005, 1.0),
-    "batch1_factor": (0.2, 2.0), "ridge_sharpness": (0.0, 8.0)}
+    "batch1_factor": (0.2, 2.0), "batched_overhead_ms": (0.0, 1000.0),
+    "ridge_sharpness": (0.0, 8.0)}
 PRIOR_WEIGHT = 0.02
 """Weight of each prior term against one point's relative residual: the nominal measurement
 noise (2 %) over the prior's width, so a fraction's prior is one e-fold wide (log space) and
@@ -142,10 +145,11 @@ def decode_step_ms(x: FloatArray, basis: dict[str, FloatArray],
         return combine_step(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
                             overhead_ms=t0, ridge_sharpness=k).step_ms
     eta, eta_kv, eff, sat, t0, seq, *rest = (float(v) for v in x)
-    one = rest[0] if rest else 1.0
+    one, batched = (rest[0], rest[1]) if rest else (1.0, 0.0)
     return combine_step(method=method, **terms, eta_bw=eta,
                         eta_kv=eta_kv, eff=eff, attn_sat_batch=sat, overhead_ms=t0,
-                        seq_overhead_ms=seq, batch1_factor=one, ridge_sharpness=k).step_ms
+                        seq_overhead_ms=seq, batch1_factor=one, batched_overhead_ms=batched,
+                        ridge_sharpness=k).step_ms
 
 
 def operator_step_ms(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
@@ -180,9 +184,11 @@ OPERATOR_PROBLEM = Problem(OPERATOR_KNOBS, operator_step_ms,
                             (0.9, 0.9, 0.8, 1.0, 0.3, 0.002), (0.5, 0.7, 0.1, 16.0, 3.0, 0.05)))
 """The operator step (F4b): `OPERATOR_KNOBS` over `decode_basis`."""
 BATCH1_PROBLEM = Problem(BATCH1_KNOBS, operator_step_ms,
-                         tuple((*x, 1.0) for x in OPERATOR_PROBLEM.starts) + (
-                             (0.8, 0.8, 0.5, 0.0, 0.0, 0.0, 0.7),))
-"""The operator step with the batch-1 factor free (`fit(batch1=True)`)."""
+                         tuple((*x, 1.0, 0.0) for x in OPERATOR_PROBLEM.starts) + (
+                             (0.8, 0.8, 0.5, 0.0, 0.0, 0.0, 0.7, 0.0),
+                             (0.8, 0.8, 0.5, 0.0, 0.0, 0.0, 1.0, 5.0)))
+"""The operator step with the batch-1 factor and the batched overhead free
+(`fit(batch1=True)`)."""
 PREFILL_PROBLEM = Problem(PREFILL_KNOBS, prefill_ms,
                           ((0.4, 0.4, 0.0), (0.2, 0.2, 20.0), (0.8, 0.5, 5.0)))
 """Prefill (F6b): MFU, attention MFU, prefill overhead over `prefill_basis`."""

@@ -286,6 +286,7 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
                    step_overhead_ms=inp.step_overhead_ms * s_step, mfu=inp.mfu / s_ttft,
                    prefill_overhead_ms=inp.prefill_overhead_ms * s_ttft,
                    seq_overhead_ms=inp.seq_overhead_ms * s_step,
+                   batched_overhead_ms=inp.batched_overhead_ms * s_step,
                    eta_kv=None if inp.eta_kv is None else inp.eta_kv / s_step,
                    attn_mfu=None if inp.attn_mfu is None else inp.attn_mfu / s_ttft)
     fast = replace(inp, eta_bw=min(1.0, inp.eta_bw * s_step), eff=min(1.0, inp.eff * s_step),
@@ -293,6 +294,7 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
                    mfu=min(1.0, inp.mfu * s_ttft),
                    prefill_overhead_ms=inp.prefill_overhead_ms / s_ttft,
                    seq_overhead_ms=inp.seq_overhead_ms / s_step,
+                   batched_overhead_ms=inp.batched_overhead_ms / s_step,
                    eta_kv=None if inp.eta_kv is None else min(1.0, inp.eta_kv * s_step),
                    attn_mfu=None if inp.attn_mfu is None else min(1.0, inp.attn_mfu * s_ttft))
     return slow, fast

@@ -42,6 +42,8 @@ from capacity.errors import InputError
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_store
 from capacity.fit.engine_check import (
+    BURST_TTFT,
+    STEADY_TTFT,
     TTFT_EDGE_TOLERANCE,
     CheckRow,
     Drift,
@@ -250,7 +252,10 @@ def size_report(one: calib.Calibration, two: calib.Calibration,
         f"{pct(one.median_abs_error(calib.PointKind.TPOT, 'held_out'))}; levels 3, 5, 6, 7 of "
         f"the same runs, never in the fit: {sweep_errors(rows)}.", "",
         f"Both sizes fitted together ({', '.join(two.models)}): eta_bw {two.eta_bw or 0:.3g}, "
-        f"step overhead {two.step_overhead_ms or 0:.3g} ms; each model held out whole and "
+        f"step overhead {two.step_overhead_ms or 0:.3g} ms"
+        + (f", {two.batched_overhead_ms:.3g} ms more at two or more sequences"
+           if two.batched_overhead_ms is not None else "")
+        + "; each model held out whole and "
         f"predicted from the other's fit, decode step: {'; '.join(by_model) or '-'}; TTFT "
         f"{pct(two.median_abs_error(calib.PointKind.TTFT, 'model_out'))} median.",
     ]
@@ -280,13 +285,24 @@ def drift_report(rows: Sequence[CheckRow], drifts: dict[str, Drift]) -> list[str
 def ttft_edges(rows: Sequence[CheckRow]) -> str:
     """Issue 31's stated bound on TTFT under a closed loop: at how many closed-loop levels of
     two or more clients the measured TTFT p50 lies between the steady state with the clients
-    out of step and the opening burst (`CheckRow.ttft_between`)."""
-    got = [b for r in rows if (b := r.ttft_between()) is not None]
+    out of step and the opening burst (`CheckRow.ttft_between`), and by how much each level
+    outside lies beyond its edge."""
+    got = [(r, b) for r in rows if (b := r.ttft_between()) is not None]
+    outside = []
+    for r, b in got:
+        if b:
+            continue
+        m = r.measured["ttft_p50_ms"]
+        hi, lo = r.predicted[BURST_TTFT], r.predicted[STEADY_TTFT]
+        where = f"{m / hi - 1:+.0%} over the burst" if m > hi else f"{m / lo - 1:+.0%} under " \
+            "the steady state"
+        outside.append(f"{r.case} C={r.concurrency}: {where}")
     return (f"TTFT p50 under a closed loop between its two edges (issue 31's stated bound, the "
             f"edges `capacity plan --engine` prints: no lower than the steady state with the "
             f"clients out of step, `closed_loop.closed_loop`, no higher than the opening burst, "
             f"every client's first request at once, `closed_loop.burst_ttft_ms`; "
-            f"{TTFT_EDGE_TOLERANCE:.0%} either side): {sum(got)} of {len(got)} levels.")
+            f"{TTFT_EDGE_TOLERANCE:.0%} either side): {sum(b for _, b in got)} of {len(got)} "
+            f"levels" + (f" (outside: {'; '.join(outside)})" if outside else "") + ".")
 
 
 def render(folder: Path) -> str:

@@ -227,6 +227,9 @@ class StepModel:
     seq_overhead_ms: float = 0.0
     batch1_factor: float = 1.0
     """The step of one sequence over the formula's (`combine_step`); 1 on the spec sheet."""
+    batched_overhead_ms: float = 0.0
+    """ms every step of two or more sequences pays on top of `overhead_ms` (`combine_step`: an
+    engine's GEMM path where one sequence runs matrix-vector code); 0 on the spec sheet."""
     unread_weight_share: FloatArray | float = 0.0
     """Share of W's bytes a decode step does not read: an untied input embedding table, of which
     the engine gathers one row per sequence (`ModelVariant.lookup_weight_share`; operator method
@@ -264,8 +267,9 @@ class StepModel:
                   method: str = DEFAULT_STEP_METHOD.value,
                   context_tokens: FloatArray | float | None = None, eta_kv: float | None = None,
                   attn_sat_batch: float = 0.0, seq_overhead_ms: float = 0.0,
-                  batch1_factor: float = 1.0, ridge_sharpness: float = 0.0,
-                  cuda_graph_max_tokens: float = 0.0, gemm_tile_tokens: float = 0.0,
+                  batch1_factor: float = 1.0, batched_overhead_ms: float = 0.0,
+                  ridge_sharpness: float = 0.0, cuda_graph_max_tokens: float = 0.0,
+                  gemm_tile_tokens: float = 0.0,
                   lookup_weight_share: FloatArray | float) -> StepModel:
         """The step of `model`: active parameters and MoE routing taken from the catalog; the
         attention FLOPs per sequence from its layers at `context_tokens` (none when None).
@@ -291,8 +295,9 @@ class StepModel:
                    experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1,
                    method=StepMethod(method).value, attention_flops_request=attn,
                    eta_kv=eta_kv, attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms,
-                   batch1_factor=batch1_factor, ridge_sharpness=ridge_sharpness,
-                   cuda_graph_max_tokens=cuda_graph_max_tokens, gemm_tile_tokens=gemm_tile_tokens)
+                   batch1_factor=batch1_factor, batched_overhead_ms=batched_overhead_ms,
+                   ridge_sharpness=ridge_sharpness, cuda_graph_max_tokens=cuda_graph_max_tokens,
+                   gemm_tile_tokens=gemm_tile_tokens)
 
     def select(self, idx: npt.NDArray[np.int64]) -> StepModel:
         """The configurations at `idx` (array fields indexed, scalars kept)."""
@@ -398,7 +403,8 @@ class StepModel:
             method=self.method, **peak, eta_bw=self.eta_bw,
             eta_kv=self.eta_kv, eff=self.eff, attn_sat_batch=self.attn_sat_batch,
             overhead_ms=self.overhead_ms, seq_overhead_ms=self.seq_overhead_ms,
-            batch1_factor=self.batch1_factor, ridge_sharpness=self.ridge_sharpness)
+            batch1_factor=self.batch1_factor, batched_overhead_ms=self.batched_overhead_ms,
+            ridge_sharpness=self.ridge_sharpness)
         if not self.speculative:
             return p
         return per_token(p, draft_ms=self.draft_ms(b), accepted_tokens=self.accepted_tokens,
@@ -442,9 +448,10 @@ class StepModel:
     def _lean(self) -> tuple[FloatArray, FloatArray, FloatArray, float] | None:
         """What `step_ms`'s lean path reuses: the weight read's term at peak (ms), BW in B/s,
         F in FLOP/s and the weight GEMMs' FLOPs per sequence; None where it does not apply
-        (the operator method, a MoE model, a batch-of-one factor)."""
+        (the operator method, a MoE model, a batch-of-one factor or a batched overhead)."""
         if (StepMethod(self.method) == StepMethod.OPERATOR or self.expert_fraction > 0
-                or self.batch1_factor != 1.0 or self.speculative):
+                or self.batch1_factor != 1.0 or self.batched_overhead_ms != 0.0
+                or self.speculative):
             return None
         return (bandwidth_term_ms(self.weight_read_bytes(np.asarray(0.0)), self.bandwidth_gb_s),
                 np.asarray(np.asarray(self.bandwidth_gb_s) * GB, dtype=np.float64),

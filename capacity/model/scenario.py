@@ -132,6 +132,9 @@ class Scenario:
     batch1_factor: float = 1.0
     """The decode step of exactly one sequence over the formula's (dimensionless; 1 on the
     spec sheet): an engine may run one sequence through other kernels (`combine_step`)."""
+    batched_overhead_ms: float = 0.0
+    """Fixed time every decode step of two or more sequences pays on top of the step overhead,
+    ms (0 on the spec sheet): such an engine's GEMM path (`combine_step`)."""
     attn_mfu: float | None = None
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
     draft: Draft | None = None
@@ -245,6 +248,7 @@ def make_scenario(
     seq_overhead_ms: float = 0.0,
     attn_mfu: float | None = None,
     batch1_factor: float = 1.0,
+    batched_overhead_ms: float = 0.0,
     draft: Draft | None = None,
     draft_overhead_ms: float = 0.0,
     verify_overhead_ms: float = 0.0,
@@ -294,6 +298,7 @@ def make_scenario(
                         ("step overhead", step_overhead_ms),
                         ("per-layer step overhead", layer_overhead_ms),
                         ("per-sequence overhead", seq_overhead_ms),
+                        ("batched step overhead", batched_overhead_ms),
                         ("attention saturation batch", attn_sat_batch),
                         ("draft overhead", draft_overhead_ms),
                         ("verify overhead", verify_overhead_ms),
@@ -339,7 +344,8 @@ def make_scenario(
         calibration=calibration,
         warnings=tuple(warnings), step_method=method, eta_kv=eta_kv,
         attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
-        batch1_factor=batch1_factor, draft=draft, draft_overhead_ms=draft_overhead_ms,
+        batch1_factor=batch1_factor, batched_overhead_ms=batched_overhead_ms, draft=draft,
+        draft_overhead_ms=draft_overhead_ms,
         verify_overhead_ms=verify_overhead_ms, ridge_sharpness=float(ridge_sharpness),
         cuda_graph_max_tokens=float(cuda_graph_max_tokens),
         gemm_tile_tokens=float(gemm_tile_tokens),
@@ -402,8 +408,9 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
         overhead_ms=s.fixed_step_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq,
         method=s.step_method, context_tokens=np.asarray(ctx, dtype=np.float64),
         eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms,
-        batch1_factor=s.batch1_factor, ridge_sharpness=s.ridge_sharpness,
-        cuda_graph_max_tokens=s.cuda_graph_max_tokens, gemm_tile_tokens=s.gemm_tile_tokens,
+        batch1_factor=s.batch1_factor, batched_overhead_ms=s.batched_overhead_ms,
+        ridge_sharpness=s.ridge_sharpness, cuda_graph_max_tokens=s.cuda_graph_max_tokens,
+        gemm_tile_tokens=s.gemm_tile_tokens,
         lookup_weight_share=s.variant.lookup_weight_share)
     d = s.draft
     if d is None:

@@ -173,7 +173,7 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
                  comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float = 1.0,
                  eta_kv: float | None = None, eff: float = 1.0, attn_sat_batch: float = 0.0,
                  overhead_ms: float = 0.0, seq_overhead_ms: float = 0.0,
-                 batch1_factor: float = 1.0,
+                 batch1_factor: float = 1.0, batched_overhead_ms: float = 0.0,
                  ridge_sharpness: float = RIDGE_SHARPNESS_MAX) -> StepParts:
     """The decode step from its terms at peak (ms) and the knobs: F4 or F4b (docs/method.md).
 
@@ -188,12 +188,17 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     vector with its own matrix-vector code and hands two or more to its GEMM kernels
     (ggml-cpu/llamafile/sgemm.cpp, `llamafile_sgemm`: "only enable sgemm for prompt
     processing", n < 2 declined), and measured on this project's realtest the step jumps 11 ms
-    from one sequence to two, then grows 4 ms a sequence. The difference goes into
-    `serial_ms`. `ridge_sharpness` (F4c, `ridge_ms`; 0: the max) replaces the max of memory
-    and arithmetic where they overlap: the chapter's and the bound's one overlap, the operator
-    step's weight GEMMs (attention keeps its max); what it adds over the max goes into
-    `serial_ms`. `StepModel` and calibration's fit both call this, so a fitted calibration
-    predicts exactly what `evaluate` computes.
+    from one sequence to two, then grows 4 ms a sequence. `batched_overhead_ms` (ms,
+    spec-sheet 0) is what that jump is on the realtest: a fixed time every step of two or more
+    sequences pays (the GEMM path's), which the step of one does not; fitted with the factor
+    (`calibrate --batch1`), it moves with neither the weights nor the batch, so a fit on one
+    model size carries to another (the realtest's larger model: the jump 12.5 ms on one size,
+    12.2 on the other, 1.63x the weights). Both differences go into `serial_ms`.
+    `ridge_sharpness` (F4c, `ridge_ms`; 0: the max) replaces the max of memory and arithmetic
+    where they overlap: the chapter's and the bound's one overlap, the operator step's weight
+    GEMMs (attention keeps its max); what it adds over the max goes into `serial_ms`.
+    `StepModel` and calibration's fit both call this, so a fitted calibration predicts exactly
+    what `evaluate` computes.
     """
     b = np.asarray(batch, dtype=np.float64)
     comm = np.asarray(comm_ms, dtype=np.float64)
@@ -206,7 +211,7 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
         zero = np.zeros_like(bw)
         step = step_time_ms(bandwidth_ms=bw, compute_ms=g, comm_ms=comm,
                             overhead_ms=overhead_ms, ridge_sharpness=ridge_sharpness) + per_seq
-        one = _batch_one(b, step, comm, batch1_factor)
+        one = _batch_one(b, step, comm, batch1_factor) + _batched(b, batched_overhead_ms)
         ridge = (zero if ridge_sharpness == RIDGE_SHARPNESS_MAX
                  else ridge_ms(bw, g, ridge_sharpness) - np.maximum(bw, g))
         return StepParts(bandwidth_ms=bw, compute_ms=np.asarray(g, dtype=np.float64),
@@ -223,7 +228,7 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     bw = w + kv
     cp = g + a
     step = overhead_ms + gemm + attn + comm + per_seq
-    one = _batch_one(b, step, comm, batch1_factor)
+    one = _batch_one(b, step, comm, batch1_factor) + _batched(b, batched_overhead_ms)
     step = step + one
     serial = gemm + attn + per_seq + one - np.maximum(bw, cp)
     shape = np.broadcast_shapes(np.shape(step), np.shape(bw))
@@ -255,6 +260,13 @@ def per_token(p: StepParts, *, draft_ms: npt.ArrayLike, accepted_tokens: npt.Arr
                      attention_ms=np.asarray(p.attention_ms / tau, dtype=np.float64),
                      serial_ms=np.asarray(serial, dtype=np.float64),
                      step_ms=np.asarray(step, dtype=np.float64))
+
+
+def _batched(b: FloatArray, overhead_ms: float) -> FloatArray | float:
+    """`batched_overhead_ms` where two or more sequences decode (b > 1), 0 elsewhere (ms)."""
+    if overhead_ms == 0.0:
+        return 0.0
+    return np.asarray(np.where(b > 1.0, overhead_ms, 0.0), dtype=np.float64)
 
 
 def _batch_one(b: FloatArray, step: FloatArray, comm: FloatArray, factor: float) -> FloatArray:

@@ -379,7 +379,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
         comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
-        batch1_factor=inp.batch1_factor, ridge_sharpness=inp.ridge_sharpness,
+        batch1_factor=inp.batch1_factor, batched_overhead_ms=inp.batched_overhead_ms,
+        ridge_sharpness=inp.ridge_sharpness,
         cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens,
         lookup_weight_share=a["lk"])  # the table's share of each shape's weight bytes
     top = max(max(u.slots for u in units), 1)

@@ -142,6 +142,9 @@ class PlanInputs:
     batch1_factor: float = 1.0
     """The step of exactly one sequence over the formula's (a calibration's; 1 on the spec
     sheet)."""
+    batched_overhead_ms: float = 0.0
+    """ms every decode step of two or more sequences pays on top of the step overhead (a
+    calibration's; 0 on the spec sheet)."""
     attn_mfu: float | None = None
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
     mfu_half_tokens: float = 0.0

@@ -247,7 +247,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         comm_per_seq_ms=a["cb"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
-        batch1_factor=inp.batch1_factor, ridge_sharpness=inp.ridge_sharpness,
+        batch1_factor=inp.batch1_factor, batched_overhead_ms=inp.batched_overhead_ms,
+        ridge_sharpness=inp.ridge_sharpness,
         cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens,
         lookup_weight_share=a["lk"])  # each configuration's variant's (`ModelVariant`)
     if len(draft_keys) > 1:  # F12 per configuration, as `decode_model` sets it for a draft

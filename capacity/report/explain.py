@@ -517,6 +517,8 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
         substituted=f"{_n(t0)} + {_n(float(d.gemm_ms[0]) * per_tok)} + "
                     f"{_n(float(d.attention_ms[0]) * per_tok)}" + (f" + {_n(comm)}" if comm else "")
                     + (f" + {_n(s.seq_overhead_ms * c_rep)}" if s.seq_overhead_ms else "")
+                    + (f" + {_n(s.batched_overhead_ms)} (t_b, two or more sequences)"
+                       if s.batched_overhead_ms and c_rep > 1 else "")
                     + ("" if og is None else f" = {_n(float(og.verify_ms[0]))}; " + per_token_text(
                         float(og.verify_ms[0]), float(og.draft_ms[0]), per_tok))
                     + f" = {_n(op)} ms ({s.step_method} method in use: {_n(step)} ms)",
