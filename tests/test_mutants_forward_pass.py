@@ -67,3 +67,54 @@ def test_scenario_offload_over_the_gpus_host_link() -> None:
     s2 = make_scenario(weights_gb=4.0, n_gpus=2, tp=2)
     with pytest.raises(InputError, match="exceeds the 1.86 GiB"):
         scenario_offload_ms(s2, 1.9)
+
+
+# -- one unified KV cache (llama.cpp) ---------------------------------------------------------
+
+
+def test_dense_pairs_by_hand() -> None:
+    from capacity.model.forward_pass import dense_pairs
+    # five 359-token prompts (1,795 tokens) into an empty cache, ubatches of 512, pad 256:
+    # 512 x 512 + 512 x 1,024 + 512 x 1,536 + 259 x 2,048 = 2,103,296
+    assert dense_pairs(0, 1795, 512, 256) == 2_103_296
+    # one prompt: 359 x pad(359) = 359 x 512 = 183,808; no tokens: none
+    assert dense_pairs(0, 359, 512, 256) == 183_808
+    assert dense_pairs(100, 0, 512, 256) == 0.0
+    # two decode tokens after 600 cells: 2 x pad(602) = 2 x 768 = 1,536; pad 1: 2 x 602
+    assert dense_pairs(600, 2, 512, 256) == 1_536
+    assert dense_pairs(600, 2, 512, 1) == 1_204
+    with pytest.raises(InputError, match="ubatch"):
+        dense_pairs(0, 10, 0, 256)
+
+
+def test_unified_kv_extra_pairs_by_hand() -> None:
+    from capacity.model.forward_pass import unified_kv_extra_pairs
+    # the burst: 2,103,296 - 5 x 183,808 = 1,184,256 pairs no prompt alone computes
+    assert unified_kv_extra_pairs(chunks=[(0, 359)] * 5, ubatch_tokens=512,
+                                  pad_tokens=256) == 1_184_256
+    # one chunk alone (a prompt, or one prompt a pass beside decoding sequences): nothing
+    assert unified_kv_extra_pairs(chunks=[(0, 359)], ubatch_tokens=512, pad_tokens=256) == 0.0
+    assert unified_kv_extra_pairs(chunks=[], ubatch_tokens=512, pad_tokens=256) == 0.0
+    # a 400-token prompt's second chunk of 100 after its first 300 and a new 300-token prompt:
+    # 400 tokens after 300 cells, 400 x pad(700) = 400 x 768 = 307,200; alone 100 x pad(400)
+    # = 51,200 and 300 x pad(300) = 153,600: 102,400 across them
+    assert unified_kv_extra_pairs(chunks=[(300, 100), (0, 300)], ubatch_tokens=512,
+                                  pad_tokens=256) == 102_400
+
+
+def test_unified_kv_time_and_the_profiles_that_have_it() -> None:
+    from capacity.catalog.engines import engine_profile
+    from capacity.model.forward_pass import attention_pair_ms, unified_kv
+    s = make_scenario(attn_mfu=0.5)
+    # qwen3.5-9b: 8 full layers of 16 x 256 (the seed): 4 x 8 x 16 x 256 = 131,072 FLOP a
+    # pair, / (F x 0.5) ms
+    f = s.tflops * 1e12 * 0.5
+    assert attention_pair_ms(s) == pytest.approx(131_072 / f * 1e3)
+    u = unified_kv(s, "unified", 512, 256)
+    assert u is not None and unified_kv(s, "sequence", 512, 256) is None
+    assert u.extra_ms([(300, 100), (0, 300)]) == pytest.approx(102_400 * attention_pair_ms(s))
+    assert u.extra_ms([(0, 300)]) == 0.0
+    ll = engine_profile("llamacpp")
+    assert (ll.kv_attention, ll.ubatch_tokens, ll.kv_pad_tokens) == ("unified", 512, 256)
+    assert all(engine_profile(e).kv_attention == "sequence" for e in ("vllm", "sglang",
+                                                                       "chapter"))

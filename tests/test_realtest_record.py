@@ -116,16 +116,16 @@ def test_committed_records_are_the_docs_real_engine_result() -> None:
 def test_the_stated_closed_loop_ttft_bound_holds_on_the_committed_records() -> None:
     """Issue 31: TTFT under a closed loop is stated as lying between its two edges (clients out
     of step; the level as run, all at once). On the committed llama.cpp records it does at 22
-    of 22 closed-loop levels of two or more clients (15:54 run) and 20 of 22 (23:24 run: two
-    long-prompt levels 9% and 12% over the burst, one of them measured while the drift control
-    read TTFT x1.13); no level lies more than 15% beyond an edge, and the report names each."""
+    of 22 closed-loop levels of two or more clients in each run. Without the burst's prompts
+    attending across llama.cpp's one KV cache (`forward_pass.unified_kv_extra_pairs`) the
+    23:24 run read 20 of 22, two long-prompt levels 9% and 12% over the burst; the report
+    names any level outside."""
     folders = rr.record_folders()
     assert len(folders) >= 2
     for folder in folders:
         _, rows, *_ = rr.predict_rows(folder)
         got = [(r, b) for r in rows if (b := r.ttft_between()) is not None]
-        assert len(got) >= 20 and sum(b for _, b in got) >= len(got) - 2
-        assert all(r.ttft_between(tolerance=0.15) for r, _ in got)
+        assert len(got) >= 20 and all(b for _, b in got)
         text = rr.ttft_edges(rows)
         assert f"{sum(b for _, b in got)} of {len(got)} levels" in text
         assert text.count("over the burst") + text.count("under the steady state") == sum(

@@ -34,6 +34,8 @@ DEFAULT_ENGINE = "chapter"
 KV_ADMISSIONS = ("context", "tokens")
 
 KvAdmission = Literal["context", "tokens"]
+KV_ATTENTIONS = ("sequence", "unified")
+KvAttention = Literal["sequence", "unified"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +67,14 @@ class EngineProfile:
     source: str
     as_of: str
     tiers: tuple[EngineTier, ...] = ()
+    kv_attention: KvAttention = "sequence"
+    """How a pass's attention spans the KV cache: each sequence over its own cells
+    ("sequence": vLLM's and SGLang's paged attention), or every token over every cell in use,
+    masked ("unified": llama.cpp's one KV buffer, `forward_pass.unified_kv_extra_pairs`)."""
+    ubatch_tokens: int = 512
+    """With "unified": the tokens one attention ubatch carries (llama.cpp's n_ubatch)."""
+    kv_pad_tokens: int = 256
+    """With "unified": the cells attended round up to a multiple of this (llama.cpp: 256)."""
 
     def __post_init__(self) -> None:
         if self.max_seqs < 1:
@@ -80,6 +90,12 @@ class EngineProfile:
             raise CatalogError(f"engine profile {self.key}: kv_block_tokens must be >= 1")
         if not (math.isfinite(self.reserve_output_share) and 0 <= self.reserve_output_share <= 1):
             raise CatalogError(f"engine profile {self.key}: reserve_output_share must be in [0, 1]")
+        if self.kv_attention not in KV_ATTENTIONS:
+            raise CatalogError(f"engine profile {self.key}: kv_attention must be one of "
+                               f"{', '.join(KV_ATTENTIONS)}, got {self.kv_attention!r}")
+        if self.ubatch_tokens < 1 or self.kv_pad_tokens < 1:
+            raise CatalogError(f"engine profile {self.key}: ubatch_tokens and kv_pad_tokens "
+                               "must be >= 1")
         if self.preempt and self.kv_admission != "tokens":
             raise CatalogError(f"engine profile {self.key}: preemption needs kv_admission "
                                "'tokens' (a reserved context never runs out)")
@@ -135,7 +151,10 @@ def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProf
                 kv_block_tokens=int(raw["kv_block_tokens"]),
                 reserve_output_share=float(raw["reserve_output_share"]),
                 preempt=bool(raw["preempt"]), source=str(raw["source"]),
-                as_of=str(raw["as_of"]), tiers=tuple(_tier(t) for t in raw.get("tier", ())))
+                as_of=str(raw["as_of"]), tiers=tuple(_tier(t) for t in raw.get("tier", ())),
+                kv_attention=str(raw.get("kv_attention", "sequence")),  # type: ignore[arg-type]
+                ubatch_tokens=int(raw.get("ubatch_tokens", 512)),
+                kv_pad_tokens=int(raw.get("kv_pad_tokens", 256)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{PROFILE_TABLE}.{key}]: {exc!r} (needs name, "
                                "max_seqs, token_budget, mixed, kv_admission, kv_block_tokens, "

@@ -10,17 +10,24 @@ both add to a step's prompt work and to every pass (docs/method.md, "Engine prof
 - CPU offload (vLLM `--cpu-offload-gb X`, GiB per GPU): X GiB of weights live in host memory,
   streamed to the GPU over the host link on every forward pass: each pass adds
   X GiB / host-link GB/s, and the KV pool gains the X GiB the weights no longer hold.
+- One unified KV cache (llama.cpp, `kv_attention = "unified"` in data/engines.toml): each
+  ubatch of a pass attends to every cell in use, masked, not each sequence to its own, so a
+  pass that carries several sequences computes query-key pairs across them that no sequence
+  run alone would (`unified_kv_extra_pairs`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from capacity.catalog.host_links import host_link
 from capacity.errors import InputError
 from capacity.model.prefill import step_mfu
+from capacity.model.roofline import attention_flops_per_token
 from capacity.model.scenario import Scenario
-from capacity.units import GB, GIB
+from capacity.units import GB, GIB, TERA
 
 
 def pass_slowdown(step_tokens: float, half_tokens: float) -> float:
@@ -58,3 +65,85 @@ def scenario_offload_ms(s: Scenario, offload_gib: float) -> float:
         raise InputError(f"--cpu-offload-gb {offload_gib:g} GiB exceeds the "
                          f"{s.weights_per_gpu_gb * GB / GIB:.2f} GiB of weights one GPU holds")
     return offload_ms(offload_gib, host_link(s.gpu.key).gb_s)
+
+
+def dense_pairs(cells_before: float, new_tokens: int, ubatch_tokens: int,
+                pad_tokens: int) -> float:
+    """Query-key pairs one unified KV cache computes appending `new_tokens` tokens after
+    `cells_before` cells in use (count): each ubatch of at most `ubatch_tokens` attends to
+    every cell in use once it is stored, padded up to `pad_tokens`.
+
+    Sum over ubatches of u x pad(cells_before + tokens stored so far). Example: 1,795 tokens
+    (five 359-token prompts) into an empty cache, ubatches of 512, pad 256: 512 x 512 +
+    512 x 1,024 + 512 x 1,536 + 259 x 2,048 = 2,103,296; one 359-token prompt: 359 x 512 =
+    183,808. Source: llama.cpp src/llama-kv-cache.cpp (`get_n_kv`: the cells up to the last
+    used one, padded to max(n_pad, 256)); n_ubatch 512 by default (common/common.h).
+    """
+    if new_tokens <= 0:
+        return 0.0
+    if ubatch_tokens < 1 or pad_tokens < 1:
+        raise InputError("a ubatch and the KV padding must be >= 1 token")
+    pairs, done = 0.0, 0
+    while done < new_tokens:
+        u = min(ubatch_tokens, new_tokens - done)
+        done += u
+        pairs += u * math.ceil((cells_before + done) / pad_tokens) * pad_tokens
+    return pairs
+
+
+def unified_kv_extra_pairs(*, chunks: Sequence[tuple[int, int]], ubatch_tokens: int,
+                           pad_tokens: int) -> float:
+    """Query-key pairs the prompt chunks of one pass ((done, tokens) each) compute across one
+    another in one unified KV cache, beyond what each computes alone (count, >= 0):
+    `dense_pairs` of the chunks together, after their `done` cells, less each chunk alone.
+
+    Alone is what a calibration measures (a prompt by itself: the fitted prefill). The pairs
+    between the chunks and the sequences decoding beside them are not counted: a decode step
+    is fitted as measured, and the closed loop's steady state, one prompt a pass, stays the
+    closed form's (docs/method.md, "One unified KV cache"). Example: the five-prompt burst of
+    `dense_pairs`: 2,103,296 - 5 x 183,808 = 1,184,256 pairs; one prompt: 0.
+    """
+    if len(chunks) < 2:
+        return 0.0
+    cells = sum(d for d, _ in chunks)
+    total = sum(n for _, n in chunks)
+    alone = sum(dense_pairs(d, n, ubatch_tokens, pad_tokens) for d, n in chunks)
+    return max(0.0, dense_pairs(cells, total, ubatch_tokens, pad_tokens) - alone)
+
+
+def attention_pair_ms(s: Scenario) -> float:
+    """Time (ms) of one query-key pair of attention on a replica at prefill attention's
+    efficiency: 4 x q_heads x head_dim FLOPs per attending layer (`attention_flops_per_token`
+    at one token of context) / (F x TP x attn_mfu, MFU when unset) x 1e3. Example: 8 layers
+    of 16 x 64 at 0.0984 TFLOP/s and 0.83: 32,768 / 8.17e10 s = 4.0e-4 ms."""
+    flops = float(attention_flops_per_token(s.model, 1.0))
+    eff = s.mfu if s.attn_mfu is None else s.attn_mfu
+    return flops / (s.tflops * s.tp * TERA * eff) * 1e3
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnifiedKv:
+    """One unified KV cache's attention across the prompts of a pass (llama.cpp), as the event
+    model and the simulated endpoint both add it: `pair_ms` (`attention_pair_ms`) and the
+    engine's ubatch and padding (data/engines.toml)."""
+
+    pair_ms: float
+    ubatch_tokens: int
+    pad_tokens: int
+
+    def extra_ms(self, chunks: Sequence[tuple[int, int]]) -> float:
+        """What a pass's prompt `chunks` add across one another, ms: `unified_kv_extra_pairs`
+        x `pair_ms`. Example: the five-prompt burst at 4.0e-4 ms a pair: 1,184,256 x
+        4.0e-4 = 474 ms."""
+        return self.pair_ms * unified_kv_extra_pairs(
+            chunks=chunks, ubatch_tokens=self.ubatch_tokens, pad_tokens=self.pad_tokens)
+
+
+def unified_kv(s: Scenario, kv_attention: str, ubatch_tokens: int,
+               pad_tokens: int) -> UnifiedKv | None:
+    """The scenario's `UnifiedKv` under an engine whose `kv_attention` is "unified" (None for
+    "sequence": each sequence attends to its own cells, nothing is added)."""
+    if kv_attention != "unified":
+        return None
+    return UnifiedKv(pair_ms=attention_pair_ms(s), ubatch_tokens=ubatch_tokens,
+                     pad_tokens=pad_tokens)

@@ -14,7 +14,7 @@ import numpy as np
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
-from capacity.model.forward_pass import pass_slowdown, scenario_offload_ms
+from capacity.model.forward_pass import UnifiedKv, pass_slowdown, scenario_offload_ms, unified_kv
 from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import max_concurrency
 from capacity.model.prefill import prefill_flops
@@ -129,6 +129,9 @@ class ServiceModel:
     turn_first_ms: FloatArray | None = None
     """What turn k + 1's first chunk adds to its `chunk_ms` (ms, k = 1..turns - 1): as
     `hit_first_ms`, for a prompt whose history is cached."""
+    unified_kv: UnifiedKv | None = None
+    """An engine with one unified KV cache (llama.cpp): what a pass's attention across its
+    sequences adds (`forward_pass.UnifiedKv`); None: each sequence attends to its own cells."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -248,14 +251,17 @@ class ServiceModel:
         chunks' prefill times added to the arithmetic, the weights read once. The chunks' time
         is `chunk_ms` at the plateau MFU plus their MFU-bound part stretched to the pass's
         efficiency, step_mfu(batch + chunk tokens) (F6c, `forward_pass.pass_slowdown`), plus
-        `extra_ms` (a prefix hit's first chunk, `hit_first_ms`); a CPU offload adds
-        `offload_ms` to the pass. `capacity.sim.scheduler.SimPhysics.mixed_step_s` is the same
+        `extra_ms` (a prefix hit's first chunk, `hit_first_ms`), plus, with one unified KV cache
+        (llama.cpp), the chunks' attention across one another (`unified_kv`); a CPU offload
+        adds `offload_ms` to the pass. `capacity.sim.scheduler.SimPhysics.mixed_step_s` is the same
         formula.
         """
         m = batch + sum(n for _, n in chunks)
         stretch = pass_slowdown(m, self.mfu_half_tokens)
         prefill = (sum(self.chunk_ms(d, n) for d, n in chunks) + extra_ms
                    + stretch * sum(self.chunk_mfu_ms(d, n) for d, n in chunks))
+        if self.unified_kv is not None:
+            prefill += self.unified_kv.extra_ms(chunks)
         t: ServiceModel | PagedKv = self if self.paged is None else self.paged
         return mixed_step_time_ms(
             bandwidth_ms=float(t.bandwidth_ms[batch]), compute_ms=float(t.compute_ms[batch]),
@@ -549,4 +555,5 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         hit_mfu_ms=(float(_mfu_ms(s, hit_pf.linear_flops, hit_pf.attention_flops))
                     if hit_pf is not None and half else 0.0),
         hit_first_ms=hit_first, offload_ms=offload, turns=turns,
-        turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first)
+        turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
+        unified_kv=unified_kv(s, prof.kv_attention, prof.ubatch_tokens, prof.kv_pad_tokens))

@@ -11,7 +11,7 @@ import numpy as np
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
-from capacity.model.forward_pass import pass_slowdown, scenario_offload_ms
+from capacity.model.forward_pass import pass_slowdown, scenario_offload_ms, unified_kv
 from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import max_concurrency
 from capacity.model.prefill import prefill_flops
@@ -92,6 +92,10 @@ class SimPhysics:
                                else scenario.with_(draft=replace(d, acceptance_length=1.0)))
         self.verify_tokens = 1 if d is None else d.verify_tokens
         """Tokens per decoding sequence in one step: 1, or k + 1 with a draft."""
+        p = self.profile
+        self.unified_kv = unified_kv(scenario, p.kv_attention, p.ubatch_tokens, p.kv_pad_tokens)
+        """One unified KV cache (llama.cpp): a pass's prompt chunks attend across one another
+        (the event model's `ServiceModel.unified_kv`); None: none."""
 
     def prefill_batch_s(self, chunks: list[tuple[int, int]], extra_s: float = 0.0) -> float:
         """A forward pass of prompt chunks alone (a prefill batch: the chapter, SGLang), s:
@@ -183,8 +187,9 @@ class SimPhysics:
 
         One forward pass (`roofline.mixed_step_time_ms`, the event model's formula too): F4's
         terms at `batch` (the weight read alone without decoding sequences) with the chunks'
-        prefill (`prefill_pass_s`: F6 at the pass's efficiency, F6c) added to the arithmetic;
-        the weights are read once.
+        prefill (`prefill_pass_s`: F6 at the pass's efficiency, F6c) and, with one unified KV
+        cache, the chunks' attention across one another (`forward_pass.UnifiedKv`) added to
+        the arithmetic; the weights are read once.
         Without chunks it is `step_s`. With a draft the pass is the verify pass (its terms,
         the draft's time in serial): the chunks ride in the verify pass's headroom. Unit: s.
         Source: docs/method.md, "Engine profiles".
@@ -192,11 +197,12 @@ class SimPhysics:
         if not chunks:
             return self.step_s(batch, mean_context_tokens) if batch else 0.0
         _, bw, comp, comm, serial, overhead = self._terms_ms(batch, mean_context_tokens)
+        cross = 0.0 if self.unified_kv is None else self.unified_kv.extra_ms(chunks)
         return mixed_step_time_ms(
             bandwidth_ms=bw, compute_ms=comp, comm_ms=comm, serial_ms=serial,
             overhead_ms=overhead + self.offload_s * 1e3,
             prefill_ms=self.prefill_pass_s(chunks, batch * self.verify_tokens, extra_s) * 1e3
-        ) / 1e3
+            + cross) / 1e3
 
     def kv_bytes(self, tokens: int) -> float:
         """KV bytes (per GPU) a request holding `tokens` tokens takes in the engine's pages (F2)."""
