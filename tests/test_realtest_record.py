@@ -116,12 +116,12 @@ def test_committed_records_are_the_docs_real_engine_result() -> None:
 def test_the_stated_closed_loop_ttft_bound_holds_on_the_committed_records() -> None:
     """Issue 31: TTFT under a closed loop is stated as lying between its two edges (clients out
     of step; the level as run, all at once). On the committed llama.cpp records it does at 22
-    of 22 closed-loop levels of two or more clients in each run. Without the burst's prompts
-    attending across llama.cpp's one KV cache (`forward_pass.unified_kv_extra_pairs`) the
-    23:24 run read 20 of 22, two long-prompt levels 9% and 12% over the burst; the report
-    names any level outside."""
+    of 22 closed-loop levels of two or more clients in each of the four runs. Without the
+    burst's prompts attending across llama.cpp's one KV cache
+    (`forward_pass.unified_kv_extra_pairs`) the 2026-12-02 23:24 run read 20 of 22, two
+    long-prompt levels 9% and 12% over the burst; the report names any level outside."""
     folders = rr.record_folders()
-    assert len(folders) >= 2
+    assert len(folders) >= 4
     for folder in folders:
         _, rows, *_ = rr.predict_rows(folder)
         got = [(r, b) for r in rows if (b := r.ttft_between()) is not None]
@@ -131,3 +131,29 @@ def test_the_stated_closed_loop_ttft_bound_holds_on_the_committed_records() -> N
         assert text.count("over the burst") + text.count("under the steady state") == sum(
             not b for _, b in got)
 
+
+
+@pytest.mark.slow
+def test_issue_31_targets_on_the_realtest_run_held_out_from_its_model_changes() -> None:
+    """Issue 31's targets on the 2026-12-03 05:22 run (load 0.1 -> 1.2), the first measured
+    after the batched overhead and the unified KV cache were settled on earlier runs: another
+    size calibrated on one model within 10% median and 25% worst on ITL p50, TTFT p50 at
+    concurrency 1 within 15%, a whole level left out within 10%, the closed-loop TTFT bound
+    and the spec-sheet bound at every level. Predicted again from its files, so a change to
+    the step, the fit or the event model that loses them fails here."""
+    import math
+
+    import numpy as np
+
+    from capacity.fit.calibration import PointKind
+    from capacity.fit.engine_check import bound_counts
+    folder = rr.records_dir() / "20261203T0522Z"
+    _, rows, cal, _, _ = rr.predict_rows(folder)
+    size = [r for r in rows if r.case in rr.SIZE_CASES]
+    itl = [abs(r.error("itl_p50_ms")) for r in size if math.isfinite(r.error("itl_p50_ms"))]
+    assert len(itl) == 8 and float(np.median(itl)) < 0.10 and max(itl) < 0.25
+    ttft1 = [r.error("ttft_p50_ms") for r in size if r.concurrency == 1]
+    assert len(ttft1) == 2 and all(abs(e) < 0.15 for e in ttft1)
+    assert cal.median_abs_error(PointKind.TPOT, "held_out") < 0.10
+    assert all(b for r in rows if (b := r.ttft_between()) is not None)
+    assert all(ok == n for ok, n in bound_counts(rows).values())

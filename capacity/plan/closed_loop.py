@@ -107,7 +107,7 @@ def burst_ttft_ms(svc: ServiceModel, *, concurrency: int) -> dict[float, float]:
     replica: a bench level's opening burst, every prompt waiting for the ones scheduled
     before it. The upper edge of a closed loop's TTFT, the steady state with the clients out
     of step (`closed_loop`) the lower: the realtest's measured closed-loop TTFT p50 lay
-    between them, 5 % either side, at 22 of 22 levels of each of two runs (docs/accuracy.md;
+    between them, 5 % either side, at 22 of 22 levels of each of four runs (docs/accuracy.md;
     llama.cpp's burst with its prompts attending across one KV cache). Example: whole
     prompts (the chapter's profile) prefill as one batch, so every one of the C waits for
     all C prompts."""
