@@ -110,11 +110,11 @@ def test_unified_kv_time_and_the_profiles_that_have_it() -> None:
     # pair, / (F x 0.5) ms
     f = s.tflops * 1e12 * 0.5
     assert attention_pair_ms(s) == pytest.approx(131_072 / f * 1e3)
-    u = unified_kv(s, "unified", 512, 256)
-    assert u is not None and unified_kv(s, "sequence", 512, 256) is None
+    ll = engine_profile("llamacpp")
+    u = unified_kv(s, ll)
+    assert u is not None and unified_kv(s, engine_profile("vllm")) is None
     assert u.extra_ms([(300, 100), (0, 300)]) == pytest.approx(102_400 * attention_pair_ms(s))
     assert u.extra_ms([(0, 300)]) == 0.0
-    ll = engine_profile("llamacpp")
     assert (ll.kv_attention, ll.ubatch_tokens, ll.kv_pad_tokens) == ("unified", 512, 256)
     assert all(engine_profile(e).kv_attention == "sequence" for e in ("vllm", "sglang",
                                                                        "chapter"))

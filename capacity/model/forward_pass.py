@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from capacity.catalog.engines import EngineProfile
 from capacity.catalog.host_links import host_link
 from capacity.errors import InputError
 from capacity.model.prefill import step_mfu
@@ -139,11 +140,10 @@ class UnifiedKv:
             chunks=chunks, ubatch_tokens=self.ubatch_tokens, pad_tokens=self.pad_tokens)
 
 
-def unified_kv(s: Scenario, kv_attention: str, ubatch_tokens: int,
-               pad_tokens: int) -> UnifiedKv | None:
-    """The scenario's `UnifiedKv` under an engine whose `kv_attention` is "unified" (None for
-    "sequence": each sequence attends to its own cells, nothing is added)."""
-    if kv_attention != "unified":
+def unified_kv(s: Scenario, profile: EngineProfile) -> UnifiedKv | None:
+    """The scenario's `UnifiedKv` under an engine profile whose `kv_attention` is "unified"
+    (None for "sequence": each sequence attends to its own cells, nothing is added)."""
+    if profile.kv_attention != "unified":
         return None
-    return UnifiedKv(pair_ms=attention_pair_ms(s), ubatch_tokens=ubatch_tokens,
-                     pad_tokens=pad_tokens)
+    return UnifiedKv(pair_ms=attention_pair_ms(s), ubatch_tokens=profile.ubatch_tokens,
+                     pad_tokens=profile.kv_pad_tokens)

@@ -130,8 +130,8 @@ class ServiceModel:
     """What turn k + 1's first chunk adds to its `chunk_ms` (ms, k = 1..turns - 1): as
     `hit_first_ms`, for a prompt whose history is cached."""
     unified_kv: UnifiedKv | None = None
-    """An engine with one unified KV cache (llama.cpp): what a pass's attention across its
-    sequences adds (`forward_pass.UnifiedKv`); None: each sequence attends to its own cells."""
+    """An engine with one unified KV cache (llama.cpp): what a pass's prompt chunks add attending
+    across one another (`forward_pass.UnifiedKv`); None: each sequence attends to its own cells."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -556,4 +556,4 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
                     if hit_pf is not None and half else 0.0),
         hit_first_ms=hit_first, offload_ms=offload, turns=turns,
         turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
-        unified_kv=unified_kv(s, prof.kv_attention, prof.ubatch_tokens, prof.kv_pad_tokens))
+        unified_kv=unified_kv(s, prof))

@@ -92,8 +92,7 @@ class SimPhysics:
                                else scenario.with_(draft=replace(d, acceptance_length=1.0)))
         self.verify_tokens = 1 if d is None else d.verify_tokens
         """Tokens per decoding sequence in one step: 1, or k + 1 with a draft."""
-        p = self.profile
-        self.unified_kv = unified_kv(scenario, p.kv_attention, p.ubatch_tokens, p.kv_pad_tokens)
+        self.unified_kv = unified_kv(scenario, self.profile)
         """One unified KV cache (llama.cpp): a pass's prompt chunks attend across one another
         (the event model's `ServiceModel.unified_kv`); None: none."""
 
