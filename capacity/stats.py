@@ -1,4 +1,4 @@
-"""The two distribution quantiles the planner needs, without scipy on the start-up path.
+"""The distribution quantiles the planner needs, without scipy on the start-up path.
 
 `normal_quantile(q)` is the standard normal's inverse CDF (the standard library's
 `statistics.NormalDist`); `gamma_quantile(mean, var, q)` the q-quantile of the gamma
@@ -21,6 +21,7 @@ that settles it (the planner's capacity search asks only this, thousands of time
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
 from typing import Final
 
@@ -191,3 +192,26 @@ def gamma_quantile_at_most(mean: npt.ArrayLike, var: npt.ArrayLike, q: float,
         ans[close] = gamma_quantile(m[i], v[i], q) / divisor <= b[i]
     out[rest] = ans
     return out
+
+
+def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
+    """The q-quantile of a weighted sample (the values' unit): the weighted empirical CDF at
+    each value's midpoint, (weights below + half its own) / total, linearly interpolated, and
+    clamped to the smallest and largest value. Equal weights give the 'Hazen' quantile
+    (plotting positions (i - 0.5) / n). Example: values 1, 2, 3, 4 with weights 1, 1, 1, 1:
+    midpoints 0.125, 0.375, 0.625, 0.875; q = 0.5 -> 2.5; q = 0.1 -> 1. Weights 1, 1, 2, 0:
+    total 4, midpoints 0.125, 0.375, 0.75 (the zero weight drops 4); q = 0.5 -> 2 + (0.5 -
+    0.375) / (0.75 - 0.375) = 2.333. Used for the typical basis' error band
+    (`capacity.fit.validate_typical.step_error_band`: each published group weighted 1)."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    pts = sorted((float(x), float(w)) for x, w in zip(values, weights, strict=True) if w > 0)
+    if not pts:
+        raise ValueError("no values with a positive weight")
+    total = sum(w for _, w in pts)
+    xs, cdf, below = [], [], 0.0
+    for x, w in pts:
+        xs.append(x)
+        cdf.append((below + w / 2.0) / total)
+        below += w
+    return float(np.interp(q, cdf, xs))

@@ -190,8 +190,8 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
         catalog: Catalog) -> None:
     # The same deployment on the typical vLLM basis: the Planner's band (band_edges, for its
     # GPU counts) and the Explorer's (uncertainty.band with typical_band_scenarios) put every
-    # typical knob at the same two edges: data/engines.toml's range, e.g. eta_bw 0.46..0.9,
-    # MFU 0.514..0.634, prefill overhead 0..50 ms, layer overhead 0..0.081 ms. Before, the
+    # typical knob at the same two edges: data/engines.toml's step_error band for the step's
+    # knobs, its ranges for the others (MFU 0.514..0.634, prefill overhead 0..50 ms). Before, the
     # Explorer used the generic ranges (MFU 0.2, 5 ms per step at the slow edge): a TTFT band
     # up to 3.5x the prediction beside a Planner band of 1.8x
     typ = with_typical(_inputs(), typical_efficiency("vllm"))
@@ -202,8 +202,14 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
     for k in TYPICAL_KNOBS:
         assert getattr(slow_s, k) == pytest.approx(getattr(slow_in, k)), k
         assert getattr(fast_s, k) == pytest.approx(getattr(fast_in, k)), k
-    assert (slow_s.eta_bw, slow_s.mfu, slow_s.prefill_overhead_ms) == (0.46, 0.514, 50.0)
-    assert (fast_s.eta_bw, fast_s.mfu, fast_s.layer_overhead_ms) == (0.9, 0.634, 0.0)
+    # the step's knobs at the basis' error band (step_error -0.54 / +0.056), the prefill's
+    # over the engine's ranges
+    assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((0.836 * 0.46,
+                                                                       0.0405 / 0.46))
+    assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((0.836 * 1.056,
+                                                                       0.0405 / 1.056))
+    assert (slow_s.mfu, slow_s.prefill_overhead_ms) == (0.514, 50.0)
+    assert (fast_s.mfu, fast_s.prefill_overhead_ms) == (0.634, 0.0)
     b = band(s, [16.0], None, edges=(fast_s, slow_s))
     lo, mid, hi = (float(x[0]) for x in b.step_ms)
     assert lo < mid < hi

@@ -94,6 +94,23 @@ class TypicalEfficiency:
     """Knob -> the smallest and largest value seen (for overheads the slow edge is `high`)."""
     source: str
     as_of: str
+    step_error: tuple[float, float] | None = None
+    """(low, high) signed errors predicted / measured - 1 of the decode step on this basis,
+    the 10th and 90th percentile over the published groups (`[ENGINE.step_error]`,
+    `capacity.fit.validate_typical.step_error_band`): the band's step knobs span
+    step / (1 + high) .. step / (1 + low) (`typical_knob_edges`); None: the knobs' ranges."""
+
+
+def _step_error(raw: object) -> tuple[float, float] | None:
+    """An engine's [step_error] table as (low, high), None without one."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ValueError("step_error: a table with low and high")
+    lo, hi = float(raw["low"]), float(raw["high"])
+    if not (math.isfinite(lo) and math.isfinite(hi) and -1.0 < lo <= hi):
+        raise ValueError("step_error: needs -1 < low <= high")
+    return lo, hi
 
 
 def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEfficiency]:
@@ -126,7 +143,8 @@ def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEffi
                 typ[knob], lo[knob], hi[knob] = t, a, b
             out[key] = TypicalEfficiency(engine=key, name=str(raw["name"]), typical=typ,
                                          low=lo, high=hi, source=str(raw["source"]),
-                                         as_of=str(raw["as_of"]))
+                                         as_of=str(raw["as_of"]),
+                                         step_error=_step_error(raw.get("step_error")))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{key}]: {exc} (needs name, source, as_of and "
                                f"typical/low/high for {', '.join(TYPICAL_KNOBS)})") from None
@@ -226,20 +244,38 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
     return apply(load_named(basis), s.with_(**CHAPTER_KNOBS))
 
 
+STEP_BAND_KNOBS: Final = ("eta_bw", "eff", "step_overhead_ms", "layer_overhead_ms")
+"""The decode step's knobs that an engine's `step_error` band scales (F4's bandwidth and
+compute terms and its fixed costs; the all-reduces are not scaled)."""
+
+
 def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
                        ) -> tuple[dict[str, float], dict[str, float]]:
     """(slow, fast) values of `TYPICAL_KNOBS` at the edges of the band around a prediction on
     `typ`'s typical basis: each knob over the engine's range (data/engines.toml low..high)
     widened to the value planned with (`planned`), the slow edge the low end of a fraction and
-    the high end of an overhead or token count, the sharpness by `ridge_edges`. The one
-    definition of that band: the Planner's (`band_edges`) and the Explorer's
-    (`typical_band_scenarios`). Example (vLLM): eta_bw 0.46 slow, 0.9 fast; MFU 0.514 and
-    0.634; layer overhead 0.081 and 0 ms."""
+    the high end of an overhead or token count, the sharpness by `ridge_edges`; with the
+    engine's `step_error` (low, high), the step's knobs (`STEP_BAND_KNOBS`) instead at the
+    planned values over 1 + low and 1 + max(high, 0) (a fraction times it, at most 1; an
+    overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
+    always holds the prediction itself. The one definition of that band: the Planner's
+    (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
+    -0.54 and +0.056): eta_bw 0.836 x 0.46 = 0.385 slow, 0.836 x 1.056 = 0.883 fast; layer
+    overhead 0.0405 / 0.46 = 0.088 and 0.0405 / 1.056 = 0.0384 ms; MFU 0.514 and 0.634 (its
+    range)."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}
     slow = {k: (lo[k] if k in fractions else hi[k]) for k in TYPICAL_KNOBS}
     fast = {k: (hi[k] if k in fractions else lo[k]) for k in TYPICAL_KNOBS}
+    if typ.step_error is not None:  # the step's knobs: the basis' measured error band
+        s_slow, s_fast = 1.0 + typ.step_error[0], 1.0 + max(typ.step_error[1], 0.0)
+        for k in STEP_BAND_KNOBS:
+            if k in fractions:
+                slow[k] = planned[k] * s_slow
+                fast[k] = min(1.0, planned[k] * s_fast)
+            else:
+                slow[k], fast[k] = planned[k] / s_slow, planned[k] / s_fast
     slow["ridge_sharpness"], fast["ridge_sharpness"] = ridge_edges(
         typ.low["ridge_sharpness"], typ.high["ridge_sharpness"], planned["ridge_sharpness"])
     return slow, fast

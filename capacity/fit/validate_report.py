@@ -110,8 +110,11 @@ def _band_markdown(card: Scorecard) -> list[str]:
              "the typical ranges' slow edge, `capacity.fit.uncertainty.band`, as the Explorer "
              "shows it beside the step), its slow edge stretched to the event model's TPOT at "
              "the slow edge's knobs under the row's engine profile (the other requests' "
-             "prefills that stall the decode, `validate.typical_step_bands`); issue 25's target "
-             "for an 80% band is 75-85% of rows.", "",
+             "prefills that stall the decode, `validate.typical_step_bands`). It spans every "
+             "knob at its slow edge at once, so it is an envelope, not an 80% band (issue 25's "
+             "target for an 80% band is 75-85% of rows): the 80% band is the typical basis' "
+             "step band, scored held out of each group in the section \"Typical basis, nobody "
+             "measured\".", "",
              "| levels | rows in the band | rows | share |", "|---|---:|---:|---:|"]
     for where, flag in (("below", False), ("at saturation", True)):
         inside, n = band_coverage(card.checks, flag)

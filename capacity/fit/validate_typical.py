@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,7 @@ from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.validate_report import between_markers, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS
 from capacity.model.scenario import Scenario
+from capacity.stats import weighted_quantile
 
 ENGINE: Final = "vllm"
 ETA_BW_SOURCES: Final[tuple[str, ...]] = ("mistral-7b-v0.3-bf16 on rtx-4090 (vLLM)",
@@ -325,12 +327,95 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     return TypicalScorecard(rows=tuple(rows))
 
 
+BAND_QUANTILES: Final = (0.1, 0.9)
+"""The typical basis' step band: the 10th and 90th percentile of its signed step errors, an
+80% band (issue 25's target: it holds 75-85% of held-out rows)."""
+
+
+def _scored(r: TypicalRow) -> bool:
+    return r.metric == "step" and not r.saturated and math.isfinite(r.after_error)
+
+
+def step_error_band(rows: Sequence[TypicalRow], exclude: str = "") -> tuple[float, float]:
+    """(low, high): the `BAND_QUANTILES` of the signed step errors predicted / measured - 1
+    (no unit) of the typical basis (after) below saturation, each group of rows weighted 1
+    in all (one group's many levels do not outvote a group of one point;
+    `capacity.stats.weighted_quantile`), `exclude` a group left out. A prediction's step
+    band is step / (1 + high) .. step / (1 + low): where the measured step lies for 80% of
+    the groups (data/engines.toml's [vllm.step_error] holds the values over every group;
+    `capacity.fit.planning.typical_knob_edges` puts them into the band's knobs). Example:
+    groups A (errors -0.2, -0.4) and B (+0.1): weights 0.5, 0.5, 1; the 10th percentile
+    -0.4, the 90th +0.1."""
+    pts = [r for r in rows if _scored(r) and r.group != exclude]
+    if not pts:
+        raise ValueError("no step rows to take an error band from")
+    count = Counter(r.group for r in pts)
+    errors = [r.after_error for r in pts]
+    weights = [1.0 / count[r.group] for r in pts]
+    lo, hi = (weighted_quantile(errors, weights, q) for q in BAND_QUANTILES)
+    return lo, hi
+
+
+@dataclass(frozen=True, kw_only=True)
+class BandCheck:
+    """One step row against the band held out of its group (`step_error_band` without it)."""
+
+    row: TypicalRow
+    low: float
+    high: float
+
+    @property
+    def inside(self) -> bool:
+        return self.low <= self.row.after_error <= self.high
+
+
+def band_checks(card: TypicalScorecard) -> tuple[BandCheck, ...]:
+    """Every step row below saturation against the error band of the other groups (none for a
+    group that is the only one with such rows)."""
+    groups = {r.group for r in card.rows if _scored(r)}
+    return tuple(BandCheck(row=r, low=lo, high=hi)
+                 for r in card.rows if _scored(r) and groups - {r.group}
+                 for lo, hi in (step_error_band(card.rows, exclude=r.group),))
+
+
 TARGETS: Final = {"step": 0.08, "throughput": 0.10, "ttft": 0.20, "e2e": 0.15}
 """Issue 25's median targets below saturation."""
 
 
 def _p(x: float) -> str:
     return "-" if not math.isfinite(x) else f"{x:.1%}"
+
+
+def band_lines(card: TypicalScorecard) -> list[str]:
+    """The paragraph on the step band: its edges over every group, the file's, and how many
+    step rows the band held out of their group contains."""
+    checks = band_checks(card)
+    if not checks:
+        return ["Step band: fewer than two groups with a step row below saturation, none to "
+                "score."]
+    lo, hi = step_error_band(card.rows)
+    stored = typical_efficiency(ENGINE).step_error
+    inside = sum(c.inside for c in checks)
+    share = inside / len(checks) if checks else math.nan
+
+    def part(added: bool) -> str:
+        sub = [c for c in checks if bool(c.row.added) == added]
+        return f"{sum(c.inside for c in sub)} of {len(sub)}"
+
+    outside = "; ".join(f"{c.row.group} at C = {c.row.concurrency:g} ({c.row.after_error:+.1%} "
+                        f"against {c.low:+.1%} .. {c.high:+.1%})"
+                        for c in checks if not c.inside)
+    file_text = ("not set" if stored is None else f"{stored[0]:+.3f} and {stored[1]:+.3f}")
+    groups = len({c.row.group for c in checks})
+    return [f"Step band (an 80% band, the Planner's and the Explorer's on this basis): the "
+            f"10th and 90th percentile of the signed step errors after, predicted / measured - "
+            f"1, each group weighted 1 (`step_error_band`): {lo:+.3f} and {hi:+.3f} over the "
+            f"{len(checks)} step rows of {groups} groups below saturation (data/engines.toml's "
+            f"[vllm.step_error]: {file_text}); a prediction's band is step / (1 + high) .. "
+            f"step / (1 + low). Held out of each group in turn (the band of the other groups' "
+            f"rows), it contains **{inside} of {len(checks)} rows ({_p(share)})**, target "
+            f"75-85%; the original rows {part(False)}, the added ones {part(True)}."
+            + (f" Outside: {outside}." if outside else "")]
 
 
 def markdown(card: TypicalScorecard) -> str:
@@ -363,6 +448,7 @@ def markdown(card: TypicalScorecard) -> str:
             f"{_p(s.median)} / {_p(s.high)} ({s.n})" for s in (card.error(m, True, False),
                                                                 card.error(m, True, True)))
             + " |" for m in TARGETS]
+    lines += ["", *band_lines(card)]
     lines += ["", "Step rows (ms; spec: the spec-sheet F4 step; F4: the typical step after; "
               "TPOT: the event model's, scored after; * saturated, not scored):", "",
               "| group | engine as stated | C | measured | spec | F4 | TPOT | error before "
@@ -391,7 +477,14 @@ def to_dict(card: TypicalScorecard) -> dict[str, Any]:
              for k, x in vars(r).items()}
         return {**d, "knobs": dict(r.knobs)}
 
-    return {"errors": table, "rows": [row(r) for r in card.rows]}
+    checks = band_checks(card)
+    lo, hi = step_error_band(card.rows) if checks else (None, None)
+    band = {"low": lo, "high": hi, "rows": len(checks),
+            "inside_held_out": sum(c.inside for c in checks),
+            "outside": [{"group": c.row.group, "concurrency": c.row.concurrency,
+                         "error": c.row.after_error, "low": c.low, "high": c.high}
+                        for c in checks if not c.inside]}
+    return {"errors": table, "step_band": band, "rows": [row(r) for r in card.rows]}
 
 
 def write_section(path: Path, generated: str) -> Path:
