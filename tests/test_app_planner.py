@@ -21,6 +21,9 @@ def app() -> AppTest:
 
 @pytest.mark.slow
 def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
+    # the defaults (the prompt follows the 8K context, 256 output tokens) are not a request
+    # an engine refuses: no warning against the page's own inputs
+    assert not any("refuses such requests" in w.value for w in app.warning)
     labels = [m.label for m in app.metric]
     assert labels[0] == "GPUs paid for (all serving)"
     assert labels[1].startswith("Price per GPU-hour (catalog price, as of ")

@@ -352,8 +352,14 @@ def model_text(inp: PlanInputs, lang: str, catalog: Catalog | None = None) -> st
 
 
 def tokens_over_context(wl: Workload) -> int:
-    """Prompt + output tokens when they exceed the context (0 when they fit): a serving
-    engine refuses such a request (vLLM: prompt + max_tokens > max_model_len)."""
+    """Prompt + output tokens when a prompt given apart and the output exceed the context (0
+    when they fit): a serving engine refuses such a request (vLLM: prompt + max_tokens >
+    max_model_len). 0 when no prompt was given: the prompt then follows the context, the
+    chapter's reading of TTFT for a prompt as long as the context (a bound, not a request the
+    user described), and the defaults (8,192-token context, 256 output tokens) warned
+    against themselves on every page and command."""
+    if wl.prompt_tokens is None:
+        return 0
     total = wl.prompt + wl.output_tokens
     return total if total > wl.context_tokens else 0
 
