@@ -31,7 +31,7 @@ from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError, InputError
 from capacity.fit.calibration import KNOBS, Calibration, PointKind, apply
 from capacity.fit.calibration_store import check_name, load, load_named
-from capacity.fit.uncertainty import TYPICAL_RANGES, calibrated_spread
+from capacity.fit.uncertainty import TYPICAL_RANGES, calibrated_spread, overhead_gb_edges
 from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC_KNOBS, SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
@@ -297,25 +297,32 @@ def typical_band_scenarios(s: Scenario, engine: str) -> tuple[Scenario, Scenario
     (`TYPICAL_RANGES`: the engines file has none)."""
     slow_k, fast_k = typical_knob_edges(typical_efficiency(engine),
                                         {k: float(getattr(s, k)) for k in TYPICAL_KNOBS})
-    gb = TYPICAL_RANGES["overhead_gb"]
-    return s.with_(**fast_k, overhead_gb=gb[0]), s.with_(**slow_k, overhead_gb=gb[1])
+    gb_slow, gb_fast = overhead_gb_edges(s.overhead_gb)
+    return s.with_(**fast_k, overhead_gb=gb_fast), s.with_(**slow_k, overhead_gb=gb_slow)
 
 
 def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, PlanInputs]:
     """(slow, fast) inputs: the edges of the band around `inp`'s prediction (with an engine's
-    typical efficiency and no calibration: that engine's ranges)."""
+    typical efficiency and no calibration: that engine's band, `typical_knob_edges`), the
+    runtime memory overhead at both edges too (`uncertainty.overhead_gb_edges`, as the
+    Explorer's C_vram band puts it): a configuration that memory binds needs more GPUs at the
+    slow edge when 5 GB of overhead leave less room for KV."""
+    gb_slow, gb_fast = overhead_gb_edges(inp.overhead_gb,
+                                         None if cal is None else cal.overhead_gb)
     if cal is None and inp.typical:
         slow_k, fast_k = typical_knob_edges(typical_efficiency(inp.typical),
                                             {k: float(getattr(inp, k)) for k in TYPICAL_KNOBS})
-        return (replace(inp, **slow_k), replace(inp, **fast_k))  # type: ignore[arg-type]
+        return (replace(inp, **slow_k, overhead_gb=gb_slow),  # type: ignore[arg-type]
+                replace(inp, **fast_k, overhead_gb=gb_fast))  # type: ignore[arg-type]
     if cal is None:
         lo = {k: v[0] for k, v in TYPICAL_RANGES.items()}
         hi = {k: v[1] for k, v in TYPICAL_RANGES.items()}
         slow = replace(inp, eta_bw=lo["eta_bw"], eff=lo["eff"], mfu=lo["mfu"],
                        step_overhead_ms=hi["step_overhead_ms"],
                        layer_overhead_ms=hi["layer_overhead_ms"],
-                       prefill_overhead_ms=hi["prefill_overhead_ms"])
-        return slow, with_spec_sheet(inp)  # the fast edge: the upper bound on speed
+                       prefill_overhead_ms=hi["prefill_overhead_ms"], overhead_gb=gb_slow)
+        # the fast edge: the upper bound on speed, with the least memory overhead
+        return slow, replace(with_spec_sheet(inp), overhead_gb=gb_fast)
     s_step = 1.0 + calibrated_spread(cal, PointKind.TPOT)
     s_ttft = 1.0 + calibrated_spread(cal, PointKind.TTFT)
     slow = replace(inp, eta_bw=inp.eta_bw / s_step, eff=inp.eff / s_step,
@@ -324,7 +331,8 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
                    seq_overhead_ms=inp.seq_overhead_ms * s_step,
                    batched_overhead_ms=inp.batched_overhead_ms * s_step,
                    eta_kv=None if inp.eta_kv is None else inp.eta_kv / s_step,
-                   attn_mfu=None if inp.attn_mfu is None else inp.attn_mfu / s_ttft)
+                   attn_mfu=None if inp.attn_mfu is None else inp.attn_mfu / s_ttft,
+                   overhead_gb=gb_slow)
     fast = replace(inp, eta_bw=min(1.0, inp.eta_bw * s_step), eff=min(1.0, inp.eff * s_step),
                    step_overhead_ms=inp.step_overhead_ms / s_step,
                    mfu=min(1.0, inp.mfu * s_ttft),
@@ -332,7 +340,8 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
                    seq_overhead_ms=inp.seq_overhead_ms / s_step,
                    batched_overhead_ms=inp.batched_overhead_ms / s_step,
                    eta_kv=None if inp.eta_kv is None else min(1.0, inp.eta_kv * s_step),
-                   attn_mfu=None if inp.attn_mfu is None else min(1.0, inp.attn_mfu * s_ttft))
+                   attn_mfu=None if inp.attn_mfu is None else min(1.0, inp.attn_mfu * s_ttft),
+                   overhead_gb=gb_fast)
     return slow, fast
 
 

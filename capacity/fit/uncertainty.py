@@ -62,6 +62,22 @@ measurements contains 20 of 28 published steps below saturation instead of 15 (`
 validate`, "The band without measurements")."""
 
 CALIBRATED_OVERHEAD_SPREAD_GB = 0.5
+
+
+def overhead_gb_edges(planned_gb: float, measured_gb: float | None = None
+                      ) -> tuple[float, float]:
+    """(slow, fast) runtime memory overhead per GPU, GB (F3), at the edges of a band: more
+    overhead is slower (fewer requests fit). A calibration that measured it
+    (`measured_gb`): that value +/- `CALIBRATED_OVERHEAD_SPREAD_GB` (at least 0); otherwise
+    `TYPICAL_RANGES`' 1-5 GB widened to the value planned with. The one definition of the
+    memory side of every band: the Explorer's C_vram band (`band`) and the Planner's GPU band
+    (`capacity.fit.planning.band_edges`). Examples: measured 2.0 -> (2.5, 1.5); none, planned
+    1.5 -> (5.0, 1.0); none, planned 6.0 -> (6.0, 1.0)."""
+    if measured_gb is not None:
+        return (measured_gb + CALIBRATED_OVERHEAD_SPREAD_GB,
+                max(0.0, measured_gb - CALIBRATED_OVERHEAD_SPREAD_GB))
+    lo, hi = TYPICAL_RANGES["overhead_gb"]
+    return max(hi, planned_gb), min(lo, planned_gb)
 MIN_SPREAD = 0.05
 """A calibrated band is never narrower than +/- 5%: runs of the same setup differ that much."""
 
@@ -243,16 +259,15 @@ def typical_edges(scenario: Scenario) -> tuple[Scenario, Scenario]:
     """(fast, slow): `scenario` with every knob `TYPICAL_RANGES` spans at its fast end and at
     its slow end (the low end of each fraction and the high end of each overhead)."""
     r = TYPICAL_RANGES
+    gb_slow, gb_fast = overhead_gb_edges(scenario.overhead_gb)
     fast = scenario.with_(eta_bw=r["eta_bw"][1], eff=r["eff"][1],
                           step_overhead_ms=r["step_overhead_ms"][0], mfu=r["mfu"][1],
                           layer_overhead_ms=r["layer_overhead_ms"][0],
-                          prefill_overhead_ms=r["prefill_overhead_ms"][0],
-                          overhead_gb=r["overhead_gb"][0])
+                          prefill_overhead_ms=r["prefill_overhead_ms"][0], overhead_gb=gb_fast)
     slow = scenario.with_(eta_bw=r["eta_bw"][0], eff=r["eff"][0],
                           step_overhead_ms=r["step_overhead_ms"][1], mfu=r["mfu"][0],
                           layer_overhead_ms=r["layer_overhead_ms"][1],
-                          prefill_overhead_ms=r["prefill_overhead_ms"][1],
-                          overhead_gb=r["overhead_gb"][1])
+                          prefill_overhead_ms=r["prefill_overhead_ms"][1], overhead_gb=gb_slow)
     return fast, slow
 
 
@@ -279,13 +294,9 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
         far = distance(calibration, scenario, C)
         sp_t = _widened(calibrated_spread(calibration, PointKind.TPOT), far, "step_ms")
         sp_f = _widened(calibrated_spread(calibration, PointKind.TTFT), far, "ttft_s")
-        if calibration.overhead_gb is not None:
-            lo_s = s.with_(overhead_gb=max(0.0, s.overhead_gb - CALIBRATED_OVERHEAD_SPREAD_GB))
-            hi_s = s.with_(overhead_gb=s.overhead_gb + CALIBRATED_OVERHEAD_SPREAD_GB)
-            cv_lo, cv_hi = _at(hi_s, C)[2], _at(lo_s, C)[2]
-        else:
-            cv_lo, cv_hi = _at(s.with_(overhead_gb=TYPICAL_RANGES["overhead_gb"][1]), C)[2], \
-                _at(s.with_(overhead_gb=TYPICAL_RANGES["overhead_gb"][0]), C)[2]
+        gb_slow, gb_fast = overhead_gb_edges(s.overhead_gb, calibration.overhead_gb)
+        cv_lo, cv_hi = (_at(s.with_(overhead_gb=gb_slow), C)[2],
+                        _at(s.with_(overhead_gb=gb_fast), C)[2])
         lo_t, hi_t = step / (1 + sp_t), step * (1 + sp_t)
         for end in split_extremes(calibration):  # one model: the overhead/bandwidth split
             e = _at(apply(end, scenario), C)[0]

@@ -1,0 +1,79 @@
+"""The memory side of a band: the runtime overhead per GPU at the band's edges has one
+definition (`uncertainty.overhead_gb_edges`) that the Explorer's C_vram band and the Planner's
+GPU band both use; before, the Planner's GPU band kept the planned overhead at both edges."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from capacity.catalog.loader import Catalog
+from capacity.fit.calibration_store import load
+from capacity.fit.planning import (
+    band_edges,
+    gpu_band,
+    scenario_with_basis,
+    typical_band_scenarios,
+    typical_efficiency,
+    with_calibration,
+    with_typical,
+)
+from capacity.fit.uncertainty import overhead_gb_edges, typical_edges
+from capacity.model.scenario import make_scenario
+from capacity.model.workload import Workload
+from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
+
+
+def _inputs() -> PlanInputs:
+    wl = Workload(daily_active_users=200, requests_per_user_per_day=20, peak_share=0.25,
+                  peak_hours=2, context_tokens=4096, output_tokens=256)
+    return PlanInputs(model="llama-3.1-8b", workload=wl, slo=Slo(ttft_ms=5000, tpot_ms=100),
+                      gpus=("rtx-4090",), formats=("bf16",), kv_dtypes=("fp16",), max_gpus=4)
+
+
+def test_overhead_edges_by_hand() -> None:
+    assert overhead_gb_edges(2.0, 2.0) == (2.5, 1.5)       # measured: +/- 0.5 GB
+    assert overhead_gb_edges(0.3, 0.3) == (0.8, 0.0)       # never below 0
+    assert overhead_gb_edges(1.5) == (5.0, 1.0)            # the typical range, 1-5 GB
+    assert overhead_gb_edges(6.0) == (6.0, 1.0)            # widened to the planned value
+
+
+def test_every_band_puts_the_overhead_at_its_edges(catalog: Catalog) -> None:
+    typ = with_typical(_inputs(), typical_efficiency("vllm"))
+    for inp, cal in ((_inputs(), None), (typ, None)):
+        slow, fast = band_edges(inp, cal)
+        assert (slow.overhead_gb, fast.overhead_gb) == (5.0, 1.0)
+    cal = load("rtx-4090-vllm-published")
+    inp = with_calibration(_inputs(), cal)
+    slow, fast = band_edges(inp, cal)
+    assert (slow.overhead_gb, fast.overhead_gb) == overhead_gb_edges(inp.overhead_gb,
+                                                                     cal.overhead_gb)
+    # the Explorer's edges on the same basis: the same overheads
+    s = scenario_with_basis(make_scenario("llama-3.1-8b", "rtx-4090", catalog=catalog,
+                                          context_tokens=4096), "typical:vllm")
+    fast_s, slow_s = typical_band_scenarios(s, "vllm")
+    assert (slow_s.overhead_gb, fast_s.overhead_gb) == (5.0, 1.0)
+    fast_g, slow_g = typical_edges(s)
+    assert (slow_g.overhead_gb, fast_g.overhead_gb) == (5.0, 1.0)
+
+
+def test_a_memory_tight_option_needs_more_gpus_at_the_slow_edge(catalog: Catalog) -> None:
+    # Llama-3.1-8B in BF16 (16 GB of weights) on one RTX 4090: 24 GB x 0.9 leaves 21.6 GB,
+    # 4.0 GB beside the weights and the planned 1.5 GB overhead for KV, 0.5 GB at 5 GB of
+    # overhead: the slow edge needs 3 replicas where the prediction needs 1
+    inp = with_typical(_inputs(), typical_efficiency("vllm"))
+    p = plan(inp, catalog)
+    assert p.best is not None and (p.best.n_gpus, p.best.tp) == (1, 1)
+    b = gpu_band(inp, p.best, None, catalog)
+    assert (b.low, b.high) == (1, 3)
+    slow, _ = band_edges(inp, None)
+    narrow = plan(replace(slow, overhead_gb=inp.overhead_gb), catalog)
+    assert narrow.best is not None and narrow.best.n_gpus == 1  # the overhead made the 3
+
+
+@pytest.mark.parametrize("planned", [0.5, 3.0])
+def test_the_band_holds_the_planned_overhead(planned: float) -> None:
+    slow, fast = overhead_gb_edges(planned)
+    assert fast <= planned <= slow
