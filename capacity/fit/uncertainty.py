@@ -63,6 +63,9 @@ validate`, "The band without measurements")."""
 
 CALIBRATED_OVERHEAD_SPREAD_GB = 0.5
 
+MIN_SPREAD = 0.05
+"""A calibrated band is never narrower than +/- 5%: runs of the same setup differ that much."""
+
 
 def overhead_gb_edges(planned_gb: float, measured_gb: float | None = None
                       ) -> tuple[float, float]:
@@ -78,8 +81,6 @@ def overhead_gb_edges(planned_gb: float, measured_gb: float | None = None
                 max(0.0, measured_gb - CALIBRATED_OVERHEAD_SPREAD_GB))
     lo, hi = TYPICAL_RANGES["overhead_gb"]
     return max(hi, planned_gb), min(lo, planned_gb)
-MIN_SPREAD = 0.05
-"""A calibrated band is never narrower than +/- 5%: runs of the same setup differ that much."""
 
 
 class Distance(StrEnum):
