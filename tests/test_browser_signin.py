@@ -181,9 +181,11 @@ def results_runs(page, url: str, expect: int | None = None) -> int:
     """How many stored runs the Results page offers this user: the runs picked (chips) and
     the picker's other options (the list is a canvas; the picker is text). With `expect` (a
     run that should now appear), the page is loaded again (at most 3 times) while it offers
-    another number: on a loaded CI machine one load read 1 run where the store held 2."""
+    another number: on a loaded CI machine one load read 1 run where the store held 2 (and,
+    2026-12-03, three loads in a row did: the dropdown took over 5 s to draw its options, so at
+    most 5 loads now, each waiting up to 10 s for one)."""
     got = _results_runs_once(page, url)
-    for _ in range(2 if expect is not None else 0):
+    for _ in range(4 if expect is not None else 0):
         if got == expect:
             break
         got = _results_runs_once(page, url)
@@ -200,14 +202,15 @@ def _results_runs_once(page, url: str) -> int:
     chips = box.locator(".react-aria-ComboBox [data-tag-index]").count()
     box.locator("input").click()
     # the dropdown draws after the click; on a loaded machine 500 ms was not always enough:
-    # poll until the option count has held for a second (at most 15 s)
+    # poll until the option count has held for a second (at most 15 s; no option at all is
+    # believed only after 10 s)
     options, held_since, deadline = -1, time.monotonic(), time.monotonic() + 15
     while time.monotonic() < deadline:
         now = page.get_by_role("option").filter(has_text="sim-rtx-4090").count()
         if now != options:
             options, held_since = now, time.monotonic()
         elif time.monotonic() - held_since >= 1.0 and (options > 0 or
-                                                       time.monotonic() > deadline - 10):
+                                                       time.monotonic() > deadline - 5):
             break
         page.wait_for_timeout(200)
     page.keyboard.press("Escape")
