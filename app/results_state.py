@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,10 +78,16 @@ def date_range(days: object) -> tuple[str | None, str | None]:
 
 
 def run_names(shown: pd.DataFrame) -> dict[str, str]:
-    """Each run's name: 'label · 11-30 01:03:20', short enough for a chart legend at 1000 px,
-    unique per second."""
-    return {r.run_id: f"{r.label} · {str(r.started_at)[5:19].replace('T', ' ')}"
-            for r in shown.itertuples()}
+    """Each run's name: 'label · 11-30 01:03:20', short enough for a chart legend at 1000 px;
+    where two runs of one label started in the same second, 'label · run id' (unique: the
+    run's folder). The names must differ: Streamlit's pickers (1.67) hold a choice by its
+    shown text, so of two runs shown alike only the first could ever be picked (two users who
+    started measuring in the same second each saw one run where two were theirs to see)."""
+    short = {r.run_id: f"{r.label} · {str(r.started_at)[5:19].replace('T', ' ')}"
+             for r in shown.itertuples()}
+    count = Counter(short.values())
+    return {r.run_id: short[r.run_id] if count[short[r.run_id]] == 1 else
+            f"{r.label} · {r.run_id}" for r in shown.itertuples()}
 
 
 def keep_picks(ids: list[str]) -> None:

@@ -179,6 +179,25 @@ def test_compare_runs_filters_and_saturation(env: Path) -> None:
     assert "Runs side by side" in texts(at)
 
 
+def test_two_runs_of_one_label_in_one_second_are_both_pickable(env: Path) -> None:
+    """Streamlit's picker holds a choice by its shown text: two runs named alike (one label, one
+    start second: two users who pressed Start together) collapsed into one option, and picking
+    both gave the first twice (CI's sign-in browser test read one run of two)."""
+    second = store_run(env / "bench", "sweep-a", (1, 2))  # the same label and started_at
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    pick = at.multiselect(key="r_pick")
+    assert len(pick.options) == 2 and len(set(pick.options)) == 2, pick.options
+    assert all(o.startswith("sweep-a · ") for o in pick.options)
+    assert any(o.endswith(second) for o in pick.options)  # told apart by the run id
+    first = next(f.parent.name for f in (env / "bench" / "sweep-a").glob("*/meta.json")
+                 if f.parent.name != second)
+    pick.set_value([first, second]).run()
+    assert not at.exception
+    assert at.multiselect(key="r_pick").value == [first, second]
+    assert "Runs side by side" in texts(at)
+
+
 @pytest.mark.slow
 def test_import_reference_vllm_log_and_chinese(env: Path) -> None:
     at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
