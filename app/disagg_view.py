@@ -93,7 +93,9 @@ def ttft_frame(p: ExplorerPools, lang: str) -> pd.DataFrame:
     f = p.figures
     parts = (("pd_part_queue", f.prefill_queue_ms), ("pd_part_prefill", f.prefill_ms),
              ("pd_part_transfer", f.transfer_ms), ("pd_part_wait", f.link_wait_ms),
-             ("pd_part_first", f.first_step_ms), ("pd_part_total", f.ttft_ms))
+             ("pd_part_first", f.first_step_ms),
+             *((("pd_part_request", f.request_ms),) if f.request_ms > 0 else ()),
+             ("pd_part_total", f.ttft_ms))
     return pd.DataFrame({t("pd_col_part", lang): [t(k, lang) for k, _ in parts],
                          t("pd_col_ms", lang): [f"{v:,.1f}" if math.isfinite(v) else "∞"
                                                 for _, v in parts]})

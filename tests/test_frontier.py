@@ -108,7 +108,7 @@ def test_datacenter_gpus_and_variants() -> None:
     assert not any(k in dc for k in ("rtx-3090", "rtx-4090", "rtx-5090"))
     v = configuration_variants(FrontierInputs(model="llama-3.1-70b"))
     assert [(x.engine, x.basis, x.draft) for x in v] == [
-        ("vllm", "typical:vllm", None), ("sglang", "typical:vllm", None),
+        ("vllm", "typical:vllm", None), ("sglang", "typical:sglang", None),
         ("llamacpp", "typical:vllm", None)]
     spec = configuration_variants(FrontierInputs(model="llama-3.1-70b", basis="spec"))
     assert {x.basis for x in spec} == {"spec"}

@@ -130,7 +130,7 @@ def test_the_shipped_band_is_the_scorecards_and_holds_about_80_percent() -> None
     """data/engines.toml's [vllm.step_error] is what the scorecard computes from the typical
     basis' errors today (rounded to 3 decimals), and held out of each group in turn the band
     contains 75-85% of the step rows below saturation (issue 25's target for an 80% band; on
-    2026-12-03: 23 of 28)."""
+    2026-12-03: 22 of 28)."""
     card = vt.typical_scorecard()
     stored = typical_efficiency("vllm").step_error
     assert stored is not None

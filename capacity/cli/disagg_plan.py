@@ -279,7 +279,9 @@ def pools_text(r: PoolsPlan, basis_text: str, fmt: str) -> str:
     lines.append(render(["part", "ms"], [
         ["prefill queue", _ms(f.prefill_queue_ms)], ["prefill", _ms(f.prefill_ms)],
         ["KV hand-over", _ms(f.transfer_ms)], ["link wait", _ms(f.link_wait_ms)],
-        ["first decode step", _ms(f.first_step_ms)], ["TTFT", _ms(f.ttft_ms)]],
+        ["first decode step", _ms(f.first_step_ms)],
+        *([["request outside the GPU", _ms(f.request_ms)]] if f.request_ms > 0 else []),
+        ["TTFT", _ms(f.ttft_ms)]],
         fmt).rstrip("\n"))
     lines.append(f"TPOT {pct} {_ms(f.tpot_ms)} ms (mean {_ms(f.tpot_mean_ms)} ms)")
     lines.append(f"SLOs: TTFT {pct} <= {inp.slo.ttft_ms:g} ms "
@@ -316,7 +318,9 @@ def run(args: argparse.Namespace, s: Scenario, basis: str, basis_text: str) -> i
         print(render(["part", "ms"], [
             ["prefill_queue", f.prefill_queue_ms], ["prefill", f.prefill_ms],
             ["transfer", f.transfer_ms], ["link_wait", f.link_wait_ms],
-            ["first_step", f.first_step_ms], ["ttft", f.ttft_ms]], "csv"), end="")
+            ["first_step", f.first_step_ms],
+            *([["request", f.request_ms]] if f.request_ms > 0 else []),
+            ["ttft", f.ttft_ms]], "csv"), end="")
     else:
         print(pools_text(r, basis_text, args.format), end="")
     return 0

@@ -230,8 +230,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="plan with a saved calibration's fitted efficiencies (capacity "
                         "calibrate); the same as --basis NAME")
     e.add_argument("--typical", default=None, metavar="ENGINE",
-                   help="plan with the engine's typical efficiency (data/engines.toml: vllm); "
-                        "the same as --basis typical:ENGINE")
+                   help="plan with the engine's typical efficiency (data/engines.toml: vllm, "
+                        "sglang); the same as --basis typical:ENGINE")
     e.add_argument("--price", action="append", default=[], metavar="GPU=VALUE",
                    help="price of one GPU per hour in --currency, replacing the catalog's "
                         "(repeatable: --price rtx-4090=2.5 --price h100-sxm=19)")

@@ -60,16 +60,17 @@ TYPICAL_KNOBS: tuple[str, ...] = ("eta_bw", "eff", "mfu", "step_overhead_ms",
                                   "prefill_overhead_ms", "draft_overhead_ms",
                                   "verify_overhead_ms", "mfu_half_tokens", "ridge_sharpness",
                                   "cuda_graph_max_tokens", "gemm_tile_tokens",
-                                  "layer_overhead_ms")
+                                  "layer_overhead_ms", "request_latency_ms")
 """The knobs an engine's typical efficiency sets (fractions, then overheads in ms, then F6c's
-m_half, F4c's ridge sharpness and F4d's padding in tokens, then F11's per-layer overhead in
-ms: for all but the fractions and the sharpness the slow edge is `high`; for the sharpness,
-`ridge_edges`)."""
+m_half, F4c's ridge sharpness and F4d's padding in tokens, then F11's per-layer overhead and
+the request latency outside the GPU in ms: for all but the fractions and the sharpness the
+slow edge is `high`; for the sharpness, `ridge_edges`)."""
 OPTIONAL_KNOBS: Final = frozenset({"mfu_half_tokens", "ridge_sharpness",
                                    "cuda_graph_max_tokens", "gemm_tile_tokens",
-                                   "layer_overhead_ms"})
+                                   "layer_overhead_ms", "request_latency_ms"})
 """Knobs an engines file may leave out (0: a constant prefill MFU, as before F6c; the max of
-the two roofs, F4c; no GEMM padding, F4d; no per-layer step overhead, F11)."""
+the two roofs, F4c; no GEMM padding, F4d; no per-layer step overhead, F11; no request
+latency outside the GPU)."""
 
 
 def ridge_edges(*values: float) -> tuple[float, float]:
@@ -176,6 +177,13 @@ def typical_efficiency(engine: str) -> TypicalEfficiency:
     return known[key]
 
 
+def typical_basis_for(engine: str) -> str:
+    """The typical basis a prediction under engine profile `engine` rests on: 'typical:ENGINE'
+    where data/engines.toml has that engine's knobs, else vLLM's. Example: 'sglang' ->
+    'typical:sglang', 'llamacpp' -> 'typical:vllm'."""
+    return TYPICAL_PREFIX + (engine if engine in engines() else "vllm")
+
+
 def with_typical(inp: PlanInputs, typ: TypicalEfficiency) -> PlanInputs:
     """The inputs with the engine's typical efficiency knobs and its key (no calibration): one
     set for every GPU, so an option's figures do not depend on what is searched beside it."""
@@ -210,7 +218,7 @@ def check_basis(text: str) -> str:
     try:
         return check_name(raw)
     except InputError:
-        known = ", ".join(sorted(engines()))
+        known = "/".join(sorted(engines()))   # 'sglang/vllm': one token in either language
         raise InputError(Note(f"basis '{raw[:60]}' is not one of: chapter, spec, "
                               f"{TYPICAL_PREFIX}ENGINE ({known}), or a saved calibration's name",
                               code="bad_basis", value=raw[:60], engines=known)) from None
@@ -260,8 +268,8 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
     always holds the prediction itself. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.54 and +0.056): eta_bw 0.836 x 0.46 = 0.385 slow, 0.836 x 1.056 = 0.883 fast; layer
-    overhead 0.0405 / 0.46 = 0.088 and 0.0405 / 1.056 = 0.0384 ms; MFU 0.514 and 0.634 (its
+    -0.559 and +0.056): eta_bw 0.836 x 0.441 = 0.369 slow, 0.836 x 1.056 = 0.883 fast; layer
+    overhead 0.0405 / 0.441 = 0.092 and 0.0405 / 1.056 = 0.0384 ms; MFU 0.514 and 0.634 (its
     range)."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}

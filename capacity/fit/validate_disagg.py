@@ -18,8 +18,10 @@ The row is predicted by
 
 on two bases: the spec sheet (`scenario_with_basis(s, 'spec')`: every efficiency at peak, no
 overheads, `Link.spec`: the link at line rate with no latency, descriptor cost or admission
-delay) and the typical basis (`'typical:vllm'`, the planner's typical knobs from
-data/engines.toml; the link at the planner's defaults of `capacity.plan.disagg_handover`).
+delay) and the typical basis of the row's engine (`planning.typical_basis_for`: 'typical:sglang'
+for SGLang's rows, with its request latency outside the GPU, else 'typical:vllm'; the
+planner's typical knobs from data/engines.toml; the link at the planner's defaults of
+`capacity.plan.disagg_handover`).
 The engine's scheduling is the row's profile (data/engines.toml `[profile.*]`). Error =
 predicted / measured - 1. The spec
 sheet must be an upper bound: throughput at or above, latency at or below the measured (a
@@ -49,7 +51,7 @@ import numpy as np
 from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
-from capacity.fit.planning import scenario_with_basis, with_basis
+from capacity.fit.planning import scenario_with_basis, typical_basis_for, with_basis
 from capacity.fit.validate import Spread, relative_error
 from capacity.fit.validate_ep import END as EP_END
 from capacity.fit.validate_report import (
@@ -77,7 +79,8 @@ ROWS_FILE: Final = "disagg.csv"
 TARGET_ERROR: Final = 0.25
 """Issue 27's target: the typical basis within 25 % median of the rows' throughput per GPU."""
 TYPICAL_BASIS: Final = "typical:vllm"
-"""The basis the planner plans with when no calibration exists (data/engines.toml [vllm])."""
+"""The typical basis of the rows whose engine has none of its own (`typical_basis_for`):
+the basis the planner plans with when no calibration exists (data/engines.toml [vllm])."""
 BASES: Final = ("spec", "typical")
 BEGIN: Final = "<!-- validate-disagg:begin -->"
 END: Final = "<!-- validate-disagg:end -->"
@@ -224,7 +227,7 @@ def _scenario(r: DisaggRow, tp: int, basis: str, catalog: Catalog) -> Scenario:
     s = make_scenario(r.model, r.gpu, catalog=catalog, weights=r.weights, n_gpus=tp, tp=tp,
                       context_tokens=r.prompt_tokens + r.output_tokens,
                       prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype)
-    return scenario_with_basis(s, "spec" if basis == "spec" else TYPICAL_BASIS)
+    return scenario_with_basis(s, "spec" if basis == "spec" else typical_basis_for(r.profile))
 
 
 def row_link(r: DisaggRow, basis: str, catalog: Catalog) -> Link:
@@ -478,7 +481,7 @@ def compare_inputs(rows: list[DisaggRow]) -> PlanInputs:
         slo=Slo(ttft_ms=got["ttft_mean_ms"], tpot_ms=tpot, quantile=0.5), gpus=(r0.gpu,),
         formats=(r0.weights,), kv_dtypes=(r0.kv_dtype,), max_gpus=max(r.gpus for r in rows),
         engine=r0.profile, currency="USD")
-    return with_basis(inp, TYPICAL_BASIS)
+    return with_basis(inp, typical_basis_for(r0.profile))
 
 
 def verdicts(rows: list[DisaggRow], checks: Iterable[DisaggCheck],
@@ -563,7 +566,8 @@ def markdown(card: DisaggScorecard) -> str:
         "prefill/decode ratio sweep; Mooncake's vLLM and SGLang connectors) against the "
         "two-pool event model (capacity/plan/events_disagg.py, "
         "the hand-over of capacity/plan/disagg_handover.py) and, for aggregated rows, the one-pool event "
-        f"model. Typical basis: `{TYPICAL_BASIS}` (data/engines.toml). Throughput per GPU, "
+        "model. Typical basis: the row's engine's (`typical:sglang` for SGLang's rows, else "
+        f"`{TYPICAL_BASIS}`; data/engines.toml). Throughput per GPU, "
         f"{n_t} rows: typical median |error| {_f(typ.median, '.1%')} (target: within "
         f"{TARGET_ERROR:.0%}: {'met' if card.target_met else 'not met'}), spec sheet median "
         f"{_f(spec.median, '.1%')} above. The spec sheet is on the fast side of the measured "

@@ -41,7 +41,7 @@ from typing import Any, Final
 from capacity import workspace
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
-from capacity.fit.planning import engines, scenario_with_basis
+from capacity.fit.planning import scenario_with_basis, typical_basis_for
 from capacity.fit.validate import Spread, relative_error
 from capacity.fit.validate_disagg import END as DISAGG_END
 from capacity.fit.validate_report import (
@@ -243,7 +243,7 @@ def run_key(r: OpenLoopRow) -> tuple[Any, ...]:
 def typical_basis(profile: str) -> str:
     """The engine's typical basis ('typical:<profile>' where data/engines.toml has its knobs,
     else FALLBACK_TYPICAL, vLLM's)."""
-    return f"typical:{profile}" if profile in engines() else FALLBACK_TYPICAL
+    return typical_basis_for(profile)
 
 
 def basis_text(r: OpenLoopRow, basis: str) -> str:

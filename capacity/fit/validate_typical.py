@@ -29,6 +29,11 @@ Held out (every knob derived from published.csv, the scored row's group left out
   groups (two GPUs of 3.3x different bandwidth) give both knobs. A source group is scored
   with the other group's point alone: one equation, so t_layer = 0 and eta_bw = t_bw / TPOT.
 
+SGLang's groups are predicted on `typical:sglang`: the same knobs and a request latency outside
+the GPU (`Scenario.request_latency_ms`), for each SGLang group the median of the other SGLang
+groups' `latency_points` (measured less predicted TTFT at their lowest concurrency, the
+groups the knobs rest on), so no group's latency comes from its own rows.
+
 Rows added to published.csv later (`ReferenceSweep.added`) are held out of both rules and
 scored apart (`TypicalScorecard.error(..., added=True)`).
 Errors are |predicted / measured - 1| below saturation (`validate.saturated_levels`).
@@ -50,7 +55,7 @@ import numpy as np
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
-from capacity.fit.planning import typical_efficiency
+from capacity.fit.planning import engines, typical_efficiency
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.validate_report import between_markers, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS
@@ -102,6 +107,13 @@ class TypicalRow:
 @dataclass(frozen=True, kw_only=True)
 class TypicalScorecard:
     rows: tuple[TypicalRow, ...]
+    latency_points: tuple[tuple[str, float], ...] = ()
+    """SGLang group -> its measured TTFT less the typical TTFT without a request latency at
+    its lowest concurrency (ms, `latency_points`): what data/engines.toml's
+    [sglang.request_latency_ms] is the median of."""
+    latency_ms: tuple[tuple[str, float], ...] = ()
+    """SGLang group -> the request latency its rows were predicted with (ms), held out of it
+    (`held_out_latency`)."""
 
     def error(self, metric: str, after: bool, added: bool | None = None) -> v.Spread:
         """|error| below saturation of one metric, before or after; over the added rows only
@@ -290,12 +302,75 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     eta_points = {k: eta_bw_points(old[k], cat) for k in ETA_BW_SOURCES if k in old}
     step_points = {k: p for k in ETA_BW_SOURCES if k in old
                    if (p := step_point(old[k], cat)) is not None}
+    rows = _rows(groups, cat, evidence, eta_points, step_points, {})
+    # SGLang's requests spend time outside the GPU (`latency_points`): its groups again with
+    # the latency of the other SGLang groups the knobs rest on (the rows added later none)
+    points = latency_points(rows, groups)
+    sglang = engines().get(SGLANG_ENGINE)
+    fallback = sglang.typical["request_latency_ms"] if sglang is not None else 0.0
+    latency = {k: held_out_latency(points, k, fallback) for k, g in groups.items()
+               if is_sglang(g)}
+    if latency:
+        again = _rows({k: groups[k] for k in latency}, cat, evidence, eta_points, step_points,
+                      latency)
+        rows = [r for r in rows if r.group not in latency] + again
+        rows.sort(key=lambda r: r.group)
+    return TypicalScorecard(rows=tuple(rows), latency_points=tuple(sorted(points.items())),
+                            latency_ms=tuple(sorted(latency.items())))
+
+
+SGLANG_ENGINE: Final = "sglang"
+"""The engine whose typical basis adds a request latency outside the GPU (data/engines.toml)."""
+
+
+def is_sglang(sweeps: Sequence[ReferenceSweep]) -> bool:
+    """Whether a group's engine is SGLang (`validate.engine_family`)."""
+    return v.engine_family(sweeps[0].engine) == "SGLang"
+
+
+def latency_points(rows: Sequence[TypicalRow], groups: dict[str, list[ReferenceSweep]]
+                   ) -> dict[str, float]:
+    """Group -> measured TTFT - the typical basis' TTFT (ms) at the group's lowest concurrency
+    with a TTFT row below saturation (the median over those rows: a mean and a median, or
+    two prompt lengths), for the SGLang groups the typical knobs rest on (not the rows added
+    later): the time a request spends outside the GPU that no GPU term predicts. The source
+    of data/engines.toml's [sglang.request_latency_ms]."""
+    out: dict[str, float] = {}
+    for key, g in groups.items():
+        if not is_sglang(g) or all(s.is_added for s in g):
+            continue
+        ttft = [r for r in rows if r.group == key and r.metric == "ttft" and not r.saturated
+                and not r.added]
+        if not ttft:
+            continue
+        low = min(r.concurrency for r in ttft)
+        out[key] = float(statistics.median(r.measured - r.after for r in ttft
+                                           if r.concurrency == low))
+    return out
+
+
+def held_out_latency(points: dict[str, float], group: str, engine: float) -> float:
+    """The request latency (ms) for `group`: the median of the other groups' points, never
+    below 0; the engine's value when no other group has one."""
+    others = [x for k, x in points.items() if k != group]
+    return max(0.0, float(statistics.median(others))) if others else engine
+
+
+def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[str, Evidence],
+          eta_points: dict[str, tuple[float, ...]], step_points: dict[str, StepPoint],
+          latency: dict[str, float]) -> list[TypicalRow]:
+    """Every stated row of `groups` on the typical basis, before and after (`typical_scorecard`),
+    with `latency[group]` as the request latency where given."""
+    typ = typical_efficiency(ENGINE)
     rows: list[TypicalRow] = []
     for key, g in sorted(groups.items()):
         plateau_k = held_out_knobs([e for k, e in evidence.items() if k != key], typ.typical)
         before_k = {**plateau_k, "layer_overhead_ms": 0.0,
                     "eta_bw": held_out_eta_bw(eta_points, key, BEFORE_ETA_BW)}
         after_k = {**plateau_k, **held_out_step_knobs(step_points, key, typ.typical)}
+        if key in latency:
+            before_k = {**before_k, "request_latency_ms": latency[key]}
+            after_k = {**after_k, "request_latency_ms": latency[key]}
         for s in g:
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             levels = sorted({x.concurrency for x in s.stated})
@@ -321,10 +396,10 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
                     saturated=sat[i], engine=s.engine_text or s.engine, added=s.added,
                     step_ms=after.step_ms[i] if step else math.nan,
                     spec_ms=spec.step_ms[i] if step else math.nan,
-                    knobs=tuple(sorted((k, float(after_k[k]))
+                    knobs=tuple(sorted((k, float(after_k.get(k, 0.0)))
                                        for k in ("eta_bw", "layer_overhead_ms", "mfu",
-                                                 "mfu_half_tokens")))))
-    return TypicalScorecard(rows=tuple(rows))
+                                                 "mfu_half_tokens", "request_latency_ms")))))
+    return rows
 
 
 BAND_QUANTILES: Final = (0.1, 0.9)
@@ -386,6 +461,13 @@ def _p(x: float) -> str:
     return "-" if not math.isfinite(x) else f"{x:.1%}"
 
 
+def _latency_text(card: TypicalScorecard) -> str:
+    """'qwen3-8b-bf16 on h100-sxm (SGLang) 8.9 ms, ...; predicted with: ...' for the section."""
+    pts = ", ".join(f"{k} {x:.1f} ms" for k, x in card.latency_points) or "none"
+    used = ", ".join(f"{k} {x:.1f} ms" for k, x in card.latency_ms) or "none"
+    return f"the points: {pts}; each group predicted with: {used}"
+
+
 def band_lines(card: TypicalScorecard) -> list[str]:
     """The paragraph on the step band: its edges over every group, the file's, and how many
     step rows the band held out of their group contains."""
@@ -423,7 +505,10 @@ def markdown(card: TypicalScorecard) -> str:
     lines = ["### Typical basis, nobody measured", "",
              "Each published row predicted on `typical:vllm` with no measurement of its own "
              "(chapter step F4, F6 with the prefill curve F6c, the event model for TTFT, E2E "
-             "and throughput). Knobs derived from published.csv are held out: the MFU "
+             "and throughput); SGLang's rows on `typical:sglang`, the same knobs and a request "
+             "latency outside the GPU, for each SGLang group the median of the other SGLang "
+             "groups' measured less predicted TTFT at their lowest concurrency (" + _latency_text(
+                 card) + "). Knobs derived from published.csv are held out: the MFU "
              "plateau and the step knobs, re-derived without the row's group; m_half comes "
              "from an external GEMM table. Before (the basis until 2026-12-02): eta_bw 0.65 "
              "with every fixed cost folded in. After: eta_bw and F11's per-layer step "

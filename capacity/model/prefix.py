@@ -73,7 +73,7 @@ def cached_prefill_s(s: Scenario, prompt_tokens: npt.ArrayLike,
     F(L) - F(c), + TP communication over the L - c new tokens. The prompt is one forward pass
     of its L - c new tokens: with `Scenario.mfu_half_tokens` its MFU is step_mfu(L - c) (F6c).
 
-    With nothing cached this is `evaluate(s).ttft_s` at that prompt (F6 with attention).
+    With nothing cached this is `evaluate(s).prefill_s` at that prompt (F6 with attention).
     The chunked-prefill event model (`capacity.plan.events`) uses it for a hit prompt's prefill.
     Source: F6 (docs/method.md), "Prefix caching".
     """
@@ -162,6 +162,7 @@ def prefix_effect(s: Scenario, prefix_tokens: int, share: float) -> PrefixEffect
     p = max(0, min(int(prefix_tokens), prompt - 1, s.context_tokens - 1))
     full = float(cached_prefill_s(s, prompt))
     hit = float(cached_prefill_s(s, prompt, p)) if p > 0 else full
+    lat_s = s.request_latency_ms / 1e3   # TTFT: the prefill and the latency outside the GPU
     ev = evaluate(s, [1])
     shared = float(shared_prefix_bytes(s, p))
     per_request = float(ev.kv_request.exact_bytes) - share * shared
@@ -170,7 +171,7 @@ def prefix_effect(s: Scenario, prefix_tokens: int, share: float) -> PrefixEffect
     c_without = int(ev.max_concurrency_vram)
     costs = evaluate(s, [max(c_without, 1), max(c_with, 1)]).cost_per_mtok
     return PrefixEffect(prefix_tokens=p, share=share,
-                        ttft_s=(full, share * hit + (1.0 - share) * full),
+                        ttft_s=(full + lat_s, share * hit + (1.0 - share) * full + lat_s),
                         c_vram=(c_without, c_with),
                         cost_per_mtok=(float(costs[0]), float(costs[1])))
 
@@ -192,6 +193,7 @@ def prefix_capacity_table(s: Scenario, rows: Sequence[tuple[int, int]], prefix_t
     shared = float(shared_prefix_bytes(s, p))
     full = float(cached_prefill_s(s, s.prompt))
     ratio = (share * float(cached_prefill_s(s, s.prompt, p)) + (1.0 - share) * full) / full
+    lat_s = s.request_latency_ms / 1e3   # the prefill shrinks, the latency outside does not
     out = []
     for r in table:
         per_replica = math.ceil(r.concurrency / s.replicas)
@@ -200,5 +202,6 @@ def prefix_capacity_table(s: Scenario, rows: Sequence[tuple[int, int]], prefix_t
         subtotal = r.vram_subtotal_bytes + (kv_total - r.kv_total_bytes)
         verdict = MemoryVerdict(str(memory_verdict(subtotal, r.usable_bytes, s.headroom)))
         out.append(replace(r, kv_total_bytes=kv_total, vram_subtotal_bytes=subtotal,
-                           verdict=verdict, ttft_s=r.ttft_s * ratio))
+                           verdict=verdict,
+                           ttft_s=(r.ttft_s - lat_s) * ratio + lat_s))
     return out

@@ -118,6 +118,11 @@ class Scenario:
     """F11: fixed time per layer per decode step, ms (`roofline.fixed_step_ms`; 0 on the spec
     sheet and the chapter)."""
     prefill_overhead_ms: float = 0.0
+    request_latency_ms: float = 0.0
+    """Time every request spends outside the GPU before its first token, ms (0 on the spec
+    sheet and the chapter): the server's front end and its processes' hand-offs
+    (tokenizer, scheduler, detokenizer). It adds to TTFT and E2E and to no GPU time
+    (`Evaluation.ttft_s` against `Evaluation.prefill_s`; the event model's clients wait it)."""
     calibration: str | None = None
     warnings: tuple[str, ...] = field(default=())
     step_method: str = DEFAULT_STEP_METHOD.value
@@ -241,6 +246,7 @@ def make_scenario(
     step_overhead_ms: float = 0.0,
     layer_overhead_ms: float = 0.0,
     prefill_overhead_ms: float = 0.0,
+    request_latency_ms: float = 0.0,
     calibration: str | None = None,
     step_method: str = DEFAULT_STEP_METHOD.value,
     eta_kv: float | None = None,
@@ -303,6 +309,7 @@ def make_scenario(
                         ("draft overhead", draft_overhead_ms),
                         ("verify overhead", verify_overhead_ms),
                         ("prefill overhead", prefill_overhead_ms),
+                        ("request latency", request_latency_ms),
                         ("MFU half-efficiency tokens", mfu_half_tokens)):
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"{name} must be >= 0, got {value}")
@@ -341,7 +348,7 @@ def make_scenario(
         price_per_hour=price, currency=cur, cny_per_usd=cny_per_usd,  # type: ignore[arg-type]
         headroom=headroom, eta_bw=eta_bw, step_overhead_ms=step_overhead_ms,
         layer_overhead_ms=float(layer_overhead_ms), prefill_overhead_ms=prefill_overhead_ms,
-        calibration=calibration,
+        request_latency_ms=float(request_latency_ms), calibration=calibration,
         warnings=tuple(warnings), step_method=method, eta_kv=eta_kv,
         attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms, attn_mfu=attn_mfu,
         batch1_factor=batch1_factor, batched_overhead_ms=batched_overhead_ms, draft=draft,
@@ -386,6 +393,11 @@ class Evaluation:
     prefill: PrefillFlops
     ttft_linear_s: FloatArray
     ttft_s: FloatArray
+    """Time to first token with no queue, s: the prefill (`prefill_s`) plus the request latency
+    outside the GPU (`Scenario.request_latency_ms`)."""
+    prefill_s: FloatArray
+    """The prompt's prefill on the GPU, s (F6 with attention, F6c, the prompt's all-reduces):
+    what the event model and the simulated endpoint spend GPU time on."""
     crossover_concurrency: float | None
 
     @property
@@ -466,7 +478,8 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
         cost_per_mtok=cost_per_mtok(s.price_per_hour, s.paid_gpus, agg),
         kv_total_bytes=kv_total, vram_subtotal_bytes=subtotal,
         verdict=memory_verdict(subtotal, vram.usable_bytes, s.headroom), prefill=pf,
-        ttft_linear_s=ttft_lin, ttft_s=ttft, crossover_concurrency=cross,
+        ttft_linear_s=ttft_lin, ttft_s=ttft + s.request_latency_ms / 1e3, prefill_s=ttft,
+        crossover_concurrency=cross,
     )
 
 

@@ -64,6 +64,7 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         step_method=inp.step_method, eta_kv=inp.eta_kv, attn_sat_batch=inp.attn_sat_batch,
         seq_overhead_ms=inp.seq_overhead_ms, attn_mfu=inp.attn_mfu,
         batch1_factor=inp.batch1_factor, batched_overhead_ms=inp.batched_overhead_ms,
+        request_latency_ms=inp.request_latency_ms,
         draft=draft, draft_overhead_ms=inp.draft_overhead_ms,
         verify_overhead_ms=inp.verify_overhead_ms, ridge_sharpness=inp.ridge_sharpness,
         cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens)

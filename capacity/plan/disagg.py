@@ -426,13 +426,14 @@ def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
     cat = catalog or default_catalog()
     model, units, grid = _units(inp, cat)
     wl, slo, q = inp.workload, inp.slo, inp.slo.quantile
+    req = inp.request_latency_ms   # outside the GPU: on every TTFT (`PlanInputs`)
     rate = design_rate_per_s(inp)
     n_out = wl.output_tokens
     shapes = {u.gpu.key: node_shape(u.gpu.key) for u in units}
     col = {k: np.asarray([getattr(u, k) for u in units], dtype=np.float64)
            for k in ("tp", "price", "prefill_ms", "send_bytes")}
     batched = np.asarray([u.batched for u in units])
-    fits = np.asarray([u.prefill_fits for u in units]) & (col["prefill_ms"] < slo.ttft_ms)
+    fits = np.asarray([u.prefill_fits for u in units]) & (col["prefill_ms"] + req < slo.ttft_ms)
     group = [(u.weights, u.kv) for u in units]
     out_bw = np.asarray([shapes[u.gpu.key].scale_out_gb_s for u in units])
     up_bw = np.asarray([u.gpu.interconnect_gb_s for u in units])
@@ -472,7 +473,7 @@ def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
         _, pre_q, rho_p = prefill_ttft_ms(rate / xs, col["prefill_ms"][idx, None], q,
                                           batched[idx, None])
         wait = wq_s + wq_r
-        ttft = pre_q + fixed + busy + wait + load.first_step_ms
+        ttft = pre_q + fixed + busy + wait + load.first_step_ms + req
         ok = ((pool <= inp.max_gpus) & (rho_p <= RHO_MAX) & (rho_s <= RHO_MAX)
               & (rho_r <= RHO_MAX) & (ttft <= slo.ttft_ms))
         rows = np.flatnonzero(ok.any(axis=1))
@@ -480,7 +481,7 @@ def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
             continue
         first = np.argmax(ok[rows], axis=1)
         budgets.append(slo.ttft_ms - fixed - busy[rows, first] - wait[rows, first]
-                       - load.first_step_ms)
+                       - load.first_step_ms - req)
         prefill_rows.append(idx[rows])
         for r, c in zip(rows.tolist(), first.tolist(), strict=True):
             p = units[int(idx[r])]

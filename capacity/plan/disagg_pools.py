@@ -122,6 +122,9 @@ class PoolLayout:
     quantile: float
     ttft_slo_ms: float
     tpot_slo_ms: float
+    request_latency_ms: float = 0.0
+    """Time a request spends outside the GPU before the prefill pool sees it, ms
+    (`PlanInputs.request_latency_ms`): a part of every TTFT."""
 
     def __post_init__(self) -> None:
         if self.prefill_replicas < 1 or self.decode_replicas < 1:
@@ -189,7 +192,8 @@ def layout(inp: PlanInputs, shapes: dict[tuple[str, int], PoolShape], *, prefill
     return PoolLayout(prefill=p, prefill_replicas=prefill_replicas, decode=d,
                       decode_replicas=decode_replicas, link=link,
                       output_tokens=inp.workload.output_tokens, quantile=slo.quantile,
-                      ttft_slo_ms=slo.ttft_ms, tpot_slo_ms=slo.tpot_ms)
+                      ttft_slo_ms=slo.ttft_ms, tpot_slo_ms=slo.tpot_ms,
+                      request_latency_ms=inp.request_latency_ms)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,8 +219,10 @@ class PoolFigures:
     link_wait_ms: float
     """The sending and the receiving waits' quantiles."""
     first_step_ms: float
+    request_ms: float
+    """The request's time outside the GPU (`PoolLayout.request_latency_ms`)."""
     ttft_ms: float
-    """The sum of the five parts above (`DisaggOption.ttft_ms`)."""
+    """The sum of the six parts above (`DisaggOption.ttft_ms`)."""
     tpot_ms: float
     tpot_mean_ms: float
     prefill_capacity_per_s: float
@@ -247,8 +253,9 @@ def pools_at(lay: PoolLayout, rate_per_s: float) -> PoolFigures:
                                       lay.prefill.batched)
     wait = float(wq_s) + float(wq_r)
     hand = lay.handover_ms(load.first_step_ms)
-    ttft = float(pre_q) + hand + wait + load.first_step_ms
-    budget = lay.ttft_slo_ms - hand - wait - load.first_step_ms
+    req = lay.request_latency_ms
+    ttft = float(pre_q) + hand + wait + load.first_step_ms + req
+    budget = lay.ttft_slo_ms - hand - wait - load.first_step_ms - req
     cap_p = float(prefill_capacity_per_s(lay.prefill.prefill_ms, budget, q, lay.prefill.batched))
     return PoolFigures(
         rate_per_s=rate_per_s, prefill_utilization=float(rho_p), decode_batch=load.batch,
@@ -256,7 +263,7 @@ def pools_at(lay: PoolLayout, rate_per_s: float) -> PoolFigures:
         link_utilization=max(float(rho_s), float(rho_r)),
         prefill_queue_ms=float(pre_q) - lay.prefill.prefill_ms,
         prefill_ms=lay.prefill.prefill_ms, transfer_ms=hand, link_wait_ms=wait,
-        first_step_ms=load.first_step_ms,
+        first_step_ms=load.first_step_ms, request_ms=req,
         ttft_ms=ttft, tpot_ms=load.tpot_q_ms, tpot_mean_ms=load.tpot_ms, prefill_capacity_per_s=cap_p,
         decode_capacity_per_s=decode_capacity_per_s(lay.decode.steps, lay.output_tokens,
                                                      lay.tpot_slo_ms, q),
@@ -375,7 +382,7 @@ def pools_curve(lay: PoolLayout, rates: npt.ArrayLike) -> PoolsCurve:
     _, pre_q, rho_p = prefill_ttft_ms(r / x, lay.prefill.prefill_ms, q, lay.prefill.batched)
     return PoolsCurve(
         rate_per_s=r, ttft_ms=pre_q + lay.link.latency_ms + busy + lay.link.admission_ms(first)
-        + wq_s + wq_r + first,
+        + wq_s + wq_r + first + lay.request_latency_ms,
         tpot_ms=np.asarray([ld.tpot_q_ms for ld in loads]), prefill_utilization=rho_p,
         decode_utilization=np.asarray([ld.batch for ld in loads]) / lay.decode.slots,
         link_utilization=np.maximum(rho_s, rho_r), saturation=saturation(lay))

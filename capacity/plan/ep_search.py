@@ -445,7 +445,8 @@ def _option(inp: PlanInputs, g: Gpu, shape: NodeShape, o: EpOption, setup: EpSet
         step_ms=step.step_ms, attention_ms=step.attention_ms, experts_ms=step.experts_ms,
         all_to_all_ms=step.comm_ms, imbalance=step.imbalance, prefill_ms=pre_ms,
         prefill_tok_s_per_gpu=pre_tok_s, prefill_share=load.prefill_share,
-        ttft_ms=load.ttft_q_ms, ttft_mean_ms=load.ttft_ms, tpot_ms=load.tpot_q_ms,
+        ttft_ms=load.ttft_q_ms + inp.request_latency_ms,
+        ttft_mean_ms=load.ttft_ms + inp.request_latency_ms, tpot_ms=load.tpot_q_ms,
         tpot_mean_ms=load.tpot_ms, price_per_hour=price.per_gpu_hour, currency=inp.currency,
         cost_per_month=hourly * HOURS_PER_MONTH,
         cost_per_mtok=float(cost_per_mtok(1.0, 1, cap * reps * n_out)) * hourly,
@@ -583,7 +584,8 @@ def _evaluate(inp: PlanInputs, g: Gpu, shape: NodeShape, o: EpOption, kv: str, w
                                       knobs=b.knobs)
     pre_ms = prefill_ms_per_prompt(inp.workload.prompt, lay.ep, pre_tok_s,
                                    inp.prefill_overhead_ms)
-    cap = ep_capacity_per_s(grid, pre_ms, inp.workload.output_tokens, inp.slo)
+    cap = ep_capacity_per_s(grid, pre_ms, inp.workload.output_tokens,
+                            inp.slo.at_engine(inp.request_latency_ms))
     if cap <= 0:
         return ep_rejection("ep_rej_slo", ep=lay.ep, tpot=float(grid[1]), pre=pre_ms)
     return _option(inp, g, shape, o, s, grid, kv, pre_tok_s, rate, cap, limit, b)

@@ -263,9 +263,10 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
     now = 0.0
     next_arrival = 0                     # index of the next open-loop arrival
     issued = 0
+    lat = svc.request_latency_ms         # a request reaches the engine lat after it is sent
     if clients is not None:
         issued = timed = min(clients, n)
-        arrival[:issued] = 0.0
+        arrival[:issued] = -lat if phased else 0.0
     cap = svc.max_batch
     longest = svc.longest_prompt_tokens
     per_step = (svc.chunk_tokens or svc.prompt_tokens) - (cap if svc.mixed else 0)
@@ -360,7 +361,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         next_arrival = issued
 
     for _ in range(guard):
-        while next_arrival < timed and arrival[next_arrival] <= now:
+        while next_arrival < timed and arrival[next_arrival] + lat <= now:
             waiting.append(next_arrival)
             next_arrival += 1
         busy = len(running) + len(prefill_q)
@@ -396,7 +397,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         if not running and not prefill_q:
             if next_arrival >= timed:
                 break
-            now = max(now, float(arrival[next_arrival]))
+            now = max(now, float(arrival[next_arrival]) + lat)
             continue
         finished_now: list[int] = []
         if prefill_q and svc.chunk_tokens is None:
@@ -453,7 +454,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             b = len(running)
             k = min(remaining)
             if next_arrival < timed and busy < cap:
-                gap = float(arrival[next_arrival]) - now
+                gap = float(arrival[next_arrival]) + lat - now
                 k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
             elif waiting and busy < cap and (
                     pages is None or pages.claim(running, 1)
@@ -486,7 +487,10 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             finish[i] = now
             if clients is not None and issued < n:
                 arrival[issued] = now
-                waiting.append(issued)
+                if lat > 0:   # the next request reaches the engine lat from now, in order
+                    timed = issued + 1
+                else:
+                    waiting.append(issued)
                 issued += 1
         if (arrivals is None and issued >= n and next_arrival >= timed and not waiting
                 and not running and not prefill_q):
@@ -553,7 +557,7 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
     arr, adm, fst, fin = tr.arrival_ms[sl], tr.admit_ms[sl], tr.first_ms[sl], tr.finish_ms[sl]
     ttft = fst - arr
     tpot = (fin - fst) / max(svc.output_tokens - 1, 1)
-    queue = adm - arr
+    queue = adm - arr - svc.request_latency_ms   # the wait at the engine, not the way there
     e2e = fin - arr
     span_s = max((float(np.max(fin)) - float(np.min(arr))) / 1e3, 1e-9)
     ok = (ttft <= slo_ttft_ms) & (tpot <= slo_tpot_ms)

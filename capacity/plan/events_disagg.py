@@ -74,7 +74,7 @@ def two_pools(prefill: Scenario, decode: Scenario, *, output_tokens: int, transf
     sd = service_from_scenario(decode, output_tokens=output_tokens, engine=engine,
                                max_num_seqs=max_num_seqs)
     ev = evaluate(decode.with_(prompt_tokens=None), [decode.replicas], [float(p), float(p - 1)])
-    t = np.asarray(ev.ttft_s, dtype=np.float64).reshape(-1) * 1e3
+    t = np.asarray(ev.prefill_s, dtype=np.float64).reshape(-1) * 1e3
     return TwoPools(prefill=sp, decode=sd, prefill_replicas=prefill_replicas,
                     decode_replicas=decode_replicas, transfer_ms=transfer_ms,
                     transfer_latency_ms=transfer_latency_ms, join_ms=float(t[0] - t[1]))
@@ -194,16 +194,20 @@ def _run(pools: TwoPools, arrivals: FloatArray | None, clients: int | None,
         heapq.heappush(events, (at, seq, kind, who, ids))
         seq += 1
 
-    # kinds: 0 arrival, 1 prefill pass done, 2 hand-over landed, 3 decode pass done
+    # kinds: 0 arrival, 1 prefill pass done, 2 hand-over landed, 3 decode pass done; a request
+    # sent at t reaches the prefill pool at t + the request latency outside the GPU
+    lat = pools.prefill.request_latency_ms
     issued = 0
     if arrivals is not None:
         for i, a in enumerate(arrivals.tolist()):
-            push(a, 0, i % pools.prefill_replicas, [i])
+            t["arrival"][i] = a
+            push(a + lat, 0, i % pools.prefill_replicas, [i])
         issued = n
     else:
         assert clients is not None
         for i in range(min(clients, n)):
-            push(0.0, 0, i % pools.prefill_replicas, [i])
+            t["arrival"][i] = 0.0
+            push(lat, 0, i % pools.prefill_replicas, [i])
         issued = min(clients, n)
 
     def kick_prefill(now: float, k: int) -> None:
@@ -229,7 +233,6 @@ def _run(pools: TwoPools, arrivals: FloatArray | None, clients: int | None,
     while events:
         now, _, kind, k, ids = heapq.heappop(events)
         if kind == 0:
-            t["arrival"][ids[0]] = now
             pre[k].queue.append(ids[0])
             kick_prefill(now, k)
         elif kind == 1:
@@ -271,7 +274,8 @@ def _run(pools: TwoPools, arrivals: FloatArray | None, clients: int | None,
                 if m <= 0:
                     t["finish"][i] = now
                     if clients is not None and issued < n:
-                        push(now, 0, issued % pools.prefill_replicas, [issued])
+                        t["arrival"][issued] = now
+                        push(now + lat, 0, issued % pools.prefill_replicas, [issued])
                         issued += 1
             r.running = [i for i, _ in keep]
             r.remaining = [m for _, m in keep]
@@ -309,7 +313,8 @@ def simulate_two_pools(pools: TwoPools, *, rate_per_s: float | None = None,
     return DisaggResult(
         requests=int(arr.size), rate_per_s=rate_per_s, concurrency=concurrency,
         ttft_ms=quantiles(ttft), tpot_ms=quantiles(tpot), e2e_ms=quantiles(fin - arr),
-        prefill_wait_ms=quantiles(t["prefilled"][sl] - arr - pools.prefill.prefill_ms),
+        prefill_wait_ms=quantiles(t["prefilled"][sl] - arr - pools.prefill.prefill_ms
+                                  - pools.prefill.request_latency_ms),
         transfer_wait_ms=quantiles(t["sent"][sl] - t["prefilled"][sl]),
         decode_wait_ms=quantiles(first - t["landed"][sl]),
         mean_ttft_ms=float(np.mean(ttft)), mean_tpot_ms=float(np.mean(tpot)),

@@ -7,7 +7,7 @@ rejections per GPU family, near misses). The search itself is `capacity.plan.sea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
@@ -97,6 +97,15 @@ class Slo:
         if not 0.5 <= self.quantile < 1:
             raise InputError(f"SLO percentile must be in [0.5, 1), got {self.quantile}")
 
+    def at_engine(self, latency_ms: float) -> Slo:
+        """These objectives with the TTFT target less `latency_ms`, the time a request spends
+        outside the GPU (`PlanInputs.request_latency_ms`): what the engine's own TTFT must meet
+        (at least 1e-9 ms, so a latency over the target fails every configuration). Example:
+        2,000 ms and 25 ms -> 1,975 ms."""
+        if latency_ms <= 0:
+            return self
+        return replace(self, ttft_ms=max(self.ttft_ms - latency_ms, 1e-9))
+
 
 @dataclass(frozen=True, kw_only=True)
 class PlanInputs:
@@ -145,6 +154,10 @@ class PlanInputs:
     batched_overhead_ms: float = 0.0
     """ms every decode step of two or more sequences pays on top of the step overhead (a
     calibration's; 0 on the spec sheet)."""
+    request_latency_ms: float = 0.0
+    """Time every request spends outside the GPU before its first token, ms
+    (`Scenario.request_latency_ms`): the TTFTs the plan reports carry it and the TTFT target
+    leaves the engine that much less."""
     attn_mfu: float | None = None
     """Prefill attention's share of peak FLOP/s (F6b; None: MFU)."""
     mfu_half_tokens: float = 0.0

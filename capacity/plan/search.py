@@ -326,6 +326,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     """
     cat = catalog or default_catalog()
     wl, slo = inp.workload, inp.slo
+    lat = inp.request_latency_ms   # outside the GPU: on every TTFT, off the engine's target
     model, _, u = replica_units(inp, cat, None if only is None else only[1])
     # expand replica units into deployments: n = replicas x tp <= max_gpus
     idx_l: list[int] = []
@@ -371,7 +372,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     cap_unit = (np.full(u.prefill_ms.shape, np.nan) if checks_only and slo.cost_per_mtok <= 0
                 else slo_capacity(step=u.step, prefill_ms=u.prefill_ms,
                                   slots=np.minimum(u.c_vram, u.seqs).astype(np.float64),
-                                  wl=wl, slo=slo, budget=u.budget))
+                                  wl=wl, slo=slo.at_engine(lat), budget=u.budget))
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
     # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving
@@ -384,7 +385,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     fails_memory = (c_vram < 1) | (mem_c > c_vram)
     fails_slots = ~fails_memory & (mem_c > seqs)
     # prefill alone over the SLO is a TTFT failure at any load, saturated or not
-    fails_ttft = (~design.saturated & (design.ttft_q_ms > slo.ttft_ms)) | (pre > slo.ttft_ms)
+    ttft_q, ttft_mean = design.ttft_q_ms + lat, design.ttft_mean_ms + lat
+    fails_ttft = (~design.saturated & (ttft_q > slo.ttft_ms)) | (pre + lat > slo.ttft_ms)
     tpot_q = design.tpot_q_ms
     if keep_all:
         fails_tpot = ~design.saturated & (tpot_q > slo.tpot_ms)
@@ -419,7 +421,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     with np.errstate(divide="ignore"):
         ratios = np.stack([
             np.where(slots > 0, mem_c / np.maximum(slots, 1), np.inf),
-            design.ttft_q_ms / slo.ttft_ms, tpot_q / slo.tpot_ms,
+            ttft_q / slo.ttft_ms, tpot_q / slo.tpot_ms,
             design.utilization,
             cpm_cap / cost_target if cost_target > 0 else np.zeros(idx.size)])
     names = (Reason.MEMORY, Reason.TTFT, Reason.TPOT, Reason.THROUGHPUT, Reason.COST)
@@ -433,7 +435,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
         ("code", codes), ("idx", idx), ("n", n), ("month", month), ("c_vram", c_vram), ("slots", slots),
         ("rate_peak", peak_rate_total), ("rate_design", design.rate_per_s * reps),
         ("c_peak", peak.concurrency * reps), ("c_design", design_c * reps),
-        ("ttft", design.ttft_q_ms), ("ttft_mean", design.ttft_mean_ms),
+        ("ttft", ttft_q), ("ttft_mean", ttft_mean),
         ("tpot", tpot_q), ("tpot_mean", design.tpot_ms), ("pre", pre),
         ("util", design.utilization), ("verdict", verdict), ("price", price), ("cap", cap),
         ("spare", spare), ("node", node), ("billed", billed), ("cpm_cap", cpm_cap),
@@ -475,7 +477,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     ranked = sorted((o for o in options if o.feasible), key=_rank_key)
     feasible = _fold_twins(ranked)
     rejected = ([] if only is not None
-                else _rejections(options, feasible, list(dict.fromkeys(g.key for g in u.gpus)), slo))
+                else _rejections(options, feasible, list(dict.fromkeys(g.key for g in u.gpus)),
+                                 slo, lat))
     near = [] if only is not None else _near_misses(inp, cat, options, feasible)
     return Plan(inputs=inp, model_name=model.name, options=tuple(feasible),
                 configurations=tuple(ranked),
@@ -585,7 +588,7 @@ def _rank_key(o: Option) -> tuple[float, float, int, int, str, str, str, str]:
 
 
 def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys: list[str],
-                slo: Slo) -> list[Rejection]:
+                slo: Slo, latency_ms: float = 0.0) -> list[Rejection]:
     ok = {o.gpu for o in feasible}
     out = []
     for key in gpu_keys:
@@ -607,6 +610,9 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
             pre_s, slo_s = closest.prefill_ms / 1e3, slo.ttft_ms / 1e3
             detail += (f"; prefill alone takes {pre_s:.2f} s (SLO {slo_s:g} s)"
                        if closest.prefill_ms > slo.ttft_ms else
+                       f"; prefill takes {pre_s:.2f} s and the request {latency_ms:g} ms outside "
+                       f"the GPU (SLO {slo_s:g} s)"
+                       if closest.prefill_ms + latency_ms > slo.ttft_ms else
                        f"; prefill takes {pre_s:.2f} s, and waiting behind other prompts at "
                        f"the peak pushes p{slo.quantile * 100:g} TTFT past {slo_s:g} s")
         out.append(Rejection(gpu=key, gpu_name=closest.gpu_name,

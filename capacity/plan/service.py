@@ -132,6 +132,11 @@ class ServiceModel:
     unified_kv: UnifiedKv | None = None
     """An engine with one unified KV cache (llama.cpp): what a pass's prompt chunks add attending
     across one another (`forward_pass.UnifiedKv`); None: each sequence attends to its own cells."""
+    request_latency_ms: float = 0.0
+    """Time a request spends outside the GPU before the engine sees it (ms,
+    `Scenario.request_latency_ms`): the event model's requests reach the engine this long after
+    they are sent, so every TTFT and E2E carries it and a closed loop's client waits it out;
+    it occupies no GPU time."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -424,7 +429,7 @@ def _paged_pool(s: Scenario, prof: EngineProfile, *, output_tokens: int, pool_by
     ks = np.arange(longest_prompt + 1, longest_prompt + output_tokens + 1, dtype=np.float64)
     plateau = s.with_(mfu_half_tokens=0.0, prompt_tokens=None)
     pre = evaluate(plateau, [s.replicas], ks)
-    cum = np.concatenate([cum_ms, np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
+    cum = np.concatenate([cum_ms, np.asarray(pre.prefill_s, dtype=np.float64).reshape(-1) * 1e3])
     mfu = None
     if mfu_cum_ms is not None:
         pf = prefill_flops(s.model, ks, by_operator=counts_as_engines(s.step_method))
@@ -519,7 +524,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     if budget is not None:
         ks = np.arange(1, longest + 1, dtype=np.float64)
         pre = evaluate(plateau.with_(prompt_tokens=None), [s.replicas], ks)
-        cum = np.concatenate([[0.0], np.asarray(pre.ttft_s, dtype=np.float64).reshape(-1) * 1e3])
+        cum = np.concatenate([[0.0], np.asarray(pre.prefill_s, dtype=np.float64).reshape(-1) * 1e3])
         if half > 0:
             pf = prefill_flops(s.model, ks, by_operator=operator)
             mfu_cum = np.concatenate([[0.0], _mfu_ms(s, pf.linear_flops, pf.attention_flops)])
@@ -544,7 +549,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         slots=slots, bandwidth_ms=np.asarray(ev.decode.bandwidth_ms, dtype=np.float64),
         compute_ms=np.asarray(ev.decode.compute_ms, dtype=np.float64),
         comm_ms=np.asarray(ev.decode.comm_ms, dtype=np.float64),
-        overhead_ms=s.fixed_step_ms, prefill_ms=float(one.ttft_s) * 1e3,
+        overhead_ms=s.fixed_step_ms, prefill_ms=float(one.prefill_s) * 1e3,
         prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=budget,
         mixed=prof.mixed or not prof.chunked, prefill_cum_ms=cum, engine=prof.key,
         serial_ms=np.asarray(ev.decode.serial_ms, dtype=np.float64),
@@ -556,4 +561,4 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
                     if hit_pf is not None and half else 0.0),
         hit_first_ms=hit_first, offload_ms=offload, turns=turns,
         turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
-        unified_kv=unified_kv(s, prof))
+        unified_kv=unified_kv(s, prof), request_latency_ms=s.request_latency_ms)

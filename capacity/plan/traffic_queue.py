@@ -211,7 +211,8 @@ def simulate_traffic(svc: TrafficService, sample: TrafficSample, *,
     sl = slice(skip, None)
     arr, adm, fst, fin = tr.arrival_ms[sl], tr.admit_ms[sl], tr.first_ms[sl], tr.finish_ms[sl]
     out = sample.output_tokens[sl]
-    ttft = fst - arr
+    lat = svc.scenario.request_latency_ms  # outside the GPU: shifts every request alike
+    ttft = fst - arr + lat
     multi = out > 1
     tpot = (fin[multi] - fst[multi]) / (out[multi] - 1)
     span_s = max((float(np.max(fin)) - float(np.min(arr))) / 1e3, 1e-9)
@@ -222,7 +223,7 @@ def simulate_traffic(svc: TrafficService, sample: TrafficSample, *,
         requests=int(arr.size),
         rate_per_s=(sample.size - 1) / total_span if total_span > 0 else math.inf,
         ttft_ms=quantiles(ttft), tpot_ms=quantiles(tpot), queue_ms=quantiles(adm - arr),
-        e2e_ms=quantiles(fin - arr), mean_prefill_ms=float(np.mean(prefill)),
+        e2e_ms=quantiles(fin - arr + lat), mean_prefill_ms=float(np.mean(prefill)),
         throughput_req_s=arr.size / span_s, output_tok_s=float(np.sum(out)) / span_s,
         slo_met_share=float(np.mean(ok)), slots=svc.slots,
         mean_queue_ms=float(np.mean(adm - arr)), mean_ttft_ms=float(np.mean(ttft)),
@@ -345,7 +346,8 @@ def analytic_traffic(s: Scenario, sample: TrafficSample, *, arrival_cv: float = 
         if done:
             break
     multi = out > 1
-    return TrafficEstimate(ttft_ms=quantiles(ttft), tpot_ms=quantiles((dur / steps)[multi]),
+    return TrafficEstimate(ttft_ms=quantiles(ttft + s.request_latency_ms),
+                           tpot_ms=quantiles((dur / steps)[multi]),
                            prefill_share=rho, delay_probability=sig, step_ms=s_ms,
                            saturated=False)
 

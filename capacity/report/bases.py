@@ -36,6 +36,8 @@ class Knobs(Protocol):
     def gemm_tile_tokens(self) -> float: ...
     @property
     def layer_overhead_ms(self) -> float: ...
+    @property
+    def request_latency_ms(self) -> float: ...
 
 
 def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
@@ -71,7 +73,9 @@ def knobs_text(knobs: Knobs, lang: str) -> str:
     text = t("basis_knobs_curve" if half > 0 else "basis_knobs", lang, eff=knobs.eff,
              mfu=knobs.mfu, half=half, eta=knobs.eta_bw, t0=knobs.step_overhead_ms,
              p0=knobs.prefill_overhead_ms)
-    return text + step_shape_text(knobs, lang)
+    latency = (t("basis_knobs_latency", lang, ms=knobs.request_latency_ms)
+               if knobs.request_latency_ms > 0 else "")
+    return text + step_shape_text(knobs, lang) + latency
 
 
 def step_shape_text(knobs: Knobs, lang: str) -> str:

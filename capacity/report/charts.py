@@ -185,7 +185,7 @@ def _roofline(s: Scenario, ev: Any, grid: FloatArray, one: Any
     pf_flops = float(one.prefill.total_flops.flat[0]) / s.tp
     pf_bytes = s.weights_per_gpu_gb * GB + float(one.kv_request.exact_bytes.flat[0])
     pf_i = pf_flops / pf_bytes
-    pf_t = pf_flops / float(one.ttft_s.flat[0]) / TERA
+    pf_t = pf_flops / float(one.prefill_s.flat[0]) / TERA
     ridge = ridge_point(s.tflops, s.bandwidth_gb_s)
     lo = min(0.5, float(np.min(flops / moved)) / 2)
     hi = max(ridge * 20, pf_i * 4)

@@ -319,7 +319,9 @@ def _reliefs_for(s: Scenario, ev: Evaluation, c: int, detail: Detail, targets: T
                 out.append(Relief(kind=ReliefKind.TP, value=tp, result=ttft, n_gpus=t.n_gpus,
                                   tp=tp))
                 break
-        need_mfu = s.mfu * float(ev.ttft_s.flat[0]) * 1e3 / targets.ttft_ms
+        room_ms = targets.ttft_ms - s.request_latency_ms   # the latency outside stays
+        need_mfu = (s.mfu * float(ev.prefill_s.flat[0]) * 1e3 / room_ms if room_ms > 0
+                    else math.inf)
         if s.mfu < need_mfu <= 0.6:
             out.append(Relief(kind=ReliefKind.MFU, value=round(need_mfu, 2),
                               result=targets.ttft_ms, n_gpus=s.n_gpus, tp=s.tp))
@@ -526,7 +528,11 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     # F6: prefill
     lin = float(ev.ttft_linear_s.flat[0])
     ttft = float(ev.ttft_s.flat[0])
+    pre = float(ev.prefill_s.flat[0])
     attn = float(ev.prefill.attention_flops.flat[0])
+    # a request latency outside the GPU (`Scenario.request_latency_ms`) comes on top
+    outside = (f"; + {_n(s.request_latency_ms)} ms outside the GPU (request latency) -> "
+               f"{_n(ttft)} s" if s.request_latency_ms > 0 else "")
     if counts_as_engines(s.step_method):
         # F6b: the embedding lookup is free and the output head runs at the last position only
         body = m.params_active_b - m.lookup_params_b - m.head_params_b
@@ -535,7 +541,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
                                 "(+ attention ~ 2 x layers x q_heads x head_dim x L^2; F6b)",
             substituted=f"(2 x {_n(body * 1e9)} x {s.prompt:,} + 2 x "
                         f"{_n(m.head_params_b * 1e9)}) / ({_n(f_tot * TERA)} x {_n(s.mfu)}) = "
-                        f"{_n(lin)} s; + {_n(attn)} FLOP attention -> {_n(ttft)} s",
+                        f"{_n(lin)} s; + {_n(attn)} FLOP attention -> {_n(pre)} s{outside}",
             value=ttft, unit="s", note=prefill_method_note(s)))
     else:
         steps.append(MathStep(
@@ -543,7 +549,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
                                 "q_heads x head_dim x L^2)",
             substituted=f"2 x {_n(m.params_active_b * 1e9)} x {s.prompt:,} / "
                         f"({_n(f_tot * TERA)} x {_n(s.mfu)}) = {_n(lin)} s; + {_n(attn)} FLOP "
-                        f"attention -> {_n(ttft)} s", value=ttft, unit="s"))
+                        f"attention -> {_n(pre)} s{outside}", value=ttft, unit="s"))
     # F7: cost
     agg = float(ev.aggregate_tok_s[0])
     cost = float(ev.cost_per_mtok[0])

@@ -91,9 +91,11 @@ def run_disaggregated(prefill: Scenario, decode: Scenario, *, prompt_tokens: int
             busy[k] = step
             push(e.now_s + step.duration_s, 1, k, -1)
 
-    # kinds: 0 arrival at a prefill engine, 1 a step ends, 2 a hand-over lands
+    # kinds: 0 arrival at a prefill engine, 1 a step ends, 2 a hand-over lands; a request sent
+    # at a reaches its prefill engine the request latency later (`Scenario.request_latency_ms`)
+    lat_s = prefill.request_latency_ms / 1e3 / cfg.speedup
     for i, a in enumerate(arrivals_s):
-        push(a, 0, i % prefill_engines, i)
+        push(a + lat_s, 0, i % prefill_engines, i)
     hold = transfer_s - transfer_latency_s
     while events:
         now, _, kind, k, i = heapq.heappop(events)

@@ -107,7 +107,7 @@ class SimPhysics:
         t = self._prefill.get(prompt_tokens)
         if t is None:
             ev = evaluate(self._prefill_scenario, [1], [float(prompt_tokens)])
-            t = float(ev.ttft_s.reshape(-1)[0])
+            t = float(ev.prefill_s.reshape(-1)[0])
             self._prefill[prompt_tokens] = t
         return t
 

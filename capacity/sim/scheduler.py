@@ -139,6 +139,10 @@ class SimSequence:
     finish_reason: str
     fault: str | None
     arrival_s: float
+    """When the engine sees the request (simulator clock, s)."""
+    sent_s: float | None = None
+    """When the client sent it, where that is earlier (the server's front end: the scenario's
+    `request_latency_ms`); None: `arrival_s`. The truth's TTFT and E2E count from it."""
     stream: bool = True
     """Put every emitted token on `out` (an HTTP response reads it); not in virtual time."""
     out: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
@@ -297,9 +301,10 @@ class Simulator:
     def submit(self, *, prompt_tokens: int, max_tokens: int, ignore_eos: bool,
                fault: str | None, arrival_s: float, seq_id: str | None = None,
                prefix_key: int = -1, prefix_tokens: int = 0,
-               conversation_key: int = -1) -> SimSequence:
+               conversation_key: int = -1, sent_s: float | None = None) -> SimSequence:
         """Queue a request that arrived at `arrival_s` (on the simulator's clock; in arrival
-        order). It is admitted at the first scheduling point at or after its arrival."""
+        order). It is admitted at the first scheduling point at or after its arrival. `sent_s`:
+        when its client sent it, if earlier (a request latency outside the GPU)."""
         eos = self.config.eos_after_tokens
         if not ignore_eos and 0 < eos < max_tokens:
             target, reason = eos, "stop"
@@ -310,6 +315,7 @@ class Simulator:
                              f"does not fit this engine's maximum of {self.max_model_len} tokens")
         seq = SimSequence(id=seq_id or f"sim-{uuid.uuid4().hex[:24]}", prompt_tokens=prompt_tokens,
                    target_tokens=target, finish_reason=reason, fault=fault, arrival_s=arrival_s,
+                   sent_s=sent_s,
                    stream=self.clock == "real", prefill_left=prompt_tokens,
                    prefix_key=prefix_key, prefix_tokens=prefix_tokens,
                    conversation_key=conversation_key)
@@ -324,17 +330,18 @@ class Simulator:
         n = seq.emitted
         tpot = (seq.last_s - seq.first_s) / (n - 1) * 1e3 if n > 1 else math.nan
         unix = _UNIX_MINUS_PERF if self.clock == "real" else 0.0
+        sent = seq.arrival_s if seq.sent_s is None else seq.sent_s
         self.truth[seq.id] = {
             "id": seq.id, "status": status, "fault": seq.fault,
             "prompt_tokens": seq.prompt_tokens, "output_tokens": n,
             "cached_tokens": seq.cached_tokens,
-            "arrival_s": seq.arrival_s,
-            "arrival_unix_s": seq.arrival_s + unix,
+            "arrival_s": sent,
+            "arrival_unix_s": sent + unix,
             "first_token_unix_s": seq.first_s + unix,
             "queue_ms": (seq.admitted_s - seq.arrival_s) * 1e3,
-            "ttft_ms": (seq.first_s - seq.arrival_s) * 1e3,
+            "ttft_ms": (seq.first_s - sent) * 1e3,
             "tpot_ms": tpot,
-            "e2e_ms": (seq.last_s - seq.arrival_s) * 1e3,
+            "e2e_ms": (seq.last_s - sent) * 1e3,
             "preemptions": seq.preempted,
             "clock": self.clock,
         }

@@ -194,10 +194,16 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
             return _error(500, "injected fault: internal server error", "server_error")
         # the shared leading text's whole tokens (the cache holds whole tokens of it)
         prefix_tokens = min(prompt_tokens - 1, math.floor(prefix_chars / cfg.chars_per_token))
+        sent = arrival
+        lat_s = scenario.request_latency_ms / 1e3 / cfg.speedup
+        if lat_s > 0:  # the server's front end: the engine sees the request this much later
+            await asyncio.sleep(max(0.0, arrival + lat_s - time.perf_counter()))
+            arrival += lat_s
         seq = sim.submit(prompt_tokens=prompt_tokens, max_tokens=max_tokens,
                          ignore_eos=bool(body.get("ignore_eos", False)), fault=fault,
                          arrival_s=arrival, prefix_key=prefix_key if prefix_tokens > 0 else -1,
-                         prefix_tokens=max(0, prefix_tokens))
+                         prefix_tokens=max(0, prefix_tokens),
+                         sent_s=sent if lat_s > 0 else None)
         created = int(time.time())
         kind = "chat.completion" if chat else "text_completion"
         if not stream:

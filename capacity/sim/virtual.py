@@ -97,20 +97,25 @@ def run_virtual(scenario: Scenario, workload: Workload,
     opened = w.open_arrivals_s()
     pending = deque(opened or [])
     issued = 0
+    # the server's front end (`Scenario.request_latency_ms`): the engine sees a request this
+    # long after it is sent, on the scaled clock as every other delay
+    lat_s = scenario.request_latency_ms / 1e3 / sim.config.speedup
 
     def send(at_s: float) -> None:
         nonlocal issued
         one = w.sample
+        sent = at_s if lat_s > 0 else None
         if one is None:
             sim.submit(prompt_tokens=w.prompt_tokens, max_tokens=w.output_tokens,
-                       ignore_eos=True, fault=None, arrival_s=at_s, seq_id=f"virtual-{issued:06d}")
+                       ignore_eos=True, fault=None, arrival_s=at_s + lat_s,
+                       seq_id=f"virtual-{issued:06d}", sent_s=sent)
         else:
             key = int(one.prefix_ids[issued])
             sim.submit(prompt_tokens=int(one.prompt_tokens[issued]),
                        max_tokens=int(one.output_tokens[issued]), ignore_eos=True, fault=None,
-                       arrival_s=at_s, seq_id=f"virtual-{issued:06d}", prefix_key=key,
+                       arrival_s=at_s + lat_s, seq_id=f"virtual-{issued:06d}", prefix_key=key,
                        prefix_tokens=int(one.cached_tokens[issued]) if key >= 0 else 0,
-                       conversation_key=int(one.conversation_ids[issued]))
+                       conversation_key=int(one.conversation_ids[issued]), sent_s=sent)
         issued += 1
 
     if opened is None:
