@@ -124,11 +124,13 @@ class TypicalScorecard:
 
 
 def group_plateau(spec_ttft_ms: float, measured_ms: float, prompt_tokens: float,
-                  half_tokens: float) -> float:
+                  half_tokens: float, weight_ratio: float = 1.0) -> float:
     """The prefill MFU plateau a measured unqueued TTFT implies (dimensionless):
-    (spec-sheet TTFT at MFU 1 / measured) x (L + m_half) / L. Example: 0.534 at L = 5000,
-    m_half 262 -> 0.534 x 5262 / 5000 = 0.562."""
-    return spec_ttft_ms / measured_ms * (prompt_tokens + half_tokens) / prompt_tokens
+    (spec-sheet TTFT at MFU 1 / measured) x (L + m_half R) / L, R the MoE weight ratio at L
+    (`Routing.gemm_weight_ratio`; 1 for a dense model). Example: 0.534 at L = 5000, m_half
+    262 -> 0.534 x 5262 / 5000 = 0.562."""
+    return (spec_ttft_ms / measured_ms * (prompt_tokens + half_tokens * weight_ratio)
+            / prompt_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,7 +150,9 @@ def _evidence(sweeps: Sequence[ReferenceSweep], cat: Catalog, half: float) -> Ev
         for x in s.stated:
             if v.METRIC_OF[x.metric] == v.Metric.TTFT and x.concurrency == 1:
                 i = levels.index(x.concurrency)
-                plateaus.append(group_plateau(sp.ttft_ms[i], x.value, s.prompt_tokens, half))
+                plateaus.append(group_plateau(
+                    sp.ttft_ms[i], x.value, s.prompt_tokens, half,
+                    float(base.routing.gemm_weight_ratio(s.prompt_tokens))))
     return Evidence(plateaus=tuple(plateaus))
 
 

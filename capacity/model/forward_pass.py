@@ -25,15 +25,17 @@ from dataclasses import dataclass
 from capacity.catalog.engines import EngineProfile
 from capacity.catalog.host_links import host_link
 from capacity.errors import InputError
+from capacity.model.moe import DENSE, Routing
 from capacity.model.prefill import step_mfu
 from capacity.model.roofline import attention_flops_per_token
 from capacity.model.scenario import Scenario
 from capacity.units import GB, GIB, TERA
 
 
-def pass_slowdown(step_tokens: float, half_tokens: float) -> float:
+def pass_slowdown(step_tokens: float, half_tokens: float, routing: Routing = DENSE) -> float:
     """How much longer a pass's MFU-bound prompt work takes than at the plateau MFU, as a
-    share of its plateau time (dimensionless): 1 / step_mfu(m, mfu=1) - 1 = m_half / m.
+    share of its plateau time (dimensionless): 1 / step_mfu(m, mfu=1) - 1 = m_half R(m) / m
+    (R = 1 for a dense model, `Routing.gemm_weight_ratio` for an MoE one).
 
     0 when `half_tokens` is 0 (a constant MFU) or the pass carries no tokens. Example: a pass
     of 512 tokens at m_half 256 runs its prompt GEMMs at 2/3 of the plateau: slowdown 0.5.
@@ -41,7 +43,8 @@ def pass_slowdown(step_tokens: float, half_tokens: float) -> float:
     """
     if half_tokens <= 0 or step_tokens <= 0:
         return 0.0
-    return 1.0 / float(step_mfu(step_tokens, mfu=1.0, half_tokens=half_tokens)) - 1.0
+    return 1.0 / float(step_mfu(step_tokens, mfu=1.0, half_tokens=half_tokens,
+                                routing=routing)) - 1.0
 
 
 def offload_ms(offload_gib: float, link_gb_s: float) -> float:

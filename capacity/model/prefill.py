@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from capacity.catalog.loader import Model
 from capacity.errors import InputError
+from capacity.model.moe import DENSE, Routing
 from capacity.types import FloatArray
 from capacity.units import TERA
 
@@ -109,7 +110,8 @@ def prefill_seconds(flops: npt.ArrayLike, tflops: float, mfu: float,
 def prefill_seconds_by_parts(pf: PrefillFlops, tflops: float, mfu: float,
                              attn_mfu: float | None = None, overhead_s: float = 0.0, *,
                              half_tokens: float = 0.0,
-                             step_tokens: npt.ArrayLike | None = None) -> FloatArray:
+                             step_tokens: npt.ArrayLike | None = None,
+                             routing: Routing = DENSE) -> FloatArray:
     """Prefill time in seconds by parts (F6b): t0 + linear / (F x MFU(m)) + attention / (F x attn_mfu).
 
     `attn_mfu` None: the attention at MFU(m) too, i.e. `prefill_seconds(total)`, the chapter's
@@ -119,9 +121,11 @@ def prefill_seconds_by_parts(pf: PrefillFlops, tflops: float, mfu: float,
     MFU(m) = `step_mfu(m, mfu=mfu, half_tokens=half_tokens)`, m the tokens of the forward pass:
     `step_tokens`, default the prompt's (a whole-prompt prefill is one pass); `half_tokens` 0
     keeps the constant MFU. Example: 1,000 tokens, plateau 0.6, m_half 250: MFU(m) = 0.48.
+    `routing`: an MoE model's experts (`step_mfu`).
     """
     m = pf.prompt_tokens if step_tokens is None else step_tokens
-    eff_mfu = step_mfu(m, mfu=mfu, half_tokens=half_tokens) if half_tokens > 0 else mfu
+    eff_mfu = (step_mfu(m, mfu=mfu, half_tokens=half_tokens, routing=routing)
+               if half_tokens > 0 else mfu)
     if not 0 < mfu <= 1:
         raise InputError(f"MFU must be in (0, 1], got {mfu}")
     if tflops <= 0:
@@ -135,15 +139,19 @@ def prefill_seconds_by_parts(pf: PrefillFlops, tflops: float, mfu: float,
                       + pf.attention_flops / (peak * attn_mfu), dtype=np.float64)
 
 
-def step_mfu(tokens: npt.ArrayLike, *, mfu: float, half_tokens: float = 0.0) -> FloatArray:
+def step_mfu(tokens: npt.ArrayLike, *, mfu: float, half_tokens: float = 0.0,
+             routing: Routing = DENSE) -> FloatArray:
     """Prefill GEMM efficiency of a forward pass over `tokens` tokens (a share of peak, no unit):
-    `mfu x m / (m + m_half)`, rising with the tokens per step and flattening at `mfu` (GEMM
-    efficiency grows with the GEMM's M dimension until the tiles fill the device; issue 32).
+    `mfu x m / (m + m_half x R(m))`, rising with the tokens per step and flattening at `mfu`
+    (GEMM efficiency grows with the GEMM's M dimension until the tiles fill the device; issue
+    32). R(m) is 1 for a dense model; for an MoE model the weights the pass's touched experts
+    read against one token's (`Routing.gemm_weight_ratio`): each expert's GEMM gets about
+    m k / E rows, so the pass needs E/k times the tokens to fill them.
 
-    `half_tokens` (m_half, tokens) is where the efficiency reaches half its plateau; 0 keeps the
+    `half_tokens` (m_half, tokens) is where a dense pass reaches half its plateau; 0 keeps the
     chapter's constant MFU (every basis without a curve). Never above `mfu`, so never above
     the peak. Example: plateau 0.7, m_half 128: 0.35 at 128 tokens, 0.7 x 2048 / 2176 = 0.659
-    at 2,048.
+    at 2,048; an MoE with R = 22.9 at 2,048 tokens: 0.7 x 2048 / (2048 + 128 x 22.9) = 0.288.
     """
     m = np.asarray(tokens, dtype=np.float64)
     if half_tokens < 0:
@@ -152,4 +160,5 @@ def step_mfu(tokens: npt.ArrayLike, *, mfu: float, half_tokens: float = 0.0) -> 
         return np.full_like(m, float(mfu))
     if np.any(m <= 0):
         raise InputError("tokens per step must be > 0")
-    return np.asarray(mfu * m / (m + half_tokens), dtype=np.float64)
+    return np.asarray(mfu * m / (m + half_tokens * routing.gemm_weight_ratio(m)),
+                      dtype=np.float64)

@@ -83,7 +83,8 @@ def cached_prefill_s(s: Scenario, prompt_tokens: npt.ArrayLike,
     comm_s = tp_comm_ms(s.model, s.gpu, s.tp, L - c) / 1e3
     return np.asarray(prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
                                                s.prefill_overhead_ms / 1e3,
-                                               half_tokens=s.mfu_half_tokens) + comm_s,
+                                               half_tokens=s.mfu_half_tokens,
+                                               routing=s.routing) + comm_s,
                       dtype=np.float64)
 
 

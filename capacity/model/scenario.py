@@ -47,6 +47,7 @@ from capacity.model.memory import (
     memory_verdict,
     vram_budget,
 )
+from capacity.model.moe import Routing, routing_of
 from capacity.model.padding import check_padding
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
 from capacity.model.prefill import (
@@ -163,6 +164,12 @@ class Scenario:
     @property
     def model(self) -> Model:
         return self.variant.model
+
+    @property
+    def routing(self) -> Routing:
+        """The model's routed experts as a prefill pass's GEMMs see them (F6c; DENSE for a
+        dense model)."""
+        return routing_of(self.model)
 
     @property
     def fixed_step_ms(self) -> float:
@@ -461,12 +468,15 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
     pf = prefill_flops(m, prompt, by_operator=counts_as_engines(s.step_method))
     comm_prefill_s = tp_comm_ms(m, s.gpu, s.tp, prompt) / 1e3
     # the whole prompt is one forward pass: its GEMMs run at step_mfu(prompt tokens) (F6c)
+    routing = s.routing
     ttft_lin = prefill_seconds(pf.linear_flops / step_mfu(prompt, mfu=1.0,
-                                                          half_tokens=s.mfu_half_tokens),
+                                                          half_tokens=s.mfu_half_tokens,
+                                                          routing=routing),
                                s.tflops * s.tp, s.mfu)
     ttft = prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
                                     s.prefill_overhead_ms / 1e3,
-                                    half_tokens=s.mfu_half_tokens) + comm_prefill_s
+                                    half_tokens=s.mfu_half_tokens,
+                                    routing=routing) + comm_prefill_s
     cross = None
     if L.ndim == 0:
         per_gpu = step_model.crossover_batch()  # one context: a scalar KV per request

@@ -17,6 +17,7 @@ from capacity.errors import InputError
 from capacity.model.forward_pass import UnifiedKv, pass_slowdown, scenario_offload_ms, unified_kv
 from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import max_concurrency
+from capacity.model.moe import DENSE, Routing
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import cached_prefill, cached_prefill_s, shared_prefix_bytes
 from capacity.model.roofline import DecodeStep, counts_as_engines, mixed_step_time_ms, step_time_ms
@@ -97,6 +98,8 @@ class ServiceModel:
     mfu_half_tokens: float = 0.0
     """Tokens of a forward pass at which the prompt GEMMs reach half their plateau MFU (F6c,
     `Scenario.mfu_half_tokens`); 0: a constant MFU."""
+    routing: Routing = DENSE
+    """The model's routed experts (F6c's MoE weight ratio, `Scenario.routing`)."""
     prefill_mfu_ms: float = 0.0
     """The MFU-bound part of one whole prompt's prefill at the plateau (ms; F6c)."""
     cached_tokens: int = 0
@@ -262,7 +265,7 @@ class ServiceModel:
         formula.
         """
         m = batch + sum(n for _, n in chunks)
-        stretch = pass_slowdown(m, self.mfu_half_tokens)
+        stretch = pass_slowdown(m, self.mfu_half_tokens, self.routing)
         prefill = (sum(self.chunk_ms(d, n) for d, n in chunks) + extra_ms
                    + stretch * sum(self.chunk_mfu_ms(d, n) for d, n in chunks))
         if self.unified_kv is not None:
@@ -287,8 +290,8 @@ class ServiceModel:
             alone, part = ((self.hit_prefill_ms, self.hit_mfu_ms) if h
                            else (self.prefill_ms, self.prefill_mfu_ms))
             own = self.prompt_tokens - (self.cached_tokens if h else 0)
-            out += alone + part * (pass_slowdown(m, self.mfu_half_tokens)
-                                   - pass_slowdown(own, self.mfu_half_tokens))
+            out += alone + part * (pass_slowdown(m, self.mfu_half_tokens, self.routing)
+                                   - pass_slowdown(own, self.mfu_half_tokens, self.routing))
         return out
 
     def prefix_hits(self, n_requests: int) -> FloatArray:
@@ -321,14 +324,14 @@ class ServiceModel:
         own pass's efficiency to step_mfu(pass_tokens) (F6c), hits by `prefix_share` likewise.
         Example: a 1,000-token miss of 130 ms alone, 60 ms MFU-bound at the plateau, m_half
         500, in passes of 2,000 tokens: 130 + 60 x (500 / 2,000 - 500 / 1,000) = 115 ms."""
-        slow = pass_slowdown(pass_tokens, self.mfu_half_tokens)
+        slow = pass_slowdown(pass_tokens, self.mfu_half_tokens, self.routing)
         miss = self.prefill_ms + self.prefill_mfu_ms * (
-            slow - pass_slowdown(self.prompt_tokens, self.mfu_half_tokens))
+            slow - pass_slowdown(self.prompt_tokens, self.mfu_half_tokens, self.routing))
         first = miss
         if self.cached_tokens and self.prefix_share:
             hit = self.hit_prefill_ms + self.hit_mfu_ms * (
                 slow - pass_slowdown(self.prompt_tokens - self.cached_tokens,
-                                     self.mfu_half_tokens))
+                                     self.mfu_half_tokens, self.routing))
             first = (1.0 - self.prefix_share) * miss + self.prefix_share * hit
         if self.turns == 1 or self.turn_first_ms is None:
             return first
@@ -553,7 +556,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         prompt_tokens=s.prompt, output_tokens=output_tokens, chunk_tokens=budget,
         mixed=prof.mixed or not prof.chunked, prefill_cum_ms=cum, engine=prof.key,
         serial_ms=np.asarray(ev.decode.serial_ms, dtype=np.float64),
-        mfu_cum_ms=mfu_cum, mfu_half_tokens=half,
+        mfu_cum_ms=mfu_cum, mfu_half_tokens=half, routing=s.routing,
         prefill_mfu_ms=float(_mfu_ms(s, whole.linear_flops, whole.attention_flops)) if half else 0.0,
         cached_tokens=cached, prefix_share=share,
         hit_prefill_ms=float(cached_prefill_s(s, s.prompt, cached)) * 1e3 if cached else 0.0,

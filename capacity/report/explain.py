@@ -26,6 +26,7 @@ from capacity.model.cost import HOURS_PER_MONTH
 from capacity.model.draft_gain import DraftGain, draft_gain
 from capacity.model.memory import VERDICTS, MemoryVerdict, headroom_level
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
+from capacity.model.prefill import step_mfu
 from capacity.model.roofline import Bound, StepMethod, counts_as_engines
 from capacity.model.scenario import (
     Evaluation,
@@ -533,6 +534,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     # a request latency outside the GPU (`Scenario.request_latency_ms`) comes on top
     outside = (f"; + {_n(s.request_latency_ms)} ms outside the GPU (request latency) -> "
                f"{_n(ttft)} s" if s.request_latency_ms > 0 else "")
+    mfu_text = prompt_mfu_text(s)
     if counts_as_engines(s.step_method):
         # F6b: the embedding lookup is free and the output head runs at the last position only
         body = m.params_active_b - m.lookup_params_b - m.head_params_b
@@ -540,7 +542,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
             key="ttft", formula="TTFT = (2 x (P - lookup - head) x L + 2 x head) / (F x MFU)  "
                                 "(+ attention ~ 2 x layers x q_heads x head_dim x L^2; F6b)",
             substituted=f"(2 x {_n(body * 1e9)} x {s.prompt:,} + 2 x "
-                        f"{_n(m.head_params_b * 1e9)}) / ({_n(f_tot * TERA)} x {_n(s.mfu)}) = "
+                        f"{_n(m.head_params_b * 1e9)}) / ({_n(f_tot * TERA)} x {mfu_text}) = "
                         f"{_n(lin)} s; + {_n(attn)} FLOP attention -> {_n(pre)} s{outside}",
             value=ttft, unit="s", note=prefill_method_note(s)))
     else:
@@ -548,7 +550,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
             key="ttft", formula="TTFT = 2 x P x L / (F x MFU)  (+ attention ~ 2 x layers x "
                                 "q_heads x head_dim x L^2)",
             substituted=f"2 x {_n(m.params_active_b * 1e9)} x {s.prompt:,} / "
-                        f"({_n(f_tot * TERA)} x {_n(s.mfu)}) = {_n(lin)} s; + {_n(attn)} FLOP "
+                        f"({_n(f_tot * TERA)} x {mfu_text}) = {_n(lin)} s; + {_n(attn)} FLOP "
                         f"attention -> {_n(pre)} s{outside}", value=ttft, unit="s"))
     # F7: cost
     agg = float(ev.aggregate_tok_s[0])
@@ -598,6 +600,19 @@ def method_note(s: Scenario, concurrency: int) -> Note | None:
     return Note(f"the operator step adds what the chapter's leaves out: the small-batch "
                 f"attention floor, per-sequence overhead and KV-read efficiency ({op:.3g} ms "
                 f"against {ch:.3g} ms)", code="method_knobs", op=round(op, 3), ch=round(ch, 3))
+
+
+def prompt_mfu_text(s: Scenario) -> str:
+    """The MFU a whole prompt's GEMMs run at, as show-math substitutes it: the plateau, or with
+    F6c's curve MFU(L) = MFU x L / (L + m_half x R) and its value (R: the MoE weight ratio,
+    `Routing.gemm_weight_ratio`, shown when not 1), so the line's numbers give its result."""
+    if s.mfu_half_tokens <= 0:
+        return _n(s.mfu)
+    r = float(s.routing.gemm_weight_ratio(s.prompt))
+    eff = float(step_mfu(s.prompt, mfu=s.mfu, half_tokens=s.mfu_half_tokens, routing=s.routing))
+    ratio = f" x {_n(r)}" if r != 1.0 else ""
+    return (f"{_n(eff)} [MFU(L) = {_n(s.mfu)} x {s.prompt:,} / ({s.prompt:,} + "
+            f"{_n(s.mfu_half_tokens)}{ratio}), F6c]")
 
 
 def prefill_method_note(s: Scenario) -> Note | str:

@@ -153,7 +153,7 @@ class SimPhysics:
         same. Without `mfu_half_tokens` it is the chunks' `chunk_s`."""
         base = sum(self.chunk_s(d, n) for d, n in chunks) + extra_s
         m = decode_tokens + sum(n for _, n in chunks)
-        stretch = pass_slowdown(m, self.scenario.mfu_half_tokens)
+        stretch = pass_slowdown(m, self.scenario.mfu_half_tokens, self.scenario.routing)
         if stretch == 0.0:
             return base
         return base + stretch * sum(self.mfu_part_s(d + n) - self.mfu_part_s(d)

@@ -1,0 +1,96 @@
+"""F6c for MoE models: a prefill pass's expert GEMMs read every expert the pass touches while
+its FLOPs count k experts per token, so the pass reaches its plateau as if m_half were
+m_half x R(m) (`capacity.model.moe.Routing.gemm_weight_ratio`). Every expected value is
+computed by hand in the comments."""
+
+from __future__ import annotations
+
+import pytest
+
+from capacity.catalog.loader import default_catalog
+from capacity.model.forward_pass import pass_slowdown
+from capacity.model.moe import DENSE, Routing, routing_of
+from capacity.model.prefill import PrefillFlops, prefill_seconds_by_parts, step_mfu
+from capacity.model.scenario import evaluate, make_scenario
+from capacity.plan.events import service_from_scenario
+
+TOY = Routing(expert_fraction=0.5, experts=4, active=1)
+"""Half the weights in 4 experts, one per token: one token uses 0.5 + 0.5 / 4 = 0.625 of W."""
+
+
+def test_weight_ratio_hand_values() -> None:
+    # m = 1: one token reads what it uses -> 1
+    # m = 2: touched share 1 - 0.75^2 = 0.4375 -> (0.5 + 0.21875) / 0.625 = 1.15
+    # m = 100: every expert (1 - 0.75^100 ~ 1) -> 1 / 0.625 = 1.6
+    got = TOY.gemm_weight_ratio([1, 2, 100])
+    assert got.tolist() == pytest.approx([1.0, 1.15, 1.6])
+    assert DENSE.gemm_weight_ratio([1, 5000]).tolist() == [1.0, 1.0]
+
+
+def test_gpt_oss_120b_ratio() -> None:
+    # the catalog's gpt-oss-120b: f = 115.303 / 116.8 (expert / total parameters), E 128, k 4;
+    # a 5,000-token pass touches every expert: 1 / ((1 - f) + f x 4 / 128) = 22.90
+    r = routing_of(default_catalog().models["gpt-oss-120b"])
+    f = 115.30322580645162 / 116.8
+    assert (r.experts, r.active, r.expert_fraction) == (128, 4, pytest.approx(f))
+    assert float(r.gemm_weight_ratio(5000)) == pytest.approx(1 / ((1 - f) + f * 4 / 128))
+    assert float(r.gemm_weight_ratio(5000)) == pytest.approx(22.90, abs=0.01)
+    assert routing_of(default_catalog().models["llama-3.1-8b"]) is DENSE
+
+
+def test_step_mfu_and_slowdown_with_routing() -> None:
+    # plateau 0.7, m_half 128, TOY at 100 tokens (R 1.6): 0.7 x 100 / (100 + 204.8) = 0.22966
+    assert float(step_mfu(100, mfu=0.7, half_tokens=128, routing=TOY)) == pytest.approx(
+        0.7 * 100 / 304.8)
+    # dense: 0.7 x 100 / 228
+    assert float(step_mfu(100, mfu=0.7, half_tokens=128)) == pytest.approx(0.7 * 100 / 228)
+    # slowdown = m_half R / m: 128 x 1.6 / 100 = 2.048 (dense 1.28); none without a curve
+    assert pass_slowdown(100, 128, TOY) == pytest.approx(2.048)
+    assert pass_slowdown(100, 128) == pytest.approx(1.28)
+    assert pass_slowdown(100, 0.0, TOY) == 0.0
+
+
+def test_by_parts_with_routing() -> None:
+    # 1e13 FLOP linear on 100 TFLOP/s, plateau 0.6, m_half 250, 1,000 tokens, TOY (R 1.6):
+    # MFU 0.6 x 1000 / 1400 = 0.428571 -> 1e13 / 4.285714e13 = 0.233333 s (dense 0.208333 s)
+    pf = PrefillFlops(prompt_tokens=1000.0, linear_flops=1e13, attention_flops=0.0)  # type: ignore[arg-type]
+    t = prefill_seconds_by_parts(pf, 100.0, 0.6, None, 0.0, half_tokens=250.0, routing=TOY)
+    assert float(t) == pytest.approx(1e13 / (1e14 * 0.6 * 1000 / 1400))
+
+
+def test_an_moe_prompt_prefills_slower_on_a_curve_and_not_on_the_spec_sheet() -> None:
+    """gpt-oss-120b on one H200, a 2,000-token prompt: with a curve (plateau 0.6, m_half 262)
+    the GEMMs run at 0.6 x 2000 / (2000 + 262 R) with R = 22.90; the spec sheet (no curve)
+    is unchanged, so it stays the upper bound."""
+    s = make_scenario("gpt-oss-120b-mxfp4", "h200-sxm", n_gpus=1, context_tokens=4096,
+                      prompt_tokens=2000, mfu=0.6, mfu_half_tokens=262.0, attn_mfu=0.6)
+    r = float(s.routing.gemm_weight_ratio(2000))
+    ev = evaluate(s, [1])
+    dense_like = evaluate(s.with_(mfu_half_tokens=0.0), [1])
+    # the linear part at the plateau, its attention part the same in both
+    linear_plateau = float(ev.prefill.linear_flops) / (s.tflops * s.tp * 1e12 * 0.6)
+    extra = linear_plateau * 262.0 * r / 2000
+    assert float(ev.prefill_s) == pytest.approx(float(dense_like.prefill_s) + extra, rel=1e-9)
+    assert float(ev.prefill_s) > 2.5 * float(dense_like.prefill_s) - 1e-12
+    # the event model's whole-prompt prefill is the same number (one computation)
+    svc = service_from_scenario(s, output_tokens=16, engine="sglang")
+    assert svc.prefill_ms == pytest.approx(float(ev.prefill_s) * 1e3)
+    assert svc.routing == s.routing
+
+
+def test_show_math_substitutes_the_curves_mfu() -> None:
+    """On a basis with F6c's curve the TTFT line substitutes MFU(L), so its numbers give its
+    result: gpt-oss-120b, 2,000 tokens, plateau 0.6, m_half 262, R 22.90 -> MFU(L) =
+    0.6 x 2000 / (2000 + 262 x 22.90) = 0.1500."""
+    from capacity.report.explain import show_math
+
+    s = make_scenario("gpt-oss-120b-mxfp4", "h200-sxm", n_gpus=1, context_tokens=4096,
+                      prompt_tokens=2000, mfu=0.6, mfu_half_tokens=262.0)
+    line = next(m for m in show_math(s, 1) if m.key == "ttft").substituted
+    eff = 0.6 * 2000 / (2000 + 262 * float(s.routing.gemm_weight_ratio(2000)))
+    assert eff == pytest.approx(0.1500, abs=1e-4)
+    assert "MFU(L) = 0.6 x 2,000 / (2,000 + 262 x 22.9" in line, line
+    assert f"{eff:.4g}"[:5] in line, line
+    # without the curve: the plateau alone, as before
+    flat = next(m for m in show_math(s.with_(mfu_half_tokens=0.0), 1) if m.key == "ttft")
+    assert "MFU(L)" not in flat.substituted and " x 0.6) = " in flat.substituted
