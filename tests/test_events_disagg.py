@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from capacity.errors import InputError
 from capacity.model.scenario import make_scenario
 from capacity.plan.events_disagg import simulate_two_pools, two_pools
 
@@ -47,3 +48,25 @@ def test_a_slow_link_queues_hand_overs() -> None:
 def test_closed_loop_runs_every_request() -> None:
     r = simulate_two_pools(_pools("vllm", decode_replicas=2), concurrency=8, n_requests=200)
     assert r.requests == 180 and r.tpot_ms[0.5] > 0 and r.throughput_req_s > 0
+
+
+def test_a_run_of_lengths_that_stop_at_eos_by_hand() -> None:
+    """One client, the chapter's engine, each request its own length n_i: every request runs
+    alone (TTFT = prefill + hand-over + one-token pass, then n_i - 1 steps at batch 1), so the
+    run lasts sum(TTFT + (n_i - 1) x step), its output rate is sum(n_i) over that, and its TPOT
+    is the step, averaged over the requests of two or more tokens only (vLLM bench's)."""
+    pools = _pools("chapter")
+    n = [3, 1, 5, 2, 4, 1, 6, 2, 3, 1]
+    r = simulate_two_pools(pools, concurrency=1, n_requests=10, warmup_fraction=0.0,
+                           output_lengths=n)
+    ttft = pools.prefill.prefill_ms + 6.0 + pools.join_ms
+    step = float(pools.decode.step_ms[1])
+    span_ms = sum(ttft + (k - 1) * step for k in n)
+    assert r.mean_ttft_ms == pytest.approx(ttft, rel=1e-9)
+    assert r.mean_tpot_ms == pytest.approx(step, rel=1e-9)
+    assert r.mean_e2e_ms == pytest.approx(span_ms / 10, rel=1e-9)
+    assert r.output_tok_s == pytest.approx(sum(n) / (span_ms / 1e3), rel=1e-9)
+    with pytest.raises(InputError):
+        simulate_two_pools(pools, concurrency=1, n_requests=10, output_lengths=n[:9])
+    with pytest.raises(InputError):
+        simulate_two_pools(pools, concurrency=1, n_requests=10, output_lengths=[0] * 10)

@@ -25,7 +25,7 @@ def card() -> vd.DisaggScorecard:
 
 def _csv(tmp_path: Path, rows: list[dict[str, str]]) -> Path:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(vd.COLUMNS), lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=[*vd.COLUMNS, *vd.OPTIONAL_COLUMNS], lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
     p = tmp_path / "disagg.csv"
@@ -57,6 +57,13 @@ def test_bundled_rows_load_dated_and_sourced() -> None:
     ({"rate_per_s": "45"}, "give exactly one of concurrency and rate_per_s"),
     ({"mode": "aggregated"}, "an aggregated row has no prefill pool"),
     ({"source_winner": "both"}, "source_winner must be one of"),
+    # a run whose requests stop at end-of-sequence (the first row: Dynamo's, 150 output tokens)
+    ({"num_prompts": "500"}, "give both num_prompts and output_cap"),
+    ({"num_prompts": "500", "output_cap": "100"},
+     r"output_tokens \(the mean, 150\) must be 1..output_cap \(100\)"),
+    ({"num_prompts": "5", "output_cap": "200"}, "num_prompts must be 10..100,000"),
+    ({"num_prompts": "500", "output_cap": "200", "concurrency": "", "rate_per_s": "4"},
+     "disaggregated closed loop only"),
 ])
 def test_loader_rejects_a_bad_row_with_a_clear_message(
         tmp_path: Path, changes: dict[str, str], message: str) -> None:
@@ -257,3 +264,17 @@ def test_json_and_markdown_say_the_same(card: vd.DisaggScorecard) -> None:
     assert f"typical median |error| {d['error']['typical'][vd.THROUGHPUT]['median']:.1%}" in md
     agree = sum(v["compare_agrees"] for v in d["verdicts"])
     assert f"`compare()` on {agree}" in md
+
+
+def test_a_benchmark_run_counts_its_drain_and_its_first_wave() -> None:
+    """dstack's rows are whole runs of 500 prompts whose requests stop at end-of-sequence
+    (mean 620 of at most 2,048 tokens at 32 clients): predicted as that run, the last requests'
+    drain lowers the output rate and the first wave (32 prompts at once) raises the mean TTFT,
+    against the steady state of the same deployment with every request 620 tokens long."""
+    row = next(r for r in vd.load_rows() if r.id == "dstack-h200-1p3d-128-2048-c32-dis-tput")
+    assert (row.num_prompts, row.output_cap, row.output_tokens) == (500, 2048, 620)
+    run = vd.predict(row, "typical")
+    steady = vd.predict(replace(row, num_prompts=None, output_cap=None), "typical")
+    assert run.output_tok_s_per_gpu < 0.95 * steady.output_tok_s_per_gpu
+    assert run.ttft_mean_ms > steady.ttft_mean_ms
+    assert run.e2e_mean_ms > 0 and run.tpot_mean_ms > 0

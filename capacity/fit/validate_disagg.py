@@ -60,6 +60,7 @@ from capacity.fit.validate_report import (
     jsonable,
     write_between_markers,
 )
+from capacity.model.output_lengths import eos_lengths
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.disagg import (
@@ -98,6 +99,8 @@ COLUMNS: Final = ("id", "group", "mode", "model", "weights", "kv_dtype", "gpu",
                   "output_tokens", "concurrency", "rate_per_s", "metric", "value",
                   "source_winner", "winner_metric", "engine", "profile", "source", "as_of",
                   "notes")
+OPTIONAL_COLUMNS: Final = ("num_prompts", "output_cap")
+"""Columns a file may leave out (`DisaggRow.num_prompts`, `DisaggRow.output_cap`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +127,13 @@ class DisaggRow:
     output_tokens: int
     concurrency: int | None
     rate_per_s: float | None
+    num_prompts: int | None = None
+    """A closed loop's whole run of this many requests, every one counted (a benchmark run's
+    drain included); None: a steady state (`MIN_REQUESTS`, 10 % warm-up)."""
+    output_cap: int | None = None
+    """The requests' max tokens when they stop at end-of-sequence (`output_tokens` is then
+    their stated mean; `capacity.model.output_lengths.eos_lengths`); None: every request
+    generates `output_tokens`."""
     metric: str
     value: float
     source_winner: str
@@ -175,6 +185,21 @@ def parse_row(r: dict[str, str], where: str) -> DisaggRow:
     rate = csv_number(r, "rate_per_s", where, whole=False, required=False)
     if (conc is None) == (rate is None):
         raise InputError(f"{where}: give exactly one of concurrency and rate_per_s")
+    prompts = csv_number(r, "num_prompts", where, required=False) if "num_prompts" in r else None
+    cap = csv_number(r, "output_cap", where, required=False) if "output_cap" in r else None
+    if (prompts is None) != (cap is None):
+        raise InputError(f"{where}: give both num_prompts and output_cap (a run whose requests "
+                         "stop at end-of-sequence) or neither")
+    if cap is not None and prompts is not None:
+        if not dis or conc is None:
+            raise InputError(f"{where}: num_prompts and output_cap are modelled for a "
+                             "disaggregated closed loop only")
+        if not 10 <= prompts <= 100_000:
+            raise InputError(f"{where}: num_prompts must be 10..100,000, got {prompts}")
+        out = csv_number(r, "output_tokens", where)
+        if not 1 <= out <= cap:
+            raise InputError(f"{where}: output_tokens (the mean, {out}) must be 1..output_cap "
+                             f"({cap})")
     winner = r["source_winner"].strip()
     if winner and (winner not in MODES or r["winner_metric"].strip() not in METRICS):
         raise InputError(f"{where}: source_winner must be one of {', '.join(MODES)} with a "
@@ -188,7 +213,8 @@ def parse_row(r: dict[str, str], where: str) -> DisaggRow:
         link_gbit_s=csv_number(r, "link_gbit_s", where, whole=False, required=False),
         prompt_tokens=csv_number(r, "prompt_tokens", where),
         output_tokens=csv_number(r, "output_tokens", where), concurrency=conc, rate_per_s=rate,
-        metric=metric, value=csv_number(r, "value", where, whole=False), source_winner=winner,
+        num_prompts=prompts, output_cap=cap, metric=metric,
+        value=csv_number(r, "value", where, whole=False), source_winner=winner,
         winner_metric=r["winner_metric"].strip(), engine=r["engine"],
         profile=r["profile"].strip() or "vllm", source=r["source"], as_of=r["as_of"],
         notes=r["notes"])
@@ -282,12 +308,18 @@ def predict(r: DisaggRow, basis: str, catalog: Catalog | None = None) -> Predict
                               descriptors=desc, decode_step_ms=step))
         busy = float(link.busy_ms(sent, got, desc))
         pools = replace(pools, transfer_ms=t, transfer_latency_ms=t - busy)
-        d = simulate_two_pools(pools, concurrency=r.concurrency, rate_per_s=r.rate_per_s,
-                               n_requests=_requests(r.concurrency or 0))
+        if r.output_cap is not None and r.num_prompts is not None:
+            # the source's whole run: its requests, lengths that stop at end-of-sequence with
+            # the stated mean, every request counted and the drain in its duration
+            d = simulate_two_pools(pools, concurrency=r.concurrency, n_requests=r.num_prompts,
+                                   warmup_fraction=0.0, output_lengths=eos_lengths(
+                                       r.output_tokens, r.output_cap, r.num_prompts))
+        else:
+            d = simulate_two_pools(pools, concurrency=r.concurrency, rate_per_s=r.rate_per_s,
+                                   n_requests=_requests(r.concurrency or 0))
         return Predicted(output_tok_s_per_gpu=d.output_tok_s / r.gpus,
                          ttft_mean_ms=d.mean_ttft_ms, tpot_mean_ms=d.mean_tpot_ms,
-                         itl_mean_ms=d.mean_tpot_ms,
-                         e2e_mean_ms=d.mean_ttft_ms + d.mean_tpot_ms * (n_out - 1),
+                         itl_mean_ms=d.mean_tpot_ms, e2e_mean_ms=d.mean_e2e_ms,
                          request_rate_per_s=d.throughput_req_s, transfer_ms=t, link=link.kind)
     s = _scenario(r, r.decode_tp, basis, cat)
     svc = service_from_scenario(s, output_tokens=n_out, engine=r.profile)
@@ -323,6 +355,8 @@ class DisaggCheck:
     transfer_ms: float
     link: str
     source: str
+    run: bool = False
+    """Predicted as the source's whole run (`DisaggRow.num_prompts`, `output_cap`)."""
     spec_rate_per_s: float = math.nan
     typical_rate_per_s: float = math.nan
     """The spec sheet's and the typical basis' request rates at the row's load, requests/s."""
@@ -533,7 +567,8 @@ def disagg_scorecard(rows: Iterable[DisaggRow] | None = None,
                     metric=r.metric, measured=r.value, spec=pred["spec"].metric(r.metric),
                     typical=pred["typical"].metric(r.metric),
                     transfer_ms=pred["typical"].transfer_ms, link=pred["typical"].link,
-                    source=r.source, spec_rate_per_s=pred["spec"].request_rate_per_s,
+                    source=r.source, run=r.output_cap is not None,
+                    spec_rate_per_s=pred["spec"].request_rate_per_s,
                     typical_rate_per_s=pred["typical"].request_rate_per_s,
                     measured_rate_per_s=_measured_rate(r, rows)))
             except CapacityError as exc:
@@ -566,7 +601,11 @@ def markdown(card: DisaggScorecard) -> str:
         "prefill/decode ratio sweep; Mooncake's vLLM and SGLang connectors) against the "
         "two-pool event model (capacity/plan/events_disagg.py, "
         "the hand-over of capacity/plan/disagg_handover.py) and, for aggregated rows, the one-pool event "
-        "model. Typical basis: the row's engine's (`typical:sglang` for SGLang's rows, else "
+        "model; a row with `num_prompts` and `output_cap` as the whole run it was (its "
+        f"requests, {sum(1 for c in card.checks if c.run)} rows: lengths that stop at "
+        "end-of-sequence with the stated mean, every request counted, the drain in the "
+        "duration; docs/disaggregation.md, \"A benchmark run's drain\"). Typical basis: the "
+        "row's engine's (`typical:sglang` for SGLang's rows, else "
         f"`{TYPICAL_BASIS}`; data/engines.toml). Throughput per GPU, "
         f"{n_t} rows: typical median |error| {_f(typ.median, '.1%')} (target: within "
         f"{TARGET_ERROR:.0%}: {'met' if card.target_met else 'not met'}), spec sheet median "

@@ -28,13 +28,14 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile
 from capacity.errors import InputError
 from capacity.model.roofline import mixed_step_time_ms
 from capacity.model.scenario import Scenario, evaluate
 from capacity.plan.events import ServiceModel, quantiles, service_from_scenario
-from capacity.types import FloatArray
+from capacity.types import FloatArray, IntArray
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +99,7 @@ class DisaggResult:
     """Hand-over done to the decode pool's first token, ms."""
     mean_ttft_ms: float
     mean_tpot_ms: float
+    mean_e2e_ms: float
     throughput_req_s: float
     output_tok_s: float
 
@@ -177,11 +179,12 @@ def _decode_step(pools: TwoPools, r: _Decode) -> tuple[float, list[int]]:
 
 
 def _run(pools: TwoPools, arrivals: FloatArray | None, clients: int | None,
-         n: int) -> dict[str, FloatArray]:
-    """The event loop over both pools; per-request times (ms)."""
+         outs: IntArray) -> dict[str, FloatArray]:
+    """The event loop over both pools; per-request times (ms). Request i generates `outs[i]`
+    tokens."""
+    n = int(outs.size)
     t = {k: np.full(n, np.nan) for k in ("arrival", "prefilled", "sent", "landed", "first",
                                          "finish")}
-    out = pools.decode.output_tokens
     pre = [_Prefill() for _ in range(pools.prefill_replicas)]
     dec = [_Decode() for _ in range(pools.decode_replicas)]
     send_free = [0.0] * pools.prefill_replicas
@@ -268,7 +271,7 @@ def _run(pools: TwoPools, arrivals: FloatArray | None, clients: int | None,
             for i in ids:
                 t["first"][i] = now
                 r.running.append(i)
-                r.remaining.append(out - 1)
+                r.remaining.append(int(outs[i]) - 1)
             keep = [(i, m) for i, m in zip(r.running, r.remaining, strict=True) if m > 0]
             for i, m in zip(r.running, r.remaining, strict=True):
                 if m <= 0:
@@ -285,10 +288,18 @@ def _run(pools: TwoPools, arrivals: FloatArray | None, clients: int | None,
 
 def simulate_two_pools(pools: TwoPools, *, rate_per_s: float | None = None,
                        concurrency: int | None = None, n_requests: int = 2000, seed: int = 0,
-                       warmup_fraction: float = 0.1) -> DisaggResult:
+                       warmup_fraction: float = 0.1,
+                       output_lengths: npt.ArrayLike | None = None) -> DisaggResult:
     """Run the two-pool event model: Poisson arrivals at `rate_per_s` (the whole deployment's,
     seeded as `events.simulate`) or a closed loop of `concurrency` clients with no think time.
-    Deterministic for a given seed."""
+    Deterministic for a given seed.
+
+    `output_lengths`: each request's output tokens (n_requests of them; default the decode
+    pool's `output_tokens` each), as a benchmark run whose requests stop at end-of-sequence
+    generates them (`capacity.model.output_lengths.eos_lengths`). With them, TPOT is each
+    request's (last - first) / (n_i - 1) over the requests of two or more tokens (vLLM
+    `bench serve`'s), and the output rate is the counted requests' tokens over their span:
+    with `warmup_fraction` 0, a whole run's tokens over its duration, drain included."""
     if (rate_per_s is None) == (concurrency is None):
         raise InputError("give an arrival rate or a closed-loop concurrency")
     if not 10 <= n_requests <= 1_000_000:
@@ -303,12 +314,19 @@ def simulate_two_pools(pools: TwoPools, *, rate_per_s: float | None = None,
         arrivals = np.cumsum(rng.exponential(1e3 / rate_per_s, size=n_requests))
     elif concurrency is not None and concurrency < 1:
         raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
-    t = _run(pools, arrivals, concurrency, n_requests)
+    if output_lengths is None:
+        outs = np.full(n_requests, pools.decode.output_tokens, dtype=np.int64)
+    else:
+        outs = np.asarray(output_lengths, dtype=np.int64).reshape(-1)
+        if outs.size != n_requests or np.any(outs < 1):
+            raise InputError(f"give {n_requests} output lengths of at least 1 token")
+    t = _run(pools, arrivals, concurrency, outs)
     sl = slice(int(n_requests * warmup_fraction), None)
     arr, first, fin = t["arrival"][sl], t["first"][sl], t["finish"][sl]
-    n_out = pools.decode.output_tokens
+    n_i = outs[sl]
     ttft = first - arr
-    tpot = (fin - first) / max(n_out - 1, 1)
+    many = n_i > 1 if output_lengths is not None else np.ones(n_i.size, dtype=bool)
+    tpot = (fin - first)[many] / np.maximum(n_i[many] - 1, 1)
     span_s = max((float(np.max(fin)) - float(np.min(arr))) / 1e3, 1e-9)
     return DisaggResult(
         requests=int(arr.size), rate_per_s=rate_per_s, concurrency=concurrency,
@@ -318,4 +336,5 @@ def simulate_two_pools(pools: TwoPools, *, rate_per_s: float | None = None,
         transfer_wait_ms=quantiles(t["sent"][sl] - t["prefilled"][sl]),
         decode_wait_ms=quantiles(first - t["landed"][sl]),
         mean_ttft_ms=float(np.mean(ttft)), mean_tpot_ms=float(np.mean(tpot)),
-        throughput_req_s=arr.size / span_s, output_tok_s=arr.size * n_out / span_s)
+        mean_e2e_ms=float(np.mean(fin - arr)),
+        throughput_req_s=arr.size / span_s, output_tok_s=float(np.sum(n_i)) / span_s)
