@@ -40,7 +40,8 @@ from capacity.report.urlstate import explorer_state, explorer_url
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 CASES = 30
 MODELS = ("qwen3.5-9b-awq", "qwen3.5-9b", "llama-3.1-8b", "mistral-7b-v0.3-fp8", "qwen3-14b",
-          "qwen3-8b-awq")
+          "qwen3-8b-awq", "gpt-oss-20b-mxfp4")
+"""Dense and MoE (gpt-oss-20b: F6c's expert weight ratio on the typical basis)."""
 
 
 def draw(seed: int) -> tuple[PlannerState, Plan]:
