@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
+from collections.abc import Mapping
 
 
 def tokens_label(n: int) -> str:
@@ -64,3 +66,12 @@ def markdown_plain(text: str) -> str:
     `![x](http://evil/)` echoed in an error) makes the browser fetch an image or shows a
     link. For messages that carry text from outside: a catalog warning, a refused upload."""
     return _WWW.sub(r"\1\\.", _MARKDOWN_ACTIVE.sub(r"\\\1", text))
+
+
+def distinct_names(names: Mapping[str, str]) -> dict[str, str]:
+    """Each key's shown name in a picker: its name, or 'name (key)' where two keys share it
+    (a custom entry saved under a bundled entry's name). Streamlit's pickers (1.67) hold a
+    choice by its shown text, so of two options shown alike only the first could be picked:
+    choosing the custom 'RTX 3090' gave the bundled one."""
+    count = Counter(names.values())
+    return {k: v if count[v] == 1 else f"{v} ({k})" for k, v in names.items()}

@@ -14,6 +14,7 @@ from app import measure_form as form
 from app import measure_jobs as jobs
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
+from app.format import distinct_names
 from app.state import init_lang
 from capacity.access import AccessDenied, Right
 from capacity.bench.config import MAX_PASSES
@@ -146,7 +147,8 @@ models = list(rep.models) if rep is not None and rep.models else []
 if models:
     # a model id that is a file path (llama.cpp: the .gguf it loaded) is shown by its name;
     # the id itself is what the run requests
-    st.selectbox(T("m_model"), models, key="m_model", format_func=model_name)
+    st.selectbox(T("m_model"), models, key="m_model",
+                 format_func=distinct_names({m: model_name(m) for m in models}).__getitem__)
 else:
     st.text_input(T("m_model"), key="m_model", help=T("m_model_help"))
 
