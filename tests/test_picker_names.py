@@ -43,6 +43,9 @@ def test_the_explorer_picks_a_custom_gpu_named_like_a_bundled_one(
     gpu.set_value("my-3090").run()
     assert not at.exception
     assert at.selectbox(key="ex_gpu").value == "my-3090"  # not the bundled one
+    # the headline names it the same way
+    assert any("on 1 × RTX 3090 (my-3090)" in h.value for h in at.subheader), \
+        [h.value for h in at.subheader]
     gpu = at.selectbox(key="ex_gpu")
     gpu.set_value("rtx-3090").run()
     assert at.selectbox(key="ex_gpu").value == "rtx-3090"

@@ -482,7 +482,7 @@ def band_lines(card: TypicalScorecard) -> list[str]:
     lo, hi = step_error_band(card.rows)
     stored = typical_efficiency(ENGINE).step_error
     inside = sum(c.inside for c in checks)
-    share = inside / len(checks) if checks else math.nan
+    share = inside / len(checks)
 
     def part(added: bool) -> str:
         sub = [c for c in checks if bool(c.row.added) == added]
