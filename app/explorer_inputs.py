@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.explorer_view import context_options, draft_source
-from app.format import distinct_names, tokens_label
+from app.format import entry_names, tokens_label
 from app.state import (
     DRAFT_CHOICES,
     MAX_CONCURRENCY,
@@ -64,17 +64,17 @@ def main_inputs(catalog: Catalog, lang: str) -> tuple[Model, tuple[int, int] | N
     ctx_now = int(st.session_state[key("ctx")])
     models = sorted(catalog.models)
     gpus = sorted(catalog.gpus)
-    gpu_names = distinct_names({k: g.name for k, g in catalog.gpus.items()})
+    gpu_names = entry_names(catalog.gpus)
     row1 = st.columns([3, 2, 3])
     row1[0].selectbox(T("model"), models, key=key("model"),
-                      format_func=distinct_names({k: m.name for k, m in catalog.models.items()}).__getitem__,
+                      format_func=entry_names(catalog.models).__getitem__,
                       on_change=on_model_change, args=(catalog,))
     model = catalog.models[st.session_state[key("model")]]
     formats = [f.key for f in catalog.formats_for(model)]
     if st.session_state[key("weights")] not in formats:
         on_model_change(catalog)
     row1[1].selectbox(T("weights"), formats, key=key("weights"),
-                      format_func=distinct_names({k: f.name for k, f in catalog.formats.items()}).__getitem__)
+                      format_func=entry_names(catalog.formats).__getitem__)
     row1[2].selectbox(T("gpu"), gpus, key=key("gpu"), format_func=gpu_names.__getitem__,
                       on_change=on_gpu_change, args=(catalog,))
     row2 = st.columns([3, 2, 3])

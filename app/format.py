@@ -10,6 +10,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping
+from typing import Protocol
 
 
 def tokens_label(n: int) -> str:
@@ -75,3 +76,14 @@ def distinct_names(names: Mapping[str, str]) -> dict[str, str]:
     choosing the custom 'RTX 3090' gave the bundled one."""
     count = Counter(names.values())
     return {k: v if count[v] == 1 else f"{v} ({k})" for k, v in names.items()}
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+def entry_names(entries: Mapping[str, _Named]) -> dict[str, str]:
+    """`distinct_names` of catalog entries (models, formats, GPUs) by key: the one way a page
+    names them in a picker or a headline."""
+    return distinct_names({k: e.name for k, e in entries.items()})

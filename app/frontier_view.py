@@ -26,7 +26,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from app import cache
 from app.explorer_view import FRONTIER_SECTION
-from app.format import distinct_names
+from app.format import entry_names
 from app.frontier_cache import Point, chart_spec, frontier_of, published, read_off, run_points
 from app.frontier_kinds import (
     DISAGG_FIELD,
@@ -142,8 +142,7 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
                                                     if g != state.gpu])
         others = c1.multiselect(t("frv_gpus", lang, gpu=catalog.gpus[state.gpu].name),
                                 [g for g in sorted(catalog.gpus) if g != state.gpu],
-                                key="frv_ex_gpus", format_func=distinct_names(
-                                    {k: g.name for k, g in catalog.gpus.items()}).__getitem__,
+                                key="frv_ex_gpus", format_func=entry_names(catalog.gpus).__getitem__,
                                 placeholder=t("choose_options", lang))
         st.session_state.setdefault("frv_ex_engines", [state.engine])
         engines = c2.multiselect(t("frv_engines", lang), ENGINE_CHOICES, key="frv_ex_engines",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.format import distinct_names
+from app.format import entry_names
 from app.planner_state import (
     ACC_KIND,
     ACC_VALUE,
@@ -87,8 +87,7 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
         gpu_keys = sorted(catalog.gpus)
         with s1:
             st.multiselect(T("pl_gpus"), gpu_keys, key="planner_gpus", placeholder=T("choose_options"),
-                           format_func=distinct_names(
-                               {k: g.name for k, g in catalog.gpus.items()}).__getitem__)
+                           format_func=entry_names(catalog.gpus).__getitem__)
             st.slider(T("pl_maxg"), 1, 16, key="planner_maxg")
         with s2:
             st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv",

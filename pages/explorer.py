@@ -17,7 +17,7 @@ from app import explorer_sections as sections
 from app import explorer_view as view
 from app.bootstrap import ensure_navigation
 from app.explorer_inputs import engine_knob_inputs, main_inputs, sidebar_inputs
-from app.format import distinct_names, markdown_plain, tokens_label
+from app.format import entry_names, markdown_plain, tokens_label
 from app.i18n import chart_labels
 from app.layout import metric_row, panel, section
 from app.state import (
@@ -89,7 +89,7 @@ for w in scenario.warnings:
 
 # ---- headline -------------------------------------------------------------------------------
 st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,
-               gpu=distinct_names({k: g.name for k, g in catalog.gpus.items()})[state.gpu]
+               gpu=entry_names(catalog.gpus)[state.gpu]
                + (T("headline_spare", n=scenario_spare(state)) if state.spare else "")))
 with st.container(key="overall"):
     st.markdown(view.overall_markdown(ex, lang))
