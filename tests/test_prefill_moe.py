@@ -94,3 +94,16 @@ def test_show_math_substitutes_the_curves_mfu() -> None:
     # without the curve: the plateau alone, as before
     flat = next(m for m in show_math(s.with_(mfu_half_tokens=0.0), 1) if m.key == "ttft")
     assert "MFU(L)" not in flat.substituted and " x 0.6) = " in flat.substituted
+
+
+def test_the_cli_names_the_mfu_its_ttft_used(capsys: pytest.CaptureFixture[str]) -> None:
+    """`capacity plan`'s prefill line names MFU(L) on a curve (it named the plateau while its
+    seconds used the curve); the chapter's line is unchanged (docs/method.md)."""
+    from capacity.cli.main import main
+
+    assert main(["plan", "--model", "gpt-oss-20b-mxfp4", "--basis", "typical:vllm"]) == 0
+    assert "8192-token prompt at MFU 0.501 [MFU(L) = 0.594 x 8,192 / (8,192 + 262 x 5.806), " \
+           "F6c]: 0.713 s linear" in capsys.readouterr().out
+    assert main(["plan"]) == 0
+    assert "8192-token prompt at MFU 0.3: 2.975 s linear, 3.064 s with attention" in \
+        capsys.readouterr().out

@@ -74,6 +74,7 @@ from capacity.model.scenario import (
     suggest_fixes,
 )
 from capacity.model.speculative import DRAFT_NAMES, MAX_DEPTH, Draft, make_draft, parse_draft
+from capacity.report.explain import prompt_mfu_text
 from capacity.report.tables import render
 from capacity.units import GB, KIB
 
@@ -437,7 +438,8 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     out.append("none: bandwidth binds at every concurrency at this context\n" if cross is None
                else f"compute overtakes bandwidth at about {cross:.0f} concurrent requests\n")
     out.append(h("Prefill (F6)"))
-    out.append(f"TTFT for a {s.prompt}-token prompt at MFU {s.mfu:g}: "
+    # the MFU its GEMMs run at: the plateau, or F6c's MFU(L) (show-math's substitution)
+    out.append(f"TTFT for a {s.prompt}-token prompt at MFU {prompt_mfu_text(s)}: "
                f"{float(ev.ttft_linear_s):.3f} s linear, {float(ev.ttft_s):.3f} s with attention"
                " (no queueing)\n")
     out.append(h(f"Cost (F7), {s.currency} {s.price_per_hour:g} per GPU-hour x {s.n_gpus}"))
