@@ -74,7 +74,7 @@ from capacity.model.scenario import (
     suggest_fixes,
 )
 from capacity.model.speculative import DRAFT_NAMES, MAX_DEPTH, Draft, make_draft, parse_draft
-from capacity.report.explain import prompt_mfu_text
+from capacity.report.math_steps import prompt_mfu_text
 from capacity.report.tables import render
 from capacity.units import GB, KIB
 

@@ -26,7 +26,6 @@ from capacity.model.cost import HOURS_PER_MONTH
 from capacity.model.draft_gain import DraftGain, draft_gain
 from capacity.model.memory import VERDICTS, MemoryVerdict, headroom_level
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
-from capacity.model.prefill import step_mfu
 from capacity.model.roofline import Bound, StepMethod, counts_as_engines
 from capacity.model.scenario import (
     Evaluation,
@@ -37,7 +36,7 @@ from capacity.model.scenario import (
     suggest_fixes,
 )
 from capacity.report.explain_draft import draft_steps, per_token_text
-from capacity.report.math_steps import MathStep
+from capacity.report.math_steps import MathStep, prompt_mfu_text
 from capacity.report.math_steps import formula_number as _n
 from capacity.types import Note
 from capacity.units import GB, KIB, TERA, bytes_per_element
@@ -600,19 +599,6 @@ def method_note(s: Scenario, concurrency: int) -> Note | None:
     return Note(f"the operator step adds what the chapter's leaves out: the small-batch "
                 f"attention floor, per-sequence overhead and KV-read efficiency ({op:.3g} ms "
                 f"against {ch:.3g} ms)", code="method_knobs", op=round(op, 3), ch=round(ch, 3))
-
-
-def prompt_mfu_text(s: Scenario) -> str:
-    """The MFU a whole prompt's GEMMs run at, as show-math substitutes it: the plateau, or with
-    F6c's curve MFU(L) = MFU x L / (L + m_half x R) and its value (R: the MoE weight ratio,
-    `Routing.gemm_weight_ratio`, shown when not 1), so the line's numbers give its result."""
-    if s.mfu_half_tokens <= 0:
-        return _n(s.mfu)
-    r = float(s.routing.gemm_weight_ratio(s.prompt))
-    eff = float(step_mfu(s.prompt, mfu=s.mfu, half_tokens=s.mfu_half_tokens, routing=s.routing))
-    ratio = f" x {_n(r)}" if r != 1.0 else ""
-    return (f"{_n(eff)} [MFU(L) = {_n(s.mfu)} x {s.prompt:,} / ({s.prompt:,} + "
-            f"{_n(s.mfu_half_tokens)}{ratio}), F6c]")
 
 
 def prefill_method_note(s: Scenario) -> Note | str:
