@@ -114,7 +114,9 @@ def test_option_replicas_and_cost_by_hand() -> None:
     assert o.output_tok_s_per_gpu == pytest.approx(20 * 500 / o.n_gpus)
     assert o.tpot_ms <= 50 and o.ttft_ms <= 2000
     assert o.scale_up and o.link == "nvlink" and o.nodes == 1
-    assert o.label.startswith("1 node x 8 H200 SXM: EP8") and "all-to-all over NVLink" in o.label
+    one = "1 node x 8 H200 SXM: EP8"
+    assert o.label.startswith(one if o.replicas == 1 else f"{o.replicas} x ({one}")
+    assert "all-to-all over NVLink" in o.label
     # cheapest first
     assert [x.cost_per_month for x in s.options] == sorted(x.cost_per_month for x in s.options)
 

@@ -76,7 +76,7 @@ def _at(s: Scenario, rate: float, budget: int, seconds: float = 60.0) -> tuple[i
 def test_token_budget_moves_ttft_and_itl_the_vllm_way() -> None:
     """max_num_batched_tokens 512 / 2,048 / 8,192 on 1,000-token prompts (Sarathi-Serve's
     trade-off, vLLM's tuning guide): a smaller budget splits a prompt over more steps (two at
-    512: higher TTFT) and caps what a step carries beside the decode tokens (at 16 req/s a
+    512: higher TTFT) and caps what a step carries beside the decode tokens (at 17 req/s a
     2,048 budget lets a prompt's whole chunk into a decode step: higher ITL). 2,048 and 8,192
     differ little: a 1,000-token prompt fits either, and they split only when prompts queue."""
     _, b512 = _at(_typical(0.9, 1000), 8.0, 512)
@@ -86,11 +86,12 @@ def test_token_budget_moves_ttft_and_itl_the_vllm_way() -> None:
     # each pay the step's fixed time, F11's per-layer part included, where one 1,000-token
     # chunk pays it once); the budget's ITL effect shows under load, below
     assert b512.itl_mean_ms <= 1.02 * b2k.itl_mean_ms
-    _, h512 = _at(_typical(0.9, 1000), 16.0, 512)
-    _, h2k = _at(_typical(0.9, 1000), 16.0, 2048)
-    _, h8k = _at(_typical(0.9, 1000), 16.0, 8192)
+    _, h512 = _at(_typical(0.9, 1000), 17.0, 512)
+    _, h2k = _at(_typical(0.9, 1000), 17.0, 2048)
+    _, h8k = _at(_typical(0.9, 1000), 17.0, 8192)
     # (a 512 budget also costs throughput, the other side of the trade-off: each step pays
-    # its fixed time for fewer tokens, and at 16 req/s this deployment's queue grows)
+    # its fixed time for fewer tokens, and at 17 req/s this deployment's queue grows: it
+    # saturates at 16.1 req/s, the 2,048 budget at 19.3, on the typical plateau of 0.622)
     assert h512.itl_mean_ms < 0.9 * h2k.itl_mean_ms
     assert h512.saturated and not h2k.saturated
     assert h2k.itl_mean_ms <= h8k.itl_mean_ms
@@ -101,13 +102,13 @@ def test_token_budget_moves_ttft_and_itl_the_vllm_way() -> None:
 def test_memory_utilisation_moves_the_load_only_where_the_pool_binds() -> None:
     """KV by tokens in 16-token pages, 147,456 B a token. 1,000 + 256 tokens = 1,264 tokens of
     pages = 186,384,384 B a request: util 0.9 gives 54e9 B (289, so max_num_seqs' 256), util 0.5
-    gives 22e9 B = 118 slots. At 16 req/s and about 7.7 s a request some 125 requests run at
+    gives 22e9 B = 118 slots. At 18 req/s and about 10 s a request some 180 requests run at
     once: at 0.5 the pool binds (fewer run, the rest queue: TTFT up, the median ITL down, as vLLM
     holds fewer sequences in a tight pool). 500-token prompts at 4 req/s hold about 9 requests of 768
     tokens, far under util 0.5's 194 slots: the knob rightly changes nothing."""
     per = 1264 * 147_456
-    full, roomy = _at(_typical(0.9, 1000), 16.0, 2048, seconds=120.0)
-    tight_slots, tight = _at(_typical(0.5, 1000), 16.0, 2048, seconds=120.0)
+    full, roomy = _at(_typical(0.9, 1000), 18.0, 2048, seconds=120.0)
+    tight_slots, tight = _at(_typical(0.5, 1000), 18.0, 2048, seconds=120.0)
     assert full == min(256, math.floor(54e9 / per)) == 256
     assert tight_slots == math.floor(22e9 / per) == 118
     assert tight.ttft_mean_ms > 3 * roomy.ttft_mean_ms

@@ -57,20 +57,22 @@ def test_sliding_layers_attend_at_most_their_window_in_the_decode_step(
 
 def test_the_tp_all_reduce_by_hand(catalog: Catalog) -> None:
     """Llama-3.1-70B (hidden 8,192, 80 layers) on H100 SXM (NVLink, 450 GB/s in the catalog;
-    8 us per all-reduce). One decode token at TP=4: each all-reduce moves 8,192 x 2 bytes =
-    16,384 B; the ring sends 2 (4 - 1) / 4 = 1.5 x that: 0.008 ms + 1.5 x 16,384 / 450e9 s =
-    0.008 + 5.4613e-5 ms; two per layer, 80 layers: 160 all-reduces = 1.28874 ms per step.
-    At TP=8 the factor is 2 x 7 / 8 = 1.75; at TP=1 there is none."""
+    9.58 us per all-reduce and 50.7 GB/s up to 1 MiB, F10). One decode token at TP=4: each
+    all-reduce moves 8,192 x 2 bytes = 16,384 B; the ring sends 2 (4 - 1) / 4 = 1.5 x that:
+    0.00958 ms + 1.5 x 16,384 / 50.7e9 s = 0.00958 + 4.84734e-4 ms; two per layer, 80 layers:
+    160 all-reduces = 1.61036 ms per step. At TP=8 the factor is 2 x 7 / 8 = 1.75; at TP=1
+    there is none."""
     m = catalog.models["llama-3.1-70b"]
     g = catalog.gpus["h100-sxm"]
     assert (g.interconnect_kind, g.interconnect_gb_s) == ("nvlink", 450.0)
-    one = 0.008 + 1.5 * 16384 / 450e9 * 1e3
+    one = 0.00958 + 1.5 * 16384 / 50.7e9 * 1e3
     assert float(allreduce_ms(16384.0, 4, g)) == pytest.approx(one, rel=1e-12)
     assert float(tp_comm_ms(m, g, 4, 1.0)) == pytest.approx(160 * one, rel=1e-12)
-    assert 160 * one == pytest.approx(1.28874, rel=1e-5)
-    eight = 0.008 + 1.75 * 16384 / 450e9 * 1e3
+    assert 160 * one == pytest.approx(1.61036, rel=1e-5)
+    eight = 0.00958 + 1.75 * 16384 / 50.7e9 * 1e3
     assert float(allreduce_ms(16384.0, 8, g)) == pytest.approx(eight, rel=1e-12)
     assert float(tp_comm_ms(m, g, 1, 1.0)) == 0.0
-    # a prefill of 2,000 tokens all-reduces 2,000 x 16,384 B per all-reduce
-    big = 0.008 + 1.5 * 2000 * 16384 / 450e9 * 1e3
+    # a prefill of 2,000 tokens all-reduces 2,000 x 16,384 B = 32,768,000 B per all-reduce:
+    # its first MiB at 50.7 GB/s, the other 31,719,424 B at the link's 450 GB/s
+    big = 0.00958 + 1.5 * (1_048_576 / 50.7e9 + 31_719_424 / 450e9) * 1e3
     assert float(tp_comm_ms(m, g, 4, 2000.0)) == pytest.approx(160 * big, rel=1e-12)

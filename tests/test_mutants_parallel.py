@@ -63,8 +63,16 @@ def _gpu(catalog: Catalog, kind: Literal["pcie", "nvlink"], gb_s: float) -> Gpu:
 
 def test_allreduce_by_hand(catalog: Catalog) -> None:
     nv = _gpu(catalog, "nvlink", 900.0)
-    # 8 us + 2 x 3/4 x 1e9 B / 900e9 B/s = 0.008 ms + 1.6667 ms
-    assert float(allreduce_ms(1e9, 4, nv)) == pytest.approx(0.008 + 1.5 / 0.9, rel=1e-12)
+    # 9.58 us + 2 x 3/4 x (1 MiB / 50.7e9 B/s + (1e9 - 1 MiB) B / 900e9 B/s)
+    #   = 0.00958 ms + 1.5 x (0.0206820 + 1.1099460) ms
+    small_ms = 1_048_576 / 50.7e9 * 1e3
+    assert float(allreduce_ms(1e9, 4, nv)) == pytest.approx(
+        0.00958 + 1.5 * (small_ms + (1e9 - 1_048_576) / 900e9 * 1e3), rel=1e-12)
+    # a small message moves at 50.7 GB/s whatever the link: 9.58 us + 1.5 x 4096 / 50.7e9 s
+    assert float(allreduce_ms(4096.0, 4, nv)) == pytest.approx(
+        0.00958 + 1.5 * 4096 / 50.7e9 * 1e3, rel=1e-12)
+    assert float(allreduce_ms(4096.0, 4, _gpu(catalog, "nvlink", 450.0))) == pytest.approx(
+        float(allreduce_ms(4096.0, 4, nv)), rel=1e-12)
     assert allreduce_ms([1e9, 2e9], 1, nv).tolist() == [0.0, 0.0]
     pcie = _gpu(catalog, "pcie", 64.0)
     # 25 us + 2 x 1/2 x 64e6 B / 64e9 B/s = 0.025 ms + 1 ms

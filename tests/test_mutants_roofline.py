@@ -4,23 +4,24 @@ made-up dense model with round numbers. Every expected value is worked out in th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from capacity.catalog.loader import LayerGroup, Model
+from capacity.catalog.loader import LayerGroup, Model, default_catalog
 from capacity.errors import InputError
-from capacity.model.parallel import tp_comm_ms
+from capacity.model.parallel import CommLine, tp_comm_line, tp_comm_ms
 from capacity.model.roofline import (
     StepModel,
     attainable_tflops,
     attention_flops_per_token,
     breakeven_batch,
-    comm_coefficients_ms,
     crossover_concurrency,
     decode_step,
     ridge_point,
 )
-from capacity.model.scenario import make_scenario
+from capacity.model.scenario import decode_model, make_scenario
 
 # P_active = P_total = 1e9, one full layer of 4 query heads of 8; vocab x hidden = 1e6 x ... the
 # head and lookup never reach the chapter's method used here.
@@ -264,16 +265,26 @@ def test_attention_flops_grow_with_the_verify_width() -> None:
 
 
 def test_comm_coefficients_are_the_all_reduce_line() -> None:
-    # F10 is linear in the batch: fixed = t(0), per sequence = t(1) - t(0) (tp_comm_ms, F10);
-    # one GPU: none
-    s = make_scenario()
-    assert comm_coefficients_ms(s.model, s.gpu, 1) == (0.0, 0.0)
-    fixed, per_seq = comm_coefficients_ms(s.model, s.gpu, 2)
-    t = tp_comm_ms(s.model, s.gpu, 2, np.array([0.0, 1.0, 5.0]))
-    assert fixed == pytest.approx(float(t[0]), rel=1e-12)
-    assert per_seq == pytest.approx(float(t[1] - t[0]), rel=1e-12)
-    assert fixed + 5 * per_seq == pytest.approx(float(t[2]), rel=1e-9)
-    assert per_seq > 0 and fixed > 0
+    # F10 as a CommLine: fixed = t(0), per token = t(1) - t(0) up to the knee (1 MiB of
+    # message), the link's rate above; it is tp_comm_ms at every n (F10). One GPU: none
+    s = make_scenario("llama-3.1-70b", "h100-sxm", n_gpus=2, tp=2, weights="fp8")
+    assert tp_comm_line(s.model, s.gpu, 1) == CommLine()
+    assert s.gpu.interconnect_kind == "nvlink"
+    line = tp_comm_line(s.model, s.gpu, 2)
+    knee = 1_048_576 / (s.model.hidden * 2)
+    n = np.array([0.0, 1.0, 5.0, knee, knee + 100.0, 4 * knee])
+    t = tp_comm_ms(s.model, s.gpu, 2, n)
+    assert line.fixed_ms == pytest.approx(float(t[0]), rel=1e-12)
+    assert line.per_token_ms == pytest.approx(float(t[1] - t[0]), rel=1e-12)
+    assert line.knee_tokens == pytest.approx(knee, rel=1e-12)
+    assert line.at(n) == pytest.approx(t, rel=1e-9)
+    assert line.per_token_ms > line.above_ms > 0 and line.fixed_ms > 0
+    # the step model carries the same line: its comm at b sequences is line.at(b)
+    step = decode_model(s, 1.0e5)
+    assert step.comm_ms(n) == pytest.approx(t, rel=1e-9)
+    # a PCIe card has no knee: one line
+    pcie = next(g for g in default_catalog().gpus.values() if g.interconnect_kind == "pcie")
+    assert tp_comm_line(s.model, pcie, 2).knee_tokens == math.inf
 
 
 # -- attention FLOPs by layer kind, padding, the lean path, MoE with an unread table ----------

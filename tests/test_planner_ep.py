@@ -56,8 +56,10 @@ def _state(model: str, dau: int, gpus: str, **kw: object) -> PlannerState:
 
 
 R1 = _state("deepseek-r1", 20_000, "h200-sxm,gb200")
-"""20,000 users x 20 requests, 30 % in 2 h, +20 %: 20 req/s. One node of 8 H200 as EP8 (USD
-21,024 a month) against 8 GB200 as 2 replicas of TP 4 in AWQ (USD 37,960): wide EP wins."""
+"""20,000 users x 20 requests, 30 % in 2 h, +20 %: 20 req/s. Two nodes of 8 H200 as EP8 (USD
+42,048 a month) against 12 GB200 as 3 replicas of TP 4 in AWQ (USD 56,940): wide EP wins.
+(One node and 8 GB200 until F10's small-message all-reduce, 2026-12-03, slowed the TP
+attention's and the replicas' all-reduces.)"""
 QWEN = _state("qwen3-30b-a3b", 500, "h100-sxm", ctx=4096, out=200)
 """0.5 req/s: one H100 serves it; one EP deployment is 8 GPUs: aggregated wins."""
 
@@ -87,7 +89,7 @@ def test_every_branch_of_the_verdict_in_english_is_the_librarys(
         for o in c.ep.options:
             assert ep_label(o, "en") == o.label, name
     got = {k: c.reason for k, c in cases.items()}
-    assert "aggregated needs 8 x GB200" in got["wide EP, aggregated costlier"]
+    assert "aggregated needs 12 x GB200" in got["wide EP, aggregated costlier"]
     assert "no aggregated configuration meets the SLOs within 16 GPUs" in got[
         "wide EP, no aggregated"]
     assert got["aggregated, EP too big"].endswith("one EP deployment is 8 GPUs, more than the "
@@ -104,7 +106,7 @@ def test_the_verdict_in_chinese_has_the_same_figures(cases: dict[str, EpComparis
     ep, agg = c.ep.best, c.aggregated.best
     assert ep is not None and agg is not None
     zh = reason_text(c, "zh")
-    assert zh.startswith("大规模专家并行：1 台 8 卡 H200 SXM 节点：EP8，")
+    assert zh.startswith("大规模专家并行：2 x（1 台 8 卡 H200 SXM 节点：EP8，")
     assert f"USD {ep.cost_per_month:,.0f}/月" in zh and f"USD {agg.cost_per_month:,.0f}/月" in zh
     assert f"每 token 延迟 p90 {ep.tpot_ms:.1f} ms" in zh
     assert f"每卡输出 {ep.output_tok_s_per_gpu:,.0f} token/s" in zh

@@ -102,8 +102,8 @@ def test_the_cli_names_the_mfu_its_ttft_used(capsys: pytest.CaptureFixture[str])
     from capacity.cli.main import main
 
     assert main(["plan", "--model", "gpt-oss-20b-mxfp4", "--basis", "typical:vllm"]) == 0
-    assert "8192-token prompt at MFU 0.501 [MFU(L) = 0.594 x 8,192 / (8,192 + 262 x 5.806), " \
-           "F6c]: 0.713 s linear" in capsys.readouterr().out
+    assert "8192-token prompt at MFU 0.5246 [MFU(L) = 0.622 x 8,192 / (8,192 + 262 x 5.806), " \
+           "F6c]: 0.681 s linear" in capsys.readouterr().out
     assert main(["plan"]) == 0
     assert "8192-token prompt at MFU 0.3: 2.975 s linear, 3.064 s with attention" in \
         capsys.readouterr().out

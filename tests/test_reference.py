@@ -54,7 +54,7 @@ def test_itl_counts_as_tpot_and_tp_is_kept() -> None:
 
 
 @pytest.mark.parametrize("kwargs,n", [
-    pytest.param({"gpu": "h100"}, 7, id="gpu"),
+    pytest.param({"gpu": "h100"}, 11, id="gpu"),
     pytest.param({"gpu": "h100-sxm", "model": "qwen3-8b", "engine": "sglang"}, 2, id="engine"),
     pytest.param({"model": "Qwen3-8B-FP8"}, 1, id="catalog-key"),
     pytest.param({"gpu": "mi300x"}, 1, id="mi300x"),
@@ -147,7 +147,11 @@ def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
     text = (DATA_DIR / "reference" / "published.csv").read_text(encoding="utf-8")
     rows = list(csv.DictReader(text.splitlines()))
     added = [r for r in rows if (r.get("added") or "").strip()]
-    assert added and all(r["added"] == "2026-12-02" for r in added)
+    assert added and all(r["added"] in ("2026-12-02", "2026-12-03") for r in added)
+    # 2026-12-03: InferenceX's gpt-oss-120b on 2, 4 and 8 H100s (vLLM 0.15.1), four sweeps
+    inferencex = [s for s in load_reference() if "InferenceX" in s.source]
+    assert sorted((s.tp, len(s.points)) for s in inferencex) == [(2, 1), (4, 1), (8, 2), (8, 5)]
+    assert all(s.added == "2026-12-03" and s.gpu_key == "h100-sxm" for s in inferencex)
     sweeps = [s for s in load_reference() if s.is_added]
     assert sum(len(s.stated) for s in sweeps) == len(added)
     assert all(s.gpu_key and s.model_key for s in sweeps)

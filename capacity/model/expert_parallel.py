@@ -46,7 +46,7 @@ from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
 from capacity.model.moe import expected_experts_touched
 from capacity.model.moe_imbalance import family_exponent, imbalance_factor
-from capacity.model.parallel import ALLREDUCE_LATENCY_US, DEFAULT_NCCL_GB, tp_comm_ms
+from capacity.model.parallel import DEFAULT_NCCL_GB, tp_comm_ms
 from capacity.model.roofline import attention_flops_per_token
 from capacity.units import GB, TERA
 
@@ -61,9 +61,10 @@ SCALE_OUT_LATENCY_US: Final = 50.0
 DeepEP's published low-latency kernels (H800, CX7 400 Gb/s, 128 tokens, hidden 7168, top-8): at
 EP 256, dispatch 194 us and combine 360 us; their bytes at the NIC's 50 GB/s take 147 and 294 us;
 the rest, 47 and 66 us, is the fixed part (about 50 us each)."""
-SCALE_UP_LATENCY_US: Final = ALLREDUCE_LATENCY_US["nvlink"]
-"""Fixed time of one all-to-all inside an NVLink domain (8 us): F10's small-message NVLink
-latency (`capacity.model.parallel`), an assumption of the same order."""
+SCALE_UP_LATENCY_US: Final = 8.0
+"""Fixed time of one all-to-all inside an NVLink domain (8 us): an assumption, the order of
+small-message latency on NVLink (F10's all-reduce, `capacity.model.parallel`, measures 8.5-9.3
+us at 4 KiB on H100)."""
 MAX_TOKENS_PER_RANK: Final = 256
 """Decode sequences per GPU a plan uses at most: DeepEP's README recommends that
 num_max_dispatch_tokens_per_rank, 'the actual batch size in the decoding engine', stay below

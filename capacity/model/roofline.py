@@ -10,8 +10,9 @@ replica, for `b` sequences:
   x TP);
 - MoE: `W_read(b) = W x [(1 - f) + f x (1 - (1 - k/E)^b)]`, the touched experts
   `E (1 - (1 - k/E)^b)` grow the expert share f of the weights read;
-- `t0` is the fixed per-step overhead and `t_comm = comm_fixed + comm_per_seq x b` the
-  tensor-parallel all-reduces (linear in the message size, F10, `model/parallel.py`).
+- `t0` is the fixed per-step overhead and `t_comm = comm_fixed + comm_per_seq x min(b, b_k)
+  + comm_above x max(b - b_k, 0)` the tensor-parallel all-reduces (F10, `model/parallel.py`:
+  small messages up to b_k tokens, the link's rate above).
 With eta_bw = 1, t0 = 0 and comm = 0 it is the chapter's formula; eta_bw, eff and t0 are F11's
 calibration knobs. Source: F4, F5, F10, F11 (docs/method.md).
 
@@ -60,6 +61,7 @@ term 0.11 / 5.45 / 10.9 ms at C = 1 / 50 / 100; bandwidth binds at all three.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cached_property
@@ -68,12 +70,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from capacity.catalog.loader import Gpu, Model
+from capacity.catalog.loader import Model
 from capacity.errors import InputError
 from capacity.model import speculative
 from capacity.model.moe import expert_fraction, weight_read_share
 from capacity.model.padding import gemm_tokens
-from capacity.model.parallel import tp_comm_ms
 from capacity.model.step_combine import DEFAULT_STEP_METHOD as DEFAULT_STEP_METHOD
 from capacity.model.step_combine import StepMethod as StepMethod
 from capacity.model.step_combine import StepParts as StepParts
@@ -101,15 +102,6 @@ def fixed_step_ms(step_overhead_ms: float, layer_overhead_ms: float, layers: int
     derives the typical value). Example: 0.058 ms x 80 layers + 0 = 4.64 ms. Source: F11
     (docs/method.md)."""
     return float(step_overhead_ms) + float(layer_overhead_ms) * int(layers)
-
-
-def comm_coefficients_ms(model: Model, gpu: Gpu, tp: int) -> tuple[float, float]:
-    """(fixed, per sequence) ms of one decode step's TP all-reduces: F10's `tp_comm_ms` is
-    linear in the batch, tp_comm_ms(b) = fixed + per_seq x b. (0, 0) without TP."""
-    if tp <= 1:
-        return 0.0, 0.0
-    at = tp_comm_ms(model, gpu, tp, np.array([0.0, 1.0]))
-    return float(at[0]), float(at[1] - at[0])
 
 
 def attention_flops_per_token(model: Model, context_tokens: npt.ArrayLike) -> FloatArray:
@@ -185,7 +177,8 @@ class DecodeStep:
 
 
 _PER_CONFIG = ("weights_bytes", "kv_request_bytes", "bandwidth_gb_s", "tflops", "comm_fixed_ms",
-               "comm_per_seq_ms", "attention_flops_request", "verify_tokens", "accepted_tokens",
+               "comm_per_seq_ms", "comm_knee_seqs", "comm_per_seq_above_ms",
+               "attention_flops_request", "verify_tokens", "accepted_tokens",
                "draft_passes", "draft_weights_bytes", "draft_kv_request_bytes", "draft_params_b",
                "unread_weight_share")
 """`StepModel`'s fields that may hold one value per configuration (`select` indexes them)."""
@@ -199,12 +192,13 @@ class StepModel:
     the batch). `weights_bytes`, `kv_request_bytes` and `bandwidth_gb_s` are per GPU (one TP
     rank); `tflops` is per replica (GPU TFLOP/s x TP). `expert_fraction` is the share of weights
     in routed experts (0 for dense models), `experts` and `active_experts` are E and k;
-    `comm_fixed_ms + comm_per_seq_ms x b` is the TP all-reduce time of a step for `b`
-    sequences (F10). `eta_bw`, `eff` and `overhead_ms` are F11's knobs. `method` picks the
-    chapter's combination or the operator one (`StepMethod`); the operator method also uses
-    `attention_flops_request` (A, FLOP per sequence per step: `attention_flops_per_token`),
-    `eta_kv` (None: eta_bw), `attn_sat_batch` (the floor's b_sat, sequences; 0: none) and
-    `seq_overhead_ms` (ms per sequence per step, both methods).
+    `comm_fixed_ms + comm_per_seq_ms x min(b, comm_knee_seqs) + comm_per_seq_above_ms x
+    max(b - comm_knee_seqs, 0)` is the TP all-reduce time of a step for `b` sequences (F10's
+    `CommLine`; the knee infinite by default: a line). `eta_bw`, `eff` and `overhead_ms` are
+    F11's knobs. `method` picks the chapter's combination or the operator one (`StepMethod`);
+    the operator method also uses `attention_flops_request` (A, FLOP per sequence per step:
+    `attention_flops_per_token`), `eta_kv` (None: eta_bw), `attn_sat_batch` (the floor's
+    b_sat, sequences; 0: none) and `seq_overhead_ms` (ms per sequence per step, both methods).
     """
 
     weights_bytes: FloatArray | float
@@ -217,6 +211,8 @@ class StepModel:
     overhead_ms: float = 0.0
     comm_fixed_ms: FloatArray | float = 0.0
     comm_per_seq_ms: FloatArray | float = 0.0
+    comm_knee_seqs: FloatArray | float = math.inf
+    comm_per_seq_above_ms: FloatArray | float = 0.0
     expert_fraction: float = 0.0
     experts: int = 1
     active_experts: int = 1
@@ -264,6 +260,8 @@ class StepModel:
                   tflops: FloatArray | float, eff: float = 1.0, eta_bw: float = 1.0,
                   overhead_ms: float = 0.0, comm_fixed_ms: FloatArray | float = 0.0,
                   comm_per_seq_ms: FloatArray | float = 0.0,
+                  comm_knee_seqs: FloatArray | float = math.inf,
+                  comm_per_seq_above_ms: FloatArray | float = 0.0,
                   method: str = DEFAULT_STEP_METHOD.value,
                   context_tokens: FloatArray | float | None = None, eta_kv: float | None = None,
                   attn_sat_batch: float = 0.0, seq_overhead_ms: float = 0.0,
@@ -291,7 +289,9 @@ class StepModel:
                    unread_weight_share=lookup_weight_share if engines else 0.0, eff=eff,
                    eta_bw=eta_bw,
                    overhead_ms=overhead_ms, comm_fixed_ms=comm_fixed_ms,
-                   comm_per_seq_ms=comm_per_seq_ms, expert_fraction=expert_fraction(model),
+                   comm_per_seq_ms=comm_per_seq_ms, comm_knee_seqs=comm_knee_seqs,
+                   comm_per_seq_above_ms=comm_per_seq_above_ms,
+                   expert_fraction=expert_fraction(model),
                    experts=moe.experts if moe else 1, active_experts=moe.active if moe else 1,
                    method=StepMethod(method).value, attention_flops_request=attn,
                    eta_kv=eta_kv, attn_sat_batch=attn_sat_batch, seq_overhead_ms=seq_overhead_ms,
@@ -368,10 +368,17 @@ class StepModel:
                           dtype=np.float64)
 
     def comm_ms(self, batch: FloatArray) -> FloatArray:
-        """TP all-reduces of the step, comm_fixed + comm_per_seq x b (x (k + 1) tokens in a
-        speculative verify pass), ms (0 without TP)."""
-        return np.asarray(self.comm_fixed_ms + self.comm_per_seq_ms * batch * self.verify_tokens,
-                          dtype=np.float64)
+        """TP all-reduces of the step at b x (k + 1) tokens (k + 1 in a speculative verify
+        pass), ms (0 without TP): `_comm_at`."""
+        return self._comm_at(np.asarray(batch * self.verify_tokens, dtype=np.float64))
+
+    def _comm_at(self, tokens: FloatArray) -> FloatArray:
+        """F10's `CommLine` at `tokens`: comm_fixed + comm_per_seq x min(n, knee) +
+        comm_per_seq_above x max(n - knee, 0), ms."""
+        return np.asarray(self.comm_fixed_ms
+                          + self.comm_per_seq_ms * np.minimum(tokens, self.comm_knee_seqs)
+                          + self.comm_per_seq_above_ms
+                          * np.maximum(tokens - self.comm_knee_seqs, 0.0), dtype=np.float64)
 
     def parts(self, batch: npt.ArrayLike) -> StepParts:
         """Every part of the step in ms at each batch (`combine_step` on this model's terms)."""
@@ -439,7 +446,7 @@ class StepModel:
         kv_peak_ms = np.asarray(b * self.kv_request_bytes, dtype=np.float64) / bandwidth_bytes_s * 1e3
         rows = self.gemm_rows(b) if self.padded else b  # F4d
         gemm_peak_ms = np.asarray(flop_per_seq * rows, dtype=np.float64) / flop_s * 1e3
-        comm = np.asarray(self.comm_fixed_ms + self.comm_per_seq_ms * b, dtype=np.float64)
+        comm = self._comm_at(b)
         bw = (weight_peak_ms + kv_peak_ms) / self.eta_bw
         step = self.overhead_ms + ridge_ms(bw, gemm_peak_ms / self.eff, self.ridge_sharpness) + comm
         return np.asarray(step + self.seq_overhead_ms * b, dtype=np.float64)

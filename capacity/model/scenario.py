@@ -49,7 +49,7 @@ from capacity.model.memory import (
 )
 from capacity.model.moe import Routing, routing_of
 from capacity.model.padding import check_padding
-from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import (
     PrefillFlops,
     prefill_flops,
@@ -62,7 +62,6 @@ from capacity.model.roofline import (
     Bound,
     DecodeStep,
     StepModel,
-    comm_coefficients_ms,
     counts_as_engines,
     fixed_step_ms,
 )
@@ -418,13 +417,14 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
     """The decode step (F4 or F4b with F10's communication and F11's knobs) of one replica of
     `s`, at `kv_request_bytes` of KV per sequence per GPU (a scalar, or an array over contexts)
     and `context_tokens` (the attention FLOPs of F4b; default the scenario's context)."""
-    comm_fixed, comm_per_seq = comm_coefficients_ms(s.model, s.gpu, s.tp)
+    comm = tp_comm_line(s.model, s.gpu, s.tp)
     ctx = s.context_tokens if context_tokens is None else context_tokens
     step = StepModel.for_model(
         s.model, weights_bytes=s.weights_per_gpu_gb * GB,
         kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64),
         bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw,
-        overhead_ms=s.fixed_step_ms, comm_fixed_ms=comm_fixed, comm_per_seq_ms=comm_per_seq,
+        overhead_ms=s.fixed_step_ms, comm_fixed_ms=comm.fixed_ms, comm_per_seq_ms=comm.per_token_ms,
+        comm_knee_seqs=comm.knee_tokens, comm_per_seq_above_ms=comm.above_ms,
         method=s.step_method, context_tokens=np.asarray(ctx, dtype=np.float64),
         eta_kv=s.eta_kv, attn_sat_batch=s.attn_sat_batch, seq_overhead_ms=s.seq_overhead_ms,
         batch1_factor=s.batch1_factor, batched_overhead_ms=s.batched_overhead_ms,

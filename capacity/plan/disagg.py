@@ -35,9 +35,9 @@ from capacity.model.cost import HOURS_PER_MONTH, cost_per_mtok
 from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
 from capacity.model.memory import max_concurrency, vram_budget
 from capacity.model.moe import routing_of
-from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import prefill_flops, prefill_seconds_by_parts
-from capacity.model.roofline import StepModel, comm_coefficients_ms, counts_as_engines, fixed_step_ms
+from capacity.model.roofline import StepModel, counts_as_engines, fixed_step_ms
 from capacity.plan.disagg_handover import (
     DEFAULT_ADMISSION_STEPS as DEFAULT_ADMISSION_STEPS,
 )
@@ -327,7 +327,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
     units: list[ReplicaShape] = []
     desc = descriptors_per_rank(model, prompt)
     sent: dict[tuple[str, int], float] = {}
-    cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "lk")}
+    cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "ck", "cc", "lk")}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
         budget = prof.token_budget_tokens if prof.chunked else 0
@@ -342,7 +342,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                 check_tp(model, tp, tp)
             except InputError:
                 continue
-            ca, cb = comm_coefficients_ms(model, g, tp)
+            comm = tp_comm_line(model, g, tp)
             comm_prompt = float(tp_comm_ms(model, g, tp, float(prompt)))
             for v in variants:
                 fl = g.tflops_for(v.format.compute_dtype) * tp
@@ -367,7 +367,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                         slots=min(c_vram, prof.max_seqs), send_bytes=send, descriptors=desc,
                         batched=budget == 0 or budget >= 2 * prompt))
                     for k, val in (("w", v.weights_gb / tp * GB), ("kvs", kvr),
-                                   ("bw", g.bandwidth_gb_s), ("fl", fl), ("ca", ca), ("cb", cb),
+                                   ("bw", g.bandwidth_gb_s), ("fl", fl), ("ca", comm.fixed_ms),
+                                   ("cb", comm.per_token_ms), ("ck", comm.knee_tokens),
+                                   ("cc", comm.above_ms),
                                    ("lk", v.lookup_weight_share)):
                         cols[k].append(val)
     if not units:
@@ -377,7 +379,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
         model, weights_bytes=a["w"], kv_request_bytes=a["kvs"], bandwidth_gb_s=a["bw"],
         tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
         overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
-        comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], method=inp.step_method,
+        comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], comm_knee_seqs=a["ck"],
+        comm_per_seq_above_ms=a["cc"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
         batch1_factor=inp.batch1_factor, batched_overhead_ms=inp.batched_overhead_ms,

@@ -40,11 +40,10 @@ from capacity.model.memory import (
     vram_budget,
 )
 from capacity.model.moe import routing_of
-from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_ms
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
 from capacity.model.roofline import (
     StepModel,
-    comm_coefficients_ms,
     counts_as_engines,
     fixed_step_ms,
 )
@@ -169,7 +168,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     f_l: list[str] = []
     kv_l: list[str] = []
     cols: dict[str, list[float]] = {k: [] for k in (
-        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "bw", "fl", "ca", "cb", "price",
+        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "bw", "fl", "ca", "cb", "ck", "cc", "price",
         "node", "seqs", "budget", "lk")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
     for g in gpus:
@@ -188,7 +187,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         for tp in tps:
             if tp > largest_node or (whole_node and whole_node % tp):
                 continue  # a TP group stays inside one node
-            comm_fixed, comm_per_seq = comm_coefficients_ms(model, g, tp)
+            comm = tp_comm_line(model, g, tp)
             comm_prompt = float(tp_comm_ms(model, g, tp, float(new_tokens)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             for v in variants:
@@ -232,7 +231,9 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes
                              + prefix_mem),
                             ("kvr", kvr_mem), ("kvs", kvr), ("pre", pre_ms), ("bw", g.bandwidth_gb_s),
-                            ("fl", tflops_per_replica), ("ca", comm_fixed), ("cb", comm_per_seq),
+                            ("fl", tflops_per_replica), ("ca", comm.fixed_ms),
+                            ("cb", comm.per_token_ms), ("ck", comm.knee_tokens),
+                            ("cc", comm.above_ms),
                             ("price", price), ("node", whole_node),
                             ("seqs", prof.max_seqs), ("budget", budget),
                             ("lk", v.lookup_weight_share)):
@@ -245,8 +246,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvs"],
         bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
         overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
-        comm_fixed_ms=a["ca"],
-        comm_per_seq_ms=a["cb"], method=inp.step_method,
+        comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], comm_knee_seqs=a["ck"],
+        comm_per_seq_above_ms=a["cc"], method=inp.step_method,
         context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
         attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
         batch1_factor=inp.batch1_factor, batched_overhead_ms=inp.batched_overhead_ms,
