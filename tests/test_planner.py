@@ -224,7 +224,10 @@ def test_search_step_time_is_f4_with_tp_communication() -> None:
     inp = PlanInputs(model="qwen3-30b-a3b-fp8", workload=wl, slo=LOOSE,
                      gpus=("rtx-4090", "h100-sxm"), max_gpus=4)
     _, _, u = replica_units(inp, default_catalog())
-    batch = np.array([1.0, 7.0, 40.0])
+    # 300 and 1,000 sequences pass F10's knee on the H100s (1 MiB / (2,048 x 2 B) = 256
+    # tokens): the search's CommLine columns give the scenario's piecewise all-reduce there too
+    assert any(u.tp[i] > 1 and u.gpus[i].interconnect_kind == "nvlink" for i in range(len(u.gpus)))
+    batch = np.array([1.0, 7.0, 40.0, 300.0, 1000.0])
     for i in range(len(u.gpus)):
         s = make_scenario("qwen3-30b-a3b", u.gpus[i].key, weights=u.formats[i],
                           n_gpus=int(u.tp[i]), tp=int(u.tp[i]), context_tokens=4096,

@@ -239,3 +239,30 @@ def test_one_set_of_figures_on_every_surface(state: PlannerState, winner: str, t
         assert cells[5:10] == [fmt_ms(o["ttft_ms"]), fmt_ms(o["tpot_ms"]), str(o["gpus"]),
                                fmt_money(o["cost_per_month"], "USD"),
                                fmt_money(o["cost_per_mtok"], "USD")]
+
+
+def test_the_pools_decode_step_is_the_scenarios_past_the_all_reduce_knee() -> None:
+    """The disaggregated search's decode grid (`replica_shapes`, one StepModel over every shape)
+    carries F10's CommLine: at every batch, below and past its knee (1 MiB / (8,192 x 2 B) =
+    64 sequences for Llama-3.1-70B), each TP shape's step is `evaluate`'s for that replica."""
+    import numpy as np
+
+    from capacity.model.scenario import evaluate, make_scenario
+    from capacity.plan.disagg import replica_shapes
+
+    wl = Workload(peak_concurrency=64, context_tokens=4096, prompt_tokens=2048,
+                  output_tokens=256)
+    inp = PlanInputs(model="llama-3.1-70b", workload=wl, gpus=("h100-sxm",), formats=("fp8",),
+                     kv_dtypes=("fp8",), max_gpus=8)
+    _, shapes, grid = replica_shapes(inp, default_catalog())
+    batch = [1, 40, 64, 65, 200]
+    checked = 0
+    for i, u in enumerate(shapes):
+        if u.tp < 2 or u.slots < max(batch):
+            continue
+        s = make_scenario("llama-3.1-70b", u.gpu.key, weights=u.weights, n_gpus=u.tp, tp=u.tp,
+                          context_tokens=4096, kv_dtype=u.kv)
+        want = evaluate(s, np.array(batch, dtype=float)).decode.step_ms
+        np.testing.assert_allclose(grid[i, batch], want, rtol=1e-9)
+        checked += 1
+    assert checked >= 2
