@@ -14,6 +14,8 @@ import math
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from capacity.catalog.loader import (
     BOUNDS,
     MAX_CONTEXT_TOKENS,
@@ -56,7 +58,7 @@ from capacity.model.memory import (
     DEFAULT_UTIL,
     MemoryVerdict,
 )
-from capacity.model.roofline import DEFAULT_STEP_METHOD, StepMethod
+from capacity.model.roofline import DEFAULT_STEP_METHOD, DecodeStep, StepMethod
 from capacity.model.scenario import (
     DEFAULT_CONCURRENCY,
     DEFAULT_CONTEXT_TOKENS,
@@ -76,6 +78,7 @@ from capacity.model.scenario import (
 from capacity.model.speculative import DRAFT_NAMES, MAX_DEPTH, Draft, make_draft, parse_draft
 from capacity.report.math_steps import prompt_mfu_text
 from capacity.report.tables import render
+from capacity.types import FloatArray
 from capacity.units import GB, KIB
 
 if TYPE_CHECKING:  # only --draft needs the speculative-decoding gain (docs/benchmarks.md)
@@ -412,21 +415,24 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
                + f") = {int(ev.max_concurrency_vram)}"
                f" concurrent requests (paged: {int(ev.max_concurrency_vram_paged)})\n")
     d = ev.decode
+    # what the step adds to its roofline terms: the fixed time (F11's overheads) and, with TP,
+    # F10's all-reduces, so the columns add up to the step where the terms are summed
+    extra_heads, extra = _step_extras(d, s.tp, ev.concurrency.size)
     if s.step_method == StepMethod.OPERATOR:
         out.append(h("Decode step (F4b, operator method: GEMMs + attention + overheads)"))
         out.append(render(
-            ["concurrency", "GEMM ms", "attention ms", "step ms", "bound", "tok/s per request",
-             "aggregate tok/s"],
-            [[int(ev.concurrency[i]), float(d.gemm_ms[i]), float(d.attention_ms[i]),
+            ["concurrency", "GEMM ms", "attention ms", *extra_heads, "step ms", "bound",
+             "tok/s per request", "aggregate tok/s"],
+            [[int(ev.concurrency[i]), float(d.gemm_ms[i]), float(d.attention_ms[i]), *extra[i],
               float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
               float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
     else:
         out.append(h("Decode step (F4)"))
         out.append(render(
-            ["concurrency", "bandwidth ms", "compute ms", "step ms", "bound",
+            ["concurrency", "bandwidth ms", "compute ms", *extra_heads, "step ms", "bound",
              "tok/s per request", "aggregate tok/s"],
             [[int(ev.concurrency[i]), float(d.bandwidth_ms[i]), float(d.compute_ms[i]),
-              float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
+              *extra[i], float(d.step_ms[i]), str(d.bound[i]), float(d.tok_s_per_request[i]),
               float(ev.aggregate_tok_s[i])] for i in range(ev.concurrency.size)], fmt))
     if s.draft is not None:
         from capacity.model.draft_gain import draft_gain
@@ -545,3 +551,21 @@ def run(args: argparse.Namespace) -> int:
         if open_loop is not None:
             print(open_loop_text(open_loop[0], open_loop[1], args.format), end="")
     return 0
+
+
+def _step_extras(d: DecodeStep, tp: int, n: int) -> tuple[list[str], list[list[float]]]:
+    """The decode table's optional columns (headers, one row of values per point): "fixed ms"
+    (F11's per-step and per-layer overheads) where the step has any, and "all-reduce ms" (F10)
+    at TP > 1. None on the chapter's worked example (one GPU, no overheads)."""
+    fixed = np.broadcast_to(np.asarray(d.overhead_ms, dtype=np.float64), (n,))
+    comm = np.broadcast_to(np.asarray(d.comm_ms, dtype=np.float64), (n,))
+    heads: list[str] = []
+    cols: list[FloatArray] = []
+    if np.any(fixed > 0):
+        heads.append("fixed ms")
+        cols.append(fixed)
+    if tp > 1:
+        heads.append("all-reduce ms")
+        cols.append(comm)
+    return heads, [[float(c[i]) for c in cols] for i in range(n)]
+
