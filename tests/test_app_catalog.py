@@ -29,6 +29,9 @@ def test_catalog_lists_models_and_gpus_with_sources(custom: Path) -> None:
     assert "awq 5.7*" in qwen["weights GB by format"]
     g = gpus[gpus["key"] == "rtx-4090"].iloc[0]
     assert g["bandwidth (GB/s)"] == 1008 and g["BF16 dense TFLOP/s"] == 165.2
+    h100 = gpus[gpus["key"] == "h100-sxm"].iloc[0]   # data/matmul_ceilings.toml beside the spec
+    assert h100["BF16 measured matmul TFLOP/s"] == 794.5
+    assert h100["FP8 measured matmul TFLOP/s"] == 1402.6
     assert models["source"].str.len().min() > 0 and gpus["as of"].str.len().min() > 0
 
 

@@ -112,3 +112,21 @@ def test_two_points_and_an_mfu_of_094_are_flagged_and_widen_the_band() -> None:
     assert b.spread[0] == pytest.approx(0.05 + 0.10)
     assert knob_flags(Calibration(name="x", model="m", gpu="g", eta_bw=1.02)) != ()
     assert knob_flags(Calibration(name="x", model="m", gpu="g", eff=0.93)) != ()
+
+
+def test_a_knob_above_the_gpus_measured_matmul_ceiling_is_flagged_where_it_is_applied() -> None:
+    """An MFU of 0.78 passes the generic limit (0.8) but not an MI300X's measured matmul
+    ceiling, 668.4 / 1307.4 = 0.511 (data/matmul_ceilings.toml): applied there it is flagged
+    with that limit and widens the TTFT band; applied on an H100 SXM (0.803) it is not."""
+    pts = tuple(FitPoint(kind=kind, concurrency=c, context_tokens=2048, measured_ms=10.0,
+                         spec_ms=6.0, fitted_ms=10.0)
+                for kind in (PointKind.TPOT, PointKind.TTFT) for c in (1, 8, 32))
+    cal = Calibration(name="x", model="qwen3-8b-bf16", gpu="mi300x", eta_bw=0.8, mfu=0.78,
+                      eff=0.4, points=pts)
+    assert knob_flags(cal) == ()
+    [flag] = knob_flags(cal, 668.4 / 1307.4)
+    assert (flag.knob, flag.limit) == ("mfu", pytest.approx(0.5112, abs=1e-4))
+    on_mi300x = band(make_scenario("qwen3-8b", "mi300x"), [8], cal)
+    assert [f.knob for f in on_mi300x.flags] == ["mfu"]
+    assert (Distance.IMPLAUSIBLE, "ttft_s") in [(w.kind, w.output) for w in on_mi300x.widenings]
+    assert band(make_scenario("qwen3-8b", "h100-sxm"), [8], cal).flags == ()

@@ -52,10 +52,12 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
+from capacity.catalog.matmul import matmul_ceiling as matmul_ceiling_of
 from capacity.errors import InputError
 from capacity.fit.calibration_problem import (
     BATCH1_PROBLEM,
     BOUNDS,
+    CEILING_KNOBS,
     DECODE_PROBLEM,
     OPERATOR_PROBLEM,
     PINNED_RATIO,
@@ -68,6 +70,7 @@ from capacity.fit.calibration_problem import (
     prefill_basis,
     solve,
     spec_value,
+    with_ceiling,
 )
 from capacity.fit.calibration_ridge import RIDGE_CHAPTER_NOTE, fit_ridge, fold_ridge
 from capacity.fit.measured import MeasuredPoint
@@ -306,6 +309,43 @@ def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
     return overhead
 
 
+def scenario_ceiling(s: Scenario) -> float | None:
+    """The share of the scenario's `tflops` its GPU's fastest measured GEMM reaches
+    (dimensionless): `Gpu.matmul_ceiling` for the weights' GEMM precision; None where the
+    catalog has no measurement or `tflops` was set by hand (the measurement is of the
+    catalog's peak, not of the one given)."""
+    dtype = s.variant.format.compute_dtype
+    return None if s.tflops != s.gpu.tflops_for(dtype) else matmul_ceiling_of(s.gpu, dtype)
+
+
+def matmul_ceiling(scenarios: Sequence[Scenario]) -> float | None:
+    """The lowest `scenario_ceiling` of the scenarios a fit spans (one GPU; the models may run
+    their GEMMs in other precisions): what bounds the fitted eff, MFU and attention MFU
+    (`calibration_problem.with_ceiling`); None where no scenario has one."""
+    known = [c for s in scenarios if (c := scenario_ceiling(s)) is not None]
+    return min(known) if known else None
+
+
+def ceiling_notes(names: Sequence[str], x: npt.ArrayLike, ceiling: float,
+                  base: Scenario) -> list[Note]:
+    """A note for each GEMM knob the fit left at the device's measured matmul ceiling: the
+    points asked for more arithmetic than the GPU's fastest measured GEMM does, so the knob
+    stops there and the others (overheads, bandwidth) take the rest."""
+    out: list[Note] = []
+    g = base.gpu
+    mamf = ceiling * base.tflops
+    for n, v in zip(names, np.asarray(x, dtype=np.float64), strict=True):
+        if n in CEILING_KNOBS and v >= ceiling * (1.0 - 1e-6):
+            out.append(Note(
+                f"{n} = {v:.3g} is at {g.name}'s measured matmul ceiling ({mamf:.4g} of "
+                f"{base.tflops:g} TFLOP/s, data/matmul_ceilings.toml): the points ask for "
+                "more arithmetic than the device's fastest GEMM does, so the fit stops there "
+                "and the other knobs take the rest; a fixed cost the formula lacks, or a spec "
+                "figure that is not this card's, is the likelier cause", code="at_ceiling", knob=n,
+                value=round(float(v), 3), gpu=g.name, mamf=round(mamf, 1), peak=base.tflops))
+    return out
+
+
 def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         engine: str = "", inputs: str = "", max_concurrency: tuple[int, int] | None = None,
         ttft_all_levels: bool = False, today: str | None = None,
@@ -377,8 +417,10 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                           "that fit in memory at their context (the engine ran a smaller batch "
                           "and queued the rest): left out of the decode fit", code="over_memory",
                           n=k))
-    for kind, per_set, problem in ((PointKind.TPOT, dec_sets, decode_problem),
-                                   (PointKind.TTFT, pre_sets, PREFILL_PROBLEM)):
+    ceiling = matmul_ceiling([s for s, _ in sets])
+    for kind, per_set, bare in ((PointKind.TPOT, dec_sets, decode_problem),
+                                (PointKind.TTFT, pre_sets, PREFILL_PROBLEM)):
+        problem = with_ceiling(bare, ceiling)
         tagged = [(i, s, p) for i, (s, pts) in enumerate(per_set) for p in pts]
         if not tagged:
             notes.append(Note(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted",
@@ -440,7 +482,9 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                 problem, unfitted, measured, [i for i, _, _ in tagged], "model", ridge=refit)
             how = f"{how}; {how_m}"
         methods.append(f"{kind.upper()}: {how}")
-        post = posterior(problem.names, problem.model, x, basis, measured)
+        post = posterior(problem.names, problem.model, x, basis, measured, dict(problem.upper))
+        if ceiling is not None:
+            notes += ceiling_notes(problem.names, x, ceiling, base)
         loose = []
         for n, v, s_n, r in zip(problem.names, x, sd, post.ratio, strict=True):
             knobs[n] = float(v)

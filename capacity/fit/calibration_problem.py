@@ -4,7 +4,8 @@ What `capacity.fit.calibration.fit` solves, one problem per kind of point: the k
 decode method (`DECODE_KNOBS` for the chapter's F4, `OPERATOR_KNOBS` for the operator step F4b,
 `BATCH1_KNOBS` with the batch-1 factor) and of prefill (`PREFILL_KNOBS`, F6b); the weak prior
 toward typical values (`PRIORS`, `PRIOR_TIED`, in log space for fractions: `LOG_KNOBS`) and the
-bounds (`BOUNDS`); the knob-free prediction bases (`decode_basis`, `prefill_basis`: the parts
+bounds (`BOUNDS`, the GEMM knobs capped at the device's measured matmul ceiling where the
+catalog has one: `with_ceiling`); the knob-free prediction bases (`decode_basis`, `prefill_basis`: the parts
 of F4/F4b and F6b that do not depend on the knobs) and the per-point models over them
 (`decode_step_ms`, `prefill_ms`: the library's own `roofline.combine_step`, so a fitted
 calibration predicts exactly what `evaluate` computes); the robust solver (`solve`), which
@@ -16,9 +17,9 @@ Source: F11 (docs/method.md), docs/calibration.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -169,11 +170,44 @@ def prefill_ms(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
 class Problem:
     """One least-squares problem of the fit: the knobs it fits (`names`, in the order of the
     model's `x`), the per-point model over a basis (ms; `decode_step_ms`, `prefill_ms`) and the
-    starting points the solver tries (the best of them wins: the knobs trade off)."""
+    starting points the solver tries (the best of them wins: the knobs trade off); `upper`,
+    tighter upper bounds than `BOUNDS` for some knobs (the device's measured ceilings,
+    `with_ceiling`)."""
 
     names: tuple[str, ...]
     model: Callable[[FloatArray, Any], FloatArray]
     starts: tuple[tuple[float, ...], ...]
+    upper: tuple[tuple[str, float], ...] = ()
+
+    def bounds(self) -> tuple[FloatArray, FloatArray]:
+        """(low, high) of each knob in `names`: `BOUNDS`, high lowered to `upper` where given."""
+        return knob_bounds(self.names, dict(self.upper))
+
+
+CEILING_KNOBS: Final = ("eff", "mfu", "attn_mfu")
+"""The knobs that are shares of the GPU's peak TFLOP/s: a GEMM (and an attention kernel's
+matrix products) can run no faster than the device's fastest measured matmul, so a fit keeps
+them at or below `Scenario.matmul_ceiling` where the catalog has one."""
+
+
+def knob_bounds(names: Sequence[str], upper: Mapping[str, float] | None = None
+                ) -> tuple[FloatArray, FloatArray]:
+    """(low, high) arrays of `names`: `BOUNDS`, each high lowered to `upper[name]` where given
+    (never below the low bound). Example: eff with upper {'eff': 0.803} -> (0.005, 0.803)."""
+    up = upper or {}
+    lo = np.array([BOUNDS[n][0] for n in names], dtype=np.float64)
+    hi = np.array([max(BOUNDS[n][0], min(BOUNDS[n][1], up.get(n, BOUNDS[n][1])))
+                   for n in names], dtype=np.float64)
+    return lo, hi
+
+
+def with_ceiling(problem: Problem, ceiling: float | None) -> Problem:
+    """`problem` with its `CEILING_KNOBS` bounded by `ceiling` (a share of peak TFLOP/s,
+    `Scenario.matmul_ceiling`); unchanged when it is None."""
+    if ceiling is None:
+        return problem
+    upper = tuple((n, float(ceiling)) for n in problem.names if n in CEILING_KNOBS)
+    return replace(problem, upper=upper)
 
 
 DECODE_PROBLEM = Problem(DECODE_KNOBS, decode_step_ms,
@@ -233,8 +267,7 @@ def solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
     """Robust fit of one problem; returns the knobs and their standard errors (from the
     Gauss-Newton covariance; NaN when there are no more points than knobs)."""
     scale = float(np.median(measured))
-    lo = np.array([BOUNDS[n][0] for n in problem.names])
-    hi = np.array([BOUNDS[n][1] for n in problem.names])
+    lo, hi = problem.bounds()
 
     def residuals(x: FloatArray) -> FloatArray:
         r = problem.model(x, basis) / measured - 1.0
@@ -272,7 +305,8 @@ def identifiability(problem_names: Sequence[str], model: Callable[[FloatArray, A
 
 
 def posterior(problem_names: Sequence[str], model: Callable[[FloatArray, Any], FloatArray],
-              x: FloatArray, basis: dict[str, FloatArray], measured: FloatArray) -> Posterior:
+              x: FloatArray, basis: dict[str, FloatArray], measured: FloatArray,
+              upper: Mapping[str, float] | None = None) -> Posterior:
     """Per knob: its posterior width over its prior width (< `PINNED_RATIO`: pinned down), and
     the knobs' posterior correlations.
 
@@ -287,8 +321,7 @@ def posterior(problem_names: Sequence[str], model: Callable[[FloatArray, Any], F
     names = list(problem_names)
     k = len(names)
     scale = float(np.median(measured))
-    lo = np.array([BOUNDS[n][0] for n in names])
-    hi = np.array([BOUNDS[n][1] for n in names])
+    lo, hi = knob_bounds(names, upper)
     log = np.array([n in LOG_KNOBS for n in names])
     u0 = np.where(log, np.log(np.maximum(x, 1e-12)), x)
 

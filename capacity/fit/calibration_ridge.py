@@ -31,7 +31,7 @@ Source: F4c (docs/method.md), issue 25.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -102,7 +102,7 @@ def level_out_error(problem: Problem, basis: dict[str, FloatArray], measured: Fl
     every prompt length of it) is predicted by a fit of the other levels at the basis'
     sharpness, each fit started from `x` (one start). Example: levels 1, 2, 4, 8 at two
     prompt lengths: four fits of six points, eight predictions, their median |error|."""
-    warm = Problem(problem.names, problem.model, (tuple(float(v) for v in x),))
+    warm = replace(problem, starts=(tuple(float(v) for v in x),))
     batch = basis["batch"]
     errors: list[float] = []
     for level in np.unique(batch):
@@ -123,7 +123,7 @@ def fit_ridge(problem: Problem, basis: dict[str, FloatArray], measured: FloatArr
             "of memory and compute, so the step keeps the max of the two (measure batches "
             "where compute binds and where it does not)", code="ridge_not_spanned"))
     # each k starts from the knobs fitted at the max (one start, not the problem's four)
-    warm = Problem(problem.names, problem.model, (tuple(float(v) for v in x),))
+    warm = replace(problem, starts=(tuple(float(v) for v in x),))
     candidates = [(0.0, x, sd, basis)]
     for k in RIDGE_GRID:
         b_k = {**basis, "ridge_sharpness": np.full_like(basis["batch"], k)}

@@ -32,7 +32,13 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
-from capacity.fit.calibration import Calibration, PointKind, apply, split_extremes
+from capacity.fit.calibration import (
+    Calibration,
+    PointKind,
+    apply,
+    scenario_ceiling,
+    split_extremes,
+)
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import FloatArray
@@ -141,8 +147,10 @@ class KnobFlag:
     std: float
 
 
-def knob_flags(cal: Calibration) -> tuple[KnobFlag, ...]:
-    """The calibration's implausible knobs: above `PLAUSIBLE_MAX`, or std > value / 2."""
+def knob_flags(cal: Calibration, ceiling: float | None = None) -> tuple[KnobFlag, ...]:
+    """The calibration's implausible knobs: above `PLAUSIBLE_MAX` (eff and MFU above the
+    GPU's measured matmul `ceiling` too, a share of peak, `calibration.scenario_ceiling`),
+    or std > value / 2."""
     out = []
     for name in ("eta_bw", "eff", "mfu", "step_overhead_ms", "prefill_overhead_ms"):
         v = getattr(cal, name)
@@ -150,6 +158,8 @@ def knob_flags(cal: Calibration) -> tuple[KnobFlag, ...]:
             continue
         std = cal.knob_std(name)
         limit = PLAUSIBLE_MAX.get(name, math.nan)
+        if ceiling is not None and name in ("eff", "mfu"):
+            limit = min(limit, ceiling)
         if v > limit:
             out.append(KnobFlag(knob=name, value=float(v), limit=limit, std=std))
         elif math.isfinite(std) and v > 0 and std > v / 2:
@@ -204,7 +214,7 @@ def distance(cal: Calibration, scenario: Scenario, concurrency: npt.ArrayLike
                       key=lambda x: -1.0 if x is None else x.amount)
             if far is not None:
                 out.append(far)
-    for flag in knob_flags(cal):
+    for flag in knob_flags(cal, scenario_ceiling(scenario)):
         out.append(Widening(kind=Distance.IMPLAUSIBLE, measured=flag.knob,
                             used=f"{flag.value:.3g}", amount=WIDENING[Distance.IMPLAUSIBLE],
                             output="ttft_s" if flag.knob in ("mfu", "prefill_overhead_ms")
@@ -309,7 +319,8 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
                     basis=f"calibration '{calibration.name}': +/- {sp_t:.0%} step, "
                           f"+/- {sp_f:.0%} TTFT (held-out error"
                           + (", widened by its distance from here)" if far else ")"),
-                    widenings=far, flags=knob_flags(calibration), spread=(sp_t, sp_f))
+                    widenings=far, flags=knob_flags(calibration, scenario_ceiling(s)),
+                    spread=(sp_t, sp_f))
     fast, slow = typical_edges(scenario) if edges is None else edges
     mid = _at(scenario, C)
     f, sl = _at(fast, C), _at(slow, C)

@@ -7,6 +7,7 @@ from typing import Any
 
 from capacity.catalog.custom import is_custom
 from capacity.catalog.loader import Catalog, Model
+from capacity.catalog.matmul import measured_matmul
 from capacity.model.kv import kv_bytes_per_token
 from capacity.units import KIB
 
@@ -47,14 +48,19 @@ def model_rows(catalog: Catalog, *, kind_names: Mapping[str, str] | None = None,
 
 
 def gpu_rows(catalog: Catalog) -> list[dict[str, Any]]:
-    """One row per GPU: memory, bandwidth, dense rates, interconnect, price, source and date."""
+    """One row per GPU: memory, bandwidth, dense rates, the fastest measured matmul (BF16 and
+    FP8 TFLOP/s, data/matmul_ceilings.toml; None where nobody published one), interconnect,
+    price, source and date."""
     rows = []
     for g in sorted(catalog.gpus.values(), key=lambda g: g.key):
+        mamf = measured_matmul(g.key)
         rows.append({
             "key": g.key, "name": g.name, "memory_gb": g.memory_gb,
             "memory_driver_gib": g.memory_driver_gib, "memory_type": g.memory_type,
             "bandwidth_gb_s": g.bandwidth_gb_s, "bf16_tflops": g.bf16_tflops,
             "fp8_tflops": g.fp8_tflops, "int8_tops": g.int8_tops,
+            "mamf_bf16_tflops": None if mamf is None else mamf.bf16_tflops,
+            "mamf_fp8_tflops": None if mamf is None else mamf.fp8_tflops,
             "interconnect": g.interconnect, "price_per_hour": g.price_per_hour,
             "currency": g.currency, "price_as_of": g.price_as_of,
             "custom": is_custom(g.path), "source": g.source, "as_of": g.as_of,

@@ -1,0 +1,98 @@
+"""The device's matmul ceiling: the fastest dense GEMM measured on each GPU
+(data/matmul_ceilings.toml), as a share of its spec-sheet TFLOP/s.
+
+A spec sheet's peak TFLOP/s is not reached by any real GEMM: a brute-force search of shapes
+finds the maximum achievable matmul TFLOP/s (MAMF), 51-87 % of the peak on the GPUs the file
+lists. A fitted share of peak TFLOP/s (eff, MFU, attention MFU) above MAMF / spec is not
+physics but a trade against another knob, so `capacity.fit.calibration` keeps those knobs at
+or below it (issue 25's "knobs are not physical"; docs/calibration.md). A GPU the file does not
+list has no ceiling but the spec sheet (1).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from capacity import workspace
+from capacity.catalog.loader import Gpu
+from capacity.errors import CatalogError
+from capacity.untrusted import loads_toml, read_utf8
+
+MATMUL_FILE = "matmul_ceilings.toml"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatmulCeiling:
+    """One GPU's measured MAMF (dense TFLOP/s) with bf16 inputs and, where measured, fp8."""
+
+    gpu: str
+    bf16_tflops: float
+    fp8_tflops: float | None
+    source: str
+
+
+def parse_matmul_ceilings(text: str, where: str = MATMUL_FILE) -> dict[str, MatmulCeiling]:
+    """Every table of a matmul-ceilings file by GPU key; CatalogError naming the bad table."""
+    try:
+        data = loads_toml(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{where}: {exc}") from None
+    out: dict[str, MatmulCeiling] = {}
+    for key, raw in data.items():
+        try:
+            extra = set(raw) - {"bf16_tflops", "fp8_tflops", "source"}
+            if extra:
+                raise ValueError(f"unknown field {sorted(extra)[0]!r}")
+            fp8 = raw.get("fp8_tflops")
+            row = MatmulCeiling(gpu=key, bf16_tflops=float(raw["bf16_tflops"]),
+                                fp8_tflops=None if fp8 is None else float(fp8),
+                                source=str(raw["source"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"{where} [{key}]: {exc!r} (needs bf16_tflops, source; "
+                               "fp8_tflops optional)") from None
+        for v in (row.bf16_tflops, row.fp8_tflops):
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise CatalogError(f"{where} [{key}]: TFLOP/s must be finite and > 0")
+        if not row.source.strip():
+            raise CatalogError(f"{where} [{key}]: a measured ceiling needs its source")
+        out[key] = row
+    return out
+
+
+@cache
+def _ceilings(path: Path) -> dict[str, MatmulCeiling]:
+    return parse_matmul_ceilings(read_utf8(path), str(path))
+
+
+def measured_matmul(gpu_key: str) -> MatmulCeiling | None:
+    """The GPU's measured MAMF (the catalog folder's file when it has one, else the bundled
+    one); None for a GPU the file does not list."""
+    for folder in (workspace.catalog_dir(), workspace.bundled_data_dir()):
+        path = folder / MATMUL_FILE
+        if path.is_file():
+            return _ceilings(path).get(gpu_key)
+    return None
+
+
+def matmul_ceiling(gpu: Gpu, compute_dtype: str) -> float | None:
+    """The share of `gpu.tflops_for(compute_dtype)` the GPU's fastest measured GEMM reaches
+    (dimensionless, 0-1]: MAMF / spec sheet for the precision the GEMMs run in (fp8 where the
+    GPU has fp8, else bf16). None where nothing is measured for that precision (int8, a GPU the
+    file lacks, fp8 without an fp8 figure). CatalogError where the file claims more than the
+    spec sheet. Example: H100 SXM bf16 794.5 / 989 = 0.803; fp8 1402.6 / 1979 = 0.709."""
+    row = measured_matmul(gpu.key)
+    if row is None or (compute_dtype == "int8" and gpu.int8_tops):
+        return None
+    fp8 = compute_dtype == "fp8" and bool(gpu.fp8_tflops)
+    measured = row.fp8_tflops if fp8 else row.bf16_tflops
+    if measured is None:
+        return None
+    peak = gpu.tflops_for("fp8" if fp8 else "bf16")
+    if measured > peak:
+        raise CatalogError(f"{MATMUL_FILE} [{gpu.key}]: {measured:g} TFLOP/s measured is above "
+                           f"the spec sheet's {peak:g}: a measurement cannot beat the peak")
+    return measured / peak

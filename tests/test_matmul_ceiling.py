@@ -1,0 +1,133 @@
+"""The device's measured matmul ceiling (MAMF, data/matmul_ceilings.toml): what it is, and that a fit's GEMM
+knobs stay at or below it (issue 25: "Knobs are not physical")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capacity.catalog import matmul
+from capacity.catalog.loader import default_catalog
+from capacity.catalog.matmul import matmul_ceiling, parse_matmul_ceilings
+from capacity.errors import CatalogError
+from capacity.fit.calibration import fit, predict_ms, scenario_ceiling
+from capacity.fit.calibration_problem import (
+    BOUNDS,
+    DECODE_PROBLEM,
+    PREFILL_PROBLEM,
+    knob_bounds,
+    with_ceiling,
+)
+from capacity.fit.measured import MeasuredPoint
+from capacity.model.scenario import make_scenario
+
+
+def test_ceiling_is_the_measured_matmul_over_the_spec_sheet() -> None:
+    """By hand from data/matmul_ceilings.toml and data/gpus: H100 SXM bf16 794.5 / 989, fp8
+    1402.6 / 1979; MI300X bf16 668.4 / 1307.4 and no fp8 measurement; int8 has none; a GPU
+    the file lacks has none; fp8 on a GPU without fp8 runs its GEMMs in bf16 (A100:
+    271.2 / 312)."""
+    gpus = default_catalog().gpus
+    assert matmul_ceiling(gpus["h100-sxm"], "bf16") == pytest.approx(794.5 / 989)
+    assert matmul_ceiling(gpus["h100-sxm"], "fp8") == pytest.approx(1402.6 / 1979)
+    assert matmul_ceiling(gpus["h100-sxm"], "int8") is None
+    assert matmul_ceiling(gpus["mi300x"], "bf16") == pytest.approx(668.4 / 1307.4)
+    assert matmul_ceiling(gpus["mi300x"], "fp8") is None
+    assert matmul_ceiling(gpus["a100-80gb-sxm"], "fp8") == pytest.approx(271.2 / 312)
+    assert matmul_ceiling(gpus["rtx-4090"], "bf16") is None
+    for key, g in gpus.items():   # every measurement is sourced, of a known GPU, below peak
+        for dtype in ("bf16", "fp8"):
+            c = matmul_ceiling(g, dtype)
+            assert c is None or 0.5 < c <= 1, key
+    rows = parse_matmul_ceilings(Path("data/matmul_ceilings.toml").read_text(encoding="utf-8"))
+    assert set(rows) <= set(gpus) and all(r.source for r in rows.values())
+
+
+def test_scenario_ceiling_follows_the_weights_precision_and_not_a_hand_peak() -> None:
+    s = make_scenario("llama-3.1-70b", "h100-sxm", weights="fp8", n_gpus=2)
+    assert scenario_ceiling(s) == pytest.approx(1402.6 / 1979)
+    assert scenario_ceiling(make_scenario("llama-3.1-8b", "h200-sxm")) == pytest.approx(
+        794.5 / 989)
+    # a peak set by hand is not the one measured: no ceiling
+    assert scenario_ceiling(make_scenario("llama-3.1-8b", "h200-sxm", tflops=700)) is None
+
+
+def test_a_bad_ceilings_file_is_refused_with_its_table_named(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    with pytest.raises(CatalogError, match=r"\[h100-sxm\].*needs its source"):
+        parse_matmul_ceilings('[h100-sxm]\nbf16_tflops = 800.0\nsource = " "\n')
+    with pytest.raises(CatalogError, match=r"\[h100-sxm\].*bf16_tflops"):
+        parse_matmul_ceilings('[h100-sxm]\nsource = "x"\n')
+    with pytest.raises(CatalogError, match=r"\[h100-sxm\].*unknown field 'tflops'"):
+        parse_matmul_ceilings('[h100-sxm]\nbf16_tflops = 1.0\ntflops = 2\nsource = "x"\n')
+    with pytest.raises(CatalogError, match="finite and > 0"):
+        parse_matmul_ceilings('[h100-sxm]\nbf16_tflops = nan\nsource = "x"\n')
+    # a measurement above the spec sheet is refused where it is used
+    (tmp_path / "matmul_ceilings.toml").write_text(
+        '[h100-sxm]\nbf16_tflops = 1000.0\nsource = "a typo"\n', encoding="utf-8")
+    h100 = default_catalog().gpus["h100-sxm"]
+    monkeypatch.setattr(matmul.workspace, "catalog_dir", lambda: tmp_path)
+    with pytest.raises(CatalogError, match="cannot beat the peak"):
+        matmul_ceiling(h100, "bf16")
+
+
+def test_bounds_cap_only_the_gemm_knobs() -> None:
+    """eff (decode) and MFU, attention MFU (prefill) are shares of peak TFLOP/s; eta_bw and
+    the overheads are not. By hand: eff's high bound 0.803, eta_bw's stays 1."""
+    p = with_ceiling(DECODE_PROBLEM, 0.803)
+    lo, hi = p.bounds()
+    assert dict(zip(p.names, hi, strict=True)) == {"eta_bw": 1.0, "step_overhead_ms": 1000.0,
+                                                   "eff": 0.803}
+    assert list(lo) == [BOUNDS[n][0] for n in p.names]
+    assert dict(with_ceiling(PREFILL_PROBLEM, 0.7).upper) == {"mfu": 0.7, "attn_mfu": 0.7}
+    assert with_ceiling(PREFILL_PROBLEM, None) is PREFILL_PROBLEM
+    # a ceiling below a knob's low bound cannot invert the interval
+    assert knob_bounds(("mfu",), {"mfu": 0.0})[1][0] == BOUNDS["mfu"][0]
+
+
+def test_fit_stops_at_the_device_ceiling_and_says_so() -> None:
+    """The issue's finding: prefill points that ask for MFU 0.93 on an H200, whose fastest
+    measured bf16 GEMM is 0.803 of the spec sheet. The fit stays at 0.803, a note says why,
+    and the prefill overhead takes the rest; with the peak set by hand (no ceiling) the same
+    points give the unphysical 0.93."""
+    base = make_scenario("llama-3.1-8b", "h200-sxm")
+    truth = base.with_(mfu=0.93, prefill_overhead_ms=0.0)
+    shape = [MeasuredPoint(concurrency=1, context_tokens=p + 64, prompt_tokens=p,
+                           output_tokens=64) for p in (1024, 2048, 4096, 8192)]
+    _, ttft = predict_ms(truth, shape)
+    pts = [MeasuredPoint(concurrency=1, context_tokens=s.context_tokens,
+                         prompt_tokens=s.prompt_tokens, output_tokens=64, ttft_ms=float(t))
+           for s, t in zip(shape, ttft, strict=True)]
+    cal = fit(pts, base, held_out=False)
+    ceiling = 794.5 / 989
+    assert cal.mfu is not None and cal.mfu <= ceiling + 1e-9
+    assert cal.mfu == pytest.approx(ceiling, rel=1e-4)
+    assert any("matmul ceiling" in n for n in cal.notes)
+    # the same peak given by hand (a hair off the catalog's): no measured ceiling applies
+    free = fit(pts, base.with_(tflops=989.0 - 1e-9), held_out=False)
+    assert free.mfu == pytest.approx(0.93, rel=0.02)
+    assert not any("matmul ceiling" in n for n in free.notes)
+    # the knobs below the ceiling are untouched: a truth of 0.6 is recovered
+    honest = base.with_(mfu=0.6, prefill_overhead_ms=5.0)
+    _, ttft = predict_ms(honest, shape)
+    pts = [MeasuredPoint(concurrency=1, context_tokens=s.context_tokens,
+                         prompt_tokens=s.prompt_tokens, output_tokens=64, ttft_ms=float(t))
+           for s, t in zip(shape, np.asarray(ttft), strict=True)]
+    again = fit(pts, base, held_out=False)
+    assert again.mfu == pytest.approx(0.6, rel=0.02)
+    assert not any("matmul ceiling" in n for n in again.notes)
+
+
+def test_the_catalog_page_shows_each_gpus_measured_matmul_beside_its_spec() -> None:
+    """The Catalog page's GPU table (`catalog_tables.gpu_rows`) carries the file's figures:
+    H200 SXM 794.5 (BF16) and 1453.4 (FP8) beside 989 and 1979; none for an RTX 4090."""
+    from capacity.report.catalog_tables import gpu_rows
+    rows = {r["key"]: r for r in gpu_rows(default_catalog())}
+    h200 = rows["h200-sxm"]
+    assert (h200["bf16_tflops"], h200["mamf_bf16_tflops"]) == (989, 794.5)
+    assert (h200["fp8_tflops"], h200["mamf_fp8_tflops"]) == (1979, 1453.4)
+    assert rows["mi300x"]["mamf_fp8_tflops"] is None
+    assert rows["rtx-4090"]["mamf_bf16_tflops"] is None
