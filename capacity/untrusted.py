@@ -27,7 +27,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-from capacity.errors import InputError
+from capacity.errors import CatalogError, InputError
 
 MAX_DEPTH: Final = 64
 """Deepest nesting of arrays and objects (tables) accepted (an OpenAI chunk: 5; a catalog
@@ -96,6 +96,15 @@ def loads_toml(text: str, *, max_depth: int = MAX_DEPTH,
     if text.count("[") + text.count("{") > max_depth and _depth_over(data, max_depth):
         raise tomllib.TOMLDecodeError(f"nested deeper than {max_depth} levels")
     return data
+
+
+def loads_data_toml(text: str, where: str) -> dict[str, Any]:
+    """`loads_toml` for one of the data files (engines, nodes, host links, prices, ...):
+    CatalogError "`where`: why" for text that is not valid TOML."""
+    try:
+        return loads_toml(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{where}: {exc}") from None
 
 
 def read_utf8(path: str | Path) -> str:

@@ -15,7 +15,6 @@ sources. The `[profile.*]` tables sit beside the typical-efficiency tables of th
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -24,7 +23,7 @@ from typing import Any, Literal
 
 from capacity import workspace
 from capacity.errors import CatalogError, InputError
-from capacity.untrusted import loads_toml, read_utf8
+from capacity.untrusted import loads_data_toml, read_utf8
 
 ENGINES_FILE = "engines.toml"
 PROFILE_TABLE = "profile"
@@ -136,10 +135,7 @@ def _tier(raw: Mapping[str, Any]) -> EngineTier:
 
 def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProfile]:
     """Every `[profile.KEY]` table of an engines file (CatalogError naming the bad one)."""
-    try:
-        data = loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{where}: {exc}") from None
+    data = loads_data_toml(text, where)
     out: dict[str, EngineProfile] = {}
     for key, raw in dict(data.get(PROFILE_TABLE, {})).items():
         try:

@@ -9,14 +9,13 @@ the file gets the `[default]` link.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from capacity import workspace
 from capacity.errors import CatalogError
-from capacity.untrusted import loads_toml, read_utf8
+from capacity.untrusted import loads_data_toml, read_utf8
 
 HOST_LINKS_FILE = "host_links.toml"
 MAX_HOST_LINK_GB_S = 10_000.0
@@ -36,10 +35,7 @@ class HostLink:
 def parse_host_links(text: str, where: str = HOST_LINKS_FILE) -> dict[str, HostLink]:
     """Every table of a host-links file by GPU key (`default` included); CatalogError naming
     the bad table."""
-    try:
-        data = loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{where}: {exc}") from None
+    data = loads_data_toml(text, where)
     out: dict[str, HostLink] = {}
     for key, raw in data.items():
         try:

@@ -12,7 +12,6 @@ list has no ceiling but the spec sheet (1).
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 from capacity import workspace
 from capacity.catalog.loader import Gpu
 from capacity.errors import CatalogError
-from capacity.untrusted import loads_toml, read_utf8
+from capacity.untrusted import loads_data_toml, read_utf8
 
 MATMUL_FILE = "matmul_ceilings.toml"
 
@@ -37,10 +36,7 @@ class MatmulCeiling:
 
 def parse_matmul_ceilings(text: str, where: str = MATMUL_FILE) -> dict[str, MatmulCeiling]:
     """Every table of a matmul-ceilings file by GPU key; CatalogError naming the bad table."""
-    try:
-        data = loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{where}: {exc}") from None
+    data = loads_data_toml(text, where)
     out: dict[str, MatmulCeiling] = {}
     for key, raw in data.items():
         try:

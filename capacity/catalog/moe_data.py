@@ -10,7 +10,6 @@ the exponent of its power-law (Zipf) popularity model. Source of each figure: th
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -19,7 +18,7 @@ from typing import Any, Final
 
 from capacity import workspace
 from capacity.errors import CatalogError
-from capacity.untrusted import loads_toml, read_utf8
+from capacity.untrusted import loads_data_toml, read_utf8
 
 IMBALANCE_FILE: Final = "moe_imbalance.toml"
 MEASURES: Final = ("exponent", "gini", "coverage")
@@ -79,10 +78,7 @@ def _number(raw: Mapping[str, Any], name: str, where: str, *, default: float | N
 
 def parse_imbalance(text: str, where: str = IMBALANCE_FILE) -> ImbalanceData:
     """The families and models of an imbalance file; CatalogError naming the entry and field."""
-    try:
-        data = loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{where}: {exc}") from None
+    data = loads_data_toml(text, where)
     families: dict[str, ImbalanceFamily] = {}
     for key, raw in dict(data.get("family", {})).items():
         at = f"{where} [family.{key}]"
@@ -175,10 +171,7 @@ def parse_ep_knobs(text: str, where: str = EP_KNOBS_FILE, table: str = "knob"
     """The knobs of an EP knob file's `table` by name (`knob`: the published values;
     `fitted`: the two knobs capacity/fit/ep_fit.py fits to the published rows); CatalogError
     naming the knob and field."""
-    try:
-        data = loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{where}: {exc}") from None
+    data = loads_data_toml(text, where)
     out: dict[str, EpKnobEntry] = {}
     for name, raw in dict(data.get(table, {})).items():
         at = f"{where} [{table}.{name}]"

@@ -16,7 +16,6 @@ A node entry may name a GPU the GPU catalog does not list (yet): the shapes are 
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -25,7 +24,7 @@ from typing import Any
 
 from capacity import workspace
 from capacity.errors import CatalogError
-from capacity.untrusted import loads_toml, read_utf8
+from capacity.untrusted import loads_data_toml, read_utf8
 
 NODES_FILE = "nodes.toml"
 FORM_FACTORS = ("sxm", "oam", "pcie")
@@ -161,10 +160,7 @@ def _shape(gpu: str, raw: Mapping[str, Any], where: str,
 
 def parse_nodes(text: str, where: str = NODES_FILE) -> dict[str, NodeShape]:
     """Every [gpu] table of a nodes file (with [default])."""
-    try:
-        data = loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{where}: {exc}") from None
+    data = loads_data_toml(text, where)
     if "default" not in data:
         raise CatalogError(f"{where}: needs a [default] shape for GPUs without node data")
     default = data["default"] if isinstance(data["default"], Mapping) else None

@@ -30,7 +30,6 @@ prices of public cloud price pages, each row with its source URL and date): `cap
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,7 @@ from capacity.catalog.loader import (
     bound_problem,
 )
 from capacity.errors import CatalogError
-from capacity.untrusted import loads_toml, read_utf8
+from capacity.untrusted import loads_data_toml, read_utf8
 
 OFFER_KINDS: tuple[str, ...] = ("on-demand", "reserved-1y", "spot")
 """Contract kinds, in the order they are listed."""
@@ -129,10 +128,7 @@ def _offer(raw: Mapping[str, Any], where: str, catalog: Catalog) -> Offer:
 
 def parse_offers(text: str, catalog: Catalog, where: str = "prices") -> tuple[Offer, ...]:
     """The [[offer]] tables of a prices file (messages name the file and the offer)."""
-    try:
-        data = loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{where}: {exc}") from None
+    data = loads_data_toml(text, where)
     raw = data.get("offer")
     if not isinstance(raw, list) or not raw:
         raise CatalogError(f"{where}: no [[offer]] tables")

@@ -19,7 +19,6 @@ calibration, with the derivation in the file); its band spans the file's ranges.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -39,7 +38,7 @@ from capacity.model.step_combine import check_ridge_sharpness
 from capacity.plan.options import Option, PlanInputs
 from capacity.plan.search import plan
 from capacity.types import Note
-from capacity.untrusted import loads_toml
+from capacity.untrusted import loads_data_toml
 
 
 def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
@@ -116,10 +115,7 @@ def _step_error(raw: object) -> tuple[float, float] | None:
 
 def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEfficiency]:
     """Every [engine] table of an engines file."""
-    try:
-        data = loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{where}: {exc}") from None
+    data = loads_data_toml(text, where)
     out: dict[str, TypicalEfficiency] = {}
     for key, raw in data.items():
         if key == "profile":  # engine profiles (capacity.catalog.engines), not efficiency knobs
