@@ -1,5 +1,5 @@
-"""The device's measured matmul ceiling (MAMF, data/matmul_ceilings.toml): what it is, and that a fit's GEMM
-knobs stay at or below it (issue 25: "Knobs are not physical")."""
+"""The device's measured matmul ceiling (MAMF, data/matmul_ceilings.toml): what it is, and
+that a fit's GEMM knobs stay at or below it (issue 25: "Knobs are not physical")."""
 
 from __future__ import annotations
 

@@ -311,9 +311,9 @@ def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
 
 def scenario_ceiling(s: Scenario) -> float | None:
     """The share of the scenario's `tflops` its GPU's fastest measured GEMM reaches
-    (dimensionless): `Gpu.matmul_ceiling` for the weights' GEMM precision; None where the
-    catalog has no measurement or `tflops` was set by hand (the measurement is of the
-    catalog's peak, not of the one given)."""
+    (dimensionless): `capacity.catalog.matmul.matmul_ceiling` for the weights' GEMM
+    precision; None where the catalog has no measurement or `tflops` was set by hand (the
+    measurement is of the catalog's peak, not of the one given)."""
     dtype = s.variant.format.compute_dtype
     return None if s.tflops != s.gpu.tflops_for(dtype) else matmul_ceiling_of(s.gpu, dtype)
 
@@ -341,8 +341,9 @@ def ceiling_notes(names: Sequence[str], x: npt.ArrayLike, ceiling: float,
                 f"{base.tflops:g} TFLOP/s, data/matmul_ceilings.toml): the points ask for "
                 "more arithmetic than the device's fastest GEMM does, so the fit stops there "
                 "and the other knobs take the rest; a fixed cost the formula lacks, or a spec "
-                "figure that is not this card's, is the likelier cause", code="at_ceiling", knob=n,
-                value=round(float(v), 3), gpu=g.name, mamf=round(mamf, 1), peak=base.tflops))
+                "figure that is not this card's, is the likelier cause", code="at_ceiling",
+                knob=n, value=round(float(v), 3), gpu=g.name, mamf=round(mamf, 1),
+                peak=base.tflops))
     return out
 
 

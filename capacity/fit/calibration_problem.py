@@ -5,12 +5,13 @@ decode method (`DECODE_KNOBS` for the chapter's F4, `OPERATOR_KNOBS` for the ope
 `BATCH1_KNOBS` with the batch-1 factor) and of prefill (`PREFILL_KNOBS`, F6b); the weak prior
 toward typical values (`PRIORS`, `PRIOR_TIED`, in log space for fractions: `LOG_KNOBS`) and the
 bounds (`BOUNDS`, the GEMM knobs capped at the device's measured matmul ceiling where the
-catalog has one: `with_ceiling`); the knob-free prediction bases (`decode_basis`, `prefill_basis`: the parts
-of F4/F4b and F6b that do not depend on the knobs) and the per-point models over them
-(`decode_step_ms`, `prefill_ms`: the library's own `roofline.combine_step`, so a fitted
-calibration predicts exactly what `evaluate` computes); the robust solver (`solve`), which
-knobs the data pin down (`identifiability`, `PINNED_RATIO`) and the held-out predictions
-(`held_out_predictions`). `capacity.fit.sweep` designs measurement plans on the same problems.
+catalog has one: `with_ceiling`); the knob-free prediction bases (`decode_basis`,
+`prefill_basis`: the parts of F4/F4b and F6b that do not depend on the knobs) and the
+per-point models over them (`decode_step_ms`, `prefill_ms`: the library's own
+`roofline.combine_step`, so a fitted calibration predicts exactly what `evaluate` computes);
+the robust solver (`solve`), which knobs the data pin down (`identifiability`,
+`PINNED_RATIO`) and the held-out predictions (`held_out_predictions`). `capacity.fit.sweep`
+designs measurement plans on the same problems.
 Source: F11 (docs/method.md), docs/calibration.md.
 """
 
@@ -187,7 +188,7 @@ class Problem:
 CEILING_KNOBS: Final = ("eff", "mfu", "attn_mfu")
 """The knobs that are shares of the GPU's peak TFLOP/s: a GEMM (and an attention kernel's
 matrix products) can run no faster than the device's fastest measured matmul, so a fit keeps
-them at or below `Scenario.matmul_ceiling` where the catalog has one."""
+them at or below the ceiling where the catalog has one (`calibration.scenario_ceiling`)."""
 
 
 def knob_bounds(names: Sequence[str], upper: Mapping[str, float] | None = None
