@@ -65,13 +65,24 @@ def test_a_bad_ceilings_file_is_refused_with_its_table_named(tmp_path: Path,
         parse_matmul_ceilings('[h100-sxm]\nbf16_tflops = 1.0\ntflops = 2\nsource = "x"\n')
     with pytest.raises(CatalogError, match="finite and > 0"):
         parse_matmul_ceilings('[h100-sxm]\nbf16_tflops = nan\nsource = "x"\n')
-    # a measurement above the spec sheet is refused where it is used
+    # a figure above the entry's spec sheet measured another card: no bound, not a wrong one
     (tmp_path / "matmul_ceilings.toml").write_text(
-        '[h100-sxm]\nbf16_tflops = 1000.0\nsource = "a typo"\n', encoding="utf-8")
+        '[h100-sxm]\nbf16_tflops = 1000.0\nsource = "another card"\n', encoding="utf-8")
     h100 = default_catalog().gpus["h100-sxm"]
     monkeypatch.setattr(matmul.workspace, "catalog_dir", lambda: tmp_path)
-    with pytest.raises(CatalogError, match="cannot beat the peak"):
-        matmul_ceiling(h100, "bf16")
+    assert matmul_ceiling(h100, "bf16") is None
+
+
+def test_a_custom_gpu_under_a_bundled_key_takes_no_bundled_measurement(
+        custom: Path) -> None:
+    """A user's own H100 SXM entry (a lower peak, from `capacity probe` say) is not the card
+    the file measured: no ceiling, and no error although 794.5 > its 700 TFLOP/s; the
+    bundled entry keeps its 0.803."""
+    from dataclasses import replace
+    bundled = default_catalog().gpus["h100-sxm"]
+    mine = replace(bundled, bf16_tflops=700.0, path=str(custom / "gpus" / "h100-sxm.toml"))
+    assert matmul_ceiling(mine, "bf16") is None
+    assert matmul_ceiling(bundled, "bf16") == pytest.approx(794.5 / 989)
 
 
 def test_bounds_cap_only_the_gemm_knobs() -> None:
