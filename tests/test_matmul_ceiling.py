@@ -37,12 +37,17 @@ def test_ceiling_is_the_measured_matmul_over_the_spec_sheet() -> None:
     assert matmul_ceiling(gpus["mi300x"], "fp8") is None
     assert matmul_ceiling(gpus["a100-80gb-sxm"], "fp8") == pytest.approx(271.2 / 312)
     assert matmul_ceiling(gpus["rtx-4090"], "bf16") is None
-    for key, g in gpus.items():   # every measurement is sourced, of a known GPU, below peak
-        for dtype in ("bf16", "fp8"):
-            c = matmul_ceiling(g, dtype)
-            assert c is None or 0.5 < c <= 1, key
-    rows = parse_matmul_ceilings(Path("data/matmul_ceilings.toml").read_text(encoding="utf-8"))
+    # every row of the bundled file is sourced, of a known GPU, and below that GPU's peak: a
+    # typo above the peak would give no bound (None) and fail here
+    path = matmul.workspace.bundled_data_dir() / matmul.MATMUL_FILE
+    rows = parse_matmul_ceilings(path.read_text(encoding="utf-8"))
     assert set(rows) <= set(gpus) and all(r.source for r in rows.values())
+    for key, row in rows.items():
+        bf16 = matmul_ceiling(gpus[key], "bf16")
+        assert bf16 is not None and 0.5 < bf16 <= 1, key
+        if row.fp8_tflops is not None:
+            fp8 = matmul_ceiling(gpus[key], "fp8")
+            assert fp8 is not None and 0.5 < fp8 <= 1, key
 
 
 def test_scenario_ceiling_follows_the_weights_precision_and_not_a_hand_peak() -> None:
