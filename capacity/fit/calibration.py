@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
-from capacity.catalog.matmul import matmul_ceiling as matmul_ceiling_of
+from capacity.catalog.matmul import matmul_ceiling
 from capacity.errors import InputError
 from capacity.fit.calibration_problem import (
     BATCH1_PROBLEM,
@@ -315,10 +315,10 @@ def scenario_ceiling(s: Scenario) -> float | None:
     precision; None where the catalog has no measurement or `tflops` was set by hand (the
     measurement is of the catalog's peak, not of the one given)."""
     dtype = s.variant.format.compute_dtype
-    return None if s.tflops != s.gpu.tflops_for(dtype) else matmul_ceiling_of(s.gpu, dtype)
+    return None if s.tflops != s.gpu.tflops_for(dtype) else matmul_ceiling(s.gpu, dtype)
 
 
-def matmul_ceiling(scenarios: Sequence[Scenario]) -> float | None:
+def fit_ceiling(scenarios: Sequence[Scenario]) -> float | None:
     """The lowest `scenario_ceiling` of the scenarios a fit spans (one GPU; the models may run
     their GEMMs in other precisions): what bounds the fitted eff, MFU and attention MFU
     (`calibration_problem.with_ceiling`); None where no scenario has one."""
@@ -418,7 +418,7 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                           "that fit in memory at their context (the engine ran a smaller batch "
                           "and queued the rest): left out of the decode fit", code="over_memory",
                           n=k))
-    ceiling = matmul_ceiling([s for s, _ in sets])
+    ceiling = fit_ceiling([s for s, _ in sets])
     for kind, per_set, bare in ((PointKind.TPOT, dec_sets, decode_problem),
                                 (PointKind.TTFT, pre_sets, PREFILL_PROBLEM)):
         problem = with_ceiling(bare, ceiling)
