@@ -70,6 +70,10 @@ def test_nothing_feasible_exits_1_with_reasons(capsys: pytest.CaptureFixture[str
                  id="bad-quote-folder"),
     pytest.param(["size", "--dau", "10", "--quote", "q.docx"], ".md or .pdf",
                  id="bad-quote-kind"),
+    # a denormal objective (found by tests/hostile's fuzzing) overflowed latency / target
+    pytest.param(["size", "--dau", "10", "--slo-ttft-ms", "1e-320"],
+                 "argument --slo-ttft-ms: '1e-320' is not a finite number in [0.001,",
+                 id="denormal-slo"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], needle: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

@@ -106,8 +106,10 @@ EFFICIENCY = number(min=0.001, max=1.0)
 queueing model's step times would overflow (a fuzzed --eff of 5.7e-192 did)."""
 SHARE = number(min=0.0, max=1.0)
 """[0, 1]: shares of requests (fault injection)."""
-MS = number(min=0.0, max=1e7, min_open=True)
-"""(0, 10^7] ms: a latency objective (10^7 ms is close to three hours)."""
+MS = number(min=0.001, max=1e7)
+"""[0.001, 10^7] ms: a latency objective typed on the command line (10^7 ms is close to three
+hours). Below a microsecond no request is served, and a denormal objective (a fuzzed 1e-320)
+overflowed the planner's latency / target ratios."""
 MAX_NUM_SEQS = 100_000
 """Largest engine batch (vLLM --max-num-seqs) a flag accepts."""
 HEADROOM = number(min=0.0, max=2.0)
