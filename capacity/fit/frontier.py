@@ -267,8 +267,10 @@ def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
     slots = np.where(mine, np.minimum(units.c_vram, units.seqs), 0).astype(np.int64)
     uidx, conc = concurrency_grid(slots)
     prof = [pinp.profile_for(g.key, g.memory_gb) for g in units.gpus]
+    step = units.step.select(uidx)
     ss = closed_loop(
-        concurrency=conc, terms=step_model_terms(units.step.select(uidx)),
+        concurrency=conc, terms=step_model_terms(step), comm_at=step.comm_at_tokens,
+        decode_tokens_per_seq=step.verify_tokens,
         prefill_ms=units.prefill_ms[uidx], prompt_tokens=inp.prompt_tokens,
         output_tokens=inp.output_tokens,
         budget_tokens=np.asarray([p.token_budget_tokens for p in prof], dtype=np.float64)[uidx],

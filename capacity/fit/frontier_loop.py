@@ -78,9 +78,19 @@ class SteadyState:
         return np.asarray(1e3 / self.tpot_ms, dtype=np.float64)
 
 
+CommAt = Callable[[FloatArray], FloatArray]
+"""F10's all-reduces (ms) of one forward pass against its tokens (`StepModel.comm_at_tokens`,
+`parallel.CommLine.at`)."""
+
+
+def _no_comm(tokens: FloatArray) -> FloatArray:
+    return np.zeros_like(np.asarray(tokens, dtype=np.float64))
+
+
 def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt.ArrayLike,
                 prompt_tokens: int, output_tokens: int, budget_tokens: npt.ArrayLike,
-                mixed: npt.ArrayLike) -> SteadyState:
+                mixed: npt.ArrayLike, comm_at: CommAt = _no_comm,
+                decode_tokens_per_seq: npt.ArrayLike = 1.0) -> SteadyState:
     """The event model's closed loop (`events.simulate(concurrency=C)`, clients out of step),
     per replica, in closed form (docs/frontier.md). C users each send a request of P prompt and
     n output tokens when the last one ends; C <= the slots, so none waits for a slot, and
@@ -101,8 +111,12 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
     TTFT = (K - n + 1)(s(b) + extra(x)), TPOT = (T - TTFT) / (n - 1).
 
     Throughput C n / T; prefill share C p / T (paused) or N extra(x) / T (mixed). t: F6 prefill
-    of one prompt (ms), s(b): `terms`. Source: Little's law over one cycle (T = C / lambda) and
-    the event model's scheduling (docs/method.md, Queueing, Engine profiles)."""
+    of one prompt (ms), s(b): `terms`. With TP (`comm_at`, F10 against a pass's tokens; none
+    by default) a pass all-reduces its decode and prompt tokens at once: each chunk's share
+    of the prompt's all-reduces (F6's F10 at P, split like t) leaves its arithmetic and the
+    pass pays F10 at b x `decode_tokens_per_seq` + its prompt tokens. Source: Little's law
+    over one cycle (T = C / lambda) and the event model's scheduling (docs/method.md,
+    Queueing, Engine profiles)."""
     c = np.asarray(concurrency, dtype=np.float64)
     t = np.broadcast_to(np.asarray(prefill_ms, dtype=np.float64), c.shape)
     big_b = np.broadcast_to(np.asarray(budget_tokens, dtype=np.float64), c.shape)
@@ -111,9 +125,17 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
     if dec < 1:
         raise InputError("a closed loop's TPOT needs output >= 2 tokens")
     # prefill pauses decoding
+    v = np.asarray(decode_tokens_per_seq, dtype=np.float64)
+    comm_p = np.minimum(comm_at(np.full(c.shape, p_tok)), t)   # F6's all-reduces of a prompt
+
+    def added(batch: FloatArray, tokens: FloatArray) -> FloatArray:
+        return np.asarray(comm_at(batch * v + tokens) - comm_at(batch * v), dtype=np.float64)
+
     m0 = np.where(big_b > 0, np.ceil(p_tok / np.maximum(big_b, 1.0)), 1.0)
-    bw0, cp0, s0 = terms(np.zeros_like(c))
-    pt = np.where(big_b > 0, m0 * (s0 + chunk_extra_ms(bw0, cp0, t / m0)), t)
+    zero = np.zeros_like(c)
+    bw0, cp0, s0 = terms(zero)
+    pt = np.where(big_b > 0, m0 * (s0 + chunk_extra_ms(bw0, cp0, t / m0, comm_p / m0,
+                                                       added(zero, p_tok / m0))), t)
     _, _, s_c = terms(c)
     cycle_p = c * pt + dec * s_c
     # mixed chunked prefill
@@ -123,7 +145,8 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
     b = c * dec / k
     n_chunk = np.minimum(k, c * m)
     bw, cp, s = terms(np.where(mix, b, c))
-    extra = chunk_extra_ms(bw, cp, c * t / n_chunk)
+    extra = chunk_extra_ms(bw, cp, c * t / n_chunk, c * comm_p / n_chunk,
+                           added(np.where(mix, b, c), c * p_tok / n_chunk))
     cycle_m = k * s + n_chunk * extra
     cycle = np.where(mix, cycle_m, cycle_p)
     ttft = np.where(mix, (k - dec) * (s + extra), pt)
@@ -142,4 +165,5 @@ def service_steady_state(svc: ServiceModel, concurrency: npt.ArrayLike) -> Stead
     return closed_loop(concurrency=concurrency, terms=service_terms(svc),
                        prefill_ms=svc.prefill_ms, prompt_tokens=svc.prompt_tokens,
                        output_tokens=svc.output_tokens, budget_tokens=svc.chunk_tokens or 0,
-                       mixed=svc.mixed)
+                       mixed=svc.mixed, comm_at=svc.comm_line.at,
+                       decode_tokens_per_seq=svc.decode_tokens_per_seq)

@@ -264,8 +264,8 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
     always holds the prediction itself. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.303 and +0.139): eta_bw 0.836 x 0.697 = 0.583 slow, 0.836 x 1.139 = 0.952 fast; layer
-    overhead 0.0405 / 0.697 = 0.0581 and 0.0405 / 1.139 = 0.0356 ms; MFU 0.514 and 0.689 (its
+    -0.353 and +0.124): eta_bw 0.836 x 0.647 = 0.541 slow, 0.836 x 1.124 = 0.940 fast; layer
+    overhead 0.0405 / 0.647 = 0.0626 and 0.0405 / 1.124 = 0.0360 ms; MFU 0.514 and 0.689 (its
     range)."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}

@@ -124,6 +124,15 @@ class CommLine:
                           + self.above_ms * np.maximum(n - self.knee_tokens, 0.0),
                           dtype=np.float64)
 
+    def chunk_ms(self, done_tokens: int, tokens: int) -> float:
+        """The all-reduces (ms) that F6 counts for prompt tokens done..done + tokens: F6 holds
+        `at(P)` for a P-token prompt, so a chunk's share is at(done + tokens) - at(done), and
+        the first chunk's (done = 0) is at(tokens), the fixed part with it. A prompt's chunks
+        add up to at(P). Example (the class's H100 line): tokens 0..100 -> 1.533 + 64 x 0.0905
+        + 36 x 0.0102 = 7.69 ms; 100..200 -> 100 x 0.0102 = 1.02 ms."""
+        start = float(self.at(done_tokens)) if done_tokens > 0 else 0.0
+        return float(self.at(done_tokens + tokens)) - start
+
 
 def tp_comm_line(model: Model, gpu: Gpu, tp: int) -> CommLine:
     """`tp_comm_ms` of a decode step as a `CommLine` (the step models take its four numbers):

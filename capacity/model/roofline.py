@@ -372,6 +372,12 @@ class StepModel:
         pass), ms (0 without TP): `_comm_at`."""
         return self._comm_at(np.asarray(batch * self.verify_tokens, dtype=np.float64))
 
+    def comm_at_tokens(self, tokens: npt.ArrayLike) -> FloatArray:
+        """F10's all-reduces (ms) of one forward pass of `tokens` tokens, decode and prompt
+        tokens together (a mixed pass reduces them in one message per layer; F6 counts a
+        prompt's at its length): `_comm_at`."""
+        return self._comm_at(np.asarray(tokens, dtype=np.float64))
+
     def _comm_at(self, tokens: FloatArray) -> FloatArray:
         """F10's `CommLine` at `tokens`: comm_fixed + comm_per_seq x min(n, knee) +
         comm_per_seq_above x max(n - knee, 0), ms."""

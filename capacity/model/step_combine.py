@@ -95,21 +95,31 @@ def step_time_ms(*, bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
 
 
 def mixed_step_time_ms(*, bandwidth_ms: float, compute_ms: float, comm_ms: float,
-                       overhead_ms: float, serial_ms: float, prefill_ms: float) -> float:
+                       overhead_ms: float, serial_ms: float, prefill_ms: float,
+                       prefill_comm_ms: float = 0.0, pass_comm_ms: float | None = None
+                       ) -> float:
     """One forward pass over a decode batch and prompt chunks (ms): t0 + max(bandwidth,
-    compute + the chunks' prefill) + communication + serial.
+    compute + the chunks' prefill less their all-reduces) + the pass's all-reduces + serial.
 
     The decode step's terms (F4: `bandwidth_ms`, `compute_ms`, `comm_ms`, `overhead_ms`,
     `serial_ms` of `StepParts`, the batch's values; 0 sequences: the weight read alone) and
-    `prefill_ms`, the chunks' F6 time (their GEMM and attention arithmetic at MFU). The
-    weights are read once for the decode tokens and the prompt tokens together, so a chunk
-    adds arithmetic, not another weight read: a small chunk rides in a bandwidth-bound step
-    for little, a large one makes the step compute-bound (vLLM V1 and llama.cpp schedule both
-    in one batch; Agrawal et al., Sarathi-Serve, OSDI 2024, section 3). Without a chunk it is
-    F4's step. Example: bandwidth 10 ms, compute 2 ms, no overheads, a 5 ms chunk -> 10 ms;
-    a 20 ms chunk -> 22 ms.
+    `prefill_ms`, the chunks' F6 time (their GEMM and attention arithmetic at MFU, and the
+    all-reduces F6 counts for them, `prefill_comm_ms` of it). The weights are read once for
+    the decode tokens and the prompt tokens together, so a chunk adds arithmetic, not another
+    weight read: a small chunk rides in a bandwidth-bound step for little, a large one makes
+    the step compute-bound (vLLM V1 and llama.cpp schedule both in one batch; Agrawal et al.,
+    Sarathi-Serve, OSDI 2024, section 3). Each layer all-reduces the pass's tokens in one
+    message, so the pass pays F10 once at decode + chunk tokens, `pass_comm_ms`
+    (`parallel.CommLine.at`), not the decode batch's and each chunk's apart (None: `comm_ms`
+    + `prefill_comm_ms`, the all-reduces of each apart, kept out of the overlap as F4 keeps
+    them). Without a chunk it is F4's step. Example: bandwidth 10 ms, compute 2 ms, no
+    overheads or all-reduces, a 5 ms chunk -> 10 ms; a 20 ms chunk -> 22 ms; with TP, comm
+    2 ms at the batch, a 20 ms chunk holding 3 ms of all-reduces and the pass's all-reduce
+    3.5 ms -> max(10, 2 + 17) + 3.5 = 22.5 ms (apart: 19 + 2 + 3 = 24 ms).
     """
-    return (overhead_ms + max(bandwidth_ms, compute_ms + prefill_ms) + comm_ms + serial_ms)
+    comm = comm_ms + prefill_comm_ms if pass_comm_ms is None else pass_comm_ms
+    return (overhead_ms + max(bandwidth_ms, compute_ms + prefill_ms - prefill_comm_ms) + comm
+            + serial_ms)
 
 
 class StepMethod(StrEnum):

@@ -115,21 +115,27 @@ class AnalyticLatency:
 
 
 def mixed_step_extra_ms(bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
-                        prefill_ms: npt.ArrayLike) -> FloatArray:
+                        prefill_ms: npt.ArrayLike, prefill_comm_ms: npt.ArrayLike = 0.0,
+                        comm_added_ms: npt.ArrayLike = 0.0) -> FloatArray:
     """What prompt chunks of `prefill_ms` (F6 time) add to a decode step, in ms, vectorised.
 
     The mixed step is one forward pass (`roofline.mixed_step_time_ms`: t0 + max(bandwidth,
-    compute + prefill) + comm + serial, the weights read once), so a chunk adds
-    max(bandwidth, compute + prefill) - max(bandwidth, compute) to the plain step: nothing
-    while the chunk's arithmetic hides under the step's memory time, the chunk's whole
-    prefill once the step is compute-bound. Example: bandwidth 10 ms, compute 2 ms: a 5 ms
-    chunk adds 0 ms, a 20 ms chunk 12 ms. Source: docs/method.md, queueing; Agrawal et al.,
-    Sarathi-Serve (OSDI 2024), section 3.
+    compute + prefill less its all-reduces) + the pass's all-reduces + serial, the weights
+    read once), so a chunk adds max(bandwidth, compute + prefill - `prefill_comm_ms`) -
+    max(bandwidth, compute) + `comm_added_ms` to the plain step: nothing but its share of the
+    pass's all-reduce (`comm_added_ms`: F10 at the pass's tokens less F10 at the decode
+    batch's) while the chunk's arithmetic hides under the step's memory time, the chunk's
+    whole arithmetic once the step is compute-bound. `prefill_comm_ms`: the all-reduces F6
+    counts inside `prefill_ms` (0 without TP). Example: bandwidth 10 ms, compute 2 ms, no
+    TP: a 5 ms chunk adds 0 ms, a 20 ms chunk 12 ms. Source: docs/method.md, queueing;
+    Agrawal et al., Sarathi-Serve (OSDI 2024), section 3.
     """
     bw = np.asarray(bandwidth_ms, dtype=np.float64)
     cp = np.asarray(compute_ms, dtype=np.float64)
-    return np.asarray(np.maximum(bw, cp + np.asarray(prefill_ms, dtype=np.float64))
-                      - np.maximum(bw, cp), dtype=np.float64)
+    work = np.asarray(prefill_ms, dtype=np.float64) - np.asarray(prefill_comm_ms,
+                                                                 dtype=np.float64)
+    return np.asarray(np.maximum(bw, cp + work) - np.maximum(bw, cp)
+                      + np.asarray(comm_added_ms, dtype=np.float64), dtype=np.float64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,8 +168,11 @@ def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArr
     k = P / (B - C); a prompt alone is cut into floor(k) full chunks of x = t / k (F6 time t
     split by tokens) and a remainder of t - floor(k) x, each adding
     extra(x) = `mixed_step_extra_ms` (from `StepModel.parts` at C) to the plain step s, so it
-    takes m = ceil(k) steps. Where the budget is infinite (a configuration without chunking
-    in a chunked call) the prompt is prefilled whole: own = added = service = t.
+    takes m = ceil(k) steps; with TP each chunk's share of the prompt's all-reduces (F6's
+    F10 at P, split by tokens like t) leaves its arithmetic and the pass all-reduces the
+    decode and chunk tokens at once (`mixed_step_extra_ms`). Where the budget is infinite (a
+    configuration without chunking in a chunked call) the prompt is prefilled whole: own =
+    added = service = t.
     Example: s 10 ms (bandwidth 9, compute 3), B - C = 512, P = 1280, t = 30 ms: k = 2.5,
     x = 12 ms adds 6 ms twice, the 6 ms remainder 0: added 12 ms, own 3 x 10 + 12 = 42 ms,
     service 2.5 x (10 + 6) = 40 ms, full_added 2.5 x 6 = 15 ms.
@@ -178,8 +187,17 @@ def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArr
     whole = np.floor(k)
     x_full = t / k
     rest = t - whole * x_full
-    extra_full = mixed_step_extra_ms(p.bandwidth_ms, p.compute_ms, x_full)
-    added = whole * extra_full + mixed_step_extra_ms(p.bandwidth_ms, p.compute_ms, rest)
+    # the prompt's all-reduces (F6 counts F10 at its length) split by tokens like t; each
+    # pass all-reduces its decode and prompt tokens at once (`mixed_step_extra_ms`)
+    decode = np.asarray(concurrency, dtype=np.float64) * np.asarray(step.verify_tokens)
+    comm_t = np.minimum(step.comm_at_tokens(prompt_tokens), t)
+    base = step.comm_at_tokens(decode)
+    rest_tokens = prompt_tokens - whole * per_step
+    extra_full = mixed_step_extra_ms(p.bandwidth_ms, p.compute_ms, x_full, comm_t / k,
+                                     step.comm_at_tokens(decode + per_step) - base)
+    added = whole * extra_full + mixed_step_extra_ms(
+        p.bandwidth_ms, p.compute_ms, rest, comm_t - whole * comm_t / k,
+        np.where(rest_tokens > 0, step.comm_at_tokens(decode + rest_tokens) - base, 0.0))
     steps = np.ceil(k)
     return ChunkCost(
         step_ms=s,

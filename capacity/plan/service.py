@@ -18,6 +18,7 @@ from capacity.model.forward_pass import UnifiedKv, pass_slowdown, scenario_offlo
 from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import max_concurrency
 from capacity.model.moe import DENSE, Routing
+from capacity.model.parallel import CommLine, tp_comm_line
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import cached_prefill, cached_prefill_s, shared_prefix_bytes
 from capacity.model.roofline import DecodeStep, counts_as_engines, mixed_step_time_ms, step_time_ms
@@ -135,6 +136,14 @@ class ServiceModel:
     unified_kv: UnifiedKv | None = None
     """An engine with one unified KV cache (llama.cpp): what a pass's prompt chunks add attending
     across one another (`forward_pass.UnifiedKv`); None: each sequence attends to its own cells."""
+    comm_line: CommLine = CommLine()
+    """F10's TP all-reduces against the tokens of a forward pass (`parallel.CommLine`; zero
+    without TP): a pass that carries decode tokens and prompt chunks all-reduces them in one
+    message per layer (`mixed_step_ms`). `comm_ms` is this line at each batch's decode tokens,
+    and F6 (`prefill_cum_ms`, `prefill_ms`) counts it at the prompt's tokens."""
+    decode_tokens_per_seq: float = 1.0
+    """Tokens a decoding sequence puts in a pass: 1, or k + 1 in a speculative verify pass
+    (F12), as `comm_ms` counts them."""
     request_latency_ms: float = 0.0
     """Time a request spends outside the GPU before the engine sees it (ms,
     `Scenario.request_latency_ms`): the event model's requests reach the engine this long after
@@ -261,7 +270,10 @@ class ServiceModel:
         efficiency, step_mfu(batch + chunk tokens) (F6c, `forward_pass.pass_slowdown`), plus
         `extra_ms` (a prefix hit's first chunk, `hit_first_ms`), plus, with one unified KV cache
         (llama.cpp), the chunks' attention across one another (`unified_kv`); a CPU offload
-        adds `offload_ms` to the pass. `capacity.sim.scheduler.SimPhysics.mixed_step_s` is the same
+        adds `offload_ms` to the pass. With TP the pass all-reduces its decode and prompt
+        tokens in one message per layer: the chunks' own all-reduces (`CommLine.chunk_ms`,
+        which F6 counts) leave the arithmetic and the pass pays F10 once at its tokens
+        (`pass_comm_added_ms`). `capacity.sim.scheduler.SimPhysics.mixed_step_s` is the same
         formula.
         """
         m = batch + sum(n for _, n in chunks)
@@ -271,27 +283,45 @@ class ServiceModel:
         if self.unified_kv is not None:
             prefill += self.unified_kv.extra_ms(chunks)
         t: ServiceModel | PagedKv = self if self.paged is None else self.paged
+        comm = float(t.comm_ms[batch])
         return mixed_step_time_ms(
             bandwidth_ms=float(t.bandwidth_ms[batch]), compute_ms=float(t.compute_ms[batch]),
-            comm_ms=float(t.comm_ms[batch]), overhead_ms=self.overhead_ms + self.offload_ms,
+            comm_ms=comm, overhead_ms=self.overhead_ms + self.offload_ms,
             serial_ms=0.0 if t.serial_ms is None else float(t.serial_ms[batch]),
-            prefill_ms=prefill)
+            prefill_ms=prefill,
+            prefill_comm_ms=sum(self.comm_line.chunk_ms(d, n) for d, n in chunks),
+            pass_comm_ms=comm + self.pass_comm_added_ms(batch, m - batch))
+
+    def pass_comm_added_ms(self, batch: int, prompt_tokens: float) -> float:
+        """What `prompt_tokens` of prompt chunks add to the all-reduces of a pass that decodes
+        `batch` sequences (ms): F10 at the pass's decode + prompt tokens less F10 at its
+        decode tokens alone (`comm_line`; 0 without TP). Example (Llama-3.1-70B on 8 H100s,
+        `parallel.CommLine`'s line): 100 decoding sequences and a 100-token chunk add
+        200 - 100 tokens above the 64-token knee, 100 x 0.0102 = 1.02 ms; the same chunk
+        prefilled apart would all-reduce at(100) = 7.69 ms."""
+        if prompt_tokens <= 0:
+            return 0.0
+        t = batch * self.decode_tokens_per_seq
+        return float(self.comm_line.at(t + prompt_tokens)) - float(self.comm_line.at(t))
 
     def prompt_pass_ms(self, hits: Sequence[bool]) -> float:
         """One forward pass over whole prompts (no token budget), ms: each prompt's prefill
         alone (`prefill_ms`, or `hit_prefill_ms` for a prefix hit), its MFU-bound part moved from
         its own pass's efficiency to the batch's, step_mfu(sum of the prompts' new tokens)
-        (F6c), plus `offload_ms` once. Example: two 1,000-token misses at m_half 500, each 130 ms
-        alone (40 ms not MFU-bound + 60 ms MFU-bound at the plateau x (1 + 500 / 1,000)):
-        together 2 x 40 + 120 x (1 + 500 / 2,000) = 230 ms."""
+        (F6c), its all-reduces (F6 counts them per prompt) paid once at the pass's tokens
+        (`comm_line`: one message per layer for the whole pass), plus `offload_ms` once.
+        Example: two 1,000-token misses at m_half 500, each 130 ms alone (40 ms not MFU-bound
+        + 60 ms MFU-bound at the plateau x (1 + 500 / 1,000)), no TP: together 2 x 40 + 120 x
+        (1 + 500 / 2,000) = 230 ms."""
         m = sum(self.prompt_tokens - (self.cached_tokens if h else 0) for h in hits)
-        out = self.offload_ms
+        out = self.offload_ms + (float(self.comm_line.at(m)) if hits else 0.0)
         for h in hits:
             alone, part = ((self.hit_prefill_ms, self.hit_mfu_ms) if h
                            else (self.prefill_ms, self.prefill_mfu_ms))
             own = self.prompt_tokens - (self.cached_tokens if h else 0)
-            out += alone + part * (pass_slowdown(m, self.mfu_half_tokens, self.routing)
-                                   - pass_slowdown(own, self.mfu_half_tokens, self.routing))
+            out += (alone - float(self.comm_line.at(own))
+                    + part * (pass_slowdown(m, self.mfu_half_tokens, self.routing)
+                              - pass_slowdown(own, self.mfu_half_tokens, self.routing)))
         return out
 
     def prefix_hits(self, n_requests: int) -> FloatArray:
@@ -368,7 +398,8 @@ class ServiceModel:
         tokens (P = `new_prompt_tokens`: prompts arrive at the pace decode retires requests;
         the requests still reading their prompt hold slots too), in one forward pass
         (`roofline.mixed_step_time_ms`, the step `mixed_step_ms` runs) with the chunks' prefill
-        c / P x `prefill_work_ms(b + c)`: c / P requests per step time. Example: 100-token
+        c / P x `prefill_work_ms(b + c)`, their all-reduces once at b + c tokens
+        (`pass_comm_added_ms`): c / P requests per step time. Example: 100-token
         prompts of 50 ms, 2 output tokens, budget 64, 2 slots, a 10 ms weight read, no compute:
         b = 1 carries c = min(100, 63, 100) = 63 tokens, a 31.5 ms step: 0.63 requests per
         31.5 ms = 20 req/s (taking turns: 1 / (50 + 10 / 2 ms) = 18.2 req/s).
@@ -385,13 +416,30 @@ class ServiceModel:
             c = room if decode_per_request == 0 else min(b * p / decode_per_request, room)
             if c <= 0:
                 continue
+            comm = float(t.comm_ms[b])
             step = mixed_step_time_ms(
                 bandwidth_ms=float(t.bandwidth_ms[b]), compute_ms=float(t.compute_ms[b]),
-                comm_ms=float(t.comm_ms[b]), overhead_ms=self.overhead_ms + self.offload_ms,
+                comm_ms=comm, overhead_ms=self.overhead_ms + self.offload_ms,
                 serial_ms=0.0 if t.serial_ms is None else float(t.serial_ms[b]),
-                prefill_ms=c / p * self.prefill_work_ms(b + c))
+                prefill_ms=c / p * self.prefill_work_ms(b + c),
+                prefill_comm_ms=c / p * self.mean_prompt_comm_ms,
+                pass_comm_ms=comm + self.pass_comm_added_ms(b, c))
             best = max(best, c / p / step)
         return best * 1e3
+
+    @property
+    def mean_prompt_comm_ms(self) -> float:
+        """The all-reduces F6 counts for a request's prompt (ms; 0 without TP): `comm_line` at
+        its new tokens, a miss's whole prompt, a hit's tokens after the cached prefix, a later
+        turn's new message, weighted as `new_prompt_tokens` weights them."""
+        line = self.comm_line
+        miss = float(line.at(self.prompt_tokens))
+        first = miss
+        if self.cached_tokens and self.prefix_share:
+            hit = float(line.at(self.prompt_tokens - self.cached_tokens))
+            first = (1.0 - self.prefix_share) * miss + self.prefix_share * hit
+        later = (self.turns - 1) * float(line.at(self.turn_tokens)) if self.turns > 1 else 0.0
+        return (first + later) / self.turns
 
 
 def _mfu_ms(s: Scenario, linear_flops: FloatArray, attention_flops: FloatArray) -> FloatArray:
@@ -564,4 +612,6 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
                     if hit_pf is not None and half else 0.0),
         hit_first_ms=hit_first, offload_ms=offload, turns=turns,
         turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
-        unified_kv=unified_kv(s, prof), request_latency_ms=s.request_latency_ms)
+        unified_kv=unified_kv(s, prof), request_latency_ms=s.request_latency_ms,
+        comm_line=tp_comm_line(s.model, s.gpu, s.tp),
+        decode_tokens_per_seq=1.0 if s.draft is None else float(s.draft.verify_tokens))

@@ -14,6 +14,7 @@ from capacity.errors import InputError
 from capacity.model.forward_pass import pass_slowdown, scenario_offload_ms, unified_kv
 from capacity.model.kv import kv_request_bytes
 from capacity.model.memory import max_concurrency
+from capacity.model.parallel import tp_comm_line
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import cached_prefill_s
 from capacity.model.roofline import counts_as_engines, mixed_step_time_ms
@@ -92,15 +93,22 @@ class SimPhysics:
                                else scenario.with_(draft=replace(d, acceptance_length=1.0)))
         self.verify_tokens = 1 if d is None else d.verify_tokens
         """Tokens per decoding sequence in one step: 1, or k + 1 with a draft."""
+        self.comm_line = tp_comm_line(scenario.model, scenario.gpu, scenario.tp)
+        """F10's all-reduces against a pass's tokens (the event model's `ServiceModel.comm_line`):
+        a pass all-reduces all its tokens in one message per layer."""
         self.unified_kv = unified_kv(scenario, self.profile)
         """One unified KV cache (llama.cpp): a pass's prompt chunks attend across one another
         (the event model's `ServiceModel.unified_kv`); None: none."""
 
     def prefill_batch_s(self, chunks: list[tuple[int, int]], extra_s: float = 0.0) -> float:
         """A forward pass of prompt chunks alone (a prefill batch: the chapter, SGLang), s:
-        `prefill_pass_s` with no decode tokens, plus `offload_s` (the event model's
-        `ServiceModel.prompt_pass_ms` adds its offload once too)."""
-        return self.prefill_pass_s(chunks, 0, extra_s) + self.offload_s
+        `prefill_pass_s` with no decode tokens, its all-reduces paid once at the pass's tokens
+        instead of per chunk (`comm_line`), plus `offload_s` (the event model's
+        `ServiceModel.prompt_pass_ms` adds its offload and all-reduces once too)."""
+        line = self.comm_line
+        apart = sum(line.chunk_ms(d, n) for d, n in chunks)
+        once = float(line.at(sum(n for _, n in chunks))) if chunks else 0.0
+        return self.prefill_pass_s(chunks, 0, extra_s) + (once - apart) / 1e3 + self.offload_s
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """F6 prefill time (s) of one prompt, with the attention term (0 for no tokens)."""
@@ -188,7 +196,8 @@ class SimPhysics:
         terms at `batch` (the weight read alone without decoding sequences) with the chunks'
         prefill (`prefill_pass_s`: F6 at the pass's efficiency, F6c) and, with one unified KV
         cache, the chunks' attention across one another (`forward_pass.UnifiedKv`) added to
-        the arithmetic; the weights are read once.
+        the arithmetic; the weights are read once, and the pass's decode and prompt tokens
+        all-reduced in one message per layer (`comm_line`).
         Without chunks it is `step_s`. With a draft the pass is the verify pass (its terms,
         the draft's time in serial): the chunks ride in the verify pass's headroom. Unit: s.
         Source: docs/method.md, "Engine profiles".
@@ -197,11 +206,14 @@ class SimPhysics:
             return self.step_s(batch, mean_context_tokens) if batch else 0.0
         _, bw, comp, comm, serial, overhead = self._terms_ms(batch, mean_context_tokens)
         cross = 0.0 if self.unified_kv is None else self.unified_kv.extra_ms(chunks)
+        line, t = self.comm_line, batch * self.verify_tokens
+        added = float(line.at(t + sum(n for _, n in chunks))) - float(line.at(t))
         return mixed_step_time_ms(
             bandwidth_ms=bw, compute_ms=comp, comm_ms=comm, serial_ms=serial,
             overhead_ms=overhead + self.offload_s * 1e3,
-            prefill_ms=self.prefill_pass_s(chunks, batch * self.verify_tokens, extra_s) * 1e3
-            + cross) / 1e3
+            prefill_ms=self.prefill_pass_s(chunks, t, extra_s) * 1e3 + cross,
+            prefill_comm_ms=sum(line.chunk_ms(d, n) for d, n in chunks),
+            pass_comm_ms=comm + added) / 1e3
 
     def kv_bytes(self, tokens: int) -> float:
         """KV bytes (per GPU) a request holding `tokens` tokens takes in the engine's pages (F2)."""

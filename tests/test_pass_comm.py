@@ -1,0 +1,152 @@
+"""One forward pass, one all-reduce per layer: a mixed pass (decode tokens and prompt chunks)
+and a batch of whole prompts all-reduce their tokens in one message (F10 at the pass's
+tokens), on every surface that computes a pass: the event model (`ServiceModel`), the
+simulated endpoint (`SimPhysics`), the closed forms (`queueing`, `frontier_loop`).
+Hand computations on Llama-3.1-70B's F10 line on 8 H100s (`parallel.CommLine`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from capacity.catalog.engines import engine_profile
+from capacity.catalog.loader import Catalog
+from capacity.fit.frontier_loop import closed_loop, service_terms
+from capacity.fit.planning import scenario_with_basis
+from capacity.model.parallel import CommLine, tp_comm_line
+from capacity.model.scenario import Scenario, make_scenario
+from capacity.model.step_combine import mixed_step_time_ms
+from capacity.plan.queueing import mixed_step_extra_ms
+from capacity.plan.service import ServiceModel, service_from_scenario
+from capacity.sim.physics import SimPhysics
+
+LINE = CommLine(fixed_ms=1.5328, per_token_ms=0.0905, knee_tokens=64.0, above_ms=0.0102)
+
+
+def test_a_chunks_share_of_the_prompts_all_reduces_by_hand() -> None:
+    # the first chunk carries the fixed part: 1.5328 + 64 x 0.0905 + 36 x 0.0102
+    assert LINE.chunk_ms(0, 100) == pytest.approx(1.5328 + 64 * 0.0905 + 36 * 0.0102)
+    assert LINE.chunk_ms(100, 100) == pytest.approx(100 * 0.0102)
+    assert LINE.chunk_ms(30, 50) == pytest.approx(34 * 0.0905 + 16 * 0.0102)
+    # a prompt's chunks add up to F10 at the prompt, what F6 counts
+    parts = [LINE.chunk_ms(d, n) for d, n in ((0, 40), (40, 100), (140, 60))]
+    assert sum(parts) == pytest.approx(float(LINE.at(200)))
+    assert CommLine().chunk_ms(0, 100) == 0.0
+
+
+def test_the_pass_formula_by_hand() -> None:
+    # bandwidth 10, compute 2, a 20 ms chunk holding 3 ms of all-reduces, the batch's
+    # all-reduce 2 ms and the pass's 3.5 ms: max(10, 2 + 17) + 3.5
+    one = mixed_step_time_ms(bandwidth_ms=10.0, compute_ms=2.0, comm_ms=2.0, overhead_ms=0.0,
+                             serial_ms=0.0, prefill_ms=20.0, prefill_comm_ms=3.0,
+                             pass_comm_ms=3.5)
+    assert one == pytest.approx(22.5)
+    apart = mixed_step_time_ms(bandwidth_ms=10.0, compute_ms=2.0, comm_ms=2.0, overhead_ms=0.0,
+                               serial_ms=0.0, prefill_ms=20.0, prefill_comm_ms=3.0)
+    assert apart == pytest.approx(24.0)
+    # no TP: the chapter's mixed step, unchanged (the chunk's arithmetic under the max)
+    assert mixed_step_time_ms(bandwidth_ms=10.0, compute_ms=2.0, comm_ms=0.0, overhead_ms=1.0,
+                              serial_ms=0.5, prefill_ms=5.0) == pytest.approx(11.5)
+    # the closed form's extra is the same formula less the plain step
+    extra = mixed_step_extra_ms(10.0, 2.0, 20.0, 3.0, 1.5)
+    assert float(extra) == pytest.approx(one - (10.0 + 2.0))
+
+
+@pytest.fixture(scope="module")
+def tp8(catalog: Catalog) -> Scenario:
+    s = make_scenario("llama-3.1-70b", "h100-sxm", catalog=catalog, n_gpus=8, tp=8,
+                      context_tokens=4096, prompt_tokens=1000)
+    return scenario_with_basis(s, "typical:vllm")   # F6c's stretch, vLLM's overheads
+
+
+@pytest.fixture(scope="module")
+def svc(tp8: Scenario) -> ServiceModel:
+    return service_from_scenario(tp8, output_tokens=200, engine="vllm")
+
+
+def test_the_service_model_carries_f10s_line(tp8: Scenario, svc: ServiceModel) -> None:
+    line = tp_comm_line(tp8.model, tp8.gpu, tp8.tp)
+    assert svc.comm_line == line
+    # the decode batch's all-reduce is the same line at its tokens
+    assert np.allclose(svc.comm_ms, line.at(np.arange(svc.slots + 1)))
+
+
+@pytest.mark.parametrize(("batch", "chunks"), [(0, [(0, 300)]), (40, [(0, 300)]),
+                                                (100, [(200, 500), (0, 100)])])
+def test_a_mixed_pass_all_reduces_once(svc: ServiceModel, batch: int,
+                                       chunks: list[tuple[int, int]]) -> None:
+    """The pass's time is the chunks' arithmetic (their F6 time less the all-reduces F6 counts
+    for them) against the weight read, plus F10 once at decode + chunk tokens."""
+    line = svc.comm_line
+    tokens = sum(n for _, n in chunks)
+    assert svc.mfu_half_tokens > 0
+    stretch = svc.mfu_half_tokens / (batch + tokens)   # F6c at the pass's tokens, dense
+    work = sum(svc.chunk_ms(d, n) - line.chunk_ms(d, n) + stretch * svc.chunk_mfu_ms(d, n)
+               for d, n in chunks)
+    hand = (svc.overhead_ms + max(float(svc.bandwidth_ms[batch]),
+                                  float(svc.compute_ms[batch]) + work)
+            + float(line.at(batch + tokens)))
+    assert svc.mixed_step_ms(batch, chunks) == pytest.approx(hand, rel=1e-12)
+    # each all-reduced apart (the count before): slower by at least the fixed part that the
+    # batch's all-reduce repeats (exactly that at batch 0, where the step is the chunk's)
+    apart = replace(svc, comm_line=CommLine())
+    saved = apart.mixed_step_ms(batch, chunks) - svc.mixed_step_ms(batch, chunks)
+    assert saved >= line.fixed_ms - 1e-9
+
+
+def test_without_tp_nothing_changes(catalog: Catalog) -> None:
+    s = make_scenario("qwen3-8b", "h100-sxm", catalog=catalog, context_tokens=4096,
+                      prompt_tokens=1000)
+    svc = service_from_scenario(s, output_tokens=200, engine="vllm")
+    assert svc.comm_line == CommLine()
+    bare = replace(svc, comm_line=CommLine(fixed_ms=0.0))
+    assert svc.mixed_step_ms(30, [(0, 500)]) == bare.mixed_step_ms(30, [(0, 500)])
+    assert svc.mixed_saturation_rate_per_s == bare.mixed_saturation_rate_per_s
+
+
+def test_whole_prompts_in_one_pass_all_reduce_once(tp8: Scenario) -> None:
+    svc = service_from_scenario(tp8.with_(mfu_half_tokens=0.0), output_tokens=200,
+                                engine="chapter")
+    line = svc.comm_line
+    p = svc.prompt_tokens
+    assert svc.prompt_pass_ms([False]) == pytest.approx(svc.prefill_ms)
+    # two prompts: each alone less its own all-reduce, then F10 at 2P once
+    two = 2 * (svc.prefill_ms - float(line.at(p))) + float(line.at(2 * p))
+    assert svc.prompt_pass_ms([False, False]) == pytest.approx(two, rel=1e-12)
+
+
+def test_the_saturation_rate_counts_the_pass_once(svc: ServiceModel) -> None:
+    apart = replace(svc, comm_line=CommLine())
+    assert svc.mean_prompt_comm_ms == pytest.approx(float(svc.comm_line.at(svc.prompt_tokens)))
+    assert svc.mixed_saturation_rate_per_s > apart.mixed_saturation_rate_per_s
+
+
+def test_the_simulated_endpoint_runs_the_same_pass(tp8: Scenario, svc: ServiceModel) -> None:
+    """`SimPhysics` (the simulated endpoint) and the event model price one pass alike."""
+    phys = SimPhysics(tp8, profile=engine_profile("vllm"))
+    assert phys.comm_line == svc.comm_line
+    chunks = [(0, 300)]
+    # at batch 0 both read the weights alone: the same pass to rounding of the context bucket
+    assert phys.mixed_step_s(0, 0.0, chunks) * 1e3 == pytest.approx(
+        svc.mixed_step_ms(0, chunks), rel=1e-6)
+    chapter = SimPhysics(tp8.with_(mfu_half_tokens=0.0), profile=engine_profile("chapter"))
+    whole = service_from_scenario(tp8.with_(mfu_half_tokens=0.0), output_tokens=200,
+                                  engine="chapter")
+    p = tp8.prompt
+    assert chapter.prefill_batch_s([(0, p), (0, p)]) * 1e3 == pytest.approx(
+        whole.prompt_pass_ms([False, False]), rel=1e-6)
+
+
+def test_the_closed_form_counts_the_pass_once(svc: ServiceModel) -> None:
+    """The Planner's closed loop (`frontier_loop.closed_loop`) with F10's line is faster than
+    with each all-reduced apart, and agrees with the event model's own closed loop."""
+    c = np.array([8.0, 32.0])
+    common = {"concurrency": c, "terms": service_terms(svc), "prefill_ms": svc.prefill_ms,
+              "prompt_tokens": svc.prompt_tokens, "output_tokens": svc.output_tokens,
+              "budget_tokens": svc.chunk_tokens, "mixed": True}
+    once = closed_loop(**common, comm_at=svc.comm_line.at)
+    apart = closed_loop(**common)
+    assert np.all(once.ttft_ms < apart.ttft_ms)
+    assert np.all(once.cycle_ms < apart.cycle_ms)
