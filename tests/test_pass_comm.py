@@ -150,3 +150,11 @@ def test_the_closed_form_counts_the_pass_once(svc: ServiceModel) -> None:
     apart = closed_loop(**common)
     assert np.all(once.ttft_ms < apart.ttft_ms)
     assert np.all(once.cycle_ms < apart.cycle_ms)
+
+
+def test_what_a_chunk_adds_to_a_pass_by_hand() -> None:
+    # 100 decode tokens above the knee: a 100-token chunk adds 100 x 0.0102
+    assert LINE.added_ms(100, 100) == pytest.approx(100 * 0.0102)
+    # 30 decode tokens: 34 tokens below the knee, 66 above
+    assert LINE.added_ms(30, 100) == pytest.approx(34 * 0.0905 + 66 * 0.0102)
+    assert LINE.added_ms(30, 0) == 0.0

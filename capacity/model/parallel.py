@@ -133,6 +133,15 @@ class CommLine:
         start = float(self.at(done_tokens)) if done_tokens > 0 else 0.0
         return float(self.at(done_tokens + tokens)) - start
 
+    def added_ms(self, decode_tokens: float, prompt_tokens: float) -> float:
+        """What `prompt_tokens` of prompt chunks add to the all-reduces of a forward pass that
+        carries `decode_tokens` decode tokens (ms): at(decode + prompt) - at(decode), one
+        message per layer for the whole pass. Example (the class's H100 line): 100 decode
+        tokens and a 100-token chunk -> 100 x 0.0102 = 1.02 ms."""
+        if prompt_tokens <= 0:
+            return 0.0
+        return float(self.at(decode_tokens + prompt_tokens)) - float(self.at(decode_tokens))
+
 
 def tp_comm_line(model: Model, gpu: Gpu, tp: int) -> CommLine:
     """`tp_comm_ms` of a decode step as a `CommLine` (the step models take its four numbers):

@@ -197,7 +197,7 @@ def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArr
                                      step.comm_at_tokens(decode + per_step) - base)
     added = whole * extra_full + mixed_step_extra_ms(
         p.bandwidth_ms, p.compute_ms, rest, comm_t - whole * comm_t / k,
-        np.where(rest_tokens > 0, step.comm_at_tokens(decode + rest_tokens) - base, 0.0))
+        step.comm_at_tokens(decode + rest_tokens) - base)
     steps = np.ceil(k)
     return ChunkCost(
         step_ms=s,

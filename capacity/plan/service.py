@@ -299,10 +299,7 @@ class ServiceModel:
         `parallel.CommLine`'s line): 100 decoding sequences and a 100-token chunk add
         200 - 100 tokens above the 64-token knee, 100 x 0.0102 = 1.02 ms; the same chunk
         prefilled apart would all-reduce at(100) = 7.69 ms."""
-        if prompt_tokens <= 0:
-            return 0.0
-        t = batch * self.decode_tokens_per_seq
-        return float(self.comm_line.at(t + prompt_tokens)) - float(self.comm_line.at(t))
+        return self.comm_line.added_ms(batch * self.decode_tokens_per_seq, prompt_tokens)
 
     def prompt_pass_ms(self, hits: Sequence[bool]) -> float:
         """One forward pass over whole prompts (no token budget), ms: each prompt's prefill

@@ -207,7 +207,7 @@ class SimPhysics:
         _, bw, comp, comm, serial, overhead = self._terms_ms(batch, mean_context_tokens)
         cross = 0.0 if self.unified_kv is None else self.unified_kv.extra_ms(chunks)
         line, t = self.comm_line, batch * self.verify_tokens
-        added = float(line.at(t + sum(n for _, n in chunks))) - float(line.at(t))
+        added = line.added_ms(t, sum(n for _, n in chunks))
         return mixed_step_time_ms(
             bandwidth_ms=bw, compute_ms=comp, comm_ms=comm, serial_ms=serial,
             overhead_ms=overhead + self.offload_s * 1e3,
