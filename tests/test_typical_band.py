@@ -114,15 +114,25 @@ def test_the_step_knobs_span_the_error_band_by_hand() -> None:
 
 def test_a_bandwidth_bound_step_spans_step_over_one_plus_the_edges(catalog: Catalog) -> None:
     # one GPU (no all-reduce), a bandwidth-bound decode: F4's terms and the per-layer
-    # overhead all scale, so the band's step edges are exactly step / (1 + high) and
-    # step / (1 + low)
+    # overhead all scale, so the band's slow edge is exactly step / (1 + low); at the fast
+    # edge eta_bw 0.9 x (1 + high) = 0.9 x 1.182 = 1.064 stops at the spec sheet's 1, so the
+    # weight read is t_bw / 1 while the per-layer overhead still shrinks by 1 + high: the fast
+    # step lies between step / (1 + high) and the step itself, exactly those knobs' step
     s = scenario_with_basis(make_scenario("qwen3.5-9b", "h100-sxm", catalog=catalog,
                                           context_tokens=4096), "typical:vllm")
     lo, hi = typical_efficiency("vllm").step_error or (math.nan, math.nan)
+    assert s.eta_bw * (1 + hi) > 1.0
     fast, slow = typical_band_scenarios(s, "vllm")
     step = float(evaluate(s, [4.0]).decode.step_ms[0])
     assert float(evaluate(slow, [4.0]).decode.step_ms[0]) == pytest.approx(step / (1 + lo))
-    assert float(evaluate(fast, [4.0]).decode.step_ms[0]) == pytest.approx(step / (1 + hi))
+    got = float(evaluate(fast, [4.0]).decode.step_ms[0])
+    assert step / (1 + hi) < got < step
+    assert fast.eta_bw == 1.0
+    assert fast.layer_overhead_ms == pytest.approx(s.layer_overhead_ms / (1 + hi))
+    by_hand = s.with_(eta_bw=1.0, eff=min(1.0, s.eff * (1 + hi)),
+                      layer_overhead_ms=s.layer_overhead_ms / (1 + hi),
+                      step_overhead_ms=s.step_overhead_ms / (1 + hi))
+    assert got == pytest.approx(float(evaluate(by_hand, [4.0]).decode.step_ms[0]))
 
 
 @pytest.mark.slow

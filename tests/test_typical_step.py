@@ -69,23 +69,54 @@ def test_step_knobs_solved_from_two_points_by_hand() -> None:
     assert vt.solve_step_knobs([c, d]) == (pytest.approx((10 / 12 + 10 / 11) / 2), 0.0)
     with pytest.raises(ValueError):
         vt.solve_step_knobs([])
-    # held out: a source group is scored with the other point alone; others with the file's
-    pts = {"a": a, "b": b}
-    assert vt.held_out_step_knobs(pts, "a", {}) == {
-        "eta_bw": pytest.approx(0.67073, rel=1e-4), "layer_overhead_ms": 0.0}
-    engine = {"eta_bw": 0.836, "layer_overhead_ms": 0.0405}
-    assert vt.held_out_step_knobs(pts, "c", engine) == engine
 
 
 def test_the_file_holds_the_solved_step_knobs() -> None:
     groups = vt.groups_of()
     cat = default_catalog()
-    pts = [vt.step_point(groups[k], cat) for k in vt.ETA_BW_SOURCES]
-    assert all(p is not None for p in pts)
-    eta, layer = vt.solve_step_knobs([p for p in pts if p is not None])
+    pts = vt.step_points(groups, cat)
+    # every group measured at 8 clients or fewer with CUDA graphs: twelve on five GPUs; not the
+    # --enforce-eager A100 group, nor MI300X (32 clients) or gpt-oss on two and four H100s (64)
+    assert len(pts) == 12
+    assert not any("qwen3-14b-awq" in k or "mi300x" in k for k in pts)
+    assert len({p.gpu for p in pts.values()}) == 5
+    eta, layer = vt.solve_step_knobs(list(pts.values()))
+    assert eta == pytest.approx(vt.ETA_BW_MAX) and vt.ETA_BW_MAX == 0.9  # free: 0.911
     typ = typical_efficiency("vllm").typical
     assert typ["eta_bw"] == pytest.approx(eta, abs=0.001)
     assert typ["layer_overhead_ms"] == pytest.approx(layer, abs=0.0001)
+    assert typical_efficiency("sglang").typical["layer_overhead_ms"] == typ["layer_overhead_ms"]
+
+
+def test_held_out_step_knobs_leave_out_the_model_on_the_gpu() -> None:
+    # three points; the group of model m on GPU g is solved without every point of m on g,
+    # whatever its engine or GPU count
+    a = vt.StepPoint(bandwidth_ms=14.551, tpot_ms=18.70, layers=32, model="m", gpu="g")
+    b = vt.StepPoint(bandwidth_ms=4.95, tpot_ms=7.38, layers=36, model="n", gpu="h")
+    c = vt.StepPoint(bandwidth_ms=5.0, tpot_ms=30.0, layers=36, model="m", gpu="g")
+    pts = {"m on g (vLLM)": a, "n on h (vLLM)": b, "m on 2x g (SGLang)": c}
+    # m on g: b alone -> eta_bw = 4.95 / 7.38 = 0.67073, t = 0
+    assert vt.held_out_step_knobs(pts, "m", "g", {}) == {
+        "eta_bw": pytest.approx(0.67073, rel=1e-4), "layer_overhead_ms": 0.0}
+    # n on h: a and c (c, 30 ms on 5 ms of reads, is 36 layers' worth of fixed time)
+    got = vt.held_out_step_knobs(pts, "n", "h", {})
+    assert got == dict(zip(("eta_bw", "layer_overhead_ms"), vt.solve_step_knobs([a, c]),
+                           strict=True))
+    # nothing left: the file's
+    engine = {"eta_bw": 0.9, "layer_overhead_ms": 0.0727}
+    assert vt.held_out_step_knobs({"x": a}, "m", "g", engine) == engine
+
+
+def test_the_solve_stays_inside_physics_by_hand() -> None:
+    # TPOT = 10 / e + 10 t for (10, 11.5, 10) and (5, 6.5, 10)... free solve: two equations
+    # 10 x + 10 t = 11.5, 5 x + 10 t = 6.5 -> x = 1.0, t = 0.15: eta_bw 1.0 > 0.9, so eta_bw =
+    # 0.9 and t = mean of the residuals per layer: (11.5 - 11.111) / 10 = 0.03889 and
+    # (6.5 - 5.5556) / 10 = 0.09444 -> least squares with equal layers: 0.06667
+    a = vt.StepPoint(bandwidth_ms=10.0, tpot_ms=11.5, layers=10)
+    b = vt.StepPoint(bandwidth_ms=5.0, tpot_ms=6.5, layers=10)
+    eta, layer = vt.solve_step_knobs([a, b])
+    assert eta == pytest.approx(0.9)
+    assert layer == pytest.approx((0.038889 + 0.094444) / 2, rel=1e-4)
 
 
 def test_event_model_tpot_is_the_step_alone_at_one_client_and_more_under_load() -> None:
@@ -118,9 +149,15 @@ def test_step_rows_are_scored_on_the_benchmarks_tpot() -> None:
     # the eager group says so in the table
     eager = [r for r in steps if "enforce-eager" in r.engine]
     assert eager and "--enforce-eager" in vt.markdown(card)
-    # the source groups with the other group's point alone; every other group the file's
+    # each group with the points of other models or other GPUs: Qwen3-8B BF16 on an H100
+    # without its vLLM, SGLang and TensorRT-LLM points (the FP8 checkpoint is another model)
     knobs = {r.group: dict(r.knobs) for r in steps}
-    assert knobs["qwen3-8b-bf16 on h100-sxm (vLLM)"]["layer_overhead_ms"] == 0.0
-    others = [k for g, k in knobs.items() if g not in vt.ETA_BW_SOURCES]
-    assert others and all(k["eta_bw"] == 0.836 and k["layer_overhead_ms"] == 0.0405
-                          for k in others)
+    groups = vt.groups_of()
+    pts = vt.step_points(groups, default_catalog())
+    rest = [p for k, p in pts.items() if not k.startswith("qwen3-8b-bf16 on h100-sxm")]
+    assert len(rest) == len(pts) - 3
+    eta, layer = vt.solve_step_knobs(rest)
+    for engine in ("vLLM", "SGLang", "TensorRT-LLM"):
+        k = knobs[f"qwen3-8b-bf16 on h100-sxm ({engine})"]
+        assert (k["eta_bw"], k["layer_overhead_ms"]) == pytest.approx((eta, layer), abs=1e-3)
+    assert card.step_sources == tuple(sorted(pts))

@@ -137,6 +137,7 @@ def test_typical_errors_split_original_and_added_rows() -> None:
     assert card.error("step", True, True).median == pytest.approx(0.5)
     assert card.error("step", True).median == pytest.approx(0.3)
     md = vt.markdown(card)
-    assert "Rows added 2026-12-02 (held out of the knobs)" in md
+    assert ("Rows added 2026-12-02 (held out of the prefill plateau and the request latency; "
+            "of the step knobs, as every group, their own)") in md
     assert "| step | 20.0% / 30.0% (2) | 50.0% / 50.0% (1) |" in md
     assert "| g (added 2026-12-02) |" in md

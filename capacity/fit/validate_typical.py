@@ -8,9 +8,10 @@ section). Two bases:
 - before (the basis until 2026-12-02, `BEFORE_ETA_BW`): bandwidth efficiency 0.65 with every
   fixed cost folded in (no per-layer overhead), held out for its source groups
   (`held_out_eta_bw`);
-- after: bandwidth efficiency and F11's per-layer step overhead solved together from the
-  same source points (`solve_step_knobs`, data/engines.toml's header), held out for their
-  source groups (`held_out_step_knobs`).
+- after: bandwidth efficiency and F11's per-layer step overhead solved together by least
+  squares from every group's lowest-concurrency decode point at 8 clients or fewer
+  (`step_points`, `solve_step_knobs`, data/engines.toml's header), each group predicted with
+  the solve over the points of other models or other GPUs (`held_out_step_knobs`).
 Both with the prefill curve F6c, the MFU plateau held out (below), and a step row (`tpot_ms`,
 `itl_ms`) scored against the event model's TPOT of a request, (E2E - TTFT) / (n - 1), mean or
 median as the row states: what benchmark_serving's TPOT and genai-perf's ITL measure, other
@@ -25,17 +26,20 @@ Held out (every knob derived from published.csv, the scored row's group left out
   (`ETA_BW_SOURCES`: the RTX 4090 vLLM sweep, the H100 SXM vLLM v0.11.0 point); a source
   group is scored with 0.65 x (the rule without it / the rule with all) (`held_out_eta_bw`);
 - after, eta_bw and the per-layer overhead: each source group's lowest-concurrency TPOT is
-  `t_bw / eta_bw + layers x t_layer` (t_bw the chapter's bandwidth term at eta_bw 1); the two
-  groups (two GPUs of 3.3x different bandwidth) give both knobs. A source group is scored
-  with the other group's point alone: one equation, so t_layer = 0 and eta_bw = t_bw / TPOT.
+  `t_bw / eta_bw + layers x t_layer` (t_bw the chapter's bandwidth term at eta_bw 1); twelve
+  groups on five GPUs (bandwidths 1.0 to 8 TB/s, 24 to 80 layers) give both knobs, eta_bw
+  kept at or below 0.9 (`ETA_BW_MAX`). A group is scored with the points of other models or
+  other GPUs only: no other engine or GPU count of its own model on its own GPU lends it
+  its step.
 
 SGLang's groups are predicted on `typical:sglang`: the same knobs and a request latency outside
 the GPU (`Scenario.request_latency_ms`), for each SGLang group the median of the other SGLang
 groups' `latency_points` (measured less predicted TTFT at their lowest concurrency, the
 groups the knobs rest on), so no group's latency comes from its own rows.
 
-Rows added to published.csv later (`ReferenceSweep.added`) are held out of both rules and
-scored apart (`TypicalScorecard.error(..., added=True)`).
+Rows added to published.csv later (`ReferenceSweep.added`) are held out of the MFU plateau
+and the SGLang latency and scored apart (`TypicalScorecard.error(..., added=True)`); the step
+knobs' solve takes every group's point, each group held out of its own (above).
 Errors are |predicted / measured - 1| below saturation (`validate.saturated_levels`).
 Source: docs/method.md ("Bases", F6c), data/engines.toml.
 """
@@ -57,6 +61,7 @@ from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
 from capacity.fit.planning import engines, typical_efficiency
 from capacity.fit.reference import ReferenceSweep, load_reference
+from capacity.fit.uncertainty import TYPICAL_RANGES
 from capacity.fit.validate_report import between_markers, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS
 from capacity.model.scenario import Scenario
@@ -65,8 +70,9 @@ from capacity.stats import weighted_quantile
 ENGINE: Final = "vllm"
 ETA_BW_SOURCES: Final[tuple[str, ...]] = ("mistral-7b-v0.3-bf16 on rtx-4090 (vLLM)",
                          "qwen3-8b-bf16 on h100-sxm (vLLM)")
-"""The groups whose decode points data/engines.toml's eta_bw is the median over (its header):
-every point of theirs with a TPOT (stated, or derived from throughput and TTFT)."""
+"""The groups whose decode points the 'before' basis' eta_bw (0.65, `BEFORE_ETA_BW`) is the
+median over (data/engines.toml's header): every point of theirs with a TPOT (stated, or
+derived from throughput and TTFT)."""
 BEFORE_ETA_BW: Final = 0.65
 """data/engines.toml's eta_bw until 2026-12-02 (the 'before' basis: no per-layer overhead)."""
 BEGIN: Final = "<!-- validate-typical:begin -->"
@@ -114,6 +120,8 @@ class TypicalScorecard:
     latency_ms: tuple[tuple[str, float], ...] = ()
     """SGLang group -> the request latency its rows were predicted with (ms), held out of it
     (`held_out_latency`)."""
+    step_sources: tuple[str, ...] = ()
+    """The groups whose decode points the step knobs are solved from (`step_points`)."""
 
     def error(self, metric: str, after: bool, added: bool | None = None) -> v.Spread:
         """|error| below saturation of one metric, before or after; over the added rows only
@@ -191,11 +199,25 @@ def held_out_eta_bw(points: dict[str, tuple[float, ...]], group: str, engine: fl
 class StepPoint:
     """One source point of the step knobs: the chapter's step at eta_bw 1 and no overhead (ms;
     its bandwidth term at these points' low concurrency on one GPU), the measured TPOT (ms)
-    and the model's layers."""
+    and the model's layers; the model and GPU (catalog keys) it was measured on."""
 
     bandwidth_ms: float
     tpot_ms: float
     layers: int
+    model: str = ""
+    gpu: str = ""
+
+
+ETA_BW_MAX: Final = TYPICAL_RANGES["eta_bw"][1]
+"""The most of the spec-sheet bandwidth a decode step's reads reach on a real engine (0.9,
+the typical ranges' fast edge; issue 25 cites about 0.88 for a measured copy on an H200):
+the bound the step knobs' solve stays inside."""
+
+STEP_POINT_MAX_CLIENTS: Final = 8
+"""A group's lowest-concurrency decode point is a source of the step knobs (`step_points`)
+when it was measured at this many clients or fewer: the step is bandwidth-bound there and few
+other prompts' prefills are folded into the TPOT (at 32 and 64 clients they are: the MI300X
+and the gpt-oss-120b on two and four H100s groups of published.csv)."""
 
 
 def step_point(sweeps: Sequence[ReferenceSweep], cat: Catalog) -> StepPoint | None:
@@ -211,14 +233,33 @@ def step_point(sweeps: Sequence[ReferenceSweep], cat: Catalog) -> StepPoint | No
             d = v.predict(base, [p.concurrency], s.prompt_tokens, s.output_tokens)
             best = (p.concurrency, StepPoint(bandwidth_ms=float(d.step_ms[0]),
                                              tpot_ms=float(p.tpot_ms),
-                                             layers=base.model.layers))
+                                             layers=base.model.layers,
+                                             model=s.model_key or "", gpu=s.gpu_key or ""))
     return None if best is None else best[1]
+
+
+def step_points(groups: dict[str, list[ReferenceSweep]], cat: Catalog) -> dict[str, StepPoint]:
+    """The source points of the step knobs, by group: each group's `step_point` where it was
+    measured at `STEP_POINT_MAX_CLIENTS` clients or fewer, on an engine that runs its decode
+    steps as CUDA graphs (a group run with `--enforce-eager` pays a launch per kernel that the
+    typical basis, the engines' default, does not: Qwen3-14B-AWQ on an A100, 20.9 ms a step
+    where its weights take 6.3 ms)."""
+    out: dict[str, StepPoint] = {}
+    for key, g in groups.items():
+        if not all(s.cuda_graphs for s in g):
+            continue
+        low = min((p.concurrency for s in g for p in s.points if p.tpot_ms), default=math.inf)
+        if low <= STEP_POINT_MAX_CLIENTS and (pt := step_point(g, cat)) is not None:
+            out[key] = pt
+    return out
 
 
 def solve_step_knobs(points: Sequence[StepPoint]) -> tuple[float, float]:
     """(eta_bw, per-layer overhead ms) from decode points `TPOT = t_bw / eta_bw + layers x
-    t_layer`, linear in (1 / eta_bw, t_layer): least squares over two or more points, eta_bw
-    capped at 1 and t_layer floored at 0; one point gives t_layer = 0, eta_bw = t_bw / TPOT.
+    t_layer`, linear in (1 / eta_bw, t_layer): least squares over two or more points, inside
+    physics: eta_bw at most `ETA_BW_MAX` (where the free solve goes above it, t_layer is
+    solved again with eta_bw at the edge) and t_layer at least 0; one point gives t_layer = 0,
+    eta_bw = t_bw / TPOT.
     Example: (14.551, 18.70, 32) and (4.95, 7.38, 36): 1 / eta_bw = 1.196, t_layer = 0.0405 ms
     (eta_bw 0.836)."""
     if not points:
@@ -227,20 +268,27 @@ def solve_step_knobs(points: Sequence[StepPoint]) -> tuple[float, float]:
     y = np.array([p.tpot_ms for p in points], dtype=np.float64)
     if len(points) >= 2 and np.linalg.matrix_rank(a) == 2:
         inv_eta, layer_ms = np.linalg.lstsq(a, y, rcond=None)[0]
-        if layer_ms >= 0 and inv_eta >= 1:
+        if inv_eta < 1.0 / ETA_BW_MAX:
+            inv_eta = 1.0 / ETA_BW_MAX
+            rest = y - a[:, 0] * inv_eta
+            layer_ms = float(np.dot(a[:, 1], rest) / np.dot(a[:, 1], a[:, 1]))
+        if layer_ms >= 0:
             return 1.0 / float(inv_eta), float(layer_ms)
     # one point, or a solution outside physics: bandwidth alone (t_layer = 0)
     eta = float(np.median(a[:, 0] / y))
-    return min(eta, 1.0), 0.0
+    return min(eta, ETA_BW_MAX), 0.0
 
 
-def held_out_step_knobs(points: dict[str, StepPoint], group: str,
+def held_out_step_knobs(points: dict[str, StepPoint], model: str, gpu: str,
                         engine: dict[str, float]) -> dict[str, float]:
-    """eta_bw and the per-layer overhead for `group`: the file's (`engine`) for a group that is
-    no source; for a source group, solved from the other source points alone."""
-    if group not in points:
+    """eta_bw and the per-layer overhead for a group of `model` on `gpu`: solved from the
+    points measured on another model or another GPU (`solve_step_knobs`), so no engine,
+    GPU count or later sweep of the same model on the same GPU lends it its own step; the
+    file's (`engine`) when no such point is left."""
+    rest = [p for p in points.values() if (p.model, p.gpu) != (model, gpu)]
+    if not rest:
         return {"eta_bw": engine["eta_bw"], "layer_overhead_ms": engine["layer_overhead_ms"]}
-    eta, layer = solve_step_knobs([p for k, p in points.items() if k != group])
+    eta, layer = solve_step_knobs(rest)
     return {"eta_bw": eta, "layer_overhead_ms": layer}
 
 
@@ -304,9 +352,8 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     old = {k: kept for k, g in groups.items() if (kept := [s for s in g if not s.is_added])}
     evidence = plateau_evidence(old, typ.typical["mfu_half_tokens"], cat)  # added: held out
     eta_points = {k: eta_bw_points(old[k], cat) for k in ETA_BW_SOURCES if k in old}
-    step_points = {k: p for k in ETA_BW_SOURCES if k in old
-                   if (p := step_point(old[k], cat)) is not None}
-    rows = _rows(groups, cat, evidence, eta_points, step_points, {})
+    knob_points = step_points(groups, cat)
+    rows = _rows(groups, cat, evidence, eta_points, knob_points, {})
     # SGLang's requests spend time outside the GPU (`latency_points`): its groups again with
     # the latency of the other SGLang groups the knobs rest on (the rows added later none)
     points = latency_points(rows, groups)
@@ -315,12 +362,13 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     latency = {k: held_out_latency(points, k, fallback) for k, g in groups.items()
                if is_sglang(g)}
     if latency:
-        again = _rows({k: groups[k] for k in latency}, cat, evidence, eta_points, step_points,
-                      latency)
+        again = _rows({k: groups[k] for k in latency}, cat, evidence, eta_points,
+                      knob_points, latency)
         rows = [r for r in rows if r.group not in latency] + again
         rows.sort(key=lambda r: r.group)
     return TypicalScorecard(rows=tuple(rows), latency_points=tuple(sorted(points.items())),
-                            latency_ms=tuple(sorted(latency.items())))
+                            latency_ms=tuple(sorted(latency.items())),
+                            step_sources=tuple(sorted(knob_points)))
 
 
 SGLANG_ENGINE: Final = "sglang"
@@ -361,7 +409,7 @@ def held_out_latency(points: dict[str, float], group: str, engine: float) -> flo
 
 
 def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[str, Evidence],
-          eta_points: dict[str, tuple[float, ...]], step_points: dict[str, StepPoint],
+          eta_points: dict[str, tuple[float, ...]], points: dict[str, StepPoint],
           latency: dict[str, float]) -> list[TypicalRow]:
     """Every stated row of `groups` on the typical basis, before and after (`typical_scorecard`),
     with `latency[group]` as the request latency where given."""
@@ -371,7 +419,8 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
         plateau_k = held_out_knobs([e for k, e in evidence.items() if k != key], typ.typical)
         before_k = {**plateau_k, "layer_overhead_ms": 0.0,
                     "eta_bw": held_out_eta_bw(eta_points, key, BEFORE_ETA_BW)}
-        after_k = {**plateau_k, **held_out_step_knobs(step_points, key, typ.typical)}
+        after_k = {**plateau_k, **held_out_step_knobs(points, g[0].model_key or "",
+                                                      g[0].gpu_key or "", typ.typical)}
         if key in latency:
             before_k = {**before_k, "request_latency_ms": latency[key]}
             after_k = {**after_k, "request_latency_ms": latency[key]}
@@ -516,8 +565,11 @@ def markdown(card: TypicalScorecard) -> str:
              "plateau and the step knobs, re-derived without the row's group; m_half comes "
              "from an external GEMM table. Before (the basis until 2026-12-02): eta_bw 0.65 "
              "with every fixed cost folded in. After: eta_bw and F11's per-layer step "
-             "overhead solved together from the same two source groups' lowest-concurrency "
-             "points (data/engines.toml's header), so a deep model split over 8 GPUs keeps "
+             "overhead solved together by least squares from the lowest-concurrency decode "
+             f"points of {len(card.step_sources)} groups measured at "
+             f"{STEP_POINT_MAX_CLIENTS} clients or fewer with CUDA graphs (data/engines.toml's "
+             "header), eta_bw at most 0.9; each group predicted with the points of other "
+             "models or other GPUs only. A deep model split over 8 GPUs keeps "
              "its per-layer cost. A step row is scored against the event model's TPOT, "
              "(E2E - TTFT) / (n - 1), which is what the benchmarks' TPOT and ITL measure "
              "(other requests' prefills included). |predicted / measured - 1| below "
@@ -530,7 +582,8 @@ def markdown(card: TypicalScorecard) -> str:
                      f"{_p(a.high)} | <= {target:.0%} |")
     dates = sorted({r.added for r in card.rows} - {""})
     if dates:  # the same table split: the rows the knobs rest on, the rows added later
-        lines += ["", f"Rows added {', '.join(dates)} (held out of the knobs) beside the "
+        lines += ["", f"Rows added {', '.join(dates)} (held out of the prefill plateau and "
+                  "the request latency; of the step knobs, as every group, their own) beside the "
                   "original rows, after (median / worst, rows):", "",
                   "| metric | original rows | added rows |", "|---|---:|---:|"]
         lines += [f"| {m} | " + " | ".join(
@@ -573,7 +626,8 @@ def to_dict(card: TypicalScorecard) -> dict[str, Any]:
             "outside": [{"group": c.row.group, "concurrency": c.row.concurrency,
                          "error": c.row.after_error, "low": c.low, "high": c.high}
                         for c in checks if not c.inside]}
-    return {"errors": table, "step_band": band, "rows": [row(r) for r in card.rows]}
+    return {"errors": table, "step_band": band, "step_sources": list(card.step_sources),
+            "rows": [row(r) for r in card.rows]}
 
 
 def write_section(path: Path, generated: str) -> Path:
