@@ -124,14 +124,21 @@ class CommLine:
                           + self.above_ms * np.maximum(n - self.knee_tokens, 0.0),
                           dtype=np.float64)
 
+    def at_ms(self, tokens: float) -> float:
+        """`at` of one token count, as a float (ms): the same arithmetic without numpy's
+        per-call cost (the event loop prices every pass with it)."""
+        n = float(tokens)
+        return (self.fixed_ms + self.per_token_ms * min(n, self.knee_tokens)
+                + self.above_ms * max(n - self.knee_tokens, 0.0))
+
     def chunk_ms(self, done_tokens: int, tokens: int) -> float:
         """The all-reduces (ms) that F6 counts for prompt tokens done..done + tokens: F6 holds
         `at(P)` for a P-token prompt, so a chunk's share is at(done + tokens) - at(done), and
         the first chunk's (done = 0) is at(tokens), the fixed part with it. A prompt's chunks
         add up to at(P). Example (the class's H100 line): tokens 0..100 -> 1.533 + 64 x 0.0905
         + 36 x 0.0102 = 7.69 ms; 100..200 -> 100 x 0.0102 = 1.02 ms."""
-        start = float(self.at(done_tokens)) if done_tokens > 0 else 0.0
-        return float(self.at(done_tokens + tokens)) - start
+        start = self.at_ms(done_tokens) if done_tokens > 0 else 0.0
+        return self.at_ms(done_tokens + tokens) - start
 
     def added_ms(self, decode_tokens: float, prompt_tokens: float) -> float:
         """What `prompt_tokens` of prompt chunks add to the all-reduces of a forward pass that
@@ -140,7 +147,7 @@ class CommLine:
         tokens and a 100-token chunk -> 100 x 0.0102 = 1.02 ms."""
         if prompt_tokens <= 0:
             return 0.0
-        return float(self.at(decode_tokens + prompt_tokens)) - float(self.at(decode_tokens))
+        return self.at_ms(decode_tokens + prompt_tokens) - self.at_ms(decode_tokens)
 
 
 def tp_comm_line(model: Model, gpu: Gpu, tp: int) -> CommLine:

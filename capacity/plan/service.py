@@ -311,12 +311,12 @@ class ServiceModel:
         + 60 ms MFU-bound at the plateau x (1 + 500 / 1,000)), no TP: together 2 x 40 + 120 x
         (1 + 500 / 2,000) = 230 ms."""
         m = sum(self.prompt_tokens - (self.cached_tokens if h else 0) for h in hits)
-        out = self.offload_ms + (float(self.comm_line.at(m)) if hits else 0.0)
+        out = self.offload_ms + (self.comm_line.at_ms(m) if hits else 0.0)
         for h in hits:
             alone, part = ((self.hit_prefill_ms, self.hit_mfu_ms) if h
                            else (self.prefill_ms, self.prefill_mfu_ms))
             own = self.prompt_tokens - (self.cached_tokens if h else 0)
-            out += (alone - float(self.comm_line.at(own))
+            out += (alone - self.comm_line.at_ms(own)
                     + part * (pass_slowdown(m, self.mfu_half_tokens, self.routing)
                               - pass_slowdown(own, self.mfu_half_tokens, self.routing)))
         return out
@@ -430,12 +430,12 @@ class ServiceModel:
         its new tokens, a miss's whole prompt, a hit's tokens after the cached prefix, a later
         turn's new message, weighted as `new_prompt_tokens` weights them."""
         line = self.comm_line
-        miss = float(line.at(self.prompt_tokens))
+        miss = line.at_ms(self.prompt_tokens)
         first = miss
         if self.cached_tokens and self.prefix_share:
-            hit = float(line.at(self.prompt_tokens - self.cached_tokens))
+            hit = line.at_ms(self.prompt_tokens - self.cached_tokens)
             first = (1.0 - self.prefix_share) * miss + self.prefix_share * hit
-        later = (self.turns - 1) * float(line.at(self.turn_tokens)) if self.turns > 1 else 0.0
+        later = (self.turns - 1) * line.at_ms(self.turn_tokens) if self.turns > 1 else 0.0
         return (first + later) / self.turns
 
 

@@ -107,7 +107,7 @@ class SimPhysics:
         `ServiceModel.prompt_pass_ms` adds its offload and all-reduces once too)."""
         line = self.comm_line
         apart = sum(line.chunk_ms(d, n) for d, n in chunks)
-        once = float(line.at(sum(n for _, n in chunks))) if chunks else 0.0
+        once = line.at_ms(sum(n for _, n in chunks)) if chunks else 0.0
         return self.prefill_pass_s(chunks, 0, extra_s) + (once - apart) / 1e3 + self.offload_s
 
     def prefill_s(self, prompt_tokens: int) -> float:
