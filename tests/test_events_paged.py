@@ -133,3 +133,28 @@ def test_a_binding_pool_runs_more_requests_than_slots() -> None:
     assert svc.slots == 118
     assert 118 < q.max_running <= svc.max_batch == 148
     assert q.preemptions > 0
+
+
+@pytest.mark.parametrize(("reserve", "shared"), [(0.0, 0.0), (0.5, 0.0), (0.5, 3.0)])
+def test_a_claim_by_hand_one_request_or_many(reserve: float, shared: float) -> None:
+    # the pool's claim of requests holding t tokens (4-token pages of 1 B: 4 ceil(t / 4) B,
+    # capped at the table's end), with `extra` tokens each, a share of their remaining output
+    # reserved (SGLang) and a shared prefix's bytes counted once (less per hit)
+    from capacity.plan.events import _Pages
+
+    svc = _tiny(1000.0)
+    svc = dataclasses.replace(svc, paged=dataclasses.replace(
+        svc.paged, reserve_output_share=reserve, shared_bytes=shared))
+    pages = _Pages(svc, 3, np.array([True, False, True]))
+    pages.held[:] = [8, 10, 3]
+    pages.emitted[:] = [1, 3, 0]
+
+    def by_hand(i: int, extra: int) -> float:
+        t = pages.held[i] + extra + math.ceil(reserve * max(5 - pages.emitted[i] - extra, 0))
+        return 4.0 * math.ceil(min(t, 17) / 4.0) - (shared if i != 1 else 0.0)
+
+    for extra in (0, 1, 2):
+        one = [pages.claim([i], extra) for i in range(3)]
+        assert one == pytest.approx([by_hand(i, extra) for i in range(3)])
+        assert pages.claim([0, 1, 2], extra) == pytest.approx(sum(one))
+    assert pages.claim([]) == 0.0

@@ -36,6 +36,18 @@ def test_a_chunks_share_of_the_prompts_all_reduces_by_hand() -> None:
     assert CommLine().chunk_ms(0, 100) == 0.0
 
 
+def test_one_token_count_prices_as_the_array_does() -> None:
+    # at_ms is at() of one count in plain floats: the same arithmetic, bit for bit, below,
+    # at and above the knee (1.5328 + 64 x 0.0905 + 36 x 0.0102 at 100 tokens)
+    counts = [0, 1, 63, 64, 65, 100, 4096, 1e6]
+    assert [LINE.at_ms(n) for n in counts] == [float(x) for x in LINE.at(np.array(counts))]
+    assert LINE.at_ms(100) == pytest.approx(1.5328 + 64 * 0.0905 + 36 * 0.0102)
+    line = tp_comm_line(make_scenario("llama-3.1-70b", "h100-sxm", n_gpus=8, tp=8).model,
+                        make_scenario("llama-3.1-70b", "h100-sxm", n_gpus=8, tp=8).gpu, 8)
+    assert [line.at_ms(n) for n in counts] == [float(x) for x in line.at(np.array(counts))]
+    assert CommLine().at_ms(500) == 0.0
+
+
 def test_the_pass_formula_by_hand() -> None:
     # bandwidth 10, compute 2, a 20 ms chunk holding 3 ms of all-reduces, the batch's
     # all-reduce 2 ms and the pass's 3.5 ms: max(10, 2 + 17) + 3.5
