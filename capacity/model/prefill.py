@@ -96,6 +96,22 @@ def prefill_flops(model: Model, prompt_tokens: npt.ArrayLike, *,
                         attention_flops=np.asarray(attn, dtype=np.float64), head_flops=head)
 
 
+def fixed_prefill_ms(prefill_overhead_ms: float, linear_prefill_ms: float,
+                     linear_layers: int) -> float:
+    """F6's fixed time of one prefill, ms: the per-prefill overhead plus a per-layer one for
+    each linear-attention layer (Gated DeltaNet, Mamba), `prefill_overhead_ms +
+    linear_prefill_ms x linear layers`.
+
+    A linear-attention layer prefills through a chain of small kernels (the chunked delta
+    rule's cumulative sums, triangular solve, state pass and output) whose time at a few
+    thousand tokens is their launch and latency floor, not their FLOPs, which F6 counts as
+    nothing for these layers: vLLM's `chunk_gated_delta_rule_fwd` takes 0.19-0.20 ms for one
+    layer of a 2,048-token Qwen3.5 prompt on a B200 (github:vllm-project/vllm pull 38981,
+    2026), the floor the typical basis uses (data/engines.toml). Example: Qwen3.5-9B, 24 Gated
+    DeltaNet layers x 0.2 ms + 3.5 ms = 8.3 ms. Source: F6 (docs/method.md)."""
+    return float(prefill_overhead_ms) + float(linear_prefill_ms) * int(linear_layers)
+
+
 def prefill_seconds(flops: npt.ArrayLike, tflops: float, mfu: float,
                     overhead_s: float = 0.0) -> FloatArray:
     """Prefill time in seconds: t0 + FLOPs / (F x MFU). Seed: 1.47e14 / (165.2e12 x 0.3) = 2.975 s."""

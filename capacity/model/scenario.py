@@ -52,6 +52,7 @@ from capacity.model.padding import check_padding
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import (
     PrefillFlops,
+    fixed_prefill_ms,
     prefill_flops,
     prefill_seconds,
     prefill_seconds_by_parts,
@@ -118,6 +119,8 @@ class Scenario:
     """F11: fixed time per layer per decode step, ms (`roofline.fixed_step_ms`; 0 on the spec
     sheet and the chapter)."""
     prefill_overhead_ms: float = 0.0
+    linear_prefill_ms: float = 0.0
+    """Per linear-attention layer and prefill, ms (F6, `prefill.fixed_prefill_ms`)."""
     request_latency_ms: float = 0.0
     """Time every request spends outside the GPU before its first token, ms (0 on the spec
     sheet and the chapter): the server's front end and its processes' hand-offs
@@ -458,8 +461,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                        weights_gb=s.weights_per_gpu_gb + s.draft_weights_per_gpu_gb,
                        overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
     c_vram = max_concurrency(vram.kv_budget_bytes, kv_req.exact_bytes * s.kv_factor) * s.replicas
-    c_vram_paged = max_concurrency(vram.kv_budget_bytes,
-                                   kv_req.paged_bytes * s.kv_factor) * s.replicas
+    c_vram_paged = max_concurrency(vram.kv_budget_bytes, kv_req.paged_bytes * s.kv_factor) * s.replicas
     step_model = decode_model(s, kv_req.exact_bytes, L)
     step = step_model.decode(c_rep)
     agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
@@ -473,8 +475,8 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                                                           half_tokens=s.mfu_half_tokens,
                                                           routing=routing),
                                s.tflops * s.tp, s.mfu)
-    ttft = prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
-                                    s.prefill_overhead_ms / 1e3,
+    t0_ms = fixed_prefill_ms(s.prefill_overhead_ms, s.linear_prefill_ms, m.layers_of("linear"))
+    ttft = prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu, t0_ms / 1e3,
                                     half_tokens=s.mfu_half_tokens,
                                     routing=routing) + comm_prefill_s
     cross = None

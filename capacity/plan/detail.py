@@ -67,7 +67,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         request_latency_ms=inp.request_latency_ms,
         draft=draft, draft_overhead_ms=inp.draft_overhead_ms,
         verify_overhead_ms=inp.verify_overhead_ms, ridge_sharpness=inp.ridge_sharpness,
-        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens)
+        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens
+    ).with_(linear_prefill_ms=inp.linear_prefill_ms)
 
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,

@@ -347,7 +347,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
             for v in variants:
                 fl = g.tflops_for(v.format.compute_dtype) * tp
                 pre = float(prefill_seconds_by_parts(
-                    pf, fl, inp.mfu, inp.attn_mfu, inp.prefill_overhead_ms / 1e3,
+                    pf, fl, inp.mfu, inp.attn_mfu, inp.fixed_prefill_ms(model) / 1e3,
                     half_tokens=inp.mfu_half_tokens, routing=routing_of(model))) * 1e3
                 vb = vram_budget(vram_gb=g.memory_gb, util=inp.util, weights_gb=v.weights_gb / tp,
                                  overhead_gb=inp.overhead_gb,

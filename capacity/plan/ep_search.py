@@ -423,7 +423,7 @@ def _option(inp: PlanInputs, g: Gpu, shape: NodeShape, o: EpOption, setup: EpSet
         return ep_rejection("ep_rej_count", ep=lay.ep, cap=cap, k=reps, g=billed, rate=rate,
                             limit=max_gpus)
     pre_ms = prefill_ms_per_prompt(inp.workload.prompt, lay.ep, pre_tok_s,
-                                   inp.prefill_overhead_ms)
+                                   inp.fixed_prefill_ms(setup.variant.model))
     load = ep_load(grid, pre_ms, rate / reps, n_out, inp.slo.quantile)
     step = ep_step(setup, max(load.batch, 1.0), eta_bw=b.eta_bw, eff=b.eff,
                    overhead_ms=b.overhead_ms, overlap=o.overlap, knobs=b.knobs)
@@ -583,7 +583,7 @@ def _evaluate(inp: PlanInputs, g: Gpu, shape: NodeShape, o: EpOption, kv: str, w
     pre_tok_s = prefill_tok_s_per_gpu(s, inp.workload.prompt, mfu=b.mfu, imbalance=gamma,
                                       knobs=b.knobs)
     pre_ms = prefill_ms_per_prompt(inp.workload.prompt, lay.ep, pre_tok_s,
-                                   inp.prefill_overhead_ms)
+                                   inp.fixed_prefill_ms(s.variant.model))
     cap = ep_capacity_per_s(grid, pre_ms, inp.workload.output_tokens,
                             inp.slo.at_engine(inp.request_latency_ms))
     if cap <= 0:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
-from capacity.catalog.loader import Gpu, ModelVariant
+from capacity.catalog.loader import Gpu, Model, ModelVariant
 from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import InputError
 from capacity.model.basis import BasisKind, basis_string, kind_of_knobs, knobs_of
@@ -22,6 +22,7 @@ from capacity.model.memory import (
     DEFAULT_UTIL,
     MemoryVerdict,
 )
+from capacity.model.prefill import fixed_prefill_ms
 from capacity.model.roofline import (
     DEFAULT_STEP_METHOD,
 )
@@ -140,6 +141,8 @@ class PlanInputs:
     """Fixed time per layer per decode step, ms (F11, `roofline.fixed_step_ms`)."""
     prefill_overhead_ms: float = 0.0
     """Fixed time per prefill, ms (F11)."""
+    linear_prefill_ms: float = 0.0
+    """Fixed time per linear-attention layer per prefill, ms (F6, `prefill.fixed_prefill_ms`)."""
     step_method: str = DEFAULT_STEP_METHOD.value
     """How the decode step combines its terms: 'chapter' (F4) or 'operator' (F4b)."""
     eta_kv: float | None = None
@@ -237,7 +240,8 @@ class PlanInputs:
             raise InputError(f"prefix share is a fraction of requests in [0, 1], got "
                              f"{self.prefix_share}")
         for name, ms in (("draft overhead", self.draft_overhead_ms),
-                         ("verify overhead", self.verify_overhead_ms)):
+                         ("verify overhead", self.verify_overhead_ms),
+                         ("per-linear-layer prefill overhead", self.linear_prefill_ms)):
             if not (math.isfinite(ms) and ms >= 0):
                 raise InputError(f"{name} must be >= 0 ms, got {ms}")
         self._check_drafts()
@@ -313,6 +317,12 @@ class PlanInputs:
         """The basis as one string (`capacity.model.basis`): '' (the chapter's, or entered
         knobs), 'spec', 'typical:ENGINE' or a calibration's name."""
         return basis_string(self.basis, self.calibration or self.typical)
+
+    def fixed_prefill_ms(self, model: Model) -> float:
+        """F6's fixed time of one prefill of `model`, ms (`prefill.fixed_prefill_ms`: the
+        per-prefill overhead and the per-linear-attention-layer one)."""
+        return fixed_prefill_ms(self.prefill_overhead_ms, self.linear_prefill_ms,
+                                model.layers_of("linear"))
 
     def price_of(self, gpu: Gpu) -> Price:
         """The price of one hour of `gpu` in this plan, with its source (`pricing.price_for`:

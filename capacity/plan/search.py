@@ -194,7 +194,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
                 pre_ms = (float(prefill_seconds_by_parts(
                     pf, tflops_per_replica, inp.mfu, inp.attn_mfu,
-                    inp.prefill_overhead_ms / 1e3, half_tokens=inp.mfu_half_tokens,
+                    inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_tokens,
                     routing=routing_of(model))) * 1e3
                           + comm_prompt)
                 # the draft's weights per GPU join the target's (Scenario's definitions)

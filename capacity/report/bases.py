@@ -38,6 +38,8 @@ class Knobs(Protocol):
     def layer_overhead_ms(self) -> float: ...
     @property
     def request_latency_ms(self) -> float: ...
+    @property
+    def linear_prefill_ms(self) -> float: ...
 
 
 def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
@@ -75,7 +77,9 @@ def knobs_text(knobs: Knobs, lang: str) -> str:
              p0=knobs.prefill_overhead_ms)
     latency = (t("basis_knobs_latency", lang, ms=knobs.request_latency_ms)
                if knobs.request_latency_ms > 0 else "")
-    return text + step_shape_text(knobs, lang) + latency
+    linear = (t("basis_knobs_linear", lang, ms=knobs.linear_prefill_ms)
+              if knobs.linear_prefill_ms > 0 else "")
+    return text + step_shape_text(knobs, lang) + linear + latency
 
 
 def step_shape_text(knobs: Knobs, lang: str) -> str:
