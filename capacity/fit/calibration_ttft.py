@@ -28,6 +28,7 @@ import numpy as np
 
 from capacity.fit.calibration import Calibration, apply
 from capacity.fit.measured import MeasuredPoint
+from capacity.model.prefill import fixed_prefill_ms
 from capacity.model.scenario import Scenario, evaluate
 
 LLAMACPP_BATCH_TOKENS = 2048
@@ -108,7 +109,8 @@ def closed_loop_rows(cal: Calibration, sets: Sequence[tuple[Scenario, Sequence[M
                                             [p.prefill_tokens]).ttft_s).ravel()[0]) * 1e3
             step = float(np.asarray(evaluate(s, [c], [p.decode_context_tokens]).decode.step_ms
                                     ).ravel()[0])
-            t0p = float(s.prefill_overhead_ms)
+            t0p = fixed_prefill_ms(s.prefill_overhead_ms, s.linear_prefill_ms,
+                                   s.model.layers_of("linear"))
             rows.append(ClosedLoopRow(
                 model=base.variant.key, concurrency=p.concurrency, prompt_tokens=p.prefill_tokens,
                 measured_p50_ms=p.ttft_ms, measured_p90_ms=p.ttft_p90_ms, one_prefill_ms=one,
