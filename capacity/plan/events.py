@@ -195,7 +195,7 @@ class _Pages:
         self.top = len(self.kv.held_bytes) - 1
         self.out = svc.output_tokens
         self.less = np.where(shares, self.kv.shared_bytes, 0.0)
-        self.shared = bool(np.any(self.less))
+        self.shared = bool(np.any(self.less))   # stays valid: a preemption only zeroes `less`
         self.held = np.zeros(n, dtype=np.int64)
         self.emitted = np.zeros(n, dtype=np.int64)
         self.order = np.zeros(n, dtype=np.int64)
