@@ -47,15 +47,22 @@ def test_by_parts_runs_gemms_at_the_curve() -> None:
 
 
 def test_scenario_ttft_at_a_given_half_tokens() -> None:
-    # linear: 2 x 9e9 x 8192 = 1.47456e14 FLOP; at m_half 2048 the MFU is
-    # 0.3 x 8192 / 10240 = 0.24, so 1.47456e14 / (165.2e12 x 0.24) = 3.71913 s (2.97530 s at 0.3)
+    # linear: 2 x 9e9 x 8192 = 1.47456e14 FLOP; m_half 2048 for the seed's AWQ weights (5.7 GB
+    # for 9.0 B parameters, 0.6333 bytes each, bf16 arithmetic) on the RTX 4090 is
+    # 2048 x (165.2 x 0.6333 / 2 / 1008) / (989 / 3350) = 2048 x 0.175793 = 360.0 tokens
+    # (`gemm_read_scale`), so the MFU is 0.3 x 8192 / 8552.0 = 0.28737 and
+    # 1.47456e14 / (165.2e12 x 0.28737) = 3.1060 s (2.97530 s at 0.3)
     s = make_scenario(mfu_half_tokens=2048)
     ev = evaluate(s, [1])
-    assert float(ev.ttft_linear_s) == pytest.approx(1.47456e14 / (165.2e12 * 0.24), rel=1e-9)
+    half = 2048 * (165.2e12 / 1008e9) / (989e12 / 3350e9) * (5.7 / 9.0) / 2
+    assert half == pytest.approx(360.0, abs=0.1)
+    assert float(ev.ttft_linear_s) == pytest.approx(
+        1.47456e14 / (165.2e12 * 0.3 * 8192 / (8192 + half)), rel=1e-9)
     # the attention runs at the same step MFU (attn_mfu None): the whole TTFT grows by
-    # (m + m_half) / m = 10240 / 8192 = 1.25 over the constant-MFU chapter's
+    # (m + m_half) / m = 8552.0 / 8192 = 1.0439 over the constant-MFU chapter's
     flat = evaluate(make_scenario(), [1])
-    assert float(ev.ttft_s) == pytest.approx(1.25 * float(flat.ttft_s), rel=1e-12)
+    assert float(ev.ttft_s) == pytest.approx((8192 + half) / 8192 * float(flat.ttft_s),
+                                             rel=1e-12)
     assert float(flat.ttft_linear_s) == pytest.approx(1.47456e14 / (165.2e12 * 0.3), rel=1e-9)
 
 
@@ -81,6 +88,9 @@ def test_planner_and_explorer_share_the_curve() -> None:
     assert s.mfu_half_tokens == 500.0
     ttft = float(evaluate(s, [1]).ttft_s)
     assert o.prefill_ms == pytest.approx(ttft * 1e3, rel=1e-9)
-    # and (2000 + 500) / 2000 = 1.25 times slower than at a constant MFU 0.5
+    # and (2000 + 500 s) / 2000 times slower than at a constant MFU 0.5, s the RTX 4090's scale
+    # for Qwen3.5-9B AWQ (0.6333 bytes per parameter) 0.175793 (`gemm_read_scale`)
+    s_awq = (165.2e12 / 1008e9) / (989e12 / 3350e9) * (5.7 / 9.0) / 2
     flat = option_scenario(PlanInputs(model=inp.model, workload=wl, mfu=0.5), o)
-    assert ttft == pytest.approx(1.25 * float(evaluate(flat, [1]).ttft_s), rel=1e-12)
+    assert ttft == pytest.approx((2000 + 500 * s_awq) / 2000 * float(evaluate(flat, [1]).ttft_s),
+                                 rel=1e-12)

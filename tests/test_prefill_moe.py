@@ -60,18 +60,23 @@ def test_by_parts_with_routing() -> None:
 
 def test_an_moe_prompt_prefills_slower_on_a_curve_and_not_on_the_spec_sheet() -> None:
     """gpt-oss-120b on one H200, a 2,000-token prompt: with a curve (plateau 0.6, m_half 262)
-    the GEMMs run at 0.6 x 2000 / (2000 + 262 R) with R = 22.90; the spec sheet (no curve)
-    is unchanged, so it stays the upper bound."""
+    the GEMMs run at 0.6 x 2000 / (2000 + 262 R s) with R = 22.90 and the H200's scale for
+    these weights, s = (989 x b / 2 / 4800) / (989 / 3350) = 0.2065 with b = (69.13 - 0.343) GB /
+    (116.8 - 0.579) B = 0.5919 bytes per GEMM parameter (`gemm_read_scale`); the spec sheet (no
+    curve) is unchanged, so it stays the upper bound."""
     s = make_scenario("gpt-oss-120b-mxfp4", "h200-sxm", n_gpus=1, context_tokens=4096,
                       prompt_tokens=2000, mfu=0.6, mfu_half_tokens=262.0, attn_mfu=0.6)
     r = float(s.routing.gemm_weight_ratio(2000))
+    b = (69.13e9 - s.variant.lookup_bytes) / ((116.8 - 0.57913344) * 1e9)
+    assert b == pytest.approx(0.5919, abs=1e-4)
+    assert s.routing.read_scale == pytest.approx(3350 / 4800 * b / 2, rel=1e-12)
     ev = evaluate(s, [1])
     dense_like = evaluate(s.with_(mfu_half_tokens=0.0), [1])
     # the linear part at the plateau, its attention part the same in both
     linear_plateau = float(ev.prefill.linear_flops) / (s.tflops * s.tp * 1e12 * 0.6)
-    extra = linear_plateau * 262.0 * r / 2000
+    extra = linear_plateau * 262.0 * r * (3350 / 4800 * b / 2) / 2000
     assert float(ev.prefill_s) == pytest.approx(float(dense_like.prefill_s) + extra, rel=1e-9)
-    assert float(ev.prefill_s) > 2.5 * float(dense_like.prefill_s) - 1e-12
+    assert float(ev.prefill_s) > 1.4 * float(dense_like.prefill_s) - 1e-12
     # the event model's whole-prompt prefill is the same number (one computation)
     svc = service_from_scenario(s, output_tokens=16, engine="sglang")
     assert svc.prefill_ms == pytest.approx(float(ev.prefill_s) * 1e3)
@@ -80,16 +85,19 @@ def test_an_moe_prompt_prefills_slower_on_a_curve_and_not_on_the_spec_sheet() ->
 
 def test_show_math_substitutes_the_curves_mfu() -> None:
     """On a basis with F6c's curve the TTFT line substitutes MFU(L), so its numbers give its
-    result: gpt-oss-120b, 2,000 tokens, plateau 0.6, m_half 262, R 22.90 -> MFU(L) =
-    0.6 x 2000 / (2000 + 262 x 22.90) = 0.1500."""
+    result: gpt-oss-120b MXFP4 on an H200, 2,000 tokens, plateau 0.6, m_half 262, R 22.90 x
+    the H200's scale for these weights 0.2065 (`gemm_read_scale`) = 4.730 -> MFU(L) =
+    0.6 x 2000 / (2000 + 262 x 4.730) = 0.3705."""
     from capacity.report.explain import show_math
 
     s = make_scenario("gpt-oss-120b-mxfp4", "h200-sxm", n_gpus=1, context_tokens=4096,
                       prompt_tokens=2000, mfu=0.6, mfu_half_tokens=262.0)
     line = next(m for m in show_math(s, 1) if m.key == "ttft").substituted
-    eff = 0.6 * 2000 / (2000 + 262 * float(s.routing.gemm_weight_ratio(2000)))
-    assert eff == pytest.approx(0.1500, abs=1e-4)
-    assert "MFU(L) = 0.6 x 2,000 / (2,000 + 262 x 22.9" in line, line
+    eff = 0.6 * 2000 / (2000 + 262 * float(s.routing.gemm_weight_ratio(2000))
+                         * s.routing.read_scale)
+    assert s.routing.read_scale == pytest.approx(0.2065, abs=1e-4)
+    assert eff == pytest.approx(0.3705, abs=1e-4)
+    assert "MFU(L) = 0.6 x 2,000 / (2,000 + 262 x 4.73" in line, line
     assert f"{eff:.4g}"[:5] in line, line
     # without the curve: the plateau alone, as before
     flat = next(m for m in show_math(s.with_(mfu_half_tokens=0.0), 1) if m.key == "ttft")
@@ -102,8 +110,11 @@ def test_the_cli_names_the_mfu_its_ttft_used(capsys: pytest.CaptureFixture[str])
     from capacity.cli.main import main
 
     assert main(["plan", "--model", "gpt-oss-20b-mxfp4", "--basis", "typical:vllm"]) == 0
-    assert "8192-token prompt at MFU 0.5246 [MFU(L) = 0.622 x 8,192 / (8,192 + 262 x 5.806), " \
-           "F6c]: 0.681 s linear" in capsys.readouterr().out
+    # gpt-oss-20b MXFP4 on an RTX 4090: R 5.806 x (165.2 x b / 2 / 1008) / (989 / 3350), b =
+    # (14.46 - 0.401) GB / (20.9 - 0.579) B = 0.6919 bytes per GEMM parameter: 5.806 x 0.19204 =
+    # 1.115; 0.619 x 8192 / (8192 + 262 x 1.115) = 0.5977
+    assert "8192-token prompt at MFU 0.5977 [MFU(L) = 0.619 x 8,192 / (8,192 + 262 x 1.115), " \
+           "F6c]: 0.597 s linear" in capsys.readouterr().out
     assert main(["plan"]) == 0
     assert "8192-token prompt at MFU 0.3: 2.975 s linear, 3.064 s with attention" in \
         capsys.readouterr().out

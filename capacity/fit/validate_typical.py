@@ -160,7 +160,7 @@ def _evidence(sweeps: Sequence[ReferenceSweep], cat: Catalog, half: float) -> Ev
                 i = levels.index(x.concurrency)
                 plateaus.append(group_plateau(
                     sp.ttft_ms[i], x.value, s.prompt_tokens, half,
-                    float(base.routing.gemm_weight_ratio(s.prompt_tokens))))
+                    float(base.routing.half_ratio(s.prompt_tokens))))
     return Evidence(plateaus=tuple(plateaus))
 
 

@@ -176,5 +176,5 @@ def step_mfu(tokens: npt.ArrayLike, *, mfu: float, half_tokens: float = 0.0,
         return np.full_like(m, float(mfu))
     if np.any(m <= 0):
         raise InputError("tokens per step must be > 0")
-    return np.asarray(mfu * m / (m + half_tokens * routing.gemm_weight_ratio(m)),
+    return np.asarray(mfu * m / (m + half_tokens * routing.half_ratio(m)),
                       dtype=np.float64)

@@ -47,7 +47,7 @@ from capacity.model.memory import (
     memory_verdict,
     vram_budget,
 )
-from capacity.model.moe import Routing, routing_of
+from capacity.model.moe import Routing, gemm_bytes_per_param, routing_on
 from capacity.model.padding import check_padding
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import (
@@ -169,9 +169,9 @@ class Scenario:
 
     @property
     def routing(self) -> Routing:
-        """The model's routed experts as a prefill pass's GEMMs see them (F6c; DENSE for a
-        dense model)."""
-        return routing_of(self.model)
+        """Routed experts and F6c's m_half scale here, as a pass's GEMMs see them (F6c)."""
+        return routing_on(self.model, self.tflops, self.bandwidth_gb_s,
+                          gemm_bytes_per_param(self.variant))
 
     @property
     def fixed_step_ms(self) -> float:

@@ -34,7 +34,7 @@ from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH, cost_per_mtok
 from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
 from capacity.model.memory import max_concurrency, vram_budget
-from capacity.model.moe import routing_of
+from capacity.model.moe import gemm_bytes_per_param, routing_on
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import prefill_flops, prefill_seconds_by_parts
 from capacity.model.roofline import StepModel, counts_as_engines, fixed_step_ms
@@ -348,7 +348,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                 fl = g.tflops_for(v.format.compute_dtype) * tp
                 pre = float(prefill_seconds_by_parts(
                     pf, fl, inp.mfu, inp.attn_mfu, inp.fixed_prefill_ms(model) / 1e3,
-                    half_tokens=inp.mfu_half_tokens, routing=routing_of(model))) * 1e3
+                    half_tokens=inp.mfu_half_tokens, routing=routing_on(
+                        model, g.tflops_for(v.format.compute_dtype), g.bandwidth_gb_s,
+                        gemm_bytes_per_param(v)))) * 1e3
                 vb = vram_budget(vram_gb=g.memory_gb, util=inp.util, weights_gb=v.weights_gb / tp,
                                  overhead_gb=inp.overhead_gb,
                                  nccl_gb=DEFAULT_NCCL_GB if tp > 1 else 0.0)

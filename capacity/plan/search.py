@@ -39,7 +39,7 @@ from capacity.model.memory import (
     memory_verdict,
     vram_budget,
 )
-from capacity.model.moe import routing_of
+from capacity.model.moe import gemm_bytes_per_param, routing_on
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
 from capacity.model.roofline import (
@@ -195,7 +195,9 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                 pre_ms = (float(prefill_seconds_by_parts(
                     pf, tflops_per_replica, inp.mfu, inp.attn_mfu,
                     inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_tokens,
-                    routing=routing_of(model))) * 1e3
+                    routing=routing_on(
+                        model, g.tflops_for(v.format.compute_dtype), g.bandwidth_gb_s,
+                        gemm_bytes_per_param(v)))) * 1e3
                           + comm_prompt)
                 # the draft's weights per GPU join the target's (Scenario's definitions)
                 budgets = [(d, vram_budget(vram_gb=g.memory_gb, util=inp.util,
