@@ -134,8 +134,9 @@ class TypicalScorecard:
 def group_plateau(spec_ttft_ms: float, measured_ms: float, prompt_tokens: float,
                   half_tokens: float, weight_ratio: float = 1.0) -> float:
     """The prefill MFU plateau a measured unqueued TTFT implies (dimensionless):
-    (spec-sheet TTFT at MFU 1 / measured) x (L + m_half R) / L, R the MoE weight ratio at L
-    (`Routing.gemm_weight_ratio`; 1 for a dense model). Example: 0.534 at L = 5000, m_half
+    (spec-sheet TTFT at MFU 1 / measured) x (L + m_half R) / L, R the row's `Routing.half_ratio`
+    at L (the MoE weight ratio, 1 for a dense model, times m_half's scale on the device and
+    weight format). Example: 0.534 at L = 5000, m_half
     262 -> 0.534 x 5262 / 5000 = 0.562."""
     return (spec_ttft_ms / measured_ms * (prompt_tokens + half_tokens * weight_ratio)
             / prompt_tokens)

@@ -35,7 +35,8 @@ from capacity.units import GB, GIB, TERA
 def pass_slowdown(step_tokens: float, half_tokens: float, routing: Routing = DENSE) -> float:
     """How much longer a pass's MFU-bound prompt work takes than at the plateau MFU, as a
     share of its plateau time (dimensionless): 1 / step_mfu(m, mfu=1) - 1 = m_half R(m) / m
-    (R = 1 for a dense model, `Routing.gemm_weight_ratio` for an MoE one).
+    (R = `Routing.half_ratio`: the MoE weight ratio, 1 for a dense model, times m_half's scale
+    on the device and weight format).
 
     0 when `half_tokens` is 0 (a constant MFU) or the pass carries no tokens. Example: a pass
     of 512 tokens at m_half 256 runs its prompt GEMMs at 2/3 of the plateau: slowdown 0.5.

@@ -160,9 +160,11 @@ def step_mfu(tokens: npt.ArrayLike, *, mfu: float, half_tokens: float = 0.0,
     """Prefill GEMM efficiency of a forward pass over `tokens` tokens (a share of peak, no unit):
     `mfu x m / (m + m_half x R(m))`, rising with the tokens per step and flattening at `mfu`
     (GEMM efficiency grows with the GEMM's M dimension until the tiles fill the device; issue
-    32). R(m) is 1 for a dense model; for an MoE model the weights the pass's touched experts
-    read against one token's (`Routing.gemm_weight_ratio`): each expert's GEMM gets about
-    m k / E rows, so the pass needs E/k times the tokens to fill them.
+    32). R(m) is `Routing.half_ratio`: for an MoE model the weights the pass's touched experts
+    read against one token's (`Routing.gemm_weight_ratio`: each expert's GEMM gets about
+    m k / E rows, so the pass needs E/k times the tokens to fill them; 1 for a dense model),
+    times m_half's scale on the device and weight format (`moe.gemm_read_scale`; 1 on an H100
+    SXM in bf16, where m_half was measured).
 
     `half_tokens` (m_half, tokens) is where a dense pass reaches half its plateau; 0 keeps the
     chapter's constant MFU (every basis without a curve). Never above `mfu`, so never above
