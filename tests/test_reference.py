@@ -54,7 +54,9 @@ def test_itl_counts_as_tpot_and_tp_is_kept() -> None:
 
 
 @pytest.mark.parametrize("kwargs,n", [
-    pytest.param({"gpu": "h100"}, 11, id="gpu"),
+    # 13 H100 sweeps: 11, and GPUStack's Qwen3-8B at 1, 2 and 8 clients and gpt-oss-120b on
+    # one H100 (added 2026-12-04)
+    pytest.param({"gpu": "h100"}, 13, id="gpu"),
     pytest.param({"gpu": "h100-sxm", "model": "qwen3-8b", "engine": "sglang"}, 2, id="engine"),
     pytest.param({"model": "Qwen3-8B-FP8"}, 1, id="catalog-key"),
     pytest.param({"gpu": "mi300x"}, 1, id="mi300x"),
@@ -147,11 +149,18 @@ def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
     text = (DATA_DIR / "reference" / "published.csv").read_text(encoding="utf-8")
     rows = list(csv.DictReader(text.splitlines()))
     added = [r for r in rows if (r.get("added") or "").strip()]
-    assert added and all(r["added"] in ("2026-12-02", "2026-12-03") for r in added)
+    assert added and all(r["added"] in ("2026-12-02", "2026-12-03", "2026-12-04") for r in added)
     # 2026-12-03: InferenceX's gpt-oss-120b on 2, 4 and 8 H100s (vLLM 0.15.1), four sweeps
     inferencex = [s for s in load_reference() if "InferenceX" in s.source]
     assert sorted((s.tp, len(s.points)) for s in inferencex) == [(2, 1), (4, 1), (8, 2), (8, 5)]
     assert all(s.added == "2026-12-03" and s.gpu_key == "h100-sxm" for s in inferencex)
+    # 2026-12-04: GPUStack's performance lab, Qwen3-8B on one H100 at 1, 2 and 8 clients (vLLM
+    # v0.11.0, 15 rows) and gpt-oss-120b on one H100 (vLLM v0.10.2) and one A100 (v0.11.0) at
+    # 4 clients, 5 rows each
+    gpustack = [s for s in load_reference() if s.added == "2026-12-04"]
+    assert sorted((s.model_key, s.gpu_key, len(s.stated)) for s in gpustack) == [
+        ("gpt-oss-120b-mxfp4", "a100-80gb-sxm", 5), ("gpt-oss-120b-mxfp4", "h100-sxm", 5),
+        ("qwen3-8b-bf16", "h100-sxm", 15)]
     sweeps = [s for s in load_reference() if s.is_added]
     assert sum(len(s.stated) for s in sweeps) == len(added)
     assert all(s.gpu_key and s.model_key for s in sweeps)

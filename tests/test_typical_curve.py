@@ -24,16 +24,16 @@ from capacity.plan.search import plan
 def test_typical_knobs_are_one_set_for_every_gpu() -> None:
     typ = typical_efficiency("vllm")
     # data/engines.toml: plateau 0.619 (median of the published groups' 0.691 and 0.547),
-    # m_half 262 (XLA's H100 matmul table), eta_bw 0.9 and 72.7 us per layer (F11)
+    # m_half 262 (XLA's H100 matmul table), eta_bw 0.882 and 68.9 us per layer (F11)
     assert (typ.typical["eta_bw"], typ.typical["mfu"], typ.typical["mfu_half_tokens"],
-            typ.typical["layer_overhead_ms"]) == (0.9, 0.619, 262.0, 0.0727)
+            typ.typical["layer_overhead_ms"]) == (0.882, 0.619, 262.0, 0.0689)
     wl = Workload(peak_concurrency=8.0, context_tokens=4096, prompt_tokens=1000,
                   output_tokens=200, headroom=0.0)
     for gpus in (("h100-sxm",), ("a100-80gb-sxm",), ("h100-sxm", "a100-80gb-sxm"), None):
         inp = with_basis(PlanInputs(model="llama-3.1-8b-bf16", workload=wl, gpus=gpus),
                          "typical:vllm")
         assert (inp.eta_bw, inp.mfu, inp.mfu_half_tokens, inp.layer_overhead_ms) == (
-            0.9, 0.619, 262.0, 0.0727)
+            0.882, 0.619, 262.0, 0.0689)
 
 
 def test_an_engines_file_without_the_curve_keeps_a_constant_mfu() -> None:

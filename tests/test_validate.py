@@ -169,7 +169,7 @@ def test_rows_added_later_are_held_out_and_scored_apart(card: Scorecard) -> None
     # SGLang) lend no knobs to other groups; their figures are reported apart. Pinned at
     # today's level (a regression guard, not issue 25's targets, which they miss)
     sets = validate_added.row_sets(card)
-    assert [s.added for s in sets] == ["", "2026-12-02", "2026-12-03"]
+    assert [s.added for s in sets] == ["", "2026-12-02", "2026-12-03", "2026-12-04"]
     new = sets[1]
     assert new.rows == 56 and new.upper_bound == new.rows
     # the step against the event model's TPOT (prefill stalls included): 17.2% (41.6% against

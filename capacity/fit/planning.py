@@ -267,9 +267,9 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
     always holds the prediction itself. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.208 and +0.182): eta_bw 0.9 x 0.792 = 0.713 slow, 0.9 x 1.182 = 1.064 -> 1 fast (the
-    spec sheet); layer overhead 0.0727 / 0.792 = 0.0918 and 0.0727 / 1.182 = 0.0615 ms; MFU
-    0.514 and 0.691 (its range)."""
+    -0.307 and +0.154): eta_bw 0.882 x 0.693 = 0.611 slow, 0.882 x 1.154 = 1.018 -> 1 fast
+    (the spec sheet); layer overhead 0.0689 / 0.693 = 0.0994 and 0.0689 / 1.154 = 0.0597 ms;
+    MFU 0.514 and 0.691 (its range)."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}

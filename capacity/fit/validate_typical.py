@@ -9,7 +9,7 @@ section). Two bases:
   fixed cost folded in (no per-layer overhead), held out for its source groups
   (`held_out_eta_bw`);
 - after: bandwidth efficiency and F11's per-layer step overhead solved together by least
-  squares from every group's lowest-concurrency decode point at 8 clients or fewer
+  absolute deviations from every group's lowest-concurrency decode point at 8 clients or fewer
   (`step_points`, `solve_step_knobs`, data/engines.toml's header), each group predicted with
   the solve over the points of other models or other GPUs (`held_out_step_knobs`).
 Both with the prefill curve F6c, the MFU plateau held out (below), and a step row (`tpot_ms`,
@@ -257,27 +257,44 @@ def step_points(groups: dict[str, list[ReferenceSweep]], cat: Catalog) -> dict[s
 
 def solve_step_knobs(points: Sequence[StepPoint]) -> tuple[float, float]:
     """(eta_bw, per-layer overhead ms) from decode points `TPOT = t_bw / eta_bw + layers x
-    t_layer`, linear in (1 / eta_bw, t_layer): least squares over two or more points, inside
-    physics: eta_bw at most `ETA_BW_MAX` (where the free solve goes above it, t_layer is
-    solved again with eta_bw at the edge) and t_layer at least 0; one point gives t_layer = 0,
-    eta_bw = t_bw / TPOT.
-    Example: (14.551, 18.70, 32) and (4.95, 7.38, 36): 1 / eta_bw = 1.196, t_layer = 0.0405 ms
-    (eta_bw 0.836)."""
+    t_layer`, linear in (x = 1 / eta_bw, t_layer): least absolute deviations over two or more
+    points, inside physics (eta_bw at most `ETA_BW_MAX`, t_layer at least 0); one point gives
+    t_layer = 0, eta_bw = t_bw / TPOT (at most `ETA_BW_MAX`).
+
+    The sum of |TPOT - t_bw x - layers t| is least at a vertex of the feasible (x, t): two
+    points fitted exactly, or one point and one bound (x = 1 / ETA_BW_MAX or t = 0), or both
+    bounds; every vertex is tried and the least sum taken (where several tie, every point of
+    the segment between them is least: their mean).
+    Absolute, not squared, deviations: a point the model cannot explain (gpt-oss-120b's MoE
+    layers on one H100 or A100 cost twice a dense layer's 70 us) moves the knobs by what a
+    median moves, not by the square of its miss (docs/method.md, F11).
+    Example: (14.551, 18.70, 32) and (4.95, 7.38, 36) fitted exactly: t = (7.38 x 14.551 -
+    18.70 x 4.95) / (36 x 14.551 - 32 x 4.95) = 0.040557 ms, x = (18.70 - 32 t) / 14.551 =
+    1.19594 (eta_bw 0.836)."""
     if not points:
         raise ValueError("no decode point to derive the step knobs from")
     a = np.array([[p.bandwidth_ms, p.layers] for p in points], dtype=np.float64)
     y = np.array([p.tpot_ms for p in points], dtype=np.float64)
-    if len(points) >= 2 and np.linalg.matrix_rank(a) == 2:
-        inv_eta, layer_ms = np.linalg.lstsq(a, y, rcond=None)[0]
-        if inv_eta < 1.0 / ETA_BW_MAX:
-            inv_eta = 1.0 / ETA_BW_MAX
-            rest = y - a[:, 0] * inv_eta
-            layer_ms = float(np.dot(a[:, 1], rest) / np.dot(a[:, 1], a[:, 1]))
-        if layer_ms >= 0:
-            return 1.0 / float(inv_eta), float(layer_ms)
-    # one point, or a solution outside physics: bandwidth alone (t_layer = 0)
-    eta = float(np.median(a[:, 0] / y))
-    return min(eta, ETA_BW_MAX), 0.0
+    x_min = 1.0 / ETA_BW_MAX
+    if len(points) < 2:
+        return min(float(a[0, 0] / y[0]), ETA_BW_MAX), 0.0
+    cands = [(x_min, 0.0)]
+    cands += [(x_min, (y[i] - a[i, 0] * x_min) / a[i, 1]) for i in range(len(y))]
+    cands += [(y[i] / a[i, 0], 0.0) for i in range(len(y))]
+    for i in range(len(y)):
+        for j in range(i + 1, len(y)):
+            m = a[[i, j]]
+            if abs(np.linalg.det(m)) > 1e-12:
+                sx, st = np.linalg.solve(m, y[[i, j]])
+                cands.append((float(sx), float(st)))
+    feasible = {(round(cx, 12), round(ct, 12)) for cx, ct in cands
+                if cx >= x_min - 1e-12 and ct >= -1e-12}
+    cost = {c: float(np.sum(np.abs(y - a[:, 0] * c[0] - a[:, 1] * c[1]))) for c in feasible}
+    least = min(cost.values())
+    tied = sorted(c for c, v in cost.items() if v <= least + 1e-9)
+    x = max(float(np.mean([c[0] for c in tied])), x_min)
+    t = max(float(np.mean([c[1] for c in tied])), 0.0)
+    return 1.0 / x, t
 
 
 def held_out_step_knobs(points: dict[str, StepPoint], model: str, gpu: str,
@@ -567,7 +584,8 @@ def markdown(card: TypicalScorecard) -> str:
              "of the row's model on its GPU; m_half comes from an external GEMM table. "
              "Before (the basis until 2026-12-02): eta_bw 0.65 with every fixed cost folded "
              "in. After: eta_bw and F11's per-layer step overhead solved together by least "
-             f"squares from the lowest-concurrency decode points of {len(card.step_sources)} "
+             "absolute deviations from the lowest-concurrency decode points of "
+             f"{len(card.step_sources)} "
              f"groups measured at {STEP_POINT_MAX_CLIENTS} clients or fewer with CUDA graphs "
              "(data/engines.toml's header), eta_bw at most 0.9, so a deep model split over 8 "
              "GPUs keeps its per-layer cost. A step row is scored against the event model's TPOT, "
