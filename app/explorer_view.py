@@ -26,7 +26,7 @@ from capacity.plan.events import MAX_LOAD_REQUESTS, OpenLoopPoint
 from capacity.report.bases import basis_label, knobs_text
 from capacity.report.explain import Constraint, Detail, Explanation, Relief, ReliefKind, Status, Verdict
 from capacity.report.i18n import engine_label, error_text, t
-from capacity.report.quote import figure_rows, nodes_text, option_label
+from capacity.report.quote import figure_rows, fmt_ms, nodes_text, option_label
 from capacity.report.urlstate import KNOBS, ExplorerState
 
 if TYPE_CHECKING:  # loaded by Compare only, after the headline (docs/benchmarks.md, "Start-up")
@@ -77,12 +77,38 @@ def verdict_word(v: Verdict, lang: str) -> str:
     return status_text(v.status, lang)
 
 
-def overall_markdown(ex: Explanation, lang: str) -> str:
-    """The overall verdict as a coloured heading, naming the failing constraints."""
-    failing = [t("c_" + v.constraint, lang) for v in ex.verdicts if v.status == Status.FAIL]
-    sep = "、" if lang == "zh" else ", "
-    return (f"#### :{STATUS_COLOR[ex.overall]}[{STATUS_ICON[ex.overall]} "
-            f"{t('overall_' + ex.overall, lang, names=sep.join(failing))}]")
+def fails_under_load(ex: Explanation, dep: DeploymentView | None) -> bool:
+    """Whether the four checks hold (none fails) while the what-if, as the deployment it is,
+    fails at its design load (the Planner's check: the prefills that keep the requests
+    coming, queueing, the SLO percentile): the page's one answer is then that it does not
+    work."""
+    return (dep is not None and not dep.option.feasible
+            and all(v.status != Status.FAIL for v in ex.verdicts))
+
+
+def headline_status(ex: Explanation, dep: DeploymentView | None) -> Status:
+    """The status of the whole what-if: the worst of the four checks and of the deployment at
+    its design load (`fails_under_load`)."""
+    return Status.FAIL if fails_under_load(ex, dep) else ex.overall
+
+
+def _reasons(dep: DeploymentView, lang: str) -> str:
+    """What the deployment fails on, in words, as the headline names failing checks."""
+    return ("、" if lang == "zh" else ", ").join(t("pl_reason_" + r, lang)
+                                                for r in dep.option.failures)
+
+
+def overall_markdown(ex: Explanation, lang: str, dep: DeploymentView | None = None) -> str:
+    """The overall verdict as a coloured heading, naming the failing constraints, or, where
+    only the deployment under load fails, what it fails on."""
+    status = headline_status(ex, dep)
+    if dep is not None and fails_under_load(ex, dep):
+        text = t("overall_fail_load", lang, reasons=_reasons(dep, lang))
+    else:
+        failing = [t("c_" + v.constraint, lang) for v in ex.verdicts if v.status == Status.FAIL]
+        sep = "、" if lang == "zh" else ", "
+        text = t("overall_" + status, lang, names=sep.join(failing))
+    return f"#### :{STATUS_COLOR[status]}[{STATUS_ICON[status]} {text}]"
 
 
 def key_metrics(ex: Explanation, state: ExplorerState, paid_gpus: int, lang: str) -> list[Metric]:
@@ -308,8 +334,12 @@ def compare_diff_text(pinned: ExplorerState, state: ExplorerState, catalog: Cata
 
 
 def compare_frame(pinned_ex: Explanation, pinned: ExplorerState, ex: Explanation,
-                  state: ExplorerState, lang: str) -> pd.DataFrame:
-    """Compare's table: the key figures and verdicts of the pinned what-if and of this one."""
+                  state: ExplorerState, lang: str,
+                  deps: tuple[DeploymentView | None, DeploymentView | None] = (None, None)
+                  ) -> pd.DataFrame:
+    """Compare's table: the key figures and verdicts of the pinned what-if and of this one;
+    the overall row is each one's headline (`headline_status`, with its deployment in
+    `deps`, pinned first)."""
     import pandas as pd
 
     rows = [t("metric_tpot", lang) + " (ms)", t("metric_ttft", lang) + " (s)",
@@ -317,17 +347,19 @@ def compare_frame(pinned_ex: Explanation, pinned: ExplorerState, ex: Explanation
             t("metric_month", lang), t("metric_cvram", lang),
             *(t("c_" + v.constraint, lang) for v in ex.verdicts), t("compare_overall", lang)]
     return pd.DataFrame({t("unc_quantity", lang): rows,
-                         t("chart_pinned", lang): key_numbers(pinned_ex, pinned, lang),
-                         t("chart_current", lang): key_numbers(ex, state, lang)})
+                         t("chart_pinned", lang): key_numbers(pinned_ex, pinned, lang, deps[0]),
+                         t("chart_current", lang): key_numbers(ex, state, lang, deps[1])})
 
 
-def key_numbers(ex: Explanation, state: ExplorerState, lang: str) -> list[str]:
+def key_numbers(ex: Explanation, state: ExplorerState, lang: str,
+                dep: DeploymentView | None = None) -> list[str]:
     """One what-if's column of the Compare table (`compare_frame`)."""
     f = ex.figures
     return [f"{f['step_ms']:.1f}", f"{f['ttft_s']:.2f}", f"{f['tok_s_per_request']:,.1f}",
             f"{f['aggregate_tok_s']:,.0f}", f"{f['cost_per_mtok']:,.3f} {state.currency}",
             f"{f['monthly_cost']:,.0f} {state.currency}", f"{int(f['c_vram']):,}",
-            *(verdict_word(v, lang) for v in ex.verdicts), status_text(ex.overall, lang)]
+            *(verdict_word(v, lang) for v in ex.verdicts),
+            status_text(headline_status(ex, dep), lang)]
 
 
 def card_title(v: Verdict, lang: str) -> str:
@@ -342,10 +374,22 @@ def detail_text(v: Verdict, lang: str) -> str:
              value_s=v.value / 1e3, limit_s=v.limit / 1e3)
 
 
-def binding_text(ex: Explanation, state: ExplorerState, lang: str) -> str:
-    """What binds the what-if, and by how much: the sentence above the relief buttons."""
+def binding_text(ex: Explanation, state: ExplorerState, lang: str,
+                 dep: DeploymentView | None = None) -> str:
+    """What binds the what-if, and by how much: the sentence above the relief buttons (where
+    only the deployment under load fails, `fails_under_load`, what it misses and why)."""
     b, d, fig = ex.binding, ex.binding_detail, ex.figures
     slo_ttft, slo_tpot = state.slo_ttft_ms / 1e3, state.slo_tpot_ms
+    if dep is not None and fails_under_load(ex, dep):
+        o = dep.option
+        if set(o.failures) <= {"cost"}:
+            return t("b_load_cost", lang, c=f"{ex.concurrency:,}", cur=state.currency,
+                     rate=f"{o.design_rate_per_s:.3g}", cost=f"{o.cost_per_mtok_design:,.3f}",
+                     slo=f"{state.slo_cost:g}", decoding=f"{fig['cost_per_mtok']:,.3f}")
+        return t("b_load_fails", lang, c=f"{ex.concurrency:,}", rate=f"{o.design_rate_per_s:.3g}",
+                 q=f"{dep.inputs.slo.quantile * 100:g}", ttft=fmt_ms(o.ttft_ms),
+                 tpot=fmt_ms(o.tpot_ms), slo_ttft=f"{slo_ttft:g}", slo_tpot=f"{slo_tpot:g}",
+                 reasons=_reasons(dep, lang))
     failing = any(v.status == Status.FAIL for v in ex.verdicts)
     if (b == Constraint.MEMORY and failing
             and ex.verdict(Constraint.MEMORY).status == Status.FAIL):

@@ -87,12 +87,20 @@ for w in scenario.warnings:
                   key="fix_long_context", on_click=set_context, args=(model.max_context_tokens,),
                   icon=":material/arrow_forward:")
 
+# the what-if as the deployment it is (the Planner's figures): the headline's verdict counts it
+dep: cache.DeploymentView | None
+dep_error: CapacityError | None = None
+try:
+    dep = cache.deployment_view(state)
+except CapacityError as exc:
+    dep, dep_error = None, exc
+
 # ---- headline -------------------------------------------------------------------------------
 st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,
                gpu=entry_names(catalog.gpus)[state.gpu]
                + (T("headline_spare", n=scenario_spare(state)) if state.spare else "")))
 with st.container(key="overall"):
-    st.markdown(view.overall_markdown(ex, lang))
+    st.markdown(view.overall_markdown(ex, lang, dep))
 # content-wide metrics that wrap onto a second line on a narrow page, never cut off
 metric_row(view.key_metrics(ex, state, scenario.paid_gpus, lang), key="key_numbers")
 
@@ -126,12 +134,8 @@ if state.draft:
 st.caption(view.prediction_caption(scenario, state.calibration, lang))
 
 # ---- the deployment: the Planner's figures for exactly this what-if -------------------------
-dep: cache.DeploymentView | None
-try:
-    dep = cache.deployment_view(state)
-except CapacityError as exc:
-    dep = None
-    st.warning(T("err_inputs", msg=error_text(exc, lang)))
+if dep_error is not None:
+    st.warning(T("err_inputs", msg=error_text(dep_error, lang)))
 if dep is not None:
     with st.container(border=True, key="deployment"):
         panel(view.deployment_panel(dep, state, lang), numbers_key="deployment_numbers")
@@ -158,6 +162,7 @@ else:
             from capacity.report.charts import COMPARE_CHARTS
 
             pinned_result = cache.explorer_result(pinned)
+            pinned_dep = cache.deployment_view(pinned)
             overlays = cache.compare_charts(state, pinned, chart_labels(lang))
         except CapacityError as exc:
             st.warning(T("compare_error", msg=error_text(exc, lang)))
@@ -167,7 +172,8 @@ else:
                 st.markdown(diff)
             else:
                 st.caption(T("compare_same"))
-            frame = view.compare_frame(pinned_result.explanation, pinned, ex, state, lang)
+            frame = view.compare_frame(pinned_result.explanation, pinned, ex, state, lang,
+                                       (pinned_dep, dep))
             st.dataframe(frame, hide_index=True, key="compare_table", width="stretch",
                          height=35 * (len(frame) + 1) + 3)
             tabs = st.tabs([T("compare_ch_" + name) for name in COMPARE_CHARTS])
@@ -183,7 +189,7 @@ for col, v in zip(cards, ex.verdicts, strict=True):
         st.markdown(view.detail_text(v, lang))
 
 with st.container(key="binding"):
-    st.markdown(f"**{view.binding_text(ex, state, lang)}**")
+    st.markdown(f"**{view.binding_text(ex, state, lang, dep)}**")
     if ex.overall == Status.FAIL or ex.reliefs:
         if ex.reliefs:
             st.markdown(T("relief_ranked" if ex.binding_detail == Detail.SUBTOTAL

@@ -240,6 +240,52 @@ def test_uncertainty_band_and_sensitivity() -> None:
     assert "bandwidth efficiency" in set(sens[0]["input"])
 
 
+def headline(at: AppTest) -> str:
+    """The verdict line under the what-if's title."""
+    return " | ".join(m.value for m in at.get_by_key("overall").markdown)
+
+
+def test_the_headline_counts_the_deployment_under_load() -> None:
+    # the chapter's what-if on the typical vLLM basis: 50 requests decoding at 8K pass the four
+    # checks (TPOT 23.7 ms, TTFT 1.50 s unqueued), but keeping 50 in flight takes 0.573 req/s
+    # of 8K-token prompts, 1.5 s of prefill each: the deployment box below fails, and the
+    # page's one verdict says so, with what it misses (the box's figures) and why
+    at = start(calibration="typical:vllm")
+    assert all("fail" not in card(at, c) for c in ("memory", "bandwidth", "compute", "slo"))
+    box = at.get_by_key("deployment")
+    assert "fails on TTFT; TPOT; cost" in " | ".join(c.value for c in box.caption)
+    assert headline(at).startswith("#### :red[")
+    assert ("Does not work under load: the deployment fails on TTFT, TPOT, cost at its "
+            "design load (below).") in headline(at)
+    why = " | ".join(m.value for m in at.get_by_key("binding").markdown)
+    assert "The four checks pass for 50 requests decoding at once" in why
+    assert "takes 0.573 req/s" in why and "TTFT p90 at 18.42 s" in why
+    assert not [b for b in at.button if (b.key or "").startswith("relief_")]
+    # fewer requests and a shorter context: the deployment holds and the page works
+    small = start(calibration="typical:vllm", c="8", ctx="1024")
+    assert "meets every check" in " | ".join(
+        c.value for c in small.get_by_key("deployment").caption)
+    assert "Works" in headline(small) and "under load" not in headline(small)
+    # eight requests at 2K: the SLOs hold under load, only the deployment's cost per M
+    # output tokens at that load (the GPU mostly idle between prefills) misses the target
+    idle = start(calibration="typical:vllm", c="8", ctx="2048")
+    assert "fails on cost" in " | ".join(c.value for c in idle.get_by_key("deployment").caption)
+    assert "the deployment fails on cost at its design load" in headline(idle)
+    why = " | ".join(m.value for m in idle.get_by_key("binding").markdown)
+    assert "the cost too for 8 requests decoding back to back" in why and "prefill" not in why
+    # pinned beside it, the chapter's what-if reads as its headline does: fail, not pass
+    pair = start(calibration="typical:vllm", c="8", ctx="1024", pin="c:50,ctx:8192")
+    table = next(d.value for d in pair.dataframe if "pinned" in d.value.columns)
+    row = dict(zip(table["quantity"], zip(table["pinned"], table["this what-if"], strict=True),
+                   strict=True))
+    assert row["SLO"] == ("pass", "pass") and row["overall"] == ("fail", "pass")
+    # the four checks failing keep their own line (the chapter's seed: TTFT 3.06 s)
+    seed = start()
+    assert "Does not work as set: Compute, SLO fail" in headline(seed)
+    zh = start(calibration="typical:vllm", lang="zh")
+    assert "按部署不可行：在设计负载下首字、每 token、成本不通过（见下方）。" in headline(zh)
+
+
 def test_the_band_on_a_typical_basis_is_the_planners() -> None:
     # on typical vLLM the band spans data/engines.toml's error band and ranges (the Planner's
     # band), and the caption says so; the default basis keeps the generic ranges
