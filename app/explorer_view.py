@@ -8,6 +8,7 @@ and tables, in the page's language.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from app.cache import DeploymentView, LoadView
@@ -92,10 +93,9 @@ def headline_status(ex: Explanation, dep: DeploymentView | None) -> Status:
     return Status.FAIL if fails_under_load(ex, dep) else ex.overall
 
 
-def _reasons(dep: DeploymentView, lang: str) -> str:
-    """What the deployment fails on, in words, as the headline names failing checks."""
-    return ("、" if lang == "zh" else ", ").join(t("pl_reason_" + r, lang)
-                                                for r in dep.option.failures)
+def _join(names: Iterable[str], prefix: str, lang: str) -> str:
+    """Failing checks in words (each the message `prefix + name`), as the headline lists them."""
+    return ("、" if lang == "zh" else ", ").join(t(prefix + n, lang) for n in names)
 
 
 def overall_markdown(ex: Explanation, lang: str, dep: DeploymentView | None = None) -> str:
@@ -103,11 +103,10 @@ def overall_markdown(ex: Explanation, lang: str, dep: DeploymentView | None = No
     only the deployment under load fails, what it fails on."""
     status = headline_status(ex, dep)
     if dep is not None and fails_under_load(ex, dep):
-        text = t("overall_fail_load", lang, reasons=_reasons(dep, lang))
+        text = t("overall_fail_load", lang, reasons=_join(dep.option.failures, "pl_reason_", lang))
     else:
-        failing = [t("c_" + v.constraint, lang) for v in ex.verdicts if v.status == Status.FAIL]
-        sep = "、" if lang == "zh" else ", "
-        text = t("overall_" + status, lang, names=sep.join(failing))
+        failing = [v.constraint for v in ex.verdicts if v.status == Status.FAIL]
+        text = t("overall_" + status, lang, names=_join(failing, "c_", lang))
     return f"#### :{STATUS_COLOR[status]}[{STATUS_ICON[status]} {text}]"
 
 
@@ -382,14 +381,17 @@ def binding_text(ex: Explanation, state: ExplorerState, lang: str,
     slo_ttft, slo_tpot = state.slo_ttft_ms / 1e3, state.slo_tpot_ms
     if dep is not None and fails_under_load(ex, dep):
         o = dep.option
+        rate = f"{o.design_rate_per_s:.3g}"
+        load = (t("b_load_rate", lang, rate=rate) if state.load > 0
+                else t("b_load_conc", lang, c=f"{ex.concurrency:,}", rate=rate))
         if set(o.failures) <= {"cost"}:
-            return t("b_load_cost", lang, c=f"{ex.concurrency:,}", cur=state.currency,
-                     rate=f"{o.design_rate_per_s:.3g}", cost=f"{o.cost_per_mtok_design:,.3f}",
-                     slo=f"{state.slo_cost:g}", decoding=f"{fig['cost_per_mtok']:,.3f}")
-        return t("b_load_fails", lang, c=f"{ex.concurrency:,}", rate=f"{o.design_rate_per_s:.3g}",
+            return t("b_load_cost", lang, c=f"{ex.concurrency:,}", load=load, cur=state.currency,
+                     cost=f"{o.cost_per_mtok_design:,.3f}", slo=f"{state.slo_cost:g}",
+                     decoding=f"{fig['cost_per_mtok']:,.3f}")
+        return t("b_load_fails", lang, c=f"{ex.concurrency:,}", load=load,
                  q=f"{dep.inputs.slo.quantile * 100:g}", ttft=fmt_ms(o.ttft_ms),
                  tpot=fmt_ms(o.tpot_ms), slo_ttft=f"{slo_ttft:g}", slo_tpot=f"{slo_tpot:g}",
-                 reasons=_reasons(dep, lang))
+                 reasons=_join(o.failures, "pl_reason_", lang))
     failing = any(v.status == Status.FAIL for v in ex.verdicts)
     if (b == Constraint.MEMORY and failing
             and ex.verdict(Constraint.MEMORY).status == Status.FAIL):

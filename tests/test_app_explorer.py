@@ -273,6 +273,10 @@ def test_the_headline_counts_the_deployment_under_load() -> None:
     assert "the deployment fails on cost at its design load" in headline(idle)
     why = " | ".join(m.value for m in idle.get_by_key("binding").markdown)
     assert "the cost too for 8 requests decoding back to back" in why and "prefill" not in why
+    # a design load given as a rate (a Planner option's link): the sentence names that rate
+    rated = start(calibration="typical:vllm", load="2.5")
+    why = " | ".join(m.value for m in rated.get_by_key("binding").markdown)
+    assert "but the design load is 2.5 req/s, and the prefills" in why
     # pinned beside it, the chapter's what-if reads as its headline does: fail, not pass
     pair = start(calibration="typical:vllm", c="8", ctx="1024", pin="c:50,ctx:8192")
     table = next(d.value for d in pair.dataframe if "pinned" in d.value.columns)
