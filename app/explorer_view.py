@@ -101,10 +101,11 @@ def _join(names: Iterable[str], prefix: str, lang: str) -> str:
 def overall_markdown(ex: Explanation, lang: str, dep: DeploymentView | None = None) -> str:
     """The overall verdict as a coloured heading, naming the failing constraints, or, where
     only the deployment under load fails, what it fails on."""
-    status = headline_status(ex, dep)
     if dep is not None and fails_under_load(ex, dep):
+        status = Status.FAIL
         text = t("overall_fail_load", lang, reasons=_join(dep.option.failures, "pl_reason_", lang))
     else:
+        status = ex.overall
         failing = [v.constraint for v in ex.verdicts if v.status == Status.FAIL]
         text = t("overall_" + status, lang, names=_join(failing, "c_", lang))
     return f"#### :{STATUS_COLOR[status]}[{STATUS_ICON[status]} {text}]"
