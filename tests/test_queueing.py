@@ -9,6 +9,7 @@ from capacity.errors import InputError
 from capacity.model.roofline import mixed_step_time_ms
 from capacity.model.scenario import decode_model, evaluate, make_scenario
 from capacity.plan.closed_loop import burst_ttft_ms, closed_loop, closed_loop_as_run
+from capacity.plan.event_stats import Gaps
 from capacity.plan.events import (
     ServiceModel,
     service_from_scenario,
@@ -227,6 +228,26 @@ def test_itl_mean_counts_the_gap_across_a_prefill() -> None:
     assert simulate(svc, arrivals_ms=arrivals, warmup_fraction=0.0).itl_mean_ms is None
     closed = closed_loop_as_run(svc, concurrency=2, shares=[2])
     assert closed["itl_mean_ms"] == pytest.approx(closed["itl_p50_ms"]) == pytest.approx(10.0)
+
+
+def test_gaps_by_hand() -> None:
+    """Requests 0 and 1 had a token at 5 and 8 ms; at 40 ms each has had 3 more, 10 ms apart
+    (a decode of k = 3 steps): their first gaps run from their last token to 20 ms, 15 and
+    12 ms, then 2 tokens of 10 ms each. Request 2 then gets one token at 50 ms, 50 ms after
+    its first at 0. Kept in emission order; request 0 left out as warm-up."""
+    g = Gaps(3)
+    g.last_ms[:] = [5.0, 8.0, 0.0]
+    g.tokens([0, 1], 40.0, 10.0, 3)
+    g.tokens([2], 50.0)
+    g.tokens([], 60.0)   # nothing emitted: nothing kept
+    v, w = g.kept(0)
+    assert v.tolist() == [15.0, 10.0, 12.0, 10.0, 50.0] and w.tolist() == [1, 2, 1, 2, 1]
+    v1, w1 = g.kept(1, 2)
+    assert v1.tolist() == [12.0, 10.0] and w1.tolist() == [1, 2]
+    assert g.mean(0) == pytest.approx((15 + 20 + 12 + 20 + 50) / 7)
+    assert g.last_ms.tolist() == [40.0, 40.0, 50.0]
+    g.add(0, 7.0, 4)
+    assert g.kept(0)[0].tolist()[-1] == 7.0 and g.kept(0)[1].tolist()[-1] == 4
 
 
 def test_weighted_quantiles() -> None:

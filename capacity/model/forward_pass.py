@@ -18,6 +18,7 @@ both add to a step's prompt work and to every pass (docs/method.md, "Engine prof
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +45,14 @@ def pass_slowdown(step_tokens: float, half_tokens: float, routing: Routing = DEN
     """
     if half_tokens <= 0 or step_tokens <= 0:
         return 0.0
+    return _slowdown(float(step_tokens), float(half_tokens), routing)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _slowdown(step_tokens: float, half_tokens: float, routing: Routing) -> float:
+    """`pass_slowdown` for m > 0 and m_half > 0, remembered: a pure function the event loop
+    and the saturation search call with the same few arguments hundreds of thousands of
+    times a scorecard."""
     return 1.0 / float(step_mfu(step_tokens, mfu=1.0, half_tokens=half_tokens,
                                 routing=routing)) - 1.0
 

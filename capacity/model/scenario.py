@@ -13,6 +13,7 @@ serves ceil(C / replicas). Memory figures (KV, subtotal, budget) are per GPU.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -379,10 +380,8 @@ def context_limit_note(context_tokens: int, model: Model) -> Note:
 @dataclass(frozen=True, kw_only=True)
 class Evaluation:
     """A scenario evaluated at arrays of concurrency (total) and context, every term kept.
-
     Arrays broadcast over `concurrency` and `context_tokens`. Memory figures are per GPU;
-    throughput and cost are for the whole deployment.
-    """
+    throughput and cost are for the whole deployment."""
 
     scenario: Scenario
     concurrency: FloatArray
@@ -407,7 +406,14 @@ class Evaluation:
     prefill_s: FloatArray
     """The prompt's prefill on the GPU, s (F6 with attention, F6c, the prompt's all-reduces):
     what the event model and the simulated endpoint spend GPU time on."""
-    crossover_concurrency: float | None
+    step_model: StepModel   # one replica's decode step (`decode_model`)
+
+    @functools.cached_property
+    def crossover_concurrency(self) -> float | None:
+        """F5's C* x the replicas (sequences; None: never, or many contexts), when first read:
+        an MoE's search the event model's thousands of evaluations never need."""
+        per_gpu = None if self.context_tokens.ndim else self.step_model.crossover_batch()
+        return None if per_gpu is None else per_gpu * self.scenario.replicas
 
     @property
     def tpot_ms(self) -> FloatArray:
@@ -444,9 +450,7 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
 def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
              context_tokens: npt.ArrayLike | None = None) -> Evaluation:
     """Evaluate F1-F8 for every (concurrency, context) pair (numpy broadcasting rules).
-
-    Pass `concurrency[:, None]` and `context[None, :]` for a grid.
-    """
+    Pass `concurrency[:, None]` and `context[None, :]` for a grid."""
     C = np.asarray(concurrency, dtype=np.float64)
     if np.any(C < 0):
         raise InputError("concurrency must be >= 0")
@@ -479,10 +483,6 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
     ttft = prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu, t0_ms / 1e3,
                                     half_tokens=s.mfu_half_tokens,
                                     routing=routing) + comm_prefill_s
-    cross = None
-    if L.ndim == 0:
-        per_gpu = step_model.crossover_batch()  # one context: a scalar KV per request
-        cross = None if per_gpu is None else per_gpu * s.replicas
     return Evaluation(
         scenario=s, concurrency=C, context_tokens=L, per_replica_concurrency=c_rep,
         kv_token=kv_tok, kv_request=kv_req, vram=vram, max_concurrency_vram=c_vram,
@@ -491,7 +491,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
         kv_total_bytes=kv_total, vram_subtotal_bytes=subtotal,
         verdict=memory_verdict(subtotal, vram.usable_bytes, s.headroom), prefill=pf,
         ttft_linear_s=ttft_lin, ttft_s=ttft + s.request_latency_ms / 1e3, prefill_s=ttft,
-        crossover_concurrency=cross,
+        step_model=step_model,
     )
 
 

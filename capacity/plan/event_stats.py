@@ -10,42 +10,57 @@ from collections.abc import Sequence
 import numpy as np
 
 from capacity.plan.queueing import QUANTILES
-from capacity.types import FloatArray
+from capacity.types import FloatArray, IntArray
 
 
 class Gaps:
     """Inter-token gaps (ms) as the event loop emits tokens: one value, how many tokens had
-    it, and whose they were (for leaving the warm-up requests out)."""
+    it, and whose they were (for leaving the warm-up requests out). Kept as one array per
+    emission (`tokens`: every id of a step at once, the event loop's hottest path after the
+    pool's claims), in emission order, joined when read."""
 
     def __init__(self, n_requests: int) -> None:
         self.last_ms = np.full(n_requests, np.nan)
-        self.value_ms: list[float] = []
-        self.count: list[int] = []
-        self.request: list[int] = []
+        self._values: list[FloatArray] = []
+        self._counts: list[IntArray] = []
+        self._requests: list[IntArray] = []
 
     def add(self, i: int, gap_ms: float, count: int = 1) -> None:
-        self.value_ms.append(gap_ms)
-        self.count.append(count)
-        self.request.append(i)
+        """One gap of `gap_ms` that `count` of request i's tokens had."""
+        self._values.append(np.array([gap_ms], dtype=np.float64))
+        self._counts.append(np.array([count], dtype=np.int64))
+        self._requests.append(np.array([i], dtype=np.int64))
 
     def tokens(self, ids: Sequence[int], now_ms: float, step_ms: float | None = None,
                k: int = 1) -> None:
         """Each of `ids` got k tokens ending at `now_ms`, the last k - 1 of them `step_ms`
-        apart (decode steps); the first gap runs from its previous token."""
-        for i in ids:
-            first_gap = now_ms - (k - 1) * (step_ms or 0.0) - float(self.last_ms[i])
-            self.add(i, first_gap)
-            if k > 1 and step_ms is not None:
-                self.add(i, step_ms, k - 1)
-            self.last_ms[i] = now_ms
+        apart (decode steps); the first gap runs from its previous token. Per id, in order:
+        its first gap (1 token), then `step_ms` for k - 1 tokens when k > 1."""
+        if not ids:
+            return
+        a = np.asarray(ids, dtype=np.int64)
+        first = (now_ms - (k - 1) * (step_ms or 0.0)) - self.last_ms[a]
+        self.last_ms[a] = now_ms
+        if k > 1 and step_ms is not None:
+            values = np.empty(2 * a.size, dtype=np.float64)
+            values[0::2], values[1::2] = first, step_ms
+            counts = np.empty(2 * a.size, dtype=np.int64)
+            counts[0::2], counts[1::2] = 1, k - 1
+            self._values.append(values)
+            self._counts.append(counts)
+            self._requests.append(np.repeat(a, 2))
+        else:
+            self._values.append(first)
+            self._counts.append(np.ones(a.size, dtype=np.int64))
+            self._requests.append(a)
 
     def kept(self, first_counted: int, end: int | None = None
              ) -> tuple[FloatArray, FloatArray]:
         """(gap ms, tokens that had it) of requests numbered first_counted..end - 1 (None:
         to the last)."""
-        v = np.asarray(self.value_ms, dtype=np.float64)
-        w = np.asarray(self.count, dtype=np.float64)
-        r = np.asarray(self.request, dtype=np.int64)
+        v = np.concatenate([np.zeros(0), *self._values])
+        w = np.concatenate([np.zeros(0), *self._counts]).astype(np.float64)
+        r = np.concatenate([np.zeros(0, dtype=np.int64), *self._requests])
         keep = (r >= first_counted) & np.isfinite(v)
         if end is not None:
             keep &= r < end

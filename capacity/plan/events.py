@@ -213,18 +213,26 @@ class _Pages:
             return 0.0
         r = self.kv.reserve_output_share
         if len(ids) == 1:
-            i = ids[0]
-            one = int(self.held[i]) + extra
-            if r:
-                one += math.ceil(r * max(self.out - int(self.emitted[i]) - extra, 0))
-            return float(self.kv.held_bytes[min(one, self.top)] - self.less[i])
+            return self._one(ids[0], extra)
+        if len(ids) < 8:
+            # a few requests: Python floats, summed in order, which is numpy's own order for
+            # fewer than 8 values (its pairwise sum unrolls from 8): the same bytes, no arrays
+            return float(sum(self._one(i, extra) for i in ids))
         a = np.fromiter(ids, dtype=np.int64, count=len(ids))
         t = self.held[a] + extra
         if r:
             left = np.maximum(self.out - self.emitted[a] - extra, 0)
             t = t + np.ceil(r * left).astype(np.int64)
         got = self.kv.held_bytes[np.minimum(t, self.top)]
-        return float(np.sum(got - self.less[a]) if self.shared else np.sum(got))
+        return float((got - self.less[a]).sum() if self.shared else got.sum())
+
+    def _one(self, i: int, extra: int) -> float:
+        """`claim` of request i alone (B)."""
+        one = int(self.held[i]) + extra
+        r = self.kv.reserve_output_share
+        if r:
+            one += math.ceil(r * max(self.out - int(self.emitted[i]) - extra, 0))
+        return float(self.kv.held_bytes[min(one, self.top)] - self.less[i])
 
     def target(self, i: int, prompt: int) -> int:
         """Tokens request i's (next) prefill ends at: its prompt, or after a preemption its
@@ -269,7 +277,8 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
     prefill_q: deque[int] = deque()      # admitted, prompt not done (FCFS)
     prompt_left: dict[int, int] = {}
     running: list[int] = []              # decoding: request ids
-    remaining: list[int] = []            # decode tokens left per running request
+    ends: list[int] = []                 # per running request: the tick of its last token
+    tick = 0                             # decode tokens every running request has had so far
     now = 0.0
     next_arrival = 0                     # index of the next open-loop arrival
     issued = 0
@@ -287,6 +296,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         guard += 4 * n * (out + 2 + (longest + out) // max(1, per_step))
         pool = pages.kv.pool_bytes
     target: dict[int, int] = {}          # paged: where a request's prefill ends (recompute)
+    pass_ms: dict[tuple[int, tuple[tuple[int, int], ...], float], float] = {}
     max_running = 0
 
     def first_tokens(ids: list[int]) -> None:
@@ -299,7 +309,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 pages.emitted[i] = 1
             if out > 1:
                 running.append(i)
-                remaining.append(out - 1)
+                ends.append(tick + out - 1)
             else:
                 finished_now.append(i)
 
@@ -314,7 +324,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 finished_now.append(i)
             else:
                 running.append(i)
-                remaining.append(out - int(pages.emitted[i]))
+                ends.append(tick + out - int(pages.emitted[i]))
 
     def preempt_newest() -> None:
         """Free the pages of the newest admitted request; it waits at the queue's front."""
@@ -325,7 +335,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             del prompt_left[i]
         else:
             j = running.index(i)
-            del running[j], remaining[j]
+            del running[j], ends[j]
         pages.held[i] = 0
         pages.redo[i] = True
         pages.less[i] = 0.0   # a recompute holds (and prefills) its whole context
@@ -371,7 +381,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             if gaps is not None:
                 gaps.last_ms[k] = 0.0
             running.append(k)
-            remaining.append(left)
+            ends.append(tick + left)
         next_arrival = issued
 
     for _ in range(guard):
@@ -446,9 +456,13 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                     prefill_q.popleft()
                     del prompt_left[i]
                     done_prompts.append(i)   # first token at the end of this step
-            now += svc.mixed_step_ms(b, pieces, extra)
+            key = (b, tuple(pieces), extra)
+            step = pass_ms.get(key)
+            if step is None:   # a pure function of the pass: steady loops repeat passes
+                step = pass_ms[key] = svc.mixed_step_ms(b, pieces, extra)
+            now += step
             if b:
-                remaining = [r - 1 for r in remaining]
+                tick += 1
                 if gaps is not None:
                     gaps.tokens(running, now)
                 if pages is not None:
@@ -467,7 +481,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             if pages is not None and make_room()[0]:
                 busy = len(running)
             b = len(running)
-            k = min(remaining)
+            k = min(ends) - tick
             if next_arrival < timed and busy < cap:
                 gap = float(arrival[next_arrival]) + lat - now
                 k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
@@ -482,22 +496,18 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                     lo, hi = (mid, hi) if pages.claim(running, mid) <= pool else (lo, mid)
                 k = lo
             now += k * float(steps[b])
-            remaining = [r - k for r in remaining]
+            tick += k
             if gaps is not None:
                 gaps.tokens(running, now, float(steps[b]), k)
             if pages is not None:
                 grown = np.asarray(running, dtype=np.int64)
                 pages.held[grown] += k
                 pages.emitted[grown] += k
-        keep_r: list[int] = []
-        keep_m: list[int] = []
-        for i, r in zip(running, remaining, strict=True):
-            if r <= 0:
-                finished_now.append(i)
-            else:
-                keep_r.append(i)
-                keep_m.append(r)
-        running, remaining = keep_r, keep_m
+        if ends and min(ends) <= tick:   # someone had its last token: split them off
+            over = [j for j, e in enumerate(ends) if e <= tick]
+            finished_now.extend(running[j] for j in over)
+            for j in reversed(over):
+                del running[j], ends[j]
         for i in finished_now:
             finish[i] = now
             if clients is not None and issued < n:
