@@ -3,9 +3,11 @@
 Times `capacity.fit.validate.scorecard()` (every published row predicted at the spec sheet,
 every GPU + engine + model group fitted, every group predicted from the others' knobs) and
 `markdown()` in-process, `--repeat` times after one warm-up, and prints the median and range,
-the number of rows and groups, and the load average before and after. A fresh process
-(`capacity validate`, imports and catalog included) is timed once more. The target is a few
-seconds (docs/accuracy.md); figures go to docs/benchmarks.md.
+the number of rows and groups, and the load average before and after. The whole command
+(`capacity validate --format json`: every section, imports and catalog included) is timed
+once more in a fresh process, as a user runs it (its sections in one worker process per CPU)
+and with `--jobs 1` (all in one process), and the ratio of the two printed. The target is a
+few seconds (docs/accuracy.md); figures go to docs/benchmarks.md.
 
     .venv/bin/python benchmarks/bench_validate.py [--repeat 5] [--tiny] [--json | --json-out PATH]
 
@@ -55,13 +57,21 @@ def main(argv: list[str] | None = None) -> int:
             what=f"`capacity validate`'s scorecard + Markdown in-process ({len(card.checks)} "
                  f"published rows, {len(card.groups)} groups)")
     if not args.tiny:
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "capacity", "validate", "--format", "json"],
-                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        fresh = time.perf_counter() - t0
-        print(f"`capacity validate` in a fresh process: {fresh:.2f} s")
-        rec.add("fresh_process_s", fresh, "s",
-                what="`capacity validate --format json` in a fresh process, imports included")
+        fresh = {}
+        for jobs in (None, 1):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "capacity", "validate", "--format", "json",
+                            *([] if jobs is None else ["--jobs", str(jobs)])],
+                           cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+            fresh[jobs] = time.perf_counter() - t0
+        print(f"`capacity validate` in a fresh process: {fresh[None]:.2f} s on "
+              f"{os.cpu_count()} CPUs, {fresh[1]:.2f} s with --jobs 1 "
+              f"(ratio {fresh[None] / fresh[1]:.2f})")
+        rec.add("fresh_process_s", fresh[None], "s",
+                what=f"`capacity validate --format json` in a fresh process, imports and every "
+                     f"section included (one worker per CPU: {os.cpu_count()})")
+        rec.add("fresh_process_one_job_s", fresh[1], "s",
+                what="the same with `--jobs 1` (every section in one process)")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     rec.write()
     return 0

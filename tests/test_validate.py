@@ -410,6 +410,22 @@ def test_cli_writes_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixt
     assert text.startswith("# Mine\n\nkept\n") and "Every row" in between_markers(text)
 
 
+@pytest.mark.slow  # the whole scorecard twice (about 20 s on two CPUs)
+def test_the_sections_in_worker_processes_give_the_same_output(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # `capacity validate` runs its sections in one process per CPU by default; every section
+    # is a pure function of the shipped files, so the JSON is the same byte for byte
+    assert main(["validate", "--format", "json", "--jobs", "1"]) == 0
+    alone = capsys.readouterr().out
+    assert main(["validate", "--format", "json", "--jobs", "2"]) == 0
+    assert capsys.readouterr().out == alone and json.loads(alone)["typical_basis"]
+
+
+def test_validate_refuses_no_workers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--jobs", "0"]) != 0
+    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err
+
+
 def test_a_row_faster_than_the_spec_sheet_is_listed_with_its_reason(tmp_path: Path) -> None:
     header = ("source,date,gpu,model,params_b,weight_format,engine,prompt_tokens,output_tokens,"
               "concurrency,metric,stat,value,unit,notes\n")

@@ -139,14 +139,15 @@ def test_write_section_goes_after_the_scorecard_and_is_replaced(tmp_path: Path) 
 def test_cli_prints_and_writes_the_section(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     # the published scorecard replaced by an empty one: this checks the wiring, not its rows
+    # (in this process, --jobs 1: a worker process would not see the replacement)
     monkeypatch.setattr(cli_validate, "scorecard", lambda **_: scorecard([]))
-    assert main(["validate", "--format", "json"]) == 0
+    assert main(["validate", "--format", "json", "--jobs", "1"]) == 0
     section = json.loads(capsys.readouterr().out)["speculative_decoding"]
     assert section["rows"] > 0 and section["skipped"]
-    assert main(["validate"]) == 0
+    assert main(["validate", "--jobs", "1"]) == 0
     assert "### Speculative decoding: speed-up against batch" in capsys.readouterr().out
     out = tmp_path / "acc.md"
-    assert main(["validate", "--out", str(out)]) == 0
+    assert main(["validate", "--out", str(out), "--jobs", "1"]) == 0
     assert "### Speculative decoding" in vd.section_of(out.read_text(encoding="utf-8"))
 
 

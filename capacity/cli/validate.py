@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from capacity.cli.commands import SUMMARIES
+from capacity.errors import InputError
 from capacity.fit import realtest_record as realtest
 from capacity.fit import validate_disagg as disagg
 from capacity.fit import validate_drafts as drafts
@@ -44,20 +48,58 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="write the Markdown between the <!-- validate:begin/end --> markers "
                         "of FILE.md (text outside them is kept; the file is created if "
                         "missing), e.g. docs/accuracy.md")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="processes the scorecard's sections run in at once (default: one per "
+                        "CPU, at most one per section; 1 = all in this process); the output "
+                        "is the same")
     if step_methods():  # only when the step model offers more than one method
         p.add_argument("--step-method", choices=step_methods(), default=None,
                        help="decode-step method to score (default: the scenario's own)")
     return p
 
 
+SECTIONS: Final = ("card", "realtest", "open_loop", "typical", "disagg", "drafts", "ep")
+"""The scorecard's independent sections, about the longest first: the published rows, the
+real engine's committed records (Markdown, for --out only), runs at a set request rate, the
+typical basis, disaggregated prefill/decode, speculative decoding (speed-ups of a draft
+against batch) and wide expert parallelism (MoE)."""
+
+
+def section(name: str, method: str | None = None) -> Any:
+    """One section of the scorecard, computed in this process (a worker's whole job)."""
+    if name == "card":
+        return scorecard(configure=with_step_method(method), step_method=method)
+    make: dict[str, Callable[[], Any]] = {
+        "realtest": realtest.markdown,
+        "open_loop": open_loop.open_loop_scorecard, "typical": typical.typical_scorecard,
+        "disagg": disagg.disagg_scorecard, "drafts": drafts.draft_scorecard,
+        "ep": expert_parallel.ep_scorecard}
+    return make[name]()
+
+
+def sections(method: str | None, jobs: int | None = None, *, realtest_md: bool = False
+             ) -> dict[str, Any]:
+    """Every section by name (the real engine's only with `realtest_md`): in `jobs` worker
+    processes (None: one per CPU, at most one per section), or all in this process when that
+    is 1. Each section is a pure function of the shipped files, so the result does not
+    depend on `jobs`; on two CPUs the command takes about half as long
+    (benchmarks/bench_validate.py)."""
+    names = [k for k in SECTIONS if realtest_md or k != "realtest"]
+    n = min(len(names), os.cpu_count() or 1) if jobs is None else jobs
+    if n < 1:
+        raise InputError(f"--jobs must be >= 1, got {n}")
+    if n == 1:
+        return {name: section(name, method) for name in names}
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        futures = {name: pool.submit(section, name, method) for name in names}
+        return {name: f.result() for name, f in futures.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     method = getattr(args, "step_method", None)
-    card = scorecard(configure=with_step_method(method), step_method=method)
-    spec_dec = drafts.draft_scorecard()  # its own section: speed-ups of a draft against batch
-    ep = expert_parallel.ep_scorecard()  # and one for wide expert parallelism (MoE)
-    pd = disagg.disagg_scorecard()  # and one for disaggregated prefill/decode
-    ty = typical.typical_scorecard()  # the typical basis, before/after the prefill curve
-    ol = open_loop.open_loop_scorecard()  # and published runs at a set request rate
+    got = sections(method, args.jobs, realtest_md=bool(args.out))
+    card, spec_dec, ep, pd, ty, ol = (got[k] for k in (
+        "card", "drafts", "ep", "disagg", "typical", "open_loop"))
     if args.out:
         command = COMMAND if method is None else f"{COMMAND} --step-method {method}"
         path = write_between_markers(Path(args.out), markdown(card, command=command))
@@ -67,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         typical.write_section(path, typical.markdown(ty))
         open_loop.write_section(path, open_loop.markdown(ol))
         # the real engine: every committed realtest record, predicted again from its files
-        realtest.write_section(path, realtest.markdown())
+        realtest.write_section(path, got["realtest"])
         print(f"wrote {path}")
     elif args.format == "json":
         doc = {**json.loads(to_json(card)), "speculative_decoding": drafts.to_dict(spec_dec),
