@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from capacity.cli import validate as cli_validate
 from capacity.cli.main import main
 from capacity.errors import InputError
 from capacity.fit import calibration as calib
@@ -422,8 +423,10 @@ def test_the_sections_in_worker_processes_give_the_same_output(
 
 
 def test_validate_refuses_no_workers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate", "--jobs", "0"]) != 0
-    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["validate", "--jobs", "0"]) == 2
+    assert "argument --jobs: '0' is not a whole number >= 1" in capsys.readouterr().err
+    with pytest.raises(InputError, match="--jobs must be >= 1, got 0"):
+        cli_validate.sections(None, 0)
 
 
 def test_a_row_faster_than_the_spec_sheet_is_listed_with_its_reason(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from capacity.cli.commands import SUMMARIES
+from capacity.cli.common import whole
 from capacity.errors import InputError
 from capacity.fit import realtest_record as realtest
 from capacity.fit import validate_disagg as disagg
@@ -48,7 +49,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="write the Markdown between the <!-- validate:begin/end --> markers "
                         "of FILE.md (text outside them is kept; the file is created if "
                         "missing), e.g. docs/accuracy.md")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
+    p.add_argument("--jobs", type=whole(min=1), default=None, metavar="N",
                    help="processes the scorecard's sections run in at once (default: one per "
                         "CPU, at most one per section; 1 = all in this process); the output "
                         "is the same")
