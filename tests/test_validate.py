@@ -422,6 +422,18 @@ def test_the_sections_in_worker_processes_give_the_same_output(
     assert capsys.readouterr().out == alone and json.loads(alone)["typical_basis"]
 
 
+def test_validate_runs_in_this_process_where_no_worker_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a sandbox that cannot start processes (or a worker that dies): the sections run here
+    def no_pool(*_: object, **__: object) -> None:
+        raise OSError("no semaphores here")
+
+    monkeypatch.setattr(cli_validate, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(cli_validate, "section", lambda name, method=None: (name, method))
+    got = cli_validate.sections("operator", 2)
+    assert got == {n: (n, "operator") for n in cli_validate.SECTIONS if n != "realtest"}
+
+
 def test_validate_refuses_no_workers(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--jobs", "0"]) == 2
     assert "argument --jobs: '0' is not a whole number >= 1" in capsys.readouterr().err

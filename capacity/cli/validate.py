@@ -23,6 +23,7 @@ import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Final
 
@@ -82,18 +83,21 @@ def sections(method: str | None, jobs: int | None = None, *, realtest_md: bool =
              ) -> dict[str, Any]:
     """Every section by name (the real engine's only with `realtest_md`): in `jobs` worker
     processes (None: one per CPU, at most one per section), or all in this process when that
-    is 1. Each section is a pure function of the shipped files, so the result does not
-    depend on `jobs`; on two CPUs the command takes about half as long
-    (benchmarks/bench_validate.py)."""
+    is 1, or where no worker process can be started (or one dies): the result does not depend
+    on `jobs`, each section being a pure function of the shipped files; on two CPUs the
+    command takes about half as long (benchmarks/bench_validate.py)."""
     names = [k for k in SECTIONS if realtest_md or k != "realtest"]
     n = min(len(names), os.cpu_count() or 1) if jobs is None else jobs
     if n < 1:
         raise InputError(f"--jobs must be >= 1, got {n}")
-    if n == 1:
-        return {name: section(name, method) for name in names}
-    with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = {name: pool.submit(section, name, method) for name in names}
-        return {name: f.result() for name, f in futures.items()}
+    if n > 1:
+        try:
+            with ProcessPoolExecutor(max_workers=n) as pool:
+                futures = {name: pool.submit(section, name, method) for name in names}
+                return {name: f.result() for name, f in futures.items()}
+        except (OSError, NotImplementedError, BrokenProcessPool):
+            pass  # no worker processes here (a sandbox without them, a worker killed): below
+    return {name: section(name, method) for name in names}
 
 
 def run(args: argparse.Namespace) -> int:
