@@ -246,8 +246,6 @@ def test_gaps_by_hand() -> None:
     assert v1.tolist() == [12.0, 10.0] and w1.tolist() == [1, 2]
     assert g.mean(0) == pytest.approx((15 + 20 + 12 + 20 + 50) / 7)
     assert g.last_ms.tolist() == [40.0, 40.0, 50.0]
-    g.add(0, 7.0, 4)
-    assert g.kept(0)[0].tolist()[-1] == 7.0 and g.kept(0)[1].tolist()[-1] == 4
 
 
 def test_weighted_quantiles() -> None:

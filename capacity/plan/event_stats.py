@@ -25,12 +25,6 @@ class Gaps:
         self._counts: list[IntArray] = []
         self._requests: list[IntArray] = []
 
-    def add(self, i: int, gap_ms: float, count: int = 1) -> None:
-        """One gap of `gap_ms` that `count` of request i's tokens had."""
-        self._values.append(np.array([gap_ms], dtype=np.float64))
-        self._counts.append(np.array([count], dtype=np.int64))
-        self._requests.append(np.array([i], dtype=np.int64))
-
     def tokens(self, ids: Sequence[int], now_ms: float, step_ms: float | None = None,
                k: int = 1) -> None:
         """Each of `ids` got k tokens ending at `now_ms`, the last k - 1 of them `step_ms`

@@ -207,8 +207,8 @@ class _Pages:
         """KV bytes `ids` take with `extra` more tokens each: the pages of what they hold
         (`PagedKv.held_bytes`, a prefix hit the shared prefix less) and the reserve of their
         remaining output (SGLang's share). The event loop's hottest call (hundreds of
-        thousands a scorecard): one request takes a scalar path, and without a shared prefix
-        nothing is subtracted (the same sums, fewer numpy calls)."""
+        thousands a scorecard): fewer than 8 requests take a scalar path, and without a shared
+        prefix nothing is subtracted (the same sums, fewer numpy calls)."""
         if not ids:
             return 0.0
         r = self.kv.reserve_output_share
