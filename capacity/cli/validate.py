@@ -90,13 +90,22 @@ def sections(method: str | None, jobs: int | None = None, *, realtest_md: bool =
     n = min(len(names), os.cpu_count() or 1) if jobs is None else jobs
     if n < 1:
         raise InputError(f"--jobs must be >= 1, got {n}")
-    if n > 1:
-        try:
-            with ProcessPoolExecutor(max_workers=n) as pool:
-                futures = {name: pool.submit(section, name, method) for name in names}
+    futures = {}
+    pool: ProcessPoolExecutor | None = None
+    try:   # the pool's queues and the workers (started by the first submit) may be refused
+        if n > 1:
+            pool = ProcessPoolExecutor(max_workers=n)
+            futures = {name: pool.submit(section, name, method) for name in names}
+    except (OSError, NotImplementedError):   # no worker processes here (a sandbox): below
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        pool = None
+    if pool is not None:
+        with pool:
+            try:   # a section's own error comes back from result() as it would in-process
                 return {name: f.result() for name, f in futures.items()}
-        except (OSError, NotImplementedError, BrokenProcessPool):
-            pass  # no worker processes here (a sandbox without them, a worker killed): below
+            except BrokenProcessPool:
+                pass   # a worker died (killed, out of memory): the sections again, here
     return {name: section(name, method) for name in names}
 
 
