@@ -257,13 +257,16 @@ def test_scheduler_knobs_are_checked(capsys: pytest.CaptureFixture[str], argv: l
 @pytest.mark.parametrize("basis", ["chapter", "spec", "typical:vllm"])
 def test_json_states_the_knobs_size_states(capsys: pytest.CaptureFixture[str], basis: str) -> None:
     """One basis, one set of knobs: `plan`'s JSON carries the same knobs block as the deployment
-    `size` recommends on that basis (the numbers behind both rest on it)."""
-    _, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--basis", basis,
-                    "--format", "json")
-    plan = json.loads(out)["knobs"]
+    `size` recommends on that basis (the numbers behind both rest on it), for the same GPU and
+    weight format (on a typical basis the prefill plateau is a share of that GPU's measured
+    matmul ceiling for the format's GEMM precision)."""
     _, out, _ = run(capsys, "size", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--dau", "500",
                     "--basis", basis, "--format", "json")
-    size = json.loads(out)["options"][0]["deployment"]["basis"]["knobs"]
+    deployment = json.loads(out)["options"][0]["deployment"]
+    size = deployment["basis"]["knobs"]
+    _, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--basis", basis,
+                    "--weights", deployment["weights"], "--format", "json")
+    plan = json.loads(out)["knobs"]
     assert plan == size
     if basis == "typical:vllm":  # data/engines.toml's [vllm]: eta_bw 0.882, 68.9 us per layer
         assert plan["eta_bw"] == 0.882 and plan["layer_overhead_ms"] == 0.0689

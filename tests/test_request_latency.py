@@ -146,14 +146,14 @@ def test_the_simulated_endpoint_over_http_delays_the_first_token(catalog: Catalo
 def test_the_typical_sglang_basis_holds_it_and_the_vllm_basis_does_not() -> None:
     sg, vl = typical_efficiency("sglang"), typical_efficiency("vllm")
     assert vl.typical["request_latency_ms"] == 0.0
-    assert sg.typical["request_latency_ms"] == pytest.approx(17.55)
+    assert sg.typical["request_latency_ms"] == pytest.approx(17.50)
     # every other knob is vLLM's (one set for both engines)
     assert {k: v for k, v in sg.typical.items() if k != "request_latency_ms"} == \
         {k: v for k, v in vl.typical.items() if k != "request_latency_ms"}
     assert sg.step_error == vl.step_error
     base = PlanInputs(model="qwen3.5-9b-awq", workload=Workload(daily_active_users=10),
                       gpus=("rtx-4090",))
-    assert with_typical(base, sg).request_latency_ms == pytest.approx(17.55)
+    assert with_typical(base, sg).request_latency_ms == pytest.approx(17.50)
     assert "sglang" in engines()
 
 
@@ -202,6 +202,6 @@ def test_the_shipped_latency_is_the_scorecards() -> None:
 
 def test_a_scenario_on_the_sglang_basis_carries_it(catalog: Catalog) -> None:
     s = scenario_with_basis(_scenario(catalog), "typical:sglang")
-    assert s.request_latency_ms == pytest.approx(17.55)
+    assert s.request_latency_ms == pytest.approx(17.50)
     assert scenario_with_basis(_scenario(catalog), "spec").request_latency_ms == 0.0
     assert scenario_with_basis(_scenario(catalog), "typical:vllm").request_latency_ms == 0.0

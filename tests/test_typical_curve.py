@@ -5,8 +5,18 @@ Expected values are worked by hand in the comments, from the numbers in the data
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
+from capacity.catalog.loader import default_catalog
+from capacity.catalog.matmul import (
+    UNMEASURED_CEILING,
+    matmul_ceiling,
+    measured_matmul,
+    typical_ceiling,
+    typical_mfu,
+)
 from capacity.fit import validate_typical as vt
 from capacity.fit.planning import (
     parse_engines,
@@ -23,17 +33,24 @@ from capacity.plan.search import plan
 
 def test_typical_knobs_are_one_set_for_every_gpu() -> None:
     typ = typical_efficiency("vllm")
-    # data/engines.toml: plateau 0.619 (median of the published groups' 0.691 and 0.547),
-    # m_half 262 (XLA's H100 matmul table), eta_bw 0.882 and 68.9 us per layer (F11)
+    # data/engines.toml: plateau 0.802 of the GPU's measured matmul ceiling (median of the
+    # published groups' 0.975 and 0.629), m_half 262 (XLA's H100 matmul table), eta_bw 0.882
+    # and 68.9 us per layer (F11)
     assert (typ.typical["eta_bw"], typ.typical["mfu"], typ.typical["mfu_half_tokens"],
-            typ.typical["layer_overhead_ms"]) == (0.882, 0.619, 262.0, 0.0689)
+            typ.typical["layer_overhead_ms"]) == (0.882, 0.802, 262.0, 0.0689)
     wl = Workload(peak_concurrency=8.0, context_tokens=4096, prompt_tokens=1000,
                   output_tokens=200, headroom=0.0)
     for gpus in (("h100-sxm",), ("a100-80gb-sxm",), ("h100-sxm", "a100-80gb-sxm"), None):
         inp = with_basis(PlanInputs(model="llama-3.1-8b-bf16", workload=wl, gpus=gpus),
                          "typical:vllm")
         assert (inp.eta_bw, inp.mfu, inp.mfu_half_tokens, inp.layer_overhead_ms) == (
-            0.882, 0.619, 262.0, 0.0689)
+            0.882, 0.802, 262.0, 0.0689)
+        # an option runs the plateau as a share of its own GPU's ceiling, whatever is searched
+        # beside it: H100 bf16 0.802 x 794.5 / 989, A100 0.802 x 271.2 / 312
+        assert inp.mfu_on(default_catalog().gpu("h100-sxm"), "bf16") == pytest.approx(
+            0.802 * 794.5 / 989)
+        assert inp.mfu_on(default_catalog().gpu("a100-80gb-sxm"), "bf16") == pytest.approx(
+            0.802 * 271.2 / 312)
 
 
 def test_an_engines_file_without_the_curve_keeps_a_constant_mfu() -> None:
@@ -44,14 +61,19 @@ def test_an_engines_file_without_the_curve_keeps_a_constant_mfu() -> None:
     assert typ.typical["mfu_half_tokens"] == 0.0 and typ.typical["mfu"] == 0.5
 
 
-def test_every_surface_resolves_the_same_typical_knobs() -> None:
+@pytest.mark.parametrize(("gpu", "searched"), [
+    ("h100-sxm", ("h100-sxm",)), ("mi300x", ("mi300x",)), ("mi300x", ("h100-sxm", "mi300x"))])
+def test_every_surface_resolves_the_same_typical_knobs(gpu: str, searched: tuple[str, ...]
+                                                       ) -> None:
+    # the plateau is a share of each GPU's own matmul ceiling (MI300X 0.511, H100 0.803): an
+    # option's prefill is the Explorer's of the same deployment, whatever is searched beside it
     wl = Workload(peak_concurrency=8.0, context_tokens=4096, prompt_tokens=1000,
                   output_tokens=200, headroom=0.0)
-    inp = with_basis(PlanInputs(model="llama-3.1-8b-bf16", workload=wl, gpus=("h100-sxm",),
+    inp = with_basis(PlanInputs(model="llama-3.1-8b-bf16", workload=wl, gpus=searched,
                                 allow_tp=False, max_gpus=1), "typical:vllm")
-    o = plan(inp).options[0]
+    o = next(x for x in plan(inp, keep_all=True).all_options if x.gpu == gpu)
     planner = option_scenario(inp, o)
-    explorer = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", "h100-sxm",
+    explorer = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", gpu,
                                                  weights=o.weights, kv_dtype=o.kv_dtype,
                                                  context_tokens=4096, prompt_tokens=1000),
                                    "typical:vllm")
@@ -93,10 +115,59 @@ def test_typical_section_on_the_shipped_rows() -> None:
     card = vt.typical_scorecard()
     assert card.rows and {r.metric for r in card.rows} >= {"step", "ttft", "throughput"}
     # the NIM group's plateau is held out: its knobs come from the A100 group alone, whose
-    # plateau is median(0.554 x 16262/16000, 0.537 x 16262/16000) (file header), not 0.634
+    # plateau is median(0.554, 0.537) x (16000 + 42) / 16000 = 0.547 of the spec sheet (file
+    # header), 0.547 / 0.869 = 0.629 of the A100's matmul ceiling; not the file's 0.802
     nim = next(r for r in card.rows if "(NIM)" in r.group)
     mfu = dict(nim.knobs)["mfu"]
-    assert 0.53 < mfu < 0.58 and mfu != pytest.approx(0.634, abs=1e-3)
+    assert 0.61 < mfu < 0.65 and mfu != pytest.approx(0.802, abs=1e-3)
     md = vt.markdown(card)
     assert "Typical basis, nobody measured" in md
     assert card.error("ttft", True, False).n == 18  # the original rows; added ones apart
+
+
+def test_the_typical_plateau_is_a_share_of_the_measured_matmul_ceiling() -> None:
+    cat = default_catalog()
+    h100, mi300x, rtx4090 = cat.gpu("h100-sxm"), cat.gpu("mi300x"), cat.gpu("rtx-4090")
+    # data/matmul_ceilings.toml: H100 SXM bf16 794.5 of 989, fp8 1402.6 of 1979; MI300X 668.4
+    # of the catalog's 1307.4; the RTX 4090 is not measured: the median share, 0.803
+    assert typical_ceiling(h100, "bf16") == pytest.approx(794.5 / 989)
+    assert typical_ceiling(h100, "fp8") == pytest.approx(1402.6 / 1979)
+    assert typical_ceiling(mi300x, "bf16") == pytest.approx(668.4 / 1307.4)
+    assert typical_ceiling(rtx4090, "bf16") == UNMEASURED_CEILING
+    assert typical_mfu(0.802, h100, "bf16") == pytest.approx(0.802 * 794.5 / 989)   # 0.644
+    assert typical_mfu(0.802, mi300x, "bf16") == pytest.approx(0.802 * 668.4 / 1307.4)  # 0.410
+    assert typical_mfu(1.5, h100, "bf16") == 1.0  # never past the spec sheet
+    # the share assumed where nothing is measured: the median of the bundled bf16 shares
+    shares = [matmul_ceiling(g, "bf16") for g in cat.gpus.values()
+              if measured_matmul(g.key) is not None]
+    assert len(shares) == 8
+    assert UNMEASURED_CEILING == pytest.approx(statistics.median(
+        x for x in shares if x is not None), abs=5e-4)
+    # a scenario on the typical basis runs its GPU's plateau: MI300X prefill at 0.410 of its
+    # spec sheet, not the H100's 0.644
+    for gpu, want in (("h100-sxm", 0.802 * 794.5 / 989), ("mi300x", 0.802 * 668.4 / 1307.4)):
+        s = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", gpu, context_tokens=4096),
+                                "typical:vllm")
+        assert s.mfu == pytest.approx(want)
+
+
+def test_the_disaggregated_pools_prefill_as_the_explorer_does() -> None:
+    # the disaggregated search prices a prefill replica with the plateau of its own GPU (an
+    # MI300X 0.802 x 0.511, an H100 0.802 x 0.803), as the Explorer's Scenario of it
+    from capacity.plan import disagg
+
+    wl = Workload(peak_concurrency=8.0, context_tokens=4096, prompt_tokens=1000,
+                  output_tokens=200, headroom=0.0)
+    inp = with_basis(PlanInputs(model="llama-3.1-8b-bf16", workload=wl,
+                                gpus=("h100-sxm", "mi300x")), "typical:vllm")
+    _, units, _ = disagg._units(inp, default_catalog())
+    seen = set()
+    for u in units:
+        if u.tp != 1:
+            continue
+        s = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", u.gpu.key, weights=u.weights,
+                                              kv_dtype=u.kv, context_tokens=4096,
+                                              prompt_tokens=1000), "typical:vllm")
+        assert u.prefill_ms == pytest.approx(float(evaluate(s, [1]).ttft_s) * 1e3, rel=1e-9)
+        seen.add(u.gpu.key)
+    assert seen == {"h100-sxm", "mi300x"}

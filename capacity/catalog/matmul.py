@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Final
 
 from capacity import workspace
 from capacity.catalog.custom import is_custom
@@ -93,3 +94,27 @@ def matmul_ceiling(gpu: Gpu, compute_dtype: str) -> float | None:
     if measured is None or measured > peak:
         return None
     return measured / peak
+
+
+UNMEASURED_CEILING: Final = 0.803
+"""The matmul ceiling the typical basis assumes for a GPU or precision the file does not measure
+(dimensionless share of the spec sheet): the median of the bundled file's bf16 shares (A100
+SXM 0.869 twice, A100 PCIe 0.811, H100 and H200 SXM 0.803, B200 0.776, GB200 0.729, MI300X
+0.511: 0.803); a test recomputes it from the file and the catalog."""
+
+
+def typical_ceiling(gpu: Gpu, compute_dtype: str) -> float:
+    """The matmul ceiling a typical basis' prefill plateau is a share of (dimensionless):
+    `matmul_ceiling` where the GPU's fastest GEMM is measured for that precision, else
+    `UNMEASURED_CEILING`. Example: H100 SXM bf16 0.803, fp8 0.709; MI300X bf16 0.511; an RTX
+    4090 (not measured) 0.803."""
+    got = matmul_ceiling(gpu, compute_dtype)
+    return UNMEASURED_CEILING if got is None else got
+
+
+def typical_mfu(plateau_share: float, gpu: Gpu, compute_dtype: str) -> float:
+    """A typical basis' prefill MFU plateau on `gpu` (share of its spec-sheet TFLOP/s, at most
+    1): the basis' plateau as a share of the measured matmul ceiling (data/engines.toml's
+    `mfu`) x `typical_ceiling`. Example: 0.802 on an H100 bf16: 0.802 x 0.803 = 0.644; on
+    an MI300X: 0.802 x 0.511 = 0.410."""
+    return min(1.0, plateau_share * typical_ceiling(gpu, compute_dtype))

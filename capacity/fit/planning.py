@@ -27,6 +27,7 @@ from typing import Final
 
 from capacity import workspace
 from capacity.catalog.loader import Catalog
+from capacity.catalog.matmul import typical_ceiling, typical_mfu
 from capacity.errors import CatalogError, InputError
 from capacity.fit.calibration import KNOBS, Calibration, PointKind, apply
 from capacity.fit.calibration_store import check_name, load, load_named
@@ -247,8 +248,16 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
         return s.with_(calibration=None, **SPEC_KNOBS)
     if basis.startswith(TYPICAL_PREFIX):
         typ = typical_efficiency(basis.removeprefix(TYPICAL_PREFIX))
-        return s.with_(calibration=None, **{**CHAPTER_KNOBS, **typ.typical})
+        return s.with_(calibration=None, **{**CHAPTER_KNOBS, **typical_knobs_on(typ.typical, s)})
     return apply(load_named(basis), s.with_(**CHAPTER_KNOBS))
+
+
+def typical_knobs_on(knobs: Mapping[str, float], s: Scenario) -> dict[str, float]:
+    """A typical basis' knobs (data/engines.toml's units) as `s` runs them: the prefill plateau
+    `mfu`, a share of the GPU's measured matmul ceiling, as a share of its spec-sheet TFLOP/s
+    for the precision its GEMMs run in (`capacity.catalog.matmul.typical_mfu`); the others as
+    they are. Example: mfu 0.802 on an H100 bf16 -> 0.644."""
+    return {**knobs, "mfu": typical_mfu(knobs["mfu"], s.gpu, s.variant.format.compute_dtype)}
 
 
 STEP_BAND_KNOBS: Final = ("eta_bw", "eff", "step_overhead_ms", "layer_overhead_ms")
@@ -267,9 +276,9 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
     always holds the prediction itself. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.307 and +0.154): eta_bw 0.882 x 0.693 = 0.611 slow, 0.882 x 1.154 = 1.018 -> 1 fast
-    (the spec sheet); layer overhead 0.0689 / 0.693 = 0.0994 and 0.0689 / 1.154 = 0.0597 ms;
-    MFU 0.514 and 0.691 (its range)."""
+    -0.311 and +0.158): eta_bw 0.882 x 0.689 = 0.608 slow, 0.882 x 1.158 = 1.021 -> 1 fast
+    (the spec sheet); layer overhead 0.0689 / 0.689 = 0.1000 and 0.0689 / 1.158 = 0.0595 ms;
+    MFU 0.629 and 0.975 (its range, shares of the GPU's matmul ceiling)."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}
@@ -292,9 +301,22 @@ def typical_ranges(s: Scenario, engine: str) -> dict[str, tuple[float, float]]:
     """(low, high) of each of `TYPICAL_KNOBS` around `s`, a scenario on `engine`'s typical
     basis: the values of its band's two edges (`typical_knob_edges`), for the Explorer's
     sensitivity table beside that band."""
-    slow, fast = typical_knob_edges(typical_efficiency(engine),
-                                    {k: float(getattr(s, k)) for k in TYPICAL_KNOBS})
+    slow, fast = _scenario_edges(s, engine)
     return {k: (min(slow[k], fast[k]), max(slow[k], fast[k])) for k in TYPICAL_KNOBS}
+
+
+def _scenario_edges(s: Scenario, engine: str) -> tuple[dict[str, float], dict[str, float]]:
+    """`typical_knob_edges` around `s`, a scenario on `engine`'s typical basis, in `s`'s units:
+    its MFU, a share of the spec sheet there, is the engines file's share of the matmul
+    ceiling x the GPU's ceiling (`typical_knobs_on`), so the edges are taken in the file's
+    units and put back the same way."""
+    ceiling = typical_ceiling(s.gpu, s.variant.format.compute_dtype)
+    planned = {k: float(getattr(s, k)) for k in TYPICAL_KNOBS}
+    planned["mfu"] /= ceiling
+    slow, fast = typical_knob_edges(typical_efficiency(engine), planned)
+    for edge in (slow, fast):
+        edge["mfu"] = min(1.0, edge["mfu"] * ceiling)
+    return slow, fast
 
 
 def typical_band_scenarios(s: Scenario, engine: str) -> tuple[Scenario, Scenario]:
@@ -302,8 +324,7 @@ def typical_band_scenarios(s: Scenario, engine: str) -> tuple[Scenario, Scenario
     (`typical_knob_edges`, as the Planner's `band_edges` puts them into its inputs), for
     `capacity.fit.uncertainty.band`; the memory overhead keeps the generic range
     (`TYPICAL_RANGES`: the engines file has none)."""
-    slow_k, fast_k = typical_knob_edges(typical_efficiency(engine),
-                                        {k: float(getattr(s, k)) for k in TYPICAL_KNOBS})
+    slow_k, fast_k = _scenario_edges(s, engine)
     gb_slow, gb_fast = overhead_gb_edges(s.overhead_gb)
     return s.with_(**fast_k, overhead_gb=gb_fast), s.with_(**slow_k, overhead_gb=gb_slow)
 

@@ -20,8 +20,11 @@ included. At C = 1 it is the F4 step.
 
 Held out (every knob derived from published.csv, the scored row's group left out):
 - the MFU plateau: the median over the other groups of (spec-sheet TTFT at MFU 1 / measured
-  TTFT) x (L + m_half) / L on their rows at concurrency 1 (the rule the file's plateau comes
-  from), else the file's; m_half from the file (an external GEMM measurement);
+  TTFT) x (L + m_half) / L / the GPU's matmul ceiling on their rows at concurrency 1 (the
+  rule the file's plateau comes from: a share of the ceiling,
+  `capacity.catalog.matmul.typical_ceiling`), else the file's, and a row runs it on its own
+  GPU's ceiling (`planning.typical_knobs_on`); m_half from the file (an external GEMM
+  measurement);
 - before, eta_bw: the median of spec-sheet step / measured TPOT over six source points
   (`ETA_BW_SOURCES`: the RTX 4090 vLLM sweep, the H100 SXM vLLM v0.11.0 point); a source
   group is scored with 0.65 x (the rule without it / the rule with all) (`held_out_eta_bw`);
@@ -57,9 +60,10 @@ from typing import Any, Final
 import numpy as np
 
 from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.matmul import typical_ceiling
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
-from capacity.fit.planning import engines, typical_efficiency
+from capacity.fit.planning import engines, typical_efficiency, typical_knobs_on
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.uncertainty import TYPICAL_RANGES
 from capacity.fit.validate_report import between_markers, write_between_markers
@@ -133,7 +137,8 @@ class TypicalScorecard:
 
 def group_plateau(spec_ttft_ms: float, measured_ms: float, prompt_tokens: float,
                   half_tokens: float, weight_ratio: float = 1.0) -> float:
-    """The prefill MFU plateau a measured unqueued TTFT implies (dimensionless):
+    """The prefill MFU plateau a measured unqueued TTFT implies (dimensionless share of the
+    spec sheet; `_evidence` divides it by the GPU's matmul ceiling):
     (spec-sheet TTFT at MFU 1 / measured) x (L + m_half R) / L, R the row's `Routing.half_ratio`
     at L (the MoE weight ratio, 1 for a dense model, times m_half's scale on the device and
     weight format). Example: 0.534 at L = 5000, m_half
@@ -144,7 +149,8 @@ def group_plateau(spec_ttft_ms: float, measured_ms: float, prompt_tokens: float,
 
 @dataclass(frozen=True, kw_only=True)
 class Evidence:
-    """The prefill plateaus one group's unqueued TTFT rows imply (concurrency 1)."""
+    """The prefill plateaus one group's unqueued TTFT rows imply (concurrency 1), each as a
+    share of its GPU's matmul ceiling (`typical_ceiling`), data/engines.toml's unit."""
 
     plateaus: tuple[float, ...]
 
@@ -161,7 +167,8 @@ def _evidence(sweeps: Sequence[ReferenceSweep], cat: Catalog, half: float) -> Ev
                 i = levels.index(x.concurrency)
                 plateaus.append(group_plateau(
                     sp.ttft_ms[i], x.value, s.prompt_tokens, half,
-                    float(base.routing.half_ratio(s.prompt_tokens))))
+                    float(base.routing.half_ratio(s.prompt_tokens)))
+                    / typical_ceiling(base.gpu, base.variant.format.compute_dtype))
     return Evidence(plateaus=tuple(plateaus))
 
 
@@ -446,11 +453,11 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             levels = sorted({x.concurrency for x in s.stated})
             sched = v.scheduler_of(s.engine)
-            before = v.predict(base.with_(**before_k), levels, s.prompt_tokens,
-                               s.output_tokens, sched)
+            before = v.predict(base.with_(**typical_knobs_on(before_k, base)), levels,
+                               s.prompt_tokens, s.output_tokens, sched)
             after = (before if after_k == before_k else
-                     v.predict(base.with_(**after_k), levels, s.prompt_tokens,
-                               s.output_tokens, sched))
+                     v.predict(base.with_(**typical_knobs_on(after_k, base)), levels,
+                               s.prompt_tokens, s.output_tokens, sched))
             spec = v.predict(v.spec_sheet(base), levels, s.prompt_tokens, s.output_tokens)
             sat = _saturated(s, base, levels)
             for x in s.stated:

@@ -91,6 +91,16 @@ def _num(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def run_knobs(d: Deployment, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The basis' knobs as the deployment runs them (`knobs_of`): the prefill plateau on its
+    GPU and weight format (`PlanInputs.mfu_on`: on a typical basis the engines file's share of
+    the matmul ceiling, resolved), as the Explorer's Scenario of it holds them."""
+    cat = catalog or default_catalog()
+    inp = d.inputs
+    dtype = cat.variant(inp.model, d.weights).format.compute_dtype
+    return {**knobs_of(inp), "mfu": inp.mfu_on(cat.gpu(d.gpu), dtype)}
+
+
 def record(d: Deployment, o: Option, catalog: Catalog | None = None) -> dict[str, Any]:
     """The deployment and its figures as one JSON-ready record (`capacity size --format json`
     carries one per option): what it is, what it costs and where the price comes from, the
@@ -110,7 +120,7 @@ def record(d: Deployment, o: Option, catalog: Catalog | None = None) -> dict[str
                          "missing_offer_kind": pr.missing_kind or None,
                          "node_gpus": pr.node_gpus or None},
         "basis": {"kind": inp.basis.value, "name": inp.basis_string,
-                  "knobs": knobs_of(inp)},
+                  "knobs": run_knobs(d, catalog)},
         "engine": inp.engine,
         "workload": {"context_tokens": wl.context_tokens, "prompt_tokens": wl.prompt,
                      "output_tokens": wl.output_tokens, "prefix_tokens": inp.prefix_tokens,

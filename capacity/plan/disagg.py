@@ -347,7 +347,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
             for v in variants:
                 fl = g.tflops_for(v.format.compute_dtype) * tp
                 pre = float(prefill_seconds_by_parts(
-                    pf, fl, inp.mfu, inp.attn_mfu, inp.fixed_prefill_ms(model) / 1e3,
+                    pf, fl, inp.mfu_on(g, v.format.compute_dtype), inp.attn_mfu,
+                    inp.fixed_prefill_ms(model) / 1e3,
                     half_tokens=inp.mfu_half_tokens, routing=routing_on(
                         model, g.tflops_for(v.format.compute_dtype), g.bandwidth_gb_s,
                         gemm_bytes_per_param(v)))) * 1e3

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.catalog.loader import Gpu, Model, ModelVariant
+from capacity.catalog.matmul import typical_mfu
 from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import InputError
 from capacity.model.basis import BasisKind, basis_string, kind_of_knobs, knobs_of
@@ -303,6 +304,16 @@ class PlanInputs:
         kind, depth = parse_draft(key)
         return make_draft(variant, kind, depth, acceptance_length=self.acceptance_length,
                           acceptance_rate=self.acceptance_rate)
+
+    def mfu_on(self, gpu: Gpu, compute_dtype: str) -> float:
+        """The prefill MFU plateau an option on `gpu` runs (share of its spec-sheet TFLOP/s for
+        `compute_dtype`): on an engine's typical basis (`typical` set, no calibration) `mfu` is
+        a share of the GPU's measured matmul ceiling (`capacity.catalog.matmul.typical_mfu`,
+        as `capacity.fit.planning.typical_knobs_on` puts it into a Scenario); on every other
+        basis `mfu` itself."""
+        if self.typical and not self.calibration:
+            return typical_mfu(self.mfu, gpu, compute_dtype)
+        return self.mfu
 
     @property
     def basis(self) -> BasisKind:

@@ -193,7 +193,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
                 pre_ms = (float(prefill_seconds_by_parts(
-                    pf, tflops_per_replica, inp.mfu, inp.attn_mfu,
+                    pf, tflops_per_replica, inp.mfu_on(g, v.format.compute_dtype), inp.attn_mfu,
                     inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_tokens,
                     routing=routing_on(
                         model, g.tflops_for(v.format.compute_dtype), g.bandwidth_gb_s,

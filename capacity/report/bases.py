@@ -72,7 +72,11 @@ def knobs_text(knobs: Knobs, lang: str) -> str:
     """A basis' knobs in words: 'decode compute eff 1.00, prefill MFU 0.30, ...' (of a
     `PlanInputs` or a `Scenario`)."""
     half = float(knobs.mfu_half_tokens)
-    text = t("basis_knobs_curve" if half > 0 else "basis_knobs", lang, eff=knobs.eff,
+    # planner inputs on an engine's typical basis hold the plateau as a share of each GPU's
+    # measured matmul ceiling (`PlanInputs.mfu_on`); a Scenario holds it resolved
+    ceiling = bool(getattr(knobs, "typical", "")) and not getattr(knobs, "calibration", "")
+    key = "basis_knobs_curve" if half > 0 else "basis_knobs"
+    text = t(key + "_ceiling" if ceiling else key, lang, eff=knobs.eff,
              mfu=knobs.mfu, half=half, eta=knobs.eta_bw, t0=knobs.step_overhead_ms,
              p0=knobs.prefill_overhead_ms)
     latency = (t("basis_knobs_latency", lang, ms=knobs.request_latency_ms)
