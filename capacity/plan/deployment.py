@@ -95,10 +95,9 @@ def run_knobs(d: Deployment, catalog: Catalog | None = None) -> dict[str, Any]:
     """The basis' knobs as the deployment runs them (`knobs_of`): the prefill plateau on its
     GPU and weight format (`PlanInputs.mfu_on`: on a typical basis the engines file's share of
     the matmul ceiling, resolved), as the Explorer's Scenario of it holds them."""
-    cat = catalog or default_catalog()
     inp = d.inputs
-    dtype = cat.variant(inp.model, d.weights).format.compute_dtype
-    return {**knobs_of(inp), "mfu": inp.mfu_on(cat.gpu(d.gpu), dtype)}
+    return {**knobs_of(inp),
+            "mfu": inp.option_mfu(catalog or default_catalog(), d.gpu, d.weights)}
 
 
 def record(d: Deployment, o: Option, catalog: Catalog | None = None) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         base, o.gpu, catalog=cat, weights=o.weights, n_gpus=o.n_gpus, tp=o.tp, util=inp.util,
         overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
         prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype, eff=inp.eff,
-        mfu=inp.mfu_on(cat.gpu(o.gpu), cat.variant(base, o.weights).format.compute_dtype),
+        mfu=inp.option_mfu(cat, o.gpu, o.weights),
         mfu_half_tokens=inp.mfu_half_tokens,
         price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
         headroom=inp.memory_headroom, eta_bw=inp.eta_bw, step_overhead_ms=inp.step_overhead_ms,

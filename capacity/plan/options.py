@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
-from capacity.catalog.loader import Gpu, Model, ModelVariant
+from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant
 from capacity.catalog.matmul import typical_mfu
 from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import InputError
@@ -314,6 +314,13 @@ class PlanInputs:
         if self.typical and not self.calibration:
             return typical_mfu(self.mfu, gpu, compute_dtype)
         return self.mfu
+
+    def option_mfu(self, catalog: Catalog, gpu: str, weights: str) -> float:
+        """`mfu_on` for an option: the GPU key and the weight format of `model`'s base model
+        (`model` may name a variant, 'qwen3.5-9b-awq', and the option another format)."""
+        base = catalog.variant(self.model).model.key
+        return self.mfu_on(catalog.gpu(gpu),
+                           catalog.variant(base, weights).format.compute_dtype)
 
     @property
     def basis(self) -> BasisKind:
