@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Final
 
@@ -85,12 +85,22 @@ def matmul_ceiling(gpu: Gpu, compute_dtype: str) -> float | None:
     figure is above the entry's spec sheet (a measurement of another card: no bound rather
     than a wrong one; the bundled file's consistency is tested). Example: H100 SXM bf16
     794.5 / 989 = 0.803; fp8 1402.6 / 1979 = 0.709."""
-    row = measured_matmul(gpu.key)
-    if row is None or is_custom(gpu.path) or (compute_dtype == "int8" and gpu.int8_tops):
+    if compute_dtype == "int8" and gpu.int8_tops:
         return None
     fp8 = compute_dtype == "fp8" and bool(gpu.fp8_tflops)
+    return _share(gpu.key, gpu.path, fp8, gpu.tflops_for("fp8" if fp8 else "bf16"),
+                  str(workspace.catalog_dir()))
+
+
+@lru_cache(maxsize=1024)
+def _share(key: str, path: str, fp8: bool, peak: float, folder: str) -> float | None:
+    """`matmul_ceiling` of one GPU entry and precision, kept per catalog folder (`folder`):
+    the planner asks for every GPU, TP and weight format it searches, and `is_custom`
+    resolves paths on the disk (about 0.1 ms a call)."""
+    row = measured_matmul(key)
+    if row is None or is_custom(path):
+        return None
     measured = row.fp8_tflops if fp8 else row.bf16_tflops
-    peak = gpu.tflops_for("fp8" if fp8 else "bf16")
     if measured is None or measured > peak:
         return None
     return measured / peak
