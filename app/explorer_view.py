@@ -24,7 +24,7 @@ from capacity.model.memory import MemoryVerdict
 from capacity.model.prefix import PrefixEffect
 from capacity.model.scenario import Scenario
 from capacity.plan.events import MAX_LOAD_REQUESTS, OpenLoopPoint
-from capacity.report.bases import basis_label, knobs_text
+from capacity.report.bases import basis_label, knobs_text, plateau_text
 from capacity.report.explain import Constraint, Detail, Explanation, Relief, ReliefKind, Status, Verdict
 from capacity.report.i18n import engine_label, error_text, t
 from capacity.report.quote import figure_rows, fmt_ms, nodes_text, option_label
@@ -226,7 +226,7 @@ def prediction_caption(s: Scenario, basis: str, lang: str) -> str:
                  t0=s.step_overhead_ms, eff=s.eff, mfu=s.mfu)
     if kind == BasisKind.TYPICAL:
         return t("pred_basis_typical", lang, engine=basis_label(basis, lang),
-                 knobs=knobs_text(s, lang))
+                 knobs=knobs_text(s, lang) + plateau_text(s, lang))
     if kind == BasisKind.SPEC_SHEET:
         return t("pred_basis_spec", lang)
     if kind == BasisKind.CHAPTER:

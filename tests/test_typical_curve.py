@@ -171,3 +171,22 @@ def test_the_disaggregated_pools_prefill_as_the_explorer_does() -> None:
         assert u.prefill_ms == pytest.approx(float(evaluate(s, [1]).ttft_s) * 1e3, rel=1e-9)
         seen.add(u.gpu.key)
     assert seen == {"h100-sxm", "mi300x"}
+
+
+def test_the_explorer_says_where_the_plateau_comes_from() -> None:
+    # the caption of a typical prediction names the share of the GPU's matmul ceiling and the
+    # ceiling: measured for an MI300X (668.4 of 1307.4 TFLOP/s), the median for an RTX 4090
+    from app.explorer_view import prediction_caption
+
+    mi = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", "mi300x", context_tokens=4096),
+                             "typical:vllm")
+    en = prediction_caption(mi, "typical:vllm", "en")
+    assert ("prefill plateau 0.41 = 0.80 x 0.511, the MI300X's fastest measured GEMM as a share "
+            "of its spec sheet") in en
+    assert "0.80 × 0.511" in prediction_caption(mi, "typical:vllm", "zh")
+    rtx = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", "rtx-4090", context_tokens=4096),
+                              "typical:vllm")
+    assert "(the RTX 4090's is not measured)" in prediction_caption(rtx, "typical:vllm", "en")
+    # the spec sheet and the chapter's say nothing of it
+    spec = scenario_with_basis(mi, "spec")
+    assert "plateau" not in prediction_caption(spec, "spec", "en")

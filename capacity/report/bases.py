@@ -7,10 +7,14 @@ one is named), so `capacity plan` stays quick to start.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from capacity.catalog.matmul import matmul_ceiling, typical_ceiling
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX, BasisKind
 from capacity.report.i18n import t
+
+if TYPE_CHECKING:
+    from capacity.model.scenario import Scenario
 
 
 class Knobs(Protocol):
@@ -100,3 +104,15 @@ def step_shape_text(knobs: Knobs, lang: str) -> str:
     if knobs.gemm_tile_tokens > 1:
         out += t("basis_knobs_tile", lang, tile=knobs.gemm_tile_tokens)
     return out
+
+
+def plateau_text(s: Scenario, lang: str) -> str:
+    """Where a Scenario's prefill plateau on a typical basis comes from, in words: its MFU as
+    the share of the GPU's measured matmul ceiling (data/engines.toml's `mfu`, resolved by
+    `capacity.catalog.matmul.typical_mfu`) times that ceiling. Example (an MI300X in BF16):
+    '; prefill plateau 0.41 = 0.80 x 0.511, the MI300X's fastest measured GEMM as a share of
+    its spec sheet'."""
+    dtype = s.variant.format.compute_dtype
+    ceiling = typical_ceiling(s.gpu, dtype)
+    key = "basis_plateau" if matmul_ceiling(s.gpu, dtype) is not None else "basis_plateau_median"
+    return t(key, lang, mfu=s.mfu, share=s.mfu / ceiling, ceiling=ceiling, gpu=s.gpu.name)
