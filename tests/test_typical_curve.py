@@ -190,3 +190,9 @@ def test_the_explorer_says_where_the_plateau_comes_from() -> None:
     # the spec sheet and the chapter's say nothing of it
     spec = scenario_with_basis(mi, "spec")
     assert "plateau" not in prediction_caption(spec, "spec", "en")
+    # the per-linear-attention-layer prefill time is named only for a model that has such
+    # layers (Qwen3.5-9B's 24 Gated DeltaNet layers; Llama-3.1-8B has none)
+    assert "linear-attention layer" not in en
+    qwen = scenario_with_basis(make_scenario("qwen3.5-9b", "h100-sxm", context_tokens=4096),
+                               "typical:vllm")
+    assert "0.2 ms per linear-attention layer" in prediction_caption(qwen, "typical:vllm", "en")

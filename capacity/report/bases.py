@@ -72,9 +72,13 @@ def basis_label(basis: str, lang: str) -> str:
     return basis_name(BasisKind.CALIBRATED, basis, lang)
 
 
-def knobs_text(knobs: Knobs, lang: str) -> str:
+def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None) -> str:
     """A basis' knobs in words: 'decode compute eff 1.00, prefill MFU 0.30, ...' (of a
-    `PlanInputs` or a `Scenario`)."""
+    `PlanInputs` or a `Scenario`). The per-linear-attention-layer prefill time is left out
+    for a model without such layers (`linear_layers` 0, or a Scenario's model's count): it
+    multiplies nothing there."""
+    if linear_layers is None and hasattr(knobs, "variant"):
+        linear_layers = knobs.variant.model.layers_of("linear")
     half = float(knobs.mfu_half_tokens)
     # planner inputs on an engine's typical basis hold the plateau as a share of each GPU's
     # measured matmul ceiling (`PlanInputs.mfu_on`); a Scenario holds it resolved
@@ -86,7 +90,7 @@ def knobs_text(knobs: Knobs, lang: str) -> str:
     latency = (t("basis_knobs_latency", lang, ms=knobs.request_latency_ms)
                if knobs.request_latency_ms > 0 else "")
     linear = (t("basis_knobs_linear", lang, ms=knobs.linear_prefill_ms)
-              if knobs.linear_prefill_ms > 0 else "")
+              if knobs.linear_prefill_ms > 0 and linear_layers != 0 else "")
     return text + step_shape_text(knobs, lang) + linear + latency
 
 

@@ -561,15 +561,16 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, engine=engine_label(inp.engine, lang), util=inp.util,
                  ovh=inp.overhead_gb, seqs=seqs)),
-          Para(_eff_text(inp, lang)),
+          Para(_eff_text(inp, lang, cat.variant(inp.model).model.layers_of("linear"))),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
           Para("**" + t("quote_estimate", lang) + "**")]
     return b
 
 
-def _eff_text(inp: PlanInputs, lang: str) -> str:
-    return t("quote_eff", lang, basis=plan_basis_name(inp, lang), knobs=knobs_text(inp, lang))
+def _eff_text(inp: PlanInputs, lang: str, linear_layers: int | None = None) -> str:
+    return t("quote_eff", lang, basis=plan_basis_name(inp, lang),
+             knobs=knobs_text(inp, lang, linear_layers))
 
 
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
