@@ -12,7 +12,7 @@ from capacity.catalog import matmul
 from capacity.catalog.loader import default_catalog
 from capacity.catalog.matmul import matmul_ceiling, parse_matmul_ceilings
 from capacity.errors import CatalogError
-from capacity.fit.calibration import fit, predict_ms, scenario_ceiling
+from capacity.fit.calibration import fit, predict_ms
 from capacity.fit.calibration_problem import (
     BOUNDS,
     DECODE_PROBLEM,
@@ -20,6 +20,7 @@ from capacity.fit.calibration_problem import (
     knob_bounds,
     with_ceiling,
 )
+from capacity.fit.ceilings import scenario_ceiling
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.scenario import make_scenario
 
@@ -147,3 +148,80 @@ def test_the_catalog_page_shows_each_gpus_measured_matmul_beside_its_spec() -> N
     assert (h200["fp8_tflops"], h200["mamf_fp8_tflops"]) == (1979, 1453.4)
     assert rows["mi300x"]["mamf_fp8_tflops"] is None
     assert rows["rtx-4090"]["mamf_bf16_tflops"] is None
+
+
+def test_bandwidth_ceiling_is_the_measured_copy_over_the_spec_sheet() -> None:
+    """By hand from data/matmul_ceilings.toml (our own H200 measurement, 4266.0 GB/s) and
+    data/gpus (4800 GB/s): 0.889; a GPU without a copy figure (H100, its row has TFLOP/s only)
+    or without a row (RTX 4090) has none; a bandwidth set by hand has none; the Catalog page's
+    row carries the figure."""
+    from capacity.catalog.matmul import bandwidth_ceiling
+    from capacity.fit.ceilings import scenario_bandwidth_ceiling
+    from capacity.report.catalog_tables import gpu_rows
+    gpus = default_catalog().gpus
+    assert bandwidth_ceiling(gpus["h200-sxm"]) == pytest.approx(4266.0 / 4800)
+    assert bandwidth_ceiling(gpus["h100-sxm"]) is None
+    assert bandwidth_ceiling(gpus["rtx-4090"]) is None
+    assert scenario_bandwidth_ceiling(make_scenario("llama-3.1-8b", "h200-sxm")) == (
+        pytest.approx(0.88875))
+    assert scenario_bandwidth_ceiling(make_scenario("llama-3.1-8b", "h200-sxm",
+                                                    bandwidth_gb_s=4000)) is None
+    rows = {r["key"]: r for r in gpu_rows(default_catalog())}
+    assert (rows["h200-sxm"]["copy_gb_s"], rows["h100-sxm"]["copy_gb_s"]) == (4266.0, None)
+    with pytest.raises(CatalogError, match="finite and > 0"):
+        parse_matmul_ceilings('[h200-sxm]\nbf16_tflops = 1.0\ncopy_gb_s = -1\nsource = "x"\n')
+
+
+def test_bounds_cap_the_bandwidth_knobs_at_the_copy() -> None:
+    """eta_bw (and the operator step's eta_kv) are shares of the spec bandwidth: capped at the
+    copy's share, the GEMM knobs at the matmul's, each by its own ceiling."""
+    from capacity.fit.calibration_problem import OPERATOR_PROBLEM
+    p = with_ceiling(DECODE_PROBLEM, 0.803, 0.889)
+    assert dict(p.upper) == {"eta_bw": 0.889, "eff": 0.803}
+    op = dict(with_ceiling(OPERATOR_PROBLEM, None, 0.889).upper)
+    assert op == {n: 0.889 for n in OPERATOR_PROBLEM.names if n in ("eta_bw", "eta_kv")}
+    assert "eta_kv" in op
+
+
+def test_fit_stops_at_the_measured_copy_and_says_so() -> None:
+    """Decode steps generated with eta_bw 1 and no fixed cost on an H200 (faster than its
+    measured copy, 0.889 of the spec), at two contexts so the KV term separates the two: the
+    fit stops at 0.889 with a note naming the copy, and the step overhead takes the rest;
+    with the bandwidth given by hand the same points fit above it; a truth below the copy
+    (0.8) gets no note."""
+    base = make_scenario("llama-3.1-8b", "h200-sxm", context_tokens=8192)
+    shape = [MeasuredPoint(concurrency=c, context_tokens=ctx, prompt_tokens=ctx - 64,
+                           output_tokens=64) for c in (1, 4, 16, 32) for ctx in (1088, 8192)]
+
+    def points(truth: object) -> list[MeasuredPoint]:
+        tpot, _ = predict_ms(truth, shape)  # type: ignore[arg-type]
+        return [MeasuredPoint(concurrency=p.concurrency, context_tokens=p.context_tokens,
+                              prompt_tokens=p.prompt_tokens, output_tokens=64,
+                              tpot_ms=float(t))
+                for p, t in zip(shape, np.asarray(tpot), strict=True)]
+
+    fast = points(base.with_(eta_bw=1.0, step_overhead_ms=0.0))
+    cal = fit(fast, base, held_out=False)
+    assert cal.eta_bw == pytest.approx(4266.0 / 4800, rel=1e-4)
+    assert any("measured copy bandwidth" in n for n in cal.notes)
+    free = fit(fast, base.with_(bandwidth_gb_s=4800.0 - 1e-9), held_out=False)
+    assert free.eta_bw is not None and free.eta_bw > 0.9
+    assert not any("copy bandwidth" in n for n in free.notes)
+    honest = fit(points(base.with_(eta_bw=0.8, step_overhead_ms=2.0)), base, held_out=False)
+    assert honest.eta_bw is not None and honest.eta_bw < 0.87
+    assert not any("copy bandwidth" in n for n in honest.notes)
+
+
+def test_the_h200_copy_figure_is_the_committed_measurements_fastest() -> None:
+    """data/matmul_ceilings.toml's H200 copy_gb_s is recomputed from the committed probe
+    (data/reference/gpu_probe/, JSON lines of benchmarks/gpu_step_probe.py): the fastest
+    device-to-device copy of its runs, bytes read + written over the median time."""
+    import json
+    folder = matmul.workspace.bundled_data_dir() / "reference" / "gpu_probe"
+    rows = [json.loads(line) for f in sorted(folder.glob("h200-sxm-*.jsonl"))
+            for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    copies = [r for r in rows if r["kind"] == "copy" and r["op"] == "copy"]
+    assert len(copies) == 2 and all("H200" in r["device"] for r in rows if r["kind"] == "env")
+    fastest = max(r["bytes"] / r["ms"] / 1e6 for r in copies)
+    row = matmul.measured_matmul("h200-sxm")
+    assert row is not None and row.copy_gb_s == pytest.approx(fastest, abs=0.05)

@@ -1,12 +1,15 @@
-"""The device's matmul ceiling: the fastest dense GEMM measured on each GPU
-(data/matmul_ceilings.toml), as a share of its spec-sheet TFLOP/s.
+"""The device's ceilings: the fastest dense GEMM measured on each GPU
+(data/matmul_ceilings.toml), as a share of its spec-sheet TFLOP/s, and, where measured, its
+fastest device copy, as a share of its spec-sheet bandwidth (`bandwidth_ceiling`).
 
 A spec sheet's peak TFLOP/s is not reached by any real GEMM: a brute-force search of shapes
 finds the maximum achievable matmul TFLOP/s (MAMF), 51-87 % of the peak on the GPUs the file
 lists. A fitted share of peak TFLOP/s (eff, MFU, attention MFU) above MAMF / spec is not
 physics but a trade against another knob, so `capacity.fit.calibration` keeps those knobs at
 or below it (issue 25's "knobs are not physical"; docs/calibration.md). A GPU the file does not
-list has no ceiling but the spec sheet (1).
+list has no ceiling but the spec sheet (1). The same holds for bandwidth: a decode step reads
+its weights and KV no faster than the device copies memory, so a fitted `eta_bw` or `eta_kv`
+stays at or below the measured copy over the spec sheet where the file has one.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ MATMUL_FILE = "matmul_ceilings.toml"
 
 @dataclass(frozen=True, kw_only=True)
 class MatmulCeiling:
-    """One GPU's measured MAMF (dense TFLOP/s) with bf16 inputs and, where measured, fp8."""
+    """One GPU's measured MAMF (dense TFLOP/s) with bf16 inputs and, where measured, fp8, and
+    its fastest device-to-device copy (GB/s, bytes read + written) where measured."""
 
     gpu: str
     bf16_tflops: float
     fp8_tflops: float | None
     source: str
+    copy_gb_s: float | None = None
 
 
 def parse_matmul_ceilings(text: str, where: str = MATMUL_FILE) -> dict[str, MatmulCeiling]:
@@ -42,19 +47,20 @@ def parse_matmul_ceilings(text: str, where: str = MATMUL_FILE) -> dict[str, Matm
     out: dict[str, MatmulCeiling] = {}
     for key, raw in data.items():
         try:
-            extra = set(raw) - {"bf16_tflops", "fp8_tflops", "source"}
+            extra = set(raw) - {"bf16_tflops", "fp8_tflops", "copy_gb_s", "source"}
             if extra:
                 raise ValueError(f"unknown field {sorted(extra)[0]!r}")
-            fp8 = raw.get("fp8_tflops")
+            fp8, copy = raw.get("fp8_tflops"), raw.get("copy_gb_s")
             row = MatmulCeiling(gpu=key, bf16_tflops=float(raw["bf16_tflops"]),
                                 fp8_tflops=None if fp8 is None else float(fp8),
-                                source=str(raw["source"]))
+                                source=str(raw["source"]),
+                                copy_gb_s=None if copy is None else float(copy))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{key}]: {exc!r} (needs bf16_tflops, source; "
-                               "fp8_tflops optional)") from None
-        for v in (row.bf16_tflops, row.fp8_tflops):
+                               "fp8_tflops, copy_gb_s optional)") from None
+        for v in (row.bf16_tflops, row.fp8_tflops, row.copy_gb_s):
             if v is not None and not (math.isfinite(v) and v > 0):
-                raise CatalogError(f"{where} [{key}]: TFLOP/s must be finite and > 0")
+                raise CatalogError(f"{where} [{key}]: TFLOP/s and GB/s must be finite and > 0")
         if not row.source.strip():
             raise CatalogError(f"{where} [{key}]: a measured ceiling needs its source")
         out[key] = row
@@ -104,6 +110,23 @@ def _share(key: str, path: str, fp8: bool, peak: float, folder: str) -> float | 
     if measured is None or measured > peak:
         return None
     return measured / peak
+
+
+def bandwidth_ceiling(gpu: Gpu) -> float | None:
+    """The share of `gpu.bandwidth_gb_s` its fastest measured device copy reaches
+    (dimensionless, 0-1]: copy_gb_s / spec sheet. None where the file has no copy figure for
+    the GPU, for a custom GPU entry, and where the figure is above the entry's spec sheet (as
+    `matmul_ceiling`). Example: H200 SXM 4266.0 / 4800 = 0.889."""
+    return _copy_share(gpu.key, gpu.path, gpu.bandwidth_gb_s, str(workspace.catalog_dir()))
+
+
+@lru_cache(maxsize=256)
+def _copy_share(key: str, path: str, spec_gb_s: float, folder: str) -> float | None:
+    """`bandwidth_ceiling` of one GPU entry, kept per catalog folder (`folder`), as `_share`."""
+    row = measured_matmul(key)
+    if row is None or row.copy_gb_s is None or is_custom(path) or row.copy_gb_s > spec_gb_s:
+        return None
+    return row.copy_gb_s / spec_gb_s
 
 
 UNMEASURED_CEILING: Final = 0.803

@@ -52,12 +52,10 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.catalog.loader import MAX_CONTEXT_TOKENS
-from capacity.catalog.matmul import matmul_ceiling
 from capacity.errors import InputError
 from capacity.fit.calibration_problem import (
     BATCH1_PROBLEM,
     BOUNDS,
-    CEILING_KNOBS,
     DECODE_PROBLEM,
     OPERATOR_PROBLEM,
     PINNED_RATIO,
@@ -73,6 +71,12 @@ from capacity.fit.calibration_problem import (
     with_ceiling,
 )
 from capacity.fit.calibration_ridge import RIDGE_CHAPTER_NOTE, fit_ridge, fold_ridge
+from capacity.fit.ceilings import (
+    bandwidth_notes,
+    ceiling_notes,
+    fit_bandwidth_ceiling,
+    fit_ceiling,
+)
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
@@ -309,44 +313,6 @@ def overhead_from_max_concurrency(base: Scenario, max_concurrency: int,
     return overhead
 
 
-def scenario_ceiling(s: Scenario) -> float | None:
-    """The share of the scenario's `tflops` its GPU's fastest measured GEMM reaches
-    (dimensionless): `capacity.catalog.matmul.matmul_ceiling` for the weights' GEMM
-    precision; None where the catalog has no measurement or `tflops` was set by hand (the
-    measurement is of the catalog's peak, not of the one given)."""
-    dtype = s.variant.format.compute_dtype
-    return None if s.tflops != s.gpu.tflops_for(dtype) else matmul_ceiling(s.gpu, dtype)
-
-
-def fit_ceiling(scenarios: Sequence[Scenario]) -> float | None:
-    """The lowest `scenario_ceiling` of the scenarios a fit spans (one GPU; the models may run
-    their GEMMs in other precisions): what bounds the fitted eff, MFU and attention MFU
-    (`calibration_problem.with_ceiling`); None where no scenario has one."""
-    known = [c for s in scenarios if (c := scenario_ceiling(s)) is not None]
-    return min(known) if known else None
-
-
-def ceiling_notes(names: Sequence[str], x: npt.ArrayLike, ceiling: float,
-                  base: Scenario) -> list[Note]:
-    """A note for each GEMM knob the fit left at the device's measured matmul ceiling: the
-    points asked for more arithmetic than the GPU's fastest measured GEMM does, so the knob
-    stops there and the others (overheads, bandwidth) take the rest."""
-    out: list[Note] = []
-    g = base.gpu
-    mamf = ceiling * base.tflops
-    for n, v in zip(names, np.asarray(x, dtype=np.float64), strict=True):
-        if n in CEILING_KNOBS and v >= ceiling * (1.0 - 1e-6):
-            out.append(Note(
-                f"{n} = {v:.3g} is at {g.name}'s measured matmul ceiling ({mamf:.4g} of "
-                f"{base.tflops:g} TFLOP/s, data/matmul_ceilings.toml): the points ask for "
-                "more arithmetic than the device's fastest GEMM does, so the fit stops there "
-                "and the other knobs take the rest; a fixed cost the formula lacks, or a spec "
-                "figure that is not this card's, is the likelier cause", code="at_ceiling",
-                knob=n, value=round(float(v), 3), gpu=g.name, mamf=round(mamf, 1),
-                peak=base.tflops))
-    return out
-
-
 def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         engine: str = "", inputs: str = "", max_concurrency: tuple[int, int] | None = None,
         ttft_all_levels: bool = False, today: str | None = None,
@@ -419,9 +385,10 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                           "and queued the rest): left out of the decode fit", code="over_memory",
                           n=k))
     ceiling = fit_ceiling([s for s, _ in sets])
+    copy_ceiling = fit_bandwidth_ceiling([s for s, _ in sets])
     for kind, per_set, bare in ((PointKind.TPOT, dec_sets, decode_problem),
                                 (PointKind.TTFT, pre_sets, PREFILL_PROBLEM)):
-        problem = with_ceiling(bare, ceiling)
+        problem = with_ceiling(bare, ceiling, copy_ceiling)
         tagged = [(i, s, p) for i, (s, pts) in enumerate(per_set) for p in pts]
         if not tagged:
             notes.append(Note(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted",
@@ -486,6 +453,8 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         post = posterior(problem.names, problem.model, x, basis, measured, dict(problem.upper))
         if ceiling is not None:
             notes += ceiling_notes(problem.names, x, ceiling, base)
+        if copy_ceiling is not None:
+            notes += bandwidth_notes(problem.names, x, copy_ceiling, base)
         loose = []
         for n, v, s_n, r in zip(problem.names, x, sd, post.ratio, strict=True):
             knobs[n] = float(v)

@@ -202,12 +202,24 @@ def knob_bounds(names: Sequence[str], upper: Mapping[str, float] | None = None
     return lo, hi
 
 
-def with_ceiling(problem: Problem, ceiling: float | None) -> Problem:
+BANDWIDTH_KNOBS: Final = ("eta_bw", "eta_kv")
+"""The knobs that are shares of the GPU's spec-sheet bandwidth: a step reads its weights and KV
+no faster than the device copies memory, so a fit keeps them at or below the measured copy's
+share where the catalog has one (`calibration.scenario_bandwidth_ceiling`)."""
+
+
+def with_ceiling(problem: Problem, ceiling: float | None,
+                 bandwidth: float | None = None) -> Problem:
     """`problem` with its `CEILING_KNOBS` bounded by `ceiling` (a share of peak TFLOP/s,
-    `Scenario.matmul_ceiling`); unchanged when it is None."""
-    if ceiling is None:
+    `calibration.scenario_ceiling`) and its `BANDWIDTH_KNOBS` by `bandwidth` (a share of the
+    spec sheet's GB/s, `calibration.scenario_bandwidth_ceiling`); unchanged where both are
+    None."""
+    if ceiling is None and bandwidth is None:
         return problem
-    upper = tuple((n, float(ceiling)) for n in problem.names if n in CEILING_KNOBS)
+    upper = tuple((n, float(c)) for n in problem.names
+                  for c in ((ceiling if n in CEILING_KNOBS else None),
+                            (bandwidth if n in BANDWIDTH_KNOBS else None))
+                  if c is not None)
     return replace(problem, upper=upper)
 
 

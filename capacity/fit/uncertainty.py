@@ -36,9 +36,9 @@ from capacity.fit.calibration import (
     Calibration,
     PointKind,
     apply,
-    scenario_ceiling,
     split_extremes,
 )
+from capacity.fit.ceilings import scenario_bandwidth_ceiling, scenario_ceiling
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import FloatArray
@@ -148,10 +148,12 @@ class KnobFlag:
     std: float
 
 
-def knob_flags(cal: Calibration, ceiling: float | None = None) -> tuple[KnobFlag, ...]:
+def knob_flags(cal: Calibration, ceiling: float | None = None,
+               copy_ceiling: float | None = None) -> tuple[KnobFlag, ...]:
     """The calibration's implausible knobs: above `PLAUSIBLE_MAX` (eff and MFU above the
-    GPU's measured matmul `ceiling` too, a share of peak, `calibration.scenario_ceiling`),
-    or std > value / 2."""
+    GPU's measured matmul `ceiling` too, a share of peak, `ceilings.scenario_ceiling`; eta_bw
+    above its measured copy, `copy_ceiling`, a share of the spec bandwidth,
+    `ceilings.scenario_bandwidth_ceiling`), or std > value / 2."""
     out = []
     for name in ("eta_bw", "eff", "mfu", "step_overhead_ms", "prefill_overhead_ms"):
         v = getattr(cal, name)
@@ -161,6 +163,8 @@ def knob_flags(cal: Calibration, ceiling: float | None = None) -> tuple[KnobFlag
         limit = PLAUSIBLE_MAX.get(name, math.nan)
         if ceiling is not None and name in ("eff", "mfu"):
             limit = min(limit, ceiling)
+        if copy_ceiling is not None and name == "eta_bw":
+            limit = min(limit, copy_ceiling)
         if v > limit:
             out.append(KnobFlag(knob=name, value=float(v), limit=limit, std=std))
         elif math.isfinite(std) and v > 0 and std > v / 2:
@@ -215,7 +219,8 @@ def distance(cal: Calibration, scenario: Scenario, concurrency: npt.ArrayLike
                       key=lambda x: -1.0 if x is None else x.amount)
             if far is not None:
                 out.append(far)
-    for flag in knob_flags(cal, scenario_ceiling(scenario)):
+    for flag in knob_flags(cal, scenario_ceiling(scenario),
+                           scenario_bandwidth_ceiling(scenario)):
         out.append(Widening(kind=Distance.IMPLAUSIBLE, measured=flag.knob,
                             used=f"{flag.value:.3g}", amount=WIDENING[Distance.IMPLAUSIBLE],
                             output="ttft_s" if flag.knob in ("mfu", "prefill_overhead_ms")
@@ -320,7 +325,8 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
                     basis=f"calibration '{calibration.name}': +/- {sp_t:.0%} step, "
                           f"+/- {sp_f:.0%} TTFT (held-out error"
                           + (", widened by its distance from here)" if far else ")"),
-                    widenings=far, flags=knob_flags(calibration, scenario_ceiling(s)),
+                    widenings=far, flags=knob_flags(calibration, scenario_ceiling(s),
+                                           scenario_bandwidth_ceiling(s)),
                     spread=(sp_t, sp_f))
     fast, slow = typical_edges(scenario) if edges is None else edges
     mid = _at(scenario, C)

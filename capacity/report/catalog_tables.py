@@ -49,8 +49,8 @@ def model_rows(catalog: Catalog, *, kind_names: Mapping[str, str] | None = None,
 
 def gpu_rows(catalog: Catalog) -> list[dict[str, Any]]:
     """One row per GPU: memory, bandwidth, dense rates, the fastest measured matmul (BF16 and
-    FP8 TFLOP/s, data/matmul_ceilings.toml; None where nobody published one), interconnect,
-    price, source and date."""
+    FP8 TFLOP/s, data/matmul_ceilings.toml; None where nobody published one) and device copy
+    (GB/s; None where not measured), interconnect, price, source and date."""
     rows = []
     for g in sorted(catalog.gpus.values(), key=lambda g: g.key):
         mamf = measured_matmul(g.key)
@@ -61,6 +61,7 @@ def gpu_rows(catalog: Catalog) -> list[dict[str, Any]]:
             "fp8_tflops": g.fp8_tflops, "int8_tops": g.int8_tops,
             "mamf_bf16_tflops": None if mamf is None else mamf.bf16_tflops,
             "mamf_fp8_tflops": None if mamf is None else mamf.fp8_tflops,
+            "copy_gb_s": None if mamf is None else mamf.copy_gb_s,
             "interconnect": g.interconnect, "price_per_hour": g.price_per_hour,
             "currency": g.currency, "price_as_of": g.price_as_of,
             "custom": is_custom(g.path), "source": g.source, "as_of": g.as_of,
