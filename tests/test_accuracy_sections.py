@@ -2,7 +2,7 @@
 
 The published rows' table, the speculative-decoding section and the real-engine result have
 their own checks (tests/test_validate.py, test_validate_drafts.py, test_realtest_record.py);
-these are the other four. Until 2026-12-04 none of them was checked, and the typical basis'
+these are the other five. Until 2026-12-04 none of them was checked, and the typical basis'
 paragraph had kept 'least squares' for knobs solved by least absolute deviations a day
 earlier.
 """
@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from capacity.fit import validate_disagg, validate_ep, validate_open_loop, validate_typical
+from capacity.fit import (
+    validate_disagg,
+    validate_ep,
+    validate_gpu_probe,
+    validate_open_loop,
+    validate_typical,
+)
 from capacity.fit.validate_report import between_markers
 
 ACCURACY = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
@@ -26,6 +32,7 @@ SECTIONS: list[tuple[ModuleType, Callable[[], Any]]] = [
     (validate_open_loop, validate_open_loop.open_loop_scorecard),
     (validate_disagg, validate_disagg.disagg_scorecard),
     (validate_ep, validate_ep.ep_scorecard),
+    (validate_gpu_probe, validate_gpu_probe.gpu_probe_scorecard),
 ]
 
 
