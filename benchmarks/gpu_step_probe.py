@@ -18,7 +18,11 @@ What it writes (JSON lines, one object per measurement, to --out):
 - `prefill`: one forward pass over a prompt of `tokens` tokens (causal attention, logits for the
   last token only), ms;
 - `mixed`: `batch` decoding sequences plus a prefill chunk of `chunk` tokens of a new sequence in
-  one forward pass (vLLM V1's mixed step), ms.
+  one forward pass (vLLM V1's mixed step), ms; `run` = "mixsweep" (section `mixsweep`): the
+  first model's decode batches and chunks of 64-1,024 tokens measured together;
+- `decode_compiled` (section `compiled`): each model's decode step at 1K and 4K context with
+  each layer compiled by TorchInductor (fused as vLLM V1 fuses), ms; `compiled_check`: the
+  compiled layer against the eager one on the same inputs.
 
 Run on a CUDA machine: `python benchmarks/gpu_step_probe.py --out probe.jsonl`; `--tiny` runs
 toy shapes for a minute on any device (a check of the script, not a measurement). The figures
@@ -239,13 +243,15 @@ class Model:
         return logits.argmax(-1)
 
     def time_pass(self, n_dec: int, prompt: int, ctx: int, attn: bool,
-                  cache: torch.Tensor | None) -> float:
+                  cache: torch.Tensor | None,
+                  forward: Callable[..., torch.Tensor] | None = None) -> float:
         t = n_dec + prompt
         tokens = torch.randint(0, self.s["vocab"], (t,), device=self.dev)
         pos = torch.cat([torch.full((n_dec,), ctx, device=self.dev, dtype=torch.long),
                          torch.arange(prompt, device=self.dev)])
-        fn = graphed(lambda: self.forward(tokens, pos, n_dec, cache, ctx, attn,
-                                          1 if prompt else 0), self.dev)
+        fwd = forward or self.forward
+        fn = graphed(lambda: fwd(tokens, pos, n_dec, cache, ctx, attn, 1 if prompt else 0),
+                     self.dev)
         return timed_ms(fn, self.dev)
 
 
@@ -288,6 +294,101 @@ def model_runs(out: Out, name: str, s: dict[str, int], dev: torch.device, dtype:
         torch.cuda.empty_cache()
 
 
+MIX_BATCHES = (8, 32, 128)
+MIX_CHUNKS = (64, 128, 256, 512, 1024)
+COMPILED_BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)
+COMPILED_CONTEXTS = (1024, 4096)
+
+
+def mixed_sweep(out: Out, name: str, s: dict[str, int], dev: torch.device, dtype: torch.dtype,
+                deadline: float, tiny: bool) -> None:
+    """A decode batch alone and with each prompt chunk, in one run (`run` = "mixsweep"), so
+    what a chunk adds is read off passes measured minutes apart at most."""
+    m = Model(s, dev, dtype)
+    ctx = 64 if tiny else 1024
+    cache = torch.randn(s["layers"], 2, max(MIX_BATCHES), s["kv_heads"], ctx + 1,
+                        s["head_dim"], device=dev, dtype=dtype)
+    for b in MIX_BATCHES:
+        out.write(kind="decode", run="mixsweep", model=name, batch=b, context=ctx,
+                  ms=m.time_pass(b, 0, ctx, True, cache))
+        for c in MIX_CHUNKS:
+            if time.time() > deadline:
+                return
+            out.write(kind="mixed", run="mixsweep", model=name, batch=b, context=ctx, chunk=c,
+                      ms=m.time_pass(b, c, ctx, True, cache))
+
+
+def compiled_runs(out: Out, name: str, s: dict[str, int], dev: torch.device,
+                  dtype: torch.dtype, deadline: float, tiny: bool) -> None:
+    """The decode step again with each layer compiled by TorchInductor (`torch.compile` of one
+    layer's function, its weights arguments, so one compilation serves every layer of a batch
+    size), which fuses the norms, rotary embedding, residuals and activation as vLLM V1's own
+    compilation does, under the same CUDA graphs; embedding, final norm, LM head and argmax
+    as before."""
+    import torch._dynamo
+    torch._dynamo.config.cache_size_limit = 64
+    m = Model(s, dev, dtype)
+    for ctx in ((64,) if tiny else COMPILED_CONTEXTS):
+        _compiled_at(out, name, s, m, ctx, dev, dtype, deadline)
+    del m
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _compiled_at(out: Out, name: str, s: dict[str, int], m: Model, ctx: int,
+                 dev: torch.device, dtype: torch.dtype, deadline: float) -> None:
+    """`compiled_runs` at one context."""
+    nq, nkv, d = m.nq, m.nkv, m.d
+    kv_token = s["layers"] * 2 * s["kv_heads"] * s["head_dim"] * 2
+    free = torch.cuda.mem_get_info()[0] if dev.type == "cuda" else 2**40
+    bmax = max(b for b in COMPILED_BATCHES if b * (ctx + 1) * kv_token <= free - 12 * 2**30
+               or b == 1)
+
+    def layer(x: torch.Tensor, pos: torch.Tensor, n1: torch.Tensor, n2: torch.Tensor,
+              wqkv: torch.Tensor, wo: torch.Tensor, wgu: torch.Tensor, wdown: torch.Tensor,
+              kc: torch.Tensor, vc: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        qkv = F.linear(Model.rms(x, n1), wqkv)
+        q = m.rope(qkv[:, : nq * d].view(n, nq, d), pos)
+        k = m.rope(qkv[:, nq * d: (nq + nkv) * d].view(n, nkv, d), pos)
+        kc[:, :, ctx] = k
+        vc[:, :, ctx] = qkv[:, (nq + nkv) * d:].view(n, nkv, d)
+        a = F.scaled_dot_product_attention(q.view(n, nkv, nq // nkv, d), kc, vc)
+        x = x + F.linear(a.reshape(n, nq * d), wo)
+        g, u = F.linear(Model.rms(x, n2), wgu).chunk(2, -1)
+        return x + F.linear(F.silu(g) * u, wdown)
+
+    fused = torch.compile(layer)
+    cache = torch.randn(s["layers"], 2, bmax, s["kv_heads"], ctx + 1,
+                        s["head_dim"], device=dev, dtype=dtype)
+
+    def step(tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        b = tokens.shape[0]
+        x = m.emb[tokens]
+        for li, lw in enumerate(m.layers):
+            x = fused(x, pos, lw["n1"], lw["n2"], lw["qkv"], lw["o"], lw["gu"], lw["down"],
+                      cache[li, 0, :b], cache[li, 1, :b])
+        return F.linear(Model.rms(x, m.norm), m.head).argmax(-1)
+
+    t0 = time.time()
+    x0 = torch.randn(8, s["hidden"], device=dev, dtype=dtype)
+    p0 = torch.full((8,), ctx, device=dev, dtype=torch.long)
+    lw = m.layers[0]
+    args = (lw["n1"], lw["n2"], lw["qkv"], lw["o"], lw["gu"], lw["down"])
+    same = (layer(x0, p0, *args, cache[0, 0, :8].clone(), cache[0, 1, :8].clone())
+            - fused(x0, p0, *args, cache[0, 0, :8].clone(), cache[0, 1, :8].clone()))
+    out.write(kind="compiled_check", model=name, max_abs_diff=float(same.abs().max()),
+              compile_s=round(time.time() - t0, 1))
+    for b in COMPILED_BATCHES:
+        if time.time() > deadline or b > bmax:
+            return
+        tokens = torch.randint(0, s["vocab"], (b,), device=dev)
+        pos = torch.full((b,), ctx, device=dev, dtype=torch.long)
+        ms = timed_ms(graphed(lambda t=tokens, p=pos: step(t, p), dev), dev)
+        out.write(kind="decode_compiled", model=name, batch=b, context=ctx, ms=ms,
+                  compile_s=round(time.time() - t0, 1))
+
+
 def smi() -> str:
     try:
         return subprocess.run(["nvidia-smi", "--query-gpu=name,clocks.sm,clocks.mem,"
@@ -323,6 +424,12 @@ def main(argv: list[str] | None = None) -> int:
         steps.append(("decode", lambda name=name, s=s: model_runs(
             out, name, s, dev, dtype, deadline, args.tiny)))
     steps.append(("mamf", lambda: mamf(out, dev, dtype, args.tiny)))
+    first, s0 = next(iter(shapes.items()))
+    steps.append(("mixsweep", lambda: mixed_sweep(out, first, s0, dev, dtype, deadline,
+                                                  args.tiny)))
+    for name, s in shapes.items():
+        steps.append(("compiled", lambda name=name, s=s: compiled_runs(
+            out, name, s, dev, dtype, deadline, args.tiny)))
     for section, fn in steps:
         if section not in sections:
             continue

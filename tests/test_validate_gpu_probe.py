@@ -18,10 +18,13 @@ def card() -> gp.ProbeScorecard:
 
 
 def test_the_committed_h200_probe_is_scored_row_by_row(card: gp.ProbeScorecard) -> None:
-    """55 decode steps, 18 prefills and 7 mixed passes of the committed H200 file (the
-    probe's 32B mixed passes ran out of time and are absent)."""
+    """The committed H200 file's four runs: 58 eager decode steps (55 of the first run, 3 of
+    the mixed sweep's), 43 with the layers compiled, 18 prefills, and 22 mixed passes (7 of
+    the first run, whose Qwen3-32B ones ran out of time, and 15 of the sweep, each paired with
+    its own run's decode step)."""
     assert [p.name for p in gp.probe_files()] == ["h200-sxm-20261204.jsonl"]
-    assert {k: len(card.of(k)) for k in gp.KINDS} == {"decode": 55, "prefill": 18, "mixed": 7}
+    assert {k: len(card.of(k)) for k in gp.KINDS} == {"decode": 58, "decode_compiled": 43,
+                                                      "prefill": 18, "mixed": 22}
     assert {c.gpu for c in card.checks} == {"h200-sxm"}
     assert card.copy_gb_s == pytest.approx(4266.0, abs=0.05)
 
@@ -54,10 +57,10 @@ def test_a_mixed_row_is_what_the_chunk_adds(card: gp.ProbeScorecard) -> None:
 
 def test_the_section_reads_its_figures(card: gp.ProbeScorecard) -> None:
     md = gp.markdown(card)
-    assert "The spec sheet bounds 80 of 80 passes" in md
-    assert f"| decode step | 55 | {card.error('decode').median:.1%} |" in md
+    assert "The spec sheet bounds 141 of 141 passes" in md
+    assert f"| decode step (eager) | 58 | {card.error('decode').median:.1%} |" in md
     doc = gp.to_dict(card)
-    assert doc["rows"] == 80 and doc["bounded"] == 80
+    assert doc["rows"] == 141 and doc["bounded"] == 141
     assert json.dumps(doc, allow_nan=False)
     assert "No probe file" in gp.markdown(gp.ProbeScorecard(checks=(), sources=()))
 
@@ -71,3 +74,15 @@ def test_a_bad_probe_file_names_its_line(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="line 1: an object"):
         gp.load_rows(bad)
     assert gp.gpu_of(bad) == "h200-sxm"
+
+
+def test_the_compiled_step_pairs_with_its_own_one_sequence_step(card: gp.ProbeScorecard) -> None:
+    """A compiled row's shape is over the compiled one-sequence step of its model and
+    context, not the eager one: Qwen3-32B at 8 x 1,024, 19.29 / 18.89 ms measured; and a
+    mixed-sweep row subtracts the sweep's own decode step (8 x 1,024 + 64 tokens: 8.906 -
+    7.577 ms)."""
+    c = next(c for c in card.of("decode_compiled")
+             if (c.model, c.batch, c.context) == ("qwen3-32b", 8, 1024))
+    assert c.measured_shape == pytest.approx(19.2898 / 18.8858, rel=1e-3)
+    m = next(c for c in card.of("mixed") if (c.batch, c.tokens) == (8, 64))
+    assert m.measured_ms == pytest.approx(8.9062 - 7.5769, abs=1e-3)

@@ -2,10 +2,13 @@
 measured itself on a data-centre GPU (data/reference/gpu_probe/, `benchmarks/gpu_step_probe.py`)
 against the typical vLLM basis, with no knob fitted to them, and the spec sheet's bound.
 
-Three kinds of row, each a whole forward pass of a catalog model with random weights under CUDA
+Four kinds of row, each a whole forward pass of a catalog model with random weights under CUDA
 graphs (docs/accuracy.md, "Our own GPU measurement"):
 - decode: `batch` sequences at `context` tokens of KV; predicted by the Explorer's decode step
   (`scenario.evaluate`, F4 with F11's knobs);
+- decode_compiled: the same step with each layer compiled by TorchInductor, which fuses the
+  norms, rotary embedding, residuals and activation as vLLM V1's compilation does: the
+  nearest to an engine's step these rows hold, so its level is scored too;
 - prefill: one prompt of `tokens` tokens, nothing queued; predicted by F6 with the prefill curve
   F6c (`Evaluation.prefill_s`, the GPU's part of a TTFT);
 - mixed: a decode batch and a prefill chunk in one pass, scored as what the chunk adds to the
@@ -18,7 +21,8 @@ its peak, no overhead): a measured pass faster than that bound is a row the spec
 not bound. The rows are not a serving engine's (no scheduler, unfused norms and activations:
 data/reference/gpu_probe/README.md), so the level of a decode step is expected above the typical
 basis' (a vLLM-like engine's); the ratio of each step to the same context's one-sequence step
-(`shape`) is what the hardware alone sets.
+(`shape`) is what the hardware alone sets. Rows of one `run` (the probe's mixed sweep) pair
+with that run's decode rows only.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ END: Final = "<!-- validate-gpu-probe:end -->"
 FOLDER: Final = ("reference", "gpu_probe")
 """Where the probe's JSON lines live under the data folder; a file is `<gpu key>-<date>.jsonl`."""
 BASIS: Final = "typical:vllm"
-KINDS: Final = ("decode", "prefill", "mixed")
+KINDS: Final = ("decode", "decode_compiled", "prefill", "mixed")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +68,8 @@ class ProbeCheck:
     typical_ms: float
     spec_ms: float
     measured_shape: float = math.nan
-    """decode: this step / the one-sequence step at the same context, measured (NaN else)."""
+    """decode: this step / the one-sequence step at the same context and run, measured (NaN
+    else)."""
     typical_shape: float = math.nan
 
     @property
@@ -99,8 +104,11 @@ class ProbeScorecard:
     def bias(self, kind: str) -> float:
         return Spread.of(c.error for c in self.of(kind)).median
 
-    def shape_error(self) -> Spread:
-        return Spread.of(abs(c.shape_error) for c in self.of("decode") if c.batch > 1)
+    def shape_errors(self, kind: str = "decode") -> list[float]:
+        return [c.shape_error for c in self.of(kind) if c.batch > 1]
+
+    def shape_error(self, kind: str = "decode") -> Spread:
+        return Spread.of(abs(e) for e in self.shape_errors(kind))
 
     @property
     def bounded(self) -> int:
@@ -183,14 +191,15 @@ def gpu_probe_scorecard(catalog: Catalog | None = None,
                     and r.get("op") == "copy"), default=copy)
         gemm = max((float(r["tflops"]) for r in rows if r["kind"] in ("gemm", "mamf")),
                    default=gemm)
-        decode = {(r["model"], r["context"], r["batch"]): r for r in rows if r["kind"] == "decode"}
-        one = {(m, c): (float(r["ms"]), _decode(r, gpu, cat)[0])
-               for (m, c, b), r in decode.items() if b == 1}
+        decode = {(r.get("run", ""), r["kind"], r["model"], r["context"], r["batch"]): r
+                  for r in rows if r["kind"] in ("decode", "decode_compiled")}
+        one = {key[:4]: (float(r["ms"]), _decode(r, gpu, cat)[0])
+               for key, r in decode.items() if key[4] == 1}
         for r in rows:
             kind = r["kind"]
-            if kind == "decode":
+            if kind in ("decode", "decode_compiled"):
                 typ, spec = _decode(r, gpu, cat)
-                base = one.get((r["model"], r["context"]))
+                base = one.get((r.get("run", ""), kind, r["model"], r["context"]))
                 checks.append(ProbeCheck(
                     kind=kind, model=r["model"], gpu=gpu, batch=int(r["batch"]),
                     context=int(r["context"]), tokens=0, measured_ms=float(r["ms"]),
@@ -204,7 +213,8 @@ def gpu_probe_scorecard(catalog: Catalog | None = None,
                                          measured_ms=float(r["ms"]), typical_ms=typ,
                                          spec_ms=spec))
             elif kind == "mixed":
-                alone = decode.get((r["model"], r["context"], r["batch"]))
+                alone = decode.get((r.get("run", ""), "decode", r["model"], r["context"],
+                                    r["batch"]))
                 if alone is None:
                     continue
                 typ, spec = _chunk_added(r, gpu, cat)
@@ -218,10 +228,17 @@ def gpu_probe_scorecard(catalog: Catalog | None = None,
 
 
 # -- written out: Markdown (docs/accuracy.md), JSON -------------------------------------------
+LABELS: Final = {"decode": "decode step (eager)",
+                  "decode_compiled": "decode step (layers compiled)",
+                  "prefill": "prefill (one prompt, no queue)",
+                  "mixed": "what a prefill chunk adds to a decode step"}
+
+
 def _row(c: ProbeCheck) -> str:
-    what = {"decode": f"{c.batch} x {c.context:,}", "prefill": f"{c.tokens:,}",
-            "mixed": f"{c.batch} x {c.context:,} + {c.tokens:,}"}[c.kind]
-    shape = (f" | {c.measured_shape:.2f} | {c.typical_shape:.2f}" if c.kind == "decode" else "")
+    what = (f"{c.tokens:,}" if c.kind == "prefill" else
+            f"{c.batch} x {c.context:,}" + (f" + {c.tokens:,}" if c.kind == "mixed" else ""))
+    shape = (f" | {c.measured_shape:.2f} | {c.typical_shape:.2f}" if c.kind.startswith("decode")
+             else "")
     return (f"| {c.model} | {what} | {c.measured_ms:.2f} | {c.typical_ms:.2f} | "
             f"{c.error:+.1%} | {c.spec_ms:.2f}{'' if c.bounded else ' (faster!)'}{shape} |")
 
@@ -237,9 +254,10 @@ def markdown(card: ProbeScorecard) -> str:
         "Whole forward passes measured by this project on its own GPU "
         "(`benchmarks/gpu_step_probe.py`; data/reference/gpu_probe/): "
         + "; ".join(card.sources) + ". Random weights, the catalog's shapes, bf16, CUDA "
-        "graphs; not a serving engine (its norms and activations run unfused: about 2 ms of "
-        "Llama-3.1-8B's 6.3 ms one-sequence step), so a decode step's level is expected "
-        f"above the typical basis'. Predicted on `{BASIS}` with no knob fitted to these rows "
+        "graphs; not a serving engine. Run eagerly, its norms and activations take about 2 ms "
+        "of Llama-3.1-8B's 6.3 ms one-sequence step, so that step's level is expected above "
+        "the typical basis'; with each layer compiled (fused, as vLLM V1 compiles) it is the "
+        f"nearest these rows come to an engine. Predicted on `{BASIS}` with no knob fitted to these rows "
         "(`capacity.fit.validate_gpu_probe`). The fastest copy measured "
         f"{card.copy_gb_s:,.0f} GB/s (data/matmul_ceilings.toml's `copy_gb_s`), the fastest "
         f"bf16 GEMM {card.gemm_tflops:,.0f} TFLOP/s.",
@@ -250,18 +268,18 @@ def markdown(card: ProbeScorecard) -> str:
     for kind in KINDS:
         e = card.error(kind)
         if e.n:
-            label = {"decode": "decode step", "prefill": "prefill (one prompt, no queue)",
-                     "mixed": "what a prefill chunk adds to a decode step"}[kind]
-            lines.append(f"| {label} | {e.n} | {e.median:.1%} | {card.bias(kind):+.1%} | "
+            lines.append(f"| {LABELS[kind]} | {e.n} | {e.median:.1%} | {card.bias(kind):+.1%} | "
                          f"{e.high:.1%} |")
-    sh = card.shape_error()
-    if sh.n:
-        lines.append(f"| decode step / one-sequence step (shape) | {sh.n} | {sh.median:.1%} | "
-                     f"{Spread.of(c.shape_error for c in card.of('decode') if c.batch > 1).median:+.1%} "
-                     f"| {sh.high:.1%} |")
+    for kind in ("decode", "decode_compiled"):
+        sh = card.shape_error(kind)
+        if sh.n:
+            lines.append(f"| {LABELS[kind]} / its one-sequence step (shape) | {sh.n} | "
+                         f"{sh.median:.1%} | {Spread.of(card.shape_errors(kind)).median:+.1%} "
+                         f"| {sh.high:.1%} |")
     lines += ["", f"The spec sheet bounds {card.bounded} of {n} passes (its pass at every "
               "efficiency's peak is no longer than the measured one).", ""]
     heads = {"decode": ("batch x context", " | measured shape | typical shape"),
+             "decode_compiled": ("batch x context", " | measured shape | typical shape"),
              "prefill": ("prompt tokens", ""),
              "mixed": ("batch x context + chunk (ms added by the chunk)", "")}
     for kind in KINDS:
@@ -269,6 +287,7 @@ def markdown(card: ProbeScorecard) -> str:
         if not rows:
             continue
         head, extra = heads[kind]
+        lines += [f"{LABELS[kind][0].upper()}{LABELS[kind][1:]}:", ""]
         cols = 6 + (2 if extra else 0)
         lines += [f"| model | {head} | measured ms | typical ms | error | spec-sheet ms{extra} |",
                   "|" + "---|" * 2 + "---:|" * (cols - 2)]
@@ -283,7 +302,7 @@ def to_dict(card: ProbeScorecard) -> dict[str, Any]:
         "basis": BASIS, "sources": list(card.sources), "copy_gb_s": card.copy_gb_s,
         "gemm_tflops": card.gemm_tflops, "bounded": card.bounded, "rows": len(card.checks),
         "error": {k: {**asdict(card.error(k)), "bias": card.bias(k)} for k in KINDS},
-        "shape_error": asdict(card.shape_error()),
+        "shape_error": {k: asdict(card.shape_error(k)) for k in ("decode", "decode_compiled")},
         "checks": [{**asdict(c), "error": c.error, "bounded": c.bounded} for c in card.checks]}))
 
 
