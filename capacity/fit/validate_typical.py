@@ -218,8 +218,8 @@ class StepPoint:
 
 ETA_BW_MAX: Final = TYPICAL_RANGES["eta_bw"][1]
 """The most of the spec-sheet bandwidth a decode step's reads reach on a real engine (0.9,
-the typical ranges' fast edge; issue 25 cites about 0.88 for a measured copy on an H200):
-the bound the step knobs' solve stays inside."""
+the typical ranges' fast edge; this project's own H200 copies at 0.889 of its spec sheet,
+data/matmul_ceilings.toml's `copy_gb_s`): the bound the step knobs' solve stays inside."""
 
 STEP_POINT_MAX_CLIENTS: Final = 8
 """A group's lowest-concurrency decode point is a source of the step knobs (`step_points`)
