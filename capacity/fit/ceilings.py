@@ -6,7 +6,7 @@ reaches, which bounds eta_bw and eta_kv; and the notes a fit that stops at one a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,12 @@ def fit_ceiling(scenarios: Sequence[Scenario]) -> float | None:
     """The lowest `scenario_ceiling` of the scenarios a fit spans (one GPU; the models may run
     their GEMMs in other precisions): what bounds the fitted eff, MFU and attention MFU
     (`calibration_problem.with_ceiling`); None where no scenario has one."""
-    known = [c for s in scenarios if (c := scenario_ceiling(s)) is not None]
+    return _lowest(scenario_ceiling(s) for s in scenarios)
+
+
+def _lowest(values: Iterable[float | None]) -> float | None:
+    """The least of the values that are not None; None where all are."""
+    known = [v for v in values if v is not None]
     return min(known) if known else None
 
 
@@ -46,8 +51,7 @@ def scenario_bandwidth_ceiling(s: Scenario) -> float | None:
 def fit_bandwidth_ceiling(scenarios: Sequence[Scenario]) -> float | None:
     """The lowest `scenario_bandwidth_ceiling` of the scenarios a fit spans: what bounds the
     fitted eta_bw and eta_kv; None where no scenario has one."""
-    known = [c for s in scenarios if (c := scenario_bandwidth_ceiling(s)) is not None]
-    return min(known) if known else None
+    return _lowest(scenario_bandwidth_ceiling(s) for s in scenarios)
 
 
 def bandwidth_notes(names: Sequence[str], x: npt.ArrayLike, ceiling: float,
