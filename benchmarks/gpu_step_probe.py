@@ -60,6 +60,10 @@ BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 50, 64, 96, 128, 160, 192, 256, 320, 384,
 CONTEXTS = (1024, 4096)
 PROMPTS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 MIXED = ((8, 256), (8, 2048), (32, 256), (32, 512), (32, 2048), (128, 512), (128, 2048))
+MIX_BATCHES = (8, 32, 128)
+MIX_CHUNKS = (64, 128, 256, 512, 1024)
+COMPILED_BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)
+COMPILED_CONTEXTS = (1024, 4096)
 
 
 class Out:
@@ -292,12 +296,6 @@ def model_runs(out: Out, name: str, s: dict[str, int], dev: torch.device, dtype:
     del cache, m
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-
-
-MIX_BATCHES = (8, 32, 128)
-MIX_CHUNKS = (64, 128, 256, 512, 1024)
-COMPILED_BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)
-COMPILED_CONTEXTS = (1024, 4096)
 
 
 def mixed_sweep(out: Out, name: str, s: dict[str, int], dev: torch.device, dtype: torch.dtype,
