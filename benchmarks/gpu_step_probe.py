@@ -21,8 +21,9 @@ What it writes (JSON lines, one object per measurement, to --out):
   one forward pass (vLLM V1's mixed step), ms; `run` = "mixsweep" (section `mixsweep`): the
   first model's decode batches and chunks of 64-1,024 tokens measured together;
 - `decode_compiled` (section `compiled`): each model's decode step at 1K and 4K context with
-  each layer compiled by TorchInductor (fused as vLLM V1 fuses), ms; `compiled_check`: the
-  compiled layer against the eager one on the same inputs.
+  each layer compiled by TorchInductor (fused as vLLM V1 fuses), ms, and at 1K its
+  `prefill_compiled` and `mixed_compiled` passes; `compiled_check`: the compiled layer against
+  the eager one on the same inputs.
 
 Run on a CUDA machine: `python benchmarks/gpu_step_probe.py --out probe.jsonl`; `--tiny` runs
 toy shapes for a minute on any device (a check of the script, not a measurement). The figures
@@ -64,6 +65,7 @@ MIX_BATCHES = (8, 32, 128)
 MIX_CHUNKS = (64, 128, 256, 512, 1024)
 COMPILED_BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)
 COMPILED_CONTEXTS = (1024, 4096)
+COMPILED_PROMPTS = (64, 128, 256, 512, 1024, 2048)
 
 
 class Out:
@@ -202,46 +204,59 @@ class Model:
         x1, x2 = x.chunk(2, -1)
         return x * c + torch.cat([-x2, x1], -1) * s
 
-    def mlp(self, x: torch.Tensor, lw: dict[str, torch.Tensor]) -> torch.Tensor:
-        g, u = F.linear(x, lw["gu"]).chunk(2, -1)
-        return F.linear(F.silu(g) * u, lw["down"])
+    def layer(self, x: torch.Tensor, pos: torch.Tensor, n1: torch.Tensor, n2: torch.Tensor,
+              wqkv: torch.Tensor, wo: torch.Tensor, wgu: torch.Tensor, wdown: torch.Tensor,
+              kc: torch.Tensor | None, vc: torch.Tensor | None, n_dec: int, ctx: int,
+              attn: bool) -> torch.Tensor:
+        """One layer over `x` [T, h]: the first `n_dec` rows decode (their K and V written at
+        position `ctx` of `kc`, `vc` [n_dec, kv, ctx + 1, D], attention over all of it), the
+        rest are one prompt chunk from position 0 (causal attention over itself). Its weights
+        are arguments, so `torch.compile` of it serves every layer."""
+        nq, nkv, d, g = self.nq, self.nkv, self.d, self.nq // self.nkv
+        t = x.shape[0]
+        qkv = F.linear(self.rms(x, n1), wqkv)
+        q = self.rope(qkv[:, : nq * d].view(t, nq, d), pos)
+        k = self.rope(qkv[:, nq * d: (nq + nkv) * d].view(t, nkv, d), pos)
+        v = qkv[:, (nq + nkv) * d:].view(t, nkv, d)
+        if attn:
+            parts = []
+            if n_dec:
+                assert kc is not None and vc is not None
+                kc[:, :, ctx] = k[:n_dec]
+                vc[:, :, ctx] = v[:n_dec]
+                qd = q[:n_dec].view(n_dec, nkv, g, d)
+                parts.append(F.scaled_dot_product_attention(qd, kc, vc).reshape(n_dec, nq * d))
+            if t > n_dec:
+                qp = q[n_dec:].transpose(0, 1)[None]
+                kp = k[n_dec:].transpose(0, 1).repeat_interleave(g, 0)[None]
+                vp = v[n_dec:].transpose(0, 1).repeat_interleave(g, 0)[None]
+                o = F.scaled_dot_product_attention(qp, kp, vp, is_causal=True)
+                parts.append(o[0].transpose(0, 1).reshape(t - n_dec, nq * d))
+            a = parts[0] if len(parts) == 1 else torch.cat(parts)
+        else:
+            a = q.reshape(t, nq * d)
+        x = x + F.linear(a, wo)
+        gate, up = F.linear(self.rms(x, n2), wgu).chunk(2, -1)
+        return x + F.linear(F.silu(gate) * up, wdown)
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor, n_dec: int,
-                cache: torch.Tensor | None, ctx: int, attn: bool, last_only: int) -> torch.Tensor:
+                cache: torch.Tensor | None, ctx: int, attn: bool, last_only: int,
+                layer: Callable[..., torch.Tensor] | None = None) -> torch.Tensor:
         """One forward pass over `tokens` [T]: the first `n_dec` rows are decoding sequences
         (each at `ctx` tokens of KV in `cache` [layers, 2, B, kv, ctx + 1, D]), the rest one
-        prompt chunk from position 0 (causal attention over itself). Logits for the decode rows
-        and the chunk's last token (`last_only` rows at the end), then argmax."""
-        nq, nkv, d, g = self.nq, self.nkv, self.d, self.nq // self.nkv
+        prompt chunk from position 0 (`layer`, default `Model.layer`: pass a compiled one).
+        Logits for the decode rows and the chunk's last token (`last_only` rows at the end),
+        then argmax."""
+        run = layer or self.layer
         x = self.emb[tokens]
         t = tokens.shape[0]
         for li, lw in enumerate(self.layers):
-            hdn = self.rms(x, lw["n1"])
-            qkv = F.linear(hdn, lw["qkv"])
-            q = qkv[:, : nq * d].view(t, nq, d)
-            k = qkv[:, nq * d: (nq + nkv) * d].view(t, nkv, d)
-            v = qkv[:, (nq + nkv) * d:].view(t, nkv, d)
-            q, k = self.rope(q, pos), self.rope(k, pos)
-            if attn:
-                parts = []
-                if n_dec:
-                    assert cache is not None
-                    kc, vc = cache[li, 0, :n_dec], cache[li, 1, :n_dec]
-                    kc[:, :, ctx] = k[:n_dec]
-                    vc[:, :, ctx] = v[:n_dec]
-                    qd = q[:n_dec].view(n_dec, nkv, g, d)
-                    parts.append(F.scaled_dot_product_attention(qd, kc, vc).reshape(n_dec, nq * d))
-                if t > n_dec:
-                    qp = q[n_dec:].transpose(0, 1)[None]
-                    kp = k[n_dec:].transpose(0, 1).repeat_interleave(g, 0)[None]
-                    vp = v[n_dec:].transpose(0, 1).repeat_interleave(g, 0)[None]
-                    o = F.scaled_dot_product_attention(qp, kp, vp, is_causal=True)
-                    parts.append(o[0].transpose(0, 1).reshape(t - n_dec, nq * d))
-                a = parts[0] if len(parts) == 1 else torch.cat(parts)
-            else:
-                a = q.reshape(t, nq * d)
-            x = x + F.linear(a, lw["o"])
-            x = x + self.mlp(self.rms(x, lw["n2"]), lw)
+            kc = vc = None
+            if n_dec and attn:
+                assert cache is not None
+                kc, vc = cache[li, 0, :n_dec], cache[li, 1, :n_dec]
+            x = run(x, pos, lw["n1"], lw["n2"], lw["qkv"], lw["o"], lw["gu"], lw["down"], kc, vc,
+                    n_dec, ctx, attn)
         rows = x if t == n_dec else torch.cat([x[:n_dec], x[t - last_only:]])
         logits = F.linear(self.rms(rows, self.norm), self.head)
         return logits.argmax(-1)
@@ -318,73 +333,70 @@ def mixed_sweep(out: Out, name: str, s: dict[str, int], dev: torch.device, dtype
 
 def compiled_runs(out: Out, name: str, s: dict[str, int], dev: torch.device,
                   dtype: torch.dtype, deadline: float, tiny: bool) -> None:
-    """The decode step again with each layer compiled by TorchInductor (`torch.compile` of one
-    layer's function, its weights arguments, so one compilation serves every layer of a batch
-    size), which fuses the norms, rotary embedding, residuals and activation as vLLM V1's own
+    """The decode step again with each layer compiled by TorchInductor (`torch.compile` of
+    `Model.layer`, its weights arguments, so one compilation serves every layer of a shape),
+    which fuses the norms, rotary embedding, residuals and activation as vLLM V1's own
     compilation does, under the same CUDA graphs; embedding, final norm, LM head and argmax
-    as before."""
+    as before. At the first context the model also prefills (`COMPILED_PROMPTS`) and runs
+    the mixed sweep's passes (`MIX_BATCHES` x `MIX_CHUNKS`) compiled."""
     import torch._dynamo
     torch._dynamo.config.cache_size_limit = 64
     m = Model(s, dev, dtype)
-    for ctx in ((64,) if tiny else COMPILED_CONTEXTS):
-        _compiled_at(out, name, s, m, ctx, dev, dtype, deadline)
+    fused = torch.compile(m.layer)
+    for i, ctx in enumerate((64,) if tiny else COMPILED_CONTEXTS):
+        _compiled_at(out, name, s, m, fused, ctx, dev, dtype, deadline,
+                     passes=i == 0)
     del m
     if dev.type == "cuda":
         torch.cuda.empty_cache()
 
 
-def _compiled_at(out: Out, name: str, s: dict[str, int], m: Model, ctx: int,
-                 dev: torch.device, dtype: torch.dtype, deadline: float) -> None:
+def _compiled_at(out: Out, name: str, s: dict[str, int], m: Model,
+                 fused: Callable[..., torch.Tensor], ctx: int, dev: torch.device,
+                 dtype: torch.dtype, deadline: float, passes: bool) -> None:
     """`compiled_runs` at one context."""
-    nq, nkv, d = m.nq, m.nkv, m.d
     kv_token = s["layers"] * 2 * s["kv_heads"] * s["head_dim"] * 2
     free = torch.cuda.mem_get_info()[0] if dev.type == "cuda" else 2**40
     bmax = max(b for b in COMPILED_BATCHES if b * (ctx + 1) * kv_token <= free - 12 * 2**30
                or b == 1)
-
-    def layer(x: torch.Tensor, pos: torch.Tensor, n1: torch.Tensor, n2: torch.Tensor,
-              wqkv: torch.Tensor, wo: torch.Tensor, wgu: torch.Tensor, wdown: torch.Tensor,
-              kc: torch.Tensor, vc: torch.Tensor) -> torch.Tensor:
-        n = x.shape[0]
-        qkv = F.linear(Model.rms(x, n1), wqkv)
-        q = m.rope(qkv[:, : nq * d].view(n, nq, d), pos)
-        k = m.rope(qkv[:, nq * d: (nq + nkv) * d].view(n, nkv, d), pos)
-        kc[:, :, ctx] = k
-        vc[:, :, ctx] = qkv[:, (nq + nkv) * d:].view(n, nkv, d)
-        a = F.scaled_dot_product_attention(q.view(n, nkv, nq // nkv, d), kc, vc)
-        x = x + F.linear(a.reshape(n, nq * d), wo)
-        g, u = F.linear(Model.rms(x, n2), wgu).chunk(2, -1)
-        return x + F.linear(F.silu(g) * u, wdown)
-
-    fused = torch.compile(layer)
     cache = torch.randn(s["layers"], 2, bmax, s["kv_heads"], ctx + 1,
                         s["head_dim"], device=dev, dtype=dtype)
-
-    def step(tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        b = tokens.shape[0]
-        x = m.emb[tokens]
-        for li, lw in enumerate(m.layers):
-            x = fused(x, pos, lw["n1"], lw["n2"], lw["qkv"], lw["o"], lw["gu"], lw["down"],
-                      cache[li, 0, :b], cache[li, 1, :b])
-        return F.linear(Model.rms(x, m.norm), m.head).argmax(-1)
-
     t0 = time.time()
     x0 = torch.randn(8, s["hidden"], device=dev, dtype=dtype)
     p0 = torch.full((8,), ctx, device=dev, dtype=torch.long)
     lw = m.layers[0]
     args = (lw["n1"], lw["n2"], lw["qkv"], lw["o"], lw["gu"], lw["down"])
-    same = (layer(x0, p0, *args, cache[0, 0, :8].clone(), cache[0, 1, :8].clone())
-            - fused(x0, p0, *args, cache[0, 0, :8].clone(), cache[0, 1, :8].clone()))
+    same = (m.layer(x0, p0, *args, cache[0, 0, :8].clone(), cache[0, 1, :8].clone(), 8, ctx,
+                    True)
+            - fused(x0, p0, *args, cache[0, 0, :8].clone(), cache[0, 1, :8].clone(), 8, ctx,
+                    True))
     out.write(kind="compiled_check", model=name, max_abs_diff=float(same.abs().max()),
               compile_s=round(time.time() - t0, 1))
+
+    def fwd(*a: Any) -> torch.Tensor:
+        return m.forward(*a, layer=fused)
+
+    decoded = {}
     for b in COMPILED_BATCHES:
         if time.time() > deadline or b > bmax:
-            return
-        tokens = torch.randint(0, s["vocab"], (b,), device=dev)
-        pos = torch.full((b,), ctx, device=dev, dtype=torch.long)
-        ms = timed_ms(graphed(lambda t=tokens, p=pos: step(t, p), dev), dev)
-        out.write(kind="decode_compiled", model=name, batch=b, context=ctx, ms=ms,
+            break
+        decoded[b] = m.time_pass(b, 0, ctx, True, cache, fwd)
+        out.write(kind="decode_compiled", model=name, batch=b, context=ctx, ms=decoded[b],
                   compile_s=round(time.time() - t0, 1))
+    if not passes:
+        return
+    for p in COMPILED_PROMPTS:
+        if time.time() > deadline:
+            return
+        out.write(kind="prefill_compiled", model=name, tokens=p,
+                  ms=m.time_pass(0, p, 0, True, None, fwd), compile_s=round(time.time() - t0, 1))
+    for b in MIX_BATCHES:
+        for c in MIX_CHUNKS:
+            if time.time() > deadline or b not in decoded:
+                return
+            out.write(kind="mixed_compiled", model=name, batch=b, context=ctx, chunk=c,
+                      ms=m.time_pass(b, c, ctx, True, cache, fwd),
+                      compile_s=round(time.time() - t0, 1))
 
 
 def smi() -> str:
@@ -402,11 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--budget-s", type=float, default=420.0)
     ap.add_argument("--sections", default="copy,gemm,decode,mamf")
+    ap.add_argument("--models", default=",".join(SHAPES),
+                    help="the models to run (default: all of SHAPES)")
     args = ap.parse_args(argv)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     torch.manual_seed(0)
-    shapes = TINY if args.tiny else SHAPES
+    shapes = TINY if args.tiny else {k: SHAPES[k] for k in args.models.split(",")}
     out = Out(args.out)
     deadline = time.time() + args.budget_s
     out.write(kind="env", date=time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),

@@ -18,13 +18,15 @@ def card() -> gp.ProbeScorecard:
 
 
 def test_the_committed_h200_probe_is_scored_row_by_row(card: gp.ProbeScorecard) -> None:
-    """The committed H200 file's four runs: 58 eager decode steps (55 of the first run, 3 of
-    the mixed sweep's), 43 with the layers compiled, 18 prefills, and 22 mixed passes (7 of
-    the first run, whose Qwen3-32B ones ran out of time, and 15 of the sweep, each paired with
-    its own run's decode step)."""
+    """The committed H200 file's five runs: 58 eager decode steps (55 of the first run, 3 of
+    the mixed sweep's), 65 with the layers compiled (three runs), 18 eager prefills and 6
+    compiled ones, and 22 eager mixed passes (7 of the first run, whose Qwen3-32B ones ran
+    out of time, and 15 of the sweep) and 15 compiled ones, each paired with its own run's
+    decode step."""
     assert [p.name for p in gp.probe_files()] == ["h200-sxm-20261204.jsonl"]
-    assert {k: len(card.of(k)) for k in gp.KINDS} == {"decode": 58, "decode_compiled": 43,
-                                                      "prefill": 18, "mixed": 22}
+    assert {k: len(card.of(k)) for k in gp.KINDS} == {
+        "decode": 58, "decode_compiled": 65, "prefill": 18, "prefill_compiled": 6, "mixed": 22,
+        "mixed_compiled": 15}
     assert {c.gpu for c in card.checks} == {"h200-sxm"}
     assert card.copy_gb_s == pytest.approx(4266.0, abs=0.05)
 
@@ -57,10 +59,10 @@ def test_a_mixed_row_is_what_the_chunk_adds(card: gp.ProbeScorecard) -> None:
 
 def test_the_section_reads_its_figures(card: gp.ProbeScorecard) -> None:
     md = gp.markdown(card)
-    assert "The spec sheet bounds 141 of 141 passes" in md
+    assert "The spec sheet bounds 184 of 184 passes" in md
     assert f"| decode step (eager) | 58 | {card.error('decode').median:.1%} |" in md
     doc = gp.to_dict(card)
-    assert doc["rows"] == 141 and doc["bounded"] == 141
+    assert doc["rows"] == 184 and doc["bounded"] == 184
     assert json.dumps(doc, allow_nan=False)
     assert "No probe file" in gp.markdown(gp.ProbeScorecard(checks=(), sources=()))
 
@@ -80,9 +82,12 @@ def test_the_compiled_step_pairs_with_its_own_one_sequence_step(card: gp.ProbeSc
     """A compiled row's shape is over the compiled one-sequence step of its model and
     context, not the eager one: Qwen3-32B at 8 x 1,024, 19.29 / 18.89 ms measured; and a
     mixed-sweep row subtracts the sweep's own decode step (8 x 1,024 + 64 tokens: 8.906 -
-    7.577 ms)."""
+    7.577 ms), and a compiled one the compiled step measured just before it in its run
+    (6.257 - 5.402 ms), not an earlier run's (5.330 ms)."""
     c = next(c for c in card.of("decode_compiled")
              if (c.model, c.batch, c.context) == ("qwen3-32b", 8, 1024))
     assert c.measured_shape == pytest.approx(19.2898 / 18.8858, rel=1e-3)
     m = next(c for c in card.of("mixed") if (c.batch, c.tokens) == (8, 64))
     assert m.measured_ms == pytest.approx(8.9062 - 7.5769, abs=1e-3)
+    mc = next(c for c in card.of("mixed_compiled") if (c.batch, c.tokens) == (8, 64))
+    assert mc.measured_ms == pytest.approx(6.2567 - 5.4023, abs=1e-3)

@@ -2,13 +2,12 @@
 measured itself on a data-centre GPU (data/reference/gpu_probe/, `benchmarks/gpu_step_probe.py`)
 against the typical vLLM basis, with no knob fitted to them, and the spec sheet's bound.
 
-Four kinds of row, each a whole forward pass of a catalog model with random weights under CUDA
-graphs (docs/accuracy.md, "Our own GPU measurement"):
+Three kinds of pass, each a whole forward pass of a catalog model with random weights under
+CUDA graphs, run eagerly and (`_compiled`) with each layer compiled by TorchInductor, which fuses
+the norms, rotary embedding, residuals and activation as vLLM V1's compilation does: the nearest
+to an engine's pass these rows hold (docs/accuracy.md, "Our own GPU measurement"):
 - decode: `batch` sequences at `context` tokens of KV; predicted by the Explorer's decode step
   (`scenario.evaluate`, F4 with F11's knobs);
-- decode_compiled: the same step with each layer compiled by TorchInductor, which fuses the
-  norms, rotary embedding, residuals and activation as vLLM V1's compilation does: the
-  nearest to an engine's step these rows hold, so its level is scored too;
 - prefill: one prompt of `tokens` tokens, nothing queued; predicted by F6 with the prefill curve
   F6c (`Evaluation.prefill_s`, the GPU's part of a TTFT);
 - mixed: a decode batch and a prefill chunk in one pass, scored as what the chunk adds to the
@@ -18,11 +17,12 @@ graphs (docs/accuracy.md, "Our own GPU measurement"):
 
 Every row is also checked against the spec-sheet bound (the same pass with every efficiency at
 its peak, no overhead): a measured pass faster than that bound is a row the spec sheet does
-not bound. The rows are not a serving engine's (no scheduler, unfused norms and activations:
-data/reference/gpu_probe/README.md), so the level of a decode step is expected above the typical
-basis' (a vLLM-like engine's); the ratio of each step to the same context's one-sequence step
-(`shape`) is what the hardware alone sets. Rows of one `run` (the probe's mixed sweep) pair
-with that run's decode rows only.
+not bound. The eager passes are not an engine's (unfused norms and activations:
+data/reference/gpu_probe/README.md), so the level of an eager decode step is expected above
+the typical basis' (a vLLM-like engine's); the ratio of each step to the same context's
+one-sequence step (`shape`) is what the hardware alone sets. A pass pairs with the latest row
+before it of the same step, so with its own run's: a mixed pass with the decode step of its
+batch and context, a decode step with the one-sequence step of its context.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ END: Final = "<!-- validate-gpu-probe:end -->"
 FOLDER: Final = ("reference", "gpu_probe")
 """Where the probe's JSON lines live under the data folder; a file is `<gpu key>-<date>.jsonl`."""
 BASIS: Final = "typical:vllm"
-KINDS: Final = ("decode", "decode_compiled", "prefill", "mixed")
+KINDS: Final = ("decode", "decode_compiled", "prefill", "prefill_compiled", "mixed",
+                 "mixed_compiled")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,37 +192,37 @@ def gpu_probe_scorecard(catalog: Catalog | None = None,
                     and r.get("op") == "copy"), default=copy)
         gemm = max((float(r["tflops"]) for r in rows if r["kind"] in ("gemm", "mamf")),
                    default=gemm)
-        decode = {(r.get("run", ""), r["kind"], r["model"], r["context"], r["batch"]): r
-                  for r in rows if r["kind"] in ("decode", "decode_compiled")}
-        one = {key[:4]: (float(r["ms"]), _decode(r, gpu, cat)[0])
-               for key, r in decode.items() if key[4] == 1}
+        # each pass pairs with the latest row before it of the same step (its run's)
+        latest: dict[tuple[str, str, int, int], tuple[float, float]] = {}
         for r in rows:
             kind = r["kind"]
+            step = "decode" + kind.partition("_")[1] + kind.partition("_")[2]
             if kind in ("decode", "decode_compiled"):
                 typ, spec = _decode(r, gpu, cat)
-                base = one.get((r.get("run", ""), kind, r["model"], r["context"]))
+                key = (kind, r["model"], int(r["context"]), int(r["batch"]))
+                latest[key] = (float(r["ms"]), typ)
+                base = latest.get((*key[:3], 1))
                 checks.append(ProbeCheck(
                     kind=kind, model=r["model"], gpu=gpu, batch=int(r["batch"]),
                     context=int(r["context"]), tokens=0, measured_ms=float(r["ms"]),
                     typical_ms=typ, spec_ms=spec,
                     measured_shape=math.nan if base is None else float(r["ms"]) / base[0],
                     typical_shape=math.nan if base is None else typ / base[1]))
-            elif kind == "prefill":
+            elif kind in ("prefill", "prefill_compiled"):
                 typ, spec = _prefill(r, gpu, cat)
                 checks.append(ProbeCheck(kind=kind, model=r["model"], gpu=gpu, batch=1,
                                          context=0, tokens=int(r["tokens"]),
                                          measured_ms=float(r["ms"]), typical_ms=typ,
                                          spec_ms=spec))
-            elif kind == "mixed":
-                alone = decode.get((r.get("run", ""), "decode", r["model"], r["context"],
-                                    r["batch"]))
+            elif kind in ("mixed", "mixed_compiled"):
+                alone = latest.get((step, r["model"], int(r["context"]), int(r["batch"])))
                 if alone is None:
                     continue
                 typ, spec = _chunk_added(r, gpu, cat)
                 checks.append(ProbeCheck(kind=kind, model=r["model"], gpu=gpu,
                                          batch=int(r["batch"]), context=int(r["context"]),
                                          tokens=int(r["chunk"]),
-                                         measured_ms=float(r["ms"]) - float(alone["ms"]),
+                                         measured_ms=float(r["ms"]) - alone[0],
                                          typical_ms=typ, spec_ms=spec))
     return ProbeScorecard(checks=tuple(checks), sources=tuple(sources), copy_gb_s=copy,
                           gemm_tflops=gemm)
@@ -230,13 +231,16 @@ def gpu_probe_scorecard(catalog: Catalog | None = None,
 # -- written out: Markdown (docs/accuracy.md), JSON -------------------------------------------
 LABELS: Final = {"decode": "decode step (eager)",
                   "decode_compiled": "decode step (layers compiled)",
-                  "prefill": "prefill (one prompt, no queue)",
-                  "mixed": "what a prefill chunk adds to a decode step"}
+                  "prefill": "prefill, one prompt, no queue (eager)",
+                  "prefill_compiled": "prefill, one prompt, no queue (layers compiled)",
+                  "mixed": "what a prefill chunk adds to a decode step (eager)",
+                  "mixed_compiled": "what a prefill chunk adds to a decode step (layers compiled)"}
 
 
 def _row(c: ProbeCheck) -> str:
-    what = (f"{c.tokens:,}" if c.kind == "prefill" else
-            f"{c.batch} x {c.context:,}" + (f" + {c.tokens:,}" if c.kind == "mixed" else ""))
+    what = (f"{c.tokens:,}" if c.kind.startswith("prefill") else
+            f"{c.batch} x {c.context:,}" + (f" + {c.tokens:,}" if c.kind.startswith("mixed")
+                                            else ""))
     shape = (f" | {c.measured_shape:.2f} | {c.typical_shape:.2f}" if c.kind.startswith("decode")
              else "")
     return (f"| {c.model} | {what} | {c.measured_ms:.2f} | {c.typical_ms:.2f} | "
@@ -280,8 +284,9 @@ def markdown(card: ProbeScorecard) -> str:
               "efficiency's peak is no longer than the measured one).", ""]
     heads = {"decode": ("batch x context", " | measured shape | typical shape"),
              "decode_compiled": ("batch x context", " | measured shape | typical shape"),
-             "prefill": ("prompt tokens", ""),
-             "mixed": ("batch x context + chunk (ms added by the chunk)", "")}
+             "prefill": ("prompt tokens", ""), "prefill_compiled": ("prompt tokens", ""),
+             "mixed": ("batch x context + chunk (ms added by the chunk)", ""),
+             "mixed_compiled": ("batch x context + chunk (ms added by the chunk)", "")}
     for kind in KINDS:
         rows = card.of(kind)
         if not rows:
