@@ -151,15 +151,15 @@ def _pair(model: str, gpu: str, cat: Catalog, **kw: Any) -> tuple[Scenario, Scen
 
 def _decode(r: dict[str, Any], gpu: str, cat: Catalog) -> tuple[float, float]:
     typ, spec = _pair(r["model"], gpu, cat, context_tokens=int(r["context"]))
-    return tuple(float(evaluate(s, [int(r["batch"])]).decode.step_ms[0])  # type: ignore[return-value]
-                 for s in (typ, spec))
+    b = [int(r["batch"])]
+    return (float(evaluate(typ, b).decode.step_ms[0]),
+            float(evaluate(spec, b).decode.step_ms[0]))
 
 
 def _prefill(r: dict[str, Any], gpu: str, cat: Catalog) -> tuple[float, float]:
     n = int(r["tokens"])
     typ, spec = _pair(r["model"], gpu, cat, context_tokens=n, prompt_tokens=n)
-    return tuple(float(evaluate(s, [1]).prefill_s) * 1e3  # type: ignore[return-value]
-                 for s in (typ, spec))
+    return float(evaluate(typ, [1]).prefill_s) * 1e3, float(evaluate(spec, [1]).prefill_s) * 1e3
 
 
 def _chunk_added(r: dict[str, Any], gpu: str, cat: Catalog) -> tuple[float, float]:
@@ -196,7 +196,6 @@ def gpu_probe_scorecard(catalog: Catalog | None = None,
         latest: dict[tuple[str, str, int, int], tuple[float, float]] = {}
         for r in rows:
             kind = r["kind"]
-            step = "decode" + kind.partition("_")[1] + kind.partition("_")[2]
             if kind in ("decode", "decode_compiled"):
                 typ, spec = _decode(r, gpu, cat)
                 key = (kind, r["model"], int(r["context"]), int(r["batch"]))
@@ -215,6 +214,7 @@ def gpu_probe_scorecard(catalog: Catalog | None = None,
                                          measured_ms=float(r["ms"]), typical_ms=typ,
                                          spec_ms=spec))
             elif kind in ("mixed", "mixed_compiled"):
+                step = kind.replace("mixed", "decode")  # mixed_compiled -> decode_compiled
                 alone = latest.get((step, r["model"], int(r["context"]), int(r["batch"])))
                 if alone is None:
                     continue
