@@ -80,8 +80,10 @@ def shots(tmp_path: Path) -> Iterator[Path]:
             shutil.copy(f, keep)
 
 
-def click_until(page, name: str, expect, shots: Path, *, attempts: int, each_ms: int) -> None:
-    """Click the button `name` until `expect` shows, as a user retries a click that did nothing.
+def click_until(page, name: str, expect, shots: Path, *, attempts: int, each_ms: int,
+                state: str = "visible") -> None:
+    """Click the button `name` until `expect` is in `state` (shows, by default), as a user
+    retries a click that did nothing.
 
     On a loaded machine Streamlit can drop a click that lands while a rerun is still drawing
     (CI saw the simulator's Start button do nothing for 90 s). The buttons clicked here are
@@ -98,7 +100,7 @@ def click_until(page, name: str, expect, shots: Path, *, attempts: int, each_ms:
             except sync_api.TimeoutError:
                 pass  # hidden while a rerun redraws: wait, then look again
         try:
-            expect.wait_for(timeout=each_ms)
+            expect.wait_for(state=state, timeout=each_ms)
             return
         except sync_api.TimeoutError:
             if attempt == attempts - 1:
@@ -162,11 +164,12 @@ def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: P
                 assert page.locator("[data-testid='stException']").count() == 0
                 page.screenshot(path=str(shots / "measure.png"), full_page=True)
             finally:
-                stop = page.get_by_role("button", name="Stop the simulated endpoint")
-                if stop.count():
-                    stop.click()
-                    page.get_by_role("button", name="Start the simulated endpoint").wait_for(
-                        timeout=30_000)
+                # a Stop click can be dropped by a rerun as Start's can (CI saw it once):
+                # retried the same way, and Stop is only offered while a simulator runs
+                if page.get_by_role("button", name="Stop the simulated endpoint").count():
+                    click_until(page, "Stop the simulated endpoint",
+                                page.get_by_role("button", name="Start the simulated endpoint"),
+                                shots, attempts=3, each_ms=30_000)
             browser.close()
 
 

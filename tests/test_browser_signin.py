@@ -340,7 +340,8 @@ def test_sign_in_a_viewer_refused_and_two_editors_kept_apart(app_url: str, tmp_p
                 pg.get_by_role("button", name="Start measuring").wait_for()
             for pg in pages.values():
                 stop = pg.get_by_role("button", name="Stop the simulated endpoint")
-                stop.click()
-                stop.wait_for(state="hidden")  # stopped (the expander may close with it)
+                # stopped (the expander may close with it); a dropped click is retried
+                click_until(pg, "Stop the simulated endpoint", stop, shots, attempts=3,
+                            each_ms=30_000, state="hidden")
         finally:
             browser.close()
