@@ -71,12 +71,17 @@ def test_a_prefix_hit_lowers_the_prompt_to_read() -> None:
 
 def test_prefill_work_moves_to_the_pass_efficiency() -> None:
     # a 1,000-token miss of 130 ms alone, 60 ms of it MFU-bound at the plateau, m_half 500: in
-    # passes of 2,000 tokens 130 + 60 x (500 / 2,000 - 500 / 1,000) = 115 ms
+    # passes of 2,000 tokens 130 + 60 x (slowdown(2000) - slowdown(1000)), slowdown(m) =
+    # (1 + (500 / m)^2.5)^0.4 - 1: 130 + 60 x (0.012377 - 0.067278) = 126.706 ms
+    def slowdown(m: float) -> float:
+        return float((1 + (500 / m) ** 2.5) ** 0.4 - 1)
+
     k = np.arange(1001, dtype=np.float64)
     svc = _svc(prompt_tokens=1000, prefill_ms=130.0, prefill_mfu_ms=60.0, mfu_half_tokens=500,
                chunk_tokens=2048, prefill_cum_ms=0.1 * k)
-    assert svc.prefill_work_ms(2000) == pytest.approx(115.0)
-    assert svc.mean_prefill_ms == pytest.approx(130 + 60 * (500 / 2048 - 0.5))
+    assert svc.prefill_work_ms(2000) == pytest.approx(130 + 60 * (slowdown(2000) - slowdown(1000)))
+    assert svc.prefill_work_ms(2000) == pytest.approx(126.706, abs=1e-3)
+    assert svc.mean_prefill_ms == pytest.approx(130 + 60 * (slowdown(2048) - slowdown(1000)))
 
 
 def test_a_rate_under_the_mixed_ceiling_keeps_a_finite_queue() -> None:

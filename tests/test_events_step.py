@@ -35,32 +35,44 @@ def _svc(**kw: object) -> ServiceModel:
     return ServiceModel(**base)  # type: ignore[arg-type]
 
 
+def _sd(m: float, half: float) -> float:
+    """F6c's slowdown by hand: (1 + (m_half / m)^2.5)^(1/2.5) - 1."""
+    return float((1 + (half / m) ** 2.5) ** 0.4 - 1)
+
+
 def test_pass_slowdown_by_hand() -> None:
-    # step_mfu(512, mfu=1, m_half=256) = 512 / 768 = 2/3: the GEMMs take 1.5x, slowdown 0.5
-    assert pass_slowdown(512, 256) == pytest.approx(0.5)
-    assert pass_slowdown(2048, 128) == pytest.approx(128 / 2048)
+    # step_mfu(512, mfu=1, m_half=256) = 1 / (1 + 0.5^2.5)^0.4 = 1 / 1.067278: the GEMMs take
+    # 6.7% longer than at the plateau; at the ridge (m = m_half) 2^0.4 - 1 = 0.3195
+    assert pass_slowdown(512, 256) == pytest.approx(_sd(512, 256)) == pytest.approx(0.067278,
+                                                                                    abs=1e-6)
+    assert pass_slowdown(256, 256) == pytest.approx(2 ** 0.4 - 1)
+    assert pass_slowdown(2048, 128) == pytest.approx((1 + (128 / 2048) ** 2.5) ** 0.4 - 1)
     assert pass_slowdown(512, 0) == 0.0          # constant MFU: nothing stretches
 
 
 def test_mixed_step_runs_the_chunks_at_the_pass_efficiency() -> None:
     # 0.5 ms per prompt token at the plateau, 0.3 of it MFU-bound; a 50-token chunk rides with
-    # 2 decode tokens: m = 52, slowdown 100 / 52; prefill = 25 + 15 x 100 / 52 = 53.846 ms,
-    # above the 10 ms weight read
+    # 2 decode tokens: m = 52, slowdown (1 + (100 / 52)^2.5)^0.4 - 1 = 1.0665; prefill =
+    # 25 + 15 x 1.0665 = 40.998 ms, above the 10 ms weight read
     k = np.arange(101, dtype=np.float64)
     svc = _svc(chunk_tokens=64, prefill_cum_ms=0.5 * k, mfu_cum_ms=0.3 * k, mfu_half_tokens=100)
-    assert svc.mixed_step_ms(2, [(0, 50)]) == pytest.approx(25 + 1500 / 52)
+    assert svc.mixed_step_ms(2, [(0, 50)]) == pytest.approx(25 + 15 * _sd(52, 100))
+    assert svc.mixed_step_ms(2, [(0, 50)]) == pytest.approx(40.98, abs=0.01)
     flat = _svc(chunk_tokens=64, prefill_cum_ms=0.5 * k, mfu_cum_ms=0.3 * k)
     assert flat.mixed_step_ms(2, [(0, 50)]) == pytest.approx(25.0)   # m_half 0: today's
-    # a larger pass runs nearer the plateau: 2 decode + 60 tokens, 30 + 18 x 100 / 62
-    assert svc.mixed_step_ms(2, [(0, 60)]) == pytest.approx(30 + 1800 / 62)
+    # a larger pass runs nearer the plateau: 2 decode + 60 tokens, 30 + 18 x slowdown(62)
+    assert svc.mixed_step_ms(2, [(0, 60)]) == pytest.approx(30 + 18 * _sd(62, 100))
 
 
 def test_whole_prompt_batch_shares_one_pass_efficiency() -> None:
-    # two 1,000-token prompts at m_half 500, each 130 ms alone (40 ms not MFU-bound + 60 ms
-    # MFU-bound x (1 + 500/1000)): together 2 x 40 + 120 x (1 + 500/2000) = 230 ms
+    # two 1,000-token prompts at m_half 500, each 130 ms alone, 60 ms of it MFU-bound at the
+    # plateau: together one pass of 2,000 tokens runs nearer the plateau, 2 x 130 + 120 x
+    # (slowdown(2000) - slowdown(1000)) = 260 + 120 x (0.012377 - 0.067278) = 253.412 ms
     svc = _svc(prompt_tokens=1000, prefill_ms=130.0, prefill_mfu_ms=60.0, mfu_half_tokens=500)
     assert svc.prompt_pass_ms([False]) == pytest.approx(130.0)
-    assert svc.prompt_pass_ms([False, False]) == pytest.approx(230.0)
+    assert svc.prompt_pass_ms([False, False]) == pytest.approx(
+        260 + 120 * (_sd(2000, 500) - _sd(1000, 500)))
+    assert svc.prompt_pass_ms([False, False]) == pytest.approx(253.412, abs=1e-3)
 
 
 def test_offload_by_hand() -> None:

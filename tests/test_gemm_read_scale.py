@@ -63,11 +63,13 @@ def test_gemm_bytes_per_param_by_hand() -> None:
 
 
 def test_scale_multiplies_m_half_in_step_mfu() -> None:
-    # dense, scale 0.5, plateau 0.6, m_half 262, 262 tokens: 0.6 x 262 / (262 + 131) = 0.4
+    # dense, scale 0.5, plateau 0.6, m_half 262, 262 tokens: 0.6 / (1 + 0.5^2.5)^0.4 = 0.5622
     half = Routing(read_scale=0.5)
-    assert float(step_mfu(262, mfu=0.6, half_tokens=262.0, routing=half)) == pytest.approx(0.4)
-    # the reference (scale 1): 0.6 x 262 / 524 = 0.3
-    assert float(step_mfu(262, mfu=0.6, half_tokens=262.0, routing=DENSE)) == pytest.approx(0.3)
+    assert float(step_mfu(262, mfu=0.6, half_tokens=262.0, routing=half)) == pytest.approx(
+        0.6 / (1 + 0.5 ** 2.5) ** 0.4) == pytest.approx(0.562178, abs=1e-6)
+    # the reference (scale 1), at its ridge: 0.6 / 2^0.4 = 0.4547
+    assert float(step_mfu(262, mfu=0.6, half_tokens=262.0, routing=DENSE)) == pytest.approx(
+        0.6 / 2 ** 0.4)
     # an MoE's weight ratio and the scale multiply: gpt-oss-120b at 5,000 tokens 22.90 x 0.25
     moe = routing_of(default_catalog().models["gpt-oss-120b"], 0.25)
     assert float(moe.half_ratio(5000)) == pytest.approx(
@@ -77,7 +79,7 @@ def test_scale_multiplies_m_half_in_step_mfu() -> None:
 
 def test_scenario_routing_uses_its_device_and_format() -> None:
     # Llama-3.1-8B bf16 on an A100 80GB: the scenario's routing holds the A100's scale, and a
-    # 500-token prompt's GEMMs run at 0.622 x 500 / (500 + 262 x 0.5183)
+    # 500-token prompt's GEMMs run at 0.622 / (1 + (262 x 0.5183 / 500)^2.5)^0.4
     cat = default_catalog()
     s = make_scenario("llama-3.1-8b", "a100-80gb-sxm", catalog=cat, context_tokens=1024,
                       prompt_tokens=500, mfu=0.622, mfu_half_tokens=262.0)
@@ -86,14 +88,14 @@ def test_scenario_routing_uses_its_device_and_format() -> None:
     assert s.routing.read_scale == pytest.approx((312e12 * b / 2 / 2039e9) / H100_RIDGE,
                                                  rel=1e-12)
     eff = float(step_mfu(500, mfu=0.622, half_tokens=262.0, routing=s.routing))
-    assert eff == pytest.approx(0.622 * 500 / (500 + 262.0 * 0.5183), rel=1e-3)
-    # the same prompt on an H100 SXM (scale 1) runs at 0.622 x 500 / 762: its GEMMs need more
-    # rows to hide their weight read behind the arithmetic
+    assert eff == pytest.approx(0.622 / (1 + (262.0 * 0.5183 / 500) ** 2.5) ** 0.4, rel=1e-3)
+    # the same prompt on an H100 SXM (scale 1) runs at 0.622 / (1 + (262 / 500)^2.5)^0.4: its
+    # GEMMs need more rows to hide their weight read behind the arithmetic
     h = make_scenario("llama-3.1-8b", "h100-sxm", catalog=cat, context_tokens=1024,
                       prompt_tokens=500, mfu=0.622, mfu_half_tokens=262.0)
     assert h.routing.read_scale == pytest.approx(1.0, abs=1e-3)
     assert float(step_mfu(500, mfu=0.622, half_tokens=262.0, routing=h.routing)) == \
-        pytest.approx(0.622 * 500 / 762, rel=1e-3)
+        pytest.approx(0.622 / (1 + (262 / 500) ** 2.5) ** 0.4, rel=1e-3)
     # one computation: the event model's whole-prompt prefill is the Explorer's F6
     svc = service_from_scenario(s, output_tokens=16, engine="vllm")
     assert svc.routing == s.routing

@@ -13,12 +13,17 @@ from capacity.model.scenario import make_scenario
 
 
 def test_pass_slowdown_by_hand() -> None:
-    # m_half / m: 256 / 512 = 0.5; one token at m_half 1: 1 / 1 = 1; m_half 1 at 512: 1/512
-    assert pass_slowdown(512, 256) == pytest.approx(0.5)
-    assert pass_slowdown(1, 1) == pytest.approx(1.0)
-    assert pass_slowdown(512, 1) == pytest.approx(1 / 512)
-    assert pass_slowdown(0.5, 0.5) == pytest.approx(1.0)   # fractions of a token still count
-    assert pass_slowdown(100, 0.5) == pytest.approx(0.005)
+    # (1 + (m_half / m)^2.5)^0.4 - 1: 256 / 512 -> (1 + 0.5^2.5)^0.4 - 1 = 1.176777^0.4 - 1 =
+    # 0.067278; at the ridge (one token at m_half 1) 2^0.4 - 1 = 0.319508; m_half 1 at 512:
+    # (1 + 512^-2.5)^0.4 - 1 = 0.4 x 512^-2.5 = 6.74e-8 (far above the ridge: the plateau)
+    assert pass_slowdown(512, 256) == pytest.approx(0.067278, abs=1e-6)
+    assert pass_slowdown(1, 1) == pytest.approx(0.319508, abs=1e-6)
+    assert pass_slowdown(512, 1) == pytest.approx(0.4 * 512 ** -2.5, rel=1e-6)
+    assert pass_slowdown(0.5, 0.5) == pytest.approx(2 ** 0.4 - 1)  # fractions of a token count
+    # below the ridge the read sets the time: m_half 1,000 at 10 tokens, (1 + 100^2.5)^0.4 - 1
+    # = (1 + 1e5)^0.4 - 1 = 99.0 (about m_half / m - 1: the weights' read over 10 tokens' work)
+    assert pass_slowdown(10, 1000) == pytest.approx((1 + 1e5) ** 0.4 - 1)
+    assert pass_slowdown(10, 1000) == pytest.approx(99.0, abs=0.1)
 
 
 def test_pass_slowdown_is_zero_without_a_curve_or_tokens() -> None:

@@ -113,14 +113,19 @@ def test_prefill_by_parts_by_hand() -> None:
     _close(prefill_seconds_by_parts(PF, 100.0, 0.5, 0.25), [0.028])
     _close(prefill_seconds_by_parts(PF, 100.0, 0.5, 0.25, 0.002), [0.030])
     _close(prefill_seconds_by_parts(PF, 100.0, 0.5, 1.0), [0.022])     # attn_mfu 1 allowed
-    # MFU curve, m_half 250 at the prompt's 1000 tokens: 0.5 x 1000 / 1250 = 0.4:
-    # 1e12 / 4e13 = 0.025 + 0.008 = 0.033
-    _close(prefill_seconds_by_parts(PF, 100.0, 0.5, 0.25, half_tokens=250.0), [0.033])
-    # the same over a pass of 250 tokens: MFU 0.25 -> 0.04 + 0.008 = 0.048
+    # MFU curve, m_half 250 at the prompt's 1000 tokens: 0.5 / (1 + 0.25^2.5)^0.4 =
+    # 0.5 / 1.012377 = 0.493887: 1e12 / 4.93887e13 = 0.020248 + 0.008 = 0.028248
+    at_1000 = 0.5 / (1 + 0.25 ** 2.5) ** 0.4
+    _close(prefill_seconds_by_parts(PF, 100.0, 0.5, 0.25, half_tokens=250.0),
+           [1e12 / (1e14 * at_1000) + 0.008])
+    assert 1e12 / (1e14 * at_1000) + 0.008 == pytest.approx(0.028248, abs=1e-6)
+    # the same over a pass of 250 tokens, the ridge: MFU 0.5 / 2^0.4 = 0.378929 ->
+    # 0.026390 + 0.008 = 0.034390
     _close(prefill_seconds_by_parts(PF, 100.0, 0.5, 0.25, half_tokens=250.0,
-                                    step_tokens=250.0), [0.048])
-    # curve with attention at MFU(m): 1.2e12 / (100e12 x 0.4) = 0.03
-    _close(prefill_seconds_by_parts(PF, 100.0, 0.5, half_tokens=250.0), [0.03])
+                                    step_tokens=250.0), [1e12 * 2 ** 0.4 / 5e13 + 0.008])
+    # curve with attention at MFU(m): 1.2e12 / (100e12 x 0.493887) = 0.024297
+    _close(prefill_seconds_by_parts(PF, 100.0, 0.5, half_tokens=250.0),
+           [1.2e12 / (1e14 * at_1000)])
     # step_tokens without a curve changes nothing
     _close(prefill_seconds_by_parts(PF, 100.0, 0.5, 0.25, step_tokens=10.0), [0.028])
 
@@ -140,14 +145,17 @@ def test_prefill_by_parts_refuses() -> None:
 
 
 def test_step_mfu_by_hand() -> None:
-    # plateau 0.7, m_half 128: 0.7 x 128 / 256 = 0.35; 0.7 x 2048 / 2176 = 0.658824
-    _close(step_mfu([128.0, 2048.0], mfu=0.7, half_tokens=128.0), [0.35, 0.7 * 2048 / 2176])
+    # plateau 0.7, m_half 128: the ridge 0.7 / 2^0.4 = 0.530501; 0.7 / (1 + (1/16)^2.5)^0.4 =
+    # 0.699727
+    _close(step_mfu([128.0, 2048.0], mfu=0.7, half_tokens=128.0),
+           [0.7 / 2 ** 0.4, 0.7 / (1 + (128 / 2048) ** 2.5) ** 0.4])
     # no curve: the plateau, in the tokens' shape, even at 0 tokens
     out = step_mfu([0.0, 5.0, 9.0], mfu=0.7)
     _close(out, [0.7, 0.7, 0.7])
     assert out.shape == (3,) and out.dtype == np.float64
-    # m_half 0.5 at one token: 1 / 1.5 of the plateau
-    _close(step_mfu(1.0, mfu=0.6, half_tokens=0.5), [0.4])
+    # m_half 0.5 at one token: 0.6 / (1 + 0.5^2.5)^0.4 = 0.6 / 1.067278 = 0.562177
+    _close(step_mfu(1.0, mfu=0.6, half_tokens=0.5), [0.6 / (1 + 0.5 ** 2.5) ** 0.4])
+    assert float(step_mfu(1.0, mfu=0.6, half_tokens=0.5)) == pytest.approx(0.562177, abs=1e-6)
 
 
 def test_step_mfu_refuses() -> None:
@@ -205,8 +213,10 @@ def test_attended_pairs_in_double_for_single_precision_prompts() -> None:
 
 
 def test_prefill_by_parts_curve_and_peak_edges() -> None:
-    # m_half 0.5 at 1000 tokens: MFU 0.5 x 1000 / 1000.5; (1e12 + 2e11) / (100e12 x that)
-    want = 1.2e12 / (100e12 * 0.5 * 1000 / 1000.5)
+    # m_half 0.5 at 1000 tokens: MFU 0.5 / (1 + 0.0005^2.5)^0.4, 2.2e-9 below the plateau (the
+    # check's rtol is 1e-12, so a curve left out is caught); (1e12 + 2e11) / (100e12 x that)
+    want = 1.2e12 / (100e12 * 0.5 / (1 + 0.0005 ** 2.5) ** 0.4)
+    assert want / 0.024 - 1 == pytest.approx(0.4 * 0.0005 ** 2.5, rel=1e-3)
     _close(prefill_seconds_by_parts(PF, 100.0, 0.5, half_tokens=0.5), [want])
     # 0.5 TFLOP/s is a (slow) device: 1.2e12 / (0.5e12 x 0.5) = 4.8 s; 0 is refused
     _close(prefill_seconds_by_parts(PF, 0.5, 0.5), [4.8])

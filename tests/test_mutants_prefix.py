@@ -99,12 +99,14 @@ def test_cached_prefill_seconds_by_hand() -> None:
     # prefill overhead 50 ms; MFU curve m_half 250 over the 600 new tokens; the seed's AWQ
     # weights (5.7 GB for 9.0 B parameters: 0.6333 bytes each, bf16 arithmetic) on the RTX 4090
     # scale m_half by (165.2 x 0.6333 / 2 / 1008) / (989 / 3350) = 0.175793
-    # (`gemm_read_scale`): 43.95 tokens, 0.3 x 600 / 643.95 = 0.279525 ->
-    # 0.05 + 1.08550502e13 / (165.2e12 x 0.279525)
+    # (`gemm_read_scale`): 43.95 tokens, 0.3 / (1 + (43.95 / 600)^2.5)^0.4 = 0.299826 ->
+    # 0.05 + 1.08550502e13 / (165.2e12 x 0.299826)
     s = make_scenario(prefill_overhead_ms=50.0, mfu_half_tokens=250.0)
     half = 250.0 * (165.2e12 / 1008e9) / (989e12 / 3350e9) * (5.7 / 9.0) / 2
     assert half == pytest.approx(43.95, abs=0.01)
-    want = 0.05 + _flops(1000, 400) / (165.2e12 * 0.3 * 600 / (600 + half))
+    mfu = 0.3 / (1 + (half / 600) ** 2.5) ** 0.4
+    assert mfu == pytest.approx(0.299826, abs=1e-6)
+    want = 0.05 + _flops(1000, 400) / (165.2e12 * mfu)
     assert float(cached_prefill_s(s, 1000, 400)) == pytest.approx(want, rel=1e-12)
 
 

@@ -94,7 +94,8 @@ def test_a_mixed_pass_all_reduces_once(svc: ServiceModel, batch: int,
     line = svc.comm_line
     tokens = sum(n for _, n in chunks)
     assert svc.mfu_half_tokens > 0
-    stretch = svc.mfu_half_tokens / (batch + tokens)   # F6c at the pass's tokens, dense
+    # F6c at the pass's tokens, dense: (1 + (m_half / m)^2.5)^0.4 - 1
+    stretch = (1 + (svc.mfu_half_tokens / (batch + tokens)) ** 2.5) ** 0.4 - 1
     work = sum(svc.chunk_ms(d, n) - line.chunk_ms(d, n) + stretch * svc.chunk_mfu_ms(d, n)
                for d, n in chunks)
     hand = (svc.overhead_ms + max(float(svc.bandwidth_ms[batch]),

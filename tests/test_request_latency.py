@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from capacity.catalog.loader import Catalog
+from capacity.fit import typical_latency as tl
 from capacity.fit import validate_typical as vt
 from capacity.fit.planning import engines, scenario_with_basis, typical_efficiency, with_typical
 from capacity.model.prefix import prefix_capacity_table, prefix_effect
@@ -143,17 +144,18 @@ def test_the_simulated_endpoint_over_http_delays_the_first_token(catalog: Catalo
     assert truth[0]["ttft_ms"] * 20.0 == pytest.approx(400.0 + prefill_ms, rel=0.05)
 
 
-def test_the_typical_sglang_basis_holds_it_and_the_vllm_basis_does_not() -> None:
+def test_each_typical_basis_holds_its_engines_latency() -> None:
     sg, vl = typical_efficiency("sglang"), typical_efficiency("vllm")
-    assert vl.typical["request_latency_ms"] == 0.0
-    assert sg.typical["request_latency_ms"] == pytest.approx(17.50)
+    assert vl.typical["request_latency_ms"] == pytest.approx(11.63)
+    assert sg.typical["request_latency_ms"] == pytest.approx(20.02)
     # every other knob is vLLM's (one set for both engines)
     assert {k: v for k, v in sg.typical.items() if k != "request_latency_ms"} == \
         {k: v for k, v in vl.typical.items() if k != "request_latency_ms"}
     assert sg.step_error == vl.step_error
     base = PlanInputs(model="qwen3.5-9b-awq", workload=Workload(daily_active_users=10),
                       gpus=("rtx-4090",))
-    assert with_typical(base, sg).request_latency_ms == pytest.approx(17.50)
+    assert with_typical(base, sg).request_latency_ms == pytest.approx(20.02)
+    assert with_typical(base, vl).request_latency_ms == pytest.approx(11.63)
     assert "sglang" in engines()
 
 
@@ -179,29 +181,54 @@ def test_latency_points_and_their_held_out_median_by_hand() -> None:
             row(sg, 2, 90.0, 10.0, added="2026-12-02"), row(sg, 2, 9.0, 9.0, metric="step"),
             row(other, 4, 80.0, 10.0)]
     assert vt.latency_points(rows, groups) == {sg: 19.0}
+    # vLLM's points: a group on CUDA graphs whose lowest TTFT level has 8 clients or fewer,
+    # rows of every date (its C = 1 rows were added later); the eager AWQ group does not count
+    vl = "qwen3-8b-bf16 on h100-sxm (vLLM)"
+    eager = "qwen3-14b-awq on a100-80gb-sxm (vLLM)"
+    assert all(x.cuda_graphs for x in groups[vl]) and not all(x.cuda_graphs for x in groups[eager])
+    rows = [row(vl, 4, 64.0, 20.0), row(vl, 1, 60.0, 18.0, added="2026-12-04"),
+            row(vl, 1, 62.0, 18.0, added="2026-12-04"), row(eager, 1, 3400.0, 2800.0),
+            row(sg, 4, 50.0, 30.0)]
+    assert tl.latency_points(rows, groups, "vLLM") == {vl: 43.0}   # median of 42 and 44
+    # measured at 16 clients at the least: no point
+    assert tl.latency_points([row(vl, 16, 90.0, 20.0)], groups, "vLLM") == {}
+    # the engines the points predict: SGLang's own, every other engine vLLM's
+    assert tl.latency_family(groups[sg]) == "SGLang" and tl.latency_family(groups[eager]) == "vLLM"
+    assert tl.latency_family(groups["llama-3.1-70b-fp8 on 2x h100-sxm (NIM)"]) == "vLLM"
 
 
 @pytest.mark.slow
 def test_the_shipped_latency_is_the_scorecards() -> None:
-    """data/engines.toml's [sglang.request_latency_ms] is the median of the scorecard's
-    latency points (the SGLang groups the knobs rest on), its range their extremes; every
-    SGLang group is predicted with the others' alone."""
+    """data/engines.toml's [sglang.request_latency_ms] and [vllm.request_latency_ms] are the
+    medians of the scorecard's latency points (SGLang's groups the knobs rest on; vLLM's on
+    CUDA graphs at 8 clients or fewer), their ranges the extremes; every group is predicted
+    with the other groups' points of its engine alone (the NIM and TensorRT-LLM groups, on
+    `typical:vllm`, with every vLLM point)."""
     card = vt.typical_scorecard()
-    pts = dict(card.latency_points)
-    assert len(pts) >= 2
-    sg = typical_efficiency("sglang")
-    assert sg.typical["request_latency_ms"] == pytest.approx(float(np.median(list(pts.values()))),
-                                                             abs=0.01)
-    assert (sg.low["request_latency_ms"], sg.high["request_latency_ms"]) == pytest.approx(
-        (min(pts.values()), max(pts.values())), abs=0.01)
+    by_family = {"SGLang": dict(card.latency_points), "vLLM": dict(card.vllm_latency_points)}
+    assert len(by_family["SGLang"]) >= 2 and len(by_family["vLLM"]) >= 4
+    for fam, engine in (("SGLang", "sglang"), ("vLLM", "vllm")):
+        pts = by_family[fam]
+        typ = typical_efficiency(engine)
+        assert typ.typical["request_latency_ms"] == pytest.approx(
+            float(np.median(list(pts.values()))), abs=0.01)
+        assert (typ.low["request_latency_ms"], typ.high["request_latency_ms"]) == pytest.approx(
+            (min(pts.values()), max(pts.values())), abs=0.01)
+    groups = vt.groups_of()
     held = dict(card.latency_ms)
+    assert set(held) == set(groups)
     for group, x in held.items():
+        pts = by_family[tl.latency_family(groups[group])]
         others = [v for k, v in pts.items() if k != group]
         assert x == pytest.approx(max(0.0, float(np.median(others))))
+    # the eager AWQ group and the MI300X measured at 32 clients lend no point
+    assert not any("awq" in k or "mi300x" in k for k in by_family["vLLM"])
 
 
 def test_a_scenario_on_the_sglang_basis_carries_it(catalog: Catalog) -> None:
     s = scenario_with_basis(_scenario(catalog), "typical:sglang")
-    assert s.request_latency_ms == pytest.approx(17.50)
+    assert s.request_latency_ms == pytest.approx(20.02)
     assert scenario_with_basis(_scenario(catalog), "spec").request_latency_ms == 0.0
-    assert scenario_with_basis(_scenario(catalog), "typical:vllm").request_latency_ms == 0.0
+    assert scenario_with_basis(_scenario(catalog), "").request_latency_ms == 0.0
+    assert scenario_with_basis(_scenario(catalog), "typical:vllm").request_latency_ms == \
+        pytest.approx(11.63)

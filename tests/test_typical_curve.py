@@ -33,24 +33,25 @@ from capacity.plan.search import plan
 
 def test_typical_knobs_are_one_set_for_every_gpu() -> None:
     typ = typical_efficiency("vllm")
-    # data/engines.toml: plateau 0.802 of the GPU's measured matmul ceiling (median of the
-    # published groups' 0.975 and 0.629), m_half 262 (XLA's H100 matmul table), eta_bw 0.882
-    # and 68.9 us per layer (F11)
+    # data/engines.toml: plateau 0.706 of the GPU's measured matmul ceiling (median of the
+    # published groups' 0.785 and 0.628 on F6c's curve of sharpness 2.5), m_half 262 (XLA's
+    # H100 matmul table), eta_bw 0.882 and 68.9 us per layer (F11), 11.63 ms outside the GPU
     assert (typ.typical["eta_bw"], typ.typical["mfu"], typ.typical["mfu_half_tokens"],
-            typ.typical["layer_overhead_ms"]) == (0.882, 0.802, 262.0, 0.0689)
+            typ.typical["layer_overhead_ms"]) == (0.882, 0.706, 262.0, 0.0689)
+    assert typ.typical["request_latency_ms"] == 11.63
     wl = Workload(peak_concurrency=8.0, context_tokens=4096, prompt_tokens=1000,
                   output_tokens=200, headroom=0.0)
     for gpus in (("h100-sxm",), ("a100-80gb-sxm",), ("h100-sxm", "a100-80gb-sxm"), None):
         inp = with_basis(PlanInputs(model="llama-3.1-8b-bf16", workload=wl, gpus=gpus),
                          "typical:vllm")
-        assert (inp.eta_bw, inp.mfu, inp.mfu_half_tokens, inp.layer_overhead_ms) == (
-            0.882, 0.802, 262.0, 0.0689)
+        assert (inp.eta_bw, inp.mfu, inp.mfu_half_tokens, inp.layer_overhead_ms,
+                inp.request_latency_ms) == (0.882, 0.706, 262.0, 0.0689, 11.63)
         # an option runs the plateau as a share of its own GPU's ceiling, whatever is searched
-        # beside it: H100 bf16 0.802 x 794.5 / 989, A100 0.802 x 271.2 / 312
+        # beside it: H100 bf16 0.706 x 794.5 / 989, A100 0.706 x 271.2 / 312
         assert inp.mfu_on(default_catalog().gpu("h100-sxm"), "bf16") == pytest.approx(
-            0.802 * 794.5 / 989)
+            0.706 * 794.5 / 989)
         assert inp.mfu_on(default_catalog().gpu("a100-80gb-sxm"), "bf16") == pytest.approx(
-            0.802 * 271.2 / 312)
+            0.706 * 271.2 / 312)
 
 
 def test_an_engines_file_without_the_curve_keeps_a_constant_mfu() -> None:
@@ -80,20 +81,31 @@ def test_every_surface_resolves_the_same_typical_knobs(gpu: str, searched: tuple
     a, b = evaluate(planner, [1]), evaluate(explorer, [1])
     assert float(a.ttft_s) == pytest.approx(float(b.ttft_s), rel=1e-12)
     assert float(a.decode.step_ms[0]) == pytest.approx(float(b.decode.step_ms[0]), rel=1e-12)
-    assert o.prefill_ms == pytest.approx(float(a.ttft_s) * 1e3, rel=1e-9)
+    # the GPU's part of it: the TTFT also holds the basis' 11.63 ms outside the GPU
+    assert o.prefill_ms == pytest.approx(float(a.prefill_s) * 1e3, rel=1e-9)
+    assert float(a.ttft_s) * 1e3 == pytest.approx(o.prefill_ms + 11.63, rel=1e-9)
 
 
 def test_typical_prefill_is_never_faster_than_the_spec_sheet() -> None:
     s = make_scenario("llama-3.1-8b-bf16", "h100-sxm", context_tokens=4096, prompt_tokens=200)
     spec = float(evaluate(scenario_with_basis(s, "spec"), [1]).ttft_s)
     typ = float(evaluate(scenario_with_basis(s, "typical:vllm"), [1]).ttft_s)
-    # 200 tokens at plateau 0.594, m_half 262: MFU 0.594 x 200 / 462 = 0.257 (+ 3.5 ms)
-    assert typ > spec / (0.594 * 200 / 462)
+    # 200 tokens at plateau 0.706 x 0.803 = 0.567, m_half 262: MFU 0.567 / (1 + 1.31^2.5)^0.4
+    # = 0.367 (+ 3.5 ms and 11.63 ms outside the GPU), the chapter's count of the FLOPs
+    assert typ > spec / (0.706 * 794.5 / 989 / (1 + (262 / 200) ** 2.5) ** 0.4)
 
 
 def test_group_plateau_hand_value() -> None:
-    # NIM, L = 5000 at C = 1: spec TTFT / measured = 0.534 -> 0.534 x 5262 / 5000 = 0.56198
-    assert vt.group_plateau(53.4, 100.0, 5000, 262) == pytest.approx(0.534 * 5262 / 5000)
+    # NIM, L = 5000 at C = 1: spec TTFT / measured = 0.534 -> over F6c's curve at 5,000
+    # tokens, 0.534 x (1 + (262 / 5000)^2.5)^0.4 = 0.53413; at 500 tokens the curve matters:
+    # 0.534 x (1 + 0.524^2.5)^0.4 = 0.534 x 1.07637 = 0.57478
+    assert vt.group_plateau(53.4, 100.0, 5000, 262) == pytest.approx(
+        0.534 * (1 + (262 / 5000) ** 2.5) ** 0.4)
+    assert vt.group_plateau(53.4, 100.0, 500, 262) == pytest.approx(
+        0.534 * (1 + (262 / 500) ** 2.5) ** 0.4)
+    # an MoE row's weight ratio multiplies m_half: R 2 at 1,000 tokens is m_half 524 there
+    assert vt.group_plateau(53.4, 100.0, 1000, 262, 2.0) == pytest.approx(
+        0.534 * (1 + (524 / 1000) ** 2.5) ** 0.4)
 
 
 def test_held_out_knobs_rules() -> None:
@@ -115,11 +127,12 @@ def test_typical_section_on_the_shipped_rows() -> None:
     card = vt.typical_scorecard()
     assert card.rows and {r.metric for r in card.rows} >= {"step", "ttft", "throughput"}
     # the NIM group's plateau is held out: its knobs come from the A100 group alone, whose
-    # plateau is median(0.554, 0.537) x (16000 + 42) / 16000 = 0.547 of the spec sheet (file
-    # header), 0.547 / 0.869 = 0.629 of the A100's matmul ceiling; not the file's 0.802
+    # plateau is median(0.554, 0.537) = 0.546 of the spec sheet (file header; F6c's curve is
+    # 1.000 at 16,000 tokens), 0.546 / 0.869 = 0.628 of the A100's matmul ceiling; not the
+    # file's 0.706
     nim = next(r for r in card.rows if "(NIM)" in r.group)
     mfu = dict(nim.knobs)["mfu"]
-    assert 0.61 < mfu < 0.65 and mfu != pytest.approx(0.802, abs=1e-3)
+    assert 0.61 < mfu < 0.65 and mfu != pytest.approx(0.706, abs=1e-3)
     md = vt.markdown(card)
     assert "Typical basis, nobody measured" in md
     assert card.error("ttft", True, False).n == 18  # the original rows; added ones apart
@@ -134,8 +147,8 @@ def test_the_typical_plateau_is_a_share_of_the_measured_matmul_ceiling() -> None
     assert typical_ceiling(h100, "fp8") == pytest.approx(1402.6 / 1979)
     assert typical_ceiling(mi300x, "bf16") == pytest.approx(668.4 / 1307.4)
     assert typical_ceiling(rtx4090, "bf16") == UNMEASURED_CEILING
-    assert typical_mfu(0.802, h100, "bf16") == pytest.approx(0.802 * 794.5 / 989)   # 0.644
-    assert typical_mfu(0.802, mi300x, "bf16") == pytest.approx(0.802 * 668.4 / 1307.4)  # 0.410
+    assert typical_mfu(0.706, h100, "bf16") == pytest.approx(0.706 * 794.5 / 989)   # 0.567
+    assert typical_mfu(0.706, mi300x, "bf16") == pytest.approx(0.706 * 668.4 / 1307.4)  # 0.361
     assert typical_mfu(1.5, h100, "bf16") == 1.0  # never past the spec sheet
     # the share assumed where nothing is measured: the median of the bundled bf16 shares
     shares = [matmul_ceiling(g, "bf16") for g in cat.gpus.values()
@@ -143,9 +156,9 @@ def test_the_typical_plateau_is_a_share_of_the_measured_matmul_ceiling() -> None
     assert len(shares) == 8
     assert UNMEASURED_CEILING == pytest.approx(statistics.median(
         x for x in shares if x is not None), abs=5e-4)
-    # a scenario on the typical basis runs its GPU's plateau: MI300X prefill at 0.410 of its
-    # spec sheet, not the H100's 0.644
-    for gpu, want in (("h100-sxm", 0.802 * 794.5 / 989), ("mi300x", 0.802 * 668.4 / 1307.4)):
+    # a scenario on the typical basis runs its GPU's plateau: MI300X prefill at 0.361 of its
+    # spec sheet, not the H100's 0.567
+    for gpu, want in (("h100-sxm", 0.706 * 794.5 / 989), ("mi300x", 0.706 * 668.4 / 1307.4)):
         s = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", gpu, context_tokens=4096),
                                 "typical:vllm")
         assert s.mfu == pytest.approx(want)
@@ -153,7 +166,8 @@ def test_the_typical_plateau_is_a_share_of_the_measured_matmul_ceiling() -> None
 
 def test_the_disaggregated_pools_prefill_as_the_explorer_does() -> None:
     # the disaggregated search prices a prefill replica with the plateau of its own GPU (an
-    # MI300X 0.802 x 0.511, an H100 0.802 x 0.803), as the Explorer's Scenario of it
+    # MI300X 0.706 x 0.511, an H100 0.706 x 0.803), as the Explorer's Scenario of it (its GPU
+    # time: the TTFT also holds the basis' time outside the GPU)
     from capacity.plan import disagg
 
     wl = Workload(peak_concurrency=8.0, context_tokens=4096, prompt_tokens=1000,
@@ -168,7 +182,7 @@ def test_the_disaggregated_pools_prefill_as_the_explorer_does() -> None:
         s = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", u.gpu.key, weights=u.weights,
                                               kv_dtype=u.kv, context_tokens=4096,
                                               prompt_tokens=1000), "typical:vllm")
-        assert u.prefill_ms == pytest.approx(float(evaluate(s, [1]).ttft_s) * 1e3, rel=1e-9)
+        assert u.prefill_ms == pytest.approx(float(evaluate(s, [1]).prefill_s) * 1e3, rel=1e-9)
         seen.add(u.gpu.key)
     assert seen == {"h100-sxm", "mi300x"}
 
@@ -181,9 +195,9 @@ def test_the_explorer_says_where_the_plateau_comes_from() -> None:
     mi = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", "mi300x", context_tokens=4096),
                              "typical:vllm")
     en = prediction_caption(mi, "typical:vllm", "en")
-    assert ("prefill plateau 0.41 = 0.80 x 0.511, the MI300X's fastest measured GEMM as a share "
+    assert ("prefill plateau 0.36 = 0.71 x 0.511, the MI300X's fastest measured GEMM as a share "
             "of its spec sheet") in en
-    assert "0.80 × 0.511" in prediction_caption(mi, "typical:vllm", "zh")
+    assert "0.71 × 0.511" in prediction_caption(mi, "typical:vllm", "zh")
     rtx = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", "rtx-4090", context_tokens=4096),
                               "typical:vllm")
     assert "(the RTX 4090's is not measured)" in prediction_caption(rtx, "typical:vllm", "en")

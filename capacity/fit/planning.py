@@ -256,7 +256,7 @@ def typical_knobs_on(knobs: Mapping[str, float], s: Scenario) -> dict[str, float
     """A typical basis' knobs (data/engines.toml's units) as `s` runs them: the prefill plateau
     `mfu`, a share of the GPU's measured matmul ceiling, as a share of its spec-sheet TFLOP/s
     for the precision its GEMMs run in (`capacity.catalog.matmul.typical_mfu`); the others as
-    they are. Example: mfu 0.802 on an H100 bf16 -> 0.644."""
+    they are. Example: mfu 0.706 on an H100 bf16 -> 0.567."""
     return {**knobs, "mfu": typical_mfu(knobs["mfu"], s.gpu, s.variant.format.compute_dtype)}
 
 
@@ -276,9 +276,9 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
     always holds the prediction itself. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.311 and +0.158): eta_bw 0.882 x 0.689 = 0.608 slow, 0.882 x 1.158 = 1.021 -> 1 fast
-    (the spec sheet); layer overhead 0.0689 / 0.689 = 0.1000 and 0.0689 / 1.158 = 0.0595 ms;
-    MFU 0.629 and 0.975 (its range, shares of the GPU's matmul ceiling)."""
+    -0.319 and +0.151): eta_bw 0.882 x 0.681 = 0.601 slow, 0.882 x 1.151 = 1.015 -> 1 fast
+    (the spec sheet); layer overhead 0.0689 / 0.681 = 0.1012 and 0.0689 / 1.151 = 0.0599 ms;
+    MFU 0.628 and 0.785 (its range, shares of the GPU's matmul ceiling)."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}

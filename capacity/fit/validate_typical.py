@@ -20,7 +20,7 @@ included. At C = 1 it is the F4 step.
 
 Held out (every knob derived from published.csv, the scored row's group left out):
 - the MFU plateau: the median over the other groups of (spec-sheet TTFT at MFU 1 / measured
-  TTFT) x (L + m_half) / L / the GPU's matmul ceiling on their rows at concurrency 1 (the
+  TTFT) / F6c's curve at L / the GPU's matmul ceiling on their rows at concurrency 1 (the
   rule the file's plateau comes from: a share of the ceiling,
   `capacity.catalog.matmul.typical_ceiling`), else the file's, and a row runs it on its own
   GPU's ceiling (`planning.typical_knobs_on`); m_half from the file (an external GEMM
@@ -35,10 +35,12 @@ Held out (every knob derived from published.csv, the scored row's group left out
   other GPUs only: no other engine or GPU count of its own model on its own GPU lends it
   its step.
 
-SGLang's groups are predicted on `typical:sglang`: the same knobs and a request latency outside
-the GPU (`Scenario.request_latency_ms`), for each SGLang group the median of the other SGLang
-groups' `latency_points` (measured less predicted TTFT at their lowest concurrency, the
-groups the knobs rest on), so no group's latency comes from its own rows.
+Every group carries a request latency outside the GPU (`Scenario.request_latency_ms`,
+`capacity.fit.typical_latency`): SGLang's groups are predicted on `typical:sglang`, the same
+knobs and the median of the other SGLang groups' latency points (measured less predicted TTFT
+at their lowest concurrency, the groups the knobs rest on); every other group on
+`typical:vllm` with the median of the other vLLM groups' points (the vLLM groups on CUDA
+graphs measured at 8 clients or fewer), so no group's latency comes from its own rows.
 
 Rows added to published.csv later (`ReferenceSweep.added`) are held out of the MFU plateau
 and the SGLang latency and scored apart (`TypicalScorecard.error(..., added=True)`); the step
@@ -61,13 +63,18 @@ import numpy as np
 
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.matmul import typical_ceiling
+from capacity.fit import typical_latency as tl
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
 from capacity.fit.planning import engines, typical_efficiency, typical_knobs_on
 from capacity.fit.reference import ReferenceSweep, load_reference
+from capacity.fit.typical_latency import held_out_latency as held_out_latency
+from capacity.fit.typical_latency import is_sglang as is_sglang
+from capacity.fit.typical_latency import latency_points as latency_points
 from capacity.fit.uncertainty import TYPICAL_RANGES
 from capacity.fit.validate_report import between_markers, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS
+from capacity.model.prefill import step_mfu
 from capacity.model.scenario import Scenario
 from capacity.stats import weighted_quantile
 
@@ -121,9 +128,13 @@ class TypicalScorecard:
     """SGLang group -> its measured TTFT less the typical TTFT without a request latency at
     its lowest concurrency (ms, `latency_points`): what data/engines.toml's
     [sglang.request_latency_ms] is the median of."""
+    vllm_latency_points: tuple[tuple[str, float], ...] = ()
+    """vLLM group -> its measured TTFT less the typical TTFT without a request latency at its
+    lowest concurrency (ms, `typical_latency.latency_points`): what data/engines.toml's
+    [vllm.request_latency_ms] is the median of."""
     latency_ms: tuple[tuple[str, float], ...] = ()
-    """SGLang group -> the request latency its rows were predicted with (ms), held out of it
-    (`held_out_latency`)."""
+    """Group -> the request latency its rows were predicted with (ms), held out of it
+    (`typical_latency.group_latency`)."""
     step_sources: tuple[str, ...] = ()
     """The groups whose decode points the step knobs are solved from (`step_points`)."""
 
@@ -138,13 +149,13 @@ class TypicalScorecard:
 def group_plateau(spec_ttft_ms: float, measured_ms: float, prompt_tokens: float,
                   half_tokens: float, weight_ratio: float = 1.0) -> float:
     """The prefill MFU plateau a measured unqueued TTFT implies (dimensionless share of the
-    spec sheet; `_evidence` divides it by the GPU's matmul ceiling):
-    (spec-sheet TTFT at MFU 1 / measured) x (L + m_half R) / L, R the row's `Routing.half_ratio`
-    at L (the MoE weight ratio, 1 for a dense model, times m_half's scale on the device and
-    weight format). Example: 0.534 at L = 5000, m_half
-    262 -> 0.534 x 5262 / 5000 = 0.562."""
-    return (spec_ttft_ms / measured_ms * (prompt_tokens + half_tokens * weight_ratio)
-            / prompt_tokens)
+    spec sheet; `_evidence` divides it by the GPU's matmul ceiling): (spec-sheet TTFT at
+    MFU 1 / measured) / F6c's curve at L on a plateau of 1, `step_mfu(L, mfu=1)` =
+    (1 + (m_half R / L)^k)^(-1/k), R the row's `Routing.half_ratio` at L (the MoE weight ratio,
+    1 for a dense model, times m_half's scale on the device and weight format). Example: 0.534
+    at L = 5000, m_half 262 -> 0.534 x (1 + (262 / 5000)^2.5)^0.4 = 0.5341."""
+    curve = step_mfu(prompt_tokens, mfu=1.0, half_tokens=half_tokens * weight_ratio)
+    return spec_ttft_ms / measured_ms / float(curve)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -378,59 +389,23 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     evidence = plateau_evidence(old, typ.typical["mfu_half_tokens"], cat)  # added: held out
     eta_points = {k: eta_bw_points(old[k], cat) for k in ETA_BW_SOURCES if k in old}
     knob_points = step_points(groups, cat)
-    rows = _rows(groups, cat, evidence, eta_points, knob_points, {})
-    # SGLang's requests spend time outside the GPU (`latency_points`): its groups again with
-    # the latency of the other SGLang groups the knobs rest on (the rows added later none)
-    points = latency_points(rows, groups)
-    sglang = engines().get(SGLANG_ENGINE)
-    fallback = sglang.typical["request_latency_ms"] if sglang is not None else 0.0
-    latency = {k: held_out_latency(points, k, fallback) for k, g in groups.items()
-               if is_sglang(g)}
-    if latency:
-        again = _rows({k: groups[k] for k in latency}, cat, evidence, eta_points,
-                      knob_points, latency)
-        rows = [r for r in rows if r.group not in latency] + again
-        rows.sort(key=lambda r: r.group)
-    return TypicalScorecard(rows=tuple(rows), latency_points=tuple(sorted(points.items())),
+    # a request's time outside the GPU (`capacity.fit.typical_latency`): each engine's source
+    # groups predicted without it give its points; every group is then predicted with the
+    # median of the other groups' points of its engine
+    fams = {f: {k: g for k, g in groups.items() if tl.family(g) == f} for f in tl.FAMILIES}
+    sources = {k: g for f in fams.values() for k, g in f.items()}
+    first = _rows(sources, cat, evidence, eta_points, knob_points, dict.fromkeys(sources, 0.0))
+    points = {f: tl.latency_points(first, groups, f) for f in tl.FAMILIES}
+    known = engines()
+    fallback = {f: (known[e].typical["request_latency_ms"] if e in known else 0.0)
+                for f, e in tl.ENGINE_OF.items()}
+    latency = tl.group_latency(groups, points, fallback)
+    rows = _rows(groups, cat, evidence, eta_points, knob_points, latency)
+    return TypicalScorecard(rows=tuple(rows),
+                            latency_points=tuple(sorted(points[tl.SGLANG].items())),
+                            vllm_latency_points=tuple(sorted(points[tl.VLLM].items())),
                             latency_ms=tuple(sorted(latency.items())),
                             step_sources=tuple(sorted(knob_points)))
-
-
-SGLANG_ENGINE: Final = "sglang"
-"""The engine whose typical basis adds a request latency outside the GPU (data/engines.toml)."""
-
-
-def is_sglang(sweeps: Sequence[ReferenceSweep]) -> bool:
-    """Whether a group's engine is SGLang (`validate.engine_family`)."""
-    return v.engine_family(sweeps[0].engine) == "SGLang"
-
-
-def latency_points(rows: Sequence[TypicalRow], groups: dict[str, list[ReferenceSweep]]
-                   ) -> dict[str, float]:
-    """Group -> measured TTFT - the typical basis' TTFT (ms) at the group's lowest concurrency
-    with a TTFT row below saturation (the median over those rows: a mean and a median, or
-    two prompt lengths), for the SGLang groups the typical knobs rest on (not the rows added
-    later): the time a request spends outside the GPU that no GPU term predicts. The source
-    of data/engines.toml's [sglang.request_latency_ms]."""
-    out: dict[str, float] = {}
-    for key, g in groups.items():
-        if not is_sglang(g) or all(s.is_added for s in g):
-            continue
-        ttft = [r for r in rows if r.group == key and r.metric == "ttft" and not r.saturated
-                and not r.added]
-        if not ttft:
-            continue
-        low = min(r.concurrency for r in ttft)
-        out[key] = float(statistics.median(r.measured - r.after for r in ttft
-                                           if r.concurrency == low))
-    return out
-
-
-def held_out_latency(points: dict[str, float], group: str, engine: float) -> float:
-    """The request latency (ms) for `group`: the median of the other groups' points, never
-    below 0; the engine's value when no other group has one."""
-    others = [x for k, x in points.items() if k != group]
-    return max(0.0, float(statistics.median(others))) if others else engine
 
 
 def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[str, Evidence],
@@ -540,10 +515,12 @@ def _p(x: float) -> str:
 
 
 def _latency_text(card: TypicalScorecard) -> str:
-    """'qwen3-8b-bf16 on h100-sxm (SGLang) 8.9 ms, ...; predicted with: ...' for the section."""
-    pts = ", ".join(f"{k} {x:.1f} ms" for k, x in card.latency_points) or "none"
-    used = ", ".join(f"{k} {x:.1f} ms" for k, x in card.latency_ms) or "none"
-    return f"the points: {pts}; each group predicted with: {used}"
+    """'SGLang: ... 8.9 ms, ...; vLLM: ...; each group predicted with: ...' for the section."""
+    def listed(pairs: tuple[tuple[str, float], ...]) -> str:
+        return ", ".join(f"{k} {x:.1f} ms" for k, x in pairs) or "none"
+    return (f"the SGLang points: {listed(card.latency_points)}; the vLLM points: "
+            f"{listed(card.vllm_latency_points)}; each group predicted with: "
+            f"{listed(card.latency_ms)}")
 
 
 def band_lines(card: TypicalScorecard) -> list[str]:
@@ -583,9 +560,10 @@ def markdown(card: TypicalScorecard) -> str:
     lines = ["### Typical basis, nobody measured", "",
              "Each published row predicted on `typical:vllm` with no measurement of its own "
              "(chapter step F4, F6 with the prefill curve F6c, the event model for TTFT, E2E "
-             "and throughput); SGLang's rows on `typical:sglang`, the same knobs and a request "
-             "latency outside the GPU, for each SGLang group the median of the other SGLang "
-             "groups' measured less predicted TTFT at their lowest concurrency (" + _latency_text(
+             "and throughput); SGLang's rows on `typical:sglang`, the same knobs. Each row "
+             "carries a request latency outside the GPU: the median of the other groups' "
+             "measured less predicted TTFT at their lowest concurrency, SGLang's for an SGLang "
+             "group, else the vLLM groups' on CUDA graphs at 8 clients or fewer (" + _latency_text(
                  card) + "). Knobs derived from published.csv are held out: the MFU "
              "plateau re-derived without the row's group, the step knobs without any point "
              "of the row's model on its GPU; m_half comes from an external GEMM table. "
@@ -651,7 +629,10 @@ def to_dict(card: TypicalScorecard) -> dict[str, Any]:
             "outside": [{"group": c.row.group, "concurrency": c.row.concurrency,
                          "error": c.row.after_error, "low": c.low, "high": c.high}
                         for c in checks if not c.inside]}
+    latency = {"sglang_points": dict(card.latency_points),
+               "vllm_points": dict(card.vllm_latency_points), "groups": dict(card.latency_ms)}
     return {"errors": table, "step_band": band, "step_sources": list(card.step_sources),
+            "request_latency_ms": latency,
             "rows": [row(r) for r in card.rows]}
 
 

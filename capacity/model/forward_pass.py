@@ -5,7 +5,8 @@ both add to a step's prompt work and to every pass (docs/method.md, "Engine prof
 - Efficiency per pass (F6c): a pass's prompt GEMMs run at `step_mfu(m)` with m the tokens the
   pass carries (decode tokens and prompt chunks; a prefill batch's prompt tokens), not at each
   prompt's own length. A prompt's prefill times are kept at the plateau MFU and the pass adds
-  `mfu_part x (1 / step_mfu(m, mfu=1) - 1)` = `mfu_part x m_half / m`, `mfu_part` the time
+  `mfu_part x (1 / step_mfu(m, mfu=1) - 1)` = `mfu_part x ((1 + (m_half / m)^k)^(1/k) - 1)`
+  (k the curve's `MFU_CURVE_SHARPNESS`), `mfu_part` the time
   its MFU-bound FLOPs (the GEMMs; the attention too when attn_mfu is unset) take at the plateau.
 - CPU offload (vLLM `--cpu-offload-gb X`, GiB per GPU): X GiB of weights live in host memory,
   streamed to the GPU over the host link on every forward pass: each pass adds
@@ -35,12 +36,14 @@ from capacity.units import GB, GIB, TERA
 
 def pass_slowdown(step_tokens: float, half_tokens: float, routing: Routing = DENSE) -> float:
     """How much longer a pass's MFU-bound prompt work takes than at the plateau MFU, as a
-    share of its plateau time (dimensionless): 1 / step_mfu(m, mfu=1) - 1 = m_half R(m) / m
-    (R = `Routing.half_ratio`: the MoE weight ratio, 1 for a dense model, times m_half's scale
-    on the device and weight format).
+    share of its plateau time (dimensionless): 1 / step_mfu(m, mfu=1) - 1 =
+    (1 + (m_half R(m) / m)^k)^(1/k) - 1, k = `prefill.MFU_CURVE_SHARPNESS` (R =
+    `Routing.half_ratio`: the MoE weight ratio, 1 for a dense model, times m_half's scale on
+    the device and weight format).
 
     0 when `half_tokens` is 0 (a constant MFU) or the pass carries no tokens. Example: a pass
-    of 512 tokens at m_half 256 runs its prompt GEMMs at 2/3 of the plateau: slowdown 0.5.
+    of 512 tokens at m_half 256 runs its prompt GEMMs at 1 / 1.0673 of the plateau:
+    slowdown (1 + 0.5^2.5)^0.4 - 1 = 0.0673.
     Source: F6c (docs/method.md, "Engine profiles").
     """
     if half_tokens <= 0 or step_tokens <= 0:

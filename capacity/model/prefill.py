@@ -23,6 +23,7 @@ chapter's 9B model the head alone is 11% of the parameters; for a 156M model wit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -136,7 +137,8 @@ def prefill_seconds_by_parts(pf: PrefillFlops, tflops: float, mfu: float,
 
     MFU(m) = `step_mfu(m, mfu=mfu, half_tokens=half_tokens)`, m the tokens of the forward pass:
     `step_tokens`, default the prompt's (a whole-prompt prefill is one pass); `half_tokens` 0
-    keeps the constant MFU. Example: 1,000 tokens, plateau 0.6, m_half 250: MFU(m) = 0.48.
+    keeps the constant MFU. Example: 1,000 tokens, plateau 0.6, m_half 250: MFU(m) =
+    0.6 / (1 + 0.25^2.5)^0.4 = 0.593.
     `routing`: an MoE model's experts (`step_mfu`).
     """
     m = pf.prompt_tokens if step_tokens is None else step_tokens
@@ -155,21 +157,36 @@ def prefill_seconds_by_parts(pf: PrefillFlops, tflops: float, mfu: float,
                       + pf.attention_flops / (peak * attn_mfu), dtype=np.float64)
 
 
+MFU_CURVE_SHARPNESS: Final = 2.5
+"""F6c's sharpness k (no unit): how sharply a pass's GEMMs turn from reading their weights to
+arithmetic, `step_mfu`'s `(1 + (m_half R / m)^k)^(-1/k)`; k = 1 is the sum of the two (the
+curve until 2026-12-04), large k their max. Measured on this project's own H200
+(data/reference/gpu_probe/, `benchmarks/gpu_step_probe.py`): the four weight GEMMs of a layer
+of Llama-3.1-8B and of Qwen3-32B in bf16 at 1-16,384 rows, each model's time fitted as
+t(1) (1 + (m / m_r)^k)^(1/k): median error 2.2-2.3% at k = 2.5 (m_r 200 and 196 rows, the
+roofline's ridge: 183 by `moe.gemm_read_scale` from m_half 262), 2.4% at 3, 2.7% at 2 and
+11.9% at k = 1; 2.5 is the least (`tests/test_prefill_curve.py` refits it from the file)."""
+
+
 def step_mfu(tokens: npt.ArrayLike, *, mfu: float, half_tokens: float = 0.0,
              routing: Routing = DENSE) -> FloatArray:
     """Prefill GEMM efficiency of a forward pass over `tokens` tokens (a share of peak, no unit):
-    `mfu x m / (m + m_half x R(m))`, rising with the tokens per step and flattening at `mfu`
-    (GEMM efficiency grows with the GEMM's M dimension until the tiles fill the device; issue
-    32). R(m) is `Routing.half_ratio`: for an MoE model the weights the pass's touched experts
-    read against one token's (`Routing.gemm_weight_ratio`: each expert's GEMM gets about
-    m k / E rows, so the pass needs E/k times the tokens to fill them; 1 for a dense model),
-    times m_half's scale on the device and weight format (`moe.gemm_read_scale`; 1 on an H100
-    SXM in bf16, where m_half was measured).
+    `mfu / (1 + (m_half x R(m) / m)^k)^(1/k)`, k = `MFU_CURVE_SHARPNESS`, rising with the
+    tokens per step and flattening at `mfu` (a pass reads its weights once and does 2 P m
+    FLOPs: below the ridge m_half the read sets its time, above it the arithmetic, and near
+    it GEMM kernels reach neither roof: the roofline's corner softened, as F4c softens the
+    decode step's; issue 32). R(m) is `Routing.half_ratio`: for an MoE model the weights the
+    pass's touched experts read against one token's (`Routing.gemm_weight_ratio`: each
+    expert's GEMM gets about m k / E rows, so the pass needs E/k times the tokens to fill
+    them; 1 for a dense model), times m_half's scale on the device and weight format
+    (`moe.gemm_read_scale`; 1 on an H100 SXM in bf16, where m_half was measured).
 
-    `half_tokens` (m_half, tokens) is where a dense pass reaches half its plateau; 0 keeps the
-    chapter's constant MFU (every basis without a curve). Never above `mfu`, so never above
-    the peak. Example: plateau 0.7, m_half 128: 0.35 at 128 tokens, 0.7 x 2048 / 2176 = 0.659
-    at 2,048; an MoE with R = 22.9 at 2,048 tokens: 0.7 x 2048 / (2048 + 128 x 22.9) = 0.288.
+    `half_tokens` (m_half, tokens) is the pass's ridge: there a dense pass runs at
+    2^(-1/k) = 0.758 of its plateau; 0 keeps the chapter's constant MFU (every basis without
+    a curve). Never above `mfu`, so never above the peak. Example: plateau 0.7, m_half 128:
+    0.7 / 2^0.4 = 0.531 at 128 tokens, 0.7 / (1 + (128 / 2048)^2.5)^0.4 = 0.6997 at 2,048;
+    an MoE with R = 22.9 at 2,048 tokens (m_half R = 2,931): 0.7 / (1 + 1.431^2.5)^0.4 =
+    0.427 (the sum's curve, k = 1: 0.7 x 2048 / (2048 + 2931) = 0.288).
     """
     m = np.asarray(tokens, dtype=np.float64)
     if half_tokens < 0:
@@ -178,5 +195,6 @@ def step_mfu(tokens: npt.ArrayLike, *, mfu: float, half_tokens: float = 0.0,
         return np.full_like(m, float(mfu))
     if np.any(m <= 0):
         raise InputError("tokens per step must be > 0")
-    return np.asarray(mfu * m / (m + half_tokens * routing.half_ratio(m)),
-                      dtype=np.float64)
+    k = MFU_CURVE_SHARPNESS
+    ridge = half_tokens * routing.half_ratio(m) / m
+    return np.asarray(mfu / (1.0 + ridge ** k) ** (1.0 / k), dtype=np.float64)

@@ -307,9 +307,10 @@ class ServiceModel:
         its own pass's efficiency to the batch's, step_mfu(sum of the prompts' new tokens)
         (F6c), its all-reduces (F6 counts them per prompt) paid once at the pass's tokens
         (`comm_line`: one message per layer for the whole pass), plus `offload_ms` once.
-        Example: two 1,000-token misses at m_half 500, each 130 ms alone (40 ms not MFU-bound
-        + 60 ms MFU-bound at the plateau x (1 + 500 / 1,000)), no TP: together 2 x 40 + 120 x
-        (1 + 500 / 2,000) = 230 ms."""
+        Example: two 1,000-token misses at m_half 500, each 130 ms alone, 60 ms of it
+        MFU-bound at the plateau, no TP: together 260 + 120 x (slowdown(2,000) -
+        slowdown(1,000)) = 260 + 120 x (0.012377 - 0.067278) = 253.41 ms, slowdown(m) =
+        (1 + (500 / m)^2.5)^0.4 - 1 (`pass_slowdown`)."""
         m = sum(self.prompt_tokens - (self.cached_tokens if h else 0) for h in hits)
         out = self.offload_ms + (self.comm_line.at_ms(m) if hits else 0.0)
         for h in hits:
@@ -350,7 +351,8 @@ class ServiceModel:
         `pass_tokens` tokens: `prefill_ms` (a miss alone) with its MFU-bound part moved from its
         own pass's efficiency to step_mfu(pass_tokens) (F6c), hits by `prefix_share` likewise.
         Example: a 1,000-token miss of 130 ms alone, 60 ms MFU-bound at the plateau, m_half
-        500, in passes of 2,000 tokens: 130 + 60 x (500 / 2,000 - 500 / 1,000) = 115 ms."""
+        500, in passes of 2,000 tokens: 130 + 60 x (0.012377 - 0.067278) = 126.71 ms
+        (`pass_slowdown` at 2,000 and at 1,000 tokens)."""
         slow = pass_slowdown(pass_tokens, self.mfu_half_tokens, self.routing)
         miss = self.prefill_ms + self.prefill_mfu_ms * (
             slow - pass_slowdown(self.prompt_tokens, self.mfu_half_tokens, self.routing))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from capacity.catalog.matmul import matmul_ceiling, typical_ceiling
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX, BasisKind
+from capacity.model.prefill import MFU_CURVE_SHARPNESS
 from capacity.report.i18n import t
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None) -> str
     key = "basis_knobs_curve" if half > 0 else "basis_knobs"
     text = t(key + "_ceiling" if ceiling else key, lang, eff=knobs.eff,
              mfu=knobs.mfu, half=half, eta=knobs.eta_bw, t0=knobs.step_overhead_ms,
-             p0=knobs.prefill_overhead_ms)
+             p0=knobs.prefill_overhead_ms, k=MFU_CURVE_SHARPNESS)
     latency = (t("basis_knobs_latency", lang, ms=knobs.request_latency_ms)
                if knobs.request_latency_ms > 0 else "")
     linear = (t("basis_knobs_linear", lang, ms=knobs.linear_prefill_ms)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from capacity.model.prefill import step_mfu
+from capacity.model.prefill import MFU_CURVE_SHARPNESS, step_mfu
 
 if TYPE_CHECKING:
     from capacity.model.scenario import Scenario
@@ -45,13 +45,14 @@ def formula_number(x: float, digits: int = 4) -> str:
 
 def prompt_mfu_text(s: Scenario) -> str:
     """The MFU a whole prompt's GEMMs run at, as show-math substitutes it: the plateau, or with
-    F6c's curve MFU(L) = MFU x L / (L + m_half x R) and its value (R: `Routing.half_ratio`, the
-    MoE weight ratio times the device's and format's scale, shown when not 1), so the line's
-    numbers give its result."""
+    F6c's curve MFU(L) = MFU / (1 + (m_half x R / L)^k)^(1/k) and its value (R:
+    `Routing.half_ratio`, the MoE weight ratio times the device's and format's scale, shown
+    when not 1; k `MFU_CURVE_SHARPNESS`), so the line's numbers give its result."""
     if s.mfu_half_tokens <= 0:
         return formula_number(s.mfu)
     r = float(s.routing.half_ratio(s.prompt))
     eff = float(step_mfu(s.prompt, mfu=s.mfu, half_tokens=s.mfu_half_tokens, routing=s.routing))
     ratio = f" x {formula_number(r)}" if r != 1.0 else ""
-    return (f"{formula_number(eff)} [MFU(L) = {formula_number(s.mfu)} x {s.prompt:,} / ({s.prompt:,} + "
-            f"{formula_number(s.mfu_half_tokens)}{ratio}), F6c]")
+    k = formula_number(MFU_CURVE_SHARPNESS)
+    return (f"{formula_number(eff)} [MFU(L) = {formula_number(s.mfu)} / (1 + ("
+            f"{formula_number(s.mfu_half_tokens)}{ratio} / {s.prompt:,})^{k})^(1/{k}), F6c]")
