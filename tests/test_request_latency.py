@@ -195,6 +195,14 @@ def test_latency_points_and_their_held_out_median_by_hand() -> None:
     # the engines the points predict: SGLang's own, every other engine vLLM's
     assert tl.latency_family(groups[sg]) == "SGLang" and tl.latency_family(groups[eager]) == "vLLM"
     assert tl.latency_family(groups["llama-3.1-70b-fp8 on 2x h100-sxm (NIM)"]) == "vLLM"
+    # every group's latency: its own engine's points without its own, the file's value when
+    # none is left (an engine with no source group)
+    some = {k: groups[k] for k in (sg, vl, eager)}
+    pts = {"SGLang": {sg: 30.0, "other SGLang": 10.0}, "vLLM": {vl: 40.0, "x": 6.0, "y": 12.0}}
+    assert tl.group_latency(some, pts, {"SGLang": 99.0, "vLLM": 99.0}) == {
+        sg: 10.0, vl: 9.0, eager: 12.0}
+    assert tl.group_latency(some, {}, {"SGLang": 20.0, "vLLM": 11.0}) == {
+        sg: 20.0, vl: 11.0, eager: 11.0}
 
 
 @pytest.mark.slow
