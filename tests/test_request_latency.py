@@ -166,21 +166,21 @@ def test_latency_points_and_their_held_out_median_by_hand() -> None:
                              before=after, after=after, saturated=False, knobs=(), added=added)
 
     points = {"A": 10.0, "B": 30.0, "C": 20.0}
-    assert vt.held_out_latency(points, "A", 99.0) == 25.0       # median of 30 and 20
-    assert vt.held_out_latency(points, "D", 99.0) == 20.0       # all three
-    assert vt.held_out_latency({"A": 10.0}, "A", 99.0) == 99.0  # none other: the engine's
-    assert vt.held_out_latency({"A": -5.0, "B": -3.0}, "C", 99.0) == 0.0  # never below 0
-    assert not math.isnan(vt.held_out_latency(points, "B", 0.0))
+    assert tl.held_out_latency(points, "A", 99.0) == 25.0       # median of 30 and 20
+    assert tl.held_out_latency(points, "D", 99.0) == 20.0       # all three
+    assert tl.held_out_latency({"A": 10.0}, "A", 99.0) == 99.0  # none other: the engine's
+    assert tl.held_out_latency({"A": -5.0, "B": -3.0}, "C", 99.0) == 0.0  # never below 0
+    assert not math.isnan(tl.held_out_latency(points, "B", 0.0))
     # an SGLang group the knobs rest on: its lowest level's TTFT rows, measured - predicted,
     # their median; higher levels, rows added later and other engines' groups do not count
     groups = vt.groups_of()
     sg = "qwen3-8b-fp8 on h100-sxm (SGLang)"
     other = "qwen3-8b-bf16 on h100-sxm (vLLM)"
-    assert vt.is_sglang(groups[sg]) and not vt.is_sglang(groups[other])
+    assert tl.is_sglang(groups[sg]) and not tl.is_sglang(groups[other])
     rows = [row(sg, 4, 50.0, 30.0), row(sg, 4, 48.0, 30.0), row(sg, 16, 400.0, 100.0),
             row(sg, 2, 90.0, 10.0, added="2026-12-02"), row(sg, 2, 9.0, 9.0, metric="step"),
             row(other, 4, 80.0, 10.0)]
-    assert vt.latency_points(rows, groups) == {sg: 19.0}
+    assert tl.latency_points(rows, groups) == {sg: 19.0}
     # vLLM's points: a group on CUDA graphs whose lowest TTFT level has 8 clients or fewer,
     # rows of every date (its C = 1 rows were added later); the eager AWQ group does not count
     vl = "qwen3-8b-bf16 on h100-sxm (vLLM)"

@@ -68,9 +68,6 @@ from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
 from capacity.fit.planning import engines, typical_efficiency, typical_knobs_on
 from capacity.fit.reference import ReferenceSweep, load_reference
-from capacity.fit.typical_latency import held_out_latency as held_out_latency
-from capacity.fit.typical_latency import is_sglang as is_sglang
-from capacity.fit.typical_latency import latency_points as latency_points
 from capacity.fit.uncertainty import TYPICAL_RANGES
 from capacity.fit.validate_report import between_markers, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS
@@ -392,8 +389,7 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     # a request's time outside the GPU (`capacity.fit.typical_latency`): each engine's source
     # groups predicted without it give its points; every group is then predicted with the
     # median of the other groups' points of its engine
-    fams = {f: {k: g for k, g in groups.items() if tl.family(g) == f} for f in tl.FAMILIES}
-    sources = {k: g for f in fams.values() for k, g in f.items()}
+    sources = {k: g for k, g in groups.items() if tl.family(g) in tl.FAMILIES}
     first = _rows(sources, cat, evidence, eta_points, knob_points, dict.fromkeys(sources, 0.0))
     points = {f: tl.latency_points(first, groups, f) for f in tl.FAMILIES}
     known = engines()
@@ -563,8 +559,9 @@ def markdown(card: TypicalScorecard) -> str:
              "and throughput); SGLang's rows on `typical:sglang`, the same knobs. Each row "
              "carries a request latency outside the GPU: the median of the other groups' "
              "measured less predicted TTFT at their lowest concurrency, SGLang's for an SGLang "
-             "group, else the vLLM groups' on CUDA graphs at 8 clients or fewer (" + _latency_text(
-                 card) + "). Knobs derived from published.csv are held out: the MFU "
+             f"group, else the vLLM groups' on CUDA graphs at {tl.SOURCE_MAX_CLIENTS} clients "
+             "or fewer (" + _latency_text(card) + "). Knobs derived from published.csv are "
+             "held out: the MFU "
              "plateau re-derived without the row's group, the step knobs without any point "
              "of the row's model on its GPU; m_half comes from an external GEMM table. "
              "Before (the basis until 2026-12-02): eta_bw 0.65 with every fixed cost folded "
