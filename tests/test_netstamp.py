@@ -70,3 +70,29 @@ def test_no_stamp_where_the_transport_is_not_a_plain_socket() -> None:
     assert stamp_of([]) is None
     now = time.time_ns()
     assert abs(kernel_ns_to_perf_ns(now) - time.perf_counter_ns()) < 50_000_000
+
+
+def test_the_clocks_are_read_together_at_the_narrowest_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preemption between the two clock reads (1 ms here, on the first try) would put the
+    stamp 1 ms early; the narrowest of the three tries (2 us) is taken, at its midpoint:
+    perf 5,000,001,000 at the realtime 1,000,000,000,000 read, so a stamp 3 ms before that
+    realtime is perf 4,997,001,000."""
+    import capacity.netstamp as ns
+
+    perf = iter([5_000_000_000, 5_001_000_000,      # try 1: 1 ms window (preempted)
+                 5_000_000_000, 5_000_002_000,      # try 2: 2 us window, midpoint 5,000,001,000
+                 5_000_000_000, 5_000_010_000])     # try 3: 10 us window
+    real = iter([1_000_000_000_000] * 3)
+
+    class Clock:
+        @staticmethod
+        def perf_counter_ns() -> int:
+            return next(perf)
+
+        @staticmethod
+        def time_ns() -> int:
+            return next(real)
+
+    monkeypatch.setattr(ns, "time", Clock)
+    assert ns.kernel_ns_to_perf_ns(1_000_000_000_000 - 3_000_000) == 4_997_001_000
