@@ -125,11 +125,13 @@ def test_a_pool_that_never_binds_changes_nothing() -> None:
 
 
 def test_a_binding_pool_runs_more_requests_than_slots() -> None:
-    """Util 0.5 at 16 req/s (about 125 requests would run at once, 118 slots): the paged pool
-    runs more than 118 at once, at most its 148, and preempts."""
+    """Util 0.5 at 18 req/s (more requests would run at once than the 118 slots, 118 x 14.5 ms
+    a step at full slots = 1.7 s of decode each): the paged pool runs more than 118 at once,
+    at most its 148, and preempts. (At 16 req/s the run peaks at 125 at once, which the pages
+    of requests still short of their 256 tokens hold without preempting.)"""
     svc = service_from_scenario(_qwen(0.5, 1000), output_tokens=256, engine="vllm",
                                 max_num_seqs=256, chunk_tokens=2048)
-    q = simulate(svc, arrivals_ms=arrival_times_ms([(16.0, 60.0)], seed=0).tolist())
+    q = simulate(svc, arrivals_ms=arrival_times_ms([(18.0, 60.0)], seed=0).tolist())
     assert svc.slots == 118
     assert 118 < q.max_running <= svc.max_batch == 148
     assert q.preemptions > 0

@@ -95,7 +95,9 @@ def test_eta_bw_follows_from_the_shipped_measurements(catalog: Catalog) -> None:
                                                    pytest.approx(max(plateaus), abs=0.001))
     assert vllm.typical["prefill_overhead_ms"] == pytest.approx(chapter.prefill_overhead_ms,
                                                                abs=0.05)
-    assert vllm.low["eff"] == pytest.approx(chapter.eff, abs=0.005)
+    # the chapter method's own eff on these points (0.135) is SGLang's range's low edge; vLLM's
+    # eff is the prefill plateau (tests/test_typical_step.py)
+    assert typical_efficiency("sglang").low["eff"] == pytest.approx(chapter.eff, abs=0.005)
 
 
 def test_bad_engine_files_and_names_are_refused() -> None:
@@ -115,7 +117,7 @@ def test_typical_plans_slower_than_the_spec_sheet(catalog: Catalog) -> None:
     typ = with_typical(chapter, typical_efficiency("vllm"))
     assert (chapter.basis, spec.basis, typ.basis) == ("chapter", "spec", "typical")
     assert typ.eta_bw == 0.882 and typ.mfu == 0.706 and typ.typical == "vllm"
-    assert typ.request_latency_ms == 11.63
+    assert typ.request_latency_ms == 11.86
     assert typ.layer_overhead_ms == 0.0689
     assert typ.mfu_half_tokens == 262.0
     a, b = plan(spec, catalog).best, plan(typ, catalog).best
@@ -149,11 +151,11 @@ def test_the_quote_says_the_basis_of_each_figure(catalog: Catalog) -> None:
     en = quote_markdown(p, catalog=catalog)
     assert ("TTFT, TPOT, capacity and cost per M tokens: typical vLLM efficiency (no "
             "calibration); memory: the catalog's sizes; cost per month: the prices below") in en
-    assert ("Efficiency, typical vLLM efficiency (no calibration): decode compute eff 0.30, "
+    assert ("Efficiency, typical vLLM efficiency (no calibration): decode compute eff 0.57, "
             "prefill MFU 0.71 of each GPU's measured matmul ceiling / (1 + (262 / m)^2.5)^(1/2.5) "
             "at m tokens a pass, bandwidth efficiency 0.88, "
             "0.0 ms per step, 3.5 ms per prefill, 68.9 us per layer per decode step, 0.2 ms per "
-            "linear-attention layer per prefill, 11.6 ms per request outside the GPU") in en
+            "linear-attention layer per prefill, 11.9 ms per request outside the GPU") in en
     zh = quote_markdown(p, catalog=catalog, lang="zh")
     assert "vLLM 典型效率（未校准）" in zh and "带宽效率 0.88" in zh
     assert "每层每个解码步 68.9 微秒" in zh

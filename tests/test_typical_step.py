@@ -185,3 +185,26 @@ def test_step_rows_are_scored_on_the_benchmarks_tpot() -> None:
         k = knobs[f"qwen3-8b-bf16 on h100-sxm ({engine})"]
         assert (k["eta_bw"], k["layer_overhead_ms"]) == pytest.approx((eta, layer), abs=1e-3)
     assert card.step_sources == tuple(sorted(pts))
+    # each group on its engine's knobs: SGLang's decode arithmetic at 0.3, every other
+    # engine's (vLLM, NIM, TensorRT-LLM) at vLLM's 0.567
+    assert {knobs[f"qwen3-8b-bf16 on h100-sxm ({e})"]["eff"]
+            for e in ("vLLM", "TensorRT-LLM")} == {0.567}
+    assert knobs["qwen3-8b-bf16 on h100-sxm (SGLang)"]["eff"] == 0.3
+
+
+def test_vllm_decode_arithmetic_runs_at_the_prefill_plateau() -> None:
+    """data/engines.toml's [vllm] eff is the prefill plateau (mfu, a share of the measured
+    matmul ceiling) at the median measured bf16 ceiling, 0.706 x 0.803 = 0.567 of the spec
+    sheet, its range the plateau's range times the same; SGLang keeps 0.3 (its own large-batch
+    rows read it, the header says). An H100 bf16, whose ceiling is that median, runs its
+    decode GEMMs and its prefill plateau at the same share of its peak."""
+    from capacity.catalog.matmul import UNMEASURED_CEILING, typical_mfu
+
+    vl, sg = typical_efficiency("vllm"), typical_efficiency("sglang")
+    assert UNMEASURED_CEILING == 0.803
+    assert vl.typical["eff"] == round(vl.typical["mfu"] * UNMEASURED_CEILING, 3) == 0.567
+    assert vl.low["eff"] == pytest.approx(vl.low["mfu"] * UNMEASURED_CEILING, abs=5e-4)
+    assert vl.high["eff"] == pytest.approx(vl.high["mfu"] * UNMEASURED_CEILING, abs=5e-4)
+    h100 = default_catalog().gpu("h100-sxm")
+    assert typical_mfu(vl.typical["mfu"], h100, "bf16") == pytest.approx(0.567, abs=5e-4)
+    assert sg.typical["eff"] == 0.3

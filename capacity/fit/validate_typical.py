@@ -35,6 +35,10 @@ Held out (every knob derived from published.csv, the scored row's group left out
   other GPUs only: no other engine or GPU count of its own model on its own GPU lends it
   its step.
 
+Each group is predicted on its engine's knobs (`typical_latency.ENGINE_OF`: SGLang's groups on
+data/engines.toml's [sglang], which differs from [vllm] in the decode arithmetic's `eff`, 0.3
+where vLLM's runs at the prefill plateau; every other group on [vllm]).
+
 Every group carries a request latency outside the GPU (`Scenario.request_latency_ms`,
 `capacity.fit.typical_latency`): SGLang's groups are predicted on `typical:sglang`, the same
 knobs and the median of the other SGLang groups' latency points (measured less predicted TTFT
@@ -409,9 +413,9 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
           latency: dict[str, float]) -> list[TypicalRow]:
     """Every stated row of `groups` on the typical basis, before and after (`typical_scorecard`),
     with `latency[group]` as the request latency where given."""
-    typ = typical_efficiency(ENGINE)
     rows: list[TypicalRow] = []
     for key, g in sorted(groups.items()):
+        typ = typical_efficiency(tl.ENGINE_OF.get(tl.family(g), ENGINE))
         plateau_k = held_out_knobs([e for k, e in evidence.items() if k != key], typ.typical)
         before_k = {**plateau_k, "layer_overhead_ms": 0.0,
                     "eta_bw": held_out_eta_bw(eta_points, key, BEFORE_ETA_BW)}
@@ -446,7 +450,7 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
                     step_ms=after.step_ms[i] if step else math.nan,
                     spec_ms=spec.step_ms[i] if step else math.nan,
                     knobs=tuple(sorted((k, float(after_k.get(k, 0.0)))
-                                       for k in ("eta_bw", "layer_overhead_ms", "mfu",
+                                       for k in ("eff", "eta_bw", "layer_overhead_ms", "mfu",
                                                  "mfu_half_tokens", "request_latency_ms")))))
     return rows
 
@@ -553,10 +557,13 @@ def band_lines(card: TypicalScorecard) -> list[str]:
 
 def markdown(card: TypicalScorecard) -> str:
     """The section as Markdown, between its markers' content."""
+    eff = {e: typical_efficiency(e).typical["eff"] for e in ("sglang", ENGINE)}
     lines = ["### Typical basis, nobody measured", "",
              "Each published row predicted on `typical:vllm` with no measurement of its own "
              "(chapter step F4, F6 with the prefill curve F6c, the event model for TTFT, E2E "
-             "and throughput); SGLang's rows on `typical:sglang`, the same knobs. Each row "
+             "and throughput); SGLang's rows on `typical:sglang`, the same knobs but for the "
+             f"decode arithmetic's eff ({eff['sglang']:.3g}; vLLM's {eff[ENGINE]:.3g}, the "
+             "prefill plateau). Each row "
              "carries a request latency outside the GPU: the median of the other groups' "
              "measured less predicted TTFT at their lowest concurrency, SGLang's for an SGLang "
              f"group, else the vLLM groups' on CUDA graphs at {tl.SOURCE_MAX_CLIENTS} clients "
