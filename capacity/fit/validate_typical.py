@@ -557,12 +557,13 @@ def band_lines(card: TypicalScorecard) -> list[str]:
 
 def markdown(card: TypicalScorecard) -> str:
     """The section as Markdown, between its markers' content."""
-    eff = {e: typical_efficiency(e).typical["eff"] for e in ("sglang", ENGINE)}
+    sglang = tl.ENGINE_OF[tl.SGLANG]
+    eff = {e: typical_efficiency(e).typical["eff"] for e in (sglang, ENGINE)}
     lines = ["### Typical basis, nobody measured", "",
              "Each published row predicted on `typical:vllm` with no measurement of its own "
              "(chapter step F4, F6 with the prefill curve F6c, the event model for TTFT, E2E "
              "and throughput); SGLang's rows on `typical:sglang`, the same knobs but for the "
-             f"decode arithmetic's eff ({eff['sglang']:.3g}; vLLM's {eff[ENGINE]:.3g}, the "
+             f"decode arithmetic's eff ({eff[sglang]:.3g}; vLLM's {eff[ENGINE]:.3g}, the "
              "prefill plateau). Each row "
              "carries a request latency outside the GPU: the median of the other groups' "
              "measured less predicted TTFT at their lowest concurrency, SGLang's for an SGLang "
