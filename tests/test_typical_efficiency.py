@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from capacity.catalog.loader import Catalog
+from capacity.catalog.matmul import UNMEASURED_CEILING
 from capacity.cli.main import main
 from capacity.errors import CatalogError, InputError
 from capacity.fit.calibration import fit
@@ -95,9 +96,11 @@ def test_eta_bw_follows_from_the_shipped_measurements(catalog: Catalog) -> None:
                                                    pytest.approx(max(plateaus), abs=0.001))
     assert vllm.typical["prefill_overhead_ms"] == pytest.approx(chapter.prefill_overhead_ms,
                                                                abs=0.05)
-    # the chapter method's own eff on these points (0.135) is SGLang's range's low edge; vLLM's
-    # eff is the prefill plateau (tests/test_typical_step.py)
-    assert typical_efficiency("sglang").low["eff"] == pytest.approx(chapter.eff, abs=0.005)
+    # the chapter method's own eff on these points (0.135 of the spec sheet) is SGLang's
+    # range's low edge, in the file's unit, a share of the matmul ceiling (an H100's 0.803,
+    # `UNMEASURED_CEILING`); vLLM's eff is the prefill plateau (tests/test_typical_step.py)
+    assert typical_efficiency("sglang").low["eff"] * UNMEASURED_CEILING == pytest.approx(
+        chapter.eff, abs=0.005)
 
 
 def test_bad_engine_files_and_names_are_refused() -> None:
@@ -151,10 +154,11 @@ def test_the_quote_says_the_basis_of_each_figure(catalog: Catalog) -> None:
     en = quote_markdown(p, catalog=catalog)
     assert ("TTFT, TPOT, capacity and cost per M tokens: typical vLLM efficiency (no "
             "calibration); memory: the catalog's sizes; cost per month: the prices below") in en
-    assert ("Efficiency, typical vLLM efficiency (no calibration): decode compute eff 0.57, "
-            "prefill MFU 0.71 of each GPU's measured matmul ceiling / (1 + (262 / m)^2.5)^(1/2.5) "
+    assert ("Efficiency, typical vLLM efficiency (no calibration): decode compute eff 0.71 "
+            "of each GPU's measured matmul ceiling, prefill MFU 0.71 of it / (1 + (262 / m)^2.5)^(1/2.5) "
             "at m tokens a pass, bandwidth efficiency 0.88, "
-            "0.0 ms per step, 3.5 ms per prefill, 68.9 us per layer per decode step, 0.2 ms per "
+            "0.0 ms per step, 3.5 ms per prefill, 68.9 us per layer per decode step, ridge sharpness "
+            "2.5 (memory and compute combined smoothly near the ridge), 0.2 ms per "
             "linear-attention layer per prefill, 11.9 ms per request outside the GPU") in en
     zh = quote_markdown(p, catalog=catalog, lang="zh")
     assert "vLLM 典型效率（未校准）" in zh and "带宽效率 0.88" in zh
@@ -212,6 +216,10 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
         if k == "mfu":  # the planner's inputs hold it per GPU (`PlanInputs.mfu_on`)
             assert slow_s.mfu == pytest.approx(slow_in.mfu_on(s.gpu, dtype))
             assert fast_s.mfu == pytest.approx(fast_in.mfu_on(s.gpu, dtype))
+            continue
+        if k == "eff":  # and the decode GEMMs' share the same way (`PlanInputs.eff_on`)
+            assert slow_s.eff == pytest.approx(slow_in.eff_on(s.gpu, dtype))
+            assert fast_s.eff == pytest.approx(fast_in.eff_on(s.gpu, dtype))
             continue
         assert getattr(slow_s, k) == pytest.approx(getattr(slow_in, k)), k
         assert getattr(fast_s, k) == pytest.approx(getattr(fast_in, k)), k

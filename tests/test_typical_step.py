@@ -185,26 +185,41 @@ def test_step_rows_are_scored_on_the_benchmarks_tpot() -> None:
         k = knobs[f"qwen3-8b-bf16 on h100-sxm ({engine})"]
         assert (k["eta_bw"], k["layer_overhead_ms"]) == pytest.approx((eta, layer), abs=1e-3)
     assert card.step_sources == tuple(sorted(pts))
-    # each group on its engine's knobs: SGLang's decode arithmetic at 0.3, every other
-    # engine's (vLLM, NIM, TensorRT-LLM) at vLLM's 0.567
+    # each group on its engine's knobs (the engines file's unit, a share of the GPU's measured
+    # matmul ceiling): SGLang's decode arithmetic at 0.374 (0.3 of an H100's spec sheet),
+    # every other engine's (vLLM, NIM, TensorRT-LLM) at vLLM's 0.706 (0.567)
     assert {knobs[f"qwen3-8b-bf16 on h100-sxm ({e})"]["eff"]
-            for e in ("vLLM", "TensorRT-LLM")} == {0.567}
-    assert knobs["qwen3-8b-bf16 on h100-sxm (SGLang)"]["eff"] == 0.3
+            for e in ("vLLM", "TensorRT-LLM")} == {0.706}
+    assert knobs["qwen3-8b-bf16 on h100-sxm (SGLang)"]["eff"] == 0.374
 
 
 def test_vllm_decode_arithmetic_runs_at_the_prefill_plateau() -> None:
-    """data/engines.toml's [vllm] eff is the prefill plateau (mfu, a share of the measured
-    matmul ceiling) at the median measured bf16 ceiling, 0.706 x 0.803 = 0.567 of the spec
-    sheet, its range the plateau's range times the same; SGLang keeps 0.3 (its own large-batch
-    rows read it, the header says). An H100 bf16, whose ceiling is that median, runs its
-    decode GEMMs and its prefill plateau at the same share of its peak."""
-    from capacity.catalog.matmul import UNMEASURED_CEILING, typical_mfu
+    """data/engines.toml's [vllm] eff is the prefill plateau itself (mfu), both shares of the
+    GPU's measured matmul ceiling (`planning.CEILING_SHARES`), its range the plateau's; a
+    scenario resolves both on its own GPU, so an H100 (ceiling 0.803) runs its decode GEMMs at
+    0.706 x 0.803 = 0.567 of its spec sheet and an A100 (0.869) at 0.706 x 0.869 = 0.614, each
+    the same share as its prefill plateau. SGLang's eff is 0.3 of an H100's spec sheet in the
+    same unit, 0.3 / 0.803 = 0.374 (its own large-batch rows read it, the header says). vLLM's
+    decode combines its weight read and arithmetic at F6c's sharpness, 2.5 (F4c's ridge), the
+    curve the same GEMMs follow in a prefill pass."""
+    from capacity.catalog.matmul import UNMEASURED_CEILING
+    from capacity.fit.planning import CEILING_SHARES, scenario_with_basis
+    from capacity.model.prefill import MFU_CURVE_SHARPNESS
+    from capacity.model.scenario import make_scenario
 
     vl, sg = typical_efficiency("vllm"), typical_efficiency("sglang")
-    assert UNMEASURED_CEILING == 0.803
-    assert vl.typical["eff"] == round(vl.typical["mfu"] * UNMEASURED_CEILING, 3) == 0.567
-    assert vl.low["eff"] == pytest.approx(vl.low["mfu"] * UNMEASURED_CEILING, abs=5e-4)
-    assert vl.high["eff"] == pytest.approx(vl.high["mfu"] * UNMEASURED_CEILING, abs=5e-4)
-    h100 = default_catalog().gpu("h100-sxm")
-    assert typical_mfu(vl.typical["mfu"], h100, "bf16") == pytest.approx(0.567, abs=5e-4)
-    assert sg.typical["eff"] == 0.3
+    assert CEILING_SHARES == ("eff", "mfu")
+    assert (vl.typical["eff"], vl.low["eff"], vl.high["eff"]) == (
+        vl.typical["mfu"], pytest.approx(vl.low["mfu"], abs=5e-4),
+        pytest.approx(vl.high["mfu"], abs=5e-4))
+    assert sg.typical["eff"] == round(0.3 / UNMEASURED_CEILING, 3) == 0.374
+    assert vl.typical["ridge_sharpness"] == MFU_CURVE_SHARPNESS == 2.5
+    cat = default_catalog()
+    for gpu, ceiling, want in (("h100-sxm", 0.803, 0.567), ("a100-80gb-sxm", 271.2 / 312, 0.614)):
+        s = scenario_with_basis(make_scenario("llama-3.1-8b", gpu, catalog=cat), "typical:vllm")
+        assert s.eff == s.mfu == pytest.approx(0.706 * ceiling, abs=5e-4)
+        assert s.eff == pytest.approx(want, abs=5e-4)
+        assert s.ridge_sharpness == 2.5
+    h100 = scenario_with_basis(make_scenario("llama-3.1-8b", "h100-sxm", catalog=cat),
+                               "typical:sglang")
+    assert h100.eff == pytest.approx(0.3, abs=5e-4) and h100.ridge_sharpness == 0.0

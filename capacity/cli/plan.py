@@ -417,7 +417,8 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     d = ev.decode
     # what the step adds to its roofline terms: the fixed time (F11's overheads) and, with TP,
     # F10's all-reduces, so the columns add up to the step where the terms are summed
-    extra_heads, extra = _step_extras(d, s.tp, ev.concurrency.size)
+    extra_heads, extra = _step_extras(d, s.tp, ev.concurrency.size,
+                                      beyond=s.step_method != StepMethod.OPERATOR)
     if s.step_method == StepMethod.OPERATOR:
         out.append(h("Decode step (F4b, operator method: GEMMs + attention + overheads)"))
         out.append(render(
@@ -553,12 +554,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _step_extras(d: DecodeStep, tp: int, n: int) -> tuple[list[str], list[list[float]]]:
+def _step_extras(d: DecodeStep, tp: int, n: int, *, beyond: bool = True
+                 ) -> tuple[list[str], list[list[float]]]:
     """The decode table's optional columns (headers, one row of values per point): "fixed ms"
-    (F11's per-step and per-layer overheads) where the step has any, and "all-reduce ms" (F10)
-    at TP > 1. None on the chapter's worked example (one GPU, no overheads)."""
+    (F11's per-step and per-layer overheads) where the step has any, "all-reduce ms" (F10)
+    at TP > 1, and "beyond max ms" (`DecodeStep.serial_ms`: what the step adds to the max of
+    its read and its arithmetic, F4c's ridge among it) where any point has it and `beyond`
+    (the operator method's table shows its summed terms instead), so the columns add up to
+    the step. None on the chapter's worked example (one GPU, no overheads)."""
     fixed = np.broadcast_to(np.asarray(d.overhead_ms, dtype=np.float64), (n,))
     comm = np.broadcast_to(np.asarray(d.comm_ms, dtype=np.float64), (n,))
+    serial = np.broadcast_to(np.asarray(d.serial_ms, dtype=np.float64), (n,))
     heads: list[str] = []
     cols: list[FloatArray] = []
     if np.any(fixed > 0):
@@ -567,5 +573,8 @@ def _step_extras(d: DecodeStep, tp: int, n: int) -> tuple[list[str], list[list[f
     if tp > 1:
         heads.append("all-reduce ms")
         cols.append(comm)
+    if beyond and np.any(serial > 5e-4):
+        heads.append("beyond max ms")
+        cols.append(serial)
     return heads, [[float(c[i]) for c in cols] for i in range(n)]
 

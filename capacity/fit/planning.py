@@ -67,6 +67,10 @@ m_half, F4c's ridge sharpness and F4d's padding in tokens, then F11's per-layer 
 the request latency outside the GPU and F6's per-linear-attention-layer prefill overhead in
 ms: for all but the fractions and the sharpness the slow edge is `high`; for the sharpness,
 `ridge_edges`)."""
+CEILING_SHARES: Final = ("eff", "mfu")
+"""The knobs data/engines.toml states as shares of the GPU's measured matmul ceiling
+(`typical_knobs_on`): the decode GEMMs' `eff` and the prefill plateau `mfu`, one GEMM curve
+(F6c) on every GPU."""
 OPTIONAL_KNOBS: Final = frozenset({"mfu_half_tokens", "ridge_sharpness",
                                    "cuda_graph_max_tokens", "gemm_tile_tokens",
                                    "layer_overhead_ms", "request_latency_ms",
@@ -254,10 +258,12 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
 
 def typical_knobs_on(knobs: Mapping[str, float], s: Scenario) -> dict[str, float]:
     """A typical basis' knobs (data/engines.toml's units) as `s` runs them: the prefill plateau
-    `mfu`, a share of the GPU's measured matmul ceiling, as a share of its spec-sheet TFLOP/s
-    for the precision its GEMMs run in (`capacity.catalog.matmul.typical_mfu`); the others as
-    they are. Example: mfu 0.706 on an H100 bf16 -> 0.567."""
-    return {**knobs, "mfu": typical_mfu(knobs["mfu"], s.gpu, s.variant.format.compute_dtype)}
+    `mfu` and the decode GEMMs' `eff`, shares of the GPU's measured matmul ceiling, as shares
+    of its spec-sheet TFLOP/s for the precision its GEMMs run in
+    (`capacity.catalog.matmul.typical_mfu`); the others as they are. Example: mfu 0.706 on an
+    H100 bf16 -> 0.567, on an A100 -> 0.614."""
+    dtype = s.variant.format.compute_dtype
+    return {**knobs, **{k: typical_mfu(knobs[k], s.gpu, dtype) for k in CEILING_SHARES}}
 
 
 STEP_BAND_KNOBS: Final = ("eta_bw", "eff", "step_overhead_ms", "layer_overhead_ms")
@@ -312,10 +318,12 @@ def _scenario_edges(s: Scenario, engine: str) -> tuple[dict[str, float], dict[st
     units and put back the same way."""
     ceiling = typical_ceiling(s.gpu, s.variant.format.compute_dtype)
     planned = {k: float(getattr(s, k)) for k in TYPICAL_KNOBS}
-    planned["mfu"] /= ceiling
+    for k in CEILING_SHARES:
+        planned[k] /= ceiling
     slow, fast = typical_knob_edges(typical_efficiency(engine), planned)
     for edge in (slow, fast):
-        edge["mfu"] = min(1.0, edge["mfu"] * ceiling)
+        for k in CEILING_SHARES:
+            edge[k] = min(1.0, edge[k] * ceiling)
     return slow, fast
 
 

@@ -37,7 +37,8 @@ Held out (every knob derived from published.csv, the scored row's group left out
 
 Each group is predicted on its engine's knobs (`typical_latency.ENGINE_OF`: SGLang's groups on
 data/engines.toml's [sglang], which differs from [vllm] in the decode arithmetic's `eff`, 0.3
-where vLLM's runs at the prefill plateau; every other group on [vllm]).
+of an H100's spec sheet where vLLM's runs at the prefill plateau, and in F4c's ridge, which
+only vLLM's step has; every other group on [vllm]).
 
 Every group carries a request latency outside the GPU (`Scenario.request_latency_ms`,
 `capacity.fit.typical_latency`): SGLang's groups are predicted on `typical:sglang`, the same
@@ -451,7 +452,8 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
                     spec_ms=spec.step_ms[i] if step else math.nan,
                     knobs=tuple(sorted((k, float(after_k.get(k, 0.0)))
                                        for k in ("eff", "eta_bw", "layer_overhead_ms", "mfu",
-                                                 "mfu_half_tokens", "request_latency_ms")))))
+                                                 "mfu_half_tokens", "request_latency_ms",
+                                                 "ridge_sharpness")))))
     return rows
 
 
@@ -563,8 +565,9 @@ def markdown(card: TypicalScorecard) -> str:
              "Each published row predicted on `typical:vllm` with no measurement of its own "
              "(chapter step F4, F6 with the prefill curve F6c, the event model for TTFT, E2E "
              "and throughput); SGLang's rows on `typical:sglang`, the same knobs but for the "
-             f"decode arithmetic's eff ({eff[sglang]:.3g}; vLLM's {eff[ENGINE]:.3g}, the "
-             "prefill plateau). Each row "
+             f"decode arithmetic's eff ({eff[sglang]:.3g} of each GPU's measured matmul "
+             f"ceiling; vLLM's {eff[ENGINE]:.3g}, the prefill plateau) and F4c's ridge, "
+             "vLLM's only. Each row "
              "carries a request latency outside the GPU: the median of the other groups' "
              "measured less predicted TTFT at their lowest concurrency, SGLang's for an SGLang "
              f"group, else the vLLM groups' on CUDA graphs at {tl.SOURCE_MAX_CLIENTS} clients "
@@ -611,7 +614,8 @@ def markdown(card: TypicalScorecard) -> str:
                          f"| {r.step_ms:.2f} | {r.after:.2f} | {r.before_error:+.1%} "
                          f"| {r.after_error:+.1%} |")
     knobs = sorted({(r.group, r.knobs) for r in card.rows})
-    lines += ["", "Held-out knobs per group: " + "; ".join(
+    lines += ["", "Held-out knobs per group (eff and mfu in data/engines.toml's unit, shares "
+              "of the GPU's measured matmul ceiling; ridge_sharpness 0: the max): " + "; ".join(
         f"{g}: " + ", ".join(f"{k} {x:.3g}" for k, x in kn) for g, kn in knobs) + ".",
         ""]
     return "\n".join(lines)

@@ -180,7 +180,7 @@ _PER_CONFIG = ("weights_bytes", "kv_request_bytes", "bandwidth_gb_s", "tflops", 
                "comm_per_seq_ms", "comm_knee_seqs", "comm_per_seq_above_ms",
                "attention_flops_request", "verify_tokens", "accepted_tokens",
                "draft_passes", "draft_weights_bytes", "draft_kv_request_bytes", "draft_params_b",
-               "unread_weight_share")
+               "unread_weight_share", "eff")
 """`StepModel`'s fields that may hold one value per configuration (`select` indexes them)."""
 
 
@@ -206,7 +206,7 @@ class StepModel:
     bandwidth_gb_s: FloatArray | float
     tflops: FloatArray | float
     params_active_b: float
-    eff: float = 1.0
+    eff: FloatArray | float = 1.0
     eta_bw: float = 1.0
     overhead_ms: float = 0.0
     comm_fixed_ms: FloatArray | float = 0.0
@@ -257,7 +257,8 @@ class StepModel:
     @classmethod
     def for_model(cls, model: Model, *, weights_bytes: FloatArray | float,
                   kv_request_bytes: FloatArray | float, bandwidth_gb_s: FloatArray | float,
-                  tflops: FloatArray | float, eff: float = 1.0, eta_bw: float = 1.0,
+                  tflops: FloatArray | float, eff: FloatArray | float = 1.0,
+                  eta_bw: float = 1.0,
                   overhead_ms: float = 0.0, comm_fixed_ms: FloatArray | float = 0.0,
                   comm_per_seq_ms: FloatArray | float = 0.0,
                   comm_knee_seqs: FloatArray | float = math.inf,
@@ -512,7 +513,7 @@ class StepModel:
             # one overlap (the chapter's, or the bound's with the weights it reads): closed form
             bw = float(np.asarray(self.bandwidth_gb_s)) * GB * self.eta_bw
             per_seq_compute = float(self.flops(np.asarray(1.0))) / (
-                float(np.asarray(self.tflops)) * TERA * self.eff)
+                float(np.asarray(self.tflops)) * TERA * float(np.asarray(self.eff)))
             denom = per_seq_compute - float(np.asarray(self.kv_request_bytes)) / bw
             if denom <= 0:
                 return None

@@ -72,13 +72,14 @@ def bandwidth_term_ms(bytes_read: npt.ArrayLike, bandwidth_gb_s: npt.ArrayLike,
     return np.asarray(peak / eta_bw, dtype=np.float64)
 
 
-def compute_term_ms(flops: npt.ArrayLike, tflops: npt.ArrayLike, eff: float = 1.0) -> FloatArray:
+def compute_term_ms(flops: npt.ArrayLike, tflops: npt.ArrayLike,
+                    eff: npt.ArrayLike = 1.0) -> FloatArray:
     """Arithmetic term of F4 in ms: FLOPs / F at peak, divided by eff.
 
     Seed: 2 x 9e9 x 50 FLOP / 165.2e12 FLOP/s = 5.45 ms.
     """
     peak = np.asarray(flops, dtype=np.float64) / (np.asarray(tflops) * TERA) * 1e3
-    return np.asarray(peak / eff, dtype=np.float64)
+    return np.asarray(peak / np.asarray(eff, dtype=np.float64), dtype=np.float64)
 
 
 def step_time_ms(*, bandwidth_ms: npt.ArrayLike, compute_ms: npt.ArrayLike,
@@ -181,7 +182,7 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
                  kv_peak_ms: npt.ArrayLike, gemm_peak_ms: npt.ArrayLike,
                  attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
                  comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float = 1.0,
-                 eta_kv: float | None = None, eff: float = 1.0, attn_sat_batch: float = 0.0,
+                 eta_kv: float | None = None, eff: npt.ArrayLike = 1.0, attn_sat_batch: float = 0.0,
                  overhead_ms: float = 0.0, seq_overhead_ms: float = 0.0,
                  batch1_factor: float = 1.0, batched_overhead_ms: float = 0.0,
                  ridge_sharpness: float = RIDGE_SHARPNESS_MAX) -> StepParts:
@@ -214,7 +215,7 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     comm = np.asarray(comm_ms, dtype=np.float64)
     per_seq = seq_overhead_ms * b
     w = np.asarray(weight_peak_ms, dtype=np.float64) / eta_bw
-    g = np.asarray(gemm_peak_ms, dtype=np.float64) / eff
+    g = np.asarray(gemm_peak_ms, dtype=np.float64) / np.asarray(eff, dtype=np.float64)
     if StepMethod(method) != StepMethod.OPERATOR:  # chapter and bound: one overlap
         bw = np.asarray((np.asarray(weight_peak_ms, dtype=np.float64)
                          + np.asarray(kv_peak_ms, dtype=np.float64)) / eta_bw, dtype=np.float64)

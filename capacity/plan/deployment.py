@@ -92,12 +92,13 @@ def _num(x: float) -> float | None:
 
 
 def run_knobs(d: Deployment, catalog: Catalog | None = None) -> dict[str, Any]:
-    """The basis' knobs as the deployment runs them (`knobs_of`): the prefill plateau on its
-    GPU and weight format (`PlanInputs.mfu_on`: on a typical basis the engines file's share of
-    the matmul ceiling, resolved), as the Explorer's Scenario of it holds them."""
-    inp = d.inputs
-    return {**knobs_of(inp),
-            "mfu": inp.option_mfu(catalog or default_catalog(), d.gpu, d.weights)}
+    """The basis' knobs as the deployment runs them (`knobs_of`): the decode GEMMs' eff and
+    the prefill plateau on its GPU and weight format (`PlanInputs.eff_on`, `mfu_on`: on a
+    typical basis the engines file's shares of the matmul ceiling, resolved), as the
+    Explorer's Scenario of it holds them."""
+    inp, cat = d.inputs, catalog or default_catalog()
+    return {**knobs_of(inp), "eff": inp.option_eff(cat, d.gpu, d.weights),
+            "mfu": inp.option_mfu(cat, d.gpu, d.weights)}
 
 
 def record(d: Deployment, o: Option, catalog: Catalog | None = None) -> dict[str, Any]:

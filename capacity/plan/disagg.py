@@ -327,7 +327,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
     units: list[ReplicaShape] = []
     desc = descriptors_per_rank(model, prompt)
     sent: dict[tuple[str, int], float] = {}
-    cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "ck", "cc", "lk")}
+    cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "ck", "cc", "lk",
+                                                             "eff")}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
         budget = prof.token_budget_tokens if prof.chunked else 0
@@ -373,14 +374,15 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                                    ("bw", g.bandwidth_gb_s), ("fl", fl), ("ca", comm.fixed_ms),
                                    ("cb", comm.per_token_ms), ("ck", comm.knee_tokens),
                                    ("cc", comm.above_ms),
-                                   ("lk", v.lookup_weight_share)):
+                                   ("lk", v.lookup_weight_share),
+                                   ("eff", inp.eff_on(g, v.format.compute_dtype))):
                         cols[k].append(val)
     if not units:
         raise InputError(f"no GPU and TP size in the search can hold {model.name}")
     a = {k: np.asarray(v, dtype=np.float64)[:, None] for k, v in cols.items()}
     step = StepModel.for_model(
         model, weights_bytes=a["w"], kv_request_bytes=a["kvs"], bandwidth_gb_s=a["bw"],
-        tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
+        tflops=a["fl"], eff=a["eff"], eta_bw=inp.eta_bw,
         overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
         comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], comm_knee_seqs=a["ck"],
         comm_per_seq_above_ms=a["cc"], method=inp.step_method,

@@ -315,6 +315,20 @@ class PlanInputs:
             return typical_mfu(self.mfu, gpu, compute_dtype)
         return self.mfu
 
+    def eff_on(self, gpu: Gpu, compute_dtype: str) -> float:
+        """The decode GEMMs' efficiency `eff` an option on `gpu` runs (share of its spec-sheet
+        TFLOP/s for `compute_dtype`): on an engine's typical basis a share of the GPU's
+        measured matmul ceiling, like `mfu_on` (`capacity.fit.planning.typical_knobs_on`);
+        on every other basis `eff` itself."""
+        if self.typical and not self.calibration:
+            return typical_mfu(self.eff, gpu, compute_dtype)
+        return self.eff
+
+    def option_eff(self, catalog: Catalog, gpu: str, weights: str) -> float:
+        """`eff_on` for an option (`option_mfu`'s GPU key and weight format)."""
+        base = catalog.variant(self.model).model.key
+        return self.eff_on(catalog.gpu(gpu), catalog.variant(base, weights).format.compute_dtype)
+
     def option_mfu(self, catalog: Catalog, gpu: str, weights: str) -> float:
         """`mfu_on` for an option: the GPU key and the weight format of `model`'s base model
         (`model` may name a variant, 'qwen3.5-9b-awq', and the option another format)."""

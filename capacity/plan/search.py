@@ -169,7 +169,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     kv_l: list[str] = []
     cols: dict[str, list[float]] = {k: [] for k in (
         "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "bw", "fl", "ca", "cb", "ck", "cc", "price",
-        "node", "seqs", "budget", "lk")}
+        "node", "seqs", "budget", "lk", "eff")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
@@ -238,7 +238,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                             ("cc", comm.above_ms),
                             ("price", price), ("node", whole_node),
                             ("seqs", prof.max_seqs), ("budget", budget),
-                            ("lk", v.lookup_weight_share)):
+                            ("lk", v.lookup_weight_share),
+                            ("eff", inp.eff_on(g, v.format.compute_dtype))):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp_a = np.asarray(tp_l, dtype=np.int64)
@@ -246,7 +247,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     # GPU as W / TP, like Scenario.weights_per_gpu_gb)
     step = StepModel.for_model(
         model, weights_bytes=a["w"] / tp_a * GB, kv_request_bytes=a["kvs"],
-        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=inp.eff, eta_bw=inp.eta_bw,
+        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=a["eff"], eta_bw=inp.eta_bw,
         overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
         comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], comm_knee_seqs=a["ck"],
         comm_per_seq_above_ms=a["cc"], method=inp.step_method,

@@ -112,12 +112,14 @@ def step_shape_text(knobs: Knobs, lang: str) -> str:
 
 
 def plateau_text(s: Scenario, lang: str) -> str:
-    """Where a Scenario's prefill plateau on a typical basis comes from, in words: its MFU as
-    the share of the GPU's measured matmul ceiling (data/engines.toml's `mfu`, resolved by
-    `capacity.catalog.matmul.typical_mfu`) times that ceiling. Example (an MI300X in BF16):
-    '; prefill plateau 0.41 = 0.80 x 0.511, the MI300X's fastest measured GEMM as a share of
-    its spec sheet'."""
+    """Where a Scenario's prefill plateau and decode compute eff on a typical basis come from,
+    in words: each as the share of the GPU's measured matmul ceiling (data/engines.toml's
+    `mfu` and `eff`, resolved by `capacity.catalog.matmul.typical_mfu`) times that ceiling.
+    Example (an MI300X in BF16): '; prefill plateau 0.36 = 0.71 x 0.511 and decode compute
+    eff 0.36 = 0.71 x 0.511, the MI300X's fastest measured GEMM as a share of its spec
+    sheet'."""
     dtype = s.variant.format.compute_dtype
     ceiling = typical_ceiling(s.gpu, dtype)
     key = "basis_plateau" if matmul_ceiling(s.gpu, dtype) is not None else "basis_plateau_median"
-    return t(key, lang, mfu=s.mfu, share=s.mfu / ceiling, ceiling=ceiling, gpu=s.gpu.name)
+    return t(key, lang, mfu=s.mfu, share=s.mfu / ceiling, eff=s.eff, eff_share=s.eff / ceiling,
+             ceiling=ceiling, gpu=s.gpu.name)
