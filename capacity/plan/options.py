@@ -311,30 +311,30 @@ class PlanInputs:
         a share of the GPU's measured matmul ceiling (`capacity.catalog.matmul.typical_mfu`,
         as `capacity.fit.planning.typical_knobs_on` puts it into a Scenario); on every other
         basis `mfu` itself."""
-        if self.typical and not self.calibration:
-            return typical_mfu(self.mfu, gpu, compute_dtype)
-        return self.mfu
+        return self._on(self.mfu, gpu, compute_dtype)
 
     def eff_on(self, gpu: Gpu, compute_dtype: str) -> float:
-        """The decode GEMMs' efficiency `eff` an option on `gpu` runs (share of its spec-sheet
-        TFLOP/s for `compute_dtype`): on an engine's typical basis a share of the GPU's
-        measured matmul ceiling, like `mfu_on` (`capacity.fit.planning.typical_knobs_on`);
-        on every other basis `eff` itself."""
-        if self.typical and not self.calibration:
-            return typical_mfu(self.eff, gpu, compute_dtype)
-        return self.eff
+        """The decode GEMMs' efficiency `eff` an option on `gpu` runs, resolved as `mfu_on`
+        resolves the plateau (the engines file states both as shares of the ceiling)."""
+        return self._on(self.eff, gpu, compute_dtype)
 
-    def option_eff(self, catalog: Catalog, gpu: str, weights: str) -> float:
-        """`eff_on` for an option (`option_mfu`'s GPU key and weight format)."""
-        base = catalog.variant(self.model).model.key
-        return self.eff_on(catalog.gpu(gpu), catalog.variant(base, weights).format.compute_dtype)
+    def _on(self, share: float, gpu: Gpu, compute_dtype: str) -> float:
+        if self.typical and not self.calibration:
+            return typical_mfu(share, gpu, compute_dtype)
+        return share
 
     def option_mfu(self, catalog: Catalog, gpu: str, weights: str) -> float:
         """`mfu_on` for an option: the GPU key and the weight format of `model`'s base model
         (`model` may name a variant, 'qwen3.5-9b-awq', and the option another format)."""
+        return self.mfu_on(*self._option_device(catalog, gpu, weights))
+
+    def option_eff(self, catalog: Catalog, gpu: str, weights: str) -> float:
+        """`eff_on` for an option (`option_mfu`'s GPU key and weight format)."""
+        return self.eff_on(*self._option_device(catalog, gpu, weights))
+
+    def _option_device(self, catalog: Catalog, gpu: str, weights: str) -> tuple[Gpu, str]:
         base = catalog.variant(self.model).model.key
-        return self.mfu_on(catalog.gpu(gpu),
-                           catalog.variant(base, weights).format.compute_dtype)
+        return catalog.gpu(gpu), catalog.variant(base, weights).format.compute_dtype
 
     @property
     def basis(self) -> BasisKind:
