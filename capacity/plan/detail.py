@@ -55,7 +55,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
     return make_scenario(
         base, o.gpu, catalog=cat, weights=o.weights, n_gpus=o.n_gpus, tp=o.tp, util=inp.util,
         overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
-        prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype, eff=inp.option_eff(cat, o.gpu, o.weights),
+        prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype,
+        eff=inp.option_eff(cat, o.gpu, o.weights),
         mfu=inp.option_mfu(cat, o.gpu, o.weights),
         mfu_half_tokens=inp.mfu_half_tokens,
         price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,

@@ -327,8 +327,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
     units: list[ReplicaShape] = []
     desc = descriptors_per_rank(model, prompt)
     sent: dict[tuple[str, int], float] = {}
-    cols: dict[str, list[float]] = {k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "ck", "cc", "lk",
-                                                             "eff")}
+    cols: dict[str, list[float]] = {
+        k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "ck", "cc", "lk", "eff")}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
         budget = prof.token_budget_tokens if prof.chunked else 0
