@@ -137,7 +137,8 @@ SXM 0.869 twice, A100 PCIe 0.811, H100 and H200 SXM 0.803, B200 0.776, GB200 0.7
 
 
 def typical_ceiling(gpu: Gpu, compute_dtype: str) -> float:
-    """The matmul ceiling a typical basis' prefill plateau is a share of (dimensionless):
+    """The matmul ceiling a typical basis' prefill plateau and decode eff are shares of
+    (dimensionless):
     `matmul_ceiling` where the GPU's fastest GEMM is measured for that precision, else
     `UNMEASURED_CEILING`. Example: H100 SXM bf16 0.803, fp8 0.709; MI300X bf16 0.511; an RTX
     4090 (not measured) 0.803."""
@@ -148,6 +149,7 @@ def typical_ceiling(gpu: Gpu, compute_dtype: str) -> float:
 def typical_mfu(plateau_share: float, gpu: Gpu, compute_dtype: str) -> float:
     """A typical basis' prefill MFU plateau on `gpu` (share of its spec-sheet TFLOP/s, at most
     1): the basis' plateau as a share of the measured matmul ceiling (data/engines.toml's
-    `mfu`) x `typical_ceiling`. Example: 0.706 on an H100 bf16: 0.706 x 0.803 = 0.567; on
-    an MI300X: 0.706 x 0.511 = 0.361."""
+    `mfu`) x `typical_ceiling`; the decode GEMMs' `eff` resolves the same way (the file
+    states both as shares of the ceiling, `capacity.fit.planning.CEILING_SHARES`). Example:
+    0.706 on an H100 bf16: 0.706 x 0.803 = 0.567; on an MI300X: 0.706 x 0.511 = 0.361."""
     return min(1.0, plateau_share * typical_ceiling(gpu, compute_dtype))
