@@ -25,6 +25,12 @@ from capacity.units import GIB
 SPEEDUP = 20.0
 """Every delay of the endpoint divided by this: its truth (ms) is the model's / SPEEDUP."""
 
+BURST_SPEEDUP = 4.0
+"""The speed-up of runs whose largest batch is compared with the event model's: a burst's 40
+requests must all reach the server while the first are still running. At SPEEDUP a request of
+500 + 64 tokens lives about 40 ms of wall clock, less than a loaded 2-core CI machine can take
+to send 40 (CI, 2026-12-04: 29 seen where the model admits 40); at 4 it lives about 200 ms."""
+
 
 def _burst(s: Scenario, cfg: SimConfig, n: int, prompt_tokens: int, output_tokens: int,
            system_tokens: int = 0, one_by_one: bool = False
@@ -137,7 +143,7 @@ def _pool_scenario(vram_gb: float = 8.4, util: float = 0.9, prompt: int = 500) -
     return make_scenario(vram_gb=vram_gb, util=util, context_tokens=1000, prompt_tokens=prompt)
 
 
-@pytest.mark.slow  # two or three runs of a real server (1-3 s)
+@pytest.mark.slow  # four runs of a real server (5-10 s)
 def test_cpu_offload_raises_the_kv_pool_and_the_admitted_batch_and_slows_every_pass() -> None:
     """--cpu-offload-gb 0.5: the KV pool gains 0.5 GiB (about 16K tokens at 32 KiB a token), so
     a burst of 40 prompts of 500 tokens admits about twice as many at once (the pool held
@@ -146,11 +152,11 @@ def test_cpu_offload_raises_the_kv_pool_and_the_admitted_batch_and_slows_every_p
     s = _pool_scenario()
     runs = {}
     for gib in (0.0, 0.5):
-        cfg = SimConfig(engine="vllm", speedup=SPEEDUP, offload_gib=gib)
+        cfg = SimConfig(engine="vllm", speedup=BURST_SPEEDUP, offload_gib=gib)
         truth, info = _burst(s, cfg, 40, 500, 64)
         lone, _ = _burst(s, cfg, 1, 500, 64)
         q = _model(s, 40, 64, offload_gib=gib)
-        runs[gib] = (info, q, lone[0]["tpot_ms"] * SPEEDUP)
+        runs[gib] = (info, q, lone[0]["tpot_ms"] * BURST_SPEEDUP)
     (info0, q0, tpot0), (info1, q1, tpot1) = runs[0.0], runs[0.5]
     assert info1["kv_pool_bytes"] - info0["kv_pool_bytes"] == pytest.approx(0.5 * GIB)
     assert q1.max_running > 1.5 * q0.max_running
@@ -191,7 +197,7 @@ def test_a_larger_kv_block_admits_fewer_short_requests() -> None:
     assert seen[128][0] == pytest.approx(seen[128][1], abs=3)
 
 
-@pytest.mark.slow  # two or three runs of a real server (1-3 s)
+@pytest.mark.slow  # two runs of a real server (3-8 s)
 def test_a_lower_memory_utilisation_shrinks_the_pool_and_the_batch() -> None:
     """gpu_memory_utilization 0.9 against 0.85 on a 9 GB card: the KV pool is util x VRAM less
     the weights and overhead (F3), 0.9 GB against 0.45 GB (27K against 14K tokens), so about
@@ -199,7 +205,7 @@ def test_a_lower_memory_utilisation_shrinks_the_pool_and_the_batch() -> None:
     seen = {}
     for util in (0.9, 0.85):
         s = _pool_scenario(9.0, util)
-        _, info = _burst(s, SimConfig(engine="vllm", speedup=SPEEDUP), 40, 500, 64)
+        _, info = _burst(s, SimConfig(engine="vllm", speedup=BURST_SPEEDUP), 40, 500, 64)
         q = _model(s, 40, 64)
         seen[util] = (info["max_batch_seen"], q.max_running, info["kv_pool_bytes"])
     assert seen[0.9][2] - seen[0.85][2] == pytest.approx(0.05 * 9.0e9, rel=1e-6)
