@@ -59,7 +59,10 @@ can = user.may(Right.MEASURE)
 auth.read_only_note(Right.MEASURE, lang)
 
 # -- No GPU at hand? ------------------------------------------------------------------------
-with st.expander(T("m_sim_title"), expanded=ms.sim(user.id) is not None):
+# keyed, so the browser keeps it as the user left it: without a key its identity is its label,
+# its `expanded` and its place, and a rerun that shifts or reopens it (a sim started or ended,
+# a message drawn above it) made a new element drawn closed, the Stop button hidden in it
+with st.expander(T("m_sim_title"), expanded=ms.sim(user.id) is not None, key="m_sim_box"):
     st.caption(T("m_sim_help"))
     c1, c2, c3 = st.columns([3, 2, 1])
     c1.selectbox(T("m_sim_model"), variants, key="m_sim_model")
