@@ -91,11 +91,15 @@ def _wait(at: AppTest, until: str, timeout_s: float) -> None:
 def test_simulated_run_from_the_page_then_stop(bench_dir: Path) -> None:
     at = AppTest.from_file(APP, default_timeout=60).switch_page(PAGE)
     at.run()
+    # the simulator's expander is keyed: the browser keeps it open or closed as the user left
+    # it when a sim starts or stops (without a key it was a new element, drawn closed)
+    assert [e.key for e in at.expander] == ["m_sim_box"]
     at.number_input(key="m_sim_speedup").set_value(5.0)
     at.button(key="m_sim_start").click().run()
     sim = at.session_state[ms.SIM]
     try:
         assert not at.exception
+        assert [e.key for e in at.expander] == ["m_sim_box"]
         assert at.text_input(key="m_base_url").value == sim.base_url
         at.button(key="m_connect").click().run()
         assert [m.value for m in at.metric] == ["yes", "yes", "1", "yes"]
@@ -139,6 +143,7 @@ def test_simulated_run_from_the_page_then_stop(bench_dir: Path) -> None:
         assert job.progress()[0].done >= 3
         at.button(key="m_sim_stop").click().run()
         assert not sim.running
+        assert [e.key for e in at.expander] == ["m_sim_box"]
     finally:
         sim.stop()
 
