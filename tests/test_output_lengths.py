@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from capacity.errors import InputError
-from capacity.model.output_lengths import eos_lengths, eos_ratio, geometric_mean_tokens
+from capacity.model.output_lengths import geometric_mean_tokens, maxent_lengths, maxent_ratio
 
 
 def test_the_mean_of_a_truncated_geometric_by_hand() -> None:
@@ -25,25 +25,25 @@ def test_the_mean_of_a_truncated_geometric_by_hand() -> None:
 
 
 def test_the_ratio_inverts_the_mean() -> None:
-    assert eos_ratio(2.75 / 1.75, 3) == pytest.approx(0.5, rel=1e-9)
-    assert eos_ratio(17 / 7, 3) == pytest.approx(2.0, rel=1e-9)
-    assert eos_ratio(1024.5, 2048) == pytest.approx(1.0, rel=1e-9)
-    assert eos_ratio(1.0, 5) == 0.0 and math.isinf(eos_ratio(5.0, 5)) and eos_ratio(1.0, 1) == 1.0
+    assert maxent_ratio(2.75 / 1.75, 3) == pytest.approx(0.5, rel=1e-9)
+    assert maxent_ratio(17 / 7, 3) == pytest.approx(2.0, rel=1e-9)
+    assert maxent_ratio(1024.5, 2048) == pytest.approx(1.0, rel=1e-9)
+    assert maxent_ratio(1.0, 5) == 0.0 and math.isinf(maxent_ratio(5.0, 5)) and maxent_ratio(1.0, 1) == 1.0
     for bad in ((0.5, 10), (11.0, 10), (3.0, 0)):
         with pytest.raises(InputError):
-            eos_ratio(*bad)
+            maxent_ratio(*bad)
 
 
 def test_a_runs_lengths_have_the_stated_mean_and_cap() -> None:
     # dstack's 1P3D run: 500 prompts, --random-output-len 2048, 340,981 tokens stated (682.0)
-    x = eos_lengths(682.0, 2048, 500)
+    x = maxent_lengths(682.0, 2048, 500)
     assert x.size == 500 and x.min() >= 1 and x.max() <= 2048
     assert float(np.mean(x)) == pytest.approx(682.0, abs=1.0)
-    assert 0.9989 < eos_ratio(682.0, 2048) < 0.9990  # most stop early, a few run long
+    assert 0.9989 < maxent_ratio(682.0, 2048) < 0.9990  # most stop early, a few run long
     assert np.percentile(x, 90) > 2 * np.median(x)
     # seeded: the same lengths in another order with another seed
-    assert (eos_lengths(682.0, 2048, 500, seed=0) == x).all()
-    assert sorted(eos_lengths(682.0, 2048, 500, seed=1)) == sorted(x)
-    assert (eos_lengths(1.0, 8, 20) == 1).all() and (eos_lengths(8.0, 8, 20) == 8).all()
+    assert (maxent_lengths(682.0, 2048, 500, seed=0) == x).all()
+    assert sorted(maxent_lengths(682.0, 2048, 500, seed=1)) == sorted(x)
+    assert (maxent_lengths(1.0, 8, 20) == 1).all() and (maxent_lengths(8.0, 8, 20) == 8).all()
     with pytest.raises(InputError):
-        eos_lengths(5.0, 8, 0)
+        maxent_lengths(5.0, 8, 0)

@@ -72,7 +72,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "vocab": (1.0, 100_000_000.0),
     "max_context_tokens": (1.0, float(MAX_CONTEXT_TOKENS)),
     "window_tokens": (1.0, float(MAX_CONTEXT_TOKENS)),
-    "state_bytes": (0.0, 1e12),
+    "state_bytes": (0.0, 1e12), "page_state_bytes": (0.0, 1e12),
     "experts": (1.0, 100_000.0),
     "active": (1.0, 100_000.0),
 }
@@ -140,9 +140,9 @@ class LayerGroup:
     """A run of layers of one kind that hold KV (or state) the same way.
 
     kind: `full` (MHA/GQA/MQA), `sliding` (window of `window_tokens`), `mla` (one latent of
-    `kv_lora_rank + qk_rope_head_dim` per token), `linear` (fixed `state_bytes` per request).
-    `q_heads` and `head_dim` also size the attention FLOPs of prefill (F6).
-    """
+    `kv_lora_rank + qk_rope_head_dim` per token), `linear` (fixed `state_bytes` per request;
+    `page_state_bytes` as vLLM pages it, `kv.hybrid_block_tokens`). `q_heads` and `head_dim`
+    also size the attention FLOPs of prefill (F6)."""
 
     kind: LayerKind
     count: int
@@ -153,6 +153,7 @@ class LayerGroup:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     state_bytes: float = 0.0
+    page_state_bytes: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -548,7 +549,8 @@ def _parse_layer_group(e: _Entry, index: int, table: Mapping[str, Any]) -> Layer
                            q_heads=g.integer("q_heads"), head_dim=g.integer("head_dim"))
     else:
         group = LayerGroup(kind="linear", count=count,
-                           state_bytes=g.number("state_bytes", positive=False))
+                           state_bytes=g.number("state_bytes", positive=False),
+                           page_state_bytes=g.number("page_state_bytes", 0.0, positive=False))
     g.finish()
     return group
 

@@ -64,6 +64,12 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                         "(vLLM and SGLang prefix caching; default 0: none)")
     p.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9, metavar="SHARE",
                    help="share of requests that find --prefix-tokens cached (default 0.9)")
+    p.add_argument("--prefix-caching", action="store_true",
+                   help="under --engine vllm or --rate on a hybrid model (Qwen3.5): vLLM's "
+                        "--enable-prefix-caching, whose mamba 'align' mode ends prefill chunks "
+                        "at the hybrid attention block (528 tokens for Qwen3.5-9B at bf16 KV), "
+                        "so a prompt past a block takes one more step (default: off, vLLM's "
+                        "default for hybrid models); no effect on other models and engines")
     p.add_argument("--turns", type=whole(min=1, max=MAX_TURNS), default=1, metavar="N",
                    help="under --engine or --rate with a chunked profile: conversations of N "
                         "turns, turn k + 1's prompt the whole history (earlier prompts and "
@@ -113,13 +119,17 @@ class SchedulerKnobs:
     prefix_share: float = 0.0
     turns: int = 1
     turn_tokens: int = 0
+    prefix_caching: bool = False
 
     def kwargs(self) -> dict[str, Any]:
         """The knobs as keyword arguments of `closed_loop_load` and `open_loop_load` (the
-        multi-turn pair only with --turns > 1: one turn is the event model's default)."""
+        multi-turn pair only with --turns > 1, prefix caching only when on: the event model's
+        defaults otherwise)."""
         out = asdict(self)
         if self.turns == 1:
             del out["turns"], out["turn_tokens"]
+        if not self.prefix_caching:
+            del out["prefix_caching"]
         return out
 
 
@@ -130,11 +140,12 @@ def scheduler_knobs(args: argparse.Namespace) -> SchedulerKnobs:
     budget = args.max_num_batched_tokens
     offload = float(getattr(args, "cpu_offload_gb", 0.0) or 0.0)
     prefix = int(getattr(args, "prefix_tokens", 0) or 0)
-    if (budget is not None or args.max_num_seqs is not None or offload or prefix) and not (
-            args.engine or args.rate or args.stages):
-        raise InputError("--max-num-seqs, --max-num-batched-tokens, --cpu-offload-gb and "
-                         "--prefix-tokens shape the load sections: add --engine NAME or "
-                         "--rate LIST")
+    caching = bool(getattr(args, "prefix_caching", False))
+    if (budget is not None or args.max_num_seqs is not None or offload or prefix
+            or caching) and not (args.engine or args.rate or args.stages):
+        raise InputError("--max-num-seqs, --max-num-batched-tokens, --cpu-offload-gb, "
+                         "--prefix-tokens and --prefix-caching shape the load sections: add "
+                         "--engine NAME or --rate LIST")
     if budget is not None and not engine_profile(args.engine or "chapter").chunked:
         raise InputError(f"--max-num-batched-tokens: the '{args.engine or 'chapter'}' profile "
                          "prefills whole prompts (no token budget); use --engine vllm, sglang "
@@ -153,7 +164,8 @@ def scheduler_knobs(args: argparse.Namespace) -> SchedulerKnobs:
     return SchedulerKnobs(max_num_seqs=args.max_num_seqs, chunk_tokens=budget,
                           block_tokens=args.block_size, offload_gib=offload,
                           prefix_tokens=prefix, prefix_share=share, turns=turns,
-                          turn_tokens=int(turn_tokens or 0) if turns > 1 else 0)
+                          turn_tokens=int(turn_tokens or 0) if turns > 1 else 0,
+                          prefix_caching=caching)
 
 
 def open_loop_stages(args: argparse.Namespace) -> list[list[tuple[float, float]]]:
@@ -183,7 +195,8 @@ def knobs_json(svc: ServiceModel) -> dict[str, Any]:
     prefills (tokens)."""
     return {"offload_ms_per_pass": svc.offload_ms, "cached_prefix_tokens": svc.cached_tokens,
             "prefix_share": svc.prefix_share, "turns": svc.turns,
-            "turn_tokens": svc.turn_tokens, "prefilled_tokens_mean": svc.new_prompt_tokens}
+            "turn_tokens": svc.turn_tokens, "prefilled_tokens_mean": svc.new_prompt_tokens,
+            "aligned_block_tokens": svc.align_block_tokens}
 
 
 def knobs_text(svc: ServiceModel) -> str:
@@ -194,6 +207,9 @@ def knobs_text(svc: ServiceModel) -> str:
     if svc.cached_tokens and svc.prefix_share:
         parts.append(f"{svc.prefix_share:.0%} of requests find a {svc.cached_tokens:,}-token "
                      "prefix cached")
+    if svc.align_block_tokens:
+        parts.append(f"prefix caching on a hybrid model: prefill chunks end at "
+                     f"{svc.align_block_tokens:,}-token blocks (vLLM's align mode)")
     if svc.turns > 1:
         parts.append(f"conversations of {svc.turns} turns of {svc.turn_tokens:,} new tokens "
                      f"(last prompt {svc.longest_prompt_tokens:,} tokens, history cached): "

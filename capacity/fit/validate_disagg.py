@@ -60,7 +60,7 @@ from capacity.fit.validate_report import (
     jsonable,
     write_between_markers,
 )
-from capacity.model.output_lengths import eos_lengths
+from capacity.model.output_lengths import maxent_lengths
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.disagg import (
@@ -132,7 +132,7 @@ class DisaggRow:
     drain included); None: a steady state (`MIN_REQUESTS`, 10 % warm-up)."""
     output_cap: int | None = None
     """The requests' max tokens when they stop at end-of-sequence (`output_tokens` is then
-    their stated mean; `capacity.model.output_lengths.eos_lengths`); None: every request
+    their stated mean; `capacity.model.output_lengths.maxent_lengths`); None: every request
     generates `output_tokens`."""
     metric: str
     value: float
@@ -312,7 +312,7 @@ def predict(r: DisaggRow, basis: str, catalog: Catalog | None = None) -> Predict
             # the source's whole run: its requests, lengths that stop at end-of-sequence with
             # the stated mean, every request counted and the drain in its duration
             d = simulate_two_pools(pools, concurrency=r.concurrency, n_requests=r.num_prompts,
-                                   warmup_fraction=0.0, output_lengths=eos_lengths(
+                                   warmup_fraction=0.0, output_lengths=maxent_lengths(
                                        r.output_tokens, r.output_cap, r.num_prompts))
         else:
             d = simulate_two_pools(pools, concurrency=r.concurrency, rate_per_s=r.rate_per_s,

@@ -76,6 +76,32 @@ def kv_bytes_per_token(model: Model, kv_dtype: str = "fp16", tp: int = 1) -> KvP
     return KvPerToken(kv_dtype=dtype, tp=tp, by_kind_bytes=by_kind, state_bytes_per_request=state)
 
 
+HYBRID_BLOCK_MULTIPLE = 16
+"""vLLM rounds a hybrid model's attention block up to a multiple of this many tokens (the
+block sizes its attention kernels take)."""
+
+
+def hybrid_block_tokens(model: Model, kv_dtype: str = "fp16", tp: int = 1) -> int:
+    """vLLM's attention block on a hybrid model (tokens; 0 for a model without linear-state
+    layers or without a stated `page_state_bytes`): the smallest multiple of
+    `HYBRID_BLOCK_MULTIPLE` tokens whose attention page (one layer's KV of that many tokens,
+    per TP rank) holds one linear layer's recurrent state (per rank, split by heads), so both
+    kinds share one page size: 16 x ceil(state / (16 x 2 x kv_heads x head_dim x bytes)).
+    Example: Qwen3.5-9B at a bf16 KV cache, TP 1: 2,146,304 B / (16 x 2 x 4 x 256 x 2 B) =
+    32.75 -> 33 x 16 = 528 tokens. Source: vLLM's HybridAttentionMambaModelConfig
+    (github:vllm-project/vllm vllm/model_executor/models/config.py, "Setting attention block
+    size to ... tokens to ensure that attention page size is >= mamba page size");
+    docs/method.md ("Prefix caching on a hybrid model")."""
+    state = max((g.page_state_bytes for g in model.layer_groups if g.kind == "linear"),
+                default=0.0)
+    attn = [layer_bytes_per_token(g, kv_dtype, tp) for g in model.layer_groups
+            if g.kind in ("full", "sliding")]
+    if state <= 0 or not attn:
+        return 0
+    m = HYBRID_BLOCK_MULTIPLE
+    return int(m * np.ceil(state / tp / (m * max(attn))))
+
+
 def tokens_held(group: LayerGroup, context_tokens: ArrayLike, block_size: int = 0) -> FloatArray:
     """Tokens a request keeps in one layer: L for full/MLA, min(L, w) for sliding windows.
 

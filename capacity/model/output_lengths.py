@@ -1,15 +1,19 @@
-"""Output lengths that stop at end-of-sequence: what a benchmark run without `--ignore-eos`
-generates when its report states only the mean and the cap.
+"""Lengths that vary about a stated mean: output lengths that stop at end-of-sequence (what a
+benchmark run without `--ignore-eos` generates when its report states only the mean and the
+cap), and the prompts of a dataset that varies them (ShareGPT; a random dataset with a range).
 
 A request asked for at most `cap` tokens stops at its end-of-sequence token or at the cap. When
 a source states only the total output tokens (hence the mean) and the cap, the lengths are
 taken as the distribution on 1..cap with that mean and the largest entropy, i.e. the least
 added assumption: a truncated geometric, P(n) proportional to q^(n - 1) (Jaynes' maximum
 entropy under a mean constraint; q < 1 when the mean is below (cap + 1) / 2, q = 1 the uniform,
-q > 1 above it). `eos_lengths` draws a run's lengths as that distribution's quantiles, so a
-run of N requests has the stated mean to within rounding, shuffled with a seed. Source: the
-benchmark's statement (vLLM `bench serve`'s `total_output_tokens` / `num_prompts`, its
-`--random-output-len` as the cap); docs/disaggregation.md, "A benchmark run's drain".
+q > 1 above it). A run's prompts, stated by their total (hence the mean) and the dataset's
+longest (`cap`), are taken the same way; a random dataset that draws each length uniformly on
+1..L is this distribution with cap L and mean (L + 1) / 2 (q = 1). `maxent_lengths` draws a
+run's lengths as that distribution's quantiles, so a run of N requests has the stated mean to
+within rounding, shuffled with a seed. Source: the benchmark's statement (vLLM `bench serve`'s
+`total_output_tokens` / `num_prompts`, its `--random-output-len` as the cap);
+docs/disaggregation.md, "A benchmark run's drain"; docs/method.md, "Prompts that vary".
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def _weights(q: float, cap: int) -> np.ndarray:
     return np.asarray(np.exp(lw - lw.max()), dtype=np.float64)
 
 
-def eos_ratio(mean_tokens: float, cap: int) -> float:
+def maxent_ratio(mean_tokens: float, cap: int) -> float:
     """The ratio q of the maximum-entropy lengths on 1..cap with mean `mean_tokens` (dimensionless,
     `geometric_mean_tokens(q, cap) = mean`), by bisection on log q. Example: cap 3, mean
     1.571 -> q = 0.5 (see `geometric_mean_tokens`)."""
@@ -58,14 +62,14 @@ def eos_ratio(mean_tokens: float, cap: int) -> float:
     return math.exp((lo + hi) / 2)
 
 
-def eos_lengths(mean_tokens: float, cap: int, n: int, seed: int = 0) -> IntArray:
-    """`n` output lengths (tokens, 1..cap) of a run whose requests stop at end-of-sequence, with
-    mean `mean_tokens` and cap `cap` (module docstring): the quantiles (i + 0.5) / n of the
+def maxent_lengths(mean_tokens: float, cap: int, n: int, seed: int = 0) -> IntArray:
+    """`n` lengths (tokens, 1..cap) of a run whose requests stop at end-of-sequence, or whose
+    prompts vary, with mean `mean_tokens` and cap `cap` (module docstring): the quantiles (i + 0.5) / n of the
     maximum-entropy distribution, shuffled with `seed`. Example: mean 682, cap 2,048, 500
     requests (dstack's 1P3D run): q = 0.99895, lengths from 1 to 2,048, mean 682."""
     if n < 1:
         raise InputError(f"a run needs at least one request, got {n}")
-    q = eos_ratio(mean_tokens, cap)
+    q = maxent_ratio(mean_tokens, cap)
     if q == 0.0:
         out = np.ones(n, dtype=np.int64)
     elif math.isinf(q):

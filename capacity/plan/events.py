@@ -105,20 +105,22 @@ def open_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                    seed: int = 0, max_num_seqs: int | None = None,
                    chunk_tokens: int | None = None, block_tokens: int | None = None,
                    offload_gib: float = 0.0, prefix_tokens: int = 0,
-                   prefix_share: float = 0.0, turns: int = 1, turn_tokens: int = 0
+                   prefix_share: float = 0.0, turns: int = 1, turn_tokens: int = 0,
+                   prompt_lengths: Sequence[int] | None = None, prefix_caching: bool = False
                    ) -> tuple[ServiceModel, list[OpenLoopPoint]]:
     """TTFT, ITL, TPOT and E2E under an open-loop load at the engine's scheduling: for each
     load (stages of total rate and duration), one replica of `s` fed 1/replicas of the rate
     (`service_from_scenario`, `arrival_times_ms`), the first 10 % of requests left out as
     warm-up. A load at or past the replica's saturation rate is marked saturated (its queue
     grows for as long as it lasts). `max_num_seqs` and `chunk_tokens` override the engine's
-    (vLLM's max_num_seqs and max_num_batched_tokens); the other knobs (multi-turn too) are
-    `service_from_scenario`'s."""
+    (vLLM's max_num_seqs and max_num_batched_tokens); the other knobs (multi-turn, prompts
+    that vary and an engine's prefix caching too) are `service_from_scenario`'s."""
     svc = service_from_scenario(s, output_tokens=output_tokens, engine=engine,
                                 max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
                                 block_tokens=block_tokens, offload_gib=offload_gib,
                                 prefix_tokens=prefix_tokens, prefix_share=prefix_share,
-                                turns=turns, turn_tokens=turn_tokens)
+                                turns=turns, turn_tokens=turn_tokens,
+                                prompt_lengths=prompt_lengths, prefix_caching=prefix_caching)
     out = []
     for load in stages:
         per = [(r / s.replicas, d) for r, d in load]
@@ -443,19 +445,27 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             done_prompts: list[int] = []
             pieces: list[tuple[int, int]] = []
             extra = 0.0
-            while prefill_q and used < budget:
-                i = prefill_q[0]
+            j = 0   # one chunk per request a step, in admission order
+            while j < len(prefill_q) and used < budget:
+                i = prefill_q[j]
+                end = target.get(i, int(prompt[i]))
+                done = end - prompt_left[i]
                 take = min(budget - used, prompt_left[i])
-                done = target.get(i, int(prompt[i])) - prompt_left[i]
+                if svc.align_block_tokens:
+                    take = svc.align_take(end, done, take)
+                    if take == 0:   # the budget left is below one block: next step
+                        break
                 if cached[i] and done == cached[i] and (pages is None or not pages.redo[i]):
                     extra += float(first_extra[i])   # a prefix hit's (a turn's) first chunk
                 pieces.append((done, take))
                 prompt_left[i] -= take
                 used += take
                 if prompt_left[i] == 0:
-                    prefill_q.popleft()
+                    del prefill_q[j]
                     del prompt_left[i]
                     done_prompts.append(i)   # first token at the end of this step
+                else:   # the budget ran out, or an aligned chunk ended short of the prompt
+                    j += 1
             key = (b, tuple(pieces), extra)
             step = pass_ms.get(key)
             if step is None:   # a pure function of the pass: steady loops repeat passes

@@ -15,7 +15,7 @@ import numpy as np
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
 from capacity.model.forward_pass import UnifiedKv, pass_slowdown, scenario_offload_ms, unified_kv
-from capacity.model.kv import kv_request_bytes
+from capacity.model.kv import hybrid_block_tokens, kv_request_bytes
 from capacity.model.memory import max_concurrency
 from capacity.model.moe import DENSE, Routing
 from capacity.model.parallel import CommLine, tp_comm_line
@@ -25,6 +25,10 @@ from capacity.model.roofline import DecodeStep, counts_as_engines, mixed_step_ti
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import BoolArray, FloatArray, IntArray, Note
 from capacity.units import GIB, TERA
+
+ALIGN_PROFILE = "vllm"
+"""The engine profile whose prefix caching on a hybrid model runs the mamba 'align' mode
+(vLLM V1; `service_from_scenario`'s `prefix_caching`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +153,15 @@ class ServiceModel:
     `Scenario.request_latency_ms`): the event model's requests reach the engine this long after
     they are sent, so every TTFT and E2E carries it and a closed loop's client waits it out;
     it occupies no GPU time."""
+    prompt_lengths: tuple[int, ...] | None = None
+    """Each request's prompt (tokens) where a run's prompts vary: request i's is
+    `prompt_lengths[i mod len]`, their mean `prompt_tokens` (to rounding); the prefill arrays
+    reach the longest. None: every prompt is `prompt_tokens`. Chunked prefill, one turn and no
+    shared prefix only (`capacity.model.output_lengths.maxent_lengths` draws them)."""
+    align_block_tokens: int = 0
+    """vLLM's mamba 'align' mode (prefix caching on a hybrid model, `kv.hybrid_block_tokens`):
+    a prompt's prefill chunks end at whole multiples of this block, and the part after its
+    last whole block prefills in a step of its own (`align_take`); 0: off."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -166,6 +179,13 @@ class ServiceModel:
                 or len(self.turn_first_ms) != self.turns - 1)):
             raise InputError("multi-turn needs >= 1 turn, >= 1 new token a turn, a token "
                              "budget (chunked prefill) and one first-chunk time per later turn")
+        if self.prompt_lengths is not None and (
+                not self.prompt_lengths or min(self.prompt_lengths) < 1
+                or self.chunk_tokens is None or self.turns > 1 or self.cached_tokens):
+            raise InputError("per-request prompt lengths need >= 1 token each, a token budget "
+                             "(chunked prefill), one turn and no shared prefix")
+        if self.align_block_tokens < 0 or (self.align_block_tokens and self.chunk_tokens is None):
+            raise InputError("an aligned prefill block needs >= 0 tokens and a token budget")
         longest = self.longest_prompt_tokens
         if self.prefill_cum_ms is not None and len(self.prefill_cum_ms) != longest + 1:
             raise InputError("prefill_cum_ms needs one time per prompt length 0..prompt_tokens "
@@ -187,8 +207,31 @@ class ServiceModel:
 
     @property
     def longest_prompt_tokens(self) -> int:
-        """The last turn's prompt (tokens); the prompt without multi-turn."""
+        """The last turn's prompt (tokens); the prompt without multi-turn; the longest of
+        `prompt_lengths` where prompts vary."""
+        if self.prompt_lengths is not None:
+            return max(self.prompt_lengths)
         return self.turn_prompt_tokens(self.turns - 1)
+
+    def align_take(self, prompt: int, done: int, take: int) -> int:
+        """Prompt tokens a step prefills of a request at `done` of `prompt` when the budget
+        leaves it `take`, under vLLM's mamba 'align' mode (`align_block_tokens` B > 0): the
+        chunk ends at a multiple of B before the prompt's last whole block
+        (floor(take / B) x B), or exactly at that block's end; the rest of the prompt goes in
+        the next step. Without it, `take`. Example: B = 528, a 1,000-token prompt, 8,192
+        tokens of budget: 528 this step, 472 the next; a 342-token prompt: 342 at once.
+        Source: vLLM's Scheduler._mamba_block_aligned_split (github:vllm-project/vllm
+        vllm/v1/core/sched/scheduler.py); docs/method.md ("Prefix caching on a hybrid
+        model")."""
+        b = self.align_block_tokens
+        if b <= 0:
+            return take
+        last = prompt - prompt % b
+        if done + take < last:
+            return take // b * b
+        if done < last < done + take:
+            return last - done
+        return take
 
     def request_prompts(self, n_requests: int
                         ) -> tuple[IntArray, IntArray, FloatArray, BoolArray]:
@@ -204,6 +247,11 @@ class ServiceModel:
         cached, P_k - turn_tokens tokens, and prefills only its new message; its KV still
         holds (and its attention reads) the whole history. One turn: `prefix_hits`."""
         i = np.arange(n_requests, dtype=np.int64)
+        if self.prompt_lengths is not None:
+            lengths = np.asarray(self.prompt_lengths, dtype=np.int64)
+            zero = np.zeros(n_requests, dtype=np.int64)
+            return (lengths[i % lengths.size], zero, np.zeros(n_requests, dtype=np.float64),
+                    np.zeros(n_requests, dtype=bool))
         k = i % self.turns
         conv_hit = self.prefix_hits(-(-n_requests // self.turns)) > 0
         hit = conv_hit[i // self.turns]
@@ -497,7 +545,9 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
                           engine: str | EngineProfile = DEFAULT_ENGINE,
                           block_tokens: int | None = None, offload_gib: float = 0.0,
                           prefix_tokens: int = 0, prefix_share: float = 0.0,
-                          turns: int = 1, turn_tokens: int = 0) -> ServiceModel:
+                          turns: int = 1, turn_tokens: int = 0,
+                          prompt_lengths: Sequence[int] | None = None,
+                          prefix_caching: bool = False) -> ServiceModel:
     """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
     TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
     numbers as the Explorer), scheduled as the engine profile says (`engine`, default the
@@ -516,7 +566,15 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     history (every earlier prompt and answer) and `turn_tokens` new ones
     (`ServiceModel.request_prompts`): the prefill arrays reach the last turn's prompt, the
     decode step is F4 at the turns' mean context (the history's KV is read every step), and
-    the slots count the mean turn's prompt and answer."""
+    the slots count the mean turn's prompt and answer.
+
+    Prompts that vary (`prompt_lengths`, chunked profiles, one turn, no shared prefix): each
+    request's own prompt (`ServiceModel.prompt_lengths`), the prefill arrays reaching the
+    longest; the slots and the decode step stay at the scenario's prompt, their mean.
+    `prefix_caching`: the engine caches prefixes; under the vLLM profile on a hybrid model
+    (linear-state layers with a `page_state_bytes`) that is its mamba 'align' mode, whose
+    prefill chunks end at the hybrid attention block (`kv.hybrid_block_tokens`,
+    `ServiceModel.align_take`); elsewhere it changes nothing beyond `prefix_tokens`."""
     prof = engine_profile(engine) if isinstance(engine, str) else engine
     prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
     if block_tokens is not None:
@@ -537,8 +595,21 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         raise InputError(f"multi-turn prefix caching runs in the chunked-prefill path: the "
                          f"'{prof.key}' profile prefills whole prompts; use vllm, sglang or "
                          "llamacpp")
+    lengths = None if prompt_lengths is None else tuple(int(x) for x in prompt_lengths)
+    if lengths is not None and (budget is None or turns > 1 or cached or not lengths
+                                or min(lengths) < 1):
+        raise InputError("per-request prompt lengths (>= 1 token each) need a chunked-prefill "
+                         "profile, one turn and no shared prefix")
     step_tokens = output_tokens + turn_tokens if turns > 1 else 0
     longest = s.prompt + (turns - 1) * step_tokens
+    if lengths is not None:
+        longest = max(lengths)
+        if longest + output_tokens > s.context_tokens:
+            raise InputError(f"the longest prompt, {longest:,} tokens, and {output_tokens:,} "
+                             f"output need more than the {s.context_tokens:,}-token context "
+                             "(raise --ctx)")
+    align = (hybrid_block_tokens(s.model, s.kv_dtype, s.tp)
+             if prefix_caching and prof.key == ALIGN_PROFILE and budget is not None else 0)
     if longest + output_tokens > s.context_tokens and turns > 1:
         raise InputError(f"the last of {turns} turns needs {longest + output_tokens:,} tokens "
                          f"of context; the context is {s.context_tokens:,} (raise --ctx)")
@@ -613,4 +684,5 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
         unified_kv=unified_kv(s, prof), request_latency_ms=s.request_latency_ms,
         comm_line=tp_comm_line(s.model, s.gpu, s.tp),
-        decode_tokens_per_seq=1.0 if s.draft is None else float(s.draft.verify_tokens))
+        decode_tokens_per_seq=1.0 if s.draft is None else float(s.draft.verify_tokens),
+        prompt_lengths=lengths, align_block_tokens=align)
