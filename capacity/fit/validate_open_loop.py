@@ -7,8 +7,9 @@ data/engines.toml; a vLLM release before 0.8.0 ran V0, scheduled with the `vllmv
 `profile_for`) serving a model on TP x replicas GPUs, requests arriving at `rate_per_s`
 (Poisson or evenly spaced, as the source says; Poisson where it does not), fixed prompt and
 output lengths or, for datasets of varying lengths, the run's mean lengths (total tokens /
-requests), and the scheduler knobs the source states (`max_num_seqs`, `token_budget`:
-vLLM's max_num_batched_tokens or SGLang's chunked_prefill_size, `gpu_memory_utilization`,
+requests) and the longest prompt its dataset holds (`prompt_cap`), and the scheduler knobs
+the source states (`max_num_seqs`, `token_budget`: vLLM's max_num_batched_tokens or SGLang's
+chunked_prefill_size, `gpu_memory_utilization`,
 `prefix_caching`; blank = the engine's default). Rows of one run share a `run` name.
 
 A run is predicted as a user without measurements would (`predict`): `make_scenario` of the
@@ -16,9 +17,13 @@ row's model, weights, KV precision, GPU, GPU count and TP, held at prompt + outp
 two bases (the spec sheet, `scenario_with_basis(s, 'spec')`, and the engine's typical basis,
 `typical_basis`), through `capacity.plan.events.open_loop_load` under the row's engine profile
 with its knobs, at most `MAX_REPLICA_REQUESTS` requests per replica (the run's own count when
-smaller; the first 10 % left out as warm-up), seed 0. Prefix caching is not an input of the
-event model: a stated `prefix_caching` is recorded but changes no prediction (the knob check
-shows it). Error = predicted / measured - 1.
+smaller; the first 10 % left out as warm-up), seed 0. Where the dataset varies the prompts
+and the profile prefills in chunks, each simulated request has its own prompt, the
+maximum-entropy lengths with the run's mean (`prompt_lengths_of`); the outputs stay at their
+mean, and a profile that prefills whole prompts (vLLM V0) runs every prompt at the mean. A
+stated `prefix_caching = on` is the engine's prefix cache: on a hybrid model under vLLM V1 its
+mamba 'align' mode (`service_from_scenario`'s `prefix_caching`); the runs share no prefix, so
+nothing else changes. Error = predicted / measured - 1.
 
 The section's statistics: the median |error| by basis and metric; the runs predicted to
 saturate (`OpenLoopPoint.saturated`) that the real server held (`server_held` = yes, with the
@@ -31,6 +36,7 @@ direction. Nothing is fitted to these rows.
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from capacity import workspace
+from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit.planning import scenario_with_basis, typical_basis_for
@@ -51,6 +58,7 @@ from capacity.fit.validate_report import (
     write_between_markers,
 )
 from capacity.model.memory import DEFAULT_UTIL
+from capacity.model.output_lengths import maxent_lengths
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.plan.events import ARRIVALS, open_loop_load
 
@@ -79,7 +87,7 @@ MAX_REPLICA_REQUESTS: Final = 1500
 """Requests simulated per replica at most (the run's own count per replica when smaller)."""
 COLUMNS: Final = ("id", "run", "engine", "engine_version", "profile", "model", "weights",
                   "kv_dtype", "gpu", "gpu_source_name", "model_source_name", "gpus", "tp",
-                  "prompt_tokens", "output_tokens", "lengths", "dataset", "requests",
+                  "prompt_tokens", "output_tokens", "lengths", "prompt_cap", "dataset", "requests",
                   "rate_per_s", "arrivals", *KNOBS, "metric", "stat", "value", "server_held",
                   "quote", "source", "as_of", "notes")
 
@@ -106,6 +114,10 @@ class OpenLoopRow:
     output_tokens: int
     lengths: str
     """'fixed' (every request) or 'mean' (the run's mean of varying lengths)."""
+    prompt_cap: int | None
+    """With `lengths = mean`: the longest prompt the run's dataset holds (tokens: a random
+    dataset's stated input length, a client's ShareGPT filter); None: not stated, the model's
+    context bounds it (`prompt_lengths_of`)."""
     dataset: str
     requests: int
     rate_per_s: float
@@ -167,7 +179,9 @@ def parse_row(r: dict[str, str], where: str) -> OpenLoopRow:
         model_source_name=r["model_source_name"].strip(), gpus=gpus, tp=tp,
         prompt_tokens=csv_number(r, "prompt_tokens", where),
         output_tokens=csv_number(r, "output_tokens", where),
-        lengths=_choice(r, "lengths", ("fixed", "mean"), where), dataset=r["dataset"].strip(),
+        lengths=_choice(r, "lengths", ("fixed", "mean"), where),
+        prompt_cap=csv_number(r, "prompt_cap", where, required=False),
+        dataset=r["dataset"].strip(),
         requests=csv_number(r, "requests", where),
         rate_per_s=csv_number(r, "rate_per_s", where, whole=False),
         arrivals=_choice(r, "arrivals", ARRIVALS, where, default="poisson"),
@@ -235,7 +249,7 @@ def load_rows(path: Path | None = None) -> list[OpenLoopRow]:
 def run_key(r: OpenLoopRow) -> tuple[Any, ...]:
     """Everything that defines a row's run (all but the figure, its statistic and its words)."""
     return (r.profile, r.model, r.weights, r.kv_dtype, r.gpu, r.gpus, r.tp, r.prompt_tokens,
-            r.output_tokens, r.dataset, r.requests, r.rate_per_s, r.arrivals,
+            r.output_tokens, r.lengths, r.prompt_cap, r.dataset, r.requests, r.rate_per_s, r.arrivals,
             *(r.knob(k) for k in KNOBS), r.source, r.server_held)
 
 
@@ -266,11 +280,35 @@ class RunPrediction:
         return (self.mean_ms if stat == "mean" else self.median_ms)[metric]
 
 
+def prompt_lengths_of(r: OpenLoopRow, catalog: Catalog) -> tuple[int, ...] | None:
+    """Each simulated request's prompt (tokens) for a run whose prompts vary (`lengths =
+    mean`) under a chunked-prefill profile: the maximum-entropy lengths on 1..cap with the
+    run's mean (`output_lengths.maxent_lengths`, one per request a replica simulates), cap the
+    row's `prompt_cap`, else the model's context. None: every prompt at the mean (fixed
+    lengths, or a profile that prefills whole prompts: the event model takes one prompt
+    length there). Example: mean 342, no cap, the model's 262,144-token context: about a
+    fifth of the prompts are 528 tokens or longer (a geometric tail, e^(-528 / 342))."""
+    if r.lengths != "mean" or not engine_profile(r.profile).chunked:
+        return None
+    cap = r.prompt_cap or catalog.models[r.model].max_context_tokens
+    return _maxent_prompts(r.prompt_tokens, int(cap), math.ceil(simulated_requests(r) / r.replicas))
+
+
+@functools.cache
+def _maxent_prompts(mean_tokens: int, cap: int, n: int) -> tuple[int, ...]:
+    """`maxent_lengths` as a tuple, once per (mean, cap, requests): a run is predicted on two
+    bases, and several runs of one source share their lengths."""
+    return tuple(int(x) for x in maxent_lengths(float(mean_tokens), cap, n))
+
+
 def scenario_for(r: OpenLoopRow, basis: str, catalog: Catalog) -> Scenario:
-    """The row's deployment (all its GPUs, TP per replica), KV held at prompt + output, its
+    """The row's deployment (all its GPUs, TP per replica), KV held at prompt + output (the
+    longest prompt + output where prompts vary, `prompt_lengths_of`), its
     gpu_memory_utilization (default: the model's), on `basis`."""
+    lengths = prompt_lengths_of(r, catalog)
+    prompt = r.prompt_tokens if lengths is None else max(lengths)
     s = make_scenario(r.model, r.gpu, catalog=catalog, weights=r.weights, n_gpus=r.gpus, tp=r.tp,
-                      context_tokens=r.prompt_tokens + r.output_tokens,
+                      context_tokens=prompt + r.output_tokens,
                       prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype,
                       util=r.gpu_memory_utilization or DEFAULT_UTIL)
     return scenario_with_basis(s, basis_text(r, basis))
@@ -292,7 +330,9 @@ def predict(r: OpenLoopRow, basis: str, catalog: Catalog | None = None) -> RunPr
     n = simulated_requests(r)
     _, pts = open_loop_load(s, engine=r.profile, output_tokens=r.output_tokens,
                             stages=[[(r.rate_per_s, n / r.rate_per_s)]], kind=r.arrivals,
-                            seed=0, max_num_seqs=r.max_num_seqs, chunk_tokens=r.token_budget)
+                            seed=0, max_num_seqs=r.max_num_seqs, chunk_tokens=r.token_budget,
+                            prompt_lengths=prompt_lengths_of(r, cat),
+                            prefix_caching=r.prefix_caching == "on")
     p = pts[0]
     tpot_mean = (p.e2e_mean_ms - p.ttft_mean_ms) / max(r.output_tokens - 1, 1)
     return RunPrediction(
@@ -534,8 +574,10 @@ def markdown(card: OpenLoopScorecard) -> str:
         f"{len(card.checks)} figures of {n_runs} published runs at a set request rate "
         f"(data/reference/open_loop.csv, {sources} sources) against the event "
         "model (`capacity.plan.events.open_loop_load`) under each run's engine profile, at its "
-        "rate and arrivals (Poisson unless the source states constant), with the run's mean "
-        "lengths where its dataset varies them, at most "
+        "rate and arrivals (Poisson unless the source states constant); where its dataset "
+        "varies the lengths, prompts drawn about the run's mean (the maximum-entropy lengths up "
+        "to the dataset's longest; whole-prompt profiles at the mean) and outputs at the mean; "
+        "at most "
         f"{MAX_REPLICA_REQUESTS:,} requests per replica (10 % warm-up). Bases: the spec sheet "
         "and the engine's typical basis (`typical:<engine>`, vLLM's where the engine has none). "
         "Nothing is fitted to these rows.", "",
