@@ -265,6 +265,9 @@ class LoadView:
     """The max_num_seqs the replica ran with (the knob, else the profile's on the GPU)."""
     kv_page_tokens: int = 0
     """The KV page the engine admitted tokens in (the knob, else the profile's)."""
+    align_block_tokens: int = 0
+    """Prefix caching on a hybrid model under vLLM: the block its prefill chunks end at
+    (`ServiceModel.align_block_tokens`); 0: none."""
 
 
 OPEN_LOOP_REQUESTS = 2000
@@ -284,7 +287,8 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
     --duration D`), under its engine, each request `state.out` output tokens, with the
     engine's knobs and the what-if's shared prefix in the engine's prefix cache
     (`ExplorerState.load_knobs`: `capacity plan`'s --max-num-seqs, --max-num-batched-tokens,
-    --block-size, --cpu-offload-gb, --prefix-tokens and --prefix-share; InputError for a knob
+    --block-size, --cpu-offload-gb, --prefix-tokens, --prefix-share and --prefix-caching;
+    InputError for a knob
     the engine refuses)."""
     del version
     s = state.scenario(catalog())
@@ -302,6 +306,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
                         output_tokens=out, rate_per_s=state.load, open_point=p,
                         seconds=seconds, chunk_tokens=svc.chunk_tokens,
                         offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
+                        align_block_tokens=svc.align_block_tokens,
                         point=LoadPoint(concurrency=state.c, ttft_ms=p.ttft_ms,
                                         tpot_ms=p.tpot_ms))
     per_replica = -(-state.concurrency // s.replicas)
@@ -310,7 +315,8 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
         concurrency=[state.concurrency] if per_replica <= MAX_LOAD_REQUESTS else [], **knobs)
     return LoadView(engine=svc.engine, slots=svc.slots, prompt_tokens=prompt, output_tokens=out,
                     point=points[0] if points else None, chunk_tokens=svc.chunk_tokens,
-                    offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page)
+                    offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
+                    align_block_tokens=svc.align_block_tokens)
 
 
 # ---- the Planner -----------------------------------------------------------------------------

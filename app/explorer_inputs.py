@@ -35,8 +35,10 @@ from app.state import (
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.catalog.loader import Catalog, Model
 from capacity.model.cost import CURRENCIES
+from capacity.model.kv import hybrid_block_tokens
 from capacity.model.scenario import Scenario
 from capacity.model.speculative import MAX_DEPTH
+from capacity.plan.service import ALIGN_PROFILE
 from capacity.report.bases import basis_label
 from capacity.report.i18n import engine_label, t
 from capacity.report.planner_url import PLANNER_PCTS
@@ -247,4 +249,12 @@ def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> N
         col.number_input(T("knob_" + name), min_value=lo, max_value=hi, step=step,
                          key=KNOB_WIDGET + name, placeholder=default[name],
                          help=T("help_knob_" + name), on_change=_knob_changed, args=(name,))
+    # prefix caching: vLLM's align mode on a hybrid model (`ExplorerState.pcache`)
+    ss = st.session_state
+    ss[key("pcache")] = bool(ss.get(key("pcache"), 0))
+    block = hybrid_block_tokens(scenario.model, scenario.kv_dtype, scenario.tp)
+    what = (T("knob_pcache_none") if not block else T("knob_pcache_engine")
+            if prof.key != ALIGN_PROFILE else T("knob_pcache_hybrid", block=f"{block:,}"))
+    st.toggle(T("knob_pcache"), key=key("pcache"),
+              help=T("help_knob_pcache", model=scenario.model.name, what=what))
     st.caption(T("knob_util", util=f"{state.util:g}"))

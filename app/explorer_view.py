@@ -198,6 +198,8 @@ def knobs_caption(load: LoadView, lang: str) -> str:
              page=f"{load.kv_page_tokens:,}")
     if load.offload_ms:
         text += " " + t("load_offload_line", lang, ms=f"{load.offload_ms:.2f}")
+    if load.align_block_tokens:
+        text += " " + t("load_align_line", lang, block=f"{load.align_block_tokens:,}")
     return text
 
 

@@ -441,6 +441,37 @@ def test_the_load_view_shows_what_capacity_plan_rate_gives(
 
 
 @pytest.mark.slow
+def test_prefix_caching_is_a_toggle_that_runs_vllms_align_mode(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3.5-9B on an H100 under vLLM at 2 req/s, 1,000-token prompts: the toggle's help
+    names the 528-token block; on, the link carries `pcache=1` and the load view shows
+    `capacity plan --prefix-caching`'s TTFT p90 (a prompt past a block takes one more step:
+    above the figure with it off); off again, the link drops it and the figures come back."""
+    import json
+
+    from capacity.cli.main import main
+
+    link = {"model": "qwen3.5-9b", "gpu": "h100-sxm", "engine": "vllm", "load": "2",
+            "ctx": "4096", "prompt": "1000", "out": "128"}
+    at = start(**link)
+    assert "blocks of 528 tokens" in at.toggle(key="ex_pcache").proto.help
+    before = metrics(at)
+    at.toggle(key="ex_pcache").set_value(True).run()
+    assert not at.exception and at.query_params["pcache"] in ("1", ["1"])
+    after = metrics(at)
+    assert main(["plan", "--model", "qwen3.5-9b", "--gpu", "h100-sxm", "--engine", "vllm",
+                 "--rate", "2", "--duration", "200", "--ctx", "4096", "--prompt-tokens", "1000",
+                 "--output-tokens", "128", "--prefix-caching", "--format", "json"]) == 0
+    p = json.loads(capsys.readouterr().out)["open_loop"]["points"][0]
+    assert after["TTFT p90 under load"] == f"{p['ttft_ms']['0.9'] / 1e3:,.2f} s"
+    assert float(after["TTFT p90 under load"].split()[0]) > float(
+        before["TTFT p90 under load"].split()[0])
+    assert "528-token blocks" in " ".join(c.value for c in at.caption)
+    at.toggle(key="ex_pcache").set_value(False).run()
+    assert "pcache" not in at.query_params and metrics(at) == before
+
+
+@pytest.mark.slow
 def test_each_knob_is_an_input_that_moves_the_load_view_and_the_link() -> None:
     """Blank knobs show the profile's default on this GPU (vLLM on the RTX 4090: 256
     sequences, 2,048 tokens a step, pages of 16) and write nothing; an entered knob moves the

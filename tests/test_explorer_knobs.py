@@ -114,6 +114,7 @@ def _cli_args(argv: list[str]) -> argparse.Namespace:
       "--block-size", "32", "--cpu-offload-gb", "0.25", "--prefix-tokens", "300",
       "--prefix-share", "0.5"]),
     ({"prefix": "0", "prefix_share": "0.5"}, ["--engine", "vllm", "--prefix-share", "0.5"]),
+    ({"pcache": "1"}, ["--engine", "vllm", "--prefix-caching"]),
 ])
 def test_the_knobs_are_the_command_lines_keyword_arguments(
         catalog: Catalog, params: dict[str, str], argv: list[str]) -> None:

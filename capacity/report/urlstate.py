@@ -164,6 +164,10 @@ class ExplorerState:
     offload: float = 0.0
     """The load view's CPU offload, GiB of each GPU's weights kept in host memory (vLLM
     --cpu-offload-gb); 0 = none."""
+    pcache: int = 0
+    """1: the load view's engine caches prefixes (vLLM --enable-prefix-caching; `capacity plan
+    --prefix-caching`): on a hybrid model under vLLM its mamba align mode
+    (`service_from_scenario`'s `prefix_caching`); nothing elsewhere."""
 
     def engine_of(self, s: Scenario) -> EngineProfile:
         """The load view's engine profile on the scenario's GPU (its tier's defaults), with
@@ -204,7 +208,8 @@ class ExplorerState:
         return {"max_num_seqs": self.seqs or None, "chunk_tokens": self.budget or None,
                 "block_tokens": self.kvblk or None, "offload_gib": float(self.offload),
                 "prefix_tokens": self.prefix,
-                "prefix_share": self.prefix_share if self.prefix else 0.0}
+                "prefix_share": self.prefix_share if self.prefix else 0.0,
+                **({"prefix_caching": True} if self.pcache else {})}
 
     def with_draft_of(self, o: Option) -> ExplorerState:
         """This state with an option's draft (F12): its kind and depth, its tau as an entered
@@ -360,7 +365,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "dis_dy": (0, 4096), "dis_eff": (0.01, 1.0), "dis_lat_ms": (0.0, 10_000.0),
     "fr_disagg": (0, 1), "fr_wide_ep": (0, 1),
     "seqs": (0, MAX_NUM_SEQS), "budget": (0, MAX_BATCHED_TOKENS), "kvblk": (0, MAX_KV_PAGE),
-    "offload": (0.0, MAX_OFFLOAD_GIB),
+    "offload": (0.0, MAX_OFFLOAD_GIB), "pcache": (0, 1),
 }
 
 
