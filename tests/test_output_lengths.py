@@ -47,3 +47,20 @@ def test_a_runs_lengths_have_the_stated_mean_and_cap() -> None:
     assert (maxent_lengths(1.0, 8, 20) == 1).all() and (maxent_lengths(8.0, 8, 20) == 8).all()
     with pytest.raises(InputError):
         maxent_lengths(5.0, 8, 0)
+
+
+def test_the_closed_form_is_the_sum_above_its_cap() -> None:
+    """Above `SUM_UP_TO` tokens the mean is 1 / (1 - q) - N q^N / (1 - q^N) (mirrored for q >
+    1): the same as summing the weights, at every ratio tried, and a prompt whose cap is a
+    model's 262,144-token context solves in one bisection's time."""
+    from capacity.model import output_lengths as ol
+
+    for cap in (5000, 262_144):
+        n = np.arange(1, cap + 1, dtype=np.float64)
+        for q in (0.5, 0.99, 0.99708, 0.9999, 0.99999, 1.00001, 1.0001, 1.003, 2.0):
+            w = ol._weights(q, cap)
+            assert geometric_mean_tokens(q, cap) == pytest.approx(
+                float(np.sum(n * w) / np.sum(w)), rel=1e-9)
+    q = maxent_ratio(342.0, 262_144)
+    assert q == pytest.approx(1 - 1 / 342.0, rel=1e-6)   # a geometric of mean 342, 1 / (1 - q)
+    assert float(np.mean(maxent_lengths(342.0, 262_144, 1000))) == pytest.approx(342.0, abs=1.0)

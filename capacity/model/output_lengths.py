@@ -25,10 +25,22 @@ import numpy as np
 from capacity.errors import InputError
 from capacity.types import IntArray
 
+SUM_UP_TO = 4096
+"""Caps up to which `geometric_mean_tokens` sums the weights; above, its closed form."""
+
 
 def geometric_mean_tokens(q: float, cap: int) -> float:
     """Mean of P(n) proportional to q^(n - 1) on n = 1..cap (tokens). q = 1: (cap + 1) / 2.
-    Example: q = 0.5, cap = 3: (1 + 2 x 0.5 + 3 x 0.25) / 1.75 = 1.571."""
+    Example: q = 0.5, cap = 3: (1 + 2 x 0.5 + 3 x 0.25) / 1.75 = 1.571. Up to `SUM_UP_TO`
+    tokens (or within 1e-4 of q = 1) the sums themselves; above, the closed form
+    1 / (1 - q) - cap x q^cap / (1 - q^cap) for q < 1 and, the lengths mirrored (n -> cap + 1 -
+    n takes q to 1 / q), cap + 1 - the mean at 1 / q for q > 1: a prompt's cap can be a model's
+    context, hundreds of thousands of tokens, and the ratio is solved by bisection."""
+    if cap > SUM_UP_TO and abs(1.0 - q) >= 1e-4:
+        if q > 1.0:
+            return cap + 1.0 - geometric_mean_tokens(1.0 / q, cap)
+        x = q ** cap
+        return 1.0 / (1.0 - q) - cap * x / (1.0 - x)
     n = np.arange(1, cap + 1, dtype=np.float64)
     w = _weights(q, cap)
     return float(np.sum(n * w) / np.sum(w))
