@@ -288,8 +288,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
     engine's knobs and the what-if's shared prefix in the engine's prefix cache
     (`ExplorerState.load_knobs`: `capacity plan`'s --max-num-seqs, --max-num-batched-tokens,
     --block-size, --cpu-offload-gb, --prefix-tokens, --prefix-share and --prefix-caching;
-    InputError for a knob
-    the engine refuses)."""
+    InputError for a knob the engine refuses)."""
     del version
     s = state.scenario(catalog())
     knobs = state.load_knobs(s)

@@ -253,8 +253,12 @@ def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> N
     ss = st.session_state
     ss[key("pcache")] = bool(ss.get(key("pcache"), 0))
     block = hybrid_block_tokens(scenario.model, scenario.kv_dtype, scenario.tp)
-    what = (T("knob_pcache_none") if not block else T("knob_pcache_engine")
-            if prof.key != ALIGN_PROFILE else T("knob_pcache_hybrid", block=f"{block:,}"))
+    if not block:
+        what = T("knob_pcache_none")
+    elif prof.key != ALIGN_PROFILE:
+        what = T("knob_pcache_engine")
+    else:
+        what = T("knob_pcache_hybrid", block=f"{block:,}")
     st.toggle(T("knob_pcache"), key=key("pcache"),
               help=T("help_knob_pcache", model=scenario.model.name, what=what))
     st.caption(T("knob_util", util=f"{state.util:g}"))
