@@ -80,7 +80,8 @@ def run(engine: str, scenario: Any, workload: Workload) -> list[dict[str, Any]]:
 def test_vllm_admits_by_the_tokens_held_where_the_chapter_reserves_the_context() -> None:
     # the issue's example: sized at 8K, one-thousand-token requests. Reserving 8K each, the
     # 4090 holds 53 of 150 users' requests (C_vram); vLLM's paged KV holds what they really
-    # use (about 1,000 tokens each, in 16-token blocks) and admits all 150
+    # use (about 1,000 tokens each, in the hybrid model's 528-token blocks beside its states:
+    # 166 fit) and admits all 150
     s = make_scenario()  # Qwen3.5-9B AWQ, RTX 4090, 8K
     w = Workload(prompt_tokens=800, output_tokens=200, requests=300, clients=150)
     peak: dict[str, int] = {}
@@ -203,17 +204,23 @@ def test_llamacpp_has_fixed_slots_with_a_reserved_context() -> None:
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_a_full_kv_pool_preempts_and_recomputes(engine: str) -> None:
-    # a 8.4 GB card leaves ~11K tokens of KV: 20 requests of 500 + 400 tokens need 18K, so the
-    # newest are preempted (recomputed later); every request still ends with all its tokens
-    s = make_scenario(vram_gb=8.4)
+    # an 8.6 GB card leaves 540e6 B of KV pool: 20 requests of 500 + 400 tokens need far more,
+    # so the newest are preempted (recomputed later); every request still ends with all its
+    # tokens. Qwen3.5-9B is hybrid: a request holds its 24 linear layers' states beside its
+    # attention tokens (`held_request_bytes`). vLLM: 528-token blocks of 8 x 4,096 B a token
+    # (17,301,504 B) after 24 state pages of 528 x 4,096 B: floor((540e6 - 51,904,512) /
+    # 17,301,504) = 28 blocks, 14,784 tokens. SGLang: token pages after 24 states of
+    # 2,146,304 B: floor((540e6 - 51,511,296) / 32,768) = 14,907 tokens.
+    s = make_scenario(vram_gb=8.6)
     sim = Simulator(s, SimConfig(engine=engine), clock="virtual")
-    assert 10_000 < sim.max_model_len < 12_000  # as vLLM: a request must fit the pool
+    # as vLLM: a request must fit the pool
+    assert sim.max_model_len == {"vllm": 14_784, "sglang": 14_907}[engine]
     truth = run(engine, s, Workload(prompt_tokens=500, output_tokens=400, requests=60,
                                     clients=20))
     assert len(truth) == 60 and all(r["output_tokens"] == 400 for r in truth)
     assert sum(r["preemptions"] for r in truth) > 0
     with pytest.raises(InputError, match="does not fit"):
-        sim.submit(prompt_tokens=12_000, max_tokens=10, ignore_eos=True, fault=None,
+        sim.submit(prompt_tokens=15_000, max_tokens=10, ignore_eos=True, fault=None,
                    arrival_s=0.0)
 
 
@@ -321,25 +328,26 @@ def test_the_analytic_path_follows_chunked_prefill() -> None:
                          chunk_tokens=np.array([2048.0]))
 
 
-def _plan_for(engine: str, **kw: Any) -> Any:
+def _plan_for(engine: str, users: int = 120, **kw: Any) -> Any:
     from capacity.model.workload import Workload as Load
     from capacity.plan.options import PlanInputs, Slo
     from capacity.plan.search import plan
 
-    wl = Load(peak_concurrency=150, context_tokens=8192, prompt_tokens=800, output_tokens=200)
+    wl = Load(peak_concurrency=users, context_tokens=8192, prompt_tokens=800, output_tokens=200)
     return plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl, slo=Slo(ttft_ms=1e7, tpot_ms=1e5),
                            gpus=("rtx-4090",), engine=engine, **kw), keep_all=True)
 
 
 @pytest.mark.slow
 def test_the_planner_follows_the_engine() -> None:
-    # 150 users of 800 + 200 tokens sized at 8K, one 4090: the chapter reserves 8K per request
-    # (53 fit), vLLM's paged KV holds what they use, llama.cpp has 4 slots
+    # 120 users of 800 + 200 tokens sized at 8K, one 4090: the chapter reserves 8K per request
+    # (53 fit), vLLM's paged KV holds what they use (the hybrid Qwen3.5-9B in its 528-token
+    # blocks with its states: 166, as `capacity plan --engine vllm`), llama.cpp has 4 slots
     one = {e: next(o for o in _plan_for(e).all_options
                    if o.n_gpus == 1 and o.kv_dtype == "fp16" and o.weights == "awq")
            for e in ("chapter", "vllm", "llamacpp")}
     assert one["chapter"].c_vram_per_replica == 53
-    assert one["vllm"].c_vram_per_replica > 400 and one["vllm"].slots_per_replica == 256
+    assert one["vllm"].c_vram_per_replica == 166 and one["vllm"].slots_per_replica == 166
     assert "memory" in one["chapter"].failures and "memory" not in one["vllm"].failures
     assert one["llamacpp"].slots_per_replica == 4 and "memory" in one["llamacpp"].failures
     with pytest.raises(InputError, match="unknown engine"):
@@ -357,7 +365,9 @@ def test_cli_engine_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--engine", "vllm", "--prompt-tokens", "800", "--output-tokens", "200",
                  "--concurrency", "1,150", "--format", "json"]) == 0
     load = json.loads(capsys.readouterr().out)["load"]
-    assert (load["engine"], load["slots_per_replica"], load["token_budget"]) == ("vllm", 256, 2048)
+    # the 4090's 14.4e9 B pool over one request of 1,000 tokens in vLLM's pages of the hybrid
+    # Qwen3.5-9B: 86,507,520 B (`held_request_bytes`'s example) -> 166 slots, under max_num_seqs
+    assert (load["engine"], load["slots_per_replica"], load["token_budget"]) == ("vllm", 166, 2048)
     assert [p["concurrency"] for p in load["points"]] == [1, 150]
     assert main(["plan", "--engine", "llamacpp", "--concurrency", "8"]) == 0
     assert "Under load: llama.cpp server" in capsys.readouterr().out

@@ -16,7 +16,7 @@ from capacity.cli.main import build_parser
 from capacity.cli.sim_server import config_from_args
 from capacity.errors import InputError
 from capacity.model.forward_pass import scenario_offload_ms
-from capacity.model.scenario import Scenario, make_scenario
+from capacity.model.scenario import Scenario, evaluate, make_scenario
 from capacity.plan.events import QueueResult, service_from_scenario, simulate
 from capacity.sim.scheduler import SimConfig, Simulator
 from capacity.sim.server import create_app, serve_in_thread
@@ -174,12 +174,16 @@ def test_cpu_offload_raises_the_kv_pool_and_the_admitted_batch_and_slows_every_p
 
 @pytest.mark.slow  # two runs of a real server of 150 requests (2-4 s)
 def test_a_larger_kv_block_admits_fewer_short_requests() -> None:
-    """A burst of 150 requests of 20 prompt and 100 output tokens in a pool of 0.36 GB (32 KiB
-    a token: 10,986 tokens). In 16-token pages a request is admitted with 32 + 16 tokens of
-    pages (1.57 MB: all 150 fit at once); in 128-token pages with 128 + 128 (8.4 MB), and holds
-    one 128-token page (4.19 MB) to its end: at most floor(0.36e9 / 4.19e6) = 85 run at once.
-    The endpoint's batch falls as the event model's does."""
-    s = _pool_scenario(prompt=20)
+    """A burst of 150 requests of 20 prompt and 100 output tokens in a pool of 1.44 GB (a dense
+    model, Mistral-7B at 128 KiB a token: 10,986 tokens; Qwen3.5-9B's vLLM block is 528 tokens
+    whatever --block-size below it, docs/method.md "A hybrid model's pages"). In 16-token pages
+    a request is admitted with 32 + 16 tokens of pages (6.3 MB: all 150 fit at once); in
+    128-token pages with 128 + 128 (33.6 MB), and holds one 128-token page (16.8 MB) to its end:
+    at most floor(1.44e9 / 16.8e6) = 85 run at once. The endpoint's batch falls as the event
+    model's does."""
+    s = make_scenario(model="mistral-7b-v0.3-bf16", vram_gb=20.0, util=0.872,
+                      context_tokens=1000, prompt_tokens=20)
+    assert float(evaluate(s, [1]).vram.kv_budget_bytes) == pytest.approx(1.44e9)
     seen = {}
     for block in (16, 128):
         _, info = _burst(s, SimConfig(engine="vllm", speedup=2.0, block_tokens=block),

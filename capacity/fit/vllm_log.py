@@ -26,7 +26,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from capacity.errors import InputError
+from capacity.model.kv import held_request_bytes
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import Note
 from capacity.units import GB, GIB
@@ -258,7 +261,9 @@ def reconcile(log: VllmStartup, scenario: Scenario) -> tuple[Scenario, list[Term
         terms.append(Term(name=_n("KV cache size", "kv_tokens"), unit="tokens", logged=logged_t,
                           predicted=predicted, cause=_cause(close(logged_t, predicted), cause)))
     if log.max_concurrency is not None:
-        predicted = max(0.0, v.kv_budget_bytes) / float(ev.kv_request.paged_bytes)
+        # in vLLM's pages: a hybrid model's states included (`held_request_bytes`)
+        predicted = max(0.0, v.kv_budget_bytes) / float(np.asarray(held_request_bytes(
+            s.model, ev.kv_request.context_tokens, s.kv_dtype, s.tp, s.block_size)).ravel()[0])
         terms.append(Term(
             name=_n(f"maximum concurrency at {log.max_concurrency_tokens} tokens", "max_conc",
                     tokens=log.max_concurrency_tokens or 0), unit="requests",

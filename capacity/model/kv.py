@@ -156,3 +156,43 @@ def kv_request_bytes(model: Model, context_tokens: ArrayLike, kv_dtype: str = "f
         by_kind[g.kind] = by_kind[g.kind] + e
     return KvRequest(context_tokens=L, exact_bytes=exact, paged_bytes=paged,
                      block_size=block_size, by_kind_bytes=by_kind)
+
+
+def held_request_bytes(model: Model, context_tokens: ArrayLike, kv_dtype: str = "fp16",
+                       tp: int = 1, block_size: int = DEFAULT_BLOCK_SIZE) -> FloatArray:
+    """Bytes one request holds in a paged engine's KV pool (vLLM's blocks, SGLang's token
+    pool) at `context_tokens`, on one TP rank: what admission and the slots count.
+
+    Unit: bytes. On a model without a stated `page_state_bytes` this is F2's `paged_bytes`.
+    On a hybrid model (linear-attention layers beside attention) the engine holds each linear
+    layer's recurrent state, which the chapter's F2 leaves out (`state_bytes` = 0):
+    - in pages (`block_size` > 1, vLLM V1): the attention block grows to
+      `hybrid_block_tokens` (when larger than `block_size`) and each linear layer holds one
+      page of that block's size, the attention page (vLLM pads the state to it);
+    - in a token pool (`block_size` 1, SGLang): the state itself, `page_state_bytes` / TP a
+      layer, beside the attention tokens.
+    Example: Qwen3.5-9B, bf16 KV, TP 1, 1,000 tokens in 16-token blocks: the block is 528
+    tokens; 8 attention layers x 4,096 B x 1,056 tokens = 34,603,008 B, 24 linear layers x 528
+    x 4,096 B = 51,904,512 B; 86,507,520 B (F2's paged bytes: 8 x 4,096 x 1,008 = 33,030,144).
+    In a token pool: 8 x 4,096 x 1,000 + 24 x 2,146,304 = 84,279,296 B.
+    Source: vLLM's HybridAttentionMambaModelConfig (the block, the padded state page) and its
+    KV cache manager (one page a linear layer per request outside prefix caching's align
+    mode); docs/method.md, "A hybrid model's pages"."""
+    req = kv_request_bytes(model, context_tokens, kv_dtype, tp, block_size)
+    linear = [g for g in model.layer_groups if g.kind == "linear" and g.page_state_bytes > 0]
+    if not linear:
+        return req.paged_bytes
+    dtype = normalize_dtype(kv_dtype)
+    hybrid = hybrid_block_tokens(model, dtype, tp) if block_size > 1 else 0
+    block = max(block_size, hybrid)
+    page = max(layer_bytes_per_token(g, dtype, tp) for g in model.layer_groups
+               if g.kind in ("full", "sliding")) * block
+    held = np.zeros_like(req.context_tokens)
+    for g in model.layer_groups:
+        if g.kind == "linear":
+            state = g.page_state_bytes / tp if g.page_state_bytes > 0 else g.state_bytes / tp
+            held = held + g.count * (page if hybrid else state)
+        else:
+            held = held + (g.count * layer_bytes_per_token(g, dtype, tp)
+                           * tokens_held(g, req.context_tokens, block))
+    return np.asarray(held, dtype=np.float64)

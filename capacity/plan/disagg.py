@@ -32,7 +32,7 @@ from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_c
 from capacity.catalog.nodes import node_shape
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH, cost_per_mtok
-from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
+from capacity.model.kv import DEFAULT_BLOCK_SIZE, held_request_bytes, kv_request_bytes
 from capacity.model.memory import max_concurrency, vram_budget
 from capacity.model.moe import gemm_bytes_per_param, routing_on
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
@@ -360,7 +360,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                     req = kv_request_bytes(model, float(held), kv, tp, block)
                     kvr = float(req.exact_bytes if prof.kv_admission == "context"
                                 else req.paged_bytes)
-                    c_vram = int(max_concurrency(vb.kv_budget_bytes, kvr))
+                    held_b = (kvr if prof.kv_admission == "context"   # memory: the engine's pages
+                              else float(held_request_bytes(model, float(held), kv, tp, block)))
+                    c_vram = int(max_concurrency(vb.kv_budget_bytes, held_b))
                     if (kv, tp) not in sent:
                         sent[(kv, tp)] = handover_bytes(model, kv, prompt, tp)
                     send = sent[(kv, tp)]

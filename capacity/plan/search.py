@@ -32,7 +32,7 @@ from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_c
 from capacity.catalog.nodes import NodeShape, node_shape
 from capacity.errors import CapacityError, InputError
 from capacity.model.cost import HOURS_PER_MONTH, cost_per_mtok
-from capacity.model.kv import DEFAULT_BLOCK_SIZE, kv_request_bytes
+from capacity.model.kv import DEFAULT_BLOCK_SIZE, held_request_bytes, kv_request_bytes
 from capacity.model.memory import (
     MemoryVerdict,
     max_concurrency,
@@ -171,6 +171,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "bw", "fl", "ca", "cb", "ck", "cc", "price",
         "node", "seqs", "budget", "lk", "eff")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
+    held_cache: dict[tuple[str, int, int, int], float] = {}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
         # KV per request: reserved at the context, or (vLLM, SGLang) the pages of the tokens a
@@ -211,6 +212,9 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                         kv_req = kv_request_bytes(model, held, kv, tp, block)
                         kv_cache[key] = float(kv_req.exact_bytes if prof.kv_admission == "context"
                                               else kv_req.paged_bytes)
+                        # memory: the engine's pages (a hybrid model's states included)
+                        held_cache[key] = (kv_cache[key] if prof.kv_admission == "context" else
+                                           float(held_request_bytes(model, held, kv, tp, block)))
                         if share > 0:
                             prefix_req = kv_request_bytes(model, hit, kv, tp)
                             kv_cache[(kv, -tp, held, block)] = float(
@@ -221,7 +225,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                     # memory holds the draft's KV beside the target's (x kv_factor); the step
                     # reads the target's, the draft's own in its passes
                     factor = kv_factor(d)
-                    kvr_mem, prefix_mem = kvr * factor, prefix_kv * factor
+                    kvr_mem = (held_cache[key] - share * prefix_kv) * factor
+                    prefix_mem = prefix_kv * factor
                     d_l.append(d)
                     g_l.append(g)
                     tp_l.append(tp)

@@ -15,7 +15,7 @@ import numpy as np
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
 from capacity.model.forward_pass import UnifiedKv, pass_slowdown, scenario_offload_ms, unified_kv
-from capacity.model.kv import hybrid_block_tokens, kv_request_bytes
+from capacity.model.kv import held_request_bytes, hybrid_block_tokens
 from capacity.model.memory import max_concurrency
 from capacity.model.moe import DENSE, Routing
 from capacity.model.parallel import CommLine, tp_comm_line
@@ -509,7 +509,7 @@ def _paged_pool(s: Scenario, prof: EngineProfile, *, output_tokens: int, pool_by
     multi-turn the arrays reach the last turn's prompt (`longest_prompt`) + output."""
     top = longest_prompt + output_tokens + prof.kv_block_tokens
     t = np.arange(1, top + 1, dtype=np.float64)
-    per = kv_request_bytes(s.model, t, s.kv_dtype, s.tp, prof.kv_block_tokens).paged_bytes
+    per = held_request_bytes(s.model, t, s.kv_dtype, s.tp, prof.kv_block_tokens)
     held_bytes = np.concatenate([[0.0], np.asarray(per, dtype=np.float64) * s.kv_factor])
     least = float(held_bytes[s.prompt]) - shared_bytes
     cap = prof.max_seqs if mixed_budget is None else min(prof.max_seqs, mixed_budget - 1)
@@ -622,8 +622,8 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     if prof.kv_admission == "tokens":
         # the requests whose whole prompt + output fit the pool, in the engine's pages
         full = min(round(mean_prompt) + output_tokens, s.context_tokens)
-        per_req = float(kv_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
-                                         prof.kv_block_tokens).paged_bytes) * s.kv_factor
+        per_req = float(held_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
+                                           prof.kv_block_tokens)) * s.kv_factor
         held = max(1, min(round(mean_prompt) + output_tokens // 2, s.context_tokens))
     else:
         per_req = float(one.kv_request.exact_bytes) * s.kv_factor

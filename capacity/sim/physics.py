@@ -12,7 +12,7 @@ import numpy as np
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
 from capacity.model.forward_pass import pass_slowdown, scenario_offload_ms, unified_kv
-from capacity.model.kv import kv_request_bytes
+from capacity.model.kv import held_request_bytes
 from capacity.model.memory import max_concurrency
 from capacity.model.parallel import tp_comm_line
 from capacity.model.prefill import prefill_flops
@@ -220,7 +220,7 @@ class SimPhysics:
         b = self._kv.get(tokens)
         if b is None:
             s = self.scenario
-            b = float(kv_request_bytes(s.model, float(tokens), s.kv_dtype, s.tp,
-                                       self.profile.kv_block_tokens).paged_bytes)
+            b = float(held_request_bytes(s.model, float(tokens), s.kv_dtype, s.tp,
+                                         self.profile.kv_block_tokens))
             self._kv[tokens] = b
         return b
