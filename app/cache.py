@@ -268,6 +268,8 @@ class LoadView:
     align_block_tokens: int = 0
     """Prefix caching on a hybrid model under vLLM: the block its prefill chunks end at
     (`ServiceModel.align_block_tokens`); 0: none."""
+    eager_ms: float = 0.0
+    """What running without CUDA graphs adds to every forward pass, ms (0: graphs)."""
 
 
 OPEN_LOOP_REQUESTS = 2000
@@ -287,7 +289,8 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
     --duration D`), under its engine, each request `state.out` output tokens, with the
     engine's knobs and the what-if's shared prefix in the engine's prefix cache
     (`ExplorerState.load_knobs`: `capacity plan`'s --max-num-seqs, --max-num-batched-tokens,
-    --block-size, --cpu-offload-gb, --prefix-tokens, --prefix-share and --prefix-caching;
+    --block-size, --cpu-offload-gb, --prefix-tokens, --prefix-share, --prefix-caching and
+    --enforce-eager;
     InputError for a knob the engine refuses)."""
     del version
     s = state.scenario(catalog())
@@ -305,7 +308,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
                         output_tokens=out, rate_per_s=state.load, open_point=p,
                         seconds=seconds, chunk_tokens=svc.chunk_tokens,
                         offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
-                        align_block_tokens=svc.align_block_tokens,
+                        align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms,
                         point=LoadPoint(concurrency=state.c, ttft_ms=p.ttft_ms,
                                         tpot_ms=p.tpot_ms))
     per_replica = -(-state.concurrency // s.replicas)
@@ -315,7 +318,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
     return LoadView(engine=svc.engine, slots=svc.slots, prompt_tokens=prompt, output_tokens=out,
                     point=points[0] if points else None, chunk_tokens=svc.chunk_tokens,
                     offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
-                    align_block_tokens=svc.align_block_tokens)
+                    align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms)
 
 
 # ---- the Planner -----------------------------------------------------------------------------

@@ -261,4 +261,10 @@ def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> N
         what = T("knob_pcache_hybrid", block=f"{block:,}")
     st.toggle(T("knob_pcache"), key=key("pcache"),
               help=T("help_knob_pcache", model=scenario.model.name, what=what))
+    # no CUDA graphs: the profile's per-layer eager cost (`ExplorerState.eager`)
+    ss[key("eager")] = bool(ss.get(key("eager"), 0))
+    eager = (T("knob_eager_adds", ms=f"{prof.eager_layer_ms * scenario.model.layers:.2f}",
+               layers=scenario.model.layers, per=f"{prof.eager_layer_ms:g}")
+             if prof.eager_layer_ms > 0 else T("knob_eager_none", engine=prof.name))
+    st.toggle(T("knob_eager"), key=key("eager"), help=T("help_knob_eager", what=eager))
     st.caption(T("knob_util", util=f"{state.util:g}"))

@@ -200,6 +200,8 @@ def knobs_caption(load: LoadView, lang: str) -> str:
         text += " " + t("load_offload_line", lang, ms=f"{load.offload_ms:.2f}")
     if load.align_block_tokens:
         text += " " + t("load_align_line", lang, block=f"{load.align_block_tokens:,}")
+    if load.eager_ms:
+        text += " " + t("load_eager_line", lang, ms=f"{load.eager_ms:.2f}")
     return text
 
 

@@ -68,6 +68,9 @@ def test_the_bounds_are_the_command_lines(catalog: Catalog) -> None:
      "the chapter profile prefills whole prompts"),
     # Qwen3.5-9B AWQ holds 5.7 GB of weights on one GPU: 5.7e9 / 2^30 = 5.31 GiB to offload
     ({"offload": "5.4"}, "offload", "a CPU offload of 5.4 GiB exceeds the 5.31 GiB"),
+    # llama.cpp has no eager mode here (data/engines.toml: no eager_layer_ms)
+    ({"engine": "llamacpp", "eager": "1"}, "eager",
+     "the llamacpp profile has no eager mode here"),
 ])
 def test_a_bad_knob_in_a_link_falls_back_to_the_engines_default(
         catalog: Catalog, params: dict[str, str], name: str, why: str) -> None:
@@ -115,6 +118,7 @@ def _cli_args(argv: list[str]) -> argparse.Namespace:
       "--prefix-share", "0.5"]),
     ({"prefix": "0", "prefix_share": "0.5"}, ["--engine", "vllm", "--prefix-share", "0.5"]),
     ({"pcache": "1"}, ["--engine", "vllm", "--prefix-caching"]),
+    ({"eager": "1"}, ["--engine", "vllm", "--enforce-eager"]),
 ])
 def test_the_knobs_are_the_command_lines_keyword_arguments(
         catalog: Catalog, params: dict[str, str], argv: list[str]) -> None:

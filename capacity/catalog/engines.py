@@ -74,6 +74,10 @@ class EngineProfile:
     """With "unified": the tokens one attention ubatch carries (llama.cpp's n_ubatch)."""
     kv_pad_tokens: int = 256
     """With "unified": the cells attended round up to a multiple of this (llama.cpp: 256)."""
+    eager_layer_ms: float = 0.0
+    """ms every forward pass pays per layer when the engine runs without CUDA graphs (vLLM's
+    --enforce-eager, SGLang's --disable-cuda-graph: a launch per kernel from Python, and vLLM's
+    unfused kernels); 0: the engine has no such mode here (docs/method.md, "Eager mode")."""
 
     def __post_init__(self) -> None:
         if self.max_seqs < 1:
@@ -95,6 +99,8 @@ class EngineProfile:
         if self.ubatch_tokens < 1 or self.kv_pad_tokens < 1:
             raise CatalogError(f"engine profile {self.key}: ubatch_tokens and kv_pad_tokens "
                                "must be >= 1")
+        if not (math.isfinite(self.eager_layer_ms) and self.eager_layer_ms >= 0):
+            raise CatalogError(f"engine profile {self.key}: eager_layer_ms must be >= 0")
         if self.preempt and self.kv_admission != "tokens":
             raise CatalogError(f"engine profile {self.key}: preemption needs kv_admission "
                                "'tokens' (a reserved context never runs out)")
@@ -150,7 +156,8 @@ def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProf
                 as_of=str(raw["as_of"]), tiers=tuple(_tier(t) for t in raw.get("tier", ())),
                 kv_attention=str(raw.get("kv_attention", "sequence")),  # type: ignore[arg-type]
                 ubatch_tokens=int(raw.get("ubatch_tokens", 512)),
-                kv_pad_tokens=int(raw.get("kv_pad_tokens", 256)))
+                kv_pad_tokens=int(raw.get("kv_pad_tokens", 256)),
+                eager_layer_ms=float(raw.get("eager_layer_ms", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{PROFILE_TABLE}.{key}]: {exc!r} (needs name, "
                                "max_seqs, token_budget, mixed, kv_admission, kv_block_tokens, "

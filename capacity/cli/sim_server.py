@@ -58,6 +58,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="GiB of each GPU's weights kept in host memory (vLLM's "
                         "--cpu-offload-gb): the KV pool gains them and every forward pass "
                         "streams them over the host link (data/host_links.toml; default 0)")
+    s.add_argument("--enforce-eager", action="store_true",
+                   help="run without CUDA graphs (vLLM's --enforce-eager, SGLang's "
+                        "--disable-cuda-graph): every forward pass pays the profile's per-layer "
+                        "eager cost, as `capacity plan --enforce-eager` (default: off)")
     s.add_argument("--chars-per-token", type=number(min=0, max=1000, min_open=True), default=4.0,
                    help="prompt characters per token (default 4)")
     s.add_argument("--eos-after", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0, metavar="TOKENS",
@@ -91,7 +95,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     return SimConfig(
         speedup=args.speedup, engine=args.engine, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, block_tokens=args.block_size,
-        offload_gib=args.cpu_offload_gb,
+        offload_gib=args.cpu_offload_gb, enforce_eager=args.enforce_eager,
         chars_per_token=args.chars_per_token, eos_after_tokens=args.eos_after,
         fail_http=args.fail_http, fail_disconnect=args.fail_disconnect,
         fail_error_event=args.fail_error_event, fail_stall=args.fail_stall,
@@ -117,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
           f"tokens){engine}" + (f", draft {draft.label}" if draft is not None else "")
           + (f", CPU offload {args.cpu_offload_gb:g} GiB (+{sim.physics.offload_s * 1e3:.2f} ms "
              "a pass)" if args.cpu_offload_gb else "")
+          + (f", no CUDA graphs (+{scenario.model.layers * prof.eager_layer_ms:.2f} ms a pass)"
+             if args.enforce_eager else "")
           + f", speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
           flush=True)
     uvicorn.Server(uvicorn_config(app, log_level="warning", stack=args.http_stack)

@@ -11,6 +11,10 @@ both add to a step's prompt work and to every pass (docs/method.md, "Engine prof
 - CPU offload (vLLM `--cpu-offload-gb X`, GiB per GPU): X GiB of weights live in host memory,
   streamed to the GPU over the host link on every forward pass: each pass adds
   X GiB / host-link GB/s, and the KV pool gains the X GiB the weights no longer hold.
+- Eager mode (vLLM `--enforce-eager`, SGLang `--disable-cuda-graph`): every pass launches its
+  kernels one by one from Python instead of replaying a captured CUDA graph, and pays the
+  profile's `eager_layer_ms` per layer on top of F11's per-layer overhead; the GEMM rows are
+  no longer padded to a captured graph (`eager_scenario`).
 - One unified KV cache (llama.cpp, `kv_attention = "unified"` in data/engines.toml): each
   ubatch of a pass attends to every cell in use, masked, not each sequence to its own, so a
   pass that carries several sequences computes query-key pairs across them that no sequence
@@ -82,6 +86,23 @@ def scenario_offload_ms(s: Scenario, offload_gib: float) -> float:
         raise InputError(f"--cpu-offload-gb {offload_gib:g} GiB exceeds the "
                          f"{s.weights_per_gpu_gb * GB / GIB:.2f} GiB of weights one GPU holds")
     return offload_ms(offload_gib, host_link(s.gpu.key).gb_s)
+
+
+def eager_scenario(s: Scenario, profile: EngineProfile) -> Scenario:
+    """`s` served without CUDA graphs under `profile`: F11's per-layer overhead grows by the
+    profile's `eager_layer_ms` (ms per layer and forward pass: each kernel launched from Python,
+    the norms and activations unfused) and the decode GEMMs are not padded to a captured graph
+    (F4d's `cuda_graph_max_tokens` 0). InputError for a profile without an eager mode here.
+
+    Example: the vLLM profile's 0.339 ms on a 40-layer model adds 13.56 ms to every step and
+    prefill pass (Qwen3-14B: a 9.87 ms typical step becomes 23.43 ms).
+    Source: data/engines.toml (`eager_layer_ms`, vllm-project/vllm-omni issue 7960 and
+    sgl-project/sglang pull 1401); docs/method.md, "Eager mode"."""
+    if profile.eager_layer_ms <= 0:
+        raise InputError(f"the '{profile.key}' profile has no eager mode here (--enforce-eager: "
+                         "vLLM; SGLang's --disable-cuda-graph: use --engine vllm or sglang)")
+    return s.with_(layer_overhead_ms=s.layer_overhead_ms + profile.eager_layer_ms,
+                   cuda_graph_max_tokens=0.0)
 
 
 def dense_pairs(cells_before: float, new_tokens: int, ubatch_tokens: int,

@@ -48,7 +48,8 @@ def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                      chunk_tokens: int | None = None, block_tokens: int | None = None,
                      offload_gib: float = 0.0, prefix_tokens: int = 0,
                      prefix_share: float = 0.0, turns: int = 1, turn_tokens: int = 0,
-                     prefix_caching: bool = False) -> tuple[ServiceModel, list[LoadPoint]]:
+                     prefix_caching: bool = False, enforce_eager: bool = False
+                     ) -> tuple[ServiceModel, list[LoadPoint]]:
     """TTFT/TPOT under the engine's scheduling at each total concurrency: one replica of `s`
     (`service_from_scenario`, with the engine's `max_num_seqs` and token budget unless given,
     and its other knobs) in the steady closed loop of ceil(C / replicas) users with no think
@@ -58,7 +59,7 @@ def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                                 block_tokens=block_tokens, offload_gib=offload_gib,
                                 prefix_tokens=prefix_tokens, prefix_share=prefix_share,
                                 turns=turns, turn_tokens=turn_tokens,
-                                prefix_caching=prefix_caching)
+                                prefix_caching=prefix_caching, enforce_eager=enforce_eager)
     out = []
     for c in concurrency:
         per = max(1, math.ceil(c / s.replicas))

@@ -106,8 +106,8 @@ def open_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                    chunk_tokens: int | None = None, block_tokens: int | None = None,
                    offload_gib: float = 0.0, prefix_tokens: int = 0,
                    prefix_share: float = 0.0, turns: int = 1, turn_tokens: int = 0,
-                   prompt_lengths: Sequence[int] | None = None, prefix_caching: bool = False
-                   ) -> tuple[ServiceModel, list[OpenLoopPoint]]:
+                   prompt_lengths: Sequence[int] | None = None, prefix_caching: bool = False,
+                   enforce_eager: bool = False) -> tuple[ServiceModel, list[OpenLoopPoint]]:
     """TTFT, ITL, TPOT and E2E under an open-loop load at the engine's scheduling: for each
     load (stages of total rate and duration), one replica of `s` fed 1/replicas of the rate
     (`service_from_scenario`, `arrival_times_ms`), the first 10 % of requests left out as
@@ -120,7 +120,8 @@ def open_loop_load(s: Scenario, *, engine: str, output_tokens: int,
                                 block_tokens=block_tokens, offload_gib=offload_gib,
                                 prefix_tokens=prefix_tokens, prefix_share=prefix_share,
                                 turns=turns, turn_tokens=turn_tokens,
-                                prompt_lengths=prompt_lengths, prefix_caching=prefix_caching)
+                                prompt_lengths=prompt_lengths, prefix_caching=prefix_caching,
+                                enforce_eager=enforce_eager)
     out = []
     for load in stages:
         per = [(r / s.replicas, d) for r, d in load]

@@ -14,7 +14,13 @@ import numpy as np
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.errors import InputError
-from capacity.model.forward_pass import UnifiedKv, pass_slowdown, scenario_offload_ms, unified_kv
+from capacity.model.forward_pass import (
+    UnifiedKv,
+    eager_scenario,
+    pass_slowdown,
+    scenario_offload_ms,
+    unified_kv,
+)
 from capacity.model.kv import held_request_bytes, hybrid_block_tokens
 from capacity.model.memory import max_concurrency
 from capacity.model.moe import DENSE, Routing
@@ -121,6 +127,8 @@ class ServiceModel:
     plateau."""
     offload_ms: float = 0.0
     """What every forward pass adds streaming CPU-offloaded weights over the host link (ms)."""
+    eager_ms: float = 0.0
+    """What every pass adds without CUDA graphs (ms, in `overhead_ms`; `eager_scenario`)."""
     engine: str = "chapter"
     """The engine profile these timings and this scheduling come from (a label)."""
     serial_ms: FloatArray | None = None
@@ -547,7 +555,8 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
                           prefix_tokens: int = 0, prefix_share: float = 0.0,
                           turns: int = 1, turn_tokens: int = 0,
                           prompt_lengths: Sequence[int] | None = None,
-                          prefix_caching: bool = False) -> ServiceModel:
+                          prefix_caching: bool = False, enforce_eager: bool = False
+                          ) -> ServiceModel:
     """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
     TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
     numbers as the Explorer), scheduled as the engine profile says (`engine`, default the
@@ -574,9 +583,11 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     `prefix_caching`: the engine caches prefixes; under the vLLM profile on a hybrid model
     (linear-state layers with a `page_state_bytes`) that is its mamba 'align' mode, whose
     prefill chunks end at the hybrid attention block (`kv.hybrid_block_tokens`,
-    `ServiceModel.align_take`); elsewhere it changes nothing beyond `prefix_tokens`."""
+    `ServiceModel.align_take`); elsewhere nothing more. `enforce_eager`: `eager_scenario`."""
     prof = engine_profile(engine) if isinstance(engine, str) else engine
     prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
+    eager = s.model.layers * prof.eager_layer_ms if enforce_eager else 0.0
+    s = eager_scenario(s, prof) if enforce_eager else s
     if block_tokens is not None:
         if block_tokens < 1:
             raise InputError(f"KV block size must be >= 1 token, got {block_tokens}")
@@ -680,7 +691,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         hit_prefill_ms=float(cached_prefill_s(s, s.prompt, cached)) * 1e3 if cached else 0.0,
         hit_mfu_ms=(float(_mfu_ms(s, hit_pf.linear_flops, hit_pf.attention_flops))
                     if hit_pf is not None and half else 0.0),
-        hit_first_ms=hit_first, offload_ms=offload, turns=turns,
+        hit_first_ms=hit_first, offload_ms=offload, eager_ms=eager, turns=turns,
         turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
         unified_kv=unified_kv(s, prof), request_latency_ms=s.request_latency_ms,
         comm_line=tp_comm_line(s.model, s.gpu, s.tp),

@@ -168,6 +168,10 @@ class ExplorerState:
     """1: the load view's engine caches prefixes (vLLM --enable-prefix-caching; `capacity plan
     --prefix-caching`): on a hybrid model under vLLM its mamba align mode
     (`service_from_scenario`'s `prefix_caching`); nothing elsewhere."""
+    eager: int = 0
+    """1: the load view's engine runs without CUDA graphs (vLLM --enforce-eager, SGLang
+    --disable-cuda-graph; `capacity plan --enforce-eager`): every forward pass pays the
+    profile's per-layer eager cost (`forward_pass.eager_scenario`)."""
 
     def engine_of(self, s: Scenario) -> EngineProfile:
         """The load view's engine profile on the scenario's GPU (its tier's defaults), with
@@ -196,6 +200,11 @@ class ExplorerState:
                 f"({prof.max_seqs:,}): the decode tokens share the step",
                 code="knob_budget_seqs", name="budget", budget=f"{self.budget:,}",
                 seqs=f"{prof.max_seqs:,}"))
+        if self.eager and prof.eager_layer_ms <= 0:
+            raise InputError(Note(
+                f"the {prof.key} profile has no eager mode here (vLLM's --enforce-eager, "
+                "SGLang's --disable-cuda-graph): turn it off, or choose vLLM or SGLang",
+                code="knob_eager_engine", name="eager", engine=prof.key))
         if self.offload:
             try:
                 scenario_offload_ms(s, self.offload)
@@ -209,7 +218,8 @@ class ExplorerState:
                 "block_tokens": self.kvblk or None, "offload_gib": float(self.offload),
                 "prefix_tokens": self.prefix,
                 "prefix_share": self.prefix_share if self.prefix else 0.0,
-                **({"prefix_caching": True} if self.pcache else {})}
+                **({"prefix_caching": True} if self.pcache else {}),
+                **({"enforce_eager": True} if self.eager else {})}
 
     def with_draft_of(self, o: Option) -> ExplorerState:
         """This state with an option's draft (F12): its kind and depth, its tau as an entered
@@ -365,7 +375,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "dis_dy": (0, 4096), "dis_eff": (0.01, 1.0), "dis_lat_ms": (0.0, 10_000.0),
     "fr_disagg": (0, 1), "fr_wide_ep": (0, 1),
     "seqs": (0, MAX_NUM_SEQS), "budget": (0, MAX_BATCHED_TOKENS), "kvblk": (0, MAX_KV_PAGE),
-    "offload": (0.0, MAX_OFFLOAD_GIB), "pcache": (0, 1),
+    "offload": (0.0, MAX_OFFLOAD_GIB), "pcache": (0, 1), "eager": (0, 1),
 }
 
 

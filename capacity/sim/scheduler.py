@@ -55,6 +55,7 @@ from typing import Any
 
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_profile
 from capacity.errors import InputError
+from capacity.model.forward_pass import eager_scenario
 from capacity.model.scenario import Scenario
 from capacity.sim.drafts import Acceptance
 from capacity.sim.physics import SimPhysics as SimPhysics  # re-exported: the engine's times
@@ -87,6 +88,9 @@ class SimConfig:
     """The KV page of tokens admission (vLLM's --block-size); None = the engine's."""
     offload_gib: float = 0.0
     """vLLM's --cpu-offload-gb, GiB per GPU (`SimPhysics`: a larger KV pool, a slower pass)."""
+    enforce_eager: bool = False
+    """No CUDA graphs: every pass pays the profile's eager cost (`forward_pass.eager_scenario`,
+    as the event model's `enforce_eager`)."""
     chars_per_token: float = 4.0
     eos_after_tokens: int = 0
     """Without `ignore_eos`, stop after this many tokens (finish_reason "stop"); 0 = never."""
@@ -234,6 +238,8 @@ class Simulator:
             raise InputError(f"clock must be 'real' or 'virtual', got {clock!r}")
         self.config = config
         self.clock = clock
+        if config.enforce_eager:
+            scenario = eager_scenario(scenario, engine_profile(config.engine))
         self.physics = SimPhysics(scenario, config.max_num_seqs, engine_profile(config.engine),
                                   token_budget=config.max_num_batched_tokens,
                                   block_tokens=config.block_tokens,
