@@ -78,3 +78,13 @@ def test_every_surface_counts_the_same_requests_in_the_pool() -> None:
     # the simulated endpoint: a request of 1,000 tokens takes the same bytes of the same pool
     sim = SimPhysics(s, profile=engine_profile("vllm"))
     assert sim.kv_bytes(1000) == 86_507_520 and sim.kv_budget_bytes == pool
+
+
+def test_a_model_of_linear_layers_alone_holds_its_states() -> None:
+    # no attention page to pad to: each of the 24 layers holds its state, in any page size
+    from dataclasses import replace
+
+    linear_only = replace(QWEN35, layer_groups=tuple(
+        g for g in QWEN35.layer_groups if g.kind == "linear"))
+    for block in (1, 16):
+        assert held_request_bytes(linear_only, 1000.0, "bf16", 1, block) == 24 * 2_146_304

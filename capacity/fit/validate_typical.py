@@ -431,13 +431,12 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             levels = sorted({x.concurrency for x in s.stated})
             sched = v.scheduler_of(s.engine)
-            before = v.predict(base.with_(**typical_knobs_on(before_k, base)), levels,
-                               s.prompt_tokens, s.output_tokens, sched)
+            before_s = base.with_(**typical_knobs_on(before_k, base))
+            before = v.predict(before_s, levels, s.prompt_tokens, s.output_tokens, sched)
             after_s = base.with_(**typical_knobs_on(after_k, base))
             if not s.cuda_graphs and sched is not None:  # run with --enforce-eager
                 after_s = eager_scenario(after_s, engine_profile(sched))
-            after = (before if after_k == before_k and after_s == base.with_(
-                         **typical_knobs_on(before_k, base)) else
+            after = (before if after_s == before_s else
                      v.predict(after_s, levels, s.prompt_tokens, s.output_tokens, sched))
             spec = v.predict(v.spec_sheet(base), levels, s.prompt_tokens, s.output_tokens)
             sat = _saturated(s, base, levels)

@@ -185,8 +185,8 @@ def held_request_bytes(model: Model, context_tokens: ArrayLike, kv_dtype: str = 
     dtype = normalize_dtype(kv_dtype)
     hybrid = hybrid_block_tokens(model, dtype, tp) if block_size > 1 else 0
     block = max(block_size, hybrid)
-    page = max(layer_bytes_per_token(g, dtype, tp) for g in model.layer_groups
-               if g.kind in ("full", "sliding")) * block
+    page = max((layer_bytes_per_token(g, dtype, tp) for g in model.layer_groups
+                if g.kind in ("full", "sliding")), default=0.0) * block
     held = np.zeros_like(req.context_tokens)
     for g in model.layer_groups:
         if g.kind == "linear":
