@@ -28,6 +28,7 @@ from capacity.fit.planning import GpuBand, gpu_band, typical_band_scenarios, typ
 from capacity.fit.traffic import LogSummary, summarize_log
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
 from capacity.model.basis import TYPICAL_PREFIX
+from capacity.model.kv import held_state_bytes, kv_bytes_per_token
 from capacity.model.prefix import PrefixEffect
 from capacity.model.prefix import prefix_effect as model_prefix_effect
 from capacity.plan.alternatives import Alternative, alternatives
@@ -270,6 +271,9 @@ class LoadView:
     (`ServiceModel.align_block_tokens`); 0: none."""
     eager_ms: float = 0.0
     """What running without CUDA graphs adds to every forward pass, ms (0: graphs)."""
+    state_bytes: float = 0.0
+    """What a request holds in the engine's pages beyond the chapter's F2: a hybrid model's
+    linear-layer states (`kv.held_state_bytes` less F2's `state_bytes`), bytes per GPU."""
 
 
 OPEN_LOOP_REQUESTS = 2000
@@ -297,6 +301,9 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
     knobs = state.load_knobs(s)
     prof = state.engine_of(s)
     page = state.kvblk or prof.kv_block_tokens
+    states = (held_state_bytes(s.model, s.kv_dtype, s.tp, page)
+              - kv_bytes_per_token(s.model, s.kv_dtype, s.tp).state_bytes_per_request
+              if prof.kv_admission == "tokens" else 0.0)
     prompt = state.prompt_tokens
     out = state.out
     if state.load > 0:
@@ -309,7 +316,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
                         seconds=seconds, chunk_tokens=svc.chunk_tokens,
                         offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
                         align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms,
-                        point=LoadPoint(concurrency=state.c, ttft_ms=p.ttft_ms,
+                        state_bytes=states, point=LoadPoint(concurrency=state.c, ttft_ms=p.ttft_ms,
                                         tpot_ms=p.tpot_ms))
     per_replica = -(-state.concurrency // s.replicas)
     svc, points = closed_loop_load(
@@ -318,7 +325,8 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
     return LoadView(engine=svc.engine, slots=svc.slots, prompt_tokens=prompt, output_tokens=out,
                     point=points[0] if points else None, chunk_tokens=svc.chunk_tokens,
                     offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
-                    align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms)
+                    align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms,
+                    state_bytes=states)
 
 
 # ---- the Planner -----------------------------------------------------------------------------

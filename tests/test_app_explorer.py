@@ -484,6 +484,9 @@ def test_eager_mode_is_a_toggle_that_is_capacity_plan_enforce_eager(
 
     at = start(engine="vllm", c="8", out="64")
     assert "10.85 ms more on every forward pass" in at.toggle(key="ex_eager").proto.help
+    # the slots count the hybrid model's 24 state pages of 528 x 4,096 B, which C_vram does not
+    assert "states in the engine's pages, 51.9 MB whatever its length" in " ".join(
+        c.value for c in at.caption)
     before = metrics(at)
     at.toggle(key="ex_eager").set_value(True).run()
     assert not at.exception and at.query_params["eager"] in ("1", ["1"])

@@ -88,3 +88,13 @@ def test_a_model_of_linear_layers_alone_holds_its_states() -> None:
         g for g in QWEN35.layer_groups if g.kind == "linear"))
     for block in (1, 16):
         assert held_request_bytes(linear_only, 1000.0, "bf16", 1, block) == 24 * 2_146_304
+
+
+def test_the_states_part_is_what_every_request_holds_whatever_its_length() -> None:
+    from capacity.model.kv import held_state_bytes
+
+    assert held_state_bytes(QWEN35, "bf16", 1, 16) == 24 * STATE_PAGE == 51_904_512
+    assert held_state_bytes(QWEN35, "bf16", 1, 1) == 24 * 2_146_304 == 51_511_296
+    for tokens in (1.0, 1000.0, 8192.0):
+        attention = held_request_bytes(QWEN35, tokens, "bf16", 1, 16) - 24 * STATE_PAGE
+        assert attention == 8 * 4096 * 528 * -(-tokens // 528)

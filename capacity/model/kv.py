@@ -179,20 +179,33 @@ def held_request_bytes(model: Model, context_tokens: ArrayLike, kv_dtype: str = 
     KV cache manager (one page a linear layer per request outside prefix caching's align
     mode); docs/method.md, "A hybrid model's pages"."""
     req = kv_request_bytes(model, context_tokens, kv_dtype, tp, block_size)
-    linear = [g for g in model.layer_groups if g.kind == "linear" and g.page_state_bytes > 0]
-    if not linear:
+    if not any(g.kind == "linear" and g.page_state_bytes > 0 for g in model.layer_groups):
         return req.paged_bytes
     dtype = normalize_dtype(kv_dtype)
-    hybrid = hybrid_block_tokens(model, dtype, tp) if block_size > 1 else 0
-    block = max(block_size, hybrid)
-    page = max((layer_bytes_per_token(g, dtype, tp) for g in model.layer_groups
-                if g.kind in ("full", "sliding")), default=0.0) * block
-    held = np.zeros_like(req.context_tokens)
+    block = max(block_size, hybrid_block_tokens(model, dtype, tp) if block_size > 1 else 0)
+    held = np.full_like(req.context_tokens, held_state_bytes(model, dtype, tp, block_size))
     for g in model.layer_groups:
-        if g.kind == "linear":
-            state = g.page_state_bytes / tp if g.page_state_bytes > 0 else g.state_bytes / tp
-            held = held + g.count * (page if hybrid else state)
-        else:
+        if g.kind != "linear":
             held = held + (g.count * layer_bytes_per_token(g, dtype, tp)
                            * tokens_held(g, req.context_tokens, block))
     return np.asarray(held, dtype=np.float64)
+
+
+def held_state_bytes(model: Model, kv_dtype: str = "fp16", tp: int = 1,
+                     block_size: int = DEFAULT_BLOCK_SIZE) -> float:
+    """The part of `held_request_bytes` a hybrid model's linear layers hold, whatever the
+    context (bytes per request on one TP rank): in vLLM's pages (`block_size` > 1) one
+    attention page of `hybrid_block_tokens` a layer, in a token pool the state itself; the
+    chapter's `state_bytes` where no `page_state_bytes` is stated. Qwen3.5-9B, bf16 KV, TP 1:
+    24 x 528 x 4,096 = 51,904,512 B in 16-token blocks; 24 x 2,146,304 = 51,511,296 B in a
+    token pool. Source: as `held_request_bytes`."""
+    dtype = normalize_dtype(kv_dtype)
+    hybrid = hybrid_block_tokens(model, dtype, tp) if block_size > 1 else 0
+    page = max((layer_bytes_per_token(g, dtype, tp) for g in model.layer_groups
+                if g.kind in ("full", "sliding")), default=0.0) * max(block_size, hybrid)
+    total = 0.0
+    for g in model.layer_groups:
+        if g.kind == "linear":
+            state = (g.page_state_bytes if g.page_state_bytes > 0 else g.state_bytes) / tp
+            total += g.count * (page if hybrid and g.page_state_bytes > 0 else state)
+    return total
