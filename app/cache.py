@@ -28,7 +28,7 @@ from capacity.fit.planning import GpuBand, gpu_band, typical_band_scenarios, typ
 from capacity.fit.traffic import LogSummary, summarize_log
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
 from capacity.model.basis import TYPICAL_PREFIX
-from capacity.model.kv import held_state_bytes, kv_bytes_per_token
+from capacity.model.kv import engine_block_tokens, held_state_bytes, kv_bytes_per_token
 from capacity.model.prefix import PrefixEffect
 from capacity.model.prefix import prefix_effect as model_prefix_effect
 from capacity.plan.alternatives import Alternative, alternatives
@@ -265,7 +265,8 @@ class LoadView:
     max_seqs: int = 0
     """The max_num_seqs the replica ran with (the knob, else the profile's on the GPU)."""
     kv_page_tokens: int = 0
-    """The KV page the engine admitted tokens in (the knob, else the profile's)."""
+    """The KV page the engine admitted tokens in (the knob, else the profile's; on a hybrid
+    model under vLLM the grown block, `kv.engine_block_tokens`)."""
     align_block_tokens: int = 0
     """Prefix caching on a hybrid model under vLLM: the block its prefill chunks end at
     (`ServiceModel.align_block_tokens`); 0: none."""
@@ -300,8 +301,10 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
     s = state.scenario(catalog())
     knobs = state.load_knobs(s)
     prof = state.engine_of(s)
-    page = state.kvblk or prof.kv_block_tokens
-    states = (held_state_bytes(s.model, s.kv_dtype, s.tp, page)
+    knob_page = state.kvblk or prof.kv_block_tokens
+    page = (engine_block_tokens(s.model, s.kv_dtype, s.tp, knob_page)
+            if prof.kv_admission == "tokens" else knob_page)
+    states = (held_state_bytes(s.model, s.kv_dtype, s.tp, knob_page)
               - kv_bytes_per_token(s.model, s.kv_dtype, s.tp).state_bytes_per_request
               if prof.kv_admission == "tokens" else 0.0)
     prompt = state.prompt_tokens

@@ -430,7 +430,8 @@ def test_the_load_view_shows_what_capacity_plan_rate_gives(
     assert m["ITL p99 under load"] == f"{p['itl_ms']['0.99']:,.1f} ms"
     caption = " ".join(c.value for c in at.caption)
     assert "`capacity plan --rate 2 --duration 200` gives the same figures" in caption
-    assert "max sequences 32, token budget 1,024, KV page 32 tokens" in caption
+    # --block-size 32 on the hybrid Qwen3.5-9B: vLLM grows the page to 528 tokens
+    assert "max sequences 32, token budget 1,024, KV page 528 tokens" in caption
     assert f"CPU offload adds {cli['offload_ms_per_pass']:.2f} ms" in caption
     # the inputs show the link's knobs, and the link is written back as it came
     assert [at.number_input(key=f"exw_{k}").value for k in ("seqs", "budget", "kvblk", "offload")
@@ -487,6 +488,7 @@ def test_eager_mode_is_a_toggle_that_is_capacity_plan_enforce_eager(
     # the slots count the hybrid model's 24 state pages of 528 x 4,096 B, which C_vram does not
     assert "states in the engine's pages, 51.9 MB whatever its length" in " ".join(
         c.value for c in at.caption)
+    assert "KV page 528 tokens" in " ".join(c.value for c in at.caption)  # grown from 16
     before = metrics(at)
     at.toggle(key="ex_eager").set_value(True).run()
     assert not at.exception and at.query_params["eager"] in ("1", ["1"])
@@ -514,7 +516,8 @@ def test_each_knob_is_an_input_that_moves_the_load_view_and_the_link() -> None:
     assert at.number_input(key="exw_budget").proto.placeholder == "2,048 (engine default)"
     assert at.number_input(key="exw_kvblk").proto.placeholder == "16 (engine default)"
     before = metrics(at)
-    assert "max sequences 256, token budget 2,048, KV page 16 tokens" in " ".join(
+    # the page vLLM runs: the hybrid Qwen3.5-9B's block grows from 16 to 528 tokens
+    assert "max sequences 256, token budget 2,048, KV page 528 tokens" in " ".join(
         c.value for c in at.caption)
     at.number_input(key="exw_offload").set_value(2.0).run()
     assert not at.exception and at.query_params["offload"] in ("2", ["2"])

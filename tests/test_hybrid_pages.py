@@ -98,3 +98,13 @@ def test_the_states_part_is_what_every_request_holds_whatever_its_length() -> No
     for tokens in (1.0, 1000.0, 8192.0):
         attention = held_request_bytes(QWEN35, tokens, "bf16", 1, 16) - 24 * STATE_PAGE
         assert attention == 8 * 4096 * 528 * -(-tokens // 528)
+
+
+def test_the_engine_block_grows_on_a_hybrid_model_in_pages_only() -> None:
+    from capacity.model.kv import engine_block_tokens
+
+    llama = default_catalog().models["llama-3.1-8b"]
+    assert [engine_block_tokens(QWEN35, "bf16", 1, b) for b in (1, 16, 528, 1024)] == [
+        1, 528, 528, 1024]
+    assert engine_block_tokens(QWEN35, "fp8", 1, 16) == 1056
+    assert [engine_block_tokens(llama, "bf16", 1, b) for b in (1, 16)] == [1, 16]

@@ -182,13 +182,22 @@ def held_request_bytes(model: Model, context_tokens: ArrayLike, kv_dtype: str = 
     if not any(g.kind == "linear" and g.page_state_bytes > 0 for g in model.layer_groups):
         return req.paged_bytes
     dtype = normalize_dtype(kv_dtype)
-    block = max(block_size, hybrid_block_tokens(model, dtype, tp) if block_size > 1 else 0)
+    block = engine_block_tokens(model, dtype, tp, block_size)
     held = np.full_like(req.context_tokens, held_state_bytes(model, dtype, tp, block_size))
     for g in model.layer_groups:
         if g.kind != "linear":
             held = held + (g.count * layer_bytes_per_token(g, dtype, tp)
                            * tokens_held(g, req.context_tokens, block))
     return np.asarray(held, dtype=np.float64)
+
+
+def engine_block_tokens(model: Model, kv_dtype: str = "fp16", tp: int = 1,
+                        block_size: int = DEFAULT_BLOCK_SIZE) -> int:
+    """The attention page a paged engine uses for `model` (tokens): `block_size`, grown on a
+    hybrid model to `hybrid_block_tokens` when pages hold more than one token (vLLM; a token
+    pool, `block_size` 1, keeps 1). Qwen3.5-9B at bf16 KV: 16 -> 528, 1024 -> 1024, 1 -> 1."""
+    grown = hybrid_block_tokens(model, kv_dtype, tp) if block_size > 1 else 0
+    return max(int(block_size), grown)
 
 
 def held_state_bytes(model: Model, kv_dtype: str = "fp16", tp: int = 1,
@@ -202,7 +211,8 @@ def held_state_bytes(model: Model, kv_dtype: str = "fp16", tp: int = 1,
     dtype = normalize_dtype(kv_dtype)
     hybrid = hybrid_block_tokens(model, dtype, tp) if block_size > 1 else 0
     page = max((layer_bytes_per_token(g, dtype, tp) for g in model.layer_groups
-                if g.kind in ("full", "sliding")), default=0.0) * max(block_size, hybrid)
+                if g.kind in ("full", "sliding")), default=0.0) * engine_block_tokens(
+                    model, dtype, tp, block_size)
     total = 0.0
     for g in model.layer_groups:
         if g.kind == "linear":
