@@ -35,7 +35,7 @@ from app.state import (
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.catalog.loader import Catalog, Model
 from capacity.model.cost import CURRENCIES
-from capacity.model.kv import hybrid_block_tokens
+from capacity.model.kv import engine_block_tokens, hybrid_block_tokens
 from capacity.model.scenario import Scenario
 from capacity.model.speculative import MAX_DEPTH
 from capacity.plan.service import ALIGN_PROFILE
@@ -252,7 +252,9 @@ def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> N
     # prefix caching: vLLM's align mode on a hybrid model (`ExplorerState.pcache`)
     ss = st.session_state
     ss[key("pcache")] = bool(ss.get(key("pcache"), 0))
-    block = hybrid_block_tokens(scenario.model, scenario.kv_dtype, scenario.tp)
+    block = hybrid_block_tokens(scenario.model, scenario.kv_dtype, scenario.tp) and (
+        engine_block_tokens(scenario.model, scenario.kv_dtype, scenario.tp,
+                            state.kvblk or prof.kv_block_tokens))
     if not block:
         what = T("knob_pcache_none")
     elif prof.key != ALIGN_PROFILE:

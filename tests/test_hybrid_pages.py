@@ -108,3 +108,13 @@ def test_the_engine_block_grows_on_a_hybrid_model_in_pages_only() -> None:
         1, 528, 528, 1024]
     assert engine_block_tokens(QWEN35, "fp8", 1, 16) == 1056
     assert [engine_block_tokens(llama, "bf16", 1, b) for b in (1, 16)] == [1, 16]
+
+
+def test_a_disaggregated_hand_over_sends_the_states_too() -> None:
+    # the decode side needs each linear layer's state after the prompt to go on decoding
+    from capacity.plan.disagg_handover import handover_bytes
+
+    assert handover_bytes(QWEN35, "bf16", 1000.0, 1) == 8 * 4096 * 1000 + 24 * 2_146_304
+    assert handover_bytes(QWEN35, "bf16", 1000.0, 2) == 8 * 2048 * 1000 + 24 * 1_073_152
+    llama = default_catalog().models["llama-3.1-70b"]
+    assert handover_bytes(llama, "fp16", 8192.0, 1) == 2_684_354_560

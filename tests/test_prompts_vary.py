@@ -135,6 +135,10 @@ def test_the_align_mode_runs_on_a_hybrid_model_under_vllm_with_prefix_caching() 
     assert on.prefill_cum_ms is not None and len(on.prefill_cum_ms) == 1000 + 1
     assert on.paged is not None and len(on.paged.prefill_cum_ms) == 1000 + 100 + 1
     assert service_from_scenario(s, output_tokens=100, engine="vllm").align_block_tokens == 0
+    # a larger --block-size is the block vLLM runs, and so the one its chunks end at
+    for block, align in ((256, 528), (1024, 1024)):
+        assert service_from_scenario(s, output_tokens=100, engine="vllm", prefix_caching=True,
+                                     block_tokens=block).align_block_tokens == align
     assert service_from_scenario(s, output_tokens=100, engine="sglang",
                                  prefix_caching=True).align_block_tokens == 0
     dense = make_scenario("qwen3-8b", "h100-sxm", context_tokens=1300, prompt_tokens=342)

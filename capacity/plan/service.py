@@ -21,7 +21,7 @@ from capacity.model.forward_pass import (
     scenario_offload_ms,
     unified_kv,
 )
-from capacity.model.kv import held_request_bytes, hybrid_block_tokens
+from capacity.model.kv import engine_block_tokens, held_request_bytes, hybrid_block_tokens
 from capacity.model.memory import max_concurrency
 from capacity.model.moe import DENSE, Routing
 from capacity.model.parallel import CommLine, tp_comm_line
@@ -619,8 +619,9 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
             raise InputError(f"the longest prompt, {longest:,} tokens, and {output_tokens:,} "
                              f"output need more than the {s.context_tokens:,}-token context "
                              "(raise --ctx)")
-    align = (hybrid_block_tokens(s.model, s.kv_dtype, s.tp)
-             if prefix_caching and prof.key == ALIGN_PROFILE and budget is not None else 0)
+    align = (engine_block_tokens(s.model, s.kv_dtype, s.tp, prof.kv_block_tokens)
+             if prefix_caching and prof.key == ALIGN_PROFILE and budget is not None
+             and hybrid_block_tokens(s.model, s.kv_dtype, s.tp) else 0)
     if longest + output_tokens > s.context_tokens and turns > 1:
         raise InputError(f"the last of {turns} turns needs {longest + output_tokens:,} tokens "
                          f"of context; the context is {s.context_tokens:,} (raise --ctx)")
