@@ -204,7 +204,8 @@ def held_state_bytes(model: Model, kv_dtype: str = "fp16", tp: int = 1,
                      block_size: int = DEFAULT_BLOCK_SIZE) -> float:
     """The part of `held_request_bytes` a hybrid model's linear layers hold, whatever the
     context (bytes per request on one TP rank): in vLLM's pages (`block_size` > 1) one
-    attention page of `hybrid_block_tokens` a layer, in a token pool the state itself; the
+    attention page of the engine's block (`engine_block_tokens`) a layer, in a token pool
+    (`block_size` 1) the state itself; the
     chapter's `state_bytes` where no `page_state_bytes` is stated. Qwen3.5-9B, bf16 KV, TP 1:
     24 x 528 x 4,096 = 51,904,512 B in 16-token blocks; 24 x 2,146,304 = 51,511,296 B in a
     token pool. Source: as `held_request_bytes`."""
