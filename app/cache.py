@@ -28,7 +28,7 @@ from capacity.fit.planning import GpuBand, gpu_band, typical_band_scenarios, typ
 from capacity.fit.traffic import LogSummary, summarize_log
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
 from capacity.model.basis import TYPICAL_PREFIX
-from capacity.model.kv import engine_block_tokens, held_state_bytes, kv_bytes_per_token
+from capacity.model.kv import engine_block_tokens, extra_state_bytes
 from capacity.model.prefix import PrefixEffect
 from capacity.model.prefix import prefix_effect as model_prefix_effect
 from capacity.plan.alternatives import Alternative, alternatives
@@ -274,7 +274,7 @@ class LoadView:
     """What running without CUDA graphs adds to every forward pass, ms (0: graphs)."""
     state_bytes: float = 0.0
     """What a request holds in the engine's pages beyond the chapter's F2: a hybrid model's
-    linear-layer states (`kv.held_state_bytes` less F2's `state_bytes`), bytes per GPU."""
+    linear-layer states (`kv.extra_state_bytes`), bytes per GPU."""
 
 
 OPEN_LOOP_REQUESTS = 2000
@@ -304,8 +304,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
     knob_page = state.kvblk or prof.kv_block_tokens
     page = (engine_block_tokens(s.model, s.kv_dtype, s.tp, knob_page)
             if prof.kv_admission == "tokens" else knob_page)
-    states = (held_state_bytes(s.model, s.kv_dtype, s.tp, knob_page)
-              - kv_bytes_per_token(s.model, s.kv_dtype, s.tp).state_bytes_per_request
+    states = (extra_state_bytes(s.model, s.kv_dtype, s.tp, knob_page)
               if prof.kv_admission == "tokens" else 0.0)
     prompt = state.prompt_tokens
     out = state.out

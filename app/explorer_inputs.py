@@ -35,7 +35,8 @@ from app.state import (
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
 from capacity.catalog.loader import Catalog, Model
 from capacity.model.cost import CURRENCIES
-from capacity.model.kv import engine_block_tokens, hybrid_block_tokens
+from capacity.model.forward_pass import eager_pass_ms
+from capacity.model.kv import align_block_tokens
 from capacity.model.scenario import Scenario
 from capacity.model.speculative import MAX_DEPTH
 from capacity.plan.service import ALIGN_PROFILE
@@ -252,9 +253,8 @@ def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> N
     # prefix caching: vLLM's align mode on a hybrid model (`ExplorerState.pcache`)
     ss = st.session_state
     ss[key("pcache")] = bool(ss.get(key("pcache"), 0))
-    block = hybrid_block_tokens(scenario.model, scenario.kv_dtype, scenario.tp) and (
-        engine_block_tokens(scenario.model, scenario.kv_dtype, scenario.tp,
-                            state.kvblk or prof.kv_block_tokens))
+    block = align_block_tokens(scenario.model, scenario.kv_dtype, scenario.tp,
+                               state.kvblk or prof.kv_block_tokens)
     if not block:
         what = T("knob_pcache_none")
     elif prof.key != ALIGN_PROFILE:
@@ -265,7 +265,7 @@ def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> N
               help=T("help_knob_pcache", model=scenario.model.name, what=what))
     # no CUDA graphs: the profile's per-layer eager cost (`ExplorerState.eager`)
     ss[key("eager")] = bool(ss.get(key("eager"), 0))
-    eager = (T("knob_eager_adds", ms=f"{prof.eager_layer_ms * scenario.model.layers:.2f}",
+    eager = (T("knob_eager_adds", ms=f"{eager_pass_ms(scenario.model, prof):.2f}",
                layers=scenario.model.layers, per=f"{prof.eager_layer_ms:g}")
              if prof.eager_layer_ms > 0 else T("knob_eager_none", engine=prof.name))
     st.toggle(T("knob_eager"), key=key("eager"), help=T("help_knob_eager", what=eager))

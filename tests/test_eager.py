@@ -12,7 +12,7 @@ from capacity.catalog.engines import engine_profile
 from capacity.cli.main import main
 from capacity.errors import InputError
 from capacity.fit.planning import typical_efficiency, typical_knobs_on
-from capacity.model.forward_pass import eager_scenario
+from capacity.model.forward_pass import eager_pass_ms, eager_scenario
 from capacity.model.scenario import Scenario, evaluate, make_scenario
 from capacity.plan.events import service_from_scenario
 
@@ -41,6 +41,7 @@ def test_every_pass_pays_the_layers_eager_cost_and_no_graph_padding() -> None:
     assert e.layer_overhead_ms == pytest.approx(s.layer_overhead_ms + 0.339)
     assert e.cuda_graph_max_tokens == 0.0
     assert e.fixed_step_ms - s.fixed_step_ms == pytest.approx(13.56)
+    assert eager_pass_ms(s.model, engine_profile("vllm")) == pytest.approx(13.56)
     # one sequence: the step grows by exactly that (batch 1 is a captured size: no padding)
     one = float(evaluate(s, [1]).decode.step_ms[0])
     assert float(evaluate(e, [1]).decode.step_ms[0]) == pytest.approx(one + 13.56)

@@ -118,3 +118,14 @@ def test_a_disaggregated_hand_over_sends_the_states_too() -> None:
     assert handover_bytes(QWEN35, "bf16", 1000.0, 2) == 8 * 2048 * 1000 + 24 * 1_073_152
     llama = default_catalog().models["llama-3.1-70b"]
     assert handover_bytes(llama, "fp16", 8192.0, 1) == 2_684_354_560
+
+
+def test_the_align_block_and_the_states_beyond_f2() -> None:
+    from capacity.model.kv import align_block_tokens, extra_state_bytes
+
+    dense = default_catalog().models["qwen3-8b"]
+    assert [align_block_tokens(QWEN35, "bf16", 1, b) for b in (16, 256, 1024)] == [528, 528, 1024]
+    assert align_block_tokens(dense, "bf16", 1, 16) == 0
+    assert extra_state_bytes(QWEN35, "bf16", 1, 16) == 24 * STATE_PAGE
+    assert extra_state_bytes(QWEN35, "bf16", 1, 1) == 24 * 2_146_304
+    assert extra_state_bytes(dense, "bf16", 1, 16) == 0.0

@@ -28,6 +28,7 @@ from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
 from capacity.cli.plan import add_draft_flags, add_scenario_flags, scenario_from_args
 from capacity.cli.plan_load import MAX_BATCHED_TOKENS
+from capacity.model.forward_pass import eager_pass_ms
 from capacity.sim.scheduler import SimConfig
 from capacity.sim.server import bind_socket, create_app, uvicorn_config
 
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
           f"tokens){engine}" + (f", draft {draft.label}" if draft is not None else "")
           + (f", CPU offload {args.cpu_offload_gb:g} GiB (+{sim.physics.offload_s * 1e3:.2f} ms "
              "a pass)" if args.cpu_offload_gb else "")
-          + (f", no CUDA graphs (+{scenario.model.layers * prof.eager_layer_ms:.2f} ms a pass)"
+          + (f", no CUDA graphs (+{eager_pass_ms(scenario.model, prof):.2f} ms a pass)"
              if args.enforce_eager else "")
           + f", speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
           flush=True)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from capacity.catalog.engines import EngineProfile
 from capacity.catalog.host_links import host_link
+from capacity.catalog.loader import Model
 from capacity.errors import InputError
 from capacity.model.moe import DENSE, Routing
 from capacity.model.prefill import step_mfu
@@ -86,6 +87,13 @@ def scenario_offload_ms(s: Scenario, offload_gib: float) -> float:
         raise InputError(f"--cpu-offload-gb {offload_gib:g} GiB exceeds the "
                          f"{s.weights_per_gpu_gb * GB / GIB:.2f} GiB of weights one GPU holds")
     return offload_ms(offload_gib, host_link(s.gpu.key).gb_s)
+
+
+def eager_pass_ms(model: Model, profile: EngineProfile) -> float:
+    """What every forward pass adds without CUDA graphs under `profile` (ms): the model's
+    layers x the profile's `eager_layer_ms` (`eager_scenario`'s growth of F11). Example: 40 x
+    0.339 = 13.56 ms (vLLM, Qwen3-14B)."""
+    return model.layers * profile.eager_layer_ms
 
 
 def eager_scenario(s: Scenario, profile: EngineProfile) -> Scenario:

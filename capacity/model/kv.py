@@ -220,3 +220,25 @@ def held_state_bytes(model: Model, kv_dtype: str = "fp16", tp: int = 1,
             state = (g.page_state_bytes if g.page_state_bytes > 0 else g.state_bytes) / tp
             total += g.count * (page if hybrid and g.page_state_bytes > 0 else state)
     return total
+
+
+def align_block_tokens(model: Model, kv_dtype: str = "fp16", tp: int = 1,
+                       block_size: int = DEFAULT_BLOCK_SIZE) -> int:
+    """The block vLLM's mamba 'align' mode (prefix caching on a hybrid model) ends prefill
+    chunks at (tokens): the engine's page, `engine_block_tokens`, on a hybrid model; 0 on a
+    model without a linear layer's stated `page_state_bytes` (no align mode). Qwen3.5-9B at
+    bf16 KV: 528 for a --block-size of 16 or 256, 1,024 for 1,024; Qwen3-8B: 0."""
+    if not hybrid_block_tokens(model, kv_dtype, tp):
+        return 0
+    return engine_block_tokens(model, kv_dtype, tp, block_size)
+
+
+def extra_state_bytes(model: Model, kv_dtype: str = "fp16", tp: int = 1,
+                      block_size: int = DEFAULT_BLOCK_SIZE) -> float:
+    """What a request's linear-layer states take in the engine beyond F2's `state_bytes`
+    (bytes per request on one TP rank): `held_state_bytes` less the chapter's states; 0 on a
+    model without a stated `page_state_bytes`. Qwen3.5-9B, bf16 KV, TP 1: 51,904,512 B in
+    vLLM's pages, 51,511,296 B in a token pool (the states themselves, what a disaggregated
+    hand-over sends)."""
+    return (held_state_bytes(model, kv_dtype, tp, block_size)
+            - kv_bytes_per_token(model, kv_dtype, tp).state_bytes_per_request)

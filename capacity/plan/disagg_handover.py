@@ -34,12 +34,7 @@ import numpy.typing as npt
 from capacity.catalog.loader import Gpu, Model
 from capacity.catalog.nodes import NodeShape, node_shape
 from capacity.errors import InputError
-from capacity.model.kv import (
-    held_state_bytes,
-    kv_bytes_per_token,
-    kv_request_bytes,
-    tokens_held,
-)
+from capacity.model.kv import extra_state_bytes, kv_request_bytes, tokens_held
 from capacity.types import FloatArray
 
 DEFAULT_LINK_EFFICIENCY = 0.85
@@ -173,7 +168,7 @@ def link_for(prefill_gpu: Gpu, decode_gpu: Gpu, *, pool_gpus: int,
 def handover_bytes(model: Model, kv_dtype: str, prompt_tokens: float, tp: int) -> float:
     """KV bytes one GPU of a TP group holds for a prompt: F2 at `tp` (exact, not paged), and a
     hybrid model's linear-layer states, which the decode side needs to go on and the chapter's
-    F2 leaves out (`kv.held_state_bytes` in a token pool, less F2's `state_bytes`). Unit: bytes.
+    F2 leaves out (`kv.extra_state_bytes` in a token pool). Unit: bytes.
     Each prefill GPU sends its share and each decode GPU receives its own, so what crosses the
     network per request is the whole KV (all layers: F1 x prompt): the decode pool's TP split
     changes how many NICs receive it, not the bytes. Where heads do not split (fewer KV heads
@@ -181,9 +176,8 @@ def handover_bytes(model: Model, kv_dtype: str, prompt_tokens: float, tp: int) -
     Llama-3.1-70B, fp16 KV, TP 1: 80 layers x 2 x 8 heads x 128 x 2 B = 327,680 B a token;
     8,192 tokens -> 2,684,354,560 B. Qwen3.5-9B, bf16 KV, TP 1, 1,000 tokens: 8 x 4,096 x
     1,000 + 24 x 2,146,304 = 84,279,296 B."""
-    states = (held_state_bytes(model, kv_dtype, tp, 1)
-              - kv_bytes_per_token(model, kv_dtype, tp).state_bytes_per_request)
-    return float(kv_request_bytes(model, float(prompt_tokens), kv_dtype, tp).exact_bytes) + states
+    return (float(kv_request_bytes(model, float(prompt_tokens), kv_dtype, tp).exact_bytes)
+            + extra_state_bytes(model, kv_dtype, tp, 1))
 
 
 def descriptors_per_rank(model: Model, prompt_tokens: float,

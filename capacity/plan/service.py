@@ -16,12 +16,13 @@ from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profi
 from capacity.errors import InputError
 from capacity.model.forward_pass import (
     UnifiedKv,
+    eager_pass_ms,
     eager_scenario,
     pass_slowdown,
     scenario_offload_ms,
     unified_kv,
 )
-from capacity.model.kv import engine_block_tokens, held_request_bytes, hybrid_block_tokens
+from capacity.model.kv import align_block_tokens, held_request_bytes
 from capacity.model.memory import max_concurrency
 from capacity.model.moe import DENSE, Routing
 from capacity.model.parallel import CommLine, tp_comm_line
@@ -167,7 +168,7 @@ class ServiceModel:
     reach the longest. None: every prompt is `prompt_tokens`. Chunked prefill, one turn and no
     shared prefix only (`capacity.model.output_lengths.maxent_lengths` draws them)."""
     align_block_tokens: int = 0
-    """vLLM's mamba 'align' mode (prefix caching on a hybrid model, `kv.hybrid_block_tokens`):
+    """vLLM's mamba 'align' mode (prefix caching on a hybrid model, `kv.align_block_tokens`):
     a prompt's prefill chunks end at whole multiples of this block, and the part after its
     last whole block prefills in a step of its own (`align_take`); 0: off."""
 
@@ -582,11 +583,11 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     longest; the slots and the decode step stay at the scenario's prompt, their mean.
     `prefix_caching`: the engine caches prefixes; under the vLLM profile on a hybrid model
     (linear-state layers with a `page_state_bytes`) that is its mamba 'align' mode, whose
-    prefill chunks end at the hybrid attention block (`kv.hybrid_block_tokens`,
+    prefill chunks end at the hybrid attention block (`kv.align_block_tokens`,
     `ServiceModel.align_take`); elsewhere nothing more. `enforce_eager`: `eager_scenario`."""
     prof = engine_profile(engine) if isinstance(engine, str) else engine
     prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
-    eager = s.model.layers * prof.eager_layer_ms if enforce_eager else 0.0
+    eager = eager_pass_ms(s.model, prof) if enforce_eager else 0.0
     s = eager_scenario(s, prof) if enforce_eager else s
     if block_tokens is not None:
         if block_tokens < 1:
@@ -619,9 +620,8 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
             raise InputError(f"the longest prompt, {longest:,} tokens, and {output_tokens:,} "
                              f"output need more than the {s.context_tokens:,}-token context "
                              "(raise --ctx)")
-    align = (engine_block_tokens(s.model, s.kv_dtype, s.tp, prof.kv_block_tokens)
-             if prefix_caching and prof.key == ALIGN_PROFILE and budget is not None
-             and hybrid_block_tokens(s.model, s.kv_dtype, s.tp) else 0)
+    align = (align_block_tokens(s.model, s.kv_dtype, s.tp, prof.kv_block_tokens)
+             if prefix_caching and prof.key == ALIGN_PROFILE and budget is not None else 0)
     if longest + output_tokens > s.context_tokens and turns > 1:
         raise InputError(f"the last of {turns} turns needs {longest + output_tokens:,} tokens "
                          f"of context; the context is {s.context_tokens:,} (raise --ctx)")
