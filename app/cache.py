@@ -45,6 +45,7 @@ from capacity.plan.events import (
 from capacity.plan.mix import MixPlan, MixWorkload, plan_mix
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.plan.search import plan as search_plan
+from capacity.plan.service import ServiceModel
 from capacity.report.document import blocks_pdf, render_markdown
 from capacity.report.explain import Explanation, MathStep, Targets, explain, show_math, table_records
 from capacity.report.quote import mix_quote_blocks, quote_markdown, quote_pdf
@@ -166,9 +167,11 @@ class Uncertainty:
 
 @cached(max_entries=64)
 def prefix_effect(version: str, state: ExplorerState) -> PrefixEffect:
-    """`capacity.model.prefix.prefix_effect` for the Explorer's shared prefix."""
+    """`capacity.model.prefix.prefix_effect` for the Explorer's shared prefix, as much of it as
+    the load view's engine's cache serves (`ExplorerState.prefix_grain`)."""
     del version
-    return model_prefix_effect(state.scenario(catalog()), state.prefix, state.prefix_share)
+    s = state.scenario(catalog())
+    return model_prefix_effect(s, state.prefix, state.prefix_share, state.prefix_grain(s))
 
 
 @cached(max_entries=64)
@@ -275,6 +278,12 @@ class LoadView:
     state_bytes: float = 0.0
     """What a request holds in the engine's pages beyond the chapter's F2: a hybrid model's
     linear-layer states (`kv.extra_state_bytes`), bytes per GPU."""
+    prefix_tokens: int = 0
+    """The shared prefix asked for (tokens; 0: none)."""
+    cached_prefix_tokens: int = 0
+    """What the engine's cache serves of it (`ServiceModel.cached_tokens`), tokens."""
+    prefix_cut: bool = False
+    """The cache serves less of the prefix than asked (`ServiceModel.prefix_cut`)."""
 
 
 OPEN_LOOP_REQUESTS = 2000
@@ -319,7 +328,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
                         offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
                         align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms,
                         state_bytes=states, point=LoadPoint(concurrency=state.c, ttft_ms=p.ttft_ms,
-                                        tpot_ms=p.tpot_ms))
+                                        tpot_ms=p.tpot_ms), **_prefix_fields(svc))
     per_replica = -(-state.concurrency // s.replicas)
     svc, points = closed_loop_load(
         s, engine=state.engine, output_tokens=out,
@@ -328,7 +337,13 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
                     point=points[0] if points else None, chunk_tokens=svc.chunk_tokens,
                     offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
                     align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms,
-                    state_bytes=states)
+                    state_bytes=states, **_prefix_fields(svc))
+
+
+def _prefix_fields(svc: ServiceModel) -> dict[str, Any]:
+    """The LoadView's shared-prefix fields of the replica's ServiceModel."""
+    return {"prefix_tokens": svc.prefix_tokens, "cached_prefix_tokens": svc.cached_tokens,
+            "prefix_cut": svc.prefix_cut}
 
 
 # ---- the Planner -----------------------------------------------------------------------------

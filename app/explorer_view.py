@@ -21,7 +21,7 @@ from capacity.errors import CapacityError
 from capacity.model.basis import TYPICAL_PREFIX, BasisKind, kind_of_knobs, knobs_of
 from capacity.model.draft_gain import MAX_BREAKEVEN_BATCH, DraftGain
 from capacity.model.memory import MemoryVerdict
-from capacity.model.prefix import PrefixEffect
+from capacity.model.prefix import TOKEN_GRAIN, PrefixEffect
 from capacity.model.scenario import Scenario
 from capacity.plan.events import MAX_LOAD_REQUESTS, OpenLoopPoint
 from capacity.report.bases import basis_label, knobs_text, plateau_text
@@ -204,6 +204,10 @@ def knobs_caption(load: LoadView, lang: str) -> str:
         text += " " + t("load_eager_line", lang, ms=f"{load.eager_ms:.2f}")
     if load.state_bytes > 0:
         text += " " + t("load_state_line", lang, mb=f"{load.state_bytes / 1e6:,.1f}")
+    if load.prefix_cut:
+        why = t("load_prefix_align" if load.align_block_tokens else "load_prefix_pages", lang)
+        text += " " + t("load_prefix_line", lang, cached=f"{load.cached_prefix_tokens:,}",
+                        prefix=f"{load.prefix_tokens:,}", why=why)
     return text
 
 
@@ -219,7 +223,9 @@ def prefix_panel(pe: PrefixEffect, state: ExplorerState, lang: str) -> Panel:
          Metric(t("prefix_cost", lang, cur=cur), f"{pe.cost_per_mtok[1]:,.3f}",
                 delta=f"{pe.cost_per_mtok[1] - pe.cost_per_mtok[0]:+,.3f}", delta_color="inverse")),
         t("prefix_caption", lang, t0=f"{pe.ttft_s[0]:.2f} s", c0=f"{pe.c_vram[0]:,}",
-          cost0=f"{pe.cost_per_mtok[0]:,.3f}", cur=cur, p=f"{state.prompt_tokens:,}"))
+          cost0=f"{pe.cost_per_mtok[0]:,.3f}", cur=cur, p=f"{state.prompt_tokens:,}")
+        + (" " + t("prefix_served", lang, prefix=f"{state.prefix:,}")
+           if pe.prefix_tokens < TOKEN_GRAIN.shared(state.prefix, state.prompt_tokens) else ""))
 
 
 def prediction_caption(s: Scenario, basis: str, lang: str) -> str:

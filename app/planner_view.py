@@ -18,6 +18,7 @@ from capacity import workspace
 from capacity.fit.traffic import LogSummary
 from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative
+from capacity.plan.detail import prefix_served
 from capacity.plan.drafting import draft_note
 from capacity.plan.events import QueueResult
 from capacity.plan.mix import Fleet, MixPlan
@@ -142,6 +143,13 @@ def near_misses_markdown(result: Plan, lang: str) -> str:
         f"- {option_label(m.option, lang)}{t('colon', lang)}"
         + t("list_sep", lang).join(fix_text(f, m.option.tp, lang) for f in m.fixes)
         for m in result.near_misses)
+
+
+def prefix_caption(inp: PlanInputs, o: Option, lang: str) -> str:
+    """'' unless the engine's cache serves less of the shared prefix than asked on `o`."""
+    served, asked = prefix_served(inp, o)
+    return t("pl_prefix_served", lang, served=f"{served:,}", asked=f"{asked:,}") \
+        if served < asked else ""
 
 
 def simulation_caption(sim: QueueResult, lang: str) -> str:

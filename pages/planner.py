@@ -146,6 +146,8 @@ if result.options:
     chosen_label = st.selectbox(T("pl_chosen"), labels, key="planner_chosen")
     chosen = result.options[labels.index(chosen_label)]
     st.link_button(T("pl_explorer"), link(chosen))
+    if served := view.prefix_caption(inputs, chosen, lang):
+        st.caption(served)
     try:
         sim = cache.simulation(inputs, chosen)
         curve = cache.curve(inputs, chosen)

@@ -585,3 +585,39 @@ def test_the_closed_loop_load_view_is_capacity_plan_engine(
         assert m[f"TPOT {pct} under load"] == f"{point['tpot_ms'][str(q)]:,.1f} ms"
     assert m["TTFT p50, clients together"] == f"{point['ttft_together_ms']['0.5'] / 1e3:,.2f} s"
     assert f"{slots} slots per replica" in " ".join(c.value for c in at.caption)
+
+
+@pytest.mark.slow
+def test_the_load_view_says_how_much_of_a_shared_prefix_the_cache_serves(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A 2,000-token shared prefix of 2,200-token prompts on the default hybrid model under
+    vLLM: the cache serves 1,584 tokens (the align mode's checkpoint, `prefix.PrefixGrain`), the
+    caption says so, and TTFT p50 is `capacity plan`'s with the same prefix; under SGLang's
+    token pool the whole prefix is served and the caption has no such line."""
+    import json
+
+    from capacity.cli.main import main
+
+    link = {"c": "4", "out": "64", "ctx": "4096", "prompt": "2200", "prefix": "2000",
+            "prefix_share": "0.9"}
+    at = start(engine="vllm", **link)
+    assert not at.exception
+    caption = " ".join(c.value for c in at.caption)
+    assert "prefix cache serves 1,584 of the 2,000 shared tokens" in caption
+    # the what-if's prefix panel takes the same 1,584 tokens, and says so
+    assert "**Prefix caching: 1,584 shared tokens, reused by 90% of requests**" in [
+        m.value for m in at.markdown]
+    assert "Of the 2,000 shared tokens, these figures take what the engine's" in caption
+    assert main(["plan", "--engine", "vllm", "--concurrency", "4", "--output-tokens", "64",
+                 "--ctx", "4096", "--prompt-tokens", "2200", "--prefix-tokens", "2000",
+                 "--prefix-share", "0.9", "--format", "json"]) == 0
+    load = json.loads(capsys.readouterr().out)["load"]
+    assert load["cached_prefix_tokens"] == 1584
+    point = load["points"][0]
+    shown = metrics(at)
+    assert shown["TTFT p50 under load"] == f"{point['ttft_ms']['0.5'] / 1e3:,.2f} s"
+    assert shown["TPOT p50 under load"] == f"{point['tpot_ms']['0.5']:,.1f} ms"
+    sg = start(engine="sglang", **link)
+    assert "shared tokens" not in " ".join(c.value for c in sg.caption)
+    assert "**Prefix caching: 2,000 shared tokens, reused by 90% of requests**" in [
+        m.value for m in sg.markdown]

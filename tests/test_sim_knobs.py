@@ -223,8 +223,10 @@ def test_a_shared_system_prompt_is_cached_as_the_event_model_caches_it() -> None
     """Requests one after another, each a 400-token system message and a 100-token user
     message: the first prefills all 500 tokens, every later one only the 100 new ones (its
     first chunk pays the prefill's fixed part), so its TTFT is the event model's hit: one
-    forward pass of the 100 tokens after the 400 cached."""
-    s = make_scenario(context_tokens=1000, prompt_tokens=500)
+    forward pass of the 100 tokens after the 400 cached (25 whole 16-token blocks of a dense
+    model: the default hybrid model caches nothing of a prefix shorter than its 528-token
+    block, tests/test_prefix_grain.py)."""
+    s = make_scenario("qwen3-8b", context_tokens=1000, prompt_tokens=500)
     truth, info = _burst(s, SimConfig(engine="vllm", speedup=SPEEDUP), 4, 500, 8,
                          system_tokens=400, one_by_one=True)
     assert (info["prefix_hits"], info["prefix_misses"]) == (3, 1)

@@ -60,8 +60,10 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix-tokens", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0,
                    metavar="TOKENS",
                    help="under --engine or --rate: a shared prefix (system prompt) the prefix "
-                        "cache holds once; --prefix-share of requests skip its prefill "
-                        "(vLLM and SGLang prefix caching; default 0: none)")
+                        "cache holds once; --prefix-share of requests skip the part of it the "
+                        "engine's cache serves (vLLM: whole KV blocks, on a hybrid model only "
+                        "the block ends its prefill chunks stop at; SGLang: every token) "
+                        "(default 0: none)")
     p.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9, metavar="SHARE",
                    help="share of requests that find --prefix-tokens cached (default 0.9)")
     p.add_argument("--prefix-caching", action="store_true",
@@ -69,7 +71,9 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                         "--enable-prefix-caching, whose mamba 'align' mode ends prefill chunks "
                         "at the hybrid attention block (528 tokens for Qwen3.5-9B at bf16 KV), "
                         "so a prompt past a block takes one more step (default: off, vLLM's "
-                        "default for hybrid models); no effect on other models and engines")
+                        "default for hybrid models; --prefix-tokens or --turns turn it on, and a "
+                        "hit then resumes only at a block end its chunks stopped at); no effect "
+                        "on other models and engines")
     p.add_argument("--enforce-eager", action="store_true",
                    help="under --engine vllm or sglang, or --rate: the engine runs without CUDA "
                         "graphs (vLLM's --enforce-eager, SGLang's --disable-cuda-graph): every "
@@ -204,7 +208,7 @@ def knobs_json(svc: ServiceModel) -> dict[str, Any]:
     turns per conversation, each later turn's new tokens and the mean prompt tokens a request
     prefills (tokens)."""
     return {"offload_ms_per_pass": svc.offload_ms, "cached_prefix_tokens": svc.cached_tokens,
-            "prefix_share": svc.prefix_share, "turns": svc.turns,
+            "shared_prefix_tokens": svc.prefix_tokens, "prefix_share": svc.prefix_share, "turns": svc.turns,
             "turn_tokens": svc.turn_tokens, "prefilled_tokens_mean": svc.new_prompt_tokens,
             "aligned_block_tokens": svc.align_block_tokens, "eager_ms_per_pass": svc.eager_ms}
 
@@ -219,6 +223,12 @@ def knobs_text(svc: ServiceModel) -> str:
     if svc.cached_tokens and svc.prefix_share:
         parts.append(f"{svc.prefix_share:.0%} of requests find a {svc.cached_tokens:,}-token "
                      "prefix cached")
+    if svc.prefix_cut:
+        parts.append(f"the engine's cache serves {svc.cached_tokens:,} of the "
+                     f"{svc.prefix_tokens:,} shared tokens (" + (
+                         "a hybrid model's states are kept only at the block ends its prefill "
+                         "chunks stop at" if svc.align_block_tokens else "whole KV pages only")
+                     + ")")
     if svc.align_block_tokens:
         parts.append(f"prefix caching on a hybrid model: prefill chunks end at "
                      f"{svc.align_block_tokens:,}-token blocks (vLLM's align mode)")

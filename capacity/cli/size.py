@@ -142,7 +142,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     w.add_argument("--prefix-tokens", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0,
                    metavar="TOKENS",
                    help="shared prefix (system prompt) a prefix cache holds once: prefill skips "
-                        "it for --prefix-share of requests (default 0: no prefix caching)")
+                        "what --engine's cache serves of it for --prefix-share of requests "
+                        "(vLLM: whole KV blocks, on a hybrid model only the block ends its "
+                        "prefill chunks stop at; default 0: no prefix caching)")
     w.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9,
                    metavar="FRACTION",
                    help="share of requests that reuse the shared prefix (default 0.9)")

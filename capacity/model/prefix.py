@@ -11,6 +11,9 @@ cache saves (docs/method.md, "Prefix caching").
 - Cost per M output tokens at full load (F7): one replica serves at most
   1 / (prefill + (output - 1) x step / slots) requests/s, so a shorter prefill raises that rate
   and lowers the cost per M tokens.
+- What an engine's cache serves of a shared prefix (`PrefixGrain`, `prefix_grain`): vLLM whole
+  blocks, and on a hybrid model only the block ends its prefill chunks stop at (the mamba
+  'align' mode); a token pool (SGLang) and the chapter every token.
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
+from capacity.catalog.engines import EngineProfile
+from capacity.catalog.loader import Model
 from capacity.errors import InputError
 from capacity.model.cost import cost_per_mtok
-from capacity.model.kv import kv_request_bytes
+from capacity.model.kv import align_block_tokens, engine_block_tokens, kv_request_bytes
 from capacity.model.memory import MemoryVerdict, max_concurrency, memory_verdict
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import (
@@ -36,6 +42,96 @@ from capacity.model.prefill import (
 from capacity.model.roofline import counts_as_engines
 from capacity.model.scenario import Scenario, TableRow, capacity_table, evaluate
 from capacity.types import FloatArray, IntArray
+
+ALIGN_PROFILE = "vllm"
+"""The engine profile whose prefix caching on a hybrid model runs the mamba 'align' mode
+(vLLM V1; `capacity.plan.service.service_from_scenario`'s `prefix_caching`)."""
+
+
+def align_chunk_tokens(prompt: int, done: int, take: int, block: int) -> int:
+    """Prompt tokens a step prefills of a request at `done` of `prompt` when the budget leaves
+    it `take`, under vLLM's mamba 'align' mode with attention blocks of `block` tokens (B > 0;
+    0: no align mode, `take`): the chunk ends at a multiple of B before the prompt's last whole
+    block (floor(take / B) x B), or exactly at that block's end; the rest of the prompt goes in
+    the next step. Example: B = 528, a 1,000-token prompt, 8,192 tokens of budget: 528 this
+    step, 472 the next; a 342-token prompt: 342 at once.
+    Source: vLLM's Scheduler._mamba_block_aligned_split (github:vllm-project/vllm
+    vllm/v1/core/sched/scheduler.py); docs/method.md ("Prefix caching on a hybrid model")."""
+    if block <= 0:
+        return take
+    last = prompt - prompt % block
+    if done + take < last:
+        return take // block * block
+    if done < last < done + take:
+        return last - done
+    return take
+
+
+def align_checkpoints(prompt: int, block: int, budget: int) -> tuple[int, ...]:
+    """The positions (tokens) at which vLLM's align mode keeps a hybrid model's linear-layer
+    states of a `prompt`-token prompt prefilled alone, `budget` tokens a step: the ends of its
+    chunks (`align_chunk_tokens`) that are whole blocks of `block` tokens. Only there can a
+    later request resume from the cache. Examples (B = 528): 2,200 tokens, budget 2,048:
+    (1,584, 2,112); budget 8,192: (2,112,); 500 tokens: () (no whole block).
+    Source: vLLM's MambaManager in align mode keeps one state block per prefill chunk, at the
+    chunk's last aligned boundary (github:vllm-project/vllm pull 43628, "Root cause"; issue
+    45238 measures the 1,584 and 2,112 of the first example on Qwen3.5-4B)."""
+    if block <= 0 or budget <= 0:
+        raise InputError("align checkpoints need a block and a token budget >= 1")
+    out: list[int] = []
+    done = 0
+    while done < prompt:
+        done += max(1, align_chunk_tokens(prompt, done, min(budget, prompt - done), block))
+        if done % block == 0:
+            out.append(done)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class PrefixGrain:
+    """Where an engine's prefix cache can serve a hit from (tokens): whole blocks of
+    `block_tokens` (1: any token), and under vLLM's align mode (`align_budget_tokens` > 0, the
+    token budget its chunks are cut at) only the block ends a prompt's chunks stop at."""
+
+    block_tokens: int = 1
+    align_budget_tokens: int = 0
+
+    def shared(self, prefix_tokens: int, prompt_tokens: int) -> int:
+        """Tokens of a `prefix_tokens` shared prefix a `prompt_tokens` prompt finds cached
+        once an earlier prompt of the same shape put it there: the prefix capped below the
+        prompt (its last token is always computed), rounded down to a whole block, or under the
+        align mode the last of the earlier prompt's `align_checkpoints` inside it (0: none).
+        Examples: vLLM, 16-token blocks, a 1,000-token prefix: 992; Qwen3.5-9B (B = 528), a
+        2,000-token prefix of 2,200-token prompts: 1,584 at a 2,048-token budget, 0 at 8,192
+        (its one checkpoint, 2,112, lies past the prefix); a token pool: 1,000 and 2,000."""
+        c = max(0, min(int(prefix_tokens), int(prompt_tokens) - 1))
+        if self.align_budget_tokens > 0:
+            marks = align_checkpoints(int(prompt_tokens), self.block_tokens,
+                                      self.align_budget_tokens)
+            return max((m for m in marks if m <= c), default=0)
+        return c // self.block_tokens * self.block_tokens
+
+
+TOKEN_GRAIN: Final = PrefixGrain()
+"""A cache that serves a hit from any token: a token pool (SGLang), the chapter's arithmetic."""
+
+
+def prefix_grain(model: Model, kv_dtype: str, tp: int, profile: EngineProfile,
+                 budget_tokens: int | None, block_size: int | None = None) -> PrefixGrain:
+    """The `PrefixGrain` of `profile` serving `model`: a paged pool (vLLM) caches whole pages
+    of the engine's block (`kv.engine_block_tokens`, `block_size` or the profile's; 528 tokens
+    for Qwen3.5-9B at bf16 KV), and vLLM's profile on a hybrid model the align mode's
+    checkpoints at `budget_tokens` a step; a token pool (SGLang's page of 1) and a KV reserved
+    at the context (the chapter, llama.cpp's slots) any token. Source: vLLM's prefix caching
+    hashes full blocks only (docs/design/prefix_caching.md); the align mode as
+    `align_checkpoints`; docs/method.md ("Prefix caching on a hybrid model")."""
+    if profile.kv_admission != "tokens":
+        return TOKEN_GRAIN
+    block = profile.kv_block_tokens if block_size is None else int(block_size)
+    align = align_block_tokens(model, kv_dtype, tp, block) if profile.key == ALIGN_PROFILE else 0
+    if align and budget_tokens:
+        return PrefixGrain(block_tokens=align, align_budget_tokens=int(budget_tokens))
+    return PrefixGrain(block_tokens=engine_block_tokens(model, kv_dtype, tp, block))
 
 
 def cached_prefill(s: Scenario, prompt_tokens: npt.ArrayLike,
@@ -63,6 +159,22 @@ def cached_prefill(s: Scenario, prompt_tokens: npt.ArrayLike,
                                    - np.where(c > 0, hit.attention_flops, 0.0),
                                    dtype=np.float64),
         head_flops=full.head_flops)
+
+
+def mean_prefix_prefill(whole: PrefillFlops, model: Model, hit_tokens: int, share: float, *,
+                        by_operator: bool = False) -> tuple[PrefillFlops, float]:
+    """The mean prompt's prefill FLOPs and new tokens when `share` of prompts find `hit_tokens`
+    cached (the planner's mean over misses and hits): `whole` (F6 of one whole prompt) less
+    share x the cached prefix's per-token FLOPs (exact for causal attention, as
+    `cached_prefill`), and the prompt less share x hit tokens. Units: FLOPs, tokens."""
+    if not (hit_tokens > 0 and share > 0):
+        return whole, float(np.asarray(whole.prompt_tokens))
+    cached = prefill_flops(model, hit_tokens, by_operator=by_operator).per_token_part()
+    return (PrefillFlops(prompt_tokens=whole.prompt_tokens - share * hit_tokens,
+                         linear_flops=whole.linear_flops - share * cached.linear_flops,
+                         attention_flops=whole.attention_flops - share * cached.attention_flops,
+                         head_flops=whole.head_flops),
+            float(np.asarray(whole.prompt_tokens)) - share * hit_tokens)
 
 
 def cached_prefill_flops(s: Scenario, prompt_tokens: npt.ArrayLike,
@@ -154,9 +266,11 @@ class PrefixEffect:
     cost_per_mtok: tuple[float, float]
 
 
-def prefix_effect(s: Scenario, prefix_tokens: int, share: float) -> PrefixEffect:
+def prefix_effect(s: Scenario, prefix_tokens: int, share: float,
+                  grain: PrefixGrain = TOKEN_GRAIN) -> PrefixEffect:
     """The Explorer's "shared prefix": `share` of requests reuse a cached prefix of
-    `prefix_tokens` (capped below the prompt).
+    `prefix_tokens` (capped below the prompt; as much of it as `grain` serves, every token
+    without an engine: the chapter's arithmetic).
 
     - mean TTFT at no load: share x prefill(L, prefix) + (1 - share) x prefill(L);
     - C_vram: the prefix held once, each sharing request holds the rest:
@@ -167,7 +281,7 @@ def prefix_effect(s: Scenario, prefix_tokens: int, share: float) -> PrefixEffect
     if not 0.0 <= share <= 1.0:
         raise InputError(f"prefix share is a fraction of requests in [0, 1], got {share}")
     prompt = s.prompt
-    p = max(0, min(int(prefix_tokens), prompt - 1, s.context_tokens - 1))
+    p = max(0, min(grain.shared(prefix_tokens, prompt), s.context_tokens - 1))
     full = float(cached_prefill_s(s, prompt))
     hit = float(cached_prefill_s(s, prompt, p)) if p > 0 else full
     lat_s = s.request_latency_ms / 1e3   # TTFT: the prefill and the latency outside the GPU
@@ -185,15 +299,16 @@ def prefix_effect(s: Scenario, prefix_tokens: int, share: float) -> PrefixEffect
 
 
 def prefix_capacity_table(s: Scenario, rows: Sequence[tuple[int, int]], prefix_tokens: int,
-                          share: float) -> list[TableRow]:
+                          share: float, grain: PrefixGrain = TOKEN_GRAIN) -> list[TableRow]:
     """F8's capacity table (`capacity_table`) with a shared prefix held in the cache: per GPU,
     the KV total of c requests per replica becomes c x KV(L) - share x c x prefix KV + prefix KV
     (the prefix once; its full-attention and MLA layers, `shared_prefix_bytes`), the subtotal
     and verdict follow, and TTFT at no load is the mean over requests, share x prefill(L,
     prefix) + (1 - share) x prefill(L) (as a ratio to F6's, so the table's basis stays).
+    The prefix is what `grain` serves of `prefix_tokens` (`prefix_effect`).
     Units: bytes, s. Source: docs/method.md, "Prefix caching". Without a prefix: the table."""
     table = capacity_table(s, rows)
-    p = max(0, min(int(prefix_tokens), s.prompt - 1, s.context_tokens - 1))
+    p = max(0, min(grain.shared(prefix_tokens, s.prompt), s.context_tokens - 1))
     if p == 0 or share <= 0 or not table:
         return table
     if share > 1:

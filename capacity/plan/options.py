@@ -24,6 +24,7 @@ from capacity.model.memory import (
     MemoryVerdict,
 )
 from capacity.model.prefill import fixed_prefill_ms
+from capacity.model.prefix import PrefixGrain, prefix_grain
 from capacity.model.roofline import (
     DEFAULT_STEP_METHOD,
 )
@@ -355,6 +356,21 @@ class PlanInputs:
         per-prefill overhead and the per-linear-attention-layer one)."""
         return fixed_prefill_ms(self.prefill_overhead_ms, self.linear_prefill_ms,
                                 model.layers_of("linear"))
+
+    def prefix_grain_on(self, model: Model, gpu: Gpu, kv_dtype: str, tp: int) -> PrefixGrain:
+        """Where the engine's prefix cache serves a hit from on a replica of `tp` x `gpu`
+        (`prefix.prefix_grain`, at the profile's token budget there)."""
+        prof = self.profile_for(gpu.key, gpu.memory_gb)
+        return prefix_grain(model, kv_dtype, tp, prof, prof.token_budget_tokens or None)
+
+    def prefix_hit_tokens(self, model: Model, gpu: Gpu, kv_dtype: str, tp: int) -> int:
+        """Tokens of the shared prefix (`prefix_tokens`) a sharing request finds cached on a
+        replica of `tp` x `gpu`: what the engine's cache serves of it (`prefix_grain_on`); 0
+        without a prefix."""
+        if self.prefix_tokens <= 0 or self.prefix_share <= 0:
+            return 0
+        return self.prefix_grain_on(model, gpu, kv_dtype, tp).shared(self.prefix_tokens,
+                                                                      self.workload.prompt)
 
     def price_of(self, gpu: Gpu) -> Price:
         """The price of one hour of `gpu` in this plan, with its source (`pricing.price_for`:

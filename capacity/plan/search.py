@@ -42,6 +42,7 @@ from capacity.model.memory import (
 from capacity.model.moe import gemm_bytes_per_param, routing_on
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
+from capacity.model.prefix import mean_prefix_prefill
 from capacity.model.roofline import (
     StepModel,
     counts_as_engines,
@@ -146,19 +147,12 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     tps = [tp for tp in _tp_choices(model, inp.max_gpus, inp.allow_tp)
            if tp_only is None or tp == tp_only]
     operator = counts_as_engines(inp.step_method)
-    pf = prefill_flops(model, wl.prompt, by_operator=operator)
-    # prefix caching: the mean prompt skips share x the cached prefix (F6 of the rest, exact
-    # for causal attention: each part of the prefix's FLOPs drops out), and the prefix's
-    # full-attention KV is held once
-    hit = min(inp.prefix_tokens, wl.prompt - 1, wl.context_tokens - 1)
-    share = inp.prefix_share if hit > 0 else 0.0
-    if share > 0:
-        cached = prefill_flops(model, hit, by_operator=operator).per_token_part()
-        pf = PrefillFlops(prompt_tokens=pf.prompt_tokens - share * hit,
-                          linear_flops=pf.linear_flops - share * cached.linear_flops,
-                          attention_flops=pf.attention_flops - share * cached.attention_flops,
-                          head_flops=pf.head_flops)
-    new_tokens = wl.prompt - share * hit
+    whole_pf = prefill_flops(model, wl.prompt, by_operator=operator)
+
+    def prefix_pf(hit: int) -> tuple[PrefillFlops, float]:
+        return mean_prefix_prefill(whole_pf, model, hit, inp.prefix_share if hit > 0 else 0.0,
+                                   by_operator=operator)
+
     # speculative decoding: no draft, then each draft searched (F12), per weight format
     draft_keys = ("", *inp.draft_keys(model.key))
     drafts = {v.format.key: [inp.draft_for(v, k) for k in draft_keys] for v in variants}
@@ -189,17 +183,10 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
             if tp > largest_node or (whole_node and whole_node % tp):
                 continue  # a TP group stays inside one node
             comm = tp_comm_line(model, g, tp)
-            comm_prompt = float(tp_comm_ms(model, g, tp, float(new_tokens)))
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
+            pre_cache: dict[tuple[int, str], float] = {}
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
-                pre_ms = (float(prefill_seconds_by_parts(
-                    pf, tflops_per_replica, inp.mfu_on(g, v.format.compute_dtype), inp.attn_mfu,
-                    inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_tokens,
-                    routing=routing_on(
-                        model, g.tflops_for(v.format.compute_dtype), g.bandwidth_gb_s,
-                        gemm_bytes_per_param(v)))) * 1e3
-                          + comm_prompt)
                 # the draft's weights per GPU join the target's (Scenario's definitions)
                 budgets = [(d, vram_budget(vram_gb=g.memory_gb, util=inp.util,
                                            weights_gb=v.weights_gb / tp
@@ -207,6 +194,13 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                                            overhead_gb=inp.overhead_gb, nccl_gb=nccl))
                            for d in drafts[v.format.key]]
                 for (d, vb), kv in ((b, kv) for b in budgets for kv in inp.kv_dtypes):
+                    # a shared prefix: what the engine's cache serves of it here
+                    hit = inp.prefix_hit_tokens(model, g, kv, tp)
+                    share = inp.prefix_share if hit > 0 else 0.0
+                    if (hit, v.format.key) not in pre_cache:
+                        pre_cache[(hit, v.format.key)] = _prefill_ms(
+                            inp, model, g, tp, v, *prefix_pf(hit))
+                    pre_ms = pre_cache[(hit, v.format.key)]
                     key = (kv, tp, held, block)
                     if key not in kv_cache:
                         kv_req = kv_request_bytes(model, held, kv, tp, block)
@@ -215,12 +209,12 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                         # memory: the engine's pages (a hybrid model's states included)
                         held_cache[key] = (kv_cache[key] if prof.kv_admission == "context" else
                                            float(held_request_bytes(model, held, kv, tp, block)))
-                        if share > 0:
-                            prefix_req = kv_request_bytes(model, hit, kv, tp)
-                            kv_cache[(kv, -tp, held, block)] = float(
-                                prefix_req.by_kind_bytes["full"] + prefix_req.by_kind_bytes["mla"])
+                    if share > 0 and (kv, -tp, hit, block) not in kv_cache:
+                        prefix_req = kv_request_bytes(model, hit, kv, tp)
+                        kv_cache[(kv, -tp, hit, block)] = float(
+                            prefix_req.by_kind_bytes["full"] + prefix_req.by_kind_bytes["mla"])
                     kvr = kv_cache[key]
-                    prefix_kv = kv_cache.get((kv, -tp, held, block), 0.0)
+                    prefix_kv = kv_cache[(kv, -tp, hit, block)] if share > 0 else 0.0
                     kvr -= share * prefix_kv   # per request; the prefix once, from the budget
                     # memory holds the draft's KV beside the target's (x kv_factor); the step
                     # reads the target's, the draft's own in its passes
@@ -283,6 +277,19 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                    step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
                    node_gpus=a["node"].astype(np.int64), drafts=d_l)
     return model, variants, units
+
+
+def _prefill_ms(inp: PlanInputs, model: Model, g: Gpu, tp: int, v: ModelVariant,
+                pf: PrefillFlops, new_tokens: float) -> float:
+    """The mean prompt's prefill on one replica of `v` on `tp` x `g` (ms): F6 by parts over
+    `pf` at the plan's MFU, its fixed prefill time, and TP communication over `new_tokens`."""
+    dtype = v.format.compute_dtype
+    return (float(prefill_seconds_by_parts(
+        pf, g.tflops_for(dtype) * tp, inp.mfu_on(g, dtype), inp.attn_mfu,
+        inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_tokens,
+        routing=routing_on(model, g.tflops_for(dtype), g.bandwidth_gb_s,
+                           gemm_bytes_per_param(v)))) * 1e3
+            + float(tp_comm_ms(model, g, tp, new_tokens)))
 
 
 def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,

@@ -27,15 +27,19 @@ from capacity.model.memory import max_concurrency
 from capacity.model.moe import DENSE, Routing
 from capacity.model.parallel import CommLine, tp_comm_line
 from capacity.model.prefill import prefill_flops
-from capacity.model.prefix import cached_prefill, cached_prefill_s, shared_prefix_bytes
+from capacity.model.prefix import (
+    ALIGN_PROFILE,
+    TOKEN_GRAIN,
+    align_chunk_tokens,
+    cached_prefill,
+    cached_prefill_s,
+    prefix_grain,
+    shared_prefix_bytes,
+)
 from capacity.model.roofline import DecodeStep, counts_as_engines, mixed_step_time_ms, step_time_ms
 from capacity.model.scenario import Scenario, evaluate
 from capacity.types import BoolArray, FloatArray, IntArray, Note
 from capacity.units import GIB, TERA
-
-ALIGN_PROFILE = "vllm"
-"""The engine profile whose prefix caching on a hybrid model runs the mamba 'align' mode
-(vLLM V1; `service_from_scenario`'s `prefix_caching`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +120,8 @@ class ServiceModel:
     """The MFU-bound part of one whole prompt's prefill at the plateau (ms; F6c)."""
     cached_tokens: int = 0
     """Prompt tokens a prefix-cache hit serves from the cache (a shared system prompt)."""
+    prefix_tokens: int = 0
+    """The shared prefix asked for (tokens), of which the cache serves `cached_tokens`."""
     prefix_share: float = 0.0
     """Share of requests that hit the prefix cache (the first request always misses)."""
     hit_prefill_ms: float = 0.0
@@ -224,23 +230,8 @@ class ServiceModel:
 
     def align_take(self, prompt: int, done: int, take: int) -> int:
         """Prompt tokens a step prefills of a request at `done` of `prompt` when the budget
-        leaves it `take`, under vLLM's mamba 'align' mode (`align_block_tokens` B > 0): the
-        chunk ends at a multiple of B before the prompt's last whole block
-        (floor(take / B) x B), or exactly at that block's end; the rest of the prompt goes in
-        the next step. Without it, `take`. Example: B = 528, a 1,000-token prompt, 8,192
-        tokens of budget: 528 this step, 472 the next; a 342-token prompt: 342 at once.
-        Source: vLLM's Scheduler._mamba_block_aligned_split (github:vllm-project/vllm
-        vllm/v1/core/sched/scheduler.py); docs/method.md ("Prefix caching on a hybrid
-        model")."""
-        b = self.align_block_tokens
-        if b <= 0:
-            return take
-        last = prompt - prompt % b
-        if done + take < last:
-            return take // b * b
-        if done < last < done + take:
-            return last - done
-        return take
+        leaves it `take`: `prefix.align_chunk_tokens` at `align_block_tokens` (0: `take`)."""
+        return align_chunk_tokens(prompt, done, take, self.align_block_tokens)
 
     def request_prompts(self, n_requests: int
                         ) -> tuple[IntArray, IntArray, FloatArray, BoolArray]:
@@ -284,6 +275,11 @@ class ServiceModel:
     def _serial(self) -> FloatArray:
         return (np.zeros_like(self.bandwidth_ms) if self.serial_ms is None
                 else np.asarray(self.serial_ms, dtype=np.float64))
+
+    @property
+    def prefix_cut(self) -> bool:
+        """The engine's cache serves less of the shared prefix than asked (`PrefixGrain`)."""
+        return self.cached_tokens < TOKEN_GRAIN.shared(self.prefix_tokens, self.prompt_tokens)
 
     @property
     def max_batch(self) -> int:
@@ -567,8 +563,9 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     --block-size; default the profile's), `offload_gib` vLLM's --cpu-offload-gb (GiB per GPU:
     the KV pool gains it, every forward pass streams it over the host link,
     `forward_pass.scenario_offload_ms`), and a prefix cache (`prefix_tokens` of a shared system
-    prompt that `prefix_share` of requests find cached: their prefill skips it,
-    `prefix.cached_prefill_s`, and its KV is held once, `prefix.shared_prefix_bytes`). The
+    prompt that `prefix_share` of requests find cached, as much of it as the engine's cache
+    serves, `prefix.prefix_grain`: their prefill skips it, `prefix.cached_prefill_s`, and its
+    KV is held once, `prefix.shared_prefix_bytes`). The
     memory utilisation (vLLM's gpu_memory_utilization) is the scenario's `util`: the KV pool
     is util x VRAM - weights - overhead (F3).
 
@@ -581,10 +578,11 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     Prompts that vary (`prompt_lengths`, chunked profiles, one turn, no shared prefix): each
     request's own prompt (`ServiceModel.prompt_lengths`), the prefill arrays reaching the
     longest; the slots and the decode step stay at the scenario's prompt, their mean.
-    `prefix_caching`: the engine caches prefixes; under the vLLM profile on a hybrid model
-    (linear-state layers with a `page_state_bytes`) that is its mamba 'align' mode, whose
-    prefill chunks end at the hybrid attention block (`kv.align_block_tokens`,
-    `ServiceModel.align_take`); elsewhere nothing more. `enforce_eager`: `eager_scenario`."""
+    `prefix_caching` (implied by a shared prefix or turns): the engine caches prefixes; under
+    the vLLM profile on a hybrid model (linear-state layers with a `page_state_bytes`) that is
+    its mamba 'align' mode, whose prefill chunks end at the hybrid attention block
+    (`kv.align_block_tokens`, `ServiceModel.align_take`); elsewhere nothing more.
+    `enforce_eager`: `eager_scenario`."""
     prof = engine_profile(engine) if isinstance(engine, str) else engine
     prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
     eager = eager_pass_ms(s.model, prof) if enforce_eager else 0.0
@@ -597,9 +595,10 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         raise InputError(f"prefix share must be in [0, 1], got {prefix_share}")
     if prefix_tokens < 0:
         raise InputError(f"shared prefix must be >= 0 tokens, got {prefix_tokens}")
-    cached = min(int(prefix_tokens), s.prompt - 1) if prefix_share > 0 else 0
-    share = prefix_share if cached > 0 else 0.0
     budget = chunk_tokens if chunk_tokens is not None else prof.token_budget_tokens or None
+    grain = prefix_grain(s.model, s.kv_dtype, s.tp, prof, budget)
+    cached = grain.shared(prefix_tokens, s.prompt) if prefix_share > 0 else 0
+    share = prefix_share if cached > 0 else 0.0
     if turns < 1 or (turns > 1 and turn_tokens < 1):
         raise InputError(f"multi-turn needs >= 1 turn and >= 1 new token a turn, got {turns} "
                          f"turns of {turn_tokens}")
@@ -620,8 +619,9 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
             raise InputError(f"the longest prompt, {longest:,} tokens, and {output_tokens:,} "
                              f"output need more than the {s.context_tokens:,}-token context "
                              "(raise --ctx)")
+    caching = prefix_caching or turns > 1 or (prefix_tokens > 0 and prefix_share > 0)
     align = (align_block_tokens(s.model, s.kv_dtype, s.tp, prof.kv_block_tokens)
-             if prefix_caching and prof.key == ALIGN_PROFILE and budget is not None else 0)
+             if caching and prof.key == ALIGN_PROFILE and budget is not None else 0)
     if longest + output_tokens > s.context_tokens and turns > 1:
         raise InputError(f"the last of {turns} turns needs {longest + output_tokens:,} tokens "
                          f"of context; the context is {s.context_tokens:,} (raise --ctx)")
@@ -688,7 +688,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         serial_ms=np.asarray(ev.decode.serial_ms, dtype=np.float64),
         mfu_cum_ms=mfu_cum, mfu_half_tokens=half, routing=s.routing,
         prefill_mfu_ms=float(_mfu_ms(s, whole.linear_flops, whole.attention_flops)) if half else 0.0,
-        cached_tokens=cached, prefix_share=share,
+        cached_tokens=cached, prefix_share=share, prefix_tokens=int(prefix_tokens),
         hit_prefill_ms=float(cached_prefill_s(s, s.prompt, cached)) * 1e3 if cached else 0.0,
         hit_mfu_ms=(float(_mfu_ms(s, hit_pf.linear_flops, hit_pf.attention_flops))
                     if hit_pf is not None and half else 0.0),

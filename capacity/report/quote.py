@@ -25,6 +25,7 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import Offer
 from capacity.errors import InputError
+from capacity.model.prefix import TOKEN_GRAIN, prefix_capacity_table, prefix_effect
 from capacity.model.roofline import Bound
 from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
 from capacity.model.speculative import parse_draft
@@ -327,16 +328,18 @@ def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
 
 
 def _prefix_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
-    """With prefix caching planned: the prefix, its share, and the mean prefill and C_vram per
-    replica with and without the cache (docs/method.md, "Prefix caching")."""
+    """The prefix the engine's cache serves, its share, prefill and C_vram with and without it."""
     inp = plan.inputs
     if inp.prefix_tokens <= 0 or inp.prefix_share <= 0:
         return []
-    from capacity.model.prefix import prefix_effect
-
-    pe = prefix_effect(option_scenario(inp, o), inp.prefix_tokens, inp.prefix_share)
+    scen = option_scenario(inp, o)
+    grain = inp.prefix_grain_on(scen.model, scen.gpu, o.kv_dtype, o.tp)
+    pe = prefix_effect(scen, inp.prefix_tokens, inp.prefix_share, grain)
+    asked, served = TOKEN_GRAIN.shared(inp.prefix_tokens, scen.prompt), f"{pe.prefix_tokens:,}"
+    served = served if pe.prefix_tokens >= asked else t(
+        "quote_prefix_served", lang, served=served, asked=f"{asked:,}")
     return [(t("quote_prefix", lang),
-             t("quote_prefix_v", lang, p=f"{pe.prefix_tokens:,}", share=f"{pe.share:.0%}",
+             t("quote_prefix_v", lang, p=served, share=f"{pe.share:.0%}",
                t0=f"{pe.ttft_s[0]:.2f}", t1=f"{pe.ttft_s[1]:.2f}",
                c0=f"{pe.c_vram[0] // o.replicas:,}", c1=f"{pe.c_vram[1] // o.replicas:,}"))]
 
@@ -398,8 +401,6 @@ def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list
     'Open in Explorer' link carries) and at the slot limit; memory per GPU. With prefix
     caching planned, the prefix's KV is held once and TTFT at no load is the mean with the
     cache (`model.prefix.prefix_capacity_table`)."""
-    from capacity.model.prefix import prefix_capacity_table
-
     inp = plan.inputs
     wl = inp.workload
     scen = option_scenario(inp, o, catalog)
@@ -408,7 +409,8 @@ def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list
                  o.slots_per_replica * o.replicas})
     rows = [(c, wl.context_tokens) for c in cs]
     if inp.prefix_tokens > 0 and inp.prefix_share > 0:
-        return prefix_capacity_table(scen, rows, inp.prefix_tokens, inp.prefix_share)
+        return prefix_capacity_table(scen, rows, inp.prefix_tokens, inp.prefix_share,
+                                     inp.prefix_grain_on(scen.model, scen.gpu, o.kv_dtype, o.tp))
     return capacity_table(scen, rows)
 
 

@@ -23,6 +23,7 @@ from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
 from capacity.model.forward_pass import scenario_offload_ms
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import DEFAULT_HEADROOM, DEFAULT_OVERHEAD_GB, DEFAULT_UTIL
+from capacity.model.prefix import PrefixGrain, prefix_grain
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import (
     DEFAULT_CONTEXT_TOKENS,
@@ -178,6 +179,15 @@ class ExplorerState:
         `seqs` when one is set: what a blank knob means."""
         return engine_profile(self.engine).for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(
             self.seqs or None)
+
+    def prefix_grain(self, s: Scenario) -> PrefixGrain:
+        """What the load view's engine's cache serves a shared prefix from
+        (`prefix.prefix_grain`, at the token budget and KV page `load_knobs` pass it; the
+        chapter's every token)."""
+        prof = self.engine_of(s)
+        return prefix_grain(s.model, s.kv_dtype, s.tp, prof,
+                            self.budget or prof.token_budget_tokens or None,
+                            block_size=self.kvblk or None)
 
     def load_knobs(self, s: Scenario) -> dict[str, Any]:
         """The load view's engine knobs as the event model's keyword arguments

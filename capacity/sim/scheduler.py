@@ -56,6 +56,7 @@ from typing import Any
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_profile
 from capacity.errors import InputError
 from capacity.model.forward_pass import eager_scenario
+from capacity.model.prefix import TOKEN_GRAIN, PrefixGrain, prefix_grain
 from capacity.model.scenario import Scenario
 from capacity.sim.drafts import Acceptance
 from capacity.sim.physics import SimPhysics as SimPhysics  # re-exported: the engine's times
@@ -188,12 +189,14 @@ class PrefixCache:
     """The engine's prefix cache, by key: how many leading tokens of each prefix are cached.
 
     A request that names a prefix gets a hit when the cache already holds at least its
-    `prefix_tokens` (then those tokens are not prefilled); its prefill puts them in. A finished
+    `prefix_tokens` (then those tokens are not prefilled, as much of a shared prefix as the
+    engine's `grain` serves, `prefix.prefix_grain`); its prefill puts them in. A finished
     conversation turn leaves its whole context (prompt + output) as the next turn's prefix.
     Nothing is evicted (the model holds a shared prefix once, docs/method.md "Prefix caching").
     """
 
-    def __init__(self) -> None:
+    def __init__(self, grain: PrefixGrain = TOKEN_GRAIN) -> None:
+        self.grain = grain
         self.tokens: dict[int, int] = {}
         self.hits = 0
         self.misses = 0
@@ -205,7 +208,9 @@ class PrefixCache:
             return 0
         if self.tokens.get(seq.prefix_key, 0) < seq.prefix_tokens:
             return 0
-        return min(seq.prefix_tokens, seq.prompt_tokens - 1)
+        if seq.prefix_key == seq.conversation_key:   # a conversation's own history
+            return min(seq.prefix_tokens, seq.prompt_tokens - 1)
+        return self.grain.shared(seq.prefix_tokens, seq.prompt_tokens)
 
     def admit(self, seq: SimSequence) -> int:
         """Cached prompt tokens for `seq` now (0 on a miss); records its prefix as cached."""
@@ -251,7 +256,10 @@ class Simulator:
             self.max_model_len = min(self.max_model_len, self._pool_tokens())
         self.waiting: deque[SimSequence] = deque()
         self.running: list[SimSequence] = []
-        self.prefix_cache = PrefixCache()
+        prof = self.profile
+        self.prefix_cache = PrefixCache(prefix_grain(scenario.model, scenario.kv_dtype,
+                                                     scenario.tp, prof,
+                                                     prof.token_budget_tokens or None))
         self.truth: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.now_s = -math.inf
         """Simulated time (s; in real time on perf_counter's scale, in virtual time from 0)."""
