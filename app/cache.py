@@ -284,6 +284,8 @@ class LoadView:
     """What the engine's cache serves of it (`ServiceModel.cached_tokens`), tokens."""
     prefix_cut: bool = False
     """The cache serves less of the prefix than asked (`ServiceModel.prefix_cut`)."""
+    prefix_kind: str = "token"
+    """Why (`ServiceModel.prefix_kind`: align, leaf, pages)."""
 
 
 OPEN_LOOP_REQUESTS = 2000
@@ -343,7 +345,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
 def _prefix_fields(svc: ServiceModel) -> dict[str, Any]:
     """The LoadView's shared-prefix fields of the replica's ServiceModel."""
     return {"prefix_tokens": svc.prefix_tokens, "cached_prefix_tokens": svc.cached_tokens,
-            "prefix_cut": svc.prefix_cut}
+            "prefix_cut": svc.prefix_cut, "prefix_kind": svc.prefix_kind}
 
 
 # ---- the Planner -----------------------------------------------------------------------------

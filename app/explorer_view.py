@@ -205,7 +205,7 @@ def knobs_caption(load: LoadView, lang: str) -> str:
     if load.state_bytes > 0:
         text += " " + t("load_state_line", lang, mb=f"{load.state_bytes / 1e6:,.1f}")
     if load.prefix_cut:
-        why = t("load_prefix_align" if load.align_block_tokens else "load_prefix_pages", lang)
+        why = t("prefix_why_" + load.prefix_kind, lang)
         text += " " + t("load_prefix_line", lang, cached=f"{load.cached_prefix_tokens:,}",
                         prefix=f"{load.prefix_tokens:,}", why=why)
     return text

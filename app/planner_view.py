@@ -147,9 +147,9 @@ def near_misses_markdown(result: Plan, lang: str) -> str:
 
 def prefix_caption(inp: PlanInputs, o: Option, lang: str) -> str:
     """'' unless the engine's cache serves less of the shared prefix than asked on `o`."""
-    served, asked = prefix_served(inp, o)
-    return t("pl_prefix_served", lang, served=f"{served:,}", asked=f"{asked:,}") \
-        if served < asked else ""
+    served, asked, kind = prefix_served(inp, o)
+    return t("pl_prefix_served", lang, served=f"{served:,}", asked=f"{asked:,}",
+             why=t("prefix_why_" + kind, lang)) if served < asked else ""
 
 
 def simulation_caption(sim: QueueResult, lang: str) -> str:

@@ -592,8 +592,9 @@ def test_the_load_view_says_how_much_of_a_shared_prefix_the_cache_serves(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A 2,000-token shared prefix of 2,200-token prompts on the default hybrid model under
     vLLM: the cache serves 1,584 tokens (the align mode's checkpoint, `prefix.PrefixGrain`), the
-    caption says so, and TTFT p50 is `capacity plan`'s with the same prefix; under SGLang's
-    token pool the whole prefix is served and the caption has no such line."""
+    caption says so, and TTFT p50 is `capacity plan`'s with the same prefix; SGLang keeps the
+    hybrid model's states only where a prompt ended and serves none of it, and says why; on a
+    dense model its token pool serves all 2,000 and the caption has no such line."""
     import json
 
     from capacity.cli.main import main
@@ -618,6 +619,9 @@ def test_the_load_view_says_how_much_of_a_shared_prefix_the_cache_serves(
     assert shown["TTFT p50 under load"] == f"{point['ttft_ms']['0.5'] / 1e3:,.2f} s"
     assert shown["TPOT p50 under load"] == f"{point['tpot_ms']['0.5']:,.1f} ms"
     sg = start(engine="sglang", **link)
-    assert "shared tokens" not in " ".join(c.value for c in sg.caption)
+    assert ("serves 0 of the 2,000 shared tokens: this engine keeps a hybrid model's states only "
+            "where a cached prompt ended") in " ".join(c.value for c in sg.caption)
+    dense = start(engine="sglang", model="qwen3-8b", weights="bf16", **link)
+    assert "shared tokens:" not in " ".join(c.value for c in dense.caption)
     assert "**Prefix caching: 2,000 shared tokens, reused by 90% of requests**" in [
-        m.value for m in sg.markdown]
+        m.value for m in dense.markdown]

@@ -141,7 +141,7 @@ def test_the_chosen_option_says_how_much_of_the_shared_prefix_the_cache_serves()
     """A 2,000-token shared prefix on the default hybrid model at a 4K context (3,840-token
     prompts) under vLLM on RTX 4090s: the chosen option's caption says the cache serves 1,584
     of the 2,000 tokens (the align mode's checkpoint, as `capacity plan` and the quote say);
-    under SGLang, whose token pool serves it all, no such caption."""
+    under SGLang, which keeps the hybrid model's states only where a prompt ended, none."""
     def caption(engine: str) -> str:
         at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
         for k, v in {"engine": engine, "prefix": "2000", "gpus": "rtx-4090",
@@ -152,4 +152,4 @@ def test_the_chosen_option_says_how_much_of_the_shared_prefix_the_cache_serves()
         return " ".join(c.value for c in at.caption)
 
     assert "the engine's prefix cache serves 1,584 of the 2,000 shared tokens" in caption("vllm")
-    assert "shared tokens (vLLM caches" not in caption("sglang")
+    assert "serves 0 of the 2,000 shared tokens (this engine keeps" in caption("sglang")

@@ -1,6 +1,8 @@
 """What an engine's prefix cache serves of a shared prefix (`capacity.model.prefix.PrefixGrain`):
 vLLM whole KV blocks, and on a hybrid model only the block ends its prefill chunks stop at (the
-mamba 'align' mode); a token pool (SGLang) and the chapter every token. One definition, used by
+mamba 'align' mode); a token pool (SGLang) and the chapter every token, but SGLang and
+llama.cpp nothing of a hybrid model's shared prefix (states kept only where a prompt ended).
+One definition, used by
 the event model (`capacity plan --engine`, the Explorer's load view), the Planner's search, the
 quote and the simulated endpoint. Expected values are computed by hand."""
 
@@ -54,12 +56,18 @@ def test_a_hit_resumes_at_the_last_checkpoint_inside_the_shared_prefix() -> None
     assert TOKEN_GRAIN.shared(2000, 2200) == 2000
     assert TOKEN_GRAIN.shared(3000, 2200) == 2199
     assert TOKEN_GRAIN.shared(0, 2200) == 0
+    assert PrefixGrain(leaf_only=True).shared(2000, 2200) == 0
+    kinds = [g.kind for g in (align, PrefixGrain(block_tokens=16), TOKEN_GRAIN,
+                              PrefixGrain(leaf_only=True))]
+    assert kinds == ["align", "pages", "token", "leaf"]
 
 
 def test_each_profile_has_its_grain() -> None:
     """vLLM on a dense model: 16-token blocks; on Qwen3.5-9B: the align mode at the hybrid
     block (528 at bf16 KV, 1,056 at fp8, 1,024 with --block-size 1024) and the budget; SGLang's
-    token pool, llama.cpp's slots and the chapter: every token."""
+    token pool, llama.cpp's slots and the chapter: every token of a dense model; SGLang and
+    llama.cpp keep a hybrid model's states only at a prompt's end: leaf-only; the chapter's
+    arithmetic every token."""
     cat = default_catalog()
     hybrid, dense = cat.models["qwen3.5-9b"], cat.models["qwen3-8b"]
     vllm = engine_profile("vllm")
@@ -68,7 +76,10 @@ def test_each_profile_has_its_grain() -> None:
     assert prefix_grain(hybrid, "fp8", 1, vllm, 8192) == PrefixGrain(1056, 8192)
     assert prefix_grain(hybrid, "fp16", 1, vllm, 2048, block_size=1024) == PrefixGrain(1024, 2048)
     for key in ("sglang", "llamacpp", "chapter"):
-        assert prefix_grain(hybrid, "fp16", 1, engine_profile(key), 2048) == TOKEN_GRAIN
+        assert prefix_grain(dense, "fp16", 1, engine_profile(key), 2048) == TOKEN_GRAIN
+    for key in ("sglang", "llamacpp"):
+        assert prefix_grain(hybrid, "fp16", 1, engine_profile(key), 2048).leaf_only
+    assert prefix_grain(hybrid, "fp16", 1, engine_profile("chapter"), 2048) == TOKEN_GRAIN
 
 
 # -- the event model and the command line -------------------------------------------------------
@@ -81,7 +92,8 @@ def test_the_event_model_caches_what_the_engine_serves() -> None:
     """Qwen3.5-9B AWQ on an RTX 4090 under vLLM (budget 2,048): a 2,000-token prefix of
     2,200-token prompts serves 1,584 and turns the align mode on; a 400-token prefix of
     800-token prompts serves nothing (no whole block in it), so no request hits; SGLang serves
-    the 2,000; Qwen3-8B under vLLM 992 of 1,000."""
+    nothing of the hybrid model's prefix, all 2,000 of Qwen3-8B's; Qwen3-8B under vLLM 992 of
+    1,000."""
     s = _hybrid(2200)
     svc = service_from_scenario(s, output_tokens=100, engine="vllm", prefix_tokens=2000,
                                 prefix_share=0.9)
@@ -93,8 +105,11 @@ def test_the_event_model_caches_what_the_engine_serves() -> None:
     assert short.new_prompt_tokens == 800 and short.prefix_cut
     sg = service_from_scenario(s, output_tokens=100, engine="sglang", prefix_tokens=2000,
                                prefix_share=0.9)
-    assert sg.cached_tokens == 2000 and not sg.prefix_cut and sg.align_block_tokens == 0
+    assert (sg.cached_tokens, sg.prefix_kind, sg.align_block_tokens) == (0, "leaf", 0)
     dense = make_scenario("qwen3-8b", "h100-sxm", context_tokens=4096, prompt_tokens=2000)
+    sgd = service_from_scenario(dense, output_tokens=100, engine="sglang", prefix_tokens=1000,
+                                prefix_share=0.5)
+    assert sgd.cached_tokens == 1000 and not sgd.prefix_cut
     d = service_from_scenario(dense, output_tokens=100, engine="vllm", prefix_tokens=1000,
                               prefix_share=0.5)
     assert d.cached_tokens == 992 and d.align_block_tokens == 0
@@ -124,7 +139,7 @@ def test_planner_quote_event_model_and_simulated_engine_agree(tmp_path: Path) ->
     Planner's prefill is F6 of 2,200 - 0.9 x 1,584 tokens, not of 2,200 - 0.9 x 2,000."""
     from capacity.model.workload import Workload
     from capacity.plan.detail import option_scenario, prefix_served
-    from capacity.plan.options import PlanInputs
+    from capacity.plan.options import PlanInputs, Slo
     from capacity.plan.search import plan
     from capacity.report.quote import write_quote
     from capacity.sim.scheduler import SimConfig, Simulator
@@ -138,18 +153,23 @@ def test_planner_quote_event_model_and_simulated_engine_agree(tmp_path: Path) ->
     o, inp = cached.best, cached.inputs
     s = option_scenario(inp, o)
     assert inp.prefix_hit_tokens(s.model, s.gpu, o.kv_dtype, o.tp) == 1584
-    assert prefix_served(inp, o) == (1584, 2000)
+    assert prefix_served(inp, o) == (1584, 2000, "align")
     # the Planner's prefill: the same as with a 1,584-token prefix, which the cache serves whole
     whole = plan(PlanInputs(**kw, prefix_tokens=1584, prefix_share=0.9))  # type: ignore[arg-type]
     assert whole.best is not None and o.prefill_ms == pytest.approx(whole.best.prefill_ms)
-    more = plan(PlanInputs(**{**kw, "engine": "sglang"}, prefix_tokens=2000,  # type: ignore[arg-type]
-                           prefix_share=0.9))
-    assert more.best is not None and more.best.prefill_ms < o.prefill_ms
+    # SGLang serves none of the hybrid model's prefix: its plan is the one without a prefix
+    loose = Slo(ttft_ms=60_000.0, tpot_ms=1_000.0)   # the uncached prefill passes too
+    sg = [plan(PlanInputs(**{**kw, "engine": "sglang", "slo": loose}, **extra))  # type: ignore[arg-type]
+          for extra in ({"prefix_tokens": 2000, "prefix_share": 0.9}, {})]
+    assert sg[0].best is not None and sg[1].best is not None
+    assert sg[0].best.prefill_ms == pytest.approx(sg[1].best.prefill_ms)
+    assert sg[0].best.prefill_ms > o.prefill_ms
+    assert prefix_served(sg[0].inputs, sg[0].best) == (0, 2000, "leaf")
     text = write_quote(tmp_path / "q.md", cached).read_text()
     assert ("Prefix caching | 1,584 (what the engine's cache serves) of the 2,000 shared tokens "
             "reused by 90% of requests") in text
-    sg_text = write_quote(tmp_path / "s.md", more).read_text()
-    assert "Prefix caching | 2,000 shared tokens reused by 90% of requests" in sg_text
+    sg_text = write_quote(tmp_path / "s.md", sg[0]).read_text()
+    assert "Prefix caching | 0 (what the engine's cache serves) of the 2,000 shared" in sg_text
     pe = prefix_effect(s, 2000, 0.9, inp.prefix_grain_on(s.model, s.gpu, o.kv_dtype, o.tp))
     assert pe.prefix_tokens == 1584
     svc = service_from_scenario(s, output_tokens=100, engine="vllm", prefix_tokens=2000,

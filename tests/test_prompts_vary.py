@@ -13,6 +13,7 @@ import pytest
 from capacity.catalog.loader import LayerGroup, default_catalog
 from capacity.errors import InputError
 from capacity.model.kv import hybrid_block_tokens
+from capacity.model.prefix import align_chunk_tokens
 from capacity.model.scenario import make_scenario
 from capacity.plan.events import ServiceModel, run_trace, service_from_scenario
 
@@ -65,16 +66,18 @@ def test_an_aligned_chunk_ends_at_the_last_whole_block() -> None:
     goes at once; a 2,000-token prompt with 600 tokens of budget takes one block (528), then
     at 528 with 2,000 tokens of budget runs to 1,584 (3 blocks), then the last 416; a budget
     under one block takes nothing."""
-    svc = _svc(align_block_tokens=528)
-    assert svc.align_take(1000, 0, 1000) == 528
-    assert svc.align_take(1000, 528, 472) == 472
-    assert svc.align_take(342, 0, 342) == 342
-    assert svc.align_take(2000, 0, 600) == 528
-    assert svc.align_take(2000, 528, 1472) == 1584 - 528
-    assert svc.align_take(2000, 1584, 416) == 416
-    assert svc.align_take(2000, 0, 500) == 0
-    assert svc.align_take(1056, 0, 1056) == 1056   # whole blocks: one chunk
-    assert _svc().align_take(1000, 0, 1000) == 1000   # off
+    def take(prompt: int, done: int, budget: int, block: int = 528) -> int:
+        return align_chunk_tokens(prompt, done, budget, block)
+
+    assert take(1000, 0, 1000) == 528
+    assert take(1000, 528, 472) == 472
+    assert take(342, 0, 342) == 342
+    assert take(2000, 0, 600) == 528
+    assert take(2000, 528, 1472) == 1584 - 528
+    assert take(2000, 1584, 416) == 416
+    assert take(2000, 0, 500) == 0
+    assert take(1056, 0, 1056) == 1056   # whole blocks: one chunk
+    assert take(1000, 0, 1000, block=0) == 1000   # off
 
 
 def test_an_aligned_prompt_takes_one_more_step() -> None:

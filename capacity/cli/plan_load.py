@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
@@ -62,8 +62,8 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                    help="under --engine or --rate: a shared prefix (system prompt) the prefix "
                         "cache holds once; --prefix-share of requests skip the part of it the "
                         "engine's cache serves (vLLM: whole KV blocks, on a hybrid model only "
-                        "the block ends its prefill chunks stop at; SGLang: every token) "
-                        "(default 0: none)")
+                        "the block ends its prefill chunks stop at; SGLang and llama.cpp: "
+                        "every token, none of a hybrid model's) (default 0: none)")
     p.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9, metavar="SHARE",
                    help="share of requests that find --prefix-tokens cached (default 0.9)")
     p.add_argument("--prefix-caching", action="store_true",
@@ -213,6 +213,13 @@ def knobs_json(svc: ServiceModel) -> dict[str, Any]:
             "aligned_block_tokens": svc.align_block_tokens, "eager_ms_per_pass": svc.eager_ms}
 
 
+PREFIX_WHY: Final = {
+    "align": "a hybrid model's states are kept only at the block ends its prefill chunks stop at",
+    "leaf": "a hybrid model's states are kept only where a cached prompt ended",
+    "pages": "whole KV pages only", "token": ""}
+"""Why an engine's cache serves less of a shared prefix, by `PrefixGrain.kind`."""
+
+
 def knobs_text(svc: ServiceModel) -> str:
     """The knobs' line of the load sections ('' when none is set)."""
     parts = []
@@ -225,10 +232,7 @@ def knobs_text(svc: ServiceModel) -> str:
                      "prefix cached")
     if svc.prefix_cut:
         parts.append(f"the engine's cache serves {svc.cached_tokens:,} of the "
-                     f"{svc.prefix_tokens:,} shared tokens (" + (
-                         "a hybrid model's states are kept only at the block ends its prefill "
-                         "chunks stop at" if svc.align_block_tokens else "whole KV pages only")
-                     + ")")
+                     f"{svc.prefix_tokens:,} shared tokens ({PREFIX_WHY[svc.prefix_kind]})")
     if svc.align_block_tokens:
         parts.append(f"prefix caching on a hybrid model: prefill chunks end at "
                      f"{svc.align_block_tokens:,}-token blocks (vLLM's align mode)")

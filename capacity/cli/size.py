@@ -144,7 +144,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="shared prefix (system prompt) a prefix cache holds once: prefill skips "
                         "what --engine's cache serves of it for --prefix-share of requests "
                         "(vLLM: whole KV blocks, on a hybrid model only the block ends its "
-                        "prefill chunks stop at; default 0: no prefix caching)")
+                        "prefill chunks stop at; SGLang and llama.cpp: none of a hybrid "
+                        "model's; default 0: no prefix caching)")
     w.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9,
                    metavar="FRACTION",
                    help="share of requests that reuse the shared prefix (default 0.9)")

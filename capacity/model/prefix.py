@@ -90,11 +90,23 @@ def align_checkpoints(prompt: int, block: int, budget: int) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class PrefixGrain:
     """Where an engine's prefix cache can serve a hit from (tokens): whole blocks of
-    `block_tokens` (1: any token), and under vLLM's align mode (`align_budget_tokens` > 0, the
-    token budget its chunks are cut at) only the block ends a prompt's chunks stop at."""
+    `block_tokens` (1: any token), under vLLM's align mode (`align_budget_tokens` > 0, the
+    token budget its chunks are cut at) only the block ends a prompt's chunks stop at, and with
+    `leaf_only` only where an earlier prompt ended (never inside a prompt that goes on)."""
 
     block_tokens: int = 1
     align_budget_tokens: int = 0
+    leaf_only: bool = False
+
+    @property
+    def kind(self) -> str:
+        """Why a hit can fall short of the prefix, as a key the surfaces word: 'align',
+        'leaf', 'pages', or 'token' (every token is served)."""
+        if self.leaf_only:
+            return "leaf"
+        if self.align_budget_tokens > 0:
+            return "align"
+        return "pages" if self.block_tokens > 1 else "token"
 
     def shared(self, prefix_tokens: int, prompt_tokens: int) -> int:
         """Tokens of a `prefix_tokens` shared prefix a `prompt_tokens` prompt finds cached
@@ -103,8 +115,11 @@ class PrefixGrain:
         align mode the last of the earlier prompt's `align_checkpoints` inside it (0: none).
         Examples: vLLM, 16-token blocks, a 1,000-token prefix: 992; Qwen3.5-9B (B = 528), a
         2,000-token prefix of 2,200-token prompts: 1,584 at a 2,048-token budget, 0 at 8,192
-        (its one checkpoint, 2,112, lies past the prefix); a token pool: 1,000 and 2,000."""
+        (its one checkpoint, 2,112, lies past the prefix); a token pool: 1,000 and 2,000;
+        leaf-only: 0 (a shared prefix is followed by each prompt's own tokens)."""
         c = max(0, min(int(prefix_tokens), int(prompt_tokens) - 1))
+        if self.leaf_only:
+            return 0
         if self.align_budget_tokens > 0:
             marks = align_checkpoints(int(prompt_tokens), self.block_tokens,
                                       self.align_budget_tokens)
@@ -116,15 +131,29 @@ TOKEN_GRAIN: Final = PrefixGrain()
 """A cache that serves a hit from any token: a token pool (SGLang), the chapter's arithmetic."""
 
 
+LEAF_PROFILES: Final = frozenset({"sglang", "llamacpp"})
+"""Engine profiles that keep a hybrid model's linear-layer states only where a cached prompt
+ended, so a system prompt shared by prompts that go on differently is not reused. SGLang's
+mamba radix cache: "Mamba state is leaf-only checkpoint data (node split clears the parent's
+state)" (github:sgl-project/sglang issue 40865); measured on v0.5.9, Qwen3.5-122B, a 6,476-token
+shared prefix with suffixes of 40-1,296 tokens: hit rate 0.000 under the default `no_buffer`
+(issue 22935). llama.cpp's server restores a hybrid model's context checkpoint only at its
+exact position, made near a prompt's end (github:ggml-org/llama.cpp issues 20225 and 24055,
+pull 25592)."""
+
+
 def prefix_grain(model: Model, kv_dtype: str, tp: int, profile: EngineProfile,
                  budget_tokens: int | None, block_size: int | None = None) -> PrefixGrain:
     """The `PrefixGrain` of `profile` serving `model`: a paged pool (vLLM) caches whole pages
     of the engine's block (`kv.engine_block_tokens`, `block_size` or the profile's; 528 tokens
     for Qwen3.5-9B at bf16 KV), and vLLM's profile on a hybrid model the align mode's
     checkpoints at `budget_tokens` a step; a token pool (SGLang's page of 1) and a KV reserved
-    at the context (the chapter, llama.cpp's slots) any token. Source: vLLM's prefix caching
-    hashes full blocks only (docs/design/prefix_caching.md); the align mode as
-    `align_checkpoints`; docs/method.md ("Prefix caching on a hybrid model")."""
+    at the context (the chapter, llama.cpp's slots) any token, but SGLang and llama.cpp on a
+    hybrid model (linear-state layers) no shared prefix (`LEAF_PROFILES`). Source: vLLM's
+    prefix caching hashes full blocks only (docs/design/prefix_caching.md); the align mode as
+    `align_checkpoints`; docs/method.md ("What the cache serves of a shared prefix")."""
+    if profile.key in LEAF_PROFILES and model.layers_of("linear") > 0:
+        return PrefixGrain(leaf_only=True)
     if profile.kv_admission != "tokens":
         return TOKEN_GRAIN
     block = profile.kv_block_tokens if block_size is None else int(block_size)

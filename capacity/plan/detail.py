@@ -74,16 +74,19 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
     ).with_(linear_prefill_ms=inp.linear_prefill_ms)
 
 
-def prefix_served(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> tuple[int, int]:
-    """(served, asked): tokens of the plan's shared prefix a sharing request finds cached on
-    option `o` (what its engine's cache serves, `PlanInputs.prefix_hit_tokens`) and the prefix
-    capped below the prompt; (0, 0) without one. Qwen3.5-9B under vLLM, 2,000 of 2,200-token
-    prompts at a 2,048-token budget: (1,584, 2,000)."""
+def prefix_served(inp: PlanInputs, o: Option, catalog: Catalog | None = None
+                  ) -> tuple[int, int, str]:
+    """(served, asked, kind): tokens of the plan's shared prefix a sharing request finds cached
+    on option `o` (what its engine's cache serves, `PlanInputs.prefix_hit_tokens`), the prefix
+    capped below the prompt, and why the two may differ (`PrefixGrain.kind`); (0, 0, 'token')
+    without one. Qwen3.5-9B under vLLM, 2,000 of 2,200-token prompts at a 2,048-token budget:
+    (1,584, 2,000, 'align')."""
     if inp.prefix_tokens <= 0 or inp.prefix_share <= 0:
-        return 0, 0
+        return 0, 0, TOKEN_GRAIN.kind
     s = option_scenario(inp, o, catalog)
-    return (inp.prefix_hit_tokens(s.model, s.gpu, o.kv_dtype, o.tp),
-            TOKEN_GRAIN.shared(inp.prefix_tokens, s.prompt))
+    grain = inp.prefix_grain_on(s.model, s.gpu, o.kv_dtype, o.tp)
+    return (grain.shared(inp.prefix_tokens, s.prompt),
+            TOKEN_GRAIN.shared(inp.prefix_tokens, s.prompt), grain.kind)
 
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from capacity.errors import InputError
+from capacity.model.prefix import align_chunk_tokens
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
 from capacity.model.scenario import Scenario
 from capacity.plan.event_stats import Gaps
@@ -453,7 +454,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 done = end - prompt_left[i]
                 take = min(budget - used, prompt_left[i])
                 if svc.align_block_tokens:
-                    take = svc.align_take(end, done, take)
+                    take = align_chunk_tokens(end, done, take, svc.align_block_tokens)
                     if take == 0:   # the budget left is below one block: next step
                         break
                 if cached[i] and done == cached[i] and (pages is None or not pages.redo[i]):

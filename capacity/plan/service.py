@@ -30,7 +30,6 @@ from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import (
     ALIGN_PROFILE,
     TOKEN_GRAIN,
-    align_chunk_tokens,
     cached_prefill,
     cached_prefill_s,
     prefix_grain,
@@ -122,6 +121,8 @@ class ServiceModel:
     """Prompt tokens a prefix-cache hit serves from the cache (a shared system prompt)."""
     prefix_tokens: int = 0
     """The shared prefix asked for (tokens), of which the cache serves `cached_tokens`."""
+    prefix_kind: str = "token"
+    """Why the cache may serve less of it (`prefix.PrefixGrain.kind`)."""
     prefix_share: float = 0.0
     """Share of requests that hit the prefix cache (the first request always misses)."""
     hit_prefill_ms: float = 0.0
@@ -176,7 +177,7 @@ class ServiceModel:
     align_block_tokens: int = 0
     """vLLM's mamba 'align' mode (prefix caching on a hybrid model, `kv.align_block_tokens`):
     a prompt's prefill chunks end at whole multiples of this block, and the part after its
-    last whole block prefills in a step of its own (`align_take`); 0: off."""
+    last whole block prefills in a step of its own (`prefix.align_chunk_tokens`); 0: off."""
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -227,11 +228,6 @@ class ServiceModel:
         if self.prompt_lengths is not None:
             return max(self.prompt_lengths)
         return self.turn_prompt_tokens(self.turns - 1)
-
-    def align_take(self, prompt: int, done: int, take: int) -> int:
-        """Prompt tokens a step prefills of a request at `done` of `prompt` when the budget
-        leaves it `take`: `prefix.align_chunk_tokens` at `align_block_tokens` (0: `take`)."""
-        return align_chunk_tokens(prompt, done, take, self.align_block_tokens)
 
     def request_prompts(self, n_requests: int
                         ) -> tuple[IntArray, IntArray, FloatArray, BoolArray]:
@@ -581,7 +577,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     `prefix_caching` (implied by a shared prefix or turns): the engine caches prefixes; under
     the vLLM profile on a hybrid model (linear-state layers with a `page_state_bytes`) that is
     its mamba 'align' mode, whose prefill chunks end at the hybrid attention block
-    (`kv.align_block_tokens`, `ServiceModel.align_take`); elsewhere nothing more.
+    (`kv.align_block_tokens`, `prefix.align_chunk_tokens`); elsewhere nothing more.
     `enforce_eager`: `eager_scenario`."""
     prof = engine_profile(engine) if isinstance(engine, str) else engine
     prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
@@ -689,6 +685,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         mfu_cum_ms=mfu_cum, mfu_half_tokens=half, routing=s.routing,
         prefill_mfu_ms=float(_mfu_ms(s, whole.linear_flops, whole.attention_flops)) if half else 0.0,
         cached_tokens=cached, prefix_share=share, prefix_tokens=int(prefix_tokens),
+        prefix_kind=grain.kind,
         hit_prefill_ms=float(cached_prefill_s(s, s.prompt, cached)) * 1e3 if cached else 0.0,
         hit_mfu_ms=(float(_mfu_ms(s, hit_pf.linear_flops, hit_pf.attention_flops))
                     if hit_pf is not None and half else 0.0),
