@@ -286,6 +286,14 @@ class LoadView:
     """The cache serves less of the prefix than asked (`ServiceModel.prefix_cut`)."""
     prefix_kind: str = "token"
     """Why (`ServiceModel.prefix_kind`: align, leaf, pages)."""
+    turns: int = 1
+    """Turns per conversation (`ServiceModel.turns`; 1: single requests)."""
+    turn_tokens: int = 0
+    """Each later turn's new message, tokens."""
+    prefilled_tokens: float = 0.0
+    """Prompt tokens a request prefills on average (`ServiceModel.new_prompt_tokens`)."""
+    last_prompt_tokens: int = 0
+    """The last turn's prompt, tokens (`ServiceModel.longest_prompt_tokens`)."""
 
 
 OPEN_LOOP_REQUESTS = 2000
@@ -343,9 +351,11 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
 
 
 def _prefix_fields(svc: ServiceModel) -> dict[str, Any]:
-    """The LoadView's shared-prefix fields of the replica's ServiceModel."""
+    """The LoadView's shared-prefix and conversation fields of the replica's ServiceModel."""
     return {"prefix_tokens": svc.prefix_tokens, "cached_prefix_tokens": svc.cached_tokens,
-            "prefix_cut": svc.prefix_cut, "prefix_kind": svc.prefix_kind}
+            "prefix_cut": svc.prefix_cut, "prefix_kind": svc.prefix_kind, "turns": svc.turns,
+            "turn_tokens": svc.turn_tokens, "prefilled_tokens": svc.new_prompt_tokens,
+            "last_prompt_tokens": svc.longest_prompt_tokens}
 
 
 # ---- the Planner -----------------------------------------------------------------------------

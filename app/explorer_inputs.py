@@ -50,6 +50,7 @@ from capacity.report.urlstate import (
     MAX_KV_PAGE,
     MAX_NUM_SEQS,
     MAX_OFFLOAD_GIB,
+    MAX_TURNS,
     STEP_METHODS,
     ExplorerState,
 )
@@ -269,4 +270,11 @@ def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> N
                layers=scenario.model.layers, per=f"{prof.eager_layer_ms:g}")
              if prof.eager_layer_ms > 0 else T("knob_eager_none", engine=prof.name))
     st.toggle(T("knob_eager"), key=key("eager"), help=T("help_knob_eager", what=eager))
+    # conversations: turns and each later turn's new message (`ExplorerState.turns`)
+    c1, c2, _ = st.columns(3)
+    c1.number_input(T("knob_turns"), min_value=1, max_value=MAX_TURNS, step=1, key=key("turns"),
+                    help=T("help_knob_turns"))
+    c2.number_input(T("knob_turn_tokens"), min_value=0, max_value=10_000_000, step=50,
+                    key=key("turn_tokens"), help=T("help_knob_turn_tokens"),
+                    disabled=state.turns <= 1)
     st.caption(T("knob_util", util=f"{state.util:g}"))

@@ -204,6 +204,9 @@ def knobs_caption(load: LoadView, lang: str) -> str:
         text += " " + t("load_eager_line", lang, ms=f"{load.eager_ms:.2f}")
     if load.state_bytes > 0:
         text += " " + t("load_state_line", lang, mb=f"{load.state_bytes / 1e6:,.1f}")
+    if load.turns > 1:
+        text += " " + t("load_turns_line", lang, n=load.turns, t=f"{load.turn_tokens:,}",
+                        last=f"{load.last_prompt_tokens:,}", mean=f"{load.prefilled_tokens:,.0f}")
     if load.prefix_cut:
         why = t("prefix_why_" + load.prefix_kind, lang)
         text += " " + t("load_prefix_line", lang, cached=f"{load.cached_prefix_tokens:,}",

@@ -625,3 +625,35 @@ def test_the_load_view_says_how_much_of_a_shared_prefix_the_cache_serves(
     assert "shared tokens:" not in " ".join(c.value for c in dense.caption)
     assert "**Prefix caching: 2,000 shared tokens, reused by 90% of requests**" in [
         m.value for m in dense.markdown]
+
+
+@pytest.mark.slow
+def test_conversations_are_an_input_that_is_capacity_plan_turns(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Three-turn conversations of 100 new tokens a turn under vLLM, 8 users: the inputs write
+    `turns` and `turn_tokens` to the link, the caption says what a request prefills (1,000 +
+    2 x 100 over 3 turns = 400 tokens, the last prompt 1,000 + 2 x (64 + 100) = 1,328), and
+    TTFT and TPOT p50 are `capacity plan --turns 3 --turn-tokens 100`'s."""
+    import json
+
+    from capacity.cli.main import main
+
+    at = start(engine="vllm", c="8", out="64", ctx="4096", prompt="1000")
+    before = metrics(at)
+    at.number_input(key="ex_turns").set_value(3).run()
+    assert "Conversations of" not in " ".join(c.value for c in at.caption)
+    at.number_input(key="ex_turn_tokens").set_value(100).run()
+    assert not at.exception
+    assert at.query_params["turns"] in ("3", ["3"])
+    assert at.query_params["turn_tokens"] in ("100", ["100"])
+    caption = " ".join(c.value for c in at.caption)
+    assert ("Conversations of 3 turns of 100 new tokens, the history cached (the last prompt "
+            "1,328 tokens): 400 tokens prefilled per request on average") in caption
+    assert main(["plan", "--engine", "vllm", "--concurrency", "8", "--output-tokens", "64",
+                 "--ctx", "4096", "--prompt-tokens", "1000", "--turns", "3", "--turn-tokens",
+                 "100", "--format", "json"]) == 0
+    point = json.loads(capsys.readouterr().out)["load"]["points"][0]
+    shown = metrics(at)
+    assert shown["TTFT p50 under load"] == f"{point['ttft_ms']['0.5'] / 1e3:,.2f} s"
+    assert shown["TPOT p50 under load"] == f"{point['tpot_ms']['0.5']:,.1f} ms"
+    assert shown != before

@@ -11,8 +11,9 @@ import pytest
 
 from capacity.catalog.loader import BOUNDS, Catalog, default_catalog
 from capacity.cli.common import MAX_BLOCK_SIZE
-from capacity.cli.plan_load import MAX_BATCHED_TOKENS, MAX_NUM_SEQS, scheduler_knobs
+from capacity.cli.plan_load import MAX_BATCHED_TOKENS, MAX_NUM_SEQS, MAX_TURNS, scheduler_knobs
 from capacity.errors import InputError
+from capacity.plan.service import service_from_scenario
 from capacity.report.i18n import note_text
 from capacity.report.urlstate import (
     DEFAULT_STATE,
@@ -26,6 +27,7 @@ from capacity.report.urlstate import (
 )
 from capacity.report.urlstate import MAX_BATCHED_TOKENS as URL_MAX_BATCHED
 from capacity.report.urlstate import MAX_NUM_SEQS as URL_MAX_SEQS
+from capacity.report.urlstate import MAX_TURNS as URL_MAX_TURNS
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +48,8 @@ def test_knobs_are_written_only_when_set_and_read_back(catalog: Catalog) -> None
 
 def test_the_bounds_are_the_command_lines(catalog: Catalog) -> None:
     """A link takes what `capacity plan` takes: the same upper bounds, 0 for the default."""
-    assert (URL_MAX_SEQS, URL_MAX_BATCHED, MAX_KV_PAGE, MAX_OFFLOAD_GIB) == (
-        MAX_NUM_SEQS, MAX_BATCHED_TOKENS, MAX_BLOCK_SIZE, BOUNDS["memory_gb"][1])
+    assert (URL_MAX_SEQS, URL_MAX_BATCHED, MAX_KV_PAGE, MAX_OFFLOAD_GIB, URL_MAX_TURNS) == (
+        MAX_NUM_SEQS, MAX_BATCHED_TOKENS, MAX_BLOCK_SIZE, BOUNDS["memory_gb"][1], MAX_TURNS)
     ok, notices = decode({"engine": "sglang", "seqs": "65536", "budget": "1048576",
                           "kvblk": "4096"}, catalog)
     assert notices == [] and (ok.seqs, ok.budget, ok.kvblk) == (65_536, 1_048_576, 4096)
@@ -191,3 +193,28 @@ def test_the_open_loop_panel_rounds_as_the_page_says_and_flags_saturation() -> N
     zh = load_panel(view, ExplorerState(engine="vllm", load=2.0), "zh")
     assert zh.metrics[0].label == "负载下平均首字延迟"
     assert zh.caption.endswith("CPU 卸载使每次前向增加 8.52 ms。")
+
+
+def test_conversations_are_capacity_plans_turns(catalog: Catalog) -> None:
+    """`turns` and `turn_tokens` travel in the link and reach the event model as `capacity plan
+    --turns --turn-tokens` does; a link the engine cannot run falls back to single requests
+    with a notice naming why: no new message, a profile that prefills whole prompts, a last
+    turn past the context (1,000 + 2 x (256 + 100) + 256 = 1,968 tokens > 1,500)."""
+    state, notices = decode({"engine": "vllm", "turns": "3", "turn_tokens": "100",
+                             "prompt": "1000", "ctx": "4096"}, catalog)
+    assert notices == [] and (state.turns, state.turn_tokens) == (3, 100)
+    s = state.scenario(catalog)
+    knobs = state.load_knobs(s)
+    assert (knobs["turns"], knobs["turn_tokens"]) == (3, 100)
+    svc = service_from_scenario(s, engine="vllm", output_tokens=state.out, **knobs)
+    assert svc.longest_prompt_tokens == 1000 + 2 * (256 + 100)
+    assert svc.new_prompt_tokens == pytest.approx((1000 + 2 * 100) / 3)
+    for params, code in (({"turns": "3"}, "knob_turns_tokens"),
+                         ({"turns": "3", "turn_tokens": "100", "engine": "chapter"},
+                          "knob_turns_whole"),
+                         ({"turns": "3", "turn_tokens": "100", "ctx": "1500"},
+                          "knob_turns_ctx")):
+        back, notes = decode({"engine": "vllm", "prompt": "1000", "ctx": "4096", **params},
+                             catalog)
+        assert back.turns == 1 and len(notes) == 1
+        assert notes[0].params["why"].code == code  # type: ignore[attr-defined]

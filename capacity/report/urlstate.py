@@ -173,6 +173,13 @@ class ExplorerState:
     """1: the load view's engine runs without CUDA graphs (vLLM --enforce-eager, SGLang
     --disable-cuda-graph; `capacity plan --enforce-eager`): every forward pass pays the
     profile's per-layer eager cost (`forward_pass.eager_scenario`)."""
+    turns: int = 1
+    """The load view's conversations: turns each (`capacity plan --turns`); turn k + 1's
+    prompt is the whole history plus `turn_tokens` new ones, the history in the prefix cache
+    (`ServiceModel.request_prompts`). 1: single requests."""
+    turn_tokens: int = 0
+    """The new message of every turn after the first, tokens (`capacity plan --turn-tokens`;
+    needed with `turns` > 1)."""
 
     def engine_of(self, s: Scenario) -> EngineProfile:
         """The load view's engine profile on the scenario's GPU (its tier's defaults), with
@@ -224,12 +231,35 @@ class ExplorerState:
                     f"a CPU offload of {self.offload:g} GiB exceeds the {held} GiB of weights "
                     "one GPU holds", code="knob_offload", name="offload",
                     gib=f"{self.offload:g}", held=held)) from None
+        if self.turns > 1:
+            self._check_turns(s, prof)
         return {"max_num_seqs": self.seqs or None, "chunk_tokens": self.budget or None,
                 "block_tokens": self.kvblk or None, "offload_gib": float(self.offload),
                 "prefix_tokens": self.prefix,
                 "prefix_share": self.prefix_share if self.prefix else 0.0,
                 **({"prefix_caching": True} if self.pcache else {}),
-                **({"enforce_eager": True} if self.eager else {})}
+                **({"enforce_eager": True} if self.eager else {}),
+                **({"turns": self.turns, "turn_tokens": self.turn_tokens}
+                   if self.turns > 1 else {})}
+
+    def _check_turns(self, s: Scenario, prof: EngineProfile) -> None:
+        """InputError (a `Note` naming `turns`) for conversations the load view cannot run: no
+        new message a turn, a profile that prefills whole prompts, or a last turn past the
+        context (as `capacity plan --turns` refuses them)."""
+        last = self.prompt_tokens + (self.turns - 1) * (self.out + self.turn_tokens) + self.out
+        if self.turn_tokens < 1:
+            raise InputError(Note("conversations need a new message of at least 1 token a "
+                                  "turn", code="knob_turns_tokens", name="turns"))
+        if not prof.chunked:
+            raise InputError(Note(
+                f"the {prof.key} profile prefills whole prompts: multi-turn caching runs in "
+                "the chunked path (choose vLLM, SGLang or llama.cpp)", code="knob_turns_whole",
+                name="turns", engine=prof.key))
+        if last > s.context_tokens:
+            raise InputError(Note(
+                f"the last of {self.turns} turns needs {last:,} tokens of context; the "
+                f"context is {s.context_tokens:,}", code="knob_turns_ctx", name="turns",
+                n=self.turns, last=f"{last:,}", ctx=f"{s.context_tokens:,}"))
 
     def with_draft_of(self, o: Option) -> ExplorerState:
         """This state with an option's draft (F12): its kind and depth, its tau as an entered
@@ -369,6 +399,8 @@ MAX_KV_PAGE = 4096
 """The most `kvblk` tokens (`capacity plan --block-size`' bound)."""
 MAX_OFFLOAD_GIB = BOUNDS["memory_gb"][1]
 """The most `offload` GiB (`capacity plan --cpu-offload-gb`' bound)."""
+MAX_TURNS = 1000
+"""The most `turns` (`capacity plan --turns`' bound)."""
 KNOBS: tuple[str, ...] = ("seqs", "budget", "kvblk", "offload")
 """The load view's engine knobs (`ExplorerState.load_knobs`)."""
 
@@ -386,6 +418,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "fr_disagg": (0, 1), "fr_wide_ep": (0, 1),
     "seqs": (0, MAX_NUM_SEQS), "budget": (0, MAX_BATCHED_TOKENS), "kvblk": (0, MAX_KV_PAGE),
     "offload": (0.0, MAX_OFFLOAD_GIB), "pcache": (0, 1), "eager": (0, 1),
+    "turns": (1, MAX_TURNS), "turn_tokens": (0, 10_000_000),
 }
 
 
@@ -568,7 +601,7 @@ def _check_knobs(state: ExplorerState, s: Scenario, notices: list[str]
                  ) -> tuple[ExplorerState, list[str]]:
     """The engine knobs the engine refuses (`load_knobs`), each back to its default (the
     engine's own) with a notice naming it, as a bad value in a link gets."""
-    for _ in KNOBS:
+    for _ in (*KNOBS, "eager", "turns"):   # each knob the engine may refuse, at most once
         try:
             state.load_knobs(s)
         except InputError as exc:
