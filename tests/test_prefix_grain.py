@@ -38,6 +38,7 @@ def test_align_checkpoints_are_the_whole_block_ends_of_a_prompts_chunks() -> Non
     assert align_checkpoints(2200, 528, 600) == (528, 1056, 1584, 2112)
     assert align_checkpoints(500, 528, 2048) == ()
     assert align_checkpoints(1056, 528, 8192) == (1056,)   # a whole number of blocks
+    assert align_checkpoints(1200, 528, 100) == (528, 1056)   # under one block: one block
     with pytest.raises(InputError):
         align_checkpoints(100, 0, 2048)
 

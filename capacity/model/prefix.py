@@ -13,7 +13,8 @@ cache saves (docs/method.md, "Prefix caching").
   and lowers the cost per M tokens.
 - What an engine's cache serves of a shared prefix (`PrefixGrain`, `prefix_grain`): vLLM whole
   blocks, and on a hybrid model only the block ends its prefill chunks stop at (the mamba
-  'align' mode); a token pool (SGLang) and the chapter every token.
+  'align' mode); a token pool (SGLang), llama.cpp and the chapter every token, but SGLang and
+  llama.cpp none of a hybrid model's (its states kept only where a prompt ended).
 """
 
 from __future__ import annotations
@@ -72,16 +73,18 @@ def align_checkpoints(prompt: int, block: int, budget: int) -> tuple[int, ...]:
     states of a `prompt`-token prompt prefilled alone, `budget` tokens a step: the ends of its
     chunks (`align_chunk_tokens`) that are whole blocks of `block` tokens. Only there can a
     later request resume from the cache. Examples (B = 528): 2,200 tokens, budget 2,048:
-    (1,584, 2,112); budget 8,192: (2,112,); 500 tokens: () (no whole block).
+    (1,584, 2,112); budget 8,192: (2,112,); 500 tokens: () (no whole block); a budget under
+    one block is taken as one (every block end).
     Source: vLLM's MambaManager in align mode keeps one state block per prefill chunk, at the
     chunk's last aligned boundary (github:vllm-project/vllm pull 43628, "Root cause"; issue
     45238 measures the 1,584 and 2,112 of the first example on Qwen3.5-4B)."""
     if block <= 0 or budget <= 0:
         raise InputError("align checkpoints need a block and a token budget >= 1")
+    step = max(budget, block)   # a budget under one block cannot end a chunk on the grid
     out: list[int] = []
     done = 0
     while done < prompt:
-        done += max(1, align_chunk_tokens(prompt, done, min(budget, prompt - done), block))
+        done += max(1, align_chunk_tokens(prompt, done, min(step, prompt - done), block))
         if done % block == 0:
             out.append(done)
     return tuple(out)
