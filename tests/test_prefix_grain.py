@@ -181,3 +181,20 @@ def test_planner_quote_event_model_and_simulated_engine_agree(tmp_path: Path) ->
                                 arrival_s=0.0, prefix_key=7, prefix_tokens=2000)
                      for _ in range(2))
     assert sim.prefix_cache.admit(first) == 0 and sim.prefix_cache.admit(second) == 1584
+
+
+def test_size_says_what_the_best_options_cache_serves(capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    """`capacity size` with a shared prefix under vLLM on RTX 4090s (4,096-token prompts, as
+    its header says: align checkpoints at 1,584, 3,168 and 3,696): the best option's cache serves 1,584
+    of the 2,000 tokens, and the header says so; under the chapter's profile it serves all and
+    the header has no such line."""
+    from capacity.cli.main import main
+
+    argv = ["size", "--dau", "500", "--prefix-tokens", "2000", "--gpus", "rtx-4090", "--ctx",
+            "4096"]
+    assert main([*argv, "--engine", "vllm"]) == 0
+    assert ("shared prefix: the best option's engine cache serves 1,584 of its 2,000 tokens"
+            in capsys.readouterr().out)
+    assert main(argv) == 0
+    assert "shared prefix:" not in capsys.readouterr().out

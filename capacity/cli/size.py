@@ -9,8 +9,7 @@ peak, 8K context, 256 output tokens, first token within 2 s and 50 ms per token:
 Or `--peak-concurrency 50` instead of the daily figures, or `--log FILE` to size from a request
 log (CSV or JSON lines: timestamp, prompt and output tokens; see `capacity workload summarize`):
 its busiest hour's rate, its mean lengths, a context that holds `--percentile` of its requests,
-and SLOs checked at that percentile. `--quote FILE.md|FILE.pdf` writes the
-customer document for the best option.
+and SLOs checked at that percentile. `--quote FILE.md|FILE.pdf` writes the customer document.
 
 `--mix FILE` sizes several workloads (models, traffic, SLOs: a TOML of [[workload]] tables, see
 docs/method.md) on one fleet of one GPU type, each on its own replicas, and ranks the fleets;
@@ -56,6 +55,7 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
+from capacity.cli.plan_load import PREFIX_WHY
 from capacity.cli.wide_ep import (
     add_size_flags,
     check_wide_ep,
@@ -73,7 +73,7 @@ from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative, alternatives
 from capacity.plan.deployment import Deployment
 from capacity.plan.deployment import record as deployment_record
-from capacity.plan.detail import simulate_option
+from capacity.plan.detail import prefix_served, simulate_option
 from capacity.plan.drafting import DraftNote, draft_note
 from capacity.plan.mix import MixPlan, load_mix, plan_mix
 from capacity.plan.options import MAX_GPUS, REASON_TEXT, Option, Plan, PlanInputs, Slo
@@ -440,8 +440,7 @@ def to_json(p: Plan, top: int) -> dict[str, Any]:
 
 def to_text(p: Plan, top: int, fmt: str = "text", cheaper: Sequence[Alternative] = (),
             note: DraftNote | None = None) -> str:
-    """Ranked options, then the draft's note (`capacity.plan.drafting`), the rejected
-    families (with what would make the cheaper ones feasible) and the near misses."""
+    """Ranked options, the draft's note, rejected families (what would make them feasible), near misses."""
     inp, wl = p.inputs, p.inputs.workload
     md = fmt == "markdown"
 
@@ -460,6 +459,10 @@ def to_text(p: Plan, top: int, fmt: str = "text", cheaper: Sequence[Alternative]
            f" SLO p{q:g} TTFT <= {inp.slo.ttft_ms:g} ms, TPOT <= {inp.slo.tpot_ms:g} ms"
            + (f", <= {inp.slo.cost_per_mtok:g} {inp.currency}/M tok" if inp.slo.cost_per_mtok
               else "") + f"; {p.evaluated} configurations evaluated"]
+    served, asked, kind = (0, 0, "") if p.best is None else prefix_served(inp, p.best)
+    if served < asked:   # a shared prefix the best option's engine cache serves in part
+        out.append(f"shared prefix: the best option's engine cache serves {served:,} of its "
+                   f"{asked:,} tokens ({PREFIX_WHY[kind]}); the figures take {served:,}")
     cur = inp.currency
     if p.options:
         out.append(h(f"Options ({len(p.options)} meet every constraint; best {top} shown)"))
