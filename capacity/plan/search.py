@@ -185,6 +185,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
             comm = tp_comm_line(model, g, tp)
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             pre_cache: dict[tuple[int, str], float] = {}
+            hits = {kv: inp.prefix_hit_tokens(model, g, kv, tp) for kv in inp.kv_dtypes}
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
                 # the draft's weights per GPU join the target's (Scenario's definitions)
@@ -194,8 +195,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                                            overhead_gb=inp.overhead_gb, nccl_gb=nccl))
                            for d in drafts[v.format.key]]
                 for (d, vb), kv in ((b, kv) for b in budgets for kv in inp.kv_dtypes):
-                    # a shared prefix: what the engine's cache serves of it here
-                    hit = inp.prefix_hit_tokens(model, g, kv, tp)
+                    hit = hits[kv]   # a shared prefix: what the engine's cache serves of it
                     share = inp.prefix_share if hit > 0 else 0.0
                     if (hit, v.format.key) not in pre_cache:
                         pre_cache[(hit, v.format.key)] = _prefill_ms(
