@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,26 @@ def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
     sweeps = [s for s in load_reference() if s.is_added]
     assert sum(len(s.stated) for s in sweeps) == len(added)
     assert all(s.gpu_key and s.model_key for s in sweeps)
+
+
+def test_run_prompts_is_a_count_for_a_whole_sweep(tmp_path: Path) -> None:
+    # a source whose every request had the sweep's lengths states how many its run held
+    head = _ADDED_HEADER.replace(",added\n", ",added,run_prompts\n")
+    f = tmp_path / "published.csv"
+    f.write_text(head + "x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,6,ms,,,100\n"
+                 + "x,2025-01,G,M,1,BF16,E,10,10,8,itl_ms,mean,7,ms,,,100\n"
+                 + "y,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,7,ms,,,\n")
+    by = {sw.source: sw.run_prompts for sw in load_reference(f)}
+    assert by == {"x": 100, "y": None}
+    for cell, why in (("5", "line 2: run_prompts = '5' must be a whole number"),
+                      ("1e2", "line 2: run_prompts = '1e2' must be a whole number")):
+        bad = tmp_path / f"bad-{cell}.csv"  # load_reference caches by path
+        bad.write_text(head + f"x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,6,ms,,,{cell}\n")
+        with pytest.raises(CatalogError, match=re.escape(why)):
+            load_reference(bad)
+    f = tmp_path / "mixed.csv"
+    f.write_text(head + "x,2025-01,G,M,1,BF16,E,10,10,4,itl_ms,mean,6,ms,,,100\n"
+                 + "x,2025-01,G,M,1,BF16,E,10,10,8,itl_ms,mean,7,ms,,,\n")
+    with pytest.raises(CatalogError, match="line 3: run_prompts = blank, but this sweep's "
+                                           "other rows say 100"):
+        load_reference(f)

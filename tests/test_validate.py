@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from capacity.cli import validate as cli_validate
@@ -39,6 +40,7 @@ from capacity.fit.validate import (
 )
 from capacity.fit.validate_report import BEGIN, END, between_markers, markdown, to_json, write_between_markers
 from capacity.model.scenario import Scenario
+from capacity.plan import events
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURACY = ROOT / "docs" / "accuracy.md"
@@ -216,6 +218,30 @@ def test_queued_levels_pick_the_rows_statistic() -> None:
     assert validate.scheduler_of("NVIDIA NIM 1.8.0") == "vllm"
     assert validate.scheduler_of("SGLang v0.5.3") == "sglang"
     assert validate.scheduler_of("mystery-engine") is None
+
+
+def test_a_stated_run_of_identical_requests_is_predicted_as_it_ran() -> None:
+    # published.csv's run_prompts: 10 requests of 1,024 in / 256 out kept 5 at a time. The
+    # run starts as one burst and its identical requests stay in lock step: the second five
+    # arrive together when the first five finish, so every request's TTFT is the opening
+    # burst's (five prompts in one chunk of the vllm profile's 8,192-token budget) and the
+    # run lasts two rounds; the steady state (clients out of step) waits far less.
+    s = run_scenario("qwen3-8b-bf16", "h100-sxm", prompt_tokens=1024, output_tokens=256)
+    svc = events.service_from_scenario(s, output_tokens=256, engine="vllm")
+    burst = events.run_trace(svc, None, 5, 5)
+    ttft = burst.first_ms - burst.arrival_ms
+    assert svc.chunk_tokens >= 5 * 1024 and np.ptp(ttft) == pytest.approx(0.0, abs=1e-9)
+    q = validate.queued_levels(s, [5], 256, "vllm", run_prompts=10)
+    steady = validate.queued_levels(s, [5], 256, "vllm")
+    assert q is not None and steady is not None
+    (run,), (out_of_step,) = q, steady
+    assert run.ttft_mean_ms == pytest.approx(ttft[0]) == pytest.approx(run.ttft_median_ms)
+    assert run.e2e_mean_ms == pytest.approx(float(burst.finish_ms[0]))
+    assert run.tok_s == pytest.approx(10 * 256 / (2 * float(burst.finish_ms[0])) * 1e3)
+    assert out_of_step.ttft_mean_ms < run.ttft_mean_ms / 3
+    # the shipped MI300X run (100 requests, each 1,024 / 1,024) is the one scored this way
+    ran = [sw for sw in load_reference() if sw.run_prompts is not None]
+    assert [(sw.gpu_key, sw.run_prompts) for sw in ran] == [("mi300x", 100)]
 
 
 def _cal(name: str, mfu: float, ttft_concurrency: float | None) -> calib.Calibration:

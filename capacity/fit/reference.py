@@ -18,6 +18,12 @@ names in the CSV to catalog keys; unmapped names stay as they are (overlay only)
 An optional `added` column (YYYY-MM-DD) marks rows added after the typical knobs
 (data/engines.toml) were derived: such a sweep is held out (`ReferenceSweep.added`), and the
 scorecard reports it apart (issue 25). Blank or absent: a row the knobs may rest on.
+
+An optional `run_prompts` column gives the number of requests of a closed-loop run whose every
+request had the sweep's prompt and output lengths (a random dataset of fixed lengths, run to
+the end: the stated token totals are exactly the count x the lengths). `capacity validate`
+then predicts each level as that run (`ReferenceSweep.run_prompts`). Blank or absent: the
+lengths varied or the run is not stated; the steady closed loop.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ METRICS = {"ttft_ms": "ms", "itl_ms": "ms", "tpot_ms": "ms", "agg_output_tps": "
 STATS = ("mean", "median")
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 _ADDED = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+RUN_PROMPTS = (10, 100_000)
+"""The `run_prompts` a row may give (the event model's run needs at least 10 requests)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +91,10 @@ class ReferenceSweep:
     added: str = ""
     """The day the sweep's rows were added (the CSV's optional `added` column), '' for the rows
     the typical knobs were derived on; an added sweep is held out of them (`is_added`)."""
+    run_prompts: int | None = None
+    """Requests per level of a run whose requests all had the sweep's lengths (the CSV's
+    optional `run_prompts` column): each level is predicted as that run, from one burst, every
+    request counted (`capacity.fit.validate.queued_levels`); None: the steady closed loop."""
 
     @property
     def is_added(self) -> bool:
@@ -182,16 +194,22 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
         if added and not _ADDED.match(added):
             raise CatalogError(f"{path}: line {line}: added = {added!r} must be YYYY-MM-DD "
                                "(the day the row was added) or blank")
+        run = _run_prompts(path, line, (row.get("run_prompts") or "").strip())
         engine = _engine(row["engine"])
         sweep_key = (row["source"], row["gpu"], row["model"], row["weight_format"], engine,
                      row["prompt_tokens"], row["output_tokens"])
         g = groups.setdefault("\x1f".join(sweep_key), {"key": sweep_key, "levels": {},
                                                         "date": row["date"].strip(),
                                                         "engine_text": row["engine"].strip(),
-                                                        "stated": [], "added": added})
+                                                        "stated": [], "added": added,
+                                                        "run_prompts": run})
         if g["added"] != added:
             raise CatalogError(f"{path}: line {line}: added = {added!r}, but this sweep's "
                                f"other rows say {g['added']!r} (a sweep is added whole)")
+        if g["run_prompts"] != run:
+            said = ["blank" if x is None else str(x) for x in (run, g["run_prompts"])]
+            raise CatalogError(f"{path}: line {line}: run_prompts = {said[0]}, but this "
+                               f"sweep's other rows say {said[1]} (one run per sweep)")
         conc = _float(path, line, "concurrency", row["concurrency"])
         value = _float(path, line, "value", row["value"])
         level = g["levels"].setdefault(conc, {})
@@ -236,9 +254,20 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
             engine=engine, gpu_key=str(gm["key"]) if gm else None, model_key=mkey,
             gpus=int(gm["gpus"]) if gm else 1, tp=int(gm["tp"]) if gm else 1,
             prompt_tokens=prompt, output_tokens=out, points=tuple(points), date=g["date"],
-            engine_text=g["engine_text"], added=g["added"],
+            engine_text=g["engine_text"], added=g["added"], run_prompts=g["run_prompts"],
             stated=tuple(sorted(g["stated"], key=lambda v: (v.concurrency, v.metric, v.stat)))))
     return tuple(sweeps)
+
+
+def _run_prompts(path: Path, line: int, text: str) -> int | None:
+    """The optional `run_prompts` cell: blank, or a whole number in `RUN_PROMPTS`."""
+    if not text:
+        return None
+    lo, hi = RUN_PROMPTS
+    if not text.isdigit() or not lo <= int(text) <= hi:
+        raise CatalogError(f"{path}: line {line}: run_prompts = {text!r} must be a whole "
+                           f"number of requests, {lo:,}..{hi:,}, or blank")
+    return int(text)
 
 
 def _matches(value: str | None, names: Iterable[str | None]) -> bool:
