@@ -23,6 +23,7 @@ from app.planner_view import CTX_CHOICES
 from app.state import basis_choices
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
 from capacity.catalog.loader import Catalog
+from capacity.model.workload import MAX_TURNS
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS
 from capacity.report.bases import basis_label
 from capacity.report.i18n import engine_label, t
@@ -58,6 +59,8 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
             st.number_input(T("pl_conc"), min_value=1, key="planner_conc")
     with c2:
         st.selectbox(T("pl_ctx"), ctx_choices, key="planner_ctx")
+        st.number_input(T("pl_prompt"), min_value=0, max_value=10_000_000, step=256,
+                        key="planner_prompt", help=T("help_pl_prompt"))
         st.number_input(T("pl_out"), min_value=1, key="planner_out")
         st.slider(T("pl_headroom"), 0.0, 1.0, step=0.05, key="planner_headroom")
         st.number_input(T("pl_growth"), min_value=0.0, max_value=10.0, step=0.05,
@@ -66,6 +69,12 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
                         key="planner_prefix", help=T("help_prefix"))
         st.slider(T("prefix_share"), min_value=0.0, max_value=1.0, step=0.05,
                   key="planner_prefix_share", disabled=not st.session_state.get("planner_prefix"))
+        # conversations: each later turn's history stays in the engine's prefix cache
+        st.number_input(T("knob_turns"), min_value=1, max_value=MAX_TURNS, step=1,
+                        key="planner_turns", help=T("help_pl_turns"))
+        st.number_input(T("knob_turn_tokens"), min_value=0, max_value=10_000_000, step=50,
+                        key="planner_turn_tokens", help=T("help_knob_turn_tokens"),
+                        disabled=int(st.session_state.get("planner_turns", 1)) <= 1)
     with c3:
         st.number_input(T("pl_ttft"), min_value=10.0, step=100.0, key="planner_ttft")
         st.number_input(T("pl_tpot"), min_value=1.0, step=5.0, key="planner_tpot")

@@ -38,6 +38,7 @@ WIDGETS: dict[str, str] = {
     "model": "planner_model", "mode": "planner_mode", "dau": "planner_dau",
     "rpu": "planner_rpu", "share": "planner_share", "hours": "planner_hours",
     "conc": "planner_conc", "ctx": "planner_ctx", "out": "planner_out",
+    "prompt": "planner_prompt", "turns": "planner_turns", "turn_tokens": "planner_turn_tokens",
     "headroom": "planner_headroom", "ttft": "planner_ttft", "tpot": "planner_tpot",
     "pct": "planner_pct", "cost": "planner_cost_target", "gpus": "planner_gpus",
     "maxg": "planner_maxg", "kv": "planner_kv", "tp": "planner_tp", "cur": "planner_currency",

@@ -36,7 +36,7 @@ from capacity.plan.mix import MixWorkload
 from capacity.plan.options import Option
 from capacity.report.charts import log_arrivals_chart, log_length_chart, options_chart, ttft_curve_chart
 from capacity.report.i18n import error_text, note_text, t, tn
-from capacity.report.quote import band_text, option_label, quote_file_name, tokens_over_context
+from capacity.report.quote import band_text, option_label, quote_file_name
 from capacity.report.urlstate import explorer_state, explorer_url
 
 ensure_navigation()
@@ -95,7 +95,7 @@ except CapacityError as exc:
 
 cur = inputs.currency
 best = result.best
-over = tokens_over_context(inputs.workload)
+over = inputs.workload.tokens_over_context
 if over:
     st.warning(T("warn_tokens_over", total=f"{over:,}", ctx=f"{inputs.workload.context_tokens:,}"))
 

@@ -36,8 +36,8 @@ from capacity.model.expert_parallel import (
     prefill_tok_s_per_gpu,
 )
 from capacity.model.moe_imbalance import imbalance_factor
-from capacity.plan import search
 from capacity.plan.disagg import prefill_capacity_per_s
+from capacity.plan.units import replica_units
 from capacity.report.frontier_chart import frontier_chart, frontier_frame
 
 SIMPLE = FrontierInputs(model="llama-3.1-8b", gpus=("h100-sxm",), engines=("vllm",),
@@ -88,7 +88,7 @@ def test_a_disaggregated_point_by_hand() -> None:
     descriptors_ms = 32 * 8192 / 16 * 3.75 / 1e3
     assert descriptors_ms == pytest.approx(61.44)
     v = configuration_variants(SIMPLE)[0]
-    _, _, units = search.replica_units(plan_inputs(SIMPLE, v), default_catalog())
+    _, _, units = replica_units(plan_inputs(SIMPLE, v), default_catalog())
     assert units.tp.tolist() == [1]
     t_prefill = float(units.prefill_ms[0])
     for p in dis.front:

@@ -19,7 +19,7 @@ from capacity.model.scenario import Scenario, decode_model, evaluate, make_scena
 from capacity.model.workload import Workload
 from capacity.plan.disagg import replica_shapes
 from capacity.plan.options import PlanInputs
-from capacity.plan.search import replica_units
+from capacity.plan.units import replica_units
 from capacity.report.explain import method_note, show_math
 
 LOOKUP_B = 128256 * 4096 / 1e9          # 0.525336576 B parameters

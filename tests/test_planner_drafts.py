@@ -88,7 +88,7 @@ def test_the_searchs_drafted_step_is_evaluates() -> None:
     """Every configuration's step in the search's arrays, drafted or not, is `evaluate`'s
     (with F12's engine knobs: a plain row gets no verify overhead)."""
     from capacity.model.scenario import make_scenario
-    from capacity.plan.search import replica_units
+    from capacity.plan.units import replica_units
 
     cat = default_catalog()
     inp = long_context(drafts=("eagle:3", "eagle:7"), max_gpus=4, verify_overhead_ms=0.01,

@@ -18,7 +18,8 @@ from capacity.model.workload import Workload
 from capacity.plan.detail import option_scenario
 from capacity.plan.events import service_from_scenario
 from capacity.plan.options import PlanInputs, Slo
-from capacity.plan.search import plan, replica_units
+from capacity.plan.search import plan
+from capacity.plan.units import replica_units
 from capacity.sim.scheduler import SimPhysics
 
 SHAPE = {"ridge_sharpness": 2.0, "cuda_graph_max_tokens": 512.0, "gemm_tile_tokens": 16.0}

@@ -17,6 +17,7 @@ from capacity.plan import rate_search, search
 from capacity.plan.deployment import Deployment, assess
 from capacity.plan.options import PlanInputs, Slo
 from capacity.plan.queueing import analytic_latency
+from capacity.plan.units import replica_units
 from capacity.stats import WH_SHAPE, gamma_quantile, gamma_quantile_at_most
 from capacity.types import BoolArray, FloatArray
 
@@ -59,7 +60,7 @@ def test_bisect_ends_where_one_step_at_a_time_ends(steps: int) -> None:
 def test_capacity_search_is_the_plain_bisection() -> None:
     """The capacity search (three steps per call, the TPOT check without the percentile) ends
     where 22 single steps of the full check end, for every configuration."""
-    model, _, u = search.replica_units(INPUTS, default_catalog())
+    model, _, u = replica_units(INPUTS, default_catalog())
     slots = np.minimum(u.c_vram, u.seqs).astype(np.float64)
     wl, slo = INPUTS.workload, INPUTS.slo
 
@@ -82,7 +83,7 @@ def test_capacity_memo_gives_each_configuration_its_own_answer() -> None:
     """The memo is per configuration: a search over some of the configurations (the "cheaper
     if" alternatives, `assess`) gets the numbers the search over all of them found."""
     rate_search._CAPACITY_MEMO.clear()
-    model, _, u = search.replica_units(INPUTS, default_catalog())
+    model, _, u = replica_units(INPUTS, default_catalog())
     slots = np.minimum(u.c_vram, u.seqs).astype(np.float64)
     wl, slo = INPUTS.workload, INPUTS.slo
     full = rate_search.slo_capacity(step=u.step, prefill_ms=u.prefill_ms, slots=slots,

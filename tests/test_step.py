@@ -22,7 +22,8 @@ from capacity.model.workload import Workload
 from capacity.plan.detail import option_scenario
 from capacity.plan.events import service_from_scenario
 from capacity.plan.options import PlanInputs
-from capacity.plan.search import plan, replica_units
+from capacity.plan.search import plan
+from capacity.plan.units import replica_units
 from capacity.sim.scheduler import SimPhysics
 
 RTOL = 1e-12

@@ -170,7 +170,7 @@ def test_scenario_ttft_uses_the_attention_efficiency(seed: Scenario) -> None:
 def test_planner_grid_uses_the_operator_step() -> None:
     from capacity.model.workload import Workload
     from capacity.plan.options import PlanInputs
-    from capacity.plan.search import replica_units
+    from capacity.plan.units import replica_units
     wl = Workload(peak_concurrency=10, context_tokens=8192, output_tokens=256)
     inp = PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",), max_gpus=1,
                      kv_dtypes=("fp16",), step_method="operator", attn_sat_batch=3.0)

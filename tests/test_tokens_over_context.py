@@ -7,7 +7,6 @@ import pytest
 
 from capacity.cli.main import main
 from capacity.model.workload import Workload
-from capacity.report.quote import tokens_over_context
 
 SIZE = ["size", "--dau", "500", "--requests-per-user", "20", "--peak-share", "0.3",
         "--peak-hours", "2", "--ctx", "8192", "--output-tokens", "256", "--slo-ttft-ms", "2000",
@@ -16,12 +15,13 @@ SIZE = ["size", "--dau", "500", "--requests-per-user", "20", "--peak-share", "0.
 
 
 def test_a_prompt_given_apart_and_its_output_over_the_context_warn() -> None:
-    assert tokens_over_context(Workload(daily_active_users=500, context_tokens=8192, prompt_tokens=8000,
-                                        output_tokens=256)) == 8256
-    assert tokens_over_context(Workload(daily_active_users=500, context_tokens=8192, prompt_tokens=7936,
-                                        output_tokens=256)) == 0  # exactly the context
+    assert Workload(daily_active_users=500, context_tokens=8192, prompt_tokens=8000,
+                    output_tokens=256).tokens_over_context == 8256
+    assert Workload(daily_active_users=500, context_tokens=8192, prompt_tokens=7936,
+                    output_tokens=256).tokens_over_context == 0  # exactly the context
     # no prompt given: it follows the context (TTFT for a prompt as long as the context)
-    assert tokens_over_context(Workload(daily_active_users=500, context_tokens=8192, output_tokens=256)) == 0
+    assert Workload(daily_active_users=500, context_tokens=8192,
+                    output_tokens=256).tokens_over_context == 0
 
 
 def test_the_readme_size_command_does_not_warn_against_its_own_inputs(

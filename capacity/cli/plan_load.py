@@ -16,6 +16,7 @@ from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
 from capacity.cli.common import number, whole
 from capacity.errors import InputError
+from capacity.model.workload import MAX_TURNS, Workload
 from capacity.report.tables import render
 
 if TYPE_CHECKING:  # the event model imports scipy: only `--engine` and `--rate` pay for it
@@ -80,16 +81,12 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                         "forward pass pays the profile's per-layer eager cost (vLLM 0.339 ms, "
                         "SGLang 0.0275 ms a layer; data/engines.toml) and no graph padding "
                         "(default: off, CUDA graphs)")
-    p.add_argument("--turns", type=whole(min=1, max=MAX_TURNS), default=1, metavar="N",
-                   help="under --engine or --rate with a chunked profile: conversations of N "
-                        "turns, turn k + 1's prompt the whole history (earlier prompts and "
-                        "answers) plus --turn-tokens new ones; the prefix cache holds the "
-                        "history, so only the new tokens are prefilled, while its KV stays in "
-                        "the pool and in attention (vLLM V1 automatic prefix caching; "
-                        "default 1: single requests of --prompt-tokens)")
-    p.add_argument("--turn-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=None,
-                   metavar="TOKENS", help="the new message of every turn after the first, "
-                                          "tokens (needed with --turns > 1)")
+    add_turn_flags(p, "under --engine or --rate with a chunked profile: conversations of N "
+                      "turns, turn k + 1's prompt the whole history (earlier prompts and "
+                      "answers) plus --turn-tokens new ones; the prefix cache holds the "
+                      "history, so only the new tokens are prefilled, while its KV stays in "
+                      "the pool and in attention (vLLM V1 automatic prefix caching; "
+                      "default 1: single requests of --prompt-tokens)")
     p.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=256,
                    metavar="N", help="output tokens per request for --engine, --rate and "
                                      "--stages (default 256)")
@@ -108,12 +105,20 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                         "evenly spaced")
 
 
+def add_turn_flags(p: Any, turns_help: str) -> None:
+    """--turns and --turn-tokens on `p` (a parser or group): `capacity plan`'s load sections
+    and `capacity size`'s search read the same two (`Workload.turns`, `turn_tokens`)."""
+    p.add_argument("--turns", type=whole(min=1, max=MAX_TURNS), default=1, metavar="N",
+                   help=turns_help)
+    p.add_argument("--turn-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=None,
+                   metavar="TOKENS", help="the new message of every turn after the first, "
+                                          "tokens (needed with --turns > 1)")
+
+
 MAX_NUM_SEQS = 65_536
 """The most sequences --max-num-seqs accepts (engines default to 4-4,096)."""
 MAX_BATCHED_TOKENS = 1_048_576
 """The most tokens a step --max-num-batched-tokens accepts (engines default to 2,048-16,384)."""
-MAX_TURNS = 1_000
-"""The most turns --turns accepts (the last turn's prompt must fit --ctx too)."""
 
 
 @dataclass(frozen=True)
@@ -241,6 +246,16 @@ def knobs_text(svc: ServiceModel) -> str:
                      f"(last prompt {svc.longest_prompt_tokens:,} tokens, history cached): "
                      f"{svc.new_prompt_tokens:,.0f} tokens prefilled per request on average")
     return "; ".join(parts) + "\n" if parts else ""
+
+
+def turns_text(wl: Workload) -> str:
+    """`capacity size`'s line on a conversation (`Workload.turns` > 1): its turns, the new
+    tokens of each later one, the last turn's context and the tokens a request prefills on
+    average (`Workload.mean_new_tokens`)."""
+    return (f"conversations of {wl.turns} turns of {wl.turn_tokens:,} new tokens (the last "
+            f"turn {wl.last_context_tokens:,} tokens of context, the history cached): "
+            f"{wl.mean_new_tokens:,.0f} tokens prefilled per request on average; requests and "
+            "concurrency count turns")
 
 
 def open_loop_text(svc: ServiceModel, points: list[OpenLoopPoint], fmt: str) -> str:

@@ -34,13 +34,7 @@ from capacity.catalog.loader import (
     Catalog,
     default_catalog,
 )
-from capacity.catalog.offers import (
-    OFFER_KINDS,
-    bundled_of_kind,
-    choose,
-    load_offers,
-    without_offer,
-)
+from capacity.catalog.offers import OFFER_KINDS, bundled_of_kind, choose, load_offers, without_offer
 from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import (
     CNY_PER_USD,
@@ -55,7 +49,7 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
-from capacity.cli.plan_load import PREFIX_WHY
+from capacity.cli.plan_load import PREFIX_WHY, add_turn_flags, turns_text
 from capacity.cli.wide_ep import (
     add_size_flags,
     check_wide_ep,
@@ -85,7 +79,6 @@ from capacity.report.quote import (
     check_quote_path,
     draft_note_text,
     plan_basis_name,
-    tokens_over_context,
     write_mix_quote,
     write_quote,
 )
@@ -149,6 +142,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     w.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9,
                    metavar="FRACTION",
                    help="share of requests that reuse the shared prefix (default 0.9)")
+    add_turn_flags(w, "conversations of N turns (each a request of the daily count and the "
+                      "concurrency), turn k + 1's prompt the whole history (earlier prompts "
+                      "and answers) plus --turn-tokens new ones, the history in --engine's "
+                      "prefix cache (a chunked profile: vllm, sglang, llamacpp); the last turn "
+                      "must fit --ctx (default 1: single requests of --prompt-tokens)")
     w.add_argument("--growth-per-month", type=number(min=0, max=100), default=0.0,
                    metavar="FRACTION",
                    help="traffic growth per month, compounding (0.1 = +10 %%); the quote says "
@@ -296,7 +294,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
                   peak_concurrency=1.0 if mix else args.peak_concurrency,
                   context_tokens=args.ctx,
                   prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                  headroom=args.headroom)
+                  headroom=args.headroom, turns=args.turns, turn_tokens=args.turn_tokens or 0)
     kv = comma_list(args.kv_dtypes)
     assert kv is not None
     cat = default_catalog()
@@ -459,6 +457,7 @@ def to_text(p: Plan, top: int, fmt: str = "text", cheaper: Sequence[Alternative]
            f" SLO p{q:g} TTFT <= {inp.slo.ttft_ms:g} ms, TPOT <= {inp.slo.tpot_ms:g} ms"
            + (f", <= {inp.slo.cost_per_mtok:g} {inp.currency}/M tok" if inp.slo.cost_per_mtok
               else "") + f"; {p.evaluated} configurations evaluated"]
+    out += [turns_text(wl)] if wl.turns > 1 else []
     served, asked, kind = (0, 0, "") if p.best is None else prefix_served(inp, p.best)
     if served < asked:   # a shared prefix the best option's engine cache serves in part
         out.append(f"shared prefix: the best option's engine cache serves {served:,} of its "
@@ -608,7 +607,7 @@ def run(args: argparse.Namespace) -> int:
     if args.mix:
         return run_mix(args, inp)
     p = plan(inp)
-    over = tokens_over_context(inp.workload)
+    over = inp.workload.tokens_over_context
     if over:
         print("warning: " + t("warn_tokens_over", "en", total=f"{over:,}",
                               ctx=f"{inp.workload.context_tokens:,}"), file=sys.stderr)

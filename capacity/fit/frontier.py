@@ -2,7 +2,7 @@
 (tokens per second per user), its Pareto front, and the cost per million tokens read off it
 (docs/frontier.md).
 
-Every configuration the planner builds (`capacity.plan.search.replica_units`: GPU x TP x
+Every configuration the planner builds (`capacity.plan.units.replica_units`: GPU x TP x
 weights x KV x draft, every memory, step and prefill figure the planner's own) for each variant
 of `configuration_variants` (engine profile with its basis, draft), at a geometric grid of
 closed-loop concurrencies per replica up to its slots. Each point is one replica under a closed
@@ -69,6 +69,7 @@ from capacity.model.workload import Workload
 from capacity.plan import search
 from capacity.plan.options import Option, PlanInputs
 from capacity.plan.pricing import PriceKind
+from capacity.plan.units import ReplicaUnits, replica_units
 from capacity.types import BoolArray, FloatArray, IntArray
 
 __all__ = [
@@ -258,9 +259,9 @@ def pareto_mask(interactivity: npt.ArrayLike, throughput: npt.ArrayLike) -> Bool
 
 
 def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
-                     units: search.ReplicaUnits) -> PointBlock:
+                     units: ReplicaUnits) -> PointBlock:
     """The aggregated points of one variant: each of the planner's replica units of its draft
-    (`units`, from `search.replica_units(pinp)`) under a closed loop (`closed_loop`) at every
+    (`units`, from `replica_units(pinp)`) under a closed loop (`closed_loop`) at every
     concurrency of `concurrency_grid` up to its slots, min(C_vram, max_num_seqs)."""
     # the units of this variant's draft alone (the search adds no draft beside each)
     mine = np.asarray([(d.key if d else None) == v.draft for d in units.drafts], dtype=bool)
@@ -306,7 +307,7 @@ def frontier(inp: FrontierInputs, catalog: Catalog | None = None, *,
         pinp = plan_inputs(inp, v, gpus=gpus, catalog=cat)
         # the planner's replica units (GPU x TP x weights x KV x draft: C_vram, max_num_seqs,
         # prefill, price, the F4 step), its own figures
-        model, formats, units = search.replica_units(pinp, cat)
+        model, formats, units = replica_units(pinp, cat)
         model_name = model.name
         blocks.append(aggregated_block(inp, v, pinp, units))
         if inp.disaggregated and v.draft is None:

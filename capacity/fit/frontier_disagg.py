@@ -3,7 +3,7 @@
 
 A disaggregated configuration is a decode replica shape and a prefill replica shape of the
 same GPU, weights and KV precision (each one of the planner's replica units,
-`capacity.plan.search.replica_units`). At C sequences per decode replica, decoding in pure
+`capacity.plan.units.replica_units`). At C sequences per decode replica, decoding in pure
 decode steps (no prompt runs there; the step is the planner's F4 at batch C, s(C)):
 
     interactivity = 1000 / s(C)                   output tok/s = C x 1000 / s(C)
@@ -45,7 +45,7 @@ from capacity.plan.disagg import (
 )
 from capacity.plan.disagg_handover import Link, descriptors_per_rank
 from capacity.plan.options import PlanInputs
-from capacity.plan.search import ReplicaUnits
+from capacity.plan.units import ReplicaUnits
 from capacity.types import FloatArray
 
 DISAGG_ENGINES: tuple[str, ...] = ("vllm", "sglang")

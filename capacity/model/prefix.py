@@ -42,6 +42,7 @@ from capacity.model.prefill import (
 )
 from capacity.model.roofline import counts_as_engines
 from capacity.model.scenario import Scenario, TableRow, capacity_table, evaluate
+from capacity.model.workload import Workload
 from capacity.types import FloatArray, IntArray
 
 ALIGN_PROFILE = "vllm"
@@ -207,6 +208,69 @@ def mean_prefix_prefill(whole: PrefillFlops, model: Model, hit_tokens: int, shar
                          attention_flops=whole.attention_flops - share * cached.attention_flops,
                          head_flops=whole.head_flops),
             float(np.asarray(whole.prompt_tokens)) - share * hit_tokens)
+
+
+def mean_turn_prefill(first: tuple[PrefillFlops, float], model: Model, wl: Workload, *,
+                      by_operator: bool = False) -> tuple[PrefillFlops, float]:
+    """The turns' mean prefill FLOPs and new tokens of a conversation (`Workload.turns`): the
+    first turn's `first` (`mean_prefix_prefill`'s mean over a shared prefix), each later turn
+    k + 1 its `turn_tokens` new ones after its cached history H = P_k - new (F6 from H to
+    P_k: F(P_k) less the history's per-token part, exact for causal attention as
+    `cached_prefill`), averaged over the turns (the requests are turns in a steady mix, as
+    `ServiceModel.request_prompts`). One turn: `first`. Units: FLOPs, tokens. Example:
+    3 turns, first prompt 1,000, 256 out, 100 new: turns 2 and 3 prefill 100 tokens each
+    after 1,256 and 1,612 cached; mean new tokens (1,000 + 200) / 3 = 400."""
+    if wl.turns == 1:
+        return first
+    pf, new = first
+    later = _later_turns(model, wl, by_operator)
+    n = float(wl.turns)
+    return (PrefillFlops(
+        prompt_tokens=np.asarray((pf.prompt_tokens + (n - 1) * wl.turn_tokens) / n),
+        linear_flops=np.asarray((pf.linear_flops + np.sum(later.linear_flops)) / n),
+        attention_flops=np.asarray((pf.attention_flops + np.sum(later.attention_flops)) / n),
+        head_flops=pf.head_flops),
+        (new + (n - 1) * wl.turn_tokens) / n)
+
+
+def _later_turns(model: Model, wl: Workload, by_operator: bool) -> PrefillFlops:
+    """F6 from H to P_k of each later turn k = 1..turns - 1 (arrays): its `turn_tokens` new
+    ones after the cached history H = P_k - new (FLOPs, tokens)."""
+    p = wl.prompt + np.arange(1, wl.turns) * (wl.output_tokens + wl.turn_tokens)
+    whole = prefill_flops(model, p, by_operator=by_operator)
+    hist = prefill_flops(model, p - wl.turn_tokens, by_operator=by_operator).per_token_part()
+    return PrefillFlops(prompt_tokens=np.full(p.size, float(wl.turn_tokens)),
+                        linear_flops=np.asarray(whole.linear_flops - hist.linear_flops),
+                        attention_flops=np.asarray(whole.attention_flops - hist.attention_flops),
+                        head_flops=whole.head_flops)
+
+
+def quantile_turn(model: Model, wl: Workload, quantile: float, *,
+                  by_operator: bool = False) -> int:
+    """Which turn (0 = the first) a conversation's TTFT `quantile` waits for: the turns (the
+    first's whole prompt, each later one's new tokens after its history, `_later_turns`),
+    equally many of each, ranked by their prefill FLOPs; the j-th largest,
+    j = ceil((1 - quantile) x turns) (at least 1). One turn: 0. Example (1,000-token first
+    prompts, 256 out, 100 new): 3 turns at p90, j = 1: the first turn, the longest; 20
+    turns, j = 2: the second largest, turn 20 (100 tokens after the longest history)."""
+    if wl.turns == 1:
+        return 0
+    first = float(np.asarray(prefill_flops(model, wl.prompt, by_operator=by_operator)
+                             .total_flops))
+    flops = np.concatenate([[first], _later_turns(model, wl, by_operator).total_flops])
+    j = max(1, math.ceil((1.0 - quantile) * wl.turns - 1e-9))
+    return int(np.argsort(-flops, kind="stable")[j - 1])
+
+
+def later_turn_prefill(model: Model, wl: Workload, k: int, *, by_operator: bool = False
+                       ) -> tuple[PrefillFlops, float]:
+    """Turn k + 1's prefill FLOPs and new tokens (k = 1..turns - 1): its `turn_tokens` after
+    its cached history (`_later_turns`). Units: FLOPs, tokens."""
+    later = _later_turns(model, wl, by_operator)
+    return (PrefillFlops(prompt_tokens=np.asarray(later.prompt_tokens[k - 1]),
+                         linear_flops=np.asarray(later.linear_flops[k - 1]),
+                         attention_flops=np.asarray(later.attention_flops[k - 1]),
+                         head_flops=later.head_flops), float(wl.turn_tokens))
 
 
 def cached_prefill_flops(s: Scenario, prompt_tokens: npt.ArrayLike,

@@ -22,9 +22,11 @@ import numpy.typing as npt
 
 from capacity.errors import InputError
 from capacity.model.memory import DEFAULT_HEADROOM
-from capacity.types import BoolArray, FloatArray
+from capacity.types import BoolArray, FloatArray, Note
 
 SECONDS_PER_HOUR = 3600.0
+MAX_TURNS = 1000
+"""The most turns a conversation takes (`Workload.turns`; `capacity plan --turns`' bound)."""
 FIXED_POINT_MAX_ITER = 200
 FIXED_POINT_REL_TOL = 1e-5
 
@@ -50,6 +52,13 @@ class Workload:
     prompt_tokens: int | None = None
     output_tokens: int = 256
     headroom: float = DEFAULT_HEADROOM
+    turns: int = 1
+    """Turns per conversation (multi-turn chat): each request is one turn; turn k + 1's prompt
+    is turn k's prompt and answer plus `turn_tokens` new ones, the history in the engine's
+    prefix cache (`capacity.plan.service.ServiceModel.request_prompts`). 1: single requests.
+    `prompt_tokens` is the first turn's prompt; the rates and concurrencies count turns."""
+    turn_tokens: int = 0
+    """The new message of every turn after the first, tokens (>= 1 with `turns` > 1)."""
 
     def __post_init__(self) -> None:
         given = [x is not None for x in (self.daily_active_users, self.peak_concurrency,
@@ -82,11 +91,62 @@ class Workload:
         if not (math.isfinite(self.headroom) and 0 <= self.headroom <= 2):
             raise InputError(f"headroom is a fraction (0.2 = 20 %): give 0..2, "
                              f"got {self.headroom}")
+        if not (isinstance(self.turns, int) and 1 <= self.turns <= MAX_TURNS):
+            raise InputError(f"turns per conversation must be a whole number 1..{MAX_TURNS:,}, "
+                             f"got {self.turns}")
+        if self.turns > 1:
+            if not (isinstance(self.turn_tokens, int) and self.turn_tokens >= 1):
+                raise InputError(Note("conversations need a new message of at least 1 token "
+                                      f"a turn (--turn-tokens), got {self.turn_tokens}",
+                                      code="knob_turns_tokens", name="turns"))
+            last = self.last_context_tokens
+            if last > self.context_tokens:
+                raise InputError(Note(
+                    f"the last of {self.turns} turns needs {last:,} tokens of context; the "
+                    f"context is {self.context_tokens:,} (raise it, or take fewer turns)",
+                    code="knob_turns_ctx", name="turns", n=self.turns, last=f"{last:,}",
+                    ctx=f"{self.context_tokens:,}"))
 
     @property
     def prompt(self) -> int:
         """Prompt tokens per request (defaults to the context length, as the chapter does)."""
         return self.prompt_tokens if self.prompt_tokens is not None else self.context_tokens
+
+    @property
+    def tokens_over_context(self) -> int:
+        """Prompt + output tokens when a prompt given apart and the output exceed the context (0
+        when they fit): a serving engine refuses such a request (vLLM: prompt + max_tokens >
+        max_model_len). 0 when no prompt was given: the prompt then follows the context, the
+        chapter's reading of TTFT for a prompt as long as the context (a bound, not a request
+        the user described), and the defaults (8,192-token context, 256 output tokens) warned
+        against themselves on every page and command. A conversation's last turn fits (checked
+        when it is made): 0."""
+        if self.prompt_tokens is None:
+            return 0
+        total = self.prompt + self.output_tokens
+        return total if total > self.context_tokens else 0
+
+    @property
+    def last_context_tokens(self) -> int:
+        """The last turn's prompt and answer, tokens: P + (turns - 1) x (output + new
+        message) + output. One turn: prompt + output. 1,000 + 2 x (256 + 100) + 256 = 1,968."""
+        step = (self.output_tokens + self.turn_tokens) if self.turns > 1 else 0
+        return self.prompt + (self.turns - 1) * step + self.output_tokens
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        """The turns' mean prompt, tokens: P + (turns - 1) x (output + new message) / 2, the
+        history included (what a request's KV holds at its prefill); the prompt with one turn.
+        1,000-token first prompts, 3 turns of 100 new tokens, 256 out: 1,356."""
+        step = (self.output_tokens + self.turn_tokens) if self.turns > 1 else 0
+        return self.prompt + (self.turns - 1) * step / 2
+
+    @property
+    def mean_new_tokens(self) -> float:
+        """Prompt tokens a turn prefills on average, tokens: the first turn's whole prompt and
+        each later turn's new message, the history cached: (P + (turns - 1) x new) / turns.
+        1,000 and 2 x 100 over 3 turns: 400."""
+        return (self.prompt + (self.turns - 1) * self.turn_tokens) / self.turns
 
     @property
     def peak_rate_per_s(self) -> float | None:
@@ -105,6 +165,24 @@ class Workload:
         if self.daily_active_users is None:
             return None
         return self.daily_active_users * self.requests_per_user_per_day
+
+
+SINGLE_REQUESTS: dict[str, str] = {
+    "disagg": "the disaggregated prefill/decode comparison",
+    "ep": "the wide expert-parallel comparison",
+    "frontier": "the buyer's chart (throughput per GPU against tok/s per user)"}
+"""What plans single requests only (`single_requests`), by the code of its notice."""
+
+
+def single_requests(wl: Workload, what: str) -> None:
+    """InputError (a `Note`, code `turns_<what>`) where `wl` is a conversation: the
+    `SINGLE_REQUESTS[what]` plans single requests only (its hand-over or dispatch of a
+    history held in a prefix cache is not modelled), so it does not answer for it."""
+    if wl.turns > 1:
+        raise InputError(Note(
+            f"{SINGLE_REQUESTS[what]} plans single requests, not conversations of "
+            f"{wl.turns} turns with their history cached; set turns to 1 to see it",
+            code=f"turns_{what}", n=wl.turns))
 
 
 def _finite_positive(name: str, value: float) -> None:

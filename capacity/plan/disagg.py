@@ -37,7 +37,8 @@ from capacity.model.memory import max_concurrency, vram_budget
 from capacity.model.moe import gemm_bytes_per_param, routing_on
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import prefill_flops, prefill_seconds_by_parts
-from capacity.model.roofline import StepModel, counts_as_engines, fixed_step_ms
+from capacity.model.roofline import counts_as_engines
+from capacity.model.workload import single_requests
 from capacity.plan.disagg_handover import (
     DEFAULT_ADMISSION_STEPS as DEFAULT_ADMISSION_STEPS,
 )
@@ -58,6 +59,7 @@ from capacity.plan.disagg_handover import transfer_ms as transfer_ms
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.plan.queueing import wait_quantile_ms
 from capacity.plan.search import plan as plan_aggregated
+from capacity.plan.units import plan_step
 from capacity.stats import normal_quantile
 from capacity.types import FloatArray
 from capacity.units import GB
@@ -382,18 +384,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
     if not units:
         raise InputError(f"no GPU and TP size in the search can hold {model.name}")
     a = {k: np.asarray(v, dtype=np.float64)[:, None] for k, v in cols.items()}
-    step = StepModel.for_model(
-        model, weights_bytes=a["w"], kv_request_bytes=a["kvs"], bandwidth_gb_s=a["bw"],
-        tflops=a["fl"], eff=a["eff"], eta_bw=inp.eta_bw,
-        overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
-        comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], comm_knee_seqs=a["ck"],
-        comm_per_seq_above_ms=a["cc"], method=inp.step_method,
-        context_tokens=float(wl.context_tokens), eta_kv=inp.eta_kv,
-        attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
-        batch1_factor=inp.batch1_factor, batched_overhead_ms=inp.batched_overhead_ms,
-        ridge_sharpness=inp.ridge_sharpness,
-        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens,
-        lookup_weight_share=a["lk"])  # the table's share of each shape's weight bytes
+    step = plan_step(inp, model, a, a["w"])  # `lk`: the table's share of each shape's bytes
     top = max(max(u.slots for u in units), 1)
     grid = np.asarray(step.step_ms(np.arange(top + 1, dtype=np.float64)[None, :]),
                       dtype=np.float64)
@@ -434,6 +425,7 @@ def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
     knobs = Link(kind="-", send_gb_s=1.0, recv_gb_s=1.0, efficiency=efficiency,
                  latency_ms=latency_ms, descriptor_us=descriptor_us,
                  admission_steps=admission_steps)   # checks the knobs
+    single_requests(inp.workload, "disagg")
     cat = catalog or default_catalog()
     model, units, grid = _units(inp, cat)
     wl, slo, q = inp.workload, inp.slo, inp.slo.quantile

@@ -45,6 +45,7 @@ from capacity.model.expert_parallel import (
     prefill_tok_s_per_gpu,
 )
 from capacity.model.moe_imbalance import imbalance_factor
+from capacity.model.workload import single_requests
 from capacity.plan.disagg import (
     RHO_MAX,
     decode_batch_rate,
@@ -495,6 +496,7 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
     if inp.workload.peak_rate_per_s is None:
         raise InputError("wide-EP planning needs an arrival rate (daily users or a log), "
                          "not a peak concurrency")
+    single_requests(inp.workload, "ep")
     rate = design_rate_per_s(inp)
     limit = inp.max_gpus if max_gpus is None else max_gpus
     if limit < 1:

@@ -278,7 +278,7 @@ class MixEntry:
         prices, efficiency basis and percentile); InputError when its numbers are invalid."""
         wl = replace(base.workload, daily_active_users=float(self.dau), peak_concurrency=None,
                      requests_per_user_per_day=float(self.rpu), context_tokens=int(self.ctx),
-                     prompt_tokens=None, output_tokens=int(self.out))
+                     prompt_tokens=None, output_tokens=int(self.out), turns=1, turn_tokens=0)
         return MixWorkload(name=self.name, inputs=replace(
             base, model=self.model, workload=wl, formats=None,
             slo=replace(base.slo, ttft_ms=float(self.ttft), tpot_ms=float(self.tpot))))

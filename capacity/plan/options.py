@@ -43,6 +43,7 @@ from capacity.model.speculative import (
 from capacity.model.workload import Workload
 from capacity.plan.pricing import Price, price_for
 from capacity.plan.queueing import DEFAULT_SLO_QUANTILE
+from capacity.types import Note
 
 DEFAULT_KV_DTYPES: tuple[str, ...] = ("fp16", "fp8")
 MAX_GPUS = 16
@@ -229,7 +230,13 @@ class PlanInputs:
             raise InputError("give at least one KV precision (fp16, fp8)")
         if self.max_num_seqs is not None and self.max_num_seqs < 1:
             raise InputError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
-        engine_profile(self.engine)  # an unknown engine is a clear error here
+        prof = engine_profile(self.engine)  # an unknown engine is a clear error here
+        if self.workload.turns > 1 and not prof.chunked:
+            raise InputError(Note(
+                f"conversations ({self.workload.turns} turns) keep their history in a "
+                f"chunked-prefill engine's prefix cache: the {prof.key} profile prefills whole "
+                "prompts (choose vLLM, SGLang or llama.cpp)", code="knob_turns_whole",
+                name="turns", engine=prof.key))
         if not (math.isfinite(self.growth_per_month) and 0 <= self.growth_per_month <= 10):
             raise InputError(f"growth per month must be 0..10 (0.1 = +10 %), "
                              f"got {self.growth_per_month}")

@@ -212,8 +212,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                      concurrency: npt.ArrayLike | None = None,
                      limit: npt.ArrayLike = np.inf,
                      chunk_tokens: npt.ArrayLike | None = None,
-                     prompt_tokens: int | None = None,
-                     tpot_quantile: bool = True) -> AnalyticLatency:
+                     prompt_tokens: float | None = None,
+                     tpot_quantile: bool = True,
+                     quantile_prefill_ms: npt.ArrayLike | None = None,
+                     quantile_prompt_tokens: float | None = None) -> AnalyticLatency:
     """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
 
     Prefill-first continuous batching with batched prefill (the discrete-event model without
@@ -267,6 +269,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     within 5 % up to a quarter of saturation; past half of it TTFT is optimistic (p90 15-30 %
     low at 70-80 %: other prompts' chunks lengthen a prompt's own steps, which `own` leaves
     out). tests/test_queueing.py holds the first two cases at 5 % and 25 %.
+    Where requests differ (a conversation's turns; chunked only) `quantile_prefill_ms` and
+    `quantile_prompt_tokens` are the prefill and new tokens of the one at the TTFT quantile
+    (`prefix.quantile_turn_prefill`): the quantile takes its own steps, own_q + q s + W'_q,
+    the mean and the load the mean request's.
     `tpot_quantile` False leaves the TPOT percentile out (`tpot_q_ms` is NaN where the load is
     not saturated), for callers that need only the concurrency, the means or the duration, or
     that ask `gamma_quantile_at_most` of `decode_mean_ms` and `decode_var_ms2`: the gamma
@@ -367,7 +373,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     ttft_mean = first_token_ms(s, cc)
     if cc is not None:
         rho_c = lam_ms * cc.service_ms
-        ttft_q = (cc.own_ms + quantile * s
+        own_q = cc.own_ms if quantile_prefill_ms is None else chunk_cost(
+            step=step, concurrency=c, prefill_ms=np.asarray(quantile_prefill_ms, dtype=float),
+            budget_tokens=budget, prompt_tokens=float(quantile_prompt_tokens or prompt)).own_ms
+        ttft_q = (own_q + quantile * s
                   + wait_quantile_ms(md1(rho_c, cc.service_ms), rho_c, quantile))
         share = lam_ms * stall
         ok_p = (rho_c < 1.0) & (share < 1.0)

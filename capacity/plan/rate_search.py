@@ -25,11 +25,19 @@ from capacity.stats import gamma_quantile_at_most
 from capacity.types import BoolArray, FloatArray, IntArray
 
 
-def chunking(budget: FloatArray, wl: Workload) -> dict[str, object]:
-    """The analytic path's chunked-prefill arguments for these budgets (none when 0)."""
+def chunking(budget: FloatArray, wl: Workload, quantile_prefill_ms: FloatArray | None = None,
+             quantile_prompt_tokens: float | None = None) -> dict[str, object]:
+    """The analytic path's chunked-prefill arguments for these budgets (none when 0): the
+    tokens a request prefills, a conversation's turns' mean (`Workload.mean_new_tokens`), and
+    for a conversation the prefill (ms, per configuration) and new tokens of the turn at the
+    TTFT quantile (`prefix.quantile_turn`; `analytic_latency`'s `quantile_prefill_ms`)."""
     if not np.any(budget > 0):
         return {}
-    return {"chunk_tokens": np.where(budget > 0, budget, np.inf), "prompt_tokens": wl.prompt}
+    q = ({"quantile_prefill_ms": quantile_prefill_ms,
+          "quantile_prompt_tokens": quantile_prompt_tokens}
+         if wl.turns > 1 and quantile_prefill_ms is not None else {})
+    return {"chunk_tokens": np.where(budget > 0, budget, np.inf),
+            "prompt_tokens": wl.mean_new_tokens, **q}
 
 
 def rows_of(ch: dict[str, Any], rows: IntArray) -> dict[str, Any]:
@@ -92,7 +100,8 @@ def _key_of(x: object) -> object:
 
 
 def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Workload,
-              slo: Slo, budget: FloatArray) -> list[tuple[object, ...]]:
+              slo: Slo, budget: FloatArray, quantile_prefill_ms: FloatArray,
+              quantile_prompt_tokens: float | None) -> list[tuple[object, ...]]:
     """One memo key per configuration: everything its capacity search reads (its own row of
     each per-configuration array, by its bits; the scalars, the request and the SLOs)."""
     n = prefill_ms.size
@@ -100,9 +109,11 @@ def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Wo
     def bits(x: np.ndarray[Any, Any]) -> list[object]:
         out: list[object] = (x.view(np.int64) if x.dtype == np.float64 else x).tolist()
         return out
-    common: list[object] = [bool(np.any(budget > 0)), wl.prompt, wl.output_tokens,
-                            slo.ttft_ms, slo.tpot_ms, slo.quantile]
-    columns = [bits(np.ascontiguousarray(a)) for a in (prefill_ms, slots, budget)]
+    common: list[object] = [bool(np.any(budget > 0)), wl.mean_new_tokens, wl.output_tokens,
+                            slo.ttft_ms, slo.tpot_ms, slo.quantile, wl.turns,
+                            quantile_prompt_tokens]
+    columns = [bits(np.ascontiguousarray(a))
+               for a in (prefill_ms, slots, budget, quantile_prefill_ms)]
     for f in fields(step):
         x = getattr(step, f.name)
         if isinstance(x, np.ndarray) and x.shape == (n,):
@@ -114,7 +125,8 @@ def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Wo
 
 
 def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
-                 wl: Workload, slo: Slo, budget: FloatArray) -> FloatArray:
+                 wl: Workload, slo: Slo, budget: FloatArray,
+                 at_quantile: tuple[FloatArray, float] | None = None) -> FloatArray:
     """Highest arrival rate per replica (req/s) at which every check still passes.
 
     It depends on the configuration and the request (prompt, output tokens, SLOs), not on the
@@ -122,7 +134,8 @@ def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
     configuration's inputs lets a new number of daily users or a new concurrency (the Planner,
     the Explorer's deployment box), or another search over some of the same configurations
     (the "cheaper if" alternatives), reuse it."""
-    keys = _row_keys(step, prefill_ms, slots, wl, slo, budget)
+    qpre, qtok = at_quantile or (prefill_ms, None)   # the turn at the TTFT quantile
+    keys = _row_keys(step, prefill_ms, slots, wl, slo, budget, qpre, qtok)
     with _CAPACITY_LOCK:  # the app's sessions plan in threads
         got = [_CAPACITY_MEMO.get(k) for k in keys]
     miss = [i for i, v in enumerate(got) if v is None]
@@ -132,7 +145,7 @@ def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
         # the search over all of them would have it
         found = capacity_search(step=step.select(sel), prefill_ms=prefill_ms[sel],
                                 slots=slots[sel], wl=wl, slo=slo,
-                                ch=rows_of(chunking(budget, wl), sel)).tolist()
+                                ch=rows_of(chunking(budget, wl, qpre, qtok), sel)).tolist()
         with _CAPACITY_LOCK:
             for i, v in zip(miss, found, strict=True):
                 got[i] = v

@@ -30,6 +30,7 @@ from capacity.model.scenario import (
     context_limit_note,
 )
 from capacity.model.speculative import MAX_DEPTH, parse_draft
+from capacity.model.workload import MAX_TURNS
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS, MixEntry, MixWorkload
 from capacity.plan.options import AUTO_DRAFT, PlanInputs
 from capacity.report.i18n import LANGS  # the languages: one per file in data/i18n/
@@ -67,6 +68,9 @@ class PlannerState:
     hours: float = 2.0
     conc: int = 50
     ctx: int = DEFAULT_CONTEXT_TOKENS
+    prompt: int = 0
+    """Prompt tokens per request (a conversation's first turn); 0 = the context (the
+    chapter's reading)."""
     out: int = 256
     headroom: float = 0.2
     ttft: float = 2000.0
@@ -108,6 +112,10 @@ class PlannerState:
     (the Explorer's `prefix`)."""
     prefix_share: float = 0.9
     """Share of requests that reuse the shared prefix (the Explorer's `prefix_share`)."""
+    turns: int = 1
+    """Turns per conversation (`Workload.turns`, the Explorer's `turns`); 1 = single requests."""
+    turn_tokens: int = 0
+    """The new message of every turn after the first, tokens (with `turns` > 1)."""
     draft: str = ""
     """Speculative-decoding drafts searched besides none (`PlanInputs.drafts`): '' = none,
     'auto', or keys 'eagle:3,mtp:1'."""
@@ -187,7 +195,9 @@ class PlannerState:
         wl = Workload(daily_active_users=float(self.dau) if dau else None,
                       requests_per_user_per_day=self.rpu, peak_share=self.share,
                       peak_hours=self.hours, peak_concurrency=None if dau else float(self.conc),
-                      context_tokens=self.ctx, output_tokens=self.out, headroom=self.headroom)
+                      context_tokens=self.ctx, prompt_tokens=self.prompt or None,
+                      output_tokens=self.out, headroom=self.headroom, turns=self.turns,
+                      turn_tokens=self.turn_tokens if self.turns > 1 else 0)
         inp = PlanInputs(
             model=self.model, workload=wl,
             slo=Slo(ttft_ms=self.ttft, tpot_ms=self.tpot, quantile=self.pct / 100.0,
@@ -289,6 +299,7 @@ _PLANNER_RANGES: dict[str, tuple[float, float]] = {
     "tp": (0, 1), "spare": (0, 1), "growth": (0.0, 10.0), "util": (0.5, 1.0),
     "mfu": (0.05, 1.0), "fx": (0.01, 1e4), "prefix": (0, 10_000_000), "prefix_share": (0.0, 1.0),
     "tau": (0.0, MAX_DEPTH + 1.0), "alpha": (0.0, 1.0), "disagg": (0, 1),
+    "prompt": (0, 10_000_000), "turns": (1, MAX_TURNS), "turn_tokens": (0, 10_000_000),
     "fr_disagg": (0, 1), "fr_wide_ep": (0, 1), "wide_ep": (0, 1),
 }
 
@@ -315,7 +326,8 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         dau=int(round(wl.daily_active_users or DEFAULT_PLANNER.dau)),
         rpu=wl.requests_per_user_per_day, share=wl.peak_share, hours=wl.peak_hours,
         conc=int(math.ceil(wl.peak_concurrency or DEFAULT_PLANNER.conc)),
-        ctx=wl.context_tokens, out=wl.output_tokens, headroom=wl.headroom,
+        ctx=wl.context_tokens, prompt=wl.prompt_tokens or 0, out=wl.output_tokens,
+        headroom=wl.headroom, turns=wl.turns, turn_tokens=wl.turn_tokens,
         ttft=inp.slo.ttft_ms, tpot=inp.slo.tpot_ms, pct=int(round(inp.slo.quantile * 100)),
         cost=inp.slo.cost_per_mtok, gpus="" if tuple(sorted(chosen)) == every
         else ",".join(chosen), maxg=inp.max_gpus, kv=",".join(inp.kv_dtypes),

@@ -29,7 +29,6 @@ from capacity.model.prefix import TOKEN_GRAIN, prefix_capacity_table, prefix_eff
 from capacity.model.roofline import Bound
 from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
 from capacity.model.speculative import parse_draft
-from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative, Relax
 from capacity.plan.detail import design_concurrency_total, option_scenario
 from capacity.plan.drafting import MAX_BREAKEVEN_BATCH, DraftNote, DraftOutcome, draft_note
@@ -354,19 +353,6 @@ def model_text(inp: PlanInputs, lang: str, catalog: Catalog | None = None) -> st
     return v.model.name + (t("comma", lang) + v.format.name if fixed else "")
 
 
-def tokens_over_context(wl: Workload) -> int:
-    """Prompt + output tokens when a prompt given apart and the output exceed the context (0
-    when they fit): a serving engine refuses such a request (vLLM: prompt + max_tokens >
-    max_model_len). 0 when no prompt was given: the prompt then follows the context, the
-    chapter's reading of TTFT for a prompt as long as the context (a bound, not a request the
-    user described), and the defaults (8,192-token context, 256 output tokens) warned
-    against themselves on every page and command."""
-    if wl.prompt_tokens is None:
-        return 0
-    total = wl.prompt + wl.output_tokens
-    return total if total > wl.context_tokens else 0
-
-
 def band_text(o: Option, band: tuple[int | None, int | None], top: int, lang: str) -> str:
     """'2 serving GPUs, 1-3 within the band (the spare comes on top)': the band counts serving
     GPUs, as the search does, and says so when the option also pays for a spare."""
@@ -448,13 +434,17 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
         rows.append((t("quote_rate", lang), f"{wl.rate_per_s:.3f} req/s"))
     else:
         rows.append((t("quote_conc", lang), f"{wl.peak_concurrency:g}"))
-    over = tokens_over_context(wl)
+    over = wl.tokens_over_context
     rows += [(t("quote_tokens", lang),
               f"{wl.context_tokens:,} / {wl.prompt:,} / {wl.output_tokens:,}"
               + (t("list_sep", lang) + t("warn_tokens_over", lang, total=f"{over:,}",
                                           ctx=f"{wl.context_tokens:,}")
-                 if over else "")),
-             (t("quote_slo", lang), t("quote_slo_v", lang, ttft=slo.ttft_ms, tpot=slo.tpot_ms,
+                 if over else ""))]
+    if wl.turns > 1:
+        rows.append((t("quote_turns", lang), t("quote_turns_v", lang, n=wl.turns,
+                                                new=f"{wl.turn_tokens:,}",
+                                                last=f"{wl.last_context_tokens:,}")))
+    rows += [(t("quote_slo", lang), t("quote_slo_v", lang, ttft=slo.ttft_ms, tpot=slo.tpot_ms,
                                       q=slo.quantile * 100))]
     if slo.cost_per_mtok > 0:
         rows.append((t("quote_cost_target", lang), _money(slo.cost_per_mtok, inp.currency)))

@@ -29,9 +29,10 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.frontier import Frontier, FrontierInputs, FrontPoint, Group, frontier
 from capacity.model.cost import cost_per_mtok
+from capacity.model.workload import single_requests
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.report.document import Block, Heading, Para, Table
-from capacity.report.i18n import engine_label, t
+from capacity.report.i18n import engine_label, error_text, t
 
 AROUND: int = 3
 """Front points listed on each side of the recommendation's mark in the quote's table."""
@@ -42,9 +43,10 @@ def plan_frontier_inputs(inp: PlanInputs, catalog: Catalog | None = None) -> Fro
     GPUs it searched (its list, else the whole catalog, as `search.plan`), its engine and basis
     (`PlanInputs.basis_string`; entered knobs that are no named basis: the chapter's), weight
     formats, KV precisions, TP limit and currency. InputError where the chart cannot be drawn
-    (an output of one token: interactivity needs two)."""
+    (an output of one token: interactivity needs two; a conversation, `single_requests`)."""
     cat = catalog or default_catalog()
     wl = inp.workload
+    single_requests(wl, "frontier")
     return FrontierInputs(
         model=inp.model, prompt_tokens=wl.prompt, output_tokens=wl.output_tokens,
         context_tokens=max(wl.context_tokens, wl.prompt),
@@ -142,8 +144,9 @@ def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = N
     cat = catalog or default_catalog()
     try:
         fr = fr or frontier(plan_frontier_inputs(inp, cat), cat)
-    except CapacityError:
-        return []
+    except CapacityError as exc:  # a conversation's plan says why the chart is left out
+        return ([Heading(t("frv_q_title", lang)), Para(error_text(exc, lang))]
+                if inp.workload.turns > 1 else [])
     cur = inp.currency
     mark = recommended_mark(o, inp)
     x_slo = slo_interactivity(inp)

@@ -36,6 +36,7 @@ from capacity.model.scenario import (
     valid_tp_sizes,
 )
 from capacity.model.speculative import DRAFT_KINDS, MAX_DEPTH, Draft, make_draft, parse_draft
+from capacity.model.workload import MAX_TURNS
 from capacity.plan.detail import design_concurrency_total
 from capacity.plan.disagg import DEFAULT_LINK_EFFICIENCY, DEFAULT_TRANSFER_LATENCY_MS
 from capacity.plan.options import Option, PlanInputs
@@ -346,6 +347,11 @@ class ExplorerState:
                       context_tokens=self.ctx,
                       prompt_tokens=self.prompt_tokens if self.prompt else None,
                       output_tokens=self.out, headroom=0.0)
+        if self.turns > 1 and engine_profile(self.engine).chunked:
+            try:  # the conversations the load view runs (it falls back where they cannot run)
+                wl = replace(wl, turns=self.turns, turn_tokens=self.turn_tokens)
+            except InputError:
+                pass
         g = catalog.gpu(self.gpu)
         cur: Currency = "USD" if self.currency == "USD" else "CNY"
         offers = tuple(o for o in self.offer_list(catalog) if o.gpu == g.key)
@@ -399,8 +405,6 @@ MAX_KV_PAGE = 4096
 """The most `kvblk` tokens (`capacity plan --block-size`' bound)."""
 MAX_OFFLOAD_GIB = BOUNDS["memory_gb"][1]
 """The most `offload` GiB (`capacity plan --cpu-offload-gb`' bound)."""
-MAX_TURNS = 1000
-"""The most `turns` (`capacity plan --turns`' bound)."""
 KNOBS: tuple[str, ...] = ("seqs", "budget", "kvblk", "offload")
 """The load view's engine knobs (`ExplorerState.load_knobs`)."""
 
@@ -657,5 +661,6 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         prefill_oh_ms=inp.prefill_overhead_ms, step=inp.step_method, engine=inp.engine,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
-        else DEFAULT_STATE.prefix_share, seqs=inp.max_num_seqs or 0).with_draft_of(o)
+        else DEFAULT_STATE.prefix_share, seqs=inp.max_num_seqs or 0, turns=wl.turns,
+        turn_tokens=wl.turn_tokens).with_draft_of(o)
 

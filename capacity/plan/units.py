@@ -1,0 +1,281 @@
+"""The planner's configurations (docs/method.md, section 6): every GPU x TP x weight format x
+KV precision x speculative-decoding draft of one replica, as parallel arrays
+(`replica_units`): its memory (the weights, the KV slots C_vram, a shared prefix held once),
+its F4 step, the prefill of its mean request and of the request at the TTFT quantile (a
+conversation's turns, `prefix.quantile_turn`), its price and its engine's limits.
+`capacity.plan.search.plan` turns them into deployments and checks them; the frontier
+(`capacity.fit.frontier`) runs them in its closed loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant
+from capacity.catalog.nodes import node_shape
+from capacity.errors import InputError
+from capacity.model.kv import DEFAULT_BLOCK_SIZE, held_request_bytes, kv_request_bytes
+from capacity.model.memory import (
+    max_concurrency,
+    vram_budget,
+)
+from capacity.model.moe import gemm_bytes_per_param, routing_on
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
+from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
+from capacity.model.prefix import (
+    later_turn_prefill,
+    mean_prefix_prefill,
+    mean_turn_prefill,
+    quantile_turn,
+)
+from capacity.model.roofline import StepModel, counts_as_engines, fixed_step_ms
+from capacity.model.scenario import context_limit_note
+from capacity.model.speculative import Draft, draft_step_fields, draft_weights_per_gpu_gb, kv_factor
+from capacity.plan.options import (
+    PlanInputs,
+)
+from capacity.types import FloatArray, IntArray
+from capacity.units import GB
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicaUnits:
+    """Per-replica configurations (GPU x TP x format x draft x KV), as parallel arrays and
+    lists."""
+
+    gpus: list[Gpu]
+    tp: IntArray
+    formats: list[str]
+    kv: list[str]
+    weights_gb: FloatArray
+    c_vram: IntArray
+    usable_bytes: FloatArray
+    fixed_bytes: FloatArray
+    kv_request_bytes: FloatArray
+    """KV one request holds per GPU (bytes), the draft's beside the target's (`kv_factor`)."""
+    prefill_ms: FloatArray
+    quantile_prefill_ms: FloatArray
+    """The prefill of the request at the TTFT quantile (a conversation's turn,
+    `prefix.quantile_turn`; the mean request's otherwise), ms; its new tokens
+    `quantile_prompt_tokens`."""
+    quantile_prompt_tokens: float
+    step: StepModel
+    price_per_hour: FloatArray
+    seqs: FloatArray
+    """max_num_seqs of each configuration's engine on its GPU."""
+    budget: FloatArray
+    """The engine's mixed-step token budget on each GPU (0: prefill batches pause decoding)."""
+    node_gpus: IntArray
+    """GPUs per node of a per-node offer (bought in whole nodes); 0 = priced per GPU."""
+    drafts: list[Draft | None]
+    """Each configuration's speculative-decoding draft (None: none)."""
+
+
+PLAIN_STEP: dict[str, float] = {"verify_tokens": 1.0, "accepted_tokens": 1.0,
+                                "draft_passes": 0.0, "draft_weights_bytes": 0.0,
+                                "draft_kv_request_bytes": 0.0, "draft_params_b": 0.0}
+"""`StepModel`'s F12 fields of a configuration without a draft (its defaults: a plain step)."""
+
+
+def _tp_choices(model: Model, n_max: int, allow_tp: bool) -> list[int]:
+    out = []
+    for tp in (1, 2, 4, 8, 16):
+        if tp > n_max or (tp > 1 and not allow_tp):
+            continue
+        try:
+            check_tp(model, tp, tp)
+        except InputError:
+            continue
+        out.append(tp)
+    return out
+
+
+def _variants(cat: Catalog, model_key: str, formats: tuple[str, ...] | None
+              ) -> list[ModelVariant]:
+    base = cat.variant(model_key)
+    if formats is None and base.model.key != model_key.strip().lower():
+        return [base]  # a key with a format suffix fixes the format
+    keys = formats if formats is not None else tuple(f.key for f in cat.formats_for(base.model))
+    return [cat.variant(base.model.key, k) for k in keys]
+
+
+def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
+           ) -> tuple[Model, list[ModelVariant], ReplicaUnits]:
+    """The per-replica configurations; `tp_only`: those of that TP alone (each unit's figures
+    are its own, whatever else is built beside it)."""
+    variants = _variants(cat, inp.model, inp.formats)
+    model = variants[0].model
+    gpus = [cat.gpu(k) for k in (inp.gpus if inp.gpus is not None else sorted(cat.gpus))]
+    if not gpus:
+        raise InputError("choose at least one GPU")
+    wl = inp.workload
+    if wl.context_tokens > model.max_context_tokens:
+        raise InputError(context_limit_note(wl.context_tokens, model))
+    tps = [tp for tp in _tp_choices(model, inp.max_gpus, inp.allow_tp)
+           if tp_only is None or tp == tp_only]
+    operator = counts_as_engines(inp.step_method)
+    whole_pf = prefill_flops(model, wl.prompt, by_operator=operator)
+
+    def first_pf(hit: int) -> tuple[PrefillFlops, float]:  # a turn that finds the prefix
+        return mean_prefix_prefill(whole_pf, model, hit, inp.prefix_share if hit > 0 else 0.0,
+                                   by_operator=operator)
+    kq = quantile_turn(model, wl, inp.slo.quantile, by_operator=operator)  # TTFT's turn
+    later_q = later_turn_prefill(model, wl, kq, by_operator=operator) if kq else None
+
+    # speculative decoding: no draft, then each draft searched (F12), per weight format
+    draft_keys = ("", *inp.draft_keys(model.key))
+    drafts = {v.format.key: [inp.draft_for(v, k) for k in draft_keys] for v in variants}
+    d_l: list[Draft | None] = []
+    g_l: list[Gpu] = []
+    tp_l: list[int] = []
+    f_l: list[str] = []
+    kv_l: list[str] = []
+    cols: dict[str, list[float]] = {k: [] for k in (
+        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "preq", "bw", "fl", "ca", "cb", "ck",
+        "cc", "price", "node", "seqs", "budget", "lk", "eff")}
+    kv_cache: dict[tuple[str, int, int, int], float] = {}
+    held_cache: dict[tuple[str, int, int, int], float] = {}
+    for g in gpus:
+        prof = inp.profile_for(g.key, g.memory_gb)
+        # KV per request: reserved at the context, or (vLLM, SGLang) the pages of the tokens a
+        # request holds at its end, prompt + output (the pool holds every admitted request;
+        # a conversation's turns in a steady mix: their mean prompt, the history included)
+        held, block = ((wl.context_tokens, DEFAULT_BLOCK_SIZE) if prof.kv_admission == "context"
+                       else (min(wl.context_tokens, round(wl.mean_prompt_tokens)
+                                 + wl.output_tokens), prof.kv_block_tokens))
+        budget = float(prof.token_budget_tokens) if prof.mixed else 0.0
+        pr = inp.price_of(g)
+        price = pr.per_gpu_hour
+        largest_node = node_shape(g.key).max_gpus_per_node
+        # a per-node offer (and no entered per-GPU price) is bought in whole nodes of its size
+        whole_node = pr.node_gpus
+        for tp in tps:
+            if tp > largest_node or (whole_node and whole_node % tp):
+                continue  # a TP group stays inside one node
+            comm = tp_comm_line(model, g, tp)
+            nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
+            pre_cache: dict[tuple[int, str], tuple[float, float]] = {}
+            hits = {kv: inp.prefix_hit_tokens(model, g, kv, tp) for kv in inp.kv_dtypes}
+            for v in variants:
+                tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
+                # the draft's weights per GPU join the target's (Scenario's definitions)
+                budgets = [(d, vram_budget(vram_gb=g.memory_gb, util=inp.util,
+                                           weights_gb=v.weights_gb / tp
+                                           + draft_weights_per_gpu_gb(d, tp),
+                                           overhead_gb=inp.overhead_gb, nccl_gb=nccl))
+                           for d in drafts[v.format.key]]
+                for (d, vb), kv in ((b, kv) for b in budgets for kv in inp.kv_dtypes):
+                    hit = hits[kv]   # a shared prefix: what the engine's cache serves of it
+                    share = inp.prefix_share if hit > 0 else 0.0
+                    if (hit, v.format.key) not in pre_cache:  # the mean; the quantile's
+                        mean = _prefill_ms(inp, model, g, tp, v, *mean_turn_prefill(
+                            first_pf(hit), model, wl, by_operator=operator))
+                        pre_cache[(hit, v.format.key)] = (mean, mean if wl.turns == 1 else
+                                                          _prefill_ms(inp, model, g, tp, v, *(
+                                                              later_q or first_pf(hit))))
+                    pre_ms, pre_q = pre_cache[(hit, v.format.key)]
+                    key = (kv, tp, held, block)
+                    if key not in kv_cache:
+                        kv_req = kv_request_bytes(model, held, kv, tp, block)
+                        kv_cache[key] = float(kv_req.exact_bytes if prof.kv_admission == "context"
+                                              else kv_req.paged_bytes)
+                        # memory: the engine's pages (a hybrid model's states included)
+                        held_cache[key] = (kv_cache[key] if prof.kv_admission == "context" else
+                                           float(held_request_bytes(model, held, kv, tp, block)))
+                    if share > 0 and (kv, -tp, hit, block) not in kv_cache:
+                        prefix_req = kv_request_bytes(model, hit, kv, tp)
+                        kv_cache[(kv, -tp, hit, block)] = float(
+                            prefix_req.by_kind_bytes["full"] + prefix_req.by_kind_bytes["mla"])
+                    kvr = kv_cache[key]
+                    prefix_kv = kv_cache[(kv, -tp, hit, block)] if share > 0 else 0.0
+                    kvr -= share * prefix_kv   # per request; the prefix once, from the budget
+                    # memory holds the draft's KV beside the target's (x kv_factor); the step
+                    # reads the target's, the draft's own in its passes
+                    factor = kv_factor(d)
+                    kvr_mem = (held_cache[key] - share * prefix_kv) * factor
+                    prefix_mem = prefix_kv * factor
+                    d_l.append(d)
+                    g_l.append(g)
+                    tp_l.append(tp)
+                    f_l.append(v.format.key)
+                    kv_l.append(kv)
+                    for k, val in (("w", v.weights_gb), ("cv", float(
+                            max_concurrency(vb.kv_budget_bytes - prefix_mem, kvr_mem))),
+                            ("usable", vb.usable_bytes),
+                            ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes
+                             + prefix_mem),
+                            ("kvr", kvr_mem), ("kvs", kvr), ("pre", pre_ms), ("preq", pre_q),
+                            ("bw", g.bandwidth_gb_s),
+                            ("fl", tflops_per_replica), ("ca", comm.fixed_ms),
+                            ("cb", comm.per_token_ms), ("ck", comm.knee_tokens),
+                            ("cc", comm.above_ms),
+                            ("price", price), ("node", whole_node),
+                            ("seqs", prof.max_seqs), ("budget", budget),
+                            ("lk", v.lookup_weight_share),
+                            ("eff", inp.eff_on(g, v.format.compute_dtype))):
+                        cols[k].append(val)
+    a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
+    tp_a = np.asarray(tp_l, dtype=np.int64)
+    # the F4 step of every configuration at once: the same StepModel as `evaluate` (weights per
+    # GPU as W / TP, like Scenario.weights_per_gpu_gb)
+    step = plan_step(inp, model, a, a["w"] / tp_a * GB)
+    if len(draft_keys) > 1:  # F12 per configuration, as `decode_model` sets it for a draft
+        per_config: dict[str, Any] = {f: np.full(tp_a.size, v) for f, v in PLAIN_STEP.items()}
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, (d, tp) in enumerate(zip(d_l, tp_l, strict=True)):
+            if d is not None:
+                groups.setdefault((id(d), tp), []).append(i)
+        for rows in groups.values():
+            at = np.asarray(rows, dtype=np.int64)
+            own = draft_step_fields(d_l[rows[0]], tp=tp_l[rows[0]],
+                                    kv_request_bytes=a["kvs"][at])
+            for f, val in own.items():
+                per_config[f][at] = val
+        step = replace(step, **per_config,
+                       draft_overhead_ms=inp.draft_overhead_ms,
+                       verify_overhead_ms=inp.verify_overhead_ms)
+    units = ReplicaUnits(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
+                   c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
+                   fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
+                   quantile_prefill_ms=a["preq"],
+                   quantile_prompt_tokens=float(wl.turn_tokens if kq else wl.prompt),
+                   step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
+                   node_gpus=a["node"].astype(np.int64), drafts=d_l)
+    return model, variants, units
+
+
+def plan_step(inp: PlanInputs, model: Model, a: dict[str, FloatArray],
+              weights_bytes: FloatArray) -> StepModel:
+    """The F4 step of many configurations at once, the same StepModel as `evaluate`:
+    `weights_bytes` per GPU (W / TP, like Scenario.weights_per_gpu_gb) and the columns `a` of
+    `replica_units` (and the disaggregated search's) per configuration: KV bytes a sequence
+    reads (`kvs`), bandwidth, TFLOP/s per replica, decode efficiency, F10's all-reduce line
+    (`ca`, `cb`, `ck`, `cc`) and the variant's unread lookup share (`lk`); the plan's knobs."""
+    return StepModel.for_model(
+        model, weights_bytes=weights_bytes, kv_request_bytes=a["kvs"],
+        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=a["eff"], eta_bw=inp.eta_bw,
+        overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
+        comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], comm_knee_seqs=a["ck"],
+        comm_per_seq_above_ms=a["cc"], method=inp.step_method,
+        context_tokens=float(inp.workload.context_tokens), eta_kv=inp.eta_kv,
+        attn_sat_batch=inp.attn_sat_batch, seq_overhead_ms=inp.seq_overhead_ms,
+        batch1_factor=inp.batch1_factor, batched_overhead_ms=inp.batched_overhead_ms,
+        ridge_sharpness=inp.ridge_sharpness,
+        cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens,
+        lookup_weight_share=a["lk"])
+
+
+def _prefill_ms(inp: PlanInputs, model: Model, g: Gpu, tp: int, v: ModelVariant,
+                pf: PrefillFlops, new_tokens: float) -> float:
+    """The mean prompt's prefill on one replica of `v` on `tp` x `g` (ms): F6 by parts over
+    `pf` at the plan's MFU, its fixed prefill time, and TP communication over `new_tokens`."""
+    dtype = v.format.compute_dtype
+    return (float(prefill_seconds_by_parts(
+        pf, g.tflops_for(dtype) * tp, inp.mfu_on(g, dtype), inp.attn_mfu,
+        inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_tokens,
+        routing=routing_on(model, g.tflops_for(dtype), g.bandwidth_gb_s,
+                           gemm_bytes_per_param(v)))) * 1e3
+            + float(tp_comm_ms(model, g, tp, new_tokens)))

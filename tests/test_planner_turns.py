@@ -1,0 +1,217 @@
+"""Conversations in the Planner and `capacity size` (`Workload.turns`): each request is a turn
+whose history the engine's prefix cache holds. The workload's arithmetic by hand, the search's
+memory and prefill, its TTFT quantile against the event model, the refusals, and one
+deployment shown the same on every surface (CLI JSON, quote, Planner page, Explorer link)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from capacity.catalog.loader import default_catalog
+from capacity.cli.main import main
+from capacity.errors import InputError
+from capacity.model.prefill import prefill_flops
+from capacity.model.prefix import mean_turn_prefill, quantile_turn
+from capacity.model.workload import Workload
+from capacity.plan.detail import simulate_option
+from capacity.plan.disagg import compare
+from capacity.plan.ep_search import ep_search
+from capacity.plan.search import plan
+from capacity.plan.units import replica_units
+from capacity.report.i18n import t
+from capacity.report.planner_url import (
+    PlannerState,
+    planner_decode,
+    planner_encode,
+    planner_state,
+    planner_url,
+)
+from capacity.report.quote import figure_rows, fmt_money, fmt_ms, fmt_price, quote_markdown
+from capacity.report.quote_frontier import frontier_blocks, plan_frontier_inputs
+from capacity.report.urlstate import explorer_state, explorer_url
+
+APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+CHAT = PlannerState(model="qwen3-8b", engine="vllm", dau=2000, ctx=8192, prompt=1000, out=256,
+                    turns=3, turn_tokens=100, gpus="rtx-4090,h100-sxm,l40s")
+"""A chat service: conversations of 3 turns, a 1,000-token first prompt, 100 new tokens a
+later turn, 256 out, on vLLM."""
+
+
+def _wl(**kw: object) -> Workload:
+    base: dict[str, object] = {"peak_concurrency": 5.0, "context_tokens": 8192,
+                               "prompt_tokens": 1000, "output_tokens": 256, "turns": 3,
+                               "turn_tokens": 100}
+    return Workload(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_a_conversation_by_hand() -> None:
+    wl = _wl()
+    # turns 1..3 prompt 1,000, 1,356 and 1,712 tokens: P + k x (256 + 100)
+    assert wl.last_context_tokens == 1712 + 256 == 1968
+    assert wl.mean_prompt_tokens == (1000 + 1356 + 1712) / 3 == 1356
+    assert wl.mean_new_tokens == (1000 + 100 + 100) / 3 == 400
+    one = _wl(turns=1, turn_tokens=0)
+    assert (one.last_context_tokens, one.mean_prompt_tokens, one.mean_new_tokens) == (
+        1256, 1000, 1000)
+
+
+@pytest.mark.parametrize(("kw", "code", "text"), [
+    ({"turns": 3, "turn_tokens": 0}, "knob_turns_tokens", "at least 1 token a turn"),
+    ({"context_tokens": 1500}, "knob_turns_ctx",
+     "the last of 3 turns needs 1,968 tokens of context; the context is 1,500"),
+    ({"turns": 0}, None, "turns per conversation must be a whole number 1..1,000"),
+    ({"turns": 1001}, None, "turns per conversation must be a whole number 1..1,000"),
+])
+def test_a_conversation_that_cannot_run_says_why(kw: dict[str, object], code: str | None,
+                                                 text: str) -> None:
+    with pytest.raises(InputError, match=text) as e:
+        _wl(**kw)
+    assert getattr(e.value.args[0], "code", None) == code
+
+
+def test_the_turns_mean_prefill_by_hand() -> None:
+    model = default_catalog().variant("qwen3-8b").model
+    wl = _wl()
+    first = (prefill_flops(model, 1000), 1000.0)
+    mean, new = mean_turn_prefill(first, model, wl)
+    # F6's linear part is 2 x P_active per new token: the turns' mean prefills 400 tokens
+    assert new == 400 and float(mean.prompt_tokens) == 400
+    assert float(mean.linear_flops) == pytest.approx(2 * model.params_active_b * 1e9 * 400,
+                                                     rel=1e-12)
+    # each later turn's 100 tokens attend to their whole history: more than 100 alone
+    alone = (float(prefill_flops(model, 1000).attention_flops)
+             + 2 * float(prefill_flops(model, 100).attention_flops)) / 3
+    assert float(mean.attention_flops) > alone
+    assert mean_turn_prefill(first, model, _wl(turns=1, turn_tokens=0)) is first
+
+
+@pytest.mark.parametrize(("turns", "q", "turn"), [
+    (1, 0.9, 0), (3, 0.9, 0), (10, 0.9, 0), (11, 0.9, 10), (20, 0.9, 19), (3, 0.5, 2)])
+def test_the_turn_at_the_ttft_quantile(turns: int, q: float, turn: int) -> None:
+    # the j-th largest prefill, j = ceil((1 - q) x turns): the first turn's 1,000 tokens are
+    # the largest; the later ones grow with their history, the last the largest of them
+    model = default_catalog().variant("qwen3-8b").model
+    assert quantile_turn(model, _wl(turns=turns, turn_tokens=100 if turns > 1 else 0,
+                                    context_tokens=32768), q) == turn
+
+
+def test_the_search_holds_the_turns_mean_prompt_and_prefills_their_new_tokens() -> None:
+    cat = default_catalog()
+    inp = CHAT.inputs(cat)
+    _, _, u = replica_units(inp, cat)
+    # memory: the pool holds the turns in a steady mix, their mean prompt (1,356) + output
+    mean = PlannerState(**{**CHAT.__dict__, "prompt": 1356, "turns": 1, "turn_tokens": 0})
+    _, _, m = replica_units(mean.inputs(cat), cat)
+    assert list(u.c_vram) == list(m.c_vram)
+    # prefill: the turns' mean (400 new tokens) is below a 1,000-token prompt's; at p90 the
+    # TTFT waits for the first turn, whose prefill is the 1,000-token prompt's
+    first = PlannerState(**{**CHAT.__dict__, "turns": 1, "turn_tokens": 0})
+    _, _, f = replica_units(first.inputs(cat), cat)
+    assert list(u.quantile_prefill_ms) == list(f.prefill_ms)
+    assert all(a < b for a, b in zip(u.prefill_ms, f.prefill_ms, strict=True))
+    assert u.quantile_prompt_tokens == 1000
+
+
+@pytest.mark.parametrize("turns", [3, 8])
+def test_the_planners_ttft_quantile_is_the_event_models(turns: int) -> None:
+    # the headline TTFT p90 (analytic, at the design load) against the event model that
+    # runs every turn at that load (`simulate_option`, the page's check)
+    cat = default_catalog()
+    inp = PlannerState(**{**CHAT.__dict__, "turns": turns, "ctx": 16384}).inputs(cat)
+    best = plan(inp, cat).best
+    assert best is not None
+    sim = simulate_option(inp, best, cat, n_requests=900)
+    assert best.ttft_ms == pytest.approx(sim.ttft_ms[0.9], rel=0.15)
+    assert best.tpot_ms == pytest.approx(sim.tpot_ms[0.9], rel=0.15)
+
+
+def test_conversations_need_an_engine_that_caches_in_chunks() -> None:
+    with pytest.raises(InputError, match="the chapter profile prefills whole prompts") as e:
+        PlannerState(**{**CHAT.__dict__, "engine": "chapter"}).inputs(default_catalog())
+    assert e.value.args[0].code == "knob_turns_whole"
+
+
+def test_what_plans_single_requests_says_so() -> None:
+    cat = default_catalog()
+    inp = CHAT.inputs(cat)
+    with pytest.raises(InputError, match="disaggregated prefill/decode comparison plans "
+                                         "single requests") as e:
+        compare(inp, cat)
+    assert e.value.args[0].code == "turns_disagg"
+    moe = PlannerState(**{**CHAT.__dict__, "model": "qwen3-30b-a3b", "gpus": "h100-sxm"})
+    with pytest.raises(InputError, match="wide expert-parallel comparison") as e:
+        ep_search(moe.inputs(cat), cat)
+    assert e.value.args[0].code == "turns_ep"
+    with pytest.raises(InputError, match="buyer's chart") as e:
+        plan_frontier_inputs(inp, cat)
+    assert e.value.args[0].code == "turns_frontier"
+    # the quote's chart section says why it is left out, in the quote's language
+    blocks = frontier_blocks(plan(inp, cat), lang="zh", catalog=cat)
+    assert len(blocks) == 2 and "3 轮对话" in str(blocks[1])
+
+
+def test_the_planner_link_carries_the_conversation() -> None:
+    cat = default_catalog()
+    inp = CHAT.inputs(cat)
+    q = planner_encode(planner_state(inp, cat))
+    assert (q["prompt"], q["turns"], q["turn_tokens"]) == ("1000", "3", "100")
+    back, notes = planner_decode(q, cat)
+    assert not notes and back.inputs(cat) == inp
+    bad, notes = planner_decode({**q, "ctx": "1024"}, cat)   # the last turn cannot fit
+    assert bad.turns == 1 and "1,968 tokens of context" in notes[0]
+
+
+def test_one_conversation_deployment_on_every_surface(capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    cat = default_catalog()
+    p = plan(CHAT.inputs(cat), cat)
+    best, inp = p.best, p.inputs
+    assert best is not None
+    cur = inp.currency
+    # the CLI's JSON
+    capsys.readouterr()
+    assert main(["size", "--model", "qwen3-8b", "--engine", "vllm", "--dau", "2000", "--ctx",
+                 "8192", "--prompt-tokens", "1000", "--output-tokens", "256", "--turns", "3",
+                 "--turn-tokens", "100", "--gpus", "rtx-4090,h100-sxm,l40s",
+                 "--format", "json"]) == 0
+    js = json.loads(capsys.readouterr().out)["options"][0]
+    assert (js["gpu"], js["gpus"], js["weights"], js["kv_dtype"]) == (
+        best.gpu, best.n_gpus, best.weights, best.kv_dtype)
+    assert js["deployment"]["workload"].items() >= {"turns": 3, "turn_tokens": 100,
+                                                    "prompt_tokens": 1000}.items()
+    shown = [str(best.paid_gpus), fmt_price(js["price_per_gpu_hour"], cur),
+             fmt_money(js["cost_per_month"], cur), fmt_money(js["cost_per_mtok_design"], cur),
+             fmt_money(js["cost_per_mtok"], cur), fmt_ms(js["ttft_ms"]), fmt_ms(js["tpot_ms"])]
+    # the quote: its workload names the conversation, its recommendation the same figures
+    md = quote_markdown(p, lang="en", catalog=cat)
+    assert ("| Conversations | 3 turns, each later one 100 new tokens after the history the "
+            "prefix cache holds; the last turn holds 1,968 tokens of context |") in md
+    rec = md.split("## " + t("quote_rec", "en"), 1)[1].split("\n## ", 1)[0]
+    for (label, _), value in zip(figure_rows(inp, best, "en", cat), shown, strict=True):
+        assert f"| {label} | {value} |" in rec
+    # the Planner page through its own link, then the Explorer through the option's link
+    at = AppTest.from_file(APP, default_timeout=180).switch_page("pages/planner.py")
+    for k, v in parse_qsl(urlsplit(planner_url(CHAT)).query):
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    assert [str(m.value) for m in at.get("metric")][:7] == shown
+    assert at.number_input(key="planner_turns").value == 3
+    link = explorer_url(explorer_state(inp, best, cat))
+    assert dict(parse_qsl(urlsplit(link).query)).items() >= {"turns": "3",
+                                                              "turn_tokens": "100"}.items()
+    ex = AppTest.from_file(APP, default_timeout=180)
+    for k, v in parse_qsl(urlsplit(link).query):
+        ex.query_params[k] = v
+    ex.run()
+    assert not ex.exception
+    assert not [w.value for w in ex.warning if "ignored" in w.value]
+    box = ex.get_by_key("deployment_numbers")
+    assert [str(m.value) for m in box.get("metric")] == shown
+    assert math.isfinite(best.ttft_ms)
