@@ -48,6 +48,30 @@ def test_fixed_point_reports_overload() -> None:
     assert fp.converged.tolist() == [True, False]
 
 
+def test_the_fixed_point_runs_only_the_entries_still_moving() -> None:
+    # duration(C) = a + b C per entry: three converge within a few steps, the last (lambda b
+    # just under 1) creeps for every step to its far fixed point. With `narrow` the same
+    # iterates come out, and the later steps run that entry alone.
+    a = np.array([2.0, 2.0, 2.0, 2.0])
+    b = np.array([0.05, 0.05, 0.05, 0.0999])
+    rates = np.array([0.5, 1.0, 5.0, 10.0])
+    seen: list[int] = []
+
+    def narrow(rows: np.ndarray) -> object:
+        def run(c: np.ndarray) -> np.ndarray:
+            seen.append(rows.size)
+            return np.asarray(a[rows] + b[rows] * c)
+        return run
+    plain = concurrency_fixed_point(rates, lambda c: a + b * c, limit=1e6)
+    fast = concurrency_fixed_point(rates, lambda c: a + b * c, limit=1e6,
+                                   narrow=narrow)  # type: ignore[arg-type]
+    assert fast.iterations == plain.iterations > 100
+    np.testing.assert_array_equal(fast.concurrency, plain.concurrency)
+    np.testing.assert_array_equal(fast.duration_s, plain.duration_s)
+    assert fast.converged.tolist() == plain.converged.tolist()
+    assert seen and set(seen) == {1}   # every narrowed step ran the creeping entry alone
+
+
 @pytest.mark.parametrize("kwargs", [
     pytest.param({}, id="neither"),
     pytest.param({"daily_active_users": 10, "peak_concurrency": 5}, id="both"),

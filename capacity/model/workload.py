@@ -243,13 +243,21 @@ def concurrency_fixed_point(rate_per_s: npt.ArrayLike,
                             duration_s: Callable[[FloatArray], FloatArray],
                             *, limit: npt.ArrayLike = np.inf,
                             max_iter: int = FIXED_POINT_MAX_ITER,
-                            rel_tol: float = FIXED_POINT_REL_TOL) -> FixedPoint:
+                            rel_tol: float = FIXED_POINT_REL_TOL,
+                            narrow: Callable[[npt.NDArray[np.int64]],
+                                             Callable[[FloatArray], FloatArray]] | None = None
+                            ) -> FixedPoint:
     """Solve C = rate x duration(C) by iteration from C = 0, elementwise over configurations.
 
     `duration_s(C)` must not fall as C rises (a decode step never gets faster with a bigger
     batch, F4), so the iterates rise monotonically to the smallest fixed point. Where none
     exists (the load outruns the hardware: rate x d duration / dC >= 1) or the iterate passes
     `limit`, the entry is marked not converged and holds the last iterate (capped at `limit`).
+    `narrow(rows)` (optional): `duration_s` of those entries alone, where each entry's
+    duration is its own (a 1-D array of configurations): once fewer than half the entries it
+    last ran are still moving, the iteration runs only those (the same iterates: a frozen
+    entry keeps its value). The planner's capacity search probes rates past some
+    configurations' capacity, whose iterates creep towards `limit` for all `max_iter` steps.
     Unit: requests in flight. Source: F9 (docs/method.md) (Little's law with a configuration-dependent W).
     """
     rate = np.asarray(rate_per_s, dtype=np.float64)
@@ -260,7 +268,9 @@ def concurrency_fixed_point(rate_per_s: npt.ArrayLike,
     done = np.zeros(c.shape, dtype=bool)
     over = np.zeros(c.shape, dtype=bool)
     iterations = 0
-    d = duration_s(c)
+    d = np.asarray(duration_s(c), dtype=np.float64)
+    rows = np.arange(c.size) if narrow is not None and c.ndim == 1 else None
+    run = duration_s   # the duration of `rows` (all entries until they narrow)
     for step in range(1, max_iter + 1):
         iterations = step
         with np.errstate(invalid="ignore"):
@@ -273,7 +283,14 @@ def concurrency_fixed_point(rate_per_s: npt.ArrayLike,
         nxt = np.minimum(nxt, lim)
         done = frozen | (np.abs(nxt - c) <= rel_tol * np.maximum(nxt, 1e-12))
         c = np.where(frozen, c, nxt)
-        d = duration_s(c)
+        if rows is None or narrow is None:
+            d = duration_s(c)
+        else:   # only the entries that moved this step change their duration
+            moved = np.flatnonzero(~frozen)
+            if moved.size < rows.size // 2:
+                rows, run = moved, narrow(moved)
+            d = d.copy()
+            d[rows] = run(c[rows])
         if np.all(done | over):
             break
     return FixedPoint(concurrency=c, duration_s=np.asarray(d, dtype=np.float64),

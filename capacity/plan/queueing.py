@@ -40,7 +40,8 @@ prefix hits) are `capacity.plan.traffic_queue`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -207,6 +208,113 @@ def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArr
         full_added_ms=np.asarray(np.where(finite, k * extra_full, t), dtype=np.float64))
 
 
+def _md1(r: FloatArray, service: FloatArray) -> FloatArray:
+    """The M/D/1 mean wait (ms) at load r of a service of `service` ms; inf at r >= 1."""
+    ok = r < 1.0
+    return np.asarray(np.where(ok, r * service / (2.0 * np.where(ok, 1.0 - r, 1.0)), np.inf),
+                      dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Queue:
+    """`analytic_latency`'s closed form for one set of configurations (its arrays one row per
+    configuration, or scalars): the step and chunk costs at a concurrency, the decode time,
+    the first token and a request's duration; `narrow` the same for some of its rows."""
+
+    lam_ms: FloatArray
+    t: FloatArray
+    step: StepModel
+    budget: FloatArray
+    chunked: bool
+    prompt: float
+    output_tokens: int
+
+    @property
+    def n_dec(self) -> int:
+        return max(self.output_tokens - 1, 0)
+
+    @property
+    def rho(self) -> FloatArray:
+        return np.asarray(self.lam_ms * self.t, dtype=np.float64)
+
+    @property
+    def ok_p(self) -> BoolArray:
+        return np.asarray(self.rho < 1.0)
+
+    @property
+    def wq(self) -> FloatArray:
+        return _md1(self.rho, self.t)
+
+    @property
+    def batching(self) -> FloatArray:
+        rho = self.rho
+        return np.asarray(np.where(rho < 1.0, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf))
+
+    def costs(self, c: FloatArray) -> ChunkCost:
+        return chunk_cost(step=self.step, concurrency=c, prefill_ms=self.t,
+                          budget_tokens=self.budget, prompt_tokens=self.prompt)
+
+    def decode_ms(self, s: FloatArray, stall: FloatArray,
+                  with_var: bool = True) -> tuple[FloatArray, FloatArray]:
+        """Mean and variance of a request's decode time (ms), every prompt prefilled while it
+        decodes stalling it `stall` ms; the variance only `with_var` (else NaN: the fixed
+        point's duration needs the mean alone)."""
+        lam_ms, n_dec = self.lam_ms, self.n_dec
+        r = lam_ms * stall
+        ok = r < 1.0
+        one_m = np.where(ok, 1.0 - r, 1.0)
+        with np.errstate(invalid="ignore"):
+            # the divisor only where r < 1: at r = 1 exactly (50 /s x 20 ms) it is 0
+            lam_x = np.where(ok, lam_ms * ((1.0 - r) * s + r * stall)
+                             / np.where(ok, 1.0 - r * r, 1.0), np.inf)
+            backlog = r * stall * (1.0 + lam_x) if n_dec else 0.0
+            x = n_dec * s + backlog
+            mean = np.where(ok, x / one_m, np.inf)
+            if not with_var:
+                return np.asarray(mean, dtype=np.float64), np.full(np.shape(mean), np.nan)
+            var_backlog = stall * stall * (r * (1.0 + lam_x) + r * r * lam_x) if n_dec else 0.0
+            var = np.where(ok, var_backlog / one_m ** 2 + x * lam_ms * stall * stall / one_m ** 3,
+                           np.inf)
+        return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
+
+    def first_token_ms(self, s: FloatArray, cc: ChunkCost | None) -> FloatArray:
+        """Mean TTFT: the prefill, the residual period and the batch-mates' prefill (chunked:
+        its own steps + half a step + the prompts ahead)."""
+        if cc is not None:
+            return np.asarray(cc.own_ms + 0.5 * s + _md1(self.lam_ms * cc.service_ms,
+                                                         cc.service_ms), dtype=np.float64)
+        return np.asarray(self.t + self.batching * (0.5 * s + self.wq), dtype=np.float64)
+
+    def duration_at(self, s: FloatArray, cc: ChunkCost | None, mean: FloatArray) -> FloatArray:
+        """A request's time in the server (s) at step s, chunk costs cc, decode mean `mean`."""
+        tpot = mean / max(self.n_dec, 1)
+        return np.asarray((self.first_token_ms(s, cc) + self.output_tokens * tpot) / 1e3,
+                          dtype=np.float64)
+
+    def at(self, c: FloatArray) -> tuple[FloatArray, ChunkCost | None, FloatArray]:
+        """The step, the chunk costs (chunked) and the stall per prompt at concurrency c."""
+        if self.chunked:
+            cc = self.costs(c)
+            busy = np.minimum(self.lam_ms * cc.service_ms, 1.0)  # rho': the budget shared
+            return cc.step_ms, cc, np.asarray((1.0 - busy) * cc.added_ms
+                                              + busy * cc.full_added_ms, dtype=np.float64)
+        return self.step.step_ms(c), None, self.t
+
+    def duration(self, c: FloatArray) -> FloatArray:
+        s, cc, stall = self.at(c)
+        return self.duration_at(s, cc, self.decode_ms(s, stall, with_var=False)[0])
+
+    def narrow(self, rows: npt.NDArray[np.int64]) -> Callable[[FloatArray], FloatArray]:
+        """`duration` of the configurations at `rows` alone (each row's figures are its own:
+        the fixed point's last iterations run only the rows still moving)."""
+        n = np.broadcast(self.lam_ms, self.t, self.budget).shape
+
+        def pick(x: FloatArray) -> FloatArray:
+            return x[rows] if np.shape(x) == n else x
+        return replace(self, lam_ms=pick(self.lam_ms), t=pick(self.t),
+                       step=self.step.select(rows), budget=pick(self.budget)).duration
+
+
 def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: npt.ArrayLike,
                      output_tokens: int, quantile: float = DEFAULT_SLO_QUANTILE,
                      concurrency: npt.ArrayLike | None = None,
@@ -271,7 +379,7 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     out). tests/test_queueing.py holds the first two cases at 5 % and 25 %.
     Where requests differ (a conversation's turns; chunked only) `quantile_prefill_ms` and
     `quantile_prompt_tokens` are the prefill and new tokens of the one at the TTFT quantile
-    (`prefix.quantile_turn_prefill`): the quantile takes its own steps, own_q + q s + W'_q,
+    (`prefix.quantile_turn`): the quantile takes its own steps, own_q + q s + W'_q,
     the mean and the load the mean request's.
     `tpot_quantile` False leaves the TPOT percentile out (`tpot_q_ms` is NaN where the load is
     not saturated), for callers that need only the concurrency, the means or the duration, or
@@ -283,80 +391,22 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     """
     lam_ms = np.asarray(rate_per_s, dtype=np.float64) / 1e3
     t = np.asarray(prefill_ms, dtype=np.float64)
-    rho = lam_ms * t
     chunked = chunk_tokens is not None
     if chunked and (prompt_tokens is None or prompt_tokens < 1):
         raise InputError("chunked prefill in the analytic path needs the prompt length")
     budget = np.asarray(chunk_tokens if chunked else np.inf, dtype=np.float64)
     prompt = float(prompt_tokens or 1)
     n_dec = max(output_tokens - 1, 0)
-
-    def costs(c: FloatArray) -> ChunkCost:
-        return chunk_cost(step=step, concurrency=c, prefill_ms=t, budget_tokens=budget,
-                          prompt_tokens=prompt)
-
-    def md1(r: FloatArray, service: FloatArray) -> FloatArray:
-        ok = r < 1.0
-        return np.asarray(np.where(ok, r * service / (2.0 * np.where(ok, 1.0 - r, 1.0)), np.inf),
-                          dtype=np.float64)
-
-    ok_p = rho < 1.0
-    wq = md1(rho, t)
-    batching = np.where(ok_p, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf)
-
-    def decode_ms(s: FloatArray, stall: FloatArray,
-                  with_var: bool = True) -> tuple[FloatArray, FloatArray]:
-        """Mean and variance of a request's decode time (ms), every prompt prefilled while it
-        decodes stalling it `stall` ms; the variance only `with_var` (else NaN: the fixed
-        point's duration needs the mean alone)."""
-        r = lam_ms * stall
-        ok = r < 1.0
-        one_m = np.where(ok, 1.0 - r, 1.0)
-        with np.errstate(invalid="ignore"):
-            # the divisor only where r < 1: at r = 1 exactly (50 /s x 20 ms) it is 0
-            lam_x = np.where(ok, lam_ms * ((1.0 - r) * s + r * stall)
-                             / np.where(ok, 1.0 - r * r, 1.0), np.inf)
-            backlog = r * stall * (1.0 + lam_x) if n_dec else 0.0
-            x = n_dec * s + backlog
-            mean = np.where(ok, x / one_m, np.inf)
-            if not with_var:
-                return np.asarray(mean, dtype=np.float64), np.full(np.shape(mean), np.nan)
-            var_backlog = stall * stall * (r * (1.0 + lam_x) + r * r * lam_x) if n_dec else 0.0
-            var = np.where(ok, var_backlog / one_m ** 2 + x * lam_ms * stall * stall / one_m ** 3,
-                           np.inf)
-        return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
-
-    def first_token_ms(s: FloatArray, cc: ChunkCost | None) -> FloatArray:
-        """Mean TTFT: the prefill, the residual period and the batch-mates' prefill (chunked:
-        its own steps + half a step + the prompts ahead)."""
-        if cc is not None:
-            return np.asarray(cc.own_ms + 0.5 * s + md1(lam_ms * cc.service_ms, cc.service_ms),
-                              dtype=np.float64)
-        return np.asarray(t + batching * (0.5 * s + wq), dtype=np.float64)
-
-    def duration_at(s: FloatArray, cc: ChunkCost | None, mean: FloatArray) -> FloatArray:
-        """A request's time in the server (s) at step s, chunk costs cc, decode mean `mean`."""
-        tpot = mean / max(n_dec, 1)
-        return np.asarray((first_token_ms(s, cc) + output_tokens * tpot) / 1e3, dtype=np.float64)
-
-    def at(c: FloatArray) -> tuple[FloatArray, ChunkCost | None, FloatArray]:
-        """The step, the chunk costs (chunked) and the stall per prompt at concurrency c."""
-        if chunked:
-            cc = costs(c)
-            busy = np.minimum(lam_ms * cc.service_ms, 1.0)  # rho': the budget shared
-            return cc.step_ms, cc, np.asarray((1.0 - busy) * cc.added_ms
-                                              + busy * cc.full_added_ms, dtype=np.float64)
-        return step.step_ms(c), None, t
-
-    def duration(c: FloatArray) -> FloatArray:
-        s, cc, stall = at(c)
-        return duration_at(s, cc, decode_ms(s, stall, with_var=False)[0])
+    m = _Queue(lam_ms=lam_ms, t=t, step=step, budget=budget, chunked=chunked, prompt=prompt,
+               output_tokens=output_tokens)
+    rho, ok_p, wq, batching, md1 = m.rho, m.ok_p, m.wq, m.batching, _md1
+    at, decode_ms, first_token_ms, duration_at = m.at, m.decode_ms, m.first_token_ms, m.duration_at
 
     lam = lam_ms * 1e3
     if concurrency is None:
         # batched prefill: rho >= 1 saturates whatever C is (no fixed point to look for)
-        fp = concurrency_fixed_point(lam if chunked else np.where(ok_p, lam, 0.0), duration,
-                                     limit=limit)
+        fp = concurrency_fixed_point(lam if chunked else np.where(ok_p, lam, 0.0), m.duration,
+                                     limit=limit, narrow=m.narrow)
         c = fp.concurrency
         converged = fp.converged | (lam == 0)
         fp_duration: FloatArray | None = fp.duration_s  # duration(c) at its last iterate
