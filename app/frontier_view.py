@@ -40,7 +40,7 @@ from app.frontier_kinds import (
 from app.planner_state import WIDGETS as PLANNER_WIDGETS
 from app.state import key as explorer_key
 from capacity.catalog.loader import Catalog
-from capacity.errors import CapacityError
+from capacity.errors import CapacityError, InputError
 from capacity.fit.frontier import (
     AGGREGATED,
     DEFAULT_ENGINES,
@@ -50,6 +50,7 @@ from capacity.fit.frontier import (
     datacenter_gpus,
 )
 from capacity.model.scenario import Scenario
+from capacity.model.workload import single_requests
 from capacity.plan.options import Plan, PlanInputs
 from capacity.report.i18n import SOURCE_LANG, bundled, engine_label, error_text, t
 from capacity.report.quote_frontier import (
@@ -209,6 +210,14 @@ def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
                                 model_name=catalog.variant(inputs.model).model.name,
                                 disagg_key=PLANNER_WIDGETS[DISAGG_FIELD],
                                 ep_key=PLANNER_WIDGETS[WIDE_EP_FIELD])
+        for ticked, what in ((dis, "disagg"), (ep, "ep")):  # a conversation: single requests
+            try:
+                if ticked:
+                    single_requests(inputs.workload, what)
+            except InputError as exc:
+                st.caption(error_text(exc, lang))
+        talk = inputs.workload.turns > 1
+        dis, ep = dis and not talk, ep and not talk
         try:
             inp, added = kind_inputs(plan_frontier_inputs(inputs, catalog), disaggregated=dis,
                                      wide_ep=ep, ttft_ms=inputs.slo.ttft_ms,

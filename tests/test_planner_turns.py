@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -16,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from capacity.catalog.loader import default_catalog
 from capacity.cli.main import main
 from capacity.errors import InputError
+from capacity.fit.frontier import event_check, frontier
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import mean_turn_prefill, quantile_turn
 from capacity.model.workload import Workload
@@ -148,12 +150,32 @@ def test_what_plans_single_requests_says_so() -> None:
     with pytest.raises(InputError, match="wide expert-parallel comparison") as e:
         ep_search(moe.inputs(cat), cat)
     assert e.value.args[0].code == "turns_ep"
-    with pytest.raises(InputError, match="buyer's chart") as e:
-        plan_frontier_inputs(inp, cat)
-    assert e.value.args[0].code == "turns_frontier"
-    # the quote's chart section says why it is left out, in the quote's language
-    blocks = frontier_blocks(plan(inp, cat), lang="zh", catalog=cat)
-    assert len(blocks) == 2 and "3 轮对话" in str(blocks[1])
+    with pytest.raises(InputError, match="disaggregated prefill/decode comparison") as e:
+        replace(plan_frontier_inputs(inp, cat), disaggregated=True)
+    assert e.value.args[0].code == "turns_disagg"
+
+
+def test_the_buyers_chart_of_a_conversation_runs_its_turns() -> None:
+    # the chart's closed loop takes the planner's units (the turns' mean prefill and KV) and
+    # its mean new tokens; the event model's closed loop of the same point runs every turn
+    cat = default_catalog()
+    inp = PlannerState(**{**CHAT.__dict__, "gpus": "h100-sxm", "model": "qwen3-8b-bf16",
+                          "kv": "fp8"}).inputs(cat)
+    fi = replace(plan_frontier_inputs(inp, cat), max_gpus=1)
+    assert (fi.turns, fi.turn_tokens, fi.context) == (3, 100, 8192)
+    fr = frontier(fi, cat)
+    single = frontier(replace(fi, turns=1, turn_tokens=0), cat)
+    (g,), (g1,) = fr.groups, single.groups
+    # the history's KV holds fewer users a replica than single 1,000-token requests
+    assert max(p.concurrency for p in g.front) <= max(p.concurrency for p in g1.front)
+    for p in (g.front[0], g.front[len(g.front) // 2], g.front[-1]):
+        e = event_check(fr, p)
+        assert e.event_throughput_tok_s_per_gpu == pytest.approx(p.throughput_tok_s_per_gpu,
+                                                                 rel=0.15)
+        assert e.event_tpot_ms == pytest.approx(p.tpot_ms, rel=0.15)
+    # the quote's chart section says its requests are the conversation's turns
+    blocks = frontier_blocks(plan(inp, cat), lang="en", catalog=cat)
+    assert any("Conversations: 3 turns" in str(b) for b in blocks)
 
 
 def test_the_planner_link_carries_the_conversation() -> None:

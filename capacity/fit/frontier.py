@@ -272,7 +272,8 @@ def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
     ss = closed_loop(
         concurrency=conc, terms=step_model_terms(step), comm_at=step.comm_at_tokens,
         decode_tokens_per_seq=step.verify_tokens,
-        prefill_ms=units.prefill_ms[uidx], prompt_tokens=inp.prompt_tokens,
+        prefill_ms=units.prefill_ms[uidx],
+        prompt_tokens=max(1, round(pinp.workload.mean_new_tokens)),  # a conversation's mean
         output_tokens=inp.output_tokens,
         budget_tokens=np.asarray([p.token_budget_tokens for p in prof], dtype=np.float64)[uidx],
         mixed=np.asarray([p.mixed for p in prof], dtype=bool)[uidx])

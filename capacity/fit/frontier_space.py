@@ -20,7 +20,7 @@ from capacity.errors import InputError
 from capacity.fit.planning import engines as typical_engines
 from capacity.fit.planning import with_basis
 from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
-from capacity.model.workload import Workload
+from capacity.model.workload import Workload, single_requests
 from capacity.plan.options import DEFAULT_KV_DTYPES, MAX_GPUS, PlanInputs, Slo
 from capacity.types import FloatArray, IntArray
 
@@ -95,6 +95,12 @@ class FrontierInputs:
     stays within it (the planner's default TTFT SLO)."""
     quantile: float = Slo().quantile
     """Percentile that TTFT budget is held at (the planner's default, p90)."""
+    turns: int = 1
+    """Requests as conversations of this many turns (`Workload.turns`: the planner's search
+    holds their mean prompt and prefills their mean new tokens); 1: single requests. The
+    disaggregated and wide-EP points plan single requests only."""
+    turn_tokens: int = 0
+    """The new tokens of every turn after the first (with `turns` > 1)."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.prompt_tokens, int) and self.prompt_tokens >= 1):
@@ -110,12 +116,26 @@ class FrontierInputs:
         for e in self.engines:
             engine_profile(e)  # an unknown engine: InputError naming the known ones
         Slo(ttft_ms=self.ttft_ms, quantile=self.quantile)  # a bad budget: InputError
+        wl = self.workload()   # a conversation that cannot run: InputError saying why
+        if self.disaggregated:
+            single_requests(wl, "disagg")
+        if self.wide_ep:
+            single_requests(wl, "ep")
+
+    def workload(self, rate_per_s: float = 1.0) -> Workload:
+        """The request's lengths (a conversation's turns) at `rate_per_s`, no headroom."""
+        return Workload(rate_per_s=rate_per_s, context_tokens=self.context,
+                        prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens,
+                        headroom=0.0, turns=self.turns,
+                        turn_tokens=self.turn_tokens if self.turns > 1 else 0)
 
     @property
     def context(self) -> int:
-        """KV context per request, tokens."""
+        """KV context per request, tokens (None given: a conversation's last turn and its
+        answer, else prompt + output)."""
+        step = self.output_tokens + self.turn_tokens if self.turns > 1 else 0
         return (self.context_tokens if self.context_tokens is not None
-                else self.prompt_tokens + self.output_tokens)
+                else self.prompt_tokens + (self.turns - 1) * step + self.output_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,9 +174,7 @@ def plan_inputs(inp: FrontierInputs, v: Variant, *, gpus: tuple[str, ...] | None
     """The planner's inputs for one variant (`with_basis` sets the knobs): the request's
     lengths at `rate_per_s` requests/s with no headroom (the search's units read only the
     lengths; `planner_option` gives the rate of a point)."""
-    wl = Workload(rate_per_s=rate_per_s, context_tokens=inp.context,
-                  prompt_tokens=inp.prompt_tokens, output_tokens=inp.output_tokens, headroom=0.0)
-    base = PlanInputs(model=inp.model, workload=wl,
+    base = PlanInputs(model=inp.model, workload=inp.workload(rate_per_s),
                       gpus=gpus or inp.gpus or datacenter_gpus(catalog),
                       max_gpus=inp.max_gpus, kv_dtypes=inp.kv_dtypes, formats=inp.formats,
                       engine=v.engine, currency=inp.currency, cny_per_usd=inp.cny_per_usd,

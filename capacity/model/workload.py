@@ -169,8 +169,7 @@ class Workload:
 
 SINGLE_REQUESTS: dict[str, str] = {
     "disagg": "the disaggregated prefill/decode comparison",
-    "ep": "the wide expert-parallel comparison",
-    "frontier": "the buyer's chart (throughput per GPU against tok/s per user)"}
+    "ep": "the wide expert-parallel comparison"}
 """What plans single requests only (`single_requests`), by the code of its notice."""
 
 

@@ -29,10 +29,9 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.frontier import Frontier, FrontierInputs, FrontPoint, Group, frontier
 from capacity.model.cost import cost_per_mtok
-from capacity.model.workload import single_requests
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.report.document import Block, Heading, Para, Table
-from capacity.report.i18n import engine_label, error_text, t
+from capacity.report.i18n import engine_label, t
 
 AROUND: int = 3
 """Front points listed on each side of the recommendation's mark in the quote's table."""
@@ -43,17 +42,16 @@ def plan_frontier_inputs(inp: PlanInputs, catalog: Catalog | None = None) -> Fro
     GPUs it searched (its list, else the whole catalog, as `search.plan`), its engine and basis
     (`PlanInputs.basis_string`; entered knobs that are no named basis: the chapter's), weight
     formats, KV precisions, TP limit and currency. InputError where the chart cannot be drawn
-    (an output of one token: interactivity needs two; a conversation, `single_requests`)."""
+    (an output of one token: interactivity needs two). A conversation's turns travel."""
     cat = catalog or default_catalog()
     wl = inp.workload
-    single_requests(wl, "frontier")
     return FrontierInputs(
         model=inp.model, prompt_tokens=wl.prompt, output_tokens=wl.output_tokens,
         context_tokens=max(wl.context_tokens, wl.prompt),
         gpus=inp.gpus if inp.gpus is not None else tuple(sorted(cat.gpus)),
         engines=(engine_profile(inp.engine).key,), basis=inp.basis_string, formats=inp.formats,
         kv_dtypes=inp.kv_dtypes, max_gpus=inp.max_gpus, currency=inp.currency,
-        cny_per_usd=inp.cny_per_usd)
+        cny_per_usd=inp.cny_per_usd, turns=wl.turns, turn_tokens=wl.turn_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,15 +142,19 @@ def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = N
     cat = catalog or default_catalog()
     try:
         fr = fr or frontier(plan_frontier_inputs(inp, cat), cat)
-    except CapacityError as exc:  # a conversation's plan says why the chart is left out
-        return ([Heading(t("frv_q_title", lang)), Para(error_text(exc, lang))]
-                if inp.workload.turns > 1 else [])
+    except CapacityError:
+        return []
     cur = inp.currency
     mark = recommended_mark(o, inp)
     x_slo = slo_interactivity(inp)
     b: list[Block] = [Heading(t("frv_q_title", lang)), Para(t(
         "frv_q_intro", lang, p=f"{inp.workload.prompt:,}", o=f"{inp.workload.output_tokens:,}",
         engine=engine_label(fr.variants[0].engine, lang) if fr.variants else inp.engine))]
+    wl = inp.workload
+    if wl.turns > 1:  # the chart's requests are the conversation's turns
+        b.append(Para(t("quote_turns", lang) + t("colon", lang) + t(
+            "quote_turns_v", lang, n=wl.turns, new=f"{wl.turn_tokens:,}",
+            last=f"{wl.last_context_tokens:,}")))
     b.append(Para(t("frv_q_mark", lang, x=f"{mark.interactivity_tok_s_per_user:,.1f}",
                     tpot=f"{o.tpot_mean_ms:,.1f}", y=f"{mark.throughput_tok_s_per_gpu:,.0f}",
                     rate=f"{mark.design_rate_per_s:.3g}", n=mark.paid_gpus)))
