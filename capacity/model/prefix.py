@@ -245,21 +245,39 @@ def _later_turns(model: Model, wl: Workload, by_operator: bool) -> PrefillFlops:
                         head_flops=whole.head_flops)
 
 
-def quantile_turn(model: Model, wl: Workload, quantile: float, *,
-                  by_operator: bool = False) -> int:
-    """Which turn (0 = the first) a conversation's TTFT `quantile` waits for: the turns (the
-    first's whole prompt, each later one's new tokens after its history, `_later_turns`),
-    equally many of each, ranked by their prefill FLOPs; the j-th largest,
-    j = ceil((1 - quantile) x turns) (at least 1). One turn: 0. Example (1,000-token first
-    prompts, 256 out, 100 new): 3 turns at p90, j = 1: the first turn, the longest; 20
-    turns, j = 2: the second largest, turn 20 (100 tokens after the longest history)."""
-    if wl.turns == 1:
-        return 0
-    first = float(np.asarray(prefill_flops(model, wl.prompt, by_operator=by_operator)
-                             .total_flops))
-    flops = np.concatenate([[first], _later_turns(model, wl, by_operator).total_flops])
-    j = max(1, math.ceil((1.0 - quantile) * wl.turns - 1e-9))
-    return int(np.argsort(-flops, kind="stable")[j - 1])
+MISS: Final = -1
+"""`quantile_turn`'s first turn that misses a shared prefix (0: the first turn that finds it,
+or the first turn where there is none; k >= 1: later turn k + 1)."""
+
+
+def quantile_turn(model: Model, wl: Workload, quantile: float, *, hit_tokens: int = 0,
+                  share: float = 0.0, by_operator: bool = False) -> int:
+    """Which request a TTFT `quantile` waits for the prefill of, where requests differ: a
+    conversation's turns (equally many of each: the first's prompt, each later one's new
+    tokens after its history, `_later_turns`) and, for the first turn, a shared prefix that
+    `share` of them find cached (`hit_tokens` of it; the rest miss). The requests ranked by
+    their prefill FLOPs, the one at 1 - `quantile` of them from the top (the first whose
+    weight reaches it): `MISS`, 0 (the first turn, with the prefix where it hits) or k (turn
+    k + 1). Examples (1,000-token first prompts, 256 out, 100 new): 3 turns at p90, the first
+    turn, the longest (a third of the requests); 20 turns, turn 20 (100 tokens after the
+    longest history; the first turns are 5 %); one turn, 800 of 1,000 tokens shared by 90 % at
+    p90: `MISS` (10 %, as many as the quantile leaves above it), by 95 %: 0 (the hits)."""
+    n = wl.turns
+    hit = hit_tokens > 0 and share > 0
+    first = [] if not hit or share >= 1 else [(MISS, (1.0 - share) / n, wl.prompt)]
+    first.append((0, (share if hit else 1.0) / n, wl.prompt - (hit_tokens if hit else 0)))
+    kinds = [k for k, _, _ in first] + list(range(1, n))
+    weights = np.asarray([w for _, w, _ in first] + [1.0 / n] * (n - 1))
+    flops = [float(np.asarray(prefill_flops(model, wl.prompt, by_operator=by_operator)
+                              .total_flops)) - (
+        float(np.asarray(prefill_flops(model, wl.prompt - tokens, by_operator=by_operator)
+                         .per_token_part().total_flops)) if tokens < wl.prompt else 0.0)
+        for _, _, tokens in first]
+    if n > 1:
+        flops += list(_later_turns(model, wl, by_operator).total_flops)
+    order = np.argsort(-np.asarray(flops), kind="stable")
+    top = np.cumsum(weights[order])
+    return int(kinds[int(order[int(np.searchsorted(top, 1.0 - quantile - 1e-9))])])
 
 
 def later_turn_prefill(model: Model, wl: Workload, k: int, *, by_operator: bool = False

@@ -377,10 +377,11 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     within 5 % up to a quarter of saturation; past half of it TTFT is optimistic (p90 15-30 %
     low at 70-80 %: other prompts' chunks lengthen a prompt's own steps, which `own` leaves
     out). tests/test_queueing.py holds the first two cases at 5 % and 25 %.
-    Where requests differ (a conversation's turns; chunked only) `quantile_prefill_ms` and
-    `quantile_prompt_tokens` are the prefill and new tokens of the one at the TTFT quantile
-    (`prefix.quantile_turn`): the quantile takes its own steps, own_q + q s + W'_q,
-    the mean and the load the mean request's.
+    Where requests differ (a conversation's turns, a shared prefix's hits and misses)
+    `quantile_prefill_ms` and `quantile_prompt_tokens` are the prefill and new tokens of the
+    one at the TTFT quantile (`prefix.quantile_turn`): the quantile takes its own prefill,
+    own_q + q s + W'_q chunked, t_q + f (q s + W_q) batched; the mean and the load the mean
+    request's.
     `tpot_quantile` False leaves the TPOT percentile out (`tpot_q_ms` is NaN where the load is
     not saturated), for callers that need only the concurrency, the means or the duration, or
     that ask `gamma_quantile_at_most` of `decode_mean_ms` and `decode_var_ms2`: the gamma
@@ -432,7 +433,8 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         ok_p = (rho_c < 1.0) & (share < 1.0)
         gpu_ms_per_request = stall + n_dec * s / np.maximum(c, 1.0)
     else:
-        ttft_q = t + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
+        t_q = t if quantile_prefill_ms is None else np.asarray(quantile_prefill_ms, dtype=float)
+        ttft_q = t_q + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
         share = rho
         gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
     util = lam_ms * gpu_ms_per_request

@@ -29,13 +29,14 @@ def chunking(budget: FloatArray, wl: Workload, quantile_prefill_ms: FloatArray |
              quantile_prompt_tokens: float | None = None) -> dict[str, object]:
     """The analytic path's chunked-prefill arguments for these budgets (none when 0): the
     tokens a request prefills, a conversation's turns' mean (`Workload.mean_new_tokens`), and
-    for a conversation the prefill (ms, per configuration) and new tokens of the turn at the
-    TTFT quantile (`prefix.quantile_turn`; `analytic_latency`'s `quantile_prefill_ms`)."""
-    if not np.any(budget > 0):
-        return {}
-    q = ({"quantile_prefill_ms": quantile_prefill_ms,
+    where requests differ (a conversation's turns, a shared prefix's hits and misses) the
+    prefill (ms, per configuration) and new tokens of the request at the TTFT quantile
+    (`prefix.quantile_turn`; `analytic_latency`'s `quantile_prefill_ms`, chunked or not)."""
+    q: dict[str, object] = ({"quantile_prefill_ms": quantile_prefill_ms,
           "quantile_prompt_tokens": quantile_prompt_tokens}
-         if wl.turns > 1 and quantile_prefill_ms is not None else {})
+         if quantile_prefill_ms is not None else {})
+    if not np.any(budget > 0):
+        return q
     return {"chunk_tokens": np.where(budget > 0, budget, np.inf),
             "prompt_tokens": wl.mean_new_tokens, **q}
 

@@ -26,6 +26,8 @@ from capacity.model.moe import gemm_bytes_per_param, routing_on
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
 from capacity.model.prefix import (
+    MISS,
+    TOKEN_GRAIN,
     later_turn_prefill,
     mean_prefix_prefill,
     mean_turn_prefill,
@@ -122,8 +124,17 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     def first_pf(hit: int) -> tuple[PrefillFlops, float]:  # a turn that finds the prefix
         return mean_prefix_prefill(whole_pf, model, hit, inp.prefix_share if hit > 0 else 0.0,
                                    by_operator=operator)
-    kq = quantile_turn(model, wl, inp.slo.quantile, by_operator=operator)  # TTFT's turn
-    later_q = later_turn_prefill(model, wl, kq, by_operator=operator) if kq else None
+    # the request a TTFT quantile waits for (requests differ: turns, a prefix's hits)
+    mixed = wl.turns > 1 or (inp.prefix_tokens > 0 and inp.prefix_share > 0)
+    kq = quantile_turn(model, wl, inp.slo.quantile, hit_tokens=TOKEN_GRAIN.shared(
+        inp.prefix_tokens, wl.prompt), share=inp.prefix_share, by_operator=operator)
+
+    def quantile_pf(hit: int) -> tuple[PrefillFlops, float]:
+        if kq >= 1:
+            return later_turn_prefill(model, wl, kq, by_operator=operator)
+        if kq == MISS or hit == 0:
+            return whole_pf, float(wl.prompt)
+        return mean_prefix_prefill(whole_pf, model, hit, 1.0, by_operator=operator)
 
     # speculative decoding: no draft, then each draft searched (F12), per weight format
     draft_keys = ("", *inp.draft_keys(model.key))
@@ -173,9 +184,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                     if (hit, v.format.key) not in pre_cache:  # the mean; the quantile's
                         mean = _prefill_ms(inp, model, g, tp, v, *mean_turn_prefill(
                             first_pf(hit), model, wl, by_operator=operator))
-                        pre_cache[(hit, v.format.key)] = (mean, mean if wl.turns == 1 else
-                                                          _prefill_ms(inp, model, g, tp, v, *(
-                                                              later_q or first_pf(hit))))
+                        pre_cache[(hit, v.format.key)] = (mean, _prefill_ms(
+                            inp, model, g, tp, v, *quantile_pf(hit)) if mixed else mean)
                     pre_ms, pre_q = pre_cache[(hit, v.format.key)]
                     key = (kv, tp, held, block)
                     if key not in kv_cache:
@@ -241,7 +251,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
                    quantile_prefill_ms=a["preq"],
-                   quantile_prompt_tokens=float(wl.turn_tokens if kq else wl.prompt),
+                   quantile_prompt_tokens=float(wl.turn_tokens if kq >= 1 else wl.prompt),
                    step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
                    node_gpus=a["node"].astype(np.int64), drafts=d_l)
     return model, variants, units
