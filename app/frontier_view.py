@@ -50,7 +50,7 @@ from capacity.fit.frontier import (
     datacenter_gpus,
 )
 from capacity.model.scenario import Scenario
-from capacity.model.workload import single_requests
+from capacity.model.workload import Workload, single_requests
 from capacity.plan.options import Plan, PlanInputs
 from capacity.report.i18n import SOURCE_LANG, bundled, engine_label, error_text, t
 from capacity.report.quote_frontier import (
@@ -130,6 +130,18 @@ def explorer_current(state: ExplorerState, scenario: Scenario, figures: Mapping[
               gpu=catalog.gpus[state.gpu].name))
 
 
+def single_kinds(dis: bool, ep: bool, wl: Workload, lang: str) -> tuple[bool, bool]:
+    """The kinds ticked that a conversation keeps: none (the disaggregated and wide-EP points
+    plan single requests, `single_requests`), each ticked one saying so under the toggles."""
+    for ticked, what in ((dis, "disagg"), (ep, "ep")):
+        try:
+            if ticked:
+                single_requests(wl, what)
+        except InputError as exc:
+            st.caption(error_text(exc, lang))
+    return dis and wl.turns == 1, ep and wl.turns == 1
+
+
 def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scenario,
                       figures: Mapping[str, Any], lang: str) -> None:
     """The Explorer's section, drawn into its open expander `box`: the frontier of its model
@@ -155,7 +167,9 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
                                 disagg_key=explorer_key(DISAGG_FIELD),
                                 ep_key=explorer_key(WIDE_EP_FIELD))
         gpus = (state.gpu, *(g for g in others if g != state.gpu))
-        basis = state.plan_inputs(catalog).basis_string
+        pinp = state.plan_inputs(catalog)   # its basis, and the conversation the load view runs
+        basis, wl = pinp.basis_string, pinp.workload
+        dis, ep = single_kinds(dis, ep, wl, lang)
         try:
             inp, added = kind_inputs(FrontierInputs(
                 model=state.model, prompt_tokens=state.prompt_tokens,
@@ -163,7 +177,8 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
                 gpus=gpus, engines=tuple(engines), basis=basis,
                 formats=None if every else (state.weights,),
                 kv_dtypes=("fp16", "fp8") if every else (state.kv,),
-                currency="USD" if state.currency == "USD" else "CNY", cny_per_usd=state.rate),
+                currency="USD" if state.currency == "USD" else "CNY", cny_per_usd=state.rate,
+                turns=wl.turns, turn_tokens=wl.turn_tokens),
                 disaggregated=dis, wide_ep=ep, ttft_ms=state.slo_ttft_ms,
                 quantile=state.pct / 100.0)
             fr = frontier_of(inp)
@@ -210,14 +225,7 @@ def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
                                 model_name=catalog.variant(inputs.model).model.name,
                                 disagg_key=PLANNER_WIDGETS[DISAGG_FIELD],
                                 ep_key=PLANNER_WIDGETS[WIDE_EP_FIELD])
-        for ticked, what in ((dis, "disagg"), (ep, "ep")):  # a conversation: single requests
-            try:
-                if ticked:
-                    single_requests(inputs.workload, what)
-            except InputError as exc:
-                st.caption(error_text(exc, lang))
-        talk = inputs.workload.turns > 1
-        dis, ep = dis and not talk, ep and not talk
+        dis, ep = single_kinds(dis, ep, inputs.workload, lang)
         try:
             inp, added = kind_inputs(plan_frontier_inputs(inputs, catalog), disaggregated=dis,
                                      wide_ep=ep, ttft_ms=inputs.slo.ttft_ms,

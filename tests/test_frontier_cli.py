@@ -36,7 +36,7 @@ def test_json_is_stable(capsys: pytest.CaptureFixture[str]) -> None:
     assert list(data) == ["model", "model_name", "currency", "workload", "interactivity",
                           "evaluated", "groups", "gpu_fronts", "cost_at_interactivity"]
     assert data["workload"] == {"prompt_tokens": 1024, "output_tokens": 1024,
-                                "context_tokens": 2048}
+                                "context_tokens": 2048, "turns": 1, "turn_tokens": 0}
     keys = [g["key"] for g in data["groups"]]
     assert keys == ["h100-sxm/vllm/fp8/fp8", "b200/vllm/fp8/fp8"]  # in the order of --gpus
     point = data["groups"][0]["front"][0]

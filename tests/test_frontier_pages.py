@@ -175,6 +175,26 @@ def test_explorer_wide_ep_from_a_link(catalog: Catalog) -> None:
     assert "部署方式" in at.dataframe[-1].value.columns
 
 
+@pytest.mark.slow
+def test_explorer_chart_of_a_conversation(catalog: Catalog) -> None:
+    # the load view's conversation travels to the chart: its points hold the turns' mean
+    # prompt and prefill their mean new tokens; the disaggregated box, ticked, says it plans
+    # single requests and draws none of them
+    params = {"engine": "vllm", "prompt": "1000", "out": "256", "turns": "3",
+              "turn_tokens": "100", "fr_disagg": "1"}
+    at = open_explorer(params, [])
+    state, notices = decode(params, catalog)
+    assert notices == []
+    want = replace(explorer_inputs(catalog, state, ("rtx-4090",), ("vllm",)), turns=3,
+                   turn_tokens=100)
+    page = chart_fronts(at)
+    same(page, library_fronts(want, catalog))
+    assert {d for d, _, _ in page} == {AGGREGATED}
+    assert "plans single requests" in " ".join(c.value for c in at.caption)
+    # a single request of the same first prompt is another chart
+    assert page != library_fronts(replace(want, turns=1, turn_tokens=0), catalog)
+
+
 # ---- the Planner -----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_planner_disaggregated_from_a_link(catalog: Catalog) -> None:

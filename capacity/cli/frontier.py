@@ -36,6 +36,7 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
+from capacity.cli.plan_load import add_turn_flags
 from capacity.fit.frontier import (
     DEFAULT_ENGINES,
     PRICE_KINDS,
@@ -80,7 +81,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     w.add_argument("--output", type=whole(min=2, max=MAX_CONTEXT_TOKENS), default=1024,
                    metavar="N", help="output tokens per request (default 1024)")
     w.add_argument("--context", type=whole(min=1, max=MAX_CONTEXT_TOKENS), default=None,
-                   metavar="N", help="KV context per request, tokens (default prompt + output)")
+                   metavar="N", help="KV context per request, tokens (default prompt + output; "
+                                     "a conversation's last turn and its answer)")
+    add_turn_flags(w, "conversations of N turns (each turn a request), turn k + 1's prompt the "
+                      "whole history plus --turn-tokens new ones, the history in the engine's "
+                      "prefix cache: each point holds the turns' mean prompt and prefills their "
+                      "mean new tokens, as the planner does (default 1: single requests; not "
+                      "with --disaggregated or --wide-ep)")
     s = p.add_argument_group("search space")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--gpus", default=None, metavar="LIST",
@@ -194,6 +201,7 @@ def inputs_from_args(args: argparse.Namespace) -> FrontierInputs:
         basis=basis, formats=comma_list(args.weights, "weight formats"), kv_dtypes=kv,
         max_gpus=args.max_gpus, currency=args.currency, cny_per_usd=args.cny_per_usd,
         disaggregated=args.disaggregated, wide_ep=args.wide_ep, ttft_ms=args.ttft,
+        turns=args.turns, turn_tokens=args.turn_tokens or 0,
         drafts=tuple(k.strip() for d in args.draft or () for k in d.split(",") if k.strip()))
 
 
@@ -214,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
         data: dict[str, Any] = {
             "model": inp.model, "model_name": fr.model_name, "currency": inp.currency,
             "workload": {"prompt_tokens": inp.prompt_tokens, "output_tokens": inp.output_tokens,
-                         "context_tokens": inp.context},
+                         "context_tokens": inp.context, "turns": inp.turns,
+                         "turn_tokens": inp.turn_tokens},
             "interactivity": args.interactivity, "evaluated": fr.evaluated,
             "groups": [group_record(g, kinds) for g in fr.groups],
             "gpu_fronts": {k: [point_record(p, kinds) for p in v]
