@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -233,19 +234,19 @@ class _Queue:
     def n_dec(self) -> int:
         return max(self.output_tokens - 1, 0)
 
-    @property
+    @cached_property
     def rho(self) -> FloatArray:
         return np.asarray(self.lam_ms * self.t, dtype=np.float64)
 
-    @property
+    @cached_property
     def ok_p(self) -> BoolArray:
         return np.asarray(self.rho < 1.0)
 
-    @property
+    @cached_property
     def wq(self) -> FloatArray:
         return _md1(self.rho, self.t)
 
-    @property
+    @cached_property
     def batching(self) -> FloatArray:
         rho = self.rho
         return np.asarray(np.where(rho < 1.0, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf))
