@@ -74,7 +74,7 @@ def test_capacity_search_is_the_plain_bisection() -> None:
     want = np.where(ok(np.full_like(hi, 1e-9)), _plain_bisection(np.zeros_like(hi), hi, 22, ok),
                     0.0)
     got = rate_search.capacity_search(step=u.step, prefill_ms=u.prefill_ms, slots=slots,
-                                      wl=wl, slo=slo, ch=rate_search.chunking(u.budget, wl))
+                                      wl=wl, slo=slo, ch=rate_search.chunking(u.budget, u.prompts))
     assert np.array_equal(got, want)
     assert np.count_nonzero(got) > 10
 
@@ -87,14 +87,16 @@ def test_capacity_memo_gives_each_configuration_its_own_answer() -> None:
     slots = np.minimum(u.c_vram, u.seqs).astype(np.float64)
     wl, slo = INPUTS.workload, INPUTS.slo
     full = rate_search.slo_capacity(step=u.step, prefill_ms=u.prefill_ms, slots=slots,
-                                    budget=u.budget, wl=wl, slo=slo)
+                                    budget=u.budget, wl=wl, slo=slo, prompts=u.prompts)
     some = np.arange(0, u.prefill_ms.size, 3)
     rate_search._CAPACITY_MEMO.clear()
     alone = rate_search.slo_capacity(step=u.step.select(some), prefill_ms=u.prefill_ms[some],
-                                     slots=slots[some], budget=u.budget[some], wl=wl, slo=slo)
+                                     slots=slots[some], budget=u.budget[some], wl=wl, slo=slo,
+                                     prompts=u.prompts.rows(some))
     assert np.array_equal(alone, full[some])
     again = rate_search.slo_capacity(step=u.step, prefill_ms=u.prefill_ms, slots=slots,
-                                     budget=u.budget, wl=wl, slo=slo)  # a third from memo
+                                     budget=u.budget, wl=wl, slo=slo,
+                                     prompts=u.prompts)  # a third from memo
     assert np.array_equal(again, full)
 
 

@@ -1,36 +1,23 @@
-"""One saturation rate: the per-request path with a shared prefix (`traffic_queue.simulate_prefix`,
-which `capacity size --simulate` and the Planner use when prefix caching is planned) reports the
-replica's `ServiceModel.saturation_rate_per_s` under the engine profile, the number the event
-model's other surfaces show (issue 32)."""
+"""One saturation rate: the planner's check with a shared prefix (`detail.simulate_option`, which
+`capacity size --simulate` and the Planner run) reports the replica's
+`ServiceModel.saturation_rate_per_s` under the engine profile, the number the event model's
+other surfaces show (issue 32), and runs the same replica: the engine's scheduling, the slots
+the plan holds with the prefix once."""
 
 from __future__ import annotations
 
 import pytest
 
 from capacity.model.scenario import Scenario, make_scenario
+from capacity.model.workload import Workload
+from capacity.plan.detail import option_scenario, option_service, simulate_option
+from capacity.plan.options import PlanInputs
+from capacity.plan.search import plan
 from capacity.plan.service import service_from_scenario
-from capacity.plan.traffic_queue import simulate_prefix, traffic_service
 
 
 def _scenario() -> Scenario:
     return make_scenario("qwen3.5-9b-awq", "rtx-4090", context_tokens=4096, prompt_tokens=3000)
-
-
-@pytest.mark.parametrize("engine", ["vllm", "chapter", "sglang"])
-def test_simulate_prefix_reports_the_service_models_saturation_rate(engine: str) -> None:
-    s = _scenario()
-    tsvc = traffic_service(s, slots=8)
-    svc = service_from_scenario(s, output_tokens=200, engine=engine, max_num_seqs=8,
-                                prefix_tokens=2000, prefix_share=0.9)
-    rate = 0.2 * svc.saturation_rate_per_s
-    res = simulate_prefix(tsvc, rate_per_s=rate, prompt_tokens=3000, output_tokens=200,
-                          prefix_tokens=2000, prefix_share=0.9, n_requests=40, engine=engine)
-    assert res.saturation_rate_per_s == pytest.approx(svc.saturation_rate_per_s, rel=1e-12)
-    assert not res.saturated
-    over = simulate_prefix(tsvc, rate_per_s=1.01 * svc.saturation_rate_per_s,
-                           prompt_tokens=3000, output_tokens=200, prefix_tokens=2000,
-                           prefix_share=0.9, n_requests=40, engine=engine)
-    assert over.saturated
 
 
 def test_the_mixed_profile_counts_its_mixed_steps_and_the_others_take_turns() -> None:
@@ -48,30 +35,23 @@ def test_the_mixed_profile_counts_its_mixed_steps_and_the_others_take_turns() ->
         b = svc.slots
         turns = 1e3 / (svc.mean_prefill_ms + 199 * float(svc.step_ms[b]) / b)
         assert svc.saturation_rate_per_s == pytest.approx(turns, rel=1e-12)
-        tsvc = traffic_service(s, slots=8)
-        res = simulate_prefix(tsvc, rate_per_s=0.2 * turns, prompt_tokens=3000,
-                              output_tokens=200, prefix_tokens=2000, prefix_share=0.9,
-                              n_requests=40, engine=engine)
-        assert res.saturation_rate_per_s == pytest.approx(turns, rel=1e-12)
 
 
-def test_simulate_option_with_a_prefix_shows_the_engines_rate() -> None:
-    """The planner's check with prefix caching planned (`simulate_option`) reports the rate of
-    the option's replica under the plan's engine, not the chapter's take-turns rate."""
-    from capacity.model.workload import Workload as F9Workload
-    from capacity.plan.detail import option_scenario, simulate_option
-    from capacity.plan.options import PlanInputs
-    from capacity.plan.search import plan
-
-    wl = F9Workload(daily_active_users=5000, context_tokens=4096, prompt_tokens=3000,
-                    output_tokens=200)
+@pytest.mark.parametrize("engine", ["vllm", "chapter", "sglang"])
+def test_simulate_option_with_a_prefix_runs_the_plans_replica(engine: str) -> None:
+    """The planner's check with prefix caching planned reports the rate of the option's replica
+    under the plan's engine (the mixed-step rate for vLLM, not the chapter's take-turns rate),
+    on the slots the option holds with the prefix once, and finds the design load below it."""
+    wl = Workload(daily_active_users=5000, context_tokens=4096, prompt_tokens=3000,
+                  output_tokens=200)
     inp = PlanInputs(model="qwen3.5-9b-awq", workload=wl, gpus=("rtx-4090",),
-                     prefix_tokens=2000, prefix_share=0.9, engine="vllm")
+                     prefix_tokens=2000, prefix_share=0.9, engine=engine)
     p = plan(inp)
     assert p.best is not None
     o = p.best
     res = simulate_option(p.inputs, o, n_requests=60)
-    svc = service_from_scenario(option_scenario(p.inputs, o), output_tokens=200, engine="vllm",
-                                max_num_seqs=max(1, o.slots_per_replica), prefix_tokens=2000,
-                                prefix_share=0.9)
+    svc = service_from_scenario(option_scenario(p.inputs, o), output_tokens=200, engine=engine,
+                                prefix_tokens=2000, prefix_share=0.9)
     assert res.saturation_rate_per_s == pytest.approx(svc.saturation_rate_per_s, rel=1e-12)
+    assert not res.saturated
+    assert option_service(p.inputs, o).slots == svc.slots == res.slots == o.slots_per_replica

@@ -91,18 +91,20 @@ def prefix_served(inp: PlanInputs, o: Option, catalog: Catalog | None = None
 
 def option_service(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
                    chunk_tokens: int | None = None) -> ServiceModel:
-    """One replica of the option for the discrete-event model; a conversation's turns
-    (`Workload.turns`) with the plan's shared prefix, as `capacity plan --turns` runs them."""
+    """One replica of the option for the discrete-event model under the plan's engine
+    profile, with the plan's shared prefix and a conversation's turns (`Workload.turns`), as
+    `capacity plan --engine --prefix-tokens --turns` runs them: the prefix's hits prefill the
+    rest of their prompt in the engine's chunks (whole prompts in batches under the chapter's
+    profile) and the slots hold the prefix once, as the search's do."""
     from capacity.plan.events import service_from_scenario
 
     s = option_scenario(inp, o, catalog)
     wl = inp.workload
-    talk = wl.turns > 1
     return service_from_scenario(s, output_tokens=wl.output_tokens,
                                  max_num_seqs=inp.max_num_seqs, chunk_tokens=chunk_tokens,
                                  engine=inp.engine, turns=wl.turns, turn_tokens=wl.turn_tokens,
-                                 prefix_tokens=inp.prefix_tokens if talk else 0,
-                                 prefix_share=inp.prefix_share if talk else 0.0)
+                                 prefix_tokens=inp.prefix_tokens,
+                                 prefix_share=inp.prefix_share if inp.prefix_tokens else 0.0)
 
 
 def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, *,
@@ -117,27 +119,12 @@ def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, 
     and reads 13x below the headline's TTFT p90 (107 ms against 1.37 s, 40 users of
     Qwen3.5-9B AWQ on GB200s), its opening burst about 4x above it.
 
-    A conversation (`Workload.turns` > 1) runs its turns with their history cached
-    (`option_service`, the engine's chunked prefill). With prefix caching planned
-    (`prefix_tokens` and `prefix_share`) and one turn, the check follows it:
-    the per-request event model (`traffic_queue.simulate_prefix`) at the design rate, where the
-    sharing requests prefill only the rest of their prompt and the option's slots count the
-    prefix once; there prompts are prefilled whole, in batches (the chapter's scheduling:
-    an engine's chunked prefill is not modelled on that path)."""
+    A shared prefix (`prefix_tokens`, `prefix_share`) and a conversation's turns
+    (`Workload.turns`) run in it as the plan holds them (`option_service`: hits and later
+    turns prefill the rest of their prompt under the engine's scheduling, the slots hold the
+    prefix once)."""
     from capacity.plan.events import simulate
-    from capacity.plan.traffic_queue import simulate_prefix, traffic_service
 
-    wl = inp.workload
-    s = option_scenario(inp, o, catalog)
-    hit = inp.prefix_hit_tokens(s.model, s.gpu, o.kv_dtype, o.tp)   # what the cache serves
-    if hit > 0 and inp.prefix_share > 0 and wl.turns == 1 \
-            and math.isfinite(o.design_rate_per_s) and o.design_rate_per_s > 0:
-        tsvc = traffic_service(s, slots=max(1, o.slots_per_replica))
-        return simulate_prefix(tsvc, rate_per_s=o.design_rate_per_s / o.replicas,
-                               prompt_tokens=wl.prompt, output_tokens=wl.output_tokens,
-                               prefix_tokens=hit, prefix_share=inp.prefix_share,
-                               n_requests=n_requests, seed=seed, slo_ttft_ms=inp.slo.ttft_ms,
-                               slo_tpot_ms=inp.slo.tpot_ms, engine=inp.engine)
     svc = option_service(inp, o, catalog, chunk_tokens)
     return simulate(svc, rate_per_s=o.design_rate_per_s / o.replicas, n_requests=n_requests,
                     seed=seed, slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)

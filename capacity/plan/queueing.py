@@ -163,7 +163,7 @@ class ChunkCost:
 
 
 def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArray,
-               budget_tokens: FloatArray, prompt_tokens: float) -> ChunkCost:
+               budget_tokens: FloatArray, prompt_tokens: npt.ArrayLike) -> ChunkCost:
     """A prompt's costs under mixed chunked prefill, each step one forward pass (ms).
 
     Per step the budget leaves B - C prompt tokens beside the C decode tokens (at least 1);
@@ -183,6 +183,7 @@ def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArr
     p = step.parts(concurrency)
     s = np.asarray(p.step_ms, dtype=np.float64)
     t = np.asarray(prefill_ms, dtype=np.float64)
+    prompt_tokens = np.asarray(prompt_tokens, dtype=np.float64)
     finite = np.isfinite(budget_tokens)
     per_step = np.where(finite, np.maximum(budget_tokens - concurrency, 1.0), 1.0)
     k = prompt_tokens / per_step
@@ -227,7 +228,7 @@ class _Queue:
     step: StepModel
     budget: FloatArray
     chunked: bool
-    prompt: float
+    prompt: FloatArray
     output_tokens: int
 
     @property
@@ -308,12 +309,13 @@ class _Queue:
     def narrow(self, rows: npt.NDArray[np.int64]) -> Callable[[FloatArray], FloatArray]:
         """`duration` of the configurations at `rows` alone (each row's figures are its own:
         the fixed point's last iterations run only the rows still moving)."""
-        n = np.broadcast(self.lam_ms, self.t, self.budget).shape
+        n = np.broadcast(self.lam_ms, self.t, self.budget, self.prompt).shape
 
         def pick(x: FloatArray) -> FloatArray:
             return x[rows] if np.shape(x) == n else x
         return replace(self, lam_ms=pick(self.lam_ms), t=pick(self.t),
-                       step=self.step.select(rows), budget=pick(self.budget)).duration
+                       step=self.step.select(rows), budget=pick(self.budget),
+                       prompt=pick(self.prompt)).duration
 
 
 def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: npt.ArrayLike,
@@ -321,10 +323,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                      concurrency: npt.ArrayLike | None = None,
                      limit: npt.ArrayLike = np.inf,
                      chunk_tokens: npt.ArrayLike | None = None,
-                     prompt_tokens: float | None = None,
+                     prompt_tokens: npt.ArrayLike | None = None,
                      tpot_quantile: bool = True,
                      quantile_prefill_ms: npt.ArrayLike | None = None,
-                     quantile_prompt_tokens: float | None = None) -> AnalyticLatency:
+                     quantile_prompt_tokens: npt.ArrayLike | None = None) -> AnalyticLatency:
     """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
 
     Prefill-first continuous batching with batched prefill (the discrete-event model without
@@ -394,10 +396,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     lam_ms = np.asarray(rate_per_s, dtype=np.float64) / 1e3
     t = np.asarray(prefill_ms, dtype=np.float64)
     chunked = chunk_tokens is not None
-    if chunked and (prompt_tokens is None or prompt_tokens < 1):
+    prompt = np.asarray(1.0 if prompt_tokens is None else prompt_tokens, dtype=np.float64)
+    if chunked and (prompt_tokens is None or not np.all(prompt >= 1)):
         raise InputError("chunked prefill in the analytic path needs the prompt length")
     budget = np.asarray(chunk_tokens if chunked else np.inf, dtype=np.float64)
-    prompt = float(prompt_tokens or 1)
     n_dec = max(output_tokens - 1, 0)
     m = _Queue(lam_ms=lam_ms, t=t, step=step, budget=budget, chunked=chunked, prompt=prompt,
                output_tokens=output_tokens)
@@ -427,7 +429,8 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         rho_c = lam_ms * cc.service_ms
         own_q = cc.own_ms if quantile_prefill_ms is None else chunk_cost(
             step=step, concurrency=c, prefill_ms=np.asarray(quantile_prefill_ms, dtype=float),
-            budget_tokens=budget, prompt_tokens=float(quantile_prompt_tokens or prompt)).own_ms
+            budget_tokens=budget, prompt_tokens=prompt if quantile_prompt_tokens is None
+            else np.asarray(quantile_prompt_tokens, dtype=np.float64)).own_ms
         ttft_q = (own_q + quantile * s
                   + wait_quantile_ms(md1(rho_c, cc.service_ms), rho_c, quantile))
         share = lam_ms * stall

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -25,20 +25,37 @@ from capacity.stats import gamma_quantile_at_most
 from capacity.types import BoolArray, FloatArray, IntArray
 
 
-def chunking(budget: FloatArray, wl: Workload, quantile_prefill_ms: FloatArray | None = None,
-             quantile_prompt_tokens: float | None = None) -> dict[str, object]:
-    """The analytic path's chunked-prefill arguments for these budgets (none when 0): the
-    tokens a request prefills, a conversation's turns' mean (`Workload.mean_new_tokens`), and
-    where requests differ (a conversation's turns, a shared prefix's hits and misses) the
-    prefill (ms, per configuration) and new tokens of the request at the TTFT quantile
-    (`prefix.quantile_turn`; `analytic_latency`'s `quantile_prefill_ms`, chunked or not)."""
-    q: dict[str, object] = ({"quantile_prefill_ms": quantile_prefill_ms,
-          "quantile_prompt_tokens": quantile_prompt_tokens}
-         if quantile_prefill_ms is not None else {})
+@dataclass(frozen=True, kw_only=True)
+class Prompts:
+    """What each configuration's requests prefill, one entry per configuration (a shared
+    prefix's cached share depends on the KV format's block alignment): the tokens the mean
+    request prefills (`ReplicaUnits.new_tokens`: its prompt less the cached share of a shared
+    prefix, a conversation's turns' mean), and the prefill (ms) and new tokens of the request
+    at the TTFT quantile (`prefix.quantile_turn`: a conversation's turn, a prefix's miss or
+    hit; the mean request where requests do not differ)."""
+
+    new_tokens: FloatArray
+    quantile_prefill_ms: FloatArray
+    quantile_new_tokens: FloatArray
+
+    def rows(self, idx: IntArray) -> Prompts:
+        """These configurations' entries."""
+        return Prompts(new_tokens=self.new_tokens[idx],
+                       quantile_prefill_ms=self.quantile_prefill_ms[idx],
+                       quantile_new_tokens=self.quantile_new_tokens[idx])
+
+
+def chunking(budget: FloatArray, prompts: Prompts) -> dict[str, object]:
+    """The analytic path's prefill arguments for these configurations: the request at the
+    TTFT quantile's prefill and new tokens (`analytic_latency`'s `quantile_prefill_ms`,
+    chunked or not) and, where a budget mixes chunks into the decode steps (none when 0), the
+    budget and the tokens the mean request prefills."""
+    q: dict[str, object] = {"quantile_prefill_ms": prompts.quantile_prefill_ms,
+                            "quantile_prompt_tokens": prompts.quantile_new_tokens}
     if not np.any(budget > 0):
         return q
     return {"chunk_tokens": np.where(budget > 0, budget, np.inf),
-            "prompt_tokens": wl.mean_new_tokens, **q}
+            "prompt_tokens": prompts.new_tokens, **q}
 
 
 def rows_of(ch: dict[str, Any], rows: IntArray) -> dict[str, Any]:
@@ -101,8 +118,7 @@ def _key_of(x: object) -> object:
 
 
 def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Workload,
-              slo: Slo, budget: FloatArray, quantile_prefill_ms: FloatArray,
-              quantile_prompt_tokens: float | None) -> list[tuple[object, ...]]:
+              slo: Slo, budget: FloatArray, prompts: Prompts) -> list[tuple[object, ...]]:
     """One memo key per configuration: everything its capacity search reads (its own row of
     each per-configuration array, by its bits; the scalars, the request and the SLOs)."""
     n = prefill_ms.size
@@ -110,11 +126,11 @@ def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Wo
     def bits(x: np.ndarray[Any, Any]) -> list[object]:
         out: list[object] = (x.view(np.int64) if x.dtype == np.float64 else x).tolist()
         return out
-    common: list[object] = [bool(np.any(budget > 0)), wl.mean_new_tokens, wl.output_tokens,
-                            slo.ttft_ms, slo.tpot_ms, slo.quantile, wl.turns,
-                            quantile_prompt_tokens]
-    columns = [bits(np.ascontiguousarray(a))
-               for a in (prefill_ms, slots, budget, quantile_prefill_ms)]
+    common: list[object] = [bool(np.any(budget > 0)), wl.output_tokens, slo.ttft_ms,
+                            slo.tpot_ms, slo.quantile]
+    columns = [bits(np.ascontiguousarray(a, dtype=np.float64))
+               for a in (prefill_ms, slots, budget, prompts.new_tokens,
+                         prompts.quantile_prefill_ms, prompts.quantile_new_tokens)]
     for f in fields(step):
         x = getattr(step, f.name)
         if isinstance(x, np.ndarray) and x.shape == (n,):
@@ -126,8 +142,7 @@ def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Wo
 
 
 def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
-                 wl: Workload, slo: Slo, budget: FloatArray,
-                 at_quantile: tuple[FloatArray, float] | None = None) -> FloatArray:
+                 wl: Workload, slo: Slo, budget: FloatArray, prompts: Prompts) -> FloatArray:
     """Highest arrival rate per replica (req/s) at which every check still passes.
 
     It depends on the configuration and the request (prompt, output tokens, SLOs), not on the
@@ -135,8 +150,7 @@ def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
     configuration's inputs lets a new number of daily users or a new concurrency (the Planner,
     the Explorer's deployment box), or another search over some of the same configurations
     (the "cheaper if" alternatives), reuse it."""
-    qpre, qtok = at_quantile or (prefill_ms, None)   # the turn at the TTFT quantile
-    keys = _row_keys(step, prefill_ms, slots, wl, slo, budget, qpre, qtok)
+    keys = _row_keys(step, prefill_ms, slots, wl, slo, budget, prompts)
     with _CAPACITY_LOCK:  # the app's sessions plan in threads
         got = [_CAPACITY_MEMO.get(k) for k in keys]
     miss = [i for i, v in enumerate(got) if v is None]
@@ -146,7 +160,7 @@ def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
         # the search over all of them would have it
         found = capacity_search(step=step.select(sel), prefill_ms=prefill_ms[sel],
                                 slots=slots[sel], wl=wl, slo=slo,
-                                ch=rows_of(chunking(budget, wl, qpre, qtok), sel)).tolist()
+                                ch=rows_of(chunking(budget, prompts), sel)).tolist()
         with _CAPACITY_LOCK:
             for i, v in zip(miss, found, strict=True):
                 got[i] = v

@@ -53,7 +53,7 @@ from capacity.plan.options import (
     Slo,
 )
 from capacity.plan.queueing import AnalyticLatency, analytic_latency
-from capacity.plan.rate_search import bisect_levels, chunking, rows_of, slo_capacity
+from capacity.plan.rate_search import Prompts, bisect_levels, chunking, rows_of, slo_capacity
 from capacity.plan.units import ReplicaUnits, replica_units
 from capacity.stats import gamma_quantile, gamma_quantile_at_most
 from capacity.types import BoolArray, FloatArray, IntArray
@@ -61,14 +61,13 @@ from capacity.types import BoolArray, FloatArray, IntArray
 
 def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
           rate: FloatArray | None, conc: FloatArray | None, limit: FloatArray,
-          budget: FloatArray, tpot_quantile: bool = True,
-          at_quantile: tuple[FloatArray, float] | None = None) -> AnalyticLatency:
+          budget: FloatArray, prompts: Prompts, tpot_quantile: bool = True) -> AnalyticLatency:
     """Analytic behaviour of one replica at an arrival rate, or at a closed-loop concurrency
     (then the rate that sustains it, lambda = C / duration, found by bisection). `budget`: the
     engine's mixed-step token budget per configuration (0 = none). `tpot_quantile` False:
-    without the TPOT percentile (`analytic_latency`). `at_quantile`: the prefill (ms) and new
-    tokens of the request at the TTFT quantile (`ReplicaUnits.quantile_prefill_ms`)."""
-    ch: Any = chunking(budget, wl, *(at_quantile or (None, None)))
+    without the TPOT percentile (`analytic_latency`). `prompts`: what the configurations'
+    requests prefill (`rate_search.Prompts`)."""
+    ch: Any = chunking(budget, prompts)
     if rate is not None:
         return analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
                                 output_tokens=wl.output_tokens, quantile=slo.quantile,
@@ -137,7 +136,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     h = 1.0 + wl.headroom
     peak_rate = wl.peak_rate_per_s
     load = partial(_load, step=step, prefill_ms=pre, wl=wl, slo=slo, limit=lim, budget=bud,
-                   at_quantile=(u.quantile_prefill_ms[idx], u.quantile_prompt_tokens))
+                   prompts=u.prompts.rows(idx))
     if peak_rate is not None:
         # the peak's own percentiles are not read unless it is the design load; the design
         # load's TPOT percentile, only where every option is kept (else below, where one is)
@@ -156,7 +155,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
                 else slo_capacity(step=u.step, prefill_ms=u.prefill_ms,
                                   slots=np.minimum(u.c_vram, u.seqs).astype(np.float64),
                                   wl=wl, slo=slo.at_engine(lat), budget=u.budget,
-                                  at_quantile=(u.quantile_prefill_ms, u.quantile_prompt_tokens)))
+                                  prompts=u.prompts))
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
     # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving

@@ -1,6 +1,6 @@
 """Queueing for per-request workloads (docs/method.md, "Per-request workloads"): lengths,
 bursts and prefix-cache hits drawn from a `Traffic` (capacity.model.traffic), through the
-discrete-event model (`simulate_traffic`, `simulate_prefix`) and in closed form
+discrete-event model (`simulate_traffic`) and in closed form
 (`analytic_traffic`: Kingman's G/G/1 delay with the arrivals' coefficient of variation).
 """
 
@@ -13,16 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile
 from capacity.errors import InputError
 from capacity.model.kv import kv_request_bytes
 from capacity.model.prefix import cached_prefill_s
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
 from capacity.model.scenario import Scenario, decode_model, evaluate
-from capacity.model.traffic import Arrivals, LengthDist, Traffic, TrafficSample
-from capacity.plan.events import QueueResult, Trace, quantiles
+from capacity.model.traffic import TrafficSample
+from capacity.plan.events import Trace, quantiles
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS, QUANTILES, analytic_latency
-from capacity.plan.service import service_from_scenario
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
 from capacity.types import FloatArray, IntArray
 
@@ -350,46 +348,3 @@ def analytic_traffic(s: Scenario, sample: TrafficSample, *, arrival_cv: float = 
                            tpot_ms=quantiles((dur / steps)[multi]),
                            prefill_share=rho, delay_probability=sig, step_ms=s_ms,
                            saturated=False)
-
-
-def simulate_prefix(svc: TrafficService, *, rate_per_s: float, prompt_tokens: int,
-                    output_tokens: int, prefix_tokens: int, prefix_share: float,
-                    n_requests: int = 2000, seed: int = 0, slo_ttft_ms: float = math.inf,
-                    slo_tpot_ms: float = math.inf,
-                    engine: str | EngineProfile = DEFAULT_ENGINE) -> QueueResult:
-    """`simulate` (Poisson arrivals at `rate_per_s`, one prompt and output length: the same
-    seeded arrivals) with a shared prefix: `prefix_share` of requests find the first
-    `prefix_tokens` of their prompt cached and prefill the rest (F6 of the rest, `model.prefix`),
-    the others prefill the whole prompt; per request, through the per-request event model
-    (`simulate_traffic`: whole prompts prefilled in batches). The planner's `simulate_option`
-    uses it when prefix caching is planned. Returns the `simulate` summary.
-
-    Its saturation rate is the replica's under `engine` (`ServiceModel.saturation_rate_per_s`
-    of `service_from_scenario` with the same prefix, slots capped at `svc.slots`): the one
-    definition every surface shows (the mixed-step rate for vLLM V1 and llama.cpp, prefill and
-    decode taking turns otherwise), while the run itself schedules whole prompts."""
-    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
-        raise InputError(f"arrival rate must be > 0 requests/s, got {rate_per_s}")
-    if prompt_tokens < 1 or output_tokens < 1:
-        raise InputError("prompt and output must be >= 1 token")
-    if not 10 <= n_requests <= 1_000_000:
-        raise InputError(f"simulate 10..1,000,000 requests, got {n_requests}")
-    hit = max(0, min(prefix_tokens, prompt_tokens - 1))
-    traffic = Traffic(prompt=LengthDist.fixed(prompt_tokens - hit),
-                      output=LengthDist.fixed(output_tokens),
-                      arrivals=Arrivals(kind="poisson", rate_per_s=rate_per_s),
-                      prefix_tokens=hit, prefix_share=prefix_share if hit else 0.0)
-    res = simulate_traffic(svc, traffic.sample(n_requests, seed), slo_ttft_ms=slo_ttft_ms,
-                           slo_tpot_ms=slo_tpot_ms)
-    s = svc.scenario.with_(prompt_tokens=min(prompt_tokens, svc.scenario.context_tokens))
-    sat = service_from_scenario(s, output_tokens=output_tokens, max_num_seqs=svc.slots,
-                                engine=engine, prefix_tokens=hit,
-                                prefix_share=prefix_share).saturation_rate_per_s
-    return QueueResult(
-        requests=res.requests, rate_per_s=rate_per_s, concurrency=None, ttft_ms=res.ttft_ms,
-        tpot_ms=res.tpot_ms, queue_ms=res.queue_ms, e2e_ms=res.e2e_ms,
-        mean_queue_ms=res.mean_queue_ms, mean_ttft_ms=res.mean_ttft_ms,
-        throughput_req_s=res.throughput_req_s, output_tok_s=res.output_tok_s,
-        goodput_req_s=res.goodput_req_s, slo_met_share=res.slo_met_share,
-        mean_running=res.mean_running, saturation_rate_per_s=sat,
-        saturated=rate_per_s >= sat, slots=svc.slots)

@@ -39,6 +39,7 @@ from capacity.model.speculative import Draft, draft_step_fields, draft_weights_p
 from capacity.plan.options import (
     PlanInputs,
 )
+from capacity.plan.rate_search import Prompts
 from capacity.types import FloatArray, IntArray
 from capacity.units import GB
 
@@ -59,11 +60,16 @@ class ReplicaUnits:
     kv_request_bytes: FloatArray
     """KV one request holds per GPU (bytes), the draft's beside the target's (`kv_factor`)."""
     prefill_ms: FloatArray
+    new_tokens: FloatArray
+    """The tokens the mean request prefills (its prompt less the cached share of a shared
+    prefix, `prefix.mean_prefix_prefill`; a conversation's turns' mean,
+    `prefix.mean_turn_prefill`), whose prefill is `prefill_ms`: what a mixed step's chunks
+    carry of it."""
     quantile_prefill_ms: FloatArray
-    """The prefill of the request at the TTFT quantile (a conversation's turn,
-    `prefix.quantile_turn`; the mean request's otherwise), ms; its new tokens
-    `quantile_prompt_tokens`."""
-    quantile_prompt_tokens: float
+    """The prefill of the request at the TTFT quantile (a conversation's turn, a prefix's
+    miss or hit, `prefix.quantile_turn`; the mean request's otherwise), ms; its new tokens
+    `quantile_new_tokens`."""
+    quantile_new_tokens: FloatArray
     step: StepModel
     price_per_hour: FloatArray
     seqs: FloatArray
@@ -74,6 +80,12 @@ class ReplicaUnits:
     """GPUs per node of a per-node offer (bought in whole nodes); 0 = priced per GPU."""
     drafts: list[Draft | None]
     """Each configuration's speculative-decoding draft (None: none)."""
+
+    @property
+    def prompts(self) -> Prompts:
+        """What each configuration's requests prefill, as the rate searches read it."""
+        return Prompts(new_tokens=self.new_tokens, quantile_prefill_ms=self.quantile_prefill_ms,
+                       quantile_new_tokens=self.quantile_new_tokens)
 
 
 PLAIN_STEP: dict[str, float] = {"verify_tokens": 1.0, "accepted_tokens": 1.0,
@@ -145,8 +157,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     f_l: list[str] = []
     kv_l: list[str] = []
     cols: dict[str, list[float]] = {k: [] for k in (
-        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "preq", "bw", "fl", "ca", "cb", "ck",
-        "cc", "price", "node", "seqs", "budget", "lk", "eff")}
+        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "preq", "new", "newq", "bw", "fl",
+        "ca", "cb", "ck", "cc", "price", "node", "seqs", "budget", "lk", "eff")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
     held_cache: dict[tuple[str, int, int, int], float] = {}
     for g in gpus:
@@ -168,7 +180,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                 continue  # a TP group stays inside one node
             comm = tp_comm_line(model, g, tp)
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
-            pre_cache: dict[tuple[int, str], tuple[float, float]] = {}
+            pre_cache: dict[tuple[int, str], tuple[float, float, float, float]] = {}
             hits = {kv: inp.prefix_hit_tokens(model, g, kv, tp) for kv in inp.kv_dtypes}
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
@@ -182,11 +194,14 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                     hit = hits[kv]   # a shared prefix: what the engine's cache serves of it
                     share = inp.prefix_share if hit > 0 else 0.0
                     if (hit, v.format.key) not in pre_cache:  # the mean; the quantile's
-                        mean = _prefill_ms(inp, model, g, tp, v, *mean_turn_prefill(
-                            first_pf(hit), model, wl, by_operator=operator))
-                        pre_cache[(hit, v.format.key)] = (mean, _prefill_ms(
-                            inp, model, g, tp, v, *quantile_pf(hit)) if mixed else mean)
-                    pre_ms, pre_q = pre_cache[(hit, v.format.key)]
+                        pf, new = mean_turn_prefill(first_pf(hit), model, wl,
+                                                    by_operator=operator)
+                        mean = _prefill_ms(inp, model, g, tp, v, pf, new)
+                        pf_q, new_q = quantile_pf(hit) if mixed else (pf, new)
+                        pre_cache[(hit, v.format.key)] = (
+                            mean, _prefill_ms(inp, model, g, tp, v, pf_q, new_q) if mixed
+                            else mean, new, new_q)
+                    pre_ms, pre_q, new_ms, new_q_ms = pre_cache[(hit, v.format.key)]
                     key = (kv, tp, held, block)
                     if key not in kv_cache:
                         kv_req = kv_request_bytes(model, held, kv, tp, block)
@@ -199,11 +214,12 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                         prefix_req = kv_request_bytes(model, hit, kv, tp)
                         kv_cache[(kv, -tp, hit, block)] = float(
                             prefix_req.by_kind_bytes["full"] + prefix_req.by_kind_bytes["mla"])
-                    kvr = kv_cache[key]
                     prefix_kv = kv_cache[(kv, -tp, hit, block)] if share > 0 else 0.0
-                    kvr -= share * prefix_kv   # per request; the prefix once, from the budget
-                    # memory holds the draft's KV beside the target's (x kv_factor); the step
-                    # reads the target's, the draft's own in its passes
+                    # memory holds a shared prefix once (from the budget) and the draft's KV
+                    # beside the target's (x kv_factor); the step reads every sequence's keys,
+                    # a cached prefix's included (an attention kernel reads each sequence's
+                    # pages, shared or not, as the event model's step), the draft's own in
+                    # its passes
                     factor = kv_factor(d)
                     kvr_mem = (held_cache[key] - share * prefix_kv) * factor
                     prefix_mem = prefix_kv * factor
@@ -217,7 +233,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                             ("usable", vb.usable_bytes),
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes
                              + prefix_mem),
-                            ("kvr", kvr_mem), ("kvs", kvr), ("pre", pre_ms), ("preq", pre_q),
+                            ("kvr", kvr_mem), ("kvs", kv_cache[key]), ("pre", pre_ms),
+                            ("preq", pre_q), ("new", new_ms), ("newq", new_q_ms),
                             ("bw", g.bandwidth_gb_s),
                             ("fl", tflops_per_replica), ("ca", comm.fixed_ms),
                             ("cb", comm.per_token_ms), ("ck", comm.knee_tokens),
@@ -250,8 +267,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     units = ReplicaUnits(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
-                   quantile_prefill_ms=a["preq"],
-                   quantile_prompt_tokens=float(wl.turn_tokens if kq >= 1 else wl.prompt),
+                   new_tokens=a["new"], quantile_prefill_ms=a["preq"],
+                   quantile_new_tokens=a["newq"],
                    step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
                    node_gpus=a["node"].astype(np.int64), drafts=d_l)
     return model, variants, units
