@@ -23,6 +23,8 @@ from capacity.plan.queueing import (
     chunk_cost,
     md1_mean_wait_ms,
     mixed_step_extra_ms,
+    mixture_quantile_ms,
+    wait_quantile_ms,
 )
 
 
@@ -425,3 +427,33 @@ def test_analytic_chunked_agrees_with_the_event_model_at_low_load(
         assert float(an.ttft_q_ms[0]) == pytest.approx(ev.ttft_ms[0.9], rel=0.10)
         assert float(an.tpot_ms[0]) == pytest.approx(ev_tpot, rel=0.02)
         assert float(an.tpot_q_ms[0]) == pytest.approx(ev.tpot_ms[0.9], rel=0.04)
+
+
+def test_a_mix_of_requests_by_hand() -> None:
+    """The TTFT percentile over kinds of request sharing one wait (`mixture_quantile_ms`): 10 %
+    at 354 ms and 90 % at 94 ms, rho 0.8, E[W] 80 ms (the tail's scale 100 ms): past 354 ms
+    0.1 x 0.8 u + 0.9 x 0.8 e^-2.6 u = 0.1, u = e^(-(x - 354) / 100); the slow kind alone
+    would add the wait's own p90, 354 + 100 ln 8."""
+    o = np.array([[354.0, 94.0]])
+    got = mixture_quantile_ms(o, (0.1, 0.9), np.array([80.0]), np.array([0.8]), 0.9)
+    u = 0.1 / (0.08 + 0.72 * np.exp(-2.6))
+    assert float(got[0]) == pytest.approx(354.0 - 100.0 * np.log(u), rel=1e-9)
+    assert float(got[0]) == pytest.approx(382.876, abs=1e-3)
+    alone = 354.0 + float(wait_quantile_ms(80.0, 0.8, 0.9))
+    assert alone == pytest.approx(354.0 + 100.0 * np.log(8.0), rel=1e-12)
+    # one kind, or kinds alike: the one-request quantile, exactly
+    one = mixture_quantile_ms(np.array([[354.0]]), (1.0,), np.array([80.0]), np.array([0.8]), 0.9)
+    assert float(one[0]) == alone
+    alike = mixture_quantile_ms(np.array([[354.0, 354.0]]), (0.3, 0.7), np.array([80.0]),
+                                np.array([0.8]), 0.9)
+    assert float(alike[0]) == pytest.approx(alone, rel=1e-12)
+    # a light load (rho 0.5, E[W] 50 ms): the tails past 354 ms (0.05 + 0.9 x 0.5 e^-2.6) stay
+    # under 10 %, so the p90 is the misses' own time; no wait at all: the kinds' own quantile
+    light = mixture_quantile_ms(o, (0.1, 0.9), np.array([50.0]), np.array([0.5]), 0.9)
+    assert float(light[0]) == pytest.approx(354.0, rel=1e-12)
+    idle = mixture_quantile_ms(o, (0.05, 0.95), np.array([0.0]), np.array([0.0]), 0.9)
+    assert float(idle[0]) == pytest.approx(94.0, rel=1e-12)
+    # a saturated row (rho >= 1): inf, beside a finite one
+    both = mixture_quantile_ms(np.array([[354.0, 94.0], [354.0, 94.0]]), (0.1, 0.9),
+                               np.array([80.0, np.inf]), np.array([0.8, 1.2]), 0.9)
+    assert np.isfinite(both[0]) and both[1] == np.inf

@@ -245,50 +245,50 @@ def _later_turns(model: Model, wl: Workload, by_operator: bool) -> PrefillFlops:
                         head_flops=whole.head_flops)
 
 
-MISS: Final = -1
-"""`quantile_turn`'s first turn that misses a shared prefix (0: the first turn that finds it,
-or the first turn where there is none; k >= 1: later turn k + 1)."""
+@dataclass(frozen=True)
+class RequestKinds:
+    """The kinds of request a workload sends, where requests differ, for a TTFT percentile over
+    them (`capacity.plan.queueing.mixture_quantile_ms`): each kind's share of the requests
+    (`weights`, summing to 1) and its prefill, FLOPs and new tokens (`prefills`)."""
+
+    weights: tuple[float, ...]
+    prefills: tuple[tuple[PrefillFlops, float], ...]
 
 
-def quantile_turn(model: Model, wl: Workload, quantile: float, *, hit_tokens: int = 0,
-                  share: float = 0.0, by_operator: bool = False) -> int:
-    """Which request a TTFT `quantile` waits for the prefill of, where requests differ: a
-    conversation's turns (equally many of each: the first's prompt, each later one's new
-    tokens after its history, `_later_turns`) and, for the first turn, a shared prefix that
-    `share` of them find cached (`hit_tokens` of it; the rest miss). The requests ranked by
-    their prefill FLOPs, the one at 1 - `quantile` of them from the top (the first whose
-    weight reaches it): `MISS`, 0 (the first turn, with the prefix where it hits) or k (turn
-    k + 1). Examples (1,000-token first prompts, 256 out, 100 new): 3 turns at p90, the first
-    turn, the longest (a third of the requests); 20 turns, turn 20 (100 tokens after the
-    longest history; the first turns are 5 %); one turn, 800 of 1,000 tokens shared by 90 % at
-    p90: `MISS` (10 %, as many as the quantile leaves above it), by 95 %: 0 (the hits)."""
+MAX_LATER_KINDS: Final = 6
+"""A conversation's later turns are `request_kinds`' kinds in at most this many runs of
+consecutive turns (their prefill grows slowly with the history; 1,000 turns stay 7 kinds)."""
+
+
+def request_kinds(model: Model, wl: Workload, *, hit_tokens: int = 0, share: float = 0.0,
+                  by_operator: bool = False) -> RequestKinds:
+    """The kinds of request of a workload: one turn without a shared prefix, one kind (the
+    prompt). A shared prefix (`share` > 0): its misses (1 - share of the requests, the whole
+    prompt) and its hits (share, the rest of it after `hit_tokens` cached, F(L) - F(c) as
+    `mean_prefix_prefill`; the same prompt as the misses where the engine serves none of it,
+    `hit_tokens` 0, so every configuration of a plan has the same kinds). A conversation of n
+    turns (`Workload.turns`): the first turn's kinds at 1/n of their weight, and its later
+    turns (1/n of the requests each, their new tokens after their history, `_later_turns`) in
+    at most `MAX_LATER_KINDS` runs of consecutive turns, each with its turns' mean FLOPs and
+    their weight. Example (1,000-token first prompts, 256 out, 100 new, 3 turns, no prefix):
+    weights (1/3, 1/3, 1/3), new tokens (1,000, 100, 100). Units: FLOPs, tokens."""
+    whole = prefill_flops(model, wl.prompt, by_operator=by_operator)
     n = wl.turns
-    hit = hit_tokens > 0 and share > 0
-    first = [] if not hit or share >= 1 else [(MISS, (1.0 - share) / n, wl.prompt)]
-    first.append((0, (share if hit else 1.0) / n, wl.prompt - (hit_tokens if hit else 0)))
-    kinds = [k for k, _, _ in first] + list(range(1, n))
-    weights = np.asarray([w for _, w, _ in first] + [1.0 / n] * (n - 1))
-    flops = [float(np.asarray(prefill_flops(model, wl.prompt, by_operator=by_operator)
-                              .total_flops)) - (
-        float(np.asarray(prefill_flops(model, wl.prompt - tokens, by_operator=by_operator)
-                         .per_token_part().total_flops)) if tokens < wl.prompt else 0.0)
-        for _, _, tokens in first]
+    first: list[tuple[float, tuple[PrefillFlops, float]]] = [(1.0 / n, (whole, float(wl.prompt)))]
+    if share > 0:
+        hit = (mean_prefix_prefill(whole, model, hit_tokens, 1.0, by_operator=by_operator)
+               if hit_tokens > 0 else (whole, float(wl.prompt)))
+        first = [((1.0 - share) / n, (whole, float(wl.prompt))), (share / n, hit)]
+    kinds = list(first)
     if n > 1:
-        flops += list(_later_turns(model, wl, by_operator).total_flops)
-    order = np.argsort(-np.asarray(flops), kind="stable")
-    top = np.cumsum(weights[order])
-    return int(kinds[int(order[int(np.searchsorted(top, 1.0 - quantile - 1e-9))])])
-
-
-def later_turn_prefill(model: Model, wl: Workload, k: int, *, by_operator: bool = False
-                       ) -> tuple[PrefillFlops, float]:
-    """Turn k + 1's prefill FLOPs and new tokens (k = 1..turns - 1): its `turn_tokens` after
-    its cached history (`_later_turns`). Units: FLOPs, tokens."""
-    later = _later_turns(model, wl, by_operator)
-    return (PrefillFlops(prompt_tokens=np.asarray(later.prompt_tokens[k - 1]),
-                         linear_flops=np.asarray(later.linear_flops[k - 1]),
-                         attention_flops=np.asarray(later.attention_flops[k - 1]),
-                         head_flops=later.head_flops), float(wl.turn_tokens))
+        later = _later_turns(model, wl, by_operator)
+        for run in np.array_split(np.arange(n - 1), min(n - 1, MAX_LATER_KINDS)):
+            kinds.append((run.size / n, (PrefillFlops(
+                prompt_tokens=np.asarray(float(wl.turn_tokens)),
+                linear_flops=np.asarray(np.mean(later.linear_flops[run])),
+                attention_flops=np.asarray(np.mean(later.attention_flops[run])),
+                head_flops=later.head_flops), float(wl.turn_tokens))))
+    return RequestKinds(weights=tuple(w for w, _ in kinds), prefills=tuple(k for _, k in kinds))
 
 
 def cached_prefill_flops(s: Scenario, prompt_tokens: npt.ArrayLike,

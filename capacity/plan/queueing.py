@@ -40,7 +40,7 @@ prefix hits) are `capacity.plan.traffic_queue`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -86,6 +86,59 @@ def wait_quantile_ms(mean_wait_ms: npt.ArrayLike, rho: npt.ArrayLike, q: float) 
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(r > 1.0 - q, w / r * np.log(np.maximum(r, 1e-300) / (1.0 - q)), 0.0)
     return np.asarray(np.where(r >= 1.0, np.inf, t), dtype=np.float64)
+
+
+def mixture_quantile_ms(offsets_ms: npt.ArrayLike, weights: Sequence[float],
+                        mean_wait_ms: npt.ArrayLike, rho: npt.ArrayLike, q: float,
+                        scale: npt.ArrayLike = 1.0) -> FloatArray:
+    """q-quantile (ms) over kinds of request that share one queueing wait, in ms: kind k (a
+    share `weights[k]` of the requests, its own time `offsets_ms[..., k]`) takes
+    o_k + scale x W, W the wait under `wait_quantile_ms`'s exponential tail (P(W > y) =
+    rho exp(-y / theta), theta = E[W] / rho; none where rho is 0). One kind: o + scale x
+    `wait_quantile_ms`(E[W], rho, q), exactly the one-request quantile. Several: the least x
+    with T(x) = sum_k w_k P(o_k + scale W > x) <= 1 - q. Between two offsets (sorted,
+    o_(j) <= x < o_(j+1)) the kinds above x count whole and the ones below share the wait's
+    one exponential, T(x) = A_j + rho sum_(i <= j) w_i e^(-(x - o_i) / (scale theta)), so
+    each segment's root is closed-form, x = o_(j) + scale theta ln(rho S_j / (1 - q - A_j)),
+    S_j = sum_(i <= j) w_i e^((o_i - o_(j)) / (scale theta)); the quantile is o_(j) where
+    T(o_(j)) <= 1 - q already, else the first root inside its segment. inf where rho >= 1.
+    Example: 10 % of requests at 354 ms and 90 % at 94 ms, rho 0.8, E[W] 80 ms (theta 100
+    ms), p90: T(354) = 0.08 + 0.72 e^-2.6 = 0.1335 > 0.1, so x = 354 + 100 ln(0.1335 / 0.1)
+    = 382.9 ms, where the slow kind alone would add the wait's own p90: 354 + 100 ln(0.8 /
+    0.1) = 561.9 ms; with rho 0.5 and E[W] 50 ms, T(354) = 0.05 + 0.45 e^-2.6 = 0.083:
+    x = 354 ms.
+    Source: docs/method.md, "Conversations in the planner" (the TTFT percentile over kinds)."""
+    o = np.asarray(offsets_ms, dtype=np.float64)
+    w_mean = np.asarray(mean_wait_ms, dtype=np.float64)
+    r = np.asarray(rho, dtype=np.float64)
+    f = np.asarray(scale, dtype=np.float64)
+    if o.shape[-1] == 1:
+        return np.asarray(o[..., 0] + f * wait_quantile_ms(w_mean, r, q), dtype=np.float64)
+    shape = o.shape[:-1]
+    live = np.broadcast_to(r < 1.0, shape) & np.all(np.isfinite(o), axis=-1)
+    r_l = np.broadcast_to(np.where(live, r, 0.0), shape)[..., None]   # saturated rows: inf
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        tail = np.where(r_l > 0, np.broadcast_to(np.where(live, f * w_mean, 0.0), shape)[
+            ..., None] / np.where(r_l > 0, r_l, 1.0), 0.0)   # scale x theta, ms
+        order = np.argsort(np.where(live[..., None], o, 0.0), axis=-1, kind="stable")
+        os_ = np.take_along_axis(np.where(live[..., None], o, 0.0), order, axis=-1)
+        ws = np.asarray(weights, dtype=np.float64)[order]
+        above = np.sum(ws, axis=-1, keepdims=True) - np.cumsum(ws, axis=-1)   # A_j
+        # S_j: the kinds at or below o_(j), each weighed by its wait's decay since its own time
+        gap = os_[..., None, :] - os_[..., :, None]            # [j, i] = o_i - o_(j)
+        decay = np.where(tail[..., None] > 0, np.exp(gap / np.where(tail[..., None] > 0,
+                                                                    tail[..., None], 1.0)),
+                         (gap >= 0).astype(np.float64))
+        k = o.shape[-1]
+        below = np.tril(np.ones((k, k)))                        # i <= j
+        s_j = np.sum(decay * below * ws[..., None, :], axis=-1)
+        at_o = above + np.where(tail > 0, r_l * s_j, 0.0)       # T(o_(j)), past its atom
+        room = 1.0 - q - above
+        root = os_ + tail * np.log(r_l * s_j / np.where(room > 0, room, 1.0))
+        nxt = np.concatenate([os_[..., 1:], np.full((*shape, 1), np.inf)], axis=-1)
+        cand = np.where(at_o <= 1.0 - q, os_,
+                        np.where((room > 0) & (tail > 0) & (root < nxt), root, np.inf))
+    return np.asarray(np.where(live, np.min(cand, axis=-1), np.inf), dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,9 +377,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                      limit: npt.ArrayLike = np.inf,
                      chunk_tokens: npt.ArrayLike | None = None,
                      prompt_tokens: npt.ArrayLike | None = None,
-                     tpot_quantile: bool = True,
-                     quantile_prefill_ms: npt.ArrayLike | None = None,
-                     quantile_prompt_tokens: npt.ArrayLike | None = None) -> AnalyticLatency:
+                     tpot_quantile: bool = True, ttft_quantile: bool = True,
+                     kind_prefill_ms: npt.ArrayLike | None = None,
+                     kind_prompt_tokens: npt.ArrayLike | None = None,
+                     kind_weights: Sequence[float] = (1.0,)) -> AnalyticLatency:
     """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
 
     Prefill-first continuous batching with batched prefill (the discrete-event model without
@@ -381,10 +435,13 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     low at 70-80 %: other prompts' chunks lengthen a prompt's own steps, which `own` leaves
     out). tests/test_queueing.py holds the first two cases at 5 % and 25 %.
     Where requests differ (a conversation's turns, a shared prefix's hits and misses)
-    `quantile_prefill_ms` and `quantile_prompt_tokens` are the prefill and new tokens of the
-    one at the TTFT quantile (`prefix.quantile_turn`): the quantile takes its own prefill,
-    own_q + q s + W'_q chunked, t_q + f (q s + W_q) batched; the mean and the load the mean
-    request's.
+    `kind_prefill_ms` and `kind_prompt_tokens` are the prefill and new tokens of each kind of
+    request (`prefix.request_kinds`; one column per kind, each kind's share of the requests in
+    `kind_weights`): the TTFT quantile runs over them (`mixture_quantile_ms`: kind k takes
+    own_k + q s + W' chunked, t_k + f (q s + W) batched, the wait shared); the mean and the
+    load are the mean request's. One kind: own + q s + W'_q, t + f (q s + W_q).
+    `ttft_quantile` False leaves the TTFT percentile out (`ttft_q_ms` is NaN where the load is
+    not saturated), for callers that read only the concurrency or the duration.
     `tpot_quantile` False leaves the TPOT percentile out (`tpot_q_ms` is NaN where the load is
     not saturated), for callers that need only the concurrency, the means or the duration, or
     that ask `gamma_quantile_at_most` of `decode_mean_ms` and `decode_var_ms2`: the gamma
@@ -425,20 +482,35 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     tpot_q = (gamma_quantile(dec_mean, dec_var, quantile) / max(n_dec, 1) if tpot_quantile
               else np.full(np.shape(dec_mean), np.nan))
     ttft_mean = first_token_ms(s, cc)
+    kinds = None if kind_prefill_ms is None else np.asarray(kind_prefill_ms, dtype=np.float64)
     if cc is not None:
         rho_c = lam_ms * cc.service_ms
-        own_q = cc.own_ms if quantile_prefill_ms is None else chunk_cost(
-            step=step, concurrency=c, prefill_ms=np.asarray(quantile_prefill_ms, dtype=float),
-            budget_tokens=budget, prompt_tokens=prompt if quantile_prompt_tokens is None
-            else np.asarray(quantile_prompt_tokens, dtype=np.float64)).own_ms
-        ttft_q = (own_q + quantile * s
-                  + wait_quantile_ms(md1(rho_c, cc.service_ms), rho_c, quantile))
+        w_c = md1(rho_c, cc.service_ms)
+        if not ttft_quantile:
+            own = np.full((*np.shape(s), 1), np.nan)   # a NaN percentile
+        elif kinds is None:
+            own = cc.own_ms[..., None]
+        else:
+            toks = np.broadcast_to(np.asarray(
+                kind_prompt_tokens if kind_prompt_tokens is not None else prompt[..., None],
+                dtype=np.float64), kinds.shape)
+            own = np.stack([chunk_cost(step=step, concurrency=c, prefill_ms=kinds[..., k],
+                                       budget_tokens=budget, prompt_tokens=toks[..., k]).own_ms
+                            for k in range(kinds.shape[-1])], axis=-1)
+        ttft_q = (own[..., 0] + quantile * s + wait_quantile_ms(w_c, rho_c, quantile)
+                  if own.shape[-1] == 1 else
+                  mixture_quantile_ms(own + (quantile * s)[..., None], kind_weights, w_c, rho_c,
+                                      quantile))
         share = lam_ms * stall
         ok_p = (rho_c < 1.0) & (share < 1.0)
         gpu_ms_per_request = stall + n_dec * s / np.maximum(c, 1.0)
     else:
-        t_q = t if quantile_prefill_ms is None else np.asarray(quantile_prefill_ms, dtype=float)
-        ttft_q = t_q + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
+        own = (np.full((*np.shape(s), 1), np.nan) if not ttft_quantile else
+               np.broadcast_to(t, np.shape(s))[..., None] if kinds is None else kinds)
+        ttft_q = (own[..., 0] + batching * (quantile * s + wait_quantile_ms(wq, rho, quantile))
+                  if own.shape[-1] == 1 else
+                  mixture_quantile_ms(own + (batching * quantile * s)[..., None], kind_weights,
+                                      wq, rho, quantile, scale=batching))
         share = rho
         gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
     util = lam_ms * gpu_ms_per_request

@@ -27,31 +27,33 @@ from capacity.types import BoolArray, FloatArray, IntArray
 
 @dataclass(frozen=True, kw_only=True)
 class Prompts:
-    """What each configuration's requests prefill, one entry per configuration (a shared
+    """What each configuration's requests prefill, one row per configuration (a shared
     prefix's cached share depends on the KV format's block alignment): the tokens the mean
     request prefills (`ReplicaUnits.new_tokens`: its prompt less the cached share of a shared
-    prefix, a conversation's turns' mean), and the prefill (ms) and new tokens of the request
-    at the TTFT quantile (`prefix.quantile_turn`: a conversation's turn, a prefix's miss or
-    hit; the mean request where requests do not differ)."""
+    prefix, a conversation's turns' mean), and the prefill (ms) and new tokens of each kind of
+    request a TTFT percentile runs over (`prefix.request_kinds`: a conversation's turns, a
+    prefix's misses and hits; one kind, the mean request, where requests do not differ), one
+    column per kind, each kind's share of the requests `kind_weights`."""
 
     new_tokens: FloatArray
-    quantile_prefill_ms: FloatArray
-    quantile_new_tokens: FloatArray
+    kind_prefill_ms: FloatArray
+    kind_new_tokens: FloatArray
+    kind_weights: tuple[float, ...]
 
     def rows(self, idx: IntArray) -> Prompts:
         """These configurations' entries."""
-        return Prompts(new_tokens=self.new_tokens[idx],
-                       quantile_prefill_ms=self.quantile_prefill_ms[idx],
-                       quantile_new_tokens=self.quantile_new_tokens[idx])
+        return Prompts(new_tokens=self.new_tokens[idx], kind_prefill_ms=self.kind_prefill_ms[idx],
+                       kind_new_tokens=self.kind_new_tokens[idx], kind_weights=self.kind_weights)
 
 
 def chunking(budget: FloatArray, prompts: Prompts) -> dict[str, object]:
-    """The analytic path's prefill arguments for these configurations: the request at the
-    TTFT quantile's prefill and new tokens (`analytic_latency`'s `quantile_prefill_ms`,
-    chunked or not) and, where a budget mixes chunks into the decode steps (none when 0), the
-    budget and the tokens the mean request prefills."""
-    q: dict[str, object] = {"quantile_prefill_ms": prompts.quantile_prefill_ms,
-                            "quantile_prompt_tokens": prompts.quantile_new_tokens}
+    """The analytic path's prefill arguments for these configurations: the kinds of request
+    a TTFT percentile runs over (`analytic_latency`'s `kind_prefill_ms`, chunked or not) and,
+    where a budget mixes chunks into the decode steps (none when 0), the budget and the
+    tokens the mean request prefills."""
+    q: dict[str, object] = {"kind_prefill_ms": prompts.kind_prefill_ms,
+                            "kind_prompt_tokens": prompts.kind_new_tokens,
+                            "kind_weights": prompts.kind_weights}
     if not np.any(budget > 0):
         return q
     return {"chunk_tokens": np.where(budget > 0, budget, np.inf),
@@ -125,12 +127,12 @@ def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Wo
 
     def bits(x: np.ndarray[Any, Any]) -> list[object]:
         out: list[object] = (x.view(np.int64) if x.dtype == np.float64 else x).tolist()
-        return out
+        return [tuple(r) if isinstance(r, list) else r for r in out]   # a row of kinds
     common: list[object] = [bool(np.any(budget > 0)), wl.output_tokens, slo.ttft_ms,
-                            slo.tpot_ms, slo.quantile]
+                            slo.tpot_ms, slo.quantile, prompts.kind_weights]
     columns = [bits(np.ascontiguousarray(a, dtype=np.float64))
                for a in (prefill_ms, slots, budget, prompts.new_tokens,
-                         prompts.quantile_prefill_ms, prompts.quantile_new_tokens)]
+                         prompts.kind_prefill_ms, prompts.kind_new_tokens)]
     for f in fields(step):
         x = getattr(step, f.name)
         if isinstance(x, np.ndarray) and x.shape == (n,):

@@ -74,10 +74,10 @@ def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
                                 limit=limit, tpot_quantile=tpot_quantile, **ch)
     assert conc is not None
     zero = np.zeros_like(conc)
-    # the bisection reads the duration alone: no TPOT percentile until the last call
+    # the bisection reads the duration alone: no TTFT or TPOT percentile until the last call
     base = analytic_latency(rate_per_s=zero, step=step, prefill_ms=prefill_ms,
                             output_tokens=wl.output_tokens, quantile=slo.quantile,
-                            concurrency=conc, tpot_quantile=False, **ch)
+                            concurrency=conc, tpot_quantile=False, ttft_quantile=False, **ch)
 
     def below(rates: list[FloatArray]) -> BoolArray:
         k = len(rates)
@@ -86,7 +86,7 @@ def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
         r = analytic_latency(rate_per_s=mid, step=step.select(tiled),
                              prefill_ms=prefill_ms[tiled], output_tokens=wl.output_tokens,
                              quantile=slo.quantile, concurrency=conc[tiled],
-                             tpot_quantile=False, **rows_of(ch, tiled))
+                             tpot_quantile=False, ttft_quantile=False, **rows_of(ch, tiled))
         return np.asarray(~(mid * r.duration_s >= conc[tiled])).reshape(k, conc.size)
     lo = bisect_levels(zero, conc / base.duration_s, LOAD_STEPS, below)
     return analytic_latency(rate_per_s=lo, step=step, prefill_ms=prefill_ms,

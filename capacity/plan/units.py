@@ -1,8 +1,9 @@
 """The planner's configurations (docs/method.md, section 6): every GPU x TP x weight format x
 KV precision x speculative-decoding draft of one replica, as parallel arrays
 (`replica_units`): its memory (the weights, the KV slots C_vram, a shared prefix held once),
-its F4 step, the prefill of its mean request and of the request at the TTFT quantile (a
-conversation's turns, `prefix.quantile_turn`), its price and its engine's limits.
+its F4 step, the prefill of its mean request and of each kind of request a TTFT percentile
+runs over (a conversation's turns, a prefix's misses and hits, `prefix.request_kinds`), its
+price and its engine's limits.
 `capacity.plan.search.plan` turns them into deployments and checks them; the frontier
 (`capacity.fit.frontier`) runs them in its closed loop.
 """
@@ -26,12 +27,10 @@ from capacity.model.moe import gemm_bytes_per_param, routing_on
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
 from capacity.model.prefix import (
-    MISS,
-    TOKEN_GRAIN,
-    later_turn_prefill,
+    RequestKinds,
     mean_prefix_prefill,
     mean_turn_prefill,
-    quantile_turn,
+    request_kinds,
 )
 from capacity.model.roofline import StepModel, counts_as_engines, fixed_step_ms
 from capacity.model.scenario import context_limit_note
@@ -65,11 +64,13 @@ class ReplicaUnits:
     prefix, `prefix.mean_prefix_prefill`; a conversation's turns' mean,
     `prefix.mean_turn_prefill`), whose prefill is `prefill_ms`: what a mixed step's chunks
     carry of it."""
-    quantile_prefill_ms: FloatArray
-    """The prefill of the request at the TTFT quantile (a conversation's turn, a prefix's
-    miss or hit, `prefix.quantile_turn`; the mean request's otherwise), ms; its new tokens
-    `quantile_new_tokens`."""
-    quantile_new_tokens: FloatArray
+    kind_prefill_ms: FloatArray
+    """The prefill (ms) of each kind of request a TTFT percentile runs over, one row per
+    configuration (`prefix.request_kinds`: a conversation's turns, a shared prefix's misses
+    and hits; one kind, the mean request, where requests do not differ); its new tokens
+    `kind_new_tokens`, each kind's share of the requests `kind_weights`."""
+    kind_new_tokens: FloatArray
+    kind_weights: tuple[float, ...]
     step: StepModel
     price_per_hour: FloatArray
     seqs: FloatArray
@@ -84,8 +85,8 @@ class ReplicaUnits:
     @property
     def prompts(self) -> Prompts:
         """What each configuration's requests prefill, as the rate searches read it."""
-        return Prompts(new_tokens=self.new_tokens, quantile_prefill_ms=self.quantile_prefill_ms,
-                       quantile_new_tokens=self.quantile_new_tokens)
+        return Prompts(new_tokens=self.new_tokens, kind_prefill_ms=self.kind_prefill_ms,
+                       kind_new_tokens=self.kind_new_tokens, kind_weights=self.kind_weights)
 
 
 PLAIN_STEP: dict[str, float] = {"verify_tokens": 1.0, "accepted_tokens": 1.0,
@@ -136,17 +137,18 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     def first_pf(hit: int) -> tuple[PrefillFlops, float]:  # a turn that finds the prefix
         return mean_prefix_prefill(whole_pf, model, hit, inp.prefix_share if hit > 0 else 0.0,
                                    by_operator=operator)
-    # the request a TTFT quantile waits for (requests differ: turns, a prefix's hits)
-    mixed = wl.turns > 1 or (inp.prefix_tokens > 0 and inp.prefix_share > 0)
-    kq = quantile_turn(model, wl, inp.slo.quantile, hit_tokens=TOKEN_GRAIN.shared(
-        inp.prefix_tokens, wl.prompt), share=inp.prefix_share, by_operator=operator)
+    # the kinds of request a TTFT percentile runs over (requests differ: turns, a prefix's
+    # misses and hits); one where they do not, the mean request
+    planned = inp.prefix_share if inp.prefix_tokens > 0 else 0.0
+    mixed = wl.turns > 1 or planned > 0
+    kinds_of: dict[int, RequestKinds] = {}   # by the tokens a hit finds cached
 
-    def quantile_pf(hit: int) -> tuple[PrefillFlops, float]:
-        if kq >= 1:
-            return later_turn_prefill(model, wl, kq, by_operator=operator)
-        if kq == MISS or hit == 0:
-            return whole_pf, float(wl.prompt)
-        return mean_prefix_prefill(whole_pf, model, hit, 1.0, by_operator=operator)
+    def kinds_at(hit: int) -> RequestKinds:
+        if hit not in kinds_of:
+            kinds_of[hit] = request_kinds(model, wl, hit_tokens=hit, share=planned,
+                                          by_operator=operator)
+        return kinds_of[hit]
+    weights = kinds_at(0).weights if mixed else (1.0,)
 
     # speculative decoding: no draft, then each draft searched (F12), per weight format
     draft_keys = ("", *inp.draft_keys(model.key))
@@ -156,8 +158,10 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     tp_l: list[int] = []
     f_l: list[str] = []
     kv_l: list[str] = []
+    kind_ms_l: list[list[float]] = []
+    kind_new_l: list[list[float]] = []
     cols: dict[str, list[float]] = {k: [] for k in (
-        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "preq", "new", "newq", "bw", "fl",
+        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "new", "bw", "fl",
         "ca", "cb", "ck", "cc", "price", "node", "seqs", "budget", "lk", "eff")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
     held_cache: dict[tuple[str, int, int, int], float] = {}
@@ -180,7 +184,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                 continue  # a TP group stays inside one node
             comm = tp_comm_line(model, g, tp)
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
-            pre_cache: dict[tuple[int, str], tuple[float, float, float, float]] = {}
+            pre_cache: dict[tuple[int, str], tuple[float, float, list[float], list[float]]] = {}
             hits = {kv: inp.prefix_hit_tokens(model, g, kv, tp) for kv in inp.kv_dtypes}
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
@@ -193,15 +197,15 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                 for (d, vb), kv in ((b, kv) for b in budgets for kv in inp.kv_dtypes):
                     hit = hits[kv]   # a shared prefix: what the engine's cache serves of it
                     share = inp.prefix_share if hit > 0 else 0.0
-                    if (hit, v.format.key) not in pre_cache:  # the mean; the quantile's
+                    if (hit, v.format.key) not in pre_cache:  # the mean; each kind's
                         pf, new = mean_turn_prefill(first_pf(hit), model, wl,
                                                     by_operator=operator)
                         mean = _prefill_ms(inp, model, g, tp, v, pf, new)
-                        pf_q, new_q = quantile_pf(hit) if mixed else (pf, new)
+                        kinds = kinds_at(hit).prefills if mixed else ((pf, new),)
                         pre_cache[(hit, v.format.key)] = (
-                            mean, _prefill_ms(inp, model, g, tp, v, pf_q, new_q) if mixed
-                            else mean, new, new_q)
-                    pre_ms, pre_q, new_ms, new_q_ms = pre_cache[(hit, v.format.key)]
+                            mean, new, [_prefill_ms(inp, model, g, tp, v, *k) if mixed
+                                        else mean for k in kinds], [k[1] for k in kinds])
+                    pre_ms, new_ms, kind_ms, kind_new = pre_cache[(hit, v.format.key)]
                     key = (kv, tp, held, block)
                     if key not in kv_cache:
                         kv_req = kv_request_bytes(model, held, kv, tp, block)
@@ -228,13 +232,15 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                     tp_l.append(tp)
                     f_l.append(v.format.key)
                     kv_l.append(kv)
+                    kind_ms_l.append(kind_ms)
+                    kind_new_l.append(kind_new)
                     for k, val in (("w", v.weights_gb), ("cv", float(
                             max_concurrency(vb.kv_budget_bytes - prefix_mem, kvr_mem))),
                             ("usable", vb.usable_bytes),
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes
                              + prefix_mem),
                             ("kvr", kvr_mem), ("kvs", kv_cache[key]), ("pre", pre_ms),
-                            ("preq", pre_q), ("new", new_ms), ("newq", new_q_ms),
+                            ("new", new_ms),
                             ("bw", g.bandwidth_gb_s),
                             ("fl", tflops_per_replica), ("ca", comm.fixed_ms),
                             ("cb", comm.per_token_ms), ("ck", comm.knee_tokens),
@@ -267,8 +273,12 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     units = ReplicaUnits(gpus=g_l, tp=tp_a, formats=f_l, kv=kv_l, weights_gb=a["w"],
                    c_vram=a["cv"].astype(np.int64), usable_bytes=a["usable"],
                    fixed_bytes=a["fixed"], kv_request_bytes=a["kvr"], prefill_ms=a["pre"],
-                   new_tokens=a["new"], quantile_prefill_ms=a["preq"],
-                   quantile_new_tokens=a["newq"],
+                   new_tokens=a["new"],
+                   kind_prefill_ms=np.asarray(kind_ms_l, dtype=np.float64).reshape(
+                       len(kind_ms_l), len(weights)),
+                   kind_new_tokens=np.asarray(kind_new_l, dtype=np.float64).reshape(
+                       len(kind_new_l), len(weights)),
+                   kind_weights=weights,
                    step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
                    node_gpus=a["node"].astype(np.int64), drafts=d_l)
     return model, variants, units
