@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from capacity.catalog.loader import default_catalog
 from capacity.errors import InputError
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import (
@@ -28,12 +29,14 @@ from capacity.model.traffic import (
     lognormal_from_mean_p90,
     preset,
 )
+from capacity.plan.detail import prefix_c_vram
 from capacity.plan.traffic_queue import (
     analytic_traffic,
     gamma_delay_probability,
     simulate_traffic,
     traffic_service,
 )
+from capacity.report.planner_url import PlannerState
 from capacity.sim.scheduler import SimConfig
 from capacity.sim.virtual import Workload, run_virtual
 
@@ -248,6 +251,21 @@ def test_planner_and_quote_with_prefix_caching(tmp_path: Path) -> None:
     text = write_quote(tmp_path / "q.md", cached).read_text()
     assert "Prefix caching | 2,000 shared tokens reused by 90% of requests" in text
     assert "Prefix caching" not in write_quote(tmp_path / "b.md", base).read_text()
+    # its C_vram "without -> with" is the plan's own, as the engine holds requests: vLLM's
+    # pages of prompt + output, not the chapter's context (17 -> 25 here, where vLLM's option
+    # holds 90)
+    vllm = PlannerState(model="qwen3-8b", engine="vllm", dau=3000, ctx=8192, prompt=4000,
+                        out=256, prefix=3000, prefix_share=0.9, gpus="rtx-4090")
+    p = plan(vllm.inputs(default_catalog()))
+    assert p.best is not None
+    without, with_prefix = prefix_c_vram(p.inputs, p.best)
+    assert with_prefix == p.best.c_vram_per_replica == 90
+    bare = plan(PlannerState(**{**vllm.__dict__, "prefix": 0}).inputs(default_catalog()),
+                keep_all=True)
+    assert without == next(o.c_vram_per_replica for o in bare.all_options
+                           if o.label == p.best.label) == 33
+    assert f"C_vram per replica {without} -> {with_prefix}" in write_quote(
+        tmp_path / "v.md", p).read_text()
     with pytest.raises(InputError, match="prefix share"):
         PlanInputs(model="qwen3.5-9b-awq", workload=wl, prefix_share=1.5)
 

@@ -30,7 +30,7 @@ from capacity.model.roofline import Bound
 from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
 from capacity.model.speculative import parse_draft
 from capacity.plan.alternatives import Alternative, Relax
-from capacity.plan.detail import design_concurrency_total, option_scenario
+from capacity.plan.detail import design_concurrency_total, option_scenario, prefix_c_vram
 from capacity.plan.drafting import MAX_BREAKEVEN_BATCH, DraftNote, DraftOutcome, draft_note
 from capacity.plan.mix import MixPlan
 from capacity.plan.options import Option, Plan, PlanInputs, Reason, Rejection, Slo
@@ -334,13 +334,14 @@ def _prefix_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
     scen = option_scenario(inp, o)
     grain = inp.prefix_grain_on(scen.model, scen.gpu, o.kv_dtype, o.tp)
     pe = prefix_effect(scen, inp.prefix_tokens, inp.prefix_share, grain)
+    c0, c1 = prefix_c_vram(inp, o)   # as the plan holds requests, not the chapter's context
     asked, served = TOKEN_GRAIN.shared(inp.prefix_tokens, scen.prompt), f"{pe.prefix_tokens:,}"
     served = served if pe.prefix_tokens >= asked else t(
         "quote_prefix_served", lang, served=served, asked=f"{asked:,}")
     return [(t("quote_prefix", lang),
              t("quote_prefix_v", lang, p=served, share=f"{pe.share:.0%}",
                t0=f"{pe.ttft_s[0]:.2f}", t1=f"{pe.ttft_s[1]:.2f}",
-               c0=f"{pe.c_vram[0] // o.replicas:,}", c1=f"{pe.c_vram[1] // o.replicas:,}"))]
+               c0=f"{c0:,}", c1=f"{c1:,}"))]
 
 
 def model_text(inp: PlanInputs, lang: str, catalog: Catalog | None = None) -> str:
