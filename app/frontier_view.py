@@ -50,7 +50,7 @@ from capacity.fit.frontier import (
     datacenter_gpus,
 )
 from capacity.model.scenario import Scenario
-from capacity.model.workload import Workload, single_requests
+from capacity.model.workload import single_requests
 from capacity.plan.options import Plan, PlanInputs
 from capacity.report.i18n import SOURCE_LANG, bundled, engine_label, error_text, t
 from capacity.report.quote_frontier import (
@@ -130,16 +130,21 @@ def explorer_current(state: ExplorerState, scenario: Scenario, figures: Mapping[
               gpu=catalog.gpus[state.gpu].name))
 
 
-def single_kinds(dis: bool, ep: bool, wl: Workload, lang: str) -> tuple[bool, bool]:
-    """The kinds ticked that a conversation keeps: none (the disaggregated and wide-EP points
-    plan single requests, `single_requests`), each ticked one saying so under the toggles."""
+def single_kinds(dis: bool, ep: bool, inp: PlanInputs, lang: str) -> tuple[bool, bool]:
+    """The kinds ticked that the plan's requests keep: none for a conversation or a shared
+    prefix (the disaggregated and wide-EP points plan single requests with nothing cached,
+    `single_requests`), each ticked one saying so under the toggles."""
+    kept = []
     for ticked, what in ((dis, "disagg"), (ep, "ep")):
         try:
             if ticked:
-                single_requests(wl, what)
+                single_requests(inp.workload, what, prefix_tokens=inp.prefix_tokens,
+                                prefix_share=inp.prefix_share)
+            kept.append(ticked)
         except InputError as exc:
             st.caption(error_text(exc, lang))
-    return dis and wl.turns == 1, ep and wl.turns == 1
+            kept.append(False)
+    return kept[0], kept[1]
 
 
 def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scenario,
@@ -169,7 +174,7 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
         gpus = (state.gpu, *(g for g in others if g != state.gpu))
         pinp = state.plan_inputs(catalog)   # its basis, and the conversation the load view runs
         basis, wl = pinp.basis_string, pinp.workload
-        dis, ep = single_kinds(dis, ep, wl, lang)
+        dis, ep = single_kinds(dis, ep, pinp, lang)
         try:
             inp, added = kind_inputs(FrontierInputs(
                 model=state.model, prompt_tokens=state.prompt_tokens,
@@ -178,7 +183,8 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
                 formats=None if every else (state.weights,),
                 kv_dtypes=("fp16", "fp8") if every else (state.kv,),
                 currency="USD" if state.currency == "USD" else "CNY", cny_per_usd=state.rate,
-                turns=wl.turns, turn_tokens=wl.turn_tokens),
+                turns=wl.turns, turn_tokens=wl.turn_tokens, prefix_tokens=pinp.prefix_tokens,
+                prefix_share=pinp.prefix_share),
                 disaggregated=dis, wide_ep=ep, ttft_ms=state.slo_ttft_ms,
                 quantile=state.pct / 100.0)
             fr = frontier_of(inp)
@@ -225,7 +231,7 @@ def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
                                 model_name=catalog.variant(inputs.model).model.name,
                                 disagg_key=PLANNER_WIDGETS[DISAGG_FIELD],
                                 ep_key=PLANNER_WIDGETS[WIDE_EP_FIELD])
-        dis, ep = single_kinds(dis, ep, inputs.workload, lang)
+        dis, ep = single_kinds(dis, ep, inputs, lang)
         try:
             inp, added = kind_inputs(plan_frontier_inputs(inputs, catalog), disaggregated=dis,
                                      wide_ep=ep, ttft_ms=inputs.slo.ttft_ms,

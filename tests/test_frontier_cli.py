@@ -36,7 +36,8 @@ def test_json_is_stable(capsys: pytest.CaptureFixture[str]) -> None:
     assert list(data) == ["model", "model_name", "currency", "workload", "interactivity",
                           "evaluated", "groups", "gpu_fronts", "cost_at_interactivity"]
     assert data["workload"] == {"prompt_tokens": 1024, "output_tokens": 1024,
-                                "context_tokens": 2048, "turns": 1, "turn_tokens": 0}
+                                "context_tokens": 2048, "turns": 1, "turn_tokens": 0,
+                                "prefix_tokens": 0, "prefix_share": 0.0}
     keys = [g["key"] for g in data["groups"]]
     assert keys == ["h100-sxm/vllm/fp8/fp8", "b200/vllm/fp8/fp8"]  # in the order of --gpus
     point = data["groups"][0]["front"][0]
@@ -75,3 +76,17 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], ex
     code, out, err = run(capsys, *extra)
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_shared_prefix(capsys: pytest.CaptureFixture[str]) -> None:
+    # the prefix travels to the JSON's workload and changes the points; the disaggregated
+    # points plan requests with nothing cached, and say so in one line
+    extra = ("--format", "json", "--prompt", "4000", "--output", "256", "--context", "8192")
+    code, out, _ = run(capsys, *extra, "--prefix-tokens", "3000", "--prefix-share", "0.5")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["workload"]["prefix_tokens"], data["workload"]["prefix_share"]) == (3000, 0.5)
+    code, bare, _ = run(capsys, *extra)
+    assert code == 0 and json.loads(bare)["groups"] != data["groups"]
+    code, _, err = run(capsys, *extra, "--prefix-tokens", "3000", "--disaggregated")
+    assert code == 2 and "plans requests with nothing cached" in err

@@ -195,6 +195,24 @@ def test_explorer_chart_of_a_conversation(catalog: Catalog) -> None:
     assert page != library_fronts(replace(want, turns=1, turn_tokens=0), catalog)
 
 
+@pytest.mark.slow
+def test_explorer_chart_of_a_shared_prefix(catalog: Catalog) -> None:
+    # the load view's shared prefix travels to the chart: its points hold it once and prefill
+    # the rest; the disaggregated box, ticked, says it plans requests with nothing cached
+    params = {"engine": "vllm", "prompt": "4000", "out": "256", "prefix": "3000",
+              "prefix_share": "0.9", "fr_disagg": "1"}
+    at = open_explorer(params, [])
+    state, notices = decode(params, catalog)
+    assert notices == []
+    want = replace(explorer_inputs(catalog, state, ("rtx-4090",), ("vllm",)),
+                   prefix_tokens=3000, prefix_share=0.9)
+    page = chart_fronts(at)
+    same(page, library_fronts(want, catalog))
+    assert {d for d, _, _ in page} == {AGGREGATED}
+    assert "plans requests with nothing cached" in " ".join(c.value for c in at.caption)
+    assert page != library_fronts(replace(want, prefix_tokens=0, prefix_share=0.0), catalog)
+
+
 # ---- the Planner -----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_planner_disaggregated_from_a_link(catalog: Catalog) -> None:

@@ -254,6 +254,38 @@ def test_the_buyers_chart_of_a_conversation_runs_its_turns() -> None:
     assert any("Conversations: 3 turns" in str(b) for b in blocks)
 
 
+def test_the_buyers_chart_of_a_shared_prefix_holds_it_once() -> None:
+    # a 3,000-token system prompt of 4,000-token prompts reused by 90 %: the chart's units
+    # hold it once (more users a replica) and prefill the rest (1,307 tokens on average); the
+    # event model's closed loop of the same points runs the misses and the hits
+    cat = default_catalog()
+    inp = PlannerState(model="qwen3-8b-bf16", engine="vllm", dau=3000, ctx=8192, prompt=4000,
+                       out=256, prefix=3000, prefix_share=0.9, gpus="h100-sxm",
+                       kv="fp8").inputs(cat)
+    fi = replace(plan_frontier_inputs(inp, cat), max_gpus=1)
+    assert (fi.prefix_tokens, fi.prefix_share) == (3000, 0.9)
+    fr = frontier(fi, cat)
+    bare = frontier(replace(fi, prefix_tokens=0, prefix_share=0.0), cat)
+    (g,), (g0,) = fr.groups, bare.groups
+    assert max(p.concurrency for p in g.front) > max(p.concurrency for p in g0.front)
+    assert max(p.throughput_tok_s_per_gpu for p in g.front) > max(
+        p.throughput_tok_s_per_gpu for p in g0.front)
+    for p in (g.front[0], g.front[len(g.front) // 2], g.front[-1]):
+        e = event_check(fr, p)
+        assert e.event_throughput_tok_s_per_gpu == pytest.approx(p.throughput_tok_s_per_gpu,
+                                                                 rel=0.15)
+        assert e.event_tpot_ms == pytest.approx(p.tpot_ms, rel=0.15)
+    blocks = frontier_blocks(plan(inp, cat), lang="en", catalog=cat)
+    assert any("3,000 tokens reused by 90% of them" in str(b) for b in blocks)
+    # the disaggregated and wide-EP comparisons plan requests with nothing cached: they say so
+    with pytest.raises(InputError) as e:
+        replace(fi, disaggregated=True)
+    assert e.value.args[0].code == "prefix_disagg"
+    with pytest.raises(InputError) as e:
+        compare(inp, cat)
+    assert e.value.args[0].code == "prefix_disagg"
+
+
 def test_the_planner_link_carries_the_conversation() -> None:
     cat = default_catalog()
     inp = CHAT.inputs(cat)

@@ -36,7 +36,7 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
-from capacity.cli.plan_load import add_turn_flags
+from capacity.cli.plan_load import add_prefix_flags, add_turn_flags
 from capacity.fit.frontier import (
     DEFAULT_ENGINES,
     PRICE_KINDS,
@@ -88,6 +88,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                       "prefix cache: each point holds the turns' mean prompt and prefills their "
                       "mean new tokens, as the planner does (default 1: single requests; not "
                       "with --disaggregated or --wide-ep)")
+    add_prefix_flags(w, "a shared prefix (system prompt) the engine's prefix cache holds once: "
+                        "each point holds it once and prefills the rest of the prompt of "
+                        "--prefix-share of requests, as the planner does (default 0: none; not "
+                        "with --disaggregated or --wide-ep)")
     s = p.add_argument_group("search space")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--gpus", default=None, metavar="LIST",
@@ -201,7 +205,8 @@ def inputs_from_args(args: argparse.Namespace) -> FrontierInputs:
         basis=basis, formats=comma_list(args.weights, "weight formats"), kv_dtypes=kv,
         max_gpus=args.max_gpus, currency=args.currency, cny_per_usd=args.cny_per_usd,
         disaggregated=args.disaggregated, wide_ep=args.wide_ep, ttft_ms=args.ttft,
-        turns=args.turns, turn_tokens=args.turn_tokens or 0,
+        turns=args.turns, turn_tokens=args.turn_tokens or 0, prefix_tokens=args.prefix_tokens,
+        prefix_share=args.prefix_share if args.prefix_tokens else 0.0,
         drafts=tuple(k.strip() for d in args.draft or () for k in d.split(",") if k.strip()))
 
 
@@ -223,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
             "model": inp.model, "model_name": fr.model_name, "currency": inp.currency,
             "workload": {"prompt_tokens": inp.prompt_tokens, "output_tokens": inp.output_tokens,
                          "context_tokens": inp.context, "turns": inp.turns,
-                         "turn_tokens": inp.turn_tokens},
+                         "turn_tokens": inp.turn_tokens, "prefix_tokens": inp.prefix_tokens,
+                         "prefix_share": inp.prefix_share},
             "interactivity": args.interactivity, "evaluated": fr.evaluated,
             "groups": [group_record(g, kinds) for g in fr.groups],
             "gpu_fronts": {k: [point_record(p, kinds) for p in v]

@@ -58,15 +58,11 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                    help="under --engine or --rate: GiB of each GPU's weights kept in host memory "
                         "(vLLM's --cpu-offload-gb): the KV pool gains them and every forward "
                         "pass streams them over the host link (data/host_links.toml; default 0)")
-    p.add_argument("--prefix-tokens", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0,
-                   metavar="TOKENS",
-                   help="under --engine or --rate: a shared prefix (system prompt) the prefix "
+    add_prefix_flags(p, "under --engine or --rate: a shared prefix (system prompt) the prefix "
                         "cache holds once; --prefix-share of requests skip the part of it the "
                         "engine's cache serves (vLLM: whole KV blocks, on a hybrid model only "
                         "the block ends its prefill chunks stop at; SGLang and llama.cpp: "
                         "every token, none of a hybrid model's) (default 0: none)")
-    p.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9, metavar="SHARE",
-                   help="share of requests that find --prefix-tokens cached (default 0.9)")
     p.add_argument("--prefix-caching", action="store_true",
                    help="under --engine vllm or --rate on a hybrid model (Qwen3.5): vLLM's "
                         "--enable-prefix-caching, whose mamba 'align' mode ends prefill chunks "
@@ -103,6 +99,17 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arrivals", choices=("poisson", "constant"), default="poisson",
                    help="how --rate and --stages requests arrive: Poisson (seeded, default) or "
                         "evenly spaced")
+
+
+def add_prefix_flags(p: Any, prefix_help: str) -> None:
+    """--prefix-tokens and --prefix-share on `p` (a parser or group): `capacity plan`'s load
+    sections, `capacity size`'s search and `capacity frontier`'s chart read the same two
+    (`PlanInputs.prefix_tokens`, `prefix_share`)."""
+    p.add_argument("--prefix-tokens", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0,
+                   metavar="TOKENS", help=prefix_help)
+    p.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9, metavar="SHARE",
+                   help="share of requests that reuse --prefix-tokens, finding it cached "
+                        "(default 0.9)")
 
 
 def add_turn_flags(p: Any, turns_help: str) -> None:

@@ -49,7 +49,7 @@ from capacity.cli.common import (
     print_catalog_warnings,
     whole,
 )
-from capacity.cli.plan_load import PREFIX_WHY, add_turn_flags, turns_text
+from capacity.cli.plan_load import PREFIX_WHY, add_prefix_flags, add_turn_flags, turns_text
 from capacity.cli.wide_ep import (
     add_size_flags,
     check_wide_ep,
@@ -132,16 +132,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     w.add_argument("--output-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=256, metavar="TOKENS",
                    help="output tokens per request (default 256)")
-    w.add_argument("--prefix-tokens", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0,
-                   metavar="TOKENS",
-                   help="shared prefix (system prompt) a prefix cache holds once: prefill skips "
+    add_prefix_flags(w, "shared prefix (system prompt) a prefix cache holds once: prefill skips "
                         "what --engine's cache serves of it for --prefix-share of requests "
                         "(vLLM: whole KV blocks, on a hybrid model only the block ends its "
                         "prefill chunks stop at; SGLang and llama.cpp: none of a hybrid "
                         "model's; default 0: no prefix caching)")
-    w.add_argument("--prefix-share", type=number(min=0, max=1), default=0.9,
-                   metavar="FRACTION",
-                   help="share of requests that reuse the shared prefix (default 0.9)")
     add_turn_flags(w, "conversations of N turns (each a request of the daily count and the "
                       "concurrency), turn k + 1's prompt the whole history (earlier prompts "
                       "and answers) plus --turn-tokens new ones, the history in --engine's "

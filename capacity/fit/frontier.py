@@ -273,7 +273,7 @@ def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
         concurrency=conc, terms=step_model_terms(step), comm_at=step.comm_at_tokens,
         decode_tokens_per_seq=step.verify_tokens,
         prefill_ms=units.prefill_ms[uidx],
-        prompt_tokens=max(1, round(pinp.workload.mean_new_tokens)),  # a conversation's mean
+        prompt_tokens=units.new_tokens[uidx],   # a conversation's mean, a prefix's rest
         output_tokens=inp.output_tokens,
         budget_tokens=np.asarray([p.token_budget_tokens for p in prof], dtype=np.float64)[uidx],
         mixed=np.asarray([p.mixed for p in prof], dtype=bool)[uidx])

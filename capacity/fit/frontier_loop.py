@@ -88,7 +88,7 @@ def _no_comm(tokens: FloatArray) -> FloatArray:
 
 
 def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt.ArrayLike,
-                prompt_tokens: int, output_tokens: int, budget_tokens: npt.ArrayLike,
+                prompt_tokens: npt.ArrayLike, output_tokens: int, budget_tokens: npt.ArrayLike,
                 mixed: npt.ArrayLike, comm_at: CommAt = _no_comm,
                 decode_tokens_per_seq: npt.ArrayLike = 1.0) -> SteadyState:
     """The event model's closed loop (`events.simulate(concurrency=C)`, clients out of step),
@@ -121,12 +121,13 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
     t = np.broadcast_to(np.asarray(prefill_ms, dtype=np.float64), c.shape)
     big_b = np.broadcast_to(np.asarray(budget_tokens, dtype=np.float64), c.shape)
     mix = np.broadcast_to(np.asarray(mixed, dtype=bool), c.shape) & (big_b > 0)
-    p_tok, dec = float(prompt_tokens), float(output_tokens - 1)
+    p_tok = np.broadcast_to(np.asarray(prompt_tokens, dtype=np.float64), c.shape)
+    dec = float(output_tokens - 1)
     if dec < 1:
         raise InputError("a closed loop's TPOT needs output >= 2 tokens")
     # prefill pauses decoding
     v = np.asarray(decode_tokens_per_seq, dtype=np.float64)
-    comm_p = np.minimum(comm_at(np.full(c.shape, p_tok)), t)   # F6's all-reduces of a prompt
+    comm_p = np.minimum(comm_at(p_tok), t)   # F6's all-reduces of a prompt
 
     def added(batch: FloatArray, tokens: FloatArray) -> FloatArray:
         return np.asarray(comm_at(batch * v + tokens) - comm_at(batch * v), dtype=np.float64)

@@ -101,6 +101,13 @@ class FrontierInputs:
     disaggregated and wide-EP points plan single requests only."""
     turn_tokens: int = 0
     """The new tokens of every turn after the first (with `turns` > 1)."""
+    prefix_tokens: int = 0
+    """A shared prefix (system prompt) the engine's prefix cache holds once
+    (`PlanInputs.prefix_tokens`: the planner's units hold it once and prefill the rest of a
+    sharing request's prompt); 0: none. The disaggregated and wide-EP points plan requests with
+    nothing cached."""
+    prefix_share: float = 0.0
+    """The share of requests that reuse the prefix (with `prefix_tokens`)."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.prompt_tokens, int) and self.prompt_tokens >= 1):
@@ -117,10 +124,14 @@ class FrontierInputs:
             engine_profile(e)  # an unknown engine: InputError naming the known ones
         Slo(ttft_ms=self.ttft_ms, quantile=self.quantile)  # a bad budget: InputError
         wl = self.workload()   # a conversation that cannot run: InputError saying why
-        if self.disaggregated:
-            single_requests(wl, "disagg")
-        if self.wide_ep:
-            single_requests(wl, "ep")
+        if not (isinstance(self.prefix_tokens, int) and self.prefix_tokens >= 0
+                and 0.0 <= self.prefix_share <= 1.0):
+            raise InputError(f"a shared prefix is >= 0 tokens reused by a share in [0, 1] of "
+                             f"requests, got {self.prefix_tokens} and {self.prefix_share}")
+        for ticked, what in ((self.disaggregated, "disagg"), (self.wide_ep, "ep")):
+            if ticked:
+                single_requests(wl, what, prefix_tokens=self.prefix_tokens,
+                                prefix_share=self.prefix_share)
 
     def workload(self, rate_per_s: float = 1.0) -> Workload:
         """The request's lengths (a conversation's turns) at `rate_per_s`, no headroom."""
@@ -178,7 +189,8 @@ def plan_inputs(inp: FrontierInputs, v: Variant, *, gpus: tuple[str, ...] | None
                       gpus=gpus or inp.gpus or datacenter_gpus(catalog),
                       max_gpus=inp.max_gpus, kv_dtypes=inp.kv_dtypes, formats=inp.formats,
                       engine=v.engine, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
-                      drafts=(v.draft,) if v.draft else ())
+                      drafts=(v.draft,) if v.draft else (), prefix_tokens=inp.prefix_tokens,
+                      prefix_share=inp.prefix_share if inp.prefix_tokens else 0.0)
     return with_basis(base, v.basis)
 
 

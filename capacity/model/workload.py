@@ -173,15 +173,24 @@ SINGLE_REQUESTS: dict[str, str] = {
 """What plans single requests only (`single_requests`), by the code of its notice."""
 
 
-def single_requests(wl: Workload, what: str) -> None:
-    """InputError (a `Note`, code `turns_<what>`) where `wl` is a conversation: the
-    `SINGLE_REQUESTS[what]` plans single requests only (its hand-over or dispatch of a
-    history held in a prefix cache is not modelled), so it does not answer for it."""
+def single_requests(wl: Workload, what: str, *, prefix_tokens: int = 0,
+                    prefix_share: float = 0.0) -> None:
+    """InputError (a `Note`) where `wl` is a conversation (code `turns_<what>`) or its requests
+    share a prefix held in the prefix cache (`prefix_tokens` reused by `prefix_share` of them,
+    code `prefix_<what>`): the `SINGLE_REQUESTS[what]` plans single requests with nothing
+    cached (its hand-over or dispatch of a cached history or prefix is not modelled), so it
+    does not answer for them."""
     if wl.turns > 1:
         raise InputError(Note(
             f"{SINGLE_REQUESTS[what]} plans single requests, not conversations of "
             f"{wl.turns} turns with their history cached; set turns to 1 to see it",
             code=f"turns_{what}", n=wl.turns))
+    if prefix_tokens > 0 and prefix_share > 0:
+        raise InputError(Note(
+            f"{SINGLE_REQUESTS[what]} plans requests with nothing cached, not a shared prefix "
+            f"of {prefix_tokens:,} tokens reused by {prefix_share:.0%} of them; set the shared "
+            "prefix to 0 to see it",
+            code=f"prefix_{what}", p=f"{prefix_tokens:,}", share=f"{prefix_share:.0%}"))
 
 
 def _finite_positive(name: str, value: float) -> None:

@@ -425,7 +425,8 @@ def disagg_options(inp: PlanInputs, catalog: Catalog | None = None, *,
     knobs = Link(kind="-", send_gb_s=1.0, recv_gb_s=1.0, efficiency=efficiency,
                  latency_ms=latency_ms, descriptor_us=descriptor_us,
                  admission_steps=admission_steps)   # checks the knobs
-    single_requests(inp.workload, "disagg")
+    single_requests(inp.workload, "disagg", prefix_tokens=inp.prefix_tokens,
+                    prefix_share=inp.prefix_share)
     cat = catalog or default_catalog()
     model, units, grid = _units(inp, cat)
     wl, slo, q = inp.workload, inp.slo, inp.slo.quantile

@@ -496,7 +496,8 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
     if inp.workload.peak_rate_per_s is None:
         raise InputError("wide-EP planning needs an arrival rate (daily users or a log), "
                          "not a peak concurrency")
-    single_requests(inp.workload, "ep")
+    single_requests(inp.workload, "ep", prefix_tokens=inp.prefix_tokens,
+                    prefix_share=inp.prefix_share)
     rate = design_rate_per_s(inp)
     limit = inp.max_gpus if max_gpus is None else max_gpus
     if limit < 1:

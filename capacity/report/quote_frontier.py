@@ -42,7 +42,8 @@ def plan_frontier_inputs(inp: PlanInputs, catalog: Catalog | None = None) -> Fro
     GPUs it searched (its list, else the whole catalog, as `search.plan`), its engine and basis
     (`PlanInputs.basis_string`; entered knobs that are no named basis: the chapter's), weight
     formats, KV precisions, TP limit and currency. InputError where the chart cannot be drawn
-    (an output of one token: interactivity needs two). A conversation's turns travel."""
+    (an output of one token: interactivity needs two). A conversation's turns and a shared
+    prefix travel."""
     cat = catalog or default_catalog()
     wl = inp.workload
     return FrontierInputs(
@@ -51,7 +52,8 @@ def plan_frontier_inputs(inp: PlanInputs, catalog: Catalog | None = None) -> Fro
         gpus=inp.gpus if inp.gpus is not None else tuple(sorted(cat.gpus)),
         engines=(engine_profile(inp.engine).key,), basis=inp.basis_string, formats=inp.formats,
         kv_dtypes=inp.kv_dtypes, max_gpus=inp.max_gpus, currency=inp.currency,
-        cny_per_usd=inp.cny_per_usd, turns=wl.turns, turn_tokens=wl.turn_tokens)
+        cny_per_usd=inp.cny_per_usd, turns=wl.turns, turn_tokens=wl.turn_tokens,
+        prefix_tokens=inp.prefix_tokens, prefix_share=inp.prefix_share)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +157,9 @@ def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = N
         b.append(Para(t("quote_turns", lang) + t("colon", lang) + t(
             "quote_turns_v", lang, n=wl.turns, new=f"{wl.turn_tokens:,}",
             last=f"{wl.last_context_tokens:,}")))
+    if inp.prefix_tokens > 0 and inp.prefix_share > 0:  # and share a prefix, as the plan's
+        b.append(Para(t("frv_q_prefix", lang, p=f"{inp.prefix_tokens:,}",
+                        share=f"{inp.prefix_share:.0%}")))
     b.append(Para(t("frv_q_mark", lang, x=f"{mark.interactivity_tok_s_per_user:,.1f}",
                     tpot=f"{o.tpot_mean_ms:,.1f}", y=f"{mark.throughput_tok_s_per_gpu:,.0f}",
                     rate=f"{mark.design_rate_per_s:.3g}", n=mark.paid_gpus)))
