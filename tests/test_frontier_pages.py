@@ -176,41 +176,29 @@ def test_explorer_wide_ep_from_a_link(catalog: Catalog) -> None:
 
 
 @pytest.mark.slow
-def test_explorer_chart_of_a_conversation(catalog: Catalog) -> None:
-    # the load view's conversation travels to the chart: its points hold the turns' mean
-    # prompt and prefill their mean new tokens; the disaggregated box, ticked, says it plans
-    # single requests and draws none of them
-    params = {"engine": "vllm", "prompt": "1000", "out": "256", "turns": "3",
-              "turn_tokens": "100", "fr_disagg": "1"}
+@pytest.mark.parametrize(("extra", "fields", "notice"), [
+    pytest.param({"prompt": "1000", "turns": "3", "turn_tokens": "100"},
+                 {"turns": 3, "turn_tokens": 100}, "plans single requests", id="conversation"),
+    pytest.param({"prompt": "4000", "prefix": "3000", "prefix_share": "0.9"},
+                 {"prefix_tokens": 3000, "prefix_share": 0.9},
+                 "plans requests with nothing cached", id="shared-prefix")])
+def test_explorer_chart_of_cached_requests(catalog: Catalog, extra: dict[str, str],
+                                           fields: dict[str, Any], notice: str) -> None:
+    # the load view's conversation (its points hold the turns' mean prompt and prefill their
+    # mean new tokens) or shared prefix (held once, the rest prefilled) travels to the chart;
+    # the disaggregated box, ticked, says what it plans and draws none of its points
+    params = {"engine": "vllm", "out": "256", "fr_disagg": "1", **extra}
     at = open_explorer(params, [])
     state, notices = decode(params, catalog)
     assert notices == []
-    want = replace(explorer_inputs(catalog, state, ("rtx-4090",), ("vllm",)), turns=3,
-                   turn_tokens=100)
+    base = explorer_inputs(catalog, state, ("rtx-4090",), ("vllm",))
+    want = replace(base, **fields)
     page = chart_fronts(at)
     same(page, library_fronts(want, catalog))
     assert {d for d, _, _ in page} == {AGGREGATED}
-    assert "plans single requests" in " ".join(c.value for c in at.caption)
-    # a single request of the same first prompt is another chart
-    assert page != library_fronts(replace(want, turns=1, turn_tokens=0), catalog)
-
-
-@pytest.mark.slow
-def test_explorer_chart_of_a_shared_prefix(catalog: Catalog) -> None:
-    # the load view's shared prefix travels to the chart: its points hold it once and prefill
-    # the rest; the disaggregated box, ticked, says it plans requests with nothing cached
-    params = {"engine": "vllm", "prompt": "4000", "out": "256", "prefix": "3000",
-              "prefix_share": "0.9", "fr_disagg": "1"}
-    at = open_explorer(params, [])
-    state, notices = decode(params, catalog)
-    assert notices == []
-    want = replace(explorer_inputs(catalog, state, ("rtx-4090",), ("vllm",)),
-                   prefix_tokens=3000, prefix_share=0.9)
-    page = chart_fronts(at)
-    same(page, library_fronts(want, catalog))
-    assert {d for d, _, _ in page} == {AGGREGATED}
-    assert "plans requests with nothing cached" in " ".join(c.value for c in at.caption)
-    assert page != library_fronts(replace(want, prefix_tokens=0, prefix_share=0.0), catalog)
+    assert notice in " ".join(c.value for c in at.caption)
+    # single requests with nothing cached, of the same first prompt, are another chart
+    assert page != library_fronts(base, catalog)
 
 
 # ---- the Planner -----------------------------------------------------------------------------

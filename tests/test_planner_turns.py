@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from capacity.catalog.loader import default_catalog
 from capacity.cli.main import main
 from capacity.errors import InputError
-from capacity.fit.frontier import event_check, frontier
+from capacity.fit.frontier import Frontier, Group, event_check, frontier
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import MAX_LATER_KINDS, mean_turn_prefill, request_kinds
 from capacity.model.workload import Workload
@@ -231,6 +231,16 @@ def test_what_plans_single_requests_says_so() -> None:
     assert e.value.args[0].code == "turns_disagg"
 
 
+def _front_is_the_event_models(fr: Frontier, g: Group) -> None:
+    """Three front points of `g` (its ends and middle) within 15 % of the event model's closed
+    loop of the same point (`event_check`: throughput per GPU and TPOT)."""
+    for p in (g.front[0], g.front[len(g.front) // 2], g.front[-1]):
+        e = event_check(fr, p)
+        assert e.event_throughput_tok_s_per_gpu == pytest.approx(p.throughput_tok_s_per_gpu,
+                                                                 rel=0.15)
+        assert e.event_tpot_ms == pytest.approx(p.tpot_ms, rel=0.15)
+
+
 def test_the_buyers_chart_of_a_conversation_runs_its_turns() -> None:
     # the chart's closed loop takes the planner's units (the turns' mean prefill and KV) and
     # its mean new tokens; the event model's closed loop of the same point runs every turn
@@ -244,11 +254,7 @@ def test_the_buyers_chart_of_a_conversation_runs_its_turns() -> None:
     (g,), (g1,) = fr.groups, single.groups
     # the history's KV holds fewer users a replica than single 1,000-token requests
     assert max(p.concurrency for p in g.front) <= max(p.concurrency for p in g1.front)
-    for p in (g.front[0], g.front[len(g.front) // 2], g.front[-1]):
-        e = event_check(fr, p)
-        assert e.event_throughput_tok_s_per_gpu == pytest.approx(p.throughput_tok_s_per_gpu,
-                                                                 rel=0.15)
-        assert e.event_tpot_ms == pytest.approx(p.tpot_ms, rel=0.15)
+    _front_is_the_event_models(fr, g)
     # the quote's chart section says its requests are the conversation's turns
     blocks = frontier_blocks(plan(inp, cat), lang="en", catalog=cat)
     assert any("Conversations: 3 turns" in str(b) for b in blocks)
@@ -270,11 +276,7 @@ def test_the_buyers_chart_of_a_shared_prefix_holds_it_once() -> None:
     assert max(p.concurrency for p in g.front) > max(p.concurrency for p in g0.front)
     assert max(p.throughput_tok_s_per_gpu for p in g.front) > max(
         p.throughput_tok_s_per_gpu for p in g0.front)
-    for p in (g.front[0], g.front[len(g.front) // 2], g.front[-1]):
-        e = event_check(fr, p)
-        assert e.event_throughput_tok_s_per_gpu == pytest.approx(p.throughput_tok_s_per_gpu,
-                                                                 rel=0.15)
-        assert e.event_tpot_ms == pytest.approx(p.tpot_ms, rel=0.15)
+    _front_is_the_event_models(fr, g)
     blocks = frontier_blocks(plan(inp, cat), lang="en", catalog=cat)
     assert any("3,000 tokens reused by 90% of them" in str(b) for b in blocks)
     # the disaggregated and wide-EP comparisons plan requests with nothing cached: they say so
