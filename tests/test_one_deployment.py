@@ -83,6 +83,11 @@ def cli_best(state: PlannerState, capsys: pytest.CaptureFixture[str]) -> dict[st
     argv += ["--offer-kind", state.offer] if state.offer else []
     argv += ["--spare"] if state.spare else []
     argv += ["--basis", state.cal] if state.cal else []
+    argv += ["--prompt-tokens", str(state.prompt)] if state.prompt else []
+    argv += (["--prefix-tokens", str(state.prefix), "--prefix-share", f"{state.prefix_share:g}"]
+             if state.prefix else [])
+    argv += (["--turns", str(state.turns), "--turn-tokens", str(state.turn_tokens)]
+             if state.turns > 1 else [])
     capsys.readouterr()
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
@@ -97,8 +102,38 @@ def _close(a: float, b: float, tol: float) -> bool:
 @pytest.mark.parametrize("seed", range(CASES))
 def test_every_surface_shows_the_same_deployment(seed: int,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    cat = default_catalog()
     state, p = draw(seed)
+    every_surface_shows(state, p, capsys)
+
+
+CACHED = {
+    "vllm-prefix": PlannerState(model="qwen3-8b", engine="vllm", dau=3000, ctx=8192, prompt=4000,
+                                out=256, prefix=3000, prefix_share=0.9),
+    "chapter-prefix": PlannerState(model="qwen3.5-9b-awq", dau=2000, ctx=4096, prompt=3000,
+                                   out=200, prefix=2000, prefix_share=0.8, kv="fp8"),
+    "sglang-conversation-prefix": PlannerState(model="llama-3.1-8b", engine="sglang", dau=1500,
+                                               ctx=8192, prompt=1500, out=256, turns=3,
+                                               turn_tokens=120, prefix=1000, prefix_share=0.9)}
+"""Requests that find something cached: a shared prefix (each engine's cache and admission),
+and a conversation's turns with one."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CACHED))
+def test_a_cached_deployment_is_one_answer(case: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    state = CACHED[case]
+    p = plan(state.inputs(default_catalog()), default_catalog())
+    assert p.best is not None
+    every_surface_shows(state, p, capsys)
+
+
+def every_surface_shows(state: PlannerState, p: Plan,
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The recommended option's figures, the same on the CLI's JSON, the quote in English and
+    in Chinese, the Planner page opened through its link and the Explorer's deployment box
+    opened through the option's link."""
+    cat = default_catalog()
     best = p.best
     assert best is not None
     inp = p.inputs
