@@ -30,19 +30,18 @@ if TYPE_CHECKING:  # the names below load on first use (PEP 562): `capacity --he
         UnknownKeyError,
     )
     from capacity.model.cost import convert, cost_per_mtok
+    from capacity.model.fixes import Fix, suggest_fixes
     from capacity.model.kv import kv_bytes_per_token, kv_request_bytes
     from capacity.model.memory import max_concurrency, memory_verdict, vram_budget
     from capacity.model.prefill import prefill_flops, prefill_seconds
     from capacity.model.roofline import crossover_concurrency, decode_step
     from capacity.model.scenario import (
         Evaluation,
-        Fix,
         Scenario,
         TableRow,
         capacity_table,
         evaluate,
         make_scenario,
-        suggest_fixes,
     )
 
 _LAZY: dict[str, str] = {
@@ -71,13 +70,13 @@ _LAZY: dict[str, str] = {
     "crossover_concurrency": "capacity.model.roofline",
     "decode_step": "capacity.model.roofline",
     "Evaluation": "capacity.model.scenario",
-    "Fix": "capacity.model.scenario",
+    "Fix": "capacity.model.fixes",
     "Scenario": "capacity.model.scenario",
     "TableRow": "capacity.model.scenario",
     "capacity_table": "capacity.model.scenario",
     "evaluate": "capacity.model.scenario",
     "make_scenario": "capacity.model.scenario",
-    "suggest_fixes": "capacity.model.scenario",
+    "suggest_fixes": "capacity.model.fixes",
 }
 """Public name -> the module that defines it."""
 

@@ -354,7 +354,9 @@ def test_the_engine_choice_drives_the_load_view_and_travels_in_the_link() -> Non
     assert at.query_params["engine"] == "vllm"
     vllm = metrics(at)
     assert ms(vllm["TTFT p90 under load"]) < ms(chapter["TTFT p90 under load"])
-    assert vllm["TPOT"] == chapter["TPOT"]  # the chapter's figures above do not move
+    # vLLM admits by the tokens held: its requests hold (and its steps read) the pages of 6,256
+    # tokens, not the 8K context the chapter's profile reserves (as the Planner counts them)
+    assert ms(vllm["TPOT"]) < ms(chapter["TPOT"])
     again = start(c="100", prompt="6000", engine="vllm")
     assert metrics(again) == vllm
     assert "4 slots per replica" in slots_caption(start(c="100", prompt="6000",

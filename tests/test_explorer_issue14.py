@@ -13,8 +13,9 @@ from streamlit.testing.v1 import AppTest
 
 from app.explorer_view import CHARTS_SECTION, UNCERTAINTY_SECTION
 from capacity.catalog.loader import default_catalog
+from capacity.model.fixes import FixKind, by_cost, suggest_fixes
 from capacity.model.memory import MemoryVerdict
-from capacity.model.scenario import FixKind, by_cost, make_scenario, suggest_fixes
+from capacity.model.scenario import make_scenario
 
 # AppTest runs of whole pages, a second or more each: outside the quick loop
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("custom")]

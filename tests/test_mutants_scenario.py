@@ -17,15 +17,14 @@ import pytest
 
 from capacity.catalog.loader import default_catalog
 from capacity.errors import InputError
+from capacity.model.fixes import FixKind, suggest_fixes
 from capacity.model.memory import MemoryVerdict
 from capacity.model.scenario import (
-    FixKind,
     capacity_table,
     context_limit_note,
     evaluate,
     make_scenario,
     nearest_valid_tp,
-    suggest_fixes,
     valid_tp_sizes,
     with_parallel,
     with_weights,

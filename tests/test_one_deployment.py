@@ -197,6 +197,14 @@ def every_surface_shows(state: PlannerState, p: Plan,
     assert values == [shown[n] for n in order]
     labels = [m.label for m in box.get("metric")]
     assert labels == [lbl for lbl, _ in figure_rows(inp, best, "en", cat)]
+    # the what-if above it holds requests as the option's engine does (the whole context, or
+    # the pages of prompt + output; a shared prefix once): the option's C_vram
+    if inp.prefix_tokens and inp.prefix_share:
+        at_c = ex.get_by_key("prefix_effect"), t("prefix_cvram", "en")
+    else:
+        at_c = ex.get_by_key("key_numbers"), t("metric_cvram", "en")
+    c_vram = {m.label: str(m.value) for m in at_c[0].get("metric")}[at_c[1]]
+    assert c_vram == f"{best.c_vram_per_replica * best.replicas:,}", (c_vram, inp.engine)
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from capacity.model.cost import cost_per_mtok
-from capacity.model.scenario import Scenario, capacity_table, evaluate, suggest_fixes
+from capacity.model.fixes import suggest_fixes
+from capacity.model.scenario import Scenario, capacity_table, evaluate
 from capacity.units import GB, KIB
 
 

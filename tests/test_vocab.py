@@ -29,9 +29,10 @@ from capacity.bench.store import request_dtypes, summary_dtypes
 from capacity.cli.main import main
 from capacity.fit.calibration import PointKind
 from capacity.fit.overlay import LOADS, Load, Predicted, SaturationKind
+from capacity.model.fixes import FixKind
 from capacity.model.memory import VERDICTS, MemoryVerdict, memory_verdict
 from capacity.model.roofline import Bound
-from capacity.model.scenario import FixKind, capacity_table, make_scenario
+from capacity.model.scenario import capacity_table, make_scenario
 from capacity.plan.options import REASONS, Reason
 from capacity.report.explain import CONSTRAINTS, Constraint, Detail, ReliefKind, Status
 from capacity.report.i18n import MESSAGES

@@ -4,7 +4,9 @@ With no flags it is the chapter's example: Qwen3.5-9B AWQ on one RTX 4090, util 
 overhead 1.5 GB, 8K context, concurrency 1, 50, 100, fp16 KV, eff 1.0, MFU 0.3, CNY 2 per hour.
 With --engine NAME (vllm, vllmv0, sglang, llamacpp, chapter; data/engines.toml) it adds the load each
 concurrency sees under that engine's scheduling: slots, and TTFT and TPOT p50/p90 from the
-discrete-event model (closed loop, --prompt-tokens in, --output-tokens out).
+discrete-event model (closed loop, --prompt-tokens in, --output-tokens out); under an engine
+that admits KV by the tokens held (vllm, vllmv0, sglang) each request's memory is the pages of its
+prompt and output, not the whole context, as the Explorer and `capacity size` count it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_profile
 from capacity.catalog.loader import (
     BOUNDS,
     MAX_CONTEXT_TOKENS,
@@ -40,6 +43,7 @@ from capacity.cli.common import (
     whole,
 )
 from capacity.cli.plan_load import (
+    SchedulerKnobs,
     add_load_flags,
     knobs_json,
     load_text,
@@ -51,6 +55,7 @@ from capacity.cli.wide_ep import add_plan_flags, check_plan_args, plan_run
 from capacity.errors import CapacityError, InputError
 from capacity.model.basis import kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD
+from capacity.model.fixes import suggest_fixes
 from capacity.model.kv import DEFAULT_BLOCK_SIZE
 from capacity.model.memory import (
     DEFAULT_HEADROOM,
@@ -73,9 +78,10 @@ from capacity.model.scenario import (
     capacity_table,
     evaluate,
     make_scenario,
-    suggest_fixes,
+    with_admission,
 )
 from capacity.model.speculative import DRAFT_NAMES, MAX_DEPTH, Draft, make_draft, parse_draft
+from capacity.model.workload import Workload
 from capacity.report.math_steps import prompt_mfu_text
 from capacity.report.tables import render
 from capacity.types import FloatArray
@@ -323,6 +329,9 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow], basis: str = "") 
         ],
         "table": [r.__dict__ for r in rows],
     }
+    if s.held_tokens is not None:  # only under --engine vllm or sglang: a request's pages
+        doc["held_tokens"] = int(np.asarray(ev.kv_request.context_tokens).flat[0])
+        doc["kv_held_bytes"] = float(ev.kv_held_bytes)
     if s.draft is not None:  # only with --draft: the keys above never change
         from capacity.model.draft_gain import draft_gain
 
@@ -397,9 +406,17 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     out.append(render(["layers", "count", "KiB/token"],
                       [[k, m.layers_of(k), v / KIB] for k, v in kinds]
                       + [["total", m.layers, kv.bytes_per_token / KIB]], fmt))
-    out.append(f"KV per request at {s.context_tokens} tokens: {_gb(float(ev.kv_request.exact_bytes))}"
-               f" ({float(ev.kv_request.exact_bytes):,.0f} bytes); paged (block "
-               f"{s.block_size}): {float(ev.kv_request.paged_bytes):,.0f} bytes\n")
+    if s.held_tokens is None:
+        out.append(f"KV per request at {s.context_tokens} tokens: "
+                   f"{_gb(float(ev.kv_request.exact_bytes))} "
+                   f"({float(ev.kv_request.exact_bytes):,.0f} bytes); paged (block "
+                   f"{s.block_size}): {float(ev.kv_request.paged_bytes):,.0f} bytes\n")
+    else:   # the engine admits by the tokens held: the pages of prompt + output
+        held = int(np.asarray(ev.kv_request.context_tokens).flat[0])
+        out.append(f"KV per request as the engine admits it, the pages of the {held} tokens "
+                   f"it holds (prompt + output, block {s.block_size}), not the "
+                   f"{s.context_tokens}-token context: {_gb(float(ev.kv_held_bytes))} "
+                   f"({float(ev.kv_held_bytes):,.0f} bytes)\n")
     v = ev.vram
     out.append(h("VRAM budget per GPU (F3)"))
     out.append(f"{s.vram_gb:g} GB x {s.util:g} - {s.weights_per_gpu_gb:g} GB weights - "
@@ -410,7 +427,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     if not v.weights_fit:
         out.append(f"the weights do not fit: {v.shortfall_bytes / GB:.2f} GB short before any KV\n")
     out.append(f"C_vram = floor({v.kv_budget_bytes / GB:.2f} GB / "
-               f"{float(ev.kv_request.exact_bytes) / GB:.3f} GB"
+               f"{float(ev.kv_held_bytes) / GB:.3f} GB"
                + (f" x {s.kv_factor:.4g} with the draft's KV" if s.kv_factor != 1 else "")
                + f") = {int(ev.max_concurrency_vram)}"
                f" concurrent requests (paged: {int(ev.max_concurrency_vram_paged)})\n")
@@ -472,6 +489,18 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     return "".join(x if x.endswith("\n") else x + "\n" for x in out)
 
 
+def engine_admission(s: Scenario, args: argparse.Namespace, knobs: SchedulerKnobs) -> Scenario:
+    """`s` as the load sections' engine admits KV (`with_admission`; --engine, else the
+    chapter's profile, which reserves the context): under vLLM or SGLang a request holds the
+    pages of its prompt and --output-tokens (its turns' mean prompt with --turns), as the
+    Explorer and `capacity size` count it."""
+    wl = Workload(peak_concurrency=1.0, context_tokens=s.context_tokens,
+                  prompt_tokens=s.prompt_tokens, output_tokens=args.output_tokens,
+                  turns=knobs.turns, turn_tokens=knobs.turn_tokens)
+    return with_admission(s, engine_profile(args.engine or DEFAULT_ENGINE), wl.held_tokens,
+                          args.block_size)
+
+
 def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
     check_plan_args(args)  # --ep's own checks (and --gpus defaulting to --ep)
@@ -502,10 +531,11 @@ def run(args: argparse.Namespace) -> int:
     if disagg_plan.wants_pools(args):  # one disaggregated layout (capacity/cli/disagg_plan.py)
         basis = named[0] if named else ""
         return disagg_plan.run(args, s, basis, scenario_basis_name(s, basis))
+    knobs = scheduler_knobs(args)
+    s = engine_admission(s, args, knobs)
     ev = evaluate(s, concurrency)
     table_c = sorted({*concurrency, *(c for c, _ in SEED_TABLE_ROWS)})
     rows = capacity_table(s, [(c, s.context_tokens) for c in table_c])
-    knobs = scheduler_knobs(args)
     under_load = None
     if args.engine:
         from capacity.plan.closed_loop import closed_loop_load

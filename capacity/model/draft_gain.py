@@ -75,7 +75,7 @@ def draft_gain(s: Scenario, concurrency: npt.ArrayLike) -> DraftGain:
     ev = evaluate(s, c)
     plain_s = s.with_(draft=None)
     plain = evaluate(plain_s, c)
-    kv = float(ev.kv_request.exact_bytes)
+    kv = float(ev.kv_read_bytes)
     drafted_model = decode_model(s, kv)
     draft_ms = np.asarray(drafted_model.draft_ms(ev.per_replica_concurrency), dtype=np.float64)
     engine = np.asarray(ev.decode.engine_step_ms, dtype=np.float64)

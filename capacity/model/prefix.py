@@ -341,7 +341,7 @@ def max_concurrency_shared_prefix(s: Scenario, prefix_tokens: int) -> IntArray:
                          f"context of {s.context_tokens} tokens")
     ev = evaluate(s, [1])
     shared = float(shared_prefix_bytes(s, prefix_tokens))
-    per_request = float(ev.kv_request.exact_bytes) - shared
+    per_request = float(ev.kv_held_bytes) - shared
     return np.asarray(max_concurrency(ev.vram.kv_budget_bytes - shared, per_request)
                       * s.replicas, dtype=np.int64)
 
@@ -401,7 +401,7 @@ def prefix_effect(s: Scenario, prefix_tokens: int, share: float,
     lat_s = s.request_latency_ms / 1e3   # TTFT: the prefill and the latency outside the GPU
     ev = evaluate(s, [1])
     shared = float(shared_prefix_bytes(s, p))
-    per_request = float(ev.kv_request.exact_bytes) - share * shared
+    per_request = float(ev.kv_held_bytes) - share * shared
     budget = ev.vram.kv_budget_bytes - (shared if share > 0 else 0.0)
     c_with = int(max_concurrency(budget, per_request)) * s.replicas
     c_without = int(ev.max_concurrency_vram)

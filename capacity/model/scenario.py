@@ -2,13 +2,17 @@
 
 `make_scenario` resolves catalog keys and validates every input (InputError with a message
 that says how to fix it); `evaluate` combines F1-F8 over numpy arrays of concurrency and
-context, keeping every term; `capacity_table` gives the chapter's table rows; `suggest_fixes`
-says what turns a "does not fit" into a fit. Defaults are the chapter's worked example
-(docs/method.md): Qwen3.5-9B AWQ on one RTX 4090, util 0.9, overhead 1.5 GB, 8K, fp16 KV,
-eff 1.0, MFU 0.3, CNY 2 per hour.
+context, keeping every term; `capacity_table` gives the chapter's table rows
+(`capacity.model.fixes` says what turns a "does not fit" into a fit). Defaults are the
+chapter's worked example (docs/method.md): Qwen3.5-9B AWQ on one RTX 4090, util 0.9,
+overhead 1.5 GB, 8K, fp16 KV, eff 1.0, MFU 0.3, CNY 2 per hour.
 
 Multi-GPU (F10): `n_gpus = replicas x tp`. Concurrency is the deployment's total; each replica
 serves ceil(C / replicas). Memory figures (KV, subtotal, budget) are per GPU.
+
+KV a request holds: the whole context (F3, the chapter's reservation), or under an engine that
+admits by the tokens held (vLLM, SGLang) the pages of its prompt and output (`held_tokens`),
+as the planner counts its slots.
 """
 
 from __future__ import annotations
@@ -17,16 +21,15 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 
+from capacity.catalog.engines import EngineProfile
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant, default_catalog
 from capacity.errors import InputError
 from capacity.model.cost import (
     DEFAULT_CNY_PER_USD,
-    HOURS_PER_MONTH,
     Currency,
     convert,
     cost_per_mtok,
@@ -35,6 +38,7 @@ from capacity.model.kv import (
     DEFAULT_BLOCK_SIZE,
     KvPerToken,
     KvRequest,
+    held_request_bytes,
     kv_bytes_per_token,
     kv_request_bytes,
 )
@@ -71,7 +75,7 @@ from capacity.model.roofline import step_method as step_method_of
 from capacity.model.speculative import Draft, draft_step_fields, draft_weights_per_gpu_gb, kv_factor
 from capacity.model.step_combine import check_ridge_sharpness
 from capacity.types import FloatArray, IntArray, Note, StrArray
-from capacity.units import GB, bytes_per_element, normalize_dtype
+from capacity.units import GB, normalize_dtype
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
 DEFAULT_GPU = "rtx-4090"
@@ -103,6 +107,11 @@ class Scenario:
     nccl_gb: float = 0.0
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     prompt_tokens: int | None = None
+    held_tokens: int | None = None
+    """Tokens whose KV one request holds under an engine that admits by the tokens held (vLLM's
+    blocks, SGLang's token pool; `Workload.held_tokens`: the prompt and the output), in pages of
+    `block_size`; at most the context (`evaluate`'s `kv_held_bytes`). None: the whole context
+    reserved per request (F3, the chapter's profile). Set by `with_admission`."""
     kv_dtype: str = "fp16"
     block_size: int = DEFAULT_BLOCK_SIZE
     eff: float = DEFAULT_EFF
@@ -389,6 +398,15 @@ class Evaluation:
     per_replica_concurrency: FloatArray
     kv_token: KvPerToken
     kv_request: KvRequest
+    """F2 at the tokens a request holds: the context (F3's reservation), or `held_tokens`."""
+    kv_held_bytes: FloatArray
+    """KV one request holds in memory on one GPU, bytes, the target's (a draft's share is
+    `Scenario.kv_factor`): F2 at the context (F3), or under an engine that admits by tokens its
+    pages of `Scenario.held_tokens` (`kv.held_request_bytes`, a hybrid model's states
+    included). What C_vram, the KV total and the verdict count."""
+    kv_read_bytes: FloatArray
+    """KV one sequence's decode step reads on one GPU, bytes: F2 at the context, or the pages
+    of `Scenario.held_tokens` (the planner's `kvs`)."""
     vram: VramBudget
     max_concurrency_vram: IntArray
     max_concurrency_vram_paged: IntArray
@@ -460,16 +478,24 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
     m = s.model
     c_rep = np.ceil(C / s.replicas)
     kv_tok = kv_bytes_per_token(m, s.kv_dtype, s.tp)
-    kv_req = kv_request_bytes(m, L, s.kv_dtype, s.tp, s.block_size)
+    if s.held_tokens is None:   # F3: the whole context reserved per request
+        kv_req = kv_request_bytes(m, L, s.kv_dtype, s.tp, s.block_size)
+        held_b, read_b, paged_b = kv_req.exact_bytes, kv_req.exact_bytes, kv_req.paged_bytes
+    else:   # the engine's pages of the tokens a request holds (as `units.replica_units`)
+        held = np.minimum(float(s.held_tokens), L)
+        kv_req = kv_request_bytes(m, held, s.kv_dtype, s.tp, s.block_size)
+        held_b = np.asarray(held_request_bytes(m, held, s.kv_dtype, s.tp, s.block_size),
+                            dtype=np.float64)
+        read_b, paged_b = kv_req.paged_bytes, held_b
     vram = vram_budget(vram_gb=s.vram_gb, util=s.util,
                        weights_gb=s.weights_per_gpu_gb + s.draft_weights_per_gpu_gb,
                        overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
-    c_vram = max_concurrency(vram.kv_budget_bytes, kv_req.exact_bytes * s.kv_factor) * s.replicas
-    c_vram_paged = max_concurrency(vram.kv_budget_bytes, kv_req.paged_bytes * s.kv_factor) * s.replicas
-    step_model = decode_model(s, kv_req.exact_bytes, L)
+    c_vram = max_concurrency(vram.kv_budget_bytes, held_b * s.kv_factor) * s.replicas
+    c_vram_paged = max_concurrency(vram.kv_budget_bytes, paged_b * s.kv_factor) * s.replicas
+    step_model = decode_model(s, read_b, L)
     step = step_model.decode(c_rep)
     agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
-    kv_total = c_rep * kv_req.exact_bytes * s.kv_factor
+    kv_total = c_rep * held_b * s.kv_factor
     subtotal = vram.weights_bytes + vram.overhead_bytes + vram.nccl_bytes + kv_total
     pf = prefill_flops(m, prompt, by_operator=counts_as_engines(s.step_method))
     comm_prefill_s = tp_comm_ms(m, s.gpu, s.tp, prompt) / 1e3
@@ -485,7 +511,8 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                                     routing=routing) + comm_prefill_s
     return Evaluation(
         scenario=s, concurrency=C, context_tokens=L, per_replica_concurrency=c_rep,
-        kv_token=kv_tok, kv_request=kv_req, vram=vram, max_concurrency_vram=c_vram,
+        kv_token=kv_tok, kv_request=kv_req, kv_held_bytes=held_b, kv_read_bytes=read_b,
+        vram=vram, max_concurrency_vram=c_vram,
         max_concurrency_vram_paged=c_vram_paged, decode=step, aggregate_tok_s=agg,
         cost_per_mtok=cost_per_mtok(s.price_per_hour, s.paid_gpus, agg),
         kv_total_bytes=kv_total, vram_subtotal_bytes=subtotal,
@@ -533,7 +560,7 @@ def capacity_table(s: Scenario, rows: Sequence[tuple[int, int]] = SEED_TABLE_ROW
     for i, (c, ctx) in enumerate(rows):
         out.append(TableRow(
             concurrency=int(c), context_tokens=int(ctx),
-            kv_request_bytes=float(ev.kv_request.exact_bytes[i]),
+            kv_request_bytes=float(ev.kv_held_bytes[i]),
             kv_total_bytes=float(ev.kv_total_bytes[i]),
             vram_subtotal_bytes=float(ev.vram_subtotal_bytes[i]),
             usable_bytes=ev.vram.usable_bytes, verdict=MemoryVerdict(str(ev.verdict[i])),
@@ -544,48 +571,6 @@ def capacity_table(s: Scenario, rows: Sequence[tuple[int, int]] = SEED_TABLE_ROW
             cost_per_mtok=float(ev.cost_per_mtok[i]),
         ))
     return out
-
-
-class FixKind(StrEnum):
-    """What a memory fix changes (`Fix.kind`); the same values as the Explorer's relief kinds."""
-
-    GPUS = "gpus"
-    """More GPUs in all (more replicas, or a larger TP group when the weights need it)."""
-    TP = "tp"
-    """A larger tensor-parallel size on the same GPUs (weights and KV split across them)."""
-    WEIGHTS = "weights"
-    """A smaller weight format of the same model (fp8, int4...)."""
-    KV_DTYPE = "kv_dtype"
-    """A smaller KV-cache precision (fp8, int4)."""
-    CONTEXT = "context"
-    """A shorter context per request."""
-    CONCURRENCY = "concurrency"
-    """Fewer requests held at once (at most C_vram)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Fix:
-    """One change that makes a memory verdict at least 'tight', and what it gives.
-
-    `n_gpus` and `tp` are the fixed deployment's; `subtotal_gb` / `usable_gb` its VRAM per GPU
-    (F8); `monthly_cost` (F7: price x GPUs x 730 h) and `cost_per_mtok` (F7 at the fixed
-    concurrency) are in the scenario's currency: `by_cost` ranks by them.
-    """
-
-    kind: FixKind
-    value: float | str
-    verdict: MemoryVerdict
-    description: str
-    n_gpus: int
-    tp: int
-    subtotal_gb: float
-    usable_gb: float
-    monthly_cost: float
-    cost_per_mtok: float
-
-
-MAX_FIX_GPUS = 64
-"""The largest deployment `suggest_fixes` tries (the Explorer's GPU-count limit)."""
 
 
 def valid_tp_sizes(model: Model, n_gpus: int) -> list[int]:
@@ -613,88 +598,23 @@ def with_parallel(s: Scenario, n_gpus: int, tp: int) -> Scenario:
     return s.with_(n_gpus=n_gpus, tp=tp, nccl_gb=nccl)
 
 
+def with_admission(s: Scenario, profile: EngineProfile, held_tokens: int,
+                   block_tokens: int | None = None) -> Scenario:
+    """`s` as an engine profile admits KV: under one that admits by the tokens held (vLLM,
+    SGLang) a request holds the pages of `held_tokens` (`Workload.held_tokens`: its prompt and
+    output) in the engine's page (`block_tokens`, vLLM's --block-size; default the profile's);
+    else the whole context (F3). What the planner's slots count (`units.replica_units`), for
+    the Explorer, an option's scenario and `capacity plan --engine`."""
+    if profile.kv_admission != "tokens":
+        return s.with_(held_tokens=None)
+    _positive("tokens a request holds", held_tokens, "tokens")
+    page = profile.kv_block_tokens if block_tokens is None else block_tokens
+    if page < 1:
+        raise InputError(f"block size must be >= 1 token, got {page}")
+    return s.with_(held_tokens=int(held_tokens), block_size=int(page))
+
+
 def with_weights(s: Scenario, variant: ModelVariant) -> Scenario:
     """`s` with another weight format of its model: the format's weights and TFLOP/s."""
     return s.with_(variant=variant, weights_gb=variant.weights_gb,
                    tflops=s.gpu.tflops_for(variant.format.compute_dtype))
-
-
-def _verdict_at(s: Scenario, concurrency: int) -> MemoryVerdict:
-    return MemoryVerdict(str(evaluate(s, [concurrency]).verdict[0]))
-
-
-def _fix(s: Scenario, concurrency: int, kind: FixKind, value: float | str,
-         description: str) -> Fix | None:
-    """The fix that `s` (the changed scenario) is, or None when it still does not fit."""
-    ev = evaluate(s, [concurrency])
-    verdict = MemoryVerdict(str(ev.verdict[0]))
-    if verdict == MemoryVerdict.DOES_NOT_FIT:
-        return None
-    return Fix(kind=kind, value=value, verdict=verdict, description=description,
-               n_gpus=s.n_gpus, tp=s.tp, subtotal_gb=float(ev.vram_subtotal_bytes[0]) / GB,
-               usable_gb=ev.vram.usable_bytes / GB,
-               monthly_cost=s.price_per_hour * s.paid_gpus * HOURS_PER_MONTH,
-               cost_per_mtok=float(ev.cost_per_mtok[0]))
-
-
-def suggest_fixes(s: Scenario, concurrency: int, catalog: Catalog | None = None) -> list[Fix]:
-    """Every single change that turns 'does not fit' at `concurrency` into a fit, one per kind,
-    in this order (`by_cost` ranks them):
-
-    more GPUs (the fewest that fit, at the smallest valid TP that fits), a larger TP on the
-    same GPUs, a smaller weight format (the largest that fits), a smaller KV precision, a
-    shorter context (halving), or fewer concurrent requests (C_vram). Empty when it already
-    fits. `catalog` (default: `default_catalog`) lists the model's weight formats.
-
-    Seed (docs/method.md, section 4): 100 x 8K on one RTX 4090 -> 2 cards, FP8 KV or 4K context.
-    """
-    if _verdict_at(s, concurrency) != MemoryVerdict.DOES_NOT_FIT:
-        return []
-    found: list[Fix | None] = []
-    for n in range(s.n_gpus + 1, MAX_FIX_GPUS + 1):
-        fix = next((f for tp in valid_tp_sizes(s.model, n)
-                    if (f := _fix(with_parallel(s, n, tp), concurrency, FixKind.GPUS, n,
-                                  f"{n} GPUs ({n // tp} replicas)" if tp == 1 or tp == s.tp
-                                  else f"{n} GPUs at TP={tp}")) is not None), None)
-        if fix is not None:
-            found.append(fix)
-            break
-    found.append(next((f for tp in valid_tp_sizes(s.model, s.n_gpus) if tp > s.tp
-                       if (f := _fix(with_parallel(s, s.n_gpus, tp), concurrency, FixKind.TP,
-                                     tp, f"TP={tp} on {s.n_gpus} GPUs")) is not None), None))
-    cat = catalog or default_catalog()
-    if s.model.key in cat.models:
-        smaller = sorted((cat.variant(s.model.key, f.key)
-                          for f in cat.formats_for(s.model) if f.key != s.variant.format.key),
-                         key=lambda v: v.weights_gb, reverse=True)
-        found.append(next((f for v in smaller if v.weights_gb < s.weights_gb
-                           if (f := _fix(with_weights(s, v), concurrency, FixKind.WEIGHTS,
-                                         v.format.key, f"{v.format.name} weights")) is not None),
-                          None))
-    for dtype in ("fp8", "int4"):
-        if bytes_per_element(dtype) < bytes_per_element(s.kv_dtype):
-            fix = _fix(s.with_(kv_dtype=dtype), concurrency, FixKind.KV_DTYPE, dtype,
-                       f"{dtype.upper()} KV cache")
-            if fix is not None:
-                found.append(fix)
-                break
-    ctx = s.context_tokens
-    while ctx > 256:
-        ctx //= 2
-        prompt = None if s.prompt_tokens is None else min(s.prompt_tokens, ctx)
-        fix = _fix(s.with_(context_tokens=ctx, prompt_tokens=prompt), concurrency,
-                   FixKind.CONTEXT, ctx, f"{ctx // 1024}K context" if ctx >= 1024
-                   else f"{ctx}-token context")
-        if fix is not None:
-            found.append(fix)
-            break
-    c_max = int(evaluate(s, [1]).max_concurrency_vram)
-    if 0 < c_max < concurrency:
-        found.append(_fix(s, c_max, FixKind.CONCURRENCY, c_max,
-                          f"at most {c_max} concurrent requests"))
-    return [f for f in found if f is not None]
-
-
-def by_cost(fixes: Sequence[Fix]) -> list[Fix]:
-    """`fixes` cheapest first: by the deployment's monthly cost, then cost per M tokens (F7)."""
-    return sorted(fixes, key=lambda f: (f.monthly_cost, f.cost_per_mtok))

@@ -142,6 +142,17 @@ class Workload:
         return self.prompt + (self.turns - 1) * step / 2
 
     @property
+    def held_tokens(self) -> int:
+        """Tokens whose KV one request holds at its end under an engine that admits by the
+        tokens held (vLLM's blocks, SGLang's token pool; `EngineProfile.kv_admission` "tokens"):
+        the turns' mean prompt, the history included, and the output, at most the context.
+        What the planner's slots and the Explorer's memory count such an engine's request at
+        (`Scenario.held_tokens`); an engine that reserves the context holds the context (F3).
+        4,000-token prompts of an 8K context, 256 out: 4,256. Unit: tokens. Source:
+        docs/method.md, "Engine profiles"."""
+        return min(self.context_tokens, round(self.mean_prompt_tokens) + self.output_tokens)
+
+    @property
     def mean_new_tokens(self) -> float:
         """Prompt tokens a turn prefills on average, tokens: the first turn's whole prompt and
         each later turn's new message, the history cached: (P + (turns - 1) x new) / turns.

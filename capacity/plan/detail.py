@@ -22,6 +22,7 @@ from capacity.model.scenario import (
     Scenario,
     evaluate,
     make_scenario,
+    with_admission,
 )
 from capacity.plan.options import (
     Option,
@@ -48,12 +49,15 @@ def design_concurrency_total(inp: PlanInputs, o: Option) -> int:
 
 
 def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) -> Scenario:
-    """The Scenario of one option (the Explorer's view of it), its draft included."""
+    """The Scenario of one option (the Explorer's view of it), its draft included; under an
+    engine that admits by the tokens held, a request holds the pages of its prompt and output
+    (`Workload.held_tokens`), as the search's slots count it (`units.replica_units`)."""
     cat = catalog or default_catalog()
     base = cat.variant(inp.model).model.key
     wl = inp.workload
     draft = inp.draft_for(cat.variant(base, o.weights), o.draft) if o.draft else None
-    return make_scenario(
+    g = cat.gpu(o.gpu)
+    return with_admission(make_scenario(
         base, o.gpu, catalog=cat, weights=o.weights, n_gpus=o.n_gpus, tp=o.tp, util=inp.util,
         overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
         prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype,
@@ -71,7 +75,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         draft=draft, draft_overhead_ms=inp.draft_overhead_ms,
         verify_overhead_ms=inp.verify_overhead_ms, ridge_sharpness=inp.ridge_sharpness,
         cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens
-    ).with_(linear_prefill_ms=inp.linear_prefill_ms)
+    ).with_(linear_prefill_ms=inp.linear_prefill_ms), inp.profile_for(g.key, g.memory_gb),
+        wl.held_tokens)
 
 
 def prefix_served(inp: PlanInputs, o: Option, catalog: Catalog | None = None

@@ -336,8 +336,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
         budget = prof.token_budget_tokens if prof.chunked else 0
         largest = node_shape(g.key).max_gpus_per_node
         held, block = ((wl.context_tokens, DEFAULT_BLOCK_SIZE) if prof.kv_admission == "context"
-                       else (min(wl.context_tokens, prompt + wl.output_tokens),
-                             prof.kv_block_tokens))
+                       else (wl.held_tokens, prof.kv_block_tokens))
         for tp in (1, 2, 4, 8):
             if tp > largest or (tp > 1 and not inp.allow_tp):
                 continue

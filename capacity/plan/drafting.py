@@ -107,7 +107,7 @@ def _bare(p: Plan, o: Option, key: str, catalog: Catalog
     drafted = option_scenario(inp, replace(o, draft=key), catalog)
     total = design_concurrency_total(inp, o)
     ev0, ev1 = evaluate(plain, [total]), evaluate(drafted, [total])
-    kv = ev0.kv_request.exact_bytes
+    kv = ev0.kv_read_bytes
     even = breakeven_batch(decode_model(plain, kv), decode_model(drafted, kv),
                            MAX_BREAKEVEN_BATCH)
     return (float(ev0.decode.step_ms[0]), float(ev1.decode.step_ms[0]), even,

@@ -17,6 +17,7 @@ from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import InputError
 from capacity.model.basis import BasisKind, basis_string, kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
+from capacity.model.fixes import Fix
 from capacity.model.memory import (
     DEFAULT_HEADROOM,
     DEFAULT_OVERHEAD_GB,
@@ -28,11 +29,7 @@ from capacity.model.prefix import PrefixGrain, prefix_grain
 from capacity.model.roofline import (
     DEFAULT_STEP_METHOD,
 )
-from capacity.model.scenario import (
-    DEFAULT_EFF,
-    DEFAULT_MFU,
-    Fix,
-)
+from capacity.model.scenario import DEFAULT_EFF, DEFAULT_MFU
 from capacity.model.speculative import (
     DRAFT_KINDS,
     DRAFT_NAMES,

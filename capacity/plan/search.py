@@ -32,12 +32,12 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.nodes import NodeShape, node_shape
 from capacity.errors import CapacityError
 from capacity.model.cost import HOURS_PER_MONTH, cost_per_mtok
+from capacity.model.fixes import suggest_fixes
 from capacity.model.memory import (
     MemoryVerdict,
     memory_verdict,
 )
 from capacity.model.roofline import StepModel
-from capacity.model.scenario import suggest_fixes
 from capacity.model.speculative import Draft
 from capacity.model.workload import Workload
 from capacity.plan.detail import design_concurrency_total, option_scenario

@@ -550,7 +550,8 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
                           prompt_lengths: Sequence[int] | None = None,
                           prefix_caching: bool = False, enforce_eager: bool = False
                           ) -> ServiceModel:
-    """One replica of `s` as a ServiceModel: slots from F3 and max_num_seqs, steps from F4 (with
+    """One replica of `s` as a ServiceModel (`s.held_tokens` aside: the event model counts each
+    request's own tokens): slots from F3 and max_num_seqs, steps from F4 (with
     TP communication), prefill from F6 with attention, through `scenario.evaluate` (the same
     numbers as the Explorer), scheduled as the engine profile says (`engine`, default the
     chapter's; `max_num_seqs` and `chunk_tokens` override its max_seqs and token budget).
@@ -579,6 +580,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     its mamba 'align' mode, whose prefill chunks end at the hybrid attention block
     (`kv.align_block_tokens`, `prefix.align_chunk_tokens`); elsewhere nothing more.
     `enforce_eager`: `eager_scenario`."""
+    s = s.with_(held_tokens=None)
     prof = engine_profile(engine) if isinstance(engine, str) else engine
     prof = prof.for_gpu(s.gpu.key, s.vram_gb).with_max_seqs(max_num_seqs)
     eager = eager_pass_ms(s.model, prof) if enforce_eager else 0.0

@@ -62,6 +62,7 @@ def traffic_service(s: Scenario, *, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     e.g. the planner's slots with a shared prefix held once."""
     if max_num_seqs < 1:
         raise InputError(f"max_num_seqs must be >= 1, got {max_num_seqs}")
+    s = s.with_(held_tokens=None)   # the grid's contexts are the tokens each sequence holds
     one = evaluate(s, [s.replicas])
     if slots is None:
         slots = min(int(one.max_concurrency_vram) // s.replicas, max_num_seqs)

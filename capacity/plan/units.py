@@ -171,8 +171,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         # request holds at its end, prompt + output (the pool holds every admitted request;
         # a conversation's turns in a steady mix: their mean prompt, the history included)
         held, block = ((wl.context_tokens, DEFAULT_BLOCK_SIZE) if prof.kv_admission == "context"
-                       else (min(wl.context_tokens, round(wl.mean_prompt_tokens)
-                                 + wl.output_tokens), prof.kv_block_tokens))
+                       else (wl.held_tokens, prof.kv_block_tokens))
         budget = float(prof.token_budget_tokens) if prof.mixed else 0.0
         pr = inp.price_of(g)
         price = pr.per_gpu_hour

@@ -24,17 +24,11 @@ from capacity.catalog.loader import Catalog
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH
 from capacity.model.draft_gain import DraftGain, draft_gain
+from capacity.model.fixes import by_cost, suggest_fixes
 from capacity.model.memory import VERDICTS, MemoryVerdict, headroom_level
 from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
 from capacity.model.roofline import Bound, StepMethod, counts_as_engines
-from capacity.model.scenario import (
-    Evaluation,
-    Scenario,
-    by_cost,
-    capacity_table,
-    evaluate,
-    suggest_fixes,
-)
+from capacity.model.scenario import Evaluation, Scenario, capacity_table, evaluate
 from capacity.report.explain_draft import draft_steps, per_token_text
 from capacity.report.math_steps import MathStep, prompt_mfu_text
 from capacity.report.math_steps import formula_number as _n
@@ -401,6 +395,28 @@ def explain(s: Scenario, concurrency: int, targets: Targets, catalog: Catalog | 
 # Show the math
 
 
+def _kv_request_step(s: Scenario, ev: Evaluation, kv_req: float) -> MathStep:
+    """F2 with this scenario's numbers: K x the context (F3's reservation), or under an engine
+    that admits by tokens (`Scenario.held_tokens`) K x the prompt and output in whole pages."""
+    kv_tok = ev.kv_token.bytes_per_token
+    sliding = any(g.kind == "sliding" for g in s.model.layer_groups)
+    state = ev.kv_token.state_bytes_per_request
+    held = s.held_tokens is not None
+    tokens = min(s.held_tokens, s.context_tokens) if s.held_tokens is not None else \
+        s.context_tokens
+    pages = -(-tokens // s.block_size) * s.block_size if held else tokens
+    formula = ("KV_request = K x L" if not held else
+               f"KV_request = K x (prompt + output), in {s.block_size}-token pages") + \
+        (" (sliding layers hold min(L, w))" if sliding else "") + (" + states" if state else "")
+    plain = not sliding and not (held and state)   # a hybrid's pages: `held_request_bytes`
+    return MathStep(key="kv_request", formula=formula,
+                    substituted=f"{_n(kv_tok / KIB)} KiB x {pages:,}"
+                    + (f" + {_n(state / GB)} GB" if state else "")
+                    + f" = {kv_req:,.0f} B = {_n(kv_req / GB)} GB"
+                    if plain else f"= {kv_req:,.0f} B = {_n(kv_req / GB)} GB",
+                    value=kv_req / GB, unit="GB")
+
+
 def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     """The chapter's formulas F1-F7 with this scenario's numbers substituted, in order.
 
@@ -431,18 +447,8 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
                           substituted=" + ".join(subs) + f" = {kv_tok:,.0f} B "
                           f"= {_n(kv_tok / KIB)} KiB", value=kv_tok / KIB, unit="KiB"))
     # F2: KV per request
-    kv_req = float(ev.kv_request.exact_bytes[0]) if ev.kv_request.exact_bytes.ndim else \
-        float(ev.kv_request.exact_bytes)
-    sliding = [g for g in m.layer_groups if g.kind == "sliding"]
-    state = ev.kv_token.state_bytes_per_request
-    formula = "KV_request = K x L" + (" (sliding layers hold min(L, w))" if sliding else "") + \
-        (" + states" if state else "")
-    steps.append(MathStep(key="kv_request", formula=formula,
-                          substituted=f"{_n(kv_tok / KIB)} KiB x {s.context_tokens:,}"
-                          + (f" + {_n(state / GB)} GB" if state else "")
-                          + f" = {kv_req:,.0f} B = {_n(kv_req / GB)} GB"
-                          if not sliding else f"= {kv_req:,.0f} B = {_n(kv_req / GB)} GB",
-                          value=kv_req / GB, unit="GB"))
+    kv_req = float(np.asarray(ev.kv_held_bytes).flat[0])
+    steps.append(_kv_request_step(s, ev, kv_req))
     # F3: budget and C_vram
     v = ev.vram
     nccl = f" - {_n(s.nccl_gb)}" if s.nccl_gb else ""

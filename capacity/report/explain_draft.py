@@ -53,7 +53,7 @@ def draft_steps(s: Scenario, ev: Evaluation, g: DraftGain) -> tuple[MathStep, ..
                                                         "prompt, on the CPU)",
                               substituted=f"t_draft = {num(draft)} ms", value=draft, unit="ms"))
     else:
-        kv_d = float(ev.kv_request.exact_bytes) * d.kv_share
+        kv_d = float(ev.kv_read_bytes) * d.kv_share
         knobs = s.draft_overhead_ms or s.verify_overhead_ms
         steps.append(MathStep(
             key="draft_time",

@@ -25,9 +25,10 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import Offer
 from capacity.errors import InputError
+from capacity.model.fixes import Fix, FixKind
 from capacity.model.prefix import TOKEN_GRAIN, prefix_capacity_table, prefix_effect
 from capacity.model.roofline import Bound
-from capacity.model.scenario import Fix, FixKind, TableRow, capacity_table
+from capacity.model.scenario import TableRow, capacity_table
 from capacity.model.speculative import parse_draft
 from capacity.plan.alternatives import Alternative, Relax
 from capacity.plan.detail import design_concurrency_total, option_scenario, prefix_c_vram

@@ -34,9 +34,10 @@ from capacity.model.scenario import (
     make_scenario,
     nearest_valid_tp,
     valid_tp_sizes,
+    with_admission,
 )
 from capacity.model.speculative import DRAFT_KINDS, MAX_DEPTH, Draft, make_draft, parse_draft
-from capacity.model.workload import MAX_TURNS
+from capacity.model.workload import MAX_TURNS, Workload
 from capacity.plan.detail import design_concurrency_total
 from capacity.plan.disagg import DEFAULT_LINK_EFFICIENCY, DEFAULT_TRANSFER_LATENCY_MS
 from capacity.plan.options import Option, PlanInputs
@@ -289,6 +290,10 @@ class ExplorerState:
         With `calibration` set, the saved calibration's fitted knobs replace the spec-sheet
         efficiencies (eff, MFU, bandwidth efficiency, per-step and prefill overheads, and the
         runtime memory overhead when it was measured): F11 (docs/method.md)'s "calibrated" prediction.
+
+        Under an engine that admits by the tokens held (vLLM, SGLang) a request holds the pages of
+        its prompt and output (`Workload.held_tokens`, the engine's page), as the deployment's
+        slots count it; else the whole context (F3).
         """
         s = make_scenario(
             self.model, self.gpu, catalog=catalog, weights=self.weights, n_gpus=self.gpus,
@@ -305,6 +310,8 @@ class ExplorerState:
             from capacity.fit.planning import scenario_with_basis  # scipy: only when named
 
             s = scenario_with_basis(s, self.calibration)
+        s = with_admission(s, engine_profile(self.engine), self.workload().held_tokens,
+                           self.kvblk or None)
         draft = self.usable_draft(s.variant)
         return s if draft is None else s.with_(draft=draft)
 
@@ -339,19 +346,9 @@ class ExplorerState:
         workload at the design load (`load` req/s, else a closed loop of `c` requests, no
         further headroom), SLOs at `pct`, engine, prefix, basis and knobs, and its price with
         the source it has (the offer's or the catalog's exactly, else entered)."""
-        from capacity.model.workload import Workload
         from capacity.plan.options import Slo
 
-        wl = Workload(rate_per_s=self.load if self.load > 0 else None,
-                      peak_concurrency=None if self.load > 0 else float(self.c),
-                      context_tokens=self.ctx,
-                      prompt_tokens=self.prompt_tokens if self.prompt else None,
-                      output_tokens=self.out, headroom=0.0)
-        if self.turns > 1 and engine_profile(self.engine).chunked:
-            try:  # the conversations the load view runs (it falls back where they cannot run)
-                wl = replace(wl, turns=self.turns, turn_tokens=self.turn_tokens)
-            except InputError:
-                pass
+        wl = self.workload()
         g = catalog.gpu(self.gpu)
         cur: Currency = "USD" if self.currency == "USD" else "CNY"
         offers = tuple(o for o in self.offer_list(catalog) if o.gpu == g.key)
@@ -375,6 +372,23 @@ class ExplorerState:
         return replace(base, eff=self.eff, mfu=self.mfu, eta_bw=self.eta_bw,
                        step_overhead_ms=self.step_oh_ms, prefill_overhead_ms=self.prefill_oh_ms,
                        step_method=self.step)
+
+    def workload(self) -> Workload:
+        """The planner's workload of this what-if: the design load (`load` req/s, else a closed
+        loop of `c` requests, no further headroom), its context, prompt and output, and the
+        conversations the load view runs (it falls back to single requests where they cannot
+        run)."""
+        wl = Workload(rate_per_s=self.load if self.load > 0 else None,
+                      peak_concurrency=None if self.load > 0 else float(self.c),
+                      context_tokens=self.ctx,
+                      prompt_tokens=self.prompt_tokens if self.prompt else None,
+                      output_tokens=self.out, headroom=0.0)
+        if self.turns > 1 and engine_profile(self.engine).chunked:
+            try:
+                wl = replace(wl, turns=self.turns, turn_tokens=self.turn_tokens)
+            except InputError:
+                pass
+        return wl
 
     def offer_list(self, catalog: Catalog) -> tuple[Offer, ...]:
         """The bundled offers of kind `offer`, one per GPU (none when `offer` is '')."""

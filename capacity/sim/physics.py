@@ -54,6 +54,7 @@ class SimPhysics:
     def __init__(self, scenario: Scenario, max_num_seqs: int | None = None,
                  profile: EngineProfile | None = None, *, token_budget: int | None = None,
                  block_tokens: int | None = None, offload_gib: float = 0.0) -> None:
+        scenario = scenario.with_(held_tokens=None)  # the engine counts each request's tokens
         self.scenario = scenario
         prof = profile or engine_profile(DEFAULT_ENGINE)
         self.profile = profile_with_knobs(
