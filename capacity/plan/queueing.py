@@ -213,6 +213,11 @@ class ChunkCost:
     """t': the prompt's share of the budget when every step is full, k (s + extra(t / k)),
     k = P / (B - C): the prompt queue's service time (>= t: a step is at least its
     arithmetic, so rho' < 1 keeps the prefill's arithmetic within the GPU's time)."""
+    batched: FloatArray
+    """How far one step batches whole prompts, 0..1: (B - C) / P - 1 clipped, 1 where two or
+    more prompts fit beside the decodes (prompts that arrive during a step share the next and
+    get their first tokens when it ends), 0 where a prompt fills a step or more (first come
+    first served). 0 without chunking."""
 
 
 def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArray,
@@ -260,7 +265,37 @@ def chunk_cost(*, step: StepModel, concurrency: FloatArray, prefill_ms: FloatArr
         own_ms=np.asarray(np.where(finite, steps * s + added, t), dtype=np.float64),
         added_ms=np.asarray(np.where(finite, added, t), dtype=np.float64),
         service_ms=np.asarray(np.where(finite, k * (s + extra_full), t), dtype=np.float64),
-        full_added_ms=np.asarray(np.where(finite, k * extra_full, t), dtype=np.float64))
+        full_added_ms=np.asarray(np.where(finite, k * extra_full, t), dtype=np.float64),
+        batched=np.asarray(np.where(finite, np.clip(1.0 / k - 1.0, 0.0, 1.0), 0.0),
+                           dtype=np.float64))
+
+
+def mixed_batches(lam_ms: FloatArray, step_ms: FloatArray, added_ms: FloatArray
+                  ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """(f, s', W, rho): the batched first token of mixed chunked prefill where a step's budget
+    holds several whole prompts (vLLM V1 schedules every waiting prompt that fits into the next
+    step): the periods are steps of s plus a the prompt's added time for each prompt in them,
+    and the prompts that arrive during one step share the next, each getting its first token
+    when that step ends. With rho = lambda a and N ~ Poisson(lambda L) prompts in a period
+    after one of length L, E[L] = s / (1 - rho) and the length-biased period
+    X = E[L^2] / E[L] = s / (1 - rho) + rho a / (1 - rho^2); a prompt waits the residual X / 2
+    and then its step, s + a (its own, `ChunkCost.own_ms`) + a x lambda X (the batch-mates
+    that arrived before and after it in its period), so
+    E[TTFT] = own + (1 + 2 rho) X / 2 = own + f (s' / 2 + W) with f = (1 + 2 rho) / (1 + rho),
+    s' = s (1 + rho) / (1 - rho) the decode part of the residual and W = rho a / (2 (1 - rho))
+    the M/D/1 wait of a; the q-quantile is taken as own + f (q s' + W_q), as the batched path's.
+    Example: lambda 4 /s, s 5 ms, a 50 ms: rho 0.2, f 1.1667, s' 7.5 ms, W 6.25 ms; the
+    prompt's first token 1.1667 x (3.75 + 6.25) = 11.67 ms after its own 55 ms, where first
+    come first served with t' = a gives 2.5 + 6.25 = 8.75 ms. Inf at rho >= 1. Unit: ms.
+    Source: docs/method.md, queueing (the batched path's derivation with the decode step inside
+    each period)."""
+    rho = np.asarray(lam_ms * added_ms, dtype=np.float64)
+    ok = rho < 1.0
+    one_m = np.where(ok, 1.0 - rho, 1.0)
+    f = np.where(ok, (1.0 + 2.0 * rho) / (1.0 + rho), np.inf)
+    s_b = np.where(ok, step_ms * (1.0 + rho) / one_m, np.inf)
+    return (np.asarray(f, dtype=np.float64), np.asarray(s_b, dtype=np.float64),
+            _md1(rho, np.asarray(added_ms, dtype=np.float64)), rho)
 
 
 def _md1(r: FloatArray, service: FloatArray) -> FloatArray:
@@ -334,10 +369,15 @@ class _Queue:
 
     def first_token_ms(self, s: FloatArray, cc: ChunkCost | None) -> FloatArray:
         """Mean TTFT: the prefill, the residual period and the batch-mates' prefill (chunked:
-        its own steps + half a step + the prompts ahead)."""
+        its own steps + half a step + the prompts ahead, first come first served, blended
+        with `mixed_batches`' step shared by the prompts that arrived during the one before,
+        by `ChunkCost.batched`)."""
         if cc is not None:
-            return np.asarray(cc.own_ms + 0.5 * s + _md1(self.lam_ms * cc.service_ms,
-                                                         cc.service_ms), dtype=np.float64)
+            fcfs = cc.own_ms + 0.5 * s + _md1(self.lam_ms * cc.service_ms, cc.service_ms)
+            f, s_b, w_b, _ = mixed_batches(self.lam_ms, s, cc.added_ms)
+            with np.errstate(invalid="ignore"):   # inf x 0 where nothing batches
+                both = cc.batched * (cc.own_ms + f * (0.5 * s_b + w_b)) + (1.0 - cc.batched) * fcfs
+            return np.asarray(np.where(cc.batched > 0, both, fcfs), dtype=np.float64)
         return np.asarray(self.t + self.batching * (0.5 * s + self.wq), dtype=np.float64)
 
     def duration_at(self, s: FloatArray, cc: ChunkCost | None, mean: FloatArray) -> FloatArray:
@@ -419,6 +459,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
       full steps, t' = k (s + extra(t / k)): E[TTFT] = own + s/2 + W', W' the M/D/1 wait at
       rho' = lambda t' (no batching factor: a prompt's first token does not wait for its
       batch-mates); the q-quantile is own + q s + W'_q;
+    - where a step holds two or more whole prompts ((B - C) / P >= 2) the prompts that arrive
+      during a step share the next: E[TTFT] = own + f (s'/2 + W_a), q-quantile own +
+      f (q s' + W_a,q) (`mixed_batches`: rho = lambda a, s' = s (1 + rho) / (1 - rho));
+      between one and two prompts a step the two are blended by `ChunkCost.batched`;
     - TPOT: decoding does not pause; each prompt prefilled while a request decodes lengthens
       the steps it rides on by a' = (1 - rho') a + rho' a_f (its chunks ride alone, or, with
       the probability rho' that the budget is in use (Poisson arrivals see time averages),
@@ -497,10 +541,18 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
             own = np.stack([chunk_cost(step=step, concurrency=c, prefill_ms=kinds[..., k],
                                        budget_tokens=budget, prompt_tokens=toks[..., k]).own_ms
                             for k in range(kinds.shape[-1])], axis=-1)
-        ttft_q = (own[..., 0] + quantile * s + wait_quantile_ms(w_c, rho_c, quantile)
+        fcfs_q = (own[..., 0] + quantile * s + wait_quantile_ms(w_c, rho_c, quantile)
                   if own.shape[-1] == 1 else
                   mixture_quantile_ms(own + (quantile * s)[..., None], kind_weights, w_c, rho_c,
                                       quantile))
+        f_b, s_b, w_b, rho_b = mixed_batches(lam_ms, s, cc.added_ms)
+        with np.errstate(invalid="ignore"):   # inf x 0 where nothing batches
+            bat_q = (own[..., 0] + f_b * (quantile * s_b + wait_quantile_ms(w_b, rho_b, quantile))
+                     if own.shape[-1] == 1 else
+                     mixture_quantile_ms(own + (f_b * quantile * s_b)[..., None], kind_weights,
+                                         w_b, rho_b, quantile, scale=f_b))
+            ttft_q = np.where(cc.batched > 0, cc.batched * bat_q + (1.0 - cc.batched) * fcfs_q,
+                              fcfs_q)
         share = lam_ms * stall
         ok_p = (rho_c < 1.0) & (share < 1.0)
         gpu_ms_per_request = stall + n_dec * s / np.maximum(c, 1.0)
