@@ -21,10 +21,12 @@ from capacity.plan.queueing import (
     StepModel,
     analytic_latency,
     chunk_cost,
+    erlang_c,
     md1_mean_wait_ms,
     mixed_batches,
     mixed_step_extra_ms,
     mixture_quantile_ms,
+    slot_wait,
     wait_quantile_ms,
 )
 
@@ -428,6 +430,58 @@ def test_analytic_batches_prompts_that_share_a_step_by_hand() -> None:
                     budget_tokens=np.array([513.0, 513.0, np.inf]),
                     prompt_tokens=np.array([128.0, 384.0, 128.0]))
     assert cc.batched.tolist() == pytest.approx([1.0, 1.0 / 3.0, 0.0])
+
+
+def test_erlang_c_by_hand() -> None:
+    """a = 3.07 Erlangs on 4 servers: B(1) = 3.07 / 4.07, B(k) = a B / (k + a B) -> B(4) =
+    0.21387, C = 4 B / (4 - a (1 - B)) = 0.5391; none busy below, all at a >= c; far from
+    the servers 0; past `SLOT_EXACT_MAX` the Halfin-Whitt limit, within 2 % of the sum."""
+    b = 1.0
+    for k in range(1, 5):
+        b = 3.07 * b / (k + 3.07 * b)
+    assert b == pytest.approx(0.21387, abs=1e-5)
+    got = erlang_c(np.array([3.07, 5.0, 0.0, 10.0, 1.0]), np.array([4.0, 4.0, 4.0, 256.0, 1.0]))
+    assert got.tolist() == pytest.approx([4 * b / (4 - 3.07 * (1 - b)), 1.0, 0.0, 0.0, 1.0])
+    assert float(got[0]) == pytest.approx(0.5391, abs=1e-4)
+    a, c = 5000.0, 5100
+    b = 1.0
+    for k in range(1, c + 1):
+        b = a * b / (k + a * b)
+    exact = c * b / (c - a * (1 - b))
+    assert float(erlang_c(a, float(c))) == pytest.approx(exact, rel=0.02)
+
+
+def test_slot_wait_by_hand() -> None:
+    """M/M/c: 3.07 busy of 4 slots held 3.4 s each: P 0.539, W = 0.539 x 3,400 / 0.93 ms; no
+    wait far below the slots, an infinite one at them."""
+    w, p = slot_wait(np.array([3.07, 10.0, 4.0]), np.array([4.0, 256.0, 4.0]),
+                     np.array([3400.0, 3400.0, 3400.0]))
+    assert float(p[0]) == pytest.approx(0.5391, abs=1e-4)
+    assert float(w[0]) == pytest.approx(float(p[0]) * 3400.0 / 0.93)
+    assert (float(w[1]), float(p[1])) == (0.0, 0.0)
+    assert np.isinf(w[2]) and float(p[2]) == 1.0
+
+
+def test_the_slot_wait_joins_ttft() -> None:
+    """`analytic_latency(slots=...)`: each slot is held for a request's duration less its
+    wait for the prefill; lambda x that time of the slots busy wait `slot_wait`'s mean (the
+    mean TTFT) and its exponential tail (the p90); the concurrency and TPOT stay."""
+    kw = dict(rate_per_s=np.array([2.0]), step=_hand_step(), prefill_ms=np.array([30.0]),
+              output_tokens=101)
+    free = analytic_latency(**kw)   # type: ignore[arg-type]
+    held = float(free.duration_s[0]) * 1e3 - (float(free.ttft_mean_ms[0]) - 30.0)
+    busy = 0.002 * held
+    w, p = slot_wait(np.array([busy]), np.array([4.0]), np.array([held]))
+    four = analytic_latency(**kw, slots=np.array([4.0]))   # type: ignore[arg-type]
+    assert 0.1 < float(p[0]) < 1.0
+    assert float(four.ttft_mean_ms[0]) == pytest.approx(float(free.ttft_mean_ms[0] + w[0]))
+    assert float(four.ttft_q_ms[0]) == pytest.approx(
+        float(free.ttft_q_ms[0] + wait_quantile_ms(w, p, 0.9)[0]))
+    assert float(four.concurrency[0]) == float(free.concurrency[0])
+    assert float(four.tpot_ms[0]) == float(free.tpot_ms[0])
+    # many slots: nothing waits
+    wide = analytic_latency(**kw, slots=np.array([256.0]))   # type: ignore[arg-type]
+    assert float(wide.ttft_q_ms[0]) == float(free.ttft_q_ms[0])
 
 
 LOW_LOAD_CASES = [

@@ -194,7 +194,7 @@ def capacity_search(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArra
         r = analytic_latency(rate_per_s=np.concatenate(rates), step=step.select(tiled),
                              prefill_ms=prefill_ms[tiled], output_tokens=wl.output_tokens,
                              quantile=slo.quantile, limit=limit[tiled], tpot_quantile=False,
-                             **rows_of(ch, tiled))
+                             slots=slots[tiled], **rows_of(ch, tiled))
         good = ~r.saturated & (r.concurrency <= slots[tiled]) & (r.ttft_q_ms <= slo.ttft_ms)
         # TPOT p_q <= target, as `r.tpot_q_ms <= slo.tpot_ms` answers (the same gamma
         # quantile over output - 1 steps), asked only where the other checks pass

@@ -61,17 +61,19 @@ from capacity.types import BoolArray, FloatArray, IntArray
 
 def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
           rate: FloatArray | None, conc: FloatArray | None, limit: FloatArray,
-          budget: FloatArray, prompts: Prompts, tpot_quantile: bool = True) -> AnalyticLatency:
+          budget: FloatArray, prompts: Prompts, slots: FloatArray,
+          tpot_quantile: bool = True) -> AnalyticLatency:
     """Analytic behaviour of one replica at an arrival rate, or at a closed-loop concurrency
     (then the rate that sustains it, lambda = C / duration, found by bisection). `budget`: the
     engine's mixed-step token budget per configuration (0 = none). `tpot_quantile` False:
     without the TPOT percentile (`analytic_latency`). `prompts`: what the configurations'
-    requests prefill (`rate_search.Prompts`)."""
+    requests prefill (`rate_search.Prompts`). `slots`: min(C_vram, max_num_seqs), the slot
+    queue's servers (`queueing.slot_wait`: the requests arrive at random at that rate)."""
     ch: Any = chunking(budget, prompts)
     if rate is not None:
         return analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
                                 output_tokens=wl.output_tokens, quantile=slo.quantile,
-                                limit=limit, tpot_quantile=tpot_quantile, **ch)
+                                limit=limit, tpot_quantile=tpot_quantile, slots=slots, **ch)
     assert conc is not None
     zero = np.zeros_like(conc)
     # the bisection reads the duration alone: no TTFT or TPOT percentile until the last call
@@ -91,7 +93,7 @@ def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
     lo = bisect_levels(zero, conc / base.duration_s, LOAD_STEPS, below)
     return analytic_latency(rate_per_s=lo, step=step, prefill_ms=prefill_ms,
                             output_tokens=wl.output_tokens, quantile=slo.quantile,
-                            concurrency=conc, tpot_quantile=tpot_quantile, **ch)
+                            concurrency=conc, tpot_quantile=tpot_quantile, slots=slots, **ch)
 
 
 LOAD_STEPS = 30
@@ -136,7 +138,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     h = 1.0 + wl.headroom
     peak_rate = wl.peak_rate_per_s
     load = partial(_load, step=step, prefill_ms=pre, wl=wl, slo=slo, limit=lim, budget=bud,
-                   prompts=u.prompts.rows(idx))
+                   prompts=u.prompts.rows(idx), slots=slots)
     if peak_rate is not None:
         # the peak's own percentiles are not read unless it is the design load; the design
         # load's TPOT percentile, only where every option is kept (else below, where one is)
