@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
+
 import numpy as np
 import pytest
 
@@ -21,7 +24,6 @@ from capacity.plan.queueing import (
     StepModel,
     analytic_latency,
     chunk_cost,
-    erlang_c,
     md1_mean_wait_ms,
     mixed_batches,
     mixed_step_extra_ms,
@@ -29,6 +31,7 @@ from capacity.plan.queueing import (
     slot_wait,
     wait_quantile_ms,
 )
+from capacity.stats import normal_cdf
 
 
 def _one_slot(service_ms: float = 100.0) -> ServiceModel:
@@ -432,54 +435,67 @@ def test_analytic_batches_prompts_that_share_a_step_by_hand() -> None:
     assert cc.batched.tolist() == pytest.approx([1.0, 1.0 / 3.0, 0.0])
 
 
-def test_erlang_c_by_hand() -> None:
-    """a = 3.07 Erlangs on 4 servers: B(1) = 3.07 / 4.07, B(k) = a B / (k + a B) -> B(4) =
-    0.21387, C = 4 B / (4 - a (1 - B)) = 0.5391; none busy below, all at a >= c; far from
-    the servers 0; past `SLOT_EXACT_MAX` the Halfin-Whitt limit, within 2 % of the sum."""
+def test_slot_wait_by_hand() -> None:
+    """3.07 busy of 4 slots, D fixed at 3,400 ms (eps 0): lambda = 3.07 / 3,400 per ms,
+    r = lambda D / c = 0.7675; sigma = sqrt(3.07) = 1.752, beta = 0.531,
+    Phi / phi = 0.70236 / 0.34649 = 2.0271: P = 1 / (1 + 1.752 x 0.2325 x 2.0271) = 0.548
+    (Erlang C 0.539), W = P x 3,400 / (4 x 0.2325) / 2 = 1,002 ms. The exact sum below c
+    (`below` = sum of pi(n) / pi(c), Erlang's terms 4! / a^4 x a^n / n!) gives Erlang C. A
+    holding time that grows with the batch (eps 0.5) doubles the variance: at 2 busy of 4 a
+    larger P. Past
+    the fold (lambda D(c) >= c) the wait is infinite; far below the slots none."""
+    lam = 3.07 / 3400.0
+    w, p = slot_wait(lam, 3.07, 4.0, 3400.0, 0.0)
+    sigma, beta, r = math.sqrt(3.07), 0.93 / math.sqrt(3.07), 0.7675
+    mills = NormalDist().cdf(beta) / (math.exp(-beta * beta / 2) / math.sqrt(2 * math.pi))
+    want = 1.0 / (1.0 + sigma * (1.0 - r) * mills)
+    assert float(p) == pytest.approx(want, rel=1e-5)
+    assert float(p) == pytest.approx(0.548, abs=1e-3)
+    assert float(w) == pytest.approx(want * 3400.0 / (4 * (1.0 - r)) / 2.0, rel=1e-5)
+    below = sum(math.factorial(4) / 3.07 ** 4 * 3.07 ** n / math.factorial(n) for n in range(4))
+    _, p_exact = slot_wait(lam, 3.07, 4.0, 3400.0, 0.0, below)
     b = 1.0
     for k in range(1, 5):
         b = 3.07 * b / (k + 3.07 * b)
-    assert b == pytest.approx(0.21387, abs=1e-5)
-    got = erlang_c(np.array([3.07, 5.0, 0.0, 10.0, 1.0]), np.array([4.0, 4.0, 4.0, 256.0, 1.0]))
-    assert got.tolist() == pytest.approx([4 * b / (4 - 3.07 * (1 - b)), 1.0, 0.0, 0.0, 1.0])
-    assert float(got[0]) == pytest.approx(0.5391, abs=1e-4)
-    a, c = 5000.0, 5100
-    b = 1.0
-    for k in range(1, c + 1):
-        b = a * b / (k + a * b)
-    exact = c * b / (c - a * (1 - b))
-    assert float(erlang_c(a, float(c))) == pytest.approx(exact, rel=0.02)
+    assert float(p_exact) == pytest.approx(4 * b / (4 - 3.07 * (1 - b)), rel=1e-9)  # Erlang C
+    half = 2.0 / 3400.0   # 2 busy of 4: the wider spread of a growing D reaches c more often
+    assert float(slot_wait(half, 2.0, 4.0, 3400.0, 0.5)[1]) > float(
+        slot_wait(half, 2.0, 4.0, 3400.0, 0.0)[1])
+    w_past, p_past = slot_wait(4.5 / 3400.0, 3.07, 4.0, 3400.0, 0.0)
+    assert np.isinf(w_past) and float(p_past) == 1.0
+    w_far, p_far = slot_wait(10 / 3400.0, 10.0, 256.0, 3400.0, 0.0)
+    assert (float(w_far), float(p_far)) == (0.0, 0.0)
 
 
-def test_slot_wait_by_hand() -> None:
-    """M/M/c: 3.07 busy of 4 slots held 3.4 s each: P 0.539, W = 0.539 x 3,400 / 0.93 ms; no
-    wait far below the slots, an infinite one at them."""
-    w, p = slot_wait(np.array([3.07, 10.0, 4.0]), np.array([4.0, 256.0, 4.0]),
-                     np.array([3400.0, 3400.0, 3400.0]))
-    assert float(p[0]) == pytest.approx(0.5391, abs=1e-4)
-    assert float(w[0]) == pytest.approx(float(p[0]) * 3400.0 / 0.93)
-    assert (float(w[1]), float(p[1])) == (0.0, 0.0)
-    assert np.isinf(w[2]) and float(p[2]) == 1.0
+def test_normal_cdf() -> None:
+    """Abramowitz and Stegun 7.1.26 against the standard library's NormalDist."""
+    xs = np.linspace(-6.0, 6.0, 121)
+    want = [NormalDist().cdf(float(x)) for x in xs]
+    np.testing.assert_allclose(normal_cdf(xs), want, atol=2e-7)
+    assert float(normal_cdf(1.18)) == pytest.approx(0.88100, abs=1e-5)
 
 
 def test_the_slot_wait_joins_ttft() -> None:
-    """`analytic_latency(slots=...)`: each slot is held for a request's duration less its
-    wait for the prefill; lambda x that time of the slots busy wait `slot_wait`'s mean (the
-    mean TTFT) and its exponential tail (the p90); the concurrency and TPOT stay."""
-    kw = dict(rate_per_s=np.array([2.0]), step=_hand_step(), prefill_ms=np.array([30.0]),
-              output_tokens=101)
+    """`analytic_latency(slots=...)` on a step that does not grow with the batch (memory-bound
+    to 90 sequences: D(n) fixed, eps 0): each slot is held for the request's time less its
+    wait for the prefill, lambda x that time busy, and with 4 slots the busy slots are summed
+    exactly (Erlang's terms): `slot_wait`'s mean joins the mean TTFT, its exponential tail's
+    p90 the p90; the concurrency and TPOT stay; with 256 slots nothing waits."""
+    kw = dict(rate_per_s=np.array([2.0]), step=_hand_step(compute_ms=0.1),
+              prefill_ms=np.array([30.0]), output_tokens=101)
     free = analytic_latency(**kw)   # type: ignore[arg-type]
     held = float(free.duration_s[0]) * 1e3 - (float(free.ttft_mean_ms[0]) - 30.0)
-    busy = 0.002 * held
-    w, p = slot_wait(np.array([busy]), np.array([4.0]), np.array([held]))
+    a = 0.002 * held
+    below = sum(math.factorial(4) / a ** 4 * a ** n / math.factorial(n) for n in range(4))
+    w, p = slot_wait(0.002, a, 4.0, held, 0.0, below)
     four = analytic_latency(**kw, slots=np.array([4.0]))   # type: ignore[arg-type]
-    assert 0.1 < float(p[0]) < 1.0
-    assert float(four.ttft_mean_ms[0]) == pytest.approx(float(free.ttft_mean_ms[0] + w[0]))
+    assert 0.1 < float(p) < 1.0
+    assert float(four.ttft_mean_ms[0]) == pytest.approx(float(free.ttft_mean_ms[0] + w),
+                                                        rel=1e-9)
     assert float(four.ttft_q_ms[0]) == pytest.approx(
-        float(free.ttft_q_ms[0] + wait_quantile_ms(w, p, 0.9)[0]))
+        float(free.ttft_q_ms[0] + wait_quantile_ms(w, p, 0.9)), rel=1e-9)
     assert float(four.concurrency[0]) == float(free.concurrency[0])
     assert float(four.tpot_ms[0]) == float(free.tpot_ms[0])
-    # many slots: nothing waits
     wide = analytic_latency(**kw, slots=np.array([256.0]))   # type: ignore[arg-type]
     assert float(wide.ttft_q_ms[0]) == float(free.ttft_q_ms[0])
 
