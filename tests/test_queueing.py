@@ -28,9 +28,9 @@ from capacity.plan.queueing import (
     mixed_batches,
     mixed_step_extra_ms,
     mixture_quantile_ms,
-    slot_wait,
     wait_quantile_ms,
 )
+from capacity.plan.slot_queue import slot_wait
 from capacity.stats import normal_cdf
 
 

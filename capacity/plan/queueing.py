@@ -50,8 +50,8 @@ import numpy.typing as npt
 from capacity.errors import InputError
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
 from capacity.model.workload import concurrency_fixed_point
+from capacity.plan.slot_queue import slot_queue
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
-from capacity.stats import normal_cdf
 from capacity.types import BoolArray, FloatArray
 
 DEFAULT_MAX_NUM_SEQS = 256
@@ -297,65 +297,6 @@ def mixed_batches(lam_ms: FloatArray, step_ms: FloatArray, added_ms: FloatArray
     s_b = np.where(ok, step_ms * (1.0 + rho) / one_m, np.inf)
     return (np.asarray(f, dtype=np.float64), np.asarray(s_b, dtype=np.float64),
             _md1(rho, np.asarray(added_ms, dtype=np.float64)), rho)
-
-
-SLOT_EXACT_MAX = 32
-"""The most slots whose busy-slot distribution `analytic_latency` sums term by term."""
-SLOT_STRETCH = 1.05
-"""The step in busy slots over which `analytic_latency` takes the holding time's elasticity."""
-SLOT_CV2 = 0.0
-"""The squared coefficient of variation of a slot's holding time: 0, a request's prompt and
-output fixed (the workload's lengths): the slot wait is M/D/c's, half of M/M/c's
-(Allen-Cunneen's (1 + cv^2) / 2)."""
-
-
-def slot_wait(lam_ms: npt.ArrayLike, busy: npt.ArrayLike, slots: npt.ArrayLike,
-              full_ms: npt.ArrayLike, elasticity: npt.ArrayLike,
-              below: npt.ArrayLike | None = None) -> tuple[FloatArray, FloatArray]:
-    """(mean wait, probability of waiting) for a free slot, ms: requests that arrive at random
-    (Poisson, `lam_ms` per ms) hold one of `slots` (c) for their prefill and decode; one that
-    finds every slot busy waits for one, first come first served (SPEC section 6, the event
-    model's queue). A slot's holding time D(n) grows with the n requests decoding beside it
-    (the decode step grows with the batch), so the busy slots are a birth-death process with
-    births lambda and deaths n / D(n), D(c) once every slot is busy:
-    - below c, log pi(n) = sum log(lambda D(k) / k) has its mode at the `busy` slots a
-      (lambda D(a) = a) and curvature (1 - eps) / a, eps = d ln D / d ln n (`elasticity`):
-      a normal of variance sigma^2 = a / (1 - eps) (Poisson's a when D is fixed);
-    - at and above c the queue grows while r = lambda D(c) / c < 1: pi(c + j) = pi(c) r^j;
-    so P = 1 / (1 + sigma (1 - r) Phi(beta) / phi(beta)), beta = (c - a) / sigma (Halfin and
-    Whitt's limit of Erlang C where eps = 0), and the wait of one that waits is exponential
-    with mean D(c) / (c (1 - r)) (M/M/c), times (1 + cv^2) / 2 for holding times of a fixed
-    length (`SLOT_CV2`, Allen and Cunneen): W = P x D(c) / (c (1 - r)) x (1 + cv^2) / 2.
-    Inf where r >= 1 (every slot busy cannot keep up: the load sits past the fold where the
-    batch's own slowdown outruns it); 0 where c lies 8 sigma above a. `below` (where given,
-    not NaN): pi(0..c - 1) / pi(c) summed exactly (`analytic_latency` does so for at most
-    `SLOT_EXACT_MAX` slots, where the normal is coarse: Erlang C itself where D is fixed),
-    P = 1 / (1 + (1 - r) below).
-    Example: a = 3.07 of 4 slots, D fixed at 3.4 s (eps 0, r = 0.7675): sigma 1.752, beta
-    0.531, P = 1 / (1 + 1.752 x 0.2325 x 2.027) = 0.548 (Erlang C: 0.539), W = 0.548 x 3.4 s /
-    (4 x 0.2325) x 0.5 = 1.00 s. Unit: ms. Source: Kleinrock, Queueing Systems vol. 1,
-    section 3.5 (birth-death queues); Halfin and Whitt (1981); Allen (1990) for
-    Allen-Cunneen."""
-    lam = np.asarray(lam_ms, dtype=np.float64)
-    a = np.asarray(busy, dtype=np.float64)
-    c = np.asarray(slots, dtype=np.float64)
-    d_c = np.asarray(full_ms, dtype=np.float64)
-    eps = np.clip(np.asarray(elasticity, dtype=np.float64), 0.0, 0.999)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        sigma = np.sqrt(np.maximum(a, 1e-12) / (1.0 - eps))
-        beta = (c - a) / sigma
-        r = lam * d_c / c
-        near = (beta < 8.0) & (r < 1.0)
-        b = np.where(near, beta, 0.0)
-        mills = normal_cdf(b) * math.sqrt(2.0 * math.pi) * np.exp(b * b / 2.0)  # Phi / phi
-        p = np.where(near, 1.0 / (1.0 + sigma * (1.0 - r) * mills), 0.0)
-        if below is not None:
-            exact = np.asarray(below, dtype=np.float64)
-            p = np.where(np.isnan(exact), p, 1.0 / (1.0 + (1.0 - r) * np.nan_to_num(exact)))
-        p = np.where(r >= 1.0, 1.0, p)
-        w = np.where(r < 1.0, p * d_c / (c * np.where(r < 1.0, 1.0 - r, 1.0))
-                     * (1.0 + SLOT_CV2) / 2.0, np.inf)
-    return np.asarray(np.where(p > 0, w, 0.0), dtype=np.float64), np.asarray(p, dtype=np.float64)
 
 
 def _md1(r: FloatArray, service: FloatArray) -> FloatArray:
@@ -634,40 +575,16 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                                       wq, rho, quantile, scale=batching))
         share = rho
         gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
-    if slots is not None:   # the wait for a free slot (SPEC section 6), before the prefill
-        # a slot is held for the request's prefill and decode, D(n) at n decoding; the time it
-        # queues for the prefill inside it is the queue the slot wait would otherwise be (one
-        # prefill line), so it is left out
+    if slots is not None:   # the wait for a free slot (docs/method.md, queueing), before prefill
         def held_ms(x: FloatArray) -> FloatArray:
+            """A slot's holding time with x decoding: the prefill and decode, not its wait."""
             s_x, cc_x, stall_x = at(np.asarray(x, dtype=np.float64))
             dec_x = decode_ms(s_x, stall_x, with_var=False)[0]
             own_x = cc_x.own_ms if cc_x is not None else t
             return np.asarray(own_x + output_tokens * dec_x / max(n_dec, 1), dtype=np.float64)
-        cs = np.broadcast_to(np.asarray(slots, dtype=np.float64), np.shape(c))
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            live = np.isfinite(c) & (c > 0)
-            busy = np.where(live, lam_ms * held_ms(np.where(live, c, 1.0)), 0.0)
-            base = held_ms(np.maximum(busy, 1.0))
-            eps = np.where(live, np.log(held_ms(np.maximum(busy, 1.0) * SLOT_STRETCH) / base)
-                           / math.log(SLOT_STRETCH), 0.0)
-            full = held_ms(cs)
-            # a few slots: pi(n) / pi(c) = prod_(k = n + 1..c) k / (lambda D(k)), summed
-            few = live & (cs <= SLOT_EXACT_MAX) & (busy < cs)
-            below = None
-            if few.any():
-                top = int(cs[few].max())
-                logs = [np.log(np.maximum(lam_ms * held_ms(np.minimum(float(k), cs)), 1e-300)
-                               / k) for k in range(1, top + 1)]
-                below = np.where(few, 0.0, np.nan)
-                tail = np.zeros(np.shape(c))   # log pi(c) - log pi(n), n from c - 1 down to 0
-                for n in range(top - 1, -1, -1):
-                    on = few & (n < cs)
-                    tail = np.where(on, tail + logs[n], tail)
-                    below = np.where(on, below + np.exp(-tail), below)
-            w_slot, p_slot = slot_wait(lam_ms, busy, cs, full, np.nan_to_num(eps), below)
-        reached = ~live | (busy >= cs)   # rejected by the caller's slot and memory checks
-        ttft_mean = ttft_mean + np.where(reached, 0.0, w_slot)
-        ttft_q = ttft_q + np.where(reached, 0.0, wait_quantile_ms(w_slot, p_slot, quantile))
+        w_slot, p_slot = slot_queue(held_ms, lam_ms, c, slots)
+        ttft_mean = ttft_mean + w_slot
+        ttft_q = ttft_q + wait_quantile_ms(w_slot, p_slot, quantile)
     util = lam_ms * gpu_ms_per_request
     saturated = ~ok_p | (util >= 1.0) | ~converged
     inf = np.inf
