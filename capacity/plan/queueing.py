@@ -299,6 +299,15 @@ def mixed_batches(lam_ms: FloatArray, step_ms: FloatArray, added_ms: FloatArray
             _md1(rho, np.asarray(added_ms, dtype=np.float64)), rho)
 
 
+def _blend(weight: FloatArray, batched: FloatArray, fcfs: FloatArray) -> FloatArray:
+    """weight x batched + (1 - weight) x fcfs, each form alone at weight 1 and 0 (an infinite
+    form never multiplies a zero weight into a NaN)."""
+    with np.errstate(invalid="ignore"):
+        mid = weight * batched + (1.0 - weight) * fcfs
+    return np.asarray(np.where(weight >= 1.0, batched, np.where(weight > 0.0, mid, fcfs)),
+                      dtype=np.float64)
+
+
 def _md1(r: FloatArray, service: FloatArray) -> FloatArray:
     """The M/D/1 mean wait (ms) at load r of a service of `service` ms; inf at r >= 1."""
     ok = r < 1.0
@@ -373,12 +382,17 @@ class _Queue:
         its own steps + half a step + the prompts ahead, first come first served, blended
         with `mixed_batches`' step shared by the prompts that arrived during the one before,
         by `ChunkCost.batched`)."""
-        if cc is not None:
-            fcfs = cc.own_ms + 0.5 * s + _md1(self.lam_ms * cc.service_ms, cc.service_ms)
-            f, s_b, w_b, _ = mixed_batches(self.lam_ms, s, cc.added_ms)
-            with np.errstate(invalid="ignore"):   # inf x 0 where nothing batches
-                both = cc.batched * (cc.own_ms + f * (0.5 * s_b + w_b)) + (1.0 - cc.batched) * fcfs
-            return np.asarray(np.where(cc.batched > 0, both, fcfs), dtype=np.float64)
+        if cc is not None:   # the fixed point's hot path: `mixed_batches`' f (s'/2 + W) is
+            # (1 + 2 rho) / (2 (1 - rho)) x (s + rho a / (1 + rho)), the M/D/1 wait rho t' /
+            # (2 (1 - rho')); both inf past their loads
+            r1 = self.lam_ms * cc.service_ms
+            ra = self.lam_ms * cc.added_ms
+            with np.errstate(divide="ignore", invalid="ignore"):
+                fcfs = 0.5 * s + np.where(r1 < 1.0, r1 * cc.service_ms / (2.0 * (1.0 - r1)),
+                                          np.inf)
+                bat = np.where(ra < 1.0, (1.0 + 2.0 * ra) / (2.0 * (1.0 - ra))
+                               * (s + ra * cc.added_ms / (1.0 + ra)), np.inf)
+            return np.asarray(cc.own_ms + _blend(cc.batched, bat, fcfs), dtype=np.float64)
         return np.asarray(self.t + self.batching * (0.5 * s + self.wq), dtype=np.float64)
 
     def duration_at(self, s: FloatArray, cc: ChunkCost | None, mean: FloatArray) -> FloatArray:
@@ -561,8 +575,7 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                      if own.shape[-1] == 1 else
                      mixture_quantile_ms(own + (f_b * quantile * s_b)[..., None], kind_weights,
                                          w_b, rho_b, quantile, scale=f_b))
-            ttft_q = np.where(cc.batched > 0, cc.batched * bat_q + (1.0 - cc.batched) * fcfs_q,
-                              fcfs_q)
+            ttft_q = _blend(cc.batched, bat_q, fcfs_q)
         share = lam_ms * stall
         ok_p = (rho_c < 1.0) & (share < 1.0)
         gpu_ms_per_request = stall + n_dec * s / np.maximum(c, 1.0)

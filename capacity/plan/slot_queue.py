@@ -103,16 +103,16 @@ def slot_queue(held_ms: Callable[[FloatArray], FloatArray], lam_ms: npt.ArrayLik
                        / math.log(SLOT_STRETCH), 0.0)
         few = live & (cs <= SLOT_EXACT_MAX) & (busy < cs)
         below = None
-        if few.any():
+        if few.any():   # one call over k = 1..top for every row: log(lambda D(k) / k)
             top = int(cs[few].max())
-            logs = [np.log(np.maximum(lam * held_ms(np.minimum(float(k), cs)), 1e-300) / k)
-                    for k in range(1, top + 1)]
-            below = np.where(few, 0.0, np.nan)
-            tail = np.zeros(np.shape(c))   # log pi(c) - log pi(n), n from c - 1 down to 0
-            for n in range(top - 1, -1, -1):
-                on = few & (n < cs)
-                tail = np.where(on, tail + logs[n], tail)
-                below = np.where(on, below + np.exp(-tail), below)
+            k = np.arange(1.0, top + 1.0).reshape((top,) + (1,) * np.ndim(c))
+            inside = k <= cs                       # k = 1..c of each row
+            logs = np.where(inside, np.log(np.maximum(lam * held_ms(np.minimum(k, cs)), 1e-300)
+                                           / k), 0.0)
+            # log pi(c) - log pi(n) = the sum of logs over k = n + 1..c, n = 0..top - 1
+            tail = np.cumsum(logs[::-1], axis=0)[::-1]
+            terms = np.where(inside, np.exp(-tail), 0.0)   # n = k - 1 < c
+            below = np.where(few, terms.sum(axis=0), np.nan)
         w, p = slot_wait(lam, busy, cs, held_ms(cs), np.nan_to_num(eps), below)
     reached = ~live | (busy >= cs)
     return (np.asarray(np.where(reached, 0.0, w), dtype=np.float64),
