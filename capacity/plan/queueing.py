@@ -414,16 +414,28 @@ class _Queue:
         s, cc, stall = self.at(c)
         return self.duration_at(s, cc, self.decode_ms(s, stall, with_var=False)[0])
 
-    def narrow(self, rows: npt.NDArray[np.int64]) -> Callable[[FloatArray], FloatArray]:
-        """`duration` of the configurations at `rows` alone (each row's figures are its own:
-        the fixed point's last iterations run only the rows still moving)."""
+    def held_ms(self, x: npt.ArrayLike) -> FloatArray:
+        """A slot's holding time with x decoding (ms, `slot_queue`): the request's prefill and
+        decode, its wait for the prefill left out."""
+        s, cc, stall = self.at(np.asarray(x, dtype=np.float64))
+        dec = self.decode_ms(s, stall, with_var=False)[0]
+        own = cc.own_ms if cc is not None else self.t
+        return np.asarray(own + self.output_tokens * dec / max(self.n_dec, 1), dtype=np.float64)
+
+    def rows(self, rows: npt.NDArray[np.int64]) -> _Queue:
+        """The configurations at `rows` alone (each row's figures are its own)."""
         n = np.broadcast(self.lam_ms, self.t, self.budget, self.prompt).shape
 
         def pick(x: FloatArray) -> FloatArray:
             return x[rows] if np.shape(x) == n else x
         return replace(self, lam_ms=pick(self.lam_ms), t=pick(self.t),
                        step=self.step.select(rows), budget=pick(self.budget),
-                       prompt=pick(self.prompt)).duration
+                       prompt=pick(self.prompt))
+
+    def narrow(self, rows: npt.NDArray[np.int64]) -> Callable[[FloatArray], FloatArray]:
+        """`duration` of the configurations at `rows` alone (the fixed point's last iterations
+        run only the rows still moving)."""
+        return self.rows(rows).duration
 
 
 def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: npt.ArrayLike,
@@ -589,13 +601,8 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         share = rho
         gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
     if slots is not None:   # the wait for a free slot (docs/method.md, queueing), before prefill
-        def held_ms(x: FloatArray) -> FloatArray:
-            """A slot's holding time with x decoding: the prefill and decode, not its wait."""
-            s_x, cc_x, stall_x = at(np.asarray(x, dtype=np.float64))
-            dec_x = decode_ms(s_x, stall_x, with_var=False)[0]
-            own_x = cc_x.own_ms if cc_x is not None else t
-            return np.asarray(own_x + output_tokens * dec_x / max(n_dec, 1), dtype=np.float64)
-        w_slot, p_slot = slot_queue(held_ms, lam_ms, c, slots)
+        w_slot, p_slot = slot_queue(m.held_ms, lam_ms, c, slots,
+                                    subset=lambda rows: m.rows(rows).held_ms)
         ttft_mean = ttft_mean + w_slot
         ttft_q = ttft_q + wait_quantile_ms(w_slot, p_slot, quantile)
     util = lam_ms * gpu_ms_per_request

@@ -81,7 +81,8 @@ def slot_wait(lam_ms: npt.ArrayLike, busy: npt.ArrayLike, slots: npt.ArrayLike,
 
 
 def slot_queue(held_ms: Callable[[FloatArray], FloatArray], lam_ms: npt.ArrayLike,
-               concurrency: npt.ArrayLike, slots: npt.ArrayLike
+               concurrency: npt.ArrayLike, slots: npt.ArrayLike, *,
+               subset: Callable[[npt.NDArray[np.int64]], Callable[[FloatArray], FloatArray]]
                ) -> tuple[FloatArray, FloatArray]:
     """(mean wait, probability of waiting) for a free slot, ms, of configurations at arrival
     rate `lam_ms` (per ms) with `concurrency` requests in their slots: `held_ms(n)` a slot's
@@ -89,7 +90,8 @@ def slot_queue(held_ms: Callable[[FloatArray], FloatArray], lam_ms: npt.ArrayLik
     where prompts saturate the GPU the slot limit moves that one prefill line, it does not
     add one). The busy slots a = lambda D(C), D's elasticity over `SLOT_STRETCH`, D(c) with
     every slot busy, and for at most `SLOT_EXACT_MAX` slots pi(n) / pi(c) =
-    prod_(k = n + 1..c) k / (lambda D(k)) summed exactly, go to `slot_wait`. No wait (0, 0)
+    prod_(k = n + 1..c) k / (lambda D(k)) summed exactly where c lies within 8 sigma of a
+    (`subset(rows)`: the holding time of those rows alone), go to `slot_wait`. No wait (0, 0)
     where the busy slots reach the slots or the concurrency is not finite: the caller's slot
     and memory checks reject those. Unit: ms."""
     lam = np.asarray(lam_ms, dtype=np.float64)
@@ -101,18 +103,27 @@ def slot_queue(held_ms: Callable[[FloatArray], FloatArray], lam_ms: npt.ArrayLik
         base = held_ms(np.maximum(busy, 1.0))
         eps = np.where(live, np.log(held_ms(np.maximum(busy, 1.0) * SLOT_STRETCH) / base)
                        / math.log(SLOT_STRETCH), 0.0)
-        few = live & (cs <= SLOT_EXACT_MAX) & (busy < cs)
+        reach = 8.0 * np.sqrt(np.maximum(busy, 1e-12) / (1.0 - np.clip(np.nan_to_num(eps),
+                                                                          0.0, 0.999))) + 1.0
+        few = np.flatnonzero(live & (cs <= SLOT_EXACT_MAX) & (busy < cs) & (cs - busy < reach))
         below = None
-        if few.any():   # one call over k = 1..top for every row: log(lambda D(k) / k)
-            top = int(cs[few].max())
-            k = np.arange(1.0, top + 1.0).reshape((top,) + (1,) * np.ndim(c))
-            inside = k <= cs                       # k = 1..c of each row
-            logs = np.where(inside, np.log(np.maximum(lam * held_ms(np.minimum(k, cs)), 1e-300)
-                                           / k), 0.0)
+        if few.size:   # one call over k = 1..top for those rows: log(lambda D(k) / k)
+            c_f = np.broadcast_to(cs, np.shape(c))[few] if np.ndim(c) else cs
+            lam_f = np.broadcast_to(lam, np.shape(c))[few] if np.ndim(c) else lam
+            top = int(np.max(c_f))
+            held_f = subset(few) if np.ndim(c) else held_ms
+            k = np.arange(1.0, top + 1.0).reshape((top,) + (1,) * np.ndim(c_f))
+            inside = k <= c_f                       # k = 1..c of each row
+            logs = np.where(inside, np.log(np.maximum(lam_f * held_f(np.minimum(k, c_f)),
+                                                      1e-300) / k), 0.0)
             # log pi(c) - log pi(n) = the sum of logs over k = n + 1..c, n = 0..top - 1
             tail = np.cumsum(logs[::-1], axis=0)[::-1]
             terms = np.where(inside, np.exp(-tail), 0.0)   # n = k - 1 < c
-            below = np.where(few, terms.sum(axis=0), np.nan)
+            below = np.full(np.shape(c), np.nan)
+            if np.ndim(c):
+                below[few] = terms.sum(axis=0)
+            else:
+                below = terms.sum(axis=0)
         w, p = slot_wait(lam, busy, cs, held_ms(cs), np.nan_to_num(eps), below)
     reached = ~live | (busy >= cs)
     return (np.asarray(np.where(reached, 0.0, w), dtype=np.float64),
