@@ -155,7 +155,6 @@ def sidebar_inputs(catalog: Catalog, lang: str) -> None:
                       help=T("help_util"))
             st.number_input(T("overhead"), min_value=0.0, max_value=1000.0, step=0.1,
                             key=key("overhead"))
-            st.number_input(T("block"), min_value=1, max_value=1024, step=1, key=key("block"))
             st.slider(T("headroom"), min_value=0.0, max_value=1.0, step=0.05, key=key("headroom"))
             engines = list(engine_names())
             if st.session_state[key("engine")] not in engines:

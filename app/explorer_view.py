@@ -43,7 +43,7 @@ STATUS_ICON = {Status.PASS: ":material/check_circle:", Status.TIGHT: ":material/
                Status.FAIL: ":material/block:"}
 MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGHT,
                Status.FAIL: MemoryVerdict.DOES_NOT_FIT}
-COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv", "block",
+COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv",
                    "util", "overhead", "headroom", "slo_ttft_ms", "slo_tpot_ms", "slo_cost",
                    "currency", "price", "rate", "calibration", "eff", "mfu",
                    "eta_bw", "step_oh_ms", "prefill_oh_ms", "step", "draft", "draft_k",

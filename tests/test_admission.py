@@ -143,6 +143,32 @@ def test_plan_engine_json_is_the_explorers(capsys: pytest.CaptureFixture[str]) -
     assert vllm["points"][0]["verdict"] == str(ev.verdict[0])
 
 
+def test_the_explorer_has_one_kv_page(capsys: pytest.CaptureFixture[str]) -> None:
+    """The load view's KV page (`kvblk`, vLLM --block-size) is the memory figures' page too:
+    under vLLM 4,256 tokens in 1,024-token pages hold 5,120 x 73,728 B = 377,487,360 B, C_vram
+    floor(10,665,340,288 / 377,487,360) = 28, as `capacity plan --engine vllm --block-size
+    1024` gives; under the chapter its paged C_vram is the CLI's. A link's old `block`
+    parameter (a memory-only page no figure showed) is ignored."""
+    from capacity.report.urlstate import decode
+
+    cat = default_catalog()
+    state = ExplorerState(model="qwen3-8b", weights="int8", kv="fp8", prompt=4000, out=256,
+                          c=20, engine="vllm", kvblk=1024)
+    ev = evaluate(state.scenario(cat), [20])
+    assert (float(ev.kv_held_bytes), int(ev.max_concurrency_vram)) == (377_487_360, 28)
+    argv = ["plan", "--model", "qwen3-8b", "--weights", "int8", "--kv-dtype", "fp8",
+            "--prompt-tokens", "4000", "--output-tokens", "256", "--concurrency", "20",
+            "--block-size", "1024", "--format", "json"]
+    assert main([*argv, "--engine", "vllm"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_concurrency_vram"] == 28
+    assert main(argv) == 0
+    chapter = ExplorerState(**{**state.__dict__, "engine": "chapter"}).scenario(cat)
+    assert (int(evaluate(chapter, [20]).max_concurrency_vram_paged)
+            == json.loads(capsys.readouterr().out)["max_concurrency_vram_paged"])
+    linked, notices = decode({"model": "qwen3-8b", "block": "1024"}, cat)
+    assert not notices and linked.scenario(cat).block_size == 16
+
+
 def test_the_quotes_capacity_table_holds_the_option_at_its_slots() -> None:
     """The quote's table (the option's scenario, `capacity_rows`) fits the slots the plan gives
     the vLLM option: the pages of 4,256 tokens a request, not the 8K context."""

@@ -397,7 +397,7 @@ def test_step_method_is_an_input_in_the_url_and_moves_tpot_where_gemms_bind() ->
 
 
 KNOB_LINK = {"engine": "vllm", "load": "2", "ctx": "4096", "prompt": "1000", "out": "128",
-             "seqs": "32", "budget": "1024", "block": "32", "kvblk": "32", "offload": "0.25",
+             "seqs": "32", "budget": "1024", "kvblk": "32", "offload": "0.25",
              "util": "0.85"}
 """A vLLM what-if at 2 req/s with every engine knob off its default (issue 32)."""
 
@@ -579,7 +579,7 @@ def test_the_closed_loop_load_view_is_capacity_plan_engine(
     assert slots < cli("--block-size", "1024")["slots_per_replica"]  # type: ignore[operator]
     assert cli("--block-size", "256")["slots_per_replica"] == cli()["slots_per_replica"]
     at = start(engine="vllm", c="100", ctx="8192", prompt="4000", out="128", seqs="128",
-               budget="1024", block="1024", kvblk="1024", util="0.85", offload="0.25")
+               budget="1024", kvblk="1024", util="0.85", offload="0.25")
     point = load["points"][0]  # type: ignore[index]
     m = metrics(at)
     for q, pct in ((0.5, "p50"), (0.9, "p90")):

@@ -75,7 +75,6 @@ class ExplorerState:
     ctx: int = DEFAULT_CONTEXT_TOKENS
     prompt: int = 0
     kv: str = "fp16"
-    block: int = DEFAULT_BLOCK_SIZE
     util: float = DEFAULT_UTIL
     overhead: float = DEFAULT_OVERHEAD_GB
     c: int = 50
@@ -163,7 +162,10 @@ class ExplorerState:
     profile's default on the GPU. A chunked profile only (`load_knobs`)."""
     kvblk: int = 0
     """The load view's KV page, tokens (vLLM --block-size): the unit in which the engine admits
-    a request's tokens; 0 = the profile's. (`block` is the memory figures' paged block.)"""
+    a request's tokens; 0 = the profile's. The one KV page input: the memory figures' pages
+    too (`with_admission` under an engine that admits by tokens; `capacity plan --block-size`).
+    A link's `block` (the old memory-only page, which no figure of the page showed) is
+    ignored."""
     offload: float = 0.0
     """The load view's CPU offload, GiB of each GPU's weights kept in host memory (vLLM
     --cpu-offload-gb); 0 = none."""
@@ -300,7 +302,7 @@ class ExplorerState:
             tp=self.tp, spare_gpus=self.spare * self.tp, util=self.util,
             overhead_gb=self.overhead, context_tokens=self.ctx,
             prompt_tokens=min(self.prompt, self.ctx) if self.prompt else None,
-            kv_dtype=self.kv, block_size=self.block,
+            kv_dtype=self.kv, block_size=self.kvblk or DEFAULT_BLOCK_SIZE,
             eff=self.eff, mfu=self.mfu, price_per_hour=self.price, currency=self.currency,
             cny_per_usd=self.rate, headroom=self.headroom, eta_bw=self.eta_bw,
             step_overhead_ms=self.step_oh_ms, prefill_overhead_ms=self.prefill_oh_ms,
@@ -424,7 +426,7 @@ KNOBS: tuple[str, ...] = ("seqs", "budget", "kvblk", "offload")
 
 _RANGES: dict[str, tuple[float, float]] = {
     "gpus": (1, 64), "tp": (1, 16), "ctx": (1, 10_000_000), "prompt": (0, 10_000_000),
-    "block": (1, 1024), "util": (0.01, 1.0), "overhead": (0.0, 1000.0), "c": (1, 100_000),
+    "util": (0.01, 1.0), "overhead": (0.0, 1000.0), "c": (1, 100_000),
     "slo_ttft_ms": (1.0, 1e7), "slo_tpot_ms": (0.1, 1e6), "slo_cost": (0.0, 1e6),
     "price": (0.0, 1e5), "rate": (0.01, 1e4), "eff": (0.01, 1.0), "mfu": (0.01, 1.0),
     "headroom": (0.0, 2.0), "eta_bw": (0.01, 1.0), "step_oh_ms": (0.0, 1000.0),
