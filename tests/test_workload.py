@@ -83,3 +83,20 @@ def test_the_fixed_point_runs_only_the_entries_still_moving() -> None:
 def test_bad_workloads_say_what_to_fix(kwargs: dict[str, object]) -> None:
     with pytest.raises(InputError):
         Workload(**kwargs)  # type: ignore[arg-type]
+
+
+def test_the_mean_prompt_and_the_tokens_held_by_hand() -> None:
+    """One definition for the Workload, the planner's slots and the event model's
+    (`service_from_scenario`): 1,000 first prompt, 256 out, 3 turns of 100 new tokens:
+    1,000 + 2 x (256 + 100) / 2 = 1,356, holding 1,356 + 256 = 1,612 of an 8K context; a
+    4,000.4 mean prompt rounds to 4,000 and holds 4,256, at most the context."""
+    from capacity.model.workload import held_tokens, mean_prompt_tokens
+
+    assert mean_prompt_tokens(1000, 256, 3, 100) == 1356.0
+    assert mean_prompt_tokens(1000, 256) == 1000.0
+    assert held_tokens(1356.0, 256, 8192) == 1612
+    assert held_tokens(4000.4, 256, 8192) == 4256
+    assert held_tokens(8000.0, 256, 8192) == 8192
+    wl = Workload(peak_concurrency=1.0, context_tokens=8192, prompt_tokens=1000,
+                  output_tokens=256, turns=3, turn_tokens=100)
+    assert (wl.mean_prompt_tokens, wl.held_tokens) == (1356.0, 1612)

@@ -138,8 +138,7 @@ class Workload:
         """The turns' mean prompt, tokens: P + (turns - 1) x (output + new message) / 2, the
         history included (what a request's KV holds at its prefill); the prompt with one turn.
         1,000-token first prompts, 3 turns of 100 new tokens, 256 out: 1,356."""
-        step = (self.output_tokens + self.turn_tokens) if self.turns > 1 else 0
-        return self.prompt + (self.turns - 1) * step / 2
+        return mean_prompt_tokens(self.prompt, self.output_tokens, self.turns, self.turn_tokens)
 
     @property
     def held_tokens(self) -> int:
@@ -150,7 +149,7 @@ class Workload:
         (`Scenario.held_tokens`); an engine that reserves the context holds the context (F3).
         4,000-token prompts of an 8K context, 256 out: 4,256. Unit: tokens. Source:
         docs/method.md, "Engine profiles"."""
-        return min(self.context_tokens, round(self.mean_prompt_tokens) + self.output_tokens)
+        return held_tokens(self.mean_prompt_tokens, self.output_tokens, self.context_tokens)
 
     @property
     def mean_new_tokens(self) -> float:
@@ -182,6 +181,22 @@ SINGLE_REQUESTS: dict[str, str] = {
     "disagg": "the disaggregated prefill/decode comparison",
     "ep": "the wide expert-parallel comparison"}
 """What plans single requests only (`single_requests`), by the code of its notice."""
+
+
+def mean_prompt_tokens(prompt: float, output_tokens: int, turns: int = 1,
+                       turn_tokens: int = 0) -> float:
+    """The turns' mean prompt, tokens: P + (turns - 1) x (output + new message) / 2, the
+    history included; P with one turn (`Workload.mean_prompt_tokens`, the event model's
+    `service_from_scenario`). 1,000, 256 out, 3 turns of 100 new: 1,356."""
+    step = (output_tokens + turn_tokens) if turns > 1 else 0
+    return prompt + (turns - 1) * step / 2
+
+
+def held_tokens(mean_prompt: float, output_tokens: int, context_tokens: int) -> int:
+    """Tokens whose KV one request holds at its end under an engine that admits by the tokens
+    held: round(mean prompt) + output, at most the context (`Workload.held_tokens`, the event
+    model's slots, `service_from_scenario`). 4,000 + 256 of 8,192: 4,256. Unit: tokens."""
+    return min(context_tokens, round(mean_prompt) + output_tokens)
 
 
 def single_requests(wl: Workload, what: str, *, prefix_tokens: int = 0,

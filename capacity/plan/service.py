@@ -37,6 +37,7 @@ from capacity.model.prefix import (
 )
 from capacity.model.roofline import DecodeStep, counts_as_engines, mixed_step_time_ms, step_time_ms
 from capacity.model.scenario import Scenario, evaluate
+from capacity.model.workload import held_tokens, mean_prompt_tokens
 from capacity.types import BoolArray, FloatArray, IntArray, Note
 from capacity.units import GIB, TERA
 
@@ -623,7 +624,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     if longest + output_tokens > s.context_tokens and turns > 1:
         raise InputError(f"the last of {turns} turns needs {longest + output_tokens:,} tokens "
                          f"of context; the context is {s.context_tokens:,} (raise --ctx)")
-    mean_prompt = s.prompt + (turns - 1) * step_tokens / 2   # the turns' mean prompt
+    mean_prompt = mean_prompt_tokens(s.prompt, output_tokens, turns, turn_tokens)
     one = evaluate(s, [s.replicas])
     offload = scenario_offload_ms(s, offload_gib) if offload_gib else 0.0
     shared = float(shared_prefix_bytes(s.with_(block_size=prof.kv_block_tokens), cached))
@@ -631,7 +632,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     held = s.context_tokens
     if prof.kv_admission == "tokens":
         # the requests whose whole prompt + output fit the pool, in the engine's pages
-        full = min(round(mean_prompt) + output_tokens, s.context_tokens)
+        full = held_tokens(mean_prompt, output_tokens, s.context_tokens)
         per_req = float(held_request_bytes(s.model, float(full), s.kv_dtype, s.tp,
                                            prof.kv_block_tokens)) * s.kv_factor
         held = max(1, min(round(mean_prompt) + output_tokens // 2, s.context_tokens))
