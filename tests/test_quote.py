@@ -111,3 +111,15 @@ def test_the_rank_column_of_the_pdf_is_narrow(headline: Plan) -> None:
         raise AssertionError("no '#' header found")
     finally:
         doc.close()
+
+
+def test_variants_are_joined_in_each_languages_punctuation() -> None:
+    """The twins folded into an option, listed: '; ' in English, the full-width '；' in
+    Chinese (no ASCII punctuation in a Chinese sentence)."""
+    from types import SimpleNamespace
+
+    from capacity.report.quote import variants_text
+
+    o = SimpleNamespace(variants=(("int8", "fp16"), ("fp8", "fp8")))
+    en, zh = variants_text(o, "en"), variants_text(o, "zh")  # type: ignore[arg-type]
+    assert en.count("; ") == 1 and ";" not in zh and zh.count("；") == 1

@@ -286,7 +286,7 @@ def variants_text(o: Option, lang: str) -> str:
     if not o.variants:
         return ""
     if len(o.variants) <= 3:
-        sep = ";" if lang == "zh" else "; "
+        sep = "；" if lang == "zh" else "; "
         return sep.join(t("quote_variant", lang, w=w, kv=kv) for w, kv in o.variants)
     ws = "/".join(dict.fromkeys(w for w, _ in o.variants))
     kvs = "/".join(dict.fromkeys(kv for _, kv in o.variants))
