@@ -123,3 +123,18 @@ def test_variants_are_joined_in_each_languages_punctuation() -> None:
     o = SimpleNamespace(variants=(("int8", "fp16"), ("fp8", "fp8")))
     en, zh = variants_text(o, "en"), variants_text(o, "zh")  # type: ignore[arg-type]
     assert en.count("; ") == 1 and ";" not in zh and zh.count("；") == 1
+
+
+def test_one_node_of_one_gpu_is_singular() -> None:
+    """The deployment's node line counts its GPUs in the language's plural: 'one node of 1
+    GPU', 'one node of 2 GPUs', '2 nodes of 2 + 1 GPUs'."""
+    from types import SimpleNamespace
+
+    from capacity.catalog.loader import default_catalog
+    from capacity.report.quote import nodes_text
+
+    gpu = default_catalog().gpus["rtx-4090"]
+    texts = [nodes_text(SimpleNamespace(nodes=n, gpu=gpu), "en")  # type: ignore[arg-type]
+             for n in ((1,), (2,), (2, 1))]
+    assert [x.split(" (")[0] for x in texts] == [
+        "one node of 1 GPU", "one node of 2 GPUs", "2 nodes of 2 + 1 GPUs"]

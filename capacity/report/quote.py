@@ -302,9 +302,12 @@ def nodes_text(o: Option, lang: str) -> str:
     link = (t("quote_link_" + shape.fabric.replace("-", "_"), lang, n=shape.nvlink_domain)
             if shape.nvlink_domain > 1 else t("quote_link_pcie", lang))
     sep = "、" if lang == "zh" else " + "
-    return t("quote_nodes_v" if len(o.nodes) > 1 else "quote_nodes_v1", lang, n=len(o.nodes),
-             layout=sep.join(map(str, o.nodes)), form=t("quote_form_" + shape.form_factor, lang),
-             link=link)
+    form = t("quote_form_" + shape.form_factor, lang)
+    if len(o.nodes) == 1:  # 'one node of 1 GPU': the GPU count's plural
+        return tn("quote_nodes_v1", o.nodes[0], lang, layout=str(o.nodes[0]), form=form,
+                  link=link)
+    return t("quote_nodes_v", lang, n=len(o.nodes), layout=sep.join(map(str, o.nodes)),
+             form=form, link=link)
 
 
 def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
