@@ -30,7 +30,7 @@ from capacity.plan.queueing import (
     mixture_quantile_ms,
     wait_quantile_ms,
 )
-from capacity.plan.slot_queue import slot_wait
+from capacity.plan.slot_queue import slot_wait, with_slot_wait_quantile
 from capacity.stats import normal_cdf
 
 
@@ -439,7 +439,8 @@ def test_slot_wait_by_hand() -> None:
     """3.07 busy of 4 slots, D fixed at 3,400 ms (eps 0): lambda = 3.07 / 3,400 per ms,
     r = lambda D / c = 0.7675; sigma = sqrt(3.07) = 1.752, beta = 0.531,
     Phi / phi = 0.70236 / 0.34649 = 2.0271: P = 1 / (1 + 1.752 x 0.2325 x 2.0271) = 0.548
-    (Erlang C 0.539), W = P x 3,400 / (4 x 0.2325) / 2 = 1,002 ms. The exact sum below c
+    (Erlang C 0.539), W = P x 3,400 / (4 x 0.2325) x 0.75 = 1,502 ms (Allen-Cunneen at
+    cv^2 0.5, `SLOT_CV2`). The exact sum below c
     (`below` = sum of pi(n) / pi(c), Erlang's terms 4! / a^4 x a^n / n!) gives Erlang C. A
     holding time that grows with the batch (eps 0.5) doubles the variance: at 2 busy of 4 a
     larger P. Past
@@ -451,7 +452,7 @@ def test_slot_wait_by_hand() -> None:
     want = 1.0 / (1.0 + sigma * (1.0 - r) * mills)
     assert float(p) == pytest.approx(want, rel=1e-5)
     assert float(p) == pytest.approx(0.548, abs=1e-3)
-    assert float(w) == pytest.approx(want * 3400.0 / (4 * (1.0 - r)) / 2.0, rel=1e-5)
+    assert float(w) == pytest.approx(want * 3400.0 / (4 * (1.0 - r)) * 0.75, rel=1e-5)
     below = sum(math.factorial(4) / 3.07 ** 4 * 3.07 ** n / math.factorial(n) for n in range(4))
     _, p_exact = slot_wait(lam, 3.07, 4.0, 3400.0, 0.0, below)
     b = 1.0
@@ -479,21 +480,25 @@ def test_the_slot_wait_joins_ttft() -> None:
     """`analytic_latency(slots=...)` on a step that does not grow with the batch (memory-bound
     to 90 sequences: D(n) fixed, eps 0): each slot is held for the request's time less its
     wait for the prefill, lambda x that time busy, and with 4 slots the busy slots are summed
-    exactly (Erlang's terms): `slot_wait`'s mean joins the mean TTFT, its exponential tail's
-    p90 the p90; the concurrency and TPOT stay; with 256 slots nothing waits."""
+    exactly: each prompt's 30 ms prefill stalls every request in flight (r = 0.002 x 30 =
+    0.06), so the spread is eps' = 1 - (1 - 0.06)^2 = 0.1164 and D(k) counts as D (k / a)^eps'
+    in the sum; `slot_wait`'s mean joins the mean TTFT, `with_slot_wait_quantile` the p90;
+    the concurrency and TPOT stay; with 256 slots nothing waits."""
     kw = dict(rate_per_s=np.array([2.0]), step=_hand_step(compute_ms=0.1),
               prefill_ms=np.array([30.0]), output_tokens=101)
     free = analytic_latency(**kw)   # type: ignore[arg-type]
     held = float(free.duration_s[0]) * 1e3 - (float(free.ttft_mean_ms[0]) - 30.0)
     a = 0.002 * held
-    below = sum(math.factorial(4) / a ** 4 * a ** n / math.factorial(n) for n in range(4))
-    w, p = slot_wait(0.002, a, 4.0, held, 0.0, below)
+    spread = 1.0 - (1.0 - 0.06) ** 2
+    below = sum(math.prod(k / (0.002 * held * (k / a) ** spread) for k in range(n + 1, 5))
+                for n in range(4))
+    w, p = slot_wait(0.002, a, 4.0, held, spread, below)
     four = analytic_latency(**kw, slots=np.array([4.0]))   # type: ignore[arg-type]
     assert 0.1 < float(p) < 1.0
     assert float(four.ttft_mean_ms[0]) == pytest.approx(float(free.ttft_mean_ms[0] + w),
                                                         rel=1e-9)
-    assert float(four.ttft_q_ms[0]) == pytest.approx(
-        float(free.ttft_q_ms[0] + wait_quantile_ms(w, p, 0.9)), rel=1e-9)
+    assert float(four.ttft_q_ms[0]) == pytest.approx(float(with_slot_wait_quantile(
+        free.ttft_q_ms[0], free.ttft_mean_ms[0], w, p, 0.9)), rel=1e-9)
     assert float(four.concurrency[0]) == float(free.concurrency[0])
     assert float(four.tpot_ms[0]) == float(free.tpot_ms[0])
     wide = analytic_latency(**kw, slots=np.array([256.0]))   # type: ignore[arg-type]

@@ -50,7 +50,7 @@ import numpy.typing as npt
 from capacity.errors import InputError
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
 from capacity.model.workload import concurrency_fixed_point
-from capacity.plan.slot_queue import slot_queue
+from capacity.plan.slot_queue import slot_queue, with_slot_wait_quantile
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
 from capacity.types import BoolArray, FloatArray
 
@@ -602,9 +602,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
         gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
     if slots is not None:   # the wait for a free slot (docs/method.md, queueing), before prefill
         w_slot, p_slot = slot_queue(m.held_ms, lam_ms, c, slots,
-                                    subset=lambda rows: m.rows(rows).held_ms)
+                                    subset=lambda rows: m.rows(rows).held_ms,
+                                    stall_share=share)
+        ttft_q = with_slot_wait_quantile(ttft_q, ttft_mean, w_slot, p_slot, quantile)
         ttft_mean = ttft_mean + w_slot
-        ttft_q = ttft_q + wait_quantile_ms(w_slot, p_slot, quantile)
     util = lam_ms * gpu_ms_per_request
     saturated = ~ok_p | (util >= 1.0) | ~converged
     inf = np.inf
