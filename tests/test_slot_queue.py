@@ -28,6 +28,11 @@ def test_the_slot_wait_joins_a_percentile_by_hand() -> None:
     assert float(with_slot_wait_quantile(400.0, 300.0, 500.0, 1.0, 0.9)) == pytest.approx(
         300.0 + 500.0 * math.log(10.0), rel=1e-9)
     assert math.isinf(float(with_slot_wait_quantile(400.0, 300.0, math.inf, 1.0, 0.9)))
+    # at p50 (1 - 1/e or below) Y's tail is taken as none: a median of 300 ms, a mean of 400
+    # (clamped to the median), 70 % waiting 2,857 ms on average: 300 + 2857 ln(0.7 / 0.5)
+    assert float(with_slot_wait_quantile(300.0, 400.0, 2000.0, 0.7, 0.5)) == pytest.approx(
+        300.0 + 2000.0 / 0.7 * math.log(0.7 / 0.5), rel=1e-6)
+    assert float(with_slot_wait_quantile(400.0, 300.0, 130.0, 0.11, 0.5)) == pytest.approx(400.0)
     many = with_slot_wait_quantile(np.array([400.0, 400.0]), np.array([300.0, 300.0]),
                                    np.array([130.0, 0.0]), np.array([0.11, 0.0]), 0.9)
     assert many[0] == pytest.approx(x) and many[1] == 400.0

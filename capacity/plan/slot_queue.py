@@ -31,9 +31,10 @@ SLOT_CV2 = 0.5
 times M/M/c's wait. A request's own prompt and output are fixed (cv^2 0, M/D/c), but the
 requests in flight stretch together: every prefill stalls every slot, so a full pool drains
 later than independent fixed holding times would. 0.5 is fitted to the event model the slot
-wait stands in for (tests/test_slot_queue.py's 20 plans of four engines: TTFT p90 of the
-Planner's headline against its event-model check, median |error| 10.6 % at 0.5, 14.7 % at
-0 (M/D/c; llama.cpp's plans 28-30 % low) and at 1 (M/M/c; up to 36 % high))."""
+wait stands in for, over 20 plans of four engines (docs/method.md, "The slot queue"; TTFT
+p90 of the Planner's headline against its event-model check, median |error| 10.6 % at 0.5,
+14.7 % at 0 (M/D/c; llama.cpp's plans 28-30 % low) and at 1 (M/M/c; up to 36 % high));
+tests/test_slot_queue.py holds eight of them."""
 
 
 def slot_wait(lam_ms: npt.ArrayLike, busy: npt.ArrayLike, slots: npt.ArrayLike,
@@ -168,8 +169,9 @@ def with_slot_wait_quantile(ttft_q_ms: npt.ArrayLike, ttft_mean_ms: npt.ArrayLik
     TTFT without the slot wait (its q-quantile y_q and mean y_m), S the slot wait, 0 with
     probability 1 - P and exponential of mean W / P otherwise (`slot_wait`). Y's tail above
     its mean is taken as exponential, P(Y > x) = (1 - q) e^(-(x - y_q) / theta), theta =
-    (y_q - y_m) / (ln(1 / (1 - q)) - 1) (an exponential's quantile less its mean), and a
-    request that waits is taken at Y's mean: the least x >= y_q with
+    (y_q - y_m) / (ln(1 / (1 - q)) - 1) (an exponential's quantile less its mean; none at
+    or below q = 1 - 1/e, where that is not positive: the median), and a request that waits
+    is taken at Y's mean (at most y_q): the least x >= y_q with
     (1 - P)(1 - q) e^(-(x - y_q) / theta) + P e^(-(x - y_m) / (W / P)) <= 1 - q.
     Where P is small the quantile stays y_q; adding the two quantiles (y_q + S's own) would
     leave out a wait that only some 1 - q of requests see, and count one that all see twice.
@@ -189,7 +191,9 @@ def with_slot_wait_quantile(ttft_q_ms: npt.ArrayLike, ttft_mean_ms: npt.ArrayLik
             return np.asarray(out, dtype=np.float64)
         yq_, ym_, p_ = yq.ravel()[idx], ym.ravel()[idx], p.ravel()[idx]
         wc = w.ravel()[idx] / p_
-        theta = np.maximum(yq_ - ym_, 1e-9) / (math.log(1.0 / tail) - 1.0)
+        gap = math.log(1.0 / tail) - 1.0   # an exponential's quantile less its mean, / theta
+        theta = (np.maximum(yq_ - ym_, 1e-9) / gap if gap > 0   # q above 1 - 1/e (p90, p99)
+                 else np.full(yq_.shape, 1e-9))                  # p50: Y's tail taken as none
 
         def excess(x: FloatArray) -> FloatArray:
             return np.asarray((1.0 - p_) * tail * np.exp(-(x - yq_) / theta)
