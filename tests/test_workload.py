@@ -72,6 +72,73 @@ def test_the_fixed_point_runs_only_the_entries_still_moving() -> None:
     assert seen and set(seen) == {1}   # every narrowed step ran the creeping entry alone
 
 
+def test_the_accelerated_fixed_point_jumps_where_plain_iteration_creeps() -> None:
+    # d = 2 + 0.099 C at rate 10: C = 20 + 0.99 C, fixed point 20 / 0.01 = 2000, each step
+    # 0.99 of the last. Plain: 2000 (1 - 0.99^n), 1732.04 after 200 steps, not converged.
+    # Accelerated: 20, 39.8, 59.402 (steps 19.8, 19.602: ratios 0.99, 0.99) -> Aitken's
+    # 59.402 + 19.602 x 0.99 / 0.01 = 2000, which the fourth step confirms
+    plain = concurrency_fixed_point(10.0, lambda c: 2.0 + 0.099 * c)
+    assert not bool(plain.converged) and plain.iterations == 200
+    assert float(plain.concurrency) == pytest.approx(2000 * (1 - 0.99 ** 200), rel=1e-9)
+    fast = concurrency_fixed_point(10.0, lambda c: 2.0 + 0.099 * c, accelerate=True)
+    assert bool(fast.converged) and fast.iterations == 4
+    assert float(fast.concurrency) == pytest.approx(2000.0, rel=1e-9)
+    assert float(fast.duration_s) == pytest.approx(2.0 + 0.099 * 2000, rel=1e-9)
+
+
+def test_the_accelerated_fixed_point_leaves_fast_entries_as_plain() -> None:
+    # a step ratio under 0.5 (0.05 x 1, 0.05 x 5) never jumps: the very iterates of plain
+    # iteration, bit for bit, beside an entry that does (0.099 x 10)
+    rates = np.array([1.0, 5.0, 10.0])
+    plain = concurrency_fixed_point(rates[:2], lambda c: 2.0 + 0.05 * c)
+    fast = concurrency_fixed_point(rates, lambda c: 2.0 + np.array([0.05, 0.05, 0.099]) * c,
+                                   accelerate=True)
+    np.testing.assert_array_equal(fast.concurrency[:2], plain.concurrency)
+    assert fast.converged.tolist() == [True, True, True]
+
+
+def test_the_accelerated_fixed_point_past_the_limit_stops_at_once() -> None:
+    # the same iteration under a limit of 1500: Aitken's 2000 is past it, so the entry jumps
+    # to 1500, where 10 x (2 + 0.099 x 1500) = 1505 > 1500: over the limit, as plain
+    # iteration finds after 2000 (1 - 0.99^n) passes 1500 (n = 138)
+    plain = concurrency_fixed_point(10.0, lambda c: 2.0 + 0.099 * c, limit=1500.0)
+    fast = concurrency_fixed_point(10.0, lambda c: 2.0 + 0.099 * c, limit=1500.0,
+                                   accelerate=True)
+    assert plain.iterations == 138 and fast.iterations == 4
+    for fp in (plain, fast):
+        assert float(fp.concurrency) == 1500.0 and not bool(fp.converged)
+
+
+def test_the_accelerated_fixed_point_finds_the_stable_root_of_a_convex_duration() -> None:
+    # d = 2 + 0.099 C + 1e-7 C^2 at rate 10: C = 20 + 0.99 C + 1e-6 C^2 has two roots,
+    # (0.01 -+ sqrt(1e-4 - 8e-5)) / 2e-6 = 2763.93 (stable: slope 0.99553) and 7236.07; plain
+    # iteration climbs to the first at 0.9955 a step (not converged in 200); the accelerated
+    # one lands on it, from above or below, and not on the second
+    def d(c: np.ndarray) -> np.ndarray:
+        return 2.0 + 0.099 * c + 1e-7 * c * c
+    low = (0.01 - np.sqrt(2e-5)) / 2e-6
+    assert not bool(concurrency_fixed_point(10.0, d, limit=1e6).converged)
+    fast = concurrency_fixed_point(10.0, d, limit=1e6, accelerate=True)
+    assert bool(fast.converged) and fast.iterations < 60
+    assert float(fast.concurrency) == pytest.approx(low, rel=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_accelerated_fixed_point_matches_the_closed_form(seed: int) -> None:
+    # linear durations with step ratios lambda b spread over (0, 0.999): every entry converges
+    # in under 30 steps to lambda a / (1 - lambda b), within 2e-5 (it reads 1e-5 at most; plain
+    # iteration leaves 5-10 of the 200 unconverged after 200 steps and its converged ones
+    # 2e-4 short: a step of 1e-5 at a ratio of 0.95 is 2e-4 from the root)
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.5, 20.0, 200)
+    ratio = rng.uniform(0.0, 0.999, 200)
+    rates = rng.uniform(0.1, 50.0, 200)
+    b = ratio / rates
+    fp = concurrency_fixed_point(rates, lambda c: a + b * c, accelerate=True)
+    assert np.all(fp.converged) and fp.iterations < 30
+    np.testing.assert_allclose(fp.concurrency, rates * a / (1 - ratio), rtol=2e-5)
+
+
 @pytest.mark.parametrize("kwargs", [
     pytest.param({}, id="neither"),
     pytest.param({"daily_active_users": 10, "peak_concurrency": 5}, id="both"),

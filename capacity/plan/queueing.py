@@ -547,7 +547,7 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     if concurrency is None:
         # batched prefill: rho >= 1 saturates whatever C is (no fixed point to look for)
         fp = concurrency_fixed_point(lam if chunked else np.where(ok_p, lam, 0.0), m.duration,
-                                     limit=limit, narrow=m.narrow)
+                                     limit=limit, narrow=m.narrow, accelerate=True)
         c = fp.concurrency
         converged = fp.converged | (lam == 0)
         fp_duration: FloatArray | None = fp.duration_s  # duration(c) at its last iterate
