@@ -375,9 +375,10 @@ def curve(version: str, inp: PlanInputs, o: Option) -> list[CurvePoint]:
 
 @cached(max_entries=32)
 def simulation(version: str, inp: PlanInputs, o: Option) -> QueueResult:
-    """The chosen option simulated at its design rate (`simulate_option`)."""
+    """The chosen option simulated at its design rate (`simulate_option`: its requests are
+    `CHECK_REQUESTS`, as `capacity size --simulate` runs it)."""
     del version
-    return simulate_option(inp, o, catalog(), n_requests=1000)
+    return simulate_option(inp, o, catalog())
 
 
 @cached(max_entries=16)

@@ -26,10 +26,12 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.planner_view import simulation_caption
 from capacity.catalog.loader import default_catalog
 from capacity.catalog.offers import OFFER_KINDS
 from capacity.cli.main import main
 from capacity.errors import CapacityError
+from capacity.plan.detail import simulate_option
 from capacity.plan.options import Plan
 from capacity.plan.search import plan
 from capacity.report.i18n import t
@@ -69,9 +71,10 @@ def draw(seed: int) -> tuple[PlannerState, Plan]:
             return state, p
 
 
-def cli_best(state: PlannerState, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    """The recommended option as `capacity size --format json` gives it for these inputs."""
-    argv = ["size", "--model", state.model, "--ctx", str(state.ctx), "--output-tokens",
+def cli_size(state: PlannerState, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """`capacity size --simulate --format json` for these inputs: the ranked options and the
+    event model's check of the recommended one."""
+    argv = ["size", "--simulate", "--model", state.model, "--ctx", str(state.ctx), "--output-tokens",
             str(state.out), "--slo-ttft-ms", f"{state.ttft:g}", "--slo-tpot-ms",
             f"{state.tpot:g}", "--slo-percentile", str(state.pct), "--kv-dtypes", state.kv,
             "--engine", state.engine, "--format", "json"]
@@ -90,8 +93,7 @@ def cli_best(state: PlannerState, capsys: pytest.CaptureFixture[str]) -> dict[st
              if state.turns > 1 else [])
     capsys.readouterr()
     assert main(argv) == 0
-    out = json.loads(capsys.readouterr().out)
-    return dict(out["options"][0])
+    return dict(json.loads(capsys.readouterr().out))
 
 
 def _close(a: float, b: float, tol: float) -> bool:
@@ -139,8 +141,13 @@ def every_surface_shows(state: PlannerState, p: Plan,
     inp = p.inputs
     cur = inp.currency
 
-    # 1. the CLI's JSON: the same option and numbers as the library's plan
-    js = cli_best(state, capsys)
+    # 1. the CLI's JSON: the same option and numbers as the library's plan, and the same event
+    # check (`simulate_option` with its `CHECK_REQUESTS`)
+    out = cli_size(state, capsys)
+    js = out["options"][0]
+    sim = simulate_option(inp, best, cat)
+    assert out["simulation"] == json.loads(json.dumps(
+        {"ttft_ms": sim.ttft_ms, "tpot_ms": sim.tpot_ms, "slo_met_share": sim.slo_met_share}))
     assert (js["gpu"], js["gpus"], js["tp"], js["weights"], js["kv_dtype"]) == (
         best.gpu, best.n_gpus, best.tp, best.weights, best.kv_dtype)
     want = {"paid_gpus": js["paid_gpus"], "price": js["price_per_gpu_hour"],
@@ -172,6 +179,9 @@ def every_surface_shows(state: PlannerState, p: Plan,
     assert not at.exception
     metrics = [str(m.value) for m in at.get("metric")]
     assert metrics[:7] == [shown[n] for n in order]
+    # its event check of the recommended option (the option chosen below it by default) is the
+    # CLI's, figure for figure
+    assert simulation_caption(sim, "en") in [c.value for c in at.caption]
     table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
     row = table.iloc[0]
     assert int(row[t("fig_col_gpus", "en")]) == want["paid_gpus"]
