@@ -20,7 +20,6 @@ from capacity.model.workload import Workload
 from capacity.plan.alternatives import Alternative
 from capacity.plan.detail import prefix_served
 from capacity.plan.drafting import draft_note
-from capacity.plan.events import QueueResult
 from capacity.plan.mix import Fleet, MixPlan
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.plan.search import runs_out_month
@@ -150,12 +149,6 @@ def prefix_caption(inp: PlanInputs, o: Option, lang: str) -> str:
     served, asked, kind = prefix_served(inp, o)
     return t("pl_prefix_served", lang, served=f"{served:,}", asked=f"{asked:,}",
              why=t("prefix_why_" + kind, lang)) if served < asked else ""
-
-
-def simulation_caption(sim: QueueResult, lang: str) -> str:
-    """The chosen option simulated at its design rate: TTFT and TPOT percentiles, SLO met."""
-    return t("pl_sim", lang, a=sim.ttft_ms[0.5], b=sim.ttft_ms[0.9], c=sim.ttft_ms[0.99],
-             d=sim.tpot_ms[0.5], e=sim.tpot_ms[0.9], f=sim.tpot_ms[0.99], ok=sim.slo_met_share)
 
 
 def fleet_heading(fleet: Fleet, cur: str, lang: str) -> str:

@@ -35,6 +35,7 @@ from capacity.errors import CapacityError
 from capacity.plan.mix import MixWorkload
 from capacity.plan.options import Option
 from capacity.report.charts import log_arrivals_chart, log_length_chart, options_chart, ttft_curve_chart
+from capacity.report.check import check_caption, miss_text
 from capacity.report.i18n import error_text, note_text, t, tn
 from capacity.report.quote import band_text, option_label, quote_file_name
 from capacity.report.urlstate import explorer_state, explorer_url
@@ -154,7 +155,9 @@ if result.options:
     except CapacityError as exc:
         st.error(T("pl_error", msg=error_text(exc, lang)))
         st.stop()
-    st.caption(view.simulation_caption(sim, lang))
+    st.caption(check_caption(sim, lang))
+    if (miss := miss_text(sim, inputs.slo, lang)) is not None:
+        st.warning(miss)
     st.subheader(T("pl_chart_ttft"))
     st.altair_chart(ttft_curve_chart(curve, slo_ttft_ms=inputs.slo.ttft_ms,
                                      design_rate_per_s=chosen.design_rate_per_s,

@@ -26,7 +26,6 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.planner_view import simulation_caption
 from capacity.catalog.loader import default_catalog
 from capacity.catalog.offers import OFFER_KINDS
 from capacity.cli.main import main
@@ -34,6 +33,7 @@ from capacity.errors import CapacityError
 from capacity.plan.detail import simulate_option
 from capacity.plan.options import Plan
 from capacity.plan.search import plan
+from capacity.report.check import check_caption, check_record, miss_text
 from capacity.report.i18n import t
 from capacity.report.planner_url import PLANNER_PCTS, PlannerState, planner_url
 from capacity.report.quote import figure_rows, fmt_money, fmt_ms, fmt_price, quote_markdown
@@ -146,8 +146,7 @@ def every_surface_shows(state: PlannerState, p: Plan,
     out = cli_size(state, capsys)
     js = out["options"][0]
     sim = simulate_option(inp, best, cat)
-    assert out["simulation"] == json.loads(json.dumps(
-        {"ttft_ms": sim.ttft_ms, "tpot_ms": sim.tpot_ms, "slo_met_share": sim.slo_met_share}))
+    assert out["simulation"] == json.loads(json.dumps(check_record(sim, inp.slo)))
     assert (js["gpu"], js["gpus"], js["tp"], js["weights"], js["kv_dtype"]) == (
         best.gpu, best.n_gpus, best.tp, best.weights, best.kv_dtype)
     want = {"paid_gpus": js["paid_gpus"], "price": js["price_per_gpu_hour"],
@@ -181,7 +180,10 @@ def every_surface_shows(state: PlannerState, p: Plan,
     assert metrics[:7] == [shown[n] for n in order]
     # its event check of the recommended option (the option chosen below it by default) is the
     # CLI's, figure for figure
-    assert simulation_caption(sim, "en") in [c.value for c in at.caption]
+    assert check_caption(sim, "en") in [c.value for c in at.caption]
+    said = miss_text(sim, inp.slo, "en")   # and says so, as the CLI does, where it misses
+    warned = [w.value for w in at.warning if w.value.startswith("The event model's check")]
+    assert warned == ([said] if said else [])
     table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
     row = table.iloc[0]
     assert int(row[t("fig_col_gpus", "en")]) == want["paid_gpus"]

@@ -73,6 +73,7 @@ from capacity.plan.mix import MixPlan, load_mix, plan_mix
 from capacity.plan.options import MAX_GPUS, REASON_TEXT, Option, Plan, PlanInputs, Slo
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS
 from capacity.plan.search import plan
+from capacity.report.check import check_caption, check_record, miss_text
 from capacity.report.i18n import t
 from capacity.report.quote import (
     alternative_text,
@@ -253,7 +254,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     o.add_argument("--lang", choices=("en", "zh"), default="en",
                    help="language of the quote (default en)")
     o.add_argument("--simulate", action="store_true",
-                   help="check the best option with the discrete-event model")
+                   help="check the best option with the discrete-event model at its design "
+                        "load (2,000 requests; says which SLO it misses, if any)")
     o.add_argument("--chunked-prefill", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=None, metavar="TOKENS",
                    help="token budget per step for the event model's chunked prefill "
@@ -654,8 +656,7 @@ def run(args: argparse.Namespace) -> int:
                  "text": alternative_text(a, inp, "en")} for r in a.relaxations]}
             for a in cheaper]
         if sim is not None:
-            data["simulation"] = {"ttft_ms": sim.ttft_ms, "tpot_ms": sim.tpot_ms,
-                                  "slo_met_share": sim.slo_met_share}
+            data["simulation"] = check_record(sim, inp.slo)
         print(dumps(data, indent=2))
     elif args.format == "csv":
         print(render(list(COLUMNS), [[option_record(i + 1, o)[c] for c in COLUMNS]
@@ -668,10 +669,8 @@ def run(args: argparse.Namespace) -> int:
         if wide is not None:
             print(size_text(wide, args.top), end="")
         if sim is not None and args.simulate:
-            print(f"\nevent model, best option at the design load: TTFT p50/p90/p99 "
-                  f"{sim.ttft_ms[0.5]:.0f}/{sim.ttft_ms[0.9]:.0f}/{sim.ttft_ms[0.99]:.0f} ms, "
-                  f"TPOT p50/p90/p99 {sim.tpot_ms[0.5]:.1f}/{sim.tpot_ms[0.9]:.1f}/"
-                  f"{sim.tpot_ms[0.99]:.1f} ms, {sim.slo_met_share:.0%} meet both SLOs")
+            print("\n" + "\n".join(x for x in (check_caption(sim, "en"),
+                                               miss_text(sim, inp.slo, "en")) if x))
     if args.quote:
         from capacity.report.planner_url import planner_state, planner_url
         from capacity.report.quote_disagg import disagg_section

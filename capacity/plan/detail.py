@@ -28,6 +28,7 @@ from capacity.plan.options import (
     Option,
     PlanInputs,
     Reason,
+    Slo,
 )
 
 if TYPE_CHECKING:  # the event models load when an option is simulated: `capacity size` and
@@ -161,6 +162,31 @@ def simulate_option(inp: PlanInputs, o: Option, catalog: Catalog | None = None, 
     svc = option_service(inp, o, catalog, chunk_tokens)
     return simulate(svc, rate_per_s=o.design_rate_per_s / o.replicas, n_requests=n_requests,
                     seed=seed, slo_ttft_ms=inp.slo.ttft_ms, slo_tpot_ms=inp.slo.tpot_ms)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckMiss:
+    """An SLO the event model's check of an option misses at the plan's percentile q: fewer
+    than q of its requests are within `target_ms`."""
+
+    metric: str
+    """'ttft' or 'tpot'."""
+    within_share: float
+    """The share of the check's requests within the target (under q)."""
+    target_ms: float
+
+
+def check_misses(sim: QueueResult, slo: Slo) -> tuple[CheckMiss, ...]:
+    """The SLOs `sim` (`simulate_option`'s check at the design load) misses at `slo.quantile`:
+    TTFT, then TPOT, where the share of requests within the target is under the quantile (its
+    percentile above the target). The headline figures are the closed form's
+    (`queueing.analytic_latency`), which runs optimistic where the slots or the KV pool are
+    nearly full (docs/method.md, "The slot queue"): the surfaces say so where the check
+    misses. Example: p90 TTFT target 2,000 ms, 86 % of the check's requests within it ->
+    (CheckMiss('ttft', 0.86, 2000),)."""
+    got = (("ttft", sim.ttft_met_share, slo.ttft_ms), ("tpot", sim.tpot_met_share, slo.tpot_ms))
+    return tuple(CheckMiss(metric=m, within_share=share, target_ms=target)
+                 for m, share, target in got if share < slo.quantile)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -174,6 +174,11 @@ class QueueResult:
     max_running: int = 0
     """The most requests admitted at once over the whole run (at most `slots`, or a paged
     pool's `max_batch`)."""
+    ttft_met_share: float = math.nan
+    """The share of counted requests whose TTFT is within `simulate`'s TTFT SLO (1 without
+    one)."""
+    tpot_met_share: float = math.nan
+    """The share whose TPOT ((end - first token) / (output - 1)) is within the TPOT SLO."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -612,6 +617,8 @@ def simulate(svc: ServiceModel, *, rate_per_s: float | None = None,
         itl_ms=tr.gaps.quantiles(skip, end) if tr.gaps is not None else None,
         itl_mean_ms=tr.gaps.mean(skip, end) if tr.gaps is not None else None,
         preemptions=tr.preemptions, max_running=tr.max_running,
+        ttft_met_share=float(np.mean(ttft <= slo_ttft_ms)),
+        tpot_met_share=float(np.mean(tpot <= slo_tpot_ms)),
     )
 
 

@@ -38,6 +38,7 @@ from capacity.plan.options import Option, Plan, PlanInputs, Reason, Rejection, S
 from capacity.plan.pricing import PriceKind
 from capacity.plan.search import runs_out_month
 from capacity.report.bases import basis_name, knobs_text
+from capacity.report.check import miss_text
 from capacity.report.document import Block, Heading, Para, Table, blocks_pdf, render_markdown
 from capacity.report.i18n import LANGS, engine_label, t, tn
 from capacity.units import GB
@@ -477,6 +478,8 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
             b.append(Para(t("quote_sim", lang) + t("colon", lang) + t(
                 "quote_sim_v", lang, a=s.ttft_ms[0.5], b=s.ttft_ms[0.9], c=s.ttft_ms[0.99],
                 d=s.tpot_ms[0.5], e=s.tpot_ms[0.9], f=s.tpot_ms[0.99], ok=s.slo_met_share)))
+            if (miss := miss_text(s, slo, lang)) is not None:
+                b.append(Para(miss))
         b.append(Heading(t("quote_table", lang) + t("colon", lang) + option_label(best, lang)))
         b.append(Para(tn("quote_table_note", best.replicas, lang, r=best.replicas,
                          q=slo.quantile * 100)))
