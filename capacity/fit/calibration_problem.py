@@ -17,7 +17,9 @@ Source: F11 (docs/method.md), docs/calibration.md.
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -131,11 +133,23 @@ def prefill_basis(base: Scenario, pts: Sequence[MeasuredPoint]) -> dict[str, Flo
             "comm_ms": np.broadcast_to(comm, lin.shape).copy()}
 
 
+def knob_columns(x: npt.ArrayLike) -> list[Any]:
+    """The knobs of `x` as the per-point models take them: floats for one knob vector (shape
+    (knobs,)); for a stack of k vectors (shape (k, knobs), one trial per row) each knob as a
+    (k, 1) column, so the model broadcasts it against its points and returns (k, points), one
+    row per trial (`solve` evaluates a finite-difference Jacobian's trials in one call)."""
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim == 1:
+        return [float(v) for v in a]
+    return [a[:, j:j + 1] for j in range(a.shape[1])]
+
+
 def decode_step_ms(x: FloatArray, basis: dict[str, FloatArray],
                    method: str = StepMethod.CHAPTER.value) -> FloatArray:
     """F4 (x = eta_bw, step_overhead_ms, eff) or F4b (x = `OPERATOR_KNOBS`) per point, ms: the
     same arithmetic as `evaluate` with those knobs (`roofline.combine_step`), without
-    re-deriving the terms at each trial of the fit."""
+    re-deriving the terms at each trial of the fit. `x` a stack of knob vectors (k, knobs):
+    one row of steps per vector (`knob_columns`)."""
     b = basis
     terms = {"weight_peak_ms": b["weight_peak_ms"], "kv_peak_ms": b["kv_peak_ms"],
              "gemm_peak_ms": b["gemm_peak_ms"], "attention_peak_ms": b["attention_peak_ms"],
@@ -143,10 +157,10 @@ def decode_step_ms(x: FloatArray, basis: dict[str, FloatArray],
              "batch": b["batch"]}
     k = basis_ridge(b)
     if method != StepMethod.OPERATOR:  # the chapter's overlap (F4, or the bound's counting)
-        eta, t0, eff = (float(v) for v in x)
+        eta, t0, eff = knob_columns(x)
         return combine_step(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
                             overhead_ms=t0, ridge_sharpness=k).step_ms
-    eta, eta_kv, eff, sat, t0, seq, *rest = (float(v) for v in x)
+    eta, eta_kv, eff, sat, t0, seq, *rest = knob_columns(x)
     one, batched = (rest[0], rest[1]) if rest else (1.0, 0.0)
     return combine_step(method=method, **terms, eta_bw=eta,
                         eta_kv=eta_kv, eff=eff, attn_sat_batch=sat, overhead_ms=t0,
@@ -161,8 +175,9 @@ def operator_step_ms(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
 
 
 def prefill_ms(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
-    """F6b per point, ms: t0 + linear / MFU + attention / attn_mfu + comm."""
-    mfu, attn_mfu, t0p = x
+    """F6b per point, ms: t0 + linear / MFU + attention / attn_mfu + comm (x: one knob vector,
+    or a stack of them, `knob_columns`)."""
+    mfu, attn_mfu, t0p = knob_columns(x)
     return np.asarray(t0p + basis["linear_ms"] / mfu + basis["attention_ms"] / attn_mfu
                       + basis["comm_ms"], dtype=np.float64)
 
@@ -179,6 +194,9 @@ class Problem:
     model: Callable[[FloatArray, Any], FloatArray]
     starts: tuple[tuple[float, ...], ...]
     upper: tuple[tuple[str, float], ...] = ()
+    takes_stacks: bool = False
+    """Whether `model` also takes a stack of knob vectors (k, knobs) and returns (k, points)
+    (`knob_columns`): then `solve` runs each Jacobian's trials in one call of it."""
 
     def bounds(self) -> tuple[FloatArray, FloatArray]:
         """(low, high) of each knob in `names`: `BOUNDS`, high lowered to `upper` where given."""
@@ -224,20 +242,24 @@ def with_ceiling(problem: Problem, ceiling: float | None,
 
 
 DECODE_PROBLEM = Problem(DECODE_KNOBS, decode_step_ms,
-                         ((0.8, 0.0, 0.5), (0.6, 1.0, 0.1), (0.9, 0.5, 1.0), (0.5, 3.0, 0.03)))
+                         ((0.8, 0.0, 0.5), (0.6, 1.0, 0.1), (0.9, 0.5, 1.0), (0.5, 3.0, 0.03)),
+                         takes_stacks=True)
 """The chapter's decode step (F4): eta_bw, step overhead, eff over `decode_basis`."""
 OPERATOR_PROBLEM = Problem(OPERATOR_KNOBS, operator_step_ms,
                            ((0.8, 0.8, 0.5, 0.0, 0.0, 0.0), (0.6, 0.5, 0.3, 4.0, 1.0, 0.01),
-                            (0.9, 0.9, 0.8, 1.0, 0.3, 0.002), (0.5, 0.7, 0.1, 16.0, 3.0, 0.05)))
+                            (0.9, 0.9, 0.8, 1.0, 0.3, 0.002), (0.5, 0.7, 0.1, 16.0, 3.0, 0.05)),
+                           takes_stacks=True)
 """The operator step (F4b): `OPERATOR_KNOBS` over `decode_basis`."""
 BATCH1_PROBLEM = Problem(BATCH1_KNOBS, operator_step_ms,
                          tuple((*x, 1.0, 0.0) for x in OPERATOR_PROBLEM.starts) + (
                              (0.8, 0.8, 0.5, 0.0, 0.0, 0.0, 0.7, 0.0),
-                             (0.8, 0.8, 0.5, 0.0, 0.0, 0.0, 1.0, 5.0)))
+                             (0.8, 0.8, 0.5, 0.0, 0.0, 0.0, 1.0, 5.0)),
+                         takes_stacks=True)
 """The operator step with the batch-1 factor and the batched overhead free
 (`fit(batch1=True)`)."""
 PREFILL_PROBLEM = Problem(PREFILL_KNOBS, prefill_ms,
-                          ((0.4, 0.4, 0.0), (0.2, 0.2, 20.0), (0.8, 0.5, 5.0)))
+                          ((0.4, 0.4, 0.0), (0.2, 0.2, 20.0), (0.8, 0.5, 5.0)),
+                          takes_stacks=True)
 """Prefill (F6b): MFU, attention MFU, prefill overhead over `prefill_basis`."""
 
 
@@ -262,29 +284,107 @@ def _prior_sd(name: str, scale_ms: float) -> float:
 
 def _prior_residuals(names: Sequence[str], x: FloatArray, scale_ms: float) -> FloatArray:
     """The prior's terms: PRIOR_WEIGHT x (coordinate - prior) / width, per knob; a tied knob
-    (`PRIOR_TIED`) is pulled toward its partner's value when both are fitted."""
-    val = dict(zip(names, (float(v) for v in x), strict=True))
+    (`PRIOR_TIED`) is pulled toward its partner's value when both are fitted. `x` one knob
+    vector (-> (knobs,)) or a stack of them (k, knobs) (-> (k, knobs), `knob_columns`)."""
+    val = dict(zip(names, knob_columns(x), strict=True))
     out = []
     for n in names:
         v = val[n]
         if n in LOG_KNOBS:
             centre = val.get(PRIOR_TIED.get(n, ""), PRIORS[n])
-            out.append(PRIOR_WEIGHT * math.log(v / centre) / _prior_sd(n, scale_ms))
+            out.append(PRIOR_WEIGHT * np.log(v / centre) / _prior_sd(n, scale_ms))
         else:
             out.append(PRIOR_WEIGHT * (v - PRIORS[n]) / _prior_sd(n, scale_ms))
-    return np.asarray(out, dtype=np.float64)
+    if np.ndim(x) == 1:
+        return np.asarray(out, dtype=np.float64)
+    return np.asarray(np.hstack(out), dtype=np.float64)
+
+
+FORWARD_STEP: Final = float(np.finfo(np.float64).eps) ** 0.5
+"""The relative step of a forward difference (scipy's '2-point' Jacobian: sqrt of machine
+epsilon, about 1.5e-8)."""
+
+
+def forward_jacobian(stacked: Callable[[FloatArray], FloatArray], x: FloatArray,
+                     lo: FloatArray, hi: FloatArray) -> FloatArray:
+    """The Jacobian of residuals at the knobs `x` by forward differences, (residuals, knobs):
+    scipy's '2-point' scheme step for step (`scipy.optimize._numdiff.approx_derivative`: step
+    `FORWARD_STEP` x max(1, |x_i|), signed as x_i, turned back, or shortened to the room left,
+    where it would leave the bounds [lo, hi]), but every trial point in one call of `stacked`
+    (rows of knob vectors -> rows of residuals) rather than one call per knob: the least
+    squares of a fit spend most of their model time here. Example: residuals x -> (x0 - 1,
+    2 x1) at (0.5, 2) -> [[1, 0], [0, 2]]."""
+    x = np.asarray(x, dtype=np.float64)
+    h = FORWARD_STEP * np.where(x >= 0, 1.0, -1.0) * np.maximum(1.0, np.abs(x))
+    below, above = x - lo, hi - x
+    moved = x + h
+    fitting = np.abs(h) <= np.maximum(below, above)
+    h = np.where(((moved < lo) | (moved > hi)) & fitting, -h, h)
+    h = np.where(fitting, h, np.where(above >= below, above, -below))
+    rows = stacked(np.vstack([x, x + np.diag(h)]))
+    dx = (x + h) - x
+    return np.asarray(((rows[1:] - rows[0]) / dx[:, None]).T, dtype=np.float64)
+
+
+SOLVED_KEPT: Final = 256
+"""How many fits `solve` remembers (the latest; a few kB each)."""
+_solved: OrderedDict[bytes, tuple[FloatArray, FloatArray]] = OrderedDict()
+
+
+def forget_fits() -> None:
+    """Empty `solve`'s memory (a benchmark times fits, not look-ups)."""
+    _solved.clear()
+
+
+def _fit_key(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray) -> bytes:
+    """A digest of everything a fit depends on: the problem (its model, knobs, starts, bounds),
+    the priors and the loss, and the points (every basis column, the measurements)."""
+    h = hashlib.blake2b(digest_size=20)
+    # the problem's repr names its model function (and where it lives) and every field
+    h.update(repr((problem, sorted(PRIORS.items()), sorted(BOUNDS.items()), PRIOR_WEIGHT,
+                   ROBUST_SCALE)).encode())
+    for name in sorted(basis):
+        col = np.ascontiguousarray(basis[name], dtype=np.float64)
+        h.update(f"{name}:{col.shape}".encode())
+        h.update(col.tobytes())
+    h.update(np.ascontiguousarray(measured, dtype=np.float64).tobytes())
+    return h.digest()
 
 
 def solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
           ) -> tuple[FloatArray, FloatArray]:
     """Robust fit of one problem; returns the knobs and their standard errors (from the
-    Gauss-Newton covariance; NaN when there are no more points than knobs)."""
+    Gauss-Newton covariance; NaN when there are no more points than knobs).
+
+    A pure function of its arguments, remembered (the latest `SOLVED_KEPT`): the scorecard
+    meets some fits twice (a group's fit on its lower levels is also one of its held-out
+    folds), and a fit costs tens of least-squares runs."""
+    key = _fit_key(problem, basis, measured)
+    if (got := _solved.get(key)) is not None:
+        _solved.move_to_end(key)
+        return got[0].copy(), got[1].copy()
+    x, std = _solve(problem, basis, measured)
+    _solved[key] = (x.copy(), std.copy())
+    while len(_solved) > SOLVED_KEPT:
+        _solved.popitem(last=False)
+    return x, std
+
+
+def _solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
+           ) -> tuple[FloatArray, FloatArray]:
+    """`solve` without its memory: the multi-start least squares."""
     scale = float(np.median(measured))
     lo, hi = problem.bounds()
 
     def residuals(x: FloatArray) -> FloatArray:
         r = problem.model(x, basis) / measured - 1.0
         return np.concatenate([r, _prior_residuals(problem.names, x, scale)])
+
+    def stacked(xs: FloatArray) -> FloatArray:
+        """`residuals` of each row of xs (a stack of knob vectors), in one call of the model."""
+        model = problem.model(xs, basis) / measured - 1.0
+        return np.asarray(np.hstack([model, _prior_residuals(problem.names, xs, scale)]),
+                          dtype=np.float64)
 
     # scipy (about a second to import) only when a fit runs: the pages and commands that merely
     # read calibrations do not pay for it
@@ -294,7 +394,9 @@ def solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
     for start in problem.starts:
         x0 = np.clip(np.asarray(start, dtype=np.float64), lo + 1e-9, hi - 1e-9)
         res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1",
-                            f_scale=ROBUST_SCALE, x_scale="jac", max_nfev=400)
+                            f_scale=ROBUST_SCALE, x_scale="jac", max_nfev=400,
+                            jac=(lambda x: forward_jacobian(stacked, x, lo, hi))
+                            if problem.takes_stacks else "2-point")
         if best is None or res.cost < best.cost:
             best = res
     assert best is not None
