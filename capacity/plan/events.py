@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from capacity.errors import InputError
 from capacity.model.prefix import align_chunk_tokens
@@ -220,14 +221,18 @@ class _Pages:
         prefix nothing is subtracted (the same sums, fewer numpy calls)."""
         if not ids:
             return 0.0
-        r = self.kv.reserve_output_share
         if len(ids) == 1:
             return self._one(ids[0], extra)
         if len(ids) < 8:
             # a few requests: Python floats, summed in order, which is numpy's own order for
             # fewer than 8 values (its pairwise sum unrolls from 8): the same bytes, no arrays
             return float(sum(self._one(i, extra) for i in ids))
-        a = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        return self.claim_array(np.fromiter(ids, dtype=np.int64, count=len(ids)), extra)
+
+    def claim_array(self, a: npt.NDArray[np.int64], extra: int = 0) -> float:
+        """`claim` of the requests `a` (8 or more, as an array: the loop keeps one of its
+        running requests while they stay the same)."""
+        r = self.kv.reserve_output_share
         t = self.held[a] + extra
         if r:
             left = np.maximum(self.out - self.emitted[a] - extra, 0)
@@ -308,6 +313,23 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
     pass_ms: dict[tuple[int, tuple[tuple[int, int], ...], float], float] = {}
     max_running = 0
 
+    ids_kept: list[npt.NDArray[np.int64] | None] = [None]   # `running` as an array, or None
+
+    def running_ids() -> npt.NDArray[np.int64]:
+        """The running requests as an array, made again only after `running` changed (every
+        change to it sets `ids_kept[0]` to None)."""
+        a = ids_kept[0]
+        if a is None:
+            a = ids_kept[0] = np.fromiter(running, dtype=np.int64, count=len(running))
+        return a
+
+    def claim_running(extra: int) -> float:
+        """`_Pages.claim` of the running requests with `extra` more tokens each."""
+        assert pages is not None
+        if len(running) < 8:
+            return pages.claim(running, extra)
+        return pages.claim_array(running_ids(), extra)
+
     def first_tokens(ids: list[int]) -> None:
         """These prompts get their first token now; they decode on, or end at one token."""
         for i in ids:
@@ -319,6 +341,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             if out > 1:
                 running.append(i)
                 ends.append(tick + out - 1)
+                ids_kept[0] = None
             else:
                 finished_now.append(i)
 
@@ -334,6 +357,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             else:
                 running.append(i)
                 ends.append(tick + out - int(pages.emitted[i]))
+                ids_kept[0] = None
 
     def preempt_newest() -> None:
         """Free the pages of the newest admitted request; it waits at the queue's front."""
@@ -345,6 +369,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         else:
             j = running.index(i)
             del running[j], ends[j]
+            ids_kept[0] = None
         pages.held[i] = 0
         pages.redo[i] = True
         pages.less[i] = 0.0   # a recompute holds (and prefills) its whole context
@@ -358,7 +383,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         assert pages is not None
         gone = False
         while running and len(running) + len(prefill_q) > 1:
-            used = pages.claim(running, 1) + pages.claim(prefill_q)
+            used = claim_running(1) + pages.claim(prefill_q)
             if used <= pool:
                 return gone, used
             preempt_newest()
@@ -391,6 +416,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 gaps.last_ms[k] = 0.0
             running.append(k)
             ends.append(tick + left)
+        ids_kept[0] = None
         next_arrival = issued
 
     for _ in range(guard):
@@ -409,8 +435,9 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             # vLLM schedules the running requests first (preempting for their next token),
             # then admits from the queue while the pool holds a prompt's pages and a block
             gone, claimed = make_room() if svc.mixed else (False, None)
+            room = claimed   # the pool with the next token, valid until a request is admitted
             busy = len(running) + len(prefill_q)
-            used = (pages.claim(running, 1 if svc.mixed else 0) + pages.claim(prefill_q)
+            used = (claim_running(1 if svc.mixed else 0) + pages.claim(prefill_q)
                     if claimed is None else claimed)
             while waiting and busy < cap and not gone:
                 i = waiting[0]
@@ -426,6 +453,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 prefill_q.append(i)
                 prompt_left[i] = target[i] - (0 if pages.redo[i] else int(cached[i]))
                 used += pages.claim([i])
+                room = None
                 busy += 1
         max_running = max(max_running, busy)
         if not running and not prefill_q:
@@ -483,7 +511,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 if gaps is not None:
                     gaps.tokens(running, now)
                 if pages is not None:
-                    grown = np.asarray(running, dtype=np.int64)
+                    grown = running_ids()
                     pages.held[grown] += 1
                     pages.emitted[grown] += 1
             if pages is None:
@@ -495,29 +523,33 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 first_tokens([i for i in done_prompts if not pages.emitted[i]])
                 resumed(again)
         else:
-            if pages is not None and make_room()[0]:
-                busy = len(running)
+            if pages is not None and room is None:
+                # (a make_room that found the pool holding the next token, with nothing
+                # admitted since, would find the same: it is not run again)
+                gone, room = make_room()
+                if gone:
+                    busy = len(running)
             b = len(running)
             k = min(ends) - tick
             if next_arrival < timed and busy < cap:
                 gap = float(arrival[next_arrival]) + lat - now
                 k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
             elif waiting and busy < cap and (
-                    pages is None or pages.claim(running, 1)
+                    pages is None or (claim_running(1) if room is None else room)
                     + pages.admit_claim(waiting[0], int(prompt[waiting[0]])) <= pool):
                 k = 1
-            if pages is not None and k > 1 and pages.claim(running, k) > pool:
+            if pages is not None and k > 1 and claim_running(k) > pool:
                 lo, hi = 1, k   # the most steps before the pool overflows
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    lo, hi = (mid, hi) if pages.claim(running, mid) <= pool else (lo, mid)
+                    lo, hi = (mid, hi) if claim_running(mid) <= pool else (lo, mid)
                 k = lo
             now += k * float(steps[b])
             tick += k
             if gaps is not None:
                 gaps.tokens(running, now, float(steps[b]), k)
             if pages is not None:
-                grown = np.asarray(running, dtype=np.int64)
+                grown = running_ids()
                 pages.held[grown] += k
                 pages.emitted[grown] += k
         if ends and min(ends) <= tick:   # someone had its last token: split them off
@@ -525,6 +557,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             finished_now.extend(running[j] for j in over)
             for j in reversed(over):
                 del running[j], ends[j]
+            ids_kept[0] = None
         for i in finished_now:
             finish[i] = now
             if clients is not None and issued < n:
