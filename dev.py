@@ -2,9 +2,10 @@
 """One entry point for a fresh machine: bootstrap the pinned environment, then run something.
 
     python3 dev.py app     start the Streamlit app on the bundled catalogs and sample data
-    python3 dev.py test    lint (ruff), type-check (mypy, strict on capacity/), run the test suite;
-                           extra arguments go to pytest: `python3 dev.py test -m "not slow and
-                           not browser"` is the quick loop
+    python3 dev.py test    lint (ruff), type-check (mypy, strict on capacity/), run the test suite
+                           (on one worker per CPU, then the wall-clock `timing` tests alone);
+                           extra arguments go to one pytest run instead: `python3 dev.py test -m
+                           "not slow and not browser" -n 2` is the quick loop
     python3 dev.py bench   run every script in benchmarks/ at full size, writing benchmarks/results/
                            (then `dev.py docs` regenerates docs/benchmarks.md's table); `--tiny`
                            runs each at its smallest sizes and leaves the results alone; names
@@ -232,6 +233,16 @@ def mutate(exe: str, argv: list[str]) -> int:
     return rc
 
 
+def pytest_steps(args: list[str]) -> list[tuple[str, ...]]:
+    """The pytest runs of `dev.py test`: with no arguments (the README's command, CI's) every
+    test on one worker process per CPU (pytest-xdist), then the `timing` tests alone, each
+    comparing wall-clock times that a second worker's load would disturb (on 2 cores: 10 minutes
+    in all, against 17 on one process); with arguments, one run of pytest with them as given."""
+    if args:
+        return [("pytest", "-q", *args)]
+    return [("pytest", "-q", "-n", "auto", "-m", "not timing"), ("pytest", "-q", "-m", "timing")]
+
+
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "help"
     if task not in {"app", "test", "bench", "docs", "run", "realtest", "newest", "mutate"}:
@@ -253,11 +264,7 @@ def main(argv: list[str]) -> int:
         return bench(exe, argv[1:])
     if task == "mutate":
         return mutate(exe, argv[1:])
-    for step in (
-        ("ruff", "check", "."),
-        ("mypy",),
-        ("pytest", "-q", *argv[1:]),
-    ):
+    for step in (("ruff", "check", "."), ("mypy",), *pytest_steps(argv[1:])):
         print("== " + " ".join(step), flush=True)
         rc = run(exe, *step)
         if rc != 0:

@@ -39,6 +39,24 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "python3 dev.py test" in (ROOT / ".ci" / "run").read_text()
 
 
+def test_the_test_command_runs_every_test_on_workers_and_the_timing_ones_alone() -> None:
+    """`dev.py test` with no arguments (the README's command, CI's): one pytest run of every
+    test but the `timing` ones on a worker per CPU, then those alone, so together they are the
+    whole suite; with arguments, one run with them as given."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dev_script", ROOT / "dev.py")
+    assert spec is not None and spec.loader is not None
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    parallel, alone = dev.pytest_steps([])
+    assert parallel[parallel.index("-n") + 1] == "auto"
+    assert parallel[parallel.index("-m") + 1] == "not timing"
+    assert alone[alone.index("-m") + 1] == "timing" and "-n" not in alone
+    assert dev.pytest_steps(["-m", "not slow", "-n", "2"]) == [
+        ("pytest", "-q", "-m", "not slow", "-n", "2")]
+
+
 def test_readme_is_a_front_door() -> None:
     lines = read(README).splitlines()
     assert len(lines) < 200, f"README.md has {len(lines)} lines: move detail into docs/"
