@@ -160,3 +160,20 @@ def test_stacked_jacobian_fits_what_scipys_does(problem: cp.Problem) -> None:
         cp.forget_fits()
     assert np.array_equal(fast[0], plain[0])
     assert np.array_equal(fast[1], plain[1], equal_nan=True)
+
+
+def test_prior_residuals_by_hand() -> None:
+    """eta_bw 0.8 e (log, centre 0.8): 0.02 x 1 / 1; eta_kv 0.8 e^2, tied to the fitted
+    eta_bw: 0.02 x log(e) = 0.02; step overhead 5 ms against a median measured time of 10 ms
+    (centre 0): 0.02 x 5 / 10 = 0.01. A stack gives each row its own (the second row at the
+    priors: zeros)."""
+    e = float(np.e)
+    names = ("eta_bw", "eta_kv", "step_overhead_ms")
+    one = cp._prior_residuals(names, np.array([0.8 * e, 0.8 * e * e, 5.0]), 10.0)
+    assert one == pytest.approx([0.02, 0.02, 0.01])
+    rows = cp._prior_residuals(names, np.array([[0.8 * e, 0.8 * e * e, 5.0], [0.8, 0.8, 0.0]]),
+                               10.0)
+    assert rows.shape == (2, 3)
+    assert np.array_equal(rows[0], one) and rows[1] == pytest.approx([0.0, 0.0, 0.0])
+    # eta_kv alone (its partner not fitted): centred on its own prior, 0.8
+    assert cp._prior_residuals(("eta_kv",), np.array([0.8 * e]), 10.0) == pytest.approx([0.02])

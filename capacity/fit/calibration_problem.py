@@ -17,6 +17,7 @@ Source: F11 (docs/method.md), docs/calibration.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections import OrderedDict
@@ -33,7 +34,7 @@ from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops
 from capacity.model.roofline import StepMethod, combine_step, counts_as_engines
 from capacity.model.scenario import Scenario, decode_model
-from capacity.types import FloatArray
+from capacity.types import BoolArray, FloatArray
 from capacity.units import TERA
 
 DECODE_KNOBS = ("eta_bw", "step_overhead_ms", "eff")
@@ -282,22 +283,33 @@ def _prior_sd(name: str, scale_ms: float) -> float:
     return scale_ms
 
 
+@functools.lru_cache(maxsize=256)
+def _prior_layout(names: tuple[str, ...], scale_ms: float
+                  ) -> tuple[FloatArray, tuple[tuple[int, int], ...], BoolArray, FloatArray]:
+    """The prior of the knobs `names` as arrays: each knob's centre (`PRIORS`), the (knob,
+    partner) index pairs of tied knobs whose partner is fitted too (`PRIOR_TIED`: the centre
+    is the partner's value), which knobs work in log, and each width (`_prior_sd`)."""
+    at = {n: i for i, n in enumerate(names)}
+    centre = np.array([PRIORS[n] for n in names], dtype=np.float64)
+    tied = tuple((i, at[PRIOR_TIED[n]]) for i, n in enumerate(names)
+                 if PRIOR_TIED.get(n) in at)
+    logs = np.array([n in LOG_KNOBS for n in names], dtype=bool)
+    sd = np.array([_prior_sd(n, scale_ms) for n in names], dtype=np.float64)
+    return centre, tied, logs, sd
+
+
 def _prior_residuals(names: Sequence[str], x: FloatArray, scale_ms: float) -> FloatArray:
     """The prior's terms: PRIOR_WEIGHT x (coordinate - prior) / width, per knob; a tied knob
     (`PRIOR_TIED`) is pulled toward its partner's value when both are fitted. `x` one knob
-    vector (-> (knobs,)) or a stack of them (k, knobs) (-> (k, knobs), `knob_columns`)."""
-    val = dict(zip(names, knob_columns(x), strict=True))
-    out = []
-    for n in names:
-        v = val[n]
-        if n in LOG_KNOBS:
-            centre = val.get(PRIOR_TIED.get(n, ""), PRIORS[n])
-            out.append(PRIOR_WEIGHT * np.log(v / centre) / _prior_sd(n, scale_ms))
-        else:
-            out.append(PRIOR_WEIGHT * (v - PRIORS[n]) / _prior_sd(n, scale_ms))
-    if np.ndim(x) == 1:
-        return np.asarray(out, dtype=np.float64)
-    return np.asarray(np.hstack(out), dtype=np.float64)
+    vector (-> (knobs,)) or a stack of them (k, knobs) (-> (k, knobs))."""
+    centre, tied, logs, sd = _prior_layout(tuple(names), float(scale_ms))
+    a = np.asarray(x, dtype=np.float64)
+    c = np.broadcast_to(centre, a.shape).copy()
+    for i, j in tied:
+        c[..., i] = a[..., j]
+    out = a - c
+    out[..., logs] = np.log(a[..., logs] / c[..., logs])
+    return np.asarray(PRIOR_WEIGHT * out / sd, dtype=np.float64)
 
 
 FORWARD_STEP: Final = float(np.finfo(np.float64).eps) ** 0.5

@@ -275,7 +275,7 @@ def per_token(p: StepParts, *, draft_ms: npt.ArrayLike, accepted_tokens: npt.Arr
 
 def _batched(b: FloatArray, overhead_ms: float | FloatArray) -> FloatArray | float:
     """`batched_overhead_ms` where two or more sequences decode (b > 1), 0 elsewhere (ms)."""
-    if np.all(np.asarray(overhead_ms) == 0.0):
+    if (overhead_ms == 0.0) if isinstance(overhead_ms, float) else not np.any(overhead_ms):
         return 0.0
     return np.asarray(np.where(b > 1.0, overhead_ms, 0.0), dtype=np.float64)
 
@@ -284,7 +284,7 @@ def _batch_one(b: FloatArray, step: FloatArray, comm: FloatArray,
                factor: float | FloatArray) -> FloatArray:
     """What `batch1_factor` adds to the step (ms): (factor - 1) x (step - comm) where exactly
     one sequence decodes, 0 elsewhere (and everywhere at factor 1)."""
-    if np.all(np.asarray(factor) == 1.0):
+    if (factor == 1.0) if isinstance(factor, float) else bool(np.all(factor == 1.0)):
         return np.zeros(np.broadcast_shapes(np.shape(b), np.shape(step)))
     return np.asarray(np.where(b == 1.0, (factor - 1.0) * (step - comm), 0.0), dtype=np.float64)
 
