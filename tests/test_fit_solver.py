@@ -4,6 +4,8 @@ memory of fits it has run."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from scipy.optimize._numdiff import approx_derivative
@@ -177,3 +179,34 @@ def test_prior_residuals_by_hand() -> None:
     assert np.array_equal(rows[0], one) and rows[1] == pytest.approx([0.0, 0.0, 0.0])
     # eta_kv alone (its partner not fitted): centred on its own prior, 0.8
     assert cp._prior_residuals(("eta_kv",), np.array([0.8 * e]), 10.0) == pytest.approx([0.02])
+
+
+def test_the_memory_is_safe_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's sessions fit in threads of one process: eight threads asking for twelve fits
+    a thousand times each through a memory of two (look-ups racing other threads' evictions;
+    the least squares replaced by an instant stand-in so that the threads collide often)
+    raise nothing, and each answer is its own problem's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    basis = _basis(4)
+    cases = [np.full(4, 1.0 + k) for k in range(12)]
+    monkeypatch.setattr(cp, "SOLVED_KEPT", 2)
+    monkeypatch.setattr(cp, "_solve", lambda _p, _b, m: (m[:3].copy(), np.zeros(3)))
+
+    def work(offset: int) -> bool:
+        ok = True
+        for i in range(1000):
+            k = (offset * 5 + i) % len(cases)
+            x, _ = cp.solve(cp.DECODE_PROBLEM, basis, cases[k])
+            ok &= bool(x[0] == 1.0 + k)
+        return ok
+
+    cp.forget_fits()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # threads switch every few bytecodes: collisions are likely
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert all(pool.map(work, range(8)))
+    finally:
+        sys.setswitchinterval(interval)
+        cp.forget_fits()

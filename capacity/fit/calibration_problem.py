@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -295,6 +296,8 @@ def _prior_layout(names: tuple[str, ...], scale_ms: float
                  if PRIOR_TIED.get(n) in at)
     logs = np.array([n in LOG_KNOBS for n in names], dtype=bool)
     sd = np.array([_prior_sd(n, scale_ms) for n in names], dtype=np.float64)
+    for shared in (centre, logs, sd):   # one per layout, for every caller: read-only
+        shared.setflags(write=False)
     return centre, tied, logs, sd
 
 
@@ -341,11 +344,13 @@ def forward_jacobian(stacked: Callable[[FloatArray], FloatArray], x: FloatArray,
 SOLVED_KEPT: Final = 256
 """How many fits `solve` remembers (the latest; a few kB each)."""
 _solved: OrderedDict[bytes, tuple[FloatArray, FloatArray]] = OrderedDict()
+_solved_lock = threading.Lock()
 
 
 def forget_fits() -> None:
     """Empty `solve`'s memory (a benchmark times fits, not look-ups)."""
-    _solved.clear()
+    with _solved_lock:
+        _solved.clear()
 
 
 def _fit_key(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray) -> bytes:
@@ -372,13 +377,17 @@ def solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
     meets some fits twice (a group's fit on its lower levels is also one of its held-out
     folds), and a fit costs tens of least-squares runs."""
     key = _fit_key(problem, basis, measured)
-    if (got := _solved.get(key)) is not None:
-        _solved.move_to_end(key)
+    with _solved_lock:   # the app's sessions fit in threads of one process
+        got = _solved.get(key)
+        if got is not None:
+            _solved.move_to_end(key)
+    if got is not None:
         return got[0].copy(), got[1].copy()
     x, std = _solve(problem, basis, measured)
-    _solved[key] = (x.copy(), std.copy())
-    while len(_solved) > SOLVED_KEPT:
-        _solved.popitem(last=False)
+    with _solved_lock:
+        _solved[key] = (x.copy(), std.copy())
+        while len(_solved) > SOLVED_KEPT:
+            _solved.popitem(last=False)
     return x, std
 
 
