@@ -313,15 +313,15 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
     pass_ms: dict[tuple[int, tuple[tuple[int, int], ...], float], float] = {}
     max_running = 0
 
-    ids_kept: list[npt.NDArray[np.int64] | None] = [None]   # `running` as an array, or None
+    running_arr: npt.NDArray[np.int64] | None = None   # `running` as an array, or None
 
     def running_ids() -> npt.NDArray[np.int64]:
         """The running requests as an array, made again only after `running` changed (every
-        change to it sets `ids_kept[0]` to None)."""
-        a = ids_kept[0]
-        if a is None:
-            a = ids_kept[0] = np.fromiter(running, dtype=np.int64, count=len(running))
-        return a
+        change to it sets `running_arr` to None)."""
+        nonlocal running_arr
+        if running_arr is None:
+            running_arr = np.fromiter(running, dtype=np.int64, count=len(running))
+        return running_arr
 
     def claim_running(extra: int) -> float:
         """`_Pages.claim` of the running requests with `extra` more tokens each."""
@@ -332,6 +332,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
 
     def first_tokens(ids: list[int]) -> None:
         """These prompts get their first token now; they decode on, or end at one token."""
+        nonlocal running_arr
         for i in ids:
             first[i] = now
             if gaps is not None:
@@ -341,12 +342,13 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             if out > 1:
                 running.append(i)
                 ends.append(tick + out - 1)
-                ids_kept[0] = None
+                running_arr = None
             else:
                 finished_now.append(i)
 
     def resumed(ids: list[int]) -> None:
         """Preempted requests whose recompute ended: each gets its next token now."""
+        nonlocal running_arr
         assert pages is not None
         for i in ids:
             pages.emitted[i] += 1
@@ -357,10 +359,11 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             else:
                 running.append(i)
                 ends.append(tick + out - int(pages.emitted[i]))
-                ids_kept[0] = None
+                running_arr = None
 
     def preempt_newest() -> None:
         """Free the pages of the newest admitted request; it waits at the queue's front."""
+        nonlocal running_arr
         assert pages is not None
         i = max([*running, *prefill_q], key=lambda j: int(pages.order[j]))
         if i in prefill_q:
@@ -369,7 +372,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         else:
             j = running.index(i)
             del running[j], ends[j]
-            ids_kept[0] = None
+            running_arr = None
         pages.held[i] = 0
         pages.redo[i] = True
         pages.less[i] = 0.0   # a recompute holds (and prefills) its whole context
@@ -416,7 +419,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 gaps.last_ms[k] = 0.0
             running.append(k)
             ends.append(tick + left)
-        ids_kept[0] = None
+        running_arr = None
         next_arrival = issued
 
     for _ in range(guard):
@@ -557,7 +560,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             finished_now.extend(running[j] for j in over)
             for j in reversed(over):
                 del running[j], ends[j]
-            ids_kept[0] = None
+            running_arr = None
         for i in finished_now:
             finish[i] = now
             if clients is not None and issued < n:
