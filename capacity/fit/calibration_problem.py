@@ -398,14 +398,10 @@ def _solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
     lo, hi = problem.bounds()
 
     def residuals(x: FloatArray) -> FloatArray:
+        """The relative misses and the prior's terms at knobs x; a stack of knob vectors (a
+        model that `takes_stacks`) gives one row each."""
         r = problem.model(x, basis) / measured - 1.0
-        return np.concatenate([r, _prior_residuals(problem.names, x, scale)])
-
-    def stacked(xs: FloatArray) -> FloatArray:
-        """`residuals` of each row of xs (a stack of knob vectors), in one call of the model."""
-        model = problem.model(xs, basis) / measured - 1.0
-        return np.asarray(np.hstack([model, _prior_residuals(problem.names, xs, scale)]),
-                          dtype=np.float64)
+        return np.concatenate([r, _prior_residuals(problem.names, x, scale)], axis=-1)
 
     # scipy (about a second to import) only when a fit runs: the pages and commands that merely
     # read calibrations do not pay for it
@@ -416,7 +412,7 @@ def _solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
         x0 = np.clip(np.asarray(start, dtype=np.float64), lo + 1e-9, hi - 1e-9)
         res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1",
                             f_scale=ROBUST_SCALE, x_scale="jac", max_nfev=400,
-                            jac=(lambda x: forward_jacobian(stacked, x, lo, hi))
+                            jac=(lambda x: forward_jacobian(residuals, x, lo, hi))
                             if problem.takes_stacks else "2-point")
         if best is None or res.cost < best.cost:
             best = res
