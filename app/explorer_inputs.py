@@ -37,9 +37,9 @@ from capacity.catalog.loader import Catalog, Model
 from capacity.model.cost import CURRENCIES
 from capacity.model.forward_pass import eager_pass_ms
 from capacity.model.kv import align_block_tokens
+from capacity.model.prefix import ALIGN_PROFILE
 from capacity.model.scenario import Scenario
 from capacity.model.speculative import MAX_DEPTH
-from capacity.plan.service import ALIGN_PROFILE
 from capacity.report.bases import basis_label
 from capacity.report.i18n import engine_label, t
 from capacity.report.planner_url import PLANNER_PCTS

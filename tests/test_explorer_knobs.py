@@ -13,7 +13,7 @@ from capacity.catalog.loader import BOUNDS, Catalog, default_catalog
 from capacity.cli.common import MAX_BLOCK_SIZE
 from capacity.cli.plan_load import MAX_BATCHED_TOKENS, MAX_NUM_SEQS, MAX_TURNS, scheduler_knobs
 from capacity.errors import InputError
-from capacity.plan.service import service_from_scenario
+from capacity.plan.service_build import service_from_scenario
 from capacity.report.i18n import note_text
 from capacity.report.urlstate import (
     DEFAULT_STATE,

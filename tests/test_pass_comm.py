@@ -19,7 +19,8 @@ from capacity.model.parallel import CommLine, tp_comm_line
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.model.step_combine import mixed_step_time_ms
 from capacity.plan.queueing import mixed_step_extra_ms
-from capacity.plan.service import ServiceModel, service_from_scenario
+from capacity.plan.service import ServiceModel
+from capacity.plan.service_build import service_from_scenario
 from capacity.sim.physics import SimPhysics
 
 LINE = CommLine(fixed_ms=1.5328, per_token_ms=0.0905, knee_tokens=64.0, above_ms=0.0102)

@@ -13,7 +13,7 @@ from capacity.model.workload import Workload
 from capacity.plan.detail import option_scenario, option_service, simulate_option
 from capacity.plan.options import PlanInputs
 from capacity.plan.search import plan
-from capacity.plan.service import service_from_scenario
+from capacity.plan.service_build import service_from_scenario
 
 
 def _scenario() -> Scenario:

@@ -42,7 +42,7 @@ from capacity.fit.validate_report import between_markers, jsonable, write_betwee
 from capacity.fit.validate_typical import END as TYPICAL_END
 from capacity.model.basis import SPEC_SHEET
 from capacity.model.scenario import Scenario, evaluate, make_scenario
-from capacity.plan.service import service_from_scenario
+from capacity.plan.service_build import service_from_scenario
 from capacity.untrusted import read_utf8
 
 BEGIN: Final = "<!-- validate-gpu-probe:begin -->"

@@ -47,7 +47,7 @@ from capacity.types import FloatArray, IntArray
 
 ALIGN_PROFILE = "vllm"
 """The engine profile whose prefix caching on a hybrid model runs the mamba 'align' mode
-(vLLM V1; `capacity.plan.service.service_from_scenario`'s `prefix_caching`)."""
+(vLLM V1; `capacity.plan.service_build.service_from_scenario`'s `prefix_caching`)."""
 
 
 def align_chunk_tokens(prompt: int, done: int, take: int, block: int) -> int:

@@ -45,7 +45,7 @@ class SimPhysics:
     """Prefill and decode-step times (seconds, before speedup) and the KV account of a Scenario
     under an engine profile and its knobs, cached.
 
-    The knobs are the event model's (`capacity.plan.service.service_from_scenario`):
+    The knobs are the event model's (`capacity.plan.service_build.service_from_scenario`):
     `max_num_seqs`, `token_budget` (vLLM's max_num_batched_tokens), `block_tokens` (the KV
     page, vLLM's --block-size) and `offload_gib` (vLLM's --cpu-offload-gb, GiB per GPU: the KV
     pool gains it, and every forward pass streams it over the host link, `offload_s`);
