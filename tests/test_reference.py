@@ -11,7 +11,7 @@ import pytest
 from capacity.catalog.loader import DATA_DIR, default_catalog
 from capacity.errors import CatalogError
 from capacity.fit.measured import tpot_from_throughput
-from capacity.fit.reference import load_reference, reference_points, select
+from capacity.fit.reference import RunShape, load_reference, reference_points, select
 
 
 def test_every_row_becomes_part_of_a_sweep_with_its_source() -> None:
@@ -188,3 +188,37 @@ def test_run_prompts_is_a_count_for_a_whole_sweep(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="line 3: run_prompts = blank, but this sweep's "
                                            "other rows say 100"):
         load_reference(f)
+
+
+def test_length_caps_say_how_far_a_runs_lengths_varied(tmp_path: Path) -> None:
+    # a source whose prompts and outputs varied about the stated means gives their longest
+    head = _ADDED_HEADER.replace(",added\n", ",added,run_prompts,prompt_cap,output_cap\n")
+    f = tmp_path / "published.csv"
+    f.write_text(head + "x,2025-01,G,M,1,BF16,E,10,20,4,itl_ms,mean,6,ms,,,,19,40\n"
+                 + "x,2025-01,G,M,1,BF16,E,10,20,8,itl_ms,mean,7,ms,,,,19,40\n"
+                 + "y,2025-01,G,M,1,BF16,E,10,20,4,itl_ms,mean,7,ms,,,,,\n")
+    by = {sw.source: (sw.prompt_cap, sw.output_cap, sw.run) for sw in load_reference(f)}
+    assert by["x"][:2] == (19, 40) and by["y"][:2] == (None, None)
+    assert by["x"][2] == RunShape(prompt_cap=19, output_cap=40)
+    for cells, why in ((",5,40", "line 2: prompt_cap = '5' must be a whole number of tokens, at "
+                                 "least the stated mean (10)"),
+                       (",19,1e3", "line 2: output_cap = '1e3' must be a whole number"),
+                       (",19,-40", "line 2: output_cap = '-40' must be a whole number")):
+        bad = tmp_path / f"bad-{cells}.csv"  # load_reference caches by path
+        bad.write_text(head + f"x,2025-01,G,M,1,BF16,E,10,20,4,itl_ms,mean,6,ms,,,{cells}\n")
+        with pytest.raises(CatalogError, match=re.escape(why)):
+            load_reference(bad)
+    f = tmp_path / "mixed.csv"
+    f.write_text(head + "x,2025-01,G,M,1,BF16,E,10,20,4,itl_ms,mean,6,ms,,,,19,40\n"
+                 + "x,2025-01,G,M,1,BF16,E,10,20,8,itl_ms,mean,7,ms,,,,,40\n")
+    with pytest.raises(CatalogError, match="line 3: prompt_cap and output_cap must be the same"):
+        load_reference(f)
+
+
+def test_a_runs_lengths_are_drawn_about_the_stated_means() -> None:
+    # `RunShape.lengths`' example: SGLang's random dataset at --random-input-len 1000
+    prompts, outs = RunShape(prompt_cap=1000).lengths(495.85, 510.0, 200)
+    assert outs is None and prompts is not None and len(prompts) == 200
+    assert (min(prompts), max(prompts)) == (3, 998)
+    assert sum(prompts) / 200 == pytest.approx(495.8, abs=0.05)
+    assert RunShape().lengths(10, 20, 5) == (None, None)

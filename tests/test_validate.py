@@ -21,7 +21,7 @@ from capacity.errors import InputError
 from capacity.fit import calibration as calib
 from capacity.fit import overlay, validate, validate_added
 from capacity.fit.measured import MeasuredPoint
-from capacity.fit.reference import ReferenceSweep, load_reference, tpot_from_e2e
+from capacity.fit.reference import ReferenceSweep, RunShape, load_reference, tpot_from_e2e
 from capacity.fit.run_accuracy import run_checks, summarize
 from capacity.fit.validate import (
     Metric,
@@ -231,7 +231,7 @@ def test_a_stated_run_of_identical_requests_is_predicted_as_it_ran() -> None:
     burst = events.run_trace(svc, None, 5, 5)
     ttft = burst.first_ms - burst.arrival_ms
     assert svc.chunk_tokens >= 5 * 1024 and np.ptp(ttft) == pytest.approx(0.0, abs=1e-9)
-    q = validate.queued_levels(s, [5], 256, "vllm", run_prompts=10)
+    q = validate.queued_levels(s, [5], 256, "vllm", RunShape(run_prompts=10))
     steady = validate.queued_levels(s, [5], 256, "vllm")
     assert q is not None and steady is not None
     (run,), (out_of_step,) = q, steady
@@ -242,6 +242,34 @@ def test_a_stated_run_of_identical_requests_is_predicted_as_it_ran() -> None:
     # the shipped MI300X run (100 requests, each 1,024 / 1,024) is the one scored this way
     ran = [sw for sw in load_reference() if sw.run_prompts is not None]
     assert [(sw.gpu_key, sw.run_prompts) for sw in ran] == [("mi300x", 100)]
+
+
+def test_a_run_whose_lengths_varied_is_predicted_with_each_requests_own() -> None:
+    # SGLang's random dataset draws each prompt and output on 1..1,000 (published.csv's
+    # prompt_cap and output_cap): each simulated request gets its own, the maximum-entropy
+    # lengths with the stated means (`RunShape.lengths`); the context holds the longest of each.
+    # Same means, same clients: the throughput stays near the fixed run's, and the mean TPOT
+    # is the mean of each request's own, as the bench computes it.
+    s = run_scenario("llama-3.1-70b-bf16", "a100-80gb-sxm", prompt_tokens=496,
+                     output_tokens=510, n_gpus=8, tp=8)
+    shape = RunShape(prompt_cap=1000, output_cap=1000)
+    prompts, outs = shape.lengths(496, 510, 200)
+    assert prompts is not None and outs is not None
+    assert max(prompts) <= 1000 and max(outs) <= 1000 and min(outs) >= 1
+    assert sum(prompts) / 200 == pytest.approx(496, abs=1) and sum(outs) / 200 == pytest.approx(
+        510, abs=1)
+    varied = validate.queued_levels(s, [16], 510, "sglang", shape)
+    fixed = validate.queued_levels(s, [16], 510, "sglang")
+    assert varied is not None and fixed is not None
+    (v,), (f,) = varied, fixed
+    assert v != f
+    assert v.tok_s == pytest.approx(f.tok_s, rel=0.15)
+    # with varying lengths the mean TPOT is no longer (mean E2E - mean TTFT) / (n - 1)
+    assert v.tpot_mean_ms != pytest.approx((v.e2e_mean_ms - v.ttft_mean_ms) / 509, rel=1e-6)
+    # the rows that carry caps: the SGLang cookbook's Llama-3.1-70B sweeps, and no other
+    capped = {(sw.model_key, sw.prompt_cap, sw.output_cap) for sw in load_reference()
+              if sw.prompt_cap is not None or sw.output_cap is not None}
+    assert capped == {("llama-3.1-70b-bf16", 1000, 1000), ("llama-3.1-70b-bf16", 8000, 1000)}
 
 
 def _cal(name: str, mfu: float, ttft_concurrency: float | None) -> calib.Calibration:

@@ -23,7 +23,13 @@ An optional `run_prompts` column gives the number of requests of a closed-loop r
 request had the sweep's prompt and output lengths (a random dataset of fixed lengths, run to
 the end: the stated token totals are exactly the count x the lengths). `capacity validate`
 then predicts each level as that run (`ReferenceSweep.run_prompts`). Blank or absent: the
-lengths varied or the run is not stated; the steady closed loop.
+run is not stated; the steady closed loop.
+
+Optional `prompt_cap` and `output_cap` columns give the longest prompt and output of a run whose
+lengths varied about the stated means (a random dataset that draws each length on 1..L, as
+`sglang.bench_serving --dataset-name random` does): the event model then gives each request its
+own lengths, the maximum-entropy lengths on 1..cap with the stated mean (`RunShape.lengths`;
+uniform on 1..L where the mean is (L + 1) / 2). Blank or absent: every request at the mean.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from typing import Any
 from capacity import workspace
 from capacity.errors import CatalogError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
+from capacity.model.output_lengths import maxent_lengths
 from capacity.untrusted import loads_toml
 
 REFERENCE_CSV = workspace.reference_dir() / "published.csv"
@@ -54,6 +61,37 @@ _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 _ADDED = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 RUN_PROMPTS = (10, 100_000)
 """The `run_prompts` a row may give (the event model's run needs at least 10 requests)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunShape:
+    """How a source's closed-loop levels ran, where it says (published.csv's optional
+    columns): `run_prompts` requests a level from one burst (None: the steady closed loop),
+    prompts and outputs that varied on 1..`prompt_cap` and 1..`output_cap` tokens about the
+    stated means (None: every request at the mean)."""
+
+    run_prompts: int | None = None
+    prompt_cap: int | None = None
+    output_cap: int | None = None
+
+    def lengths(self, prompt_tokens: float, output_tokens: float, n: int
+                ) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+        """Each of `n` requests' prompt and output (tokens) where they varied: the
+        maximum-entropy lengths on 1..cap with the stated mean (`maxent_lengths`, seeded 0 for
+        prompts, 1 for outputs), or None where they did not. Example: mean 495.85 on 1..1,000
+        (SGLang's random dataset at --random-input-len 1000), 200 requests: from 3 to 998
+        tokens, mean 495.8."""
+        return (None if self.prompt_cap is None
+                else _maxent(float(prompt_tokens), self.prompt_cap, n, 0),
+                None if self.output_cap is None
+                else _maxent(float(output_tokens), self.output_cap, n, 1))
+
+
+@cache
+def _maxent(mean_tokens: float, cap: int, n: int, seed: int) -> tuple[int, ...]:
+    """`maxent_lengths` as a tuple, once per (mean, cap, requests, seed): the scorecard predicts
+    a sweep on several bases."""
+    return tuple(int(x) for x in maxent_lengths(mean_tokens, cap, n, seed))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +133,18 @@ class ReferenceSweep:
     """Requests per level of a run whose requests all had the sweep's lengths (the CSV's
     optional `run_prompts` column): each level is predicted as that run, from one burst, every
     request counted (`capacity.fit.validate.queued_levels`); None: the steady closed loop."""
+    prompt_cap: int | None = None
+    """The longest prompt of a run whose prompts varied about `prompt_tokens` (the CSV's
+    optional `prompt_cap`, tokens); None: every prompt at the mean."""
+    output_cap: int | None = None
+    """The longest output of a run whose outputs varied about `output_tokens` (`output_cap`,
+    tokens); None: every output at the mean."""
+
+    @property
+    def run(self) -> RunShape:
+        """How the source ran its levels (`RunShape`)."""
+        return RunShape(run_prompts=self.run_prompts, prompt_cap=self.prompt_cap,
+                        output_cap=self.output_cap)
 
     @property
     def is_added(self) -> bool:
@@ -195,6 +245,9 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
             raise CatalogError(f"{path}: line {line}: added = {added!r} must be YYYY-MM-DD "
                                "(the day the row was added) or blank")
         run = _run_prompts(path, line, (row.get("run_prompts") or "").strip())
+        caps = tuple(_cap(path, line, c, (row.get(c) or "").strip(),
+                          _float(path, line, m, row[m]))
+                     for c, m in (("prompt_cap", "prompt_tokens"), ("output_cap", "output_tokens")))
         engine = _engine(row["engine"])
         sweep_key = (row["source"], row["gpu"], row["model"], row["weight_format"], engine,
                      row["prompt_tokens"], row["output_tokens"])
@@ -202,7 +255,7 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
                                                         "date": row["date"].strip(),
                                                         "engine_text": row["engine"].strip(),
                                                         "stated": [], "added": added,
-                                                        "run_prompts": run})
+                                                        "run_prompts": run, "caps": caps})
         if g["added"] != added:
             raise CatalogError(f"{path}: line {line}: added = {added!r}, but this sweep's "
                                f"other rows say {g['added']!r} (a sweep is added whole)")
@@ -210,6 +263,9 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
             said = ["blank" if x is None else str(x) for x in (run, g["run_prompts"])]
             raise CatalogError(f"{path}: line {line}: run_prompts = {said[0]}, but this "
                                f"sweep's other rows say {said[1]} (one run per sweep)")
+        if g["caps"] != caps:
+            raise CatalogError(f"{path}: line {line}: prompt_cap and output_cap must be the "
+                               "same on every row of a sweep (one run per sweep)")
         conc = _float(path, line, "concurrency", row["concurrency"])
         value = _float(path, line, "value", row["value"])
         level = g["levels"].setdefault(conc, {})
@@ -255,6 +311,7 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
             gpus=int(gm["gpus"]) if gm else 1, tp=int(gm["tp"]) if gm else 1,
             prompt_tokens=prompt, output_tokens=out, points=tuple(points), date=g["date"],
             engine_text=g["engine_text"], added=g["added"], run_prompts=g["run_prompts"],
+            prompt_cap=g["caps"][0], output_cap=g["caps"][1],
             stated=tuple(sorted(g["stated"], key=lambda v: (v.concurrency, v.metric, v.stat)))))
     return tuple(sweeps)
 
@@ -267,6 +324,17 @@ def _run_prompts(path: Path, line: int, text: str) -> int | None:
     if not text.isdigit() or not lo <= int(text) <= hi:
         raise CatalogError(f"{path}: line {line}: run_prompts = {text!r} must be a whole "
                            f"number of requests, {lo:,}..{hi:,}, or blank")
+    return int(text)
+
+
+def _cap(path: Path, line: int, column: str, text: str, mean: float) -> int | None:
+    """An optional `prompt_cap` or `output_cap` cell: blank, or a whole number of tokens at
+    least the stated mean it caps (`mean`, the row's `prompt_tokens` or `output_tokens`)."""
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < mean:
+        raise CatalogError(f"{path}: line {line}: {column} = {text!r} must be a whole number "
+                           f"of tokens, at least the stated mean ({mean:g}), or blank")
     return int(text)
 
 

@@ -48,6 +48,7 @@ from capacity.fit.reference import (
     FROM_THROUGHPUT,
     REFERENCE_KEYS,
     ReferenceSweep,
+    RunShape,
     StatedValue,
     load_reference,
 )
@@ -333,42 +334,52 @@ def scheduler_of(engine: str) -> str | None:
 
 
 def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_tokens: float,
-                  scheduler: str, run_prompts: int | None = None) -> tuple[Queued, ...] | None:
+                  scheduler: str, run: RunShape | None = None) -> tuple[Queued, ...] | None:
     """Each closed-loop level of `concurrency` clients (the deployment's; ceil(C / replicas)
-    per replica) through the event model under the `scheduler` profile: the scenario's
-    prompt, `output_tokens` (at least 1) per request, the steady closed loop every surface
-    shows (`closed_loop.closed_loop`). With `run_prompts` (`ReferenceSweep.run_prompts`: a
-    source whose requests all had these lengths) the level as that run went instead:
-    ceil(run_prompts / replicas) requests per replica from one burst on an idle server, every
-    one counted, the drain included (`events.simulate`, no warm-up, not phased): identical
-    requests stay in lock step, each round's prompts waiting for one another. None when the
-    model cannot run it (no slot)."""
+    per replica) through the event model under the `scheduler` profile: the scenario's prompt,
+    `output_tokens` (at least 1) per request, the steady closed loop every surface shows
+    (`closed_loop.closed_loop`). As the source ran it where `run` says (`ReferenceSweep.run`):
+    with `run_prompts`, ceil(run_prompts / replicas) requests per replica from one burst on an
+    idle server, all counted, the drain included (`events.simulate`, not phased): identical
+    requests stay in lock step; with caps, each request its own prompt and output
+    (`RunShape.lengths`, the context holding the longest), the mean TPOT each request's own.
+    None when the model cannot run it (no slot)."""
     out_tok = max(1, round(output_tokens))
-    try:
-        svc = events.service_from_scenario(scenario, output_tokens=out_tok, engine=scheduler)
-    except CapacityError:
-        return None
-    got = []
+    run = run or RunShape()
+    varies = run.prompt_cap is not None or run.output_cap is not None
+    if varies:
+        scenario = scenario.with_(context_tokens=max(scenario.context_tokens, (
+            run.prompt_cap or scenario.prompt) + (run.output_cap or out_tok)))
+    got, svc = [], None
     for c in concurrency:
         per = max(1, math.ceil(float(c) / scenario.replicas))
-        q = (loops.closed_loop(svc, concurrency=per) if run_prompts is None else
-             events.simulate(svc, concurrency=per, warmup_fraction=0.0,
-                             n_requests=math.ceil(run_prompts / scenario.replicas)))
+        n = (loops.closed_loop_requests(per) if run.run_prompts is None
+             else math.ceil(run.run_prompts / scenario.replicas))
+        prompts, outs = run.lengths(scenario.prompt, output_tokens, n)
+        try:
+            svc = svc if svc is not None and not varies else events.service_from_scenario(
+                scenario, output_tokens=out_tok, engine=scheduler, prompt_lengths=prompts,
+                output_lengths=outs)
+        except CapacityError:
+            return None
+        q = (loops.closed_loop(svc, concurrency=per, n_requests=n) if run.run_prompts is None
+             else events.simulate(svc, concurrency=per, warmup_fraction=0.0, n_requests=n))
         got.append(Queued(ttft_mean_ms=q.mean_ttft_ms, ttft_median_ms=q.ttft_ms[0.5],
                           e2e_mean_ms=q.mean_e2e_ms, e2e_median_ms=q.e2e_ms[0.5],
                           tok_s=q.output_tok_s * scenario.replicas,
-                          tpot_mean_ms=(q.mean_e2e_ms - q.mean_ttft_ms) / max(out_tok - 1, 1),
+                          tpot_mean_ms=q.mean_tpot_ms if outs is not None else
+                          (q.mean_e2e_ms - q.mean_ttft_ms) / max(out_tok - 1, 1),
                           tpot_median_ms=q.tpot_ms[0.5]))
     return tuple(got)
 
 
 def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: float,
             output_tokens: float, scheduler: str | None = None,
-            run_prompts: int | None = None) -> Prediction:
+            run: RunShape | None = None) -> Prediction:
     """The four metrics at each concurrency (`calibration.predict_ms`, i.e. `evaluate`),
     with the batch capped at the spec-sheet C_vram (F3) of the scenario; with a `scheduler`
     (an engine profile), TTFT, E2E and throughput also through the event model, queueing
-    included (`queued_levels`, as the source's run where `run_prompts` gives it)."""
+    included (`queued_levels`, as the source ran it where `run` says)."""
     cap = max(1, c_vram(scenario))
     batch = [min(float(c), float(cap)) for c in concurrency]
     ctx = max(1, math.ceil(prompt_tokens + output_tokens))
@@ -379,7 +390,7 @@ def predict(scenario: Scenario, concurrency: Sequence[float], prompt_tokens: flo
     tok = [closed_loop_tok_s(b, output_tokens, float(t), float(s))
            for b, t, s in zip(batch, ttft, step, strict=True)]
     queued = (None if scheduler is None else
-              queued_levels(scenario, concurrency, output_tokens, scheduler, run_prompts))
+              queued_levels(scenario, concurrency, output_tokens, scheduler, run))
     return Prediction(step_ms=tuple(float(x) for x in step),
                       ttft_ms=tuple(float(x) for x in ttft), tok_s=tuple(tok),
                       e2e_ms=tuple(e2e_ms(output_tokens, float(t), float(s))
@@ -613,7 +624,7 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
             levels = sorted({v.concurrency for v in s.stated})
             spec = predict(base, levels, s.prompt_tokens, s.output_tokens)
             cal = (predict(calib.apply(logo_cal, base), levels, s.prompt_tokens,
-                           s.output_tokens, scheduler_of(s.engine), s.run_prompts)
+                           s.output_tokens, scheduler_of(s.engine), s.run)
                    if logo_cal is not None else None)
             tok = {p.concurrency: p.output_tok_s for p in s.points}
             sat = dict(zip(levels, saturated_levels(
@@ -623,7 +634,7 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
                             if METRIC_OF[v.metric] == Metric.STEP})  # the rows a band is for
             bands = dict(zip(steps, typical_step_bands(
                 _scenario(s, configure, cat), steps, spec.c_vram, s.prompt_tokens,
-                s.output_tokens, scheduler_of(s.engine), s.run_prompts), strict=True))
+                s.output_tokens, scheduler_of(s.engine), s.run), strict=True))
             for v in s.stated:
                 i = levels.index(v.concurrency)
                 row = _check(g, s, v, i, spec, cal, sat[v.concurrency], logo_from)
@@ -649,21 +660,21 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
 
 def typical_step_bands(scenario: Scenario, concurrency: Sequence[float], c_vram_requests: int,
                        prompt_tokens: float, output_tokens: float, scheduler: str | None = None,
-                       run_prompts: int | None = None) -> list[tuple[float, float]]:
+                       run: RunShape | None = None) -> list[tuple[float, float]]:
     """The band (low, high, ms) of a benchmark's TPOT for a user without measurements at each
     level: the decode step's band (`uncertainty.band` without a calibration, at the batch
     min(C, C_vram) and the context a request holds on average while decoding, prompt +
     output / 2, as `predict`), its slow edge stretched, with a `scheduler`, to the event
     model's TPOT (mean and median, `queued_levels`) at the slow edge's knobs
     (`uncertainty.typical_edges`): a benchmark's TPOT carries the other requests' prefills
-    that stall the decode, as the step rows are scored (`run_prompts`: as the source ran)."""
+    that stall the decode, as the step rows are scored (`run`: as the source ran)."""
     ctx = max(1, math.ceil(prompt_tokens + output_tokens / 2))
     batch = [min(float(c), float(max(1, c_vram_requests))) for c in concurrency]
     b = uncertainty.band(scenario.with_(context_tokens=ctx), batch)
     out = [(float(lo), float(hi)) for lo, hi in zip(b.step_ms[0], b.step_ms[2], strict=True)]
     slow = (None if scheduler is None else
             queued_levels(uncertainty.typical_edges(scenario)[1], concurrency, output_tokens,
-                          scheduler, run_prompts))
+                          scheduler, run))
     if slow is None:
         return out
     return [(lo, max(hi, q.tpot_mean_ms, q.tpot_median_ms))

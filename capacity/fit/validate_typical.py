@@ -433,13 +433,13 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
             sched = v.scheduler_of(s.engine)
             before_s = base.with_(**typical_knobs_on(before_k, base))
             before = v.predict(before_s, levels, s.prompt_tokens, s.output_tokens, sched,
-                               s.run_prompts)
+                               s.run)
             after_s = base.with_(**typical_knobs_on(after_k, base))
             if not s.cuda_graphs and sched is not None:  # run with --enforce-eager
                 after_s = eager_scenario(after_s, engine_profile(sched))
             after = (before if after_s == before_s else
                      v.predict(after_s, levels, s.prompt_tokens, s.output_tokens, sched,
-                               s.run_prompts))
+                               s.run))
             spec = v.predict(v.spec_sheet(base), levels, s.prompt_tokens, s.output_tokens)
             sat = _saturated(s, base, levels)
             for x in s.stated:

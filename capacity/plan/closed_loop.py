@@ -91,9 +91,7 @@ def closed_loop(svc: ServiceModel, *, concurrency: int, n_requests: int | None =
     The upper edge of its TTFT: `burst_ttft_ms`; a bench run as it ran: `closed_loop_as_run`."""
     if concurrency < 1:
         raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
-    n = n_requests if n_requests is not None else min(
-        max(200, CLOSED_LOOP_REQUESTS_PER_CLIENT * concurrency),
-        max(MAX_LOAD_REQUESTS, 3 * concurrency))
+    n = n_requests if n_requests is not None else closed_loop_requests(concurrency)
     if n < 3 * concurrency:
         raise InputError(f"a closed loop of {concurrency} clients needs at least "
                          f"{3 * concurrency} requests, got {n} (the first and the last C are "
@@ -102,6 +100,13 @@ def closed_loop(svc: ServiceModel, *, concurrency: int, n_requests: int | None =
     return simulate(svc, concurrency=concurrency, n_requests=n, seed=seed,
                     slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, warmup_fraction=warm,
                     itl=itl, phased=True)
+
+
+def closed_loop_requests(concurrency: int) -> int:
+    """Requests `closed_loop` simulates for `concurrency` clients by default: max(200, 12 C),
+    at most MAX_LOAD_REQUESTS or 3 C where that is more."""
+    return min(max(200, CLOSED_LOOP_REQUESTS_PER_CLIENT * concurrency),
+               max(MAX_LOAD_REQUESTS, 3 * concurrency))
 
 
 def burst_ttft_ms(svc: ServiceModel, *, concurrency: int) -> dict[float, float]:
