@@ -10,7 +10,8 @@ import pytest
 from capacity.errors import InputError
 from capacity.fit.planning import scenario_with_basis
 from capacity.model.scenario import make_scenario
-from capacity.plan.events import _Pages, service_from_scenario, simulate
+from capacity.plan.event_pages import PagedPool
+from capacity.plan.events import service_from_scenario, simulate
 from capacity.plan.service import PagedKv, ServiceModel
 
 
@@ -90,7 +91,7 @@ def test_the_reserve_is_each_requests_own_output() -> None:
                     bandwidth_ms=np.full(4, 10.0), compute_ms=np.zeros(4), comm_ms=np.zeros(4),
                     serial_ms=np.zeros(4), prefill_cum_ms=np.arange(15, dtype=np.float64))
     svc = _svc(output_lengths=(1, 5), paged=paged)
-    pages = _Pages(svc, 2, np.zeros(2, dtype=bool))
+    pages = PagedPool(svc, 2, np.zeros(2, dtype=bool))
     pages.held[:] = 6
     assert pages.claim([0]) == 8.0
     assert pages.claim([1]) == 12.0

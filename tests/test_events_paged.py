@@ -142,12 +142,12 @@ def test_a_claim_by_hand_one_request_or_many(reserve: float, shared: float) -> N
     # the pool's claim of requests holding t tokens (4-token pages of 1 B: 4 ceil(t / 4) B,
     # capped at the table's end), with `extra` tokens each, a share of their remaining output
     # reserved (SGLang) and a shared prefix's bytes counted once (less per hit)
-    from capacity.plan.events import _Pages
+    from capacity.plan.event_pages import PagedPool
 
     svc = _tiny(1000.0)
     svc = dataclasses.replace(svc, paged=dataclasses.replace(
         svc.paged, reserve_output_share=reserve, shared_bytes=shared))
-    pages = _Pages(svc, 3, np.array([True, False, True]))
+    pages = PagedPool(svc, 3, np.array([True, False, True]))
     pages.held[:] = [8, 10, 3]
     pages.emitted[:] = [1, 3, 0]
 
@@ -160,3 +160,30 @@ def test_a_claim_by_hand_one_request_or_many(reserve: float, shared: float) -> N
         assert one == pytest.approx([by_hand(i, extra) for i in range(3)])
         assert pages.claim([0, 1, 2], extra) == pytest.approx(sum(one))
     assert pages.claim([]) == 0.0
+
+
+@pytest.mark.parametrize(("gpu", "clients"), [("h100-sxm", 64), ("rtx-4090", 48)])
+def test_the_pools_bound_changes_no_decision(monkeypatch: pytest.MonkeyPatch, gpu: str,
+                                             clients: int) -> None:
+    """The event loop sums the pool's claim only when every request at its largest claim
+    (`PagedPool.most`) would not fit: the same admissions and preemptions as summing every
+    time (a bound of infinity), to the bit, on a roomy pool (an H100) and a tight one (an RTX
+    4090 at 48 clients of 4,000-token prompts, which preempts)."""
+    from capacity.plan.event_pages import PagedPool
+
+    s = scenario_with_basis(make_scenario("qwen3-8b", gpu, prompt_tokens=4000,
+                                          context_tokens=4512, kv_dtype="fp8"), "typical:vllm")
+    svc = service_from_scenario(s, output_tokens=512, engine="vllm")
+    fast = simulate(svc, concurrency=clients, n_requests=400, phased=True)
+    made = PagedPool.__init__
+
+    def exact(self: PagedPool, *args: object) -> None:
+        made(self, *args)  # type: ignore[arg-type]
+        self.most = math.inf
+
+    monkeypatch.setattr(PagedPool, "__init__", exact)
+    slow = simulate(svc, concurrency=clients, n_requests=400, phased=True)
+    assert (fast.ttft_ms, fast.tpot_ms, fast.e2e_ms, fast.preemptions, fast.max_running) == (
+        slow.ttft_ms, slow.tpot_ms, slow.e2e_ms, slow.preemptions, slow.max_running)
+    if gpu == "rtx-4090":
+        assert fast.preemptions > 0

@@ -23,6 +23,7 @@ from capacity.errors import InputError
 from capacity.model.prefix import align_chunk_tokens
 from capacity.model.roofline import StepModel as StepModel  # re-exported: the one F4 step
 from capacity.model.scenario import Scenario
+from capacity.plan.event_pages import PagedPool
 from capacity.plan.event_stats import Gaps
 from capacity.plan.event_stats import quantiles as quantiles  # re-exported
 from capacity.plan.event_stats import weighted_mean as weighted_mean  # re-exported
@@ -30,7 +31,7 @@ from capacity.plan.event_stats import weighted_quantiles as weighted_quantiles  
 from capacity.plan.service import ServiceModel as ServiceModel  # re-exported: one replica
 from capacity.plan.service_build import service_from_scenario as service_from_scenario  # re-exported
 from capacity.stats import gamma_quantile as gamma_quantile  # re-exported: the F-queue quantile
-from capacity.types import BoolArray, FloatArray
+from capacity.types import FloatArray
 
 # ---------------------------------------------------------------------------------------------
 # Discrete-event model (one configuration)
@@ -198,73 +199,6 @@ class Trace:
     max_running: int = 0
 
 
-class _Pages:
-    """A paged pool as `_run` keeps it (`ServiceModel.paged`: vLLM, SGLang): the tokens each
-    admitted request holds pages for, the tokens it has emitted, when it was (re)admitted."""
-
-    def __init__(self, svc: ServiceModel, n: int, shares: BoolArray) -> None:
-        assert svc.paged is not None
-        self.kv = svc.paged
-        self.top = len(self.kv.held_bytes) - 1
-        self.out = svc.request_outputs(n)
-        self.less = np.where(shares, self.kv.shared_bytes, 0.0)
-        self.shared = bool(np.any(self.less))   # stays valid: a preemption only zeroes `less`
-        self.held = np.zeros(n, dtype=np.int64)
-        self.emitted = np.zeros(n, dtype=np.int64)
-        self.order = np.zeros(n, dtype=np.int64)
-        self.redo = np.zeros(n, dtype=bool)
-        self.admitted = 0
-        self.preemptions = 0
-
-    def claim(self, ids: Sequence[int], extra: int = 0) -> float:
-        """KV bytes `ids` take with `extra` more tokens each: the pages of what they hold
-        (`PagedKv.held_bytes`, a prefix hit the shared prefix less) and the reserve of their
-        remaining output (SGLang's share). The event loop's hottest call (hundreds of
-        thousands a scorecard): fewer than 8 requests take a scalar path, and without a shared
-        prefix nothing is subtracted (the same sums, fewer numpy calls)."""
-        if not ids:
-            return 0.0
-        if len(ids) == 1:
-            return self._one(ids[0], extra)
-        if len(ids) < 8:
-            # a few requests: Python floats, summed in order, which is numpy's own order for
-            # fewer than 8 values (its pairwise sum unrolls from 8): the same bytes, no arrays
-            return float(sum(self._one(i, extra) for i in ids))
-        return self.claim_array(np.fromiter(ids, dtype=np.int64, count=len(ids)), extra)
-
-    def claim_array(self, a: npt.NDArray[np.int64], extra: int = 0) -> float:
-        """`claim` of the requests `a` (8 or more, as an array: the loop keeps one of its
-        running requests while they stay the same)."""
-        r = self.kv.reserve_output_share
-        t = self.held[a] + extra
-        if r:
-            left = np.maximum(self.out[a] - self.emitted[a] - extra, 0)
-            t = t + np.ceil(r * left).astype(np.int64)
-        got = self.kv.held_bytes[np.minimum(t, self.top)]
-        return float((got - self.less[a]).sum() if self.shared else got.sum())
-
-    def _one(self, i: int, extra: int) -> float:
-        """`claim` of request i alone (B)."""
-        one = int(self.held[i]) + extra
-        r = self.kv.reserve_output_share
-        if r:
-            one += math.ceil(r * max(int(self.out[i]) - int(self.emitted[i]) - extra, 0))
-        return float(self.kv.held_bytes[min(one, self.top)] - self.less[i])
-
-    def target(self, i: int, prompt: int) -> int:
-        """Tokens request i's (next) prefill ends at: its prompt, or after a preemption its
-        prompt and the tokens it had generated (recompute)."""
-        return prompt + int(self.emitted[i]) if self.redo[i] else prompt
-
-    def admit_claim(self, i: int, prompt: int) -> float:
-        """What admitting request i needs free: its prefill's pages plus one block."""
-        self.held[i] = self.target(i, prompt) + self.kv.block_tokens
-        try:
-            return self.claim([i])
-        finally:
-            self.held[i] = 0
-
-
 def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | None,
          n_requests: int, record_gaps: bool = False, phased: bool = False) -> Trace:
     """The event loop. Open loop: `arrivals` (ms, sorted). Closed loop: `clients` users that
@@ -308,7 +242,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
     longest = svc.longest_prompt_tokens
     per_step = (svc.chunk_tokens or svc.prompt_tokens) - (cap if svc.mixed else 0)
     guard = 20 * n * (2 + longest // max(1, per_step))
-    pages = _Pages(svc, n, shares) if svc.paged is not None else None
+    pages = PagedPool(svc, n, shares) if svc.paged is not None else None
     if pages is not None:
         steps = svc.batch_step_ms
         guard += 4 * n * (out + 2 + (longest + out) // max(1, per_step))
@@ -328,7 +262,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         return running_arr
 
     def claim_running(extra: int) -> float:
-        """`_Pages.claim` of the running requests with `extra` more tokens each."""
+        """`PagedPool.claim` of the running requests with `extra` more tokens each."""
         assert pages is not None
         if len(running) < 8:
             return pages.claim(running, extra)
@@ -386,16 +320,28 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
     def make_room() -> tuple[bool, float | None]:
         """Preempt until the decoding requests' next token fits (never the last request):
         whether any was preempted, and the pool's claim with that token (the running
-        requests' and the queued prefills'; None when it was not computed)."""
+        requests' and the queued prefills'; None when it was not computed: also when every
+        request at its largest claim would fit, so nothing can be preempted)."""
         assert pages is not None
         gone = False
         while running and len(running) + len(prefill_q) > 1:
+            if (len(running) + len(prefill_q)) * pages.most <= pool:
+                return gone, None
             used = claim_running(1) + pages.claim(prefill_q)
             if used <= pool:
                 return gone, used
             preempt_newest()
             gone = True
         return gone, None
+
+    def room_for(room: float | None, need: float) -> bool:
+        """Whether `need` more bytes fit beside the decoding requests with their next token:
+        `room`, their claim where computed, else their bound or, if that is short, the sum."""
+        assert pages is not None
+        if room is None:
+            bound = len(running) * pages.most
+            room = bound if bound + need <= pool else claim_running(1)
+        return room + need <= pool
 
     if clients is not None and phased and out > 1:
         # out of step (`simulate(phased=True)`): client k's first request has its first token
@@ -448,11 +394,16 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             gone, claimed = make_room() if svc.mixed else (False, None)
             room = claimed   # the pool with the next token, valid until a request is admitted
             busy = len(running) + len(prefill_q)
-            used = (claim_running(1 if svc.mixed else 0) + pages.claim(prefill_q)
-                    if claimed is None else claimed)
+            # the pool's claim, summed only when a bound on it (every request at its largest)
+            # would not leave room: the same admissions, fewer sums
+            in_pool = claimed
+            bound = busy * pages.most if claimed is None else claimed
             while waiting and busy < cap and not gone:
                 i = waiting[0]
-                if busy and used + pages.admit_claim(i, int(prompt[i])) > pool:
+                need = pages.admit_claim(i, int(prompt[i]))
+                if busy and in_pool is None and bound + need > pool:
+                    in_pool = claim_running(1 if svc.mixed else 0) + pages.claim(prefill_q)
+                if busy and (bound if in_pool is None else in_pool) + need > pool:
                     break
                 waiting.popleft()
                 if math.isnan(admit[i]):
@@ -463,7 +414,10 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 pages.admitted += 1
                 prefill_q.append(i)
                 prompt_left[i] = target[i] - (0 if pages.redo[i] else int(cached[i]))
-                used += pages.claim([i])
+                got = pages.claim([i])
+                bound += got
+                if in_pool is not None:
+                    in_pool += got
                 room = None
                 busy += 1
         max_running = max(max_running, busy)
@@ -546,10 +500,11 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 gap = float(arrival[next_arrival]) + lat - now
                 k = max(1, min(k, math.ceil(gap / steps[b]) if gap > 0 else 1))
             elif waiting and busy < cap and (
-                    pages is None or (claim_running(1) if room is None else room)
-                    + pages.admit_claim(waiting[0], int(prompt[waiting[0]])) <= pool):
+                    pages is None or room_for(room, pages.admit_claim(waiting[0],
+                                                                      int(prompt[waiting[0]])))):
                 k = 1
-            if pages is not None and k > 1 and claim_running(k) > pool:
+            if (pages is not None and k > 1 and len(running) * pages.most > pool
+                    and claim_running(k) > pool):
                 lo, hi = 1, k   # the most steps before the pool overflows
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
