@@ -4,6 +4,7 @@ being current."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
@@ -21,7 +22,13 @@ from capacity.errors import InputError
 from capacity.fit import calibration as calib
 from capacity.fit import overlay, validate, validate_added
 from capacity.fit.measured import MeasuredPoint
-from capacity.fit.reference import ReferenceSweep, RunShape, load_reference, tpot_from_e2e
+from capacity.fit.reference import (
+    REFERENCE_CSV,
+    ReferenceSweep,
+    RunShape,
+    load_reference,
+    tpot_from_e2e,
+)
 from capacity.fit.run_accuracy import run_checks, summarize
 from capacity.fit.validate import (
     Metric,
@@ -266,10 +273,18 @@ def test_a_run_whose_lengths_varied_is_predicted_with_each_requests_own() -> Non
     assert v.tok_s == pytest.approx(f.tok_s, rel=0.15)
     # with varying lengths the mean TPOT is no longer (mean E2E - mean TTFT) / (n - 1)
     assert v.tpot_mean_ms != pytest.approx((v.e2e_mean_ms - v.ttft_mean_ms) / 509, rel=1e-6)
-    # the rows that carry caps: the SGLang cookbook's Llama-3.1-70B sweeps, and no other
-    capped = {(sw.model_key, sw.prompt_cap, sw.output_cap) for sw in load_reference()
+    # the rows that carry caps: the SGLang cookbook's random-dataset Llama-3.1-70B sweeps and
+    # every ShareGPT run (the bench's sampler: prompts up to 1,024, prompt + reply up to 2,048)
+    sweeps = load_reference()
+    capped = {(sw.model_key, sw.prompt_cap, sw.output_cap) for sw in sweeps
               if sw.prompt_cap is not None or sw.output_cap is not None}
-    assert capped == {("llama-3.1-70b-bf16", 1000, 1000), ("llama-3.1-70b-bf16", 8000, 1000)}
+    assert capped == {("llama-3.1-70b-bf16", 1000, 1000), ("llama-3.1-70b-bf16", 8000, 1000),
+                      ("qwen3-8b-bf16", 1024, 2044), ("qwen3-8b-fp8", 1024, 2044),
+                      ("gpt-oss-120b-mxfp4", 1024, 2044)}
+    with REFERENCE_CSV.open(encoding="utf-8") as f:
+        sharegpt = [r for r in csv.DictReader(f) if "sharegpt" in r["notes"].lower()]
+    assert len(sharegpt) == 51
+    assert {(r["prompt_cap"], r["output_cap"]) for r in sharegpt} == {("1024", "2044")}
 
 
 def _cal(name: str, mfu: float, ttft_concurrency: float | None) -> calib.Calibration:
