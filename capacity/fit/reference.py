@@ -27,7 +27,8 @@ run is not stated; the steady closed loop.
 
 Optional `prompt_cap` and `output_cap` columns give the longest prompt and output of a run whose
 lengths varied about the stated means (a random dataset that draws each length on 1..L, as
-`sglang.bench_serving --dataset-name random` does): the event model then gives each request its
+`sglang.bench_serving --dataset-name random` does; ShareGPT as vLLM's bench samples it, prompts
+up to 1,024 tokens and prompt + reply up to 2,048): the event model then gives each request its
 own lengths, the maximum-entropy lengths on 1..cap with the stated mean (`RunShape.lengths`;
 uniform on 1..L where the mean is (L + 1) / 2). Blank or absent: every request at the mean.
 """

@@ -17,8 +17,9 @@ from capacity.types import BoolArray
 
 
 class PagedPool:
-    """A paged pool as `_run` keeps it (`ServiceModel.paged`: vLLM, SGLang): the tokens each
-    admitted request holds pages for, the tokens it has emitted, when it was (re)admitted."""
+    """A paged pool as `run_trace` keeps it (`ServiceModel.paged`: vLLM, SGLang): the tokens
+    each admitted request holds pages for, the tokens it has emitted, when it was (re)admitted,
+    and the output each request generates (`ServiceModel.request_outputs`)."""
 
     def __init__(self, svc: ServiceModel, n: int, shares: BoolArray) -> None:
         assert svc.paged is not None
@@ -27,8 +28,8 @@ class PagedPool:
         self.out = svc.request_outputs(n)
         self.less = np.where(shares, self.kv.shared_bytes, 0.0)
         self.most = float(np.max(self.kv.held_bytes))
-        """The most one request's claim can be (B): a bound that spares the exact sums while
-        every request at its largest would fit (`fits`)."""
+        """The most one request's claim can be (B): `run_trace` sums the pool's claim only
+        when the requests, each at this bound, would not fit (the same decisions, fewer sums)."""
         self.shared = bool(np.any(self.less))   # stays valid: a preemption only zeroes `less`
         self.held = np.zeros(n, dtype=np.int64)
         self.emitted = np.zeros(n, dtype=np.int64)
