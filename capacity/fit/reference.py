@@ -47,7 +47,7 @@ from typing import Any
 from capacity import workspace
 from capacity.errors import CatalogError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
-from capacity.model.output_lengths import maxent_lengths
+from capacity.model.output_lengths import maxent_run
 from capacity.untrusted import loads_toml
 
 REFERENCE_CSV = workspace.reference_dir() / "published.csv"
@@ -78,21 +78,14 @@ class RunShape:
     def lengths(self, prompt_tokens: float, output_tokens: float, n: int
                 ) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
         """Each of `n` requests' prompt and output (tokens) where they varied: the
-        maximum-entropy lengths on 1..cap with the stated mean (`maxent_lengths`, seeded 0 for
+        maximum-entropy lengths on 1..cap with the stated mean (`maxent_run`, seeded 0 for
         prompts, 1 for outputs), or None where they did not. Example: mean 495.85 on 1..1,000
         (SGLang's random dataset at --random-input-len 1000), 200 requests: from 3 to 998
         tokens, mean 495.8."""
         return (None if self.prompt_cap is None
-                else _maxent(float(prompt_tokens), self.prompt_cap, n, 0),
+                else maxent_run(float(prompt_tokens), self.prompt_cap, n, 0),
                 None if self.output_cap is None
-                else _maxent(float(output_tokens), self.output_cap, n, 1))
-
-
-@cache
-def _maxent(mean_tokens: float, cap: int, n: int, seed: int) -> tuple[int, ...]:
-    """`maxent_lengths` as a tuple, once per (mean, cap, requests, seed): the scorecard predicts
-    a sweep on several bases."""
-    return tuple(int(x) for x in maxent_lengths(mean_tokens, cap, n, seed))
+                else maxent_run(float(output_tokens), self.output_cap, n, 1))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,7 +36,6 @@ direction. Nothing is fitted to these rows.
 from __future__ import annotations
 
 import csv
-import functools
 import math
 import re
 from collections.abc import Iterable
@@ -58,7 +57,7 @@ from capacity.fit.validate_report import (
     write_between_markers,
 )
 from capacity.model.memory import DEFAULT_UTIL
-from capacity.model.output_lengths import maxent_lengths
+from capacity.model.output_lengths import maxent_run
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.plan.events import ARRIVALS, open_loop_load
 
@@ -291,14 +290,7 @@ def prompt_lengths_of(r: OpenLoopRow, catalog: Catalog) -> tuple[int, ...] | Non
     if r.lengths != "mean" or not engine_profile(r.profile).chunked:
         return None
     cap = r.prompt_cap or catalog.models[r.model].max_context_tokens
-    return _maxent_prompts(r.prompt_tokens, int(cap), math.ceil(simulated_requests(r) / r.replicas))
-
-
-@functools.cache
-def _maxent_prompts(mean_tokens: int, cap: int, n: int) -> tuple[int, ...]:
-    """`maxent_lengths` as a tuple, once per (mean, cap, requests): a run is predicted on two
-    bases, and several runs of one source share their lengths."""
-    return tuple(int(x) for x in maxent_lengths(float(mean_tokens), cap, n))
+    return maxent_run(r.prompt_tokens, int(cap), math.ceil(simulated_requests(r) / r.replicas))
 
 
 def scenario_for(r: OpenLoopRow, basis: str, catalog: Catalog) -> Scenario:

@@ -18,6 +18,7 @@ docs/disaggregation.md, "A benchmark run's drain"; docs/method.md, "Prompts that
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -93,3 +94,10 @@ def maxent_lengths(mean_tokens: float, cap: int, n: int, seed: int = 0) -> IntAr
         out = np.minimum(np.searchsorted(cdf, u) + 1, cap).astype(np.int64)
     rng = np.random.default_rng(seed)
     return np.asarray(rng.permutation(out), dtype=np.int64)
+
+
+@functools.cache
+def maxent_run(mean_tokens: float, cap: int, n: int, seed: int = 0) -> tuple[int, ...]:
+    """`maxent_lengths` as a tuple of ints, once per (mean, cap, requests, seed): the scorecard
+    predicts a run on several bases, and several runs of one source share their lengths."""
+    return tuple(int(x) for x in maxent_lengths(float(mean_tokens), cap, n, seed))
