@@ -215,7 +215,7 @@ def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: floa
     midpoints 0.125, 0.375, 0.625, 0.875; q = 0.5 -> 2.5; q = 0.1 -> 1. Weights 1, 1, 2, 0:
     total 4, midpoints 0.125, 0.375, 0.75 (the zero weight drops 4); q = 0.5 -> 2 + (0.5 -
     0.375) / (0.75 - 0.375) = 2.333. Used for the typical basis' error band
-    (`capacity.fit.validate_typical.step_error_band`: each published group weighted 1)."""
+    (`capacity.fit.typical_bands.step_error_band`: each published group weighted 1)."""
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"quantile must be in [0, 1], got {q}")
     pts = sorted((float(x), float(w)) for x, w in zip(values, weights, strict=True) if w > 0)

@@ -10,6 +10,7 @@ import pytest
 
 from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError
+from capacity.fit import typical_bands as tb
 from capacity.fit import validate_typical as vt
 from capacity.fit.planning import (
     STEP_BAND_KNOBS,
@@ -59,20 +60,20 @@ def test_the_step_band_weights_each_group_alike() -> None:
     # (clamped) and the 90th +0.1; unweighted, B's one point would count a third
     rows = [_row("A", -0.2), _row("A", -0.4), _row("B", 0.1),
             _row("B", 5.0, saturated=True), _row("B", -0.9, metric="ttft")]
-    assert vt.step_error_band(rows) == pytest.approx((-0.4, 0.1))
+    assert tb.step_error_band(rows) == pytest.approx((-0.4, 0.1))
     # the 40th percentile lies between -0.2 (0.375) and +0.1 (0.75)
     errors, weights = [-0.2, -0.4, 0.1], [0.5, 0.5, 1.0]
     assert weighted_quantile(errors, weights, 0.4) == pytest.approx(
         -0.2 + 0.3 * (0.4 - 0.375) / (0.75 - 0.375))
-    assert vt.step_error_band(rows, exclude="B") == pytest.approx((-0.4, -0.2))
-    assert vt.step_error_band(rows, exclude="A") == pytest.approx((0.1, 0.1))
+    assert tb.step_error_band(rows, exclude="B") == pytest.approx((-0.4, -0.2))
+    assert tb.step_error_band(rows, exclude="A") == pytest.approx((0.1, 0.1))
     with pytest.raises(ValueError, match="no step rows"):
-        vt.step_error_band([_row("A", 0.1, metric="ttft"), _row("A", 0.1, saturated=True)])
+        tb.step_error_band([_row("A", 0.1, metric="ttft"), _row("A", 0.1, saturated=True)])
 
 
 def test_each_group_is_scored_against_the_band_of_the_others() -> None:
     rows = (_row("A", -0.3), _row("B", -0.1), _row("C", 0.05), _row("D", -0.5))
-    checks = vt.band_checks(vt.TypicalScorecard(rows=rows))
+    checks = tb.band_checks(vt.TypicalScorecard(rows=rows))
     assert [c.row.group for c in checks] == ["A", "B", "C", "D"]
     # A: the others -0.5, -0.1, +0.05 (midpoints 1/6, 1/2, 5/6): 10th -0.5, 90th +0.05
     assert (checks[0].low, checks[0].high) == pytest.approx((-0.5, 0.05))
@@ -112,6 +113,76 @@ def test_the_step_knobs_span_the_error_band_by_hand() -> None:
         {k: planned[k] for k in STEP_BAND_KNOBS if k in planned})
 
 
+def test_the_ttft_knobs_span_their_error_band_by_hand() -> None:
+    typ = parse_engines(_engine("[x.step_error]\nlow = -0.5\nhigh = 0.25\n"
+                                "[x.ttft_error]\nlow = -0.6\nhigh = 0.5\n"))["x"]
+    assert typ.ttft_error == (-0.6, 0.5)
+    planned = {**typ.typical, "mfu": 0.7, "prefill_overhead_ms": 4.0,
+               "request_latency_ms": 12.0, "linear_prefill_ms": 0.2}
+    slow, fast = typical_knob_edges(typ, planned)
+    # the plateau x (1 - 0.6) = x 0.4 and x 1.5, at most 1 (the GPU's matmul ceiling)
+    assert (slow["mfu"], fast["mfu"]) == pytest.approx((0.28, 1.0))
+    # each fixed cost of an unqueued TTFT / 0.4 and / 1.5
+    assert (slow["prefill_overhead_ms"], fast["prefill_overhead_ms"]) == pytest.approx(
+        (10.0, 4.0 / 1.5))
+    assert (slow["request_latency_ms"], fast["request_latency_ms"]) == pytest.approx(
+        (30.0, 8.0))
+    assert (slow["linear_prefill_ms"], fast["linear_prefill_ms"]) == pytest.approx(
+        (0.5, 0.2 / 1.5))
+    # the step's knobs keep their own band
+    assert (slow["eta_bw"], fast["eta_bw"]) == pytest.approx((0.25, 0.625))
+    for bad in ("low = -1.0\nhigh = 0.1\n", "low = 0.2\nhigh = 0.1\n"):
+        with pytest.raises(CatalogError, match="ttft_error"):
+            parse_engines(_engine(f"[x.ttft_error]\n{bad}"))
+
+
+def test_the_held_out_basis_takes_the_other_groups_bands() -> None:
+    with_band = parse_engines(_engine("[x.step_error]\nlow = -0.5\nhigh = 0.25\n"
+                                      "[x.ttft_error]\nlow = -0.6\nhigh = 0.5\n"))["x"]
+    held = tb.held_out_basis(with_band, (-0.2, 0.1), (-0.3, 0.4))
+    assert (held.step_error, held.ttft_error) == ((-0.2, 0.1), (-0.3, 0.4))
+    # no band of the others: the file's; an engine without a TTFT band keeps its ranges
+    assert tb.held_out_basis(with_band, None, None) == with_band
+    plain = parse_engines(_engine())["x"]
+    assert tb.held_out_basis(plain, None, (-0.3, 0.4)).ttft_error is None
+
+
+def test_the_ttft_band_takes_the_5th_and_95th_percentile() -> None:
+    # twenty groups of one TTFT row each, errors -0.95, -0.85, ..., +0.95 (midpoints at
+    # 0.025, 0.075, ...): the 5th percentile lies halfway between the first two, the 95th
+    # halfway between the last two; the step's rule would take the 10th and 90th
+    errors = [-0.95 + 0.1 * i for i in range(20)]
+    rows = [_row(f"G{i}", e, metric="ttft") for i, e in enumerate(errors)]
+    assert tb.error_band(rows, "ttft") == pytest.approx((-0.9, 0.9))
+    steps = [_row(f"G{i}", e) for i, e in enumerate(errors)]
+    assert tb.error_band(steps, "step") == pytest.approx((-0.8, 0.8))
+
+
+def test_a_row_is_inside_its_edges_and_coverage_counts_them() -> None:
+    # a time: the slow edge above the prediction, the fast one below; throughput the other
+    # way round; the band always holds the prediction itself
+    inside = tb.EdgeRow(group="A", metric="ttft", concurrency=1.0, measured=120.0,
+                        after=100.0, slow=200.0, fast=60.0)
+    assert (inside.low, inside.high, inside.inside) == (60.0, 200.0, True)
+    tput = tb.EdgeRow(group="B", metric="throughput", concurrency=4.0, measured=90.0,
+                      after=100.0, slow=95.0, fast=130.0)
+    assert (tput.low, tput.high, tput.inside) == (95.0, 130.0, False)
+    # a fast edge that ends on the slow side of the prediction (a band wholly slow)
+    assert tb.EdgeRow(group="C", metric="ttft", concurrency=1.0, measured=95.0, after=100.0,
+                      slow=150.0, fast=110.0).low == 100.0
+    card = vt.TypicalScorecard(rows=(_row("A", -0.3), _row("B", -0.1), _row("C", 0.05)),
+                               edges=(inside, tput))
+    got = {c.metric: c for c in tb.coverage(card)}
+    assert (got["ttft"].inside, got["ttft"].rows, got["ttft"].met) == (1, 1, False)
+    assert (got["throughput"].inside, got["throughput"].rows) == (0, 1)
+    assert got["e2e"].rows == 0 and math.isnan(got["e2e"].share) and not got["e2e"].met
+    assert got["step"].rows == 3
+    assert tb.Coverage(metric="ttft", inside=4, rows=5, groups=2).met   # 80%
+    assert not tb.Coverage(metric="ttft", inside=9, rows=10, groups=2).met   # 90%
+    assert "| ttft | 1 | 1 | 1 | 100.0% | no |" in tb.edge_lines(card)
+    assert "throughput of B at C = 4 (90 against 95 .. 130)" in tb.edge_lines(card)[-1]
+
+
 def test_a_bandwidth_bound_step_spans_step_over_one_plus_the_edges(catalog: Catalog) -> None:
     # one GPU (no all-reduce), a bandwidth-bound decode: F4's terms and the per-layer
     # overhead all scale, so the band's slow edge is exactly step / (1 + low); at the fast
@@ -146,14 +217,24 @@ def test_the_shipped_band_is_the_scorecards_and_holds_about_80_percent() -> None
     card = vt.typical_scorecard()
     stored = typical_efficiency("vllm").step_error
     assert stored is not None
-    assert stored == pytest.approx(vt.step_error_band(card.rows), abs=5e-4)
-    checks = vt.band_checks(card)
+    assert stored == pytest.approx(tb.step_error_band(card.rows), abs=5e-4)
+    checks = tb.band_checks(card)
     n, inside = len(checks), sum(c.inside for c in checks)
     assert 0.75 * n - 1 <= inside <= 0.85 * n + 1, (inside, n)
+    # the same for TTFT's band ([vllm.ttft_error], the 5th and 95th percentile) and the
+    # bands of throughput and E2E that the knobs' edges give, each row's deployment predicted
+    # again at both edges with the bands held out of its group: on 2026-12-05 TTFT 37 of 44,
+    # throughput 33 of 39, E2E 19 of 24
+    assert typical_efficiency("vllm").ttft_error == pytest.approx(
+        tb.error_band(card.rows, "ttft"), abs=5e-4)
+    assert typical_efficiency("sglang").ttft_error == typical_efficiency("vllm").ttft_error
+    for c in tb.coverage(card):
+        assert c.rows >= 20, c
+        assert 0.75 * c.rows - 1 <= c.inside <= 0.85 * c.rows + 1, c
 
 
 def test_a_scorecard_of_one_group_has_no_band_to_score() -> None:
     card = vt.TypicalScorecard(rows=(_row("A", -0.3), _row("A", -0.1)))
-    assert vt.band_checks(card) == ()
-    assert "none to score" in vt.band_lines(card)[0]
+    assert tb.band_checks(card) == ()
+    assert "none to score" in tb.step_band_lines(card, None)[0]
     assert vt.to_dict(card)["step_band"]["rows"] == 0

@@ -202,8 +202,8 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
     # The same deployment on the typical vLLM basis: the Planner's band (band_edges, for its
     # GPU counts) and the Explorer's (uncertainty.band with typical_band_scenarios) put every
     # typical knob at the same two edges: data/engines.toml's step_error band for the step's
-    # knobs, its ranges for the others (MFU 0.629..0.975 of the GPU's measured matmul ceiling,
-    # prefill overhead 0..50 ms). Before, the
+    # knobs, its ttft_error band for the prefill's and the request latency, its ranges for
+    # the others. Before, the
     # Explorer used the generic ranges (MFU 0.2, 5 ms per step at the slow edge): a TTFT band
     # up to 3.5x the prediction beside a Planner band of 1.8x
     typ = with_typical(_inputs(), typical_efficiency("vllm"))
@@ -224,17 +224,23 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
         assert getattr(slow_s, k) == pytest.approx(getattr(slow_in, k)), k
         assert getattr(fast_s, k) == pytest.approx(getattr(fast_in, k)), k
     # the step's knobs at the basis' error band (step_error -0.301 / +0.154), the prefill's
-    # over the engine's ranges; a fraction stops at 1 (0.882 x 1.154 = 1.018: the spec sheet)
+    # at its TTFT band (ttft_error -0.615 / +0.724); a fraction stops at 1 (0.882 x 1.154 =
+    # 1.018: the spec sheet; the plateau 0.706 x 1.724 = 1.217: the GPU's matmul ceiling)
     assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((0.882 * 0.699,
                                                                        0.0689 / 0.699))
     assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((1.0, 0.0689 / 1.154))
-    # the RTX 4090's matmul ceiling is not measured: 0.803, the median share
-    assert (slow_s.mfu, slow_s.prefill_overhead_ms) == (pytest.approx(0.628 * 0.803), 50.0)
-    assert (fast_s.mfu, fast_s.prefill_overhead_ms) == (pytest.approx(0.785 * 0.803), 0.0)
+    # the RTX 4090's matmul ceiling is not measured: 0.803, the median share; 3.5 ms a
+    # prefill and 12.92 ms outside the GPU, each over 1 + low and 1 + high
+    assert (slow_s.mfu, slow_s.prefill_overhead_ms, slow_s.request_latency_ms) == pytest.approx(
+        (0.706 * 0.385 * 0.803, 3.5 / 0.385, 12.92 / 0.385))
+    assert (fast_s.mfu, fast_s.prefill_overhead_ms, fast_s.request_latency_ms) == pytest.approx(
+        (0.803, 3.5 / 1.724, 12.92 / 1.724))
     b = band(s, [16.0], None, edges=(fast_s, slow_s))
     lo, mid, hi = (float(x[0]) for x in b.step_ms)
     assert lo < mid < hi
     assert hi == pytest.approx(float(evaluate(slow_s, [16.0]).decode.step_ms[0]))
     assert b.ttft_s[2] == pytest.approx(float(evaluate(slow_s, [16.0]).ttft_s))
-    # the generic ranges' slow edge is further out: the bands differed
-    assert band(s, [16.0]).ttft_s[2] > 1.5 * b.ttft_s[2]
+    # unqueued and on one GPU, the slow edge's TTFT is the prediction's / (1 - 0.615)
+    assert b.ttft_s[2] == pytest.approx(b.ttft_s[1] / 0.385, rel=1e-6)
+    # the generic ranges (MFU 0.2 .. 0.6, 5 .. 50 ms a prefill) are another band
+    assert band(s, [16.0]).ttft_s[2] != pytest.approx(b.ttft_s[2], rel=0.05)

@@ -105,19 +105,25 @@ class TypicalEfficiency:
     step_error: tuple[float, float] | None = None
     """(low, high) signed errors predicted / measured - 1 of the decode step on this basis,
     the 10th and 90th percentile over the published groups (`[ENGINE.step_error]`,
-    `capacity.fit.validate_typical.step_error_band`): the band's step knobs span
+    `capacity.fit.typical_bands.step_error_band`): the band's step knobs span
     step / (1 + high) .. step / (1 + low) (`typical_knob_edges`); None: the knobs' ranges."""
+    ttft_error: tuple[float, float] | None = None
+    """(low, high) signed errors predicted / measured - 1 of TTFT on this basis over the
+    published groups (`[ENGINE.ttft_error]`, `capacity.fit.typical_bands.error_band`): the
+    band's prefill and latency knobs (`TTFT_BAND_KNOBS`) span an unqueued TTFT of
+    TTFT / (1 + high) .. TTFT / (1 + low) (`typical_knob_edges`); None: the knobs' ranges."""
 
 
-def _step_error(raw: object) -> tuple[float, float] | None:
-    """An engine's [step_error] table as (low, high), None without one."""
+def _error_band(raw: object, name: str) -> tuple[float, float] | None:
+    """An engine's [step_error] or [ttft_error] table (`name`) as (low, high), None without
+    one."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise ValueError("step_error: a table with low and high")
+        raise ValueError(f"{name}: a table with low and high")
     lo, hi = float(raw["low"]), float(raw["high"])
     if not (math.isfinite(lo) and math.isfinite(hi) and -1.0 < lo <= hi):
-        raise ValueError("step_error: needs -1 < low <= high")
+        raise ValueError(f"{name}: needs -1 < low <= high")
     return lo, hi
 
 
@@ -149,7 +155,10 @@ def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEffi
             out[key] = TypicalEfficiency(engine=key, name=str(raw["name"]), typical=typ,
                                          low=lo, high=hi, source=str(raw["source"]),
                                          as_of=str(raw["as_of"]),
-                                         step_error=_step_error(raw.get("step_error")))
+                                         step_error=_error_band(raw.get("step_error"),
+                                                                "step_error"),
+                                         ttft_error=_error_band(raw.get("ttft_error"),
+                                                                "ttft_error"))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{key}]: {exc} (needs name, source, as_of and "
                                f"typical/low/high for {', '.join(TYPICAL_KNOBS)})") from None
@@ -269,6 +278,11 @@ def typical_knobs_on(knobs: Mapping[str, float], s: Scenario) -> dict[str, float
 STEP_BAND_KNOBS: Final = ("eta_bw", "eff", "step_overhead_ms", "layer_overhead_ms")
 """The decode step's knobs that an engine's `step_error` band scales (F4's bandwidth and
 compute terms and its fixed costs; the all-reduces are not scaled)."""
+TTFT_BAND_KNOBS: Final = ("mfu", "prefill_overhead_ms", "linear_prefill_ms",
+                          "request_latency_ms")
+"""The knobs of an unqueued TTFT that an engine's `ttft_error` band scales (F6's plateau, its
+fixed costs per prefill and per linear-attention layer, the request's time outside the GPU;
+the prompt's all-reduces are not scaled)."""
 
 
 def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
@@ -280,7 +294,9 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     engine's `step_error` (low, high), the step's knobs (`STEP_BAND_KNOBS`) instead at the
     planned values over 1 + low and 1 + max(high, 0) (a fraction times it, at most 1; an
     overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
-    always holds the prediction itself. The one definition of that band: the Planner's
+    always holds the prediction itself; with its `ttft_error`, the same for the knobs of an
+    unqueued TTFT (`TTFT_BAND_KNOBS`): TTFT / (1 + high) .. TTFT / (1 + low) before any
+    queueing. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
     -0.319 and +0.151): eta_bw 0.882 x 0.681 = 0.601 slow, 0.882 x 1.151 = 1.015 -> 1 fast
     (the spec sheet); layer overhead 0.0689 / 0.681 = 0.1012 and 0.0689 / 1.151 = 0.0599 ms;
@@ -290,9 +306,11 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}
     slow = {k: (lo[k] if k in fractions else hi[k]) for k in TYPICAL_KNOBS}
     fast = {k: (hi[k] if k in fractions else lo[k]) for k in TYPICAL_KNOBS}
-    if typ.step_error is not None:  # the step's knobs: the basis' measured error band
-        s_slow, s_fast = 1.0 + typ.step_error[0], 1.0 + max(typ.step_error[1], 0.0)
-        for k in STEP_BAND_KNOBS:
+    for error, knobs in ((typ.step_error, STEP_BAND_KNOBS), (typ.ttft_error, TTFT_BAND_KNOBS)):
+        if error is None:   # the knobs' ranges
+            continue
+        s_slow, s_fast = 1.0 + error[0], 1.0 + max(error[1], 0.0)
+        for k in knobs:   # the basis' measured error band
             if k in fractions:
                 slow[k] = planned[k] * s_slow
                 fast[k] = min(1.0, planned[k] * s_fast)

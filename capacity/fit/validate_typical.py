@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,10 +68,18 @@ import numpy as np
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.matmul import typical_ceiling
+from capacity.fit import typical_bands as tb
 from capacity.fit import typical_latency as tl
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
-from capacity.fit.planning import engines, typical_efficiency, typical_knobs_on
+from capacity.fit.planning import (
+    TYPICAL_KNOBS,
+    TypicalEfficiency,
+    engines,
+    typical_efficiency,
+    typical_knob_edges,
+    typical_knobs_on,
+)
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.uncertainty import TYPICAL_RANGES
 from capacity.fit.validate_report import between_markers, write_between_markers
@@ -80,7 +87,6 @@ from capacity.model.basis import CHAPTER_KNOBS
 from capacity.model.forward_pass import eager_scenario
 from capacity.model.prefill import step_mfu
 from capacity.model.scenario import Scenario
-from capacity.stats import weighted_quantile
 
 ENGINE: Final = "vllm"
 ETA_BW_SOURCES: Final[tuple[str, ...]] = ("mistral-7b-v0.3-bf16 on rtx-4090 (vLLM)",
@@ -141,6 +147,9 @@ class TypicalScorecard:
     (`typical_latency.group_latency`)."""
     step_sources: tuple[str, ...] = ()
     """The groups whose decode points the step knobs are solved from (`step_points`)."""
+    edges: tuple[tb.EdgeRow, ...] = ()
+    """Every TTFT, E2E and throughput row below saturation with its deployment predicted at
+    the band's two edges, held out of its group (`typical_bands`)."""
 
     def error(self, metric: str, after: bool, added: bool | None = None) -> v.Spread:
         """|error| below saturation of one metric, before or after; over the added rows only
@@ -404,11 +413,40 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
                 for f, e in tl.ENGINE_OF.items()}
     latency = tl.group_latency(groups, points, fallback)
     rows = _rows(groups, cat, evidence, eta_points, knob_points, latency)
-    return TypicalScorecard(rows=tuple(rows),
+    edges = _edges(groups, cat, evidence, eta_points, knob_points, latency, rows)
+    return TypicalScorecard(rows=tuple(rows), edges=tuple(edges),
                             latency_points=tuple(sorted(points[tl.SGLANG].items())),
                             vllm_latency_points=tuple(sorted(points[tl.VLLM].items())),
                             latency_ms=tuple(sorted(latency.items())),
                             step_sources=tuple(sorted(knob_points)))
+
+
+def _group_knobs(key: str, g: Sequence[ReferenceSweep], evidence: dict[str, Evidence],
+                 eta_points: dict[str, tuple[float, ...]], points: dict[str, StepPoint],
+                 latency: dict[str, float]
+                 ) -> tuple[TypicalEfficiency, dict[str, float], dict[str, float]]:
+    """Group `key`'s engine basis and its knobs before and after (data/engines.toml's units),
+    each derived without the group (module docstring), with `latency[key]` as the request
+    latency where given."""
+    typ = typical_efficiency(tl.ENGINE_OF.get(tl.family(g), ENGINE))
+    plateau_k = held_out_knobs([e for k, e in evidence.items() if k != key], typ.typical)
+    before_k = {**plateau_k, "layer_overhead_ms": 0.0,
+                "eta_bw": held_out_eta_bw(eta_points, key, BEFORE_ETA_BW)}
+    after_k = {**plateau_k, **held_out_step_knobs(points, g[0].model_key or "",
+                                                  g[0].gpu_key or "", typ.typical)}
+    if key in latency:
+        before_k = {**before_k, "request_latency_ms": latency[key]}
+        after_k = {**after_k, "request_latency_ms": latency[key]}
+    return typ, before_k, after_k
+
+
+def _run_as(s: ReferenceSweep, scenario: Scenario) -> Scenario:
+    """`scenario` as sweep `s` ran: with its engine profile's eager cost when it ran without
+    CUDA graphs (`--enforce-eager`, docs/method.md "Eager mode")."""
+    sched = v.scheduler_of(s.engine)
+    if not s.cuda_graphs and sched is not None:
+        return eager_scenario(scenario, engine_profile(sched))
+    return scenario
 
 
 def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[str, Evidence],
@@ -418,15 +456,7 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
     with `latency[group]` as the request latency where given."""
     rows: list[TypicalRow] = []
     for key, g in sorted(groups.items()):
-        typ = typical_efficiency(tl.ENGINE_OF.get(tl.family(g), ENGINE))
-        plateau_k = held_out_knobs([e for k, e in evidence.items() if k != key], typ.typical)
-        before_k = {**plateau_k, "layer_overhead_ms": 0.0,
-                    "eta_bw": held_out_eta_bw(eta_points, key, BEFORE_ETA_BW)}
-        after_k = {**plateau_k, **held_out_step_knobs(points, g[0].model_key or "",
-                                                      g[0].gpu_key or "", typ.typical)}
-        if key in latency:
-            before_k = {**before_k, "request_latency_ms": latency[key]}
-            after_k = {**after_k, "request_latency_ms": latency[key]}
+        _, before_k, after_k = _group_knobs(key, g, evidence, eta_points, points, latency)
         for s in g:
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             levels = sorted({x.concurrency for x in s.stated})
@@ -434,9 +464,7 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
             before_s = base.with_(**typical_knobs_on(before_k, base))
             before = v.predict(before_s, levels, s.prompt_tokens, s.output_tokens, sched,
                                s.run)
-            after_s = base.with_(**typical_knobs_on(after_k, base))
-            if not s.cuda_graphs and sched is not None:  # run with --enforce-eager
-                after_s = eager_scenario(after_s, engine_profile(sched))
+            after_s = _run_as(s, base.with_(**typical_knobs_on(after_k, base)))
             after = (before if after_s == before_s else
                      v.predict(after_s, levels, s.prompt_tokens, s.output_tokens, sched,
                                s.run))
@@ -463,57 +491,6 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
     return rows
 
 
-BAND_QUANTILES: Final = (0.1, 0.9)
-"""The typical basis' step band: the 10th and 90th percentile of its signed step errors, an
-80% band (issue 25's target: it holds 75-85% of held-out rows)."""
-
-
-def _scored(r: TypicalRow) -> bool:
-    return r.metric == "step" and not r.saturated and math.isfinite(r.after_error)
-
-
-def step_error_band(rows: Sequence[TypicalRow], exclude: str = "") -> tuple[float, float]:
-    """(low, high): the `BAND_QUANTILES` of the signed step errors predicted / measured - 1
-    (no unit) of the typical basis (after) below saturation, each group of rows weighted 1
-    in all (one group's many levels do not outvote a group of one point;
-    `capacity.stats.weighted_quantile`), `exclude` a group left out. A prediction's step
-    band is step / (1 + high) .. step / (1 + low): where the measured step lies for 80% of
-    the groups (data/engines.toml's [vllm.step_error] holds the values over every group;
-    `capacity.fit.planning.typical_knob_edges` puts them into the band's knobs). Example:
-    groups A (errors -0.2, -0.4) and B (+0.1): weights 0.5, 0.5, 1; the 10th percentile
-    -0.4, the 90th +0.1."""
-    pts = [r for r in rows if _scored(r) and r.group != exclude]
-    if not pts:
-        raise ValueError("no step rows to take an error band from")
-    count = Counter(r.group for r in pts)
-    errors = [r.after_error for r in pts]
-    weights = [1.0 / count[r.group] for r in pts]
-    lo, hi = (weighted_quantile(errors, weights, q) for q in BAND_QUANTILES)
-    return lo, hi
-
-
-@dataclass(frozen=True, kw_only=True)
-class BandCheck:
-    """One step row against the band held out of its group (`step_error_band` without it)."""
-
-    row: TypicalRow
-    low: float
-    high: float
-
-    @property
-    def inside(self) -> bool:
-        return self.low <= self.row.after_error <= self.high
-
-
-def band_checks(card: TypicalScorecard) -> tuple[BandCheck, ...]:
-    """Every step row below saturation against the error band of the other groups (none for a
-    group that is the only one with such rows)."""
-    groups = {r.group for r in card.rows if _scored(r)}
-    return tuple(BandCheck(row=r, low=lo, high=hi)
-                 for r in card.rows if _scored(r) and groups - {r.group}
-                 for lo, hi in (step_error_band(card.rows, exclude=r.group),))
-
-
 TARGETS: Final = {"step": 0.08, "throughput": 0.10, "ttft": 0.20, "e2e": 0.15}
 """Issue 25's median targets below saturation."""
 
@@ -531,36 +508,45 @@ def _latency_text(card: TypicalScorecard) -> str:
             f"{listed(card.latency_ms)}")
 
 
-def band_lines(card: TypicalScorecard) -> list[str]:
-    """The paragraph on the step band: its edges over every group, the file's, and how many
-    step rows the band held out of their group contains."""
-    checks = band_checks(card)
-    if not checks:
-        return ["Step band: fewer than two groups with a step row below saturation, none to "
-                "score."]
-    lo, hi = step_error_band(card.rows)
-    stored = typical_efficiency(ENGINE).step_error
-    inside = sum(c.inside for c in checks)
-    share = inside / len(checks)
-
-    def part(added: bool) -> str:
-        sub = [c for c in checks if bool(c.row.added) == added]
-        return f"{sum(c.inside for c in sub)} of {len(sub)}"
-
-    outside = "; ".join(f"{c.row.group} at C = {c.row.concurrency:g} ({c.row.after_error:+.1%} "
-                        f"against {c.low:+.1%} .. {c.high:+.1%})"
-                        for c in checks if not c.inside)
-    file_text = ("not set" if stored is None else f"{stored[0]:+.3f} and {stored[1]:+.3f}")
-    groups = len({c.row.group for c in checks})
-    return [f"Step band (an 80% band, the Planner's and the Explorer's on this basis): the "
-            f"10th and 90th percentile of the signed step errors after, predicted / measured - "
-            f"1, each group weighted 1 (`step_error_band`): {lo:+.3f} and {hi:+.3f} over the "
-            f"{len(checks)} step rows of {groups} groups below saturation (data/engines.toml's "
-            f"[vllm.step_error]: {file_text}); a prediction's band is step / (1 + high) .. "
-            f"step / (1 + low). Held out of each group in turn (the band of the other groups' "
-            f"rows), it contains **{inside} of {len(checks)} rows ({_p(share)})**, target "
-            f"75-85%; the original rows {part(False)}, the added ones {part(True)}."
-            + (f" Outside: {outside}." if outside else "")]
+def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
+           evidence: dict[str, Evidence], eta_points: dict[str, tuple[float, ...]],
+           points: dict[str, StepPoint], latency: dict[str, float],
+           rows: Sequence[TypicalRow]) -> list[tb.EdgeRow]:
+    """Every TTFT, E2E and throughput row below saturation with its deployment predicted at
+    the two edges of the band (`typical_knob_edges`) on its group's knobs after, the step's
+    and TTFT's error bands over the other groups' rows (`typical_bands.held_out_basis`)."""
+    after = {(r.group, r.metric, r.concurrency, r.measured): r.after for r in rows}
+    out: list[tb.EdgeRow] = []
+    for key, g in sorted(groups.items()):
+        typ, _, after_k = _group_knobs(key, g, evidence, eta_points, points, latency)
+        bands = {}
+        for m in ("step", "ttft"):
+            try:
+                bands[m] = tb.error_band(rows, m, exclude=key)
+            except ValueError:   # no other group has such a row: the file's band
+                pass
+        held = tb.held_out_basis(typ, bands.get("step"), bands.get("ttft"))
+        slow_k, fast_k = typical_knob_edges(held, {k: float(after_k[k]) for k in TYPICAL_KNOBS})
+        for s in g:
+            base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
+            every = sorted({x.concurrency for x in s.stated})
+            sat = dict(zip(every, _saturated(s, base, every), strict=True))
+            scored = [x for x in s.stated if v.METRIC_OF[x.metric].value in tb.EDGE_METRICS
+                      and not sat[x.concurrency]]
+            if not scored:
+                continue
+            levels = sorted({x.concurrency for x in scored})
+            slow, fast = (v.predict(_run_as(s, base.with_(**typical_knobs_on(
+                {**after_k, **k}, base))), levels, s.prompt_tokens, s.output_tokens,
+                v.scheduler_of(s.engine), s.run) for k in (slow_k, fast_k))
+            for x in scored:
+                m, i = v.METRIC_OF[x.metric], levels.index(x.concurrency)
+                out.append(tb.EdgeRow(
+                    group=key, metric=m.value, concurrency=x.concurrency, measured=x.value,
+                    after=after[(key, m.value, x.concurrency, x.value)],
+                    slow=v.pick(slow, m, i, x.stat), fast=v.pick(fast, m, i, x.stat),
+                    added=s.added))
+    return out
 
 
 def markdown(card: TypicalScorecard) -> str:
@@ -610,7 +596,8 @@ def markdown(card: TypicalScorecard) -> str:
             f"{_p(s.median)} / {_p(s.high)} ({s.n})" for s in (card.error(m, True, False),
                                                                 card.error(m, True, True)))
             + " |" for m in TARGETS]
-    lines += ["", *band_lines(card)]
+    lines += ["", *tb.step_band_lines(card, typical_efficiency(ENGINE).step_error),
+              *([""] if card.edges else []), *tb.edge_lines(card)]
     lines += ["", "Step rows (ms; spec: the spec-sheet F4 step; F4: the typical step after; "
               "TPOT: the event model's, scored after; * saturated, not scored):", "",
               "| group | engine as stated | C | measured | spec | F4 | TPOT | error before "
@@ -640,16 +627,9 @@ def to_dict(card: TypicalScorecard) -> dict[str, Any]:
              for k, x in vars(r).items()}
         return {**d, "knobs": dict(r.knobs)}
 
-    checks = band_checks(card)
-    lo, hi = step_error_band(card.rows) if checks else (None, None)
-    band = {"low": lo, "high": hi, "rows": len(checks),
-            "inside_held_out": sum(c.inside for c in checks),
-            "outside": [{"group": c.row.group, "concurrency": c.row.concurrency,
-                         "error": c.row.after_error, "low": c.low, "high": c.high}
-                        for c in checks if not c.inside]}
     latency = {"sglang_points": dict(card.latency_points),
                "vllm_points": dict(card.vllm_latency_points), "groups": dict(card.latency_ms)}
-    return {"errors": table, "step_band": band, "step_sources": list(card.step_sources),
+    return {"errors": table, **tb.to_dict(card), "step_sources": list(card.step_sources),
             "request_latency_ms": latency,
             "rows": [row(r) for r in card.rows]}
 
