@@ -22,17 +22,18 @@ class Gaps:
     def __init__(self, n_requests: int) -> None:
         self.last_ms = np.full(n_requests, np.nan)
         self._values: list[FloatArray] = []
-        self._counts: list[IntArray] = []
+        self._counts: list[IntArray | int] = []
+        """Per emission: each gap's tokens, or (an int) that many gaps of one token each."""
         self._requests: list[IntArray] = []
 
-    def tokens(self, ids: Sequence[int], now_ms: float, step_ms: float | None = None,
-               k: int = 1) -> None:
+    def tokens(self, ids: Sequence[int] | IntArray, now_ms: float,
+               step_ms: float | None = None, k: int = 1) -> None:
         """Each of `ids` got k tokens ending at `now_ms`, the last k - 1 of them `step_ms`
         apart (decode steps); the first gap runs from its previous token. Per id, in order:
         its first gap (1 token), then `step_ms` for k - 1 tokens when k > 1."""
-        if not ids:
+        if len(ids) == 0:
             return
-        a = np.asarray(ids, dtype=np.int64)
+        a = np.asarray(ids, dtype=np.int64)   # the event loop passes its running ids' array
         first = (now_ms - (k - 1) * (step_ms or 0.0)) - self.last_ms[a]
         self.last_ms[a] = now_ms
         if k > 1 and step_ms is not None:
@@ -45,7 +46,7 @@ class Gaps:
             self._requests.append(np.repeat(a, 2))
         else:
             self._values.append(first)
-            self._counts.append(np.ones(a.size, dtype=np.int64))
+            self._counts.append(a.size)   # one token each, made an array when read
             self._requests.append(a)
 
     def kept(self, first_counted: int, end: int | None = None
@@ -53,7 +54,8 @@ class Gaps:
         """(gap ms, tokens that had it) of requests numbered first_counted..end - 1 (None:
         to the last)."""
         v = np.concatenate([np.zeros(0), *self._values])
-        w = np.concatenate([np.zeros(0), *self._counts]).astype(np.float64)
+        w = np.concatenate([np.zeros(0), *(np.ones(c) if isinstance(c, int) else c
+                                           for c in self._counts)]).astype(np.float64)
         r = np.concatenate([np.zeros(0, dtype=np.int64), *self._requests])
         keep = (r >= first_counted) & np.isfinite(v)
         if end is not None:

@@ -474,7 +474,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             if b:
                 tick += 1
                 if gaps is not None:
-                    gaps.tokens(running, now)
+                    gaps.tokens(running_ids(), now)
                 if pages is not None:
                     grown = running_ids()
                     pages.held[grown] += 1
@@ -513,7 +513,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             now += k * float(steps[b])
             tick += k
             if gaps is not None:
-                gaps.tokens(running, now, float(steps[b]), k)
+                gaps.tokens(running_ids(), now, float(steps[b]), k)
             if pages is not None:
                 grown = running_ids()
                 pages.held[grown] += k
