@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from capacity.catalog.loader import default_catalog
-from capacity.fit.validate_open_loop import load_rows, predict, prompt_lengths_of
+from capacity.fit.open_loop_rows import load_rows
+from capacity.fit.validate_open_loop import predict, prompt_lengths_of
 
 
 # -- the open-loop section -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 
 from capacity.catalog.engines import engine_profile
 from capacity.errors import InputError
-from capacity.fit.validate_open_loop import engine_version, load_rows, profile_for
+from capacity.fit.open_loop_rows import engine_version, load_rows, profile_for
 from capacity.model.scenario import make_scenario
 from capacity.plan.events import ServiceModel, service_from_scenario, simulate
 

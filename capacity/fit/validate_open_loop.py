@@ -30,49 +30,43 @@ saturate (`OpenLoopPoint.saturated`) that the real server held (`server_held` = 
 evidence in the row's notes); and the knob check (`knob_pairs`): among runs of one source that
 differ only by one scheduler knob and where the measured figure moves by more than
 `KNOB_MOVE`, whether the prediction moves (by more than `PREDICTED_MOVE`) and in the same
-direction. Nothing is fitted to these rows.
+direction. The band check (`OpenLoopCheck.in_band`, `band_predictions`): each run again at
+the fast and the slow edge of its typical basis' band, the Planner's and the Explorer's
+(data/engines.toml's step and TTFT error bands, taken from published.csv's closed-loop rows),
+and how many figures lie between them. Nothing is fitted to these rows.
 """
 
 from __future__ import annotations
 
-import csv
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from capacity import workspace
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
-from capacity.errors import CapacityError, InputError
-from capacity.fit.planning import scenario_with_basis, typical_basis_for
+from capacity.errors import CapacityError
+from capacity.fit.open_loop_rows import KNOBS, METRICS, OpenLoopRow, load_rows
+from capacity.fit.planning import scenario_with_basis, typical_band_scenarios, typical_basis_for
 from capacity.fit.validate import Spread, relative_error
 from capacity.fit.validate_disagg import END as DISAGG_END
 from capacity.fit.validate_report import (
     between_markers,
-    csv_number,
     jsonable,
     write_between_markers,
 )
 from capacity.model.memory import DEFAULT_UTIL
 from capacity.model.output_lengths import maxent_run
 from capacity.model.scenario import Scenario, make_scenario
-from capacity.plan.events import ARRIVALS, open_loop_load
+from capacity.plan.events import open_loop_load
 
-ROWS_FILE: Final = "open_loop.csv"
 BEGIN: Final = "<!-- validate-open-loop:begin -->"
 END: Final = "<!-- validate-open-loop:end -->"
 """Markers of this section's generated part of docs/accuracy.md."""
 BASES: Final = ("spec", "typical")
 FALLBACK_TYPICAL: Final = "typical:vllm"
 """The typical basis of an engine without its own typical knobs in data/engines.toml."""
-METRICS: Final = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
-"""Metric column -> label; every one in ms."""
-STATS: Final = ("mean", "median")
-KNOBS: Final = ("max_num_seqs", "token_budget", "gpu_memory_utilization", "prefix_caching")
-"""The scheduler knobs a row may state (blank: the engine's default)."""
 TARGETS: Final = {"e2e_ms": 0.15, "ttft_ms": 0.25, "itl_ms": 0.15}
 """Issue 32's targets: the typical basis's median |error| on E2E, TTFT and ITL."""
 KNOB_MOVE: Final = 0.10
@@ -84,172 +78,6 @@ LENGTH_MATCH: Final = 0.05
 """Two runs of a knob pair may differ in mean prompt or output length by at most this share."""
 MAX_REPLICA_REQUESTS: Final = 1500
 """Requests simulated per replica at most (the run's own count per replica when smaller)."""
-COLUMNS: Final = ("id", "run", "engine", "engine_version", "profile", "model", "weights",
-                  "kv_dtype", "gpu", "gpu_source_name", "model_source_name", "gpus", "tp",
-                  "prompt_tokens", "output_tokens", "lengths", "prompt_cap", "dataset", "requests",
-                  "rate_per_s", "arrivals", *KNOBS, "metric", "stat", "value", "server_held",
-                  "quote", "source", "as_of", "notes")
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpenLoopRow:
-    """One published figure of one open-loop run (data/reference/open_loop.csv)."""
-
-    id: str
-    run: str
-    engine: str
-    engine_version: str
-    profile: str
-    """The engine profile the event model schedules with (data/engines.toml [profile.*])."""
-    model: str
-    weights: str
-    kv_dtype: str
-    gpu: str
-    gpu_source_name: str
-    model_source_name: str
-    gpus: int
-    tp: int
-    prompt_tokens: int
-    output_tokens: int
-    lengths: str
-    """'fixed' (every request) or 'mean' (the run's mean of varying lengths)."""
-    prompt_cap: int | None
-    """With `lengths = mean`: the longest prompt the run's dataset holds (tokens: a random
-    dataset's stated input length, a client's ShareGPT filter); None: not stated, the model's
-    context bounds it (`prompt_lengths_of`)."""
-    dataset: str
-    requests: int
-    rate_per_s: float
-    arrivals: str
-    max_num_seqs: int | None
-    token_budget: int | None
-    gpu_memory_utilization: float | None
-    prefix_caching: str
-    metric: str
-    stat: str
-    value: float
-    server_held: bool | None
-    """Whether the real server kept up with the rate (None: the source does not tell)."""
-    quote: str
-    source: str
-    as_of: str
-    notes: str
-
-    @property
-    def replicas(self) -> int:
-        return self.gpus // self.tp
-
-    def knob(self, name: str) -> Any:
-        return getattr(self, name)
-
-
-def _choice(r: dict[str, str], key: str, allowed: Iterable[str], where: str,
-            default: str = "") -> str:
-    text = (r.get(key) or "").strip().lower() or default
-    opts = tuple(allowed)
-    if text not in opts:
-        shown = ", ".join(o or "(blank)" for o in opts)
-        raise InputError(f"{where}: column '{key}' must be one of {shown}, got '{text}'")
-    return text
-
-
-def parse_row(r: dict[str, str], where: str) -> OpenLoopRow:
-    """One raw CSV row checked into an OpenLoopRow (InputError naming `where` and the column)."""
-    missing = [c for c in COLUMNS if c not in r]
-    if missing:
-        raise InputError(f"{where}: missing column(s) {', '.join(missing)}")
-    for key in ("id", "run", "source", "quote"):
-        if not r[key].strip():
-            raise InputError(f"{where}: column '{key}' is empty")
-    gpus, tp = csv_number(r, "gpus", where), csv_number(r, "tp", where)
-    if gpus % tp:
-        raise InputError(f"{where}: {gpus} GPUs are not a whole number of TP {tp} replicas")
-    util = csv_number(r, "gpu_memory_utilization", where, whole=False, required=False)
-    if util is not None and util > 1:
-        raise InputError(f"{where}: gpu_memory_utilization must be <= 1, got {util:g}")
-    held = _choice(r, "server_held", ("yes", "no", ""), where)
-    version = r["engine_version"].strip()
-    return OpenLoopRow(
-        id=r["id"].strip(), run=r["run"].strip(), engine=r["engine"].strip(),
-        engine_version=version,
-        profile=profile_for(r["profile"].strip() or "vllm", version, where),
-        model=r["model"].strip(), weights=r["weights"].strip(), kv_dtype=r["kv_dtype"].strip(),
-        gpu=r["gpu"].strip(), gpu_source_name=r["gpu_source_name"].strip(),
-        model_source_name=r["model_source_name"].strip(), gpus=gpus, tp=tp,
-        prompt_tokens=csv_number(r, "prompt_tokens", where),
-        output_tokens=csv_number(r, "output_tokens", where),
-        lengths=_choice(r, "lengths", ("fixed", "mean"), where),
-        prompt_cap=csv_number(r, "prompt_cap", where, required=False),
-        dataset=r["dataset"].strip(),
-        requests=csv_number(r, "requests", where),
-        rate_per_s=csv_number(r, "rate_per_s", where, whole=False),
-        arrivals=_choice(r, "arrivals", ARRIVALS, where, default="poisson"),
-        max_num_seqs=csv_number(r, "max_num_seqs", where, required=False),
-        token_budget=csv_number(r, "token_budget", where, required=False),
-        gpu_memory_utilization=util,
-        prefix_caching=_choice(r, "prefix_caching", ("on", "off", ""), where),
-        metric=_choice(r, "metric", METRICS, where), stat=_choice(r, "stat", STATS, where),
-        value=csv_number(r, "value", where, whole=False),
-        server_held=None if held == "" else held == "yes", quote=r["quote"].strip(),
-        source=r["source"].strip(), as_of=r["as_of"].strip(), notes=r["notes"].strip())
-
-
-V1_FROM: Final = (0, 8, 0)
-"""The first vLLM release whose default engine is V1: v0.8.0's release notes, "We have now
-enabled V1 engine by default (#13726)" (github:vllm-project/vllm, releases, 2025-03-18)."""
-V0_LONG_CHUNKED_FROM: Final = (0, 5, 3)
-"""From about here V0 turns chunked prefill on by itself for models with max_model_len > 32K
-(vllm-project/vllm#6666, "Enable chunked prefill by default for long context models", merged
-2024-07-23, after 0.5.2), so a V0 run of these versions schedules whole prompts only when its
-context is shorter or the flag was off: such a row names its profile itself."""
-V0_PROFILE: Final = "vllmv0"
-"""data/engines.toml's vLLM V0 profile (whole prompts, prefill first, paged KV)."""
-
-
-def engine_version(text: str) -> tuple[int, int, int] | None:
-    """'0.4.1', 'v0.11.0', '0.6.6.post1' -> (major, minor, patch); None when not stated."""
-    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip().lower())
-    return None if m is None else (int(m[1]), int(m[2]), int(m[3] or 0))
-
-
-def profile_for(profile: str, version: str, where: str = "") -> str:
-    """The profile a row is scheduled with: its `profile` column, except that a vLLM run of a
-    release before `V1_FROM` ran the V0 engine (`V0_PROFILE`: whole prompts, prefill first;
-    chunked prefill was off by default). InputError for a 'vllm' row of `V0_LONG_CHUNKED_FROM`
-    up to V1 (V0, chunked prefill on or off by the model's context): name the profile. A vLLM
-    run whose version is not stated keeps 'vllm' (V1, today's default)."""
-    v = engine_version(version)
-    if profile != "vllm" or v is None or v >= V1_FROM:
-        return profile
-    if v >= V0_LONG_CHUNKED_FROM:
-        raise InputError(f"{where}: vLLM {version} ran the V0 engine, whose chunked prefill is on "
-                         "by default for contexts above 32K tokens: state the profile "
-                         f"('{V0_PROFILE}' when chunked prefill was off)")
-    return V0_PROFILE
-
-
-def load_rows(path: Path | None = None) -> list[OpenLoopRow]:
-    """Every row of the published open-loop runs (data/reference/open_loop.csv), checked:
-    InputError naming the file, line and column of the first bad row, or a run whose rows
-    disagree on anything but the figure."""
-    p = path or workspace.bundled_data_dir() / "reference" / ROWS_FILE
-    with p.open(encoding="utf-8", newline="") as fh:
-        rows = [parse_row(r, f"{p.name} line {i}")
-                for i, r in enumerate(csv.DictReader(fh), start=2)]
-    first: dict[str, OpenLoopRow] = {}
-    for r in rows:
-        r0 = first.setdefault(r.run, r)
-        if run_key(r0) != run_key(r):
-            raise InputError(f"{p.name}: rows {r0.id} and {r.id} of run '{r.run}' differ in "
-                             "their setup")
-    return rows
-
-
-def run_key(r: OpenLoopRow) -> tuple[Any, ...]:
-    """Everything that defines a row's run (all but the figure, its statistic and its words)."""
-    return (r.profile, r.model, r.weights, r.kv_dtype, r.gpu, r.gpus, r.tp, r.prompt_tokens,
-            r.output_tokens, r.lengths, r.prompt_cap, r.dataset, r.requests, r.rate_per_s, r.arrivals,
-            *(r.knob(k) for k in KNOBS), r.source, r.server_held)
 
 
 # -- the predictions ---------------------------------------------------------------------------
@@ -318,7 +146,20 @@ def predict(r: OpenLoopRow, basis: str, catalog: Catalog | None = None) -> RunPr
     E2E - mean TTFT) / (output - 1) (exact for fixed lengths: each request's TPOT is its
     (E2E - TTFT) / (output - 1))."""
     cat = catalog or default_catalog()
-    s = scenario_for(r, basis, cat)
+    return _load(r, scenario_for(r, basis, cat), cat, basis_text(r, basis))
+
+
+def band_predictions(r: OpenLoopRow, catalog: Catalog) -> tuple[RunPrediction, RunPrediction]:
+    """Row `r`'s run at the fast and the slow edge of its typical basis' band, the Planner's
+    and the Explorer's (`capacity.fit.planning.typical_band_scenarios`: data/engines.toml's
+    step and TTFT error bands, taken from published.csv's closed-loop rows, none of these)."""
+    basis = typical_basis(r.profile)
+    fast, slow = typical_band_scenarios(scenario_for(r, "typical", catalog), basis.split(":")[1])
+    return _load(r, fast, catalog, basis), _load(r, slow, catalog, basis)
+
+
+def _load(r: OpenLoopRow, s: Scenario, cat: Catalog, basis: str) -> RunPrediction:
+    """Row `r`'s run on scenario `s` (`predict`)."""
     n = simulated_requests(r)
     _, pts = open_loop_load(s, engine=r.profile, output_tokens=r.output_tokens,
                             stages=[[(r.rate_per_s, n / r.rate_per_s)]], kind=r.arrivals,
@@ -328,7 +169,7 @@ def predict(r: OpenLoopRow, basis: str, catalog: Catalog | None = None) -> RunPr
     p = pts[0]
     tpot_mean = (p.e2e_mean_ms - p.ttft_mean_ms) / max(r.output_tokens - 1, 1)
     return RunPrediction(
-        basis=basis_text(r, basis),
+        basis=basis,
         mean_ms={"ttft_ms": p.ttft_mean_ms, "itl_ms": p.itl_mean_ms, "tpot_ms": tpot_mean,
                  "e2e_ms": p.e2e_mean_ms},
         median_ms={"ttft_ms": p.ttft_ms[0.5], "itl_ms": p.itl_ms[0.5],
@@ -356,6 +197,17 @@ class OpenLoopCheck:
     spec: float
     typical: float
     source: str = ""
+    band: tuple[float, float] = (math.nan, math.nan)
+    """The typical prediction at the fast and the slow edge of its band (`band_predictions`)."""
+
+    @property
+    def in_band(self) -> bool | None:
+        """Whether the measured figure lies in the band (it always holds the prediction);
+        None where an edge has no figure."""
+        edges = (*self.band, self.typical)
+        if not all(math.isfinite(x) for x in edges):
+            return None
+        return min(edges) <= self.measured <= max(edges)
 
     def predicted(self, basis: str) -> float:
         return self.spec if basis == "spec" else self.typical
@@ -431,6 +283,12 @@ class OpenLoopScorecard:
     def error(self, basis: str, metric: str | None = None) -> Spread:
         """|predicted / measured - 1| over the figures (of one metric)."""
         return Spread.of(abs(e) for e in self.errors(basis, metric))
+
+    def band_coverage(self, metric: str | None = None) -> tuple[int, int]:
+        """(inside, figures): the figures (of one metric) the typical basis' band holds."""
+        got = [c.in_band for c in self.checks if metric in (None, c.metric)
+               and c.in_band is not None]
+        return sum(got), len(got)
 
     def saturated_but_held(self, basis: str) -> list[RunCheck]:
         """Runs the real server held that `basis` predicts to saturate."""
@@ -517,6 +375,7 @@ def open_loop_scorecard(rows: Iterable[OpenLoopRow] | None = None,
     cat = catalog or default_catalog()
     rows = list(load_rows() if rows is None else rows)
     preds: dict[str, dict[str, RunPrediction]] = {}
+    bands: dict[str, tuple[RunPrediction, RunPrediction]] = {}
     failed: dict[str, str] = {}
     checks: list[OpenLoopCheck] = []
     skipped: list[Skipped] = []
@@ -526,6 +385,7 @@ def open_loop_scorecard(rows: Iterable[OpenLoopRow] | None = None,
         if not why and r.run not in preds:
             try:
                 preds[r.run] = {b: predict(r, b, cat) for b in BASES}
+                bands[r.run] = band_predictions(r, cat)
                 runs.append(RunCheck(
                     run=r.run, rate_per_s=r.rate_per_s, held=r.server_held,
                     saturated={b: preds[r.run][b].saturated for b in BASES},
@@ -542,7 +402,8 @@ def open_loop_scorecard(rows: Iterable[OpenLoopRow] | None = None,
             profile=r.profile, rate_per_s=r.rate_per_s, prompt_tokens=r.prompt_tokens,
             output_tokens=r.output_tokens, metric=r.metric, stat=r.stat, measured=r.value,
             spec=p["spec"].value(r.metric, r.stat), typical=p["typical"].value(r.metric, r.stat),
-            source=r.source))
+            source=r.source, band=(bands[r.run][0].value(r.metric, r.stat),
+                                   bands[r.run][1].value(r.metric, r.stat))))
     return OpenLoopScorecard(checks=tuple(checks), runs=tuple(runs),
                              knob_pairs=tuple(knob_pairs(rows, preds)), skipped=tuple(skipped))
 
@@ -586,6 +447,14 @@ def markdown(card: OpenLoopScorecard) -> str:
                          f"{_f(card.error(basis, metric).median, '.1%')} | {_f(worst, '+.1%')} | "
                          f"{_f(Spread.of(errs).median, '+.1%')} | "
                          f"{'-' if target is None else f'<= {target:.0%}'} |")
+    inside, total = card.band_coverage()
+    share = _f(inside / total if total else math.nan, ".1%")
+    lines += ["", "The typical basis' band (the Planner's and the Explorer's: data/engines.toml's "
+              "step and TTFT error bands, taken from published.csv's closed-loop rows, none of "
+              f"these runs) holds {inside} of {total} figures ({share}; for an 80% band, "
+              "75-85%): " + ", ".join(
+                  f"{METRICS[m]} {a} of {n}" for m in METRICS
+                  for a, n in (card.band_coverage(m),) if n) + "."]
     lines += ["", f"Runs predicted to saturate that the real server held ({card.held_runs} of "
               f"{n_runs} runs held, per the source's figures): "
               + "; ".join(f"{b}: {len(card.saturated_but_held(b))}"
@@ -641,12 +510,15 @@ def to_dict(card: OpenLoopScorecard) -> dict[str, Any]:
                                    "bias": Spread.of(card.errors(b, m)).median}
                       for m in (None, *METRICS)} for b in BASES},
         "saturated_but_held": {b: [r.run for r in card.saturated_but_held(b)] for b in BASES},
+        "band_coverage": {m or "all": dict(zip(("inside", "figures"), card.band_coverage(m),
+                                               strict=True)) for m in (None, *METRICS)},
         "run_checks": [asdict(r) for r in card.runs],
         "knob_pairs": [{**asdict(p), "measured_move": p.measured_move,
                         "predicted_move": {b: p.predicted_move(b) for b in BASES},
                         "moves": {b: p.moves(b) for b in BASES},
                         "agrees": {b: p.agrees(b) for b in BASES}} for p in card.knob_pairs],
-        "checks": [{**asdict(c), "error": {b: c.error(b) for b in BASES}} for c in card.checks],
+        "checks": [{**asdict(c), "error": {b: c.error(b) for b in BASES},
+                    "in_band": c.in_band} for c in card.checks],
         "skipped": [asdict(s) for s in card.skipped]}))
 
 
