@@ -170,8 +170,12 @@ def test_a_row_is_inside_its_edges_and_coverage_counts_them() -> None:
     # a fast edge that ends on the slow side of the prediction (a band wholly slow)
     assert tb.EdgeRow(group="C", metric="ttft", concurrency=1.0, measured=95.0, after=100.0,
                       slow=150.0, fast=110.0).low == 100.0
+    # an edge without a figure (the event model gave none): not counted either way
+    blank = tb.EdgeRow(group="D", metric="e2e", concurrency=1.0, measured=95.0, after=100.0,
+                       slow=math.nan, fast=90.0)
+    assert blank.inside is None
     card = vt.TypicalScorecard(rows=(_row("A", -0.3), _row("B", -0.1), _row("C", 0.05)),
-                               edges=(inside, tput))
+                               edges=(inside, tput, blank))
     got = {c.metric: c for c in tb.coverage(card)}
     assert (got["ttft"].inside, got["ttft"].rows, got["ttft"].met) == (1, 1, False)
     assert (got["throughput"].inside, got["throughput"].rows) == (0, 1)

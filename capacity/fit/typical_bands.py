@@ -4,7 +4,7 @@ scorecard's "Typical basis, nobody measured" section, `capacity.fit.validate_typ
 A prediction on a typical basis carries a band: the Planner's GPU counts and the Explorer's
 step and TTFT at the band's two edges (`capacity.fit.planning.typical_knob_edges`, the one
 definition of it). Here that band is held against the published rows it was not taken from,
-each row's group held out of every range the band rests on:
+each row's group held out of the error bands the band rests on:
 
 - the decode step's band is the basis' own error band, `step / (1 + high) .. step / (1 + low)`
   (`step_error_band`: the 10th and 90th percentile of the step errors, each group weighted 1,
@@ -142,7 +142,11 @@ class EdgeRow:
         return max(self.slow, self.fast, self.after)
 
     @property
-    def inside(self) -> bool:
+    def inside(self) -> bool | None:
+        """Whether the measured value lies between the edges; None where an edge has no
+        figure (not counted)."""
+        if not all(math.isfinite(x) for x in (self.slow, self.fast, self.after)):
+            return None
         return self.low <= self.measured <= self.high
 
 
@@ -180,8 +184,8 @@ def coverage(card: TypicalScorecard) -> tuple[Coverage, ...]:
     out = [Coverage(metric="step", inside=sum(c.inside for c in checks), rows=len(checks),
                     groups=len({c.row.group for c in checks}))]
     for m in EDGE_METRICS:
-        rows = [e for e in card.edges if e.metric == m]
-        out.append(Coverage(metric=m, inside=sum(e.inside for e in rows), rows=len(rows),
+        rows = [e for e in card.edges if e.metric == m and e.inside is not None]
+        out.append(Coverage(metric=m, inside=sum(bool(e.inside) for e in rows), rows=len(rows),
                             groups=len({e.group for e in rows})))
     return tuple(out)
 
@@ -240,7 +244,7 @@ def edge_lines(card: TypicalScorecard) -> list[str]:
                      f"{'yes' if c.met else 'no'} |")
     out = "; ".join(f"{e.metric} of {e.group} at C = {e.concurrency:g} ({e.measured:.4g} "
                     f"against {e.low:.4g} .. {e.high:.4g})"
-                    for e in card.edges if not e.inside)
+                    for e in card.edges if e.inside is False)
     if out:
         lines += ["", f"Outside: {out}."]
     return lines
