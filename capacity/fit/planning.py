@@ -300,7 +300,9 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
     -0.319 and +0.151): eta_bw 0.882 x 0.681 = 0.601 slow, 0.882 x 1.151 = 1.015 -> 1 fast
     (the spec sheet); layer overhead 0.0689 / 0.681 = 0.1012 and 0.0689 / 1.151 = 0.0599 ms;
-    MFU 0.628 and 0.785 (its range, shares of the GPU's matmul ceiling)."""
+    with ttft_error -0.615 and +0.724, MFU 0.706 x 0.385 = 0.272 and 0.706 x 1.724 -> 1 (shares
+    of the GPU's matmul ceiling), the request latency 12.92 / 0.385 = 33.6 and 12.92 / 1.724 =
+    7.5 ms; without it, MFU over its range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}
