@@ -121,6 +121,8 @@ class TypicalRow:
     other metrics)."""
     added: str = ""
     """The day the row was added to published.csv ('' for the rows the knobs were derived on)."""
+    stat: str = "mean"
+    """The statistic the source states ('mean' or 'median')."""
 
     @property
     def before_error(self) -> float:
@@ -482,6 +484,7 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
                     after=(_step(after, i, x.stat, True) if step
                            else v.pick(after, metric, i, x.stat)),
                     saturated=sat[i], engine=s.engine_text or s.engine, added=s.added,
+                    stat=x.stat,
                     step_ms=after.step_ms[i] if step else math.nan,
                     spec_ms=spec.step_ms[i] if step else math.nan,
                     knobs=tuple(sorted((k, float(after_k.get(k, 0.0)))
@@ -515,7 +518,7 @@ def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
     """Every TTFT, E2E and throughput row below saturation with its deployment predicted at
     the two edges of the band (`typical_knob_edges`) on its group's knobs after, the step's
     and TTFT's error bands over the other groups' rows (`typical_bands.held_out_basis`)."""
-    after = {(r.group, r.metric, r.concurrency, r.measured): r.after for r in rows}
+    after = {(r.group, r.metric, r.concurrency, r.stat, r.measured): r.after for r in rows}
     out: list[tb.EdgeRow] = []
     for key, g in sorted(groups.items()):
         typ, _, after_k = _group_knobs(key, g, evidence, eta_points, points, latency)
@@ -543,7 +546,7 @@ def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
                 m, i = v.METRIC_OF[x.metric], levels.index(x.concurrency)
                 out.append(tb.EdgeRow(
                     group=key, metric=m.value, concurrency=x.concurrency, measured=x.value,
-                    after=after[(key, m.value, x.concurrency, x.value)],
+                    after=after[(key, m.value, x.concurrency, x.stat, x.value)],
                     slow=v.pick(slow, m, i, x.stat), fast=v.pick(fast, m, i, x.stat),
                     added=s.added))
     return out
