@@ -5,8 +5,8 @@ Each row of data/reference/open_loop.csv (`open_loop_rows.load_rows`) is one fig
 ITL, TPOT or E2E; a mean or a median, as the source states it) of one run: an engine (its
 profile in data/engines.toml; a vLLM release before 0.8.0 ran V0, scheduled with the `vllmv0`
 profile, `open_loop_rows.profile_for`) serving a model on TP x replicas GPUs, requests arriving
-at `rate_per_s` (Poisson or evenly spaced, as the source says; Poisson where it does not), fixed prompt and
-output lengths or, for datasets of varying lengths, the run's mean lengths (total tokens /
+at `rate_per_s` (Poisson or evenly spaced, as the source says; Poisson where it does not),
+fixed prompt and output lengths or, for datasets of varying lengths, the run's mean lengths (total tokens /
 requests) and the longest prompt its dataset holds (`prompt_cap`), and the scheduler knobs
 the source states (`max_num_seqs`, `token_budget`: vLLM's max_num_batched_tokens or SGLang's
 chunked_prefill_size, `gpu_memory_utilization`,
