@@ -11,7 +11,7 @@ import pytest
 from scipy.optimize._numdiff import approx_derivative
 
 from capacity.fit import calibration_problem as cp
-from capacity.model.step_combine import combine_step
+from capacity.model.step_combine import combine_step, combine_step_ms
 
 
 def _basis(n: int = 6) -> dict[str, np.ndarray]:
@@ -92,6 +92,33 @@ def test_combine_step_takes_knob_columns() -> None:
                          batched_overhead_ms=np.array([[0.0], [2.0]]))  # type: ignore[arg-type]
     # row 0: 4, 4; row 1: 4 x 1.5 = 6 at one sequence, 4 + 2 at two
     assert parts.step_ms == pytest.approx(np.array([[4.0, 4.0], [6.0, 6.0]]))
+
+
+@pytest.mark.parametrize("method", ["chapter", "operator", "bound"])
+@pytest.mark.parametrize("sharpness", [0.0, 2.5])
+def test_combine_step_ms_is_combine_steps_step(method: str, sharpness: float) -> None:
+    """The fit's step-only entry computes the step exactly as combine_step does (the same
+    bytes, one computation): one knob vector and a stack of (k, 1) knob columns, with the
+    batch-1 factor and the batched overhead on and off, batches 0 to 64."""
+    rng = np.random.default_rng(7)
+    b = np.array([0.0, 1.0, 2.0, 8.0, 64.0])
+    terms = dict(weight_peak_ms=rng.uniform(1, 9, 5), kv_peak_ms=rng.uniform(0, 3, 5) * b,
+                 gemm_peak_ms=rng.uniform(0, 4, 5) * b, attention_peak_ms=0.1 * b,
+                 kv_request_peak_ms=rng.uniform(0, 1, 5), comm_ms=rng.uniform(0, 1, 5),
+                 batch=b)
+    knobs: list[dict[str, object]] = [
+        dict(eta_bw=0.8, eta_kv=0.7, eff=0.5, attn_sat_batch=3.0, overhead_ms=1.5,
+             seq_overhead_ms=0.01),
+        dict(eta_bw=0.8, eff=0.5, batch1_factor=1.3, batched_overhead_ms=0.7),
+        dict(eta_bw=np.array([[0.8], [0.6]]), eff=np.array([[0.5], [0.9]]),
+             batch1_factor=np.array([[1.0], [1.2]]),
+             batched_overhead_ms=np.array([[0.0], [2.0]]))]
+    for kw in knobs:
+        want = combine_step(method=method, **terms, **kw,  # type: ignore[arg-type]
+                            ridge_sharpness=sharpness).step_ms
+        got = combine_step_ms(method=method, **terms, **kw,  # type: ignore[arg-type]
+                              ridge_sharpness=sharpness)
+        assert got.shape == want.shape and np.array_equal(got, want)
 
 
 def test_solve_remembers_a_fit_and_forgets_on_request() -> None:

@@ -254,6 +254,11 @@ def test_gaps_by_hand() -> None:
     assert v1.tolist() == [12.0, 10.0] and w1.tolist() == [1, 2]
     assert g.mean(0) == pytest.approx((15 + 20 + 12 + 20 + 50) / 7)
     assert g.last_ms.tolist() == [40.0, 40.0, 50.0]
+    # the emissions are joined once for the reads; a later emission is read too: request 2's
+    # next token at 80 ms, a gap of 30
+    g.tokens([2], 80.0)
+    assert g.kept(2)[0].tolist() == [50.0, 30.0]
+    assert g.mean(0) == pytest.approx((15 + 20 + 12 + 20 + 50 + 30) / 8)
 
 
 def test_weighted_quantiles() -> None:

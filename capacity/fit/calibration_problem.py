@@ -33,7 +33,7 @@ from capacity.fit.measured import MeasuredPoint
 from capacity.model.kv import kv_request_bytes
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import prefill_flops
-from capacity.model.roofline import StepMethod, combine_step, counts_as_engines
+from capacity.model.roofline import StepMethod, combine_step_ms, counts_as_engines
 from capacity.model.scenario import Scenario, decode_model
 from capacity.types import BoolArray, FloatArray
 from capacity.units import TERA
@@ -160,14 +160,14 @@ def decode_step_ms(x: FloatArray, basis: dict[str, FloatArray],
     k = basis_ridge(b)
     if method != StepMethod.OPERATOR:  # the chapter's overlap (F4, or the bound's counting)
         eta, t0, eff = knob_columns(x)
-        return combine_step(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
-                            overhead_ms=t0, ridge_sharpness=k).step_ms
+        return combine_step_ms(method=method, **terms, eta_bw=eta, eff=eff,  # type: ignore[arg-type]
+                               overhead_ms=t0, ridge_sharpness=k)
     eta, eta_kv, eff, sat, t0, seq, *rest = knob_columns(x)
     one, batched = (rest[0], rest[1]) if rest else (1.0, 0.0)
-    return combine_step(method=method, **terms, eta_bw=eta,
-                        eta_kv=eta_kv, eff=eff, attn_sat_batch=sat, overhead_ms=t0,
-                        seq_overhead_ms=seq, batch1_factor=one, batched_overhead_ms=batched,
-                        ridge_sharpness=k).step_ms
+    return combine_step_ms(method=method, **terms, eta_bw=eta,
+                           eta_kv=eta_kv, eff=eff, attn_sat_batch=sat, overhead_ms=t0,
+                           seq_overhead_ms=seq, batch1_factor=one, batched_overhead_ms=batched,
+                           ridge_sharpness=k)
 
 
 def operator_step_ms(x: FloatArray, basis: dict[str, FloatArray]) -> FloatArray:
@@ -286,32 +286,35 @@ def _prior_sd(name: str, scale_ms: float) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _prior_layout(names: tuple[str, ...], scale_ms: float
-                  ) -> tuple[FloatArray, tuple[tuple[int, int], ...], BoolArray, FloatArray]:
-    """The prior of the knobs `names` as arrays: each knob's centre (`PRIORS`), the (knob,
-    partner) index pairs of tied knobs whose partner is fitted too (`PRIOR_TIED`: the centre
-    is the partner's value), which knobs work in log, and each width (`_prior_sd`)."""
+                  ) -> tuple[FloatArray, npt.NDArray[np.intp], BoolArray, npt.NDArray[np.intp],
+                             FloatArray]:
+    """The prior of the knobs `names` as arrays: each knob's centre (`PRIORS`); each knob's
+    partner (its own index, or for a tied knob whose partner is fitted too, the partner's:
+    `PRIOR_TIED`, the centre is the partner's value) and which knobs are so tied; the indices
+    of the knobs that work in log; and each width (`_prior_sd`)."""
     at = {n: i for i, n in enumerate(names)}
     centre = np.array([PRIORS[n] for n in names], dtype=np.float64)
-    tied = tuple((i, at[PRIOR_TIED[n]]) for i, n in enumerate(names)
-                 if PRIOR_TIED.get(n) in at)
-    logs = np.array([n in LOG_KNOBS for n in names], dtype=bool)
+    partner = np.array([at.get(PRIOR_TIED.get(n, ""), i) for i, n in enumerate(names)],
+                       dtype=np.intp)
+    tied = partner != np.arange(len(names))
+    logs = np.flatnonzero([n in LOG_KNOBS for n in names]).astype(np.intp)
     sd = np.array([_prior_sd(n, scale_ms) for n in names], dtype=np.float64)
-    for shared in (centre, logs, sd):   # one per layout, for every caller: read-only
+    for shared in (centre, partner, tied, logs, sd):   # one per layout, every caller's: read-only
         shared.setflags(write=False)
-    return centre, tied, logs, sd
+    return centre, partner, tied, logs, sd
 
 
 def _prior_residuals(names: Sequence[str], x: FloatArray, scale_ms: float) -> FloatArray:
     """The prior's terms: PRIOR_WEIGHT x (coordinate - prior) / width, per knob; a tied knob
     (`PRIOR_TIED`) is pulled toward its partner's value when both are fitted. `x` one knob
-    vector (-> (knobs,)) or a stack of them (k, knobs) (-> (k, knobs))."""
-    centre, tied, logs, sd = _prior_layout(tuple(names), float(scale_ms))
+    vector (-> (knobs,)) or a stack of them (k, knobs) (-> (k, knobs)). The fit's hottest
+    helper after the model: a few array operations, whatever the knobs."""
+    centre, partner, tied, logs, sd = _prior_layout(tuple(names), float(scale_ms))
     a = np.asarray(x, dtype=np.float64)
-    c = np.broadcast_to(centre, a.shape).copy()
-    for i, j in tied:
-        c[..., i] = a[..., j]
+    c = np.where(tied, a[..., partner], centre)
     out = a - c
-    out[..., logs] = np.log(a[..., logs] / c[..., logs])
+    if logs.size:
+        out[..., logs] = np.log(a[..., logs] / c[..., logs])
     return np.asarray(PRIOR_WEIGHT * out / sd, dtype=np.float64)
 
 

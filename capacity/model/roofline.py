@@ -80,6 +80,7 @@ from capacity.model.step_combine import StepMethod as StepMethod
 from capacity.model.step_combine import StepParts as StepParts
 from capacity.model.step_combine import bandwidth_term_ms as bandwidth_term_ms
 from capacity.model.step_combine import combine_step as combine_step
+from capacity.model.step_combine import combine_step_ms as combine_step_ms
 from capacity.model.step_combine import compute_term_ms as compute_term_ms
 from capacity.model.step_combine import counts_as_engines as counts_as_engines
 from capacity.model.step_combine import mixed_step_time_ms as mixed_step_time_ms

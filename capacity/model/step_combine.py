@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -211,6 +212,78 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     `StepModel` and calibration's fit both call this, so a fitted calibration predicts exactly
     what `evaluate` computes.
     """
+    t = _combine(method=method, weight_peak_ms=weight_peak_ms, kv_peak_ms=kv_peak_ms,
+                 gemm_peak_ms=gemm_peak_ms, attention_peak_ms=attention_peak_ms,
+                 kv_request_peak_ms=kv_request_peak_ms, comm_ms=comm_ms, batch=batch,
+                 eta_bw=eta_bw, eta_kv=eta_kv, eff=eff, attn_sat_batch=attn_sat_batch,
+                 overhead_ms=overhead_ms, seq_overhead_ms=seq_overhead_ms,
+                 batch1_factor=batch1_factor, batched_overhead_ms=batched_overhead_ms,
+                 ridge_sharpness=ridge_sharpness)
+    # the parts keep the step's shape where nothing was added at batch one (a scalar 0)
+    one = np.zeros(np.shape(t.step)) if t.one is None else t.one
+    if t.gemm is None:  # chapter and bound: one overlap
+        zero = np.zeros_like(t.bandwidth)
+        ridge = (zero if ridge_sharpness == RIDGE_SHARPNESS_MAX
+                 else ridge_ms(t.bandwidth, t.compute, ridge_sharpness)
+                 - np.maximum(t.bandwidth, t.compute))
+        return StepParts(bandwidth_ms=t.bandwidth, compute_ms=np.asarray(t.compute, dtype=np.float64),
+                         gemm_ms=zero, attention_ms=zero,
+                         serial_ms=np.asarray(t.per_seq + zero + one + ridge, dtype=np.float64),
+                         step_ms=t.step)
+    assert t.attention is not None
+    serial = t.gemm + t.attention + t.per_seq + one - np.maximum(t.bandwidth, t.compute)
+    shape = np.broadcast_shapes(np.shape(t.step), np.shape(t.bandwidth))
+    return StepParts(bandwidth_ms=np.asarray(t.bandwidth, dtype=np.float64),
+                     compute_ms=np.asarray(t.compute, dtype=np.float64),
+                     gemm_ms=np.asarray(np.broadcast_to(t.gemm, shape), dtype=np.float64),
+                     attention_ms=np.asarray(np.broadcast_to(t.attention, shape), dtype=np.float64),
+                     serial_ms=np.asarray(serial, dtype=np.float64),
+                     step_ms=t.step)
+
+
+def combine_step_ms(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
+                    kv_peak_ms: npt.ArrayLike, gemm_peak_ms: npt.ArrayLike,
+                    attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
+                    comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float = 1.0,
+                    eta_kv: float | None = None, eff: npt.ArrayLike = 1.0,
+                    attn_sat_batch: float = 0.0, overhead_ms: float = 0.0,
+                    seq_overhead_ms: float = 0.0, batch1_factor: float = 1.0,
+                    batched_overhead_ms: float = 0.0,
+                    ridge_sharpness: float = RIDGE_SHARPNESS_MAX) -> FloatArray:
+    """`combine_step(...).step_ms` (ms) without the other parts: the same arithmetic, one
+    computation (`_combine`), for the fit's model, which evaluates the step tens of thousands
+    of times a scorecard and reads nothing else."""
+    return _combine(method=method, weight_peak_ms=weight_peak_ms, kv_peak_ms=kv_peak_ms,
+                    gemm_peak_ms=gemm_peak_ms, attention_peak_ms=attention_peak_ms,
+                    kv_request_peak_ms=kv_request_peak_ms, comm_ms=comm_ms, batch=batch,
+                    eta_bw=eta_bw, eta_kv=eta_kv, eff=eff, attn_sat_batch=attn_sat_batch,
+                    overhead_ms=overhead_ms, seq_overhead_ms=seq_overhead_ms,
+                    batch1_factor=batch1_factor, batched_overhead_ms=batched_overhead_ms,
+                    ridge_sharpness=ridge_sharpness).step
+
+
+class _Combined(NamedTuple):
+    """What `_combine` works out (ms): the step and the pieces `combine_step` builds its parts
+    from; `gemm` and `attention` None under the chapter's one overlap."""
+
+    step: FloatArray
+    bandwidth: FloatArray
+    compute: FloatArray
+    per_seq: FloatArray
+    one: FloatArray | None
+    """What the batch-one factor and the batched overhead add (None: nothing)."""
+    gemm: FloatArray | None = None
+    attention: FloatArray | None = None
+
+
+def _combine(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
+             kv_peak_ms: npt.ArrayLike, gemm_peak_ms: npt.ArrayLike,
+             attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
+             comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float,
+             eta_kv: float | None, eff: npt.ArrayLike, attn_sat_batch: float,
+             overhead_ms: float, seq_overhead_ms: float, batch1_factor: float,
+             batched_overhead_ms: float, ridge_sharpness: float) -> _Combined:
+    """`combine_step`'s arithmetic (its docstring): the step and its pieces."""
     b = np.asarray(batch, dtype=np.float64)
     comm = np.asarray(comm_ms, dtype=np.float64)
     per_seq = seq_overhead_ms * b
@@ -219,16 +292,11 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     if StepMethod(method) != StepMethod.OPERATOR:  # chapter and bound: one overlap
         bw = np.asarray((np.asarray(weight_peak_ms, dtype=np.float64)
                          + np.asarray(kv_peak_ms, dtype=np.float64)) / eta_bw, dtype=np.float64)
-        zero = np.zeros_like(bw)
         step = step_time_ms(bandwidth_ms=bw, compute_ms=g, comm_ms=comm,
                             overhead_ms=overhead_ms, ridge_sharpness=ridge_sharpness) + per_seq
-        one = _batch_one(b, step, comm, batch1_factor) + _batched(b, batched_overhead_ms)
-        ridge = (zero if ridge_sharpness == RIDGE_SHARPNESS_MAX
-                 else ridge_ms(bw, g, ridge_sharpness) - np.maximum(bw, g))
-        return StepParts(bandwidth_ms=bw, compute_ms=np.asarray(g, dtype=np.float64),
-                         gemm_ms=zero, attention_ms=zero,
-                         serial_ms=np.asarray(per_seq + zero + one + ridge, dtype=np.float64),
-                         step_ms=np.asarray(step + one, dtype=np.float64))
+        one = _added(_batch_one(b, step, comm, batch1_factor), _batched(b, batched_overhead_ms))
+        return _Combined(step=np.asarray(step if one is None else step + one, dtype=np.float64),
+                         bandwidth=bw, compute=g, per_seq=per_seq, one=one)
     ekv = eta_bw if eta_kv is None else eta_kv
     kv = np.asarray(kv_peak_ms, dtype=np.float64) / ekv
     a = np.asarray(attention_peak_ms, dtype=np.float64)
@@ -236,19 +304,11 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
                      * attn_sat_batch / ekv, 0.0)
     gemm = ridge_ms(w, g, ridge_sharpness)
     attn = np.maximum(np.maximum(kv, a), floor)
-    bw = w + kv
-    cp = g + a
     step = overhead_ms + gemm + attn + comm + per_seq
-    one = _batch_one(b, step, comm, batch1_factor) + _batched(b, batched_overhead_ms)
-    step = step + one
-    serial = gemm + attn + per_seq + one - np.maximum(bw, cp)
-    shape = np.broadcast_shapes(np.shape(step), np.shape(bw))
-    return StepParts(bandwidth_ms=np.asarray(bw, dtype=np.float64),
-                     compute_ms=np.asarray(cp, dtype=np.float64),
-                     gemm_ms=np.asarray(np.broadcast_to(gemm, shape), dtype=np.float64),
-                     attention_ms=np.asarray(np.broadcast_to(attn, shape), dtype=np.float64),
-                     serial_ms=np.asarray(serial, dtype=np.float64),
-                     step_ms=np.asarray(step, dtype=np.float64))
+    one = _added(_batch_one(b, step, comm, batch1_factor), _batched(b, batched_overhead_ms))
+    return _Combined(step=np.asarray(step if one is None else step + one, dtype=np.float64),
+                     bandwidth=w + kv,
+                     compute=g + a, per_seq=per_seq, one=one, gemm=gemm, attention=attn)
 
 
 def per_token(p: StepParts, *, draft_ms: npt.ArrayLike, accepted_tokens: npt.ArrayLike,
@@ -273,18 +333,26 @@ def per_token(p: StepParts, *, draft_ms: npt.ArrayLike, accepted_tokens: npt.Arr
                      step_ms=np.asarray(step, dtype=np.float64))
 
 
-def _batched(b: FloatArray, overhead_ms: float | FloatArray) -> FloatArray | float:
-    """`batched_overhead_ms` where two or more sequences decode (b > 1), 0 elsewhere (ms)."""
+def _added(one: FloatArray | None, batched: FloatArray | None) -> FloatArray | None:
+    """The sum of what `_batch_one` and `_batched` add (ms), None where neither adds."""
+    if one is None:
+        return batched
+    return one if batched is None else np.asarray(one + batched, dtype=np.float64)
+
+
+def _batched(b: FloatArray, overhead_ms: float | FloatArray) -> FloatArray | None:
+    """`batched_overhead_ms` where two or more sequences decode (b > 1), 0 elsewhere (ms);
+    None where it is 0 everywhere (nothing to add)."""
     if (overhead_ms == 0.0) if isinstance(overhead_ms, float) else not np.any(overhead_ms):
-        return 0.0
+        return None
     return np.asarray(np.where(b > 1.0, overhead_ms, 0.0), dtype=np.float64)
 
 
 def _batch_one(b: FloatArray, step: FloatArray, comm: FloatArray,
-               factor: float | FloatArray) -> FloatArray:
+               factor: float | FloatArray) -> FloatArray | None:
     """What `batch1_factor` adds to the step (ms): (factor - 1) x (step - comm) where exactly
-    one sequence decodes, 0 elsewhere (and everywhere at factor 1)."""
+    one sequence decodes, 0 elsewhere; None at factor 1 (nothing to add)."""
     if (factor == 1.0) if isinstance(factor, float) else bool(np.all(factor == 1.0)):
-        return np.zeros(np.broadcast_shapes(np.shape(b), np.shape(step)))
+        return None
     return np.asarray(np.where(b == 1.0, (factor - 1.0) * (step - comm), 0.0), dtype=np.float64)
 

@@ -25,6 +25,8 @@ class Gaps:
         self._counts: list[IntArray | int] = []
         """Per emission: each gap's tokens, or (an int) that many gaps of one token each."""
         self._requests: list[IntArray] = []
+        self._joined: tuple[FloatArray, FloatArray, IntArray] | None = None
+        """The emissions joined (`_arrays`), kept until the next emission."""
 
     def tokens(self, ids: Sequence[int] | IntArray, now_ms: float,
                step_ms: float | None = None, k: int = 1) -> None:
@@ -33,6 +35,7 @@ class Gaps:
         its first gap (1 token), then `step_ms` for k - 1 tokens when k > 1."""
         if len(ids) == 0:
             return
+        self._joined = None
         a = np.asarray(ids, dtype=np.int64)   # the event loop passes its running ids' array
         first = (now_ms - (k - 1) * (step_ms or 0.0)) - self.last_ms[a]
         self.last_ms[a] = now_ms
@@ -53,14 +56,22 @@ class Gaps:
              ) -> tuple[FloatArray, FloatArray]:
         """(gap ms, tokens that had it) of requests numbered first_counted..end - 1 (None:
         to the last)."""
-        v = np.concatenate([np.zeros(0), *self._values])
-        w = np.concatenate([np.zeros(0), *(np.ones(c) if isinstance(c, int) else c
-                                           for c in self._counts)]).astype(np.float64)
-        r = np.concatenate([np.zeros(0, dtype=np.int64), *self._requests])
+        v, w, r = self._arrays()
         keep = (r >= first_counted) & np.isfinite(v)
         if end is not None:
             keep &= r < end
         return v[keep], w[keep]
+
+    def _arrays(self) -> tuple[FloatArray, FloatArray, IntArray]:
+        """(gap ms, tokens that had it, whose) of every emission so far, joined once for
+        every read until the next emission (a run reads its mean and its quantiles)."""
+        if self._joined is None:
+            v = np.concatenate([np.zeros(0), *self._values])
+            w = np.concatenate([np.zeros(0), *(np.ones(c) if isinstance(c, int) else c
+                                               for c in self._counts)]).astype(np.float64)
+            r = np.concatenate([np.zeros(0, dtype=np.int64), *self._requests])
+            self._joined = (v, w, r)
+        return self._joined
 
     def mean(self, first_counted: int, end: int | None = None) -> float:
         """Token-weighted mean gap (ms) of requests numbered first_counted..end - 1 (NaN:
