@@ -24,7 +24,7 @@ import streamlit as st
 from capacity import workspace
 from capacity.catalog.loader import Catalog, load_catalog
 from capacity.fit import calibration_store
-from capacity.fit.planning import GpuBand, gpu_band, typical_band_scenarios, typical_ranges
+from capacity.fit.planning import gpu_band, typical_band_scenarios, typical_ranges
 from capacity.fit.traffic import LogSummary, summarize_log
 from capacity.fit.uncertainty import KnobFlag, Sensitivity, Widening, band, sensitivity
 from capacity.model.basis import TYPICAL_PREFIX
@@ -43,7 +43,7 @@ from capacity.plan.events import (
     open_loop_load,
 )
 from capacity.plan.mix import MixPlan, MixWorkload, plan_mix
-from capacity.plan.options import Option, Plan, PlanInputs
+from capacity.plan.options import GpuBand, Option, Plan, PlanInputs
 from capacity.plan.search import plan as search_plan
 from capacity.plan.service import ServiceModel
 from capacity.report.document import blocks_pdf, render_markdown
@@ -383,7 +383,7 @@ def simulation(version: str, inp: PlanInputs, o: Option) -> QueueResult:
 
 @cached(max_entries=16)
 def quotes(version: str, p: Plan, sim: QueueResult | None, lang: str, link: str,
-           band: tuple[int | None, int | None] | None,
+           band: GpuBand | None,
            cheaper: tuple[Alternative, ...], cmp: Comparison | None = None,
            ep: EpComparison | None = None) -> tuple[str, bytes]:
     """The plan's quote as Markdown and as PDF (with `cmp`: its disaggregated section; with

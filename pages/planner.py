@@ -34,10 +34,11 @@ from capacity.catalog.offers import OFFER_KINDS, without_offer
 from capacity.errors import CapacityError
 from capacity.plan.mix import MixWorkload
 from capacity.plan.options import Option
+from capacity.report.bases import band_text
 from capacity.report.charts import log_arrivals_chart, log_length_chart, options_chart, ttft_curve_chart
 from capacity.report.check import check_caption, miss_text
 from capacity.report.i18n import error_text, note_text, t, tn
-from capacity.report.quote import band_text, option_label, quote_file_name
+from capacity.report.quote import option_label, quote_file_name
 from capacity.report.urlstate import explorer_state, explorer_url
 
 ensure_navigation()
@@ -166,10 +167,9 @@ if result.options:
 
     band = None if best is None else cache.band_of(inputs, best)
     if band is not None and best is not None:
-        st.caption(T("quote_band") + T("colon") + band_text(best, (band.low, band.high),
-                                                      inputs.max_gpus, lang))
+        st.caption(T("quote_band") + T("colon") + band_text(best, band, inputs.max_gpus, lang))
     md, pdf = cache.quotes(result, sim if chosen == best else None, lang, view.quote_link(state),
-                           None if band is None else (band.low, band.high), cheaper, comparison,
+                           band, cheaper, comparison,
                            ep_cmp)
     d1, d2 = st.columns(2)
     name = quote_file_name(result, lang)

@@ -87,7 +87,7 @@ def test_quote_states_basis_and_band(catalog: Catalog) -> None:
     p = plan(inp, catalog)
     assert p.best is not None
     b = gpu_band(inp, p.best, cal, catalog)
-    md = quote_markdown(p, catalog=catalog, band=(b.low, b.high))
+    md = quote_markdown(p, catalog=catalog, band=b)
     assert (f"| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: calibration "
             f"'{CAL}' (fitted to measurements); memory: the catalog's sizes; cost per month: "
             "the prices below |") in md
@@ -95,7 +95,7 @@ def test_quote_states_basis_and_band(catalog: Catalog) -> None:
             else f"{p.best.n_gpus} GPUs, {b.low} to more than 16 within the band")
     assert f"| GPUs within the uncertainty band | {band} |" in md
     assert f"Efficiency, calibration '{CAL}' (fitted to measurements): decode compute" in md
-    zh = quote_markdown(p, lang="zh", catalog=catalog, band=(b.low, b.high))
+    zh = quote_markdown(p, lang="zh", catalog=catalog, band=b)
     assert f"校准“{CAL}”" in zh and "区间内" in zh
     chapter = quote_markdown(plan(_inputs(), catalog), catalog=catalog)
     assert ("| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: the chapter's "

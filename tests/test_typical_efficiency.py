@@ -244,3 +244,42 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
     assert b.ttft_s[2] == pytest.approx(b.ttft_s[1] / 0.385, rel=1e-6)
     # the generic ranges (MFU 0.2 .. 0.6, 5 .. 50 ms a prefill) are another band
     assert band(s, [16.0]).ttft_s[2] != pytest.approx(b.ttft_s[2], rel=0.05)
+
+
+def _ttft_bound(ttft_ms: float) -> PlanInputs:
+    """Llama-3.1-8B on H100s at 8 requests of 8,192 tokens, typical vLLM: TTFT p90 is about
+    0.36 s at the prediction, and the TTFT band's slow edge is 1 / (1 - 0.615) = 2.6x that
+    unqueued (data/engines.toml's [vllm.ttft_error]), about 0.95 s."""
+    wl = Workload(peak_concurrency=8, context_tokens=8192, output_tokens=256)
+    return with_typical(PlanInputs(model="llama-3.1-8b", workload=wl,
+                                   slo=Slo(ttft_ms=ttft_ms, tpot_ms=100), gpus=("h100-sxm",)),
+                        typical_efficiency("vllm"))
+
+
+def test_the_band_says_what_the_slow_edge_fails(catalog: Catalog) -> None:
+    """Where the band's slow edge needs more GPUs than the prediction, the band names the
+    checks the recommended count fails there, on every surface that shows the band (the
+    Planner's caption and the quote share `band_text`); where it needs none more, nothing."""
+    from capacity.plan.options import Reason
+    from capacity.report.bases import band_text
+
+    tight = _ttft_bound(600.0)
+    p = plan(tight, catalog)
+    assert p.best is not None and p.best.n_gpus == 1 and p.best.ttft_ms < 600.0
+    b = gpu_band(tight, p.best, None, catalog)
+    # 0.36 s x 2.6 is over 0.6 s: one H100 fails on TTFT at the slow edge, and nothing else
+    assert b.high is None or b.high > 1
+    assert b.slow_misses == (Reason.TTFT,)
+    hi = f"1-{b.high}" if b.high is not None else "1 to more than 16"
+    text = f"1 GPU, {hi} within the band; at its slow edge, 1 GPU fails on TTFT"
+    assert band_text(p.best, b, 16, "en") == text
+    assert band_text(p.best, b, 16, "zh").endswith("；在区间慢端，1 张卡未通过：首字延迟")
+    assert f"| GPUs within the uncertainty band | {text} |" in quote_markdown(
+        p, catalog=catalog, band=b)
+    # 2.6 x 0.36 s is well within 5 s: the slow edge needs no more GPUs, and says nothing
+    loose = _ttft_bound(5000.0)
+    q = plan(loose, catalog)
+    assert q.best is not None
+    c = gpu_band(loose, q.best, None, catalog)
+    assert (q.best.n_gpus, c.high, c.slow_misses) == (1, 1, ())
+    assert band_text(q.best, c, 16, "en") == "1 GPU, 1-1 within the band"

@@ -683,8 +683,7 @@ def run(args: argparse.Namespace) -> int:
             from capacity.fit.planning import gpu_band
 
             cal = load(inp.calibration) if inp.calibration else None
-            b = gpu_band(inp, p.best, cal)
-            band = (b.low, b.high)
+            band = gpu_band(inp, p.best, cal)
         path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band,
                            cheaper=cheaper, sections=(
                                *(() if cmp is None else (disagg_section(cmp),)),

@@ -36,7 +36,7 @@ from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC_KNOBS, SPEC_SHEET,
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario
 from capacity.model.step_combine import check_ridge_sharpness
-from capacity.plan.options import Option, PlanInputs
+from capacity.plan.options import GpuBand, Option, PlanInputs, Reason
 from capacity.plan.search import plan
 from capacity.types import Note
 from capacity.untrusted import loads_data_toml
@@ -401,29 +401,30 @@ def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, Pl
     return slow, fast
 
 
-@dataclass(frozen=True, kw_only=True)
-class GpuBand:
-    """GPUs the recommended configuration needs at the prediction and at the band's edges
-    (None: not within the search's GPU limit at that edge)."""
-
-    n_gpus: int
-    low: int | None
-    high: int | None
-    basis: str
-    """The basis kind (`PlanInputs.basis`; 'calibrated' with a calibration)."""
+def _narrow(inp: PlanInputs, o: Option) -> PlanInputs:
+    """`inp` searching `o`'s GPU, weight format and KV precision only."""
+    return replace(inp, gpus=(o.gpu,), formats=(o.weights,), kv_dtypes=(o.kv_dtype,))
 
 
 def _fewest(inp: PlanInputs, o: Option, catalog: Catalog | None) -> int | None:
-    narrow = replace(inp, gpus=(o.gpu,), formats=(o.weights,), kv_dtypes=(o.kv_dtype,))
-    p = plan(narrow, catalog)
+    p = plan(_narrow(inp, o), catalog)
     counts = [x.n_gpus for x in p.options if x.tp == o.tp]
     return min(counts) if counts else None
 
 
+def _misses(inp: PlanInputs, o: Option, catalog: Catalog | None) -> tuple[Reason, ...]:
+    """The checks `o` (its GPUs, TP, format, KV precision and draft) fails under `inp`."""
+    p = plan(_narrow(inp, o), catalog, keep_all=True, only=(o.n_gpus, o.tp))
+    same = [x for x in p.all_options if x.draft == o.draft]
+    return same[0].failures if same else ()
+
+
 def gpu_band(inp: PlanInputs, o: Option, cal: Calibration | None = None,
              catalog: Catalog | None = None) -> GpuBand:
-    """'7 GPUs, 6-9 within the band' for option `o` of the plan of `inp`."""
+    """'7 GPUs, 6-9 within the band' for option `o` of the plan of `inp`, and the checks the
+    7 GPUs fail at the band's slow edge (what the 9 are for)."""
     slow, fast = band_edges(inp, cal)
-    return GpuBand(n_gpus=o.n_gpus, low=_fewest(fast, o, catalog),
-                   high=_fewest(slow, o, catalog),
-                   basis="calibrated" if cal is not None else inp.basis)
+    high = _fewest(slow, o, catalog)
+    return GpuBand(n_gpus=o.n_gpus, low=_fewest(fast, o, catalog), high=high,
+                   basis="calibrated" if cal is not None else inp.basis,
+                   slow_misses=() if high == o.n_gpus else _misses(slow, o, catalog))

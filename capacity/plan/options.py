@@ -531,6 +531,21 @@ class NearMiss:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GpuBand:
+    """GPUs a recommended configuration needs at the prediction and at the edges of its
+    uncertainty band (None: not within the search's GPU limit at that edge;
+    `capacity.fit.planning.gpu_band`), and why it needs more at the slow edge: the checks the
+    recommended count itself fails there (empty where it passes)."""
+
+    n_gpus: int
+    low: int | None
+    high: int | None
+    basis: str
+    """The basis kind (`PlanInputs.basis`; 'calibrated' with a calibration)."""
+    slow_misses: tuple[Reason, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """The ranked, explained answer."""
 

@@ -1,5 +1,6 @@
 """Prediction bases in words, in English or Chinese (`capacity.model.basis`): one place for
-what every surface (the CLI, the Planner, the quote, the Explorer) calls a basis and its knobs.
+what every surface (the CLI, the Planner, the quote, the Explorer) calls a basis and its knobs,
+and the GPU count within a basis' uncertainty band (`band_text`).
 
 Light on purpose: no planner, no fit at import (a typical engine's name is looked up only when
 one is named), so `capacity plan` stays quick to start.
@@ -12,10 +13,11 @@ from typing import TYPE_CHECKING, Protocol
 from capacity.catalog.matmul import matmul_ceiling, typical_ceiling
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX, BasisKind
 from capacity.model.prefill import MFU_CURVE_SHARPNESS
-from capacity.report.i18n import t
+from capacity.report.i18n import t, tn
 
 if TYPE_CHECKING:
     from capacity.model.scenario import Scenario
+    from capacity.plan.options import GpuBand, Option
 
 
 class Knobs(Protocol):
@@ -123,3 +125,17 @@ def plateau_text(s: Scenario, lang: str) -> str:
     key = "basis_plateau" if matmul_ceiling(s.gpu, dtype) is not None else "basis_plateau_median"
     return t(key, lang, mfu=s.mfu, share=s.mfu / ceiling, eff=s.eff, eff_share=s.eff / ceiling,
              ceiling=ceiling, gpu=s.gpu.name)
+
+
+def band_text(o: Option, band: GpuBand, top: int, lang: str) -> str:
+    """'2 GPUs, 2-5 within the band; at its slow edge, 2 GPUs fail on TTFT (serving GPUs; the
+    1 spare comes on top)': the band counts serving GPUs, as the search does, says which checks
+    the recommended count fails at the slow edge where it needs more (`GpuBand.slow_misses`),
+    and says so when the option also pays for a spare."""
+    lo = t("quote_band_more", lang, n=top) if band.low is None else str(band.low)
+    text = (tn("quote_band_v", o.n_gpus, lang, lo=lo, hi=band.high) if band.high is not None
+            else tn("quote_band_open", o.n_gpus, lang, lo=lo, top=top))
+    if band.slow_misses:
+        text += tn("quote_band_why", o.n_gpus, lang, reasons=t("comma", lang).join(
+            t("quote_reason_" + r, lang) for r in band.slow_misses))
+    return text + (t("quote_band_spare", lang, n=o.spare_gpus) if o.spare_gpus else "")

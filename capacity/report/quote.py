@@ -34,10 +34,10 @@ from capacity.plan.alternatives import Alternative, Relax
 from capacity.plan.detail import design_concurrency_total, option_scenario, prefix_c_vram
 from capacity.plan.drafting import MAX_BREAKEVEN_BATCH, DraftNote, DraftOutcome, draft_note
 from capacity.plan.mix import MixPlan
-from capacity.plan.options import Option, Plan, PlanInputs, Reason, Rejection, Slo
+from capacity.plan.options import GpuBand, Option, Plan, PlanInputs, Reason, Rejection, Slo
 from capacity.plan.pricing import PriceKind
 from capacity.plan.search import runs_out_month
-from capacity.report.bases import basis_name, knobs_text
+from capacity.report.bases import band_text, basis_name, knobs_text
 from capacity.report.check import miss_text
 from capacity.report.document import Block, Heading, Para, Table, blocks_pdf, render_markdown
 from capacity.report.i18n import LANGS, engine_label, t, tn
@@ -359,15 +359,6 @@ def model_text(inp: PlanInputs, lang: str, catalog: Catalog | None = None) -> st
     return v.model.name + (t("comma", lang) + v.format.name if fixed else "")
 
 
-def band_text(o: Option, band: tuple[int | None, int | None], top: int, lang: str) -> str:
-    """'2 serving GPUs, 1-3 within the band (the spare comes on top)': the band counts serving
-    GPUs, as the search does, and says so when the option also pays for a spare."""
-    lo = t("quote_band_more", lang, n=top) if band[0] is None else str(band[0])
-    text = (t("quote_band_v", lang, n=o.n_gpus, lo=lo, hi=band[1]) if band[1] is not None
-            else t("quote_band_open", lang, n=o.n_gpus, lo=lo, top=top))
-    return text + (t("quote_band_spare", lang, n=o.spare_gpus) if o.spare_gpus else "")
-
-
 def alternative_text(a: Alternative, inp: PlanInputs, lang: str) -> str:
     """What would make a ruled-out, cheaper GPU family feasible: 'with prompts of at most
     2,931 tokens, 8 x RTX 4090 (8 replicas) + 1 spare, awq, fp16 KV at CNY 27,988 a month; or
@@ -409,12 +400,12 @@ def capacity_rows(plan: Plan, o: Option, catalog: Catalog | None = None) -> list
 def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                  catalog: Catalog | None = None, today: dt.date | None = None,
                  top: int = 5, link: str | None = None,
-                 band: tuple[int | None, int | None] | None = None,
+                 band: GpuBand | None = None,
                  cheaper: Sequence[Alternative] = (), sections: Sections = ()) -> list[Block]:
     """The quote as a list of blocks (shared by the Markdown and the PDF). `link`: the Planner
     address that reproduces the plan (`capacity.report.planner_url.planner_url`); `band`: the
     fewest serving GPUs of the recommended configuration at the fast and the slow edge of the
-    uncertainty band (`capacity.fit.planning.gpu_band`; None: beyond the search's limit);
+    uncertainty band, and why (`capacity.fit.planning.gpu_band`, `bases.band_text`);
     `cheaper`: the ruled-out cheaper options and what would make them feasible
     (`capacity.plan.alternatives.alternatives`); `sections`: more sections after the ranked
     options, each made in the quote's language (`capacity.report.quote_disagg.disagg_section`:
@@ -576,7 +567,7 @@ def _eff_text(inp: PlanInputs, lang: str, linear_layers: int | None = None) -> s
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
                    catalog: Catalog | None = None, today: dt.date | None = None,
                    link: str | None = None,
-                   band: tuple[int | None, int | None] | None = None,
+                   band: GpuBand | None = None,
                    cheaper: Sequence[Alternative] = (), sections: Sections = ()) -> str:
     """The quote as Markdown."""
     return render_markdown(quote_blocks(plan, lang=lang, simulation=simulation,
@@ -587,7 +578,7 @@ def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | No
 def quote_pdf(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
               catalog: Catalog | None = None, today: dt.date | None = None,
               cjk_font: tuple[Path, int] | None | bool = True, link: str | None = None,
-              band: tuple[int | None, int | None] | None = None,
+              band: GpuBand | None = None,
               cheaper: Sequence[Alternative] = (), sections: Sections = ()) -> bytes:
     """The quote as PDF bytes (fpdf2). Chinese needs a CJK font: `cjk_font=True` looks one up,
     a (path, index) pair uses it, None/False forces the fallback. Without a CJK font a Chinese
@@ -614,7 +605,7 @@ def check_quote_path(path: str | Path) -> Path:
 def write_quote(path: str | Path, plan: Plan, *, lang: str = "en",
                 simulation: QueueResult | None = None, catalog: Catalog | None = None,
                 link: str | None = None,
-                band: tuple[int | None, int | None] | None = None,
+                band: GpuBand | None = None,
                 cheaper: Sequence[Alternative] = (), sections: Sections = ()) -> Path:
     """Write the quote to `path`: `.md` for Markdown, `.pdf` for PDF."""
     p = check_quote_path(path)
