@@ -91,12 +91,12 @@ def test_quote_states_basis_and_band(catalog: Catalog) -> None:
     assert (f"| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: calibration "
             f"'{CAL}' (fitted to measurements); memory: the catalog's sizes; cost per month: "
             "the prices below |") in md
-    band = (f"{p.best.n_gpus} GPUs, {b.low}-{b.high} within the band" if b.high is not None
-            else f"{p.best.n_gpus} GPUs, {b.low} to more than 16 within the band")
-    assert f"| GPUs within the uncertainty band | {band} |" in md
+    # the calibration's held-out spread is narrow: the same 4 GPUs at both edges
+    assert (p.best.n_gpus, b.low, b.high, b.slow_misses) == (4, 4, 4, ())
+    assert "| GPUs within the uncertainty band | 4 GPUs at both edges of the band |" in md
     assert f"Efficiency, calibration '{CAL}' (fitted to measurements): decode compute" in md
     zh = quote_markdown(p, lang="zh", catalog=catalog, band=b)
-    assert f"校准“{CAL}”" in zh and "区间内" in zh
+    assert f"校准“{CAL}”" in zh and "4 张卡，区间两端相同" in zh
     chapter = quote_markdown(plan(_inputs(), catalog), catalog=catalog)
     assert ("| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: the chapter's "
             "assumptions (decode eff 1, prefill MFU 0.3);") in chapter
@@ -123,7 +123,7 @@ def test_size_cli_plans_with_a_calibration(tmp_path: Path,
             "--calibration", CAL, "--quote", str(target)]
     assert main(argv) == 0
     text = target.read_text(encoding="utf-8")
-    assert f"calibration '{CAL}'" in text and "within the band" in text
+    assert f"calibration '{CAL}'" in text and "| GPUs within the uncertainty band |" in text
     assert f"cal={CAL}" in text
     capsys.readouterr()
     assert main([*argv[:-2], "--calibration", "missing-one"]) == 2

@@ -282,4 +282,5 @@ def test_the_band_says_what_the_slow_edge_fails(catalog: Catalog) -> None:
     assert q.best is not None
     c = gpu_band(loose, q.best, None, catalog)
     assert (q.best.n_gpus, c.high, c.slow_misses) == (1, 1, ())
-    assert band_text(q.best, c, 16, "en") == "1 GPU, 1-1 within the band"
+    assert band_text(q.best, c, 16, "en") == "1 GPU at both edges of the band"
+    assert band_text(q.best, c, 16, "zh") == "1 张卡，区间两端相同"

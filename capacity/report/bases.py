@@ -133,8 +133,12 @@ def band_text(o: Option, band: GpuBand, top: int, lang: str) -> str:
     the recommended count fails at the slow edge where it needs more (`GpuBand.slow_misses`),
     and says so when the option also pays for a spare."""
     lo = t("quote_band_more", lang, n=top) if band.low is None else str(band.low)
-    text = (tn("quote_band_v", o.n_gpus, lang, lo=lo, hi=band.high) if band.high is not None
-            else tn("quote_band_open", o.n_gpus, lang, lo=lo, top=top))
+    if band.high is None:
+        text = tn("quote_band_open", o.n_gpus, lang, lo=lo, top=top)
+    elif band.low == band.high == o.n_gpus:
+        text = tn("quote_band_same", o.n_gpus, lang)
+    else:
+        text = tn("quote_band_v", o.n_gpus, lang, lo=lo, hi=band.high)
     if band.slow_misses:
         text += tn("quote_band_why", o.n_gpus, lang, reasons=t("comma", lang).join(
             t("quote_reason_" + r, lang) for r in band.slow_misses))
