@@ -284,3 +284,36 @@ def test_the_band_says_what_the_slow_edge_fails(catalog: Catalog) -> None:
     assert (q.best.n_gpus, c.high, c.slow_misses) == (1, 1, ())
     assert band_text(q.best, c, 16, "en") == "1 GPU at both edges of the band"
     assert band_text(q.best, c, 16, "zh") == "1 张卡，区间两端相同"
+
+
+@pytest.mark.slow  # the Planner page through AppTest
+def test_the_band_reads_the_same_on_the_cli_the_quote_and_the_planner(
+        catalog: Catalog, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One typical plan, three surfaces: `capacity size --format json`'s gpu_band, the quote
+    it writes and the Planner opened on the plan's link show the same band, the slow edge's
+    misses included (one computation, `gpu_band`, one text, `band_text`)."""
+    from streamlit.testing.v1 import AppTest
+
+    argv = ["size", "--model", "llama-3.1-8b", "--peak-concurrency", "8", "--ctx", "8192",
+            "--output-tokens", "256", "--slo-ttft-ms", "600", "--slo-tpot-ms", "100",
+            "--gpus", "h100-sxm", "--typical", "vllm", "--format", "json"]
+    assert main([*argv, "--quote", str(tmp_path / "q.md")]) == 0
+    band = json.loads(capsys.readouterr().out)["gpu_band"]
+    b = gpu_band(_ttft_bound(600.0), plan(_ttft_bound(600.0), catalog).options[0], None,
+                 catalog)
+    assert (band["n_gpus"], band["low"], band["high"], band["slow_misses"]) == (
+        b.n_gpus, b.low, b.high, ["ttft"])
+    text = band["text"]
+    assert text.endswith("; at its slow edge, 1 GPU fails on TTFT")
+    quote = (tmp_path / "q.md").read_text(encoding="utf-8")
+    assert f"| GPUs within the uncertainty band | {text} |" in quote
+    link = next(line for line in quote.splitlines() if "/planner?" in line)
+    query = dict(parse_qsl(urlsplit(link.split(": ", 1)[1]).query))
+    assert query["cal"] == "typical:vllm" and query["gpus"] == "h100-sxm"
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "streamlit_app.py"),
+                           default_timeout=120).switch_page("pages/planner.py")
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    assert f"GPUs within the uncertainty band: {text}" in [c.value for c in at.caption]

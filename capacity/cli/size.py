@@ -73,6 +73,7 @@ from capacity.plan.mix import MixPlan, load_mix, plan_mix
 from capacity.plan.options import MAX_GPUS, REASON_TEXT, Option, Plan, PlanInputs, Slo
 from capacity.plan.queueing import DEFAULT_MAX_NUM_SEQS
 from capacity.plan.search import plan
+from capacity.report.bases import band_text
 from capacity.report.check import check_caption, check_record, miss_text
 from capacity.report.i18n import t
 from capacity.report.quote import (
@@ -627,9 +628,19 @@ def run(args: argparse.Namespace) -> int:
 
         cmp = compare(inp, aggregated=p)
     wide = size_compare(args, inp, p) if args.wide_ep else None
+    band = None   # the JSON's and the quote's GPU band, one computation (the Planner's too)
+    if p.best is not None and (args.quote or args.format == "json"):
+        from capacity.fit.calibration_store import load
+        from capacity.fit.planning import gpu_band
+
+        band = gpu_band(inp, p.best, load(inp.calibration) if inp.calibration else None)
     if args.format == "json":
         data = to_json(p, args.top)
         data["tokens_over_context"] = over or None
+        data["gpu_band"] = None if band is None or p.best is None else {
+            "n_gpus": band.n_gpus, "low": band.low, "high": band.high,
+            "slow_misses": [r.value for r in band.slow_misses],
+            "text": band_text(p.best, band, inp.max_gpus, "en")}
         if cmp is not None:
             data["disaggregated"] = {
                 "winner": cmp.winner, "reason": cmp.reason,
@@ -677,13 +688,6 @@ def run(args: argparse.Namespace) -> int:
 
         link = planner_url(planner_state(inp, lang=args.lang, disagg=cmp is not None,
                                          wide_ep=wide is not None), base=app_url(args))
-        band = None
-        if p.best is not None:
-            from capacity.fit.calibration_store import load
-            from capacity.fit.planning import gpu_band
-
-            cal = load(inp.calibration) if inp.calibration else None
-            band = gpu_band(inp, p.best, cal)
         path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band,
                            cheaper=cheaper, sections=(
                                *(() if cmp is None else (disagg_section(cmp),)),
