@@ -628,7 +628,7 @@ def run(args: argparse.Namespace) -> int:
 
         cmp = compare(inp, aggregated=p)
     wide = size_compare(args, inp, p) if args.wide_ep else None
-    band = None   # the JSON's and the quote's GPU band, one computation (the Planner's too)
+    band = None   # the GPU band, once for the JSON and the quote (`gpu_band`, as the Planner)
     if p.best is not None and (args.quote or args.format == "json"):
         from capacity.fit.calibration_store import load
         from capacity.fit.planning import gpu_band
