@@ -169,8 +169,7 @@ if result.options:
     if band is not None and best is not None:
         st.caption(T("quote_band") + T("colon") + band_text(best, band, inputs.max_gpus, lang))
     md, pdf = cache.quotes(result, sim if chosen == best else None, lang, view.quote_link(state),
-                           band, cheaper, comparison,
-                           ep_cmp)
+                           band, cheaper, comparison, ep_cmp)
     d1, d2 = st.columns(2)
     name = quote_file_name(result, lang)
     d1.download_button(T("pl_quote_md"), md, file_name=name + ".md",
