@@ -150,7 +150,8 @@ def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
     text = (DATA_DIR / "reference" / "published.csv").read_text(encoding="utf-8")
     rows = list(csv.DictReader(text.splitlines()))
     added = [r for r in rows if (r.get("added") or "").strip()]
-    assert added and all(r["added"] in ("2026-12-02", "2026-12-03", "2026-12-04") for r in added)
+    assert added and all(r["added"] in ("2026-12-02", "2026-12-03", "2026-12-04", "2026-12-06")
+                         for r in added)
     # 2026-12-03: InferenceX's gpt-oss-120b on 2, 4 and 8 H100s (vLLM 0.15.1), four sweeps
     inferencex = [s for s in load_reference() if "InferenceX" in s.source]
     assert sorted((s.tp, len(s.points)) for s in inferencex) == [(2, 1), (4, 1), (8, 2), (8, 5)]
@@ -162,6 +163,15 @@ def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
     assert sorted((s.model_key, s.gpu_key, len(s.stated)) for s in gpustack) == [
         ("gpt-oss-120b-mxfp4", "a100-80gb-sxm", 5), ("gpt-oss-120b-mxfp4", "h100-sxm", 5),
         ("qwen3-8b-bf16", "h100-sxm", 15)]
+    # 2026-12-06: the SGLang cookbook's Qwen3-235B-A22B on 8 B200s (SGLang 0.5.6), three
+    # length scenarios at 1, 16 and 100 or 64 clients, a sweep of 7 rows a run (its lengths)
+    cookbook = [s for s in load_reference() if s.added == "2026-12-06"]
+    assert {(s.model_key, s.gpu_key, s.tp) for s in cookbook} == {("qwen3-235b-a22b-bf16", "b200", 8)}
+    assert sorted((s.prompt_cap, s.output_cap, p.concurrency, len(s.stated)) for s in cookbook
+                  for p in s.points) == [
+        (1000, 1000, 1, 7), (1000, 1000, 16, 7), (1000, 1000, 100, 7),
+        (1000, 8000, 1, 7), (1000, 8000, 16, 7), (1000, 8000, 64, 7),
+        (8000, 1000, 1, 7), (8000, 1000, 16, 7), (8000, 1000, 64, 7)]
     sweeps = [s for s in load_reference() if s.is_added]
     assert sum(len(s.stated) for s in sweeps) == len(added)
     assert all(s.gpu_key and s.model_key for s in sweeps)

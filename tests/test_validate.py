@@ -179,7 +179,8 @@ def test_rows_added_later_are_held_out_and_scored_apart(card: Scorecard) -> None
     # SGLang) lend no knobs to other groups; their figures are reported apart. Pinned at
     # today's level (a regression guard, not issue 25's targets, which they miss)
     sets = validate_added.row_sets(card)
-    assert [s.added for s in sets] == ["", "2026-12-02", "2026-12-03", "2026-12-04"]
+    assert [s.added for s in sets] == ["", "2026-12-02", "2026-12-03", "2026-12-04",
+                                       "2026-12-06"]
     new = sets[1]
     assert new.rows == 56 and new.upper_bound == new.rows
     # the step against the event model's TPOT (prefill stalls included): 17.2% (41.6% against
@@ -189,6 +190,13 @@ def test_rows_added_later_are_held_out_and_scored_apart(card: Scorecard) -> None
     assert new.logo(Metric.STEP, saturated=False).median < 0.23
     assert new.logo(Metric.THROUGHPUT, saturated=False).median < 0.25
     assert new.logo(Metric.E2E, saturated=False).median < 0.35
+    # 2026-12-06: Qwen3-235B-A22B on 8 B200s (SGLang 0.5.6), 63 rows; it borrows the knobs of
+    # gpt-oss-120b on the same GPUs and engine (MXFP4 experts where its are BF16): step 26.6%,
+    # TTFT 62.3%, throughput 37.5%, E2E 23.7%
+    qwen = sets[4]
+    assert qwen.rows == 63 and qwen.upper_bound == qwen.rows
+    assert qwen.logo(Metric.STEP, saturated=False).median < 0.28
+    assert qwen.logo(Metric.E2E, saturated=False).median < 0.25
     assert "### Rows added later, held out" in markdown(card)
 
 
@@ -273,14 +281,17 @@ def test_a_run_whose_lengths_varied_is_predicted_with_each_requests_own() -> Non
     assert v.tok_s == pytest.approx(f.tok_s, rel=0.15)
     # with varying lengths the mean TPOT is no longer (mean E2E - mean TTFT) / (n - 1)
     assert v.tpot_mean_ms != pytest.approx((v.e2e_mean_ms - v.ttft_mean_ms) / 509, rel=1e-6)
-    # the rows that carry caps: the SGLang cookbook's random-dataset Llama-3.1-70B sweeps and
-    # every ShareGPT run (the bench's sampler: prompts up to 1,024, prompt + reply up to 2,048)
+    # the rows that carry caps: the SGLang cookbook's random-dataset Llama-3.1-70B and
+    # Qwen3-235B-A22B sweeps and every ShareGPT run (the bench's sampler: prompts up to 1,024,
+    # prompt + reply up to 2,048)
     sweeps = load_reference()
     capped = {(sw.model_key, sw.prompt_cap, sw.output_cap) for sw in sweeps
               if sw.prompt_cap is not None or sw.output_cap is not None}
     assert capped == {("llama-3.1-70b-bf16", 1000, 1000), ("llama-3.1-70b-bf16", 8000, 1000),
                       ("qwen3-8b-bf16", 1024, 2044), ("qwen3-8b-fp8", 1024, 2044),
-                      ("gpt-oss-120b-mxfp4", 1024, 2044)}
+                      ("gpt-oss-120b-mxfp4", 1024, 2044),
+                      ("qwen3-235b-a22b-bf16", 1000, 1000), ("qwen3-235b-a22b-bf16", 1000, 8000),
+                      ("qwen3-235b-a22b-bf16", 8000, 1000)}
     with REFERENCE_CSV.open(encoding="utf-8") as f:
         sharegpt = [r for r in csv.DictReader(f) if "sharegpt" in r["notes"].lower()]
     assert len(sharegpt) == 51

@@ -104,7 +104,7 @@ class TypicalEfficiency:
     as_of: str
     step_error: tuple[float, float] | None = None
     """(low, high) signed errors predicted / measured - 1 of the decode step on this basis,
-    the 10th and 90th percentile over the published groups (`[ENGINE.step_error]`,
+    the 15th and 85th percentile over the published groups (`[ENGINE.step_error]`,
     `capacity.fit.typical_bands.step_error_band`): the band's step knobs span
     step / (1 + high) .. step / (1 + low) (`typical_knob_edges`); None: the knobs' ranges."""
     ttft_error: tuple[float, float] | None = None
@@ -298,11 +298,11 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     unqueued TTFT (`TTFT_BAND_KNOBS`): TTFT / (1 + high) .. TTFT / (1 + low) before any
     queueing. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.319 and +0.151): eta_bw 0.882 x 0.681 = 0.601 slow, 0.882 x 1.151 = 1.015 -> 1 fast
-    (the spec sheet); layer overhead 0.0689 / 0.681 = 0.1012 and 0.0689 / 1.151 = 0.0599 ms;
-    with ttft_error -0.615 and +0.724, MFU 0.706 x 0.385 = 0.272 and 0.706 x 1.724 -> 1 (shares
-    of the GPU's matmul ceiling), the request latency 12.92 / 0.385 = 33.6 and 12.92 / 1.724 =
-    7.5 ms; without it, MFU over its range, 0.628 and 0.785."""
+    -0.232 and +0.140): eta_bw 0.884 x 0.768 = 0.679 slow, 0.884 x 1.140 = 1.008 -> 1 fast
+    (the spec sheet); layer overhead 0.0698 / 0.768 = 0.0909 and 0.0698 / 1.140 = 0.0612 ms;
+    with ttft_error -0.647 and +0.734, MFU 0.706 x 0.353 = 0.249 and 0.706 x 1.734 -> 1 (shares
+    of the GPU's matmul ceiling), the request latency 12.79 / 0.353 = 36.2 and 12.79 / 1.734 =
+    7.4 ms; without it, MFU over its range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}
