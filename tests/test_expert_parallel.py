@@ -122,6 +122,9 @@ def test_measures_convert_to_exponents() -> None:
     assert family_exponent(data.families["balanced"]) == 0.0
     assert data.family_of("deepseek-v3").key == "deepseek-v3"
     assert data.family_of("llama-3.1-8b").key == "balanced"
+    # Qwen3-235B-A22B routes as Qwen3-30B-A3B does (128 experts, 8 active), on all 94 layers
+    assert data.family_of("qwen3-235b-a22b").key == "qwen3-moe"
+    assert data.models["qwen3-235b-a22b"].moe_layers == 94
     for fam in data.families.values():
         assert fam.source.strip() and fam.as_of.strip()
 

@@ -75,7 +75,7 @@ def check_wide_ep(args: argparse.Namespace, inp: PlanInputs) -> None:
     m = default_catalog().variant(args.model).model
     if m.moe is None:
         raise InputError(f"--wide-ep: {m.key} is not a mixture-of-experts model (no routed "
-                         "experts to spread); try deepseek-v3 or qwen3-30b-a3b")
+                         "experts to spread); try deepseek-v3, qwen3-30b-a3b or qwen3-235b-a22b")
     if inp.workload.peak_rate_per_s is None:
         raise InputError("--wide-ep sizes EP deployments to an arrival rate: give --dau or "
                          "--log, not --peak-concurrency")

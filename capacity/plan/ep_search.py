@@ -492,7 +492,8 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
     model = cat.variant(inp.model).model
     if model.moe is None:
         raise InputError(f"{model.key} is not a mixture-of-experts model: wide expert "
-                         "parallelism needs routed experts (try deepseek-v3 or qwen3-30b-a3b)")
+                         "parallelism needs routed experts (try deepseek-v3, qwen3-30b-a3b or "
+                         "qwen3-235b-a22b)")
     if inp.workload.peak_rate_per_s is None:
         raise InputError("wide-EP planning needs an arrival rate (daily users or a log), "
                          "not a peak concurrency")
