@@ -22,7 +22,6 @@ from typing import Any
 import streamlit as st
 
 from capacity.catalog.loader import Catalog
-from capacity.catalog.offers import bundled_of_kind
 from capacity.errors import CapacityError
 from capacity.fit.calibration_store import saved_calibrations
 from capacity.fit.planning import engines as typical_engines
@@ -30,6 +29,7 @@ from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import convert
 from capacity.model.scenario import valid_tp_sizes
 from capacity.model.speculative import DRAFT_KINDS
+from capacity.plan.pricing import chosen_gpu_price
 from capacity.report.urlstate import (
     DEFAULT_STATE,
     LANGS,
@@ -193,16 +193,11 @@ def on_gpu_change(catalog: Catalog) -> None:
     gpu = catalog.gpus.get(st.session_state.get(key("gpu"), ""))
     if gpu is None:
         return
-    cur = st.session_state.get(key("currency"), "CNY")
-    rate = float(st.session_state.get(key("rate"), DEFAULT_STATE.rate))
-    kind = str(st.session_state.get(key("offer"), ""))
-    offer = next((o for o in bundled_of_kind(catalog, kind)
-                  if o.gpu == gpu.key and o.per == "gpu"), None)
-    if offer is not None:
-        price = convert(offer.price_per_gpu_hour, offer.currency, cur, rate)
-    else:
-        st.session_state[key("offer")] = ""
-        price = convert(gpu.price_per_hour, gpu.currency, cur, rate)
+    price, kind = chosen_gpu_price(
+        catalog, gpu, currency=st.session_state.get(key("currency"), "CNY"),
+        cny_per_usd=float(st.session_state.get(key("rate"), DEFAULT_STATE.rate)),
+        offer_kind=str(st.session_state.get(key("offer"), "")))
+    st.session_state[key("offer")] = kind
     st.session_state[key("price")] = price
     st.session_state.get(TYPED, {}).pop("price", None)
 

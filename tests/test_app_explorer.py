@@ -130,6 +130,17 @@ def test_gpu_change_brings_its_price_and_currency_converts_it() -> None:
 
 
 @pytest.mark.slow
+def test_a_link_that_names_a_gpu_prices_it() -> None:
+    # no price in the link: the B200's catalog price (5.5 USD x 7.1), as choosing it gives,
+    # and the deployment's figures say where it comes from
+    at = start(gpu="b200", gpus="8", tp="8")
+    assert at.number_input(key="ex_price").value == pytest.approx(39.05)
+    labels = [m.label for m in at.metric]
+    assert any("catalog price" in label for label in labels), labels
+    assert not any("entered" in label for label in labels), labels
+
+
+@pytest.mark.slow
 def test_a_link_restores_every_input() -> None:
     at = start(c="100", ctx="16384", kv="fp8", gpu="rtx-5090", gpus="2", util="0.85",
                slo_tpot_ms="40", currency="USD", price="0.5", mfu="0.4")

@@ -256,7 +256,8 @@ def test_pin_encoding_round_trips_and_compare_overlays_both_curves() -> None:
     now = replace(DEFAULT_STATE, c=100, ctx=16384)
     pinned = replace(DEFAULT_STATE, gpu="rtx-5090", util=0.85)
     raw = encode_pin(pinned, now)
-    assert set(raw.split(",")) == {"gpu:rtx-5090", "util:0.85", "c:50", "ctx:8192"}
+    # the price travels with the GPU (else the pin would read the RTX 5090's own price)
+    assert set(raw.split(",")) == {"gpu:rtx-5090", "util:0.85", "c:50", "ctx:8192", "price:2"}
     assert decode_pin(raw, now, cat) == (pinned, [])
     assert decode_pin(encode_pin(now, now), now, cat) == (now, [])
     back, notices = decode_pin("c:lots", now, cat)

@@ -15,9 +15,11 @@ from capacity.cli.main import main
 from capacity.errors import CatalogError
 from capacity.model.workload import Workload
 from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.pricing import chosen_gpu_price
 from capacity.plan.search import plan
 from capacity.report.planner_url import planner_decode, planner_state, planner_url
 from capacity.report.quote import quote_markdown
+from capacity.report.urlstate import DEFAULT_STATE, decode, decode_pin, encode, encode_pin
 
 PRICES = """
 [[offer]]
@@ -98,6 +100,46 @@ def test_offers_and_entered_prices_reach_the_plan(catalog: Catalog) -> None:
     md = quote_markdown(entered, catalog=catalog)
     assert "CNY 4.00 per GPU-hour (entered for this quote)" in md
     assert "Exchange rate: 7.2 CNY per USD" in md
+
+
+def test_a_chosen_gpu_brings_its_offer_or_its_catalog_price(catalog: Catalog) -> None:
+    h100 = catalog.gpus["h100-sxm"]
+    # the bundled on-demand offer (CoreWeave, 2.23 USD per GPU-hour), in CNY at 7.1
+    assert chosen_gpu_price(catalog, h100, currency="CNY", cny_per_usd=7.1,
+                            offer_kind="on-demand") == (pytest.approx(2.23 * 7.1), "on-demand")
+    # no offer kind: the catalog's 2.7 USD; a kind the GPU has no offer of: the same, kind ''
+    assert chosen_gpu_price(catalog, h100, currency="USD", cny_per_usd=7.1) == (2.7, "")
+    b200 = catalog.gpus["b200"]
+    assert chosen_gpu_price(catalog, b200, currency="CNY", cny_per_usd=7.1,
+                            offer_kind="reserved-1y") == (pytest.approx(5.5 * 7.1), "")
+
+
+def test_an_explorer_link_prices_the_gpu_it_names(catalog: Catalog) -> None:
+    # a hand-typed link that names a GPU and no price: that GPU's price, as choosing it in the
+    # sidebar gives (a B200 at 5.5 USD x 7.1 = 39.05 CNY), never the default RTX 4090's 2.0
+    state, notices = decode({"gpu": "b200"}, catalog)
+    assert notices == [] and (state.price, state.offer) == (pytest.approx(39.05), "")
+    assert decode({"gpu": "b200", "price": "3"}, catalog)[0].price == 3.0  # a price given wins
+    # an offer kind brings the GPU's offer of it
+    state, _ = decode({"gpu": "h100-sxm", "offer": "on-demand"}, catalog)
+    assert (state.price, state.offer) == (pytest.approx(2.23 * 7.1), "on-demand")
+    # another currency alone converts the price and the cost SLO, as the sidebar's switch does
+    state, _ = decode({"currency": "USD"}, catalog)
+    assert (state.price, state.slo_cost) == (round(2.0 / 7.1, 4), round(1.0 / 7.1, 4))
+    assert decode({"currency": "USD", "slo_cost": "0.5"}, catalog)[0].slo_cost == 0.5
+    # an unknown GPU falls back to the default with its own price
+    state, notices = decode({"gpu": "no-such-gpu"}, catalog)
+    assert (state.gpu, state.price) == (DEFAULT_STATE.gpu, DEFAULT_STATE.price) and notices
+    # links the Explorer writes carry the money inputs with the GPU, so they read back exactly,
+    # an entered price equal to the default one included
+    for s in (replace(DEFAULT_STATE, gpu="l4", price=2.0),
+              replace(DEFAULT_STATE, gpu="h100-sxm", currency="USD", price=2.0, slo_cost=1.0)):
+        assert "price" in encode(s) and decode(encode(s), catalog) == (s, [])
+    # and so do pins: an L4 at an entered 5.0 pinned beside a B200 at 5.0
+    pinned = replace(DEFAULT_STATE, gpu="l4", price=5.0)
+    current = replace(DEFAULT_STATE, gpu="b200", price=5.0)
+    raw = encode_pin(pinned, current)
+    assert raw == "gpu:l4,price:5" and decode_pin(raw, current, catalog) == (pinned, [])
 
 
 def test_prices_travel_in_the_planner_link(catalog: Catalog) -> None:

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from capacity.catalog.loader import Gpu
-from capacity.catalog.offers import Offer
+from capacity.catalog.loader import Catalog, Gpu
+from capacity.catalog.offers import Offer, bundled_of_kind
 from capacity.model.cost import Currency, convert
 
 
@@ -62,3 +62,18 @@ def price_for(gpu: Gpu, *, currency: Currency, cny_per_usd: float,
                      node_gpus=offer.gpus_per_node if offer.per == "node" else 0)
     return Price(per_gpu_hour=convert(gpu.price_per_hour, gpu.currency, currency, cny_per_usd),
                  currency=currency, kind=PriceKind.CATALOG, missing_kind=offer_kind)
+
+
+def chosen_gpu_price(catalog: Catalog, gpu: Gpu, *, currency: str, cny_per_usd: float,
+                     offer_kind: str = "") -> tuple[float, str]:
+    """The price per GPU-hour that choosing `gpu` brings where one price is shown (the
+    Explorer), in `currency`: its bundled per-GPU offer of `offer_kind` (converted at
+    `cny_per_usd`), else its catalog price (converted); with the offer kind that price comes
+    from ('' for the catalog's). Choosing a GPU in the Explorer's sidebar and a link that names
+    a GPU without a price both take it. Example: a B200 in CNY with no offer kind is its
+    catalog price, 5.5 USD x 7.1 = 39.05 CNY (data/gpus/b200.toml)."""
+    offer = next((o for o in bundled_of_kind(catalog, offer_kind)
+                  if o.gpu == gpu.key and o.per == "gpu"), None)
+    if offer is not None:
+        return convert(offer.price_per_gpu_hour, offer.currency, currency, cny_per_usd), offer_kind
+    return convert(gpu.price_per_hour, gpu.currency, currency, cny_per_usd), ""

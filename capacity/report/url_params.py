@@ -7,13 +7,16 @@ back to its default with a notice (`ignored_note`) that names the parameter, the
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Container
+from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity.catalog.engines import engine_names, engine_profile
 from capacity.catalog.loader import Catalog
 from capacity.catalog.offers import bundled_of_kind
 from capacity.errors import CapacityError
+from capacity.model.cost import convert
 from capacity.plan.options import PlanInputs
+from capacity.plan.pricing import chosen_gpu_price
 from capacity.types import Note
 
 if TYPE_CHECKING:
@@ -91,3 +94,39 @@ def bundled_offers(inp: PlanInputs, catalog: Catalog) -> bool:
     as that kind; other offers, a prices file's, travel as entered prices)."""
     return bool(inp.offer_kind) and set(inp.offers) == set(
         bundled_of_kind(catalog, inp.offer_kind))
+
+
+class LinkMoney(Protocol):
+    """The money inputs of a link's state (the Explorer's `ExplorerState`)."""
+
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def offer(self) -> str: ...
+    @property
+    def currency(self) -> str: ...
+    @property
+    def rate(self) -> float: ...
+    @property
+    def price(self) -> float: ...
+    @property
+    def slo_cost(self) -> float: ...
+
+
+def implied_money(s: LinkMoney, base: LinkMoney, given: Container[str], catalog: Catalog
+                  ) -> dict[str, Any]:
+    """What a link leaves unsaid about money, as the sidebar would set it (the fields to
+    change): another GPU or offer kind without a `price` brings that GPU's
+    (`pricing.chosen_gpu_price`: a B200 is never priced as the default RTX 4090), with the offer
+    kind it comes from; another currency alone converts the price, and the cost SLO unless
+    given, at the link's rate (to 4 decimals, as switching the currency does)."""
+    out: dict[str, Any] = {}
+    if "price" not in given and (s.gpu, s.offer) != (base.gpu, base.offer):
+        out["price"], out["offer"] = chosen_gpu_price(
+            catalog, catalog.gpus[s.gpu], currency=s.currency, cny_per_usd=s.rate,
+            offer_kind=s.offer)
+    if s.currency != base.currency:
+        for name, value in (("price", base.price), ("slo_cost", base.slo_cost)):
+            if name not in given and name not in out:
+                out[name] = round(convert(value, base.currency, s.currency, s.rate), 4)
+    return out

@@ -48,6 +48,7 @@ from capacity.report.url_params import (
     engine_param,
     float_text,
     ignored_note,
+    implied_money,
     parse_number,
     why_text,
 )
@@ -443,12 +444,17 @@ _RANGES: dict[str, tuple[float, float]] = {
 
 
 def encode(state: ExplorerState) -> dict[str, str]:
-    """Query parameters for `state`: only the fields that differ from the defaults."""
+    """Query parameters for `state`: the fields that differ from the defaults, and the money
+    inputs with a GPU, offer kind or currency (else `decode` implies them, `implied_money`)."""
     out: dict[str, str] = {}
     for f in fields(ExplorerState):
         value = getattr(state, f.name)
         if value != getattr(DEFAULT_STATE, f.name):
             out[f.name] = float_text(value) if isinstance(value, float) else str(value)
+    if out.keys() & {"gpu", "offer", "currency"}:
+        out.setdefault("price", float_text(state.price))
+        if "currency" in out:
+            out.setdefault("slo_cost", float_text(state.slo_cost))
     return out
 
 
@@ -460,11 +466,16 @@ PIN_SAME = "same"
 
 
 def encode_pin(pinned: ExplorerState, current: ExplorerState) -> str:
-    """The `pin` parameter: the fields of `pinned` that differ from `current` (not `lang`)."""
+    """The `pin` parameter: the fields of `pinned` that differ from `current` (not `lang`), and
+    its money inputs with a GPU, offer kind or currency, as `encode` writes them."""
+    names = {f.name for f in fields(ExplorerState)
+             if f.name != "lang" and getattr(pinned, f.name) != getattr(current, f.name)}
+    if names & {"gpu", "offer", "currency"}:
+        names |= {"price", "slo_cost"} if "currency" in names else {"price"}
     items = []
     for f in fields(ExplorerState):
         value = getattr(pinned, f.name)
-        if f.name != "lang" and value != getattr(current, f.name):
+        if f.name in names:
             items.append(f"{f.name}:{float_text(value)}" if isinstance(value, float) else
                          f"{f.name}:{value}")
     return ",".join(items) or PIN_SAME
@@ -521,7 +532,7 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
     state = replace(base, **changes)
     state, more = _check_catalog(state, catalog, base)
     notices += more
-    return state, notices
+    return replace(state, **implied_money(state, base, params, catalog)), notices
 
 
 def _parse(name: str, raw: str, kind: type) -> Any:
