@@ -113,6 +113,14 @@ class LinkMoney(Protocol):
     def slo_cost(self) -> float: ...
 
 
+def money_written(names: Container[str]) -> set[str]:
+    """The money inputs a link writes beside `names` (the fields it writes anyway) so that
+    `implied_money` has nothing to imply on reading it back: the price beside a GPU, offer
+    kind or currency, and the cost SLO beside a currency."""
+    out = {"price"} if any(n in names for n in ("gpu", "offer", "currency")) else set()
+    return out | {"slo_cost"} if "currency" in names else out
+
+
 def implied_money(s: LinkMoney, base: LinkMoney, given: Container[str], catalog: Catalog
                   ) -> dict[str, Any]:
     """What a link leaves unsaid about money, as the sidebar would set it (the fields to

@@ -49,6 +49,7 @@ from capacity.report.url_params import (
     float_text,
     ignored_note,
     implied_money,
+    money_written,
     parse_number,
     why_text,
 )
@@ -451,10 +452,8 @@ def encode(state: ExplorerState) -> dict[str, str]:
         value = getattr(state, f.name)
         if value != getattr(DEFAULT_STATE, f.name):
             out[f.name] = float_text(value) if isinstance(value, float) else str(value)
-    if out.keys() & {"gpu", "offer", "currency"}:
-        out.setdefault("price", float_text(state.price))
-        if "currency" in out:
-            out.setdefault("slo_cost", float_text(state.slo_cost))
+    for name in money_written(out):
+        out.setdefault(name, float_text(getattr(state, name)))
     return out
 
 
@@ -470,8 +469,7 @@ def encode_pin(pinned: ExplorerState, current: ExplorerState) -> str:
     its money inputs with a GPU, offer kind or currency, as `encode` writes them."""
     names = {f.name for f in fields(ExplorerState)
              if f.name != "lang" and getattr(pinned, f.name) != getattr(current, f.name)}
-    if names & {"gpu", "offer", "currency"}:
-        names |= {"price", "slo_cost"} if "currency" in names else {"price"}
+    names |= money_written(names)
     items = []
     for f in fields(ExplorerState):
         value = getattr(pinned, f.name)
