@@ -203,7 +203,9 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
         tpot_q = np.where(design.saturated, np.inf, np.nan)
         tpot_q[kept] = gamma_quantile(design.decode_mean_ms[kept], design.decode_var_ms2[kept],
                                       slo.quantile) / max(wl.output_tokens - 1, 1)
-    with np.errstate(divide="ignore"):
+    # a target so small that a ratio overflows (a cost SLO of 1e-320) reads inf, as 1 / 0 does:
+    # the check is failed by more than any number says, and `bind_i` treats it as the largest
+    with np.errstate(divide="ignore", over="ignore"):
         ratios = np.stack([
             np.where(slots > 0, mem_c / np.maximum(slots, 1), np.inf),
             ttft_q / slo.ttft_ms, tpot_q / slo.tpot_ms,

@@ -233,3 +233,17 @@ def test_size_with_any_value_of_any_numeric_flag_never_tracebacks(
     assert code in (0, 1, 2), err
     if code == 2:
         assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_vanishing_cost_target_fails_every_option_on_cost_without_a_warning(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # found by the fuzz test above: a cost SLO of 1e-320 (a subnormal, inside the flag's
+    # range) made cost / target overflow; the ratio reads inf, so every option fails on cost
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code = main(["size", "--peak-concurrency", "20", "--slo-cost-per-mtok=1e-320",
+                     "--gpus", "rtx-4090,l40s", "--model", "qwen3.5-9b-awq", "--format", "json"])
+    out = capsys.readouterr().out
+    assert code == 1 and '"cost"' in out
