@@ -268,6 +268,10 @@ def engine_knob_inputs(state: ExplorerState, scenario: Scenario, lang: str) -> N
     eager = (T("knob_eager_adds", ms=f"{eager_pass_ms(scenario.model, prof):.2f}",
                layers=scenario.model.layers, per=f"{prof.eager_layer_ms:g}")
              if prof.eager_layer_ms > 0 else T("knob_eager_none", engine=prof.name))
+    if prof.eager_layer_ms > 0 and prof.prefill_eager_layer_ms > 0:
+        eager += T("knob_eager_prefill", layers=scenario.model.layers,
+                   ms=f"{scenario.model.layers * prof.prefill_eager_layer_ms:.2f}",
+                   per=f"{prof.prefill_eager_layer_ms:g}")
     st.toggle(T("knob_eager"), key=key("eager"), help=T("help_knob_eager", what=eager))
     # conversations: turns and each later turn's new message (`ExplorerState.turns`)
     c1, c2, _ = st.columns(3)

@@ -7,18 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capacity.catalog.engines import engine_profile
+from capacity.catalog.engines import engine_profile, version_tuple
 from capacity.errors import InputError
-from capacity.fit.open_loop_rows import engine_version, load_rows, profile_for
+from capacity.fit.open_loop_rows import load_rows, profile_for
 from capacity.model.scenario import make_scenario
 from capacity.plan.events import ServiceModel, service_from_scenario, simulate
 
 
 def test_versions_pick_the_profile() -> None:
-    assert engine_version("0.4.1") == (0, 4, 1)
-    assert engine_version("v0.11.0") == (0, 11, 0)
-    assert engine_version("0.6.6.post1") == (0, 6, 6)
-    assert engine_version("not stated") is None
+    assert version_tuple("0.4.1") == (0, 4, 1)
+    assert version_tuple("v0.11.0") == (0, 11, 0)
+    assert version_tuple("0.6.6.post1") == (0, 6, 6)
+    assert version_tuple("not stated") is None
     assert profile_for("vllm", "0.4.1") == "vllmv0"
     assert profile_for("vllm", "0.5.2") == "vllmv0"
     assert profile_for("vllm", "0.8.0") == "vllm"

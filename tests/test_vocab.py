@@ -183,7 +183,8 @@ PLAN_JSON_BEFORE = {
               "ridge_sharpness": 0, "cuda_graph_max_tokens": 0, "gemm_tile_tokens": 0,
               "layer_overhead_ms": 0, "batched_overhead_ms": 0,  # added 2026-12-03
               "request_latency_ms": 0,  # added 2026-12-03 (SGLang's latency outside the GPU)
-              "linear_prefill_ms": 0},  # added 2026-12-03 (F6's linear-attention layers)
+              "linear_prefill_ms": 0,  # added 2026-12-03 (F6's linear-attention layers)
+              "prefill_layer_ms": 0},  # added 2026-12-06 (a prefill without CUDA graphs)
     "warnings": [],
     "points": [
         {"concurrency": 0, "bandwidth_ms": 0, "compute_ms": 0, "comm_ms": 0, "step_ms": 0,

@@ -15,6 +15,7 @@ sources. The `[profile.*]` tables sit beside the typical-efficiency tables of th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -78,6 +79,17 @@ class EngineProfile:
     """ms every forward pass pays per layer when the engine runs without CUDA graphs (vLLM's
     --enforce-eager, SGLang's --disable-cuda-graph: a launch per kernel from Python, and vLLM's
     unfused kernels); 0: the engine has no such mode here (docs/method.md, "Eager mode")."""
+    prefill_eager_layer_ms: float = 0.0
+    """ms a forward pass that carries prompt tokens pays per layer, once, when the engine
+    launches its prefill kernels without CUDA graphs (SGLang before `prefill_graphs_since`, or
+    with --disable-cuda-graph; `forward_pass.prefill_eager_scenario`); 0: none here."""
+    prefill_graphs_since: str = ""
+    """The first release that captures CUDA graphs for prefill passes by default (SGLang:
+    piecewise CUDA graphs, "0.5.10"): an earlier version pays `prefill_eager_layer_ms`
+    (`prefill_runs_eager`); "": no such release here."""
+    prefill_graphs_merged: str = ""
+    """The day (YYYY-MM-DD) that default was merged (SGLang: "2026-03-02"): a run dated before
+    it ran an earlier release, whatever its version (`prefill_runs_eager`)."""
 
     def __post_init__(self) -> None:
         if self.max_seqs < 1:
@@ -99,11 +111,36 @@ class EngineProfile:
         if self.ubatch_tokens < 1 or self.kv_pad_tokens < 1:
             raise CatalogError(f"engine profile {self.key}: ubatch_tokens and kv_pad_tokens "
                                "must be >= 1")
-        if not (math.isfinite(self.eager_layer_ms) and self.eager_layer_ms >= 0):
-            raise CatalogError(f"engine profile {self.key}: eager_layer_ms must be >= 0")
+        for name, ms in (("eager_layer_ms", self.eager_layer_ms),
+                         ("prefill_eager_layer_ms", self.prefill_eager_layer_ms)):
+            if not (math.isfinite(ms) and ms >= 0):
+                raise CatalogError(f"engine profile {self.key}: {name} must be >= 0")
+        if self.prefill_graphs_since and version_tuple(self.prefill_graphs_since) is None:
+            raise CatalogError(f"engine profile {self.key}: prefill_graphs_since must be a "
+                               f"version such as 0.5.10, got {self.prefill_graphs_since!r}")
+        if self.prefill_graphs_merged and not re.fullmatch(r"\d{4}-\d{2}-\d{2}",
+                                                           self.prefill_graphs_merged):
+            raise CatalogError(f"engine profile {self.key}: prefill_graphs_merged must be a day "
+                               f"such as 2026-03-02, got {self.prefill_graphs_merged!r}")
         if self.preempt and self.kv_admission != "tokens":
             raise CatalogError(f"engine profile {self.key}: preemption needs kv_admission "
                                "'tokens' (a reserved context never runs out)")
+
+    def prefill_runs_eager(self, version: str, date: str = "") -> bool:
+        """Whether a run of the engine's release `version` ('v0.5.3.post3', '0.5.6'), or, its
+        version not stated, a run dated `date` ('2025-09-14 (run date)': YYYY-MM-DD first)
+        launched its prefill kernels without CUDA graphs by default: a release before
+        `prefill_graphs_since`, or a day before `prefill_graphs_merged` (no release had them
+        then). False when neither is known (not assumed). Example (SGLang): '0.5.6' True,
+        '0.5.10' False, ('lmsysorg/sglang:latest', '2025-09-14') True, ('not stated',
+        'undated') False."""
+        if self.prefill_eager_layer_ms <= 0:
+            return False
+        got, since = version_tuple(version), version_tuple(self.prefill_graphs_since)
+        if got is not None:
+            return since is not None and got < since
+        day = re.match(r"\d{4}-\d{2}-\d{2}", date.strip())
+        return bool(day and self.prefill_graphs_merged and day[0] < self.prefill_graphs_merged)
 
     @property
     def chunked(self) -> bool:
@@ -132,6 +169,14 @@ class EngineProfile:
         return replace(self, max_seqs=max_seqs)
 
 
+def version_tuple(text: str) -> tuple[int, int, int] | None:
+    """The first release number in `text` as (major, minor, patch), a missing patch 0:
+    'SGLang v0.5.3.post3' -> (0, 5, 3), '0.5.10' -> (0, 5, 10), 'v0.11.0' -> (0, 11, 0),
+    '0.4' -> (0, 4, 0); None without one ('not stated', 'latest')."""
+    m = re.search(r"(?<![\w.])v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip().lower())
+    return None if m is None else (int(m[1]), int(m[2]), int(m[3] or 0))
+
+
 def _tier(raw: Mapping[str, Any]) -> EngineTier:
     return EngineTier(min_memory_gb=float(raw["min_memory_gb"]),
                       exclude=tuple(str(x).lower() for x in raw.get("exclude", ())),
@@ -157,7 +202,10 @@ def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProf
                 kv_attention=str(raw.get("kv_attention", "sequence")),  # type: ignore[arg-type]
                 ubatch_tokens=int(raw.get("ubatch_tokens", 512)),
                 kv_pad_tokens=int(raw.get("kv_pad_tokens", 256)),
-                eager_layer_ms=float(raw.get("eager_layer_ms", 0.0)))
+                eager_layer_ms=float(raw.get("eager_layer_ms", 0.0)),
+                prefill_eager_layer_ms=float(raw.get("prefill_eager_layer_ms", 0.0)),
+                prefill_graphs_since=str(raw.get("prefill_graphs_since", "")),
+                prefill_graphs_merged=str(raw.get("prefill_graphs_merged", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{PROFILE_TABLE}.{key}]: {exc!r} (needs name, "
                                "max_seqs, token_budget, mixed, kv_admission, kv_block_tokens, "

@@ -222,7 +222,8 @@ def knobs_json(svc: ServiceModel) -> dict[str, Any]:
     return {"offload_ms_per_pass": svc.offload_ms, "cached_prefix_tokens": svc.cached_tokens,
             "shared_prefix_tokens": svc.prefix_tokens, "prefix_share": svc.prefix_share, "turns": svc.turns,
             "turn_tokens": svc.turn_tokens, "prefilled_tokens_mean": svc.new_prompt_tokens,
-            "aligned_block_tokens": svc.align_block_tokens, "eager_ms_per_pass": svc.eager_ms}
+            "aligned_block_tokens": svc.align_block_tokens, "eager_ms_per_pass": svc.eager_ms,
+            "prefill_launch_ms_per_pass": svc.pass_prefill_ms}
 
 
 PREFIX_WHY: Final = {
@@ -239,6 +240,9 @@ def knobs_text(svc: ServiceModel) -> str:
         parts.append(f"CPU offload adds {svc.offload_ms:.2f} ms to every forward pass")
     if svc.eager_ms:
         parts.append(f"no CUDA graphs (eager) adds {svc.eager_ms:.2f} ms to every forward pass")
+    if svc.pass_prefill_ms:
+        parts.append(f"the prefill without CUDA graphs adds {svc.pass_prefill_ms:.2f} ms to every "
+                     "pass that carries prompt tokens")
     if svc.cached_tokens and svc.prefix_share:
         parts.append(f"{svc.prefix_share:.0%} of requests find a {svc.cached_tokens:,}-token "
                      "prefix cached")

@@ -28,7 +28,6 @@ import numpy as np
 
 from capacity.fit.calibration import Calibration, apply
 from capacity.fit.measured import MeasuredPoint
-from capacity.model.prefill import fixed_prefill_ms
 from capacity.model.scenario import Scenario, evaluate
 
 LLAMACPP_BATCH_TOKENS = 2048
@@ -109,8 +108,7 @@ def closed_loop_rows(cal: Calibration, sets: Sequence[tuple[Scenario, Sequence[M
                                             [p.prefill_tokens]).ttft_s).ravel()[0]) * 1e3
             step = float(np.asarray(evaluate(s, [c], [p.decode_context_tokens]).decode.step_ms
                                     ).ravel()[0])
-            t0p = fixed_prefill_ms(s.prefill_overhead_ms, s.linear_prefill_ms,
-                                   s.model.layers_of("linear"))
+            t0p = s.fixed_prefill_ms
             rows.append(ClosedLoopRow(
                 model=base.variant.key, concurrency=p.concurrency, prompt_tokens=p.prefill_tokens,
                 measured_p50_ms=p.ttft_ms, measured_p90_ms=p.ttft_p90_ms, one_prefill_ms=one,

@@ -10,13 +10,13 @@ arrivals, the scheduler knobs the source states, and its source. Scored by
 from __future__ import annotations
 
 import csv
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from capacity import workspace
+from capacity.catalog.engines import version_tuple
 from capacity.errors import InputError
 from capacity.fit.validate_report import csv_number
 from capacity.plan.events import ARRIVALS
@@ -149,19 +149,13 @@ V0_PROFILE: Final = "vllmv0"
 """data/engines.toml's vLLM V0 profile (whole prompts, prefill first, paged KV)."""
 
 
-def engine_version(text: str) -> tuple[int, int, int] | None:
-    """'0.4.1', 'v0.11.0', '0.6.6.post1' -> (major, minor, patch); None when not stated."""
-    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip().lower())
-    return None if m is None else (int(m[1]), int(m[2]), int(m[3] or 0))
-
-
 def profile_for(profile: str, version: str, where: str = "") -> str:
     """The profile a row is scheduled with: its `profile` column, except that a vLLM run of a
     release before `V1_FROM` ran the V0 engine (`V0_PROFILE`: whole prompts, prefill first;
     chunked prefill was off by default). InputError for a 'vllm' row of `V0_LONG_CHUNKED_FROM`
     up to V1 (V0, chunked prefill on or off by the model's context): name the profile. A vLLM
     run whose version is not stated keeps 'vllm' (V1, today's default)."""
-    v = engine_version(version)
+    v = version_tuple(version)
     if profile != "vllm" or v is None or v >= V1_FROM:
         return profile
     if v >= V0_LONG_CHUNKED_FROM:

@@ -61,12 +61,12 @@ TYPICAL_KNOBS: tuple[str, ...] = ("eta_bw", "eff", "mfu", "step_overhead_ms",
                                   "verify_overhead_ms", "mfu_half_tokens", "ridge_sharpness",
                                   "cuda_graph_max_tokens", "gemm_tile_tokens",
                                   "layer_overhead_ms", "request_latency_ms",
-                                  "linear_prefill_ms")
+                                  "linear_prefill_ms", "prefill_layer_ms")
 """The knobs an engine's typical efficiency sets (fractions, then overheads in ms, then F6c's
 m_half, F4c's ridge sharpness and F4d's padding in tokens, then F11's per-layer overhead,
-the request latency outside the GPU and F6's per-linear-attention-layer prefill overhead in
-ms: for all but the fractions and the sharpness the slow edge is `high`; for the sharpness,
-`ridge_edges`)."""
+the request latency outside the GPU and F6's per-linear-attention-layer and per-layer
+prefill overheads in ms: for all but the fractions and the sharpness the slow edge is `high`;
+for the sharpness, `ridge_edges`)."""
 CEILING_SHARES: Final = ("eff", "mfu")
 """The knobs data/engines.toml states as shares of the GPU's measured matmul ceiling
 (`typical_knobs_on`): the decode GEMMs' `eff` and the prefill plateau `mfu`, one GEMM curve
@@ -74,10 +74,10 @@ CEILING_SHARES: Final = ("eff", "mfu")
 OPTIONAL_KNOBS: Final = frozenset({"mfu_half_tokens", "ridge_sharpness",
                                    "cuda_graph_max_tokens", "gemm_tile_tokens",
                                    "layer_overhead_ms", "request_latency_ms",
-                                   "linear_prefill_ms"})
+                                   "linear_prefill_ms", "prefill_layer_ms"})
 """Knobs an engines file may leave out (0: a constant prefill MFU, as before F6c; the max of
 the two roofs, F4c; no GEMM padding, F4d; no per-layer step overhead, F11; no request
-latency outside the GPU)."""
+latency outside the GPU; no per-layer prefill overhead: CUDA graphs for the prefill, F6)."""
 
 
 def ridge_edges(*values: float) -> tuple[float, float]:
@@ -278,10 +278,10 @@ def typical_knobs_on(knobs: Mapping[str, float], s: Scenario) -> dict[str, float
 STEP_BAND_KNOBS: Final = ("eta_bw", "eff", "step_overhead_ms", "layer_overhead_ms")
 """The decode step's knobs that an engine's `step_error` band scales (F4's bandwidth and
 compute terms and its fixed costs; the all-reduces are not scaled)."""
-TTFT_BAND_KNOBS: Final = ("mfu", "prefill_overhead_ms", "linear_prefill_ms",
+TTFT_BAND_KNOBS: Final = ("mfu", "prefill_overhead_ms", "linear_prefill_ms", "prefill_layer_ms",
                           "request_latency_ms")
 """The knobs of an unqueued TTFT that an engine's `ttft_error` band scales (F6's plateau, its
-fixed costs per prefill and per linear-attention layer, the request's time outside the GPU;
+fixed costs per prefill, per linear-attention layer and per layer, the request's time outside the GPU;
 the prompt's all-reduces are not scaled)."""
 
 
@@ -298,11 +298,11 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     unqueued TTFT (`TTFT_BAND_KNOBS`): TTFT / (1 + high) .. TTFT / (1 + low) before any
     queueing. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.232 and +0.140): eta_bw 0.884 x 0.768 = 0.679 slow, 0.884 x 1.140 = 1.008 -> 1 fast
-    (the spec sheet); layer overhead 0.0698 / 0.768 = 0.0909 and 0.0698 / 1.140 = 0.0612 ms;
-    with ttft_error -0.647 and +0.734, MFU 0.706 x 0.353 = 0.249 and 0.706 x 1.734 -> 1 (shares
-    of the GPU's matmul ceiling), the request latency 12.79 / 0.353 = 36.2 and 12.79 / 1.734 =
-    7.4 ms; without it, MFU over its range, 0.628 and 0.785."""
+    -0.172 and +0.147): eta_bw 0.884 x 0.828 = 0.732 slow, 0.884 x 1.147 = 1.014 -> 1 fast
+    (the spec sheet); layer overhead 0.0698 / 0.828 = 0.0843 and 0.0698 / 1.147 = 0.0609 ms;
+    with ttft_error -0.629 and +0.678, MFU 0.706 x 0.371 = 0.262 and 0.706 x 1.678 -> 1 (shares
+    of the GPU's matmul ceiling), the request latency 12.79 / 0.371 = 34.5 and 12.79 / 1.678 =
+    7.6 ms; without it, MFU over its range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}

@@ -45,8 +45,10 @@ well-predicted rows of Qwen3-235B-A22B on 8 B200s were added) and, before those 
 47 (83%). TTFT's 10th and 90th held 32 of 44 (72.7%): its errors cluster by deployment (a
 group's time outside the GPU moves every row of it together), so the other groups' 10th
 percentile reaches fewer of a held-out group's rows than its level says; its band was widened
-to the 5th and 95th, which held 37 of 44 (84.1%, 2026-12-05) and hold 45 of 62 since the
-Qwen3-235B rows (72.6%, below the target: 12 of that group's 18 lie outside it)."""
+to the 5th and 95th, which held 37 of 44 (84.1%, 2026-12-05), 45 of 62 once the Qwen3-235B
+rows joined (72.6%, below the target: 12 of that group's 18 lay outside it) and hold 51 of 62
+(82.3%) since the published SGLang runs before 0.5.10 pay their prefill passes' launches
+(2026-12-06, evening; `forward_pass.as_released`)."""
 
 
 def percentiles(metric: str) -> str:

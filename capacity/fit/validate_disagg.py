@@ -49,6 +49,7 @@ from typing import Any, Final
 import numpy as np
 
 from capacity import workspace
+from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit.planning import scenario_with_basis, typical_basis_for, with_basis
@@ -60,6 +61,7 @@ from capacity.fit.validate_report import (
     jsonable,
     write_between_markers,
 )
+from capacity.model.forward_pass import as_released
 from capacity.model.output_lengths import maxent_lengths
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.model.workload import Workload
@@ -253,7 +255,12 @@ def _scenario(r: DisaggRow, tp: int, basis: str, catalog: Catalog) -> Scenario:
     s = make_scenario(r.model, r.gpu, catalog=catalog, weights=r.weights, n_gpus=tp, tp=tp,
                       context_tokens=r.prompt_tokens + r.output_tokens,
                       prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype)
-    return scenario_with_basis(s, "spec" if basis == "spec" else typical_basis_for(r.profile))
+    if basis == "spec":
+        return scenario_with_basis(s, "spec")
+    # as the row's release ran it (`as_released`: SGLang's prefill passes before 0.5.10, its
+    # version or its run's date), the spec sheet staying the bound
+    return as_released(scenario_with_basis(s, typical_basis_for(r.profile)),
+                       engine_profile(r.profile), version=r.engine, date=r.as_of)
 
 
 def row_link(r: DisaggRow, basis: str, catalog: Catalog) -> Link:
@@ -606,7 +613,9 @@ def markdown(card: DisaggScorecard) -> str:
         "end-of-sequence with the stated mean, every request counted, the drain in the "
         "duration; docs/disaggregation.md, \"A benchmark run's drain\"). Typical basis: the "
         "row's engine's (`typical:sglang` for SGLang's rows, else "
-        f"`{TYPICAL_BASIS}`; data/engines.toml). Throughput per GPU, "
+        f"`{TYPICAL_BASIS}`; data/engines.toml), as the row's release ran it (SGLang's runs "
+        "before 0.5.10, by version or run date, with their prefill passes' per-layer "
+        "launches; docs/method.md, \"Prefill without CUDA graphs\"). Throughput per GPU, "
         f"{n_t} rows: typical median |error| {_f(typ.median, '.1%')} (target: within "
         f"{TARGET_ERROR:.0%}: {'met' if card.target_met else 'not met'}), spec sheet median "
         f"{_f(spec.median, '.1%')} above. The spec sheet is on the fast side of the measured "

@@ -56,6 +56,7 @@ from capacity.fit.validate_report import (
     jsonable,
     write_between_markers,
 )
+from capacity.model.forward_pass import as_released
 from capacity.model.memory import DEFAULT_UTIL
 from capacity.model.output_lengths import maxent_run
 from capacity.model.scenario import Scenario, make_scenario
@@ -124,14 +125,19 @@ def prompt_lengths_of(r: OpenLoopRow, catalog: Catalog) -> tuple[int, ...] | Non
 def scenario_for(r: OpenLoopRow, basis: str, catalog: Catalog) -> Scenario:
     """The row's deployment (all its GPUs, TP per replica), KV held at prompt + output (the
     longest prompt + output where prompts vary, `prompt_lengths_of`), its
-    gpu_memory_utilization (default: the model's), on `basis`."""
+    gpu_memory_utilization (default: the model's), on `basis`; on the typical basis as its
+    stated release ran (`forward_pass.as_released`: SGLang before 0.5.10 launched its prefill
+    kernels without CUDA graphs), the spec sheet staying the bound."""
     lengths = prompt_lengths_of(r, catalog)
     prompt = r.prompt_tokens if lengths is None else max(lengths)
     s = make_scenario(r.model, r.gpu, catalog=catalog, weights=r.weights, n_gpus=r.gpus, tp=r.tp,
                       context_tokens=prompt + r.output_tokens,
                       prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype,
                       util=r.gpu_memory_utilization or DEFAULT_UTIL)
-    return scenario_with_basis(s, basis_text(r, basis))
+    s = scenario_with_basis(s, basis_text(r, basis))
+    if basis == "spec":
+        return s
+    return as_released(s, engine_profile(r.profile), version=r.engine_version, date=r.as_of)
 
 
 def simulated_requests(r: OpenLoopRow) -> int:
@@ -432,8 +438,10 @@ def markdown(card: OpenLoopScorecard) -> str:
         "to the dataset's longest; whole-prompt profiles at the mean) and outputs at the mean; "
         "at most "
         f"{MAX_REPLICA_REQUESTS:,} requests per replica (10 % warm-up). Bases: the spec sheet "
-        "and the engine's typical basis (`typical:<engine>`, vLLM's where the engine has none). "
-        "Nothing is fitted to these rows.", "",
+        "and the engine's typical basis (`typical:<engine>`, vLLM's where the engine has none), "
+        "as the run's release ran it (SGLang's runs before 0.5.10, by version or run date, "
+        "with their prefill passes' per-layer launches; docs/method.md, \"Prefill without CUDA "
+        "graphs\"). Nothing is fitted to these rows.", "",
         "| basis | metric | figures | median abs error | worst | median signed | target |",
         "|---|---|---:|---:|---:|---:|---:|"]
     for basis in BASES:

@@ -84,7 +84,7 @@ from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.uncertainty import TYPICAL_RANGES
 from capacity.fit.validate_report import between_markers, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS
-from capacity.model.forward_pass import eager_scenario
+from capacity.model.forward_pass import as_released
 from capacity.model.prefill import step_mfu
 from capacity.model.scenario import Scenario
 
@@ -149,6 +149,9 @@ class TypicalScorecard:
     (`typical_latency.group_latency`)."""
     step_sources: tuple[str, ...] = ()
     """The groups whose decode points the step knobs are solved from (`step_points`)."""
+    prefill_launches: tuple[tuple[str, float], ...] = ()
+    """Group -> the per-layer prefill launches (ms) its stated release paid (`_run_as`:
+    SGLang before 0.5.10), for the groups that paid any."""
     edges: tuple[tb.EdgeRow, ...] = ()
     """Every TTFT, E2E and throughput row below saturation with its deployment predicted at
     the band's two edges, held out of its group (`typical_bands`)."""
@@ -420,7 +423,10 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
                             latency_points=tuple(sorted(points[tl.SGLANG].items())),
                             vllm_latency_points=tuple(sorted(points[tl.VLLM].items())),
                             latency_ms=tuple(sorted(latency.items())),
-                            step_sources=tuple(sorted(knob_points)))
+                            step_sources=tuple(sorted(knob_points)),
+                            prefill_launches=tuple(
+                                (k, ms) for k, g in sorted(groups.items())
+                                if (ms := _run_as(g[0], _scenario(g[0], cat)).prefill_layer_ms)))
 
 
 def _group_knobs(key: str, g: Sequence[ReferenceSweep], evidence: dict[str, Evidence],
@@ -443,12 +449,15 @@ def _group_knobs(key: str, g: Sequence[ReferenceSweep], evidence: dict[str, Evid
 
 
 def _run_as(s: ReferenceSweep, scenario: Scenario) -> Scenario:
-    """`scenario` as sweep `s` ran: with its engine profile's eager cost when it ran without
-    CUDA graphs (`--enforce-eager`, docs/method.md "Eager mode")."""
+    """`scenario` as sweep `s` ran (`forward_pass.as_released`): with its engine profile's
+    eager cost when it ran without CUDA graphs (`--enforce-eager`, docs/method.md "Eager
+    mode"), and with the per-layer prefill launches when its stated release graphed decode
+    batches only (SGLang before 0.5.10; docs/method.md "Prefill without CUDA graphs")."""
     sched = v.scheduler_of(s.engine)
-    if not s.cuda_graphs and sched is not None:
-        return eager_scenario(scenario, engine_profile(sched))
-    return scenario
+    if sched is None:
+        return scenario
+    return as_released(scenario, engine_profile(sched), version=s.engine,
+                       cuda_graphs=s.cuda_graphs)
 
 
 def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[str, Evidence],
@@ -529,7 +538,10 @@ def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
             except ValueError:   # no other group has such a row: the file's band
                 pass
         held = tb.held_out_basis(typ, bands.get("step"), bands.get("ttft"))
-        slow_k, fast_k = typical_knob_edges(held, {k: float(after_k[k]) for k in TYPICAL_KNOBS})
+        # the group's release's per-layer prefill launches are a planned knob the band scales
+        released = _run_as(g[0], _scenario(g[0], cat)).prefill_layer_ms
+        slow_k, fast_k = typical_knob_edges(held, {**{k: float(after_k[k]) for k in TYPICAL_KNOBS},
+                                                   "prefill_layer_ms": released})
         for s in g:
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             every = sorted({x.concurrency for x in s.stated})
@@ -581,7 +593,12 @@ def markdown(card: TypicalScorecard) -> str:
              "(other requests' prefills included). A group run without CUDA graphs "
              "(`--enforce-eager`) is predicted after with its engine profile's eager cost per "
              "layer and forward pass (data/engines.toml's `eager_layer_ms`, from sources "
-             "outside published.csv; docs/method.md, \"Eager mode\"). |predicted / measured "
+             "outside published.csv; docs/method.md, \"Eager mode\"); a group whose stated "
+             "release graphed decode batches only (SGLang before 0.5.10) with its prefill "
+             "passes' per-layer launches (data/engines.toml's `prefill_eager_layer_ms`, from "
+             "sources outside published.csv; docs/method.md, \"Prefill without CUDA graphs\"): "
+             + (", ".join(f"{k} ({ms:g} ms a layer)" for k, ms in card.prefill_launches)
+                or "none") + ". |predicted / measured "
              "- 1| below saturation.", "",
              "| metric | rows | before median | before worst | after median | after worst "
              "| target (median) |", "|---|---:|---:|---:|---:|---:|---:|"]

@@ -15,6 +15,9 @@ both add to a step's prompt work and to every pass (docs/method.md, "Engine prof
   kernels one by one from Python instead of replaying a captured CUDA graph, and pays the
   profile's `eager_layer_ms` per layer on top of F11's per-layer overhead; the GEMM rows are
   no longer padded to a captured graph (`eager_scenario`).
+- Prefill without CUDA graphs (SGLang before 0.5.10, whose graphs covered decode batches only):
+  a pass that carries prompt tokens pays the profile's `prefill_eager_layer_ms` per layer,
+  once, whatever prompts it carries (`prefill_eager_scenario`).
 - One unified KV cache (llama.cpp, `kv_attention = "unified"` in data/engines.toml): each
   ubatch of a pass attends to every cell in use, masked, not each sequence to its own, so a
   pass that carries several sequences computes query-key pairs across them that no sequence
@@ -109,8 +112,43 @@ def eager_scenario(s: Scenario, profile: EngineProfile) -> Scenario:
     if profile.eager_layer_ms <= 0:
         raise InputError(f"the '{profile.key}' profile has no eager mode here (--enforce-eager: "
                          "vLLM; SGLang's --disable-cuda-graph: use --engine vllm or sglang)")
-    return s.with_(layer_overhead_ms=s.layer_overhead_ms + profile.eager_layer_ms,
-                   cuda_graph_max_tokens=0.0)
+    return prefill_eager_scenario(
+        s.with_(layer_overhead_ms=s.layer_overhead_ms + profile.eager_layer_ms,
+                cuda_graph_max_tokens=0.0), profile)
+
+
+def prefill_eager_scenario(s: Scenario, profile: EngineProfile) -> Scenario:
+    """`s` with its prefill passes' kernels launched without CUDA graphs under `profile`: every
+    forward pass that carries prompt tokens pays the profile's `prefill_eager_layer_ms` per
+    layer, once (`Scenario.prefill_layer_ms`; F6's `prefill.fixed_prefill_ms` for a prompt
+    alone, `ServiceModel.pass_prefill_ms` in the event model); `s` itself for a profile
+    without such a cost, or for a scenario that carries a per-layer prefill cost already (an
+    edge of a band around it, `planning.typical_knob_edges`).
+
+    SGLang replayed CUDA graphs for decode batches only until piecewise CUDA graphs became its
+    default for prefill (`EngineProfile.prefill_graphs_since`, 0.5.10); its earlier releases,
+    and any run with --disable-cuda-graph, pay this. Example: Qwen3-235B-A22B's 94 layers x
+    0.38 ms add 35.72 ms to a prefill pass. Source: data/engines.toml (sgl-project/sglang
+    pulls 13094 and 11845); docs/method.md, "Prefill without CUDA graphs"."""
+    if profile.prefill_eager_layer_ms <= 0 or s.prefill_layer_ms > 0:
+        return s
+    return s.with_(prefill_layer_ms=profile.prefill_eager_layer_ms)
+
+
+def as_released(s: Scenario, profile: EngineProfile, *, version: str, date: str = "",
+                cuda_graphs: bool = True) -> Scenario:
+    """`s` as a run of `profile`'s engine at release `version` (or, not stated, on `date`) ran
+    it: without CUDA graphs (`cuda_graphs` False: vLLM's --enforce-eager) `eager_scenario`;
+    with them, a release that graphed decode batches only (`EngineProfile.prefill_runs_eager`:
+    SGLang before 0.5.10, or a run dated before that default was merged)
+    `prefill_eager_scenario`; otherwise `s`. Neither stated is not assumed: `s`.
+    Example: 'SGLang 0.5.6' under the SGLang profile -> 0.38 ms a layer on every prefill pass;
+    'SGLang 0.5.10' or 'not stated' -> unchanged."""
+    if not cuda_graphs:
+        return eager_scenario(s, profile)
+    if profile.prefill_runs_eager(version, date):
+        return prefill_eager_scenario(s, profile)
+    return s
 
 
 def dense_pairs(cells_before: float, new_tokens: int, ubatch_tokens: int,

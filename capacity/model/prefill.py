@@ -98,10 +98,12 @@ def prefill_flops(model: Model, prompt_tokens: npt.ArrayLike, *,
 
 
 def fixed_prefill_ms(prefill_overhead_ms: float, linear_prefill_ms: float,
-                     linear_layers: int) -> float:
+                     linear_layers: int, prefill_layer_ms: float = 0.0,
+                     layers: int = 0) -> float:
     """F6's fixed time of one prefill, ms: the per-prefill overhead plus a per-layer one for
-    each linear-attention layer (Gated DeltaNet, Mamba), `prefill_overhead_ms +
-    linear_prefill_ms x linear layers`.
+    each linear-attention layer (Gated DeltaNet, Mamba), plus one for every layer when the
+    engine launches its prefill kernels without CUDA graphs, `prefill_overhead_ms +
+    linear_prefill_ms x linear layers + prefill_layer_ms x layers`.
 
     A linear-attention layer prefills through a chain of small kernels (the chunked delta
     rule's cumulative sums, triangular solve, state pass and output) whose time at a few
@@ -109,8 +111,17 @@ def fixed_prefill_ms(prefill_overhead_ms: float, linear_prefill_ms: float,
     nothing for these layers: vLLM's `chunk_gated_delta_rule_fwd` takes 0.19-0.20 ms for one
     layer of a 2,048-token Qwen3.5 prompt on a B200 (github:vllm-project/vllm pull 38981,
     2026), the floor the typical basis uses (data/engines.toml). Example: Qwen3.5-9B, 24 Gated
-    DeltaNet layers x 0.2 ms + 3.5 ms = 8.3 ms. Source: F6 (docs/method.md)."""
-    return float(prefill_overhead_ms) + float(linear_prefill_ms) * int(linear_layers)
+    DeltaNet layers x 0.2 ms + 3.5 ms = 8.3 ms.
+
+    SGLang until piecewise CUDA graphs became its default (0.5.10, 2026-04) replays CUDA graphs
+    for decode batches only: a prefill pass launches every kernel of every layer from Python,
+    a cost per layer that a short prompt's GPU time does not hide (`prefill_layer_ms`, the
+    typical SGLang basis' 0.38 ms, data/engines.toml: sgl-project/sglang pulls 13094 and
+    11845 measured the prefill with and without those graphs). Example: Qwen3-235B-A22B's 94
+    layers x 0.38 ms + 3.5 ms = 39.22 ms. Source: F6 (docs/method.md; "Prefill without CUDA
+    graphs")."""
+    return (float(prefill_overhead_ms) + float(linear_prefill_ms) * int(linear_layers)
+            + float(prefill_layer_ms) * int(layers))
 
 
 def prefill_seconds(flops: npt.ArrayLike, tflops: float, mfu: float,

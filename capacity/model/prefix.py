@@ -36,7 +36,6 @@ from capacity.model.memory import MemoryVerdict, max_concurrency, memory_verdict
 from capacity.model.parallel import tp_comm_ms
 from capacity.model.prefill import (
     PrefillFlops,
-    fixed_prefill_ms,
     prefill_flops,
     prefill_seconds_by_parts,
 )
@@ -312,8 +311,7 @@ def cached_prefill_s(s: Scenario, prompt_tokens: npt.ArrayLike,
     c = np.asarray(cached_tokens, dtype=np.float64)
     pf = cached_prefill(s, L, c)
     comm_s = tp_comm_ms(s.model, s.gpu, s.tp, L - c) / 1e3
-    t0_ms = fixed_prefill_ms(s.prefill_overhead_ms, s.linear_prefill_ms,
-                             s.model.layers_of("linear"))
+    t0_ms = s.fixed_prefill_ms
     return np.asarray(prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
                                                t0_ms / 1e3,
                                                half_tokens=s.mfu_half_tokens,

@@ -131,6 +131,9 @@ class Scenario:
     prefill_overhead_ms: float = 0.0
     linear_prefill_ms: float = 0.0
     """Per linear-attention layer and prefill, ms (F6, `prefill.fixed_prefill_ms`)."""
+    prefill_layer_ms: float = 0.0
+    """Per layer and prefill, ms: the kernel launches of a prefill pass run without CUDA
+    graphs (F6, `prefill.fixed_prefill_ms`; 0 on the spec sheet, the chapter and vLLM)."""
     request_latency_ms: float = 0.0
     """Time every request spends outside the GPU before its first token, ms (0 on the spec
     sheet and the chapter): the server's front end and its processes' hand-offs
@@ -187,6 +190,14 @@ class Scenario:
     def fixed_step_ms(self) -> float:
         """F11's fixed time of one decode step, ms: per step plus per layer x layers."""
         return fixed_step_ms(self.step_overhead_ms, self.layer_overhead_ms, self.model.layers)
+
+    @property
+    def fixed_prefill_ms(self) -> float:
+        """F6's fixed time of one prefill, ms (`prefill.fixed_prefill_ms`): per prefill, per
+        linear-attention layer and, without CUDA graphs for the prefill, per layer."""
+        m = self.model
+        return fixed_prefill_ms(self.prefill_overhead_ms, self.linear_prefill_ms,
+                                m.layers_of("linear"), self.prefill_layer_ms, m.layers)
 
     @property
     def replicas(self) -> int:
@@ -505,7 +516,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
                                                           half_tokens=s.mfu_half_tokens,
                                                           routing=routing),
                                s.tflops * s.tp, s.mfu)
-    t0_ms = fixed_prefill_ms(s.prefill_overhead_ms, s.linear_prefill_ms, m.layers_of("linear"))
+    t0_ms = s.fixed_prefill_ms
     ttft = prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu, t0_ms / 1e3,
                                     half_tokens=s.mfu_half_tokens,
                                     routing=routing) + comm_prefill_s

@@ -133,7 +133,7 @@ def _prefill_batch(svc: ServiceModel, r: _Prefill) -> tuple[float, list[int]]:
     budget = svc.chunk_tokens
     if budget is None:   # every waiting prompt (up to the slots) in one batch
         ids = [r.queue.popleft() for _ in range(min(len(r.queue), svc.slots))]
-        return svc.prefill_ms * len(ids), ids
+        return svc.prompt_pass_ms([False] * len(ids)) if ids else 0.0, ids
     used = 0
     pieces: list[tuple[int, int]] = []
     done: list[int] = []
@@ -151,7 +151,8 @@ def _prefill_batch(svc: ServiceModel, r: _Prefill) -> tuple[float, list[int]]:
     for i in done:
         r.queue.remove(i)
     dur = (svc.mixed_step_ms(0, pieces) if svc.mixed
-           else sum(svc.chunk_ms(d, n) for d, n in pieces))
+           else sum(svc.chunk_ms(d, n) for d, n in pieces)
+           + (svc.pass_prefill_ms if pieces else 0.0))
     return dur, done
 
 

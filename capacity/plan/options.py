@@ -143,6 +143,9 @@ class PlanInputs:
     """Fixed time per prefill, ms (F11)."""
     linear_prefill_ms: float = 0.0
     """Fixed time per linear-attention layer per prefill, ms (F6, `prefill.fixed_prefill_ms`)."""
+    prefill_layer_ms: float = 0.0
+    """Fixed time per layer per prefill without CUDA graphs for it, ms (F6,
+    `prefill.fixed_prefill_ms`; the typical SGLang basis)."""
     step_method: str = DEFAULT_STEP_METHOD.value
     """How the decode step combines its terms: 'chapter' (F4) or 'operator' (F4b)."""
     eta_kv: float | None = None
@@ -247,7 +250,8 @@ class PlanInputs:
                              f"{self.prefix_share}")
         for name, ms in (("draft overhead", self.draft_overhead_ms),
                          ("verify overhead", self.verify_overhead_ms),
-                         ("per-linear-layer prefill overhead", self.linear_prefill_ms)):
+                         ("per-linear-layer prefill overhead", self.linear_prefill_ms),
+                         ("per-layer prefill overhead", self.prefill_layer_ms)):
             if not (math.isfinite(ms) and ms >= 0):
                 raise InputError(f"{name} must be >= 0 ms, got {ms}")
         self._check_drafts()
@@ -357,9 +361,9 @@ class PlanInputs:
 
     def fixed_prefill_ms(self, model: Model) -> float:
         """F6's fixed time of one prefill of `model`, ms (`prefill.fixed_prefill_ms`: the
-        per-prefill overhead and the per-linear-attention-layer one)."""
+        per-prefill overhead, the per-linear-attention-layer one and the per-layer one)."""
         return fixed_prefill_ms(self.prefill_overhead_ms, self.linear_prefill_ms,
-                                model.layers_of("linear"))
+                                model.layers_of("linear"), self.prefill_layer_ms, model.layers)
 
     def prefix_grain_on(self, model: Model, gpu: Gpu, kv_dtype: str, tp: int) -> PrefixGrain:
         """Where the engine's prefix cache serves a hit from on a replica of `tp` x `gpu`

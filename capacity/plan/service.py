@@ -122,6 +122,12 @@ class ServiceModel:
     """What every forward pass adds streaming CPU-offloaded weights over the host link (ms)."""
     eager_ms: float = 0.0
     """What every pass adds without CUDA graphs (ms, in `overhead_ms`; `eager_scenario`)."""
+    pass_prefill_ms: float = 0.0
+    """What a forward pass that carries prompt tokens adds once, whatever prompts it carries
+    (ms): its layers' prefill kernels launched without CUDA graphs (`Scenario.prefill_layer_ms`
+    x layers; F6, `prefill.fixed_prefill_ms`). `prefill_ms` and `hit_prefill_ms`, a prompt
+    alone, count it; `prefill_cum_ms`, `hit_first_ms` and `turn_first_ms`, the pieces of a
+    pass, do not."""
     engine: str = "chapter"
     """The engine profile these timings and this scheduling come from (a label)."""
     serial_ms: FloatArray | None = None
@@ -339,6 +345,8 @@ class ServiceModel:
                    + stretch * sum(self.chunk_mfu_ms(d, n) for d, n in chunks))
         if self.unified_kv is not None:
             prefill += self.unified_kv.extra_ms(chunks)
+        if chunks:
+            prefill += self.pass_prefill_ms
         t: ServiceModel | PagedKv = self if self.paged is None else self.paged
         comm = float(t.comm_ms[batch])
         return mixed_step_time_ms(
@@ -367,9 +375,11 @@ class ServiceModel:
         Example: two 1,000-token misses at m_half 500, each 130 ms alone, 60 ms of it
         MFU-bound at the plateau, no TP: together 260 + 120 x (slowdown(2,000) -
         slowdown(1,000)) = 260 + 120 x (0.012377 - 0.067278) = 253.41 ms, slowdown(m) =
-        (1 + (500 / m)^2.5)^0.4 - 1 (`pass_slowdown`)."""
+        (1 + (500 / m)^2.5)^0.4 - 1 (`pass_slowdown`). Each prompt alone counts the pass's
+        per-layer prefill launches (`pass_prefill_ms`); the pass pays them once."""
         m = sum(self.prompt_tokens - (self.cached_tokens if h else 0) for h in hits)
-        out = self.offload_ms + (self.comm_line.at_ms(m) if hits else 0.0)
+        out = self.offload_ms + (self.comm_line.at_ms(m) - self.pass_prefill_ms * (len(hits) - 1)
+                                 if hits else 0.0)
         for h in hits:
             alone, part = ((self.hit_prefill_ms, self.hit_mfu_ms) if h
                            else (self.prefill_ms, self.prefill_mfu_ms))

@@ -71,7 +71,7 @@ def _paged_pool(s: Scenario, prof: EngineProfile, *, output_tokens: int, pool_by
                      strict=True)]
     # a recompute prefills prompt + the tokens generated so far: F6 up to prompt + output
     ks = np.arange(longest_prompt + 1, longest_prompt + output_tokens + 1, dtype=np.float64)
-    plateau = s.with_(mfu_half_tokens=0.0, prompt_tokens=None)
+    plateau = s.with_(mfu_half_tokens=0.0, prompt_tokens=None, prefill_layer_ms=0.0)
     pre = evaluate(plateau, [s.replicas], ks)
     cum = np.concatenate([cum_ms, np.asarray(pre.prefill_s, dtype=np.float64).reshape(-1) * 1e3])
     mfu = None
@@ -196,7 +196,9 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
     b = np.arange(0, slots + 1, dtype=np.float64)
     ev = evaluate(s, b * s.replicas, None if held == s.context_tokens else float(held))
     half = float(s.mfu_half_tokens)
-    plateau = s.with_(mfu_half_tokens=0.0)   # prompts at the plateau; each pass stretches them
+    # prompts at the plateau, each pass stretches them; a pass pays the per-layer prefill
+    # launches once, whatever prompts it carries (`ServiceModel.pass_prefill_ms`)
+    plateau = s.with_(mfu_half_tokens=0.0, prefill_layer_ms=0.0)
     operator = counts_as_engines(s.step_method)
     cum = mfu_cum = None
     hit_first = 0.0
@@ -241,6 +243,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         hit_mfu_ms=(float(_mfu_ms(s, hit_pf.linear_flops, hit_pf.attention_flops))
                     if hit_pf is not None and half else 0.0),
         hit_first_ms=hit_first, offload_ms=offload, eager_ms=eager, turns=turns,
+        pass_prefill_ms=s.prefill_layer_ms * s.model.layers,
         turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
         unified_kv=unified_kv(s, prof), request_latency_ms=s.request_latency_ms,
         comm_line=tp_comm_line(s.model, s.gpu, s.tp),

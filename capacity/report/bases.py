@@ -47,6 +47,8 @@ class Knobs(Protocol):
     def request_latency_ms(self) -> float: ...
     @property
     def linear_prefill_ms(self) -> float: ...
+    @property
+    def prefill_layer_ms(self) -> float: ...
 
 
 def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
@@ -94,7 +96,9 @@ def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None) -> str
                if knobs.request_latency_ms > 0 else "")
     linear = (t("basis_knobs_linear", lang, ms=knobs.linear_prefill_ms)
               if knobs.linear_prefill_ms > 0 and linear_layers != 0 else "")
-    return text + step_shape_text(knobs, lang) + linear + latency
+    layer = (t("basis_knobs_prefill_layer", lang, ms=knobs.prefill_layer_ms)
+             if knobs.prefill_layer_ms > 0 else "")
+    return text + step_shape_text(knobs, lang) + linear + layer + latency
 
 
 def step_shape_text(knobs: Knobs, lang: str) -> str:

@@ -85,7 +85,13 @@ class SimPhysics:
                 raise InputError(f"{scenario.variant.key} leaves no room for KV cache on "
                                  f"{scenario.gpu.name}: pick a bigger GPU or a smaller format")
         # prompts at the plateau MFU; each forward pass stretches their MFU-bound part (F6c)
-        self._prefill_scenario = scenario.with_(prompt_tokens=None, mfu_half_tokens=0.0)
+        # a pass pays the per-layer prefill launches once, whatever prompts it carries
+        # (`prefill_pass_s`; the event model's `ServiceModel.pass_prefill_ms`)
+        self._prefill_scenario = scenario.with_(prompt_tokens=None, mfu_half_tokens=0.0,
+                                                prefill_layer_ms=0.0)
+        self.pass_prefill_s = scenario.prefill_layer_ms * scenario.model.layers / 1e3
+        """What a forward pass that carries prompt tokens adds once (s): its layers' prefill
+        kernels launched without CUDA graphs (`Scenario.prefill_layer_ms`)."""
         self._mfu: dict[int, float] = {0: 0.0}
         d = scenario.draft
         # F12's step per emitted token is the engine step over tau: at tau = 1 it IS the engine
@@ -159,8 +165,10 @@ class SimPhysics:
         `chunks` ((done, tokens) each), s: the chunks' `chunk_s` + `extra_s` + their MFU-bound
         part stretched to step_mfu(decode tokens + chunk tokens) (F6c,
         `forward_pass.pass_slowdown`); the event model's `ServiceModel.mixed_step_ms` adds the
-        same. Without `mfu_half_tokens` it is the chunks' `chunk_s`."""
-        base = sum(self.chunk_s(d, n) for d, n in chunks) + extra_s
+        same, and `pass_prefill_s` once when it carries chunks. Without `mfu_half_tokens` it is
+        the chunks' `chunk_s` (and `pass_prefill_s`)."""
+        base = (sum(self.chunk_s(d, n) for d, n in chunks) + extra_s
+                + (self.pass_prefill_s if chunks else 0.0))
         m = decode_tokens + sum(n for _, n in chunks)
         stretch = pass_slowdown(m, self.scenario.mfu_half_tokens, self.scenario.routing)
         if stretch == 0.0:
