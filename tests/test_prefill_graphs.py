@@ -191,3 +191,20 @@ def test_capacity_plan_under_sglang_eager_pays_the_prefill_launches(
     assert main(["plan", "--engine", "sglang", "--enforce-eager", "--concurrency", "1"]) == 0
     assert "the prefill without CUDA graphs adds 12.16 ms to every pass that carries prompt " \
         "tokens" in capsys.readouterr().out
+
+
+def test_the_two_pools_prefill_batch_pays_it_once() -> None:
+    from capacity.plan.events_disagg import _Prefill, _prefill_batch
+
+    s = _typical_sglang()
+    e = s.with_(prefill_layer_ms=PER_LAYER_MS)
+    for engine in ("chapter", "sglang"):   # whole prompts; SGLang's chunked prefill batch
+        took = []
+        for x in (s, e):
+            svc = service_from_scenario(x, output_tokens=1, engine=engine)
+            r = _Prefill()
+            r.queue.extend([0, 1, 2])
+            took.append(_prefill_batch(svc, r))
+        (graph_ms, graph_done), (eager_ms, eager_done) = took
+        assert graph_done == eager_done and len(graph_done) >= 2, engine
+        assert eager_ms - graph_ms == pytest.approx(LAYERS_70B * PER_LAYER_MS), engine

@@ -113,13 +113,13 @@ def fixed_prefill_ms(prefill_overhead_ms: float, linear_prefill_ms: float,
     2026), the floor the typical basis uses (data/engines.toml). Example: Qwen3.5-9B, 24 Gated
     DeltaNet layers x 0.2 ms + 3.5 ms = 8.3 ms.
 
-    SGLang until piecewise CUDA graphs became its default (0.5.10, 2026-04) replays CUDA graphs
-    for decode batches only: a prefill pass launches every kernel of every layer from Python,
-    a cost per layer that a short prompt's GPU time does not hide (`prefill_layer_ms`, the
-    typical SGLang basis' 0.38 ms, data/engines.toml: sgl-project/sglang pulls 13094 and
-    11845 measured the prefill with and without those graphs). Example: Qwen3-235B-A22B's 94
-    layers x 0.38 ms + 3.5 ms = 39.22 ms. Source: F6 (docs/method.md; "Prefill without CUDA
-    graphs")."""
+    SGLang until piecewise CUDA graphs became its default (0.5.10, 2026-04) replayed CUDA
+    graphs for decode batches only: a prefill pass launched every kernel of every layer from
+    Python, a cost per layer that a short prompt's GPU time does not hide (`prefill_layer_ms`:
+    the SGLang profile's 0.38 ms for those releases, data/engines.toml, from sgl-project/sglang
+    pulls 13094 and 11845, which measured the prefill with and without those graphs; 0 on
+    every typical basis). Example: Qwen3-235B-A22B's 94 layers x 0.38 ms + 3.5 ms = 39.22 ms.
+    Source: F6 (docs/method.md; "Prefill without CUDA graphs")."""
     return (float(prefill_overhead_ms) + float(linear_prefill_ms) * int(linear_layers)
             + float(prefill_layer_ms) * int(layers))
 

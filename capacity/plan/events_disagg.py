@@ -133,7 +133,8 @@ def _prefill_batch(svc: ServiceModel, r: _Prefill) -> tuple[float, list[int]]:
     budget = svc.chunk_tokens
     if budget is None:   # every waiting prompt (up to the slots) in one batch
         ids = [r.queue.popleft() for _ in range(min(len(r.queue), svc.slots))]
-        return svc.prompt_pass_ms([False] * len(ids)) if ids else 0.0, ids
+        # each prompt alone counts the pass's per-layer prefill launches; the batch pays once
+        return (svc.prefill_ms * len(ids) - svc.pass_prefill_ms * max(len(ids) - 1, 0)), ids
     used = 0
     pieces: list[tuple[int, int]] = []
     done: list[int] = []
