@@ -118,6 +118,9 @@ def test_the_simulated_endpoint_pays_it_as_the_event_model_does() -> None:
     assert sims[1].chunk_s(0, 500) == pytest.approx(sims[0].chunk_s(0, 500))
     svc = service_from_scenario(e, output_tokens=32, engine="sglang")
     assert sims[1].pass_prefill_s * 1e3 == pytest.approx(svc.pass_prefill_ms)
+    # `capacity sim-server --engine sglang --enforce-eager` pays it as `capacity plan` does
+    eager = Simulator(s, SimConfig(engine="sglang", enforce_eager=True), clock="virtual")
+    assert eager.physics.pass_prefill_s * 1e3 == pytest.approx(LAYERS_70B * PER_LAYER_MS)
 
 
 def test_the_open_loop_rows_run_as_their_release() -> None:

@@ -75,8 +75,9 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                    help="under --engine vllm or sglang, or --rate: the engine runs without CUDA "
                         "graphs (vLLM's --enforce-eager, SGLang's --disable-cuda-graph): every "
                         "forward pass pays the profile's per-layer eager cost (vLLM 0.339 ms, "
-                        "SGLang 0.0275 ms a layer; data/engines.toml) and no graph padding "
-                        "(default: off, CUDA graphs)")
+                        "SGLang 0.0275 ms a layer, and 0.38 ms more on SGLang's passes that "
+                        "carry prompt tokens, as SGLang before 0.5.10 ran its prefill; "
+                        "data/engines.toml) and no graph padding (default: off, CUDA graphs)")
     add_turn_flags(p, "under --engine or --rate with a chunked profile: conversations of N "
                       "turns, turn k + 1's prompt the whole history (earlier prompts and "
                       "answers) plus --turn-tokens new ones; the prefix cache holds the "
