@@ -418,15 +418,17 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
                 for f, e in tl.ENGINE_OF.items()}
     latency = tl.group_latency(groups, points, fallback)
     rows = _rows(groups, cat, evidence, eta_points, knob_points, latency)
-    edges = _edges(groups, cat, evidence, eta_points, knob_points, latency, rows)
+    # each group's release's per-layer prefill launches (`_run_as`), a knob its band scales
+    launches = {k: _run_as(g[0], _scenario(g[0], cat)).prefill_layer_ms
+                for k, g in groups.items()}
+    edges = _edges(groups, cat, evidence, eta_points, knob_points, latency, rows, launches)
     return TypicalScorecard(rows=tuple(rows), edges=tuple(edges),
                             latency_points=tuple(sorted(points[tl.SGLANG].items())),
                             vllm_latency_points=tuple(sorted(points[tl.VLLM].items())),
                             latency_ms=tuple(sorted(latency.items())),
                             step_sources=tuple(sorted(knob_points)),
                             prefill_launches=tuple(
-                                (k, ms) for k, g in sorted(groups.items())
-                                if (ms := _run_as(g[0], _scenario(g[0], cat)).prefill_layer_ms)))
+                                (k, ms) for k, ms in sorted(launches.items()) if ms))
 
 
 def _group_knobs(key: str, g: Sequence[ReferenceSweep], evidence: dict[str, Evidence],
@@ -523,10 +525,11 @@ def _latency_text(card: TypicalScorecard) -> str:
 def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
            evidence: dict[str, Evidence], eta_points: dict[str, tuple[float, ...]],
            points: dict[str, StepPoint], latency: dict[str, float],
-           rows: Sequence[TypicalRow]) -> list[tb.EdgeRow]:
+           rows: Sequence[TypicalRow], launches: dict[str, float]) -> list[tb.EdgeRow]:
     """Every TTFT, E2E and throughput row below saturation with its deployment predicted at
     the two edges of the band (`typical_knob_edges`) on its group's knobs after, the step's
-    and TTFT's error bands over the other groups' rows (`typical_bands.held_out_basis`)."""
+    and TTFT's error bands over the other groups' rows (`typical_bands.held_out_basis`), the
+    group's per-layer prefill launches (`launches`, ms) among the knobs the band scales."""
     after = {(r.group, r.metric, r.concurrency, r.stat, r.measured): r.after for r in rows}
     out: list[tb.EdgeRow] = []
     for key, g in sorted(groups.items()):
@@ -538,10 +541,8 @@ def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
             except ValueError:   # no other group has such a row: the file's band
                 pass
         held = tb.held_out_basis(typ, bands.get("step"), bands.get("ttft"))
-        # the group's release's per-layer prefill launches are a planned knob the band scales
-        released = _run_as(g[0], _scenario(g[0], cat)).prefill_layer_ms
         slow_k, fast_k = typical_knob_edges(held, {**{k: float(after_k[k]) for k in TYPICAL_KNOBS},
-                                                   "prefill_layer_ms": released})
+                                                   "prefill_layer_ms": launches[key]})
         for s in g:
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             every = sorted({x.concurrency for x in s.stated})
