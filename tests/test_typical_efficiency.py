@@ -224,8 +224,8 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
         assert getattr(slow_s, k) == pytest.approx(getattr(slow_in, k)), k
         assert getattr(fast_s, k) == pytest.approx(getattr(fast_in, k)), k
     # the step's knobs at the basis' error band (step_error -0.172 / +0.147), the prefill's
-    # at its TTFT band (ttft_error -0.629 / +0.678); a fraction stops at 1 (0.884 x 1.147 =
-    # 1.014: the spec sheet; the plateau 0.706 x 1.678 = 1.185: the GPU's matmul ceiling)
+    # at its TTFT band (ttft_error -0.629 / +0.683); a fraction stops at 1 (0.884 x 1.147 =
+    # 1.014: the spec sheet; the plateau 0.706 x 1.683 = 1.188: the GPU's matmul ceiling)
     assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((0.884 * 0.828,
                                                                        0.0698 / 0.828))
     assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((1.0, 0.0698 / 1.147))
@@ -234,7 +234,7 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
     assert (slow_s.mfu, slow_s.prefill_overhead_ms, slow_s.request_latency_ms) == pytest.approx(
         (0.706 * 0.371 * 0.803, 3.5 / 0.371, 12.79 / 0.371))
     assert (fast_s.mfu, fast_s.prefill_overhead_ms, fast_s.request_latency_ms) == pytest.approx(
-        (0.803, 3.5 / 1.678, 12.79 / 1.678))
+        (0.803, 3.5 / 1.683, 12.79 / 1.683))
     b = band(s, [16.0], None, edges=(fast_s, slow_s))
     lo, mid, hi = (float(x[0]) for x in b.step_ms)
     assert lo < mid < hi

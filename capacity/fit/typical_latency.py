@@ -4,14 +4,13 @@
 processes, tokenizing, scheduling the first step, streaming the first token). No GPU term
 predicts it; the published runs show it as their TTFT at the lowest load less the typical
 basis' TTFT without it (`latency_points`). Two engines have their own figure in
-data/engines.toml, each the median of its source groups' points:
-
-- SGLang (`typical:sglang`, since 2026-12-03): the SGLang groups of published.csv the knobs
-  rest on (not the rows added later);
-- vLLM (`typical:vllm`, since 2026-12-04): the vLLM groups run with CUDA graphs whose lowest
-  TTFT level has `SOURCE_MAX_CLIENTS` clients or fewer, rows of every date (the step knobs'
-  rule: no queue to speak of there; a group run with `--enforce-eager` pays a launch per kernel
-  that the basis does not, and at 32 clients the TTFT is mostly other prompts' prefills).
+data/engines.toml (`typical:sglang` since 2026-12-03, `typical:vllm` since 2026-12-04), each
+the median of its source groups' points. One rule picks the sources of both: the engine's
+groups run with CUDA graphs whose lowest TTFT level has `SOURCE_MAX_CLIENTS` clients or fewer,
+rows of every date (the step knobs' rule: no queue to speak of there; a group run with
+`--enforce-eager` pays a launch per kernel that the basis does not, and at 32 clients the TTFT
+is mostly other prompts' prefills). Until 2026-12-07 SGLang's sources were the groups the
+other knobs rest on, without the rows added later: two groups, both Qwen3-8B on one H100.
 
 The scorecard (`capacity.fit.validate_typical`) predicts each group with the median of the
 other groups' points of its engine (`held_out_latency`; the groups of engines without their
@@ -35,8 +34,8 @@ FAMILIES: Final = (SGLANG, VLLM)
 ENGINE_OF: Final = {SGLANG: "sglang", VLLM: "vllm"}
 """Each family's section of data/engines.toml."""
 SOURCE_MAX_CLIENTS: Final = 8
-"""A vLLM group is a source when its lowest TTFT level has this many clients or fewer (the
-step knobs' `validate_typical.STEP_POINT_MAX_CLIENTS`)."""
+"""A group is a source when its lowest TTFT level has this many clients or fewer (the step
+knobs' `validate_typical.STEP_POINT_MAX_CLIENTS`)."""
 
 
 class Row(Protocol):
@@ -54,8 +53,6 @@ class Row(Protocol):
     def after(self) -> float: ...
     @property
     def saturated(self) -> bool: ...
-    @property
-    def added(self) -> str: ...
 
 
 def family(sweeps: Sequence[ReferenceSweep]) -> str:
@@ -74,20 +71,18 @@ def latency_family(sweeps: Sequence[ReferenceSweep]) -> str:
     return SGLANG if is_sglang(sweeps) else VLLM
 
 
-def _ttft_rows(rows: Sequence[Row], key: str, added: bool) -> list[Row]:
-    return [r for r in rows if r.group == key and r.metric == "ttft" and not r.saturated
-            and (added or not r.added)]
+def _ttft_rows(rows: Sequence[Row], key: str) -> list[Row]:
+    return [r for r in rows if r.group == key and r.metric == "ttft" and not r.saturated]
 
 
 def is_source(sweeps: Sequence[ReferenceSweep], rows: Sequence[Row], key: str,
               fam: str) -> bool:
-    """Whether group `key` (its `sweeps`, its scorecard `rows`) is a source of `fam`'s latency
-    (module docstring)."""
+    """Whether group `key` (its `sweeps`, its scorecard `rows`) is a source of `fam`'s latency:
+    one of `fam`'s groups, on CUDA graphs, whose lowest TTFT level below saturation has
+    `SOURCE_MAX_CLIENTS` clients or fewer (module docstring)."""
     if family(sweeps) != fam:
         return False
-    if fam == SGLANG:
-        return not all(s.is_added for s in sweeps) and bool(_ttft_rows(rows, key, False))
-    ttft = _ttft_rows(rows, key, True)
+    ttft = _ttft_rows(rows, key)
     return (all(s.cuda_graphs for s in sweeps) and bool(ttft)
             and min(r.concurrency for r in ttft) <= SOURCE_MAX_CLIENTS)
 
@@ -96,15 +91,14 @@ def latency_points(rows: Sequence[Row], groups: Mapping[str, Sequence[ReferenceS
                    fam: str = SGLANG) -> dict[str, float]:
     """Group -> measured TTFT - the typical basis' TTFT without a request latency (ms) at the
     group's lowest concurrency with a TTFT row below saturation (the median over those rows:
-    a mean and a median, or two prompt lengths), for the source groups of `fam` (`is_source`;
-    SGLang's without the rows added later, vLLM's with every row): the time a request spends
-    outside the GPU that no GPU term predicts. The source of data/engines.toml's
-    [sglang.request_latency_ms] and [vllm.request_latency_ms]."""
+    a mean and a median, or two prompt lengths), for the source groups of `fam` (`is_source`):
+    the time a request spends outside the GPU that no GPU term predicts. The source of
+    data/engines.toml's [sglang.request_latency_ms] and [vllm.request_latency_ms]."""
     out: dict[str, float] = {}
     for key, g in groups.items():
         if not is_source(g, rows, key, fam):
             continue
-        ttft = _ttft_rows(rows, key, fam == VLLM)
+        ttft = _ttft_rows(rows, key)
         low = min(r.concurrency for r in ttft)
         out[key] = float(statistics.median(r.measured - r.after for r in ttft
                                            if r.concurrency == low))
