@@ -66,7 +66,7 @@ def test_a_memory_tight_option_needs_more_gpus_at_the_slow_edge(catalog: Catalog
     # arriving at random queue for that one slot (`slot_queue.slot_wait`), so the slow edge
     # needs 12 replicas to keep TTFT p90 under 5 s where the prediction needs 1 (at the slow
     # edge of the typical band: the step's -0.172 / +0.147 and TTFT's -0.629 / +0.678 (+0.683
-    # since 2026-12-07: the slow edge is the same), each request's prefill 2.7x the
+    # since 2026-12-06, night: the slow edge is the same), each request's prefill 2.7x the
     # prediction's, since 2026-12-06, evening; 13 at -0.232 /
     # +0.140 and -0.647 / +0.734, 2.8x, and at -0.301 / +0.154 and -0.615 / +0.724, 2.6x;
     # with the TTFT knobs over their ranges, 10 cards held it). With the planned

@@ -183,7 +183,7 @@ def test_latency_points_and_their_held_out_median_by_hand() -> None:
     rows = [row(sg, 4, 50.0, 30.0), row(sg, 4, 48.0, 30.0), row(sg, 16, 400.0, 100.0),
             row(sg, 2, 9.0, 9.0, metric="step"), row(other, 4, 80.0, 10.0)]
     assert tl.latency_points(rows, groups) == {sg: 19.0}
-    # one rule for both engines (until 2026-12-07 SGLang's left out the rows added later):
+    # one rule for both engines (until 2026-12-06, night, SGLang's left out the rows added later):
     # a row added later counts, and one level lower it is the lowest
     assert tl.latency_points([*rows, row(sg, 2, 90.0, 10.0, added="2026-12-02")],
                              groups) == {sg: 80.0}

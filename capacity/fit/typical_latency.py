@@ -9,7 +9,7 @@ the median of its source groups' points. One rule picks the sources of both: the
 groups run with CUDA graphs whose lowest TTFT level has `SOURCE_MAX_CLIENTS` clients or fewer,
 rows of every date (the step knobs' rule: no queue to speak of there; a group run with
 `--enforce-eager` pays a launch per kernel that the basis does not, and at 32 clients the TTFT
-is mostly other prompts' prefills). Until 2026-12-07 SGLang's sources were the groups the
+is mostly other prompts' prefills). Until 2026-12-06, night, SGLang's sources were the groups the
 other knobs rest on, without the rows added later: two groups, both Qwen3-8B on one H100.
 
 The scorecard (`capacity.fit.validate_typical`) predicts each group with the median of the
