@@ -65,10 +65,13 @@ EDGE_METRICS: Final = ("ttft", "throughput", "e2e")
 
 class TypicalRow(Row, Protocol):
     """What the bands read of a scorecard row (`validate_typical.TypicalRow`): a row as the
-    request latency reads it, and its signed error after."""
+    request latency reads it, its signed error after and when it was added (empty: an
+    original row)."""
 
     @property
     def after_error(self) -> float: ...
+    @property
+    def added(self) -> str: ...
 
 
 def _scored(r: TypicalRow, metric: str = "step") -> bool:
