@@ -9,10 +9,8 @@ earlier.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
@@ -24,23 +22,26 @@ from capacity.fit import (
     validate_typical,
 )
 from capacity.fit.validate_report import between_markers
+from tests.shipped import shipped
 
 ACCURACY = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
 
-SECTIONS: list[tuple[ModuleType, Callable[[], Any]]] = [
-    (validate_typical, validate_typical.typical_scorecard),
-    (validate_open_loop, validate_open_loop.open_loop_scorecard),
-    (validate_disagg, validate_disagg.disagg_scorecard),
-    (validate_ep, validate_ep.ep_scorecard),
-    (validate_gpu_probe, validate_gpu_probe.gpu_probe_scorecard),
+SECTIONS: list[tuple[ModuleType, str]] = [
+    (validate_typical, "typical"),
+    (validate_open_loop, "open_loop"),
+    (validate_disagg, "disagg"),
+    (validate_ep, "ep"),
+    (validate_gpu_probe, "gpu_probe"),
 ]
+"""Each module and its section's name in `capacity validate` (cli/validate.py's SECTIONS)."""
 
 
-@pytest.mark.slow  # each section's whole scorecard: 0.1-3.5 s
-@pytest.mark.parametrize(("module", "card"), SECTIONS, ids=lambda x: getattr(x, "__name__", ""))
-def test_committed_section_is_current(module: ModuleType, card: Callable[[], Any]) -> None:
+@pytest.mark.slow  # each section's whole scorecard, once per test process: 0.1-10 s
+@pytest.mark.parametrize(("module", "name"), SECTIONS,
+                         ids=[m.__name__.rsplit(".", 1)[-1] for m, _ in SECTIONS])
+def test_committed_section_is_current(module: ModuleType, name: str) -> None:
     committed = between_markers(ACCURACY.read_text(encoding="utf-8"), module.BEGIN, module.END)
     assert committed, f"docs/accuracy.md has no {module.BEGIN} part"
-    assert committed == module.markdown(card()).rstrip("\n"), (
+    assert committed == module.markdown(shipped(name)).rstrip("\n"), (
         f"docs/accuracy.md's {module.BEGIN} section is not current: run "
         "`capacity validate --out docs/accuracy.md`")

@@ -15,6 +15,7 @@ from capacity.fit.planning import typical_efficiency, typical_knobs_on
 from capacity.model.forward_pass import eager_pass_ms, eager_scenario
 from capacity.model.scenario import Scenario, evaluate, make_scenario
 from capacity.plan.events import service_from_scenario
+from tests.shipped import shipped
 
 
 def _typical(model: str, gpu: str) -> Scenario:
@@ -84,9 +85,7 @@ def test_capacity_plan_takes_enforce_eager(capsys: pytest.CaptureFixture[str]) -
 def test_the_published_eager_group_is_scored_eager() -> None:
     """The scorecard predicts the one published group run with --enforce-eager (Qwen3-14B-AWQ
     on an A100, vLLM 0.9.1) with vLLM's eager cost: 40 x 0.339 = 13.56 ms more a step."""
-    from capacity.fit.validate_typical import typical_scorecard
-
-    rows = [r for r in typical_scorecard().rows
+    rows = [r for r in shipped("typical").rows
             if r.group.startswith("qwen3-14b-awq") and r.metric == "step"]
     assert len(rows) == 2
     for r in rows:

@@ -29,6 +29,7 @@ from capacity.sim.scheduler import SimConfig
 from capacity.sim.server import create_app, serve_in_thread
 from capacity.sim.virtual import Workload as VirtualWorkload
 from capacity.sim.virtual import run_virtual
+from tests.shipped import shipped
 
 L_MS = 40.0
 
@@ -218,7 +219,7 @@ def test_the_shipped_latency_is_the_scorecards() -> None:
     or fewer), their ranges the extremes, never below 0; every group is predicted
     with the other groups' points of its engine alone (the NIM and TensorRT-LLM groups, on
     `typical:vllm`, with every vLLM point)."""
-    card = vt.typical_scorecard()
+    card = shipped("typical")
     by_family = {"SGLang": dict(card.latency_points), "vLLM": dict(card.vllm_latency_points)}
     assert len(by_family["SGLang"]) >= 5 and len(by_family["vLLM"]) >= 4
     for fam, engine in (("SGLang", "sglang"), ("vLLM", "vllm")):

@@ -22,6 +22,7 @@ from capacity.fit.planning import (
 )
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.stats import weighted_quantile
+from tests.shipped import shipped
 
 KNOBS = ("eta_bw", "eff", "mfu", "step_overhead_ms", "prefill_overhead_ms", "draft_overhead_ms",
          "verify_overhead_ms")
@@ -224,7 +225,7 @@ def test_the_shipped_band_is_the_scorecards_and_holds_about_80_percent() -> None
     22 of 28 (78.6%), then with F10's small-message all-reduce and InferenceX's H100 rows
     32 of 37 (86.5%, one row wide of 85%); on 2026-12-06, the 15th and 85th percentile, 54 of
     65 (83.1%; the 10th and 90th held 57, 87.7%)."""
-    card = vt.typical_scorecard()
+    card = shipped("typical")
     stored = typical_efficiency("vllm").step_error
     assert stored is not None
     assert stored == pytest.approx(tb.step_error_band(card.rows), abs=5e-4)

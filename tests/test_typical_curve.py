@@ -29,6 +29,7 @@ from capacity.model.workload import Workload
 from capacity.plan.detail import option_scenario
 from capacity.plan.options import PlanInputs
 from capacity.plan.search import plan
+from tests.shipped import shipped
 
 
 def test_typical_knobs_are_one_set_for_every_gpu() -> None:
@@ -124,7 +125,7 @@ def test_held_out_knobs_rules() -> None:
 
 @pytest.mark.slow
 def test_typical_section_on_the_shipped_rows() -> None:
-    card = vt.typical_scorecard()
+    card = shipped("typical")
     assert card.rows and {r.metric for r in card.rows} >= {"step", "ttft", "throughput"}
     # the NIM group's plateau is held out: its knobs come from the A100 group alone, whose
     # plateau is median(0.554, 0.537) = 0.546 of the spec sheet (file header; F6c's curve is

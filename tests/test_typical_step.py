@@ -18,6 +18,7 @@ from capacity.fit import validate_typical as vt
 from capacity.fit.planning import typical_efficiency
 from capacity.model.basis import CHAPTER_KNOBS
 from capacity.model.scenario import make_scenario
+from tests.shipped import shipped
 
 
 def test_held_out_eta_bw_hand_values() -> None:
@@ -164,7 +165,7 @@ def test_event_model_tpot_is_the_step_alone_at_one_client_and_more_under_load() 
 
 @pytest.mark.slow
 def test_step_rows_are_scored_on_the_benchmarks_tpot() -> None:
-    card = vt.typical_scorecard()
+    card = shipped("typical")
     steps = [r for r in card.rows if r.metric == "step"]
     assert steps and all(math.isfinite(r.step_ms) and math.isfinite(r.spec_ms) for r in steps)
     # NIM at C = 25, 5000-token prompts: the TPOT includes the prefills of the others

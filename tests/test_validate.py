@@ -48,6 +48,7 @@ from capacity.fit.validate import (
 from capacity.fit.validate_report import BEGIN, END, between_markers, markdown, to_json, write_between_markers
 from capacity.model.scenario import Scenario
 from capacity.plan import events
+from tests.shipped import share_sections, shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURACY = ROOT / "docs" / "accuracy.md"
@@ -79,7 +80,7 @@ level's twin at another prompt length stayed in the fit; docs/accuracy.md)."""
 
 @pytest.fixture(scope="module")
 def card() -> Scorecard:
-    return scorecard()
+    return shipped("card")
 
 
 # -- one unit test per metric conversion -------------------------------------------------------
@@ -481,22 +482,27 @@ def test_committed_scorecard_is_current(card: Scorecard) -> None:
 
 
 @pytest.mark.slow
-def test_cli_writes_markdown_around_what_the_file_had(tmp_path: Path) -> None:
+def test_cli_writes_markdown_around_what_the_file_had(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # its JSON: `test_the_sections_in_worker_processes_give_the_same_output`
+    share_sections(monkeypatch)
     out = tmp_path / "acc.md"
     out.write_text("# Mine\n\nkept\n", encoding="utf-8")
-    assert main(["validate", "--out", str(out)]) == 0
+    assert main(["validate", "--out", str(out), "--jobs", "1"]) == 0
     text = out.read_text(encoding="utf-8")
     assert text.startswith("# Mine\n\nkept\n") and "Every row" in between_markers(text)
 
 
-@pytest.mark.slow  # the whole scorecard twice (about 20 s on two CPUs)
+@pytest.mark.slow  # the whole scorecard in two worker processes (about 20 s on two CPUs)
 def test_the_sections_in_worker_processes_give_the_same_output(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     # `capacity validate` runs its sections in one process per CPU by default; every section
-    # is a pure function of the shipped files, so the JSON is the same byte for byte
+    # is a pure function of the shipped files, so the JSON is the same byte for byte (the
+    # sections in this process: the ones the other tests of this process share)
+    share_sections(monkeypatch)
     assert main(["validate", "--format", "json", "--jobs", "1"]) == 0
     alone = capsys.readouterr().out
+    monkeypatch.undo()   # the workers compute their own
     assert main(["validate", "--format", "json", "--jobs", "2"]) == 0
     assert capsys.readouterr().out == alone and json.loads(alone)["typical_basis"]
     assert json.loads(alone)["upper_bound_rate"] == 1.0

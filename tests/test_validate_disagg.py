@@ -16,11 +16,12 @@ from capacity.catalog.loader import default_catalog
 from capacity.errors import InputError
 from capacity.fit import validate_disagg as vd
 from capacity.fit.validate_ep import END as EP_END
+from tests.shipped import shipped
 
 
 @pytest.fixture(scope="module")
 def card() -> vd.DisaggScorecard:
-    return vd.disagg_scorecard()
+    return shipped("disagg")
 
 
 def _csv(tmp_path: Path, rows: list[dict[str, str]]) -> Path:

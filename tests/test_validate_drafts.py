@@ -5,7 +5,6 @@ bound, the CLI's Markdown and JSON, and docs/accuracy.md's generated section bei
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 from pathlib import Path
@@ -14,12 +13,11 @@ import pytest
 
 from capacity.catalog.drafts import SpeedupRow, load_speedups
 from capacity.catalog.loader import default_catalog
-from capacity.cli import validate as cli_validate
 from capacity.cli.main import main
 from capacity.fit import validate_drafts as vd
-from capacity.fit.validate import scorecard
 from capacity.fit.validate_report import BEGIN as CARD_BEGIN
 from capacity.fit.validate_report import END as CARD_END
+from tests.shipped import share_sections, shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURACY = ROOT / "docs" / "accuracy.md"
@@ -38,7 +36,7 @@ def row(**changes: object) -> SpeedupRow:
 
 @pytest.fixture(scope="module")
 def card() -> vd.DraftScorecard:
-    return vd.draft_scorecard()
+    return shipped("drafts")
 
 
 def test_a_row_by_hand_from_the_step_models_terms() -> None:
@@ -139,11 +137,9 @@ def test_write_section_goes_after_the_scorecard_and_is_replaced(tmp_path: Path) 
 @pytest.mark.slow
 def test_cli_prints_and_writes_the_section(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    # the published scorecard replaced by an empty one: this checks the wiring, not its rows
-    # (in this process, --jobs 1: a worker process would not see the replacement); each
-    # section computed once for the three runs (each a pure function of the shipped files)
-    monkeypatch.setattr(cli_validate, "scorecard", lambda **_: scorecard([]))
-    monkeypatch.setattr(cli_validate, "section", functools.cache(cli_validate.section))
+    # the wiring, not the rows: the sections this test process shares, each computed once for
+    # the three runs (in this process, --jobs 1: a worker process would compute its own)
+    share_sections(monkeypatch)
     assert main(["validate", "--format", "json", "--jobs", "1"]) == 0
     section = json.loads(capsys.readouterr().out)["speculative_decoding"]
     assert section["rows"] > 0 and section["skipped"]

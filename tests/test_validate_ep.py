@@ -34,6 +34,7 @@ from capacity.fit.validate_ep import (
     write_section,
 )
 from capacity.model.ep_knobs import typical_ep_knobs
+from tests.shipped import shipped
 from tests.test_expert_parallel import with_gb200
 
 
@@ -65,7 +66,7 @@ def test_rows_not_scored_say_why() -> None:
 
 
 def test_section_markdown_json_and_markers(tmp_path: Path) -> None:
-    card = ep_scorecard()
+    card = shipped("ep")
     text = markdown(card)
     assert text.startswith("### MoE with wide expert parallelism")
     assert f"on {len(card.checks)} of {len(card.checks)} rows" in text
@@ -150,7 +151,7 @@ def test_the_stored_planning_knobs_are_the_fit_of_every_row() -> None:
     from capacity.catalog.moe_data import ep_fitted_data
     from capacity.model.ep_knobs import planning_ep_knobs, typical_ep_knobs
 
-    fit = ep_scorecard().fit
+    fit = shipped("ep").fit
     assert fit is not None
     stored = {k: e.value for k, e in ep_fitted_data().items()}
     assert stored == {"overlap": fit.overlap, "layer_overhead_us": fit.layer_overhead_us}

@@ -10,11 +10,12 @@ import pytest
 
 from capacity.errors import CatalogError
 from capacity.fit import validate_gpu_probe as gp
+from tests.shipped import shipped
 
 
 @pytest.fixture(scope="module")
 def card() -> gp.ProbeScorecard:
-    return gp.gpu_probe_scorecard()
+    return shipped("gpu_probe")
 
 
 def test_the_committed_h200_probe_is_scored_row_by_row(card: gp.ProbeScorecard) -> None:

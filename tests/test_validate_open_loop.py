@@ -36,6 +36,7 @@ from capacity.fit.validate_open_loop import (
     write_section,
 )
 from capacity.plan.events import open_loop_load
+from tests.shipped import shipped
 
 
 def _row(**kw: object) -> OpenLoopRow:
@@ -275,7 +276,7 @@ def test_the_band_holds_a_figure_between_its_edges() -> None:
 
 @pytest.mark.slow
 def test_the_shipped_section_builds() -> None:
-    card = open_loop_scorecard()
+    card = shipped("open_loop")
     assert len(card.checks) + len(card.skipped) == len(load_rows())
     assert all(math.isfinite(c.spec) and math.isfinite(c.typical) for c in card.checks)
     # the spec sheet is the fast side: its latency at or below the typical basis's
