@@ -151,15 +151,51 @@ def test_a_claim_by_hand_one_request_or_many(reserve: float, shared: float) -> N
     pages.held[:] = [8, 10, 3]
     pages.emitted[:] = [1, 3, 0]
 
-    def by_hand(i: int, extra: int) -> float:
-        t = pages.held[i] + extra + math.ceil(reserve * max(5 - pages.emitted[i] - extra, 0))
+    def by_hand_at(i: int, held: int, extra: int) -> float:
+        t = held + extra + math.ceil(reserve * max(5 - pages.emitted[i] - extra, 0))
         return 4.0 * math.ceil(min(t, 17) / 4.0) - (shared if i != 1 else 0.0)
+
+    def by_hand(i: int, extra: int) -> float:
+        return by_hand_at(i, int(pages.held[i]), extra)
 
     for extra in (0, 1, 2):
         one = [pages.claim([i], extra) for i in range(3)]
         assert one == pytest.approx([by_hand(i, extra) for i in range(3)])
         assert pages.claim([0, 1, 2], extra) == pytest.approx(sum(one))
+        # the claim a request would have holding 4 tokens more, nothing written down
+        assert [pages.claim_at(i, int(pages.held[i]) + 4, extra) for i in range(3)] == (
+            pytest.approx([by_hand_at(i, int(pages.held[i]) + 4, extra) for i in range(3)]))
     assert pages.claim([]) == 0.0
+    # admitting request 1 asks its prompt's pages and one block, 8 + 4 tokens (12 B; with
+    # half its 2 tokens left reserved, 13 tokens: 16 B)
+    assert pages.admit_claim(1, 8) == pytest.approx(12.0 if reserve == 0 else 16.0)
+    assert pages.admit_claim(1, 8) == by_hand_at(1, 8 + 4, 0)
+    assert list(pages.held) == [8, 10, 3]   # nothing written
+
+
+@pytest.mark.parametrize("clients", [3, 24])
+def test_every_request_leaves_the_pool_with_its_tokens(monkeypatch: pytest.MonkeyPatch,
+                                                       clients: int) -> None:
+    """The event loop keeps a running request's held and emitted tokens less the tick (it
+    gains one a step, and no step touches every running request) and writes them back when
+    it stops: at the end every request has emitted its output and holds its prompt and all
+    but its last token, preempted ones too (the tiny pool preempts at 3 and 24 clients)."""
+    from capacity.plan.event_pages import PagedPool
+
+    pools: list[PagedPool] = []
+    made = PagedPool.__init__
+
+    def keep(self: PagedPool, *args: object) -> None:
+        made(self, *args)  # type: ignore[arg-type]
+        pools.append(self)
+
+    monkeypatch.setattr(PagedPool, "__init__", keep)
+    q = simulate(_tiny(30.0), concurrency=clients, n_requests=6 * clients, phased=False,
+                 warmup_fraction=0.0)
+    assert q.preemptions > 0
+    (pages,) = pools
+    assert list(pages.emitted) == [5] * 6 * clients
+    assert list(pages.held) == [8 + 5 - 1] * 6 * clients
 
 
 @pytest.mark.parametrize(("gpu", "clients"), [("h100-sxm", 64), ("rtx-4090", 48)])

@@ -175,3 +175,48 @@ def test_what_a_chunk_adds_to_a_pass_by_hand() -> None:
     # 30 decode tokens: 34 tokens below the knee, 66 above
     assert LINE.added_ms(30, 100) == pytest.approx(34 * 0.0905 + 66 * 0.0102)
     assert LINE.added_ms(30, 0) == 0.0
+
+
+def _pass_by_parts(svc: ServiceModel, batch: int, chunks: list[tuple[int, int]],
+                   extra_ms: float = 0.0) -> float:
+    """`mixed_step_ms` from the service's own per-chunk methods and numpy arrays, element by
+    element: what the event loop's tables (Python lists, a memo of the stretch, no all-reduce
+    arithmetic without TP) must reproduce to the bit."""
+    from capacity.model.forward_pass import pass_slowdown
+
+    m = batch + sum(n for _, n in chunks)
+    stretch = pass_slowdown(m, svc.mfu_half_tokens, svc.routing)
+    prefill = (sum(svc.chunk_ms(d, n) for d, n in chunks) + extra_ms
+               + stretch * sum(svc.chunk_mfu_ms(d, n) for d, n in chunks))
+    if chunks:
+        prefill += svc.pass_prefill_ms
+    t = svc if svc.paged is None else svc.paged
+    comm = float(t.comm_ms[batch])
+    return mixed_step_time_ms(
+        bandwidth_ms=float(t.bandwidth_ms[batch]), compute_ms=float(t.compute_ms[batch]),
+        comm_ms=comm, overhead_ms=svc.overhead_ms + svc.offload_ms,
+        serial_ms=0.0 if t.serial_ms is None else float(t.serial_ms[batch]),
+        prefill_ms=prefill, prefill_comm_ms=sum(svc.comm_line.chunk_ms(d, n) for d, n in chunks),
+        pass_comm_ms=comm + svc.pass_comm_added_ms(batch, m - batch))
+
+
+@pytest.mark.parametrize(("model", "tp"), [("llama-3.1-8b", 1), ("llama-3.1-70b", 8)])
+def test_the_event_loops_pass_is_the_formula_to_the_bit(catalog: Catalog, model: str,
+                                                        tp: int) -> None:
+    """The event loop prices tens of thousands of passes a scorecard through
+    `ServiceModel.mixed_step_ms`'s tables; they hold the arrays' own values, so every pass
+    (decode alone, one chunk, several, a prefix hit's first chunk, each twice: the stretch is
+    remembered) is the per-element computation exactly, with TP and without."""
+    s = scenario_with_basis(make_scenario(model, "h100-sxm", catalog=catalog,
+                                          n_gpus=tp, tp=tp, context_tokens=4096,
+                                          prompt_tokens=1000, weights="fp8"),
+                            "typical:vllm")
+    svc = service_from_scenario(s, output_tokens=200, engine="vllm")
+    assert (svc.comm_line == CommLine()) == (tp == 1)
+    passes = [(0, []), (7, []), (0, [(0, 300)]), (40, [(0, 300)]), (40, [(300, 700)]),
+              (100, [(200, 500), (0, 100)]), (3, [(0, 1), (999, 1), (10, 90)])]
+    for _ in range(2):
+        for batch, chunks in passes:
+            assert svc.mixed_step_ms(batch, chunks) == _pass_by_parts(svc, batch, chunks)
+            assert (svc.mixed_step_ms(batch, chunks, 2.5)
+                    == _pass_by_parts(svc, batch, chunks, 2.5))

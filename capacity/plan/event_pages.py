@@ -37,6 +37,12 @@ class PagedPool:
         self.redo = np.zeros(n, dtype=bool)
         self.admitted = 0
         self.preemptions = 0
+        # the constant arrays `_one` reads element by element, as Python numbers (the same
+        # values; a list is read faster than a numpy array one element at a time)
+        self._held_bytes: list[float] = np.asarray(self.kv.held_bytes,
+                                                   dtype=np.float64).tolist()
+        self._out: list[int] = self.out.tolist()
+        self._less: list[float] = self.less.tolist()
 
     def claim(self, ids: Sequence[int], extra: int = 0) -> float:
         """KV bytes `ids` take with `extra` more tokens each: the pages of what they hold
@@ -67,11 +73,15 @@ class PagedPool:
 
     def _one(self, i: int, extra: int) -> float:
         """`claim` of request i alone (B)."""
-        one = int(self.held[i]) + extra
+        return self.claim_at(i, int(self.held[i]), extra)
+
+    def claim_at(self, i: int, held: int, extra: int = 0) -> float:
+        """`claim` of request i alone were it holding `held` tokens (B)."""
+        one = held + extra
         r = self.kv.reserve_output_share
         if r:
-            one += math.ceil(r * max(int(self.out[i]) - int(self.emitted[i]) - extra, 0))
-        return float(self.kv.held_bytes[min(one, self.top)] - self.less[i])
+            one += math.ceil(r * max(self._out[i] - int(self.emitted[i]) - extra, 0))
+        return self._held_bytes[min(one, self.top)] - self._less[i]
 
     def target(self, i: int, prompt: int) -> int:
         """Tokens request i's (next) prefill ends at: its prompt, or after a preemption its
@@ -80,8 +90,4 @@ class PagedPool:
 
     def admit_claim(self, i: int, prompt: int) -> float:
         """What admitting request i needs free: its prefill's pages plus one block."""
-        self.held[i] = self.target(i, prompt) + self.kv.block_tokens
-        try:
-            return self.claim([i])
-        finally:
-            self.held[i] = 0
+        return self.claim_at(i, self.target(i, prompt) + self.kv.block_tokens)

@@ -262,11 +262,27 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         return running_arr
 
     def claim_running(extra: int) -> float:
-        """`PagedPool.claim` of the running requests with `extra` more tokens each."""
+        """`PagedPool.claim` of the running requests with `extra` more tokens each. A running
+        request's held and emitted tokens are kept less `tick` (`live`), so the same claim
+        with `tick` more tokens each is theirs: the pool's arithmetic, in integers, exactly."""
         assert pages is not None
         if len(running) < 8:
-            return pages.claim(running, extra)
-        return pages.claim_array(running_ids(), extra)
+            return pages.claim(running, extra + tick)
+        return pages.claim_array(running_ids(), extra + tick)
+
+    def live(i: int) -> None:
+        """Request i starts decoding: from now on it gains a token a tick, and the pool keeps
+        its held and emitted tokens less `tick` (no per-step update of every running one)."""
+        if pages is not None:
+            pages.held[i] -= tick
+            pages.emitted[i] -= tick
+
+    def unlive(i: int) -> None:
+        """Request i stops decoding (finished, preempted): its held and emitted tokens as
+        they are now."""
+        if pages is not None:
+            pages.held[i] += tick
+            pages.emitted[i] += tick
 
     def first_tokens(ids: list[int]) -> None:
         """These prompts get their first token now; they decode on, or end at one token."""
@@ -281,6 +297,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 running.append(i)
                 ends.append(tick + int(outs[i]) - 1)
                 running_arr = None
+                live(i)
             else:
                 finished_now.append(i)
 
@@ -298,6 +315,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 running.append(i)
                 ends.append(tick + int(outs[i]) - int(pages.emitted[i]))
                 running_arr = None
+                live(i)
 
     def preempt_newest() -> None:
         """Free the pages of the newest admitted request; it waits at the queue's front."""
@@ -311,6 +329,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             j = running.index(i)
             del running[j], ends[j]
             running_arr = None
+            unlive(i)
         pages.held[i] = 0
         pages.redo[i] = True
         pages.less[i] = 0.0   # a recompute holds (and prefills) its whole context
@@ -373,6 +392,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 gaps.last_ms[k] = 0.0
             running.append(k)
             ends.append(tick + left)
+            live(k)
         running_arr = None
         next_arrival = issued
 
@@ -414,7 +434,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 pages.admitted += 1
                 prefill_q.append(i)
                 prompt_left[i] = target[i] - (0 if pages.redo[i] else int(cached[i]))
-                got = pages.claim([i])
+                got = pages.claim_at(i, target[i])
                 bound += got
                 if in_pool is not None:
                     in_pool += got
@@ -472,13 +492,9 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                 step = pass_ms[key] = svc.mixed_step_ms(b, pieces, extra)
             now += step
             if b:
-                tick += 1
+                tick += 1   # every running request's token (`live`: the pool's counts follow)
                 if gaps is not None:
                     gaps.tokens(running_ids(), now)
-                if pages is not None:
-                    grown = running_ids()
-                    pages.held[grown] += 1
-                    pages.emitted[grown] += 1
             if pages is None:
                 first_tokens(done_prompts)
             else:
@@ -514,15 +530,21 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             tick += k
             if gaps is not None:
                 gaps.tokens(running_ids(), now, float(steps[b]), k)
-            if pages is not None:
-                grown = running_ids()
-                pages.held[grown] += k
-                pages.emitted[grown] += k
-        if ends and min(ends) <= tick:   # someone had its last token: split them off
-            over = [j for j, e in enumerate(ends) if e <= tick]
-            finished_now.extend(running[j] for j in over)
-            for j in reversed(over):
+        # someone had its last token: split them off (every end is at or after `tick`: a
+        # step advances it to the nearest end at most, and a new end lies ahead of it)
+        done_here = ends.count(tick) if ends else 0
+        if done_here:
+            if done_here == 1:
+                j = ends.index(tick)
+                finished_now.append(running[j])
                 del running[j], ends[j]
+                unlive(finished_now[-1])
+            else:
+                over = [j for j, e in enumerate(ends) if e == tick]
+                finished_now.extend(running[j] for j in over)
+                for j in reversed(over):
+                    unlive(running[j])
+                    del running[j], ends[j]
             running_arr = None
         for i in finished_now:
             finish[i] = now

@@ -6,6 +6,7 @@ under an engine profile and its knobs; `capacity.plan.events` runs it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,6 +69,22 @@ class PagedKv:
             raise InputError("a paged pool needs > 0 bytes, >= 1-token pages and >= 1 request")
         if self.mfu_cum_ms is not None and len(self.mfu_cum_ms) != len(self.prefill_cum_ms):
             raise InputError("mfu_cum_ms needs one time per prefill length of prefill_cum_ms")
+
+
+@dataclass(frozen=True)
+class _PassTables:
+    """`ServiceModel.mixed_step_ms`'s arrays as lists (`ServiceModel._tables`)."""
+
+    prefill_cum: list[float] | None
+    mfu_cum: list[float] | None
+    bandwidth: list[float]
+    compute: list[float]
+    comm: list[float]
+    serial: list[float]
+    no_comm: bool
+    """No TP: the all-reduce line is zero everywhere."""
+    slowdown: dict[int, float]
+    """`pass_slowdown` by a pass's tokens, as the event loop meets them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -339,23 +356,51 @@ class ServiceModel:
         (`pass_comm_added_ms`). `capacity.sim.scheduler.SimPhysics.mixed_step_s` is the same
         formula.
         """
+        tb = self._tables
         m = batch + sum(n for _, n in chunks)
-        stretch = pass_slowdown(m, self.mfu_half_tokens, self.routing)
-        prefill = (sum(self.chunk_ms(d, n) for d, n in chunks) + extra_ms
-                   + stretch * sum(self.chunk_mfu_ms(d, n) for d, n in chunks))
+        stretch = tb.slowdown.get(m)
+        if stretch is None:
+            stretch = tb.slowdown[m] = pass_slowdown(m, self.mfu_half_tokens, self.routing)
+        cum, mfu = tb.prefill_cum, tb.mfu_cum   # `chunk_ms`, `chunk_mfu_ms`, as Python floats
+        work = (sum(n * self.prefill_ms / self.prompt_tokens for _, n in chunks) if cum is None
+                else sum(cum[d + n] - cum[d] for d, n in chunks))
+        prefill = (work + extra_ms
+                   + (0.0 if mfu is None
+                      else stretch * sum(mfu[d + n] - mfu[d] for d, n in chunks)))
         if self.unified_kv is not None:
             prefill += self.unified_kv.extra_ms(chunks)
         if chunks:
             prefill += self.pass_prefill_ms
-        t: ServiceModel | PagedKv = self if self.paged is None else self.paged
-        comm = float(t.comm_ms[batch])
+        comm = tb.comm[batch]
+        if tb.no_comm:   # no TP: every all-reduce term is 0
+            prefill_comm, pass_comm = 0.0, comm
+        else:
+            prefill_comm = sum(self.comm_line.chunk_ms(d, n) for d, n in chunks)
+            pass_comm = comm + self.pass_comm_added_ms(batch, m - batch)
         return mixed_step_time_ms(
-            bandwidth_ms=float(t.bandwidth_ms[batch]), compute_ms=float(t.compute_ms[batch]),
+            bandwidth_ms=tb.bandwidth[batch], compute_ms=tb.compute[batch],
             comm_ms=comm, overhead_ms=self.overhead_ms + self.offload_ms,
-            serial_ms=0.0 if t.serial_ms is None else float(t.serial_ms[batch]),
-            prefill_ms=prefill,
-            prefill_comm_ms=sum(self.comm_line.chunk_ms(d, n) for d, n in chunks),
-            pass_comm_ms=comm + self.pass_comm_added_ms(batch, m - batch))
+            serial_ms=tb.serial[batch], prefill_ms=prefill, prefill_comm_ms=prefill_comm,
+            pass_comm_ms=pass_comm)
+
+    @functools.cached_property
+    def _tables(self) -> _PassTables:
+        """The arrays `mixed_step_ms` reads, as lists of Python floats (the same values: the
+        event loop prices tens of thousands of passes a scorecard, and a list is read faster
+        than a numpy array element by element)."""
+        t: ServiceModel | PagedKv = self if self.paged is None else self.paged
+        cum = self.prefill_cum_ms if self.paged is None else self.paged.prefill_cum_ms
+        mfu = self.mfu_cum_ms if self.paged is None else self.paged.mfu_cum_ms
+        n = len(t.bandwidth_ms)
+        return _PassTables(
+            prefill_cum=None if cum is None else np.asarray(cum, dtype=np.float64).tolist(),
+            mfu_cum=None if mfu is None else np.asarray(mfu, dtype=np.float64).tolist(),
+            bandwidth=np.asarray(t.bandwidth_ms, dtype=np.float64).tolist(),
+            compute=np.asarray(t.compute_ms, dtype=np.float64).tolist(),
+            comm=np.asarray(t.comm_ms, dtype=np.float64).tolist(),
+            serial=([0.0] * n if t.serial_ms is None
+                    else np.asarray(t.serial_ms, dtype=np.float64).tolist()),
+            no_comm=self.comm_line == CommLine(), slowdown={})
 
     def pass_comm_added_ms(self, batch: int, prompt_tokens: float) -> float:
         """What `prompt_tokens` of prompt chunks add to the all-reduces of a pass that decodes
