@@ -73,7 +73,8 @@ class PagedKv:
 
 @dataclass(frozen=True)
 class _PassTables:
-    """`ServiceModel.mixed_step_ms`'s arrays as lists (`ServiceModel._tables`)."""
+    """The arrays `ServiceModel.mixed_step_ms` and `chunk_ms` read, as lists
+    (`ServiceModel._tables`)."""
 
     prefill_cum: list[float] | None
     mfu_cum: list[float] | None
@@ -328,17 +329,17 @@ class ServiceModel:
         """Prefill time (ms) of prompt tokens done..done+chunk: F6 at the end minus F6 at the
         start, so a prompt's chunks add up to its whole prefill (with a paged pool, up to
         prompt + output tokens: a preempted request's recompute)."""
-        cum = self.prefill_cum_ms if self.paged is None else self.paged.prefill_cum_ms
+        cum = self._tables.prefill_cum
         if cum is None:
             return chunk_tokens * self.prefill_ms / self.prompt_tokens
-        return float(cum[done_tokens + chunk_tokens] - cum[done_tokens])
+        return cum[done_tokens + chunk_tokens] - cum[done_tokens]
 
     def chunk_mfu_ms(self, done_tokens: int, chunk_tokens: int) -> float:
         """The MFU-bound part of `chunk_ms` at the plateau (ms): what F6c stretches."""
-        cum = self.mfu_cum_ms if self.paged is None else self.paged.mfu_cum_ms
+        cum = self._tables.mfu_cum
         if cum is None:
             return 0.0
-        return float(cum[done_tokens + chunk_tokens] - cum[done_tokens])
+        return cum[done_tokens + chunk_tokens] - cum[done_tokens]
 
     def mixed_step_ms(self, batch: int, chunks: Sequence[tuple[int, int]],
                       extra_ms: float = 0.0) -> float:
@@ -361,12 +362,8 @@ class ServiceModel:
         stretch = tb.slowdown.get(m)
         if stretch is None:
             stretch = tb.slowdown[m] = pass_slowdown(m, self.mfu_half_tokens, self.routing)
-        cum, mfu = tb.prefill_cum, tb.mfu_cum   # `chunk_ms`, `chunk_mfu_ms`, as Python floats
-        work = (sum(n * self.prefill_ms / self.prompt_tokens for _, n in chunks) if cum is None
-                else sum(cum[d + n] - cum[d] for d, n in chunks))
-        prefill = (work + extra_ms
-                   + (0.0 if mfu is None
-                      else stretch * sum(mfu[d + n] - mfu[d] for d, n in chunks)))
+        prefill = (sum(self.chunk_ms(d, n) for d, n in chunks) + extra_ms
+                   + stretch * sum(self.chunk_mfu_ms(d, n) for d, n in chunks))
         if self.unified_kv is not None:
             prefill += self.unified_kv.extra_ms(chunks)
         if chunks:
@@ -385,9 +382,9 @@ class ServiceModel:
 
     @functools.cached_property
     def _tables(self) -> _PassTables:
-        """The arrays `mixed_step_ms` reads, as lists of Python floats (the same values: the
-        event loop prices tens of thousands of passes a scorecard, and a list is read faster
-        than a numpy array element by element)."""
+        """The arrays `mixed_step_ms` and `chunk_ms` read, as lists of Python floats (the same
+        values: the event loop prices tens of thousands of passes a scorecard, and a list is
+        read faster than a numpy array element by element)."""
         t: ServiceModel | PagedKv = self if self.paged is None else self.paged
         cum = self.prefill_cum_ms if self.paged is None else self.paged.prefill_cum_ms
         mfu = self.mfu_cum_ms if self.paged is None else self.paged.mfu_cum_ms
