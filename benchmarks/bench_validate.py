@@ -96,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.tiny:
         parts = where_the_time_goes()
         print(f"one more run, timed by part: {parts['total_s']:.2f} s, of it scipy's least "
-              f"squares {parts['lsq_s']:.2f} s ({parts['lsq_runs']} runs) and the event model "
-              f"{parts['events_s']:.2f} s ({parts['events_runs']} runs)")
+              f"squares {parts['lsq_s']:.2f} s ({parts['lsq_runs']:.0f} runs) and the event model "
+              f"{parts['events_s']:.2f} s ({parts['events_runs']:.0f} runs)")
         rec.add("lsq_share", 100 * parts["lsq_s"] / parts["total_s"], "%",
                 what=f"the scorecard's share of time in scipy's least squares (one more run, "
-                     f"{parts['lsq_runs']} runs of it; the fits' multi-start)")
+                     f"{parts['lsq_runs']:.0f} runs of it; the fits' multi-start)")
         rec.add("events_share", 100 * parts["events_s"] / parts["total_s"], "%",
-                what=f"its share in the event model (`events.run_trace`, {parts['events_runs']} "
+                what=f"its share in the event model (`events.run_trace`, {parts['events_runs']:.0f} "
                      "runs: the closed loops of the published levels)")
     if not args.tiny:
         fresh = {}
