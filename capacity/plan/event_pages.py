@@ -37,10 +37,9 @@ class PagedPool:
         self.redo = np.zeros(n, dtype=bool)
         self.admitted = 0
         self.preemptions = 0
-        # the constant arrays `_one` reads element by element, as Python numbers (the same
+        # the constant arrays `claim_at` reads element by element, as Python numbers (the same
         # values; a list is read faster than a numpy array one element at a time)
-        self._held_bytes: list[float] = np.asarray(self.kv.held_bytes,
-                                                   dtype=np.float64).tolist()
+        self._held_bytes = self.kv.held_bytes_list
         self._out: list[int] = self.out.tolist()
         self._less: list[float] = self.less.tolist()
 

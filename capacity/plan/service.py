@@ -60,6 +60,12 @@ class PagedKv:
     mfu_cum_ms: FloatArray | None = None
     """The MFU-bound part of `prefill_cum_ms`, same lengths (None: nothing stretches)."""
 
+    @functools.cached_property
+    def held_bytes_list(self) -> list[float]:
+        """`held_bytes` as Python floats (the same values): the event loop reads one element
+        at a time (`PagedPool.claim_at`), for every run of this pool."""
+        return list(np.asarray(self.held_bytes, dtype=np.float64).tolist())
+
     def __post_init__(self) -> None:
         n = self.max_batch + 1
         if any(len(a) != n for a in (self.bandwidth_ms, self.compute_ms, self.comm_ms,
