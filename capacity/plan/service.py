@@ -64,7 +64,8 @@ class PagedKv:
     def held_bytes_list(self) -> list[float]:
         """`held_bytes` as Python floats (the same values): the event loop reads one element
         at a time (`PagedPool.claim_at`), for every run of this pool."""
-        return list(np.asarray(self.held_bytes, dtype=np.float64).tolist())
+        out: list[float] = np.asarray(self.held_bytes, dtype=np.float64).tolist()
+        return out
 
     def __post_init__(self) -> None:
         n = self.max_batch + 1
