@@ -318,7 +318,7 @@ def test_typical_planner_to_explorer_pages_agree(catalog: Catalog) -> None:
     table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
     link = table["Explorer"].tolist()[0]
     assert link == explorer_url(explorer_state(p.inputs, p.best, catalog))
-    assert "eta_bw=0.884" in link
+    assert "eta_bw=0.9" in link
 
     ex = AppTest.from_file(app, default_timeout=120)
     for k, v in parse_qsl(urlsplit(link).query):
@@ -330,7 +330,7 @@ def test_typical_planner_to_explorer_pages_agree(catalog: Catalog) -> None:
     metrics = {m.label: m.value for m in ex.metric}
     assert metrics[t("metric_tpot", "en")] == f"{row.tpot_ms:.1f} ms"
     assert metrics[t("metric_ttft", "en")] == f"{row.ttft_s:.2f} s"
-    assert ex.slider(key="ex_eta_bw").value == 0.884
+    assert ex.slider(key="ex_eta_bw").value == 0.9
     cards = [" ".join(m.value for m in ex.get_by_key(f"verdict_{c}").markdown)
              for c in Constraint]
     assert all(":red-badge" not in c for c in cards), cards

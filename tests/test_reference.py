@@ -36,7 +36,7 @@ def test_mapped_keys_resolve_in_the_catalog() -> None:
 
 
 def test_rtx_4090_sweep_derives_tpot_from_throughput_and_ttft() -> None:
-    (s,) = select(load_reference(), gpu="rtx-4090")
+    (s,) = select(load_reference(), gpu="rtx-4090", model="mistral")
     assert s.model_key == "mistral-7b-v0.3-bf16" and s.engine == "vLLM"
     assert [p.concurrency for p in s.points] == [4, 8, 16, 32, 48]
     p = s.points[0]
@@ -69,7 +69,9 @@ def test_select(kwargs: dict[str, str], n: int) -> None:
 
 def test_reference_points_filters() -> None:
     pts = reference_points(gpu="rtx-4090")
-    assert len(pts) == 5 and {p.gpu for p in pts} == {"rtx-4090"}
+    # the Mistral-7B sweep's 5 levels and the Qwen2.5-7B runs' 17 (added 2026-12-06, night)
+    assert len(pts) == 22 and {p.gpu for p in pts} == {"rtx-4090"}
+    assert len(reference_points(gpu="rtx-4090", model="mistral")) == 5
 
 
 def test_corrupt_reference_file_names_the_line(tmp_path: Path) -> None:
@@ -165,13 +167,22 @@ def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
         ("qwen3-8b-bf16", "h100-sxm", 15)]
     # 2026-12-06: the SGLang cookbook's Qwen3-235B-A22B on 8 B200s (SGLang 0.5.6), three
     # length scenarios at 1, 16 and 100 or 64 clients, a sweep of 7 rows a run (its lengths)
-    cookbook = [s for s in load_reference() if s.added == "2026-12-06"]
+    cookbook = [s for s in load_reference() if s.added == "2026-12-06" and "Qwen3" in s.source]
     assert {(s.model_key, s.gpu_key, s.tp) for s in cookbook} == {("qwen3-235b-a22b-bf16", "b200", 8)}
     assert sorted((s.prompt_cap, s.output_cap, p.concurrency, len(s.stated)) for s in cookbook
                   for p in s.points) == [
         (1000, 1000, 1, 7), (1000, 1000, 16, 7), (1000, 1000, 100, 7),
         (1000, 8000, 1, 7), (1000, 8000, 16, 7), (1000, 8000, 64, 7),
         (8000, 1000, 1, 7), (8000, 1000, 16, 7), (8000, 1000, 64, 7)]
+    # 2026-12-06, night: violet-quartz/vllm-serving-experiments, Qwen2.5-7B-Instruct on one
+    # RTX 4090 under vLLM 0.25.1, BF16 and FP8, 75 rows in five runs (ShareGPT's caps); the
+    # prefix-caching run gives no TTFT
+    rtx = [s for s in load_reference() if "violet-quartz" in s.source]
+    assert all(s.added == "2026-12-06" and s.gpu_key == "rtx-4090" for s in rtx)
+    assert sorted((s.model_key, len(s.points), len(s.stated)) for s in rtx) == [
+        ("qwen2.5-7b-bf16", 1, 5), ("qwen2.5-7b-bf16", 5, 15), ("qwen2.5-7b-bf16", 5, 25),
+        ("qwen2.5-7b-fp8", 1, 5), ("qwen2.5-7b-fp8", 5, 25)]
+    assert all((s.prompt_cap, s.output_cap) == (1024, 2044) for s in rtx)
     sweeps = [s for s in load_reference() if s.is_added]
     assert sum(len(s.stated) for s in sweeps) == len(added)
     assert all(s.gpu_key and s.model_key for s in sweeps)

@@ -62,9 +62,9 @@ The operator step's knobs (F4b): eta_kv as eta_bw; attn_sat_batch 1 to 8 sequenc
 data-centre measurements: at batch 1 the step grows with context 2-3x faster than KV / BW;
 8 is this project's assumption); seq_overhead_ms from 5 us (an assumption for CUDA-graph
 engines) to 0.3 ms (the RTX 4090 vLLM published sweep fitted with the operator step: 0.31).
-layer_overhead_ms (F11's per-layer step overhead): none to twice the typical vLLM basis' 69.8 us
-(data/engines.toml, solved from fifteen published groups' decode points; 0.138 with the 68.9 us
-from fourteen until 2026-12-06; 0.145 with the
+layer_overhead_ms (F11's per-layer step overhead): none to twice the typical vLLM basis' 72.3 us
+(data/engines.toml, solved from seventeen published groups' decode points, 0.145; 0.140 with
+the 69.8 us from fifteen and 0.138 with the 68.9 us from fourteen until 2026-12-06; 0.145 with the
 72.7 us solved from twelve by least squares until 2026-12-04; with the 40.5 us
 solved from two, 0 to 0.081, the band without measurements held 20 of 28 published steps
 below saturation instead of 15: `capacity validate`, "The band without measurements")."""
