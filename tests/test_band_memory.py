@@ -65,7 +65,7 @@ def test_a_memory_tight_option_needs_more_gpus_at_the_slow_edge(catalog: Catalog
     # overhead: one 4K request a card at the slow edge, where the prediction holds 7. Requests
     # arriving at random queue for that one slot (`slot_queue.slot_wait`), so the slow edge
     # needs 13 replicas to keep TTFT p90 under 5 s where the prediction needs 1 (at the slow
-    # edge of the typical band: the step's -0.282 / +0.210 and TTFT's -0.631 / +0.657, since
+    # edge of the typical band: the step's -0.281 / +0.210 and TTFT's -0.630 / +0.657, since
     # 2026-12-06, night; 12 at the step's -0.172 / +0.147 and TTFT's -0.629 / +0.678 (+0.683
     # since 2026-12-06, night: the slow edge is the same), each request's prefill 2.7x the
     # prediction's, since 2026-12-06, evening; 13 at -0.232 /

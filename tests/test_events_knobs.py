@@ -76,12 +76,13 @@ def _at(s: Scenario, rate: float, budget: int, seconds: float = 60.0) -> tuple[i
 def test_token_budget_moves_ttft_and_itl_the_vllm_way() -> None:
     """max_num_batched_tokens 512 / 2,048 / 8,192 on 1,000-token prompts (Sarathi-Serve's
     trade-off, vLLM's tuning guide): a smaller budget splits a prompt over more steps (two at
-    512: higher TTFT) and caps what a step carries beside the decode tokens (at 21 req/s a
+    512: higher TTFT, 1.20x the 2,048 budget's with the step vLLM schedules ahead in both,
+    2026-12-06) and caps what a step carries beside the decode tokens (at 21 req/s a
     2,048 budget lets a prompt's whole chunk into a decode step: higher ITL). 2,048 and 8,192
     differ little: a 1,000-token prompt fits either, and they split only when prompts queue."""
     _, b512 = _at(_typical(0.9, 1000), 8.0, 512)
     _, b2k = _at(_typical(0.9, 1000), 8.0, 2048)
-    assert b512.ttft_mean_ms > 1.2 * b2k.ttft_mean_ms
+    assert b512.ttft_mean_ms > 1.15 * b2k.ttft_mean_ms
     # at 8 req/s few steps carry a chunk: the ITLs are within 2% (two 512-token chunk steps
     # each pay the step's fixed time, F11's per-layer part included, where one 1,000-token
     # chunk pays it once); the budget's ITL effect shows under load, below

@@ -70,7 +70,7 @@ def test_as_released_and_eager_mode() -> None:
     assert as_released(s, sg, version="SGLang 0.5.6").prefill_layer_ms == PER_LAYER_MS
     assert as_released(s, sg, version="SGLang 0.5.10") == s
     assert as_released(s, sg, version="not stated") == s
-    assert as_released(s, engine_profile("vllm"), version="0.5.6") == s
+    assert as_released(s, engine_profile("vllm"), version="vLLM 0.25.1") == s
     # a scenario that carries the cost already (a band's edge) keeps its own
     edge = s.with_(prefill_layer_ms=0.5)
     assert prefill_eager_scenario(edge, sg).prefill_layer_ms == 0.5

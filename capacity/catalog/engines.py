@@ -90,6 +90,16 @@ class EngineProfile:
     prefill_graphs_merged: str = ""
     """The day (YYYY-MM-DD) that default was merged (SGLang: "2026-03-02"): a run dated before
     it ran an earlier release, whatever its version (`prefill_runs_eager`)."""
+    schedules_ahead_since: str = ""
+    """The first release that schedules one step ahead by default (vLLM's async scheduling,
+    "0.14.0"): step n + 1's batch is fixed when step n starts, so a request that arrives while
+    a step runs joins the step after the next one (`schedules_ahead`; the event model's and the
+    simulated engine's admission); "": the engine waits for each step before it schedules the
+    next, or scheduling ahead is not modelled for it (mixed steps only: SGLang's overlap
+    scheduler with its prefill-first batches is not, docs/method.md)."""
+    schedules_ahead_released: str = ""
+    """The day (YYYY-MM-DD) that release came out (vLLM 0.14.0: "2026-01-17"): a run dated
+    before it, its version not stated, ran an earlier release (`schedules_ahead`)."""
 
     def __post_init__(self) -> None:
         if self.max_seqs < 1:
@@ -118,10 +128,18 @@ class EngineProfile:
         if self.prefill_graphs_since and version_tuple(self.prefill_graphs_since) is None:
             raise CatalogError(f"engine profile {self.key}: prefill_graphs_since must be a "
                                f"version such as 0.5.10, got {self.prefill_graphs_since!r}")
-        if self.prefill_graphs_merged and not re.fullmatch(r"\d{4}-\d{2}-\d{2}",
-                                                           self.prefill_graphs_merged):
-            raise CatalogError(f"engine profile {self.key}: prefill_graphs_merged must be a day "
-                               f"such as 2026-03-02, got {self.prefill_graphs_merged!r}")
+        for name, day in (("prefill_graphs_merged", self.prefill_graphs_merged),
+                          ("schedules_ahead_released", self.schedules_ahead_released)):
+            if day and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+                raise CatalogError(f"engine profile {self.key}: {name} must be a day such as "
+                                   f"2026-03-02, got {day!r}")
+        if self.schedules_ahead_since and not self.mixed:
+            raise CatalogError(f"engine profile {self.key}: schedules_ahead_since is modelled "
+                               "only for an engine whose steps mix decode tokens and prompt "
+                               "chunks (mixed = true)")
+        if self.schedules_ahead_since and version_tuple(self.schedules_ahead_since) is None:
+            raise CatalogError(f"engine profile {self.key}: schedules_ahead_since must be a "
+                               f"version such as 0.14.0, got {self.schedules_ahead_since!r}")
         if self.preempt and self.kv_admission != "tokens":
             raise CatalogError(f"engine profile {self.key}: preemption needs kv_admission "
                                "'tokens' (a reserved context never runs out)")
@@ -136,11 +154,23 @@ class EngineProfile:
         'undated') False."""
         if self.prefill_eager_layer_ms <= 0:
             return False
-        got, since = version_tuple(version), version_tuple(self.prefill_graphs_since)
-        if got is not None:
-            return since is not None and got < since
-        day = re.match(r"\d{4}-\d{2}-\d{2}", date.strip())
-        return bool(day and self.prefill_graphs_merged and day[0] < self.prefill_graphs_merged)
+        since = released_since(version, date, self.prefill_graphs_since,
+                               self.prefill_graphs_merged)
+        return since is False
+
+    def schedules_ahead(self, version: str = "", date: str = "") -> bool:
+        """Whether a run of the engine's release `version` ('vLLM 0.25.1', 'v0.11.0'), or, its
+        version not stated, a run dated `date` (YYYY-MM-DD first), scheduled one step ahead
+        by default (`schedules_ahead_since`): a release at or after it, or a day on or after
+        `schedules_ahead_released`; neither known: the current release's default (True where
+        the profile has such a release). Example (vLLM, 0.14.0 of 2026-01-17): '0.25.1' True,
+        'v0.11.0' False, ('', '2025-10-15') False, ('not stated', 'undated') True; llama.cpp
+        False."""
+        if not self.schedules_ahead_since:
+            return False
+        since = released_since(version, date, self.schedules_ahead_since,
+                               self.schedules_ahead_released)
+        return since is not False
 
     @property
     def chunked(self) -> bool:
@@ -167,6 +197,22 @@ class EngineProfile:
         if max_seqs < 1:
             raise InputError(f"max-num-seqs must be >= 1, got {max_seqs}")
         return replace(self, max_seqs=max_seqs)
+
+
+def released_since(version: str, date: str, since: str, day: str) -> bool | None:
+    """Whether a run of release `version` (its first release number, `version_tuple`), or, its
+    version not stated, a run dated `date` (YYYY-MM-DD first), came at or after release
+    `since`, released on `day` (YYYY-MM-DD; '' not known): by the version where it has one,
+    else by the date; None where neither tells. Example (since '0.14.0' of '2026-01-17'):
+    'vLLM 0.25.1' True, 'v0.11.0' False, ('', '2025-10-15') False, ('latest', 'undated')
+    None."""
+    got, first = version_tuple(version), version_tuple(since)
+    if got is not None and first is not None:
+        return got >= first
+    on = re.match(r"\d{4}-\d{2}-\d{2}", date.strip())
+    if on and day:
+        return on[0] >= day
+    return None
 
 
 def version_tuple(text: str) -> tuple[int, int, int] | None:
@@ -205,7 +251,9 @@ def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProf
                 eager_layer_ms=float(raw.get("eager_layer_ms", 0.0)),
                 prefill_eager_layer_ms=float(raw.get("prefill_eager_layer_ms", 0.0)),
                 prefill_graphs_since=str(raw.get("prefill_graphs_since", "")),
-                prefill_graphs_merged=str(raw.get("prefill_graphs_merged", "")))
+                prefill_graphs_merged=str(raw.get("prefill_graphs_merged", "")),
+                schedules_ahead_since=str(raw.get("schedules_ahead_since", "")),
+                schedules_ahead_released=str(raw.get("schedules_ahead_released", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{PROFILE_TABLE}.{key}]: {exc!r} (needs name, "
                                "max_seqs, token_budget, mixed, kv_admission, kv_block_tokens, "

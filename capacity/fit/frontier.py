@@ -276,7 +276,8 @@ def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
         prompt_tokens=units.new_tokens[uidx],   # a conversation's mean, a prefix's rest
         output_tokens=inp.output_tokens,
         budget_tokens=np.asarray([p.token_budget_tokens for p in prof], dtype=np.float64)[uidx],
-        mixed=np.asarray([p.mixed for p in prof], dtype=bool)[uidx])
+        mixed=np.asarray([p.mixed for p in prof], dtype=bool)[uidx],
+        ahead=np.asarray([p.schedules_ahead() for p in prof], dtype=bool)[uidx])
     tp = units.tp[uidx].astype(np.int64)
     rows = uidx.tolist()
     n = len(rows)

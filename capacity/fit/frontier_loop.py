@@ -90,7 +90,8 @@ def _no_comm(tokens: FloatArray) -> FloatArray:
 def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt.ArrayLike,
                 prompt_tokens: npt.ArrayLike, output_tokens: int, budget_tokens: npt.ArrayLike,
                 mixed: npt.ArrayLike, comm_at: CommAt = _no_comm,
-                decode_tokens_per_seq: npt.ArrayLike = 1.0) -> SteadyState:
+                decode_tokens_per_seq: npt.ArrayLike = 1.0,
+                ahead: npt.ArrayLike = False) -> SteadyState:
     """The event model's closed loop (`events.simulate(concurrency=C)`, clients out of step),
     per replica, in closed form (docs/frontier.md). C users each send a request of P prompt and
     n output tokens when the last one ends; C <= the slots, so none waits for a slot, and
@@ -109,6 +110,14 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
     b = C (n - 1) / K; N = min(K, C m) steps carry chunks of x = C t / N each (F6 split evenly),
     each adding extra(x) = `chunk_extra_ms`; T = K s(b) + N extra(x),
     TTFT = (K - n + 1)(s(b) + extra(x)), TPOT = (T - TTFT) / (n - 1).
+
+    Mixed, on an engine that schedules one step ahead (`ahead`, vLLM since 0.14.0:
+    `ServiceModel.schedule_ahead`): the next step's batch is fixed when a request ends, so
+    with C >= 2 (the engine never idle) each request first waits one step (w = 1, else 0):
+    K = max(m + n - 1 + w, C (P + n - 1) / B), and TTFT = (K - n + 1 - w)(s(b) + extra(x)) +
+    w (s(b) + f extra(x)), the step waited through carrying the chunks of the requests that
+    ended one step earlier: out of step, requests end every K / C steps, one step apart for a
+    share f = min(1, max(0, 2 - K / C)) of them.
 
     Throughput C n / T; prefill share C p / T (paused) or N extra(x) / T (mixed). t: F6 prefill
     of one prompt (ms), s(b): `terms`. With TP (`comm_at`, F10 against a pass's tokens; none
@@ -139,10 +148,13 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
                                                        added(zero, p_tok / m0))), t)
     _, _, s_c = terms(c)
     cycle_p = c * pt + dec * s_c
+    # a step scheduled ahead: each request waits one step first where others keep it busy
+    w = np.where(np.broadcast_to(np.asarray(ahead, dtype=bool), c.shape) & mix & (c >= 2),
+                 1.0, 0.0)
     # mixed chunked prefill
     per_step = np.maximum(big_b - (c - 1.0), 1.0)
     m = np.ceil(p_tok / per_step)
-    k = np.maximum(m + dec, c * (p_tok + dec) / np.maximum(big_b, 1.0))
+    k = np.maximum(m + dec + w, c * (p_tok + dec) / np.maximum(big_b, 1.0))
     b = c * dec / k
     n_chunk = np.minimum(k, c * m)
     bw, cp, s = terms(np.where(mix, b, c))
@@ -150,7 +162,11 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
                            added(np.where(mix, b, c), c * p_tok / n_chunk))
     cycle_m = k * s + n_chunk * extra
     cycle = np.where(mix, cycle_m, cycle_p)
-    ttft = np.where(mix, (k - dec) * (s + extra), pt)
+    # the step waited through carries the chunks of the requests that ended one step
+    # earlier: clients out of step end every k / C steps, so one step apart for a share
+    # 2 - k / C of them (none when k / C >= 2, all when < 1)
+    before = np.clip(2.0 - k / c, 0.0, 1.0)
+    ttft = np.where(mix, (k - dec - w) * (s + extra) + w * (s + before * extra), pt)
     share = np.where(mix, n_chunk * extra, c * pt) / cycle
     return SteadyState(concurrency=c, cycle_ms=np.asarray(cycle, dtype=np.float64),
                        ttft_ms=np.asarray(ttft, dtype=np.float64),
@@ -167,4 +183,5 @@ def service_steady_state(svc: ServiceModel, concurrency: npt.ArrayLike) -> Stead
                        prefill_ms=svc.prefill_ms, prompt_tokens=svc.prompt_tokens,
                        output_tokens=svc.output_tokens, budget_tokens=svc.chunk_tokens or 0,
                        mixed=svc.mixed, comm_at=svc.comm_line.at,
-                       decode_tokens_per_seq=svc.decode_tokens_per_seq)
+                       decode_tokens_per_seq=svc.decode_tokens_per_seq,
+                       ahead=svc.schedule_ahead)

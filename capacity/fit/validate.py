@@ -43,6 +43,11 @@ from capacity.fit import calibration as calib
 from capacity.fit import uncertainty
 from capacity.fit.calibration_problem import PREFILL_KNOBS
 from capacity.fit.measured import MeasuredPoint, c_vram, run_scenario
+from capacity.fit.published_engines import SCHEDULER_OF as SCHEDULER_OF
+from capacity.fit.published_engines import engine_family as engine_family
+from capacity.fit.published_engines import release_of as release_of
+from capacity.fit.published_engines import scheduled_as_run
+from capacity.fit.published_engines import scheduler_of as scheduler_of
 from capacity.fit.reference import (
     FROM_E2E,
     FROM_THROUGHPUT,
@@ -86,18 +91,6 @@ class Metric(StrEnum):
 METRIC_OF = {"tpot_ms": Metric.STEP, "itl_ms": Metric.STEP, "ttft_ms": Metric.TTFT,
              "agg_output_tps": Metric.THROUGHPUT, "e2e_ms": Metric.E2E}
 """The CSV's metric names (`reference.METRICS`) and what each measures."""
-
-
-def engine_family(engine: str) -> str:
-    """The engine without its version: 'SGLang v0.5.3' -> 'SGLang', 'NVIDIA NIM 1.8.0' ->
-    'NIM', 'trtllm-serve' -> 'TensorRT-LLM'; an unknown engine keeps its first word."""
-    e = engine.lower()
-    for key, name in (("nim", "NIM"), ("tensorrt", "TensorRT-LLM"), ("trtllm", "TensorRT-LLM"),
-                      ("sglang", "SGLang"), ("vllm", "vLLM"), ("llama.cpp", "llama.cpp"),
-                      ("llama-server", "llama.cpp")):
-        if key in e:
-            return name
-    return engine.split(" ")[0] if engine.strip() else "?"
 
 
 def optimism(metric: Metric, measured: float, predicted: float) -> float:
@@ -323,16 +316,6 @@ class Prediction:
     queued: tuple[Queued, ...] | None = None
 
 
-SCHEDULER_OF = {"vLLM": "vllm", "SGLang": "sglang", "llama.cpp": "llamacpp",
-                "NIM": "vllm", "TensorRT-LLM": "vllm"}
-"""The engine profile (data/engines.toml) whose scheduling the scorecard's event model runs for
-a row's engine family. TensorRT-LLM, and NIM that serves through it, batch in flight with
-chunked context and paged KV: vLLM V1's profile is the nearest (docs/accuracy.md)."""
-def scheduler_of(engine: str) -> str | None:
-    """The engine profile for an engine's name (`SCHEDULER_OF`), None when unknown."""
-    return SCHEDULER_OF.get(engine_family(engine))
-
-
 def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_tokens: float,
                   scheduler: str, run: RunShape | None = None) -> tuple[Queued, ...] | None:
     """Each closed-loop level of `concurrency` clients (the deployment's; ceil(C / replicas)
@@ -435,9 +418,9 @@ def group_key(model: str, gpu: str, gpus: int, engine: str) -> str:
 
 def _scenario(s: ReferenceSweep, configure: Configure, catalog: Catalog) -> Scenario:
     assert s.model_key is not None and s.gpu_key is not None
-    return configure(run_scenario(s.model_key, s.gpu_key, prompt_tokens=s.prompt_tokens,
-                                  output_tokens=s.output_tokens, n_gpus=s.gpus, tp=s.tp,
-                                  catalog=catalog))
+    return scheduled_as_run(s, configure(run_scenario(
+        s.model_key, s.gpu_key, prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens,
+        n_gpus=s.gpus, tp=s.tp, catalog=catalog)))
 
 
 def _fit_group(g: _Group, configure: Configure, catalog: Catalog) -> calib.Calibration | None:

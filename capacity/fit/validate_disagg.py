@@ -61,7 +61,7 @@ from capacity.fit.validate_report import (
     jsonable,
     write_between_markers,
 )
-from capacity.model.forward_pass import as_released
+from capacity.model.forward_pass import as_released, scheduled_as_released
 from capacity.model.output_lengths import maxent_lengths
 from capacity.model.scenario import Scenario, make_scenario
 from capacity.model.workload import Workload
@@ -255,8 +255,9 @@ def _scenario(r: DisaggRow, tp: int, basis: str, catalog: Catalog) -> Scenario:
     s = make_scenario(r.model, r.gpu, catalog=catalog, weights=r.weights, n_gpus=tp, tp=tp,
                       context_tokens=r.prompt_tokens + r.output_tokens,
                       prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype)
-    if basis == "spec":
-        return scenario_with_basis(s, "spec")
+    if basis == "spec":   # the release's scheduling, no speed knob
+        return scheduled_as_released(scenario_with_basis(s, "spec"), engine_profile(r.profile),
+                                     version=r.engine, date=r.as_of)
     # as the row's release ran it (`as_released`: SGLang's prefill passes before 0.5.10, its
     # version or its run's date), the spec sheet staying the bound
     return as_released(scenario_with_basis(s, typical_basis_for(r.profile)),

@@ -56,7 +56,7 @@ from capacity.fit.validate_report import (
     jsonable,
     write_between_markers,
 )
-from capacity.model.forward_pass import as_released
+from capacity.model.forward_pass import as_released, scheduled_as_released
 from capacity.model.memory import DEFAULT_UTIL
 from capacity.model.output_lengths import maxent_run
 from capacity.model.scenario import Scenario, make_scenario
@@ -135,8 +135,9 @@ def scenario_for(r: OpenLoopRow, basis: str, catalog: Catalog) -> Scenario:
                       prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype,
                       util=r.gpu_memory_utilization or DEFAULT_UTIL)
     s = scenario_with_basis(s, basis_text(r, basis))
-    if basis == "spec":
-        return s
+    if basis == "spec":   # the release's scheduling, no speed knob
+        return scheduled_as_released(s, engine_profile(r.profile), version=r.engine_version,
+                                     date=r.as_of)
     return as_released(s, engine_profile(r.profile), version=r.engine_version, date=r.as_of)
 
 

@@ -152,6 +152,9 @@ class TypicalScorecard:
     prefill_launches: tuple[tuple[str, float], ...] = ()
     """Group -> the per-layer prefill launches (ms) its stated release paid (`_run_as`:
     SGLang before 0.5.10), for the groups that paid any."""
+    not_ahead: tuple[str, ...] = ()
+    """The groups of an engine that schedules one step ahead today whose stated release did
+    not (`_run_as`: vLLM before 0.14.0)."""
     edges: tuple[tb.EdgeRow, ...] = ()
     """Every TTFT, E2E and throughput row below saturation with its deployment predicted at
     the band's two edges, held out of its group (`typical_bands`)."""
@@ -419,8 +422,8 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
     latency = tl.group_latency(groups, points, fallback)
     rows = _rows(groups, cat, evidence, eta_points, knob_points, latency)
     # each group's release's per-layer prefill launches (`_run_as`), a knob its band scales
-    launches = {k: _run_as(g[0], _scenario(g[0], cat)).prefill_layer_ms
-                for k, g in groups.items()}
+    released = {k: _run_as(g[0], _scenario(g[0], cat)) for k, g in groups.items()}
+    launches = {k: s.prefill_layer_ms for k, s in released.items()}
     edges = _edges(groups, cat, evidence, eta_points, knob_points, latency, rows, launches)
     return TypicalScorecard(rows=tuple(rows), edges=tuple(edges),
                             latency_points=tuple(sorted(points[tl.SGLANG].items())),
@@ -428,7 +431,9 @@ def typical_scorecard(sweeps: Sequence[ReferenceSweep] | None = None,
                             latency_ms=tuple(sorted(latency.items())),
                             step_sources=tuple(sorted(knob_points)),
                             prefill_launches=tuple(
-                                (k, ms) for k, ms in sorted(launches.items()) if ms))
+                                (k, ms) for k, ms in sorted(launches.items()) if ms),
+                            not_ahead=tuple(sorted(k for k, s in released.items()
+                                                   if not s.schedule_ahead)))
 
 
 def _group_knobs(key: str, g: Sequence[ReferenceSweep], evidence: dict[str, Evidence],
@@ -453,12 +458,16 @@ def _group_knobs(key: str, g: Sequence[ReferenceSweep], evidence: dict[str, Evid
 def _run_as(s: ReferenceSweep, scenario: Scenario) -> Scenario:
     """`scenario` as sweep `s` ran (`forward_pass.as_released`): with its engine profile's
     eager cost when it ran without CUDA graphs (`--enforce-eager`, docs/method.md "Eager
-    mode"), and with the per-layer prefill launches when its stated release graphed decode
-    batches only (SGLang before 0.5.10; docs/method.md "Prefill without CUDA graphs")."""
-    sched = v.scheduler_of(s.engine)
-    if sched is None:
+    mode"), with the per-layer prefill launches when its stated release graphed decode
+    batches only (SGLang before 0.5.10; docs/method.md "Prefill without CUDA graphs"), and
+    not scheduled one step ahead when its release waited for each step (vLLM before 0.14.0,
+    by its version; docs/method.md "Scheduled one step ahead"), its release as
+    `validate.release_of` reads it (a TensorRT-LLM or NIM version is not vLLM's: not
+    stated, the current release's defaults)."""
+    rel = v.release_of(s)
+    if rel is None:
         return scenario
-    return as_released(scenario, engine_profile(sched), version=s.engine,
+    return as_released(scenario, engine_profile(rel[0]), version=rel[1],
                        cuda_graphs=s.cuda_graphs)
 
 
@@ -599,7 +608,11 @@ def markdown(card: TypicalScorecard) -> str:
              "passes' per-layer launches (data/engines.toml's `prefill_eager_layer_ms`, from "
              "sources outside published.csv; docs/method.md, \"Prefill without CUDA graphs\"): "
              + (", ".join(f"{k} ({ms:g} ms a layer)" for k, ms in card.prefill_launches)
-                or "none") + ". |predicted / measured "
+                or "none") + ". vLLM's releases since 0.14.0 schedule one step ahead (a "
+             "request that arrives during a step joins the step after the next; docs/method.md, "
+             "\"Scheduled one step ahead\"), and so does every vLLM-profile group whose "
+             "release is not stated; the groups of earlier releases are predicted without it: "
+             + (", ".join(card.not_ahead) or "none") + ". |predicted / measured "
              "- 1| below saturation.", "",
              "| metric | rows | before median | before worst | after median | after worst "
              "| target (median) |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -651,7 +664,7 @@ def to_dict(card: TypicalScorecard) -> dict[str, Any]:
     latency = {"sglang_points": dict(card.latency_points),
                "vllm_points": dict(card.vllm_latency_points), "groups": dict(card.latency_ms)}
     return {"errors": table, **tb.to_dict(card), "step_sources": list(card.step_sources),
-            "request_latency_ms": latency,
+            "request_latency_ms": latency, "not_scheduled_ahead": list(card.not_ahead),
             "rows": [row(r) for r in card.rows]}
 
 

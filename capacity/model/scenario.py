@@ -139,6 +139,11 @@ class Scenario:
     sheet and the chapter): the server's front end and its processes' hand-offs
     (tokenizer, scheduler, detokenizer). It adds to TTFT and E2E and to no GPU time
     (`Evaluation.ttft_s` against `Evaluation.prefill_s`; the event model's clients wait it)."""
+    schedule_ahead: bool = True
+    """Whether the engine schedules one step ahead where its profile's current release does
+    (`EngineProfile.schedules_ahead`: vLLM's async scheduling, SGLang's overlap scheduler):
+    in the event model a request that arrives while a step runs joins the step after the
+    next. False: a release before that default (`forward_pass.as_released`)."""
     calibration: str | None = None
     warnings: tuple[str, ...] = field(default=())
     step_method: str = DEFAULT_STEP_METHOD.value

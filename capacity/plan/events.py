@@ -212,7 +212,11 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
     preempts the newest admitted request back to the front of the queue (recompute: its next
     prefill covers its prompt and the tokens it had generated; its first token was sent).
     Prompts, cached tokens and first-chunk times per request: `ServiceModel.request_prompts`
-    (a shared prefix, multi-turn)."""
+    (a shared prefix, multi-turn). An engine that schedules one step ahead
+    (`ServiceModel.schedule_ahead`: vLLM since 0.14.0) admits at a step's
+    end only the requests that reached it before that step began: one that arrives during a
+    step waits for the step after the next (one more step in its TTFT); an idle engine admits
+    at once."""
     n = n_requests
     gaps = Gaps(n) if record_gaps else None
     arrival = np.full(n, np.nan) if arrivals is None else arrivals.copy()
@@ -396,8 +400,14 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
         running_arr = None
         next_arrival = issued
 
+    ahead = svc.schedule_ahead
+    started: float | None = None   # scheduled ahead: when the step that just ended began
     for _ in range(guard):
-        while next_arrival < timed and arrival[next_arrival] + lat <= now:
+        # an engine that schedules one step ahead fixed the batch of the step it starts now
+        # when the step that just ended began: a request that reached it since then waits for
+        # the step after; an idle engine (started None) schedules at once
+        cutoff = now if started is None else started
+        while next_arrival < timed and arrival[next_arrival] + lat <= cutoff:
             waiting.append(next_arrival)
             next_arrival += 1
         busy = len(running) + len(prefill_q)
@@ -445,6 +455,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             if next_arrival >= timed:
                 break
             now = max(now, float(arrival[next_arrival]) + lat)
+            started = None
             continue
         finished_now: list[int] = []
         if prefill_q and svc.chunk_tokens is None:
@@ -454,6 +465,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             prefill_q.clear()
             for i in batch_ids:
                 del prompt_left[i]
+            started = now if ahead else None
             now += svc.prompt_pass_ms([bool(cached[i]) for i in batch_ids])
             first_tokens(batch_ids)
         elif prefill_q and chunk is not None:
@@ -490,6 +502,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             step = pass_ms.get(key)
             if step is None:   # a pure function of the pass: steady loops repeat passes
                 step = pass_ms[key] = svc.mixed_step_ms(b, pieces, extra)
+            started = now if ahead else None
             now += step
             if b:
                 tick += 1   # every running request's token (`live`: the pool's counts follow)
@@ -527,6 +540,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
                     lo, hi = (mid, hi) if claim_running(mid) <= pool else (lo, mid)
                 k = lo
             now += k * float(steps[b])
+            started = now - float(steps[b]) if ahead else None
             tick += k
             if gaps is not None:
                 gaps.tokens(running_ids(), now, float(steps[b]), k)
@@ -550,7 +564,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
             finish[i] = now
             if clients is not None and issued < n:
                 arrival[issued] = now
-                if lat > 0:   # the next request reaches the engine lat from now, in order
+                if lat > 0 or ahead:   # it reaches the engine lat from now, in order
                     timed = issued + 1
                 else:
                     waiting.append(issued)

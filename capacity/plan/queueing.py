@@ -89,11 +89,12 @@ def wait_quantile_ms(mean_wait_ms: npt.ArrayLike, rho: npt.ArrayLike, q: float) 
     return np.asarray(np.where(r >= 1.0, np.inf, t), dtype=np.float64)
 
 
-def mixture_quantile_ms(offsets_ms: npt.ArrayLike, weights: Sequence[float],
+def mixture_quantile_ms(offsets_ms: npt.ArrayLike, weights: npt.ArrayLike,
                         mean_wait_ms: npt.ArrayLike, rho: npt.ArrayLike, q: float,
                         scale: npt.ArrayLike = 1.0) -> FloatArray:
     """q-quantile (ms) over kinds of request that share one queueing wait, in ms: kind k (a
-    share `weights[k]` of the requests, its own time `offsets_ms[..., k]`) takes
+    share `weights[..., k]` of the requests, the same for every row or each row's own; its own
+    time `offsets_ms[..., k]`) takes
     o_k + scale x W, W the wait under `wait_quantile_ms`'s exponential tail (P(W > y) =
     rho exp(-y / theta), theta = E[W] / rho; none where rho is 0). One kind: o + scale x
     `wait_quantile_ms`(E[W], rho, q), exactly the one-request quantile. Several: the least x
@@ -123,7 +124,8 @@ def mixture_quantile_ms(offsets_ms: npt.ArrayLike, weights: Sequence[float],
             ..., None] / np.where(r_l > 0, r_l, 1.0), 0.0)   # scale x theta, ms
         order = np.argsort(np.where(live[..., None], o, 0.0), axis=-1, kind="stable")
         os_ = np.take_along_axis(np.where(live[..., None], o, 0.0), order, axis=-1)
-        ws = np.asarray(weights, dtype=np.float64)[order]
+        ws = np.take_along_axis(np.broadcast_to(np.asarray(weights, dtype=np.float64),
+                                                o.shape), order, axis=-1)
         above = np.sum(ws, axis=-1, keepdims=True) - np.cumsum(ws, axis=-1)   # A_j
         # S_j: the kinds at or below o_(j), each weighed by its wait's decay since its own time
         gap = os_[..., None, :] - os_[..., :, None]            # [j, i] = o_i - o_(j)
@@ -448,7 +450,8 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                      kind_prefill_ms: npt.ArrayLike | None = None,
                      kind_prompt_tokens: npt.ArrayLike | None = None,
                      kind_weights: Sequence[float] = (1.0,),
-                     slots: npt.ArrayLike | None = None) -> AnalyticLatency:
+                     slots: npt.ArrayLike | None = None,
+                     ahead: npt.ArrayLike = 0.0) -> AnalyticLatency:
     """TTFT, TPOT and concurrency of one replica under Poisson arrivals, in closed form.
 
     Prefill-first continuous batching with batched prefill (the discrete-event model without
@@ -498,6 +501,18 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
       in place of t (stall share lambda a', `prefill_share`);
     - the GPU time per request (utilisation) counts a' beside its share of the decode steps;
       saturated also where rho' >= 1 (the prompts' chunks outrun the budget).
+    - an engine that schedules one step ahead (`ahead` 1 per configuration, vLLM since
+      0.14.0: `EngineProfile.schedules_ahead`) has fixed the next step's batch when a request
+      arrives: one that finds the engine busy (probability 1 - exp(-C), Poisson requests in
+      the system) waits that step, s; where prompts share a step and some arrived during
+      the step before (probability r = 1 - exp(-lambda s'), s' the batched steps' period
+      below), that step carries their chunks, a (`added_ms`), which no longer share the
+      request's own (first come first served they were ahead of it in W' anyway): E[TTFT]
+      gains (1 - exp(-C)) s + b r a
+      (`ChunkCost.batched` b), and the batched quantile runs over each kind with a added (a
+      share r) and without (`mixture_quantile_ms`), the whole quantile then (1 - exp(-C)) s
+      more (the event model: `events.run_trace`; docs/method.md, "Scheduled one step
+      ahead").
     Where the steps are compute-bound extra(x) = x, a = a' = t, and this is the earlier
     closed form (a step = the decode step + the chunk's prefill). Against the event model
     with vLLM's budget (Llama-3.1-70B on 4 H100s with 64-token prompts, Qwen3-14B on an A100
@@ -582,12 +597,24 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                   mixture_quantile_ms(own + (quantile * s)[..., None], kind_weights, w_c, rho_c,
                                       quantile))
         f_b, s_b, w_b, rho_b = mixed_batches(lam_ms, s, cc.added_ms)
+        # scheduled one step ahead: a request that finds the engine busy waits the step
+        # already fixed; where prompts share steps, that step holds the chunks of the prompts
+        # that arrived during the step before (probability r), which no longer share the
+        # request's own (first come first served they were ahead of it in W' anyway)
+        on = np.broadcast_to(np.asarray(ahead, dtype=np.float64), np.shape(s))
         with np.errstate(invalid="ignore"):   # inf x 0 where nothing batches
-            bat_q = (own[..., 0] + f_b * (quantile * s_b + wait_quantile_ms(w_b, rho_b, quantile))
-                     if own.shape[-1] == 1 else
-                     mixture_quantile_ms(own + (f_b * quantile * s_b)[..., None], kind_weights,
-                                         w_b, rho_b, quantile, scale=f_b))
-            ttft_q = _blend(cc.batched, bat_q, fcfs_q)
+            busy, r = -np.expm1(-c), on * np.nan_to_num(-np.expm1(-lam_ms * s_b))
+            bat_off = own + (f_b * quantile * s_b)[..., None]
+            # one column: the mean request (or no percentile asked for)
+            bat_w: npt.ArrayLike = kind_weights if own.shape[-1] > 1 else (1.0,)
+            if np.any(r > 0):   # each kind with and without those chunks ahead of it
+                bat_off = np.concatenate([bat_off, bat_off + cc.added_ms[..., None]], axis=-1)
+                weights = np.asarray(bat_w, dtype=np.float64)
+                bat_w = np.concatenate([weights * (1.0 - r)[..., None],
+                                        weights * r[..., None]], axis=-1)
+            bat_q = mixture_quantile_ms(bat_off, bat_w, w_b, rho_b, quantile, scale=f_b)
+            ttft_q = _blend(cc.batched, bat_q, fcfs_q) + on * busy * s
+        ttft_mean = ttft_mean + on * (busy * s + cc.batched * r * cc.added_ms)
         share = lam_ms * stall
         ok_p = (rho_c < 1.0) & (share < 1.0)
         gpu_ms_per_request = stall + n_dec * s / np.maximum(c, 1.0)

@@ -46,18 +46,23 @@ class Prompts:
                        kind_new_tokens=self.kind_new_tokens[idx], kind_weights=self.kind_weights)
 
 
-def chunking(budget: FloatArray, prompts: Prompts) -> dict[str, object]:
+def chunking(budget: FloatArray, prompts: Prompts,
+             ahead: FloatArray | None = None) -> dict[str, object]:
     """The analytic path's prefill arguments for these configurations: the kinds of request
     a TTFT percentile runs over (`analytic_latency`'s `kind_prefill_ms`, chunked or not) and,
-    where a budget mixes chunks into the decode steps (none when 0), the budget and the
-    tokens the mean request prefills."""
+    where a budget mixes chunks into the decode steps (none when 0), the budget, the
+    tokens the mean request prefills and whether the engine schedules one step ahead
+    (`ahead`, 1 or 0 per configuration: `ReplicaUnits.ahead`; none given: 0)."""
     q: dict[str, object] = {"kind_prefill_ms": prompts.kind_prefill_ms,
                             "kind_prompt_tokens": prompts.kind_new_tokens,
                             "kind_weights": prompts.kind_weights}
     if not np.any(budget > 0):
         return q
-    return {"chunk_tokens": np.where(budget > 0, budget, np.inf),
-            "prompt_tokens": prompts.new_tokens, **q}
+    out = {"chunk_tokens": np.where(budget > 0, budget, np.inf),
+           "prompt_tokens": prompts.new_tokens, **q}
+    if ahead is not None:
+        out["ahead"] = np.where(budget > 0, ahead, 0.0)
+    return out
 
 
 def rows_of(ch: dict[str, Any], rows: IntArray) -> dict[str, Any]:
@@ -120,7 +125,8 @@ def _key_of(x: object) -> object:
 
 
 def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Workload,
-              slo: Slo, budget: FloatArray, prompts: Prompts) -> list[tuple[object, ...]]:
+              slo: Slo, budget: FloatArray, prompts: Prompts,
+              ahead: FloatArray) -> list[tuple[object, ...]]:
     """One memo key per configuration: everything its capacity search reads (its own row of
     each per-configuration array, by its bits; the scalars, the request and the SLOs)."""
     n = prefill_ms.size
@@ -131,7 +137,7 @@ def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Wo
     common: list[object] = [bool(np.any(budget > 0)), wl.output_tokens, slo.ttft_ms,
                             slo.tpot_ms, slo.quantile, prompts.kind_weights]
     columns = [bits(np.ascontiguousarray(a, dtype=np.float64))
-               for a in (prefill_ms, slots, budget, prompts.new_tokens,
+               for a in (prefill_ms, slots, budget, ahead, prompts.new_tokens,
                          prompts.kind_prefill_ms, prompts.kind_new_tokens)]
     for f in fields(step):
         x = getattr(step, f.name)
@@ -144,7 +150,8 @@ def _row_keys(step: StepModel, prefill_ms: FloatArray, slots: FloatArray, wl: Wo
 
 
 def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
-                 wl: Workload, slo: Slo, budget: FloatArray, prompts: Prompts) -> FloatArray:
+                 wl: Workload, slo: Slo, budget: FloatArray, prompts: Prompts,
+                 ahead: FloatArray | None = None) -> FloatArray:
     """Highest arrival rate per replica (req/s) at which every check still passes.
 
     It depends on the configuration and the request (prompt, output tokens, SLOs), not on the
@@ -152,7 +159,8 @@ def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
     configuration's inputs lets a new number of daily users or a new concurrency (the Planner,
     the Explorer's deployment box), or another search over some of the same configurations
     (the "cheaper if" alternatives), reuse it."""
-    keys = _row_keys(step, prefill_ms, slots, wl, slo, budget, prompts)
+    ahead = np.zeros_like(prefill_ms) if ahead is None else ahead
+    keys = _row_keys(step, prefill_ms, slots, wl, slo, budget, prompts, ahead)
     with _CAPACITY_LOCK:  # the app's sessions plan in threads
         got = [_CAPACITY_MEMO.get(k) for k in keys]
     miss = [i for i, v in enumerate(got) if v is None]
@@ -162,7 +170,7 @@ def slo_capacity(*, step: StepModel, prefill_ms: FloatArray, slots: FloatArray,
         # the search over all of them would have it
         found = capacity_search(step=step.select(sel), prefill_ms=prefill_ms[sel],
                                 slots=slots[sel], wl=wl, slo=slo,
-                                ch=rows_of(chunking(budget, prompts), sel)).tolist()
+                                ch=rows_of(chunking(budget, prompts, ahead), sel)).tolist()
         with _CAPACITY_LOCK:
             for i, v in zip(miss, found, strict=True):
                 got[i] = v

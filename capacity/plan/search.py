@@ -61,7 +61,7 @@ from capacity.types import BoolArray, FloatArray, IntArray
 
 def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
           rate: FloatArray | None, conc: FloatArray | None, limit: FloatArray,
-          budget: FloatArray, prompts: Prompts, slots: FloatArray,
+          budget: FloatArray, prompts: Prompts, slots: FloatArray, ahead: FloatArray,
           tpot_quantile: bool = True) -> AnalyticLatency:
     """Analytic behaviour of one replica at an arrival rate, or at a closed-loop concurrency
     (then the rate that sustains it, lambda = C / duration, found by bisection). `budget`: the
@@ -69,7 +69,7 @@ def _load(*, step: StepModel, prefill_ms: FloatArray, wl: Workload, slo: Slo,
     without the TPOT percentile (`analytic_latency`). `prompts`: what the configurations'
     requests prefill (`rate_search.Prompts`). `slots`: min(C_vram, max_num_seqs), the slot
     queue's servers (`queueing.slot_wait`: the requests arrive at random at that rate)."""
-    ch: Any = chunking(budget, prompts)
+    ch: Any = chunking(budget, prompts, ahead)
     if rate is not None:
         return analytic_latency(rate_per_s=rate, step=step, prefill_ms=prefill_ms,
                                 output_tokens=wl.output_tokens, quantile=slo.quantile,
@@ -138,7 +138,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     h = 1.0 + wl.headroom
     peak_rate = wl.peak_rate_per_s
     load = partial(_load, step=step, prefill_ms=pre, wl=wl, slo=slo, limit=lim, budget=bud,
-                   prompts=u.prompts.rows(idx), slots=slots)
+                   prompts=u.prompts.rows(idx), slots=slots, ahead=u.ahead[idx])
     if peak_rate is not None:
         # the peak's own percentiles are not read unless it is the design load; the design
         # load's TPOT percentile, only where every option is kept (else below, where one is)
@@ -157,7 +157,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
                 else slo_capacity(step=u.step, prefill_ms=u.prefill_ms,
                                   slots=np.minimum(u.c_vram, u.seqs).astype(np.float64),
                                   wl=wl, slo=slo.at_engine(lat), budget=u.budget,
-                                  prompts=u.prompts))
+                                  prompts=u.prompts, ahead=u.ahead))
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
     # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving

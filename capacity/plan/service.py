@@ -185,6 +185,10 @@ class ServiceModel:
     `Scenario.request_latency_ms`): the event model's requests reach the engine this long after
     they are sent, so every TTFT and E2E carries it and a closed loop's client waits it out;
     it occupies no GPU time."""
+    schedule_ahead: bool = False
+    """The engine fixes step n + 1's batch when step n starts (`EngineProfile.schedules_ahead`
+    and `Scenario.schedule_ahead`): a request that reaches a busy engine joins the step after
+    the next; one that reaches an idle engine starts at once (`events.run_trace`)."""
     prompt_lengths: tuple[int, ...] | None = None
     """Each request's prompt (tokens) where a run's prompts vary: request i's is
     `prompt_lengths[i mod len]`, their mean `prompt_tokens` (to rounding); the prefill arrays

@@ -246,6 +246,7 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         pass_prefill_ms=s.prefill_layer_ms * s.model.layers,
         turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
         unified_kv=unified_kv(s, prof), request_latency_ms=s.request_latency_ms,
+        schedule_ahead=s.schedule_ahead and prof.schedules_ahead(),
         comm_line=tp_comm_line(s.model, s.gpu, s.tp),
         decode_tokens_per_seq=1.0 if s.draft is None else float(s.draft.verify_tokens),
         prompt_lengths=lengths, output_lengths=outs, align_block_tokens=align)

@@ -77,6 +77,10 @@ class ReplicaUnits:
     """max_num_seqs of each configuration's engine on its GPU."""
     budget: FloatArray
     """The engine's mixed-step token budget on each GPU (0: prefill batches pause decoding)."""
+    ahead: FloatArray
+    """1 where the engine schedules one step ahead (`EngineProfile.schedules_ahead`: vLLM since
+    0.14.0), else 0: a request that finds it busy waits one more step for its first token
+    (`queueing.analytic_latency`)."""
     node_gpus: IntArray
     """GPUs per node of a per-node offer (bought in whole nodes); 0 = priced per GPU."""
     drafts: list[Draft | None]
@@ -162,7 +166,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     kind_new_l: list[list[float]] = []
     cols: dict[str, list[float]] = {k: [] for k in (
         "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "new", "bw", "fl",
-        "ca", "cb", "ck", "cc", "price", "node", "seqs", "budget", "lk", "eff")}
+        "ca", "cb", "ck", "cc", "price", "node", "seqs", "budget", "ahead", "lk", "eff")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
     held_cache: dict[tuple[str, int, int, int], float] = {}
     for g in gpus:
@@ -173,6 +177,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         held, block = ((wl.context_tokens, DEFAULT_BLOCK_SIZE) if prof.kv_admission == "context"
                        else (wl.held_tokens, prof.kv_block_tokens))
         budget = float(prof.token_budget_tokens) if prof.mixed else 0.0
+        ahead = float(prof.mixed and prof.schedules_ahead())
         pr = inp.price_of(g)
         price = pr.per_gpu_hour
         largest_node = node_shape(g.key).max_gpus_per_node
@@ -246,6 +251,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                             ("cc", comm.above_ms),
                             ("price", price), ("node", whole_node),
                             ("seqs", prof.max_seqs), ("budget", budget),
+                            ("ahead", ahead),
                             ("lk", v.lookup_weight_share),
                             ("eff", inp.eff_on(g, v.format.compute_dtype))):
                         cols[k].append(val)
@@ -279,6 +285,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                        len(kind_new_l), len(weights)),
                    kind_weights=weights,
                    step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
+                   ahead=a["ahead"],
                    node_gpus=a["node"].astype(np.int64), drafts=d_l)
     return model, variants, units
 

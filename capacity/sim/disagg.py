@@ -12,7 +12,9 @@ on one virtual clock (docs/disaggregation.md, "The check").
   prefix cache already holds (the transferred KV: `PrefixCache.tokens[key] = prompt`), so the
   engine computes only the prompt's last token (the cache always leaves one) and decodes on,
   as vLLM's P/D connectors do; the client's tokens are the decode engine's.
-Composed from the simulator's public classes; nothing in them is changed.
+Composed from the simulator's public classes; nothing in them is changed. Each engine decides
+at every step end whom it admits, as the two-pool event model's pools do: neither schedules one
+step ahead (`Scenario.schedule_ahead` off; docs/disaggregation.md, "Limits").
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ def run_disaggregated(prefill: Scenario, decode: Scenario, *, prompt_tokens: int
     if not (transfer_s >= transfer_latency_s >= 0):
         raise InputError("transfer time must be >= its latency >= 0 s")
     cfg = config or SimConfig()
-    pre = [Simulator(prefill, cfg, clock="virtual") for _ in range(prefill_engines)]
-    dec = [Simulator(decode, cfg, clock="virtual") for _ in range(decode_engines)]
+    pre = [Simulator(prefill.with_(schedule_ahead=False), cfg, clock="virtual")
+           for _ in range(prefill_engines)]
+    dec = [Simulator(decode.with_(schedule_ahead=False), cfg, clock="virtual")
+           for _ in range(decode_engines)]
     engines = pre + dec
     for e in engines:
         e.now_s = 0.0

@@ -25,7 +25,9 @@ A mixed step is one forward pass: the decode step of its decoding sequences with
 time of its prompt chunks added to the arithmetic (`SimPhysics.mixed_step_s`); the chunks' GEMMs
 run at the efficiency of the pass's tokens, step_mfu(decode + chunk tokens) (F6c,
 `SimPhysics.prefill_pass_s`, the event model's formula). A request that finds no room waits in a FIFO queue;
-`speedup` divides every delay.
+`speedup` divides every delay. Under a profile that schedules one step ahead (vLLM since 0.14.0,
+`EngineProfile.schedules_ahead`) a step admits only the requests that arrived before the step
+ending at its start began: one arriving mid-step joins the step after the next.
 
 Speculative decoding (a Scenario with a draft, F12): every decode step is an engine step, one
 verify pass over k + 1 tokens per sequence and the draft's k passes (`SimPhysics` takes its
@@ -278,6 +280,12 @@ class Simulator:
         self.acceptance = (None if scenario.draft is None
                            else Acceptance(scenario.draft, seed=config.seed))
         """A draft's per-step acceptances and their counters (None without a draft)."""
+        self.schedule_ahead = scenario.schedule_ahead and self.profile.schedules_ahead()
+        """The engine fixes each step's batch when the step before it starts (vLLM's async
+        scheduling, `EngineProfile.schedules_ahead`): a request that arrives while a step runs
+        joins the step after the next, as in the event model (`events.run_trace`)."""
+        self._started_s: float | None = None
+        """Scheduled ahead: when the step that just ended began (None: the engine was idle)."""
 
     # -- lifecycle (real time) ---------------------------------------------------------------
     async def start(self) -> None:
@@ -402,7 +410,8 @@ class Simulator:
     def _admissible(self) -> bool:
         while self.waiting and self.waiting[0].cancelled:
             self.waiting.popleft()
-        return bool(self.waiting and self.waiting[0].arrival_s <= self.now_s
+        cutoff = self.now_s if self._started_s is None else self._started_s
+        return bool(self.waiting and self.waiting[0].arrival_s <= cutoff
                     and len(self.running) < self.physics.slots)
 
     def _try_admit(self, plan: dict[SimSequence, int], budget_left: float) -> bool:
@@ -439,11 +448,16 @@ class Simulator:
         self.running = [s for s in self.running if not s.cancelled]
         while self.waiting and self.waiting[0].cancelled:
             self.waiting.popleft()
-        if not self.running and self.waiting:
-            self.now_s = max(self.now_s, self.waiting[0].arrival_s)
+        if not self.running:   # idle: whoever arrives is scheduled at once
+            self._started_s = None
+            if self.waiting:
+                self.now_s = max(self.now_s, self.waiting[0].arrival_s)
         step = self._mixed() if self.profile.mixed else self._prefill_or_decode()
         if step is None:
+            self._started_s = None
             return None
+        # scheduled ahead, the step after this one admits only who arrived before it began
+        self._started_s = self.now_s if self.schedule_ahead else None
         return replace(step, duration_s=step.duration_s / self.config.speedup)
 
     def _chunks(self, plan: dict[SimSequence, int]
