@@ -274,10 +274,13 @@ class LoadView:
     """Prefix caching on a hybrid model under vLLM: the block its prefill chunks end at
     (`ServiceModel.align_block_tokens`); 0: none."""
     eager_ms: float = 0.0
+    """What running without CUDA graphs adds to every forward pass, ms (0: graphs)."""
     prefill_launch_ms: float = 0.0
     """What every pass that carries prompt tokens adds without CUDA graphs for the prefill
     (ms, `ServiceModel.pass_prefill_ms`)."""
-    """What running without CUDA graphs adds to every forward pass, ms (0: graphs)."""
+    schedule_ahead: bool = False
+    """The engine schedules one step ahead (`ServiceModel.schedule_ahead`: vLLM since
+    0.14.0): a request that arrives during a step joins the step after the next."""
     state_bytes: float = 0.0
     """What a request holds in the engine's pages beyond the chapter's F2: a hybrid model's
     linear-layer states (`kv.extra_state_bytes`), bytes per GPU."""
@@ -341,6 +344,7 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
                         offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
                         align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms,
                         prefill_launch_ms=svc.pass_prefill_ms,
+                        schedule_ahead=svc.schedule_ahead,
                         state_bytes=states, point=LoadPoint(concurrency=state.c, ttft_ms=p.ttft_ms,
                                         tpot_ms=p.tpot_ms), **_prefix_fields(svc))
     per_replica = -(-state.concurrency // s.replicas)
@@ -351,7 +355,8 @@ def load_view(version: str, state: ExplorerState) -> LoadView:
                     point=points[0] if points else None, chunk_tokens=svc.chunk_tokens,
                     offload_ms=svc.offload_ms, max_seqs=prof.max_seqs, kv_page_tokens=page,
                     align_block_tokens=svc.align_block_tokens, eager_ms=svc.eager_ms,
-                    prefill_launch_ms=svc.pass_prefill_ms, state_bytes=states, **_prefix_fields(svc))
+                    prefill_launch_ms=svc.pass_prefill_ms, schedule_ahead=svc.schedule_ahead,
+                    state_bytes=states, **_prefix_fields(svc))
 
 
 def _prefix_fields(svc: ServiceModel) -> dict[str, Any]:

@@ -204,6 +204,8 @@ def knobs_caption(load: LoadView, lang: str) -> str:
         text += " " + t("load_eager_line", lang, ms=f"{load.eager_ms:.2f}")
     if load.prefill_launch_ms:
         text += " " + t("load_prefill_launch_line", lang, ms=f"{load.prefill_launch_ms:.2f}")
+    if load.schedule_ahead:
+        text += " " + t("load_ahead_line", lang)
     if load.state_bytes > 0:
         text += " " + t("load_state_line", lang, mb=f"{load.state_bytes / 1e6:,.1f}")
     if load.turns > 1:

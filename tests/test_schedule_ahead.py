@@ -172,3 +172,17 @@ def test_the_planners_wait_is_the_busy_engines_step() -> None:
                     n_requests=600, seed=1)
     moved = simulate(svc, rate_per_s=float(kw["rate_per_s"][0]), n_requests=600, seed=1)  # type: ignore[index]
     assert moved.mean_ttft_ms > base.mean_ttft_ms
+
+
+def test_the_explorers_load_view_says_it() -> None:
+    """The load view's caption names the engine's scheduling one step ahead where it ran so
+    (vLLM), and only there."""
+    from app.cache import LoadView
+    from app.explorer_view import knobs_caption
+
+    base = LoadView(engine="vllm", slots=8, prompt_tokens=500, output_tokens=64, point=None,
+                    chunk_tokens=2048, max_seqs=256, kv_page_tokens=16)
+    on = knobs_caption(replace(base, schedule_ahead=True), "en")
+    assert "Scheduled one step ahead (vLLM's async scheduling" in on
+    assert "Scheduled one step ahead" not in knobs_caption(base, "en")
+    assert "提前一步调度" in knobs_caption(replace(base, schedule_ahead=True), "zh")
