@@ -78,7 +78,7 @@ def test_capacity_plan_takes_enforce_eager(capsys: pytest.CaptureFixture[str]) -
     assert main(["plan", "--engine", "llamacpp", "--enforce-eager"]) != 0
     assert "no eager mode" in capsys.readouterr().err
     assert main(["plan", "--enforce-eager"]) != 0
-    assert "--enforce-eager shape the load sections" in capsys.readouterr().err
+    assert "--enforce-eager and --no-async-scheduling shape the load sections" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # the typical scorecard (about 4 s)

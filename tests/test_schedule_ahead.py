@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from capacity.catalog.engines import engine_profile, parse_profiles
-from capacity.errors import CatalogError
+from capacity.errors import CatalogError, InputError
 from capacity.fit.frontier_loop import closed_loop
 from capacity.model.forward_pass import as_released, scheduled_as_released
 from capacity.model.scenario import make_scenario
@@ -186,3 +186,49 @@ def test_the_explorers_load_view_says_it() -> None:
     assert "Scheduled one step ahead (vLLM's async scheduling" in on
     assert "Scheduled one step ahead" not in knobs_caption(base, "en")
     assert "提前一步调度" in knobs_caption(replace(base, schedule_ahead=True), "zh")
+
+
+def test_capacity_plan_takes_vllms_no_async_scheduling(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`capacity plan --engine vllm --no-async-scheduling` (vLLM's own flag, or a release
+    before 0.14.0): the load sections wait for each step; the JSON says which it ran, the
+    mean TTFT under load is lower without the wait, and an engine that does not schedule
+    ahead here refuses the flag with the reason."""
+    import json
+
+    from capacity.cli.main import main
+
+    base = ["plan", "--model", "qwen3-8b", "--gpu", "h100-sxm", "--engine", "vllm",
+            "--rate", "4", "--duration", "60", "--prompt-tokens", "500", "--output-tokens",
+            "128", "--ctx", "1024", "--format", "json"]
+
+    def load(argv: list[str]) -> dict[str, object]:
+        assert main(argv) == 0
+        got = json.loads(capsys.readouterr().out)["open_loop"]
+        assert isinstance(got, dict)
+        return got
+
+    on, off = load(base), load([*base, "--no-async-scheduling"])
+    assert (on["scheduled_ahead"], off["scheduled_ahead"]) == (True, False)
+    ttft = [float(x["points"][0]["ttft_mean_ms"]) for x in (on, off)]  # type: ignore[index]
+    assert ttft[1] < ttft[0]
+    assert main(["plan", "--engine", "vllm", "--concurrency", "8", "--no-async-scheduling"]) == 0
+    assert "async scheduling off" in capsys.readouterr().out
+    assert main([*[a if a != "vllm" else "sglang" for a in base], "--no-async-scheduling"]) != 0
+    assert "only vLLM's" in capsys.readouterr().err
+    assert main(["plan", "--no-async-scheduling"]) != 0
+    assert "--no-async-scheduling shape the load sections" in capsys.readouterr().err
+
+
+def test_the_sim_server_takes_it_too() -> None:
+    from capacity.cli.main import build_parser
+    from capacity.cli.plan import scenario_from_args
+    from capacity.cli.plan_load import check_async_flag
+
+    args = build_parser().parse_args(["sim-server", "--engine", "vllm", "--no-async-scheduling"])
+    check_async_flag(args)
+    assert not Simulator(scenario_from_args(args), SimConfig(engine="vllm"),
+                         clock="virtual").schedule_ahead
+    args = build_parser().parse_args(["sim-server", "--no-async-scheduling"])
+    with pytest.raises(InputError, match="only vLLM.s"):
+        check_async_flag(args)

@@ -78,6 +78,7 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                         "SGLang 0.0275 ms a layer, and 0.38 ms more on SGLang's passes that "
                         "carry prompt tokens, as SGLang before 0.5.10 ran its prefill; "
                         "data/engines.toml) and no graph padding (default: off, CUDA graphs)")
+    add_async_flag(p, "under --engine vllm or --rate")
     add_turn_flags(p, "under --engine or --rate with a chunked profile: conversations of N "
                       "turns, turn k + 1's prompt the whole history (earlier prompts and "
                       "answers) plus --turn-tokens new ones; the prefix cache holds the "
@@ -100,6 +101,26 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arrivals", choices=("poisson", "constant"), default="poisson",
                    help="how --rate and --stages requests arrive: Poisson (seeded, default) or "
                         "evenly spaced")
+
+
+def add_async_flag(p: Any, where: str) -> None:
+    """--no-async-scheduling on `p` (`capacity plan`'s load sections, `capacity sim-server`):
+    the scenario's `schedule_ahead` off (`scenario_from_args`)."""
+    p.add_argument("--no-async-scheduling", action="store_true",
+                   help=f"{where}: vLLM's --no-async-scheduling, as its releases before 0.14.0 "
+                        "ran: each step is scheduled when the last one ends, so a request that "
+                        "arrives during a step joins the next one (default: scheduled one step "
+                        "ahead, vLLM's default since 0.14.0: it joins the step after the next; "
+                        "docs/method.md, \"Scheduled one step ahead\")")
+
+
+def check_async_flag(args: argparse.Namespace) -> None:
+    """InputError for --no-async-scheduling under an engine that does not schedule ahead here
+    (only vLLM's profile does)."""
+    engine = args.engine or "chapter"
+    if getattr(args, "no_async_scheduling", False) and not engine_profile(engine).schedules_ahead():
+        raise InputError(f"--no-async-scheduling: the '{engine}' profile does not schedule one "
+                         "step ahead here (only vLLM's, since 0.14.0: use --engine vllm)")
 
 
 def add_prefix_flags(p: Any, prefix_help: str) -> None:
@@ -168,11 +189,14 @@ def scheduler_knobs(args: argparse.Namespace) -> SchedulerKnobs:
     prefix = int(getattr(args, "prefix_tokens", 0) or 0)
     caching = bool(getattr(args, "prefix_caching", False))
     eager = bool(getattr(args, "enforce_eager", False))
+    sync = bool(getattr(args, "no_async_scheduling", False))
     if (budget is not None or args.max_num_seqs is not None or offload or prefix
-            or caching or eager) and not (args.engine or args.rate or args.stages):
+            or caching or eager or sync) and not (args.engine or args.rate or args.stages):
         raise InputError("--max-num-seqs, --max-num-batched-tokens, --cpu-offload-gb, "
-                         "--prefix-tokens, --prefix-caching and --enforce-eager shape the load "
-                         "sections: add --engine NAME or --rate LIST")
+                         "--prefix-tokens, --prefix-caching, --enforce-eager and "
+                         "--no-async-scheduling shape the load sections: add --engine NAME or "
+                         "--rate LIST")
+    check_async_flag(args)
     if budget is not None and not engine_profile(args.engine or "chapter").chunked:
         raise InputError(f"--max-num-batched-tokens: the '{args.engine or 'chapter'}' profile "
                          "prefills whole prompts (no token budget); use --engine vllm, sglang "
@@ -219,12 +243,13 @@ def knobs_json(svc: ServiceModel) -> dict[str, Any]:
     """What the engine's knobs made of the replica, for the load sections' JSON: the offload's
     time per forward pass (ms), the cached prefix (tokens) and its share of requests, the
     turns per conversation, each later turn's new tokens and the mean prompt tokens a request
-    prefills (tokens)."""
+    prefills (tokens), and whether the engine schedules one step ahead."""
     return {"offload_ms_per_pass": svc.offload_ms, "cached_prefix_tokens": svc.cached_tokens,
             "shared_prefix_tokens": svc.prefix_tokens, "prefix_share": svc.prefix_share, "turns": svc.turns,
             "turn_tokens": svc.turn_tokens, "prefilled_tokens_mean": svc.new_prompt_tokens,
             "aligned_block_tokens": svc.align_block_tokens, "eager_ms_per_pass": svc.eager_ms,
-            "prefill_launch_ms_per_pass": svc.pass_prefill_ms}
+            "prefill_launch_ms_per_pass": svc.pass_prefill_ms,
+            "scheduled_ahead": svc.schedule_ahead}
 
 
 PREFIX_WHY: Final = {
@@ -244,6 +269,9 @@ def knobs_text(svc: ServiceModel) -> str:
     if svc.pass_prefill_ms:
         parts.append(f"the prefill without CUDA graphs adds {svc.pass_prefill_ms:.2f} ms to every "
                      "pass that carries prompt tokens")
+    if not svc.schedule_ahead and engine_profile(svc.engine).schedules_ahead():
+        parts.append("async scheduling off (--no-async-scheduling): a request that arrives "
+                     "during a step joins the next one")
     if svc.cached_tokens and svc.prefix_share:
         parts.append(f"{svc.prefix_share:.0%} of requests find a {svc.cached_tokens:,}-token "
                      "prefix cached")
