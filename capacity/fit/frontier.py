@@ -277,7 +277,7 @@ def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
         output_tokens=inp.output_tokens,
         budget_tokens=np.asarray([p.token_budget_tokens for p in prof], dtype=np.float64)[uidx],
         mixed=np.asarray([p.mixed for p in prof], dtype=bool)[uidx],
-        ahead=np.asarray([p.schedules_ahead() for p in prof], dtype=bool)[uidx])
+        ahead=units.ahead[uidx])
     tp = units.tp[uidx].astype(np.int64)
     rows = uidx.tolist()
     n = len(rows)

@@ -61,7 +61,7 @@ def chunking(budget: FloatArray, prompts: Prompts,
     out = {"chunk_tokens": np.where(budget > 0, budget, np.inf),
            "prompt_tokens": prompts.new_tokens, **q}
     if ahead is not None:
-        out["ahead"] = np.where(budget > 0, ahead, 0.0)
+        out["ahead"] = ahead
     return out
 
 

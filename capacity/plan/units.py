@@ -177,7 +177,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         held, block = ((wl.context_tokens, DEFAULT_BLOCK_SIZE) if prof.kv_admission == "context"
                        else (wl.held_tokens, prof.kv_block_tokens))
         budget = float(prof.token_budget_tokens) if prof.mixed else 0.0
-        ahead = float(prof.mixed and prof.schedules_ahead())
+        ahead = float(prof.schedules_ahead())   # a mixed-step profile's alone (its check)
         pr = inp.price_of(g)
         price = pr.per_gpu_hour
         largest_node = node_shape(g.key).max_gpus_per_node
