@@ -14,7 +14,9 @@ on one virtual clock (docs/disaggregation.md, "The check").
   as vLLM's P/D connectors do; the client's tokens are the decode engine's.
 Composed from the simulator's public classes; nothing in them is changed. Each engine decides
 at every step end whom it admits, as the two-pool event model's pools do: neither schedules one
-step ahead (`Scenario.schedule_ahead` off; docs/disaggregation.md, "Limits").
+step ahead (`Scenario.schedule_ahead` off): the decode side's admission delay, sourced from a
+measurement of vLLM's async-scheduling era, holds it, and the prefill side's extra pass is not
+modelled (docs/disaggregation.md, "Limits").
 """
 
 from __future__ import annotations
