@@ -53,18 +53,22 @@ def test_formulas_are_reexported_unchanged() -> None:
 def test_one_client_has_no_prefill_stalls_many_with_long_prompts_do() -> None:
     # one client: nothing interleaves, the event model's TPOT is the bare step. Eight clients,
     # 4,096-token prompts, 64 output tokens, SGLang's profile (whole prompts before the next
-    # decode step): the GPU never idles, so a request's E2E is the cycle in which all eight
-    # prefill once (P each, F6 alone: 242.8 ms) and decode 63 steps at batch 8 (6.34 ms):
-    # 8 x 242.8 + 63 x 6.34 = 2,342 ms. The prefills a request does not wait for before its
-    # first token stall its decode: TPOT = (E2E - TTFT) / 63 above the bare step.
+    # decode step, scheduled one step ahead): the GPU never idles, so a request's E2E is the
+    # cycle in which all eight prefill once (P each, F6 alone: 242.8 ms) and 64 decode steps
+    # run, 56 at batch 8 (6.34 ms) and 8 at batch 7, each request's wait for the step fixed
+    # before it came: 8 x 242.8 + 56 x 6.34 + 8 x s(7) = 2,347 ms, TTFT = P + s(7). The
+    # prefills a request does not wait for before its first token stall its decode:
+    # TPOT = (E2E - TTFT) / 63 above the bare step.
     s = run_scenario("qwen3-8b-bf16", "h100-sxm", prompt_tokens=4096, output_tokens=64)
-    p = validate.predict(s, [1, 8], 4096, 64, "sglang")
+    p = validate.predict(s, [1, 7, 8], 4096, 64, "sglang")
     assert p.queued is not None
-    one, eight = p.queued
+    one, _, eight = p.queued
     assert one.tpot_mean_ms == pytest.approx(p.step_ms[0], rel=1e-6)
     assert pick(p, Metric.STEP, 0, "mean") == one.tpot_mean_ms
-    prefill_ms, step8_ms = p.ttft_ms[0], p.step_ms[1]
-    assert eight.e2e_mean_ms == pytest.approx(8 * prefill_ms + 63 * step8_ms, rel=1e-6)
+    prefill_ms, step7_ms, step8_ms = p.ttft_ms[0], p.step_ms[1], p.step_ms[2]
+    assert eight.e2e_mean_ms == pytest.approx(8 * prefill_ms + 56 * step8_ms + 8 * step7_ms,
+                                              rel=1e-6)
+    assert eight.ttft_mean_ms == pytest.approx(prefill_ms + step7_ms, rel=1e-6)
     assert eight.tpot_mean_ms == pytest.approx((eight.e2e_mean_ms - eight.ttft_mean_ms) / 63)
     assert eight.tpot_mean_ms > step8_ms + prefill_ms / 63  # at least one other prefill
-    assert pick(p, Metric.STEP, 1, "mean") == eight.tpot_mean_ms
+    assert pick(p, Metric.STEP, 2, "mean") == eight.tpot_mean_ms

@@ -92,14 +92,21 @@ class EngineProfile:
     it ran an earlier release, whatever its version (`prefill_runs_eager`)."""
     schedules_ahead_since: str = ""
     """The first release that schedules one step ahead by default (vLLM's async scheduling,
-    "0.14.0"): step n + 1's batch is fixed when step n starts, so a request that arrives while
-    a step runs joins the step after the next one (`schedules_ahead`; the event model's and the
-    simulated engine's admission); "": the engine waits for each step before it schedules the
-    next, or scheduling ahead is not modelled for it (mixed steps only: SGLang's overlap
-    scheduler with its prefill-first batches is not, docs/method.md)."""
+    "0.14.0"; SGLang's overlap scheduler, "0.4.0"): step n + 1's batch is fixed when step n
+    starts, so a request that arrives while a step runs joins the step after the next one
+    (`schedules_ahead`; the event model's and the simulated engine's admission, the closed
+    loop's closed form, the Planner's analytic path); "": the engine waits for each step before
+    it schedules the next (docs/method.md, "Scheduled one step ahead")."""
     schedules_ahead_released: str = ""
-    """The day (YYYY-MM-DD) that release came out (vLLM 0.14.0: "2026-01-17"): a run dated
-    before it, its version not stated, ran an earlier release (`schedules_ahead`)."""
+    """The day (YYYY-MM-DD) that release came out (vLLM 0.14.0: "2026-01-17"; SGLang 0.4.0:
+    "2024-12-04"): a run dated before it, its version not stated, ran an earlier release
+    (`schedules_ahead`)."""
+    schedules_ahead_name: str = ""
+    """What the engine calls scheduling ahead ("async scheduling", "overlap scheduler"), for
+    the messages that say it is off."""
+    schedules_ahead_off: str = ""
+    """The engine's own flag that turns it off ("--no-async-scheduling",
+    "--disable-overlap-schedule"; `capacity plan` and `capacity sim-server` take both)."""
 
     def __post_init__(self) -> None:
         if self.max_seqs < 1:
@@ -133,10 +140,11 @@ class EngineProfile:
             if day and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
                 raise CatalogError(f"engine profile {self.key}: {name} must be a day such as "
                                    f"2026-03-02, got {day!r}")
-        if self.schedules_ahead_since and not self.mixed:
-            raise CatalogError(f"engine profile {self.key}: schedules_ahead_since is modelled "
-                               "only for an engine whose steps mix decode tokens and prompt "
-                               "chunks (mixed = true)")
+        if self.schedules_ahead_since and not (self.schedules_ahead_name
+                                               and self.schedules_ahead_off.startswith("--")):
+            raise CatalogError(f"engine profile {self.key}: schedules_ahead_since needs "
+                               "schedules_ahead_name and the engine's flag that turns it off, "
+                               "schedules_ahead_off ('--...')")
         if self.schedules_ahead_since and version_tuple(self.schedules_ahead_since) is None:
             raise CatalogError(f"engine profile {self.key}: schedules_ahead_since must be a "
                                f"version such as 0.14.0, got {self.schedules_ahead_since!r}")
@@ -253,7 +261,9 @@ def parse_profiles(text: str, where: str = ENGINES_FILE) -> dict[str, EngineProf
                 prefill_graphs_since=str(raw.get("prefill_graphs_since", "")),
                 prefill_graphs_merged=str(raw.get("prefill_graphs_merged", "")),
                 schedules_ahead_since=str(raw.get("schedules_ahead_since", "")),
-                schedules_ahead_released=str(raw.get("schedules_ahead_released", "")))
+                schedules_ahead_released=str(raw.get("schedules_ahead_released", "")),
+                schedules_ahead_name=str(raw.get("schedules_ahead_name", "")),
+                schedules_ahead_off=str(raw.get("schedules_ahead_off", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{PROFILE_TABLE}.{key}]: {exc!r} (needs name, "
                                "max_seqs, token_budget, mixed, kv_admission, kv_block_tokens, "

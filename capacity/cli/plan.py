@@ -255,7 +255,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         headroom=args.headroom, allow_long_context=args.allow_long_context,
         step_method=getattr(args, "step_method", None) or DEFAULT_STEP_METHOD.value,
     )
-    if getattr(args, "no_async_scheduling", False):   # vLLM's --no-async-scheduling
+    if getattr(args, "no_async_scheduling", False):   # or SGLang's --disable-overlap-schedule
         s = s.with_(schedule_ahead=False)
     draft = draft_from_args(args, s.variant)
     return s if draft is None else s.with_(draft=draft)

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from capacity.catalog.engines import engine_profile
+from capacity.catalog.engines import engine_profile, profiles
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
 from capacity.cli.common import number, whole
 from capacity.errors import InputError
@@ -78,7 +78,7 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                         "SGLang 0.0275 ms a layer, and 0.38 ms more on SGLang's passes that "
                         "carry prompt tokens, as SGLang before 0.5.10 ran its prefill; "
                         "data/engines.toml) and no graph padding (default: off, CUDA graphs)")
-    add_async_flag(p, "under --engine vllm or --rate")
+    add_async_flag(p, "under --engine vllm or sglang, or --rate")
     add_turn_flags(p, "under --engine or --rate with a chunked profile: conversations of N "
                       "turns, turn k + 1's prompt the whole history (earlier prompts and "
                       "answers) plus --turn-tokens new ones; the prefix cache holds the "
@@ -104,23 +104,37 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_async_flag(p: Any, where: str) -> None:
-    """--no-async-scheduling on `p` (`capacity plan`'s load sections, `capacity sim-server`):
-    the scenario's `schedule_ahead` off (`scenario_from_args`)."""
-    p.add_argument("--no-async-scheduling", action="store_true",
-                   help=f"{where}: vLLM's --no-async-scheduling, as its releases before 0.14.0 "
-                        "ran: each step is scheduled when the last one ends, so a request that "
-                        "arrives during a step joins the next one (default: scheduled one step "
-                        "ahead, vLLM's default since 0.14.0: it joins the step after the next; "
-                        "docs/method.md, \"Scheduled one step ahead\")")
+    """--no-async-scheduling, or SGLang's --disable-overlap-schedule, on `p` (`capacity plan`'s
+    load sections, `capacity sim-server`): the scenario's `schedule_ahead` off
+    (`scenario_from_args`)."""
+    p.add_argument("--no-async-scheduling", "--disable-overlap-schedule",
+                   dest="no_async_scheduling", action="store_true",
+                   help=f"{where}: vLLM's --no-async-scheduling or SGLang's "
+                        "--disable-overlap-schedule, as vLLM's releases before 0.14.0 and "
+                        "SGLang's before 0.4.0 ran: each step is scheduled when the last one "
+                        "ends, so a request that arrives during a step joins the next one "
+                        "(default: scheduled one step ahead, both engines' default since: it "
+                        "joins the step after the next; docs/method.md, \"Scheduled one step "
+                        "ahead\")")
+
+
+def ahead_off_text(engine: str) -> str:
+    """How `engine`'s profile names scheduling ahead turned off: 'async scheduling off
+    (--no-async-scheduling)' under vLLM's, 'overlap scheduler off (--disable-overlap-schedule)'
+    under SGLang's."""
+    prof = engine_profile(engine)
+    return f"{prof.schedules_ahead_name} off ({prof.schedules_ahead_off})"
 
 
 def check_async_flag(args: argparse.Namespace) -> None:
     """InputError for --no-async-scheduling under an engine that does not schedule ahead here
-    (only vLLM's profile does)."""
+    (vLLM's and SGLang's profiles do)."""
     engine = args.engine or "chapter"
     if getattr(args, "no_async_scheduling", False) and not engine_profile(engine).schedules_ahead():
+        ahead = ", ".join(f"{p.key} since {p.schedules_ahead_since}"
+                          for p in profiles().values() if p.schedules_ahead_since)
         raise InputError(f"--no-async-scheduling: the '{engine}' profile does not schedule one "
-                         "step ahead here (only vLLM's, since 0.14.0: use --engine vllm)")
+                         f"step ahead here (only: {ahead}; choose one with --engine)")
 
 
 def add_prefix_flags(p: Any, prefix_help: str) -> None:
@@ -270,8 +284,8 @@ def knobs_text(svc: ServiceModel) -> str:
         parts.append(f"the prefill without CUDA graphs adds {svc.pass_prefill_ms:.2f} ms to every "
                      "pass that carries prompt tokens")
     if not svc.schedule_ahead and engine_profile(svc.engine).schedules_ahead():
-        parts.append("async scheduling off (--no-async-scheduling): a request that arrives "
-                     "during a step joins the next one")
+        parts.append(f"{ahead_off_text(svc.engine)}: a request that arrives during a step "
+                     "joins the next one")
     if svc.cached_tokens and svc.prefix_share:
         parts.append(f"{svc.prefix_share:.0%} of requests find a {svc.cached_tokens:,}-token "
                      "prefix cached")

@@ -27,7 +27,12 @@ from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
 from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
 from capacity.cli.plan import add_draft_flags, add_scenario_flags, scenario_from_args
-from capacity.cli.plan_load import MAX_BATCHED_TOKENS, add_async_flag, check_async_flag
+from capacity.cli.plan_load import (
+    MAX_BATCHED_TOKENS,
+    add_async_flag,
+    ahead_off_text,
+    check_async_flag,
+)
 from capacity.model.forward_pass import eager_pass_ms
 from capacity.sim.scheduler import SimConfig
 from capacity.sim.server import bind_socket, create_app, uvicorn_config
@@ -63,7 +68,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="run without CUDA graphs (vLLM's --enforce-eager, SGLang's "
                         "--disable-cuda-graph): every forward pass pays the profile's per-layer "
                         "eager cost, as `capacity plan --enforce-eager` (default: off)")
-    add_async_flag(s, "under --engine vllm")
+    add_async_flag(s, "under --engine vllm or sglang")
     s.add_argument("--chars-per-token", type=number(min=0, max=1000, min_open=True), default=4.0,
                    help="prompt characters per token (default 4)")
     s.add_argument("--eos-after", type=whole(min=0, max=MAX_CONTEXT_TOKENS), default=0, metavar="TOKENS",
@@ -126,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
              "a pass)" if args.cpu_offload_gb else "")
           + (f", no CUDA graphs (+{eager_pass_ms(scenario.model, prof):.2f} ms a pass)"
              if args.enforce_eager else "")
-          + (", async scheduling off" if args.no_async_scheduling else "")
+          + (f", {ahead_off_text(prof.key)}" if args.no_async_scheduling else "")
           + f", speedup {args.speedup:g}; http://{host}:{port}/v1", file=sys.stderr,
           flush=True)
     uvicorn.Server(uvicorn_config(app, log_level="warning", stack=args.http_stack)

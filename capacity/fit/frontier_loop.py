@@ -111,6 +111,24 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
     each adding extra(x) = `chunk_extra_ms`; T = K s(b) + N extra(x),
     TTFT = (K - n + 1)(s(b) + extra(x)), TPOT = (T - TTFT) / (n - 1).
 
+    Paused, on an engine that schedules one step ahead (`ahead`, SGLang since 0.4.0:
+    `ServiceModel.schedule_ahead`): with C >= 2 a request that ends finds the next step fixed
+    without it and waits it (w = 1, else 0), a decode step of the others, so a cycle holds
+    K = n - 1 + w decode steps of b = C (n - 1) / K sequences: T = C p + K s(b). Clients out
+    of step end every K / C decode steps; a request that ends one step after another waits
+    through that one's prefill instead, and the two then decode in lock step (decoding pauses
+    for both prefills) and come back together ever after: out of x = min(1, max(0, 2 - K / C))
+    one-step gaps, a share f = min(1, 2 x) of the requests run as pairs, each pair prefilled
+    as one batch; where C > K the requests that end at one step already come g = C / K at
+    once, and pair up as groups: a request's group holds G = (1 + f) max(1, C / K) prompts.
+    Each prompt of a group adds e p to the first token of the mean request: e = 1 where the
+    group's prompts all end in its last pass (whole prompts, or 2 P <= B), else the first
+    prompt ends ceil(P / B) B / P of p into the batch (at most 2) and e = (that + 2) / 2 - 1;
+    TTFT = w (s(b) + (G - 1) e p) + p. Held to the event model within 1 % where x <= 0.5
+    (C <= 2 K / 3) and 2 P <= B; chains of three or more (x > 0.5), C > K and prompts longer
+    than half the budget within 15 % (docs/frontier.md: the lock step forms as the loop runs,
+    which the count of gaps follows only on average).
+
     Mixed, on an engine that schedules one step ahead (`ahead`, vLLM since 0.14.0:
     `ServiceModel.schedule_ahead`): the next step's batch is fixed when a request ends, so
     with C >= 2 (the engine never idle) each request first waits one step (w = 1, else 0):
@@ -146,11 +164,21 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
     bw0, cp0, s0 = terms(zero)
     pt = np.where(big_b > 0, m0 * (s0 + chunk_extra_ms(bw0, cp0, t / m0, comm_p / m0,
                                                        added(zero, p_tok / m0))), t)
-    _, _, s_c = terms(c)
-    cycle_p = c * pt + dec * s_c
     # a step scheduled ahead: each request waits one step first where others keep it busy
-    w = np.where(np.broadcast_to(np.asarray(ahead, dtype=bool), c.shape) & mix & (c >= 2),
-                 1.0, 0.0)
+    on = np.broadcast_to(np.asarray(ahead, dtype=bool), c.shape) & (c >= 2)
+    w = np.where(on & mix, 1.0, 0.0)
+    # paused: the step waited through is a decode step of the others (K_p = n - 1 + w_p of
+    # them a cycle); requests one step apart pair up, each pair prefilled as one batch
+    w_p = np.where(on & ~mix, 1.0, 0.0)
+    k_p = dec + w_p
+    b_p = c * dec / k_p
+    _, _, s_p = terms(b_p)
+    cycle_p = c * pt + k_p * s_p
+    group = (1.0 + np.minimum(1.0, 2.0 * np.clip(2.0 - k_p / c, 0.0, 1.0))) * np.maximum(
+        1.0, c / k_p)
+    first = np.where(big_b > 0, np.minimum(
+        2.0, np.ceil(p_tok / np.maximum(big_b, 1.0)) * big_b / p_tok), 2.0)
+    ttft_p = w_p * (s_p + (group - 1.0) * ((first + 2.0) / 2.0 - 1.0) * pt) + pt
     # mixed chunked prefill
     per_step = np.maximum(big_b - (c - 1.0), 1.0)
     m = np.ceil(p_tok / per_step)
@@ -166,14 +194,14 @@ def closed_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
     # earlier: clients out of step end every k / C steps, so one step apart for a share
     # 2 - k / C of them (none when k / C >= 2, all when < 1)
     before = np.clip(2.0 - k / c, 0.0, 1.0)
-    ttft = np.where(mix, (k - dec - w) * (s + extra) + w * (s + before * extra), pt)
+    ttft = np.where(mix, (k - dec - w) * (s + extra) + w * (s + before * extra), ttft_p)
     share = np.where(mix, n_chunk * extra, c * pt) / cycle
     return SteadyState(concurrency=c, cycle_ms=np.asarray(cycle, dtype=np.float64),
                        ttft_ms=np.asarray(ttft, dtype=np.float64),
                        tpot_ms=np.asarray((cycle - ttft) / dec, dtype=np.float64),
                        output_tok_s=np.asarray(c * output_tokens / cycle * 1e3, dtype=np.float64),
                        prefill_share=np.asarray(share, dtype=np.float64),
-                       decode_batch=np.asarray(np.where(mix, b, c), dtype=np.float64))
+                       decode_batch=np.asarray(np.where(mix, b, b_p), dtype=np.float64))
 
 
 def service_steady_state(svc: ServiceModel, concurrency: npt.ArrayLike) -> SteadyState:

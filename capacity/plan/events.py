@@ -213,7 +213,7 @@ def run_trace(svc: ServiceModel, arrivals: FloatArray | None, clients: int | Non
     prefill covers its prompt and the tokens it had generated; its first token was sent).
     Prompts, cached tokens and first-chunk times per request: `ServiceModel.request_prompts`
     (a shared prefix, multi-turn). An engine that schedules one step ahead
-    (`ServiceModel.schedule_ahead`: vLLM since 0.14.0) admits at a step's
+    (`ServiceModel.schedule_ahead`: vLLM since 0.14.0, SGLang since 0.4.0) admits at a step's
     end only the requests that reached it before that step began: one that arrives during a
     step waits for the step after the next (one more step in its TTFT); an idle engine admits
     at once."""

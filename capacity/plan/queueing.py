@@ -512,7 +512,10 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
       (`ChunkCost.batched` b), and the batched quantile runs over each kind with a added (a
       share r) and without (`mixture_quantile_ms`), the whole quantile then (1 - exp(-C)) s
       more (the event model: `events.run_trace`; docs/method.md, "Scheduled one step
-      ahead").
+      ahead"). With batched prefill (SGLang since 0.4.0) a busy engine has fixed a decode
+      step after each batch, so the prompts that arrived during it wait that step:
+      E[TTFT] and its quantile gain (1 - exp(-C)) s (the prompts that arrived during the
+      period before were ahead of the request either way).
     Where the steps are compute-bound extra(x) = x, a = a' = t, and this is the earlier
     closed form (a step = the decode step + the chunk's prefill). Against the event model
     with vLLM's budget (Llama-3.1-70B on 4 H100s with 64-token prompts, Qwen3-14B on an A100
@@ -625,6 +628,11 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
                   if own.shape[-1] == 1 else
                   mixture_quantile_ms(own + (batching * quantile * s)[..., None], kind_weights,
                                       wq, rho, quantile, scale=batching))
+        # scheduled one step ahead: the prompts that reach a busy engine during a batch wait
+        # the decode step already fixed after it (the event model: `events.run_trace`)
+        gain = np.asarray(ahead, dtype=np.float64) * -np.expm1(-c) * s
+        ttft_mean = ttft_mean + gain
+        ttft_q = ttft_q + gain
         share = rho
         gpu_ms_per_request = t + n_dec * s / np.maximum(c, 1.0)
     if slots is not None:   # the wait for a free slot (docs/method.md, queueing), before prefill

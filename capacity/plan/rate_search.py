@@ -49,20 +49,19 @@ class Prompts:
 def chunking(budget: FloatArray, prompts: Prompts,
              ahead: FloatArray | None = None) -> dict[str, object]:
     """The analytic path's prefill arguments for these configurations: the kinds of request
-    a TTFT percentile runs over (`analytic_latency`'s `kind_prefill_ms`, chunked or not) and,
-    where a budget mixes chunks into the decode steps (none when 0), the budget, the
-    tokens the mean request prefills and whether the engine schedules one step ahead
-    (`ahead`, 1 or 0 per configuration: `ReplicaUnits.ahead`; none given: 0)."""
+    a TTFT percentile runs over (`analytic_latency`'s `kind_prefill_ms`, chunked or not),
+    whether the engine schedules one step ahead (`ahead`, 1 or 0 per configuration:
+    `ReplicaUnits.ahead`; none given: 0) and, where a budget mixes chunks into the decode
+    steps (none when 0), the budget and the tokens the mean request prefills."""
     q: dict[str, object] = {"kind_prefill_ms": prompts.kind_prefill_ms,
                             "kind_prompt_tokens": prompts.kind_new_tokens,
                             "kind_weights": prompts.kind_weights}
+    if ahead is not None:
+        q["ahead"] = ahead
     if not np.any(budget > 0):
         return q
-    out = {"chunk_tokens": np.where(budget > 0, budget, np.inf),
-           "prompt_tokens": prompts.new_tokens, **q}
-    if ahead is not None:
-        out["ahead"] = ahead
-    return out
+    return {"chunk_tokens": np.where(budget > 0, budget, np.inf),
+            "prompt_tokens": prompts.new_tokens, **q}
 
 
 def rows_of(ch: dict[str, Any], rows: IntArray) -> dict[str, Any]:

@@ -79,8 +79,8 @@ class ReplicaUnits:
     """The engine's mixed-step token budget on each GPU (0: prefill batches pause decoding)."""
     ahead: FloatArray
     """1 where the engine schedules one step ahead (`EngineProfile.schedules_ahead`: vLLM since
-    0.14.0), else 0: a request that finds it busy waits one more step for its first token
-    (`queueing.analytic_latency`)."""
+    0.14.0, SGLang since 0.4.0), else 0: a request that finds it busy waits one more step for
+    its first token (`queueing.analytic_latency`)."""
     node_gpus: IntArray
     """GPUs per node of a per-node offer (bought in whole nodes); 0 = priced per GPU."""
     drafts: list[Draft | None]
@@ -177,7 +177,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         held, block = ((wl.context_tokens, DEFAULT_BLOCK_SIZE) if prof.kv_admission == "context"
                        else (wl.held_tokens, prof.kv_block_tokens))
         budget = float(prof.token_budget_tokens) if prof.mixed else 0.0
-        ahead = float(prof.schedules_ahead())   # a mixed-step profile's alone (its check)
+        ahead = float(prof.schedules_ahead())
         pr = inp.price_of(g)
         price = pr.per_gpu_hour
         largest_node = node_shape(g.key).max_gpus_per_node

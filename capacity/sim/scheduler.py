@@ -26,8 +26,9 @@ time of its prompt chunks added to the arithmetic (`SimPhysics.mixed_step_s`); t
 run at the efficiency of the pass's tokens, step_mfu(decode + chunk tokens) (F6c,
 `SimPhysics.prefill_pass_s`, the event model's formula). A request that finds no room waits in a FIFO queue;
 `speedup` divides every delay. Under a profile that schedules one step ahead (vLLM since 0.14.0,
-`EngineProfile.schedules_ahead`) a step admits only the requests that arrived before the step
-ending at its start began: one arriving mid-step joins the step after the next.
+SGLang since 0.4.0: `EngineProfile.schedules_ahead`) a step admits only the requests that
+arrived before the step ending at its start began: one arriving mid-step joins the step after
+the next.
 
 Speculative decoding (a Scenario with a draft, F12): every decode step is an engine step, one
 verify pass over k + 1 tokens per sequence and the draft's k passes (`SimPhysics` takes its
