@@ -64,24 +64,26 @@ def test_a_memory_tight_option_needs_more_gpus_at_the_slow_edge(catalog: Catalog
     # 4.0 GB beside the weights and the planned 1.5 GB overhead for KV, 0.5 GB at 5 GB of
     # overhead: one 4K request a card at the slow edge, where the prediction holds 7. Requests
     # arriving at random queue for that one slot (`slot_queue.slot_wait`), so the slow edge
-    # needs 13 replicas to keep TTFT p90 under 5 s where the prediction needs 1 (at the slow
-    # edge of the typical band: the step's -0.281 / +0.210 and TTFT's -0.630 / +0.657, since
-    # 2026-12-06, night; 12 at the step's -0.172 / +0.147 and TTFT's -0.629 / +0.678 (+0.683
+    # needs 12 replicas to keep TTFT p90 under 5 s where the prediction needs 1 (at the slow
+    # edge of the typical band, the RTX 4090's GEMMs at its spec sheet since 2026-12-06; 13 at
+    # the median ceiling, 0.803, with the step's -0.281 / +0.210 and TTFT's -0.630 / +0.657,
+    # since 2026-12-06, night; 12 at the step's -0.172 / +0.147 and TTFT's -0.629 / +0.678 (+0.683
     # since 2026-12-06, night: the slow edge is the same), each request's prefill 2.7x the
     # prediction's, since 2026-12-06, evening; 13 at -0.232 /
     # +0.140 and -0.647 / +0.734, 2.8x, and at -0.301 / +0.154 and -0.615 / +0.724, 2.6x;
     # with the TTFT knobs over their ranges, 10 cards held it). With the planned
-    # overhead the slow edge needs 1 (one card's TTFT p90 there, 4.76 s, meets the 5 s SLO;
-    # 5.4 s, 2 cards, on the wider step band before 2026-12-06, evening)
+    # overhead the slow edge needs 1 (one card's TTFT p90 there, 3.26 s, meets the 5 s SLO;
+    # 4.76 s at the median ceiling, 0.803; 5.4 s, 2 cards, on the wider step band before
+    # 2026-12-06, evening)
     inp = replace(with_typical(_inputs(), typical_efficiency("vllm")), max_gpus=16)
     p = plan(inp, catalog)
     assert p.best is not None and (p.best.n_gpus, p.best.tp) == (1, 1)
     b = gpu_band(inp, p.best, None, catalog)
-    assert (b.low, b.high) == (1, 13)
+    assert (b.low, b.high) == (1, 12)
     slow, _ = band_edges(inp, None)
     narrow = plan(replace(slow, overhead_gb=inp.overhead_gb), catalog)
     assert narrow.best is not None and narrow.best.n_gpus == 1  # the overhead made the 12
-    assert 4.5e3 < narrow.best.ttft_ms < 5e3
+    assert 3.1e3 < narrow.best.ttft_ms < 3.4e3
 
 
 @pytest.mark.parametrize("planned", [0.5, 3.0])

@@ -28,8 +28,9 @@ from capacity.model.scenario import make_scenario
 def test_ceiling_is_the_measured_matmul_over_the_spec_sheet() -> None:
     """By hand from data/matmul_ceilings.toml and data/gpus: H100 SXM bf16 794.5 / 989, fp8
     1402.6 / 1979; MI300X bf16 668.4 / 1307.4 and no fp8 measurement; int8 has none; a GPU
-    the file lacks has none; fp8 on a GPU without fp8 runs its GEMMs in bf16 (A100:
-    271.2 / 312)."""
+    the file lacks has none (an L40S); fp8 on a GPU without fp8 runs its GEMMs in bf16 (A100:
+    271.2 / 312); an RTX 4090's bf16 GEMMs reach its spec sheet (the file holds 165.2: 1),
+    its fp8 is not measured."""
     gpus = default_catalog().gpus
     assert matmul_ceiling(gpus["h100-sxm"], "bf16") == pytest.approx(794.5 / 989)
     assert matmul_ceiling(gpus["h100-sxm"], "fp8") == pytest.approx(1402.6 / 1979)
@@ -37,7 +38,9 @@ def test_ceiling_is_the_measured_matmul_over_the_spec_sheet() -> None:
     assert matmul_ceiling(gpus["mi300x"], "bf16") == pytest.approx(668.4 / 1307.4)
     assert matmul_ceiling(gpus["mi300x"], "fp8") is None
     assert matmul_ceiling(gpus["a100-80gb-sxm"], "fp8") == pytest.approx(271.2 / 312)
-    assert matmul_ceiling(gpus["rtx-4090"], "bf16") is None
+    assert matmul_ceiling(gpus["l40s"], "bf16") is None
+    assert matmul_ceiling(gpus["rtx-4090"], "bf16") == 1.0
+    assert matmul_ceiling(gpus["rtx-4090"], "fp8") is None
     # every row of the bundled file is sourced, of a known GPU, and below that GPU's peak: a
     # typo above the peak would give no bound (None) and fail here
     path = matmul.workspace.bundled_data_dir() / matmul.MATMUL_FILE
@@ -140,14 +143,14 @@ def test_fit_stops_at_the_device_ceiling_and_says_so() -> None:
 
 def test_the_catalog_page_shows_each_gpus_measured_matmul_beside_its_spec() -> None:
     """The Catalog page's GPU table (`catalog_tables.gpu_rows`) carries the file's figures:
-    H200 SXM 794.5 (BF16) and 1453.4 (FP8) beside 989 and 1979; none for an RTX 4090."""
+    H200 SXM 794.5 (BF16) and 1453.4 (FP8) beside 989 and 1979; none for an L40S."""
     from capacity.report.catalog_tables import gpu_rows
     rows = {r["key"]: r for r in gpu_rows(default_catalog())}
     h200 = rows["h200-sxm"]
     assert (h200["bf16_tflops"], h200["mamf_bf16_tflops"]) == (989, 794.5)
     assert (h200["fp8_tflops"], h200["mamf_fp8_tflops"]) == (1979, 1453.4)
     assert rows["mi300x"]["mamf_fp8_tflops"] is None
-    assert rows["rtx-4090"]["mamf_bf16_tflops"] is None
+    assert rows["l40s"]["mamf_bf16_tflops"] is None
 
 
 def test_bandwidth_ceiling_is_the_measured_copy_over_the_spec_sheet() -> None:

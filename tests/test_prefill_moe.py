@@ -118,11 +118,11 @@ def test_the_cli_names_the_mfu_its_ttft_used(capsys: pytest.CaptureFixture[str])
     assert main(["plan", "--model", "gpt-oss-20b-mxfp4", "--basis", "typical:vllm"]) == 0
     # gpt-oss-20b MXFP4 on an RTX 4090: R 5.806 x (165.2 x b / 2 / 1008) / (989 / 3350), b =
     # (14.46 - 0.401) GB / (20.9 - 0.579) B = 0.6919 bytes per GEMM parameter: 5.806 x 0.19204 =
-    # 1.115; the plateau 0.706 of the RTX 4090's matmul ceiling (not measured: 0.803) = 0.5669;
-    # 0.5669 / (1 + (262 x 1.115 / 8192)^2.5)^0.4 = 0.5669 / 1.0001 = 0.5669 (8,192 tokens are
-    # far above this pass's ridge of 292)
-    assert "8192-token prompt at MFU 0.5669 [MFU(L) = 0.5669 / (1 + (262 x 1.115 / 8,192)^2.5)" \
-           "^(1/2.5), F6c]: 0.630 s linear" in capsys.readouterr().out
+    # 1.115; the plateau 0.706 of the RTX 4090's matmul ceiling (its bf16 GEMMs reach the spec
+    # sheet: 1) = 0.706; 0.706 / (1 + (262 x 1.115 / 8192)^2.5)^0.4 = 0.706 / 1.0001 = 0.7059
+    # (8,192 tokens are far above this pass's ridge of 292)
+    assert "8192-token prompt at MFU 0.7059 [MFU(L) = 0.706 / (1 + (262 x 1.115 / 8,192)^2.5)" \
+           "^(1/2.5), F6c]: 0.506 s linear" in capsys.readouterr().out
     assert main(["plan"]) == 0
     assert "8192-token prompt at MFU 0.3: 2.975 s linear, 3.064 s with attention" in \
         capsys.readouterr().out

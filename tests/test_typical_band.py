@@ -245,7 +245,9 @@ def test_the_shipped_band_is_the_scorecards_and_holds_about_80_percent() -> None
     # target: the BF16 group's throughputs lie 16-38% above the band's fast edge
     # (docs/accuracy.md); since vLLM's releases from 0.14.0 schedule one step ahead (2026-12-06,
     # late night) step 77 of 99, TTFT 69 of 86 (80.2%), E2E 35 of 42, throughput 44 of 65;
-    # since SGLang's from 0.4.0 do too (2026-12-06) step 79 of 99, the others as before.
+    # since SGLang's from 0.4.0 do too (2026-12-06) step 79 of 99, the others as before; since
+    # the RTX 4090's GEMMs run at its spec sheet (that day) step 83, TTFT 72 of 86, throughput
+    # 45 of 65 (69.2%).
     # Pinned where it misses, so a change that moves it is seen
     assert typical_efficiency("vllm").ttft_error == pytest.approx(
         tb.error_band(card.rows, "ttft"), abs=5e-4)
@@ -253,7 +255,7 @@ def test_the_shipped_band_is_the_scorecards_and_holds_about_80_percent() -> None
     for c in tb.coverage(card):
         assert c.rows >= 20, c
         if c.metric == "throughput":
-            assert (c.inside, c.rows) == (44, 65), c
+            assert (c.inside, c.rows) == (45, 65), c
             continue
         assert 0.75 * c.rows - 1 <= c.inside <= 0.85 * c.rows + 1, c
 

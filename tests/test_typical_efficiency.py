@@ -224,18 +224,19 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
             continue
         assert getattr(slow_s, k) == pytest.approx(getattr(slow_in, k)), k
         assert getattr(fast_s, k) == pytest.approx(getattr(fast_in, k)), k
-    # the step's knobs at the basis' error band (step_error -0.281 / +0.211), the prefill's
-    # at its TTFT band (ttft_error -0.630 / +0.659); a fraction stops at 1 (0.9 x 1.211 =
-    # 1.089: the spec sheet; the plateau 0.706 x 1.659 = 1.171: the GPU's matmul ceiling)
+    # the step's knobs at the basis' error band (step_error -0.281 / +0.209), the prefill's
+    # at its TTFT band (ttft_error -0.630 / +0.659); a fraction stops at 1 (0.9 x 1.209 =
+    # 1.088: the spec sheet; the plateau 0.706 x 1.659 = 1.171: the GPU's matmul ceiling)
     assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((0.9 * 0.719,
                                                                        0.0723 / 0.719))
-    assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((1.0, 0.0723 / 1.211))
-    # the RTX 4090's matmul ceiling is not measured: 0.803, the median share; 3.5 ms a
-    # prefill and 10.67 ms outside the GPU, each over 1 + low and 1 + high
+    assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((1.0, 0.0723 / 1.209))
+    # the RTX 4090's bf16 GEMMs reach its spec sheet (its matmul ceiling 1: 0.706 of it, 0.706
+    # of the spec sheet); 3.5 ms a prefill and 10.67 ms outside the GPU, each over 1 + low and
+    # 1 + high
     assert (slow_s.mfu, slow_s.prefill_overhead_ms, slow_s.request_latency_ms) == pytest.approx(
-        (0.706 * 0.370 * 0.803, 3.5 / 0.370, 10.67 / 0.370))
+        (0.706 * 0.370, 3.5 / 0.370, 10.67 / 0.370))
     assert (fast_s.mfu, fast_s.prefill_overhead_ms, fast_s.request_latency_ms) == pytest.approx(
-        (0.803, 3.5 / 1.659, 10.67 / 1.659))
+        (1.0, 3.5 / 1.659, 10.67 / 1.659))
     b = band(s, [16.0], None, edges=(fast_s, slow_s))
     lo, mid, hi = (float(x[0]) for x in b.step_ms)
     assert lo < mid < hi

@@ -2,11 +2,13 @@
 (data/matmul_ceilings.toml), as a share of its spec-sheet TFLOP/s, and, where measured, its
 fastest device copy, as a share of its spec-sheet bandwidth (`bandwidth_ceiling`).
 
-A spec sheet's peak TFLOP/s is not reached by any real GEMM: a brute-force search of shapes
-finds the maximum achievable matmul TFLOP/s (MAMF), 51-87 % of the peak on the GPUs the file
-lists. A fitted share of peak TFLOP/s (eff, MFU, attention MFU) above MAMF / spec is not
-physics but a trade against another knob, so `capacity.fit.calibration` keeps those knobs at
-or below it (issue 25's "knobs are not physical"; docs/calibration.md). A GPU the file does not
+A data-centre GPU's peak TFLOP/s is not reached by any real GEMM: a brute-force search of
+shapes finds the maximum achievable matmul TFLOP/s (MAMF), 51-87 % of the peak on those the
+file lists (the GeForce RTX 4090 and 3090 reach theirs, their cards boosting above the
+reference clock: the file holds the spec sheet, 1). A fitted share of peak TFLOP/s (eff, MFU,
+attention MFU) above MAMF / spec is not physics but a trade against another knob, so
+`capacity.fit.calibration` keeps those knobs at or below it (issue 25's "knobs are not
+physical"; docs/calibration.md). A GPU the file does not
 list has no ceiling but the spec sheet (1). The same holds for bandwidth: a decode step reads
 its weights and KV no faster than the device copies memory, so a fitted `eta_bw` or `eta_kv`
 stays at or below the measured copy over the spec sheet where the file has one.
@@ -131,9 +133,11 @@ def _copy_share(key: str, path: str, spec_gb_s: float, folder: str) -> float | N
 
 UNMEASURED_CEILING: Final = 0.803
 """The matmul ceiling the typical basis assumes for a GPU or precision the file does not measure
-(dimensionless share of the spec sheet): the median of the bundled file's bf16 shares (A100
-SXM 0.869 twice, A100 PCIe 0.811, H100 and H200 SXM 0.803, B200 0.776, GB200 0.729, MI300X
-0.511: 0.803); a test recomputes it from the file and the catalog."""
+(dimensionless share of the spec sheet): the median of the bundled file's bf16 shares below the
+spec sheet, the data-centre GPUs' (A100 SXM 0.869 twice, A100 PCIe 0.811, H100 and H200 SXM
+0.803, B200 0.776, GB200 0.729, MI300X 0.511: 0.803; the GeForce RTX 4090 and 3090, at their
+spec sheets because their cards boost above the reference clock, left out); a test recomputes
+it from the file and the catalog."""
 
 
 def typical_ceiling(gpu: Gpu, compute_dtype: str) -> float:
@@ -141,7 +145,7 @@ def typical_ceiling(gpu: Gpu, compute_dtype: str) -> float:
     (dimensionless):
     `matmul_ceiling` where the GPU's fastest GEMM is measured for that precision, else
     `UNMEASURED_CEILING`. Example: H100 SXM bf16 0.803, fp8 0.709; MI300X bf16 0.511; an RTX
-    4090 (not measured) 0.803."""
+    4090 bf16 1 (its GEMMs reach the spec sheet), fp8 (not measured) 0.803."""
     got = matmul_ceiling(gpu, compute_dtype)
     return UNMEASURED_CEILING if got is None else got
 

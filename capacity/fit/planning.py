@@ -298,8 +298,8 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     unqueued TTFT (`TTFT_BAND_KNOBS`): TTFT / (1 + high) .. TTFT / (1 + low) before any
     queueing. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.281 and +0.211): eta_bw 0.9 x 0.719 = 0.647 slow, 0.9 x 1.211 = 1.090 -> 1 fast (the
-    spec sheet); layer overhead 0.0723 / 0.719 = 0.1006 and 0.0723 / 1.211 = 0.0597 ms; with
+    -0.281 and +0.209): eta_bw 0.9 x 0.719 = 0.647 slow, 0.9 x 1.209 = 1.088 -> 1 fast (the
+    spec sheet); layer overhead 0.0723 / 0.719 = 0.1006 and 0.0723 / 1.209 = 0.0598 ms; with
     ttft_error -0.630 and +0.659, MFU 0.706 x 0.370 = 0.261 and 0.706 x 1.659 -> 1 (shares of
     the GPU's matmul ceiling), the request latency 10.67 / 0.370 = 28.8 and 10.67 / 1.659 =
     6.4 ms; without it, MFU over its range, 0.628 and 0.785."""
