@@ -280,7 +280,7 @@ class LoadView:
     (ms, `ServiceModel.pass_prefill_ms`)."""
     schedule_ahead: bool = False
     """The engine schedules one step ahead (`ServiceModel.schedule_ahead`: vLLM since
-    0.14.0): a request that arrives during a step joins the step after the next."""
+    0.14.0, SGLang since 0.4.0): a request that arrives during a step joins the step after the next."""
     state_bytes: float = 0.0
     """What a request holds in the engine's pages beyond the chapter's F2: a hybrid model's
     linear-layer states (`kv.extra_state_bytes`), bytes per GPU."""

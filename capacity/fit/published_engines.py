@@ -50,7 +50,8 @@ def release_of(s: ReferenceSweep) -> tuple[str, str] | None:
 
 def scheduled_as_run(s: ReferenceSweep, scenario: Scenario) -> Scenario:
     """`scenario` scheduled as the release behind sweep `s` scheduled
-    (`forward_pass.scheduled_as_released`: vLLM before 0.14.0 not one step ahead)."""
+    (`forward_pass.scheduled_as_released`: vLLM before 0.14.0 and SGLang before 0.4.0 not one
+    step ahead)."""
     rel = release_of(s)
     if rel is None:
         return scenario

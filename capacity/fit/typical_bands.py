@@ -39,9 +39,10 @@ BAND_QUANTILES: Final = {"step": (0.10, 0.90), "ttft": (0.05, 0.95)}
 band (issue 25's target: it holds 75-85% of held-out rows). The percentiles weight each group
 1 and the target counts rows, so where the groups with many rows are the well-predicted ones a
 band reaches more rows than its percentiles say, and where one group's rows move together
-fewer. The step's 10th and 90th hold 77 of 99 step rows held out (77.8%, `capacity validate`,
-2026-12-06, late night, vLLM's releases from 0.14.0 scheduling one step ahead; 78 of 99 that
-night) since the RTX 4090 runs of Qwen2.5-7B under vLLM 0.25.1 joined (34 step
+fewer. The step's 10th and 90th hold 83 of 99 step rows held out (83.8%, `capacity validate`,
+2026-12-06, the RTX 4090's GEMMs at its spec sheet; 79 once SGLang's releases from 0.4.0
+scheduled one step ahead, 77 once vLLM's from 0.14.0 did, 78 of 99 before) since the RTX
+4090 runs of Qwen2.5-7B under vLLM 0.25.1 joined (34 step
 rows, the BF16 ones 14-53% slower predicted than measured); its 15th and 85th then held 64 of
 99 (64.6%). Before those rows the 15th and 85th held 54 of 65 (83.1%) and the 10th and 90th
 57 of 65 (87.7%: wider than an 80% band, once the 18 well-predicted rows of Qwen3-235B-A22B
@@ -52,7 +53,8 @@ held-out group's rows than its level says; its band was widened to the 5th and 9
 held 37 of 44 (84.1%, 2026-12-05), 45 of 62 once the Qwen3-235B rows joined (72.6%), 51 of 62
 (82.3%) once the published SGLang runs before 0.5.10 paid their prefill passes' launches
 (2026-12-06, evening; `forward_pass.as_released`), 74 of 86 (86.0%) with the RTX 4090
-rows, and 69 of 86 (80.2%) since vLLM's releases from 0.14.0 schedule one step ahead."""
+rows, 69 of 86 (80.2%) since vLLM's releases from 0.14.0 schedule one step ahead, and 72 of 86
+(83.7%) since the RTX 4090's GEMMs run at its spec sheet."""
 
 
 def percentiles(metric: str) -> str:

@@ -154,7 +154,7 @@ class TypicalScorecard:
     SGLang before 0.5.10), for the groups that paid any."""
     not_ahead: tuple[str, ...] = ()
     """The groups of an engine that schedules one step ahead today whose stated release did
-    not (`_run_as`: vLLM before 0.14.0)."""
+    not (`_run_as`: vLLM before 0.14.0, SGLang before 0.4.0)."""
     edges: tuple[tb.EdgeRow, ...] = ()
     """Every TTFT, E2E and throughput row below saturation with its deployment predicted at
     the band's two edges, held out of its group (`typical_bands`)."""
@@ -461,6 +461,7 @@ def _run_as(s: ReferenceSweep, scenario: Scenario) -> Scenario:
     mode"), with the per-layer prefill launches when its stated release graphed decode
     batches only (SGLang before 0.5.10; docs/method.md "Prefill without CUDA graphs"), and
     not scheduled one step ahead when its release waited for each step (vLLM before 0.14.0,
+    SGLang before 0.4.0,
     by its version; docs/method.md "Scheduled one step ahead"), its release as
     `validate.release_of` reads it (a TensorRT-LLM or NIM version is not vLLM's: not
     stated, the current release's defaults)."""
@@ -608,11 +609,11 @@ def markdown(card: TypicalScorecard) -> str:
              "passes' per-layer launches (data/engines.toml's `prefill_eager_layer_ms`, from "
              "sources outside published.csv; docs/method.md, \"Prefill without CUDA graphs\"): "
              + (", ".join(f"{k} ({ms:g} ms a layer)" for k, ms in card.prefill_launches)
-                or "none") + ". vLLM's releases since 0.14.0 schedule one step ahead (a "
-             "request that arrives during a step joins the step after the next; docs/method.md, "
-             "\"Scheduled one step ahead\"), and so does every vLLM-profile group whose "
-             "release is not stated; the groups of earlier releases are predicted without it: "
-             + (", ".join(card.not_ahead) or "none") + ". |predicted / measured "
+                or "none") + ". vLLM's releases since 0.14.0 and SGLang's since 0.4.0 schedule "
+             "one step ahead (a request that arrives during a step joins the step after the "
+             "next; docs/method.md, \"Scheduled one step ahead\"), and so does every group "
+             "of those profiles whose release is not stated; the groups of earlier releases "
+             "are predicted without it: " + (", ".join(card.not_ahead) or "none") + ". |predicted / measured "
              "- 1| below saturation.", "",
              "| metric | rows | before median | before worst | after median | after worst "
              "| target (median) |", "|---|---:|---:|---:|---:|---:|---:|"]

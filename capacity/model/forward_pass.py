@@ -139,7 +139,8 @@ def scheduled_as_released(s: Scenario, profile: EngineProfile, *, version: str,
                           date: str = "") -> Scenario:
     """`s` scheduled as `profile`'s engine at release `version` (or, not stated, on `date`)
     scheduled: not one step ahead where the profile's engine does so today and that release
-    did not (`EngineProfile.schedules_ahead`: vLLM before 0.14.0); otherwise `s`. How the
+    did not (`EngineProfile.schedules_ahead`: vLLM before 0.14.0, SGLang before 0.4.0);
+    otherwise `s`. How the
     engine schedules, not how fast it runs: the spec sheet's predictions of a published run
     take it too (an upper bound on speed under that release's scheduling). Example: 'vLLM
     v0.11.0' under vLLM's profile -> `schedule_ahead` False; 'vLLM 0.25.1' -> `s`."""
@@ -155,8 +156,8 @@ def as_released(s: Scenario, profile: EngineProfile, *, version: str, date: str 
     with them, a release that graphed decode batches only (`EngineProfile.prefill_runs_eager`:
     SGLang before 0.5.10, or a run dated before that default was merged)
     `prefill_eager_scenario`; and a release that waited for each step before scheduling the
-    next (vLLM before 0.14.0) with `schedule_ahead` off (`scheduled_as_released`). Neither
-    stated is not assumed: the current release's defaults.
+    next (vLLM before 0.14.0, SGLang before 0.4.0) with `schedule_ahead` off
+    (`scheduled_as_released`). Neither stated is not assumed: the current release's defaults.
     Example: 'SGLang 0.5.6' under the SGLang profile -> 0.38 ms a layer on every prefill pass;
     'SGLang 0.5.10' or 'not stated' -> unchanged; 'vLLM v0.11.0' under vLLM's -> not
     scheduled ahead."""

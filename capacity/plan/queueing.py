@@ -502,20 +502,20 @@ def analytic_latency(*, rate_per_s: npt.ArrayLike, step: StepModel, prefill_ms: 
     - the GPU time per request (utilisation) counts a' beside its share of the decode steps;
       saturated also where rho' >= 1 (the prompts' chunks outrun the budget).
     - an engine that schedules one step ahead (`ahead` 1 per configuration, vLLM since
-      0.14.0: `EngineProfile.schedules_ahead`) has fixed the next step's batch when a request
-      arrives: one that finds the engine busy (probability 1 - exp(-C), Poisson requests in
-      the system) waits that step, s; where prompts share a step and some arrived during
-      the step before (probability r = 1 - exp(-lambda s'), s' the batched steps' period
-      below), that step carries their chunks, a (`added_ms`), which no longer share the
-      request's own (first come first served they were ahead of it in W' anyway): E[TTFT]
-      gains (1 - exp(-C)) s + b r a
-      (`ChunkCost.batched` b), and the batched quantile runs over each kind with a added (a
-      share r) and without (`mixture_quantile_ms`), the whole quantile then (1 - exp(-C)) s
-      more (the event model: `events.run_trace`; docs/method.md, "Scheduled one step
-      ahead"). With batched prefill (SGLang since 0.4.0) a busy engine has fixed a decode
-      step after each batch, so the prompts that arrived during it wait that step:
-      E[TTFT] and its quantile gain (1 - exp(-C)) s (the prompts that arrived during the
-      period before were ahead of the request either way).
+      0.14.0, SGLang since 0.4.0: `EngineProfile.schedules_ahead`) has fixed the next
+      step's batch when a request arrives: one that finds the engine busy (probability
+      1 - exp(-C), Poisson requests in the system) waits that step, s; where prompts share
+      a step and some arrived during the step before (probability r = 1 - exp(-lambda s'),
+      s' the batched steps' period below), that step carries their chunks, a (`added_ms`),
+      which no longer share the request's own (first come first served they were ahead of
+      it in W' anyway): E[TTFT] gains (1 - exp(-C)) s + b r a (`ChunkCost.batched` b),
+      and the batched quantile runs over each kind with a added (a share r) and without
+      (`mixture_quantile_ms`), the whole quantile then (1 - exp(-C)) s more (the event
+      model: `events.run_trace`; docs/method.md, "Scheduled one step ahead"). With batched
+      prefill (SGLang) a busy engine has fixed a decode step after each batch, so the
+      prompts that arrived during it wait that step: E[TTFT] and its quantile gain
+      (1 - exp(-C)) s (the prompts that arrived during the period before were ahead of the
+      request either way).
     Where the steps are compute-bound extra(x) = x, a = a' = t, and this is the earlier
     closed form (a step = the decode step + the chunk's prefill). Against the event model
     with vLLM's budget (Llama-3.1-70B on 4 H100s with 64-token prompts, Qwen3-14B on an A100
