@@ -109,9 +109,17 @@ def test_the_step_knobs_span_the_error_band_by_hand() -> None:
     # the prefill's knobs keep the engine's ranges
     assert (slow["mfu"], fast["mfu"]) == (0.4, 0.6)
     assert (slow["prefill_overhead_ms"], fast["prefill_overhead_ms"]) == (0.6, 0.4)
+    # 0.8 x 1.25 is the spec sheet itself, not past it: the weights read as the chapter does
+    assert not slow["embedding_lookup"] and not fast["embedding_lookup"]
+    # 0.9 x 1.25 = 1.125 stops at 1: past the spec sheet's bandwidth a step is faster only by
+    # reading less, so that fast edge leaves an untied input embedding table unread
+    slow9, fast9 = typical_knob_edges(typ, {**planned, "eta_bw": 0.9})
+    assert fast9["eta_bw"] == 1.0 and fast9["embedding_lookup"]
+    assert not slow9["embedding_lookup"]
     # a band wholly on the slow side still holds the prediction: the fast edge is the plan
     typ2 = parse_engines(_engine("[x.step_error]\nlow = -0.5\nhigh = -0.1\n"))["x"]
     _, fast2 = typical_knob_edges(typ2, planned)
+    assert not typical_knob_edges(typ2, {**planned, "eta_bw": 0.95})[1]["embedding_lookup"]
     assert {k: fast2[k] for k in STEP_BAND_KNOBS if k in planned} == pytest.approx(
         {k: planned[k] for k in STEP_BAND_KNOBS if k in planned})
 
@@ -247,16 +255,14 @@ def test_the_shipped_band_is_the_scorecards_and_holds_about_80_percent() -> None
     # late night) step 77 of 99, TTFT 69 of 86 (80.2%), E2E 35 of 42, throughput 44 of 65;
     # since SGLang's from 0.4.0 do too (2026-12-06) step 79 of 99, the others as before; since
     # the RTX 4090's GEMMs run at its spec sheet (that day) step 83, TTFT 72 of 86, throughput
-    # 45 of 65 (69.2%).
-    # Pinned where it misses, so a change that moves it is seen
+    # 45 of 65 (69.2%); since the fast edge, where eta_bw reaches the spec sheet, leaves an
+    # untied input embedding table unread (that day; `Scenario.embedding_lookup`) throughput
+    # 50 of 65 (76.9%), the others as before
     assert typical_efficiency("vllm").ttft_error == pytest.approx(
         tb.error_band(card.rows, "ttft"), abs=5e-4)
     assert typical_efficiency("sglang").ttft_error == typical_efficiency("vllm").ttft_error
     for c in tb.coverage(card):
         assert c.rows >= 20, c
-        if c.metric == "throughput":
-            assert (c.inside, c.rows) == (45, 65), c
-            continue
         assert 0.75 * c.rows - 1 <= c.inside <= 0.85 * c.rows + 1, c
 
 

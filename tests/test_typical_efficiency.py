@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
+import numpy as np
 import pytest
 
 from capacity.catalog.loader import Catalog
@@ -37,6 +38,7 @@ from capacity.model.scenario import evaluate, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.options import PlanInputs, Slo
 from capacity.plan.search import plan
+from capacity.plan.units import replica_units
 from capacity.report.planner_url import planner_decode, planner_state, planner_url
 from capacity.report.quote import quote_markdown
 
@@ -230,6 +232,11 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
     assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((0.9 * 0.719,
                                                                        0.0723 / 0.719))
     assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((1.0, 0.0723 / 1.209))
+    # eta_bw's fast edge reaches the spec sheet, so that edge reads the weights as engines do
+    # (an untied input embedding table a lookup) on both surfaces, the middle and the slow edge
+    # as the chapter does
+    assert fast_s.embedding_lookup and fast_in.embedding_lookup
+    assert not (s.embedding_lookup or slow_s.embedding_lookup or slow_in.embedding_lookup)
     # the RTX 4090's bf16 GEMMs reach its spec sheet (its matmul ceiling 1: 0.706 of it, 0.706
     # of the spec sheet); 3.5 ms a prefill and 10.67 ms outside the GPU, each over 1 + low and
     # 1 + high
@@ -321,3 +328,33 @@ def test_the_band_reads_the_same_on_the_cli_the_quote_and_the_planner(
     at.run()
     assert not at.exception
     assert f"GPUs within the uncertainty band: {text}" in [c.value for c in at.caption]
+
+
+def test_the_planner_and_the_explorer_read_the_fast_edge_alike(catalog: Catalog) -> None:
+    # Qwen2.5-7B BF16 on one RTX 4090, typical vLLM: its input embedding table is apart from
+    # its output head (152,064 x 3,584 x 2 bytes = 1.090 GB, 7.2% of W). The Planner's fast
+    # edge (band_edges -> plan_step, the step its GPU counts rest on) and the Explorer's
+    # (typical_band_scenarios -> evaluate) both leave it unread: one step, two surfaces
+    wl = Workload(peak_concurrency=16, context_tokens=1024, output_tokens=256)
+    inp = with_typical(PlanInputs(model="qwen2.5-7b", formats=("bf16",), workload=wl,
+                                  gpus=("rtx-4090",), max_gpus=1, kv_dtypes=("fp16",)),
+                       typical_efficiency("vllm"))
+    _, fast_in = band_edges(inp, None)
+    _, _, u = replica_units(fast_in, catalog)
+    s = scenario_with_basis(make_scenario("qwen2.5-7b", "rtx-4090", catalog=catalog,
+                                          weights="bf16", context_tokens=1024), "typical:vllm")
+    fast_s, _ = typical_band_scenarios(s, "vllm")
+    explorer = float(evaluate(fast_s, [16.0]).decode.step_ms[0])
+    assert u.formats == ["bf16"] and int(u.tp[0]) == 1
+    planner = u.step.select(np.asarray([0], dtype=np.int64)).step_ms(np.asarray([16.0]))
+    assert float(np.ravel(planner)[0]) == pytest.approx(explorer, rel=1e-9)
+    # by hand, on the roofs' max (F4c's smooth corner off): 16 sequences are bandwidth-bound,
+    # so the edge's step is shorter by the table's read at the spec sheet's 1,008 GB/s
+    at_max = fast_s.with_(ridge_sharpness=0.0)
+    lookup, whole = (float(evaluate(at_max.with_(embedding_lookup=e), [16.0]).decode.step_ms[0])
+                     for e in (True, False))
+    assert whole - lookup == pytest.approx(152_064 * 3_584 * 2 / 1008e9 * 1e3, rel=1e-9)
+    # still no faster than the spec-sheet bound (which leaves the table unread at every peak)
+    # and faster than the prediction, which reads it as the chapter does
+    bound = float(evaluate(scenario_with_basis(s, "spec"), [16.0]).decode.step_ms[0])
+    assert bound < explorer < float(evaluate(s, [16.0]).decode.step_ms[0])

@@ -270,7 +270,8 @@ class StepModel:
                   batch1_factor: float = 1.0, batched_overhead_ms: float = 0.0,
                   ridge_sharpness: float = 0.0, cuda_graph_max_tokens: float = 0.0,
                   gemm_tile_tokens: float = 0.0,
-                  lookup_weight_share: FloatArray | float) -> StepModel:
+                  lookup_weight_share: FloatArray | float,
+                  embedding_lookup: bool = False) -> StepModel:
         """The step of `model`: active parameters and MoE routing taken from the catalog; the
         attention FLOPs per sequence from its layers at `context_tokens` (none when None).
 
@@ -279,11 +280,13 @@ class StepModel:
         its parameters leave the GEMM FLOPs and `lookup_weight_share`, its share of W's bytes
         (`ModelVariant.lookup_weight_share`: the table at the format's embedding bits; the
         caller's variant, one value per configuration in a grid), leaves the weight bytes.
-        The chapter's method keeps all of P and W (F4 as written)."""
+        The chapter's method keeps all of P and W (F4 as written), but for `embedding_lookup`:
+        the typical band's fast edge, where the bandwidth reaches the spec sheet and a step is
+        faster only by reading less (`capacity.fit.planning.typical_knob_edges`)."""
         moe = model.moe
         attn = (0.0 if context_tokens is None
                 else attention_flops_per_token(model, context_tokens))
-        engines = counts_as_engines(method)
+        engines = embedding_lookup or counts_as_engines(method)
         lookup = model.lookup_params_b if engines else 0.0
         return cls(weights_bytes=weights_bytes, kv_request_bytes=kv_request_bytes,
                    bandwidth_gb_s=bandwidth_gb_s, tflops=tflops,

@@ -180,6 +180,11 @@ class Scenario:
     gemm_tile_tokens: float = 0.0
     """F4d: the GEMM tile's rows, tokens; the decode GEMMs' rows round up to whole tiles.
     0 or 1: none."""
+    embedding_lookup: bool = False
+    """Whether the chapter's F4 counts an untied input embedding table as the lookup engines
+    run (one row per sequence, neither read whole nor multiplied), as the operator method and
+    the spec-sheet bound always do: True only at the fast edge of a typical basis' band, where
+    eta_bw reaches the spec sheet (`capacity.fit.planning.typical_knob_edges`)."""
 
     @property
     def model(self) -> Model:
@@ -473,7 +478,7 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
         batch1_factor=s.batch1_factor, batched_overhead_ms=s.batched_overhead_ms,
         ridge_sharpness=s.ridge_sharpness, cuda_graph_max_tokens=s.cuda_graph_max_tokens,
         gemm_tile_tokens=s.gemm_tile_tokens,
-        lookup_weight_share=s.variant.lookup_weight_share)
+        lookup_weight_share=s.variant.lookup_weight_share, embedding_lookup=s.embedding_lookup)
     d = s.draft
     if d is None:
         return step

@@ -179,6 +179,9 @@ class PlanInputs:
     """F4d: largest captured CUDA graph, tokens (`Scenario.cuda_graph_max_tokens`; 0: none)."""
     gemm_tile_tokens: float = 0.0
     """F4d: GEMM tile rows, tokens (`Scenario.gemm_tile_tokens`; 0 or 1: none)."""
+    embedding_lookup: bool = False
+    """F4 counts an untied input embedding table as a lookup (`Scenario.embedding_lookup`):
+    True only at the fast edge of a typical basis' band."""
     growth_per_month: float = 0.0
     """Traffic growth per month (0.1 = +10 % a month, compounding); see `runs_out_month`."""
     spare: bool = False

@@ -308,7 +308,7 @@ def plan_step(inp: PlanInputs, model: Model, a: dict[str, FloatArray],
         batch1_factor=inp.batch1_factor, batched_overhead_ms=inp.batched_overhead_ms,
         ridge_sharpness=inp.ridge_sharpness,
         cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens,
-        lookup_weight_share=a["lk"])
+        lookup_weight_share=a["lk"], embedding_lookup=inp.embedding_lookup)
 
 
 def _prefill_ms(inp: PlanInputs, model: Model, g: Gpu, tp: int, v: ModelVariant,
