@@ -24,7 +24,7 @@ import streamlit as st
 from capacity.catalog.loader import Catalog
 from capacity.errors import CapacityError
 from capacity.fit.calibration_store import saved_calibrations
-from capacity.fit.planning import engines as typical_engines
+from capacity.fit.typical import engines as typical_engines
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.cost import convert
 from capacity.model.scenario import valid_tp_sizes

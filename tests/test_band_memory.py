@@ -15,10 +15,10 @@ from capacity.fit.planning import (
     gpu_band,
     scenario_with_basis,
     typical_band_scenarios,
-    typical_efficiency,
     with_calibration,
     with_typical,
 )
+from capacity.fit.typical import typical_efficiency
 from capacity.fit.uncertainty import overhead_gb_edges, typical_edges
 from capacity.model.scenario import make_scenario
 from capacity.model.workload import Workload

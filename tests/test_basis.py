@@ -10,13 +10,8 @@ import pytest
 from capacity.catalog.loader import default_catalog
 from capacity.errors import InputError
 from capacity.fit.calibration_store import check_name, saved_calibrations
-from capacity.fit.planning import (
-    check_basis,
-    engines,
-    scenario_with_basis,
-    with_basis,
-    with_spec_sheet,
-)
+from capacity.fit.planning import check_basis, scenario_with_basis, with_basis, with_spec_sheet
+from capacity.fit.typical import engines
 from capacity.model.basis import CHAPTER_KNOBS, SPEC_KNOBS, BasisKind, kind_of_knobs, knobs_of
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import evaluate, make_scenario, valid_tp_sizes

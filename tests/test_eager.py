@@ -11,7 +11,8 @@ import pytest
 from capacity.catalog.engines import engine_profile
 from capacity.cli.main import main
 from capacity.errors import InputError
-from capacity.fit.planning import typical_efficiency, typical_knobs_on
+from capacity.fit.planning import typical_knobs_on
+from capacity.fit.typical import typical_efficiency
 from capacity.model.forward_pass import eager_pass_ms, eager_scenario
 from capacity.model.scenario import Scenario, evaluate, make_scenario
 from capacity.plan.events import service_from_scenario

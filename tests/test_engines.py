@@ -15,7 +15,7 @@ from capacity.catalog.engines import (
     parse_profiles,
 )
 from capacity.errors import CatalogError, InputError
-from capacity.fit.planning import engines as typical_engines
+from capacity.fit.typical import engines as typical_engines
 from capacity.model.roofline import mixed_step_time_ms
 from capacity.model.scenario import decode_model, evaluate, make_scenario
 from capacity.plan.events import service_from_scenario, simulate

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from capacity.catalog.loader import Catalog
-from capacity.fit.planning import scenario_with_basis, typical_efficiency, with_typical
+from capacity.fit.planning import scenario_with_basis, with_typical
+from capacity.fit.typical import typical_efficiency
 from capacity.model.basis import CHAPTER_KNOBS, SPEC_KNOBS
 from capacity.model.prefill import fixed_prefill_ms
 from capacity.model.prefix import cached_prefill_s

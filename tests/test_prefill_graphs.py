@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from capacity.catalog.engines import engine_profile, version_tuple
-from capacity.fit.planning import scenario_with_basis, typical_efficiency, typical_knobs_on
+from capacity.fit.planning import scenario_with_basis, typical_knobs_on
+from capacity.fit.typical import typical_efficiency
 from capacity.model.forward_pass import as_released, eager_scenario, prefill_eager_scenario
 from capacity.model.prefill import fixed_prefill_ms
 from capacity.model.scenario import Scenario, evaluate, make_scenario

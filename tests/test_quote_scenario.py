@@ -255,7 +255,8 @@ def test_the_chinese_planner_page_matches_the_chinese_quote(catalog: Catalog) ->
 # ---- the same scenario on the typical-vLLM basis (`--typical vllm`, data/engines.toml) ------
 
 def typical_plan(model: str, catalog: Catalog) -> Plan:
-    from capacity.fit.planning import typical_efficiency, with_typical
+    from capacity.fit.planning import with_typical
+    from capacity.fit.typical import typical_efficiency
 
     return plan(with_typical(scenario_inputs(model), typical_efficiency("vllm")), catalog)
 
@@ -267,7 +268,7 @@ def test_the_typical_basis_opens_in_the_explorer_with_its_knobs(model: str,
     sheet's: the capacity table (the quote's Explorer view) and the Explorer agree, and the
     option lands without a failing verdict."""
     from capacity.catalog.matmul import typical_mfu
-    from capacity.fit.planning import typical_efficiency
+    from capacity.fit.typical import typical_efficiency
 
     p = typical_plan(model, catalog)
     best = p.best

@@ -17,7 +17,8 @@ import pytest
 from capacity.catalog.loader import Catalog
 from capacity.fit import typical_latency as tl
 from capacity.fit import validate_typical as vt
-from capacity.fit.planning import engines, scenario_with_basis, typical_efficiency, with_typical
+from capacity.fit.planning import scenario_with_basis, with_typical
+from capacity.fit.typical import engines, typical_efficiency
 from capacity.model.prefix import prefix_capacity_table, prefix_effect
 from capacity.model.scenario import Scenario, evaluate, make_scenario
 from capacity.model.workload import Workload

@@ -10,7 +10,8 @@ import pytest
 
 from capacity.catalog.loader import Catalog
 from capacity.errors import CatalogError, InputError
-from capacity.fit.planning import parse_engines, ridge_edges
+from capacity.fit.planning import ridge_edges
+from capacity.fit.typical import parse_engines
 from capacity.model.basis import CHAPTER_KNOBS, SPEC_KNOBS, BasisKind, kind_of_knobs, knobs_of
 from capacity.model.padding import (
     cuda_graph_largest,

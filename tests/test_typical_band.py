@@ -14,12 +14,11 @@ from capacity.fit import typical_bands as tb
 from capacity.fit import validate_typical as vt
 from capacity.fit.planning import (
     STEP_BAND_KNOBS,
-    parse_engines,
     scenario_with_basis,
     typical_band_scenarios,
-    typical_efficiency,
     typical_knob_edges,
 )
+from capacity.fit.typical import parse_engines, typical_efficiency
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.stats import weighted_quantile
 from tests.shipped import shipped

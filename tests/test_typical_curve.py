@@ -18,12 +18,8 @@ from capacity.catalog.matmul import (
     typical_mfu,
 )
 from capacity.fit import validate_typical as vt
-from capacity.fit.planning import (
-    parse_engines,
-    scenario_with_basis,
-    typical_efficiency,
-    with_basis,
-)
+from capacity.fit.planning import scenario_with_basis, with_basis
+from capacity.fit.typical import parse_engines, typical_efficiency
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.detail import option_scenario

@@ -21,18 +21,16 @@ from capacity.fit.calibration import fit
 from capacity.fit.calibration_store import load
 from capacity.fit.measured import run_scenario
 from capacity.fit.planning import (
-    TYPICAL_KNOBS,
     band_edges,
     gpu_band,
-    parse_engines,
     scenario_with_basis,
     typical_band_scenarios,
-    typical_efficiency,
     with_calibration,
     with_spec_sheet,
     with_typical,
 )
 from capacity.fit.reference import load_reference
+from capacity.fit.typical import TYPICAL_KNOBS, parse_engines, typical_efficiency
 from capacity.fit.uncertainty import TYPICAL_RANGES, band
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.model.workload import Workload

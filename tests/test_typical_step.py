@@ -15,7 +15,7 @@ import pytest
 from capacity.catalog.loader import default_catalog
 from capacity.fit import validate as v
 from capacity.fit import validate_typical as vt
-from capacity.fit.planning import typical_efficiency
+from capacity.fit.typical import typical_efficiency
 from capacity.model.basis import CHAPTER_KNOBS
 from capacity.model.scenario import make_scenario
 from tests.shipped import shipped
@@ -209,7 +209,8 @@ def test_vllm_decode_arithmetic_runs_at_the_prefill_plateau() -> None:
     decode combines its weight read and arithmetic at F6c's sharpness, 2.5 (F4c's ridge), the
     curve the same GEMMs follow in a prefill pass."""
     from capacity.catalog.matmul import UNMEASURED_CEILING
-    from capacity.fit.planning import CEILING_SHARES, scenario_with_basis
+    from capacity.fit.planning import scenario_with_basis
+    from capacity.fit.typical import CEILING_SHARES
     from capacity.model.prefill import MFU_CURVE_SHARPNESS
     from capacity.model.scenario import make_scenario
 

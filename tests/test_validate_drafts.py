@@ -162,7 +162,7 @@ def test_committed_section_is_current(card: vd.DraftScorecard) -> None:
 def test_engines_draft_overheads_are_the_fits_of_the_published_sweeps() -> None:
     """data/engines.toml's typical draft and verify overheads are the mean of the per-sweep
     fits (`fit_overheads`), its range their extremes: the derivation its header states."""
-    from capacity.fit.planning import engines
+    from capacity.fit.typical import engines
     from capacity.fit.validate_drafts import fit_overheads, label, skip_reason
 
     cat = default_catalog()

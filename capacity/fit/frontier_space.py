@@ -17,8 +17,8 @@ from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, Gpu, default_catalog
 from capacity.catalog.offers import OFFER_KINDS
 from capacity.errors import InputError
-from capacity.fit.planning import engines as typical_engines
 from capacity.fit.planning import with_basis
+from capacity.fit.typical import engines as typical_engines
 from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
 from capacity.model.workload import Workload, single_requests
 from capacity.plan.options import DEFAULT_KV_DTYPES, MAX_GPUS, PlanInputs, Slo

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
-from capacity.fit.planning import TypicalEfficiency
+from capacity.fit.typical import TypicalEfficiency
 from capacity.fit.typical_latency import Row
 from capacity.stats import weighted_quantile
 

@@ -33,7 +33,8 @@ from capacity.catalog.loader import Catalog, ModelVariant, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.calibration import Calibration, apply
 from capacity.fit.calibration_store import load, saved_calibrations
-from capacity.fit.planning import engines, scenario_with_basis
+from capacity.fit.planning import scenario_with_basis
+from capacity.fit.typical import engines
 from capacity.fit.validate import Spread, engine_family, relative_error
 from capacity.fit.validate_report import END as SCORECARD_END
 from capacity.fit.validate_report import between_markers, jsonable, write_between_markers

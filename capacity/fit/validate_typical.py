@@ -72,15 +72,9 @@ from capacity.fit import typical_bands as tb
 from capacity.fit import typical_latency as tl
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
-from capacity.fit.planning import (
-    TYPICAL_KNOBS,
-    TypicalEfficiency,
-    engines,
-    typical_efficiency,
-    typical_knob_edges,
-    typical_knobs_on,
-)
+from capacity.fit.planning import typical_knob_edges, typical_knobs_on
 from capacity.fit.reference import ReferenceSweep, load_reference
+from capacity.fit.typical import TYPICAL_KNOBS, TypicalEfficiency, engines, typical_efficiency
 from capacity.fit.uncertainty import TYPICAL_RANGES
 from capacity.fit.validate_report import between_markers, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS

@@ -59,7 +59,7 @@ def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
     if kind == BasisKind.CALIBRATED:
         return t("basis_cal", lang, name=name)
     if kind == BasisKind.TYPICAL:
-        from capacity.fit.planning import typical_efficiency
+        from capacity.fit.typical import typical_efficiency
 
         return t("basis_typical", lang, engine=typical_efficiency(name).name)
     return t("basis_" + kind.value, lang)
