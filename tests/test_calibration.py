@@ -73,8 +73,10 @@ def test_recovers_known_knobs_from_noisy_points(model: str, gpu: str,
 def test_says_when_the_data_cannot_see_compute() -> None:
     base = make_scenario("llama-3.1-8b-bf16", "h100-sxm")
     cal = fit(synth(base, TRUTH, [(c, 256, 128) for c in (1, 8, 32)], 0.01, 1), base)
-    assert cal.eff == pytest.approx(0.5, rel=0.1)  # the prior, not a made-up fit
-    assert any("compute never binds" in n for n in cal.notes)
+    # the prior, not a made-up fit: the typical basis' GEMM plateau on an H100 in BF16,
+    # 0.706 of its measured matmul ceiling, 0.803 of the spec sheet: 0.567
+    assert cal.eff == pytest.approx(0.706 * 0.803, rel=0.1)
+    assert any("compute never binds" in n and "kept near 0.567" in n for n in cal.notes)
 
 
 def test_spec_sheet_is_far_and_fit_is_close_on_synthetic_data() -> None:

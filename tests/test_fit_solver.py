@@ -208,6 +208,40 @@ def test_prior_residuals_by_hand() -> None:
     assert cp._prior_residuals(("eta_kv",), np.array([0.8 * e]), 10.0) == pytest.approx([0.02])
 
 
+def test_a_problems_own_prior_centre_by_hand() -> None:
+    """`with_priors` moves a knob's prior centre (eff at 0.706 instead of `PRIORS`' 0.5): at eff
+    0.706 e the term is 0.02 x log(e) / 1 = 0.02, at 0.706 nothing; the other knobs keep
+    theirs; a centre for a knob the problem does not fit is dropped; and the fit's memory
+    tells two problems apart by their centres."""
+    e = float(np.e)
+    moved = cp.with_priors(cp.DECODE_PROBLEM, {"eff": 0.706, "mfu": 0.9})
+    assert moved.priors == (("eff", 0.706),)
+    names = moved.names   # eta_bw, step_overhead_ms, eff
+    at = np.array([0.8, 0.0, 0.706 * e])
+    assert cp._prior_residuals(names, at, 10.0, moved.priors) == pytest.approx([0.0, 0.0, 0.02])
+    assert cp._prior_residuals(names, at, 10.0) == pytest.approx(
+        [0.0, 0.0, 0.02 * (1.0 + np.log(0.706 / 0.5))])
+    assert cp.with_priors(cp.PREFILL_PROBLEM, {"eff": 0.706}) is cp.PREFILL_PROBLEM
+    basis, measured = _basis(4), np.full(4, 2.0)
+    assert cp._fit_key(moved, basis, measured) != cp._fit_key(cp.DECODE_PROBLEM, basis, measured)
+
+
+def test_the_eff_prior_is_the_typical_plateau_on_the_device() -> None:
+    """A fit's eff prior is the typical basis' GEMM plateau (0.706 of the measured matmul
+    ceiling) on the GPU in the weights' GEMM precision: an RTX 4090 in BF16 reaches its spec
+    sheet (0.706), an H100 0.803 of it (0.567), an A100 0.869 (0.614), an H100 in FP8 0.709
+    (0.501); the Qwen3.5-9B AWQ worked example's GEMMs run in BF16 on the RTX 4090 (0.706)."""
+    from capacity.fit.ceilings import typical_eff
+    from capacity.model.scenario import make_scenario
+    for model, gpu, weights, want in (("qwen2.5-7b", "rtx-4090", "bf16", 0.706),
+                                      ("llama-3.1-8b", "h100-sxm", "bf16", 0.706 * 0.803),
+                                      ("llama-3.1-8b", "a100-80gb-sxm", "bf16", 0.706 * 0.869),
+                                      ("llama-3.1-8b", "h100-sxm", "fp8", 0.706 * 0.709)):
+        s = make_scenario(model, gpu, weights=weights)
+        assert typical_eff(s) == pytest.approx(want, rel=2e-3), (model, gpu, weights)
+    assert typical_eff(make_scenario("qwen3.5-9b-awq", "rtx-4090")) == pytest.approx(0.706)
+
+
 def test_the_memory_is_safe_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """The app's sessions fit in threads of one process: eight threads asking for twelve fits
     a thousand times each through a memory of two (look-ups racing other threads' evictions;

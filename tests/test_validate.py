@@ -616,20 +616,20 @@ def test_the_tpot_band_carries_the_stalls_at_its_slow_edge() -> None:
 @pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_a_fit_of_the_lower_levels_predicts_up_to_twice_its_largest(card: Scorecard) -> None:
     # issue 25's target: fit on a sweep, predict up to 2x its largest batch within 5% median,
-    # 15% worst (operator step; the shipped sweeps give 6 such levels: 1.4% median). The worst
-    # is missed since the RTX 4090 Qwen2.5-7B runs (2026-12-06, night): BF16 at 128 clients,
-    # fitted on 8-64, is predicted 42.85 ms against a median TPOT of 34.69 (+23.5%; its mean
-    # TPOT, 42.91, lies within 0.2%). Pinned where it misses; every other level within 15%
+    # 15% worst (operator step; the shipped sweeps give 6 such levels). Missed from the RTX 4090
+    # Qwen2.5-7B runs (2026-12-06, night) until a fit's eff, where compute binds at none of its
+    # points, sat at a prior of 0.5 of the spec sheet: BF16 at 128 clients, fitted on 8-64, was
+    # predicted 42.85 ms against a median ITL of 34.69 (+23.5%). Its prior is the typical
+    # basis' GEMM plateau on the GPU since (0.706 of the RTX 4090's, `typical_eff`): 36.45 ms,
+    # +5.1%, and the six levels 1.7% median
     assert card.extrapolated
     for w in card.extrapolated:
         fitted = [x.concurrency for x in card.within if x.group == w.group]
         top = max(fitted)
         assert max(c for c in fitted if c <= top / 2) < w.concurrency <= top
     op = card.extrapolated_error("operator")
-    assert op.n >= 2 and op.median <= 0.05 and op.high == pytest.approx(0.235, abs=0.005)
-    worst = [w for w in card.extrapolated if w.group.startswith("qwen2.5-7b-bf16")]
-    assert [w.concurrency for w in worst] == [128.0]
-    for w in card.extrapolated:
-        if w not in worst:
-            assert abs(w.held_out_ms[1] / w.measured_ms - 1) <= 0.15, w
+    assert op.n >= 2 and op.median <= 0.05 and op.high <= 0.15
+    worst = next(w for w in card.extrapolated if w.group.startswith("qwen2.5-7b-bf16"))
+    assert worst.concurrency == 128.0
+    assert worst.held_out_ms[1] == pytest.approx(36.45, rel=0.01)
     assert "### Fitted on the lower levels, predicted up to twice the largest" in markdown(card)

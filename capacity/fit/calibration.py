@@ -11,7 +11,8 @@ Memory: `overhead_gb` from a measured maximum concurrency (or OOM point) through
 
 The fit is robust least squares (`scipy.optimize.least_squares`, loss `soft_l1`, bounds) on
 relative residuals (predicted / measured - 1), with a weak prior toward typical values
-(`PRIORS`: eta_bw 0.8, eff 0.5, MFU 0.4, zero overheads and floor; eta_kv and MFU_attn toward
+(`PRIORS`: eta_bw 0.8, MFU 0.4, zero overheads and floor; eff at the typical basis' GEMM
+plateau on the GPU, `ceilings.typical_eff`; eta_kv and MFU_attn toward
 the fitted eta_bw and MFU) so that knobs the data cannot tell apart stay sensible, and
 `identifiability` says which knobs the data pinned down: with one context length, bandwidth
 efficiency and per-step overhead trade off against each other, and with one prompt length MFU
@@ -60,7 +61,6 @@ from capacity.fit.calibration_problem import (
     OPERATOR_PROBLEM,
     PINNED_RATIO,
     PREFILL_PROBLEM,
-    PRIORS,
     Posterior,
     decode_basis,
     held_out_predictions,
@@ -69,6 +69,7 @@ from capacity.fit.calibration_problem import (
     solve,
     spec_value,
     with_ceiling,
+    with_priors,
 )
 from capacity.fit.calibration_ridge import RIDGE_CHAPTER_NOTE, fit_ridge, fold_ridge
 from capacity.fit.ceilings import (
@@ -76,6 +77,7 @@ from capacity.fit.ceilings import (
     ceiling_notes,
     fit_bandwidth_ceiling,
     fit_ceiling,
+    typical_eff,
 )
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.roofline import StepMethod
@@ -386,9 +388,10 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
                           n=k))
     ceiling = fit_ceiling([s for s, _ in sets])
     copy_ceiling = fit_bandwidth_ceiling([s for s, _ in sets])
+    eff_prior = typical_eff(base)
     for kind, per_set, bare in ((PointKind.TPOT, dec_sets, decode_problem),
                                 (PointKind.TTFT, pre_sets, PREFILL_PROBLEM)):
-        problem = with_ceiling(bare, ceiling, copy_ceiling)
+        problem = with_priors(with_ceiling(bare, ceiling, copy_ceiling), {"eff": eff_prior})
         tagged = [(i, s, p) for i, (s, pts) in enumerate(per_set) for p in pts]
         if not tagged:
             notes.append(Note(f"no {kind.upper()} points: {', '.join(problem.names)} not fitted",
@@ -486,9 +489,10 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
             gemm_bound = _compute_binds(basis, x, method)
             if not np.any(gemm_bound):
                 notes.append(Note(f"compute never binds at the measured points: eff is not "
-                                  f"determined by them (kept near {PRIORS['eff']:g}); measure "
-                                  "at higher concurrency or shorter context to fit it",
-                                  code="eff_undetermined", eff=PRIORS["eff"]))
+                                  f"determined by them (kept near {eff_prior:.3g}, the typical "
+                                  "basis' on this GPU); measure at higher concurrency or "
+                                  "shorter context to fit it",
+                                  code="eff_undetermined", eff=round(eff_prior, 3)))
         for j, (i, _, p) in enumerate(tagged):
             fit_points.append(FitPoint(
                 kind=kind, concurrency=p.concurrency,

@@ -53,7 +53,10 @@ PRIORS: dict[str, float] = {"eta_bw": 0.8, "step_overhead_ms": 0.0, "eff": 0.5, 
                             "prefill_overhead_ms": 0.0, "eta_kv": 0.8, "attn_sat_batch": 0.0,
                             "seq_overhead_ms": 0.0, "attn_mfu": 0.4, "batch1_factor": 1.0,
                             "batched_overhead_ms": 0.0}
-"""Where the weak pull goes when the data cannot decide (fractions: in log space). eta_kv and
+"""Where the weak pull goes when the data cannot decide (fractions: in log space); a fit
+centres eff at the typical basis' GEMM plateau on its GPU instead (`Problem.priors`,
+`capacity.fit.ceilings.typical_eff`; 0.5 here is the centre of a problem built without one,
+e.g. `measurement_plan`'s ranking). eta_kv and
 attn_mfu are pulled toward the fitted eta_bw and MFU instead (`PRIOR_TIED`): without data
 that separate them, KV reads run at the weights' efficiency and attention at the GEMMs'."""
 PRIOR_TIED: dict[str, str] = {"eta_kv": "eta_bw", "attn_mfu": "mfu"}
@@ -199,6 +202,9 @@ class Problem:
     takes_stacks: bool = False
     """Whether `model` also takes a stack of knob vectors (k, knobs) and returns (k, points)
     (`knob_columns`): then `solve` runs each Jacobian's trials in one call of it."""
+    priors: tuple[tuple[str, float], ...] = ()
+    """Prior centres in place of `PRIORS`' for some knobs (`with_priors`: eff at the typical
+    basis' decode GEMM share of the device, `capacity.fit.ceilings.typical_eff`)."""
 
     def bounds(self) -> tuple[FloatArray, FloatArray]:
         """(low, high) of each knob in `names`: `BOUNDS`, high lowered to `upper` where given."""
@@ -243,6 +249,13 @@ def with_ceiling(problem: Problem, ceiling: float | None,
     return replace(problem, upper=upper)
 
 
+def with_priors(problem: Problem, centres: Mapping[str, float]) -> Problem:
+    """`problem` with the prior of each of its knobs in `centres` centred there instead of at
+    `PRIORS` (the others, and every knob it does not fit, as before)."""
+    own = tuple((n, float(centres[n])) for n in problem.names if n in centres)
+    return replace(problem, priors=own) if own else problem
+
+
 DECODE_PROBLEM = Problem(DECODE_KNOBS, decode_step_ms,
                          ((0.8, 0.0, 0.5), (0.6, 1.0, 0.1), (0.9, 0.5, 1.0), (0.5, 3.0, 0.03)),
                          takes_stacks=True)
@@ -285,15 +298,18 @@ def _prior_sd(name: str, scale_ms: float) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def _prior_layout(names: tuple[str, ...], scale_ms: float
+def _prior_layout(names: tuple[str, ...], scale_ms: float,
+                  priors: tuple[tuple[str, float], ...] = ()
                   ) -> tuple[FloatArray, npt.NDArray[np.intp], BoolArray, npt.NDArray[np.intp],
                              FloatArray]:
-    """The prior of the knobs `names` as arrays: each knob's centre (`PRIORS`); each knob's
+    """The prior of the knobs `names` as arrays: each knob's centre (`PRIORS`, or `priors`
+    where it names the knob: `Problem.priors`); each knob's
     partner (its own index, or for a tied knob whose partner is fitted too, the partner's:
     `PRIOR_TIED`, the centre is the partner's value) and which knobs are so tied; the indices
     of the knobs that work in log; and each width (`_prior_sd`)."""
     at = {n: i for i, n in enumerate(names)}
-    centre = np.array([PRIORS[n] for n in names], dtype=np.float64)
+    own = dict(priors)
+    centre = np.array([own.get(n, PRIORS[n]) for n in names], dtype=np.float64)
     partner = np.array([at.get(PRIOR_TIED.get(n, ""), i) for i, n in enumerate(names)],
                        dtype=np.intp)
     tied = partner != np.arange(len(names))
@@ -304,12 +320,14 @@ def _prior_layout(names: tuple[str, ...], scale_ms: float
     return centre, partner, tied, logs, sd
 
 
-def _prior_residuals(names: Sequence[str], x: FloatArray, scale_ms: float) -> FloatArray:
-    """The prior's terms: PRIOR_WEIGHT x (coordinate - prior) / width, per knob; a tied knob
-    (`PRIOR_TIED`) is pulled toward its partner's value when both are fitted. `x` one knob
-    vector (-> (knobs,)) or a stack of them (k, knobs) (-> (k, knobs)). The fit's hottest
-    helper after the model: a few array operations, whatever the knobs."""
-    centre, partner, tied, logs, sd = _prior_layout(tuple(names), float(scale_ms))
+def _prior_residuals(names: Sequence[str], x: FloatArray, scale_ms: float,
+                     priors: tuple[tuple[str, float], ...] = ()) -> FloatArray:
+    """The prior's terms: PRIOR_WEIGHT x (coordinate - prior) / width, per knob (the centre
+    `PRIORS`' or `priors`'); a tied knob (`PRIOR_TIED`) is pulled toward its partner's value
+    when both are fitted. `x` one knob vector (-> (knobs,)) or a stack of them (k, knobs)
+    (-> (k, knobs)). The fit's hottest helper after the model: a few array operations,
+    whatever the knobs."""
+    centre, partner, tied, logs, sd = _prior_layout(tuple(names), float(scale_ms), priors)
     a = np.asarray(x, dtype=np.float64)
     c = np.where(tied, a[..., partner], centre)
     out = a - c
@@ -404,7 +422,8 @@ def _solve(problem: Problem, basis: dict[str, FloatArray], measured: FloatArray
         """The relative misses and the prior's terms at knobs x; a stack of knob vectors (a
         model that `takes_stacks`) gives one row each."""
         r = problem.model(x, basis) / measured - 1.0
-        return np.concatenate([r, _prior_residuals(problem.names, x, scale)], axis=-1)
+        return np.concatenate([r, _prior_residuals(problem.names, x, scale, problem.priors)],
+                              axis=-1)
 
     # scipy (about a second to import) only when a fit runs: the pages and commands that merely
     # read calibrations do not pay for it

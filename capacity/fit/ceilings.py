@@ -11,8 +11,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from capacity.catalog.matmul import bandwidth_ceiling, matmul_ceiling
+from capacity.catalog.matmul import bandwidth_ceiling, matmul_ceiling, typical_mfu
 from capacity.fit.calibration_problem import BANDWIDTH_KNOBS, CEILING_KNOBS
+from capacity.fit.typical import typical_efficiency
 from capacity.model.scenario import Scenario
 from capacity.types import Note
 
@@ -37,6 +38,22 @@ def _lowest(values: Iterable[float | None]) -> float | None:
     """The least of the values that are not None; None where all are."""
     known = [v for v in values if v is not None]
     return min(known) if known else None
+
+
+def typical_eff(base: Scenario) -> float:
+    """The centre of a fit's prior on eff, the decode GEMMs' share of the scenario's peak
+    TFLOP/s: the typical basis' GEMM plateau, a share of the GPU's measured matmul ceiling
+    (data/engines.toml's `mfu`: a decode batch's GEMMs and a prompt's run through the same
+    kernels), x that ceiling for the weights' GEMM precision
+    (`capacity.catalog.matmul.typical_mfu`: the median of the measured GPUs where this one is
+    not), at most 1. What a planner predicts with where nobody measured is where a fit leaves
+    an eff its points do not pin (compute binds at none of them). The plateau is the device's,
+    not an engine's: SGLang's typical eff (0.374 of the ceiling) lumps what its large batches
+    lose elsewhere into the one arithmetic term of the chapter's step, which the operator
+    step's own knobs (attention, per-sequence time) fit apart. Example: an RTX 4090 in BF16,
+    0.706 x 1 = 0.706; an H100, 0.706 x 0.803 = 0.567; an A100, 0.706 x 0.869 = 0.614."""
+    plateau = typical_efficiency("vllm").typical["mfu"]
+    return typical_mfu(plateau, base.gpu, base.variant.format.compute_dtype)
 
 
 def scenario_bandwidth_ceiling(s: Scenario) -> float | None:
