@@ -28,7 +28,13 @@ from capacity.fit.calibration_problem import PINNED_RATIO
 from capacity.fit.calibration_store import load, save
 from capacity.fit.imports import parse_bench_summary
 from capacity.fit.measured import MeasuredPoint
-from capacity.fit.sweep import OUTPUT_TOKENS, candidate_cells, measurement_plan
+from capacity.fit.sweep import (
+    DESIGN_KNOBS,
+    OUTPUT_TOKENS,
+    candidate_cells,
+    design_knobs,
+    measurement_plan,
+)
 from capacity.model.scenario import make_scenario
 from capacity.sim.scheduler import SimConfig
 from capacity.sim.virtual import Workload, run_virtual
@@ -212,6 +218,17 @@ def test_plan_has_batch_one_at_every_prompt_and_pins_the_floor_and_eff() -> None
         assert ratios[knob] < PINNED_RATIO, knob
     pins = {c.pins for c in plan.cells}
     assert {"eff", "eta_kv"} <= pins
+
+
+def test_the_plan_is_designed_at_the_fits_own_eff_prior() -> None:
+    # the plan looks for compute where a fit on the GPU centres eff: 0.706 x the H100's
+    # measured matmul ceiling (0.803) = 0.567, an RTX 4090's 0.706 (its spec sheet); the other
+    # design knobs as they were
+    h100 = design_knobs(make_scenario("llama-3.1-8b", "h100-sxm"))
+    assert h100["eff"] == pytest.approx(0.706 * 0.803, rel=2e-3)
+    assert design_knobs(make_scenario("llama-3.1-8b", "rtx-4090"))["eff"] == pytest.approx(0.706)
+    assert {k: v for k, v in h100.items() if k != "eff"} == {
+        k: v for k, v in DESIGN_KNOBS.items() if k != "eff"}
 
 
 @pytest.mark.slow

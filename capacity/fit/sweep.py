@@ -5,7 +5,7 @@ the model's context) and concurrency levels (1 to 256, within what fits in memor
 length), the fewest (prompt length, concurrency) cells at which every knob of the operator
 step (`OPERATOR_KNOBS`) and of prefill (`PREFILL_KNOBS`) is pinned down: the fit's own
 `identifiability` (posterior over prior width < `PINNED_RATIO`), evaluated at typical knobs
-(`DESIGN_KNOBS`). It is greedy: it starts from the corners (shortest prompt at 1 and at the
+(`design_knobs`: eff at the fit's own prior on the GPU). It is greedy: it starts from the corners (shortest prompt at 1 and at the
 largest level, longest prompt at 1) and adds, one at a time, the cell that pins the most
 knobs (then: shrinks the widths most), until every knob is pinned or no cell helps. Each
 cell's `pins` names the knob whose term moves its time most there: small batch and long
@@ -33,6 +33,7 @@ from capacity.fit.calibration_problem import (
     identifiability,
     prefill_basis,
 )
+from capacity.fit.ceilings import typical_eff
 from capacity.fit.measured import MeasuredPoint
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
@@ -53,7 +54,16 @@ DESIGN_KNOBS: dict[str, float] = {
     "eta_bw": 0.8, "eta_kv": 0.8, "eff": 0.5, "attn_sat_batch": 4.0, "step_overhead_ms": 0.5,
     "seq_overhead_ms": 0.005, "mfu": 0.4, "attn_mfu": 0.4, "prefill_overhead_ms": 10.0}
 """Typical knobs the plan is designed at (the priors, with a floor of 4 sequences, half a ms
-of fixed and 5 us of per-sequence overhead: a knob whose term is zero cannot be seen)."""
+of fixed and 5 us of per-sequence overhead: a knob whose term is zero cannot be seen); eff at
+the fit's own prior on the GPU instead of the 0.5 here (`design_knobs`)."""
+
+
+def design_knobs(s: Scenario) -> dict[str, float]:
+    """`DESIGN_KNOBS` with eff where a fit on `s`'s GPU centres its prior
+    (`capacity.fit.ceilings.typical_eff`: 0.706 on an RTX 4090 in BF16, 0.567 on an H100), so
+    the plan looks for compute where the fit will: a batch's GEMMs bind later the faster they
+    are taken to run."""
+    return {**DESIGN_KNOBS, "eff": typical_eff(s)}
 CHARS_PER_TOKEN = 4
 """Characters per prompt token for `capacity bench --prompt-chars` and the Measure page (about
 4 for English text with common tokenizers; the simulated engine's default). The fit uses the
@@ -119,7 +129,8 @@ def _points(cells: list[tuple[int, int]]) -> list[MeasuredPoint]:
 def _decode_ratios(s: Scenario, cells: list[tuple[int, int]]) -> np.ndarray:
     pts = _points(cells)
     basis = decode_basis(s, pts)
-    x = np.array([DESIGN_KNOBS[n] for n in OPERATOR_KNOBS])
+    k = design_knobs(s)
+    x = np.array([k[n] for n in OPERATOR_KNOBS])
     model = OPERATOR_PROBLEM.model
     return identifiability(OPERATOR_KNOBS, model, x, basis, model(x, basis))
 
@@ -205,7 +216,7 @@ def _dominant(s: Scenario, prompt: int, concurrency: int) -> str:
     """The knob whose term is the largest share of this cell's decode step at the design
     knobs: eta_bw (weights read), eff (GEMM arithmetic), eta_kv (KV read), attn_sat_batch
     (the floor), step_overhead_ms, seq_overhead_ms."""
-    k = DESIGN_KNOBS
+    k = design_knobs(s)
     b = decode_basis(s, _points([(prompt, concurrency)]))
     w = float(b["weight_peak_ms"][0]) / k["eta_bw"]
     g = float(b["gemm_peak_ms"][0]) / k["eff"]
