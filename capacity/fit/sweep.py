@@ -2,15 +2,16 @@
 
 `measurement_plan(scenario)` picks, from a grid of prompt lengths (256 to 32K tokens, within
 the model's context) and concurrency levels (1 to 256, within what fits in memory at that
-length), the fewest (prompt length, concurrency) cells at which every knob of the operator
-step (`OPERATOR_KNOBS`) and of prefill (`PREFILL_KNOBS`) is pinned down: the fit's own
+length), the fewest (prompt length, concurrency) cells at which every knob of the operator step
+(`OPERATOR_KNOBS`) and of prefill (`PREFILL_KNOBS`) is pinned down: the fit's own
 `identifiability` (posterior over prior width < `PINNED_RATIO`), evaluated at typical knobs
-(`design_knobs`: eff at the fit's own prior on the GPU). It is greedy: it starts from the corners (shortest prompt at 1 and at the
-largest level, longest prompt at 1) and adds, one at a time, the cell that pins the most
-knobs (then: shrinks the widths most), until every knob is pinned or no cell helps. Each
-cell's `pins` names the knob whose term moves its time most there: small batch and long
-context for the attention floor, large batch and short context for eff, large batch and long
-context for eta_kv, batch 1 at a short prompt for the fixed overhead and eta_w.
+(`design_knobs`: eff at the fit's own prior on the GPU). It is greedy: it starts from the
+corners (shortest prompt at 1 and at the largest level, longest prompt at 1) and adds, one at a
+time, the cell that pins the most knobs (then: shrinks the widths most), until every knob is
+pinned or no cell helps. Each cell's `pins` names the knob whose term moves its time most
+there: small batch and long context for the attention floor, large batch and short context for
+eff, large batch and long context for eta_kv, batch 1 at a short prompt for the fixed overhead
+and eta_w.
 
 Decode cells are measured with `OUTPUT_TOKENS` output tokens (the step from the median
 inter-token latency); prefill uses TTFT at concurrency 1 of each chosen prompt length, so
