@@ -163,6 +163,9 @@ class Uncertainty:
     typical: str = ""
     """The engine whose typical basis the prediction is on ('' otherwise): the band spans that
     engine's ranges, as the Planner's does."""
+    lookup_gb: float = 0.0
+    """GB per GPU of an input embedding table the band's fast edge leaves unread
+    (`Scenario.embedding_lookup`: eta_bw's edge at the spec sheet); 0 where it reads all."""
 
 
 @cached(max_entries=64)
@@ -194,6 +197,8 @@ def uncertainty(version: str, state: ExplorerState) -> Uncertainty:
                                            ranges=ranges)[:5]),
         ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s", ranges=ranges)[:5]),
         widenings=b.widenings, flags=b.flags, typical=typical if edges is not None else "",
+        lookup_gb=(s.weights_per_gpu_gb * s.variant.lookup_weight_share
+                   if edges is not None and edges[0].embedding_lookup else 0.0),
     )
 
 

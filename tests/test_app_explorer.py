@@ -251,6 +251,19 @@ def test_uncertainty_band_and_sensitivity() -> None:
     assert "bandwidth efficiency" in set(sens[0]["input"])
 
 
+def test_the_typical_band_says_its_fast_edge_looks_the_embedding_table_up() -> None:
+    # Qwen2.5-7B BF16 on an RTX 4090 on the typical vLLM basis: the band's fast edge reads at
+    # the spec sheet and looks up the 152,064 x 3,584 x 2-byte input table (1.09 GB) rather
+    # than reading it whole, and says so; the worked example's model (its table not known to
+    # be apart from its output head) reads it whole at both edges and says nothing of it
+    at = start(UNCERTAINTY_SECTION, calibration="typical:vllm", model="qwen2.5-7b",
+               weights="bf16", gpu="rtx-4090")
+    said = [c.value for c in at.caption if "looks up the model's input embedding table" in c.value]
+    assert len(said) == 1 and "(1.09 GB a GPU)" in said[0]
+    plain = start(UNCERTAINTY_SECTION, calibration="typical:vllm")
+    assert not any("embedding table" in c.value for c in plain.caption)
+
+
 def headline(at: AppTest) -> str:
     """The verdict line under the what-if's title."""
     return " | ".join(m.value for m in at.get_by_key("overall").markdown)
