@@ -201,7 +201,7 @@ def test_step_rows_are_scored_on_the_benchmarks_tpot() -> None:
 
 def test_vllm_decode_arithmetic_runs_at_the_prefill_plateau() -> None:
     """data/engines.toml's [vllm] eff is the prefill plateau itself (mfu), both shares of the
-    GPU's measured matmul ceiling (`planning.CEILING_SHARES`), its range the plateau's; a
+    GPU's measured matmul ceiling (`capacity.fit.typical.CEILING_SHARES`), its range the plateau's; a
     scenario resolves both on its own GPU, so an H100 (ceiling 0.803) runs its decode GEMMs at
     0.706 x 0.803 = 0.567 of its spec sheet and an A100 (0.869) at 0.706 x 0.869 = 0.614, each
     the same share as its prefill plateau. SGLang's eff is 0.3 of an H100's spec sheet in the

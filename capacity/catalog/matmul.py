@@ -154,6 +154,6 @@ def typical_mfu(plateau_share: float, gpu: Gpu, compute_dtype: str) -> float:
     """A typical basis' prefill MFU plateau on `gpu` (share of its spec-sheet TFLOP/s, at most
     1): the basis' plateau as a share of the measured matmul ceiling (data/engines.toml's
     `mfu`) x `typical_ceiling`; the decode GEMMs' `eff` resolves the same way (the file
-    states both as shares of the ceiling, `capacity.fit.planning.CEILING_SHARES`). Example:
+    states both as shares of the ceiling, `capacity.fit.typical.CEILING_SHARES`). Example:
     0.706 on an H100 bf16: 0.706 x 0.803 = 0.567; on an MI300X: 0.706 x 0.511 = 0.361."""
     return min(1.0, plateau_share * typical_ceiling(gpu, compute_dtype))
