@@ -197,8 +197,8 @@ def uncertainty(version: str, state: ExplorerState) -> Uncertainty:
                                            ranges=ranges)[:5]),
         ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s", ranges=ranges)[:5]),
         widenings=b.widenings, flags=b.flags, typical=typical if edges is not None else "",
-        lookup_gb=(s.weights_per_gpu_gb * s.variant.lookup_weight_share
-                   if edges is not None and edges[0].embedding_lookup else 0.0),
+        lookup_gb=(s.lookup_gb_per_gpu if edges is not None and edges[0].embedding_lookup
+                   else 0.0),
     )
 
 

@@ -240,6 +240,13 @@ class Scenario:
         return self.weights_gb / self.tp
 
     @property
+    def lookup_gb_per_gpu(self) -> float:
+        """The untied input embedding table's share of the weights one GPU holds (decimal GB;
+        0 when tied): what a decode step leaves unread where it counts the table as engines
+        look it up (`ModelVariant.lookup_weight_share`, `StepModel.unread_weight_share`)."""
+        return self.weights_per_gpu_gb * self.variant.lookup_weight_share
+
+    @property
     def prompt(self) -> int:
         """Prompt tokens for TTFT (defaults to the context length)."""
         return self.prompt_tokens if self.prompt_tokens is not None else self.context_tokens

@@ -588,7 +588,7 @@ def method_note(s: Scenario, concurrency: int) -> Note | None:
     if abs(op - ch) <= 0.005 * ch:
         return None
     if op < ch:  # only the untied embedding table can make the operator step shorter
-        table_gb = s.weights_per_gpu_gb * s.variant.lookup_weight_share  # bytes, as the step
+        table_gb = s.lookup_gb_per_gpu  # bytes, as the step
         return Note(f"the operator step does not read the input embedding table ({table_gb:.3g} "
                     f"GB of the weights, separate from the output head): engines look up one "
                     f"row per sequence ({op:.3g} ms against {ch:.3g} ms)",
