@@ -2,7 +2,7 @@
 
 The published rows' table, the speculative-decoding section and the real-engine result have
 their own checks (tests/test_validate.py, test_validate_drafts.py, test_realtest_record.py);
-these are the other five. Until 2026-12-04 none of them was checked, and the typical basis'
+these are the other six. Until 2026-12-04 none of them was checked, and the typical basis'
 paragraph had kept 'least squares' for knobs solved by least absolute deviations a day
 earlier.
 """
@@ -18,6 +18,7 @@ from capacity.fit import (
     validate_disagg,
     validate_ep,
     validate_gpu_probe,
+    validate_mlperf,
     validate_open_loop,
     validate_typical,
 )
@@ -32,6 +33,7 @@ SECTIONS: list[tuple[ModuleType, str]] = [
     (validate_disagg, "disagg"),
     (validate_ep, "ep"),
     (validate_gpu_probe, "gpu_probe"),
+    (validate_mlperf, "mlperf"),
 ]
 """Each module and its section's name in `capacity validate` (cli/validate.py's SECTIONS)."""
 

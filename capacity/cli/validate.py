@@ -35,6 +35,7 @@ from capacity.fit import validate_disagg as disagg
 from capacity.fit import validate_drafts as drafts
 from capacity.fit import validate_ep as expert_parallel
 from capacity.fit import validate_gpu_probe as gpu_probe
+from capacity.fit import validate_mlperf as mlperf
 from capacity.fit import validate_open_loop as open_loop
 from capacity.fit import validate_typical as typical
 from capacity.fit.validate import scorecard, step_methods, with_step_method
@@ -61,13 +62,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-SECTIONS: Final = ("card", "realtest", "open_loop", "typical", "disagg", "drafts", "ep",
-                   "gpu_probe")
+SECTIONS: Final = ("card", "realtest", "open_loop", "typical", "disagg", "mlperf", "drafts",
+                   "ep", "gpu_probe")
 """The scorecard's independent sections, about the longest first: the published rows, the
 real engine's committed records (Markdown, for --out only), runs at a set request rate, the
 typical basis, disaggregated prefill/decode, speculative decoding (speed-ups of a draft
 against batch), wide expert parallelism (MoE) and this project's own GPU measurements
-(PyTorch kernels on an H200, data/reference/gpu_probe/)."""
+(PyTorch kernels on an H200, data/reference/gpu_probe/); MLPerf Inference's audited results
+(data/reference/mlperf.csv) sit after disaggregation."""
 
 
 def section(name: str, method: str | None = None) -> Any:
@@ -77,7 +79,8 @@ def section(name: str, method: str | None = None) -> Any:
     make: dict[str, Callable[[], Any]] = {
         "realtest": realtest.markdown,
         "open_loop": open_loop.open_loop_scorecard, "typical": typical.typical_scorecard,
-        "disagg": disagg.disagg_scorecard, "drafts": drafts.draft_scorecard,
+        "disagg": disagg.disagg_scorecard, "mlperf": mlperf.mlperf_scorecard,
+        "drafts": drafts.draft_scorecard,
         "ep": expert_parallel.ep_scorecard, "gpu_probe": gpu_probe.gpu_probe_scorecard}
     return make[name]()
 
@@ -115,8 +118,8 @@ def sections(method: str | None, jobs: int | None = None, *, realtest_md: bool =
 def run(args: argparse.Namespace) -> int:
     method = getattr(args, "step_method", None)
     got = sections(method, args.jobs, realtest_md=bool(args.out))
-    card, spec_dec, ep, pd, ty, ol, probe = (got[k] for k in (
-        "card", "drafts", "ep", "disagg", "typical", "open_loop", "gpu_probe"))
+    card, spec_dec, ep, pd, ty, ol, probe, mlp = (got[k] for k in (
+        "card", "drafts", "ep", "disagg", "typical", "open_loop", "gpu_probe", "mlperf"))
     if args.out:
         command = COMMAND if method is None else f"{COMMAND} --step-method {method}"
         path = write_between_markers(Path(args.out), markdown(card, command=command))
@@ -125,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         disagg.write_section(path, disagg.markdown(pd))
         typical.write_section(path, typical.markdown(ty))
         open_loop.write_section(path, open_loop.markdown(ol))
+        mlperf.write_section(path, mlperf.markdown(mlp))
         gpu_probe.write_section(path, gpu_probe.markdown(probe))
         # the real engine: every committed realtest record, predicted again from its files
         realtest.write_section(path, got["realtest"])
@@ -133,12 +137,13 @@ def run(args: argparse.Namespace) -> int:
         doc = {**json.loads(to_json(card)), "speculative_decoding": drafts.to_dict(spec_dec),
                "expert_parallel": expert_parallel.to_dict(ep),
                "disaggregated": disagg.to_dict(pd), "typical_basis": typical.to_dict(ty),
-               "open_loop": open_loop.to_dict(ol), "gpu_probe": gpu_probe.to_dict(probe)}
+               "open_loop": open_loop.to_dict(ol), "mlperf": mlperf.to_dict(mlp),
+               "gpu_probe": gpu_probe.to_dict(probe)}
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         print(markdown(card) + "\n" + drafts.markdown(spec_dec) + "\n"
               + expert_parallel.markdown(ep) + "\n" + disagg.markdown(pd) + "\n"
               + typical.markdown(ty) + "\n" + open_loop.markdown(ol) + "\n"
-              + gpu_probe.markdown(probe), end="")
+              + mlperf.markdown(mlp) + "\n" + gpu_probe.markdown(probe), end="")
     unexplained = [v for v in card.violations if v.reason == "not explained"]
     return 1 if unexplained else 0
