@@ -72,8 +72,10 @@ def test_no_basis_predicts_a_faster_step_or_prefill_than_the_spec_sheet() -> Non
             ctx = np.array([c for c in CONTEXTS if c <= model.max_context_tokens], dtype=float)
             for fmt in cat.formats_for(model):
                 for tp in [t for t in valid_tp_sizes(model, 8) if t in (1, 8)]:
+                    # the scenario's default 8K context, or the model's own if shorter
                     base = make_scenario(key, gpu, catalog=cat, weights=fmt.key, n_gpus=tp,
-                                         tp=tp)
+                                         tp=tp,
+                                         context_tokens=min(8192, model.max_context_tokens))
                     grid = (BATCHES[:, None] * base.replicas, ctx[None, :])
                     spec = evaluate(base.with_(**SPEC_KNOBS), *grid)
                     for knobs in others:
