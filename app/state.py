@@ -281,7 +281,8 @@ def on_currency_change() -> None:
 
 
 def on_model_change(catalog: Catalog) -> None:
-    """A new model keeps the weight format when it has it, else takes the model's default."""
+    """A new model keeps the weight format when it has it, else takes the model's default; a
+    context past the new model's limit becomes that limit (as the Planner's model choice)."""
     model = catalog.models.get(st.session_state.get(key("model"), ""))
     if model is None:
         return
@@ -289,6 +290,8 @@ def on_model_change(catalog: Catalog) -> None:
     if st.session_state.get(key("weights")) not in formats:
         stated = [v.format for v in model.stated_variants]
         st.session_state[key("weights")] = stated[0] if stated else model.default_format
+    if int(st.session_state.get(key("ctx"), 0)) > model.max_context_tokens:
+        st.session_state[key("ctx")] = model.max_context_tokens
 
 
 RELIEF_FIELDS = {"gpus": "gpus", "tp": "tp", "weights": "weights", "kv_dtype": "kv",

@@ -279,6 +279,23 @@ def test_bad_calibration_notice_says_what_it_uses() -> None:
     assert notices[0].endswith("; using the chapter's assumptions")
 
 
+def test_a_link_or_a_choice_of_a_shorter_model_opens_at_its_limit() -> None:
+    """Llama-2-70B holds 4,096 tokens, the Explorer's default context is 8,192: a link that
+    names the model and no context opens at 4,096, one that states a longer context keeps it
+    (flagged on the page); choosing the model in the page clamps a longer context, as the
+    Planner's model choice does."""
+    from capacity.report.urlstate import decode
+
+    cat = default_catalog()
+    state, notices = decode({"model": "llama-2-70b", "weights": "fp8"}, cat)
+    assert (state.ctx, notices) == (4096, [])
+    assert decode({"model": "llama-2-70b", "ctx": "8192"}, cat)[0].ctx == 8192
+    at = explorer()
+    at.selectbox(key="ex_model").set_value("llama-2-70b").run()
+    assert not at.exception and at.select_slider(key="ex_ctx").value == 4096
+    assert not any("exceeds" in w.value for w in at.warning)
+
+
 def test_relief_texts_read_right() -> None:
     at = explorer(ctx="512", c="1000")  # 512-token context: the context fix is 256 tokens
     shown = " | ".join(reliefs(at))

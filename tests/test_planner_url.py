@@ -92,6 +92,16 @@ def test_bad_values_fall_back_with_a_notice(catalog: Catalog, param: str, value:
         assert state.dau == 900  # the good parameters are kept
 
 
+def test_a_link_without_a_context_opens_at_a_shorter_models_limit(catalog: Catalog) -> None:
+    """Llama-2-70B holds 4,096 tokens, the Planner's default context is 8,192: a link that
+    names the model and no context plans it at 4,096 (as choosing the model on the page
+    does), not at the defaults; a stated context past the limit still falls back."""
+    state, notices = planner_decode({"model": "llama-2-70b-fp8", "dau": "900"}, catalog)
+    assert (state.model, state.ctx, state.dau, notices) == ("llama-2-70b-fp8", 4096, 900, [])
+    state, notices = planner_decode({"model": "llama-2-70b-fp8", "ctx": "8192"}, catalog)
+    assert state == DEFAULT_PLANNER and "cannot be planned" in notices[-1]
+
+
 def test_inconsistent_values_fall_back_to_the_defaults(catalog: Catalog) -> None:
     # a context longer than the model's limit cannot be planned
     state, notices = planner_decode({"model": "mistral-7b-v0.3", "ctx": "9000000",

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 from capacity.report.url_params import (
     basis_param,
     bundled_offers,
+    default_context,
     engine_param,
     float_text,
     ignored_note,
@@ -392,6 +393,9 @@ def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
         except ValueError as exc:
             notices.append(ignored_note(f.name, raw, exc, default, False))
     state = replace(base, **changes)
+    if "ctx" not in params and state.model in catalog.variant_keys():
+        state = replace(state, ctx=default_context(state.ctx, catalog.variant(state.model).model,
+                                                   stated=False))
     try:
         state.inputs(catalog)
     except CapacityError as exc:

@@ -11,7 +11,7 @@ from collections.abc import Container
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity.catalog.engines import engine_names, engine_profile
-from capacity.catalog.loader import Catalog
+from capacity.catalog.loader import Catalog, Model
 from capacity.catalog.offers import bundled_of_kind
 from capacity.errors import CapacityError
 from capacity.model.cost import convert
@@ -138,3 +138,11 @@ def implied_money(s: LinkMoney, base: LinkMoney, given: Container[str], catalog:
             if name not in given and name not in out:
                 out[name] = round(convert(value, base.currency, s.currency, s.rate), 4)
     return out
+
+
+def default_context(ctx: int, model: Model, stated: bool) -> int:
+    """The context a link opens with: the one it states, else the default (`ctx`) or the
+    model's own limit where that is shorter (Llama-2-70B holds 4,096 tokens, the default is
+    8,192). A stated context past the limit is kept, and flagged where it is shown. Example:
+    8,192 not stated, a 4,096-token model -> 4,096; 32,768 stated -> 32,768."""
+    return ctx if stated else min(ctx, model.max_context_tokens)

@@ -45,6 +45,7 @@ from capacity.report.i18n import LANGS  # the languages: one per file in data/i1
 from capacity.report.url_params import (
     basis_param,
     bundled_offers,
+    default_context,
     engine_param,
     float_text,
     ignored_note,
@@ -528,7 +529,7 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
             notices.append(ignored_note(f.name, raw, exc, default or (
                 "none" if f.name == "draft" else default), f.name == "calibration"))
     state = replace(base, **changes)
-    state, more = _check_catalog(state, catalog, base)
+    state, more = _check_catalog(state, catalog, base, ctx_stated="ctx" in params)
     notices += more
     return replace(state, **implied_money(state, base, params, catalog)), notices
 
@@ -566,8 +567,8 @@ def _parse(name: str, raw: str, kind: type) -> Any:
     return parse_number(raw, kind, _RANGES.get(name, (-math.inf, math.inf)))
 
 
-def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
-                   ) -> tuple[ExplorerState, list[str]]:
+def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState,
+                   ctx_stated: bool = True) -> tuple[ExplorerState, list[str]]:
     notices: list[str] = []
     if state.gpu not in catalog.gpus:
         notices.append(Note(f"'gpu={state.gpu}' is not in the catalog; using {base.gpu}",
@@ -591,6 +592,8 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState
                             f"using {fallback}", code="link_format", value=state.weights,
                             model=state.model, using=fallback))
         state = replace(state, weights=fallback)
+    state = replace(state, ctx=default_context(state.ctx, catalog.models[state.model],
+                                               ctx_stated))
     if state.calibration and state.calibration != SPEC_SHEET and not state.calibration.startswith(
             TYPICAL_PREFIX):
         from capacity.fit.calibration_store import named_path
