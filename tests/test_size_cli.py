@@ -35,6 +35,15 @@ def test_json_is_ranked_and_complete(capsys: pytest.CaptureFixture[str]) -> None
     assert data["peak_rate_per_s"] == pytest.approx(500 * 20 * 0.3 / 7200)
 
 
+def test_a_model_with_a_short_context_needs_no_ctx(capsys: pytest.CaptureFixture[str]) -> None:
+    # Llama-2-70B holds 4,096 tokens: without --ctx it is sized at its limit, as `plan` does
+    assert main(["size", "--model", "llama-2-70b-fp8", "--dau", "500", "--top", "1",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["workload"]["context_tokens"] == 4096
+    assert main(["size", "--model", "llama-2-70b-fp8", "--dau", "500", "--ctx", "8192"]) == 2
+    assert "exceeds Llama-2-70B's limit of 4096 tokens" in capsys.readouterr().err
+
+
 def test_csv_has_one_header_row(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["size", "--peak-concurrency", "50", "--gpus", "rtx-4090,l40s",
                  "--slo-ttft-ms", "1e7", "--slo-tpot-ms", "1e5", "--format", "csv"]) == 0

@@ -155,6 +155,22 @@ def print_catalog_warnings() -> None:
         print(f"warning: {w}", file=sys.stderr)
 
 
+def context_tokens(ctx: int | None, model_key: str) -> int:
+    """--ctx, else the chapter's 8,192 tokens or the model's limit when that is shorter
+    (`scenario.default_context_tokens`: a Llama-2-70B of 4,096 tokens works without --ctx); an
+    unknown model keeps 8,192 and is named by the command that resolves it."""
+    from capacity.catalog.loader import default_catalog
+    from capacity.errors import CapacityError
+    from capacity.model.scenario import DEFAULT_CONTEXT_TOKENS, default_context_tokens
+
+    if ctx is not None:
+        return int(ctx)
+    try:
+        return default_context_tokens(default_catalog().variant(model_key).model)
+    except CapacityError:
+        return DEFAULT_CONTEXT_TOKENS
+
+
 def check_base_url(url: str) -> None:
     """InputError unless `url` is an http(s) URL with a host and a port in 0-65535 (a bad one
     made the HTTP client raise InvalidURL or OverflowError deep inside the first request)."""

@@ -37,6 +37,7 @@ from capacity.cli.common import (
     MAX_BLOCK_SIZE,
     MAX_CONCURRENCY,
     MAX_GPUS_PER_DEPLOYMENT,
+    context_tokens,
     dumps,
     number,
     print_catalog_warnings,
@@ -52,7 +53,7 @@ from capacity.cli.plan_load import (
     scheduler_knobs,
 )
 from capacity.cli.wide_ep import add_plan_flags, check_plan_args, plan_run
-from capacity.errors import CapacityError, InputError
+from capacity.errors import InputError
 from capacity.model.basis import kind_of_knobs, knobs_of
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.model.fixes import suggest_fixes
@@ -230,14 +231,8 @@ def draft_from_args(args: argparse.Namespace, variant: ModelVariant) -> Draft | 
 
 def default_context(args: argparse.Namespace) -> int:
     """--ctx, else the chapter's 8,192 tokens or the model's limit when that is shorter (a
-    small GGUF model of 4,096 tokens works without --ctx; issue 31)."""
-    if args.ctx is not None:
-        return int(args.ctx)
-    try:
-        limit = default_catalog().variant(args.model, args.weights).model.max_context_tokens
-    except CapacityError:
-        return DEFAULT_CONTEXT_TOKENS  # an unknown model is named by make_scenario
-    return min(DEFAULT_CONTEXT_TOKENS, limit)
+    small GGUF model of 4,096 tokens works without --ctx; issue 31): `common.context_tokens`."""
+    return context_tokens(args.ctx, args.model)
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:

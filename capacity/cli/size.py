@@ -44,6 +44,7 @@ from capacity.cli.common import (
     MAX_NUM_SEQS,
     MS,
     comma_list,
+    context_tokens,
     dumps,
     number,
     print_catalog_warnings,
@@ -126,8 +127,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    default=None, metavar="C",
                    help="requests in flight at the peak, entered directly (instead of --dau)")
     w.add_argument("--ctx", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
-                   default=DEFAULT_CONTEXT_TOKENS, metavar="TOKENS",
-                   help=f"context per request, tokens (default {DEFAULT_CONTEXT_TOKENS})")
+                   default=None, metavar="TOKENS",
+                   help=f"context per request, tokens (default {DEFAULT_CONTEXT_TOKENS}, or the "
+                        "model's limit when that is shorter)")
     w.add_argument("--prompt-tokens", type=whole(min=1, max=MAX_CONTEXT_TOKENS),
                    default=None, metavar="TOKENS",
                    help="prompt tokens per request (default = --ctx, as the chapter)")
@@ -290,7 +292,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
                   peak_share=args.peak_share, peak_hours=args.peak_hours,
                   # with --mix each workload brings its own traffic; this one is replaced
                   peak_concurrency=1.0 if mix else args.peak_concurrency,
-                  context_tokens=args.ctx,
+                  context_tokens=context_tokens(args.ctx, args.model),
                   prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                   headroom=args.headroom, turns=args.turns, turn_tokens=args.turn_tokens or 0)
     kv = comma_list(args.kv_dtypes)

@@ -81,6 +81,15 @@ DEFAULT_MODEL = "qwen3.5-9b-awq"
 DEFAULT_GPU = "rtx-4090"
 DEFAULT_CONTEXT_TOKENS = 8192
 DEFAULT_CONCURRENCY = (1, 50, 100)
+
+
+def default_context_tokens(model: Model, default: int = DEFAULT_CONTEXT_TOKENS) -> int:
+    """The context (tokens) where none is stated (`--ctx`, a page's link): `default`, the
+    chapter's 8,192, or the model's own limit where that is shorter; one rule for the CLI and
+    the pages. Examples: Llama-2-70B (4,096 tokens) -> 4,096; Qwen3.5-9B -> 8,192."""
+    return min(default, model.max_context_tokens)
+
+
 DEFAULT_EFF = 1.0
 DEFAULT_MFU = 0.3
 BATCH1_FACTOR_MAX = 2.0

@@ -15,6 +15,7 @@ from capacity.catalog.loader import Catalog, Model
 from capacity.catalog.offers import bundled_of_kind
 from capacity.errors import CapacityError
 from capacity.model.cost import convert
+from capacity.model.scenario import default_context_tokens
 from capacity.plan.options import PlanInputs
 from capacity.plan.pricing import chosen_gpu_price
 from capacity.types import Note
@@ -143,6 +144,7 @@ def implied_money(s: LinkMoney, base: LinkMoney, given: Container[str], catalog:
 def default_context(ctx: int, model: Model, stated: bool) -> int:
     """The context a link opens with: the one it states, else the default (`ctx`) or the
     model's own limit where that is shorter (Llama-2-70B holds 4,096 tokens, the default is
-    8,192). A stated context past the limit is kept, and flagged where it is shown. Example:
-    8,192 not stated, a 4,096-token model -> 4,096; 32,768 stated -> 32,768."""
-    return ctx if stated else min(ctx, model.max_context_tokens)
+    8,192: `scenario.default_context_tokens`). A stated context past the limit is kept, and
+    flagged where it is shown. Example: 8,192 not stated, a 4,096-token model -> 4,096; 32,768
+    stated -> 32,768."""
+    return ctx if stated else default_context_tokens(model, ctx)
