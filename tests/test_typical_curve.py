@@ -135,6 +135,25 @@ def test_typical_section_on_the_shipped_rows() -> None:
     assert card.error("ttft", True, False).n == 18  # the original rows; added ones apart
 
 
+def test_an_unmeasured_fp8_ceiling_is_the_gpus_bf16_share_up_to_the_median() -> None:
+    """FP8_TRACKS_BF16: the MI300X is measured in bf16 alone (668.4 of 1,307.4: 0.511), so its
+    fp8 GEMMs take 0.511, not the median 0.803; the RTX 4090's bf16 share is 1 (a boosting
+    card), so its fp8 takes the median; an L40S, measured in neither, the median; a measured
+    fp8 figure (H100: 1,402.6 of 1,979) is its own."""
+    cat = default_catalog()
+    assert typical_ceiling(cat.gpu("mi300x"), "fp8") == pytest.approx(668.4 / 1307.4)
+    assert typical_ceiling(cat.gpu("rtx-4090"), "fp8") == UNMEASURED_CEILING
+    assert typical_ceiling(cat.gpu("l40s"), "fp8") == UNMEASURED_CEILING
+    assert typical_ceiling(cat.gpu("h100-sxm"), "fp8") == pytest.approx(1402.6 / 1979)
+    # the seven devices of the MAMF table measured in both: fp8 share / bf16 share 0.88-1.04
+    ratios = [(1402.6 / 1979) / (794.5 / 989), (1453.4 / 1979) / (794.5 / 989),
+              (1535.0 / 1979) / (828.6 / 989), (3432.5 / 4500) / (1745.0 / 2250),
+              (3615.6 / 5000) / (1822.0 / 2500), (826.5 / 865) / (418.7 / 432),
+              (1289.5 / 1677) / (1243.0 / 1677)]
+    assert 0.88 <= min(ratios) and max(ratios) <= 1.04
+    assert statistics.median(ratios) == pytest.approx(0.98, abs=0.01)
+
+
 def test_the_typical_plateau_is_a_share_of_the_measured_matmul_ceiling() -> None:
     cat = default_catalog()
     h100, mi300x, rtx4090 = cat.gpu("h100-sxm"), cat.gpu("mi300x"), cat.gpu("rtx-4090")

@@ -142,12 +142,34 @@ it from the file and the catalog."""
 
 def typical_ceiling(gpu: Gpu, compute_dtype: str) -> float:
     """The matmul ceiling a typical basis' prefill plateau and decode eff are shares of
-    (dimensionless):
-    `matmul_ceiling` where the GPU's fastest GEMM is measured for that precision, else
-    `UNMEASURED_CEILING`. Example: H100 SXM bf16 0.803, fp8 0.709; MI300X bf16 0.511; an RTX
-    4090 bf16 1 (its GEMMs reach the spec sheet), fp8 (not measured) 0.803."""
+    (dimensionless): `matmul_ceiling` where the GPU's fastest GEMM is measured for that
+    precision; for fp8 measured only in bf16, the GPU's bf16 share up to `UNMEASURED_CEILING`
+    (`FP8_TRACKS_BF16`); else `UNMEASURED_CEILING`. Examples: H100 SXM bf16 0.803, fp8 0.709;
+    MI300X bf16 0.511, fp8 (not measured) 0.511; an RTX 4090 bf16 1 (its GEMMs reach the spec
+    sheet), fp8 (not measured) 0.803."""
     got = matmul_ceiling(gpu, compute_dtype)
-    return UNMEASURED_CEILING if got is None else got
+    if got is not None:
+        return got
+    if compute_dtype == "fp8":
+        bf16 = matmul_ceiling(gpu, "bf16")
+        if bf16 is not None:
+            return min(bf16, UNMEASURED_CEILING)
+    return UNMEASURED_CEILING
+
+
+FP8_TRACKS_BF16: Final = (
+    "an fp8 GEMM reaches about the share of its spec sheet that the same device's bf16 GEMM "
+    "does: fp8 share / bf16 share on the seven accelerators the ml-engineering MAMF table "
+    "measures in both (stas00/ml-engineering compute/accelerator/README.md, read 2026-12-06): "
+    "H100 SXM 0.709 / 0.803 = 0.88, H200 0.734 / 0.803 = 0.91, GH200 0.776 / 0.838 = 0.93, "
+    "B200 0.763 / 0.776 = 0.98, GB200 0.723 / 0.729 = 0.99, Gaudi 2 0.955 / 0.969 = 0.99, "
+    "Gaudi 3 0.769 / 0.741 = 1.04 (median 0.98). So a GPU measured in bf16 alone takes its bf16 "
+    "share for fp8, at most the median of the file's bf16 shares: a share above it comes from "
+    "a consumer card boosting past its reference clock (the RTX 4090 and 3090), which says "
+    "nothing of its fp8 path. Found by MLPerf's MI300X Llama-2-70B runs in fp8 "
+    "(docs/accuracy.md, \"MLPerf Inference: audited capacity\"): at the median 0.803 the "
+    "typical basis read their Offline capacity 44% too fast, at the MI300X's own 0.511 +2%.")
+"""Why `typical_ceiling` gives an fp8 GEMM the GPU's bf16 share where only that is measured."""
 
 
 def typical_mfu(plateau_share: float, gpu: Gpu, compute_dtype: str) -> float:
