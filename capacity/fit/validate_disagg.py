@@ -58,9 +58,11 @@ from capacity.fit.validate_ep import END as EP_END
 from capacity.fit.validate_report import (
     between_markers,
     csv_number,
+    error_cells,
     jsonable,
     write_between_markers,
 )
+from capacity.fit.validate_report import fmt_or_dash as _f
 from capacity.model.forward_pass import as_released, scheduled_as_released
 from capacity.model.output_lengths import maxent_lengths
 from capacity.model.scenario import Scenario, make_scenario
@@ -588,10 +590,6 @@ def disagg_scorecard(rows: Iterable[DisaggRow] | None = None,
 
 
 # -- written out: Markdown (docs/accuracy.md), JSON -------------------------------------------
-def _f(v: float | None, fmt: str) -> str:
-    return "-" if v is None or not math.isfinite(v) else format(v, fmt)
-
-
 def _v(v: float) -> str:
     return _f(v, ",.1f" if abs(v) < 100 else ",.0f")
 
@@ -634,10 +632,7 @@ def markdown(card: DisaggScorecard) -> str:
             errs = card.errors(basis, metric)
             if not errs:
                 continue
-            worst = max(errs, key=abs, default=None)
-            lines.append(f"| {basis} | {metric or 'all'} | {len(errs)} | "
-                         f"{_f(card.error(basis, metric).median, '.1%')} | {_f(worst, '+.1%')} | "
-                         f"{_f(Spread.of(errs).median, '+.1%')} |")
+            lines.append(f"| {basis} | {metric or 'all'} | {error_cells(errs)} |")
     lines += ["", "| row | layout | GPU | in / out | load | metric | measured | spec | error | "
               "typical | error | hand-over ms (link) |",
               "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]

@@ -16,7 +16,6 @@ is at most tau; the shape is the speed-up at a sweep's largest batch over its sm
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -37,7 +36,13 @@ from capacity.fit.planning import scenario_with_basis
 from capacity.fit.typical import engines
 from capacity.fit.validate import Spread, engine_family, relative_error
 from capacity.fit.validate_report import END as SCORECARD_END
-from capacity.fit.validate_report import between_markers, jsonable, write_between_markers
+from capacity.fit.validate_report import (
+    between_markers,
+    error_cells,
+    jsonable,
+    write_between_markers,
+)
+from capacity.fit.validate_report import fmt_or_dash as _f
 from capacity.model.basis import CHAPTER_KNOBS, TYPICAL_PREFIX
 from capacity.model.scenario import Scenario, evaluate, make_scenario
 from capacity.model.speculative import Draft, make_draft, speedup
@@ -336,10 +341,6 @@ def draft_scorecard(rows: Iterable[SpeedupRow] | None = None,
 
 
 # -- written out: Markdown (docs/accuracy.md), JSON -------------------------------------------
-def _f(v: float | None, fmt: str) -> str:
-    return "-" if v is None or not math.isfinite(v) else format(v, fmt)
-
-
 def markdown(card: DraftScorecard) -> str:
     """The section as Markdown: what is scored and the result, the error by basis, each sweep's
     shape and bound, every row, the rows not scored."""
@@ -380,9 +381,7 @@ def markdown(card: DraftScorecard) -> str:
         "|---|---:|---:|---:|---:|"]
     for basis in BASES:
         errs = card.errors(basis)
-        worst = max(errs, key=abs, default=None)
-        lines.append(f"| {basis} | {len(errs)} | {_f(card.error(basis).median, '.1%')} | "
-                     f"{_f(worst, '+.1%')} | {_f(Spread.of(errs).median, '+.1%')} |")
+        lines.append(f"| {basis} | {error_cells(errs)} |")
     lines += ["", "Shape: the speed-up at a sweep's largest batch over that at its smallest, "
               "measured and predicted; and the spec-sheet speed-up at batch 1 against tau.", "",
               "| sweep | batches | tau | tau from | measured | spec | typical | calibrated | "

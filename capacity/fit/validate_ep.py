@@ -40,7 +40,13 @@ from capacity.errors import CapacityError
 from capacity.fit.ep_fit import EpFit, StepTerms, fit_knobs, leave_one_out
 from capacity.fit.validate import Spread, relative_error
 from capacity.fit.validate_drafts import END as DRAFTS_END
-from capacity.fit.validate_report import between_markers, jsonable, write_between_markers
+from capacity.fit.validate_report import (
+    between_markers,
+    error_cells,
+    jsonable,
+    write_between_markers,
+)
+from capacity.fit.validate_report import fmt_or_dash as _f
 from capacity.model.ep_knobs import EpKnobs, typical_ep_knobs
 from capacity.model.expert_parallel import (
     PREFILL_TOKENS_PER_GPU,
@@ -330,10 +336,6 @@ def ep_scorecard(rows: Iterable[EpRow] | None = None,
 
 
 # -- written out: Markdown (docs/accuracy.md), JSON -------------------------------------------
-def _f(v: float | None, fmt: str) -> str:
-    return "-" if v is None or not math.isfinite(v) else format(v, fmt)
-
-
 def markdown(card: EpScorecard) -> str:
     """The section as Markdown: the result, the error by basis and phase, the fitted knobs,
     every row, the rows not scored."""
@@ -363,10 +365,7 @@ def markdown(card: EpScorecard) -> str:
     for basis in BASES:
         for phase in (None, "decode", "prefill"):
             errs = card.errors(basis, phase)
-            worst = max(errs, key=abs, default=None)
-            lines.append(f"| {basis.replace('_', ' ')} | {phase or 'all'} | {len(errs)} | "
-                         f"{_f(card.error(basis, phase).median, '.1%')} | {_f(worst, '+.1%')} | "
-                         f"{_f(Spread.of(errs).median, '+.1%')} |")
+            lines.append(f"| {basis.replace('_', ' ')} | {phase or 'all'} | {error_cells(errs)} |")
     lines += ["", "| row | phase | layout | overlap | context | batch per GPU (spec / typical) | "
               "measured tok/s/GPU | spec | error | prior | error | typical | error | held out "
               "| error | knobs without the row | imbalance |",

@@ -53,9 +53,11 @@ from capacity.fit.validate_open_loop import skip_reason as open_loop_skip_reason
 from capacity.fit.validate_report import (
     between_markers,
     csv_number,
+    error_cells,
     jsonable,
     write_between_markers,
 )
+from capacity.fit.validate_report import fmt_or_dash as _f
 from capacity.model.output_lengths import maxent_run
 from capacity.plan.events import simulate
 from capacity.plan.service import ServiceModel
@@ -364,10 +366,6 @@ def mlperf_scorecard(catalog: Catalog | None = None,
     return MlperfScorecard(checks=tuple(checks), skipped=tuple(skipped))
 
 
-def _f(v: float, fmt: str) -> str:
-    return "-" if v is None or not math.isfinite(v) else format(v, fmt)
-
-
 def _v(v: float) -> str:
     return _f(v, ",.1f" if abs(v) < 100 else ",.0f")
 
@@ -398,11 +396,8 @@ def markdown(card: MlperfScorecard) -> str:
             errs = card.errors(basis, metric)
             if not errs:
                 continue
-            worst = max(errs, key=abs)
             label = "all" if metric is None else METRICS[metric][0]
-            lines.append(f"| {basis} | {label} | {len(errs)} | "
-                         f"{_f(card.error(basis, metric).median, '.1%')} | "
-                         f"{_f(worst, '+.1%')} | {_f(Spread.of(errs).median, '+.1%')} |")
+            lines.append(f"| {basis} | {label} | {error_cells(errs)} |")
     lines += ["", f"The spec sheet is on the fast side of the measured figure (capacity at or "
               f"above, latency at or below) on {bound} of {total} figures."]
     lines += ["", "| figure | system | GPU | layout | profile | metric | measured | spec | error "

@@ -53,9 +53,11 @@ from capacity.fit.validate import Spread, relative_error
 from capacity.fit.validate_disagg import END as DISAGG_END
 from capacity.fit.validate_report import (
     between_markers,
+    error_cells,
     jsonable,
     write_between_markers,
 )
+from capacity.fit.validate_report import fmt_or_dash as _f
 from capacity.model.forward_pass import as_released, scheduled_as_released
 from capacity.model.memory import DEFAULT_UTIL
 from capacity.model.output_lengths import maxent_run
@@ -416,10 +418,6 @@ def open_loop_scorecard(rows: Iterable[OpenLoopRow] | None = None,
 
 
 # -- written out: Markdown (docs/accuracy.md), JSON -------------------------------------------
-def _f(v: float | None, fmt: str) -> str:
-    return "-" if v is None or not math.isfinite(v) else format(v, fmt)
-
-
 def _v(v: float) -> str:
     return _f(v, ",.1f" if abs(v) < 100 else ",.0f")
 
@@ -450,11 +448,8 @@ def markdown(card: OpenLoopScorecard) -> str:
             errs = card.errors(basis, metric)
             if not errs:
                 continue
-            worst = max(errs, key=abs)
             target = TARGETS.get(metric or "") if basis == "typical" else None
-            lines.append(f"| {basis} | {METRICS.get(metric or '', 'all')} | {len(errs)} | "
-                         f"{_f(card.error(basis, metric).median, '.1%')} | {_f(worst, '+.1%')} | "
-                         f"{_f(Spread.of(errs).median, '+.1%')} | "
+            lines.append(f"| {basis} | {METRICS.get(metric or '', 'all')} | {error_cells(errs)} | "
                          f"{'-' if target is None else f'<= {target:.0%}'} |")
     inside, total = card.band_coverage()
     share = _f(inside / total if total else math.nan, ".1%")

@@ -237,6 +237,20 @@ def between_markers(text: str, begin: str = BEGIN, end: str = END) -> str:
     return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
 
 
+def fmt_or_dash(v: float | None, fmt: str) -> str:
+    """`v` in format `fmt`, '-' where it is missing or not finite: the sections' tables."""
+    return "-" if v is None or not math.isfinite(v) else format(v, fmt)
+
+
+def error_cells(errors: Sequence[float]) -> str:
+    """A section's error summary for signed errors (predicted / measured - 1), as the cells
+    'n | median |error| | worst (signed) | median signed' of its table. Example: [0.1, -0.3,
+    0.2] -> '3 | 20.0% | -30.0% | +10.0%'."""
+    worst = max(errors, key=abs, default=None)
+    return (f"{len(errors)} | {fmt_or_dash(Spread.of(abs(e) for e in errors).median, '.1%')} | "
+            f"{fmt_or_dash(worst, '+.1%')} | {fmt_or_dash(Spread.of(errors).median, '+.1%')}")
+
+
 def csv_number(r: dict[str, str], key: str, where: str, *, whole: bool = True,
                required: bool = True) -> Any:
     """Column `key` of a reference CSV's raw row `r` as a positive int (or float with
