@@ -175,6 +175,22 @@ class Spread:
         return cls(n=len(v), median=float(statistics.median(v)), low=min(v), high=max(v))
 
 
+class ErrorsByMetric:
+    """The error summaries of a section's scorecard whose `checks` each carry a `metric` and a
+    signed `error(basis)` (predicted / measured - 1): the open-loop, disaggregated and MLPerf
+    sections."""
+
+    checks: Sequence[Any]
+
+    def errors(self, basis: str, metric: str | None = None) -> list[float]:
+        """predicted / measured - 1 of every check (of one metric) on `basis`."""
+        return [c.error(basis) for c in self.checks if metric in (None, c.metric)]
+
+    def error(self, basis: str, metric: str | None = None) -> Spread:
+        """|predicted / measured - 1| over the checks (of one metric)."""
+        return Spread.of(abs(e) for e in self.errors(basis, metric))
+
+
 @dataclass(frozen=True, kw_only=True)
 class WithinLevel:
     """One decode level of a group and its step predicted by fits of the group's other levels

@@ -53,7 +53,7 @@ from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit.planning import scenario_with_basis, typical_basis_for, with_basis
-from capacity.fit.validate import Spread, relative_error
+from capacity.fit.validate import ErrorsByMetric, Spread, relative_error
 from capacity.fit.validate_ep import END as EP_END
 from capacity.fit.validate_report import (
     between_markers,
@@ -432,17 +432,10 @@ class Verdict:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DisaggScorecard:
+class DisaggScorecard(ErrorsByMetric):
     checks: tuple[DisaggCheck, ...]
     skipped: tuple[Skipped, ...]
     verdicts: tuple[Verdict, ...]
-
-    def errors(self, basis: str, metric: str | None = None) -> list[float]:
-        return [c.error(basis) for c in self.checks if metric in (None, c.metric)]
-
-    def error(self, basis: str, metric: str | None = None) -> Spread:
-        """|predicted / measured - 1| over the rows (of one metric)."""
-        return Spread.of(abs(e) for e in self.errors(basis, metric))
 
     @property
     def bounded(self) -> int:

@@ -45,7 +45,7 @@ from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import InputError
 from capacity.fit.open_loop_rows import OpenLoopRow, profile_for
-from capacity.fit.validate import Spread, relative_error
+from capacity.fit.validate import ErrorsByMetric, Spread, relative_error
 from capacity.fit.validate_open_loop import END as OPEN_LOOP_END
 from capacity.fit.validate_open_loop import Skipped, scenario_for
 from capacity.fit.validate_open_loop import predict as open_loop_predict
@@ -310,16 +310,9 @@ class MlperfCheck:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MlperfScorecard:
+class MlperfScorecard(ErrorsByMetric):
     checks: tuple[MlperfCheck, ...]
     skipped: tuple[Skipped, ...]
-
-    def errors(self, basis: str, metric: str | None = None) -> list[float]:
-        return [c.error(basis) for c in self.checks if metric in (None, c.metric)]
-
-    def error(self, basis: str, metric: str | None = None) -> Spread:
-        """|predicted / measured - 1| over the figures (of one metric)."""
-        return Spread.of(abs(e) for e in self.errors(basis, metric))
 
     @property
     def spec_bound(self) -> tuple[int, int]:

@@ -49,7 +49,7 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.open_loop_rows import KNOBS, METRICS, OpenLoopRow, load_rows
 from capacity.fit.planning import scenario_with_basis, typical_band_scenarios, typical_basis_for
-from capacity.fit.validate import Spread, relative_error
+from capacity.fit.validate import ErrorsByMetric, Spread, relative_error
 from capacity.fit.validate_disagg import END as DISAGG_END
 from capacity.fit.validate_report import (
     between_markers,
@@ -280,18 +280,11 @@ class Skipped:
 
 
 @dataclass(frozen=True, kw_only=True)
-class OpenLoopScorecard:
+class OpenLoopScorecard(ErrorsByMetric):
     checks: tuple[OpenLoopCheck, ...]
     runs: tuple[RunCheck, ...]
     knob_pairs: tuple[KnobPair, ...]
     skipped: tuple[Skipped, ...]
-
-    def errors(self, basis: str, metric: str | None = None) -> list[float]:
-        return [c.error(basis) for c in self.checks if metric in (None, c.metric)]
-
-    def error(self, basis: str, metric: str | None = None) -> Spread:
-        """|predicted / measured - 1| over the figures (of one metric)."""
-        return Spread.of(abs(e) for e in self.errors(basis, metric))
 
     def band_coverage(self, metric: str | None = None) -> tuple[int, int]:
         """(inside, figures): the figures (of one metric) the typical basis' band holds."""
