@@ -17,6 +17,7 @@ from app.planner_state import (
     DRAFT_KEYS,
     DRAFT_MODE,
     MIX_N,
+    clamp_context,
     mix_key,
 )
 from app.planner_view import CTX_CHOICES
@@ -42,11 +43,7 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
     c1, c2, c3 = st.columns(3)
     with c1:
         st.selectbox(T("pl_model"), variants, key="planner_model")
-        limit = catalog.variant(st.session_state["planner_model"]).model.max_context_tokens
-        if int(st.session_state["planner_ctx"]) > limit:  # a new model with a shorter limit
-            st.session_state["planner_ctx"] = limit
-        ctx_choices = sorted({*(c for c in CTX_CHOICES if c <= limit), limit,
-                              int(st.session_state["planner_ctx"])})
+        ctx_choices = _context_choices(catalog, "planner_model", "planner_ctx")
         mode = st.radio(T("pl_mode"), ["dau", "conc"], horizontal=True, key="planner_mode",
                         format_func=lambda m: T("pl_mode_" + m))
         if mode == "dau":
@@ -147,8 +144,18 @@ def draft_inputs(lang: str) -> None:
                         key=ACC_VALUE, disabled=mode == "none" or kind == "published")
 
 
-def mix_inputs(variants: list[str], lang: str) -> None:
-    """The mix section's added workloads: how many, then one row of inputs each."""
+def _context_choices(catalog: Catalog, model_key: str, ctx_key: str) -> list[int]:
+    """The context lengths to offer for the model chosen under widget key `model_key`: the
+    usual choices up to its limit, the limit itself and the current value; a context past the
+    limit (a model just chosen with a shorter one) is first clamped to it in session state."""
+    limit = clamp_context(catalog, model_key, ctx_key)
+    return sorted({*(c for c in CTX_CHOICES if c <= limit), limit,
+                   int(st.session_state[ctx_key])})
+
+
+def mix_inputs(catalog: Catalog, lang: str) -> None:
+    """The mix section's added workloads: how many, then one row of inputs each (a workload's
+    context offered and clamped up to its model's limit, as the first workload's)."""
 
     def T(k: str, **kw: object) -> str:  # noqa: N802 - the usual name for a translator
         return t(k, lang, **kw)
@@ -158,12 +165,12 @@ def mix_inputs(variants: list[str], lang: str) -> None:
     for i in range(n_more):
         c = st.columns([2, 3, 2, 2, 2, 2, 2, 2])
         c[0].text_input(T("mix_workload"), max_chars=MIX_NAME_CHARS, key=mix_key(i, "name"))
-        c[1].selectbox(T("pl_model"), variants, key=mix_key(i, "model"))
+        c[1].selectbox(T("pl_model"), catalog.variant_keys(), key=mix_key(i, "model"))
         c[2].number_input(T("pl_dau"), min_value=1, max_value=10**9, step=100,
                           key=mix_key(i, "dau"))
         c[3].number_input(T("pl_rpu"), min_value=0.1, max_value=1e5, key=mix_key(i, "rpu"))
-        c[4].selectbox(T("pl_ctx"), sorted({*CTX_CHOICES, int(st.session_state[mix_key(i, "ctx")])}),
-                       key=mix_key(i, "ctx"))
+        c[4].selectbox(T("pl_ctx"), _context_choices(catalog, mix_key(i, "model"),
+                                                     mix_key(i, "ctx")), key=mix_key(i, "ctx"))
         c[5].number_input(T("pl_out"), min_value=1, max_value=1_000_000, key=mix_key(i, "out"))
         c[6].number_input(T("pl_ttft"), min_value=10.0, max_value=1e7, key=mix_key(i, "ttft"))
         c[7].number_input(T("pl_tpot"), min_value=1.0, max_value=1e6, key=mix_key(i, "tpot"))

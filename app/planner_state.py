@@ -109,6 +109,16 @@ def _clean_name(text: object, fallback: str) -> str:
     return name.strip()[:MIX_NAME_CHARS].strip() or fallback
 
 
+def clamp_context(catalog: Catalog, model_key: str, ctx_key: str) -> int:
+    """The context limit (tokens) of the model chosen under widget key `model_key`; a context
+    past it under `ctx_key` (a model just chosen with a shorter limit) is clamped to it first,
+    so the run that reads the widgets plans what the selector will show."""
+    limit = catalog.variant(str(st.session_state[model_key])).model.max_context_tokens
+    if int(st.session_state[ctx_key]) > limit:
+        st.session_state[ctx_key] = limit
+    return limit
+
+
 def _mix_from_widgets(saved: PlannerState, lang: str, catalog: Catalog) -> str:
     """`PlannerState.mix` from the mix section's widgets (a workload added this run gets its
     defaults here, before its widgets are drawn, so the URL holds it at once)."""
@@ -121,6 +131,8 @@ def _mix_from_widgets(saved: PlannerState, lang: str, catalog: Catalog) -> str:
             name=f"{t('mix_workload', lang)} {i + 2}", model=catalog.variant_keys()[0])
         for name in MIX_FIELDS:
             ss.setdefault(mix_key(i, name), getattr(dflt, name))
+        if str(ss[mix_key(i, "model")]) in catalog.variant_keys():
+            clamp_context(catalog, mix_key(i, "model"), mix_key(i, "ctx"))
         out.append(MixEntry(
             name=_clean_name(ss[mix_key(i, "name")], f"{i + 2}"),
             model=str(ss[mix_key(i, "model")]), dau=int(ss[mix_key(i, "dau")]),

@@ -185,7 +185,7 @@ planner_frontier(inputs, result, lang)  # the buyer's chart, the recommendation 
 # the URL (`mix`, read into these widgets by app.planner_state), so a link reopens the mix.
 with st.expander(T("mix_add"), expanded=bool(st.session_state.get(MIX_N, 0))):
     st.caption(T("mix_help"))
-    mix_inputs(catalog.variant_keys(), lang)
+    mix_inputs(catalog, lang)
     extra: tuple[MixWorkload, ...] = ()
     try:
         extra = state.mix_workloads(catalog, first_name=T("mix_first"))[1:]

@@ -200,6 +200,26 @@ def test_planner_page_adds_a_workload(catalog: Catalog) -> None:
                                                             "Mix quote (PDF)"}
 
 
+@pytest.mark.slow
+def test_a_mix_workload_on_a_short_context_model_is_clamped_to_its_limit() -> None:
+    """An added workload switched to a model with 4,096 tokens of context (Llama-2-70B) while
+    its context reads the default 8K: the selector offers nothing past the limit and the
+    same run plans at the limit, with no "exceeds its limit" error."""
+    from streamlit.testing.v1 import AppTest
+
+    app = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+    at = AppTest.from_file(app, default_timeout=180).switch_page("pages/planner.py")
+    at.run()
+    at.number_input(key="planner_mix_n").set_value(1).run()
+    assert at.selectbox(key="planner_mix_0_ctx").value == 8192
+    at.selectbox(key="planner_mix_0_model").set_value("llama-2-70b-fp8").run()
+    ctx = at.selectbox(key="planner_mix_0_ctx")
+    assert ctx.value == 4096
+    assert max(int(o) for o in ctx.options) == 4096
+    assert not at.exception and not at.error
+    assert at.dataframe[-1].value["Workload"].iloc[-1] == "Workload 2"
+
+
 # ---- the mix in the Planner's URL -----------------------------------------------------------
 
 def _scenario_state(catalog: Catalog):  # noqa: ANN202
