@@ -10,8 +10,9 @@ import pytest
 from capacity.errors import InputError
 from capacity.fit.planning import scenario_with_basis
 from capacity.model.scenario import make_scenario
+from capacity.plan.closed_loop import closed_loop
 from capacity.plan.event_pages import PagedPool
-from capacity.plan.events import service_from_scenario, simulate
+from capacity.plan.events import service_from_scenario, simulate, steady_span_s
 from capacity.plan.service import PagedKv, ServiceModel
 
 
@@ -41,6 +42,24 @@ def test_each_request_ends_at_its_own_length() -> None:
     assert q.mean_tpot_ms == pytest.approx(10.0)
     assert q.tpot_ms[0.5] == pytest.approx(10.0)
     assert q.output_tok_s == pytest.approx(31 / 9.05)
+
+
+def test_a_steady_closed_loop_counts_its_throughput_by_the_loops_cycle() -> None:
+    """Two clients out of step (`closed_loop`), lengths 2, 5 and 50 in turn: each client
+    always waits on one request, so the loop completes C requests per mean end-to-end time and
+    its throughput is the counted requests' tokens over sum(E2E) / C (`steady_span_s`; C = 2
+    requests of 2,000 and 4,000 ms take 3 s of the loop), every client busy all along (mean
+    running = C). The span from the first counted arrival to the last counted finish, which
+    it replaces, ends with the slowest counted request while later, uncounted ones run beside
+    it, and reads low."""
+    svc = _svc(output_lengths=(2, 5, 50))
+    q = closed_loop(svc, concurrency=2, n_requests=240)
+    counted = svc.request_outputs(240)[int(240 * 0.2):240 - 2]
+    sum_e2e_s = q.mean_e2e_ms * counted.size / 1e3
+    assert q.output_tok_s == pytest.approx(float(np.sum(counted)) / (sum_e2e_s / 2), rel=1e-9)
+    assert q.throughput_req_s == pytest.approx(2 / (q.mean_e2e_ms / 1e3), rel=1e-9)
+    assert q.mean_running == pytest.approx(2.0, rel=1e-9)
+    assert steady_span_s(np.array([2000.0, 4000.0]), 2) == pytest.approx(3.0)
 
 
 def test_a_closed_loop_sends_again_when_each_request_ends() -> None:

@@ -211,6 +211,38 @@ def test_run_prompts_is_a_count_for_a_whole_sweep(tmp_path: Path) -> None:
         load_reference(f)
 
 
+def test_level_prompts_is_the_count_of_the_run_a_throughput_row_states(tmp_path: Path) -> None:
+    # a bench's throughput is its run's tokens over its duration: the row gives the run's
+    # request count (`--num-prompts`), each level its own, on throughput rows only
+    cols = ",added,run_prompts,prompt_cap,output_cap,level_prompts\n"
+    head = _ADDED_HEADER.replace(",added\n", cols)
+    f = tmp_path / "published.csv"
+    f.write_text(head + "x,2025-01,G,M,1,BF16,E,10,20,4,agg_output_tps,mean,60,tokens/s,,,,,,40\n"
+                 + "x,2025-01,G,M,1,BF16,E,10,20,4,itl_ms,mean,6,ms,,,,,,\n"
+                 + "x,2025-01,G,M,1,BF16,E,10,20,8,agg_output_tps,mean,99,tokens/s,,,,,,80\n")
+    (sw,) = load_reference(f)
+    assert sw.level_prompts == ((4.0, 40), (8.0, 80))
+    assert sw.run.requests_at(8) == 80 and sw.run.requests_at(16) is None
+    for rows, why in (
+            ("x,2025-01,G,M,1,BF16,E,10,20,4,itl_ms,mean,6,ms,,,,,,40\n",
+             "line 2: level_prompts is the request count of a run whose throughput the row "
+             "states: give it on an agg_output_tps row, not itl_ms"),
+            ("x,2025-01,G,M,1,BF16,E,10,20,4,agg_output_tps,mean,60,tokens/s,,,,,,9\n",
+             "line 2: level_prompts = '9' must be a whole number of requests"),
+            ("x,2025-01,G,M,1,BF16,E,10,20,4,agg_output_tps,mean,60,tokens/s,,,,,,40\n"
+             "x,2025-01,G,M,1,BF16,E,10,20,4,agg_output_tps,median,61,tokens/s,,,,,,50\n",
+             "line 3: level_prompts = 50, but this level's other throughput row says 40")):
+        bad = tmp_path / f"bad-{len(rows)}-{rows[-4:-1]}.csv"  # load_reference caches by path
+        bad.write_text(head + rows)
+        with pytest.raises(CatalogError, match=re.escape(why)):
+            load_reference(bad)
+    # the shipped rows: every throughput row whose source states its run's count gives it
+    shipped = [sw for sw in load_reference() if sw.level_prompts]
+    assert sum(len(sw.level_prompts) for sw in shipped) == 60
+    rtx = {sw.run.requests_at(64) for sw in shipped if "violet-quartz" in sw.source}
+    assert rtx == {400, 1200, None}
+
+
 def test_length_caps_say_how_far_a_runs_lengths_varied(tmp_path: Path) -> None:
     # a source whose prompts and outputs varied about the stated means gives their longest
     head = _ADDED_HEADER.replace(",added\n", ",added,run_prompts,prompt_cap,output_cap\n")

@@ -48,6 +48,8 @@ from capacity.fit.validate import (
 from capacity.fit.validate_report import BEGIN, END, between_markers, markdown, to_json, write_between_markers
 from capacity.model.scenario import Scenario
 from capacity.plan import events
+from capacity.plan.closed_loop import as_run_tok_s
+from capacity.plan.service import ServiceModel
 from tests.shipped import share_sections, shipped
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,6 +266,40 @@ def test_a_stated_run_of_identical_requests_is_predicted_as_it_ran() -> None:
     # the shipped MI300X run (100 requests, each 1,024 / 1,024) is the one scored this way
     ran = [sw for sw in load_reference() if sw.run_prompts is not None]
     assert [(sw.gpu_key, sw.run_prompts) for sw in ran] == [("mi300x", 100)]
+
+
+def test_a_throughput_row_with_its_runs_count_is_predicted_as_the_run() -> None:
+    # published.csv's level_prompts: a bench's throughput is its run's output tokens over the
+    # run's duration, drain included. Ten identical requests kept 5 at a time start as one
+    # burst and stay in lock step: two rounds, 10 x 256 tokens over twice one request's E2E;
+    # the level's TTFT and TPOT stay the steady loop's (clients out of step).
+    s = run_scenario("qwen3-8b-bf16", "h100-sxm", prompt_tokens=1024, output_tokens=256)
+    svc = events.service_from_scenario(s, output_tokens=256, engine="vllm")
+    burst = events.run_trace(svc, None, 5, 5)
+    ran = validate.queued_levels(s, [5], 256, "vllm", RunShape(level_prompts=((5.0, 10),)))
+    steady = validate.queued_levels(s, [5], 256, "vllm")
+    assert ran is not None and steady is not None
+    assert ran[0].tok_s == pytest.approx(10 * 256 / (2 * float(burst.finish_ms[0])) * 1e3)
+    assert ran[0].tok_s < steady[0].tok_s
+    assert ran[0].ttft_mean_ms == steady[0].ttft_mean_ms
+    assert ran[0].tpot_mean_ms == steady[0].tpot_mean_ms
+    # a level the row does not count keeps the steady loop's throughput
+    other = validate.queued_levels(s, [5], 256, "vllm", RunShape(level_prompts=((8.0, 10),)))
+    assert other is not None and other[0].tok_s == steady[0].tok_s
+
+
+def test_a_bench_runs_throughput_counts_its_drain() -> None:
+    # one client, outputs of 2 and 5 tokens in turn (50 ms prefill, then 10 ms a token: 60
+    # and 90 ms requests), ten requests back to back: 35 tokens in 750 ms (`as_run_tok_s`'
+    # example)
+    svc = ServiceModel(slots=2, bandwidth_ms=np.full(5, 10.0), compute_ms=np.zeros(5),
+                       comm_ms=np.zeros(5), overhead_ms=0.0, prefill_ms=50.0,
+                       prompt_tokens=100, output_tokens=3, chunk_tokens=200,
+                       prefill_cum_ms=0.5 * np.arange(101, dtype=np.float64),
+                       output_lengths=(2, 5))
+    assert as_run_tok_s(svc, concurrency=1, requests=10) == pytest.approx(35 / 0.75)
+    with pytest.raises(InputError, match="a bench run needs"):
+        as_run_tok_s(svc, concurrency=1, requests=0)
 
 
 def test_a_run_whose_lengths_varied_is_predicted_with_each_requests_own() -> None:

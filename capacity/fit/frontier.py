@@ -519,8 +519,8 @@ def event_check(fr: Frontier, p: FrontPoint, catalog: Catalog | None = None) -> 
     """`p` with the event model's mean TTFT, TPOT and throughput per GPU: the planner's
     replica (`detail.option_service`: the engine profile's scheduling, KV held at its mean
     context) in the steady closed loop of `p.concurrency` users every surface shows
-    (`capacity.plan.closed_loop.closed_loop`, clients out of step); throughput by
-    Little's law over the loop, C n / mean E2E (the simulated span includes the loop's drain)."""
+    (`capacity.plan.closed_loop.closed_loop`, clients out of step); its throughput the
+    loop's own, C n / mean E2E (`capacity.plan.events.steady_span_s`)."""
     from capacity.plan.closed_loop import closed_loop as event_closed_loop
     from capacity.plan.detail import option_service
 
@@ -530,4 +530,4 @@ def event_check(fr: Frontier, p: FrontPoint, catalog: Catalog | None = None) -> 
     q = event_closed_loop(svc, concurrency=c)
     return replace(p, event_ttft_ms=q.mean_ttft_ms,
                    event_tpot_ms=(q.mean_e2e_ms - q.mean_ttft_ms) / (n - 1),
-                   event_throughput_tok_s_per_gpu=c * n / q.mean_e2e_ms * 1e3 / p.tp)
+                   event_throughput_tok_s_per_gpu=q.output_tok_s / p.tp)

@@ -25,6 +25,13 @@ the end: the stated token totals are exactly the count x the lengths). `capacity
 then predicts each level as that run (`ReferenceSweep.run_prompts`). Blank or absent: the
 run is not stated; the steady closed loop.
 
+An optional `level_prompts` column, on a throughput row (`agg_output_tps`) only, gives the
+number of requests the level ran (the bench's `--num-prompts`): a bench's throughput is its
+run's output tokens over the run's duration, so `capacity validate` predicts that row as the
+run, from one burst on an idle server, the drain included
+(`capacity.plan.closed_loop.as_run_tok_s`), and the level's other rows from the steady
+closed loop. Blank or absent: the steady closed loop's throughput.
+
 Optional `prompt_cap` and `output_cap` columns give the longest prompt and output of a run whose
 lengths varied about the stated means (a random dataset that draws each length on 1..L, as
 `sglang.bench_serving --dataset-name random` does; ShareGPT as vLLM's bench samples it, prompts
@@ -74,6 +81,13 @@ class RunShape:
     run_prompts: int | None = None
     prompt_cap: int | None = None
     output_cap: int | None = None
+    level_prompts: tuple[tuple[float, int], ...] = ()
+    """(concurrency, requests) of the levels whose throughput is stated for a run of that
+    many requests (the CSV's `level_prompts`): predicted as that run."""
+
+    def requests_at(self, concurrency: float) -> int | None:
+        """The requests the level at `concurrency` ran, where its throughput row says."""
+        return dict(self.level_prompts).get(float(concurrency))
 
     def lengths(self, prompt_tokens: float, output_tokens: float, n: int
                 ) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
@@ -133,12 +147,15 @@ class ReferenceSweep:
     output_cap: int | None = None
     """The longest output of a run whose outputs varied about `output_tokens` (`output_cap`,
     tokens); None: every output at the mean."""
+    level_prompts: tuple[tuple[float, int], ...] = ()
+    """(concurrency, requests) where a throughput row states its level's request count (the
+    CSV's `level_prompts`): that throughput is predicted as the run."""
 
     @property
     def run(self) -> RunShape:
         """How the source ran its levels (`RunShape`)."""
         return RunShape(run_prompts=self.run_prompts, prompt_cap=self.prompt_cap,
-                        output_cap=self.output_cap)
+                        output_cap=self.output_cap, level_prompts=self.level_prompts)
 
     @property
     def is_added(self) -> bool:
@@ -239,6 +256,12 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
             raise CatalogError(f"{path}: line {line}: added = {added!r} must be YYYY-MM-DD "
                                "(the day the row was added) or blank")
         run = _run_prompts(path, line, (row.get("run_prompts") or "").strip())
+        level_run = _run_prompts(path, line, (row.get("level_prompts") or "").strip(),
+                                 "level_prompts")
+        if level_run is not None and metric != "agg_output_tps":
+            raise CatalogError(f"{path}: line {line}: level_prompts is the request count of a "
+                               f"run whose throughput the row states: give it on an "
+                               f"agg_output_tps row, not {metric}")
         caps = tuple(_cap(path, line, c, (row.get(c) or "").strip(),
                           _float(path, line, m, row[m]))
                      for c, m in (("prompt_cap", "prompt_tokens"), ("output_cap", "output_tokens")))
@@ -249,7 +272,8 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
                                                         "date": row["date"].strip(),
                                                         "engine_text": row["engine"].strip(),
                                                         "stated": [], "added": added,
-                                                        "run_prompts": run, "caps": caps})
+                                                        "run_prompts": run, "caps": caps,
+                                                        "level_prompts": {}})
         if g["added"] != added:
             raise CatalogError(f"{path}: line {line}: added = {added!r}, but this sweep's "
                                f"other rows say {g['added']!r} (a sweep is added whole)")
@@ -262,6 +286,11 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
                                "same on every row of a sweep (one run per sweep)")
         conc = _float(path, line, "concurrency", row["concurrency"])
         value = _float(path, line, "value", row["value"])
+        if level_run is not None:
+            if level_run != g["level_prompts"].setdefault(conc, level_run):
+                raise CatalogError(f"{path}: line {line}: level_prompts = {level_run}, but "
+                                   f"this level's other throughput row says "
+                                   f"{g['level_prompts'][conc]} (one run per level)")
         level = g["levels"].setdefault(conc, {})
         if stat == "median" or metric not in level:  # a median wins over a mean
             level[metric] = value
@@ -306,17 +335,19 @@ def _load(path: Path, keys_path: Path) -> tuple[ReferenceSweep, ...]:
             prompt_tokens=prompt, output_tokens=out, points=tuple(points), date=g["date"],
             engine_text=g["engine_text"], added=g["added"], run_prompts=g["run_prompts"],
             prompt_cap=g["caps"][0], output_cap=g["caps"][1],
+            level_prompts=tuple(sorted(g["level_prompts"].items())),
             stated=tuple(sorted(g["stated"], key=lambda v: (v.concurrency, v.metric, v.stat)))))
     return tuple(sweeps)
 
 
-def _run_prompts(path: Path, line: int, text: str) -> int | None:
-    """The optional `run_prompts` cell: blank, or a whole number in `RUN_PROMPTS`."""
+def _run_prompts(path: Path, line: int, text: str, column: str = "run_prompts") -> int | None:
+    """The optional `run_prompts` (or `level_prompts`) cell: blank, or a whole number in
+    `RUN_PROMPTS`."""
     if not text:
         return None
     lo, hi = RUN_PROMPTS
     if not text.isdigit() or not lo <= int(text) <= hi:
-        raise CatalogError(f"{path}: line {line}: run_prompts = {text!r} must be a whole "
+        raise CatalogError(f"{path}: line {line}: {column} = {text!r} must be a whole "
                            f"number of requests, {lo:,}..{hi:,}, or blank")
     return int(text)
 

@@ -21,6 +21,7 @@ from capacity.plan.events import (
     MAX_LOAD_REQUESTS,
     QueueResult,
     ServiceModel,
+    Trace,
     quantiles,
     run_trace,
     service_from_scenario,
@@ -71,9 +72,10 @@ def closed_loop_load(s: Scenario, *, engine: str, output_tokens: int,
 
 CLOSED_LOOP_REQUESTS_PER_CLIENT = 12
 """Requests `closed_loop` simulates per client (at least 200, at most MAX_LOAD_REQUESTS or
-3 C where that is more). 6 would take three quarters of the time, but the throughput over
-the counted requests' span (`QueueResult.output_tok_s`) then carries a part-cycle at each
-end: the scorecard's throughput median on its original rows moved 11.4 % -> 15.6 %."""
+3 C where that is more). Until 2026-12-06 its throughput was the counted requests' tokens
+over their span, first arrival to last finish, which carries a part-cycle at the end (C / (N
++ C) low: 10% at 12 a client; 6 a client moved the scorecard's throughput median on its
+original rows 11.4 % -> 15.6 %); it is now the loop's cycle (`events.steady_span_s`)."""
 CLOSED_LOOP_WARMUP = 0.2
 """The share of `closed_loop`'s requests left out as warm-up (at least the C phased ones)."""
 
@@ -87,7 +89,9 @@ def closed_loop(svc: ServiceModel, *, concurrency: int, n_requests: int | None =
     `simulate(phased=True)`: the clients out of step, as a benchmark's drift apart
     (identical requests started as one burst stay in lock step, and spread in time they fall
     back into it where prompts take most of the GPU); max(200, 12 C) requests (at most
-    MAX_LOAD_REQUESTS, at least 3 C), the first 20 % (at least C) and the last C left out.
+    MAX_LOAD_REQUESTS, at least 3 C), the first 20 % (at least C) and the last C left out;
+    throughput the counted requests' over the loop's cycle, C per mean E2E
+    (`events.steady_span_s`).
     The upper edge of its TTFT: `burst_ttft_ms`; a bench run as it ran: `closed_loop_as_run`."""
     if concurrency < 1:
         raise InputError(f"closed-loop concurrency must be >= 1, got {concurrency}")
@@ -139,11 +143,12 @@ def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[
     ttft: list[FloatArray] = []
     gap_v: list[FloatArray] = []
     gap_w: list[FloatArray] = []
-    span_s = 0.0
+    span_s = tokens = 0.0
     for n in shares:
         tr = run_trace(svc, None, concurrency, n, record_gaps=True)
         ttft.append(tr.first_ms - tr.arrival_ms)
-        span_s += (float(np.max(tr.finish_ms)) - float(np.min(tr.arrival_ms))) / 1e3
+        span_s += _run_span_s(tr)
+        tokens += float(np.sum(svc.request_outputs(n)))
         assert tr.gaps is not None
         v, w = tr.gaps.kept(0)
         gap_v.append(v)
@@ -154,4 +159,24 @@ def closed_loop_as_run(svc: ServiceModel, *, concurrency: int, shares: Sequence[
     return {"ttft_p50_ms": float(np.quantile(t, 0.5)), "ttft_p90_ms": float(np.quantile(t, 0.9)),
             "ttft_p99_ms": float(np.quantile(t, 0.99)), "itl_p50_ms": itl[0.5],
             "itl_p90_ms": itl[0.9], "itl_p99_ms": itl[0.99], "itl_mean_ms": weighted_mean(v, w),
-            "output_tok_s": sum(shares) * svc.output_tokens / max(span_s, 1e-9)}
+            "output_tok_s": tokens / max(span_s, 1e-9)}
+
+
+def _run_span_s(tr: Trace) -> float:
+    """A whole run's duration (s): its first arrival to its last finish."""
+    return max((float(np.max(tr.finish_ms)) - float(np.min(tr.arrival_ms))) / 1e3, 1e-9)
+
+
+def as_run_tok_s(svc: ServiceModel, *, concurrency: int, requests: int) -> float:
+    """A closed-loop bench level's output throughput as the bench computes it (vLLM's and
+    SGLang's `bench_serve`: total output tokens over the run's duration): its `requests`
+    requests (each its own output, `ServiceModel.request_outputs`) sent by `concurrency`
+    clients at once to an idle replica, every one counted, the opening burst and the drain
+    included (tok/s). The steady loop's throughput (`closed_loop`) leaves both out; a run of
+    a few requests a client whose outputs vary widely spends a good part of its duration in
+    the drain, behind its longest requests. Example: one client, outputs 2 and 5 tokens in
+    turn (60 and 90 ms requests), ten requests: 35 tokens in 750 ms, 46.7 tok/s."""
+    if concurrency < 1 or requests < 1:
+        raise InputError("a bench run needs >= 1 client and >= 1 request")
+    tr = run_trace(svc, None, concurrency, requests)
+    return float(np.sum(svc.request_outputs(requests))) / _run_span_s(tr)
