@@ -118,7 +118,8 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
         tok_s = q.output_tok_s
         if run.run_prompts is None and (total := run.requests_at(c)) is not None:
             tok_s = _as_run_tok_s(scenario, run, output_tokens, scheduler, per,
-                                  math.ceil(total / scenario.replicas))
+                                  math.ceil(total / scenario.replicas),
+                                  None if varies else svc)
         got.append(Queued(ttft_mean_ms=q.mean_ttft_ms, ttft_median_ms=q.ttft_ms[0.5],
                           e2e_mean_ms=q.mean_e2e_ms, e2e_median_ms=q.e2e_ms[0.5],
                           tok_s=tok_s * scenario.replicas,
@@ -129,14 +130,17 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
 
 
 def _as_run_tok_s(scenario: Scenario, run: RunShape, output_tokens: float, scheduler: str,
-                  concurrency: int, requests: int) -> float:
+                  concurrency: int, requests: int, svc: events.ServiceModel | None = None
+                  ) -> float:
     """One replica's output throughput of a bench level as it ran (`as_run_tok_s`): its
     `requests` requests from `concurrency` clients at once on an idle replica, each with its
-    own lengths where the run's varied (`RunShape.lengths` drawn for that many)."""
-    prompts, outs = run.lengths(scenario.prompt, output_tokens, requests)
-    svc = events.service_from_scenario(scenario, output_tokens=max(1, round(output_tokens)),
-                                       engine=scheduler, prompt_lengths=prompts,
-                                       output_lengths=outs)
+    own lengths where the run's varied (`RunShape.lengths` drawn for that many); `svc`, the
+    level's service where every request has the mean lengths."""
+    if svc is None:
+        prompts, outs = run.lengths(scenario.prompt, output_tokens, requests)
+        svc = events.service_from_scenario(scenario, output_tokens=max(1, round(output_tokens)),
+                                           engine=scheduler, prompt_lengths=prompts,
+                                           output_lengths=outs)
     return loops.as_run_tok_s(svc, concurrency=concurrency, requests=requests)
 
 
