@@ -669,3 +669,14 @@ def test_a_fit_of_the_lower_levels_predicts_up_to_twice_its_largest(card: Scorec
     assert worst.concurrency == 128.0
     assert worst.held_out_ms[1] == pytest.approx(36.45, rel=0.01)
     assert "### Fitted on the lower levels, predicted up to twice the largest" in markdown(card)
+
+
+def test_the_sections_share_their_summary_cells_and_their_skipped_rows_line() -> None:
+    # validate_report's helpers, as every published section's Markdown uses them
+    from capacity.fit.validate_report import error_cells, fmt_or_dash, not_scored_lines
+    assert error_cells([0.1, -0.3, 0.2]) == "3 | 20.0% | -30.0% | +10.0%"
+    assert error_cells([]) == "0 | - | - | -"
+    assert fmt_or_dash(math.nan, ".1%") == "-" and fmt_or_dash(0.25, ".0%") == "25%"
+    assert not_scored_lines([]) == []
+    assert not_scored_lines([("a", "no TTFT"), ("b", "a rate")]) == [
+        "", "Not scored: a: no TTFT; b: a rate."]

@@ -60,6 +60,7 @@ from capacity.fit.validate_report import (
     csv_number,
     error_cells,
     jsonable,
+    not_scored_lines,
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
@@ -650,9 +651,7 @@ def markdown(card: DisaggScorecard) -> str:
                 f"{_v(v.measured['aggregated'])} / {_v(v.measured['disaggregated'])} | "
                 f"{_v(v.typical['aggregated'])} / {_v(v.typical['disaggregated'])} | "
                 f"{v.model_winner} | {v.compare_winner} |")
-    if card.skipped:
-        lines += ["", "Not scored: " + "; ".join(f"{s.id}: {s.reason}"
-                                                 for s in card.skipped) + "."]
+    lines += not_scored_lines([(s.id, s.reason) for s in card.skipped])
     return "\n".join(lines) + "\n"
 
 

@@ -40,6 +40,7 @@ from capacity.fit.validate_report import (
     between_markers,
     error_cells,
     jsonable,
+    not_scored_lines,
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
@@ -400,9 +401,7 @@ def markdown(card: DraftScorecard) -> str:
                            for b in ("spec", "typical", DATASET_TAU, "calibrated"))
         lines.append(f"| {c.sweep} | {c.batch} | {c.measured:.2f} | {cells} | "
                      f"{c.context_tokens} {c.context_from} | {'yes' if c.over_c_vram else 'no'} |")
-    if card.skipped:
-        lines += ["", "Not scored: " + "; ".join(f"{s.row}: {s.reason}"
-                                                 for s in card.skipped) + "."]
+    lines += not_scored_lines([(s.row, s.reason) for s in card.skipped])
     return "\n".join(lines) + "\n"
 
 

@@ -44,6 +44,7 @@ from capacity.fit.validate_report import (
     between_markers,
     error_cells,
     jsonable,
+    not_scored_lines,
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
@@ -379,9 +380,7 @@ def markdown(card: EpScorecard) -> str:
             f"{c.error('prior'):+.1%} | {_f(c.typical, ',.0f')} | {_f(c.error('typical'), '+.1%')}"
             f" | {_f(c.held_out, ',.0f')} | {_f(c.error('held_out'), '+.1%')} | "
             f"{_f(o, '.2f')}, {_f(u, '.0f')} us | {c.imbalance:.3f} |")
-    if card.skipped:
-        lines += ["", "Not scored: " + "; ".join(f"{s.id}: {s.reason}"
-                                                 for s in card.skipped) + "."]
+    lines += not_scored_lines([(s.id, s.reason) for s in card.skipped])
     return "\n".join(lines) + "\n"
 
 

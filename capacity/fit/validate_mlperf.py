@@ -55,6 +55,7 @@ from capacity.fit.validate_report import (
     csv_number,
     error_cells,
     jsonable,
+    not_scored_lines,
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
@@ -402,9 +403,7 @@ def markdown(card: MlperfScorecard) -> str:
             f"{c.stat} {label} ({unit}) | {_v(c.measured)} | {_v(c.spec)} | "
             f"{_f(c.error('spec'), '+.1%')} | {_v(c.typical)} | "
             f"{_f(c.error('typical'), '+.1%')} |")
-    if card.skipped:
-        lines += ["", "Not scored: " + "; ".join(f"{s.id}: {s.reason}"
-                                                 for s in card.skipped) + "."]
+    lines += not_scored_lines([(s.id, s.reason) for s in card.skipped])
     return "\n".join(lines) + "\n"
 
 

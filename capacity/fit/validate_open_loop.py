@@ -55,6 +55,7 @@ from capacity.fit.validate_report import (
     between_markers,
     error_cells,
     jsonable,
+    not_scored_lines,
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
@@ -492,9 +493,7 @@ def markdown(card: OpenLoopScorecard) -> str:
             f"{r.run} ({', '.join(b for b in BASES if r.saturated[b])}; the real server "
             f"{'held' if r.held else 'did not hold' if r.held is False else 'unknown'})"
             for r in sat) + "."]
-    if card.skipped:
-        lines += ["", "Not scored: " + "; ".join(f"{s.id}: {s.reason}"
-                                                 for s in card.skipped) + "."]
+    lines += not_scored_lines([(s.id, s.reason) for s in card.skipped])
     return "\n".join(lines) + "\n"
 
 

@@ -242,6 +242,15 @@ def fmt_or_dash(v: float | None, fmt: str) -> str:
     return "-" if v is None or not math.isfinite(v) else format(v, fmt)
 
 
+def not_scored_lines(skipped: Sequence[tuple[str, str]]) -> list[str]:
+    """A section's closing 'Not scored: id: reason; ...' paragraph (a blank line before it),
+    none where nothing was skipped. Example: [('a', 'no TTFT')] -> ['', 'Not scored: a: no
+    TTFT.']."""
+    if not skipped:
+        return []
+    return ["", "Not scored: " + "; ".join(f"{row}: {why}" for row, why in skipped) + "."]
+
+
 def error_cells(errors: Sequence[float]) -> str:
     """A section's error summary for signed errors (predicted / measured - 1), as the cells
     'n | median |error| | worst (signed) | median signed' of its table. Example: [0.1, -0.3,
