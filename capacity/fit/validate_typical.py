@@ -576,7 +576,9 @@ def markdown(card: TypicalScorecard) -> str:
     lines = ["### Typical basis, nobody measured", "",
              "Each published row predicted on `typical:vllm` with no measurement of its own "
              "(chapter step F4, F6 with the prefill curve F6c, the event model for TTFT, E2E "
-             "and throughput); SGLang's rows on `typical:sglang`, the same knobs but for the "
+             "and throughput: the steady closed loop, a throughput row that states its run's "
+             "request count as that run, `level_prompts`); SGLang's rows on `typical:sglang`, "
+             "the same knobs but for the "
              f"decode arithmetic's eff ({eff[sglang]:.3g} of each GPU's measured matmul "
              f"ceiling; vLLM's {eff[ENGINE]:.3g}, the prefill plateau) and F4c's ridge, "
              "vLLM's only. Each row "
