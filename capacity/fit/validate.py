@@ -176,6 +176,21 @@ class ErrorsByMetric:
         """|predicted / measured - 1| over the checks (of one metric)."""
         return Spread.of(abs(e) for e in self.errors(basis, metric))
 
+    def error_table(self, bases: Iterable[str], metrics: Iterable[str]
+                    ) -> list[tuple[str, str | None, list[float]]]:
+        """(basis, metric or None for all, signed errors) of each basis and each metric (all
+        first) that has checks: the rows of a section's error-summary table."""
+        return [(b, m, errs) for b in bases for m in (None, *metrics)
+                if (errs := self.errors(b, m))]
+
+    def error_json(self, bases: Iterable[str], metrics: Iterable[str]
+                   ) -> dict[str, dict[str, dict[str, Any]]]:
+        """The section JSON's `error`: per basis, per metric ('all' first), the |error| spread
+        and the median signed error (`bias`)."""
+        return {b: {m or "all": {**dataclasses.asdict(self.error(b, m)),
+                                 "bias": Spread.of(self.errors(b, m)).median}
+                    for m in (None, *metrics)} for b in bases}
+
 
 @dataclass(frozen=True, kw_only=True)
 class WithinLevel:

@@ -53,7 +53,7 @@ from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
 from capacity.fit.planning import scenario_with_basis, typical_basis_for, with_basis
-from capacity.fit.validate import ErrorsByMetric, Spread, relative_error
+from capacity.fit.validate import ErrorsByMetric, relative_error
 from capacity.fit.validate_ep import END as EP_END
 from capacity.fit.validate_report import (
     between_markers,
@@ -621,12 +621,8 @@ def markdown(card: DisaggScorecard) -> str:
             if card.rate_bounded else "") + ". Nothing is fitted to these rows.", "",
         "| basis | metric | rows | median abs error | worst | median signed |",
         "|---|---|---:|---:|---:|---:|"]
-    for basis in BASES:
-        for metric in (None, *METRICS):
-            errs = card.errors(basis, metric)
-            if not errs:
-                continue
-            lines.append(f"| {basis} | {metric or 'all'} | {error_cells(errs)} |")
+    lines += [f"| {basis} | {metric or 'all'} | {error_cells(errs)} |"
+              for basis, metric, errs in card.error_table(BASES, METRICS)]
     lines += ["", "| row | layout | GPU | in / out | load | metric | measured | spec | error | "
               "typical | error | hand-over ms (link) |",
               "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
@@ -660,9 +656,7 @@ def to_dict(card: DisaggScorecard) -> dict[str, Any]:
     return dict(jsonable({
         "rows": len(card.checks), "throughput_rows": card.throughput_rows,
         "target": TARGET_ERROR, "target_met": card.target_met, "bounded": card.bounded,
-        "error": {b: {m or "all": {**asdict(card.error(b, m)),
-                                   "bias": Spread.of(card.errors(b, m)).median}
-                      for m in (None, *METRICS)} for b in BASES},
+        "error": card.error_json(BASES, METRICS),
         "checks": [{**asdict(c), "error": {b: c.error(b) for b in BASES},
                     "bounded": c.bounded} for c in card.checks],
         "verdicts": [{**asdict(v), "model_agrees": v.model_agrees,

@@ -45,7 +45,7 @@ from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import InputError
 from capacity.fit.open_loop_rows import OpenLoopRow, profile_for
-from capacity.fit.validate import ErrorsByMetric, Spread, relative_error
+from capacity.fit.validate import ErrorsByMetric, relative_error
 from capacity.fit.validate_open_loop import END as OPEN_LOOP_END
 from capacity.fit.validate_open_loop import Skipped, scenario_for
 from capacity.fit.validate_open_loop import predict as open_loop_predict
@@ -385,13 +385,8 @@ def markdown(card: MlperfScorecard) -> str:
         "mean. Nothing is fitted to these rows.", "",
         "| basis | metric | figures | median abs error | worst | median signed |",
         "|---|---|---:|---:|---:|---:|"]
-    for basis in BASES:
-        for metric in (None, *METRICS):
-            errs = card.errors(basis, metric)
-            if not errs:
-                continue
-            label = "all" if metric is None else METRICS[metric][0]
-            lines.append(f"| {basis} | {label} | {error_cells(errs)} |")
+    lines += [f"| {basis} | {'all' if metric is None else METRICS[metric][0]} | "
+              f"{error_cells(errs)} |" for basis, metric, errs in card.error_table(BASES, METRICS)]
     lines += ["", f"The spec sheet is on the fast side of the measured figure (capacity at or "
               f"above, latency at or below) on {bound} of {total} figures."]
     lines += ["", "| figure | system | GPU | layout | profile | metric | measured | spec | error "
@@ -413,9 +408,7 @@ def to_dict(card: MlperfScorecard) -> dict[str, Any]:
     return dict(jsonable({
         "figures": len(card.checks), "runs": len({c.run for c in card.checks}),
         "spec_bound": {"bounded": bound, "figures": total},
-        "error": {b: {m or "all": {**asdict(card.error(b, m)),
-                                   "bias": Spread.of(card.errors(b, m)).median}
-                      for m in (None, *METRICS)} for b in BASES},
+        "error": card.error_json(BASES, METRICS),
         "checks": [{**asdict(c), "error": {b: c.error(b) for b in BASES},
                     "spec_bounds": c.spec_bounds} for c in card.checks],
         "skipped": [asdict(s) for s in card.skipped]}))

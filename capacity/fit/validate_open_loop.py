@@ -49,7 +49,7 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.open_loop_rows import KNOBS, METRICS, OpenLoopRow, load_rows
 from capacity.fit.planning import scenario_with_basis, typical_band_scenarios, typical_basis_for
-from capacity.fit.validate import ErrorsByMetric, Spread, relative_error
+from capacity.fit.validate import ErrorsByMetric, relative_error
 from capacity.fit.validate_disagg import END as DISAGG_END
 from capacity.fit.validate_report import (
     between_markers,
@@ -437,14 +437,10 @@ def markdown(card: OpenLoopScorecard) -> str:
         "graphs\"). Nothing is fitted to these rows.", "",
         "| basis | metric | figures | median abs error | worst | median signed | target |",
         "|---|---|---:|---:|---:|---:|---:|"]
-    for basis in BASES:
-        for metric in (None, *METRICS):
-            errs = card.errors(basis, metric)
-            if not errs:
-                continue
-            target = TARGETS.get(metric or "") if basis == "typical" else None
-            lines.append(f"| {basis} | {METRICS.get(metric or '', 'all')} | {error_cells(errs)} | "
-                         f"{'-' if target is None else f'<= {target:.0%}'} |")
+    for basis, metric, errs in card.error_table(BASES, METRICS):
+        target = TARGETS.get(metric or "") if basis == "typical" else None
+        lines.append(f"| {basis} | {METRICS.get(metric or '', 'all')} | {error_cells(errs)} | "
+                     f"{'-' if target is None else f'<= {target:.0%}'} |")
     inside, total = card.band_coverage()
     share = _f(inside / total if total else math.nan, ".1%")
     lines += ["", "The typical basis' band (the Planner's and the Explorer's: data/engines.toml's "
@@ -502,9 +498,7 @@ def to_dict(card: OpenLoopScorecard) -> dict[str, Any]:
     return dict(jsonable({
         "figures": len(card.checks), "runs": len(card.runs), "targets": dict(TARGETS),
         "target_met": card.target_met(),
-        "error": {b: {m or "all": {**asdict(card.error(b, m)),
-                                   "bias": Spread.of(card.errors(b, m)).median}
-                      for m in (None, *METRICS)} for b in BASES},
+        "error": card.error_json(BASES, METRICS),
         "saturated_but_held": {b: [r.run for r in card.saturated_but_held(b)] for b in BASES},
         "band_coverage": {m or "all": dict(zip(("inside", "figures"), card.band_coverage(m),
                                                strict=True)) for m in (None, *METRICS)},
