@@ -165,7 +165,7 @@ class Uncertainty:
     engine's ranges, as the Planner's does."""
     lookup_gb: float = 0.0
     """GB per GPU of an input embedding table the band's fast edge leaves unread
-    (`Scenario.embedding_lookup`: eta_bw's edge at the spec sheet); 0 where it reads all."""
+    (`Scenario.embedding_lookup`: eta_bw's edge at the GPU's copy ceiling); 0 where it reads all."""
 
 
 @cached(max_entries=64)

@@ -193,14 +193,16 @@ def test_how_sure_widens_away_from_the_calibration() -> None:
 def test_how_sure_flags_implausible_knobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
     """A calibration whose bandwidth efficiency sat at its bound (the chapter-method fit the
-    project shipped until 2026-11-30, kept as a test fixture) is flagged."""
+    project shipped until 2026-11-30, kept as a test fixture) is flagged: on an H100 SXM above
+    the copy that card was measured at (3,085.1 of 3,350 GB/s, 0.921), below the generic
+    0.95."""
     legacy = Path(__file__).parent / "fixtures" / "calibrations" / "legacy-chapter-rtx-4090.toml"
     (tmp_path / "cal").mkdir()
     shutil.copy(legacy, tmp_path / "cal" / legacy.name)
     monkeypatch.setenv("CAPACITY_CALIBRATIONS_DIR", str(tmp_path / "cal"))
     at = explorer(calibration="legacy-chapter-rtx-4090", gpu="h100-sxm")
     flags = next(w.value for w in at.warning if w.value.startswith("The calibration has knobs"))
-    assert "bandwidth efficiency = 1, above the plausible 0.95" in flags
+    assert "bandwidth efficiency = 1, above the plausible 0.921" in flags
 
 
 def test_how_sure_tables_write_plain_numbers() -> None:

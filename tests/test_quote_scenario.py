@@ -267,7 +267,7 @@ def test_the_typical_basis_opens_in_the_explorer_with_its_knobs(model: str,
     """A typical-vLLM option opens in the Explorer with vLLM's efficiencies, not the spec
     sheet's: the capacity table (the quote's Explorer view) and the Explorer agree, and the
     option lands without a failing verdict."""
-    from capacity.catalog.matmul import typical_mfu
+    from capacity.catalog.matmul import typical_eta_bw, typical_mfu
     from capacity.fit.typical import typical_efficiency
 
     p = typical_plan(model, catalog)
@@ -276,14 +276,16 @@ def test_the_typical_basis_opens_in_the_explorer_with_its_knobs(model: str,
     typ = typical_efficiency("vllm").typical
     state, ex = _explorer(p, catalog)
     # the prefill plateau and the decode GEMMs' eff as the option's GPU runs them: the file's
-    # shares of the matmul ceiling x that GPU's ceiling (`PlanInputs.mfu_on`, `eff_on`), the
+    # shares of the matmul ceiling x that GPU's ceiling (`PlanInputs.mfu_on`, `eff_on`), and
+    # the read efficiency the file's share of its copy ceiling x that one (`eta_bw_on`), the
     # values the Explorer's Scenario holds
     dtype = catalog.variant(p.inputs.model, best.weights).format.compute_dtype
     mfu = typical_mfu(typ["mfu"], catalog.gpu(best.gpu), dtype)
     eff = typical_mfu(typ["eff"], catalog.gpu(best.gpu), dtype)
-    assert mfu < typ["mfu"] and eff < typ["eff"]
+    eta = typical_eta_bw(typ["eta_bw"], catalog.gpu(best.gpu))
+    assert mfu < typ["mfu"] and eff < typ["eff"] and eta < typ["eta_bw"]
     assert (state.eta_bw, state.eff, state.mfu, state.step_oh_ms, state.prefill_oh_ms) == (
-        typ["eta_bw"], pytest.approx(eff), pytest.approx(mfu), typ["step_overhead_ms"],
+        pytest.approx(eta), pytest.approx(eff), pytest.approx(mfu), typ["step_overhead_ms"],
         typ["prefill_overhead_ms"])
     row = {r.concurrency: r for r in capacity_rows(p, best, catalog)}[state.c]
     assert row.tpot_ms == pytest.approx(ex.figures["step_ms"])
@@ -319,7 +321,10 @@ def test_typical_planner_to_explorer_pages_agree(catalog: Catalog) -> None:
     table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
     link = table["Explorer"].tolist()[0]
     assert link == explorer_url(explorer_state(p.inputs, p.best, catalog))
-    assert "eta_bw=0.9" in link
+    # the option's read efficiency as its GPU runs it: 1 of the RTX 4090's copy ceiling
+    # (921.85 of 1,008 GB/s; data/engines.toml states eta_bw as that share)
+    eta = 921.85 / 1008
+    assert p.best.gpu == "rtx-4090" and f"eta_bw={eta}" in link
 
     ex = AppTest.from_file(app, default_timeout=120)
     for k, v in parse_qsl(urlsplit(link).query):
@@ -331,7 +336,7 @@ def test_typical_planner_to_explorer_pages_agree(catalog: Catalog) -> None:
     metrics = {m.label: m.value for m in ex.metric}
     assert metrics[t("metric_tpot", "en")] == f"{row.tpot_ms:.1f} ms"
     assert metrics[t("metric_ttft", "en")] == f"{row.ttft_s:.2f} s"
-    assert ex.slider(key="ex_eta_bw").value == 0.9
+    assert ex.slider(key="ex_eta_bw").value == pytest.approx(eta)
     cards = [" ".join(m.value for m in ex.get_by_key(f"verdict_{c}").markdown)
              for c in Constraint]
     assert all(":red-badge" not in c for c in cards), cards

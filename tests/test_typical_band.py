@@ -204,21 +204,24 @@ def test_a_row_is_inside_its_edges_and_coverage_counts_them() -> None:
 def test_a_bandwidth_bound_step_spans_step_over_one_plus_the_edges(catalog: Catalog) -> None:
     # one GPU (no all-reduce), a bandwidth-bound decode: F4's terms and the per-layer
     # overhead all scale, so the band's slow edge is exactly step / (1 + low); at the fast
-    # edge eta_bw 0.9 x (1 + high) = 0.9 x 1.182 = 1.064 stops at the spec sheet's 1, so the
-    # weight read is t_bw / 1 while the per-layer overhead still shrinks by 1 + high: the fast
-    # step lies between step / (1 + high) and the step itself, exactly those knobs' step
+    # edge eta_bw 1 x (1 + high) of the H100's copy ceiling stops at that ceiling (3,085.1 of
+    # 3,350 GB/s: no read is faster than the device copies), so the weight read is t_bw /
+    # 0.921 while the per-layer overhead still shrinks by 1 + high: the fast step lies between
+    # step / (1 + high) and the step itself, exactly those knobs' step
     s = scenario_with_basis(make_scenario("qwen3.5-9b", "h100-sxm", catalog=catalog,
                                           context_tokens=4096), "typical:vllm")
+    ceiling = 3085.1 / 3350
+    assert s.eta_bw == pytest.approx(ceiling)
     lo, hi = typical_efficiency("vllm").step_error or (math.nan, math.nan)
-    assert s.eta_bw * (1 + hi) > 1.0
+    assert s.eta_bw / ceiling * (1 + hi) > 1.0
     fast, slow = typical_band_scenarios(s, "vllm")
     step = float(evaluate(s, [4.0]).decode.step_ms[0])
     assert float(evaluate(slow, [4.0]).decode.step_ms[0]) == pytest.approx(step / (1 + lo))
     got = float(evaluate(fast, [4.0]).decode.step_ms[0])
     assert step / (1 + hi) < got < step
-    assert fast.eta_bw == 1.0
+    assert fast.eta_bw == pytest.approx(ceiling)
     assert fast.layer_overhead_ms == pytest.approx(s.layer_overhead_ms / (1 + hi))
-    by_hand = s.with_(eta_bw=1.0, eff=min(1.0, s.eff * (1 + hi)),
+    by_hand = s.with_(eta_bw=ceiling, eff=min(1.0, s.eff * (1 + hi)),
                       layer_overhead_ms=s.layer_overhead_ms / (1 + hi),
                       step_overhead_ms=s.step_overhead_ms / (1 + hi))
     assert got == pytest.approx(float(evaluate(by_hand, [4.0]).decode.step_ms[0]))

@@ -31,7 +31,7 @@ from capacity.fit.planning import (
 )
 from capacity.fit.reference import load_reference
 from capacity.fit.typical import TYPICAL_KNOBS, parse_engines, typical_efficiency
-from capacity.fit.uncertainty import TYPICAL_RANGES, band
+from capacity.fit.uncertainty import band
 from capacity.model.scenario import evaluate, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.options import PlanInputs, Slo
@@ -76,11 +76,15 @@ def test_eta_bw_follows_from_the_shipped_measurements(catalog: Catalog) -> None:
     # point (32 layers, a1 = step at eta_bw 1, y1 = 18.70 ms), which the line ran through
     # before, lies within 1.5% of it (18.48 ms)
     a1, y1 = float(ev.decode.step_ms[0]), float(tpot[0].tpot_ms or 0.0)
-    assert vllm.typical["eta_bw"] == 0.9
-    assert a1 / 0.9 + 32 * vllm.typical["layer_overhead_ms"] == pytest.approx(y1, rel=0.015)
-    # the band: the slowest single point's eta_bw (before the split) to the plausible edge
-    assert vllm.low["eta_bw"] == pytest.approx(min(ratios), abs=0.01)
-    assert vllm.high["eta_bw"] == TYPICAL_RANGES["eta_bw"][1]
+    # eta_bw is a share of each GPU's copy ceiling since 2026-12-07: the RTX 4090's 921.85 of
+    # 1,008 GB/s
+    copy = 921.85 / 1008
+    assert vllm.typical["eta_bw"] == 1.0
+    assert a1 / copy + 32 * vllm.typical["layer_overhead_ms"] == pytest.approx(y1, rel=0.03)
+    # the band: the slowest single point's eta_bw (before the split; a share of the spec
+    # sheet, over the RTX 4090's ceiling) to the ceiling itself
+    assert vllm.low["eta_bw"] == pytest.approx(min(ratios) / copy, abs=0.01)
+    assert vllm.high["eta_bw"] == 1.0
     assert vllm.high["layer_overhead_ms"] == pytest.approx(
         2 * vllm.typical["layer_overhead_ms"], rel=0.01)
     # the prefill plateau: the median of the published groups' unqueued plateaus (F6c)
@@ -120,16 +124,16 @@ def test_typical_plans_slower_than_the_spec_sheet(catalog: Catalog) -> None:
     spec = with_spec_sheet(chapter)
     typ = with_typical(chapter, typical_efficiency("vllm"))
     assert (chapter.basis, spec.basis, typ.basis) == ("chapter", "spec", "typical")
-    assert typ.eta_bw == 0.9 and typ.mfu == 0.706 and typ.typical == "vllm"
-    assert typ.request_latency_ms == 10.67
-    assert typ.layer_overhead_ms == 0.0723
+    assert typ.eta_bw == 1.0 and typ.mfu == 0.706 and typ.typical == "vllm"
+    assert typ.request_latency_ms == 10.73
+    assert typ.layer_overhead_ms == 0.0706
     assert typ.mfu_half_tokens == 262.0
     a, b = plan(spec, catalog).best, plan(typ, catalog).best
     assert a is not None and b is not None
     same = next(o for o in plan(typ, catalog, keep_all=True).all_options
                 if (o.gpu, o.n_gpus, o.tp, o.weights, o.kv_dtype)
                 == (a.gpu, a.n_gpus, a.tp, a.weights, a.kv_dtype))
-    # decode reaches 90 % of the spec-sheet bandwidth and pays 72.3 us a layer (F11), an
+    # decode reads at the GPU's copy ceiling and pays 70.6 us a layer (F11), an
     # 8,192-token prefill 0.706 x 0.803 = 56.7 % of the peak (F6c's curve is 1.000 that far
     # above the ridge): every step and every prefill is slower (prefill by 1 / 0.567 =
     # 1.76x, and more with its overhead), and the fleet is never cheaper
@@ -157,13 +161,13 @@ def test_the_quote_says_the_basis_of_each_figure(catalog: Catalog) -> None:
             "calibration); memory: the catalog's sizes; cost per month: the prices below") in en
     assert ("Efficiency, typical vLLM efficiency (no calibration): decode compute eff 0.71 "
             "of each GPU's measured matmul ceiling, prefill MFU 0.71 of it / (1 + (262 / m)^2.5)^(1/2.5) "
-            "at m tokens a pass, bandwidth efficiency 0.90, "
-            "0.0 ms per step, 3.5 ms per prefill, 72.3 us per layer per decode step, ridge sharpness "
+            "at m tokens a pass, bandwidth efficiency 1.00 of its measured copy ceiling, "
+            "0.0 ms per step, 3.5 ms per prefill, 70.6 us per layer per decode step, ridge sharpness "
             "2.5 (memory and compute combined smoothly near the ridge), 0.2 ms per "
             "linear-attention layer per prefill, 10.7 ms per request outside the GPU") in en
     zh = quote_markdown(p, catalog=catalog, lang="zh")
-    assert "vLLM 典型效率（未校准）" in zh and "带宽效率 0.90" in zh
-    assert "每层每个解码步 72.3 微秒" in zh
+    assert "vLLM 典型效率（未校准）" in zh and "带宽效率为各 GPU 实测拷贝上限的 1.00" in zh
+    assert "每层每个解码步 70.6 微秒" in zh
     spec = quote_markdown(plan(with_spec_sheet(_inputs()), catalog), catalog=catalog)
     assert ("cost per M tokens: the spec sheet (every efficiency at its peak: an upper bound "
             "on speed)") in spec
@@ -222,26 +226,33 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
             assert slow_s.eff == pytest.approx(slow_in.eff_on(s.gpu, dtype))
             assert fast_s.eff == pytest.approx(fast_in.eff_on(s.gpu, dtype))
             continue
+        if k == "eta_bw":  # and the read's share of the copy ceiling (`PlanInputs.eta_bw_on`)
+            assert slow_s.eta_bw == pytest.approx(slow_in.eta_bw_on(s.gpu))
+            assert fast_s.eta_bw == pytest.approx(fast_in.eta_bw_on(s.gpu))
+            continue
         assert getattr(slow_s, k) == pytest.approx(getattr(slow_in, k)), k
         assert getattr(fast_s, k) == pytest.approx(getattr(fast_in, k)), k
-    # the step's knobs at the basis' error band (step_error -0.281 / +0.209), the prefill's
-    # at its TTFT band (ttft_error -0.630 / +0.659); a fraction stops at 1 (0.9 x 1.209 =
-    # 1.088: the spec sheet; the plateau 0.706 x 1.659 = 1.171: the GPU's matmul ceiling)
-    assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((0.9 * 0.719,
-                                                                       0.0723 / 0.719))
-    assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((1.0, 0.0723 / 1.209))
-    # eta_bw's fast edge reaches the spec sheet, so that edge reads the weights as engines do
+    # the step's knobs at the basis' error band (step_error -0.278 / +0.190), the prefill's
+    # at its TTFT band (ttft_error -0.630 / +0.654); a fraction stops at 1 (eta_bw 1 x 1.190:
+    # the RTX 4090's copy ceiling, 921.85 of 1,008 GB/s; the plateau 0.706 x 1.654 = 1.168:
+    # the GPU's matmul ceiling)
+    copy = 921.85 / 1008
+    assert s.eta_bw == pytest.approx(copy)
+    assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((copy * 0.722,
+                                                                       0.0706 / 0.722))
+    assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((copy, 0.0706 / 1.190))
+    # eta_bw's fast edge reaches the copy ceiling, so that edge reads the weights as engines do
     # (an untied input embedding table a lookup) on both surfaces, the middle and the slow edge
     # as the chapter does
     assert fast_s.embedding_lookup and fast_in.embedding_lookup
     assert not (s.embedding_lookup or slow_s.embedding_lookup or slow_in.embedding_lookup)
     # the RTX 4090's bf16 GEMMs reach its spec sheet (its matmul ceiling 1: 0.706 of it, 0.706
-    # of the spec sheet); 3.5 ms a prefill and 10.67 ms outside the GPU, each over 1 + low and
+    # of the spec sheet); 3.5 ms a prefill and 10.73 ms outside the GPU, each over 1 + low and
     # 1 + high
     assert (slow_s.mfu, slow_s.prefill_overhead_ms, slow_s.request_latency_ms) == pytest.approx(
-        (0.706 * 0.370, 3.5 / 0.370, 10.67 / 0.370))
+        (0.706 * 0.370, 3.5 / 0.370, 10.73 / 0.370))
     assert (fast_s.mfu, fast_s.prefill_overhead_ms, fast_s.request_latency_ms) == pytest.approx(
-        (1.0, 3.5 / 1.659, 10.67 / 1.659))
+        (1.0, 3.5 / 1.654, 10.73 / 1.654))
     b = band(s, [16.0], None, edges=(fast_s, slow_s))
     lo, mid, hi = (float(x[0]) for x in b.step_ms)
     assert lo < mid < hi
@@ -347,11 +358,12 @@ def test_the_planner_and_the_explorer_read_the_fast_edge_alike(catalog: Catalog)
     planner = u.step.select(np.asarray([0], dtype=np.int64)).step_ms(np.asarray([16.0]))
     assert float(np.ravel(planner)[0]) == pytest.approx(explorer, rel=1e-9)
     # by hand, on the roofs' max (F4c's smooth corner off): 16 sequences are bandwidth-bound,
-    # so the edge's step is shorter by the table's read at the spec sheet's 1,008 GB/s
+    # so the edge's step is shorter by the table's read at the RTX 4090's copy ceiling (921.85
+    # GB/s: eta_bw's fast edge)
     at_max = fast_s.with_(ridge_sharpness=0.0)
     lookup, whole = (float(evaluate(at_max.with_(embedding_lookup=e), [16.0]).decode.step_ms[0])
                      for e in (True, False))
-    assert whole - lookup == pytest.approx(152_064 * 3_584 * 2 / 1008e9 * 1e3, rel=1e-9)
+    assert whole - lookup == pytest.approx(152_064 * 3_584 * 2 / 921.85e9 * 1e3, rel=1e-9)
     # still no faster than the spec-sheet bound (which leaves the table unread at every peak)
     # and faster than the prediction, which reads it as the chapter does
     bound = float(evaluate(scenario_with_basis(s, "spec"), [16.0]).decode.step_ms[0])

@@ -179,3 +179,29 @@ def typical_mfu(plateau_share: float, gpu: Gpu, compute_dtype: str) -> float:
     states both as shares of the ceiling, `capacity.fit.typical.CEILING_SHARES`). Example:
     0.706 on an H100 bf16: 0.706 x 0.803 = 0.567; on an MI300X: 0.706 x 0.511 = 0.361."""
     return min(1.0, plateau_share * typical_ceiling(gpu, compute_dtype))
+
+
+UNMEASURED_BANDWIDTH: Final = 0.888
+"""The copy ceiling the typical basis assumes for a GPU the file does not measure
+(dimensionless share of the spec-sheet bandwidth): the median of the bundled file's copy shares
+(A100 40GB SXM 0.887, A100 80GB SXM 0.840, H100 SXM 0.921, H200 SXM 0.889, MI300X 0.825,
+RTX 4090 0.915: 0.888); a test recomputes it from the file and the catalog."""
+
+
+def typical_bandwidth_ceiling(gpu: Gpu) -> float:
+    """The copy ceiling a typical basis' `eta_bw` is a share of (dimensionless):
+    `bandwidth_ceiling` where the GPU's fastest copy is measured, else `UNMEASURED_BANDWIDTH`.
+    Examples: H200 SXM 4266.0 / 4800 = 0.889; MI300X 0.825; B200 (not measured) 0.888."""
+    got = bandwidth_ceiling(gpu)
+    return UNMEASURED_BANDWIDTH if got is None else got
+
+
+def typical_eta_bw(copy_share: float, gpu: Gpu) -> float:
+    """A typical basis' decode read efficiency on `gpu` (share of its spec-sheet bandwidth, at
+    most 1): the basis' `eta_bw` as a share of the GPU's copy ceiling (data/engines.toml states
+    it so, as it states `mfu` and `eff` as shares of the matmul ceiling) x
+    `typical_bandwidth_ceiling`. A decode step reads its weights and KV no faster than the GPU
+    copies memory, and the GPUs' memory systems reach different shares of their spec sheets
+    (an MI300X 0.825, an H100 0.921). Example: 1.0 on an H100 SXM: 3085.1 / 3350 = 0.921; on
+    an MI300X: 0.825."""
+    return min(1.0, copy_share * typical_bandwidth_ceiling(gpu))

@@ -23,11 +23,17 @@ from dataclasses import replace
 from typing import Final
 
 from capacity.catalog.loader import Catalog
-from capacity.catalog.matmul import typical_ceiling, typical_mfu
+from capacity.catalog.matmul import (
+    typical_bandwidth_ceiling,
+    typical_ceiling,
+    typical_eta_bw,
+    typical_mfu,
+)
 from capacity.errors import InputError
 from capacity.fit.calibration import KNOBS, Calibration, PointKind, apply
 from capacity.fit.calibration_store import check_name, load, load_named
 from capacity.fit.typical import (
+    BANDWIDTH_SHARES,
     CEILING_SHARES,
     TYPICAL_KNOBS,
     TypicalEfficiency,
@@ -144,10 +150,13 @@ def typical_knobs_on(knobs: Mapping[str, float], s: Scenario) -> dict[str, float
     """A typical basis' knobs (data/engines.toml's units) as `s` runs them: the prefill plateau
     `mfu` and the decode GEMMs' `eff`, shares of the GPU's measured matmul ceiling, as shares
     of its spec-sheet TFLOP/s for the precision its GEMMs run in
-    (`capacity.catalog.matmul.typical_mfu`); the others as they are. Example: mfu 0.706 on an
-    H100 bf16 -> 0.567, on an A100 -> 0.614."""
+    (`capacity.catalog.matmul.typical_mfu`); `eta_bw`, a share of the GPU's measured copy
+    ceiling, as a share of its spec-sheet bandwidth (`typical_eta_bw`); the others as they
+    are. Example: mfu 0.706 on an H100 bf16 -> 0.567, on an A100 -> 0.614; eta_bw 1.0 on an
+    H100 -> 0.921, on an MI300X -> 0.825."""
     dtype = s.variant.format.compute_dtype
-    return {**knobs, **{k: typical_mfu(knobs[k], s.gpu, dtype) for k in CEILING_SHARES}}
+    return {**knobs, **{k: typical_mfu(knobs[k], s.gpu, dtype) for k in CEILING_SHARES},
+            **{k: typical_eta_bw(knobs[k], s.gpu) for k in BANDWIDTH_SHARES if k in knobs}}
 
 
 STEP_BAND_KNOBS: Final = ("eta_bw", "eff", "step_overhead_ms", "layer_overhead_ms")
@@ -169,19 +178,20 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     engine's `step_error` (low, high), the step's knobs (`STEP_BAND_KNOBS`) instead at the
     planned values over 1 + low and 1 + max(high, 0) (a fraction times it, at most 1; an
     overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
-    always holds the prediction itself (where eta_bw's fast edge reaches 1, the spec sheet,
-    the fast edge counts an untied input embedding table as a lookup, `embedding_lookup`:
-    a step faster than the spec sheet's bandwidth allows reads less; without it an RTX 4090
-    decoding Qwen2.5-7B BF16, measured 15.9 ms a step at one sequence, stays outside a fast
-    edge of 16.8 ms); with its `ttft_error`, the same for the knobs of an
+    always holds the prediction itself (where eta_bw's fast edge reaches 1, the GPU's copy
+    ceiling (data/engines.toml states eta_bw as a share of it), the fast edge counts an untied
+    input embedding table as a lookup, `embedding_lookup`: a step faster than the device
+    copies its bytes reads fewer; without it an RTX 4090 decoding Qwen2.5-7B BF16 stays
+    further from its measured 15.9 ms a step at one sequence); with its `ttft_error`, the
+    same for the knobs of an
     unqueued TTFT (`TTFT_BAND_KNOBS`): TTFT / (1 + high) .. TTFT / (1 + low) before any
     queueing. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.281 and +0.209): eta_bw 0.9 x 0.719 = 0.647 slow, 0.9 x 1.209 = 1.088 -> 1 fast (the
-    spec sheet); layer overhead 0.0723 / 0.719 = 0.1006 and 0.0723 / 1.209 = 0.0598 ms; with
-    ttft_error -0.630 and +0.659, MFU 0.706 x 0.370 = 0.261 and 0.706 x 1.659 -> 1 (shares of
-    the GPU's matmul ceiling), the request latency 10.67 / 0.370 = 28.8 and 10.67 / 1.659 =
-    6.4 ms; without it, MFU over its range, 0.628 and 0.785."""
+    -0.278 and +0.190): eta_bw 1 x 0.722 = 0.722 slow, 1 x 1.190 -> 1 fast (shares of the
+    GPU's copy ceiling); layer overhead 0.0706 / 0.722 = 0.0978 and 0.0706 / 1.190 = 0.0593
+    ms; with ttft_error -0.630 and +0.654, MFU 0.706 x 0.370 = 0.261 and 0.706 x 1.654 -> 1
+    (shares of the GPU's matmul ceiling), the request latency 10.73 / 0.370 = 29.0 and
+    10.73 / 1.654 = 6.5 ms; without it, MFU over its range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}
@@ -199,7 +209,7 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
                 slow[k], fast[k] = planned[k] / s_slow, planned[k] / s_fast
     slow["ridge_sharpness"], fast["ridge_sharpness"] = ridge_edges(
         typ.low["ridge_sharpness"], typ.high["ridge_sharpness"], planned["ridge_sharpness"])
-    # past the spec sheet's bandwidth a step is faster only by reading less: the untied input
+    # past the copy ceiling a step is faster only by reading less: the untied input
     # embedding table as the lookup engines run (`Scenario.embedding_lookup`)
     slow["embedding_lookup"] = False
     fast["embedding_lookup"] = (typ.step_error is not None
@@ -217,16 +227,19 @@ def typical_ranges(s: Scenario, engine: str) -> dict[str, tuple[float, float]]:
 
 def _scenario_edges(s: Scenario, engine: str) -> tuple[dict[str, float], dict[str, float]]:
     """`typical_knob_edges` around `s`, a scenario on `engine`'s typical basis, in `s`'s units:
-    its MFU, a share of the spec sheet there, is the engines file's share of the matmul
-    ceiling x the GPU's ceiling (`typical_knobs_on`), so the edges are taken in the file's
-    units and put back the same way."""
-    ceiling = typical_ceiling(s.gpu, s.variant.format.compute_dtype)
+    its MFU and eff, shares of the spec sheet there, are the engines file's shares of the
+    matmul ceiling x the GPU's ceiling, and its eta_bw the file's share of the copy ceiling x
+    that ceiling (`typical_knobs_on`), so the edges are taken in the file's units and put back
+    the same way."""
+    ceilings = {**dict.fromkeys(CEILING_SHARES,
+                                typical_ceiling(s.gpu, s.variant.format.compute_dtype)),
+                **dict.fromkeys(BANDWIDTH_SHARES, typical_bandwidth_ceiling(s.gpu))}
     planned = {k: float(getattr(s, k)) for k in TYPICAL_KNOBS}
-    for k in CEILING_SHARES:
+    for k, ceiling in ceilings.items():
         planned[k] /= ceiling
     slow, fast = typical_knob_edges(typical_efficiency(engine), planned)
     for edge in (slow, fast):
-        for k in CEILING_SHARES:
+        for k, ceiling in ceilings.items():
             edge[k] = min(1.0, edge[k] * ceiling)
     return slow, fast
 

@@ -34,6 +34,10 @@ CEILING_SHARES: Final = ("eff", "mfu")
 """The knobs data/engines.toml states as shares of the GPU's measured matmul ceiling
 (`typical_knobs_on`): the decode GEMMs' `eff` and the prefill plateau `mfu`, one GEMM curve
 (F6c) on every GPU."""
+BANDWIDTH_SHARES: Final = ("eta_bw",)
+"""The knob data/engines.toml states as a share of the GPU's measured copy ceiling
+(`capacity.catalog.matmul.typical_eta_bw`, `typical_knobs_on`): the decode step's read
+efficiency `eta_bw` (since 2026-12-07; a share of the spec sheet before)."""
 OPTIONAL_KNOBS: Final = frozenset({"mfu_half_tokens", "ridge_sharpness",
                                    "cuda_graph_max_tokens", "gemm_tile_tokens",
                                    "layer_overhead_ms", "request_latency_ms",

@@ -31,7 +31,8 @@ Held out (every knob derived from published.csv, the scored row's group left out
 - after, eta_bw and the per-layer overhead: each source group's lowest-concurrency TPOT is
   `t_bw / eta_bw + layers x t_layer` (t_bw the chapter's bandwidth term at eta_bw 1); twelve
   groups on five GPUs (bandwidths 1.0 to 8 TB/s, 24 to 80 layers) give both knobs, eta_bw
-  kept at or below 0.9 (`ETA_BW_MAX`). A group is scored with the points of other models or
+  a share of each GPU's copy ceiling kept at or below 1 (`ETA_BW_MAX`; 0.9 of the spec sheet
+  until 2026-12-07). A group is scored with the points of other models or
   other GPUs only: no other engine or GPU count of its own model on its own GPU lends it
   its step.
 
@@ -67,7 +68,7 @@ import numpy as np
 
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
-from capacity.catalog.matmul import typical_ceiling
+from capacity.catalog.matmul import typical_bandwidth_ceiling, typical_ceiling
 from capacity.fit import typical_bands as tb
 from capacity.fit import typical_latency as tl
 from capacity.fit import validate as v
@@ -75,7 +76,6 @@ from capacity.fit.measured import run_scenario
 from capacity.fit.planning import typical_knob_edges, typical_knobs_on
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.typical import TYPICAL_KNOBS, TypicalEfficiency, engines, typical_efficiency
-from capacity.fit.uncertainty import TYPICAL_RANGES
 from capacity.fit.validate_report import between_markers, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS
 from capacity.model.forward_pass import as_released
@@ -231,9 +231,11 @@ def held_out_eta_bw(points: dict[str, tuple[float, ...]], group: str, engine: fl
 
 @dataclass(frozen=True)
 class StepPoint:
-    """One source point of the step knobs: the chapter's step at eta_bw 1 and no overhead (ms;
-    its bandwidth term at these points' low concurrency on one GPU), the measured TPOT (ms)
-    and the model's layers; the model and GPU (catalog keys) it was measured on."""
+    """One source point of the step knobs: the chapter's step with no overhead, its reads at
+    the GPU's copy ceiling (eta_bw 1 in data/engines.toml's unit, a share of that ceiling:
+    `capacity.catalog.matmul.typical_bandwidth_ceiling`; ms, its bandwidth term at these
+    points' low concurrency on one GPU), the measured TPOT (ms) and the model's layers; the
+    model and GPU (catalog keys) it was measured on."""
 
     bandwidth_ms: float
     tpot_ms: float
@@ -242,10 +244,12 @@ class StepPoint:
     gpu: str = ""
 
 
-ETA_BW_MAX: Final = TYPICAL_RANGES["eta_bw"][1]
-"""The most of the spec-sheet bandwidth a decode step's reads reach on a real engine (0.9,
-the typical ranges' fast edge; this project's own H200 copies at 0.889 of its spec sheet,
-data/matmul_ceilings.toml's `copy_gb_s`): the bound the step knobs' solve stays inside."""
+ETA_BW_MAX: Final = 1.0
+"""The most of the GPU's copy ceiling a decode step's reads reach (data/engines.toml states
+eta_bw as a share of it, `capacity.catalog.matmul.typical_eta_bw`): no step reads its weights
+and KV faster than the device copies memory. The bound the step knobs' solve stays inside.
+Until 2026-12-07 eta_bw was a share of the spec sheet bounded at 0.9 on every GPU (this
+project's own H200 copies at 0.889 of its spec sheet)."""
 
 STEP_POINT_MAX_CLIENTS: Final = 8
 """A group's lowest-concurrency decode point is a source of the step knobs (`step_points`)
@@ -265,7 +269,8 @@ def step_point(sweeps: Sequence[ReferenceSweep], cat: Catalog) -> StepPoint | No
                 continue
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             d = v.predict(base, [p.concurrency], s.prompt_tokens, s.output_tokens)
-            best = (p.concurrency, StepPoint(bandwidth_ms=float(d.step_ms[0]),
+            ceiling = typical_bandwidth_ceiling(base.gpu)
+            best = (p.concurrency, StepPoint(bandwidth_ms=float(d.step_ms[0]) / ceiling,
                                              tpot_ms=float(p.tpot_ms),
                                              layers=base.model.layers,
                                              model=s.model_key or "", gpu=s.gpu_key or ""))
@@ -478,7 +483,9 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             levels = sorted({x.concurrency for x in s.stated})
             sched = v.scheduler_of(s.engine)
-            before_s = base.with_(**typical_knobs_on(before_k, base))
+            # the basis before 2026-12-02 stated eta_bw on the spec sheet (`before_k`)
+            before_s = base.with_(**{**typical_knobs_on(before_k, base),
+                                     "eta_bw": before_k["eta_bw"]})
             before = v.predict(before_s, levels, s.prompt_tokens, s.output_tokens, sched,
                                s.run)
             after_s = _run_as(s, base.with_(**typical_knobs_on(after_k, base)))
@@ -594,8 +601,10 @@ def markdown(card: TypicalScorecard) -> str:
              "absolute deviations from the lowest-concurrency decode points of "
              f"{len(card.step_sources)} "
              f"groups measured at {STEP_POINT_MAX_CLIENTS} clients or fewer with CUDA graphs "
-             "(data/engines.toml's header), eta_bw at most 0.9, so a deep model split over 8 "
-             "GPUs keeps its per-layer cost. A step row is scored against the event model's TPOT, "
+             "(data/engines.toml's header), eta_bw a share of each GPU's measured copy ceiling "
+             "(data/matmul_ceilings.toml's `copy_gb_s`; the median share where a GPU has none) "
+             "and at most 1 of it, so a deep model split over 8 GPUs keeps its per-layer cost. "
+             "A step row is scored against the event model's TPOT, "
              "(E2E - TTFT) / (n - 1), which is what the benchmarks' TPOT and ITL measure "
              "(other requests' prefills included). A group run without CUDA graphs "
              "(`--enforce-eager`) is predicted after with its engine profile's eager cost per "
@@ -642,7 +651,8 @@ def markdown(card: TypicalScorecard) -> str:
                          f"| {r.after_error:+.1%} |")
     knobs = sorted({(r.group, r.knobs) for r in card.rows})
     lines += ["", "Held-out knobs per group (eff and mfu in data/engines.toml's unit, shares "
-              "of the GPU's measured matmul ceiling; ridge_sharpness 0: the max): " + "; ".join(
+              "of the GPU's measured matmul ceiling, eta_bw a share of its measured copy "
+              "ceiling; ridge_sharpness 0: the max): " + "; ".join(
         f"{g}: " + ", ".join(f"{k} {x:.3g}" for k, x in kn) for g, kn in knobs) + ".",
         ""]
     return "\n".join(lines)

@@ -181,7 +181,7 @@ _PER_CONFIG = ("weights_bytes", "kv_request_bytes", "bandwidth_gb_s", "tflops", 
                "comm_per_seq_ms", "comm_knee_seqs", "comm_per_seq_above_ms",
                "attention_flops_request", "verify_tokens", "accepted_tokens",
                "draft_passes", "draft_weights_bytes", "draft_kv_request_bytes", "draft_params_b",
-               "unread_weight_share", "eff")
+               "unread_weight_share", "eff", "eta_bw")
 """`StepModel`'s fields that may hold one value per configuration (`select` indexes them)."""
 
 
@@ -208,7 +208,7 @@ class StepModel:
     tflops: FloatArray | float
     params_active_b: float
     eff: FloatArray | float = 1.0
-    eta_bw: float = 1.0
+    eta_bw: FloatArray | float = 1.0
     overhead_ms: float = 0.0
     comm_fixed_ms: FloatArray | float = 0.0
     comm_per_seq_ms: FloatArray | float = 0.0
@@ -259,7 +259,7 @@ class StepModel:
     def for_model(cls, model: Model, *, weights_bytes: FloatArray | float,
                   kv_request_bytes: FloatArray | float, bandwidth_gb_s: FloatArray | float,
                   tflops: FloatArray | float, eff: FloatArray | float = 1.0,
-                  eta_bw: float = 1.0,
+                  eta_bw: FloatArray | float = 1.0,
                   overhead_ms: float = 0.0, comm_fixed_ms: FloatArray | float = 0.0,
                   comm_per_seq_ms: FloatArray | float = 0.0,
                   comm_knee_seqs: FloatArray | float = math.inf,

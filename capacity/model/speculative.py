@@ -242,7 +242,7 @@ def parse_draft(text: str) -> tuple[str, int]:
 def draft_step_ms(*, passes: npt.ArrayLike, weights_bytes: npt.ArrayLike,
                   kv_request_bytes: npt.ArrayLike, params_b: npt.ArrayLike,
                   batch: npt.ArrayLike, bandwidth_gb_s: npt.ArrayLike, tflops: npt.ArrayLike,
-                  eta_bw: float = 1.0, eff: npt.ArrayLike = 1.0, pass_overhead_ms: float = 0.0
+                  eta_bw: npt.ArrayLike = 1.0, eff: npt.ArrayLike = 1.0, pass_overhead_ms: float = 0.0
                   ) -> FloatArray:
     """The draft's time in one step for `batch` sequences (ms, per replica): k passes, each
     t_pass + max((W_d + b KV_d) / (BW eta_bw), 2 P_d b / (F eff)) (F12; W_d and KV_d per GPU,
@@ -252,7 +252,7 @@ def draft_step_ms(*, passes: npt.ArrayLike, weights_bytes: npt.ArrayLike,
     b = np.asarray(batch, dtype=np.float64)
     bw = ((np.asarray(weights_bytes, dtype=np.float64)
            + b * np.asarray(kv_request_bytes, dtype=np.float64))
-          / (np.asarray(bandwidth_gb_s, dtype=np.float64) * 1e9 * eta_bw) * 1e3)
+          / (np.asarray(bandwidth_gb_s, dtype=np.float64) * 1e9 * np.asarray(eta_bw, dtype=np.float64)) * 1e3)
     comp = (2.0 * np.asarray(params_b, dtype=np.float64) * 1e9 * b
             / (np.asarray(tflops, dtype=np.float64) * 1e12 * np.asarray(eff, dtype=np.float64))
             * 1e3)

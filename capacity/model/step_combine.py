@@ -182,7 +182,7 @@ class StepParts:
 def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
                  kv_peak_ms: npt.ArrayLike, gemm_peak_ms: npt.ArrayLike,
                  attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
-                 comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float = 1.0,
+                 comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: npt.ArrayLike = 1.0,
                  eta_kv: float | None = None, eff: npt.ArrayLike = 1.0, attn_sat_batch: float = 0.0,
                  overhead_ms: float = 0.0, seq_overhead_ms: float = 0.0,
                  batch1_factor: float = 1.0, batched_overhead_ms: float = 0.0,
@@ -244,7 +244,7 @@ def combine_step(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
 def combine_step_ms(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
                     kv_peak_ms: npt.ArrayLike, gemm_peak_ms: npt.ArrayLike,
                     attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
-                    comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float = 1.0,
+                    comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: npt.ArrayLike = 1.0,
                     eta_kv: float | None = None, eff: npt.ArrayLike = 1.0,
                     attn_sat_batch: float = 0.0, overhead_ms: float = 0.0,
                     seq_overhead_ms: float = 0.0, batch1_factor: float = 1.0,
@@ -279,7 +279,7 @@ class _Combined(NamedTuple):
 def _combine(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
              kv_peak_ms: npt.ArrayLike, gemm_peak_ms: npt.ArrayLike,
              attention_peak_ms: npt.ArrayLike, kv_request_peak_ms: npt.ArrayLike,
-             comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: float,
+             comm_ms: npt.ArrayLike, batch: npt.ArrayLike, eta_bw: npt.ArrayLike,
              eta_kv: float | None, eff: npt.ArrayLike, attn_sat_batch: float,
              overhead_ms: float, seq_overhead_ms: float, batch1_factor: float,
              batched_overhead_ms: float, ridge_sharpness: float) -> _Combined:
@@ -287,17 +287,18 @@ def _combine(*, method: StepMethod | str, weight_peak_ms: npt.ArrayLike,
     b = np.asarray(batch, dtype=np.float64)
     comm = np.asarray(comm_ms, dtype=np.float64)
     per_seq = seq_overhead_ms * b
-    w = np.asarray(weight_peak_ms, dtype=np.float64) / eta_bw
+    eta = np.asarray(eta_bw, dtype=np.float64)   # one value, or one per configuration
+    w = np.asarray(weight_peak_ms, dtype=np.float64) / eta
     g = np.asarray(gemm_peak_ms, dtype=np.float64) / np.asarray(eff, dtype=np.float64)
     if StepMethod(method) != StepMethod.OPERATOR:  # chapter and bound: one overlap
         bw = np.asarray((np.asarray(weight_peak_ms, dtype=np.float64)
-                         + np.asarray(kv_peak_ms, dtype=np.float64)) / eta_bw, dtype=np.float64)
+                         + np.asarray(kv_peak_ms, dtype=np.float64)) / eta, dtype=np.float64)
         step = step_time_ms(bandwidth_ms=bw, compute_ms=g, comm_ms=comm,
                             overhead_ms=overhead_ms, ridge_sharpness=ridge_sharpness) + per_seq
         one = _added(_batch_one(b, step, comm, batch1_factor), _batched(b, batched_overhead_ms))
         return _Combined(step=np.asarray(step if one is None else step + one, dtype=np.float64),
                          bandwidth=bw, compute=g, per_seq=per_seq, one=one)
-    ekv = eta_bw if eta_kv is None else eta_kv
+    ekv = eta if eta_kv is None else np.asarray(eta_kv, dtype=np.float64)
     kv = np.asarray(kv_peak_ms, dtype=np.float64) / ekv
     a = np.asarray(attention_peak_ms, dtype=np.float64)
     floor = np.where(b > 0, np.asarray(kv_request_peak_ms, dtype=np.float64)

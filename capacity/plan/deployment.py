@@ -92,13 +92,14 @@ def _num(x: float) -> float | None:
 
 
 def run_knobs(d: Deployment, catalog: Catalog | None = None) -> dict[str, Any]:
-    """The basis' knobs as the deployment runs them (`knobs_of`): the decode GEMMs' eff and
-    the prefill plateau on its GPU and weight format (`PlanInputs.eff_on`, `mfu_on`: on a
-    typical basis the engines file's shares of the matmul ceiling, resolved), as the
-    Explorer's Scenario of it holds them."""
+    """The basis' knobs as the deployment runs them (`knobs_of`): the decode GEMMs' eff, the
+    prefill plateau and the decode read efficiency on its GPU and weight format
+    (`PlanInputs.eff_on`, `mfu_on`, `eta_bw_on`: on a typical basis the engines file's shares
+    of the matmul and copy ceilings, resolved), as the Explorer's Scenario of it holds them."""
     inp, cat = d.inputs, catalog or default_catalog()
     return {**knobs_of(inp), "eff": inp.option_eff(cat, d.gpu, d.weights),
-            "mfu": inp.option_mfu(cat, d.gpu, d.weights)}
+            "mfu": inp.option_mfu(cat, d.gpu, d.weights),
+            "eta_bw": inp.option_eta_bw(cat, d.gpu)}
 
 
 def record(d: Deployment, o: Option, catalog: Catalog | None = None) -> dict[str, Any]:

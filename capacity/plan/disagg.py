@@ -330,7 +330,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
     desc = descriptors_per_rank(model, prompt)
     sent: dict[tuple[str, int], float] = {}
     cols: dict[str, list[float]] = {
-        k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "ck", "cc", "lk", "eff")}
+        k: [] for k in ("w", "kvs", "bw", "fl", "ca", "cb", "ck", "cc", "lk", "eff", "eta")}
     for g in gpus:
         prof = inp.profile_for(g.key, g.memory_gb)
         budget = prof.token_budget_tokens if prof.chunked else 0
@@ -378,7 +378,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                                    ("cb", comm.per_token_ms), ("ck", comm.knee_tokens),
                                    ("cc", comm.above_ms),
                                    ("lk", v.lookup_weight_share),
-                                   ("eff", inp.eff_on(g, v.format.compute_dtype))):
+                                   ("eff", inp.eff_on(g, v.format.compute_dtype)),
+                                   ("eta", inp.eta_bw_on(g))):
                         cols[k].append(val)
     if not units:
         raise InputError(f"no GPU and TP size in the search can hold {model.name}")

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant
-from capacity.catalog.matmul import typical_mfu
+from capacity.catalog.matmul import typical_eta_bw, typical_mfu
 from capacity.catalog.offers import OFFER_KINDS, Offer
 from capacity.errors import InputError
 from capacity.model.basis import BasisKind, basis_string, kind_of_knobs, knobs_of
@@ -335,6 +335,16 @@ class PlanInputs:
             return typical_mfu(share, gpu, compute_dtype)
         return share
 
+    def eta_bw_on(self, gpu: Gpu) -> float:
+        """The decode read efficiency `eta_bw` an option on `gpu` runs (share of its spec-sheet
+        bandwidth): on an engine's typical basis (`typical` set, no calibration) `eta_bw` is a
+        share of the GPU's measured copy ceiling (`capacity.catalog.matmul.typical_eta_bw`, as
+        `capacity.fit.planning.typical_knobs_on` puts it into a Scenario); on every other
+        basis `eta_bw` itself."""
+        if self.typical and not self.calibration:
+            return typical_eta_bw(self.eta_bw, gpu)
+        return self.eta_bw
+
     def option_mfu(self, catalog: Catalog, gpu: str, weights: str) -> float:
         """`mfu_on` for an option: the GPU key and the weight format of `model`'s base model
         (`model` may name a variant, 'qwen3.5-9b-awq', and the option another format)."""
@@ -343,6 +353,10 @@ class PlanInputs:
     def option_eff(self, catalog: Catalog, gpu: str, weights: str) -> float:
         """`eff_on` for an option (`option_mfu`'s GPU key and weight format)."""
         return self.eff_on(*self._option_device(catalog, gpu, weights))
+
+    def option_eta_bw(self, catalog: Catalog, gpu: str) -> float:
+        """`eta_bw_on` for an option's GPU key."""
+        return self.eta_bw_on(catalog.gpu(gpu))
 
     def _option_device(self, catalog: Catalog, gpu: str, weights: str) -> tuple[Gpu, str]:
         base = catalog.variant(self.model).model.key

@@ -165,7 +165,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     kind_ms_l: list[list[float]] = []
     kind_new_l: list[list[float]] = []
     cols: dict[str, list[float]] = {k: [] for k in (
-        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "new", "bw", "fl",
+        "w", "cv", "usable", "fixed", "kvr", "kvs", "pre", "new", "bw", "fl", "eta",
         "ca", "cb", "ck", "cc", "price", "node", "seqs", "budget", "ahead", "lk", "eff")}
     kv_cache: dict[tuple[str, int, int, int], float] = {}
     held_cache: dict[tuple[str, int, int, int], float] = {}
@@ -253,7 +253,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                             ("seqs", prof.max_seqs), ("budget", budget),
                             ("ahead", ahead),
                             ("lk", v.lookup_weight_share),
-                            ("eff", inp.eff_on(g, v.format.compute_dtype))):
+                            ("eff", inp.eff_on(g, v.format.compute_dtype)),
+                            ("eta", inp.eta_bw_on(g))):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     tp_a = np.asarray(tp_l, dtype=np.int64)
@@ -295,11 +296,12 @@ def plan_step(inp: PlanInputs, model: Model, a: dict[str, FloatArray],
     """The F4 step of many configurations at once, the same StepModel as `evaluate`:
     `weights_bytes` per GPU (W / TP, like Scenario.weights_per_gpu_gb) and the columns `a` of
     `replica_units` (and the disaggregated search's) per configuration: KV bytes a sequence
-    reads (`kvs`), bandwidth, TFLOP/s per replica, decode efficiency, F10's all-reduce line
-    (`ca`, `cb`, `ck`, `cc`) and the variant's unread lookup share (`lk`); the plan's knobs."""
+    reads (`kvs`), bandwidth, TFLOP/s per replica, decode GEMM and read efficiency (`eff`,
+    `eta`: `PlanInputs.eff_on`, `eta_bw_on`), F10's all-reduce line (`ca`, `cb`, `ck`, `cc`)
+    and the variant's unread lookup share (`lk`); the plan's knobs."""
     return StepModel.for_model(
         model, weights_bytes=weights_bytes, kv_request_bytes=a["kvs"],
-        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=a["eff"], eta_bw=inp.eta_bw,
+        bandwidth_gb_s=a["bw"], tflops=a["fl"], eff=a["eff"], eta_bw=a["eta"],
         overhead_ms=fixed_step_ms(inp.step_overhead_ms, inp.layer_overhead_ms, model.layers),
         comm_fixed_ms=a["ca"], comm_per_seq_ms=a["cb"], comm_knee_seqs=a["ck"],
         comm_per_seq_above_ms=a["cc"], method=inp.step_method,

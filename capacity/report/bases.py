@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from capacity.catalog.matmul import matmul_ceiling, typical_ceiling
+from capacity.catalog.matmul import (
+    bandwidth_ceiling,
+    matmul_ceiling,
+    typical_bandwidth_ceiling,
+    typical_ceiling,
+)
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX, BasisKind
 from capacity.model.prefill import MFU_CURVE_SHARPNESS
 from capacity.report.i18n import t, tn
@@ -118,17 +123,24 @@ def step_shape_text(knobs: Knobs, lang: str) -> str:
 
 
 def plateau_text(s: Scenario, lang: str) -> str:
-    """Where a Scenario's prefill plateau and decode compute eff on a typical basis come from,
-    in words: each as the share of the GPU's measured matmul ceiling (data/engines.toml's
-    `mfu` and `eff`, resolved by `capacity.catalog.matmul.typical_mfu`) times that ceiling.
+    """Where a Scenario's prefill plateau, decode compute eff and bandwidth efficiency on a
+    typical basis come from, in words: the first two as the share of the GPU's measured matmul
+    ceiling (data/engines.toml's `mfu` and `eff`, resolved by
+    `capacity.catalog.matmul.typical_mfu`) times that ceiling, `eta_bw` as the share of its
+    measured copy ceiling (`typical_eta_bw`) times that one.
     Example (an MI300X in BF16): '; prefill plateau 0.36 = 0.71 x 0.511 and decode compute
     eff 0.36 = 0.71 x 0.511, the MI300X's fastest measured GEMM as a share of its spec
-    sheet'."""
+    sheet; bandwidth efficiency 0.82 = 1.00 x 0.825, the MI300X's fastest measured copy as a
+    share of its spec sheet'."""
     dtype = s.variant.format.compute_dtype
     ceiling = typical_ceiling(s.gpu, dtype)
     key = "basis_plateau" if matmul_ceiling(s.gpu, dtype) is not None else "basis_plateau_median"
-    return t(key, lang, mfu=s.mfu, share=s.mfu / ceiling, eff=s.eff, eff_share=s.eff / ceiling,
-             ceiling=ceiling, gpu=s.gpu.name)
+    copy = typical_bandwidth_ceiling(s.gpu)
+    copy_key = "basis_copy" if bandwidth_ceiling(s.gpu) is not None else "basis_copy_median"
+    return (t(key, lang, mfu=s.mfu, share=s.mfu / ceiling, eff=s.eff,
+              eff_share=s.eff / ceiling, ceiling=ceiling, gpu=s.gpu.name)
+            + t(copy_key, lang, eta=s.eta_bw, share=s.eta_bw / copy, ceiling=copy,
+                gpu=s.gpu.name))
 
 
 def band_text(o: Option, band: GpuBand, top: int, lang: str) -> str:

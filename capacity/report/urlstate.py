@@ -685,7 +685,7 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
         rate=inp.cny_per_usd, headroom=inp.memory_headroom, calibration=inp.basis_string,
         eff=inp.option_eff(cat, o.gpu, o.weights),
         mfu=inp.option_mfu(cat, o.gpu, o.weights),
-        eta_bw=inp.eta_bw, step_oh_ms=inp.step_overhead_ms,
+        eta_bw=inp.option_eta_bw(cat, o.gpu), step_oh_ms=inp.step_overhead_ms,
         prefill_oh_ms=inp.prefill_overhead_ms, step=inp.step_method, engine=inp.engine,
         prefix=inp.prefix_tokens if inp.prefix_share > 0 else 0,
         prefix_share=inp.prefix_share if inp.prefix_tokens and inp.prefix_share > 0
