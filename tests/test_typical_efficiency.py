@@ -21,6 +21,7 @@ from capacity.fit.calibration import fit
 from capacity.fit.calibration_store import load
 from capacity.fit.measured import run_scenario
 from capacity.fit.planning import (
+    FIXED_STEP_KNOBS,
     band_edges,
     gpu_band,
     scenario_with_basis,
@@ -231,16 +232,31 @@ def test_the_explorer_and_the_planner_band_one_typical_prediction_alike(
             assert fast_s.eta_bw == pytest.approx(fast_in.eta_bw_on(s.gpu))
             continue
         assert getattr(slow_s, k) == pytest.approx(getattr(slow_in, k)), k
+        if k in FIXED_STEP_KNOBS:   # the fast edge's: solved on a deployment (below)
+            continue
         assert getattr(fast_s, k) == pytest.approx(getattr(fast_in, k)), k
-    # the step's knobs at the basis' error band (step_error -0.278 / +0.190), the prefill's
-    # at its TTFT band (ttft_error -0.630 / +0.654); a fraction stops at 1 (eta_bw 1 x 1.190:
+    # the step's knobs at the basis' error band (step_error -0.119 / +0.162), the prefill's
+    # at its TTFT band (ttft_error -0.630 / +0.654); a fraction stops at 1 (eta_bw 1 x 1.162:
     # the RTX 4090's copy ceiling, 921.85 of 1,008 GB/s; the plateau 0.706 x 1.654 = 1.168:
-    # the GPU's matmul ceiling)
+    # the GPU's matmul ceiling), so the fast edge's fixed costs carry the rest
+    # (`fast_fixed_costs`): here none at all, for a one-sequence step of Qwen3.5-9B at 8K on
+    # an RTX 4090 read at its copy ceiling is slower than the prediction / 1.162 even without
+    # them (the fastest the band can claim)
     copy = 921.85 / 1008
     assert s.eta_bw == pytest.approx(copy)
-    assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((copy * 0.722,
-                                                                       0.0706 / 0.722))
-    assert (fast_s.eta_bw, fast_s.layer_overhead_ms) == pytest.approx((copy, 0.0706 / 1.190))
+    assert (slow_s.eta_bw, slow_s.layer_overhead_ms) == pytest.approx((copy * 0.881,
+                                                                       0.0706 / 0.881))
+    assert fast_s.eta_bw == pytest.approx(copy)
+    assert (fast_s.step_overhead_ms, fast_s.layer_overhead_ms) == (0.0, 0.0)
+    assert float(evaluate(fast_s, [1.0]).decode.step_ms[0]) > float(
+        evaluate(s, [1.0]).decode.step_ms[0]) / 1.162
+    # the Planner solves them the same way on the option it bands (`gpu_band`)
+    o = next(x for x in plan(typ, catalog, keep_all=True).all_options
+             if (x.gpu, x.n_gpus, x.tp, x.weights, x.kv_dtype) == ("rtx-4090", 1, 1, "bf16",
+                                                                   "fp16") and not x.draft)
+    _, fast_o = band_edges(typ, None, o, catalog)
+    for k in FIXED_STEP_KNOBS:
+        assert getattr(fast_o, k) == pytest.approx(getattr(fast_s, k), rel=1e-9), k
     # eta_bw's fast edge reaches the copy ceiling, so that edge reads the weights as engines do
     # (an untied input embedding table a lookup) on both surfaces, the middle and the slow edge
     # as the chapter does
@@ -348,7 +364,7 @@ def test_the_planner_and_the_explorer_read_the_fast_edge_alike(catalog: Catalog)
     inp = with_typical(PlanInputs(model="qwen2.5-7b", formats=("bf16",), workload=wl,
                                   gpus=("rtx-4090",), max_gpus=1, kv_dtypes=("fp16",)),
                        typical_efficiency("vllm"))
-    _, fast_in = band_edges(inp, None)
+    _, fast_in = band_edges(inp, None, plan(inp, catalog).options[0], catalog)
     _, _, u = replica_units(fast_in, catalog)
     s = scenario_with_basis(make_scenario("qwen2.5-7b", "rtx-4090", catalog=catalog,
                                           weights="bf16", context_tokens=1024), "typical:vllm")

@@ -13,7 +13,9 @@ edge the spec-sheet roofline, as the uncertainty band does.
 
 `with_typical` plans with an engine's typical efficiency when there is no calibration
 (data/engines.toml: values and ranges derived from the bundled published measurements and
-calibration, with the derivation in the file); its band spans the file's ranges.
+calibration, with the derivation in the file); its band spans the file's error bands
+(`typical_knob_edges`), the fast edge's fixed step costs solved on the deployment banded
+(`fast_fixed_costs`: the Planner's option, the Explorer's scenario, the scorecard's row).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from capacity.fit.typical import (
 from capacity.fit.uncertainty import TYPICAL_RANGES, calibrated_spread, overhead_gb_edges
 from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC_KNOBS, SPEC_SHEET, TYPICAL_PREFIX
 from capacity.model.roofline import StepMethod
-from capacity.model.scenario import Scenario
+from capacity.model.scenario import Scenario, evaluate
+from capacity.plan.detail import option_scenario
 from capacity.plan.options import GpuBand, Option, PlanInputs, Reason
 from capacity.plan.search import plan
 from capacity.types import Note
@@ -177,7 +180,9 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     the high end of an overhead or token count, the sharpness by `ridge_edges`; with the
     engine's `step_error` (low, high), the step's knobs (`STEP_BAND_KNOBS`) instead at the
     planned values over 1 + low and 1 + max(high, 0) (a fraction times it, at most 1; an
-    overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) and
+    overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) (where
+    eta_bw's fast edge stops at the copy ceiling, once `fast_fixed_costs` has solved that
+    edge's fixed costs on a deployment) and
     always holds the prediction itself (where eta_bw's fast edge reaches 1, the GPU's copy
     ceiling (data/engines.toml states eta_bw as a share of it), the fast edge counts an untied
     input embedding table as a lookup, `embedding_lookup`: a step faster than the device
@@ -186,12 +191,14 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     same for the knobs of an
     unqueued TTFT (`TTFT_BAND_KNOBS`): TTFT / (1 + high) .. TTFT / (1 + low) before any
     queueing. The one definition of that band: the Planner's
-    (`band_edges`) and the Explorer's (`typical_band_scenarios`). Example (vLLM, step_error
-    -0.278 and +0.190): eta_bw 1 x 0.722 = 0.722 slow, 1 x 1.190 -> 1 fast (shares of the
-    GPU's copy ceiling); layer overhead 0.0706 / 0.722 = 0.0978 and 0.0706 / 1.190 = 0.0593
-    ms; with ttft_error -0.630 and +0.654, MFU 0.706 x 0.370 = 0.261 and 0.706 x 1.654 -> 1
-    (shares of the GPU's matmul ceiling), the request latency 10.73 / 0.370 = 29.0 and
-    10.73 / 1.654 = 6.5 ms; without it, MFU over its range, 0.628 and 0.785."""
+    (`band_edges`) and the Explorer's (`typical_band_scenarios`), which then solve the fast
+    edge's fixed step costs on their deployment (`fast_fixed_costs`). Example (vLLM,
+    step_error -0.119 and +0.162): eta_bw 1 x 0.881 = 0.881 slow, 1 x 1.162 -> 1 fast (shares
+    of the GPU's copy ceiling); layer overhead 0.0706 / 0.881 = 0.0801 and 0.0706 / 1.162 =
+    0.0608 ms (before the fast edge's is solved); with ttft_error -0.630 and +0.654, MFU
+    0.706 x 0.370 = 0.261 and 0.706 x 1.654 -> 1 (shares of the GPU's matmul ceiling), the
+    request latency 10.73 / 0.370 = 29.0 and 10.73 / 1.654 = 6.5 ms; without it, MFU over its
+    range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
     hi = {k: max(typ.high[k], planned[k]) for k in TYPICAL_KNOBS}
@@ -217,6 +224,45 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     return slow, fast
 
 
+FIXED_STEP_KNOBS: Final = ("step_overhead_ms", "layer_overhead_ms")
+"""F11's fixed decode-step costs, ms per step and per layer: at a typical band's fast edge they
+carry what the capped fractions cannot (`fast_fixed_costs`)."""
+
+
+def fast_fixed_costs(planned: Scenario, fast: Scenario, high: float) -> dict[str, float]:
+    """F11's fixed step costs (ms per step and per layer, `FIXED_STEP_KNOBS`) at the fast edge
+    of a typical basis' band around `planned`, `fast` being that edge's other knobs
+    (`typical_knob_edges`) and `high` the engine's `step_error` high: the share k of the planned
+    costs, one for both, at which the one-sequence decode step (F4 with F11, at the scenario's
+    context) is the planned one over 1 + high, with 0 <= k <= 1 / (1 + high).
+
+    Why: the band says a step may be up to 1 + high faster than predicted, but eta_bw's fast
+    edge stops at the GPU's copy ceiling (no read is faster than the device copies memory), so
+    a step whose reads are at that ceiling already is faster only by paying less per step and
+    per layer. The published steps measured faster than the basis are those (Qwen2.5-7B BF16
+    on an RTX 4090 under vLLM 0.25.1 about 20 us a layer, gpt-oss-120b on 8 B200s under SGLang
+    0.5.6 at most about 60, against the basis' 70.6; docs/accuracy.md). Where even no fixed
+    cost leaves the step slower than that (k = 0), the fast edge is the step read at the copy
+    ceiling with no fixed cost: the fastest physics allows. Where the fractions are not capped
+    k is 1 / (1 + high) but for the all-reduces, which the band does not scale.
+
+    The step is linear in k: T(k) = T(0) + k (T(1) - T(0)), T(1) at the planned costs; k = (T_p
+    / (1 + high) - T(0)) / (T(1) - T(0)). Example: planned step 8.0 ms, high 0.25: the target
+    6.4 ms; at the fast edge's fractions with no fixed cost 5.4 ms and with the planned costs
+    (2.5 ms of them) 7.9 ms: k = (6.4 - 5.4) / 2.5 = 0.4, a 70.6 us layer cost becomes 28.2 us.
+    Source: docs/method.md, "Uncertainty"."""
+    def one_sequence_ms(s: Scenario) -> float:
+        return float(evaluate(s, [1.0]).decode.step_ms[0])
+
+    costs = {k: float(getattr(planned, k)) for k in FIXED_STEP_KNOBS}
+    t0 = one_sequence_ms(fast.with_(**dict.fromkeys(FIXED_STEP_KNOBS, 0.0)))
+    t1 = one_sequence_ms(fast.with_(**costs))
+    top = 1.0 / (1.0 + max(high, 0.0))
+    share = (top if t1 <= t0
+             else min(top, max(0.0, (one_sequence_ms(planned) * top - t0) / (t1 - t0))))
+    return {k: v * share for k, v in costs.items()}
+
+
 def typical_ranges(s: Scenario, engine: str) -> dict[str, tuple[float, float]]:
     """(low, high) of each of `TYPICAL_KNOBS` around `s`, a scenario on `engine`'s typical
     basis: the values of its band's two edges (`typical_knob_edges`), for the Explorer's
@@ -237,10 +283,13 @@ def _scenario_edges(s: Scenario, engine: str) -> tuple[dict[str, float], dict[st
     planned = {k: float(getattr(s, k)) for k in TYPICAL_KNOBS}
     for k, ceiling in ceilings.items():
         planned[k] /= ceiling
-    slow, fast = typical_knob_edges(typical_efficiency(engine), planned)
+    typ = typical_efficiency(engine)
+    slow, fast = typical_knob_edges(typ, planned)
     for edge in (slow, fast):
         for k, ceiling in ceilings.items():
             edge[k] = min(1.0, edge[k] * ceiling)
+    if typ.step_error is not None:   # the fixed costs carry what the capped fractions cannot
+        fast.update(fast_fixed_costs(s, s.with_(**fast), typ.step_error[1]))
     return slow, fast
 
 
@@ -254,19 +303,29 @@ def typical_band_scenarios(s: Scenario, engine: str) -> tuple[Scenario, Scenario
     return s.with_(**fast_k, overhead_gb=gb_fast), s.with_(**slow_k, overhead_gb=gb_slow)
 
 
-def band_edges(inp: PlanInputs, cal: Calibration | None) -> tuple[PlanInputs, PlanInputs]:
+def band_edges(inp: PlanInputs, cal: Calibration | None, option: Option | None = None,
+               catalog: Catalog | None = None) -> tuple[PlanInputs, PlanInputs]:
     """(slow, fast) inputs: the edges of the band around `inp`'s prediction (with an engine's
-    typical efficiency and no calibration: that engine's band, `typical_knob_edges`), the
-    runtime memory overhead at both edges too (`uncertainty.overhead_gb_edges`, as the
-    Explorer's C_vram band puts it): a configuration that memory binds needs more GPUs at the
-    slow edge when 5 GB of overhead leave less room for KV."""
+    typical efficiency and no calibration: that engine's band, `typical_knob_edges`, its fast
+    edge's fixed step costs solved on `option`'s deployment where given, `fast_fixed_costs`,
+    as the Explorer's `typical_band_scenarios` solves them on its scenario), the runtime
+    memory overhead at both edges too (`uncertainty.overhead_gb_edges`, as the Explorer's
+    C_vram band puts it): a configuration that memory binds needs more GPUs at the slow edge
+    when 5 GB of overhead leave less room for KV."""
     gb_slow, gb_fast = overhead_gb_edges(inp.overhead_gb,
                                          None if cal is None else cal.overhead_gb)
     if cal is None and inp.typical:
-        slow_k, fast_k = typical_knob_edges(typical_efficiency(inp.typical),
-                                            {k: float(getattr(inp, k)) for k in TYPICAL_KNOBS})
-        return (replace(inp, **slow_k, overhead_gb=gb_slow),  # type: ignore[arg-type]
-                replace(inp, **fast_k, overhead_gb=gb_fast))  # type: ignore[arg-type]
+        typ = typical_efficiency(inp.typical)
+        slow_k, fast_k = typical_knob_edges(typ, {k: float(getattr(inp, k))
+                                                  for k in TYPICAL_KNOBS})
+        slow = replace(inp, **slow_k, overhead_gb=gb_slow)  # type: ignore[arg-type]
+        fast = replace(inp, **fast_k, overhead_gb=gb_fast)  # type: ignore[arg-type]
+        if option is not None and typ.step_error is not None:
+            costs = fast_fixed_costs(option_scenario(inp, option, catalog),
+                                     option_scenario(fast, option, catalog), typ.step_error[1])
+            fast = replace(fast, step_overhead_ms=costs["step_overhead_ms"],
+                           layer_overhead_ms=costs["layer_overhead_ms"])
+        return slow, fast
     if cal is None:
         lo = {k: v[0] for k, v in TYPICAL_RANGES.items()}
         hi = {k: v[1] for k, v in TYPICAL_RANGES.items()}
@@ -320,7 +379,7 @@ def gpu_band(inp: PlanInputs, o: Option, cal: Calibration | None = None,
              catalog: Catalog | None = None) -> GpuBand:
     """'7 GPUs, 6-9 within the band' for option `o` of the plan of `inp`, and the checks the
     7 GPUs fail at the band's slow edge (what the 9 are for)."""
-    slow, fast = band_edges(inp, cal)
+    slow, fast = band_edges(inp, cal, o, catalog)
     high = _fewest(slow, o, catalog)
     return GpuBand(n_gpus=o.n_gpus, low=_fewest(fast, o, catalog), high=high,
                    basis="calibrated" if cal is not None else inp.basis,

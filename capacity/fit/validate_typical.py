@@ -73,7 +73,7 @@ from capacity.fit import typical_bands as tb
 from capacity.fit import typical_latency as tl
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
-from capacity.fit.planning import typical_knob_edges, typical_knobs_on
+from capacity.fit.planning import fast_fixed_costs, typical_knob_edges, typical_knobs_on
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.typical import TYPICAL_KNOBS, TypicalEfficiency, engines, typical_efficiency
 from capacity.fit.validate_report import between_markers, write_between_markers
@@ -552,8 +552,9 @@ def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
             except ValueError:   # no other group has such a row: the file's band
                 pass
         held = tb.held_out_basis(typ, bands.get("step"), bands.get("ttft"))
-        slow_k, fast_k = typical_knob_edges(held, {**{k: float(after_k[k]) for k in TYPICAL_KNOBS},
-                                                   "prefill_layer_ms": launches[key]})
+        planned_k = {**{k: float(after_k[k]) for k in TYPICAL_KNOBS},
+                     "prefill_layer_ms": launches[key]}
+        slow_k, fast_k = typical_knob_edges(held, planned_k)
         for s in g:
             base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
             every = sorted({x.concurrency for x in s.stated})
@@ -563,9 +564,14 @@ def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
             if not scored:
                 continue
             levels = sorted({x.concurrency for x in scored})
-            slow, fast = (v.predict(_run_as(s, base.with_(**typical_knobs_on(
-                {**after_k, **k}, base))), levels, s.prompt_tokens, s.output_tokens,
-                v.scheduler_of(s.engine), s.run) for k in (slow_k, fast_k))
+            slow_s, fast_s = (base.with_(**typical_knobs_on({**after_k, **k}, base))
+                              for k in (slow_k, fast_k))
+            if held.step_error is not None:   # as the Planner and the Explorer solve them
+                fast_s = fast_s.with_(**fast_fixed_costs(
+                    base.with_(**typical_knobs_on({**after_k, **planned_k}, base)), fast_s,
+                    held.step_error[1]))
+            slow, fast = (v.predict(_run_as(s, sc), levels, s.prompt_tokens, s.output_tokens,
+                                    v.scheduler_of(s.engine), s.run) for sc in (slow_s, fast_s))
             for x in scored:
                 m, i = v.METRIC_OF[x.metric], levels.index(x.concurrency)
                 out.append(tb.EdgeRow(
