@@ -164,8 +164,10 @@ class Uncertainty:
     """The engine whose typical basis the prediction is on ('' otherwise): the band spans that
     engine's ranges, as the Planner's does."""
     lookup_gb: float = 0.0
-    """GB per GPU of an input embedding table the band's fast edge leaves unread
-    (`Scenario.embedding_lookup`: eta_bw's edge at the GPU's copy ceiling); 0 where it reads all."""
+    """GB per GPU of an input embedding table the typical basis looks up rather than reads
+    (`Scenario.embedding_lookup`, `capacity.model.basis.TYPICAL_COUNTS`: the prediction and
+    both edges of its band); 0 where it reads all (a table tied to the output head, or not
+    known to be apart from it)."""
 
 
 @cached(max_entries=64)
@@ -197,7 +199,7 @@ def uncertainty(version: str, state: ExplorerState) -> Uncertainty:
                                            ranges=ranges)[:5]),
         ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s", ranges=ranges)[:5]),
         widenings=b.widenings, flags=b.flags, typical=typical if edges is not None else "",
-        lookup_gb=(s.lookup_gb_per_gpu if edges is not None and edges[0].embedding_lookup
+        lookup_gb=(s.lookup_gb_per_gpu if edges is not None and s.embedding_lookup
                    else 0.0),
     )
 

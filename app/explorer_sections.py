@@ -74,7 +74,7 @@ def uncertainty_body(box: DeltaGenerator, unc: cache.Uncertainty, lang: str) -> 
     if unc.typical:
         box.caption(t("unc_basis_typical", lang, engine=engine_label(unc.typical, lang)))
         if unc.lookup_gb > 0:
-            box.caption(t("unc_fast_lookup", lang, gb=unc.lookup_gb))
+            box.caption(t("unc_lookup", lang, gb=unc.lookup_gb))
     else:
         box.caption(t("unc_basis_cal" if unc.calibrated else "unc_basis_spec", lang))
     if unc.flags:

@@ -65,8 +65,9 @@ def test_a_memory_tight_option_needs_more_gpus_at_the_slow_edge(catalog: Catalog
     # overhead: one 4K request a card at the slow edge, where the prediction holds 7. Requests
     # arriving at random queue for that one slot (`slot_queue.slot_wait`), so the slow edge
     # needs 9 replicas to keep TTFT p90 under 5 s where the prediction needs 1 (at the slow
-    # edge of the typical band, the step's -0.119 / +0.162 since its rows are scored at the
-    # band's edges, 2026-12-07, TTFT's -0.630 / +0.654; 11 at the step's -0.278 / +0.190,
+    # edge of the typical band, the step's -0.151 / +0.150 and TTFT's -0.630 / +0.644 since
+    # the basis counts the weights as engines read them, 2026-12-07; the step's -0.119 /
+    # +0.162 since its rows are scored at the band's edges, that day; 11 at -0.278 / +0.190,
     # its reads a share of the RTX 4090's copy ceiling since that day; 12 at the spec
     # sheet's share 0.9, the RTX 4090's GEMMs at its spec sheet since 2026-12-06; 13 at
     # the median ceiling, 0.803, with the step's -0.281 / +0.210 and TTFT's -0.630 / +0.657,

@@ -46,14 +46,14 @@ def test_the_step_grows_by_layers_times_the_overhead(catalog: Catalog) -> None:
 
 def test_bases_set_it(catalog: Catalog) -> None:
     s = make_scenario("qwen3.5-9b-awq", "rtx-4090", catalog=catalog)
-    assert scenario_with_basis(s, "typical:vllm").layer_overhead_ms == 0.0706
+    assert scenario_with_basis(s, "typical:vllm").layer_overhead_ms == 0.0773
     assert scenario_with_basis(s, "spec").layer_overhead_ms == 0.0  # the bound: no overhead
     assert scenario_with_basis(s, "").layer_overhead_ms == 0.0  # the chapter's
     # a saved calibration's t0 holds the whole fixed time: it starts from no per-layer part
     typ = scenario_with_basis(s, "typical:vllm")
     assert scenario_with_basis(typ, "rtx-4090-vllm-published").layer_overhead_ms == 0.0
     assert CHAPTER_KNOBS["layer_overhead_ms"] == SPEC_KNOBS["layer_overhead_ms"] == 0.0
-    assert knobs_of(typ)["layer_overhead_ms"] == 0.0706
+    assert knobs_of(typ)["layer_overhead_ms"] == 0.0773
 
 
 def test_planner_explorer_event_model_and_words_agree(catalog: Catalog) -> None:
@@ -61,27 +61,28 @@ def test_planner_explorer_event_model_and_words_agree(catalog: Catalog) -> None:
                   output_tokens=200, headroom=0.0)
     inp = with_basis(PlanInputs(model="llama-3.1-8b-bf16", workload=wl, gpus=("h100-sxm",)),
                      "typical:vllm")
-    assert inp.layer_overhead_ms == 0.0706
+    assert inp.layer_overhead_ms == 0.0773
     best = plan(inp, catalog).best
     assert best is not None
     s = option_scenario(inp, best, catalog)
-    assert s.layer_overhead_ms == 0.0706
+    assert s.layer_overhead_ms == 0.0773
     svc = option_service(inp, best, catalog)
-    # the event model's fixed time per step is the scenario's: 32 layers x 0.0706 = 2.314 ms
-    assert svc.overhead_ms == pytest.approx(32 * 0.0706) == s.fixed_step_ms
+    # the event model's fixed time per step is the scenario's: 32 layers x 0.0773 = 2.474 ms
+    assert svc.overhead_ms == pytest.approx(32 * 0.0773) == s.fixed_step_ms
     assert float(svc.step_ms[4]) == pytest.approx(
         float(evaluate(s, [4.0 * s.replicas]).decode.step_ms[0]), rel=1e-12)
-    assert "70.6 us per layer per decode step" in knobs_text(inp, "en")
-    assert "每层每个解码步 70.6 微秒" in knobs_text(inp, "zh")
+    assert "77.3 us per layer per decode step" in knobs_text(inp, "en")
+    assert "每层每个解码步 77.3 微秒" in knobs_text(inp, "zh")
     # "show the math": the step's line adds t0 and its terms up to the step
     step = next(m for m in show_math(s, 4) if m.key == "step")
     assert step.formula.startswith("t_step = t0 + max(t_bw, t_compute)")
-    # the compute term: 2 x 8.03e9 FLOP x 4 sequences at 989 TFLOP/s x eff 0.706 x 0.803
-    # (typical vLLM's decode arithmetic at the prefill plateau, on the H100's matmul ceiling)
-    # = 0.1145 ms; the read binds (at eta_bw 0.921, the H100's copy ceiling: 3,085.1 of
-    # 3,350 GB/s), and F4c's ridge adds (5.554^2.5 + 0.1145^2.5)^0.4 - 5.554, under 0.1 us;
-    # t0 = 32 layers x 70.6 us
-    assert step.substituted.startswith("2.259 + max(5.554, 0.1145) = 7.813 ms")
+    # the compute term: 2 x (8.03e9 - 0.525e9) FLOP x 4 sequences at 989 TFLOP/s x eff 0.706
+    # x 0.803 (typical vLLM's decode arithmetic at the prefill plateau, on the H100's matmul
+    # ceiling; the 128,256 x 4,096 input table a lookup, not multiplied) = 0.107 ms; the read
+    # binds (at eta_bw 0.921, the H100's copy ceiling: 3,085.1 of 3,350 GB/s; 5.554 ms with
+    # the table read whole, less its 1.051 GB at that rate, 0.341 ms), and F4c's ridge adds
+    # (5.213^2.5 + 0.107^2.5)^0.4 - 5.213, under 0.1 us; t0 = 32 layers x 77.3 us
+    assert step.substituted.startswith("2.474 + max(5.213, 0.107) = 7.687 ms")
 
 
 def test_the_explorers_caption_names_the_typical_basis_once(catalog: Catalog) -> None:
@@ -91,6 +92,6 @@ def test_the_explorers_caption_names_the_typical_basis_once(catalog: Catalog) ->
                             "typical:vllm")
     en = prediction_caption(s, "typical:vllm", "en")
     assert en.startswith("Prediction: typical vLLM efficiency (no calibration): decode compute")
-    assert "typical typical" not in en and "70.6 us per layer per decode step" in en
+    assert "typical typical" not in en and "77.3 us per layer per decode step" in en
     zh = prediction_caption(s, "typical:vllm", "zh")
-    assert zh.count("典型效率") == 1 and "每层每个解码步 70.6 微秒" in zh
+    assert zh.count("典型效率") == 1 and "每层每个解码步 77.3 微秒" in zh

@@ -57,13 +57,13 @@ def test_the_weighted_quantile_by_hand() -> None:
 
 def test_the_step_band_weights_each_group_alike() -> None:
     # group A has two levels (-0.2, -0.4), B one (+0.1): weights 0.5, 0.5, 1; the weighted
-    # CDF's midpoints -0.4: 0.125, -0.2: 0.375, +0.1: 0.75, so the 15th percentile is
-    # -0.4 + 0.2 x (0.15 - 0.125) / 0.25 = -0.38 and the 85th +0.1 (clamped; the 10th would
-    # be -0.4, clamped too); unweighted, B's one point would count a third
+    # CDF's midpoints -0.4: 0.125, -0.2: 0.375, +0.1: 0.75, so the 12.5th percentile is
+    # -0.4, at the first midpoint, and the 87.5th +0.1 (clamped; the 15th would be -0.4 + 0.2
+    # x (0.15 - 0.125) / 0.25 = -0.38); unweighted, B's one point would count a third
     rows = [_row("A", -0.2), _row("A", -0.4), _row("B", 0.1),
             _row("B", 5.0, saturated=True), _row("B", -0.9, metric="ttft")]
-    assert tb.step_error_band(rows) == pytest.approx((-0.38, 0.1))   # the 15th and 85th
-    assert weighted_quantile([-0.2, -0.4, 0.1], [0.5, 0.5, 1.0], 0.10) == pytest.approx(-0.4)
+    assert tb.step_error_band(rows) == pytest.approx((-0.4, 0.1))   # the 12.5th and 87.5th
+    assert weighted_quantile([-0.2, -0.4, 0.1], [0.5, 0.5, 1.0], 0.15) == pytest.approx(-0.38)
     # the 40th percentile lies between -0.2 (0.375) and +0.1 (0.75)
     errors, weights = [-0.2, -0.4, 0.1], [0.5, 0.5, 1.0]
     assert weighted_quantile(errors, weights, 0.4) == pytest.approx(
@@ -78,7 +78,7 @@ def test_each_group_is_scored_against_the_band_of_the_others() -> None:
     # the scorecard predicts each group's rows at the edges of the band of the other groups'
     # rows (`validate_typical._edges`: `error_band` with the group excluded)
     rows = (_row("A", -0.3), _row("B", -0.1), _row("C", 0.05), _row("D", -0.5))
-    # A: the others -0.5, -0.1, +0.05 (midpoints 1/6, 1/2, 5/6): 15th -0.5, 85th +0.05
+    # A: the others -0.5, -0.1, +0.05 (midpoints 1/6, 1/2, 5/6): 12.5th -0.5, 87.5th +0.05
     assert tb.step_error_band(rows, exclude="A") == pytest.approx((-0.5, 0.05))
     # D against A, B, C: -0.3 .. +0.05
     assert tb.step_error_band(rows, exclude="D") == pytest.approx((-0.3, 0.05))
@@ -107,17 +107,15 @@ def test_the_step_knobs_span_the_error_band_by_hand() -> None:
     # the prefill's knobs keep the engine's ranges
     assert (slow["mfu"], fast["mfu"]) == (0.4, 0.6)
     assert (slow["prefill_overhead_ms"], fast["prefill_overhead_ms"]) == (0.6, 0.4)
-    # 0.8 x 1.25 is the spec sheet itself, not past it: the weights read as the chapter does
-    assert not slow["embedding_lookup"] and not fast["embedding_lookup"]
-    # 0.9 x 1.25 = 1.125 stops at 1: past the spec sheet's bandwidth a step is faster only by
-    # reading less, so that fast edge leaves an untied input embedding table unread
+    # both edges count the weights as the typical basis does (`TYPICAL_COUNTS`): an untied
+    # input embedding table a lookup, whatever eta_bw's edges
+    assert slow["embedding_lookup"] and fast["embedding_lookup"]
     slow9, fast9 = typical_knob_edges(typ, {**planned, "eta_bw": 0.9})
-    assert fast9["eta_bw"] == 1.0 and fast9["embedding_lookup"]
-    assert not slow9["embedding_lookup"]
+    assert fast9["eta_bw"] == 1.0   # 0.9 x 1.25 = 1.125 stops at 1
+    assert slow9["embedding_lookup"] and fast9["embedding_lookup"]
     # a band wholly on the slow side still holds the prediction: the fast edge is the plan
     typ2 = parse_engines(_engine("[x.step_error]\nlow = -0.5\nhigh = -0.1\n"))["x"]
     _, fast2 = typical_knob_edges(typ2, planned)
-    assert not typical_knob_edges(typ2, {**planned, "eta_bw": 0.95})[1]["embedding_lookup"]
     assert {k: fast2[k] for k in STEP_BAND_KNOBS if k in planned} == pytest.approx(
         {k: planned[k] for k in STEP_BAND_KNOBS if k in planned})
 
@@ -159,16 +157,16 @@ def test_the_held_out_basis_takes_the_other_groups_bands() -> None:
 def test_the_ttft_band_takes_the_5th_and_95th_percentile() -> None:
     # twenty groups of one TTFT row each, errors -0.95, -0.85, ..., +0.95 (midpoints at
     # 0.025, 0.075, ...): the 5th percentile lies halfway between the first two, the 95th
-    # halfway between the last two; the step's rule takes the 15th and 85th, halfway between
-    # the third and fourth (-0.75, -0.65) and their mirrors
+    # halfway between the last two; the step's rule takes the 12.5th and 87.5th, at the third
+    # (-0.75, midpoint 0.125) and its mirror
     errors = [-0.95 + 0.1 * i for i in range(20)]
     rows = [_row(f"G{i}", e, metric="ttft") for i, e in enumerate(errors)]
     assert tb.error_band(rows, "ttft") == pytest.approx((-0.9, 0.9))
     steps = [_row(f"G{i}", e) for i, e in enumerate(errors)]
-    assert tb.error_band(steps, "step") == pytest.approx((-0.7, 0.7))
+    assert tb.error_band(steps, "step") == pytest.approx((-0.75, 0.75))
     # and the scorecard's text names them as they are
     assert (tb.percentiles("step"), tb.percentiles("ttft")) == (
-        "15th and 85th percentile", "5th and 95th percentile")
+        "12.5th and 87.5th percentile", "5th and 95th percentile")
 
 
 def test_a_row_is_inside_its_edges_and_coverage_counts_them() -> None:

@@ -184,7 +184,9 @@ PLAN_JSON_BEFORE = {
               "layer_overhead_ms": 0, "batched_overhead_ms": 0,  # added 2026-12-03
               "request_latency_ms": 0,  # added 2026-12-03 (SGLang's latency outside the GPU)
               "linear_prefill_ms": 0,  # added 2026-12-03 (F6's linear-attention layers)
-              "prefill_layer_ms": 0},  # added 2026-12-06 (a prefill without CUDA graphs)
+              "prefill_layer_ms": 0,  # added 2026-12-06 (a prefill without CUDA graphs)
+              # added 2026-12-07: how the basis counts the weights (the chapter's: W whole)
+              "embedding_lookup": False},
     "warnings": [],
     "points": [
         {"concurrency": 0, "bandwidth_ms": 0, "compute_ms": 0, "comm_ms": 0, "step_ms": 0,

@@ -43,7 +43,14 @@ from capacity.fit.typical import (
     typical_efficiency,
 )
 from capacity.fit.uncertainty import TYPICAL_RANGES, calibrated_spread, overhead_gb_edges
-from capacity.model.basis import CHAPTER, CHAPTER_KNOBS, SPEC_KNOBS, SPEC_SHEET, TYPICAL_PREFIX
+from capacity.model.basis import (
+    CHAPTER,
+    CHAPTER_KNOBS,
+    SPEC_KNOBS,
+    SPEC_SHEET,
+    TYPICAL_COUNTS,
+    TYPICAL_PREFIX,
+)
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.plan.detail import option_scenario
@@ -84,7 +91,8 @@ def typical_basis_for(engine: str) -> str:
 def with_typical(inp: PlanInputs, typ: TypicalEfficiency) -> PlanInputs:
     """The inputs with the engine's typical efficiency knobs and its key (no calibration): one
     set for every GPU, so an option's figures do not depend on what is searched beside it."""
-    knobs: dict[str, object] = {**typ.typical, "calibration": "", "typical": typ.engine}
+    knobs: dict[str, object] = {**typ.typical, **TYPICAL_COUNTS, "calibration": "",
+                                "typical": typ.engine}
     return replace(inp, **knobs)  # type: ignore[arg-type]
 
 
@@ -145,7 +153,8 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
         return s.with_(calibration=None, **SPEC_KNOBS)
     if basis.startswith(TYPICAL_PREFIX):
         typ = typical_efficiency(basis.removeprefix(TYPICAL_PREFIX))
-        return s.with_(calibration=None, **{**CHAPTER_KNOBS, **typical_knobs_on(typ.typical, s)})
+        return s.with_(calibration=None, **{**CHAPTER_KNOBS, **TYPICAL_COUNTS,
+                                             **typical_knobs_on(typ.typical, s)})
     return apply(load_named(basis), s.with_(**CHAPTER_KNOBS))
 
 
@@ -183,11 +192,8 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     overhead divided by it), so the step spans step / (1 + high) .. step / (1 + low) (where
     eta_bw's fast edge stops at the copy ceiling, once `fast_fixed_costs` has solved that
     edge's fixed costs on a deployment) and
-    always holds the prediction itself (where eta_bw's fast edge reaches 1, the GPU's copy
-    ceiling (data/engines.toml states eta_bw as a share of it), the fast edge counts an untied
-    input embedding table as a lookup, `embedding_lookup`: a step faster than the device
-    copies its bytes reads fewer; without it an RTX 4090 decoding Qwen2.5-7B BF16 stays
-    further from its measured 15.9 ms a step at one sequence); with its `ttft_error`, the
+    always holds the prediction itself; both edges count the weights as the basis does
+    (`TYPICAL_COUNTS`: an untied input embedding table a lookup); with its `ttft_error`, the
     same for the knobs of an
     unqueued TTFT (`TTFT_BAND_KNOBS`): TTFT / (1 + high) .. TTFT / (1 + low) before any
     queueing. The one definition of that band: the Planner's
@@ -216,11 +222,8 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
                 slow[k], fast[k] = planned[k] / s_slow, planned[k] / s_fast
     slow["ridge_sharpness"], fast["ridge_sharpness"] = ridge_edges(
         typ.low["ridge_sharpness"], typ.high["ridge_sharpness"], planned["ridge_sharpness"])
-    # past the copy ceiling a step is faster only by reading less: the untied input
-    # embedding table as the lookup engines run (`Scenario.embedding_lookup`)
-    slow["embedding_lookup"] = False
-    fast["embedding_lookup"] = (typ.step_error is not None
-                                and planned["eta_bw"] * (1.0 + max(typ.step_error[1], 0.0)) > 1.0)
+    for edge in (slow, fast):   # both edges count the weights as the basis does
+        edge.update(TYPICAL_COUNTS)
     return slow, fast
 
 
@@ -241,7 +244,7 @@ def fast_fixed_costs(planned: Scenario, fast: Scenario, high: float) -> dict[str
     a step whose reads are at that ceiling already is faster only by paying less per step and
     per layer. The published steps measured faster than the basis are those (Qwen2.5-7B BF16
     on an RTX 4090 under vLLM 0.25.1 about 20 us a layer, gpt-oss-120b on 8 B200s under SGLang
-    0.5.6 at most about 60, against the basis' 70.6; docs/accuracy.md). Where even no fixed
+    0.5.6 at most about 60, against the basis' 77.3; docs/accuracy.md). Where even no fixed
     cost leaves the step slower than that (k = 0), the fast edge is the step read at the copy
     ceiling with no fixed cost: the fastest physics allows. Where the fractions are not capped
     k is 1 / (1 + high) but for the all-reduces, which the band does not scale.
@@ -249,7 +252,7 @@ def fast_fixed_costs(planned: Scenario, fast: Scenario, high: float) -> dict[str
     The step is linear in k: T(k) = T(0) + k (T(1) - T(0)), T(1) at the planned costs; k = (T_p
     / (1 + high) - T(0)) / (T(1) - T(0)). Example: planned step 8.0 ms, high 0.25: the target
     6.4 ms; at the fast edge's fractions with no fixed cost 5.4 ms and with the planned costs
-    (2.5 ms of them) 7.9 ms: k = (6.4 - 5.4) / 2.5 = 0.4, a 70.6 us layer cost becomes 28.2 us.
+    (2.5 ms of them) 7.9 ms: k = (6.4 - 5.4) / 2.5 = 0.4, a 77.3 us layer cost becomes 30.9 us.
     Source: docs/method.md, "Uncertainty"."""
     def one_sequence_ms(s: Scenario) -> float:
         return float(evaluate(s, [1.0]).decode.step_ms[0])

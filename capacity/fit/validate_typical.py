@@ -77,7 +77,7 @@ from capacity.fit.planning import fast_fixed_costs, typical_knob_edges, typical_
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.typical import TYPICAL_KNOBS, TypicalEfficiency, engines, typical_efficiency
 from capacity.fit.validate_report import between_markers, write_between_markers
-from capacity.model.basis import CHAPTER_KNOBS
+from capacity.model.basis import CHAPTER_KNOBS, TYPICAL_COUNTS
 from capacity.model.forward_pass import as_released
 from capacity.model.prefill import step_mfu
 from capacity.model.scenario import Scenario
@@ -231,7 +231,9 @@ def held_out_eta_bw(points: dict[str, tuple[float, ...]], group: str, engine: fl
 
 @dataclass(frozen=True)
 class StepPoint:
-    """One source point of the step knobs: the chapter's step with no overhead, its reads at
+    """One source point of the step knobs: the chapter's step with no overhead, the weights
+    counted as the typical basis counts them (`TYPICAL_COUNTS`: an untied input embedding table
+    a lookup), its reads at
     the GPU's copy ceiling (eta_bw 1 in data/engines.toml's unit, a share of that ceiling:
     `capacity.catalog.matmul.typical_bandwidth_ceiling`; ms, its bandwidth term at these
     points' low concurrency on one GPU), the measured TPOT (ms) and the model's layers; the
@@ -267,7 +269,7 @@ def step_point(sweeps: Sequence[ReferenceSweep], cat: Catalog) -> StepPoint | No
         for p in s.points:
             if not p.tpot_ms or (best is not None and p.concurrency >= best[0]):
                 continue
-            base = _scenario(s, cat).with_(calibration=None, **CHAPTER_KNOBS)
+            base = _scenario(s, cat).with_(calibration=None, **{**CHAPTER_KNOBS, **TYPICAL_COUNTS})
             d = v.predict(base, [p.concurrency], s.prompt_tokens, s.output_tokens)
             ceiling = typical_bandwidth_ceiling(base.gpu)
             best = (p.concurrency, StepPoint(bandwidth_ms=float(d.step_ms[0]) / ceiling,
@@ -488,7 +490,7 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
                                      "eta_bw": before_k["eta_bw"]})
             before = v.predict(before_s, levels, s.prompt_tokens, s.output_tokens, sched,
                                s.run)
-            after_s = _run_as(s, base.with_(**typical_knobs_on(after_k, base)))
+            after_s = _run_as(s, base.with_(**{**TYPICAL_COUNTS, **typical_knobs_on(after_k, base)}))
             after = (before if after_s == before_s else
                      v.predict(after_s, levels, s.prompt_tokens, s.output_tokens, sched,
                                s.run))
@@ -568,7 +570,8 @@ def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
                               for k in (slow_k, fast_k))
             if held.step_error is not None:   # as the Planner and the Explorer solve them
                 fast_s = fast_s.with_(**fast_fixed_costs(
-                    base.with_(**typical_knobs_on({**after_k, **planned_k}, base)), fast_s,
+                    base.with_(**{**TYPICAL_COUNTS,
+                                  **typical_knobs_on({**after_k, **planned_k}, base)}), fast_s,
                     held.step_error[1]))
             slow, fast = (v.predict(_run_as(s, sc), levels, s.prompt_tokens, s.output_tokens,
                                     v.scheduler_of(s.engine), s.run) for sc in (slow_s, fast_s))

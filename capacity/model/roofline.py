@@ -281,8 +281,7 @@ class StepModel:
         (`ModelVariant.lookup_weight_share`: the table at the format's embedding bits; the
         caller's variant, one value per configuration in a grid), leaves the weight bytes.
         The chapter's method keeps all of P and W (F4 as written), but for `embedding_lookup`:
-        the typical band's fast edge, where the bandwidth reaches the spec sheet and a step is
-        faster only by reading less (`capacity.fit.planning.typical_knob_edges`)."""
+        a typical basis, which predicts the engines (`capacity.model.basis.TYPICAL_COUNTS`)."""
         moe = model.moe
         attn = (0.0 if context_tokens is None
                 else attention_flops_per_token(model, context_tokens))

@@ -192,8 +192,8 @@ class Scenario:
     embedding_lookup: bool = False
     """Whether the chapter's F4 counts an untied input embedding table as the lookup engines
     run (one row per sequence, neither read whole nor multiplied), as the operator method and
-    the spec-sheet bound always do: True only at the fast edge of a typical basis' band, where
-    eta_bw reaches the spec sheet (`capacity.fit.planning.typical_knob_edges`)."""
+    the spec-sheet bound always do: True on a typical basis (`capacity.model.basis.TYPICAL_COUNTS`:
+    it predicts the engines, which look the table up), False on the chapter's."""
 
     @property
     def model(self) -> Model:
