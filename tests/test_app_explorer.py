@@ -261,7 +261,8 @@ def test_the_typical_basis_says_it_looks_the_embedding_table_up() -> None:
     said = [c.value for c in at.caption if "looks up the model's input embedding table" in c.value]
     assert len(said) == 1 and "(1.09 GB a GPU)" in said[0]
     plain = start(UNCERTAINTY_SECTION, calibration="typical:vllm")
-    assert not any("embedding table" in c.value for c in plain.caption)
+    assert not any("looks up the model's input embedding table" in c.value
+                   for c in plain.caption)
 
 
 def headline(at: AppTest) -> str:

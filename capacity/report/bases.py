@@ -54,6 +54,8 @@ class Knobs(Protocol):
     def linear_prefill_ms(self) -> float: ...
     @property
     def prefill_layer_ms(self) -> float: ...
+    @property
+    def embedding_lookup(self) -> bool: ...
 
 
 def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
@@ -108,8 +110,9 @@ def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None) -> str
 
 def step_shape_text(knobs: Knobs, lang: str) -> str:
     """The decode step's shape knobs that are set, in words (F11's per-layer overhead, F4c's
-    ridge sharpness, F4d's CUDA graphs and GEMM tile): ', ridge sharpness 2 (...)'; '' at
-    their defaults."""
+    ridge sharpness, F4d's CUDA graphs and GEMM tile, and how F4 counts an input embedding
+    table: looked up on a typical basis, `capacity.model.basis.TYPICAL_COUNTS`): ', ridge
+    sharpness 2 (...)'; '' at their defaults."""
     out = ""
     if knobs.layer_overhead_ms > 0:
         out += t("basis_knobs_layer", lang, ms=knobs.layer_overhead_ms * 1e3)
@@ -119,6 +122,8 @@ def step_shape_text(knobs: Knobs, lang: str) -> str:
         out += t("basis_knobs_graph", lang, tokens=knobs.cuda_graph_max_tokens)
     if knobs.gemm_tile_tokens > 1:
         out += t("basis_knobs_tile", lang, tile=knobs.gemm_tile_tokens)
+    if knobs.embedding_lookup:
+        out += t("basis_knobs_lookup", lang)
     return out
 
 
