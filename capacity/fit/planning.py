@@ -199,11 +199,11 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     queueing. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`), which then solve the fast
     edge's fixed step costs on their deployment (`fast_fixed_costs`). Example (vLLM,
-    step_error -0.119 and +0.162): eta_bw 1 x 0.881 = 0.881 slow, 1 x 1.162 -> 1 fast (shares
-    of the GPU's copy ceiling); layer overhead 0.0706 / 0.881 = 0.0801 and 0.0706 / 1.162 =
-    0.0608 ms (before the fast edge's is solved); with ttft_error -0.630 and +0.654, MFU
-    0.706 x 0.370 = 0.261 and 0.706 x 1.654 -> 1 (shares of the GPU's matmul ceiling), the
-    request latency 10.73 / 0.370 = 29.0 and 10.73 / 1.654 = 6.5 ms; without it, MFU over its
+    step_error -0.151 and +0.150): eta_bw 1 x 0.849 = 0.849 slow, 1 x 1.150 -> 1 fast (shares
+    of the GPU's copy ceiling); layer overhead 0.0773 / 0.849 = 0.0910 and 0.0773 / 1.150 =
+    0.0672 ms (before the fast edge's is solved); with ttft_error -0.630 and +0.644, MFU
+    0.706 x 0.370 = 0.261 and 0.706 x 1.644 -> 1 (shares of the GPU's matmul ceiling), the
+    request latency 10.54 / 0.370 = 28.5 and 10.54 / 1.644 = 6.4 ms; without it, MFU over its
     range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}

@@ -216,7 +216,7 @@ def step_band_lines(card: TypicalScorecard, stored: tuple[float, float] | None
     return [f"Step band (an 80% band, the Planner's and the Explorer's on this basis): the "
             f"{percentiles('step')} of the signed step errors after, predicted / measured - "
             f"1, each group weighted 1 (`step_error_band`): {lo:+.3f} and {hi:+.3f} over the "
-            f"step rows of {groups} groups below saturation (data/engines.toml's "
+            f"{len(edges)} step rows of {groups} groups below saturation (data/engines.toml's "
             f"[vllm.step_error]: {file_text}). Its knobs span a step of step / (1 + high) .. "
             f"step / (1 + low): eta_bw and eff scaled, at most the GPU's copy and matmul "
             f"ceilings, and F11's fixed costs with them; where eta_bw stops at the copy "
