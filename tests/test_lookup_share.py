@@ -138,3 +138,28 @@ def test_expert_parallel_reads_the_same_table(catalog: Catalog) -> None:
                  catalog=catalog)
     assert s.lookup_bytes == s.variant.lookup_bytes
     assert s.lookup_bytes == pytest.approx(1.85335808e9, rel=1e-12)
+
+
+def test_the_math_on_a_typical_basis_counts_the_table_as_the_step_does(catalog: Catalog) -> None:
+    # Qwen2.5-7B BF16 on an RTX 4090 on the typical vLLM basis, which looks its untied
+    # 152,064 x 3,584 input table up (`TYPICAL_COUNTS`): "show the math" prints the terms the
+    # step computes, W less the table's 1.090 GB and P less its 0.545e9 parameters, and each
+    # line's arithmetic gives its value; on the chapter's basis both are whole
+    from capacity.fit.planning import scenario_with_basis
+    from capacity.report.math_steps import formula_number
+
+    base = make_scenario("qwen2.5-7b", "rtx-4090", catalog=catalog, weights="bf16",
+                         context_tokens=1024)
+    s = scenario_with_basis(base, "typical:vllm")
+    assert s.embedding_lookup
+    table = 152_064 * 3_584
+    for scen, less in ((s, True), (scenario_with_basis(base, "chapter"), False)):
+        got = {m.key: m for m in show_math(scen, 16)}
+        bw, cp = got["bandwidth_term"], got["compute_term"]
+        assert ("lookup" in bw.formula) is less and ("(P - lookup)" in cp.formula) is less
+        p = scen.model.params_active_b * 1e9 - (table if less else 0)
+        w = scen.weights_per_gpu_gb - (table * 2 / 1e9 if less else 0.0)
+        assert cp.substituted.startswith(f"2 x {formula_number(p)} x 16 ")
+        assert bw.substituted.startswith(f"({formula_number(w)} + ")
+        by_hand = 2 * p * 16 / (scen.tflops_per_replica * 1e12 * scen.eff) * 1e3
+        assert cp.value == pytest.approx(by_hand, rel=1e-9)

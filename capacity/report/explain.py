@@ -475,11 +475,15 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
                     f"{_n(subtotal / GB)} GB vs "
                     f"{_n(s.vram_gb)} x {_n(s.util)} = {_n(v.usable_bytes / GB)} GB",
         value=subtotal / GB, unit="GB"))
-    # F4: the decode step
+    # F4: the decode step; an untied input embedding table looked up, as engines do, where the
+    # basis counts it so (a typical basis, `TYPICAL_COUNTS`, or an engines' step method)
+    lookup = (m.lookup_params_b if s.embedding_lookup or counts_as_engines(s.step_method)
+              else 0.0)
     w_read = float(ev.decode.weight_read_bytes.flat[0])
     bw_ms = float(ev.decode.bandwidth_ms[0])
     steps.append(MathStep(
-        key="bandwidth_term", formula="t_bw = (W + C x KV_request) / BW" + (" / tau" if dg else "")
+        key="bandwidth_term", formula="t_bw = (W" + (" - lookup table" if lookup else "")
+        + " + C x KV_request) / BW" + (" / tau" if dg else "")
         + (" (MoE: W read grows with C)" if m.moe else ""),
         substituted=f"({_n(w_read / GB)} + {_n(c_rep)} x {_n(kv_req / GB)}) GB / "
                     f"{_n(s.bandwidth_gb_s * s.eta_bw)} GB/s{tau} = {_n(bw_ms)} ms",
@@ -487,9 +491,9 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     cp_ms = float(ev.decode.compute_ms[0])
     f_tot = s.tflops_per_replica
     steps.append(MathStep(
-        key="compute_term", formula="t_compute = 2 x P x C" + (" x (k + 1)" if dg else "")
-        + " / (F x eff)" + (" / tau" if dg else ""),
-        substituted=f"2 x {_n(m.params_active_b * 1e9)} x {_n(c_rep)}"
+        key="compute_term", formula="t_compute = 2 x " + ("(P - lookup)" if lookup else "P")
+        + " x C" + (" x (k + 1)" if dg else "") + " / (F x eff)" + (" / tau" if dg else ""),
+        substituted=f"2 x {_n((m.params_active_b - lookup) * 1e9)} x {_n(c_rep)}"
                     + (f" x {dg.draft.verify_tokens}" if dg else "")
                     + f" / ({_n(f_tot * TERA)} x {_n(s.eff)}){tau} = {_n(cp_ms)} ms",
         value=cp_ms, unit="ms"))
