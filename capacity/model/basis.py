@@ -63,10 +63,12 @@ those too: a smooth ridge and padding only slow a step down, so it stays the bou
 method counts the table as a lookup whatever `embedding_lookup` says)."""
 
 TYPICAL_COUNTS: Final[Mapping[str, Any]] = {"embedding_lookup": True}
-"""How a typical basis (`typical:ENGINE`) counts the weights: as the engines it stands for read
-them, an untied input embedding table looked up one row per sequence rather than read whole
-(`Scenario.embedding_lookup`; the operator method and the spec-sheet bound count it so too).
-Since 2026-12-07 (docs/method.md, "Bases"); the chapter's count before."""
+"""How a typical basis (`typical:ENGINE`) counts the weights in the decode step (F4): as the
+engines it stands for read them, an untied input embedding table looked up one row per sequence
+rather than read whole and multiplied (`Scenario.embedding_lookup`; the operator method and the
+spec-sheet bound count it so too). Its prefill keeps the chapter's F6 count, the one its MFU
+plateau was derived on. Since 2026-12-07 (docs/method.md, "Bases"); the chapter's count
+before."""
 
 SPEC_KNOBS: Final[Mapping[str, Any]] = {
     **CHAPTER_KNOBS, "mfu": 1.0, "step_method": StepMethod.BOUND.value}
