@@ -152,10 +152,18 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
     if basis == SPEC_SHEET:
         return s.with_(calibration=None, **SPEC_KNOBS)
     if basis.startswith(TYPICAL_PREFIX):
-        typ = typical_efficiency(basis.removeprefix(TYPICAL_PREFIX))
-        return s.with_(calibration=None, **{**CHAPTER_KNOBS, **TYPICAL_COUNTS,
-                                             **typical_knobs_on(typ.typical, s)})
+        return on_typical(s, typical_efficiency(basis.removeprefix(TYPICAL_PREFIX)).typical)
     return apply(load_named(basis), s.with_(**CHAPTER_KNOBS))
+
+
+def on_typical(s: Scenario, knobs: Mapping[str, float]) -> Scenario:
+    """`s` on a typical basis whose knobs (data/engines.toml's units) are `knobs`: the
+    chapter's knobs under them, the weights counted as engines read them (`TYPICAL_COUNTS`),
+    the knobs as `s`'s GPU runs them (`typical_knobs_on`), no calibration. The one place a
+    Scenario is put on a typical basis: `scenario_with_basis` with the engines file's knobs,
+    the scorecard (`capacity.fit.validate_typical`) with each group's held-out ones."""
+    return s.with_(calibration=None, **{**CHAPTER_KNOBS, **TYPICAL_COUNTS,
+                                         **typical_knobs_on(knobs, s)})
 
 
 def typical_knobs_on(knobs: Mapping[str, float], s: Scenario) -> dict[str, float]:

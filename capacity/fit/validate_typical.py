@@ -73,7 +73,12 @@ from capacity.fit import typical_bands as tb
 from capacity.fit import typical_latency as tl
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
-from capacity.fit.planning import fast_fixed_costs, typical_knob_edges, typical_knobs_on
+from capacity.fit.planning import (
+    fast_fixed_costs,
+    on_typical,
+    typical_knob_edges,
+    typical_knobs_on,
+)
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.typical import TYPICAL_KNOBS, TypicalEfficiency, engines, typical_efficiency
 from capacity.fit.validate_report import between_markers, write_between_markers
@@ -490,7 +495,7 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
                                      "eta_bw": before_k["eta_bw"]})
             before = v.predict(before_s, levels, s.prompt_tokens, s.output_tokens, sched,
                                s.run)
-            after_s = _run_as(s, base.with_(**{**TYPICAL_COUNTS, **typical_knobs_on(after_k, base)}))
+            after_s = _run_as(s, on_typical(base, after_k))
             after = (before if after_s == before_s else
                      v.predict(after_s, levels, s.prompt_tokens, s.output_tokens, sched,
                                s.run))
@@ -566,13 +571,10 @@ def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
             if not scored:
                 continue
             levels = sorted({x.concurrency for x in scored})
-            slow_s, fast_s = (base.with_(**typical_knobs_on({**after_k, **k}, base))
-                              for k in (slow_k, fast_k))
+            slow_s, fast_s = (on_typical(base, {**after_k, **k}) for k in (slow_k, fast_k))
             if held.step_error is not None:   # as the Planner and the Explorer solve them
                 fast_s = fast_s.with_(**fast_fixed_costs(
-                    base.with_(**{**TYPICAL_COUNTS,
-                                  **typical_knobs_on({**after_k, **planned_k}, base)}), fast_s,
-                    held.step_error[1]))
+                    on_typical(base, {**after_k, **planned_k}), fast_s, held.step_error[1]))
             slow, fast = (v.predict(_run_as(s, sc), levels, s.prompt_tokens, s.output_tokens,
                                     v.scheduler_of(s.engine), s.run) for sc in (slow_s, fast_s))
             for x in scored:
