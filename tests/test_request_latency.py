@@ -149,7 +149,7 @@ def test_the_simulated_endpoint_over_http_delays_the_first_token(catalog: Catalo
 def test_each_typical_basis_holds_its_engines_latency() -> None:
     sg, vl = typical_efficiency("sglang"), typical_efficiency("vllm")
     assert vl.typical["request_latency_ms"] == pytest.approx(10.54)
-    assert sg.typical["request_latency_ms"] == pytest.approx(7.58)
+    assert sg.typical["request_latency_ms"] == pytest.approx(7.97)
     # every other knob but the decode arithmetic's eff is vLLM's (one set for both engines);
     # SGLang keeps 0.3, vLLM runs its decode GEMMs at the prefill plateau, 0.706 x 0.803
     assert (sg.typical["eff"], vl.typical["eff"]) == (0.374, 0.706)
@@ -159,16 +159,17 @@ def test_each_typical_basis_holds_its_engines_latency() -> None:
     assert sg.step_error == vl.step_error
     base = PlanInputs(model="qwen3.5-9b-awq", workload=Workload(daily_active_users=10),
                       gpus=("rtx-4090",))
-    assert with_typical(base, sg).request_latency_ms == pytest.approx(7.58)
+    assert with_typical(base, sg).request_latency_ms == pytest.approx(7.97)
     assert with_typical(base, vl).request_latency_ms == pytest.approx(10.54)
     assert "sglang" in engines()
 
 
 def test_latency_points_and_their_held_out_median_by_hand() -> None:
     def row(group: str, c: float, measured: float, after: float, *, added: str = "",
-            metric: str = "ttft") -> vt.TypicalRow:
+            metric: str = "ttft", prompt: float = 0.0) -> vt.TypicalRow:
         return vt.TypicalRow(group=group, metric=metric, concurrency=c, measured=measured,
-                             before=after, after=after, saturated=False, knobs=(), added=added)
+                             before=after, after=after, saturated=False, knobs=(), added=added,
+                             prompt_tokens=prompt)
 
     points = {"A": 10.0, "B": 30.0, "C": 20.0}
     assert tl.held_out_latency(points, "A", 99.0) == 25.0       # median of 30 and 20
@@ -189,6 +190,12 @@ def test_latency_points_and_their_held_out_median_by_hand() -> None:
     # a row added later counts, and one level lower it is the lowest
     assert tl.latency_points([*rows, row(sg, 2, 90.0, 10.0, added="2026-12-02")],
                              groups) == {sg: 80.0}
+    # two prompt lengths at the lowest level: the shortest prompts' rows alone, where the
+    # GPU's share is least (a 4K prompt's -100 ms is the prefill's error, not a latency)
+    mixed = [row(sg, 1, 40.0, 20.0, prompt=600.0), row(sg, 1, 44.0, 20.0, prompt=600.0),
+             row(sg, 1, 300.0, 400.0, prompt=4000.0), row(sg, 1, 310.0, 400.0, prompt=4000.0)]
+    assert tl.latency_points(mixed, groups) == {sg: 22.0}       # median of 20 and 24
+    assert tl.latency_points(mixed[2:], groups) == {sg: -95.0}  # one length: it counts
     # a group on CUDA graphs whose lowest TTFT level has 8 clients or fewer, rows of every
     # date (vLLM's C = 1 rows were added later); the eager AWQ group does not count
     vl = "qwen3-8b-bf16 on h100-sxm (vLLM)"
@@ -243,7 +250,7 @@ def test_the_shipped_latency_is_the_scorecards() -> None:
 
 def test_a_scenario_on_the_sglang_basis_carries_it(catalog: Catalog) -> None:
     s = scenario_with_basis(_scenario(catalog), "typical:sglang")
-    assert s.request_latency_ms == pytest.approx(7.58)
+    assert s.request_latency_ms == pytest.approx(7.97)
     assert scenario_with_basis(_scenario(catalog), "spec").request_latency_ms == 0.0
     assert scenario_with_basis(_scenario(catalog), "").request_latency_ms == 0.0
     assert scenario_with_basis(_scenario(catalog), "typical:vllm").request_latency_ms == \

@@ -209,9 +209,9 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     edge's fixed step costs on their deployment (`fast_fixed_costs`). Example (vLLM,
     step_error -0.151 and +0.150): eta_bw 1 x 0.849 = 0.849 slow, 1 x 1.150 -> 1 fast (shares
     of the GPU's copy ceiling); layer overhead 0.0773 / 0.849 = 0.0910 and 0.0773 / 1.150 =
-    0.0672 ms (before the fast edge's is solved); with ttft_error -0.630 and +0.644, MFU
-    0.706 x 0.370 = 0.261 and 0.706 x 1.644 -> 1 (shares of the GPU's matmul ceiling), the
-    request latency 10.54 / 0.370 = 28.5 and 10.54 / 1.644 = 6.4 ms; without it, MFU over its
+    0.0672 ms (before the fast edge's is solved); with ttft_error -0.599 and +0.997, MFU
+    0.706 x 0.401 = 0.283 and 0.706 x 1.997 -> 1 (shares of the GPU's matmul ceiling), the
+    request latency 10.54 / 0.401 = 26.3 and 10.54 / 1.997 = 5.3 ms; without it, MFU over its
     range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}

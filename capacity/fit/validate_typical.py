@@ -122,6 +122,9 @@ class TypicalRow:
     """The day the row was added to published.csv ('' for the rows the knobs were derived on)."""
     stat: str = "mean"
     """The statistic the source states ('mean' or 'median')."""
+    prompt_tokens: float = 0.0
+    """The mean prompt of the row's sweep, tokens (`ReferenceSweep.prompt_tokens`): where the
+    request latency is read (`typical_latency.latency_points`)."""
 
     @property
     def before_error(self) -> float:
@@ -513,7 +516,7 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
                     after=(_step(after, i, x.stat, True) if step
                            else v.pick(after, metric, i, x.stat)),
                     saturated=sat[i], engine=s.engine_text or s.engine, added=s.added,
-                    stat=x.stat,
+                    stat=x.stat, prompt_tokens=float(s.prompt_tokens),
                     step_ms=after.step_ms[i] if step else math.nan,
                     spec_ms=spec.step_ms[i] if step else math.nan,
                     knobs=tuple(sorted((k, float(after_k.get(k, 0.0)))
