@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -141,3 +142,27 @@ def test_typical_errors_split_original_and_added_rows() -> None:
             "of the step knobs, as every group, their own)") in md
     assert "| step | 20.0% / 30.0% (2) | 50.0% / 50.0% (1) |" in md
     assert "| g (added 2026-12-02) |" in md
+
+
+def test_typical_errors_split_by_the_statistic_the_source_states() -> None:
+    from capacity.fit import validate_typical as vt
+
+    def row(measured: float, after: float, stat: str) -> vt.TypicalRow:
+        return vt.TypicalRow(group="g", metric="ttft", concurrency=16, measured=measured,
+                             before=after, after=after, saturated=False, knobs=(), stat=stat)
+
+    # means 0.6 and 0.2 (median 0.4, worst 0.6); the median 0.1 alone
+    card = vt.TypicalScorecard(rows=(row(100, 40, "mean"), row(100, 120, "mean"),
+                                     row(100, 110, "median")))
+    assert card.error("ttft", True, stat="mean").median == pytest.approx(0.4)
+    assert card.error("ttft", True, stat="median").median == pytest.approx(0.1)
+    assert card.error("ttft", True).median == pytest.approx(0.2)   # 0.1, 0.2, 0.6
+    md = vt.markdown(card)
+    assert "| ttft | 40.0% / 60.0% (2) | 10.0% / 10.0% (1) |" in md
+    assert "| step | - | - |" in md   # no step row: nothing to split
+    got = vt.to_dict(card)["errors"]["ttft"]
+    assert (got["after_mean"]["n"], got["after_median"]["n"]) == (2, 1)
+    # a split with no rows is null in the JSON, not NaN (which JSON has no word for)
+    assert vt.to_dict(card)["errors"]["step"]["after_median"] == {
+        "n": 0, "median": None, "low": None, "high": None}
+    json.dumps(vt.to_dict(card), allow_nan=False)

@@ -132,3 +132,13 @@ def group_latency(groups: Mapping[str, Sequence[ReferenceSweep]],
         fam = latency_family(g)
         out[key] = held_out_latency(points.get(fam, {}), key, engine.get(fam, 0.0))
     return out
+
+
+def points_text(sglang: Sequence[tuple[str, float]], vllm: Sequence[tuple[str, float]],
+                groups: Sequence[tuple[str, float]]) -> str:
+    """The scorecard's account of the latencies (ms): 'the SGLang points: g 8.0 ms, ...; the
+    vLLM points: ...; each group predicted with: ...' ('none' for an empty list)."""
+    def listed(pairs: Sequence[tuple[str, float]]) -> str:
+        return ", ".join(f"{k} {x:.1f} ms" for k, x in pairs) or "none"
+    return (f"the SGLang points: {listed(sglang)}; the vLLM points: {listed(vllm)}; each group "
+            f"predicted with: {listed(groups)}")

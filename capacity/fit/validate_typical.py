@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -81,7 +81,7 @@ from capacity.fit.planning import (
 )
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.typical import TYPICAL_KNOBS, TypicalEfficiency, engines, typical_efficiency
-from capacity.fit.validate_report import between_markers, write_between_markers
+from capacity.fit.validate_report import between_markers, jsonable, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS, TYPICAL_COUNTS
 from capacity.model.forward_pass import as_released
 from capacity.model.prefill import step_mfu
@@ -161,12 +161,15 @@ class TypicalScorecard:
     """Every TTFT, E2E and throughput row below saturation with its deployment predicted at
     the band's two edges, held out of its group (`typical_bands`)."""
 
-    def error(self, metric: str, after: bool, added: bool | None = None) -> v.Spread:
+    def error(self, metric: str, after: bool, added: bool | None = None,
+              stat: str = "") -> v.Spread:
         """|error| below saturation of one metric, before or after; over the added rows only
-        (`added=True`), the original ones (False) or all (None)."""
+        (`added=True`), the original ones (False) or all (None); over the rows whose source
+        states `stat` ('mean' or 'median'; '' every row)."""
         return v.Spread.of(abs(r.after_error if after else r.before_error) for r in self.rows
                            if r.metric == metric and not r.saturated
-                           and (added is None or bool(r.added) == added))
+                           and (added is None or bool(r.added) == added)
+                           and (not stat or r.stat == stat))
 
 
 def group_plateau(spec_ttft_ms: float, measured_ms: float, prompt_tokens: float,
@@ -534,15 +537,6 @@ def _p(x: float) -> str:
     return "-" if not math.isfinite(x) else f"{x:.1%}"
 
 
-def _latency_text(card: TypicalScorecard) -> str:
-    """'SGLang: ... 8.9 ms, ...; vLLM: ...; each group predicted with: ...' for the section."""
-    def listed(pairs: tuple[tuple[str, float], ...]) -> str:
-        return ", ".join(f"{k} {x:.1f} ms" for k, x in pairs) or "none"
-    return (f"the SGLang points: {listed(card.latency_points)}; the vLLM points: "
-            f"{listed(card.vllm_latency_points)}; each group predicted with: "
-            f"{listed(card.latency_ms)}")
-
-
 def _edges(groups: dict[str, list[ReferenceSweep]], cat: Catalog,
            evidence: dict[str, Evidence], eta_points: dict[str, tuple[float, ...]],
            points: dict[str, StepPoint], latency: dict[str, float],
@@ -606,7 +600,8 @@ def markdown(card: TypicalScorecard) -> str:
              "carries a request latency outside the GPU: the median of the other groups' "
              "measured less predicted TTFT at their lowest concurrency, SGLang's for an SGLang "
              f"group, else the vLLM groups' on CUDA graphs at {tl.SOURCE_MAX_CLIENTS} clients "
-             "or fewer (" + _latency_text(card) + "). Knobs derived from published.csv are "
+             "or fewer (" + tl.points_text(card.latency_points, card.vllm_latency_points,
+                                        card.latency_ms) + "). Knobs derived from published.csv are "
              "held out: the MFU "
              "plateau re-derived without the row's group, the step knobs without any point "
              "of the row's model on its GPU; m_half comes from an external GEMM table. "
@@ -640,16 +635,23 @@ def markdown(card: TypicalScorecard) -> str:
         b, a = card.error(m, False), card.error(m, True)
         lines.append(f"| {m} | {a.n} | {_p(b.median)} | {_p(b.high)} | {_p(a.median)} | "
                      f"{_p(a.high)} | <= {target:.0%} |")
+    def split(text: str, heads: str, parts: Callable[[str], tuple[v.Spread, v.Spread]]
+              ) -> list[str]:   # the table above split two ways, after (median / worst, rows)
+        return ["", text, "", f"| metric | {heads} |", "|---|---:|---:|", *(
+            f"| {m} | " + " | ".join(f"{_p(x.median)} / {_p(x.high)} ({x.n})" if x.n else "-"
+                                     for x in parts(m)) + " |" for m in TARGETS)]
     dates = sorted({r.added for r in card.rows} - {""})
-    if dates:  # the same table split: the rows the knobs rest on, the rows added later
-        lines += ["", f"Rows added {', '.join(dates)} (held out of the prefill plateau and "
-                  "the request latency; of the step knobs, as every group, their own) beside the "
-                  "original rows, after (median / worst, rows):", "",
-                  "| metric | original rows | added rows |", "|---|---:|---:|"]
-        lines += [f"| {m} | " + " | ".join(
-            f"{_p(s.median)} / {_p(s.high)} ({s.n})" for s in (card.error(m, True, False),
-                                                                card.error(m, True, True)))
-            + " |" for m in TARGETS]
+    if dates:  # the rows the knobs rest on, the rows added later
+        lines += split(f"Rows added {', '.join(dates)} (held out of the prefill plateau and "
+                       "the request latency; of the step knobs, as every group, their own) "
+                       "beside the original rows, after (median / worst, rows):",
+                       "original rows | added rows",
+                       lambda m: (card.error(m, True, False), card.error(m, True, True)))
+    lines += split("By the statistic the source states, after (median / worst, rows; a mean "
+                   "carries a run's opening burst and its few long waits, which the steady "
+                   "closed loop does not, a median hardly):", "means | medians",
+                   lambda m: (card.error(m, True, stat="mean"),
+                              card.error(m, True, stat="median")))
     lines += ["", *tb.step_band_lines(card, typical_efficiency(ENGINE).step_error),
               *([""] if card.edges else []), *tb.edge_lines(card)]
     lines += ["", "Step rows (ms; spec: the spec-sheet F4 step; F4: the typical step after; "
@@ -676,17 +678,16 @@ def to_dict(card: TypicalScorecard) -> dict[str, Any]:
     """The section as JSON-ready data: the error table and every row."""
     table = {m: {"before": vars(card.error(m, False)), "after": vars(card.error(m, True)),
                  "after_original": vars(card.error(m, True, False)),
-                 "after_added": vars(card.error(m, True, True))} for m in TARGETS}
-    def row(r: TypicalRow) -> dict[str, Any]:
-        d = {k: (None if isinstance(x, float) and not math.isfinite(x) else x)
-             for k, x in vars(r).items()}
-        return {**d, "knobs": dict(r.knobs)}
-
+                 "after_added": vars(card.error(m, True, True)),
+                 "after_mean": vars(card.error(m, True, stat="mean")),
+                 "after_median": vars(card.error(m, True, stat="median"))} for m in TARGETS}
     latency = {"sglang_points": dict(card.latency_points),
                "vllm_points": dict(card.vllm_latency_points), "groups": dict(card.latency_ms)}
-    return {"errors": table, **tb.to_dict(card), "step_sources": list(card.step_sources),
-            "request_latency_ms": latency, "not_scheduled_ahead": list(card.not_ahead),
-            "rows": [row(r) for r in card.rows]}
+    doc: dict[str, Any] = jsonable({
+        "errors": table, **tb.to_dict(card), "step_sources": list(card.step_sources),
+        "request_latency_ms": latency, "not_scheduled_ahead": list(card.not_ahead),
+        "rows": [{**vars(r), "knobs": dict(r.knobs)} for r in card.rows]})
+    return doc
 
 
 def write_section(path: Path, generated: str) -> Path:
