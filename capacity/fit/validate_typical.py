@@ -596,9 +596,9 @@ def markdown(card: TypicalScorecard) -> str:
              "the same knobs but for the "
              f"decode arithmetic's eff ({eff[sglang]:.3g} of each GPU's measured matmul "
              f"ceiling; vLLM's {eff[ENGINE]:.3g}, the prefill plateau) and F4c's ridge, "
-             "vLLM's only. Each row "
-             "carries a request latency outside the GPU: the median of the other groups' "
-             "measured less predicted TTFT at their lowest concurrency, SGLang's for an SGLang "
+             "vLLM's only. Each row carries a request latency outside the GPU: the median of "
+             "the other groups' measured less predicted TTFT at their lowest concurrency and "
+             "shortest prompts there, SGLang's for an SGLang "
              f"group, else the vLLM groups' on CUDA graphs at {tl.SOURCE_MAX_CLIENTS} clients "
              "or fewer (" + tl.points_text(card.latency_points, card.vllm_latency_points,
                                         card.latency_ms) + "). Knobs derived from published.csv are "
