@@ -81,7 +81,7 @@ from capacity.fit.planning import (
 )
 from capacity.fit.reference import ReferenceSweep, load_reference
 from capacity.fit.typical import TYPICAL_KNOBS, TypicalEfficiency, engines, typical_efficiency
-from capacity.fit.validate_report import between_markers, jsonable, write_between_markers
+from capacity.fit.validate_report import jsonable, write_between_markers
 from capacity.model.basis import CHAPTER_KNOBS, TYPICAL_COUNTS
 from capacity.model.forward_pass import as_released
 from capacity.model.prefill import step_mfu
@@ -693,8 +693,3 @@ def to_dict(card: TypicalScorecard) -> dict[str, Any]:
 def write_section(path: Path, generated: str) -> Path:
     """Write the section between its markers at the end of `path`."""
     return write_between_markers(path, generated, BEGIN, END)
-
-
-def read_section(path: Path) -> str:
-    """The section as written in `path` ('' without markers)."""
-    return between_markers(path.read_text(encoding="utf-8"), BEGIN, END)
