@@ -46,6 +46,7 @@ from capacity.model.moe_imbalance import (
     zipf_shares,
 )
 from capacity.model.parallel import DEFAULT_NCCL_GB
+from capacity.model.roofline import attention_flops_per_token
 
 PENDING_GB200 = DATA_DIR / "gpus" / "gb200.toml.pending"
 
@@ -189,6 +190,23 @@ def test_prefill_bound() -> None:
     assert prefill_tok_s_per_gpu(s, 2000, mfu=0.38, imbalance=1.1) < spec
     # per token: 2 x 37 B minus the untied embedding (0.93 B) and attention: at most F / 2P
     assert spec < 1979e12 / (2 * (37 - 7168 * 129280 / 1e9) * 1e9)
+
+
+def test_prefill_is_the_same_gpu_time_under_tp_attention() -> None:
+    """TP attention splits a token's shared FLOPs over its group, and the group takes that many
+    times the tokens: per GPU of the deployment a prompt token costs the same (by hand at the
+    spec sheet: 2 x shared + causal attention at F, experts at F, 16 H200)."""
+    cat = default_catalog()
+    dp = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 16), context_tokens=2000)
+    tp = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 16, attention_tp=8),
+                  context_tokens=2000)
+    m = cat.variant("deepseek-v3").model
+    f = dp.peak_tflops * 1e12
+    shared = (dp.shared_params_b - m.lookup_params_b) * 1e9
+    attn = float(attention_flops_per_token(m, 2000)) / 2
+    c = (2 * shared + attn) / f + 2 * dp.expert_params_b * 1e9 * dp.active / f
+    assert 1 / prefill_tok_s_per_gpu(dp, 2000) == pytest.approx(c)
+    assert prefill_tok_s_per_gpu(tp, 2000) == pytest.approx(prefill_tok_s_per_gpu(dp, 2000))
 
 
 def test_layout_checks() -> None:

@@ -488,15 +488,21 @@ def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
                           tokens_per_gpu: float = PREFILL_TOKENS_PER_GPU) -> float:
     """Input tokens per second per GPU of a compute-bound prefill (F6 per GPU), tok/s.
 
-    Per prompt token on its GPU: C = [2 (S - lookup) / (F e_d) + 4 x layers x q_heads x
-    head_dim x L / 2 (causal attention, F6) / (F_a e_a)] / attention_tp + 2 X/E x k x gamma /
-    (F e_x) (its experts, spread over the EP group, the busiest GPU's share), all at MFU, over
+    Per prompt token, the GPU time of the deployment (the rate is tokens over ep GPUs): C =
+    2 (S - lookup) / (F e_d) + 4 x layers x q_heads x head_dim x L / 2 (causal attention, F6)
+    / (F_a e_a) + 2 X/E x k x gamma / (F e_x) (its experts, spread over the EP group, the
+    busiest GPU's share), all at MFU, over
     (1 - `comm_sm_share`); e_d, e_a the knobs' prefill shares, F_a the peak at
     `attention_dtype`, e_x the grouped GEMM's share at tokens_per_gpu x k x gamma / ep / slots
     tokens per expert copy, plus the fixed time 2 micro-batches x MoE layers x
     `layer_overhead_us` / tokens_per_gpu. With `knobs.prefill_comm` the all-to-all M
     (`prefill_comm_us_per_token`) joins under the overlap: 1 / (max(C, M) + (1 - overlap)
-    min(C, M)); else communication is hidden. The spec sheet: MFU 1, gamma 1, knobs neutral."""
+    min(C, M)); else communication is hidden. The spec sheet: MFU 1, gamma 1, knobs neutral.
+    The attention layout does not change C: TP attention splits each token's shared FLOPs over
+    its group, and the group takes that many times the tokens (as `compute_parts_ms`' decode,
+    b / groups x 2 S' / attention_tp = b x 2 S' / ep); its all-reduces are not counted here.
+    Until 2026-12-07 the shared part was divided by attention_tp once more, which made a TP
+    attention layout prefill up to attention_tp times faster than DP attention."""
     m = s.variant.model
     k = knobs
     f = s.peak_tflops * TERA * mfu * (1.0 - k.comm_sm_share)
@@ -506,7 +512,7 @@ def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
     attn = float(attention_flops_per_token(m, prompt_tokens)) / 2.0
     e_x = grouped_gemm_eff(k.expert_eff_curve,
                            tokens_per_gpu * s.active * imbalance / s.layout.ep / s.expert_slots)
-    compute_s = ((2.0 * shared / (f * k.prefill_dense_eff) + attn / f_attn) / s.layout.attention_tp
+    compute_s = (2.0 * shared / (f * k.prefill_dense_eff) + attn / f_attn
                  + 2.0 * s.expert_params_b * 1e9 * s.active * imbalance / (f * e_x)
                  + 2.0 * s.moe_layers * k.layer_overhead_us * 1e-6 / tokens_per_gpu)
     if not k.prefill_comm:
