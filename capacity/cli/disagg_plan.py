@@ -14,6 +14,9 @@ cost per month, per million output tokens at the rate and at the SLO capacity).
     capacity plan --model llama-3.1-70b --weights fp8 --gpu h100-sxm --kv-dtype fp8 \
         --prefill-pool 1x4 --decode-pool 2x4 --pool-rate 3 --prompt-tokens 6000 \
         --ctx 8192 --output-tokens 256 --slo-ttft-ms 3000 --slo-tpot-ms 50
+
+`disaggregated_text` is `capacity size --disaggregated`'s section (the search's winner and its
+best deployments, `capacity.plan.disagg.compare`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from capacity.report.tables import render
 
 if TYPE_CHECKING:  # the pools' model loads only with --prefill-pool / --decode-pool
     from capacity.model.scenario import Scenario
-    from capacity.plan.disagg import DisaggOption
+    from capacity.plan.disagg import Comparison, DisaggOption
     from capacity.plan.disagg_pools import PoolFigures, PoolLayout, Saturation
     from capacity.plan.options import PlanInputs
 
@@ -325,3 +328,19 @@ def run(args: argparse.Namespace, s: Scenario, basis: str, basis_text: str) -> i
         print(pools_text(r, basis_text, args.format), end="")
     return 0
 
+
+def disaggregated_text(cmp: Comparison, top: int) -> str:
+    """`capacity size --disaggregated`'s section: the winner and why, then the best
+    disaggregated deployments with their hand-over and pools."""
+    lines = ["", "Disaggregated prefill/decode (docs/disaggregation.md)",
+             f"winner: {cmp.reason}"]
+    pct = f"p{cmp.inputs.slo.quantile * 100:g}"
+    for i, d in enumerate(cmp.disaggregated[:top], 1):
+        lines.append(f"{i}. {d.label}: {d.n_gpus} GPUs, {d.currency} {d.cost_per_month:,.0f}/month;"
+                     f" TTFT {pct} {d.ttft_ms:,.0f} ms (hand-over {d.transfer_ms:.1f} ms + wait "
+                     f"{d.transfer_wait_ms:.1f} ms), TPOT {pct} {d.tpot_ms:.1f} ms; a prefill "
+                     f"replica serves {d.prefill_capacity_per_s:.2f} req/s, a decode replica "
+                     f"{d.decode_capacity_per_s:.2f}, for {d.design_rate_per_s:.2f} req/s")
+    if not cmp.disaggregated:
+        lines.append("no disaggregated deployment meets the SLOs within the search")
+    return "\n".join(lines) + "\n"

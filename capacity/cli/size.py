@@ -23,7 +23,7 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import (
@@ -54,6 +54,9 @@ from capacity.cli.plan_load import PREFIX_WHY, add_prefix_flags, add_turn_flags,
 from capacity.cli.wide_ep import (
     add_size_flags,
     check_wide_ep,
+    pools_compare,
+    pools_json,
+    pools_text,
     size_compare,
     size_json,
     size_quote_section,
@@ -86,9 +89,6 @@ from capacity.report.quote import (
     write_quote,
 )
 from capacity.report.tables import render
-
-if TYPE_CHECKING:  # --disaggregated and --quote load these when asked (docs/benchmarks.md)
-    from capacity.plan.disagg import Comparison
 
 MAX_GPUS_LIMIT = 64
 """Largest --max-gpus (PlanInputs refuses more)."""
@@ -181,7 +181,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="also rank disaggregated prefill/decode deployments (a prefill pool and "
                         "a decode pool, the KV handed over NVLink or the NICs) beside these and "
                         "say which wins and why (docs/disaggregation.md; a rate or daily-user "
-                        "workload)")
+                        "workload); with --wide-ep, also EP deployments on separate prefill "
+                        "and decode pools")
     add_size_flags(m)
     d = p.add_argument_group("speculative decoding (F12)")
     d.add_argument("--draft", action="append", default=[], metavar="KIND:K",
@@ -579,23 +580,6 @@ def offer_notes(inp: PlanInputs, catalog: Catalog | None = None) -> list[str]:
             for g in without_offer({o.gpu: o for o in inp.offers}, gpus) if g not in entered]
 
 
-def disaggregated_text(cmp: Comparison, top: int) -> str:
-    """`capacity size --disaggregated`'s section: the winner and why, then the best
-    disaggregated deployments with their hand-over and pools."""
-    lines = ["", "Disaggregated prefill/decode (docs/disaggregation.md)",
-             f"winner: {cmp.reason}"]
-    pct = f"p{cmp.inputs.slo.quantile * 100:g}"
-    for i, d in enumerate(cmp.disaggregated[:top], 1):
-        lines.append(f"{i}. {d.label}: {d.n_gpus} GPUs, {d.currency} {d.cost_per_month:,.0f}/month;"
-                     f" TTFT {pct} {d.ttft_ms:,.0f} ms (hand-over {d.transfer_ms:.1f} ms + wait "
-                     f"{d.transfer_wait_ms:.1f} ms), TPOT {pct} {d.tpot_ms:.1f} ms; a prefill "
-                     f"replica serves {d.prefill_capacity_per_s:.2f} req/s, a decode replica "
-                     f"{d.decode_capacity_per_s:.2f}, for {d.design_rate_per_s:.2f} req/s")
-    if not cmp.disaggregated:
-        lines.append("no disaggregated deployment meets the SLOs within the search")
-    return "\n".join(lines) + "\n"
-
-
 def run(args: argparse.Namespace) -> int:
     print_catalog_warnings()
     if args.quote:
@@ -630,6 +614,7 @@ def run(args: argparse.Namespace) -> int:
 
         cmp = compare(inp, aggregated=p)
     wide = size_compare(args, inp, p) if args.wide_ep else None
+    pools = pools_compare(args, inp, wide) if wide is not None and args.disaggregated else None
     band = None   # the GPU band, once for the JSON and the quote (`gpu_band`, as the Planner)
     if p.best is not None and (args.quote or args.format == "json"):
         from capacity.fit.calibration_store import load
@@ -655,6 +640,8 @@ def run(args: argparse.Namespace) -> int:
                             for d in cmp.disaggregated[:args.top]]}
         if wide is not None:
             data["wide_ep"] = size_json(wide, args.top)
+        if pools is not None:
+            data["wide_ep_pools"] = pools_json(pools, args.top)
         data["draft_note"] = None if note is None else {
             **asdict(note), "outcome": note.outcome.value, "verify_bound": note.verify_bound.value,
             "failures": [r.value for r in note.failures],
@@ -678,9 +665,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(to_text(p, args.top, args.format, cheaper, note), end="")
         if cmp is not None:
+            from capacity.cli.disagg_plan import disaggregated_text
+
             print(disaggregated_text(cmp, args.top), end="")
         if wide is not None:
             print(size_text(wide, args.top), end="")
+        if pools is not None:
+            print(pools_text(pools, args.top), end="")
         if sim is not None and args.simulate:
             print("\n" + "\n".join(x for x in (check_caption(sim, "en"),
                                                miss_text(sim, inp.slo, "en")) if x))

@@ -1,7 +1,9 @@
 """Wide expert parallelism on the command line (docs/expert-parallel.md): `capacity size
---wide-ep` ranks EP deployments after the aggregated ones (text section, JSON key "wide_ep"),
-and `capacity plan --ep N` evaluates one EP deployment a user asks for (memory per GPU, the KV
-sequences, the decode step with its all-to-all, TPOT, tok/s per GPU, prefill and cost).
+--wide-ep` ranks EP deployments after the aggregated ones (text section, JSON key "wide_ep");
+with `--disaggregated` too, EP deployments on separate prefill and decode pools against them
+(section "Wide EP on disaggregated pools", JSON key "wide_ep_pools"); and `capacity plan --ep
+N` evaluates one EP deployment a user asks for (memory per GPU, the KV sequences, the decode
+step with its all-to-all, TPOT, tok/s per GPU, prefill and cost).
 
 DeepSeek-R1 has DeepSeek-V3's architecture (the same config.json): the catalog calls both
 `deepseek-v3`. The three deployments of issue 27:
@@ -25,6 +27,7 @@ if TYPE_CHECKING:  # the EP model and search load only with --ep / --wide-ep
     from collections.abc import Callable
 
     from capacity.model.scenario import Scenario
+    from capacity.plan.ep_pools import EpPoolsOption, PoolsComparison
     from capacity.plan.ep_search import EpComparison, EpPlanOption
     from capacity.plan.options import Plan, PlanInputs
     from capacity.report.document import Block
@@ -124,6 +127,64 @@ def size_text(cmp: EpComparison, top: int) -> str:
             f"{o.prefill_share:.0%} of the time; {o.capacity_rate_per_s:.2f} req/s at most")
     if not s.options:
         lines.append(f"no wide-EP deployment meets the SLOs within {s.max_gpus} GPUs")
+    lines += [f"- {r.gpu_name}: {r.detail}" for r in s.rejected]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# capacity size --wide-ep --disaggregated: EP deployments on separate pools
+
+
+def pools_compare(args: argparse.Namespace, inp: PlanInputs, wide: EpComparison
+                  ) -> PoolsComparison:
+    """The EP-pools search of `capacity size --wide-ep --disaggregated` (within
+    --wide-ep-max-gpus, as the wide-EP search) against the wide-EP options."""
+    from capacity.plan.ep_pools import compare_pools, ep_pools_search
+
+    return compare_pools(wide.ep, ep_pools_search(inp, max_gpus=args.wide_ep_max_gpus))
+
+
+def pools_option_json(o: EpPoolsOption) -> dict[str, Any]:
+    """One EP-pools option as JSON: its fields and the figures its properties give."""
+    return {**asdict(o), "label": o.label, "ratio": o.ratio, "prefill_label": o.prefill_label,
+            "decode_label": o.decode_label, "handover": o.handover_text, "gpus": o.n_gpus,
+            "paid_gpus": o.paid_gpus, "capacity_rate_per_s": o.capacity_rate_per_s,
+            "cost_per_mtok": o.cost_per_mtok, "cost_per_mtok_design": o.cost_per_mtok_design,
+            "output_tok_s_per_gpu": o.output_tok_s_per_gpu,
+            "input_tok_s_per_prefill_gpu": o.input_tok_s_per_prefill_gpu,
+            "output_tok_s_per_decode_gpu": o.output_tok_s_per_decode_gpu}
+
+
+def pools_json(cmp: PoolsComparison, top: int) -> dict[str, Any]:
+    """`capacity size --wide-ep --disaggregated --format json`'s "wide_ep_pools" key."""
+    s = cmp.pools
+    return {"winner": cmp.winner, "reason": cmp.reason, "max_gpus": s.max_gpus,
+            "design_rate_per_s": s.design_rate_per_s, "evaluated": s.evaluated,
+            "options": [pools_option_json(o) for o in s.options[:top]],
+            "rejected": [{"gpu": r.gpu, "detail": str(r.detail), "code": r.detail.code,
+                          "params": r.detail.params} for r in s.rejected]}
+
+
+def pools_text(cmp: PoolsComparison, top: int) -> str:
+    """`capacity size --wide-ep --disaggregated`'s section: the winner against the wide-EP
+    options and why, the best EP-pools options, and the GPUs without one."""
+    s = cmp.pools
+    q = f"p{s.inputs.slo.quantile * 100:g}"
+    lines = ["", f"Wide EP on disaggregated pools (docs/expert-parallel.md): within "
+             f"{s.max_gpus} GPUs, design load {s.design_rate_per_s:.2f} req/s",
+             f"winner: {cmp.reason}"]
+    for i, o in enumerate(s.options[:top], 1):
+        lines.append(
+            f"{i}. {o.label}: {o.paid_gpus} GPUs, {o.currency} {o.cost_per_month:,.0f}/month, "
+            f"{o.currency} {o.cost_per_mtok_design:.3g}/M tok at the design load; TTFT {q} "
+            f"{o.ttft_ms:,.0f} ms (a prompt {o.prefill_ms:.1f} ms on its prefill deployment, "
+            f"hand-over {o.transfer_ms:.1f} ms + wait {o.transfer_wait_ms:.1f} ms), TPOT {q} "
+            f"{o.tpot_ms:.1f} ms; {o.input_tok_s_per_prefill_gpu:,.0f} input tok/s per prefill "
+            f"GPU, {o.output_tok_s_per_decode_gpu:,.0f} output tok/s per decode GPU; a prefill "
+            f"deployment serves {o.prefill_capacity_per_s:.2f} req/s, a decode deployment "
+            f"{o.decode_capacity_per_s:.2f}")
+    if not s.options:
+        lines.append(f"no EP-pools option meets the SLOs within {s.max_gpus} GPUs")
     lines += [f"- {r.gpu_name}: {r.detail}" for r in s.rejected]
     return "\n".join(lines) + "\n"
 
