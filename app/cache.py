@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # pandas and the charts (altair) load where a result needs th
     # Explorer's headline has been drawn (docs/benchmarks.md, "Start-up")
     import pandas as pd
 
+    from capacity.plan.ep_pools import PoolsComparison
     from capacity.plan.ep_search import EpComparison
     from capacity.report.charts import ChartData
 
@@ -401,15 +402,20 @@ def simulation(version: str, inp: PlanInputs, o: Option) -> QueueResult:
 def quotes(version: str, p: Plan, sim: QueueResult | None, lang: str, link: str,
            band: GpuBand | None,
            cheaper: tuple[Alternative, ...], cmp: Comparison | None = None,
-           ep: EpComparison | None = None) -> tuple[str, bytes]:
+           ep: EpComparison | None = None,
+           pools: PoolsComparison | None = None) -> tuple[str, bytes]:
     """The plan's quote as Markdown and as PDF (with `cmp`: its disaggregated section; with
-    `ep`: its wide expert-parallel section)."""
+    `ep`: its wide expert-parallel section; with `pools`: its EP-pools section)."""
     del version
     more = [] if cmp is None else [disagg_section(cmp)]
     if ep is not None:
         from capacity.report.quote_ep import ep_section  # with the box on only
 
         more.append(ep_section(ep))
+    if pools is not None:
+        from capacity.report.quote_ep_pools import pools_section  # with both boxes on only
+
+        more.append(pools_section(pools))
     return (quote_markdown(p, lang=lang, simulation=sim, catalog=catalog(), link=link,
                            band=band, cheaper=cheaper, sections=more),
             quote_pdf(p, lang=lang, simulation=sim, catalog=catalog(), link=link, band=band,
@@ -433,6 +439,17 @@ def wide_ep(version: str, inp: PlanInputs) -> EpComparison:
     from capacity.plan.ep_search import compare_ep  # with the box on only
 
     return compare_ep(inp, catalog(), aggregated=plan(inp))
+
+
+@cached(max_entries=16)
+def ep_pools(version: str, inp: PlanInputs) -> PoolsComparison:
+    """`capacity.plan.ep_pools.compare_pools`: the wide-EP options (this cache's `wide_ep`)
+    against EP deployments on separate prefill and decode pools, the winner and why (about a
+    second for every catalog GPU within 16)."""
+    del version
+    from capacity.plan.ep_pools import compare_pools, ep_pools_search  # with both boxes on
+
+    return compare_pools(wide_ep(inp).ep, ep_pools_search(inp, catalog()))
 
 
 @cached(max_entries=32)

@@ -17,7 +17,7 @@ from app.bootstrap import ensure_navigation
 from app.frontier_view import planner_frontier
 from app.layout import metric_row
 from app.planner_disagg import disagg_section
-from app.planner_ep import ep_section
+from app.planner_ep import ep_section, pools_section
 from app.planner_inputs import mix_inputs, plan_inputs
 from app.planner_state import (
     MIX_N,
@@ -125,6 +125,8 @@ if result.options:
 comparison = disagg_section(inputs, lang) if state.disagg else None
 # and a MoE model's wide expert-parallel deployments (issue 27), when asked for: also in the quote
 ep_cmp = ep_section(inputs, lang) if state.wide_ep else None
+# both on: the MoE model's EP deployments on separate prefill and decode pools, also in the quote
+pools_cmp = pools_section(inputs, lang) if state.disagg and ep_cmp is not None else None
 
 if result.rejected:
     st.subheader(T("pl_rejected"))
@@ -169,7 +171,7 @@ if result.options:
     if band is not None and best is not None:
         st.caption(T("quote_band") + T("colon") + band_text(best, band, inputs.max_gpus, lang))
     md, pdf = cache.quotes(result, sim if chosen == best else None, lang, view.quote_link(state),
-                           band, cheaper, comparison, ep_cmp)
+                           band, cheaper, comparison, ep_cmp, pools_cmp)
     d1, d2 = st.columns(2)
     name = quote_file_name(result, lang)
     d1.download_button(T("pl_quote_md"), md, file_name=name + ".md",

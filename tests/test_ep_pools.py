@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +26,7 @@ from capacity.plan.ep_pools import (
     POOL_REJECTION_CODES,
     DecodeShape,
     EpPoolsOption,
+    PoolsComparison,
     PrefillShape,
     compare_pools,
     decode_shape,
@@ -33,9 +36,23 @@ from capacity.plan.ep_pools import (
     prefill_shape,
     size_pools,
 )
-from capacity.plan.ep_search import basis_of, ep_search, prefill_ms_per_prompt
+from capacity.plan.ep_search import basis_of, compare_ep, ep_search, prefill_ms_per_prompt
 from capacity.plan.options import PlanInputs, Slo
+from capacity.plan.search import plan
+from capacity.report.document import render_markdown
 from capacity.report.i18n import note_text
+from capacity.report.planner_url import PlannerState, planner_encode
+from capacity.report.quote import fmt_money, fmt_ms, quote_markdown
+from capacity.report.quote_ep import ep_section
+from capacity.report.quote_ep_pools import (
+    decode_text,
+    handover_text,
+    pools_blocks,
+    pools_label,
+    pools_reason_text,
+    pools_section,
+    prefill_text,
+)
 from capacity.types import Note
 
 CAT = default_catalog()
@@ -260,3 +277,168 @@ def test_json_and_text_are_the_librarys(capsys: pytest.CaptureFixture[str]) -> N
     # without --disaggregated there is no such section
     main([a for a in ARGS if a != "--disaggregated"])
     assert "Wide EP on disaggregated pools" not in capsys.readouterr().out
+
+
+# -- in words: the page's and the quote's language ----------------------------------------------
+
+def _long(max_gpus: int) -> PlanInputs:
+    return replace(_inputs(60_000, prompt=8000, out=300, ctx=9000),
+                   gpus=("h100-sxm", "h200-sxm"), price_overrides=(),
+                   slo=Slo(ttft_ms=3000.0, tpot_ms=40.0, quantile=0.9))
+
+
+@pytest.fixture(scope="module")
+def branches() -> dict[str, PoolsComparison]:
+    """One comparison per branch of `compare_pools`' reason."""
+    def cmp(inp: PlanInputs, limit: int | None = None) -> PoolsComparison:
+        return compare_pools(ep_search(inp, max_gpus=limit), ep_pools_search(inp, max_gpus=limit))
+    light = _inputs(20_000)
+    return {
+        "pools, one costlier": cmp(_long(128), 128),
+        "pools, no one": cmp(_long(120), 120),
+        "one, pools the same": cmp(light),
+        "one, pools costlier": cmp(replace(_inputs(1_500), max_gpus=16)),
+        "one, no pools": cmp(replace(_inputs(1_500), max_gpus=8)),
+        "none": cmp(replace(_inputs(2_000), slo=Slo(ttft_ms=2000, tpot_ms=1.0))),
+    }
+
+
+@pytest.mark.slow  # six searches, some over 128 GPUs of two types (about 10 s)
+def test_every_branch_in_english_is_the_librarys(branches: dict[str, PoolsComparison]) -> None:
+    assert [c.winner for c in branches.values()] == [
+        "pools", "pools", "wide-ep", "wide-ep", "wide-ep", "none"]
+    for name, c in branches.items():
+        assert pools_reason_text(c, "en") == c.reason, name
+        for o in c.pools.options:
+            assert pools_label(o, "en") == o.label, name
+            assert prefill_text(o, "en") == o.prefill_label
+            assert decode_text(o, "en") == o.decode_label
+            assert handover_text(o, "en") == o.handover_text
+    got = {k: c.reason for k, c in branches.items()}
+    assert "wide EP with both phases on the same GPUs needs 128 GPUs" in got["pools, one costlier"]
+    assert got["pools, no one"].endswith("no wide-EP deployment serving both phases meets the "
+                                         "SLOs within 120 GPUs")
+    assert "EP pools cost the same (1P+1D, 16 GPUs)" in got["one, pools the same"]
+    assert "two pools of whole EP deployments are more GPUs" in got["one, pools costlier"]
+    assert got["one, no pools"].endswith("no EP-pools option meets the SLOs within 8 GPUs")
+
+
+@pytest.mark.slow  # the fixture's six searches
+def test_the_verdict_in_chinese_has_the_same_figures(
+        branches: dict[str, PoolsComparison]) -> None:
+    c = branches["pools, one costlier"]
+    two = c.pools.best
+    assert two is not None
+    zh = pools_reason_text(c, "zh")
+    assert zh.startswith(f"专家并行分离部署：{two.ratio}（{two.paid_gpus} 卡，")
+    assert f"每 token 延迟 p90 {two.tpot_ms:.1f} ms" in zh
+    assert f"KV 传递 {two.transfer_ms:.1f} ms" in zh
+    for k, cmp in branches.items():  # no English word of the sentences is left in Chinese
+        assert not re.search(r"\b(?:pools?|deployments?|prefill|decode|month|GPUs|attention|"
+                             r"overlap|neither|hand-over|phases)\b", pools_reason_text(cmp, "zh")), k
+        for o in cmp.pools.options:
+            assert not re.search(r"\b(?:prefill|decode|attention|overlap|nodes?)\b",
+                                 pools_label(o, "zh")), k
+
+
+@pytest.mark.slow  # the fixture's six searches
+def test_the_quote_section(branches: dict[str, PoolsComparison]) -> None:
+    c = branches["pools, one costlier"]
+    md = render_markdown(pools_blocks(c, "en"))
+    assert md.startswith("# Wide EP on disaggregated pools")
+    assert f"**EP pools win**: {c.reason}" in md
+    o = c.pools.best
+    assert o is not None
+    assert f"Cheapest EP pools: {o.label}" in md
+    assert f"| TTFT p90, design load | {fmt_ms(o.ttft_ms)} |" in md
+    assert f"| Cost per month | {fmt_money(o.cost_per_month, o.currency)} |" in md
+    zh = render_markdown(pools_blocks(c, "zh"))
+    assert zh.startswith("# 大规模专家并行的预填充/解码分离")
+    none = render_markdown(pools_blocks(branches["one, no pools"], "en"))
+    assert "No EP-pools option meets the SLOs within 8 GPUs." in none
+    # in the whole quote: after the wide-EP section, before the assumptions
+    inp = _inputs(20_000)
+    p = plan(inp)
+    md = quote_markdown(p, sections=(ep_section(compare_ep(inp, aggregated=p)),
+                                     pools_section(branches["one, pools the same"])))
+    assert md.index("## Wide expert parallelism") < md.index(
+        "## Wide EP on disaggregated pools") < md.index("## Assumptions")
+
+
+# -- one set of figures on every surface -----------------------------------------------------------
+
+R1 = PlannerState(model="deepseek-r1", dau=20_000, rpu=20, ctx=2048, out=500, ttft=2000,
+                  tpot=50, cur="USD", gpus="h200-sxm,gb200", kv="fp8", wide_ep=1, disagg=1)
+"""The Planner with both boxes on: 20 req/s of 2K prompts on H200 within 16 GPUs; one wide-EP
+kind wins on the tie with 1P+1D of EP8."""
+
+
+def _section(md: str) -> str:
+    """The quote's EP-pools section, its heading to the next."""
+    section = md[md.index("## Wide EP on disaggregated pools"):]
+    return section[:section.index("\n## ", 5)]
+
+
+@pytest.mark.slow  # the app in AppTest and two searches (about 30 s)
+def test_one_set_of_figures_on_every_surface(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`capacity size --wide-ep --disaggregated --format json`, the Planner page's EP-pools
+    table (through its URL, Streamlit's AppTest) and the quote show the same numbers."""
+    from streamlit.testing.v1 import AppTest
+
+    from capacity.cli.main import build_parser
+    from capacity.cli.size import inputs_from_args
+
+    s = R1
+    quote = tmp_path / "quote.md"
+    args = ["size", "--model", s.model, "--dau", str(s.dau), "--requests-per-user", f"{s.rpu:g}",
+            "--peak-share", f"{s.share:g}", "--peak-hours", f"{s.hours:g}", "--ctx", str(s.ctx),
+            "--output-tokens", str(s.out), "--headroom", f"{s.headroom:g}",
+            "--slo-ttft-ms", f"{s.ttft:g}", "--slo-tpot-ms", f"{s.tpot:g}",
+            "--slo-percentile", str(s.pct), "--gpus", s.gpus, "--max-gpus", str(s.maxg),
+            "--kv-dtypes", s.kv, "--currency", s.cur, "--wide-ep", "--disaggregated",
+            "--format", "json", "--top", "10", "--quote", str(quote)]
+    assert inputs_from_args(build_parser("size").parse_args(args)) == s.inputs(CAT)
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)["wide_ep_pools"]
+    cli = data["options"]
+    assert data["winner"] == "wide-ep" and cli
+
+    app = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "streamlit_app.py"),
+                            default_timeout=240).switch_page("pages/planner.py")
+    for k, v in planner_encode(s).items():
+        app.query_params[k] = v
+    app.run()
+    assert not app.exception
+    verdict = "**Wide EP serving both phases wins**: " + data["reason"]
+    assert verdict in [b.value for b in (*app.success, *app.info)]
+    page = next(d.value for d in app.dataframe if "Decode deployments" in d.value.columns)
+    assert len(page) == len(cli)
+    for (_, row), o in zip(page.iterrows(), cli, strict=True):
+        assert row["GPU"] == o["gpu_name"]
+        assert row["Prefill deployments"] == f"{o['prefill_replicas']} x ({o['prefill_label']})"
+        assert row["Decode deployments"] == f"{o['decode_replicas']} x ({o['decode_label']})"
+        assert row["All-to-all over"] == o["handover"]
+        assert row["GPUs paid"] == o["paid_gpus"]
+        assert row["TTFT p90, design load"] == o["ttft_ms"]
+        assert row["TPOT p90, design load"] == o["tpot_ms"]
+        assert row["KV hand-over"] == o["transfer_ms"]
+        assert row["Input tok/s per prefill GPU"] == o["input_tok_s_per_prefill_gpu"]
+        assert row["Output tok/s per decode GPU"] == o["output_tok_s_per_decode_gpu"]
+        assert row["per month"] == o["cost_per_month"]
+        assert row["per M tok, SLO capacity"] == o["cost_per_mtok"]
+        assert row["per M tok, design load"] == o["cost_per_mtok_design"]
+    md = quote.read_text(encoding="utf-8")
+    assert verdict in md and "wide_ep=1" in md and "disagg=1" in md  # the link reopens both
+    best = cli[0]
+    section = _section(md)
+    assert f"Cheapest EP pools: {best['label']}" in section
+    assert f"| Cost per month | {fmt_money(best['cost_per_month'], 'USD')} |" in section
+    assert f"| TTFT p90, design load | {fmt_ms(best['ttft_ms'])} |" in section
+    assert f"| TPOT p90, design load | {fmt_ms(best['tpot_ms'])} |" in section
+    assert f"| GPUs paid | {best['paid_gpus']} |" in section
+    # the page's quote (`app.cache.quotes`) makes its section with the same function
+    inp = s.inputs(CAT)
+    lib = compare_pools(ep_search(inp), ep_pools_search(inp))
+    p = plan(inp)
+    assert _section(quote_markdown(p, sections=(pools_section(lib),))) == section

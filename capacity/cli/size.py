@@ -56,6 +56,7 @@ from capacity.cli.wide_ep import (
     check_wide_ep,
     pools_compare,
     pools_json,
+    pools_quote_section,
     pools_text,
     size_compare,
     size_json,
@@ -684,6 +685,7 @@ def run(args: argparse.Namespace) -> int:
         path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band,
                            cheaper=cheaper, sections=(
                                *(() if cmp is None else (disagg_section(cmp),)),
-                               *(() if wide is None else (size_quote_section(wide),))))
+                               *(() if wide is None else (size_quote_section(wide),)),
+                               *(() if pools is None else (pools_quote_section(pools),))))
         print(f"quote written to {path}", file=sys.stderr)
     return 0 if p.options else 1

@@ -165,6 +165,14 @@ def pools_json(cmp: PoolsComparison, top: int) -> dict[str, Any]:
                           "params": r.detail.params} for r in s.rejected]}
 
 
+def pools_quote_section(cmp: PoolsComparison) -> Callable[[str], list[Block]]:
+    """`capacity size --wide-ep --disaggregated --quote FILE`'s section: the one the Planner
+    page's quote carries (`capacity.report.quote_ep_pools.pools_section`)."""
+    from capacity.report.quote_ep_pools import pools_section
+
+    return pools_section(cmp)
+
+
 def pools_text(cmp: PoolsComparison, top: int) -> str:
     """`capacity size --wide-ep --disaggregated`'s section: the winner against the wide-EP
     options and why, the best EP-pools options, and the GPUs without one."""

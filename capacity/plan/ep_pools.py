@@ -590,6 +590,10 @@ def _money(currency: str, v: float) -> str:
     return f"{currency} {v:,.0f}/month"
 
 
+def _gpus(n: int) -> str:
+    return f"{n} GPU{'s' if n != 1 else ''}"
+
+
 def compare_pools(ep: EpSearch, pools: EpPoolsSearch) -> PoolsComparison:
     """Rank the cheapest wide-EP option (prefill and decode on the same GPUs, `ep_search`)
     against the cheapest EP-pools option by cost per month (ties to the wide-EP option: no
@@ -597,7 +601,7 @@ def compare_pools(ep: EpSearch, pools: EpPoolsSearch) -> PoolsComparison:
     one, two = ep.best, pools.best
     pct = f"p{pools.inputs.slo.quantile * 100:g}"
     if two is not None and (one is None or two.cost_per_month < one.cost_per_month):
-        head = (f"EP pools: {two.ratio} ({two.paid_gpus} GPUs, "
+        head = (f"EP pools: {two.ratio} ({_gpus(two.paid_gpus)}, "
                 f"{_money(two.currency, two.cost_per_month)}): the decode deployments run pure "
                 f"decode steps (TPOT {pct} {two.tpot_ms:.1f} ms) while prompts take "
                 f"{two.prefill_utilization:.0%} of each prefill deployment's time; KV hand-over "
@@ -607,7 +611,7 @@ def compare_pools(ep: EpSearch, pools: EpPoolsSearch) -> PoolsComparison:
                 f"{head}; no wide-EP deployment serving both phases meets the SLOs within "
                 f"{ep.max_gpus} GPUs"))
         return PoolsComparison(ep=ep, pools=pools, winner="pools", reason=(
-            f"{head}; wide EP with both phases on the same GPUs needs {one.paid_gpus} GPUs "
+            f"{head}; wide EP with both phases on the same GPUs needs {_gpus(one.paid_gpus)} "
             f"({_money(one.currency, one.cost_per_month)}): prompts take "
             f"{one.prefill_share:.0%} of each deployment's time and stretch its decode steps "
             f"(TPOT {pct} {one.tpot_ms:.1f} ms)"))
@@ -615,14 +619,14 @@ def compare_pools(ep: EpSearch, pools: EpPoolsSearch) -> PoolsComparison:
         if two is None:
             tail = f"no EP-pools option meets the SLOs within {pools.max_gpus} GPUs"
         elif two.cost_per_month > one.cost_per_month:
-            tail = (f"the cheapest EP pools, {two.ratio} ({two.paid_gpus} GPUs), cost "
+            tail = (f"the cheapest EP pools, {two.ratio} ({_gpus(two.paid_gpus)}), cost "
                     f"{_money(two.currency, two.cost_per_month)}: two pools of whole EP "
                     "deployments are more GPUs than this load needs")
         else:
-            tail = (f"EP pools cost the same ({two.ratio}, {two.paid_gpus} GPUs), and one kind "
+            tail = (f"EP pools cost the same ({two.ratio}, {_gpus(two.paid_gpus)}), and one kind "
                     f"of deployment is simpler and hands no KV over ({two.transfer_ms:.1f} ms)")
         return PoolsComparison(ep=ep, pools=pools, winner="wide-ep", reason=(
-            f"wide EP with both phases on the same GPUs: {one.label} ({one.paid_gpus} GPUs, "
+            f"wide EP with both phases on the same GPUs: {one.label} ({_gpus(one.paid_gpus)}, "
             f"{_money(one.currency, one.cost_per_month)}, prompts {one.prefill_share:.0%} of "
             f"each deployment's time, TPOT {pct} {one.tpot_ms:.1f} ms); {tail}"))
     return PoolsComparison(ep=ep, pools=pools, winner="none", reason=(

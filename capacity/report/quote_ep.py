@@ -21,10 +21,10 @@ Pure: no Streamlit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
-from capacity.plan.ep_search import LINK_NAMES, EpComparison, EpPlanOption
+from capacity.plan.ep_search import LINK_NAMES, EpComparison, EpPlanOption, EpRejection
 from capacity.report.document import Block, Heading, Para, Table
 from capacity.report.i18n import note_text, t, tn
 from capacity.report.quote import fmt_money, fmt_ms, option_label, plan_basis_name
@@ -156,6 +156,15 @@ def rejection_text(detail: str, lang: str) -> str:
     return note_text(detail, lang)
 
 
+def rejected_blocks(heading: str, rejected: Sequence[EpRejection], lang: str) -> list[Block]:
+    """The GPUs a search found nothing on and why (`rejection_text`), under `heading`: a
+    quote's table (none when every GPU has an option)."""
+    if not rejected:
+        return []
+    return [Para(heading), Table(("GPU", t("quote_why", lang)), tuple(
+        (r.gpu_name, rejection_text(r.detail, lang)) for r in rejected))]
+
+
 def ep_blocks(cmp: EpComparison, lang: str = "en", top: int = TOP) -> list[Block]:
     """The quote's section: the winner and why, the cheapest wide-EP deployment in words with
     its monthly cost, costs per million output tokens, SLO figures and step, the next ones in
@@ -200,10 +209,7 @@ def ep_blocks(cmp: EpComparison, lang: str = "en", top: int = TOP) -> list[Block
                        fmt_money(x.cost_per_month, cur), fmt_money(x.cost_per_mtok, cur),
                        fmt_ms(x.ttft_ms), fmt_ms(x.tpot_ms), f"{x.output_tok_s_per_gpu:,.0f}")
                       for i, x in enumerate(more, 2))))
-    if s.rejected:
-        b.append(Para(t("wep_rejected", lang, n=len(s.rejected))))
-        b.append(Table(("GPU", t("quote_why", lang)), tuple(
-            (r.gpu_name, rejection_text(r.detail, lang)) for r in s.rejected)))
+    b += rejected_blocks(t("wep_rejected", lang, n=len(s.rejected)), s.rejected, lang)
     b.append(Para(t("wep_note", lang, basis=plan_basis_name(inp, lang))))
     return b
 
