@@ -16,6 +16,7 @@ import pytest
 
 from capacity.catalog.loader import default_catalog
 from capacity.catalog.nodes import node_shape
+from capacity.cli.disagg_plan import parse_ep_pool
 from capacity.cli.main import main
 from capacity.errors import InputError
 from capacity.model.expert_parallel import ep_layout, ep_setup, ep_step, prefill_tok_s_per_gpu
@@ -26,15 +27,19 @@ from capacity.plan.ep_pools import (
     POOL_REJECTION_CODES,
     DecodeShape,
     EpPoolsOption,
-    PoolsComparison,
     PrefillShape,
-    compare_pools,
     decode_shape,
-    ep_pools_search,
     handover_link,
     pool_rejection,
+    pools_at,
     prefill_shape,
     size_pools,
+)
+from capacity.plan.ep_pools_search import (
+    PoolsComparison,
+    compare_pools,
+    ep_pools_search,
+    evaluate_pools,
 )
 from capacity.plan.ep_search import basis_of, compare_ep, ep_search, prefill_ms_per_prompt
 from capacity.plan.options import PlanInputs, Slo
@@ -442,3 +447,80 @@ def test_one_set_of_figures_on_every_surface(tmp_path: Path,
     lib = compare_pools(ep_search(inp), ep_pools_search(inp))
     p = plan(inp)
     assert _section(quote_markdown(p, sections=(pools_section(lib),))) == section
+
+
+# -- one layout a person chose: capacity plan --prefill-pool XxEPn --decode-pool YxEPm ----------
+
+def test_pool_flags_parse() -> None:
+    assert parse_ep_pool("1xEP32", "--prefill-pool") == (1, 32)
+    assert parse_ep_pool(" 0 x ep 72 ", "--decode-pool") == (0, 72)
+    assert parse_ep_pool("2x4", "--prefill-pool") is None   # a TP pool
+    with pytest.raises(InputError, match="DEPLOYMENTSxEPn"):
+        parse_ep_pool("1xEPx", "--prefill-pool")
+    with pytest.raises(InputError, match="EP 1..1024"):
+        parse_ep_pool("1xEP0", "--decode-pool")
+
+
+def test_one_layout_is_the_searchs_computation() -> None:
+    """SGLang's 96-H100 layout (prefill EP32, decode EP72) at 20 req/s: the figures are
+    `pools_at` of the layouts the search picks for those sizes; counts of 0 take the
+    rate-matched ones, which `size_pools` finds."""
+    inp = replace(_inputs(1), gpus=("h100-sxm",), price_overrides=(), workload=Workload(
+        rate_per_s=20.0, headroom=0.0, context_tokens=2500, prompt_tokens=2000,
+        output_tokens=500))
+    r = evaluate_pools(inp, "h100-sxm", prefill=(1, 32), decode=(1, 72))
+    g, sh, b = CAT.gpu("h100-sxm"), node_shape("h100-sxm"), basis_of(inp)
+    pre = prefill_shape(inp, g, 32, "fp8", "fp8", b, CAT)
+    dec = decode_shape(inp, g, 72, "fp8", "fp8", b, CAT)
+    assert isinstance(pre, PrefillShape) and isinstance(dec, DecodeShape)
+    m = CAT.variant("deepseek-v3").model
+    assert r.option == pools_at(inp, g, sh, m, "fp8", "fp8", pre, dec, 20.0, 1, 1)
+    assert r.option.ttft_ms == pytest.approx(r.option.prefill_part_ms + r.option.transfer_ms
+                                             + r.option.transfer_wait_ms
+                                             + r.option.first_step_ms)
+    found = size_pools(inp, g, sh, m, "fp8", "fp8", pre, dec, 20.0, 1024)
+    assert isinstance(found, EpPoolsOption)
+    assert r.matched == (found.prefill_replicas, found.decode_replicas) == (1, 1)
+    auto = evaluate_pools(inp, "h100-sxm", prefill=(0, 32), decode=(0, 72))
+    assert auto.option == found
+    # past the decode pool's slots everything downstream is infinite, said, not raised
+    over = evaluate_pools(replace(inp, workload=replace(inp.workload, rate_per_s=2e4)),
+                          "h100-sxm", prefill=(1, 32), decode=(1, 72))
+    assert math.isinf(over.option.tpot_ms) and math.isinf(over.option.ttft_ms)
+    with pytest.raises(InputError, match="not a mixture-of-experts"):
+        evaluate_pools(_inputs(2_000, model="llama-3.1-8b"), "h100-sxm", prefill=(1, 8),
+                       decode=(1, 8))
+    with pytest.raises(InputError, match="EP1000: give an EP size of 1..256"):
+        evaluate_pools(inp, "h100-sxm", prefill=(1, 1000), decode=(1, 8))
+
+
+PLAN = ["plan", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--kv-dtype", "fp8",
+        "--prefill-pool", "1xEP32", "--decode-pool", "1xEP72", "--pool-rate", "20",
+        "--prompt-tokens", "2000", "--ctx", "2500", "--output-tokens", "500",
+        "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100"]
+
+
+def test_plan_text_json_and_csv_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*PLAN, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert main(PLAN) == 0
+    text = capsys.readouterr().out
+    assert main([*PLAN, "--format", "csv"]) == 0
+    csv = capsys.readouterr().out.strip().splitlines()
+    assert (data["prefill_ep"], data["decode_ep"]) == (32, 72)
+    assert data["matched"] == {"prefill_replicas": 1, "decode_replicas": 1}
+    assert text.startswith(f"{data['label']}: {data['gpus']} GPUs, deepseek-v3")
+    assert "TTFT p90 in its parts" in text and f"TPOT p90 {data['tpot_ms']:,.1f} ms" in text
+    cost = f"{data['currency']} {data['cost_per_month']:,.0f}/month"
+    assert f"cost: {data['paid_gpus']} GPUs, {cost}" in text
+    assert csv[0] == "part,ms" and csv[-1].startswith("TTFT,")
+    assert float(csv[-1].split(",")[1]) == pytest.approx(data["ttft_ms"], abs=0.01)
+    assert sum(float(line.rsplit(",", 1)[1]) for line in csv[1:-1]) == pytest.approx(
+        data["ttft_ms"], abs=0.05)
+    # one GPU type, both pools EP or both TP
+    for extra, msg in ((["--decode-gpu", "h200-sxm"], "one GPU type"),):
+        assert main([*PLAN, *extra]) == 2
+        assert msg in capsys.readouterr().err
+    mixed = [a if a != "1xEP72" else "2x8" for a in PLAN]
+    assert main(mixed) == 2
+    assert "give both pools as DEPLOYMENTSxEPn" in capsys.readouterr().err

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,10 +55,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prefill-pool", default=None, metavar="XxTP",
                    help="evaluate one disaggregated layout instead: X prefill replicas of TP "
                         "GPUs each on --gpu, e.g. 2x4 (X alone: TP = --tp; X = 0: the "
-                        "rate-matched count); needs --decode-pool and --pool-rate")
+                        "rate-matched count), or for a MoE model X wide-EP deployments of N "
+                        "GPUs, e.g. 1xEP32 (docs/expert-parallel.md); needs --decode-pool and "
+                        "--pool-rate")
     g.add_argument("--decode-pool", default=None, metavar="YxTP",
                    help="Y decode replicas of TP GPUs each, e.g. 6x2 (Y = 0: the rate-matched "
-                        "count)")
+                        "count), or Y wide-EP deployments, e.g. 1xEP72")
     g.add_argument("--decode-gpu", default=None, metavar="GPU",
                    help="the decode pool's GPU (default --gpu)")
     g.add_argument("--pool-rate", type=number(min=0, max=1e6, min_open=True), default=None,
@@ -94,6 +97,22 @@ def parse_pool(text: str, default_tp: int, flag: str) -> tuple[int, int]:
         raise InputError(f"{flag} '{text[:40]}': replicas 0..4096 (0: rate-matched), TP "
                          f"1..{MAX_GPUS_PER_DEPLOYMENT}")
     return x, t
+
+
+def parse_ep_pool(text: str, flag: str) -> tuple[int, int] | None:
+    """'1xEP32' -> (1, 32) deployments x EP size (0 deployments: rate-matched); None for a TP
+    pool ('2x4'); InputError for an EP pool written otherwise."""
+    low = text.strip().lower().replace(" ", "")
+    if "ep" not in low:
+        return None
+    m = re.fullmatch(r"(\d+)xep(\d+)", low)
+    if m is None:
+        raise InputError(f"{flag} '{text[:40]}': give DEPLOYMENTSxEPn, e.g. 1xEP32")
+    x, n = int(m.group(1)), int(m.group(2))
+    if not 0 <= x <= 4096 or not 1 <= n <= 1024:
+        raise InputError(f"{flag} '{text[:40]}': deployments 0..4096 (0: rate-matched), EP "
+                         "1..1024")
+    return x, n
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -305,9 +324,18 @@ def pools_text(r: PoolsPlan, basis_text: str, fmt: str) -> str:
 
 def run(args: argparse.Namespace, s: Scenario, basis: str, basis_text: str) -> int:
     """`capacity plan --prefill-pool XxTP --decode-pool YxTP --pool-rate R`: the layout's
-    figures as text or JSON (CSV: the TTFT parts). Exit 0."""
+    figures as text or JSON (CSV: the TTFT parts); with XxEPn pools, `run_ep`. Exit 0."""
     from capacity.cli.common import dumps
 
+    ep = (parse_ep_pool(args.prefill_pool, "--prefill-pool"),
+          parse_ep_pool(args.decode_pool, "--decode-pool"))
+    if (ep[0] is None) != (ep[1] is None):
+        raise InputError("give both pools as DEPLOYMENTSxEPn (wide-EP pools, e.g. 1xEP32) or "
+                         "both as REPLICASxTP (e.g. 2x4)")
+    if ep[0] is not None and ep[1] is not None:
+        from capacity.cli.ep_pools_plan import run_ep
+
+        return run_ep(args, pool_inputs(args, s, basis), s.gpu.key, ep[0], ep[1], basis_text)
     dgpu = args.decode_gpu or s.gpu.key
     inp = pool_inputs(args, s, basis)
     r = evaluate_pools(inp, prefill=parse_pool(args.prefill_pool, args.tp, "--prefill-pool"),

@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # the EP model and search load only with --ep / --wide-ep
     from collections.abc import Callable
 
     from capacity.model.scenario import Scenario
-    from capacity.plan.ep_pools import EpPoolsOption, PoolsComparison
+    from capacity.plan.ep_pools import EpPoolsOption
+    from capacity.plan.ep_pools_search import PoolsComparison
     from capacity.plan.ep_search import EpComparison, EpPlanOption
     from capacity.plan.options import Plan, PlanInputs
     from capacity.report.document import Block
@@ -139,7 +140,7 @@ def pools_compare(args: argparse.Namespace, inp: PlanInputs, wide: EpComparison
                   ) -> PoolsComparison:
     """The EP-pools search of `capacity size --wide-ep --disaggregated` (within
     --wide-ep-max-gpus, as the wide-EP search) against the wide-EP options."""
-    from capacity.plan.ep_pools import compare_pools, ep_pools_search
+    from capacity.plan.ep_pools_search import compare_pools, ep_pools_search
 
     return compare_pools(wide.ep, ep_pools_search(inp, max_gpus=args.wide_ep_max_gpus))
 

@@ -25,10 +25,8 @@ Every part is one computation the rest of the planner already makes:
   whose TTFT meets its target; GPUs paid = X EP_p + Y EP_d (+ one deployment of each as the N+1
   spare), whole nodes with a per-node offer; cost as the aggregated planner's (F7).
 
-The search: for each GPU with node data, each EP size a user buys (`ep_search.ep_sizes`), the
-prefill layout (DP or TP attention, redundant experts) with the least time per prompt and the
-decode layout (also the overlap) with the most capacity within the TPOT target, every pair of
-sizes sized as above; the cheapest option per GPU and pair of sizes, cheapest first.
+The search over GPUs and sizes, the comparison with wide EP serving both phases and the
+evaluation of one layout a person chose are `capacity.plan.ep_pools_search`.
 """
 
 from __future__ import annotations
@@ -37,8 +35,8 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from capacity.catalog.loader import Catalog, Gpu, Model, default_catalog
-from capacity.catalog.nodes import NodeShape, node_shapes
+from capacity.catalog.loader import Catalog, Gpu, Model
+from capacity.catalog.nodes import NodeShape
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH, Currency, cost_per_mtok
 from capacity.model.ep_knobs import EpBasis
@@ -52,12 +50,10 @@ from capacity.model.expert_parallel import (
     prefill_tok_s_per_gpu,
 )
 from capacity.model.moe_imbalance import imbalance_factor
-from capacity.model.workload import single_requests
 from capacity.plan.disagg import (
     RHO_MAX,
     decode_capacity_per_s,
     decode_load,
-    design_rate_per_s,
     link_wait_ms,
     prefill_capacity_per_s,
     prefill_ttft_ms,
@@ -73,11 +69,7 @@ from capacity.plan.disagg_handover import (
 )
 from capacity.plan.ep_search import (
     LINK_NAMES,
-    EpRejection,
-    EpSearch,
-    basis_of,
     ep_rejection,
-    ep_sizes,
     prefill_ms_per_prompt,
     step_grid_ms,
 )
@@ -277,7 +269,15 @@ class EpPoolsOption:
     decode_capacity_per_s: float
     """Per decode deployment, req/s, within the TPOT target."""
     ttft_ms: float
-    """TTFT at the SLO quantile at the design load, ms (the request latency included)."""
+    """TTFT at the SLO quantile at the design load, ms (the request latency included): the
+    sum of `prefill_part_ms`, `transfer_ms`, `transfer_wait_ms`, `first_step_ms` and
+    `request_latency_ms`."""
+    prefill_part_ms: float
+    """The prefill pool's part of TTFT at the SLO quantile: the prompt and its queue, ms."""
+    first_step_ms: float
+    """The decode step a request joins in (its first token), ms."""
+    request_latency_ms: float = 0.0
+    """Time outside the GPU on every request (`PlanInputs.request_latency_ms`), ms."""
     tpot_ms: float
     """TPOT at the SLO quantile at the design load, ms."""
     tpot_mean_ms: float
@@ -389,29 +389,6 @@ class EpPoolsOption:
                 f"{self.kv_dtype} KV, KV over {self.handover_text}{spare}")
 
 
-@dataclass(frozen=True, kw_only=True)
-class EpPoolsSearch:
-    """The EP-pools options of a set of planner inputs, cheapest first, and the GPUs without."""
-
-    inputs: PlanInputs
-    options: tuple[EpPoolsOption, ...]
-    rejected: tuple[EpRejection, ...]
-    design_rate_per_s: float
-    max_gpus: int
-    """The most GPUs (both pools and the spare) an option may use."""
-    evaluated: int
-    """Pairs of prefill and decode sizes sized (GPU x weights x KV x EP_p x EP_d)."""
-
-    @property
-    def best(self) -> EpPoolsOption | None:
-        return self.options[0] if self.options else None
-
-
-def _rank(o: EpPoolsOption) -> tuple[float, float, float, int, str]:
-    """Cheapest per month, then per M tokens at capacity, then the lower TTFT, fewer GPUs."""
-    return (round(o.cost_per_month, 6), o.cost_per_mtok, o.ttft_ms, o.n_gpus, o.label)
-
-
 def handover_link(g: Gpu, shape: NodeShape, pool_gpus: int, *,
                   efficiency: float = DEFAULT_LINK_EFFICIENCY,
                   latency_ms: float = DEFAULT_TRANSFER_LATENCY_MS,
@@ -429,207 +406,89 @@ def handover_link(g: Gpu, shape: NodeShape, pool_gpus: int, *,
     return Link(kind=shape.scale_out_kind, send_gb_s=bw, recv_gb_s=bw, **costs)
 
 
+def pools_at(inp: PlanInputs, g: Gpu, shape: NodeShape, model: Model, weights: str, kv: str,
+             pre: PrefillShape, dec: DecodeShape, rate: float, x: int, y: int, *,
+             link_knobs: dict[str, float] | None = None) -> EpPoolsOption:
+    """X prefill and Y decode deployments of the two layouts at `rate` req/s (module
+    docstring): the hand-over on the link both pools' GPUs put it on, each rank's wait, the
+    prefill queue, the decode load, TTFT and TPOT at the SLO quantile (inf past a pool's or a
+    link's saturation), each prefill deployment's capacity within its share of the TTFT target
+    (0 where none is left), the GPUs paid and the cost."""
+    wl, slo, q = inp.workload, inp.slo, inp.slo.quantile
+    n_out = wl.output_tokens
+    req = inp.request_latency_ms
+    lay_p, lay_d = pre.option.layout, dec.option.layout
+    load = decode_load(dec.grid, rate / y, n_out, q)
+    step = load.first_step_ms if math.isfinite(load.first_step_ms) else float(dec.grid[-1])
+    send = handover_bytes(model, kv, wl.prompt, lay_p.attention_tp)
+    recv = handover_bytes(model, kv, wl.prompt, lay_d.attention_tp)
+    desc = descriptors_per_rank(model, wl.prompt)
+    link = handover_link(g, shape, x * lay_p.ep + y * lay_d.ep, **(link_knobs or {}))
+    busy = float(link.busy_ms(send, recv, desc))
+    fixed = link.latency_ms + float(link.admission_ms(step))
+    # each request's KV leaves one attention group of a prefill deployment and lands on one of
+    # a decode deployment: a rank's share of the requests
+    _, wq_s, rho_s = link_wait_ms(rate / (x * lay_p.attention_groups), busy, q)
+    _, wq_r, rho_r = link_wait_ms(rate / (y * lay_d.attention_groups), busy, q)
+    _, pre_q, rho_p = prefill_ttft_ms(rate / x, pre.prefill_ms, q)
+    wait = float(wq_s) + float(wq_r)
+    ttft = float(pre_q) + fixed + busy + wait + load.first_step_ms + req
+    budget = slo.ttft_ms - fixed - busy - wait - step - req
+    cap_p = (float(prefill_capacity_per_s(pre.prefill_ms, budget, q))
+             if math.isfinite(budget) and budget > 0 else 0.0)
+    price = inp.price_of(g)
+    node = price.node_gpus
+    spare = (lay_p.ep + lay_d.ep) if inp.spare else 0
+    serving = x * lay_p.ep + y * lay_d.ep
+    billed = (math.ceil((serving + spare) / node) * node) if node else serving + spare
+    return EpPoolsOption(
+        model=model.key, gpu=g.key, gpu_name=g.name, weights=weights, kv_dtype=kv,
+        gpus_per_node=shape.max_gpus_per_node, nvlink_domain=shape.nvlink_domain,
+        scale_out_gbit_s=shape.scale_out_gbit_s, scale_out_kind=shape.scale_out_kind,
+        fabric=shape.fabric, prefill_ep=lay_p.ep, prefill_attention_tp=lay_p.attention_tp,
+        prefill_redundant_experts=lay_p.redundant_experts, prefill_replicas=x,
+        decode_ep=lay_d.ep, decode_attention_tp=lay_d.attention_tp,
+        decode_redundant_experts=lay_d.redundant_experts, decode_overlap=dec.option.overlap,
+        decode_replicas=y, design_rate_per_s=rate, prefill_ms=pre.prefill_ms,
+        prefill_tok_s_per_gpu=pre.tok_s_per_gpu, prefill_utilization=float(rho_p),
+        prefill_capacity_per_s=cap_p, handover_bytes=send, handover_link=link.kind,
+        handover_gb_s=link.send_gb_s, transfer_ms=fixed + busy, transfer_wait_ms=wait,
+        link_utilization=max(float(rho_s), float(rho_r)), decode_slots=dec.slots,
+        decode_batch=load.batch, decode_step_ms=load.tpot_ms,
+        decode_capacity_per_s=dec.capacity_per_s, ttft_ms=ttft, prefill_part_ms=float(pre_q),
+        first_step_ms=load.first_step_ms, request_latency_ms=req, tpot_ms=load.tpot_q_ms,
+        tpot_mean_ms=load.tpot_ms, spare_gpus=spare, node_gpus=node, billed_gpus=billed,
+        price_per_hour=price.per_gpu_hour, currency=inp.currency,
+        cost_per_month=price.per_gpu_hour * billed * HOURS_PER_MONTH, prompt_tokens=wl.prompt,
+        output_tokens=n_out)
+
+
+def meets(o: EpPoolsOption, inp: PlanInputs) -> bool:
+    """Both SLOs at their quantile, the prefill deployments and the links at utilisations
+    <= `RHO_MAX`."""
+    return (o.prefill_utilization <= RHO_MAX and o.link_utilization <= RHO_MAX
+            and o.ttft_ms <= inp.slo.ttft_ms and o.tpot_ms <= inp.slo.tpot_ms)
+
+
 def size_pools(inp: PlanInputs, g: Gpu, shape: NodeShape, model: Model, weights: str, kv: str,
                pre: PrefillShape, dec: DecodeShape, rate: float, limit: int, *,
                link_knobs: dict[str, float] | None = None) -> EpPoolsOption | Note:
     """One pair of pool layouts sized for `rate` req/s (module docstring): Y decode deployments
     by rate matching, then the fewest prefill deployments X whose TTFT at the SLO quantile
-    meets the target; the option, or why none fits within `limit` GPUs."""
-    wl, slo, q = inp.workload, inp.slo, inp.slo.quantile
-    n_out = wl.output_tokens
-    req = inp.request_latency_ms
+    meets the target (`pools_at`, `meets`); the option, or why none fits within `limit`
+    GPUs."""
     lay_p, lay_d = pre.option.layout, dec.option.layout
     y = max(1, math.ceil(rate / dec.capacity_per_s - 1e-9))
     spare = (lay_p.ep + lay_d.ep) if inp.spare else 0
     if y * lay_d.ep + lay_p.ep + spare > limit:
         return pool_rejection("epp_rej_count", ep=lay_d.ep, cap=dec.capacity_per_s, k=y,
                               g=y * lay_d.ep, rate=rate, limit=limit)
-    load = decode_load(dec.grid, rate / y, n_out, q)
-    send = handover_bytes(model, kv, wl.prompt, lay_p.attention_tp)
-    recv = handover_bytes(model, kv, wl.prompt, lay_d.attention_tp)
-    desc = descriptors_per_rank(model, wl.prompt)
-    knobs = link_knobs or {}
     for x in range(1, (limit - y * lay_d.ep - spare) // lay_p.ep + 1):
-        link = handover_link(g, shape, x * lay_p.ep + y * lay_d.ep, **knobs)
-        busy = float(link.busy_ms(send, recv, desc))
-        fixed = link.latency_ms + float(link.admission_ms(load.first_step_ms))
-        # each request's KV leaves one attention group of a prefill deployment and lands on
-        # one of a decode deployment: a rank's share of the requests
-        _, wq_s, rho_s = link_wait_ms(rate / (x * lay_p.attention_groups), busy, q)
-        _, wq_r, rho_r = link_wait_ms(rate / (y * lay_d.attention_groups), busy, q)
-        _, pre_q, rho_p = prefill_ttft_ms(rate / x, pre.prefill_ms, q)
-        wait = float(wq_s) + float(wq_r)
-        ttft = float(pre_q) + fixed + busy + wait + load.first_step_ms + req
-        if (float(rho_p) > RHO_MAX or float(rho_s) > RHO_MAX or float(rho_r) > RHO_MAX
-                or ttft > slo.ttft_ms):
-            continue
-        budget = slo.ttft_ms - fixed - busy - wait - load.first_step_ms - req
-        cap_p = float(prefill_capacity_per_s(pre.prefill_ms, budget, q))
-        price = inp.price_of(g)
-        node = price.node_gpus
-        serving = x * lay_p.ep + y * lay_d.ep
-        billed = (math.ceil((serving + spare) / node) * node) if node else serving + spare
-        if billed > limit:
+        o = pools_at(inp, g, shape, model, weights, kv, pre, dec, rate, x, y,
+                     link_knobs=link_knobs)
+        if o.billed_gpus > limit:
             break
-        return EpPoolsOption(
-            model=model.key, gpu=g.key, gpu_name=g.name, weights=weights, kv_dtype=kv,
-            gpus_per_node=shape.max_gpus_per_node, nvlink_domain=shape.nvlink_domain,
-            scale_out_gbit_s=shape.scale_out_gbit_s, scale_out_kind=shape.scale_out_kind,
-            fabric=shape.fabric, prefill_ep=lay_p.ep, prefill_attention_tp=lay_p.attention_tp,
-            prefill_redundant_experts=lay_p.redundant_experts, prefill_replicas=x,
-            decode_ep=lay_d.ep, decode_attention_tp=lay_d.attention_tp,
-            decode_redundant_experts=lay_d.redundant_experts, decode_overlap=dec.option.overlap,
-            decode_replicas=y, design_rate_per_s=rate, prefill_ms=pre.prefill_ms,
-            prefill_tok_s_per_gpu=pre.tok_s_per_gpu, prefill_utilization=float(rho_p),
-            prefill_capacity_per_s=cap_p, handover_bytes=send, handover_link=link.kind,
-            handover_gb_s=link.send_gb_s, transfer_ms=fixed + busy, transfer_wait_ms=wait,
-            link_utilization=max(float(rho_s), float(rho_r)), decode_slots=dec.slots,
-            decode_batch=load.batch, decode_step_ms=load.tpot_ms,
-            decode_capacity_per_s=dec.capacity_per_s, ttft_ms=ttft, tpot_ms=load.tpot_q_ms,
-            tpot_mean_ms=load.tpot_ms, spare_gpus=spare, node_gpus=node, billed_gpus=billed,
-            price_per_hour=price.per_gpu_hour, currency=inp.currency,
-            cost_per_month=price.per_gpu_hour * billed * HOURS_PER_MONTH, prompt_tokens=wl.prompt,
-            output_tokens=n_out)
-    return pool_rejection("epp_rej_ttft", ttft=slo.ttft_ms, limit=limit, pre=pre.prefill_ms,
+        if meets(o, inp):
+            return o
+    return pool_rejection("epp_rej_ttft", ttft=inp.slo.ttft_ms, limit=limit, pre=pre.prefill_ms,
                           ep=lay_p.ep)
-
-
-def ep_pools_search(inp: PlanInputs, catalog: Catalog | None = None, *,
-                    max_gpus: int | None = None) -> EpPoolsSearch:
-    """Every EP-pools option for the planner inputs (module docstring), cheapest first, one per
-    GPU and pair of EP sizes (its best weights and KV precision), and one line per searched GPU
-    without one. `max_gpus`: the most GPUs an option uses in all (both pools and the spare;
-    None: `inp.max_gpus`). The knobs: the plan's EP basis (`ep_search.basis_of`), as the
-    aggregated wide-EP plan. InputError for a dense model or a concurrency workload."""
-    cat = catalog or default_catalog()
-    model = cat.variant(inp.model).model
-    if model.moe is None:
-        raise InputError(f"{model.key} is not a mixture-of-experts model: expert-parallel pools "
-                         "need routed experts (try deepseek-v3, qwen3-30b-a3b or "
-                         "qwen3-235b-a22b)")
-    if inp.workload.peak_rate_per_s is None:
-        raise InputError("EP-pools planning needs an arrival rate (daily users or a log), not "
-                         "a peak concurrency")
-    single_requests(inp.workload, "ep", prefix_tokens=inp.prefix_tokens,
-                    prefix_share=inp.prefix_share)
-    rate = design_rate_per_s(inp)
-    limit = inp.max_gpus if max_gpus is None else max_gpus
-    if limit < 1:
-        raise InputError(f"the GPU limit must be >= 1, got {limit}")
-    b = basis_of(inp)
-    shapes = node_shapes()
-    base = cat.variant(inp.model)
-    formats = inp.formats if inp.formats is not None else (base.format.key,)
-    best: dict[tuple[str, int, int], EpPoolsOption] = {}
-    rejected: list[EpRejection] = []
-    evaluated = 0
-    for key in (inp.gpus if inp.gpus is not None else tuple(sorted(cat.gpus))):
-        g = cat.gpu(key)
-        if g.key not in shapes:
-            rejected.append(EpRejection(gpu=g.key, gpu_name=g.name,
-                                        detail=ep_rejection("ep_rej_no_nodes")))
-            continue
-        shape = shapes[g.key]
-        sizes = ep_sizes(shape, limit, model.moe.experts)
-        why: Note | None = (ep_rejection("ep_rej_node_over", n=shape.max_gpus_per_node,
-                                         limit=limit) if len(sizes) == 0 else None)
-        for w in formats:
-            variant_model = cat.variant(inp.model, w).model
-            for kv in inp.kv_dtypes:
-                pres: dict[int, PrefillShape] = {}
-                decs: dict[int, DecodeShape] = {}
-                for n in sizes:
-                    made_p = prefill_shape(inp, g, n, w, kv, b, cat)
-                    if isinstance(made_p, Note):
-                        why = why or made_p
-                    else:
-                        pres[n] = made_p
-                    if n * 2 > limit:
-                        continue  # a decode deployment leaves no GPU for a prefill one
-                    made_d = decode_shape(inp, g, n, w, kv, b, cat)
-                    if isinstance(made_d, Note):
-                        why = why or made_d
-                    else:
-                        decs[n] = made_d
-                for n_d, dec in decs.items():
-                    for n_p, pre in pres.items():
-                        evaluated += 1
-                        o = size_pools(inp, g, shape, variant_model, w, kv, pre, dec, rate,
-                                       limit)
-                        if isinstance(o, Note):
-                            why = why or o
-                            continue
-                        k = (g.key, n_p, n_d)
-                        if k not in best or _rank(o) < _rank(best[k]):
-                            best[k] = o
-        if not any(k[0] == g.key for k in best):
-            rejected.append(EpRejection(gpu=g.key, gpu_name=g.name, detail=why or ep_rejection(
-                "ep_rej_no_size", n=shape.max_gpus_per_node, limit=limit)))
-    return EpPoolsSearch(inputs=inp, options=tuple(sorted(best.values(), key=_rank)),
-                         rejected=tuple(rejected), design_rate_per_s=rate, max_gpus=limit,
-                         evaluated=evaluated)
-
-
-# ---------------------------------------------------------------------------------------------
-# One wide-EP deployment serving both phases against EP pools
-
-
-@dataclass(frozen=True, kw_only=True)
-class PoolsComparison:
-    """The cheapest aggregated wide-EP option (one deployment does both phases) against the
-    cheapest EP-pools option."""
-
-    ep: EpSearch
-    pools: EpPoolsSearch
-    winner: str
-    """'pools', 'wide-ep' or 'none' (neither meets the SLOs)."""
-    reason: str
-
-
-def _money(currency: str, v: float) -> str:
-    return f"{currency} {v:,.0f}/month"
-
-
-def _gpus(n: int) -> str:
-    return f"{n} GPU{'s' if n != 1 else ''}"
-
-
-def compare_pools(ep: EpSearch, pools: EpPoolsSearch) -> PoolsComparison:
-    """Rank the cheapest wide-EP option (prefill and decode on the same GPUs, `ep_search`)
-    against the cheapest EP-pools option by cost per month (ties to the wide-EP option: no
-    hand-over, one kind of deployment to run), and say why in words from their own figures."""
-    one, two = ep.best, pools.best
-    pct = f"p{pools.inputs.slo.quantile * 100:g}"
-    if two is not None and (one is None or two.cost_per_month < one.cost_per_month):
-        head = (f"EP pools: {two.ratio} ({_gpus(two.paid_gpus)}, "
-                f"{_money(two.currency, two.cost_per_month)}): the decode deployments run pure "
-                f"decode steps (TPOT {pct} {two.tpot_ms:.1f} ms) while prompts take "
-                f"{two.prefill_utilization:.0%} of each prefill deployment's time; KV hand-over "
-                f"{two.transfer_ms:.1f} ms over {two.handover_text}")
-        if one is None:
-            return PoolsComparison(ep=ep, pools=pools, winner="pools", reason=(
-                f"{head}; no wide-EP deployment serving both phases meets the SLOs within "
-                f"{ep.max_gpus} GPUs"))
-        return PoolsComparison(ep=ep, pools=pools, winner="pools", reason=(
-            f"{head}; wide EP with both phases on the same GPUs needs {_gpus(one.paid_gpus)} "
-            f"({_money(one.currency, one.cost_per_month)}): prompts take "
-            f"{one.prefill_share:.0%} of each deployment's time and stretch its decode steps "
-            f"(TPOT {pct} {one.tpot_ms:.1f} ms)"))
-    if one is not None:
-        if two is None:
-            tail = f"no EP-pools option meets the SLOs within {pools.max_gpus} GPUs"
-        elif two.cost_per_month > one.cost_per_month:
-            tail = (f"the cheapest EP pools, {two.ratio} ({_gpus(two.paid_gpus)}), cost "
-                    f"{_money(two.currency, two.cost_per_month)}: two pools of whole EP "
-                    "deployments are more GPUs than this load needs")
-        else:
-            tail = (f"EP pools cost the same ({two.ratio}, {_gpus(two.paid_gpus)}), and one kind "
-                    f"of deployment is simpler and hands no KV over ({two.transfer_ms:.1f} ms)")
-        return PoolsComparison(ep=ep, pools=pools, winner="wide-ep", reason=(
-            f"wide EP with both phases on the same GPUs: {one.label} ({_gpus(one.paid_gpus)}, "
-            f"{_money(one.currency, one.cost_per_month)}, prompts {one.prefill_share:.0%} of "
-            f"each deployment's time, TPOT {pct} {one.tpot_ms:.1f} ms); {tail}"))
-    return PoolsComparison(ep=ep, pools=pools, winner="none", reason=(
-        f"neither wide EP serving both phases nor EP pools meet TTFT "
-        f"{pools.inputs.slo.ttft_ms:g} ms and TPOT {pools.inputs.slo.tpot_ms:g} ms within "
-        f"{pools.max_gpus} GPUs"))

@@ -1,5 +1,5 @@
 """Wide EP on disaggregated pools in words (issue 27): the verdict of
-`capacity.plan.ep_pools.compare_pools` in the page's or the quote's language, the chosen pools
+`capacity.plan.ep_pools_search.compare_pools` in the page's or the quote's language, the chosen pools
 as a buyer reads them, and the quote's section (docs/expert-parallel.md, "Prefill and decode
 on separate EP pools").
 
@@ -21,7 +21,8 @@ from collections.abc import Callable
 from functools import partial
 
 from capacity.model.expert_parallel import Overlap
-from capacity.plan.ep_pools import EpPoolsOption, PoolsComparison
+from capacity.plan.ep_pools import EpPoolsOption
+from capacity.plan.ep_pools_search import PoolsComparison
 from capacity.plan.ep_search import LINK_NAMES
 from capacity.report.document import Block, Heading, Para, Table
 from capacity.report.i18n import t, tn
@@ -81,7 +82,7 @@ def pools_label(o: EpPoolsOption, lang: str) -> str:
 
 def pools_reason_text(cmp: PoolsComparison, lang: str) -> str:
     """Why the winner wins, in `lang`: the branches and figures of `PoolsComparison.reason`
-    (`capacity.plan.ep_pools.compare_pools`), said in the language's words."""
+    (`capacity.plan.ep_pools_search.compare_pools`), said in the language's words."""
     one, two = cmp.ep.best, cmp.pools.best
     inp = cmp.pools.inputs
     pct = f"p{inp.slo.quantile * 100:g}"
