@@ -56,7 +56,7 @@ if TYPE_CHECKING:  # pandas and the charts (altair) load where a result needs th
     # Explorer's headline has been drawn (docs/benchmarks.md, "Start-up")
     import pandas as pd
 
-    from capacity.plan.ep_pools import PoolsComparison
+    from capacity.plan.ep_pools_search import PoolsComparison
     from capacity.plan.ep_search import EpComparison
     from capacity.report.charts import ChartData
 
@@ -443,11 +443,11 @@ def wide_ep(version: str, inp: PlanInputs) -> EpComparison:
 
 @cached(max_entries=16)
 def ep_pools(version: str, inp: PlanInputs) -> PoolsComparison:
-    """`capacity.plan.ep_pools.compare_pools`: the wide-EP options (this cache's `wide_ep`)
+    """`capacity.plan.ep_pools_search.compare_pools`: the wide-EP options (this cache's `wide_ep`)
     against EP deployments on separate prefill and decode pools, the winner and why (about a
     second for every catalog GPU within 16)."""
     del version
-    from capacity.plan.ep_pools import compare_pools, ep_pools_search  # with both boxes on
+    from capacity.plan.ep_pools_search import compare_pools, ep_pools_search  # both boxes on
 
     return compare_pools(wide_ep(inp).ep, ep_pools_search(inp, catalog()))
 

@@ -3,7 +3,7 @@ deployments (MoE)" on (`planner_wide_ep`, the link's `wide_ep=1`; a MoE model's 
 verdict of `capacity.plan.ep_search.compare_ep` (which wins and why), the cheapest EP deployment
 in words, a table of the best ones and, in an expander, the GPUs without one and why. With the
 disaggregated box on too, `pools_section`: EP deployments on separate prefill and decode pools
-against them (`capacity.plan.ep_pools.compare_pools`, words from
+against them (`capacity.plan.ep_pools_search.compare_pools`, words from
 `capacity.report.quote_ep_pools`).
 
 Draws only: the comparison comes from `app.cache.wide_ep` (cached like the plan: a search over
@@ -21,7 +21,8 @@ import streamlit as st
 
 from app import cache
 from capacity.errors import CapacityError
-from capacity.plan.ep_pools import EpPoolsOption, PoolsComparison
+from capacity.plan.ep_pools import EpPoolsOption
+from capacity.plan.ep_pools_search import PoolsComparison
 from capacity.plan.ep_search import EpComparison, EpPlanOption, EpRejection
 from capacity.plan.options import PlanInputs
 from capacity.report.i18n import error_text, t
