@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.loader import Catalog, Model, default_catalog
 from capacity.catalog.nodes import node_shapes
 from capacity.errors import InputError
 from capacity.model.workload import single_requests
@@ -55,6 +55,17 @@ def _rank(o: EpPoolsOption) -> tuple[float, float, float, int, str]:
     return (round(o.cost_per_month, 6), o.cost_per_mtok, o.ttft_ms, o.n_gpus, o.label)
 
 
+def _moe_model(inp: PlanInputs, cat: Catalog) -> tuple[Model, int]:
+    """The inputs' model and its routed experts; InputError for a dense one (no routed
+    experts to spread)."""
+    model = cat.variant(inp.model).model
+    if model.moe is None:
+        raise InputError(f"{model.key} is not a mixture-of-experts model: expert-parallel pools "
+                         "need routed experts (try deepseek-v3, qwen3-30b-a3b or "
+                         "qwen3-235b-a22b)")
+    return model, model.moe.experts
+
+
 @dataclass(frozen=True, kw_only=True)
 class PoolsLayout:
     """One EP-pools layout a person chose, at the workload's rate (`evaluate_pools`)."""
@@ -80,11 +91,7 @@ def evaluate_pools(inp: PlanInputs, gpu: str, *, prefill: tuple[int, int],
     InputError for a dense model, no rate, a GPU without node data or an EP size that does not
     fit, said as the search says it."""
     cat = catalog or default_catalog()
-    model = cat.variant(inp.model).model
-    if model.moe is None:
-        raise InputError(f"{model.key} is not a mixture-of-experts model: expert-parallel pools "
-                         "need routed experts (try deepseek-v3, qwen3-30b-a3b or "
-                         "qwen3-235b-a22b)")
+    model, experts = _moe_model(inp, cat)
     rate = inp.workload.peak_rate_per_s
     if rate is None:
         raise InputError("EP pools need a request rate")
@@ -94,8 +101,8 @@ def evaluate_pools(inp: PlanInputs, gpu: str, *, prefill: tuple[int, int],
         raise InputError(f"{g.name}: {ep_rejection('ep_rej_no_nodes')}")
     shape = shapes[g.key]
     for n in (prefill[1], decode[1]):
-        if n < 1 or n > model.moe.experts:
-            raise InputError(f"EP{n}: give an EP size of 1..{model.moe.experts} GPUs (the "
+        if n < 1 or n > experts:
+            raise InputError(f"EP{n}: give an EP size of 1..{experts} GPUs (the "
                              "routed experts)")
     weights = (inp.formats or (cat.variant(inp.model).format.key,))[0]
     kv = inp.kv_dtypes[0]
@@ -125,11 +132,7 @@ def ep_pools_search(inp: PlanInputs, catalog: Catalog | None = None, *,
     None: `inp.max_gpus`). The knobs: the plan's EP basis (`ep_search.basis_of`), as the
     aggregated wide-EP plan. InputError for a dense model or a concurrency workload."""
     cat = catalog or default_catalog()
-    model = cat.variant(inp.model).model
-    if model.moe is None:
-        raise InputError(f"{model.key} is not a mixture-of-experts model: expert-parallel pools "
-                         "need routed experts (try deepseek-v3, qwen3-30b-a3b or "
-                         "qwen3-235b-a22b)")
+    model, experts = _moe_model(inp, cat)
     if inp.workload.peak_rate_per_s is None:
         raise InputError("EP-pools planning needs an arrival rate (daily users or a log), not "
                          "a peak concurrency")
@@ -153,7 +156,7 @@ def ep_pools_search(inp: PlanInputs, catalog: Catalog | None = None, *,
                                         detail=ep_rejection("ep_rej_no_nodes")))
             continue
         shape = shapes[g.key]
-        sizes = ep_sizes(shape, limit, model.moe.experts)
+        sizes = ep_sizes(shape, limit, experts)
         why: Note | None = (ep_rejection("ep_rej_node_over", n=shape.max_gpus_per_node,
                                          limit=limit) if len(sizes) == 0 else None)
         for w in formats:
