@@ -19,7 +19,7 @@ import streamlit as st
 
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog
-from capacity.fit.frontier import DISAGGREGATED, WIDE_EP, Frontier, FrontierInputs
+from capacity.fit.frontier import DISAGGREGATED, EP_POOLS, WIDE_EP, Frontier, FrontierInputs
 from capacity.fit.frontier_disagg import DISAGG_ENGINES
 from capacity.fit.frontier_ep import EP_ENGINES
 from capacity.report.i18n import engine_label, t
@@ -77,7 +77,9 @@ def kinds_note(fr: Frontier, lang: str, *, added: bool) -> str:
     inp = fr.inputs
     parts = []
     for ticked, kind, key in ((inp.disaggregated, DISAGGREGATED, "frk_note_disagg"),
-                              (inp.wide_ep, WIDE_EP, "frk_note_wide_ep")):
+                              (inp.wide_ep, WIDE_EP, "frk_note_wide_ep"),
+                              (inp.disaggregated and inp.wide_ep, EP_POOLS,
+                               "frk_note_ep_pools")):
         if not ticked:
             continue
         n = sum(g.deployment == kind for g in fr.groups)
@@ -90,5 +92,5 @@ def kinds_note(fr: Frontier, lang: str, *, added: bool) -> str:
 
 
 def deployment_label(kind: str, lang: str) -> str:
-    """A deployment kind ('aggregated', 'disaggregated', 'wide-ep') in `lang`."""
+    """A deployment kind ('aggregated', 'disaggregated', 'wide-ep', 'ep-pools') in `lang`."""
     return t("fr_dep_" + kind.replace("-", "_"), lang)

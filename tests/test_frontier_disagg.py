@@ -5,6 +5,7 @@ points of a MoE model, and the CLI's JSON against the library."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -15,6 +16,7 @@ from capacity.cli.main import main
 from capacity.fit.frontier import (
     AGGREGATED,
     DISAGGREGATED,
+    EP_POOLS,
     WIDE_EP,
     Frontier,
     FrontierInputs,
@@ -38,7 +40,7 @@ from capacity.model.expert_parallel import (
 from capacity.model.moe_imbalance import imbalance_factor
 from capacity.plan.disagg import prefill_capacity_per_s
 from capacity.plan.units import replica_units
-from capacity.report.frontier_chart import frontier_chart, frontier_frame
+from capacity.report.frontier_chart import frontier_chart, frontier_frame, layout_text
 
 SIMPLE = FrontierInputs(model="llama-3.1-8b", gpus=("h100-sxm",), engines=("vllm",),
                         formats=("bf16",), kv_dtypes=("fp16",), prompt_tokens=8192,
@@ -209,6 +211,53 @@ def test_wide_ep_points_for_deepseek_on_h200() -> None:
         assert p.prefill_share == pytest.approx(p.concurrency * p_ms / cycle, rel=1e-9)
 
 
+def test_ep_pools_points_for_deepseek_on_h200_by_hand() -> None:
+    """Both kinds ticked: an EP8 decode group in pure decode steps (TPOT = its step at the
+    batch), the prefill EP8 groups it needs, fractional, within the TTFT budget (2 s at p90)
+    less the KV hand-over (two groups are 16 GPUs: over the 400 Gb/s NIC, 61 x 576 B a token
+    in FP8, 61 x 64 descriptors of 16 tokens, 1 ms, one admission step) and the first step;
+    the figures `disaggregated_figures`'."""
+    fr = fr_of(DEEPSEEK)
+    (pools,) = kind(fr, EP_POOLS)
+    assert pools.key == "h200-sxm/sglang/fp8/fp8/ep-pools" and len(pools.front) >= 3
+    cat = default_catalog()
+    s = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8, redundant_experts=32),
+                 context_tokens=2048, kv_dtype="fp8", weights="fp8", catalog=cat)
+    ek = planning_ep_knobs()
+    gamma = imbalance_factor(experts=256, active=8, exponent=s.exponent, gpus=8, redundant=32)
+    p_ms = 1024 / (8 * prefill_tok_s_per_gpu(s, 1024, mfu=1.0, imbalance=gamma,
+                                             knobs=ek)) * 1e3
+    busy = 61 * 576 * 1024 / (50e3 * 0.85 * 1e3) + 61 * 64 * 3.75 / 1e3
+    for p in pools.front:
+        step = ep_step(s, float(p.concurrency), eta_bw=1.0, eff=1.0, overhead_ms=0.0,
+                       knobs=ek).step_ms
+        assert p.tpot_ms == pytest.approx(step, rel=1e-9)
+        xfer = 1.0 + step + busy
+        assert p.layout.startswith("EP8, DP attention, 32 redundant experts (NVLink), prefill "
+                                   "EP8 x ") and p.layout.endswith(
+                                       f"KV {xfer:.1f} ms over infiniband")
+        cap = float(prefill_capacity_per_s(p_ms, 2000.0 - xfer - step, 0.9))
+        fig = disaggregated_figures(concurrency=[p.concurrency], decode_step_ms=[step],
+                                    output_tokens=1024, prefill_capacity_per_s=[cap],
+                                    prefill_tp=[8], decode_tp=[8])
+        assert p.throughput_tok_s_per_gpu == pytest.approx(fig.throughput_tok_s_per_gpu[0])
+        assert p.prefill_gpus == pytest.approx(fig.prefill_gpus[0])
+        assert p.interactivity_tok_s_per_user == pytest.approx(1e3 / step)
+        assert p.ttft_ms > p_ms + xfer + step   # the prefill pool's queue at that rate
+    # one kind ticked draws no pools
+    assert kind(frontier(replace(DEEPSEEK, disaggregated=False)), EP_POOLS) == []
+    assert kind(frontier(replace(DEEPSEEK, wide_ep=False)), EP_POOLS) == []
+
+
+def test_the_pools_layout_in_chinese() -> None:
+    lay = ("EP8, DP attention, 32 redundant experts (NVLink), prefill EP8 x 0.16 per decode "
+           "deployment, KV 79.7 ms over infiniband")
+    assert layout_text(lay, "en") == lay
+    assert layout_text(lay, "zh") == ("解码 EP8，数据并行注意力，32 个冗余专家（NVLink），每个解码"
+                                      "部署配 0.16 个 EP8 预填充部署，KV 传输 79.7 毫秒（经 "
+                                      "infiniband）")
+
+
 def test_no_wide_ep_points_for_a_dense_model() -> None:
     fr = frontier(FrontierInputs(model="llama-3.1-70b", gpus=("h200-sxm",), engines=("sglang",),
                                  formats=("fp8",), kv_dtypes=("fp8",), wide_ep=True))
@@ -228,7 +277,8 @@ def test_cli_json_equals_the_library(capsys: pytest.CaptureFixture[str]) -> None
     data = json.loads(capsys.readouterr().out)
     fr = fr_of(DEEPSEEK)
     assert [g["key"] for g in data["groups"]] == [g.key for g in fr.groups]
-    assert [g["deployment"] for g in data["groups"]] == [AGGREGATED, DISAGGREGATED, WIDE_EP]
+    assert [g["deployment"] for g in data["groups"]] == [AGGREGATED, DISAGGREGATED, WIDE_EP,
+                                                         EP_POOLS]
     assert data["ttft_budget_ms"] == 2000.0
     for rec, g in zip(data["groups"], fr.groups, strict=True):
         assert [p["throughput_tok_s_per_gpu"] for p in rec["front"]] == [
@@ -262,13 +312,13 @@ def test_chart_names_the_kind_in_legend_and_tooltip() -> None:
     fr = fr_of(DEEPSEEK)
     df = frontier_frame(fr, lang="en")
     assert set(df["style"]) == {"sglang fp8/fp8", "sglang fp8/fp8 disaggregated prefill/decode",
-                                "sglang fp8/fp8 wide EP"}
-    dis = df["deployment"] == DISAGGREGATED
+                                "sglang fp8/fp8 wide EP", "sglang fp8/fp8 wide-EP pools"}
+    dis = df["deployment"].isin([DISAGGREGATED, EP_POOLS])
     assert (df["gpus_paid"][dis] > df["n_gpus"][dis]).all()
     assert np.array_equal(df["gpus_paid"][~dis], df["n_gpus"][~dis])
     assert sorted(df["gpus_paid"][dis]) == pytest.approx(sorted(
         fr.points.n_gpus[i] + fr.points.prefill_gpus[i] for i in range(len(fr.points))
-        if fr.points.deployment[i] == DISAGGREGATED))
+        if fr.points.deployment[i] in (DISAGGREGATED, EP_POOLS)))
     spec = frontier_chart(fr, lang="zh").to_dict()
     titles = [t.get("title") for t in spec["layer"][2]["encoding"]["tooltip"]]
     assert "部署方式" in titles and "布局" in titles

@@ -21,6 +21,7 @@ from capacity.catalog.loader import Catalog
 from capacity.fit.frontier import (
     AGGREGATED,
     DISAGGREGATED,
+    EP_POOLS,
     PRICE_KINDS,
     WIDE_EP,
     FrontierInputs,
@@ -284,7 +285,7 @@ def test_every_layout_of_a_frontier_is_translated(catalog: Catalog) -> None:
                          formats=("fp8",), kv_dtypes=("fp8",), disaggregated=True, wide_ep=True)
     fr = frontier(inp, catalog)
     kinds = set(fr.points.deployment)
-    assert kinds == {AGGREGATED, DISAGGREGATED, WIDE_EP}
+    assert kinds == {AGGREGATED, DISAGGREGATED, WIDE_EP, EP_POOLS}   # both boxes: the pools too
     raw, en, zh = (frontier_frame(fr, lang=lang) for lang in (None, "en", "zh"))
     assert (en["layout"] == raw["layout"]).all()  # English: the library's text
     lay = zh["layout"][zh["deployment"] != AGGREGATED]

@@ -13,7 +13,8 @@ of published offer (data/offers.toml):
 
 --disaggregated adds disaggregated prefill/decode points (a decode replica and the prefill GPUs
 it needs, fractional) and --wide-ep a MoE model's wide expert-parallel points (EP over a node
-and over the NVLink domain), each in groups of their own kind; their records then carry
+and over the NVLink domain); both together also a MoE model's wide-EP pools (a decode EP group
+and the prefill EP groups it needs), each in groups of their own kind; their records then carry
 `deployment`, `layout`, `prefill_tp`, `prefill_gpus` and `gpus_paid`.
 
 `--format json` is the stable interface: `model`, `currency`, `workload`, `interactivity`,
@@ -117,7 +118,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "needs (docs/frontier.md)")
     s.add_argument("--wide-ep", action="store_true",
                    help="also draw wide expert-parallel points of a MoE model (vLLM, SGLang): "
-                        "EP over a node and over the NVLink domain, DP attention")
+                        "EP over a node and over the NVLink domain, DP attention; with "
+                        "--disaggregated, also wide-EP pools (a decode EP group and the prefill "
+                        "EP groups it needs)")
     s.add_argument("--ttft", type=number(min=0, max=600_000, min_open=True), default=2000.0,
                    metavar="MS", help="TTFT budget a disaggregated point's prefill replica is "
                                       "sized at, p90 (default 2000 ms)")

@@ -35,7 +35,7 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.catalog.offers import bundled_of_kind
 from capacity.errors import InputError
 from capacity.fit.frontier_disagg import disaggregated_block
-from capacity.fit.frontier_ep import StepMemo, wide_ep_blocks
+from capacity.fit.frontier_ep import StepMemo, ep_pools_blocks, wide_ep_blocks
 from capacity.fit.frontier_loop import (
     SteadyState,
     StepTerms,
@@ -52,6 +52,7 @@ from capacity.fit.frontier_space import (
     DEFAULT_ENGINES,
     DEPLOYMENTS,
     DISAGGREGATED,
+    EP_POOLS,
     FALLBACK_TYPICAL,
     PRICE_KINDS,
     WIDE_EP,
@@ -74,7 +75,7 @@ from capacity.types import BoolArray, FloatArray, IntArray
 
 __all__ = [
     "AGGREGATED", "CONCURRENCY_STEP", "CONSUMER_KEY", "DEFAULT_ENGINES", "DEPLOYMENTS",
-    "DISAGGREGATED", "FALLBACK_TYPICAL", "PRICE_KINDS", "WIDE_EP", "CostReadOff",
+    "DISAGGREGATED", "EP_POOLS", "FALLBACK_TYPICAL", "PRICE_KINDS", "WIDE_EP", "CostReadOff",
     "FrontPoint", "FrontValue", "Frontier", "FrontierInputs", "Group", "PointBlock", "PointTable",
     "SteadyState", "StepTerms", "Variant", "aggregated_block", "chunk_extra_ms", "closed_loop",
     "concurrency_grid", "configuration_variants", "cost_read_off", "datacenter_gpus",
@@ -120,7 +121,7 @@ class FrontPoint:
     event_throughput_tok_s_per_gpu: float | None = None
     """The event model's mean TTFT, TPOT and throughput per GPU (`frontier(events=True)`)."""
     deployment: str = AGGREGATED
-    """'aggregated', 'disaggregated' or 'wide-ep' (`DEPLOYMENTS`)."""
+    """'aggregated', 'disaggregated', 'wide-ep' or 'ep-pools' (`DEPLOYMENTS`)."""
     prefill_tp: int = 0
     """Disaggregated: the TP of a prefill replica (0 otherwise)."""
     prefill_gpus: float = 0.0
@@ -316,6 +317,8 @@ def frontier(inp: FrontierInputs, catalog: Catalog | None = None, *,
             blocks.append(disaggregated_block(inp, v, pinp, model, units))
         if inp.wide_ep and v.draft is None:
             blocks += wide_ep_blocks(inp, v, pinp, formats, cat, memo)
+        if inp.wide_ep and inp.disaggregated and v.draft is None:
+            blocks += ep_pools_blocks(inp, v, pinp, formats, cat, memo)
     blocks = [b for b in blocks if len(b)]
     if not blocks:
         raise InputError(f"{inp.model} fits no chosen GPU at a context of {inp.context} tokens "

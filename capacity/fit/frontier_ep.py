@@ -10,6 +10,12 @@ GPU x EP at a geometric grid of batches per GPU up to what fits: its decode step
 taking P / (EP x `prefill_tok_s_per_gpu`) of the deployment's time. So interactivity =
 1000 / TPOT and throughput per GPU = the step's tok/s per GPU with prefill's share of the GPU
 time taken off: C n / T / EP.
+
+With the disaggregated points ticked too, `ep_pools_blocks` draws wide-EP pools (docs/frontier.md,
+"EP-pools points"): a decode deployment of EP GPUs in pure decode steps at each batch and the
+prefill GPUs it needs, fractional, in prefill deployments of the same size, as the
+disaggregated points count a decode replica and its prefill GPUs
+(`frontier_disagg.disaggregated_figures`).
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ import numpy as np
 
 from capacity.catalog.loader import Catalog, ModelVariant
 from capacity.catalog.nodes import node_shape
+from capacity.fit.frontier_disagg import disaggregated_figures
 from capacity.fit.frontier_loop import StepTerms, closed_loop
-from capacity.fit.frontier_space import WIDE_EP, FrontierInputs, PointBlock, Variant
+from capacity.fit.frontier_space import EP_POOLS, WIDE_EP, FrontierInputs, PointBlock, Variant
 from capacity.model.ep_knobs import EpBasis, ep_basis
 from capacity.model.expert_parallel import (
     MAX_TOKENS_PER_RANK,
@@ -33,6 +40,15 @@ from capacity.model.expert_parallel import (
     prefill_tok_s_per_gpu,
 )
 from capacity.model.moe_imbalance import imbalance_factor, model_exponent
+from capacity.plan.disagg import (
+    RHO_MAX,
+    handover_bytes,
+    link_wait_ms,
+    prefill_capacity_per_s,
+    prefill_ttft_ms,
+)
+from capacity.plan.disagg_handover import descriptors_per_rank
+from capacity.plan.ep_pools import handover_link
 from capacity.plan.options import PlanInputs
 from capacity.types import FloatArray
 
@@ -141,17 +157,24 @@ def wide_ep_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
     return blocks
 
 
+def _prefill_ms(inp: FrontierInputs, s: EpSetup, basis: EpBasis) -> float:
+    """One prompt's time on an EP deployment, ms: P / (EP x `prefill_tok_s_per_gpu`) at the
+    layout's imbalance (the wide-EP and the EP-pools points)."""
+    ep = s.layout.ep
+    gamma = imbalance_factor(experts=s.experts, active=s.active, exponent=s.exponent, gpus=ep,
+                             redundant=s.layout.redundant_experts)
+    return inp.prompt_tokens / (
+        ep * prefill_tok_s_per_gpu(s, inp.prompt_tokens, mfu=basis.mfu, imbalance=gamma,
+                                   knobs=basis.knobs)) * 1e3
+
+
 def _block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, s: EpSetup, batches: FloatArray,
            price: float, memo: StepMemo) -> PointBlock:
     """The points of one EP deployment at total batches `batches` (module docstring)."""
     ep = s.layout.ep
     basis = basis_of(pinp)
     steps = _steps_ms(s, batches, basis, memo)
-    gamma = imbalance_factor(experts=s.experts, active=s.active, exponent=s.exponent, gpus=ep,
-                             redundant=s.layout.redundant_experts)
-    prefill_ms = inp.prompt_tokens / (
-        ep * prefill_tok_s_per_gpu(s, inp.prompt_tokens, mfu=basis.mfu, imbalance=gamma,
-                                   knobs=basis.knobs)) * 1e3
+    prefill_ms = _prefill_ms(inp, s, basis)
     ss = closed_loop(concurrency=batches, terms=ep_terms(batches, steps), prefill_ms=prefill_ms,
                      prompt_tokens=inp.prompt_tokens, output_tokens=inp.output_tokens,
                      budget_tokens=0, mixed=False)
@@ -166,3 +189,97 @@ def _block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, s: EpSetup, batche
         throughput_tok_s_per_gpu=ss.output_tok_s / ep, ttft_ms=ss.ttft_ms, tpot_ms=ss.tpot_ms,
         prefill_share=ss.prefill_share, price_per_gpu_hour=np.full(n, price),
         prefill_tp=np.zeros(n, dtype=np.int64), prefill_gpus=np.zeros(n))
+
+
+def ep_pools_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
+                    formats: list[ModelVariant], catalog: Catalog,
+                    memo: StepMemo | None = None) -> list[PointBlock]:
+    """The EP-pools points of one variant (no draft; `EP_ENGINES` only; none for a dense
+    model): each deployment `wide_ep_blocks` draws, as a decode deployment in pure decode
+    steps at each total batch, with the prefill GPUs it needs in prefill deployments of the
+    same size (DP attention).
+
+    Per point: one prompt takes P / (EP x `prefill_tok_s_per_gpu`) of a prefill deployment
+    (`_prefill_ms`, as the wide-EP points); the KV hand-over of one prefill and one decode deployment on the
+    link both put it on (`ep_pools.handover_link`; `disagg_handover`'s latency, bytes at DP
+    attention, descriptors and the admission at the point's step); a prefill deployment's
+    capacity at its part of the TTFT budget, `inp.ttft_ms` at `inp.quantile` less the
+    hand-over and the first decode step (`prefill_capacity_per_s`, batched); the figures of
+    `disaggregated_figures` (prefill GPUs = rate / capacity x EP, throughput over both).
+    TTFT: the prefill pool's mean at that rate + the hand-over + the mean waits of a sending
+    and a receiving rank + the first decode step. A point whose prefill alone misses the
+    budget, or whose links run above RHO_MAX, is not drawn."""
+    memo = {} if memo is None else memo
+    if v.draft is not None or v.engine not in EP_ENGINES or not formats:
+        return []
+    moe = formats[0].model.moe
+    if moe is None:
+        return []
+    model = formats[0].model
+    exponent = model_exponent(model.key)
+    basis = basis_of(pinp)
+    desc = descriptors_per_rank(model, inp.prompt_tokens)
+    blocks: list[PointBlock] = []
+    for key in (pinp.gpus if pinp.gpus is not None else ()):
+        gpu = catalog.gpu(key)
+        price = pinp.price_of(gpu).per_gpu_hour
+        shape = node_shape(gpu.key)
+        for ep in ep_degrees(gpu.key):
+            if ep > moe.experts:
+                continue
+            red = REDUNDANT_EXPERTS if (moe.experts + REDUNDANT_EXPERTS) % ep == 0 else 0
+            lay = ep_layout(gpu.key, ep, redundant_experts=red)
+            link = handover_link(gpu, shape, 2 * ep)
+            for f in formats:
+                for kv in inp.kv_dtypes:
+                    sd = ep_setup(f.model.key, gpu.key, lay, context_tokens=inp.context,
+                                  kv_dtype=kv, weights=f.format.key, exponent=exponent,
+                                  catalog=catalog)
+                    mem = ep_memory(sd, util=pinp.util, overhead_gb=pinp.overhead_gb)
+                    per_gpu = batch_grid(min(mem.max_batch // ep, MAX_TOKENS_PER_RANK))
+                    if per_gpu.size == 0:
+                        continue
+                    pre_ms = _prefill_ms(inp, sd, basis)
+                    batches = per_gpu * ep
+                    steps = _steps_ms(sd, batches, basis, memo)
+                    busy = float(link.busy_ms(handover_bytes(f.model, kv, inp.prompt_tokens, 1),
+                                              handover_bytes(f.model, kv, inp.prompt_tokens, 1),
+                                              desc))
+                    blocks.append(_pools_block(inp, v, sd, batches, steps, pre_ms, busy,
+                                               link.latency_ms + link.admission_ms(steps),
+                                               link.kind, price))
+    return blocks
+
+
+def _pools_block(inp: FrontierInputs, v: Variant, s: EpSetup, batches: FloatArray,
+                 steps: FloatArray, pre_ms: float, busy_ms: float, fixed_ms: FloatArray,
+                 link_kind: str, price: float) -> PointBlock:
+    """The EP-pools points of one decode deployment at total batches `batches`
+    (`ep_pools_blocks`)."""
+    ep = s.layout.ep
+    xfer = fixed_ms + busy_ms
+    cap = prefill_capacity_per_s(pre_ms, inp.ttft_ms - xfer - steps, inp.quantile)
+    fig = disaggregated_figures(concurrency=batches, decode_step_ms=steps,
+                                output_tokens=inp.output_tokens,
+                                prefill_capacity_per_s=np.where(cap > 0, cap, np.nan),
+                                prefill_tp=ep, decode_tp=ep)
+    w_send, _, rho_s = link_wait_ms(cap / ep, busy_ms, inp.quantile)
+    w_recv, _, rho_r = link_wait_ms(fig.rate_per_s / ep, busy_ms, inp.quantile)
+    ok = (cap > 0) & (rho_s <= RHO_MAX) & (rho_r <= RHO_MAX)
+    ttft = prefill_ttft_ms(cap, pre_ms, inp.quantile)[0] + xfer + w_send + w_recv + steps
+    keep = np.flatnonzero(ok)
+    per = fig.prefill_gpus / ep
+    n = int(keep.size)
+    return PointBlock(
+        deployment=EP_POOLS, gpu=[s.gpu.key] * n, gpu_name=[s.gpu.name] * n,
+        engine=[v.engine] * n, basis=[v.basis] * n, draft=[None] * n,
+        weights=[s.variant.format.key] * n, kv_dtype=[s.kv_dtype] * n,
+        layout=[f"{s.layout.describe()}, prefill EP{ep} x {per[r]:.2f} per decode deployment, "
+                f"KV {xfer[r]:.1f} ms over {link_kind}" for r in keep.tolist()],
+        tp=np.full(n, s.layout.attention_tp, dtype=np.int64),
+        n_gpus=np.full(n, ep, dtype=np.int64), concurrency=batches[keep].astype(np.int64),
+        interactivity_tok_s_per_user=fig.interactivity_tok_s_per_user[keep],
+        throughput_tok_s_per_gpu=fig.throughput_tok_s_per_gpu[keep], ttft_ms=ttft[keep],
+        tpot_ms=steps[keep], prefill_share=fig.prefill_share[keep],
+        price_per_gpu_hour=np.full(n, price), prefill_tp=np.full(n, ep, dtype=np.int64),
+        prefill_gpus=fig.prefill_gpus[keep])

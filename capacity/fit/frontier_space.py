@@ -27,7 +27,8 @@ from capacity.types import FloatArray, IntArray
 AGGREGATED = "aggregated"
 DISAGGREGATED = "disaggregated"
 WIDE_EP = "wide-ep"
-DEPLOYMENTS: tuple[str, ...] = (AGGREGATED, DISAGGREGATED, WIDE_EP)
+EP_POOLS = "ep-pools"
+DEPLOYMENTS: tuple[str, ...] = (AGGREGATED, DISAGGREGATED, WIDE_EP, EP_POOLS)
 """The kinds of deployment a group is: one replica does both phases (aggregated); a prefill
 pool and a decode pool hand the KV over (disaggregated, `capacity.fit.frontier_disagg`); a MoE
 model's experts spread over a node or an NVLink domain (wide EP, `capacity.fit.frontier_ep`)."""

@@ -31,14 +31,24 @@ _EP_LAYOUT: Final = re.compile(
     r"(?:, (?P<red>\d+) redundant experts)? \((?:NVLink|(?P<nodes>\d+) nodes over the NIC)\)")
 
 
+_POOLS_LAYOUT: Final = re.compile(
+    r"(?P<decode>EP\d+, .*\)), prefill EP(?P<ep>\d+) x (?P<per>\S+) per decode deployment, "
+    r"KV (?P<ms>\S+) ms over (?P<link>.+)")
+
+
 def layout_text(layout: str, lang: str) -> str:
     """A point's layout in `lang` (the `fr_lay_*` messages): the disaggregated one
     (`capacity.fit.frontier_disagg`: prefill TP, prefill replicas per decode replica, the KV
-    hand-over's ms and link) and the wide-EP one (`EpLayout.describe`: EP degree, attention,
-    redundant experts, NVLink or nodes over the NIC) are read back from their English; any
-    other text is returned as it is."""
+    hand-over's ms and link), the wide-EP one (`EpLayout.describe`: EP degree, attention,
+    redundant experts, NVLink or nodes over the NIC) and the EP-pools one
+    (`frontier_ep.ep_pools_blocks`: the decode group's, then the prefill groups per decode
+    group and the hand-over) are read back from their English; any other text is returned as
+    it is."""
     if m := _DISAGG_LAYOUT.fullmatch(layout):
         return t("fr_lay_disagg", lang, **m.groupdict())
+    if m := _POOLS_LAYOUT.fullmatch(layout):   # the decode EP group's layout, then the pools
+        return t("fr_lay_pools", lang, **{**m.groupdict(),
+                                          "decode": layout_text(m["decode"], lang)})
     if m := _EP_LAYOUT.fullmatch(layout):
         attn = (t("fr_lay_dp_attn", lang) if m["atp"] is None
                 else t("fr_lay_tp_attn", lang, tp=m["atp"]))
