@@ -291,6 +291,9 @@ def test_calibration_preset_runs_the_plan_and_a_second_tab_follows_it(
             finally:
                 stop = page.get_by_role("button", name="Stop the simulated endpoint")
                 if stop.count():
+                    # Streamlit disables every widget while its websocket reconnects (a busy
+                    # 2-core machine): wait for the page to come back before the cleanup
+                    sync_api.expect(stop).to_be_enabled(timeout=120_000)
                     stop.click()
             browser.close()
     assert stored_cells(bench) == want
