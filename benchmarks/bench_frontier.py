@@ -5,7 +5,8 @@ data-centre GPUs, every TP size, the engines vLLM, SGLang and llama.cpp, at a ge
 closed-loop concurrencies per replica; then the cost read-off at 50 tok/s per user for every
 price kind, and `capacity frontier` from the shell (start-up included). Then, outside the
 target, the opt-in kinds (issue 27): the same frontier with disaggregated points, and
-DeepSeek-V3's with wide-EP points (`--kinds-repeat` runs each; 0 leaves them out).
+DeepSeek-V3's with wide-EP points, and with both kinds (the EP-pools points too)
+(`--kinds-repeat` runs each; 0 leaves them out).
 
     .venv/bin/python benchmarks/bench_frontier.py [--repeat 7] [--kinds-repeat 3] [--tiny]
         [--json | --json-out PATH]
@@ -96,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     rec.add("cli_json_s", statistics.median(cli), "s",
             what=f"`capacity frontier --format json` in a fresh process (median of {cli_runs})")
     for label, kinds in ((f"{args.model} --disaggregated", replace(inp, disaggregated=True)),
-                         ("deepseek-v3 --wide-ep", FrontierInputs(model=MOE_MODEL, wide_ep=True))):
+                         ("deepseek-v3 --wide-ep", FrontierInputs(model=MOE_MODEL, wide_ep=True)),
+                         ("deepseek-v3 --disaggregated --wide-ep (with the EP pools)",
+                          FrontierInputs(model=MOE_MODEL, wide_ep=True, disaggregated=True))):
         if args.kinds_repeat < 1:
             break
         runs = []
