@@ -524,3 +524,13 @@ def test_plan_text_json_and_csv_agree(capsys: pytest.CaptureFixture[str]) -> Non
     mixed = [a if a != "1xEP72" else "2x8" for a in PLAN]
     assert main(mixed) == 2
     assert "give both pools as DEPLOYMENTSxEPn" in capsys.readouterr().err
+
+
+def test_a_decode_deployment_larger_than_half_the_limit_is_searched() -> None:
+    """Within 24 GPUs of 8-GPU nodes: a decode deployment of 16 with a prefill one of 8 fits
+    (16 + 8), so EP16 decode pools are searched (a rule of EP x 2 within the limit left them
+    out)."""
+    inp = _inputs(20_000, max_gpus=24)
+    s = ep_pools_search(inp)
+    assert any(o.decode_ep == 16 and o.prefill_ep == 8 for o in s.options)
+    assert all(o.paid_gpus <= 24 for o in s.options)

@@ -170,8 +170,8 @@ def ep_pools_search(inp: PlanInputs, catalog: Catalog | None = None, *,
                         why = why or made_p
                     else:
                         pres[n] = made_p
-                    if n * 2 > limit:
-                        continue  # a decode deployment leaves no GPU for a prefill one
+                    if n + sizes[0] > limit:
+                        continue  # a decode deployment leaves no GPU for the smallest prefill
                     made_d = decode_shape(inp, g, n, w, kv, b, cat)
                     if isinstance(made_d, Note):
                         why = why or made_d
