@@ -47,9 +47,11 @@ def _inputs(dau: float, **kw: object) -> PlanInputs:
 # -- hand-computed pieces ------------------------------------------------------------------------
 
 def test_prefill_time_of_one_prompt_by_hand() -> None:
-    # 2,000 tokens over 8 GPUs at 10,000 tok/s each: 2000 / 80,000 s = 25 ms (+ 3 ms fixed)
+    # 2,000 tokens over 8 GPUs at 10,000 tok/s each: 2000 / 80,000 s = 25 ms; a pass's fixed
+    # 3 ms is shared by its 16,384 x 8 tokens: the prompt's share is 3 x 2,000 / 131,072 ms
     assert prefill_ms_per_prompt(2000, 8, 10_000.0) == pytest.approx(25.0)
-    assert prefill_ms_per_prompt(2000, 8, 10_000.0, overhead_ms=3.0) == pytest.approx(28.0)
+    assert prefill_ms_per_prompt(2000, 8, 10_000.0, overhead_ms=3.0) == pytest.approx(
+        25.0 + 3.0 * 2000 / 131_072)
 
 
 def test_load_of_one_deployment_by_hand() -> None:

@@ -194,9 +194,11 @@ def test_wide_ep_points_for_deepseek_on_h200() -> None:
     assert pinp.basis == BasisKind.TYPICAL
     ek = planning_ep_knobs()
     gamma = imbalance_factor(experts=256, active=8, exponent=s.exponent, gpus=8, redundant=32)
-    # one 1024-token prompt takes the 8 GPUs' prefill of 1024 tokens
+    # one 1024-token prompt takes the 8 GPUs' prefill of 1024 tokens and its share of a
+    # pass's fixed time (16,384 tokens a GPU)
     p_ms = 1024 / (8 * prefill_tok_s_per_gpu(s, 1024, mfu=1.0, imbalance=gamma,
-                                             knobs=ek)) * 1e3
+                                             knobs=ek)) * 1e3 + pinp.fixed_prefill_ms(
+        s.variant.model) * 1024 / (8 * 16_384)
     for p in ep.front:
         assert (p.n_gpus, p.tp, p.layout) == (8, 1, "EP8, DP attention, 32 redundant experts "
                                                      "(NVLink)")
@@ -225,8 +227,10 @@ def test_ep_pools_points_for_deepseek_on_h200_by_hand() -> None:
                  context_tokens=2048, kv_dtype="fp8", weights="fp8", catalog=cat)
     ek = planning_ep_knobs()
     gamma = imbalance_factor(experts=256, active=8, exponent=s.exponent, gpus=8, redundant=32)
+    pinp = plan_inputs(DEEPSEEK, configuration_variants(DEEPSEEK)[0])
     p_ms = 1024 / (8 * prefill_tok_s_per_gpu(s, 1024, mfu=1.0, imbalance=gamma,
-                                             knobs=ek)) * 1e3
+                                             knobs=ek)) * 1e3 + pinp.fixed_prefill_ms(
+        s.variant.model) * 1024 / (8 * 16_384)
     busy = 61 * 576 * 1024 / (50e3 * 0.85 * 1e3) + 61 * 64 * 3.75 / 1e3
     for p in pools.front:
         step = ep_step(s, float(p.concurrency), eta_bw=1.0, eff=1.0, overhead_ms=0.0,

@@ -49,6 +49,7 @@ from capacity.plan.disagg import (
 )
 from capacity.plan.disagg_handover import descriptors_per_rank
 from capacity.plan.ep_pools import handover_link
+from capacity.plan.ep_search import prefill_ms_per_prompt
 from capacity.plan.options import PlanInputs
 from capacity.types import FloatArray
 
@@ -157,15 +158,17 @@ def wide_ep_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
     return blocks
 
 
-def _prefill_ms(inp: FrontierInputs, s: EpSetup, basis: EpBasis) -> float:
-    """One prompt's time on an EP deployment, ms: P / (EP x `prefill_tok_s_per_gpu`) at the
-    layout's imbalance (the wide-EP and the EP-pools points)."""
+def _prefill_ms(inp: FrontierInputs, pinp: PlanInputs, s: EpSetup, basis: EpBasis) -> float:
+    """One prompt's time on an EP deployment, ms: the planner's `prefill_ms_per_prompt` (P /
+    (EP x `prefill_tok_s_per_gpu`) at the layout's imbalance and the prompt's share of a
+    pass's fixed time), for the wide-EP and the EP-pools points."""
     ep = s.layout.ep
     gamma = imbalance_factor(experts=s.experts, active=s.active, exponent=s.exponent, gpus=ep,
                              redundant=s.layout.redundant_experts)
-    return inp.prompt_tokens / (
-        ep * prefill_tok_s_per_gpu(s, inp.prompt_tokens, mfu=basis.mfu, imbalance=gamma,
-                                   knobs=basis.knobs)) * 1e3
+    return prefill_ms_per_prompt(
+        inp.prompt_tokens, ep, prefill_tok_s_per_gpu(s, inp.prompt_tokens, mfu=basis.mfu,
+                                                     imbalance=gamma, knobs=basis.knobs),
+        pinp.fixed_prefill_ms(s.variant.model))
 
 
 def _block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, s: EpSetup, batches: FloatArray,
@@ -174,7 +177,7 @@ def _block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, s: EpSetup, batche
     ep = s.layout.ep
     basis = basis_of(pinp)
     steps = _steps_ms(s, batches, basis, memo)
-    prefill_ms = _prefill_ms(inp, s, basis)
+    prefill_ms = _prefill_ms(inp, pinp, s, basis)
     ss = closed_loop(concurrency=batches, terms=ep_terms(batches, steps), prefill_ms=prefill_ms,
                      prompt_tokens=inp.prompt_tokens, output_tokens=inp.output_tokens,
                      budget_tokens=0, mixed=False)
@@ -239,7 +242,7 @@ def ep_pools_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
                     per_gpu = batch_grid(min(mem.max_batch // ep, MAX_TOKENS_PER_RANK))
                     if per_gpu.size == 0:
                         continue
-                    pre_ms = _prefill_ms(inp, sd, basis)
+                    pre_ms = _prefill_ms(inp, pinp, sd, basis)
                     batches = per_gpu * ep
                     steps = _steps_ms(sd, batches, basis, memo)
                     busy = float(link.busy_ms(handover_bytes(f.model, kv, inp.prompt_tokens, 1),

@@ -6,8 +6,9 @@ the prefill rank that holds it to one decode rank.
 
 Every part is one computation the rest of the planner already makes:
 
-- a prefill deployment: one prompt costs it t = t0 + P / (EP_p x prefill tok/s per GPU)
-  (`ep_search.prefill_ms_per_prompt`; `prefill_tok_s_per_gpu` at its layout's imbalance on the
+- a prefill deployment: one prompt costs it t = P / (EP_p x prefill tok/s per GPU) and its
+  share of a pass's fixed time (`ep_search.prefill_ms_per_prompt`; `prefill_tok_s_per_gpu` at
+  its layout's imbalance on the
   plan's EP basis, as the aggregated wide-EP plan prefills); only prompts run there, so its part
   of TTFT is `disagg.prefill_ttft_ms` (M/D/1 with the batching factor) and its capacity at its
   share of the TTFT target `disagg.prefill_capacity_per_s`;
@@ -111,7 +112,8 @@ class PrefillShape:
     tok_s_per_gpu: float
     """Input tokens per second per GPU (`prefill_tok_s_per_gpu`)."""
     prefill_ms: float
-    """One prompt's time on the deployment, ms (`prefill_ms_per_prompt`, with t0)."""
+    """One prompt's time on the deployment, ms (`prefill_ms_per_prompt`, with its share of a
+    pass's fixed time)."""
     imbalance: float
     """Busiest GPU's routed load over the mean at the prompt's tokens (gamma)."""
 

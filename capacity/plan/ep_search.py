@@ -36,6 +36,7 @@ from capacity.model.cost import HOURS_PER_MONTH, Currency, cost_per_mtok
 from capacity.model.ep_knobs import SPEC_KNOBS, EpBasis, EpKnobs, ep_basis
 from capacity.model.expert_parallel import (
     MAX_TOKENS_PER_RANK,
+    PREFILL_TOKENS_PER_GPU,
     EpLayout,
     EpOption,
     EpSetup,
@@ -103,14 +104,23 @@ class EpLoad:
 
 def prefill_ms_per_prompt(prompt_tokens: int, ep: int, tok_s_per_gpu: float,
                           overhead_ms: float = 0.0) -> float:
-    """The deployment's time for one prompt, ms: t0 + P / (ep x prefill tok/s per GPU) x 1000.
+    """The deployment's time for one prompt, ms: P / (ep x prefill tok/s per GPU) x 1000 +
+    t0 x P / (ep x `PREFILL_TOKENS_PER_GPU`).
 
     Every GPU of an EP deployment steps together (the MoE layers' all-to-all joins the DP
     ranks), so prompts are prefilled by all `ep` GPUs at `prefill_tok_s_per_gpu` each (F6 per
-    GPU). Example: 2,000 tokens on 8 GPUs at 10,000 tok/s each: 25 ms."""
+    GPU). F6's fixed time t0 (`PlanInputs.fixed_prefill_ms`) is a prefill pass's, and an EP
+    prefill pass carries `PREFILL_TOKENS_PER_GPU` tokens per GPU (SGLang's large-scale EP
+    setting, which `prefill_tok_s_per_gpu` already spreads its own per-pass time over): a
+    prompt takes its share of it. Until 2026-12-07 every prompt paid t0 whole (3.5 ms on the
+    typical basis, 28 % of a 2K prompt on EP32), so the planner prefilled 23 % slower than
+    SGLang measured where the function the scorecard holds against that run reads 14 % faster,
+    and the buyer's chart counted no t0. Example: 2,000 tokens on 8 GPUs at 10,000 tok/s each:
+    25 ms; with t0 = 3 ms, + 3 x 2,000 / 131,072 = 25.046 ms."""
     if tok_s_per_gpu <= 0 or ep < 1:
         raise InputError("prefill throughput must be > 0 tok/s on at least one GPU")
-    return overhead_ms + prompt_tokens / (ep * tok_s_per_gpu) * 1e3
+    return (prompt_tokens / (ep * tok_s_per_gpu) * 1e3
+            + overhead_ms * prompt_tokens / (ep * PREFILL_TOKENS_PER_GPU))
 
 
 def ep_load(step_ms: FloatArray, prefill_ms: float, rate_per_s: float, output_tokens: int,
