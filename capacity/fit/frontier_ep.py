@@ -21,10 +21,11 @@ disaggregated points count a decode replica and its prefill GPUs
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
-from capacity.catalog.loader import Catalog, ModelVariant
+from capacity.catalog.loader import Catalog, Gpu, ModelVariant
 from capacity.catalog.nodes import node_shape
 from capacity.fit.frontier_disagg import disaggregated_figures
 from capacity.fit.frontier_loop import StepTerms, closed_loop
@@ -118,26 +119,21 @@ def ep_terms(batches: FloatArray, steps_ms: FloatArray) -> StepTerms:
     return terms
 
 
-def wide_ep_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
-                   formats: list[ModelVariant], catalog: Catalog,
-                   memo: StepMemo | None = None) -> list[PointBlock]:
-    """The wide-EP points of one variant (no draft; `EP_ENGINES` only; none for a dense model):
-    every chosen GPU x EP degree (`ep_degrees`) x weight format x KV precision with DP
-    attention and REDUNDANT_EXPERTS where they divide evenly, the KV held at the context; the
-    basis's EP knobs (`basis_of`: on the typical basis the published and fitted EP knobs, else
-    the basis's eta_bw, eff, per-step overhead and MFU; util and overhead from `pinp`); B users at
-    a batch per GPU of `batch_grid` up to min(what fits (`ep_memory`), MAX_TOKENS_PER_RANK).
-    `memo`: steps already computed in this `frontier` call (`StepMemo`)."""
-    memo = {} if memo is None else memo
+def _groups(inp: FrontierInputs, v: Variant, pinp: PlanInputs, formats: list[ModelVariant],
+            catalog: Catalog) -> Iterator[tuple[Gpu, float, EpSetup, FloatArray]]:
+    """Every EP group the chart draws for one variant (none with a draft, outside
+    `EP_ENGINES` or for a dense model): each chosen GPU x EP degree (`ep_degrees`) x weight
+    format x KV precision with DP attention and REDUNDANT_EXPERTS where they divide evenly, the
+    KV held at the context; as (GPU, price per GPU-hour, setup, total batches: B = b x EP at
+    a batch per GPU of `batch_grid` up to min(what fits (`ep_memory`, util and overhead from
+    `pinp`), MAX_TOKENS_PER_RANK))."""
     if v.draft is not None or v.engine not in EP_ENGINES or not formats:
-        return []
+        return
     moe = formats[0].model.moe
     if moe is None:
-        return []
-    gpus = pinp.gpus if pinp.gpus is not None else ()
+        return
     exponent = model_exponent(formats[0].model.key)  # the family's, once (a bisection)
-    blocks: list[PointBlock] = []
-    for key in gpus:
+    for key in (pinp.gpus if pinp.gpus is not None else ()):
         gpu = catalog.gpu(key)
         price = pinp.price_of(gpu).per_gpu_hour
         for ep in ep_degrees(gpu.key):
@@ -152,10 +148,20 @@ def wide_ep_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
                                  catalog=catalog)
                     mem = ep_memory(s, util=pinp.util, overhead_gb=pinp.overhead_gb)
                     per_gpu = batch_grid(min(mem.max_batch // ep, MAX_TOKENS_PER_RANK))
-                    if per_gpu.size == 0:
-                        continue
-                    blocks.append(_block(inp, v, pinp, s, per_gpu * ep, price, memo))
-    return blocks
+                    if per_gpu.size:
+                        yield gpu, price, s, per_gpu * ep
+
+
+def wide_ep_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
+                   formats: list[ModelVariant], catalog: Catalog,
+                   memo: StepMemo | None = None) -> list[PointBlock]:
+    """The wide-EP points of one variant: every EP group of `_groups` at its batches, the
+    basis's EP knobs (`basis_of`: on the typical basis the published and fitted EP knobs, else
+    the basis's eta_bw, eff, per-step overhead and MFU). `memo`: steps already computed in
+    this `frontier` call (`StepMemo`)."""
+    memo = {} if memo is None else memo
+    return [_block(inp, v, pinp, s, batches, price, memo)
+            for _, price, s, batches in _groups(inp, v, pinp, formats, catalog)]
 
 
 def _prefill_ms(inp: FrontierInputs, pinp: PlanInputs, s: EpSetup, basis: EpBasis) -> float:
@@ -197,14 +203,13 @@ def _block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, s: EpSetup, batche
 def ep_pools_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
                     formats: list[ModelVariant], catalog: Catalog,
                     memo: StepMemo | None = None) -> list[PointBlock]:
-    """The EP-pools points of one variant (no draft; `EP_ENGINES` only; none for a dense
-    model): each deployment `wide_ep_blocks` draws, as a decode deployment in pure decode
-    steps at each total batch, with the prefill GPUs it needs in prefill deployments of the
-    same size (DP attention).
+    """The EP-pools points of one variant: each EP group of `_groups` (the wide-EP points'), as
+    a decode deployment in pure decode steps at each total batch, with the prefill GPUs it
+    needs in prefill deployments of the same size (DP attention).
 
     Per point: one prompt takes P / (EP x `prefill_tok_s_per_gpu`) of a prefill deployment
-    (`_prefill_ms`, as the wide-EP points); the KV hand-over of one prefill and one decode deployment on the
-    link both put it on (`ep_pools.handover_link`; `disagg_handover`'s latency, bytes at DP
+    (`_prefill_ms`, as the wide-EP points); the KV hand-over of one prefill and one decode
+    deployment on the link both put it on (`ep_pools.handover_link`; `disagg_handover`'s latency, bytes at DP
     attention, descriptors and the admission at the point's step); a prefill deployment's
     capacity at its part of the TTFT budget, `inp.ttft_ms` at `inp.quantile` less the
     hand-over and the first decode step (`prefill_capacity_per_s`, batched); the figures of
@@ -213,44 +218,18 @@ def ep_pools_blocks(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
     and a receiving rank + the first decode step. A point whose prefill alone misses the
     budget, or whose links run above RHO_MAX, is not drawn."""
     memo = {} if memo is None else memo
-    if v.draft is not None or v.engine not in EP_ENGINES or not formats:
-        return []
-    moe = formats[0].model.moe
-    if moe is None:
-        return []
-    model = formats[0].model
-    exponent = model_exponent(model.key)
     basis = basis_of(pinp)
-    desc = descriptors_per_rank(model, inp.prompt_tokens)
     blocks: list[PointBlock] = []
-    for key in (pinp.gpus if pinp.gpus is not None else ()):
-        gpu = catalog.gpu(key)
-        price = pinp.price_of(gpu).per_gpu_hour
-        shape = node_shape(gpu.key)
-        for ep in ep_degrees(gpu.key):
-            if ep > moe.experts:
-                continue
-            red = REDUNDANT_EXPERTS if (moe.experts + REDUNDANT_EXPERTS) % ep == 0 else 0
-            lay = ep_layout(gpu.key, ep, redundant_experts=red)
-            link = handover_link(gpu, shape, 2 * ep)
-            for f in formats:
-                for kv in inp.kv_dtypes:
-                    sd = ep_setup(f.model.key, gpu.key, lay, context_tokens=inp.context,
-                                  kv_dtype=kv, weights=f.format.key, exponent=exponent,
-                                  catalog=catalog)
-                    mem = ep_memory(sd, util=pinp.util, overhead_gb=pinp.overhead_gb)
-                    per_gpu = batch_grid(min(mem.max_batch // ep, MAX_TOKENS_PER_RANK))
-                    if per_gpu.size == 0:
-                        continue
-                    pre_ms = _prefill_ms(inp, pinp, sd, basis)
-                    batches = per_gpu * ep
-                    steps = _steps_ms(sd, batches, basis, memo)
-                    busy = float(link.busy_ms(handover_bytes(f.model, kv, inp.prompt_tokens, 1),
-                                              handover_bytes(f.model, kv, inp.prompt_tokens, 1),
-                                              desc))
-                    blocks.append(_pools_block(inp, v, sd, batches, steps, pre_ms, busy,
-                                               link.latency_ms + link.admission_ms(steps),
-                                               link.kind, price))
+    for gpu, price, sd, batches in _groups(inp, v, pinp, formats, catalog):
+        m, kv, ep = sd.variant.model, sd.kv_dtype, sd.layout.ep
+        link = handover_link(gpu, node_shape(gpu.key), 2 * ep)
+        pre_ms = _prefill_ms(inp, pinp, sd, basis)
+        steps = _steps_ms(sd, batches, basis, memo)
+        sent = handover_bytes(m, kv, inp.prompt_tokens, 1)
+        busy = float(link.busy_ms(sent, sent, descriptors_per_rank(m, inp.prompt_tokens)))
+        blocks.append(_pools_block(inp, v, sd, batches, steps, pre_ms, busy,
+                                   link.latency_ms + link.admission_ms(steps), link.kind,
+                                   price))
     return blocks
 
 
