@@ -253,7 +253,25 @@ def test_section_round_trips_through_the_markers(tmp_path: Path,
 @pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_shipped_docs_hold_this_section(card: vd.DisaggScorecard) -> None:
     doc = Path(vd.__file__).parents[2] / "docs" / "accuracy.md"
-    assert vd.section_of(doc.read_text(encoding="utf-8")) == vd.markdown(card).rstrip("\n")
+    ep = shipped("ep").errors("held_out")
+    assert vd.section_of(doc.read_text(encoding="utf-8")) == vd.markdown(card, ep).rstrip("\n")
+
+
+def test_issue_target_counts_both_sections_rows(card: vd.DisaggScorecard) -> None:
+    """Issue 27's target is over every new published row: the disaggregated throughput rows
+    (typical basis) and the wide-EP rows (held out), by hand on two rows of this section."""
+    tput = [c for c in card.checks if c.metric == vd.THROUGHPUT][:2]
+    two = replace(card, checks=(*tput, *(c for c in card.checks if c.metric != vd.THROUGHPUT)))
+    e = sorted([abs(tput[0].error("typical")), abs(tput[1].error("typical")), 0.10, 0.30])
+    both = vd.issue_rows(two, [-0.10, 0.30])
+    assert both.n == 4 and both.median == pytest.approx((e[1] + e[2]) / 2)
+    md = vd.markdown(two, [-0.10, 0.30])
+    assert f"these 2 and the wide-EP section's 2 (each held out of its knobs), 4 rows: " \
+        f"median |error| {both.median:.1%}" in md
+    assert "wide-EP section's" not in vd.markdown(two)     # the section alone: no claim
+    d = vd.to_dict(two, [-0.10, 0.30])["with_ep"]
+    assert d["rows"] == 4 and d["median"] == pytest.approx(both.median)
+    assert d["target_met"] == (both.median <= vd.TARGET_ERROR)
 
 
 @pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it

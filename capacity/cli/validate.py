@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         path = write_between_markers(Path(args.out), markdown(card, command=command))
         drafts.write_section(path, drafts.markdown(spec_dec))
         expert_parallel.write_section(path, expert_parallel.markdown(ep))
-        disagg.write_section(path, disagg.markdown(pd))
+        disagg.write_section(path, disagg.markdown(pd, ep.errors("held_out")))
         typical.write_section(path, typical.markdown(ty))
         open_loop.write_section(path, open_loop.markdown(ol))
         mlperf.write_section(path, mlperf.markdown(mlp))
@@ -136,13 +136,15 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "json":
         doc = {**json.loads(to_json(card)), "speculative_decoding": drafts.to_dict(spec_dec),
                "expert_parallel": expert_parallel.to_dict(ep),
-               "disaggregated": disagg.to_dict(pd), "typical_basis": typical.to_dict(ty),
+               "disaggregated": disagg.to_dict(pd, ep.errors("held_out")),
+               "typical_basis": typical.to_dict(ty),
                "open_loop": open_loop.to_dict(ol), "mlperf": mlperf.to_dict(mlp),
                "gpu_probe": gpu_probe.to_dict(probe)}
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
         print(markdown(card) + "\n" + drafts.markdown(spec_dec) + "\n"
-              + expert_parallel.markdown(ep) + "\n" + disagg.markdown(pd) + "\n"
+              + expert_parallel.markdown(ep) + "\n" + disagg.markdown(pd, ep.errors("held_out"))
+              + "\n"
               + typical.markdown(ty) + "\n" + open_loop.markdown(ol) + "\n"
               + mlperf.markdown(mlp) + "\n" + gpu_probe.markdown(probe), end="")
     unexplained = [v for v in card.violations if v.reason == "not explained"]
