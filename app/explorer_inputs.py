@@ -19,6 +19,7 @@ from app.state import (
     PROMPT_FOLLOWS,
     basis_choices,
     fit_draft_tau,
+    fit_pp,
     fit_tp,
     from_mirror,
     from_widgets,
@@ -30,6 +31,7 @@ from app.state import (
     on_model_change,
     show_basis_knobs,
     sync_prompt,
+    valid_pps,
     valid_tps,
 )
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names, engine_profile
@@ -81,12 +83,14 @@ def main_inputs(catalog: Catalog, lang: str) -> tuple[Model, tuple[int, int] | N
                       format_func=entry_names(catalog.formats).__getitem__)
     row1[2].selectbox(T("gpu"), gpus, key=key("gpu"), format_func=gpu_names.__getitem__,
                       on_change=on_gpu_change, args=(catalog,))
-    row2 = st.columns([3, 2, 3])
+    row2 = st.columns([3, 1, 1, 3])
     row2[0].number_input(T("gpus"), min_value=1, max_value=64, step=1, key=key("gpus"))
     tp_moved = fit_tp(catalog)
     tp_sizes = valid_tps(catalog)
     row2[1].selectbox(T("tp_short"), tp_sizes, key=key("tp"), help=T("help_tp"))
-    row2[2].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
+    fit_pp(catalog)
+    row2[2].selectbox(T("pp_short"), valid_pps(catalog), key=key("pp"), help=T("help_pp"))
+    row2[3].selectbox(T("kv"), list(KV_DTYPES), key=key("kv"))
     row3 = st.columns([3, 1, 3, 1], vertical_alignment="bottom")
     mirror_inputs()
     row3[0].slider(T("c"), min_value=1, max_value=int(st.session_state["ex_c_max"]), step=1,

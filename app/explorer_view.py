@@ -43,7 +43,7 @@ STATUS_ICON = {Status.PASS: ":material/check_circle:", Status.TIGHT: ":material/
                Status.FAIL: ":material/block:"}
 MEMORY_WORD = {Status.PASS: MemoryVerdict.FITS, Status.TIGHT: MemoryVerdict.TIGHT,
                Status.FAIL: MemoryVerdict.DOES_NOT_FIT}
-COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "c", "ctx", "prompt", "kv",
+COMPARED_FIELDS = ("model", "weights", "gpu", "gpus", "tp", "pp", "c", "ctx", "prompt", "kv",
                    "util", "overhead", "headroom", "slo_ttft_ms", "slo_tpot_ms", "slo_cost",
                    "currency", "price", "rate", "calibration", "eff", "mfu",
                    "eta_bw", "step_oh_ms", "prefill_oh_ms", "step", "draft", "draft_k",
@@ -451,11 +451,13 @@ def relief_text(r: Relief, state: ExplorerState, catalog: Catalog, lang: str) ->
     kind: str = r.kind
     if r.kind == ReliefKind.CONCURRENCY and r.detail == Detail.COST:
         kind = "concurrency_cost"
+    elif r.kind == ReliefKind.GPUS and r.pp > 1 and r.pp != state.pp:
+        kind = "gpus_pp"
     elif r.kind == ReliefKind.GPUS and r.tp != state.tp:
         kind = "gpus_tp"
     elif r.kind == ReliefKind.TP and r.detail == Detail.SUBTOTAL:
         kind = "tp_memory"
-    text = t("r_" + kind, lang, value=value, tp=r.tp, n=r.n_gpus, cur=cur)
+    text = t("r_" + kind, lang, value=value, tp=r.tp, pp=r.pp, n=r.n_gpus, cur=cur)
     res = r.result
     if isinstance(res, str):  # a MemoryVerdict
         shown = t("r_memory_result", lang, verdict=verdict_text(res, lang), subtotal=r.subtotal_gb,

@@ -300,8 +300,9 @@ RELIEF_FIELDS = {"gpus": "gpus", "tp": "tp", "weights": "weights", "kv_dtype": "
 """The Explorer input each relief kind (`capacity.report.explain.ReliefKind`) sets."""
 
 
-def apply_relief(kind: str, value: float | str, n_gpus: int, tp: int) -> None:
-    """A relief button was clicked: set the input it changes, and the GPUs and TP it gives."""
+def apply_relief(kind: str, value: float | str, n_gpus: int, tp: int, pp: int = 1) -> None:
+    """A relief button was clicked: set the input it changes, and the GPUs, TP and PP it
+    gives."""
     name = RELIEF_FIELDS[kind]
     default = getattr(DEFAULT_STATE, name)
     st.session_state[key(name)] = (float(value) if isinstance(default, float)
@@ -310,6 +311,7 @@ def apply_relief(kind: str, value: float | str, n_gpus: int, tp: int) -> None:
         st.session_state[key(PROMPT_FOLLOWS)] = False
     st.session_state[key("gpus")] = int(n_gpus)
     st.session_state[key("tp")] = int(tp)
+    st.session_state[key("pp")] = int(pp)
     if name == "c" and int(value) > int(st.session_state.get("ex_c_max", 1024)):
         st.session_state["ex_c_max"] = int(value)
 
@@ -334,6 +336,20 @@ def valid_tps(catalog: Catalog) -> list[int]:
     model = catalog.models[st.session_state[key("model")]]
     gpus = int(st.session_state[key("gpus")])
     return [tp for tp in valid_tp_sizes(model, gpus) if tp <= MAX_TP] or [1]
+
+
+def valid_pps(catalog: Catalog) -> list[int]:
+    """The PP sizes (F13) the chosen model allows on the chosen GPU count and TP: each a
+    divisor of GPUs / TP, at most one stage a layer, up to `MAX_TP`."""
+    model = catalog.models[st.session_state[key("model")]]
+    per = int(st.session_state[key("gpus")]) // max(int(st.session_state[key("tp")]), 1)
+    return [pp for pp in range(1, min(per, model.layers, MAX_TP) + 1) if per % pp == 0] or [1]
+
+
+def fit_pp(catalog: Catalog) -> None:
+    """Before the PP input is drawn: a PP the GPU count and TP no longer allow becomes 1."""
+    if int(st.session_state.get(key("pp"), 1)) not in valid_pps(catalog):
+        st.session_state[key("pp")] = 1
 
 
 def fit_tp(catalog: Catalog) -> tuple[int, int] | None:

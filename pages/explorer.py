@@ -197,7 +197,7 @@ with st.container(key="binding"):
             for i, r in enumerate(ex.reliefs):
                 st.button(view.relief_text(r, state, catalog, lang), key=f"relief_{i}",
                           help=T("relief_apply"), icon=":material/arrow_forward:",
-                          on_click=apply_relief, args=(r.kind, r.value, r.n_gpus, r.tp))
+                          on_click=apply_relief, args=(r.kind, r.value, r.n_gpus, r.tp, r.pp))
         else:
             st.markdown(T("relief_none"))
 st.caption(T("share"))

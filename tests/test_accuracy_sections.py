@@ -44,6 +44,8 @@ SECTIONS: list[tuple[ModuleType, str]] = [
 def test_committed_section_is_current(module: ModuleType, name: str) -> None:
     committed = between_markers(ACCURACY.read_text(encoding="utf-8"), module.BEGIN, module.END)
     assert committed, f"docs/accuracy.md has no {module.BEGIN} part"
-    assert committed == module.markdown(shipped(name)).rstrip("\n"), (
+    # the disaggregated section also states issue 27's target over the wide-EP rows with it
+    extra = (shipped("ep").errors("held_out"),) if name == "disagg" else ()
+    assert committed == module.markdown(shipped(name), *extra).rstrip("\n"), (
         f"docs/accuracy.md's {module.BEGIN} section is not current: run "
         "`capacity validate --out docs/accuracy.md`")

@@ -33,7 +33,7 @@ APP = str(ROOT / "streamlit_app.py")
 # Abbreviations, units and product words a Chinese reader sees as they are.
 ALLOWED = {
     # abbreviations and units (a word with a digit, such as fp8, H100 or p90, is a name anyway)
-    "GPU", "GPUs", "CPU", "TP", "KV", "TTFT", "TPOT", "SLO", "MFU", "eff", "VRAM", "HBM", "TFLOP",
+    "GPU", "GPUs", "CPU", "TP", "PP", "KV", "TTFT", "TPOT", "SLO", "MFU", "eff", "VRAM", "HBM", "TFLOP",
     "TFLOPS", "TOP", "TOPS", "FLOP", "GEMM", "GB", "GiB", "MB", "KiB", "KB", "TB", "ms", "s", "h", "req",
     "tok", "token", "tokens", "M", "K", "B", "CNY", "USD", "PDF", "CSV", "TOML", "JSON", "URL",
     "Markdown", "CLI", "API", "ID", "MoE", "MLA", "GQA", "SXM", "NVL", "SM", "Gbps", "x",

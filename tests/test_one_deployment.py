@@ -84,6 +84,8 @@ def cli_size(state: PlannerState, capsys: pytest.CaptureFixture[str]) -> dict[st
     else:
         argv += ["--peak-concurrency", str(state.conc)]
     argv += ["--offer-kind", state.offer] if state.offer else []
+    argv += ["--gpus", state.gpus] if state.gpus else []
+    argv += ["--max-gpus", str(state.maxg)] if state.maxg != PlannerState().maxg else []
     argv += ["--spare"] if state.spare else []
     argv += ["--basis", state.cal] if state.cal else []
     argv += ["--prompt-tokens", str(state.prompt)] if state.prompt else []
@@ -118,6 +120,26 @@ CACHED = {
                                                turn_tokens=120, prefix=1000, prefix_share=0.9)}
 """Requests that find something cached: a shared prefix (each engine's cache and admission),
 and a conversation's turns with one."""
+
+PIPELINED = {
+    "chapter": PlannerState(model="deepseek-r1-fp8", gpus="h100-sxm", dau=2000, ctx=4096, out=500,
+                            kv="fp8"),
+    "typical-vllm-spare": PlannerState(model="deepseek-r1-fp8", gpus="h100-sxm", dau=1000,
+                                       ctx=4096, out=500, kv="fp8", cal="typical:vllm",
+                                       engine="vllm", spare=1, maxg=32)}
+"""A model no node holds (FP8 DeepSeek-R1 on H100s): the recommendation is a node's TP group
+over two nodes as pipeline stages (F13), on the chapter's basis and on vLLM's typical one with
+its spare copy."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(PIPELINED))
+def test_a_pipelined_deployment_is_one_answer(case: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    state = PIPELINED[case]
+    p = plan(state.inputs(default_catalog()), default_catalog())
+    assert p.best is not None and p.best.pp == 2, p.best
+    every_surface_shows(state, p, capsys)
 
 
 @pytest.mark.slow

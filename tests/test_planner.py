@@ -251,14 +251,15 @@ def test_deployments_as_they_are_built(model: str) -> None:
     from capacity.catalog.nodes import node_shape
 
     p = _scenario(model)
-    keys = [(o.gpu, o.n_gpus, o.tp) for o in p.options]
+    keys = [(o.gpu, o.n_gpus, o.tp, o.pp) for o in p.options]
     assert len(keys) == len(set(keys))
     assert p.runner_up is p.options[1]
     for o in p.options:
         shape = node_shape(o.gpu)
         assert o.tp <= shape.max_gpus_per_node
         assert sum(o.nodes) >= o.n_gpus and all(n in shape.gpus_per_node for n in o.nodes)
-        twins = [c for c in p.configurations if (c.gpu, c.n_gpus, c.tp) == (o.gpu, o.n_gpus, o.tp)]
+        twins = [c for c in p.configurations
+                 if (c.gpu, c.n_gpus, c.tp, c.pp) == (o.gpu, o.n_gpus, o.tp, o.pp)]
         assert twins[0] == replace(o, nodes=(), variants=())
         assert o.variants == tuple((c.weights, c.kv_dtype) for c in twins[1:])
         assert all(c.cost_per_month == o.cost_per_month for c in twins)

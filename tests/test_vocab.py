@@ -165,7 +165,9 @@ def test_store_types_come_from_the_fields() -> None:
 # masked: they belong to the formulas, not to the vocabularies; every key, every string and
 # the shape are compared).
 PLAN_JSON_BEFORE = {
-    "model": "qwen3.5-9b-awq", "gpu": "rtx-4090", "gpus": 0, "tp": 0, "replicas": 0,
+    "model": "qwen3.5-9b-awq", "gpu": "rtx-4090", "gpus": 0, "tp": 0,
+    "pp": 0,  # added 2026-12-07 (F13: pipeline stages)
+    "replicas": 0,
     "context_tokens": 0, "prompt_tokens": 0, "kv_dtype": "fp16", "currency": "CNY",
     "price_per_hour": 0, "weights_bytes": 0, "kv_bytes_per_token": 0,
     "kv_bytes_per_token_by_kind": {"full": 0, "sliding": 0, "mla": 0, "linear": 0},
@@ -186,7 +188,8 @@ PLAN_JSON_BEFORE = {
               "linear_prefill_ms": 0,  # added 2026-12-03 (F6's linear-attention layers)
               "prefill_layer_ms": 0,  # added 2026-12-06 (a prefill without CUDA graphs)
               # added 2026-12-07: how the basis counts the weights (the chapter's: W whole)
-              "embedding_lookup": False},
+              "embedding_lookup": False,
+              "pp_handoff_ms": 0},  # added 2026-12-07 (F13's hand-off)
     "warnings": [],
     "points": [
         {"concurrency": 0, "bandwidth_ms": 0, "compute_ms": 0, "comm_ms": 0, "step_ms": 0,

@@ -334,6 +334,9 @@ def run(args: argparse.Namespace) -> int:
     plain = argparse.Namespace(**{**vars(args), "draft": None})
     if args.save:
         calibration_path(args.save)  # a bad name fails before any work is done
+    if args.pp > 1:   # the fit's terms (F11) are a TP group's: measure one stage's group
+        raise InputError("calibrating a pipelined deployment (--pp > 1) is not supported: "
+                         "measure one TP group (--pp 1) and plan the pipeline with its knobs")
     if args.plan:
         if args.save:
             raise InputError("--plan fits nothing: drop --save")

@@ -124,6 +124,10 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
                    default=1, help="number of GPUs in all (default 1)")
     g.add_argument("--tp", type=whole(min=1, max=MAX_GPUS_PER_DEPLOYMENT), default=1,
                    help="tensor-parallel size; replicas = GPUs / TP (default 1)")
+    g.add_argument("--pp", type=whole(min=1, max=MAX_GPUS_PER_DEPLOYMENT), default=1,
+                   help="pipeline-parallel stages of one copy of the model, each a TP group "
+                        "(F13: a copy is TP x PP GPUs, its stages chained over the nodes' "
+                        "network; replicas = GPUs / (TP x PP); default 1)")
     g.add_argument("--vram", type=number(min=0, max=BOUNDS["memory_gb"][1], min_open=True),
                    default=None, metavar="GB",
                    help="override memory per GPU, decimal GB (default: the catalog's)")
@@ -240,7 +244,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     flags where the command has them)."""
     s = make_scenario(
         args.model, args.gpu, catalog=default_catalog(), weights=args.weights,
-        n_gpus=args.gpus, tp=args.tp, vram_gb=args.vram, bandwidth_gb_s=args.bandwidth,
+        n_gpus=args.gpus, tp=args.tp, pp=getattr(args, "pp", 1), vram_gb=args.vram,
+        bandwidth_gb_s=args.bandwidth,
         tflops=args.tflops, weights_gb=args.weights_gb, util=args.util,
         overhead_gb=args.overhead_gb, context_tokens=default_context(args),
         prompt_tokens=args.prompt_tokens,
@@ -288,8 +293,8 @@ def to_json(s: Scenario, ev: Evaluation, rows: list[TableRow], basis: str = "") 
     def num(x: float) -> float | None:
         return None if not math.isfinite(x) else x
     doc: dict[str, Any] = {
-        "model": s.variant.key, "gpu": s.gpu.key, "gpus": s.n_gpus, "tp": s.tp,
-        "replicas": s.replicas, "context_tokens": s.context_tokens,
+        "model": s.variant.key, "gpu": s.gpu.key, "gpus": s.n_gpus, "tp": s.tp, "pp": s.pp,
+        "replicas": s.copies, "context_tokens": s.context_tokens,
         "prompt_tokens": s.prompt, "kv_dtype": s.kv_dtype, "currency": s.currency,
         "price_per_hour": s.price_per_hour, "weights_bytes": s.weights_gb * GB,
         "kv_bytes_per_token": ev.kv_token.bytes_per_token,
@@ -393,7 +398,9 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
         return f"\n## {title}\n\n" if md else f"\n{title}\n"
     kv = ev.kv_token
     out = [("# " if md else "") + f"{s.variant.key} on {s.n_gpus} x {s.gpu.name}"
-           + (f" (TP={s.tp}, {s.replicas} replicas)" if s.n_gpus > 1 else "")
+           + ((f" (TP={s.tp}, {s.replicas} replicas)" if s.pp == 1 else
+               f" (TP={s.tp} x PP={s.pp}, {s.copies} replica{'s' if s.copies > 1 else ''})")
+              if s.n_gpus > 1 else "")
            + f", {s.context_tokens} tokens, KV {s.kv_dtype}"
            + (f", calibration '{s.calibration}'" if s.calibration else "")]
     out.append(f"basis: {scenario_basis_name(s, basis)}")

@@ -94,7 +94,7 @@ from capacity.report.tables import render
 MAX_GPUS_LIMIT = 64
 """Largest --max-gpus (PlanInputs refuses more)."""
 
-COLUMNS = ("rank", "option", "gpu", "gpus", "tp", "replicas", "weights", "kv_dtype", "draft",
+COLUMNS = ("rank", "option", "gpu", "gpus", "tp", "pp", "replicas", "weights", "kv_dtype", "draft",
            "cost_per_month", "cost_per_mtok", "ttft_ms", "tpot_ms", "design_concurrency",
            "max_rate_per_s", "memory_verdict", "binding")
 
@@ -400,7 +400,8 @@ def option_record(rank: int, o: Option) -> dict[str, Any]:
     """One option as a flat record (the JSON and CSV interface): `cost_per_mtok` is at the
     SLO-feasible capacity, `cost_per_mtok_design` at the design load (F7, docs/method.md)."""
     return {"rank": rank, "option": o.label, "gpu": o.gpu, "gpus": o.n_gpus, "tp": o.tp,
-            "replicas": o.replicas, "spare_gpus": o.spare_gpus, "paid_gpus": o.paid_gpus,
+            "pp": o.pp, "replicas": o.copies, "spare_gpus": o.spare_gpus,
+            "paid_gpus": o.paid_gpus,
             "weights": o.weights, "kv_dtype": o.kv_dtype, "draft": o.draft or None,
             "draft_acceptance_length": o.draft_acceptance_length if o.draft else None,
             "draft_source": o.draft_source or None,

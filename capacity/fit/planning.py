@@ -381,7 +381,7 @@ def _fewest(inp: PlanInputs, o: Option, catalog: Catalog | None) -> int | None:
 
 def _misses(inp: PlanInputs, o: Option, catalog: Catalog | None) -> tuple[Reason, ...]:
     """The checks `o` (its GPUs, TP, format, KV precision and draft) fails under `inp`."""
-    p = plan(_narrow(inp, o), catalog, keep_all=True, only=(o.n_gpus, o.tp))
+    p = plan(_narrow(inp, o), catalog, keep_all=True, only=(o.n_gpus, o.tp, o.pp))
     same = [x for x in p.all_options if x.draft == o.draft]
     return same[0].failures if same else ()
 

@@ -24,7 +24,7 @@ TYPICAL_KNOBS: tuple[str, ...] = ("eta_bw", "eff", "mfu", "step_overhead_ms",
                                   "verify_overhead_ms", "mfu_half_tokens", "ridge_sharpness",
                                   "cuda_graph_max_tokens", "gemm_tile_tokens",
                                   "layer_overhead_ms", "request_latency_ms",
-                                  "linear_prefill_ms", "prefill_layer_ms")
+                                  "linear_prefill_ms", "prefill_layer_ms", "pp_handoff_ms")
 """The knobs an engine's typical efficiency sets (fractions, then overheads in ms, then F6c's
 m_half, F4c's ridge sharpness and F4d's padding in tokens, then F11's per-layer overhead,
 the request latency outside the GPU and F6's per-linear-attention-layer and per-layer
@@ -41,7 +41,8 @@ efficiency `eta_bw` (since 2026-12-07; a share of the spec sheet before)."""
 OPTIONAL_KNOBS: Final = frozenset({"mfu_half_tokens", "ridge_sharpness",
                                    "cuda_graph_max_tokens", "gemm_tile_tokens",
                                    "layer_overhead_ms", "request_latency_ms",
-                                   "linear_prefill_ms", "prefill_layer_ms"})
+                                   "linear_prefill_ms", "prefill_layer_ms",
+                                   "pp_handoff_ms"})
 """Knobs an engines file may leave out (0: a constant prefill MFU, as before F6c; the max of
 the two roofs, F4c; no GEMM padding, F4d; no per-layer step overhead, F11; no request
 latency outside the GPU; no per-layer prefill overhead: CUDA graphs for the prefill, F6)."""

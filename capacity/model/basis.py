@@ -45,7 +45,7 @@ KNOB_FIELDS: Final[tuple[str, ...]] = (
     "attn_sat_batch", "seq_overhead_ms", "batch1_factor", "attn_mfu", "draft_overhead_ms",
     "verify_overhead_ms", "mfu_half_tokens", "ridge_sharpness", "cuda_graph_max_tokens",
     "gemm_tile_tokens", "layer_overhead_ms", "batched_overhead_ms", "request_latency_ms",
-    "linear_prefill_ms", "prefill_layer_ms", "embedding_lookup")
+    "linear_prefill_ms", "prefill_layer_ms", "embedding_lookup", "pp_handoff_ms")
 """The fields a basis sets, named as `Scenario` and `PlanInputs` name them."""
 
 CHAPTER_KNOBS: Final[Mapping[str, Any]] = {
@@ -55,7 +55,7 @@ CHAPTER_KNOBS: Final[Mapping[str, Any]] = {
     "verify_overhead_ms": 0.0, "mfu_half_tokens": 0.0, "ridge_sharpness": 0.0,
     "cuda_graph_max_tokens": 0.0, "gemm_tile_tokens": 0.0, "layer_overhead_ms": 0.0,
     "batched_overhead_ms": 0.0, "request_latency_ms": 0.0, "linear_prefill_ms": 0.0,
-    "prefill_layer_ms": 0.0, "embedding_lookup": False}
+    "prefill_layer_ms": 0.0, "embedding_lookup": False, "pp_handoff_ms": 0.0}
 """The chapter's assumptions: F4 at eff 1 (the chapter's table) and prefill at MFU 0.3; the
 roofline's sharp corner (F4c's sharpness 0: the max) and no GEMM padding (F4d); F4's W read
 whole, an untied input embedding table included (the chapter's count). The spec sheet keeps

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.nodes import node_shape
 from capacity.model.cost import HOURS_PER_MONTH
 from capacity.model.memory import MemoryVerdict
+from capacity.model.pipeline import copy_layout
 from capacity.model.scenario import (
     Scenario,
     evaluate,
@@ -61,6 +63,8 @@ class Fix:
     usable_gb: float
     monthly_cost: float
     cost_per_mtok: float
+    pp: int = 1
+    """The fixed deployment's pipeline stages (F13; 1: none)."""
 
 
 MAX_FIX_GPUS = 64
@@ -79,7 +83,8 @@ def _fix(s: Scenario, concurrency: int, kind: FixKind, value: float | str,
     if verdict == MemoryVerdict.DOES_NOT_FIT:
         return None
     return Fix(kind=kind, value=value, verdict=verdict, description=description,
-               n_gpus=s.n_gpus, tp=s.tp, subtotal_gb=float(ev.vram_subtotal_bytes[0]) / GB,
+               n_gpus=s.n_gpus, tp=s.tp, pp=s.pp,
+               subtotal_gb=float(ev.vram_subtotal_bytes[0]) / GB,
                usable_gb=ev.vram.usable_bytes / GB,
                monthly_cost=s.price_per_hour * s.paid_gpus * HOURS_PER_MONTH,
                cost_per_mtok=float(ev.cost_per_mtok[0]))
@@ -89,27 +94,34 @@ def suggest_fixes(s: Scenario, concurrency: int, catalog: Catalog | None = None)
     """Every single change that turns 'does not fit' at `concurrency` into a fit, one per kind,
     in this order (`by_cost` ranks them):
 
-    more GPUs (the fewest that fit, at the smallest valid TP that fits), a larger TP on the
-    same GPUs, a smaller weight format (the largest that fits), a smaller KV precision, a
-    shorter context (halving), or fewer concurrent requests (C_vram). Empty when it already
-    fits. `catalog` (default: `default_catalog`) lists the model's weight formats.
+    more GPUs (the fewest that fit, at the smallest valid TP that fits, a TP group inside one
+    node, else a node's TP group chained over nodes as PP stages, F13: `layouts`), a larger TP
+    on the same GPUs (inside a node), a smaller weight format (the largest that fits), a
+    smaller KV precision, a shorter context (halving), or fewer concurrent requests (C_vram).
+    Empty when it already fits. `catalog` (default: `default_catalog`) lists the model's
+    weight formats.
 
     Seed (docs/method.md, section 4): 100 x 8K on one RTX 4090 -> 2 cards, FP8 KV or 4K context.
     """
     if _verdict_at(s, concurrency) != MemoryVerdict.DOES_NOT_FIT:
         return []
     found: list[Fix | None] = []
+    node = node_shape(s.gpu.key).max_gpus_per_node
     for n in range(s.n_gpus + 1, MAX_FIX_GPUS + 1):
-        fix = next((f for tp in valid_tp_sizes(s.model, n)
-                    if (f := _fix(with_parallel(s, n, tp), concurrency, FixKind.GPUS, n,
-                                  f"{n} GPUs ({n // tp} replicas)" if tp == 1 or tp == s.tp
-                                  else f"{n} GPUs at TP={tp}")) is not None), None)
+        fix = next((f for tp, pp in layouts(s, n, node)
+                    if (f := _fix(with_parallel(s, n, tp, pp), concurrency, FixKind.GPUS, n,
+                                  f"{n} GPUs ({n // tp} replicas)"
+                                  if pp == 1 and (tp == 1 or tp == s.tp)
+                                  else f"{n} GPUs at {copy_layout(tp, pp)}")) is not None),
+                   None)
         if fix is not None:
             found.append(fix)
             break
-    found.append(next((f for tp in valid_tp_sizes(s.model, s.n_gpus) if tp > s.tp
-                       if (f := _fix(with_parallel(s, s.n_gpus, tp), concurrency, FixKind.TP,
-                                     tp, f"TP={tp} on {s.n_gpus} GPUs")) is not None), None))
+    found.append(next((f for tp in valid_tp_sizes(s.model, s.n_gpus) if s.tp < tp <= node
+                       and s.n_gpus % (tp * s.pp) == 0
+                       if (f := _fix(with_parallel(s, s.n_gpus, tp, s.pp), concurrency,
+                                     FixKind.TP, tp, f"TP={tp} on {s.n_gpus} GPUs"))
+                       is not None), None))
     cat = catalog or default_catalog()
     if s.model.key in cat.models:
         smaller = sorted((cat.variant(s.model.key, f.key)
@@ -141,6 +153,23 @@ def suggest_fixes(s: Scenario, concurrency: int, catalog: Catalog | None = None)
         found.append(_fix(s, c_max, FixKind.CONCURRENCY, c_max,
                           f"at most {c_max} concurrent requests"))
     return [f for f in found if f is not None]
+
+
+def layouts(s: Scenario, n_gpus: int, node_gpus: int) -> list[tuple[int, int]]:
+    """The (TP, PP) layouts a fix tries on `n_gpus` GPUs, in order: every valid TP inside a
+    node of `node_gpus` (PP 1), then a whole node's TP group (the largest TP a node holds, as
+    the planner chains them: `capacity.plan.units.pipeline_layouts`) over n / TP nodes as PP
+    stages where n is a whole number of such groups spanning more than one node (F13; none
+    with a draft, which PP does not model). Example: DeepSeek-V3 on 16 H100s (nodes of 8):
+    (1, 1), (2, 1), (4, 1), (8, 1), then (8, 2); on 11, TP 1 alone."""
+    out = [(tp, 1) for tp in valid_tp_sizes(s.model, n_gpus) if tp <= node_gpus]
+    node_tp = [tp for tp in valid_tp_sizes(s.model, node_gpus) if tp <= node_gpus]
+    if node_tp and s.draft is None and n_gpus > node_gpus:
+        tp = max(node_tp)
+        pp = n_gpus // tp
+        if pp >= 2 and tp * pp == n_gpus and pp <= s.model.layers:
+            out.append((tp, pp))
+    return out
 
 
 def by_cost(fixes: Sequence[Fix]) -> list[Fix]:

@@ -33,7 +33,7 @@ from capacity.errors import InputError
 from capacity.model.cost import cost_per_mtok
 from capacity.model.kv import align_block_tokens, engine_block_tokens, kv_request_bytes
 from capacity.model.memory import MemoryVerdict, max_concurrency, memory_verdict
-from capacity.model.parallel import tp_comm_ms
+from capacity.model.pipeline import forward_comm_ms, stream_slots
 from capacity.model.prefill import (
     PrefillFlops,
     prefill_flops,
@@ -310,7 +310,7 @@ def cached_prefill_s(s: Scenario, prompt_tokens: npt.ArrayLike,
     L = np.asarray(prompt_tokens, dtype=np.float64)
     c = np.asarray(cached_tokens, dtype=np.float64)
     pf = cached_prefill(s, L, c)
-    comm_s = tp_comm_ms(s.model, s.gpu, s.tp, L - c) / 1e3
+    comm_s = forward_comm_ms(s.model, s.gpu, s.tp, L - c, s.pp, s.pp_handoff_ms) / 1e3
     t0_ms = s.fixed_prefill_ms
     return np.asarray(prefill_seconds_by_parts(pf, s.tflops * s.tp, s.mfu, s.attn_mfu,
                                                t0_ms / 1e3,
@@ -324,7 +324,7 @@ def shared_prefix_bytes(s: Scenario, prefix_tokens: npt.ArrayLike) -> FloatArray
     and MLA layers (sliding windows and linear state stay per request). Unit: bytes."""
     p = np.asarray(prefix_tokens, dtype=np.float64)
     kv = kv_request_bytes(s.model, np.maximum(p, 1.0), s.kv_dtype, s.tp, s.block_size)
-    shared = kv.by_kind_bytes["full"] + kv.by_kind_bytes["mla"]
+    shared = (kv.by_kind_bytes["full"] + kv.by_kind_bytes["mla"]) * s.stage_share  # F13
     return np.asarray(np.where(p > 0, shared, 0.0), dtype=np.float64)
 
 
@@ -340,7 +340,8 @@ def max_concurrency_shared_prefix(s: Scenario, prefix_tokens: int) -> IntArray:
     ev = evaluate(s, [1])
     shared = float(shared_prefix_bytes(s, prefix_tokens))
     per_request = float(ev.kv_held_bytes) - shared
-    return np.asarray(max_concurrency(ev.vram.kv_budget_bytes - shared, per_request)
+    return np.asarray(stream_slots(max_concurrency(ev.vram.kv_budget_bytes - shared,
+                                                   per_request), s.pp)
                       * s.replicas, dtype=np.int64)
 
 
@@ -401,7 +402,7 @@ def prefix_effect(s: Scenario, prefix_tokens: int, share: float,
     shared = float(shared_prefix_bytes(s, p))
     per_request = float(ev.kv_held_bytes) - share * shared
     budget = ev.vram.kv_budget_bytes - (shared if share > 0 else 0.0)
-    c_with = int(max_concurrency(budget, per_request)) * s.replicas
+    c_with = int(stream_slots(max_concurrency(budget, per_request), s.pp)) * s.replicas
     c_without = int(ev.max_concurrency_vram)
     costs = evaluate(s, [max(c_without, 1), max(c_with, 1)]).cost_per_mtok
     return PrefixEffect(prefix_tokens=p, share=share,

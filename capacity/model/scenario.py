@@ -8,7 +8,10 @@ chapter's worked example (docs/method.md): Qwen3.5-9B AWQ on one RTX 4090, util 
 overhead 1.5 GB, 8K, fp16 KV, eff 1.0, MFU 0.3, CNY 2 per hour.
 
 Multi-GPU (F10): `n_gpus = replicas x tp`. Concurrency is the deployment's total; each replica
-serves ceil(C / replicas). Memory figures (KV, subtotal, budget) are per GPU.
+serves ceil(C / replicas). Memory figures (KV, subtotal, budget) are per GPU. Pipeline
+parallelism (F13, `capacity.model.pipeline`): a copy of the model is TP x PP GPUs, its layers in
+PP stages; it serves PP micro-batches at once, so `replicas` counts those decode streams
+(GPUs / TP) and `copies` the model's copies (GPUs / (TP x PP)).
 
 KV a request holds: the whole context (F3, the chapter's reservation), or under an engine that
 admits by the tokens held (vLLM, SGLang) the pages of its prompt and output (`held_tokens`),
@@ -54,7 +57,8 @@ from capacity.model.memory import (
 )
 from capacity.model.moe import Routing, gemm_bytes_per_param, routing_on
 from capacity.model.padding import check_padding
-from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
+from capacity.model.pipeline import check_pp, forward_comm_line, forward_comm_ms, stage_share, stream_slots
 from capacity.model.prefill import (
     PrefillFlops,
     fixed_prefill_ms,
@@ -104,6 +108,8 @@ class Scenario:
     gpu: Gpu
     n_gpus: int = 1
     tp: int = 1
+    pp: int = 1
+    """Pipeline stages of one copy of the model (F13, `capacity.model.pipeline`; 1: none)."""
     spare_gpus: int = 0
     """GPUs of an N+1 spare replica: paid for in every cost, never serving."""
     vram_gb: float
@@ -143,6 +149,9 @@ class Scenario:
     prefill_layer_ms: float = 0.0
     """Per layer and prefill, ms: the kernel launches of a prefill pass run without CUDA
     graphs (F6, `prefill.fixed_prefill_ms`; 0 on the spec sheet, the chapter and vLLM)."""
+    pp_handoff_ms: float = 0.0
+    """F13: the engine's time per pipeline hand-off of a forward pass beyond the wire, ms
+    (`pipeline.pp_comm_line`; 0 on the spec sheet and the chapter)."""
     request_latency_ms: float = 0.0
     """Time every request spends outside the GPU before its first token, ms (0 on the spec
     sheet and the chapter): the server's front end and its processes' hand-offs
@@ -220,8 +229,20 @@ class Scenario:
 
     @property
     def replicas(self) -> int:
-        """Independent copies of the model: GPUs / TP."""
+        """Independent decode streams, each a TP group's step of the whole model: GPUs / TP.
+        Without PP, the copies of the model; with PP (F13), each copy's PP micro-batches."""
         return self.n_gpus // self.tp
+
+    @property
+    def copies(self) -> int:
+        """Copies of the model: GPUs / (TP x PP) (`replicas` without PP)."""
+        return self.n_gpus // (self.tp * self.pp)
+
+    @property
+    def stage_share(self) -> float:
+        """The largest PP stage's share of the layers (F13, `pipeline.stage_share`; 1 without
+        PP): what one GPU holds of the weights and of a request's KV over TP's split alone."""
+        return stage_share(self.model, self.pp)
 
     @property
     def paid_gpus(self) -> int:
@@ -245,7 +266,13 @@ class Scenario:
 
     @property
     def weights_per_gpu_gb(self) -> float:
-        """Weights one GPU holds: W / TP (decimal GB)."""
+        """Weights one GPU holds: W / TP, and x `stage_share` with PP (decimal GB)."""
+        return self.weights_gb * self.stage_share / self.tp
+
+    @property
+    def step_weights_gb(self) -> float:
+        """Weights one decode stream's step reads per GPU of its TP group: W / TP (decimal GB),
+        every stage's in turn with PP (F13)."""
         return self.weights_gb / self.tp
 
     @property
@@ -253,7 +280,7 @@ class Scenario:
         """The untied input embedding table's share of the weights one GPU holds (decimal GB;
         0 when tied): what a decode step leaves unread where it counts the table as engines
         look it up (`ModelVariant.lookup_weight_share`, `StepModel.unread_weight_share`)."""
-        return self.weights_per_gpu_gb * self.variant.lookup_weight_share
+        return self.step_weights_gb * self.variant.lookup_weight_share
 
     @property
     def prompt(self) -> int:
@@ -278,6 +305,7 @@ def make_scenario(
     weights: str | None = None,
     n_gpus: int = 1,
     tp: int = 1,
+    pp: int = 1,
     spare_gpus: int = 0,
     vram_gb: float | None = None,
     bandwidth_gb_s: float | None = None,
@@ -328,6 +356,10 @@ def make_scenario(
     variant = cat.variant(model, weights)
     g = cat.gpu(gpu)
     check_tp(variant.model, n_gpus, tp)
+    check_pp(variant.model, n_gpus, tp, pp)
+    if pp > 1 and draft is not None:
+        raise InputError("speculative decoding with pipeline parallelism is not modelled: "
+                         "choose PP=1 or no draft")
     if not (isinstance(spare_gpus, int) and 0 <= spare_gpus <= 64):
         raise InputError(f"spare GPUs must be a whole number 0..64, got {spare_gpus}")
     if not (isinstance(util, int | float) and 0 < util <= 1):
@@ -395,7 +427,8 @@ def make_scenario(
             raise InputError(f"price per hour must be >= 0, got {price_per_hour}")
         price = price_per_hour
     return Scenario(
-        variant=variant, gpu=g, n_gpus=n_gpus, tp=tp, spare_gpus=spare_gpus, vram_gb=vram, bandwidth_gb_s=bw,
+        variant=variant, gpu=g, n_gpus=n_gpus, tp=tp, pp=pp, spare_gpus=spare_gpus,
+        vram_gb=vram, bandwidth_gb_s=bw,
         tflops=fl, weights_gb=w, util=util, overhead_gb=overhead_gb,
         nccl_gb=(DEFAULT_NCCL_GB if tp > 1 else 0.0) if nccl_gb is None else nccl_gb,
         context_tokens=int(context_tokens), prompt_tokens=prompt_tokens,
@@ -481,10 +514,10 @@ def decode_model(s: Scenario, kv_request_bytes: npt.ArrayLike,
     """The decode step (F4 or F4b with F10's communication and F11's knobs) of one replica of
     `s`, at `kv_request_bytes` of KV per sequence per GPU (a scalar, or an array over contexts)
     and `context_tokens` (the attention FLOPs of F4b; default the scenario's context)."""
-    comm = tp_comm_line(s.model, s.gpu, s.tp)
+    comm = forward_comm_line(s.model, s.gpu, s.tp, s.pp, s.pp_handoff_ms)
     ctx = s.context_tokens if context_tokens is None else context_tokens
     step = StepModel.for_model(
-        s.model, weights_bytes=s.weights_per_gpu_gb * GB,
+        s.model, weights_bytes=s.step_weights_gb * GB,
         kv_request_bytes=np.asarray(kv_request_bytes, dtype=np.float64),
         bandwidth_gb_s=s.bandwidth_gb_s, tflops=s.tflops * s.tp, eff=s.eff, eta_bw=s.eta_bw,
         overhead_ms=s.fixed_step_ms, comm_fixed_ms=comm.fixed_ms, comm_per_seq_ms=comm.per_token_ms,
@@ -527,15 +560,20 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
     vram = vram_budget(vram_gb=s.vram_gb, util=s.util,
                        weights_gb=s.weights_per_gpu_gb + s.draft_weights_per_gpu_gb,
                        overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
-    c_vram = max_concurrency(vram.kv_budget_bytes, held_b * s.kv_factor) * s.replicas
-    c_vram_paged = max_concurrency(vram.kv_budget_bytes, paged_b * s.kv_factor) * s.replicas
+    # F13: a GPU holds its stage's share of each request's KV; a copy's slots split evenly
+    # over its PP decode streams (`pipeline.stream_slots`)
+    held_b, paged_b = held_b * s.stage_share, paged_b * s.stage_share
+    c_vram = stream_slots(max_concurrency(vram.kv_budget_bytes, held_b * s.kv_factor),
+                          s.pp) * s.replicas
+    c_vram_paged = stream_slots(max_concurrency(vram.kv_budget_bytes, paged_b * s.kv_factor),
+                                s.pp) * s.replicas
     step_model = decode_model(s, read_b, L)
     step = step_model.decode(c_rep)
     agg = np.asarray(np.broadcast_to(C, step.step_ms.shape) * 1e3 / step.step_ms)
-    kv_total = c_rep * held_b * s.kv_factor
+    kv_total = c_rep * s.pp * held_b * s.kv_factor
     subtotal = vram.weights_bytes + vram.overhead_bytes + vram.nccl_bytes + kv_total
     pf = prefill_flops(m, prompt, by_operator=counts_as_engines(s.step_method))
-    comm_prefill_s = tp_comm_ms(m, s.gpu, s.tp, prompt) / 1e3
+    comm_prefill_s = forward_comm_ms(m, s.gpu, s.tp, prompt, s.pp, s.pp_handoff_ms) / 1e3
     # the whole prompt is one forward pass: its GEMMs run at step_mfu(prompt tokens) (F6c)
     routing = s.routing
     ttft_lin = prefill_seconds(pf.linear_flops / step_mfu(prompt, mfu=1.0,
@@ -628,11 +666,11 @@ def nearest_valid_tp(model: Model, n_gpus: int, tp: int) -> int:
     return min(sizes, key=lambda v: (abs(v - tp), v))
 
 
-def with_parallel(s: Scenario, n_gpus: int, tp: int) -> Scenario:
-    """`s` on `n_gpus` GPUs at TP `tp` (NCCL buffers as `make_scenario` sets them: the default
-    when TP > 1 unless already set, none at TP 1). Does not check the TP size."""
+def with_parallel(s: Scenario, n_gpus: int, tp: int, pp: int = 1) -> Scenario:
+    """`s` on `n_gpus` GPUs at TP `tp` and PP `pp` (NCCL buffers as `make_scenario` sets them:
+    the default when TP > 1 unless already set, none at TP 1). Does not check the sizes."""
     nccl = (s.nccl_gb or DEFAULT_NCCL_GB) if tp > 1 else 0.0
-    return s.with_(n_gpus=n_gpus, tp=tp, nccl_gb=nccl)
+    return s.with_(n_gpus=n_gpus, tp=tp, pp=pp, nccl_gb=nccl)
 
 
 def with_admission(s: Scenario, profile: EngineProfile, held_tokens: int,

@@ -35,29 +35,32 @@ class Deployment:
     kv_dtype: str
     tp: int
     replicas: int
+    """Copies of the model (each TP x PP GPUs)."""
     draft: str = ""
     """The speculative-decoding draft it runs ('eagle:3', `Option.draft`); '' = none."""
+    pp: int = 1
+    """Pipeline stages of each copy (F13; 1: none)."""
 
     def __post_init__(self) -> None:
-        if self.tp < 1 or self.replicas < 1:
-            raise InputError(f"a deployment needs TP >= 1 and replicas >= 1, got TP={self.tp}, "
-                             f"{self.replicas} replicas")
+        if self.tp < 1 or self.replicas < 1 or self.pp < 1:
+            raise InputError(f"a deployment needs TP >= 1, PP >= 1 and replicas >= 1, got "
+                             f"TP={self.tp}, PP={self.pp}, {self.replicas} replicas")
 
     @classmethod
     def of(cls, inputs: PlanInputs, o: Option) -> Deployment:
         """The deployment a planner option is."""
         return cls(inputs=inputs, gpu=o.gpu, weights=o.weights, kv_dtype=o.kv_dtype, tp=o.tp,
-                   replicas=o.replicas, draft=o.draft)
+                   replicas=o.copies, draft=o.draft, pp=o.pp)
 
     @property
     def n_gpus(self) -> int:
-        """Serving GPUs: replicas x TP."""
-        return self.replicas * self.tp
+        """Serving GPUs: replicas x TP x PP."""
+        return self.replicas * self.tp * self.pp
 
     @property
     def spare_gpus(self) -> int:
-        """GPUs of the N+1 spare replica (TP GPUs with `PlanInputs.spare`, else 0)."""
-        return self.tp if self.inputs.spare else 0
+        """GPUs of the N+1 spare replica (TP x PP GPUs with `PlanInputs.spare`, else 0)."""
+        return self.tp * self.pp if self.inputs.spare else 0
 
     def price(self, catalog: Catalog | None = None) -> Price:
         """The price of one GPU-hour, with its source (`PlanInputs.price_of`)."""
@@ -79,12 +82,14 @@ def assess(d: Deployment, catalog: Catalog | None = None, *, checks_only: bool =
     (every check, feasible or not), so they are the planner's own for it (each configuration's
     numbers are computed alone, whatever is searched beside it). `checks_only`: `plan`'s."""
     p = plan(d.narrowed(), catalog, keep_all=True, checks_only=checks_only,
-             only=(d.n_gpus, d.tp))
+             only=(d.n_gpus, d.tp, d.pp))
     for o in p.all_options:
-        if o.n_gpus == d.n_gpus and o.tp == d.tp and o.draft == d.draft:
+        if o.n_gpus == d.n_gpus and o.tp == d.tp and o.pp == d.pp and o.draft == d.draft:
             return replace(o, nodes=node_layout(o))
-    raise InputError(f"{d.n_gpus} x {d.gpu} at TP={d.tp} is not a configuration the planner "
-                     "can build (a TP group must fit one node and divide the model's heads)")
+    at = f"TP={d.tp}" + (f" x PP={d.pp}" if d.pp > 1 else "")
+    raise InputError(f"{d.n_gpus} x {d.gpu} at {at} is not a configuration the planner can "
+                     "build (a TP group must fit one node and divide the model's heads; "
+                     "pipeline stages chain whole nodes' TP groups, without a draft)")
 
 
 def _num(x: float) -> float | None:
@@ -112,7 +117,8 @@ def record(d: Deployment, o: Option, catalog: Catalog | None = None) -> dict[str
     offer = pr.offer
     return {
         "model": inp.model, "gpu": d.gpu, "weights": d.weights, "kv_dtype": d.kv_dtype,
-        "tp": d.tp, "replicas": d.replicas, "gpus": d.n_gpus, "spare_gpus": d.spare_gpus,
+        "tp": d.tp, "pp": d.pp, "replicas": d.replicas, "gpus": d.n_gpus,
+        "spare_gpus": d.spare_gpus,
         "paid_gpus": o.paid_gpus,
         "price_per_gpu_hour": pr.per_gpu_hour, "currency": pr.currency,
         "price_source": {"kind": pr.kind.value, "offer_kind": offer.kind if offer else None,

@@ -59,7 +59,8 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
     draft = inp.draft_for(cat.variant(base, o.weights), o.draft) if o.draft else None
     g = cat.gpu(o.gpu)
     return with_admission(make_scenario(
-        base, o.gpu, catalog=cat, weights=o.weights, n_gpus=o.n_gpus, tp=o.tp, util=inp.util,
+        base, o.gpu, catalog=cat, weights=o.weights, n_gpus=o.n_gpus, tp=o.tp, pp=o.pp,
+        util=inp.util,
         overhead_gb=inp.overhead_gb, context_tokens=wl.context_tokens,
         prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype,
         eff=inp.option_eff(cat, o.gpu, o.weights),
@@ -78,7 +79,7 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         verify_overhead_ms=inp.verify_overhead_ms, ridge_sharpness=inp.ridge_sharpness,
         cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens
     ).with_(linear_prefill_ms=inp.linear_prefill_ms, prefill_layer_ms=inp.prefill_layer_ms,
-            embedding_lookup=inp.embedding_lookup),
+            embedding_lookup=inp.embedding_lookup, pp_handoff_ms=inp.pp_handoff_ms),
         inp.profile_for(g.key, g.memory_gb),
         wl.held_tokens)
 

@@ -24,6 +24,7 @@ from capacity.model.memory import (
     DEFAULT_UTIL,
     MemoryVerdict,
 )
+from capacity.model.pipeline import copy_layout
 from capacity.model.prefill import fixed_prefill_ms
 from capacity.model.prefix import PrefixGrain, prefix_grain
 from capacity.model.roofline import (
@@ -146,6 +147,9 @@ class PlanInputs:
     prefill_layer_ms: float = 0.0
     """Fixed time per layer per prefill without CUDA graphs for it, ms (F6,
     `prefill.fixed_prefill_ms`; the typical SGLang basis)."""
+    pp_handoff_ms: float = 0.0
+    """The engine's time per pipeline hand-off of a forward pass beyond the wire, ms (F13,
+    `capacity.model.pipeline.pp_comm_line`; 0 on the spec sheet and the chapter)."""
     step_method: str = DEFAULT_STEP_METHOD.value
     """How the decode step combines its terms: 'chapter' (F4) or 'operator' (F4b)."""
     eta_kv: float | None = None
@@ -254,7 +258,8 @@ class PlanInputs:
         for name, ms in (("draft overhead", self.draft_overhead_ms),
                          ("verify overhead", self.verify_overhead_ms),
                          ("per-linear-layer prefill overhead", self.linear_prefill_ms),
-                         ("per-layer prefill overhead", self.prefill_layer_ms)):
+                         ("per-layer prefill overhead", self.prefill_layer_ms),
+                         ("pipeline hand-off", self.pp_handoff_ms)):
             if not (math.isfinite(ms) and ms >= 0):
                 raise InputError(f"{name} must be >= 0 ms, got {ms}")
         self._check_drafts()
@@ -414,6 +419,19 @@ class PlanInputs:
         return self.profile_for(gpu_key, memory_gb).max_seqs
 
 
+def parallel_layout(n_gpus: int, tp: int, pp: int = 1) -> str:
+    """How `n_gpus` GPUs run the model: 'TP=2', '3 replicas x TP=2', '4 replicas', 'TP=8 x
+    PP=2', '2 replicas x TP=8 x PP=2' ('' on one GPU): the copies of the model, then each
+    copy's TP group and its PP stages (F10, F13)."""
+    if n_gpus <= 1:
+        return ""
+    copies = n_gpus // (tp * pp)
+    par = copy_layout(tp, pp)
+    if copies == 1:
+        return par
+    return f"{copies} replicas" + (f" x {par}" if par else "")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Option:
     """One configuration with its predicted behaviour at the peak (with headroom) and its cost.
@@ -485,10 +503,25 @@ class Option:
     """The draft's tau, tokens per verify pass (1 without a draft)."""
     draft_source: str = ""
     """Where tau comes from: the published row's source, or 'entered' ('' without a draft)."""
+    pp: int = 1
+    """Pipeline stages of each copy of the model (F13, `capacity.model.pipeline`; 1: none):
+    a copy is TP x PP GPUs, a node's TP group a stage."""
 
     @property
     def replicas(self) -> int:
+        """Decode streams: GPUs / TP (each copy's PP micro-batches with PP, F13)."""
         return self.n_gpus // self.tp
+
+    @property
+    def copies(self) -> int:
+        """Copies of the model: GPUs / (TP x PP)."""
+        return self.n_gpus // (self.tp * self.pp)
+
+    @property
+    def layout(self) -> str:
+        """'TP=2', '3 replicas x TP=2', 'TP=8 x PP=2', '2 replicas x TP=8 x PP=2' ('' on one
+        GPU)."""
+        return parallel_layout(self.n_gpus, self.tp, self.pp)
 
     @property
     def feasible(self) -> bool:
@@ -507,9 +540,7 @@ class Option:
     @property
     def label(self) -> str:
         """'2 x RTX 4090 (TP=2), awq, fp16 KV'."""
-        layout = f"TP={self.tp}" if self.replicas == 1 and self.tp > 1 else (
-            f"{self.replicas} replicas" + (f" x TP={self.tp}" if self.tp > 1 else ""))
-        par = f" ({layout})" if self.n_gpus > 1 else ""
+        par = f" ({self.layout})" if self.n_gpus > 1 else ""
         spare = f" + {self.spare_gpus} spare" if self.spare_gpus else ""
         whole = ""
         if self.node_gpus and self.idle_gpus:

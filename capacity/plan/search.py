@@ -101,27 +101,32 @@ LOAD_STEPS = 30
 
 
 def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = False,
-         checks_only: bool = False, only: tuple[int, int] | None = None) -> Plan:
+         checks_only: bool = False, only: tuple[int, ...] | None = None) -> Plan:
     """Search, check and rank every configuration (see the module docstring).
 
     `keep_all` also returns every evaluated configuration (feasible or not) in `all_options`.
     `checks_only` skips the SLO-feasible capacity where no check needs it (no cost target):
     the feasibility and the design-load figures stay, the capacity and the cost per M tokens
     at it are NaN (for callers that ask only "does it pass?").
-    `only` = (GPUs, TP) evaluates the deployments of that many GPUs at that TP alone (each
-    configuration's figures are its own, whatever is searched beside it: `deployment.assess`),
-    without the rejections and near misses of the others.
+    `only` = (GPUs, TP) or (GPUs, TP, PP) evaluates the deployments of that many GPUs at that
+    TP (and PP, else 1) alone (each configuration's figures are its own, whatever is searched
+    beside it: `deployment.assess`), without the rejections and near misses of the others.
+    Besides every TP inside a node, the search chains a node's TP group over nodes as pipeline
+    stages (F13, `units.pipeline_layouts`).
     """
     cat = catalog or default_catalog()
     wl, slo = inp.workload, inp.slo
     lat = inp.request_latency_ms   # outside the GPU: on every TTFT, off the engine's target
-    model, _, u = replica_units(inp, cat, None if only is None else only[1])
-    # expand replica units into deployments: n = replicas x tp <= max_gpus
+    model, _, u = replica_units(inp, cat, None if only is None else only[1], pipelines=True,
+                                pp_only=None if only is None else (*only, 1)[2])
+    # expand replica units into deployments: n = replicas x tp <= max_gpus, a PP copy's
+    # decode streams whole (replicas a multiple of PP: F13)
+    stages = u.stages()
     idx_l: list[int] = []
     rep_l: list[int] = []
-    for i, tp in enumerate(u.tp):
-        for r in range(1, inp.max_gpus // int(tp) + 1):
-            if only is not None and only != (r * int(tp), int(tp)):
+    for i, (tp, pp) in enumerate(zip(u.tp.tolist(), stages.tolist(), strict=True)):
+        for r in range(pp, inp.max_gpus // tp + 1, pp):
+            if only is not None and only[:2] != (r * tp, tp):
                 continue
             idx_l.append(i)
             rep_l.append(r)
@@ -160,8 +165,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
                                   prompts=u.prompts, ahead=u.ahead))
     cap = cap_unit[idx] * reps
     price = u.price_per_hour[idx]
-    # N+1: one idle replica (TP GPUs) per deployment, paid for, not serving
-    spare = u.tp[idx] if inp.spare else np.zeros_like(n)
+    # N+1: one idle copy of the model (TP x PP GPUs) per deployment, paid for, not serving
+    spare = u.tp[idx] * stages[idx] if inp.spare else np.zeros_like(n)
     # whole-node pricing: with a per-node offer, serving + spare GPUs round up to whole nodes
     node = u.node_gpus[idx]
     billed = np.where(node > 0, np.ceil((n + spare) / np.maximum(node, 1)) * node, n + spare)
@@ -228,8 +233,9 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
         ("spare", spare), ("node", node), ("billed", billed), ("cpm_cap", cpm_cap),
         ("cpm_design", cpm_design), ("bind", bind_i),
         ("bind_ratio", ratios[bind_i, np.arange(idx.size)]))}
-    unit = {k: v.tolist() for k, v in (("tp", u.tp), ("w", u.weights_gb), ("cv", u.c_vram),
-                                        ("pre", u.prefill_ms), ("price", u.price_per_hour))}
+    unit = {k: v.tolist() for k, v in (("tp", u.tp), ("pp", stages), ("w", u.weights_gb),
+                                        ("cv", u.c_vram), ("pre", u.prefill_ms),
+                                        ("price", u.price_per_hour))}
     failures = {c: failures_of(c) for c in set(row["code"])}  # (np.unique loads numpy.ma)
     options: list[Option] = []
     lite: dict[int, Option] = {}  # each unit's rejected option, copied per deployment
@@ -244,7 +250,7 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             continue
         options.append(Option(
             gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=int(row["n"][j]),
-            tp=unit["tp"][i], weights=u.formats[i], kv_dtype=u.kv[i],
+            tp=unit["tp"][i], pp=unit["pp"][i], weights=u.formats[i], kv_dtype=u.kv[i],
             weights_gb=unit["w"][i], c_vram_per_replica=int(row["c_vram"][j]),
             slots_per_replica=int(row["slots"][j]), peak_rate_per_s=row["rate_peak"][j],
             design_rate_per_s=row["rate_design"][j], peak_concurrency=row["c_peak"][j],
@@ -303,13 +309,14 @@ def _fold_twins(ranked: Sequence[Option]) -> list[Option]:
     nodes cost as much and serve less, so the best-ranked count stands for them. A draft is a
     way to run the same deployment: the best-ranked draft (or none) heads the row, and
     `variants` names only the format and KV twins that run that same draft."""
-    groups: dict[tuple[str, int, int], list[Option]] = {}
+    groups: dict[tuple[str, int, int, int], list[Option]] = {}
     for o in ranked:
-        groups.setdefault((o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp), []).append(o)
+        groups.setdefault((o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp, o.pp),
+                          []).append(o)
     out = []
     shapes: dict[str, NodeShape] = {}  # each GPU's node shape, looked up once
     for o in ranked:
-        twins = groups[(o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp)]
+        twins = groups[(o.gpu, o.paid_gpus if o.node_gpus else o.n_gpus, o.tp, o.pp)]
         if twins[0] is not o:
             continue
         if not o.node_gpus and o.gpu not in shapes:
@@ -349,7 +356,7 @@ def _lite(u: ReplicaUnits, unit: dict[str, list[Any]], i: int, n: int, fails: tu
     nan = math.nan
     return Option(
         gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=n, tp=unit["tp"][i],
-        weights=u.formats[i], kv_dtype=u.kv[i], weights_gb=unit["w"][i],
+        pp=unit["pp"][i], weights=u.formats[i], kv_dtype=u.kv[i], weights_gb=unit["w"][i],
         c_vram_per_replica=unit["cv"][i], slots_per_replica=0, peak_rate_per_s=nan,
         design_rate_per_s=nan, peak_concurrency=nan, design_concurrency=nan, ttft_ms=nan,
         ttft_mean_ms=nan, tpot_ms=nan, tpot_mean_ms=nan, prefill_ms=unit["pre"][i],
@@ -367,11 +374,11 @@ def _draft_fields(d: Draft | None) -> dict[str, Any]:
             "draft_source": d.source}
 
 
-def _rank_key(o: Option) -> tuple[float, float, int, int, str, str, str, str]:
+def _rank_key(o: Option) -> tuple[float, float, int, int, int, str, str, str, str]:
     """Cost per month, then cost per M tokens at SLO capacity, then the configuration (no
-    draft before a draft at equal figures)."""
-    return (round(o.cost_per_month, 6), o.cost_per_mtok, o.n_gpus, o.tp, o.gpu, o.weights,
-            o.kv_dtype, o.draft)
+    draft before a draft, no pipeline before one, at equal figures)."""
+    return (round(o.cost_per_month, 6), o.cost_per_mtok, o.n_gpus, o.pp, o.tp, o.gpu,
+            o.weights, o.kv_dtype, o.draft)
 
 
 def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys: list[str],
@@ -417,9 +424,9 @@ def _near_misses(inp: PlanInputs, cat: Catalog, options: Sequence[Option],
     cands = sorted((o for o in options if o.failures == (Reason.MEMORY,)
                     and o.cost_per_month <= best), key=_rank_key)
     out: list[NearMiss] = []
-    seen: set[tuple[str, int, int]] = set()
+    seen: set[tuple[str, int, int, int]] = set()
     for o in cands:
-        k = (o.gpu, o.n_gpus, o.tp)
+        k = (o.gpu, o.n_gpus, o.tp, o.pp)
         if k in seen:
             continue
         seen.add(k)

@@ -18,7 +18,7 @@ from capacity.errors import InputError
 from capacity.model.forward_pass import eager_pass_ms, eager_scenario, scenario_offload_ms, unified_kv
 from capacity.model.kv import align_block_tokens, held_request_bytes
 from capacity.model.memory import max_concurrency
-from capacity.model.parallel import tp_comm_line
+from capacity.model.pipeline import forward_comm_line
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import (
     ALIGN_PROFILE,
@@ -247,6 +247,6 @@ def service_from_scenario(s: Scenario, *, output_tokens: int,
         turn_tokens=turn_tokens if turns > 1 else 0, turn_first_ms=turn_first,
         unified_kv=unified_kv(s, prof), request_latency_ms=s.request_latency_ms,
         schedule_ahead=s.schedule_ahead and prof.schedules_ahead(),
-        comm_line=tp_comm_line(s.model, s.gpu, s.tp),
+        comm_line=forward_comm_line(s.model, s.gpu, s.tp, s.pp, s.pp_handoff_ms),
         decode_tokens_per_seq=1.0 if s.draft is None else float(s.draft.verify_tokens),
         prompt_lengths=lengths, output_lengths=outs, align_block_tokens=align)

@@ -24,7 +24,8 @@ from capacity.model.memory import (
     vram_budget,
 )
 from capacity.model.moe import gemm_bytes_per_param, routing_on
-from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp, tp_comm_line, tp_comm_ms
+from capacity.model.parallel import DEFAULT_NCCL_GB, check_tp
+from capacity.model.pipeline import forward_comm_line, forward_comm_ms, stage_share, stream_slots
 from capacity.model.prefill import PrefillFlops, prefill_flops, prefill_seconds_by_parts
 from capacity.model.prefix import (
     RequestKinds,
@@ -85,6 +86,15 @@ class ReplicaUnits:
     """GPUs per node of a per-node offer (bought in whole nodes); 0 = priced per GPU."""
     drafts: list[Draft | None]
     """Each configuration's speculative-decoding draft (None: none)."""
+    pp: IntArray | None = None
+    """Pipeline stages of each configuration's copy of the model (F13; None: 1 everywhere). A
+    unit with PP is one of its copy's PP decode streams: TP GPUs' share of the copy, its step the
+    TP group's of the whole model, its slots the copy's split over the streams."""
+
+    def stages(self) -> IntArray:
+        """Each configuration's PP (1 where none)."""
+        return (np.ones(self.tp.size, dtype=np.int64) if self.pp is None
+                else np.asarray(self.pp, dtype=np.int64))
 
     @property
     def prompts(self) -> Prompts:
@@ -121,10 +131,27 @@ def _variants(cat: Catalog, model_key: str, formats: tuple[str, ...] | None
     return [cat.variant(base.model.key, k) for k in keys]
 
 
-def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
-           ) -> tuple[Model, list[ModelVariant], ReplicaUnits]:
+def pipeline_layouts(tps: list[int], largest_node: int, whole_node: int, max_gpus: int
+                     ) -> list[tuple[int, int]]:
+    """The (TP, PP) layouts searched on one GPU: every TP inside a node with PP 1, and, with
+    the planner's pipelines, a whole node's TP group (the largest TP a node holds) chained over
+    PP = 2, 3, ... nodes while TP x PP stays within `max_gpus` (F13: vLLM's and SGLang's
+    multi-node recipe, a TP group per node and the nodes as stages)."""
+    inside = [tp for tp in tps if tp <= largest_node and not (whole_node and whole_node % tp)]
+    out = [(tp, 1) for tp in inside]
+    if inside:
+        tp = max(inside)
+        out += [(tp, pp) for pp in range(2, max_gpus // tp + 1) if tp * pp > largest_node]
+    return out
+
+
+def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
+                  pipelines: bool = False, pp_only: int | None = None
+                  ) -> tuple[Model, list[ModelVariant], ReplicaUnits]:
     """The per-replica configurations; `tp_only`: those of that TP alone (each unit's figures
-    are its own, whatever else is built beside it)."""
+    are its own, whatever else is built beside it); `pipelines`: also a node's TP group
+    chained over nodes as PP stages (F13, `pipeline_layouts`; without a draft), `pp_only`
+    those of that PP alone."""
     variants = _variants(cat, inp.model, inp.formats)
     model = variants[0].model
     gpus = [cat.gpu(k) for k in (inp.gpus if inp.gpus is not None else sorted(cat.gpus))]
@@ -133,8 +160,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     wl = inp.workload
     if wl.context_tokens > model.max_context_tokens:
         raise InputError(context_limit_note(wl.context_tokens, model))
-    tps = [tp for tp in _tp_choices(model, inp.max_gpus, inp.allow_tp)
-           if tp_only is None or tp == tp_only]
+    tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
     operator = counts_as_engines(inp.step_method)
     whole_pf = prefill_flops(model, wl.prompt, by_operator=operator)
 
@@ -160,6 +186,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
     d_l: list[Draft | None] = []
     g_l: list[Gpu] = []
     tp_l: list[int] = []
+    pp_l: list[int] = []
     f_l: list[str] = []
     kv_l: list[str] = []
     kind_ms_l: list[list[float]] = []
@@ -183,10 +210,14 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
         largest_node = node_shape(g.key).max_gpus_per_node
         # a per-node offer (and no entered per-GPU price) is bought in whole nodes of its size
         whole_node = pr.node_gpus
-        for tp in tps:
-            if tp > largest_node or (whole_node and whole_node % tp):
-                continue  # a TP group stays inside one node
-            comm = tp_comm_line(model, g, tp)
+        # a TP group stays inside one node; with pipelines, a node's TP group over PP nodes
+        layouts = [(tp, pp) for tp, pp in pipeline_layouts(tps, largest_node, whole_node,
+                                                           inp.max_gpus)
+                   if (pipelines or pp == 1) and (tp_only is None or tp == tp_only)
+                   and (pp_only is None or pp == pp_only)]
+        for tp, pp in layouts:
+            comm = forward_comm_line(model, g, tp, pp, inp.pp_handoff_ms)
+            share = stage_share(model, pp)   # F13: a GPU holds its stage's layers
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             pre_cache: dict[tuple[int, str], tuple[float, float, list[float], list[float]]] = {}
             hits = {kv: inp.prefix_hit_tokens(model, g, kv, tp) for kv in inp.kv_dtypes}
@@ -194,20 +225,20 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
                 # the draft's weights per GPU join the target's (Scenario's definitions)
                 budgets = [(d, vram_budget(vram_gb=g.memory_gb, util=inp.util,
-                                           weights_gb=v.weights_gb / tp
+                                           weights_gb=v.weights_gb * share / tp
                                            + draft_weights_per_gpu_gb(d, tp),
                                            overhead_gb=inp.overhead_gb, nccl_gb=nccl))
-                           for d in drafts[v.format.key]]
+                           for d in drafts[v.format.key] if pp == 1 or d is None]
                 for (d, vb), kv in ((b, kv) for b in budgets for kv in inp.kv_dtypes):
                     hit = hits[kv]   # a shared prefix: what the engine's cache serves of it
-                    share = inp.prefix_share if hit > 0 else 0.0
+                    p_share = inp.prefix_share if hit > 0 else 0.0
                     if (hit, v.format.key) not in pre_cache:  # the mean; each kind's
                         pf, new = mean_turn_prefill(first_pf(hit), model, wl,
                                                     by_operator=operator)
-                        mean = _prefill_ms(inp, model, g, tp, v, pf, new)
+                        mean = _prefill_ms(inp, model, g, tp, v, pf, new, pp)
                         kinds = kinds_at(hit).prefills if mixed else ((pf, new),)
                         pre_cache[(hit, v.format.key)] = (
-                            mean, new, [_prefill_ms(inp, model, g, tp, v, *k) if mixed
+                            mean, new, [_prefill_ms(inp, model, g, tp, v, *k, pp) if mixed
                                         else mean for k in kinds], [k[1] for k in kinds])
                     pre_ms, new_ms, kind_ms, kind_new = pre_cache[(hit, v.format.key)]
                     key = (kv, tp, held, block)
@@ -218,28 +249,30 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                         # memory: the engine's pages (a hybrid model's states included)
                         held_cache[key] = (kv_cache[key] if prof.kv_admission == "context" else
                                            float(held_request_bytes(model, held, kv, tp, block)))
-                    if share > 0 and (kv, -tp, hit, block) not in kv_cache:
+                    if p_share > 0 and (kv, -tp, hit, block) not in kv_cache:
                         prefix_req = kv_request_bytes(model, hit, kv, tp)
                         kv_cache[(kv, -tp, hit, block)] = float(
                             prefix_req.by_kind_bytes["full"] + prefix_req.by_kind_bytes["mla"])
-                    prefix_kv = kv_cache[(kv, -tp, hit, block)] if share > 0 else 0.0
+                    prefix_kv = kv_cache[(kv, -tp, hit, block)] if p_share > 0 else 0.0
                     # memory holds a shared prefix once (from the budget) and the draft's KV
                     # beside the target's (x kv_factor); the step reads every sequence's keys,
                     # a cached prefix's included (an attention kernel reads each sequence's
                     # pages, shared or not, as the event model's step), the draft's own in
                     # its passes
-                    factor = kv_factor(d)
-                    kvr_mem = (held_cache[key] - share * prefix_kv) * factor
+                    # (F13: a GPU holds its stage's share of each request's and the prefix's KV)
+                    factor = kv_factor(d) * share
+                    kvr_mem = (held_cache[key] - p_share * prefix_kv) * factor
                     prefix_mem = prefix_kv * factor
                     d_l.append(d)
                     g_l.append(g)
                     tp_l.append(tp)
+                    pp_l.append(pp)
                     f_l.append(v.format.key)
                     kv_l.append(kv)
                     kind_ms_l.append(kind_ms)
                     kind_new_l.append(kind_new)
-                    for k, val in (("w", v.weights_gb), ("cv", float(
-                            max_concurrency(vb.kv_budget_bytes - prefix_mem, kvr_mem))),
+                    for k, val in (("w", v.weights_gb), ("cv", float(stream_slots(
+                            max_concurrency(vb.kv_budget_bytes - prefix_mem, kvr_mem), pp))),
                             ("usable", vb.usable_bytes),
                             ("fixed", vb.weights_bytes + vb.overhead_bytes + vb.nccl_bytes
                              + prefix_mem),
@@ -287,7 +320,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None
                    kind_weights=weights,
                    step=step, price_per_hour=a["price"], seqs=a["seqs"], budget=a["budget"],
                    ahead=a["ahead"],
-                   node_gpus=a["node"].astype(np.int64), drafts=d_l)
+                   node_gpus=a["node"].astype(np.int64), drafts=d_l,
+                   pp=np.asarray(pp_l, dtype=np.int64))
     return model, variants, units
 
 
@@ -314,13 +348,14 @@ def plan_step(inp: PlanInputs, model: Model, a: dict[str, FloatArray],
 
 
 def _prefill_ms(inp: PlanInputs, model: Model, g: Gpu, tp: int, v: ModelVariant,
-                pf: PrefillFlops, new_tokens: float) -> float:
+                pf: PrefillFlops, new_tokens: float, pp: int = 1) -> float:
     """The mean prompt's prefill on one replica of `v` on `tp` x `g` (ms): F6 by parts over
-    `pf` at the plan's MFU, its fixed prefill time, and TP communication over `new_tokens`."""
+    `pf` at the plan's MFU, its fixed prefill time, and TP communication over `new_tokens`
+    (and with PP its stages' hand-offs, F13)."""
     dtype = v.format.compute_dtype
     return (float(prefill_seconds_by_parts(
         pf, g.tflops_for(dtype) * tp, inp.mfu_on(g, dtype), inp.attn_mfu,
         inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_tokens,
         routing=routing_on(model, g.tflops_for(dtype), g.bandwidth_gb_s,
                            gemm_bytes_per_param(v)))) * 1e3
-            + float(tp_comm_ms(model, g, tp, new_tokens)))
+            + float(forward_comm_ms(model, g, tp, new_tokens, pp, inp.pp_handoff_ms)))

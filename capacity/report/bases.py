@@ -56,6 +56,8 @@ class Knobs(Protocol):
     def prefill_layer_ms(self) -> float: ...
     @property
     def embedding_lookup(self) -> bool: ...
+    @property
+    def pp_handoff_ms(self) -> float: ...
 
 
 def basis_name(kind: BasisKind | str, name: str, lang: str) -> str:
@@ -84,11 +86,13 @@ def basis_label(basis: str, lang: str) -> str:
     return basis_name(BasisKind.CALIBRATED, basis, lang)
 
 
-def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None) -> str:
+def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None,
+               pipelined: bool | None = None) -> str:
     """A basis' knobs in words: 'decode compute eff 1.00, prefill MFU 0.30, ...' (of a
     `PlanInputs` or a `Scenario`). The per-linear-attention-layer prefill time is left out
     for a model without such layers (`linear_layers` 0, or a Scenario's model's count): it
-    multiplies nothing there."""
+    multiplies nothing there; the engine's time per pipeline hand-off (F13) where the figures
+    rest on a pipeline (`pipelined`; default: a Scenario's PP > 1)."""
     if linear_layers is None and hasattr(knobs, "variant"):
         linear_layers = knobs.variant.model.layers_of("linear")
     half = float(knobs.mfu_half_tokens)
@@ -105,7 +109,11 @@ def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None) -> str
               if knobs.linear_prefill_ms > 0 and linear_layers != 0 else "")
     layer = (t("basis_knobs_prefill_layer", lang, ms=knobs.prefill_layer_ms)
              if knobs.prefill_layer_ms > 0 else "")
-    return text + step_shape_text(knobs, lang) + linear + layer + latency
+    if pipelined is None:
+        pipelined = getattr(knobs, "pp", 1) > 1
+    handoff = (t("basis_knobs_handoff", lang, ms=knobs.pp_handoff_ms)
+               if pipelined and knobs.pp_handoff_ms > 0 else "")
+    return text + step_shape_text(knobs, lang) + linear + layer + latency + handoff
 
 
 def step_shape_text(knobs: Knobs, lang: str) -> str:

@@ -183,7 +183,7 @@ def _roofline(s: Scenario, ev: Any, grid: FloatArray, one: Any
     dec_i = float(f1[0] / m1[0])
     dec_t = float(f1[0] / (one.decode.step_ms[0] / 1e3) / TERA)
     pf_flops = float(one.prefill.total_flops.flat[0]) / s.tp
-    pf_bytes = s.weights_per_gpu_gb * GB + float(one.kv_read_bytes.flat[0])
+    pf_bytes = s.step_weights_gb * GB + float(one.kv_read_bytes.flat[0])
     pf_i = pf_flops / pf_bytes
     pf_t = pf_flops / float(one.prefill_s.flat[0]) / TERA
     ridge = ridge_point(s.tflops, s.bandwidth_gb_s)

@@ -153,6 +153,8 @@ class Relief:
     cost_per_mtok: float | None = None
     detail: Detail = Detail.SUBTOTAL
     """The failed check this relieves (memory, TTFT, the decode step's terms, cost)."""
+    pp: int = 1
+    """The pipeline stages of the deployment the relief gives (F13; 1: none)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,7 +280,7 @@ def _reliefs(s: Scenario, ev: Evaluation, c: int, targets: Targets,
     if Detail.SUBTOTAL in failed:
         # every fix that works, cheapest first (F7's monthly cost, then cost per M tokens)
         return [Relief(kind=ReliefKind(f.kind), value=f.value, result=f.verdict,
-                       n_gpus=f.n_gpus, tp=f.tp, subtotal_gb=f.subtotal_gb,
+                       n_gpus=f.n_gpus, tp=f.tp, pp=f.pp, subtotal_gb=f.subtotal_gb,
                        usable_gb=f.usable_gb, cost_per_mtok=f.cost_per_mtok,
                        detail=Detail.SUBTOTAL)
                 for f in by_cost(suggest_fixes(s, c, catalog))]
@@ -300,9 +302,10 @@ def _reliefs_for(s: Scenario, ev: Evaluation, c: int, detail: Detail, targets: T
         ok = np.flatnonzero(e.ttft_s * 1e3 <= targets.ttft_ms)
         if ok.size:
             out.append(Relief(kind=ReliefKind.PROMPT, value=int(grid[ok[-1]]),
-                              result=float(e.ttft_s[ok[-1]]) * 1e3, n_gpus=s.n_gpus, tp=s.tp))
+                              result=float(e.ttft_s[ok[-1]]) * 1e3, n_gpus=s.n_gpus, tp=s.tp,
+                              pp=s.pp))
         for tp in (2, 4, 8):
-            t = s.with_(tp=tp, n_gpus=max(s.n_gpus // s.tp, 1) * tp,
+            t = s.with_(tp=tp, n_gpus=max(s.copies, 1) * tp * s.pp,
                         nccl_gb=s.nccl_gb or DEFAULT_NCCL_GB)
             try:
                 check_tp(t.model, t.n_gpus, t.tp)
@@ -311,14 +314,14 @@ def _reliefs_for(s: Scenario, ev: Evaluation, c: int, detail: Detail, targets: T
             ttft = float(evaluate(t, [c]).ttft_s) * 1e3
             if ttft <= targets.ttft_ms:
                 out.append(Relief(kind=ReliefKind.TP, value=tp, result=ttft, n_gpus=t.n_gpus,
-                                  tp=tp))
+                                  tp=tp, pp=s.pp))
                 break
         room_ms = targets.ttft_ms - s.request_latency_ms   # the latency outside stays
         need_mfu = (s.mfu * float(ev.prefill_s.flat[0]) * 1e3 / room_ms if room_ms > 0
                     else math.inf)
         if s.mfu < need_mfu <= 0.6:
             out.append(Relief(kind=ReliefKind.MFU, value=round(need_mfu, 2),
-                              result=targets.ttft_ms, n_gpus=s.n_gpus, tp=s.tp))
+                              result=targets.ttft_ms, n_gpus=s.n_gpus, tp=s.tp, pp=s.pp))
         return out
     if detail in (Detail.TPOT, Detail.BANDWIDTH_TERM, Detail.COMPUTE_TERM):
         grid = np.arange(1, max(c, 1) + 1, dtype=np.float64)
@@ -326,18 +329,20 @@ def _reliefs_for(s: Scenario, ev: Evaluation, c: int, detail: Detail, targets: T
         ok = np.flatnonzero(e.decode.step_ms <= targets.tpot_ms)
         if ok.size and ok[-1] + 1 < c:
             out.append(Relief(kind=ReliefKind.CONCURRENCY, value=int(grid[ok[-1]]),
-                              result=float(e.decode.step_ms[ok[-1]]), n_gpus=s.n_gpus, tp=s.tp))
-        for n in range(s.n_gpus + s.tp, 16 * s.tp + 1, s.tp):
+                              result=float(e.decode.step_ms[ok[-1]]), n_gpus=s.n_gpus, tp=s.tp,
+                              pp=s.pp))
+        copy = s.tp * s.pp   # more copies of the model, each TP x PP GPUs
+        for n in range(s.n_gpus + copy, 16 * copy + 1, copy):
             step = float(evaluate(s.with_(n_gpus=n), [c]).decode.step_ms[0])
             if step <= targets.tpot_ms:
                 out.append(Relief(kind=ReliefKind.GPUS, value=n, result=step, n_gpus=n,
-                                  tp=s.tp))
+                                  tp=s.tp, pp=s.pp))
                 break
         if bytes_per_element(s.kv_dtype) > 1:
             step = float(evaluate(s.with_(kv_dtype="fp8"), [c]).decode.step_ms[0])
             if step <= targets.tpot_ms:
                 out.append(Relief(kind=ReliefKind.KV_DTYPE, value="fp8", result=step,
-                                  n_gpus=s.n_gpus, tp=s.tp))
+                                  n_gpus=s.n_gpus, tp=s.tp, pp=s.pp))
         return out
     if detail == Detail.COST and targets.cost_per_mtok > 0:
         c_max = int(ev.max_concurrency_vram.flat[0])
@@ -345,12 +350,12 @@ def _reliefs_for(s: Scenario, ev: Evaluation, c: int, detail: Detail, targets: T
             cost = float(evaluate(s, [c_max]).cost_per_mtok[0])
             if cost <= targets.cost_per_mtok:
                 out.append(Relief(kind=ReliefKind.CONCURRENCY, value=c_max, result=cost,
-                                  n_gpus=s.n_gpus, tp=s.tp))
+                                  n_gpus=s.n_gpus, tp=s.tp, pp=s.pp))
         agg = float(ev.aggregate_tok_s.flat[0])
         if agg > 0:
             price = targets.cost_per_mtok * agg * 3600.0 / 1e6 / s.paid_gpus
             out.append(Relief(kind=ReliefKind.PRICE, value=price, result=targets.cost_per_mtok,
-                              n_gpus=s.n_gpus, tp=s.tp))
+                              n_gpus=s.n_gpus, tp=s.tp, pp=s.pp))
         return out
     return out
 
@@ -409,9 +414,11 @@ def _kv_request_step(s: Scenario, ev: Evaluation, kv_req: float) -> MathStep:
                f"KV_request = K x (prompt + output), in {s.block_size}-token pages") + \
         (" (sliding layers hold min(L, w))" if sliding else "") + (" + states" if state else "")
     plain = not sliding and not (held and state)   # a hybrid's pages: `held_request_bytes`
-    return MathStep(key="kv_request", formula=formula,
+    # F13: a GPU of a pipeline holds its stage's layers, ceil(layers / PP) of them
+    stage = (f" x {-(-s.model.layers // s.pp)}/{s.model.layers}" if s.pp > 1 else "")
+    return MathStep(key="kv_request", formula=formula + (" x stage share (F13)" if stage else ""),
                     substituted=f"{_n(kv_tok / KIB)} KiB x {pages:,}"
-                    + (f" + {_n(state / GB)} GB" if state else "")
+                    + (f" + {_n(state / GB)} GB" if state else "") + stage
                     + f" = {kv_req:,.0f} B = {_n(kv_req / GB)} GB"
                     if plain else f"= {kv_req:,.0f} B = {_n(kv_req / GB)} GB",
                     value=kv_req / GB, unit="GB")
@@ -460,18 +467,23 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
         value=v.kv_budget_bytes / GB, unit="GB"))
     c_vram = int(ev.max_concurrency_vram.flat[0])
     rep = f" x {s.replicas} replicas" if s.replicas > 1 else ""
+    slots = f"floor({_n(max(v.kv_budget_bytes, 0) / GB)} / ({_n(kv_req / GB)}{kvf}))"
     steps.append(MathStep(
         key="c_vram", formula="C_vram = floor(KV_budget / (KV_request" + (
-            " x (1 + draft KV share)" if dg else "") + "))" + (" x replicas" if rep else ""),
-        substituted=f"floor({_n(max(v.kv_budget_bytes, 0) / GB)} / ({_n(kv_req / GB)}{kvf})){rep} "
-                    f"= {c_vram}", value=float(c_vram), unit="requests"))
+            " x (1 + draft KV share)" if dg else "") + "))" + (" x replicas" if rep else "")
+        if s.pp == 1 else "C_vram = floor(floor(KV_budget / KV_request) / PP) x decode streams "
+        "(F13: a copy's slots over its PP micro-batches)",
+        substituted=(f"{slots}{rep}" if s.pp == 1 else
+                     f"floor({slots} / {s.pp}) x {s.replicas}") + f" = {c_vram}",
+        value=float(c_vram), unit="requests"))
     c_rep = float(ev.per_replica_concurrency[0])
+    kv_full = kv_req / s.stage_share   # F13: a stream's step reads every stage's KV in turn
     subtotal = float(ev.vram_subtotal_bytes[0])
     steps.append(MathStep(
         key="subtotal", formula="subtotal = W" + (" + W_draft" if dg else "") + " + overhead + "
         "C x KV_request" + (" x (1 + draft KV share)" if dg else "") + "  (<= VRAM x util)",
         substituted=f"{_n(s.weights_per_gpu_gb)}{wd.replace('-', '+')} + {_n(s.overhead_gb)}"
-                    f"{nccl.replace('-', '+')} + {_n(c_rep)} x {_n(kv_req / GB)}{kvf} = "
+                    f"{nccl.replace('-', '+')} + {_n(c_rep * s.pp)} x {_n(kv_req / GB)}{kvf} = "
                     f"{_n(subtotal / GB)} GB vs "
                     f"{_n(s.vram_gb)} x {_n(s.util)} = {_n(v.usable_bytes / GB)} GB",
         value=subtotal / GB, unit="GB"))
@@ -485,7 +497,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
         key="bandwidth_term", formula="t_bw = (W" + (" - lookup table" if lookup else "")
         + " + C x KV_request) / BW" + (" / tau" if dg else "")
         + (" (MoE: W read grows with C)" if m.moe else ""),
-        substituted=f"({_n(w_read / GB)} + {_n(c_rep)} x {_n(kv_req / GB)}) GB / "
+        substituted=f"({_n(w_read / GB)} + {_n(c_rep)} x {_n(kv_full / GB)}) GB / "
                     f"{_n(s.bandwidth_gb_s * s.eta_bw)} GB/s{tau} = {_n(bw_ms)} ms",
         value=bw_ms, unit="ms"))
     cp_ms = float(ev.decode.compute_ms[0])

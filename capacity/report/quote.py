@@ -26,6 +26,7 @@ from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import Offer
 from capacity.errors import InputError
 from capacity.model.fixes import Fix, FixKind
+from capacity.model.pipeline import copy_layout
 from capacity.model.prefix import TOKEN_GRAIN, prefix_capacity_table, prefix_effect
 from capacity.model.roofline import Bound
 from capacity.model.scenario import TableRow, capacity_table
@@ -58,13 +59,13 @@ def option_label(o: Option, lang: str) -> str:
     """The option's label in `lang` ('2 x RTX 4090 (TP=2), awq, fp16 KV' in English)."""
     if not _zh(lang):
         return o.label
+    one = copy_layout(o.tp, o.pp)
     if o.n_gpus == 1:
         par = ""
-    elif o.replicas == 1:
-        par = f"（TP={o.tp}）"
+    elif o.copies == 1:
+        par = f"（{one}）"
     else:
-        par = "（" + t("lbl_replicas", lang, r=o.replicas) + (
-            f" x TP={o.tp}" if o.tp > 1 else "") + "）"
+        par = "（" + t("lbl_replicas", lang, r=o.copies) + (f" x {one}" if one else "") + "）"
     spare = t("lbl_spare", lang, n=o.spare_gpus) if o.spare_gpus else ""
     k = o.paid_gpus // o.node_gpus if o.node_gpus else 0
     whole = (tn("lbl_whole_nodes", k, lang, k=k, g=o.node_gpus,
@@ -126,11 +127,17 @@ def draft_note_text(n: DraftNote, lang: str) -> str:
 
 
 def fix_text(f: Fix, tp: int, lang: str) -> str:
-    """One memory fix in `lang` (`Fix.description` in English)."""
+    """One memory fix in `lang` (`Fix.description` in English: the same words, the same
+    layout): `tp` is the deployment's before the fix."""
     if not _zh(lang):
         return f.description
     if f.kind == FixKind.GPUS:
-        return t("fix_gpus", lang, n=f.value, r=int(f.value) // tp)
+        return (t("fix_gpus", lang, n=f.value, r=int(f.value) // f.tp) if f.pp == 1
+                and f.tp in (1, tp) else t("fix_gpus_at", lang, n=f.value, layout=copy_layout(f.tp, f.pp)))
+    if f.kind == FixKind.TP:
+        return t("fix_tp", lang, tp=f.value, n=f.n_gpus)
+    if f.kind == FixKind.WEIGHTS:
+        return t("fix_weights", lang, w=f.value)
     if f.kind == FixKind.KV_DTYPE:
         return t("fix_kv", lang, d=str(f.value).upper())
     if f.kind == FixKind.CONTEXT:
@@ -472,11 +479,14 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
             if (miss := miss_text(s, slo, lang)) is not None:
                 b.append(Para(miss))
         b.append(Heading(t("quote_table", lang) + t("colon", lang) + option_label(best, lang)))
-        b.append(Para(tn("quote_table_note", best.replicas, lang, r=best.replicas,
-                         q=slo.quantile * 100)))
+        tab = dict(r=best.replicas, pp=best.pp, layout=copy_layout(best.tp, best.pp),
+                   q=slo.quantile * 100)
+        b.append(Para(tn("quote_table_note", best.replicas, lang, **tab) if best.pp == 1
+                      else t("quote_table_note_pp", lang, **tab)))
         table = capacity_rows(plan, best, cat)
         b.append(Table(
-            (t("quote_c", lang), t("quote_c_rep", lang), t("quote_kv", lang),
+            (t("quote_c", lang), t("quote_c_rep" if best.pp == 1 else "quote_c_stream", lang),
+             t("quote_kv", lang),
              t("quote_sub", lang), t("quote_fit", lang), t("quote_ttft0", lang),
              t("quote_tpot0", lang)),
             tuple((str(r.concurrency), str(math.ceil(r.concurrency / best.replicas)),
@@ -552,16 +562,17 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, engine=engine_label(inp.engine, lang), util=inp.util,
                  ovh=inp.overhead_gb, seqs=seqs)),
-          Para(_eff_text(inp, lang, cat.variant(inp.model).model.layers_of("linear"))),
+          Para(_eff_text(inp, lang, cat.variant(inp.model).model.layers_of("linear"),
+                         best is not None and best.pp > 1)),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
           Para("**" + t("quote_estimate", lang) + "**")]
     return b
 
 
-def _eff_text(inp: PlanInputs, lang: str, linear_layers: int | None = None) -> str:
+def _eff_text(inp: PlanInputs, lang: str, layers: int | None = None, piped: bool = False) -> str:
     return t("quote_eff", lang, basis=plan_basis_name(inp, lang),
-             knobs=knobs_text(inp, lang, linear_layers))
+             knobs=knobs_text(inp, lang, layers, piped))
 
 
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,

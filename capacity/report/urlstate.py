@@ -75,6 +75,7 @@ class ExplorerState:
     gpu: str = DEFAULT_GPU
     gpus: int = 1
     tp: int = 1
+    pp: int = 1   # pipeline stages of one copy (F13): a copy is TP x PP GPUs
     ctx: int = DEFAULT_CONTEXT_TOKENS
     prompt: int = 0
     kv: str = "fp16"
@@ -109,7 +110,7 @@ class ExplorerState:
     prefix_share: float = 0.9
     """Share of requests that reuse the shared prefix."""
     spare: int = 0
-    """1: an N+1 spare replica (TP GPUs), paid for in every cost, never serving."""
+    """1: an N+1 spare replica (TP x PP GPUs), paid for in every cost, never serving."""
     out: int = 256
     """Output tokens per request (the load view and the deployment's figures)."""
     load: float = 0.0
@@ -118,8 +119,7 @@ class ExplorerState:
     pct: int = 90
     """The SLO percentile TTFT and TPOT are checked at (the deployment's figures)."""
     offer: str = ""
-    """The offer kind `price` comes from (data/offers.toml: on-demand, reserved-1y, spot); ''
-    = the catalog's price, or an entered one."""
+    """The offer kind `price` comes from (data/offers.toml); '' = the catalog's or entered."""
     draft: str = ""
     """Speculative decoding's draft (F12): '' none, 'mtp', 'eagle' or 'ngram'."""
     draft_k: int = 3
@@ -302,7 +302,7 @@ class ExplorerState:
         """
         s = make_scenario(
             self.model, self.gpu, catalog=catalog, weights=self.weights, n_gpus=self.gpus,
-            tp=self.tp, spare_gpus=self.spare * self.tp, util=self.util,
+            tp=self.tp, pp=self.pp, spare_gpus=self.spare * self.tp * self.pp, util=self.util,
             overhead_gb=self.overhead, context_tokens=self.ctx,
             prompt_tokens=min(self.prompt, self.ctx) if self.prompt else None,
             kv_dtype=self.kv, block_size=self.kvblk or DEFAULT_BLOCK_SIZE,
@@ -406,7 +406,8 @@ class ExplorerState:
 
         inp = self.plan_inputs(catalog)
         return Deployment(inputs=inp, gpu=self.gpu, weights=self.weights,
-                          kv_dtype=self.kv, tp=self.tp, replicas=max(self.gpus // self.tp, 1),
+                          kv_dtype=self.kv, tp=self.tp, pp=self.pp,
+                          replicas=max(self.gpus // (self.tp * self.pp), 1),
                           draft=inp.drafts[0] if inp.drafts else "")
 
 
@@ -428,7 +429,7 @@ KNOBS: tuple[str, ...] = ("seqs", "budget", "kvblk", "offload")
 """The load view's engine knobs (`ExplorerState.load_knobs`)."""
 
 _RANGES: dict[str, tuple[float, float]] = {
-    "gpus": (1, 64), "tp": (1, 16), "ctx": (1, 10_000_000), "prompt": (0, 10_000_000),
+    "gpus": (1, 64), "tp": (1, 16), "pp": (1, 16), "ctx": (1, 10_000_000), "prompt": (0, 10_000_000),
     "util": (0.01, 1.0), "overhead": (0.0, 1000.0), "c": (1, 100_000),
     "slo_ttft_ms": (1.0, 1e7), "slo_tpot_ms": (0.1, 1e6), "slo_cost": (0.0, 1e6),
     "price": (0.0, 1e5), "rate": (0.01, 1e4), "eff": (0.01, 1.0), "mfu": (0.01, 1.0),
@@ -614,6 +615,11 @@ def _check_catalog(state: ExplorerState, catalog: Catalog, base: ExplorerState,
                             f"GPUs; using TP={tp}, the nearest size that is", code="link_tp",
                             value=state.tp, model=model.name, n=state.gpus, tp=tp))
         state = replace(state, tp=tp)
+    if state.gpus % (state.tp * state.pp) or state.pp > model.layers:
+        notices.append(Note(f"'pp={state.pp}' is not possible for {model.name} on {state.gpus} GPUs "
+                            f"at TP={state.tp}; using PP=1", code="link_pp", value=state.pp,
+                            model=model.name, n=state.gpus, tp=state.tp))
+        state = replace(state, pp=1)
     if state.draft and state.draft_accept == "length" and state.draft_tau > state.draft_k + 1:
         tau = min(base.draft_tau, state.draft_k + 1.0)
         notices.append(ignored_note("draft_tau", float_text(state.draft_tau), ValueError(Note(
@@ -673,7 +679,7 @@ def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
     c = design_concurrency_total(inp, o)
     return ExplorerState(
         lang=lang, model=cat.variant(inp.model).model.key, weights=o.weights, gpu=o.gpu,
-        gpus=o.n_gpus, tp=o.tp, spare=1 if o.spare_gpus else 0, ctx=wl.context_tokens,
+        gpus=o.n_gpus, tp=o.tp, pp=o.pp, spare=1 if o.spare_gpus else 0, ctx=wl.context_tokens,
         prompt=0 if wl.prompt >= wl.context_tokens else wl.prompt, out=wl.output_tokens,
         kv=o.kv_dtype, util=inp.util, overhead=inp.overhead_gb, c=max(1, c),
         load=(wl.peak_rate_per_s * (1 + wl.headroom) if wl.peak_rate_per_s is not None

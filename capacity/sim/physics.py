@@ -14,7 +14,7 @@ from capacity.errors import InputError
 from capacity.model.forward_pass import pass_slowdown, scenario_offload_ms, unified_kv
 from capacity.model.kv import held_request_bytes
 from capacity.model.memory import max_concurrency
-from capacity.model.parallel import tp_comm_line
+from capacity.model.pipeline import forward_comm_line
 from capacity.model.prefill import prefill_flops
 from capacity.model.prefix import cached_prefill_s
 from capacity.model.roofline import counts_as_engines, mixed_step_time_ms
@@ -100,7 +100,8 @@ class SimPhysics:
                                else scenario.with_(draft=replace(d, acceptance_length=1.0)))
         self.verify_tokens = 1 if d is None else d.verify_tokens
         """Tokens per decoding sequence in one step: 1, or k + 1 with a draft."""
-        self.comm_line = tp_comm_line(scenario.model, scenario.gpu, scenario.tp)
+        self.comm_line = forward_comm_line(scenario.model, scenario.gpu, scenario.tp,
+                                           scenario.pp, scenario.pp_handoff_ms)
         """F10's all-reduces against a pass's tokens (the event model's `ServiceModel.comm_line`):
         a pass all-reduces all its tokens in one message per layer."""
         self.unified_kv = unified_kv(scenario, self.profile)
