@@ -136,7 +136,10 @@ def pipeline_layouts(tps: list[int], largest_node: int, whole_node: int, max_gpu
     """The (TP, PP) layouts searched on one GPU: every TP inside a node with PP 1, and, with
     the planner's pipelines, a whole node's TP group (the largest TP a node holds) chained over
     PP = 2, 3, ... nodes while TP x PP stays within `max_gpus` (F13: vLLM's and SGLang's
-    multi-node recipe, a TP group per node and the nodes as stages)."""
+    multi-node recipe, a TP group per node and the nodes as stages). `replica_units` keeps a
+    pipeline of a weight format and KV precision only where that node's TP group cannot hold
+    the model and one request (as the engines' docs advise: PP across nodes when one node is
+    too small)."""
     inside = [tp for tp in tps if tp <= largest_node and not (whole_node and whole_node % tp)]
     out = [(tp, 1) for tp in inside]
     if inside:
@@ -232,15 +235,6 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
                 for (d, vb), kv in ((b, kv) for b in budgets for kv in inp.kv_dtypes):
                     hit = hits[kv]   # a shared prefix: what the engine's cache serves of it
                     p_share = inp.prefix_share if hit > 0 else 0.0
-                    if (hit, v.format.key) not in pre_cache:  # the mean; each kind's
-                        pf, new = mean_turn_prefill(first_pf(hit), model, wl,
-                                                    by_operator=operator)
-                        mean = _prefill_ms(inp, model, g, tp, v, pf, new, pp)
-                        kinds = kinds_at(hit).prefills if mixed else ((pf, new),)
-                        pre_cache[(hit, v.format.key)] = (
-                            mean, new, [_prefill_ms(inp, model, g, tp, v, *k, pp) if mixed
-                                        else mean for k in kinds], [k[1] for k in kinds])
-                    pre_ms, new_ms, kind_ms, kind_new = pre_cache[(hit, v.format.key)]
                     key = (kv, tp, held, block)
                     if key not in kv_cache:
                         kv_req = kv_request_bytes(model, held, kv, tp, block)
@@ -263,6 +257,20 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
                     factor = kv_factor(d) * share
                     kvr_mem = (held_cache[key] - p_share * prefix_kv) * factor
                     prefix_mem = prefix_kv * factor
+                    if pp > 1 and max_concurrency(vram_budget(
+                            vram_gb=g.memory_gb, util=inp.util, weights_gb=v.weights_gb / tp,
+                            overhead_gb=inp.overhead_gb, nccl_gb=nccl).kv_budget_bytes
+                            - prefix_kv, held_cache[key] - p_share * prefix_kv) >= 1:
+                        continue   # F13: one node's TP group holds it and a request: no pipeline
+                    if (hit, v.format.key) not in pre_cache:  # the mean; each kind's
+                        pf, new = mean_turn_prefill(first_pf(hit), model, wl,
+                                                    by_operator=operator)
+                        mean = _prefill_ms(inp, model, g, tp, v, pf, new, pp)
+                        kinds = kinds_at(hit).prefills if mixed else ((pf, new),)
+                        pre_cache[(hit, v.format.key)] = (
+                            mean, new, [_prefill_ms(inp, model, g, tp, v, *k, pp) if mixed
+                                        else mean for k in kinds], [k[1] for k in kinds])
+                    pre_ms, new_ms, kind_ms, kind_new = pre_cache[(hit, v.format.key)]
                     d_l.append(d)
                     g_l.append(g)
                     tp_l.append(tp)
