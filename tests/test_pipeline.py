@@ -280,3 +280,25 @@ def test_show_the_math_of_a_pipeline_adds_up_to_the_figures() -> None:
     assert "16 x 0.07314" in math_of["subtotal"].substituted   # 8 a stream, 2 streams
     assert "8 x 0.1439" in math_of["bandwidth_term"].substituted
     assert math_of["bandwidth_term"].value == pytest.approx(float(ev.decode.bandwidth_ms[0]))
+
+
+def test_the_buyers_chart_draws_a_pipelined_copy_as_one_point() -> None:
+    """The frontier's aggregated points of a model no node holds are whole pipelined copies
+    (TP 8 x PP 2, 16 GPUs, the users of both streams), whose planner option is the same
+    deployment and whose event-model check agrees with the closed loop within 5%."""
+    from capacity.fit.frontier import event_check, frontier, planner_option
+    from capacity.fit.frontier_space import FrontierInputs
+
+    fr = frontier(FrontierInputs(model="deepseek-r1", prompt_tokens=4096, output_tokens=500,
+                                 gpus=("h100-sxm",), engines=("vllm",), basis="typical:vllm",
+                                 formats=("fp8",), kv_dtypes=("fp8",)))
+    pts = fr.points
+    assert {(int(pts.tp[i]), int(pts.n_gpus[i])) for i in range(len(pts))} == {(8, 16)}
+    assert all(int(c) % 2 == 0 for c in pts.concurrency)      # both streams' users
+    p = fr.groups[0].front[len(fr.groups[0].front) // 2]
+    assert p.pp == 2 and "(TP=8 x PP=2)" in p.label
+    o = planner_option(fr, p)
+    assert (o.n_gpus, o.tp, o.pp) == (16, 8, 2)
+    e = event_check(fr, p)
+    assert e.event_tpot_ms == pytest.approx(p.tpot_ms, rel=0.05)
+    assert e.event_throughput_tok_s_per_gpu == pytest.approx(p.throughput_tok_s_per_gpu, rel=0.05)

@@ -53,11 +53,13 @@ from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.plan.options import MAX_GPUS
 from capacity.report.tables import render
 
-POINT_COLUMNS = ("gpu", "engine", "weights", "kv_dtype", "draft", "tp", "gpus", "concurrency",
-                 "interactivity_tok_s_per_user", "throughput_tok_s_per_gpu", "ttft_ms",
-                 "tpot_ms", "prefill_share", "price_per_gpu_hour", "cost_per_mtok", "basis")
-"""A point's record (JSON, CSV): `concurrency` is per replica of `gpus` (= TP) GPUs;
-`cost_per_mtok` is per million output tokens at the catalog price."""
+POINT_COLUMNS = ("gpu", "engine", "weights", "kv_dtype", "draft", "tp", "pp", "gpus",
+                 "concurrency", "interactivity_tok_s_per_user", "throughput_tok_s_per_gpu",
+                 "ttft_ms", "tpot_ms", "prefill_share", "price_per_gpu_hour", "cost_per_mtok",
+                 "basis")
+"""A point's record (JSON, CSV): `concurrency` is per replica of `gpus` (= TP x PP) GPUs (PP:
+pipeline stages across nodes, F13); `cost_per_mtok` is per million output tokens at the catalog
+price."""
 KIND_COLUMNS = ("deployment", "layout", "prefill_tp", "prefill_gpus", "gpus_paid")
 """What a point's record adds with --disaggregated or --wide-ep: its kind of deployment, the
 layout in words, a prefill replica's TP and the prefill GPUs a decode replica needs
@@ -107,7 +109,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--kv-dtypes", default="fp16,fp8", metavar="LIST",
                    help="KV precisions (default fp16,fp8)")
     s.add_argument("--max-gpus", type=whole(min=1, max=64), default=MAX_GPUS, metavar="N",
-                   help=f"largest TP group (default {MAX_GPUS}; a TP group stays in one node)")
+                   help=f"most GPUs of one copy of the model (default {MAX_GPUS}): a TP group "
+                        "stays in one node; a model no node holds chains a node's TP group over "
+                        "nodes as pipeline stages (F13)")
     s.add_argument("--draft", action="append", default=None, metavar="KIND:K",
                    help="speculative-decoding draft drawn besides none, its own group (F12): "
                         "eagle:3, mtp:1, ngram:4, or auto (every depth with published "
@@ -154,7 +158,8 @@ def point_record(p: FrontPoint, kinds: bool = False) -> dict[str, Any]:
     """A point as a flat record (POINT_COLUMNS, then KIND_COLUMNS with `kinds`, then the event
     model's figures)."""
     rec = {"gpu": p.gpu, "engine": p.engine, "weights": p.weights, "kv_dtype": p.kv_dtype,
-           "draft": p.draft, "tp": p.tp, "gpus": p.n_gpus, "concurrency": p.concurrency,
+           "draft": p.draft, "tp": p.tp, "pp": p.pp, "gpus": p.n_gpus,
+           "concurrency": p.concurrency,
            "interactivity_tok_s_per_user": p.interactivity_tok_s_per_user,
            "throughput_tok_s_per_gpu": p.throughput_tok_s_per_gpu, "ttft_ms": p.ttft_ms,
            "tpot_ms": p.tpot_ms, "prefill_share": p.prefill_share,
@@ -256,8 +261,8 @@ def run(args: argparse.Namespace) -> int:
         extra = ["deployment", "GPUs paid", "layout"] if kinds else []
         print(render(["GPU", "engine", "weights", "KV", "draft", "TP", "C", "tok/s/user",
                       "tok/s/GPU", "TTFT ms", f"{cur}/M out", *extra],
-                     [[p.gpu, p.engine, p.weights, p.kv_dtype, p.draft or "-", p.tp,
-                       p.concurrency,
+                     [[p.gpu, p.engine, p.weights, p.kv_dtype, p.draft or "-",
+                       p.tp if p.pp == 1 else f"{p.tp} x PP{p.pp}", p.concurrency,
                        _fmt(p.interactivity_tok_s_per_user), _fmt(p.throughput_tok_s_per_gpu),
                        _fmt(p.ttft_ms, 0), _fmt(p.cost_per_mtok, 3),
                        *([p.deployment, _fmt(p.gpus_paid, 2), p.layout or "-"] if kinds

@@ -66,6 +66,7 @@ from capacity.fit.frontier_space import (
     plan_inputs,
 )
 from capacity.model.cost import Currency, cost_per_mtok
+from capacity.model.pipeline import copy_layout
 from capacity.model.workload import Workload
 from capacity.plan import search
 from capacity.plan.options import Option, PlanInputs
@@ -130,6 +131,12 @@ class FrontPoint:
     """The deployment in words ('' for aggregated)."""
 
     @property
+    def pp(self) -> int:
+        """Pipeline stages of an aggregated point's copy of the model (F13: its GPUs over its
+        TP); 1 for the other kinds."""
+        return self.n_gpus // self.tp if self.deployment == AGGREGATED else 1
+
+    @property
     def gpus_paid(self) -> float:
         """GPUs the point's output is shared by: the replica's, plus a decode replica's
         prefill GPUs (disaggregated)."""
@@ -139,7 +146,8 @@ class FrontPoint:
     def label(self) -> str:
         """'1 x H100 SXM (TP=1), fp8, fp8 KV, vllm, C=64' (and the layout of a disaggregated
         or wide-EP point)."""
-        par = f" (TP={self.tp})" if self.tp > 1 else ""
+        one = copy_layout(self.tp, self.pp)
+        par = f" ({one})" if one else ""
         draft = f", draft {self.draft}" if self.draft else ""
         lay = f", {self.layout}" if self.layout else ""
         return (f"{self.n_gpus} x {self.gpu_name}{par}, {self.weights}, {self.kv_dtype} KV, "
@@ -270,7 +278,7 @@ def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
     uidx, conc = concurrency_grid(slots)
     prof = [pinp.profile_for(g.key, g.memory_gb) for g in units.gpus]
     step = units.step.select(uidx)
-    ss = closed_loop(
+    ss = closed_loop(   # per replica unit: a pipeline's decode stream (F13)
         concurrency=conc, terms=step_model_terms(step), comm_at=step.comm_at_tokens,
         decode_tokens_per_seq=step.verify_tokens,
         prefill_ms=units.prefill_ms[uidx],
@@ -280,14 +288,15 @@ def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
         mixed=np.asarray([p.mixed for p in prof], dtype=bool)[uidx],
         ahead=units.ahead[uidx])
     tp = units.tp[uidx].astype(np.int64)
+    pp = units.stages()[uidx]   # a point is a whole copy: its PP streams, TP x PP GPUs
     rows = uidx.tolist()
     n = len(rows)
     return PointBlock(
         deployment=AGGREGATED, gpu=[units.gpus[i].key for i in rows],
         gpu_name=[units.gpus[i].name for i in rows], engine=[v.engine] * n,
         basis=[v.basis] * n, draft=[v.draft] * n, weights=[units.formats[i] for i in rows],
-        kv_dtype=[units.kv[i] for i in rows], layout=[""] * n, tp=tp, n_gpus=tp,
-        concurrency=conc.astype(np.int64),
+        kv_dtype=[units.kv[i] for i in rows], layout=[""] * n, tp=tp, n_gpus=tp * pp,
+        concurrency=conc.astype(np.int64) * pp,
         interactivity_tok_s_per_user=ss.interactivity_tok_s_per_user,
         throughput_tok_s_per_gpu=ss.output_tok_s / tp, ttft_ms=ss.ttft_ms, tpot_ms=ss.tpot_ms,
         prefill_share=ss.prefill_share, price_per_gpu_hour=units.price_per_hour[uidx],
@@ -310,7 +319,7 @@ def frontier(inp: FrontierInputs, catalog: Catalog | None = None, *,
         pinp = plan_inputs(inp, v, gpus=gpus, catalog=cat)
         # the planner's replica units (GPU x TP x weights x KV x draft: C_vram, max_num_seqs,
         # prefill, price, the F4 step), its own figures
-        model, formats, units = replica_units(pinp, cat)
+        model, formats, units = replica_units(pinp, cat, pipelines=True)
         model_name = model.name
         blocks.append(aggregated_block(inp, v, pinp, units))
         if inp.disaggregated and v.draft is None:
@@ -513,7 +522,7 @@ def planner_option(fr: Frontier, p: FrontPoint, catalog: Catalog | None = None) 
     rate = p.throughput_tok_s_per_gpu * p.n_gpus / fr.inputs.output_tokens
     pinp = replace(plan_inputs(fr.inputs, variant_of(fr, p), gpus=(p.gpu,), rate_per_s=rate,
                                catalog=cat), formats=(p.weights,), kv_dtypes=(p.kv_dtype,))
-    options = search.plan(pinp, cat, keep_all=True, only=(p.n_gpus, p.tp)).all_options
+    options = search.plan(pinp, cat, keep_all=True, only=(p.n_gpus, p.tp, p.pp)).all_options
     return next(o for o in options if (o.weights, o.kv_dtype, o.draft or None)
                 == (p.weights, p.kv_dtype, p.draft))
 
@@ -529,7 +538,7 @@ def event_check(fr: Frontier, p: FrontPoint, catalog: Catalog | None = None) -> 
 
     pinp = plan_inputs(fr.inputs, variant_of(fr, p), gpus=(p.gpu,), catalog=catalog)
     svc = option_service(pinp, planner_option(fr, p, catalog), catalog)
-    c, n = min(p.concurrency, svc.slots), svc.output_tokens
+    c, n = min(p.concurrency // p.pp, svc.slots), svc.output_tokens   # a stream's users
     q = event_closed_loop(svc, concurrency=c)
     return replace(p, event_ttft_ms=q.mean_ttft_ms,
                    event_tpot_ms=(q.mean_e2e_ms - q.mean_ttft_ms) / (n - 1),

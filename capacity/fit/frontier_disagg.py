@@ -116,7 +116,8 @@ def disaggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, model
     misses the budget, or whose link runs above RHO_MAX, draws no point."""
     if v.draft is not None or v.engine not in DISAGG_ENGINES:
         return PointBlock.empty(DISAGGREGATED)
-    plain = np.asarray([d is None for d in units.drafts], dtype=bool)
+    # no draft and no pipeline (F13): the pools are planned of TP replicas
+    plain = np.asarray([d is None for d in units.drafts], dtype=bool) & (units.stages() == 1)
     slots = np.where(plain, np.minimum(units.c_vram, units.seqs), 0).astype(np.int64)
     d_idx, conc = concurrency_grid(slots)
     if d_idx.size == 0:

@@ -29,6 +29,7 @@ from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.frontier import Frontier, FrontierInputs, FrontPoint, Group, frontier
 from capacity.model.cost import cost_per_mtok
+from capacity.model.pipeline import copy_layout
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.report.document import Block, Heading, Para, Table
 from capacity.report.i18n import engine_label, t
@@ -123,8 +124,8 @@ def point_cost(inp: PlanInputs, p: FrontPoint, catalog: Catalog | None = None) -
 def point_config(p: FrontPoint) -> str:
     """'H100 SXM, TP=2, fp8, fp8 KV' (the point's configuration, one replica; its engine is the
     plan's, said once)."""
-    tp = f", TP={p.tp}" if p.tp > 1 else ""
-    return f"{p.gpu_name}{tp}, {p.weights}, {p.kv_dtype} KV"
+    par = copy_layout(p.tp, p.pp)
+    return f"{p.gpu_name}{', ' + par if par else ''}, {p.weights}, {p.kv_dtype} KV"
 
 
 def _money(x: float, cur: str) -> str:
