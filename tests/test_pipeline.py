@@ -336,3 +336,22 @@ def test_sglangs_own_pp4_run_against_the_typical_basis() -> None:
     typical = _sglang_pp4_run_tok_s("typical:sglang")
     assert typical == pytest.approx(3210, rel=0.01)
     assert _sglang_pp4_run_tok_s("spec") > 121_703 / 38.74 > 121_703 / 47.13
+
+
+def test_a_pipelined_option_stays_itself_when_its_prompt_is_relaxed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The "cheaper if" search (`alternatives._longest_prompt`) assesses the same pipelined
+    deployment (one copy of TP 8 x PP 2, 16 GPUs), not two copies of it."""
+    from capacity.plan import alternatives
+
+    p = plan(_inputs())
+    best = p.options[0]
+    assert (best.n_gpus, best.pp) == (16, 2)
+    seen: list[tuple[int, int]] = []
+
+    def spy(d: Deployment, catalog: object = None, **kw: object) -> object:
+        seen.append((d.n_gpus, d.pp))
+        return assess(d, **kw)  # type: ignore[arg-type]
+    monkeypatch.setattr(alternatives, "assess", spy)
+    assert (alternatives._longest_prompt(p, best, None) or 0) >= 4000   # the bisection's grain
+    assert seen and set(seen) == {(16, 2)}

@@ -80,7 +80,7 @@ def _longest_prompt(p: Plan, o: Option, catalog: Catalog | None) -> int | None:
     def feasible(prompt: int) -> bool:
         d = Deployment(inputs=replace(inp, workload=replace(wl, prompt_tokens=prompt)),
                        gpu=o.gpu, weights=o.weights, kv_dtype=o.kv_dtype, tp=o.tp,
-                       replicas=o.replicas, draft=o.draft)
+                       replicas=o.copies, draft=o.draft, pp=o.pp)
         return assess(d, catalog, checks_only=True).feasible
 
     hi = wl.prompt
