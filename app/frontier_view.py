@@ -263,7 +263,7 @@ def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
         cur = inputs.currency
         cols = (t("frv_col_config", lang), t("fr_concurrency", lang), t("fr_x", lang),
                 t("fr_y", lang), t("fr_ttft", lang), t("frv_col_cost", lang, cur=cur))
-        rec = (t("frv_q_rec", lang), o.design_concurrency / max(o.replicas, 1), point[0],
+        rec = (t("frv_q_rec", lang), o.design_concurrency / max(o.copies, 1), point[0],
                point[1], o.ttft_mean_ms, o.cost_per_mtok_design)
         rows = [dict(zip(cols, rec if p is None else (
             point_config(p), p.concurrency, p.interactivity_tok_s_per_user,

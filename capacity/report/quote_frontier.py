@@ -169,7 +169,7 @@ def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = N
              t("fr_y", lang), t("fr_ttft", lang), t("frv_col_cost", lang, cur=cur))
     if group is not None and group.front:
         rows: list[tuple[str, ...]] = [
-            (t("frv_q_rec", lang), f"{o.design_concurrency / max(o.replicas, 1):,.1f}",
+            (t("frv_q_rec", lang), f"{o.design_concurrency / max(o.copies, 1):,.1f}",
              f"{mark.interactivity_tok_s_per_user:,.1f}",
              f"{mark.throughput_tok_s_per_gpu:,.0f}", f"{o.ttft_mean_ms:,.0f}",
              _money(o.cost_per_mtok_design, cur)) if p is None else
