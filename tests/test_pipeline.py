@@ -184,6 +184,9 @@ def test_only_a_model_no_node_holds_is_pipelined() -> None:
     assert {(o.tp, o.pp) for o in piped} == {(8, 2), (8, 3), (8, 4)}
     assert all(o.spare_gpus == o.tp * o.pp for o in piped)
     assert {o.n_gpus for o in piped if o.pp == 2} == {16, 32}   # one copy or two
+    # "replicas only" (no tensor parallelism) is no model parallelism: no pipeline either
+    flat = plan(_inputs(allow_tp=False), keep_all=True)
+    assert not flat.options and {o.pp for o in flat.all_options} == {1}
 
 
 def test_a_memory_fix_never_stretches_tp_across_nodes() -> None:

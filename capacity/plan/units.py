@@ -216,7 +216,8 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
         # a TP group stays inside one node; with pipelines, a node's TP group over PP nodes
         layouts = [(tp, pp) for tp, pp in pipeline_layouts(tps, largest_node, whole_node,
                                                            inp.max_gpus)
-                   if (pipelines or pp == 1) and (tp_only is None or tp == tp_only)
+                   if (pp == 1 or (pipelines and inp.allow_tp))   # replicas only: no PP
+                   and (tp_only is None or tp == tp_only)
                    and (pp_only is None or pp == pp_only)]
         for tp, pp in layouts:
             comm = forward_comm_line(model, g, tp, pp, inp.pp_handoff_ms)
