@@ -358,3 +358,22 @@ def test_a_pipelined_option_stays_itself_when_its_prompt_is_relaxed(
     monkeypatch.setattr(alternatives, "assess", spy)
     assert (alternatives._longest_prompt(p, best, None) or 0) >= 4000   # the bisection's grain
     assert seen and set(seen) == {(16, 2)}
+
+
+def test_every_memory_fix_reads_the_same_in_chinese() -> None:
+    """The quote's and the Planner's near misses in Chinese say each fix as the English does:
+    the pipeline layout, a larger TP and a smaller weight format (before, the last two fell
+    through to "at most N concurrent requests")."""
+    from capacity.report.quote import fix_text
+
+    s = make_scenario("deepseek-r1", "h100-sxm", weights="fp8", n_gpus=9, tp=1,
+                      kv_dtype="fp8", context_tokens=4096)
+    fixes = {f.kind: f for f in suggest_fixes(s, 4)}
+    assert fix_text(fixes[FixKind.GPUS], 1, "zh") == "16 张卡，TP=8 x PP=2"
+    llama = make_scenario("llama-3.1-70b", "h100-sxm", weights="bf16", n_gpus=4, tp=1,
+                          context_tokens=8192)
+    more = {f.kind: f for f in suggest_fixes(llama, 16)}
+    assert more[FixKind.TP].description == "TP=4 on 4 GPUs"
+    assert fix_text(more[FixKind.TP], 1, "zh") == "TP=4，共 4 张卡"
+    assert more[FixKind.WEIGHTS].description == "GGUF Q4_K_M (llama.cpp) weights"
+    assert fix_text(more[FixKind.WEIGHTS], 1, "zh") == "GGUF Q4_K_M (llama.cpp) 权重"

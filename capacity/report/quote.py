@@ -7,9 +7,8 @@ that these are estimates to be confirmed by measurement; and, when asked for, mo
 the ranked options (disaggregated prefill/decode: `capacity.report.quote_disagg`).
 
 One list of blocks (heading, paragraph, table; `capacity.report.document`) renders to both formats.
-Chinese needs a CJK font (Debian `fonts-noto-cjk`): it is looked up in `CAPACITY_CJK_FONT`, then
-in the usual font folders. Without one, the PDF falls back to English and says so.
-"""
+Chinese needs a CJK font (Debian `fonts-noto-cjk`), looked up in `CAPACITY_CJK_FONT`, then in the
+usual font folders; without one, the PDF falls back to English and says so."""
 
 from __future__ import annotations
 
@@ -137,7 +136,8 @@ def fix_text(f: Fix, tp: int, lang: str) -> str:
     if f.kind == FixKind.TP:
         return t("fix_tp", lang, tp=f.value, n=f.n_gpus)
     if f.kind == FixKind.WEIGHTS:
-        return t("fix_weights", lang, w=f.value)
+        return t("fix_weights", lang,   # the format's name, as the English says it
+                 w=getattr(default_catalog().formats.get(str(f.value)), "name", f.value))
     if f.kind == FixKind.KV_DTYPE:
         return t("fix_kv", lang, d=str(f.value).upper())
     if f.kind == FixKind.CONTEXT:
