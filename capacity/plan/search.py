@@ -1,7 +1,8 @@
 """The planner: from daily users and SLOs to ranked GPU options (F7-F10 (docs/method.md), section 6).
 
 Search: every catalog GPU (or a subset) x GPU count 1..16 x tensor-parallel size (replicas =
-GPUs / TP) x KV precision x weight format of the chosen model x speculative-decoding draft
+GPUs / TP; a node's TP group chained over nodes as pipeline stages for a model no node holds,
+F13) x KV precision x weight format of the chosen model x speculative-decoding draft
 (none, and each of `PlanInputs.drafts`: F12, the draft's weights and KV in the memory check,
 its verify pass and draft passes in the step, with `Scenario`'s definitions). A
 configuration is kept when
@@ -112,7 +113,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     TP (and PP, else 1) alone (each configuration's figures are its own, whatever is searched
     beside it: `deployment.assess`), without the rejections and near misses of the others.
     Besides every TP inside a node, the search chains a node's TP group over nodes as pipeline
-    stages (F13, `units.pipeline_layouts`).
+    stages where that group cannot hold the model and one request (F13,
+    `units.pipeline_layouts`).
     """
     cat = catalog or default_catalog()
     wl, slo = inp.workload, inp.slo
