@@ -148,7 +148,7 @@ def load_panel(load: LoadView, state: ExplorerState, lang: str) -> Panel:
             f":orange[{t('load_saturated', lang)}]" if load.open_point.saturated else "",
             t("load_caption_rate", lang, rate=f"{load.rate_per_s:.3g}",
               p=tokens_label(load.prompt_tokens), o=f"{load.output_tokens:,}",
-              slots=load.slots),
+              slots=slots_text(load.slots, state.pp, lang)),
             t("load_run_open", lang, rate=f"{load.rate_per_s:g}", s=f"{load.seconds:g}",
               n=f"{load.open_point.requests:,}"),
             knobs_caption(load, lang)) if x))
@@ -166,8 +166,15 @@ def load_panel(load: LoadView, state: ExplorerState, lang: str) -> Panel:
                                  f"{load.point.ttft_together_ms[0.5] / 1e3:,.2f} s",
                                  help=t("help_load_ttft_together", lang)))
     caption = t("load_caption", lang, c=f"{state.c:,}", p=tokens_label(load.prompt_tokens),
-                o=f"{load.output_tokens:,}", slots=load.slots)
+                o=f"{load.output_tokens:,}", slots=slots_text(load.slots, state.pp, lang))
     return Panel(title, tuple(metrics), caption + "  \n" + knobs_caption(load, lang))
+
+
+def slots_text(slots: int, pp: int, lang: str) -> str:
+    """'177 slots per replica', or per decode stream where a pipeline's copy runs `pp` of them
+    (F13: the load view simulates one stream)."""
+    return (t("load_slots", lang, n=slots) if pp <= 1 else
+            t("load_slots_pp", lang, n=slots, pp=pp))
 
 
 def knobs_set(state: ExplorerState) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.explorer_view import LOAD_SECTION
 from capacity.catalog.loader import default_catalog
 from capacity.cli.main import main
 from capacity.errors import InputError
@@ -221,10 +222,12 @@ def test_plan_command_takes_pp_and_says_it(capsys: pytest.CaptureFixture[str]) -
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
 
 
-def _explorer(**params: str) -> AppTest:
+def _explorer(*sections: str, **params: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=90)
     for k, v in params.items():
         at.query_params[k] = v
+    for name in sections:   # a section runs only while open
+        at.session_state[name] = True
     at.run()
     assert not at.exception
     return at
@@ -237,8 +240,10 @@ def test_the_explorer_takes_pp_from_a_link_and_offers_what_the_gpus_allow() -> N
     the pipelined copy's memory (each GPU half the layers)."""
     link = {"model": "deepseek-r1", "weights": "fp8", "gpu": "h100-sxm", "gpus": "16",
             "tp": "8", "kv": "fp8", "ctx": "4096", "c": "16"}
-    at = _explorer(**link, pp="2")
+    at = _explorer(LOAD_SECTION, **link, pp="2", engine="vllm")
     pp = at.selectbox(key="ex_pp")
+    # the load view simulates one decode stream and says so
+    assert any("slots per decode stream (2 streams a replica" in c.value for c in at.caption)
     assert pp.value == 2 and list(pp.options) == ["1", "2"]
     # 42.74 GB of weights, 1.5 + 2.15 GB overhead and NCCL, 16 requests' KV: 8 a stream, both
     # streams on every GPU, 73.1 MB each (test_memory_of_a_pipelined_copy_by_hand): 47.6 GB
