@@ -171,6 +171,11 @@ def test_the_planner_chains_two_nodes_when_one_cannot_hold_the_model() -> None:
     assert float(ev.prefill_s) * 1e3 == pytest.approx(best.prefill_ms, rel=1e-9)
     d = Deployment.of(p.inputs, best)
     assert (d.replicas, d.pp, d.n_gpus) == (1, 2, 16)
+    # the quote says whose slots its figure counts: one decode stream's, two a replica
+    from capacity.report.quote import quote_markdown
+    assert (f"| Memory verdict / slots per decode stream (2 a replica) | fits / "
+            f"{best.slots_per_replica} |") in quote_markdown(p, lang="en")
+    assert "每条解码流槽位（每个副本 2 条）" in quote_markdown(p, lang="zh")
 
 
 def test_only_a_model_no_node_holds_is_pipelined() -> None:

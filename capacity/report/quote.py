@@ -331,8 +331,8 @@ def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
         (t("quote_concurrency", lang), f"{o.peak_concurrency:.1f} / {o.design_concurrency:.1f}"),
         (t("quote_capacity", lang), f"{o.capacity_rate_per_s:.2f} req/s"),
         *_prefix_rows(plan, o, lang),
-        (t("quote_verdict", lang), f"{t('quote_verdict_' + (o.memory_verdict or ''), lang)} / "
-                                   f"{o.slots_per_replica}"),
+        (t("quote_verdict" if o.pp == 1 else "quote_verdict_pp", lang, pp=o.pp),
+         f"{t('quote_verdict_' + (o.memory_verdict or ''), lang)} / {o.slots_per_replica}"),
         (t("quote_binding", lang), f"{t('quote_reason_' + o.binding, lang)} "
                                    f"({o.binding_ratio:.0%})"),
     ]
