@@ -98,7 +98,7 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
         with s2:
             st.multiselect(T("pl_kv"), list(PLANNER_KV), key="planner_kv",
                            placeholder=T("choose_options"))
-            st.checkbox(T("pl_tp"), key="planner_tp")
+            st.checkbox(T("pl_tp"), key="planner_tp", help=T("help_pl_tp"))
             st.checkbox(T("pl_spare"), key="planner_spare")
             engine_keys = list(engine_names())  # whose scheduling the load model follows
             if st.session_state.get("planner_engine") not in engine_keys:
