@@ -230,6 +230,13 @@ def test_the_explorer_says_where_the_plateau_comes_from() -> None:
     l40s = scenario_with_basis(make_scenario("llama-3.1-8b-bf16", "l40s", context_tokens=4096),
                                "typical:vllm")
     assert "(the L40S's is not measured)" in prediction_caption(l40s, "typical:vllm", "en")
+    # a precision measured only in bf16 takes that share, and says so (not "the median")
+    for model, gpu, share, dtype in (("llama-3.1-8b-fp8", "mi300x", "0.511", "FP8"),):
+        low = scenario_with_basis(make_scenario(model, gpu, context_tokens=4096), "typical:vllm")
+        text = prediction_caption(low, "typical:vllm", "en")
+        assert (f"0.71 x {share}, the {low.gpu.name}'s fastest measured BF16 GEMM as a share of "
+                f"its spec sheet (its {dtype} GEMM is not measured") in text, text
+        assert "median of the measured GPUs' fastest GEMM" not in text
     # the spec sheet and the chapter's say nothing of it
     spec = scenario_with_basis(mi, "spec")
     assert "plateau" not in prediction_caption(spec, "spec", "en")

@@ -147,11 +147,14 @@ def plateau_text(s: Scenario, lang: str) -> str:
     share of its spec sheet'."""
     dtype = s.variant.format.compute_dtype
     ceiling = typical_ceiling(s.gpu, dtype)
-    key = "basis_plateau" if matmul_ceiling(s.gpu, dtype) is not None else "basis_plateau_median"
+    bf16 = matmul_ceiling(s.gpu, "bf16")
+    key = ("basis_plateau" if matmul_ceiling(s.gpu, dtype) is not None
+           else "basis_plateau_bf16" if bf16 is not None and ceiling == bf16
+           else "basis_plateau_median")
     copy = typical_bandwidth_ceiling(s.gpu)
     copy_key = "basis_copy" if bandwidth_ceiling(s.gpu) is not None else "basis_copy_median"
     return (t(key, lang, mfu=s.mfu, share=s.mfu / ceiling, eff=s.eff,
-              eff_share=s.eff / ceiling, ceiling=ceiling, gpu=s.gpu.name)
+              eff_share=s.eff / ceiling, ceiling=ceiling, gpu=s.gpu.name, dtype=dtype.upper())
             + t(copy_key, lang, eta=s.eta_bw, share=s.eta_bw / copy, ceiling=copy,
                 gpu=s.gpu.name))
 
