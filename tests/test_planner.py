@@ -266,8 +266,8 @@ def test_deployments_as_they_are_built(model: str) -> None:
     # no TP group across nodes: TP=16 only inside a larger NVLink domain (GB200 NVL72)
     assert all(c.tp <= 8 or node_shape(c.gpu).max_gpus_per_node >= c.tp
                for c in p.configurations)
-    best = p.best
-    assert best is not None and best.variants  # the fp16-KV twin (or more) is folded in
+    assert p.best is not None
+    assert any(o.variants for o in p.options)  # an fp16-KV twin (or more) is folded in
 
 
 def test_tp_stays_inside_a_node() -> None:

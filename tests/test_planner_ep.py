@@ -55,11 +55,15 @@ def _state(model: str, dau: int, gpus: str, **kw: object) -> PlannerState:
     return PlannerState(**(base | kw))  # type: ignore[arg-type]
 
 
-R1 = _state("deepseek-r1", 20_000, "h200-sxm,gb200")
-"""20,000 users x 20 requests, 30 % in 2 h, +20 %: 20 req/s. Two nodes of 8 H200 as EP8 (USD
-42,048 a month) against 12 GB200 as 3 replicas of TP 4 in AWQ (USD 56,940): wide EP wins.
-(One node and 8 GB200 until F10's small-message all-reduce, 2026-12-03, slowed the TP
-attention's and the replicas' all-reduces.)"""
+R1 = _state("deepseek-r1-fp8", 20_000, "h200-sxm,gb200")
+"""20,000 users x 20 requests, 30 % in 2 h, +20 %: 20 req/s, in FP8 weights (the key's suffix;
+the format of the published H100/H800/H200 deployments). Two nodes of 8 H200 as EP8 (USD
+42,048 a month) against 16 GB200 as 2 replicas of TP 8 (USD 75,920): wide EP wins. (Searched in
+every format, 8 GB200 as 2 NVFP4 replicas of TP 4 win at USD 37,960, `R1_ANY`; in AWQ, before
+the catalog had NVFP4, 12 GB200 at USD 56,940; one node and 8 GB200 until F10's small-message
+all-reduce, 2026-12-03, slowed the TP attention's and the replicas' all-reduces.)"""
+R1_ANY = replace(R1, model="deepseek-r1")
+"""The same load in any format: NVFP4 on Blackwell makes aggregated replicas the cheaper."""
 QWEN = _state("qwen3-30b-a3b", 500, "h100-sxm", ctx=4096, out=200)
 """0.5 req/s: one H100 serves it; one EP deployment is 8 GPUs: aggregated wins."""
 
@@ -89,7 +93,7 @@ def test_every_branch_of_the_verdict_in_english_is_the_librarys(
         for o in c.ep.options:
             assert ep_label(o, "en") == o.label, name
     got = {k: c.reason for k, c in cases.items()}
-    assert "aggregated needs 12 x GB200" in got["wide EP, aggregated costlier"]
+    assert "aggregated needs 16 x GB200" in got["wide EP, aggregated costlier"]
     assert "no aggregated configuration meets the SLOs within 16 GPUs" in got[
         "wide EP, no aggregated"]
     assert got["aggregated, EP too big"].endswith("one EP deployment is 8 GPUs, more than the "
@@ -390,3 +394,18 @@ def test_a_dense_model_has_no_box_to_tick() -> None:
     assert box.value is False and box.disabled
     assert any("qwen3-8b is not a mixture-of-experts model" in w.value for w in app.warning)
     assert "Wide expert parallelism" not in [s.value for s in app.subheader]
+
+
+def test_on_blackwell_wide_ep_runs_nvfp4_as_the_published_gb200_deployments() -> None:
+    """The EP search tries NVFP4 beside the model's FP8 where the GPU multiplies FP4 (B200),
+    not on a Hopper; a key's own suffix keeps its one format. In any format the aggregated
+    NVFP4 replicas on GB200 are the cheaper for R1's load."""
+    b200 = ep_search(replace(R1_ANY, gpus="b200").inputs(CAT))
+    assert b200.options and b200.options[0].weights == "nvfp4"
+    h200 = ep_search(replace(R1_ANY, gpus="h200-sxm").inputs(CAT))
+    assert {o.weights for o in h200.options} == {"fp8"}
+    fp8 = ep_search(replace(R1, gpus="b200").inputs(CAT))
+    assert {o.weights for o in fp8.options} == {"fp8"}
+    c = compare_ep(R1_ANY.inputs(CAT))
+    assert c.winner == "aggregated" and c.aggregated.best is not None
+    assert (c.aggregated.best.gpu, c.aggregated.best.weights) == ("gb200", "nvfp4")

@@ -231,7 +231,8 @@ def test_the_explorer_says_where_the_plateau_comes_from() -> None:
                                "typical:vllm")
     assert "(the L40S's is not measured)" in prediction_caption(l40s, "typical:vllm", "en")
     # a precision measured only in bf16 takes that share, and says so (not "the median")
-    for model, gpu, share, dtype in (("llama-3.1-8b-fp8", "mi300x", "0.511", "FP8"),):
+    for model, gpu, share, dtype in (("llama-3.1-8b-fp8", "mi300x", "0.511", "FP8"),
+                                     ("llama-3.1-8b-nvfp4", "b200", "0.776", "FP4")):
         low = scenario_with_basis(make_scenario(model, gpu, context_tokens=4096), "typical:vllm")
         text = prediction_caption(low, "typical:vllm", "en")
         assert (f"0.71 x {share}, the {low.gpu.name}'s fastest measured BF16 GEMM as a share of "

@@ -21,6 +21,9 @@ from tests.shipped import share_sections, shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURACY = ROOT / "docs" / "accuracy.md"
+TRTLLM_MTP = ("https://nvidia.github.io/TensorRT-LLM/blogs/tech_blog/"
+              "blog2_DeepSeek_R1_MTP_Implementation_and_Optimization.html")
+"""The one-batch row of data/reference/speculative.csv (DeepSeek-R1 NVFP4 on 8 B200, MTP)."""
 
 
 def row(**changes: object) -> SpeedupRow:
@@ -81,7 +84,7 @@ def test_rows_not_scored_carry_their_reason(card: vd.DraftScorecard) -> None:
     assert vd.skip_reason(row(), cat) == ""
     assert "not in the catalog" in vd.skip_reason(row(model="llama-9-7b"), cat)
     assert "not in the catalog" in vd.skip_reason(row(gpu="h900"), cat)
-    assert "nvfp4" in vd.skip_reason(row(weights="nvfp4"), cat)
+    assert "mxfp6" in vd.skip_reason(row(weights="mxfp6"), cat)
     assert vd.skip_reason(row(depth=None), cat) == "draft depth not stated by the source"
     no_tau = row(model="mistral-7b-v0.3", weights="not stated", acceptance_length=None)
     got = vd.draft_scorecard([row(), row(depth=None), row(model="nope"), no_tau])
@@ -100,7 +103,8 @@ def test_sweeps_shape_and_the_spec_sheet_bound(card: vd.DraftScorecard) -> None:
     for t in card.sweeps:
         assert t.spec_batch1 <= t.tau and t.batch_low < t.batch_high
         assert t.measured < 1.0  # the published sweeps: the speed-up falls with batch
-    assert card.sources == ("arXiv:2503.01840",)
+    assert card.sources == ("arXiv:2503.01840", TRTLLM_MTP)
+    assert len(card.sweeps) == 2  # TensorRT-LLM's MTP row is one batch: scored, no shape
     assert vd.publication("arXiv:2503.01840 Table 3") == "arXiv:2503.01840"
     assert vd.publication("https://x.org/a.html#mtp") == "https://x.org/a.html"
     spec = card.error("spec")
@@ -112,7 +116,7 @@ def test_sweeps_shape_and_the_spec_sheet_bound(card: vd.DraftScorecard) -> None:
 def test_markdown_and_json_of_the_section(card: vd.DraftScorecard) -> None:
     md = vd.markdown(card)
     assert md.startswith("### Speculative decoding: speed-up against batch\n")
-    assert f"{len(card.checks)} rows from 1 source" in md and "target: within 15%)" in md
+    assert f"{len(card.checks)} rows from 2 sources" in md and "target: within 15%)" in md
     assert "Not scored:" in md and "draft depth not stated by the source" in md
     doc = json.loads(json.dumps(vd.to_dict(card), allow_nan=False))
     assert doc["rows"] == len(card.checks) and set(doc["error"]) == set(vd.BASES)
@@ -163,14 +167,15 @@ def test_engines_draft_overheads_are_the_fits_of_the_published_sweeps() -> None:
     """data/engines.toml's typical draft and verify overheads are the mean of the per-sweep
     fits (`fit_overheads`), its range their extremes: the derivation its header states."""
     from capacity.fit.typical import engines
-    from capacity.fit.validate_drafts import fit_overheads, label, skip_reason
+    from capacity.fit.validate_drafts import fit_overheads, fitted_sweeps, label, skip_reason
 
     cat = default_catalog()
     rows = [r for r in load_speedups() if not skip_reason(r, cat)]
     sweeps: dict[str, list] = {}
     for r in rows:
         sweeps.setdefault(label(r), []).append(r)
-    fits = [fit_overheads(own, cat) for own in sweeps.values()]
+    fits = [fit_overheads(own, cat) for own in fitted_sweeps(sweeps).values()]
+    assert len(sweeps) == 3  # TensorRT-LLM's MTP on B200 at one batch: scored, not fitted
     assert len(fits) == 2
     vllm = engines()["vllm"]
     for i, knob in enumerate(("draft_overhead_ms", "verify_overhead_ms")):
@@ -178,3 +183,29 @@ def test_engines_draft_overheads_are_the_fits_of_the_published_sweeps() -> None:
         assert vllm.typical[knob] == pytest.approx(sum(values) / len(values), abs=0.006)
         assert vllm.low[knob] == pytest.approx(min(values), abs=0.006)
         assert vllm.high[knob] == pytest.approx(max(values), abs=0.006)
+
+
+def test_a_one_batch_sweep_is_scored_on_the_others_fit_and_fits_nothing() -> None:
+    """At one batch a speed-up cannot tell the draft pass's cost from the verified token's
+    (two knobs, one figure): `fitted_sweeps` leaves such a sweep out of every fit, and its row
+    is predicted with the overheads fitted on the sweeps that have a shape."""
+    cat = default_catalog()
+    rows = [r for r in load_speedups() if not vd.skip_reason(r, cat)]
+    by: dict[str, list[SpeedupRow]] = {}
+    for r in rows:
+        by.setdefault(vd.label(r), []).append(r)
+    fitted = vd.fitted_sweeps(by)
+    one = [name for name in by if name not in fitted]
+    assert len(one) == 1 and "TensorRT-LLM" in one[0] and len(by[one[0]]) == 1
+    mtp = by[one[0]][0]
+    assert mtp.weights == "nvfp4" and mtp.batch == 1
+    held = vd.fit_overheads([r for name in fitted for r in fitted[name]], cat)
+    got = vd.draft_scorecard([*rows], cat)
+    check = next(c for c in got.checks if c.sweep == one[0])
+    assert check.held_out == pytest.approx(vd.check_row(mtp, cat, held).held_out, rel=1e-12)
+    # the other two sweeps are held out on each other alone, as before the row was scored
+    for name in fitted:
+        other = [r for n in fitted if n != name for r in fitted[n]]
+        first = next(c for c in got.checks if c.sweep == name)
+        again = vd.check_row(fitted[name][0], cat, vd.fit_overheads(other, cat))
+        assert first.held_out == pytest.approx(again.held_out, rel=1e-9)

@@ -169,8 +169,9 @@ def gpu_form_table(*, key: str, name: str, memory_gb: float, memory_type: str,
                    bandwidth_gb_s: float, bf16_tflops: float, fp8_tflops: float | None,
                    int8_tops: float | None, interconnect: str, interconnect_kind: str,
                    interconnect_gb_s: float, price_per_hour: float, currency: str,
-                   price_source: str, source: str, as_of: str) -> dict[str, Any]:
-    """A GPU table from the Catalog page's form (0 for FP8/INT8 means 'not supported')."""
+                   price_source: str, source: str, as_of: str,
+                   fp4_tflops: float | None = None) -> dict[str, Any]:
+    """A GPU table from the Catalog page's form (0 for FP8/INT8/FP4 means 'not supported')."""
     table: dict[str, Any] = {
         "key": key.strip().lower(), "name": name.strip(), "memory_gb": memory_gb,
         "memory_type": memory_type.strip(), "bandwidth_gb_s": bandwidth_gb_s,
@@ -184,6 +185,8 @@ def gpu_form_table(*, key: str, name: str, memory_gb: float, memory_type: str,
         table["fp8_tflops"] = fp8_tflops
     if int8_tops:
         table["int8_tops"] = int8_tops
+    if fp4_tflops:
+        table["fp4_tflops"] = fp4_tflops
     return table
 
 

@@ -7,6 +7,10 @@ with a message naming the file, the entry and the field (docs/method.md). A bad 
 is an error; a bad custom entry is skipped with a warning (`Catalog.warnings`,
 docs/reliability.md). Keys are lower-case with hyphens (`rtx-4090`, `llama-3.1-8b`); a model key
 may carry a weight-format suffix (`llama-3.1-8b-fp8`, `qwen3.5-9b-awq`).
+
+Long module: the three catalogs' dataclasses, their one shared entry reader (`_Entry`: bounds,
+names, unknown fields) and a parser per kind; split, each parser would import the reader's
+private checks back.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ DATA_DIR = workspace.bundled_data_dir()
 """The bundled data folder (catalogs, reference measurements, the sample run), read-only."""
 
 LayerKind = Literal["full", "sliding", "mla", "linear"]
+ComputeDtype = Literal["bf16", "fp8", "int8", "fp4"]
+"""The GEMM precision a weight format runs at (`WeightFormat.compute_dtype`)."""
+COMPUTE_DTYPES: tuple[ComputeDtype, ...] = ("bf16", "fp8", "int8", "fp4")
 LAYER_KINDS: tuple[LayerKind, ...] = ("full", "sliding", "mla", "linear")
 KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
@@ -53,6 +60,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "bf16_tflops": (0.001, 100_000.0),
     "fp8_tflops": (0.001, 100_000.0),
     "int8_tops": (0.001, 100_000.0),
+    "fp4_tflops": (0.001, 100_000.0),
     "interconnect_gb_s": (0.1, 100_000.0),
     "price_per_hour": (MIN_PRICE_PER_HOUR, MAX_PRICE_PER_HOUR),
     # models
@@ -88,7 +96,7 @@ GEMM at 0.005-0.04 TFLOP/s on a busy 2-core machine."""
 _BOUND_HINTS = {"memory_gb": " GB (the largest accelerators hold a few hundred)",
                 "memory_driver_gib": " GiB", "bandwidth_gb_s": " GB/s",
                 "interconnect_gb_s": " GB/s", "bf16_tflops": " TFLOP/s",
-                "fp8_tflops": " TFLOP/s", "int8_tops": " TOP/s",
+                "fp8_tflops": " TFLOP/s", "int8_tops": " TOP/s", "fp4_tflops": " TFLOP/s",
                 "price_per_hour": " per GPU-hour",
                 "num_layers": " layers", "count": " layers",
                 "max_context_tokens": " tokens"}
@@ -171,7 +179,7 @@ class WeightFormat:
     key: str
     name: str
     bits_per_weight: float
-    compute_dtype: Literal["bf16", "fp8", "int8"]
+    compute_dtype: ComputeDtype
     generic: bool
     source: str
     notes: str = ""
@@ -281,15 +289,22 @@ class Gpu:
     source: str
     as_of: str
     memory_driver_gib: float | None = None
+    fp4_tflops: float | None = None
+    """Dense FP4 tensor TFLOP/s (Blackwell's NVFP4/MXFP4 GEMMs, W4A4); None where the GPU has
+    no FP4 tensor cores: a 4-bit float format then runs weight-only at the bf16 rate."""
     notes: str = ""
     path: str = ""
 
     def tflops_for(self, compute_dtype: str) -> float:
-        """Dense tensor TFLOP/s for a GEMM precision; falls back to bf16 where the GPU lacks it."""
+        """Dense tensor TFLOP/s for a GEMM precision; falls back to bf16 where the GPU lacks it
+        (fp8 on an A100, fp4 on a Hopper: the weights are dequantized and the GEMM runs in
+        bf16, W8A16 / W4A16)."""
         if compute_dtype == "fp8" and self.fp8_tflops:
             return self.fp8_tflops
         if compute_dtype == "int8" and self.int8_tops:
             return self.int8_tops
+        if compute_dtype == "fp4" and self.fp4_tflops:
+            return self.fp4_tflops
         return self.bf16_tflops
 
 
@@ -518,11 +533,11 @@ def parse_format(path: Path, table: Mapping[str, Any]) -> WeightFormat:
     """Validate one `[[format]]` table of `weight_formats.toml`."""
     e = _Entry(path, str(table.get("key", "?")), table)
     key = _check_key(e)
-    if (compute := e.text("compute_dtype")) not in ("bf16", "fp8", "int8"):
-        raise e.fail("compute_dtype", f"'{compute}' is not one of bf16, fp8, int8")
+    if (compute := e.text("compute_dtype")) not in COMPUTE_DTYPES:
+        raise e.fail("compute_dtype", f"'{compute}' is not one of {', '.join(COMPUTE_DTYPES)}")
     fmt = WeightFormat(
         key=key, name=e.name(), bits_per_weight=e.number("bits_per_weight"),
-        compute_dtype=cast(Literal["bf16", "fp8", "int8"], compute),
+        compute_dtype=compute,
         generic=bool(e._get("generic", True, False)), source=e.text("source"),
         notes=e.text("notes", ""), embedding_bits=e.number("embedding_bits", optional=True))
     e.text("as_of")
@@ -629,6 +644,7 @@ def parse_gpu(path: Path, table: Mapping[str, Any]) -> Gpu:
         price_source=e.text("price_source"), price_as_of=e.text("price_as_of"),
         source=e.text("source"), as_of=e.text("as_of"),
         memory_driver_gib=e.number("memory_driver_gib", optional=True),
+        fp4_tflops=e.number("fp4_tflops", optional=True),
         notes=e.text("notes", ""), path=str(path))
     e.finish()
     return gpu

@@ -92,8 +92,9 @@ def matmul_ceiling(gpu: Gpu, compute_dtype: str) -> float | None:
     author's, not the card the file measured, even under a bundled key) and where the file's
     figure is above the entry's spec sheet (a measurement of another card: no bound rather
     than a wrong one; the bundled file's consistency is tested). Example: H100 SXM bf16
-    794.5 / 989 = 0.803; fp8 1402.6 / 1979 = 0.709."""
-    if compute_dtype == "int8" and gpu.int8_tops:
+    794.5 / 989 = 0.803; fp8 1402.6 / 1979 = 0.709. An fp4 GEMM on a GPU with FP4 tensor
+    cores is not measured (None); without them it runs in bf16 (W4A16) and takes that share."""
+    if (compute_dtype == "int8" and gpu.int8_tops) or (compute_dtype == "fp4" and gpu.fp4_tflops):
         return None
     fp8 = compute_dtype == "fp8" and bool(gpu.fp8_tflops)
     return _share(gpu.key, gpu.path, fp8, gpu.tflops_for("fp8" if fp8 else "bf16"),
@@ -144,13 +145,14 @@ def typical_ceiling(gpu: Gpu, compute_dtype: str) -> float:
     """The matmul ceiling a typical basis' prefill plateau and decode eff are shares of
     (dimensionless): `matmul_ceiling` where the GPU's fastest GEMM is measured for that
     precision; for fp8 measured only in bf16, the GPU's bf16 share up to `UNMEASURED_CEILING`
-    (`FP8_TRACKS_BF16`); else `UNMEASURED_CEILING`. Examples: H100 SXM bf16 0.803, fp8 0.709;
-    MI300X bf16 0.511, fp8 (not measured) 0.511; an RTX 4090 bf16 1 (its GEMMs reach the spec
-    sheet), fp8 (not measured) 0.803."""
+    (`FP8_TRACKS_BF16`), and so for fp4 on FP4 tensor cores, which no file measures; else
+    `UNMEASURED_CEILING`. Examples: H100 SXM bf16 0.803, fp8 0.709; MI300X bf16 0.511, fp8 (not
+    measured) 0.511; an RTX 4090 bf16 1 (its GEMMs reach the spec sheet), fp8 (not measured)
+    0.803; B200 fp4 0.776 (its bf16 share)."""
     got = matmul_ceiling(gpu, compute_dtype)
     if got is not None:
         return got
-    if compute_dtype == "fp8":
+    if compute_dtype in ("fp8", "fp4"):
         bf16 = matmul_ceiling(gpu, "bf16")
         if bf16 is not None:
             return min(bf16, UNMEASURED_CEILING)

@@ -117,7 +117,7 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
     g.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"catalog model key, optionally with a format suffix (default {DEFAULT_MODEL})")
     g.add_argument("--weights", default=None, metavar="FORMAT",
-                   help="weight format: bf16, fp8, int8, awq, gptq, gguf-q4_k_m "
+                   help="weight format: bf16, fp8, int8, awq, gptq, nvfp4, gguf-q4_k_m "
                         "(default: the key's suffix or the model's default)")
     g.add_argument("--gpu", default=DEFAULT_GPU, help=f"catalog GPU key (default {DEFAULT_GPU})")
     g.add_argument("--gpus", type=whole(min=1, max=MAX_GPUS_PER_DEPLOYMENT),

@@ -27,7 +27,7 @@ import numpy as np
 
 from capacity.errors import InputError
 
-OVERLAP_GRID: Final = np.linspace(0.0, 1.0, 101)
+OVERLAP_GRID: Final = np.round(np.linspace(0.0, 1.0, 101), 2)
 """The overlap shares the fit tries (0 to 1 in steps of 0.01)."""
 MAX_LAYER_OVERHEAD_US: Final = 400.0
 LAYER_OVERHEAD_GRID: Final = np.arange(0.0, MAX_LAYER_OVERHEAD_US + 0.5, 1.0)

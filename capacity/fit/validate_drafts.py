@@ -17,7 +17,7 @@ is at most tau; the shape is the speed-up at a sweep's largest batch over its sm
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -271,6 +271,14 @@ def fit_overheads(rows: Sequence[SpeedupRow], catalog: Catalog | None = None
     return float(fit.x[0]), float(fit.x[1])
 
 
+def fitted_sweeps(by_sweep: Mapping[str, Sequence[SpeedupRow]]
+                  ) -> dict[str, Sequence[SpeedupRow]]:
+    """The sweeps `fit_overheads` is run on: those of two batches or more. At one batch a
+    speed-up cannot tell a draft pass's cost from a verified token's (two knobs, one figure):
+    such a row is scored, on the others' fit, and fits nothing."""
+    return {name: rows for name, rows in by_sweep.items() if len({r.batch for r in rows}) >= 2}
+
+
 def check_row(r: SpeedupRow, catalog: Catalog | None = None,
               held_out: tuple[float, float] | None = None) -> DraftCheck:
     """Row `r` beside its predicted speed-up on each basis (the row must pass `skip_reason`);
@@ -321,14 +329,17 @@ def draft_scorecard(rows: Iterable[SpeedupRow] | None = None,
     by_sweep: dict[str, list[SpeedupRow]] = {}
     for r in scored:
         by_sweep.setdefault(label(r), []).append(r)
+    fitted = fitted_sweeps(by_sweep)
     for name, own in by_sweep.items():
-        others = [r for r in scored if label(r) != name]
+        others = [r for other, rows in fitted.items() if other != name for r in rows]
         held = fit_overheads(others, cat) if others else None
         for r in own:
             checks.append(check_row(r, cat, held))
             firsts.setdefault(name, r)
     sweeps = []
     for name, first in firsts.items():
+        if name not in fitted:  # one batch: no shape
+            continue
         one = sorted((c for c in checks if c.sweep == name), key=lambda c: c.batch)
         lo, hi = one[0], one[-1]
         at1 = check_row(SpeedupRow(**{**asdict(first), "batch": 1}), cat)

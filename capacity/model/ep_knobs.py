@@ -39,6 +39,10 @@ class EpKnobs:
     """Share of the attention peak (`attention_dtype`) in the decode attention kernel."""
     attention_dtype: str = ""
     """Precision of the attention kernel's FLOPs ('' = the weights' GEMM precision)."""
+    dense_dtype: str = ""
+    """Finest precision of the GEMMs outside the routed experts (attention projections, shared
+    expert, dense layers), at most the weights' ('' = the weights' GEMM precision): a 4-bit
+    expert checkpoint of an MLA model keeps these in FP8."""
     mla_absorbed: bool = False
     """Count MLA decode attention in the absorbed form (`attention_flops`), else F4b's count."""
     expert_eff_curve: tuple[tuple[float, float], ...] = ()

@@ -346,10 +346,11 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     """(attention part, expert part) of the busiest GPU's compute for `batch` sequences, ms.
 
     Attention part: max(S' x bytes/param / attention_tp / (BW eta_bw eta_d) + b_g x KV / (BW
-    eta_bw eta_kv), b_g x 2 S' / attention_tp / (F eff e_d) + b_g x A / attention_tp / (F_a eff
+    eta_bw eta_kv), b_g x 2 S' / attention_tp / (F_d eff e_d) + b_g x A / attention_tp / (F_a eff
     e_a)) with S' = S - lookup, b_g = B / attention groups (S: shared parameters; the input
     embedding is a lookup, F4b); A the attention FLOPs of one token (F4b, or MLA's absorbed
-    count with `knobs.mla_absorbed`), F_a the peak at `knobs.attention_dtype` (default: F).
+    count with `knobs.mla_absorbed`), F_a the peak at `knobs.attention_dtype` (default: F), F_d
+    the peak at `knobs.dense_dtype` (default: F; `_dense_peak`).
     Expert part: max(slots x X/E x bytes/param x touched(B) / (BW eta_bw), 2 X/E x gamma B k /
     ep / (F eff e_x)): the GPU's expert copies read, its token-expert pairs multiplied, e_x the
     grouped GEMM's share at gamma B k / ep / slots tokens per expert copy
@@ -359,12 +360,13 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     lay = s.layout
     bw = s.gpu.bandwidth_gb_s * GB * eta_bw
     f = s.peak_tflops * TERA * eff
+    f_dense = _dense_peak(s, knobs) * TERA * eff
     f_attn = _attention_peak(s, knobs) * TERA * eff * knobs.attention_eff
     shared = (s.shared_params_b - s.variant.model.lookup_params_b) * 1e9
     b_g = batch / lay.attention_groups
     attn_s = max((s.shared_bytes - s.lookup_bytes) / lay.attention_tp / (bw * knobs.dense_eta_bw)
                  + b_g * s.kv_request_bytes / (bw * knobs.kv_eta_bw),
-                 b_g * 2.0 * shared / lay.attention_tp / (f * knobs.dense_eff)
+                 b_g * 2.0 * shared / lay.attention_tp / (f_dense * knobs.dense_eff)
                  + b_g * attention_flops(s, knobs) / lay.attention_tp / f_attn)
     exp_bytes = (s.expert_slots * s.expert_params_b * 1e9 * s.expert_bytes_per_param
                  * _touched(s, batch))
@@ -372,6 +374,15 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     e_x = grouped_gemm_eff(knobs.expert_eff_curve, pairs / s.expert_slots)
     exp_flops = 2.0 * s.expert_params_b * 1e9 * pairs
     return attn_s * 1e3, max(exp_bytes / bw, exp_flops / (f * e_x)) * 1e3
+
+
+def _dense_peak(s: EpSetup, knobs: EpKnobs) -> float:
+    """TFLOP/s of the GEMMs outside the routed experts: the weights' peak, at most the peak at
+    `knobs.dense_dtype` (FP8 for DeepSeek's NVFP4 checkpoints, whose MLA projections stay FP8);
+    equal to the weights' peak at FP8 or BF16 weights, and on the spec sheet."""
+    if not knobs.dense_dtype:
+        return s.peak_tflops
+    return min(s.gpu.tflops_for(knobs.dense_dtype), s.peak_tflops)
 
 
 def _attention_peak(s: EpSetup, knobs: EpKnobs) -> float:
@@ -488,31 +499,31 @@ def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
                           tokens_per_gpu: float = PREFILL_TOKENS_PER_GPU) -> float:
     """Input tokens per second per GPU of a compute-bound prefill (F6 per GPU), tok/s.
 
-    Per prompt token, the GPU time of the deployment (the rate is tokens over ep GPUs): C =
-    2 (S - lookup) / (F e_d) + 4 x layers x q_heads x head_dim x L / 2 (causal attention, F6)
-    / (F_a e_a) + 2 X/E x k x gamma / (F e_x) (its experts, spread over the EP group, the
-    busiest GPU's share), all at MFU, over
-    (1 - `comm_sm_share`); e_d, e_a the knobs' prefill shares, F_a the peak at
-    `attention_dtype`, e_x the grouped GEMM's share at tokens_per_gpu x k x gamma / ep / slots
-    tokens per expert copy, plus the fixed time 2 micro-batches x MoE layers x
-    `layer_overhead_us` / tokens_per_gpu. With `knobs.prefill_comm` the all-to-all M
-    (`prefill_comm_us_per_token`) joins under the overlap: 1 / (max(C, M) + (1 - overlap)
-    min(C, M)); else communication is hidden. The spec sheet: MFU 1, gamma 1, knobs neutral.
-    The attention layout does not change C: TP attention splits each token's shared FLOPs over
-    its group, and the group takes that many times the tokens (as `compute_parts_ms`' decode,
-    b / groups x 2 S' / attention_tp = b x 2 S' / ep); its all-reduces are not counted here.
-    Until 2026-12-07 the shared part was divided by attention_tp once more, which made a TP
-    attention layout prefill up to attention_tp times faster than DP attention."""
+    Per prompt token, the GPU time of the deployment (the rate is tokens over ep GPUs): C = 2 (S -
+    lookup) / (F_d e_d) + 4 x layers x q_heads x head_dim x L / 2 (causal attention, F6) / (F_a
+    e_a) + 2 X/E x k x gamma / (F e_x) (its experts, spread over the EP group, the busiest GPU's
+    share), all at MFU, over (1 - `comm_sm_share`); e_d, e_a the knobs' prefill shares, F_a the
+    peak at `attention_dtype`, F_d at `dense_dtype` (`_dense_peak`), e_x the grouped GEMM's share
+    at tokens_per_gpu x k x gamma / ep / slots tokens per expert copy, plus the fixed time 2
+    micro-batches x MoE layers x `layer_overhead_us` / tokens_per_gpu. With `knobs.prefill_comm`
+    the all-to-all M (`prefill_comm_us_per_token`) joins under the overlap: 1 / (max(C, M) + (1 -
+    overlap) min(C, M)); else communication is hidden. The spec sheet: MFU 1, gamma 1, knobs
+    neutral. The attention layout does not change C: TP attention splits each token's shared FLOPs
+    over its group, and the group takes that many times the tokens (as `compute_parts_ms`' decode,
+    b / groups x 2 S' / attention_tp = b x 2 S' / ep); its all-reduces are not counted here. Until
+    2026-12-07 the shared part was divided by attention_tp once more, which made a TP attention
+    layout prefill up to attention_tp times faster than DP attention."""
     m = s.variant.model
     k = knobs
     f = s.peak_tflops * TERA * mfu * (1.0 - k.comm_sm_share)
+    f_dense = _dense_peak(s, k) * TERA * mfu * (1.0 - k.comm_sm_share)
     f_attn = (_attention_peak(s, k) * TERA * mfu * (1.0 - k.comm_sm_share)
               * k.prefill_attention_eff)
     shared = (s.shared_params_b - m.lookup_params_b) * 1e9
     attn = float(attention_flops_per_token(m, prompt_tokens)) / 2.0
     e_x = grouped_gemm_eff(k.expert_eff_curve,
                            tokens_per_gpu * s.active * imbalance / s.layout.ep / s.expert_slots)
-    compute_s = (2.0 * shared / (f * k.prefill_dense_eff) + attn / f_attn
+    compute_s = (2.0 * shared / (f_dense * k.prefill_dense_eff) + attn / f_attn
                  + 2.0 * s.expert_params_b * 1e9 * s.active * imbalance / (f * e_x)
                  + 2.0 * s.moe_layers * k.layer_overhead_us * 1e-6 / tokens_per_gpu)
     if not k.prefill_comm:

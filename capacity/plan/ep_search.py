@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -404,13 +405,25 @@ def ep_sizes(shape: NodeShape, max_gpus: int, experts: int) -> tuple[int, ...]:
     return tuple(sorted(n for n in out if n <= experts))
 
 
-def _weights_keys(inp: PlanInputs, cat: Catalog) -> tuple[str, ...]:
-    """The weight formats searched: `inp.formats`, else the key's own suffix, else the model's
-    default format (FP8 for DeepSeek-V3, the format of every published wide-EP deployment)."""
+FP4_EP_FORMAT: Final = "nvfp4"
+"""The 4-bit format wide EP also runs on GPUs with FP4 tensor cores: SGLang's and vLLM's GB200
+deployments of DeepSeek-V3/R1 run their experts in NVFP4 (data/reference/moe_ep.csv)."""
+
+
+def _weights_keys(inp: PlanInputs, cat: Catalog, gpu: Gpu) -> tuple[str, ...]:
+    """The weight formats searched on `gpu`: `inp.formats`, else the key's own suffix, else the
+    model's default format (FP8 for DeepSeek-V3, as the published H100/H800/H200 deployments),
+    and NVFP4 where the GPU multiplies FP4 (`Gpu.fp4_tflops`), as the published GB200 ones.
+    The aggregated search beside it tries every generic format: without the NVFP4 option a
+    Blackwell comparison would set 4-bit replicas against 8-bit EP."""
     base = cat.variant(inp.model)
     if inp.formats is not None:
         return inp.formats
-    return (base.format.key,)
+    own = base.format.key
+    if (gpu.fp4_tflops and own != FP4_EP_FORMAT and inp.model.strip().lower() == base.model.key
+            and FP4_EP_FORMAT in {f.key for f in cat.formats_for(base.model)}):
+        return (own, FP4_EP_FORMAT)
+    return (own,)
 
 
 def _rank(o: EpPlanOption) -> tuple[float, float, int, str]:
@@ -535,7 +548,7 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
         for n in sizes:
             if n * per_gpu_month > cheapest:
                 break  # one deployment of this size costs more than an option found
-            cands = [(w, kv, o) for w in _weights_keys(inp, cat) for kv in inp.kv_dtypes
+            cands = [(w, kv, o) for w in _weights_keys(inp, cat, g) for kv in inp.kv_dtypes
                      for o in plan_ep(inp.model, g.key, n, prompt_tokens=wl.prompt,
                                       output_tokens=held - wl.prompt, kv_dtype=kv, weights=w,
                                       eta_bw=b.eta_bw, eff=b.eff,

@@ -60,7 +60,7 @@ def gpu_rows(catalog: Catalog) -> list[dict[str, Any]]:
             "bandwidth_gb_s": g.bandwidth_gb_s,
             "copy_gb_s": None if mamf is None else mamf.copy_gb_s,
             "bf16_tflops": g.bf16_tflops,
-            "fp8_tflops": g.fp8_tflops, "int8_tops": g.int8_tops,
+            "fp8_tflops": g.fp8_tflops, "int8_tops": g.int8_tops, "fp4_tflops": g.fp4_tflops,
             "mamf_bf16_tflops": None if mamf is None else mamf.bf16_tflops,
             "mamf_fp8_tflops": None if mamf is None else mamf.fp8_tflops,
             "interconnect": g.interconnect, "price_per_hour": g.price_per_hour,
