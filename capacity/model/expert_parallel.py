@@ -350,7 +350,7 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     e_a)) with S' = S - lookup, b_g = B / attention groups (S: shared parameters; the input
     embedding is a lookup, F4b); A the attention FLOPs of one token (F4b, or MLA's absorbed
     count with `knobs.mla_absorbed`), F_a the peak at `knobs.attention_dtype` (default: F), F_d
-    the peak at `knobs.dense_dtype` (default: F; `_dense_peak`).
+    the peak at `knobs.dense_dtype` (default: F; `_capped_peak`).
     Expert part: max(slots x X/E x bytes/param x touched(B) / (BW eta_bw), 2 X/E x gamma B k /
     ep / (F eff e_x)): the GPU's expert copies read, its token-expert pairs multiplied, e_x the
     grouped GEMM's share at gamma B k / ep / slots tokens per expert copy
@@ -360,8 +360,8 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     lay = s.layout
     bw = s.gpu.bandwidth_gb_s * GB * eta_bw
     f = s.peak_tflops * TERA * eff
-    f_dense = _dense_peak(s, knobs) * TERA * eff
-    f_attn = _attention_peak(s, knobs) * TERA * eff * knobs.attention_eff
+    f_dense = _capped_peak(s, knobs.dense_dtype) * TERA * eff
+    f_attn = _capped_peak(s, knobs.attention_dtype) * TERA * eff * knobs.attention_eff
     shared = (s.shared_params_b - s.variant.model.lookup_params_b) * 1e9
     b_g = batch / lay.attention_groups
     attn_s = max((s.shared_bytes - s.lookup_bytes) / lay.attention_tp / (bw * knobs.dense_eta_bw)
@@ -376,21 +376,15 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     return attn_s * 1e3, max(exp_bytes / bw, exp_flops / (f * e_x)) * 1e3
 
 
-def _dense_peak(s: EpSetup, knobs: EpKnobs) -> float:
-    """TFLOP/s of the GEMMs outside the routed experts: the weights' peak, at most the peak at
-    `knobs.dense_dtype` (FP8 for DeepSeek's NVFP4 checkpoints, whose MLA projections stay FP8);
-    equal to the weights' peak at FP8 or BF16 weights, and on the spec sheet."""
-    if not knobs.dense_dtype:
+def _capped_peak(s: EpSetup, dtype: str) -> float:
+    """TFLOP/s of a kernel run at `dtype`, at most the weights' peak (so the spec-sheet bound,
+    at the weights' peak, stays a bound); '' = the weights' peak. Used for the attention
+    kernel (`EpKnobs.attention_dtype`) and the GEMMs outside the routed experts
+    (`EpKnobs.dense_dtype`: FP8 for DeepSeek's NVFP4 checkpoints, whose MLA projections stay
+    FP8; with FP8 or BF16 weights the weights' own peak)."""
+    if not dtype:
         return s.peak_tflops
-    return min(s.gpu.tflops_for(knobs.dense_dtype), s.peak_tflops)
-
-
-def _attention_peak(s: EpSetup, knobs: EpKnobs) -> float:
-    """TFLOP/s of the attention kernel: the peak at `knobs.attention_dtype`, at most the
-    weights' (so the spec-sheet bound, at the weights' peak, stays a bound)."""
-    if not knobs.attention_dtype:
-        return s.peak_tflops
-    return min(s.gpu.tflops_for(knobs.attention_dtype), s.peak_tflops)
+    return min(s.gpu.tflops_for(dtype), s.peak_tflops)
 
 
 def attention_flops(s: EpSetup, knobs: EpKnobs = SPEC_KNOBS) -> float:
@@ -503,7 +497,7 @@ def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
     lookup) / (F_d e_d) + 4 x layers x q_heads x head_dim x L / 2 (causal attention, F6) / (F_a
     e_a) + 2 X/E x k x gamma / (F e_x) (its experts, spread over the EP group, the busiest GPU's
     share), all at MFU, over (1 - `comm_sm_share`); e_d, e_a the knobs' prefill shares, F_a the
-    peak at `attention_dtype`, F_d at `dense_dtype` (`_dense_peak`), e_x the grouped GEMM's share
+    peak at `attention_dtype`, F_d at `dense_dtype` (`_capped_peak`), e_x the grouped GEMM's share
     at tokens_per_gpu x k x gamma / ep / slots tokens per expert copy, plus the fixed time 2
     micro-batches x MoE layers x `layer_overhead_us` / tokens_per_gpu. With `knobs.prefill_comm`
     the all-to-all M (`prefill_comm_us_per_token`) joins under the overlap: 1 / (max(C, M) + (1 -
@@ -516,8 +510,8 @@ def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
     m = s.variant.model
     k = knobs
     f = s.peak_tflops * TERA * mfu * (1.0 - k.comm_sm_share)
-    f_dense = _dense_peak(s, k) * TERA * mfu * (1.0 - k.comm_sm_share)
-    f_attn = (_attention_peak(s, k) * TERA * mfu * (1.0 - k.comm_sm_share)
+    f_dense = _capped_peak(s, k.dense_dtype) * TERA * mfu * (1.0 - k.comm_sm_share)
+    f_attn = (_capped_peak(s, k.attention_dtype) * TERA * mfu * (1.0 - k.comm_sm_share)
               * k.prefill_attention_eff)
     shared = (s.shared_params_b - m.lookup_params_b) * 1e9
     attn = float(attention_flops_per_token(m, prompt_tokens)) / 2.0
