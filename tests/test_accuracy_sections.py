@@ -49,3 +49,14 @@ def test_committed_section_is_current(module: ModuleType, name: str) -> None:
     assert committed == module.markdown(shipped(name), *extra).rstrip("\n"), (
         f"docs/accuracy.md's {module.BEGIN} section is not current: run "
         "`capacity validate --out docs/accuracy.md`")
+
+
+@pytest.mark.slow
+def test_committed_trtllm_section_is_current() -> None:
+    """TensorRT-LLM's performance overview: its own markers, after the MLPerf section."""
+    text = ACCURACY.read_text(encoding="utf-8")
+    committed = validate_mlperf.trtllm_section_of(text)
+    assert committed and text.index(validate_mlperf.END) < text.index(validate_mlperf.TRTLLM_BEGIN)
+    assert committed == validate_mlperf.trtllm_markdown(shipped("trtllm")).rstrip("\n"), (
+        "docs/accuracy.md's TensorRT-LLM section is not current: run "
+        "`capacity validate --out docs/accuracy.md`")

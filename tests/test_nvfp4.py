@@ -11,6 +11,7 @@ import pytest
 from capacity.catalog import custom as cc
 from capacity.catalog.loader import default_catalog
 from capacity.catalog.matmul import UNMEASURED_CEILING, matmul_ceiling, typical_ceiling
+from capacity.fit.planning import scenario_with_basis
 from capacity.model.ep_knobs import SPEC_KNOBS, planning_ep_knobs
 from capacity.model.expert_parallel import ep_layout, ep_setup, prefill_tok_s_per_gpu
 from capacity.model.scenario import evaluate, make_scenario
@@ -57,14 +58,20 @@ def test_without_fp4_tensor_cores_the_weights_run_in_bf16(gpu: str) -> None:
     assert typical_ceiling(g, "fp4") == typical_ceiling(g, "bf16")
 
 
-def test_an_unmeasured_fp4_gemm_takes_the_gpus_bf16_share_at_most_the_median() -> None:
-    """No file measures an FP4 GEMM: its share is the bf16 one, as fp8's (`FP8_TRACKS_BF16`)."""
+def test_an_fp4_gemm_serves_at_the_fp8_gemms_rate_on_the_typical_basis() -> None:
+    """`FP4_AT_FP8_RATE`: on FP4 tensor cores the typical basis' ceiling is the FP8 GEMM's
+    TFLOP/s over the FP4 peak (the spec sheet keeps the FP4 peak)."""
     cat = default_catalog()
     b200, gb200, rtx = cat.gpu("b200"), cat.gpu("gb200"), cat.gpu("rtx-5090")
     assert matmul_ceiling(b200, "fp4") is None
-    assert typical_ceiling(b200, "fp4") == pytest.approx(1745.0 / 2250.0)  # B200 bf16 MAMF
-    assert typical_ceiling(gb200, "fp4") == pytest.approx(1822.0 / 2500.0)
-    assert typical_ceiling(rtx, "fp4") == UNMEASURED_CEILING  # nothing measured at all
+    assert typical_ceiling(b200, "fp4") == pytest.approx(3432.5 / 9000.0)  # B200 FP8 MAMF
+    assert typical_ceiling(gb200, "fp4") == pytest.approx(3615.6 / 10000.0)
+    # nothing measured on an RTX 5090: the median share of its FP8 rate (FP32 accumulate)
+    assert typical_ceiling(rtx, "fp4") == pytest.approx(UNMEASURED_CEILING * 419.0 / 1676.0)
+    s = scenario_with_basis(make_scenario("llama-3.1-70b-nvfp4", "b200"), "typical:vllm")
+    f8 = scenario_with_basis(make_scenario("llama-3.1-70b-fp8", "b200"), "typical:vllm")
+    assert s.tflops * s.mfu == pytest.approx(f8.tflops * f8.mfu)  # the same prefill TFLOP/s
+    assert scenario_with_basis(s, "spec").tflops == 9000.0
 
 
 def test_a_blackwell_step_reads_fp4_weights_and_prefills_at_the_fp4_peak() -> None:

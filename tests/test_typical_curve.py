@@ -231,13 +231,22 @@ def test_the_explorer_says_where_the_plateau_comes_from() -> None:
                                "typical:vllm")
     assert "(the L40S's is not measured)" in prediction_caption(l40s, "typical:vllm", "en")
     # a precision measured only in bf16 takes that share, and says so (not "the median")
-    for model, gpu, share, dtype in (("llama-3.1-8b-fp8", "mi300x", "0.511", "FP8"),
-                                     ("llama-3.1-8b-nvfp4", "b200", "0.776", "FP4")):
+    for model, gpu, share, dtype in (("llama-3.1-8b-fp8", "mi300x", "0.511", "FP8"),):
         low = scenario_with_basis(make_scenario(model, gpu, context_tokens=4096), "typical:vllm")
         text = prediction_caption(low, "typical:vllm", "en")
         assert (f"0.71 x {share}, the {low.gpu.name}'s fastest measured BF16 GEMM as a share of "
                 f"its spec sheet (its {dtype} GEMM is not measured") in text, text
         assert "median of the measured GPUs' fastest GEMM" not in text
+    # NVFP4 without FP4 tensor cores runs its GEMMs in BF16 (W4A16): that measured share
+    hop = scenario_with_basis(make_scenario("llama-3.1-8b-nvfp4", "h100-sxm", context_tokens=4096),
+                              "typical:vllm")
+    assert ("0.71 x 0.803, the H100 SXM's fastest measured GEMM as a share of its spec sheet;"
+            in prediction_caption(hop, "typical:vllm", "en"))
+    # NVFP4 on Blackwell: the FP8 GEMM's rate over the FP4 peak (`FP4_AT_FP8_RATE`)
+    fp4 = scenario_with_basis(make_scenario("llama-3.1-8b-nvfp4", "b200", context_tokens=4096),
+                              "typical:vllm")
+    assert ("0.71 x 0.381, the B200's FP8 GEMM rate as a share of its FP4 peak"
+            in prediction_caption(fp4, "typical:vllm", "en"))
     # the spec sheet and the chapter's say nothing of it
     spec = scenario_with_basis(mi, "spec")
     assert "plateau" not in prediction_caption(spec, "spec", "en")

@@ -176,3 +176,58 @@ def test_cli_prints_the_section(monkeypatch: pytest.MonkeyPatch,
     assert json.loads(capsys.readouterr().out)["mlperf"]["figures"] == 24
     assert main(["validate", "--jobs", "1"]) == 0
     assert "### MLPerf Inference (audited)" in capsys.readouterr().out
+
+
+# ---- TensorRT-LLM's performance overview (data/reference/trtllm_offline.csv) ----------------
+
+def test_trtllm_rows_are_offline_runs_of_the_pages_tables() -> None:
+    """80 figures, 8 tables of 10 lengths; an Offline row states no latency bound (a Server row
+    must), each run its own figure, every one scored and bounded by the spec sheet."""
+    rows = vm.load_rows(CSV.with_name(vm.TRTLLM_ROWS_FILE))
+    assert len(rows) == 80 and len({r.run for r in rows}) == 80
+    assert {r.scenario for r in rows} == {"offline"}
+    assert all(r.ttft_slo_ms is None and r.tpot_slo_ms is None for r in rows)
+    b200 = next(r for r in rows if r.run == "trtllm-l70-b200-1000-1000")
+    assert (b200.model, b200.weights, b200.gpu, b200.tp, b200.requests, b200.value) == (
+        "llama-3.1-70b", "nvfp4", "b200", 1, 3000, 7007)
+    raw = {**_raw()[0], "scenario": "server", "rate_per_s": "75.1", "metric": "rate_per_s",
+           "stat": "scheduled", "value": "75.1", "ttft_slo_ms": ""}
+    with pytest.raises(InputError, match="ttft_slo_ms"):
+        vm.parse_row(raw, "x line 2")
+    card = shipped("trtllm")
+    assert len(card.checks) == 80 and not card.skipped
+    assert card.spec_bound == (80, 80)
+
+
+def _median_signed(card: vm.MlperfScorecard, table: str) -> float:
+    import statistics
+    return statistics.median(c.error("typical") for c in card.checks if c.table == table)
+
+
+def test_fp4_serves_at_the_fp8_rate_on_the_pages_own_controls() -> None:
+    """The evidence for `FP4_AT_FP8_RATE`: Llama-3.3-70B in FP8 on an H200 and two H100s reads
+    within 5% median on the typical basis, in FP4 on a B200 and a GB200 within about 10% with
+    the FP8 GEMM's TFLOP/s; with the FP4 peak at the FP8 GEMM's share (the kernels' 2x) the
+    Blackwell tables read 35-55% fast while the Hopper ones do not move."""
+    from capacity.catalog import matmul
+
+    card = shipped("trtllm")
+    hopper = ("llama-3.1-70b fp8 on h200-sxm (1 x TP1)", "llama-3.1-70b fp8 on h100-sxm (1 x TP2)")
+    blackwell = ("llama-3.1-70b nvfp4 on b200 (1 x TP1)", "llama-3.1-70b nvfp4 on gb200 (1 x TP1)")
+    assert all(abs(_median_signed(card, t)) < 0.05 for t in hopper)
+    assert all(abs(_median_signed(card, t)) < 0.12 for t in blackwell)
+    g = default_catalog().gpu("b200")
+    assert matmul.typical_ceiling(g, "fp4") == pytest.approx(
+        3432.5 / 4500 * 4500 / 9000)   # B200's FP8 MAMF share x FP8 / FP4 peaks
+    kernel = matmul.typical_ceiling
+
+    def at_fp4_peak(gpu, dtype):  # noqa: ANN001, ANN202
+        return kernel(gpu, "fp8") if dtype == "fp4" and gpu.fp4_tflops else kernel(gpu, dtype)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matmul, "typical_ceiling", at_fp4_peak)
+        rows = [r for r in vm.load_rows(CSV.with_name(vm.TRTLLM_ROWS_FILE))
+                if r.model == "llama-3.1-70b"]
+        fast = vm.mlperf_scorecard(rows=rows)
+    assert all(0.35 < _median_signed(fast, t) < 0.6 for t in blackwell)
+    assert all(abs(_median_signed(fast, t)) < 0.05 for t in hopper)

@@ -145,13 +145,16 @@ def typical_ceiling(gpu: Gpu, compute_dtype: str) -> float:
     """The matmul ceiling a typical basis' prefill plateau and decode eff are shares of
     (dimensionless): `matmul_ceiling` where the GPU's fastest GEMM is measured for that
     precision; for fp8 measured only in bf16, the GPU's bf16 share up to `UNMEASURED_CEILING`
-    (`FP8_TRACKS_BF16`), and so for fp4 on FP4 tensor cores, which no file measures; else
-    `UNMEASURED_CEILING`. Examples: H100 SXM bf16 0.803, fp8 0.709; MI300X bf16 0.511, fp8 (not
-    measured) 0.511; an RTX 4090 bf16 1 (its GEMMs reach the spec sheet), fp8 (not measured)
-    0.803; B200 fp4 0.776 (its bf16 share)."""
+    (`FP8_TRACKS_BF16`); for fp4 on FP4 tensor cores, the FP8 GEMM's TFLOP/s over the FP4 peak
+    (`FP4_AT_FP8_RATE`); else `UNMEASURED_CEILING` (and fp4 without FP4 tensor cores runs in
+    bf16). Examples: H100 SXM bf16 0.803, fp8 0.709; MI300X bf16 0.511, fp8 (not measured)
+    0.511; an RTX 4090 bf16 1 (its GEMMs reach the spec sheet), fp8 (not measured) 0.803; B200
+    fp4 0.763 x 4,500 / 9,000 = 0.381."""
     got = matmul_ceiling(gpu, compute_dtype)
     if got is not None:
         return got
+    if compute_dtype == "fp4" and gpu.fp4_tflops:   # `FP4_AT_FP8_RATE`
+        return typical_ceiling(gpu, "fp8") * gpu.tflops_for("fp8") / gpu.fp4_tflops
     if compute_dtype in ("fp8", "fp4"):
         bf16 = matmul_ceiling(gpu, "bf16")
         if bf16 is not None:
@@ -172,6 +175,21 @@ FP8_TRACKS_BF16: Final = (
     "(docs/accuracy.md, \"MLPerf Inference: audited capacity\"): at the median 0.803 the "
     "typical basis read their Offline capacity 44% too fast, at the MI300X's own 0.511 +2%.")
 """Why `typical_ceiling` gives an fp8 GEMM the GPU's bf16 share where only that is measured."""
+
+FP4_AT_FP8_RATE: Final = (
+    "in a serving stack an NVFP4 model's GEMMs run at about the FP8 GEMMs' TFLOP/s, not at "
+    "twice them: TensorRT-LLM's performance overview (v1.0 docs; docs/accuracy.md, section "
+    "\"TensorRT-LLM's performance overview\") measures Llama-3.3-70B in FP4 on one B200 and one "
+    "GB200 and in FP8 on one H200 and two H100s, at the same ten lengths; the typical basis "
+    "reads the FP8 Hopper tables at a median of -0% and -4%, the FP4 Blackwell ones at +55% and "
+    "+38% with the FP4 peak at the FP8 GEMM's share of the spec sheet, and at +10% and -0% with "
+    "the FP8 GEMM's TFLOP/s. InferenceX's FP4-over-FP8 ratio for the same model on B200 is "
+    "1.13-1.35x at equal interactivity (the weights' bytes halve as well), and SGLang's "
+    "cookbook serves Qwen3.6-27B slower in NVFP4 than in FP8 on a B200. The kernels themselves "
+    "are faster (SGLang's GB200 post: NVFP4 GEMMs 'up to 1.9x' FP8's): the activations' "
+    "quantization and the kernels around the GEMMs take the gain back. The spec sheet keeps "
+    "the FP4 peak, so it stays an upper bound; the weights stay at 4.5 bits a weight.")
+"""Why `typical_ceiling` gives an fp4 GEMM on FP4 tensor cores the FP8 GEMM's TFLOP/s."""
 
 
 def typical_mfu(plateau_share: float, gpu: Gpu, compute_dtype: str) -> float:

@@ -62,14 +62,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-SECTIONS: Final = ("card", "realtest", "open_loop", "typical", "disagg", "mlperf", "drafts",
-                   "ep", "gpu_probe")
+SECTIONS: Final = ("card", "realtest", "open_loop", "typical", "disagg", "mlperf", "trtllm",
+                   "drafts", "ep", "gpu_probe")
 """The scorecard's independent sections, about the longest first: the published rows, the
 real engine's committed records (Markdown, for --out only), runs at a set request rate, the
 typical basis, disaggregated prefill/decode, speculative decoding (speed-ups of a draft
 against batch), wide expert parallelism (MoE) and this project's own GPU measurements
 (PyTorch kernels on an H200, data/reference/gpu_probe/); MLPerf Inference's audited results
-(data/reference/mlperf.csv) sit after disaggregation."""
+(data/reference/mlperf.csv) sit after disaggregation, TensorRT-LLM's performance overview
+(data/reference/trtllm_offline.csv, offline runs scored as MLPerf's) after them."""
 
 
 def section(name: str, method: str | None = None) -> Any:
@@ -80,6 +81,7 @@ def section(name: str, method: str | None = None) -> Any:
         "realtest": realtest.markdown,
         "open_loop": open_loop.open_loop_scorecard, "typical": typical.typical_scorecard,
         "disagg": disagg.disagg_scorecard, "mlperf": mlperf.mlperf_scorecard,
+        "trtllm": mlperf.trtllm_scorecard,
         "drafts": drafts.draft_scorecard,
         "ep": expert_parallel.ep_scorecard, "gpu_probe": gpu_probe.gpu_probe_scorecard}
     return make[name]()
@@ -118,8 +120,9 @@ def sections(method: str | None, jobs: int | None = None, *, realtest_md: bool =
 def run(args: argparse.Namespace) -> int:
     method = getattr(args, "step_method", None)
     got = sections(method, args.jobs, realtest_md=bool(args.out))
-    card, spec_dec, ep, pd, ty, ol, probe, mlp = (got[k] for k in (
-        "card", "drafts", "ep", "disagg", "typical", "open_loop", "gpu_probe", "mlperf"))
+    card, spec_dec, ep, pd, ty, ol, probe, mlp, trt = (got[k] for k in (
+        "card", "drafts", "ep", "disagg", "typical", "open_loop", "gpu_probe", "mlperf",
+        "trtllm"))
     if args.out:
         command = COMMAND if method is None else f"{COMMAND} --step-method {method}"
         path = write_between_markers(Path(args.out), markdown(card, command=command))
@@ -129,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         typical.write_section(path, typical.markdown(ty))
         open_loop.write_section(path, open_loop.markdown(ol))
         mlperf.write_section(path, mlperf.markdown(mlp))
+        mlperf.write_trtllm_section(path, mlperf.trtllm_markdown(trt))
         gpu_probe.write_section(path, gpu_probe.markdown(probe))
         # the real engine: every committed realtest record, predicted again from its files
         realtest.write_section(path, got["realtest"])
@@ -139,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
                "disaggregated": disagg.to_dict(pd, ep.errors("held_out")),
                "typical_basis": typical.to_dict(ty),
                "open_loop": open_loop.to_dict(ol), "mlperf": mlperf.to_dict(mlp),
+               "trtllm_offline": mlperf.to_dict(trt),
                "gpu_probe": gpu_probe.to_dict(probe)}
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
@@ -146,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
               + expert_parallel.markdown(ep) + "\n" + disagg.markdown(pd, ep.errors("held_out"))
               + "\n"
               + typical.markdown(ty) + "\n" + open_loop.markdown(ol) + "\n"
-              + mlperf.markdown(mlp) + "\n" + gpu_probe.markdown(probe), end="")
+              + mlperf.markdown(mlp) + "\n" + mlperf.trtllm_markdown(trt) + "\n"
+              + gpu_probe.markdown(probe), end="")
     unexplained = [v for v in card.violations if v.reason == "not explained"]
     return 1 if unexplained else 0

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import csv
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -68,6 +69,10 @@ ROWS_FILE: Final = "mlperf.csv"
 BEGIN: Final = "<!-- validate-mlperf:begin -->"
 END: Final = "<!-- validate-mlperf:end -->"
 """Markers of this section's generated part of docs/accuracy.md."""
+TRTLLM_ROWS_FILE: Final = "trtllm_offline.csv"
+TRTLLM_BEGIN: Final = "<!-- validate-trtllm:begin -->"
+TRTLLM_END: Final = "<!-- validate-trtllm:end -->"
+"""Markers of the section of TensorRT-LLM's performance overview (after the MLPerf one)."""
 BASES: Final = ("spec", "typical")
 SCENARIOS: Final = ("offline", "server")
 METRICS: Final = {"output_tok_s": ("Offline throughput", "tokens/s", ("total",)),
@@ -121,8 +126,9 @@ class MlperfRow:
     requests: int
     rate_per_s: float | None
     """The Server run's scheduled rate (req/s, all replicas); None for Offline."""
-    ttft_slo_ms: float
-    tpot_slo_ms: float
+    ttft_slo_ms: float | None
+    tpot_slo_ms: float | None
+    """The Server run's p99 bounds (ms); None where an Offline run states none."""
     metric: str
     stat: str
     value: float
@@ -181,8 +187,10 @@ def parse_row(r: dict[str, str], where: str) -> MlperfRow:
         prompt_tokens=prompt, prompt_cap=cap,
         output_tokens=csv_number(r, "output_tokens", where),
         requests=csv_number(r, "requests", where), rate_per_s=rate,
-        ttft_slo_ms=csv_number(r, "ttft_slo_ms", where, whole=False),
-        tpot_slo_ms=csv_number(r, "tpot_slo_ms", where, whole=False),
+        ttft_slo_ms=csv_number(r, "ttft_slo_ms", where, whole=False,
+                               required=scenario == "server"),
+        tpot_slo_ms=csv_number(r, "tpot_slo_ms", where, whole=False,
+                               required=scenario == "server"),
         metric=metric, stat=stat, value=csv_number(r, "value", where, whole=False),
         quote=r["quote"].strip(), source=r["source"].strip(), as_of=r["as_of"].strip(),
         notes=r["notes"].strip())
@@ -262,6 +270,7 @@ def slo_rate(r: MlperfRow, basis: str, catalog: Catalog) -> float:
 
     def holds(rate: float) -> bool:
         q = simulate(svc, rate_per_s=rate, n_requests=n, seed=0)
+        assert r.ttft_slo_ms is not None and r.tpot_slo_ms is not None  # a Server row's
         return q.ttft_ms[0.99] <= r.ttft_slo_ms and q.tpot_ms[0.99] <= r.tpot_slo_ms
 
     if holds(sat):
@@ -294,6 +303,13 @@ class MlperfCheck:
     spec: float
     typical: float
     source: str = ""
+    model: str = ""
+    weights: str = ""
+
+    @property
+    def table(self) -> str:
+        """The source table the figure belongs to: model, weights, GPU and layout."""
+        return f"{self.model} {self.weights} on {self.gpu} ({self.layout})"
 
     def predicted(self, basis: str) -> float:
         return self.spec if basis == "spec" else self.typical
@@ -356,12 +372,30 @@ def mlperf_scorecard(catalog: Catalog | None = None,
             id=r.id, run=r.run, round=r.round, submitter=r.submitter, system=r.system,
             scenario=r.scenario, gpu=r.gpu, layout=r.layout, profile=r.profile,
             metric=r.metric, stat=r.stat, measured=r.value, spec=got["spec"],
-            typical=got["typical"], source=r.source))
+            typical=got["typical"], source=r.source, model=r.model, weights=r.weights))
     return MlperfScorecard(checks=tuple(checks), skipped=tuple(skipped))
+
+
+def trtllm_scorecard(catalog: Catalog | None = None) -> MlperfScorecard:
+    """TensorRT-LLM's performance overview (data/reference/trtllm_offline.csv): offline runs of
+    `trtllm-bench throughput`, scored as the MLPerf Offline figures are (`offline_tok_s`)."""
+    return mlperf_scorecard(catalog, load_rows(
+        workspace.bundled_data_dir() / "reference" / TRTLLM_ROWS_FILE))
 
 
 def _v(v: float) -> str:
     return _f(v, ",.1f" if abs(v) < 100 else ",.0f")
+
+
+def _error_lines(card: MlperfScorecard) -> list[str]:
+    """The error by basis and metric, and the spec sheet's bound (both sections)."""
+    bound, total = card.spec_bound
+    lines = ["| basis | metric | figures | median abs error | worst | median signed |",
+             "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {basis} | {'all' if metric is None else METRICS[metric][0]} | "
+              f"{error_cells(errs)} |" for basis, metric, errs in card.error_table(BASES, METRICS)]
+    return lines + ["", f"The spec sheet is on the fast side of the measured figure (capacity at "
+                    f"or above, latency at or below) on {bound} of {total} figures."]
 
 
 def markdown(card: MlperfScorecard) -> str:
@@ -369,7 +403,6 @@ def markdown(card: MlperfScorecard) -> str:
     figure, the rows not scored."""
     runs = sorted({c.run for c in card.checks})
     systems = sorted({f"{c.submitter} {c.system}" for c in card.checks})
-    bound, total = card.spec_bound
     lines = [
         "### MLPerf Inference (audited)", "",
         f"{len(card.checks)} figures of {len(runs)} MLPerf Inference runs of Llama-2-70B "
@@ -383,12 +416,7 @@ def markdown(card: MlperfScorecard) -> str:
         "run's latencies at its scheduled rate through the open-loop section's computation. "
         "Prompts about the dataset's mean (222 tokens, at most 1,021), outputs at the run's "
         "mean. Nothing is fitted to these rows.", "",
-        "| basis | metric | figures | median abs error | worst | median signed |",
-        "|---|---|---:|---:|---:|---:|"]
-    lines += [f"| {basis} | {'all' if metric is None else METRICS[metric][0]} | "
-              f"{error_cells(errs)} |" for basis, metric, errs in card.error_table(BASES, METRICS)]
-    lines += ["", f"The spec sheet is on the fast side of the measured figure (capacity at or "
-              f"above, latency at or below) on {bound} of {total} figures."]
+        *_error_lines(card)]
     lines += ["", "| figure | system | GPU | layout | profile | metric | measured | spec | error "
               "| typical | error |", "|---|---|---|---|---|---|---:|---:|---:|---:|---:|"]
     for c in card.checks:
@@ -400,6 +428,56 @@ def markdown(card: MlperfScorecard) -> str:
             f"{_f(c.error('typical'), '+.1%')} |")
     lines += not_scored_lines([(s.id, s.reason) for s in card.skipped])
     return "\n".join(lines) + "\n"
+
+
+def trtllm_markdown(card: MlperfScorecard) -> str:
+    """TensorRT-LLM's section as Markdown: the error by basis, each source table's median on
+    the typical basis (FP4 on Blackwell beside FP8 on Hopper, the same model and lengths),
+    every figure, the rows not scored."""
+    tables: dict[str, list[MlperfCheck]] = {}
+    for c in card.checks:
+        tables.setdefault(c.table, []).append(c)
+    lines = [
+        "### TensorRT-LLM's performance overview (offline, vendor)", "",
+        f"{len(card.checks)} figures of {len(tables)} tables of TensorRT-LLM's performance "
+        "overview (data/reference/trtllm_offline.csv, the v1.0 docs: `trtllm-bench throughput`, "
+        "every request at once, fixed prompt and output lengths, 1,000 to 30,000 requests; "
+        "ModelOpt's FP4 checkpoints on B200 and GB200, FP8 on H200 and H100) scored as the "
+        "MLPerf Offline figures are (`capacity.fit.validate_mlperf.trtllm_scorecard`: a "
+        "replica's saturation rate x replicas x the output; the batch at most the LLM API's "
+        "default 2,048, KV in FP8). The engine is not a typical basis' own: the figures are "
+        "scored on `typical:vllm`. Nothing is fitted to these rows; they are the evidence for "
+        "the typical basis' FP4 rate (`capacity.catalog.matmul.FP4_AT_FP8_RATE`). Llama-3.3-70B "
+        "is scored as the catalog's llama-3.1-70b (the same architecture); the page's Llama 4, "
+        "Llama-3.1-405B and Qwen3-235B-A22B tables (MoE on attention DP and EP of sizes not "
+        "stated) and its RTX 6000 Pro tables are not recorded.", "",
+        *_error_lines(card), "",
+        "| table | figures | typical, median signed | typical, median abs | spec, lowest |",
+        "|---|---:|---:|---:|---:|"]
+    for name, cs in tables.items():
+        typ = sorted(c.error("typical") for c in cs)
+        spec = min(c.error("spec") for c in cs)
+        lines.append(f"| {name} | {len(cs)} | {_f(statistics.median(typ), '+.1%')} | "
+                     f"{_f(statistics.median(abs(e) for e in typ), '.1%')} | "
+                     f"{_f(spec, '+.1%')} |")
+    lines += ["", "| figure | table | metric | measured | spec | error | typical | error |",
+              "|---|---|---|---:|---:|---:|---:|---:|"]
+    for c in card.checks:
+        lines.append(f"| {c.id} | {c.table} | {c.stat} {METRICS[c.metric][0]} (tokens/s) | "
+                     f"{_v(c.measured)} | {_v(c.spec)} | {_f(c.error('spec'), '+.1%')} | "
+                     f"{_v(c.typical)} | {_f(c.error('typical'), '+.1%')} |")
+    lines += not_scored_lines([(s.id, s.reason) for s in card.skipped])
+    return "\n".join(lines) + "\n"
+
+
+def write_trtllm_section(path: Path, generated: str) -> Path:
+    """Put TensorRT-LLM's section between its markers in `path`, after the MLPerf section."""
+    return write_between_markers(path, generated, TRTLLM_BEGIN, TRTLLM_END, after=END)
+
+
+def trtllm_section_of(text: str) -> str:
+    """TensorRT-LLM's generated section of a document ('' when it has none)."""
+    return between_markers(text, TRTLLM_BEGIN, TRTLLM_END)
 
 
 def to_dict(card: MlperfScorecard) -> dict[str, Any]:

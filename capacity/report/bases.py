@@ -149,6 +149,7 @@ def plateau_text(s: Scenario, lang: str) -> str:
     ceiling = typical_ceiling(s.gpu, dtype)
     bf16 = matmul_ceiling(s.gpu, "bf16")
     key = ("basis_plateau" if matmul_ceiling(s.gpu, dtype) is not None
+           else "basis_plateau_fp4" if dtype == "fp4" and s.gpu.fp4_tflops
            else "basis_plateau_bf16" if bf16 is not None and ceiling == bf16
            else "basis_plateau_median")
     copy = typical_bandwidth_ceiling(s.gpu)
