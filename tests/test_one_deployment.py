@@ -142,6 +142,24 @@ def test_a_pipelined_deployment_is_one_answer(case: str,
     every_surface_shows(state, p, capsys)
 
 
+NVFP4 = {"typical-vllm-b200": PlannerState(model="llama-3.1-70b", gpus="b200", dau=3000,
+                                           ctx=8192, out=512, kv="fp8", cal="typical:vllm",
+                                           engine="vllm")}
+"""NVFP4 on Blackwell on vLLM's typical basis, whose FP4 GEMMs serve at the FP8 rate
+(`matmul.FP4_AT_FP8_RATE`): the option's knobs, its Explorer link and its quote agree (the
+seeded draws reach NVFP4 on the chapter's basis only)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(NVFP4))
+def test_an_nvfp4_deployment_is_one_answer(case: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    state = NVFP4[case]
+    p = plan(state.inputs(default_catalog()), default_catalog())
+    assert p.best is not None and p.best.weights == "nvfp4", p.best
+    every_surface_shows(state, p, capsys)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CACHED))
 def test_a_cached_deployment_is_one_answer(case: str,
