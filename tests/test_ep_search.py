@@ -92,8 +92,10 @@ def test_sizes_a_user_buys() -> None:
 
     assert ep_sizes(node_shape("h100-sxm"), 64, 256) == (8, 16, 32, 64)
     assert ep_sizes(node_shape("h100-sxm"), 16, 256) == (8, 16)
-    assert ep_sizes(node_shape("gb200"), 64, 256) == ()       # one NVL72 rack is 72
-    assert ep_sizes(node_shape("gb200"), 144, 256) == (72, 144)
+    # 8-GPU slices of an NVL72 rack on NVLink (vLLM's GB200 decode instance), then racks
+    assert ep_sizes(node_shape("gb200"), 64, 256) == (8, 16, 32, 64)
+    assert ep_sizes(node_shape("gb200"), 144, 256) == (8, 16, 32, 64, 72, 144)
+    assert ep_sizes(node_shape("gb200"), 4, 256) == ()
     assert ep_sizes(node_shape("h100-sxm"), 1024, 128) == (8, 16, 32, 64, 128)  # <= experts
 
 

@@ -57,11 +57,13 @@ def _state(model: str, dau: int, gpus: str, **kw: object) -> PlannerState:
 
 R1 = _state("deepseek-r1-fp8", 20_000, "h200-sxm,gb200")
 """20,000 users x 20 requests, 30 % in 2 h, +20 %: 20 req/s, in FP8 weights (the key's suffix;
-the format of the published H100/H800/H200 deployments). Two nodes of 8 H200 as EP8 (USD
-42,048 a month) against 16 GB200 as 2 replicas of TP 8 (USD 75,920): wide EP wins. (Searched in
-every format, 8 GB200 as 2 NVFP4 replicas of TP 4 win at USD 37,960, `R1_ANY`; in AWQ, before
-the catalog had NVFP4, 12 GB200 at USD 56,940; one node and 8 GB200 until F10's small-message
-all-reduce, 2026-12-03, slowed the TP attention's and the replicas' all-reduces.)"""
+the format of the published H100/H800/H200 deployments). 8 GPUs of a GB200 NVL72 rack as EP8
+(USD 37,960 a month) against 16 GB200 as 2 replicas of TP 8 (USD 75,920): wide EP wins. (Two
+nodes of 8 H200 as EP8, USD 42,048, until the EP search took 8-GPU slices of an NVL72 rack,
+2026-12-07; searched in every format, 8 GB200 as 2 NVFP4 replicas of TP 4 are as cheap as
+NVFP4 EP8 on 8 GB200, `R1_ANY`; in AWQ, before the catalog had NVFP4, 12 GB200 at USD 56,940;
+one node and 8 GB200 until F10's small-message all-reduce, 2026-12-03, slowed the TP
+attention's and the replicas' all-reduces.)"""
 R1_ANY = replace(R1, model="deepseek-r1")
 """The same load in any format: NVFP4 on Blackwell makes aggregated replicas the cheaper."""
 QWEN = _state("qwen3-30b-a3b", 500, "h100-sxm", ctx=4096, out=200)
@@ -110,7 +112,7 @@ def test_the_verdict_in_chinese_has_the_same_figures(cases: dict[str, EpComparis
     ep, agg = c.ep.best, c.aggregated.best
     assert ep is not None and agg is not None
     zh = reason_text(c, "zh")
-    assert zh.startswith("大规模专家并行：2 x（1 台 8 卡 H200 SXM 节点：EP8，")
+    assert zh.startswith("大规模专家并行：1 台 8 卡 GB200 (NVL72) 节点：EP8，")
     assert f"USD {ep.cost_per_month:,.0f}/月" in zh and f"USD {agg.cost_per_month:,.0f}/月" in zh
     assert f"每 token 延迟 p90 {ep.tpot_ms:.1f} ms" in zh
     assert f"每卡输出 {ep.output_tok_s_per_gpu:,.0f} token/s" in zh
@@ -248,15 +250,18 @@ def test_the_quote_section_in_both_languages(cases: dict[str, EpComparison]) -> 
     en = render_markdown(ep_blocks(c, "en"))
     assert en.startswith("# Wide expert parallelism\n")  # alone, its heading is the title
     assert f"**Wide EP wins**: {c.reason}" in en
-    assert "Cheapest wide-EP deployment: 1 node x 8 H200 SXM: EP8, " in en
+    assert "Cheapest wide-EP deployment: 1 node x 8 GB200 (NVL72): EP8, " in en
     assert f"| Cost per month | {fmt_money(o.cost_per_month, 'USD')} |" in en
     assert f"| per M tok, design load | {fmt_money(o.cost_per_mtok_design, 'USD')} |" in en
     assert f"| TPOT p90, design load | {fmt_ms(o.tpot_ms)} |" in en
-    assert "| GB200 (NVL72) | one node of 72 is over the limit of 16 GPUs |" in en
+    # a GPU without an option: its row, in both languages
+    no_ep = cases["aggregated, no EP"]
+    assert "| RTX 4090 | one node of 8 is over the limit of 4 GPUs |" in render_markdown(
+        ep_blocks(no_ep, "en"))
+    assert "| RTX 4090 | 一个节点 8 卡，超过 4 卡的上限 |" in render_markdown(ep_blocks(no_ep, "zh"))
     zh = render_markdown(ep_blocks(c, "zh"))
     assert zh.startswith("# 大规模专家并行") and "**大规模专家并行胜出**：" in zh
     assert f"| 每月成本 | {fmt_money(o.cost_per_month, 'USD')} |" in zh
-    assert "| GB200 (NVL72) | 一个节点 72 卡，超过 16 卡的上限 |" in zh
     none = render_markdown(ep_blocks(cases["none"], "en"))
     assert "No wide-EP deployment meets the SLOs within 16 GPUs." in none
     # in the whole quote: after the ranked options and the disaggregated section, before the

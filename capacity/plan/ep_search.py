@@ -2,9 +2,9 @@
 whose routed experts spread over one node, several nodes or a whole NVLink domain, sized to the
 design load and priced as the aggregated planner prices GPUs.
 
-For each GPU of the search that data/nodes.toml knows, the EP deployment sizes a user buys:
-one node (its largest size), 2, 4, ... nodes across the scale-out NIC, and the NVLink domain
-where it is larger than a node; each within the GPU limit. For each size, every layout
+For each GPU of the search that data/nodes.toml knows, the EP deployment sizes a user buys
+(`ep_sizes`: nodes across the NIC, and NVLink domains and 8, 16, ... GPUs of one larger than a
+node, an NVL72 rack); each within the GPU limit. For each size, every layout
 `plan_ep` lists (DP or TP attention, redundant experts, two-batch overlap or not), at each KV
 precision of the search. One deployment serves prefill and decode on the same GPUs:
 
@@ -393,21 +393,28 @@ class EpSearch:
         return self.options[0] if self.options else None
 
 
+EP_BASE_GPUS: Final = 8
+"""The smallest wide-EP deployment in a larger scale-up domain: DeepEP's intranode EP8, vLLM's
+GB200 decode instance (8 GPUs of an NVL72 rack)."""
+
+
 def ep_sizes(shape: NodeShape, max_gpus: int, experts: int) -> tuple[int, ...]:
-    """EP deployment sizes a user buys of one GPU: its largest node, 2, 4, 8, ... nodes (over
-    the scale-out NIC), and the NVLink domain where larger than a node; each at most
-    `max_gpus` and at most the routed experts. HGX H100 within 64: 8, 16, 32, 64; GB200
-    (NVL72) within 144: 72, 144."""
+    """EP deployment sizes a user buys of one GPU: its largest node, 2, 4, ... nodes (over the
+    NIC), the NVLink domain where larger than a node, and 8, 16, ... GPUs of a domain larger
+    than `EP_BASE_GPUS` (an NVL72 rack of 4-GPU trays); each at most `max_gpus` and the routed
+    experts. H100 within 64: 8, 16, 32, 64; GB200 within 144: 8, 16, 32, 64, 72, 144."""
     node = shape.max_gpus_per_node
     out = {node * 2 ** k for k in range(12) if node * 2 ** k <= max_gpus}
     if node < shape.nvlink_domain <= max_gpus:
         out.add(shape.nvlink_domain)
+    if shape.nvlink_domain > EP_BASE_GPUS >= shape.gpus_per_node[0]:
+        out |= {n for n in (EP_BASE_GPUS * 2 ** k for k in range(12))
+                if n < shape.nvlink_domain and n <= max_gpus}
     return tuple(sorted(n for n in out if n <= experts))
 
 
 FP4_EP_FORMAT: Final = "nvfp4"
-"""The 4-bit format wide EP also runs on GPUs with FP4 tensor cores: SGLang's and vLLM's GB200
-deployments of DeepSeek-V3/R1 run their experts in NVFP4 (data/reference/moe_ep.csv)."""
+"""Wide EP's format on FP4 tensor cores, as SGLang's and vLLM's GB200 DeepSeek deployments."""
 
 
 def _weights_keys(inp: PlanInputs, cat: Catalog, gpu: Gpu) -> tuple[str, ...]:
