@@ -173,9 +173,13 @@ def test_cli_prints_the_section(monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     share_sections(monkeypatch)
     assert main(["validate", "--format", "json", "--jobs", "1"]) == 0
-    assert json.loads(capsys.readouterr().out)["mlperf"]["figures"] == 24
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["mlperf"]["figures"] == 24 and doc["trtllm_offline"]["figures"] == 80
     assert main(["validate", "--jobs", "1"]) == 0
-    assert "### MLPerf Inference (audited)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "### MLPerf Inference (audited)" in out
+    assert out.index("### MLPerf Inference (audited)") < out.index(
+        "### TensorRT-LLM's performance overview (offline, vendor)")
 
 
 # ---- TensorRT-LLM's performance overview (data/reference/trtllm_offline.csv) ----------------
