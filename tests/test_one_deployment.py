@@ -137,7 +137,7 @@ its spare copy."""
 def test_a_pipelined_deployment_is_one_answer(case: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     state = PIPELINED[case]
-    p = plan(state.inputs(default_catalog()), default_catalog())
+    p = planned(state)
     assert p.best is not None and p.best.pp == 2, p.best
     every_surface_shows(state, p, capsys)
 
@@ -155,7 +155,7 @@ seeded draws reach NVFP4 on the chapter's basis only)."""
 def test_an_nvfp4_deployment_is_one_answer(case: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     state = NVFP4[case]
-    p = plan(state.inputs(default_catalog()), default_catalog())
+    p = planned(state)
     assert p.best is not None and p.best.weights == "nvfp4", p.best
     every_surface_shows(state, p, capsys)
 
@@ -165,9 +165,14 @@ def test_an_nvfp4_deployment_is_one_answer(case: str,
 def test_a_cached_deployment_is_one_answer(case: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     state = CACHED[case]
-    p = plan(state.inputs(default_catalog()), default_catalog())
+    p = planned(state)
     assert p.best is not None
     every_surface_shows(state, p, capsys)
+
+
+def planned(state: PlannerState) -> Plan:
+    """The Planner's search for `state` on the bundled catalog (the named cases above)."""
+    return plan(state.inputs(default_catalog()), default_catalog())
 
 
 def every_surface_shows(state: PlannerState, p: Plan,
