@@ -414,3 +414,11 @@ def test_on_blackwell_wide_ep_runs_nvfp4_as_the_published_gb200_deployments() ->
     c = compare_ep(R1_ANY.inputs(CAT))
     assert c.winner == "aggregated" and c.aggregated.best is not None
     assert (c.aggregated.best.gpu, c.aggregated.best.weights) == ("gb200", "nvfp4")
+
+
+def test_a_gpu_below_its_smallest_ep_size_says_that_size() -> None:
+    """Under 8 GPUs a GB200 has no EP deployment: the reason names its smallest one, 8 GPUs of
+    a rack, not the 72-GPU rack (`ep_sizes`)."""
+    got = ep_search(replace(R1, gpus="gb200", maxg=4).inputs(CAT)).rejected
+    assert [(r.gpu, str(r.detail)) for r in got] == [
+        ("gb200", "one node of 8 is over the limit of 4 GPUs")]

@@ -31,7 +31,7 @@ from typing import Final
 import numpy as np
 
 from capacity.catalog.loader import Catalog, Gpu, default_catalog
-from capacity.catalog.nodes import NodeShape, node_shapes
+from capacity.catalog.nodes import MAX_NODE_GPUS, NodeShape, node_shapes
 from capacity.errors import InputError
 from capacity.model.cost import HOURS_PER_MONTH, Currency, cost_per_mtok
 from capacity.model.ep_knobs import SPEC_KNOBS, EpBasis, EpKnobs, ep_basis
@@ -419,10 +419,8 @@ FP4_EP_FORMAT: Final = "nvfp4"
 
 def _weights_keys(inp: PlanInputs, cat: Catalog, gpu: Gpu) -> tuple[str, ...]:
     """The weight formats searched on `gpu`: `inp.formats`, else the key's own suffix, else the
-    model's default format (FP8 for DeepSeek-V3, as the published H100/H800/H200 deployments),
-    and NVFP4 where the GPU multiplies FP4 (`Gpu.fp4_tflops`), as the published GB200 ones.
-    The aggregated search beside it tries every generic format: without the NVFP4 option a
-    Blackwell comparison would set 4-bit replicas against 8-bit EP."""
+    model's default (FP8 for DeepSeek-V3) and, where the GPU multiplies FP4, NVFP4 (as the
+    aggregated search beside it does: 4-bit replicas against 4-bit EP)."""
     base = cat.variant(inp.model)
     if inp.formats is not None:
         return inp.formats
@@ -548,14 +546,16 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
             continue
         shape = shapes[g.key]
         sizes = ep_sizes(shape, limit, model.moe.experts)
-        why: Note | None = (ep_rejection("ep_rej_node_over", n=shape.max_gpus_per_node,
-                                         limit=limit) if not sizes else None)
+        least = min(ep_sizes(shape, MAX_NODE_GPUS, model.moe.experts), default=shape.max_gpus_per_node)
+        why: Note | None = (ep_rejection("ep_rej_node_over", n=least, limit=limit)
+                            if not sizes else None)
+        weights = _weights_keys(inp, cat, g)
         cheapest = math.inf
         per_gpu_month = inp.price_of(g).per_gpu_hour * HOURS_PER_MONTH
         for n in sizes:
             if n * per_gpu_month > cheapest:
                 break  # one deployment of this size costs more than an option found
-            cands = [(w, kv, o) for w in _weights_keys(inp, cat, g) for kv in inp.kv_dtypes
+            cands = [(w, kv, o) for w in weights for kv in inp.kv_dtypes
                      for o in plan_ep(inp.model, g.key, n, prompt_tokens=wl.prompt,
                                       output_tokens=held - wl.prompt, kv_dtype=kv, weights=w,
                                       eta_bw=b.eta_bw, eff=b.eff,
