@@ -31,6 +31,7 @@ from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import whole
 from capacity.errors import InputError
 from capacity.fit import realtest_record as realtest
+from capacity.fit import validate_bursts as bursts
 from capacity.fit import validate_disagg as disagg
 from capacity.fit import validate_drafts as drafts
 from capacity.fit import validate_ep as expert_parallel
@@ -63,14 +64,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 SECTIONS: Final = ("card", "realtest", "open_loop", "typical", "disagg", "mlperf", "trtllm",
-                   "drafts", "ep", "gpu_probe")
+                   "bursts", "drafts", "ep", "gpu_probe")
 """The scorecard's independent sections, about the longest first: the published rows, the
 real engine's committed records (Markdown, for --out only), runs at a set request rate, the
 typical basis, disaggregated prefill/decode, speculative decoding (speed-ups of a draft
 against batch), wide expert parallelism (MoE) and this project's own GPU measurements
 (PyTorch kernels on an H200, data/reference/gpu_probe/); MLPerf Inference's audited results
 (data/reference/mlperf.csv) sit after disaggregation, TensorRT-LLM's performance overview
-(data/reference/trtllm_offline.csv, offline runs scored as MLPerf's) after them."""
+(data/reference/trtllm_offline.csv, offline runs scored as MLPerf's) after them, and the
+published runs sent at once (data/reference/bursts.csv, saturated) after TensorRT-LLM's."""
 
 
 def section(name: str, method: str | None = None) -> Any:
@@ -81,7 +83,7 @@ def section(name: str, method: str | None = None) -> Any:
         "realtest": realtest.markdown,
         "open_loop": open_loop.open_loop_scorecard, "typical": typical.typical_scorecard,
         "disagg": disagg.disagg_scorecard, "mlperf": mlperf.mlperf_scorecard,
-        "trtllm": mlperf.trtllm_scorecard,
+        "trtllm": mlperf.trtllm_scorecard, "bursts": bursts.burst_scorecard,
         "drafts": drafts.draft_scorecard,
         "ep": expert_parallel.ep_scorecard, "gpu_probe": gpu_probe.gpu_probe_scorecard}
     return make[name]()
@@ -133,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         open_loop.write_section(path, open_loop.markdown(ol))
         mlperf.write_section(path, mlperf.markdown(mlp))
         mlperf.write_trtllm_section(path, mlperf.trtllm_markdown(trt))
+        bursts.write_section(path, bursts.markdown(got["bursts"]))
         gpu_probe.write_section(path, gpu_probe.markdown(probe))
         # the real engine: every committed realtest record, predicted again from its files
         realtest.write_section(path, got["realtest"])
@@ -143,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                "disaggregated": disagg.to_dict(pd, ep.errors("held_out")),
                "typical_basis": typical.to_dict(ty),
                "open_loop": open_loop.to_dict(ol), "mlperf": mlperf.to_dict(mlp),
-               "trtllm_offline": mlperf.to_dict(trt),
+               "trtllm_offline": mlperf.to_dict(trt), "bursts": bursts.to_dict(got["bursts"]),
                "gpu_probe": gpu_probe.to_dict(probe)}
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
@@ -152,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
               + "\n"
               + typical.markdown(ty) + "\n" + open_loop.markdown(ol) + "\n"
               + mlperf.markdown(mlp) + "\n" + mlperf.trtllm_markdown(trt) + "\n"
+              + bursts.markdown(got["bursts"]) + "\n"
               + gpu_probe.markdown(probe), end="")
     unexplained = [v for v in card.violations if v.reason == "not explained"]
     return 1 if unexplained else 0

@@ -10,6 +10,7 @@ arrivals, the scheduler knobs the source states, and its source. Scored by
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,16 @@ from capacity.fit.validate_report import csv_number
 from capacity.plan.events import ARRIVALS
 
 ROWS_FILE: Final = "open_loop.csv"
+BURSTS_FILE: Final = "bursts.csv"
 METRICS: Final = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
 """Metric column -> label; every one in ms."""
+BURST: Final = "burst"
+"""The `arrivals` of a run that sent every request at once (a bench's default request rate,
+`inf`, with no concurrency cap): its `rate_per_s` is blank (infinite). Such runs are scored
+by `capacity.fit.validate_bursts` (data/reference/bursts.csv), never by the open-loop section."""
+BURST_METRICS: Final = {**METRICS, "output_tok_s": "output throughput"}
+"""A burst row's metrics: the open-loop ones (ms) and the run's output tokens over its
+duration (tokens/s, stat 'total')."""
 STATS: Final = ("mean", "median")
 KNOBS: Final = ("max_num_seqs", "token_budget", "gpu_memory_utilization", "prefix_caching")
 """The scheduler knobs a row may state (blank: the engine's default)."""
@@ -77,6 +86,13 @@ class OpenLoopRow:
     source: str
     as_of: str
     notes: str
+    output_cap: int | None = None
+    """On a burst row (the optional column): the longest output the run asked for, when its
+    outputs varied about the stated mean (ShareGPT's replies; a random dataset's requests that
+    stopped at end-of-sequence before the asked length); None: every output at the mean."""
+    async_scheduling: bool = False
+    """On a burst row (the optional column, 'on'): the server ran with vLLM's
+    --async-scheduling, scheduling one step ahead whatever its release's default."""
 
     @property
     def replicas(self) -> int:
@@ -96,8 +112,10 @@ def _choice(r: dict[str, str], key: str, allowed: Iterable[str], where: str,
     return text
 
 
-def parse_row(r: dict[str, str], where: str) -> OpenLoopRow:
-    """One raw CSV row checked into an OpenLoopRow (InputError naming `where` and the column)."""
+def parse_row(r: dict[str, str], where: str, *, bursts: bool = False) -> OpenLoopRow:
+    """One raw CSV row checked into an OpenLoopRow (InputError naming `where` and the column).
+    With `bursts` (data/reference/bursts.csv): a run sent at once (`BURST` arrivals, the rate
+    blank), its metrics `BURST_METRICS`, an optional `output_cap`."""
     missing = [c for c in COLUMNS if c not in r]
     if missing:
         raise InputError(f"{where}: missing column(s) {', '.join(missing)}")
@@ -111,6 +129,8 @@ def parse_row(r: dict[str, str], where: str) -> OpenLoopRow:
     if util is not None and util > 1:
         raise InputError(f"{where}: gpu_memory_utilization must be <= 1, got {util:g}")
     held = _choice(r, "server_held", ("yes", "no", ""), where)
+    if bursts and (r.get("rate_per_s") or "").strip():
+        raise InputError(f"{where}: a run sent at once has no rate: leave 'rate_per_s' blank")
     version = r["engine_version"].strip()
     return OpenLoopRow(
         id=r["id"].strip(), run=r["run"].strip(), engine=r["engine"].strip(),
@@ -125,16 +145,20 @@ def parse_row(r: dict[str, str], where: str) -> OpenLoopRow:
         prompt_cap=csv_number(r, "prompt_cap", where, required=False),
         dataset=r["dataset"].strip(),
         requests=csv_number(r, "requests", where),
-        rate_per_s=csv_number(r, "rate_per_s", where, whole=False),
-        arrivals=_choice(r, "arrivals", ARRIVALS, where, default="poisson"),
+        rate_per_s=(math.inf if bursts else csv_number(r, "rate_per_s", where, whole=False)),
+        arrivals=_choice(r, "arrivals", (BURST,) if bursts else ARRIVALS, where,
+                         default=BURST if bursts else "poisson"),
         max_num_seqs=csv_number(r, "max_num_seqs", where, required=False),
         token_budget=csv_number(r, "token_budget", where, required=False),
         gpu_memory_utilization=util,
         prefix_caching=_choice(r, "prefix_caching", ("on", "off", ""), where),
-        metric=_choice(r, "metric", METRICS, where), stat=_choice(r, "stat", STATS, where),
+        metric=_choice(r, "metric", BURST_METRICS if bursts else METRICS, where),
+        stat=_choice(r, "stat", (*STATS, "total") if bursts else STATS, where),
         value=csv_number(r, "value", where, whole=False),
         server_held=None if held == "" else held == "yes", quote=r["quote"].strip(),
-        source=r["source"].strip(), as_of=r["as_of"].strip(), notes=r["notes"].strip())
+        source=r["source"].strip(), as_of=r["as_of"].strip(), notes=r["notes"].strip(),
+        output_cap=csv_number(r, "output_cap", where, required=False) if bursts else None,
+        async_scheduling=bursts and _choice(r, "async_scheduling", ("on", ""), where) == "on")
 
 
 V1_FROM: Final = (0, 8, 0)
@@ -165,13 +189,15 @@ def profile_for(profile: str, version: str, where: str = "") -> str:
     return V0_PROFILE
 
 
-def load_rows(path: Path | None = None) -> list[OpenLoopRow]:
-    """Every row of the published open-loop runs (data/reference/open_loop.csv), checked:
-    InputError naming the file, line and column of the first bad row, or a run whose rows
-    disagree on anything but the figure."""
-    p = path or workspace.bundled_data_dir() / "reference" / ROWS_FILE
+def load_rows(path: Path | None = None, *, bursts: bool = False) -> list[OpenLoopRow]:
+    """Every row of the published open-loop runs (data/reference/open_loop.csv; with `bursts`,
+    the runs sent at once, data/reference/bursts.csv: `parse_row`), checked: InputError naming
+    the file, line and column of the first bad row, or a run whose rows disagree on anything
+    but the figure."""
+    p = path or workspace.bundled_data_dir() / "reference" / (BURSTS_FILE if bursts
+                                                               else ROWS_FILE)
     with p.open(encoding="utf-8", newline="") as fh:
-        rows = [parse_row(r, f"{p.name} line {i}")
+        rows = [parse_row(r, f"{p.name} line {i}", bursts=bursts)
                 for i, r in enumerate(csv.DictReader(fh), start=2)]
     first: dict[str, OpenLoopRow] = {}
     for r in rows:
@@ -185,5 +211,7 @@ def load_rows(path: Path | None = None) -> list[OpenLoopRow]:
 def run_key(r: OpenLoopRow) -> tuple[Any, ...]:
     """Everything that defines a row's run (all but the figure, its statistic and its words)."""
     return (r.profile, r.model, r.weights, r.kv_dtype, r.gpu, r.gpus, r.tp, r.prompt_tokens,
-            r.output_tokens, r.lengths, r.prompt_cap, r.dataset, r.requests, r.rate_per_s, r.arrivals,
+            r.output_tokens, r.lengths, r.prompt_cap, r.output_cap, r.async_scheduling, r.dataset,
+            r.requests,
+            r.rate_per_s, r.arrivals,
             *(r.knob(k) for k in KNOBS), r.source, r.server_held)

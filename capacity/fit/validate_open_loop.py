@@ -127,14 +127,15 @@ def prompt_lengths_of(r: OpenLoopRow, catalog: Catalog) -> tuple[int, ...] | Non
 
 def scenario_for(r: OpenLoopRow, basis: str, catalog: Catalog) -> Scenario:
     """The row's deployment (all its GPUs, TP per replica), KV held at prompt + output (the
-    longest prompt + output where prompts vary, `prompt_lengths_of`), its
+    longest prompt where prompts vary, `prompt_lengths_of`, and the longest output where a
+    burst row states one, `OpenLoopRow.output_cap`), its
     gpu_memory_utilization (default: the model's), on `basis`; on the typical basis as its
     stated release ran (`forward_pass.as_released`: SGLang before 0.5.10 launched its prefill
     kernels without CUDA graphs), the spec sheet staying the bound."""
     lengths = prompt_lengths_of(r, catalog)
     prompt = r.prompt_tokens if lengths is None else max(lengths)
     s = make_scenario(r.model, r.gpu, catalog=catalog, weights=r.weights, n_gpus=r.gpus, tp=r.tp,
-                      context_tokens=prompt + r.output_tokens,
+                      context_tokens=prompt + (r.output_cap or r.output_tokens),
                       prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype,
                       util=r.gpu_memory_utilization or DEFAULT_UTIL)
     s = scenario_with_basis(s, basis_text(r, basis))
