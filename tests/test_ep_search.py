@@ -209,8 +209,14 @@ def test_plan_ep_takes_the_basis(capsys: pytest.CaptureFixture[str]) -> None:
     assert (chapter["basis"], typical["basis"]) == ("chapter", "typical")
     assert typical["ep_knobs"] == _knobs_dict(planning_ep_knobs())
     assert chapter["ep_knobs"] == _knobs_dict(SPEC_KNOBS)
-    # the typical EP knobs are achieved shares of the spec sheet: every step is slower
-    for c, t in zip(chapter["points"], typical["points"], strict=True):
+    # the typical EP knobs are achieved shares of the spec sheet: every step of a batch both
+    # run is slower; the typical basis budgets the H200's memory as its driver reports it
+    # (150.75 GB where the chapter counts 141), so it holds more sequences
+    assert typical["max_batch"] > chapter["max_batch"]
+    same = {c["batch"]: c for c in chapter["points"]}
+    both = [(same[t["batch"]], t) for t in typical["points"] if t["batch"] in same]
+    assert len(both) >= 2
+    for c, t in both:
         assert t["step_ms"] > c["step_ms"] and t["bound_ms"] == pytest.approx(c["bound_ms"])
 
 

@@ -99,7 +99,10 @@ def test_grid_runs_from_one_to_the_slots() -> None:
     pt = small().points
     for g, tp in set(zip(pt.group.tolist(), pt.tp.tolist(), strict=True)):
         c = sorted(pt.concurrency[(pt.group == g) & (pt.tp == tp)].tolist())
-        assert c[0] == 1 and len(c) == len(set(c)) > 5  # one unit: 1, 2, 3, 4, 6, 8, ... slots
+        # one unit: 1, 2, 3, 4, 6, 8, ... slots; a unit of a few slots runs each of them (one
+        # H100 holds 70B in FP8 and four sequences in the memory its driver reports)
+        assert c[0] == 1 and len(c) == len(set(c))
+        assert len(c) > 5 or c == list(range(1, len(c) + 1))
         assert all(b / a <= 2.0 for a, b in zip(c, c[1:], strict=False))
 
 

@@ -149,9 +149,12 @@ def test_disaggregation_wins_long_prompts_at_high_interactivity() -> None:
     assert long_hi > 1.5
     # at the throughput end the prompts cost the aggregated replica no interactivity it needs
     assert _gain(8192, 256, 10.0) < 0.9
-    # 128-token prompts: no win at the throughput end (within 3%: parity; 2.1% since F10's
-    # small-message all-reduce, 2026-12-03), and a far smaller one at 80 tok/s
-    assert _gain(128, 1024, 20.0) < 1.03
+    # 128-token prompts: no real win at the throughput end (2.1% since F10's small-message
+    # all-reduce, 2026-12-03; 6.6% since the typical basis budgets the memory the H100's
+    # driver reports, 85.52 GB, 2026-12-07: the decode pool, free of prefills, runs a larger
+    # batch at 20 tok/s in it, the aggregated replica no larger), and a far smaller one than
+    # the long prompts' at 80 tok/s
+    assert _gain(128, 1024, 20.0) < 1.08
     assert _gain(128, 1024, 80.0) < 1.1 < long_hi / 1.4
 
 

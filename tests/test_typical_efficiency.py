@@ -159,7 +159,8 @@ def test_the_quote_says_the_basis_of_each_figure(catalog: Catalog) -> None:
     p = plan(with_typical(_inputs(), typical_efficiency("vllm")), catalog)
     en = quote_markdown(p, catalog=catalog)
     assert ("TTFT, TPOT, capacity and cost per M tokens: typical vLLM efficiency (no "
-            "calibration); memory: the catalog's sizes; cost per month: the prices below") in en
+            "calibration); memory: each card's memory as its driver reports it; cost per month: "
+            "the prices below") in en
     assert ("Efficiency, typical vLLM efficiency (no calibration): decode compute eff 0.71 "
             "of each GPU's measured matmul ceiling, prefill MFU 0.71 of it / (1 + (262 / m)^2.5)^(1/2.5) "
             "at m tokens a pass, bandwidth efficiency 1.00 of its measured copy ceiling, "

@@ -110,8 +110,9 @@ def test_offline_is_the_saturation_rate_of_every_replica() -> None:
     doubled = replace(r, gpus=16, requests=2 * r.requests)
     assert vm.offline_tok_s(doubled, "typical", cat) == pytest.approx(2 * typical, rel=1e-9)
     assert vm.offline_tok_s(r, "spec", cat) > 1.5 * typical
-    # the batch cap binds no lower than the memory: 896 asked, the KV pool holds fewer
-    assert svc.slots < r.max_num_seqs
+    # the batch NVIDIA configured is the one the memory holds: 896 asked, and the KV pool in
+    # the memory the driver reports (85.52 GB an H100) holds as many (801 in the chapter's 80 GB)
+    assert svc.slots == r.max_num_seqs
 
 
 def test_the_server_rate_is_the_highest_the_bounds_hold() -> None:
@@ -210,16 +211,18 @@ def _median_signed(card: vm.MlperfScorecard, table: str) -> float:
 
 def test_fp4_serves_at_the_fp8_rate_on_the_pages_own_controls() -> None:
     """The evidence for `FP4_AT_FP8_RATE`: Llama-3.3-70B in FP8 on an H200 and two H100s reads
-    within 5% median on the typical basis, in FP4 on a B200 and a GB200 within about 10% with
-    the FP8 GEMM's TFLOP/s; with the FP4 peak at the FP8 GEMM's share (the kernels' 2x) the
-    Blackwell tables read 35-55% fast while the Hopper ones do not move."""
+    within 5% median on the typical basis, in FP4 on a B200 and a GB200 within about 15% with
+    the FP8 GEMM's TFLOP/s (+14% and +3% in the memory their drivers report, 192 and 199 GB;
+    +10% and -0% in the spec sheets' 180 and 186); with the FP4 peak at the FP8 GEMM's share
+    (the kernels' 2x) the Blackwell tables read 40-65% fast while the Hopper ones do not
+    move."""
     from capacity.catalog import matmul
 
     card = shipped("trtllm")
     hopper = ("llama-3.1-70b fp8 on h200-sxm (1 x TP1)", "llama-3.1-70b fp8 on h100-sxm (1 x TP2)")
     blackwell = ("llama-3.1-70b nvfp4 on b200 (1 x TP1)", "llama-3.1-70b nvfp4 on gb200 (1 x TP1)")
     assert all(abs(_median_signed(card, t)) < 0.05 for t in hopper)
-    assert all(abs(_median_signed(card, t)) < 0.12 for t in blackwell)
+    assert all(abs(_median_signed(card, t)) < 0.15 for t in blackwell)
     g = default_catalog().gpu("b200")
     assert matmul.typical_ceiling(g, "fp4") == pytest.approx(
         3432.5 / 4500 * 4500 / 9000)   # B200's FP8 MAMF share x FP8 / FP4 peaks
@@ -233,5 +236,5 @@ def test_fp4_serves_at_the_fp8_rate_on_the_pages_own_controls() -> None:
         rows = [r for r in vm.load_rows(CSV.with_name(vm.TRTLLM_ROWS_FILE))
                 if r.model == "llama-3.1-70b"]
         fast = vm.mlperf_scorecard(rows=rows)
-    assert all(0.35 < _median_signed(fast, t) < 0.6 for t in blackwell)
+    assert all(0.4 < _median_signed(fast, t) < 0.65 for t in blackwell)
     assert all(abs(_median_signed(fast, t)) < 0.05 for t in hopper)

@@ -27,7 +27,7 @@ from typing import Any, Literal, cast
 
 from capacity import workspace
 from capacity.errors import CatalogError, UnknownKeyError
-from capacity.units import GB
+from capacity.units import GB, GIB
 from capacity.untrusted import loads_toml
 
 DATA_DIR = workspace.bundled_data_dir()
@@ -289,11 +289,24 @@ class Gpu:
     source: str
     as_of: str
     memory_driver_gib: float | None = None
+    """The device memory its driver reports (GiB, nvidia-smi's total / 1,024; None: not
+    sourced): what an engine's gpu_memory_utilization is a share of (`memory_for`)."""
     fp4_tflops: float | None = None
     """Dense FP4 tensor TFLOP/s (Blackwell's NVFP4/MXFP4 GEMMs, W4A4); None where the GPU has
     no FP4 tensor cores: a 4-bit float format then runs weight-only at the bf16 rate."""
     notes: str = ""
     path: str = ""
+
+    def memory_for(self, runtime: bool) -> float:
+        """The memory F3 budgets, decimal GB: the spec sheet's figure as the chapter counts it
+        (`memory_gb`: an 80 GB card is 80 x 10^9 bytes), or with `runtime` the memory the
+        driver reports, where sourced (`memory_driver_gib` x 2^30 / 10^9: the H100 SXM's 79.65
+        GiB, 85.52 GB; the card's memory is binary, 80 GiB), which is what an engine's
+        gpu_memory_utilization takes its share of. Without a sourced figure, the spec sheet's.
+        Source: F3 (docs/method.md, "Device memory as the driver reports it")."""
+        if runtime and self.memory_driver_gib is not None:
+            return self.memory_driver_gib * GIB / GB
+        return self.memory_gb
 
     def tflops_for(self, compute_dtype: str) -> float:
         """Dense tensor TFLOP/s for a GEMM precision; falls back to bf16 where the GPU lacks it

@@ -423,7 +423,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
                    f"({float(ev.kv_held_bytes):,.0f} bytes)\n")
     v = ev.vram
     out.append(h("VRAM budget per GPU (F3)"))
-    out.append(f"{s.vram_gb:g} GB x {s.util:g} - {s.weights_per_gpu_gb:g} GB weights - "
+    out.append(f"{s.budget_vram_gb:.4g} GB x {s.util:g} - {s.weights_per_gpu_gb:g} GB weights - "
                + (f"{s.draft_weights_per_gpu_gb:.2f} GB draft - " if s.draft_weights_per_gpu_gb
                   else "")
                + f"{s.overhead_gb:g} GB overhead" + (f" - {s.nccl_gb:.2f} GB NCCL" if s.nccl_gb else "")

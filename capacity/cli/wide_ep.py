@@ -286,7 +286,8 @@ def plan_record(args: argparse.Namespace, s: Scenario, basis: str, default_list:
                     redundant_experts=args.redundant_experts)
     setup = ep_setup(s.variant.model.key, s.gpu.key, lay, context_tokens=s.context_tokens,
                      kv_dtype=s.kv_dtype, weights=s.variant.format.key, catalog=cat)
-    mem = ep_memory(setup, util=s.util, overhead_gb=s.overhead_gb)
+    mem = ep_memory(setup, util=s.util, overhead_gb=s.overhead_gb,
+                    memory_gb=s.budget_vram_gb)
     most = min(mem.max_batch, MAX_TOKENS_PER_RANK * lay.ep)
     gamma = imbalance_factor(experts=setup.experts, active=setup.active,
                              exponent=setup.exponent, gpus=lay.ep,

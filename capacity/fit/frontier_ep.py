@@ -146,7 +146,8 @@ def _groups(inp: FrontierInputs, v: Variant, pinp: PlanInputs, formats: list[Mod
                     s = ep_setup(f.model.key, gpu.key, lay, context_tokens=inp.context,
                                  kv_dtype=kv, weights=f.format.key, exponent=exponent,
                                  catalog=catalog)
-                    mem = ep_memory(s, util=pinp.util, overhead_gb=pinp.overhead_gb)
+                    mem = ep_memory(s, util=pinp.util, overhead_gb=pinp.overhead_gb,
+                                    memory_gb=gpu.memory_for(pinp.runtime_memory))
                     per_gpu = batch_grid(min(mem.max_batch // ep, MAX_TOKENS_PER_RANK))
                     if per_gpu.size:
                         yield gpu, price, s, per_gpu * ep

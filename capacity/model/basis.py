@@ -45,7 +45,8 @@ KNOB_FIELDS: Final[tuple[str, ...]] = (
     "attn_sat_batch", "seq_overhead_ms", "batch1_factor", "attn_mfu", "draft_overhead_ms",
     "verify_overhead_ms", "mfu_half_tokens", "ridge_sharpness", "cuda_graph_max_tokens",
     "gemm_tile_tokens", "layer_overhead_ms", "batched_overhead_ms", "request_latency_ms",
-    "linear_prefill_ms", "prefill_layer_ms", "embedding_lookup", "pp_handoff_ms")
+    "linear_prefill_ms", "prefill_layer_ms", "embedding_lookup", "pp_handoff_ms",
+    "runtime_memory")
 """The fields a basis sets, named as `Scenario` and `PlanInputs` name them."""
 
 CHAPTER_KNOBS: Final[Mapping[str, Any]] = {
@@ -55,24 +56,30 @@ CHAPTER_KNOBS: Final[Mapping[str, Any]] = {
     "verify_overhead_ms": 0.0, "mfu_half_tokens": 0.0, "ridge_sharpness": 0.0,
     "cuda_graph_max_tokens": 0.0, "gemm_tile_tokens": 0.0, "layer_overhead_ms": 0.0,
     "batched_overhead_ms": 0.0, "request_latency_ms": 0.0, "linear_prefill_ms": 0.0,
-    "prefill_layer_ms": 0.0, "embedding_lookup": False, "pp_handoff_ms": 0.0}
+    "prefill_layer_ms": 0.0, "embedding_lookup": False, "pp_handoff_ms": 0.0,
+    "runtime_memory": False}
 """The chapter's assumptions: F4 at eff 1 (the chapter's table) and prefill at MFU 0.3; the
 roofline's sharp corner (F4c's sharpness 0: the max) and no GEMM padding (F4d); F4's W read
-whole, an untied input embedding table included (the chapter's count). The spec sheet keeps
-those too: a smooth ridge and padding only slow a step down, so it stays the bound (its step
-method counts the table as a lookup whatever `embedding_lookup` says)."""
+whole, an untied input embedding table included (the chapter's count); F3's memory as the spec
+sheet prints it, in decimal GB (the chapter's 24 GB RTX 4090). The spec sheet keeps
+the first two too: a smooth ridge and padding only slow a step down, so it stays the bound (its
+step method counts the table as a lookup whatever `embedding_lookup` says)."""
 
-TYPICAL_COUNTS: Final[Mapping[str, Any]] = {"embedding_lookup": True}
-"""How a typical basis (`typical:ENGINE`) counts the weights in the decode step (F4): as the
-engines it stands for read them, an untied input embedding table looked up one row per sequence
-rather than read whole and multiplied (`Scenario.embedding_lookup`; the operator method and the
-spec-sheet bound count it so too). Its prefill keeps the chapter's F6 count, the one its MFU
-plateau was derived on. Since 2026-12-07 (docs/method.md, "Bases"); the chapter's count
+TYPICAL_COUNTS: Final[Mapping[str, Any]] = {"embedding_lookup": True, "runtime_memory": True}
+"""How a typical basis (`typical:ENGINE`) counts the weights in the decode step (F4) and the
+memory (F3): as the engines it stands for do, an untied input embedding table looked up one row
+per sequence rather than read whole and multiplied (`Scenario.embedding_lookup`; the operator
+method and the spec-sheet bound count it so too), and the card's memory as its driver reports
+it (`Scenario.runtime_memory`: an engine's gpu_memory_utilization is a share of that, 85.52 GB
+on an H100 SXM where the spec sheet's 80 GB counts 80 x 10^9 bytes). Its prefill keeps the
+chapter's F6 count, the one its MFU plateau was derived on. The lookup since 2026-12-07, the
+driver's memory since 2026-12-07, later (docs/method.md, "Bases"); the chapter's counts
 before."""
 
 SPEC_KNOBS: Final[Mapping[str, Any]] = {
-    **CHAPTER_KNOBS, "mfu": 1.0, "step_method": StepMethod.BOUND.value}
-"""The spec sheet: every efficiency at its peak, the spec-sheet bound step."""
+    **CHAPTER_KNOBS, "mfu": 1.0, "step_method": StepMethod.BOUND.value, "runtime_memory": True}
+"""The spec sheet: every efficiency at its peak, the spec-sheet bound step, and the card's
+memory as its driver reports it (the most an engine can budget: a bound on capacity too)."""
 
 SPEC_SHEET: Final = "spec"
 CHAPTER: Final = "chapter"

@@ -283,17 +283,18 @@ class EpMemory:
 
 
 def ep_memory(s: EpSetup, *, util: float = DEFAULT_UTIL, overhead_gb: float = DEFAULT_OVERHEAD_GB,
-              buffers_gb: float | None = None) -> EpMemory:
+              buffers_gb: float | None = None, memory_gb: float | None = None) -> EpMemory:
     """F3 per GPU under EP: shared weights / attention_tp (replicated under DP attention) +
     ceil((E + R) / ep) expert copies x one expert's bytes; KV budget = memory x util - those -
     overhead - EP buffers (GB); sequences per attention group = floor(budget / KV per
     sequence). DeepSeek-V3 FP8 on 8 H200, DP attention: 16.5 + 32 x 2.557 = 98.3 GB of weights.
-    """
+    `memory_gb`: the memory per GPU the basis budgets (`Gpu.memory_for`; None: the spec
+    sheet's figure as the chapter counts it)."""
     lay = s.layout
     shared = s.shared_bytes / GB / lay.attention_tp
     experts = s.expert_slots * s.expert_params_b * s.expert_bytes_per_param
     buf = (EP_BUFFER_GB if lay.ep > 1 else 0.0) if buffers_gb is None else buffers_gb
-    usable = s.gpu.memory_gb * util
+    usable = (s.gpu.memory_gb if memory_gb is None else memory_gb) * util
     budget = usable - shared - experts - overhead_gb - buf
     kv = s.kv_request_bytes
     per_group = max(int(budget * GB // kv), 0) if budget > 0 else 0
@@ -579,13 +580,15 @@ def plan_ep(model: str, gpu: str, n_gpus: int, *, prompt_tokens: int, output_tok
             util: float = DEFAULT_UTIL, overhead_gb: float = DEFAULT_OVERHEAD_GB,
             redundant_options: tuple[int, ...] = (0, 32),
             overlaps: tuple[Overlap | str, ...] = (Overlap.TBO, Overlap.SUM),
-            catalog: Catalog | None = None, knobs: EpKnobs = SPEC_KNOBS) -> list[EpOption]:
+            catalog: Catalog | None = None, knobs: EpKnobs = SPEC_KNOBS,
+            runtime_memory: bool = False) -> list[EpOption]:
     """The EP layouts of `n_gpus` GPUs for a model: DP attention, and TP attention within a
     node (2, 4 or 8 GPUs dividing the heads), each with the redundancy options whose copies
     divide evenly over the GPUs, under each overlap; the KV held at prompt + output tokens.
     The batch: `batch_per_gpu` x GPUs, else the most that fits (F3 per GPU) capped at
     `MAX_TOKENS_PER_RANK` per GPU. Sorted by throughput per GPU, the best first. Knobs: the
-    spec sheet's by default (`knobs`: `EpKnobs`, e.g. `typical_ep_knobs()`)."""
+    spec sheet's by default (`knobs`: `EpKnobs`, e.g. `typical_ep_knobs()`); the memory the
+    driver reports with `runtime_memory` (`Gpu.memory_for`, as the basis counts it)."""
     cat = catalog or default_catalog()
     shape = node_shape(cat.gpu(gpu).key)
     heads = min((grp.q_heads for grp in cat.variant(model, weights).model.layer_groups
@@ -601,7 +604,8 @@ def plan_ep(model: str, gpu: str, n_gpus: int, *, prompt_tokens: int, output_tok
             lay = ep_layout(gpu, n_gpus, attention_tp=tp, redundant_experts=red, shape=shape)
             s = ep_setup(model, gpu, lay, context_tokens=prompt_tokens + output_tokens,
                          kv_dtype=kv_dtype, weights=weights, catalog=cat)
-            mem = ep_memory(s, util=util, overhead_gb=overhead_gb)
+            mem = ep_memory(s, util=util, overhead_gb=overhead_gb,
+                            memory_gb=cat.gpu(gpu).memory_for(runtime_memory))
             cap = MAX_TOKENS_PER_RANK * n_gpus
             b = min(mem.max_batch, cap) if batch_per_gpu is None else batch_per_gpu * n_gpus
             fits = mem.max_batch >= max(b, 1)

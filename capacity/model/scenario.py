@@ -16,6 +16,10 @@ PP stages; it serves PP micro-batches at once, so `replicas` counts those decode
 KV a request holds: the whole context (F3, the chapter's reservation), or under an engine that
 admits by the tokens held (vLLM, SGLang) the pages of its prompt and output (`held_tokens`),
 as the planner counts its slots.
+
+Long module: `Scenario` carries every knob a basis sets, each with its unit and source, beside
+`make_scenario`'s checks of each and `evaluate`, which reads them all; split, a field would
+sit apart from its check and its one use.
 """
 
 from __future__ import annotations
@@ -203,10 +207,21 @@ class Scenario:
     run (one row per sequence, neither read whole nor multiplied), as the operator method and
     the spec-sheet bound always do: True on a typical basis (`capacity.model.basis.TYPICAL_COUNTS`:
     it predicts the engines, which look the table up), False on the chapter's."""
+    runtime_memory: bool = False
+    """F3 budgets the memory the driver reports (`Gpu.memory_for`: an H100 SXM's 85.52 GB), not
+    the spec sheet's in decimal GB (80, the chapter's): True on the spec sheet and a typical
+    basis (`capacity.model.basis.TYPICAL_COUNTS`). A stated VRAM is taken as stated."""
+    vram_stated: bool = False
+    """`vram_gb` was stated (`make_scenario(vram_gb=...)`, `--vram`), not the catalog's."""
 
     @property
     def model(self) -> Model:
         return self.variant.model
+
+    @property
+    def budget_vram_gb(self) -> float:
+        """The memory per GPU F3 budgets, GB: the driver's with `runtime_memory`, unless stated."""
+        return self.vram_gb if self.vram_stated else self.gpu.memory_for(self.runtime_memory)
 
     @property
     def routing(self) -> Routing:
@@ -428,7 +443,7 @@ def make_scenario(
         price = price_per_hour
     return Scenario(
         variant=variant, gpu=g, n_gpus=n_gpus, tp=tp, pp=pp, spare_gpus=spare_gpus,
-        vram_gb=vram, bandwidth_gb_s=bw,
+        vram_gb=vram, vram_stated=vram_gb is not None, bandwidth_gb_s=bw,
         tflops=fl, weights_gb=w, util=util, overhead_gb=overhead_gb,
         nccl_gb=(DEFAULT_NCCL_GB if tp > 1 else 0.0) if nccl_gb is None else nccl_gb,
         context_tokens=int(context_tokens), prompt_tokens=prompt_tokens,
@@ -557,7 +572,7 @@ def evaluate(s: Scenario, concurrency: npt.ArrayLike = DEFAULT_CONCURRENCY,
         held_b = np.asarray(held_request_bytes(m, held, s.kv_dtype, s.tp, s.block_size),
                             dtype=np.float64)
         read_b, paged_b = kv_req.paged_bytes, held_b
-    vram = vram_budget(vram_gb=s.vram_gb, util=s.util,
+    vram = vram_budget(vram_gb=s.budget_vram_gb, util=s.util,
                        weights_gb=s.weights_per_gpu_gb + s.draft_weights_per_gpu_gb,
                        overhead_gb=s.overhead_gb, nccl_gb=s.nccl_gb)
     # F13: a GPU holds its stage's share of each request's KV; a copy's slots split evenly

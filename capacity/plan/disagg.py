@@ -354,7 +354,8 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                     half_tokens=inp.mfu_half_tokens, routing=routing_on(
                         model, g.tflops_for(v.format.compute_dtype), g.bandwidth_gb_s,
                         gemm_bytes_per_param(v)))) * 1e3
-                vb = vram_budget(vram_gb=g.memory_gb, util=inp.util, weights_gb=v.weights_gb / tp,
+                vb = vram_budget(vram_gb=g.memory_for(inp.runtime_memory), util=inp.util,
+                                 weights_gb=v.weights_gb / tp,
                                  overhead_gb=inp.overhead_gb,
                                  nccl_gb=DEFAULT_NCCL_GB if tp > 1 else 0.0)
                 for kv in inp.kv_dtypes:

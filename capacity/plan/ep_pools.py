@@ -150,7 +150,8 @@ def prefill_shape(inp: PlanInputs, g: Gpu, n: int, weights: str, kv: str, b: EpB
     for o in plan_ep(inp.model, g.key, n, prompt_tokens=wl.prompt, output_tokens=0,
                      kv_dtype=kv, weights=weights, eta_bw=b.eta_bw, eff=b.eff,
                      overhead_ms=b.overhead_ms, util=inp.util, overhead_gb=inp.overhead_gb,
-                     overlaps=(Overlap.TBO,), catalog=cat, knobs=b.knobs):
+                     overlaps=(Overlap.TBO,), catalog=cat, knobs=b.knobs,
+                     runtime_memory=inp.runtime_memory):
         if o.memory.max_batch < 1:
             short = -o.memory.kv_budget_gb
             why = why or (ep_rejection("ep_rej_weights", ep=n, w=o.memory.shared_gb
@@ -184,7 +185,8 @@ def decode_shape(inp: PlanInputs, g: Gpu, n: int, weights: str, kv: str, b: EpBa
     for o in plan_ep(inp.model, g.key, n, prompt_tokens=wl.prompt,
                      output_tokens=held - wl.prompt, kv_dtype=kv, weights=weights,
                      eta_bw=b.eta_bw, eff=b.eff, overhead_ms=b.overhead_ms, util=inp.util,
-                     overhead_gb=inp.overhead_gb, catalog=cat, knobs=b.knobs):
+                     overhead_gb=inp.overhead_gb, catalog=cat, knobs=b.knobs,
+                     runtime_memory=inp.runtime_memory):
         mem = o.memory
         if mem.max_batch < 1:
             short = -mem.kv_budget_gb

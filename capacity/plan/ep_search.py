@@ -561,7 +561,7 @@ def ep_search(inp: PlanInputs, catalog: Catalog | None = None, *,
                                       eta_bw=b.eta_bw, eff=b.eff,
                                       overhead_ms=b.overhead_ms, util=inp.util,
                                       overhead_gb=inp.overhead_gb, catalog=cat,
-                                      knobs=b.knobs)]
+                                      knobs=b.knobs, runtime_memory=inp.runtime_memory)]
             cands.sort(key=lambda c: -_upper_capacity_per_s(c[2], wl.output_tokens))
             size_why: Note | None = None
             for w, kv, o in cands:

@@ -185,7 +185,10 @@ class PlanInputs:
     """F4d: GEMM tile rows, tokens (`Scenario.gemm_tile_tokens`; 0 or 1: none)."""
     embedding_lookup: bool = False
     """F4 counts an untied input embedding table as a lookup (`Scenario.embedding_lookup`):
-    True only at the fast edge of a typical basis' band."""
+    True on a typical basis (`capacity.model.basis.TYPICAL_COUNTS`)."""
+    runtime_memory: bool = False
+    """F3 budgets the card's memory as its driver reports it (`Scenario.runtime_memory`,
+    `Gpu.memory_for`): True on the spec sheet and a typical basis."""
     growth_per_month: float = 0.0
     """Traffic growth per month (0.1 = +10 % a month, compounding); see `runs_out_month`."""
     spare: bool = False

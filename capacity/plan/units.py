@@ -225,10 +225,11 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
             nccl = DEFAULT_NCCL_GB if tp > 1 else 0.0
             pre_cache: dict[tuple[int, str], tuple[float, float, list[float], list[float]]] = {}
             hits = {kv: inp.prefix_hit_tokens(model, g, kv, tp) for kv in inp.kv_dtypes}
+            memory_gb = g.memory_for(inp.runtime_memory)   # F3's memory on the basis
             for v in variants:
                 tflops_per_replica = g.tflops_for(v.format.compute_dtype) * tp
                 # the draft's weights per GPU join the target's (Scenario's definitions)
-                budgets = [(d, vram_budget(vram_gb=g.memory_gb, util=inp.util,
+                budgets = [(d, vram_budget(vram_gb=memory_gb, util=inp.util,
                                            weights_gb=v.weights_gb * share / tp
                                            + draft_weights_per_gpu_gb(d, tp),
                                            overhead_gb=inp.overhead_gb, nccl_gb=nccl))
@@ -259,7 +260,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
                     kvr_mem = (held_cache[key] - p_share * prefix_kv) * factor
                     prefix_mem = prefix_kv * factor
                     if pp > 1 and max_concurrency(vram_budget(
-                            vram_gb=g.memory_gb, util=inp.util, weights_gb=v.weights_gb / tp,
+                            vram_gb=memory_gb, util=inp.util, weights_gb=v.weights_gb / tp,
                             overhead_gb=inp.overhead_gb, nccl_gb=nccl).kv_budget_bytes
                             - prefix_kv, held_cache[key] - p_share * prefix_kv) >= 1:
                         continue   # F13: one node's TP group holds it and a request: no pipeline

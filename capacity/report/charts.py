@@ -153,7 +153,7 @@ def chart_data(s: Scenario, concurrency: int, *, slo_ttft_ms: float = 2000.0,
     roof, roof_points = _roofline(s, ev, grid, one)
     return ChartData(
         curves=curves, ttft=ttft, vram=vram, roof=roof, roof_points=roof_points,
-        concurrency=c, c_vram=c_vram, usable_gb=v.usable_bytes / GB, vram_gb=s.vram_gb,
+        concurrency=c, c_vram=c_vram, usable_gb=v.usable_bytes / GB, vram_gb=s.budget_vram_gb,
         prompt_tokens=s.prompt, ridge_flop_per_byte=ridge_point(s.tflops, s.bandwidth_gb_s),
         slo_ttft_s=slo_ttft_ms / 1e3, slo_tpot_ms=slo_tpot_ms, slo_cost=slo_cost,
         currency=s.currency)

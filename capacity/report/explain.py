@@ -462,7 +462,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     steps.append(MathStep(
         key="budget", formula="KV_budget = VRAM x util - W" + (" - W_draft" if dg else "")
         + " - overhead" + (" - NCCL" if nccl else ""),
-        substituted=f"{_n(s.vram_gb)} x {_n(s.util)} - {_n(s.weights_per_gpu_gb)}{wd} - "
+        substituted=f"{_n(s.budget_vram_gb)} x {_n(s.util)} - {_n(s.weights_per_gpu_gb)}{wd} - "
                     f"{_n(s.overhead_gb)}{nccl} = {_n(v.kv_budget_bytes / GB)} GB",
         value=v.kv_budget_bytes / GB, unit="GB"))
     c_vram = int(ev.max_concurrency_vram.flat[0])
@@ -485,7 +485,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
         substituted=f"{_n(s.weights_per_gpu_gb)}{wd.replace('-', '+')} + {_n(s.overhead_gb)}"
                     f"{nccl.replace('-', '+')} + {_n(c_rep * s.pp)} x {_n(kv_req / GB)}{kvf} = "
                     f"{_n(subtotal / GB)} GB vs "
-                    f"{_n(s.vram_gb)} x {_n(s.util)} = {_n(v.usable_bytes / GB)} GB",
+                    f"{_n(s.budget_vram_gb)} x {_n(s.util)} = {_n(v.usable_bytes / GB)} GB",
         value=subtotal / GB, unit="GB"))
     # F4: the decode step; an untied input embedding table looked up, as engines do, where the
     # basis counts it so (a typical basis, `TYPICAL_COUNTS`, or an engines' step method)

@@ -218,10 +218,10 @@ def plan_basis_name(inp: PlanInputs, lang: str) -> str:
 
 
 def basis_text(inp: PlanInputs, lang: str) -> str:
-    """Which basis each figure uses: the speed figures (TTFT, TPOT, capacity, cost per M
-    tokens) rest on the plan's basis; memory on the catalog's sizes; cost per month on the
-    prices."""
-    return t("quote_basis_per_figure", lang, speed=plan_basis_name(inp, lang))
+    """Which basis each figure uses: speed (TTFT, TPOT, capacity, cost per M tokens) the plan's;
+    memory the catalog's, or the driver's (`PlanInputs.runtime_memory`); cost the prices."""
+    memory = t("quote_memory_driver" if inp.runtime_memory else "quote_memory_catalog", lang)
+    return t("quote_basis_per_figure", lang, speed=plan_basis_name(inp, lang), memory=memory)
 
 
 def fmt_price(x: float, cur: str) -> str:
