@@ -167,8 +167,9 @@ def test_the_quote_says_the_basis_of_each_figure(catalog: Catalog) -> None:
             "0.0 ms per step, 3.5 ms per prefill, 77.3 us per layer per decode step, ridge sharpness "
             "2.5 (memory and compute combined smoothly near the ridge), an untied input "
             "embedding table looked up one row per sequence, as engines do, not read whole, "
-            "0.2 ms per linear-attention layer per prefill, 10.5 ms per request outside the "
-            "GPU") in en
+            "the card's memory as its driver reports it (an H100's 80 GiB, 85.52 GB, not 80 x "
+            "10^9 bytes), 0.2 ms per linear-attention layer per prefill, 10.5 ms per request "
+            "outside the GPU") in en
     zh = quote_markdown(p, catalog=catalog, lang="zh")
     assert "vLLM 典型效率（未校准）" in zh and "带宽效率为各 GPU 实测拷贝上限的 1.00" in zh
     assert "每层每个解码步 77.3 微秒" in zh

@@ -57,6 +57,8 @@ class Knobs(Protocol):
     @property
     def embedding_lookup(self) -> bool: ...
     @property
+    def runtime_memory(self) -> bool: ...
+    @property
     def pp_handoff_ms(self) -> float: ...
 
 
@@ -118,9 +120,10 @@ def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None,
 
 def step_shape_text(knobs: Knobs, lang: str) -> str:
     """The decode step's shape knobs that are set, in words (F11's per-layer overhead, F4c's
-    ridge sharpness, F4d's CUDA graphs and GEMM tile, and how F4 counts an input embedding
-    table: looked up on a typical basis, `capacity.model.basis.TYPICAL_COUNTS`): ', ridge
-    sharpness 2 (...)'; '' at their defaults."""
+    ridge sharpness, F4d's CUDA graphs and GEMM tile, how F4 counts an input embedding
+    table and F3 the card's memory: looked up, and as the driver reports it, on a typical
+    basis, `capacity.model.basis.TYPICAL_COUNTS`): ', ridge sharpness 2 (...)'; '' at their
+    defaults."""
     out = ""
     if knobs.layer_overhead_ms > 0:
         out += t("basis_knobs_layer", lang, ms=knobs.layer_overhead_ms * 1e3)
@@ -132,6 +135,8 @@ def step_shape_text(knobs: Knobs, lang: str) -> str:
         out += t("basis_knobs_tile", lang, tile=knobs.gemm_tile_tokens)
     if knobs.embedding_lookup:
         out += t("basis_knobs_lookup", lang)
+    if knobs.runtime_memory:
+        out += t("basis_knobs_driver_memory", lang)
     return out
 
 
