@@ -15,6 +15,7 @@ from types import ModuleType
 import pytest
 
 from capacity.fit import (
+    validate_bursts,
     validate_disagg,
     validate_ep,
     validate_gpu_probe,
@@ -34,6 +35,7 @@ SECTIONS: list[tuple[ModuleType, str]] = [
     (validate_ep, "ep"),
     (validate_gpu_probe, "gpu_probe"),
     (validate_mlperf, "mlperf"),
+    (validate_bursts, "bursts"),
 ]
 """Each module and its section's name in `capacity validate` (cli/validate.py's SECTIONS)."""
 
