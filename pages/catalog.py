@@ -163,16 +163,18 @@ with add_tab:
             fp8 = c1.number_input(T("f_fp8_tflops"), min_value=0.0, value=0.0, key="cg_fp8")
             int8 = c2.number_input(T("f_int8_tops"), min_value=0.0, value=0.0, key="cg_int8")
             fp4 = c3.number_input(T("f_fp4_tflops"), min_value=0.0, value=0.0, key="cg_fp4")
-            link = c1.text_input(T("f_interconnect"), value="PCIe 4.0 x16", key="cg_link")
-            link_kind = c2.selectbox(T("f_interconnect_kind"),
+            driver = c1.number_input(T("f_memory_driver_gib"), min_value=0.0, value=0.0,
+                                     key="cg_driver", help=T("f_memory_driver_help"))
+            link = c2.text_input(T("f_interconnect"), value="PCIe 4.0 x16", key="cg_link")
+            link_kind = c3.selectbox(T("f_interconnect_kind"),
                                      ["pcie", "nvlink", "infinity-fabric"], key="cg_linkkind")
-            link_bw = c3.number_input(T("f_interconnect_gb_s"), min_value=0.0, value=25.0,
+            link_bw = c1.number_input(T("f_interconnect_gb_s"), min_value=0.0, value=25.0,
                                       key="cg_linkbw")
-            price = c1.number_input(T("f_price_per_hour"), min_value=0.0, value=2.0,
+            price = c2.number_input(T("f_price_per_hour"), min_value=0.0, value=2.0,
                                     key="cg_price")
-            currency = c2.selectbox(T("currency"), ["CNY", "USD"], key="cg_cur")
-            price_source = c3.text_input(T("f_price_source"), key="cg_psource")
-            as_of = c1.text_input(T("f_as_of"), value=today, key="cg_asof")
+            currency = c3.selectbox(T("currency"), ["CNY", "USD"], key="cg_cur")
+            price_source = c1.text_input(T("f_price_source"), key="cg_psource")
+            as_of = c2.text_input(T("f_as_of"), value=today, key="cg_asof")
             source = st.text_input(T("f_source"), key="cg_source")
             overwrite = st.checkbox(T("f_replace"), key="cg_replace", disabled=not can_replace)
             submitted = st.form_submit_button(T("f_save"), disabled=not can_add)
@@ -182,7 +184,8 @@ with add_tab:
             table = catalog_custom.gpu_form_table(
                 key=key, name=name, memory_gb=memory, memory_type=mem_type,
                 bandwidth_gb_s=bw, bf16_tflops=bf16, fp8_tflops=fp8 or None,
-                int8_tops=int8 or None, fp4_tflops=fp4 or None, interconnect=link,
+                int8_tops=int8 or None, fp4_tflops=fp4 or None,
+                memory_driver_gib=driver or None, interconnect=link,
                 interconnect_kind=link_kind,
                 interconnect_gb_s=link_bw, price_per_hour=price, currency=currency,
                 price_source=price_source, source=source, as_of=as_of)

@@ -59,6 +59,24 @@ def test_saved_gpu_loads_back(custom: Path) -> None:
     cat = load_catalog(extra_dirs=[custom])
     assert cat.gpu("my-gpu").fp8_tflops == 400 and cat.gpu("my-gpu").int8_tops is None
     assert path.exists() and gpu.key == "my-gpu"
+    # no driver figure entered: F3 budgets the stated 48 GB on every basis
+    assert "memory_driver_gib" not in gpu_table() and cat.gpu("my-gpu").memory_for(True) == 48
+
+
+def test_a_custom_gpu_with_its_drivers_memory(custom: Path) -> None:
+    """The form's driver memory (GiB) is what a typical basis and the spec sheet budget."""
+    cc.save_gpu(cc.gpu_form_table(**{**_form_args(), "memory_driver_gib": 44.5}))
+    g = load_catalog(extra_dirs=[custom]).gpu("my-gpu")
+    assert g.memory_driver_gib == 44.5
+    assert g.memory_for(True) == pytest.approx(44.5 * 2**30 / 1e9) and g.memory_for(False) == 48
+
+
+def _form_args() -> dict[str, Any]:
+    return dict(key="my-gpu", name="My GPU", memory_gb=48, memory_type="GDDR7",
+                bandwidth_gb_s=1500, bf16_tflops=200, fp8_tflops=400, int8_tops=None,
+                interconnect="PCIe 5.0", interconnect_kind="pcie", interconnect_gb_s=50,
+                price_per_hour=3, currency="CNY", price_source="test", source="test",
+                as_of="2026-11")
 
 
 @pytest.mark.parametrize(("changes", "field"), [

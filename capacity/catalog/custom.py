@@ -170,8 +170,11 @@ def gpu_form_table(*, key: str, name: str, memory_gb: float, memory_type: str,
                    int8_tops: float | None, interconnect: str, interconnect_kind: str,
                    interconnect_gb_s: float, price_per_hour: float, currency: str,
                    price_source: str, source: str, as_of: str,
-                   fp4_tflops: float | None = None) -> dict[str, Any]:
-    """A GPU table from the Catalog page's form (0 for FP8/INT8/FP4 means 'not supported')."""
+                   fp4_tflops: float | None = None,
+                   memory_driver_gib: float | None = None) -> dict[str, Any]:
+    """A GPU table from the Catalog page's form (0 for FP8/INT8/FP4 means 'not supported'; 0
+    or None for the driver's memory, `memory_driver_gib`, means 'not known': F3 then budgets
+    `memory_gb` on every basis, `Gpu.memory_for`)."""
     table: dict[str, Any] = {
         "key": key.strip().lower(), "name": name.strip(), "memory_gb": memory_gb,
         "memory_type": memory_type.strip(), "bandwidth_gb_s": bandwidth_gb_s,
@@ -187,6 +190,8 @@ def gpu_form_table(*, key: str, name: str, memory_gb: float, memory_type: str,
         table["int8_tops"] = int8_tops
     if fp4_tflops:
         table["fp4_tflops"] = fp4_tflops
+    if memory_driver_gib:
+        table["memory_driver_gib"] = memory_driver_gib
     return table
 
 
