@@ -211,7 +211,6 @@ def load_rows(path: Path | None = None, *, bursts: bool = False) -> list[OpenLoo
 def run_key(r: OpenLoopRow) -> tuple[Any, ...]:
     """Everything that defines a row's run (all but the figure, its statistic and its words)."""
     return (r.profile, r.model, r.weights, r.kv_dtype, r.gpu, r.gpus, r.tp, r.prompt_tokens,
-            r.output_tokens, r.lengths, r.prompt_cap, r.output_cap, r.async_scheduling, r.dataset,
-            r.requests,
-            r.rate_per_s, r.arrivals,
+            r.output_tokens, r.lengths, r.prompt_cap, r.output_cap, r.async_scheduling,
+            r.dataset, r.requests, r.rate_per_s, r.arrivals,
             *(r.knob(k) for k in KNOBS), r.source, r.server_held)

@@ -187,12 +187,6 @@ class BurstScorecard(ErrorsByMetric):
         return sum(c.spec_bounds for c in self.checks), len(self.checks)
 
 
-def skip_reason(r: OpenLoopRow, catalog: Catalog) -> str:
-    """Why row `r` cannot be scored ('' when it can): the open-loop section's reason (not in
-    the catalog)."""
-    return open_loop_skip_reason(r, catalog)
-
-
 def burst_scorecard(catalog: Catalog | None = None,
                     rows: list[OpenLoopRow] | None = None) -> BurstScorecard:
     """Every figure of data/reference/bursts.csv against its run's predictions (module
@@ -203,7 +197,7 @@ def burst_scorecard(catalog: Catalog | None = None,
     skipped: list[Skipped] = []
     memo: dict[tuple[str, str], BurstPrediction | str] = {}
     for r in rows if rows is not None else load_rows(bursts=True):
-        reason = skip_reason(r, cat)
+        reason = open_loop_skip_reason(r, cat)   # not in the catalog
         got: dict[str, BurstPrediction] = {}
         for basis in BASES:
             if reason:
