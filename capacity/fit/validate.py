@@ -34,7 +34,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError, InputError
@@ -190,6 +190,39 @@ class ErrorsByMetric:
         return {b: {m or "all": {**dataclasses.asdict(self.error(b, m)),
                                  "bias": Spread.of(self.errors(b, m)).median}
                     for m in (None, *metrics)} for b in bases}
+
+    @property
+    def spec_bound(self) -> tuple[int, int]:
+        """(checks the spec sheet bounds, checks), for checks with `spec_bounds`
+        (`SpecTypicalCheck`)."""
+        return sum(c.spec_bounds for c in self.checks), len(self.checks)
+
+
+class SpecTypicalCheck:
+    """A figure measured and predicted on the spec sheet and a typical basis (a section's
+    dataclass supplies the fields; the MLPerf, TensorRT-LLM and saturated-run sections):
+    signed errors, and whether the spec sheet is on the fast side of it, at or above on the
+    metrics where faster is larger (`CAPACITY_METRICS`), at or below on latencies."""
+
+    CAPACITY_METRICS: ClassVar[tuple[str, ...]] = ()
+    metric: str
+    measured: float
+    spec: float
+    typical: float
+
+    def predicted(self, basis: str) -> float:
+        return self.spec if basis == "spec" else self.typical
+
+    def error(self, basis: str) -> float:
+        """predicted / measured - 1 on 'spec' or 'typical'."""
+        return relative_error(self.predicted(basis), self.measured)
+
+    @property
+    def spec_bounds(self) -> bool:
+        """The spec sheet is on the fast side: capacity at or above, latency at or below."""
+        if self.metric in self.CAPACITY_METRICS:
+            return self.spec >= self.measured
+        return self.spec <= self.measured
 
 
 @dataclass(frozen=True, kw_only=True)

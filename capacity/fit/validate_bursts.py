@@ -31,12 +31,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.open_loop_rows import BURST_METRICS, OpenLoopRow, load_rows
-from capacity.fit.validate import ErrorsByMetric, relative_error
+from capacity.fit.validate import ErrorsByMetric, SpecTypicalCheck
 from capacity.fit.validate_mlperf import TRTLLM_END
 from capacity.fit.validate_open_loop import (
     Skipped,
@@ -136,8 +136,10 @@ def predict(r: OpenLoopRow, basis: str, catalog: Catalog | None = None) -> Burst
 
 
 @dataclass(frozen=True, kw_only=True)
-class BurstCheck:
+class BurstCheck(SpecTypicalCheck):
     """One scored figure: measured and predicted on each basis (in the metric's unit)."""
+
+    CAPACITY_METRICS: ClassVar[tuple[str, ...]] = CAPACITY_METRICS
 
     id: str
     run: str
@@ -161,30 +163,11 @@ class BurstCheck:
     the run: slots or the KV pool's)."""
     source: str = ""
 
-    def predicted(self, basis: str) -> float:
-        return self.spec if basis == "spec" else self.typical
-
-    def error(self, basis: str) -> float:
-        """predicted / measured - 1 on 'spec' or 'typical'."""
-        return relative_error(self.predicted(basis), self.measured)
-
-    @property
-    def spec_bounds(self) -> bool:
-        """The spec sheet is on the fast side: throughput at or above, latency at or below."""
-        if self.metric in CAPACITY_METRICS:
-            return self.spec >= self.measured
-        return self.spec <= self.measured
-
 
 @dataclass(frozen=True, kw_only=True)
 class BurstScorecard(ErrorsByMetric):
     checks: tuple[BurstCheck, ...]
     skipped: tuple[Skipped, ...]
-
-    @property
-    def spec_bound(self) -> tuple[int, int]:
-        """(figures the spec sheet bounds, figures)."""
-        return sum(c.spec_bounds for c in self.checks), len(self.checks)
 
 
 def burst_scorecard(catalog: Catalog | None = None,

@@ -39,14 +39,14 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from capacity import workspace
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import InputError
 from capacity.fit.open_loop_rows import OpenLoopRow, profile_for
-from capacity.fit.validate import ErrorsByMetric, relative_error
+from capacity.fit.validate import ErrorsByMetric, SpecTypicalCheck
 from capacity.fit.validate_open_loop import END as OPEN_LOOP_END
 from capacity.fit.validate_open_loop import Skipped, scenario_for
 from capacity.fit.validate_open_loop import predict as open_loop_predict
@@ -285,8 +285,10 @@ def slo_rate(r: MlperfRow, basis: str, catalog: Catalog) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MlperfCheck:
+class MlperfCheck(SpecTypicalCheck):
     """One scored figure: measured and predicted on each basis (in the metric's unit)."""
+
+    CAPACITY_METRICS: ClassVar[tuple[str, ...]] = CAPACITY_METRICS
 
     id: str
     run: str
@@ -311,30 +313,11 @@ class MlperfCheck:
         """The source table the figure belongs to: model, weights, GPU and layout."""
         return f"{self.model} {self.weights} on {self.gpu} ({self.layout})"
 
-    def predicted(self, basis: str) -> float:
-        return self.spec if basis == "spec" else self.typical
-
-    def error(self, basis: str) -> float:
-        """predicted / measured - 1 on 'spec' or 'typical'."""
-        return relative_error(self.predicted(basis), self.measured)
-
-    @property
-    def spec_bounds(self) -> bool:
-        """The spec sheet is on the fast side: capacity at or above, latency at or below."""
-        if self.metric in CAPACITY_METRICS:
-            return self.spec >= self.measured
-        return self.spec <= self.measured
-
 
 @dataclass(frozen=True, kw_only=True)
 class MlperfScorecard(ErrorsByMetric):
     checks: tuple[MlperfCheck, ...]
     skipped: tuple[Skipped, ...]
-
-    @property
-    def spec_bound(self) -> tuple[int, int]:
-        """(rows the spec sheet bounds, rows)."""
-        return sum(c.spec_bounds for c in self.checks), len(self.checks)
 
 
 def skip_reason(r: MlperfRow, catalog: Catalog) -> str:
