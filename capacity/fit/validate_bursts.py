@@ -47,9 +47,9 @@ from capacity.fit.validate_open_loop import (
 from capacity.fit.validate_open_loop import skip_reason as open_loop_skip_reason
 from capacity.fit.validate_report import (
     between_markers,
-    error_cells,
     jsonable,
     not_scored_lines,
+    spec_typical_error_lines,
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
@@ -217,7 +217,6 @@ def markdown(card: BurstScorecard) -> str:
     """The section as Markdown: the error by basis and metric, the spec sheet's bound, every
     figure, the rows not scored."""
     runs = sorted({c.run for c in card.checks})
-    bound, total = card.spec_bound
     lines = [
         "### Whole runs sent at once (saturated)", "",
         f"{len(card.checks)} figures of {len(runs)} published benchmark runs whose client sent "
@@ -231,14 +230,8 @@ def markdown(card: BurstScorecard) -> str:
         "throughput is the deployment's capacity at the engine's own batch, the mean TTFT "
         "mostly the queue behind the KV pool. No issue target rests on them (issue 25's are "
         "below saturation).", "",
-        "| basis | metric | figures | median abs error | worst | median signed |",
-        "|---|---|---:|---:|---:|---:|"]
-    lines += [f"| {basis} | {'all' if metric is None else BURST_METRICS[metric]} | "
-              f"{error_cells(errs)} |"
-              for basis, metric, errs in card.error_table(BASES, BURST_METRICS)]
-    lines += ["", f"The spec sheet is on the fast side of the measured figure (throughput at or "
-              f"above, latency at or below) on {bound} of {total} figures.", "",
-              "| figure | model | GPUs | engine | dataset | requests | held at once (typical) "
+        *spec_typical_error_lines(card, BASES, BURST_METRICS, larger="throughput")]
+    lines += ["", "| figure | model | GPUs | engine | dataset | requests | held at once (typical) "
               "| metric | measured | spec | error | typical | error |",
               "|---|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     for c in card.checks:

@@ -54,9 +54,9 @@ from capacity.fit.validate_open_loop import skip_reason as open_loop_skip_reason
 from capacity.fit.validate_report import (
     between_markers,
     csv_number,
-    error_cells,
     jsonable,
     not_scored_lines,
+    spec_typical_error_lines,
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
@@ -372,13 +372,7 @@ def _v(v: float) -> str:
 
 def _error_lines(card: MlperfScorecard) -> list[str]:
     """The error by basis and metric, and the spec sheet's bound (both sections)."""
-    bound, total = card.spec_bound
-    lines = ["| basis | metric | figures | median abs error | worst | median signed |",
-             "|---|---|---:|---:|---:|---:|"]
-    lines += [f"| {basis} | {'all' if metric is None else METRICS[metric][0]} | "
-              f"{error_cells(errs)} |" for basis, metric, errs in card.error_table(BASES, METRICS)]
-    return lines + ["", f"The spec sheet is on the fast side of the measured figure (capacity at "
-                    f"or above, latency at or below) on {bound} of {total} figures."]
+    return spec_typical_error_lines(card, BASES, {m: v[0] for m, v in METRICS.items()})
 
 
 def markdown(card: MlperfScorecard) -> str:

@@ -260,6 +260,21 @@ def error_cells(errors: Sequence[float]) -> str:
             f"{fmt_or_dash(worst, '+.1%')} | {fmt_or_dash(Spread.of(errors).median, '+.1%')}")
 
 
+def spec_typical_error_lines(card: Any, bases: Sequence[str], labels: dict[str, str],
+                             larger: str = "capacity") -> list[str]:
+    """A spec-sheet-and-typical section's error table by basis and metric (`labels`: metric ->
+    its name; 'all' first) and the spec sheet's bound (`ErrorsByMetric.spec_bound`), the
+    metrics where faster is larger named `larger`: the MLPerf, TensorRT-LLM and saturated-run
+    sections."""
+    bound, total = card.spec_bound
+    lines = ["| basis | metric | figures | median abs error | worst | median signed |",
+             "|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {basis} | {'all' if metric is None else labels[metric]} | "
+              f"{error_cells(errs)} |" for basis, metric, errs in card.error_table(bases, labels)]
+    return lines + ["", f"The spec sheet is on the fast side of the measured figure ({larger} at "
+                    f"or above, latency at or below) on {bound} of {total} figures."]
+
+
 def csv_number(r: dict[str, str], key: str, where: str, *, whole: bool = True,
                required: bool = True) -> Any:
     """Column `key` of a reference CSV's raw row `r` as a positive int (or float with
