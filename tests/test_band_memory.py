@@ -68,7 +68,7 @@ def test_a_memory_tight_option_needs_more_gpus_at_the_slow_edge(catalog: Catalog
     # to keep TTFT p90 under 5 s where the prediction needs 1 (since 2026-12-07, later; in the
     # spec sheet's 24 GB, 21.6 GB usable, one 4K request at the slow edge and 9 replicas, at the
     # slow
-    # edge of the typical band, the step's -0.151 / +0.150 and TTFT's -0.599 / +0.997 since
+    # edge of the typical band, the step's -0.151 / +0.150 and TTFT's -0.667 / +0.997 since
     # SGLang's request latency is read at each group's shortest prompts, 2026-12-07, evening
     # (-0.630 / +0.644 since the basis counts the weights as engines read them, that
     # afternoon, 9 as well); the step's -0.119 /
@@ -81,8 +81,9 @@ def test_a_memory_tight_option_needs_more_gpus_at_the_slow_edge(catalog: Catalog
     # prediction's, since 2026-12-06, evening; 13 at -0.232 /
     # +0.140 and -0.647 / +0.734, 2.8x, and at -0.301 / +0.154 and -0.615 / +0.724, 2.6x;
     # with the TTFT knobs over their ranges, 10 cards held it). With the planned
-    # overhead the slow edge needs 1 (one card's TTFT p90 there, 2.74 s, meets the 5 s SLO;
-    # 3.26 s at TTFT's -0.630 before 2026-12-07, evening;
+    # overhead the slow edge needs 1 (one card's TTFT p90 there, 3.66 s, meets the 5 s SLO;
+    # 2.74 s at TTFT's -0.599 before the MoE expert GEMM share moved the band's fast side to
+    # -0.667, 2026-12-07, last; 3.26 s at TTFT's -0.630 before 2026-12-07, evening;
     # 4.76 s at the median ceiling, 0.803; 5.4 s, 2 cards, on the wider step band before
     # 2026-12-06, evening)
     inp = replace(with_typical(_inputs(), typical_efficiency("vllm")), max_gpus=16)
@@ -93,7 +94,7 @@ def test_a_memory_tight_option_needs_more_gpus_at_the_slow_edge(catalog: Catalog
     slow, _ = band_edges(inp, None)
     narrow = plan(replace(slow, overhead_gb=inp.overhead_gb), catalog)
     assert narrow.best is not None and narrow.best.n_gpus == 1  # the overhead made the 2
-    assert 2.6e3 < narrow.best.ttft_ms < 2.9e3
+    assert 3.5e3 < narrow.best.ttft_ms < 3.8e3
 
 
 @pytest.mark.parametrize("planned", [0.5, 3.0])

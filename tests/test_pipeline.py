@@ -343,11 +343,12 @@ def _sglang_pp4_run_tok_s(basis: str) -> float:
 
 @pytest.mark.slow   # two event-model runs
 def test_sglangs_own_pp4_run_against_the_typical_basis() -> None:
-    """docs/method.md F13's check: the typical SGLang basis predicts 3,210 output tok/s for the
-    run (37.9 s) against 2,582 measured on SGLang's main branch then (47.13 s) and 3,142 with
-    the pull's overlapped send and receive (38.74 s); the spec sheet (8,250) stays above both."""
+    """docs/method.md F13's check: the typical SGLang basis predicts 3,174 output tok/s for the
+    run (38.3 s; 3,210 before the MoE expert GEMM share, 2026-12-07) against 2,582 measured on
+    SGLang's main branch then (47.13 s) and 3,142 with the pull's overlapped send and receive
+    (38.74 s); the spec sheet (8,250) stays above both."""
     typical = _sglang_pp4_run_tok_s("typical:sglang")
-    assert typical == pytest.approx(3210, rel=0.01)
+    assert typical == pytest.approx(3174, rel=0.01)
     assert _sglang_pp4_run_tok_s("spec") > 121_703 / 38.74 > 121_703 / 47.13
 
 

@@ -119,10 +119,14 @@ def test_the_cli_names_the_mfu_its_ttft_used(capsys: pytest.CaptureFixture[str])
     # gpt-oss-20b MXFP4 on an RTX 4090: R 5.806 x (165.2 x b / 2 / 1008) / (989 / 3350), b =
     # (14.46 - 0.401) GB / (20.9 - 0.579) B = 0.6919 bytes per GEMM parameter: 5.806 x 0.19204 =
     # 1.115; the plateau 0.706 of the RTX 4090's matmul ceiling (its bf16 GEMMs reach the spec
-    # sheet: 1) = 0.706; 0.706 / (1 + (262 x 1.115 / 8192)^2.5)^0.4 = 0.706 / 1.0001 = 0.7059
-    # (8,192 tokens are far above this pass's ridge of 292)
-    assert "8192-token prompt at MFU 0.7059 [MFU(L) = 0.706 / (1 + (262 x 1.115 / 8,192)^2.5)" \
-           "^(1/2.5), F6c]: 0.506 s linear" in capsys.readouterr().out
+    # sheet: 1) = 0.706; its routed experts (X k / E / A = 19.771 x 4 / 32 / 3.6 = 0.6865 of
+    # the arithmetic) at the engines file's expert GEMM share 0.315 (since 2026-12-07): F =
+    # 0.3135 + 0.6865 / 0.315 = 2.493, plateau 0.706 / 2.493 = 0.2832, m_half 262 / 2.493 =
+    # 105.1; 0.2832 / (1 + (105.1 x 1.115 / 8192)^2.5)^0.4 = 0.2832 (8,192 tokens are far above
+    # this pass's ridge of 117); 0.506 s at 0.7059 before -> 0.506 x 0.7059 / 0.2832 = 1.261 s
+    assert "8192-token prompt at MFU 0.2832 [MFU(L) = 0.2832 / (1 + (105.1 x 1.115 / 8,192)" \
+           "^2.5)^(1/2.5), F6c; MFU and m_half / 2.493: the routed experts' GEMMs at 0.315 of " \
+           "the dense plateau]: 1.261 s linear" in capsys.readouterr().out
     assert main(["plan"]) == 0
     assert "8192-token prompt at MFU 0.3: 2.975 s linear, 3.064 s with attention" in \
         capsys.readouterr().out

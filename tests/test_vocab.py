@@ -190,7 +190,8 @@ PLAN_JSON_BEFORE = {
               # added 2026-12-07: how the basis counts the weights (the chapter's: W whole)
               "embedding_lookup": False,
               "pp_handoff_ms": 0,  # added 2026-12-07 (F13's hand-off)
-              "runtime_memory": False},  # added 2026-12-07, later (F3's driver memory)
+              "runtime_memory": False,  # added 2026-12-07, later (F3's driver memory)
+              "expert_gemm_share": 0},  # added 2026-12-07, last (MoE expert GEMMs)
     "warnings": [],
     "points": [
         {"concurrency": 0, "bandwidth_ms": 0, "compute_ms": 0, "comm_ms": 0, "step_ms": 0,

@@ -24,13 +24,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Final
 
+from capacity.catalog import matmul
 from capacity.catalog.loader import Catalog
-from capacity.catalog.matmul import (
-    typical_bandwidth_ceiling,
-    typical_ceiling,
-    typical_eta_bw,
-    typical_mfu,
-)
 from capacity.errors import InputError
 from capacity.fit.calibration import KNOBS, Calibration, PointKind, apply
 from capacity.fit.calibration_store import check_name, load, load_named
@@ -51,6 +46,7 @@ from capacity.model.basis import (
     TYPICAL_COUNTS,
     TYPICAL_PREFIX,
 )
+from capacity.model.moe import expert_gemm_factor
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.plan.detail import option_scenario
@@ -92,7 +88,8 @@ def with_typical(inp: PlanInputs, typ: TypicalEfficiency) -> PlanInputs:
     """The inputs with the engine's typical efficiency knobs and its key (no calibration): one
     set for every GPU, so an option's figures do not depend on what is searched beside it."""
     knobs: dict[str, object] = {**typ.typical, **TYPICAL_COUNTS, "calibration": "",
-                                "typical": typ.engine}
+                                "typical": typ.engine,
+                                "expert_gemm_share": typ.expert_gemm_share}
     return replace(inp, **knobs)  # type: ignore[arg-type]
 
 
@@ -152,7 +149,7 @@ def scenario_with_basis(s: Scenario, text: str) -> Scenario:
     if basis == SPEC_SHEET:
         return s.with_(calibration=None, **SPEC_KNOBS)
     if basis.startswith(TYPICAL_PREFIX):
-        return on_typical(s, typical_efficiency(basis.removeprefix(TYPICAL_PREFIX)).typical)
+        return on_typical(s, engine_knobs(typical_efficiency(basis.removeprefix(TYPICAL_PREFIX))))
     return apply(load_named(basis), s.with_(**CHAPTER_KNOBS))
 
 
@@ -171,12 +168,47 @@ def typical_knobs_on(knobs: Mapping[str, float], s: Scenario) -> dict[str, float
     `mfu` and the decode GEMMs' `eff`, shares of the GPU's measured matmul ceiling, as shares
     of its spec-sheet TFLOP/s for the precision its GEMMs run in
     (`capacity.catalog.matmul.typical_mfu`); `eta_bw`, a share of the GPU's measured copy
-    ceiling, as a share of its spec-sheet bandwidth (`typical_eta_bw`); the others as they
-    are. Example: mfu 0.706 on an H100 bf16 -> 0.567, on an A100 -> 0.614; eta_bw 1.0 on an
-    H100 -> 0.921, on an MI300X -> 0.825."""
-    dtype = s.variant.format.compute_dtype
-    return {**knobs, **{k: typical_mfu(knobs[k], s.gpu, dtype) for k in CEILING_SHARES},
-            **{k: typical_eta_bw(knobs[k], s.gpu) for k in BANDWIDTH_SHARES if k in knobs}}
+    ceiling, as a share of its spec-sheet bandwidth (`typical_eta_bw`); for an MoE model the
+    plateau, `eff` and F6c's m_half divided by `expert_gemm_factor` at the knobs'
+    `EXPERT_SHARE` (the routed experts' GEMMs at that share of the dense plateau, their weight
+    read unchanged; 1 where the knobs have none); the others as they are. Examples: mfu 0.706
+    on an H100 bf16 -> 0.567, on an A100 -> 0.614; eta_bw 1.0 on an H100 -> 0.921, on an
+    MI300X -> 0.825; gpt-oss-120b at share 0.5 on an H100: mfu 0.567 / 1.707 = 0.332."""
+    share = float(knobs.get(EXPERT_SHARE, 1.0))
+    out = {**knobs, EXPERT_SHARE: share}
+    for k, scale in typical_scales(s, share).items():
+        if k in out:
+            out[k] = min(1.0, out[k] * scale) if k in FRACTIONS else out[k] * scale
+    return out
+
+
+EXPERT_SHARE: Final = "expert_gemm_share"
+"""The key of an engine's MoE expert GEMM share in a typical basis' knobs
+(`TypicalEfficiency.expert_gemm_share`; `typical_knobs_on` resolves the others with it and
+keeps it: `Scenario.expert_gemm_share`, `PlanInputs.expert_gemm_share`)."""
+FRACTIONS: Final = (*CEILING_SHARES, *BANDWIDTH_SHARES)
+"""The typical knobs that are shares of a ceiling (at most 1 once put on a GPU)."""
+
+
+def typical_scales(s: Scenario, expert_share: float = 1.0) -> dict[str, float]:
+    """What `typical_knobs_on` multiplies a typical basis' knobs by on `s`'s GPU and model
+    (dimensionless): `mfu` and `eff` by the GPU's matmul ceiling for its GEMMs' precision over
+    the MoE factor F (`capacity.model.moe.expert_gemm_factor` at `expert_share`; 1 for a dense
+    model), `eta_bw` by its copy ceiling, m_half by 1 / F. Example: an H100 in bf16, dense:
+    {'eff': 0.803, 'mfu': 0.803, 'eta_bw': 0.921, 'mfu_half_tokens': 1.0}."""
+    factor = expert_gemm_factor(s.model, expert_share)
+    ceiling = matmul.typical_ceiling(s.gpu, s.variant.format.compute_dtype)
+    return {**dict.fromkeys(CEILING_SHARES, ceiling / factor),
+            **dict.fromkeys(BANDWIDTH_SHARES, matmul.typical_bandwidth_ceiling(s.gpu)),
+            "mfu_half_tokens": 1.0 / factor}
+
+
+def engine_knobs(typ: TypicalEfficiency, model_key: str = "") -> dict[str, float]:
+    """`typ`'s knobs as `on_typical` takes them: the typical values and the MoE expert GEMM
+    share (`EXPERT_SHARE`): the file's, or with `model_key` the one derived without that
+    model's runs (`TypicalEfficiency.expert_share_for`, what the scorecards use)."""
+    share = typ.expert_share_for(model_key) if model_key else typ.expert_gemm_share
+    return {**typ.typical, EXPERT_SHARE: share}
 
 
 STEP_BAND_KNOBS: Final = ("eta_bw", "eff", "step_overhead_ms", "layer_overhead_ms")
@@ -209,9 +241,9 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     edge's fixed step costs on their deployment (`fast_fixed_costs`). Example (vLLM,
     step_error -0.151 and +0.150): eta_bw 1 x 0.849 = 0.849 slow, 1 x 1.150 -> 1 fast (shares
     of the GPU's copy ceiling); layer overhead 0.0773 / 0.849 = 0.0910 and 0.0773 / 1.150 =
-    0.0672 ms (before the fast edge's is solved); with ttft_error -0.599 and +0.997, MFU
-    0.706 x 0.401 = 0.283 and 0.706 x 1.997 -> 1 (shares of the GPU's matmul ceiling), the
-    request latency 10.54 / 0.401 = 26.3 and 10.54 / 1.997 = 5.3 ms; without it, MFU over its
+    0.0672 ms (before the fast edge's is solved); with ttft_error -0.667 and +0.997, MFU
+    0.706 x 0.333 = 0.235 and 0.706 x 1.997 -> 1 (shares of the GPU's matmul ceiling), the
+    request latency 7.81 / 0.333 = 23.5 and 7.81 / 1.997 = 3.9 ms; without it, MFU over its
     range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}
@@ -288,17 +320,15 @@ def _scenario_edges(s: Scenario, engine: str) -> tuple[dict[str, float], dict[st
     matmul ceiling x the GPU's ceiling, and its eta_bw the file's share of the copy ceiling x
     that ceiling (`typical_knobs_on`), so the edges are taken in the file's units and put back
     the same way."""
-    ceilings = {**dict.fromkeys(CEILING_SHARES,
-                                typical_ceiling(s.gpu, s.variant.format.compute_dtype)),
-                **dict.fromkeys(BANDWIDTH_SHARES, typical_bandwidth_ceiling(s.gpu))}
-    planned = {k: float(getattr(s, k)) for k in TYPICAL_KNOBS}
-    for k, ceiling in ceilings.items():
-        planned[k] /= ceiling
     typ = typical_efficiency(engine)
+    scales = typical_scales(s, typ.expert_gemm_share)
+    planned = {k: float(getattr(s, k)) for k in TYPICAL_KNOBS}
+    for k, scale in scales.items():
+        planned[k] /= scale
     slow, fast = typical_knob_edges(typ, planned)
     for edge in (slow, fast):
-        for k, ceiling in ceilings.items():
-            edge[k] = min(1.0, edge[k] * ceiling)
+        for k, scale in scales.items():
+            edge[k] = min(1.0, edge[k] * scale) if k in FRACTIONS else edge[k] * scale
     if typ.step_error is not None:   # the fixed costs carry what the capped fractions cannot
         fast.update(fast_fixed_costs(s, s.with_(**fast), typ.step_error[1]))
     return slow, fast

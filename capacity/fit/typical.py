@@ -8,7 +8,7 @@ priors can read them too (`capacity.fit.ceilings.typical_eff`)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Final
@@ -71,6 +71,20 @@ class TypicalEfficiency:
     published groups (`[ENGINE.ttft_error]`, `capacity.fit.typical_bands.error_band`): the
     band's prefill and latency knobs (`TTFT_BAND_KNOBS`) span an unqueued TTFT of
     TTFT / (1 + high) .. TTFT / (1 + low) (`typical_knob_edges`); None: the knobs' ranges."""
+    expert_gemm_share: float = 1.0
+    """The share of the dense GEMMs' plateau an MoE model's routed-expert GEMMs reach
+    (`[ENGINE.expert_gemm_share]` `typical`, dimensionless, (0, 1]; 1: as dense GEMMs, the
+    basis before 2026-12-07): `capacity.model.moe.expert_gemm_factor`, applied where the
+    knobs are put on a GPU and model (`capacity.fit.planning.typical_knobs_on`)."""
+    expert_gemm_held_out: dict[str, float] = field(default_factory=dict)
+    """Model key -> the share derived without that model's runs (`[ENGINE.expert_gemm_share]`
+    `held_out`): what the scorecard predicts that model's rows with
+    (`capacity.fit.expert_share`)."""
+
+    def expert_share_for(self, model_key: str) -> float:
+        """The expert GEMM share a scored row of `model_key` is predicted with: the one derived
+        without that model's runs where there is one, else `expert_gemm_share`."""
+        return self.expert_gemm_held_out.get(model_key, self.expert_gemm_share)
 
 
 def _error_band(raw: object, name: str) -> tuple[float, float] | None:
@@ -84,6 +98,24 @@ def _error_band(raw: object, name: str) -> tuple[float, float] | None:
     if not (math.isfinite(lo) and math.isfinite(hi) and -1.0 < lo <= hi):
         raise ValueError(f"{name}: needs -1 < low <= high")
     return lo, hi
+
+
+def _expert_share(raw: object) -> tuple[float, dict[str, float]]:
+    """An engine's [expert_gemm_share] table as (typical, {model: held out}); (1, {}) without
+    one. Every share in (0, 1]."""
+    if raw is None:
+        return 1.0, {}
+    if not isinstance(raw, dict):
+        raise ValueError("expert_gemm_share: a table with typical and held_out")
+    held_raw = raw.get("held_out", {})
+    if not isinstance(held_raw, dict):
+        raise ValueError("expert_gemm_share.held_out: a table of model = share")
+    share = float(raw["typical"])
+    held = {str(k): float(v) for k, v in held_raw.items()}
+    for name, v in {"typical": share, **held}.items():
+        if not (math.isfinite(v) and 0 < v <= 1):
+            raise ValueError(f"expert_gemm_share {name}: a fraction in (0, 1], got {v}")
+    return share, held
 
 
 def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEfficiency]:
@@ -111,13 +143,15 @@ def parse_engines(text: str, where: str = ENGINES_FILE) -> dict[str, TypicalEffi
                 if any(problems):
                     raise ValueError(f"{knob}: {next(p for p in problems if p)}")
                 typ[knob], lo[knob], hi[knob] = t, a, b
+            share, held = _expert_share(raw.get("expert_gemm_share"))
             out[key] = TypicalEfficiency(engine=key, name=str(raw["name"]), typical=typ,
                                          low=lo, high=hi, source=str(raw["source"]),
                                          as_of=str(raw["as_of"]),
                                          step_error=_error_band(raw.get("step_error"),
                                                                 "step_error"),
                                          ttft_error=_error_band(raw.get("ttft_error"),
-                                                                "ttft_error"))
+                                                                "ttft_error"),
+                                         expert_gemm_share=share, expert_gemm_held_out=held)
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where} [{key}]: {exc} (needs name, source, as_of and "
                                f"typical/low/high for {', '.join(TYPICAL_KNOBS)})") from None

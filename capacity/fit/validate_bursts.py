@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Final
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.open_loop_rows import BURST_METRICS, OpenLoopRow, load_rows
+from capacity.fit.typical import typical_efficiency
 from capacity.fit.validate import ErrorsByMetric, SpecTypicalCheck
 from capacity.fit.validate_mlperf import TRTLLM_END
 from capacity.fit.validate_open_loop import (
@@ -53,6 +54,7 @@ from capacity.fit.validate_report import (
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
+from capacity.model.basis import TYPICAL_PREFIX
 from capacity.model.output_lengths import maxent_run
 from capacity.plan.events import simulate
 from capacity.plan.service import ServiceModel
@@ -96,13 +98,15 @@ def replica_requests(r: OpenLoopRow) -> int:
     return math.ceil(r.requests / r.replicas)
 
 
-def service(r: OpenLoopRow, basis: str, catalog: Catalog) -> ServiceModel:
+def service(r: OpenLoopRow, basis: str, catalog: Catalog,
+            expert_share: float | None = None) -> ServiceModel:
     """One replica of row `r`'s deployment on `basis` ('spec' or 'typical') as the event model
     serves it: `scenario_for` under the row's engine profile and stated knobs (scheduled one
     step ahead where the server ran --async-scheduling), each request's own prompt and output
-    where the run's varied. CapacityError where it holds no request."""
+    where the run's varied; `expert_share` as `scenario_for` takes it. CapacityError where it
+    holds no request."""
     outs = output_lengths_of(r, replica_requests(r))
-    s = scenario_for(r, basis, catalog)
+    s = scenario_for(r, basis, catalog, expert_share)
     if r.async_scheduling:   # vLLM's --async-scheduling, whatever the release's default
         s = s.with_(schedule_ahead=True)
     return service_from_scenario(s, output_tokens=r.output_tokens,
@@ -112,15 +116,17 @@ def service(r: OpenLoopRow, basis: str, catalog: Catalog) -> ServiceModel:
                                  output_lengths=outs, prefix_caching=r.prefix_caching == "on")
 
 
-def predict(r: OpenLoopRow, basis: str, catalog: Catalog | None = None) -> BurstPrediction:
+def predict(r: OpenLoopRow, basis: str, catalog: Catalog | None = None,
+            expert_share: float | None = None) -> BurstPrediction:
     """Row `r`'s run on `basis` ('spec' or 'typical') as it ran (module docstring): every
     request of a replica at t = 0 on an idle replica (a closed loop of as many clients as
     requests), all counted, the drain in the duration. Output throughput = the run's output
     tokens / its span x replicas; mean TPOT = each request's (E2E - TTFT) / (output - 1),
     averaged (vLLM's bench; for fixed lengths (mean E2E - mean TTFT) / (output - 1)).
-    CapacityError where a replica cannot hold one request."""
+    CapacityError where a replica cannot hold one request. `expert_share`: on the typical
+    basis, the MoE expert GEMM share (`scenario_for`; None: the engines file's)."""
     cat = catalog or default_catalog()
-    svc = service(r, basis, cat)
+    svc = service(r, basis, cat, expert_share)
     n = replica_requests(r)
     q = simulate(svc, concurrency=n, n_requests=n, warmup_fraction=0.0, itl=True)
     assert q.itl_ms is not None and q.itl_mean_ms is not None
@@ -170,6 +176,16 @@ class BurstScorecard(ErrorsByMetric):
     skipped: tuple[Skipped, ...]
 
 
+def held_out_share(r: OpenLoopRow, basis: str) -> float | None:
+    """The MoE expert GEMM share run `r` is scored with on `basis`: on the typical basis the
+    one derived without its model's runs (`TypicalEfficiency.expert_share_for`, the share
+    being solved on these runs, `capacity.fit.expert_share`); None (none) on the spec sheet."""
+    text = basis_text(r, basis)
+    if not text.startswith(TYPICAL_PREFIX):
+        return None
+    return typical_efficiency(text.removeprefix(TYPICAL_PREFIX)).expert_share_for(r.model)
+
+
 def burst_scorecard(catalog: Catalog | None = None,
                     rows: list[OpenLoopRow] | None = None) -> BurstScorecard:
     """Every figure of data/reference/bursts.csv against its run's predictions (module
@@ -187,7 +203,7 @@ def burst_scorecard(catalog: Catalog | None = None,
                 break
             if (r.run, basis) not in memo:
                 try:
-                    memo[(r.run, basis)] = predict(r, basis, cat)
+                    memo[(r.run, basis)] = predict(r, basis, cat, held_out_share(r, basis))
                 except CapacityError as exc:
                     memo[(r.run, basis)] = f"the model runs no request of it ({exc})"
             p = memo[(r.run, basis)]

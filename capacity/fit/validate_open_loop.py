@@ -48,7 +48,15 @@ from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.open_loop_rows import KNOBS, METRICS, OpenLoopRow, load_rows
-from capacity.fit.planning import scenario_with_basis, typical_band_scenarios, typical_basis_for
+from capacity.fit.planning import (
+    EXPERT_SHARE,
+    engine_knobs,
+    on_typical,
+    scenario_with_basis,
+    typical_band_scenarios,
+    typical_basis_for,
+)
+from capacity.fit.typical import typical_efficiency
 from capacity.fit.validate import ErrorsByMetric, relative_error
 from capacity.fit.validate_disagg import END as DISAGG_END
 from capacity.fit.validate_report import (
@@ -59,6 +67,7 @@ from capacity.fit.validate_report import (
     write_between_markers,
 )
 from capacity.fit.validate_report import fmt_or_dash as _f
+from capacity.model.basis import TYPICAL_PREFIX
 from capacity.model.forward_pass import as_released, scheduled_as_released
 from capacity.model.memory import DEFAULT_UTIL
 from capacity.model.output_lengths import maxent_run
@@ -125,20 +134,28 @@ def prompt_lengths_of(r: OpenLoopRow, catalog: Catalog) -> tuple[int, ...] | Non
     return maxent_run(r.prompt_tokens, int(cap), math.ceil(simulated_requests(r) / r.replicas))
 
 
-def scenario_for(r: OpenLoopRow, basis: str, catalog: Catalog) -> Scenario:
+def scenario_for(r: OpenLoopRow, basis: str, catalog: Catalog,
+                 expert_share: float | None = None) -> Scenario:
     """The row's deployment (all its GPUs, TP per replica), KV held at prompt + output (the
     longest prompt where prompts vary, `prompt_lengths_of`, and the longest output where a
     burst row states one, `OpenLoopRow.output_cap`), its
     gpu_memory_utilization (default: the model's), on `basis`; on the typical basis as its
     stated release ran (`forward_pass.as_released`: SGLang before 0.5.10 launched its prefill
-    kernels without CUDA graphs), the spec sheet staying the bound."""
+    kernels without CUDA graphs), the spec sheet staying the bound. `expert_share`: on the
+    typical basis, the MoE expert GEMM share instead of the engines file's (a scorecard's held
+    out one, `TypicalEfficiency.expert_share_for`)."""
     lengths = prompt_lengths_of(r, catalog)
     prompt = r.prompt_tokens if lengths is None else max(lengths)
     s = make_scenario(r.model, r.gpu, catalog=catalog, weights=r.weights, n_gpus=r.gpus, tp=r.tp,
                       context_tokens=prompt + (r.output_cap or r.output_tokens),
                       prompt_tokens=r.prompt_tokens, kv_dtype=r.kv_dtype,
                       util=r.gpu_memory_utilization or DEFAULT_UTIL)
-    s = scenario_with_basis(s, basis_text(r, basis))
+    text = basis_text(r, basis)
+    if expert_share is not None and text.startswith(TYPICAL_PREFIX):
+        typ = typical_efficiency(text.removeprefix(TYPICAL_PREFIX))
+        s = on_typical(s, {**engine_knobs(typ), EXPERT_SHARE: expert_share})
+    else:
+        s = scenario_with_basis(s, text)
     if basis == "spec":   # the release's scheduling, no speed knob
         return scheduled_as_released(s, engine_profile(r.profile), version=r.engine_version,
                                      date=r.as_of)

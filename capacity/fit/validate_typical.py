@@ -74,6 +74,7 @@ from capacity.fit import typical_latency as tl
 from capacity.fit import validate as v
 from capacity.fit.measured import run_scenario
 from capacity.fit.planning import (
+    EXPERT_SHARE,
     fast_fixed_costs,
     on_typical,
     typical_knob_edges,
@@ -460,7 +461,10 @@ def _group_knobs(key: str, g: Sequence[ReferenceSweep], evidence: dict[str, Evid
     before_k = {**plateau_k, "layer_overhead_ms": 0.0,
                 "eta_bw": held_out_eta_bw(eta_points, key, BEFORE_ETA_BW)}
     after_k = {**plateau_k, **held_out_step_knobs(points, g[0].model_key or "",
-                                                  g[0].gpu_key or "", typ.typical)}
+                                                  g[0].gpu_key or "", typ.typical),
+               # the MoE expert GEMM share without the model's saturated runs (base model key)
+               EXPERT_SHARE: typ.expert_share_for(default_catalog().variant(
+                   g[0].model_key or "").model.key if g[0].model_key else "")}
     if key in latency:
         before_k = {**before_k, "request_latency_ms": latency[key]}
         after_k = {**after_k, "request_latency_ms": latency[key]}
@@ -523,7 +527,8 @@ def _rows(groups: dict[str, list[ReferenceSweep]], cat: Catalog, evidence: dict[
                     step_ms=after.step_ms[i] if step else math.nan,
                     spec_ms=spec.step_ms[i] if step else math.nan,
                     knobs=tuple(sorted((k, float(after_k.get(k, 0.0)))
-                                       for k in ("eff", "eta_bw", "layer_overhead_ms", "mfu",
+                                       for k in ("eff", "eta_bw", EXPERT_SHARE,
+                                                 "layer_overhead_ms", "mfu",
                                                  "mfu_half_tokens", "request_latency_ms",
                                                  "ridge_sharpness")))))
     return rows

@@ -46,7 +46,7 @@ KNOB_FIELDS: Final[tuple[str, ...]] = (
     "verify_overhead_ms", "mfu_half_tokens", "ridge_sharpness", "cuda_graph_max_tokens",
     "gemm_tile_tokens", "layer_overhead_ms", "batched_overhead_ms", "request_latency_ms",
     "linear_prefill_ms", "prefill_layer_ms", "embedding_lookup", "pp_handoff_ms",
-    "runtime_memory")
+    "runtime_memory", "expert_gemm_share")
 """The fields a basis sets, named as `Scenario` and `PlanInputs` name them."""
 
 CHAPTER_KNOBS: Final[Mapping[str, Any]] = {
@@ -57,7 +57,7 @@ CHAPTER_KNOBS: Final[Mapping[str, Any]] = {
     "cuda_graph_max_tokens": 0.0, "gemm_tile_tokens": 0.0, "layer_overhead_ms": 0.0,
     "batched_overhead_ms": 0.0, "request_latency_ms": 0.0, "linear_prefill_ms": 0.0,
     "prefill_layer_ms": 0.0, "embedding_lookup": False, "pp_handoff_ms": 0.0,
-    "runtime_memory": False}
+    "runtime_memory": False, "expert_gemm_share": 1.0}
 """The chapter's assumptions: F4 at eff 1 (the chapter's table) and prefill at MFU 0.3; the
 roofline's sharp corner (F4c's sharpness 0: the max) and no GEMM padding (F4d); F4's W read
 whole, an untied input embedding table included (the chapter's count); F3's memory as the spec

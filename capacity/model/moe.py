@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.catalog.loader import Model, ModelVariant
+from capacity.errors import InputError
 from capacity.types import FloatArray
 from capacity.units import GB
 
@@ -35,6 +36,32 @@ def _touched_share(experts: int, active: int, tokens: npt.ArrayLike) -> FloatArr
 def expert_fraction(model: Model) -> float:
     """Share of the parameters in routed experts (0 for a dense model): f of F4's W_read."""
     return 0.0 if model.moe is None else model.expert_params_b / model.params_total_b
+
+
+def expert_flop_share(model: Model) -> float:
+    """Share of a token's GEMM arithmetic that runs in routed experts (dimensionless, 0 for a
+    dense model): the routed experts' active parameters over all active ones, X k / E / A
+    (`Model.expert_params_b` X; F6's count of 2 A FLOPs a token). Examples: gpt-oss-120b
+    0.707, Qwen3-235B-A22B 0.643, DeepSeek-R1 0.553. Source: F6 (docs/method.md), "MoE
+    expert GEMMs"."""
+    if model.moe is None or model.params_active_b <= 0:
+        return 0.0
+    active = model.expert_params_b * model.moe.active / model.moe.experts
+    return min(1.0, active / model.params_active_b)
+
+
+def expert_gemm_factor(model: Model, share: float) -> float:
+    """How much longer a forward pass's GEMM arithmetic takes when its routed experts' GEMMs
+    reach `share` of the dense GEMMs' plateau (dimensionless, >= 1): (1 - g) + g / share, g
+    = `expert_flop_share`. A typical basis divides its prefill plateau, its decode GEMMs'
+    efficiency and F6c's m_half by it (the experts' weight read is unchanged, so the curve's
+    read-bound side stays where it was; `capacity.fit.planning.typical_knobs_on`). 1 for a
+    dense model and for share 1 (the spec sheet, the chapter's). Example: gpt-oss-120b at
+    share 0.5: 0.293 + 0.707 / 0.5 = 1.707. Source: docs/method.md, "MoE expert GEMMs"."""
+    if not 0 < share <= 1:
+        raise InputError(f"expert GEMM share must be in (0, 1], got {share}")
+    g = expert_flop_share(model)
+    return (1.0 - g) + g / share
 
 
 def weight_read_share(expert_fraction: float, experts: int, active: int,

@@ -211,6 +211,11 @@ class Scenario:
     """F3 budgets the memory the driver reports (`Gpu.memory_for`: an H100 SXM's 85.52 GB), not
     the spec sheet's in decimal GB (80, the chapter's): True on the spec sheet and a typical
     basis (`capacity.model.basis.TYPICAL_COUNTS`). A stated VRAM is taken as stated."""
+    expert_gemm_share: float = 1.0
+    """The share of the dense GEMMs' plateau an MoE model's routed-expert GEMMs reach that
+    `mfu`, `eff` and `mfu_half_tokens` were resolved with on a typical basis
+    (`capacity.fit.planning.typical_knobs_on`, `capacity.model.moe.expert_gemm_factor`): what
+    the explanations name; 1 on every other basis (the knobs as stated)."""
     vram_stated: bool = False
     """`vram_gb` was stated (`make_scenario(vram_gb=...)`, `--vram`), not the catalog's."""
 

@@ -104,6 +104,7 @@ def run_knobs(d: Deployment, catalog: Catalog | None = None) -> dict[str, Any]:
     inp, cat = d.inputs, catalog or default_catalog()
     return {**knobs_of(inp), "eff": inp.option_eff(cat, d.gpu, d.weights),
             "mfu": inp.option_mfu(cat, d.gpu, d.weights),
+            "mfu_half_tokens": inp.option_mfu_half(cat),
             "eta_bw": inp.option_eta_bw(cat, d.gpu)}
 
 

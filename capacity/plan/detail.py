@@ -65,7 +65,7 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         prompt_tokens=wl.prompt_tokens, kv_dtype=o.kv_dtype,
         eff=inp.option_eff(cat, o.gpu, o.weights),
         mfu=inp.option_mfu(cat, o.gpu, o.weights),
-        mfu_half_tokens=inp.mfu_half_tokens,
+        mfu_half_tokens=inp.option_mfu_half(cat),
         price_per_hour=o.price_per_hour, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
         headroom=inp.memory_headroom, eta_bw=inp.option_eta_bw(cat, o.gpu),
         step_overhead_ms=inp.step_overhead_ms,

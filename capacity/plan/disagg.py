@@ -349,9 +349,9 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
             for v in variants:
                 fl = g.tflops_for(v.format.compute_dtype) * tp
                 pre = float(prefill_seconds_by_parts(
-                    pf, fl, inp.mfu_on(g, v.format.compute_dtype), inp.attn_mfu,
+                    pf, fl, inp.mfu_on(g, v.format.compute_dtype, model), inp.attn_mfu,
                     inp.fixed_prefill_ms(model) / 1e3,
-                    half_tokens=inp.mfu_half_tokens, routing=routing_on(
+                    half_tokens=inp.mfu_half_on(model), routing=routing_on(
                         model, g.tflops_for(v.format.compute_dtype), g.bandwidth_gb_s,
                         gemm_bytes_per_param(v)))) * 1e3
                 vb = vram_budget(vram_gb=g.memory_for(inp.runtime_memory), util=inp.util,
@@ -379,7 +379,7 @@ def _units(inp: PlanInputs, cat: Catalog) -> tuple[Model, list[ReplicaShape], Fl
                                    ("cb", comm.per_token_ms), ("ck", comm.knee_tokens),
                                    ("cc", comm.above_ms),
                                    ("lk", v.lookup_weight_share),
-                                   ("eff", inp.eff_on(g, v.format.compute_dtype)),
+                                   ("eff", inp.eff_on(g, v.format.compute_dtype, model)),
                                    ("eta", inp.eta_bw_on(g))):
                         cols[k].append(val)
     if not units:

@@ -24,6 +24,7 @@ from capacity.model.memory import (
     DEFAULT_UTIL,
     MemoryVerdict,
 )
+from capacity.model.moe import expert_gemm_factor
 from capacity.model.pipeline import copy_layout
 from capacity.model.prefill import fixed_prefill_ms
 from capacity.model.prefix import PrefixGrain, prefix_grain
@@ -173,6 +174,11 @@ class PlanInputs:
     mfu_half_tokens: float = 0.0
     """Prefill GEMM efficiency curve (F6c, `capacity.model.prefill.step_mfu`): tokens per
     forward pass at which MFU reaches half of `mfu`; 0 = a constant MFU."""
+    expert_gemm_share: float = 1.0
+    """On an engine's typical basis, the share of the dense GEMMs' plateau an MoE model's
+    routed-expert GEMMs reach (`capacity.model.moe.expert_gemm_factor`; the engines file's,
+    set with `typical`): `mfu_on`, `eff_on` and `mfu_half_on` resolve with it. 1 and unused
+    on every other basis."""
     draft_overhead_ms: float = 0.0
     """F12's engine knob: ms per draft pass (speculative decoding; 0 on the spec sheet)."""
     verify_overhead_ms: float = 0.0
@@ -325,22 +331,37 @@ class PlanInputs:
         return make_draft(variant, kind, depth, acceptance_length=self.acceptance_length,
                           acceptance_rate=self.acceptance_rate)
 
-    def mfu_on(self, gpu: Gpu, compute_dtype: str) -> float:
+    def mfu_on(self, gpu: Gpu, compute_dtype: str, model: Model | None = None) -> float:
         """The prefill MFU plateau an option on `gpu` runs (share of its spec-sheet TFLOP/s for
         `compute_dtype`): on an engine's typical basis (`typical` set, no calibration) `mfu` is
-        a share of the GPU's measured matmul ceiling (`capacity.catalog.matmul.typical_mfu`,
-        as `capacity.fit.planning.typical_knobs_on` puts it into a Scenario); on every other
+        a share of the GPU's measured matmul ceiling (`capacity.catalog.matmul.typical_mfu`),
+        over `model`'s MoE factor at `expert_gemm_share` (`expert_factor`), as
+        `capacity.fit.planning.typical_knobs_on` puts it into a Scenario; on every other
         basis `mfu` itself."""
-        return self._on(self.mfu, gpu, compute_dtype)
+        return self._on(self.mfu, gpu, compute_dtype, model)
 
-    def eff_on(self, gpu: Gpu, compute_dtype: str) -> float:
+    def eff_on(self, gpu: Gpu, compute_dtype: str, model: Model | None = None) -> float:
         """The decode GEMMs' efficiency `eff` an option on `gpu` runs, resolved as `mfu_on`
         resolves the plateau (the engines file states both as shares of the ceiling)."""
-        return self._on(self.eff, gpu, compute_dtype)
+        return self._on(self.eff, gpu, compute_dtype, model)
 
-    def _on(self, share: float, gpu: Gpu, compute_dtype: str) -> float:
+    def mfu_half_on(self, model: Model | None = None) -> float:
+        """F6c's m_half (tokens) an option of `model` runs: on an engine's typical basis
+        `mfu_half_tokens` over `model`'s MoE factor (`expert_factor`: the experts' arithmetic
+        slower, their weight read not, so the curve's ridge moves down), as
+        `capacity.fit.planning.typical_knobs_on` puts it into a Scenario; else itself."""
+        return self.mfu_half_tokens / self.expert_factor(model)
+
+    def expert_factor(self, model: Model | None) -> float:
+        """`capacity.model.moe.expert_gemm_factor` of `model` at `expert_gemm_share` on an
+        engine's typical basis (no calibration); 1 on every other basis and without a model."""
+        if model is None or not (self.typical and not self.calibration):
+            return 1.0
+        return expert_gemm_factor(model, self.expert_gemm_share)
+
+    def _on(self, share: float, gpu: Gpu, compute_dtype: str, model: Model | None) -> float:
         if self.typical and not self.calibration:
-            return typical_mfu(share, gpu, compute_dtype)
+            return min(1.0, typical_mfu(share, gpu, compute_dtype) / self.expert_factor(model))
         return share
 
     def eta_bw_on(self, gpu: Gpu) -> float:
@@ -362,13 +383,19 @@ class PlanInputs:
         """`eff_on` for an option (`option_mfu`'s GPU key and weight format)."""
         return self.eff_on(*self._option_device(catalog, gpu, weights))
 
+    def option_mfu_half(self, catalog: Catalog) -> float:
+        """`mfu_half_on` for the plan's model."""
+        return self.mfu_half_on(catalog.variant(self.model).model)
+
     def option_eta_bw(self, catalog: Catalog, gpu: str) -> float:
         """`eta_bw_on` for an option's GPU key."""
         return self.eta_bw_on(catalog.gpu(gpu))
 
-    def _option_device(self, catalog: Catalog, gpu: str, weights: str) -> tuple[Gpu, str]:
-        base = catalog.variant(self.model).model.key
-        return catalog.gpu(gpu), catalog.variant(base, weights).format.compute_dtype
+    def _option_device(self, catalog: Catalog, gpu: str, weights: str
+                       ) -> tuple[Gpu, str, Model]:
+        model = catalog.variant(self.model).model
+        return (catalog.gpu(gpu), catalog.variant(model.key, weights).format.compute_dtype,
+                model)
 
     @property
     def basis(self) -> BasisKind:

@@ -296,7 +296,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
                             ("seqs", prof.max_seqs), ("budget", budget),
                             ("ahead", ahead),
                             ("lk", v.lookup_weight_share),
-                            ("eff", inp.eff_on(g, v.format.compute_dtype)),
+                            ("eff", inp.eff_on(g, v.format.compute_dtype, model)),
                             ("eta", inp.eta_bw_on(g))):
                         cols[k].append(val)
     a = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
@@ -364,8 +364,8 @@ def _prefill_ms(inp: PlanInputs, model: Model, g: Gpu, tp: int, v: ModelVariant,
     (and with PP its stages' hand-offs, F13)."""
     dtype = v.format.compute_dtype
     return (float(prefill_seconds_by_parts(
-        pf, g.tflops_for(dtype) * tp, inp.mfu_on(g, dtype), inp.attn_mfu,
-        inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_tokens,
+        pf, g.tflops_for(dtype) * tp, inp.mfu_on(g, dtype, model), inp.attn_mfu,
+        inp.fixed_prefill_ms(model) / 1e3, half_tokens=inp.mfu_half_on(model),
         routing=routing_on(model, g.tflops_for(dtype), g.bandwidth_gb_s,
                            gemm_bytes_per_param(v)))) * 1e3
             + float(forward_comm_ms(model, g, tp, new_tokens, pp, inp.pp_handoff_ms)))

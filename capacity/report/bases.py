@@ -17,6 +17,7 @@ from capacity.catalog.matmul import (
     typical_ceiling,
 )
 from capacity.model.basis import SPEC_SHEET, TYPICAL_PREFIX, BasisKind
+from capacity.model.moe import expert_gemm_factor
 from capacity.model.prefill import MFU_CURVE_SHARPNESS
 from capacity.report.i18n import t, tn
 
@@ -89,12 +90,14 @@ def basis_label(basis: str, lang: str) -> str:
 
 
 def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None,
-               pipelined: bool | None = None) -> str:
+               pipelined: bool | None = None, moe: bool | None = None) -> str:
     """A basis' knobs in words: 'decode compute eff 1.00, prefill MFU 0.30, ...' (of a
     `PlanInputs` or a `Scenario`). The per-linear-attention-layer prefill time is left out
     for a model without such layers (`linear_layers` 0, or a Scenario's model's count): it
     multiplies nothing there; the engine's time per pipeline hand-off (F13) where the figures
-    rest on a pipeline (`pipelined`; default: a Scenario's PP > 1)."""
+    rest on a pipeline (`pipelined`; default: a Scenario's PP > 1); the MoE expert GEMM share
+    for an MoE model (`moe`; default: a Scenario's model's), with the factor it divides this
+    model's plateau by where the knobs are a Scenario's."""
     if linear_layers is None and hasattr(knobs, "variant"):
         linear_layers = knobs.variant.model.layers_of("linear")
     half = float(knobs.mfu_half_tokens)
@@ -115,7 +118,25 @@ def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None,
         pipelined = getattr(knobs, "pp", 1) > 1
     handoff = (t("basis_knobs_handoff", lang, ms=knobs.pp_handoff_ms)
                if pipelined and knobs.pp_handoff_ms > 0 else "")
-    return text + step_shape_text(knobs, lang) + linear + layer + latency + handoff
+    return (text + step_shape_text(knobs, lang) + experts_text(knobs, lang, moe) + linear
+            + layer + latency + handoff)
+
+
+def experts_text(knobs: Knobs, lang: str, moe: bool | None = None) -> str:
+    """', its routed-expert GEMMs at 0.278 of the dense GEMMs' plateau (the prefill plateau
+    and its ridge / 2.84)' for a Scenario of an MoE model on a share below 1
+    (`capacity.model.moe.expert_gemm_factor`); the same without the factor for planner inputs
+    of an MoE model (`moe`); '' otherwise."""
+    share = float(getattr(knobs, "expert_gemm_share", 1.0))
+    variant = getattr(knobs, "variant", None)
+    if moe is None:
+        moe = variant is not None and variant.model.moe is not None
+    if share >= 1.0 or not moe:
+        return ""
+    if variant is None:
+        return t("basis_knobs_experts", lang, share=share)
+    return t("basis_knobs_experts_model", lang, share=share,
+             factor=expert_gemm_factor(variant.model, share))
 
 
 def step_shape_text(knobs: Knobs, lang: str) -> str:

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from capacity.model.moe import expert_gemm_factor
 from capacity.model.prefill import MFU_CURVE_SHARPNESS, step_mfu
 
 if TYPE_CHECKING:
@@ -55,4 +56,16 @@ def prompt_mfu_text(s: Scenario) -> str:
     ratio = f" x {formula_number(r)}" if r != 1.0 else ""
     k = formula_number(MFU_CURVE_SHARPNESS)
     return (f"{formula_number(eff)} [MFU(L) = {formula_number(s.mfu)} / (1 + ("
-            f"{formula_number(s.mfu_half_tokens)}{ratio} / {s.prompt:,})^{k})^(1/{k}), F6c]")
+            f"{formula_number(s.mfu_half_tokens)}{ratio} / {s.prompt:,})^{k})^(1/{k}), F6c"
+            f"{expert_share_text(s)}]")
+
+
+def expert_share_text(s: Scenario) -> str:
+    """'; MFU and m_half / 2.494: the routed experts' GEMMs at 0.315 of the dense plateau' for
+    an MoE scenario whose typical knobs were resolved with an expert GEMM share below 1
+    (`capacity.model.moe.expert_gemm_factor`), else ''."""
+    if s.expert_gemm_share >= 1.0 or s.model.moe is None:
+        return ""
+    factor = expert_gemm_factor(s.model, s.expert_gemm_share)
+    return (f"; MFU and m_half / {formula_number(factor)}: the routed experts' GEMMs at "
+            f"{formula_number(s.expert_gemm_share)} of the dense plateau")

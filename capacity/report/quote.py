@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from capacity.catalog.engines import engine_profile
-from capacity.catalog.loader import Catalog, default_catalog
+from capacity.catalog.loader import Catalog, Model, default_catalog
 from capacity.catalog.nodes import node_shape
 from capacity.catalog.offers import Offer
 from capacity.errors import InputError
@@ -562,7 +562,7 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     b += [Para(t("quote_fx", lang, rate=inp.cny_per_usd)),
           Para(t("quote_engine", lang, engine=engine_label(inp.engine, lang), util=inp.util,
                  ovh=inp.overhead_gb, seqs=seqs)),
-          Para(_eff_text(inp, lang, cat.variant(inp.model).model.layers_of("linear"),
+          Para(_eff_text(inp, lang, cat.variant(inp.model).model,
                          best is not None and best.pp > 1)),
           Para(t("quote_headroom", lang, h=wl.headroom, m=inp.memory_headroom)),
           Para(t("quote_queue", lang)), Para(t("quote_searched", lang, n=plan.evaluated)),
@@ -570,9 +570,9 @@ def quote_blocks(plan: Plan, *, lang: str = "en", simulation: QueueResult | None
     return b
 
 
-def _eff_text(inp: PlanInputs, lang: str, layers: int | None = None, piped: bool = False) -> str:
-    return t("quote_eff", lang, basis=plan_basis_name(inp, lang),
-             knobs=knobs_text(inp, lang, layers, piped))
+def _eff_text(inp: PlanInputs, lang: str, model: Model, piped: bool = False) -> str:
+    return t("quote_eff", lang, basis=plan_basis_name(inp, lang), knobs=knobs_text(
+        inp, lang, model.layers_of("linear"), piped, model.moe is not None))
 
 
 def quote_markdown(plan: Plan, *, lang: str = "en", simulation: QueueResult | None = None,
