@@ -109,8 +109,9 @@ def test_the_basis_line_names_the_share(catalog: Catalog) -> None:
                                           weights="mxfp4"), "typical:vllm")
     share = typical_efficiency("vllm").expert_gemm_share
     f = expert_gemm_factor(s.model, share)
-    assert (f", its routed-expert GEMMs at {share:.3g} of the dense GEMMs' plateau (the prefill "
-            f"plateau and its ridge / {f:.3g})") in knobs_text(s, "en")
+    assert (f", its routed-expert GEMMs at {share:.3g} of the dense GEMMs' efficiency (the "
+            f"prefill plateau, its ridge and the decode compute efficiency / {f:.3g} for this "
+            "model)") in knobs_text(s, "en")
     assert "路由专家的矩阵乘" in knobs_text(s, "zh")
     inp = with_basis(PlanInputs(model="gpt-oss-120b", workload=Workload(daily_active_users=500)),
                      "typical:vllm")

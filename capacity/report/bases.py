@@ -123,8 +123,9 @@ def knobs_text(knobs: Knobs, lang: str, linear_layers: int | None = None,
 
 
 def experts_text(knobs: Knobs, lang: str, moe: bool | None = None) -> str:
-    """', its routed-expert GEMMs at 0.278 of the dense GEMMs' plateau (the prefill plateau
-    and its ridge / 2.84)' for a Scenario of an MoE model on a share below 1
+    """', its routed-expert GEMMs at 0.315 of the dense GEMMs' efficiency (the prefill
+    plateau, its ridge and the decode compute efficiency / 2.54 for this model)' for a
+    Scenario of an MoE model on a share below 1
     (`capacity.model.moe.expert_gemm_factor`); the same without the factor for planner inputs
     of an MoE model (`moe`); '' otherwise."""
     share = float(getattr(knobs, "expert_gemm_share", 1.0))
