@@ -22,7 +22,7 @@ from capacity.fit.typical import parse_engines, typical_efficiency
 from capacity.fit.validate_bursts import held_out_share
 from capacity.model.moe import Routing, expert_flop_share, expert_gemm_factor
 from capacity.model.prefill import step_mfu
-from capacity.model.scenario import make_scenario
+from capacity.model.scenario import evaluate, make_scenario
 from capacity.model.workload import Workload
 from capacity.plan.options import PlanInputs
 
@@ -187,3 +187,25 @@ def test_the_engines_file_records_the_derived_share(catalog: Catalog) -> None:
     assert held == pytest.approx(typ.expert_gemm_held_out["deepseek-r1"], abs=0.002)
     assert typical_efficiency("sglang").expert_gemm_share == typ.expert_gemm_share
     assert set(typ.expert_gemm_held_out) == {r.model for r in runs}
+
+
+def test_the_planners_moe_option_is_the_explorers_scenario(catalog: Catalog) -> None:
+    """One surface, one number: an MoE option the Planner prices on the typical basis runs the
+    Explorer's scenario of it (the same resolved plateau, eff and m_half), and its prefill is
+    that scenario's."""
+    from capacity.plan.detail import option_scenario
+    from capacity.plan.search import plan
+
+    wl = Workload(peak_concurrency=4.0, context_tokens=4096, prompt_tokens=2000,
+                  output_tokens=200, headroom=0.0)
+    inp = with_basis(PlanInputs(model="gpt-oss-120b", workload=wl, gpus=("h100-sxm",),
+                                formats=("mxfp4",), allow_tp=False, max_gpus=1), "typical:vllm")
+    o = next(x for x in plan(inp, catalog, keep_all=True).all_options if x.weights == "mxfp4")
+    s = option_scenario(inp, o, catalog)
+    explorer = scenario_with_basis(make_scenario("gpt-oss-120b", "h100-sxm", catalog=catalog,
+                                                 weights="mxfp4"), "typical:vllm")
+    assert (s.mfu, s.eff, s.mfu_half_tokens, s.expert_gemm_share) == pytest.approx(
+        (explorer.mfu, explorer.eff, explorer.mfu_half_tokens, explorer.expert_gemm_share))
+    assert s.expert_gemm_share < 1
+    pre = float(evaluate(s, [1]).prefill_s) * 1e3
+    assert o.prefill_ms == pytest.approx(pre, rel=1e-6)

@@ -80,7 +80,7 @@ def option_scenario(inp: PlanInputs, o: Option, catalog: Catalog | None = None) 
         cuda_graph_max_tokens=inp.cuda_graph_max_tokens, gemm_tile_tokens=inp.gemm_tile_tokens
     ).with_(linear_prefill_ms=inp.linear_prefill_ms, prefill_layer_ms=inp.prefill_layer_ms,
             embedding_lookup=inp.embedding_lookup, pp_handoff_ms=inp.pp_handoff_ms,
-            runtime_memory=inp.runtime_memory),
+            runtime_memory=inp.runtime_memory, expert_gemm_share=inp.expert_gemm_share),
         inp.profile_for(g.key, g.memory_gb),
         wl.held_tokens)
 
