@@ -209,3 +209,14 @@ def test_the_planners_moe_option_is_the_explorers_scenario(catalog: Catalog) -> 
     assert s.expert_gemm_share < 1
     pre = float(evaluate(s, [1]).prefill_s) * 1e3
     assert o.prefill_ms == pytest.approx(pre, rel=1e-6)
+
+
+def test_a_calibrations_eff_prior_is_the_typical_basis_eff(catalog: Catalog) -> None:
+    """Where a fit's points do not pin eff, it settles at what the typical basis predicts
+    with: for an MoE model, over its expert GEMM factor too."""
+    from capacity.fit.ceilings import typical_eff
+
+    base = make_scenario("gpt-oss-120b", "h100-sxm", catalog=catalog, weights="mxfp4")
+    assert typical_eff(base) == pytest.approx(scenario_with_basis(base, "typical:vllm").eff)
+    dense = make_scenario("llama-3.1-8b", "h100-sxm", catalog=catalog)
+    assert typical_eff(dense) == pytest.approx(scenario_with_basis(dense, "typical:vllm").eff)

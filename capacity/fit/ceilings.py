@@ -14,6 +14,7 @@ import numpy.typing as npt
 from capacity.catalog.matmul import bandwidth_ceiling, matmul_ceiling, typical_mfu
 from capacity.fit.calibration_problem import BANDWIDTH_KNOBS, CEILING_KNOBS
 from capacity.fit.typical import typical_efficiency
+from capacity.model.moe import expert_gemm_factor
 from capacity.model.scenario import Scenario
 from capacity.types import Note
 
@@ -50,10 +51,13 @@ def typical_eff(base: Scenario) -> float:
     an eff its points do not pin (compute binds at none of them). The plateau is the device's,
     not an engine's: SGLang's typical eff (0.374 of the ceiling) lumps what its large batches
     lose elsewhere into the one arithmetic term of the chapter's step, which the operator
-    step's own knobs (attention, per-sequence time) fit apart. Example: an RTX 4090 in BF16,
-    0.706 x 1 = 0.706; an H100, 0.706 x 0.803 = 0.567; an A100, 0.706 x 0.869 = 0.614."""
-    plateau = typical_efficiency("vllm").typical["mfu"]
-    return typical_mfu(plateau, base.gpu, base.variant.format.compute_dtype)
+    step's own knobs (attention, per-sequence time) fit apart. For an MoE model, over its
+    expert GEMM factor, as the typical basis runs it (`capacity.model.moe.expert_gemm_factor`).
+    Example: an RTX 4090 in BF16, 0.706 x 1 = 0.706; an H100, 0.706 x 0.803 = 0.567; an A100,
+    0.706 x 0.869 = 0.614; gpt-oss-120b on an H100, 0.567 / 2.537 = 0.224."""
+    typ = typical_efficiency("vllm")
+    return (typical_mfu(typ.typical["mfu"], base.gpu, base.variant.format.compute_dtype)
+            / expert_gemm_factor(base.model, typ.expert_gemm_share))
 
 
 def scenario_bandwidth_ceiling(s: Scenario) -> float | None:
