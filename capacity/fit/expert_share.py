@@ -38,7 +38,7 @@ from capacity.fit.validate_bursts import predict
 METRIC: Final = ("output_tok_s", "total")
 """The figure the share is solved on: a run's output throughput (one per run)."""
 LOW: Final = 0.05
-"""The smallest share the bisection tries (dimensionless)."""
+"""The smallest share Brent's method tries (dimensionless)."""
 XTOL: Final = 2e-4
 """How close Brent's method brings the share (dimensionless), below the file's three
 decimals."""
