@@ -229,6 +229,14 @@ def _v(v: float) -> str:
     return _f(v, ",.1f" if abs(v) < 100 else ",.0f")
 
 
+def _shares() -> str:
+    """'0.315 over every MoE run; without deepseek-r1's 0.349, ...': vLLM's shares
+    (data/engines.toml; SGLang's are the same)."""
+    typ = typical_efficiency("vllm")
+    held = ", ".join(f"{m}'s {v:g}" for m, v in sorted(typ.expert_gemm_held_out.items()))
+    return f"{typ.expert_gemm_share:g} over every MoE run; without {held}"
+
+
 def markdown(card: BurstScorecard) -> str:
     """The section as Markdown: the error by basis and metric, the spec sheet's bound, every
     figure, the rows not scored."""
@@ -242,7 +250,10 @@ def markdown(card: BurstScorecard) -> str:
         "replica at t = 0 on an idle replica, all counted, the drain in the duration, the "
         "engine admitting what its KV pool holds; each request's own lengths where the run's "
         "varied. Typical: the row's engine's basis (data/engines.toml), as its release ran. "
-        "Nothing is fitted to these rows. The deepest saturation a server sees: the output "
+        f"One knob is solved on these rows, the typical basis' MoE expert GEMM share "
+        f"(`capacity.fit.expert_share`, {_shares()}); each run is predicted with the share "
+        "solved without its model's runs. Nothing else is fitted to them. The deepest "
+        "saturation a server sees: the output "
         "throughput is the deployment's capacity at the engine's own batch, the mean TTFT "
         "mostly the queue behind the KV pool. No issue target rests on them (issue 25's are "
         "below saturation).", "",
