@@ -321,7 +321,7 @@ def _scenario_edges(s: Scenario, engine: str) -> tuple[dict[str, float], dict[st
     that ceiling (`typical_knobs_on`), so the edges are taken in the file's units and put back
     the same way."""
     typ = typical_efficiency(engine)
-    scales = typical_scales(s, typ.expert_gemm_share)
+    scales = typical_scales(s, s.expert_gemm_share)   # the share `s` was resolved with
     planned = {k: float(getattr(s, k)) for k in TYPICAL_KNOBS}
     for k, scale in scales.items():
         planned[k] /= scale
