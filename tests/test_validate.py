@@ -286,6 +286,10 @@ def test_a_throughput_row_with_its_runs_count_is_predicted_as_the_run() -> None:
     # a level the row does not count keeps the steady loop's throughput
     other = validate.queued_levels(s, [5], 256, "vllm", RunShape(level_prompts=((8.0, 10),)))
     assert other is not None and other[0].tok_s == steady[0].tok_s
+    # a caller that reads no throughput (the step band) skips the run: the steady loop's
+    bare = validate.queued_levels(s, [5], 256, "vllm", RunShape(level_prompts=((5.0, 10),)),
+                                  as_run_tok_s=False)
+    assert bare is not None and bare[0] == steady[0]
 
 
 def test_a_bench_runs_throughput_counts_its_drain() -> None:

@@ -581,7 +581,7 @@ def typical_step_bands(scenario: Scenario, concurrency: Sequence[float], c_vram_
     out = [(float(lo), float(hi)) for lo, hi in zip(b.step_ms[0], b.step_ms[2], strict=True)]
     slow = (None if scheduler is None else
             queued_levels(uncertainty.typical_edges(scenario)[1], concurrency, output_tokens,
-                          scheduler, run))
+                          scheduler, run, as_run_tok_s=False))
     if slow is None:
         return out
     return [(lo, max(hi, q.tpot_mean_ms, q.tpot_median_ms))

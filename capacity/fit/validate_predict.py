@@ -83,7 +83,8 @@ class Prediction:
 
 
 def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_tokens: float,
-                  scheduler: str, run: RunShape | None = None) -> tuple[Queued, ...] | None:
+                  scheduler: str, run: RunShape | None = None, *, as_run_tok_s: bool = True
+                  ) -> tuple[Queued, ...] | None:
     """Each closed-loop level of `concurrency` clients (the deployment's; ceil(C / replicas)
     per replica) through the event model under the `scheduler` profile: the scenario's prompt,
     `output_tokens` (at least 1) per request, the steady closed loop every surface shows
@@ -93,8 +94,9 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
     requests stay in lock step; with caps, each request its own prompt and output
     (`RunShape.lengths`, the context holding the longest), the mean TPOT each request's own;
     a level whose throughput row states its request count (`RunShape.level_prompts`), that
-    throughput as the run (`_as_run_tok_s`: a bench's tokens over its run's duration).
-    None when the model cannot run it (no slot)."""
+    throughput as the run (`_as_run_tok_s`: a bench's tokens over its run's duration; with
+    `as_run_tok_s` False the steady loop's, for a caller that reads no throughput and need
+    not pay for the run). None when the model cannot run it (no slot)."""
     out_tok = max(1, round(output_tokens))
     run = run or RunShape()
     varies = run.prompt_cap is not None or run.output_cap is not None
@@ -116,7 +118,8 @@ def queued_levels(scenario: Scenario, concurrency: Sequence[float], output_token
         q = (loops.closed_loop(svc, concurrency=per, n_requests=n) if run.run_prompts is None
              else events.simulate(svc, concurrency=per, warmup_fraction=0.0, n_requests=n))
         tok_s = q.output_tok_s
-        if run.run_prompts is None and (total := run.requests_at(c)) is not None:
+        if (as_run_tok_s and run.run_prompts is None
+                and (total := run.requests_at(c)) is not None):
             tok_s = _as_run_tok_s(scenario, run, output_tokens, scheduler, per,
                                   math.ceil(total / scenario.replicas),
                                   None if varies else svc)
