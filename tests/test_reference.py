@@ -152,8 +152,8 @@ def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
     text = (DATA_DIR / "reference" / "published.csv").read_text(encoding="utf-8")
     rows = list(csv.DictReader(text.splitlines()))
     added = [r for r in rows if (r.get("added") or "").strip()]
-    assert added and all(r["added"] in ("2026-12-02", "2026-12-03", "2026-12-04", "2026-12-06")
-                         for r in added)
+    assert added and all(r["added"] in ("2026-12-02", "2026-12-03", "2026-12-04", "2026-12-06",
+                                        "2026-12-07") for r in added)
     # 2026-12-03: InferenceX's gpt-oss-120b on 2, 4 and 8 H100s (vLLM 0.15.1), four sweeps
     inferencex = [s for s in load_reference() if "InferenceX" in s.source]
     assert sorted((s.tp, len(s.points)) for s in inferencex) == [(2, 1), (4, 1), (8, 2), (8, 5)]
@@ -183,6 +183,16 @@ def test_the_shipped_added_rows_are_mapped_and_dated() -> None:
         ("qwen2.5-7b-bf16", 1, 5), ("qwen2.5-7b-bf16", 5, 15), ("qwen2.5-7b-bf16", 5, 25),
         ("qwen2.5-7b-fp8", 1, 5), ("qwen2.5-7b-fp8", 5, 25)]
     assert all((s.prompt_cap, s.output_cap) == (1024, 2044) for s in rtx)
+    # 2026-12-07: the SGLang cookbook's DeepSeek-R1-0528 on 8 B200s (SGLang 0.5.6.post1, FP8
+    # as shipped), the same three scenarios and client counts as the Qwen3 page's, 63 rows
+    deepseek = [s for s in load_reference() if s.added == "2026-12-07"]
+    assert {(s.model_key, s.gpu_key, s.tp, s.engine) for s in deepseek} == {
+        ("deepseek-r1-fp8", "b200", 8, "SGLang 0.5.6.post1")}
+    assert sorted((s.prompt_cap, s.output_cap, p.concurrency, len(s.stated)) for s in deepseek
+                  for p in s.points) == [
+        (1000, 1000, 1, 7), (1000, 1000, 16, 7), (1000, 1000, 100, 7),
+        (1000, 8000, 1, 7), (1000, 8000, 16, 7), (1000, 8000, 64, 7),
+        (8000, 1000, 1, 7), (8000, 1000, 16, 7), (8000, 1000, 64, 7)]
     sweeps = [s for s in load_reference() if s.is_added]
     assert sum(len(s.stated) for s in sweeps) == len(added)
     assert all(s.gpu_key and s.model_key for s in sweeps)
@@ -238,7 +248,7 @@ def test_level_prompts_is_the_count_of_the_run_a_throughput_row_states(tmp_path:
             load_reference(bad)
     # the shipped rows: every throughput row whose source states its run's count gives it
     shipped = [sw for sw in load_reference() if sw.level_prompts]
-    assert sum(len(sw.level_prompts) for sw in shipped) == 60
+    assert sum(len(sw.level_prompts) for sw in shipped) == 69   # 60 before DeepSeek-R1's 9
     rtx = {sw.run.requests_at(64) for sw in shipped if "violet-quartz" in sw.source}
     assert rtx == {400, 1200, None}
 

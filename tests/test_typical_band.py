@@ -157,16 +157,17 @@ def test_the_held_out_basis_takes_the_other_groups_bands() -> None:
 def test_the_ttft_band_takes_the_5th_and_95th_percentile() -> None:
     # twenty groups of one TTFT row each, errors -0.95, -0.85, ..., +0.95 (midpoints at
     # 0.025, 0.075, ...): the 5th percentile lies halfway between the first two, the 95th
-    # halfway between the last two; the step's rule takes the 12.5th and 87.5th, at the third
-    # (-0.75, midpoint 0.125) and its mirror
+    # halfway between the last two; the step's rule takes the 11.5th and 88.5th, 0.8 of the
+    # way from the second (-0.85, midpoint 0.075) to the third (-0.75, midpoint 0.125):
+    # -0.77, and its mirror
     errors = [-0.95 + 0.1 * i for i in range(20)]
     rows = [_row(f"G{i}", e, metric="ttft") for i, e in enumerate(errors)]
     assert tb.error_band(rows, "ttft") == pytest.approx((-0.9, 0.9))
     steps = [_row(f"G{i}", e) for i, e in enumerate(errors)]
-    assert tb.error_band(steps, "step") == pytest.approx((-0.75, 0.75))
+    assert tb.error_band(steps, "step") == pytest.approx((-0.77, 0.77))
     # and the scorecard's text names them as they are
     assert (tb.percentiles("step"), tb.percentiles("ttft")) == (
-        "12.5th and 87.5th percentile", "5th and 95th percentile")
+        "11.5th and 88.5th percentile", "5th and 95th percentile")
 
 
 def test_a_row_is_inside_its_edges_and_coverage_counts_them() -> None:

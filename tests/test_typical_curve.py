@@ -33,17 +33,17 @@ def test_typical_knobs_are_one_set_for_every_gpu() -> None:
     # data/engines.toml: plateau 0.706 of the GPU's measured matmul ceiling (median of the
     # published groups' 0.785 and 0.628 on F6c's curve of sharpness 2.5), m_half 262 (XLA's
     # H100 matmul table), eta_bw 1 of each GPU's copy ceiling and 77.3 us per layer (F11),
-    # 7.81 ms outside the GPU
+    # 7.84 ms outside the GPU
     assert (typ.typical["eta_bw"], typ.typical["mfu"], typ.typical["mfu_half_tokens"],
             typ.typical["layer_overhead_ms"]) == (1.0, 0.706, 262.0, 0.0773)
-    assert typ.typical["request_latency_ms"] == 7.81
+    assert typ.typical["request_latency_ms"] == 7.84
     wl = Workload(peak_concurrency=8.0, context_tokens=4096, prompt_tokens=1000,
                   output_tokens=200, headroom=0.0)
     for gpus in (("h100-sxm",), ("a100-80gb-sxm",), ("h100-sxm", "a100-80gb-sxm"), None):
         inp = with_basis(PlanInputs(model="llama-3.1-8b-bf16", workload=wl, gpus=gpus),
                          "typical:vllm")
         assert (inp.eta_bw, inp.mfu, inp.mfu_half_tokens, inp.layer_overhead_ms,
-                inp.request_latency_ms) == (1.0, 0.706, 262.0, 0.0773, 7.81)
+                inp.request_latency_ms) == (1.0, 0.706, 262.0, 0.0773, 7.84)
         # an option runs the plateau as a share of its own GPU's ceiling, whatever is searched
         # beside it: H100 bf16 0.706 x 794.5 / 989, A100 0.706 x 271.2 / 312
         assert inp.mfu_on(default_catalog().gpu("h100-sxm"), "bf16") == pytest.approx(
@@ -79,9 +79,9 @@ def test_every_surface_resolves_the_same_typical_knobs(gpu: str, searched: tuple
     a, b = evaluate(planner, [1]), evaluate(explorer, [1])
     assert float(a.ttft_s) == pytest.approx(float(b.ttft_s), rel=1e-12)
     assert float(a.decode.step_ms[0]) == pytest.approx(float(b.decode.step_ms[0]), rel=1e-12)
-    # the GPU's part of it: the TTFT also holds the basis' 7.81 ms outside the GPU
+    # the GPU's part of it: the TTFT also holds the basis' 7.84 ms outside the GPU
     assert o.prefill_ms == pytest.approx(float(a.prefill_s) * 1e3, rel=1e-9)
-    assert float(a.ttft_s) * 1e3 == pytest.approx(o.prefill_ms + 7.81, rel=1e-9)
+    assert float(a.ttft_s) * 1e3 == pytest.approx(o.prefill_ms + 7.84, rel=1e-9)
 
 
 def test_typical_prefill_is_never_faster_than_the_spec_sheet() -> None:
@@ -89,7 +89,7 @@ def test_typical_prefill_is_never_faster_than_the_spec_sheet() -> None:
     spec = float(evaluate(scenario_with_basis(s, "spec"), [1]).ttft_s)
     typ = float(evaluate(scenario_with_basis(s, "typical:vllm"), [1]).ttft_s)
     # 200 tokens at plateau 0.706 x 0.803 = 0.567, m_half 262: MFU 0.567 / (1 + 1.31^2.5)^0.4
-    # = 0.367 (+ 3.5 ms and 7.81 ms outside the GPU), the chapter's count of the FLOPs
+    # = 0.367 (+ 3.5 ms and 7.84 ms outside the GPU), the chapter's count of the FLOPs
     assert typ > spec / (0.706 * 794.5 / 989 / (1 + (262 / 200) ** 2.5) ** 0.4)
 
 

@@ -183,7 +183,7 @@ def test_rows_added_later_are_held_out_and_scored_apart(card: Scorecard) -> None
     # today's level (a regression guard, not issue 25's targets, which they miss)
     sets = validate_added.row_sets(card)
     assert [s.added for s in sets] == ["", "2026-12-02", "2026-12-03", "2026-12-04",
-                                       "2026-12-06"]
+                                       "2026-12-06", "2026-12-07"]
     new = sets[1]
     assert new.rows == 56 and new.upper_bound == new.rows
     # the step against the event model's TPOT (prefill stalls included): 17.2% (41.6% against
@@ -328,10 +328,10 @@ def test_a_run_whose_lengths_varied_is_predicted_with_each_requests_own() -> Non
     assert v.tok_s == pytest.approx(f.tok_s, rel=0.15)
     # with varying lengths the mean TPOT is no longer (mean E2E - mean TTFT) / (n - 1)
     assert v.tpot_mean_ms != pytest.approx((v.e2e_mean_ms - v.ttft_mean_ms) / 509, rel=1e-6)
-    # the rows that carry caps: the SGLang cookbook's random-dataset Llama-3.1-70B and
-    # Qwen3-235B-A22B sweeps and every ShareGPT run (the bench's sampler: prompts up to 1,024,
-    # prompt + reply up to 2,048), the RTX 4090 Qwen2.5-7B runs (added 2026-12-06, night)
-    # among them
+    # the rows that carry caps: the SGLang cookbook's random-dataset Llama-3.1-70B,
+    # Qwen3-235B-A22B and DeepSeek-R1 (added 2026-12-07) sweeps and every ShareGPT run (the
+    # bench's sampler: prompts up to 1,024, prompt + reply up to 2,048), the RTX 4090
+    # Qwen2.5-7B runs (added 2026-12-06, night) among them
     sweeps = load_reference()
     capped = {(sw.model_key, sw.prompt_cap, sw.output_cap) for sw in sweeps
               if sw.prompt_cap is not None or sw.output_cap is not None}
@@ -340,6 +340,8 @@ def test_a_run_whose_lengths_varied_is_predicted_with_each_requests_own() -> Non
                       ("gpt-oss-120b-mxfp4", 1024, 2044),
                       ("qwen3-235b-a22b-bf16", 1000, 1000), ("qwen3-235b-a22b-bf16", 1000, 8000),
                       ("qwen3-235b-a22b-bf16", 8000, 1000),
+                      ("deepseek-r1-fp8", 1000, 1000), ("deepseek-r1-fp8", 1000, 8000),
+                      ("deepseek-r1-fp8", 8000, 1000),
                       ("qwen2.5-7b-bf16", 1024, 2044), ("qwen2.5-7b-fp8", 1024, 2044)}
     with REFERENCE_CSV.open(encoding="utf-8") as f:
         sharegpt = [r for r in csv.DictReader(f) if "sharegpt" in r["notes"].lower()]

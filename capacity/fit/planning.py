@@ -239,11 +239,11 @@ def typical_knob_edges(typ: TypicalEfficiency, planned: Mapping[str, float]
     queueing. The one definition of that band: the Planner's
     (`band_edges`) and the Explorer's (`typical_band_scenarios`), which then solve the fast
     edge's fixed step costs on their deployment (`fast_fixed_costs`). Example (vLLM,
-    step_error -0.151 and +0.150): eta_bw 1 x 0.849 = 0.849 slow, 1 x 1.150 -> 1 fast (shares
-    of the GPU's copy ceiling); layer overhead 0.0773 / 0.849 = 0.0910 and 0.0773 / 1.150 =
-    0.0672 ms (before the fast edge's is solved); with ttft_error -0.667 and +0.997, MFU
-    0.706 x 0.333 = 0.235 and 0.706 x 1.997 -> 1 (shares of the GPU's matmul ceiling), the
-    request latency 7.81 / 0.333 = 23.5 and 7.81 / 1.997 = 3.9 ms; without it, MFU over its
+    step_error -0.265 and +0.152): eta_bw 1 x 0.735 = 0.735 slow, 1 x 1.152 -> 1 fast (shares
+    of the GPU's copy ceiling); layer overhead 0.0773 / 0.735 = 0.1052 and 0.0773 / 1.152 =
+    0.0671 ms (before the fast edge's is solved); with ttft_error -0.695 and +1.248, MFU
+    0.706 x 0.305 = 0.215 and 0.706 x 2.248 -> 1 (shares of the GPU's matmul ceiling), the
+    request latency 7.84 / 0.305 = 25.7 and 7.84 / 2.248 = 3.5 ms; without it, MFU over its
     range, 0.628 and 0.785."""
     fractions = ("eta_bw", "eff", "mfu")
     lo = {k: min(typ.low[k], planned[k]) for k in TYPICAL_KNOBS}

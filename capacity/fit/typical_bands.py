@@ -32,13 +32,18 @@ from capacity.fit.typical import TypicalEfficiency
 from capacity.fit.typical_latency import Row
 from capacity.stats import weighted_quantile
 
-BAND_QUANTILES: Final = {"step": (0.125, 0.875), "ttft": (0.05, 0.95)}
+BAND_QUANTILES: Final = {"step": (0.115, 0.885), "ttft": (0.05, 0.95)}
 """Metric -> the percentiles of the typical basis' signed errors its band spans, for an 80%
 band (issue 25's target: it holds 75-85% of held-out rows). The percentiles weight each group
 1 and the target counts rows, so where the groups with many rows are the well-predicted ones a
 band reaches more rows than its percentiles say, and where one group's rows move together
 fewer; and every row is scored at the band's edges, where the step's and TTFT's knobs move
-together (a slower prefill stalls the decode steps of a loaded closed loop too). Since the
+together (a slower prefill stalls the decode steps of a loaded closed loop too). Since
+DeepSeek-R1's 18 step rows on 8 B200s joined (2026-12-07, night; 13-29% faster predicted than
+measured, held out of their group), the step's 11.5th and 88.5th hold 97 of 117 step rows
+(82.9%), TTFT 89 of 104 (85.6%), throughput 61 of 74, E2E 45 of 60 (75.0%): the 12.5th and
+87.5th held E2E 42 of 60 (70.0%), the 11th and 89th TTFT 90 of 104 (86.5%), the 10th and 90th
+step 102 of 117 (87.2%). Before those rows, since the
 typical basis counts the weights as engines read them (2026-12-07, later; the step knobs
 re-solved), the step's 12.5th and 87.5th hold 83 of 99 step rows, TTFT 71 of 86, throughput
 54 of 65, E2E 33 of 42; the 15th and 85th held 77, 71, 53 and 31 of 42 (73.8%), the 10th and

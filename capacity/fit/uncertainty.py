@@ -63,7 +63,7 @@ data-centre measurements: at batch 1 the step grows with context 2-3x faster tha
 8 is this project's assumption); seq_overhead_ms from 5 us (an assumption for CUDA-graph
 engines) to 0.3 ms (the RTX 4090 vLLM published sweep fitted with the operator step: 0.31).
 layer_overhead_ms (F11's per-layer step overhead): none to twice the typical vLLM basis' 70.6 us
-(data/engines.toml, solved from seventeen published groups' decode points with eta_bw a share of
+(data/engines.toml, solved from eighteen published groups' decode points with eta_bw a share of
 each GPU's copy ceiling, 0.141 since 2026-12-07; 0.145 with the 72.3 us of eta_bw a share of
 the spec sheet, though this range kept 0.140 until then; 0.140 with
 the 69.8 us from fifteen and 0.138 with the 68.9 us from fourteen until 2026-12-06; 0.145 with the
