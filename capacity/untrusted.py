@@ -119,6 +119,18 @@ def read_utf8(path: str | Path) -> str:
                          " save the file as UTF-8") from None
 
 
+_TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """`text` safe to print on a terminal or in a table: every control character (C0, DEL, C1:
+    the escape sequences that clear a screen, set a window's title or move the cursor, and the
+    line breaks that would split a table's row) and every bidirectional override (text that
+    reads in another order than it runs) as `?`. For text a server or a shared store wrote (a
+    model id, an error body, a run's label). Example: '\\x1b[2Jm1' -> '?[2Jm1'."""
+    return _TERMINAL_UNSAFE.sub("?", text)
+
+
 def spreadsheet_text(text: str) -> str:
     """A text cell of a CSV file, safe to open in a spreadsheet: text that starts with one of
     `FORMULA_STARTS` gets a `'` in front (the spreadsheets' own mark for "this is text"), so

@@ -19,6 +19,7 @@ from capacity.bench.client import run_bench
 from capacity.bench.config import BenchConfig
 from capacity.bench.metrics import cached_prompt_tokens
 from capacity.bench.runner import make_prompt, request_nonce
+from capacity.bench.storage import url_secrets
 from capacity.bench.transport import OneWriteBackend
 from capacity.errors import BenchError
 
@@ -381,3 +382,22 @@ def test_run_warnings_are_bounded_and_deduplicated() -> None:
     assert run_warnings({"warnings": many}) == many[:RUN_WARNINGS_SHOWN]
     [long] = run_warnings({"warnings": ["a  b\n" + "y" * 10_000, None, "   "]})
     assert long.startswith("a b y") and len(long) == RUN_WARNING_CHARS
+
+
+def test_secrets_in_the_base_url_reach_no_file(tmp_path: Path) -> None:
+    # a base URL with a user and a password (an audit, 2026-12-07: written to meta.json's
+    # base_url and shown by `capacity runs`): redacted everywhere the API key is
+    url = "http://user-SECRET:sk-SECRETURL@test/v1"
+    frames = [(0, ROLE), (0, chunk({"content": "a"}, "length")), (0, usage(1)), (0, DONE)]
+    [row], res = run(tmp_path, lambda r: streaming(frames), base_url=url)
+    assert row["success"] == "true"
+    written = "".join(p.read_text(encoding="utf-8") for p in Path(res.result.run_dir).iterdir()
+                      if p.suffix in (".json", ".csv"))
+    assert "SECRET" not in written
+    meta = json.loads((Path(res.result.run_dir) / "meta.json").read_text(encoding="utf-8"))
+    assert meta["args"]["base_url"] == "http://[redacted]:[redacted]@test/v1"
+    # a query's secret-named values are secrets too; a parameter that is none stays
+    assert url_secrets("http://h/v1?api-version=2024-06-01&key=sk-2&access_token=t-3") == (
+        "sk-2", "t-3")
+    assert url_secrets("http://u:sk-1@h/v1?key=sk-2&v=3") == ("u", "sk-1", "sk-2")
+    assert url_secrets("http://[::1/v1") == ()

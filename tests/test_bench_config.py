@@ -88,6 +88,7 @@ def test_every_field_has_a_flag_or_says_it_has_none() -> None:
     (["--workers", "1000"], "--workers must be between 1 and 256, got 1000"),
     (["--timeout", "1e12"], "--timeout 1e+12 s is above the limit"),
     (["--shard", "2/2"], "--shard N above 1 needs --run-id, the same on every shard"),
+    (["--base-url", "http://127.0.0.1:8000/v1?key=sk-x"], "--base-url takes no query or fragment"),
     (["--passes", "2", "--requests", "8", "--find-max", "--slo-ttft-ms", "100",
       "--slo-tpot-ms", "20"], "--passes goes through fixed levels; --find-max picks its loads"),
 ])
@@ -101,6 +102,27 @@ def test_the_cli_names_the_flags(argv: list[str], says: str, capsys: pytest.Capt
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err[-1].startswith(f"capacity bench: error: {says}"), err  # after the run's header
+
+
+@pytest.mark.parametrize("key", ["sk-\u043a\u043b\u044e\u0447-1234", "sk-abc\r\n SECRETTAIL12345",
+                                 "sk abc", "sk-\x1b[31m"])
+def test_an_api_key_a_header_cannot_carry_is_one_line_naming_none_of_it(
+        key: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a non-ASCII key died in httpx's header encoder with a traceback, and a key with CR LF
+    # and a space let its tail through the redaction into the message (an audit, 2026-12-07):
+    # refused before any request, in one line that names no part of the key, from the
+    # command line or the environment
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    code = main(["bench", "--base-url", URL, "--out", str(tmp_path), "--workers", "1"])
+    out = capsys.readouterr()
+    err = out.err.strip().splitlines()
+    assert code == 2 and "Traceback" not in out.err
+    assert err[-1] == ("capacity bench: error: the API key holds a character an HTTP header "
+                       "cannot carry (a space, a control character or one outside ASCII): "
+                       "check --api-key or OPENAI_API_KEY"), err
+    assert "SECRET" not in out.err + out.out and "\u043a" not in out.err + out.out
+    assert not any(tmp_path.iterdir())
 
 
 def test_the_page_says_its_own_field_names() -> None:

@@ -28,6 +28,10 @@ def decode_all(chunks: list[bytes]) -> list[SseEvent]:
     pytest.param(b": keep-alive\n\ndata: x\n\n", ["x"], id="comment"),
     pytest.param(b"data: a\ndata: b\n\n", ["a\nb"], id="multi-line-data"),
     pytest.param(b"event: ping\nid: 3\nretry: 10\n\ndata: x\n\n", ["x"], id="other-fields"),
+    # a stream may begin with one BOM, which is ignored (WHATWG's event-stream parsing); the
+    # first event was lost when it was read as part of the field's name (an audit, 2026-12-07)
+    pytest.param(b"\xef\xbb\xbfdata: x\n\ndata: y\n\n", ["x", "y"], id="leading-bom"),
+    pytest.param(b"data: x\n\n\xef\xbb\xbfdata: y\n\n", ["x"], id="bom-only-at-the-start"),
     pytest.param(b"data: x", ["x"], id="no-trailing-newline"),
 ])
 def test_decoder_cases(raw: bytes, data: list[str]) -> None:
@@ -82,6 +86,11 @@ def test_classify_usage_error_done_malformed() -> None:
 
 
 # -- the bulk path: chunks whose lines end in LF only are split once per read ---------------
+
+def test_a_leading_bom_split_across_reads_is_ignored() -> None:
+    assert [e.data for e in decode_all([b"\xef", b"\xbb", b"\xbfdata: x\n", b"\n"])] == ["x"]
+    assert [e.data for e in decode_all([b"", b"\xef\xbb", b"\xbfdata: x\n\n"])] == ["x"]
+
 
 def test_several_events_in_one_read_come_out_in_order() -> None:
     d = SseDecoder()

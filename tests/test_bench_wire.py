@@ -188,6 +188,55 @@ def test_a_gzip_stream_is_decompressed() -> None:
     asyncio.run(serving(sse_server(pieces), body))
 
 
+def test_a_body_that_is_not_what_its_encoding_says_fails_that_request_alone() -> None:
+    # a server that says gzip (or deflate) and sends something else: the request fails with
+    # httpx's DecodingError, which the runner records as that request's error; no zlib
+    # traceback ends the run (found by an audit, 2026-12-07)
+    for coding in (b"gzip", b"deflate"):
+        pieces = [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: "
+                  + coding + b"\r\ntransfer-encoding: chunked\r\n\r\n" + chunk(b"not-gzip")
+                  + b"0\r\n\r\n"]
+
+        async def body(pool: WirePool) -> None:
+            with pytest.raises(httpx.DecodingError, match="not what its content-encoding says"):
+                await stream(pool)
+
+        asyncio.run(serving(sse_server(pieces), body))
+
+
+def test_a_body_that_inflates_without_end_stops_at_the_readers_cap() -> None:
+    # a gzip bomb: 64 MiB of one byte, 64 KiB on the wire. Inflated in 1 MiB pieces, each
+    # handed to the reader first: an error body's reader stops at its cap after the first
+    # piece, and the stream's SSE decoder at its line limit (1 MiB), with at most a piece or
+    # two in memory, not the 64 MiB
+    bomb = gzip.compress(b"data: " + b"A" * (64 << 20), compresslevel=9)
+    assert len(bomb) < 128 << 10
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 500 X\r\ncontent-encoding: gzip\r\ncontent-length: "
+                     + str(len(bomb)).encode() + b"\r\n\r\n" + bomb)
+        await writer.drain()
+        writer.close()
+
+    async def body(pool: WirePool) -> None:
+        conn = await pool.get()
+        await conn.send(pool.request_bytes("/x", {}, {}), stall_s=5)
+        raw, more = await conn.read_capped(10_000)
+        assert raw == b"data: " + b"A" * 9_994 and more
+        pool.put(conn)
+
+    asyncio.run(serving(handle, body))
+    sse = [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip"
+           b"\r\ncontent-length: " + str(len(bomb)).encode() + b"\r\n\r\n" + bomb]
+
+    async def streamed(pool: WirePool) -> None:
+        with pytest.raises(SseTooLarge):
+            await stream(pool)
+
+    asyncio.run(serving(sse_server(sse), streamed))
+
+
 def test_an_error_body_is_read_up_to_its_cap() -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)

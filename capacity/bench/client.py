@@ -50,7 +50,7 @@ from capacity.bench.metrics import (
 from capacity.bench.runner import Runner, drive_level, split_slots
 from capacity.bench.s3 import cache_dir as s3_cache_dir
 from capacity.bench.s3 import claim_run, is_s3, push
-from capacity.bench.storage import RunStatus, RunWriter, process_owner, redact
+from capacity.bench.storage import RunStatus, RunWriter, process_owner, redact, run_secrets
 from capacity.bench.transport import client_pool, fetch_models, first_model
 from capacity.bench.workers import WorkerPool
 from capacity.errors import BenchError, InputError
@@ -98,7 +98,7 @@ async def run_bench(cfg: BenchConfig, api_key: str | None = None, *,
     The API key is redacted (`capacity.bench.storage.redact`) from everything that leaves
     the client: stored rows and meta.json, the messages passed to `emit`, the errors raised
     and the result, even when the server echoes it back."""
-    secrets = (api_key,) if api_key else ()
+    secrets = run_secrets(api_key, cfg.base_url)
 
     def out(msg: str) -> None:
         emit(redact(msg, secrets))
@@ -136,7 +136,7 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
         if model is None:
             raise BenchError(f"{cfg.base_url}/models lists no model: pass --model NAME")
         writer = RunWriter(_local_out(cfg.out_dir), cfg.label, run_id=cfg.run_id,
-                           secrets=(api_key,) if api_key else (),
+                           secrets=run_secrets(api_key, cfg.base_url),
                            shard=(f"shard-{cfg.shard_index + 1}of{cfg.shard_count}"
                                   if cfg.shard_count > 1 else None))
         if is_s3(cfg.out_dir):

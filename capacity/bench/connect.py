@@ -12,7 +12,7 @@ import httpx
 
 from capacity.bench.guard import Guard, check_url, url_host
 from capacity.bench.storage import redact
-from capacity.bench.transport import MAX_BODY_BYTES
+from capacity.bench.transport import MAX_BODY_BYTES, auth_headers
 from capacity.untrusted import loads_json
 
 
@@ -54,7 +54,7 @@ def connect_check(base_url: str, api_key: str | None = None, *, endpoint: str = 
 def _connect(base_url: str, api_key: str | None, *, endpoint: str, timeout_s: float,
              transport: httpx.BaseTransport | None) -> ConnectReport:
     base = base_url.rstrip("/")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
     with httpx.Client(timeout=timeout_s, transport=transport, trust_env=False,
                       follow_redirects=False, headers=headers) as client:
         try:

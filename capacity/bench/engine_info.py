@@ -23,6 +23,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from capacity.bench.transport import auth_headers
 from capacity.untrusted import loads_json
 
 MAX_BODY_BYTES = 1 << 20
@@ -180,7 +181,7 @@ def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float 
     `timeout_s` (s): what has not answered by then is missing. (Resolving a host name is the
     system resolver's, outside this deadline.)"""
     root = server_root(base_url)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
     info: dict[str, Any] = {}
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=timeout_s, headers=headers, trust_env=False,

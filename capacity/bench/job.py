@@ -44,6 +44,7 @@ from capacity.access import AccessDenied
 from capacity.bench.form import MeasureForm
 from capacity.bench.guard import Guard, check_not_foreign, check_url
 from capacity.bench.storage import RUN_USER_ENV, new_run_id, redact
+from capacity.bench.transport import auth_headers
 from capacity.errors import InputError
 
 # ---------------------------------------------------------------------------------------------
@@ -216,6 +217,7 @@ class BenchJob:
         forms = (form,) if isinstance(form, MeasureForm) else tuple(form)
         if not forms:
             raise InputError("nothing to measure: give at least one prompt length")
+        auth_headers(api_key)   # a key no header can carry: refused here, not by the child
         for f in forms:
             f.validate()
             if guard is not None:

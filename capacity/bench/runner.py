@@ -29,7 +29,7 @@ import numpy as np
 from capacity.bench.config import BenchConfig
 from capacity.bench.metrics import ClientLoad, ErrorType, RequestRecord
 from capacity.bench.sse import ChunkReader, SseDecoder, SseTooLarge
-from capacity.bench.storage import RunWriter, redact_record
+from capacity.bench.storage import RunWriter, redact_record, run_secrets
 from capacity.bench.stream import StreamState
 from capacity.bench.transport import (
     MAX_BODY_BYTES,
@@ -108,7 +108,7 @@ class Runner:
                  run_id: str | None = None, worker_id: int = 0) -> None:
         self.cfg = cfg
         self.clients = clients
-        self.secrets = (api_key,) if api_key else ()
+        self.secrets = run_secrets(api_key, cfg.base_url)
         self.model = model
         self.writer = writer
         self.emit = emit

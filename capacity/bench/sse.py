@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from capacity.untrusted import loads_json
 
@@ -41,6 +41,11 @@ class SseEvent:
     event: str = "message"
 
 
+BOM: Final = b"\xef\xbb\xbf"
+"""U+FEFF in UTF-8: the event-stream format lets a stream begin with one, and the client
+ignores it (WHATWG HTML, "Parsing an event stream": one optional BOM at the start)."""
+
+
 class SseDecoder:
     """Feed bytes as they arrive; get back the events completed by them.
 
@@ -57,6 +62,7 @@ class SseDecoder:
         self._pending_cr = False
         self._max_line = max_line_bytes
         self._max_event = max_event_bytes
+        self._start: bytes | None = b""   # the stream's first bytes while a BOM may begin
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """The events completed by `chunk`; SseTooLarge beyond the limits.
@@ -64,6 +70,13 @@ class SseDecoder:
         A chunk without CR (every LLM server's) is split once at its LFs (`_feed_lf`); one
         with CR goes through the general scan, which also handles a CR LF split across
         chunks."""
+        if self._start is not None:   # a leading BOM (`BOM`) is dropped, even split
+            head = self._start + chunk
+            if len(head) < len(BOM) and BOM.startswith(head):
+                self._start = head
+                return []
+            self._start = None
+            chunk = head[len(BOM):] if head.startswith(BOM) else head
         if not chunk:
             return []  # an empty frame must not forget a CR that may precede an LF
         if not self._pending_cr and b"\r" not in chunk:

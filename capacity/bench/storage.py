@@ -208,6 +208,33 @@ def scrub(obj: Any) -> Any:
     return obj
 
 
+_SECRET_QUERY_NAME = re.compile(r"(?i)key|token|secret|sig|pass|auth|cred|session")
+"""A query parameter whose name says it carries a secret (`?key=`, `?api_key=`, `&sig=`,
+`?access_token=`): its value is one (`url_secrets`)."""
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The secrets a base URL may carry: its user and password (`http://user:pw@host`) and
+    the values of its query parameters whose names say they are secrets (`_SECRET_QUERY_NAME`;
+    `api-version=2024-06-01` is kept). Example: 'http://u:sk-1@h/v1?key=sk-2&v=3' -> ('u',
+    'sk-1', 'sk-2')."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return ()
+    query = urllib.parse.parse_qsl(parts.query)
+    return tuple(x for x in (user, password, *(v for k, v in query
+                                              if _SECRET_QUERY_NAME.search(k))) if x)
+
+
+def run_secrets(api_key: str | None, base_url: str) -> tuple[str, ...]:
+    """Everything a run redacts (`redact`): the API key and the base URL's secrets
+    (`url_secrets`), which would otherwise reach meta.json's `base_url` and every message that
+    names the URL."""
+    return tuple(s for s in (api_key, *url_secrets(base_url)) if s)
+
+
 def redact(text: str, secrets: Sequence[str | None] = ()) -> str:
     """`text` with every secret's value (as is, JSON-escaped or URL-encoded) and every
     `Bearer <token>` replaced by [redacted]; the one function applied wherever text a server

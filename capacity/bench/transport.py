@@ -30,8 +30,8 @@ import httpx
 from capacity.bench.config import BenchConfig
 from capacity.bench.stamped import StampedBackend
 from capacity.bench.wire import WirePool
-from capacity.errors import BenchError
-from capacity.untrusted import loads_json
+from capacity.errors import BenchError, InputError
+from capacity.untrusted import loads_json, terminal_text
 
 MAX_ERROR_BODY_BYTES = 64 << 10
 """Bytes of an error (non-2xx) body read for its message; the rest is not read."""
@@ -88,13 +88,25 @@ def http_error_message(resp: HasHead, text: str) -> str:
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
-    """The bearer header of `api_key` (none without one)."""
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    """The bearer header of `api_key` (none without one): the one place every request of the
+    client (the run, /models, the engine probe, the Connect check) builds it. InputError,
+    naming no character of the key, when the key holds one an HTTP header cannot carry as a
+    token: a control character (a CR or LF would end the header line, and the text after it
+    would reach an error message), a space, or one outside ASCII (httpx encodes headers as
+    ASCII: the run would die in the encoder)."""
+    if not api_key:
+        return {}
+    if not all("!" <= ch <= "~" for ch in api_key):
+        raise InputError("the API key holds a character an HTTP header cannot carry (a space, "
+                         "a control character or one outside ASCII): check --api-key or "
+                         "OPENAI_API_KEY")
+    return {"Authorization": f"Bearer {api_key}"}
 
 
 def short_text(text: str, limit: int = 200) -> str:
-    """`text` on one line (runs of white space as one space), at most `limit` characters."""
-    return " ".join(text.split())[:limit]
+    """`text` on one line (runs of white space as one space), at most `limit` characters, its
+    control characters as `?` (`terminal_text`: a server's error text reaches the terminal)."""
+    return terminal_text(" ".join(text.split()))[:limit]
 
 
 class OneWriteStream(httpcore.AsyncNetworkStream):
@@ -263,10 +275,22 @@ async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | 
     return answer if isinstance(answer, dict) else None
 
 
+MAX_MODEL_ID_CHARS = 256
+"""The longest model id taken from a server's `/models` (characters; Hugging Face's repo ids
+are at most 96): the id goes into every request body and the run's meta.json."""
+
+
 def first_model(models: dict[str, Any] | None) -> str | None:
-    """The id of the first model of a `/models` answer, or None."""
+    """The id of the first model of a `/models` answer, or None. BenchError for an id that is
+    no plain name (control characters, or longer than `MAX_MODEL_ID_CHARS`): it would be sent
+    in every request and printed as it is."""
     data = (models or {}).get("data")
     if isinstance(data, list) and data and isinstance(data[0], dict) and data[0].get("id"):
-        return str(data[0]["id"])
+        model = str(data[0]["id"])
+        if len(model) > MAX_MODEL_ID_CHARS or terminal_text(model) != model:
+            raise BenchError(f"/models names a model id that is no plain name "
+                             f"({len(model):,} characters, '{short_text(model, 40)}'): pass "
+                             "--model NAME")
+        return model
     return None
 

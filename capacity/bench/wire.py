@@ -46,7 +46,13 @@ KEEPALIVE_EXPIRY_S = 5.0
 """An idle connection older than this is closed rather than reused (s; httpx's default)."""
 HOLD_BYTES = 1 << 20
 """Body bytes held before their consumer is set (a burst that came with the headers) before the
-socket's reading is paused (bytes, 1 MiB)."""
+socket's reading is paused (bytes, 1 MiB; held as they came, compressed where the answer is,
+and inflated only for the reader)."""
+
+INFLATE_PIECE_BYTES = 1 << 20
+"""A compressed read is inflated in pieces of at most this many bytes (1 MiB), each handed to
+the reader before the next is made, so the reader's cap bounds the memory a body that
+inflates without end (a gzip bomb) can take."""
 
 MAX_HEAD_BYTES = 64 << 10
 """Bytes read without completing an answer's head, at most (64 KiB): httptools keeps a header
@@ -106,6 +112,7 @@ class WireConnection(asyncio.Protocol):
         self._stall_ns = 0
         self._stall_s = 0.0
         self._inflate: Any = None
+        self._enough = False   # the reader took all it wants (`read_capped`): inflate no more
         self._keep_alive = False
         self._request: bytes | None = None
         self._on_sent: Callable[[int], None] | None = None
@@ -195,20 +202,39 @@ class WireConnection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         try:
-            if self._inflate is not None:
-                body = self._inflate.decompress(body)
-            sink = self._sink
-            if sink is not None:
-                sink(body, self._now)
-            else:
+            if self._sink is None:   # held as it came (compressed), until the reader comes
                 self._held.append((body, self._now))
                 self._held_bytes += len(body)
                 if self._held_bytes > HOLD_BYTES and not self._paused and self.transport:
                     self._paused = True
                     self.transport.pause_reading()
+                return
+            self._feed(self._sink, body, self._now)
         except BaseException as exc:
             self._error = exc  # httptools re-raises it as a callback error: kept whole here
             raise
+
+    def _feed(self, sink: Sink, body: bytes, stamp: int) -> None:
+        """One read's body bytes to `sink`, inflated first where the answer is compressed:
+        piece by piece (`INFLATE_PIECE_BYTES`), each handed on before the next is made, so the
+        reader's own cap (a stream's, an error body's) stops a body that inflates without end
+        before it is in memory. A body that is not what its content-encoding says fails the
+        answer with httpx's DecodingError."""
+        inflate = self._inflate
+        if inflate is None:
+            sink(body, stamp)
+            return
+        try:
+            piece = inflate.decompress(body, INFLATE_PIECE_BYTES)
+            while True:
+                if piece:
+                    sink(piece, stamp)
+                if not inflate.unconsumed_tail or self._enough:
+                    return
+                piece = inflate.decompress(inflate.unconsumed_tail, INFLATE_PIECE_BYTES)
+        except zlib.error as exc:
+            raise httpx.DecodingError(f"the body is not what its content-encoding says: "
+                                      f"{exc}") from None
 
     def on_message_complete(self) -> None:
         self._finish()
@@ -281,6 +307,7 @@ class WireConnection(asyncio.Protocol):
         self._head_bytes, self._keep_alive = 0, False
         self._until_eof, self._sink, self._held, self._held_bytes = False, None, [], 0
         self._inflate = None
+        self._enough = False
         self._stall_s, self._stall_ns = stall_s, int(stall_s * 1e9)
         self._request, self._on_sent = request, on_sent
         if at_ns is not None and self.clock is not None and at_ns > time.perf_counter_ns():
@@ -316,7 +343,9 @@ class WireConnection(asyncio.Protocol):
         held, self._held, self._held_bytes = self._held, [], 0
         self._sink = sink
         for body, stamp in held:
-            sink(body, stamp)
+            self._feed(sink, body, stamp)
+            if self._enough:
+                break
         if self._paused and not self.lost and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
@@ -348,10 +377,14 @@ class WireConnection(asyncio.Protocol):
             parts.append(body)
             size += len(body)
             if size > limit:
-                over = True
+                over = self._enough = True
                 self._wake()
 
-        self._take(keep)
+        try:
+            self._take(keep)
+        except BaseException as exc:   # a held body that does not inflate: as stream_into
+            self._fail(exc)
+            raise
         while not self._complete and not over:
             await self._wait()
         if over:

@@ -38,7 +38,7 @@ from capacity.bench.config import (
 from capacity.bench.engine_info import metrics_delta, probe_engine
 from capacity.bench.findmax import FindMaxConfig, describe
 from capacity.bench.s3 import is_s3, pull, push
-from capacity.bench.storage import model_name, update_meta
+from capacity.bench.storage import model_name, redact, run_secrets, update_meta
 from capacity.bench.workers import default_workers
 from capacity.catalog.loader import MAX_PRICE_PER_HOUR, MIN_PRICE_PER_HOUR, default_catalog
 from capacity.cli.commands import SUMMARIES
@@ -412,8 +412,9 @@ def _run(args: argparse.Namespace) -> int:
     what = (cfg.workload or f"{cfg.prompt_chars} chars -> {cfg.max_tokens} tokens")
     levels = (f"find-max by {fm.by}" if fm is not None
               else f"levels {','.join(map(str, cfg.concurrency))}")
-    print(f"capacity bench: {cfg.base_url}, {levels}, {cfg.requests} requests each, {what}",
-          file=sys.stderr, flush=True)
+    secrets = run_secrets(api_key, cfg.base_url)
+    print(redact(f"capacity bench: {cfg.base_url}, {levels}, {cfg.requests} requests each, "
+                 f"{what}", secrets), file=sys.stderr, flush=True)
     engine = probe_engine(cfg.base_url, api_key)  # llama.cpp's /slots, /metrics... (or nothing)
     before = engine.pop("metrics", {})
     result = asyncio.run(_bench_until_sigterm(cfg, api_key, {"engine_info": engine}, fm))
@@ -432,8 +433,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"warning: {w}")
     if before:
         delta = metrics_delta(before, probe_engine(cfg.base_url, api_key).get("metrics", {}))
-        update_meta(result.run_dir, {"server_metrics": delta},
-                    secrets=(api_key,) if api_key else ())
+        update_meta(result.run_dir, {"server_metrics": delta}, secrets=secrets)
         if "llamacpp_tpot_ms" in delta:
             print(f"server ({engine.get('engine', '?')}, {engine.get('slots', '?')} slots): "
                   f"{delta['llamacpp_tpot_ms']:.2f} ms per output token over "

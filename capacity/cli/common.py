@@ -184,3 +184,7 @@ def check_base_url(url: str) -> None:
                          "http://127.0.0.1:8000/v1")
     if port is not None and not 0 < port <= 65535:
         raise InputError(f"--base-url '{url}': port {port} is not in 1-65535")
+    if parts.query or parts.fragment:   # /models and /chat/completions would land in it
+        raise InputError("--base-url takes no query or fragment (the part from '?' or '#'): "
+                         "the client appends /chat/completions and /models to it; give a key "
+                         "with --api-key or OPENAI_API_KEY")

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from capacity import workspace
@@ -26,6 +27,7 @@ from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import dumps
 from capacity.errors import InputError, StoreError
 from capacity.report.tables import render
+from capacity.untrusted import terminal_text
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -52,6 +54,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _plain(v: Any) -> Any:
+    if isinstance(v, np.ndarray):   # a list-valued column (`list(...)`, `[1, 2]`)
+        return [_plain(x) for x in v.tolist()]
     if v is None or v is pd.NA or v is pd.NaT:
         return None
     if isinstance(v, float) and not math.isfinite(v):
@@ -114,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
             if args.format == "table":
                 if not info.empty:
                     r = info.iloc[0]
-                    print(f"run {run_id} ({r['label']}), {r['started_at']}, {r['status']}, "
-                          f"{r['base_url']}, model {r['model']}")
+                    print(terminal_text(f"run {run_id} ({r['label']}), {r['started_at']}, "
+                                        f"{r['status']}, {r['base_url']}, model {r['model']}"))
                 if df.empty:
                     print("no completed level yet (a killed run?); its requests are in the "
                           "requests view")

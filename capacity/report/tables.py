@@ -11,7 +11,7 @@ import io
 import numbers
 from collections.abc import Sequence
 
-from capacity.untrusted import spreadsheet_text
+from capacity.untrusted import spreadsheet_text, terminal_text
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[object]], fmt: str = "text") -> str:
@@ -22,7 +22,7 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[object]], fmt: str = 
         w.writerow([spreadsheet_text(str(h)) for h in headers])
         w.writerows([_csv_cell(v) for v in row] for row in rows)
         return buf.getvalue()
-    cells = [[_cell(v) for v in row] for row in rows]
+    cells = [[terminal_text(_cell(v)) for v in row] for row in rows]   # text a server wrote
     if fmt == "markdown":
         lines = ["| " + " | ".join(headers) + " |",
                  "|" + "|".join("---" for _ in headers) + "|"]
