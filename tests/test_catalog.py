@@ -29,6 +29,13 @@ def test_keys_from_the_issue_resolve(catalog: Catalog) -> None:
     assert catalog.variant("llama-3.1-8b-gguf-q4_k_m").format.key == "gguf-q4_k_m"
     v = catalog.variant("qwen3.5-9b-awq")
     assert v.weights_gb == 5.7 and v.weights_stated
+    # a format given apart wins over the key's suffix, as size and frontier read it: `capacity
+    # plan --weights bf16` on the default model (qwen3.5-9b-awq) was refused as an unknown
+    # model that named itself among the keys (an audit, 2026-12-07)
+    both = catalog.variant("qwen3.5-9b-awq", "bf16")
+    assert (both.model.key, both.format.key) == ("qwen3.5-9b", "bf16")
+    assert both == catalog.variant("qwen3.5-9b", "bf16")
+    assert catalog.variant("llama-3.1-8b-fp8", "fp8") == catalog.variant("llama-3.1-8b-fp8")
 
 
 def test_weight_sizes_from_params_and_bits(catalog: Catalog) -> None:

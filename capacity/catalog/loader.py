@@ -402,6 +402,9 @@ class Catalog:
 
     def variant(self, model_key: str, format_key: str | None = None) -> ModelVariant:
         """Resolve `qwen3.5-9b-awq` or (`llama-3.1-8b`, `fp8`) into a model and a weight size.
+        A format given apart wins over a key's suffix: (`qwen3.5-9b-awq`, `bf16`) is Qwen3.5-9B
+        in BF16, as `capacity size` and `capacity frontier` read it (`capacity plan --weights
+        bf16` on the default model was refused as an unknown model, naming it among the keys).
 
         A stated size (a published file or a vLLM log) wins over params x bits / 8.
         """
@@ -411,9 +414,7 @@ class Catalog:
             for fmt in sorted(self.formats, key=len, reverse=True):
                 suffix = "-" + fmt
                 if key.endswith(suffix) and key[: -len(suffix)] in self.models:
-                    if format_key is not None and _norm_key(format_key) != fmt:
-                        raise UnknownKeyError("model", model_key, self.variant_keys())
-                    model, format_key = self.models[key[: -len(suffix)]], fmt
+                    model, format_key = self.models[key[: -len(suffix)]], format_key or fmt
                     break
         if model is None:
             raise UnknownKeyError("model", model_key, self.variant_keys())
