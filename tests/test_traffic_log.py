@@ -38,13 +38,29 @@ def test_bad_rows_are_counted_with_their_reasons(tmp_path: Path) -> None:
     s = summarize_log(f)
     assert (s.rows, s.kept) == (7, 4)
     assert s.bad_rows == {BAD_REASONS[0]: 1, BAD_REASONS[1]: 1, BAD_REASONS[2]: 1,
-                          BAD_REASONS[3]: 0}
+                          BAD_REASONS[3]: 0, BAD_REASONS[4]: 0}
     assert s.columns["conversation"] == "conversation_id"
     assert s.prompt.mean_tokens == 225 and s.output.max_tokens == 50
     assert s.busiest_hour_of_day == 10 and s.busiest_hour_requests == 2
     assert s.prefix_reuse_share == pytest.approx(1 / 4)   # c1 comes back once
     assert sum(s.per_hour_of_day) == pytest.approx(4)
     assert sum(s.prompt.counts) == 4 and s.prompt.bins_tokens[0] == 64
+
+
+@pytest.mark.parametrize("tail", ["3,30", "3,30,7", "3,30,7,c"])
+def test_a_log_cut_short_mid_row_keeps_its_whole_rows(tmp_path: Path, tail: str) -> None:
+    # a run killed mid-write: its last row has no line break. DuckDB's sniffer took the header
+    # line for one column and the file was refused whole ("no column for a timestamp ...",
+    # found: the three names; an audit, 2026-12-07). Now the whole rows are read and the cut
+    # one is left out, counted as such, whether it lost columns or only its line break
+    f = tmp_path / "cut.csv"
+    f.write_text("timestamp,prompt_tokens,output_tokens,conversation_id\n1,10,5,a\n2,20,6,b\n"
+                 + tail)
+    s = summarize_log(f)
+    assert (s.rows, s.kept) == (3, 2) and s.bad_rows[BAD_REASONS[4]] == 1
+    assert s.prompt.mean_tokens == 15
+    f.write_text("timestamp,prompt_tokens,output_tokens\n1,10,5\n2,20,6\n3,30,7\n")
+    assert summarize_log(f).bad_rows[BAD_REASONS[4]] == 0   # a whole file keeps every row
 
 
 def test_busiest_hour_rate_and_burstiness_of_a_generated_day(tmp_path: Path) -> None:

@@ -54,7 +54,8 @@ OUTPUT_NAMES = ("output_tokens", "completion_tokens", "generatedtokens", "output
 CONV_NAMES = ("conversation_id", "session_id", "prefix_id", "conversation", "sessionid")
 BAD_REASONS = ("missing, unreadable or far-off timestamp (beyond +-1e11 s)",
                "prompt tokens not a whole number in 1..1e9",
-               "output tokens not a whole number in 1..1e9", "failed request (success false)")
+               "output tokens not a whole number in 1..1e9", "failed request (success false)",
+               "last row cut short (the file ends mid-row)")
 MAX_ABS_TIMESTAMP_S = 1e11
 """Timestamps (seconds, after scaling) beyond +-1e11 (about 3,000 years from 1970) are bad rows:
 +-1e308 overflowed the day count and one far-off start stretched the log's span."""
@@ -325,6 +326,18 @@ def _without_arrivals(s: LogSummary) -> LogSummary:
                    peak_rate_per_s=math.nan, burstiness_cv=math.nan)
 
 
+def _ends_mid_row(p: Path) -> bool:
+    """Whether a non-empty CSV file's last byte is not a line break: a writer killed mid-row
+    (its rows end with one; a file saved by hand without a final line break loses its last
+    row, counted with the rows left out)."""
+    with p.open("rb") as f:
+        f.seek(0, 2)
+        if f.tell() == 0:
+            return False
+        f.seek(-1, 2)
+        return f.read(1) not in (b"\n", b"\r")
+
+
 def _summarize(p: Path, bins: int, keep: int = 0) -> LogSummary:
     import duckdb  # here: DuckDB adds a second to the start of every other command
 
@@ -350,7 +363,10 @@ def _summarize(p: Path, bins: int, keep: int = 0) -> LogSummary:
                 path_expr = "$." + ".".join(f'"{part}"' for part in c.split("."))
                 return f"json_extract_string(json, '{path_expr}')"
         else:
-            rel = con.read_csv(str(p), header=True, all_varchar=True)
+            # a run killed mid-write leaves a last row cut short: padded with NULLs, the
+            # sniffer reads the file as it reads a whole one (without, it took the header
+            # line for one column and refused the file), and the row is left out below
+            rel = con.read_csv(str(p), header=True, all_varchar=True, null_padding=True)
             cols = list(rel.columns)
             rel.create_view("src")
 
@@ -391,6 +407,8 @@ def _summarize(p: Path, bins: int, keep: int = 0) -> LogSummary:
                          TRY_CAST({cell(pr_c)} AS DOUBLE) AS prompt,
                          TRY_CAST({cell(out_c)} AS DOUBLE) AS output,
                          {conv_expr} AS conv, {succ_expr} AS failed FROM src)""")
+        if not as_json and _ends_mid_row(p):   # its last row, cut short
+            con.execute("UPDATE tagged SET bad = 4 WHERE rowid = (SELECT max(rowid) FROM tagged)")
         counts = dict(con.execute("SELECT bad, count(*) FROM tagged GROUP BY bad").fetchall())
         rows = int(sum(counts.values()))
         kept = int(counts.get(-1, 0))
