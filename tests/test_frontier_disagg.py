@@ -93,23 +93,27 @@ def test_a_disaggregated_point_by_hand() -> None:
     _, _, units = replica_units(plan_inputs(SIMPLE, v), default_catalog())
     assert units.tp.tolist() == [1]
     t_prefill = float(units.prefill_ms[0])
+    # the typical vLLM basis' request latency outside the GPU is in the TTFT budget's use, as
+    # the Planner's `Slo.at_engine` takes it (since 2026-12-07)
+    lat = plan_inputs(SIMPLE, v).request_latency_ms
+    assert lat == pytest.approx(7.84)
     for p in dis.front:
         s = p.tpot_ms  # pure decode steps: TPOT is the step at C
         transfer = wire + descriptors_ms + s
         assert p.interactivity_tok_s_per_user == pytest.approx(1000.0 / s)
         out = p.concurrency * 1000.0 / s
         rate = out / 256
-        # the prefill replica at its part of the 2000 ms budget: less the hand-over and the first
-        # step; vLLM's 8192-token budget on an 80 GB H100 (data/engines.toml) holds one 8K
+        # the prefill replica at its part of the 2000 ms budget: less the hand-over, the first
+        # step and the latency; vLLM's 8192-token budget on an 80 GB H100 (data/engines.toml) holds one 8K
         # prompt, not two: prompts one after another (FCFS, no batching factor)
-        cap = float(prefill_capacity_per_s(t_prefill, 2000.0 - transfer - s, 0.9, False))
+        cap = float(prefill_capacity_per_s(t_prefill, 2000.0 - transfer - s - lat, 0.9, False))
         gpus = rate / cap * 1
         assert p.prefill_tp == 1 and p.prefill_gpus == pytest.approx(gpus, rel=1e-9)
         assert p.throughput_tok_s_per_gpu == pytest.approx(out / (1 + gpus), rel=1e-9)
         assert p.gpus_paid == pytest.approx(1 + gpus)
         assert p.prefill_share == pytest.approx(gpus / (1 + gpus))
         assert f"KV {transfer:.1f} ms over nvlink" in p.layout
-        assert t_prefill + transfer + s <= p.ttft_ms < 2000.0
+        assert t_prefill + transfer + s + lat <= p.ttft_ms < 2000.0
 
 
 def test_cost_read_off_prices_the_fractional_prefill_gpus() -> None:
@@ -207,13 +211,20 @@ def test_wide_ep_points_for_deepseek_on_h200() -> None:
                                                      "(NVLink)")
         step = ep_step(s, float(p.concurrency), eta_bw=1.0, eff=1.0, overhead_ms=0.0,
                        knobs=ek).step_ms
-        # prefill pauses decoding: T = C p + (n - 1) s, TPOT = s + (C - 1) p / (n - 1)
-        cycle = p.concurrency * p_ms + 1023 * step
-        assert p.tpot_ms == pytest.approx(step + (p.concurrency - 1) * p_ms / 1023, rel=1e-9)
-        assert p.ttft_ms == pytest.approx(p_ms, rel=1e-9)
+        # prefill pauses decoding: in the server T_s = C_s p + (n - 1) s(C_s), TPOT = s(C_s) +
+        # (C_s - 1) p / (n - 1), so T_s = (n - 1) TPOT + p; each request spends the typical
+        # SGLang basis' latency outside the GPU as well (its TTFT; since 2026-12-07), so the
+        # server holds C_s = C T_s / (T_s + latency) of the C clients' requests, fewer than C
+        lat = pinp.request_latency_ms
+        assert lat == pytest.approx(13.23)
+        t_s = 1023 * p.tpot_ms + p_ms
+        inside = p.concurrency * t_s / (t_s + lat)
+        assert 1.0 <= inside < p.concurrency
+        assert p.tpot_ms < step + (p.concurrency - 1) * p_ms / 1023
+        assert p.ttft_ms == pytest.approx(p_ms + lat, rel=1e-9)
         assert p.throughput_tok_s_per_gpu == pytest.approx(
-            p.concurrency * 1024 / cycle * 1e3 / 8, rel=1e-9)
-        assert p.prefill_share == pytest.approx(p.concurrency * p_ms / cycle, rel=1e-9)
+            p.concurrency * 1024 / (t_s + lat) * 1e3 / 8, rel=1e-9)
+        assert p.prefill_share == pytest.approx(inside * p_ms / t_s, rel=1e-3)
 
 
 def test_ep_pools_points_for_deepseek_on_h200_by_hand() -> None:

@@ -286,7 +286,7 @@ def aggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs,
         output_tokens=inp.output_tokens,
         budget_tokens=np.asarray([p.token_budget_tokens for p in prof], dtype=np.float64)[uidx],
         mixed=np.asarray([p.mixed for p in prof], dtype=bool)[uidx],
-        ahead=units.ahead[uidx])
+        ahead=units.ahead[uidx], request_latency_ms=pinp.request_latency_ms)
     tp = units.tp[uidx].astype(np.int64)
     pp = units.stages()[uidx]   # a point is a whole copy: its PP streams, TP x PP GPUs
     rows = uidx.tolist()

@@ -109,10 +109,12 @@ def disaggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, model
     rank's descriptors, and the decode side's admission at the pair's decode step; the link of
     one prefill and one decode replica, `link_for`); the
     prefill replica's capacity at its part of the TTFT budget, `inp.ttft_ms` at `inp.quantile`
-    less the hand-over and the first decode step (`prefill_capacity_per_s`, batched prefill
-    where the engine's token budget holds two prompts); the figures (`disaggregated_figures`).
+    less the hand-over, the first decode step and the request's time outside the GPU
+    (`PlanInputs.request_latency_ms`, as the Planner's `Slo.at_engine`;
+    `prefill_capacity_per_s`, batched prefill where the engine's token budget holds two
+    prompts); the figures (`disaggregated_figures`).
     TTFT: the prefill pool's mean at that rate + the hand-over + the mean waits for the sending
-    and receiving links (`link_wait_ms`) + the first decode step. A pair whose prefill alone
+    and receiving links (`link_wait_ms`) + the first decode step + that latency. A pair whose prefill alone
     misses the budget, or whose link runs above RHO_MAX, draws no point."""
     if v.draft is not None or v.engine not in DISAGG_ENGINES:
         return PointBlock.empty(DISAGGREGATED)
@@ -157,7 +159,9 @@ def disaggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, model
                             dtype=np.float64)
     batched = (budget_tok == 0) | (budget_tok >= 2 * inp.prompt_tokens)
     pre_ms = units.prefill_ms[p_idx]
-    cap = prefill_capacity_per_s(pre_ms, inp.ttft_ms - xfer - s_pair, inp.quantile, batched)
+    req = pinp.request_latency_ms   # outside the GPU: on every TTFT (`PlanInputs`)
+    cap = prefill_capacity_per_s(pre_ms, inp.ttft_ms - xfer - s_pair - req, inp.quantile,
+                                 batched)
     fig = disaggregated_figures(concurrency=conc[pt_k], decode_step_ms=s_pair,
                                 output_tokens=inp.output_tokens,
                                 prefill_capacity_per_s=np.where(cap > 0, cap, np.nan),
@@ -166,7 +170,7 @@ def disaggregated_block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, model
     w_recv, _, rho_r = link_wait_ms(fig.rate_per_s, busy, inp.quantile)
     ok = (cap > 0) & (rho_s <= RHO_MAX) & (rho_r <= RHO_MAX)
     ttft = prefill_ttft_ms(cap, pre_ms, inp.quantile, batched)[0] + xfer + w_send + w_recv \
-        + s_pair
+        + s_pair + req
     keep = np.flatnonzero(ok)
     rows = keep.tolist()
     per_d = fig.prefill_gpus / np.maximum(tp_p, 1)

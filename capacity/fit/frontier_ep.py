@@ -187,7 +187,7 @@ def _block(inp: FrontierInputs, v: Variant, pinp: PlanInputs, s: EpSetup, batche
     prefill_ms = _prefill_ms(inp, pinp, s, basis)
     ss = closed_loop(concurrency=batches, terms=ep_terms(batches, steps), prefill_ms=prefill_ms,
                      prompt_tokens=inp.prompt_tokens, output_tokens=inp.output_tokens,
-                     budget_tokens=0, mixed=False)
+                     budget_tokens=0, mixed=False, request_latency_ms=pinp.request_latency_ms)
     n = int(batches.size)
     return PointBlock(
         deployment=WIDE_EP, gpu=[s.gpu.key] * n, gpu_name=[s.gpu.name] * n,
