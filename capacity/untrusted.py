@@ -12,7 +12,10 @@ a decode error into a one-line message covers every hostile input:
 - for TOML, text longer than `MAX_TOML_CHARS` (a catalog entry is a few KB).
 
 `read_utf8(path)` reads a file a user named as text: bytes that are not UTF-8 are an
-`InputError` naming the file and the byte, not a UnicodeDecodeError traceback.
+`InputError` naming the file and the byte, not a UnicodeDecodeError traceback; like every
+reader of a named file it goes through `read_capped`, which refuses what is no regular file
+(`/dev/zero`, a FIFO) or is larger than the reader's limit before reading a byte (a 3 GB file
+given as a calibration was read whole, 6 GB of memory, then refused).
 
 The other way out: `spreadsheet_text(text)` is the one function every CSV writer passes its text
 cells through, so a server's or a user's text that starts like a formula (`=`, `+`, `-`, `@`,
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Final
@@ -107,11 +111,33 @@ def loads_data_toml(text: str, where: str) -> dict[str, Any]:
         raise CatalogError(f"{where}: {exc}") from None
 
 
-def read_utf8(path: str | Path) -> str:
-    """A file's text (UTF-8, a leading byte-order mark dropped); InputError naming the file and
-    the first bad byte when it is not UTF-8."""
+MAX_TEXT_FILE_BYTES: Final = 16 << 20
+"""The largest catalog, calibration, mix, offers or config file read (bytes, 16 MiB: the TOML
+parser's own limit, `MAX_TOML_CHARS`, at up to four bytes a character; such files are KBs)."""
+
+
+def read_capped(path: str | Path, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most `max_bytes`: InputError, before anything is read, for
+    a device, a FIFO or a folder (`/dev/zero` has no end) and for a larger file (checked again
+    on the bytes read, should it grow). FileNotFoundError as `Path.read_bytes` raises it."""
     p = Path(path)
-    data = p.read_bytes()
+    st = p.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{p}: not a regular file")
+    if st.st_size > max_bytes:
+        raise InputError(f"{p.name}: {st.st_size:,} bytes, over the limit of {max_bytes:,}")
+    with p.open("rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputError(f"{p.name}: over the limit of {max_bytes:,} bytes")
+    return data
+
+
+def read_utf8(path: str | Path, max_bytes: int = MAX_TEXT_FILE_BYTES) -> str:
+    """A file's text (UTF-8, a leading byte-order mark dropped), at most `max_bytes`
+    (`read_capped`); InputError naming the file and the first bad byte when it is not UTF-8."""
+    p = Path(path)
+    data = read_capped(p, max_bytes)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

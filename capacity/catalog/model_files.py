@@ -30,7 +30,7 @@ from capacity.catalog.gguf_reader import GgufTensor as GgufTensor
 from capacity.catalog.gguf_reader import read_gguf_header as read_gguf_header
 from capacity.catalog.loader import name_problem
 from capacity.errors import CatalogError
-from capacity.untrusted import loads_json
+from capacity.untrusted import loads_json, read_utf8
 
 GGUF_FORMATS: Mapping[str, str] = {
     "F32": "f32", "F16": "bf16", "BF16": "bf16", "Q8_0": "int8", "Q4_K": "gguf-q4_k_m",
@@ -326,7 +326,7 @@ def table_from_path(path: Path, *, key: str | None = None, name: str = "", as_of
         return table_from_gguf(header, key=key or _key_from(config_path.stem), name=name,
                                source=f"GGUF header of {config_path.name}", as_of=as_of)
     try:
-        config = loads_json(config_path.read_text("utf-8"))
+        config = loads_json(read_utf8(config_path))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CatalogError(f"{config_path.name}: neither a GGUF file nor JSON ({exc})") from None
     default_key = folder.name if config_path.name == "config.json" else config_path.stem

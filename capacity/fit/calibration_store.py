@@ -25,7 +25,7 @@ from capacity.fit.calibration_problem import BOUNDS
 from capacity.model.basis import RESERVED_NAMES
 from capacity.model.roofline import step_method
 from capacity.model.speculative import parse_draft
-from capacity.untrusted import loads_toml
+from capacity.untrusted import loads_toml, read_utf8
 
 
 def calibration_dirs() -> list[Path]:
@@ -193,7 +193,7 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
     --calibration); InputError naming the file on anything wrong."""
     path = calibration_path(name_or_path, directory)
     try:
-        doc = loads_toml(path.read_text(encoding="utf-8"))
+        doc = loads_toml(read_utf8(path))
     except FileNotFoundError:
         by_name = directory is None and path.parent in calibration_dirs()
         known = saved_calibrations(None if by_name else path.parent)

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
 from capacity.types import Note
-from capacity.untrusted import loads_json
+from capacity.untrusted import loads_json, read_capped
 
 ImportFormat = Literal["csv", "vllm", "aiperf"]
 FORMATS: tuple[ImportFormat, ...] = ("csv", "vllm", "aiperf")
@@ -39,9 +39,14 @@ CSV_REQUIRED = ("concurrency", "context_tokens", "tpot_ms")
 CSV_OPTIONAL = ("prompt_tokens", "output_tokens", "ttft_ms", "output_tok_s")
 
 
+MAX_MEASURED_FILE_BYTES = 1 << 30
+"""The largest measurements file read (bytes, 1 GiB: ten million rows of a bench's requests);
+a device such as /dev/zero, or a larger file, is refused before it is read (`read_capped`)."""
+
+
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return read_capped(path, MAX_MEASURED_FILE_BYTES).decode("utf-8-sig")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -26,6 +26,7 @@ from capacity.fit.validate import (
     WithinLevel,
     band_coverage,
 )
+from capacity.untrusted import read_utf8
 
 BEGIN = "<!-- validate:begin -->"
 END = "<!-- validate:end -->"
@@ -212,7 +213,7 @@ def write_between_markers(path: Path, generated: str, begin: str = BEGIN, end: s
     after the text `after` where it has it, else at the end; a missing file is created."""
     block = f"{begin}\n{generated.rstrip()}\n{end}"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path)
     except FileNotFoundError:
         text = "# Accuracy\n\n"
     if begin in text and end in text and text.index(begin) < text.index(end):

@@ -80,3 +80,23 @@ def test_runs_sql_prints_a_list_valued_column(sql: str, rows: list[dict[str, obj
     assert json.loads(capsys.readouterr().out) == rows
     assert main(["runs", "--out", str(tmp_path), "--sql", sql]) == 0
     assert "[" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "--calibration", "{big}"], ["plan", "--calibration", "/dev/zero"],
+    ["calibrate", "--measured", "/dev/zero"], ["catalog", "add-model", "{big}", "--dry-run"],
+    ["size", "--mix", "{big}"],
+])
+def test_a_named_file_too_big_or_endless_is_refused_before_it_is_read(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a 3 GB sparse file given as a calibration was read whole (6.3 GB of memory) before the
+    # TOML parser's limit refused it, and /dev/zero grew without end (an audit, 2026-12-07):
+    # refused from the file's size and kind, nothing read
+    big = tmp_path / "big.toml"
+    with big.open("wb") as fh:
+        fh.truncate(3 << 30)
+    code = main([a.replace("{big}", str(big)) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert err.endswith(("big.toml: 3,221,225,472 bytes, over the limit of 16,777,216",
+                         "/dev/zero: not a regular file")), err
