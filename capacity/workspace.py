@@ -302,12 +302,20 @@ def cjk_font() -> str:
 def public_url() -> str:
     """$CAPACITY_PUBLIC_URL without a trailing '/', when it is an http(s) address with a host
     ("" otherwise: links stay relative)."""
+    raw = get(CAPACITY_PUBLIC_URL).rstrip("/")
+    return raw if is_link_base(raw) else ""
+
+
+def is_link_base(url: str) -> bool:
+    """Whether `url` may start a link the tool writes (a quote's, a page's): an http(s)
+    address with a host and no query (not `javascript:`, `data:` or `file:`)."""
     from urllib.parse import urlsplit
 
-    raw = get(CAPACITY_PUBLIC_URL).rstrip("/")
-    parts = urlsplit(raw)
-    ok = parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query
-    return raw if ok else ""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query
 
 
 def openai_api_key() -> str | None:

@@ -99,6 +99,14 @@ def whole(*, min: int | None = None, max: int | None = None) -> Number:
     return Number(min=min, max=max, integer=True)
 
 
+def nonempty(text: str) -> str:
+    """A name flag that must say something: `--calibration ''` was taken as no flag at all
+    (argparse's error names the flag: 'argument --calibration: invalid nonempty value')."""
+    if not text.strip():
+        raise ValueError("empty")
+    return text
+
+
 FRACTION_OPEN = number(min=0.0, max=1.0, min_open=True)
 """(0, 1]: shares of a whole (util, peak share)."""
 EFFICIENCY = number(min=0.001, max=1.0)

@@ -39,6 +39,7 @@ from capacity.cli.common import (
     MAX_GPUS_PER_DEPLOYMENT,
     context_tokens,
     dumps,
+    nonempty,
     number,
     print_catalog_warnings,
     whole,
@@ -279,7 +280,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "saved calibration's name")
     p.add_argument("--typical", default=None, metavar="ENGINE",
                    help="an engine's typical efficiency: the same as --basis typical:ENGINE")
-    p.add_argument("--calibration", metavar="NAME|PATH", default=None,
+    p.add_argument("--calibration", metavar="NAME|PATH", default=None, type=nonempty,
                    help="predict with a saved calibration (data/calibrations/NAME.toml or a "
                         "path) instead of the chapter's efficiencies; see `capacity calibrate`")
     add_load_flags(p)

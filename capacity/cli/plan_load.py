@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from capacity.catalog.engines import engine_profile, profiles
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
-from capacity.cli.common import number, whole
+from capacity.cli.common import nonempty, number, whole
 from capacity.errors import InputError
 from capacity.model.workload import MAX_TURNS, Workload
 from capacity.report.tables import render
@@ -40,7 +40,7 @@ def parse_float_list(text: str, flag: str, maximum: float = 1e6) -> list[float]:
 
 def add_load_flags(p: argparse.ArgumentParser) -> None:
     """The load sections' flags: the engine, its knobs and the open loop's rates."""
-    p.add_argument("--engine", default=None, metavar="NAME",
+    p.add_argument("--engine", default=None, metavar="NAME", type=nonempty,
                    help="add TTFT/TPOT under load with this engine's scheduling: chapter, vllm, vllmv0, "
                         "sglang, llamacpp (data/engines.toml; default: no load section)")
     p.add_argument("--max-num-seqs", type=whole(min=1, max=MAX_NUM_SEQS), default=None,

@@ -46,6 +46,7 @@ from capacity.cli.common import (
     comma_list,
     context_tokens,
     dumps,
+    nonempty,
     number,
     print_catalog_warnings,
     whole,
@@ -228,7 +229,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "spec sheet, every efficiency at its peak: the upper bound on speed), "
                         "'typical:ENGINE' (an engine's typical knobs, data/engines.toml) or a "
                         "saved calibration's name; --eff and --mfu apply to 'chapter' only")
-    e.add_argument("--calibration", default=None, metavar="NAME",
+    e.add_argument("--calibration", default=None, metavar="NAME", type=nonempty,
                    help="plan with a saved calibration's fitted efficiencies (capacity "
                         "calibrate); the same as --basis NAME")
     e.add_argument("--typical", default=None, metavar="ENGINE",
@@ -368,7 +369,12 @@ def app_url(args: argparse.Namespace) -> str:
     relative."""
     from capacity import workspace
 
-    base = workspace.public_url() if args.app_url is None else args.app_url.rstrip("/")
+    if args.app_url is None:
+        return workspace.public_url() + "/planner"
+    base: str = str(args.app_url).rstrip("/")
+    if not workspace.is_link_base(base):   # `javascript:...` went into the quote's link
+        raise InputError("--app-url must be an http:// or https:// address with a host and no "
+                         "query, e.g. https://capacity.example.com")
     return base + "/planner"
 
 

@@ -82,6 +82,9 @@ def calibration_path(name_or_path: str | Path, directory: Path | None = None, *,
     a slash or ending in `.toml` is a path. Pages and URLs use `named_path`, never this."""
     text = str(name_or_path)
     if "/" in text or "\\" in text or text.endswith(".toml"):
+        if for_writing and not text.endswith(".toml"):   # as the help says: a .toml path
+            raise InputError(f"--save '{text[:60]}': a path must end in .toml (or give a "
+                             "name: letters, digits, '-', '_' and '.')")
         return Path(text)
     try:
         return named_path(text, directory, for_writing=for_writing)

@@ -100,3 +100,33 @@ def test_a_named_file_too_big_or_endless_is_refused_before_it_is_read(
     assert code == 2
     assert err.endswith(("big.toml: 3,221,225,472 bytes, over the limit of 16,777,216",
                          "/dev/zero: not a regular file")), err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["size", "--dau", "10", "--app-url", "javascript:alert(1)", "--quote", "{q}"],
+     "an http:// or https:// address with a host and no query, e.g. https://capacity.example.com"),
+    (["plan", "--calibration", ""], "argument --calibration: invalid nonempty value: ''"),
+    (["plan", "--engine", " "], "argument --engine: invalid nonempty value: ' '"),
+    (["size", "--dau", "10", "--calibration", ""],
+     "argument --calibration: invalid nonempty value: ''"),
+])
+def test_flags_that_went_unchecked_are_refused(argv: list[str], says: str, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # a quote's link took any scheme (CAPACITY_PUBLIC_URL took http(s) only), and an empty
+    # --calibration or --engine was taken as no flag at all (an audit, 2026-12-07)
+    q = tmp_path / "q.md"
+    code = main([a.replace("{q}", str(q)) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and err.endswith(says), err
+    assert not q.exists()
+
+
+def test_a_calibration_saved_to_a_path_needs_the_toml_its_help_names(tmp_path: Path) -> None:
+    # `calibrate --save ../../x` wrote a file named x two folders up: the help says "NAME.toml
+    # (or a path ending in .toml)", and a path now has to end so
+    from capacity.errors import InputError
+    from capacity.fit.calibration_store import calibration_path
+    with pytest.raises(InputError, match=r"--save '\.\./\.\./x': a path must end in \.toml"):
+        calibration_path("../../x", for_writing=True)
+    assert calibration_path(str(tmp_path / "c.toml"), for_writing=True) == tmp_path / "c.toml"
+    assert calibration_path("../../x") == Path("../../x")   # read: any path, as before
