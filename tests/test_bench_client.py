@@ -401,3 +401,14 @@ def test_secrets_in_the_base_url_reach_no_file(tmp_path: Path) -> None:
         "sk-2", "t-3")
     assert url_secrets("http://u:sk-1@h/v1?key=sk-2&v=3") == ("u", "sk-1", "sk-2")
     assert url_secrets("http://[::1/v1") == ()
+
+
+def test_a_body_that_is_not_its_content_encoding_is_a_malformed_row(tmp_path: Path) -> None:
+    # httpx's path (the custom transport): the body says gzip and is not; the request is one
+    # `malformed` row and the run goes on (the client's own connections: tests/test_bench_wire.py)
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream",
+                                            "content-encoding": "gzip"}, content=b"not-gzip")
+
+    [row], _ = run(tmp_path, handler)
+    assert (row["success"], row["error_type"]) == ("false", "malformed"), row

@@ -49,7 +49,8 @@ class ErrorType(StrEnum):
     NO_TOKENS = "no_tokens"
     """The stream carried no token-bearing event."""
     MALFORMED = "malformed"
-    """Every event was malformed (not JSON, or not the expected shape)."""
+    """Every event was malformed (not JSON, or not the expected shape), or the body was not what
+    its content-encoding says."""
     NOT_STREAMING = "not_streaming"
     """The server answered without streaming, so TTFT cannot be measured."""
     CLIENT_ERROR = "client_error"

@@ -237,6 +237,8 @@ class Runner:
                     # connection
                     continue
                 st.fail(ErrorType.DISCONNECTED, f"{type(exc).__name__}: {short_text(str(exc))}")
+            except httpx.DecodingError as exc:   # a body that is not its content-encoding
+                st.fail(ErrorType.MALFORMED, short_text(str(exc)))
             except httpx.HTTPError as exc:
                 st.fail(ErrorType.CLIENT_ERROR, f"{type(exc).__name__}: {short_text(str(exc))}")
             sent_ns = st.sent_ns or start_ns
