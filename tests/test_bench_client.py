@@ -412,3 +412,15 @@ def test_a_body_that_is_not_its_content_encoding_is_a_malformed_row(tmp_path: Pa
 
     [row], _ = run(tmp_path, handler)
     assert (row["success"], row["error_type"]) == ("false", "malformed"), row
+
+
+def test_a_level_where_every_request_failed_says_why(tmp_path: Path) -> None:
+    # with --warmup 0 nothing else said it: "0 ok / 1 failed" and no reason (an audit,
+    # 2026-12-07); the run's warnings (printed at its end) now carry the first failure's
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, text="engine exploded")
+
+    [row], res = run(tmp_path, handler)
+    assert row["success"] == "false"
+    assert list(res.warnings) == ["level 1: every request failed (the first: http_error: HTTP 500: "
+                            "engine exploded)"]

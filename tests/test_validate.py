@@ -571,6 +571,21 @@ def test_validate_runs_in_this_process_where_no_worker_starts(
     assert got == {n: (n, "operator") for n in cli_validate.SECTIONS if n != "realtest"}
 
 
+def test_validate_starts_a_worker_a_section_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--jobs 100000` asked for a pool of 100,000 workers and started one a section, eleven
+    # `capacity validate` processes (an audit, 2026-12-07): the pool is sized to the sections
+    sized: list[int] = []
+
+    def no_pool(*_: object, max_workers: int, **__: object) -> None:
+        sized.append(max_workers)
+        raise OSError("no semaphores here")   # then every section runs here
+
+    monkeypatch.setattr(cli_validate, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(cli_validate, "section", lambda name, method=None: name)
+    assert len(cli_validate.sections(None, 100_000)) == len(cli_validate.SECTIONS) - 1
+    assert sized == [len(cli_validate.SECTIONS) - 1]
+
+
 def test_validate_refuses_no_workers(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--jobs", "0"]) == 2
     assert "argument --jobs: '0' is not a whole number >= 1" in capsys.readouterr().err

@@ -477,6 +477,12 @@ def _level_summary(runner: Runner, level: int, parts: Sequence[_Part], warnings:
                     duration_s=sum(span_s(part.records) for part in parts))
     if len(loads) > 1:
         row = judge_workers(row, loads)
+    if records and not any(r.success for r in records):   # the reason, not only a count
+        first = records[0]
+        w = (f"level {level}: every request failed (the first: {first.error_type}: "
+             f"{first.error_message})")
+        warnings.append(w)
+        runner.emit("warning: " + w)
     if row.client_bound:
         w = (f"level {level}: the client may be the bottleneck ({row.client_bound_reason}); "
              "numbers at this level understate the server")

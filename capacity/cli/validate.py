@@ -103,6 +103,7 @@ def sections(method: str | None, jobs: int | None = None, *, realtest_md: bool =
     n = min(len(names), os.cpu_count() or 1) if jobs is None else jobs
     if n < 1:
         raise InputError(f"--jobs must be >= 1, got {n}")
+    n = min(n, len(names))   # a worker a section at most (--jobs 100000 started eleven)
     futures = {}
     pool: ProcessPoolExecutor | None = None
     try:   # the pool's queues and the workers (started by the first submit) may be refused
