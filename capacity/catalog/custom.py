@@ -90,13 +90,14 @@ def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None
         what = "GPU" if kind == "gpus" else "model"
         raise CatalogError(Note(
             f"'{key}' is a bundled {what}: saving it would replace the bundled entry for "
-            "everyone; tick 'replace' to do so, or choose another key",
+            "everyone; tick 'replace' (--replace on the command line) to do so, or choose "
+            "another key",
             code=f"custom_bundled_{what.lower()}", key=key))
     folder = (directory or custom_dir()) / kind
     path = folder / f"{key}.toml"
     if path.exists() and not overwrite:
         raise CatalogError(f"a custom entry '{key}' already exists ({path}); choose another "
-                           "key or tick 'replace'")
+                           "key or tick 'replace' (--replace on the command line)")
     folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_bytes(tomli_w.dumps(dict(table)).encode("utf-8"))
