@@ -12,10 +12,11 @@ a decode error into a one-line message covers every hostile input:
 - for TOML, text longer than `MAX_TOML_CHARS` (a catalog entry is a few KB).
 
 `read_utf8(path)` reads a file a user named as text: bytes that are not UTF-8 are an
-`InputError` naming the file and the byte, not a UnicodeDecodeError traceback; like every
-reader of a named file it goes through `read_capped`, which refuses what is no regular file
-(`/dev/zero`, a FIFO) or is larger than the reader's limit before reading a byte (a 3 GB file
-given as a calibration was read whole, 6 GB of memory, then refused).
+`InputError` naming the file and the byte, not a UnicodeDecodeError traceback. It, and the
+readers of a measurements file, a model's config.json and `validate --out`, go through
+`read_capped`, which refuses what is no regular file (`/dev/zero`, a FIFO) or is larger than
+the reader's limit before reading a byte (a 3 GB file given as a calibration was read whole,
+6 GB of memory, then refused).
 
 The other way out: `spreadsheet_text(text)` is the one function every CSV writer passes its text
 cells through, so a server's or a user's text that starts like a formula (`=`, `+`, `-`, `@`,

@@ -386,8 +386,9 @@ def test_run_warnings_are_bounded_and_deduplicated() -> None:
 
 def test_secrets_in_the_base_url_reach_no_file(tmp_path: Path) -> None:
     # a base URL with a user and a password (an audit, 2026-12-07: written to meta.json's
-    # base_url and shown by `capacity runs`): redacted everywhere the API key is
-    url = "http://user-SECRET:sk-SECRETURL@test/v1"
+    # base_url and shown by `capacity runs`): the password redacted everywhere the API key
+    # is; the user name stays (a token given as the user, with no password, is redacted)
+    url = "http://user:sk-SECRETURL@test/v1"
     frames = [(0, ROLE), (0, chunk({"content": "a"}, "length")), (0, usage(1)), (0, DONE)]
     [row], res = run(tmp_path, lambda r: streaming(frames), base_url=url)
     assert row["success"] == "true"
@@ -395,11 +396,12 @@ def test_secrets_in_the_base_url_reach_no_file(tmp_path: Path) -> None:
                       if p.suffix in (".json", ".csv"))
     assert "SECRET" not in written
     meta = json.loads((Path(res.result.run_dir) / "meta.json").read_text(encoding="utf-8"))
-    assert meta["args"]["base_url"] == "http://[redacted]:[redacted]@test/v1"
+    assert meta["args"]["base_url"] == "http://user:[redacted]@test/v1"
     # a query's secret-named values are secrets too; a parameter that is none stays
     assert url_secrets("http://h/v1?api-version=2024-06-01&key=sk-2&access_token=t-3") == (
         "sk-2", "t-3")
-    assert url_secrets("http://u:sk-1@h/v1?key=sk-2&v=3") == ("u", "sk-1", "sk-2")
+    assert url_secrets("http://u:sk-1@h/v1?key=sk-2&v=3") == ("sk-1", "sk-2")
+    assert url_secrets("https://sk-TOKEN-3@h/v1") == ("sk-TOKEN-3",)   # a token as the user
     assert url_secrets("http://[::1/v1") == ()
 
 

@@ -214,18 +214,20 @@ _SECRET_QUERY_NAME = re.compile(r"(?i)key|token|secret|sig|pass|auth|cred|sessio
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The secrets a base URL may carry: its user and password (`http://user:pw@host`) and
-    the values of its query parameters whose names say they are secrets (`_SECRET_QUERY_NAME`;
-    `api-version=2024-06-01` is kept). Example: 'http://u:sk-1@h/v1?key=sk-2&v=3' -> ('u',
-    'sk-1', 'sk-2')."""
+    """The secrets a base URL may carry: its password (`http://user:pw@host`), or its user
+    where there is no password (`https://TOKEN@host`: the token; a user name beside a password
+    is a name, and redacting it would blank every 'admin' in a message), and the values of its
+    query parameters whose names say they are secrets (`_SECRET_QUERY_NAME`;
+    `api-version=2024-06-01` is kept). Example: 'http://u:sk-1@h/v1?key=sk-2&v=3' -> ('sk-1',
+    'sk-2'); 'https://sk-3@h/v1' -> ('sk-3',)."""
     try:
         parts = urllib.parse.urlsplit(url)
         user, password = parts.username, parts.password
     except ValueError:
         return ()
     query = urllib.parse.parse_qsl(parts.query)
-    return tuple(x for x in (user, password, *(v for k, v in query
-                                              if _SECRET_QUERY_NAME.search(k))) if x)
+    return tuple(x for x in (password if password else user,
+                             *(v for k, v in query if _SECRET_QUERY_NAME.search(k))) if x)
 
 
 def run_secrets(api_key: str | None, base_url: str) -> tuple[str, ...]:
