@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from capacity.catalog.loader import DATA_DIR, Catalog, default_catalog, parse_gpu
@@ -15,7 +16,6 @@ from capacity.errors import CatalogError, InputError
 from capacity.model.ep_knobs import (
     EpKnobs,
     grouped_gemm_eff,
-    mla_attention_flops_per_token,
     remote_nodes_per_token,
     typical_ep_knobs,
 )
@@ -203,7 +203,8 @@ def test_prefill_is_the_same_gpu_time_under_tp_attention() -> None:
     m = cat.variant("deepseek-v3").model
     f = dp.peak_tflops * 1e12
     shared = (dp.shared_params_b - m.lookup_params_b) * 1e9
-    attn = float(attention_flops_per_token(m, 2000)) / 2
+    # a prefill decompresses MLA's latent: 61 x 4 x 128 x 160 a key, half the keys (causal)
+    attn = 61 * 4 * 128 * 160 * 2000 / 2
     c = (2 * shared + attn) / f + 2 * dp.expert_params_b * 1e9 * dp.active / f
     assert 1 / prefill_tok_s_per_gpu(dp, 2000) == pytest.approx(c)
     assert prefill_tok_s_per_gpu(tp, 2000) == pytest.approx(prefill_tok_s_per_gpu(dp, 2000))
@@ -244,7 +245,10 @@ def test_grouped_gemm_eff_by_hand() -> None:
 
 def test_mla_flops_remote_nodes_and_overlap_by_hand() -> None:
     m = default_catalog().variant("deepseek-v3", None).model
-    assert mla_attention_flops_per_token(m, 2000) == pytest.approx(61 * 2 * 128 * 1088 * 2000)
+    assert attention_flops_per_token(m, 2000) == pytest.approx(61 * 2 * 128 * 1088 * 2000)
+    # a prefill decompresses the latent: heads of head_dim 160, 4 x 128 x 160 = 81,920 a key
+    assert attention_flops_per_token(m, 2000, absorbed=False) == pytest.approx(
+        61 * 4 * 128 * 160 * 2000)
     assert remote_nodes_per_token(4, 8) == pytest.approx(3 * (1 - 0.75 ** 8))
     assert remote_nodes_per_token(1, 8) == 0.0
     k = EpKnobs(overlap=0.5)
@@ -286,7 +290,7 @@ def test_compute_parts_with_knobs_by_hand() -> None:
     read = 32 * X_B / 256 * 1e9 * (1 - (1 - 8 / 256) ** 1024)
     assert exp == pytest.approx(max(read / bw, flops / (1979e12 * 0.449)) * 1e3)
     # absorbed MLA at the BF16 peak: the FLOP term of the attention part
-    k2 = EpKnobs(mla_absorbed=True, attention_dtype="bf16", attention_eff=0.5)
+    k2 = EpKnobs(attention_dtype="bf16", attention_eff=0.5)
     attn2, _ = compute_parts_ms(s, 1024, imbalance=1.0, knobs=k2)
     mla = 61 * 2 * 128 * 1088 * 1000
     assert attn2 == pytest.approx(max(
@@ -382,3 +386,19 @@ def test_the_placement_skew_is_memoised() -> None:
     assert static_imbalance.cache_info().hits >= 1
     assert a == placement_imbalance(zipf_shares(256, 0.5, 8), 16, 32)
     assert b == pytest.approx(a, rel=1e-3)
+
+
+def test_mla_decode_attention_is_one_count_on_both_paths() -> None:
+    """The tensor-parallel step (F4b) and the wide-EP step count DeepSeek's decode attention
+    alike, in the absorbed form: 61 x 2 x 128 x (2 x 512 + 64) FLOPs a key at 2,000 tokens.
+    Until 2026-12-07 the TP path counted 81,920 a key and layer, the EP path 278,528."""
+    from capacity.model.scenario import decode_model, make_scenario
+
+    cat = default_catalog()
+    want = 61 * 2 * 128 * 1088 * 2000
+    ep = ep_setup("deepseek-v3", "h200-sxm", ep_layout("h200-sxm", 8), context_tokens=2000)
+    assert ep.attention_flops == pytest.approx(want)
+    tp = make_scenario("deepseek-v3", "h200-sxm", n_gpus=8, tp=8, context_tokens=2000,
+                       catalog=cat)
+    step = decode_model(tp, 0.0)
+    assert float(step.attention_flops(np.array([1.0]))[0]) == pytest.approx(want)

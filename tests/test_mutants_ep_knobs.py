@@ -21,10 +21,10 @@ from capacity.model import ep_knobs
 from capacity.model.ep_knobs import (
     EpKnobs,
     grouped_gemm_eff,
-    mla_attention_flops_per_token,
     remote_nodes_per_token,
     typical_ep_knobs,
 )
+from capacity.model.roofline import attention_flops_per_token
 
 
 @pytest.mark.parametrize(("name", "value"), [("dense_eta_bw", -1.0), ("dense_eff", math.inf),
@@ -83,9 +83,9 @@ def test_attention_flops_of_every_layer_kind(catalog: Catalog) -> None:
     )
     model = dataclasses.replace(catalog.models["llama-3.1-8b"], layer_groups=groups)
     # context 1000: 2 x 128 x 1000 + 128 x 100 (window) + 144 x 1000 = 412,800
-    assert mla_attention_flops_per_token(model, 1000.0) == pytest.approx(412_800.0)
+    assert attention_flops_per_token(model, 1000.0) == pytest.approx(412_800.0)
     # context 50 (inside the window): 2 x 128 x 50 + 128 x 50 + 144 x 50 = 26,400
-    assert mla_attention_flops_per_token(model, 50.0) == pytest.approx(26_400.0)
+    assert attention_flops_per_token(model, 50.0) == pytest.approx(26_400.0)
 
 
 def test_two_nodes_remote_share() -> None:

@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from capacity.catalog.loader import Model
 from capacity.catalog.moe_data import ep_fitted_data, ep_knob_data
 from capacity.errors import InputError
 from capacity.model.basis import BasisKind
@@ -43,8 +42,6 @@ class EpKnobs:
     """Finest precision of the GEMMs outside the routed experts (attention projections, shared
     expert, dense layers), at most the weights' ('' = the weights' GEMM precision): a 4-bit
     expert checkpoint of an MLA model keeps these in FP8."""
-    mla_absorbed: bool = False
-    """Count MLA decode attention in the absorbed form (`attention_flops`), else F4b's count."""
     expert_eff_curve: tuple[tuple[float, float], ...] = ()
     """(tokens per expert, share of the GEMM peak) of the routed experts' grouped GEMMs,
     interpolated in log tokens (`grouped_gemm_eff`); empty = 1."""
@@ -144,26 +141,6 @@ def grouped_gemm_eff(curve: tuple[tuple[float, float], ...], tokens_per_expert: 
         if x <= x1:
             return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return pts[-1][1]
-
-
-def mla_attention_flops_per_token(model: Model, context_tokens: float) -> float:
-    """Decode attention FLOPs of one token at `context_tokens` with MLA in the absorbed form,
-    FLOP: per MLA layer 2 x q_heads x (2 kv_lora_rank + qk_rope_head_dim) per attended token
-    (QK over the 576-wide latent + RoPE part, PV over the 512-wide latent; FlashMLA's deep dive:
-    2 h_q s_k (d_k + d_v)); other layers F4b's 4 x q_heads x head_dim (sliding ones over their
-    window, linear ones none). DeepSeek-V3 at 2,000: 61 x 2 x 128 x 1,088 x 2,000 = 3.40e10."""
-    out = 0.0
-    for g in model.layer_groups:
-        if g.kind == "linear":
-            continue
-        attended = min(context_tokens, float(g.window_tokens)) if g.kind == "sliding" \
-            else context_tokens
-        if g.kind == "mla":
-            per = 2.0 * g.q_heads * (2 * g.kv_lora_rank + g.qk_rope_head_dim)
-        else:
-            per = 4.0 * g.q_heads * g.head_dim
-        out += g.count * per * attended
-    return out
 
 
 def remote_nodes_per_token(nodes: int, active: int) -> float:

@@ -39,7 +39,6 @@ from capacity.model.ep_knobs import (
     SPEC_KNOBS,
     EpKnobs,
     grouped_gemm_eff,
-    mla_attention_flops_per_token,
     remote_nodes_per_token,
 )
 from capacity.model.kv import kv_request_bytes
@@ -239,7 +238,8 @@ class EpSetup:
 
     @property
     def attention_flops(self) -> float:
-        """Attention FLOPs of one decode token at the context (F4b's A), FLOP."""
+        """Attention FLOPs of one decode token at the context (F4b's A, MLA absorbed:
+        `attention_flops_per_token`), FLOP."""
         return float(attention_flops_per_token(self.variant.model, self.context_tokens))
 
 
@@ -349,9 +349,9 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     Attention part: max(S' x bytes/param / attention_tp / (BW eta_bw eta_d) + b_g x KV / (BW
     eta_bw eta_kv), b_g x 2 S' / attention_tp / (F_d eff e_d) + b_g x A / attention_tp / (F_a eff
     e_a)) with S' = S - lookup, b_g = B / attention groups (S: shared parameters; the input
-    embedding is a lookup, F4b); A the attention FLOPs of one token (F4b, or MLA's absorbed
-    count with `knobs.mla_absorbed`), F_a the peak at `knobs.attention_dtype` (default: F), F_d
-    the peak at `knobs.dense_dtype` (default: F; `_capped_peak`).
+    embedding is a lookup, F4b); A the attention FLOPs of one token (F4b's, MLA in the
+    absorbed form: `attention_flops_per_token`), F_a the peak at `knobs.attention_dtype`
+    (default: F), F_d the peak at `knobs.dense_dtype` (default: F; `_capped_peak`).
     Expert part: max(slots x X/E x bytes/param x touched(B) / (BW eta_bw), 2 X/E x gamma B k /
     ep / (F eff e_x)): the GPU's expert copies read, its token-expert pairs multiplied, e_x the
     grouped GEMM's share at gamma B k / ep / slots tokens per expert copy
@@ -368,7 +368,7 @@ def compute_parts_ms(s: EpSetup, batch: float, *, imbalance: float, eta_bw: floa
     attn_s = max((s.shared_bytes - s.lookup_bytes) / lay.attention_tp / (bw * knobs.dense_eta_bw)
                  + b_g * s.kv_request_bytes / (bw * knobs.kv_eta_bw),
                  b_g * 2.0 * shared / lay.attention_tp / (f_dense * knobs.dense_eff)
-                 + b_g * attention_flops(s, knobs) / lay.attention_tp / f_attn)
+                 + b_g * s.attention_flops / lay.attention_tp / f_attn)
     exp_bytes = (s.expert_slots * s.expert_params_b * 1e9 * s.expert_bytes_per_param
                  * _touched(s, batch))
     pairs = imbalance * batch * s.active / lay.ep
@@ -386,16 +386,6 @@ def _capped_peak(s: EpSetup, dtype: str) -> float:
     if not dtype:
         return s.peak_tflops
     return min(s.gpu.tflops_for(dtype), s.peak_tflops)
-
-
-def attention_flops(s: EpSetup, knobs: EpKnobs = SPEC_KNOBS) -> float:
-    """Decode attention FLOPs of one token at the setup's context, FLOP: F4b's count
-    (`EpSetup.attention_flops`), or MLA's absorbed count with `knobs.mla_absorbed`
-    (`mla_attention_flops_per_token`, at least F4b's)."""
-    if not knobs.mla_absorbed:
-        return s.attention_flops
-    return max(mla_attention_flops_per_token(s.variant.model, s.context_tokens),
-               s.attention_flops)
 
 
 def all_to_all_ms(s: EpSetup, batch: float, *, imbalance: float = 1.0,
@@ -515,7 +505,7 @@ def prefill_tok_s_per_gpu(s: EpSetup, prompt_tokens: int, *, mfu: float = 1.0,
     f_attn = (_capped_peak(s, k.attention_dtype) * TERA * mfu * (1.0 - k.comm_sm_share)
               * k.prefill_attention_eff)
     shared = (s.shared_params_b - m.lookup_params_b) * 1e9
-    attn = float(attention_flops_per_token(m, prompt_tokens)) / 2.0
+    attn = float(attention_flops_per_token(m, prompt_tokens, absorbed=False)) / 2.0
     e_x = grouped_gemm_eff(k.expert_eff_curve,
                            tokens_per_gpu * s.active * imbalance / s.layout.ep / s.expert_slots)
     compute_s = (2.0 * shared / (f_dense * k.prefill_dense_eff) + attn / f_attn

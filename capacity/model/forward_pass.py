@@ -216,9 +216,10 @@ def unified_kv_extra_pairs(*, chunks: Sequence[tuple[int, int]], ubatch_tokens: 
 def attention_pair_ms(s: Scenario) -> float:
     """Time (ms) of one query-key pair of attention on a replica at prefill attention's
     efficiency: 4 x q_heads x head_dim FLOPs per attending layer (`attention_flops_per_token`
-    at one token of context) / (F x TP x attn_mfu, MFU when unset) x 1e3. Example: 8 layers
-    of 16 x 64 at 0.0984 TFLOP/s and 0.83: 32,768 / 8.17e10 s = 4.0e-4 ms."""
-    flops = float(attention_flops_per_token(s.model, 1.0))
+    at one token of context, MLA decompressed as a prefill runs it) / (F x TP x attn_mfu, MFU
+    when unset) x 1e3. Example: 8 layers of 16 x 64 at 0.0984 TFLOP/s and 0.83: 32,768 /
+    8.17e10 s = 4.0e-4 ms."""
+    flops = float(attention_flops_per_token(s.model, 1.0, absorbed=False))
     eff = s.mfu if s.attn_mfu is None else s.attn_mfu
     return flops / (s.tflops * s.tp * TERA * eff) * 1e3
 

@@ -105,14 +105,23 @@ def fixed_step_ms(step_overhead_ms: float, layer_overhead_ms: float, layers: int
     return float(step_overhead_ms) + float(layer_overhead_ms) * int(layers)
 
 
-def attention_flops_per_token(model: Model, context_tokens: npt.ArrayLike) -> FloatArray:
+def attention_flops_per_token(model: Model, context_tokens: npt.ArrayLike, *,
+                              absorbed: bool = True) -> FloatArray:
     """FLOPs of one decode token's attention at `context_tokens` of context (FLOP, per replica).
 
     4 x q_heads x head_dim per attended key per layer (QK^T and PV, 2 FLOPs per multiply-add;
     Hoffmann et al. 2022, appendix F; F6 uses the same count): full layers attend the whole
     context, sliding layers min(context, window), linear-attention layers none (their state
-    does not grow with the context). Seed (Qwen3.5-9B, 8 full layers of 16 x 256, 8K):
-    4 x 8 x 16 x 256 x 8192 = 1.07e9 FLOP.
+    does not grow with the context). MLA layers (DeepSeek's latent attention) decode in the
+    absorbed form, as FlashMLA, FlashInfer and TensorRT-LLM's MLA kernels in vLLM and SGLang
+    run them: 2 x q_heads x (2 kv_lora_rank + qk_rope_head_dim) per attended key (QK over the
+    576-wide latent and RoPE part, PV over the 512-wide latent; FlashMLA's deep dive,
+    docs/20250422-new-kernel-deep-dive.md: 2 h_q s_k (d_k + d_v)); `absorbed=False` counts them
+    as a prefill does, heads of `head_dim` over decompressed keys and values (4 x q_heads x
+    head_dim). One count for every path that decodes MLA (F4b here, the wide-EP step,
+    `capacity.model.expert_parallel`). Seed (Qwen3.5-9B, 8 full layers of 16 x 256, 8K):
+    4 x 8 x 16 x 256 x 8192 = 1.07e9 FLOP. DeepSeek-V3 at 2,000: 61 x 2 x 128 x 1,088 x 2,000 =
+    3.40e10 FLOP (decompressed, 4 x 128 x 160 = 81,920 a key and layer: 1.00e10).
     """
     L = np.asarray(context_tokens, dtype=np.float64)
     out = np.zeros_like(L)
@@ -120,9 +129,12 @@ def attention_flops_per_token(model: Model, context_tokens: npt.ArrayLike) -> Fl
         if g.kind == "linear":
             continue
         attended = np.minimum(L, float(g.window_tokens)) if g.kind == "sliding" else L
-        out = out + 4.0 * g.count * g.q_heads * g.head_dim * attended
+        if g.kind == "mla" and absorbed:
+            per = 2.0 * g.q_heads * (2 * g.kv_lora_rank + g.qk_rope_head_dim)
+        else:
+            per = 4.0 * g.q_heads * g.head_dim
+        out = out + g.count * per * attended
     return np.asarray(out, dtype=np.float64)
-
 
 
 class Bound(StrEnum):
