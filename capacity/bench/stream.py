@@ -48,7 +48,7 @@ class StreamState:
     `RequestRecord` from it."""
 
     __slots__ = ("status", "first_chunk_ns", "token_ns", "usage", "finish", "done", "error",
-                 "error_type", "response_id", "malformed", "events", "last_event_ns",
+                 "error_type", "response_id", "malformed", "after_done", "events", "last_event_ns",
                  "sent_ns", "timings", "max_tokens", "token_limit", "stamp_source")
 
     def __init__(self, max_tokens: int | None = None) -> None:
@@ -66,6 +66,9 @@ class StreamState:
         self.error_type: ErrorType | None = None
         self.response_id: str | None = None
         self.malformed = 0
+        self.after_done = 0
+        """Events after `[DONE]`, ignored: the stream ends there (the OpenAI SDK stops reading
+        at it), so a server that sends `[DONE]` first and its tokens after has sent none."""
         self.events = 0
         self.last_event_ns: int | None = None
         self.sent_ns: int | None = None
@@ -94,6 +97,9 @@ class StreamState:
             self.error_type, self.error = kind, message
 
     def on(self, info: ChunkInfo, now: int) -> None:
+        if self.done:
+            self.after_done += 1
+            return
         self.events += 1
         self.last_event_ns = now
         if self.first_chunk_ns is None:
@@ -136,7 +142,9 @@ class StreamState:
             if n_events == 0:
                 self.fail(ErrorType.MALFORMED if self.malformed and self.events == self.malformed
                           else ErrorType.NO_TOKENS, f"no token-bearing event in {self.events} events"
-                          + (f" ({self.malformed} malformed)" if self.malformed else ""))
+                          + (f" ({self.malformed} malformed)" if self.malformed else "")
+                          + (f" before [DONE] ({self.after_done} after it, ignored)"
+                             if self.after_done else ""))
             elif not self.done and self.finish is None:
                 self.fail(ErrorType.PARTIAL, f"the stream ended without [DONE] or finish_reason after "
                           f"{n_events} token events")
@@ -151,6 +159,8 @@ class StreamState:
         message = self.error
         if ok:
             notes = [f"{self.malformed} malformed events skipped"] if self.malformed else []
+            if self.after_done:
+                notes.append(f"{self.after_done} events after [DONE] ignored")
             if n_events > max_tokens:
                 notes.append(f"{n_events} token events for max_tokens {max_tokens}")
             notes += [checked.note] if checked.note else []

@@ -405,3 +405,26 @@ def test_engine_probe_is_bounded_by_a_server_that_trickles_forever(serve: Any) -
     info = probe_engine(server.base_url, timeout_s=1.0)
     assert time.perf_counter() - t0 < 6
     assert "health" not in info and "metrics" not in info
+
+
+# -- the stream ends at [DONE] ----------------------------------------------------------------
+
+def test_tokens_after_done_are_ignored_and_said(tmp_path: Path, serve: Any) -> None:
+    """[DONE] ends the stream (the OpenAI SDK stops reading there): tokens a server sends
+    after it are not counted. [DONE] first and every token after it is a request that got no
+    token; tokens, [DONE], then more tokens is a success of the tokens before it, noted."""
+    def first(req: Request, conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(head() + DONE + token("a") + token("b", finish="stop"))
+
+    rows, _ = bench(tmp_path / "first", serve(models_or(first)))
+    assert (rows[0]["success"], rows[0]["error_type"]) == ("false", "no_tokens")
+    assert rows[0]["error_message"] == ("no token-bearing event in 1 events before [DONE] "
+                                        "(2 after it, ignored)")
+
+    def after(req: Request, conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(head() + token("a") + token("b", finish="stop") + DONE
+                     + token("c") + token("d") + token("e"))
+
+    rows, _ = bench(tmp_path / "after", serve(models_or(after)))
+    assert (rows[0]["success"], rows[0]["token_events"]) == ("true", "2")
+    assert rows[0]["error_message"] == "3 events after [DONE] ignored"
