@@ -114,6 +114,21 @@ def test_bad_config_is_one_clear_line(custom: Path, tmp_path: Path,
     err = capsys.readouterr().err
     assert "missing num_hidden_layers" in err and "Traceback" not in err
     assert main(["catalog", "add-model", str(tmp_path / "nope.gguf")]) == 2
+
+
+@pytest.mark.parametrize(("field", "value"), [("num_hidden_layers", -3),
+                                              ("num_attention_heads", "32"),
+                                              ("num_hidden_layers", 0),
+                                              ("num_experts", "8"), ("hidden_size", 4.5)])
+def test_a_field_that_is_there_but_not_a_count_is_named(field: str, value: object) -> None:
+    """A field given with anything but a whole number is refused by name, not reported
+    missing, nor (an optional one: "num_experts": "8") read as absent: not a dense model."""
+    config = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
+              field: value}
+    with pytest.raises(CatalogError, match=rf"^config.json: {field} must be a whole number > 0, "
+                                           rf"got {value!r}$"):
+        config_params(config)
     with pytest.raises(CatalogError, match="neither a GGUF file nor a JSON"):
         table_from_upload(b"\x00\x01 not json", "x.bin", as_of="2026-11")
 

@@ -64,9 +64,19 @@ def _flag(cfg: Mapping[str, Any], name: str) -> bool:
 
 
 def _int(cfg: Mapping[str, Any], *names: str, default: int | None = None) -> int:
+    """The first of `names` that holds a whole number > 0; `default` when none does (None: the
+    field is required). A name that is there with anything but a JSON whole number >= 0 (a
+    string, a fraction, a negative) is refused by name, not read as absent: "num_experts": "8"
+    is not a dense model."""
     for name in names:
         value = cfg.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (
+                value == 0 and default is None):
+            raise CatalogError(f"config.json: {name} must be a whole number > 0, got "
+                               f"{repr(value)[:40]}")
+        if value > 0:
             return value
     if default is None:
         raise CatalogError(f"config.json: missing {' or '.join(names)}")
