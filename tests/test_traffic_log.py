@@ -47,6 +47,23 @@ def test_bad_rows_are_counted_with_their_reasons(tmp_path: Path) -> None:
     assert sum(s.prompt.counts) == 4 and s.prompt.bins_tokens[0] == 64
 
 
+def test_blank_conversation_ids_are_no_ids(tmp_path: Path) -> None:
+    """A blank id is no conversation: DuckDB hashes NULL to a constant, which read every
+    blank cell as one shared id (a fresh bench log's empty prefix_id showed 100% prefix
+    reuse; an audit, 2026-12-07), and a replay (`--log`) sent them as one conversation."""
+    f = tmp_path / "log.csv"
+    f.write_text("timestamp,prompt_tokens,output_tokens,conversation_id\n"
+                 "1,100,20,\n2,100,20, \n3,100,20,c1\n4,100,20,c1\n")
+    s = summarize_log(f, keep_requests=4)
+    assert s.prefix_reuse_share == pytest.approx(1 / 4)   # c1 comes back once; blanks never
+    assert s.requests is not None
+    conv = s.requests.conversation.tolist()
+    assert conv[:2] == [-1, -1] and conv[2] == conv[3] >= 0
+    f.write_text("timestamp,prompt_tokens,output_tokens,prefix_id\n1,100,20,\n2,100,20,\n"
+                 "3,100,20,\n")
+    assert summarize_log(f).prefix_reuse_share == 0.0
+
+
 @pytest.mark.parametrize("tail", ["3,30", "3,30,7", "3,30,7,c"])
 def test_a_log_cut_short_mid_row_keeps_its_whole_rows(tmp_path: Path, tail: str) -> None:
     # a run killed mid-write: its last row has no line break. DuckDB's sniffer took the header

@@ -391,7 +391,10 @@ def _summarize(p: Path, bins: int, keep: int = 0) -> LogSummary:
                    f"epoch(TRY_CAST(left({ts_raw}, 26) AS TIMESTAMP))")
         # the id as a 64-bit hash: reuse is counted on it (a collision among a million ids
         # has odds of 3e-8) and the table holds no strings
-        conv_expr = f"hash(nullif(trim({cell(cv_c)}), ''))" if cv_c else "NULL::UBIGINT"
+        # a blank id is no id: DuckDB hashes NULL to a constant, which would make every blank
+        # cell one shared conversation (a bench log's empty prefix_id read as 100% reuse)
+        conv_expr = (f"CASE WHEN nullif(trim({cell(cv_c)}), '') IS NULL THEN NULL::UBIGINT "
+                     f"ELSE hash(trim({cell(cv_c)})) END") if cv_c else "NULL::UBIGINT"
         succ_expr = f"lower(trim({cell(succ_c)})) IN ('false', '0', 'no')" if succ_c else "false"
         reason = f"""CASE
             WHEN failed THEN 3
