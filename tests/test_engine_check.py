@@ -55,13 +55,14 @@ def test_held_out_table_compares_every_level(catalog: Catalog) -> None:
         assert one.predicted[key] > 0
     assert one.measured["itl_mean_ms"] == pytest.approx(summary["itl_mean_ms"].iloc[0])
     assert one.predicted["ttft_p90_ms"] >= one.predicted["ttft_p50_ms"]
-    # the calibration was fitted on these very points, but the sample was simulated at the
-    # spec sheet's bandwidth (eta_bw 1), faster than an RTX 4090 copies memory (921.85 of
-    # 1008 GB/s, data/matmul_ceilings.toml): the fit stops at that ceiling and says so, and its
-    # step reads slow by about what the ceiling costs (1 / 0.915 - 1 = 9%)
-    assert cal.eta_bw == pytest.approx(921.85 / 1008)
-    assert any("measured copy bandwidth" in n for n in cal.notes)
-    assert abs(one.error("itl_p50_ms")) < 0.15
+    # the calibration was fitted on these very points, and the sample was simulated on vLLM's
+    # typical knobs (since 2026-12-07), inside what an RTX 4090 copies (921.85 of 1008 GB/s,
+    # data/matmul_ceilings.toml): the fit meets no bound and reproduces the one-client step
+    # within a few percent (the sample of 2026-11-30 read weights at the spec sheet's
+    # bandwidth, which the fit stopped at that ceiling for, 9% slow)
+    assert cal.eta_bw < 921.85 / 1008
+    assert not any("measured copy bandwidth" in n for n in cal.notes)
+    assert abs(one.error("itl_p50_ms")) < 0.05
     errs = median_abs_errors(rows)
     assert set(errs) == {"ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "itl_mean_ms",
                          "output_tok_s"}

@@ -194,41 +194,51 @@ SAMPLE_LEVELS = (8.0, 32.0, 64.0)
 
 @pytest.fixture(scope="module")
 def sample_run() -> tuple[list[MeasuredPoint], pd.DataFrame, Scenario]:
-    """The bundled sample run (the simulator as an RTX 4090 with eff 0.3, MFU 0.25, closed
-    loops at 1, 8, 32, 64) and the scenario it simulated, knobs given explicitly."""
+    """The bundled sample run (the simulator as an RTX 4090 on vLLM's typical knobs, closed
+    loops at 1, 8, 32, 64) and the scenario it simulated, on that basis."""
     with RunStore(ROOT / "data" / "bench") as store:
         runs = store.list_runs(label="sample-rtx-4090-sim")
         summary = store.summary(str(runs["run_id"].iloc[0]))
     pts = points_from_summary(summary)
     prompt, output = typical_lengths(pts)
     s = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=prompt, output_tokens=output)
-    return pts, summary, s.with_(eff=0.3, mfu=0.25)
+    from capacity.fit.planning import scenario_with_basis
+
+    return pts, summary, scenario_with_basis(s, "typical:vllm")
 
 
 def test_under_load_prediction_follows_the_sample_run_and_the_roofline_does_not(
         sample_run: tuple[list[MeasuredPoint], pd.DataFrame, Scenario]) -> None:
-    """Closed loop at 8-64: TTFT within a factor 2 and aggregate tok/s within 20% of measured
-    (the event model prefills one request at a time where the simulator batches the admitted
-    prompts, hence the TTFT tolerance); the no-load roofline is off by more than 3x on both."""
+    """Closed loop at 8-64: TTFT within 15% and aggregate tok/s within 5% of measured (the
+    sample was simulated on the basis predicted with: the event model and the simulator share
+    the physics); the no-load roofline is off by more than 3x on TTFT, and by 1.9x to 6x on
+    aggregate tok/s (more the more clients)."""
     pts, summary, s = sample_run
     ov = build_overlay(pts, s, series="sample", failures=summary)
     assert ov.load == "closed"
     r = ov.ratios.set_index(["metric", "concurrency"])
     for c in SAMPLE_LEVELS:
-        assert 0.5 < r.loc[("ttft_ms", c), f"ratio_{Predicted.SPEC_SHEET}"] < 2.0, c
-        assert 0.8 < r.loc[("aggregate_tok_s", c), f"ratio_{Predicted.SPEC_SHEET}"] < 1.2, c
+        assert 0.85 < r.loc[("ttft_ms", c), f"ratio_{Predicted.SPEC_SHEET}"] < 1.15, c
+        assert 0.95 < r.loc[("aggregate_tok_s", c), f"ratio_{Predicted.SPEC_SHEET}"] < 1.05, c
         assert r.loc[("ttft_ms", c), f"ratio_{Predicted.ROOFLINE}"] > 3.0, c
-        assert r.loc[("aggregate_tok_s", c), f"ratio_{Predicted.ROOFLINE}"] < 1 / 3, c
+        assert r.loc[("aggregate_tok_s", c), f"ratio_{Predicted.ROOFLINE}"] < (
+            0.55 if c == 8.0 else 1 / 3), c
     # TPOT stays F4's step at the batch, which the measurement follows too
     for c in (1.0, *SAMPLE_LEVELS):
         assert 0.8 < r.loc[("tpot_ms", c), f"ratio_{Predicted.SPEC_SHEET}"] < 1.25, c
-    # each closed level is predicted as the bench ran it, with its own request count: the
-    # same level run with a single round of requests is all opening burst, its TTFT longer
-    one_round = build_overlay(pts, s, series="sample", failures=summary.assign(
-        requests_total=summary["concurrency"].astype(int)))
-    burst = one_round.ratios.set_index(["metric", "concurrency"])
-    assert (burst.loc[("ttft_ms", 64.0), Predicted.SPEC_SHEET]
-            > r.loc[("ttft_ms", 64.0), Predicted.SPEC_SHEET])
+    # each closed level is predicted as the bench ran it, with its own request count. Its
+    # identical requests prefilled whole stay in lock step, every round one burst, so one
+    # round predicts what three do; half a round (C / 2 requests, the other clients idle) is
+    # a burst of half the prompts, its median TTFT about half as long
+    rounds = {n: build_overlay(pts, s, series="sample", failures=summary.assign(
+        requests_total=(summary["concurrency"] * n).clip(lower=1).astype(int))
+        ).ratios.set_index(["metric", "concurrency"]) for n in (1.0, 0.5)}
+    for c in SAMPLE_LEVELS:
+        at = ("ttft_ms", c)
+        assert rounds[1.0].loc[at, Predicted.SPEC_SHEET] == pytest.approx(
+            r.loc[at, Predicted.SPEC_SHEET], rel=1e-6), c
+        assert 0.4 < (rounds[0.5].loc[at, Predicted.SPEC_SHEET]
+                      / r.loc[at, Predicted.SPEC_SHEET]) < 0.6, c
     # the curve the chart draws is the one the ratios use, with a TTFT band around it
     curve = ov.predicted[(ov.predicted["series"] == Predicted.SPEC_SHEET)
                          & (ov.predicted["metric"] == "ttft_ms")].set_index("concurrency")

@@ -12,16 +12,17 @@ from capacity.model.scenario import evaluate, make_scenario
 C = [1, 10, 50, 100]
 
 
-def test_band_without_calibration_is_ordered_and_1_3x_to_3_5x_above_the_spec_sheet() -> None:
+def test_band_without_calibration_is_ordered_and_1_3x_to_3_6x_above_the_spec_sheet() -> None:
     s = make_scenario()  # spec-sheet: eta_bw = eff = 1, no overheads
     b = band(s, C)
     lo, mid, hi = b.step_ms
     assert np.all(lo <= mid) and np.all(mid <= hi)
     ratio = hi / mid
-    # the slow edge: 1.3x to 3.5x the spec sheet (3.1x at batch 1, where the per-layer
-    # overhead's slow edge, 32 layers x 81 us = 2.6 ms, weighs most; published steps run up
-    # to 3.7x the spec sheet at batch 1: gpt-oss-120b on 8 B200, 2.31 ms against 0.62)
-    assert np.all(ratio >= 1.3) and np.all(ratio <= 3.5)
+    # the slow edge: 1.3x to 3.6x the spec sheet (3.5x at batch 1, where the per-layer
+    # overhead's slow edge, 32 layers x 155 us = 5.0 ms, weighs most; 2.4x at 50; published
+    # steps run up to 3.7x the spec sheet at batch 1: gpt-oss-120b on 8 B200, 2.31 ms against
+    # 0.62)
+    assert np.all(ratio >= 1.3) and np.all(ratio <= 3.6)
     assert b.ttft_s[0] <= b.ttft_s[1] <= b.ttft_s[2]
     assert b.max_concurrency_vram[0] <= b.max_concurrency_vram[1] <= b.max_concurrency_vram[2]
     assert b.max_concurrency_vram[1] == 53  # the chapter's C_vram in the middle
@@ -130,3 +131,15 @@ def test_a_knob_above_the_gpus_measured_matmul_ceiling_is_flagged_where_it_is_ap
     assert [f.knob for f in on_mi300x.flags] == ["mfu"]
     assert (Distance.IMPLAUSIBLE, "ttft_s") in [(w.kind, w.output) for w in on_mi300x.widenings]
     assert band(make_scenario("qwen3-8b", "h100-sxm"), [8], cal).flags == ()
+
+
+def test_the_bands_per_layer_range_is_the_typical_vllm_basis_range() -> None:
+    """One range for F11's per-layer step overhead: the band without a calibration spans
+    data/engines.toml's [vllm.layer_overhead_ms] low..high (none to twice the typical), so a
+    re-derived typical moves both (they had drifted: 0.141 against 0.155 ms)."""
+    from capacity.fit.typical import typical_efficiency
+    from capacity.fit.uncertainty import TYPICAL_RANGES
+
+    t = typical_efficiency("vllm")
+    assert TYPICAL_RANGES["layer_overhead_ms"] == (t.low["layer_overhead_ms"],
+                                                   t.high["layer_overhead_ms"])

@@ -262,6 +262,43 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     return s if draft is None else s.with_(draft=draft)
 
 
+def add_basis_flags(p: argparse.ArgumentParser, what: str = "predict") -> None:
+    """--basis, --typical and --calibration: what the speed figures rest on (`with_basis`)."""
+    p.add_argument("--basis", default=None, metavar="BASIS",
+                   help="what the speed figures rest on (docs/method.md, Bases): 'chapter' (the "
+                        "default: eff and MFU as given, 1 and 0.3), 'spec' (the spec sheet, "
+                        "every efficiency at its peak: the upper bound on speed), "
+                        "'typical:ENGINE' (an engine's typical knobs, data/engines.toml) or a "
+                        "saved calibration's name")
+    p.add_argument("--typical", default=None, metavar="ENGINE",
+                   help="an engine's typical efficiency: the same as --basis typical:ENGINE")
+    p.add_argument("--calibration", metavar="NAME|PATH", default=None, type=nonempty,
+                   help=f"{what} with a saved calibration (data/calibrations/NAME.toml or a "
+                        "path) instead of the chapter's efficiencies; see `capacity calibrate`")
+
+
+def with_basis(args: argparse.Namespace, s: Scenario) -> tuple[Scenario, str]:
+    """`s` on the basis `add_basis_flags`' flags name (at most one of them), and that name ('':
+    none, the chapter's knobs as the scenario flags give them). A --step-method said on the
+    command line wins over the basis' or the calibration's."""
+    named = [x for x in (args.basis, args.calibration,
+                         None if args.typical is None else "typical:" + args.typical)
+             if x is not None]
+    if len(named) > 1:
+        raise InputError("give one of --basis, --calibration, --typical")
+    if named and not args.calibration:
+        from capacity.fit.planning import scenario_with_basis
+
+        s = scenario_with_basis(s, named[0])
+    if args.calibration:
+        from capacity.fit.calibration import apply
+        from capacity.fit.calibration_store import load
+        s = apply(load(args.calibration), s)
+    if named and args.step_method:  # said on the command line: wins over the basis'
+        s = s.with_(step_method=args.step_method)
+    return s, named[0] if named else ""
+
+
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         "plan", help=SUMMARIES["plan"],
@@ -272,17 +309,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    metavar="LIST", help="concurrent requests, a comma list (default 1,50,100)")
     p.add_argument("--format", choices=("text", "json", "markdown", "csv"), default="text",
                    help="output format (default text)")
-    p.add_argument("--basis", default=None, metavar="BASIS",
-                   help="what the speed figures rest on (docs/method.md, Bases): 'chapter' (the "
-                        "default: eff and MFU as given, 1 and 0.3), 'spec' (the spec sheet, "
-                        "every efficiency at its peak: the upper bound on speed), "
-                        "'typical:ENGINE' (an engine's typical knobs, data/engines.toml) or a "
-                        "saved calibration's name")
-    p.add_argument("--typical", default=None, metavar="ENGINE",
-                   help="an engine's typical efficiency: the same as --basis typical:ENGINE")
-    p.add_argument("--calibration", metavar="NAME|PATH", default=None, type=nonempty,
-                   help="predict with a saved calibration (data/calibrations/NAME.toml or a "
-                        "path) instead of the chapter's efficiencies; see `capacity calibrate`")
+    add_basis_flags(p)
     add_load_flags(p)
     add_plan_flags(p)
     disagg_plan.add_flags(p)
@@ -511,30 +538,11 @@ def run(args: argparse.Namespace) -> int:
     check_plan_args(args)  # --ep's own checks (and --gpus defaulting to --ep)
     disagg_plan.check_args(args)  # the two pools' own checks
     concurrency = parse_int_list(args.concurrency)
-    s = scenario_from_args(args)
-    named = [x for x in (args.basis, args.calibration,
-                         None if args.typical is None else "typical:" + args.typical)
-             if x is not None]
-    if len(named) > 1:
-        raise InputError("give one of --basis, --calibration, --typical")
-    if named and not args.calibration:
-        from capacity.fit.planning import scenario_with_basis
-
-        s = scenario_with_basis(s, named[0])
-        if args.step_method:  # said on the command line: wins over the basis'
-            s = s.with_(step_method=args.step_method)
-    if args.calibration:
-        from capacity.fit.calibration import apply
-        from capacity.fit.calibration_store import load
-        s = apply(load(args.calibration), s)
-        if args.step_method:  # said on the command line: wins over the calibration's
-            s = s.with_(step_method=args.step_method)
+    s, basis = with_basis(args, scenario_from_args(args))
     if args.ep is not None:  # one wide expert-parallel deployment (capacity/cli/wide_ep.py)
-        basis = named[0] if named else ""
         return plan_run(args, s, basis, scenario_basis_name(s, basis),
                         ",".join(map(str, DEFAULT_CONCURRENCY)))
     if disagg_plan.wants_pools(args):  # one disaggregated layout (capacity/cli/disagg_plan.py)
-        basis = named[0] if named else ""
         return disagg_plan.run(args, s, basis, scenario_basis_name(s, basis))
     knobs = scheduler_knobs(args)
     s = engine_admission(s, args, knobs)
@@ -556,7 +564,7 @@ def run(args: argparse.Namespace) -> int:
                                    output_tokens=args.output_tokens, stages=loads,
                                    kind=args.arrivals, **knobs.kwargs())
     if args.format == "json":
-        data = to_json(s, ev, rows, named[0] if named else "")
+        data = to_json(s, ev, rows, basis)
         if under_load is not None:
             svc, lrows = under_load
             data["load"] = {"engine": svc.engine, "slots_per_replica": svc.slots,
@@ -581,7 +589,7 @@ def run(args: argparse.Namespace) -> int:
                        r.aggregate_tok_s, r.ttft_s, r.cost_per_mtok]
                       for i, r in enumerate(rows)], "csv"), end="")
     else:
-        print(to_text(s, ev, rows, args.format, named[0] if named else ""), end="")
+        print(to_text(s, ev, rows, args.format, basis), end="")
         if under_load is not None:
             print(load_text(under_load[0], under_load[1], args.format), end="")
         if open_loop is not None:

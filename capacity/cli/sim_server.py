@@ -9,7 +9,10 @@ steps); decode steps from F4 for the current batch, prefill from F6, tokens stre
 The engine's knobs are the event model's (`capacity plan --rate`): --max-num-seqs,
 --max-num-batched-tokens, --block-size (the KV page), --gpu-memory-utilization (the KV pool)
 and --cpu-offload-gb. A chat's leading system message is a prefix the cache holds.
---speedup X divides every delay. Its ground truth per request is at GET /sim/truth, in simulated
+--typical ENGINE, --basis or --calibration NAME runs it on that basis' knobs, as `capacity plan`
+predicts with them (without one, the chapter's knobs: weights read at the spec sheet's bandwidth,
+faster than a real card copies memory, so a calibration of such a run meets its copy-ceiling
+bound). --speedup X divides every delay. Its ground truth per request is at GET /sim/truth, in simulated
 time (a busy machine delays the delivery of tokens, not the truth); its physics at GET /sim/info.
 --draft KIND:K decodes speculatively (F12): each engine step verifies k + 1 tokens per sequence
 and runs the draft, and each sequence keeps 1..k+1 of them (mean tau, seeded draws, one SSE
@@ -26,7 +29,14 @@ from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.catalog.loader import BOUNDS, MAX_CONTEXT_TOKENS
 from capacity.cli.commands import SUMMARIES
 from capacity.cli.common import MAX_NUM_SEQS, SHARE, number, whole
-from capacity.cli.plan import add_draft_flags, add_scenario_flags, scenario_from_args
+from capacity.cli.plan import (
+    add_basis_flags,
+    add_draft_flags,
+    add_scenario_flags,
+    scenario_basis_name,
+    scenario_from_args,
+    with_basis,
+)
 from capacity.cli.plan_load import (
     MAX_BATCHED_TOKENS,
     add_async_flag,
@@ -43,6 +53,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "sim-server", help=SUMMARIES["sim-server"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_scenario_flags(p)
+    add_basis_flags(p, "run")
     s = p.add_argument_group("server")
     s.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     s.add_argument("--port", type=whole(min=0, max=65535), default=8000, help="listen port (default 8000)")
@@ -114,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     check_async_flag(args)
-    scenario = scenario_from_args(args)  # with its draft, --draft's; --no-async-scheduling
+    # with its draft, --draft's; --no-async-scheduling; on the basis --basis, --typical or
+    # --calibration names (the chapter's knobs without one: a step at the spec sheet's bandwidth)
+    scenario, basis = with_basis(args, scenario_from_args(args))
     draft = scenario.draft
     app = create_app(scenario, config_from_args(args))
     sim = app.state.sim
@@ -125,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         f", engine {prof.key} (token budget {prof.token_budget_tokens}, KV by "
         f"{'tokens held' if prof.kv_admission == 'tokens' else 'context'})")
     print(f"capacity sim-server: {sim.model_name} on {scenario.n_gpus} x {scenario.gpu.name}, "
+          f"{scenario_basis_name(scenario, basis)}, "
           f"{sim.physics.slots} slots (C_vram {sim.physics.c_vram} at {scenario.context_tokens} "
           f"tokens){engine}" + (f", draft {draft.label}" if draft is not None else "")
           + (f", CPU offload {args.cpu_offload_gb:g} GiB (+{sim.physics.offload_s * 1e3:.2f} ms "

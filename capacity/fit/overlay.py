@@ -25,11 +25,11 @@ throughput come from the discrete-event model of continuous batching (`capacity.
 `simulate(service_from_scenario(s), concurrency=C, n_requests=max(200, 4 C), seed=0)`; TTFT p50
 with its p90/p99 as a band, aggregate = its output tok/s). `load="open"` does the same with each
 level's Poisson arrival rate. TPOT (and tok/s per request) stay the decode step of F4: that is
-what the calibration fits and what measured TPOT p50 follows (the bundled sample run: within 18%
-at concurrency 1-64 with eff 0.3, MFU 0.25), whereas the event model's TPOT carries its own
-prefill scheduling. The no-load prediction of TTFT and aggregate is kept as a lighter series,
-`ROOFLINE` ("roofline, no queueing"), so the chapter's formula stays visible; ratios compare with
-the under-load series.
+what the calibration fits and what measured TPOT p50 follows (the bundled sample run, simulated
+on vLLM's typical knobs: within 5% at concurrency 1-64 on that basis), whereas the event
+model's TPOT carries its own prefill scheduling. The no-load prediction of TTFT and aggregate
+is kept as a lighter series, `ROOFLINE` ("roofline, no queueing"), so the chapter's formula
+stays visible; ratios compare with the under-load series.
 """
 
 from __future__ import annotations
