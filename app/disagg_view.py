@@ -41,19 +41,24 @@ CHART_HEIGHT = 300
 
 
 @cache.cached(max_entries=32)
-def pools_of(version: str, state: ExplorerState, ttft_s: float, tpot_ms: float) -> ExplorerPools:
-    """`explorer_pools` for the what-if (its own TTFT and TPOT for a closed loop's rate)."""
+def pools_of(version: str, state: ExplorerState, ttft_s: float, tpot_ms: float,
+             design_rate_per_s: float | None = None) -> ExplorerPools:
+    """`explorer_pools` for the what-if: at the aggregated deployment's design load
+    (`design_rate_per_s`, the deployment box's) unless a rate is set; its own TTFT and TPOT
+    for a closed loop's rate where no deployment was built."""
     del version
-    return explorer_pools(state, cache.catalog(), ttft_s=ttft_s, tpot_ms=tpot_ms)
+    return explorer_pools(state, cache.catalog(), ttft_s=ttft_s, tpot_ms=tpot_ms,
+                          design_rate_per_s=design_rate_per_s)
 
 
 @cache.cached(max_entries=32)
 def charts_of(version: str, state: ExplorerState, ttft_s: float, tpot_ms: float,
-              lang: str) -> dict[str, dict[str, Any]]:
+              lang: str, design_rate_per_s: float | None = None) -> dict[str, dict[str, Any]]:
     """The charts' Vega-Lite specs (`explorer_pools_charts`), their widths left to the page."""
     del version
     specs = {}
-    for name, chart in explorer_pools_charts(pools_of(state, ttft_s, tpot_ms), lang).items():
+    for name, chart in explorer_pools_charts(pools_of(state, ttft_s, tpot_ms, design_rate_per_s),
+                                             lang).items():
         spec: dict[str, Any] = chart.to_dict()
         spec.pop("width", None)
         specs[name] = spec
@@ -136,16 +141,17 @@ def _inputs(state: ExplorerState, catalog: Catalog, sizes: tuple[tuple[int, ...]
 
 
 def explorer_disagg(box: DeltaGenerator, state: ExplorerState, figures: Mapping[str, Any],
-                    lang: str) -> None:
+                    lang: str, design_rate_per_s: float | None = None) -> None:
     """The Explorer's section, drawn into its open expander `box`: the what-if as a prefill
-    pool and a decode pool, their figures at a request rate and the chart of TTFT and TPOT
+    pool and a decode pool, their figures at a request rate (an entered one, the design load,
+    else the aggregated deployment's, `design_rate_per_s`) and the chart of TTFT and TPOT
     against the rate."""
     catalog = cache.catalog()
     with box:
         st.caption(t("pd_help", lang))
         ttft_s, tpot_ms = float(figures["ttft_s"]), float(figures["step_ms"])
         try:
-            p = pools_of(state, ttft_s, tpot_ms)
+            p = pools_of(state, ttft_s, tpot_ms, design_rate_per_s)
         except CapacityError as exc:
             # the inputs stay on screen to be fixed: the TP choices of the planner's sizes
             _inputs(state, catalog, ((1, 2, 4, 8), (1, 2, 4, 8)), lang)
@@ -180,7 +186,7 @@ def explorer_disagg(box: DeltaGenerator, state: ExplorerState, figures: Mapping[
                         sp=f"{sat.prefill_per_s:,.3g}", sd=f"{sat.decode_per_s:,.3g}",
                         sl=f"{sat.link_per_s:,.3g}"))
         right.caption(t("pd_sum_note", lang))
-        specs = charts_of(state, ttft_s, tpot_ms, lang)
+        specs = charts_of(state, ttft_s, tpot_ms, lang, design_rate_per_s)
         for col, name in zip(st.columns(2), CHARTS, strict=True):
             col.vega_lite_chart(specs[name], width="stretch", height=CHART_HEIGHT,
                                 key=f"pd_chart_{name}")

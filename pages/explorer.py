@@ -217,7 +217,8 @@ if box := section(T("frv_ex_title"), key=view.FRONTIER_SECTION, icon=":material/
 if box := section(T("pd_title"), key=view.POOLS_SECTION, icon=":material/call_split:"):
     from app.disagg_view import explorer_disagg
 
-    explorer_disagg(box, state, ex.figures, lang)
+    explorer_disagg(box, state, ex.figures, lang,
+                    design_rate_per_s=None if dep is None else dep.option.design_rate_per_s)
 
 # ---- show the math --------------------------------------------------------------------------
 if box := section(T("sec_math"), key=view.MATH_SECTION, icon=":material/functions:"):

@@ -276,7 +276,31 @@ def test_the_panel_in_chinese_and_a_closed_loop() -> None:
     m = shown(at)
     assert "首字延迟 p90" in m and "每 token 延迟 p90" in m
     text = " ".join(md.value for md in at.markdown)
-    assert "50 个在途请求完成的速率" in text  # the rate from Little's law
-    # 8K prompts over the 4090's shared 25 Gb/s Ethernet: the link saturates, nothing matches
+    assert "保持 50 个在途请求的速率" in text  # the deployment box's design load
+    # at that load no rate-matched layout of 4090s meets the SLOs: nothing matches
     assert any("没有按速率匹配的布局" in w.value for w in at.warning)
     assert m["速率匹配"] == "-"
+
+
+@pytest.mark.slow
+def test_without_a_rate_the_pools_run_at_the_deployment_boxs_design_load() -> None:
+    """One rate for "C requests in flight" on the page: with no rate entered and no design
+    load, the two pools run at the rate the deployment box states (the Planner's design load
+    for C in flight, queueing included), not at C / (unqueued TTFT + n x TPOT). The chapter's
+    50 requests at 8K on an RTX 4090 queue their prefills: that rate was 6.31 req/s against
+    the deployment's 0.289, and the pools read 1934% busy (an audit, 2026-12-07)."""
+    from capacity.plan.deployment import assess
+
+    at = open_panel({}, charts=2)
+    cat = default_catalog()
+    state, _ = decode({}, cat)
+    design = assess(state.deployment(cat), cat).design_rate_per_s
+    text = " ".join(m.value for m in at.markdown)
+    assert f"At **{design:,.3g} req/s**: the deployment's design load" in text
+    p = explorer_pools(state, cat, ttft_s=3.0, tpot_ms=19.0, design_rate_per_s=design)
+    assert p.rate_source == "deployment" and p.rate_per_s == design
+    assert shown(at)["prefill pool busy"] == f"{p.figures.prefill_utilization:.0%}"
+    # where no deployment was built, the what-if's own closed loop, as before
+    q = explorer_pools(state, cat, ttft_s=3.0, tpot_ms=19.0)
+    assert q.rate_source == "concurrency" and q.rate_per_s == pytest.approx(
+        closed_loop_rate_per_s(50, 3.0, 19.0, state.out))

@@ -172,7 +172,10 @@ class ExplorerPools:
 
     rate_per_s: float
     rate_source: str
-    """'entered' (`dis_rate`), 'load' (the design load) or 'concurrency' (Little's law from C)."""
+    """'entered' (`dis_rate`), 'load' (the design load), 'deployment' (the aggregated
+    deployment's design load for C requests in flight, queueing included: the rate the
+    Explorer's deployment box states) or 'concurrency' (Little's law from C and the what-if's
+    unqueued TTFT and TPOT, where no deployment could be built)."""
     layout: PoolLayout
     figures: PoolFigures
     matched: tuple[int, int] | None
@@ -187,26 +190,38 @@ class ExplorerPools:
     events: tuple[EventPoint, ...]
 
 
-def explorer_rate(state: ExplorerState, ttft_s: float, tpot_ms: float) -> tuple[float, str]:
+def explorer_rate(state: ExplorerState, ttft_s: float, tpot_ms: float,
+                  design_rate_per_s: float | None = None) -> tuple[float, str]:
     """The request rate of the two pools (req/s) and where it comes from: `dis_rate` when set,
-    else the design load `load`, else the rate the what-if's C requests in flight complete at,
-    from its own TTFT and TPOT (`closed_loop_rate_per_s`)."""
+    else the design load `load`, else the aggregated deployment's design load
+    (`design_rate_per_s`: the Planner's rate for C requests in flight with its headroom,
+    queueing included, `Option.design_rate_per_s`, the figure the Explorer's deployment box
+    states), else, where no deployment was built, the rate the what-if's C requests in flight
+    complete at from its own unqueued TTFT and TPOT (`closed_loop_rate_per_s`). Until
+    2026-12-07 the last was used beside a deployment box too: 6.31 req/s for the chapter's 50
+    requests at 8K on an RTX 4090, whose prefills queue at 0.289 req/s, the rate that keeps
+    50 in flight, so the two pools ran at 22 times the deployment's load."""
     if state.dis_rate > 0:
         return state.dis_rate, "entered"
     if state.load > 0:
         return state.load, "load"
+    if design_rate_per_s is not None and math.isfinite(design_rate_per_s) \
+            and design_rate_per_s > 0:
+        return float(design_rate_per_s), "deployment"
     return closed_loop_rate_per_s(state.c, ttft_s, tpot_ms, state.out), "concurrency"
 
 
 def explorer_pools(state: ExplorerState, catalog: Catalog, *, ttft_s: float, tpot_ms: float,
-                   events: bool = True) -> ExplorerPools:
+                   events: bool = True, design_rate_per_s: float | None = None
+                   ) -> ExplorerPools:
     """The two pools of the what-if: the prefill pool on its GPU at `dis_ptp` (0: its TP),
     the decode pool on `dis_dgpu` ('': its GPU) at `dis_dtp`, `dis_px` and `dis_dy` replicas
     (0: rate-matched at the rate, `matched_counts`), the link `link_for` picks with `dis_eff`
     and `dis_lat_ms`; the planner's replica shapes for its model, weights, KV, workload, SLOs,
     engine and basis (`ExplorerState.plan_inputs`). `ttft_s` and `tpot_ms` are the what-if's
-    own figures (for the rate of a closed loop). InputError when the layout cannot be built."""
-    rate, source = explorer_rate(state, ttft_s, tpot_ms)
+    own figures (for the rate of a closed loop), `design_rate_per_s` the aggregated
+    deployment's design load (`explorer_rate`). InputError when the layout cannot be built."""
+    rate, source = explorer_rate(state, ttft_s, tpot_ms, design_rate_per_s)
     dgpu = state.dis_dgpu or state.gpu
     base = state.plan_inputs(catalog)
     inp = replace(base, gpus=tuple(dict.fromkeys((state.gpu, dgpu))), max_gpus=64)

@@ -133,7 +133,8 @@ class ExplorerState:
     """An entered per-token acceptance rate (tau = (1 - alpha^(k+1)) / (1 - alpha))."""
     dis_rate: float = 0.0
     """The two pools' request rate (disaggregated prefill/decode, `capacity.plan.disagg_pools`),
-    req/s; 0: the design load `load`, else the rate `c` requests in flight complete at."""
+    req/s; 0: the design load `load`, else the deployment's design load for `c` requests in
+    flight (`disagg_chart.explorer_rate`)."""
     dis_ptp: int = 0
     """A prefill replica's TP (0: `tp`)."""
     dis_px: int = 0
