@@ -120,14 +120,21 @@ def _draw(spec: Mapping[str, Any], key: str) -> None:
 
 
 # ---- the Explorer ----------------------------------------------------------------------------
-def explorer_current(state: ExplorerState, scenario: Scenario, figures: Mapping[str, Any],
-                     catalog: Catalog, lang: str) -> Point:
-    """The what-if's point, the Explorer's own figures: 1000 / its TPOT (the decode step at C)
-    and its aggregate output tok/s over the GPUs paid."""
-    return (1e3 / float(figures["step_ms"]),
-            float(figures["aggregate_tok_s"]) / max(scenario.paid_gpus, 1),
-            t("frv_current_point", lang, c=f"{state.c:,}", n=scenario.paid_gpus,
-              gpu=catalog.gpus[state.gpu].name))
+def explorer_current(state: ExplorerState, scenario: Scenario, catalog: Catalog,
+                     lang: str) -> Point:
+    """The what-if's point in the chart's own terms: its C users in the steady closed loop the
+    curves are drawn from, every prompt prefilled (`frontier_loop.deployment_point` of the
+    load view's replica: the Explorer's engine and its knobs), 1000 / that loop's TPOT and its
+    output tok/s over the GPUs paid."""
+    from capacity.fit.frontier_loop import deployment_point
+    from capacity.plan.service_build import service_from_scenario
+
+    svc = service_from_scenario(scenario, output_tokens=state.out, engine=state.engine,
+                                **state.load_knobs(scenario))
+    x, y = deployment_point(svc, concurrency=state.concurrency, replicas=scenario.replicas,
+                            paid_gpus=max(scenario.paid_gpus, 1))
+    return (x, y, t("frv_current_point", lang, c=f"{state.c:,}", n=scenario.paid_gpus,
+                    gpu=catalog.gpus[state.gpu].name))
 
 
 def single_kinds(dis: bool, ep: bool, inp: PlanInputs, lang: str) -> tuple[bool, bool]:
@@ -195,13 +202,15 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
                                     min(round(1e3 / state.slo_tpot_ms, 1), 10_000.0))
         target = st.number_input(t("frv_target", lang), min_value=0.1, max_value=10_000.0,
                                  step=5.0, key="frv_ex_target", help=t("help_frv_target", lang))
-        current = explorer_current(state, scenario, figures, catalog, lang)
+        current = explorer_current(state, scenario, catalog, lang)
         runs, n_runs, n_skipped = run_points(state.model, gpus, lang)
         pub = published(state.model, gpus, lang)
         _draw(chart_spec(inp, lang, float(target), current, tuple(runs + pub)), "frv_ex_chart")
         st.caption(t("frv_ex_caption", lang, n=f"{fr.evaluated:,}", groups=len(fr.groups),
                      basis=basis or t("frv_basis_chapter", lang),
-                     x=f"{current[0]:,.1f}", y=f"{current[1]:,.0f}"))
+                     x=f"{current[0]:,.1f}", y=f"{current[1]:,.0f}",
+                     x0=f"{1e3 / float(figures['step_ms']):,.1f}",
+                     y0=f"{float(figures['aggregate_tok_s']) / max(scenario.paid_gpus, 1):,.0f}"))
         if note := kinds_note(fr, lang, added=added):
             st.caption(note)
         st.caption(t("frv_measured_note", lang, runs=n_runs, skipped=n_skipped, pub=len(pub)))

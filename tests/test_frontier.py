@@ -411,3 +411,25 @@ def test_chart_spec_has_its_layers(lang: str) -> None:
     assert [layer["mark"]["type"] for layer in bare["layer"]] == ["circle", "line", "circle"]
     df = frontier_frame(fr, front_only=True)
     assert len(df) == sum(len(g.front) for g in fr.groups)
+
+
+def test_a_deployments_point_is_its_replicas_closed_loop() -> None:
+    """`deployment_point`: C users over the replicas (ceil), at most a replica's slots, 1000 /
+    the loop's TPOT per user and the replicas' output over the GPUs paid."""
+    from capacity.fit.frontier_loop import deployment_point
+
+    svc = service_from_scenario(make_scenario(context_tokens=2048, prompt_tokens=1024),
+                                output_tokens=128, engine="vllm")
+    one = service_steady_state(svc, [25.0])
+    x, y = deployment_point(svc, concurrency=50, replicas=2, paid_gpus=3)
+    assert x == pytest.approx(float(one.interactivity_tok_s_per_user[0]))
+    assert y == pytest.approx(float(one.output_tok_s[0]) * 2 / 3)
+    # 51 users on 2 replicas: 26 a replica (the odd one waits in one of them)
+    x26, _ = deployment_point(svc, concurrency=51, replicas=2, paid_gpus=2)
+    assert x26 == pytest.approx(float(service_steady_state(svc, [26.0])
+                                      .interactivity_tok_s_per_user[0]))
+    # more users than slots: the slots' loop (the rest wait for one)
+    full = deployment_point(svc, concurrency=10 * svc.slots, replicas=1, paid_gpus=1)
+    assert full == deployment_point(svc, concurrency=svc.slots, replicas=1, paid_gpus=1)
+    with pytest.raises(InputError, match="at least one user"):
+        deployment_point(svc, concurrency=0, replicas=1, paid_gpus=1)

@@ -249,6 +249,24 @@ def server_loop(*, concurrency: npt.ArrayLike, terms: StepTerms, prefill_ms: npt
                        decode_batch=np.asarray(np.where(mix, b, b_p), dtype=np.float64))
 
 
+def deployment_point(svc: ServiceModel, *, concurrency: int, replicas: int,
+                     paid_gpus: int) -> tuple[float, float]:
+    """(tok/s per user, output tok/s per GPU paid) of a deployment of `replicas` replicas of
+    `svc` serving `concurrency` users in all in the steady closed loop the buyer's chart draws
+    (`service_steady_state`): ceil(C / replicas) users a replica, at most its slots (the rest
+    wait for one), 1000 / the loop's TPOT per user and the replicas' output over the GPUs paid.
+    The Explorer marks its what-if with it on that chart, so the mark lies on its own
+    configuration's curve (until 2026-12-07 it was the headline's decode step alone: 35 times
+    above the RTX 4090's curve for the chapter's 50 requests at 8K, whose prefills the curve
+    counts). Example: 50 users on 2 replicas of 64 slots: 25 a replica."""
+    if concurrency < 1 or replicas < 1 or paid_gpus < 1:
+        raise InputError("a deployment point needs at least one user, replica and GPU")
+    per = min(-(-int(concurrency) // int(replicas)), max(int(svc.slots), 1))
+    ss = service_steady_state(svc, [float(per)])
+    return (float(ss.interactivity_tok_s_per_user[0]),
+            float(ss.output_tok_s[0]) * replicas / paid_gpus)
+
+
 def service_steady_state(svc: ServiceModel, concurrency: npt.ArrayLike) -> SteadyState:
     """`closed_loop` on the event model's own terms of one replica (its step over batches, its
     prefill, budget and mixing): what `events.simulate(svc, concurrency=C)` should show."""
