@@ -701,3 +701,28 @@ def test_conversations_are_an_input_that_is_capacity_plan_turns(
     assert shown["TTFT p50 under load"] == f"{point['ttft_ms']['0.5'] / 1e3:,.2f} s"
     assert shown["TPOT p50 under load"] == f"{point['tpot_ms']['0.5']:,.1f} ms"
     assert shown != before
+
+
+def test_a_context_past_the_models_limit_is_computed_anyway_everywhere_on_the_page() -> None:
+    """The Explorer notes a context past the model's limit and computes it; its deployment box
+    used to answer "These inputs cannot be computed" for the same what-if (the planner refused
+    the context; a browser audit, 2026-12-07). The box now plans it as the headline does
+    (`PlanInputs.allow_long_context`); the Planner and `capacity size` still refuse it."""
+    at = start(model="llama-2-70b", ctx="32768", gpus="8", tp="8", gpu="h100-sxm")
+    assert any("computed anyway" in w.value for w in at.warning)
+    assert not any("cannot be computed" in w.value for w in at.warning)
+    m = metrics(at)
+    assert "TTFT p90 at the design load (peak + headroom)" in m
+    from dataclasses import replace
+
+    from capacity.catalog.loader import default_catalog
+    from capacity.errors import InputError
+    from capacity.plan.search import plan
+    from capacity.report.urlstate import decode
+
+    cat = default_catalog()
+    state, _ = decode({"model": "llama-2-70b", "ctx": "32768"}, cat)
+    inp = state.plan_inputs(cat)
+    assert inp.allow_long_context
+    with pytest.raises(InputError, match="exceeds Llama-2-70B's limit of 4096 tokens"):
+        plan(replace(inp, allow_long_context=False), cat)

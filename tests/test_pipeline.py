@@ -388,3 +388,26 @@ def test_every_memory_fix_reads_the_same_in_chinese() -> None:
     assert fix_text(more[FixKind.TP], 1, "zh") == "TP=4，共 4 张卡"
     assert more[FixKind.WEIGHTS].description == "GGUF Q4_K_M (llama.cpp) weights"
     assert fix_text(more[FixKind.WEIGHTS], 1, "zh") == "GGUF Q4_K_M (llama.cpp) 权重"
+
+
+@pytest.mark.parametrize(("gpus", "tp", "pp"), [(16, 8, 2), (8, 4, 2), (16, 4, 4)])
+def test_a_pipeline_the_explorer_offers_is_assessed_as_asked(gpus: int, tp: int, pp: int) -> None:
+    """The search pipelines only a model no node's TP group holds, and only that whole TP group
+    (what to recommend); a pipeline asked for by both sizes is built as asked (what the
+    Explorer's PP choice and `capacity plan --tp --pp` compute). Until 2026-12-07 the Explorer
+    offered PP 2 for Llama-3.1-70B on 16 H100s at TP 8, drew its headline, and its deployment
+    box said the planner could not build it (a browser audit)."""
+    from capacity.report.urlstate import decode
+
+    state, notes = decode({"model": "llama-3.1-70b", "weights": "bf16", "gpu": "h100-sxm",
+                           "gpus": str(gpus), "tp": str(tp), "pp": str(pp)}, CAT)
+    assert (state.tp, state.pp) == (tp, pp) and not notes
+    o = assess(state.deployment(CAT), CAT)
+    assert (o.n_gpus, o.tp, o.pp) == (gpus, tp, pp)
+    assert o.spare_gpus == 0 and math.isfinite(o.cost_per_month)
+    # the headline's scenario and the deployment's agree on the copy: its stage's weights
+    s = state.scenario(CAT)
+    assert s.pp == pp and option_scenario(state.deployment(CAT).inputs, o, CAT).pp == pp
+    # the search still recommends no pipeline for a model one node holds
+    searched = plan(state.deployment(CAT).inputs, CAT, keep_all=True)
+    assert not [x for x in searched.all_options if x.pp > 1]

@@ -122,6 +122,10 @@ class PlanInputs:
     kv_dtypes: tuple[str, ...] = DEFAULT_KV_DTYPES
     formats: tuple[str, ...] | None = None
     allow_tp: bool = True
+    allow_long_context: bool = False
+    """Plan a context past the model's limit anyway (the Explorer's what-if, `capacity plan
+    --allow-long-context`: the limit is said, not enforced); False: refused, as the Planner and
+    `capacity size` refuse it."""
     currency: Currency = "CNY"
     cny_per_usd: float = DEFAULT_CNY_PER_USD
     util: float = DEFAULT_UTIL

@@ -131,6 +131,23 @@ def _variants(cat: Catalog, model_key: str, formats: tuple[str, ...] | None
     return [cat.variant(base.model.key, k) for k in keys]
 
 
+def explicit_pipeline(tp: int | None, pp: int | None, tps: list[int], largest_node: int,
+                      whole_node: int, max_gpus: int) -> tuple[int, int] | None:
+    """The one (TP, PP) pipeline a caller asks for by both sizes (`replica_units`' `tp_only`
+    and `pp_only` > 1: `deployment.assess` of the Explorer's what-if or `capacity plan --tp
+    --pp`), where its TP group fits a node (and divides a per-node offer) and a copy fits
+    `max_gpus`: built whatever the search's rules (`pipeline_layouts`: a whole node's TP group,
+    only where one node cannot hold the model), which are about what to recommend, not what
+    can be built. Until 2026-12-07 the Explorer offered PP = 2 for Llama-3.1-70B on 16 H100s at
+    TP 8 and its deployment box answered that the planner could not build it. None otherwise.
+    Example: TP 4 x PP 2 on 8-GPU nodes: (4, 2)."""
+    if tp is None or pp is None or pp < 2 or tp not in tps or tp > largest_node:
+        return None
+    if whole_node and whole_node % tp:
+        return None
+    return (tp, pp) if tp * pp <= max_gpus else None
+
+
 def pipeline_layouts(tps: list[int], largest_node: int, whole_node: int, max_gpus: int
                      ) -> list[tuple[int, int]]:
     """The (TP, PP) layouts searched on one GPU: every TP inside a node with PP 1, and, with
@@ -161,7 +178,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
     if not gpus:
         raise InputError("choose at least one GPU")
     wl = inp.workload
-    if wl.context_tokens > model.max_context_tokens:
+    if wl.context_tokens > model.max_context_tokens and not inp.allow_long_context:
         raise InputError(context_limit_note(wl.context_tokens, model))
     tps = _tp_choices(model, inp.max_gpus, inp.allow_tp)
     operator = counts_as_engines(inp.step_method)
@@ -219,6 +236,10 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
                    if (pp == 1 or (pipelines and inp.allow_tp))   # replicas only: no PP
                    and (tp_only is None or tp == tp_only)
                    and (pp_only is None or pp == pp_only)]
+        asked = explicit_pipeline(tp_only, pp_only, tps, largest_node, whole_node,
+                                  inp.max_gpus) if pipelines and inp.allow_tp else None
+        if asked is not None and asked not in layouts:
+            layouts.append(asked)
         for tp, pp in layouts:
             comm = forward_comm_line(model, g, tp, pp, inp.pp_handoff_ms)
             share = stage_share(model, pp)   # F13: a GPU holds its stage's layers
@@ -259,7 +280,7 @@ def replica_units(inp: PlanInputs, cat: Catalog, tp_only: int | None = None, *,
                     factor = kv_factor(d) * share
                     kvr_mem = (held_cache[key] - p_share * prefix_kv) * factor
                     prefix_mem = prefix_kv * factor
-                    if pp > 1 and max_concurrency(vram_budget(
+                    if pp > 1 and (tp, pp) != asked and max_concurrency(vram_budget(
                             vram_gb=memory_gb, util=inp.util, weights_gb=v.weights_gb / tp,
                             overhead_gb=inp.overhead_gb, nccl_gb=nccl).kv_budget_bytes
                             - prefix_kv, held_cache[key] - p_share * prefix_kv) >= 1:

@@ -363,6 +363,7 @@ class ExplorerState:
             kv_dtypes=(self.kv,), max_gpus=max(self.gpus, 1), currency=cur,
             cny_per_usd=self.rate, util=self.util, overhead_gb=self.overhead,
             memory_headroom=self.headroom, engine=self.engine, spare=self.spare > 0,
+            allow_long_context=True,   # as its scenario: the limit is noted, not enforced
             slo=Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms,
                     quantile=self.pct / 100.0, cost_per_mtok=self.slo_cost),
             offers=offers, offer_kind=self.offer, max_num_seqs=self.seqs or None,
