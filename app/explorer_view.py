@@ -440,6 +440,9 @@ def binding_text(ex: Explanation, state: ExplorerState, lang: str,
                  c_vram=int(fig["c_vram"]))
     if b == Constraint.COMPUTE:
         return t("b_ok_compute", lang, ttft=fig["ttft_s"], slo_ttft=slo_ttft)
+    if b == Constraint.SLO:   # the cost target, closest to its limit of the passing checks
+        return t("b_ok_cost", lang, cost=fig["cost_per_mtok"], cur=state.currency,
+                 slo=state.slo_cost)
     return t("b_ok_bandwidth", lang, step=fig["step_ms"], slo=slo_tpot)
 
 
