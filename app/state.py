@@ -261,7 +261,7 @@ def on_currency_change() -> None:
     """Switching currency converts the hourly price (and the cost SLO) at the chosen rate.
 
     A round trip (CNY -> USD -> CNY) gives back the value typed in CNY, not the value converted
-    twice through the rounding: each input remembers what was typed and the converted value it
+    twice through floating point: each input remembers what was typed and the converted value it
     showed, and while that is unchanged, converting back restores the typed one.
     """
     new = st.session_state.get(key("currency"), "CNY")
@@ -275,7 +275,10 @@ def on_currency_change() -> None:
             st.session_state[key(name)] = origin[1]  # back where it was typed
             del typed[name]
             continue
-        converted = round(convert(value, old, new, rate), 4)
+        # exact, not rounded: a catalog price converted stays the catalog's price in the new
+        # currency (the deployment box labels it so, not "entered"; rounded to 4 decimals it
+        # was 0.2817 against the catalog's 0.28169..., a browser audit, 2026-12-07)
+        converted = convert(value, old, new, rate)
         typed[name] = (old, value, converted, rate)
         st.session_state[key(name)] = converted
 

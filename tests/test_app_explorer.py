@@ -125,8 +125,13 @@ def test_gpu_change_brings_its_price_and_currency_converts_it() -> None:
     assert at.number_input(key="ex_price").value != 2.0
     at = start()
     at.button_group(key="ex_currency").set_value("USD").run()
-    assert at.number_input(key="ex_price").value == pytest.approx(2 / 7.1, abs=1e-4)
-    assert "USD per M tokens at C = 50, decoding" in metrics(at)
+    assert at.number_input(key="ex_price").value == pytest.approx(2 / 7.1, rel=1e-12)
+    m = metrics(at)
+    assert "USD per M tokens at C = 50, decoding" in m
+    # the catalog's price converted is still the catalog's price (it read "entered")
+    assert any(k.startswith("Price per GPU-hour (catalog price") for k in m), list(m)
+    at.button_group(key="ex_currency").set_value("CNY").run()
+    assert at.number_input(key="ex_price").value == 2.0   # the round trip gives it back
 
 
 @pytest.mark.slow
