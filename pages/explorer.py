@@ -37,7 +37,7 @@ from app.state import (
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.errors import CapacityError
 from capacity.report.explain import Detail, Status
-from capacity.report.i18n import engine_label, error_text, note_text, t
+from capacity.report.i18n import engine_label, error_text, note_text, t, tn
 
 ensure_navigation()
 lang = init_lang()
@@ -69,8 +69,8 @@ sidebar_inputs(catalog, lang)
 state = from_widgets(lang)
 write_url(state)
 if tp_moved is not None:
-    st.info(T("tp_moved", old=tp_moved[0], new=tp_moved[1], n=state.gpus,
-              model=model.name), icon=":material/swap_horiz:")
+    st.info(tn("tp_moved", state.gpus, lang, old=tp_moved[0], new=tp_moved[1],
+               model=model.name), icon=":material/swap_horiz:")
 
 try:
     scenario = state.scenario(catalog)
@@ -96,9 +96,11 @@ except CapacityError as exc:
     dep, dep_error = None, exc
 
 # ---- headline -------------------------------------------------------------------------------
-st.subheader(T("headline", c=f"{state.c:,}", ctx=tokens_label(state.ctx), n=state.gpus,
-               gpu=entry_names(catalog.gpus)[state.gpu]
-               + (T("headline_spare", n=scenario_spare(state)) if state.spare else "")))
+# the count that picks the form is the requests' (a value named n is the GPUs, not the count)
+st.subheader(tn("headline", state.c, lang, c=f"{state.c:,}", ctx=tokens_label(state.ctx),
+                n=state.gpus,
+                gpu=entry_names(catalog.gpus)[state.gpu]
+                + (T("headline_spare", n=scenario_spare(state)) if state.spare else "")))
 with st.container(key="overall"):
     st.markdown(view.overall_markdown(ex, lang, dep))
 # content-wide metrics that wrap onto a second line on a narrow page, never cut off

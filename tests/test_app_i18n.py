@@ -156,8 +156,13 @@ def test_no_other_translation_table() -> None:
 
 
 def test_formatting() -> None:
-    assert t("headline", "zh", c="50", ctx="8K", n=1, gpu="RTX 4090") == (
+    assert tn("headline", 50, "zh", c="50", ctx="8K", n=1, gpu="RTX 4090") == (
         "1 × RTX 4090：50 个并发请求 × 8K tokens")
+    # English picks the form by the requests, never by the GPUs the message also names
+    assert tn("headline", 1, "en", c="1", ctx="8K", n=2, gpu="H100") == (
+        "1 concurrent request × 8K tokens on 2 × H100")
+    assert tn("tp_moved", 1, "en", old=3, new=1, model="Qwen3.5-9B") == (
+        "TP=3 is not possible for Qwen3.5-9B on 1 GPU; moved to TP=1, the nearest size that is.")
     assert t("st_fail", "en") == "fail" and t("st_fail", "zh") == "不通过"
     assert t("st_fail", "fr") == "fail"  # unknown language falls back to English
     assert t("pl_options", "zh", n=3, m=40) == "排序方案（3 个满足全部约束，共评估 40 个）"
