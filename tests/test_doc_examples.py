@@ -1,0 +1,123 @@
+"""The long worked examples of docs/ are run as the docs print them: each test reads the command
+from the doc, runs it in-process and finds every figure the doc's prose quotes from it in the
+output, so the doc and the software cannot drift apart silently (an audit on 2026-12-07 found
+all of these stale). A figure the output does not print (a published measurement, a figure
+derived from the output) is named in the test and checked some other way where it can be."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Set
+from pathlib import Path
+
+import pytest
+
+from capacity.cli.main import main
+from capacity.model.workload import Workload
+from capacity.plan.disagg import Comparison, compare
+from capacity.plan.options import PlanInputs, Slo
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+FIGURE = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)%?")
+"""A figure as the docs and the CLI write it: 2,244.9, 19.7, 48%; not the digits of a name
+(p90, EP16, GB200, NVL72)."""
+
+
+def figures(text: str) -> set[str]:
+    return set(FIGURE.findall(text))
+
+
+def between(text: str, start: str, end: str) -> str:
+    """The text from `start` up to `end` (both must be there: a rewrite of the prose that drops
+    one should update this test, not silence it)."""
+    assert start in text, f"{start!r} is no longer in the doc"
+    i = text.index(start)
+    assert end in text[i:], f"{end!r} no longer follows {start!r}"
+    return text[i:text.index(end, i)]
+
+
+def block_command(text: str, start: str) -> list[str]:
+    """The command of the indented block that begins with `start`, its `\\` lines joined."""
+    i = text.index("    " + start)
+    lines = []
+    for line in text[i:].splitlines():
+        lines.append(line.strip().removesuffix("\\"))
+        if not line.rstrip().endswith("\\"):
+            break
+    argv = shlex.split(" ".join(lines))
+    assert argv[0] == "capacity"
+    return argv[1:]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -> str:
+    assert main(argv) == code
+    return capsys.readouterr().out
+
+
+def assert_quoted(prose: str, out: str, *, unprinted: Set[str] = frozenset(),
+                  least: int = 8) -> None:
+    """Every figure of `prose` but the `unprinted` ones is a figure of `out`."""
+    quoted = figures(prose)
+    assert unprinted <= quoted, f"figures no longer quoted: {sorted(unprinted - quoted)}"
+    assert len(quoted - unprinted) >= least, "too few figures left to check"
+    missing = sorted(quoted - unprinted - figures(out))
+    assert missing == [], f"quoted in the doc but not in the output: {missing}\n{out}"
+
+
+def test_disaggregated_layout_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/disaggregation.md, "One layout on the command line": `plan --prefill-pool 3x4
+    --decode-pool 1x2 --pool-rate 2.4` (Llama-3.1-70B FP8 on H100s, 8K prompts)."""
+    doc = (DOCS / "disaggregation.md").read_text(encoding="utf-8")
+    argv = block_command(doc, "capacity plan --model llama-3.1-70b")
+    assert "--prefill-pool" in argv
+    out = run(argv, capsys)
+    prose = between(doc, "gives 3P+1D on 14 GPUs", "(`tests/test_doc_examples.py`")
+    assert_quoted(prose, out, least=15)
+    assert "the TTFT SLO missed" in prose and "missed, TPOT" in out
+
+
+def test_disaggregation_when_each_wins() -> None:
+    """docs/disaggregation.md, "When each wins": the workloads of tests/test_disagg.py through
+    `compare()`; each quotation of a bullet is in the reasons of its comparisons (a "..." skips
+    words), and so is each price, each hand-over and the data-centre GPUs' layout."""
+    doc = (DOCS / "disaggregation.md").read_text(encoding="utf-8")
+    section = " ".join(between(doc, "## When each wins", "The rule the numbers follow").split())
+    long_prompts, chat = section.split(" - **")[1:3]
+    assert long_prompts.startswith("Long prompts") and chat.startswith("Short chat")
+
+    def comparison(wl: Workload, ttft: float, tpot: float, gpus: tuple[str, ...],
+                   max_gpus: int = 32) -> Comparison:
+        return compare(PlanInputs(model="llama-3.1-70b", workload=wl,
+                                  slo=Slo(ttft_ms=ttft, tpot_ms=tpot), gpus=gpus,
+                                  currency="USD", max_gpus=max_gpus))
+
+    dc = ("h100-sxm", "h200-sxm", "b200", "a100-80gb-sxm", "mi300x")
+    eight_k = Workload(rate_per_s=2.0, context_tokens=16384, prompt_tokens=8192,
+                       output_tokens=256)
+    over_dc = comparison(eight_k, 2000, 20, dc)
+    dc_reason = over_dc.reason
+    reasons = {
+        long_prompts: " ".join((comparison(eight_k, 2500, 20, ("h200-sxm",)).reason,
+                                comparison(eight_k, 2000, 20, ("h200-sxm",)).reason, dc_reason)),
+        chat: comparison(Workload(rate_per_s=8.0, context_tokens=4096, prompt_tokens=200,
+                                  output_tokens=200), 1000, 50, dc, max_gpus=16).reason,
+    }
+    for bullet, said in reasons.items():
+        quotes = [q for quote in re.findall(r'"([^"]+)"', bullet) for q in quote.split(" ... ")]
+        assert quotes and [q for q in quotes if q not in said] == [], said
+        prices = re.findall(r"USD ([\d,]+)", bullet)
+        assert prices and [p for p in prices if f"USD {p}/month" not in said] == [], said
+    handover = re.search(r"The hand-over is ([\d.]+) ms over InfiniBand", long_prompts)
+    assert handover and f"KV hand-over {handover[1]} ms over infiniband" in reasons[long_prompts]
+    layout = re.search(r"B200 prefill \(TP (\d)\) and MI300X decode \(TP (\d)\), (\w+) weights, "
+                       r"(\d+) GPUs at USD [\d,]+ a month against (\d+) B200", long_prompts)
+    assert layout is not None
+    prefill_tp, decode_tp, weights, n, agg = layout.groups()
+    assert (f"1P+1D ({prefill_tp} x B200 per prefill replica, {decode_tp} x MI300X per decode "
+            f"replica, {n} GPUs") in dc_reason and f"aggregated needs {agg} x B200" in dc_reason
+    assert dc_reason.startswith("disaggregated: ") and "prefill on B200 and decode on MI300X" \
+        in dc_reason
+    assert over_dc.best_disaggregated is not None
+    assert over_dc.best_disaggregated.weights == weights.lower()
