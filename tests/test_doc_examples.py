@@ -6,6 +6,7 @@ derived from the output) is named in the test and checked some other way where i
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Set
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from capacity.catalog.loader import default_catalog
 from capacity.cli.main import main
 from capacity.model.workload import Workload
-from capacity.plan.disagg import Comparison, compare
+from capacity.plan.disagg import Comparison, Link, compare
+from capacity.plan.disagg_handover import descriptors_per_rank
 from capacity.plan.options import PlanInputs, Slo
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -121,3 +124,80 @@ def test_disaggregation_when_each_wins() -> None:
         in dc_reason
     assert over_dc.best_disaggregated is not None
     assert over_dc.best_disaggregated.weights == weights.lower()
+
+
+@pytest.mark.slow  # two wide-EP searches of three GPU types within 72 GPUs: 1 to 2 s
+def test_wide_ep_size_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/expert-parallel.md, "An example": `size --model deepseek-v3 ... --wide-ep
+    --wide-ep-max-gpus 72` on the chapter's basis (its table, row by row, and the paragraph
+    after it), then the same on `--typical vllm` (the paragraph about it)."""
+    doc = (DOCS / "expert-parallel.md").read_text(encoding="utf-8")
+    argv = shlex.split(between(doc, "`capacity size --model deepseek-v3", "`)").strip("`"))[1:]
+    assert "--wide-ep" in argv
+    out = run(argv, capsys)
+    section = out.split("Wide expert parallelism", 1)[1]
+    listed = re.findall(r"^\d+\. (.*)$", section, re.M)
+    table = between(doc, "| option | GPUs | USD/month |", "\n\n")
+    rows = [r for r in table.splitlines()[2:] if r.startswith("| ")]
+    assert len(rows) == len(listed), "the table lists every wide-EP option the command prints"
+    for row, line in zip(rows, listed, strict=True):
+        assert_quoted(row, line, least=7)
+        # each part of the option's name as the output says it: "2 nodes x 8 H100", "EP16",
+        # "DP attention", "32 redundant", "no overlap", "NVFP4", "InfiniBand 400 Gb/s"
+        parts = row.removeprefix("| ").split(" | ", 1)[0].lower().split(", ")
+        assert line.lower().startswith(parts[0]), (row, line)
+        assert [p for p in parts if p not in line.lower()] == [], (row, line)
+    wins = between(doc, "Wide EP wins here:", "These are")
+    assert_quoted(wins, out)
+    assert "\nwinner: wide EP: " in section
+    assert aggregated(wins) in section
+
+    typical = between(doc, "The same workload on the typical basis (`--typical vllm`", "\n\n")
+    out = run([*argv, "--typical", "vllm"], capsys)
+    assert_quoted(typical, out)
+    assert aggregated(typical) in out.split("Wide expert parallelism", 1)[1]
+
+
+def aggregated(prose: str) -> str:
+    """What `size --wide-ep`'s verdict says of the cheapest aggregated option the prose names
+    ("the cheapest aggregated option is 8 GB200 as 2 replicas of TP 4 in NVFP4 at USD 37,960")."""
+    m = re.search(r"cheapest aggregated option is (\d+) (\S+) as (\d+) replicas of TP (\d+) in "
+                  r"(\w+) (?:at )?\(?USD ([\d,]+)", " ".join(prose.split()))
+    assert m is not None, prose
+    n, gpu, replicas, tp, weights, usd = m.groups()
+    return (f"aggregated needs {n} x {gpu} (NVL72) ({replicas} replicas x TP={tp}), "
+            f"{weights.lower()}, fp8 KV (USD {usd}/month")
+
+
+def test_wide_ep_pools_sglang_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/expert-parallel.md, "One layout a person chose": SGLang's 96-H100 layout (`plan
+    --prefill-pool 1xEP32 --decode-pool 1xEP72 --typical sglang`)."""
+    doc = (DOCS / "expert-parallel.md").read_text(encoding="utf-8")
+    argv = block_command(doc, "capacity plan --model deepseek-v3 --gpu h100-sxm")
+    assert "--prefill-pool" in argv
+    out = run(argv, capsys)
+    prose = between(doc, "On the typical SGLang basis", "; `tests/test_doc_examples.py`")
+    # SGLang's own measurements, and figures derived from the output (checked below)
+    measured = {"6,537", "2,788"}
+    per_gpu = re.search(r"\(([\d,]+) input tok/s per GPU", prose)
+    per_decode_gpu = re.search(r"\(([\d,]+) output tok/s per decode GPU", prose)
+    fixed = re.search(r"a pass's ([\d.]+) ms fixed time", prose)
+    descriptors = re.search(r", ([\d.]+) ms of it the descriptors", prose)
+    assert per_gpu and per_decode_gpu and fixed and descriptors
+    derived = {per_gpu[1], per_decode_gpu[1], fixed[1], descriptors[1]}
+    assert_quoted(prose, out, unprinted=measured | derived, least=12)
+
+    d = json.loads(run([*argv, "--format", "json"], capsys))
+    prompt, output = d["prompt_tokens"], d["output_tokens"]
+    # within the SLOs: a prefill deployment's capacity x its prompt over its GPUs, and the
+    # decode one's x its output tokens over its GPUs
+    assert per_gpu[1] == f"{d['prefill_capacity_per_s'] * prompt / d['prefill_ep']:,.0f}"
+    assert per_decode_gpu[1] == f"{d['decode_capacity_per_s'] * output / d['decode_ep']:,.0f}"
+    # a prompt's time is P / (EP x tok/s per GPU) + t0 x P / (EP x 16,384): t0 from the output
+    ep, rate = d["prefill_ep"], d["prefill_tok_s_per_gpu"]
+    t0 = (d["prefill_ms"] - prompt / (ep * rate) * 1e3) * ep * 16_384 / prompt
+    assert fixed[1] == f"{t0:.1f}"
+    # one descriptor per 16-token block per layer (61 layers, 125 blocks) at the link's cost
+    model = default_catalog().variant(d["model_key"]).model
+    us = Link(kind="infiniband", send_gb_s=50.0, recv_gb_s=50.0).descriptor_us
+    assert descriptors[1] == f"{descriptors_per_rank(model, prompt) * us / 1e3:.0f}"
