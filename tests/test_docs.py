@@ -13,6 +13,7 @@ import pytest
 
 from capacity.cli.main import build_parser, main
 from capacity.cli.reference import CLI_DOC, REGENERATE, render_reference, usage
+from capacity.report.planner_url import PlannerState
 from capacity.report.urlstate import ExplorerState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,6 +151,18 @@ def test_reference_renders_argparse_features() -> None:
 def test_every_url_parameter_is_documented() -> None:
     table = read(ROOT / "docs" / "app.md").split("## Links", 1)[1].split("\n## ", 1)[0]
     missing = [f.name for f in fields(ExplorerState) if f"`{f.name}`" not in table]
+    assert missing == []
+
+
+def test_every_planner_url_parameter_is_documented() -> None:
+    """docs/app.md's Planner table (after "The names (`PlannerState`") names every field of
+    `PlannerState`, as the Explorer's table names every field of `ExplorerState`."""
+    text = read(ROOT / "docs" / "app.md").split("## Planner", 1)[1]
+    table = text.split("The names (`PlannerState`", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert rows, "the Planner's parameter table is gone"
+    names = {n for line in rows for n in re.findall(r"`([a-z_]+)`", line.split(" | ", 1)[0])}
+    missing = [f.name for f in fields(PlannerState) if f.name not in names]
     assert missing == []
 
 
