@@ -6,6 +6,8 @@ sample run was re-recorded on `--typical vllm` for that reason)."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from capacity.cli.main import build_parser
@@ -45,3 +47,29 @@ def test_no_basis_is_the_chapter_and_two_are_refused() -> None:
     cal, name = _sim_scenario("--calibration", "rtx-4090-vllm-published",
                               "--model", "mistral-7b-v0.3-bf16")
     assert name == "rtx-4090-vllm-published" and cal.calibration == "rtx-4090-vllm-published"
+
+
+@pytest.mark.parametrize("argv", [(), ("--typical", "vllm"), ("--basis", "spec"),
+                                  ("--calibration", "rtx-4090-vllm-published"),
+                                  ("--basis", "rtx-4090-vllm-published"),
+                                  ("--basis", "spec", "--step-method", "operator")],
+                         ids=["none", "typical", "spec", "calibration", "basis-name", "said"])
+def test_step_method_default_is_what_its_help_says(argv: tuple[str, ...]) -> None:
+    """--step-method's help (shared by plan and sim-server, docs/cli.md): "Default: the basis'
+    method (a saved calibration's own, by --calibration or --basis NAME; 'bound' with --basis
+    spec), else chapter"; said on the command line, it wins."""
+    from capacity.fit.calibration_store import load
+
+    help_text = next(a.help for a in _subparser("sim-server")._actions
+                     if "--step-method" in a.option_strings)
+    assert help_text is not None and "Default: the basis' method" in help_text
+    s, _ = _sim_scenario("--model", "mistral-7b-v0.3-bf16", *argv)
+    want = {(): "chapter", ("--typical", "vllm"): "chapter", ("--basis", "spec"): "bound",
+            ("--basis", "spec", "--step-method", "operator"): "operator"}.get(
+        argv, load("rtx-4090-vllm-published").step_method or "chapter")
+    assert s.step_method == want
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[name]

@@ -176,9 +176,11 @@ def add_scenario_flags(p: argparse.ArgumentParser, *, step_method_help: str | No
                    help=f"prefill model FLOPs utilization (default {DEFAULT_MFU})")
     w.add_argument("--step-method", choices=[m.value for m in StepMethod], default=None,
                    help=step_method_help or (
-                       "decode step: 'chapter' (F4: max of memory and arithmetic) or "
+                       "decode step: 'chapter' (F4: max of memory and arithmetic), "
                        "'operator' (F4b: weight GEMMs, then attention, each on its own "
-                       f"roofline; docs/method.md). Default: a --calibration's method, else "
+                       "roofline) or 'bound' (the spec sheet's: all at peak, fully overlapped); "
+                       "docs/method.md. Default: the basis' method (a saved calibration's own, "
+                       "by --calibration or --basis NAME; 'bound' with --basis spec), else "
                        f"{DEFAULT_STEP_METHOD.value}"))
     c = p.add_argument_group("cost")
     c.add_argument("--gpu-price", type=number(min=MIN_PRICE_PER_HOUR, max=MAX_PRICE_PER_HOUR),
