@@ -148,6 +148,7 @@ def math_body(box: DeltaGenerator, result: cache.ExplorerResult, lang: str) -> N
     box.caption(t("math_help", lang))
     for step in result.math:
         box.markdown(f"**{t('m_' + step.key, lang)}**")
-        box.code(f"{step.formula}\n{step.substituted}", language=None)
+        # wrapped: the F4b line is wider than a narrow page (it was cut off at the right)
+        box.code(f"{step.formula}\n{step.substituted}", language=None, wrap_lines=True)
         if step.note:  # why the chapter's step and the operator step differ here
             box.caption(note_text(step.note, lang))
