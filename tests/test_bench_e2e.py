@@ -74,6 +74,7 @@ class ChapterRun:
     reqs: pd.DataFrame
     truth: list[dict[str, Any]]
     """The server's truth of each stored request, in the same order."""
+    out_dir: Path = Path()
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,8 @@ def chapter(tmp_path_factory: pytest.TempPathFactory) -> ChapterRun:
         summary = store.summary(run_dir.name)
         reqs = store.requests(run_dir.name)
     return ChapterRun(code=code, out=out.getvalue(), run_id=run_dir.name, summary=summary,
-                      reqs=reqs, truth=[truth[r] for r in reqs["response_id"]])
+                      reqs=reqs, truth=[truth[r] for r in reqs["response_id"]],
+                      out_dir=out_dir)
 
 
 def test_chapter_command_runs_and_stores_what_it_measured(chapter: ChapterRun) -> None:
@@ -121,6 +123,31 @@ def test_chapter_command_runs_and_stores_what_it_measured(chapter: ChapterRun) -
         assert mine["tpot_p50_ms"] == pytest.approx(np.median(sel["tpot_ms"]), rel=1e-9)
         assert mine["ttft_p99_ms"] == pytest.approx(np.percentile(sel["ttft_ms"], 99),
                                                     rel=1e-9)
+
+
+def test_a_sped_up_simulator_is_recorded_and_not_calibrated_on(
+        chapter: ChapterRun, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's /metrics says its --speedup; the run records it (meta.json's
+    engine_info.sim_speedup), warns that its times are that many times shorter than the
+    simulated GPU's, and `capacity calibrate --label` refuses it rather than fit a GPU twice
+    as fast as the one simulated."""
+    import json
+
+    from capacity.bench.storage import run_warnings
+
+    meta = json.loads((chapter.out_dir / "capacity-8k" / chapter.run_id / "meta.json")
+                      .read_text())
+    assert meta["engine_info"]["engine"] == "capacity sim-server"
+    assert meta["engine_info"]["sim_speedup"] == 2.0
+    assert any("--speedup 2: every time measured is 2 times shorter" in w
+               for w in run_warnings(meta))
+    assert "--speedup 2: every time measured" in chapter.out
+    monkeypatch.setenv("CAPACITY_BENCH_DIR", str(chapter.out_dir))
+    code = main(["calibrate", "--label", "capacity-8k", "--model", "qwen3.5-9b-awq",
+                 "--gpu", "rtx-4090"])
+    err = capsys.readouterr().err
+    assert code == 2 and "measured capacity sim-server at --speedup 2" in err
 
 
 TTFT_ERR_LIMIT = 0.10

@@ -159,8 +159,9 @@ def test_calibrate_also_fits_two_models_and_bounds_closed_loop_ttft(tmp_path: Pa
 @pytest.mark.slow
 def test_two_sizes_end_to_end_against_the_simulated_endpoint(tmp_path: Path) -> None:
     """Plumbing, not physics: two `capacity sim-server` processes (two model sizes on one GPU,
-    the simulator's own knobs), `capacity bench` against each, `calibrate --label ... --also`
-    from the stored runs; the fit carries both models and holds each out whole."""
+    on vLLM's typical knobs, in real time: a sped-up simulator's run is refused by calibrate),
+    `capacity bench` against each, `calibrate --label ... --also` from the stored runs; the fit
+    carries both models and holds each out whole."""
     import os
     import re
     import subprocess
@@ -171,7 +172,7 @@ def test_two_sizes_end_to_end_against_the_simulated_endpoint(tmp_path: Path) -> 
     for key, label in (("llama-3.1-8b-bf16", "small"), ("qwen3-14b-bf16", "big")):
         proc = subprocess.Popen(
             [sys.executable, "-m", "capacity", "sim-server", "--port", "0", "--model", key,
-             "--gpu", "h100-sxm", "--ctx", "4096", "--speedup", "4"], cwd=str(root),
+             "--gpu", "h100-sxm", "--ctx", "4096", "--typical", "vllm"], cwd=str(root),
             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
         try:
             assert proc.stderr is not None

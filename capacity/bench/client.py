@@ -34,6 +34,7 @@ import httpx
 import numpy as np
 
 from capacity.bench.config import ArrivalMode, BenchConfig, ConfigError
+from capacity.bench.engine_info import speedup_warning
 from capacity.bench.findmax import FindMaxConfig, FindMaxResult, Search, judge, probe_requests
 from capacity.bench.metrics import (
     CACHED_SHARE_WARNING,
@@ -127,6 +128,8 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
     if transport is not None and cfg.workers > 1:
         raise ConfigError("a custom transport runs in this process only: use {workers}=1")
     warnings: list[str] = []
+    if (w := speedup_warning(meta_extra or {})) is not None:
+        warnings.append(w)
     async with contextlib.AsyncExitStack() as stack:
         clients = client_pool(stack, cfg, transport)
         first = await clients.get()

@@ -24,6 +24,7 @@ import httpcore
 import httpx
 
 from capacity.bench.transport import auth_headers
+from capacity.errors import InputError
 from capacity.untrusted import loads_json
 
 MAX_BODY_BYTES = 1 << 20
@@ -204,7 +205,48 @@ def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float 
             for prefix, engine in ENGINE_PREFIXES:
                 if any(k.startswith(prefix) for k in metrics):
                     info.setdefault("engine", engine)
+            speedup = metrics.get(SIM_SPEEDUP)
+            if info.get("engine") == "capacity sim-server" and speedup is not None \
+                    and math.isfinite(speedup) and speedup > 0:
+                info["sim_speedup"] = speedup
     return info
+
+
+SIM_SPEEDUP = "capacity_sim:speedup"
+"""The simulated endpoint's gauge of its `--speedup` (`capacity.sim.drafts.prometheus_text`):
+`probe_engine` stores it as `sim_speedup`."""
+
+
+def sim_speedup(meta: Mapping[str, Any]) -> float:
+    """The speedup of the simulated endpoint a run measured (its meta.json's
+    `engine_info["sim_speedup"]`), 1 for any other server or a run stored before it was
+    recorded: every time the run measured is that many times shorter than the simulated GPU's."""
+    info = meta.get("engine_info")
+    value = info.get("sim_speedup") if isinstance(info, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 1.0
+    return float(value) if math.isfinite(value) and value > 0 else 1.0
+
+
+def speedup_warning(meta: Mapping[str, Any]) -> str | None:
+    """The warning a run of a sped-up simulated endpoint carries (None: real time)."""
+    x = sim_speedup(meta)
+    if x == 1.0:
+        return None
+    return (f"the endpoint is capacity sim-server at --speedup {x:g}: every time measured is "
+            f"{x:g} times shorter than the simulated GPU's, so this run cannot be calibrated on "
+            "or compared with a GPU's prediction (run the simulator with --speedup 1 for that)")
+
+
+def check_real_time(meta: Mapping[str, Any], what: str) -> None:
+    """InputError where the run (its meta.json) measured a simulated endpoint at a speedup
+    other than 1: a fit of its times would read a GPU `speedup` times faster than the one
+    simulated (`what`: the run, as the message names it)."""
+    x = sim_speedup(meta)
+    if x != 1.0:
+        raise InputError(f"{what} measured capacity sim-server at --speedup {x:g}: its times "
+                         f"are {x:g} times shorter than the simulated GPU's; calibrate on a "
+                         "run of the simulator at --speedup 1")
 
 
 def spec_acceptance(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:

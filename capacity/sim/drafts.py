@@ -77,12 +77,17 @@ def _label(text: str) -> str:
 
 
 def prometheus_text(model_name: str, acceptance: Acceptance | None, *, running: int,
-                    waiting: int) -> str:
+                    waiting: int, speedup: float = 1.0) -> str:
     """The endpoint's `/metrics` in Prometheus' text exposition format (version 0.0.4): its own
-    gauges of running and waiting requests and, with a draft, vLLM's three speculative-decoding
-    counters under vLLM's names and label (`model_name`)."""
+    gauges of running and waiting requests and of its `--speedup` (every delay divided by it:
+    `capacity bench` records it, and a calibration refuses a run whose times it shortened)
+    and, with a draft, vLLM's three speculative-decoding counters under vLLM's names and
+    label (`model_name`)."""
     lab = f'{{model_name="{_label(model_name)}"}}'
-    lines = [f"# HELP {METRIC_PREFIX}num_requests_running Requests in the running batch.",
+    lines = [f"# HELP {METRIC_PREFIX}speedup Every simulated delay is divided by this.",
+             f"# TYPE {METRIC_PREFIX}speedup gauge",
+             f"{METRIC_PREFIX}speedup{lab} {float(speedup)!r}",
+             f"# HELP {METRIC_PREFIX}num_requests_running Requests in the running batch.",
              f"# TYPE {METRIC_PREFIX}num_requests_running gauge",
              f"{METRIC_PREFIX}num_requests_running{lab} {running}",
              f"# HELP {METRIC_PREFIX}num_requests_waiting Requests waiting for a slot.",

@@ -126,7 +126,8 @@ def create_app(scenario: Scenario, config: SimConfig | None = None) -> Starlette
         return JSONResponse({"requests": list(sim.truth.values())})
 
     async def metrics(request: Request) -> Response:
-        return Response(prometheus_text(sim.model_name, sim.acceptance, running=len(sim.running),
+        return Response(prometheus_text(sim.model_name, sim.acceptance, speedup=cfg.speedup,
+                                        running=len(sim.running),
                                         waiting=len(sim.waiting)),
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
