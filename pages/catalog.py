@@ -72,6 +72,12 @@ except CapacityError as exc:
 for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
     st.warning(markdown_plain(catalog_warning))  # it quotes the file: plain text
 
+def table_height(n_rows: int) -> int:
+    """Pixels that show every row and the header, no more: Streamlit's rows are 35 px, plus 3
+    for the borders (36 x rows left an empty row under the last)."""
+    return 35 * (n_rows + 1) + 3
+
+
 models_tab, gpus_tab, add_tab = st.tabs([T("tab_models"), T("tab_gpus"), T("tab_add")])
 
 with models_tab:
@@ -81,16 +87,19 @@ with models_tab:
     rows["embeddings"] = [T("emb_" + v) for v in rows["embeddings"]]
     rows.columns = [T("mc_" + c) for c in rows.columns]
     st.dataframe(rows, hide_index=True, width="stretch", key="cat_models",
-                 height=36 * (len(rows) + 1) + 4,
+                 height=table_height(len(rows)),
                  column_config={T("mc_kv_kib_per_token_fp16"): st.column_config.NumberColumn(
                      format="%.1f"), T("mc_kv_kib_per_token_fp8"):
-                     st.column_config.NumberColumn(format="%.1f")})
+                     st.column_config.NumberColumn(format="%.1f"),
+                     # the whole key and name (qwen3-235b-a22b was cut to 'qwen3-235b-a22')
+                     T("mc_key"): st.column_config.TextColumn(width="medium"),
+                     T("mc_name"): st.column_config.TextColumn(width="medium")})
 
 with gpus_tab:
     rows = pd.DataFrame(catalog_tables.gpu_rows(catalog))
     rows.columns = [T("gc_" + c) for c in rows.columns]
     st.dataframe(rows, hide_index=True, width="stretch", key="cat_gpus",
-                 height=36 * (len(rows) + 1) + 4)
+                 height=table_height(len(rows)))
 
 with add_tab:
     st.caption(T("add_intro", folder=str(catalog_custom.custom_dir())))
