@@ -77,6 +77,7 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert "predicted under load, each level as the bench ran it" in texts(at)
     ttft = at.get("vega_lite_chart")[0].proto.spec
     assert "roofline, no queueing" in ttft and '"area"' in ttft  # both curves and the band
+    assert "predicted, calibrated" not in ttft  # no calibration chosen: none in the legend
     # one run chosen: the legend names it by its label alone (a long name was cut at 1000 px)
     assert '"sweep-a"' in ttft and '"sweep-a · ' not in ttft and '"orient": "top"' in ttft
     # the spec-sheet prediction is off (the truth is 30% slower on bandwidth)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -187,6 +188,39 @@ def test_charts_are_valid_vega_lite(base: Scenario) -> None:
     ratio = ratio_chart(ov.ratios).to_dict()
     shown = {r["series"] for d in ratio["datasets"].values() for r in d if "series" in r}
     assert shown == {"predicted, spec-sheet", "predicted, calibrated"}  # not the roofline
+
+
+def _legend(spec: dict[str, Any]) -> dict[str, Any]:
+    """The predicted lines' legend of a chart spec: its series, their colours and dashes."""
+    line = next(lr for lr in spec["layer"] if lr["mark"]["type"] == "line")
+    enc = line["encoding"]
+    return {"color": enc["color"]["scale"]["domain"], "colors": enc["color"]["scale"]["range"],
+            "dashes": enc["strokeDash"]["scale"]["range"],
+            "dash_domain": enc["strokeDash"]["scale"]["domain"]}
+
+
+def test_the_legend_lists_only_the_series_drawn(base: Scenario) -> None:
+    """A browser audit of /results: without a calibration the legend still listed "predicted,
+    calibrated" (and, on TPOT, "roofline, no queueing"), series the chart does not draw."""
+    pts = synthetic(base, (1, 4, 16))
+    plain = build_overlay(pts, base, series="run")
+    for m in METRICS:
+        leg = _legend(overlay_chart(plain, m).to_dict())
+        drawn = ["predicted, spec-sheet"] + (["roofline, no queueing"]
+                                             if m in ("ttft_ms", "aggregate_tok_s") else [])
+        assert leg["color"] == leg["dash_domain"] == drawn, m
+        # each series keeps its own style whatever else is drawn
+        assert leg["colors"][0] == "#555555" and leg["dashes"][0] == [6, 4]
+        if len(drawn) == 2:
+            assert leg["colors"][1] == "#b0b0b0" and leg["dashes"][1] == [2, 3]
+    cal = Calibration(name="c", model=base.variant.key, gpu=base.gpu.key, eta_bw=0.7)
+    leg = _legend(overlay_chart(build_overlay(pts, base, series="run", calibration=cal),
+                                "tpot_ms").to_dict())
+    assert leg["color"] == ["predicted, spec-sheet", "predicted, calibrated"]
+    assert leg["colors"] == ["#555555", "#d62728"] and leg["dashes"] == [[6, 4], [1, 0]]
+    flat = _legend(overlay_chart(build_overlay(pts, base, series="run", load="none"),
+                                 "ttft_ms").to_dict())
+    assert flat["color"] == ["predicted, spec-sheet"]  # no roofline without load
 
 
 SAMPLE_LEVELS = (8.0, 32.0, 64.0)

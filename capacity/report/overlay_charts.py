@@ -82,14 +82,23 @@ def overlay_chart(ov: Overlay, metric: str, labels: Mapping[str, str] = DEFAULT_
                    float(loaded.max()) if not loaded.empty else 0.0]) * 1.25
         if math.isfinite(top) and top > 0:
             y_scale = alt.Scale(domain=[0.0, top], nice=True)
-    names = [_l(labels, p) for p in (Predicted.SPEC_SHEET, Predicted.CALIBRATED, Predicted.ROOFLINE)]
+    # the legend lists the predicted series this chart draws, and only those (no calibrated
+    # line without a calibration, no roofline where the overlay predicts without load or for
+    # a metric it has none of); each keeps its own dash and colour
+    styles = [(_l(labels, p), dash_of, colour) for p, dash_of, colour in (
+        (Predicted.SPEC_SHEET, [6, 4], "#555555"), (Predicted.CALIBRATED, [1, 0], "#d62728"),
+        (Predicted.ROOFLINE, [2, 3], "#b0b0b0"))]
+    drawn = set(pred["series"])
+    styles = [x for x in styles if x[0] in drawn] or styles
+    names = [name for name, _, _ in styles]
     # one explicit domain, so the band and the points of a series get the same colour
     measured_scale = alt.Scale(domain=list(dict.fromkeys(meas["series"])), scheme="tableau10")
     legend = alt.Legend(orient="bottom", title=None, labelLimit=400, direction="vertical")
-    dash = alt.StrokeDash("series:N", scale=alt.Scale(domain=names, range=[[6, 4], [1, 0], [2, 3]]),
+    dash = alt.StrokeDash("series:N", scale=alt.Scale(domain=names,
+                                                      range=[d for _, d, _ in styles]),
                           legend=legend)
     line_color = alt.Color("series:N", scale=alt.Scale(domain=names,
-                                                       range=["#555555", "#d62728", "#b0b0b0"]),
+                                                       range=[c for _, _, c in styles]),
                            legend=legend)
     layers: list[alt.Chart] = [
         alt.Chart(pred).mark_line(strokeWidth=2, clip=True).encode(
