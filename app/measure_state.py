@@ -47,7 +47,7 @@ from capacity.fit.overlay import (
     typical_lengths,
 )
 from capacity.fit.reference import ReferenceSweep, load_reference
-from capacity.model.basis import SPEC_KNOBS
+from capacity.fit.validate_predict import spec_sheet
 from capacity.report.overlay_charts import find_max_chart, overlay_chart, ratio_chart
 
 JOB = "measure_job"
@@ -239,7 +239,7 @@ def overlay_view(version: str, points: tuple[MeasuredPoint, ...], model: str, gp
                             n_gpus=n_gpus, catalog=cache.catalog())
     # the dashed "spec-sheet" curve is the spec sheet, every efficiency at its peak, as in the
     # page's accuracy table below it (capacity.model.basis): one spec sheet per page
-    ov = build_overlay(points, scenario.with_(**SPEC_KNOBS), series=series,
+    ov = build_overlay(points, spec_sheet(scenario), series=series,
                        calibration=calibration, failures=failures)
     more = extra if extra is not None and not extra.empty else None
     specs = {m: overlay_chart(ov, m, labels, extra_measured=more,

@@ -215,13 +215,15 @@ def residuals_frame(fitted: calib.Calibration, lang: str) -> pd.DataFrame:
 
 
 def band_metrics(b: Band, lang: str) -> list[tuple[Metric, str]]:
-    """The band at one concurrency: step time, TTFT and C_vram, each with its range."""
+    """The band at one concurrency: step time, TTFT and C_vram, each with its range. TTFT is
+    in ms to 4 significant digits, as the accuracy table writes its (unqueued) TTFT."""
     lo, mid, hi = (float(x[0]) for x in b.step_ms)
+    ttft_lo, ttft_mid, ttft_hi = (x * 1e3 for x in b.ttft_s)
     return [(Metric(t("r_unc_step", lang), f"{mid:.2f} ms",
                     help=t("r_unc_range", lang, lo=lo, hi=hi)),
              t("r_unc_range", lang, lo=lo, hi=hi)),
-            (Metric(t("r_unc_ttft", lang), f"{b.ttft_s[1]:.3f} s"),
-             t("r_unc_range_s", lang, lo=b.ttft_s[0], hi=b.ttft_s[2])),
+            (Metric(t("r_unc_ttft", lang), f"{ttft_mid:.4g} ms"),
+             t("r_unc_range_ttft", lang, lo=ttft_lo, hi=ttft_hi)),
             (Metric(t("r_unc_cvram", lang), str(b.max_concurrency_vram[1])),
              t("r_unc_range_c", lang, lo=b.max_concurrency_vram[0], hi=b.max_concurrency_vram[2]))]
 

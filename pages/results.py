@@ -31,6 +31,7 @@ from capacity.fit.measured import run_scenario
 from capacity.fit.overlay import COMPARE_COLUMNS, METRICS, compare_table, typical_lengths
 from capacity.fit.run_accuracy import run_checks, summarize
 from capacity.fit.uncertainty import band, sensitivity
+from capacity.fit.validate_predict import spec_sheet
 from capacity.fit.vllm_log import parse_vllm_log, reconcile
 from capacity.model.roofline import StepMethod
 from capacity.report.i18n import error_text, note_text, t
@@ -240,16 +241,20 @@ if isinstance(fitted, calib.Calibration):
         st.dataframe(view.residuals_frame(fitted, lang), hide_index=True, width="stretch")
 
 # -- uncertainty ------------------------------------------------------------------------------
+# around the prediction the rest of the page shows: the spec sheet (the overlay's dashed curve,
+# the banner's C_vram, the accuracy table), the chosen calibration applied to it as the overlay
+# applies it
 st.subheader(T("r_uncertainty"))
 c_at = st.number_input(T("r_unc_c"), min_value=1, max_value=100000,
                        value=int(max(p.concurrency for p in m.points)), key="r_unc_c")
 try:
-    b = band(scenario, [float(c_at)], calibration)
+    page_basis = spec_sheet(scenario)
+    b = band(page_basis, [float(c_at)], calibration)
     for col, (metric, rng) in zip(st.columns(3), view.band_metrics(b, lang), strict=True):
         col.metric(metric.label, metric.value, help=metric.help)
         col.caption(rng)
     st.caption(view.band_basis(b, calibration, lang))
-    base = scenario if calibration is None else calib.apply(calibration, scenario)
+    base = page_basis if calibration is None else calib.apply(calibration, page_basis)
     sens = sensitivity(base, float(c_at), "step_ms")
     st.markdown(f"**{T('r_sens', top=T('in_' + sens[0].name))}**")
     st.dataframe(view.sensitivity_frame(sens, lang), hide_index=True, width="stretch")

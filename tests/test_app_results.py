@@ -3,6 +3,7 @@ reference curves, uncertainty and the vLLM log."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,31 @@ def test_accuracy_on_your_runs(env: Path) -> None:
     assert not at.exception
     assert "在您的测量上的准确度" in [h.value for h in at.subheader]
     assert any("乐观倍数（x）" in d.value.columns for d in at.dataframe)
+
+
+@pytest.mark.slow
+def test_the_uncertainty_band_rests_on_the_pages_own_basis(env: Path) -> None:
+    """A browser audit of /results: the saturation note said "a predicted C_vram of 864"
+    while the Uncertainty section said "C_vram 779, band 589 to 806" (864 outside its own
+    band), and its TTFT read 0.182 s beside the accuracy table's spec-sheet 48.43 ms: the band
+    was computed on the chapter's basis (MFU 0.3, the spec sheet's decimal GB), the rest of
+    the page on the spec sheet. One basis: the same C_vram and TTFT wherever they are shown."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    assert not at.exception and not at.error
+    note = next(x.value for x in at.info if "C_vram" in x.value)
+    c_vram = int(re.search(r"C_vram (?:of|is) (\d+)", note).group(1))  # type: ignore[union-attr]
+    shown = {m.label: m.value for m in at.metric}
+    assert int(shown["C_vram"]) == c_vram
+    lo, hi = (int(x) for x in next(
+        re.fullmatch(r"band (\d+) to (\d+)", c.value).groups()  # type: ignore[union-attr]
+        for c in at.caption if re.fullmatch(r"band \d+ to \d+", c.value)))
+    assert lo <= c_vram <= hi
+    # the band's TTFT is the accuracy table's at the same concurrency (the largest measured)
+    table = next(d.value for d in at.dataframe if "optimism (x)" in d.value.columns)
+    spec = next(c for c in table.columns if c.startswith("spec-sheet"))
+    rows = table[(table["metric"] == "TTFT (ms)") & (table["concurrency"] == 32)]
+    [ttft_label] = [k for k in shown if k.startswith("TTFT")]
+    assert float(shown[ttft_label].removesuffix(" ms")) == pytest.approx(
+        float(rows[spec].iloc[0]), rel=1e-9)
+    assert "around the spec-sheet prediction" in texts(at)
