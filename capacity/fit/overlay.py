@@ -2,9 +2,10 @@
 
 Measured points come from a stored run (`points_from_summary`, the per-level rows of
 `capacity.bench.store`), an import (`read_upload`, through `capacity.fit.imports`) or a published sweep
-(`capacity.fit.reference`). Predictions come from `capacity.fit.calibration.predict_ms` (hence F4 and F6
-through `scenario.evaluate`) for the spec-sheet scenario and, when given, the calibrated one
-(`calibration.apply`), at the run's prompt and output lengths.
+(`capacity.fit.reference`). Predictions without queueing come from `capacity.fit.validate_predict.predict`
+(the accuracy table's; through `calibration.predict_ms`, hence F4 and F6 through `scenario.evaluate`)
+for the spec-sheet scenario and, when given, the calibrated one (`calibration.apply`), at the run's
+prompt and output lengths.
 
 Four metrics vs concurrency, all long-form DataFrames so a chart can draw them directly:
 - `ttft_ms`: time to first token, ms (predicted: prefill without queueing, F6; under load, see
@@ -47,9 +48,10 @@ import pandas as pd
 
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.errors import CapacityError, InputError
-from capacity.fit.calibration import Calibration, apply, predict_ms
+from capacity.fit.calibration import Calibration, apply
 from capacity.fit.imports import read_measured
 from capacity.fit.measured import MeasuredPoint, c_vram
+from capacity.fit.validate_predict import predict
 from capacity.model.scenario import Scenario
 from capacity.plan.closed_loop import closed_loop_as_run
 from capacity.plan.events import service_from_scenario, simulate
@@ -176,20 +178,15 @@ def measured_frame(points: Sequence[MeasuredPoint], series: str) -> pd.DataFrame
 
 def _predict(scenario: Scenario, concurrency: np.ndarray, prompt_tokens: float,
              output_tokens: float) -> dict[str, np.ndarray]:
-    """The four metrics at each concurrency (batch capped at C_vram)."""
-    cap = max(1, c_vram(scenario))
-    batch = np.minimum(concurrency, cap)
-    pts = [MeasuredPoint(concurrency=float(b), context_tokens=max(1, math.ceil(
-        prompt_tokens + output_tokens)), prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens if output_tokens > 0 else None) for b in batch]
-    step, ttft = predict_ms(scenario, pts)
-    if output_tokens > 1:  # closed loop: each request is one prefill, then n - 1 steps
-        per_request_s = (ttft + (output_tokens - 1) * step) / 1e3
-        aggregate = batch * output_tokens / per_request_s
-    else:
-        aggregate = batch * 1e3 / step
-    return {"ttft_ms": ttft, "tpot_ms": step, "tok_s_per_request": 1e3 / step,
-            "aggregate_tok_s": aggregate}
+    """The four metrics at each concurrency without queueing: TTFT (ms, one prefill), TPOT
+    (ms), tok/s per request and aggregate tok/s of a closed loop, the batch capped at C_vram.
+    One computation with the accuracy table's (`capacity.fit.validate_predict.predict`), so
+    the roofline drawn here is the figure that table shows."""
+    p = predict(scenario, [float(c) for c in concurrency], prompt_tokens, output_tokens)
+    step = np.asarray(p.step_ms, dtype=np.float64)
+    return {"ttft_ms": np.asarray(p.ttft_ms, dtype=np.float64), "tpot_ms": step,
+            "tok_s_per_request": 1e3 / step,
+            "aggregate_tok_s": np.asarray(p.tok_s, dtype=np.float64)}
 
 
 @lru_cache(maxsize=4096)
