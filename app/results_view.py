@@ -23,6 +23,7 @@ from capacity.fit.reference import ReferenceSweep
 from capacity.fit.run_accuracy import RunAccuracy
 from capacity.fit.uncertainty import Band, Sensitivity
 from capacity.fit.validate import Check
+from capacity.fit.validate_formulas import SATURATION_GAIN
 from capacity.fit.vllm_log import Term
 from capacity.model.scenario import Scenario
 from capacity.report.i18n import MESSAGES, note_text, t
@@ -85,12 +86,20 @@ def overlay_caption(ov: Overlay, scenario: Scenario, lang: str) -> str:
 
 
 def saturation_text(ov: Overlay, lang: str) -> str:
-    """Where the measured runs saturate, against the memory's limit."""
+    """Where the measured runs saturate, against the memory's limit, naming the rule a plateau
+    is found by (`flat_levels`, the accuracy table's too)."""
     sat = ov.saturation
+    gain = f"{SATURATION_GAIN:.0%}"
     if sat.concurrency is None:
-        return t("r_sat_none", lang, c_vram=ov.c_vram_spec)
+        return t("r_sat_none", lang, c_vram=ov.c_vram_spec, gain=gain)
     return t("r_sat_" + sat.kind, lang, c=sat.concurrency, c_vram=ov.c_vram_spec,
-             ratio=sat.ratio or math.nan)
+             ratio=sat.ratio or math.nan, gain=gain)
+
+
+def saturated_rule_text(c_vram: int, lang: str) -> str:
+    """What the accuracy table's saturated column marks (`saturated_levels`): the saturation
+    note's plateau, or a concurrency above the spec-sheet C_vram (requests, `c_vram`)."""
+    return t("r_acc_sat_rule", lang, gain=f"{SATURATION_GAIN:.0%}", c_vram=c_vram)
 
 
 def find_max_labels(lang: str) -> dict[str, str]:

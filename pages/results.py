@@ -171,6 +171,7 @@ except CapacityError as exc:
     st.error(T("r_error", msg=error_text(exc, lang)))
 else:
     st.caption(view.accuracy_caption(checks, summarize(checks), calibration is not None, lang))
+    st.caption(view.saturated_rule_text(ov.c_vram_spec, lang))
     st.dataframe(view.accuracy_frame(checks, calibration is not None, lang), hide_index=True,
                  width="stretch")
 

@@ -24,8 +24,10 @@ TRUTH = dict(eta_bw=0.7, step_overhead_ms=1.0, mfu=0.45, prefill_overhead_ms=15.
 
 
 def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | None = None,
-              warnings: list[object] | None = None, engine: str | None = None) -> str:
-    """A stored run whose levels are what a deployment with the TRUTH knobs does."""
+              warnings: list[object] | None = None, engine: str | None = None,
+              tok_s: tuple[float, ...] | None = None) -> str:
+    """A stored run whose levels are what a deployment with the TRUTH knobs does (their output
+    tok/s `tok_s` where given)."""
     base = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=PROMPT, output_tokens=OUTPUT)
     # the page fits the operator step and F6b's prefill count (the head at the last position
     # only), so the truth is written in the same terms
@@ -41,14 +43,17 @@ def store_run(root: Path, label: str, levels: tuple[int, ...], failed_at: int | 
                                "concurrency": list(levels)},
                       **({"warnings": warnings} if warnings is not None else {}),
                       **({"engine_info": {"engine": engine}} if engine else {})})
-        for c, st_ms, tt in zip(levels, step.tolist(), ttft.tolist(), strict=True):
+        for i, (c, st_ms, tt) in enumerate(zip(levels, step.tolist(), ttft.tolist(),
+                                               strict=True)):
             w.write_summary({
                 "run_id": w.run_id, "label": label, "concurrency": c, "endpoint": "chat",
                 "model": "qwen3.5-9b-awq", "requests_total": 4 * c,
                 "requests_ok": 4 * c, "requests_failed": 2 if c == failed_at else 0,
                 "ttft_p50_ms": tt, "ttft_p90_ms": tt * 1.1, "ttft_p99_ms": tt * 1.2,
                 "tpot_p50_ms": st_ms, "tpot_p90_ms": st_ms * 1.05, "tpot_p99_ms": st_ms * 1.2,
-                "output_tok_s": c * OUTPUT * 1e3 / (tt + (OUTPUT - 1) * st_ms), "prompt_tokens_mean": PROMPT,
+                "output_tok_s": (tok_s[i] if tok_s is not None
+                                 else c * OUTPUT * 1e3 / (tt + (OUTPUT - 1) * st_ms)),
+                "prompt_tokens_mean": PROMPT,
                 "output_tokens_mean": OUTPUT, "row_complete": 1})
         return w.run_id
 
@@ -291,3 +296,31 @@ def test_the_accuracy_table_says_it_leaves_out_queueing(env: Path) -> None:
         assert len(rows) == 6
         for c, v in rows["spec-sheet, no queueing"].items():
             assert v == float(f"{line.loc[c, 'roofline, no queueing']:.4g}"), (shown, c)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tok_s, note, saturated", [
+    # the old note's rule (growth under a tenth of the concurrency's) saw a plateau after 8
+    # here, while the table's (at most 5% above a lower level) saw none
+    pytest.param((100.0, 400.0, 430.0), "No saturation seen", [False, False, False],
+                 id="still-scaling"),
+    pytest.param((100.0, 400.0, 410.0), "stops scaling after concurrency 8",
+                 [False, False, True], id="plateau")])
+def test_the_saturation_note_and_the_table_share_one_rule(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tok_s: tuple[float, ...], note: str,
+        saturated: list[bool]) -> None:
+    """A browser audit of /results: the note said "throughput stops scaling after concurrency
+    8" while the accuracy table's saturated column said "no" at 32, two rules and neither named.
+    One rule (`flat_levels`) now marks both, and the page says which."""
+    monkeypatch.setenv("CAPACITY_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.setenv("CAPACITY_CALIBRATIONS_DIR", str(tmp_path / "cal"))
+    store_run(tmp_path / "bench", "flat", (1, 8, 32), tok_s=tok_s)
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    assert not at.exception and not at.error
+    shown = next(x.value for x in at.info if "C_vram" in x.value)
+    assert note in shown and "5%" in shown, shown
+    table = next(d.value for d in at.dataframe if "optimism (x)" in d.value.columns)
+    flags = table[table["metric"] == "throughput (tok/s)"].set_index("concurrency")["saturated"]
+    assert [flags.loc[c] == "yes" for c in (1.0, 8.0, 32.0)] == saturated
+    assert "Saturated: a level whose throughput is at most 5% above a lower level's" in texts(at)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from capacity.cli import validate as cli_validate
@@ -21,7 +22,7 @@ from capacity.cli.main import main
 from capacity.errors import InputError
 from capacity.fit import calibration as calib
 from capacity.fit import overlay, validate, validate_added
-from capacity.fit.measured import MeasuredPoint
+from capacity.fit.measured import MeasuredPoint, c_vram
 from capacity.fit.reference import (
     REFERENCE_CSV,
     ReferenceSweep,
@@ -45,6 +46,7 @@ from capacity.fit.validate import (
     step_methods,
     with_step_method,
 )
+from capacity.fit.validate_formulas import flat_levels
 from capacity.fit.validate_report import BEGIN, END, between_markers, markdown, to_json, write_between_markers
 from capacity.model.scenario import Scenario
 from capacity.plan import events
@@ -117,6 +119,38 @@ def test_saturation_is_a_flat_throughput_or_a_batch_beyond_c_vram() -> None:
     assert saturated_levels([50, 100, 150], [814.0, 917.0, 921.0], 1000) == [False, False, True]
     assert saturated_levels([1, 8, 64], [None, None, None], 32) == [False, False, True]
     assert saturated_levels([8, 4], [100.0, 99.0], 1000) == [True, False]  # any order
+
+
+def test_one_rule_marks_the_tables_saturation_and_the_overlays_plateau() -> None:
+    """The accuracy table's saturated column and the Results page's saturation note are one
+    rule (`flat_levels`): a level at most 5% above a lower one. The note's rule before this
+    (growth under a tenth of the concurrency's) put a plateau after 8 at 100, 400, 430 tok/s
+    where the table saw none (a browser audit of /results)."""
+    assert flat_levels([50, 100, 150], [814.0, 917.0, 921.0]) == [False, False, True]
+    assert flat_levels([1, 8, 32], [100.0, 400.0, 430.0]) == [False, False, False]
+    assert flat_levels([1, 8, 32], [100.0, None, 101.0]) == [False, False, True]
+    for c, tok in (([1.0, 8.0, 32.0], [100.0, 400.0, 430.0]),
+                   ([1.0, 8.0, 32.0, 64.0], [100.0, 400.0, 410.0, 600.0]),
+                   ([1.0, 4.0, 16.0], [100.0, 390.0, 400.0])):
+        table = saturated_levels(c, tok, math.inf)
+        sat = overlay.saturation(pd.DataFrame({"concurrency": c, "aggregate_tok_s": tok}), 1000)
+        first = next((i for i, s in enumerate(table) if s), None)
+        assert sat.concurrency == (None if first is None else c[first - 1]), (c, tok)
+
+
+def test_run_checks_saturate_above_the_deployments_c_vram() -> None:
+    """`c_vram` counts every replica: the table multiplied it by the replicas again, so with
+    two GPUs a level up to twice the C_vram the saturation note names read unsaturated."""
+    s = run_scenario("mistral-7b-v0.3-bf16", "rtx-4090", prompt_tokens=256, output_tokens=128,
+                     n_gpus=2)
+    cv = c_vram(spec_sheet(s))
+    assert s.replicas == 2 and cv > 2
+    levels = (cv / 2, cv * 1.5)  # throughput still growing: only C_vram marks the second
+    pts = [MeasuredPoint(concurrency=c, context_tokens=384, prompt_tokens=256,
+                         output_tokens=128, tpot_ms=20.0, output_tok_s=10.0 * c)
+           for c in levels]
+    sat = {c.concurrency: c.saturated for c in run_checks(pts, s)}
+    assert sat == {levels[0]: False, levels[1]: True}
 
 
 def test_engine_family_drops_versions() -> None:

@@ -51,6 +51,7 @@ from capacity.errors import CapacityError, InputError
 from capacity.fit.calibration import Calibration, apply
 from capacity.fit.imports import read_measured
 from capacity.fit.measured import MeasuredPoint, c_vram
+from capacity.fit.validate_formulas import flat_levels
 from capacity.fit.validate_predict import predict
 from capacity.model.scenario import Scenario
 from capacity.plan.closed_loop import closed_loop_as_run
@@ -296,7 +297,7 @@ class SaturationKind(StrEnum):
     ERRORS = "errors"
     """The first level with failed requests (an OOM or a rejection)."""
     PLATEAU = "plateau"
-    """Aggregate throughput stops growing with the concurrency."""
+    """Aggregate throughput stops growing with the concurrency (`flat_levels`)."""
     NONE = ""
     """Neither is seen in the measured range."""
 
@@ -304,8 +305,9 @@ class SaturationKind(StrEnum):
 @dataclass(frozen=True, kw_only=True)
 class Saturation:
     """Where the measurement stops scaling: the first level with failed requests (an OOM or
-    rejection), or the level after which aggregate throughput grows by less than a tenth of
-    the concurrency's growth (a plateau). None when neither is seen."""
+    rejection), or the level before the first whose aggregate throughput is at most
+    (1 + `SATURATION_GAIN`) x a lower level's (a plateau: `validate_formulas.flat_levels`, the
+    rule of the accuracy table's saturated column). None when neither is seen."""
 
     concurrency: float | None
     kind: SaturationKind
@@ -329,11 +331,9 @@ def saturation(levels: pd.DataFrame, predicted_c_vram: int) -> Saturation:
                               c_vram=predicted_c_vram)
     c = df["concurrency"].to_numpy(dtype=float)
     agg = df["aggregate_tok_s"].to_numpy(dtype=float)
-    for i in range(1, len(c)):
-        if not (np.isfinite(agg[i]) and np.isfinite(agg[i - 1]) and agg[i - 1] > 0):
-            continue
-        growth = agg[i] / agg[i - 1] - 1.0
-        if growth < 0.1 * (c[i] / c[i - 1] - 1.0):
+    tok = [float(a) if math.isfinite(a) and a > 0 else None for a in agg]
+    for i, flat in enumerate(flat_levels(c.tolist(), tok)):
+        if flat:  # never the first level: a flat one has a lower one
             return Saturation(concurrency=float(c[i - 1]), kind=SaturationKind.PLATEAU,
                               c_vram=predicted_c_vram)
     return Saturation(concurrency=None, kind=SaturationKind.NONE, c_vram=predicted_c_vram)

@@ -47,8 +47,9 @@ def run_checks(points: Sequence[MeasuredPoint], scenario: Scenario,
         levels = [p.concurrency for p in pts]
         spec = predict(scenario, levels, prompt, output)
         cal = None if cal_s is None else predict(cal_s, levels, prompt, output)
-        sat = saturated_levels(levels, [p.output_tok_s for p in pts],
-                               spec.c_vram * scenario.replicas)
+        # C_vram of the whole deployment (`c_vram` counts every replica): the saturation
+        # note's, so one rule marks both (`saturated_levels`)
+        sat = saturated_levels(levels, [p.output_tok_s for p in pts], spec.c_vram)
         for i, p in enumerate(pts):
             for metric, value in ((Metric.STEP, p.tpot_ms), (Metric.TTFT, p.ttft_ms),
                                   (Metric.THROUGHPUT, p.output_tok_s)):

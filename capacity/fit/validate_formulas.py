@@ -34,15 +34,27 @@ def relative_error(predicted: float, measured: float) -> float:
     return predicted / measured - 1.0
 
 
-def saturated_levels(concurrency: Sequence[float], tok_s: Sequence[float | None],
-                     c_vram_requests: float, gain: float = SATURATION_GAIN) -> list[bool]:
-    """Which levels of a sweep are at saturation: C above the spec-sheet C_vram (requests), or
-    a measured throughput at most (1 + gain) x the best of the lower concurrencies (more
-    clients, no more tokens). Levels in any order; a level without throughput uses C_vram
-    only. Example: tok/s 814, 917, 921 at C 50, 100, 150 -> only C = 150 is."""
+def flat_levels(concurrency: Sequence[float], tok_s: Sequence[float | None],
+                gain: float = SATURATION_GAIN) -> list[bool]:
+    """Which levels of a sweep have stopped scaling by their measured throughput alone (tok/s):
+    at most (1 + gain) x the best of the lower concurrencies (more clients, no more tokens).
+    The one rule for "throughput stops scaling": the accuracy table's saturated column
+    (`saturated_levels`) and the Results page's saturation note and line
+    (`capacity.fit.overlay.saturation`). Levels in any order; a level without throughput, or
+    without a lower level that has one, is not flat. Example: tok/s 814, 917, 921 at C 50,
+    100, 150 -> only C = 150 is."""
     out = []
     for c, r in zip(concurrency, tok_s, strict=True):
         lower = [x for cc, x in zip(concurrency, tok_s, strict=True) if cc < c and x is not None]
-        flat = r is not None and bool(lower) and r <= (1.0 + gain) * max(lower)
-        out.append(c > c_vram_requests or flat)
+        out.append(r is not None and bool(lower) and r <= (1.0 + gain) * max(lower))
     return out
+
+
+def saturated_levels(concurrency: Sequence[float], tok_s: Sequence[float | None],
+                     c_vram_requests: float, gain: float = SATURATION_GAIN) -> list[bool]:
+    """Which levels of a sweep are at saturation: C above the spec-sheet C_vram (requests), or
+    a measured throughput that stopped scaling (`flat_levels`). Levels in any order; a level
+    without throughput uses C_vram only. Example: tok/s 814, 917, 921 at C 50, 100, 150 and
+    C_vram 1000 -> only C = 150 is."""
+    flat = flat_levels(concurrency, tok_s, gain)
+    return [c > c_vram_requests or f for c, f in zip(concurrency, flat, strict=True)]
