@@ -289,6 +289,9 @@ def test_the_accuracy_table_says_it_leaves_out_queueing(env: Path) -> None:
     table = next(d.value for d in at.dataframe if "optimism (x)" in d.value.columns)
     assert "spec-sheet, no queueing" in table.columns
     assert 'grey dotted "roofline, no queueing" line' in texts(at)
+    # the charts' caption gives the line's formula (it said C × 1000 / TPOT: 176 tok/s at C=1
+    # here, where the line and the table read 158, a closed loop with its prefill)
+    assert "C × n / (TTFT + (n - 1) × TPOT)" in texts(at)
     ratios = next(d.value for d in at.dataframe if "roofline, no queueing" in d.value.columns)
     for shown, drawn in (("TTFT (ms)", "TTFT (ms)"), ("throughput (tok/s)", "aggregate tok/s")):
         rows = table[table["metric"] == shown].set_index("concurrency")
