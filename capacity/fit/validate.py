@@ -535,7 +535,7 @@ def scorecard(sweeps: Sequence[ReferenceSweep] | None = None, *,
                    if logo_cal is not None else None)
             tok = {p.concurrency: p.output_tok_s for p in s.points}
             sat = dict(zip(levels, saturated_levels(
-                levels, [tok.get(c) for c in levels], spec.c_vram * base.replicas),
+                levels, [tok.get(c) for c in levels], spec.c_vram),  # the deployment's already
                 strict=True))
             steps = sorted({v.concurrency for v in s.stated
                             if METRIC_OF[v.metric] == Metric.STEP})  # the rows a band is for

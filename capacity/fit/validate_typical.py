@@ -371,7 +371,7 @@ def _scenario(s: ReferenceSweep, cat: Catalog) -> Scenario:
 def _saturated(s: ReferenceSweep, base: Scenario, levels: Sequence[float]) -> list[bool]:
     spec = v.predict(v.spec_sheet(base), levels, s.prompt_tokens, s.output_tokens)
     tok = {p.concurrency: p.output_tok_s for p in s.points}
-    return v.saturated_levels(levels, [tok.get(c) for c in levels], spec.c_vram * base.replicas)
+    return v.saturated_levels(levels, [tok.get(c) for c in levels], spec.c_vram)  # all replicas
 
 
 def held_out_knobs(others: Sequence[Evidence], engine: dict[str, float]) -> dict[str, float]:

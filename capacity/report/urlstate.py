@@ -133,8 +133,7 @@ class ExplorerState:
     """An entered per-token acceptance rate (tau = (1 - alpha^(k+1)) / (1 - alpha))."""
     dis_rate: float = 0.0
     """The two pools' request rate (disaggregated prefill/decode, `capacity.plan.disagg_pools`),
-    req/s; 0: the design load `load`, else the deployment's design load for `c` requests in
-    flight (`disagg_chart.explorer_rate`)."""
+    req/s; 0: `load`, else the deployment's for `c` in flight (`disagg_chart.explorer_rate`)."""
     dis_ptp: int = 0
     """A prefill replica's TP (0: `tp`)."""
     dis_px: int = 0
@@ -361,9 +360,8 @@ class ExplorerState:
         base = PlanInputs(
             model=self.model, workload=wl, formats=(self.weights,), gpus=(g.key,),
             kv_dtypes=(self.kv,), max_gpus=max(self.gpus, 1), currency=cur,
-            cny_per_usd=self.rate, util=self.util, overhead_gb=self.overhead,
-            memory_headroom=self.headroom, engine=self.engine, spare=self.spare > 0,
-            allow_long_context=True,   # as its scenario: the limit is noted, not enforced
+            cny_per_usd=self.rate, util=self.util, overhead_gb=self.overhead, engine=self.engine,
+            memory_headroom=self.headroom, spare=self.spare > 0, allow_long_context=True,  # noted
             slo=Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms,
                     quantile=self.pct / 100.0, cost_per_mtok=self.slo_cost),
             offers=offers, offer_kind=self.offer, max_num_seqs=self.seqs or None,
