@@ -143,3 +143,19 @@ def test_the_bands_per_layer_range_is_the_typical_vllm_basis_range() -> None:
     t = typical_efficiency("vllm")
     assert TYPICAL_RANGES["layer_overhead_ms"] == (t.low["layer_overhead_ms"],
                                                    t.high["layer_overhead_ms"])
+
+
+def test_the_band_takes_its_step_at_the_context_asked_and_c_vram_at_the_scenarios() -> None:
+    """The Results page predicts the step at the context a request holds on average while
+    decoding (prompt + output / 2) and C_vram at its end (prompt + output): its band does the
+    same, so its middle is the table's step (it read 13.54 ms beside the table's 13.44)."""
+    s = make_scenario(context_tokens=1000, prompt_tokens=500)
+    b = band(s, [64.0], step_context_tokens=750.0)
+    at_mean = float(evaluate(s, [64], context_tokens=[750]).decode.step_ms[0])
+    at_end = float(evaluate(s, [64]).decode.step_ms[0])
+    assert b.step_ms[1][0] == pytest.approx(at_mean) and at_mean < at_end
+    assert b.max_concurrency_vram[1] == int(evaluate(s, [1]).max_concurrency_vram)
+    assert band(s, [64.0]).step_ms[1][0] == pytest.approx(at_end)
+    cal = _cal(0.1)   # eff 0.4: at 64 sequences compute binds, the context moves nothing
+    with_cal = band(s, [4.0], cal, step_context_tokens=750.0)
+    assert with_cal.step_ms[1][0] < band(s, [4.0], cal).step_ms[1][0]

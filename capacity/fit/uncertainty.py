@@ -271,9 +271,15 @@ def calibrated_spread(cal: Calibration, kind: PointKind) -> float:
     return max(MIN_SPREAD, e if e is not None else MIN_SPREAD)
 
 
-def _at(s: Scenario, concurrency: FloatArray) -> tuple[FloatArray, float, int]:
+def _at(s: Scenario, concurrency: FloatArray, step_context_tokens: float | None = None
+        ) -> tuple[FloatArray, float, int]:
+    """(decode step ms, TTFT s, C_vram) of `s` at `concurrency`: the step at
+    `step_context_tokens` where given (None: the scenario's context, as C_vram always is)."""
     ev = evaluate(s, concurrency)
-    return (np.asarray(ev.decode.step_ms, dtype=np.float64), float(ev.ttft_s),
+    step = ev.decode.step_ms if step_context_tokens is None else evaluate(
+        s, concurrency, context_tokens=np.full_like(concurrency, step_context_tokens)
+    ).decode.step_ms
+    return (np.asarray(step, dtype=np.float64), float(ev.ttft_s),
             int(ev.max_concurrency_vram))
 
 
@@ -295,8 +301,12 @@ def typical_edges(scenario: Scenario) -> tuple[Scenario, Scenario]:
 
 def band(scenario: Scenario, concurrency: npt.ArrayLike,
          calibration: Calibration | None = None,
-         edges: tuple[Scenario, Scenario] | None = None, edges_basis: str = "") -> Band:
-    """The band around a prediction at the scenario's context.
+         edges: tuple[Scenario, Scenario] | None = None, edges_basis: str = "",
+         step_context_tokens: float | None = None) -> Band:
+    """The band around a prediction at the scenario's context (its decode step at
+    `step_context_tokens` where given: the Results page's, the context a measured request holds
+    on average while decoding, `MeasuredPoint.decode_context_tokens`, as its table and charts
+    predict the step; C_vram stays at the scenario's context, what a request holds at its end).
 
     With a calibration: the calibrated prediction +/- its held-out spread, widened by its
     distance from the scenario (`distance`: other model, GPU, context, concurrency, few
@@ -312,7 +322,7 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
     C = np.asarray(concurrency, dtype=np.float64)
     if calibration is not None:
         s = apply(calibration, scenario)
-        step, ttft, cv = _at(s, C)
+        step, ttft, cv = _at(s, C, step_context_tokens)
         far = distance(calibration, scenario, C)
         sp_t = _widened(calibrated_spread(calibration, PointKind.TPOT), far, "step_ms")
         sp_f = _widened(calibrated_spread(calibration, PointKind.TTFT), far, "ttft_s")
@@ -321,7 +331,7 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
                         _at(s.with_(overhead_gb=gb_fast), C)[2])
         lo_t, hi_t = step / (1 + sp_t), step * (1 + sp_t)
         for end in split_extremes(calibration):  # one model: the overhead/bandwidth split
-            e = _at(apply(end, scenario), C)[0]
+            e = _at(apply(end, scenario), C, step_context_tokens)[0]
             lo_t, hi_t = np.minimum(lo_t, e / (1 + sp_t)), np.maximum(hi_t, e * (1 + sp_t))
         return Band(concurrency=C,
                     step_ms=(lo_t, step, hi_t),
@@ -334,8 +344,8 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
                                            scenario_bandwidth_ceiling(s)),
                     spread=(sp_t, sp_f))
     fast, slow = typical_edges(scenario) if edges is None else edges
-    mid = _at(scenario, C)
-    f, sl = _at(fast, C), _at(slow, C)
+    mid = _at(scenario, C, step_context_tokens)
+    f, sl = _at(fast, C, step_context_tokens), _at(slow, C, step_context_tokens)
     return Band(concurrency=C,
                 step_ms=(np.minimum(f[0], mid[0]), mid[0], np.maximum(sl[0], mid[0])),
                 ttft_s=(min(f[1], mid[1]), mid[1], max(sl[1], mid[1])),
