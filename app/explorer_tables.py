@@ -17,8 +17,9 @@ from app.format import short_num
 from app.i18n import status_text, verdict_text
 from capacity.fit.uncertainty import Sensitivity
 from capacity.model.scenario import SEED_TABLE_ROWS
+from capacity.report.bases import widening_text
 from capacity.report.explain import TABLE_COLUMNS
-from capacity.report.i18n import t, tn
+from capacity.report.i18n import t
 from capacity.report.tables import render
 
 TABLE_FORMATS = {"kv_total_gb": "%.1f", "subtotal_gb": "%.1f", "usable_gb": "%.1f",
@@ -101,11 +102,7 @@ def flags_text(unc: Uncertainty, lang: str) -> str:
 def widenings_text(unc: Uncertainty, lang: str) -> str:
     """Why the band is wider than the basis' own spread, one reason a line."""
     return t("unc_wider", lang) + "\n\n" + "\n".join(
-        "- " + tn("unc_w_" + w.kind, int(w.measured) if w.kind == "few_points" else 1, lang,
-                  used=w.used,
-                  measured=knob_name(w.measured, lang) if w.kind == "implausible" else w.measured,
-                  amount=f"{w.amount:.0%}", output=t("unc_out_" + w.output, lang))
-        for w in unc.widenings)
+        "- " + widening_text(w, lang) for w in unc.widenings)
 
 
 def band_frame(unc: Uncertainty, lang: str) -> pd.DataFrame:

@@ -635,6 +635,8 @@ def run(args: argparse.Namespace) -> int:
         data["gpu_band"] = None if band is None or p.best is None else {
             "n_gpus": band.n_gpus, "low": band.low, "high": band.high,
             "slow_misses": [r.value for r in band.slow_misses],
+            "widenings": [{"kind": str(w.kind), "measured": w.measured, "used": w.used,
+                           "amount": w.amount, "output": w.output} for w in band.widenings],
             "text": band_text(p.best, band, inp.max_gpus, "en")}
         if cmp is not None:
             data["disaggregated"] = {

@@ -37,7 +37,13 @@ from capacity.fit.typical import (
     engines,
     typical_efficiency,
 )
-from capacity.fit.uncertainty import TYPICAL_RANGES, calibrated_spread, overhead_gb_edges
+from capacity.fit.uncertainty import (
+    TYPICAL_RANGES,
+    Widening,
+    calibrated_spread,
+    calibration_spreads,
+    overhead_gb_edges,
+)
 from capacity.model.basis import (
     CHAPTER,
     CHAPTER_KNOBS,
@@ -49,7 +55,7 @@ from capacity.model.basis import (
 from capacity.model.moe import expert_gemm_factor
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
-from capacity.plan.detail import option_scenario
+from capacity.plan.detail import design_concurrency_total, option_scenario
 from capacity.plan.options import GpuBand, Option, PlanInputs, Reason
 from capacity.plan.search import plan
 from capacity.types import Note
@@ -376,8 +382,12 @@ def band_edges(inp: PlanInputs, cal: Calibration | None, option: Option | None =
                        prefill_overhead_ms=hi["prefill_overhead_ms"], overhead_gb=gb_slow)
         # the fast edge: the upper bound on speed, with the least memory overhead
         return slow, replace(with_spec_sheet(inp), overhead_gb=gb_fast)
-    s_step = 1.0 + calibrated_spread(cal, PointKind.TPOT)
-    s_ttft = 1.0 + calibrated_spread(cal, PointKind.TTFT)
+    if option is not None:   # widened by the calibration's distance from the option, as the
+        sp_t, sp_f, _ = calibration_spreads(   # Explorer's band of its link widens it
+            cal, option_scenario(inp, option, catalog), [design_concurrency_total(inp, option)])
+    else:
+        sp_t, sp_f = calibrated_spread(cal, PointKind.TPOT), calibrated_spread(cal, PointKind.TTFT)
+    s_step, s_ttft = 1.0 + sp_t, 1.0 + sp_f
     slow = replace(inp, eta_bw=inp.eta_bw / s_step, eff=inp.eff / s_step,
                    step_overhead_ms=inp.step_overhead_ms * s_step, mfu=inp.mfu / s_ttft,
                    prefill_overhead_ms=inp.prefill_overhead_ms * s_ttft,
@@ -422,6 +432,9 @@ def gpu_band(inp: PlanInputs, o: Option, cal: Calibration | None = None,
     7 GPUs fail at the band's slow edge (what the 9 are for)."""
     slow, fast = band_edges(inp, cal, o, catalog)
     high = _fewest(slow, o, catalog)
+    far: tuple[Widening, ...] = () if cal is None else calibration_spreads(
+        cal, option_scenario(inp, o, catalog), [design_concurrency_total(inp, o)])[2]
     return GpuBand(n_gpus=o.n_gpus, low=_fewest(fast, o, catalog), high=high,
                    basis="calibrated" if cal is not None else inp.basis,
-                   slow_misses=() if high == o.n_gpus else _misses(slow, o, catalog))
+                   slow_misses=() if high == o.n_gpus else _misses(slow, o, catalog),
+                   widenings=far)

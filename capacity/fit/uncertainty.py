@@ -237,6 +237,19 @@ def _widened(base: float, widenings: Sequence[Widening], output: str) -> float:
     return base + sum(w.amount for w in widenings if w.output in (output, "both"))
 
 
+def calibration_spreads(cal: Calibration, scenario: Scenario, concurrency: npt.ArrayLike
+                        ) -> tuple[float, float, tuple[Widening, ...]]:
+    """(step spread, TTFT spread, widenings) of a calibration applied to `scenario` at
+    `concurrency`: its held-out spreads (`calibrated_spread`) widened by its distance from
+    them (`distance`: another model or GPU, contexts and concurrencies outside its data, few
+    points, implausible knobs). The one computation of the Explorer's band (`band`) and the
+    Planner's (`capacity.fit.planning.band_edges`). Example: a 5% spread fitted on an RTX 4090
+    and applied to an RTX 5090: 5% + 25% = 30%."""
+    far = distance(cal, scenario, concurrency)
+    return (_widened(calibrated_spread(cal, PointKind.TPOT), far, "step_ms"),
+            _widened(calibrated_spread(cal, PointKind.TTFT), far, "ttft_s"), far)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Band:
     """Low / middle / high of step time (ms), TTFT (s) and C_vram at each concurrency."""
@@ -323,9 +336,7 @@ def band(scenario: Scenario, concurrency: npt.ArrayLike,
     if calibration is not None:
         s = apply(calibration, scenario)
         step, ttft, cv = _at(s, C, step_context_tokens)
-        far = distance(calibration, scenario, C)
-        sp_t = _widened(calibrated_spread(calibration, PointKind.TPOT), far, "step_ms")
-        sp_f = _widened(calibrated_spread(calibration, PointKind.TTFT), far, "ttft_s")
+        sp_t, sp_f, far = calibration_spreads(calibration, scenario, C)
         gb_slow, gb_fast = overhead_gb_edges(s.overhead_gb, calibration.overhead_gb)
         cv_lo, cv_hi = (_at(s.with_(overhead_gb=gb_slow), C)[2],
                         _at(s.with_(overhead_gb=gb_fast), C)[2])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant
@@ -43,6 +44,9 @@ from capacity.model.workload import Workload
 from capacity.plan.pricing import Price, price_for
 from capacity.plan.queueing import DEFAULT_SLO_QUANTILE
 from capacity.types import Note
+
+if TYPE_CHECKING:  # the band's reasons (the fit imports the planner, not the reverse)
+    from capacity.fit.uncertainty import Widening
 
 DEFAULT_KV_DTYPES: tuple[str, ...] = ("fp16", "fp8")
 MAX_GPUS = 16
@@ -629,6 +633,11 @@ class GpuBand:
     basis: str
     """The basis kind (`PlanInputs.basis`; 'calibrated' with a calibration)."""
     slow_misses: tuple[Reason, ...] = ()
+    widenings: tuple[Widening, ...] = ()
+    """Why a calibration's band is wider here than its own held-out error
+    (`capacity.fit.uncertainty.calibration_spreads`: fitted on another GPU or model, outside
+    its contexts or concurrencies, few points); the Explorer's link of the option lists the
+    same."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,6 +22,7 @@ from capacity.model.prefill import MFU_CURVE_SHARPNESS
 from capacity.report.i18n import t, tn
 
 if TYPE_CHECKING:
+    from capacity.fit.uncertainty import Widening
     from capacity.model.scenario import Scenario
     from capacity.plan.options import GpuBand, Option
 
@@ -187,6 +188,16 @@ def plateau_text(s: Scenario, lang: str) -> str:
                 gpu=s.gpu.name))
 
 
+def widening_text(w: Widening, lang: str) -> str:
+    """One reason a calibration's band is wider than its own held-out error, in words
+    ('measured on rtx-4090, applied to rtx-5090: +25% (TPOT and TTFT)'): the Explorer's list
+    and the Planner's and the quote's band text say it alike."""
+    return tn("unc_w_" + w.kind, int(w.measured) if w.kind == "few_points" else 1, lang,
+              used=w.used,
+              measured=t("in_" + w.measured, lang) if w.kind == "implausible" else w.measured,
+              amount=f"{w.amount:.0%}", output=t("unc_out_" + w.output, lang))
+
+
 def band_text(o: Option, band: GpuBand, top: int, lang: str) -> str:
     """'2 GPUs, 2-5 within the band; at its slow edge, 2 GPUs fail on TTFT (serving GPUs; the
     1 spare comes on top)': the band counts serving GPUs, as the search does, says which checks
@@ -202,4 +213,7 @@ def band_text(o: Option, band: GpuBand, top: int, lang: str) -> str:
     if band.slow_misses:
         text += tn("quote_band_why", o.n_gpus, lang, reasons=t("comma", lang).join(
             t("quote_reason_" + r, lang) for r in band.slow_misses))
+    if band.widenings:   # a calibration used away from its data (another GPU, model, ...)
+        text += t("quote_band_wider", lang, reasons=t("list_sep", lang).join(
+            widening_text(w, lang) for w in band.widenings))
     return text + (t("quote_band_spare", lang, n=o.spare_gpus) if o.spare_gpus else "")
