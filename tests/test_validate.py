@@ -736,3 +736,18 @@ def test_the_sections_share_their_summary_cells_and_their_skipped_rows_line() ->
     assert not_scored_lines([]) == []
     assert not_scored_lines([("a", "no TTFT"), ("b", "a rate")]) == [
         "", "Not scored: a: no TTFT; b: a rate."]
+
+
+def test_run_checks_read_the_decode_step_the_fit_reads() -> None:
+    """One measured decode step on the Results page: the accuracy table's is the fit's
+    (`decode_measured_ms`: the median inter-token gap, stalls left out), not the mean TPOT
+    with other prompts' prefills in it (41.05 ms beside the fit's 11.2 on a vLLM level, an
+    audit); TPOT where the run has no gaps, or where its gaps are chunks of several tokens."""
+    s = run_scenario("mistral-7b-v0.3-bf16", "rtx-4090", prompt_tokens=256, output_tokens=128)
+    kw = {"context_tokens": 384, "prompt_tokens": 256, "output_tokens": 128, "ttft_ms": 60.0}
+    pts = [MeasuredPoint(concurrency=32, tpot_ms=41.05, itl_p50_ms=11.2, **kw),
+           MeasuredPoint(concurrency=8, tpot_ms=17.0, **kw),
+           MeasuredPoint(concurrency=4, tpot_ms=10.0, itl_p50_ms=30.0, **kw)]
+    step = {c.concurrency: c.measured for c in run_checks(pts, s) if c.metric == Metric.STEP}
+    assert step == {32: 11.2, 8: 17.0, 4: 10.0}
+    assert step == {p.concurrency: calib.decode_measured_ms(p) for p in pts}

@@ -29,7 +29,10 @@ from capacity.model.scenario import Scenario
 def run_checks(points: Sequence[MeasuredPoint], scenario: Scenario,
                calibration: calib.Calibration | None = None) -> list[Check]:
     """The scorecard's rows for measured points of one's own (a stored run, an import): each
-    level's stated step (TPOT), TTFT and throughput beside the spec-sheet prediction of
+    level's decode step (the one the fit reads, `calibration.decode_measured_ms`: the median
+    inter-token gap where the run has it, else TPOT; until 2026-12-07 TPOT always, so the
+    page showed a vLLM level at 41.05 ms measured, its prefill stalls included, beside the
+    fit's 11.2), TTFT and throughput beside the spec-sheet prediction of
     `scenario` (`spec_sheet`: every knob at peak) and, with a calibration, the calibrated
     one. Prompt and output lengths are each point's own (else the scenario's prompt and
     context)."""
@@ -51,7 +54,8 @@ def run_checks(points: Sequence[MeasuredPoint], scenario: Scenario,
         # note's, so one rule marks both (`saturated_levels`)
         sat = saturated_levels(levels, [p.output_tok_s for p in pts], spec.c_vram)
         for i, p in enumerate(pts):
-            for metric, value in ((Metric.STEP, p.tpot_ms), (Metric.TTFT, p.ttft_ms),
+            for metric, value in ((Metric.STEP, calib.decode_measured_ms(p)),
+                                  (Metric.TTFT, p.ttft_ms),
                                   (Metric.THROUGHPUT, p.output_tok_s)):
                 if value is None:
                     continue
