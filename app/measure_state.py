@@ -35,6 +35,7 @@ from capacity.bench.job import (
     SimServer,
 )
 from capacity.bench.store import RunStore
+from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_store
 from capacity.fit.findmax import FindMaxOverlay, find_max_overlay
@@ -228,7 +229,8 @@ def saved_calibrations() -> list[str]:
 def overlay_view(version: str, points: tuple[MeasuredPoint, ...], model: str, gpu: str,
                  n_gpus: int, calibration: calib.Calibration | None,
                  failures: pd.DataFrame | None, extra: pd.DataFrame | None, series: str,
-                 labels: dict[str, str], find_max_concurrency: float | None = None
+                 labels: dict[str, str], find_max_concurrency: float | None = None,
+                 engine: str = DEFAULT_ENGINE
                  ) -> tuple[Overlay, dict[str, dict[str, Any]], dict[str, Any]]:
     """The overlay and its Vega-Lite specs (four metrics, the ratios), built once per input
     and catalog (`app.cache.cached`): Altair's validation costs about 40 ms a chart, too much
@@ -239,8 +241,9 @@ def overlay_view(version: str, points: tuple[MeasuredPoint, ...], model: str, gp
                             n_gpus=n_gpus, catalog=cache.catalog())
     # the dashed "spec-sheet" curve is the spec sheet, every efficiency at its peak, as in the
     # page's accuracy table below it (capacity.model.basis): one spec sheet per page
+    # under load with the run's engine's scheduling where the run says which it was
     ov = build_overlay(points, spec_sheet(scenario), series=series,
-                       calibration=calibration, failures=failures)
+                       calibration=calibration, failures=failures, engine=engine)
     more = extra if extra is not None and not extra.empty else None
     specs = {m: overlay_chart(ov, m, labels, extra_measured=more,
                               find_max_concurrency=find_max_concurrency).to_dict()

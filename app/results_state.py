@@ -11,17 +11,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from app import measure_state as ms
 from capacity.access import AccessDenied, User, may_see_run, may_share_run, run_access
+from capacity.bench.engine_info import engine_profile_of
 from capacity.bench.storage import run_warnings as bench_run_warnings
 from capacity.bench.storage import set_shared
+from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_store as cal_store
 from capacity.fit.measured import MeasuredPoint
@@ -64,8 +67,19 @@ class Measured:
     """The run's engine decodes one sequence through other kernels (llama.cpp)."""
     run_warnings: list[str] = field(default_factory=list)
     """The first run's warnings (client-bound levels, prefix-cache hits, one-burst levels...)."""
+    engine: str = DEFAULT_ENGINE
+    """The scheduling profile its levels are predicted under load with: the run's engine
+    (`engine_info.engine_profile_of`: vLLM, SGLang, llama.cpp, the simulator's own profile),
+    else the chapter's (an import, or an engine the run did not name)."""
     no_levels: bool = False
     """The first run measured no level."""
+
+
+def run_engine(meta: Mapping[str, Any]) -> str:
+    """The profile a run's levels are predicted with (`engine_profile_of`), where
+    data/engines.toml has it; the chapter's else."""
+    profile = engine_profile_of(meta)
+    return profile if profile in engine_names() else DEFAULT_ENGINE
 
 
 def date_range(days: object) -> tuple[str | None, str | None]:
@@ -142,6 +156,7 @@ def from_runs(shown: pd.DataFrame, chosen: Sequence[str], names: dict[str, str],
         fit_desc="; ".join(names.get(i, i) for i in chosen),
         find_max=meta.get("find_max") if isinstance(meta.get("find_max"), dict) else None,
         fit_batch1=calib.batch1_for_run(meta), run_warnings=bench_run_warnings(meta),
+        engine=run_engine(meta),
         no_levels=summ.empty)
 
 

@@ -34,7 +34,7 @@ from capacity.fit.uncertainty import band, sensitivity
 from capacity.fit.validate_predict import spec_sheet
 from capacity.fit.vllm_log import parse_vllm_log, reconcile
 from capacity.model.roofline import StepMethod
-from capacity.report.i18n import error_text, note_text, t
+from capacity.report.i18n import engine_label, error_text, note_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -109,7 +109,7 @@ try:
         calibration, m.failures, extra, m.series, labels,
         # a concurrency search's answer is a line on these charts (a rate's is not: their x
         # axis is concurrency)
-        max_concurrency_within_slo(m.find_max))
+        max_concurrency_within_slo(m.find_max), engine=m.engine)
 except CapacityError as exc:
     st.error(T("r_error", msg=error_text(exc, lang)))
     st.stop()
@@ -117,7 +117,8 @@ except CapacityError as exc:
 # -- the overlay ------------------------------------------------------------------------------
 st.subheader(T("r_overlay"))
 st.caption(view.overlay_caption(ov, scenario, lang))
-st.caption(T("r_load_" + ov.load))
+st.caption(T("r_load_" + ov.load) + ("" if ov.load == "none" else " " + T(
+    "r_load_engine", engine=engine_label(m.engine, lang))))
 for w in scenario.warnings:
     st.caption(T("r_note", msg=note_text(w, lang)))
 grid = st.columns(2)

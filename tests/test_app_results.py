@@ -327,3 +327,21 @@ def test_the_saturation_note_and_the_table_share_one_rule(
     flags = table[table["metric"] == "throughput (tok/s)"].set_index("concurrency")["saturated"]
     assert [flags.loc[c] == "yes" for c in (1.0, 8.0, 32.0)] == saturated
     assert "Saturated: a level whose throughput is at most 5% above a lower level's" in texts(at)
+
+
+def test_a_runs_engine_schedules_its_prediction_under_load() -> None:
+    """The run's engine (meta.json's engine_info; the simulator's own profile from /sim/info)
+    picks the scheduling the Results page predicts its levels under load with: a vLLM run is
+    not predicted with the chapter's whole-prompt prefills (a level at 32 clients read 5,587
+    ms of TTFT against 1,346 measured, vLLM's scheduling 708; an audit, 2026-12-07)."""
+    from app.results_state import run_engine
+    from capacity.bench.engine_info import engine_profile_of
+
+    assert engine_profile_of({"engine_info": {"engine": "vLLM"}}) == "vllm"
+    assert engine_profile_of({"engine_info": {"engine": "SGLang"}}) == "sglang"
+    assert engine_profile_of({"engine_info": {"engine": "llama.cpp"}}) == "llamacpp"
+    sim = {"engine_info": {"engine": "capacity sim-server", "sim_engine": "vllm"}}
+    assert engine_profile_of(sim) == "vllm" == run_engine(sim)
+    for unknown in ({}, {"engine_info": {"engine": "TGI"}},
+                    {"engine_info": {"engine": "capacity sim-server", "sim_engine": "nope"}}):
+        assert run_engine(unknown) == "chapter"

@@ -140,6 +140,7 @@ def test_a_sped_up_simulator_is_recorded_and_not_calibrated_on(
                       .read_text())
     assert meta["engine_info"]["engine"] == "capacity sim-server"
     assert meta["engine_info"]["sim_speedup"] == 2.0
+    assert meta["engine_info"]["sim_engine"] == "chapter"   # its scheduling, from /sim/info
     assert any("--speedup 2: every time measured is 2 times shorter" in w
                for w in run_warnings(meta))
     assert "--speedup 2: every time measured" in chapter.out

@@ -209,7 +209,32 @@ def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float 
             if info.get("engine") == "capacity sim-server" and speedup is not None \
                     and math.isfinite(speedup) and speedup > 0:
                 info["sim_speedup"] = speedup
+        if info.get("engine") == "capacity sim-server":   # its scheduling profile
+            sim = _json(_get(client, f"{root}/sim/info", deadline))
+            profile = sim.get("engine") if isinstance(sim, dict) else None
+            if isinstance(profile, str) and re.fullmatch(r"[a-z0-9_]{1,32}", profile):
+                info["sim_engine"] = profile
     return info
+
+
+ENGINE_PROFILES: dict[str, str] = {"vLLM": "vllm", "SGLang": "sglang", "llama.cpp": "llamacpp"}
+"""The engine `probe_engine` names -> the scheduling profile of data/engines.toml that models
+it (the simulated endpoint: its own profile, `sim_engine`)."""
+
+
+def engine_profile_of(meta: Mapping[str, Any]) -> str | None:
+    """The scheduling profile (data/engines.toml's key) of the engine a run measured, from its
+    meta.json's `engine_info`: vLLM -> 'vllm', SGLang -> 'sglang', llama.cpp -> 'llamacpp', the
+    simulated endpoint -> the profile it ran (`sim_engine`); None where the engine is unknown.
+    The Results page predicts a run's levels under load with it."""
+    info = meta.get("engine_info")
+    if not isinstance(info, Mapping):
+        return None
+    engine = info.get("engine")
+    if engine == "capacity sim-server":
+        sim = info.get("sim_engine")
+        return sim if isinstance(sim, str) and sim else None
+    return ENGINE_PROFILES.get(engine) if isinstance(engine, str) else None
 
 
 SIM_SPEEDUP = "capacity_sim:speedup"
