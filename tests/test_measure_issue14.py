@@ -121,3 +121,9 @@ def test_two_prompt_lengths_at_a_request_rate_from_the_page(bench_dir: Path) -> 
         (d,) = (bench_dir / label).iterdir()
         args = json.loads((d / "meta.json").read_text())["args"]
         assert args["prompt_chars"] == chars and args["request_rate"] == 20.0
+
+
+def test_the_page_runs_one_client_process() -> None:
+    """docs/bench.md: the Measure page runs `--workers 1` (its child ran one worker per CPU)."""
+    a = MeasureForm(base_url="http://127.0.0.1:8000/v1").argv()
+    assert a[a.index("--workers") + 1] == "1"

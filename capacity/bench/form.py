@@ -96,6 +96,9 @@ class MeasureForm:
              "--max-tokens", str(self.max_tokens), "--label", self.label,
              "--endpoint", self.endpoint, "--warmup", str(self.warmup),
              "--passes", str(self.passes),
+             # one client process: the page's levels (512 streams at most) fit in one, and a
+             # shared app server does not spawn a worker per CPU for each run (docs/bench.md)
+             "--workers", "1",
              "--timeout", f"{self.timeout_s:g}", "--out", self.out_dir, "--gpus", str(self.gpus)]
         for flag, v in (("--model", self.model), ("--gpu", self.gpu),
                         ("--predict-model", self.predict_model), ("--currency", self.currency),
