@@ -185,6 +185,17 @@ def test_bench_summary_itl_median_is_read(tmp_path: Path) -> None:
     assert p.itl_p50_ms == 20.5 and decode_measured_ms(p) == 20.5
 
 
+def test_bench_summary_p90s_are_read(tmp_path: Path) -> None:
+    """The bench writes TTFT and TPOT p90 beside p50 and p99: `calibrate --label`'s
+    closed-loop bounds check at p90 needs them (its table showed '-'; an audit, 2026-12-07)."""
+    text = ("concurrency,tpot_p50_ms,ttft_p50_ms,prompt_tokens_mean,output_tokens_mean,"
+            "ttft_p90_ms,tpot_p90_ms,ttft_p99_ms\n4,25.0,300,1000,64,1153.6,31.5,1400\n")
+    f = tmp_path / "summary.csv"
+    f.write_text(text)
+    (p,) = parse_bench_summary(f, text)
+    assert (p.ttft_p90_ms, p.tpot_p90_ms, p.ttft_p99_ms) == (1153.6, 31.5, 1400.0)
+
+
 @pytest.mark.slow  # uses the module's whole-scorecard/fit fixture (1-4 s idle): the quick loop skips it
 def test_save_load_keeps_method_and_identifiability(calibrated: Calibration,
                                                     tmp_path: Path) -> None:

@@ -502,7 +502,9 @@ BENCH_ALIASES: dict[str, tuple[str, ...]] = {
     "prompt_tokens": ("prompt_tokens_mean", "mean_prompt_tokens", "prompt_tokens"),
     "output_tokens": ("output_tokens_mean", "mean_output_tokens", "output_tokens"),
     "output_tok_s": ("output_tok_s", "output_tokens_per_s", "output_throughput_tok_s"),
+    "tpot_p90_ms": ("tpot_p90_ms", "tpot_ms_p90", "p90_tpot_ms"),
     "tpot_p99_ms": ("tpot_p99_ms", "tpot_ms_p99", "p99_tpot_ms"),
+    "ttft_p90_ms": ("ttft_p90_ms", "ttft_ms_p90", "p90_ttft_ms"),
     "ttft_p99_ms": ("ttft_p99_ms", "ttft_ms_p99", "p99_ttft_ms"),
     "itl_p50_ms": ("itl_p50_ms", "itl_ms_p50", "median_itl_ms"),
 }
@@ -536,7 +538,8 @@ def parse_bench_summary(path: Path, text: str, *, model: str = "", gpu: str = ""
             model=model, gpu=gpu, engine=engine, concurrency=float(vals["concurrency"] or 0),
             context_tokens=int(math.ceil(prompt + out)), prompt_tokens=prompt,
             output_tokens=out, tpot_ms=vals["tpot_ms"], ttft_ms=vals.get("ttft_ms"),
-            output_tok_s=vals.get("output_tok_s"), tpot_p99_ms=vals.get("tpot_p99_ms"),
+            output_tok_s=vals.get("output_tok_s"), tpot_p90_ms=vals.get("tpot_p90_ms"),
+            tpot_p99_ms=vals.get("tpot_p99_ms"), ttft_p90_ms=vals.get("ttft_p90_ms"),
             ttft_p99_ms=vals.get("ttft_p99_ms"), itl_p50_ms=vals.get("itl_p50_ms"),
             stat="median",
             source=f"{path.parent.name}/{path.name}:{i}"))
