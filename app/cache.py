@@ -164,6 +164,9 @@ class Uncertainty:
     typical: str = ""
     """The engine whose typical basis the prediction is on ('' otherwise): the band spans that
     engine's ranges, as the Planner's does."""
+    split_open: bool = False
+    """The step's edges span the overhead / bandwidth split the calibration left open
+    (`Band.split_open`)."""
     lookup_gb: float = 0.0
     """GB per GPU of an input embedding table the typical basis looks up rather than reads
     (`Scenario.embedding_lookup`, `capacity.model.basis.TYPICAL_COUNTS`: the prediction and
@@ -200,6 +203,7 @@ def uncertainty(version: str, state: ExplorerState) -> Uncertainty:
                                            ranges=ranges)[:5]),
         ttft_sensitivity=tuple(sensitivity(s, state.concurrency, "ttft_s", ranges=ranges)[:5]),
         widenings=b.widenings, flags=b.flags, typical=typical if edges is not None else "",
+        split_open=b.split_open,
         lookup_gb=(s.lookup_gb_per_gpu if edges is not None and s.embedding_lookup
                    else 0.0),
     )

@@ -81,6 +81,8 @@ def uncertainty_body(box: DeltaGenerator, unc: cache.Uncertainty, lang: str) -> 
         box.warning(tables.flags_text(unc, lang), icon=":material/report:")
     if unc.widenings:
         box.markdown(tables.widenings_text(unc, lang))
+    if unc.split_open:   # the step's edges reach further than the spread and widenings say
+        box.caption(t("unc_split", lang))
     box.dataframe(tables.band_frame(unc, lang), hide_index=True, key="unc_band")
     s1, s2 = box.columns(2)
     for col, title, rows in ((s1, t("sens_step", lang), unc.step_sensitivity),

@@ -159,3 +159,25 @@ def test_the_band_takes_its_step_at_the_context_asked_and_c_vram_at_the_scenario
     cal = _cal(0.1)   # eff 0.4: at 64 sequences compute binds, the context moves nothing
     with_cal = band(s, [4.0], cal, step_context_tokens=750.0)
     assert with_cal.step_ms[1][0] < band(s, [4.0], cal).step_ms[1][0]
+
+
+def test_a_band_says_when_its_step_spans_an_open_overhead_bandwidth_split() -> None:
+    """One model at one context cannot tell per-step overhead from bandwidth efficiency: the
+    band's step edges reach both ends of that split, and the band says so (`split_open`, the
+    Explorer's caption `unc_split`); the published sweep's calibration, two contexts, does not."""
+    from pathlib import Path
+
+    from capacity.fit import calibration as calib
+    from capacity.fit.calibration_store import load
+    from capacity.fit.imports import read_bench_label
+    from capacity.fit.measured import run_scenario
+
+    root = Path(__file__).resolve().parents[1] / "data" / "bench"
+    pts = read_bench_label("sample-rtx-4090-sim", root, model="qwen3.5-9b-awq", gpu="rtx-4090")
+    s = run_scenario("qwen3.5-9b-awq", "rtx-4090", prompt_tokens=500, output_tokens=64)
+    one = calib.fit(pts, s.with_(step_method="operator"), name="one")
+    assert calib.split_extremes(one) and band(s, [8], one).split_open
+    published = load("rtx-4090-vllm-published")
+    assert not band(make_scenario("mistral-7b-v0.3-bf16", "rtx-4090"), [8],
+                    published).split_open
+    assert not band(s, [8]).split_open   # no calibration, no split
