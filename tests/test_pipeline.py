@@ -411,3 +411,15 @@ def test_a_pipeline_the_explorer_offers_is_assessed_as_asked(gpus: int, tp: int,
     # the search still recommends no pipeline for a model one node holds
     searched = plan(state.deployment(CAT).inputs, CAT, keep_all=True)
     assert not [x for x in searched.all_options if x.pp > 1]
+
+
+def test_the_plan_says_what_its_ttft_holds_beyond_attention(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`capacity plan`'s prefill line: 'with attention' where that is all TTFT holds (the
+    chapter's example), 'in all (...)' where fixed costs, all-reduces or a request latency are
+    in it too (TP 4 adds 0.27 s of all-reduces the old label called attention)."""
+    assert main(["plan", "--concurrency", "1"]) == 0
+    assert "2.975 s linear, 3.064 s with attention (no queueing)" in capsys.readouterr().out
+    assert main(["plan", "--gpus", "4", "--tp", "4", "--concurrency", "1"]) == 0
+    assert " s in all (attention, fixed prefill costs, all-reduces, request latency)" in \
+        capsys.readouterr().out

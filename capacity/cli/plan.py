@@ -497,9 +497,14 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
                else f"compute overtakes bandwidth at about {cross:.0f} concurrent requests\n")
     out.append(h("Prefill (F6)"))
     # the MFU its GEMMs run at: the plateau, or F6c's MFU(L) (show-math's substitution)
+    # beyond the attention term: the prefill's fixed costs, TP/PP communication and the
+    # request latency, where the basis and layout have them (the label said 'with attention'
+    # for 0.27 s of all-reduces at TP 4: an audit, 2026-12-07)
+    more = s.tp > 1 or s.pp > 1 or s.fixed_prefill_ms > 0 or s.request_latency_ms > 0
     out.append(f"TTFT for a {s.prompt}-token prompt at MFU {prompt_mfu_text(s)}: "
-               f"{float(ev.ttft_linear_s):.3f} s linear, {float(ev.ttft_s):.3f} s with attention"
-               " (no queueing)\n")
+               f"{float(ev.ttft_linear_s):.3f} s linear, {float(ev.ttft_s):.3f} s "
+               + ("in all (attention, fixed prefill costs, all-reduces, request latency)"
+                  if more else "with attention") + " (no queueing)\n")
     out.append(h(f"Cost (F7), {s.currency} {s.price_per_hour:g} per GPU-hour x {s.n_gpus}"))
     out.append(render(["concurrency", "aggregate tok/s", f"{s.currency} per M tokens"],
                       [[int(ev.concurrency[i]), float(ev.aggregate_tok_s[i]),
