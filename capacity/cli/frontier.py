@@ -257,7 +257,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{fr.model_name}: {inp.prompt_tokens} prompt / {inp.output_tokens} output tokens, "
               f"{inp.context} context; {fr.evaluated:,} points, {len(fronts):,} on the fronts of "
               f"{len(fr.groups)} groups (GPU x engine x weights x KV x draft"
-              f"{' x deployment' if kinds else ''})")
+              f"{' x deployment' if kinds else ''}); basis: "
+              # the JSON carries it on every point; the text named none (an audit)
+              + (inp.basis if inp.basis is not None else "each engine's typical"))
         extra = ["deployment", "GPUs paid", "layout"] if kinds else []
         print(render(["GPU", "engine", "weights", "KV", "draft", "TP", "C", "tok/s/user",
                       "tok/s/GPU", "TTFT ms", f"{cur}/M out", *extra],
