@@ -56,7 +56,7 @@ from capacity.model.moe import expert_gemm_factor
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.plan.detail import design_concurrency_total, option_scenario
-from capacity.plan.options import GpuBand, Option, PlanInputs, Reason
+from capacity.plan.options import BandWidening, GpuBand, Option, PlanInputs, Reason
 from capacity.plan.search import plan
 from capacity.types import Note
 
@@ -437,4 +437,6 @@ def gpu_band(inp: PlanInputs, o: Option, cal: Calibration | None = None,
     return GpuBand(n_gpus=o.n_gpus, low=_fewest(fast, o, catalog), high=high,
                    basis="calibrated" if cal is not None else inp.basis,
                    slow_misses=() if high == o.n_gpus else _misses(slow, o, catalog),
-                   widenings=far)
+                   widenings=tuple(BandWidening(kind=str(w.kind), measured=w.measured,
+                                                used=w.used, amount=w.amount, output=w.output)
+                                   for w in far))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from capacity.catalog.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from capacity.catalog.loader import Catalog, Gpu, Model, ModelVariant
@@ -44,9 +43,6 @@ from capacity.model.workload import Workload
 from capacity.plan.pricing import Price, price_for
 from capacity.plan.queueing import DEFAULT_SLO_QUANTILE
 from capacity.types import Note
-
-if TYPE_CHECKING:  # the band's reasons (the fit imports the planner, not the reverse)
-    from capacity.fit.uncertainty import Widening
 
 DEFAULT_KV_DTYPES: tuple[str, ...] = ("fp16", "fp8")
 MAX_GPUS = 16
@@ -621,6 +617,21 @@ class NearMiss:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BandWidening:
+    """One reason a calibrated band is wider than its held-out error, as the fit states it
+    (`capacity.fit.uncertainty.Widening`: the planner sits below the fit, so it keeps the
+    fields, not the class): `kind` ('model', 'gpu', 'context', 'concurrency', 'few_points',
+    'implausible'), what was measured and what is used (plain text), the `amount` added to the
+    spread and the `output` it widens ('step_ms', 'ttft_s' or 'both')."""
+
+    kind: str
+    measured: str
+    used: str
+    amount: float
+    output: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class GpuBand:
     """GPUs a recommended configuration needs at the prediction and at the edges of its
     uncertainty band (None: not within the search's GPU limit at that edge;
@@ -633,7 +644,7 @@ class GpuBand:
     basis: str
     """The basis kind (`PlanInputs.basis`; 'calibrated' with a calibration)."""
     slow_misses: tuple[Reason, ...] = ()
-    widenings: tuple[Widening, ...] = ()
+    widenings: tuple[BandWidening, ...] = ()
     """Why a calibration's band is wider here than its own held-out error
     (`capacity.fit.uncertainty.calibration_spreads`: fitted on another GPU or model, outside
     its contexts or concurrencies, few points); the Explorer's link of the option lists the

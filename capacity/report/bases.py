@@ -24,7 +24,7 @@ from capacity.report.i18n import t, tn
 if TYPE_CHECKING:
     from capacity.fit.uncertainty import Widening
     from capacity.model.scenario import Scenario
-    from capacity.plan.options import GpuBand, Option
+    from capacity.plan.options import BandWidening, GpuBand, Option
 
 
 class Knobs(Protocol):
@@ -188,7 +188,7 @@ def plateau_text(s: Scenario, lang: str) -> str:
                 gpu=s.gpu.name))
 
 
-def widening_text(w: Widening, lang: str) -> str:
+def widening_text(w: Widening | BandWidening, lang: str) -> str:
     """One reason a calibration's band is wider than its own held-out error, in words
     ('measured on rtx-4090, applied to rtx-5090: +25% (TPOT and TTFT)'): the Explorer's list
     and the Planner's and the quote's band text say it alike."""
