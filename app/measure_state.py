@@ -34,6 +34,7 @@ from capacity.bench.job import (
     SimRegistry,
     SimServer,
 )
+from capacity.bench.storage import read_run_meta
 from capacity.bench.store import RunStore
 from capacity.catalog.engines import DEFAULT_ENGINE
 from capacity.fit import calibration as calib
@@ -207,11 +208,8 @@ def levels(run_id: str) -> pd.DataFrame:
 
 
 def run_meta(run_dir: str) -> dict[str, Any]:
-    """A run's meta.json (empty when unreadable)."""
-    try:
-        return dict(json.loads((Path(run_dir) / "meta.json").read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        return {}
+    """A run's meta.json (empty when unreadable): `storage.read_run_meta`, bounded."""
+    return read_run_meta(run_dir)
 
 
 @st.cache_data(max_entries=1, show_spinner=False)

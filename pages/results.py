@@ -27,7 +27,7 @@ from capacity.fit import calibration as calib
 from capacity.fit import calibration_report as cal_report
 from capacity.fit import calibration_store as cal_store
 from capacity.fit.findmax import max_concurrency_within_slo
-from capacity.fit.measured import run_scenario
+from capacity.fit.measured import decode_context_tokens, run_scenario
 from capacity.fit.overlay import COMPARE_COLUMNS, METRICS, compare_table, typical_lengths
 from capacity.fit.run_accuracy import run_checks, summarize
 from capacity.fit.uncertainty import band, sensitivity
@@ -254,7 +254,7 @@ try:
     # the step at the context a request holds on average while decoding, as the table and the
     # charts predict it (at the full context it read 13.54 ms beside their 13.44 at C = 64)
     b = band(page_basis, [float(c_at)], calibration,
-             step_context_tokens=prompt + output / 2.0)
+             step_context_tokens=decode_context_tokens(prompt, output))
     for col, (metric, rng) in zip(st.columns(3), view.band_metrics(b, lang), strict=True):
         col.metric(metric.label, metric.value, help=metric.help)
         col.caption(rng)

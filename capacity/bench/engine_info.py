@@ -18,7 +18,7 @@ import re
 import ssl
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import httpcore
 import httpx
@@ -29,8 +29,10 @@ from capacity.untrusted import loads_json
 
 MAX_BODY_BYTES = 1 << 20
 """Largest introspection answer read, bytes (a /metrics page is a few KiB)."""
+SIM_ENGINE: Final = "capacity sim-server"
+"""How `probe_engine` names the simulated endpoint (its `/metrics` prefix `capacity_sim:`)."""
 ENGINE_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("capacity_sim:", "capacity sim-server"), ("llamacpp:", "llama.cpp"), ("vllm:", "vLLM"),
+    ("capacity_sim:", SIM_ENGINE), ("llamacpp:", "llama.cpp"), ("vllm:", "vLLM"),
     ("sglang:", "SGLang"))
 """Metric prefixes that name the engine, the first found wins (the simulated endpoint exposes
 vLLM's speculative-decoding counters beside its own metrics)."""
@@ -206,10 +208,10 @@ def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float 
                 if any(k.startswith(prefix) for k in metrics):
                     info.setdefault("engine", engine)
             speedup = metrics.get(SIM_SPEEDUP)
-            if info.get("engine") == "capacity sim-server" and speedup is not None \
+            if info.get("engine") == SIM_ENGINE and speedup is not None \
                     and math.isfinite(speedup) and speedup > 0:
                 info["sim_speedup"] = speedup
-        if info.get("engine") == "capacity sim-server":   # its scheduling profile
+        if info.get("engine") == SIM_ENGINE:   # its scheduling profile
             sim = _json(_get(client, f"{root}/sim/info", deadline))
             profile = sim.get("engine") if isinstance(sim, dict) else None
             if isinstance(profile, str) and re.fullmatch(r"[a-z0-9_]{1,32}", profile):
@@ -231,7 +233,7 @@ def engine_profile_of(meta: Mapping[str, Any]) -> str | None:
     if not isinstance(info, Mapping):
         return None
     engine = info.get("engine")
-    if engine == "capacity sim-server":
+    if engine == SIM_ENGINE:
         sim = info.get("sim_engine")
         return sim if isinstance(sim, str) and sim else None
     return ENGINE_PROFILES.get(engine) if isinstance(engine, str) else None

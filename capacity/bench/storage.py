@@ -40,7 +40,7 @@ from capacity.bench.metrics import (
     record_row,
 )
 from capacity.errors import InputError
-from capacity.untrusted import spreadsheet_text
+from capacity.untrusted import loads_json, read_utf8, spreadsheet_text
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SECRET_KEY_RE = re.compile(
@@ -342,6 +342,18 @@ def model_name(model_id: str) -> str:
             base = base[: -len(suffix)]
             break
     return base or model_id
+
+
+def read_run_meta(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """A run's meta.json as a dict, read as untrusted text (at most `read_utf8`'s 16 MiB,
+    nesting bounded); {} where it is missing, unreadable or not a JSON object: the readers
+    that only look something up in it (the Results page, `calibrate --label`'s check of a
+    simulator's speedup) then find nothing."""
+    try:
+        obj = loads_json(read_utf8(Path(run_dir) / "meta.json"))
+    except (OSError, ValueError, InputError, UnicodeDecodeError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
 
 
 def update_meta(run_dir: str | os.PathLike[str], changes: Mapping[str, Any],

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from capacity.bench.engine_info import check_real_time
+from capacity.bench.storage import read_run_meta
 from capacity.errors import InputError
 from capacity.fit.measured import MeasuredPoint, tpot_from_throughput
 from capacity.types import Note
@@ -53,16 +54,6 @@ def _read_text(path: Path) -> str:
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(Note(f"{path}: cannot read it as UTF-8 text ({e})", code="imp_utf8",
                               file=path.name)) from None
-
-
-def _meta(path: Path) -> dict[str, Any]:
-    """A run's meta.json as a dict ({} where it is not one, or not JSON: the check it feeds
-    then finds nothing to refuse)."""
-    try:
-        obj = loads_json(_read_text(path))
-    except (InputError, ValueError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
 
 
 def _number(path: Path, where: str, name: str, raw: Any, *, required: bool) -> float | None:
@@ -558,9 +549,7 @@ def read_bench_label(label: str, bench_dir: Path, *, model: str = "", gpu: str =
         raise InputError(f"no stored bench run '{label}' (looked for {root}/*/summary.csv); "
                          "run `capacity bench ... --label LABEL` first or pass --measured FILE")
     for f in files:   # a sped-up simulator's times are not a GPU's (its meta.json says so)
-        meta_file = f.with_name("meta.json")
-        if meta_file.is_file():
-            check_real_time(_meta(meta_file), f"bench run '{label}' ({f.parent.name})")
+        check_real_time(read_run_meta(f.parent), f"bench run '{label}' ({f.parent.name})")
     return [p for f in files
             for p in parse_bench_summary(f, _read_text(f), model=model, gpu=gpu, engine=engine)]
 

@@ -19,6 +19,13 @@ from capacity.errors import InputError
 from capacity.model.scenario import Scenario, evaluate, make_scenario
 
 
+def decode_context_tokens(prompt_tokens: float, output_tokens: float) -> float:
+    """Tokens a request holds on average while decoding: prompt + output / 2 (the context
+    grows by one token per step). Source: docs/method.md, decode context. Example: 500 + 64 / 2
+    = 532."""
+    return float(prompt_tokens) + float(output_tokens) / 2.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class MeasuredPoint:
     """A measured point. `tpot_ms` and `ttft_ms` are the central value (median where the source
@@ -71,7 +78,7 @@ class MeasuredPoint:
         when both are known (the context grows by one token per step), else `context_tokens`.
         Source: docs/method.md, decode context."""
         if self.prompt_tokens is not None and self.output_tokens is not None:
-            return self.prompt_tokens + self.output_tokens / 2.0
+            return decode_context_tokens(self.prompt_tokens, self.output_tokens)
         return float(self.context_tokens)
 
     @property
