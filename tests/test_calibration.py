@@ -194,15 +194,22 @@ def test_apply_warns_when_the_gpu_differs() -> None:
 @pytest.mark.parametrize("overhead_gb", [pytest.param(1.5, id="seed"),
                                          pytest.param(3.2, id="large")])
 def test_memory_overhead_from_a_measured_maximum_concurrency(overhead_gb: float) -> None:
+    # The engine measured budgets the memory its driver reports (an RTX 4090's 25.77 GB, not
+    # the chapter's 24): the fit reads the measured maximum on that memory, and the calibrated
+    # scenario, built from the chapter's, gives back the maximum measured.
     base = make_scenario()
-    c_max = int(evaluate(base.with_(overhead_gb=overhead_gb), [1]).max_concurrency_vram_paged)
-    got = overhead_from_max_concurrency(base, c_max, base.context_tokens)
+    engine = base.with_(runtime_memory=True)
+    assert engine.budget_vram_gb == pytest.approx(25.759, abs=1e-3)  # 24,564 MiB
+    c_max = int(evaluate(engine.with_(overhead_gb=overhead_gb), [1]).max_concurrency_vram_paged)
+    got = overhead_from_max_concurrency(engine, c_max, base.context_tokens)
     kv_gb = float(evaluate(base, [1]).kv_request.paged_bytes) / 1e9
     assert abs(got - overhead_gb) <= kv_gb  # within one request's KV (floor's resolution)
     cal = fit([MeasuredPoint(concurrency=1, context_tokens=8192, tpot_ms=7.0)], base,
               max_concurrency=(c_max, 8192))
     assert cal.overhead_gb == pytest.approx(got)
     assert int(evaluate(apply(cal, base), [1]).max_concurrency_vram_paged) == c_max
+    assert c_max > int(evaluate(base.with_(overhead_gb=overhead_gb), [1])
+                       .max_concurrency_vram_paged)  # the chapter's 24 GB would read fewer
 
 
 def test_impossible_maximum_concurrency_is_a_clear_error() -> None:

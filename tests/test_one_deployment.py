@@ -160,6 +160,24 @@ def test_an_nvfp4_deployment_is_one_answer(case: str,
     every_surface_shows(state, p, capsys)
 
 
+CALIBRATED = {"bundled-4090": PlannerState(model="qwen3.5-9b-awq", gpus="rtx-4090", dau=1000,
+                                           ctx=8192, out=256, cal="rtx-4090-vllm-published",
+                                           engine="vllm")}
+"""A saved calibration (the bundled one, fitted to a published vLLM sweep on an RTX 4090):
+its knobs, and the memory counted as the engine it measured counted it (the driver's,
+`capacity.model.basis.MEASURED_COUNTS`), the same on every surface."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CALIBRATED))
+def test_a_calibrated_deployment_is_one_answer(case: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    state = CALIBRATED[case]
+    p = planned(state)
+    assert p.best is not None and p.inputs.runtime_memory, p.inputs
+    every_surface_shows(state, p, capsys)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CACHED))
 def test_a_cached_deployment_is_one_answer(case: str,

@@ -89,8 +89,8 @@ def test_quote_states_basis_and_band(catalog: Catalog) -> None:
     b = gpu_band(inp, p.best, cal, catalog)
     md = quote_markdown(p, catalog=catalog, band=b)
     assert (f"| Basis of the figures | TTFT, TPOT, capacity and cost per M tokens: calibration "
-            f"'{CAL}' (fitted to measurements); memory: the catalog's sizes; cost per month: "
-            "the prices below |") in md
+            f"'{CAL}' (fitted to measurements); memory: each card's memory as its driver "
+            "reports it; cost per month: the prices below |") in md
     # the calibration's held-out spread is narrow, but it was fitted on Mistral-7B at 320
     # tokens and is used for Qwen3.5-9B at 8K: its band widens as the Explorer's does (until
     # 2026-12-07 the Planner and the quote read "4 GPUs at both edges of the band", the

@@ -80,6 +80,7 @@ from capacity.fit.ceilings import (
     typical_eff,
 )
 from capacity.fit.measured import MeasuredPoint
+from capacity.model.basis import MEASURED_COUNTS
 from capacity.model.roofline import StepMethod
 from capacity.model.scenario import Scenario, evaluate
 from capacity.model.speculative import make_draft, parse_draft
@@ -341,7 +342,8 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
     formula's, for an engine that runs one sequence through other kernels (llama.cpp on CPU);
     off, it stays 1, as for vLLM and SGLang on GPUs, and the other knobs keep their precision.
     """
-    sets = [(base, list(points)), *((s, list(p)) for s, p in others)]
+    base = base.with_(**MEASURED_COUNTS)
+    sets = [(base, list(points)), *((s.with_(**MEASURED_COUNTS), list(p)) for s, p in others)]
     if not any(pts for _, pts in sets):
         raise InputError("no measured points to fit: import a file with at least one row")
     keys = [s.variant.key for s, _ in sets]
@@ -594,14 +596,16 @@ def _compute_binds(basis: dict[str, FloatArray], x: FloatArray, method: StepMeth
 
 def apply(calibration: Calibration, scenario: Scenario) -> Scenario:
     """The scenario with the calibration's fitted knobs (those it has), its decode method
-    (a calibration without one, fitted before there were two, is the chapter's) and its name.
+    (a calibration without one, fitted before there were two, is the chapter's), its name, and
+    the memory counted as the measured engine counted it (`MEASURED_COUNTS`).
 
     Works across models (transfer); records a warning when the GPU differs, since
     efficiencies are properties of the GPU and engine. A calibration with a draft gives the
     scenario its draft at the calibrated acceptance length (same model only: tau belongs to
     the model and draft; a scenario's other draft is kept).
     """
-    changes: dict[str, object] = {"calibration": calibration.name or "calibrated"}
+    changes: dict[str, object] = {"calibration": calibration.name or "calibrated",
+                                  **MEASURED_COUNTS}
     for n in (*KNOBS, "overhead_gb"):
         v = getattr(calibration, n)
         if v is not None:

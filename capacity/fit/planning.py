@@ -47,6 +47,7 @@ from capacity.fit.uncertainty import (
 from capacity.model.basis import (
     CHAPTER,
     CHAPTER_KNOBS,
+    MEASURED_COUNTS,
     SPEC_KNOBS,
     SPEC_SHEET,
     TYPICAL_COUNTS,
@@ -63,8 +64,10 @@ from capacity.types import Note
 
 def with_calibration(inp: PlanInputs, cal: Calibration) -> PlanInputs:
     """The inputs with the calibration's fitted knobs (those it has), its decode method (F4 or
-    F4b) and its name."""
-    changes: dict[str, object] = {"calibration": cal.name or "calibrated", "typical": ""}
+    F4b), its name, and the memory counted as the measured engine counted it
+    (`MEASURED_COUNTS`: the driver's), as `calibration.apply` puts them into a scenario."""
+    changes: dict[str, object] = {"calibration": cal.name or "calibrated", "typical": "",
+                                  **MEASURED_COUNTS}
     for name in (*KNOBS, "overhead_gb"):
         value = getattr(cal, name)
         if value is not None:
