@@ -4,14 +4,17 @@ key, lists models and streams a tiny request; every body it reads is capped (doc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 
+from capacity.bench.engine_info import deadline_transport
 from capacity.bench.guard import Guard, check_url, url_host
-from capacity.bench.storage import redact
+from capacity.bench.storage import redact, run_secrets
 from capacity.bench.transport import MAX_BODY_BYTES, auth_headers
 from capacity.untrusted import loads_json
 
@@ -38,15 +41,19 @@ def connect_check(base_url: str, api_key: str | None = None, *, endpoint: str = 
                   simulator_urls: Sequence[str] = ()) -> ConnectReport:
     """GET {base}/models (reachability, auth, model list), then a 2-token streamed request.
 
-    With `guard`, a URL the guard refuses raises InputError before anything is connected or
-    resolved, so the report (reachable or not, HTTP statuses) only ever describes hosts the
-    deployment allows."""
+    Each of the two exchanges ends within `timeout_s` (s), whole: connecting, the head and
+    the body (`capacity.bench.engine_info.deadline_transport`), so a server that trickles a
+    byte now and then (never tripping a read timeout) cannot hold the page. With `guard`, a
+    URL the guard refuses raises InputError before anything is connected or resolved, so the
+    report (reachable or not, HTTP statuses) only ever describes hosts the deployment allows.
+    The report names neither the key nor a secret of the URL (`run_secrets`: the password of
+    `http://user:pw@host`, a `?key=` value)."""
     if guard is not None:
         check_url(base_url, guard, simulator_urls)
     url_host(base_url)
     report = _connect(base_url, api_key, endpoint=endpoint, timeout_s=timeout_s,
                       transport=transport)
-    secrets = (api_key,) if api_key else ()
+    secrets = run_secrets(api_key, base_url)
     return replace(report, message=redact(report.message, secrets),
                    models=tuple(redact(m, secrets) for m in report.models))
 
@@ -54,14 +61,15 @@ def connect_check(base_url: str, api_key: str | None = None, *, endpoint: str = 
 def _connect(base_url: str, api_key: str | None, *, endpoint: str, timeout_s: float,
              transport: httpx.BaseTransport | None) -> ConnectReport:
     base = base_url.rstrip("/")
-    headers = auth_headers(api_key)
-    with httpx.Client(timeout=timeout_s, transport=transport, trust_env=False,
-                      follow_redirects=False, headers=headers) as client:
+    with _client(api_key, timeout_s, transport) as client:
         try:
             with client.stream("GET", base + "/models") as r:
                 # a hostile server cannot stall or flood Connect: the body is read up to a cap
                 raw, too_large = _read_capped(r, MAX_BODY_BYTES) if r.status_code < 400 \
                     else (b"", False)
+        except httpx.TimeoutException as exc:
+            return ConnectReport(reachable=False, message=f"{base}/models did not answer in "
+                                 f"full within {timeout_s:g} s ({type(exc).__name__})")
         except httpx.HTTPError as exc:
             return ConnectReport(reachable=False, message=f"cannot reach {base}/models: "
                                  f"{type(exc).__name__}: {exc}")
@@ -77,18 +85,34 @@ def _connect(base_url: str, api_key: str | None, *, endpoint: str, timeout_s: fl
             if too_large:
                 raise ValueError("model list too large")
             data = loads_json(raw.decode("utf-8", "replace")).get("data", [])
-            models = tuple(str(m["id"])[:200] for m in data if isinstance(m, dict) and "id" in m)
+            models = tuple(str(m["id"])[:200] for m in data[:MAX_MODELS]
+                           if isinstance(m, dict) and "id" in m)
         except (ValueError, AttributeError, TypeError):
             return ConnectReport(reachable=True, auth_ok=True, status=r.status_code,
                                  message=f"{base}/models did not answer an OpenAI model list")
         if not models:
             return ConnectReport(reachable=True, auth_ok=True, status=r.status_code,
                                  message=f"{base}/models lists no model")
+    with _client(api_key, timeout_s, transport) as client:  # the probe's own deadline
         streams, note = _stream_probe(client, base, models[0], endpoint)
         return ConnectReport(reachable=True, auth_ok=True, status=r.status_code, models=models,
                              streams=streams, message=note)
 
 
+@contextmanager
+def _client(api_key: str | None, timeout_s: float,
+            transport: httpx.BaseTransport | None) -> Iterator[httpx.Client]:
+    """A client for one exchange, every step of it ending `timeout_s` from now (a custom
+    `transport`, in tests, keeps only httpx's own timeouts)."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=timeout_s, trust_env=False, follow_redirects=False,
+                      headers=auth_headers(api_key),
+                      transport=transport or deadline_transport(deadline)) as client:
+        yield client
+
+
+MAX_MODELS = 1000
+"""Models of a `/models` answer listed (the page offers them in one select box)."""
 PROBE_BYTES = 64 << 10
 """Connect's stream probe reads at most this much of the streamed answer (bytes)."""
 

@@ -83,7 +83,7 @@ class _DeadlineStream(httpcore.NetworkStream):
     def _left(self, timeout: float | None, late: type[Exception]) -> float:
         left = self._deadline - time.monotonic()
         if left <= 0:
-            raise late("the engine probe passed its deadline")
+            raise late("the exchange passed its deadline")
         return left if timeout is None else min(timeout, left)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
@@ -116,7 +116,7 @@ class _DeadlineBackend(httpcore.NetworkBackend):
     def _left(self, timeout: float | None) -> float:
         left = self._deadline - time.monotonic()
         if left <= 0:
-            raise httpcore.ConnectTimeout("the engine probe passed its deadline")
+            raise httpcore.ConnectTimeout("the exchange passed its deadline")
         return left if timeout is None else min(timeout, left)
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None,
@@ -136,10 +136,11 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         self._inner.sleep(min(seconds, max(0.0, self._deadline - time.monotonic())))
 
 
-def _deadline_transport(deadline: float) -> httpx.HTTPTransport:
+def deadline_transport(deadline: float) -> httpx.HTTPTransport:
     """An httpx transport whose exchanges all end by `deadline` (monotonic clock, s). httpx
     takes no network backend, so its pool is replaced by the pool it would build on
-    `_DeadlineBackend` (as `capacity.bench.transport.one_write_transport` does)."""
+    `_DeadlineBackend` (as `capacity.bench.transport.one_write_transport` does). The engine
+    probe and the Measure page's Connect check (`capacity.bench.connect`) go through it."""
     tls = ssl.create_default_context()
     transport = httpx.HTTPTransport(verify=tls, trust_env=False)
     transport._pool = httpcore.ConnectionPool(ssl_context=tls,
@@ -188,7 +189,7 @@ def probe_engine(base_url: str, api_key: str | None = None, *, timeout_s: float 
     info: dict[str, Any] = {}
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=timeout_s, headers=headers, trust_env=False,
-                      transport=transport or _deadline_transport(deadline),
+                      transport=transport or deadline_transport(deadline),
                       follow_redirects=False) as client:
         health_text = _get(client, f"{root}/health", deadline)
         if health_text is not None:

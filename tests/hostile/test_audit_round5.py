@@ -1,0 +1,64 @@
+"""Round five of the hostile-input checks (an audit of the shared deployment and the bench
+client's hostile servers): servers that trickle a byte now and then, secrets in a base URL,
+names that are not names."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+from servers_server import MODELS, Request, head, json_answer
+
+from capacity.bench.connect import connect_check
+from capacity.bench.guard import measure_guard
+
+
+def trickle(conn: socket.socket, stop: threading.Event, pause_s: float = 0.2) -> None:
+    """A byte now and then, for ever: never a read timeout, never an end."""
+    while not stop.is_set():
+        conn.sendall(b" ")
+        time.sleep(pause_s)
+
+
+def models_trickle(req: Request, conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(head(200, "application/json"))
+    trickle(conn, stop)
+
+
+def stream_trickle(req: Request, conn: socket.socket, stop: threading.Event) -> None:
+    if req.path.endswith("/models"):
+        conn.sendall(json_answer(MODELS))
+        return
+    conn.sendall(head())
+    trickle(conn, stop)
+
+
+@pytest.mark.parametrize("route", [models_trickle, stream_trickle], ids=["models", "stream"])
+def test_connect_ends_within_its_timeout_against_a_trickling_server(serve: Any,
+                                                                     route: Any) -> None:
+    """The Measure page's Connect: a server that sends a space every 0.2 s (its /models body,
+    or its streamed answer) held Connect, and the page, for ever; each exchange now ends
+    within the timeout, with a report."""
+    server = serve(route)
+    t0 = time.perf_counter()
+    rep = connect_check(server.base_url, timeout_s=1.0, guard=measure_guard({}))
+    assert time.perf_counter() - t0 < 4
+    assert not rep.ok
+    if route is models_trickle:
+        assert not rep.reachable and "did not answer in full within 1 s" in rep.message
+    else:
+        assert rep.models == ("m1",) and not rep.streams and "ReadTimeout" in rep.message
+
+
+def test_connect_never_shows_the_password_of_the_url(serve: Any) -> None:
+    """With CAPACITY_MEASURE=open a URL may carry user info: its password (and a `?key=`
+    value) is redacted from Connect's report as it is from a run's files."""
+    server = serve(models_trickle)
+    url = server.base_url.replace("http://", "http://alice:hunter22secret@") + "?api_key=sk-q1w2e3"
+    rep = connect_check(url, timeout_s=0.5, guard=measure_guard({"CAPACITY_MEASURE": "open"}))
+    assert "hunter22secret" not in rep.message and "sk-q1w2e3" not in rep.message
+    assert "[redacted]" in rep.message
+
