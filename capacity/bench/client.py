@@ -133,7 +133,8 @@ async def _run_bench(cfg: BenchConfig, api_key: str | None, *, emit: Callable[[s
     async with contextlib.AsyncExitStack() as stack:
         clients = client_pool(stack, cfg, transport)
         first = await clients.get()
-        models = await fetch_models(first, cfg.base_url, api_key)
+        models = await fetch_models(first, cfg.base_url, api_key,
+                                     deadline_s=cfg.timeout_s + cfg.connect_timeout_s)
         clients.put(first)
         model = cfg.model or first_model(models)
         if model is None:

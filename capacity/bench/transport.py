@@ -19,6 +19,7 @@ or event at 1 MiB: `capacity.bench.sse`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
 from collections.abc import Callable
@@ -249,13 +250,19 @@ def client_pool(stack: contextlib.AsyncExitStack, cfg: BenchConfig,
         follow_redirects=False), wire)
 
 
-async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | None
-                       ) -> dict[str, Any] | None:
-    """The server's `/models` answer; BenchError for unreachable servers and 401/403."""
+async def fetch_models(client: httpx.AsyncClient, base_url: str, api_key: str | None, *,
+                       deadline_s: float | None = None) -> dict[str, Any] | None:
+    """The server's `/models` answer; BenchError for unreachable servers, 401/403, and an
+    answer not complete within `deadline_s` (s, the whole exchange: a server that sends a byte
+    now and then never trips the read timeout, and would hold the run's start forever)."""
     url = base_url.rstrip("/") + "/models"
     try:
-        async with client.stream("GET", url, headers=auth_headers(api_key)) as resp:
-            raw, more = await read_capped(resp, MAX_BODY_BYTES)
+        async with asyncio.timeout(deadline_s):
+            async with client.stream("GET", url, headers=auth_headers(api_key)) as resp:
+                raw, more = await read_capped(resp, MAX_BODY_BYTES)
+    except TimeoutError:
+        raise BenchError(f"{url} did not answer in full within {deadline_s:g} s (the stall "
+                         "limit, --timeout, and the connect timeout)") from None
     except httpx.ConnectError:
         raise BenchError(f"cannot reach {base_url}: is the server running? (check --base-url, "
                          "e.g. http://127.0.0.1:8000/v1)") from None

@@ -124,7 +124,8 @@ async def _serve(worker_id: int, cfg: BenchConfig, api_key: str | None, model: s
         # connection setup, which would otherwise land in the first level's loop lag
         first = await clients.get()
         with contextlib.suppress(BenchError):
-            await fetch_models(first, cfg.base_url, api_key)
+            await fetch_models(first, cfg.base_url, api_key,
+                               deadline_s=cfg.timeout_s + cfg.connect_timeout_s)
         clients.put(first)
         results.put(("ready", worker_id, None))
         while True:

@@ -4,16 +4,21 @@ names that are not names."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from servers_server import MODELS, Request, head, json_answer
 
+from capacity.bench.client import run_bench
+from capacity.bench.config import BenchConfig
 from capacity.bench.connect import connect_check
 from capacity.bench.guard import measure_guard
+from capacity.errors import BenchError
 
 
 def trickle(conn: socket.socket, stop: threading.Event, pause_s: float = 0.2) -> None:
@@ -61,4 +66,18 @@ def test_connect_never_shows_the_password_of_the_url(serve: Any) -> None:
     rep = connect_check(url, timeout_s=0.5, guard=measure_guard({"CAPACITY_MEASURE": "open"}))
     assert "hunter22secret" not in rep.message and "sk-q1w2e3" not in rep.message
     assert "[redacted]" in rep.message
+
+
+def test_bench_ends_against_a_models_list_that_trickles(tmp_path: Path, serve: Any) -> None:
+    """`capacity bench` (and a Measure page run) read /models first: a body that trickles
+    forever held the run's start for ever; the exchange now ends within the stall limit and
+    the connect timeout, with a one-line error."""
+    server = serve(models_trickle)
+    cfg = BenchConfig(base_url=server.base_url, concurrency=(1,), requests=1, warmup=0,
+                      prompt_chars=50, max_tokens=4, timeout_s=1.0, connect_timeout_s=1.0,
+                      out_dir=str(tmp_path), label="h")
+    t0 = time.perf_counter()
+    with pytest.raises(BenchError, match="did not answer in full within 2 s"):
+        asyncio.run(asyncio.wait_for(run_bench(cfg, emit=lambda m: None), timeout=20))
+    assert time.perf_counter() - t0 < 6
 
