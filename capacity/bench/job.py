@@ -43,7 +43,7 @@ from capacity import workspace
 from capacity.access import AccessDenied
 from capacity.bench.form import MeasureForm
 from capacity.bench.guard import Guard, check_not_foreign, check_url
-from capacity.bench.storage import RUN_USER_ENV, new_run_id, redact
+from capacity.bench.storage import RUN_USER_ENV, new_run_id, redact, run_secrets
 from capacity.bench.transport import auth_headers
 from capacity.errors import InputError
 
@@ -188,7 +188,10 @@ class BenchJob:
     stopped: bool = False
     run_dir: Path | None = None
     secrets: tuple[str, ...] = field(default=(), repr=False)
-    """The API key, in memory only: redacted from the log the page shows."""
+    """The API key, in memory only (the first item, when there is one), and the secrets of
+    the base URLs (`run_secrets`): redacted from the log the page shows."""
+    has_key: bool = False
+    """Whether `secrets` starts with the API key (the next child's key)."""
 
     queue: tuple[MeasureForm, ...] = ()
     """Forms still to run after this one (the other prompt lengths), one child at a time."""
@@ -226,7 +229,10 @@ class BenchJob:
         root = Path(cwd)
         proc, log, before, run_id = _spawn(forms[0], api_key, root, python, started_by)
         job = cls(form=forms[0], proc=proc, cwd=root, log_path=log, before=before,
-                  started_unix_s=time.time(), secrets=(api_key,) if api_key else (),
+                  started_unix_s=time.time(),
+                  secrets=tuple(dict.fromkeys(
+                      s for f in forms for s in run_secrets(api_key, f.base_url))),
+                  has_key=bool(api_key),
                   queue=forms[1:], total=len(forms), python=python, run_id=run_id,
                   started_by=started_by)
         atexit.register(job.stop)  # an app that exits stops its runs (keeping what they measured)
@@ -241,7 +247,7 @@ class BenchJob:
         self.log_path.unlink(missing_ok=True)
         nxt, self.queue = self.queue[0], self.queue[1:]
         self.proc, self.log_path, self.before, self.run_id = _spawn(
-            nxt, self.secrets[0] if self.secrets else None, self.cwd, self.python,
+            nxt, self.secrets[0] if self.has_key else None, self.cwd, self.python,
             self.started_by)
         self.form, self.run_dir, self.position = nxt, None, self.position + 1
 

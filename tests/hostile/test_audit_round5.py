@@ -81,3 +81,26 @@ def test_bench_ends_against_a_models_list_that_trickles(tmp_path: Path, serve: A
         asyncio.run(asyncio.wait_for(run_bench(cfg, emit=lambda m: None), timeout=20))
     assert time.perf_counter() - t0 < 6
 
+
+def test_a_measure_job_redacts_the_urls_password_and_keeps_the_key_for_the_next_run(
+        tmp_path: Path) -> None:
+    """The page's job log (its tail is shown on the page) named the password of an
+    `http://user:pw@host` base URL (open mode) whenever the child printed the URL; and the
+    next prompt length's child must still get the API key, not a secret of the URL."""
+    from capacity.bench.form import MeasureForm
+    from capacity.bench.job import BenchJob
+
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "argv: $*"\necho "keylen=${#OPENAI_API_KEY}"\n',
+                    encoding="utf-8")
+    fake.chmod(0o755)
+    url = "http://bob:pw-0123456789@127.0.0.1:9/v1"
+    forms = [MeasureForm(base_url=url, prompt_chars=n) for n in (100, 200)]
+    job = BenchJob.start(forms, "sk-key-abcdef", cwd=tmp_path, python=str(fake))
+    for _ in range(2):
+        job.proc.wait(timeout=30)
+        tail = job.log_tail()
+        assert "pw-0123456789" not in tail and "sk-key-abcdef" not in tail
+        assert f"keylen={len('sk-key-abcdef')}" in tail  # the key, not the URL's password
+        job._advance()
+    job.stop()
