@@ -42,7 +42,7 @@ from capacity.bench.metrics import (
 from capacity.errors import InputError
 from capacity.untrusted import loads_json, read_utf8, spreadsheet_text
 
-LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 _SECRET_KEY_RE = re.compile(
     r"api[_-]?key|authorization|passw(or)?d|secret|access[_-]?token|auth[_-]?token|bearer"
     r"|^token$|^key$", re.IGNORECASE)
@@ -180,7 +180,9 @@ def check_label(label: str) -> str:
     return label
 
 
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}\Z")
+"""Labels and run ids name folders: their end is matched by backslash-Z, never `$`, which
+also matches before a final line break (a label 'x' plus a line feed)."""
 
 
 def check_run_id(run_id: str) -> str:

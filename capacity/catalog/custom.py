@@ -13,6 +13,7 @@ so it is saved only with `overwrite` (the page's 'replace' box), like a custom e
 
 from __future__ import annotations
 
+import contextlib
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,7 +84,8 @@ def bundled_entry_path(kind: str, key: str) -> str | None:
 def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None,
            overwrite: bool, replace_bundled: bool = False) -> Path:
     if not KEY_RE.match(key):
-        raise CatalogError(f"key '{key}' must be lower-case letters, digits, '.', '-' or '_'")
+        raise CatalogError(f"key '{key[:60]}' must be 1-100 lower-case letters, digits, '.', "
+                           "'-' or '_', starting with a letter or a digit")
     if not (overwrite or replace_bundled) and bundled_entry_path(kind, key) is not None:
         # a custom entry with a bundled key replaces the bundled one for every user of the
         # folder: only when asked (an upload of someone's rtx-4090.toml must not do it)
@@ -98,10 +100,16 @@ def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None
     if path.exists() and not overwrite:
         raise CatalogError(f"a custom entry '{key}' already exists ({path}); choose another "
                            "key or tick 'replace' (--replace on the command line)")
-    folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".toml.tmp")
-    tmp.write_bytes(tomli_w.dumps(dict(table)).encode("utf-8"))
-    tmp.replace(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(tomli_w.dumps(dict(table)).encode("utf-8"))
+        tmp.replace(path)
+    except OSError as exc:  # a full disk, a read-only folder: a message, and nothing half-saved
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise CatalogError(f"cannot save the custom entry '{key}' in {folder}: "
+                           f"{exc.strerror or exc}") from None
     clear_caches()
     return path
 

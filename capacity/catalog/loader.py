@@ -38,7 +38,10 @@ ComputeDtype = Literal["bf16", "fp8", "int8", "fp4"]
 """The GEMM precision a weight format runs at (`WeightFormat.compute_dtype`)."""
 COMPUTE_DTYPES: tuple[ComputeDtype, ...] = ("bf16", "fp8", "int8", "fp4")
 LAYER_KINDS: tuple[LayerKind, ...] = ("full", "sliding", "mla", "linear")
-KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}\Z")
+"""A catalog key, 1-100 characters: it names a file (`<key>.toml`). The end is matched by
+backslash-Z, never `$`, which also matches before a final line break (a key 'a10' plus a
+line feed would name a file with a line feed in it)."""
 
 MAX_CONTEXT_TOKENS = 10_000_000
 """Longest context a model (or a flag, or a measured point) may have, tokens: the longest
@@ -539,7 +542,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _check_key(e: _Entry) -> str:
     key = e.text("key")
     if not KEY_RE.match(key) or key != key.lower():
-        raise e.fail("key", f"'{key}' must be lower-case letters, digits, '.', '-' or '_'")
+        raise e.fail("key", f"'{key[:60]}' must be 1-100 lower-case letters, digits, '.', '-' "
+                           "or '_', starting with a letter or a digit")
     return key
 
 

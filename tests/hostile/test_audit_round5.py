@@ -5,6 +5,7 @@ names that are not names."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -19,6 +20,8 @@ from capacity.bench.config import BenchConfig
 from capacity.bench.connect import connect_check
 from capacity.bench.guard import measure_guard
 from capacity.errors import BenchError
+
+A10_TOML = Path(__file__).resolve().parents[2] / "data" / "gpus" / "a10.toml"
 
 
 def trickle(conn: socket.socket, stop: threading.Event, pause_s: float = 0.2) -> None:
@@ -104,3 +107,46 @@ def test_a_measure_job_redacts_the_urls_password_and_keeps_the_key_for_the_next_
         assert f"keylen={len('sk-key-abcdef')}" in tail  # the key, not the URL's password
         job._advance()
     job.stop()
+
+
+# -- a name is a name: no line break at its end, no length a file system refuses ----------------
+
+@pytest.mark.parametrize("bad", ["evil-gpu\n", "a" * 101])
+def test_a_catalog_key_with_a_final_line_break_or_too_long_is_refused(tmp_path: Path,
+                                                                      bad: str) -> None:
+    """`$` matched before a final line feed, so an uploaded `key = "evil-gpu\\n"` was saved as
+    `evil-gpu<LF>.toml`; and a key of 300 characters (a config.json's `_name_or_path`) was an
+    OSError (file name too long) that the Catalog page showed as a traceback."""
+    from capacity.catalog.custom import save_toml
+    from capacity.catalog.loader import default_catalog
+    from capacity.errors import CatalogError
+
+    text = A10_TOML.read_text(encoding="utf-8").replace(
+        'key = "a10"', f"key = {json.dumps(bad)}")
+    with pytest.raises(CatalogError, match="must be 1-100 lower-case letters"):
+        save_toml(text, default_catalog(), directory=tmp_path)
+    assert not list(tmp_path.rglob("*"))
+
+
+def test_a_catalog_save_that_cannot_write_is_a_message(tmp_path: Path) -> None:
+    from capacity.catalog.custom import save_toml
+    from capacity.catalog.loader import default_catalog
+    from capacity.errors import CatalogError
+
+    (tmp_path / "gpus").write_text("a file where the folder goes", encoding="utf-8")
+    text = A10_TOML.read_text(encoding="utf-8").replace(
+        'key = "a10"', 'key = "my-a10"')
+    with pytest.raises(CatalogError, match="cannot save the custom entry 'my-a10'"):
+        save_toml(text, default_catalog(), directory=tmp_path)
+
+
+@pytest.mark.parametrize("name", ["run\n", "a" * 65])
+def test_a_label_or_run_id_with_a_final_line_break_is_refused(name: str) -> None:
+    from capacity.bench.storage import check_label, check_run_id
+    from capacity.errors import InputError
+
+    with pytest.raises(InputError):
+        check_label(name)
+    if name.endswith("\n"):  # a run id may be 80 characters long
+        with pytest.raises(InputError):
+            check_run_id(name)
