@@ -111,11 +111,14 @@ def url_host(base_url: str) -> str:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether `host` is loopback by its spelling alone: 'localhost' (or NAME.localhost), an
-    IPv4 address in 127.0.0.0/8 or ::1. Nothing is resolved: a name that resolves to loopback
-    is not loopback here (a resolver could answer otherwise at connect time)."""
+    """Whether `host` is loopback by its spelling alone: 'localhost', an IPv4 address in
+    127.0.0.0/8 or ::1. Nothing is resolved: a name that resolves to loopback is not loopback
+    here (a resolver could answer otherwise at connect time). NAME.localhost is not either:
+    RFC 6761 reserves it, but glibc's resolver sends it to DNS (only 'localhost' itself is in
+    /etc/hosts), and with a search domain on to `NAME.localhost.<domain>`, which a wildcard
+    record answers with a host of the internal network."""
     h = host.lower().strip("[]").rstrip(".")
-    if h == "localhost" or h.endswith(".localhost"):
+    if h == "localhost":
         return True
     try:
         return ipaddress.ip_address(h).is_loopback
@@ -168,9 +171,9 @@ def reaches_this_machine(host: str) -> bool:
     unspecified address (0.0.0.0, ::, which Linux connects to loopback), an IPv4-mapped
     loopback (::ffff:127.0.0.1), or an IPv4 address in the short or numeric forms the system's
     resolver also reads (127.1, 2130706433, 0x7f.0.0.1). Nothing is resolved."""
-    if is_loopback(host):
-        return True
     h = host.lower().strip("[]").rstrip(".")
+    if is_loopback(host) or h.endswith(".localhost"):  # may resolve to loopback: refuse it too
+        return True
     try:
         ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(h)
     except ValueError:

@@ -150,3 +150,22 @@ def test_a_label_or_run_id_with_a_final_line_break_is_refused(name: str) -> None
     if name.endswith("\n"):  # a run id may be 80 characters long
         with pytest.raises(InputError):
             check_run_id(name)
+
+
+# -- the closed Measure page: loopback by spelling, never by a resolver's answer ------------------
+
+@pytest.mark.parametrize("host", ["sim.localhost", "db.internal.localhost", "x.localhost."])
+def test_a_name_under_localhost_is_not_loopback(host: str) -> None:
+    """glibc sends NAME.localhost to DNS (only 'localhost' is in /etc/hosts) and, with a
+    search domain, on to NAME.localhost.<domain>: a wildcard record there reaches the internal
+    network. The closed page refuses it before anything is resolved; it still counts as this
+    machine where that is the safer answer (another user's simulator)."""
+    from capacity.access import AccessDenied
+    from capacity.bench.guard import check_not_foreign, check_url, is_loopback
+    from capacity.errors import InputError
+
+    assert not is_loopback(host)
+    with pytest.raises(InputError, match="not loopback"):
+        check_url(f"http://{host}:8000/v1", measure_guard({}))
+    with pytest.raises(AccessDenied):
+        check_not_foreign(f"http://{host}:8123/v1", {8123})
