@@ -194,14 +194,30 @@ def url_port(base_url: str) -> int:
     return parts.port if parts.port is not None else (443 if parts.scheme == "https" else 80)
 
 
+def _resolves_here(host: str, port: int) -> bool:
+    """Whether the system resolver answers `host` with an address of this machine's loopback
+    (an /etc/hosts alias such as the machine's own name, or a public name such as
+    `localtest.me`): asked only for a URL on a port of another user's simulator, where the
+    spelling alone would let such a name through. A name that does not resolve is not."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError):
+        return False
+    return any(reaches_this_machine(str(info[4][0])) for info in infos)
+
+
 def check_not_foreign(base_url: str, foreign_ports: Collection[int]) -> None:
     """AccessDenied when `base_url` reaches a simulated endpoint this app started for another
     user: a host that names this machine's loopback (`reaches_this_machine`; the simulators
-    listen on 127.0.0.1) with one of `foreign_ports` (`SimRegistry.foreign_ports`: empty for
-    its owner, an admin, and without sign-in). The check of the Measure page's Connect and of
+    listen on 127.0.0.1), or that the resolver answers with it (`_resolves_here`: a host name
+    alias; open mode lets names through), with one of `foreign_ports`
+    (`SimRegistry.foreign_ports`: empty for its owner, an admin, and without sign-in). The
+    resolver can answer otherwise at connect time (a name whose owner changes its record);
+    that is open mode's risk, which trusts every user. The check of the Measure page's Connect and of
     every measurement's start (`BenchJob.start`), whatever the form showed."""
     if not foreign_ports:
         return
-    if reaches_this_machine(url_host(base_url)) and url_port(base_url) in foreign_ports:
+    host, port = url_host(base_url), url_port(base_url)
+    if port in foreign_ports and (reaches_this_machine(host) or _resolves_here(host, port)):
         raise AccessDenied(f"{base_url.strip()[:200]} is a simulated endpoint another user "
                            "started: only they or an admin may measure it")

@@ -169,3 +169,24 @@ def test_a_name_under_localhost_is_not_loopback(host: str) -> None:
         check_url(f"http://{host}:8000/v1", measure_guard({}))
     with pytest.raises(AccessDenied):
         check_not_foreign(f"http://{host}:8123/v1", {8123})
+
+
+def test_a_host_name_alias_of_this_machine_cannot_reach_another_users_simulator() -> None:
+    """In open mode any host passes the guard, and another user's simulator was refused only
+    by the host's spelling: the machine's own name (an /etc/hosts alias of 127.0.0.1 on most
+    Linux machines), or any name resolving to 127.0.0.1, reached it."""
+    import socket as sock
+
+    from capacity.access import AccessDenied
+    from capacity.bench.guard import check_not_foreign
+
+    alias = sock.gethostname()
+    try:
+        here = any(i[4][0] == "127.0.0.1" for i in sock.getaddrinfo(alias, 80))
+    except OSError:
+        here = False
+    if not here:
+        pytest.skip(f"this machine's name {alias!r} does not resolve to 127.0.0.1")
+    with pytest.raises(AccessDenied):
+        check_not_foreign(f"http://{alias}:8123/v1", {8123})
+    check_not_foreign(f"http://{alias}:8124/v1", {8123})  # another port: not a simulator
