@@ -424,5 +424,8 @@ def test_a_level_where_every_request_failed_says_why(tmp_path: Path) -> None:
 
     [row], res = run(tmp_path, handler)
     assert row["success"] == "false"
-    assert list(res.warnings) == ["level 1: every request failed (the first: http_error: HTTP 500: "
-                            "engine exploded)"]
+    # (a busy machine may add the client-bottleneck warning: not what this test is about)
+    failed = [w for w in res.warnings if "every request failed" in w]
+    assert failed == ["level 1: every request failed (the first: http_error: HTTP 500: "
+                      "engine exploded)"]
+    assert all("failed" not in w for w in res.warnings if w not in failed)
