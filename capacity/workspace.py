@@ -48,6 +48,7 @@ CAPACITY_LLAMA_SERVER = "CAPACITY_LLAMA_SERVER"
 CAPACITY_CACHE_DIR = "CAPACITY_CACHE_DIR"
 CAPACITY_PUBLIC_URL = "CAPACITY_PUBLIC_URL"
 OPENAI_API_KEY = "OPENAI_API_KEY"
+CAPACITY_BENCH_BASE_URL = "CAPACITY_BENCH_BASE_URL"
 CAPACITY_RUN_STARTED_BY = "CAPACITY_RUN_STARTED_BY"
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 XDG_DATA_HOME = "XDG_DATA_HOME"
@@ -108,6 +109,11 @@ VARIABLES: tuple[Variable, ...] = (
              meaning="the API key `capacity bench` sends when --api-key is not given (the "
                      "Measure page passes its key to the run this way)",
              default="none"),
+    Variable(name=CAPACITY_BENCH_BASE_URL,
+             meaning="the base URL `capacity bench` measures when --base-url is not given (the "
+                     "Measure page passes its URL to the run this way, so that a password in "
+                     "it never stands on a command line other users can list)",
+             default="http://127.0.0.1:8000/v1"),
     Variable(name=CAPACITY_RUN_STARTED_BY,
              meaning="set by the app for its own `capacity bench` children only: the signed-in "
                      "user's id, written to the run's meta.json as `started_by` (do not set it "
@@ -321,6 +327,11 @@ def is_link_base(url: str) -> bool:
 def openai_api_key() -> str | None:
     """$OPENAI_API_KEY, or None when unset or empty."""
     return get(OPENAI_API_KEY) or None
+
+
+def bench_base_url() -> str | None:
+    """$CAPACITY_BENCH_BASE_URL, or None when unset or empty."""
+    return get(CAPACITY_BENCH_BASE_URL) or None
 
 
 def run_started_by() -> str:

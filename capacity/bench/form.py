@@ -89,8 +89,11 @@ class MeasureForm:
             preset(self.workload)  # InputError listing the presets
 
     def argv(self, python: str = sys.executable) -> list[str]:
-        """The child's command line (the API key is never part of it)."""
-        a = [python, "-m", "capacity", "bench", "--base-url", self.base_url,
+        """The child's command line: neither the API key nor the base URL (which may carry a
+        password) is part of it, both go through the child's environment
+        (`capacity.bench.job`: $OPENAI_API_KEY and $CAPACITY_BENCH_BASE_URL), out of the
+        process list every local user can read."""
+        a = [python, "-m", "capacity", "bench",
              "--concurrency", ",".join(str(c) for c in self.concurrency),
              "--requests", str(self.requests), "--prompt-chars", str(self.prompt_chars),
              "--max-tokens", str(self.max_tokens), "--label", self.label,

@@ -4,9 +4,10 @@
   after the other, each in its own process group; it finds the run folder the child creates,
   reads its progress from the incrementally written `requests.csv` (`read_progress`) and stops
   it with SIGINT (the client marks the run "interrupted" and keeps every finished request), then
-  SIGTERM, then SIGKILL, each after a bounded wait. The API key never appears on the child's
-  command line: it goes to the child through the environment variable OPENAI_API_KEY only (the
-  bench client writes it nowhere).
+  SIGTERM, then SIGKILL, each after a bounded wait. Neither the API key nor the base URL (which
+  may carry a password) appears on the child's command line: they go to the child through the
+  environment variables OPENAI_API_KEY and CAPACITY_BENCH_BASE_URL only (the bench client
+  writes the key nowhere, the URL only redacted).
 - `SimServer` starts `python -m capacity sim-server` on a free loopback port; `SimRegistry`
   holds the ones this process started and `JobRegistry` its measurements, each with the user
   who started it and bounded (`MAX_SIMULATORS`, `MAX_JOBS`): with sign-in a user sees and
@@ -108,14 +109,18 @@ def read_progress(path: Path, levels: Sequence[int], requests: int) -> list[Leve
 # ---------------------------------------------------------------------------------------------
 # background processes
 
-def _child_env(api_key: str | None, started_by: str = "") -> dict[str, str]:
-    """The child's environment: the API key (only there), and who started the run
-    (`RUN_USER_ENV`, meta.json's `started_by`; never inherited from the app's own)."""
+def _child_env(api_key: str | None, started_by: str = "", base_url: str = ""
+               ) -> dict[str, str]:
+    """The child's environment: the API key and the base URL (only there: a URL may carry a
+    password, and a command line is in every local user's process list), and who started the
+    run (`RUN_USER_ENV`, meta.json's `started_by`); none of them inherited from the app's own."""
     env = dict(os.environ)
-    env.pop(workspace.OPENAI_API_KEY, None)
-    env.pop(RUN_USER_ENV, None)
+    for name in (workspace.OPENAI_API_KEY, workspace.CAPACITY_BENCH_BASE_URL, RUN_USER_ENV):
+        env.pop(name, None)
     if api_key:
-        env["OPENAI_API_KEY"] = api_key
+        env[workspace.OPENAI_API_KEY] = api_key
+    if base_url:
+        env[workspace.CAPACITY_BENCH_BASE_URL] = base_url
     if started_by:
         env[RUN_USER_ENV] = started_by
     env["PYTHONUNBUFFERED"] = "1"
@@ -151,7 +156,7 @@ user the run's meta.json names as its owner ('' none)."""
     os.close(fd)
     with open(name, "wb") as log:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen([*form.argv(python), "--run-id", run_id], cwd=root,
-                                env=_child_env(api_key, started_by), stdin=subprocess.DEVNULL,
+                                env=_child_env(api_key, started_by, form.base_url), stdin=subprocess.DEVNULL,
                                 stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     return proc, Path(name), before, run_id

@@ -19,7 +19,7 @@ import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from capacity import workspace
 from capacity.bench.client import (
@@ -52,8 +52,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         "bench", help=SUMMARIES["bench"],
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--base-url", default="http://127.0.0.1:8000/v1",
-                   help="the server's OpenAI base URL (default http://127.0.0.1:8000/v1)")
+    p.add_argument("--base-url", default=None,
+                   help="the server's OpenAI base URL (default $CAPACITY_BENCH_BASE_URL, else "
+                        f"{DEFAULT_BASE_URL})")
     p.add_argument("--model", default=None,
                    help="model name to request (default: the first of /v1/models)")
     p.add_argument("--api-key", default=None,
@@ -169,6 +170,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    metavar="N", help="bound on the requests of all probes (default 20000)")
     return p
 
+
+DEFAULT_BASE_URL: Final = "http://127.0.0.1:8000/v1"
+"""The base URL `capacity bench` measures without --base-url or $CAPACITY_BENCH_BASE_URL."""
 
 FIND_MAX_CAP = 1024
 """In-flight cap of a --find-max rate search when --concurrency is not given."""
@@ -339,6 +343,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         default_catalog().variant(args.predict_model)
     if price is not None and currency is None:
         currency = "CNY"
+    args.base_url = args.base_url or workspace.bench_base_url() or DEFAULT_BASE_URL
     check_base_url(args.base_url)
     fm = find_max_from_args(args)
     conc = args.concurrency or (str(FIND_MAX_CAP) if fm is not None and fm.by == "rate" else "10")

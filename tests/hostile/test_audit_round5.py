@@ -190,3 +190,35 @@ def test_a_host_name_alias_of_this_machine_cannot_reach_another_users_simulator(
     with pytest.raises(AccessDenied):
         check_not_foreign(f"http://{alias}:8123/v1", {8123})
     check_not_foreign(f"http://{alias}:8124/v1", {8123})  # another port: not a simulator
+
+
+def test_the_measure_pages_run_has_no_url_on_its_command_line(tmp_path: Path) -> None:
+    # open mode allows http://user:password@host; its child's command line (in every local
+    # user's `ps`) carried the password (an audit, 2026-12-08): the URL now goes through
+    # $CAPACITY_BENCH_BASE_URL, as the key through $OPENAI_API_KEY
+    from capacity import workspace
+    from capacity.bench.form import MeasureForm
+    from capacity.bench.job import _child_env
+
+    url = "http://bob:pw-sekrit@127.0.0.1:9/v1"
+    argv = MeasureForm(base_url=url).argv()
+    assert not any("pw-sekrit" in a or "127.0.0.1:9" in a for a in argv)
+    env = _child_env("sk-key", "", url)
+    assert env[workspace.CAPACITY_BENCH_BASE_URL] == url
+    assert env[workspace.OPENAI_API_KEY] == "sk-key"
+
+
+def test_bench_measures_the_url_of_its_environment(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from capacity import workspace
+    from capacity.cli.bench import config_from_args
+    from capacity.cli.main import build_parser
+
+    monkeypatch.setenv(workspace.CAPACITY_BENCH_BASE_URL, "http://127.0.0.1:8123/v1")
+    args = build_parser().parse_args(["bench", "--out", str(tmp_path)])
+    assert config_from_args(args).base_url == "http://127.0.0.1:8123/v1"
+    args = build_parser().parse_args(["bench", "--base-url", "http://127.0.0.1:8124/v1", "--out", str(tmp_path)])
+    assert config_from_args(args).base_url == "http://127.0.0.1:8124/v1"   # the flag wins
+    monkeypatch.delenv(workspace.CAPACITY_BENCH_BASE_URL)
+    args = build_parser().parse_args(["bench", "--out", str(tmp_path)])
+    assert config_from_args(args).base_url == "http://127.0.0.1:8000/v1"
