@@ -110,6 +110,22 @@ def test_weights_that_never_fit_are_rejected_for_memory() -> None:
     assert "never fit" in rej.detail
 
 
+def test_a_saturated_load_is_a_throughput_failure_not_a_memory_one() -> None:
+    """A load no option keeps up with (1M daily users on at most two RTX 4090s, vLLM's
+    scheduling) fails on throughput; its queue, which grows to the load model's limit, is not
+    "weights and KV that never fit, even on 2 GPUs": one 4090 holds Qwen3.5-9B AWQ and 43
+    requests of 8K under vLLM's pages."""
+    p = _plan(dau=1_000_000, gpus=("rtx-4090",), max_gpus=2, engine="vllm")
+    assert p.options == ()
+    (rej,) = p.rejected
+    assert rej.reasons == ("throughput",) and not rej.never_fits
+    assert "never fit" not in rej.detail
+    every = plan(p.inputs, keep_all=True).all_options
+    saturated = [o for o in every if "throughput" in o.failures]
+    assert saturated and all("memory" not in o.failures for o in saturated
+                             if o.c_vram_per_replica >= 1)
+
+
 def test_option_links_open_the_explorer_on_it() -> None:
     p = _plan(c=50, max_gpus=2)
     o = p.options[0]
