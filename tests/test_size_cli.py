@@ -92,6 +92,24 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], needle: str,
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(("flags", "gap"), [
+    (["--max-num-seqs", "4"], "max_num_seqs"), (["--weights", "bf16"], "weights"),
+    (["--overhead-gb", "4"], "overhead_gb"), (["--slo-percentile", "99.9"], "the SLO"),
+    (["--max-gpus", "32"], "max_gpus"), (["--kv-dtypes", "int8"], "kv_dtypes")])
+def test_a_quote_links_no_planner_that_would_open_another_plan(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], gap: str) -> None:
+    """--max-num-seqs 4 sizes 3 x H100 SXM at CNY 41,982 a month where the Planner, which has
+    no such input, sizes 2 x H100 SXM at CNY 27,988: the quote's "Reproduce this plan in the
+    Planner" link would open the second. A quote carries no link the Planner cannot follow,
+    and says why."""
+    target = tmp_path / "quote.md"
+    main(["size", "--dau", "2000", "--gpus", "rtx-4090,l40s,h100-sxm", *flags,
+          "--quote", str(target)])
+    err = capsys.readouterr().err
+    assert "Reproduce this plan" not in target.read_text(encoding="utf-8")
+    assert f"the Planner cannot hold {gap} as given" in err
+
+
 def test_quote_file_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "quote.md"
     assert main([*HEADLINE, "--quote", str(target), "--lang", "zh"]) == 0

@@ -686,15 +686,15 @@ def run(args: argparse.Namespace) -> int:
             print("\n" + "\n".join(x for x in (check_caption(sim, "en"),
                                                miss_text(sim, inp.slo, "en")) if x))
     if args.quote:
-        from capacity.report.planner_url import planner_state, planner_url
+        from capacity.report.planner_url import quote_link
         from capacity.report.quote_disagg import disagg_section
 
-        link = planner_url(planner_state(inp, lang=args.lang, disagg=cmp is not None,
-                                         wide_ep=wide is not None), base=app_url(args))
+        link, why = quote_link(inp, app_url(args), lang=args.lang, disagg=cmp is not None,
+                               wide_ep=wide is not None)  # none where it opens another plan
         path = write_quote(args.quote, p, lang=args.lang, simulation=sim, link=link, band=band,
                            cheaper=cheaper, sections=(
                                *(() if cmp is None else (disagg_section(cmp),)),
                                *(() if wide is None else (size_quote_section(wide),)),
                                *(() if pools is None else (pools_quote_section(pools),))))
-        print(f"quote written to {path}", file=sys.stderr)
+        print(f"quote written to {path}" + (f" ({why})" if why else ""), file=sys.stderr)
     return 0 if p.options else 1

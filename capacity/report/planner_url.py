@@ -344,6 +344,42 @@ def planner_state(inp: PlanInputs, catalog: Catalog | None = None,
         disagg=int(disagg), wide_ep=int(wide_ep))
 
 
+def planner_gaps(inp: PlanInputs, state: PlannerState, catalog: Catalog | None = None
+                 ) -> tuple[str, ...]:
+    """The PlanInputs fields that a link to `state` does not reopen as `inp` holds them: the
+    Planner has no input for them (max_num_seqs, overhead_gb, eff, weight formats), or a
+    narrower range (max_gpus, KV precisions, SLO percentiles, peak hours). Empty when the
+    link reproduces the plan; a quote that names its link as the Planner that reproduces it
+    carries none otherwise."""
+    cat = catalog or default_catalog()
+    back, notices = planner_decode(planner_encode(state), cat)
+    try:
+        again = back.inputs(cat)
+    except CapacityError:
+        return ("inputs",)
+
+    def same(x: PlanInputs) -> PlanInputs:  # what a link writes differently, the plan the same
+        return replace(x, gpus=tuple(sorted(x.gpus or cat.gpus)),
+                       prefix_tokens=x.prefix_tokens if x.prefix_share > 0 else 0,
+                       price_overrides=tuple((k, float(f"{v:g}")) for k, v in x.price_overrides))
+
+    a, b = same(inp), same(again)
+    return tuple(f.name for f in fields(PlanInputs) if getattr(a, f.name) != getattr(b, f.name))
+
+
+def quote_link(inp: PlanInputs, base: str, *, lang: str = "en", disagg: bool = False,
+               wide_ep: bool = False) -> tuple[str | None, str]:
+    """A quote's link to the Planner that reproduces `inp` (`planner_state`, `planner_url`), and
+    '', or None and why there is none (`planner_gaps`: the Planner cannot hold an input)."""
+    state = planner_state(inp, lang=lang, disagg=disagg, wide_ep=wide_ep)
+    gaps = planner_gaps(inp, state)
+    if gaps:
+        said = {"formats": "weights", "slo": "the SLO", "workload": "the workload"}
+        return None, ("no Planner link in it: the Planner cannot hold "
+                      f"{', '.join(said.get(g, g) for g in gaps)} as given")
+    return planner_url(state, base=base), ""
+
+
 def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | None = None,
                       lang: str = "en") -> PlannerState | None:
     """The Planner's URL state for a mix (the link its quote carries): the first workload's
@@ -357,6 +393,8 @@ def planner_mix_state(workloads: tuple[MixWorkload, ...], catalog: Catalog | Non
            or len(e.name) > MIX_NAME_CHARS for e in entries):
         return None
     state = planner_state(first, catalog, lang)
+    if planner_gaps(first, state, catalog):
+        return None
     return replace(state, mix=encode_mix(tuple(e for e in entries if e is not None)))
 
 
