@@ -110,20 +110,25 @@ def test_weights_that_never_fit_are_rejected_for_memory() -> None:
     assert "never fit" in rej.detail
 
 
-def test_a_saturated_load_is_a_throughput_failure_not_a_memory_one() -> None:
+@pytest.mark.parametrize("max_num_seqs", [None, 8])
+def test_a_saturated_load_is_a_throughput_failure_not_a_memory_one(
+        max_num_seqs: int | None) -> None:
     """A load no option keeps up with (1M daily users on at most two RTX 4090s, vLLM's
     scheduling) fails on throughput; its queue, which grows to the load model's limit, is not
     "weights and KV that never fit, even on 2 GPUs": one 4090 holds Qwen3.5-9B AWQ and 43
-    requests of 8K under vLLM's pages."""
-    p = _plan(dau=1_000_000, gpus=("rtx-4090",), max_gpus=2, engine="vllm")
+    requests of 8K under vLLM's pages. Nor is it a slot failure where max_num_seqs is below
+    the queue the load model holds (the uncertainty band's slow edge read 'fail on slots,
+    throughput')."""
+    p = _plan(dau=1_000_000, gpus=("rtx-4090",), max_gpus=2, engine="vllm",
+              max_num_seqs=max_num_seqs)
     assert p.options == ()
     (rej,) = p.rejected
     assert rej.reasons == ("throughput",) and not rej.never_fits
     assert "never fit" not in rej.detail
     every = plan(p.inputs, keep_all=True).all_options
     saturated = [o for o in every if "throughput" in o.failures]
-    assert saturated and all("memory" not in o.failures for o in saturated
-                             if o.c_vram_per_replica >= 1)
+    assert saturated and all("memory" not in o.failures and "slots" not in o.failures
+                             for o in saturated if o.c_vram_per_replica >= 1)
 
 
 def test_option_links_open_the_explorer_on_it() -> None:

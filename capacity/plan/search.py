@@ -175,10 +175,10 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     month = price * billed * HOURS_PER_MONTH
     mem_c = np.ceil(design_c - 1e-9)
     # a saturated load's concurrency grows without bound: that is the throughput check's
-    # failure, not memory's (as TTFT and TPOT below), or every saturated option would read
-    # "the weights and KV never fit" on any number of GPUs
+    # failure, not memory's or the slots' (as TTFT and TPOT below), or every saturated option
+    # would read "the weights and KV never fit" on any number of GPUs
     fails_memory = (c_vram < 1) | (~design.saturated & (mem_c > c_vram))
-    fails_slots = ~fails_memory & (mem_c > seqs)
+    fails_slots = ~fails_memory & ~design.saturated & (mem_c > seqs)
     # prefill alone over the SLO is a TTFT failure at any load, saturated or not
     ttft_q, ttft_mean = design.ttft_q_ms + lat, design.ttft_mean_ms + lat
     fails_ttft = (~design.saturated & (ttft_q > slo.ttft_ms)) | (pre + lat > slo.ttft_ms)
