@@ -95,17 +95,32 @@ def test_bad_values_fall_back_with_a_notice(catalog: Catalog, param: str, value:
 def test_a_link_without_a_context_opens_at_a_shorter_models_limit(catalog: Catalog) -> None:
     """Llama-2-70B holds 4,096 tokens, the Planner's default context is 8,192: a link that
     names the model and no context plans it at 4,096 (as choosing the model on the page
-    does), not at the defaults; a stated context past the limit still falls back."""
+    does), not at the defaults; a stated context past the limit is moved to the limit too,
+    with a notice."""
     state, notices = planner_decode({"model": "llama-2-70b-fp8", "dau": "900"}, catalog)
     assert (state.model, state.ctx, state.dau, notices) == ("llama-2-70b-fp8", 4096, 900, [])
     state, notices = planner_decode({"model": "llama-2-70b-fp8", "ctx": "8192"}, catalog)
-    assert state == DEFAULT_PLANNER and "cannot be planned" in notices[-1]
+    assert (state.model, state.ctx) == ("llama-2-70b-fp8", 4096)
+    assert notices == ["'ctx=8192' ignored (context 8192 tokens exceeds Llama-2-70B's limit "
+                       "of 4096 tokens); using 4096"]
+
+
+def test_a_context_past_the_models_limit_loses_nothing_else(catalog: Catalog) -> None:
+    """/planner?model=gpt-oss-120b&ctx=200000&dau=20000&cur=USD opened the Planner on
+    Qwen3.5-9B AWQ, 500 daily users and CNY (every default) for one bad value; the Explorer
+    keeps such a link and offers the limit. The Planner takes the limit (131,072 tokens),
+    as choosing the model on the page does, and keeps the rest."""
+    state, notices = planner_decode({"model": "gpt-oss-120b", "ctx": "200000", "dau": "20000",
+                                     "cur": "USD", "lang": "zh"}, catalog)
+    assert state == PlannerState(lang="zh", model="gpt-oss-120b", ctx=131072, dau=20000,
+                                 cur="USD")
+    assert len(notices) == 1 and "'ctx=200000' ignored" in notices[0]
 
 
 def test_inconsistent_values_fall_back_to_the_defaults(catalog: Catalog) -> None:
-    # a context longer than the model's limit cannot be planned
-    state, notices = planner_decode({"model": "mistral-7b-v0.3", "ctx": "9000000",
-                                     "lang": "zh"}, catalog)
+    # a prompt longer than the context cannot be planned
+    state, notices = planner_decode({"model": "mistral-7b-v0.3", "ctx": "4096",
+                                     "prompt": "8000", "lang": "zh"}, catalog)
     assert state == PlannerState(lang="zh")
     assert notices and "cannot be planned" in notices[-1]
 

@@ -434,6 +434,13 @@ def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
     if "ctx" not in params and state.model in catalog.variant_keys():
         state = replace(state, ctx=default_context(state.ctx, catalog.variant(state.model).model,
                                                    stated=False))
+    elif state.model in catalog.variant_keys():  # a stated context past the model's limit:
+        # the limit, as choosing the model on the page does, the rest of the link kept
+        model = catalog.variant(state.model).model
+        if state.ctx > model.max_context_tokens:
+            notices.append(ignored_note("ctx", str(state.ctx), ValueError(
+                context_limit_note(state.ctx, model)), model.max_context_tokens, False))
+            state = replace(state, ctx=model.max_context_tokens)
     try:
         state.inputs(catalog)
     except CapacityError as exc:
