@@ -512,7 +512,7 @@ def to_text(s: Scenario, ev: Evaluation, rows: list[TableRow], fmt: str = "text"
     out.append(h(f"Capacity table (F8), budget {v.usable_bytes / GB:.1f} GB per GPU, "
                  f"headroom {s.headroom:.0%}"))
     out.append(render(
-        ["concurrency", "context", "KV total GB", "subtotal GB", "verdict", "TTFT s",
+        ["concurrency", "context", "KV GB per GPU", "subtotal GB", "verdict", "TTFT s",
          "TPOT ms", "tok/s per request", "aggregate tok/s", f"{s.currency}/M tok"],
         [[r.concurrency, r.context_tokens, r.kv_total_bytes / GB, r.vram_subtotal_bytes / GB,
           VERDICT_TEXT[r.verdict], r.ttft_s, r.tpot_ms, r.tok_s_per_request, r.aggregate_tok_s,
