@@ -488,7 +488,7 @@ def test_the_load_view_shows_what_capacity_plan_rate_gives(
 @pytest.mark.slow
 def test_prefix_caching_is_a_toggle_that_runs_vllms_align_mode(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Qwen3.5-9B (its stated AWQ weights, the link's default) on an H100 under vLLM at 2
+    """Qwen3.5-9B (its stated AWQ weights, named in the link) on an H100 under vLLM at 2
     req/s, 1,000-token prompts: the toggle's help names the 528-token block; on, the link
     carries `pcache=1`, the load view shows `capacity plan --weights awq --prefix-caching`'s
     TTFT p90 and its E2E p90 moves (the prompt's chunks end at the block; the TTFT p90 moves
@@ -500,8 +500,8 @@ def test_prefix_caching_is_a_toggle_that_runs_vllms_align_mode(
 
     from capacity.cli.main import main
 
-    link = {"model": "qwen3.5-9b", "gpu": "h100-sxm", "engine": "vllm", "load": "2",
-            "ctx": "4096", "prompt": "1000", "out": "128"}
+    link = {"model": "qwen3.5-9b", "weights": "awq", "gpu": "h100-sxm", "engine": "vllm",
+            "load": "2", "ctx": "4096", "prompt": "1000", "out": "128"}
     at = start(**link)
     assert "blocks of 528 tokens" in at.toggle(key="ex_pcache").proto.help
     before = metrics(at)

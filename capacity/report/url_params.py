@@ -7,7 +7,7 @@ back to its default with a notice (`ignored_note`) that names the parameter, the
 from __future__ import annotations
 
 import math
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity.catalog.engines import engine_names, engine_profile
@@ -40,6 +40,13 @@ def ignored_note(name: str, raw: str, exc: BaseException, default: object,
                     code="link_ignored_basis", name=name, value=shown, why=why_text(exc))
     return Note(f"'{name}={shown}' ignored ({exc}); using {default}", code="link_ignored",
                 name=name, value=shown, why=why_text(exc), using=str(default))
+
+
+def knob_note(name: str, raw: str, exc: BaseException) -> Note:
+    """The notice for an engine knob a link cannot use: it falls back to the engine's default."""
+    shown = raw if len(raw) <= 60 else raw[:60] + "..."
+    return Note(f"'{name}={shown}' ignored ({exc}); using the engine's default",
+                code="link_knob", name=name, value=shown, why=why_text(exc))
 
 
 def parse_number(raw: str, kind: type, bounds: tuple[float, float]) -> float | int:
@@ -95,6 +102,29 @@ def bundled_offers(inp: PlanInputs, catalog: Catalog) -> bool:
     as that kind; other offers, a prices file's, travel as entered prices)."""
     return bool(inp.offer_kind) and set(inp.offers) == set(
         bundled_of_kind(catalog, inp.offer_kind))
+
+
+def weights_written(names: Container[str]) -> set[str]:
+    """The weight format a link writes beside a model (`names`: the fields it writes anyway), so
+    that `implied_variant` has nothing to imply on reading it back: a link of Qwen3-14B in AWQ
+    says `model=qwen3-14b&weights=awq`, never `model=qwen3-14b` alone (which is BF16)."""
+    return {"weights"} if "model" in names else set()
+
+
+def implied_variant(changes: Mapping[str, Any], given: Container[str], catalog: Catalog
+                    ) -> dict[str, str]:
+    """A link's `model` as `capacity plan --model` reads it (`Catalog.variant`; the fields to
+    change): a model key alone brings the model's default format (`model=qwen3-14b`: BF16,
+    whatever format the page had), a variant key is its model and format
+    (`model=qwen3.5-9b-awq`: Qwen3.5-9B in AWQ); a `weights` given wins over both. Nothing for
+    a key the catalog does not know (the catalog check names it)."""
+    if "model" not in changes:
+        return {}
+    try:
+        v = catalog.variant(changes["model"])
+    except CapacityError:
+        return {}
+    return {"model": v.model.key, **({} if "weights" in given else {"weights": v.format.key})}
 
 
 class LinkMoney(Protocol):

@@ -50,8 +50,11 @@ from capacity.report.url_params import (
     float_text,
     ignored_note,
     implied_money,
+    implied_variant,
+    knob_note,
     money_written,
     parse_number,
+    weights_written,
     why_text,
 )
 from capacity.types import Note
@@ -447,15 +450,17 @@ _RANGES: dict[str, tuple[float, float]] = {
 
 
 def encode(state: ExplorerState) -> dict[str, str]:
-    """Query parameters for `state`: the fields that differ from the defaults, and the money
-    inputs with a GPU, offer kind or currency (else `decode` implies them, `implied_money`)."""
+    """Query parameters for `state`: the fields that differ from the defaults, the money
+    inputs with a GPU, offer kind or currency (else `decode` implies them, `implied_money`) and
+    the weight format with a model (else the model's default, `implied_variant`)."""
     out: dict[str, str] = {}
     for f in fields(ExplorerState):
         value = getattr(state, f.name)
         if value != getattr(DEFAULT_STATE, f.name):
             out[f.name] = float_text(value) if isinstance(value, float) else str(value)
-    for name in money_written(out):
-        out.setdefault(name, float_text(getattr(state, name)))
+    for name in money_written(out) | weights_written(out):
+        value = getattr(state, name)
+        out.setdefault(name, float_text(value) if isinstance(value, float) else str(value))
     return out
 
 
@@ -467,11 +472,11 @@ PIN_SAME = "same"
 
 
 def encode_pin(pinned: ExplorerState, current: ExplorerState) -> str:
-    """The `pin` parameter: the fields of `pinned` that differ from `current` (not `lang`), and
-    its money inputs with a GPU, offer kind or currency, as `encode` writes them."""
+    """The `pin` parameter: the fields of `pinned` that differ from `current` (not `lang`), its
+    money inputs with a GPU, offer kind or currency and its format with a model, as `encode`."""
     names = {f.name for f in fields(ExplorerState)
              if f.name != "lang" and getattr(pinned, f.name) != getattr(current, f.name)}
-    names |= money_written(names)
+    names |= money_written(names) | weights_written(names)
     items = []
     for f in fields(ExplorerState):
         value = getattr(pinned, f.name)
@@ -509,7 +514,8 @@ def explorer_url(state: ExplorerState, base: str = "/explorer") -> str:
 
 def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
            base: ExplorerState = DEFAULT_STATE) -> tuple[ExplorerState, list[str]]:
-    """Read query parameters into a state; bad values fall back to `base` with a notice.
+    """Read query parameters into a state; bad values fall back to `base` with a notice. A
+    `model` is the variant `capacity plan --model` reads (`implied_variant`).
 
     Unknown parameters are ignored silently (other pages may add their own).
     """
@@ -525,11 +531,11 @@ def decode(params: Mapping[str, str | list[str]], catalog: Catalog,
             changes[f.name] = _parse(f.name, raw, type(default))
         except ValueError as exc:
             if f.name in KNOBS and not default:  # blank: the engine's own default
-                notices.append(_knob_note(f.name, raw, exc))
+                notices.append(knob_note(f.name, raw, exc))
                 continue
             notices.append(ignored_note(f.name, raw, exc, default or (
                 "none" if f.name == "draft" else default), f.name == "calibration"))
-    state = replace(base, **changes)
+    state = replace(base, **{**changes, **implied_variant(changes, params, catalog)})
     state, more = _check_catalog(state, catalog, base, ctx_stated="ctx" in params)
     notices += more
     return replace(state, **implied_money(state, base, params, catalog)), notices
@@ -646,18 +652,11 @@ def _check_knobs(state: ExplorerState, s: Scenario, notices: list[str]
             name = str(getattr(why_text(exc), "params", {}).get("name", "budget"))
             raw = float_text(getattr(state, name)) if name == "offload" else str(
                 getattr(state, name))
-            notices.append(_knob_note(name, raw, exc))
+            notices.append(knob_note(name, raw, exc))
             state = replace(state, **{name: getattr(DEFAULT_STATE, name)})
         else:
             break
     return state, notices
-
-
-def _knob_note(name: str, raw: str, exc: BaseException) -> Note:
-    """The notice for an engine knob a link cannot use: it falls back to the engine's default."""
-    shown = raw if len(raw) <= 60 else raw[:60] + "..."
-    return Note(f"'{name}={shown}' ignored ({exc}); using the engine's default",
-                code="link_knob", name=name, value=shown, why=why_text(exc))
 
 
 def explorer_state(inp: PlanInputs, o: Option, catalog: Catalog | None = None,
