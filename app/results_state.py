@@ -38,6 +38,8 @@ FITTED_CHOICE = "__fitted__"
 """The calibration choice that names the calibration just fitted (not saved yet)."""
 CAL_PENDING = "r_cal_pending"
 """A calibration choice to select on the next run (set before a rerun: the selectbox is drawn)."""
+FITTED_SAVED = "r_fitted_saved"
+"""The name the calibration just fitted was last saved under (none: not saved since the fit)."""
 
 
 @dataclass
@@ -182,10 +184,12 @@ def reset_for_source(series: str, model: str, gpu: str) -> None:
 
 
 def calibration_options(fitted: calib.Calibration | None) -> list[str]:
-    """The calibrations to predict with: none, every saved one, and the one just fitted; a
-    choice made before the last rerun (`CAL_PENDING`) is selected."""
+    """The calibrations to predict with: none, every saved one, and the one just fitted until
+    it is saved (then its saved entry stands for it, `save_fitted`); a choice made before the
+    last rerun (`CAL_PENDING`) is selected."""
     options = ["", *ms.saved_calibrations()]
-    if fitted is not None:
+    saved = st.session_state.get(FITTED_SAVED)
+    if fitted is not None and not (saved == fitted.name and saved in options):
         options.append(FITTED_CHOICE)
     if (pending := st.session_state.pop(CAL_PENDING, None)) in options:
         st.session_state["r_calibration"] = pending
@@ -219,7 +223,8 @@ def save_fitted(fitted: calib.Calibration, name: str, folder: Path, *,
     it was fitted under: a renamed calibration saves under its new name). When `folder`
     already holds NAME.toml and `overwrite` is not given, nothing is written: the name waits
     in `SAVE_PENDING` for the page to ask, and None is returned. CapacityError for a name
-    that is not a name (`check_name`)."""
+    that is not a name (`check_name`). Once saved, the saved entry replaces the unsaved one in
+    the calibration choice (`calibration_options`), selected where that one was."""
     path = cal_store.named_path(name, folder, for_writing=True)
     if path.exists() and not overwrite:
         st.session_state[SAVE_PENDING] = name
@@ -227,12 +232,17 @@ def save_fitted(fitted: calib.Calibration, name: str, folder: Path, *,
     st.session_state.pop(SAVE_PENDING, None)
     renamed = fitted if fitted.name == name else dataclasses.replace(fitted, name=name)
     st.session_state[ms.FITTED] = renamed
-    return cal_store.save_named(renamed, name, folder)
+    path = cal_store.save_named(renamed, name, folder)
+    st.session_state[FITTED_SAVED] = name
+    if st.session_state.get("r_calibration") in (FITTED_CHOICE, None):
+        st.session_state[CAL_PENDING] = name
+    return path
 
 
 def keep_fitted(cal: calib.Calibration) -> None:
     """A calibration was fitted: keep it, and choose it to predict with after the rerun."""
     st.session_state[ms.FITTED] = cal
+    st.session_state.pop(FITTED_SAVED, None)
     st.session_state[CAL_PENDING] = FITTED_CHOICE
 
 

@@ -135,6 +135,31 @@ def test_overlay_renders_and_calibration_is_saved_and_reused(env: Path) -> None:
     assert "calibration 'sweep-a-cal'" in texts(fresh)  # the band comes from it
 
 
+def test_a_saved_calibration_replaces_the_unsaved_entry(env: Path) -> None:
+    """Fit, then Save: the choice listed the saved 'sweep-a-cal' and still '(fitted now, not
+    saved)' beside it, the unsaved one selected. The saved entry replaces it, selected, and the
+    page's figures stay those of the fit; a new fit brings the unsaved entry back."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    at.text_input(key="r_cal_name").set_value("sweep-a-cal")
+    at.button(key="r_fit").click().run()
+    assert at.selectbox(key="r_calibration").value == "__fitted__"
+    fitted_medians = at.dataframe[1].value
+
+    at.button(key="r_save").click().run()
+    assert not at.exception and not at.error
+    choice = at.selectbox(key="r_calibration")
+    assert choice.options == ["spec-sheet only", "rtx-4090-vllm-published", "sweep-a-cal"]
+    assert choice.value == "sweep-a-cal"
+    assert at.dataframe[1].value.equals(fitted_medians)  # the same calibration, now saved
+    assert "calibration: sweep-a-cal" in texts(at)
+
+    at.button(key="r_fit").click().run()  # a new fit is unsaved again
+    choice = at.selectbox(key="r_calibration")
+    assert choice.options[-1] == "sweep-a-cal (fitted now, not saved)"
+    assert choice.value == "__fitted__"
+
+
 @pytest.mark.slow
 def test_the_runs_warnings_are_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the bench warned about (here: the server's prefix cache served the prompts) is on
