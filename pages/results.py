@@ -262,6 +262,7 @@ try:
     base = page_basis if calibration is None else calib.apply(calibration, page_basis)
     sens = sensitivity(base, float(c_at), "step_ms")
     st.markdown(f"**{T('r_sens', top=T('in_' + sens[0].name))}**")
+    st.caption(T("r_sens_help"))
     st.dataframe(view.sensitivity_frame(sens, lang), hide_index=True, width="stretch")
 except CapacityError as exc:
     st.error(T("r_error", msg=error_text(exc, lang)))

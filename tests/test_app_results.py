@@ -160,6 +160,23 @@ def test_a_saved_calibration_replaces_the_unsaved_entry(env: Path) -> None:
     assert choice.value == "__fitted__"
 
 
+def test_the_sensitivity_table_sweeps_a_knob_fitted_at_zero_over_its_typical_range(
+        env: Path) -> None:
+    """With the published RTX 4090 calibration (per-step overhead 2.8e-15 ms, a fit's 0) the
+    "what moves the decode step" table swept that overhead over "0 to 0 ms"; it sweeps the
+    typical 0.3 to 5 ms instead, and the caption says why."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    at.run()
+    at.selectbox(key="r_calibration").set_value("rtx-4090-vllm-published").run()
+    assert not at.exception and not at.error
+    table = next(d.value for d in at.dataframe if "swing" in d.value.columns)
+    row = table.set_index("input").loc["per-step overhead (ms)"]
+    assert (row["low"], row["high"]) == ("0.3", "5")
+    assert float(row["swing"]) > 1
+    assert not ((table["low"] == "0") & (table["high"] == "0")).any()
+    assert any("an overhead at zero" in c.value for c in at.caption)
+
+
 @pytest.mark.slow
 def test_the_runs_warnings_are_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the bench warned about (here: the server's prefix cache served the prompts) is on

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from capacity.fit.calibration import Calibration, FitPoint, PointKind, apply
-from capacity.fit.uncertainty import Distance, band, knob_flags, sensitivity
+from capacity.fit.uncertainty import (
+    AT_ZERO_SHARE,
+    TYPICAL_RANGES,
+    Distance,
+    band,
+    knob_flags,
+    sensitivity,
+)
 from capacity.model.scenario import evaluate, make_scenario
 
 C = [1, 10, 50, 100]
@@ -76,6 +83,26 @@ def test_sensitivity_of_overheads_at_zero_uses_their_typical_range() -> None:
     assert (rows["step_overhead_ms"].low, rows["step_overhead_ms"].high) == (0.3, 5.0)
     assert rows["step_overhead_ms"].swing == pytest.approx(4.7)
     assert rows["eta_bw"].high == 1.0  # fractions never exceed 1
+
+
+def test_a_knob_a_fit_left_at_numerical_zero_is_swept_over_its_typical_range() -> None:
+    """The published RTX 4090 calibration's per-step overhead is 2.8e-15 ms (a fit's 0): the
+    Results page swept it "0 to 0 ms", a row that says nothing. At zero within
+    `AT_ZERO_SHARE` of the range's top it sweeps the typical range, as the spec sheet's 0;
+    an overhead above that still moves +/-20%."""
+    s = make_scenario(step_method="operator").with_(
+        step_overhead_ms=4.75e-16, prefill_overhead_ms=8.7e-15, attn_sat_batch=1.5e-5,
+        seq_overhead_ms=0.0033)
+    rows = {r.name: r for r in sensitivity(s, 32)}
+    for name in ("step_overhead_ms", "prefill_overhead_ms", "attn_sat_batch"):
+        assert (rows[name].low, rows[name].high) == TYPICAL_RANGES[name]
+    assert rows["step_overhead_ms"].swing == pytest.approx(4.7)
+    assert (rows["seq_overhead_ms"].low, rows["seq_overhead_ms"].high) == pytest.approx(
+        (0.0033 * 0.8, 0.0033 * 1.2))
+    small = {r.name: r for r in sensitivity(s.with_(step_overhead_ms=0.02), 32)}
+    assert (small["step_overhead_ms"].low, small["step_overhead_ms"].high) == pytest.approx(
+        (0.016, 0.024))
+    assert AT_ZERO_SHARE * TYPICAL_RANGES["step_overhead_ms"][1] == pytest.approx(0.005)
 
 
 def test_unknown_output_is_rejected() -> None:
