@@ -217,7 +217,8 @@ def test_bench_measures_the_url_of_its_environment(tmp_path: Path,
     monkeypatch.setenv(workspace.CAPACITY_BENCH_BASE_URL, "http://127.0.0.1:8123/v1")
     args = build_parser().parse_args(["bench", "--out", str(tmp_path)])
     assert config_from_args(args).base_url == "http://127.0.0.1:8123/v1"
-    args = build_parser().parse_args(["bench", "--base-url", "http://127.0.0.1:8124/v1", "--out", str(tmp_path)])
+    args = build_parser().parse_args(["bench", "--base-url", "http://127.0.0.1:8124/v1",
+                                      "--out", str(tmp_path)])
     assert config_from_args(args).base_url == "http://127.0.0.1:8124/v1"   # the flag wins
     monkeypatch.delenv(workspace.CAPACITY_BENCH_BASE_URL)
     args = build_parser().parse_args(["bench", "--out", str(tmp_path)])
