@@ -52,7 +52,7 @@ from capacity.fit.frontier import (
 from capacity.model.scenario import Scenario
 from capacity.model.workload import single_requests
 from capacity.plan.options import Plan, PlanInputs
-from capacity.report.i18n import SOURCE_LANG, bundled, engine_label, error_text, t
+from capacity.report.i18n import engine_label, engine_short, error_text, t
 from capacity.report.quote_frontier import (
     around_with_mark,
     plan_frontier_inputs,
@@ -73,13 +73,6 @@ CHART_HEIGHT = 560
 # ---- tables ----------------------------------------------------------------------------------
 def kind_label(kind: str, lang: str) -> str:
     return t("pl_offer_catalog", lang) if kind == "catalog" else t("offer_kind_" + kind, lang)
-
-
-def engine_short(engine: str, lang: str) -> str:
-    """An engine in a configuration cell: its short name (the chapter's in words), or its key
-    for a profile without one."""
-    key = "frv_engine_" + engine
-    return t(key, lang) if key in bundled().catalog(SOURCE_LANG).messages else engine
 
 
 def read_off_frame(rows: Sequence[CostReadOff], lang: str, *,

@@ -329,8 +329,8 @@ def test_cli_table_names_the_deployment(capsys: pytest.CaptureFixture[str]) -> N
 def test_chart_names_the_kind_in_legend_and_tooltip() -> None:
     fr = fr_of(DEEPSEEK)
     df = frontier_frame(fr, lang="en")
-    assert set(df["style"]) == {"sglang fp8/fp8", "sglang fp8/fp8 disaggregated prefill/decode",
-                                "sglang fp8/fp8 wide EP", "sglang fp8/fp8 wide-EP pools"}
+    assert set(df["style"]) == {"SGLang fp8/fp8", "SGLang fp8/fp8 disaggregated prefill/decode",
+                                "SGLang fp8/fp8 wide EP", "SGLang fp8/fp8 wide-EP pools"}
     dis = df["deployment"].isin([DISAGGREGATED, EP_POOLS])
     assert (df["gpus_paid"][dis] > df["n_gpus"][dis]).all()
     assert np.array_equal(df["gpus_paid"][~dis], df["n_gpus"][~dis])

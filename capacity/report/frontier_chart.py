@@ -15,7 +15,7 @@ import pandas as pd
 
 from capacity.fit.frontier import AGGREGATED, DEPLOYMENTS, Frontier
 from capacity.fit.reference import ReferenceSweep, load_reference, select
-from capacity.report.i18n import t
+from capacity.report.i18n import engine_short, t
 
 MEASURED_COLUMNS: Final = ("interactivity_tok_s_per_user", "throughput_tok_s_per_gpu", "label")
 """The columns of a DataFrame of measured (or what-if) points for `frontier_chart`."""
@@ -66,14 +66,18 @@ def frontier_frame(fr: Frontier, *, front_only: bool = False,
     cost per M output tokens at the catalog price (F7); `gpus_paid`, the GPUs the throughput is
     shared by (a replica's, with a decode replica's prefill GPUs). `deployment_label`: the kind
     of deployment in `lang` (the `fr_dep_*` messages; the key itself without `lang`), and the
-    style (dash) of a group not aggregated ends with it; `layout` in `lang` (`layout_text`;
-    '-' for an aggregated point). Units: tok/s per user, tok/s per GPU, ms."""
+    style (dash) of a group not aggregated ends with it; `engine_label`: the engine's short name
+    in `lang` (`engine_short`: 'chapter's engine', not its key 'chapter'; the key without
+    `lang`), which the style begins with; `layout` in `lang` (`layout_text`; '-' for an
+    aggregated point). Units: tok/s per user, tok/s per GPU, ms."""
     pt = fr.points
     dep_label = {d: t(f"fr_dep_{d.replace('-', '_')}", lang) if lang else d
                  for d in DEPLOYMENTS}
     lay = {x: (layout_text(x, lang) if lang else x) or "-" for x in set(pt.layout)}
+    eng = {e: engine_short(e, lang) if lang else e for e in set(pt.engine)}
     df = pd.DataFrame({
-        "gpu": pt.gpu, "gpu_name": pt.gpu_name, "engine": pt.engine, "weights": pt.weights,
+        "gpu": pt.gpu, "gpu_name": pt.gpu_name, "engine": pt.engine,
+        "engine_label": [eng[e] for e in pt.engine], "weights": pt.weights,
         "kv_dtype": pt.kv_dtype, "draft": [d or "-" for d in pt.draft], "tp": pt.tp,
         "n_gpus": pt.n_gpus, "gpus_paid": pt.n_gpus + pt.prefill_gpus,
         "deployment": pt.deployment, "deployment_label": [dep_label[d] for d in pt.deployment],
@@ -84,7 +88,7 @@ def frontier_frame(fr: Frontier, *, front_only: bool = False,
         "group": pt.group})
     df["cost_per_mtok"] = df["price_per_gpu_hour"] / (df["throughput_tok_s_per_gpu"] * 3600.0) * 1e6
     df["precision"] = df["weights"] + "/" + df["kv_dtype"]
-    df["style"] = df["engine"] + " " + df["precision"] + (" " + df["deployment_label"]).where(
+    df["style"] = df["engine_label"] + " " + df["precision"] + (" " + df["deployment_label"]).where(
         df["deployment"] != AGGREGATED, "")
     df["series"] = df["gpu"] + " " + df["style"] + df["draft"].where(df["draft"] == "-", "")
     if front_only:
@@ -179,7 +183,7 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
             *([alt.Tooltip("deployment_label:N", title=lab["deployment"]),
                alt.Tooltip("layout:N", title=lab["layout"])] if kinds else []),
             alt.Tooltip("weights:N", title=lab["weights"]),
-            alt.Tooltip("kv_dtype:N", title=lab["kv"]), alt.Tooltip("engine:N", title=lab["engine"]),
+            alt.Tooltip("kv_dtype:N", title=lab["kv"]), alt.Tooltip("engine_label:N", title=lab["engine"]),
             alt.Tooltip("draft:N", title=lab["draft"]),
             alt.Tooltip("concurrency:Q", title=lab["concurrency"]),
             alt.Tooltip("interactivity_tok_s_per_user:Q", title=lab["x"], format=".1f"),

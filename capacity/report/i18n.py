@@ -350,3 +350,10 @@ def engine_label(engine: str, lang: str = "en") -> str:
         return t(key, lang)
     from capacity.catalog.engines import engine_profile  # only for profiles without a message
     return engine_profile(engine).name
+
+
+def engine_short(engine: str, lang: str = "en") -> str:
+    """An engine profile's short name in `lang`, for a chart's legend or a table's cell (the
+    `frv_engine_*` messages: the chapter's in words, 'vLLM'); a profile without one: its key."""
+    key = "frv_engine_" + engine
+    return t(key, lang) if key in bundled().catalog(SOURCE_LANG).messages else engine
