@@ -13,6 +13,9 @@ from capacity.catalog.loader import Catalog
 from capacity.fit.frontier import FrontierInputs, datacenter_gpus, frontier
 from capacity.report.frontier_chart import frontier_chart, frontier_frame
 
+# (scheme, colours it holds) for the schemes Vega names; a chart with more GPUs repeats colours
+SCHEME_SIZES = {"category10": 10, "tableau10": 10, "category20": 20, "tableau20": 20}
+
 
 @pytest.fixture(scope="module")
 def fr(catalog: Catalog) -> Any:
@@ -39,3 +42,14 @@ def test_engine_named_in_the_charts_language(fr: Any) -> None:
     rows = [r for d in spec["datasets"].values() for r in d if "engine_label" in r]
     assert rows and {r["engine_label"] for r in rows} == {"本章引擎", "vLLM"}
 
+
+def test_one_colour_per_gpu(fr: Any) -> None:
+    spec = frontier_chart(fr, lang="en").to_dict()
+    n = len(set(fr.points.gpu))
+    assert n == 14
+    colours = [la["encoding"]["color"] for la in _layers(spec) if "color" in la["encoding"]
+               and "field" in la["encoding"]["color"]]
+    assert colours
+    for c in colours:
+        scheme = c.get("scale", {}).get("scheme")
+        assert SCHEME_SIZES.get(scheme, 0) >= n, c

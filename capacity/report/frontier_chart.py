@@ -123,6 +123,10 @@ def frontier_labels(lang: str = "en", currency: str = "") -> dict[str, str]:
 LEGEND_LABEL_PX: Final = 320
 """Legend labels' width at most, px, with disaggregated or wide-EP groups (Vega's default,
 160, cuts 'vllm fp8/fp16 disaggregated prefill/decode')."""
+GPU_SCHEME: Final = "tableau20"
+"""The GPUs' colour scheme: 20 colours. The theme's 10 (Streamlit's, Vega's category10) gave
+two GPUs of the Explorer's 14 (its own against every data-centre GPU) one colour: A10 and L4,
+A100 80GB PCIe and MI300X, ... could not be told apart."""
 MAX_ROWS: Final = 5000
 """Rows of one data set at most: Altair's default data transformer refuses more."""
 
@@ -176,7 +180,7 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
     front = df[df["on_front"]].rename(columns={"gpu_name": lab["gpu"], "style": lab["style"]})
     x = alt.X("interactivity_tok_s_per_user:Q", title=lab["x"])
     y = alt.Y("throughput_tok_s_per_gpu:Q", title=lab["y"])
-    color = alt.Color(f"{lab['gpu']}:N", title=lab["gpu"])
+    color = alt.Color(f"{lab['gpu']}:N", title=lab["gpu"], scale=alt.Scale(scheme=GPU_SCHEME))
     tips = [alt.Tooltip(f"{lab['gpu']}:N"), alt.Tooltip("tp:Q", title=lab["tp"]),
             (alt.Tooltip("gpus_paid:Q", title=lab["gpus"], format=".2f") if kinds
              else alt.Tooltip("tp:Q", title=lab["gpus"])),
@@ -194,7 +198,7 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
     pieces = front_pieces(front)
     layers: list[Any] = [
         alt.Chart(faint).mark_circle(size=12, opacity=0.12).encode(
-            x=x, y=y, color=alt.Color(f"{lab['gpu']}:N", title=lab["gpu"])),
+            x=x, y=y, color=color),
         *(alt.Chart(piece).mark_line(strokeWidth=1.5).encode(
             x=x, y=y, color=color, strokeDash=alt.StrokeDash(
                 f"{lab['style']}:N", title=lab["style"],
