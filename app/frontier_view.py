@@ -55,6 +55,7 @@ from capacity.plan.options import Plan, PlanInputs
 from capacity.report.i18n import engine_label, engine_short, error_text, t
 from capacity.report.quote_frontier import (
     around_with_mark,
+    entered_knobs,
     plan_frontier_inputs,
     point_config,
     point_cost,
@@ -173,13 +174,13 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
                                 ep_key=explorer_key(WIDE_EP_FIELD))
         gpus = (state.gpu, *(g for g in others if g != state.gpu))
         pinp = state.plan_inputs(catalog)   # its basis, and the conversation the load view runs
-        basis, wl = pinp.basis_string, pinp.workload
+        basis, wl, knobs = pinp.basis_string, pinp.workload, entered_knobs(pinp)
         dis, ep = single_kinds(dis, ep, pinp, lang)
         try:
             inp, added = kind_inputs(FrontierInputs(
                 model=state.model, prompt_tokens=state.prompt_tokens,
                 output_tokens=max(state.out, 2), context_tokens=max(state.ctx, state.prompt_tokens),
-                gpus=gpus, engines=tuple(engines), basis=basis,
+                gpus=gpus, engines=tuple(engines), basis=basis, knobs=knobs,
                 formats=None if every else (state.weights,),
                 kv_dtypes=("fp16", "fp8") if every else (state.kv,),
                 currency="USD" if state.currency == "USD" else "CNY", cny_per_usd=state.rate,
@@ -200,7 +201,7 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
         pub = published(state.model, gpus, lang)
         _draw(chart_spec(inp, lang, float(target), current, tuple(runs + pub)), "frv_ex_chart")
         st.caption(t("frv_ex_caption", lang, n=f"{fr.evaluated:,}", groups=len(fr.groups),
-                     basis=basis or t("frv_basis_chapter", lang),
+                     basis=basis or t("basis_entered" if knobs else "frv_basis_chapter", lang),
                      x=f"{current[0]:,.1f}", y=f"{current[1]:,.0f}",
                      x0=f"{1e3 / float(figures['step_ms']):,.1f}",
                      y0=f"{float(figures['aggregate_tok_s']) / max(scenario.paid_gpus, 1):,.0f}"))

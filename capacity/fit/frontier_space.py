@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from capacity.catalog.offers import OFFER_KINDS
 from capacity.errors import InputError
 from capacity.fit.planning import with_basis
 from capacity.fit.typical import engines as typical_engines
+from capacity.model.basis import KNOB_FIELDS
 from capacity.model.cost import DEFAULT_CNY_PER_USD, Currency
 from capacity.model.workload import Workload, single_requests
 from capacity.plan.options import DEFAULT_KV_DTYPES, MAX_GPUS, PlanInputs, Slo
@@ -77,6 +79,11 @@ class FrontierInputs:
     basis: str | None = None
     """One basis for every engine ('spec', 'typical:vllm', a calibration...); None: each
     engine's typical efficiency, or FALLBACK_TYPICAL's where it has none."""
+    knobs: tuple[tuple[str, Any], ...] = ()
+    """Efficiencies entered by hand, (`KNOB_FIELDS` name, value) pairs, set over the chapter's
+    basis (`basis` ''): a plan's or a what-if's knobs that are no named basis
+    (`BasisKind.ENTERED`), so the chart rests on the figures the rest of the page or quote
+    does; () none."""
     formats: tuple[str, ...] | None = None
     kv_dtypes: tuple[str, ...] = DEFAULT_KV_DTYPES
     max_gpus: int = MAX_GPUS
@@ -121,6 +128,11 @@ class FrontierInputs:
                              f"prompt of {self.prompt_tokens}")
         if not self.engines:
             raise InputError("give at least one engine (vllm, sglang, llamacpp)")
+        if self.knobs and self.basis != "":
+            raise InputError(f"knobs entered by hand go over the chapter's basis only, not "
+                             f"'{self.basis}'")
+        if bad := [k for k, _ in self.knobs if k not in KNOB_FIELDS]:
+            raise InputError(f"unknown efficiency knobs {', '.join(map(str, bad))}")
         for e in self.engines:
             engine_profile(e)  # an unknown engine: InputError naming the known ones
         Slo(ttft_ms=self.ttft_ms, quantile=self.quantile)  # a bad budget: InputError
@@ -192,7 +204,8 @@ def plan_inputs(inp: FrontierInputs, v: Variant, *, gpus: tuple[str, ...] | None
                       engine=v.engine, currency=inp.currency, cny_per_usd=inp.cny_per_usd,
                       drafts=(v.draft,) if v.draft else (), prefix_tokens=inp.prefix_tokens,
                       prefix_share=inp.prefix_share if inp.prefix_tokens else 0.0)
-    return with_basis(base, v.basis)
+    out = with_basis(base, v.basis)
+    return replace(out, **dict(inp.knobs)) if inp.knobs else out
 
 
 def concurrency_grid(slots: IntArray) -> tuple[IntArray, FloatArray]:

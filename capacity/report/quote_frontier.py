@@ -23,11 +23,13 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from capacity.catalog.engines import engine_profile
 from capacity.catalog.loader import Catalog, default_catalog
 from capacity.errors import CapacityError
 from capacity.fit.frontier import Frontier, FrontierInputs, FrontPoint, Group, frontier
+from capacity.model.basis import BasisKind, knobs_of
 from capacity.model.cost import cost_per_mtok
 from capacity.model.pipeline import copy_layout
 from capacity.plan.options import Option, Plan, PlanInputs
@@ -38,11 +40,18 @@ AROUND: int = 3
 """Front points listed on each side of the recommendation's mark in the quote's table."""
 
 
+def entered_knobs(inp: PlanInputs) -> tuple[tuple[str, Any], ...]:
+    """`inp`'s efficiency knobs when they are entered by hand (no named basis), for
+    `FrontierInputs.knobs`; () on a named basis."""
+    return tuple(knobs_of(inp).items()) if inp.basis == BasisKind.ENTERED else ()
+
+
 def plan_frontier_inputs(inp: PlanInputs, catalog: Catalog | None = None) -> FrontierInputs:
     """The chart's inputs for a plan: its model and request (prompt, output, KV context), the
     GPUs it searched (its list, else the whole catalog, as `search.plan`), its engine and basis
-    (`PlanInputs.basis_string`; entered knobs that are no named basis: the chapter's), weight
-    formats, KV precisions, TP limit and currency. InputError where the chart cannot be drawn
+    (`PlanInputs.basis_string`; entered knobs that are no named basis travel as `knobs`, so
+    the chart rests on the plan's own figures), weight formats, KV precisions, TP limit and
+    currency. InputError where the chart cannot be drawn
     (an output of one token: interactivity needs two). A conversation's turns and a shared
     prefix travel."""
     cat = catalog or default_catalog()
@@ -51,7 +60,8 @@ def plan_frontier_inputs(inp: PlanInputs, catalog: Catalog | None = None) -> Fro
         model=inp.model, prompt_tokens=wl.prompt, output_tokens=wl.output_tokens,
         context_tokens=max(wl.context_tokens, wl.prompt),
         gpus=inp.gpus if inp.gpus is not None else tuple(sorted(cat.gpus)),
-        engines=(engine_profile(inp.engine).key,), basis=inp.basis_string, formats=inp.formats,
+        engines=(engine_profile(inp.engine).key,), basis=inp.basis_string, knobs=entered_knobs(inp),
+        formats=inp.formats,
         kv_dtypes=inp.kv_dtypes, max_gpus=inp.max_gpus, currency=inp.currency,
         cny_per_usd=inp.cny_per_usd, turns=wl.turns, turn_tokens=wl.turn_tokens,
         prefix_tokens=inp.prefix_tokens, prefix_share=inp.prefix_share)
