@@ -15,7 +15,8 @@ configuration is kept when
 Kept options are ranked by cost per month, then cost per million output tokens at the option's
 SLO-feasible capacity (the highest arrival rate that still meets every SLO). Every GPU family
 with no feasible configuration gets the reason of its closest configuration (memory, TTFT,
-TPOT, throughput), and configurations that miss on memory alone get the chapter's fixes
+TPOT, throughput; of a family that fails on throughput alone, the one that carries the most of
+the load), and configurations that miss on memory alone get the chapter's fixes
 (more GPUs, FP8 KV, a shorter context). The search is vectorized over configurations;
 `simulate_option` runs the discrete-event model for the chosen one.
 """
@@ -251,7 +252,9 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             if i not in lite:
                 lite[i] = _lite(u, unit, i, int(row["n"][j]), fails, row["month"][j])
             options.append(_amended(lite[i], n_gpus=int(row["n"][j]), failures=fails,
-                                    binding=fails[0], cost_per_month=row["month"][j]))
+                                    binding=fails[0], cost_per_month=row["month"][j],
+                                    capacity_rate_per_s=row["cap"][j],
+                                    design_rate_per_s=row["rate_design"][j]))
             continue
         options.append(Option(
             gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=int(row["n"][j]),
@@ -386,6 +389,16 @@ def _rank_key(o: Option) -> tuple[float, float, int, int, int, str, str, str, st
             o.weights, o.kv_dtype, o.draft)
 
 
+def _carried(o: Option) -> float:
+    """The share of the design load a configuration that fails on throughput alone carries
+    within the SLOs (its SLO-feasible capacity over the design rate, as `alternatives` reads
+    it); 0 for any other configuration, or where the capacity was not computed."""
+    if o.failures != (Reason.THROUGHPUT,) or not o.design_rate_per_s > 0:
+        return 0.0
+    share = o.capacity_rate_per_s / o.design_rate_per_s
+    return share if math.isfinite(share) else 0.0
+
+
 def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys: list[str],
                 slo: Slo, latency_ms: float = 0.0) -> list[Rejection]:
     ok = {o.gpu for o in feasible}
@@ -397,7 +410,8 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
         if not mine:
             continue
         closest = min(mine, key=lambda o: (len(o.failures), Reason.THROUGHPUT in o.failures,
-                                           Reason.MEMORY in o.failures, o.cost_per_month))
+                                           Reason.MEMORY in o.failures, -_carried(o),
+                                           o.cost_per_month))
         every = sorted({f for o in mine for f in o.failures}, key=REASONS.index)
         fits_somewhere = any(Reason.MEMORY not in o.failures for o in mine)
         detail = (f"closest: {closest.label} fails on "
