@@ -18,6 +18,7 @@ from app.planner_state import (
     DRAFT_MODE,
     MIX_N,
     clamp_context,
+    clamped_notice,
     mix_key,
 )
 from app.planner_view import CTX_CHOICES
@@ -27,7 +28,7 @@ from capacity.catalog.loader import Catalog
 from capacity.model.workload import MAX_TURNS
 from capacity.plan.mix import MAX_WORKLOADS, MIX_NAME_CHARS
 from capacity.report.bases import basis_label
-from capacity.report.i18n import engine_label, t
+from capacity.report.i18n import engine_label, note_text, t
 from capacity.report.planner_url import PLANNER_KV, PLANNER_PCTS
 from capacity.report.quote import draft_label
 
@@ -56,6 +57,8 @@ def plan_inputs(catalog: Catalog, lang: str) -> None:
             st.number_input(T("pl_conc"), min_value=1, key="planner_conc")
     with c2:
         st.selectbox(T("pl_ctx"), ctx_choices, key="planner_ctx")
+        if (clamped := clamped_notice("planner_ctx")) is not None:  # by the model just chosen
+            st.warning(T("pl_ctx_clamped") + "\n\n- " + note_text(clamped, lang))
         st.number_input(T("pl_prompt"), min_value=0, max_value=10_000_000, step=256,
                         key="planner_prompt", help=T("help_pl_prompt"))
         st.number_input(T("pl_out"), min_value=1, key="planner_out")
@@ -174,3 +177,7 @@ def mix_inputs(catalog: Catalog, lang: str) -> None:
         c[5].number_input(T("pl_out"), min_value=1, max_value=1_000_000, key=mix_key(i, "out"))
         c[6].number_input(T("pl_ttft"), min_value=10.0, max_value=1e7, key=mix_key(i, "ttft"))
         c[7].number_input(T("pl_tpot"), min_value=1.0, max_value=1e6, key=mix_key(i, "tpot"))
+    clamped = [f"- {st.session_state[mix_key(i, 'name')]}{T('colon')}{note_text(n, lang)}"
+               for i in range(n_more) if (n := clamped_notice(mix_key(i, "ctx"))) is not None]
+    if clamped:
+        st.warning(T("pl_ctx_clamped") + "\n\n" + "\n".join(clamped))

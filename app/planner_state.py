@@ -26,11 +26,13 @@ from capacity.report.planner_url import (
     MIX_FIELD_SEP,
     MIX_SEP,
     PlannerState,
+    context_clamped_note,
     encode_mix,
     planner_decode,
     planner_encode,
 )
 from capacity.report.quote import offer_text, source_text
+from capacity.types import Note
 
 SAVED = "planner_saved_state"
 NOTICES = "planner_notices"
@@ -109,14 +111,34 @@ def _clean_name(text: object, fallback: str) -> str:
     return name.strip()[:MIX_NAME_CHARS].strip() or fallback
 
 
+CLAMPED = "planner_ctx_clamped"
+"""Session key: the contexts a model choice clamped, widget key of the context -> (the model
+chosen, the notice that says so), kept while that model and its limit stay chosen."""
+
+
 def clamp_context(catalog: Catalog, model_key: str, ctx_key: str) -> int:
     """The context limit (tokens) of the model chosen under widget key `model_key`; a context
     past it under `ctx_key` (a model just chosen with a shorter limit) is clamped to it first,
-    so the run that reads the widgets plans what the selector will show."""
-    limit = catalog.variant(str(st.session_state[model_key])).model.max_context_tokens
-    if int(st.session_state[ctx_key]) > limit:
-        st.session_state[ctx_key] = limit
+    so the run that reads the widgets plans what the selector will show, and the clamp is
+    noted for `clamped_notice` (until another model or context is chosen)."""
+    ss = st.session_state
+    chosen = str(ss[model_key])
+    model = catalog.variant(chosen).model
+    limit, ctx = model.max_context_tokens, int(ss[ctx_key])
+    clamped: dict[str, tuple[str, Note]] = ss.setdefault(CLAMPED, {})
+    if ctx > limit:
+        ss[ctx_key] = limit
+        clamped[ctx_key] = (chosen, context_clamped_note(ctx, model))
+    elif ctx_key in clamped and (clamped[ctx_key][0] != chosen or ctx != limit):
+        del clamped[ctx_key]
     return limit
+
+
+def clamped_notice(ctx_key: str) -> Note | None:
+    """The notice of the context under `ctx_key` set to its model's limit by `clamp_context`
+    (None when the context is the one chosen)."""
+    entry = st.session_state.get(CLAMPED, {}).get(ctx_key)
+    return None if entry is None else entry[1]
 
 
 def _mix_from_widgets(saved: PlannerState, lang: str, catalog: Catalog) -> str:
@@ -196,6 +218,8 @@ def init_planner(catalog: Catalog) -> tuple[PlannerState, list[str]]:
         st.session_state[NOTICES] = notices
     saved: PlannerState = st.session_state[SAVED]
     entered = page_entered()
+    if entered:   # a clamp is news on the run that made it, not on coming back to the page
+        st.session_state.pop(CLAMPED, None)
     for name, key in WIDGETS.items():
         if entered or key not in st.session_state:
             st.session_state[key] = _to_widget(saved, name, catalog)

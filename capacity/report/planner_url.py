@@ -16,6 +16,7 @@ from capacity.catalog.loader import (
     MAX_PRICE_PER_HOUR,
     MIN_PRICE_PER_HOUR,
     Catalog,
+    Model,
     bound_problem,
     default_catalog,
 )
@@ -459,6 +460,15 @@ def planner_decode(params: Mapping[str, str | list[str]], catalog: Catalog,
                             why=why_text(exc)))
         state = replace(state, mix="")
     return state, notices
+
+
+def context_clamped_note(context_tokens: int, model: Model) -> Note:
+    """The notice for a context set to the model's limit because the model chosen on the page
+    takes no more: a link's clamped context in the same words, 'context 32768 tokens exceeds
+    Llama-2-70B's limit of 4096 tokens; using 4096'."""
+    why = context_limit_note(context_tokens, model)
+    return Note(f"{why}; using {model.max_context_tokens}", code="ctx_clamped", why=why,
+                using=model.max_context_tokens)
 
 
 def _planner_parse(name: str, raw: str, kind: type, catalog: Catalog) -> Any:
