@@ -14,6 +14,7 @@ so it is saved only with `overwrite` (the page's 'replace' box), like a custom e
 from __future__ import annotations
 
 import contextlib
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,11 +56,16 @@ def parse_toml_text(text: str | bytes, name: str = "upload.toml") -> dict[str, A
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
-            raise CatalogError(f"{name}: not UTF-8 text; save the file as UTF-8") from None
+            raise CatalogError(Note(f"{name}: not UTF-8 text; save the file as UTF-8",
+                                    code="custom_not_utf8", file=name)) from None
     try:
         return loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{name}: not valid TOML: {exc}") from None
+        at = re.search(r"at line (\d+), column (\d+)", str(exc))
+        detail = Note(str(exc), code="parse_at", line=int(at[1]), col=int(at[2])) if at \
+            else Note(str(exc), code="parse_failed")
+        raise CatalogError(Note(f"{name}: not valid TOML: {exc}", code="custom_not_toml",
+                                file=name, detail=detail)) from None
 
 
 def validate_model(table: Mapping[str, Any], catalog: Catalog,
@@ -84,8 +90,9 @@ def bundled_entry_path(kind: str, key: str) -> str | None:
 def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None,
            overwrite: bool, replace_bundled: bool = False) -> Path:
     if not KEY_RE.match(key):
-        raise CatalogError(f"key '{key[:60]}' must be 1-100 lower-case letters, digits, '.', "
-                           "'-' or '_', starting with a letter or a digit")
+        raise CatalogError(Note(f"key '{key[:60]}' must be 1-100 lower-case letters, digits, "
+                                "'.', '-' or '_', starting with a letter or a digit",
+                                code="custom_bad_key", key=key[:60]))
     if not (overwrite or replace_bundled) and bundled_entry_path(kind, key) is not None:
         # a custom entry with a bundled key replaces the bundled one for every user of the
         # folder: only when asked (an upload of someone's rtx-4090.toml must not do it)
@@ -98,8 +105,9 @@ def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None
     folder = (directory or custom_dir()) / kind
     path = folder / f"{key}.toml"
     if path.exists() and not overwrite:
-        raise CatalogError(f"a custom entry '{key}' already exists ({path}); choose another "
-                           "key or tick 'replace' (--replace on the command line)")
+        raise CatalogError(Note(f"a custom entry '{key}' already exists ({path}); choose "
+                                "another key or tick 'replace' (--replace on the command line)",
+                                code="custom_exists", key=key, path=str(path)))
     tmp = path.with_suffix(".toml.tmp")
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -108,8 +116,10 @@ def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None
     except OSError as exc:  # a full disk, a read-only folder: a message, and nothing half-saved
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        raise CatalogError(f"cannot save the custom entry '{key}' in {folder}: "
-                           f"{exc.strerror or exc}") from None
+        why = str(exc.strerror or exc)
+        raise CatalogError(Note(f"cannot save the custom entry '{key}' in {folder}: {why}",
+                                code="custom_save_failed", key=key, folder=str(folder),
+                                why=why)) from None
     clear_caches()
     return path
 
@@ -141,8 +151,9 @@ def save_toml(text: str | bytes, catalog: Catalog, *, directory: Path | None = N
     if "bandwidth_gb_s" in table:
         gpu, path = save_gpu(table, directory=directory, overwrite=overwrite)
         return "gpu", gpu.key, path
-    raise CatalogError(f"{name}: neither a model (needs [[layers]]) nor a GPU (needs "
-                       "bandwidth_gb_s); see data/models/ and data/gpus/ for examples")
+    raise CatalogError(Note(f"{name}: neither a model (needs [[layers]]) nor a GPU (needs "
+                            "bandwidth_gb_s); see data/models/ and data/gpus/ for examples",
+                            code="custom_not_entry", file=name))
 
 
 def model_form_table(*, key: str, name: str, params_b: float, num_layers: int,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 from capacity.errors import CatalogError
+from capacity.types import Note
 
 GGUF_MAGIC: Final = b"GGUF"
 SUPPORTED_VERSIONS: Final = (2, 3)
@@ -85,7 +86,9 @@ class _Reader:
         self.pos = 0
 
     def fail(self, what: str) -> CatalogError:
-        return CatalogError(f"{self.name}: not a readable GGUF header ({what} at byte {self.pos})")
+        return CatalogError(Note(
+            f"{self.name}: not a readable GGUF header ({what} at byte {self.pos})",
+            code="mf_gguf_unreadable", file=self.name, what=what, pos=f"{self.pos:,}"))
 
     def need(self, n: int, what: str) -> None:
         if n < 0 or n > self.size - self.pos:
@@ -153,14 +156,18 @@ class _Reader:
         return [self.value(inner, what, depth + 1) for _ in range(count)]
 
 
-def read_gguf_header(path: Path) -> GgufHeader:
-    """The metadata and the tensor table of a GGUF file (only the header is read)."""
+def read_gguf_header(path: Path, name: str | None = None) -> GgufHeader:
+    """The metadata and the tensor table of a GGUF file (only the header is read); messages
+    name the file `name` (an upload's own name; None: the path's)."""
+    name = name or path.name
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:
-            return _read(_Reader(fh, size, path.name))
+            return _read(_Reader(fh, size, name))
     except OSError as exc:
-        raise CatalogError(f"{path.name}: cannot read ({exc.strerror or exc})") from None
+        why = str(exc.strerror or exc)
+        raise CatalogError(Note(f"{name}: cannot read ({why})", code="mf_cannot_read",
+                                file=name, why=why)) from None
 
 
 def _read(r: _Reader) -> GgufHeader:

@@ -18,7 +18,7 @@ tensors' elements, weights their bytes; routed-expert tensors (`*_exps`) count a
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from capacity.catalog.gguf_reader import GgufTensor as GgufTensor
 from capacity.catalog.gguf_reader import read_gguf_header as read_gguf_header
 from capacity.catalog.loader import name_problem
 from capacity.errors import CatalogError
+from capacity.types import Note
 from capacity.untrusted import loads_json, read_utf8
 
 GGUF_FORMATS: Mapping[str, str] = {
@@ -47,23 +48,52 @@ class ParamCount:
     active: float
 
 
-def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+@dataclass(frozen=True)
+class _Config(Mapping[str, Any]):
+    """A config.json's fields (a multimodal one's `text_config` merged in) and the name of the
+    file they were read from, which every message names (an upload `partial.json`, not
+    'config.json')."""
+
+    fields: Mapping[str, Any]
+    file: str
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fields[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+
+def _error(text: str, code: str, **params: str | int | float) -> CatalogError:
+    """A CatalogError whose English text the CLI prints and whose code (`note_<code>` in
+    data/i18n/) the Catalog page says in its language."""
+    return CatalogError(Note(text, code=code, **params))
+
+
+def _text_config(config: Mapping[str, Any], file: str = "config.json") -> _Config:
+    if isinstance(config, _Config):
+        return config
     inner = config.get("text_config")
     if isinstance(inner, Mapping):
-        return {**{k: v for k, v in config.items() if k != "text_config"}, **inner}
-    return config
+        return _Config({**{k: v for k, v in config.items() if k != "text_config"}, **inner}, file)
+    return _Config(config, file)
 
 
-def _flag(cfg: Mapping[str, Any], name: str) -> bool:
+def _flag(cfg: _Config, name: str) -> bool:
     """A true/false field (absent: false); anything but a JSON boolean is refused (the string
     "false" is not false, and Python's truth would read it as true)."""
     value = cfg.get(name, False)
     if not isinstance(value, bool):
-        raise CatalogError(f"config.json: {name} must be true or false, got {str(value)[:40]!r}")
+        got = repr(str(value)[:40])
+        raise _error(f"{cfg.file}: {name} must be true or false, got {got}", "mf_not_bool",
+                     file=cfg.file, name=name, value=got)
     return value
 
 
-def _int(cfg: Mapping[str, Any], *names: str, default: int | None = None) -> int:
+def _int(cfg: _Config, *names: str, default: int | None = None) -> int:
     """The first of `names` that holds a whole number > 0; `default` when none does (None: the
     field is required). A name that is there with anything but a JSON whole number >= 0 (a
     string, a fraction, a negative) is refused by name, not read as absent: "num_experts": "8"
@@ -74,28 +104,31 @@ def _int(cfg: Mapping[str, Any], *names: str, default: int | None = None) -> int
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (
                 value == 0 and default is None):
-            raise CatalogError(f"config.json: {name} must be a whole number > 0, got "
-                               f"{repr(value)[:40]}")
+            got = repr(value)[:40]
+            raise _error(f"{cfg.file}: {name} must be a whole number > 0, got {got}",
+                         "mf_not_count", file=cfg.file, name=name, value=got)
         if value > 0:
             return value
     if default is None:
-        raise CatalogError(f"config.json: missing {' or '.join(names)}")
+        raise _error(f"{cfg.file}: missing {' or '.join(names)}", "mf_missing", file=cfg.file,
+                     names=" / ".join(names))
     return default
 
 
-def _moe(cfg: Mapping[str, Any]) -> tuple[int, int, int]:
+def _moe(cfg: _Config) -> tuple[int, int, int]:
     """(routed experts, active experts, shared experts); (0, 0, 0) for a dense model."""
     experts = _int(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0)
     if experts <= 1:
         return 0, 0, 0
     active = _int(cfg, "num_experts_per_tok", "moe_topk", default=0)
     if not active:
-        raise CatalogError("config.json: an MoE model without num_experts_per_tok")
+        raise _error(f"{cfg.file}: an MoE model without num_experts_per_tok", "mf_moe_active",
+                     file=cfg.file)
     shared = _int(cfg, "n_shared_experts", "num_shared_experts", default=0)
     return experts, active, shared
 
 
-def config_params(config: Mapping[str, Any]) -> ParamCount:
+def config_params(config: Mapping[str, Any], file: str = "config.json") -> ParamCount:
     """Parameters from a config.json's shapes, count.
 
     Per layer: attention q, k, v, o (or MLA's low-rank q, kv_a, kv_b, o), two RMSNorms, and a
@@ -103,9 +136,9 @@ def config_params(config: Mapping[str, Any]) -> ParamCount:
     h E (MoE; DeepSeek's first `first_k_dense_replace` layers are dense); embeddings V h, an
     untied output head V h, the final norm h. Biases are left out (under 0.1% in Qwen2).
     Checked against the published totals: Llama-3.1-8B 8.03 B, Qwen3-30B-A3B 30.5/3.3 B,
-    DeepSeek-V3 671/37 B (tests/test_model_files.py).
+    DeepSeek-V3 671/37 B (tests/test_model_files.py). Messages name `file`.
     """
-    cfg = _text_config(config)
+    cfg = _text_config(config, file)
     h = _int(cfg, "hidden_size", "d_model")
     layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
     q_heads = _int(cfg, "num_attention_heads", "n_head")
@@ -145,7 +178,7 @@ def config_params(config: Mapping[str, Any]) -> ParamCount:
     return ParamCount(total=total + common, active=active_total + common)
 
 
-def _layer_groups(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _layer_groups(cfg: _Config) -> list[dict[str, Any]]:
     h = _int(cfg, "hidden_size", "d_model")
     layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
     q_heads = _int(cfg, "num_attention_heads", "n_head")
@@ -192,12 +225,13 @@ def _gb(n_bytes: float) -> float:
 
 def table_from_config(config: Mapping[str, Any], *, key: str, name: str = "",
                       weights_bytes: float | None = None, weights_format: str = "bf16",
-                      source: str, as_of: str) -> dict[str, Any]:
-    """A catalog model table (the loader's format, data/models/*.toml) from a config.json."""
+                      source: str, as_of: str, file: str = "config.json") -> dict[str, Any]:
+    """A catalog model table (the loader's format, data/models/*.toml) from a config.json (read
+    from `file`, which messages name)."""
     if not isinstance(config, Mapping):
-        raise CatalogError("config.json: expected a JSON object")
-    cfg = _text_config(config)
-    params = config_params(config)
+        raise _error(f"{file}: expected a JSON object", "mf_not_object", file=file)
+    cfg = _text_config(config, file)
+    params = config_params(cfg)
     experts, active, _ = _moe(cfg)
     groups = _layer_groups(cfg)
     table: dict[str, Any] = {
@@ -239,12 +273,13 @@ def _gguf_name(value: object, key: str) -> str:
 
 
 def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str,
-                    as_of: str) -> dict[str, Any]:
-    """A catalog model table from a GGUF header (architecture-prefixed metadata + tensors)."""
+                    as_of: str, file: str = "GGUF") -> dict[str, Any]:
+    """A catalog model table from a GGUF header (architecture-prefixed metadata + tensors);
+    messages name `file`."""
     meta = header.metadata
     arch = str(meta.get("general.architecture", ""))
     if not arch:
-        raise CatalogError("GGUF: no general.architecture")
+        raise _error(f"{file}: no general.architecture", "mf_gguf_no_arch", file=file)
 
     def get(name: str, default: int) -> int:
         """A count from the metadata: a whole number in [0, 2^40) (per-layer lists: the most
@@ -253,18 +288,21 @@ def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str
         if isinstance(value, list):
             whole = [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
             if len(whole) != len(value):
-                raise CatalogError(f"GGUF: {arch}.{name} holds values that are not counts")
+                raise _error(f"{file}: {arch}.{name} holds values that are not counts",
+                             "mf_gguf_not_counts", file=file, name=f"{arch}.{name}")
             value = max(set(whole), key=whole.count) if whole else default
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 40:
-            raise CatalogError(f"GGUF: {arch}.{name} = {str(value)[:40]!r} is not a count")
+            got = repr(str(value)[:40])
+            raise _error(f"{file}: {arch}.{name} = {got} is not a count", "mf_gguf_not_count",
+                         file=file, name=f"{arch}.{name}", value=got)
         return value
 
     layers = get("block_count", 0)
     hidden = get("embedding_length", 0)
     q_heads = get("attention.head_count", 0)
     if not all(v > 0 for v in (layers, hidden, q_heads)):
-        raise CatalogError(f"GGUF: missing {arch}.block_count, embedding_length or "
-                           "attention.head_count")
+        raise _error(f"{file}: missing {arch}.block_count, embedding_length or "
+                     "attention.head_count", "mf_gguf_no_shape", file=file, arch=arch)
     kv_heads = get("attention.head_count_kv", q_heads) or q_heads
     head_dim = get("attention.key_length", hidden // q_heads) or hidden // q_heads
     vocab_meta = meta.get(f"{arch}.vocab_size") or meta.get("tokenizer.ggml.tokens")
@@ -278,7 +316,7 @@ def table_from_gguf(header: GgufHeader, *, key: str, name: str = "", source: str
     total = sum(t.elements for t in header.tensors)
     weights = sum(t.n_bytes for t in header.tensors)
     if not total:
-        raise CatalogError("GGUF: no tensors in the header")
+        raise _error(f"{file}: no tensors in the header", "mf_gguf_no_tensors", file=file)
     routed = sum(t.elements for t in header.tensors if "_exps" in t.name)
     active_params = total - routed + (routed * active / experts if experts > 1 and active else 0)
     by_type: dict[str, int] = {}
@@ -328,22 +366,37 @@ def table_from_path(path: Path, *, key: str | None = None, name: str = "", as_of
     else:
         folder, config_path = path.parent, path
     if not config_path.is_file():
-        raise CatalogError(f"{path}: no such file (a config.json, a folder with one, or a .gguf)")
+        raise _error(f"{path}: no such file (a config.json, a folder with one, or a .gguf)",
+                     "mf_no_file", file=str(path))
     with config_path.open("rb") as fh:
         head = fh.read(4)
     if head == GGUF_MAGIC:
         header = read_gguf_header(config_path)
         return table_from_gguf(header, key=key or _key_from(config_path.stem), name=name,
-                               source=f"GGUF header of {config_path.name}", as_of=as_of)
+                               source=f"GGUF header of {config_path.name}", as_of=as_of,
+                               file=config_path.name)
     try:
         config = loads_json(read_utf8(config_path))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{config_path.name}: neither a GGUF file nor JSON ({exc})") from None
+        raise _not_json(config_path.name, exc) from None
     default_key = folder.name if config_path.name == "config.json" else config_path.stem
     return table_from_config(config, key=key or _key_from(default_key), name=name,
                              weights_bytes=_safetensors_bytes(folder),
                              weights_format=weights_format,
-                             source=f"config.json of {folder.name}", as_of=as_of)
+                             source=f"config.json of {folder.name}", as_of=as_of,
+                             file=config_path.name)
+
+
+def _not_json(file: str, exc: Exception) -> CatalogError:
+    """The parser's own words (English) as a note that says where it stopped in any language."""
+    if isinstance(exc, json.JSONDecodeError):
+        detail = Note(str(exc), code="parse_at", line=exc.lineno, col=exc.colno)
+    elif isinstance(exc, UnicodeDecodeError):
+        detail = Note(str(exc), code="not_utf8_at", pos=exc.start + 1)
+    else:
+        detail = Note(str(exc), code="parse_failed")
+    return _error(f"{file}: neither a GGUF file nor a JSON config ({exc})", "mf_not_json",
+                  file=file, detail=detail)
 
 
 def table_from_upload(data: bytes, filename: str, *, key: str | None = None, name: str = "",
@@ -357,18 +410,18 @@ def table_from_upload(data: bytes, filename: str, *, key: str | None = None, nam
         with tempfile.TemporaryDirectory() as tmp:
             p = Path(tmp) / "upload.gguf"
             p.write_bytes(data)
-            header = read_gguf_header(p)
+            header = read_gguf_header(p, name=filename)
         return table_from_gguf(header, key=key or _key_from(stem), name=name,
-                               source=f"GGUF header of {filename}", as_of=as_of)
+                               source=f"GGUF header of {filename}", as_of=as_of, file=filename)
     try:
         config = loads_json(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogError(f"{filename}: neither a GGUF file nor a JSON config ({exc})") from None
+        raise _not_json(filename, exc) from None
     if not isinstance(config, dict):
-        raise CatalogError(f"{filename}: expected a JSON object")
+        raise _error(f"{filename}: expected a JSON object", "mf_not_object", file=filename)
     default_key = str(config.get("_name_or_path") or config.get("model_type") or stem)
     return table_from_config(config, key=key or _key_from(default_key.split("/")[-1]),
                              name=name, weights_bytes=weights_bytes,
                              weights_format=weights_format, source=f"{filename} (upload)",
-                             as_of=as_of)
+                             as_of=as_of, file=filename)
 
