@@ -473,9 +473,9 @@ def relief_text(r: Relief, state: ExplorerState, catalog: Catalog, lang: str) ->
         shown = t("r_memory_result", lang, verdict=verdict_text(res, lang), subtotal=r.subtotal_gb,
                   usable=r.usable_gb, cost=r.cost_per_mtok, cur=cur)
     elif r.detail == Detail.TTFT or r.kind in (ReliefKind.PROMPT, ReliefKind.TP, ReliefKind.MFU):
-        shown = f"TTFT {res / 1e3:.2f} s"
+        shown = t("relief_ttft", lang, s=res / 1e3)
     elif r.detail == Detail.COST or r.kind == ReliefKind.PRICE:
         shown = f"{res:.3f} {cur}"
     else:
-        shown = f"TPOT {res:.1f} ms"
+        shown = t("relief_tpot", lang, ms=res)
     return f"{text} → {shown}"

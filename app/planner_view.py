@@ -84,7 +84,8 @@ def headline_metrics(result: Plan, best: Option, lang: str) -> list[Metric]:
     (`capacity.report.quote.headline_rows`), and what binds it."""
     return [*(Metric(label, value, help=label) for label, value in headline_rows(result, best, lang)),
             Metric(t("pl_col_binding", lang),
-                   f"{t('pl_reason_' + best.binding, lang)} ({best.binding_ratio:.0%})")]
+                   t("pl_binding_value", lang, reason=t("pl_reason_" + best.binding, lang),
+                     share=f"{best.binding_ratio:.0%}"))]
 
 
 def options_frame(options: Sequence[Option], pct: float, lang: str,

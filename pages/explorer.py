@@ -195,7 +195,7 @@ with st.container(key="binding"):
     if ex.overall == Status.FAIL or ex.reliefs:
         if ex.reliefs:
             st.markdown(T("relief_ranked" if ex.binding_detail == Detail.SUBTOTAL
-                          else "relief_click") + ":")
+                          else "relief_click") + T("colon").rstrip())
             for i, r in enumerate(ex.reliefs):
                 st.button(view.relief_text(r, state, catalog, lang), key=f"relief_{i}",
                           help=T("relief_apply"), icon=":material/arrow_forward:",

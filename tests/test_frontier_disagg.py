@@ -272,7 +272,7 @@ def test_the_pools_layout_in_chinese() -> None:
            "deployment, KV 79.7 ms over infiniband")
     assert layout_text(lay, "en") == lay
     assert layout_text(lay, "zh") == ("解码 EP8，数据并行注意力，32 个冗余专家（NVLink），每个解码"
-                                      "部署配 0.16 个 EP8 预填充部署，KV 传输 79.7 毫秒（经 "
+                                      "部署配 0.16 个 EP8 预填充部署，KV 传输 79.7 ms（经 "
                                       "infiniband）")
 
 

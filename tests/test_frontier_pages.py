@@ -271,7 +271,7 @@ def test_layout_text_in_both_languages() -> None:
     ep8 = "EP8, DP attention (NVLink)"
     for text in (dis, ep, ep8, "something else"):
         assert layout_text(text, "en") == text  # English: the library's own text
-    assert layout_text(dis, "zh") == "每个解码副本配 0.35 个 TP2 预填充副本，KV 传输 4.1 毫秒（经 nvlink）"
+    assert layout_text(dis, "zh") == "每个解码副本配 0.35 个 TP2 预填充副本，KV 传输 4.1 ms（经 nvlink）"
     assert layout_text(ep, "zh") == "EP16，TP2 张量并行注意力，32 个冗余专家（2 个节点，经网卡）"
     assert layout_text(ep8, "zh") == "EP8，数据并行注意力（NVLink）"
     assert layout_text("something else", "zh") == "something else"

@@ -72,7 +72,7 @@ def test_planner_explorer_event_model_and_words_agree(catalog: Catalog) -> None:
     assert float(svc.step_ms[4]) == pytest.approx(
         float(evaluate(s, [4.0 * s.replicas]).decode.step_ms[0]), rel=1e-12)
     assert "77.3 us per layer per decode step" in knobs_text(inp, "en")
-    assert "每层每个解码步 77.3 微秒" in knobs_text(inp, "zh")
+    assert "每层每个解码步 77.3 μs" in knobs_text(inp, "zh")
     # "show the math": the step's line adds t0 and its terms up to the step
     step = next(m for m in show_math(s, 4) if m.key == "step")
     assert step.formula.startswith("t_step = t0 + max(t_bw, t_compute)")
@@ -94,4 +94,4 @@ def test_the_explorers_caption_names_the_typical_basis_once(catalog: Catalog) ->
     assert en.startswith("Prediction: typical vLLM efficiency (no calibration): decode compute")
     assert "typical typical" not in en and "77.3 us per layer per decode step" in en
     zh = prediction_caption(s, "typical:vllm", "zh")
-    assert zh.count("典型效率") == 1 and "每层每个解码步 77.3 微秒" in zh
+    assert zh.count("典型效率") == 1 and "每层每个解码步 77.3 μs" in zh

@@ -122,7 +122,7 @@ def test_report_export_and_knob_labels_in_both_languages(two_runs: tuple[str, st
     at.sidebar.segmented_control(key="lang").set_value("zh").run()
     assert not at.exception
     knobs = next(d.value for d in at.dataframe if "参数" in d.value.columns)
-    assert "每步开销（毫秒）" in knobs["参数"].tolist()
+    assert "每步开销（ms）" in knobs["参数"].tolist()
     assert "下载报告（Markdown）" in [b.proto.label for b in at.get("download_button")]
 
 
@@ -175,5 +175,5 @@ def test_the_fits_residuals_are_headed_in_chinese(two_runs: tuple[str, str]) -> 
     at.button(key="r_fit").click().run()
     assert not at.exception and not at.error
     headers = {str(c) for d in at.dataframe for c in d.value.columns}
-    assert {"类型", "实测（毫秒）", "拟合误差", "留出误差"} <= headers
+    assert {"类型", "实测（ms）", "拟合误差", "留出误差"} <= headers
     assert not headers & {"kind", "measured_ms", "fitted_error", "held_out_error"}

@@ -172,7 +172,7 @@ def test_the_quote_says_the_basis_of_each_figure(catalog: Catalog) -> None:
             "outside the GPU") in en
     zh = quote_markdown(p, catalog=catalog, lang="zh")
     assert "vLLM 典型效率（未校准）" in zh and "带宽效率为各 GPU 实测拷贝上限的 1.00" in zh
-    assert "每层每个解码步 77.3 微秒" in zh
+    assert "每层每个解码步 77.3 μs" in zh
     spec = quote_markdown(plan(with_spec_sheet(_inputs()), catalog), catalog=catalog)
     assert ("cost per M tokens: the spec sheet (every efficiency at its peak: an upper bound "
             "on speed)") in spec

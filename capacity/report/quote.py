@@ -41,6 +41,9 @@ from capacity.report.bases import band_text, basis_name, knobs_text
 from capacity.report.check import miss_text
 from capacity.report.document import Block, Heading, Para, Table, blocks_pdf, render_markdown
 from capacity.report.i18n import LANGS, engine_label, t, tn
+from capacity.report.money import fmt_money as fmt_money
+from capacity.report.money import fmt_ms as fmt_ms
+from capacity.report.money import fmt_price as fmt_price
 from capacity.units import GB
 
 if TYPE_CHECKING:  # in annotations only: the event model loads when an option is simulated
@@ -188,20 +191,6 @@ def offer_text(offer: Offer, lang: str) -> str:
     return text + (t("offer_source", lang, src=offer.source) if offer.source else "")
 
 
-def fmt_money(x: float, cur: str) -> str:
-    """A cost as the Planner page and the quote both show it: 'CNY 10,220', 'CNY 2.81'."""
-    if not math.isfinite(x):
-        return "-"
-    return f"{cur} {x:,.0f}" if x >= 100 else f"{cur} {x:,.2f}"
-
-
-def fmt_ms(x: float) -> str:
-    """A latency as the Planner page and the quote both show it: '1.42 s', '17.9 ms'."""
-    if not math.isfinite(x):
-        return "-"
-    return f"{x / 1e3:.2f} s" if x >= 1000 else f"{x:.1f} ms"
-
-
 _money, _ms = fmt_money, fmt_ms
 
 
@@ -222,14 +211,6 @@ def basis_text(inp: PlanInputs, lang: str) -> str:
     memory the catalog's, or the driver's (`PlanInputs.runtime_memory`); cost the prices."""
     memory = t("quote_memory_driver" if inp.runtime_memory else "quote_memory_catalog", lang)
     return t("quote_basis_per_figure", lang, speed=plan_basis_name(inp, lang), memory=memory)
-
-
-def fmt_price(x: float, cur: str) -> str:
-    """A price per GPU-hour, always with two decimals ('CNY 13.13', 'USD 0.34'), three
-    significant figures below 0.1 ('USD 0.0425')."""
-    if not math.isfinite(x):
-        return "-"
-    return f"{cur} {x:,.2f}" if x >= 0.1 else f"{cur} {x:.3g}"
 
 
 def price_source(inp: PlanInputs, gpu: str, lang: str, catalog: Catalog | None = None) -> str:

@@ -35,6 +35,7 @@ from capacity.model.pipeline import copy_layout
 from capacity.plan.options import Option, Plan, PlanInputs
 from capacity.report.document import Block, Heading, Para, Table
 from capacity.report.i18n import engine_label, t
+from capacity.report.money import fmt_money
 
 AROUND: int = 3
 """Front points listed on each side of the recommendation's mark in the quote's table."""
@@ -138,10 +139,6 @@ def point_config(p: FrontPoint) -> str:
     return f"{p.gpu_name}{', ' + par if par else ''}, {p.weights}, {p.kv_dtype} KV"
 
 
-def _money(x: float, cur: str) -> str:
-    return f"{x:,.3f} {cur}" if math.isfinite(x) else "-"
-
-
 def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = None,
                     fr: Frontier | None = None) -> list[Block]:
     """The quote's section on the buyer's chart: where the recommendation sits (its mark at the
@@ -182,10 +179,10 @@ def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = N
             (t("frv_q_rec", lang), f"{o.design_concurrency / max(o.copies, 1):,.1f}",
              f"{mark.interactivity_tok_s_per_user:,.1f}",
              f"{mark.throughput_tok_s_per_gpu:,.0f}", f"{o.ttft_mean_ms:,.0f}",
-             _money(o.cost_per_mtok_design, cur)) if p is None else
+             fmt_money(o.cost_per_mtok_design, cur)) if p is None else
             (point_config(p), f"{p.concurrency:,}", f"{p.interactivity_tok_s_per_user:,.1f}",
              f"{p.throughput_tok_s_per_gpu:,.0f}", f"{p.ttft_ms:,.0f}",
-             _money(point_cost(inp, p, cat), cur))
+             fmt_money(point_cost(inp, p, cat), cur))
             for p in around_with_mark(group, mark)]
         b.append(Para(t("frv_q_front", lang, config=f"{group.gpu_name}, {group.weights}, "
                                                      f"{group.kv_dtype} KV")))
@@ -198,7 +195,7 @@ def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = N
         b.append(Table(heads, tuple(
             (point_config(p), f"{p.concurrency:,}",
              f"{p.interactivity_tok_s_per_user:,.1f}", f"{p.throughput_tok_s_per_gpu:,.0f}",
-             f"{p.ttft_ms:,.0f}", _money(point_cost(inp, p, cat), cur))
+             f"{p.ttft_ms:,.0f}", fmt_money(point_cost(inp, p, cat), cur))
             for _, p in reach)))
     short = [fr.gpu_fronts[g][0].gpu_name for g, p in best_at.items()
              if p is None and fr.gpu_fronts[g]]
