@@ -27,7 +27,8 @@ from capacity.plan.events import MAX_LOAD_REQUESTS, OpenLoopPoint
 from capacity.report.bases import basis_label, knobs_text, plateau_text
 from capacity.report.explain import Constraint, Detail, Explanation, Relief, ReliefKind, Status, Verdict
 from capacity.report.i18n import engine_label, error_text, t
-from capacity.report.quote import figure_rows, fmt_ms, nodes_text, option_label
+from capacity.report.money import fmt_ms
+from capacity.report.quote import figure_rows, nodes_text, option_label
 from capacity.report.urlstate import KNOBS, ExplorerState
 
 if TYPE_CHECKING:  # loaded by Compare only, after the headline (docs/benchmarks.md, "Start-up")

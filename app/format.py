@@ -1,7 +1,7 @@
 """How the pages write numbers: one function per way, shared by every page.
 
 Pure formatting (no Streamlit); the money and millisecond formats of the quote are
-`capacity.report.quote.fmt_money` and `fmt_ms`.
+`capacity.report.money.fmt_money` and `fmt_ms`.
 """
 
 from __future__ import annotations

@@ -46,8 +46,9 @@ from capacity.plan.options import PlanInputs, Slo
 from capacity.plan.search import plan
 from capacity.report.document import render_markdown
 from capacity.report.i18n import note_text
+from capacity.report.money import fmt_money, fmt_ms
 from capacity.report.planner_url import PlannerState, planner_encode
-from capacity.report.quote import fmt_money, fmt_ms, quote_markdown
+from capacity.report.quote import quote_markdown
 from capacity.report.quote_ep import ep_section
 from capacity.report.quote_ep_pools import (
     decode_text,

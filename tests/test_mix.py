@@ -18,7 +18,8 @@ from capacity.plan.mix import MixWorkload, parse_mix, plan_mix
 from capacity.plan.options import PlanInputs, Slo
 from capacity.plan.search import plan
 from capacity.report.document import render_markdown
-from capacity.report.quote import fmt_money, mix_quote_blocks, write_mix_quote
+from capacity.report.money import fmt_money
+from capacity.report.quote import mix_quote_blocks, write_mix_quote
 
 MIX = """
 [[workload]]

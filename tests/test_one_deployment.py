@@ -35,8 +35,9 @@ from capacity.plan.options import Plan
 from capacity.plan.search import plan
 from capacity.report.check import check_caption, check_record, miss_text
 from capacity.report.i18n import t
+from capacity.report.money import fmt_money, fmt_ms, fmt_price
 from capacity.report.planner_url import PLANNER_PCTS, PlannerState, planner_url
-from capacity.report.quote import figure_rows, fmt_money, fmt_ms, fmt_price, quote_markdown
+from capacity.report.quote import figure_rows, quote_markdown
 from capacity.report.urlstate import explorer_state, explorer_url
 
 APP = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")

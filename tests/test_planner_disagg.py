@@ -17,13 +17,14 @@ from capacity.model.workload import Workload
 from capacity.plan.disagg import Comparison, DisaggOption, Link, compare
 from capacity.plan.options import PlanInputs, Slo
 from capacity.report.document import render_markdown
+from capacity.report.money import fmt_money, fmt_ms
 from capacity.report.planner_url import (
     PlannerState,
     planner_decode,
     planner_encode,
     planner_state,
 )
-from capacity.report.quote import fmt_money, fmt_ms, quote_markdown
+from capacity.report.quote import quote_markdown
 from capacity.report.quote_disagg import (
     deployment_text,
     disagg_blocks,

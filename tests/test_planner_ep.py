@@ -27,13 +27,14 @@ from capacity.plan.ep_search import (
 from capacity.plan.search import plan
 from capacity.report.document import render_markdown
 from capacity.report.i18n import note_text
+from capacity.report.money import fmt_money, fmt_ms
 from capacity.report.planner_url import (
     PlannerState,
     planner_decode,
     planner_encode,
     planner_state,
 )
-from capacity.report.quote import fmt_money, fmt_ms, quote_markdown
+from capacity.report.quote import quote_markdown
 from capacity.report.quote_disagg import disagg_section
 from capacity.report.quote_ep import (
     deployment_text,

@@ -27,6 +27,7 @@ from capacity.plan.ep_search import ep_search
 from capacity.plan.search import plan
 from capacity.plan.units import replica_units
 from capacity.report.i18n import t
+from capacity.report.money import fmt_money, fmt_ms, fmt_price
 from capacity.report.planner_url import (
     PlannerState,
     planner_decode,
@@ -34,7 +35,7 @@ from capacity.report.planner_url import (
     planner_state,
     planner_url,
 )
-from capacity.report.quote import figure_rows, fmt_money, fmt_ms, fmt_price, quote_markdown
+from capacity.report.quote import figure_rows, quote_markdown
 from capacity.report.quote_frontier import frontier_blocks, plan_frontier_inputs
 from capacity.report.urlstate import explorer_state, explorer_url
 

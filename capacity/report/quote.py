@@ -41,9 +41,7 @@ from capacity.report.bases import band_text, basis_name, knobs_text
 from capacity.report.check import miss_text
 from capacity.report.document import Block, Heading, Para, Table, blocks_pdf, render_markdown
 from capacity.report.i18n import LANGS, engine_label, t, tn
-from capacity.report.money import fmt_money as fmt_money
-from capacity.report.money import fmt_ms as fmt_ms
-from capacity.report.money import fmt_price as fmt_price
+from capacity.report.money import fmt_money, fmt_ms, fmt_price
 from capacity.units import GB
 
 if TYPE_CHECKING:  # in annotations only: the event model loads when an option is simulated

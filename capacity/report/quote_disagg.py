@@ -25,7 +25,8 @@ from capacity.errors import CatalogError
 from capacity.plan.disagg import Comparison, DisaggOption, prefill_share
 from capacity.report.document import Block, Heading, Para, Table
 from capacity.report.i18n import t, tn
-from capacity.report.quote import fmt_money, fmt_ms, option_label, rejection_text
+from capacity.report.money import fmt_money, fmt_ms
+from capacity.report.quote import option_label, rejection_text
 
 TOP: int = 5
 """Disaggregated deployments the quote lists (the chosen one and the next ones)."""

@@ -27,7 +27,8 @@ from functools import partial
 from capacity.plan.ep_search import LINK_NAMES, EpComparison, EpPlanOption, EpRejection
 from capacity.report.document import Block, Heading, Para, Table
 from capacity.report.i18n import note_text, t, tn
-from capacity.report.quote import fmt_money, fmt_ms, option_label, plan_basis_name
+from capacity.report.money import fmt_money, fmt_ms
+from capacity.report.quote import option_label, plan_basis_name
 
 TOP: int = 5
 """Wide-EP deployments the quote lists (the chosen one and the next ones)."""

@@ -26,7 +26,8 @@ from capacity.plan.ep_pools_search import PoolsComparison
 from capacity.plan.ep_search import LINK_NAMES
 from capacity.report.document import Block, Heading, Para, Table
 from capacity.report.i18n import t, tn
-from capacity.report.quote import fmt_money, fmt_ms, plan_basis_name
+from capacity.report.money import fmt_money, fmt_ms
+from capacity.report.quote import plan_basis_name
 from capacity.report.quote_ep import ep_label, rejected_blocks
 
 TOP: int = 5
