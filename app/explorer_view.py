@@ -27,7 +27,7 @@ from capacity.plan.events import MAX_LOAD_REQUESTS, OpenLoopPoint
 from capacity.report.bases import basis_label, knobs_text, plateau_text
 from capacity.report.explain import Constraint, Detail, Explanation, Relief, ReliefKind, Status, Verdict
 from capacity.report.i18n import engine_label, error_text, t
-from capacity.report.money import fmt_ms
+from capacity.report.money import fmt_money, fmt_ms
 from capacity.report.quote import figure_rows, nodes_text, option_label
 from capacity.report.urlstate import KNOBS, ExplorerState
 
@@ -122,7 +122,7 @@ def key_metrics(ex: Explanation, state: ExplorerState, paid_gpus: int, lang: str
         Metric(t("metric_tok_s", lang), f"{fig['tok_s_per_request']:,.1f}"),
         Metric(t("metric_agg", lang), f"{fig['aggregate_tok_s']:,.0f}"),
         Metric(t("metric_cost_at", lang, cur=cur, c=f"{state.c:,}"), f"{fig['cost_per_mtok']:,.3f}",
-               help=t("help_metric_cost", lang, month=f"{fig['monthly_cost']:,.0f} {cur}",
+               help=t("help_metric_cost", lang, month=fmt_money(fig["monthly_cost"], cur, ",.0f"),
                       paid=paid_gpus)),
         Metric(t("metric_cvram", lang), f"{int(fig['c_vram']):,}", help=t("help_cvram", lang)),
     ]
@@ -238,7 +238,7 @@ def prefix_panel(pe: PrefixEffect, state: ExplorerState, lang: str) -> Panel:
          Metric(t("prefix_cost", lang, cur=cur), f"{pe.cost_per_mtok[1]:,.3f}",
                 delta=f"{pe.cost_per_mtok[1] - pe.cost_per_mtok[0]:+,.3f}", delta_color="inverse")),
         t("prefix_caption", lang, t0=f"{pe.ttft_s[0]:.2f} s", c0=f"{pe.c_vram[0]:,}",
-          cost0=f"{pe.cost_per_mtok[0]:,.3f}", cur=cur, p=f"{state.prompt_tokens:,}")
+          cost0=fmt_money(pe.cost_per_mtok[0], cur, ",.3f"), p=f"{state.prompt_tokens:,}")
         + (" " + t("prefix_served", lang, prefix=f"{state.prefix:,}")
            if pe.prefix_tokens < TOKEN_GRAIN.shared(state.prefix, state.prompt_tokens) else ""))
 
@@ -383,8 +383,8 @@ def key_numbers(ex: Explanation, state: ExplorerState, lang: str,
     """One what-if's column of the Compare table (`compare_frame`)."""
     f = ex.figures
     return [f"{f['step_ms']:.1f}", f"{f['ttft_s']:.2f}", f"{f['tok_s_per_request']:,.1f}",
-            f"{f['aggregate_tok_s']:,.0f}", f"{f['cost_per_mtok']:,.3f} {state.currency}",
-            f"{f['monthly_cost']:,.0f} {state.currency}", f"{int(f['c_vram']):,}",
+            f"{f['aggregate_tok_s']:,.0f}", fmt_money(f["cost_per_mtok"], state.currency, ",.3f"),
+            fmt_money(f["monthly_cost"], state.currency, ",.0f"), f"{int(f['c_vram']):,}",
             *(verdict_word(v, lang) for v in ex.verdicts),
             status_text(headline_status(ex, dep), lang)]
 
@@ -397,6 +397,9 @@ def card_title(v: Verdict, lang: str) -> str:
 
 def detail_text(v: Verdict, lang: str) -> str:
     """A verdict's measure against its limit, in words."""
+    if v.detail == Detail.COST:   # money, the currency (its unit) first
+        return t("d_cost", lang, value=fmt_money(v.value, v.unit, ".3f"),
+                 limit=fmt_money(v.limit, v.unit, "g"))
     return t("d_" + v.detail, lang, value=v.value, limit=v.limit, unit=v.unit,
              value_s=v.value / 1e3, limit_s=v.limit / 1e3)
 
@@ -413,9 +416,11 @@ def binding_text(ex: Explanation, state: ExplorerState, lang: str,
         load = (t("b_load_rate", lang, rate=rate) if state.load > 0
                 else t("b_load_conc", lang, c=f"{ex.concurrency:,}", rate=rate))
         if set(o.failures) <= {"cost"}:
-            return t("b_load_cost", lang, c=f"{ex.concurrency:,}", load=load, cur=state.currency,
-                     cost=f"{o.cost_per_mtok_design:,.3f}", slo=f"{state.slo_cost:g}",
-                     decoding=f"{fig['cost_per_mtok']:,.3f}")
+            cur = state.currency
+            return t("b_load_cost", lang, c=f"{ex.concurrency:,}", load=load,
+                     cost=fmt_money(o.cost_per_mtok_design, cur, ",.3f"),
+                     slo=fmt_money(state.slo_cost, cur, "g"),
+                     decoding=fmt_money(fig["cost_per_mtok"], cur, ",.3f"))
         return t("b_load_fails", lang, c=f"{ex.concurrency:,}", load=load,
                  q=f"{dep.inputs.slo.quantile * 100:g}", ttft=fmt_ms(o.ttft_ms),
                  tpot=fmt_ms(o.tpot_ms), slo_ttft=f"{slo_ttft:g}", slo_tpot=f"{slo_tpot:g}",
@@ -432,8 +437,8 @@ def binding_text(ex: Explanation, state: ExplorerState, lang: str,
         if d == Detail.TTFT:
             return t("b_ttft", lang, ttft=fig["ttft_s"], slo=slo_ttft)
         if d == Detail.COST:
-            return t("b_cost", lang, cost=fig["cost_per_mtok"], cur=state.currency,
-                     slo=state.slo_cost)
+            return t("b_cost", lang, cost=fmt_money(fig["cost_per_mtok"], state.currency, ".3f"),
+                     slo=fmt_money(state.slo_cost, state.currency, "g"))
         return t("b_tpot_compute" if b == Constraint.COMPUTE else "b_tpot_bandwidth", lang,
                  step=fig["step_ms"], slo=slo_tpot)
     if b == Constraint.MEMORY:
@@ -442,8 +447,8 @@ def binding_text(ex: Explanation, state: ExplorerState, lang: str,
     if b == Constraint.COMPUTE:
         return t("b_ok_compute", lang, ttft=fig["ttft_s"], slo_ttft=slo_ttft)
     if b == Constraint.SLO:   # the cost target, closest to its limit of the passing checks
-        return t("b_ok_cost", lang, cost=fig["cost_per_mtok"], cur=state.currency,
-                 slo=state.slo_cost)
+        return t("b_ok_cost", lang, cost=fmt_money(fig["cost_per_mtok"], state.currency, ".3f"),
+                 slo=fmt_money(state.slo_cost, state.currency, "g"))
     return t("b_ok_bandwidth", lang, step=fig["step_ms"], slo=slo_tpot)
 
 
@@ -457,6 +462,8 @@ def relief_text(r: Relief, state: ExplorerState, catalog: Catalog, lang: str) ->
         value = catalog.formats[str(value)].name if str(value) in catalog.formats else value
     elif r.kind == ReliefKind.CONTEXT:
         value = tokens_label(int(value))
+    elif r.kind == ReliefKind.PRICE:
+        value = fmt_money(float(value), cur, ".2f")
     if r.kind in (ReliefKind.PROMPT, ReliefKind.CONCURRENCY):
         value = f"{int(value):,}"
     kind: str = r.kind
@@ -468,15 +475,15 @@ def relief_text(r: Relief, state: ExplorerState, catalog: Catalog, lang: str) ->
         kind = "gpus_tp"
     elif r.kind == ReliefKind.TP and r.detail == Detail.SUBTOTAL:
         kind = "tp_memory"
-    text = t("r_" + kind, lang, value=value, tp=r.tp, pp=r.pp, n=r.n_gpus, cur=cur)
+    text = t("r_" + kind, lang, value=value, tp=r.tp, pp=r.pp, n=r.n_gpus)
     res = r.result
     if isinstance(res, str):  # a MemoryVerdict
         shown = t("r_memory_result", lang, verdict=verdict_text(res, lang), subtotal=r.subtotal_gb,
-                  usable=r.usable_gb, cost=r.cost_per_mtok, cur=cur)
+                  usable=r.usable_gb, cost=fmt_money(r.cost_per_mtok, cur, ".3f"))
     elif r.detail == Detail.TTFT or r.kind in (ReliefKind.PROMPT, ReliefKind.TP, ReliefKind.MFU):
         shown = t("relief_ttft", lang, s=res / 1e3)
     elif r.detail == Detail.COST or r.kind == ReliefKind.PRICE:
-        shown = f"{res:.3f} {cur}"
+        shown = fmt_money(res, cur, ".3f")
     else:
         shown = t("relief_tpot", lang, ms=res)
     return f"{text} → {shown}"

@@ -135,7 +135,7 @@ def test_show_math_substitutes_the_seed_numbers(seed: Scenario) -> None:
     assert "18.97 ms" in steps["bandwidth_term"].substituted
     assert "5.448 ms" in steps["compute_term"].substituted
     assert "2.975 s" in steps["ttft"].substituted
-    assert steps["cost"].substituted.endswith("0.2108 CNY")
+    assert steps["cost"].substituted.endswith("= CNY 0.2108")
     assert "bandwidth binds at every C" in steps["crossover"].substituted
     assert math.isnan(steps["crossover"].value)
 
@@ -191,4 +191,4 @@ def test_a_passing_cost_closest_to_its_target_is_what_binds() -> None:
     from app.explorer_view import binding_text
 
     text = binding_text(near, replace(DEFAULT_STATE, slo_cost=0.9), "en")
-    assert text.startswith("Everything passes; cost is closest to its limit (0.351 CNY per M")
+    assert text.startswith("Everything passes; cost is closest to its limit (CNY 0.351 per M")

@@ -583,7 +583,7 @@ def show_math(s: Scenario, concurrency: int) -> tuple[MathStep, ...]:
     steps.append(MathStep(
         key="cost", formula="cost per M tokens = price x GPUs paid / (aggregate tok/s x 3600) x 1e6",
         substituted=f"{_n(s.price_per_hour)} x {s.paid_gpus} / ({_n(agg)} x 3600) x 1e6 = "
-                    f"{_n(cost)} {s.currency}", value=cost, unit=s.currency))
+                    f"{s.currency} {_n(cost)}", value=cost, unit=s.currency))
     # F5: crossover
     cross = ev.crossover_concurrency
     steps.append(MathStep(
