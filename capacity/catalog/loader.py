@@ -27,6 +27,7 @@ from typing import Any, Literal, cast
 
 from capacity import workspace
 from capacity.errors import CatalogError, UnknownKeyError
+from capacity.types import Note
 from capacity.units import GB, GIB
 from capacity.untrusted import loads_toml
 
@@ -103,6 +104,9 @@ _BOUND_HINTS = {"memory_gb": " GB (the largest accelerators hold a few hundred)"
                 "price_per_hour": " per GPU-hour",
                 "num_layers": " layers", "count": " layers",
                 "max_context_tokens": " tokens"}
+_BOUND_HINT_CODES = {"memory_gb": "bound_unit_memory", "price_per_hour": "bound_unit_price",
+                     "num_layers": "bound_unit_layers", "count": "bound_unit_layers",
+                     "max_context_tokens": "bound_unit_tokens"}
 MAX_NAME_CHARS = 100
 """Longest `name` of a catalog entry, characters."""
 NAME_PUNCTUATION = frozenset("-_.,+()/&'%")
@@ -114,35 +118,43 @@ Streamlit's colon icons, tables, e-mail links) are refused, so a name such as
 _URL_IN_TEXT = re.compile(r"(?i)\bwww\.")
 
 
-def name_problem(name: str) -> str | None:
+def name_problem(name: str) -> Note | None:
     """Why `name` cannot be the name of a catalog entry, or None when it can: 1 to
     `MAX_NAME_CHARS` characters that are letters or digits of any script, spaces and
     `NAME_PUNCTUATION`, with no `www.` (which Markdown makes a link). The value itself is not
     repeated in the message: a page shows the message as Markdown."""
     if not name.strip() or len(name) > MAX_NAME_CHARS:
-        return f"must be plain text of 1 to {MAX_NAME_CHARS} characters"
+        return Note(f"must be plain text of 1 to {MAX_NAME_CHARS} characters",
+                    code="field_name_length", max=MAX_NAME_CHARS)
     bad = sorted({c for c in name if not (c.isalnum() or c == " " or c in NAME_PUNCTUATION)
                   and (c.isascii() or not c.isprintable() or c.isspace())})
     if bad or _URL_IN_TEXT.search(name):
         shown = ", ".join(repr(c) for c in bad[:5]) if bad else "'www.'"
-        return (f"must be plain text: letters, digits, spaces and {''.join(sorted(NAME_PUNCTUATION))}"
-                f" only (no Markdown, HTML or link; found {shown})")
+        punct = "".join(sorted(NAME_PUNCTUATION))
+        return Note(f"must be plain text: letters, digits, spaces and {punct} only (no Markdown, "
+                    f"HTML or link; found {shown})", code="field_name_chars", punct=punct,
+                    found=shown)
     return None
 
 
-def bound_problem(field_name: str, value: float) -> str | None:
+def bound_problem(field_name: str, value: float) -> Note | None:
     """Why `value` is outside the physical bounds of `field_name` (`BOUNDS`, else > 0 and at
     most `DEFAULT_MAX`), or None when it is inside. For a value already known finite; a
     denormal (1e-320) is outside every bound. The one check of a catalog number, used by the
     catalog's files and by price files (`capacity.catalog.offers`)."""
     low, high = BOUNDS.get(field_name, (0.0, DEFAULT_MAX))
-    unit = _BOUND_HINTS.get(field_name, "")
+    hint = _BOUND_HINTS.get(field_name, "")
+    code = _BOUND_HINT_CODES.get(field_name)   # a hint in words: in the page's language
+    unit = Note(hint, code=code) if code else hint
     if value > high:
-        return f"{value!r} is beyond the physical bound {high:,g}{unit}"
+        return Note(f"{value!r} is beyond the physical bound {high:,g}{unit}",
+                    code="field_above_bound", value=repr(value), bound=f"{high:,g}", unit=unit)
     if value != 0 and abs(value) < sys.float_info.min:
-        return f"{value!r} is a denormal number, below every physical bound"
+        return Note(f"{value!r} is a denormal number, below every physical bound",
+                    code="field_denormal", value=repr(value))
     if low > 0 and value < low:
-        return f"{value!r} is below the physical bound {low:,g}{unit}"
+        return Note(f"{value!r} is below the physical bound {low:,g}{unit}",
+                    code="field_below_bound", value=repr(value), bound=f"{low:,g}", unit=unit)
     return None
 
 
@@ -458,24 +470,35 @@ class _Entry:
         self.path, self.entry, self.table = path, entry, table
         self.used: set[str] = set()
         if not isinstance(table, Mapping):
-            raise CatalogError(f"{path.name}: entry '{entry}': expected a table, got "
-                               f"{str(table)[:40]!r}")
+            raise CatalogError(Note(f"{path.name}: entry '{entry}': expected a table, got "
+                                    f"{str(table)[:40]!r}", code="entry_not_table",
+                                    file=path.name, entry=entry, value=repr(str(table)[:40])))
 
-    def fail(self, fieldname: str, problem: str) -> CatalogError:
-        return CatalogError(f"{self.path.name}: entry '{self.entry}': field '{fieldname}': {problem}")
+    def fail(self, fieldname: str, problem: str, code: str, **params: str | int | float
+             ) -> CatalogError:
+        """The error of one field: `problem` in English, `code` and `params` for a page in
+        another language (`note_field_<code>`, inside `note_catalog_field`)."""
+        return self.fail_note(fieldname, Note(problem, code=f"field_{code}", **params))
+
+    def fail_note(self, fieldname: str, problem: Note) -> CatalogError:
+        """`fail` with the problem already a Note (`bound_problem`, `name_problem`)."""
+        return CatalogError(Note(f"{self.path.name}: entry '{self.entry}': field '{fieldname}': "
+                                 f"{problem}", code="catalog_field", file=self.path.name,
+                                 entry=self.entry, field=fieldname, problem=problem))
 
     def _get(self, name: str, default: Any, required: bool) -> Any:
         self.used.add(name)
         if name not in self.table:
             if required:
-                raise self.fail(name, "missing")
+                raise self.fail(name, "missing", "missing")
             return default
         return self.table[name]
 
     def text(self, name: str, default: str | None = None) -> str:
         value = self._get(name, default, default is None)
         if not isinstance(value, str) or (default is None and not value.strip()):
-            raise self.fail(name, f"expected non-empty text, got {value!r}")
+            raise self.fail(name, f"expected non-empty text, got {value!r}", "not_text",
+                            value=repr(value))
         return value
 
     def number(self, name: str, default: float | None = None, *, positive: bool = True,
@@ -484,13 +507,15 @@ class _Entry:
         if value is None:
             return cast(float, None)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(name, f"expected a number, got {value!r}")
+            raise self.fail(name, f"expected a number, got {value!r}", "not_number",
+                            value=repr(value))
         if not math.isfinite(value):
-            raise self.fail(name, f"must be a finite number, got {value!r}")
+            raise self.fail(name, f"must be a finite number, got {value!r}", "not_finite",
+                            value=repr(value))
         if positive and value <= 0:
-            raise self.fail(name, f"must be > 0, got {value!r}")
+            raise self.fail(name, f"must be > 0, got {value!r}", "not_positive", value=repr(value))
         if value < 0:
-            raise self.fail(name, f"must be >= 0, got {value!r}")
+            raise self.fail(name, f"must be >= 0, got {value!r}", "negative", value=repr(value))
         self._check_max(name, value)
         return float(value)
 
@@ -498,34 +523,40 @@ class _Entry:
         """An optional true/false field (None when absent)."""
         value = self._get(name, None, False)
         if value is not None and not isinstance(value, bool):
-            raise self.fail(name, f"expected true or false, got {value!r}")
+            raise self.fail(name, f"expected true or false, got {value!r}", "not_bool",
+                            value=repr(value))
         return value
 
     def integer(self, name: str, default: int | None = None, *, positive: bool = True) -> int:
         value = self._get(name, default, default is None)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(name, f"expected a whole number, got {value!r}")
+            raise self.fail(name, f"expected a whole number, got {value!r}", "not_integer",
+                            value=repr(value))
         if (positive and value <= 0) or value < 0:
-            raise self.fail(name, f"must be {'> 0' if positive else '>= 0'}, got {value!r}")
+            raise self.fail(name, f"must be {'> 0' if positive else '>= 0'}, got {value!r}",
+                            "not_positive" if positive else "negative", value=repr(value))
         self._check_max(name, value)
         return value
 
     def _check_max(self, name: str, value: float) -> None:
         if (problem := bound_problem(name, value)) is not None:
-            raise self.fail(name, problem)
+            raise self.fail_note(name, problem)
 
     def name(self) -> str:
         """The entry's `name`: plain text (`name_problem`)."""
         value = self._get("name", None, True)
         if not isinstance(value, str):
-            raise self.fail("name", f"expected text, got {str(value)[:40]!r}")
+            got = repr(str(value)[:40])
+            raise self.fail("name", f"expected text, got {got}", "not_name_text", value=got)
         if (problem := name_problem(value)) is not None:
-            raise self.fail("name", problem)
+            raise self.fail_note("name", problem)
         return value
 
     def finish(self) -> None:
         if unknown := sorted(set(self.table) - self.used):
-            raise self.fail(unknown[0], f"unknown field (known: {', '.join(sorted(self.used))})")
+            known = ", ".join(sorted(self.used))
+            raise self.fail(unknown[0], f"unknown field (known: {known})", "unknown",
+                            known=known)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -543,7 +574,7 @@ def _check_key(e: _Entry) -> str:
     key = e.text("key")
     if not KEY_RE.match(key) or key != key.lower():
         raise e.fail("key", f"'{key[:60]}' must be 1-100 lower-case letters, digits, '.', '-' "
-                           "or '_', starting with a letter or a digit")
+                           "or '_', starting with a letter or a digit", "bad_key", key=key[:60])
     return key
 
 
@@ -552,7 +583,9 @@ def parse_format(path: Path, table: Mapping[str, Any]) -> WeightFormat:
     e = _Entry(path, str(table.get("key", "?")), table)
     key = _check_key(e)
     if (compute := e.text("compute_dtype")) not in COMPUTE_DTYPES:
-        raise e.fail("compute_dtype", f"'{compute}' is not one of {', '.join(COMPUTE_DTYPES)}")
+        choices = ", ".join(COMPUTE_DTYPES)
+        raise e.fail("compute_dtype", f"'{compute}' is not one of {choices}", "not_one_of",
+                     value=compute, choices=choices)
     fmt = WeightFormat(
         key=key, name=e.name(), bits_per_weight=e.number("bits_per_weight"),
         compute_dtype=compute,
@@ -567,7 +600,9 @@ def _parse_layer_group(e: _Entry, index: int, table: Mapping[str, Any]) -> Layer
     g = _Entry(e.path, f"{e.entry}.layers[{index}]", table)
     kind = g.text("kind")
     if kind not in LAYER_KINDS:
-        raise g.fail("kind", f"'{kind}' is not one of {', '.join(LAYER_KINDS)}")
+        choices = ", ".join(LAYER_KINDS)
+        raise g.fail("kind", f"'{kind}' is not one of {choices}", "not_one_of", value=kind,
+                     choices=choices)
     count = g.integer("count")
     if kind in ("full", "sliding"):
         group = LayerGroup(kind=kind, count=count, kv_heads=g.integer("kv_heads"),
@@ -575,7 +610,8 @@ def _parse_layer_group(e: _Entry, index: int, table: Mapping[str, Any]) -> Layer
                            window_tokens=g.integer("window_tokens") if kind == "sliding" else 0)
         if group.q_heads % group.kv_heads:
             raise g.fail("kv_heads", f"q_heads {group.q_heads} is not a multiple of "
-                                     f"kv_heads {group.kv_heads}")
+                                     f"kv_heads {group.kv_heads}", "heads_multiple",
+                         q=group.q_heads, kv=group.kv_heads)
     elif kind == "mla":
         group = LayerGroup(kind="mla", count=count, kv_lora_rank=g.integer("kv_lora_rank"),
                            qk_rope_head_dim=g.integer("qk_rope_head_dim"),
@@ -595,15 +631,18 @@ def parse_model(path: Path, table: Mapping[str, Any], formats: Mapping[str, Weig
     key = _check_key(e)
     for fmt in formats:
         if key.endswith("-" + fmt):
-            raise e.fail("key", f"'{key}' ends with a weight-format suffix '-{fmt}'")
+            raise e.fail("key", f"'{key}' ends with a weight-format suffix '-{fmt}'",
+                         "format_suffix", key=key, fmt=fmt)
     groups_raw = e._get("layers", None, True)
     if not isinstance(groups_raw, list) or not groups_raw:
-        raise e.fail("layers", "expected one or more [[layers]] tables")
+        raise e.fail("layers", "expected one or more [[layers]] tables", "no_layers")
     groups = tuple(_parse_layer_group(e, i, t) for i, t in enumerate(groups_raw))
     total_layers = e.integer("num_layers")
     if sum(g.count for g in groups) != total_layers:
-        raise e.fail("layers", f"layer counts add up to {sum(g.count for g in groups)}, "
-                               f"not num_layers = {total_layers}")
+        counted = sum(g.count for g in groups)
+        raise e.fail("layers", f"layer counts add up to {counted}, not num_layers = "
+                               f"{total_layers}", "layer_counts", counted=counted,
+                     total=total_layers)
     moe_raw = e._get("moe", None, False)
     moe = None
     if moe_raw is not None:
@@ -611,27 +650,33 @@ def parse_model(path: Path, table: Mapping[str, Any], formats: Mapping[str, Weig
         moe = Moe(experts=m.integer("experts"), active=m.integer("active"))
         m.finish()
         if moe.active > moe.experts:
-            raise e.fail("moe", f"active {moe.active} > experts {moe.experts}")
+            raise e.fail("moe", f"active {moe.active} > experts {moe.experts}", "moe_active",
+                         active=moe.active, experts=moe.experts)
     total, active = e.number("params_total_b"), e.number("params_active_b")
     if active > total:
-        raise e.fail("params_active_b", f"{active} exceeds params_total_b {total}")
+        raise e.fail("params_active_b", f"{active} exceeds params_total_b {total}",
+                     "active_over_total", active=active, total=total)
     if moe is None and active != total:
-        raise e.fail("params_active_b", "differs from params_total_b but no [moe] table")
+        raise e.fail("params_active_b", "differs from params_total_b but no [moe] table",
+                     "active_without_moe")
     stated: list[StatedVariant] = []
     variants_raw = e._get("variants", [], False)
     if not isinstance(variants_raw, list):
-        raise e.fail("variants", "expected [[variants]] tables")
+        raise e.fail("variants", "expected [[variants]] tables", "not_variants")
     for i, raw in enumerate(variants_raw):
         v = _Entry(path, f"{key}.variants[{i}]", raw)
         fmt_key = v.text("format")
         if fmt_key not in formats:
-            raise v.fail("format", f"'{fmt_key}' is not a known format ({', '.join(formats)})")
+            known = ", ".join(formats)
+            raise v.fail("format", f"'{fmt_key}' is not a known format ({known})",
+                         "unknown_format", value=fmt_key, known=known)
         stated.append(StatedVariant(format=fmt_key, weights_gb=v.number("weights_gb"),
                                     source=v.text("source")))
         v.finish()
     default_format = e.text("default_format", "bf16")
     if default_format not in formats:
-        raise e.fail("default_format", f"'{default_format}' is not a known format")
+        raise e.fail("default_format", f"'{default_format}' is not a known format",
+                     "unknown_default_format", value=default_format)
     model = Model(
         key=key, name=e.name(), hf_repo=e.text("hf_repo", ""),
         params_total_b=total, params_active_b=active, hidden=e.integer("hidden"),
@@ -648,9 +693,12 @@ def parse_gpu(path: Path, table: Mapping[str, Any]) -> Gpu:
     e = _Entry(path, str(table.get("key", path.stem)), table)
     key = _check_key(e)
     if (kind := e.text("interconnect_kind")) not in ("pcie", "nvlink", "infinity-fabric"):
-        raise e.fail("interconnect_kind", f"'{kind}' is not one of pcie, nvlink, infinity-fabric")
+        choices = "pcie, nvlink, infinity-fabric"
+        raise e.fail("interconnect_kind", f"'{kind}' is not one of {choices}", "not_one_of",
+                     value=kind, choices=choices)
     if (currency := e.text("currency")) not in ("CNY", "USD"):
-        raise e.fail("currency", f"'{currency}' is not CNY or USD")
+        raise e.fail("currency", f"'{currency}' is not CNY or USD", "not_currency",
+                     value=currency)
     gpu = Gpu(
         key=key, name=e.name(), memory_gb=e.number("memory_gb"),
         memory_type=e.text("memory_type"), bandwidth_gb_s=e.number("bandwidth_gb_s"),
