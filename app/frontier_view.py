@@ -56,6 +56,7 @@ from capacity.report.i18n import engine_label, engine_short, error_text, t
 from capacity.report.quote_frontier import (
     around_with_mark,
     entered_knobs,
+    group_config,
     plan_frontier_inputs,
     point_config,
     point_cost,
@@ -261,15 +262,15 @@ def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
             g for g in fr.groups if g.deployment == AGGREGATED)), o)
         if group is None or not group.front:
             return
-        st.markdown("**" + t("frv_q_front", lang, config=f"{group.gpu_name}, {group.weights}, "
-                                                           f"{group.kv_dtype} KV") + "**")
+        st.markdown("**" + t("frv_q_front", lang, config=group_config(
+            group.gpu_name, group.weights, group.kv_dtype, lang)) + "**")
         cur = inputs.currency
         cols = (t("frv_col_config", lang), t("fr_concurrency", lang), t("fr_x", lang),
                 t("fr_y", lang), t("fr_ttft", lang), t("frv_col_cost", lang, cur=cur))
         rec = (t("frv_q_rec", lang), o.design_concurrency / max(o.copies, 1), point[0],
                point[1], o.ttft_mean_ms, o.cost_per_mtok_design)
         rows = [dict(zip(cols, rec if p is None else (
-            point_config(p), p.concurrency, p.interactivity_tok_s_per_user,
+            point_config(p, lang), p.concurrency, p.interactivity_tok_s_per_user,
             p.throughput_tok_s_per_gpu, p.ttft_ms, point_cost(inputs, p, catalog)), strict=True))
                 for p in around_with_mark(group, mark)]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="frv_pl_front",

@@ -17,6 +17,7 @@ from capacity.model.workload import Workload
 from capacity.plan.options import PlanInputs
 from capacity.plan.search import plan
 from capacity.report.document import Heading, Table, render_markdown
+from capacity.report.i18n import t
 from capacity.report.quote import option_label
 from capacity.report.quote_frontier import (
     frontier_blocks,
@@ -197,7 +198,7 @@ def test_quote_fragment_names_the_recommendation(catalog: Catalog, lang: str) ->
     md = render_markdown(blocks)
     o = p.best
     # the recommended configuration: its GPU, weights and KV precision, and its mark's figures
-    assert f"{o.gpu_name}, {o.weights}, {o.kv_dtype} KV" in md
+    assert t("comma", lang).join([o.gpu_name, o.weights, f"{o.kv_dtype} KV"]) in md
     mark = recommended_mark(o, inp)
     assert f"{mark.interactivity_tok_s_per_user:,.1f}" in rec_rows[0]
     assert f"{mark.throughput_tok_s_per_gpu:,.0f}" in rec_rows[0]

@@ -132,11 +132,17 @@ def point_cost(inp: PlanInputs, p: FrontPoint, catalog: Catalog | None = None) -
     return float(cost_per_mtok(price, 1, p.throughput_tok_s_per_gpu))
 
 
-def point_config(p: FrontPoint) -> str:
+def point_config(p: FrontPoint, lang: str = "en") -> str:
     """'H100 SXM, TP=2, fp8, fp8 KV' (the point's configuration, one replica; its engine is the
-    plan's, said once)."""
+    plan's, said once), in `lang`'s comma ('H100 SXM，TP=2，fp8，fp8 KV' in Chinese)."""
     par = copy_layout(p.tp, p.pp)
-    return f"{p.gpu_name}{', ' + par if par else ''}, {p.weights}, {p.kv_dtype} KV"
+    return t("comma", lang).join([p.gpu_name, *([par] if par else []), p.weights,
+                                  f"{p.kv_dtype} KV"])
+
+
+def group_config(gpu_name: str, weights: str, kv_dtype: str, lang: str = "en") -> str:
+    """A front's configuration, 'RTX 5090, awq, fp8 KV', in `lang`'s comma."""
+    return t("comma", lang).join([gpu_name, weights, f"{kv_dtype} KV"])
 
 
 def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = None,
@@ -180,12 +186,12 @@ def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = N
              f"{mark.interactivity_tok_s_per_user:,.1f}",
              f"{mark.throughput_tok_s_per_gpu:,.0f}", f"{o.ttft_mean_ms:,.0f}",
              fmt_money(o.cost_per_mtok_design, cur)) if p is None else
-            (point_config(p), f"{p.concurrency:,}", f"{p.interactivity_tok_s_per_user:,.1f}",
+            (point_config(p, lang), f"{p.concurrency:,}", f"{p.interactivity_tok_s_per_user:,.1f}",
              f"{p.throughput_tok_s_per_gpu:,.0f}", f"{p.ttft_ms:,.0f}",
              fmt_money(point_cost(inp, p, cat), cur))
             for p in around_with_mark(group, mark)]
-        b.append(Para(t("frv_q_front", lang, config=f"{group.gpu_name}, {group.weights}, "
-                                                     f"{group.kv_dtype} KV")))
+        b.append(Para(t("frv_q_front", lang, config=group_config(
+            group.gpu_name, group.weights, group.kv_dtype, lang))))
         b.append(Table(heads, tuple(rows)))
     b.append(Para(t("frv_q_slo", lang, x=f"{x_slo:,.1f}", tpot=f"{inp.slo.tpot_ms:g}")))
     best_at = gpu_fronts_at(fr, x_slo)
@@ -193,7 +199,7 @@ def frontier_blocks(plan: Plan, *, lang: str = "en", catalog: Catalog | None = N
                    key=lambda gp: point_cost(inp, gp[1], cat))
     if reach:
         b.append(Table(heads, tuple(
-            (point_config(p), f"{p.concurrency:,}",
+            (point_config(p, lang), f"{p.concurrency:,}",
              f"{p.interactivity_tok_s_per_user:,.1f}", f"{p.throughput_tok_s_per_gpu:,.0f}",
              f"{p.ttft_ms:,.0f}", fmt_money(point_cost(inp, p, cat), cur))
             for _, p in reach)))

@@ -1,0 +1,30 @@
+"""The quote in Chinese: the buyer's-chart tables write a configuration with the Chinese comma
+('RTX 4090，awq，fp8 KV', as the rest of the zh quote), and a mix's fleet table whose
+workloads have different percentiles heads its latency columns in Chinese, not 'TTFT' /
+'TPOT' (until 2026-12-07 both stayed English-punctuated / English)."""
+
+from __future__ import annotations
+
+import pytest
+
+from capacity.model.workload import Workload
+from capacity.plan.options import Plan, PlanInputs, Slo
+from capacity.plan.search import plan
+from capacity.report.document import render_markdown
+from capacity.report.quote_frontier import frontier_blocks
+
+
+@pytest.fixture(scope="module")
+def headline() -> Plan:
+    wl = Workload(daily_active_users=500, context_tokens=8192, output_tokens=256)
+    return plan(PlanInputs(model="qwen3.5-9b-awq", workload=wl,
+                           slo=Slo(ttft_ms=2000, tpot_ms=50)))
+
+
+def test_the_buyers_chart_writes_configurations_with_the_chinese_comma(headline: Plan) -> None:
+    zh = render_markdown(frontier_blocks(headline, lang="zh"))
+    en = render_markdown(frontier_blocks(headline, lang="en"))
+    assert " KV" in zh and "，" in zh
+    assert [line for line in zh.splitlines() if " KV" in line and ", " in line] == []
+    assert any(" KV" in line and ", " in line for line in en.splitlines())
+
