@@ -5,12 +5,17 @@ workloads have different percentiles heads its latency columns in Chinese, not '
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from capacity.catalog.loader import default_catalog
 from capacity.model.workload import Workload
+from capacity.plan.mix import MixWorkload, plan_mix
 from capacity.plan.options import Plan, PlanInputs, Slo
 from capacity.plan.search import plan
 from capacity.report.document import render_markdown
+from capacity.report.quote import mix_quote_blocks
 from capacity.report.quote_frontier import frontier_blocks
 
 
@@ -28,3 +33,16 @@ def test_the_buyers_chart_writes_configurations_with_the_chinese_comma(headline:
     assert [line for line in zh.splitlines() if " KV" in line and ", " in line] == []
     assert any(" KV" in line and ", " in line for line in en.splitlines())
 
+
+def test_a_mix_of_percentiles_heads_its_latencies_in_chinese() -> None:
+    wl = Workload(daily_active_users=500, context_tokens=4096, output_tokens=256)
+    inp = PlanInputs(model="qwen3.5-9b", workload=wl, gpus=("rtx-4090", "h100-sxm"),
+                     slo=Slo(ttft_ms=2000, tpot_ms=50, quantile=0.9))
+    m = plan_mix([MixWorkload(name="a", inputs=inp),
+                  MixWorkload(name="b", inputs=replace(inp, slo=replace(inp.slo,
+                                                                         quantile=0.99)))],
+                 default_catalog())
+    assert m.best is not None
+    zh = render_markdown(mix_quote_blocks(m, lang="zh"))
+    assert "| 首字延迟 | 每 token 延迟 |" in zh, zh
+    assert "| TTFT | TPOT |" in render_markdown(mix_quote_blocks(m, lang="en"))

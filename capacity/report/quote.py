@@ -648,8 +648,9 @@ def mix_quote_blocks(mix: MixPlan, *, lang: str = "en", catalog: Catalog | None 
     b.append(Table((t("mix_workload", lang), t("quote_model", lang), t("quote_config", lang),
                     t("mix_gpus", lang), t("fig_month", lang), t("mix_share", lang),
                     t("fig_mtok", lang),
-                    t("fig_col_ttft", lang, q=head_q) if head_q else "TTFT",
-                    t("fig_col_tpot", lang, q=head_q) if head_q else "TPOT"), (*rows, total)))
+                    t("fig_col_ttft", lang, q=head_q) if head_q else t("metric_ttft", lang),
+                    t("fig_col_tpot", lang, q=head_q) if head_q else t("metric_tpot", lang)),
+                   (*rows, total)))
     others = mix.fleets[1:4]
     if others:
         b.append(Heading(t("mix_others", lang)))
