@@ -69,14 +69,17 @@ def parse_toml_text(text: str | bytes, name: str = "upload.toml") -> dict[str, A
 
 
 def validate_model(table: Mapping[str, Any], catalog: Catalog,
-                   name: str = "custom model") -> Model:
-    """Validate a model table exactly as the loader does; CatalogError names the field."""
-    return parse_model(Path(f"{name}.toml"), table, catalog.formats)
+                   name: str = "custom model", *, file_name: str = "") -> Model:
+    """Validate a model table exactly as the loader does; CatalogError names the field and
+    the file (`file_name`, an upload's own name; else `<name>.toml`)."""
+    return parse_model(Path(file_name or f"{name}.toml"), table, catalog.formats)
 
 
-def validate_gpu(table: Mapping[str, Any], name: str = "custom GPU") -> Gpu:
-    """Validate a GPU table exactly as the loader does; CatalogError names the field."""
-    return parse_gpu(Path(f"{name}.toml"), table)
+def validate_gpu(table: Mapping[str, Any], name: str = "custom GPU", *,
+                 file_name: str = "") -> Gpu:
+    """Validate a GPU table exactly as the loader does; CatalogError names the field and the
+    file (`file_name`, an upload's own name; else `<name>.toml`)."""
+    return parse_gpu(Path(file_name or f"{name}.toml"), table)
 
 
 def bundled_entry_path(kind: str, key: str) -> str | None:
@@ -125,18 +128,21 @@ def _write(kind: str, key: str, table: Mapping[str, Any], directory: Path | None
 
 
 def save_model(table: Mapping[str, Any], catalog: Catalog, *, directory: Path | None = None,
-               overwrite: bool = False, replace_bundled: bool = False) -> tuple[Model, Path]:
+               overwrite: bool = False, replace_bundled: bool = False,
+               file_name: str = "") -> tuple[Model, Path]:
     """Validate and save a custom model under `<custom>/models/<key>.toml`; a bundled model's
-    key only with `overwrite` or `replace_bundled`."""
-    model = validate_model(table, catalog, str(table.get("key", "custom model")))
+    key only with `overwrite` or `replace_bundled`. `file_name`: the upload it came from, which
+    an error names."""
+    model = validate_model(table, catalog, str(table.get("key", "custom model")),
+                           file_name=file_name)
     return model, _write("models", model.key, table, directory, overwrite, replace_bundled)
 
 
 def save_gpu(table: Mapping[str, Any], *, directory: Path | None = None,
-             overwrite: bool = False) -> tuple[Gpu, Path]:
+             overwrite: bool = False, file_name: str = "") -> tuple[Gpu, Path]:
     """Validate and save a custom GPU under `<custom>/gpus/<key>.toml`; a bundled GPU's key
-    only with `overwrite`."""
-    gpu = validate_gpu(table, str(table.get("key", "custom GPU")))
+    only with `overwrite`. `file_name`: the upload it came from, which an error names."""
+    gpu = validate_gpu(table, str(table.get("key", "custom GPU")), file_name=file_name)
     return gpu, _write("gpus", gpu.key, table, directory, overwrite)
 
 
@@ -146,10 +152,11 @@ def save_toml(text: str | bytes, catalog: Catalog, *, directory: Path | None = N
     `bandwidth_gb_s`); returns (kind, key, path)."""
     table = parse_toml_text(text, name)
     if "layers" in table:
-        model, path = save_model(table, catalog, directory=directory, overwrite=overwrite)
+        model, path = save_model(table, catalog, directory=directory, overwrite=overwrite,
+                                 file_name=name)
         return "model", model.key, path
     if "bandwidth_gb_s" in table:
-        gpu, path = save_gpu(table, directory=directory, overwrite=overwrite)
+        gpu, path = save_gpu(table, directory=directory, overwrite=overwrite, file_name=name)
         return "gpu", gpu.key, path
     raise CatalogError(Note(f"{name}: neither a model (needs [[layers]]) nor a GPU (needs "
                             "bandwidth_gb_s); see data/models/ and data/gpus/ for examples",
