@@ -5,6 +5,7 @@ calibration's data."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -307,4 +308,4 @@ def test_relief_texts_read_right() -> None:
     assert "at most 0" not in binding and "not even one request" in binding
     at = explorer(c="10", slo_ttft_ms="100000", slo_cost="0.05")
     price = next(r for r in reliefs(at) if "per GPU-hour" in r)
-    assert "CNY per GPU-hour" in price
+    assert re.search(r"CNY [0-9][0-9.,]* per GPU-hour", price), price   # currency first
