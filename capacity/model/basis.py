@@ -80,7 +80,7 @@ MEASURED_COUNTS: Final[Mapping[str, Any]] = {"runtime_memory": True}
 """How a calibrated basis (a saved calibration's name) counts the memory (F3): as the engine it
 was measured on does, the card's memory as its driver reports it (`Scenario.runtime_memory`),
 in the fit (its points above memory, the runtime overhead a measured maximum concurrency
-implies) and wherever it is applied. Before 2026-12-08 a calibration budgeted the spec
+implies) and wherever it is applied. Until late on 2026-12-07 a calibration budgeted the spec
 sheet's decimal GB, the chapter's count: a run of the simulator on `typical:vllm` that held 59
 requests of 8K on an RTX 4090 read C_vram 53 on its own calibration (docs/method.md, "Bases")."""
 

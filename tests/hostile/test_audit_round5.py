@@ -194,7 +194,7 @@ def test_a_host_name_alias_of_this_machine_cannot_reach_another_users_simulator(
 
 def test_the_measure_pages_run_has_no_url_on_its_command_line(tmp_path: Path) -> None:
     # open mode allows http://user:password@host; its child's command line (in every local
-    # user's `ps`) carried the password (an audit, 2026-12-08): the URL now goes through
+    # user's `ps`) carried the password (an audit, 2026-12-07): the URL now goes through
     # $CAPACITY_BENCH_BASE_URL, as the key through $OPENAI_API_KEY
     from capacity import workspace
     from capacity.bench.form import MeasureForm
