@@ -287,6 +287,13 @@ def test_sign_in_a_viewer_refused_and_two_editors_kept_apart(app_url: str, tmp_p
                 urls[sub] = m.group(0)
             assert urls["ed1"] != urls["ed2"]  # the same settings: a simulator each
             for pg in pages.values():
+                # the simulator's URL shows in the run that started it, the form's values in
+                # the rerun after: typing before that rerun drew raced it (CI, 2026-12-07)
+                label = pg.get_by_label("Label", exact=True)
+                for _ in range(120):
+                    if label.input_value() == "sim-rtx-4090":
+                        break
+                    pg.wait_for_timeout(250)
                 fill(pg, "Concurrency levels", "1,2")
                 fill(pg, "Requests per level", "4")
                 fill(pg, "Prompt lengths, chars", "200")
