@@ -52,7 +52,9 @@ from capacity.fit.frontier import (
 from capacity.model.scenario import Scenario
 from capacity.model.workload import single_requests
 from capacity.plan.options import Plan, PlanInputs
+from capacity.report.bases import basis_label
 from capacity.report.i18n import engine_label, engine_short, error_text, t
+from capacity.report.quote import plan_basis_name
 from capacity.report.quote_frontier import (
     around_with_mark,
     entered_knobs,
@@ -202,7 +204,7 @@ def explorer_frontier(box: DeltaGenerator, state: ExplorerState, scenario: Scena
         pub = published(state.model, gpus, lang)
         _draw(chart_spec(inp, lang, float(target), current, tuple(runs + pub)), "frv_ex_chart")
         st.caption(t("frv_ex_caption", lang, n=f"{fr.evaluated:,}", groups=len(fr.groups),
-                     basis=basis or t("basis_entered" if knobs else "frv_basis_chapter", lang),
+                     basis=t("basis_entered", lang) if knobs else basis_label(basis, lang),
                      x=f"{current[0]:,.1f}", y=f"{current[1]:,.0f}",
                      x0=f"{1e3 / float(figures['step_ms']):,.1f}",
                      y0=f"{float(figures['aggregate_tok_s']) / max(scenario.paid_gpus, 1):,.0f}"))
@@ -249,7 +251,8 @@ def planner_frontier(inputs: PlanInputs, plan: Plan, lang: str) -> None:
         point = (mark.interactivity_tok_s_per_user, mark.throughput_tok_s_per_gpu,
                  t("frv_rec_point", lang, config=o.label))
         _draw(chart_spec(inp, lang, x_slo, point, ()), "frv_pl_chart")
-        st.caption(t("frv_pl_caption", lang, x=f"{point[0]:,.1f}", tpot=f"{o.tpot_mean_ms:,.1f}",
+        st.caption(t("frv_pl_caption", lang, basis=plan_basis_name(inputs, lang),
+                     x=f"{point[0]:,.1f}", tpot=f"{o.tpot_mean_ms:,.1f}",
                      y=f"{point[1]:,.0f}", rate=f"{mark.design_rate_per_s:.3g}",
                      n=mark.paid_gpus, slo=f"{inputs.slo.tpot_ms:g}", xs=f"{x_slo:,.1f}",
                      q=f"{inputs.slo.quantile * 100:g}"))

@@ -34,7 +34,8 @@ def test_json_is_stable(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     data = json.loads(out)
     assert list(data) == ["model", "model_name", "currency", "workload", "interactivity",
-                          "evaluated", "groups", "gpu_fronts", "cost_at_interactivity"]
+                          "basis", "basis_text", "evaluated", "groups", "gpu_fronts",
+                          "cost_at_interactivity"]
     assert data["workload"] == {"prompt_tokens": 1024, "output_tokens": 1024,
                                 "context_tokens": 2048, "turns": 1, "turn_tokens": 0,
                                 "prefix_tokens": 0, "prefix_share": 0.0}
@@ -42,13 +43,34 @@ def test_json_is_stable(capsys: pytest.CaptureFixture[str]) -> None:
     assert keys == ["h100-sxm/vllm/fp8/fp8", "b200/vllm/fp8/fp8"]  # in the order of --gpus
     point = data["groups"][0]["front"][0]
     assert list(point) == list(POINT_COLUMNS)
-    assert point["basis"] == "typical:vllm" and point["draft"] is None
+    # the chapter's basis by default, as `capacity plan`, `capacity size` and the pages
+    assert point["basis"] == data["basis"] == "" and point["draft"] is None
+    assert data["basis_text"] == "the chapter's assumptions (decode eff 1, prefill MFU 0.3)"
     cost = data["cost_at_interactivity"]
     assert len(cost) == 2 and list(cost[0]) == list(COST_COLUMNS)
     assert {c["kind"] for c in cost} == {"catalog"} and cost[0]["output_per_mtok"] > 0
     assert set(data["gpu_fronts"]) == {"b200", "h100-sxm"}
     code, out, _ = run(capsys, "--format", "json", "--all-points")
     assert len(json.loads(out)["points"]) == json.loads(out)["evaluated"]
+
+
+@pytest.mark.parametrize(("given", "basis", "each", "words"), [
+    ("typical", None, "typical:vllm", "each engine's typical efficiency (vLLM's where it has none)"),
+    ("chapter", "", "", "the chapter's assumptions (decode eff 1, prefill MFU 0.3)"),
+    ("typical:sglang", "typical:sglang", "typical:sglang",
+     "typical SGLang efficiency (no calibration)"),
+    ("spec", "spec", "spec",
+     "the spec sheet (every efficiency at its peak: an upper bound on speed)")])
+def test_the_basis_is_named(capsys: pytest.CaptureFixture[str], given: str, basis: str | None,
+                            each: str, words: str) -> None:
+    """--basis: one basis for every engine, or 'typical', each engine's own (vLLM's here); the
+    JSON and the text name it."""
+    code, out, _ = run(capsys, "--format", "json", "--offer-kind", "catalog", "--basis", given)
+    data = json.loads(out)
+    assert code == 0 and (data["basis"], data["basis_text"]) == (basis, words)
+    assert {p["basis"] for g in data["groups"] for p in g["front"]} == {each}
+    code, out, _ = run(capsys, "--offer-kind", "catalog", "--basis", given)
+    assert code == 0 and out.splitlines()[0].endswith(f"; basis: {words}")
 
 
 def test_csv(capsys: pytest.CaptureFixture[str]) -> None:

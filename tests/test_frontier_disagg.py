@@ -287,7 +287,9 @@ def test_no_wide_ep_points_for_a_dense_model() -> None:
 
 CLI = ["frontier", "--model", "deepseek-v3", "--gpus", "h200-sxm", "--engines", "sglang",
        "--weights", "fp8", "--kv-dtypes", "fp8", "--currency", "USD", "--offer-kind", "catalog",
-       "--interactivity", "20"]
+       "--interactivity", "20", "--basis", "typical"]
+"""DEEPSEEK on the command line: each engine on its own typical efficiency, as the library
+draws it when no basis is given (the command's default is the chapter's)."""
 
 
 def test_cli_json_equals_the_library(capsys: pytest.CaptureFixture[str]) -> None:

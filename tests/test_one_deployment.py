@@ -292,3 +292,57 @@ def test_the_draws_cover_what_the_issue_names() -> None:
     assert {s.spare for s in states} == {0, 1} and {s.mode for s in states} == {"dau", "conc"}
     assert len({s.pct for s in states}) >= 2 and len({s.cal for s in states}) >= 3
     assert len({s.kv for s in states}) >= 2 and len({s.model for s in states}) >= 4
+
+
+@pytest.mark.slow
+def test_the_buyers_chart_reads_the_same_on_the_cli_and_the_explorer(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The Explorer's buyer's chart on its default inputs (Qwen3.5-9B AWQ, fp16 KV, 8,192-token
+    prompts and context, 256 output tokens, the chapter's engine on an RTX 4090 against the
+    data-centre GPUs) and `capacity frontier` run with the same model, request, GPUs and engine
+    and no --basis: the same basis (the chapter's, which the page's caption and the JSON name),
+    the same front points and the same read-off at the page's target, 20 tok/s per user (its
+    TPOT SLO's 50 ms). Until 2026-12-08 the command drew on each engine's typical efficiency
+    unless told: the RTX 4090 read 155.8 tok/s per GPU there and 74.3 on the page."""
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    ex = AppTest.from_file(APP, default_timeout=180)
+    ex.run()
+    assert not ex.exception
+    ex.session_state["frv_ex"] = True  # open the chart's section
+    ex.run()
+    assert not ex.exception
+    others = list(ex.session_state["frv_ex_gpus"])
+    assert ex.number_input(key="frv_ex_target").value == 20.0
+    chart = ex.get("vega_lite_chart")[-1]
+    frames = [convert_arrow_bytes_to_pandas_df(d.data.data) for d in chart.proto.datasets]
+    (fronts,) = [df for df in frames if "series" in df and "style" not in df]
+    page = sorted(zip(fronts["gpu"], fronts["tp"], fronts["concurrency"],
+                      fronts["interactivity_tok_s_per_user"],
+                      fronts["throughput_tok_s_per_gpu"], strict=True))
+
+    assert main(["frontier", "--model", "qwen3.5-9b", "--weights", "awq", "--kv-dtypes", "fp16",
+                 "--prompt", "8192", "--output", "256", "--context", "8192", "--engines",
+                 "chapter", "--gpus", ",".join(["rtx-4090", *others]), "--interactivity", "20",
+                 "--format", "json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["basis"] == "" and all(g["basis"] == "" for g in cli["groups"])
+    caption = next(c.value for c in ex.caption if "fronts; basis: " in c.value)
+    assert f"fronts; basis: {cli['basis_text']}." in caption
+    assert cli["basis_text"].startswith("the chapter's assumptions")
+    lib = sorted((p["gpu"], p["tp"], p["concurrency"], p["interactivity_tok_s_per_user"],
+                  p["throughput_tok_s_per_gpu"]) for g in cli["groups"] for p in g["front"])
+    assert [x[:3] for x in page] == [x[:3] for x in lib]
+    for i in (3, 4):
+        assert [x[i] for x in page] == pytest.approx([x[i] for x in lib], rel=1e-12)
+    # the read-off: the RTX 4090's 74.3 tok/s per GPU, and the page's cheapest catalog-priced
+    # front is the command's
+    catalog_rows = [r for r in cli["cost_at_interactivity"]
+                    if r["kind"] == "catalog" and r["output_per_mtok"] is not None]
+    rtx = next(r for r in catalog_rows if r["gpu"] == "rtx-4090")
+    assert f"{rtx['throughput_tok_s_per_gpu']:.1f}" == "74.3"
+    best = min(catalog_rows, key=lambda r: r["output_per_mtok"])
+    costs = ex.dataframe[-1].value
+    assert costs[t("fr_y", "en")][0] == pytest.approx(best["throughput_tok_s_per_gpu"],
+                                                      rel=1e-12)
+    assert costs[t("frv_col_out", "en")][0] == pytest.approx(best["output_per_mtok"], rel=1e-12)

@@ -17,9 +17,14 @@ and over the NVLink domain); both together also a MoE model's wide-EP pools (a d
 and the prefill EP groups it needs), each in groups of their own kind; their records then carry
 `deployment`, `layout`, `prefill_tp`, `prefill_gpus` and `gpus_paid`.
 
+Every engine rests on one basis: the chapter's unless --basis names another, as `capacity plan`,
+`capacity size`, the Explorer and the Planner, so one deployment reads the same on each;
+`--basis typical` draws each engine on its own typical efficiency.
+
 `--format json` is the stable interface: `model`, `currency`, `workload`, `interactivity`,
-`evaluated`, `groups` (each with its `front`, one record per point), `gpu_fronts`,
-`cost_at_interactivity` and, with --all-points, `points`.
+`basis` (null: each engine's typical), `basis_text`, `evaluated`, `groups` (each with its
+`front`, one record per point), `gpu_fronts`, `cost_at_interactivity` and, with --all-points,
+`points`.
 """
 
 from __future__ import annotations
@@ -48,9 +53,11 @@ from capacity.fit.frontier import (
     cost_read_off,
     frontier,
 )
-from capacity.fit.frontier_space import AGGREGATED
+from capacity.fit.frontier_space import AGGREGATED, DEFAULT_BASIS, EACH_TYPICAL
 from capacity.model.cost import DEFAULT_CNY_PER_USD
 from capacity.plan.options import MAX_GPUS
+from capacity.report.bases import basis_label
+from capacity.report.i18n import t
 from capacity.report.tables import render
 
 POINT_COLUMNS = ("gpu", "engine", "weights", "kv_dtype", "draft", "tp", "pp", "gpus",
@@ -129,9 +136,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    metavar="MS", help="TTFT budget a disaggregated point's prefill replica is "
                                       "sized at, p90 (default 2000 ms)")
     s.add_argument("--basis", default=None, metavar="BASIS",
-                   help="what the speed figures rest on, for every engine: 'spec', "
-                        "'typical:ENGINE', 'chapter' or a saved calibration (default: each "
-                        "engine's typical efficiency, vLLM's where it has none)")
+                   help="what the speed figures rest on, for every engine: 'chapter' (the "
+                        "default, as capacity plan, capacity size and the pages: eff 1, "
+                        "prefill MFU 0.3), 'spec', 'typical:ENGINE', a saved calibration, or "
+                        "'typical': each engine on its own typical efficiency, vLLM's where it "
+                        "has none")
     c = p.add_argument_group("cost")
     c.add_argument("--interactivity", type=number(min=0, max=100_000, min_open=True),
                    default=50.0, metavar="TOK_S",
@@ -198,15 +207,31 @@ def group_record(g: Group, kinds: bool = False) -> dict[str, Any]:
                   "front": [point_record(p, kinds) for p in g.front]}
 
 
+def basis_of(text: str | None) -> str | None:
+    """The basis `--basis` names (`check_basis`): `DEFAULT_BASIS` (the chapter's) when none is
+    given; None for 'typical' (each engine's own typical efficiency)."""
+    if text is None:
+        return DEFAULT_BASIS
+    if text.strip().lower() == EACH_TYPICAL:
+        return None
+    from capacity.fit.planning import check_basis
+    return check_basis(text)
+
+
+def basis_words(basis: str | None, lang: str = "en") -> str:
+    """What a frontier's speed figures rest on, in words: the basis' name (`basis_label`), or
+    each engine's typical efficiency (None)."""
+    if basis is None:
+        return t("fr_basis_each_typical", lang)
+    return basis_label(basis, lang)
+
+
 def inputs_from_args(args: argparse.Namespace) -> FrontierInputs:
     """FrontierInputs from the command line."""
     engines = comma_list(args.engines, "engines (vllm,sglang,llamacpp)")
     kv = comma_list(args.kv_dtypes, "KV precisions (fp16,fp8)")
     assert engines is not None and kv is not None
-    basis = args.basis
-    if basis is not None:
-        from capacity.fit.planning import check_basis
-        basis = check_basis(basis)
+    basis = basis_of(args.basis)
     return FrontierInputs(
         model=args.model, prompt_tokens=args.prompt, output_tokens=args.output,
         context_tokens=args.context, gpus=comma_list(args.gpus, "GPU keys"), engines=engines,
@@ -238,7 +263,9 @@ def run(args: argparse.Namespace) -> int:
                          "context_tokens": inp.context, "turns": inp.turns,
                          "turn_tokens": inp.turn_tokens, "prefix_tokens": inp.prefix_tokens,
                          "prefix_share": inp.prefix_share},
-            "interactivity": args.interactivity, "evaluated": fr.evaluated,
+            "interactivity": args.interactivity,
+            "basis": inp.basis, "basis_text": basis_words(inp.basis),
+            "evaluated": fr.evaluated,
             "groups": [group_record(g, kinds) for g in fr.groups],
             "gpu_fronts": {k: [point_record(p, kinds) for p in v]
                            for k, v in fr.gpu_fronts.items()},
@@ -257,9 +284,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{fr.model_name}: {inp.prompt_tokens} prompt / {inp.output_tokens} output tokens, "
               f"{inp.context} context; {fr.evaluated:,} points, {len(fronts):,} on the fronts of "
               f"{len(fr.groups)} groups (GPU x engine x weights x KV x draft"
-              f"{' x deployment' if kinds else ''}); basis: "
-              # the JSON carries it on every point; the text named none (an audit)
-              + (inp.basis if inp.basis is not None else "each engine's typical"))
+              f"{' x deployment' if kinds else ''}); basis: {basis_words(inp.basis)}")
         extra = ["deployment", "GPUs paid", "layout"] if kinds else []
         print(render(["GPU", "engine", "weights", "KV", "draft", "TP", "C", "tok/s/user",
                       "tok/s/GPU", "TTFT ms", f"{cur}/M out", *extra],

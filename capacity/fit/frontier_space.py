@@ -40,6 +40,16 @@ DEFAULT_ENGINES: tuple[str, ...] = ("vllm", "sglang", "llamacpp")
 FALLBACK_TYPICAL = "vllm"
 """The engine whose typical efficiency stands in for one without (engines then differ by their
 scheduling, not by guessed kernels)."""
+DEFAULT_BASIS = ""
+"""The basis `capacity frontier` draws on unless told otherwise: the chapter's assumptions, the
+default of `capacity plan`, `capacity size`, the Explorer and the Planner (and so of the
+quote), so that one deployment reads the same on a default run of each. Until 2026-12-08 the
+command drew each engine on its own typical efficiency by default (`EACH_TYPICAL`), and the
+Explorer's default chart read 74.3 tok/s per GPU for the RTX 4090 at 20 tok/s per user where
+`capacity frontier --engines chapter` read 155.8."""
+EACH_TYPICAL = "typical"
+"""`capacity frontier --basis typical`: each engine on its own typical efficiency, vLLM's where
+it has none (`FrontierInputs.basis` None)."""
 CONCURRENCY_STEP = math.sqrt(2.0)
 """Ratio of the grid of closed-loop concurrencies per replica (1, 2, 3, 4, 6, 8, 11, ...)."""
 PRICE_KINDS: tuple[str, ...] = ("catalog", *OFFER_KINDS)
@@ -77,8 +87,9 @@ class FrontierInputs:
     """GPU keys; None: the catalog's data-centre GPUs (`datacenter_gpus`)."""
     engines: tuple[str, ...] = DEFAULT_ENGINES
     basis: str | None = None
-    """One basis for every engine ('spec', 'typical:vllm', a calibration...); None: each
-    engine's typical efficiency, or FALLBACK_TYPICAL's where it has none."""
+    """One basis for every engine ('' the chapter's, 'spec', 'typical:vllm', a calibration...);
+    None: each engine's typical efficiency, or FALLBACK_TYPICAL's where it has none. The
+    command line and the pages pass one (`DEFAULT_BASIS` unless told otherwise)."""
     knobs: tuple[tuple[str, Any], ...] = ()
     """Efficiencies entered by hand, (`KNOB_FIELDS` name, value) pairs, set over the chapter's
     basis (`basis` ''): a plan's or a what-if's knobs that are no named basis
