@@ -248,9 +248,9 @@ def prediction_caption(s: Scenario, basis: str, lang: str) -> str:
     kind = kind_of_knobs(knobs_of(s), calibration=s.calibration or "",
                          typical=basis.removeprefix(TYPICAL_PREFIX)
                          if basis.startswith(TYPICAL_PREFIX) else "")
-    if kind == BasisKind.CALIBRATED:
-        return t("pred_basis_cal", lang, name=s.calibration, eta_bw=s.eta_bw,
-                 t0=s.step_overhead_ms, eff=s.eff, mfu=s.mfu)
+    if kind == BasisKind.CALIBRATED:   # its knobs as the quote's efficiency line words them,
+        # the memory counted as the engine it measured counts it among them (MEASURED_COUNTS)
+        return t("pred_basis_cal", lang, name=s.calibration, knobs=knobs_text(s, lang))
     if kind == BasisKind.TYPICAL:
         return t("pred_basis_typical", lang, engine=basis_label(basis, lang),
                  knobs=knobs_text(s, lang) + plateau_text(s, lang))

@@ -346,3 +346,34 @@ def test_the_buyers_chart_reads_the_same_on_the_cli_and_the_explorer(
     assert costs[t("fr_y", "en")][0] == pytest.approx(best["throughput_tok_s_per_gpu"],
                                                       rel=1e-12)
     assert costs[t("frv_col_out", "en")][0] == pytest.approx(best["output_per_mtok"], rel=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_calibrated_basis_counts_memory_alike_on_the_explorer_and_the_quote(lang: str) -> None:
+    """A saved calibration counts the memory as the engine it measured counts it (the
+    driver's total, `MEASURED_COUNTS`): the quote's efficiency line says so among the
+    calibration's knobs (`knobs_text`), and the Explorer opened through the recommendation's
+    link says it in the same words in its prediction caption, in English and in Chinese
+    (before 2026-12-08 the caption named four of the knobs and not the memory)."""
+    state = CALIBRATED["bundled-4090"]
+    p = planned(state)
+    best = p.best
+    assert best is not None and p.inputs.runtime_memory
+    cat = default_catalog()
+    name = p.inputs.calibration
+    ex = AppTest.from_file(APP, default_timeout=180)
+    for k, v in parse_qsl(urlsplit(explorer_url(explorer_state(p.inputs, best, cat))).query):
+        ex.query_params[k] = v
+    ex.query_params["lang"] = lang
+    ex.run()
+    assert not ex.exception
+    before, after = t("pred_basis_cal", lang, name=name, knobs="\0").split("\0")
+    caption = next(c.value for c in ex.caption if c.value.startswith(before))
+    assert caption.endswith(after)
+    knobs = caption[len(before):len(caption) - len(after)]
+    assert t("basis_knobs_driver_memory", lang) in knobs
+    # the quote's efficiency line, word for word with the Explorer's knobs
+    md = quote_markdown(p, lang=lang, catalog=cat)
+    line = t("quote_eff", lang, basis=t("basis_cal", lang, name=name), knobs=knobs)
+    assert line in md.splitlines(), (line, md)
