@@ -518,6 +518,12 @@ class Option:
     failures: tuple[Reason, ...]
     binding: Reason
     binding_ratio: float
+    miss_ratio: float = field(default=math.nan, compare=False)
+    """For a configuration of a GPU with no feasible one: how far it misses its checks, the
+    largest of its failed checks' figures over their limits (1.5: 50 % over; throughput: the
+    design load over the most it carries within the SLOs; `search._miss_ratios`), which ranks
+    the GPU's closest configuration; NaN for any other, and for those that fail more checks
+    than the GPU's nearest (never its closest)."""
     spare_gpus: int = 0
     """GPUs of the N+1 spare replica (paid for in the costs, not serving: `PlanInputs.spare`)."""
     nodes: tuple[int, ...] = ()
@@ -606,6 +612,9 @@ class Rejection:
     """The weights and KV fit on no configuration of this GPU (`detail` says so)."""
     most_gpus: int = 0
     """The largest GPU count tried on this GPU."""
+    latency_ms: float = 0.0
+    """The time a request spends outside the GPU (`PlanInputs.request_latency_ms`), which the
+    closest configuration's TTFT counts (`detail` names it where it tips TTFT over the SLO)."""
 
 
 @dataclass(frozen=True, kw_only=True)

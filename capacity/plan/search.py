@@ -15,8 +15,8 @@ configuration is kept when
 Kept options are ranked by cost per month, then cost per million output tokens at the option's
 SLO-feasible capacity (the highest arrival rate that still meets every SLO). Every GPU family
 with no feasible configuration gets the reason of its closest configuration (memory, TTFT,
-TPOT, throughput; of a family that fails on throughput alone, the one that carries the most of
-the load), and configurations that miss on memory alone get the chapter's fixes
+TPOT, throughput: the one that fails the fewest checks, then misses them by the least, as
+`Option.miss_ratio` measures it), and configurations that miss on memory alone get the chapter's fixes
 (more GPUs, FP8 KV, a shorter context). The search is vectorized over configurations;
 `simulate_option` runs the discrete-event model for the chosen one.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -242,6 +243,10 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
     unit = {k: v.tolist() for k, v in (("tp", u.tp), ("pp", stages), ("w", u.weights_gb),
                                         ("cv", u.c_vram), ("pre", u.prefill_ms),
                                         ("price", u.price_per_hour))}
+    # of a GPU with no feasible configuration: how far each misses its checks (`_rejections`)
+    miss = (np.full(idx.size, np.nan) if only is not None else _miss_ratios(
+        u, idx, codes, inp, design=design, pre=pre, mem_c=mem_c, c_vram=c_vram, seqs=seqs,
+        ttft_q=ttft_q, tpot_q=tpot_q, cap=cap, reps=reps, cpm_cap=cpm_cap)).tolist()
     failures = {c: failures_of(c) for c in set(row["code"])}  # (np.unique loads numpy.ma)
     options: list[Option] = []
     lite: dict[int, Option] = {}  # each unit's rejected option, copied per deployment
@@ -254,7 +259,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             options.append(_amended(lite[i], n_gpus=int(row["n"][j]), failures=fails,
                                     binding=fails[0], cost_per_month=row["month"][j],
                                     capacity_rate_per_s=row["cap"][j],
-                                    design_rate_per_s=row["rate_design"][j]))
+                                    design_rate_per_s=row["rate_design"][j],
+                                    miss_ratio=miss[j]))
             continue
         options.append(Option(
             gpu=u.gpus[i].key, gpu_name=u.gpus[i].name, n_gpus=int(row["n"][j]),
@@ -273,7 +279,8 @@ def plan(inp: PlanInputs, catalog: Catalog | None = None, *, keep_all: bool = Fa
             billed_gpus=int(row["billed"][j]),
             cost_per_mtok=row["cpm_cap"][j], cost_per_mtok_design=row["cpm_design"][j],
             failures=fails, binding=names[row["bind"][j]],
-            binding_ratio=row["bind_ratio"][j], **_draft_fields(u.drafts[i]),
+            binding_ratio=row["bind_ratio"][j], miss_ratio=miss[j],
+            **_draft_fields(u.drafts[i]),
         ))
     ranked = sorted((o for o in options if o.feasible), key=_rank_key)
     feasible = _fold_twins(ranked)
@@ -389,14 +396,91 @@ def _rank_key(o: Option) -> tuple[float, float, int, int, int, str, str, str, st
             o.weights, o.kv_dtype, o.draft)
 
 
-def _carried(o: Option) -> float:
-    """The share of the design load a configuration that fails on throughput alone carries
-    within the SLOs (its SLO-feasible capacity over the design rate, as `alternatives` reads
-    it); 0 for any other configuration, or where the capacity was not computed."""
-    if o.failures != (Reason.THROUGHPUT,) or not o.design_rate_per_s > 0:
-        return 0.0
-    share = o.capacity_rate_per_s / o.design_rate_per_s
-    return share if math.isfinite(share) else 0.0
+def _miss_ratios(u: ReplicaUnits, idx: IntArray, codes: IntArray, inp: PlanInputs, *,
+                 design: AnalyticLatency, pre: FloatArray, mem_c: FloatArray,
+                 c_vram: FloatArray, seqs: FloatArray, ttft_q: FloatArray, tpot_q: FloatArray,
+                 cap: FloatArray, reps: FloatArray, cpm_cap: FloatArray) -> FloatArray:
+    """How far each configuration of a GPU with no feasible one is from passing its checks
+    (`Option.miss_ratio`): the largest of its failed checks' figures over their limits, each
+    check's own (>= 1; inf where nothing it could be changed to passes); NaN for the rest
+    and for those that fail more checks (or throughput or memory among as many) than its
+    GPU's nearest: they cannot be its closest.
+
+    - memory: the design concurrency per replica over C_vram; slots: over max_num_seqs;
+    - TTFT: the percentile over the SLO, or where the load saturates (no percentile) the
+      prefill alone and the time outside the GPU, the part of TTFT no load takes away;
+    - TPOT: the percentile over the SLO;
+    - throughput: the design load over the most the configuration carries within the SLOs
+      (its SLO-feasible capacity: 1 / the share of the load it carries, as `alternatives`
+      reads it), or, where its prefill alone misses the TTFT SLO at any load, the most it
+      carries within the other SLOs (TTFT left out: the share it would carry once its prefill
+      met the SLO);
+    - cost: the cost per M tokens at SLO capacity over the target."""
+    wl, slo, lat = inp.workload, inp.slo, inp.request_latency_ms
+    miss = np.full(idx.size, np.nan)
+    number: dict[str, int] = {}
+    for g in u.gpus:
+        number.setdefault(g.key, len(number))
+    gpu = np.asarray([number[g.key] for g in u.gpus], dtype=np.int64)[idx]  # each row's GPU
+    feasible = np.zeros(len(number), dtype=bool)
+    feasible[gpu[codes == 0]] = True
+    # the closest comes from the rows of its GPU's first class (`_nearness`): the fewest
+    # failed checks, throughput and memory last among as many
+    n_failed = sum((codes >> k & 1) for k in range(len(CHECKS)))
+    order = (n_failed * 4 + (codes >> CHECKS.index(Reason.THROUGHPUT) & 1) * 2
+             + (codes >> CHECKS.index(Reason.MEMORY) & 1))
+    first = np.full(len(number), np.iinfo(np.int64).max)
+    np.minimum.at(first, gpu, order)
+    lost = np.flatnonzero(~feasible[gpu] & (order == first[gpu]))
+    if lost.size == 0:
+        return miss
+    fails = [(codes[lost] >> k & 1).astype(bool) for k in range(len(CHECKS))]
+    ratio: dict[Reason, FloatArray] = {}
+    sat = design.saturated[lost]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio[Reason.MEMORY] = np.where(c_vram[lost] >= 1, mem_c[lost] / c_vram[lost], np.inf)
+        ratio[Reason.SLOTS] = mem_c[lost] / seqs[lost]
+        ratio[Reason.TTFT] = np.where(sat, pre[lost] + lat, ttft_q[lost]) / slo.ttft_ms
+        tpot = tpot_q[lost].copy()
+        redo = np.flatnonzero(fails[CHECKS.index(Reason.TPOT)] & np.isnan(tpot))
+        tpot[redo] = gamma_quantile(  # the percentile a lean search skips for the rejected
+            design.decode_mean_ms[lost[redo]], design.decode_var_ms2[lost[redo]],
+            slo.quantile) / max(wl.output_tokens - 1, 1)
+        ratio[Reason.TPOT] = tpot / slo.tpot_ms
+        carried = cap[lost].copy()
+        # prefill alone over the TTFT SLO: the capacity within the other SLOs
+        slow = np.flatnonzero(fails[CHECKS.index(Reason.THROUGHPUT)]
+                              & (pre[lost] + lat > slo.ttft_ms))
+        if slow.size:
+            units = np.unique(idx[lost[slow]])
+            relaxed = slo_capacity(
+                step=u.step.select(units), prefill_ms=u.prefill_ms[units],
+                slots=np.minimum(u.c_vram[units], u.seqs[units]).astype(np.float64), wl=wl,
+                slo=replace(slo, ttft_ms=math.inf), budget=u.budget[units],
+                prompts=u.prompts.rows(units), ahead=u.ahead[units])
+            carried[slow] = relaxed[np.searchsorted(units, idx[lost[slow]])] * reps[lost[slow]]
+        design_rate = design.rate_per_s[lost] * reps[lost]
+        ratio[Reason.THROUGHPUT] = np.where(carried > 0, design_rate / carried, np.inf)
+        ratio[Reason.COST] = (cpm_cap[lost] / slo.cost_per_mtok if slo.cost_per_mtok > 0
+                              else np.full(lost.size, np.nan))
+    worst = np.zeros(lost.size)
+    for k, r in enumerate(CHECKS):
+        value = np.where(np.isnan(ratio[r]), np.inf, ratio[r])
+        worst = np.where(fails[k], np.maximum(worst, value), worst)
+    miss[lost] = worst
+    return miss
+
+
+def _nearness(o: Option) -> tuple[int, bool, bool, float, float]:
+    """How near a configuration of a GPU with no feasible one comes to passing, smallest
+    first: the fewest failed checks (one the load fails at any size, throughput, or memory,
+    last among as many), then the smallest `miss_ratio` (how far it misses the worst of
+    them: of configurations that fail on throughput alone, the one that carries the most of
+    the load; with TTFT beside it, the one whose prefill and share of the load come nearest),
+    then the cheapest."""
+    miss = o.miss_ratio if not math.isnan(o.miss_ratio) else math.inf
+    return (len(o.failures), Reason.THROUGHPUT in o.failures, Reason.MEMORY in o.failures,
+            miss, o.cost_per_month)
 
 
 def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys: list[str],
@@ -409,9 +493,7 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
         mine = [o for o in options if o.gpu == key]
         if not mine:
             continue
-        closest = min(mine, key=lambda o: (len(o.failures), Reason.THROUGHPUT in o.failures,
-                                           Reason.MEMORY in o.failures, -_carried(o),
-                                           o.cost_per_month))
+        closest = min(mine, key=_nearness)
         every = sorted({f for o in mine for f in o.failures}, key=REASONS.index)
         fits_somewhere = any(Reason.MEMORY not in o.failures for o in mine)
         detail = (f"closest: {closest.label} fails on "
@@ -431,7 +513,7 @@ def _rejections(options: Sequence[Option], feasible: Sequence[Option], gpu_keys:
         out.append(Rejection(gpu=key, gpu_name=closest.gpu_name,
                              reasons=tuple(f for f in every if f in closest.failures),
                              detail=detail, closest=closest, never_fits=not fits_somewhere,
-                             most_gpus=max(o.n_gpus for o in mine)))
+                             most_gpus=max(o.n_gpus for o in mine), latency_ms=latency_ms))
     return out
 
 

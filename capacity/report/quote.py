@@ -160,6 +160,8 @@ def rejection_text(r: Rejection, slo: Slo, lang: str) -> str:
     if Reason.TTFT in c.failures:
         pre_s, slo_s = c.prefill_ms / 1e3, slo.ttft_ms / 1e3
         text += (t("rej_prefill", lang, pre=pre_s, slo=slo_s) if c.prefill_ms > slo.ttft_ms
+                 else t("rej_latency", lang, pre=pre_s, ms=r.latency_ms, slo=slo_s)
+                 if c.prefill_ms + r.latency_ms > slo.ttft_ms
                  else t("rej_queue", lang, pre=pre_s, q=slo.quantile * 100, slo=slo_s))
     return text
 
