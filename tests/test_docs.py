@@ -166,6 +166,58 @@ def test_every_planner_url_parameter_is_documented() -> None:
     assert missing == []
 
 
+def _split_outside_brackets(cell: str) -> list[str]:
+    """A table cell's ', '-separated items, a comma inside (...) or [...] kept in its item."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(cell):
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and cell.startswith(", ", i):
+            items.append(cell[start:i])
+            start = i + 2
+    return [item.strip() for item in [*items, cell[start:]]]
+
+
+def _documented_defaults(table: str) -> list[tuple[str, str]]:
+    """(parameter, documented default) for each row of a docs/app.md URL-parameter table
+    whose first cell names the parameters and whose last cell gives one default each."""
+    pairs = []
+    for line in table.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        names = re.findall(r"`([a-z_]+)`", cells[0])
+        values = [cells[-1]] if len(names) == 1 else _split_outside_brackets(cells[-1])
+        assert len(values) == len(names), f"one default per parameter: {line}"
+        pairs += zip(names, (v.replace("`", "") for v in values), strict=True)
+    return pairs
+
+
+@pytest.mark.parametrize("state, heading", [(ExplorerState, "## Links"),
+                                            (PlannerState, "The names (`PlannerState`")])
+def test_url_parameter_defaults_are_the_codes(state: type, heading: str) -> None:
+    """The default docs/app.md gives each URL parameter is the state's field default: a
+    number or a key as written, 'none' / 'empty' / 'all' for an empty one; a default said in
+    words ('the GPU's price ...') is not compared."""
+    table = read(ROOT / "docs" / "app.md").split(heading, 1)[1].split("\n## ", 1)[0]
+    defaults = {f.name: f.default for f in fields(state)}
+    wrong, compared = [], 0
+    for name, doc in _documented_defaults(table):
+        if name not in defaults or doc.startswith("the "):
+            continue  # `pin` is not a field; a default in words
+        code = defaults[name]
+        if doc.split(":")[0] in ("none", "empty", "all"):
+            same = code == ""
+        elif isinstance(code, bool | int | float):
+            same = float(doc) == float(code)
+        else:
+            same = doc == code
+        compared += 1
+        if not same:
+            wrong.append(f"{name}: docs {doc!r}, code {code!r}")
+    assert wrong == []
+    assert compared > len(defaults) * 0.9
+
+
 def _slug(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
