@@ -103,6 +103,23 @@ def test_benchmark_table_is_current() -> None:
     assert rows == sum(len(d["measures"]) for d in report.load_results())
 
 
+def test_readme_client_error_is_the_latest_measured() -> None:
+    """The README's figures for the bench client's own error are bounds on what
+    benchmarks/bench_client.py last measured against the simulator's truth
+    (benchmarks/results/client.json, docs/benchmarks.md)."""
+    import json
+
+    claim = re.search(r"its TTFT p50 within (\d+) ms alone, within (\d+) ms in a closed burst of "
+                      r"(\d+) on (\d+) cores", " ".join(read(README).split()))
+    assert claim is not None, "the README's client-error sentence changed: update this test"
+    alone_ms, burst_ms, burst, cores = (int(x) for x in claim.groups())
+    result = json.loads((ROOT / "benchmarks" / "results" / "client.json").read_text())
+    measured = {m["name"]: m["value"] for m in result["measures"]}
+    assert result["cpu_count"] == cores
+    assert abs(measured["ttft_error_p50_ms_c1"]) < alone_ms
+    assert abs(measured[f"ttft_error_p50_ms_c{burst}"]) < burst_ms
+
+
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
     action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)
