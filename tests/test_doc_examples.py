@@ -201,3 +201,86 @@ def test_wide_ep_pools_sglang_example(capsys: pytest.CaptureFixture[str]) -> Non
     model = default_catalog().variant(d["model_key"]).model
     us = Link(kind="infiniband", send_gb_s=50.0, recv_gb_s=50.0).descriptor_us
     assert descriptors[1] == f"{descriptors_per_rank(model, prompt) * us / 1e3:.0f}"
+
+
+def _tpot_rows(out: str) -> dict[int, list[float]]:
+    """`calibrate`'s TPOT table: concurrency -> measured, chapter's, err, fitted, err, held out,
+    err (errors in %)."""
+    section = out.split("TPOT (decode step), ms", 1)[1].split("median |error|", 1)[0]
+    return {int(cells[0]): [float(c.rstrip("%")) for c in cells[2:]]
+            for cells in (line.split() for line in section.splitlines())
+            if cells and cells[0].isdigit()}
+
+
+@pytest.mark.slow  # three fits of the published levels: 5 to 10 s on 2 busy cores
+def test_published_rtx_4090_sweep(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/calibration.md, "The RTX 4090 published sweep": `calibrate --reference` on
+    Mistral-7B, the table row by row, the TTFT sentence, the fit on three levels that predicts
+    the other two, and the chapter-method fit of the paragraph after it."""
+    import argparse
+
+    from capacity.cli import calibrate
+    from capacity.cli.main import build_parser
+    from capacity.fit.calibration import apply as apply_calibration
+    from capacity.fit.calibration import decode_measured_ms, fit, predict_ms
+    from capacity.fit.planning import scenario_with_basis
+
+    doc = (DOCS / "calibration.md").read_text(encoding="utf-8")
+    section = " ".join(between(doc, "## The RTX 4090 published sweep", "\n## ").split())
+    command = re.search(r"`capacity (calibrate --model mistral[^`]+)`", section)
+    assert command is not None
+    argv = shlex.split(command[1])
+    assert "--reference" in argv
+    out = run(argv, capsys)
+    rows = _tpot_rows(out)
+    table = re.findall(r"\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([-+\d.]+)% \| ([\d.]+) \| "
+                       r"([-+\d.]+)% \| ([\d.]+) \| ([-+\d.]+)% \|", section)
+    assert [int(r[0]) for r in table] == sorted(rows)
+    for c, *cells in table:
+        assert [float(x) for x in cells] == pytest.approx(rows[int(c)], abs=0.005), c
+    medians = re.search(r"\*\*([\d.]+)%\*\* \| \| \*\*([\d.]+)%\*\* \| \| \*\*([\d.]+)%\*\*",
+                        section)
+    assert medians is not None
+    assert (f"median |error|: chapter's {medians[1]}%, fitted {medians[2]}%, held out "
+            f"{medians[3]}%") in out
+
+    ttft = re.search(r"TTFT at concurrency 4: measured (\d+) ms, the chapter's knobs \(MFU 0.3\) "
+                     r"([\d.]+) ms \(\+(\d+)%; the spec sheet's MFU 1, ([\d.]+) ms\)", section)
+    assert ttft is not None
+    measured_ms, chapter_ms, over, spec_ms = ttft.groups()
+    ttft_rows = out.split("TTFT (prefill), ms", 1)[1].split("median |error|", 1)[0]
+    row = next(line.split() for line in ttft_rows.splitlines() if line.startswith("4 "))
+    assert (row[2], f"{float(row[3]):.1f}", f"{float(row[4].rstrip('%')):.0f}") == (
+        measured_ms, chapter_ms, over)
+
+    # fitted on three levels (`--levels`), the other two predicted; the spec sheet's figures
+    args = build_parser().parse_args(argv)
+    base = calibrate.scenario_from_args(argparse.Namespace(**{**vars(args), "draft": None})
+                                        ).with_(step_method="operator")
+    points, _ = calibrate.load_points(args, base)
+    levels = re.search(r"`--levels ([\d,]+)`\), the calibration predicts (\d+) and (\d+) within "
+                       r"([-\d.]+)% and ([-\d.]+)% \(the spec sheet: ([-\d]+)% and ([-\d]+)%",
+                       section)
+    assert levels is not None
+    cal = fit(calibrate.only_levels(points, levels[1]), base, name="levels")
+    spec = scenario_with_basis(base, "spec")
+    fitted_ms, _ = predict_ms(apply_calibration(cal, base), points)
+    spec_step_ms, spec_ttft_ms = predict_ms(spec, points)
+    errors = {int(p.concurrency): (f"{f / m - 1:+.1%}", f"{s / m - 1:+.0%}")
+              for p, f, s in zip(points, fitted_ms, spec_step_ms, strict=True)
+              for m in [decode_measured_ms(p)] if m is not None}
+    assert (errors[int(levels[2])], errors[int(levels[3])]) == (
+        (f"{levels[4]}%", f"{levels[6]}%"), (f"{levels[5]}%", f"{levels[7]}%"))
+    assert f"{float(spec_ttft_ms[0]):.1f}" == spec_ms
+
+    chapter = re.search(r"\(`eff` ([\d.]+), `eta_bw` ([\d.]+) at its bound, the RTX 4090's "
+                        r"measured copy ceiling, and a ([\d.]+) ms step overhead\) and leaves "
+                        r"([\d.]+)% fitted, ([\d.]+)% held out", section)
+    assert chapter is not None
+    out = run([*argv, "--step-method", "chapter"], capsys)
+    eff, eta_bw, step_ms, fitted_err, held_err = chapter.groups()
+    knobs = {line.split()[0]: line.split()[2] for line in out.splitlines()
+             if line.split()[:1] in (["eff"], ["eta_bw"], ["step_overhead_ms"])}
+    assert (f"{float(knobs['eff']):.2f}", f"{float(knobs['eta_bw']):.2f}",
+            f"{float(knobs['step_overhead_ms']):.1f}") == (eff, eta_bw, step_ms)
+    assert f"fitted {fitted_err}%, held out {held_err}%" in out
