@@ -284,3 +284,31 @@ def test_published_rtx_4090_sweep(capsys: pytest.CaptureFixture[str]) -> None:
     assert (f"{float(knobs['eff']):.2f}", f"{float(knobs['eta_bw']):.2f}",
             f"{float(knobs['step_overhead_ms']):.1f}") == (eff, eta_bw, step_ms)
     assert f"fitted {fitted_err}%, held out {held_err}%" in out
+
+
+def _tokens(text: str) -> int:
+    """'256' or '16K' (as the docs write prompt lengths) in tokens."""
+    return int(text[:-1]) * 1024 if text.endswith("K") else int(text)
+
+
+def test_measurement_plan_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/calibration.md, "The measurement plan": the command it shows prints the cells the
+    prose lists for Llama-3.1-8B on the H100, and leaves the knob it names unpinned."""
+    doc = (DOCS / "calibration.md").read_text(encoding="utf-8")
+    section = " ".join(between(doc, "## The measurement plan", "\n## ").split())
+    argv = block_command(doc, "capacity calibrate --plan --model llama-3.1-8b-bf16")
+    argv = [a for a in argv if a not in ("[--format", "json]")]
+    plan = json.loads(run([*argv, "--format", "json"], capsys))
+    said = re.search(r"For Llama-3.1-8B on the H100 it is (\d+) cells \(([^)]*)\)", section)
+    assert said is not None
+    listed = set()
+    for group in said[2].split("; "):
+        lengths, _, levels = group.replace(" tokens", "").partition(" at ")
+        listed |= {(_tokens(p), int(c)) for p in lengths.split(" and ")
+                   for c in re.split(r", | and ", levels)}
+    cells = {(c["prompt_tokens"], c["concurrency"]) for c in plan["cells"]}
+    assert (int(said[1]), listed) == (len(cells), cells)
+    assert f"the plan's {len(cells)} cells of Llama-3.1-8B on the H100" in section
+    unpinned = re.search(r"`(\w+)` stays \"not pinned\"", section)
+    assert unpinned is not None
+    assert "not pinned by any sweep of this grid: " + unpinned[1] in run(argv, capsys)
