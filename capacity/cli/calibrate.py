@@ -11,7 +11,7 @@ It fits the operator step's six decode knobs (F4b: eta_bw, eta_kv, eff, attn_sat
 and per-sequence overhead; with --step-method chapter the chapter's three instead); prefill
 fits MFU, attention MFU and overhead (F6b). The decode step is the median inter-token latency
 where a bench run recorded it. `--plan` prints the smallest sweep (prompt length x concurrency)
-that pins every knob, instead of fitting.
+that pins the knobs, and names any that no sweep of its grid pins, instead of fitting.
 
 Prints the fitted knobs beside the chapter's ones (the knobs before the fit), whether the data
 pinned each down, each point's measured, chapter's, fitted and held-out prediction, and the
@@ -88,8 +88,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                           "--model and --gpu")
     one.add_argument("--plan", action="store_true",
                      help="fit nothing: print the smallest sweep (prompt length x "
-                          "concurrency) that pins every knob of the operator step and of "
-                          "prefill on this --model and --gpu (docs/calibration.md)")
+                          "concurrency) that pins the knobs of the operator step and of "
+                          "prefill on this --model and --gpu, and any no sweep of its grid "
+                          "pins (docs/calibration.md)")
     src.add_argument("--format-in", choices=FORMATS, default=None,
                      help="format of --measured (default: guessed from the content)")
     src.add_argument("--concurrency", type=number(min=0, max=MAX_CONCURRENCY, min_open=True),
