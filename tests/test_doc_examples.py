@@ -312,3 +312,25 @@ def test_measurement_plan_example(capsys: pytest.CaptureFixture[str]) -> None:
     unpinned = re.search(r"`(\w+)` stays \"not pinned\"", section)
     assert unpinned is not None
     assert "not pinned by any sweep of this grid: " + unpinned[1] in run(argv, capsys)
+
+
+def test_what_moves_tpot_most() -> None:
+    """docs/calibration.md, "Uncertainty": the inputs `sensitivity` sorts first for TPOT at the
+    chapter's 50 x 8K on the RTX 4090, in the doc's order, with the first one's range."""
+    from capacity.fit.uncertainty import sensitivity
+    from capacity.report.urlstate import DEFAULT_STATE
+
+    doc = " ".join((DOCS / "calibration.md").read_text(encoding="utf-8").split())
+    said = re.search(r"at 50 x 8K on the chapter's RTX 4090, bandwidth moves TPOT most "
+                     r"\(([\d.]+) to ([\d.]+) ms\), then ([^;]+); MFU and `eff` do nothing", doc)
+    assert said is not None
+    assert (DEFAULT_STATE.c, DEFAULT_STATE.ctx, DEFAULT_STATE.gpu) == (50, 8192, "rtx-4090")
+    moved = sensitivity(DEFAULT_STATE.scenario(default_catalog()), 50, "step_ms")
+    words = {"context_tokens": "context", "layer_overhead_ms": "the per-layer overhead",
+             "eta_bw": "`eta_bw`", "step_overhead_ms": "the per-step overhead"}
+    first, *rest = moved
+    assert first.name == "bandwidth_gb_s"
+    assert (f"{first.output_low:.1f}", f"{first.output_high:.1f}") == (said[1], said[2])
+    named = [words.get(s.name, s.name) for s in rest[:len(words)]]
+    assert said[3] == ", ".join(named[:-1]) + " and " + named[-1]
+    assert all(s.swing == 0 for s in moved if s.name in ("mfu", "eff"))
