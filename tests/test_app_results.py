@@ -143,13 +143,18 @@ def test_a_saved_calibration_replaces_the_unsaved_entry(env: Path) -> None:
     at.run()
     at.text_input(key="r_cal_name").set_value("sweep-a-cal")
     at.button(key="r_fit").click().run()
-    assert at.selectbox(key="r_calibration").value == "__fitted__"
+    before = at.selectbox(key="r_calibration")
+    assert before.value == "__fitted__"
+    # the saved ones: the bundled calibration, and in a checkout whatever the user saved in
+    # its data/calibrations (the README's `calibrate --save my-4090`)
+    assert before.options[0] == "spec-sheet only" and "rtx-4090-vllm-published" in before.options
+    assert before.options[-1] == "sweep-a-cal (fitted now, not saved)"
     fitted_medians = at.dataframe[1].value
 
     at.button(key="r_save").click().run()
     assert not at.exception and not at.error
     choice = at.selectbox(key="r_calibration")
-    assert choice.options == ["spec-sheet only", "rtx-4090-vllm-published", "sweep-a-cal"]
+    assert choice.options == [*before.options[:-1], "sweep-a-cal"]
     assert choice.value == "sweep-a-cal"
     assert at.dataframe[1].value.equals(fitted_medians)  # the same calibration, now saved
     assert "calibration: sweep-a-cal" in texts(at)
