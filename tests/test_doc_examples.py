@@ -334,3 +334,23 @@ def test_what_moves_tpot_most() -> None:
     named = [words.get(s.name, s.name) for s in rest[:len(words)]]
     assert said[3] == ", ".join(named[:-1]) + " and " + named[-1]
     assert all(s.swing == 0 for s in moved if s.name in ("mfu", "eff"))
+
+
+@pytest.mark.slow  # one search of every catalog GPU on the typical basis: 1 to 2 s
+def test_planner_gpu_band_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/app.md (the Planner) and docs/method.md ("Planning with a calibration") quote the
+    GPU band of the Planner's default inputs on `?cal=typical:vllm`: `capacity size --typical
+    vllm`'s `gpu_band` at the Planner's defaults (its daily users; every other default the
+    same as the command's)."""
+    from capacity.report.planner_url import PlannerState
+
+    app = " ".join((DOCS / "app.md").read_text(encoding="utf-8").split())
+    said = re.search(r'\("([^"]+)", the Planner\'s default on `\?cal=typical:vllm`', app)
+    assert said is not None
+    method = " ".join((DOCS / "method.md").read_text(encoding="utf-8").split())
+    assert f'("{said[1]}", `GpuBand.slow_misses`)' in method
+    d = PlannerState()
+    assert (d.mode, d.cal) == ("dau", "")
+    out = json.loads(run(["size", "--dau", str(d.dau), "--model", d.model, "--typical", "vllm",
+                          "--format", "json"], capsys))
+    assert out["gpu_band"]["text"] == said[1]
