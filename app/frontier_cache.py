@@ -17,6 +17,7 @@ import pandas as pd
 
 from app import cache
 from app import measure_state as ms
+from capacity.bench.engine_info import sim_speedup
 from capacity.errors import CapacityError
 from capacity.fit.frontier import (
     PRICE_KINDS,
@@ -81,8 +82,9 @@ def _num(v: object) -> float | None:
 def run_points(model: str, gpus: Sequence[str], lang: str) -> tuple[list[Point], int, int]:
     """The stored runs' levels of `model` on one of `gpus` as chart points: interactivity =
     1000 / the level's mean TPOT (its median where no mean), throughput per GPU = its aggregate
-    output tok/s / its GPUs. Also (runs plotted, runs of the model left out: another GPU, or no
-    TPOT and throughput)."""
+    output tok/s / its GPUs. Also (runs plotted, runs of the model left out: another GPU, no
+    TPOT and throughput, or a simulated endpoint run at a `--speedup` other than 1, whose times
+    are that many times shorter than the GPU's it names: `engine_info.sim_speedup`)."""
     try:
         runs, _ = ms.runs()
     except CapacityError:
@@ -90,11 +92,12 @@ def run_points(model: str, gpus: Sequence[str], lang: str) -> tuple[list[Point],
     pts: list[Point] = []
     shown = skipped = 0
     for r in runs.itertuples():
-        meta_model = (ms.run_meta(str(r.dir)).get("args") or {}).get("predict_model")
+        meta = ms.run_meta(str(r.dir))
+        meta_model = (meta.get("args") or {}).get("predict_model")
         if not (_same_model(r.model, model) or _same_model(meta_model, model)):
             continue
-        if str(r.gpu) not in gpus:
-            skipped += 1
+        if str(r.gpu) not in gpus or sim_speedup(meta) != 1.0:
+            skipped += 1  # another GPU, or a simulator whose times are `speedup` x shorter
             continue
         got = []
         for row in ms.levels(str(r.run_id)).to_dict("records"):

@@ -211,3 +211,33 @@ def test_quote_fragment_without_a_recommendation(catalog: Catalog) -> None:
     p = plan(inp, catalog)
     assert p.best is None
     assert frontier_blocks(p, catalog=catalog) == []
+
+
+def test_a_sped_up_simulator_run_is_not_drawn_as_measured(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of `capacity sim-server --speedup 20` (the README's step 3) measured times 20 x
+    shorter than the RTX 4090 it names: the buyer's chart counted it among the card's
+    measured points, 20 x too fast. It is left out (counted), the real-time run drawn."""
+    import json
+    import shutil
+
+    from app import frontier_cache as fc
+
+    sample = Path(__file__).resolve().parent.parent / "data" / "bench" / "sample-rtx-4090-sim"
+    run = next(p for p in sample.iterdir() if p.is_dir())
+    bench = tmp_path / "bench"
+    shutil.copytree(run, bench / "real-time" / run.name)
+    fast = bench / "sped-up" / run.name
+    shutil.copytree(run, fast)
+    meta = json.loads((fast / "meta.json").read_text())
+    meta["label"] = "sped-up"
+    meta["engine_info"] = {**meta.get("engine_info", {}), "sim_speedup": 20.0}
+    (fast / "meta.json").write_text(json.dumps(meta))
+    real = json.loads((bench / "real-time" / run.name / "meta.json").read_text())
+    (bench / "real-time" / run.name / "meta.json").write_text(json.dumps({**real,
+                                                                        "label": "real-time"}))
+    monkeypatch.setenv("CAPACITY_BENCH_DIR", str(bench))
+    pts, shown, skipped = fc.run_points("qwen3.5-9b", ("rtx-4090",), "en")
+    assert (shown, skipped) == (1, 1)
+    assert pts and all("real-time" in label for _, _, label in pts)
+    assert "speed-up other than 1" in t("frv_measured_note", "en", runs=1, skipped=1, pub=0)
