@@ -471,7 +471,7 @@ def fit(points: Sequence[MeasuredPoint], base: Scenario, *, name: str = "",
         if loose:
             notes.append(Note("not pinned by these points (they stay near their prior): "
                               + ", ".join(loose) + "; `capacity calibrate --plan` lists a "
-                              "sweep that pins every knob", code="not_pinned",
+                              "sweep that pins them where its grid can", code="not_pinned",
                               names=", ".join(loose)))
         if kind == PointKind.TPOT:
             corr = split_correlation(problem.names, post)

@@ -1,4 +1,5 @@
-"""A measurement plan: the smallest sweep that pins every knob of a calibration (F11, F4b, F6b).
+"""A measurement plan: the smallest sweep that pins the knobs of a calibration (F11, F4b, F6b)
+that its grid can pin, naming any it cannot (`MeasurementPlan.not_pinned`).
 
 `measurement_plan(scenario)` picks, from a grid of prompt lengths (256 to 32K tokens, within
 the model's context) and concurrency levels (1 to 256, within what fits in memory at that
@@ -162,8 +163,8 @@ def candidate_cells(s: Scenario) -> list[tuple[int, int]]:
 
 
 def measurement_plan(s: Scenario) -> MeasurementPlan:
-    """The smallest sweep (greedy, module docstring) that pins every knob on `s`'s model,
-    GPU, TP and KV precision."""
+    """The smallest sweep (greedy, module docstring) that pins the knobs on `s`'s model, GPU,
+    TP and KV precision that its grid can pin (the rest: `MeasurementPlan.not_pinned`)."""
     s = s.with_(step_method=StepMethod.OPERATOR.value, eta_kv=None, attn_mfu=None)
     grid = candidate_cells(s)
     if not grid:
