@@ -42,6 +42,25 @@ def test_the_bundled_calibration_is_there() -> None:
 
 
 @pytest.mark.slow
+def test_the_bundled_calibration_is_what_its_documented_command_fits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/calibration.md: the shipped file is `capacity calibrate --model
+    mistral-7b-v0.3-bf16 --gpu rtx-4090 --reference`. Until 2026-12-08 it was a fit of
+    2026-11-30 that today's command no longer gave (eff 0.5 against the typical basis' 0.706,
+    no overhead/bandwidth split): every fitted knob and note now matches a fresh fit."""
+    monkeypatch.setenv("CAPACITY_CALIBRATIONS_DIR", str(tmp_path))
+    assert main(["calibrate", "--model", "mistral-7b-v0.3-bf16", "--gpu", "rtx-4090",
+                 "--reference", "--save", "fresh"]) == 0
+    fresh = load("fresh")
+    shipped = load("rtx-4090-vllm-published")
+    for knob in ("eta_bw", "eta_kv", "eff", "mfu", "attn_mfu", "seq_overhead_ms",
+                 "prefill_overhead_ms", "split_ridge_ms"):
+        assert getattr(fresh, knob) == pytest.approx(getattr(shipped, knob), rel=1e-6,
+                                                     abs=1e-9), knob
+    assert [str(n) for n in fresh.notes] == [str(n) for n in shipped.notes]
+
+
+@pytest.mark.slow
 def test_calibrated_plan_predicts_like_the_explorer(catalog: Catalog) -> None:
     cal = load(CAL)
     inp = with_calibration(_inputs(), cal)
