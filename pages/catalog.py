@@ -20,7 +20,7 @@ from capacity.catalog import model_files
 from capacity.catalog.loader import LAYER_KINDS
 from capacity.errors import CapacityError
 from capacity.report import catalog_tables
-from capacity.report.i18n import error_text, t
+from capacity.report.i18n import error_text, note_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -70,7 +70,7 @@ except CapacityError as exc:
     st.error(T("err_catalog", msg=error_text(exc, lang)))
     st.stop()
 for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
-    st.warning(markdown_plain(catalog_warning))  # it quotes the file: plain text
+    st.warning(markdown_plain(note_text(catalog_warning, lang)))  # it quotes the file: plain text
 
 def table_height(n_rows: int) -> int:
     """Pixels that show every row and the header, no more: Streamlit's rows are 35 px, plus 3

@@ -53,7 +53,7 @@ except CapacityError as exc:
     st.error(T("err_catalog", msg=error_text(exc, lang)))
     st.stop()
 for catalog_warning in catalog.warnings:  # a bad custom file, skipped: name it, to be fixed
-    st.warning(markdown_plain(catalog_warning))  # it quotes the file: plain text
+    st.warning(markdown_plain(note_text(catalog_warning, lang)))  # it quotes the file: plain text
 
 notices = init_explorer(catalog)
 st.session_state.setdefault("ex_c_max", max(1024, int(st.session_state[key("c")])))

@@ -1,7 +1,10 @@
 """The Catalog page's upload errors in the page's language: every CatalogError of the model-file
 reader and of the custom-entry saver carries a code (`note_<code>` in data/i18n/), so
 `error_text(exc, "zh")` says it in Chinese while the CLI keeps the English text; and a message
-names the uploaded file, not a hard-coded 'config.json' or the reader's temporary file."""
+names the uploaded file, not a hard-coded 'config.json' or the reader's temporary file. The
+catalog reader's own file errors (`capacity.catalog.loader`) too, and its warnings naming a
+custom file it skipped ('skipped custom GPU .../x.toml: ...' on the Chinese Catalog and
+Explorer pages until 2026-12-08)."""
 
 from __future__ import annotations
 
@@ -15,13 +18,13 @@ import pytest
 
 from capacity.catalog import custom as cc
 from capacity.catalog import model_files
-from capacity.catalog.loader import default_catalog
+from capacity.catalog.loader import default_catalog, load_catalog
 from capacity.errors import CatalogError
-from capacity.report.i18n import bundled, error_text
+from capacity.report.i18n import bundled, error_text, note_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ["capacity/catalog/model_files.py", "capacity/catalog/custom.py",
-           "capacity/catalog/gguf_reader.py"]
+           "capacity/catalog/gguf_reader.py", "capacity/catalog/loader.py"]
 MODEL = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000}
 LATIN_WORDS = re.compile(r"\b(neither|missing|expected|must be|not valid|already exists|"
@@ -115,3 +118,56 @@ def test_a_config_path_names_its_own_file(tmp_path: Path) -> None:
     path.write_text(json.dumps({k: v for k, v in MODEL.items() if k != "vocab_size"}))
     with pytest.raises(CatalogError, match=r"^partial\.json: missing vocab_size$"):
         model_files.table_from_path(path, as_of="2026-11")
+
+
+def test_the_custom_files_the_catalog_skips_are_named_in_chinese(tmp_path: Path) -> None:
+    """A custom folder with a file that is no TOML, one that is no UTF-8 and one with a bad
+    field: the catalog loads without them, and each warning says why in the page's language
+    (until 2026-12-08 'skipped custom model .../broken.toml: broken.toml: not valid TOML:
+    Invalid value (at line 1, column 7)' on the Chinese pages)."""
+    gpu = (ROOT / "data/gpus/rtx-4090.toml").read_text(encoding="utf-8")
+    for kind, name, data in [
+            ("models", "broken.toml", b"key = \n"),
+            ("gpus", "latin.toml", b"key = '\xff'\n"),
+            ("gpus", "zero.toml", gpu.replace('key = "rtx-4090"', 'key = "my-gpu"')
+             .replace("memory_gb = 24", "memory_gb = 0").encode())]:
+        (tmp_path / kind).mkdir(exist_ok=True)
+        (tmp_path / kind / name).write_bytes(data)
+    cat = load_catalog(ROOT / "data", extra_dirs=[tmp_path])
+    assert "my-gpu" not in cat.gpus and len(cat.warnings) == 3
+    cli = sorted(cat.warnings)   # the CLI's text, unchanged
+    assert cli[0].startswith(f"skipped custom GPU {tmp_path / 'gpus' / 'latin.toml'}: "
+                             "latin.toml: not UTF-8 text")
+    assert cli[2].endswith("broken.toml: not valid TOML: Invalid value (at line 1, column 7)")
+    assert sorted(note_text(w, "en") for w in cat.warnings)[2].endswith(
+        "broken.toml: not valid TOML: an error at line 1, column 7")
+    zh = sorted(note_text(w, "zh") for w in cat.warnings)
+    assert zh == sorted([
+        f"已跳过自定义 GPU {tmp_path / 'gpus' / 'latin.toml'}：latin.toml：不是 UTF-8 文本；"
+        "请以 UTF-8 编码保存该文件",
+        f"已跳过自定义 GPU {tmp_path / 'gpus' / 'zero.toml'}：zero.toml：条目 'my-gpu' 的字段 "
+        "'memory_gb'：须大于 0，实为 0",
+        f"已跳过自定义模型 {tmp_path / 'models' / 'broken.toml'}：broken.toml：不是有效的 TOML："
+        "第 1 行第 7 列有误"]), zh
+    assert not [z for z in zh if LATIN_WORDS.search(z) or "skipped" in z]
+
+
+@pytest.mark.parametrize(("layout", "english", "chinese"), [
+    ({"weight_formats.toml": b"[[format]\n"}, "weight_formats.toml: not valid TOML",
+     "weight_formats.toml：不是有效的 TOML：第 1 行"),
+    ({"weight_formats.toml": b"x = 1\n"}, "weight_formats.toml: no [[format]] entries",
+     "weight_formats.toml：没有 [[format]] 条目"),
+    ({}, "no models or no GPUs found under models/ and gpus/",
+     "models/ 和 gpus/ 下没有模型或没有 GPU")])
+def test_a_broken_data_folder_is_said_in_chinese(tmp_path: Path, layout: dict[str, bytes],
+                                                 english: str, chinese: str) -> None:
+    """$CAPACITY_DATA_DIR naming a folder that holds no catalog: the pages' error in Chinese."""
+    (tmp_path / "weight_formats.toml").write_bytes(
+        (ROOT / "data/weight_formats.toml").read_bytes())
+    for name, data in layout.items():
+        (tmp_path / name).write_bytes(data)
+    with pytest.raises(CatalogError) as info:
+        load_catalog(tmp_path)
+    assert english in str(info.value)
+    assert chinese in error_text(info.value, "zh")
+    assert not LATIN_WORDS.search(error_text(info.value, "zh"))

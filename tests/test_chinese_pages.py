@@ -166,12 +166,16 @@ def allowed() -> set[str]:
 
 @pytest.fixture
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A custom sliding-window model (its layer kinds on Catalog) in a folder of its own."""
+    """A custom sliding-window model (its layer kinds on Catalog) in a folder of its own, and a
+    custom GPU file that is no TOML (the warning naming it, skipped, on Catalog and Explorer)."""
     monkeypatch.setenv(catalog_custom.ENV_VAR, str(tmp_path / "custom"))
     catalog_custom.clear_caches()
     text = (ROOT / "data" / "models" / "gemma-3-27b.toml").read_text(encoding="utf-8")
     catalog_custom.save_toml(text.replace('key = "gemma-3-27b"', 'key = "my-gemma-27b"'),
                              default_catalog())
+    (tmp_path / "custom" / "gpus").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "custom" / "gpus" / "broken.toml").write_text("key = \n", encoding="utf-8")
+    catalog_custom.clear_caches()
     yield tmp_path
     catalog_custom.clear_caches()
 
@@ -198,6 +202,8 @@ def test_every_page_in_chinese_has_no_english_words(page: str, workspace: Path,
         log = (ROOT / "tests" / "fixtures" / "vllm_logs" / "v0.11.0.log").read_text()
         at.text_area(key="r_vllm").set_value(log).run()  # the log's terms and their causes
         assert not at.exception and any("KV 缓存容量" in x for _, x in page_texts(at))
+    if page in ("pages/catalog.py", "pages/explorer.py"):
+        assert any("已跳过自定义 GPU" in x and "broken.toml" in x for x in texts)
     if page == "pages/catalog.py":
         assert any("my-gemma-27b" in x for x in texts)
         assert any("滑动窗口" in x for x in texts)  # a layer kind, in Chinese

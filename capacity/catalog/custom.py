@@ -14,8 +14,6 @@ so it is saved only with `overwrite` (the page's 'replace' box), like a custom e
 from __future__ import annotations
 
 import contextlib
-import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,10 +30,10 @@ from capacity.catalog.loader import (
     default_catalog,
     parse_gpu,
     parse_model,
+    toml_table,
 )
 from capacity.errors import CatalogError
 from capacity.types import Note
-from capacity.untrusted import loads_toml
 
 ENV_VAR = workspace.CAPACITY_CUSTOM_DIR
 
@@ -51,21 +49,9 @@ def clear_caches() -> None:
 
 
 def parse_toml_text(text: str | bytes, name: str = "upload.toml") -> dict[str, Any]:
-    """Parse TOML text; a syntax error becomes a CatalogError naming the line."""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise CatalogError(Note(f"{name}: not UTF-8 text; save the file as UTF-8",
-                                    code="custom_not_utf8", file=name)) from None
-    try:
-        return loads_toml(text)
-    except tomllib.TOMLDecodeError as exc:
-        at = re.search(r"at line (\d+), column (\d+)", str(exc))
-        detail = Note(str(exc), code="parse_at", line=int(at[1]), col=int(at[2])) if at \
-            else Note(str(exc), code="parse_failed")
-        raise CatalogError(Note(f"{name}: not valid TOML: {exc}", code="custom_not_toml",
-                                file=name, detail=detail)) from None
+    """Parse TOML text; a syntax error becomes a CatalogError naming the line (the catalog
+    reader's own `toml_table`)."""
+    return toml_table(text, name)
 
 
 def validate_model(table: Mapping[str, Any], catalog: Catalog,

@@ -402,6 +402,9 @@ class Catalog:
     gpus: Mapping[str, Gpu]
     formats: Mapping[str, WeightFormat]
     warnings: tuple[str, ...] = field(default=())
+    """The custom files skipped, one line each (`Note`s, code `catalog_skipped_model` or
+    `_gpu`, their reason a Note too: `capacity.report.i18n.note_text` says them in a page's
+    language)."""
 
     def gpu(self, key: str) -> Gpu:
         """The GPU with this key (case-insensitive; spaces become hyphens)."""
@@ -559,15 +562,34 @@ class _Entry:
                             known=known)
 
 
+def toml_table(text: str | bytes, name: str) -> dict[str, Any]:
+    """A catalog file's TOML text (`name`: the file's name, for the message) parsed; bytes that
+    are not UTF-8 or a syntax error become a CatalogError naming the file and the line, with a
+    code (`note_custom_not_utf8`, `note_custom_not_toml`) so a page says it in its language."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CatalogError(Note(f"{name}: not UTF-8 text; save the file as UTF-8",
+                                    code="custom_not_utf8", file=name)) from None
+    try:
+        return loads_toml(text)
+    except tomllib.TOMLDecodeError as exc:
+        at = re.search(r"at line (\d+), column (\d+)", str(exc))
+        detail = Note(str(exc), code="parse_at", line=int(at[1]), col=int(at[2])) if at \
+            else Note(str(exc), code="parse_failed")
+        raise CatalogError(Note(f"{name}: not valid TOML: {exc}", code="custom_not_toml",
+                                file=name, detail=detail)) from None
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return loads_toml(path.read_bytes().decode("utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{path.name}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise CatalogError(f"{path.name}: not UTF-8 text; save the file as UTF-8") from None
+        data = path.read_bytes()
     except OSError as exc:
-        raise CatalogError(f"{path}: cannot read: {exc.strerror}") from None
+        why = str(exc.strerror or exc)
+        raise CatalogError(Note(f"{path}: cannot read: {why}", code="catalog_unreadable",
+                                path=str(path), why=why)) from None
+    return toml_table(data, path.name)
 
 
 def _check_key(e: _Entry) -> str:
@@ -737,7 +759,8 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
         fmt = parse_format(fpath, table)
         formats[fmt.key] = fmt
     if not formats:
-        raise CatalogError(f"{fpath.name}: no [[format]] entries")
+        raise CatalogError(Note(f"{fpath.name}: no [[format]] entries", code="catalog_no_formats",
+                                file=fpath.name))
     models: dict[str, Model] = {}
     gpus: dict[str, Gpu] = {}
     warnings: list[str] = []
@@ -754,9 +777,13 @@ def load_catalog(data_dir: Path | str = DATA_DIR,
             except CatalogError as exc:
                 if not custom:  # a bad bundled file is a bug: fail loudly
                     raise
-                warnings.append(f"skipped custom {kind} {path}: {exc}")
+                reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+                warnings.append(Note(f"skipped custom {kind} {path}: {exc}",
+                                     code=f"catalog_skipped_{kind.lower()}", path=str(path),
+                                     reason=reason))  # the reason: a Note, said in the page's language
     if not models or not gpus:
-        raise CatalogError(f"{root}: no models or no GPUs found under models/ and gpus/")
+        raise CatalogError(Note(f"{root}: no models or no GPUs found under models/ and gpus/",
+                                code="catalog_empty", folder=str(root)))
     return Catalog(models=models, gpus=gpus, formats=formats, warnings=tuple(warnings))
 
 
