@@ -1,10 +1,12 @@
 """The quote in Chinese: the buyer's-chart tables write a configuration with the Chinese comma
 ('RTX 4090，awq，fp8 KV', as the rest of the zh quote), and a mix's fleet table whose
 workloads have different percentiles heads its latency columns in Chinese, not 'TTFT' /
-'TPOT' (until 2026-12-07 both stayed English-punctuated / English)."""
+'TPOT', and writes each row's percentile in full-width brackets ('1.20 s（p99）'): the comma
+and headers stayed English until 2026-12-07, the brackets ('1.20 s (p99)') until 2026-12-08."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -44,5 +46,11 @@ def test_a_mix_of_percentiles_heads_its_latencies_in_chinese() -> None:
                  default_catalog())
     assert m.best is not None
     zh = render_markdown(mix_quote_blocks(m, lang="zh"))
+    en = render_markdown(mix_quote_blocks(m, lang="en"))
     assert "| 首字延迟 | 每 token 延迟 |" in zh, zh
-    assert "| TTFT | TPOT |" in render_markdown(mix_quote_blocks(m, lang="en"))
+    assert "| TTFT | TPOT |" in en
+    # each row's percentile in full-width brackets in Chinese ('1.2 s (p99)' until 2026-12-08)
+    for q in ("90", "99"):
+        assert re.search(rf"\| [\d.]+ m?s（p{q}） \| [\d.]+ m?s（p{q}） \|", zh), zh
+        assert re.search(rf"\| [\d.]+ m?s \(p{q}\) \| [\d.]+ m?s \(p{q}\) \|", en), en
+    assert " (p9" not in zh

@@ -642,8 +642,9 @@ def mix_quote_blocks(mix: MixPlan, *, lang: str = "en", catalog: Catalog | None 
         (p.name, p.plan.model_name, option_label(p.option, lang), str(p.option.paid_gpus),
          fmt_money(p.option.cost_per_month, cur), f"{fleet.share(p):.0%}",
          fmt_money(p.option.cost_per_mtok, cur),
-         fmt_ms(p.option.ttft_ms) + ("" if head_q else f" (p{p.plan.inputs.slo.quantile * 100:g})"),
-         fmt_ms(p.option.tpot_ms) + ("" if head_q else f" (p{p.plan.inputs.slo.quantile * 100:g})"))
+         *(fmt_ms(ms) if head_q else t("mix_lat_q", lang, v=fmt_ms(ms),
+                                       q=p.plan.inputs.slo.quantile * 100)
+           for ms in (p.option.ttft_ms, p.option.tpot_ms)))
         for p in fleet.parts)
     total = (t("mix_total", lang), "", "", str(fleet.paid_gpus),
              fmt_money(fleet.cost_per_month, cur), "100%", "", "", "")
