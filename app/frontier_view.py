@@ -79,6 +79,12 @@ def kind_label(kind: str, lang: str) -> str:
     return t("pl_offer_catalog", lang) if kind == "catalog" else t("offer_kind_" + kind, lang)
 
 
+def _config_at(config: str, provider: str, lang: str) -> str:
+    """A configuration and the provider whose offer prices it, in `lang`'s punctuation
+    ('MI300X，awq，fp16 KV，本章引擎（Vultr）' in Chinese)."""
+    return t("with_paren", lang, what=config, detail=provider) if provider else config
+
+
 def read_off_frame(rows: Sequence[CostReadOff], lang: str, *,
                    kinds: bool = False) -> pd.DataFrame:
     """Per price kind, the group with the lowest cost per M output tokens at the target (and
@@ -91,9 +97,10 @@ def read_off_frame(rows: Sequence[CostReadOff], lang: str, *,
         g = None if best is None else best.group
         out.append({
             t("frv_col_kind", lang): kind_label(kind, lang),
-            t("frv_col_config", lang): "-" if g is None else (
-                f"{g.gpu_name}, {g.weights}, {g.kv_dtype} KV, {engine_short(g.engine, lang)}"
-                + (f" ({best.provider})" if best and best.provider else "")),
+            t("frv_col_config", lang): "-" if g is None else _config_at(
+                t("comma", lang).join([group_config(g.gpu_name, g.weights, g.kv_dtype, lang),
+                                       engine_short(g.engine, lang)]),
+                best.provider if best else "", lang),
             **({t("fr_deployment", lang): "-" if g is None else deployment_label(
                 g.deployment, lang)} if kinds else {}),
             t("fr_y", lang): None if best is None else best.throughput_tok_s_per_gpu,

@@ -78,6 +78,13 @@ def reference_text(s: ReferenceSweep, lang: str) -> str:
              gpu=s.gpu_name, engine=s.engine, p=f"{s.prompt_tokens:g}", o=f"{s.output_tokens:g}")
 
 
+def published_series(s: ReferenceSweep, lang: str) -> str:
+    """A published sweep's series on the charts: 'published: <its name>' ('公开数据：...' in
+    Chinese), the same whether it is the chart's own series or one added beside a run (so the
+    page can drop the copy of the one it shows as its own)."""
+    return t("r_published", lang) + t("colon", lang) + reference_text(s, lang)
+
+
 def overlay_caption(ov: Overlay, scenario: Scenario, lang: str) -> str:
     """What the overlay predicts with: the lengths, model, GPUs and calibration."""
     return t("r_overlay_help", lang, prompt=ov.prompt_tokens, output=ov.output_tokens,

@@ -83,7 +83,7 @@ models_tab, gpus_tab, add_tab = st.tabs([T("tab_models"), T("tab_gpus"), T("tab_
 with models_tab:
     rows = pd.DataFrame(catalog_tables.model_rows(
         catalog, kind_names={k: T("layer_" + k) for k in LAYER_KINDS},
-        window=T("layer_window", w="{w}")))
+        window=T("layer_window", kind="{kind}", w="{w}")))
     rows["embeddings"] = [T("emb_" + v) for v in rows["embeddings"]]
     rows.columns = [T("mc_" + c) for c in rows.columns]
     st.dataframe(rows, hide_index=True, width="stretch", key="cat_models",

@@ -89,14 +89,14 @@ refs = st.multiselect(T("r_reference"), list(ref_by_label), key="r_reference",
                       help=T("r_reference_help"),
                       format_func=lambda lb: view.reference_text(ref_by_label[lb], lang),
                       placeholder=T("choose_options"))
-extra = rs.extra_series([(f"{T('r_published')}: {view.reference_text(s, lang)}", s.points)
+extra = rs.extra_series([(view.published_series(s, lang), s.points)
                          for s in sweeps if s.label in refs], m.compare)
 
 if not m.points:
     if not refs:
         st.info(T("r_nothing"))
         st.stop()
-    m = rs.from_reference(ref_by_label[refs[0]], f"{T('r_published')}: {refs[0]}")
+    m = rs.from_reference(ref_by_label[refs[0]], view.published_series(ref_by_label[refs[0]], lang))
     extra = extra[extra["series"] != m.series] if not extra.empty else extra
 
 try:

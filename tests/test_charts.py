@@ -122,6 +122,25 @@ def test_labels_are_translatable(seed: Scenario) -> None:
     assert "带宽项" in text and "并发请求数" in text and "bandwidth term" not in text
 
 
+def test_chinese_rule_labels_and_titles_use_full_width_punctuation(seed: Scenario) -> None:
+    """'所选并发: 50', '显存: 24.0 GB' and '每百万 token 成本 (CNY)' until 2026-12-08: a rule's
+    label and a title's unit in the language's colon and brackets (the labels travel as the
+    charts' data, which the Chinese page scan in tests/test_chinese_pages.py does not read)."""
+    from app.i18n import chart_labels
+
+    d = chart_data(seed, 50, slo_tpot_ms=40, slo_cost=1.0)
+    zh = datasets(d, chart_labels("zh"))
+    labels = [str(v) for sets in zh.values() for df in sets.values() if "label" in df
+              for v in df["label"] if isinstance(v, str)]
+    assert any(x.startswith("所选并发：50") for x in labels), labels
+    assert any(x.startswith("显存：") and x.endswith(" GB") for x in labels), labels
+    assert not [x for x in labels if ": " in x], labels
+    en = datasets(d, chart_labels("en"))["step_time"]["v_chosen"]["label"].tolist()
+    assert en == ["chosen concurrency: 50"]
+    spec = json.dumps(specs(d, chart_labels("zh"))["cost"], ensure_ascii=False)
+    assert f"每百万 token 成本（{d.currency}）" in spec and f"({d.currency})" not in spec
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("model", "gpu", "gpus", "tp"), [
     pytest.param("deepseek-v3", "h200-sxm", 8, 8, id="mla-moe-tp8"),

@@ -15,18 +15,21 @@ from capacity.units import KIB
 def _layers_text(model: Model, kind_names: Mapping[str, str], window: str) -> str:
     parts = []
     for g in model.layer_groups:
-        extra = f" ({window.format(w=g.window_tokens)})" if g.kind == "sliding" else ""
-        parts.append(f"{g.count} {kind_names.get(g.kind, g.kind)}{extra}")
+        name = kind_names.get(g.kind, g.kind)
+        if g.kind == "sliding":
+            name = window.format(kind=name, w=g.window_tokens)
+        parts.append(f"{g.count} {name}")
     return " + ".join(parts)
 
 
 def model_rows(catalog: Catalog, *, kind_names: Mapping[str, str] | None = None,
-               window: str = "w={w}") -> list[dict[str, Any]]:
+               window: str = "{kind} (w={w})") -> list[dict[str, Any]]:
     """One row per model: layers by kind, KV per token (fp16 and fp8, KiB), whether the output
     head shares the input embedding table ('tied', 'separate', 'unknown'), weights per format
     (GB, stated sizes marked), limits, source and date. `kind_names` names the layer kinds
-    ('full', 'sliding'...: as they are when absent) and `window` (with `{w}`, in tokens) a
-    sliding window, so a page can show them in its language."""
+    ('full', 'sliding'...: as they are when absent) and `window` a sliding group (`{kind}`, its
+    name, and `{w}`, its window in tokens: '{kind}（窗口 {w}）' in Chinese, with the full-width
+    brackets), so a page can show them in its language."""
     rows = []
     for m in sorted(catalog.models.values(), key=lambda m: m.key):
         weights = {}

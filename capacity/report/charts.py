@@ -77,6 +77,8 @@ DEFAULT_LABELS: Final[dict[str, str]] = {
     "current": "this what-if",
     "pinned": "pinned",
     "what_if": "what-if",
+    "colon": ": ",  # between a rule's name and its value; Chinese: '：'
+    "with_unit": "{what} ({unit})",  # an axis title with its unit; Chinese: '{what}（{unit}）'
 }
 
 
@@ -360,7 +362,7 @@ def _template(name: str, items: LabelItems, currency: str) -> dict[str, Any]:
              alt.Tooltip("value:Q", title=L("ttft_s"), format=",.3f")])
         return _finish(layers + _rule_layers(), 300)
     if name == "cost":
-        title = f"{L('cost')} ({currency})"
+        title = L("with_unit").format(what=L("cost"), unit=currency)
         layers = _hover_lines(
             "hover_cost", L("concurrency"), title, [L("cost")], [COLORS["cost"]],
             [alt.Tooltip("x:Q", title=L("concurrency"), format=",.0f"),
@@ -425,12 +427,12 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
 
 
-def _rule(x: float, label: str) -> pd.DataFrame:
-    return pd.DataFrame({"x": [x], "label": [f"{label}: {x:,.4g}"]})
+def _rule(x: float, label: str, labels: Mapping[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({"x": [x], "label": [f"{label}{_l(labels, 'colon')}{x:,.4g}"]})
 
 
-def _hrule(y: float, label: str) -> pd.DataFrame:
-    return pd.DataFrame({"y": [y], "label": [f"{label}: {y:,.4g}"]})
+def _hrule(y: float, label: str, labels: Mapping[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({"y": [y], "label": [f"{label}{_l(labels, 'colon')}{y:,.4g}"]})
 
 
 NO_RULE: Final = pd.DataFrame({"x": [], "y": [], "label": []})
@@ -442,8 +444,8 @@ def datasets(d: ChartData, labels: Mapping[str, str] = DEFAULT_LABELS
     L = functools.partial(_l, labels)
     cv = d.curves
     x_max = float(cv["concurrency"].max())
-    rules = {"v_chosen": _rule(d.concurrency, L("chosen")),
-             "v_cvram": _rule(d.c_vram, L("c_vram")) if 0 < d.c_vram <= x_max else NO_RULE}
+    rules = {"v_chosen": _rule(d.concurrency, L("chosen"), labels),
+             "v_cvram": _rule(d.c_vram, L("c_vram"), labels) if 0 < d.c_vram <= x_max else NO_RULE}
     n = len(cv)
     step = pd.DataFrame({
         "x": np.tile(cv["concurrency"].to_numpy(), 3),
@@ -467,20 +469,20 @@ def datasets(d: ChartData, labels: Mapping[str, str] = DEFAULT_LABELS
     pts = d.roof_points[d.roof_points["point"] != "ridge"]
     pts = pts.assign(name=pts["point"].map(L), label=pts["point"].map(L))
     ridge = d.roof_points[d.roof_points["point"] == "ridge"]
-    ridge = ridge.assign(label=[f"{L('ridge')}: {d.ridge_flop_per_byte:,.0f} FLOP/B"])
+    ridge = ridge.assign(label=[f"{L('ridge')}{L('colon')}{d.ridge_flop_per_byte:,.0f} FLOP/B"])
     ridge_pt = ridge.assign(name=L("ridge"), point="ridge")
     return {
-        "step_time": {"lines": step, **rules, "h_slo": _hrule(d.slo_tpot_ms, L("slo_tpot"))},
+        "step_time": {"lines": step, **rules, "h_slo": _hrule(d.slo_tpot_ms, L("slo_tpot"), labels)},
         "throughput": {"curves": tput, **rules},
         "vram": {"bars": bars,
                  "v_usable": pd.DataFrame({"x": [d.usable_gb], "label": [
-                     f"{L('usable')}: {d.usable_gb:,.1f} GB"]}),
+                     f"{L('usable')}{L('colon')}{d.usable_gb:,.1f} GB"]}),
                  "v_vram": pd.DataFrame({"x": [d.vram_gb], "label": [
-                     f"{L('vram')}: {d.vram_gb:,.1f} GB"]})},
-        "ttft": {"lines": ttft, "v_chosen": _rule(d.prompt_tokens, L("chosen_prompt")),
-                 "v_cvram": NO_RULE, "h_slo": _hrule(d.slo_ttft_s, L("slo_ttft"))},
+                     f"{L('vram')}{L('colon')}{d.vram_gb:,.1f} GB"]})},
+        "ttft": {"lines": ttft, "v_chosen": _rule(d.prompt_tokens, L("chosen_prompt"), labels),
+                 "v_cvram": NO_RULE, "h_slo": _hrule(d.slo_ttft_s, L("slo_ttft"), labels)},
         "cost": {"lines": cost, **rules,
-                 "h_slo": _hrule(d.slo_cost, L("slo_cost")) if d.slo_cost > 0 else NO_RULE},
+                 "h_slo": _hrule(d.slo_cost, L("slo_cost"), labels) if d.slo_cost > 0 else NO_RULE},
         "roofline": {"roof": roof, "points": pd.concat([pts, ridge_pt], ignore_index=True),
                      "ridge": ridge},
     }
@@ -523,8 +525,9 @@ def compare_specs(current: ChartData, pinned: ChartData,
                                         "series": name}))
             at = cv.iloc[[int(np.argmin(np.abs(cv["concurrency"].to_numpy() - d.concurrency)))]]
             dots.append(pd.DataFrame({"x": at["concurrency"], "value": at[y], "series": name}))
-        title = L(_COMPARE_TITLES[y]) + (f" ({current.currency})" if y == "cost_per_mtok"
-                                         else "")
+        title = L(_COMPARE_TITLES[y])
+        if y == "cost_per_mtok":
+            title = L("with_unit").format(what=title, unit=current.currency)
         tip = [alt.Tooltip("series:N", title=L("what_if")),
                alt.Tooltip("x:Q", title=L("concurrency"), format=",.0f"),
                alt.Tooltip("value:Q", title=title, format=",.3f")]

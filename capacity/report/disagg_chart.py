@@ -91,7 +91,7 @@ def _panel(df: pd.DataFrame, field: str, title: str, slo_ms: float, at_ms: float
                                            format=".0%"),
                                alt.Tooltip("link_utilization:Q", title=lab["rho_l"],
                                            format=".0%")]),
-        alt.Chart(pd.DataFrame([{"v": slo_ms, "label": f"{lab['slo']}: {slo_ms:g} ms"}]))
+        alt.Chart(pd.DataFrame([{"v": slo_ms, "label": f"{lab['slo']}{lab['colon']}{slo_ms:g} ms"}]))
         .mark_rule(strokeDash=[6, 4], color="#d62728").encode(
             y=alt.Y("v:Q", scale=alt.Scale(domain=[0, y_top], nice=False)),
             tooltip=[alt.Tooltip("label:N", title=lab["slo"])]),
@@ -132,7 +132,8 @@ def chart_labels(lang: str = "en", pct: str = "p90") -> dict[str, str]:
             "tpot": t("pd_ch_tpot", lang, pct=pct), "slo": t("pd_ch_slo", lang),
             "saturates": t("pd_ch_saturates", lang), "here": t("pd_ch_here", lang),
             "events": t("pd_ch_events", lang, pct=pct), "rho_p": t("pd_rho_prefill", lang),
-            "rho_d": t("pd_rho_decode", lang), "rho_l": t("pd_rho_link", lang)}
+            "rho_d": t("pd_rho_decode", lang), "rho_l": t("pd_rho_link", lang),
+            "colon": t("colon", lang)}
 
 
 CHARTS: Final = ("ttft", "tpot")

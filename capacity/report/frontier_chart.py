@@ -116,7 +116,9 @@ def frontier_labels(lang: str = "en", currency: str = "") -> dict[str, str]:
             "concurrency", "ttft", "cost", "measured", "current", "target", "point",
             "deployment", "layout")
     out = {k: t(f"fr_{k}", lang) for k in keys}
-    out["cost"] = t("fr_cost", lang) + (f" ({currency})" if currency else "")
+    if currency:
+        out["cost"] = t("with_paren", lang, what=out["cost"], detail=currency)
+    out["colon"] = t("colon", lang)
     return out
 
 
@@ -224,7 +226,7 @@ def frontier_chart(fr: Frontier, *, lang: str = "en", interactivity: float | Non
             x=x, y=y, tooltip=[alt.Tooltip("label:N", title=lab["current"])]))
     if interactivity is not None:
         rule = pd.DataFrame([{"interactivity_tok_s_per_user": interactivity,
-                              "label": f"{lab['target']}: {interactivity:g}"}])
+                              "label": f"{lab['target']}{lab['colon']}{interactivity:g}"}])
         layers.append(alt.Chart(rule).mark_rule(strokeDash=[4, 4], color="gray").encode(
             x=x, tooltip=[alt.Tooltip("label:N", title=lab["target"])]))
     # the faint dots share the GPU legend with the fronts: its symbols drawn opaque

@@ -496,14 +496,15 @@ def decode_pin(raw: str, current: ExplorerState, catalog: Catalog
     for item in raw.split(","):
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
-            return None, [f"'pin={raw}' ignored (items are name:value, joined by ','); "
-                          "nothing is pinned"]
+            return None, [Note(f"'pin={raw}' ignored (items are name:value, joined by ','); "
+                               "nothing is pinned", code="link_pin_items", value=raw)]
         params[name.strip()] = value
     unknown = sorted(set(params) - {f.name for f in fields(ExplorerState)} - {"lang"})
     if unknown:
-        return None, [f"'pin={raw}' ignored (unknown {', '.join(unknown)}); nothing is pinned"]
-    state, notices = decode(params, catalog, base=current)
-    return replace(state, lang=current.lang), [f"pin: {n}" for n in notices]
+        return None, [Note(f"'pin={raw}' ignored (unknown {(names := ', '.join(unknown))}); "
+                           "nothing is pinned", code="link_pin_unknown", value=raw, names=names)]
+    state, ns = decode(params, catalog, base=current)
+    return replace(state, lang=current.lang), [Note("pin: " + n, code="link_pin_part", notice=n) for n in ns]
 
 
 def explorer_url(state: ExplorerState, base: str = "/explorer") -> str:
