@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 
 import pypdfium2 as pdfium
 import pytest
@@ -14,6 +15,7 @@ from capacity.plan.options import Plan, PlanInputs, Slo
 from capacity.plan.search import plan
 from capacity.report.document import find_cjk_font
 from capacity.report.quote import quote_markdown, quote_pdf
+from tests.test_chinese_pages import ascii_punctuation
 
 TODAY = dt.date(2026, 11, 30)
 
@@ -42,6 +44,10 @@ def test_markdown_in_chinese(headline: Plan) -> None:
     md = quote_markdown(headline, lang="zh", today=TODAY)
     assert md.startswith("# 容量报价")
     assert "推荐配置" in md and "备选配置" in md and "不是承诺" in md
+    # Chinese punctuation throughout ('| 最紧约束 | 首字延迟 (85%) |' until 2026-12-08)
+    cells = [c for line in md.splitlines() for c in line.split("|")]
+    assert [c for c in cells if ascii_punctuation(c)] == []
+    assert re.search(r"\| 最紧约束 \| \S+（\d+%） \|", md)
 
 
 def test_simulation_is_reported(headline: Plan) -> None:

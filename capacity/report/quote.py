@@ -314,8 +314,9 @@ def _option_rows(plan: Plan, o: Option, lang: str) -> list[tuple[str, str]]:
         *_prefix_rows(plan, o, lang),
         (t("quote_verdict" if o.pp == 1 else "quote_verdict_pp", lang, pp=o.pp),
          f"{t('quote_verdict_' + (o.memory_verdict or ''), lang)} / {o.slots_per_replica}"),
-        (t("quote_binding", lang), f"{t('quote_reason_' + o.binding, lang)} "
-                                   f"({o.binding_ratio:.0%})"),
+        (t("quote_binding", lang), t("pl_binding_value", lang,
+                                     reason=t("quote_reason_" + o.binding, lang),
+                                     share=f"{o.binding_ratio:.0%}")),
     ]
 
 
