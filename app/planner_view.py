@@ -7,6 +7,7 @@ language, mostly through the quote's own wording (`capacity.report.quote`).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +29,6 @@ from capacity.report.planner_url import PlannerState, planner_url
 from capacity.report.quote import (
     alternative_text,
     basis_text,
-    draft_label,
     draft_note_text,
     draft_text,
     fix_text,
@@ -90,35 +90,102 @@ def headline_metrics(result: Plan, best: Option, lang: str) -> list[Metric]:
 
 def options_frame(options: Sequence[Option], pct: float, lang: str,
                   link: Callable[[Option], str]) -> pd.DataFrame:
-    """The ranked options table, each with a link to it in the Explorer."""
+    """The ranked options table: what a buyer compares, narrow enough for a 1400 px window
+    (no sideways scrolling): the option (GPUs x count, layout, weights, KV), GPUs paid, cost per
+    month and per M output tokens at the design load, TTFT and TPOT at the SLO percentile
+    against their targets (headers, and `options_columns`' help), the binding constraint with
+    its share of the limit, and a link to the option in the Explorer. The rest is in
+    `option_details_frame`."""
     q = int(pct)
     return pd.DataFrame([{
         "#": i + 1, t("pl_col_option", lang): option_label(o, lang),
-        t("fig_col_gpus", lang): o.paid_gpus, t("fig_col_price", lang): o.price_per_hour,
-        t("pl_col_month", lang): o.cost_per_month,
-        t("fig_col_mtok_design", lang): o.cost_per_mtok_design,
-        t("fig_col_mtok", lang): o.cost_per_mtok,
-        t("fig_col_ttft", lang, q=q): fmt_ms(o.ttft_ms), t("fig_col_tpot", lang, q=q): fmt_ms(o.tpot_ms),
-        t("pl_col_max_rate", lang): round(o.capacity_rate_per_s, 3),
-        t("pl_col_memory", lang): t("quote_verdict_" + (o.memory_verdict or ""), lang),
-        t("pl_col_nodes", lang): " + ".join(map(str, o.nodes)),
-        t("pl_col_variants", lang): variants_text(o, lang),
-        t("pl_col_draft", lang): t("pl_draft_cell", lang, label=draft_label(o.draft, lang),
-                                   tau=f"{o.draft_acceptance_length:.2f}") if o.draft else "",
-        t("pl_col_binding", lang): t("pl_reason_" + o.binding, lang),
+        t("fig_col_gpus", lang): o.paid_gpus, t("pl_col_month", lang): o.cost_per_month,
+        t("pl_col_mtok", lang): o.cost_per_mtok_design,
+        t("pl_col_ttft", lang, q=q): fmt_ms(o.ttft_ms), t("pl_col_tpot", lang, q=q): fmt_ms(o.tpot_ms),
+        t("pl_col_binding", lang): t("pl_binding_value", lang,
+                                     reason=t("pl_reason_" + o.binding, lang),
+                                     share=f"{o.binding_ratio:.0%}"),
         t("pl_col_link", lang): link(o)}
         for i, o in enumerate(options)])
 
 
-def options_columns(cur: str, lang: str) -> dict[str, Any]:
-    """The options table's column formats: money in the currency, the link as a link."""
+OPTION_PX = 345
+"""The options table's option column, px, when a name would not fit on one line in it: what a
+1400 px window leaves it beside the other columns (English 'throughput (48%)' is the widest
+binding cell)."""
+WRAP_ROW_PX = 68
+"""A row tall enough for two lines (Streamlit wraps a cell's text only in rows over 64 px)."""
+
+
+def text_px(text: str) -> float:
+    """About how wide `text` is in a table cell, px, in Streamlit's 14 px Source Sans (its
+    canvas's measureText: a CJK or full-width character 14, a space 2.8, ',' 3.5, '(' 4.2, a
+    digit 7, 'K' 8.1, 'x' 6.2; '4 x A100 40GB SXM (2 replicas x TP=2), awq, fp8 KV' 291 and its
+    Chinese name 312, within 3 px)."""
+    def width(ch: str) -> float:
+        if unicodedata.east_asian_width(ch) in "WF":
+            return 14.0
+        if ch == " ":
+            return 2.8
+        if ch in ",.;:()[]'|/!ilj":
+            return 4.0
+        return 8.2 if ch.isupper() else 7.0 if ch.isdigit() else 6.5
+    return sum(map(width, text))
+
+
+def options_layout(labels: Sequence[str]) -> tuple[int | None, int | None]:
+    """The options table's row height and option column width, px: (None, None), Streamlit's
+    own (one line, as wide as the longest name), unless a name (a draft, a spare, whole nodes)
+    is wider than `OPTION_PX`; then the column is that wide and its rows hold two lines, so
+    the name wraps instead of the table scrolling sideways."""
+    if max(map(text_px, labels), default=0.0) + 17 <= OPTION_PX:  # 8.5 px padding each side
+        return None, None
+    return WRAP_ROW_PX, OPTION_PX
+
+
+def option_details_frame(options: Sequence[Option], lang: str) -> pd.DataFrame:
+    """The ranked options' other figures, row for row under the same numbers (#; the option's
+    name would make the table too wide for a 1400 px window again): the price per GPU-hour,
+    the cost per M output tokens at the SLO-feasible capacity and that capacity, the memory
+    verdict, the nodes, the equivalent variants and (when any option has a draft, which its
+    name says) the draft's acceptance length."""
+    drafts = any(o.draft for o in options)
+    return pd.DataFrame([{
+        "#": i + 1,
+        t("fig_col_price", lang): o.price_per_hour, t("fig_col_mtok", lang): o.cost_per_mtok,
+        t("pl_col_max_rate", lang): round(o.capacity_rate_per_s, 3),
+        t("pl_col_memory", lang): t("quote_verdict_" + (o.memory_verdict or ""), lang),
+        t("pl_col_nodes", lang): " + ".join(map(str, o.nodes)),
+        t("pl_col_variants", lang): variants_text(o, lang),
+        **({t("pl_col_tau", lang): round(o.draft_acceptance_length, 2) if o.draft else None}
+           if drafts else {})}
+        for i, o in enumerate(options)])
+
+
+def options_columns(inputs: PlanInputs, pct: float, lang: str,
+                    option_px: int | None = None) -> dict[str, Any]:
+    """The options tables' column formats (money in the currency, the link as a link), the
+    short headers' meaning (help: the design load, the SLO targets) and the option column's
+    width (`option_px`, `options_layout`'s; None: as wide as its longest name)."""
+    cur, q = inputs.currency, int(pct)
+    money = {"format": f"{cur} %.2f"}
     return {
+        t("pl_col_option", lang): st.column_config.TextColumn(width=option_px),
+        t("fig_col_gpus", lang): st.column_config.NumberColumn(help=t("fig_gpus", lang)),
         t("pl_col_link", lang): st.column_config.LinkColumn(
-            t("pl_col_link", lang), display_text=t("pl_explorer", lang)),
-        t("fig_col_price", lang): st.column_config.NumberColumn(format=f"{cur} %.2f"),
+            t("pl_col_link", lang), display_text=t("pl_open", lang), help=t("pl_explorer", lang)),
+        t("fig_col_price", lang): st.column_config.NumberColumn(**money),
         t("pl_col_month", lang): st.column_config.NumberColumn(format=f"{cur} %,.0f"),
-        t("fig_col_mtok_design", lang): st.column_config.NumberColumn(format=f"{cur} %.2f"),
-        t("fig_col_mtok", lang): st.column_config.NumberColumn(format=f"{cur} %.2f")}
+        t("pl_col_mtok", lang): st.column_config.NumberColumn(
+            **money, help=t("pl_help_mtok", lang)),
+        t("fig_col_mtok", lang): st.column_config.NumberColumn(**money),
+        t("pl_col_ttft", lang, q=q): st.column_config.TextColumn(help=t(
+            "pl_help_ttft", lang, q=q, slo=fmt_ms(inputs.slo.ttft_ms))),
+        t("pl_col_tpot", lang, q=q): st.column_config.TextColumn(help=t(
+            "pl_help_tpot", lang, q=q, slo=fmt_ms(inputs.slo.tpot_ms))),
+        t("pl_col_binding", lang): st.column_config.TextColumn(help=t("pl_help_binding", lang)),
+        t("pl_col_tau", lang): st.column_config.NumberColumn(format="%.2f",
+                                                             help=t("draft_tau", lang))}
 
 
 def rejected_markdown(result: Plan, inputs: PlanInputs, lang: str) -> str:

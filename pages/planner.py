@@ -119,8 +119,14 @@ else:
 
 if result.options:
     st.subheader(T("pl_options", n=len(result.options), m=result.evaluated))
+    # one line a row; a name too long for a 1400 px window (a draft, a spare) wraps in two
+    row_px, option_px = view.options_layout([option_label(o, lang) for o in result.options[:30]])
+    columns = view.options_columns(inputs, pct, lang, option_px)
     st.dataframe(view.options_frame(result.options[:30], pct, lang, link), hide_index=True,
-                 width="stretch", column_config=view.options_columns(cur, lang))
+                 width="stretch", column_config=columns, row_height=row_px)
+    with st.expander(T("pl_details")):  # the other figures, row for row, by the same numbers
+        st.dataframe(view.option_details_frame(result.options[:30], lang), hide_index=True,
+                     width="stretch", column_config=columns, placeholder="-")
 # disaggregated prefill/decode ranked beside them (issue 27), when asked for: also in the quote
 comparison = disagg_section(inputs, lang) if state.disagg else None
 # and a MoE model's wide expert-parallel deployments (issue 27), when asked for: also in the quote

@@ -39,7 +39,14 @@ def test_default_inputs_give_a_ranked_explained_answer(app: AppTest) -> None:
     table = next(d.value for d in app.dataframe if "Explorer" in d.value.columns)
     assert table["#"].tolist()[:3] == [1, 2, 3]
     assert table["Explorer"].str.startswith("/explorer?").all()
-    assert {"binding", "memory"} <= set(table.columns)
+    # what a buyer compares in the table; the other figures under it, row for row by number
+    assert list(table.columns) == ["#", "option", "GPUs", "per month", "per M tok", "TTFT p90",
+                                   "TPOT p90", "binding", "Explorer"]
+    assert table["binding"].str.fullmatch(r"(TTFT|TPOT|throughput|memory|slots|cost) \(\d+%\)").all()
+    details = next(d.value for d in app.dataframe if "memory" in d.value.columns)
+    assert details["#"].tolist() == table["#"].tolist()
+    assert {"per GPU-hour", "per M tok, SLO capacity", "max req/s within the SLO",
+            "nodes (GPUs each)", "equivalent variants"} <= set(details.columns)
     charts = [s.value for s in app.subheader]
     assert "Cost vs SLO-feasible goodput (Pareto front marked)" in charts
     assert "TTFT percentiles vs arrival rate (discrete-event model)" in charts
@@ -153,3 +160,18 @@ def test_the_chosen_option_says_how_much_of_the_shared_prefix_the_cache_serves()
 
     assert "the engine's prefix cache serves 1,584 of the 2,000 shared tokens" in caption("vllm")
     assert "serves 0 of the 2,000 shared tokens (this engine keeps" in caption("sglang")
+
+
+def test_a_long_option_name_wraps_instead_of_widening_the_table() -> None:
+    """The options table keeps Streamlit's one-line rows while every name fits `OPTION_PX`
+    (the default plan's widest, '4 x A100 40GB SXM (2 replicas x TP=2), awq, fp8 KV', 291 px
+    in the browser, and its Chinese name, 312 px); a name with a spare and a draft makes the
+    column that wide and the rows two lines tall (tests/test_browser.py measures the table)."""
+    from app.planner_view import OPTION_PX, WRAP_ROW_PX, options_layout, text_px
+
+    assert abs(text_px("4 x A100 40GB SXM (2 replicas x TP=2), awq, fp8 KV") - 291) < 5
+    assert abs(text_px("4 x A100 40GB SXM（2 个副本 x TP=2），awq，fp8 KV") - 312) < 8
+    assert options_layout(["4 x A100 40GB SXM（2 个副本 x TP=2），awq，fp8 KV"]) == (None, None)
+    assert options_layout(["4 x RTX 3090（2 个副本 x TP=2）+ 2 张备用，int8，fp8 KV，"
+                           "单层草稿模型，深度 5"]) == (WRAP_ROW_PX, OPTION_PX)
+    assert options_layout([]) == (None, None)

@@ -146,6 +146,32 @@ def test_planner_renders_options_and_charts(server: str, page: Page) -> None:
     assert_no_error(pg)
 
 
+TABLE_SCROLL = """() => Array.from(document.querySelectorAll('[data-testid=stDataFrame]'))
+  .filter(d => d.getBoundingClientRect().width > 0)
+  .map(d => { const s = d.querySelector('.dvn-scroller');
+              return s ? [s.scrollWidth, s.clientWidth] : null; })
+  .filter(x => x !== null)"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("query", ["", "&model=llama-3.1-8b&spare=1&draft=auto&cur=USD"],
+                         ids=["default", "drafts-and-spares"])
+def test_the_ranked_options_fit_a_1400_px_window(server: str, page: Page, lang: str,
+                                                 query: str) -> None:
+    """Until 2026-12-08 the ranked options table was 1,910 px wide (2,009 in Chinese) in the
+    938 px a 1400 px window leaves it: sixteen columns, scrolled sideways. Now it and its
+    details under it fit, also with options named with a draft and a spare (the names wrap)."""
+    pg = page
+    pg.goto(server + f"/planner?lang={lang}{query}")
+    pg.locator('[data-testid="stDataFrame"]:visible').first.wait_for(timeout=120_000)
+    pg.locator('[data-testid="stExpander"] summary',
+               has_text="More figures" if lang == "en" else "更多数字").click()
+    pg.wait_for_function(f"({TABLE_SCROLL})().length >= 2", timeout=60_000)
+    sizes = pg.evaluate(TABLE_SCROLL)
+    assert len(sizes) == 2 and all(sw <= cw for sw, cw in sizes), sizes
+    assert_no_error(pg)
+
+
 CUT_TEXT = """() => Array.from(document.querySelectorAll(
     '[data-testid=stDownloadButton] *, [data-testid=stMetric] *'))
   .filter(el => el.scrollWidth > el.clientWidth + 1)

@@ -250,14 +250,18 @@ def every_surface_shows(state: PlannerState, p: Plan,
     assert warned == ([said] if said else [])
     table = next(d.value for d in at.dataframe if "Explorer" in d.value.columns)
     row = table.iloc[0]
+    # the price and the cost at the SLO capacity: in the details under the table, same number
+    details = next(d.value for d in at.dataframe if t("fig_col_price", "en") in d.value.columns)
+    more = details.iloc[0]
+    assert more["#"] == row["#"] == 1
     assert int(row[t("fig_col_gpus", "en")]) == want["paid_gpus"]
-    assert _close(float(row[t("fig_col_price", "en")]), want["price"], 1e-9)
+    assert _close(float(more[t("fig_col_price", "en")]), want["price"], 1e-9)
     assert _close(float(row[t("pl_col_month", "en")]), want["month"], 1e-6)
-    assert _close(float(row[t("fig_col_mtok_design", "en")]), want["mtok_design"], 1e-9)
-    assert _close(float(row[t("fig_col_mtok", "en")]), want["mtok"], 1e-9)
+    assert _close(float(row[t("pl_col_mtok", "en")]), want["mtok_design"], 1e-9)
+    assert _close(float(more[t("fig_col_mtok", "en")]), want["mtok"], 1e-9)
     q = state.pct
-    assert row[t("fig_col_ttft", "en", q=q)] == shown["ttft"]
-    assert row[t("fig_col_tpot", "en", q=q)] == shown["tpot"]
+    assert row[t("pl_col_ttft", "en", q=q)] == shown["ttft"]
+    assert row[t("pl_col_tpot", "en", q=q)] == shown["tpot"]
     link = str(row[t("pl_col_link", "en")])
     assert link == explorer_url(explorer_state(inp, best, cat))
 
