@@ -98,8 +98,8 @@ with models_tab:
 with gpus_tab:
     rows = pd.DataFrame(catalog_tables.gpu_rows(catalog))
     rows.columns = [T("gc_" + c) for c in rows.columns]
-    st.dataframe(rows, hide_index=True, width="stretch", key="cat_gpus",
-                 height=table_height(len(rows)))
+    st.dataframe(rows, hide_index=True, width="stretch", key="cat_gpus",  # '-': not published
+                 height=table_height(len(rows)), placeholder="-")
 
 with add_tab:
     st.caption(T("add_intro", folder=str(catalog_custom.custom_dir())))

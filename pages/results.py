@@ -156,7 +156,8 @@ st.vega_lite_chart(spec=ratio_spec, width="stretch", height=300)
 st.caption(T("r_median_err"))
 st.dataframe(view.median_error_frame(ov, labels, lang), hide_index=True, width="stretch")
 with st.expander(T("r_ratio_table")):
-    st.dataframe(view.ratio_frame(ov, labels, lang), hide_index=True, width="stretch")
+    st.dataframe(view.ratio_frame(ov, labels, lang), hide_index=True, width="stretch",
+                 placeholder="-")  # the roofline column: only the metrics it predicts
 if len(m.compare) > 1:
     st.markdown(f"**{T('r_compare')}**")
     st.dataframe(compare_table(m.compare, {c: T("r_cmp_" + c)

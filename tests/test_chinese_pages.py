@@ -8,7 +8,8 @@ titles and legend labels of the Vega-Lite specs. A run of Latin letters that is 
 GPU, key, file), a unit or an abbreviation on the allow-list below fails the test, naming where it
 was found. So does English punctuation in a Chinese text (`ascii_punctuation`: '滑动窗口 (窗口 128)',
 '公开数据: ...', 'fp16 KV, 本章引擎 (Vultr)'), the Chinese style being full-width brackets, colons and
-commas. Every collapsible section is opened first: their bodies run only while open
+commas. So does a table cell drawn as Streamlit's "None" (a missing value in a table that sets
+no placeholder). Every collapsible section is opened first: their bodies run only while open
 (`app.layout.section`), and until 2026-12-08 the scan never saw the Explorer's charts, tables and
 buyer's chart.
 """
@@ -135,6 +136,11 @@ def page_texts(at: AppTest) -> Iterator[tuple[str, str]]:
                         for cell in df[col].tolist():
                             if isinstance(cell, str):
                                 yield kind, cell
+                        # a missing value is drawn as the word "None" unless the table names
+                        # its own placeholder ('-')
+                        if df[col].isna().any() and not any(
+                                f.name == "placeholder" for f, _ in proto.ListFields()):
+                            yield kind, f"None（{header}）"
             elif kind == "UnknownElement" and getattr(node, "type", "") == "arrow_vega_lite_chart":
                 yield from ((kind, s) for s in vega_texts(json.loads(proto.spec)))
             elif hasattr(proto, "spec") and isinstance(getattr(proto, "spec", None), str):
