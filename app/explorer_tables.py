@@ -71,7 +71,8 @@ def capacity_table(table: pd.DataFrame, currency: str, lang: str) -> CapacityTab
     shown["verdict"] = shown["verdict"].map(lambda v: verdict_text(v, lang))
     shown["slo"] = shown["slo"].map(lambda v: status_text(v, lang))
     headers = [t("col_" + c, lang) for c in TABLE_COLUMNS]
-    headers[TABLE_COLUMNS.index("cost_per_mtok")] += f" ({currency})"
+    at = TABLE_COLUMNS.index("cost_per_mtok")
+    headers[at] = t("with_paren", lang, what=headers[at], detail=currency)
     shown.columns = headers
     order = [*TABLE_FIRST, *(c for c in TABLE_COLUMNS if c not in TABLE_FIRST)]
     raw = [[r[c] for c in TABLE_COLUMNS] for r in table.to_dict("records")]
@@ -108,8 +109,10 @@ def widenings_text(unc: Uncertainty, lang: str) -> str:
 def band_frame(unc: Uncertainty, lang: str) -> pd.DataFrame:
     """The band: low, middle and high of TPOT, TTFT and C_vram."""
     return pd.DataFrame(
-        [[t("metric_tpot", lang) + " (ms)", *map(short_num, unc.step_ms)],
-         [t("metric_ttft", lang) + " (s)", *map(short_num, unc.ttft_s)],
+        [[t("with_paren", lang, what=t("metric_tpot", lang), detail="ms"),
+          *map(short_num, unc.step_ms)],
+         [t("with_paren", lang, what=t("metric_ttft", lang), detail="s"),
+          *map(short_num, unc.ttft_s)],
          [t("metric_cvram", lang), *(f"{int(v):,}" for v in unc.max_concurrency_vram)]],
         columns=[t("unc_quantity", lang), t("unc_low", lang), t("unc_mid", lang),
                  t("unc_high", lang)])

@@ -369,7 +369,8 @@ def compare_frame(pinned_ex: Explanation, pinned: ExplorerState, ex: Explanation
     `deps`, pinned first)."""
     import pandas as pd
 
-    rows = [t("metric_tpot", lang) + " (ms)", t("metric_ttft", lang) + " (s)",
+    rows = [t("with_paren", lang, what=t("metric_tpot", lang), detail="ms"),
+            t("with_paren", lang, what=t("metric_ttft", lang), detail="s"),
             t("metric_tok_s", lang), t("metric_agg", lang), t("col_cost_per_mtok", lang),
             t("metric_month", lang), t("metric_cvram", lang),
             *(t("c_" + v.constraint, lang) for v in ex.verdicts), t("compare_overall", lang)]

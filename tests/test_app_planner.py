@@ -175,3 +175,18 @@ def test_a_long_option_name_wraps_instead_of_widening_the_table() -> None:
     assert options_layout(["4 x RTX 3090（2 个副本 x TP=2）+ 2 张备用，int8，fp8 KV，"
                            "单层草稿模型，深度 5"]) == (WRAP_ROW_PX, OPTION_PX)
     assert options_layout([]) == (None, None)
+
+
+@pytest.mark.slow
+def test_auto_drafts_with_nothing_published_say_so_in_chinese() -> None:
+    """`draft=auto` on a model with no published acceptance cannot be planned (the CLI says
+    so too); the Chinese page said it in English until 2026-12-08 (a coded note now)."""
+    at = AppTest.from_file(APP, default_timeout=120).switch_page(PAGE)
+    for k, v in {"lang": "zh", "model": "mistral-7b-v0.3", "weights": "bf16",
+                 "draft": "auto"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    shown = " ".join(str(e.value) for e in [*at.error, *at.warning, *at.info])
+    assert "mistral-7b-v0.3 的草稿模型没有公开的接受长度" in shown, shown
+    assert "no published acceptance" not in shown

@@ -183,11 +183,9 @@ def english_of(text: str, allowed: set[str]) -> list[str]:
             if not all(w in allowed or any(ch.isdigit() for ch in w) for w in WORD.findall(run))]
 
 
-KNOWN_PUNCTUATION = {"每 token 延迟 (ms)", "首字延迟 (s)", "每百万 token 成本 (CNY)"}
-"""Chinese texts still written with English brackets, left for now: the Explorer's uncertainty
-table's rows (app/explorer_view.py, app/explorer_tables.py) and its capacity table's cost
-header (app/explorer_tables.py), which another change had open on 2026-12-08; each is
-`t("with_paren", lang, what=..., detail=...)` to be, and then off this list."""
+KNOWN_PUNCTUATION: set[str] = set()
+"""Chinese texts still written with English brackets (none since 2026-12-08: the Explorer's
+uncertainty rows and its capacity table's cost header now use `with_paren`)."""
 
 
 def english(at: AppTest, allowed: set[str]) -> list[str]:

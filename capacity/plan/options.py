@@ -317,8 +317,10 @@ class PlanInputs:
                 found = [f"{kind}:{d}" for kind in DRAFT_KINDS
                          for d in range(1, max(depths_for(model_key, kind), default=0) + 1)]
                 if not found:
-                    raise InputError(f"no published acceptance for {model_key}'s drafts: name "
-                                     "one (eagle:3) with an acceptance length or rate")
+                    raise InputError(Note(
+                        f"no published acceptance for {model_key}'s drafts: name one "
+                        "(eagle:3) with an acceptance length or rate", code="draft_auto_none",
+                        model=model_key))
                 out += found
                 continue
             kind, depth = parse_draft(key)
