@@ -7,12 +7,14 @@ The job and the simulators themselves are `app.measure_state`'s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
 from app import measure_state as ms
+from capacity.access import User
 from capacity.bench.connect import ConnectReport
 from capacity.bench.form import (
     MeasureForm,
@@ -34,10 +36,14 @@ PRESET_INFO = "m_preset_info"
 PLAN = "m_plan_sweeps"
 """The calibration preset's sweeps (`PlanSweeps`): the job runs them while the prompt lengths
 and levels are as the preset filled them in."""
-PENDING = "m_pending_form"
-"""Form values a button set just before `st.rerun()`, applied again at the top of the next
-run: Streamlit drops the state of widgets that an interrupted run never drew, and the widgets
-then came back with their defaults (the simulator's URL lost, Connect checking port 8000)."""
+SWITCH = "m_sim_switch"
+"""The simulated endpoint the form is being pointed at (`SimSwitch`), until a run has drawn the
+form with its values (`form_drawn`)."""
+KEPT = "m_sim_kept"
+"""The fields the user changed while the form was pointed at a simulator: (field key, what they
+typed, the simulator's value), their text kept (`kept_note`)."""
+SIM_FIELDS = ("m_base_url", "m_model", "m_gpu", "m_predict", "m_price", "m_currency", "m_label")
+"""The form's fields a simulated endpoint fills in (`sim_values`)."""
 
 
 def init_form(catalog: Catalog) -> None:
@@ -52,22 +58,125 @@ def init_form(catalog: Catalog) -> None:
                 "m_sim_model": DEFAULT_MODEL, "m_sim_gpu": DEFAULT_GPU, "m_sim_speedup": 1.0}
     for k, v in defaults.items():
         st.session_state.setdefault(k, v)
-    st.session_state.update(st.session_state.pop(PENDING, {}))
 
 
-def use_sim(s: SimServer, catalog: Catalog, *, rerun: bool = False) -> None:
-    """Point the form at a simulated endpoint (its URL, model, GPU and price); `rerun`: then
-    rerun the page, the values carried over to the next run (`PENDING`)."""
-    st.session_state[ms.SIM] = s
+@dataclass(frozen=True, kw_only=True)
+class SimSwitch:
+    """The form being pointed at a simulated endpoint: the running one with this `pid`, or the
+    user's of this `config` (model, GPU, speed-up: found, else started), and the values each
+    field may hold that the user did not type (`untyped`: the field when they asked).
+
+    Why it is kept in the session until a run has drawn the form (`settle_sim`, `form_drawn`):
+    every read and write of the session state is a point where Streamlit stops a run for the
+    browser's next request, and that request carries each field as the browser last drew it.
+    A field typed while the simulator started began a new run at once (Streamlit's fast
+    reruns) while the old one was still starting it: the simulator ran but the session lost
+    it, the form at port 8000 and the label 'measure' (CI, 2026-12-07), or the values of a
+    rerun stopped before it drew the form were replaced by the browser's, or the label typed
+    meanwhile was overwritten by the simulator's."""
+
+    pid: int | None = None
+    config: tuple[str, str, float] | None = None
+    untyped: tuple[tuple[str, tuple[object, ...]], ...]
+
+
+def ask_sim(*, pid: int | None = None, config: tuple[str, str, float] | None = None) -> None:
+    """Point the form at a simulator (`SimSwitch`, one write; `settle_sim` applies it). A switch
+    not yet drawn passes on what it had as untyped: the browser may still show that."""
+    g = st.session_state
+    prev = g.get(SWITCH)
+    before = dict(prev.untyped) if isinstance(prev, SimSwitch) else {}
+    untyped = tuple((k, (*before.get(k, ()), g.get(k))) for k in SIM_FIELDS)
+    g[SWITCH] = SimSwitch(pid=pid, config=config, untyped=untyped)
+
+
+def sim_values(s: SimServer, catalog: Catalog) -> dict[str, object]:
+    """The form's fields for a simulated endpoint: its URL, model, GPU, price and a label."""
     g = catalog.gpu(s.gpu)
-    values = {"m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
-              "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
-              "m_label": f"sim-{s.gpu}"}
-    st.session_state.update(values)  # this run's widgets, drawn below
-    st.session_state.pop(ms.CONNECT, None)
+    return {"m_base_url": s.base_url, "m_model": s.model, "m_gpu": s.gpu,
+            "m_predict": s.model, "m_price": g.price_per_hour, "m_currency": g.currency,
+            "m_label": f"sim-{s.gpu}"}
+
+
+def merge_sim_values(current: Mapping[str, object], values: Mapping[str, object],
+                     untyped: Mapping[str, tuple[object, ...]]
+                     ) -> tuple[dict[str, object], tuple[tuple[str, object, object], ...]]:
+    """The simulator's `values` over the form's `current` ones: (the fields to set, the ones
+    the user typed meanwhile: (key, typed, the simulator's), kept). A field is set while it
+    still holds a value the user did not type (`untyped`)."""
+    updates: dict[str, object] = {}
+    kept: list[tuple[str, object, object]] = []
+    for k, v in values.items():
+        cur = current.get(k)
+        if cur == v:
+            continue
+        if cur in untyped.get(k, ()):
+            updates[k] = v
+        else:
+            kept.append((k, cur, v))
+    return updates, tuple(kept)
+
+
+def settle_sim(catalog: Catalog, user: User) -> None:
+    """Apply the switch to a simulator (`SimSwitch`), at the top of every run until one has
+    drawn the form: the simulator (one of `config` found or started: a run stopped while it
+    started it leaves it to this one, the registry's start lock between them) is the
+    session's, and its values go in the fields the user has not typed into since; what they
+    typed is kept and said (`KEPT`). CapacityError when it cannot start (the switch dropped);
+    one no longer running: the switch is dropped."""
+    g = st.session_state
+    sw = g.get(SWITCH)
+    if not isinstance(sw, SimSwitch):
+        return
+    try:
+        s = (ms.start_sim(user, *sw.config) if sw.config is not None else
+             next((x for x in ms.SIMS.running(user.scope) if x.proc.pid == sw.pid), None))
+    except CapacityError:
+        g.pop(SWITCH, None)
+        raise
+    if s is None:
+        g.pop(SWITCH, None)
+        return
+    g[ms.SIM] = s
+    updates, kept = merge_sim_values({k: g.get(k) for k in SIM_FIELDS}, sim_values(s, catalog),
+                                     dict(sw.untyped))
+    for k, v in updates.items():
+        g[k] = v
+    g[KEPT] = kept
+    if "m_base_url" in updates:
+        g.pop(ms.CONNECT, None)
+
+
+def use_sim(s: SimServer, catalog: Catalog, user: User, *, rerun: bool = False) -> None:
+    """Point the form at a running simulated endpoint (its URL, model, GPU, price and a label:
+    `SimSwitch`); `rerun`: then rerun the page."""
+    ask_sim(pid=s.proc.pid)
+    settle_sim(catalog, user)
     if rerun:
-        st.session_state[PENDING] = values
         st.rerun()
+
+
+def form_drawn() -> None:
+    """The form's fields are drawn with the switch's values: it is done (`SimSwitch`)."""
+    st.session_state.pop(SWITCH, None)
+
+
+def forget_sim() -> None:
+    """The session's simulator stopped: no switch to it, nothing kept to say."""
+    for k in (ms.SIM, SWITCH, KEPT):
+        st.session_state.pop(k, None)
+
+
+def kept_note(lang: str) -> str | None:
+    """What the user typed while the form was pointed at the simulator, kept, while the field
+    still holds it (None: nothing)."""
+    g = st.session_state
+    kept = [(k, typed, sim) for k, typed, sim in g.get(KEPT) or () if g.get(k) == typed]
+    if not kept:
+        return None
+    fields = "; ".join(t("m_sim_kept_field", lang, field=t(k, lang), typed=typed, sim=sim)
+                       for k, typed, sim in kept)
+    return t("m_sim_kept", lang, fields=fields)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -57,6 +57,10 @@ form.init_form(cat)
 user = auth.current()
 can = user.may(Right.MEASURE)
 auth.read_only_note(Right.MEASURE, lang)
+try:  # a simulator the form is being pointed at, until a run has drawn the form with it
+    form.settle_sim(cat, user)
+except CapacityError as exc:
+    st.error(T("m_error", msg=error_text(exc, lang)))
 
 # -- No GPU at hand? ------------------------------------------------------------------------
 # keyed, so the browser keeps it as the user left it: without a key its identity is its label,
@@ -71,22 +75,27 @@ with st.expander(T("m_sim_title"), expanded=ms.sim(user.id) is not None, key="m_
                     key="m_sim_speedup", help=T("m_sim_speedup_help"))
     running_sim = ms.sim(user.id)
     if running_sim is not None and st.session_state.pop("measure_sim_reattached", False):
-        form.use_sim(running_sim, cat)  # a tab opened after the one that started it: carry on
+        form.use_sim(running_sim, cat, user)  # a tab opened after the one that started it: carry on
         st.info(T("m_sim_reattached", url=running_sim.base_url))
     if running_sim is None:
         if (st.button(T("m_sim_start"), key="m_sim_start", type="primary", disabled=not can)
                 and not auth.refused(Right.MEASURE, lang)):
+            # the request first (one write), then the start: a run stopped while it starts
+            # it (a field typed meanwhile) leaves the rest to the next (`form.SimSwitch`)
+            form.ask_sim(config=(str(st.session_state["m_sim_model"]),
+                                 str(st.session_state["m_sim_gpu"]),
+                                 float(st.session_state["m_sim_speedup"])))
             try:
-                s = ms.start_sim(user, st.session_state["m_sim_model"],
-                                 st.session_state["m_sim_gpu"],
-                                 float(st.session_state["m_sim_speedup"]))
+                form.settle_sim(cat, user)
             except CapacityError as exc:
                 st.error(T("m_error", msg=error_text(exc, lang)))
             else:
-                form.use_sim(s, cat, rerun=True)
+                st.rerun()
     else:
         st.success(T("m_sim_running", url=running_sim.base_url, model=running_sim.model,
                      gpu=running_sim.gpu, speedup=running_sim.speedup))
+        if kept := form.kept_note(lang):
+            st.warning(kept)
         if (st.button(T("m_sim_stop"), key="m_sim_stop", disabled=not can)
                 and not auth.refused(Right.MEASURE, lang)):
             try:
@@ -95,7 +104,7 @@ with st.expander(T("m_sim_title"), expanded=ms.sim(user.id) is not None, key="m_
                 st.error(T("auth_not_yours"))
             else:
                 running_sim.stop()
-                st.session_state.pop(ms.SIM, None)
+                form.forget_sim()
                 st.rerun()
     others = [s for s in ms.SIMS.running(user.scope) if s is not running_sim]
     if others:  # started by this app from other tabs (or earlier): use one, or stop it
@@ -106,7 +115,7 @@ with st.expander(T("m_sim_title"), expanded=ms.sim(user.id) is not None, key="m_
             r1.caption(T("m_sim_row", model=s.model, gpu=s.gpu, url=s.base_url,
                          speedup=s.speedup, pid=pid))
             if r2.button(T("m_sim_use"), key=f"m_sim_use_{pid}", disabled=not can):
-                form.use_sim(s, cat, rerun=True)
+                form.use_sim(s, cat, user, rerun=True)
             if (r3.button(T("m_sim_stop_one"), key=f"m_sim_stop_{pid}", disabled=not can)
                     and not auth.refused(Right.MEASURE, lang)):
                 try:
@@ -190,6 +199,7 @@ c5, c6 = st.columns([3, 2])
 c5.selectbox(T("m_predict"), variants, key="m_predict", help=T("m_predict_help"))
 c6.selectbox(T("m_workload"), ["", *sorted(load_presets())], key="m_workload",
              format_func=lambda k: form.workload_label(k, lang), help=T("m_workload_help"))
+form.form_drawn()  # the simulator's values are the browser's now (`form.SimSwitch`)
 
 
 current = ms.job()

@@ -167,10 +167,22 @@ def test_measure_page_starts_the_simulator_and_connects(tmp_path: Path, shots: P
             page.get_by_role("button", name="Start measuring").wait_for(timeout=60_000)
             page.get_by_text("No GPU at hand?").click()
             try:
+                # a label typed while the simulator starts is kept, the form still pointed at
+                # the simulator (it lost the simulator, or the label: `app.measure_form.SimSwitch`)
+                page.get_by_role("button", name="Start the simulated endpoint").click()
+                label = page.get_by_label("Label", exact=True)
+                label.fill("typed-meanwhile")
+                label.press("Enter")
                 # the simulator may take up to its own 60 s to start on a loaded machine
                 click_until(page, "Start the simulated endpoint",
                             page.get_by_text("Simulated qwen3.5-9b-awq on rtx-4090"), shots,
                             attempts=3, each_ms=60_000)
+                running = page.get_by_text("Simulated qwen3.5-9b-awq on rtx-4090").inner_text()
+                sim_url = re.search(r"http://127\.0\.0\.1:\d+/v1", running)
+                assert sim_url, running
+                base_url = page.get_by_label("Base URL", exact=True)
+                sync_api.expect(base_url).to_have_value(sim_url.group(0), timeout=30_000)
+                assert label.input_value() == "typed-meanwhile"
                 click_until(page, "Connect", page.get_by_text("streams (server-sent events)"),
                             shots, attempts=3, each_ms=30_000)
                 assert page.locator("[data-testid='stException']").count() == 0
