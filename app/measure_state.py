@@ -201,10 +201,24 @@ def _requests(root: str, run_id: str, stamp: str) -> pd.DataFrame:
 def levels(run_id: str) -> pd.DataFrame:
     """Per-level rows of a run: its summary, plus levels a stopped run measured in part
     (computed from its requests)."""
+    return level_rows(run_id)[0]
+
+
+def level_rows(run_id: str) -> tuple[pd.DataFrame, int]:
+    """`levels`, and how many summary rows it left out for want of a concurrency (a whole
+    number >= 1; a cell emptied or edited by hand, which the store reads as empty): such a row
+    is no level (one drawn at 'NA' broke the page), and its level is computed from its
+    requests instead, where the run has them."""
     root = bench_root()
     stamp = _stamp(root)
-    return complete_levels(_summary(str(root), run_id, stamp),
-                           _requests(str(root), run_id, stamp))
+    summ = _summary(str(root), run_id, stamp)
+    if "concurrency" in summ:
+        c = pd.to_numeric(summ["concurrency"], errors="coerce")
+        ok = (c.notna() & (c >= 1)).to_numpy(dtype=bool)
+        summ, left_out = summ[ok].reset_index(drop=True), int((~ok).sum())
+    else:
+        left_out = 0
+    return complete_levels(summ, _requests(str(root), run_id, stamp)), left_out
 
 
 def run_meta(run_dir: str) -> dict[str, Any]:

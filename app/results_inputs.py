@@ -65,6 +65,8 @@ def stored_runs(variants: list[str], gpus: list[str], lang: str, user: User) -> 
             share_switches(shown, chosen, names, user, lang)
             if m.run_warnings:  # client-bound levels, prefix-cache hits, one-burst levels...
                 st.warning(view.run_warnings_text(m.run_warnings, lang))
+            if m.levels_left_out:  # a summary.csv edited by hand: said, not a traceback
+                st.warning(tn("r_levels_left_out", m.levels_left_out, lang))
             if m.no_levels:
                 st.warning(T("r_no_levels"))
     return m

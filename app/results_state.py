@@ -75,6 +75,8 @@ class Measured:
     else the chapter's (an import, or an engine the run did not name)."""
     no_levels: bool = False
     """The first run measured no level."""
+    levels_left_out: int = 0
+    """Summary rows of the chosen runs without a concurrency, left out (`ms.level_rows`)."""
 
 
 def run_engine(meta: Mapping[str, Any]) -> str:
@@ -137,7 +139,8 @@ def from_runs(shown: pd.DataFrame, chosen: Sequence[str], names: dict[str, str],
     pm = args.get("predict_model") or row["model"]
     model = pm if pm in variants else DEFAULT_MODEL
     gpu = args.get("gpu") if args.get("gpu") in gpus else DEFAULT_GPU
-    summ = ms.levels(chosen[0])
+    rows = {i: ms.level_rows(i) for i in dict.fromkeys(chosen)}
+    summ = rows[chosen[0]][0]
     picked = shown.set_index("run_id").loc[list(chosen)]
     # in charts a run is its label, with its start time only where two chosen runs share a
     # label (a legend of long names was cut at the chart's edge)
@@ -152,14 +155,14 @@ def from_runs(shown: pd.DataFrame, chosen: Sequence[str], names: dict[str, str],
         # the name follows the choice: its labels, each once, in the order chosen
         cal_default="_".join(dict.fromkeys(str(lb) for lb in picked["label"]))[:80],
         model=model, gpu=gpu, failures=summ,
-        compare=[(short[i], ms.levels(i)) for i in chosen],
+        compare=[(short[i], rows[i][0]) for i in chosen],
         fit_points=[*points, *[p for i in chosen[1:] for p in points_from_summary(
-            ms.levels(i), model=model, gpu=gpu, source=i)]],
+            rows[i][0], model=model, gpu=gpu, source=i)]],
         fit_desc="; ".join(names.get(i, i) for i in chosen),
         find_max=meta.get("find_max") if isinstance(meta.get("find_max"), dict) else None,
         fit_batch1=calib.batch1_for_run(meta), run_warnings=bench_run_warnings(meta),
         engine=run_engine(meta),
-        no_levels=summ.empty)
+        no_levels=summ.empty, levels_left_out=sum(n for _, n in rows.values()))
 
 
 def from_upload(name: str, points: list[MeasuredPoint]) -> Measured:
