@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Protocol
 
+from capacity.report.i18n import error_text
+
 
 def tokens_label(n: int) -> str:
     """A token count: '8K' for a multiple of 1024, else with thousands separated."""
@@ -67,6 +69,12 @@ def markdown_plain(text: str) -> str:
     `![x](http://evil/)` echoed in an error) makes the browser fetch an image or shows a
     link. For messages that carry text from outside: a catalog warning, a refused upload."""
     return _WWW.sub(r"\1\\.", _MARKDOWN_ACTIVE.sub(r"\\\1", text))
+
+
+def plain_error(exc: BaseException, lang: str) -> str:
+    """A library error's message in `lang` (`error_text`) as plain text (`markdown_plain`): the
+    Measure and Results pages' errors quote what a server answered or a stored file holds."""
+    return markdown_plain(error_text(exc, lang))
 
 
 def distinct_names(names: Mapping[str, str]) -> dict[str, str]:

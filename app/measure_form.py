@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app import measure_state as ms
+from app.format import plain_error
 from capacity.access import User
 from capacity.bench.connect import ConnectReport
 from capacity.bench.form import (
@@ -29,7 +30,7 @@ from capacity.errors import CapacityError
 from capacity.fit.sweep import CALIBRATION_PASSES, CHARS_PER_TOKEN, OUTPUT_TOKENS, measurement_plan
 from capacity.model.scenario import DEFAULT_GPU, DEFAULT_MODEL, make_scenario
 from capacity.model.traffic import load_presets
-from capacity.report.i18n import MESSAGES, error_text, t
+from capacity.report.i18n import MESSAGES, t
 
 PRESET_INFO = "m_preset_info"
 """What the last preset filled in (a caption under its button)."""
@@ -226,7 +227,7 @@ def fill_calibration_sweep(catalog: Catalog, lang: str) -> None:
         plan = measurement_plan(make_scenario(str(g["m_predict"]), str(g["m_gpu"]),
                                               catalog=catalog))
     except CapacityError as exc:
-        g[PRESET_INFO] = t("m_error", lang, msg=error_text(exc, lang))
+        g[PRESET_INFO] = t("m_error", lang, msg=plain_error(exc, lang))
         g.pop(PLAN, None)
         return
     if not plan.cells:

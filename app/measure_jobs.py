@@ -83,7 +83,8 @@ def _draw_one(o: OwnedJob, *, own: bool, user: User, can: bool, lang: str) -> No
         return
     dirs = j.run_dirs()
     if status == JobState.FAILED and j.find_run_dir() is None:
-        st.error(t("m_failed", lang, log=j.log_tail()))
+        st.error(t("m_failed", lang))  # the log as code: it quotes the server, never Markdown
+        st.code(j.log_tail(), language=None)
     for d in dirs:
         st.success(t("m_done", lang, run=d.name, label=d.parent.name))
     if dirs:

@@ -11,11 +11,12 @@ import streamlit as st
 from app import measure_state as ms
 from app import results_state as rs
 from app import results_view as view
+from app.format import markdown_plain, plain_error
 from capacity.access import AccessDenied, User, may_share_run
 from capacity.errors import CapacityError
 from capacity.fit.imports import FORMATS
 from capacity.fit.overlay import filter_runs, read_upload
-from capacity.report.i18n import error_text, t, tn
+from capacity.report.i18n import t, tn
 
 
 def stored_runs(variants: list[str], gpus: list[str], lang: str, user: User) -> rs.Measured:
@@ -30,10 +31,10 @@ def stored_runs(variants: list[str], gpus: list[str], lang: str, user: User) -> 
     try:
         runs, warns = ms.runs(user)
     except CapacityError as exc:
-        st.error(T("r_error", msg=error_text(exc, lang)))
+        st.error(T("r_error", msg=plain_error(exc, lang)))
         st.stop()
     for w in warns:
-        st.caption(T("r_store_warning", msg=w))
+        st.caption(T("r_store_warning", msg=markdown_plain(w)))  # it quotes the files
     if runs.empty:
         st.info(T("r_no_runs", root=str(ms.bench_root())))
     else:
@@ -82,7 +83,7 @@ def share_switches(shown: pd.DataFrame, chosen: list[str], names: dict[str, str]
         if not may_share_run(user, access):
             continue
         key = rs.share_switch_value(run_id, access.shared)
-        want = st.toggle(t("r_share", lang, name=names.get(run_id, run_id)), key=key,
+        want = st.toggle(t("r_share", lang, name=markdown_plain(names.get(run_id, run_id))), key=key,
                          help=t("r_share_help", lang))
         if want != access.shared:
             try:
@@ -114,7 +115,7 @@ def imported_points(lang: str) -> rs.Measured:
                                                     None if fmt == "auto" else fmt,
                                                     concurrency=conc or None))
         except CapacityError as exc:
-            st.error(T("r_error", msg=error_text(exc, lang)))
+            st.error(T("r_error", msg=plain_error(exc, lang)))
         else:
             st.success(tn("r_imported", len(m.points), lang, name=up.name))
     return m

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from app.format import knob, num, pct, sig
+from app.format import knob, markdown_plain, num, pct, sig
 from app.layout import Metric
 from capacity.access import User
 from capacity.fit import calibration as calib
@@ -69,7 +69,7 @@ def runs_table(shown: pd.DataFrame, lang: str, user: User | None = None) -> pd.D
 def run_warnings_text(warnings: Sequence[str], lang: str) -> str:
     """A run's warnings, one a line under a heading that counts them."""
     return (t("r_run_warnings", lang, n=len(warnings)) + "\n\n"
-            + "\n".join(f"- {w}" for w in warnings))
+            + "\n".join(f"- {markdown_plain(w)}" for w in warnings))
 
 
 def reference_text(s: ReferenceSweep, lang: str) -> str:
@@ -116,10 +116,11 @@ def find_max_labels(lang: str) -> dict[str, str]:
 
 def find_max_caption(fm: FindMaxOverlay, answer: Mapping[str, object], lang: str) -> str:
     """The search's targets, probes and how it stopped."""
+    # why it stopped, as meta.json says: in a code span, no backtick of its own to end it
+    why = str(answer.get("stopped", "")).replace("`", "'")[:200]
     return t("r_fm_help", lang, pct=f"{fm.pct:g}", ttft=f"{fm.slo_ttft_ms:g}",
              tpot=f"{fm.slo_tpot_ms:g}", n=len(fm.probes),
-             stopped=t("r_fm_converged", lang) if answer.get("converged")
-             else f"`{answer.get('stopped', '')}`")
+             stopped=t("r_fm_converged", lang) if answer.get("converged") else f"`{why}`")
 
 
 def find_max_metrics(fm: FindMaxOverlay, lang: str) -> tuple[Metric, Metric | None]:

@@ -14,7 +14,7 @@ from app import measure_form as form
 from app import measure_jobs as jobs
 from app import measure_state as ms
 from app.bootstrap import ensure_navigation
-from app.format import distinct_names
+from app.format import distinct_names, markdown_plain, plain_error
 from app.state import init_lang
 from capacity.access import AccessDenied, Right
 from capacity.bench.config import MAX_PASSES
@@ -25,7 +25,7 @@ from capacity.bench.storage import model_name
 from capacity.errors import CapacityError
 from capacity.model.cost import CURRENCIES
 from capacity.model.traffic import load_presets
-from capacity.report.i18n import error_text, t
+from capacity.report.i18n import t
 
 ensure_navigation()
 lang = init_lang()
@@ -60,7 +60,7 @@ auth.read_only_note(Right.MEASURE, lang)
 try:  # a simulator the form is being pointed at, until a run has drawn the form with it
     form.settle_sim(cat, user)
 except CapacityError as exc:
-    st.error(T("m_error", msg=error_text(exc, lang)))
+    st.error(T("m_error", msg=plain_error(exc, lang)))
 
 # -- No GPU at hand? ------------------------------------------------------------------------
 # keyed, so the browser keeps it as the user left it: without a key its identity is its label,
@@ -88,7 +88,7 @@ with st.expander(T("m_sim_title"), expanded=ms.sim(user.id) is not None, key="m_
             try:
                 form.settle_sim(cat, user)
             except CapacityError as exc:
-                st.error(T("m_error", msg=error_text(exc, lang)))
+                st.error(T("m_error", msg=plain_error(exc, lang)))
             else:
                 st.rerun()
     else:
@@ -146,14 +146,14 @@ if st.button(T("m_connect"), key="m_connect", disabled=not can) and not auth.ref
         st.error(T("m_sim_not_yours"))
     except CapacityError as exc:
         st.session_state.pop(ms.CONNECT, None)
-        st.error(T("m_error", msg=error_text(exc, lang)))
+        st.error(T("m_error", msg=plain_error(exc, lang)))
     else:
         form.keep_report(report)
 rep = form.connect_report()  # None when it was for another URL
 if rep is not None:
     for col, (label, value) in zip(st.columns(4), form.report_words(rep, lang), strict=True):
         col.metric(label, value)
-    (st.success if rep.ok else st.warning)(rep.message)
+    (st.success if rep.ok else st.warning)(markdown_plain(rep.message))  # the server's words
 
 models = list(rep.models) if rep is not None and rep.models else []
 if models:
@@ -212,7 +212,7 @@ if (st.button(T("m_start"), key="m_start", type="primary", disabled=busy or not 
     except AccessDenied:
         st.error(T("m_sim_not_yours"))
     except CapacityError as exc:
-        st.error(T("m_error", msg=error_text(exc, lang)))
+        st.error(T("m_error", msg=plain_error(exc, lang)))
     else:
         st.rerun()
 

@@ -18,6 +18,7 @@ from app import measure_state as ms
 from app import results_state as rs
 from app import results_view as view
 from app.bootstrap import ensure_navigation
+from app.format import markdown_plain, plain_error
 from app.i18n import overlay_chart_labels
 from app.results_inputs import imported_points, stored_runs
 from app.state import init_lang
@@ -34,7 +35,7 @@ from capacity.fit.uncertainty import band, sensitivity
 from capacity.fit.validate_predict import spec_sheet
 from capacity.fit.vllm_log import parse_vllm_log, reconcile
 from capacity.model.roofline import StepMethod
-from capacity.report.i18n import engine_label, error_text, note_text, t
+from capacity.report.i18n import engine_label, note_text, t
 
 ensure_navigation()
 lang = init_lang()
@@ -81,7 +82,7 @@ calibration: calib.Calibration | None = None
 try:
     calibration = rs.chosen_calibration(cal_choice, fitted)
 except CapacityError as exc:
-    st.error(T("r_error", msg=error_text(exc, lang)))
+    st.error(T("r_error", msg=plain_error(exc, lang)))
 
 sweeps = ms.reference_sweeps()
 ref_by_label = {s.label: s for s in sweeps}
@@ -111,7 +112,7 @@ try:
         # axis is concurrency)
         max_concurrency_within_slo(m.find_max), engine=m.engine)
 except CapacityError as exc:
-    st.error(T("r_error", msg=error_text(exc, lang)))
+    st.error(T("r_error", msg=plain_error(exc, lang)))
     st.stop()
 
 # -- the overlay ------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ if m.find_max is not None:
             st.session_state["r_gpu"], n_gpus, max(1, round(ov.prompt_tokens)),
             max(1, round(ov.output_tokens)), speedup, view.find_max_labels(lang))
     except CapacityError as exc:
-        st.error(T("r_error", msg=error_text(exc, lang)))
+        st.error(T("r_error", msg=plain_error(exc, lang)))
     else:
         st.caption(view.find_max_caption(fm_ov, m.find_max, lang))
         m1, m2 = st.columns(2)
@@ -170,7 +171,7 @@ st.caption(T("r_accuracy_help"))
 try:
     checks = run_checks(m.points, scenario, calibration)
 except CapacityError as exc:
-    st.error(T("r_error", msg=error_text(exc, lang)))
+    st.error(T("r_error", msg=plain_error(exc, lang)))
 else:
     st.caption(view.accuracy_caption(checks, summarize(checks), calibration is not None, lang))
     st.caption(view.saturated_rule_text(ov.c_vram_spec, lang))
@@ -183,7 +184,7 @@ st.caption(T("r_calibrate_help"))
 c1, c2, c3 = st.columns([2, 1, 1])
 rs.reset_calibration_name(m.cal_default)  # a new choice names it anew
 cal_name = c1.text_input(T("r_cal_name"), key="r_cal_name")
-c1.caption(T("r_fit_on", runs=m.fit_desc or m.series))
+c1.caption(T("r_fit_on", runs=markdown_plain(m.fit_desc or m.series)))  # labels of meta.json
 if m.fit_batch1:
     c1.caption(T("r_fit_batch1"))
 if c2.button(T("r_fit"), key="r_fit", type="primary"):
@@ -195,7 +196,7 @@ if c2.button(T("r_fit"), key="r_fit", type="primary"):
             scenario.with_(step_method=StepMethod.OPERATOR.value), name=cal_name,
             inputs=m.inputs_desc, batch1=m.fit_batch1))
     except CapacityError as exc:
-        st.error(T("r_error", msg=error_text(exc, lang)))
+        st.error(T("r_error", msg=plain_error(exc, lang)))
     else:
         st.rerun()
 fitted = st.session_state.get(ms.FITTED)
@@ -219,7 +220,7 @@ if isinstance(fitted, calib.Calibration):
         try:
             path = rs.save_fitted(fitted, cal_name, ms.calibrations_dir(), overwrite=overwrite)
         except (CapacityError, OSError) as exc:
-            st.error(T("r_error", msg=error_text(exc, lang)))
+            st.error(T("r_error", msg=plain_error(exc, lang)))
         else:  # saved (its new name shown everywhere after the rerun), or a name to ask about
             if path is not None:
                 st.session_state[rs.SAVED_TO] = str(path)
@@ -266,7 +267,7 @@ try:
     st.caption(T("r_sens_help"))
     st.dataframe(view.sensitivity_frame(sens, lang), hide_index=True, width="stretch")
 except CapacityError as exc:
-    st.error(T("r_error", msg=error_text(exc, lang)))
+    st.error(T("r_error", msg=plain_error(exc, lang)))
 
 # -- vLLM startup log -------------------------------------------------------------------------
 st.subheader(T("r_vllm"))
@@ -276,7 +277,7 @@ if log_text.strip():
         parsed = parse_vllm_log(log_text)
         compared, terms = reconcile(parsed, scenario)
     except CapacityError as exc:
-        st.error(T("r_error", msg=error_text(exc, lang)))
+        st.error(T("r_error", msg=plain_error(exc, lang)))
     else:
         st.caption(T("r_vllm_settings", util=compared.util, ctx=compared.context_tokens,
                      found=", ".join(f"`{f}`" for f in parsed.found) or "-"))

@@ -186,6 +186,14 @@ def save_named(cal: Calibration, name: str, directory: Path | None = None) -> Pa
     return _write(cal, path)
 
 
+def _shown_name(name: object, path: Path) -> str:
+    """The name a loaded calibration goes by: its file's `name` where that is a name
+    (`check_name`), else the file's own (its stem). A file is text anyone with the folder can
+    edit, and every page shows a calibration's name in its captions: a `name` such as
+    `![x](http://host/)` made each browser that opened it fetch that image."""
+    return name if isinstance(name, str) and _is_name(name) else path.stem
+
+
 def load_named(name: str, directory: Path | None = None) -> Calibration:
     """Read a saved calibration by name only (`check_name`): what pages and URLs use."""
     return load(named_path(name, directory), directory)
@@ -217,7 +225,7 @@ def load(name_or_path: str | Path, directory: Path | None = None) -> Calibration
                 raise InputError(f"{path}: knob {n} = {v!r} is outside [{lo:g}, {hi:g}]")
         pts = tuple(FitPoint(**{**p, "kind": PointKind(p["kind"])}) for p in doc.get("points", []))
         cal = Calibration(
-            name=str(doc.get("name", path.stem)), model=str(doc["model"]), gpu=str(doc["gpu"]),
+            name=_shown_name(doc.get("name"), path), model=str(doc["model"]), gpu=str(doc["gpu"]),
             engine=str(doc.get("engine", "")), std=tuple(doc.get("std", {}).items()),
             step_method=(step_method(str(doc["step_method"])).value if "step_method" in doc
                          else ""),

@@ -1,10 +1,13 @@
 """Round six of the hostile-input checks (an audit of Measure -> Results -> calibrate, 2026-12-08):
-a summary row edited by hand is said instead of a traceback."""
+what a server answered or a stored run's files say is shown as plain text, and a summary row
+edited by hand is said instead of a traceback."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import re
 import socket
 import threading
 from pathlib import Path
@@ -16,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import measure_state as ms
 from capacity.bench.job import JobRegistry
+from capacity.fit.calibration_store import load_named
 from tests.test_app_results import store_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,3 +113,66 @@ def test_a_level_whose_summary_row_lost_its_concurrency_comes_from_its_requests(
     assert "1 summary row has no concurrency" in shown(at)
     assert levels_shown(at) == {1, 2}
 
+
+def test_a_servers_words_in_a_runs_warnings_are_plain_text(folders: Path) -> None:
+    """A run's warnings quote the server (an error body) and its meta.json anyone with the
+    folder can edit: shown as Markdown, an image in them was fetched by every browser that
+    opened the run (checked in Chromium: the beacon was hit) and a link was clickable."""
+    bench = folders / "bench"
+    store_run(bench, "hostile", (1, 2, 4),
+              warnings=[f"level 1: every request failed (the first: http_error: HTTP 500: "
+                        f"{LINK_AND_IMAGE})"])
+    meta = run_dir(bench, "hostile") / "meta.json"
+    doc = json.loads(meta.read_text(encoding="utf-8"))
+    doc["label"] = "![l](http://127.0.0.1:9/label.png)"  # the label comes from meta.json too
+    meta.write_text(json.dumps(doc), encoding="utf-8")
+    edit_cell(run_dir(bench, "hostile") / "summary.csv", "ttft_p50_ms", 1,
+              "[cell](http://127.0.0.1:9/cell)")  # quoted by the store's note
+    at = results_page()
+    text = shown(at)
+    # each is there, escaped: no image, no link, no HTML, no URL a browser would follow
+    assert "HTTP 500" in text and "\\[cell\\]" in text and "label.png" in text
+    assert "http\\://127.0.0.1\\:9/beacon.png" in text
+    assert "http://127.0.0.1:9" not in text and "<b>" not in text and "![" not in text
+    assert not re.search(r"(?<!\\)\]\(", text)  # no unescaped ](
+
+
+def test_connect_shows_a_servers_words_as_plain_text(serve: Any, folders: Path) -> None:
+    """Connect's report quotes the server (a content type here): plain text on the page."""
+
+    def not_a_stream(req: Request, conn: socket.socket, stop: threading.Event) -> None:
+        body = b"{}"
+        conn.sendall(head(200, f"text/html; x=[c](http://127.0.0.1:9/ct) {BEACON}",
+                          length=len(body)) + body)
+
+    server = serve(models_or(not_a_stream))
+    at = AppTest.from_file(APP, default_timeout=60).switch_page("pages/measure.py")
+    at.run()
+    at.text_input(key="m_base_url").set_value(server.base_url)
+    at.button(key="m_connect").click().run()
+    assert not at.exception
+    [warning] = [w.value for w in at.warning]
+    assert "the response is not a stream" in warning
+    assert "http://127.0.0.1:9" not in warning and not re.search(r"(?<!\\)\]\(", warning)
+
+
+def test_a_calibration_files_name_that_is_no_name_is_not_shown(folders: Path) -> None:
+    """A calibration file's `name` is what every page's captions call it: one edited to
+    Markdown made the Results page fetch an image (the overlay's caption, the band's). A name
+    that is not a name (`check_name`) gives way to the file's own."""
+    text = (ROOT / "data" / "calibrations" / "rtx-4090-vllm-published.toml").read_text(
+        encoding="utf-8")
+    cal = folders / "cal"
+    cal.mkdir()
+    (cal / "edited.toml").write_text(text.replace(
+        'name = "rtx-4090-vllm-published"', f'name = "![x]({BEACON})"', 1), encoding="utf-8")
+    (cal / "kept.toml").write_text(text.replace(
+        'name = "rtx-4090-vllm-published"', 'name = "other-name"', 1), encoding="utf-8")
+    assert load_named("edited").name == "edited"
+    assert load_named("kept").name == "other-name"  # a name stays what the file says
+    store_run(folders / "bench", "sweep-a", (1, 2, 4, 8))
+    at = results_page()
+    at.selectbox(key="r_calibration").set_value("edited").run()
+    assert not at.exception and not at.error
+    text = shown(at)
+    assert "calibration: edited" in text and "127.0.0.1:9" not in text
