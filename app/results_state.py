@@ -21,10 +21,11 @@ import streamlit as st
 
 from app import measure_state as ms
 from capacity.access import AccessDenied, User, may_see_run, may_share_run, run_access
-from capacity.bench.engine_info import engine_profile_of
+from capacity.bench.engine_info import check_real_time, engine_profile_of
 from capacity.bench.storage import run_warnings as bench_run_warnings
 from capacity.bench.storage import set_shared
 from capacity.catalog.engines import DEFAULT_ENGINE, engine_names
+from capacity.errors import InputError
 from capacity.fit import calibration as calib
 from capacity.fit import calibration_store as cal_store
 from capacity.fit.measured import MeasuredPoint
@@ -77,6 +78,9 @@ class Measured:
     """The first run measured no level."""
     levels_left_out: int = 0
     """Summary rows of the chosen runs without a concurrency, left out (`ms.level_rows`)."""
+    fit_refused: str = ""
+    """Why Fit may not fit these points ('' : it may): a chosen run measured a sped-up
+    simulator (`check_fittable`)."""
 
 
 def run_engine(meta: Mapping[str, Any]) -> str:
@@ -162,7 +166,29 @@ def from_runs(shown: pd.DataFrame, chosen: Sequence[str], names: dict[str, str],
         find_max=meta.get("find_max") if isinstance(meta.get("find_max"), dict) else None,
         fit_batch1=calib.batch1_for_run(meta), run_warnings=bench_run_warnings(meta),
         engine=run_engine(meta),
-        no_levels=summ.empty, levels_left_out=sum(n for _, n in rows.values()))
+        no_levels=summ.empty, levels_left_out=sum(n for _, n in rows.values()),
+        fit_refused=_not_real_time(shown, chosen))
+
+
+def _not_real_time(shown: pd.DataFrame, chosen: Sequence[str]) -> str:
+    """Why the chosen runs may not be fitted ('' : they may): the first that measured a
+    simulator at a speed-up other than 1 (`engine_info.check_real_time`, what `capacity
+    calibrate --label` refuses; its times are that many times shorter than the GPU's)."""
+    dirs = dict(zip(shown["run_id"], shown["dir"], strict=True))
+    labels = dict(zip(shown["run_id"], shown["label"], strict=True))
+    for run_id in chosen:
+        try:
+            check_real_time(ms.run_meta(str(dirs[run_id])),
+                            f"bench run '{labels[run_id]}' ({run_id})")
+        except InputError as exc:
+            return str(exc)
+    return ""
+
+
+def check_fittable(m: Measured) -> None:
+    """InputError where Fit may not fit `m`'s points (`Measured.fit_refused`)."""
+    if m.fit_refused:
+        raise InputError(m.fit_refused)
 
 
 def from_upload(name: str, points: list[MeasuredPoint]) -> Measured:

@@ -190,6 +190,7 @@ if m.fit_batch1:
 if c2.button(T("r_fit"), key="r_fit", type="primary"):
     try:
         cal_store.check_name(cal_name)  # a name, never a path (docs/reliability.md)
+        rs.check_fittable(m)  # a sped-up simulator's times are no GPU's (as calibrate refuses)
         # the operator step (F4b): the knobs belong to the GPU and engine (docs/calibration.md)
         rs.keep_fitted(calib.fit(
             m.fit_points if m.fit_points is not None else m.points,

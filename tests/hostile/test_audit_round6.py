@@ -1,6 +1,7 @@
 """Round six of the hostile-input checks (an audit of Measure -> Results -> calibrate, 2026-12-08):
-what a server answered or a stored run's files say is shown as plain text, and a summary row
-edited by hand is said instead of a traceback."""
+what a server answered or a stored run's files say is shown as plain text, a summary row edited
+by hand is said instead of a traceback, and Fit refuses a sped-up simulator's run as `capacity
+calibrate` does."""
 
 from __future__ import annotations
 
@@ -135,6 +136,25 @@ def test_a_servers_words_in_a_runs_warnings_are_plain_text(folders: Path) -> Non
     assert "http\\://127.0.0.1\\:9/beacon.png" in text
     assert "http://127.0.0.1:9" not in text and "<b>" not in text and "![" not in text
     assert not re.search(r"(?<!\\)\]\(", text)  # no unescaped ](
+
+
+def test_a_fit_of_a_sped_up_simulators_run_is_refused(folders: Path) -> None:
+    """`capacity calibrate --label` refuses a run of `sim-server --speedup 20` (its times are
+    20 times shorter than the GPU's); the Results page fitted it and saved a calibration of a
+    GPU 20 times faster than physics. Fit now says why, as the command does."""
+    bench = folders / "bench"
+    store_run(bench, "fast-sim", (1, 2, 4, 8))
+    meta = run_dir(bench, "fast-sim") / "meta.json"
+    doc = json.loads(meta.read_text(encoding="utf-8"))
+    doc["engine_info"] = {"engine": "capacity sim-server", "sim_speedup": 20.0}
+    meta.write_text(json.dumps(doc), encoding="utf-8")
+    at = results_page()
+    at.button(key="r_fit").click().run()
+    assert not at.exception
+    [error] = [e.value for e in at.error]
+    assert "--speedup 20" in error and "fast-sim" in error
+    assert ms.FITTED not in at.session_state
+    assert not list((folders / "cal").glob("*.toml"))
 
 
 def test_connect_shows_a_servers_words_as_plain_text(serve: Any, folders: Path) -> None:
