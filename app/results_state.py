@@ -251,11 +251,14 @@ def save_fitted(fitted: calib.Calibration, name: str, folder: Path, *,
     """Save the fitted calibration under `name` (the name field as it reads now, not the one
     it was fitted under: a renamed calibration saves under its new name). When `folder`
     already holds NAME.toml and `overwrite` is not given, nothing is written: the name waits
-    in `SAVE_PENDING` for the page to ask, and None is returned. CapacityError for a name
+    in `SAVE_PENDING` for the page to ask, and None is returned; so too where a bundled
+    calibration has that name (saved, this one would hide it). CapacityError for a name
     that is not a name (`check_name`). Once saved, the saved entry replaces the unsaved one in
     the calibration choice (`calibration_options`), selected where that one was."""
     path = cal_store.named_path(name, folder, for_writing=True)
-    if path.exists() and not overwrite:
+    # a bundled calibration of that name counts too: saving hides it for everyone (the
+    # workspace's folder is read first), so the page asks as it does for its own files
+    if (path.exists() or cal_store.named_path(name).is_file()) and not overwrite:
         st.session_state[SAVE_PENDING] = name
         return None
     st.session_state.pop(SAVE_PENDING, None)

@@ -1,7 +1,7 @@
 """Round six of the hostile-input checks (an audit of Measure -> Results -> calibrate, 2026-12-08):
 what a server answered or a stored run's files say is shown as plain text, a summary row edited
-by hand is said instead of a traceback, and Fit refuses a sped-up simulator's run as `capacity
-calibrate` does."""
+by hand is said instead of a traceback, Fit refuses a sped-up simulator's run as `capacity
+calibrate` does, and Save asks before a bundled calibration's name is taken."""
 
 from __future__ import annotations
 
@@ -155,6 +155,25 @@ def test_a_fit_of_a_sped_up_simulators_run_is_refused(folders: Path) -> None:
     assert "--speedup 20" in error and "fast-sim" in error
     assert ms.FITTED not in at.session_state
     assert not list((folders / "cal").glob("*.toml"))
+
+
+def test_saving_under_a_bundled_calibrations_name_asks_first(folders: Path) -> None:
+    """The bundled `rtx-4090-vllm-published` is read after the workspace's folder: Save under
+    its name wrote the workspace's file at once and hid the bundled one from every user. Save
+    now asks, as for a name saved already; Overwrite then writes it."""
+    bundled = ROOT / "data" / "calibrations" / "rtx-4090-vllm-published.toml"
+    assert bundled.is_file()
+    store_run(folders / "bench", "sweep-a", (1, 2, 4, 8, 16, 32))
+    at = results_page()
+    at.button(key="r_fit").click().run()
+    at.text_input(key="r_cal_name").set_value("rtx-4090-vllm-published").run()
+    at.button(key="r_save").click().run()
+    assert not at.exception
+    assert not (folders / "cal" / "rtx-4090-vllm-published.toml").exists()
+    assert any("is saved already" in w.value for w in at.warning)
+    at.button(key="r_save_overwrite").click().run()
+    assert (folders / "cal" / "rtx-4090-vllm-published.toml").is_file()
+    assert bundled.is_file()  # the bundled file itself is never written
 
 
 def test_connect_shows_a_servers_words_as_plain_text(serve: Any, folders: Path) -> None:
