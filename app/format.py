@@ -56,7 +56,10 @@ def pct(v: float | None) -> str:
 
 
 _MARKDOWN_ACTIVE = re.compile(r"([\\`\[\]<>$:@])")
-_WWW = re.compile(r"(?i)\b(www)\.")
+_AUTOLINK = re.compile(r"(?i)(://|\bwww(?=\.)|@)")
+WORD_JOINER = "\u2060"
+"""An invisible character that joins its neighbours: put after `://`, `www` and `@`, it keeps
+the text as it reads but no longer a URL or an e-mail address to the renderer's autolinker."""
 
 
 def markdown_plain(text: str) -> str:
@@ -67,8 +70,13 @@ def markdown_plain(text: str) -> str:
     `@`) and `www.` is broken (emphasis is left alone: it fetches nothing, and file names keep
     their underscores readable), so nothing an uploaded or stored file says (a name such as
     `![x](http://evil/)` echoed in an error) makes the browser fetch an image or shows a
-    link. For messages that carry text from outside: a catalog warning, a refused upload."""
-    return _WWW.sub(r"\1\\.", _MARKDOWN_ACTIVE.sub(r"\\\1", text))
+    link. For messages that carry text from outside: a catalog warning, a refused upload.
+
+    The autolinks are broken by a word joiner (`WORD_JOINER`, invisible) after `://`, `www` and
+    `@`: Streamlit (1.67) links bare URLs, `www.` names and e-mail addresses in the text once
+    the escapes are read, so `http\\://host/` and `www\\.host` were still shown as links
+    (checked in Chromium, 2026-12-08)."""
+    return _MARKDOWN_ACTIVE.sub(r"\\\1", _AUTOLINK.sub(r"\1" + WORD_JOINER, text))
 
 
 def plain_error(exc: BaseException, lang: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.format import WORD_JOINER
 from capacity.access import (
     LOCAL_USER,
     AccessConfig,
@@ -255,9 +256,11 @@ def app(page: str | None, user: dict[str, Any] | None, access: dict[str, Any] | 
 
 
 def words(at: AppTest) -> str:
-    """The page's text as it reads (Markdown escapes taken out: `app.format.markdown_plain`)."""
+    """The page's text as it reads (Markdown escapes and word joiners taken out:
+    `app.format.markdown_plain`)."""
     return "\n".join(x.value for group in (at.markdown, at.caption, at.info, at.error,
-                                           at.warning, at.title) for x in group).replace("\\", "")
+                                           at.warning, at.title) for x in group).replace(
+        "\\", "").replace(WORD_JOINER, "")
 
 
 def save_button(at: AppTest) -> Any:

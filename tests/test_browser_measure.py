@@ -122,7 +122,12 @@ def click_until(page, name: str, expect, shots: Path, *, attempts: int, each_ms:
 
 
 def test_results_page_overlays_a_stored_run(tmp_path: Path, shots: Path) -> None:
-    store_run(tmp_path / "bench", "sweep-a", (1, 2, 4, 8, 16, 32))
+    # a warning that quotes a server's error body: plain text, no link, no image (the browser
+    # fetched a Markdown image in one, 2026-12-08; a bare URL was a link)
+    store_run(tmp_path / "bench", "sweep-a", (1, 2, 4, 8, 16, 32), warnings=[
+        "level 1: every request failed (the first: http_error: HTTP 500: "
+        "![x](http://127.0.0.1:9/x.png) [click](http://127.0.0.1:9/) http://127.0.0.1:9/ "
+        "www.example.com a@example.com)"])
     env = {"CAPACITY_BENCH_DIR": str(tmp_path / "bench"),
            "CAPACITY_CALIBRATIONS_DIR": str(tmp_path / "cal")}
     for url in serve(env):
@@ -134,6 +139,9 @@ def test_results_page_overlays_a_stored_run(tmp_path: Path, shots: Path) -> None
             page.locator(".vega-embed").nth(4).wait_for(timeout=30_000)
             assert page.locator(".vega-embed").count() == 5
             assert page.locator("[data-testid='stException']").count() == 0
+            warned = page.locator("[data-testid='stAlert']").filter(has_text="HTTP 500")
+            assert warned.count() == 1 and "x.png" in warned.inner_text()
+            assert warned.locator("a, img").count() == 0
             page.screenshot(path=str(shots / "results.png"), full_page=True)
             click_until(page, "Fit", page.get_by_text("Fitted knobs of"), shots,
                         attempts=2, each_ms=60_000)
