@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Protocol
 
-from capacity.report.i18n import error_text
+from capacity.report.i18n import error_text, note_text
+from capacity.types import Note
 
 
 def tokens_label(n: int) -> str:
@@ -83,6 +84,43 @@ def plain_error(exc: BaseException, lang: str) -> str:
     """A library error's message in `lang` (`error_text`) as plain text (`markdown_plain`): the
     Measure and Results pages' errors quote what a server answered or a stored file holds."""
     return markdown_plain(error_text(exc, lang))
+
+
+GRAVE_LOOKALIKE = "\u02cb"
+"""MODIFIER LETTER GRAVE ACCENT: shown in place of a backtick that a link carried, so the
+value stays inside the notice's code span."""
+
+
+def defused(text: str) -> str:
+    """`text` with nothing in it that Markdown can turn into a fetch or a link, whether it lands
+    inside a message's code span or outside one, and no backslash that a code span would show:
+    a backtick becomes a look-alike (`GRAVE_LOOKALIKE`: it cannot close the span), `](` is
+    split by a word joiner (no link or image), `<` and `>` become the angle quotes ‹ ›, `$` the
+    full-width ＄ (no math), and `://`, `www.` and `@` are joined as `markdown_plain` does (no
+    autolink). A value such as 'qwen3.5-9b' or 'typical:vllm' is left as it is."""
+    out = (text.replace("`", GRAVE_LOOKALIKE).replace("](", "]" + WORD_JOINER + "(")
+           .replace("<", "\u2039").replace(">", "\u203a").replace("$", "\uff04"))
+    return _AUTOLINK.sub(r"\1" + WORD_JOINER, out)
+
+
+def _inert(note: Note) -> Note:
+    """`note` with every text parameter `defused`, notes among its parameters (a reason)
+    too."""
+    params: dict[str, str | int | float] = {
+        k: _inert(v) if isinstance(v, Note) else defused(v) if isinstance(v, str) else v
+        for k, v in note.params.items()}
+    return Note(defused(str(note)), code=note.code, **params)
+
+
+def link_notices_text(title: str, notices: list[str], lang: str) -> str:
+    """The Markdown of a shared link's notices (the Explorer's and the Planner's): `title`,
+    then one item a notice in `lang`. A notice quotes what the link held, and whoever made the
+    link chose it: `model=a`![x](http://host/)`` closed the message's code span and drew an
+    image, which the reader's browser fetched (2026-12-08). Every text a notice carries is
+    `defused`; the message's own Markdown (its code spans) stays."""
+    def one(n: str) -> str:
+        return note_text(_inert(n), lang) if isinstance(n, Note) else markdown_plain(n)
+    return title + "\n\n" + "\n".join(f"- {one(n)}" for n in notices)
 
 
 def distinct_names(names: Mapping[str, str]) -> dict[str, str]:

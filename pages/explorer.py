@@ -17,7 +17,7 @@ from app import explorer_sections as sections
 from app import explorer_view as view
 from app.bootstrap import ensure_navigation
 from app.explorer_inputs import engine_knob_inputs, main_inputs, sidebar_inputs
-from app.format import entry_names, markdown_plain, tokens_label
+from app.format import entry_names, link_notices_text, markdown_plain, tokens_label
 from app.i18n import chart_labels
 from app.layout import metric_row, panel, section
 from app.state import (
@@ -60,7 +60,7 @@ st.session_state.setdefault("ex_c_max", max(1024, int(st.session_state[key("c")]
 
 st.title(T("nav_explorer"))
 if notices:
-    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {note_text(n, lang)}" for n in notices))
+    st.warning(link_notices_text(T("notice_title"), notices, lang))
 
 # ---- inputs: the main ones at the top, the rest in the sidebar (app.explorer_inputs) --------
 model, tp_moved = main_inputs(catalog, lang)

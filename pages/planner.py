@@ -14,6 +14,7 @@ import streamlit as st
 from app import cache
 from app import planner_view as view
 from app.bootstrap import ensure_navigation
+from app.format import link_notices_text
 from app.frontier_view import planner_frontier
 from app.layout import metric_row
 from app.planner_disagg import disagg_section
@@ -37,7 +38,7 @@ from capacity.plan.options import Option
 from capacity.report.bases import band_text
 from capacity.report.charts import log_arrivals_chart, log_length_chart, options_chart, ttft_curve_chart
 from capacity.report.check import check_caption, miss_text
-from capacity.report.i18n import error_text, note_text, t, tn
+from capacity.report.i18n import error_text, t, tn
 from capacity.report.quote import option_label, quote_file_name
 from capacity.report.urlstate import explorer_state, explorer_url
 
@@ -55,7 +56,7 @@ st.caption(T("pl_intro"))
 catalog = cache.catalog()
 saved, notices = init_planner(catalog)  # the URL (a shared link) or this session's last values
 if notices:
-    st.warning(T("notice_title") + "\n\n" + "\n".join(f"- {note_text(n, lang)}" for n in notices))
+    st.warning(link_notices_text(T("notice_title"), notices, lang))
 plan_inputs(catalog, lang)
 
 state = from_widgets(lang, catalog)
